@@ -1,0 +1,122 @@
+// Package fusion holds the op-graph IR that architecture builders emit and
+// every backend executes, the fusion rules that rewrite it into fewer, larger
+// kernels, and the execution plan.
+//
+// A Graph describes one forward step over up to Tokens tokens. Every
+// activation is a matrix of f32 values, one row per token; row t of a step
+// belongs to absolute position Pos+t, where Pos and the actual token count
+// T <= Tokens are given when the step runs (pseudo-dynamic shapes: the same
+// compiled graph serves every step). Ops only touch rows < T.
+package fusion
+
+import "fmt"
+
+// Buf names an activation buffer of a graph.
+type Buf int
+
+// BufInfo describes an activation buffer: Rows x Cols f32 values. Rows is
+// Graph.Tokens for per-token buffers, 1 for LastRow outputs.
+type BufInfo struct {
+	Name string
+	Rows int
+	Cols int
+}
+
+// Kind is an op kind. The comment of each kind is its contract; the CPU
+// backend (gpu/cpu) is its reference implementation.
+type Kind uint8
+
+const (
+	// Embed: Out[t] = Scale * W[tokens[t]] (Scale 0 means 1). W is [vocab, Out.Cols].
+	Embed Kind = iota + 1
+	// Norm: Out[t] = norm(In[0][t]) * W + Bias, with NormKind rms or layer and Eps.
+	// Bias is empty for RMSNorm.
+	Norm
+	// MatMul: Out[t] = W · In[0][t] + Bias; W is [Out.Cols, In[0].Cols] in any
+	// stored type (f32, f16, bf16, int8, int4; per-channel or block scales).
+	MatMul
+	// Rope: Out = In[0] with each of Heads heads of HeadDim rotated at
+	// position Pos+t: the first RopeDims dims, pairs per RopeStyle, angle
+	// (Pos+t) * RopeBase^(-2i/RopeDims) for pair i. Out may equal In[0].
+	Rope
+	// StoreKV: writes K = In[0][t] and V = In[1][t] (KVHeads*HeadDim each) into
+	// the cache of Layer at position Pos+t.
+	StoreKV
+	// Attention: for each head h of Heads (kv head h / (Heads/KVHeads)),
+	// Out[t] = sum_p softmax_p(s_p) V[p], s_p = cap(Scale * Q[t]·K[p]) over
+	// cache positions p of Layer with p <= Pos+t and, when Window > 0,
+	// Pos+t-p < Window; cap(s) = Cap*tanh(s/Cap) when Cap > 0. Q = In[0].
+	Attention
+	// GLU: Out = act(In[0]) * In[1], act per Act (silu, gelu_tanh, gelu, relu).
+	GLU
+	// Activation: Out = act(In[0]), act per Act.
+	Activation
+	// Add: Out = In[0] + In[1] (elementwise; Out may alias either).
+	Add
+	// SoftCap: Out = Cap * tanh(In[0] / Cap).
+	SoftCap
+	// LastRow: Out[0] = In[0][T-1]. Out has one row.
+	LastRow
+)
+
+var kindNames = map[Kind]string{Embed: "embed", Norm: "norm", MatMul: "matmul", Rope: "rope",
+	StoreKV: "store_kv", Attention: "attention", GLU: "glu", Activation: "activation", Add: "add",
+	SoftCap: "softcap", LastRow: "last_row"}
+
+func (k Kind) String() string {
+	if s, ok := kindNames[k]; ok {
+		return s
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// Op is one node of the graph. Only the fields its Kind documents are used.
+type Op struct {
+	Kind   Kind
+	Out    Buf
+	In     []Buf
+	Weight string // tensor name (Embed, Norm, MatMul)
+	Bias   string // tensor name or ""
+
+	Layer    int     // StoreKV, Attention
+	NormKind string  // model.NormRMS or model.NormLayer
+	Eps      float32 // Norm
+	Act      string  // GLU, Activation: model.ActSiLU, ...
+	Scale    float32 // Embed, Attention
+	Cap      float32 // Attention, SoftCap (0: none)
+	Window   int     // Attention (0: none)
+
+	Heads, KVHeads, HeadDim int // Rope, StoreKV, Attention
+	RopeDims                int
+	RopeBase                float32
+	RopeStyle               string // model.RopeInterleaved or model.RopeHalves
+}
+
+// KVSpec sizes the KV cache a graph reads and writes.
+type KVSpec struct {
+	Layers  int
+	KVHeads int
+	HeadDim int
+	MaxLen  int // positions per layer; Pos+T must not exceed it
+}
+
+// Graph is a forward step.
+type Graph struct {
+	Tokens int // maximum tokens per step
+	Bufs   []BufInfo
+	Ops    []Op
+	Logits Buf // the output the host reads
+	KV     KVSpec
+}
+
+// NewBuf adds an activation buffer and returns its handle.
+func (g *Graph) NewBuf(name string, rows, cols int) Buf {
+	g.Bufs = append(g.Bufs, BufInfo{Name: name, Rows: rows, Cols: cols})
+	return Buf(len(g.Bufs) - 1)
+}
+
+// Add appends an op and returns its output buffer.
+func (g *Graph) Add(op Op) Buf {
+	g.Ops = append(g.Ops, op)
+	return op.Out
+}

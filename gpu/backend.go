@@ -1,0 +1,79 @@
+// Package gpu defines the two interfaces every compute backend implements:
+// Backend, which compiles and runs fusion graphs (the CPU fallback in gpu/cpu
+// implements it directly in Go), and Device, the small GPU abstraction that
+// gpu/webgpu and gpu/vulkan implement and the shared kernel backend runs on.
+package gpu
+
+import (
+	"context"
+	"errors"
+
+	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/tensors"
+)
+
+// Errors callers can test for with errors.Is.
+var (
+	ErrNoDevice    = errors.New("gpu: no usable device")
+	ErrUnsupported = errors.New("gpu: unsupported")
+	ErrCacheFull   = errors.New("gpu: KV cache full")
+)
+
+// Backend runs fusion graphs. Weights are uploaded once and shared by every
+// program compiled against them (one per prefill length and one for decode),
+// and so is the KV cache.
+type Backend interface {
+	Info() Info
+	LoadWeights(ctx context.Context, ws []*tensors.Tensor) (Weights, error)
+	NewKVCache(spec fusion.KVSpec) (KVCache, error)
+	Compile(g *fusion.Graph, w Weights, kv KVCache) (Program, error)
+	Close() error
+}
+
+// Weights are a backend's copy of the model weights.
+type Weights interface{ Release() }
+
+// KVCache is a backend's key/value cache.
+type KVCache interface{ Release() }
+
+// Program is a compiled graph.
+type Program interface {
+	// Run executes one step: len(tokens) <= graph.Tokens tokens at positions
+	// pos, pos+1, ... It fails with ErrCacheFull when pos+len(tokens)
+	// exceeds the cache.
+	Run(ctx context.Context, tokens []int32, pos int) error
+	// Logits copies the graph's Logits buffer rows written by the last Run
+	// (T rows, or one for a LastRow output) into dst and returns the count of
+	// float32 values copied.
+	Logits(dst []float32) (int, error)
+	Release()
+}
+
+// DeviceType classifies an adapter.
+type DeviceType string
+
+const (
+	Discrete   DeviceType = "discrete"
+	Integrated DeviceType = "integrated"
+	Virtual    DeviceType = "virtual"
+	CPU        DeviceType = "cpu"
+	Other      DeviceType = "other"
+)
+
+// Info describes a backend's device.
+type Info struct {
+	Backend string // "cpu", "webgpu", "vulkan"
+	Name    string
+	Type    DeviceType
+	Driver  string
+
+	F16        bool // f16 shader arithmetic or storage usable
+	Subgroups  bool
+	Timestamps bool
+
+	MaxBufferSize       int64
+	MaxStorageBinding   int64 // largest range one storage binding may cover
+	MaxWorkgroupStorage int
+	MaxWorkgroupInvocs  int
+	StorageOffsetAlign  int
+}

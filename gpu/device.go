@@ -1,0 +1,80 @@
+package gpu
+
+// Device is the small GPU abstraction: storage buffers, compute kernels,
+// recorded command lists, submission and readback. gpu/webgpu and gpu/vulkan
+// implement it; the kernel backend (built on it) implements Backend.
+//
+// Kernels take parameters through their bindings only (a small uniform or
+// storage buffer), never push constants, so one WGSL source serves both the
+// wgpu runtime compiler and the offline naga -> SPIR-V path.
+type Device interface {
+	Info() Info
+	// NewBuffer creates a storage buffer of size bytes (usable as a storage or
+	// uniform binding and as a copy source and destination), zero-filled.
+	NewBuffer(size int64) (Buffer, error)
+	// Write copies data into b at off. It is ordered before later submissions.
+	Write(b Buffer, off int64, data []byte) error
+	// Read waits for submitted work and copies b[off:off+len(dst)] into dst.
+	Read(b Buffer, off int64, dst []byte) error
+	// NewKernel builds a compute pipeline.
+	NewKernel(spec KernelSpec) (Kernel, error)
+	// NewCommands starts a command list. A finished list may be submitted
+	// any number of times.
+	NewCommands() (Commands, error)
+	// Submit queues finished command lists in order.
+	Submit(cmds ...Commands) error
+	// Wait blocks until all submitted work has finished.
+	Wait() error
+	Close() error
+}
+
+// BindingKind is how a kernel reads a binding.
+type BindingKind uint8
+
+const (
+	StorageRead BindingKind = iota // read-only storage buffer
+	StorageRW                      // read-write storage buffer
+	Uniform                        // uniform buffer (small parameters)
+)
+
+// KernelSpec describes a compute kernel. WGSL feeds WebGPU, SPIRV feeds
+// Vulkan; both come from the shaders package.
+type KernelSpec struct {
+	Name     string
+	WGSL     string
+	SPIRV    []byte
+	Entry    string        // entry point, "main" if empty
+	Bindings []BindingKind // group 0, binding i
+}
+
+// Kernel is a compiled compute pipeline.
+type Kernel interface{ Release() }
+
+// Buffer is device memory.
+type Buffer interface {
+	Size() int64
+	Release()
+}
+
+// Binding binds [Offset, Offset+Size) of Buf; Size 0 means to the end.
+type Binding struct {
+	Buf    Buffer
+	Offset int64
+	Size   int64
+}
+
+// Commands records dispatches and copies.
+type Commands interface {
+	Dispatch(k Kernel, bindings []Binding, x, y, z int) error
+	Copy(dst Buffer, dstOff int64, src Buffer, srcOff int64, size int64) error
+	// Timestamp records the device time into slot i when Info().Timestamps.
+	Timestamp(i int) error
+	Finish() error
+	Release()
+}
+
+// TimestampReader is implemented by devices that can report recorded
+// timestamps, in nanoseconds.
+type TimestampReader interface {
+	ReadTimestamps(n int) ([]uint64, error)
+}

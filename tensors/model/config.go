@@ -1,0 +1,175 @@
+// Package model holds what every model file, importer and runtime agrees on:
+// the architecture configuration, the tensor naming scheme and the checkpoint
+// a converter turns into a model file.
+package model
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// Architectures known to the runtime.
+const (
+	ArchLlama    = "llama"
+	ArchGemma    = "gemma"
+	ArchGemma2   = "gemma2"
+	ArchPhi2     = "phi2"
+	ArchFalcon   = "falcon"
+	ArchStableLM = "stablelm"
+)
+
+// Norm kinds.
+const (
+	NormRMS   = "rms"   // x / sqrt(mean(x^2) + eps) * w
+	NormLayer = "layer" // (x - mean) / sqrt(var + eps) * w + b
+)
+
+// RoPE pairings. Interleaved rotates pairs (2i, 2i+1) (Meta / llama2.c / GGUF
+// llama "NORM"); Halves rotates pairs (i, i+n/2) of the rotary dims (HF / NEOX).
+const (
+	RopeInterleaved = "interleaved"
+	RopeHalves      = "halves"
+)
+
+// Activations of the feed-forward block.
+const (
+	ActSiLU     = "silu"
+	ActGELUTanh = "gelu_tanh" // tanh approximation, as llama.cpp and Gemma use
+	ActGELU     = "gelu"      // erf form
+	ActReLU     = "relu"
+)
+
+// Activation precision policies.
+const (
+	PolicyAuto = "auto" // f16 where the device supports it
+	PolicyF32  = "f32"
+	PolicyF16  = "f16"
+)
+
+// Config describes a decoder-only transformer completely enough to build its
+// forward pass. It is stored as JSON in the model file's metadata.
+type Config struct {
+	Arch      string `json:"arch"`
+	VocabSize int    `json:"vocab_size"`
+	Dim       int    `json:"dim"`        // model (embedding) width
+	HiddenDim int    `json:"hidden_dim"` // feed-forward width
+	Layers    int    `json:"layers"`
+	Heads     int    `json:"heads"`
+	KVHeads   int    `json:"kv_heads"`
+	HeadDim   int    `json:"head_dim"`
+	MaxSeqLen int    `json:"max_seq_len"` // context length the model was trained for
+
+	Norm    string  `json:"norm"`
+	NormEps float32 `json:"norm_eps"`
+
+	RopeStyle string  `json:"rope_style"`
+	RopeDims  int     `json:"rope_dims"` // rotated dims per head (partial rotary < HeadDim)
+	RopeBase  float32 `json:"rope_base"`
+
+	Act       string `json:"act"`
+	GatedFFN  bool   `json:"gated_ffn"`  // down(act(gate x) * up x) rather than down(act(up x))
+	Parallel  bool   `json:"parallel"`   // x + attn(n(x)) + ffn(n(x)) with one shared norm
+	PostNorms bool   `json:"post_norms"` // Gemma 2: norm the attention and FFN outputs before the residual add
+
+	QKVBias    bool `json:"qkv_bias,omitempty"`
+	OutBias    bool `json:"out_bias,omitempty"` // attention output projection bias
+	FFNBias    bool `json:"ffn_bias,omitempty"`
+	LMHeadBias bool `json:"lm_head_bias,omitempty"`
+	Tied       bool `json:"tied_embedding"` // the LM head is the token embedding
+
+	EmbedScale    float32 `json:"embed_scale,omitempty"`     // multiply embeddings (0: none)
+	AttnScale     float32 `json:"attn_scale,omitempty"`      // score scale (0: 1/sqrt(HeadDim))
+	AttnSoftCap   float32 `json:"attn_softcap,omitempty"`    // c*tanh(s/c) on scaled scores (0: none)
+	FinalSoftCap  float32 `json:"final_softcap,omitempty"`   // c*tanh(l/c) on logits (0: none)
+	SlidingWindow int     `json:"sliding_window,omitempty"`  // keys with q-p < window are visible (0: none)
+	SlidingLayers string  `json:"sliding_layers,omitempty"` // "even": window on layers 0,2,4...; "all"
+
+	Activations string `json:"activations,omitempty"` // PolicyAuto, PolicyF32, PolicyF16
+
+	BOS          int    `json:"bos"` // -1: none
+	EOS          int    `json:"eos"` // -1: none
+	StopTokens   []int  `json:"stop_tokens,omitempty"`
+	AddBOS       bool   `json:"add_bos"`
+	PromptPrefix string `json:"prompt_prefix,omitempty"`
+	PromptSuffix string `json:"prompt_suffix,omitempty"`
+}
+
+// ErrConfig reports an inconsistent configuration.
+var ErrConfig = errors.New("model: invalid config")
+
+// Scale is the attention score scale.
+func (c *Config) Scale() float32 {
+	if c.AttnScale != 0 {
+		return c.AttnScale
+	}
+	return float32(1 / math.Sqrt(float64(c.HeadDim)))
+}
+
+// LayerWindow is the sliding window of layer l, 0 for global attention.
+func (c *Config) LayerWindow(l int) int {
+	switch c.SlidingLayers {
+	case "all":
+		return c.SlidingWindow
+	case "even":
+		if l%2 == 0 {
+			return c.SlidingWindow
+		}
+	}
+	return 0
+}
+
+// Validate checks that the dimensions are positive, consistent and small
+// enough that products of them cannot overflow.
+func (c *Config) Validate() error {
+	const limit = 1 << 24
+	for _, d := range []struct {
+		name string
+		v    int
+	}{{"vocab_size", c.VocabSize}, {"dim", c.Dim}, {"hidden_dim", c.HiddenDim}, {"layers", c.Layers},
+		{"heads", c.Heads}, {"kv_heads", c.KVHeads}, {"head_dim", c.HeadDim}} {
+		if d.v <= 0 || d.v > limit {
+			return fmt.Errorf("%w: %s = %d", ErrConfig, d.name, d.v)
+		}
+	}
+	if c.Heads%c.KVHeads != 0 {
+		return fmt.Errorf("%w: heads %d not a multiple of kv_heads %d", ErrConfig, c.Heads, c.KVHeads)
+	}
+	if c.RopeDims < 0 || c.RopeDims > c.HeadDim || c.RopeDims%2 != 0 {
+		return fmt.Errorf("%w: rope_dims %d with head_dim %d", ErrConfig, c.RopeDims, c.HeadDim)
+	}
+	switch c.Norm {
+	case NormRMS, NormLayer:
+	default:
+		return fmt.Errorf("%w: norm %q", ErrConfig, c.Norm)
+	}
+	switch c.RopeStyle {
+	case RopeInterleaved, RopeHalves:
+	default:
+		return fmt.Errorf("%w: rope_style %q", ErrConfig, c.RopeStyle)
+	}
+	switch c.Act {
+	case ActSiLU, ActGELUTanh, ActGELU, ActReLU:
+	default:
+		return fmt.Errorf("%w: act %q", ErrConfig, c.Act)
+	}
+	switch c.Activations {
+	case "", PolicyAuto, PolicyF32, PolicyF16:
+	default:
+		return fmt.Errorf("%w: activations %q", ErrConfig, c.Activations)
+	}
+	switch c.SlidingLayers {
+	case "", "even", "all":
+	default:
+		return fmt.Errorf("%w: sliding_layers %q", ErrConfig, c.SlidingLayers)
+	}
+	if c.BOS >= c.VocabSize || c.EOS >= c.VocabSize {
+		return fmt.Errorf("%w: bos %d / eos %d outside vocab %d", ErrConfig, c.BOS, c.EOS, c.VocabSize)
+	}
+	for _, s := range c.StopTokens {
+		if s < 0 || s >= c.VocabSize {
+			return fmt.Errorf("%w: stop token %d outside vocab %d", ErrConfig, s, c.VocabSize)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,45 @@
+package model
+
+import "fmt"
+
+// Tensor names follow MediaPipe's GPU weight naming. Linear weights end in
+// ".w" ([out, in]), their biases in ".b"; norms carry ".scale" and, for
+// LayerNorm, ".bias". A quantized tensor's scales are "<name>_quantized_scale".
+const (
+	TokenEmbedding = "params.lm.token_embedding.w" // [vocab, dim]
+	FinalNorm      = "params.lm.final_ln.scale"
+	FinalNormBias  = "params.lm.final_ln.bias"
+	LMHead         = "params.lm.softmax.logits_ffn.w" // [vocab, dim]; absent when tied
+	LMHeadBiasName = "params.lm.softmax.logits_ffn.b"
+)
+
+// Per-layer tensor suffixes, appended to Layer(i).
+const (
+	AttnNorm     = "pre_layer_norm.scale"
+	AttnNormBias = "pre_layer_norm.bias"
+	WQ           = "self_attention.q.w" // [heads*head_dim, dim]
+	WK           = "self_attention.k.w" // [kv_heads*head_dim, dim]
+	WV           = "self_attention.v.w" // [kv_heads*head_dim, dim]
+	WO           = "self_attention.post.w"
+	BQ           = "self_attention.q.b"
+	BK           = "self_attention.k.b"
+	BV           = "self_attention.v.b"
+	BO           = "self_attention.post.b"
+	PostAttnNorm = "post_attention_norm.scale" // Gemma 2
+	FFNNorm      = "ff_layer.pre_layer_norm.scale"
+	FFNNormBias  = "ff_layer.pre_layer_norm.bias"
+	PostFFNNorm  = "ff_layer.post_layer_norm.scale" // Gemma 2
+	WGate        = "ff_layer.ffn_layer1_gate.w" // [hidden, dim]
+	WUp          = "ff_layer.ffn_layer1.w"      // [hidden, dim]
+	WDown        = "ff_layer.ffn_layer2.w"      // [dim, hidden]
+	BUp          = "ff_layer.ffn_layer1.b"
+	BDown        = "ff_layer.ffn_layer2.b"
+)
+
+// Layer returns the full name of a per-layer tensor.
+func Layer(i int, suffix string) string {
+	return fmt.Sprintf("params.lm.transformer.x_layers_%d.%s", i, suffix)
+}
+
+// ScaleName is the name of the scales tensor of a quantized tensor.
+func ScaleName(name string) string { return name + "_quantized_scale" }
