@@ -1,0 +1,203 @@
+// Package shaders holds the compute kernels of the GPU backends. The WGSL
+// sources under wgsl/ are the single source of truth: WebGPU compiles them at
+// run time, and the SPIR-V under spirv/ (for the Vulkan device) is generated
+// from the same files by `go generate ./shaders` with naga.
+//
+// Kernels are grouped in families, one WGSL file each (wgsl/<family>.wgsl);
+// every kernel is one entry point of its family and its name is the entry
+// point's name. wgsl/common.wgsl is prepended to every family before it is
+// compiled, because WGSL has no include mechanism.
+package shaders
+
+//go:generate go run ./internal/gen -out spirv
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/gpurun/gpurun/gpu"
+)
+
+//go:embed wgsl/*.wgsl
+var wgslFS embed.FS
+
+//go:embed spirv/*.spv
+var spirvFS embed.FS
+
+// ErrUnknown reports a kernel name no family defines.
+var ErrUnknown = errors.New("shaders: unknown kernel")
+
+// commonFile is prepended to every family.
+const commonFile = "common"
+
+// Family is one WGSL file: its complete source (common code included), the
+// kernels (entry points) it defines and the bindings they share.
+type Family struct {
+	Name     string
+	WGSL     string
+	Kernels  []string
+	Bindings []gpu.BindingKind
+}
+
+type registry struct {
+	families map[string]*Family // by family name
+	kernels  map[string]*Family // by kernel (entry point) name
+	err      error
+}
+
+var (
+	regOnce sync.Once
+	reg     registry
+)
+
+func load() *registry {
+	regOnce.Do(func() { reg = build() })
+	return &reg
+}
+
+func build() registry {
+	r := registry{families: map[string]*Family{}, kernels: map[string]*Family{}}
+	common, err := wgslFS.ReadFile("wgsl/" + commonFile + ".wgsl")
+	if err != nil {
+		r.err = fmt.Errorf("shaders: %w", err)
+		return r
+	}
+	entries, err := wgslFS.ReadDir("wgsl")
+	if err != nil {
+		r.err = fmt.Errorf("shaders: %w", err)
+		return r
+	}
+	for _, e := range entries {
+		name := strings.TrimSuffix(e.Name(), ".wgsl")
+		if name == commonFile {
+			continue
+		}
+		src, err := wgslFS.ReadFile("wgsl/" + e.Name())
+		if err != nil {
+			r.err = fmt.Errorf("shaders: %w", err)
+			return r
+		}
+		f, err := parseFamily(name, string(common)+"\n"+string(src))
+		if err != nil {
+			r.err = err
+			return r
+		}
+		r.families[name] = f
+		for _, k := range f.Kernels {
+			if other, dup := r.kernels[k]; dup {
+				r.err = fmt.Errorf("shaders: kernel %q defined by %s and %s", k, other.Name, name)
+				return r
+			}
+			r.kernels[k] = f
+		}
+	}
+	return r
+}
+
+var (
+	bindingRE = regexp.MustCompile(`@group\(0\)\s*@binding\((\d+)\)\s*var<\s*(uniform|storage\s*,\s*read_write|storage\s*,\s*read|storage)\s*>`)
+	entryRE   = regexp.MustCompile(`@compute[^\n]*\n\s*fn\s+([A-Za-z_][A-Za-z0-9_]*)`)
+)
+
+// parseFamily reads the binding declarations and entry points of a source.
+// Bindings must be numbered densely from 0 in group 0.
+func parseFamily(name, src string) (*Family, error) {
+	f := &Family{Name: name, WGSL: src}
+	kinds := map[int]gpu.BindingKind{}
+	for _, m := range bindingRE.FindAllStringSubmatch(src, -1) {
+		i, err := strconv.Atoi(m[1])
+		if err != nil {
+			return nil, fmt.Errorf("shaders: %s: binding %q: %w", name, m[1], err)
+		}
+		k := gpu.StorageRead
+		switch {
+		case m[2] == "uniform":
+			k = gpu.Uniform
+		case strings.HasSuffix(m[2], "read_write"):
+			k = gpu.StorageRW
+		}
+		if _, dup := kinds[i]; dup {
+			return nil, fmt.Errorf("shaders: %s: binding %d declared twice", name, i)
+		}
+		kinds[i] = k
+	}
+	for i := 0; i < len(kinds); i++ {
+		k, ok := kinds[i]
+		if !ok {
+			return nil, fmt.Errorf("shaders: %s: bindings are not dense (missing %d)", name, i)
+		}
+		f.Bindings = append(f.Bindings, k)
+	}
+	for _, m := range entryRE.FindAllStringSubmatch(src, -1) {
+		f.Kernels = append(f.Kernels, m[1])
+	}
+	if len(f.Kernels) == 0 {
+		return nil, fmt.Errorf("shaders: %s: no @compute entry point", name)
+	}
+	return f, nil
+}
+
+// Families returns the kernel families, sorted by name.
+func Families() ([]*Family, error) {
+	r := load()
+	if r.err != nil {
+		return nil, r.err
+	}
+	out := make([]*Family, 0, len(r.families))
+	for _, f := range r.families {
+		out = append(out, f)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Names returns every kernel name, sorted.
+func Names() []string {
+	r := load()
+	out := make([]string, 0, len(r.kernels))
+	for k := range r.kernels {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Get returns the kernel spec of a kernel: the WGSL source of its family, the
+// family's SPIR-V module (all entry points; pick Entry), the entry point and
+// the binding kinds of group 0 (binding i is Bindings[i]).
+func Get(name string) (gpu.KernelSpec, error) {
+	r := load()
+	if r.err != nil {
+		return gpu.KernelSpec{}, r.err
+	}
+	f, ok := r.kernels[name]
+	if !ok {
+		return gpu.KernelSpec{}, fmt.Errorf("%w: %q", ErrUnknown, name)
+	}
+	spv, err := SPIRV(f.Name)
+	if err != nil {
+		return gpu.KernelSpec{}, err
+	}
+	return gpu.KernelSpec{
+		Name:     name,
+		WGSL:     f.WGSL,
+		SPIRV:    spv,
+		Entry:    name,
+		Bindings: append([]gpu.BindingKind(nil), f.Bindings...),
+	}, nil
+}
+
+// SPIRV returns the committed SPIR-V module of a family.
+func SPIRV(family string) ([]byte, error) {
+	b, err := spirvFS.ReadFile("spirv/" + family + ".spv")
+	if err != nil {
+		return nil, fmt.Errorf("shaders: SPIR-V of %s: %w (run go generate ./shaders)", family, err)
+	}
+	return b, nil
+}

@@ -1,0 +1,114 @@
+// MatMul: out[t][row_base + r] = sum_c W[r][c] x[t][c] (+ bias), for the row
+// block [row_base, row_base+rows) of W bound here (weights over the binding
+// limit are split by rows, one dispatch per block). Weights are dequantized
+// in the kernel: per-block partial sums are multiplied by their scale.
+//
+// matvec (decode, bandwidth bound): one invocation per output row and token,
+//   dispatch (ceil(rows/64), Tokens, 1).
+// matmul (prefill, compute bound): 16x16 output tiles of tokens x rows with
+//   dequantized 16x16 weight tiles in workgroup memory,
+//   dispatch (ceil(rows/16), ceil(Tokens/16), 1).
+
+struct MatParams {
+    in_cols: u32,
+    out_cols: u32,
+    row_base: u32,
+    rows: u32,
+    wt: u32,
+    st: u32,
+    block: u32,   // elements per scale (in_cols when unquantized)
+    nblocks: u32, // scales per row (1 when unquantized)
+    quant: u32,   // 1: scales bound
+    has_bias: u32,
+    pad0: u32,
+    pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: MatParams;
+@group(0) @binding(1) var<storage, read> step: array<u32>;
+@group(0) @binding(2) var<storage, read> x: array<f32>;
+@group(0) @binding(3) var<storage, read> w: array<u32>;
+@group(0) @binding(4) var<storage, read> s: array<u32>;
+@group(0) @binding(5) var<storage, read> bias: array<f32>;
+@group(0) @binding(6) var<storage, read_write> out: array<f32>;
+
+fn wscale(r: u32, c: u32) -> f32 {
+    if p.quant == 0u {
+        return 1.0;
+    }
+    let si = r * p.nblocks + c / p.block;
+    return decode_scale(s[scale_word(si, p.st)], si, p.st);
+}
+
+@compute @workgroup_size(64)
+fn matvec(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let r = gid.x;
+    let t = gid.y;
+    if r >= p.rows || t >= step[1] {
+        return;
+    }
+    let xb = t * p.in_cols;
+    let wb = r * p.in_cols;
+    var acc = 0.0;
+    for (var b = 0u; b < p.nblocks; b++) {
+        var part = 0.0;
+        let c0 = b * p.block;
+        for (var c = c0; c < c0 + p.block; c++) {
+            let e = wb + c;
+            part += decode(w[word_of(e, p.wt)], e, p.wt) * x[xb + c];
+        }
+        acc += part * wscale(r, c0);
+    }
+    let o = p.row_base + r;
+    if p.has_bias != 0u {
+        acc += bias[o];
+    }
+    out[t * p.out_cols + o] = acc;
+}
+
+const TILE: u32 = 16u;
+var<workgroup> xs: array<array<f32, 16>, 16>; // [token][k]
+var<workgroup> ws: array<array<f32, 16>, 16>; // [row][k]
+
+@compute @workgroup_size(16, 16)
+fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let n = step[1];
+    let t0 = wid.y * TILE;
+    if t0 >= n {
+        return; // the whole tile is past T: uniform across the workgroup
+    }
+    let r0 = wid.x * TILE;
+    // Loading: lid.y picks the token (x) or row (w), lid.x the k offset.
+    // Computing: lid.y is the token, lid.x the row.
+    var acc = 0.0;
+    for (var k0 = 0u; k0 < p.in_cols; k0 += TILE) {
+        let k = k0 + lid.x;
+        let lt = t0 + lid.y;
+        var xv = 0.0;
+        if k < p.in_cols && lt < n {
+            xv = x[lt * p.in_cols + k];
+        }
+        xs[lid.y][lid.x] = xv;
+        let lr = r0 + lid.y;
+        var wv = 0.0;
+        if k < p.in_cols && lr < p.rows {
+            let e = lr * p.in_cols + k;
+            wv = decode(w[word_of(e, p.wt)], e, p.wt) * wscale(lr, k);
+        }
+        ws[lid.y][lid.x] = wv;
+        workgroupBarrier();
+        for (var j = 0u; j < TILE; j++) {
+            acc += xs[lid.y][j] * ws[lid.x][j];
+        }
+        workgroupBarrier();
+    }
+    let t = t0 + lid.y;
+    let r = r0 + lid.x;
+    if t < n && r < p.rows {
+        let o = p.row_base + r;
+        if p.has_bias != 0u {
+            acc += bias[o];
+        }
+        out[t * p.out_cols + o] = acc;
+    }
+}

@@ -1,0 +1,68 @@
+// Norm: out[t] = norm(x[t]) * w (+ bias). RMSNorm: x / sqrt(mean(x^2) + eps).
+// LayerNorm: (x - mean) / sqrt(var + eps), with mean and variance in two
+// passes for accuracy. One workgroup per row; dispatch (Tokens, 1, 1).
+// Norm weights and biases are f32 (the host widens these small vectors).
+
+struct NormParams {
+    cols: u32,
+    layer: u32, // 0: RMSNorm, 1: LayerNorm
+    eps: f32,
+    has_bias: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: NormParams;
+@group(0) @binding(1) var<storage, read> step: array<u32>;
+@group(0) @binding(2) var<storage, read> x: array<f32>;
+@group(0) @binding(3) var<storage, read> w: array<f32>;
+@group(0) @binding(4) var<storage, read> bias: array<f32>;
+@group(0) @binding(5) var<storage, read_write> out: array<f32>;
+
+const WG: u32 = 64u;
+var<workgroup> red: array<f32, 64>;
+
+// reduce sums v over the workgroup; every invocation gets the total.
+fn reduce(v: f32, i: u32) -> f32 {
+    red[i] = v;
+    workgroupBarrier();
+    for (var h = WG / 2u; h > 0u; h >>= 1u) {
+        if i < h {
+            red[i] += red[i + h];
+        }
+        workgroupBarrier();
+    }
+    let total = red[0];
+    workgroupBarrier();
+    return total;
+}
+
+@compute @workgroup_size(64)
+fn norm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let t = wid.x;
+    if t >= step[1] {
+        return; // uniform: the whole workgroup shares t
+    }
+    let i = lid.x;
+    let base = t * p.cols;
+    let n = f32(p.cols);
+    var mean = 0.0;
+    if p.layer != 0u {
+        var sum = 0.0;
+        for (var c = i; c < p.cols; c += WG) {
+            sum += x[base + c];
+        }
+        mean = reduce(sum, i) / n;
+    }
+    var sq = 0.0;
+    for (var c = i; c < p.cols; c += WG) {
+        let d = x[base + c] - mean;
+        sq += d * d;
+    }
+    let inv = 1.0 / sqrt(reduce(sq, i) / n + p.eps);
+    for (var c = i; c < p.cols; c += WG) {
+        var v = (x[base + c] - mean) * inv * w[c];
+        if p.has_bias != 0u {
+            v += bias[c];
+        }
+        out[base + c] = v;
+    }
+}

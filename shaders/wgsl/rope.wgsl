@@ -1,0 +1,46 @@
+// Rope, in place: rotate the first rope_dims dims of each head of row t by
+// angle (pos+t) * freq[i] for pair i. freq holds RopeBase^(-2i/RopeDims),
+// computed on the host in float64. style 0 pairs (2i, 2i+1) (interleaved),
+// style 1 pairs (i, i + rope_dims/2) (halves).
+// Dispatch: (ceil(heads*rope_dims/2 / 64), Tokens, 1).
+
+struct RopeParams {
+    heads: u32,
+    head_dim: u32,
+    rope_dims: u32,
+    style: u32,
+    cols: u32,
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: RopeParams;
+@group(0) @binding(1) var<storage, read> step: array<u32>;
+@group(0) @binding(2) var<storage, read> freq: array<f32>;
+@group(0) @binding(3) var<storage, read_write> x: array<f32>;
+
+@compute @workgroup_size(64)
+fn rope(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let half = p.rope_dims / 2u;
+    let t = gid.y;
+    if gid.x >= p.heads * half || t >= step[1] {
+        return;
+    }
+    let h = gid.x / half;
+    let i = gid.x % half;
+    var a = 2u * i;
+    var b = 2u * i + 1u;
+    if p.style == 1u {
+        a = i;
+        b = i + half;
+    }
+    let base = t * p.cols + h * p.head_dim;
+    let angle = f32(step[0] + t) * freq[i];
+    let cs = cos(angle);
+    let sn = sin(angle);
+    let x0 = x[base + a];
+    let x1 = x[base + b];
+    x[base + a] = x0 * cs - x1 * sn;
+    x[base + b] = x0 * sn + x1 * cs;
+}
