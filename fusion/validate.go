@@ -1,0 +1,268 @@
+package fusion
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrInvalid reports a graph that breaks the contract of graph.go: a buffer
+// out of range, mismatched widths, a weight of the wrong shape, a missing
+// weight or an unknown parameter.
+var ErrInvalid = errors.New("fusion: invalid graph")
+
+// WeightShape reports the shape of the named weight, ok false when the
+// weights hold no tensor of that name.
+type WeightShape func(name string) (shape []int, ok bool)
+
+// Names of the parameter strings Validate accepts. They equal the constants
+// of tensors/model, repeated here so that fusion depends on nothing.
+var (
+	normKinds  = map[string]bool{"rms": true, "layer": true}
+	ropeStyles = map[string]bool{"interleaved": true, "halves": true}
+	acts       = map[string]bool{"silu": true, "gelu_tanh": true, "gelu": true, "relu": true}
+)
+
+// Validate checks the graph against the contract of each op kind: buffer
+// handles, row counts (Graph.Tokens for per-token buffers, 1 after LastRow),
+// widths, head geometry against KV, and, when shape is not nil, that every
+// weight and bias exists with the shape its op needs. Every backend calls it
+// in Compile so that a bad graph fails there with a clear error rather than
+// while running.
+func (g *Graph) Validate(shape WeightShape) error {
+	if g.Tokens <= 0 || g.Tokens > 1<<20 {
+		return fmt.Errorf("%w: tokens %d", ErrInvalid, g.Tokens)
+	}
+	for i, b := range g.Bufs {
+		if b.Rows != g.Tokens && b.Rows != 1 {
+			return fmt.Errorf("%w: buffer %d %q has %d rows, want %d or 1", ErrInvalid, i, b.Name, b.Rows, g.Tokens)
+		}
+		if b.Cols <= 0 || b.Cols > 1<<26 || b.Rows*b.Cols > 1<<31 {
+			return fmt.Errorf("%w: buffer %d %q has %d x %d values", ErrInvalid, i, b.Name, b.Rows, b.Cols)
+		}
+	}
+	if !g.valid(g.Logits) {
+		return fmt.Errorf("%w: logits buffer %d out of range", ErrInvalid, g.Logits)
+	}
+	kv := g.KV
+	if kv.Layers < 0 || kv.KVHeads < 0 || kv.HeadDim < 0 || kv.MaxLen < 0 {
+		return fmt.Errorf("%w: kv spec %+v", ErrInvalid, kv)
+	}
+	for i := range g.Ops {
+		if err := g.validateOp(&g.Ops[i], shape); err != nil {
+			return fmt.Errorf("op %d (%s): %w", i, g.Ops[i].Kind, err)
+		}
+	}
+	return nil
+}
+
+func (g *Graph) valid(b Buf) bool { return b >= 0 && int(b) < len(g.Bufs) }
+
+// validateOp checks one op. Error messages name the offending field.
+func (g *Graph) validateOp(op *Op, shape WeightShape) error {
+	want := map[Kind]int{Embed: 0, Norm: 1, MatMul: 1, Rope: 1, StoreKV: 2, Attention: 1, GLU: 2,
+		Activation: 1, Add: 2, SoftCap: 1, LastRow: 1}
+	n, known := want[op.Kind]
+	if !known {
+		return fmt.Errorf("%w: unknown kind %d", ErrInvalid, op.Kind)
+	}
+	if len(op.In) != n {
+		return fmt.Errorf("%w: %d inputs, want %d", ErrInvalid, len(op.In), n)
+	}
+	for _, b := range op.In {
+		if !g.valid(b) {
+			return fmt.Errorf("%w: input buffer %d out of range", ErrInvalid, b)
+		}
+	}
+	if op.Kind != StoreKV && !g.valid(op.Out) {
+		return fmt.Errorf("%w: output buffer %d out of range", ErrInvalid, op.Out)
+	}
+	var out, in0 BufInfo
+	if op.Kind != StoreKV {
+		out = g.Bufs[op.Out]
+	}
+	if n > 0 {
+		in0 = g.Bufs[op.In[0]]
+	}
+	sameRows := func() error {
+		for _, b := range op.In {
+			if g.Bufs[b].Rows != out.Rows {
+				return fmt.Errorf("%w: input %q has %d rows, output %q has %d", ErrInvalid, g.Bufs[b].Name, g.Bufs[b].Rows, out.Name, out.Rows)
+			}
+		}
+		return nil
+	}
+	sameCols := func() error {
+		for _, b := range op.In {
+			if g.Bufs[b].Cols != out.Cols {
+				return fmt.Errorf("%w: input %q has %d columns, output %q has %d", ErrInvalid, g.Bufs[b].Name, g.Bufs[b].Cols, out.Name, out.Cols)
+			}
+		}
+		return nil
+	}
+	// Ops that use the position of a row need per-token buffers.
+	perToken := func(bs ...BufInfo) error {
+		for _, b := range bs {
+			if b.Rows != g.Tokens {
+				return fmt.Errorf("%w: buffer %q has %d rows, positional ops need %d", ErrInvalid, b.Name, b.Rows, g.Tokens)
+			}
+		}
+		return nil
+	}
+	switch op.Kind {
+	case Embed:
+		if err := perToken(out); err != nil {
+			return err
+		}
+		if op.Scale < 0 {
+			return fmt.Errorf("%w: negative embedding scale %g", ErrInvalid, op.Scale)
+		}
+		return checkWeight(shape, op.Weight, -1, out.Cols)
+	case Norm:
+		if !normKinds[op.NormKind] {
+			return fmt.Errorf("%w: norm kind %q", ErrInvalid, op.NormKind)
+		}
+		if !(op.Eps >= 0) {
+			return fmt.Errorf("%w: eps %g", ErrInvalid, op.Eps)
+		}
+		if op.Weight == "" {
+			return fmt.Errorf("%w: norm without a weight", ErrInvalid)
+		}
+		if op.NormKind == "rms" && op.Bias != "" {
+			return fmt.Errorf("%w: rms norm with bias %q", ErrInvalid, op.Bias)
+		}
+		if err := firstErr(sameRows(), sameCols(), checkVector(shape, op.Weight, out.Cols)); err != nil {
+			return err
+		}
+		return checkVector(shape, op.Bias, out.Cols)
+	case MatMul:
+		if op.Out == op.In[0] {
+			return fmt.Errorf("%w: matmul output aliases its input %q", ErrInvalid, out.Name)
+		}
+		if err := firstErr(sameRows(), checkWeight(shape, op.Weight, out.Cols, in0.Cols)); err != nil {
+			return err
+		}
+		return checkVector(shape, op.Bias, out.Cols)
+	case Rope:
+		if err := firstErr(perToken(out, in0), sameCols(), checkHeads(op, in0, op.Heads)); err != nil {
+			return err
+		}
+		if op.RopeDims < 0 || op.RopeDims > op.HeadDim || op.RopeDims%2 != 0 {
+			return fmt.Errorf("%w: rope dims %d with head dim %d", ErrInvalid, op.RopeDims, op.HeadDim)
+		}
+		if !ropeStyles[op.RopeStyle] {
+			return fmt.Errorf("%w: rope style %q", ErrInvalid, op.RopeStyle)
+		}
+		if !(op.RopeBase > 0) {
+			return fmt.Errorf("%w: rope base %g", ErrInvalid, op.RopeBase)
+		}
+		return nil
+	case StoreKV:
+		in1 := g.Bufs[op.In[1]]
+		return firstErr(perToken(in0, in1), g.checkKV(op), checkHeads(op, in0, op.KVHeads), checkHeads(op, in1, op.KVHeads))
+	case Attention:
+		if op.Out == op.In[0] {
+			return fmt.Errorf("%w: attention output aliases its input %q", ErrInvalid, out.Name)
+		}
+		if err := firstErr(perToken(out, in0), sameCols(), g.checkKV(op), checkHeads(op, in0, op.Heads)); err != nil {
+			return err
+		}
+		if op.Heads%op.KVHeads != 0 {
+			return fmt.Errorf("%w: %d heads not a multiple of %d kv heads", ErrInvalid, op.Heads, op.KVHeads)
+		}
+		if !(op.Scale > 0) || !(op.Cap >= 0) || op.Window < 0 {
+			return fmt.Errorf("%w: scale %g, cap %g, window %d", ErrInvalid, op.Scale, op.Cap, op.Window)
+		}
+		return nil
+	case GLU, Activation:
+		if !acts[op.Act] {
+			return fmt.Errorf("%w: activation %q", ErrInvalid, op.Act)
+		}
+		return firstErr(sameRows(), sameCols())
+	case Add:
+		return firstErr(sameRows(), sameCols())
+	case SoftCap:
+		if !(op.Cap > 0) {
+			return fmt.Errorf("%w: soft cap %g", ErrInvalid, op.Cap)
+		}
+		return firstErr(sameRows(), sameCols())
+	case LastRow:
+		if out.Rows != 1 {
+			return fmt.Errorf("%w: last_row output %q has %d rows, want 1", ErrInvalid, out.Name, out.Rows)
+		}
+		if op.Out == op.In[0] && g.Tokens > 1 {
+			return fmt.Errorf("%w: last_row output aliases its input %q", ErrInvalid, out.Name)
+		}
+		return sameCols()
+	}
+	return nil
+}
+
+// checkKV checks a KV op's layer and head geometry against the graph's cache.
+func (g *Graph) checkKV(op *Op) error {
+	kv := g.KV
+	if op.Layer < 0 || op.Layer >= kv.Layers {
+		return fmt.Errorf("%w: layer %d outside the %d cached layers", ErrInvalid, op.Layer, kv.Layers)
+	}
+	if op.KVHeads != kv.KVHeads || op.HeadDim != kv.HeadDim {
+		return fmt.Errorf("%w: %d kv heads of %d, cache holds %d of %d", ErrInvalid, op.KVHeads, op.HeadDim, kv.KVHeads, kv.HeadDim)
+	}
+	return nil
+}
+
+// checkHeads checks that b holds exactly heads heads of HeadDim values.
+func checkHeads(op *Op, b BufInfo, heads int) error {
+	if heads <= 0 || op.HeadDim <= 0 || heads*op.HeadDim != b.Cols {
+		return fmt.Errorf("%w: %d heads of %d do not fill %q (%d columns)", ErrInvalid, heads, op.HeadDim, b.Name, b.Cols)
+	}
+	return nil
+}
+
+// checkWeight checks a matrix weight: rows (-1: any) by cols.
+func checkWeight(shape WeightShape, name string, rows, cols int) error {
+	if name == "" {
+		return fmt.Errorf("%w: no weight", ErrInvalid)
+	}
+	if shape == nil {
+		return nil
+	}
+	s, ok := shape(name)
+	if !ok {
+		return fmt.Errorf("%w: missing weight %q", ErrInvalid, name)
+	}
+	if len(s) != 2 || s[1] != cols || (rows >= 0 && s[0] != rows) || s[0] <= 0 {
+		want := fmt.Sprintf("[%d %d]", rows, cols)
+		if rows < 0 {
+			want = fmt.Sprintf("[vocab %d]", cols)
+		}
+		return fmt.Errorf("%w: weight %q has shape %v, want %s", ErrInvalid, name, s, want)
+	}
+	return nil
+}
+
+// checkVector checks an optional vector (norm scale or bias) of n values.
+func checkVector(shape WeightShape, name string, n int) error {
+	if name == "" || shape == nil {
+		return nil
+	}
+	s, ok := shape(name)
+	if !ok {
+		return fmt.Errorf("%w: missing weight %q", ErrInvalid, name)
+	}
+	count := 1
+	for _, d := range s {
+		count *= d
+	}
+	if count != n || len(s) == 0 || s[len(s)-1] != n {
+		return fmt.Errorf("%w: vector %q has shape %v, want [%d]", ErrInvalid, name, s, n)
+	}
+	return nil
+}
+
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,153 @@
+package cpu
+
+import (
+	"math"
+
+	"github.com/gpurun/gpurun/tensors"
+)
+
+// matMul computes out[t] = W · in[t] + bias for t < n, with W [outCols,
+// inCols] in its stored type. Output rows are split across the workers.
+//
+// Decode (n small) is bandwidth-bound: each weight row is dequantized inside
+// its dot product. Prefill reads each weight row once for all n tokens: the
+// row is dequantized into a per-worker scratch row and dotted with every
+// token, so quantized weights are decoded once per step rather than once per
+// token (and never into a dequantized copy of the whole matrix).
+func (p *program) matMul(out []float32, outCols int, in []float32, inCols int, n int, w *matrix, bias []float32) {
+	p.pool.run(w.rows, w.rows*w.cols*n, func(lo, hi int) {
+		if n <= 2 {
+			for r := lo; r < hi; r++ {
+				for t := range n {
+					out[t*outCols+r] = w.dot(r, in[t*inCols:(t+1)*inCols])
+				}
+			}
+		} else {
+			var scratch []float32
+			if w.dtype != tensors.F32 {
+				scratch = make([]float32, w.cols)
+			}
+			for r := lo; r < hi; r++ {
+				row := w.rowView(r, scratch)
+				for t := range n {
+					out[t*outCols+r] = dotF32(row, in[t*inCols:(t+1)*inCols])
+				}
+			}
+		}
+		if bias != nil {
+			for t := range n {
+				o := out[t*outCols : t*outCols+outCols]
+				for r := lo; r < hi; r++ {
+					o[r] += bias[r]
+				}
+			}
+		}
+	})
+}
+
+// rowView returns row r as f32: the stored row itself for f32 weights, else
+// the row dequantized into scratch.
+func (m *matrix) rowView(r int, scratch []float32) []float32 {
+	if m.dtype == tensors.F32 {
+		return m.f32[r*m.cols : (r+1)*m.cols]
+	}
+	m.row(r, scratch)
+	return scratch
+}
+
+// dot is row r of m times x, computed from the stored type.
+func (m *matrix) dot(r int, x []float32) float32 {
+	base := r * m.cols
+	switch m.dtype {
+	case tensors.F32:
+		return dotF32(m.f32[base:base+m.cols], x)
+	case tensors.F16:
+		return dotF16(m.u16[base:base+m.cols], x)
+	case tensors.BF16:
+		return dotBF16(m.u16[base:base+m.cols], x)
+	case tensors.I8:
+		nb := m.cols / m.block
+		return dotI8(m.i8[base:base+m.cols], m.scales[r*nb:(r+1)*nb], m.block, x)
+	case tensors.I4:
+		nb := m.cols / m.block
+		return dotI4(m.u8[base/2:(base+m.cols)/2], m.scales[r*nb:(r+1)*nb], m.block, x)
+	}
+	return float32(math.NaN())
+}
+
+// dotF32 uses four accumulators so the additions can overlap.
+func dotF32(a, x []float32) float32 {
+	x = x[:len(a)]
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		s0 += a[i] * x[i]
+		s1 += a[i+1] * x[i+1]
+		s2 += a[i+2] * x[i+2]
+		s3 += a[i+3] * x[i+3]
+	}
+	for ; i < len(a); i++ {
+		s0 += a[i] * x[i]
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+func dotF16(a []uint16, x []float32) float32 {
+	x = x[:len(a)]
+	tab := f16ToF32
+	var s0, s1 float32
+	i := 0
+	for ; i+2 <= len(a); i += 2 {
+		s0 += tab[a[i]] * x[i]
+		s1 += tab[a[i+1]] * x[i+1]
+	}
+	for ; i < len(a); i++ {
+		s0 += tab[a[i]] * x[i]
+	}
+	return s0 + s1
+}
+
+func dotBF16(a []uint16, x []float32) float32 {
+	x = x[:len(a)]
+	var s float32
+	for i, h := range a {
+		s += math.Float32frombits(uint32(h)<<16) * x[i]
+	}
+	return s
+}
+
+// dotI8 sums each block's integer-weighted inputs, then applies its scale.
+func dotI8(q []int8, scales []float32, block int, x []float32) float32 {
+	x = x[:len(q)]
+	var s float32
+	for b, sc := range scales {
+		qb, xb := q[b*block:(b+1)*block], x[b*block:(b+1)*block]
+		var a0, a1 float32
+		i := 0
+		for ; i+2 <= len(qb); i += 2 {
+			a0 += float32(qb[i]) * xb[i]
+			a1 += float32(qb[i+1]) * xb[i+1]
+		}
+		for ; i < len(qb); i++ {
+			a0 += float32(qb[i]) * xb[i]
+		}
+		s += (a0 + a1) * sc
+	}
+	return s
+}
+
+// dotI4 is dotI8 for two's complement nibbles, element 0 in the low nibble.
+func dotI4(q []byte, scales []float32, block int, x []float32) float32 {
+	x = x[:2*len(q)]
+	var s float32
+	for b, sc := range scales {
+		qb, xb := q[b*block/2:(b+1)*block/2], x[b*block:(b+1)*block]
+		var a0, a1 float32
+		for i, v := range qb {
+			a0 += float32(int8(v<<4)>>4) * xb[2*i]
+			a1 += float32(int8(v)>>4) * xb[2*i+1]
+		}
+		s += (a0 + a1) * sc
+	}
+	return s
+}

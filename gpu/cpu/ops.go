@@ -1,0 +1,196 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+)
+
+// One function per op kind, each the literal reading of its contract in
+// fusion/graph.go. Activations are row-major: row t of a buffer with c
+// columns is x[t*c : (t+1)*c]. n is the number of rows the op touches.
+
+// embed: out[t] = scale * W[tokens[t]].
+func embed(out []float32, cols int, tokens []int32, w *matrix, scale float32) error {
+	for t, id := range tokens {
+		if id < 0 || int(id) >= w.rows {
+			return fmt.Errorf("%w: token %d at row %d outside the vocabulary of %d", errToken, id, t, w.rows)
+		}
+		o := out[t*cols : (t+1)*cols]
+		w.row(int(id), o)
+		if scale != 0 && scale != 1 {
+			for i := range o {
+				o[i] *= scale
+			}
+		}
+	}
+	return nil
+}
+
+// rmsNorm: out = x / sqrt(mean(x²) + eps) * w. The sum of squares is kept in
+// float64 as llama.cpp does.
+func rmsNorm(out, in []float32, cols, n int, w []float32, eps float32) {
+	for t := range n {
+		x, o := in[t*cols:(t+1)*cols], out[t*cols:(t+1)*cols]
+		var ss float64
+		for _, v := range x {
+			ss += float64(v) * float64(v)
+		}
+		scale := float32(1 / math.Sqrt(float64(float32(ss/float64(cols))+eps)))
+		for i, v := range x {
+			o[i] = v * scale * w[i]
+		}
+	}
+}
+
+// layerNorm: out = (x - mean) / sqrt(var + eps) * w + b (b may be nil).
+func layerNorm(out, in []float32, cols, n int, w, b []float32, eps float32) {
+	for t := range n {
+		x, o := in[t*cols:(t+1)*cols], out[t*cols:(t+1)*cols]
+		var sum float64
+		for _, v := range x {
+			sum += float64(v)
+		}
+		mean := float32(sum / float64(cols))
+		var vs float64
+		for _, v := range x {
+			d := v - mean
+			vs += float64(d) * float64(d)
+		}
+		scale := float32(1 / math.Sqrt(float64(float32(vs/float64(cols))+eps)))
+		for i, v := range x {
+			o[i] = (v - mean) * scale * w[i]
+			if b != nil {
+				o[i] += b[i]
+			}
+		}
+	}
+}
+
+// ropeParams is the geometry of a Rope op.
+type ropeParams struct {
+	heads, headDim, dims int
+	base                 float64
+	halves               bool // pairs (i, i+dims/2) rather than (2i, 2i+1)
+}
+
+// rope rotates, in place, the first dims values of every head of row t by
+// position pos+t: pair i turns by (pos+t) * base^(-2i/dims).
+func rope(x []float32, cols, n, pos int, rp ropeParams) {
+	half := rp.dims / 2
+	for t := range n {
+		p := float64(pos + t)
+		for i := range half {
+			theta := p * math.Pow(rp.base, -2*float64(i)/float64(rp.dims))
+			sin, cos := math.Sincos(theta)
+			c, s := float32(cos), float32(sin)
+			for h := range rp.heads {
+				head := x[t*cols+h*rp.headDim : t*cols+(h+1)*rp.headDim]
+				a, b := 2*i, 2*i+1
+				if rp.halves {
+					a, b = i, i+half
+				}
+				x0, x1 := head[a], head[b]
+				head[a] = x0*c - x1*s
+				head[b] = x0*s + x1*c
+			}
+		}
+	}
+}
+
+// storeKV writes rows t < n of k and v (kvCols = KVHeads*HeadDim values)
+// into the layer's cache at positions pos+t.
+func storeKV(c *layerCache, k, v []float32, kvCols, n, pos int) {
+	copy(c.k[pos*kvCols:(pos+n)*kvCols], k[:n*kvCols])
+	copy(c.v[pos*kvCols:(pos+n)*kvCols], v[:n*kvCols])
+}
+
+// attnParams is the geometry of an Attention op.
+type attnParams struct {
+	heads, kvHeads, headDim int
+	scale, cap              float32
+	window                  int
+}
+
+// attention: for query row t (position pos+t) and head h, a softmax over the
+// cached keys p <= pos+t (and pos+t-p < window when window > 0) of the
+// scaled, optionally soft-capped scores, weighting the cached values. Query
+// heads share kv head h / (heads/kvHeads). The (row, head) pairs are split
+// across workers.
+func (p *program) attention(out, q []float32, n, pos int, c *layerCache, ap attnParams) {
+	cols := ap.heads * ap.headDim
+	kvCols := ap.kvHeads * ap.headDim
+	group := ap.heads / ap.kvHeads
+	p.pool.run(n*ap.heads, n*ap.heads*(pos+n)*ap.headDim*2, func(lo, hi int) {
+		scores := make([]float32, pos+n)
+		for job := lo; job < hi; job++ {
+			t, h := job/ap.heads, job%ap.heads
+			qpos := pos + t
+			first := 0
+			if ap.window > 0 {
+				first = max(0, qpos-ap.window+1)
+			}
+			qh := q[t*cols+h*ap.headDim : t*cols+(h+1)*ap.headDim]
+			kvOff := (h / group) * ap.headDim
+			s := scores[:qpos+1-first]
+			best := float32(math.Inf(-1))
+			for i := range s {
+				k := c.k[(first+i)*kvCols+kvOff:][:ap.headDim]
+				v := ap.scale * dotF32(qh, k)
+				if ap.cap > 0 {
+					v = ap.cap * float32(math.Tanh(float64(v/ap.cap)))
+				}
+				s[i] = v
+				best = max(best, v)
+			}
+			var sum float64
+			for i, v := range s {
+				e := float32(math.Exp(float64(v - best)))
+				s[i] = e
+				sum += float64(e)
+			}
+			o := out[t*cols+h*ap.headDim : t*cols+(h+1)*ap.headDim]
+			clear(o)
+			inv := float32(1 / sum)
+			for i, e := range s {
+				wgt := e * inv
+				v := c.v[(first+i)*kvCols+kvOff:][:ap.headDim]
+				for d := range o {
+					o[d] += wgt * v[d]
+				}
+			}
+		}
+	})
+}
+
+// glu: out = act(a) * b, elementwise over n rows.
+func glu(out, a, b []float32, m int, act func(float32) float32) {
+	for i := range m {
+		out[i] = act(a[i]) * b[i]
+	}
+}
+
+// activate: out = act(in).
+func activate(out, in []float32, m int, act func(float32) float32) {
+	for i := range m {
+		out[i] = act(in[i])
+	}
+}
+
+// add: out = a + b.
+func add(out, a, b []float32, m int) {
+	for i := range m {
+		out[i] = a[i] + b[i]
+	}
+}
+
+// softCap: out = c * tanh(in / c).
+func softCap(out, in []float32, m int, c float32) {
+	for i := range m {
+		out[i] = c * float32(math.Tanh(float64(in[i]/c)))
+	}
+}
+
+// lastRow: out[0] = in[n-1].
+func lastRow(out, in []float32, cols, n int) {
+	copy(out[:cols], in[(n-1)*cols:n*cols])
+}

@@ -1,0 +1,199 @@
+package cpu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/gpu"
+)
+
+// program is a validated graph with its buffers allocated and its weights
+// resolved. A program is not safe for concurrent use; programs compiled
+// against the same weights and cache share them.
+type program struct {
+	pool   pool
+	graph  *fusion.Graph
+	bufs   [][]float32
+	steps  []step
+	kv     *kvCache
+	logits fusion.Buf
+	lastT  int // tokens of the last successful Run, 0 before any
+}
+
+// step is one op with everything it reads resolved.
+type step struct {
+	op   fusion.Op
+	w    *matrix   // Embed, MatMul
+	vec  []float32 // Norm scale
+	bias []float32 // Norm (layer), MatMul
+	act  func(float32) float32
+	rope ropeParams
+	attn attnParams
+}
+
+// Compile validates g against the weights and cache and prepares it.
+func (b *backend) Compile(g *fusion.Graph, w gpu.Weights, kv gpu.KVCache) (gpu.Program, error) {
+	if g == nil {
+		return nil, fmt.Errorf("cpu: compile: nil graph")
+	}
+	ws, ok := w.(*weights)
+	if !ok || ws == nil || ws.byName == nil {
+		return nil, fmt.Errorf("cpu: compile: weights %T not loaded by this backend", w)
+	}
+	shape := func(name string) ([]int, bool) {
+		m, ok := ws.byName[name]
+		if !ok {
+			return nil, false
+		}
+		return m.shape, true
+	}
+	if err := g.Validate(shape); err != nil {
+		return nil, fmt.Errorf("cpu: compile: %w", err)
+	}
+	p := &program{pool: b.pool, graph: g, logits: g.Logits}
+	if usesKV(g) {
+		c, ok := kv.(*kvCache)
+		if !ok || c == nil || c.layers == nil {
+			return nil, fmt.Errorf("cpu: compile: kv cache %T not made by this backend", kv)
+		}
+		if c.spec != g.KV {
+			return nil, fmt.Errorf("cpu: compile: %w: graph needs kv cache %+v, have %+v", fusion.ErrInvalid, g.KV, c.spec)
+		}
+		p.kv = c
+	}
+	p.bufs = make([][]float32, len(g.Bufs))
+	for i, bi := range g.Bufs {
+		p.bufs[i] = make([]float32, bi.Rows*bi.Cols)
+	}
+	for _, op := range g.Ops {
+		s := step{op: op}
+		switch op.Kind {
+		case fusion.Embed, fusion.MatMul:
+			s.w = ws.byName[op.Weight]
+		case fusion.Norm:
+			s.vec = ws.byName[op.Weight].vector()
+		case fusion.GLU, fusion.Activation:
+			s.act = activations[op.Act]
+		case fusion.Rope:
+			s.rope = ropeParams{heads: op.Heads, headDim: op.HeadDim, dims: op.RopeDims,
+				base: float64(op.RopeBase), halves: op.RopeStyle == "halves"}
+		case fusion.Attention:
+			s.attn = attnParams{heads: op.Heads, kvHeads: op.KVHeads, headDim: op.HeadDim,
+				scale: op.Scale, cap: op.Cap, window: op.Window}
+		}
+		if op.Bias != "" {
+			s.bias = ws.byName[op.Bias].vector()
+		}
+		p.steps = append(p.steps, s)
+	}
+	return p, nil
+}
+
+func usesKV(g *fusion.Graph) bool {
+	for _, op := range g.Ops {
+		if op.Kind == fusion.StoreKV || op.Kind == fusion.Attention {
+			return true
+		}
+	}
+	return false
+}
+
+// errRun reports bad Run arguments.
+var errRun = errors.New("cpu: bad run arguments")
+
+// Run executes the graph for len(tokens) tokens at positions pos, pos+1, ...
+func (p *program) Run(ctx context.Context, tokens []int32, pos int) error {
+	p.lastT = 0
+	g := p.graph
+	if g == nil {
+		return fmt.Errorf("%w: program released", errRun)
+	}
+	n := len(tokens)
+	if n == 0 || n > g.Tokens {
+		return fmt.Errorf("%w: %d tokens for a graph of %d", errRun, n, g.Tokens)
+	}
+	if pos < 0 {
+		return fmt.Errorf("%w: position %d", errRun, pos)
+	}
+	if p.kv != nil && pos+n > p.kv.spec.MaxLen {
+		return fmt.Errorf("cpu: positions %d..%d: %w (%d positions)", pos, pos+n-1, gpu.ErrCacheFull, p.kv.spec.MaxLen)
+	}
+	for i := range p.steps {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("cpu: run: %w", err)
+		}
+		if err := p.exec(&p.steps[i], tokens, pos); err != nil {
+			return fmt.Errorf("cpu: op %d (%s): %w", i, p.steps[i].op.Kind, err)
+		}
+	}
+	p.lastT = n
+	return nil
+}
+
+// exec runs one op. Rows past n (the step's token count, or the buffer's one
+// row after LastRow) are not touched.
+func (p *program) exec(s *step, tokens []int32, pos int) error {
+	op := &s.op
+	g := p.graph
+	n := len(tokens)
+	var out []float32
+	var outInfo fusion.BufInfo
+	if op.Kind != fusion.StoreKV {
+		out, outInfo = p.bufs[op.Out], g.Bufs[op.Out]
+		n = min(n, outInfo.Rows)
+	}
+	in := func(i int) []float32 { return p.bufs[op.In[i]] }
+	inCols := func(i int) int { return g.Bufs[op.In[i]].Cols }
+	cols := outInfo.Cols
+	switch op.Kind {
+	case fusion.Embed:
+		return embed(out, cols, tokens, s.w, op.Scale)
+	case fusion.Norm:
+		if op.NormKind == "layer" {
+			layerNorm(out, in(0), cols, n, s.vec, s.bias, op.Eps)
+		} else {
+			rmsNorm(out, in(0), cols, n, s.vec, op.Eps)
+		}
+	case fusion.MatMul:
+		p.matMul(out, cols, in(0), inCols(0), n, s.w, s.bias)
+	case fusion.Rope:
+		if op.Out != op.In[0] {
+			copy(out[:n*cols], in(0)[:n*cols])
+		}
+		rope(out, cols, n, pos, s.rope)
+	case fusion.StoreKV:
+		storeKV(&p.kv.layers[op.Layer], in(0), in(1), inCols(0), n, pos)
+	case fusion.Attention:
+		p.attention(out, in(0), n, pos, &p.kv.layers[op.Layer], s.attn)
+	case fusion.GLU:
+		glu(out, in(0), in(1), n*cols, s.act)
+	case fusion.Activation:
+		activate(out, in(0), n*cols, s.act)
+	case fusion.Add:
+		add(out, in(0), in(1), n*cols)
+	case fusion.SoftCap:
+		softCap(out, in(0), n*cols, op.Cap)
+	case fusion.LastRow:
+		lastRow(out, in(0), cols, len(tokens))
+	default:
+		return fmt.Errorf("%w: unknown op kind %s", gpu.ErrUnsupported, op.Kind)
+	}
+	return nil
+}
+
+// Logits copies the rows of the logits buffer the last Run wrote.
+func (p *program) Logits(dst []float32) (int, error) {
+	if p.lastT == 0 {
+		return 0, fmt.Errorf("cpu: logits: no successful run yet")
+	}
+	info := p.graph.Bufs[p.logits]
+	n := min(p.lastT, info.Rows) * info.Cols
+	if len(dst) < n {
+		return 0, fmt.Errorf("cpu: logits: destination holds %d values, need %d", len(dst), n)
+	}
+	return copy(dst, p.bufs[p.logits][:n]), nil
+}
+
+func (p *program) Release() { p.graph, p.bufs, p.steps, p.lastT = nil, nil, nil, 0 }

@@ -1,0 +1,186 @@
+package cpu
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"unsafe"
+
+	"github.com/x448/float16"
+
+	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/tensors"
+)
+
+// weights maps tensor names to typed views of their stored bytes. Nothing is
+// dequantized: matmul reads the stored type directly.
+type weights struct {
+	byName map[string]*matrix
+}
+
+func (w *weights) Release() { w.byName = nil }
+
+// matrix is a tensor viewed as [rows, cols] in its stored type. Exactly one
+// of the typed slices is set. Quantized tensors carry one scale per block of
+// `block` consecutive elements of a row (block == cols for per-channel).
+type matrix struct {
+	name       string
+	dtype      tensors.DType
+	shape      []int
+	rows, cols int
+
+	f32 []float32 // F32
+	u16 []uint16  // F16, BF16 bit patterns
+	i8  []int8    // I8
+	u8  []byte    // I4, two values per byte, element 0 in the low nibble
+
+	scales []float32 // I8, I4: rows * (cols/block) values
+	block  int
+}
+
+// LoadWeights checks every tensor and builds views of its bytes. The tensor
+// data is aliased, not copied (except f32/f16 data that is not aligned for
+// a typed view, which is copied once in its own type).
+func (b *backend) LoadWeights(ctx context.Context, ws []*tensors.Tensor) (gpu.Weights, error) {
+	out := &weights{byName: make(map[string]*matrix, len(ws))}
+	for _, t := range ws {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("cpu: loading weights: %w", err)
+		}
+		if t == nil {
+			return nil, fmt.Errorf("cpu: nil tensor in weights")
+		}
+		if _, dup := out.byName[t.Name]; dup {
+			return nil, fmt.Errorf("cpu: duplicate tensor %q", t.Name)
+		}
+		m, err := newMatrix(t)
+		if err != nil {
+			return nil, fmt.Errorf("cpu: tensor %q: %w", t.Name, err)
+		}
+		out.byName[t.Name] = m
+	}
+	return out, nil
+}
+
+func newMatrix(t *tensors.Tensor) (*matrix, error) {
+	if err := t.Check(); err != nil {
+		return nil, err
+	}
+	m := &matrix{name: t.Name, dtype: t.DType, shape: t.Shape, rows: t.Rows(), cols: t.Cols()}
+	switch t.DType {
+	case tensors.F32:
+		m.f32 = viewF32(t.Data)
+	case tensors.F16, tensors.BF16:
+		m.u16 = viewU16(t.Data)
+	case tensors.I8:
+		m.i8 = unsafe.Slice((*int8)(unsafe.Pointer(unsafe.SliceData(t.Data))), len(t.Data))
+	case tensors.I4:
+		m.u8 = t.Data
+	default:
+		return nil, fmt.Errorf("%w: dtype %s cannot be a weight", tensors.ErrShape, t.DType)
+	}
+	if t.Scales != nil {
+		m.block = t.BlockSize()
+		m.scales = make([]float32, t.Scales.NumElements())
+		for i := range m.scales {
+			if t.Scales.DType == tensors.F16 {
+				m.scales[i] = f16ToF32[binary.LittleEndian.Uint16(t.Scales.Data[2*i:])]
+			} else {
+				m.scales[i] = math.Float32frombits(binary.LittleEndian.Uint32(t.Scales.Data[4*i:]))
+			}
+		}
+	}
+	return m, nil
+}
+
+// littleEndian is true on hosts whose memory order matches the stored order,
+// which lets typed views alias the bytes.
+var littleEndian = func() bool {
+	x := uint16(1)
+	return *(*byte)(unsafe.Pointer(&x)) == 1
+}()
+
+func viewF32(b []byte) []float32 {
+	n := len(b) / 4
+	if n == 0 {
+		return nil
+	}
+	if littleEndian && uintptr(unsafe.Pointer(unsafe.SliceData(b)))%4 == 0 {
+		return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b))), n)
+	}
+	out := make([]float32, n)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return out
+}
+
+func viewU16(b []byte) []uint16 {
+	n := len(b) / 2
+	if n == 0 {
+		return nil
+	}
+	if littleEndian && uintptr(unsafe.Pointer(unsafe.SliceData(b)))%2 == 0 {
+		return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(b))), n)
+	}
+	out := make([]uint16, n)
+	for i := range out {
+		out[i] = binary.LittleEndian.Uint16(b[2*i:])
+	}
+	return out
+}
+
+// vector returns all values of a small tensor (norm scales, biases) as f32.
+func (m *matrix) vector() []float32 {
+	out := make([]float32, m.rows*m.cols)
+	for r := range m.rows {
+		m.row(r, out[r*m.cols:(r+1)*m.cols])
+	}
+	return out
+}
+
+// row dequantizes row r into dst (len cols).
+func (m *matrix) row(r int, dst []float32) {
+	base := r * m.cols
+	switch m.dtype {
+	case tensors.F32:
+		copy(dst, m.f32[base:base+m.cols])
+	case tensors.F16:
+		for i, h := range m.u16[base : base+m.cols] {
+			dst[i] = f16ToF32[h]
+		}
+	case tensors.BF16:
+		for i, h := range m.u16[base : base+m.cols] {
+			dst[i] = math.Float32frombits(uint32(h) << 16)
+		}
+	case tensors.I8:
+		q := m.i8[base : base+m.cols]
+		for bl := 0; bl < m.cols; bl += m.block {
+			s := m.scales[(base+bl)/m.block]
+			for i := bl; i < bl+m.block; i++ {
+				dst[i] = float32(q[i]) * s
+			}
+		}
+	case tensors.I4:
+		q := m.u8[base/2 : (base+m.cols)/2]
+		for bl := 0; bl < m.cols; bl += m.block {
+			s := m.scales[(base+bl)/m.block]
+			for i := bl; i < bl+m.block; i += 2 {
+				b := q[i/2]
+				dst[i] = float32(int8(b<<4)>>4) * s
+				dst[i+1] = float32(int8(b)>>4) * s
+			}
+		}
+	}
+}
+
+// f16ToF32 converts every binary16 bit pattern; 256 KiB once, so the f16
+// dot product is a table lookup and a multiply.
+var f16ToF32 = func() *[1 << 16]float32 {
+	var t [1 << 16]float32
+	for i := range t {
+		t[i] = float16.Frombits(uint16(i)).Float32()
+	}
+	return &t
+}()

@@ -1,0 +1,193 @@
+// Package arch builds the forward pass of a decoder-only transformer, as
+// described by a model.Config, as a fusion graph. One builder serves every
+// supported architecture: the differences (norm kind, RoPE pairing and
+// partial rotary, gated or plain FFN, parallel or sequential blocks, Gemma 2
+// post-norms, soft caps and sliding windows, biases, tied heads, embedding
+// scale) are all knobs of the config.
+package arch
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/tensors/model"
+)
+
+// BuildOptions sizes a graph.
+type BuildOptions struct {
+	Tokens    int  // tokens per step: 1 for decode, the bucket size for prefill
+	MaxLen    int  // KV cache positions
+	AllLogits bool // logits for every row rather than the last one only
+}
+
+// ErrOptions reports unusable build options.
+var ErrOptions = errors.New("arch: invalid build options")
+
+// Build returns the graph of one forward step. Its Logits buffer holds
+// VocabSize values per row: one row, or Tokens rows with AllLogits.
+func Build(cfg *model.Config, opts BuildOptions) (*fusion.Graph, error) {
+	if cfg == nil {
+		return nil, fmt.Errorf("%w: nil config", model.ErrConfig)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("arch: %w", err)
+	}
+	if cfg.Parallel && cfg.PostNorms {
+		return nil, fmt.Errorf("arch: %w: parallel blocks with post-norms", model.ErrConfig)
+	}
+	if opts.Tokens <= 0 || opts.MaxLen <= 0 || opts.Tokens > opts.MaxLen || opts.MaxLen > 1<<24 {
+		return nil, fmt.Errorf("%w: tokens %d, max len %d", ErrOptions, opts.Tokens, opts.MaxLen)
+	}
+	b := &builder{cfg: cfg, g: &fusion.Graph{Tokens: opts.Tokens}}
+	b.g.KV = fusion.KVSpec{Layers: cfg.Layers, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim, MaxLen: opts.MaxLen}
+	b.forward(opts.AllLogits)
+	return b.g, nil
+}
+
+// builder holds the graph and the activation buffers every layer reuses.
+type builder struct {
+	cfg *model.Config
+	g   *fusion.Graph
+
+	x          fusion.Buf // residual stream [T, dim]
+	h          fusion.Buf // normed input of a block
+	q, k, v    fusion.Buf // projections
+	att        fusion.Buf // attention output before the output projection
+	proj       fusion.Buf // attention block output [T, dim]
+	up, gate   fusion.Buf // FFN hidden [T, hidden]
+	ffn        fusion.Buf // FFN block output [T, dim]
+	h2         fusion.Buf // normed input of the FFN in sequential blocks
+	dim, qCols int
+}
+
+// forward emits the whole step, reading like llama2.c's forward().
+func (b *builder) forward(allLogits bool) {
+	c, g := b.cfg, b.g
+	T := g.Tokens
+	b.dim, b.qCols = c.Dim, c.Heads*c.HeadDim
+	kvCols := c.KVHeads * c.HeadDim
+	b.x = g.NewBuf("x", T, c.Dim)
+	b.h = g.NewBuf("h", T, c.Dim)
+	b.h2 = g.NewBuf("h2", T, c.Dim)
+	b.q = g.NewBuf("q", T, b.qCols)
+	b.k = g.NewBuf("k", T, kvCols)
+	b.v = g.NewBuf("v", T, kvCols)
+	b.att = g.NewBuf("att", T, b.qCols)
+	b.proj = g.NewBuf("attn_out", T, c.Dim)
+	b.up = g.NewBuf("ffn_up", T, c.HiddenDim)
+	if c.GatedFFN {
+		b.gate = g.NewBuf("ffn_gate", T, c.HiddenDim)
+	}
+	b.ffn = g.NewBuf("ffn_out", T, c.Dim)
+
+	g.Add(fusion.Op{Kind: fusion.Embed, Out: b.x, Weight: model.TokenEmbedding, Scale: c.EmbedScale})
+	for l := range c.Layers {
+		b.layer(l)
+	}
+
+	x := b.x
+	rows := T
+	if !allLogits {
+		x = g.NewBuf("x_last", 1, c.Dim)
+		g.Add(fusion.Op{Kind: fusion.LastRow, Out: x, In: []fusion.Buf{b.x}})
+		rows = 1
+	}
+	final := g.NewBuf("final_norm", rows, c.Dim)
+	b.norm(final, x, model.FinalNorm, model.FinalNormBias)
+	head, bias := model.LMHead, ""
+	if c.Tied {
+		head = model.TokenEmbedding
+	}
+	if c.LMHeadBias {
+		bias = model.LMHeadBiasName
+	}
+	logits := g.NewBuf("logits", rows, c.VocabSize)
+	g.Add(fusion.Op{Kind: fusion.MatMul, Out: logits, In: []fusion.Buf{final}, Weight: head, Bias: bias})
+	if c.FinalSoftCap > 0 {
+		g.Add(fusion.Op{Kind: fusion.SoftCap, Out: logits, In: []fusion.Buf{logits}, Cap: c.FinalSoftCap})
+	}
+	g.Logits = logits
+}
+
+// layer emits one transformer block:
+//
+//	sequential: x += post(attn(norm(x)));  x += post(ffn(norm2(x)))
+//	parallel:   h = norm(x);  x += attn(h) + ffn(h)
+func (b *builder) layer(l int) {
+	c, g := b.cfg, b.g
+	b.norm(b.h, b.x, model.Layer(l, model.AttnNorm), model.Layer(l, model.AttnNormBias))
+	b.attention(l, b.h)
+	if c.PostNorms {
+		b.norm(b.proj, b.proj, model.Layer(l, model.PostAttnNorm), "")
+	}
+	if c.Parallel {
+		b.feedForward(l, b.h)
+		g.Add(fusion.Op{Kind: fusion.Add, Out: b.x, In: []fusion.Buf{b.x, b.proj}})
+		g.Add(fusion.Op{Kind: fusion.Add, Out: b.x, In: []fusion.Buf{b.x, b.ffn}})
+		return
+	}
+	g.Add(fusion.Op{Kind: fusion.Add, Out: b.x, In: []fusion.Buf{b.x, b.proj}})
+	b.norm(b.h2, b.x, model.Layer(l, model.FFNNorm), model.Layer(l, model.FFNNormBias))
+	b.feedForward(l, b.h2)
+	if c.PostNorms {
+		b.norm(b.ffn, b.ffn, model.Layer(l, model.PostFFNNorm), "")
+	}
+	g.Add(fusion.Op{Kind: fusion.Add, Out: b.x, In: []fusion.Buf{b.x, b.ffn}})
+}
+
+// attention emits the attention block of layer l on input h into b.proj.
+func (b *builder) attention(l int, h fusion.Buf) {
+	c, g := b.cfg, b.g
+	b.linear(b.q, h, model.Layer(l, model.WQ), model.Layer(l, model.BQ), c.QKVBias)
+	b.linear(b.k, h, model.Layer(l, model.WK), model.Layer(l, model.BK), c.QKVBias)
+	b.linear(b.v, h, model.Layer(l, model.WV), model.Layer(l, model.BV), c.QKVBias)
+	if c.RopeDims > 0 {
+		rope := fusion.Op{Kind: fusion.Rope, HeadDim: c.HeadDim, RopeDims: c.RopeDims,
+			RopeBase: c.RopeBase, RopeStyle: c.RopeStyle}
+		rq, rk := rope, rope
+		rq.Out, rq.In, rq.Heads = b.q, []fusion.Buf{b.q}, c.Heads
+		rk.Out, rk.In, rk.Heads = b.k, []fusion.Buf{b.k}, c.KVHeads
+		g.Add(rq)
+		g.Add(rk)
+	}
+	g.Add(fusion.Op{Kind: fusion.StoreKV, Out: b.k, In: []fusion.Buf{b.k, b.v}, Layer: l,
+		Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim})
+	g.Add(fusion.Op{Kind: fusion.Attention, Out: b.att, In: []fusion.Buf{b.q}, Layer: l,
+		Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim,
+		Scale: c.Scale(), Cap: c.AttnSoftCap, Window: c.LayerWindow(l)})
+	b.linear(b.proj, b.att, model.Layer(l, model.WO), model.Layer(l, model.BO), c.OutBias)
+}
+
+// feedForward emits the FFN of layer l on input h into b.ffn:
+// down(act(gate·h) * (up·h)) when gated, else down(act(up·h + b_up)) + b_down.
+func (b *builder) feedForward(l int, h fusion.Buf) {
+	c, g := b.cfg, b.g
+	b.linear(b.up, h, model.Layer(l, model.WUp), model.Layer(l, model.BUp), c.FFNBias)
+	if c.GatedFFN {
+		b.linear(b.gate, h, model.Layer(l, model.WGate), "", false)
+		g.Add(fusion.Op{Kind: fusion.GLU, Out: b.up, In: []fusion.Buf{b.gate, b.up}, Act: c.Act})
+	} else {
+		g.Add(fusion.Op{Kind: fusion.Activation, Out: b.up, In: []fusion.Buf{b.up}, Act: c.Act})
+	}
+	b.linear(b.ffn, b.up, model.Layer(l, model.WDown), model.Layer(l, model.BDown), c.FFNBias)
+}
+
+// linear emits out = W·in (+ bias when hasBias).
+func (b *builder) linear(out, in fusion.Buf, w, bias string, hasBias bool) {
+	if !hasBias {
+		bias = ""
+	}
+	b.g.Add(fusion.Op{Kind: fusion.MatMul, Out: out, In: []fusion.Buf{in}, Weight: w, Bias: bias})
+}
+
+// norm emits out = norm(in) with the config's norm kind; LayerNorm carries
+// the bias tensor.
+func (b *builder) norm(out, in fusion.Buf, scale, bias string) {
+	c := b.cfg
+	if c.Norm != model.NormLayer {
+		bias = ""
+	}
+	b.g.Add(fusion.Op{Kind: fusion.Norm, Out: out, In: []fusion.Buf{in}, Weight: scale, Bias: bias,
+		NormKind: c.Norm, Eps: c.NormEps})
+}
