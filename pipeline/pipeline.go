@@ -1,0 +1,205 @@
+// Package pipeline runs a model end to end: it builds the forward graphs of
+// an architecture, compiles one decode graph and a few prefill graphs on a
+// backend (all sharing the weights and one KV cache), and drives sessions
+// that prefill a prompt, sample, detokenize, stream, stop and measure.
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/gpu/cpu"
+	"github.com/gpurun/gpurun/pipeline/arch"
+	"github.com/gpurun/gpurun/tensors"
+	"github.com/gpurun/gpurun/tensors/model"
+)
+
+// Errors callers can test for with errors.Is.
+var (
+	// ErrPromptTooLong: the prompt (with the session's earlier context)
+	// does not fit the KV cache.
+	ErrPromptTooLong = errors.New("pipeline: prompt longer than the KV cache")
+	// ErrNoTokenizer: a text prompt or stop strings on a model without a
+	// tokenizer.
+	ErrNoTokenizer = errors.New("pipeline: model has no tokenizer")
+	// ErrPrompt: an empty prompt or a token id outside the vocabulary.
+	ErrPrompt = errors.New("pipeline: invalid prompt")
+)
+
+// DefaultMaxCache is the KV cache length when Options.MaxCache is 0.
+const DefaultMaxCache = 1280
+
+// DefaultPrefillSizes are the prefill graph sizes when Options.PrefillSizes
+// is empty; sizes above MaxCache are dropped.
+var DefaultPrefillSizes = []int{8, 32, 128, 512}
+
+// Options configures loading.
+type Options struct {
+	// Backend runs the graphs; nil means the CPU backend. The model does
+	// not close a backend it was given.
+	Backend gpu.Backend
+	// MaxCache is the KV cache length in positions (default 1280).
+	MaxCache int
+	// PrefillSizes are the token counts of the prefill graphs; a prompt
+	// runs through the smallest that fits, longer ones in chunks of the
+	// largest.
+	PrefillSizes []int
+}
+
+// Model is a loaded model: its weights and KV cache on a backend, and the
+// compiled decode and prefill programs. Sessions of one model take turns on
+// its single KV cache; a session whose context is not in the cache replays
+// it (reusing the longest common prefix).
+type Model struct {
+	cfg         model.Config
+	tok         textCodec // nil without a tokenizer
+	backend     gpu.Backend
+	ownsBackend bool
+	weights     gpu.Weights
+	kv          gpu.KVCache
+	maxCache    int
+
+	decode  gpu.Program
+	prefill []prefillProgram // ascending by size
+
+	turn   chan struct{} // one generation at a time on the cache
+	cached []int         // tokens whose keys and values the cache holds, from position 0
+}
+
+type prefillProgram struct {
+	size int
+	prog gpu.Program
+}
+
+// FromCheckpoint uploads a checkpoint's weights and compiles its graphs.
+// A checkpoint with a serialized tokenizer gets text prompts and pieces.
+func FromCheckpoint(ctx context.Context, ck *model.Checkpoint, opts Options) (*Model, error) {
+	if ck == nil {
+		return nil, fmt.Errorf("pipeline: nil checkpoint")
+	}
+	var tok textCodec
+	if ck.Tokenizer != nil {
+		t, err := loadTokenizer(ck.Tokenizer)
+		if err != nil {
+			return nil, fmt.Errorf("pipeline: tokenizer: %w", err)
+		}
+		tok = t
+	}
+	return newModel(ctx, &ck.Config, ck.Tensors, tok, opts)
+}
+
+func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok textCodec, opts Options) (_ *Model, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
+	m := &Model{cfg: *cfg, tok: tok, backend: opts.Backend, maxCache: opts.MaxCache, turn: make(chan struct{}, 1)}
+	if m.maxCache == 0 {
+		m.maxCache = DefaultMaxCache
+	}
+	if m.maxCache < 0 || m.maxCache > 1<<24 {
+		return nil, fmt.Errorf("pipeline: max cache %d", m.maxCache)
+	}
+	if m.backend == nil {
+		m.backend, m.ownsBackend = cpu.New(cpu.Options{}), true
+	}
+	defer func() {
+		if err != nil {
+			m.Close()
+		}
+	}()
+	if m.weights, err = m.backend.LoadWeights(ctx, ws); err != nil {
+		return nil, fmt.Errorf("pipeline: weights: %w", err)
+	}
+	spec := fusion.KVSpec{Layers: cfg.Layers, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim, MaxLen: m.maxCache}
+	if m.kv, err = m.backend.NewKVCache(spec); err != nil {
+		return nil, fmt.Errorf("pipeline: kv cache: %w", err)
+	}
+	if m.decode, err = m.compile(1); err != nil {
+		return nil, err
+	}
+	sizes := opts.PrefillSizes
+	if len(sizes) == 0 {
+		sizes = DefaultPrefillSizes
+	}
+	sizes = slices.Sorted(slices.Values(sizes))
+	sizes = slices.Compact(sizes)
+	for _, n := range sizes {
+		if n <= 1 || n > m.maxCache {
+			continue
+		}
+		p, err := m.compile(n)
+		if err != nil {
+			return nil, err
+		}
+		m.prefill = append(m.prefill, prefillProgram{size: n, prog: p})
+	}
+	return m, nil
+}
+
+func (m *Model) compile(tokens int) (gpu.Program, error) {
+	g, err := arch.Build(&m.cfg, arch.BuildOptions{Tokens: tokens, MaxLen: m.maxCache})
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: graph for %d tokens: %w", tokens, err)
+	}
+	p, err := m.backend.Compile(g, m.weights, m.kv)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: compile graph for %d tokens: %w", tokens, err)
+	}
+	return p, nil
+}
+
+// Config returns the model's architecture configuration.
+func (m *Model) Config() model.Config { return m.cfg }
+
+// MaxCache is the KV cache length in positions.
+func (m *Model) MaxCache() int { return m.maxCache }
+
+// HasTokenizer reports whether text prompts and pieces are available.
+func (m *Model) HasTokenizer() bool { return m.tok != nil }
+
+// Encode tokenizes text without adding BOS.
+func (m *Model) Encode(text string) ([]int, error) {
+	if m.tok == nil {
+		return nil, ErrNoTokenizer
+	}
+	return m.tok.Encode(text), nil
+}
+
+// Decode turns ids into text.
+func (m *Model) Decode(ids []int) (string, error) {
+	if m.tok == nil {
+		return "", ErrNoTokenizer
+	}
+	return m.tok.Decode(ids), nil
+}
+
+// Close releases the programs, cache and weights, and the backend when the
+// model created it.
+func (m *Model) Close() error {
+	for _, p := range m.prefill {
+		p.prog.Release()
+	}
+	m.prefill = nil
+	if m.decode != nil {
+		m.decode.Release()
+		m.decode = nil
+	}
+	if m.kv != nil {
+		m.kv.Release()
+		m.kv = nil
+	}
+	if m.weights != nil {
+		m.weights.Release()
+		m.weights = nil
+	}
+	if m.ownsBackend && m.backend != nil {
+		err := m.backend.Close()
+		m.backend = nil
+		return err
+	}
+	return nil
+}

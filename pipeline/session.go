@@ -1,0 +1,272 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"time"
+
+	"github.com/gpurun/gpurun/pipeline/sampler"
+)
+
+// Prompt is either text (tokenized, with BOS prepended at the start of a
+// session when the model's config says AddBOS) or token ids used exactly as
+// given. IDs wins when both are set.
+type Prompt struct {
+	Text string
+	IDs  []int
+}
+
+// GenerateOptions control one generation.
+type GenerateOptions struct {
+	MaxTokens   int     // tokens to generate; 0: until a stop or the cache is full
+	Temperature float32 // 0: greedy
+	TopK        int     // 0: no limit
+	TopP        float32 // 0 or 1: no limit
+	Seed        uint64
+	// StopStrings end generation when the generated text contains one; the
+	// text from the stop string on is not streamed.
+	StopStrings []string
+	// Template wraps a text prompt in the config's PromptPrefix and
+	// PromptSuffix.
+	Template bool
+}
+
+// Token is one streamed step. Piece is the text released with it: the
+// token's text, possibly empty while an incomplete UTF-8 sequence or a
+// possible stop-string start is held back, plus earlier held-back text.
+// A final Token with ID -1 carries held-back text when generation ends on a
+// stop token or a full cache.
+type Token struct {
+	ID    int
+	Piece string
+}
+
+// Stop reasons reported in Metrics.
+const (
+	StopMaxTokens  = "max_tokens"
+	StopToken      = "stop_token"
+	StopString     = "stop_string"
+	StopCacheFull  = "cache_full"
+	StopCancelled  = "cancelled"
+	StopError      = "error"
+	StopByConsumer = "consumer"
+)
+
+// Metrics describe the last generation of a session.
+type Metrics struct {
+	PromptTokens        int           // tokens of the prompt (including BOS)
+	PrefillTokens       int           // tokens actually run to prefill (context not reused from the cache)
+	GeneratedTokens     int           // tokens sampled and streamed (stop tokens excluded)
+	TimeToFirstToken    time.Duration // from the Generate call to the first sampled token
+	PrefillTime         time.Duration
+	DecodeTime          time.Duration // decode steps after the first token
+	PrefillTokensPerSec float64
+	DecodeTokensPerSec  float64
+	StopReason          string
+}
+
+// Session is one conversation: the tokens so far. Generate continues it.
+// A session is not safe for concurrent use; sessions of one model take turns.
+type Session struct {
+	m       *Model
+	history []int // every token of the conversation, from position 0
+	metrics Metrics
+}
+
+// NewSession starts an empty conversation.
+func (m *Model) NewSession() *Session { return &Session{m: m} }
+
+// Metrics returns the measurements of the last Generate.
+func (s *Session) Metrics() Metrics { return s.metrics }
+
+// History returns the conversation's token ids.
+func (s *Session) History() []int { return append([]int(nil), s.history...) }
+
+// promptIDs turns a prompt into the ids to append to the conversation.
+func (s *Session) promptIDs(p Prompt, opts *GenerateOptions) ([]int, error) {
+	cfg := &s.m.cfg
+	var ids []int
+	if p.IDs != nil {
+		ids = append(ids, p.IDs...)
+	} else {
+		if s.m.tok == nil {
+			return nil, fmt.Errorf("text prompt: %w", ErrNoTokenizer)
+		}
+		text := p.Text
+		if opts.Template {
+			text = cfg.PromptPrefix + text + cfg.PromptSuffix
+		}
+		if len(s.history) == 0 && cfg.AddBOS && cfg.BOS >= 0 {
+			ids = append(ids, cfg.BOS)
+		}
+		ids = append(ids, s.m.tok.Encode(text)...)
+	}
+	if len(ids) == 0 && len(s.history) == 0 {
+		return nil, fmt.Errorf("%w: empty prompt", ErrPrompt)
+	}
+	for i, id := range ids {
+		if id < 0 || id >= cfg.VocabSize {
+			return nil, fmt.Errorf("%w: id %d at %d outside the vocabulary of %d", ErrPrompt, id, i, cfg.VocabSize)
+		}
+	}
+	if len(opts.StopStrings) > 0 && s.m.tok == nil {
+		return nil, fmt.Errorf("stop strings: %w", ErrNoTokenizer)
+	}
+	return ids, nil
+}
+
+// Generate appends the prompt to the conversation, prefills it and streams
+// generated tokens until MaxTokens, a stop token (the config's EOS and
+// StopTokens; not streamed), a stop string, a full cache, cancellation, or
+// the consumer breaking the loop. Errors are yielded once, last.
+func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOptions) iter.Seq2[Token, error] {
+	return func(yield func(Token, error) bool) {
+		start := time.Now()
+		s.metrics = Metrics{}
+		fail := func(err error) {
+			s.metrics.StopReason = StopError
+			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+				s.metrics.StopReason = StopCancelled
+			}
+			yield(Token{}, err)
+		}
+		ids, err := s.promptIDs(prompt, &opts)
+		if err != nil {
+			fail(fmt.Errorf("pipeline: %w", err))
+			return
+		}
+		m := s.m
+		if len(s.history)+len(ids) > m.maxCache {
+			fail(fmt.Errorf("%w: %d tokens with the conversation so far, cache holds %d", ErrPromptTooLong, len(s.history)+len(ids), m.maxCache))
+			return
+		}
+		if err := m.acquire(ctx); err != nil {
+			fail(err)
+			return
+		}
+		defer m.release()
+		s.metrics.PromptTokens = len(ids)
+		context := append(append([]int(nil), s.history...), ids...)
+		logits := make([]float32, m.cfg.VocabSize)
+		ran, err := m.feed(ctx, context, logits)
+		s.metrics.PrefillTokens = ran
+		s.metrics.PrefillTime = time.Since(start)
+		if s.metrics.PrefillTime > 0 {
+			s.metrics.PrefillTokensPerSec = float64(ran) / s.metrics.PrefillTime.Seconds()
+		}
+		if err != nil {
+			fail(err)
+			return
+		}
+		s.history = context
+
+		g := newGeneration(s, &opts)
+		decodeStart := time.Now()
+		decodeSteps := 0
+		defer func() {
+			s.metrics.DecodeTime = time.Since(decodeStart)
+			if decodeSteps > 0 && s.metrics.DecodeTime > 0 {
+				s.metrics.DecodeTokensPerSec = float64(decodeSteps) / s.metrics.DecodeTime.Seconds()
+			}
+		}()
+		for {
+			id := g.sampler.Sample(logits)
+			if s.metrics.GeneratedTokens == 0 {
+				s.metrics.TimeToFirstToken = time.Since(start)
+				decodeStart = time.Now()
+			}
+			if g.isStop(id) {
+				s.metrics.StopReason = StopToken
+				g.flush(yield)
+				return
+			}
+			s.history = append(s.history, id)
+			s.metrics.GeneratedTokens++
+			last := opts.MaxTokens > 0 && s.metrics.GeneratedTokens >= opts.MaxTokens
+			piece, stopped := g.piece(id, last)
+			if stopped {
+				s.metrics.StopReason = StopString
+				if piece != "" {
+					yield(Token{ID: id, Piece: piece}, nil)
+				}
+				return
+			}
+			if !yield(Token{ID: id, Piece: piece}, nil) {
+				s.metrics.StopReason = StopByConsumer
+				return
+			}
+			if last {
+				s.metrics.StopReason = StopMaxTokens
+				return
+			}
+			if len(s.history) > m.maxCache {
+				s.metrics.StopReason = StopCacheFull
+				g.flush(yield)
+				return
+			}
+			if err := ctx.Err(); err != nil {
+				fail(fmt.Errorf("pipeline: generate: %w", err))
+				return
+			}
+			if _, err := m.feed(ctx, s.history, logits); err != nil {
+				fail(err)
+				return
+			}
+			decodeSteps++
+		}
+	}
+}
+
+// generation is the per-call state: sampler, detokenizer, stop rules.
+type generation struct {
+	sampler *sampler.Sampler
+	stops   map[int]bool
+	text    *stopText
+	dec     pieceDecoder // nil without a tokenizer
+}
+
+func newGeneration(s *Session, opts *GenerateOptions) *generation {
+	cfg := &s.m.cfg
+	g := &generation{
+		sampler: sampler.New(sampler.Options{Temperature: opts.Temperature, TopK: opts.TopK, TopP: opts.TopP, Seed: opts.Seed}),
+		stops:   map[int]bool{},
+		text:    &stopText{stops: opts.StopStrings},
+	}
+	if cfg.EOS >= 0 {
+		g.stops[cfg.EOS] = true
+	}
+	for _, id := range cfg.StopTokens {
+		g.stops[id] = true
+	}
+	if s.m.tok != nil {
+		g.dec = s.m.tok.newDecoder()
+	}
+	return g
+}
+
+func (g *generation) isStop(id int) bool { return g.stops[id] }
+
+// piece detokenizes id and applies the stop strings. With last, everything
+// held back is released too.
+func (g *generation) piece(id int, last bool) (string, bool) {
+	if g.dec == nil {
+		return "", false
+	}
+	text := g.dec.Add(id)
+	if last {
+		text += g.dec.Flush()
+	}
+	return g.text.add(text, last)
+}
+
+// flush releases held-back text as a final Token with ID -1.
+func (g *generation) flush(yield func(Token, error) bool) {
+	if g.dec == nil {
+		return
+	}
+	if rest, _ := g.text.add(g.dec.Flush(), true); rest != "" {
+		yield(Token{ID: -1, Piece: rest}, nil)
+	}
+}

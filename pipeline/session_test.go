@@ -1,0 +1,244 @@
+package pipeline_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gpurun/gpurun/pipeline"
+	"github.com/gpurun/gpurun/tensors/llama2c"
+	"github.com/gpurun/gpurun/tensors/model"
+)
+
+// modelsDir is ../shared/models relative to the repository root.
+func modelsDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return filepath.Join(dir, "../shared/models")
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("go.mod not found above the test directory")
+		}
+		dir = parent
+	}
+}
+
+type storiesCase struct {
+	Name         string    `json:"name"`
+	Prompt       string    `json:"prompt"`
+	PromptIDs    []int     `json:"prompt_ids"`
+	GeneratedIDs []int     `json:"generated_ids"`
+	Margins      []float64 `json:"top1_top2_logit_margin"`
+}
+
+func storiesGolden(t testing.TB) []storiesCase {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(modelsDir(t), "stories260K.golden.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g struct {
+		Cases []storiesCase `json:"cases"`
+	}
+	if err := json.Unmarshal(raw, &g); err != nil {
+		t.Fatal(err)
+	}
+	if len(g.Cases) == 0 {
+		t.Fatal("no golden cases")
+	}
+	return g.Cases
+}
+
+func storiesCheckpoint(t testing.TB) *model.Checkpoint {
+	t.Helper()
+	ck, err := llama2c.Load(filepath.Join(modelsDir(t), "stories260K.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ck
+}
+
+func load(t testing.TB, ck *model.Checkpoint, opts pipeline.Options) *pipeline.Model {
+	t.Helper()
+	m, err := pipeline.FromCheckpoint(context.Background(), ck, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// collect runs a generation and returns its ids (ID -1 flushes excluded).
+func collect(t testing.TB, s *pipeline.Session, p pipeline.Prompt, o pipeline.GenerateOptions) []int {
+	t.Helper()
+	var ids []int
+	for tok, err := range s.Generate(context.Background(), p, o) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tok.ID >= 0 {
+			ids = append(ids, tok.ID)
+		}
+	}
+	return ids
+}
+
+// TestGoldenGreedy: every golden prompt, fed as ids, yields exactly
+// llama.cpp's 64 greedy ids, with several prefill bucket layouts (one graph,
+// chunks of the largest bucket, decode only).
+func TestGoldenGreedy(t *testing.T) {
+	ck := storiesCheckpoint(t)
+	for _, layout := range []struct {
+		name  string
+		sizes []int
+	}{{"default buckets", nil}, {"chunks of 2 and 4", []int{2, 4}}, {"decode only", []int{1}}} {
+		m := load(t, ck, pipeline.Options{MaxCache: 128, PrefillSizes: layout.sizes})
+		for _, tc := range storiesGolden(t) {
+			t.Run(layout.name+"/"+tc.Name, func(t *testing.T) {
+				s := m.NewSession()
+				got := collect(t, s, pipeline.Prompt{IDs: tc.PromptIDs}, pipeline.GenerateOptions{MaxTokens: len(tc.GeneratedIDs)})
+				if !slices.Equal(got, tc.GeneratedIDs) {
+					t.Errorf("ids\n got %v\nwant %v", got, tc.GeneratedIDs)
+				}
+				mt := s.Metrics()
+				if mt.PromptTokens != len(tc.PromptIDs) || mt.GeneratedTokens != len(tc.GeneratedIDs) || mt.StopReason != pipeline.StopMaxTokens {
+					t.Errorf("metrics %+v", mt)
+				}
+				if mt.TimeToFirstToken <= 0 || mt.TimeToFirstToken > time.Minute {
+					t.Errorf("time to first token %v", mt.TimeToFirstToken)
+				}
+			})
+		}
+	}
+}
+
+// TestContinueAndTakeTurns: a conversation split over several Generate
+// calls, interleaved with another session on the same cache, still follows
+// the golden greedy continuation.
+func TestContinueAndTakeTurns(t *testing.T) {
+	cases := storiesGolden(t)
+	a, b := cases[0], cases[1]
+	m := load(t, storiesCheckpoint(t), pipeline.Options{MaxCache: 128})
+	sa, sb := m.NewSession(), m.NewSession()
+	var got []int
+	got = append(got, collect(t, sa, pipeline.Prompt{IDs: a.PromptIDs}, pipeline.GenerateOptions{MaxTokens: 10})...)
+	gotB := collect(t, sb, pipeline.Prompt{IDs: b.PromptIDs}, pipeline.GenerateOptions{MaxTokens: 7})
+	got = append(got, collect(t, sa, pipeline.Prompt{IDs: []int{}}, pipeline.GenerateOptions{MaxTokens: 20})...)
+	gotB = append(gotB, collect(t, sb, pipeline.Prompt{IDs: []int{}}, pipeline.GenerateOptions{MaxTokens: 5})...)
+	if !slices.Equal(got, a.GeneratedIDs[:30]) {
+		t.Errorf("session a\n got %v\nwant %v", got, a.GeneratedIDs[:30])
+	}
+	if !slices.Equal(gotB, b.GeneratedIDs[:12]) {
+		t.Errorf("session b\n got %v\nwant %v", gotB, b.GeneratedIDs[:12])
+	}
+}
+
+// TestStopTokens: a config stop token ends generation before it is
+// streamed, at the first place the golden run produced it.
+func TestStopTokens(t *testing.T) {
+	tc := storiesGolden(t)[0]
+	ck := storiesCheckpoint(t)
+	for _, at := range []int{0, 5, 17} {
+		stop := tc.GeneratedIDs[at]
+		first := slices.Index(tc.GeneratedIDs, stop)
+		ck2 := *ck
+		ck2.Config.StopTokens = []int{stop}
+		m := load(t, &ck2, pipeline.Options{MaxCache: 128})
+		s := m.NewSession()
+		got := collect(t, s, pipeline.Prompt{IDs: tc.PromptIDs}, pipeline.GenerateOptions{MaxTokens: 64})
+		if !slices.Equal(got, tc.GeneratedIDs[:first]) {
+			t.Errorf("stop token %d: got %v, want %v", stop, got, tc.GeneratedIDs[:first])
+		}
+		if r := s.Metrics().StopReason; r != pipeline.StopToken {
+			t.Errorf("stop token %d: reason %q", stop, r)
+		}
+	}
+}
+
+func TestPromptErrors(t *testing.T) {
+	m := load(t, storiesCheckpoint(t), pipeline.Options{MaxCache: 16, PrefillSizes: []int{8}})
+	long := make([]int, 17)
+	for i := range long {
+		long[i] = 5
+	}
+	for _, tc := range []struct {
+		name   string
+		prompt pipeline.Prompt
+		opts   pipeline.GenerateOptions
+		want   error
+	}{
+		{"too long", pipeline.Prompt{IDs: long}, pipeline.GenerateOptions{}, pipeline.ErrPromptTooLong},
+		{"text without tokenizer", pipeline.Prompt{Text: "Once"}, pipeline.GenerateOptions{}, pipeline.ErrNoTokenizer},
+		{"stop strings without tokenizer", pipeline.Prompt{IDs: []int{1}}, pipeline.GenerateOptions{StopStrings: []string{"."}}, pipeline.ErrNoTokenizer},
+		{"empty", pipeline.Prompt{IDs: []int{}}, pipeline.GenerateOptions{}, pipeline.ErrPrompt},
+		{"id out of range", pipeline.Prompt{IDs: []int{1, 512}}, pipeline.GenerateOptions{}, pipeline.ErrPrompt},
+		{"negative id", pipeline.Prompt{IDs: []int{-1}}, pipeline.GenerateOptions{}, pipeline.ErrPrompt},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var errs []error
+			n := 0
+			for _, err := range m.NewSession().Generate(context.Background(), tc.prompt, tc.opts) {
+				n++
+				if err != nil {
+					errs = append(errs, err)
+				}
+			}
+			if len(errs) != 1 || n != 1 || !errors.Is(errs[0], tc.want) {
+				t.Errorf("got %d items, errors %v; want one error matching %v", n, errs, tc.want)
+			}
+		})
+	}
+}
+
+// TestCacheFull: generation stops cleanly when the cache fills.
+func TestCacheFull(t *testing.T) {
+	tc := storiesGolden(t)[0]
+	m := load(t, storiesCheckpoint(t), pipeline.Options{MaxCache: 16, PrefillSizes: []int{8}})
+	s := m.NewSession()
+	got := collect(t, s, pipeline.Prompt{IDs: tc.PromptIDs}, pipeline.GenerateOptions{})
+	want := tc.GeneratedIDs[:16-len(tc.PromptIDs)+1]
+	if !slices.Equal(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	if r := s.Metrics().StopReason; r != pipeline.StopCacheFull {
+		t.Errorf("reason %q", r)
+	}
+	// The full conversation cannot grow further.
+	for _, err := range s.Generate(context.Background(), pipeline.Prompt{IDs: []int{5}}, pipeline.GenerateOptions{}) {
+		if !errors.Is(err, pipeline.ErrPromptTooLong) {
+			t.Errorf("continuing a full session: %v", err)
+		}
+	}
+}
+
+func TestCancel(t *testing.T) {
+	tc := storiesGolden(t)[0]
+	m := load(t, storiesCheckpoint(t), pipeline.Options{MaxCache: 128})
+	ctx, cancel := context.WithCancel(context.Background())
+	n := 0
+	var last error
+	for tok, err := range m.NewSession().Generate(ctx, pipeline.Prompt{IDs: tc.PromptIDs}, pipeline.GenerateOptions{}) {
+		if err != nil {
+			last = err
+			break
+		}
+		n++
+		if tok.ID >= 0 && n == 3 {
+			cancel()
+		}
+	}
+	if n != 3 || !errors.Is(last, context.Canceled) {
+		t.Errorf("after cancel: %d tokens, error %v", n, last)
+	}
+}
