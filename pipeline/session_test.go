@@ -226,6 +226,7 @@ func TestCancel(t *testing.T) {
 	tc := storiesGolden(t)[0]
 	m := load(t, storiesCheckpoint(t), pipeline.Options{MaxCache: 128})
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	n := 0
 	var last error
 	for tok, err := range m.NewSession().Generate(ctx, pipeline.Prompt{IDs: tc.PromptIDs}, pipeline.GenerateOptions{}) {
