@@ -1,0 +1,91 @@
+// Package webgpu implements gpu.Device on WebGPU through
+// github.com/cogentcore/webgpu (wgpu-native), with the workarounds
+// platform-notes.md lists for its v0.23.0: instance creation without a
+// descriptor, an explicit Vulkan adapter (never the GL fallback), device
+// limits sanitized before RequestDevice, buffer reads mapped by a small cgo
+// helper of ours, and resources validated before every Submit.
+package webgpu
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/cogentcore/webgpu/wgpu"
+
+	"github.com/gpurun/gpurun/gpu"
+)
+
+// AdapterInfo describes one adapter, for `gpurun devices`.
+type AdapterInfo struct {
+	Name     string
+	Vendor   string
+	Type     gpu.DeviceType
+	Driver   string
+	Backend  string // "vulkan", "opengl", ...
+	Usable   bool   // gpurun can open it (Vulkan only)
+	Features []string
+	Limits   map[string]uint64
+}
+
+var logOnce sync.Once
+
+// quiet silences wgpu-native's stderr logging.
+func quiet() { logOnce.Do(func() { wgpu.SetLogLevel(wgpu.LogLevelOff) }) }
+
+// Adapters lists every adapter wgpu-native sees.
+func Adapters() ([]AdapterInfo, error) {
+	quiet()
+	inst := wgpu.CreateInstance(nil)
+	if inst == nil {
+		return nil, fmt.Errorf("webgpu: create instance: %w", gpu.ErrNoDevice)
+	}
+	defer inst.Release()
+	var out []AdapterInfo
+	for _, a := range inst.EnumerateAdapters(nil) {
+		out = append(out, describe(a))
+		a.Release()
+	}
+	return out, nil
+}
+
+func describe(a *wgpu.Adapter) AdapterInfo {
+	info := a.GetInfo()
+	l := a.GetLimits().Limits
+	ai := AdapterInfo{
+		Name:    info.Name,
+		Vendor:  info.VendorName,
+		Type:    deviceType(info.AdapterType),
+		Driver:  info.DriverDescription,
+		Backend: info.BackendType.String(),
+		Usable:  info.BackendType == wgpu.BackendTypeVulkan,
+		Limits: map[string]uint64{
+			"maxBufferSize":                     l.MaxBufferSize,
+			"maxStorageBufferBindingSize":       l.MaxStorageBufferBindingSize,
+			"maxUniformBufferBindingSize":       l.MaxUniformBufferBindingSize,
+			"maxStorageBuffersPerShaderStage":   uint64(l.MaxStorageBuffersPerShaderStage),
+			"maxComputeWorkgroupStorageSize":    uint64(l.MaxComputeWorkgroupStorageSize),
+			"maxComputeInvocationsPerWorkgroup": uint64(l.MaxComputeInvocationsPerWorkgroup),
+			"maxComputeWorkgroupsPerDimension":  uint64(l.MaxComputeWorkgroupsPerDimension),
+			"minStorageBufferOffsetAlignment":   uint64(l.MinStorageBufferOffsetAlignment),
+			"minUniformBufferOffsetAlignment":   uint64(l.MinUniformBufferOffsetAlignment),
+		},
+	}
+	for _, f := range a.EnumerateFeatures() {
+		ai.Features = append(ai.Features, f.String())
+	}
+	sort.Strings(ai.Features)
+	return ai
+}
+
+func deviceType(t wgpu.AdapterType) gpu.DeviceType {
+	switch t {
+	case wgpu.AdapterTypeDiscreteGPU:
+		return gpu.Discrete
+	case wgpu.AdapterTypeIntegratedGPU:
+		return gpu.Integrated
+	case wgpu.AdapterTypeCPU:
+		return gpu.CPU
+	}
+	return gpu.Other
+}

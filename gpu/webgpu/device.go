@@ -1,0 +1,208 @@
+package webgpu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/cogentcore/webgpu/wgpu"
+
+	"github.com/gpurun/gpurun/gpu"
+)
+
+// ErrClosed reports use of a closed device.
+var ErrClosed = errors.New("webgpu: device closed")
+
+// timestampSlots is the size of the timestamp query set.
+const timestampSlots = 256
+
+// Device is a gpu.Device on a wgpu-native Vulkan adapter. Its methods are
+// safe for concurrent use; they serialize on one mutex because the queue and
+// the staging buffer are shared.
+type Device struct {
+	mu      sync.Mutex
+	inst    *wgpu.Instance
+	adapter *wgpu.Adapter
+	dev     *wgpu.Device
+	queue   *wgpu.Queue
+	info    gpu.Info
+	limits  wgpu.Limits
+	closed  bool
+
+	staging     *wgpu.Buffer // map-readable, grown on demand
+	stagingSize int64
+
+	queries  *wgpu.QuerySet // timestamps, when supported
+	resolved *wgpu.Buffer   // resolve target of the query set
+}
+
+var (
+	_ gpu.Device          = (*Device)(nil)
+	_ gpu.TimestampReader = (*Device)(nil)
+)
+
+// Open opens the best Vulkan adapter (discrete, then integrated, then
+// CPU such as lavapipe). The OpenGL fallback adapter wgpu offers without a
+// Vulkan driver has no compute features worth using and is refused with
+// gpu.ErrNoDevice.
+func Open(ctx context.Context) (gpu.Device, error) {
+	return OpenDevice(ctx)
+}
+
+// OpenDevice is Open returning the concrete type.
+func OpenDevice(ctx context.Context) (*Device, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	quiet()
+	// CreateInstance with a descriptor mallocs an unzeroed extras struct
+	// (platform-notes.md); nil is safe.
+	inst := wgpu.CreateInstance(nil)
+	if inst == nil {
+		return nil, fmt.Errorf("webgpu: create instance: %w", gpu.ErrNoDevice)
+	}
+	adapter, err := pickAdapter(inst)
+	if err != nil {
+		inst.Release()
+		return nil, err
+	}
+	d := &Device{inst: inst, adapter: adapter}
+	if err := d.init(); err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+func rank(t wgpu.AdapterType) int {
+	switch t {
+	case wgpu.AdapterTypeDiscreteGPU:
+		return 0
+	case wgpu.AdapterTypeIntegratedGPU:
+		return 1
+	case wgpu.AdapterTypeCPU:
+		return 2
+	}
+	return 3
+}
+
+func pickAdapter(inst *wgpu.Instance) (*wgpu.Adapter, error) {
+	var best *wgpu.Adapter
+	var seen []string
+	bestRank := 99
+	// Enumerating only Vulkan adapters also keeps wgpu from probing EGL.
+	for _, a := range inst.EnumerateAdapters(&wgpu.InstanceEnumerateAdapterOptons{Backends: wgpu.InstanceBackendVulkan}) {
+		info := a.GetInfo()
+		seen = append(seen, fmt.Sprintf("%s (%s)", info.Name, info.BackendType))
+		if info.BackendType != wgpu.BackendTypeVulkan || rank(info.AdapterType) >= bestRank {
+			a.Release()
+			continue
+		}
+		if best != nil {
+			best.Release()
+		}
+		best, bestRank = a, rank(info.AdapterType)
+	}
+	if best == nil {
+		return nil, fmt.Errorf("webgpu: no Vulkan adapter (saw %s): %w", strings.Join(seen, ", "), gpu.ErrNoDevice)
+	}
+	return best, nil
+}
+
+func (d *Device) init() error {
+	limits := d.adapter.GetLimits().Limits
+	// The binding reads MaxPushConstantSize from an uninitialized extras
+	// struct; we use no push constants.
+	limits.MaxPushConstantSize = 0
+	desc := &wgpu.DeviceDescriptor{Label: "gpurun", RequiredLimits: &wgpu.RequiredLimits{Limits: limits}}
+	timestamps := d.adapter.HasFeature(wgpu.FeatureNameTimestampQuery)
+	if timestamps {
+		desc.RequiredFeatures = []wgpu.FeatureName{wgpu.FeatureNameTimestampQuery}
+	}
+	dev, err := d.adapter.RequestDevice(desc)
+	if err != nil {
+		return fmt.Errorf("webgpu: request device: %w (%w)", err, gpu.ErrNoDevice)
+	}
+	d.dev = dev
+	d.queue = dev.GetQueue()
+	d.limits = dev.GetLimits().Limits
+	ai := d.adapter.GetInfo()
+	d.info = gpu.Info{
+		Backend:             "webgpu",
+		Name:                ai.Name,
+		Type:                deviceType(ai.AdapterType),
+		Driver:              ai.DriverDescription,
+		F16:                 false, // wgpu-native's WGSL has no f16: packed u32 storage only
+		Subgroups:           false,
+		Timestamps:          timestamps,
+		MaxBufferSize:       int64(d.limits.MaxBufferSize),
+		MaxStorageBinding:   int64(d.limits.MaxStorageBufferBindingSize),
+		MaxWorkgroupStorage: int(d.limits.MaxComputeWorkgroupStorageSize),
+		MaxWorkgroupInvocs:  int(d.limits.MaxComputeInvocationsPerWorkgroup),
+		StorageOffsetAlign:  int(d.limits.MinStorageBufferOffsetAlignment),
+	}
+	if timestamps {
+		qs, err := dev.CreateQuerySet(&wgpu.QuerySetDescriptor{Type: wgpu.QueryTypeTimestamp, Count: timestampSlots})
+		if err != nil {
+			return fmt.Errorf("webgpu: timestamp query set: %w", err)
+		}
+		d.queries = qs
+		d.resolved, err = dev.CreateBuffer(&wgpu.BufferDescriptor{
+			Usage: wgpu.BufferUsageQueryResolve | wgpu.BufferUsageCopySrc,
+			Size:  timestampSlots * 8,
+		})
+		if err != nil {
+			return fmt.Errorf("webgpu: timestamp buffer: %w", err)
+		}
+	}
+	return nil
+}
+
+// Info describes the device.
+func (d *Device) Info() gpu.Info { return d.info }
+
+// Close releases the device. Buffers, kernels and commands must be released
+// first.
+func (d *Device) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil
+	}
+	d.closed = true
+	if d.staging != nil {
+		d.staging.Release()
+	}
+	if d.resolved != nil {
+		d.resolved.Release()
+	}
+	if d.queries != nil {
+		d.queries.Release()
+	}
+	if d.queue != nil {
+		d.queue.Release()
+	}
+	if d.dev != nil {
+		d.dev.Release()
+	}
+	if d.adapter != nil {
+		d.adapter.Release()
+	}
+	if d.inst != nil {
+		d.inst.Release()
+	}
+	return nil
+}
+
+// Wait blocks until all submitted work has finished.
+func (d *Device) Wait() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
+	d.dev.Poll(true, nil)
+	return nil
+}

@@ -1,0 +1,99 @@
+package webgpu
+
+import (
+	"fmt"
+	"sync/atomic"
+
+	"github.com/cogentcore/webgpu/wgpu"
+
+	"github.com/gpurun/gpurun/gpu"
+)
+
+// kernel is a compute pipeline with an explicit bind group layout (group 0,
+// binding i of kind Bindings[i]), so every kernel of a family binds the same
+// way whether or not its entry point uses every binding.
+type kernel struct {
+	dev      *Device
+	name     string
+	kinds    []gpu.BindingKind
+	module   *wgpu.ShaderModule
+	layout   *wgpu.BindGroupLayout
+	pipeLay  *wgpu.PipelineLayout
+	pipeline *wgpu.ComputePipeline
+	released atomic.Bool
+}
+
+func (k *kernel) Release() {
+	if k.released.Swap(true) {
+		return
+	}
+	k.pipeline.Release()
+	k.pipeLay.Release()
+	k.layout.Release()
+	k.module.Release()
+}
+
+func bindingType(k gpu.BindingKind) (wgpu.BufferBindingType, error) {
+	switch k {
+	case gpu.StorageRead:
+		return wgpu.BufferBindingTypeReadOnlyStorage, nil
+	case gpu.StorageRW:
+		return wgpu.BufferBindingTypeStorage, nil
+	case gpu.Uniform:
+		return wgpu.BufferBindingTypeUniform, nil
+	}
+	return 0, fmt.Errorf("webgpu: binding kind %d: %w", k, gpu.ErrUnsupported)
+}
+
+// NewKernel compiles spec.WGSL.
+func (d *Device) NewKernel(spec gpu.KernelSpec) (gpu.Kernel, error) {
+	if spec.WGSL == "" {
+		return nil, fmt.Errorf("webgpu: kernel %q has no WGSL: %w", spec.Name, gpu.ErrUnsupported)
+	}
+	entry := spec.Entry
+	if entry == "" {
+		entry = "main"
+	}
+	entries := make([]wgpu.BindGroupLayoutEntry, len(spec.Bindings))
+	for i, kind := range spec.Bindings {
+		t, err := bindingType(kind)
+		if err != nil {
+			return nil, fmt.Errorf("webgpu: kernel %q: %w", spec.Name, err)
+		}
+		entries[i] = wgpu.BindGroupLayoutEntry{Binding: uint32(i), Visibility: wgpu.ShaderStageCompute, Buffer: wgpu.BufferBindingLayout{Type: t}}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, ErrClosed
+	}
+	k := &kernel{dev: d, name: spec.Name, kinds: append([]gpu.BindingKind(nil), spec.Bindings...)}
+	var err error
+	k.module, err = d.dev.CreateShaderModule(&wgpu.ShaderModuleDescriptor{Label: spec.Name, WGSLDescriptor: &wgpu.ShaderModuleWGSLDescriptor{Code: spec.WGSL}})
+	if err != nil {
+		return nil, fmt.Errorf("webgpu: compile %q: %w", spec.Name, err)
+	}
+	k.layout, err = d.dev.CreateBindGroupLayout(&wgpu.BindGroupLayoutDescriptor{Label: spec.Name, Entries: entries})
+	if err != nil {
+		k.module.Release()
+		return nil, fmt.Errorf("webgpu: bind group layout of %q: %w", spec.Name, err)
+	}
+	k.pipeLay, err = d.dev.CreatePipelineLayout(&wgpu.PipelineLayoutDescriptor{Label: spec.Name, BindGroupLayouts: []*wgpu.BindGroupLayout{k.layout}})
+	if err != nil {
+		k.layout.Release()
+		k.module.Release()
+		return nil, fmt.Errorf("webgpu: pipeline layout of %q: %w", spec.Name, err)
+	}
+	k.pipeline, err = d.dev.CreateComputePipeline(&wgpu.ComputePipelineDescriptor{
+		Label:   spec.Name,
+		Layout:  k.pipeLay,
+		Compute: wgpu.ProgrammableStageDescriptor{Module: k.module, EntryPoint: entry},
+	})
+	if err != nil {
+		k.pipeLay.Release()
+		k.layout.Release()
+		k.module.Release()
+		return nil, fmt.Errorf("webgpu: pipeline %q: %w", spec.Name, err)
+	}
+	return k, nil
+}

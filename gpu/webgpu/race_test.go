@@ -1,0 +1,5 @@
+//go:build race
+
+package webgpu
+
+const raceEnabled = true
