@@ -1,0 +1,402 @@
+package vulkan
+
+/*
+#include "vkext.h"
+*/
+import "C"
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+	"unsafe"
+
+	vk "github.com/vulkan-go/vulkan"
+
+	"github.com/gpurun/gpurun/gpu"
+)
+
+// waitTimeout bounds every fence wait so a lost device or a runaway kernel
+// becomes an error instead of a hang.
+const waitTimeout = 5 * time.Minute
+
+// timestampSlots is the capacity of the device's timestamp query pool.
+const timestampSlots = 1024
+
+// Device is a Vulkan logical device with one compute queue. It implements
+// gpu.Device and gpu.TimestampReader. All methods are safe for concurrent
+// use; a single Commands list must be recorded by one goroutine at a time.
+type Device struct {
+	phys  *physical
+	info  DeviceInfo
+	dev   vk.Device
+	queue vk.Queue
+
+	mapped      bool   // buffers are persistently mapped (no staging)
+	bufferType  uint32 // memory type index for buffers
+	stagingType uint32 // host-visible coherent type for the staging buffer
+
+	// mu serializes queue access and guards everything below it.
+	mu        sync.Mutex
+	closed    bool
+	pending   []vk.Fence // submitted, not yet known complete
+	idle      []vk.Fence // unsignaled, reusable
+	xferPool  vk.CommandPool
+	staging   *buffer
+	queries   vk.QueryPool
+	buffers   map[*buffer]struct{}
+	kernels   map[*kernel]struct{}
+	commands  map[*commands]struct{}
+	forceCopy bool // tests: exercise the staging path on unified memory
+}
+
+var _ gpu.Device = (*Device)(nil)
+var _ gpu.TimestampReader = (*Device)(nil)
+
+// Open opens the best Vulkan device (discrete, then integrated, virtual,
+// CPU). Without a loader, driver or device the error wraps gpu.ErrNoDevice.
+func Open(ctx context.Context) (gpu.Device, error) {
+	d, err := OpenDevice(ctx, -1)
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// OpenDevice opens the physical device at index (as listed by Devices), or
+// the best one when index < 0.
+func OpenDevice(ctx context.Context, index int) (*Device, error) {
+	return openDevice(ctx, index, false)
+}
+
+func openDevice(ctx context.Context, index int, forceStaging bool) (*Device, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	in, err := getInstance()
+	if err != nil {
+		return nil, err
+	}
+	phys, err := in.physicalDevices()
+	if err != nil {
+		return nil, err
+	}
+	if len(phys) == 0 {
+		return nil, fmt.Errorf("vulkan: no physical devices: %w", gpu.ErrNoDevice)
+	}
+	p, err := pick(phys, index)
+	if err != nil {
+		return nil, err
+	}
+	d := &Device{
+		phys:      p,
+		info:      p.info,
+		buffers:   map[*buffer]struct{}{},
+		kernels:   map[*kernel]struct{}{},
+		commands:  map[*commands]struct{}{},
+		forceCopy: forceStaging,
+	}
+	var cdev C.gr_device
+	res := C.gr_create_device(C.gr_instance(unsafe.Pointer(in.handle)), C.gr_physical_device(unsafe.Pointer(p.handle)),
+		C.uint32_t(p.api), C.uint32_t(p.family), &cdev)
+	if err := check("vkCreateDevice", vk.Result(res)); err != nil {
+		return nil, fmt.Errorf("%w: %w", err, gpu.ErrNoDevice)
+	}
+	d.dev = vk.Device(unsafe.Pointer(cdev))
+	var q vk.Queue
+	vk.GetDeviceQueue(d.dev, p.family, 0, &q)
+	d.queue = q
+	if err := d.init(); err != nil {
+		d.destroy()
+		return nil, err
+	}
+	return d, nil
+}
+
+// init chooses memory types and creates the device-wide objects.
+func (d *Device) init() error {
+	p := d.phys
+	// Learn which memory types a storage buffer may use from a probe buffer.
+	probe, err := d.createRawBuffer(16)
+	if err != nil {
+		return err
+	}
+	var req vk.MemoryRequirements
+	vk.GetBufferMemoryRequirements(d.dev, probe, &req)
+	req.Deref()
+	vk.DestroyBuffer(d.dev, probe, nil)
+
+	if t, ok := p.hostMappedType(req.MemoryTypeBits); ok && !d.forceCopy {
+		d.mapped, d.bufferType, d.stagingType = true, t, t
+	} else {
+		t, ok := p.memoryType(req.MemoryTypeBits, vk.MemoryPropertyFlags(vk.MemoryPropertyDeviceLocalBit))
+		if !ok {
+			t, ok = p.memoryType(req.MemoryTypeBits, 0)
+		}
+		s, sok := p.memoryType(req.MemoryTypeBits, vk.MemoryPropertyFlags(vk.MemoryPropertyHostVisibleBit|vk.MemoryPropertyHostCoherentBit))
+		if !ok || !sok {
+			return fmt.Errorf("vulkan: no usable memory type for storage buffers: %w", gpu.ErrNoDevice)
+		}
+		d.bufferType, d.stagingType = t, s
+	}
+	d.info.UnifiedMemory = d.mapped
+
+	poolInfo := vk.CommandPoolCreateInfo{
+		SType:            vk.StructureTypeCommandPoolCreateInfo,
+		Flags:            vk.CommandPoolCreateFlags(vk.CommandPoolCreateTransientBit | vk.CommandPoolCreateResetCommandBufferBit),
+		QueueFamilyIndex: p.family,
+	}
+	var pool vk.CommandPool
+	if err := check("vkCreateCommandPool", vk.CreateCommandPool(d.dev, &poolInfo, nil, &pool)); err != nil {
+		return err
+	}
+	d.xferPool = pool
+
+	if d.info.Timestamps {
+		qinfo := vk.QueryPoolCreateInfo{
+			SType:      vk.StructureTypeQueryPoolCreateInfo,
+			QueryType:  vk.QueryTypeTimestamp,
+			QueryCount: timestampSlots,
+		}
+		var qp vk.QueryPool
+		if err := check("vkCreateQueryPool", vk.CreateQueryPool(d.dev, &qinfo, nil, &qp)); err != nil {
+			return err
+		}
+		d.queries = qp
+		// Queries must be reset before their first use or read.
+		d.mu.Lock()
+		err := d.oneShotLocked(func(cb vk.CommandBuffer) {
+			vk.CmdResetQueryPool(cb, qp, 0, timestampSlots)
+		})
+		d.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Info describes the device.
+func (d *Device) Info() gpu.Info { return d.info.Info }
+
+// DeviceInfo is Info with the Vulkan details.
+func (d *Device) DeviceInfo() DeviceInfo { return d.info }
+
+// Submit queues finished command lists, in order, as one vkQueueSubmit.
+func (d *Device) Submit(cmds ...gpu.Commands) error {
+	if len(cmds) == 0 {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
+	cbs := make([]vk.CommandBuffer, len(cmds))
+	for i, gc := range cmds {
+		c, ok := gc.(*commands)
+		if !ok || c.d != d {
+			return fmt.Errorf("vulkan: submit: command list %d is not from this device: %w", i, ErrInvalid)
+		}
+		if err := c.submittable(); err != nil {
+			return fmt.Errorf("vulkan: submit: command list %d: %w", i, err)
+		}
+		cbs[i] = c.cb
+	}
+	return d.submitLocked(cbs)
+}
+
+// submitLocked submits command buffers with a fence tracked in d.pending.
+func (d *Device) submitLocked(cbs []vk.CommandBuffer) error {
+	d.reapLocked()
+	fence, err := d.fenceLocked()
+	if err != nil {
+		return err
+	}
+	info := []vk.SubmitInfo{{
+		SType:              vk.StructureTypeSubmitInfo,
+		CommandBufferCount: uint32(len(cbs)),
+		PCommandBuffers:    cbs,
+	}}
+	if err := check("vkQueueSubmit", vk.QueueSubmit(d.queue, 1, info, fence)); err != nil {
+		d.idle = append(d.idle, fence)
+		return err
+	}
+	d.pending = append(d.pending, fence)
+	return nil
+}
+
+// fenceLocked returns an unsignaled fence.
+func (d *Device) fenceLocked() (vk.Fence, error) {
+	if n := len(d.idle); n > 0 {
+		f := d.idle[n-1]
+		d.idle = d.idle[:n-1]
+		return f, nil
+	}
+	info := vk.FenceCreateInfo{SType: vk.StructureTypeFenceCreateInfo}
+	var f vk.Fence
+	if err := check("vkCreateFence", vk.CreateFence(d.dev, &info, nil, &f)); err != nil {
+		return f, err
+	}
+	return f, nil
+}
+
+// reapLocked recycles the fences of submissions that already finished, so
+// the pending list stays short when callers submit without waiting.
+func (d *Device) reapLocked() {
+	kept := d.pending[:0]
+	for _, f := range d.pending {
+		if vk.GetFenceStatus(d.dev, f) == vk.Success {
+			d.recycleLocked(f)
+			continue
+		}
+		kept = append(kept, f)
+	}
+	d.pending = kept
+}
+
+func (d *Device) recycleLocked(f vk.Fence) {
+	if vk.ResetFences(d.dev, 1, []vk.Fence{f}) == vk.Success {
+		d.idle = append(d.idle, f)
+		return
+	}
+	vk.DestroyFence(d.dev, f, nil)
+}
+
+// Wait blocks until all submitted work has finished.
+func (d *Device) Wait() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
+	return d.waitLocked()
+}
+
+func (d *Device) waitLocked() error {
+	if len(d.pending) == 0 {
+		return nil
+	}
+	fences := append([]vk.Fence(nil), d.pending...)
+	res := vk.WaitForFences(d.dev, uint32(len(fences)), fences, vk.True, uint64(waitTimeout.Nanoseconds()))
+	if res == vk.Timeout {
+		return fmt.Errorf("vulkan: submitted work did not finish within %v", waitTimeout)
+	}
+	if err := check("vkWaitForFences", res); err != nil {
+		return err
+	}
+	for _, f := range fences {
+		d.recycleLocked(f)
+	}
+	d.pending = d.pending[:0]
+	return nil
+}
+
+// oneShotLocked records fn into a transient command buffer, submits it and
+// waits for it (uploads, readbacks, zero fills, query resets).
+func (d *Device) oneShotLocked(fn func(cb vk.CommandBuffer)) error {
+	alloc := vk.CommandBufferAllocateInfo{
+		SType:              vk.StructureTypeCommandBufferAllocateInfo,
+		CommandPool:        d.xferPool,
+		Level:              vk.CommandBufferLevelPrimary,
+		CommandBufferCount: 1,
+	}
+	cbs := make([]vk.CommandBuffer, 1)
+	if err := check("vkAllocateCommandBuffers", vk.AllocateCommandBuffers(d.dev, &alloc, cbs)); err != nil {
+		return err
+	}
+	defer vk.FreeCommandBuffers(d.dev, d.xferPool, 1, cbs)
+	begin := vk.CommandBufferBeginInfo{
+		SType: vk.StructureTypeCommandBufferBeginInfo,
+		Flags: vk.CommandBufferUsageFlags(vk.CommandBufferUsageOneTimeSubmitBit),
+	}
+	if err := check("vkBeginCommandBuffer", vk.BeginCommandBuffer(cbs[0], &begin)); err != nil {
+		return err
+	}
+	fullBarrier(cbs[0])
+	fn(cbs[0])
+	hostBarrier(cbs[0])
+	if err := check("vkEndCommandBuffer", vk.EndCommandBuffer(cbs[0])); err != nil {
+		return err
+	}
+	if err := d.submitLocked(cbs); err != nil {
+		return err
+	}
+	return d.waitLocked()
+}
+
+// Close waits for submitted work and releases every object of the device.
+// Closing twice is a no-op.
+func (d *Device) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	err := d.waitLocked()
+	if err != nil {
+		// Destroying objects still in use could crash the driver; wait for
+		// the device as a whole before giving up on orderly teardown.
+		vk.DeviceWaitIdle(d.dev)
+	}
+	d.closed = true
+	d.mu.Unlock()
+	d.destroy()
+	return err
+}
+
+// destroy frees everything; d.closed is set or d never escaped openDevice.
+func (d *Device) destroy() {
+	for c := range d.commands {
+		c.destroy()
+	}
+	for k := range d.kernels {
+		k.destroy()
+	}
+	for b := range d.buffers {
+		b.destroy()
+	}
+	if d.staging != nil {
+		d.staging.destroy()
+	}
+	for _, f := range append(d.pending, d.idle...) {
+		vk.DestroyFence(d.dev, f, nil)
+	}
+	d.pending, d.idle = nil, nil
+	if d.queries != vk.NullQueryPool {
+		vk.DestroyQueryPool(d.dev, d.queries, nil)
+	}
+	if d.xferPool != vk.NullCommandPool {
+		vk.DestroyCommandPool(d.dev, d.xferPool, nil)
+	}
+	vk.DestroyDevice(d.dev, nil)
+}
+
+// Memory barriers. Every command waits for all earlier compute and transfer
+// work to finish and its writes to be visible; the end of a list also makes
+// writes visible to the host for Read.
+const (
+	workStages  = vk.PipelineStageFlags(vk.PipelineStageComputeShaderBit | vk.PipelineStageTransferBit)
+	writeAccess = vk.AccessFlags(vk.AccessShaderWriteBit | vk.AccessTransferWriteBit)
+	anyAccess   = vk.AccessFlags(vk.AccessShaderReadBit | vk.AccessShaderWriteBit | vk.AccessTransferReadBit |
+		vk.AccessTransferWriteBit | vk.AccessUniformReadBit)
+)
+
+func fullBarrier(cb vk.CommandBuffer) {
+	mb := []vk.MemoryBarrier{{
+		SType:         vk.StructureTypeMemoryBarrier,
+		SrcAccessMask: writeAccess,
+		DstAccessMask: anyAccess,
+	}}
+	vk.CmdPipelineBarrier(cb, workStages, workStages, 0, 1, mb, 0, nil, 0, nil)
+}
+
+func hostBarrier(cb vk.CommandBuffer) {
+	mb := []vk.MemoryBarrier{{
+		SType:         vk.StructureTypeMemoryBarrier,
+		SrcAccessMask: writeAccess,
+		DstAccessMask: vk.AccessFlags(vk.AccessHostReadBit),
+	}}
+	vk.CmdPipelineBarrier(cb, workStages, vk.PipelineStageFlags(vk.PipelineStageHostBit), 0, 1, mb, 0, nil, 0, nil)
+}

@@ -1,0 +1,94 @@
+package vulkan
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/gpu/internal/gputest"
+)
+
+func TestDevicesReportSaneInfo(t *testing.T) {
+	devs, err := Devices()
+	gputest.NoDevice(t, "vulkan", err)
+	if len(devs) == 0 {
+		t.Fatal("Devices returned no devices and no error")
+	}
+	types := map[gpu.DeviceType]bool{gpu.Discrete: true, gpu.Integrated: true, gpu.Virtual: true, gpu.CPU: true, gpu.Other: true}
+	for i, dv := range devs {
+		if dv.Index != i || dv.Backend != "vulkan" || dv.Name == "" || !types[dv.Type] || dv.Driver == "" {
+			t.Errorf("device %d: incomplete identity %+v", i, dv.Info)
+		}
+		// Vulkan 1.0 guarantees these minimums (spec, Required Limits).
+		if dv.MaxStorageBinding < 1<<27 || dv.MaxWorkgroupStorage < 16384 || dv.MaxWorkgroupInvocs < 128 ||
+			dv.StorageOffsetAlign < 1 || dv.StorageOffsetAlign > 256 || dv.MaxBufferSize < 1<<30 {
+			t.Errorf("device %d: limits below the Vulkan minimums: %+v", i, dv.Info)
+		}
+		if dv.MaxWorkgroupCount[0] < 65535 {
+			t.Errorf("device %d: maxComputeWorkGroupCount %v below the minimum", i, dv.MaxWorkgroupCount)
+		}
+	}
+}
+
+// TestLavapipeInfo compares what lavapipe reports with the figures measured
+// by vulkaninfo on the build machines (docs/platform-notes.md).
+func TestLavapipeInfo(t *testing.T) {
+	d := openTest(t, false)
+	info := d.DeviceInfo()
+	if !strings.Contains(info.Name, "llvmpipe") {
+		t.Skipf("device %q is not lavapipe", info.Name)
+	}
+	checks := []struct {
+		what      string
+		got, want any
+	}{
+		{"type", info.Type, gpu.CPU},
+		{"maxStorageBufferRange", info.MaxStorageBinding, int64(128 << 20)},
+		{"maxComputeSharedMemorySize", info.MaxWorkgroupStorage, 32 << 10},
+		{"maxComputeWorkGroupInvocations", info.MaxWorkgroupInvocs, 1024},
+		{"minStorageBufferOffsetAlignment", info.StorageOffsetAlign, 16},
+		{"subgroup size", info.SubgroupSize, 8},
+		{"subgroups", info.Subgroups, true},
+		{"shaderFloat16", info.ShaderFloat16, true},
+		{"storageBuffer16BitAccess", info.Storage16Bit, true},
+		{"shaderInt8", info.ShaderInt8, true},
+		{"f16", info.F16, true},
+		{"timestamps", info.Timestamps, true},
+		{"timestamp period", info.TimestampPeriod, 1.0},
+		{"driver name", info.DriverName, "llvmpipe"},
+		{"unified memory", info.UnifiedMemory, true},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.what, c.got, c.want)
+		}
+	}
+}
+
+func TestOpenByIndex(t *testing.T) {
+	devs, err := Devices()
+	gputest.NoDevice(t, "vulkan", err)
+	d, err := OpenDevice(context.Background(), len(devs)-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := d.Info().Name, devs[len(devs)-1].Name; got != want {
+		t.Errorf("opened %q, want %q", got, want)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if _, err := OpenDevice(context.Background(), len(devs)); !errors.Is(err, ErrInvalid) {
+		t.Errorf("out-of-range index: got %v, want ErrInvalid", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Open(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled context: got %v", err)
+	}
+}

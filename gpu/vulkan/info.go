@@ -1,0 +1,173 @@
+package vulkan
+
+import (
+	"fmt"
+	"strings"
+
+	vk "github.com/vulkan-go/vulkan"
+
+	"github.com/gpurun/gpurun/gpu"
+)
+
+// DeviceInfo is gpu.Info plus the Vulkan details `gpurun devices` prints.
+type DeviceInfo struct {
+	gpu.Info
+
+	Index      int    // position in vkEnumeratePhysicalDevices order
+	VendorID   uint32 // PCI vendor
+	DeviceID   uint32
+	APIVersion string // device API version, "1.3.230"
+
+	// DriverName and DriverInfo come from VkPhysicalDeviceDriverProperties
+	// (Vulkan 1.2); empty on older drivers. DriverVersion is the raw
+	// driverVersion decoded with the vendor's convention.
+	DriverName    string
+	DriverInfo    string
+	DriverVersion string
+
+	// Optional features as reported by vkGetPhysicalDeviceFeatures2 (all
+	// false when the device or loader predates Vulkan 1.1). Open enables
+	// every one that is reported.
+	ShaderFloat16 bool // f16 arithmetic
+	ShaderInt8    bool
+	ShaderInt16   bool
+	ShaderInt64   bool
+	Storage16Bit  bool // 16-bit values in storage buffers
+	Storage8Bit   bool
+
+	// SubgroupSize and SubgroupOps (basic, vote, arithmetic, ballot, shuffle,
+	// shuffle_relative, clustered, quad) are from Vulkan 1.1 subgroup
+	// properties; 0 and nil when unknown or not available in compute.
+	SubgroupSize int
+	SubgroupOps  []string
+
+	TimestampPeriod float64 // nanoseconds per timestamp tick
+	TimestampBits   int     // valid bits of the compute queue's timestamps
+
+	// UnifiedMemory: buffers live in host-mapped device memory (no staging).
+	UnifiedMemory bool
+
+	MaxUniformBinding int64
+	MaxWorkgroupCount [3]int
+	MaxWorkgroupSize  [3]int
+}
+
+func (p *physical) describeInfo() DeviceInfo {
+	props, lim, c := p.props, p.limits, p.caps
+	d := DeviceInfo{
+		VendorID:      props.VendorID,
+		DeviceID:      props.DeviceID,
+		APIVersion:    versionString(props.ApiVersion),
+		DriverVersion: driverVersionString(props.VendorID, props.DriverVersion),
+		ShaderFloat16: c.shader_float16 != 0,
+		ShaderInt8:    c.shader_int8 != 0,
+		ShaderInt16:   c.shader_int16 != 0,
+		ShaderInt64:   c.shader_int64 != 0,
+		Storage16Bit:  c.storage_buffer16 != 0,
+		Storage8Bit:   c.storage_buffer8 != 0,
+
+		MaxUniformBinding: int64(lim.MaxUniformBufferRange),
+	}
+	for i := 0; i < 3; i++ {
+		d.MaxWorkgroupCount[i] = int(lim.MaxComputeWorkGroupCount[i])
+		d.MaxWorkgroupSize[i] = int(lim.MaxComputeWorkGroupSize[i])
+	}
+	if c.has_driver != 0 {
+		d.DriverName = cString(c.driver_name[:])
+		d.DriverInfo = cString(c.driver_info[:])
+	}
+	const computeStage = uint32(vk.ShaderStageComputeBit)
+	if c.has_props2 != 0 && uint32(c.subgroup_stages)&computeStage != 0 {
+		d.SubgroupSize = int(c.subgroup_size)
+		d.SubgroupOps = subgroupOpNames(uint32(c.subgroup_ops))
+	}
+	if p.tsBits > 0 {
+		d.TimestampPeriod = float64(lim.TimestampPeriod)
+		d.TimestampBits = int(p.tsBits)
+	}
+	_, d.UnifiedMemory = p.hostMappedType(^uint32(0))
+
+	maxAlloc := int64(c.max_memory_allocation)
+	if maxAlloc <= 0 {
+		maxAlloc = int64(p.largestDeviceHeap())
+	}
+	driver := d.DriverName
+	if d.DriverInfo != "" {
+		driver += " " + d.DriverInfo
+	}
+	if driver == "" {
+		driver = fmt.Sprintf("vendor 0x%04x driver %s", props.VendorID, d.DriverVersion)
+	}
+	ops := uint32(c.subgroup_ops)
+	wantOps := uint32(vk.SubgroupFeatureBasicBit | vk.SubgroupFeatureArithmeticBit)
+	d.Info = gpu.Info{
+		Backend: "vulkan",
+		Name:    cString(props.DeviceName[:]),
+		Type:    deviceType(props.DeviceType),
+		Driver:  strings.TrimSpace(driver),
+
+		// Kernels that keep f16 in storage and compute in f16 need both.
+		F16:        d.ShaderFloat16 && d.Storage16Bit,
+		Subgroups:  d.SubgroupSize > 0 && ops&wantOps == wantOps,
+		Timestamps: d.TimestampBits > 0 && d.TimestampPeriod > 0,
+
+		MaxBufferSize:       maxAlloc,
+		MaxStorageBinding:   int64(lim.MaxStorageBufferRange),
+		MaxWorkgroupStorage: int(lim.MaxComputeSharedMemorySize),
+		MaxWorkgroupInvocs:  int(lim.MaxComputeWorkGroupInvocations),
+		StorageOffsetAlign:  int(lim.MinStorageBufferOffsetAlignment),
+	}
+	return d
+}
+
+// cString returns the text of a NUL-terminated fixed-size C char array.
+func cString[T ~byte | ~int8](b []T) string {
+	out := make([]byte, 0, len(b))
+	for _, c := range b {
+		if c == 0 {
+			break
+		}
+		out = append(out, byte(c))
+	}
+	return string(out)
+}
+
+func deviceType(t vk.PhysicalDeviceType) gpu.DeviceType {
+	switch t {
+	case vk.PhysicalDeviceTypeDiscreteGpu:
+		return gpu.Discrete
+	case vk.PhysicalDeviceTypeIntegratedGpu:
+		return gpu.Integrated
+	case vk.PhysicalDeviceTypeVirtualGpu:
+		return gpu.Virtual
+	case vk.PhysicalDeviceTypeCpu:
+		return gpu.CPU
+	}
+	return gpu.Other
+}
+
+func versionString(v uint32) string {
+	return fmt.Sprintf("%d.%d.%d", v>>22&0x7f, v>>12&0x3ff, v&0xfff)
+}
+
+// driverVersionString decodes driverVersion, which is vendor-defined:
+// NVIDIA packs 10.8.8.6 bits, Intel's Windows driver 18.14; everyone else
+// (Mesa, AMD) uses the Vulkan version encoding.
+func driverVersionString(vendor, v uint32) string {
+	switch vendor {
+	case 0x10de:
+		return fmt.Sprintf("%d.%d.%d.%d", v>>22&0x3ff, v>>14&0xff, v>>6&0xff, v&0x3f)
+	}
+	return versionString(v)
+}
+
+func subgroupOpNames(ops uint32) []string {
+	names := []string{"basic", "vote", "arithmetic", "ballot", "shuffle", "shuffle_relative", "clustered", "quad"}
+	var out []string
+	for i, n := range names {
+		if ops&(1<<i) != 0 {
+			out = append(out, n)
+		}
+	}
+	return out
+}

@@ -1,0 +1,176 @@
+package vulkan
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sync/atomic"
+
+	vk "github.com/vulkan-go/vulkan"
+
+	"github.com/gpurun/gpurun/gpu"
+)
+
+// spirvMagic is the first word of every SPIR-V module.
+const spirvMagic = 0x07230203
+
+// kernel is a compute pipeline with its descriptor set layout (group 0).
+type kernel struct {
+	d         *Device
+	name      string
+	bindings  []gpu.BindingKind
+	module    vk.ShaderModule
+	setLayout vk.DescriptorSetLayout
+	layout    vk.PipelineLayout
+	pipeline  vk.Pipeline
+	released  atomic.Bool
+}
+
+var _ gpu.Kernel = (*kernel)(nil)
+
+// descriptorType maps a binding kind to its Vulkan descriptor type.
+func descriptorType(k gpu.BindingKind) (vk.DescriptorType, bool) {
+	switch k {
+	case gpu.StorageRead, gpu.StorageRW:
+		return vk.DescriptorTypeStorageBuffer, true
+	case gpu.Uniform:
+		return vk.DescriptorTypeUniformBuffer, true
+	}
+	return 0, false
+}
+
+// NewKernel builds a compute pipeline from spec.SPIRV; binding i of
+// spec.Bindings is descriptor set 0, binding i.
+func (d *Device) NewKernel(spec gpu.KernelSpec) (gpu.Kernel, error) {
+	code, err := spirvWords(spec.SPIRV)
+	if err != nil {
+		return nil, fmt.Errorf("vulkan: kernel %q: %w", spec.Name, err)
+	}
+	layoutBindings := make([]vk.DescriptorSetLayoutBinding, len(spec.Bindings))
+	for i, kind := range spec.Bindings {
+		t, ok := descriptorType(kind)
+		if !ok {
+			return nil, fmt.Errorf("vulkan: kernel %q: binding %d has unknown kind %d: %w", spec.Name, i, kind, ErrInvalid)
+		}
+		layoutBindings[i] = vk.DescriptorSetLayoutBinding{
+			Binding:         uint32(i),
+			DescriptorType:  t,
+			DescriptorCount: 1,
+			StageFlags:      vk.ShaderStageFlags(vk.ShaderStageComputeBit),
+		}
+	}
+	entry := spec.Entry
+	if entry == "" {
+		entry = "main"
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, ErrClosed
+	}
+	k := &kernel{d: d, name: spec.Name, bindings: append([]gpu.BindingKind(nil), spec.Bindings...)}
+	fail := func(err error) (gpu.Kernel, error) {
+		k.destroy()
+		return nil, fmt.Errorf("vulkan: kernel %q: %w", spec.Name, err)
+	}
+
+	modInfo := vk.ShaderModuleCreateInfo{
+		SType:    vk.StructureTypeShaderModuleCreateInfo,
+		CodeSize: uint(len(spec.SPIRV)),
+		PCode:    code,
+	}
+	var module vk.ShaderModule
+	if err := check("vkCreateShaderModule", vk.CreateShaderModule(d.dev, &modInfo, nil, &module)); err != nil {
+		return fail(err)
+	}
+	k.module = module
+
+	setInfo := vk.DescriptorSetLayoutCreateInfo{
+		SType:        vk.StructureTypeDescriptorSetLayoutCreateInfo,
+		BindingCount: uint32(len(layoutBindings)),
+		PBindings:    layoutBindings,
+	}
+	var setLayout vk.DescriptorSetLayout
+	if err := check("vkCreateDescriptorSetLayout", vk.CreateDescriptorSetLayout(d.dev, &setInfo, nil, &setLayout)); err != nil {
+		return fail(err)
+	}
+	k.setLayout = setLayout
+
+	plInfo := vk.PipelineLayoutCreateInfo{
+		SType:          vk.StructureTypePipelineLayoutCreateInfo,
+		SetLayoutCount: 1,
+		PSetLayouts:    []vk.DescriptorSetLayout{setLayout},
+	}
+	var layout vk.PipelineLayout
+	if err := check("vkCreatePipelineLayout", vk.CreatePipelineLayout(d.dev, &plInfo, nil, &layout)); err != nil {
+		return fail(err)
+	}
+	k.layout = layout
+
+	pipeInfo := []vk.ComputePipelineCreateInfo{{
+		SType: vk.StructureTypeComputePipelineCreateInfo,
+		Stage: vk.PipelineShaderStageCreateInfo{
+			SType:  vk.StructureTypePipelineShaderStageCreateInfo,
+			Stage:  vk.ShaderStageComputeBit,
+			Module: module,
+			PName:  entry + "\x00",
+		},
+		Layout:            layout,
+		BasePipelineIndex: -1,
+	}}
+	pipes := make([]vk.Pipeline, 1)
+	if err := check("vkCreateComputePipelines", vk.CreateComputePipelines(d.dev, vk.NullPipelineCache, 1, pipeInfo, nil, pipes)); err != nil {
+		return fail(err)
+	}
+	k.pipeline = pipes[0]
+	d.kernels[k] = struct{}{}
+	return k, nil
+}
+
+// spirvWords checks the SPIR-V header and returns the module as words.
+func spirvWords(b []byte) ([]uint32, error) {
+	if len(b) < 20 || len(b)%4 != 0 {
+		return nil, fmt.Errorf("SPIR-V of %d bytes is not a whole number of words with a header: %w", len(b), ErrInvalid)
+	}
+	if binary.LittleEndian.Uint32(b) != spirvMagic {
+		return nil, fmt.Errorf("SPIR-V magic number missing (want little-endian 0x%08x): %w", spirvMagic, ErrInvalid)
+	}
+	words := make([]uint32, len(b)/4)
+	for i := range words {
+		words[i] = binary.LittleEndian.Uint32(b[4*i:])
+	}
+	return words, nil
+}
+
+// Release waits for submitted work and frees the pipeline.
+func (k *kernel) Release() {
+	d := k.d
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed || k.released.Load() {
+		return
+	}
+	if err := d.waitLocked(); err != nil {
+		vk.DeviceWaitIdle(d.dev)
+	}
+	delete(d.kernels, k)
+	k.destroy()
+}
+
+func (k *kernel) destroy() {
+	if k.released.Swap(true) {
+		return
+	}
+	dev := k.d.dev
+	if k.pipeline != vk.NullPipeline {
+		vk.DestroyPipeline(dev, k.pipeline, nil)
+	}
+	if k.layout != vk.NullPipelineLayout {
+		vk.DestroyPipelineLayout(dev, k.layout, nil)
+	}
+	if k.setLayout != vk.NullDescriptorSetLayout {
+		vk.DestroyDescriptorSetLayout(dev, k.setLayout, nil)
+	}
+	if k.module != vk.NullShaderModule {
+		vk.DestroyShaderModule(dev, k.module, nil)
+	}
+}
