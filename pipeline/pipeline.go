@@ -66,8 +66,9 @@ type Model struct {
 	decode  gpu.Program
 	prefill []prefillProgram // ascending by size
 
-	turn   chan struct{} // one generation at a time on the cache
-	cached []int         // tokens whose keys and values the cache holds, from position 0
+	file   interface{ Close() error } // the mapped model file the weights alias, if any
+	turn   chan struct{}              // one generation at a time on the cache
+	cached []int                      // tokens whose keys and values the cache holds, from position 0
 }
 
 type prefillProgram struct {
@@ -196,10 +197,14 @@ func (m *Model) Close() error {
 		m.weights.Release()
 		m.weights = nil
 	}
+	var errs []error
 	if m.ownsBackend && m.backend != nil {
-		err := m.backend.Close()
+		errs = append(errs, m.backend.Close())
 		m.backend = nil
-		return err
 	}
-	return nil
+	if m.file != nil {
+		errs = append(errs, m.file.Close())
+		m.file = nil
+	}
+	return errors.Join(errs...)
 }
