@@ -1,13 +1,13 @@
 // Elementwise kernels over rows t < T of cols values each.
 // glu: out = act(a) * b; act: out = act(a); add: out = a + b;
 // softcap: out = cap * tanh(a / cap); last_row: out[0] = a[T-1].
-// Dispatch: (ceil(cols/64), Tokens, 1); last_row (ceil(cols/64), 1, 1).
+// Dispatch: (ceil(cols/64), nrows, 1); last_row (ceil(cols/64), 1, 1).
 
 struct EltParams {
     cols: u32,
     act: u32, // 0 silu, 1 gelu_tanh, 2 gelu (erf), 3 relu
     cap: f32,
-    pad0: u32,
+    nrows: u32, // rows of the buffers (Tokens, or 1 after LastRow)
 }
 
 @group(0) @binding(0) var<uniform> p: EltParams;
@@ -24,23 +24,42 @@ fn erf_approx(x: f32) -> f32 {
     return sign(x) * (1.0 - poly * exp(-z * z));
 }
 
+// to_f16 rounds to the nearest binary16 value.
+fn to_f16(v: f32) -> f32 {
+    return unpack2x16float(pack2x16float(vec2<f32>(v, 0.0))).x;
+}
+
+// gelu_tanh is the tanh approximation of GELU as llama.cpp's CPU backend (and
+// so the CPU reference, gpu/cpu) evaluates it: the input rounded to binary16,
+// the f32 formula, the result rounded to binary16; inputs <= -10 give 0 and
+// inputs >= 10 pass through.
+fn gelu_tanh(v: f32) -> f32 {
+    if v <= -10.0 {
+        return 0.0;
+    }
+    if v >= 10.0 {
+        return v;
+    }
+    let x = to_f16(v);
+    // 0.7978845608 = sqrt(2/pi)
+    let g = 0.5 * x * (1.0 + tanh_safe(0.7978845608 * x * (1.0 + 0.044715 * x * x)));
+    return to_f16(g);
+}
+
 fn activate(v: f32) -> f32 {
     var r = 0.0;
     switch p.act {
         case 0u: { r = v / (1.0 + exp(-v)); }
-        case 1u: {
-            // 0.7978845608 = sqrt(2/pi)
-            r = 0.5 * v * (1.0 + tanh_safe(0.7978845608 * (v + 0.044715 * v * v * v)));
-        }
+        case 1u: { r = gelu_tanh(v); }
         case 2u: { r = 0.5 * v * (1.0 + erf_approx(v * 0.7071067812)); }
         default: { r = max(v, 0.0); }
     }
     return r;
 }
 
-// index returns the element of (gid.x, gid.y) or false when out of range.
+// in_range reports whether (gid.x, gid.y) is a column and row < T to compute.
 fn in_range(gid: vec3<u32>) -> bool {
-    return gid.x < p.cols && gid.y < step[1];
+    return gid.x < p.cols && gid.y < min(step[1], p.nrows);
 }
 
 @compute @workgroup_size(64)

@@ -4,10 +4,11 @@
 // in the kernel: per-block partial sums are multiplied by their scale.
 //
 // matvec (decode, bandwidth bound): one invocation per output row and token,
-//   dispatch (ceil(rows/64), Tokens, 1).
+//   dispatch (ceil(rows/64), nrows, 1).
 // matmul (prefill, compute bound): 16x16 output tiles of tokens x rows with
 //   dequantized 16x16 weight tiles in workgroup memory,
-//   dispatch (ceil(rows/16), ceil(Tokens/16), 1).
+//   dispatch (ceil(rows/16), ceil(nrows/16), 1).
+// Rows t < min(T, nrows) are computed.
 
 struct MatParams {
     in_cols: u32,
@@ -20,7 +21,7 @@ struct MatParams {
     nblocks: u32, // scales per row (1 when unquantized)
     quant: u32,   // 1: scales bound
     has_bias: u32,
-    pad0: u32,
+    nrows: u32,   // rows of x and out (Tokens, or 1 after LastRow)
     pad1: u32,
 }
 
@@ -44,7 +45,7 @@ fn wscale(r: u32, c: u32) -> f32 {
 fn matvec(@builtin(global_invocation_id) gid: vec3<u32>) {
     let r = gid.x;
     let t = gid.y;
-    if r >= p.rows || t >= step[1] {
+    if r >= p.rows || t >= min(step[1], p.nrows) {
         return;
     }
     let xb = t * p.in_cols;
@@ -72,7 +73,7 @@ var<workgroup> ws: array<array<f32, 16>, 16>; // [row][k]
 
 @compute @workgroup_size(16, 16)
 fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
-    let n = step[1];
+    let n = min(step[1], p.nrows);
     let t0 = wid.y * TILE;
     if t0 >= n {
         return; // the whole tile is past T: uniform across the workgroup

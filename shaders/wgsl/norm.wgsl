@@ -1,6 +1,6 @@
 // Norm: out[t] = norm(x[t]) * w (+ bias). RMSNorm: x / sqrt(mean(x^2) + eps).
 // LayerNorm: (x - mean) / sqrt(var + eps), with mean and variance in two
-// passes for accuracy. One workgroup per row; dispatch (Tokens, 1, 1).
+// passes for accuracy. One workgroup per row; dispatch (nrows, 1, 1).
 // Norm weights and biases are f32 (the host widens these small vectors).
 
 struct NormParams {
@@ -8,6 +8,10 @@ struct NormParams {
     layer: u32, // 0: RMSNorm, 1: LayerNorm
     eps: f32,
     has_bias: u32,
+    nrows: u32, // rows of x and out (Tokens, or 1 after LastRow)
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: NormParams;
@@ -38,7 +42,7 @@ fn reduce(v: f32, i: u32) -> f32 {
 @compute @workgroup_size(64)
 fn norm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     let t = wid.x;
-    if t >= step[1] {
+    if t >= min(step[1], p.nrows) {
         return; // uniform: the whole workgroup shares t
     }
     let i = lid.x;
