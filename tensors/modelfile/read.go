@@ -156,7 +156,8 @@ func (b *budget) charge(n int64) error {
 	return nil
 }
 
-// tensorCost approximates the heap bytes one parsed tensor takes.
+// tensorCost approximates the heap bytes one parsed tensor takes besides its
+// name and shape: the Tensor, its map entry and list slots.
 const tensorCost = 160
 
 func parseModel(data []byte) (*File, error) {
@@ -175,7 +176,7 @@ func parseModel(data []byte) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("model buffers: %w", err)
 	}
-	bud := &budget{left: 2*int64(len(data)) + 64<<10}
+	bud := &budget{left: 4*int64(len(data)) + 64<<10}
 	f := &File{size: int64(len(data)), byName: map[string]*tensors.Tensor{}, meta: map[string][]byte{}}
 
 	subgraphs, err := root.vector(modelSubgraphs, 4)
@@ -252,7 +253,7 @@ func readTensor(fb fbuf, tt table, buffers vector, bud *budget) (*tensors.Tensor
 	if err != nil {
 		return nil, fmt.Errorf("%s: shape: %w", name, err)
 	}
-	if err := bud.charge(tensorCost + 2*int64(len(name)) + 8*int64(shapeVec.n)); err != nil {
+	if err := bud.charge(tensorCost + int64(len(name)) + 8*int64(shapeVec.n)); err != nil {
 		return nil, err
 	}
 	shape := make([]int, shapeVec.n)
@@ -365,7 +366,7 @@ func (f *File) readMetadata(fb fbuf, root table, buffers vector, bud *budget) er
 		if err != nil {
 			return fmt.Errorf("metadata %s: %w", name, err)
 		}
-		if err := bud.charge(tensorCost + 2*int64(len(name))); err != nil {
+		if err := bud.charge(tensorCost + int64(len(name))); err != nil {
 			return err
 		}
 		if _, dup := f.meta[string(name)]; dup {
