@@ -1,0 +1,118 @@
+package tokenizer
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// repoRoot walks up from the package directory to the directory with go.mod.
+func repoRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("go.mod not found above the package directory")
+		}
+		dir = parent
+	}
+}
+
+// sharedModel returns the path of a file in ../shared/models (relative to
+// the repo root), skipping the test when the shared data is absent.
+func sharedModel(t testing.TB, name string) string {
+	t.Helper()
+	p := filepath.Join(repoRoot(t), "../shared/models", name)
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("shared model data not available: %v", err)
+	}
+	return p
+}
+
+// modelPath resolves a conformance model name to its file.
+func modelPath(t testing.TB, name string) string {
+	if name == "tok512" {
+		return sharedModel(t, "tok512.model")
+	}
+	return filepath.Join("testdata", name+".model")
+}
+
+// readLines reads a file written line by line; the final newline ends the
+// last line rather than starting an empty one.
+func readLines(t testing.TB, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.TrimSuffix(string(b), "\n")
+	return strings.Split(s, "\n")
+}
+
+func parseIDs(t testing.TB, line string) []int {
+	t.Helper()
+	var ids []int
+	for _, f := range strings.Fields(line) {
+		id, err := strconv.Atoi(f)
+		if err != nil {
+			t.Fatalf("bad id %q in expectations", f)
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+func formatIDs(ids []int) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = strconv.Itoa(id)
+	}
+	return strings.Join(s, " ")
+}
+
+var conformanceModels = []string{"unigram", "bpe_nfkc", "bpe_raw", "unigram_bytes", "tok512"}
+
+// TestConformance compares Encode and Decode line by line with the outputs
+// of spm_encode --output_format=id and spm_decode --input_format=id that
+// testdata/gen.sh recorded.
+func TestConformance(t *testing.T) {
+	for _, model := range conformanceModels {
+		for _, input := range []string{"corpus", "edge"} {
+			t.Run(model+"/"+input, func(t *testing.T) {
+				tok, err := LoadFile(modelPath(t, model))
+				if err != nil {
+					t.Fatal(err)
+				}
+				lines := readLines(t, filepath.Join("testdata", input+".txt"))
+				wantIDs := readLines(t, filepath.Join("testdata", model+"."+input+".ids"))
+				wantText := readLines(t, filepath.Join("testdata", model+"."+input+".decoded"))
+				if len(wantIDs) != len(lines) || len(wantText) != len(lines) {
+					t.Fatalf("%d input lines, %d id lines, %d decoded lines", len(lines), len(wantIDs), len(wantText))
+				}
+				failures := 0
+				for i, line := range lines {
+					if got := formatIDs(tok.Encode(line)); got != wantIDs[i] {
+						t.Errorf("line %d %q:\nencode got  %s\nspm_encode  %s", i+1, line, got, wantIDs[i])
+						failures++
+					}
+					if got := tok.Decode(parseIDs(t, wantIDs[i])); got != wantText[i] {
+						t.Errorf("line %d: decode got %q, spm_decode %q", i+1, got, wantText[i])
+						failures++
+					}
+					if failures > 10 {
+						t.Fatal("too many mismatches")
+					}
+				}
+			})
+		}
+	}
+}

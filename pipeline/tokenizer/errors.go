@@ -1,0 +1,21 @@
+// Package tokenizer is a SentencePiece tokenizer: it reads and writes the
+// ModelProto, normalizes text the way spm_encode does (precompiled charsmap,
+// dummy prefix, whitespace handling, user-defined symbols) and encodes with
+// the BPE, unigram, char or word model, with byte fallback. Its output is
+// meant to match spm_encode / spm_decode id for id and byte for byte.
+package tokenizer
+
+import "errors"
+
+var (
+	// ErrInvalidProto reports a ModelProto that is not well-formed protobuf
+	// or that violates a SentencePiece invariant (duplicate or empty piece,
+	// missing unknown piece, malformed byte piece).
+	ErrInvalidProto = errors.New("tokenizer: invalid SentencePiece model")
+	// ErrInvalidCharsmap reports a broken precompiled_charsmap blob.
+	ErrInvalidCharsmap = errors.New("tokenizer: invalid precompiled charsmap")
+	// ErrUnsupportedModel reports a model_type this package does not encode.
+	ErrUnsupportedModel = errors.New("tokenizer: unsupported model type")
+	// ErrInvalidVocab reports a plain vocabulary FromVocab cannot convert.
+	ErrInvalidVocab = errors.New("tokenizer: invalid vocabulary")
+)
