@@ -1,0 +1,45 @@
+package modelfile
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// The committed internal/tflite code must be what flatc makes of
+// schema.fbs (the go:generate line in modelfile.go).
+func TestGeneratedCodeUpToDate(t *testing.T) {
+	flatc, err := exec.LookPath("flatc")
+	if err != nil {
+		t.Skip("flatc not installed")
+	}
+	out := t.TempDir()
+	cmd := exec.Command(flatc, "--go", "--go-namespace", "tflite", "-o", out, filepath.Join("internal", "tflite", "schema.fbs"))
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("flatc: %v\n%s", err, msg)
+	}
+	generated, err := filepath.Glob(filepath.Join(out, "tflite", "*.go"))
+	if err != nil || len(generated) == 0 {
+		t.Fatalf("flatc produced no Go files (%v)", err)
+	}
+	committed, _ := filepath.Glob(filepath.Join("internal", "tflite", "*.go"))
+	if len(committed) != len(generated) {
+		t.Errorf("%d committed files, flatc makes %d", len(committed), len(generated))
+	}
+	for _, g := range generated {
+		want, err := os.ReadFile(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join("internal", "tflite", filepath.Base(g)))
+		if err != nil {
+			t.Errorf("%s: %v", filepath.Base(g), err)
+			continue
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s differs from flatc's output; run go generate", filepath.Base(g))
+		}
+	}
+}
