@@ -1,0 +1,50 @@
+package kernels
+
+import (
+	"fmt"
+
+	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/gpu"
+)
+
+// kvCache holds per layer an f32 K cache [kv_heads][max_len][head_dim] and
+// an f32 V cache [kv_heads][head_dim][max_len] (see shaders/wgsl/kv.wgsl).
+type kvCache struct {
+	spec fusion.KVSpec
+	k, v []gpu.Buffer
+}
+
+func (c *kvCache) Release() {
+	for i := range c.k {
+		c.k[i].Release()
+		c.v[i].Release()
+	}
+	c.k, c.v = nil, nil
+}
+
+// NewKVCache allocates the cache, zero-filled.
+func (b *backend) NewKVCache(spec fusion.KVSpec) (gpu.KVCache, error) {
+	if spec.Layers < 0 || spec.KVHeads <= 0 || spec.HeadDim <= 0 || spec.MaxLen <= 0 {
+		return nil, fmt.Errorf("kernels: kv cache spec %+v: %w", spec, gpu.ErrUnsupported)
+	}
+	per := int64(spec.KVHeads) * int64(spec.HeadDim) * int64(spec.MaxLen) * 4
+	if spec.KVHeads > 1<<16 || spec.HeadDim > 1<<16 || spec.MaxLen > 1<<24 || per > b.devBinding {
+		return nil, fmt.Errorf("kernels: kv cache layer of %+v exceeds one binding (%d bytes): %w", spec, b.devBinding, gpu.ErrUnsupported)
+	}
+	c := &kvCache{spec: spec}
+	for l := 0; l < spec.Layers; l++ {
+		k, err := b.dev.NewBuffer(per)
+		if err != nil {
+			c.Release()
+			return nil, fmt.Errorf("kernels: kv cache: %w", err)
+		}
+		v, err := b.dev.NewBuffer(per)
+		if err != nil {
+			k.Release()
+			c.Release()
+			return nil, fmt.Errorf("kernels: kv cache: %w", err)
+		}
+		c.k, c.v = append(c.k, k), append(c.v, v)
+	}
+	return c, nil
+}

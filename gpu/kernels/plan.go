@@ -1,0 +1,259 @@
+package kernels
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/gpu"
+)
+
+// item is one recorded command: a dispatch (kernel set) or a copy.
+type item struct {
+	kernel   string
+	params   []uint32
+	bindings []gpu.Binding // after the params binding
+	x, y, z  int
+
+	copyDst, copySrc gpu.Buffer
+	copySize         int64
+}
+
+// planner turns ops into items, then records them with one params buffer
+// holding every dispatch's parameters, written once.
+type planner struct {
+	p       *program
+	ws      *weights
+	cache   *kvCache
+	dummy   gpu.Buffer // bound where a kernel's optional input is absent
+	scratch gpu.Buffer // holds an input that aliases the output
+	items   []item
+}
+
+func u(v int) uint32     { return uint32(v) }
+func f(v float32) uint32 { return math.Float32bits(v) }
+func b2u(b bool) uint32 {
+	if b {
+		return 1
+	}
+	return 0
+}
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+var actCodes = map[string]uint32{"silu": 0, "gelu_tanh": 1, "gelu": 2, "relu": 3}
+
+func (pl *planner) dispatch(kernel string, params []uint32, x, y, z int, bindings ...gpu.Binding) {
+	pl.items = append(pl.items, item{kernel: kernel, params: params, bindings: bindings, x: x, y: y, z: z})
+}
+
+func (pl *planner) copyBuf(dst, src gpu.Buffer, size int64) {
+	pl.items = append(pl.items, item{copyDst: dst, copySrc: src, copySize: align4(size)})
+}
+
+func (pl *planner) buf(b fusion.Buf) gpu.Binding { return gpu.Binding{Buf: pl.p.bufs[b]} }
+
+func (pl *planner) bytes(b fusion.Buf) int64 {
+	bi := pl.p.g.Bufs[b]
+	return int64(bi.Rows) * int64(bi.Cols) * 4
+}
+
+// input binds input buffer in of op, through the scratch buffer when it is
+// also the op's output (a buffer bound writable may not be bound twice).
+func (pl *planner) input(op *fusion.Op, in fusion.Buf, copied *bool) gpu.Binding {
+	if in != op.Out {
+		return pl.buf(in)
+	}
+	if !*copied {
+		pl.copyBuf(pl.scratch, pl.p.bufs[in], pl.bytes(in))
+		*copied = true
+	}
+	return gpu.Binding{Buf: pl.scratch}
+}
+
+func (pl *planner) vector(name string) (gpu.Binding, bool, error) {
+	if name == "" {
+		return gpu.Binding{Buf: pl.dummy}, false, nil
+	}
+	w, ok := pl.ws.byName[name]
+	if !ok || w.rows != 1 || len(w.chunks) != 1 {
+		return gpu.Binding{}, false, fmt.Errorf("vector %q not loaded as a vector", name)
+	}
+	return gpu.Binding{Buf: w.chunks[0].w}, true, nil
+}
+
+func (pl *planner) op(op *fusion.Op) error {
+	g := pl.p.g
+	T := g.Tokens
+	var out fusion.BufInfo
+	if op.Kind != fusion.StoreKV {
+		out = g.Bufs[op.Out]
+	}
+	copied := false
+	switch op.Kind {
+	case fusion.Embed:
+		w := pl.ws.byName[op.Weight]
+		scale := op.Scale
+		if scale == 0 {
+			scale = 1
+		}
+		if pl.p.vocab == 0 || w.rows < pl.p.vocab {
+			pl.p.vocab = w.rows
+		}
+		for _, c := range w.chunks {
+			block := 0
+			s := pl.dummy
+			if w.quant {
+				block, s = w.block, c.s
+			}
+			pl.dispatch("embed", []uint32{u(out.Cols), u(c.rowBase), u(c.rows), w.wt, w.st, u(block), u(w.nblk), f(scale)},
+				ceilDiv(out.Cols, 64), T, 1,
+				gpu.Binding{Buf: pl.p.step}, gpu.Binding{Buf: c.w}, gpu.Binding{Buf: s}, pl.buf(op.Out))
+		}
+	case fusion.Norm:
+		w, _, err := pl.vector(op.Weight)
+		if err != nil {
+			return err
+		}
+		bias, hasBias, err := pl.vector(op.Bias)
+		if err != nil {
+			return err
+		}
+		x := pl.input(op, op.In[0], &copied)
+		pl.dispatch("norm", []uint32{u(out.Cols), b2u(op.NormKind == "layer"), f(op.Eps), b2u(hasBias), u(out.Rows)},
+			out.Rows, 1, 1, gpu.Binding{Buf: pl.p.step}, x, w, bias, pl.buf(op.Out))
+	case fusion.MatMul:
+		w := pl.ws.byName[op.Weight]
+		bias, hasBias, err := pl.vector(op.Bias)
+		if err != nil {
+			return err
+		}
+		inCols := g.Bufs[op.In[0]].Cols
+		x := pl.input(op, op.In[0], &copied)
+		for _, c := range w.chunks {
+			s := pl.dummy
+			if w.quant {
+				s = c.s
+			}
+			params := []uint32{u(inCols), u(out.Cols), u(c.rowBase), u(c.rows), w.wt, w.st, u(w.block), u(w.nblk),
+				b2u(w.quant), b2u(hasBias), u(out.Rows), 0}
+			bind := []gpu.Binding{{Buf: pl.p.step}, x, {Buf: c.w}, {Buf: s}, bias, pl.buf(op.Out)}
+			if out.Rows >= 4 {
+				pl.dispatch("matmul", params, ceilDiv(c.rows, 16), ceilDiv(out.Rows, 16), 1, bind...)
+			} else {
+				pl.dispatch("matvec", params, ceilDiv(c.rows, 64), out.Rows, 1, bind...)
+			}
+		}
+	case fusion.Rope:
+		if op.In[0] != op.Out {
+			pl.copyBuf(pl.p.bufs[op.Out], pl.p.bufs[op.In[0]], pl.bytes(op.In[0]))
+		}
+		if op.RopeDims == 0 {
+			return nil
+		}
+		half := op.RopeDims / 2
+		freq := make([]float32, half)
+		for i := range freq {
+			freq[i] = float32(math.Pow(float64(op.RopeBase), -2*float64(i)/float64(op.RopeDims)))
+		}
+		fb, err := pl.p.b.newFilled(f32Bytes(freq))
+		if err != nil {
+			return err
+		}
+		pl.p.owned = append(pl.p.owned, fb)
+		style := uint32(0)
+		if op.RopeStyle == "halves" {
+			style = 1
+		}
+		pl.dispatch("rope", []uint32{u(op.Heads), u(op.HeadDim), u(op.RopeDims), style, u(out.Cols)},
+			ceilDiv(op.Heads*half, 64), T, 1, gpu.Binding{Buf: pl.p.step}, gpu.Binding{Buf: fb}, pl.buf(op.Out))
+	case fusion.StoreKV:
+		kvCols := op.KVHeads * op.HeadDim
+		pl.dispatch("store_kv", []uint32{u(kvCols), u(op.HeadDim), u(pl.cache.spec.MaxLen)},
+			ceilDiv(kvCols, 64), T, 1, gpu.Binding{Buf: pl.p.step}, pl.buf(op.In[0]), pl.buf(op.In[1]),
+			gpu.Binding{Buf: pl.cache.k[op.Layer]}, gpu.Binding{Buf: pl.cache.v[op.Layer]})
+	case fusion.Attention:
+		if op.HeadDim > maxHeadDim {
+			return fmt.Errorf("head dim %d over %d: %w", op.HeadDim, maxHeadDim, gpu.ErrUnsupported)
+		}
+		pl.dispatch("attention", []uint32{u(op.Heads), u(op.KVHeads), u(op.HeadDim), u(pl.cache.spec.MaxLen), f(op.Scale), f(op.Cap), u(op.Window)},
+			op.Heads, T, 1, gpu.Binding{Buf: pl.p.step}, pl.buf(op.In[0]),
+			gpu.Binding{Buf: pl.cache.k[op.Layer]}, gpu.Binding{Buf: pl.cache.v[op.Layer]}, pl.buf(op.Out))
+	case fusion.GLU, fusion.Activation, fusion.Add, fusion.SoftCap:
+		kernel := map[fusion.Kind]string{fusion.GLU: "glu", fusion.Activation: "act", fusion.Add: "add", fusion.SoftCap: "softcap"}[op.Kind]
+		act, ok := actCodes[op.Act]
+		if !ok && (op.Kind == fusion.GLU || op.Kind == fusion.Activation) {
+			return fmt.Errorf("activation %q: %w", op.Act, gpu.ErrUnsupported)
+		}
+		a := pl.input(op, op.In[0], &copied)
+		b := gpu.Binding{Buf: pl.dummy}
+		if len(op.In) > 1 {
+			b = pl.input(op, op.In[1], &copied)
+		}
+		pl.dispatch(kernel, []uint32{u(out.Cols), act, f(op.Cap), u(out.Rows)},
+			ceilDiv(out.Cols, 64), out.Rows, 1, gpu.Binding{Buf: pl.p.step}, a, b, pl.buf(op.Out))
+	case fusion.LastRow:
+		if op.In[0] == op.Out {
+			return nil // validation allows this only for one-token graphs: the identity
+		}
+		pl.dispatch("last_row", []uint32{u(out.Cols), 0, 0, 1}, ceilDiv(out.Cols, 64), 1, 1,
+			gpu.Binding{Buf: pl.p.step}, pl.buf(op.In[0]), gpu.Binding{Buf: pl.dummy}, pl.buf(op.Out))
+	default:
+		return fmt.Errorf("op kind %s: %w", op.Kind, gpu.ErrUnsupported)
+	}
+	return nil
+}
+
+// record writes the params buffer and records the command list.
+func (pl *planner) record() error {
+	p := pl.p
+	dev := p.b.dev
+	n := 0
+	for _, it := range pl.items {
+		if it.kernel != "" {
+			n++
+		}
+	}
+	params := make([]byte, max(n, 1)*paramSlot)
+	slot := 0
+	for _, it := range pl.items {
+		if it.kernel == "" {
+			continue
+		}
+		for i, v := range it.params {
+			binary.LittleEndian.PutUint32(params[slot*paramSlot+4*i:], v)
+		}
+		slot++
+	}
+	pb, err := p.newBuf(int64(len(params)))
+	if err != nil {
+		return err
+	}
+	if err := dev.Write(pb, 0, params); err != nil {
+		return err
+	}
+	cmds, err := dev.NewCommands()
+	if err != nil {
+		return err
+	}
+	p.cmds = cmds
+	slot = 0
+	for _, it := range pl.items {
+		if it.kernel == "" {
+			if err := cmds.Copy(it.copyDst, 0, it.copySrc, 0, it.copySize); err != nil {
+				return err
+			}
+			continue
+		}
+		k, err := p.b.kernel(it.kernel)
+		if err != nil {
+			return err
+		}
+		bind := append([]gpu.Binding{{Buf: pb, Offset: int64(slot * paramSlot), Size: paramBytes}}, it.bindings...)
+		if err := cmds.Dispatch(k, bind, it.x, it.y, it.z); err != nil {
+			return fmt.Errorf("%s: %w", it.kernel, err)
+		}
+		slot++
+	}
+	return cmds.Finish()
+}

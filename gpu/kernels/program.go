@@ -1,0 +1,202 @@
+package kernels
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/gpu"
+)
+
+// ErrRun reports bad Run or Logits arguments.
+var ErrRun = errors.New("kernels: bad run arguments")
+
+const (
+	paramSlot  = 256 // uniform offsets must be multiples of 256 on WebGPU
+	paramBytes = 64  // every params struct fits in 16 words
+	maxHeadDim = 256 // attention.wgsl keeps 4 output dims per invocation
+)
+
+// program is a compiled graph: its buffers, its recorded command list and
+// the parameters that list reads. Not safe for concurrent use.
+type program struct {
+	b      *backend
+	g      *fusion.Graph
+	bufs   []gpu.Buffer // activations, by fusion.Buf
+	step   gpu.Buffer   // [pos, T, tokens...] u32
+	owned  []gpu.Buffer // everything Release frees
+	cmds   gpu.Commands
+	vocab  int // smallest embedding table, for token checks; 0 without Embed
+	maxLen int // cache positions, 0 when the graph uses no cache
+	lastT  int
+}
+
+// Compile validates g against the weights and cache and records its
+// command list.
+func (b *backend) Compile(g *fusion.Graph, w gpu.Weights, kv gpu.KVCache) (gpu.Program, error) {
+	if g == nil {
+		return nil, fmt.Errorf("kernels: compile: nil graph")
+	}
+	ws, ok := w.(*weights)
+	if !ok || ws == nil || ws.byName == nil {
+		return nil, fmt.Errorf("kernels: compile: weights %T not loaded by this backend", w)
+	}
+	shape := func(name string) ([]int, bool) {
+		t, ok := ws.byName[name]
+		if !ok {
+			return nil, false
+		}
+		return t.shape, true
+	}
+	if err := g.Validate(shape); err != nil {
+		return nil, fmt.Errorf("kernels: compile: %w", err)
+	}
+	p := &program{b: b, g: g}
+	var cache *kvCache
+	if usesKV(g) {
+		c, ok := kv.(*kvCache)
+		if !ok || c == nil || c.k == nil {
+			return nil, fmt.Errorf("kernels: compile: kv cache %T not made by this backend", kv)
+		}
+		if c.spec != g.KV {
+			return nil, fmt.Errorf("kernels: compile: %w: graph needs kv cache %+v, have %+v", fusion.ErrInvalid, g.KV, c.spec)
+		}
+		cache, p.maxLen = c, c.spec.MaxLen
+	}
+	if err := p.build(ws, cache); err != nil {
+		p.Release()
+		return nil, fmt.Errorf("kernels: compile: %w", err)
+	}
+	return p, nil
+}
+
+func usesKV(g *fusion.Graph) bool {
+	for _, op := range g.Ops {
+		if op.Kind == fusion.StoreKV || op.Kind == fusion.Attention {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *program) newBuf(size int64) (gpu.Buffer, error) {
+	buf, err := p.b.dev.NewBuffer(max(align4(size), 16))
+	if err != nil {
+		return nil, err
+	}
+	p.owned = append(p.owned, buf)
+	return buf, nil
+}
+
+// build allocates the buffers, plans every op and records the list.
+func (p *program) build(ws *weights, cache *kvCache) error {
+	g := p.g
+	p.bufs = make([]gpu.Buffer, len(g.Bufs))
+	var largest int64
+	for i, bi := range g.Bufs {
+		size := int64(bi.Rows) * int64(bi.Cols) * 4
+		if size > p.b.devBinding {
+			return fmt.Errorf("buffer %q of %d bytes exceeds one binding: %w", bi.Name, size, gpu.ErrUnsupported)
+		}
+		buf, err := p.newBuf(size)
+		if err != nil {
+			return err
+		}
+		p.bufs[i] = buf
+		largest = max(largest, size)
+	}
+	var err error
+	if p.step, err = p.newBuf(int64(2+g.Tokens) * 4); err != nil {
+		return err
+	}
+	pl := &planner{p: p, ws: ws, cache: cache}
+	if pl.dummy, err = p.newBuf(16); err != nil {
+		return err
+	}
+	if pl.scratch, err = p.newBuf(largest); err != nil {
+		return err
+	}
+	for i := range g.Ops {
+		if err := pl.op(&g.Ops[i]); err != nil {
+			return fmt.Errorf("op %d (%s): %w", i, g.Ops[i].Kind, err)
+		}
+	}
+	return pl.record()
+}
+
+// Run writes the step buffer and submits the recorded list.
+func (p *program) Run(ctx context.Context, tokens []int32, pos int) error {
+	if p.cmds == nil {
+		return fmt.Errorf("%w: program released", ErrRun)
+	}
+	n := len(tokens)
+	if n == 0 || n > p.g.Tokens {
+		return fmt.Errorf("%w: %d tokens for a graph of %d", ErrRun, n, p.g.Tokens)
+	}
+	if pos < 0 || pos > math.MaxInt32-n {
+		return fmt.Errorf("%w: position %d", ErrRun, pos)
+	}
+	if p.maxLen > 0 && pos+n > p.maxLen {
+		return fmt.Errorf("kernels: positions %d..%d: %w (%d positions)", pos, pos+n-1, gpu.ErrCacheFull, p.maxLen)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("kernels: run: %w", err)
+	}
+	step := make([]byte, 4*(2+n))
+	binary.LittleEndian.PutUint32(step[0:], uint32(pos))
+	binary.LittleEndian.PutUint32(step[4:], uint32(n))
+	for i, t := range tokens {
+		if p.vocab > 0 && (t < 0 || int(t) >= p.vocab) {
+			return fmt.Errorf("%w: token %d at row %d outside the vocabulary of %d", ErrRun, t, i, p.vocab)
+		}
+		binary.LittleEndian.PutUint32(step[8+4*i:], uint32(t))
+	}
+	p.lastT = 0
+	if err := p.b.dev.Write(p.step, 0, step); err != nil {
+		return fmt.Errorf("kernels: run: %w", err)
+	}
+	if err := p.b.dev.Submit(p.cmds); err != nil {
+		return fmt.Errorf("kernels: run: %w", err)
+	}
+	p.lastT = n
+	return nil
+}
+
+// Logits waits for the last Run and copies its logits rows into dst.
+func (p *program) Logits(dst []float32) (int, error) {
+	if p.cmds == nil {
+		return 0, fmt.Errorf("%w: program released", ErrRun)
+	}
+	if p.lastT == 0 {
+		return 0, fmt.Errorf("%w: logits: no successful run yet", ErrRun)
+	}
+	info := p.g.Bufs[p.g.Logits]
+	n := min(p.lastT, info.Rows) * info.Cols
+	if len(dst) < n {
+		return 0, fmt.Errorf("%w: logits: destination holds %d values, need %d", ErrRun, len(dst), n)
+	}
+	raw := make([]byte, 4*n)
+	if err := p.b.dev.Read(p.bufs[p.g.Logits], 0, raw); err != nil {
+		return 0, fmt.Errorf("kernels: logits: %w", err)
+	}
+	for i := range n {
+		dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+	}
+	return n, nil
+}
+
+// Release frees the program's buffers and command list (not the weights or
+// the cache).
+func (p *program) Release() {
+	if p.cmds != nil {
+		p.cmds.Release()
+		p.cmds = nil
+	}
+	for _, b := range p.owned {
+		b.Release()
+	}
+	p.owned, p.bufs, p.lastT = nil, nil, 0
+}
