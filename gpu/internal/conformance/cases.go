@@ -1,0 +1,328 @@
+package conformance
+
+import (
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/tensors"
+)
+
+// vocab is the row count of every embedding table in the cases.
+const vocab = 13
+
+// Tolerances, with the reason for each:
+//   - exact: embedding and row copies do the same f32 operations.
+//   - dot: f32 dot products of up to ~100 terms with |x|,|w| <= 1 summed in
+//     another order than the CPU's: a few ulps of the largest partial sum.
+//   - transc: exp/tanh/sin/cos from the device's math library against Go's
+//     float64 math rounded to f32, plus f32 rope angles: a few ulps.
+//   - attention: dot products, then exp and a rescaled streaming softmax.
+var (
+	exact     = Tolerance{}
+	dot       = Tolerance{Abs: 2e-5, Rel: 2e-5}
+	transc    = Tolerance{Abs: 2e-6, Rel: 2e-5}
+	attention = Tolerance{Abs: 1e-5, Rel: 5e-5}
+)
+
+func uniform(r *rand.Rand, n int, scale float32) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = (r.Float32()*2 - 1) * scale
+	}
+	return v
+}
+
+// mustTensor panics on a tensors error: case builders only pass shapes they
+// computed themselves, so an error is a bug in the table.
+func mustTensor(t *tensors.Tensor, err error) *tensors.Tensor {
+	if err != nil {
+		panic(fmt.Sprintf("conformance: building a case tensor: %v", err))
+	}
+	return t
+}
+
+// matrix is a [rows, cols] tensor of dt with values in [-1, 1]; quantized
+// types use block scales (block > 0) or per-row scales of scaleType.
+func matrix(r *rand.Rand, name string, rows, cols int, dt tensors.DType, block int, scaleType tensors.DType) *tensors.Tensor {
+	vals := uniform(r, rows*cols, 1)
+	if dt.Quantized() {
+		return mustTensor(tensors.Quantize(name, []int{rows, cols}, vals, dt, block, scaleType))
+	}
+	return mustTensor(tensors.FromF32(name, []int{rows, cols}, vals, dt))
+}
+
+func vector(r *rand.Rand, name string, n int, scale, offset float32) *tensors.Tensor {
+	v := uniform(r, n, scale)
+	for i := range v {
+		v[i] += offset
+	}
+	return mustTensor(tensors.FromF32(name, []int{n}, v, tensors.F32))
+}
+
+// input adds an embedding of table name: the way tokens bring data in.
+func input(g *fusion.Graph, name string, cols int) fusion.Buf {
+	return g.Add(fusion.Op{Kind: fusion.Embed, Out: g.NewBuf(name, g.Tokens, cols), Weight: name})
+}
+
+func seq(n int) []int32 {
+	out := make([]int32, n)
+	for i := range out {
+		out[i] = int32((3*i + 1) % vocab)
+	}
+	return out
+}
+
+// Cases returns the per-op parity table.
+func Cases() []Case {
+	var cs []Case
+	cs = append(cs, embedCases()...)
+	cs = append(cs, matmulCases()...)
+	cs = append(cs, normCases()...)
+	cs = append(cs, ropeCases()...)
+	cs = append(cs, elementwiseCases()...)
+	cs = append(cs, lastRowCases()...)
+	cs = append(cs, attentionCases()...)
+	return cs
+}
+
+func embedCases() []Case {
+	type tc struct {
+		dt    tensors.DType
+		block int
+		cols  int
+		scale float32
+	}
+	table := []tc{
+		{tensors.F32, 0, 37, 0}, {tensors.F16, 0, 64, 0}, {tensors.BF16, 0, 5, 2},
+		{tensors.I8, 0, 37, 0}, {tensors.I8, 8, 64, 1.5}, {tensors.I4, 0, 38, 0}, {tensors.I4, 16, 64, 0.5},
+	}
+	var cs []Case
+	for _, c := range table {
+		cs = append(cs, Case{
+			Name: fmt.Sprintf("embed/%s_b%d_c%d_s%g", c.dt, c.block, c.cols, c.scale),
+			Build: func() (*fusion.Graph, []*tensors.Tensor) {
+				r := rand.New(rand.NewPCG(1, uint64(c.cols)))
+				g := &fusion.Graph{Tokens: 3}
+				g.Logits = g.Add(fusion.Op{Kind: fusion.Embed, Out: g.NewBuf("x", 3, c.cols), Weight: "tok", Scale: c.scale})
+				return g, []*tensors.Tensor{matrix(r, "tok", vocab, c.cols, c.dt, c.block, tensors.F32)}
+			},
+			Steps: []Step{{[]int32{3, 0, 12}, 0}, {[]int32{5}, 3}},
+			Tol:   exact,
+		})
+	}
+	return cs
+}
+
+func matmulCases() []Case {
+	type tc struct {
+		dt      tensors.DType
+		block   int
+		scale   tensors.DType
+		in, out int
+		tokens  int
+		bias    bool
+	}
+	var table []tc
+	for _, tokens := range []int{1, 5} { // matrix-vector and matrix-matrix kernels
+		table = append(table,
+			tc{tensors.F32, 0, 0, 37, 19, tokens, true},
+			tc{tensors.F16, 0, 0, 64, 130, tokens, false},
+			tc{tensors.BF16, 0, 0, 40, 21, tokens, true},
+			tc{tensors.I8, 0, tensors.F32, 37, 19, tokens, false},
+			tc{tensors.I8, 16, tensors.F16, 48, 21, tokens, true},
+			tc{tensors.I4, 0, tensors.F32, 38, 17, tokens, false},
+			tc{tensors.I4, 8, tensors.F16, 64, 33, tokens, true})
+	}
+	var cs []Case
+	for _, c := range table {
+		cs = append(cs, Case{
+			Name: fmt.Sprintf("matmul/%s_b%d_%dx%d_t%d_bias%v", c.dt, c.block, c.out, c.in, c.tokens, c.bias),
+			Build: func() (*fusion.Graph, []*tensors.Tensor) {
+				r := rand.New(rand.NewPCG(2, uint64(c.in*1000+c.out)))
+				g := &fusion.Graph{Tokens: c.tokens}
+				x := input(g, "x", c.in)
+				op := fusion.Op{Kind: fusion.MatMul, Out: g.NewBuf("y", c.tokens, c.out), In: []fusion.Buf{x}, Weight: "w"}
+				ws := []*tensors.Tensor{matrix(r, "x", vocab, c.in, tensors.F32, 0, 0), matrix(r, "w", c.out, c.in, c.dt, c.block, c.scale)}
+				if c.bias {
+					op.Bias = "b"
+					ws = append(ws, vector(r, "b", c.out, 1, 0))
+				}
+				g.Logits = g.Add(op)
+				return g, ws
+			},
+			Steps: []Step{{seq(c.tokens), 0}, {seq(1), 0}},
+			Tol:   dot,
+		})
+	}
+	return cs
+}
+
+func normCases() []Case {
+	table := []struct {
+		kind   string
+		bias   bool
+		cols   int
+		inPlace bool
+	}{{"rms", false, 5, false}, {"rms", false, 300, false}, {"rms", false, 20, true}, {"layer", false, 7, false}, {"layer", true, 130, false}}
+	var cs []Case
+	for _, c := range table {
+		cs = append(cs, Case{
+			Name: fmt.Sprintf("norm/%s_bias%v_c%d_inplace%v", c.kind, c.bias, c.cols, c.inPlace),
+			Build: func() (*fusion.Graph, []*tensors.Tensor) {
+				r := rand.New(rand.NewPCG(3, uint64(c.cols)))
+				g := &fusion.Graph{Tokens: 3}
+				x := input(g, "x", c.cols)
+				out := x
+				if !c.inPlace {
+					out = g.NewBuf("n", 3, c.cols)
+				}
+				op := fusion.Op{Kind: fusion.Norm, Out: out, In: []fusion.Buf{x}, Weight: "w", NormKind: c.kind, Eps: 1e-5}
+				ws := []*tensors.Tensor{matrix(r, "x", vocab, c.cols, tensors.F32, 0, 0), vector(r, "w", c.cols, 0.5, 1)}
+				if c.bias {
+					op.Bias = "b"
+					ws = append(ws, vector(r, "b", c.cols, 1, 0))
+				}
+				g.Logits = g.Add(op)
+				return g, ws
+			},
+			Steps: []Step{{seq(3), 0}},
+			Tol:   dot,
+		})
+	}
+	return cs
+}
+
+func ropeCases() []Case {
+	table := []struct {
+		style           string
+		heads, hd, dims int
+		inPlace         bool
+		pos             int
+	}{
+		{"interleaved", 2, 8, 8, true, 0}, {"interleaved", 3, 8, 4, false, 5},
+		{"halves", 2, 8, 8, false, 3}, {"halves", 3, 10, 6, true, 40},
+	}
+	var cs []Case
+	for _, c := range table {
+		cs = append(cs, Case{
+			Name: fmt.Sprintf("rope/%s_%dx%d_r%d_inplace%v", c.style, c.heads, c.hd, c.dims, c.inPlace),
+			Build: func() (*fusion.Graph, []*tensors.Tensor) {
+				r := rand.New(rand.NewPCG(4, uint64(c.hd)))
+				g := &fusion.Graph{Tokens: 3}
+				cols := c.heads * c.hd
+				x := input(g, "x", cols)
+				out := x
+				if !c.inPlace {
+					out = g.NewBuf("r", 3, cols)
+				}
+				g.Logits = g.Add(fusion.Op{Kind: fusion.Rope, Out: out, In: []fusion.Buf{x}, Heads: c.heads, HeadDim: c.hd,
+					RopeDims: c.dims, RopeBase: 10000, RopeStyle: c.style})
+				return g, []*tensors.Tensor{matrix(r, "x", vocab, cols, tensors.F32, 0, 0)}
+			},
+			Steps: []Step{{seq(3), c.pos}, {seq(1), c.pos + 3}},
+			Tol:   transc,
+		})
+	}
+	return cs
+}
+
+func elementwiseCases() []Case {
+	type tc struct {
+		kind fusion.Kind
+		act  string
+		tol  Tolerance
+	}
+	table := []tc{
+		{fusion.GLU, "silu", transc},
+		// gelu_tanh rounds to binary16 on both sides; a tanh ulp apart can
+		// land on neighbouring halves: 2^-10 relative.
+		{fusion.GLU, "gelu_tanh", Tolerance{Abs: 1e-6, Rel: 1e-3}},
+		// gelu's erf approximation (A&S 7.1.26, 1.5e-7) scaled by |x|/2.
+		{fusion.Activation, "gelu", Tolerance{Abs: 1e-6, Rel: 2e-5}},
+		{fusion.Activation, "relu", exact},
+		{fusion.Add, "", exact},
+		{fusion.SoftCap, "", transc},
+	}
+	var cs []Case
+	for _, c := range table {
+		cs = append(cs, Case{
+			Name: fmt.Sprintf("elementwise/%s_%s", c.kind, c.act),
+			Build: func() (*fusion.Graph, []*tensors.Tensor) {
+				r := rand.New(rand.NewPCG(5, uint64(c.kind)))
+				const cols = 37
+				g := &fusion.Graph{Tokens: 3}
+				a := input(g, "a", cols)
+				ins := []fusion.Buf{a}
+				if c.kind == fusion.GLU || c.kind == fusion.Add {
+					ins = append(ins, input(g, "b", cols))
+				}
+				g.Logits = g.Add(fusion.Op{Kind: c.kind, Out: g.NewBuf("y", 3, cols), In: ins, Act: c.act, Cap: 1.5})
+				// Values up to +-12 reach the flat parts of tanh and gelu.
+				ta := mustTensor(tensors.FromF32("a", []int{vocab, cols}, uniform(r, vocab*cols, 12), tensors.F32))
+				return g, []*tensors.Tensor{ta, matrix(r, "b", vocab, cols, tensors.F32, 0, 0)}
+			},
+			Steps: []Step{{seq(3), 0}, {seq(1), 3}},
+			Tol:   c.tol,
+		})
+	}
+	return cs
+}
+
+func lastRowCases() []Case {
+	return []Case{{
+		Name: "last_row/t4",
+		Build: func() (*fusion.Graph, []*tensors.Tensor) {
+			r := rand.New(rand.NewPCG(6, 4))
+			g := &fusion.Graph{Tokens: 4}
+			x := input(g, "x", 70)
+			g.Logits = g.Add(fusion.Op{Kind: fusion.LastRow, Out: g.NewBuf("l", 1, 70), In: []fusion.Buf{x}})
+			return g, []*tensors.Tensor{matrix(r, "x", vocab, 70, tensors.F32, 0, 0)}
+		},
+		Steps: []Step{{seq(4), 0}, {seq(2), 0}},
+		Tol:   exact,
+	}}
+}
+
+func attentionCases() []Case {
+	table := []struct {
+		heads, kvHeads, hd int
+		capv               float32
+		window             int
+		prefill, decode    int
+	}{
+		{4, 2, 8, 0, 0, 3, 3},  // grouped-query attention
+		{6, 2, 8, 30, 0, 4, 2}, // soft-capped scores
+		{2, 1, 8, 0, 3, 4, 3},  // sliding window
+		{2, 1, 72, 0, 0, 2, 1}, // head dim past 64
+		{2, 2, 8, 0, 0, 70, 2}, // cache longer than 64 positions
+	}
+	var cs []Case
+	for _, c := range table {
+		steps := []Step{{seq(c.prefill), 0}}
+		for d := range c.decode {
+			steps = append(steps, Step{[]int32{int32((5*d + 2) % vocab)}, c.prefill + d})
+		}
+		cs = append(cs, Case{
+			Name: fmt.Sprintf("attention/h%d_kv%d_d%d_cap%g_w%d_p%d", c.heads, c.kvHeads, c.hd, c.capv, c.window, c.prefill),
+			Build: func() (*fusion.Graph, []*tensors.Tensor) {
+				r := rand.New(rand.NewPCG(7, uint64(c.hd*100+c.prefill)))
+				g := &fusion.Graph{Tokens: c.prefill}
+				g.KV = fusion.KVSpec{Layers: 2, KVHeads: c.kvHeads, HeadDim: c.hd, MaxLen: c.prefill + c.decode + 1}
+				q := input(g, "q", c.heads*c.hd)
+				k := input(g, "k", c.kvHeads*c.hd)
+				v := input(g, "v", c.kvHeads*c.hd)
+				g.Add(fusion.Op{Kind: fusion.StoreKV, In: []fusion.Buf{k, v}, Layer: 1, KVHeads: c.kvHeads, HeadDim: c.hd})
+				g.Logits = g.Add(fusion.Op{Kind: fusion.Attention, Out: g.NewBuf("o", c.prefill, c.heads*c.hd), In: []fusion.Buf{q},
+					Layer: 1, Heads: c.heads, KVHeads: c.kvHeads, HeadDim: c.hd, Scale: 0.9, Cap: c.capv, Window: c.window})
+				scaled := func(name string, cols int) *tensors.Tensor {
+					return mustTensor(tensors.FromF32(name, []int{vocab, cols}, uniform(r, vocab*cols, 2), tensors.F32))
+				}
+				return g, []*tensors.Tensor{scaled("q", c.heads*c.hd), scaled("k", c.kvHeads*c.hd), scaled("v", c.kvHeads*c.hd)}
+			},
+			Steps: steps,
+			Tol:   attention,
+		})
+	}
+	return cs
+}

@@ -1,0 +1,107 @@
+// Package conformance checks a gpu.Backend against the CPU reference
+// (gpu/cpu), op by op, and against llama.cpp's greedy stories260K output.
+// Device packages call Run from a test with a factory for their backend, e.g.
+// kernels.New(dev) on a WebGPU or Vulkan device, so every device is held to
+// the same tables.
+package conformance
+
+import (
+	"context"
+	"math"
+	"testing"
+
+	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/gpu/cpu"
+	"github.com/gpurun/gpurun/tensors"
+)
+
+// Factory returns a backend for one test. Run closes what it returns.
+type Factory func(t testing.TB) gpu.Backend
+
+// Run runs the per-op parity cases and the stories260K golden check.
+func Run(t *testing.T, newBackend Factory) {
+	t.Run("ops", func(t *testing.T) { RunOps(t, newBackend) })
+	t.Run("stories260K", func(t *testing.T) { RunStories260K(t, newBackend) })
+}
+
+// RunOps runs every op case of Cases on the backend and on gpu/cpu and
+// compares the logits of each step.
+func RunOps(t *testing.T, newBackend Factory) {
+	for _, c := range Cases() {
+		t.Run(c.Name, func(t *testing.T) {
+			g, ws := c.Build()
+			be := newBackend(t)
+			defer be.Close()
+			ref := runSteps(t, cpu.New(cpu.Options{Threads: 1}), g, ws, c.Steps)
+			got := runSteps(t, be, g, ws, c.Steps)
+			for s := range c.Steps {
+				if len(got[s]) != len(ref[s]) {
+					t.Fatalf("step %d: %d logits, cpu %d", s, len(got[s]), len(ref[s]))
+				}
+				for i := range ref[s] {
+					d := math.Abs(float64(got[s][i]) - float64(ref[s][i]))
+					if lim := c.Tol.Abs + c.Tol.Rel*math.Abs(float64(ref[s][i])); !(d <= lim) {
+						t.Fatalf("step %d: value %d: %s %v, cpu %v (diff %.3g > %.3g)",
+							s, i, be.Info().Backend, got[s][i], ref[s][i], d, lim)
+					}
+				}
+			}
+		})
+	}
+}
+
+// Step is one Program.Run: tokens at positions Pos, Pos+1, ...
+type Step struct {
+	Tokens []int32
+	Pos    int
+}
+
+// Tolerance accepts |got - cpu| <= Abs + Rel*|cpu|.
+type Tolerance struct{ Abs, Rel float64 }
+
+// Case is one parity case: a graph, its weights and the steps to run.
+type Case struct {
+	Name  string
+	Build func() (*fusion.Graph, []*tensors.Tensor)
+	Steps []Step
+	Tol   Tolerance
+}
+
+// runSteps loads, compiles and runs g on be and returns each step's logits.
+func runSteps(t *testing.T, be gpu.Backend, g *fusion.Graph, ws []*tensors.Tensor, steps []Step) [][]float32 {
+	t.Helper()
+	ctx := context.Background()
+	name := be.Info().Backend
+	w, err := be.LoadWeights(ctx, ws)
+	if err != nil {
+		t.Fatalf("%s: load weights: %v", name, err)
+	}
+	defer w.Release()
+	var kv gpu.KVCache
+	if g.KV.Layers > 0 {
+		if kv, err = be.NewKVCache(g.KV); err != nil {
+			t.Fatalf("%s: kv cache: %v", name, err)
+		}
+		defer kv.Release()
+	}
+	p, err := be.Compile(g, w, kv)
+	if err != nil {
+		t.Fatalf("%s: compile: %v", name, err)
+	}
+	defer p.Release()
+	info := g.Bufs[g.Logits]
+	out := make([][]float32, 0, len(steps))
+	for i, s := range steps {
+		if err := p.Run(ctx, s.Tokens, s.Pos); err != nil {
+			t.Fatalf("%s: step %d: run: %v", name, i, err)
+		}
+		dst := make([]float32, info.Rows*info.Cols)
+		n, err := p.Logits(dst)
+		if err != nil {
+			t.Fatalf("%s: step %d: logits: %v", name, i, err)
+		}
+		out = append(out, dst[:n])
+	}
+	return out
+}
