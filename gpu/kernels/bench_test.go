@@ -1,0 +1,77 @@
+package kernels_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/gpu/kernels"
+	"github.com/gpurun/gpurun/tensors"
+)
+
+// BenchmarkMatVec and BenchmarkMatMul time one MatMul op (plus a tiny
+// embedding lookup feeding it) per weight type: weight bytes read per second
+// and multiply-adds per second. On lavapipe these measure the CPU emulation,
+// not a GPU.
+func BenchmarkMatVec(b *testing.B) { benchMatMul(b, 1, 1024, 1024) }
+
+func BenchmarkMatMul(b *testing.B) { benchMatMul(b, 32, 512, 512) }
+
+func benchMatMul(b *testing.B, tokens, rows, cols int) {
+	types := []struct {
+		name  string
+		dt    tensors.DType
+		block int
+		st    tensors.DType
+	}{
+		{"f32", tensors.F32, 0, 0}, {"f16", tensors.F16, 0, 0}, {"bf16", tensors.BF16, 0, 0},
+		{"int8", tensors.I8, 0, tensors.F32}, {"int8_b32_f16", tensors.I8, 32, tensors.F16},
+		{"int4", tensors.I4, 0, tensors.F32}, {"int4_b32_f16", tensors.I4, 32, tensors.F16},
+	}
+	for _, ty := range types {
+		b.Run(fmt.Sprintf("%s/%dx%d/t%d", ty.name, rows, cols, tokens), func(b *testing.B) {
+			r := rand.New(rand.NewPCG(9, 9))
+			w := tensorOf(b, r, "w", rows, cols, ty.dt, ty.block, ty.st)
+			g := &fusion.Graph{Tokens: tokens}
+			x := g.NewBuf("x", tokens, cols)
+			g.Add(fusion.Op{Kind: fusion.Embed, Out: x, Weight: "x"})
+			g.Logits = g.Add(fusion.Op{Kind: fusion.MatMul, Out: g.NewBuf("y", tokens, rows), In: []fusion.Buf{x}, Weight: "w"})
+			be := gpuBackend(b, kernels.Options{})
+			ctx := context.Background()
+			ws, err := be.LoadWeights(ctx, []*tensors.Tensor{tensorOf(b, r, "x", vocab, cols, tensors.F32, 0, 0), w})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer ws.Release()
+			p, err := be.Compile(g, ws, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Release()
+			tk := make([]int32, tokens)
+			out := make([]float32, tokens*rows)
+			run := func() {
+				if err := p.Run(ctx, tk, 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+			run()
+			if _, err := p.Logits(out); err != nil { // warm up, wait
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				run()
+			}
+			if _, err := p.Logits(out); err != nil { // waits for the queue
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			sec := b.Elapsed().Seconds() / float64(b.N)
+			b.ReportMetric(float64(len(w.Data))/sec/1e9, "GB/s")
+			b.ReportMetric(2*float64(rows*cols*tokens)/sec/1e9, "GFLOP/s")
+		})
+	}
+}
