@@ -160,9 +160,9 @@ func matmulCases() []Case {
 
 func normCases() []Case {
 	table := []struct {
-		kind   string
-		bias   bool
-		cols   int
+		kind    string
+		bias    bool
+		cols    int
 		inPlace bool
 	}{{"rms", false, 5, false}, {"rms", false, 300, false}, {"rms", false, 20, true}, {"layer", false, 7, false}, {"layer", true, 130, false}}
 	var cs []Case

@@ -1,0 +1,34 @@
+package vulkan
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/gpu/internal/conformance"
+	"github.com/gpurun/gpurun/gpu/internal/gputest"
+	"github.com/gpurun/gpurun/gpu/kernels"
+)
+
+// One device serves every backend test of the binary: kernels.New builds
+// its pipelines per backend, the device itself is shared.
+var (
+	backendDevOnce sync.Once
+	backendDev     *Device
+	backendDevErr  error
+)
+
+func backendDevice(t testing.TB) *Device {
+	t.Helper()
+	backendDevOnce.Do(func() { backendDev, backendDevErr = OpenDevice(context.Background(), -1) })
+	gputest.NoDevice(t, "vulkan", backendDevErr)
+	return backendDev
+}
+
+// TestKernelBackendConformance runs the shared kernel backend on this
+// device through the per-op parity table against gpu/cpu and the
+// stories260K golden generation.
+func TestKernelBackendConformance(t *testing.T) {
+	conformance.Run(t, func(t testing.TB) gpu.Backend { return kernels.New(backendDevice(t)) })
+}
