@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/gpurun/gpurun/tensors"
-	"github.com/gpurun/gpurun/tensors/gguf"
 )
 
 // repoRoot walks up from the package directory to the directory with go.mod.
@@ -29,27 +28,118 @@ func repoRoot(t testing.TB) string {
 	}
 }
 
-// ggufTensor returns the raw bytes and ggml type of a tensor in one of the
-// shared llama.cpp test models.
-func ggufTensor(t *testing.T, file, name string) ([]byte, gguf.GGMLType, []int) {
+// GGML tensor types used by the reference models.
+const (
+	ggmlF32  = 0
+	ggmlQ4_0 = 2
+	ggmlQ8_0 = 8
+)
+
+// ggufTensor returns the raw bytes, ggml type and ggml dims (contiguous
+// dimension first) of a tensor in one of the shared llama.cpp test models.
+// It reads just enough of GGUF v3 to find tensor data, independently of the
+// project's importer.
+func ggufTensor(t *testing.T, file, name string) ([]byte, uint32, []int) {
 	t.Helper()
 	path := filepath.Join(repoRoot(t), "../shared/models/arch", file)
-	if _, err := os.Stat(path); err != nil {
+	data, err := os.ReadFile(path)
+	if err != nil {
 		t.Skipf("reference model missing: %v", err)
 	}
-	f, err := gguf.Open(path)
-	if err != nil {
-		t.Fatal(err)
+	r := &ggufReader{t: t, b: data}
+	if string(r.next(4)) != "GGUF" || r.u32() != 3 {
+		t.Fatalf("%s: not a GGUF v3 file", file)
 	}
-	info := f.Tensor(name)
-	if info == nil {
+	nTensors, nKV := r.u64(), r.u64()
+	align := uint64(32)
+	for range nKV {
+		key := r.str()
+		typ := r.u32()
+		if key == "general.alignment" && typ == 4 {
+			align = uint64(r.u32())
+			continue
+		}
+		r.skipValue(typ)
+	}
+	type info struct {
+		dims []int
+		typ  uint32
+		off  uint64
+	}
+	var found *info
+	for range nTensors {
+		n := r.str()
+		in := info{}
+		for range r.u32() {
+			in.dims = append(in.dims, int(r.u64()))
+		}
+		in.typ, in.off = r.u32(), r.u64()
+		if n == name {
+			found = &in
+		}
+	}
+	if found == nil {
 		t.Fatalf("%s: no tensor %s", file, name)
 	}
-	data, err := f.TensorData(info)
-	if err != nil {
-		t.Fatal(err)
+	dataStart := (uint64(r.pos) + align - 1) / align * align
+	n := uint64(1)
+	for _, d := range found.dims {
+		n *= uint64(d)
 	}
-	return data, info.Type, info.Dims
+	var size uint64
+	switch found.typ {
+	case ggmlF32:
+		size = 4 * n
+	case ggmlQ8_0:
+		size = n / 32 * (2 + 32)
+	case ggmlQ4_0:
+		size = n / 32 * (2 + 16)
+	default:
+		t.Skipf("%s: %s has ggml type %d", file, name, found.typ)
+	}
+	start := dataStart + found.off
+	if start+size > uint64(len(data)) {
+		t.Fatalf("%s: %s past the end", file, name)
+	}
+	return data[start : start+size], found.typ, found.dims
+}
+
+type ggufReader struct {
+	t   *testing.T
+	b   []byte
+	pos int
+}
+
+func (r *ggufReader) next(n int) []byte {
+	if n < 0 || r.pos+n > len(r.b) {
+		r.t.Fatalf("GGUF truncated at %d", r.pos)
+	}
+	r.pos += n
+	return r.b[r.pos-n : r.pos]
+}
+
+func (r *ggufReader) u32() uint32 { return binary.LittleEndian.Uint32(r.next(4)) }
+func (r *ggufReader) u64() uint64 { return binary.LittleEndian.Uint64(r.next(8)) }
+func (r *ggufReader) str() string { return string(r.next(int(r.u64()))) }
+
+// skipValue skips a metadata value of GGUF value type typ.
+func (r *ggufReader) skipValue(typ uint32) {
+	sizes := map[uint32]int{0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+	switch typ {
+	case 8: // string
+		r.str()
+	case 9: // array: element type, count, elements
+		et, n := r.u32(), r.u64()
+		for range n {
+			r.skipValue(et)
+		}
+	default:
+		size, ok := sizes[typ]
+		if !ok {
+			r.t.Fatalf("GGUF value type %d", typ)
+		}
+		r.next(size)
+	}
 }
 
 func f16At(b []byte) float32 { return tensors.F16Float(binary.LittleEndian.Uint16(b)) }
@@ -64,7 +154,7 @@ func TestQuantizeMatchesLlamaCppQ8_0(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			raw, typ, dims := ggufTensor(t, "llama.gguf", name)
 			ref, refTyp, _ := ggufTensor(t, "llama-q8_0.gguf", name)
-			if typ != gguf.GGMLF32 || refTyp != gguf.GGMLQ8_0 {
+			if typ != ggmlF32 || refTyp != ggmlQ8_0 {
 				t.Skipf("types %v/%v, want F32 and Q8_0", typ, refTyp)
 			}
 			cols, rows := dims[0], len(raw)/4/dims[0]
@@ -120,7 +210,7 @@ func TestDequantizeLlamaCppQ4_0(t *testing.T) {
 	name := "blk.0.ffn_gate.weight"
 	raw, typ, dims := ggufTensor(t, "llama.gguf", name)
 	ref, refTyp, _ := ggufTensor(t, "llama-q4_0.gguf", name)
-	if typ != gguf.GGMLF32 || refTyp != gguf.GGMLQ4_0 {
+	if typ != ggmlF32 || refTyp != ggmlQ4_0 {
 		t.Skipf("types %v/%v, want F32 and Q4_0", typ, refTyp)
 	}
 	cols, rows := dims[0], len(raw)/4/dims[0]
