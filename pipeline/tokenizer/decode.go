@@ -9,7 +9,8 @@ import (
 // byte pieces are reassembled into UTF-8 (each byte of an invalid sequence
 // becomes U+FFFD), control pieces produce nothing, the unknown piece
 // produces the model's unk_surface (" ⁇ " by default), U+2581 becomes a
-// space, and the dummy-prefix space of the first piece is dropped. Ids out
+// space, and the dummy-prefix space of the first piece is dropped (with remove_extra_whitespaces,
+// leading space pieces are dropped until text appears). Ids out
 // of range produce nothing (spm_decode rejects them).
 func (t *Tokenizer) Decode(ids []int) string {
 	d := t.NewDecoder()
@@ -29,6 +30,10 @@ type Decoder struct {
 	t       *Tokenizer
 	pending []byte // byte-fallback bytes not yet turned into text
 	started bool   // whether any text has been produced
+	// prefixTaken: the dummy-prefix space was already removed. Without
+	// remove_extra_whitespaces the reference strips only one; with it, every
+	// leading space piece is stripped while the text is still empty.
+	prefixTaken bool
 }
 
 // NewDecoder returns an incremental decoder.
@@ -54,8 +59,11 @@ func (d *Decoder) Add(id int) string {
 		out.WriteString(t.unkSurface)
 	default:
 		piece := p.piece
-		if !d.started && out.Len() == 0 && (t.norm.addDummyPrefix || t.norm.removeExtraSpaces) {
-			piece = strings.TrimPrefix(piece, spaceSymbol)
+		if !d.started && !d.prefixTaken && out.Len() == 0 && (t.norm.addDummyPrefix || t.norm.removeExtraSpaces) {
+			if trimmed, ok := strings.CutPrefix(piece, spaceSymbol); ok {
+				piece = trimmed
+				d.prefixTaken = !t.norm.removeExtraSpaces
+			}
 		}
 		out.WriteString(strings.ReplaceAll(piece, spaceSymbol, " "))
 	}

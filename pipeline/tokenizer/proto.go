@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"fmt"
 	"math"
+	"sort"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -77,7 +78,16 @@ type pieceProto struct {
 	piece   string
 	score   float32
 	typ     opt[int32] // default NORMAL
-	unknown []byte
+	unknown []rawField
+	// hasPiece and hasScore record presence so a parsed piece is written
+	// back exactly; pieces built here always set both.
+	hasPiece, hasScore bool
+}
+
+// rawField is one serialized field (tag included) kept verbatim.
+type rawField struct {
+	num protowire.Number
+	raw []byte
 }
 
 func (p *pieceProto) pieceType() int32 { return p.typ.or(typeNormal) }
@@ -97,7 +107,7 @@ type trainerSpec struct {
 	bosPiece     opt[string]
 	eosPiece     opt[string]
 	padPiece     opt[string]
-	unknown      []byte
+	unknown      []rawField
 	present      bool
 }
 
@@ -107,7 +117,7 @@ type normalizerSpec struct {
 	addDummyPrefix    opt[bool]
 	removeExtraSpaces opt[bool]
 	escapeWhitespaces opt[bool]
-	unknown           []byte
+	unknown           []rawField
 	present           bool
 }
 
@@ -115,7 +125,7 @@ type modelProto struct {
 	pieces     []pieceProto
 	trainer    trainerSpec
 	normalizer normalizerSpec
-	unknown    []byte
+	unknown    []rawField
 }
 
 // protoReader walks the fields of one message, checking every length.
@@ -189,7 +199,7 @@ func parseModelProto(b []byte) (*modelProto, error) {
 			m.normalizer.present = true
 			err = parseNormalizer(bytesValue(raw), &m.normalizer)
 		default:
-			m.unknown = append(m.unknown, raw...)
+			m.unknown = append(m.unknown, rawField{num, append([]byte(nil), raw...)})
 		}
 		if err != nil {
 			return nil, err
@@ -210,13 +220,13 @@ func parsePiece(b []byte, p *pieceProto) error {
 		}
 		switch {
 		case num == fieldPiecePiece && typ == protowire.BytesType:
-			p.piece = string(bytesValue(raw))
+			p.piece, p.hasPiece = string(bytesValue(raw)), true
 		case num == fieldPieceScore && typ == protowire.Fixed32Type:
-			p.score = math.Float32frombits(fixed32Value(raw))
+			p.score, p.hasScore = math.Float32frombits(fixed32Value(raw)), true
 		case num == fieldPieceType && typ == protowire.VarintType:
 			p.typ = some(int32(varintValue(raw)))
 		default:
-			p.unknown = append(p.unknown, raw...)
+			p.unknown = append(p.unknown, rawField{num, append([]byte(nil), raw...)})
 		}
 	}
 	if r.err != nil {
@@ -259,7 +269,7 @@ func parseTrainer(b []byte, t *trainerSpec) error {
 		} else if p, ok := strs[num]; ok && typ == protowire.BytesType {
 			*p = some(string(bytesValue(raw)))
 		} else {
-			t.unknown = append(t.unknown, raw...)
+			t.unknown = append(t.unknown, rawField{num, append([]byte(nil), raw...)})
 		}
 	}
 	if r.err != nil {
@@ -287,7 +297,7 @@ func parseNormalizer(b []byte, n *normalizerSpec) error {
 		} else if num == fieldNormCharsmap && typ == protowire.BytesType {
 			n.charsmap = some(append([]byte(nil), bytesValue(raw)...))
 		} else {
-			n.unknown = append(n.unknown, raw...)
+			n.unknown = append(n.unknown, rawField{num, append([]byte(nil), raw...)})
 		}
 	}
 	if r.err != nil {
@@ -296,87 +306,108 @@ func parseNormalizer(b []byte, n *normalizerSpec) error {
 	return nil
 }
 
-// marshal serializes the proto: known fields in field-number order, then
-// the preserved unknown fields.
+// marshal serializes the proto with all fields, known and preserved, in
+// field-number order as the reference writes them, so a model written by
+// SentencePiece round-trips byte for byte.
 func (m *modelProto) marshal() []byte {
-	var b []byte
+	var w fieldWriter
 	for i := range m.pieces {
-		b = protowire.AppendTag(b, fieldModelPieces, protowire.BytesType)
-		b = protowire.AppendBytes(b, m.pieces[i].marshal())
+		w.message(fieldModelPieces, m.pieces[i].marshal())
 	}
 	if m.trainer.present {
-		b = protowire.AppendTag(b, fieldModelTrainer, protowire.BytesType)
-		b = protowire.AppendBytes(b, m.trainer.marshal())
+		w.message(fieldModelTrainer, m.trainer.marshal())
 	}
 	if m.normalizer.present {
-		b = protowire.AppendTag(b, fieldModelNormalizer, protowire.BytesType)
-		b = protowire.AppendBytes(b, m.normalizer.marshal())
+		w.message(fieldModelNormalizer, m.normalizer.marshal())
 	}
-	return append(b, m.unknown...)
+	return w.finish(m.unknown)
 }
 
 func (p *pieceProto) marshal() []byte {
-	var b []byte
-	b = appendString(b, fieldPiecePiece, some(p.piece))
-	b = protowire.AppendTag(b, fieldPieceScore, protowire.Fixed32Type)
-	b = protowire.AppendFixed32(b, math.Float32bits(p.score))
-	b = appendInt(b, fieldPieceType, p.typ)
-	return append(b, p.unknown...)
+	var w fieldWriter
+	if p.hasPiece {
+		w.str(fieldPiecePiece, some(p.piece))
+	}
+	if p.hasScore {
+		w.add(fieldPieceScore, protowire.AppendFixed32(protowire.AppendTag(nil, fieldPieceScore, protowire.Fixed32Type), math.Float32bits(p.score)))
+	}
+	w.int(fieldPieceType, p.typ)
+	return w.finish(p.unknown)
 }
 
 func (t *trainerSpec) marshal() []byte {
-	var b []byte
-	b = appendInt(b, fieldTrainerModelType, t.modelType)
-	b = appendInt(b, fieldTrainerVocabSize, t.vocabSize)
-	b = appendBool(b, fieldTrainerWSAsSuffix, t.wsAsSuffix)
-	b = appendBool(b, fieldTrainerSplitDigits, t.splitDigits)
-	b = appendBool(b, fieldTrainerByteFallback, t.byteFallback)
-	b = appendInt(b, fieldTrainerUnkID, t.unkID)
-	b = appendInt(b, fieldTrainerBosID, t.bosID)
-	b = appendInt(b, fieldTrainerEosID, t.eosID)
-	b = appendInt(b, fieldTrainerPadID, t.padID)
-	b = appendString(b, fieldTrainerUnkSurface, t.unkSurface)
-	b = appendString(b, fieldTrainerUnkPiece, t.unkPiece)
-	b = appendString(b, fieldTrainerBosPiece, t.bosPiece)
-	b = appendString(b, fieldTrainerEosPiece, t.eosPiece)
-	b = appendString(b, fieldTrainerPadPiece, t.padPiece)
-	return append(b, t.unknown...)
+	var w fieldWriter
+	w.int(fieldTrainerModelType, t.modelType)
+	w.int(fieldTrainerVocabSize, t.vocabSize)
+	w.bool(fieldTrainerWSAsSuffix, t.wsAsSuffix)
+	w.bool(fieldTrainerSplitDigits, t.splitDigits)
+	w.bool(fieldTrainerByteFallback, t.byteFallback)
+	w.int(fieldTrainerUnkID, t.unkID)
+	w.int(fieldTrainerBosID, t.bosID)
+	w.int(fieldTrainerEosID, t.eosID)
+	w.int(fieldTrainerPadID, t.padID)
+	w.str(fieldTrainerUnkSurface, t.unkSurface)
+	w.str(fieldTrainerUnkPiece, t.unkPiece)
+	w.str(fieldTrainerBosPiece, t.bosPiece)
+	w.str(fieldTrainerEosPiece, t.eosPiece)
+	w.str(fieldTrainerPadPiece, t.padPiece)
+	return w.finish(t.unknown)
 }
 
 func (n *normalizerSpec) marshal() []byte {
-	var b []byte
-	b = appendString(b, fieldNormName, n.name)
+	var w fieldWriter
+	w.str(fieldNormName, n.name)
 	if n.charsmap.set {
-		b = protowire.AppendTag(b, fieldNormCharsmap, protowire.BytesType)
-		b = protowire.AppendBytes(b, n.charsmap.v)
+		w.add(fieldNormCharsmap, protowire.AppendBytes(protowire.AppendTag(nil, fieldNormCharsmap, protowire.BytesType), n.charsmap.v))
 	}
-	b = appendBool(b, fieldNormAddDummyPrefix, n.addDummyPrefix)
-	b = appendBool(b, fieldNormRemoveExtraSpaces, n.removeExtraSpaces)
-	b = appendBool(b, fieldNormEscapeWhitespaces, n.escapeWhitespaces)
-	return append(b, n.unknown...)
+	w.bool(fieldNormAddDummyPrefix, n.addDummyPrefix)
+	w.bool(fieldNormRemoveExtraSpaces, n.removeExtraSpaces)
+	w.bool(fieldNormEscapeWhitespaces, n.escapeWhitespaces)
+	return w.finish(n.unknown)
 }
 
-func appendInt(b []byte, num protowire.Number, v opt[int32]) []byte {
-	if !v.set {
-		return b
-	}
-	b = protowire.AppendTag(b, num, protowire.VarintType)
-	// int32 and enum fields are sign-extended to 64 bits on the wire.
-	return protowire.AppendVarint(b, uint64(int64(v.v)))
+// fieldWriter collects the fields of one message.
+type fieldWriter struct{ fields []rawField }
+
+func (w *fieldWriter) add(num protowire.Number, raw []byte) {
+	w.fields = append(w.fields, rawField{num, raw})
 }
 
-func appendBool(b []byte, num protowire.Number, v opt[bool]) []byte {
-	if !v.set {
-		return b
-	}
-	b = protowire.AppendTag(b, num, protowire.VarintType)
-	return protowire.AppendVarint(b, protowire.EncodeBool(v.v))
+func (w *fieldWriter) message(num protowire.Number, body []byte) {
+	w.add(num, protowire.AppendBytes(protowire.AppendTag(nil, num, protowire.BytesType), body))
 }
 
-func appendString(b []byte, num protowire.Number, v opt[string]) []byte {
-	if !v.set {
-		return b
+func (w *fieldWriter) int(num protowire.Number, v opt[int32]) {
+	if v.set {
+		// int32 and enum fields are sign-extended to 64 bits on the wire.
+		w.add(num, protowire.AppendVarint(protowire.AppendTag(nil, num, protowire.VarintType), uint64(int64(v.v))))
 	}
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	return protowire.AppendString(b, v.v)
+}
+
+func (w *fieldWriter) bool(num protowire.Number, v opt[bool]) {
+	if v.set {
+		w.add(num, protowire.AppendVarint(protowire.AppendTag(nil, num, protowire.VarintType), protowire.EncodeBool(v.v)))
+	}
+}
+
+func (w *fieldWriter) str(num protowire.Number, v opt[string]) {
+	if v.set {
+		w.add(num, protowire.AppendString(protowire.AppendTag(nil, num, protowire.BytesType), v.v))
+	}
+}
+
+// finish merges the preserved fields in and concatenates everything in
+// field-number order; fields with equal numbers keep their order.
+func (w *fieldWriter) finish(unknown []rawField) []byte {
+	all := append(w.fields, unknown...)
+	sort.SliceStable(all, func(i, j int) bool { return all[i].num < all[j].num })
+	size := 0
+	for _, f := range all {
+		size += len(f.raw)
+	}
+	b := make([]byte, 0, size)
+	for _, f := range all {
+		b = append(b, f.raw...)
+	}
+	return b
 }

@@ -37,8 +37,43 @@ spm_train $common --model_prefix=unigram_bytes --model_type=unigram --vocab_size
   --byte_fallback=true --character_coverage=0.98 \
   --user_defined_symbols='<sep>,[MASK],ab' --control_symbols='<cls>,<mask>'
 rm -f ./*.vocab
+# (e) tok512.bin through FromVocab: spm_encode checks the proto we write.
+go run ./tok512vocab "$REPO/../shared/models/tok512.bin" tok512_fromvocab.model
 
-for m in unigram bpe_nfkc bpe_raw unigram_bytes tok512; do
+# Hand-picked id sequences for the tok512 vocabulary (0 <unk>, 1 <s>,
+# 2 </s>, 3+b the byte b, 261 "▁a", 410 "▁"): control and unknown pieces,
+# leading spaces, complete, truncated and invalid byte sequences.
+cat >decode_ids.txt <<'IDS'
+
+1 410 1 261
+410 410 261
+410 1 261
+0 0 0
+2 2
+1 2 410 261 2
+230 132 133
+230 132
+230 132 261
+230 261 132 133
+243 162 155 131
+243 162 155
+243 162 155 131 243 162
+195 178
+240 163 131
+258
+68 35 261
+35 261
+261 35 35
+247 247 133 133
+1 230 132 133 2 410
+IDS
+for m in tok512 tok512_fromvocab; do
+	model="$m.model"
+	[ "$m" = tok512 ] && model="$TOK512"
+	spm_decode --model="$model" --input_format=id <decode_ids.txt >"$m.decode_ids.decoded"
+done
+
+for m in unigram bpe_nfkc bpe_raw unigram_bytes tok512 tok512_fromvocab; do
 	model="$m.model"
 	[ "$m" = tok512 ] && model="$TOK512"
 	for in in corpus edge; do
