@@ -109,16 +109,6 @@ func (t table) ref(id int) (int64, bool, error) {
 	return target, true, nil
 }
 
-// subtable returns the table field id refers to.
-func (t table) subtable(id int) (table, bool, error) {
-	pos, ok, err := t.ref(id)
-	if !ok || err != nil {
-		return table{}, false, err
-	}
-	sub, err := t.buf.table(pos)
-	return sub, err == nil, err
-}
-
 // vector is a checked vector: n elements of elem bytes starting at data.
 type vector struct {
 	buf  fbuf
