@@ -41,6 +41,69 @@ fn wscale(r: u32, c: u32) -> f32 {
     return decode_scale(s[scale_word(si, p.st)], si, p.st);
 }
 
+// elems_per_word is how many elements of type wt one u32 holds.
+fn elems_per_word(wt: u32) -> u32 {
+    var n = 1u;
+    switch wt {
+        case 1u, 2u: { n = 2u; }
+        case 3u: { n = 4u; }
+        case 4u: { n = 8u; }
+        default: {}
+    }
+    return n;
+}
+
+// x4 loads four consecutive activations.
+fn x4(i: u32) -> vec4<f32> {
+    return vec4<f32>(x[i], x[i + 1u], x[i + 2u], x[i + 3u]);
+}
+
+// dot_words is the dot product of n whole words of weights starting at word
+// w0 with the activations from x[xi], decoding a word at a time. The type
+// switch sits outside the loops so each loop is branch-free.
+fn dot_words(w0: u32, xi: u32, n: u32) -> f32 {
+    var acc = 0.0;
+    switch p.wt {
+        case 1u: {
+            for (var i = 0u; i < n; i++) {
+                let h = unpack2x16float(w[w0 + i]);
+                acc += h.x * x[xi + 2u * i] + h.y * x[xi + 2u * i + 1u];
+            }
+        }
+        case 2u: {
+            for (var i = 0u; i < n; i++) {
+                let v = w[w0 + i];
+                acc += bitcast<f32>(v << 16u) * x[xi + 2u * i] + bitcast<f32>(v & 0xffff0000u) * x[xi + 2u * i + 1u];
+            }
+        }
+        case 3u: {
+            // Element k of a word is bits [8k, 8k+8): shift it to the top,
+            // then an arithmetic shift sign-extends it.
+            let up = vec4<u32>(24u, 16u, 8u, 0u);
+            for (var i = 0u; i < n; i++) {
+                let q = (vec4<i32>(bitcast<i32>(w[w0 + i])) << up) >> vec4<u32>(24u);
+                acc += dot(vec4<f32>(q), x4(xi + 4u * i));
+            }
+        }
+        case 4u: {
+            let lo = vec4<u32>(28u, 24u, 20u, 16u);
+            let hi = vec4<u32>(12u, 8u, 4u, 0u);
+            for (var i = 0u; i < n; i++) {
+                let v = vec4<i32>(bitcast<i32>(w[w0 + i]));
+                let a = (v << lo) >> vec4<u32>(28u);
+                let b = (v << hi) >> vec4<u32>(28u);
+                acc += dot(vec4<f32>(a), x4(xi + 8u * i)) + dot(vec4<f32>(b), x4(xi + 8u * i + 4u));
+            }
+        }
+        default: {
+            for (var i = 0u; i < n; i++) {
+                acc += bitcast<f32>(w[w0 + i]) * x[xi + i];
+            }
+        }
+    }
+    return acc;
+}
+
 @compute @workgroup_size(64)
 fn matvec(@builtin(global_invocation_id) gid: vec3<u32>) {
     let r = gid.x;
@@ -50,13 +113,20 @@ fn matvec(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     let xb = t * p.in_cols;
     let wb = r * p.in_cols;
+    let epw = elems_per_word(p.wt);
+    // Rows and blocks that start on word boundaries decode whole words.
+    let whole = p.in_cols % epw == 0u && p.block % epw == 0u;
     var acc = 0.0;
     for (var b = 0u; b < p.nblocks; b++) {
         var part = 0.0;
         let c0 = b * p.block;
-        for (var c = c0; c < c0 + p.block; c++) {
-            let e = wb + c;
-            part += decode(w[word_of(e, p.wt)], e, p.wt) * x[xb + c];
+        if whole {
+            part = dot_words((wb + c0) / epw, xb + c0, p.block / epw);
+        } else {
+            for (var c = c0; c < c0 + p.block; c++) {
+                let e = wb + c;
+                part += decode(w[word_of(e, p.wt)], e, p.wt) * x[xb + c];
+            }
         }
         acc += part * wscale(r, c0);
     }
