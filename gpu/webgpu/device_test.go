@@ -190,7 +190,8 @@ func TestDispatchReplay(t *testing.T) {
 	params := mustBuf(t, d, 16)
 	step := mustBuf(t, d, 16)
 	a, b, out := mustBuf(t, d, cols*rows*4), mustBuf(t, d, cols*rows*4), mustBuf(t, d, cols*rows*4)
-	if err := d.Write(params, 0, []byte{cols, 0, 0, 0}); err != nil {
+	// EltParams of elementwise.wgsl: cols, act, cap, nrows.
+	if err := d.Write(params, 0, []byte{cols, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, rows, 0, 0, 0}); err != nil {
 		t.Fatal(err)
 	}
 	cmds, err := d.NewCommands()
