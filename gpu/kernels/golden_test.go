@@ -42,9 +42,9 @@ type session struct {
 	vocab           int
 }
 
-func newSession(t *testing.T, ck *model.Checkpoint, prefillLen, maxLen int, allLogits bool) *session {
+func newSession(t *testing.T, dev gpu.Device, ck *model.Checkpoint, prefillLen, maxLen int, allLogits bool) *session {
 	t.Helper()
-	be := gpuBackend(t, kernels.Options{})
+	be := backendOn(t, dev, kernels.Options{})
 	ctx := context.Background()
 	w, err := be.LoadWeights(ctx, ck.Tensors)
 	if err != nil {
@@ -108,12 +108,7 @@ func TestStories260KGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	var golden struct {
-		Cases []struct {
-			Name         string    `json:"name"`
-			PromptIDs    []int     `json:"prompt_ids"`
-			GeneratedIDs []int     `json:"generated_ids"`
-			LogitsF32KV  []float64 `json:"logits_first_generated_position_kv_f32"`
-		} `json:"cases"`
+		Cases []storiesCase `json:"cases"`
 	}
 	if err := json.Unmarshal(raw, &golden); err != nil {
 		t.Fatal(err)
@@ -125,50 +120,61 @@ func TestStories260KGolden(t *testing.T) {
 	if len(golden.Cases) == 0 {
 		t.Fatal("no golden cases")
 	}
+	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
+		for _, tc := range golden.Cases {
+			t.Run(tc.Name, func(t *testing.T) { tc.check(t, dev, ck) })
+		}
+	})
+}
+
+type storiesCase struct {
+	Name         string    `json:"name"`
+	PromptIDs    []int     `json:"prompt_ids"`
+	GeneratedIDs []int     `json:"generated_ids"`
+	LogitsF32KV  []float64 `json:"logits_first_generated_position_kv_f32"`
+}
+
+func (tc *storiesCase) check(t *testing.T, dev gpu.Device, ck *model.Checkpoint) {
 	ctx := context.Background()
-	for _, tc := range golden.Cases {
-		t.Run(tc.Name, func(t *testing.T) {
-			s := newSession(t, ck, 16, 128, false)
-			if err := s.prefill.Run(ctx, ids32(tc.PromptIDs), 0); err != nil {
-				t.Fatal(err)
-			}
-			logits := make([]float32, s.vocab)
-			if _, err := s.prefill.Logits(logits); err != nil {
-				t.Fatal(err)
-			}
-			if tc.LogitsF32KV != nil {
-				if len(tc.LogitsF32KV) != s.vocab {
-					t.Fatalf("%d reference logits, vocab %d", len(tc.LogitsF32KV), s.vocab)
-				}
-				var worst float64
-				for i, want := range tc.LogitsF32KV {
-					worst = max(worst, math.Abs(float64(logits[i])-want))
-				}
-				t.Logf("first generated position: max |Δlogit| vs llama.cpp = %.3g", worst)
-				if worst > 2e-4 {
-					t.Errorf("first-position logits differ by %.3g", worst)
-				}
-			}
-			pos := len(tc.PromptIDs)
-			for i, want := range tc.GeneratedIDs {
-				got := argmax(logits)
-				if got != want {
-					t.Fatalf("step %d: greedy id %d, want %d", i, got, want)
-				}
-				if err := s.decode.Run(ctx, []int32{int32(got)}, pos); err != nil {
-					t.Fatal(err)
-				}
-				pos++
-				if _, err := s.decode.Logits(logits); err != nil {
-					t.Fatal(err)
-				}
-			}
-		})
+	s := newSession(t, dev, ck, 16, 128, false)
+	if err := s.prefill.Run(ctx, ids32(tc.PromptIDs), 0); err != nil {
+		t.Fatal(err)
+	}
+	logits := make([]float32, s.vocab)
+	if _, err := s.prefill.Logits(logits); err != nil {
+		t.Fatal(err)
+	}
+	if tc.LogitsF32KV != nil {
+		if len(tc.LogitsF32KV) != s.vocab {
+			t.Fatalf("%d reference logits, vocab %d", len(tc.LogitsF32KV), s.vocab)
+		}
+		var worst float64
+		for i, want := range tc.LogitsF32KV {
+			worst = max(worst, math.Abs(float64(logits[i])-want))
+		}
+		t.Logf("first generated position: max |Δlogit| vs llama.cpp = %.3g", worst)
+		if worst > 2e-4 {
+			t.Errorf("first-position logits differ by %.3g", worst)
+		}
+	}
+	pos := len(tc.PromptIDs)
+	for i, want := range tc.GeneratedIDs {
+		got := argmax(logits)
+		if got != want {
+			t.Fatalf("step %d: greedy id %d, want %d", i, got, want)
+		}
+		if err := s.decode.Run(ctx, []int32{int32(got)}, pos); err != nil {
+			t.Fatal(err)
+		}
+		pos++
+		if _, err := s.decode.Logits(logits); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
 // TestArchGolden runs the tiny GGUF models of ../shared/models/arch on
-// WebGPU: the logits of all 12 prompt positions and of the 24 greedy decode
+// every device: the logits of all 12 prompt positions and of the 24 greedy decode
 // steps must be within 5e-4 of llama.cpp's (the README's sensitivity table:
 // 5e-4 accepts f32 rounding differences, including GELU near fp16 rounding
 // boundaries, and catches every listed mistake), and every greedy id must
@@ -176,73 +182,77 @@ func TestStories260KGolden(t *testing.T) {
 // the tolerance).
 func TestArchGolden(t *testing.T) {
 	dir := filepath.Join(modelsDir(t), "arch")
-	for _, name := range []string{"llama", "gemma", "gemma2", "phi2", "falcon", "stablelm"} {
-		t.Run(name, func(t *testing.T) {
-			path := filepath.Join(dir, name+".gguf")
-			if _, err := os.Stat(path); err != nil {
-				t.Skipf("%s not present", path)
-			}
-			raw, err := os.ReadFile(filepath.Join(dir, name+".golden.json"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var golden struct {
-				PromptIDs    []int       `json:"prompt_ids"`
-				Logits       [][]float64 `json:"logits"`
-				GreedyIDs    []int       `json:"greedy_ids"`
-				GreedyLogits [][]float64 `json:"greedy_logits"`
-			}
-			if err := json.Unmarshal(raw, &golden); err != nil {
-				t.Fatal(err)
-			}
-			ck, err := gguf.Load(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			const tol = 5e-4
-			ctx := context.Background()
-			n := len(golden.PromptIDs)
-			s := newSession(t, ck, n, 128, true)
-			if err := s.prefill.Run(ctx, ids32(golden.PromptIDs), 0); err != nil {
-				t.Fatal(err)
-			}
-			all := make([]float32, n*s.vocab)
-			if _, err := s.prefill.Logits(all); err != nil {
-				t.Fatal(err)
-			}
-			var worst float64
-			check := func(what string, got []float32, want []float64) {
-				t.Helper()
-				if len(want) != s.vocab {
-					t.Fatalf("%s: %d reference logits", what, len(want))
-				}
-				for i, w := range want {
-					d := math.Abs(float64(got[i]) - w)
-					worst = max(worst, d)
-					if d > tol {
-						t.Fatalf("%s: logit %d = %v, llama.cpp %v", what, i, got[i], w)
-					}
-				}
-			}
-			for p := 0; p < n; p++ {
-				check("prompt position", all[p*s.vocab:(p+1)*s.vocab], golden.Logits[p])
-			}
-			logits := append([]float32(nil), all[(n-1)*s.vocab:]...)
-			pos := n
-			for i, want := range golden.GreedyIDs {
-				check("greedy step", logits, golden.GreedyLogits[i])
-				if got := argmax(logits); got != want {
-					t.Fatalf("step %d: greedy id %d, want %d", i, got, want)
-				}
-				if err := s.decode.Run(ctx, []int32{int32(want)}, pos); err != nil {
-					t.Fatal(err)
-				}
-				pos++
-				if _, err := s.decode.Logits(logits); err != nil {
-					t.Fatal(err)
-				}
-			}
-			t.Logf("max |Δlogit| vs llama.cpp: %.3g", worst)
-		})
+	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
+		for _, name := range []string{"llama", "gemma", "gemma2", "phi2", "falcon", "stablelm"} {
+			t.Run(name, func(t *testing.T) { archCase(t, dev, dir, name) })
+		}
+	})
+}
+
+func archCase(t *testing.T, dev gpu.Device, dir, name string) {
+	path := filepath.Join(dir, name+".gguf")
+	if _, err := os.Stat(path); err != nil {
+		t.Skipf("%s not present", path)
 	}
+	raw, err := os.ReadFile(filepath.Join(dir, name+".golden.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var golden struct {
+		PromptIDs    []int       `json:"prompt_ids"`
+		Logits       [][]float64 `json:"logits"`
+		GreedyIDs    []int       `json:"greedy_ids"`
+		GreedyLogits [][]float64 `json:"greedy_logits"`
+	}
+	if err := json.Unmarshal(raw, &golden); err != nil {
+		t.Fatal(err)
+	}
+	ck, err := gguf.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const tol = 5e-4
+	ctx := context.Background()
+	n := len(golden.PromptIDs)
+	s := newSession(t, dev, ck, n, 128, true)
+	if err := s.prefill.Run(ctx, ids32(golden.PromptIDs), 0); err != nil {
+		t.Fatal(err)
+	}
+	all := make([]float32, n*s.vocab)
+	if _, err := s.prefill.Logits(all); err != nil {
+		t.Fatal(err)
+	}
+	var worst float64
+	check := func(what string, got []float32, want []float64) {
+		t.Helper()
+		if len(want) != s.vocab {
+			t.Fatalf("%s: %d reference logits", what, len(want))
+		}
+		for i, w := range want {
+			d := math.Abs(float64(got[i]) - w)
+			worst = max(worst, d)
+			if d > tol {
+				t.Fatalf("%s: logit %d = %v, llama.cpp %v", what, i, got[i], w)
+			}
+		}
+	}
+	for p := 0; p < n; p++ {
+		check("prompt position", all[p*s.vocab:(p+1)*s.vocab], golden.Logits[p])
+	}
+	logits := append([]float32(nil), all[(n-1)*s.vocab:]...)
+	pos := n
+	for i, want := range golden.GreedyIDs {
+		check("greedy step", logits, golden.GreedyLogits[i])
+		if got := argmax(logits); got != want {
+			t.Fatalf("step %d: greedy id %d, want %d", i, got, want)
+		}
+		if err := s.decode.Run(ctx, []int32{int32(want)}, pos); err != nil {
+			t.Fatal(err)
+		}
+		pos++
+		if _, err := s.decode.Logits(logits); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("max |Δlogit| vs llama.cpp: %.3g", worst)
 }

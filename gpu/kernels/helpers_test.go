@@ -13,29 +13,58 @@ import (
 	"github.com/gpurun/gpurun/gpu/cpu"
 	"github.com/gpurun/gpurun/gpu/internal/gputest"
 	"github.com/gpurun/gpurun/gpu/kernels"
+	"github.com/gpurun/gpurun/gpu/vulkan"
 	"github.com/gpurun/gpurun/gpu/webgpu"
 	"github.com/gpurun/gpurun/tensors"
 )
 
-// One WebGPU device serves the whole test binary: opening one costs more
-// than most op tests.
-var (
-	devOnce sync.Once
-	dev     gpu.Device
-	devErr  error
-)
+// The devices every GPU test runs on: the kernels must give the same
+// results through WebGPU (WGSL compiled by wgpu-native) and raw Vulkan (the
+// SPIR-V generated offline by naga). One device of each serves the whole
+// test binary: opening one costs more than most op tests.
+var devices = []struct {
+	name string
+	open func(context.Context) (gpu.Device, error)
+}{
+	{"webgpu", webgpu.Open},
+	{"vulkan", vulkan.Open},
+}
 
-func device(t testing.TB) gpu.Device {
+type opened struct {
+	once sync.Once
+	dev  gpu.Device
+	err  error
+}
+
+var openDevices = make([]opened, len(devices))
+
+func deviceAt(t testing.TB, i int) gpu.Device {
 	t.Helper()
-	devOnce.Do(func() { dev, devErr = webgpu.Open(context.Background()) })
-	gputest.NoDevice(t, "webgpu", devErr)
-	return dev
+	o := &openDevices[i]
+	o.once.Do(func() { o.dev, o.err = devices[i].open(context.Background()) })
+	gputest.NoDevice(t, devices[i].name, o.err)
+	return o.dev
+}
+
+// device is the WebGPU device, for tests and benchmarks of one device.
+func device(t testing.TB) gpu.Device { return deviceAt(t, 0) }
+
+// forEachDevice runs f as a subtest per device.
+func forEachDevice(t *testing.T, f func(t *testing.T, dev gpu.Device)) {
+	t.Helper()
+	for i, d := range devices {
+		t.Run(d.name, func(t *testing.T) { f(t, deviceAt(t, i)) })
+	}
+}
+
+func backendOn(t testing.TB, dev gpu.Device, opts kernels.Options) gpu.Backend {
+	be := kernels.NewWithOptions(dev, opts)
+	t.Cleanup(func() { be.Close() })
+	return be
 }
 
 func gpuBackend(t testing.TB, opts kernels.Options) gpu.Backend {
-	be := kernels.NewWithOptions(device(t), opts)
-	t.Cleanup(func() { be.Close() })
-	return be
+	return backendOn(t, device(t), opts)
 }
 
 // randF32 returns n values uniform in [-scale, scale).
@@ -112,30 +141,27 @@ type step struct {
 // tolerance: |gpu - cpu| <= abs + rel*|cpu|.
 type tolerance struct{ abs, rel float64 }
 
-// compare runs g on the CPU reference and on WebGPU for every step and
-// checks the logits of each step.
+// compare runs g on the CPU reference and on every GPU device for every
+// step and checks the logits of each step.
 func compare(t *testing.T, g *fusion.Graph, ws []*tensors.Tensor, steps []step, tol tolerance, opts kernels.Options) {
 	t.Helper()
 	ctx := context.Background()
 	ref := runAll(t, ctx, cpu.New(cpu.Options{Threads: 1}), g, ws, steps)
-	got := runAll(t, ctx, gpuBackend(t, opts), g, ws, steps)
-	for s := range steps {
-		if len(got[s]) != len(ref[s]) {
-			t.Fatalf("step %d: %d logits, cpu %d", s, len(got[s]), len(ref[s]))
-		}
-		worst, at := 0.0, -1
-		for i := range ref[s] {
-			d := math.Abs(float64(got[s][i]) - float64(ref[s][i]))
-			lim := tol.abs + tol.rel*math.Abs(float64(ref[s][i]))
-			if !(d <= lim) {
-				t.Fatalf("step %d: logit %d: webgpu %v, cpu %v (diff %.3g > %.3g)", s, i, got[s][i], ref[s][i], d, lim)
+	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
+		got := runAll(t, ctx, backendOn(t, dev, opts), g, ws, steps)
+		for s := range steps {
+			if len(got[s]) != len(ref[s]) {
+				t.Fatalf("step %d: %d logits, cpu %d", s, len(got[s]), len(ref[s]))
 			}
-			if d > worst {
-				worst, at = d, i
+			for i := range ref[s] {
+				d := math.Abs(float64(got[s][i]) - float64(ref[s][i]))
+				lim := tol.abs + tol.rel*math.Abs(float64(ref[s][i]))
+				if !(d <= lim) {
+					t.Fatalf("step %d: logit %d: gpu %v, cpu %v (diff %.3g > %.3g)", s, i, got[s][i], ref[s][i], d, lim)
+				}
 			}
 		}
-		_ = at
-	}
+	})
 }
 
 func runAll(t *testing.T, ctx context.Context, be gpu.Backend, g *fusion.Graph, ws []*tensors.Tensor, steps []step) [][]float32 {
