@@ -33,6 +33,7 @@ type commands struct {
 	desc     []*descPool
 	buffers  map[*buffer]struct{}
 	kernels  map[*kernel]struct{}
+	hazards  hazards
 	finished bool
 	released atomic.Bool
 }
@@ -176,7 +177,17 @@ func (c *commands) Dispatch(gk gpu.Kernel, bindings []gpu.Binding, x, y, z int) 
 		}
 		vk.UpdateDescriptorSets(d.dev, uint32(len(writes)), writes, 0, nil)
 	}
-	fullBarrier(c.cb)
+	var reads, writes []*buffer
+	for i, b := range bufs {
+		if k.bindings[i] == gpu.StorageRW {
+			writes = append(writes, b)
+		} else {
+			reads = append(reads, b)
+		}
+	}
+	if c.hazards.access(reads, writes) {
+		fullBarrier(c.cb)
+	}
 	vk.CmdBindPipeline(c.cb, vk.PipelineBindPointCompute, k.pipeline)
 	vk.CmdBindDescriptorSets(c.cb, vk.PipelineBindPointCompute, k.layout, 0, 1, []vk.DescriptorSet{set}, 0, nil)
 	vk.CmdDispatch(c.cb, uint32(x), uint32(y), uint32(z))
@@ -299,7 +310,9 @@ func (c *commands) Copy(gdst gpu.Buffer, dstOff int64, gsrc gpu.Buffer, srcOff i
 	if c.d.closed {
 		return ErrClosed
 	}
-	fullBarrier(c.cb)
+	if c.hazards.access([]*buffer{src}, []*buffer{dst}) {
+		fullBarrier(c.cb)
+	}
 	region := []vk.BufferCopy{{SrcOffset: vk.DeviceSize(srcOff), DstOffset: vk.DeviceSize(dstOff), Size: vk.DeviceSize(size)}}
 	vk.CmdCopyBuffer(c.cb, src.buf, dst.buf, 1, region)
 	c.buffers[src] = struct{}{}
