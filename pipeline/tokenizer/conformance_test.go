@@ -79,7 +79,7 @@ func formatIDs(ids []int) string {
 	return strings.Join(s, " ")
 }
 
-var conformanceModels = []string{"unigram", "bpe_nfkc", "bpe_raw", "unigram_bytes", "tok512", "tok512_fromvocab"}
+var conformanceModels = []string{"unigram", "bpe_nfkc", "bpe_raw", "unigram_bytes", "char_suffix", "tok512", "tok512_fromvocab"}
 
 // TestConformance compares Encode and Decode line by line with the outputs
 // of spm_encode --output_format=id and spm_decode --input_format=id that

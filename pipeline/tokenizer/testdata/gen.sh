@@ -36,6 +36,12 @@ spm_train $common --model_prefix=bpe_raw --model_type=bpe --vocab_size=900 \
 spm_train $common --model_prefix=unigram_bytes --model_type=unigram --vocab_size=800 \
   --byte_fallback=true --character_coverage=0.98 \
   --user_defined_symbols='<sep>,[MASK],ab' --control_symbols='<cls>,<mask>'
+# (f) char model with whitespace as suffix, no whitespace cleanup and a
+# user-defined symbol.
+spm_train $common --model_prefix=char_suffix --model_type=char --vocab_size=1000 \
+  --hard_vocab_limit=false --character_coverage=0.995 \
+  --treat_whitespace_as_suffix=true --remove_extra_whitespaces=false \
+  --user_defined_symbols='<sep>,ab'
 rm -f ./*.vocab
 # (e) tok512.bin through FromVocab: spm_encode checks the proto we write.
 go run ./tok512vocab "$REPO/../shared/models/tok512.bin" tok512_fromvocab.model
@@ -73,7 +79,7 @@ for m in tok512 tok512_fromvocab; do
 	spm_decode --model="$model" --input_format=id <decode_ids.txt >"$m.decode_ids.decoded"
 done
 
-for m in unigram bpe_nfkc bpe_raw unigram_bytes tok512 tok512_fromvocab; do
+for m in unigram bpe_nfkc bpe_raw unigram_bytes char_suffix tok512 tok512_fromvocab; do
 	model="$m.model"
 	[ "$m" = tok512 ] && model="$TOK512"
 	for in in corpus edge; do
