@@ -45,6 +45,6 @@ type Vocab struct {
 	Types  []int32
 	// AddDummyPrefix, as SentencePiece's normalizer_spec; Llama-family
 	// vocabularies use true.
-	AddDummyPrefix bool
+	AddDummyPrefix     bool
 	BOS, EOS, UNK, PAD int // -1 when absent
 }

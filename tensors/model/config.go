@@ -78,11 +78,11 @@ type Config struct {
 	LMHeadBias bool `json:"lm_head_bias,omitempty"`
 	Tied       bool `json:"tied_embedding"` // the LM head is the token embedding
 
-	EmbedScale    float32 `json:"embed_scale,omitempty"`     // multiply embeddings (0: none)
-	AttnScale     float32 `json:"attn_scale,omitempty"`      // score scale (0: 1/sqrt(HeadDim))
-	AttnSoftCap   float32 `json:"attn_softcap,omitempty"`    // c*tanh(s/c) on scaled scores (0: none)
-	FinalSoftCap  float32 `json:"final_softcap,omitempty"`   // c*tanh(l/c) on logits (0: none)
-	SlidingWindow int     `json:"sliding_window,omitempty"`  // keys with q-p < window are visible (0: none)
+	EmbedScale    float32 `json:"embed_scale,omitempty"`    // multiply embeddings (0: none)
+	AttnScale     float32 `json:"attn_scale,omitempty"`     // score scale (0: 1/sqrt(HeadDim))
+	AttnSoftCap   float32 `json:"attn_softcap,omitempty"`   // c*tanh(s/c) on scaled scores (0: none)
+	FinalSoftCap  float32 `json:"final_softcap,omitempty"`  // c*tanh(l/c) on logits (0: none)
+	SlidingWindow int     `json:"sliding_window,omitempty"` // keys with q-p < window are visible (0: none)
 	SlidingLayers string  `json:"sliding_layers,omitempty"` // "even": window on layers 0,2,4...; "all"
 
 	Activations string `json:"activations,omitempty"` // PolicyAuto, PolicyF32, PolicyF16

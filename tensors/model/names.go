@@ -29,9 +29,9 @@ const (
 	FFNNorm      = "ff_layer.pre_layer_norm.scale"
 	FFNNormBias  = "ff_layer.pre_layer_norm.bias"
 	PostFFNNorm  = "ff_layer.post_layer_norm.scale" // Gemma 2
-	WGate        = "ff_layer.ffn_layer1_gate.w" // [hidden, dim]
-	WUp          = "ff_layer.ffn_layer1.w"      // [hidden, dim]
-	WDown        = "ff_layer.ffn_layer2.w"      // [dim, hidden]
+	WGate        = "ff_layer.ffn_layer1_gate.w"     // [hidden, dim]
+	WUp          = "ff_layer.ffn_layer1.w"          // [hidden, dim]
+	WDown        = "ff_layer.ffn_layer2.w"          // [dim, hidden]
 	BUp          = "ff_layer.ffn_layer1.b"
 	BDown        = "ff_layer.ffn_layer2.b"
 )
