@@ -1,6 +1,7 @@
 // argmax: out[0] = the index of the largest of the first n values of x (the
 // lowest index on ties, as a host loop scanning upward would pick), out[1] its
-// f32 bits. One workgroup; dispatch (1, 1, 1). NaNs are never picked.
+// f32 bits. One workgroup; dispatch (1, 1, 1). NaNs are never picked (when
+// all n values are NaN, out[0] is 0xffffffff).
 
 struct ArgmaxParams {
     n: u32,

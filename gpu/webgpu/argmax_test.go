@@ -1,0 +1,102 @@
+package webgpu
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/shaders"
+)
+
+// TestArgmaxKernel checks the argmax kernel against a host scan: the first
+// index of the maximum wins ties, NaNs are never picked, only the first n
+// values count.
+func TestArgmaxKernel(t *testing.T) {
+	d := open(t)
+	spec, err := shaders.Get("argmax")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := d.NewKernel(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Release()
+	cases := []struct {
+		name string
+		n    int
+		edit func(v []float32)
+	}{
+		{"one", 1, nil},
+		{"odd", 77, nil},
+		{"ties", 300, func(v []float32) { v[250], v[17], v[130] = 5, 5, 5 }},
+		{"all negative", 65, func(v []float32) {
+			for i := range v {
+				v[i] = -1 - float32(i%7)
+			}
+		}},
+		{"nan", 129, func(v []float32) { v[3] = float32(math.NaN()); v[100] = 9 }},
+		{"max past n ignored", 50, func(v []float32) { v[60] = 100 }},
+		{"vocab", 32000, func(v []float32) { v[31999] = 50 }},
+	}
+	for _, tc := range cases {
+		t.Run(fmt.Sprintf("%s_%d", tc.name, tc.n), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(uint64(tc.n), 1))
+			vals := make([]float32, tc.n+16)
+			for i := range vals {
+				vals[i] = r.Float32()*4 - 2
+			}
+			if tc.edit != nil {
+				tc.edit(vals)
+			}
+			want := -1
+			for i, v := range vals[:tc.n] {
+				if v == v && (want < 0 || v > vals[want]) {
+					want = i
+				}
+			}
+			params := mustBuf(t, d, 16)
+			x := mustBuf(t, d, int64(4*len(vals)))
+			out := mustBuf(t, d, 8)
+			defer params.Release()
+			defer x.Release()
+			defer out.Release()
+			p := make([]byte, 16)
+			binary.LittleEndian.PutUint32(p, uint32(tc.n))
+			if err := d.Write(params, 0, p); err != nil {
+				t.Fatal(err)
+			}
+			if err := d.Write(x, 0, f32bytes(vals)); err != nil {
+				t.Fatal(err)
+			}
+			cmds, err := d.NewCommands()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cmds.Release()
+			if err := cmds.Dispatch(k, []gpu.Binding{{Buf: params}, {Buf: x}, {Buf: out}}, 1, 1, 1); err != nil {
+				t.Fatal(err)
+			}
+			if err := cmds.Finish(); err != nil {
+				t.Fatal(err)
+			}
+			if err := d.Submit(cmds); err != nil {
+				t.Fatal(err)
+			}
+			res := make([]byte, 8)
+			if err := d.Read(out, 0, res); err != nil {
+				t.Fatal(err)
+			}
+			got := int(binary.LittleEndian.Uint32(res))
+			if got != want {
+				t.Fatalf("argmax %d, want %d", got, want)
+			}
+			if v := math.Float32frombits(binary.LittleEndian.Uint32(res[4:])); v != vals[want] {
+				t.Errorf("max %v, want %v", v, vals[want])
+			}
+		})
+	}
+}
