@@ -1,0 +1,163 @@
+package gguf
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/gpurun/gpurun/tensors/model"
+)
+
+// archSpec holds what an architecture fixes regardless of its hyperparameters,
+// following llama.cpp's graph builders (see ../shared/models/arch/README.md).
+type archSpec struct {
+	norm      string
+	rope      string
+	act       string
+	gated     bool
+	parallel  bool // one shared norm feeds attention and FFN
+	postNorms bool // Gemma 2 sandwich norms
+	// embedScale multiplies embeddings by sqrt(dim) (Gemma).
+	embedScale bool
+	// activations is the precision policy: the LayerNorm GELU models drift
+	// in f16, Gemma's wide activations fit f16, Llama lets the device decide.
+	activations string
+}
+
+var archSpecs = map[string]archSpec{
+	model.ArchLlama:    {norm: model.NormRMS, rope: model.RopeInterleaved, act: model.ActSiLU, gated: true, activations: model.PolicyAuto},
+	model.ArchGemma:    {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActGELUTanh, gated: true, embedScale: true, activations: model.PolicyF16},
+	model.ArchGemma2:   {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActGELUTanh, gated: true, postNorms: true, embedScale: true, activations: model.PolicyF16},
+	model.ArchPhi2:     {norm: model.NormLayer, rope: model.RopeHalves, act: model.ActGELUTanh, parallel: true, activations: model.PolicyF32},
+	model.ArchFalcon:   {norm: model.NormLayer, rope: model.RopeHalves, act: model.ActGELUTanh, parallel: true, activations: model.PolicyF32},
+	model.ArchStableLM: {norm: model.NormLayer, rope: model.RopeHalves, act: model.ActSiLU, gated: true, activations: model.PolicyF16},
+}
+
+// meta reads typed hyperparameters, failing on values of the wrong type.
+type meta struct {
+	f    *File
+	arch string
+	err  error
+}
+
+func (m *meta) fail(key string, v Value, want string) {
+	if m.err == nil {
+		m.err = fmt.Errorf("%w: metadata %s = %s is not %s", ErrFormat, key, v, want)
+	}
+}
+
+// int returns key (prefixed with "<arch>." when it starts with '.') as a
+// non-negative int bounded by 2^31, or def when absent.
+func (m *meta) int(key string, def int, required bool) int {
+	key = m.key(key)
+	v, ok := m.f.Get(key)
+	if !ok {
+		if required && m.err == nil {
+			m.err = fmt.Errorf("%w: missing metadata %s", ErrFormat, key)
+		}
+		return def
+	}
+	i, ok := v.Int()
+	if !ok || i < 0 || i > math.MaxInt32 {
+		m.fail(key, v, "a non-negative integer")
+		return def
+	}
+	return int(i)
+}
+
+func (m *meta) float(key string, def float32) float32 {
+	key = m.key(key)
+	v, ok := m.f.Get(key)
+	if !ok {
+		return def
+	}
+	x, ok := v.Float()
+	if !ok || math.IsNaN(x) || math.IsInf(x, 0) {
+		m.fail(key, v, "a finite float")
+		return def
+	}
+	return float32(x)
+}
+
+func (m *meta) bool(key string, def bool) bool {
+	key = m.key(key)
+	v, ok := m.f.Get(key)
+	if !ok {
+		return def
+	}
+	b, ok := v.Bool()
+	if !ok {
+		m.fail(key, v, "a bool")
+	}
+	return b
+}
+
+func (m *meta) key(k string) string {
+	if k[0] == '.' {
+		return m.arch + k
+	}
+	return k
+}
+
+// config maps the metadata of architecture arch onto model.Config. Tensor
+// dependent fields (vocab size, tied, biases) are filled by Load.
+func (f *File) config(arch string) (model.Config, error) {
+	spec, ok := archSpecs[arch]
+	if !ok {
+		return model.Config{}, fmt.Errorf("%w: architecture %q", ErrUnsupported, arch)
+	}
+	m := &meta{f: f, arch: arch}
+	c := model.Config{
+		Arch:        arch,
+		Dim:         m.int(".embedding_length", 0, true),
+		HiddenDim:   m.int(".feed_forward_length", 0, true),
+		Layers:      m.int(".block_count", 0, true),
+		Heads:       m.int(".attention.head_count", 0, true),
+		MaxSeqLen:   m.int(".context_length", 0, true),
+		Norm:        spec.norm,
+		RopeStyle:   spec.rope,
+		RopeBase:    m.float(".rope.freq_base", 10000),
+		Act:         spec.act,
+		GatedFFN:    spec.gated,
+		Parallel:    spec.parallel,
+		PostNorms:   spec.postNorms,
+		Activations: spec.activations,
+	}
+	if m.err != nil {
+		return c, m.err
+	}
+	if c.Heads == 0 || c.Dim%c.Heads != 0 {
+		return c, fmt.Errorf("%w: embedding_length %d not divisible by head_count %d", ErrFormat, c.Dim, c.Heads)
+	}
+	c.KVHeads = m.int(".attention.head_count_kv", c.Heads, false)
+	c.HeadDim = m.int(".attention.key_length", c.Dim/c.Heads, false)
+	if vl := m.int(".attention.value_length", c.HeadDim, false); vl != c.HeadDim && m.err == nil {
+		return c, fmt.Errorf("%w: value_length %d differs from key_length %d", ErrUnsupported, vl, c.HeadDim)
+	}
+	c.RopeDims = m.int(".rope.dimension_count", c.HeadDim, false)
+	if spec.norm == model.NormRMS {
+		c.NormEps = m.float(".attention.layer_norm_rms_epsilon", 1e-5)
+	} else {
+		c.NormEps = m.float(".attention.layer_norm_epsilon", 1e-5)
+	}
+	if arch == model.ArchStableLM {
+		c.Parallel = m.bool(".use_parallel_residual", false)
+	}
+	if spec.embedScale {
+		c.EmbedScale = float32(math.Sqrt(float64(c.Dim)))
+	}
+	c.AttnScale = float32(1 / math.Sqrt(float64(c.HeadDim)))
+	if arch == model.ArchGemma2 {
+		// llama.cpp scales Gemma 2 27B (46 layers) queries by
+		// 1/sqrt(n_embd/n_head), its query_pre_attn_scalar, not 1/sqrt(head_dim).
+		if c.Layers == 46 {
+			c.AttnScale = float32(1 / math.Sqrt(float64(c.Dim/c.Heads)))
+		}
+		c.AttnSoftCap = m.float(".attn_logit_softcapping", 0)
+		c.FinalSoftCap = m.float(".final_logit_softcapping", 0)
+		c.SlidingWindow = m.int(".attention.sliding_window", 0, false)
+		if c.SlidingWindow > 0 {
+			c.SlidingLayers = "even"
+		}
+	}
+	return c, m.err
+}

@@ -1,0 +1,96 @@
+package gguf
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/gpurun/gpurun/tensors"
+	"github.com/gpurun/gpurun/tensors/model"
+)
+
+// toTensor converts a GGUF tensor into ours, named name. Shapes reverse ggml's
+// [ne0=in, ne1=out] into row-major [out, in]. F32, F16 and BF16 data alias the
+// file. Q8_0 and Q4_0 become I8 / I4 with block-32 F16 scales; the values are
+// regrouped (blocks interleave scales and values) but not changed.
+func (f *File) toTensor(info *TensorInfo, name string) (*tensors.Tensor, error) {
+	data, err := f.TensorData(info)
+	if err != nil {
+		return nil, err
+	}
+	shape := slices.Clone(info.Dims)
+	slices.Reverse(shape)
+	t := &tensors.Tensor{Name: name, Shape: shape}
+	switch info.Type {
+	case GGMLF32:
+		t.DType, t.Data = tensors.F32, data
+	case GGMLF16:
+		t.DType, t.Data = tensors.F16, data
+	case GGMLBF16:
+		t.DType, t.Data = tensors.BF16, data
+	case GGMLQ8_0:
+		t.DType = tensors.I8
+		t.Data, t.Scales = splitQ8_0(data, info.Dims[0])
+	case GGMLQ4_0:
+		t.DType = tensors.I4
+		t.Data, t.Scales = splitQ4_0(data, info.Dims[0])
+	default:
+		return nil, fmt.Errorf("%w: tensor %q has ggml type %s", ErrUnsupported, info.Name, info.Type)
+	}
+	if t.Scales != nil {
+		t.Scales.Name = model.ScaleName(name)
+	}
+	if err := t.Check(); err != nil {
+		return nil, fmt.Errorf("%w: tensor %q: %w", ErrFormat, info.Name, err)
+	}
+	return t, nil
+}
+
+// blockScales allocates the [rows, cols/QK] F16 scales tensor of n blocks.
+func blockScales(nBlocks, cols int) *tensors.Tensor {
+	return &tensors.Tensor{
+		DType: tensors.F16,
+		Shape: []int{nBlocks * QK / cols, cols / QK},
+		Data:  make([]byte, 2*nBlocks),
+	}
+}
+
+// splitQ8_0 separates Q8_0 blocks (f16 d, then 32 int8) into the int8 values
+// and their F16 scales; both are byte copies, so the import is lossless.
+func splitQ8_0(data []byte, cols int) ([]byte, *tensors.Tensor) {
+	const bs = 2 + QK
+	n := len(data) / bs
+	q := make([]byte, n*QK)
+	s := blockScales(n, cols)
+	for b := range n {
+		blk := data[b*bs : (b+1)*bs]
+		copy(s.Data[2*b:], blk[:2])
+		copy(q[b*QK:], blk[2:])
+	}
+	return q, s
+}
+
+// splitQ4_0 separates Q4_0 blocks (f16 d, then 16 bytes where byte j holds
+// element j in its low nibble and element j+16 in its high nibble, value
+// (n-8)*d) into our int4 packing: element 2k in the low nibble of byte k,
+// 2k+1 in the high nibble, as signed two's complement nibbles. n-8 taken
+// modulo 16 is n^8, so each nibble is flipped in its top bit and moved.
+func splitQ4_0(data []byte, cols int) ([]byte, *tensors.Tensor) {
+	const bs = 2 + QK/2
+	n := len(data) / bs
+	q := make([]byte, n*QK/2)
+	s := blockScales(n, cols)
+	var vals [QK]byte
+	for b := range n {
+		blk := data[b*bs : (b+1)*bs]
+		copy(s.Data[2*b:], blk[:2])
+		for j, c := range blk[2:] {
+			vals[j] = (c & 0xf) ^ 8
+			vals[j+QK/2] = (c >> 4) ^ 8
+		}
+		out := q[b*QK/2:]
+		for k := range QK / 2 {
+			out[k] = vals[2*k] | vals[2*k+1]<<4
+		}
+	}
+	return q, s
+}

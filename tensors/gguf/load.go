@@ -1,0 +1,235 @@
+package gguf
+
+import (
+	"fmt"
+
+	"github.com/gpurun/gpurun/tensors"
+	"github.com/gpurun/gpurun/tensors/model"
+)
+
+// Load memory-maps the GGUF file at path and imports it as a checkpoint.
+func Load(path string) (*model.Checkpoint, error) {
+	f, err := Open(path)
+	if err != nil {
+		return nil, err
+	}
+	ck, err := f.Checkpoint()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return ck, nil
+}
+
+// Checkpoint imports the parsed file: the configuration from the metadata
+// (architectures llama, gemma, gemma2, phi2, falcon, stablelm), the tensors
+// under the names of package model, and the vocabulary.
+func (f *File) Checkpoint() (*model.Checkpoint, error) {
+	arch := f.Architecture()
+	c, err := f.config(arch)
+	if err != nil {
+		return nil, err
+	}
+	ck := &model.Checkpoint{Config: c}
+	for i := range f.Tensors {
+		info := &f.Tensors[i]
+		ts, err := f.importTensor(info, &ck.Config)
+		if err != nil {
+			return nil, err
+		}
+		ck.Tensors = append(ck.Tensors, ts...)
+	}
+	if err := finishConfig(ck); err != nil {
+		return nil, err
+	}
+	if ck.Vocab, err = f.vocab(); err != nil {
+		return nil, err
+	}
+	cfg := &ck.Config
+	cfg.BOS, cfg.EOS = -1, -1
+	if v := ck.Vocab; v != nil {
+		if len(v.Pieces) > cfg.VocabSize {
+			return nil, fmt.Errorf("%w: %d tokens for a %d-row embedding", ErrFormat, len(v.Pieces), cfg.VocabSize)
+		}
+		cfg.BOS, cfg.EOS = v.BOS, v.EOS
+		m := &meta{f: f}
+		cfg.AddBOS = m.bool("tokenizer.ggml.add_bos_token", v.BOS >= 0)
+		if eot := m.tokenID("tokenizer.ggml.eot_token_id", -1, len(v.Pieces)); eot >= 0 && eot != v.EOS {
+			cfg.StopTokens = append(cfg.StopTokens, eot)
+		}
+		if m.err != nil {
+			return nil, m.err
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrFormat, err)
+	}
+	return ck, nil
+}
+
+// importTensor converts one GGUF tensor, splitting fused QKV projections.
+func (f *File) importTensor(info *TensorInfo, c *model.Config) ([]*tensors.Tensor, error) {
+	layer, suffix, err := splitName(info.Name, c.Layers)
+	if err != nil {
+		return nil, err
+	}
+	if layer < 0 {
+		name, ok := globalNames[suffix]
+		if !ok {
+			return nil, fmt.Errorf("%w: tensor %q", ErrUnsupported, info.Name)
+		}
+		t, err := f.toTensor(info, name)
+		return []*tensors.Tensor{t}, err
+	}
+	if suffix == fusedQKV || suffix == fusedQKVBias {
+		fused, err := f.toTensor(info, info.Name)
+		if err != nil {
+			return nil, err
+		}
+		names := []string{model.WQ, model.WK, model.WV}
+		if suffix == fusedQKVBias {
+			names = []string{model.BQ, model.BK, model.BV}
+		}
+		q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+		parts, err := splitRows(fused, []int{q, kv, kv})
+		if err != nil {
+			return nil, err
+		}
+		for i, p := range parts {
+			p.Name = model.Layer(layer, names[i])
+			if p.Scales != nil {
+				p.Scales.Name = model.ScaleName(p.Name)
+			}
+		}
+		return parts, nil
+	}
+	name, ok := layerNames[suffix]
+	if !ok {
+		return nil, fmt.Errorf("%w: tensor %q", ErrUnsupported, info.Name)
+	}
+	t, err := f.toTensor(info, model.Layer(layer, name))
+	return []*tensors.Tensor{t}, err
+}
+
+// splitRows cuts t along its first dimension into parts of the given row
+// counts (for a 1-D tensor, of the given element counts). The parts alias t.
+func splitRows(t *tensors.Tensor, rows []int) ([]*tensors.Tensor, error) {
+	total := 0
+	for _, r := range rows {
+		total += r
+	}
+	if len(t.Shape) == 0 || t.Shape[0] != total || len(t.Shape) > 2 {
+		return nil, fmt.Errorf("%w: fused tensor %q %v does not split into rows %v", ErrFormat, t.Name, t.Shape, rows)
+	}
+	cols := 1
+	if len(t.Shape) == 2 {
+		cols = t.Shape[1]
+	}
+	if t.DType.Bits()*cols%8 != 0 {
+		return nil, fmt.Errorf("%w: fused tensor %q rows are not whole bytes", ErrUnsupported, t.Name)
+	}
+	rowBytes := t.DType.ByteSize(cols)
+	var out []*tensors.Tensor
+	start := 0
+	for _, r := range rows {
+		p := &tensors.Tensor{DType: t.DType, Shape: append([]int{r}, t.Shape[1:]...)}
+		p.Data = t.Data[start*rowBytes : (start+r)*rowBytes]
+		if s := t.Scales; s != nil {
+			sb := len(s.Data) / total
+			p.Scales = &tensors.Tensor{DType: s.DType, Shape: append([]int{r}, s.Shape[1:]...), Data: s.Data[start*sb : (start+r)*sb]}
+		}
+		out = append(out, p)
+		start += r
+	}
+	return out, nil
+}
+
+// finishConfig derives what the tensors decide: vocabulary size, tied
+// embedding and bias flags, and checks that every layer is complete and
+// shaped as the configuration says.
+func finishConfig(ck *model.Checkpoint) error {
+	c := &ck.Config
+	byName := make(map[string]*tensors.Tensor, len(ck.Tensors))
+	for _, t := range ck.Tensors {
+		if byName[t.Name] != nil {
+			return fmt.Errorf("%w: tensor %s given twice (fused and separate?)", ErrFormat, t.Name)
+		}
+		byName[t.Name] = t
+	}
+	emb := byName[model.TokenEmbedding]
+	if emb == nil || len(emb.Shape) != 2 || emb.Shape[1] != c.Dim {
+		return fmt.Errorf("%w: token_embd.weight missing or not [vocab, %d]", ErrFormat, c.Dim)
+	}
+	c.VocabSize = emb.Shape[0]
+	c.Tied = byName[model.LMHead] == nil
+	c.LMHeadBias = byName[model.LMHeadBiasName] != nil
+	has := func(suffix string) bool { return byName[model.Layer(0, suffix)] != nil }
+	c.QKVBias = has(model.BQ)
+	c.OutBias = has(model.BO)
+	c.FFNBias = has(model.BUp) || has(model.BDown)
+
+	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	want := map[string][]int{
+		model.AttnNorm: {c.Dim},
+		model.WQ:       {q, c.Dim},
+		model.WK:       {kv, c.Dim},
+		model.WV:       {kv, c.Dim},
+		model.WO:       {c.Dim, q},
+		model.WUp:      {c.HiddenDim, c.Dim},
+		model.WDown:    {c.Dim, c.HiddenDim},
+	}
+	if c.GatedFFN {
+		want[model.WGate] = []int{c.HiddenDim, c.Dim}
+	}
+	if !c.Parallel {
+		want[model.FFNNorm] = []int{c.Dim}
+	}
+	if c.PostNorms {
+		want[model.PostAttnNorm] = []int{c.Dim}
+		want[model.PostFFNNorm] = []int{c.Dim}
+	}
+	if c.Norm == model.NormLayer {
+		want[model.AttnNormBias] = []int{c.Dim}
+		if !c.Parallel {
+			want[model.FFNNormBias] = []int{c.Dim}
+		}
+	}
+	optional := map[string]bool{model.BQ: c.QKVBias, model.BK: c.QKVBias, model.BV: c.QKVBias, model.BO: c.OutBias, model.BUp: c.FFNBias, model.BDown: c.FFNBias}
+	bias := map[string][]int{model.BQ: {q}, model.BK: {kv}, model.BV: {kv}, model.BO: {c.Dim}, model.BUp: {c.HiddenDim}, model.BDown: {c.Dim}}
+	for name, on := range optional {
+		if on {
+			want[name] = bias[name]
+		}
+	}
+	for l := range c.Layers {
+		for suffix, shape := range want {
+			if err := checkShape(byName, model.Layer(l, suffix), shape); err != nil {
+				return err
+			}
+		}
+	}
+	if err := checkShape(byName, model.FinalNorm, []int{c.Dim}); err != nil {
+		return err
+	}
+	if !c.Tied {
+		if err := checkShape(byName, model.LMHead, []int{c.VocabSize, c.Dim}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkShape(byName map[string]*tensors.Tensor, name string, shape []int) error {
+	t := byName[name]
+	if t == nil {
+		return fmt.Errorf("%w: missing tensor %s", ErrFormat, name)
+	}
+	if len(t.Shape) != len(shape) {
+		return fmt.Errorf("%w: %s has shape %v, want %v", ErrFormat, name, t.Shape, shape)
+	}
+	for i := range shape {
+		if t.Shape[i] != shape[i] {
+			return fmt.Errorf("%w: %s has shape %v, want %v", ErrFormat, name, t.Shape, shape)
+		}
+	}
+	return nil
+}

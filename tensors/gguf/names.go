@@ -1,0 +1,61 @@
+package gguf
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/gpurun/gpurun/tensors/model"
+)
+
+// Per-block GGUF tensor names (after "blk.N.") and ours.
+var layerNames = map[string]string{
+	"attn_norm.weight":           model.AttnNorm,
+	"attn_norm.bias":             model.AttnNormBias,
+	"attn_q.weight":              model.WQ,
+	"attn_k.weight":              model.WK,
+	"attn_v.weight":              model.WV,
+	"attn_q.bias":                model.BQ,
+	"attn_k.bias":                model.BK,
+	"attn_v.bias":                model.BV,
+	"attn_output.weight":         model.WO,
+	"attn_output.bias":           model.BO,
+	"post_attention_norm.weight": model.PostAttnNorm,
+	"ffn_norm.weight":            model.FFNNorm,
+	"ffn_norm.bias":              model.FFNNormBias,
+	"post_ffw_norm.weight":       model.PostFFNNorm,
+	"ffn_gate.weight":            model.WGate,
+	"ffn_up.weight":              model.WUp,
+	"ffn_down.weight":            model.WDown,
+	"ffn_up.bias":                model.BUp,
+	"ffn_down.bias":              model.BDown,
+}
+
+var globalNames = map[string]string{
+	"token_embd.weight":  model.TokenEmbedding,
+	"output_norm.weight": model.FinalNorm,
+	"output_norm.bias":   model.FinalNormBias,
+	"output.weight":      model.LMHead,
+	"output.bias":        model.LMHeadBiasName,
+}
+
+// Fused QKV projections, split into Q, K and V rows on import.
+const (
+	fusedQKV     = "attn_qkv.weight"
+	fusedQKVBias = "attn_qkv.bias"
+)
+
+// splitName parses "blk.N.suffix" into (N, suffix); layer is -1 for a
+// global tensor.
+func splitName(name string, layers int) (layer int, suffix string, err error) {
+	rest, ok := strings.CutPrefix(name, "blk.")
+	if !ok {
+		return -1, name, nil
+	}
+	num, suffix, ok := strings.Cut(rest, ".")
+	l, convErr := strconv.Atoi(num)
+	if !ok || convErr != nil || l < 0 || l >= layers || strconv.Itoa(l) != num {
+		return 0, "", fmt.Errorf("%w: tensor %q: bad block number for %d layers", ErrFormat, name, layers)
+	}
+	return l, suffix, nil
+}

@@ -1,0 +1,87 @@
+package gguf
+
+import (
+	"fmt"
+
+	"github.com/gpurun/gpurun/tensors/model"
+)
+
+// spmModels maps tokenizer.ggml.model values that are SentencePiece
+// vocabularies to SentencePiece model types: llama.cpp's "llama" is its SPM
+// tokenizer (score-ordered merges, i.e. SentencePiece BPE), "t5" is unigram.
+var spmModels = map[string]string{"llama": "bpe", "t5": "unigram"}
+
+// vocab reads the tokenizer.ggml.* metadata. It returns nil without error when
+// the file has no tokenizer or one that is not SentencePiece-like (GPT-2 BPE
+// with merges, WordPiece): model.Vocab cannot express those, so the caller
+// must supply a tokenizer.
+func (f *File) vocab() (*model.Vocab, error) {
+	mv, ok := f.Get("tokenizer.ggml.model")
+	if !ok {
+		return nil, nil
+	}
+	name, ok := mv.Str()
+	if !ok {
+		return nil, fmt.Errorf("%w: tokenizer.ggml.model is %s, not a string", ErrFormat, mv.Type)
+	}
+	kind, ok := spmModels[name]
+	if !ok {
+		return nil, nil
+	}
+	tv, ok := f.Get("tokenizer.ggml.tokens")
+	if !ok {
+		return nil, fmt.Errorf("%w: tokenizer.ggml.tokens missing", ErrFormat)
+	}
+	pieces, err := tv.Strings()
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer.ggml.tokens: %w", err)
+	}
+	n := len(pieces)
+	v := &model.Vocab{Model: kind, Pieces: pieces}
+	if sv, ok := f.Get("tokenizer.ggml.scores"); ok {
+		if v.Scores, err = sv.Float32s(); err != nil {
+			return nil, fmt.Errorf("tokenizer.ggml.scores: %w", err)
+		}
+	} else {
+		v.Scores = make([]float32, n)
+	}
+	if tt, ok := f.Get("tokenizer.ggml.token_type"); ok {
+		if v.Types, err = tt.Int32s(); err != nil {
+			return nil, fmt.Errorf("tokenizer.ggml.token_type: %w", err)
+		}
+	} else {
+		v.Types = make([]int32, n)
+	}
+	if len(v.Scores) != n || len(v.Types) != n {
+		return nil, fmt.Errorf("%w: %d tokens but %d scores and %d token types", ErrFormat, n, len(v.Scores), len(v.Types))
+	}
+	for i, t := range v.Types {
+		switch {
+		case t == 0: // llama.cpp's "undefined" is a normal piece
+			v.Types[i] = model.PieceNormal
+		case t < model.PieceNormal || t > model.PieceByte:
+			return nil, fmt.Errorf("%w: token %d has type %d", ErrFormat, i, t)
+		}
+	}
+	m := &meta{f: f}
+	// llama.cpp's SPM defaults when the ids are not in the file.
+	v.UNK = m.tokenID("tokenizer.ggml.unknown_token_id", 0, n)
+	v.BOS = m.tokenID("tokenizer.ggml.bos_token_id", 1, n)
+	v.EOS = m.tokenID("tokenizer.ggml.eos_token_id", 2, n)
+	v.PAD = m.tokenID("tokenizer.ggml.padding_token_id", -1, n)
+	v.AddDummyPrefix = m.bool("tokenizer.ggml.add_space_prefix", true)
+	return v, m.err
+}
+
+// tokenID reads a token id key, which must index the vocabulary; def applies
+// when absent (and is dropped to -1 when it does not fit a small vocabulary).
+func (m *meta) tokenID(key string, def, n int) int {
+	if def >= n {
+		def = -1
+	}
+	id := m.int(key, def, false)
+	if id >= n && m.err == nil {
+		m.err = fmt.Errorf("%w: %s = %d outside the %d-token vocabulary", ErrFormat, key, id, n)
+	}
+	return id
+}

@@ -1,0 +1,129 @@
+package gguf
+
+import (
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/gpurun/gpurun/tensors/model"
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+type spmPiece struct {
+	piece string
+	score float32
+	typ   int32
+}
+
+// spmPieces reads ModelProto.pieces (field 1: piece 1, score 2, type 3,
+// type defaulting to NORMAL) with protowire.
+func spmPieces(t *testing.T, b []byte) []spmPiece {
+	var out []spmPiece
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			t.Fatal(protowire.ParseError(n))
+		}
+		b = b[n:]
+		if num != 1 || typ != protowire.BytesType {
+			n = protowire.ConsumeFieldValue(num, typ, b)
+			b = b[n:]
+			continue
+		}
+		msg, n := protowire.ConsumeBytes(b)
+		b = b[n:]
+		p := spmPiece{typ: 1}
+		for len(msg) > 0 {
+			f, ft, m := protowire.ConsumeTag(msg)
+			msg = msg[m:]
+			switch {
+			case f == 1 && ft == protowire.BytesType:
+				s, m := protowire.ConsumeBytes(msg)
+				p.piece, msg = string(s), msg[m:]
+			case f == 2 && ft == protowire.Fixed32Type:
+				v, m := protowire.ConsumeFixed32(msg)
+				p.score, msg = math.Float32frombits(v), msg[m:]
+			case f == 3 && ft == protowire.VarintType:
+				v, m := protowire.ConsumeVarint(msg)
+				p.typ, msg = int32(v), msg[m:]
+			default:
+				msg = msg[protowire.ConsumeFieldValue(f, ft, msg):]
+			}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func TestVocabMatchesSentencePieceModel(t *testing.T) {
+	proto, err := os.ReadFile(filepath.Join(archDir(t), "../tok512.model"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := spmPieces(t, proto)
+	if len(want) != 512 {
+		t.Fatalf("tok512.model: %d pieces", len(want))
+	}
+	for _, name := range []string{"llama", "gemma2", "falcon", "llama-q4_0"} {
+		t.Run(name, func(t *testing.T) {
+			ck, err := Load(filepath.Join(archDir(t), name+".gguf"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := ck.Vocab
+			if v == nil || v.Model != "bpe" || !v.AddDummyPrefix || v.UNK != 0 || v.BOS != 1 || v.EOS != 2 || v.PAD != -1 {
+				t.Fatalf("vocab header %+v", v)
+			}
+			if len(v.Pieces) != len(want) {
+				t.Fatalf("%d pieces, want %d", len(v.Pieces), len(want))
+			}
+			for i, w := range want {
+				if v.Pieces[i] != w.piece || v.Scores[i] != w.score || v.Types[i] != w.typ {
+					t.Errorf("piece %d = (%q %v %d), model has (%q %v %d)", i, v.Pieces[i], v.Scores[i], v.Types[i], w.piece, w.score, w.typ)
+				}
+			}
+		})
+	}
+}
+
+func TestTinyLlamaImports(t *testing.T) {
+	ck, err := parseCheckpoint(tinyLlama())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ck.Vocab == nil || len(ck.Vocab.Pieces) != 4 || ck.Config.VocabSize != 4 {
+		t.Fatalf("vocab %+v, size %d", ck.Vocab, ck.Config.VocabSize)
+	}
+	// A BOS default of 1 and EOS 2 fit the 4-piece vocabulary.
+	if ck.Config.BOS != 1 || ck.Config.EOS != 2 {
+		t.Errorf("bos/eos %d/%d", ck.Config.BOS, ck.Config.EOS)
+	}
+}
+
+func parseCheckpoint(b []byte) (*model.Checkpoint, error) {
+	f, err := Parse(b)
+	if err != nil {
+		return nil, err
+	}
+	return f.Checkpoint()
+}
+
+func TestUnsupported(t *testing.T) {
+	w := &ggufWriter{}
+	w.string("general.architecture", "mamba")
+	_, err := parseCheckpoint(w.bytes())
+	if !errors.Is(err, ErrUnsupported) {
+		t.Errorf("unknown architecture: err = %v, want ErrUnsupported", err)
+	}
+	w = &ggufWriter{}
+	w.tensor("x", GGMLType(12), []uint64{256}, make([]byte, 144))
+	f, err := Parse(w.bytes())
+	if err != nil {
+		t.Fatalf("a K-quant tensor info must parse: %v", err)
+	}
+	if _, err := f.TensorData(&f.Tensors[0]); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("K-quant data: err = %v, want ErrUnsupported", err)
+	}
+}
