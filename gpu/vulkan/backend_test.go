@@ -32,3 +32,11 @@ func backendDevice(t testing.TB) *Device {
 func TestKernelBackendConformance(t *testing.T) {
 	conformance.Run(t, func(t testing.TB) gpu.Backend { return kernels.New(backendDevice(t)) })
 }
+
+// TestKernelBackendStagingConformance runs the op table on a device whose
+// buffers take the staging path of discrete GPUs (device-local memory,
+// transfers through a host-visible buffer).
+func TestKernelBackendStagingConformance(t *testing.T) {
+	d := openTest(t, true)
+	conformance.RunOps(t, func(t testing.TB) gpu.Backend { return kernels.New(d) })
+}

@@ -65,6 +65,14 @@ func TestLavapipeInfo(t *testing.T) {
 			t.Errorf("%s = %v, want %v", c.what, c.got, c.want)
 		}
 	}
+	want := []string{"f16 arithmetic", "16-bit storage", "int8 arithmetic", "8-bit storage", "subgroups (size 8: basic, vote, arithmetic, ballot, shuffle",
+		"timestamps (1 ns/tick"}
+	got := strings.Join(info.Features(), "; ")
+	for _, w := range want {
+		if !strings.Contains(got, w) {
+			t.Errorf("Features() = %q, missing %q", got, w)
+		}
+	}
 }
 
 func TestOpenByIndex(t *testing.T) {

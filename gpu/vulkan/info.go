@@ -171,3 +171,29 @@ func subgroupOpNames(ops uint32) []string {
 	}
 	return out
 }
+
+// Features lists the optional capabilities in words for `gpurun devices`:
+// f16/int8/int16/int64 arithmetic, 8/16-bit storage, subgroups with their
+// size and operations, timestamps with their period.
+func (d DeviceInfo) Features() []string {
+	var out []string
+	for _, f := range []struct {
+		on   bool
+		name string
+	}{
+		{d.ShaderFloat16, "f16 arithmetic"}, {d.Storage16Bit, "16-bit storage"},
+		{d.ShaderInt8, "int8 arithmetic"}, {d.Storage8Bit, "8-bit storage"},
+		{d.ShaderInt16, "int16 arithmetic"}, {d.ShaderInt64, "int64 arithmetic"},
+	} {
+		if f.on {
+			out = append(out, f.name)
+		}
+	}
+	if d.SubgroupSize > 0 {
+		out = append(out, fmt.Sprintf("subgroups (size %d: %s)", d.SubgroupSize, strings.Join(d.SubgroupOps, ", ")))
+	}
+	if d.Timestamps {
+		out = append(out, fmt.Sprintf("timestamps (%g ns/tick, %d bits)", d.TimestampPeriod, d.TimestampBits))
+	}
+	return out
+}
