@@ -1,7 +1,5 @@
 package tokenizer
 
-import "container/heap"
-
 // symbol is one node of the doubly linked list BPE merges over.
 type symbol struct {
 	start, end int // byte range in the normalized text
@@ -17,24 +15,53 @@ type mergeCandidate struct {
 	size        int
 }
 
-// mergeQueue pops the highest score first and, among equal scores, the
-// leftmost pair, as SentencePiece's agenda does.
+// mergeQueue is a binary max-heap that pops the highest score first and,
+// among equal scores, the leftmost pair, as SentencePiece's agenda does.
+// It is typed (not container/heap) to avoid boxing every candidate.
 type mergeQueue []mergeCandidate
 
-func (q mergeQueue) Len() int { return len(q) }
-func (q mergeQueue) Less(i, j int) bool {
+func (q mergeQueue) before(i, j int) bool {
 	if q[i].score != q[j].score {
 		return q[i].score > q[j].score
 	}
 	return q[i].left < q[j].left
 }
-func (q mergeQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *mergeQueue) Push(x any)   { *q = append(*q, x.(mergeCandidate)) }
-func (q *mergeQueue) Pop() any {
-	old := *q
-	x := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return x
+
+func (q *mergeQueue) push(c mergeCandidate) {
+	*q = append(*q, c)
+	h := *q
+	for i := len(h) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if !h.before(i, parent) {
+			break
+		}
+		h[i], h[parent] = h[parent], h[i]
+		i = parent
+	}
+}
+
+func (q *mergeQueue) pop() mergeCandidate {
+	h := *q
+	top := h[0]
+	last := len(h) - 1
+	h[0] = h[last]
+	h = h[:last]
+	for i := 0; ; {
+		best, l, r := i, 2*i+1, 2*i+2
+		if l < len(h) && h.before(l, best) {
+			best = l
+		}
+		if r < len(h) && h.before(r, best) {
+			best = r
+		}
+		if best == i {
+			break
+		}
+		h[i], h[best] = h[best], h[i]
+		i = best
+	}
+	*q = h
+	return top
 }
 
 // encodeBPE splits normalized text into characters (user-defined symbols
@@ -53,7 +80,7 @@ func (t *Tokenizer) encodeBPE(text string, emit func(piece string, id int)) {
 	}
 	syms[len(syms)-1].next = -1
 
-	var queue mergeQueue
+	queue := make(mergeQueue, 0, len(syms))
 	// unusedSplit remembers how an UNUSED piece was formed so it can be
 	// resegmented; keyed by the merged piece text.
 	var unusedSplit map[string][2]string
@@ -66,7 +93,7 @@ func (t *Tokenizer) encodeBPE(text string, emit func(piece string, id int)) {
 		if !ok {
 			return
 		}
-		heap.Push(&queue, mergeCandidate{score: t.pieces[id].score, left: left, right: right, size: len(merged)})
+		queue.push(mergeCandidate{score: t.pieces[id].score, left: left, right: right, size: len(merged)})
 		if t.pieces[id].pieceType() == typeUnused {
 			if unusedSplit == nil {
 				unusedSplit = map[string][2]string{}
@@ -77,8 +104,8 @@ func (t *Tokenizer) encodeBPE(text string, emit func(piece string, id int)) {
 	for i := 1; i < len(syms); i++ {
 		tryPair(i-1, i)
 	}
-	for queue.Len() > 0 {
-		c := heap.Pop(&queue).(mergeCandidate)
+	for len(queue) > 0 {
+		c := queue.pop()
 		l, r := &syms[c.left], &syms[c.right]
 		// Stale candidates: a side was merged away or grew since the push.
 		if l.start == l.end || r.start == r.end || (l.end-l.start)+(r.end-r.start) != c.size {

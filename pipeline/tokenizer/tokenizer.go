@@ -198,6 +198,14 @@ func (t *Tokenizer) Piece(id int) string {
 	return t.pieces[id].piece
 }
 
+// Score returns the score of id, or 0 when id is out of range.
+func (t *Tokenizer) Score(id int) float32 {
+	if id < 0 || id >= len(t.pieces) {
+		return 0
+	}
+	return t.pieces[id].score
+}
+
 // ID returns the id of piece and whether the vocabulary has it.
 func (t *Tokenizer) ID(piece string) (int, bool) {
 	if id, ok := t.reservedIDs[piece]; ok {
