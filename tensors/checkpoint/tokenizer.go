@@ -1,0 +1,54 @@
+package checkpoint
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/gpurun/gpurun/tensors/llama2c"
+	"github.com/gpurun/gpurun/tensors/model"
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// attachTokenizer reads the tokenizer file at path into ck: a SentencePiece
+// model proto goes into ck.Tokenizer as is, a llama2.c tokenizer.bin into
+// ck.Vocab.
+func attachTokenizer(ck *model.Checkpoint, path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("checkpoint: tokenizer: %w", err)
+	}
+	if isSentencePieceProto(data) {
+		ck.Tokenizer = data
+		return nil
+	}
+	v, err := llama2c.ParseTokenizer(data, ck.Config.VocabSize)
+	if err != nil {
+		return fmt.Errorf("checkpoint: tokenizer %s is neither a SentencePiece model nor a llama2.c tokenizer.bin for %d tokens: %w", path, ck.Config.VocabSize, err)
+	}
+	ck.Vocab = v
+	return nil
+}
+
+// isSentencePieceProto reports whether data is a well-formed protobuf message
+// whose first field is ModelProto.pieces (field 1, length-delimited), as
+// SentencePiece writes it. A llama2.c tokenizer.bin starts with a small
+// little-endian int32 and fails the wire-format walk.
+func isSentencePieceProto(data []byte) bool {
+	num, typ, n := protowire.ConsumeTag(data)
+	if n < 0 || num != 1 || typ != protowire.BytesType {
+		return false
+	}
+	for len(data) > 0 {
+		num, typ, n := protowire.ConsumeTag(data)
+		if n < 0 {
+			return false
+		}
+		data = data[n:]
+		m := protowire.ConsumeFieldValue(num, typ, data)
+		if m < 0 {
+			return false
+		}
+		data = data[m:]
+	}
+	return true
+}
