@@ -102,7 +102,10 @@ func TestMatMul(t *testing.T) {
 			tc{tensors.F16, 0, 0, 33, 50, tokens, false, false, 33 * 2 * 7},
 			tc{tensors.I4, 2, tensors.F16, 6, 45, tokens, true, false, 24})
 	}
-	cases = append(cases, tc{tensors.F32, 0, 0, 24, 13, 6, true, true, 0})
+	cases = append(cases, tc{tensors.F32, 0, 0, 24, 13, 6, true, true, 0},
+		// More tokens than one 32-token block of the tiled kernel.
+		tc{tensors.F16, 0, 0, 37, 70, 40, true, false, 0},
+		tc{tensors.I4, 16, tensors.F16, 48, 33, 40, false, false, 0})
 	for _, c := range cases {
 		name := fmt.Sprintf("%s_b%d_%s_%dx%d_t%d_bias%v_last%v_split%d", c.dt, c.block, c.st, c.out, c.in, c.tokens, c.bias, c.lastRow, c.maxBind)
 		t.Run(name, func(t *testing.T) {
@@ -123,7 +126,10 @@ func TestMatMul(t *testing.T) {
 				ws = append(ws, vecOf(t, r, "b", c.out, 1, 0))
 			}
 			g.Logits = g.Add(op)
-			tk := []int32{1, 2, 3, 4, 5, 6, 7}[:c.tokens]
+			tk := make([]int32, c.tokens)
+			for i := range tk {
+				tk[i] = int32((i*7 + 1) % vocab)
+			}
 			steps := []step{{tk, 0}, {tk[:1], 0}}
 			// f32 dot products of up to 64 terms of |x|,|w| <= 1, in another
 			// order (per-element vs per-block scaling too): f32sum.

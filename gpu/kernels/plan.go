@@ -139,7 +139,7 @@ func (pl *planner) op(op *fusion.Op) error {
 				b2u(w.quant), b2u(hasBias), u(out.Rows), 0}
 			bind := []gpu.Binding{{Buf: pl.p.step}, x, {Buf: c.w}, {Buf: s}, bias, pl.buf(op.Out)}
 			if out.Rows >= 4 {
-				pl.dispatch("matmul", params, ceilDiv(c.rows, 16), ceilDiv(out.Rows, 16), 1, bind...)
+				pl.dispatch("matmul", params, ceilDiv(c.rows, 32), ceilDiv(out.Rows, 32), 1, bind...)
 			} else {
 				pl.dispatch("matvec", params, ceilDiv(c.rows, 64), out.Rows, 1, bind...)
 			}

@@ -5,9 +5,9 @@
 //
 // matvec (decode, bandwidth bound): one invocation per output row and token,
 //   dispatch (ceil(rows/64), nrows, 1).
-// matmul (prefill, compute bound): 16x16 output tiles of tokens x rows with
-//   dequantized 16x16 weight tiles in workgroup memory,
-//   dispatch (ceil(rows/16), ceil(nrows/16), 1).
+// matmul (prefill, compute bound): 32x32 output blocks of tokens x rows with
+//   dequantized weight tiles in workgroup memory,
+//   dispatch (ceil(rows/32), ceil(nrows/32), 1).
 // Rows t < min(T, nrows) are computed.
 
 struct MatParams {
@@ -137,49 +137,73 @@ fn matvec(@builtin(global_invocation_id) gid: vec3<u32>) {
     out[t * p.out_cols + o] = acc;
 }
 
-const TILE: u32 = 16u;
-var<workgroup> xs: array<array<f32, 16>, 16>; // [token][k]
-var<workgroup> ws: array<array<f32, 16>, 16>; // [row][k]
+// matmul tiles: a workgroup of 8x8 invocations computes a block of 32 rows
+// x 32 tokens, each invocation 4x4 outputs (rows lid.x + 8j, tokens
+// lid.y + 8i), stepping through k 16 at a time with the activations and the
+// dequantized weights of the step staged in workgroup memory. Many outputs
+// per invocation keep the barriers few, which matters most on CPU drivers
+// such as lavapipe.
+const TM: u32 = 32u; // tokens and rows per workgroup
+const TK: u32 = 16u; // k per step
+var<workgroup> xs: array<array<f32, 16>, 32>; // [token][k]
+var<workgroup> ws: array<array<f32, 16>, 32>; // [row][k]
 
-@compute @workgroup_size(16, 16)
-fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+@compute @workgroup_size(8, 8)
+fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>,
+          @builtin(local_invocation_index) li: u32) {
     let n = min(step[1], p.nrows);
-    let t0 = wid.y * TILE;
+    let t0 = wid.y * TM;
     if t0 >= n {
-        return; // the whole tile is past T: uniform across the workgroup
+        return; // the whole block is past T: uniform across the workgroup
     }
-    let r0 = wid.x * TILE;
-    // Loading: lid.y picks the token (x) or row (w), lid.x the k offset.
-    // Computing: lid.y is the token, lid.x the row.
-    var acc = 0.0;
-    for (var k0 = 0u; k0 < p.in_cols; k0 += TILE) {
-        let k = k0 + lid.x;
-        let lt = t0 + lid.y;
-        var xv = 0.0;
-        if k < p.in_cols && lt < n {
-            xv = x[lt * p.in_cols + k];
-        }
-        xs[lid.y][lid.x] = xv;
-        let lr = r0 + lid.y;
-        var wv = 0.0;
-        if k < p.in_cols && lr < p.rows {
-            let e = lr * p.in_cols + k;
-            wv = decode(w[word_of(e, p.wt)], e, p.wt) * wscale(lr, k);
-        }
-        ws[lid.y][lid.x] = wv;
-        workgroupBarrier();
-        for (var j = 0u; j < TILE; j++) {
-            acc += xs[lid.y][j] * ws[lid.x][j];
+    let r0 = wid.x * TM;
+    var acc: array<array<f32, 4>, 4>; // [token i][row j], zero-initialized
+    for (var k0 = 0u; k0 < p.in_cols; k0 += TK) {
+        // Stage 32x16 activations and 32x16 weights, 8 of each per invocation.
+        for (var m = 0u; m < 8u; m++) {
+            let idx = li + 64u * m;
+            let row = idx / TK;
+            let k = k0 + idx % TK;
+            var xv = 0.0;
+            if k < p.in_cols && t0 + row < n {
+                xv = x[(t0 + row) * p.in_cols + k];
+            }
+            xs[row][idx % TK] = xv;
+            var wv = 0.0;
+            if k < p.in_cols && r0 + row < p.rows {
+                let e = (r0 + row) * p.in_cols + k;
+                wv = decode(w[word_of(e, p.wt)], e, p.wt) * wscale(r0 + row, k);
+            }
+            ws[row][idx % TK] = wv;
         }
         workgroupBarrier();
-    }
-    let t = t0 + lid.y;
-    let r = r0 + lid.x;
-    if t < n && r < p.rows {
-        let o = p.row_base + r;
-        if p.has_bias != 0u {
-            acc += bias[o];
+        for (var kk = 0u; kk < TK; kk++) {
+            var xr: array<f32, 4>;
+            var wr: array<f32, 4>;
+            for (var i = 0u; i < 4u; i++) {
+                xr[i] = xs[lid.y + 8u * i][kk];
+                wr[i] = ws[lid.x + 8u * i][kk];
+            }
+            for (var i = 0u; i < 4u; i++) {
+                for (var j = 0u; j < 4u; j++) {
+                    acc[i][j] += xr[i] * wr[j];
+                }
+            }
         }
-        out[t * p.out_cols + o] = acc;
+        workgroupBarrier();
+    }
+    for (var i = 0u; i < 4u; i++) {
+        let t = t0 + lid.y + 8u * i;
+        for (var j = 0u; j < 4u; j++) {
+            let r = r0 + lid.x + 8u * j;
+            if t < n && r < p.rows {
+                let o = p.row_base + r;
+                var v = acc[i][j];
+                if p.has_bias != 0u {
+                    v += bias[o];
+                }
+                out[t * p.out_cols + o] = v;
+            }
+        }
     }
 }
