@@ -6,6 +6,7 @@
 # only) from the gencorpus generator. For every model it records
 #   <name>.<input>.ids      spm_encode --output_format=id, one line per input line
 #   <name>.<input>.decoded  spm_decode --input_format=id of those ids
+#   <name>.<input>.normalized  spm_normalize --use_internal_normalization
 #   <name>.vocab.tsv        spm_export_vocab: piece <tab> score per id
 # The tok512 expectations use ../shared/models/tok512.model from the repo root;
 # that model is not copied here.
@@ -87,5 +88,6 @@ for m in unigram bpe_nfkc bpe_raw unigram_bytes char_suffix tok512 tok512_fromvo
 	for in in corpus edge; do
 		spm_encode --model="$model" --output_format=id <"$in.txt" >"$m.$in.ids"
 		spm_decode --model="$model" --input_format=id <"$m.$in.ids" >"$m.$in.decoded"
+		spm_normalize --model="$model" --use_internal_normalization <"$in.txt" >"$m.$in.normalized"
 	done
 done
