@@ -123,7 +123,7 @@ func (t *Tokenizer) encodeBPE(text string, emit func(piece string, id int)) {
 
 	var resegment func(piece string)
 	resegment = func(piece string) {
-		id := t.pieceToID(piece)
+		id := t.textPieceID(piece)
 		if id == t.unk || t.pieces[id].pieceType() != typeUnused {
 			emit(piece, id)
 			return

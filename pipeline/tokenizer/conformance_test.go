@@ -88,31 +88,65 @@ func TestConformance(t *testing.T) {
 	for _, model := range conformanceModels {
 		for _, input := range []string{"corpus", "edge"} {
 			t.Run(model+"/"+input, func(t *testing.T) {
-				tok, err := LoadFile(modelPath(t, model))
-				if err != nil {
-					t.Fatal(err)
-				}
-				lines := readLines(t, filepath.Join("testdata", input+".txt"))
-				wantIDs := readLines(t, filepath.Join("testdata", model+"."+input+".ids"))
-				wantText := readLines(t, filepath.Join("testdata", model+"."+input+".decoded"))
-				if len(wantIDs) != len(lines) || len(wantText) != len(lines) {
-					t.Fatalf("%d input lines, %d id lines, %d decoded lines", len(lines), len(wantIDs), len(wantText))
-				}
-				failures := 0
-				for i, line := range lines {
-					if got := formatIDs(tok.Encode(line)); got != wantIDs[i] {
-						t.Errorf("line %d %q:\nencode got  %s\nspm_encode  %s", i+1, line, got, wantIDs[i])
-						failures++
-					}
-					if got := tok.Decode(parseIDs(t, wantIDs[i])); got != wantText[i] {
-						t.Errorf("line %d: decode got %q, spm_decode %q", i+1, got, wantText[i])
-						failures++
-					}
-					if failures > 10 {
-						t.Fatal("too many mismatches")
-					}
-				}
+				checkConformance(t, modelPath(t, model), filepath.Join("testdata", input+".txt"),
+					filepath.Join("testdata", model+"."+input))
 			})
 		}
+	}
+	// Hand-written models for cases spm_train does not produce.
+	for _, model := range []string{"bpe_quirks", "unigram_quirks"} {
+		t.Run(model, func(t *testing.T) {
+			dir := filepath.Join("testdata", "crafted")
+			checkConformance(t, filepath.Join(dir, model+".model"), filepath.Join(dir, "input.txt"), filepath.Join(dir, model))
+		})
+	}
+}
+
+// checkConformance encodes every line of input with the model and decodes
+// the expected ids, comparing with expected+".ids" and expected+".decoded".
+func checkConformance(t *testing.T, modelFile, input, expected string) {
+	tok, err := LoadFile(modelFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := readLines(t, input)
+	wantIDs := readLines(t, expected+".ids")
+	wantText := readLines(t, expected+".decoded")
+	if len(wantIDs) != len(lines) || len(wantText) != len(lines) {
+		t.Fatalf("%d input lines, %d id lines, %d decoded lines", len(lines), len(wantIDs), len(wantText))
+	}
+	failures := 0
+	for i, line := range lines {
+		if got := formatIDs(tok.Encode(line)); got != wantIDs[i] {
+			t.Errorf("line %d %q:\nencode got  %s\nspm_encode  %s", i+1, line, got, wantIDs[i])
+			failures++
+		}
+		if got := tok.Decode(parseIDs(t, wantIDs[i])); got != wantText[i] {
+			t.Errorf("line %d: decode got %q, spm_decode %q", i+1, got, wantText[i])
+			failures++
+		}
+		if failures > 10 {
+			t.Fatal("too many mismatches")
+		}
+	}
+}
+
+// TestControlPieceNotFromText covers the one case where spm_encode fails
+// (a one-character control piece in a BPE model): the character encodes
+// as unknown instead.
+func TestControlPieceNotFromText(t *testing.T) {
+	tok, err := LoadFile(filepath.Join("testdata", "crafted", "bpe_quirks.model"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bar, ok := tok.ID("|")
+	if !ok || !tok.IsControl(bar) {
+		t.Fatalf("crafted model lacks the control piece |")
+	}
+	spaceA, _ := tok.ID(spaceSymbol + "a")
+	b, _ := tok.ID("b")
+	want := formatIDs([]int{spaceA, tok.UNK(), b})
+	if got := formatIDs(tok.Encode("a|b")); got != want {
+		t.Fatalf("Encode(a|b) = %s, want %s", got, want)
 	}
 }

@@ -51,7 +51,7 @@ func (t *Tokenizer) encode(text string, out func(piece string, id int)) {
 	case modelChar:
 		for pos := 0; pos < len(normalized); {
 			l, _ := t.matchUserDefined(normalized[pos:])
-			emit(normalized[pos:pos+l], t.pieceToID(normalized[pos:pos+l]))
+			emit(normalized[pos:pos+l], t.textPieceID(normalized[pos:pos+l]))
 			pos += l
 		}
 	}

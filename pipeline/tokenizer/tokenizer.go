@@ -176,6 +176,18 @@ func (t *Tokenizer) pieceToID(piece string) int {
 	return t.unk
 }
 
+// textPieceID is pieceToID for a piece cut from text. A control piece is
+// never produced from text: where SentencePiece's BPE and char models
+// would emit one (a one-character control piece) and then fail with
+// "all normalized characters are not consumed", the unknown id is used.
+func (t *Tokenizer) textPieceID(piece string) int {
+	id := t.pieceToID(piece)
+	if t.pieces[id].pieceType() == typeControl {
+		return t.unk
+	}
+	return id
+}
+
 // matchUserDefined returns the length of the unit starting s: the longest
 // user-defined symbol (frozen = true) or one UTF-8 character.
 func (t *Tokenizer) matchUserDefined(s string) (length int, frozen bool) {

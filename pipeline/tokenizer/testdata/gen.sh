@@ -81,6 +81,15 @@ for m in tok512 tok512_fromvocab; do
 	spm_decode --model="$model" --input_format=id <decode_ids.txt >"$m.decode_ids.decoded"
 done
 
+# Hand-written models (text format, encoded by protoc with our own schema
+# subset) for cases training does not produce: UNUSED pieces, ties,
+# user-defined symbols inside words.
+for m in bpe_quirks unigram_quirks; do
+	protoc --encode=crafted.Model --proto_path=crafted crafted/model.proto <"crafted/$m.txtpb" >"crafted/$m.model"
+	spm_encode --model="crafted/$m.model" --output_format=id <crafted/input.txt >"crafted/$m.ids"
+	spm_decode --model="crafted/$m.model" --input_format=id <"crafted/$m.ids" >"crafted/$m.decoded"
+done
+
 for m in unigram bpe_nfkc bpe_raw unigram_bytes char_suffix tok512 tok512_fromvocab; do
 	model="$m.model"
 	[ "$m" = tok512 ] && model="$TOK512"
