@@ -272,3 +272,34 @@ func TestTimestamps(t *testing.T) {
 		t.Error("reading an unwritten slot succeeded")
 	}
 }
+
+// TestManyDispatchesInOneList records more dispatches than one descriptor
+// pool block holds, so the list must grow new pools.
+func TestManyDispatchesInOneList(t *testing.T) {
+	d := openTest(t, false)
+	k := addKernel(t, d)
+	const n, dispatches = 8, 2*poolSets + 37
+	p := params(t, d, n, 2)
+	data := newBuffer(t, d, 4*n)
+	c := record(t, d, func(c gpu.Commands) error {
+		for range dispatches {
+			if err := c.Dispatch(k, []gpu.Binding{{Buf: p}, {Buf: data}}, 1, 1, 1); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if got := len(c.(*commands).desc); got < 3 {
+		t.Errorf("%d dispatches used %d descriptor pools, want at least 3 blocks of %d sets", dispatches, got, poolSets)
+	}
+	for round := 1; round <= 2; round++ {
+		if err := d.Submit(c); err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range readU32(t, d, data, 0, n) {
+			if want := uint32(round * dispatches * 2); v != want {
+				t.Fatalf("round %d: data[%d] = %d, want %d", round, i, v, want)
+			}
+		}
+	}
+}
