@@ -1,8 +1,3 @@
-// Package tokenizer is a SentencePiece tokenizer: it reads and writes the
-// ModelProto, normalizes text the way spm_encode does (precompiled charsmap,
-// dummy prefix, whitespace handling, user-defined symbols) and encodes with
-// the BPE, unigram, char or word model, with byte fallback. Its output is
-// meant to match spm_encode / spm_decode id for id and byte for byte.
 package tokenizer
 
 import "errors"
