@@ -23,6 +23,7 @@ func TestGetBindings(t *testing.T) {
 	}{
 		{"embed", []gpu.BindingKind{U, R, R, R, W}},
 		{"matvec", []gpu.BindingKind{U, R, R, R, R, R, W}},
+		{"matvec_lanes", []gpu.BindingKind{U, R, R, R, R, R, W}},
 		{"matmul", []gpu.BindingKind{U, R, R, R, R, R, W}},
 		{"norm", []gpu.BindingKind{U, R, R, R, R, W}},
 		{"rope", []gpu.BindingKind{U, R, R, W}},

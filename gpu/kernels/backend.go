@@ -21,11 +21,27 @@ type Options struct {
 	// weights into row blocks; activations and the cache keep the device
 	// limit.
 	MaxBinding int64
+	// MatVec picks the decode matrix-vector kernel: MatVecRows (one
+	// invocation per output row: fastest on CPU drivers such as lavapipe),
+	// MatVecLanes (16 invocations per row reading contiguous words:
+	// coalesced loads on GPUs) or MatVecAuto (rows on CPU devices, lanes
+	// elsewhere).
+	MatVec MatVecKind
 }
+
+// MatVecKind selects the decode matrix-vector kernel.
+type MatVecKind uint8
+
+const (
+	MatVecAuto MatVecKind = iota
+	MatVecRows
+	MatVecLanes
+)
 
 type backend struct {
 	dev        gpu.Device
 	info       gpu.Info
+	lanes      bool  // matvec_lanes rather than matvec
 	maxBinding int64 // bytes per weight binding
 	devBinding int64 // bytes per binding of the device
 
@@ -48,7 +64,8 @@ func NewWithOptions(dev gpu.Device, opts Options) gpu.Backend {
 	if opts.MaxBinding > 0 && opts.MaxBinding < mb {
 		mb = opts.MaxBinding
 	}
-	return &backend{dev: dev, info: info, maxBinding: mb &^ 3, devBinding: dev0 &^ 3, kernels: map[string]gpu.Kernel{}}
+	lanes := opts.MatVec == MatVecLanes || (opts.MatVec == MatVecAuto && info.Type != gpu.CPU)
+	return &backend{dev: dev, info: info, lanes: lanes, maxBinding: mb &^ 3, devBinding: dev0 &^ 3, kernels: map[string]gpu.Kernel{}}
 }
 
 func (b *backend) Info() gpu.Info { return b.info }

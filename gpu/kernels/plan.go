@@ -140,6 +140,8 @@ func (pl *planner) op(op *fusion.Op) error {
 			bind := []gpu.Binding{{Buf: pl.p.step}, x, {Buf: c.w}, {Buf: s}, bias, pl.buf(op.Out)}
 			if out.Rows >= 4 {
 				pl.dispatch("matmul", params, ceilDiv(c.rows, 32), ceilDiv(out.Rows, 32), 1, bind...)
+			} else if pl.p.b.lanes {
+				pl.dispatch("matvec_lanes", params, ceilDiv(c.rows, 4), out.Rows, 1, bind...)
 			} else {
 				pl.dispatch("matvec", params, ceilDiv(c.rows, 64), out.Rows, 1, bind...)
 			}

@@ -58,20 +58,21 @@ fn x4(i: u32) -> vec4<f32> {
     return vec4<f32>(x[i], x[i + 1u], x[i + 2u], x[i + 3u]);
 }
 
-// dot_words is the dot product of n whole words of weights starting at word
-// w0 with the activations from x[xi], decoding a word at a time. The type
-// switch sits outside the loops so each loop is branch-free.
-fn dot_words(w0: u32, xi: u32, n: u32) -> f32 {
+// dot_words is the dot product of words w0+i (i = first, first+stride, ...
+// < n) of weights with their activations (word 0 pairs with x[xi]),
+// decoding a word at a time. The type switch sits outside the loops so each
+// loop is branch-free.
+fn dot_words(w0: u32, xi: u32, n: u32, first: u32, stride: u32) -> f32 {
     var acc = 0.0;
     switch p.wt {
         case 1u: {
-            for (var i = 0u; i < n; i++) {
+            for (var i = first; i < n; i += stride) {
                 let h = unpack2x16float(w[w0 + i]);
                 acc += h.x * x[xi + 2u * i] + h.y * x[xi + 2u * i + 1u];
             }
         }
         case 2u: {
-            for (var i = 0u; i < n; i++) {
+            for (var i = first; i < n; i += stride) {
                 let v = w[w0 + i];
                 acc += bitcast<f32>(v << 16u) * x[xi + 2u * i] + bitcast<f32>(v & 0xffff0000u) * x[xi + 2u * i + 1u];
             }
@@ -80,7 +81,7 @@ fn dot_words(w0: u32, xi: u32, n: u32) -> f32 {
             // Element k of a word is bits [8k, 8k+8): shift it to the top,
             // then an arithmetic shift sign-extends it.
             let up = vec4<u32>(24u, 16u, 8u, 0u);
-            for (var i = 0u; i < n; i++) {
+            for (var i = first; i < n; i += stride) {
                 let q = (vec4<i32>(bitcast<i32>(w[w0 + i])) << up) >> vec4<u32>(24u);
                 acc += dot(vec4<f32>(q), x4(xi + 4u * i));
             }
@@ -88,7 +89,7 @@ fn dot_words(w0: u32, xi: u32, n: u32) -> f32 {
         case 4u: {
             let lo = vec4<u32>(28u, 24u, 20u, 16u);
             let hi = vec4<u32>(12u, 8u, 4u, 0u);
-            for (var i = 0u; i < n; i++) {
+            for (var i = first; i < n; i += stride) {
                 let v = vec4<i32>(bitcast<i32>(w[w0 + i]));
                 let a = (v << lo) >> vec4<u32>(28u);
                 let b = (v << hi) >> vec4<u32>(28u);
@@ -96,7 +97,7 @@ fn dot_words(w0: u32, xi: u32, n: u32) -> f32 {
             }
         }
         default: {
-            for (var i = 0u; i < n; i++) {
+            for (var i = first; i < n; i += stride) {
                 acc += bitcast<f32>(w[w0 + i]) * x[xi + i];
             }
         }
@@ -121,7 +122,7 @@ fn matvec(@builtin(global_invocation_id) gid: vec3<u32>) {
         var part = 0.0;
         let c0 = b * p.block;
         if whole {
-            part = dot_words((wb + c0) / epw, xb + c0, p.block / epw);
+            part = dot_words((wb + c0) / epw, xb + c0, p.block / epw, 0u, 1u);
         } else {
             for (var c = c0; c < c0 + p.block; c++) {
                 let e = wb + c;
@@ -135,6 +136,59 @@ fn matvec(@builtin(global_invocation_id) gid: vec3<u32>) {
         acc += bias[o];
     }
     out[t * p.out_cols + o] = acc;
+}
+
+// matvec_lanes: LANES consecutive invocations share a row and read
+// interleaved words, so a workgroup's loads are contiguous (coalesced on
+// GPUs); lane 0 then sums the lanes' partial results. Dispatch
+// (ceil(rows/ROWS_PER_WG), nrows, 1). matvec (one invocation per row) is
+// faster on CPU drivers such as lavapipe, which gather across rows cheaply
+// but pay for every barrier.
+const LANES: u32 = 16u;
+const ROWS_PER_WG: u32 = 4u;
+var<workgroup> partial: array<f32, 64>;
+
+@compute @workgroup_size(64)
+fn matvec_lanes(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let t = wid.y;
+    if t >= min(step[1], p.nrows) {
+        return; // uniform: the whole workgroup shares t
+    }
+    let lane = lid.x % LANES;
+    let r = wid.x * ROWS_PER_WG + lid.x / LANES;
+    var acc = 0.0;
+    if r < p.rows {
+        let xb = t * p.in_cols;
+        let wb = r * p.in_cols;
+        let epw = elems_per_word(p.wt);
+        let whole = p.in_cols % epw == 0u && p.block % epw == 0u;
+        for (var b = 0u; b < p.nblocks; b++) {
+            var part = 0.0;
+            let c0 = b * p.block;
+            if whole {
+                part = dot_words((wb + c0) / epw, xb + c0, p.block / epw, lane, LANES);
+            } else {
+                for (var c = c0 + lane; c < c0 + p.block; c += LANES) {
+                    let e = wb + c;
+                    part += decode(w[word_of(e, p.wt)], e, p.wt) * x[xb + c];
+                }
+            }
+            acc += part * wscale(r, c0);
+        }
+    }
+    partial[lid.x] = acc;
+    workgroupBarrier();
+    if lane == 0u && r < p.rows {
+        var sum = 0.0;
+        for (var i = 0u; i < LANES; i++) {
+            sum += partial[lid.x + i];
+        }
+        let o = p.row_base + r;
+        if p.has_bias != 0u {
+            sum += bias[o];
+        }
+        out[t * p.out_cols + o] = sum;
+    }
 }
 
 // matmul tiles: a workgroup of 8x8 invocations computes a block of 32 rows
