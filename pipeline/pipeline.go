@@ -77,18 +77,15 @@ type prefillProgram struct {
 }
 
 // FromCheckpoint uploads a checkpoint's weights and compiles its graphs.
-// A checkpoint with a serialized tokenizer gets text prompts and pieces.
+// A checkpoint with a tokenizer (a serialized SentencePiece model, or a
+// plain vocabulary turned into one) gets text prompts and pieces.
 func FromCheckpoint(ctx context.Context, ck *model.Checkpoint, opts Options) (*Model, error) {
 	if ck == nil {
 		return nil, fmt.Errorf("pipeline: nil checkpoint")
 	}
-	var tok textCodec
-	if ck.Tokenizer != nil {
-		t, err := loadTokenizer(ck.Tokenizer)
-		if err != nil {
-			return nil, fmt.Errorf("pipeline: tokenizer: %w", err)
-		}
-		tok = t
+	tok, err := checkpointTokenizer(ck)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: tokenizer: %w", err)
 	}
 	return newModel(ctx, &ck.Config, ck.Tensors, tok, opts)
 }

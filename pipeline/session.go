@@ -241,7 +241,13 @@ func newGeneration(s *Session, opts *GenerateOptions) *generation {
 		g.stops[id] = true
 	}
 	if s.m.tok != nil {
+		// Prime the decoder with the conversation so far: the first
+		// generated piece continues text, so its leading space is kept
+		// (a fresh decoder drops it as the dummy prefix).
 		g.dec = s.m.tok.newDecoder()
+		for _, id := range s.history {
+			g.dec.Add(id)
+		}
 	}
 	return g
 }

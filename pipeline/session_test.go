@@ -40,7 +40,10 @@ type storiesCase struct {
 	PromptIDs    []int     `json:"prompt_ids"`
 	GeneratedIDs []int     `json:"generated_ids"`
 	Margins      []float64 `json:"top1_top2_logit_margin"`
+	// GeneratedText shows U+2581 as a space, as the pieces decode.
+	GeneratedText string `json:"generated_text"`
 }
+
 
 func storiesGolden(t testing.TB) []storiesCase {
 	t.Helper()

@@ -1,0 +1,85 @@
+package pipeline_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gpurun/gpurun/pipeline"
+)
+
+// TestGoldenText: with tok512.model, each golden prompt's text tokenizes
+// (BOS prepended) to the golden prompt ids, generation yields the golden
+// ids, and the streamed pieces concatenate to llama.cpp's generated text.
+func TestGoldenText(t *testing.T) {
+	proto, err := os.ReadFile(filepath.Join(modelsDir(t), "tok512.model"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck := storiesCheckpoint(t)
+	ck.Tokenizer = proto
+	m := load(t, ck, pipeline.Options{MaxCache: 128})
+	for _, tc := range storiesGolden(t) {
+		t.Run(tc.Name, func(t *testing.T) {
+			s := m.NewSession()
+			var ids []int
+			var text strings.Builder
+			for tok, err := range s.Generate(context.Background(), pipeline.Prompt{Text: tc.Prompt}, pipeline.GenerateOptions{MaxTokens: len(tc.GeneratedIDs)}) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tok.ID >= 0 {
+					ids = append(ids, tok.ID)
+				}
+				text.WriteString(tok.Piece)
+			}
+			if h := s.History(); !slices.Equal(h[:len(tc.PromptIDs)], tc.PromptIDs) {
+				t.Errorf("prompt ids %v, want %v", h[:len(tc.PromptIDs)], tc.PromptIDs)
+			}
+			if !slices.Equal(ids, tc.GeneratedIDs) {
+				t.Errorf("ids\n got %v\nwant %v", ids, tc.GeneratedIDs)
+			}
+			if text.String() != tc.GeneratedText {
+				t.Errorf("text\n got %q\nwant %q", text.String(), tc.GeneratedText)
+			}
+		})
+	}
+}
+
+// TestStopStrings: generation ends where the golden text first contains
+// the stop string, and the text before it is streamed exactly.
+func TestStopStrings(t *testing.T) {
+	proto, err := os.ReadFile(filepath.Join(modelsDir(t), "tok512.model"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck := storiesCheckpoint(t)
+	ck.Tokenizer = proto
+	m := load(t, ck, pipeline.Options{MaxCache: 128})
+	tc := storiesGolden(t)[0]
+	for _, stop := range []string{"Lily", ". ", "girl named", "zzz-never"} {
+		t.Run(stop, func(t *testing.T) {
+			s := m.NewSession()
+			var text strings.Builder
+			for tok, err := range s.Generate(context.Background(), pipeline.Prompt{Text: tc.Prompt}, pipeline.GenerateOptions{MaxTokens: 64, StopStrings: []string{stop}}) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				text.WriteString(tok.Piece)
+			}
+			want, reason := tc.GeneratedText, pipeline.StopMaxTokens
+			if i := strings.Index(tc.GeneratedText, stop); i >= 0 {
+				want, reason = tc.GeneratedText[:i], pipeline.StopString
+			}
+			if text.String() != want {
+				t.Errorf("text\n got %q\nwant %q", text.String(), want)
+			}
+			if r := s.Metrics().StopReason; r != reason {
+				t.Errorf("stop reason %q, want %q", r, reason)
+			}
+		})
+	}
+}
