@@ -44,7 +44,6 @@ type storiesCase struct {
 	GeneratedText string `json:"generated_text"`
 }
 
-
 func storiesGolden(t testing.TB) []storiesCase {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(modelsDir(t), "stories260K.golden.json"))
