@@ -7,23 +7,31 @@ import (
 	"unicode/utf8"
 )
 
-// TestDecodeIDs compares Decode with spm_decode on hand-picked id sequences
-// (testdata/decode_ids.txt, see gen.sh).
+// TestDecodeIDs compares Decode and the streaming Decoder with spm_decode
+// on hand-picked (decode_ids.txt) and random (randids.txt) id sequences.
 func TestDecodeIDs(t *testing.T) {
-	lines := readLines(t, filepath.Join("testdata", "decode_ids.txt"))
-	for _, model := range []string{"tok512", "tok512_fromvocab"} {
-		t.Run(model, func(t *testing.T) {
+	for _, c := range []struct{ model, input string }{
+		{"tok512", "decode_ids"}, {"tok512_fromvocab", "decode_ids"},
+		{"tok512", "randids"}, {"tok512_fromvocab", "randids"},
+	} {
+		model := c.model
+		lines := readLines(t, filepath.Join("testdata", c.input+".txt"))
+		t.Run(model+"/"+c.input, func(t *testing.T) {
 			tok, err := LoadFile(modelPath(t, model))
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := readLines(t, filepath.Join("testdata", model+".decode_ids.decoded"))
+			want := readLines(t, filepath.Join("testdata", model+"."+c.input+".decoded"))
 			if len(want) != len(lines) {
 				t.Fatalf("%d id lines, %d decoded lines", len(lines), len(want))
 			}
 			for i, line := range lines {
-				if got := tok.Decode(parseIDs(t, line)); got != want[i] {
+				ids := parseIDs(t, line)
+				if got := tok.Decode(ids); got != want[i] {
 					t.Errorf("ids %q: Decode %q, spm_decode %q", line, got, want[i])
+				}
+				if got := decodeStreaming(t, tok, ids); got != want[i] {
+					t.Errorf("ids %q: streaming %q, spm_decode %q", line, got, want[i])
 				}
 			}
 		})

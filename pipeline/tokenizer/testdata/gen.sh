@@ -15,7 +15,7 @@ cd "$(dirname "$0")"
 REPO=$(cd ../../.. && pwd)
 TOK512="$REPO/../shared/models/tok512.model"
 
-go run ./gencorpus corpus.txt edge.txt
+go run ./gencorpus corpus.txt edge.txt randids.txt
 
 common="--input=corpus.txt --num_threads=1 --random_seed=1 --input_sentence_size=0 \
   --shuffle_input_sentence=false --minloglevel=2"
@@ -79,6 +79,7 @@ for m in tok512 tok512_fromvocab; do
 	model="$m.model"
 	[ "$m" = tok512 ] && model="$TOK512"
 	spm_decode --model="$model" --input_format=id <decode_ids.txt >"$m.decode_ids.decoded"
+	spm_decode --model="$model" --input_format=id <randids.txt >"$m.randids.decoded"
 done
 
 # Hand-written models (text format, encoded by protoc with our own schema

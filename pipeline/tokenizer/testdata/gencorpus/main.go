@@ -3,11 +3,13 @@
 // irregular whitespace. The output is a pure function of the fixed seed so
 // gen.sh is reproducible.
 //
-// Usage: go run ./testdata/gencorpus corpus.txt edge.txt
+// Usage: go run ./testdata/gencorpus corpus.txt edge.txt randids.txt
 //
 // corpus.txt is used both to train the test models and as test input;
 // edge.txt holds extra inputs the models never saw (invalid UTF-8, unseen
 // characters, symbol look-alikes) and is only used as test input.
+// randids.txt holds random id sequences for the 512-piece tok512
+// vocabulary, weighted towards byte pieces, to test decoding.
 package main
 
 import (
@@ -147,8 +149,8 @@ var edgeLines = []string{
 }
 
 func main() {
-	if len(os.Args) != 3 {
-		fmt.Fprintln(os.Stderr, "usage: gencorpus corpus.txt edge.txt")
+	if len(os.Args) != 4 {
+		fmt.Fprintln(os.Stderr, "usage: gencorpus corpus.txt edge.txt randids.txt")
 		os.Exit(2)
 	}
 	r := rand.New(rand.NewPCG(20250517, 7))
@@ -165,4 +167,40 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	if err := os.WriteFile(os.Args[3], []byte(randomIDs(r)), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+// randomIDs writes 1000 lines of up to 24 ids for the tok512 vocabulary:
+// 0 <unk>, 1 <s>, 2 </s>, 3..258 the bytes 0x00..0xFF, then merged pieces.
+// The bytes 0x0A and 0x0D are left out so every line decodes to one line.
+func randomIDs(r *rand.Rand) string {
+	var b strings.Builder
+	for i := 0; i < 1000; i++ {
+		n := r.IntN(25)
+		for j := 0; j < n; j++ {
+			var id int
+			switch k := r.IntN(10); {
+			case k < 4:
+				id = 3 + 0x80 + r.IntN(0x80) // UTF-8 lead and continuation bytes
+			case k < 5:
+				id = 3 + r.IntN(0x80)
+			case k < 6:
+				id = r.IntN(3)
+			default:
+				id = 259 + r.IntN(512-259)
+			}
+			if id == 3+0x0A || id == 3+0x0D {
+				continue
+			}
+			if b.Len() > 0 && j > 0 {
+				b.WriteByte(' ')
+			}
+			fmt.Fprint(&b, id)
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
 }
