@@ -1,0 +1,106 @@
+// Package verify checks that an imported checkpoint is complete and
+// consistent: every tensor its configuration needs, shaped as it says.
+package verify
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gpurun/gpurun/tensors"
+	"github.com/gpurun/gpurun/tensors/model"
+)
+
+// ErrIncomplete reports a missing, duplicated or misshapen tensor.
+var ErrIncomplete = errors.New("checkpoint: incomplete or inconsistent tensors")
+
+// Complete derives the Config fields the tensors decide (VocabSize from the
+// token embedding, Tied from the absence of an LM head, the bias flags from
+// layer 0) and checks that every tensor the configuration needs is present
+// with the shape it implies. Importers call it after naming the tensors.
+func Complete(ck *model.Checkpoint) error {
+	c := &ck.Config
+	byName := make(map[string]*tensors.Tensor, len(ck.Tensors))
+	for _, t := range ck.Tensors {
+		if byName[t.Name] != nil {
+			return fmt.Errorf("%w: tensor %s given twice (fused and separate?)", ErrIncomplete, t.Name)
+		}
+		byName[t.Name] = t
+	}
+	emb := byName[model.TokenEmbedding]
+	if emb == nil || len(emb.Shape) != 2 || emb.Shape[1] != c.Dim {
+		return fmt.Errorf("%w: token embedding %s missing or not [vocab, %d]", ErrIncomplete, model.TokenEmbedding, c.Dim)
+	}
+	c.VocabSize = emb.Shape[0]
+	c.Tied = byName[model.LMHead] == nil
+	c.LMHeadBias = byName[model.LMHeadBiasName] != nil
+	has := func(suffix string) bool { return byName[model.Layer(0, suffix)] != nil }
+	c.QKVBias = has(model.BQ)
+	c.OutBias = has(model.BO)
+	c.FFNBias = has(model.BUp) || has(model.BDown)
+
+	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	want := map[string][]int{
+		model.AttnNorm: {c.Dim},
+		model.WQ:       {q, c.Dim},
+		model.WK:       {kv, c.Dim},
+		model.WV:       {kv, c.Dim},
+		model.WO:       {c.Dim, q},
+		model.WUp:      {c.HiddenDim, c.Dim},
+		model.WDown:    {c.Dim, c.HiddenDim},
+	}
+	if c.GatedFFN {
+		want[model.WGate] = []int{c.HiddenDim, c.Dim}
+	}
+	if !c.Parallel {
+		want[model.FFNNorm] = []int{c.Dim}
+	}
+	if c.PostNorms {
+		want[model.PostAttnNorm] = []int{c.Dim}
+		want[model.PostFFNNorm] = []int{c.Dim}
+	}
+	if c.Norm == model.NormLayer {
+		want[model.AttnNormBias] = []int{c.Dim}
+		if !c.Parallel {
+			want[model.FFNNormBias] = []int{c.Dim}
+		}
+	}
+	optional := map[string]bool{model.BQ: c.QKVBias, model.BK: c.QKVBias, model.BV: c.QKVBias, model.BO: c.OutBias, model.BUp: c.FFNBias, model.BDown: c.FFNBias}
+	bias := map[string][]int{model.BQ: {q}, model.BK: {kv}, model.BV: {kv}, model.BO: {c.Dim}, model.BUp: {c.HiddenDim}, model.BDown: {c.Dim}}
+	for name, on := range optional {
+		if on {
+			want[name] = bias[name]
+		}
+	}
+	for l := range c.Layers {
+		for suffix, shape := range want {
+			if err := checkShape(byName, model.Layer(l, suffix), shape); err != nil {
+				return err
+			}
+		}
+	}
+	if err := checkShape(byName, model.FinalNorm, []int{c.Dim}); err != nil {
+		return err
+	}
+	if !c.Tied {
+		if err := checkShape(byName, model.LMHead, []int{c.VocabSize, c.Dim}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkShape(byName map[string]*tensors.Tensor, name string, shape []int) error {
+	t := byName[name]
+	if t == nil {
+		return fmt.Errorf("%w: missing tensor %s", ErrIncomplete, name)
+	}
+	if len(t.Shape) != len(shape) {
+		return fmt.Errorf("%w: %s has shape %v, want %v", ErrIncomplete, name, t.Shape, shape)
+	}
+	for i := range shape {
+		if t.Shape[i] != shape[i] {
+			return fmt.Errorf("%w: %s has shape %v, want %v", ErrIncomplete, name, t.Shape, shape)
+		}
+	}
+	return nil
+}
