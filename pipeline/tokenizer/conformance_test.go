@@ -86,7 +86,7 @@ var conformanceModels = []string{"unigram", "bpe_nfkc", "bpe_raw", "unigram_byte
 // testdata/gen.sh recorded.
 func TestConformance(t *testing.T) {
 	for _, model := range conformanceModels {
-		for _, input := range []string{"corpus", "edge"} {
+		for _, input := range []string{"corpus", "edge", "random"} {
 			t.Run(model+"/"+input, func(t *testing.T) {
 				checkConformance(t, modelPath(t, model), filepath.Join("testdata", input+".txt"),
 					filepath.Join("testdata", model+"."+input))

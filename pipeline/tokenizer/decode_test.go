@@ -63,7 +63,7 @@ func TestDecoderMatchesDecode(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, input := range []string{"corpus", "edge"} {
+			for _, input := range []string{"corpus", "edge", "random"} {
 				ids := readLines(t, filepath.Join("testdata", model+"."+input+".ids"))
 				want := readLines(t, filepath.Join("testdata", model+"."+input+".decoded"))
 				for i := range ids {

@@ -12,7 +12,7 @@ import (
 // comparison does too (the encoding tests cover both).
 func TestNormalizeMatchesSpmNormalize(t *testing.T) {
 	for _, model := range conformanceModels {
-		for _, input := range []string{"corpus", "edge"} {
+		for _, input := range []string{"corpus", "edge", "random"} {
 			t.Run(model+"/"+input, func(t *testing.T) {
 				tok, err := LoadFile(modelPath(t, model))
 				if err != nil {

@@ -99,14 +99,15 @@ func TestFromVocabMatchesSentencePieceModel(t *testing.T) {
 	}
 
 	// On text where collapsing whitespace changes nothing, the ids must be
-	// spm_encode's for tok512.model; every expected id line must decode to
-	// spm_decode's text.
+	// spm_encode's for tok512.model. (Decoding is not compared here: with
+	// remove_extra_whitespaces the reference also drops every leading space
+	// piece, so the two models decode "▁▁x" differently by design; the
+	// tok512_fromvocab conformance data checks this model's decoding.)
 	verbatim := *want
 	verbatim.norm.removeExtraSpaces = false
-	for _, input := range []string{"corpus", "edge"} {
+	for _, input := range []string{"corpus", "edge", "random"} {
 		lines := readLines(t, filepath.Join("testdata", input+".txt"))
 		ids := readLines(t, filepath.Join("testdata", "tok512."+input+".ids"))
-		decoded := readLines(t, filepath.Join("testdata", "tok512."+input+".decoded"))
 		compared := 0
 		for i, line := range lines {
 			if want.norm.normalize(line) == verbatim.norm.normalize(line) {
@@ -114,9 +115,6 @@ func TestFromVocabMatchesSentencePieceModel(t *testing.T) {
 				if g := formatIDs(got.Encode(line)); g != ids[i] {
 					t.Errorf("%s line %d %q:\n got %s\nspm %s", input, i+1, line, g, ids[i])
 				}
-			}
-			if g := got.Decode(parseIDs(t, ids[i])); g != decoded[i] {
-				t.Errorf("%s line %d: decode %q, spm_decode %q", input, i+1, g, decoded[i])
 			}
 		}
 		t.Logf("%s: %d of %d lines unaffected by whitespace collapsing", input, compared, len(lines))

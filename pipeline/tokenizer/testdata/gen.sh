@@ -15,7 +15,7 @@ cd "$(dirname "$0")"
 REPO=$(cd ../../.. && pwd)
 TOK512="$REPO/../shared/models/tok512.model"
 
-go run ./gencorpus corpus.txt edge.txt randids.txt
+go run ./gencorpus corpus.txt edge.txt randids.txt random.txt
 
 common="--input=corpus.txt --num_threads=1 --random_seed=1 --input_sentence_size=0 \
   --shuffle_input_sentence=false --minloglevel=2"
@@ -95,7 +95,7 @@ for m in unigram bpe_nfkc bpe_raw unigram_bytes char_suffix tok512 tok512_fromvo
 	model="$m.model"
 	[ "$m" = tok512 ] && model="$TOK512"
 	spm_export_vocab --model="$model" --output_format=vocab >"$m.vocab.tsv"
-	for in in corpus edge; do
+	for in in corpus edge random; do
 		spm_encode --model="$model" --output_format=id <"$in.txt" >"$m.$in.ids"
 		spm_decode --model="$model" --input_format=id <"$m.$in.ids" >"$m.$in.decoded"
 		spm_normalize --model="$model" --use_internal_normalization <"$in.txt" >"$m.$in.normalized"

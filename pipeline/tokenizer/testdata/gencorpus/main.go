@@ -3,13 +3,15 @@
 // irregular whitespace. The output is a pure function of the fixed seed so
 // gen.sh is reproducible.
 //
-// Usage: go run ./testdata/gencorpus corpus.txt edge.txt randids.txt
+// Usage: go run ./testdata/gencorpus corpus.txt edge.txt randids.txt random.txt
 //
 // corpus.txt is used both to train the test models and as test input;
 // edge.txt holds extra inputs the models never saw (invalid UTF-8, unseen
 // characters, symbol look-alikes) and is only used as test input.
 // randids.txt holds random id sequences for the 512-piece tok512
-// vocabulary, weighted towards byte pieces, to test decoding.
+// vocabulary, weighted towards byte pieces, to test decoding. random.txt
+// holds lines spliced from corpus fragments and edge-case snippets, test
+// input only.
 package main
 
 import (
@@ -149,8 +151,8 @@ var edgeLines = []string{
 }
 
 func main() {
-	if len(os.Args) != 4 {
-		fmt.Fprintln(os.Stderr, "usage: gencorpus corpus.txt edge.txt randids.txt")
+	if len(os.Args) != 5 {
+		fmt.Fprintln(os.Stderr, "usage: gencorpus corpus.txt edge.txt randids.txt random.txt")
 		os.Exit(2)
 	}
 	r := rand.New(rand.NewPCG(20250517, 7))
@@ -171,6 +173,39 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	if err := os.WriteFile(os.Args[4], []byte(splicedLines(r, corpus.String())), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+// snippets are spliced into random lines: whitespace variants, symbols the
+// test models define, invalid UTF-8 and characters no model has seen.
+var snippets = []string{
+	" ", "  ", "\t", "\u3000", "\u00a0", "▁", "\xff", "\xe3\x81", "\u200b", "\u00ad",
+	"e\u0301", "ﬁ", "①", "<sep>", "<sep2>", "[MASK]", "🚀", "ab", "ＡＢＣ", "XY", "<s>", "<cls>",
+	"0", "123", "\x01", "ꙮ", "😀", "\U0010FFFF", "\uFFFD", "\uFEFF", "\u2028", "▁the",
+}
+
+// splicedLines writes 1000 lines, each up to 30 pieces that are either a
+// snippet or a run of 1-6 characters from a random place in the corpus.
+func splicedLines(r *rand.Rand, corpus string) string {
+	runes := []rune(strings.ReplaceAll(corpus, "\n", " "))
+	var b strings.Builder
+	for i := 0; i < 1000; i++ {
+		n := r.IntN(30)
+		for j := 0; j < n; j++ {
+			if r.IntN(3) == 0 {
+				b.WriteString(snippets[r.IntN(len(snippets))])
+				continue
+			}
+			p := r.IntN(len(runes))
+			end := min(p+1+r.IntN(6), len(runes))
+			b.WriteString(string(runes[p:end]))
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
 }
 
 // randomIDs writes 1000 lines of up to 24 ids for the tok512 vocabulary:
