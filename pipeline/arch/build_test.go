@@ -1,0 +1,88 @@
+package arch_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/pipeline/arch"
+	"github.com/gpurun/gpurun/tensors/model"
+)
+
+func baseConfig() model.Config {
+	return model.Config{Arch: model.ArchLlama, VocabSize: 32, Dim: 16, HiddenDim: 24, Layers: 2, Heads: 4, KVHeads: 2,
+		HeadDim: 4, Norm: model.NormRMS, NormEps: 1e-5, RopeStyle: model.RopeInterleaved, RopeDims: 4, RopeBase: 1e4,
+		Act: model.ActSiLU, GatedFFN: true, BOS: 1, EOS: 2}
+}
+
+func TestBuildErrors(t *testing.T) {
+	bad := baseConfig()
+	bad.KVHeads = 3
+	both := baseConfig()
+	both.Parallel, both.PostNorms = true, true
+	good := baseConfig()
+	for _, tc := range []struct {
+		name string
+		cfg  *model.Config
+		opts arch.BuildOptions
+		want error
+	}{
+		{"nil config", nil, arch.BuildOptions{Tokens: 1, MaxLen: 8}, model.ErrConfig},
+		{"invalid config", &bad, arch.BuildOptions{Tokens: 1, MaxLen: 8}, model.ErrConfig},
+		{"parallel with post-norms", &both, arch.BuildOptions{Tokens: 1, MaxLen: 8}, model.ErrConfig},
+		{"zero tokens", &good, arch.BuildOptions{Tokens: 0, MaxLen: 8}, arch.ErrOptions},
+		{"tokens above cache", &good, arch.BuildOptions{Tokens: 9, MaxLen: 8}, arch.ErrOptions},
+		{"zero cache", &good, arch.BuildOptions{Tokens: 1, MaxLen: 0}, arch.ErrOptions},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := arch.Build(tc.cfg, tc.opts); !errors.Is(err, tc.want) {
+				t.Errorf("Build: %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestBuildShapes: for every knob, the graph validates, its logits have the
+// documented shape, and the ops the knob implies are present.
+func TestBuildShapes(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		tweak func(c *model.Config)
+		kinds map[fusion.Kind]int // op counts that must match exactly
+	}{
+		{"llama", func(c *model.Config) {}, map[fusion.Kind]int{fusion.Attention: 2, fusion.GLU: 2, fusion.Norm: 5, fusion.SoftCap: 0}},
+		{"plain ffn", func(c *model.Config) { c.GatedFFN = false; c.Act = model.ActGELUTanh }, map[fusion.Kind]int{fusion.GLU: 0, fusion.Activation: 2}},
+		{"parallel", func(c *model.Config) { c.Parallel = true; c.Norm = model.NormLayer }, map[fusion.Kind]int{fusion.Norm: 3, fusion.Add: 4}},
+		{"post norms and caps", func(c *model.Config) { c.PostNorms = true; c.AttnSoftCap = 50; c.FinalSoftCap = 30 }, map[fusion.Kind]int{fusion.Norm: 9, fusion.SoftCap: 1}},
+		{"no rope", func(c *model.Config) { c.RopeDims = 0 }, map[fusion.Kind]int{fusion.Rope: 0}},
+		{"partial rope", func(c *model.Config) { c.RopeDims = 2 }, map[fusion.Kind]int{fusion.Rope: 4}},
+	} {
+		for _, all := range []bool{false, true} {
+			cfg := baseConfig()
+			tc.tweak(&cfg)
+			g, err := arch.Build(&cfg, arch.BuildOptions{Tokens: 5, MaxLen: 16, AllLogits: all})
+			if err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			if err := g.Validate(nil); err != nil {
+				t.Errorf("%s: %v", tc.name, err)
+			}
+			rows := 1
+			if all {
+				rows = 5
+			}
+			if b := g.Bufs[g.Logits]; b.Rows != rows || b.Cols != cfg.VocabSize {
+				t.Errorf("%s: logits %dx%d, want %dx%d", tc.name, b.Rows, b.Cols, rows, cfg.VocabSize)
+			}
+			counts := map[fusion.Kind]int{}
+			for _, op := range g.Ops {
+				counts[op.Kind]++
+			}
+			for k, n := range tc.kinds {
+				if counts[k] != n {
+					t.Errorf("%s: %d %s ops, want %d", tc.name, counts[k], k, n)
+				}
+			}
+		}
+	}
+}
