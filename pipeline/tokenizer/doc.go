@@ -22,6 +22,8 @@
 // Differences from the reference:
 //   - WORD models are rejected (ErrUnsupportedModel).
 //   - Decode ignores ids outside the vocabulary; spm_decode fails on them.
+//   - A denormalizer_spec (a rule applied to decoded text by spm_decode,
+//     absent from ordinary models) is preserved but not applied.
 //   - A one-character CONTROL piece is never produced from text (the
 //     character becomes unknown); spm_encode fails on such input.
 package tokenizer
