@@ -11,6 +11,7 @@ import (
 
 // item is one recorded command: a dispatch (kernel set) or a copy.
 type item struct {
+	op       int // index of the graph op the item belongs to
 	kernel   string
 	params   []uint32
 	bindings []gpu.Binding // after the params binding
@@ -29,6 +30,7 @@ type planner struct {
 	dummy   gpu.Buffer // bound where a kernel's optional input is absent
 	scratch gpu.Buffer // holds an input that aliases the output
 	items   []item
+	cur     int // op being planned
 }
 
 func u(v int) uint32     { return uint32(v) }
@@ -44,11 +46,11 @@ func ceilDiv(a, b int) int { return (a + b - 1) / b }
 var actCodes = map[string]uint32{"silu": 0, "gelu_tanh": 1, "gelu": 2, "relu": 3}
 
 func (pl *planner) dispatch(kernel string, params []uint32, x, y, z int, bindings ...gpu.Binding) {
-	pl.items = append(pl.items, item{kernel: kernel, params: params, bindings: bindings, x: x, y: y, z: z})
+	pl.items = append(pl.items, item{op: pl.cur, kernel: kernel, params: params, bindings: bindings, x: x, y: y, z: z})
 }
 
 func (pl *planner) copyBuf(dst, src gpu.Buffer, size int64) {
-	pl.items = append(pl.items, item{copyDst: dst, copySrc: src, copySize: align4(size)})
+	pl.items = append(pl.items, item{op: pl.cur, copyDst: dst, copySrc: src, copySize: align4(size)})
 }
 
 func (pl *planner) buf(b fusion.Buf) gpu.Binding { return gpu.Binding{Buf: pl.p.bufs[b]} }
@@ -209,7 +211,6 @@ func (pl *planner) op(op *fusion.Op) error {
 // record writes the params buffer and records the command list.
 func (pl *planner) record() error {
 	p := pl.p
-	dev := p.b.dev
 	n := 0
 	for _, it := range pl.items {
 		if it.kernel != "" {
@@ -231,31 +232,65 @@ func (pl *planner) record() error {
 	if err != nil {
 		return err
 	}
-	if err := dev.Write(pb, 0, params); err != nil {
+	if err := p.b.dev.Write(pb, 0, params); err != nil {
 		return err
 	}
-	cmds, err := dev.NewCommands()
+	p.items, p.params = pl.items, pb
+	p.cmds, _, err = p.recordList(false)
+	return err
+}
+
+// recordList records the planned items, with timestamps before each op's
+// first item and after the last item when timestamps is set; it returns
+// the list and, for timestamps, the op index of each slot (the last slot
+// marks the end).
+func (p *program) recordList(timestamps bool) (gpu.Commands, []int, error) {
+	cmds, err := p.b.dev.NewCommands()
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	p.cmds = cmds
-	slot = 0
-	for _, it := range pl.items {
+	var slots []int
+	stamp := func(op int) error {
+		if err := cmds.Timestamp(len(slots)); err != nil {
+			return err
+		}
+		slots = append(slots, op)
+		return nil
+	}
+	fail := func(err error) (gpu.Commands, []int, error) {
+		cmds.Release()
+		return nil, nil, err
+	}
+	slot := 0
+	for i, it := range p.items {
+		if timestamps && (i == 0 || p.items[i-1].op != it.op) {
+			if err := stamp(it.op); err != nil {
+				return fail(err)
+			}
+		}
 		if it.kernel == "" {
 			if err := cmds.Copy(it.copyDst, 0, it.copySrc, 0, it.copySize); err != nil {
-				return err
+				return fail(err)
 			}
 			continue
 		}
 		k, err := p.b.kernel(it.kernel)
 		if err != nil {
-			return err
+			return fail(err)
 		}
-		bind := append([]gpu.Binding{{Buf: pb, Offset: int64(slot * paramSlot), Size: paramBytes}}, it.bindings...)
+		bind := append([]gpu.Binding{{Buf: p.params, Offset: int64(slot * paramSlot), Size: paramBytes}}, it.bindings...)
 		if err := cmds.Dispatch(k, bind, it.x, it.y, it.z); err != nil {
-			return fmt.Errorf("%s: %w", it.kernel, err)
+			return fail(fmt.Errorf("%s: %w", it.kernel, err))
 		}
 		slot++
 	}
-	return cmds.Finish()
+	if timestamps {
+		if err := stamp(-1); err != nil {
+			return fail(err)
+		}
+	}
+	if err := cmds.Finish(); err != nil {
+		return fail(err)
+	}
+	return cmds, slots, nil
 }

@@ -29,9 +29,14 @@ type program struct {
 	step   gpu.Buffer   // [pos, T, tokens...] u32
 	owned  []gpu.Buffer // everything Release frees
 	cmds   gpu.Commands
-	vocab  int // smallest embedding table, for token checks; 0 without Embed
-	maxLen int // cache positions, 0 when the graph uses no cache
+	items  []item     // the planned commands, for re-recording with timestamps
+	params gpu.Buffer // every dispatch's parameters
+	vocab  int        // smallest embedding table, for token checks; 0 without Embed
+	maxLen int        // cache positions, 0 when the graph uses no cache
 	lastT  int
+
+	profile      gpu.Commands // recorded with timestamps on first Profile
+	profileSlots []int
 }
 
 // Compile validates g against the weights and cache and records its
@@ -120,6 +125,7 @@ func (p *program) build(ws *weights, cache *kvCache) error {
 		return err
 	}
 	for i := range g.Ops {
+		pl.cur = i
 		if err := pl.op(&g.Ops[i]); err != nil {
 			return fmt.Errorf("op %d (%s): %w", i, g.Ops[i].Kind, err)
 		}
@@ -129,6 +135,10 @@ func (p *program) build(ws *weights, cache *kvCache) error {
 
 // Run writes the step buffer and submits the recorded list.
 func (p *program) Run(ctx context.Context, tokens []int32, pos int) error {
+	return p.run(ctx, tokens, pos, p.cmds)
+}
+
+func (p *program) run(ctx context.Context, tokens []int32, pos int, cmds gpu.Commands) error {
 	if p.cmds == nil {
 		return fmt.Errorf("%w: program released", ErrRun)
 	}
@@ -158,7 +168,7 @@ func (p *program) Run(ctx context.Context, tokens []int32, pos int) error {
 	if err := p.b.dev.Write(p.step, 0, step); err != nil {
 		return fmt.Errorf("kernels: run: %w", err)
 	}
-	if err := p.b.dev.Submit(p.cmds); err != nil {
+	if err := p.b.dev.Submit(cmds); err != nil {
 		return fmt.Errorf("kernels: run: %w", err)
 	}
 	p.lastT = n
@@ -194,6 +204,10 @@ func (p *program) Release() {
 	if p.cmds != nil {
 		p.cmds.Release()
 		p.cmds = nil
+	}
+	if p.profile != nil {
+		p.profile.Release()
+		p.profile = nil
 	}
 	for _, b := range p.owned {
 		b.Release()

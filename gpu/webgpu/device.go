@@ -16,7 +16,7 @@ import (
 var ErrClosed = errors.New("webgpu: device closed")
 
 // timestampSlots is the size of the timestamp query set.
-const timestampSlots = 256
+const timestampSlots = 1024
 
 // Device is a gpu.Device on a wgpu-native Vulkan adapter. Its methods are
 // safe for concurrent use; they serialize on one mutex because the queue and

@@ -1,0 +1,84 @@
+package kernels_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/gpu/kernels"
+	"github.com/gpurun/gpurun/tensors"
+)
+
+// TestProfile: a profiled step computes what Run computes and reports one
+// time per op that dispatches work, in graph order.
+func TestProfile(t *testing.T) {
+	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
+		ctx := context.Background()
+		be := backendOn(t, dev, kernels.Options{})
+		r := rand.New(rand.NewPCG(12, 12))
+		g := &fusion.Graph{Tokens: 2}
+		x := embedInput(g, "x", 16)
+		y := g.Add(fusion.Op{Kind: fusion.MatMul, Out: g.NewBuf("y", 2, 16), In: []fusion.Buf{x}, Weight: "w"})
+		g.Add(fusion.Op{Kind: fusion.Add, Out: y, In: []fusion.Buf{y, x}})
+		last := g.Add(fusion.Op{Kind: fusion.LastRow, Out: g.NewBuf("l", 1, 16), In: []fusion.Buf{y}})
+		g.Logits = last
+		w, err := be.LoadWeights(ctx, []*tensors.Tensor{tensorOf(t, r, "x", vocab, 16, tensors.F32, 0, 0), tensorOf(t, r, "w", 16, 16, tensors.I8, 0, tensors.F32)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Release()
+		p, err := be.Compile(g, w, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Release()
+		prof, ok := p.(kernels.Profiler)
+		if !ok {
+			t.Fatal("program is not a Profiler")
+		}
+		tokens := []int32{3, 8}
+		if err := p.Run(ctx, tokens, 0); err != nil {
+			t.Fatal(err)
+		}
+		want := make([]float32, 16)
+		if _, err := p.Logits(want); err != nil {
+			t.Fatal(err)
+		}
+		times, err := prof.Profile(ctx, tokens, 0)
+		if !dev.Info().Timestamps {
+			if !errors.Is(err, gpu.ErrUnsupported) {
+				t.Fatalf("no timestamps: %v", err)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]float32, 16)
+		if _, err := p.Logits(got); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("profiled step gave %v, Run %v", got, want)
+		}
+		var ops []int
+		var total uint64
+		for _, ot := range times {
+			ops = append(ops, ot.Op)
+			if ot.Kind != g.Ops[ot.Op].Kind {
+				t.Errorf("op %d: kind %s, graph %s", ot.Op, ot.Kind, g.Ops[ot.Op].Kind)
+			}
+			total += ot.Nanos
+		}
+		if !slices.Equal(ops, []int{0, 1, 2, 3}) {
+			t.Errorf("profiled ops %v, want 0..3", ops)
+		}
+		if total == 0 {
+			t.Errorf("no device time measured: %+v", times)
+		}
+	})
+}
