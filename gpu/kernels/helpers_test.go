@@ -57,9 +57,28 @@ func forEachDevice(t *testing.T, f func(t *testing.T, dev gpu.Device)) {
 	}
 }
 
+// Backends are shared per device and options for the whole test binary:
+// a backend compiles each kernel once, and pipeline compilation (naga plus
+// the driver's JIT) costs more than most op tests.
+var (
+	backendsMu sync.Mutex
+	backends   = map[backendKey]gpu.Backend{}
+)
+
+type backendKey struct {
+	dev  gpu.Device
+	opts kernels.Options
+}
+
 func backendOn(t testing.TB, dev gpu.Device, opts kernels.Options) gpu.Backend {
+	backendsMu.Lock()
+	defer backendsMu.Unlock()
+	k := backendKey{dev, opts}
+	if be, ok := backends[k]; ok {
+		return be
+	}
 	be := kernels.NewWithOptions(dev, opts)
-	t.Cleanup(func() { be.Close() })
+	backends[k] = be
 	return be
 }
 
