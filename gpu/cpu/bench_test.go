@@ -1,0 +1,156 @@
+package cpu_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/gpu/cpu"
+	"github.com/gpurun/gpurun/pipeline/arch"
+	"github.com/gpurun/gpurun/tensors"
+	"github.com/gpurun/gpurun/tensors/model"
+)
+
+// weightType is one stored type the benchmarks compare.
+type weightType struct {
+	name  string
+	dtype tensors.DType
+	block int
+}
+
+var benchTypes = []weightType{
+	{"f32", tensors.F32, 0},
+	{"f16", tensors.F16, 0},
+	{"int8", tensors.I8, 0},
+	{"int4-block32", tensors.I4, 32},
+}
+
+// storeAs builds a [rows, cols] tensor of random values in the given type.
+func storeAs(b testing.TB, name string, rows, cols int, wt weightType, rng *rand.Rand) *tensors.Tensor {
+	b.Helper()
+	vals := randVals(rng, rows*cols, 0.05)
+	var t *tensors.Tensor
+	var err error
+	if wt.dtype.Quantized() {
+		t, err = tensors.Quantize(name, []int{rows, cols}, vals, wt.dtype, wt.block, tensors.F16)
+		if err == nil {
+			t.Scales.Name = model.ScaleName(name)
+		}
+	} else {
+		t, err = tensors.FromF32(name, []int{rows, cols}, vals, wt.dtype)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	return t
+}
+
+// syntheticModel is a llama-style model of moderate size: dim 512, 4 layers,
+// 8 heads of 64, FFN 1536, vocab 4096; matrices in the given type.
+func syntheticModel(b testing.TB, wt weightType) (*model.Config, []*tensors.Tensor) {
+	cfg := &model.Config{Arch: model.ArchLlama, VocabSize: 4096, Dim: 512, HiddenDim: 1536, Layers: 4, Heads: 8,
+		KVHeads: 8, HeadDim: 64, Norm: model.NormRMS, NormEps: 1e-5, RopeStyle: model.RopeInterleaved,
+		RopeDims: 64, RopeBase: 10000, Act: model.ActSiLU, GatedFFN: true, Tied: true, BOS: 1, EOS: 2}
+	rng := rand.New(rand.NewPCG(1, 1))
+	ones := func(name string) *tensors.Tensor {
+		v := make([]float32, cfg.Dim)
+		for i := range v {
+			v[i] = 1
+		}
+		return f32Tensor(b, name, []int{cfg.Dim}, v)
+	}
+	ws := []*tensors.Tensor{storeAs(b, model.TokenEmbedding, cfg.VocabSize, cfg.Dim, wt, rng), ones(model.FinalNorm)}
+	for l := range cfg.Layers {
+		ws = append(ws, ones(model.Layer(l, model.AttnNorm)), ones(model.Layer(l, model.FFNNorm)))
+		for _, m := range []struct {
+			suffix     string
+			rows, cols int
+		}{{model.WQ, 512, 512}, {model.WK, 512, 512}, {model.WV, 512, 512}, {model.WO, 512, 512},
+			{model.WGate, 1536, 512}, {model.WUp, 1536, 512}, {model.WDown, 512, 1536}} {
+			ws = append(ws, storeAs(b, model.Layer(l, m.suffix), m.rows, m.cols, wt, rng))
+		}
+	}
+	return cfg, ws
+}
+
+// BenchmarkForward measures decode (one token per step at position 64) and
+// prefill (64 tokens in one step) of the synthetic model, per weight type.
+func BenchmarkForward(b *testing.B) {
+	for _, wt := range benchTypes {
+		cfg, ws := syntheticModel(b, wt)
+		for _, tokens := range []int{1, 64} {
+			name := "decode"
+			if tokens > 1 {
+				name = fmt.Sprintf("prefill%d", tokens)
+			}
+			b.Run(wt.name+"/"+name, func(b *testing.B) {
+				ctx := context.Background()
+				be := cpu.New(cpu.Options{})
+				w, err := be.LoadWeights(ctx, ws)
+				if err != nil {
+					b.Fatal(err)
+				}
+				g, err := arch.Build(cfg, arch.BuildOptions{Tokens: tokens, MaxLen: 256})
+				if err != nil {
+					b.Fatal(err)
+				}
+				kv, err := be.NewKVCache(g.KV)
+				if err != nil {
+					b.Fatal(err)
+				}
+				p, err := be.Compile(g, w, kv)
+				if err != nil {
+					b.Fatal(err)
+				}
+				toks := make([]int32, tokens)
+				for i := range toks {
+					toks[i] = int32(i * 7 % cfg.VocabSize)
+				}
+				b.ResetTimer()
+				for b.Loop() {
+					if err := p.Run(ctx, toks, 64); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(tokens*b.N)/b.Elapsed().Seconds(), "tok/s")
+			})
+		}
+	}
+}
+
+// BenchmarkMatMul measures one 2048x2048 product (plus a negligible embed
+// of the input rows): the matrix-vector
+// product of decode and a 32-token prefill product.
+func BenchmarkMatMul(b *testing.B) {
+	const n = 2048
+	rng := rand.New(rand.NewPCG(2, 2))
+	for _, wt := range benchTypes {
+		w := storeAs(b, "w", n, n, wt, rng)
+		for _, tokens := range []int{1, 32} {
+			b.Run(fmt.Sprintf("%s/T=%d", wt.name, tokens), func(b *testing.B) {
+				g := &fusion.Graph{Tokens: tokens}
+				x := g.NewBuf("x", tokens, n)
+				y := g.NewBuf("y", tokens, n)
+				g.Add(fusion.Op{Kind: fusion.Embed, Out: x, Weight: "x"})
+				g.Add(fusion.Op{Kind: fusion.MatMul, Out: y, In: []fusion.Buf{x}, Weight: "w"})
+				g.Logits = y
+				h := compile(b, g, []*tensors.Tensor{w, f32Tensor(b, "x", []int{tokens, n}, randVals(rng, tokens*n, 1))}, 0)
+				ctx := context.Background()
+				toks := seq(tokens)
+				b.SetBytes(int64(len(w.Data)))
+				b.ResetTimer()
+				for b.Loop() {
+					if err := h.prog.Run(ctx, toks, 0); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(2*n*n*tokens*b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}
+
+var _ gpu.Backend = cpu.New(cpu.Options{})
