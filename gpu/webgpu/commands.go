@@ -306,8 +306,11 @@ func (d *Device) ReadTimestamps(n int) ([]uint64, error) {
 	if !d.info.Timestamps {
 		return nil, fmt.Errorf("webgpu: timestamps: %w", gpu.ErrUnsupported)
 	}
-	if n <= 0 || n > timestampSlots {
-		return nil, fmt.Errorf("webgpu: %d timestamps outside (0, %d]", n, timestampSlots)
+	if n < 0 || n > timestampSlots {
+		return nil, fmt.Errorf("webgpu: %d timestamps outside [0, %d]", n, timestampSlots)
+	}
+	if n == 0 {
+		return []uint64{}, nil
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -150,6 +150,20 @@ func TestBadInput(t *testing.T) {
 	if err := d.Submit(cp); err == nil {
 		t.Error("submit with a released buffer accepted")
 	}
+	if d.Info().Timestamps {
+		ts, _ := d.NewCommands()
+		defer ts.Release()
+		for _, slot := range []int{-1, timestampSlots} {
+			if err := ts.Timestamp(slot); err == nil {
+				t.Errorf("timestamp slot %d accepted", slot)
+			}
+		}
+		for _, n := range []int{-1, timestampSlots + 1} {
+			if _, err := d.ReadTimestamps(n); err == nil {
+				t.Errorf("ReadTimestamps(%d) accepted", n)
+			}
+		}
+	}
 	b.Release()
 	if err := d.Write(b, 0, []byte{1, 2, 3, 4}); err == nil {
 		t.Error("write to a released buffer accepted")
