@@ -1,0 +1,75 @@
+package hf
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/gpurun/gpurun/tensors"
+	"github.com/gpurun/gpurun/tensors/safetensors"
+)
+
+func TestLoadErrors(t *testing.T) {
+	const llamaCfg = `{"model_type":"llama","hidden_size":8,"intermediate_size":16,"num_hidden_layers":1,"num_attention_heads":2,"max_position_embeddings":16}`
+	emb := &tensors.Tensor{Name: "model.embed_tokens.weight", DType: tensors.F32, Shape: []int{4, 8}, Data: make([]byte, 4*4*8)}
+	for _, tc := range []struct {
+		name    string
+		config  string
+		tensors []*tensors.Tensor
+		want    error
+	}{
+		{"bad json", `{"model_type":`, []*tensors.Tensor{emb}, ErrFormat},
+		{"unknown model type", `{"model_type":"mamba","hidden_size":8,"num_attention_heads":2}`, []*tensors.Tensor{emb}, ErrUnsupported},
+		{"rope scaling", `{"model_type":"llama","hidden_size":8,"num_attention_heads":2,"rope_scaling":{"rope_type":"llama3"}}`, []*tensors.Tensor{emb}, ErrUnsupported},
+		{"heads do not divide", `{"model_type":"llama","hidden_size":8,"num_attention_heads":3}`, []*tensors.Tensor{emb}, ErrFormat},
+		{"no safetensors", llamaCfg, nil, ErrFormat},
+		{"unknown tensor", llamaCfg, []*tensors.Tensor{emb, {Name: "model.layers.0.mystery.weight", DType: tensors.F32, Shape: []int{1}, Data: make([]byte, 4)}}, ErrUnsupported},
+		{"layer out of range", llamaCfg, []*tensors.Tensor{emb, {Name: "model.layers.7.input_layernorm.weight", DType: tensors.F32, Shape: []int{8}, Data: make([]byte, 32)}}, ErrUnsupported},
+		{"incomplete", llamaCfg, []*tensors.Tensor{emb}, ErrFormat},
+		{"falcon alibi", `{"model_type":"falcon","hidden_size":8,"num_attention_heads":2,"alibi":true}`, []*tensors.Tensor{emb}, ErrUnsupported},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(tc.config), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if tc.tensors != nil {
+				var buf bytes.Buffer
+				if err := safetensors.Write(&buf, tc.tensors, nil); err != nil {
+					t.Fatal(err)
+				}
+				os.WriteFile(filepath.Join(dir, "model.safetensors"), buf.Bytes(), 0o644)
+			}
+			if _, err := Load(dir); !errors.Is(err, tc.want) {
+				t.Fatalf("err = %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestSplitFusedQKVGroups checks the grouped Falcon layout on a multi-head
+// example: 4 query heads in 2 KV groups, rows numbered by their origin.
+func TestSplitFusedQKVGroups(t *testing.T) {
+	// Group g holds rows: q(2g), q(2g+1), k(g), v(g); head_dim 1, one column.
+	layout := []byte{'q' + 0, 'q' + 1, 'K', 'V', 'q' + 2, 'q' + 3, 'L', 'W'}
+	fused := &tensors.Tensor{Name: "qkv", DType: tensors.I32, Shape: []int{8, 1}}
+	for _, b := range layout {
+		fused.Data = append(fused.Data, b, 0, 0, 0)
+	}
+	q, k, v, err := splitFusedQKV(fused, 4, 2, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := func(t *tensors.Tensor) string {
+		var s []byte
+		for i := 0; i < len(t.Data); i += 4 {
+			s = append(s, t.Data[i])
+		}
+		return string(s)
+	}
+	if got := rows(q) + "|" + rows(k) + "|" + rows(v); got != "qrst|KL|VW" {
+		t.Errorf("split = %s, want qrst|KL|VW", got)
+	}
+}

@@ -1,0 +1,153 @@
+package hf
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/gpurun/gpurun/tensors/model"
+)
+
+// transform is what the import does to a tensor beyond renaming it.
+type transform int
+
+const (
+	asIs      transform = iota
+	unpermute           // HF Llama q/k rows back to Meta's interleaved order
+	plusOne             // Gemma RMSNorm weights: the file holds w, the runtime multiplies by 1+w
+	splitQKV            // Falcon fused query_key_value, grouped per KV head
+)
+
+// target is the import of one HF tensor.
+type target struct {
+	name  string // our suffix (per layer) or full name (global)
+	xform transform
+	heads bool // for unpermute: true for q (heads), false for k (kv heads)
+}
+
+// globals maps whole HF names per architecture.
+func globals(arch string) map[string]target {
+	switch arch {
+	case model.ArchFalcon:
+		return map[string]target{
+			"transformer.word_embeddings.weight": {name: model.TokenEmbedding},
+			"transformer.ln_f.weight":            {name: model.FinalNorm},
+			"transformer.ln_f.bias":              {name: model.FinalNormBias},
+			"lm_head.weight":                     {name: model.LMHead},
+		}
+	case model.ArchPhi2:
+		return map[string]target{
+			"model.embed_tokens.weight":    {name: model.TokenEmbedding},
+			"model.final_layernorm.weight": {name: model.FinalNorm},
+			"model.final_layernorm.bias":   {name: model.FinalNormBias},
+			"lm_head.weight":               {name: model.LMHead},
+			"lm_head.bias":                 {name: model.LMHeadBiasName},
+		}
+	}
+	norm := asIs
+	if arch == model.ArchGemma || arch == model.ArchGemma2 {
+		norm = plusOne
+	}
+	return map[string]target{
+		"model.embed_tokens.weight": {name: model.TokenEmbedding},
+		"model.norm.weight":         {name: model.FinalNorm, xform: norm},
+		"model.norm.bias":           {name: model.FinalNormBias},
+		"lm_head.weight":            {name: model.LMHead},
+	}
+}
+
+// layerTargets maps per-layer HF suffixes (after "model.layers.N.") per
+// architecture.
+func layerTargets(arch string) map[string]target {
+	switch arch {
+	case model.ArchFalcon:
+		return map[string]target{
+			"input_layernorm.weight":                {name: model.AttnNorm},
+			"input_layernorm.bias":                  {name: model.AttnNormBias},
+			"post_attention_layernorm.weight":       {name: model.FFNNorm},
+			"post_attention_layernorm.bias":         {name: model.FFNNormBias},
+			"self_attention.query_key_value.weight": {name: model.WQ, xform: splitQKV},
+			"self_attention.query_key_value.bias":   {name: model.BQ, xform: splitQKV},
+			"self_attention.dense.weight":           {name: model.WO},
+			"self_attention.dense.bias":             {name: model.BO},
+			"mlp.dense_h_to_4h.weight":              {name: model.WUp},
+			"mlp.dense_h_to_4h.bias":                {name: model.BUp},
+			"mlp.dense_4h_to_h.weight":              {name: model.WDown},
+			"mlp.dense_4h_to_h.bias":                {name: model.BDown},
+		}
+	case model.ArchPhi2:
+		return map[string]target{
+			"input_layernorm.weight":  {name: model.AttnNorm},
+			"input_layernorm.bias":    {name: model.AttnNormBias},
+			"self_attn.q_proj.weight": {name: model.WQ},
+			"self_attn.k_proj.weight": {name: model.WK},
+			"self_attn.v_proj.weight": {name: model.WV},
+			"self_attn.q_proj.bias":   {name: model.BQ},
+			"self_attn.k_proj.bias":   {name: model.BK},
+			"self_attn.v_proj.bias":   {name: model.BV},
+			"self_attn.dense.weight":  {name: model.WO},
+			"self_attn.dense.bias":    {name: model.BO},
+			"mlp.fc1.weight":          {name: model.WUp},
+			"mlp.fc1.bias":            {name: model.BUp},
+			"mlp.fc2.weight":          {name: model.WDown},
+			"mlp.fc2.bias":            {name: model.BDown},
+		}
+	}
+	qk := asIs
+	if arch == model.ArchLlama {
+		qk = unpermute
+	}
+	norm := asIs
+	if arch == model.ArchGemma || arch == model.ArchGemma2 {
+		norm = plusOne
+	}
+	m := map[string]target{
+		"input_layernorm.weight":  {name: model.AttnNorm, xform: norm},
+		"input_layernorm.bias":    {name: model.AttnNormBias},
+		"self_attn.q_proj.weight": {name: model.WQ, xform: qk, heads: true},
+		"self_attn.k_proj.weight": {name: model.WK, xform: qk},
+		"self_attn.v_proj.weight": {name: model.WV},
+		"self_attn.o_proj.weight": {name: model.WO},
+		"self_attn.q_proj.bias":   {name: model.BQ, xform: qk, heads: true},
+		"self_attn.k_proj.bias":   {name: model.BK, xform: qk},
+		"self_attn.v_proj.bias":   {name: model.BV},
+		"self_attn.o_proj.bias":   {name: model.BO},
+		"mlp.gate_proj.weight":    {name: model.WGate},
+		"mlp.up_proj.weight":      {name: model.WUp},
+		"mlp.down_proj.weight":    {name: model.WDown},
+		"mlp.up_proj.bias":        {name: model.BUp},
+		"mlp.down_proj.bias":      {name: model.BDown},
+	}
+	if arch == model.ArchGemma2 {
+		// Gemma 2's "post_attention_layernorm" really is a post-norm; its FFN
+		// pre-norm is "pre_feedforward_layernorm".
+		m["post_attention_layernorm.weight"] = target{name: model.PostAttnNorm, xform: plusOne}
+		m["pre_feedforward_layernorm.weight"] = target{name: model.FFNNorm, xform: plusOne}
+		m["post_feedforward_layernorm.weight"] = target{name: model.PostFFNNorm, xform: plusOne}
+	} else {
+		m["post_attention_layernorm.weight"] = target{name: model.FFNNorm, xform: norm}
+		m["post_attention_layernorm.bias"] = target{name: model.FFNNormBias}
+	}
+	return m
+}
+
+// layerPrefix is where per-layer tensors live.
+func layerPrefix(arch string) string {
+	if arch == model.ArchFalcon {
+		return "transformer.h."
+	}
+	return "model.layers."
+}
+
+// parseLayer splits "<prefix>N.suffix"; ok is false for other names.
+func parseLayer(name, prefix string, layers int) (layer int, suffix string, ok bool) {
+	rest, found := strings.CutPrefix(name, prefix)
+	if !found {
+		return 0, "", false
+	}
+	num, suffix, found := strings.Cut(rest, ".")
+	l, err := strconv.Atoi(num)
+	if !found || err != nil || l < 0 || l >= layers || strconv.Itoa(l) != num {
+		return 0, "", false
+	}
+	return l, suffix, true
+}
