@@ -83,8 +83,8 @@ func (b *backend) Compile(g *fusion.Graph, w gpu.Weights, kv gpu.KVCache) (gpu.P
 			s.attn = attnParams{heads: op.Heads, kvHeads: op.KVHeads, headDim: op.HeadDim,
 				scale: op.Scale, cap: op.Cap, window: op.Window}
 		}
-		if op.Bias != "" {
-			s.bias = ws.byName[op.Bias].vector()
+		if (op.Kind == fusion.MatMul || op.Kind == fusion.Norm) && op.Bias != "" {
+			s.bias = ws.byName[op.Bias].vector() // checked by Validate
 		}
 		p.steps = append(p.steps, s)
 	}
