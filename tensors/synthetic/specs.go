@@ -1,0 +1,147 @@
+package synthetic
+
+import (
+	"math"
+
+	"github.com/gpurun/gpurun/tensors/model"
+)
+
+// Spec is a named architecture at the dimensions of a published model.
+type Spec struct {
+	Name   string // what ByName accepts, e.g. "tinyllama-1.1b"
+	Source string // the published model whose config.json the dimensions come from
+	Config model.Config
+}
+
+// Specs returns the built-in architectures, in a fixed order. Each call
+// returns fresh copies, so callers may edit them.
+//
+// Every dimension was checked against the source model's Hugging Face
+// config.json (hidden_size, intermediate_size, num_hidden_layers,
+// num_attention_heads, num_key_value_heads, head_dim or partial rotary
+// factor, vocab_size, eps, rope_theta, tie_word_embeddings). The parameter
+// counts the tests check are the ones the model cards publish.
+func Specs() []Spec {
+	return []Spec{
+		tinyLlama(),
+		gemma2B(),
+		phi2(),
+		falcon1B(),
+		stableLM3B(),
+	}
+}
+
+// Names lists the names ByName accepts, in the order of Specs.
+func Names() []string {
+	specs := Specs()
+	names := make([]string, len(specs))
+	for i, s := range specs {
+		names[i] = s.Name
+	}
+	return names
+}
+
+// ByName returns the configuration of the named spec.
+func ByName(name string) (model.Config, bool) {
+	for _, s := range Specs() {
+		if s.Name == name {
+			return s.Config, true
+		}
+	}
+	return model.Config{}, false
+}
+
+// tinyLlama: TinyLlama/TinyLlama-1.1B-Chat-v1.0 (LlamaForCausalLM):
+// hidden 2048, intermediate 5632, 22 layers, 32 heads, 4 kv heads,
+// vocab 32000, rms_norm_eps 1e-5, rope_theta 10000, untied, 2048 positions,
+// bos 1, eos 2. 1,100,048,384 parameters.
+func tinyLlama() Spec {
+	return Spec{Name: "tinyllama-1.1b", Source: "TinyLlama/TinyLlama-1.1B-Chat-v1.0", Config: model.Config{
+		Arch: model.ArchLlama, VocabSize: 32000, Dim: 2048, HiddenDim: 5632, Layers: 22,
+		Heads: 32, KVHeads: 4, HeadDim: 64, MaxSeqLen: 2048,
+		Norm: model.NormRMS, NormEps: 1e-5,
+		// GGUF / Meta order: Q and K rows already permuted for adjacent pairs.
+		RopeStyle: model.RopeInterleaved, RopeDims: 64, RopeBase: 10000,
+		Act: model.ActSiLU, GatedFFN: true,
+		BOS: 1, EOS: 2, AddBOS: true,
+	}}
+}
+
+// gemma2B: google/gemma-2b (GemmaForCausalLM): hidden 2048, intermediate
+// 16384, 18 layers, 8 heads, 1 kv head, head_dim 256, vocab 256000,
+// rms_norm_eps 1e-6, rope_theta 10000, tied, gelu_pytorch_tanh GeGLU,
+// embeddings scaled by sqrt(hidden), 8192 positions, bos 2, eos 1.
+// 2,506,172,416 parameters.
+func gemma2B() Spec {
+	return Spec{Name: "gemma-2b", Source: "google/gemma-2b", Config: model.Config{
+		Arch: model.ArchGemma, VocabSize: 256000, Dim: 2048, HiddenDim: 16384, Layers: 18,
+		Heads: 8, KVHeads: 1, HeadDim: 256, MaxSeqLen: 8192,
+		// Norm weights are stored as 1+w (the GGUF convention), so the
+		// runtime's plain RMSNorm applies.
+		Norm: model.NormRMS, NormEps: 1e-6,
+		RopeStyle: model.RopeHalves, RopeDims: 256, RopeBase: 10000,
+		Act: model.ActGELUTanh, GatedFFN: true,
+		Tied:       true,
+		EmbedScale: float32(math.Sqrt(2048)),
+		BOS:        2, EOS: 1, AddBOS: true,
+	}}
+}
+
+// phi2: microsoft/phi-2 (PhiForCausalLM): hidden 2560, intermediate 10240,
+// 32 layers, 32 heads (MHA), head_dim 80, partial_rotary_factor 0.4 (32
+// rotated dims), vocab 51200, layer_norm_eps 1e-5, rope_theta 10000,
+// gelu_new (tanh), parallel attention and MLP on one LayerNorm, biases on
+// q/k/v/dense/fc1/fc2, untied lm_head with bias, 2048 positions,
+// bos = eos = 50256. 2,779,683,840 parameters.
+func phi2() Spec {
+	return Spec{Name: "phi-2", Source: "microsoft/phi-2", Config: model.Config{
+		Arch: model.ArchPhi2, VocabSize: 51200, Dim: 2560, HiddenDim: 10240, Layers: 32,
+		Heads: 32, KVHeads: 32, HeadDim: 80, MaxSeqLen: 2048,
+		Norm: model.NormLayer, NormEps: 1e-5,
+		RopeStyle: model.RopeHalves, RopeDims: 32, RopeBase: 10000,
+		Act: model.ActGELUTanh, Parallel: true,
+		QKVBias: true, OutBias: true, FFNBias: true, LMHeadBias: true,
+		BOS: 50256, EOS: 50256,
+	}}
+}
+
+// falcon1B: dimensions of tiiuae/falcon-rw-1b (hidden 2048, 24 layers, 32
+// heads of 64, MLP 4*2048 = 8192, vocab 50304, layer_norm_epsilon 1e-5,
+// tied embeddings, 2048 positions; 1,311,625,216 parameters with its
+// biases). Falcon-RW-1B itself uses ALiBi, multi-head attention, linear
+// biases and sequential blocks, which the runtime's falcon architecture
+// does not describe. This spec therefore keeps RW-1B's dimensions and takes
+// the block of tiiuae/falcon-7b (the architecture llama.cpp and gpurun call
+// "falcon"): rotary embeddings (NEOX halves, theta 10000), multi-query
+// attention with one kv head, attention and MLP in parallel on one shared
+// LayerNorm, exact (erf) GELU, no linear biases. It is a Falcon-class 1B
+// shape, not a published checkpoint.
+func falcon1B() Spec {
+	return Spec{Name: "falcon-1b", Source: "tiiuae/falcon-rw-1b dimensions, tiiuae/falcon-7b block", Config: model.Config{
+		Arch: model.ArchFalcon, VocabSize: 50304, Dim: 2048, HiddenDim: 8192, Layers: 24,
+		Heads: 32, KVHeads: 1, HeadDim: 64, MaxSeqLen: 2048,
+		Norm: model.NormLayer, NormEps: 1e-5,
+		RopeStyle: model.RopeHalves, RopeDims: 64, RopeBase: 10000,
+		Act: model.ActGELU, Parallel: true,
+		Tied: true,
+		// GPT-2 BPE (falcon-rw-1b's tokenizer): <|endoftext|> is 50256.
+		BOS: 50256, EOS: 50256,
+	}}
+}
+
+// stableLM3B: stabilityai/stablelm-3b-4e1t (StableLmForCausalLM): hidden
+// 2560, intermediate 6912, 32 layers, 32 heads, 32 kv heads, head_dim 80,
+// partial_rotary_factor 0.25 (20 rotated dims), vocab 50304,
+// layer_norm_eps 1e-5, rope_theta 10000, SwiGLU, sequential blocks with two
+// LayerNorms, no linear biases (use_qkv_bias false), untied, 4096
+// positions, bos = eos = 0. 2,795,443,200 parameters.
+func stableLM3B() Spec {
+	return Spec{Name: "stablelm-3b", Source: "stabilityai/stablelm-3b-4e1t", Config: model.Config{
+		Arch: model.ArchStableLM, VocabSize: 50304, Dim: 2560, HiddenDim: 6912, Layers: 32,
+		Heads: 32, KVHeads: 32, HeadDim: 80, MaxSeqLen: 4096,
+		Norm: model.NormLayer, NormEps: 1e-5,
+		RopeStyle: model.RopeHalves, RopeDims: 20, RopeBase: 10000,
+		Act: model.ActSiLU, GatedFFN: true,
+		BOS: 0, EOS: 0,
+	}}
+}

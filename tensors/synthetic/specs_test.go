@@ -1,0 +1,148 @@
+package synthetic
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/gpurun/gpurun/pipeline/arch"
+	"github.com/gpurun/gpurun/tensors/model"
+)
+
+// Parameter counts as the model cards and Hugging Face's safetensors
+// metadata publish them. They pin every dimension of a spec at once: a wrong
+// width, depth, head count, vocabulary, tying or bias flag changes the sum.
+var publishedParams = []struct {
+	name   string
+	params int64
+	note   string
+}{
+	{"tinyllama-1.1b", 1_100_048_384, "TinyLlama/TinyLlama-1.1B-Chat-v1.0"},
+	{"gemma-2b", 2_506_172_416, "google/gemma-2b"},
+	{"phi-2", 2_779_683_840, "microsoft/phi-2"},
+	// falcon-rw-1b has 1,311,625,216 parameters (KerasHub's preset lists
+	// the same). The falcon-7b style block of this spec drops, in each of
+	// the 24 layers, the 18,432 linear biases, the K and V rows of 31 of
+	// the 32 heads (multi-query: 2*31*64 rows of 2048) and the second
+	// LayerNorm (scale and bias of 2048) of RW-1B's sequential block.
+	{"falcon-1b", 1_311_625_216 - 24*(18_432+2*31*64*2048+2*2048),
+		"tiiuae/falcon-rw-1b minus its biases, MHA K/V rows and second LayerNorm"},
+	{"stablelm-3b", 2_795_443_200, "stabilityai/stablelm-3b-4e1t"},
+}
+
+func TestSpecsMatchPublishedParameterCounts(t *testing.T) {
+	if got, want := len(Specs()), len(publishedParams); got != want {
+		t.Fatalf("%d specs, %d published counts", got, want)
+	}
+	for _, tc := range publishedParams {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, ok := ByName(tc.name)
+			if !ok {
+				t.Fatalf("ByName(%q) not found", tc.name)
+			}
+			if err := cfg.Validate(); err != nil {
+				t.Fatalf("Validate: %v", err)
+			}
+			got, err := Params(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.params {
+				t.Errorf("%d parameters, %s has %d", got, tc.note, tc.params)
+			}
+		})
+	}
+}
+
+func TestNamesAndByName(t *testing.T) {
+	specs := Specs()
+	names := Names()
+	if len(names) != len(specs) {
+		t.Fatalf("Names has %d entries, Specs %d", len(names), len(specs))
+	}
+	for i, s := range specs {
+		if names[i] != s.Name {
+			t.Errorf("Names()[%d] = %q, Specs()[%d].Name = %q", i, names[i], i, s.Name)
+		}
+		if s.Source == "" {
+			t.Errorf("%s: no source model", s.Name)
+		}
+		cfg, ok := ByName(s.Name)
+		if !ok || cfg.Dim != s.Config.Dim || cfg.Arch != s.Config.Arch {
+			t.Errorf("ByName(%q) = %+v, %v", s.Name, cfg, ok)
+		}
+	}
+	sorted := slices.Clone(names)
+	slices.Sort(sorted)
+	if len(slices.Compact(sorted)) != len(names) {
+		t.Errorf("duplicate names in %v", names)
+	}
+	for _, bad := range []string{"", "TinyLlama-1.1B", "gemma", "llama-7b"} {
+		if _, ok := ByName(bad); ok {
+			t.Errorf("ByName(%q) found a spec", bad)
+		}
+	}
+}
+
+func TestSpecsAreCopies(t *testing.T) {
+	a := Specs()
+	a[0].Config.Layers = 1
+	a[0].Name = "changed"
+	if b := Specs(); b[0].Config.Layers == 1 || b[0].Name == "changed" {
+		t.Fatal("editing the result of Specs changed the next call's")
+	}
+}
+
+// TestLayoutMatchesGraph checks, at full size and without allocating any
+// weights, that the tensors Checkpoint would build are exactly the ones the
+// decode and prefill graphs of pipeline/arch reference, with the shapes the
+// graph validator demands.
+func TestLayoutMatchesGraph(t *testing.T) {
+	for _, s := range Specs() {
+		t.Run(s.Name, func(t *testing.T) {
+			checkLayout(t, &s.Config)
+		})
+	}
+}
+
+// checkLayout compares layout(cfg) with the weights the graphs use.
+func checkLayout(t *testing.T, cfg *model.Config) {
+	t.Helper()
+	shapes := map[string][]int{}
+	for _, e := range layout(cfg) {
+		if _, dup := shapes[e.name]; dup {
+			t.Fatalf("tensor %q listed twice", e.name)
+		}
+		shapes[e.name] = e.shape
+	}
+	shapeOf := func(name string) ([]int, bool) {
+		s, ok := shapes[name]
+		return s, ok
+	}
+	used := map[string]bool{}
+	for _, tokens := range []int{1, 8} {
+		g, err := arch.Build(cfg, arch.BuildOptions{Tokens: tokens, MaxLen: 16})
+		if err != nil {
+			t.Fatalf("arch.Build(%d tokens): %v", tokens, err)
+		}
+		if err := g.Validate(shapeOf); err != nil {
+			t.Fatalf("graph of %d tokens against the synthetic layout: %v", tokens, err)
+		}
+		for _, op := range g.Ops {
+			for _, name := range []string{op.Weight, op.Bias} {
+				if name != "" {
+					used[name] = true
+				}
+			}
+		}
+	}
+	for name := range shapes {
+		if !used[name] {
+			t.Errorf("tensor %q is built but no graph op reads it", name)
+		}
+	}
+	for name := range used {
+		if _, ok := shapes[name]; !ok {
+			t.Errorf("graph reads %q, which is not built", name)
+		}
+	}
+}
