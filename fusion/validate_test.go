@@ -1,0 +1,70 @@
+package fusion
+
+import (
+	"errors"
+	"testing"
+)
+
+// smallGraph is embed, norm, matmul, rope, store_kv, attention, last_row:
+// valid as built; each case below breaks one thing.
+func smallGraph() *Graph {
+	g := &Graph{Tokens: 2, KV: KVSpec{Layers: 1, KVHeads: 1, HeadDim: 4, MaxLen: 8}}
+	x := g.NewBuf("x", 2, 8)
+	h := g.NewBuf("h", 2, 8)
+	q := g.NewBuf("q", 2, 8)
+	k := g.NewBuf("k", 2, 4)
+	o := g.NewBuf("o", 2, 8)
+	last := g.NewBuf("last", 1, 8)
+	g.Add(Op{Kind: Embed, Out: x, Weight: "emb"})
+	g.Add(Op{Kind: Norm, Out: h, In: []Buf{x}, Weight: "norm", NormKind: "rms", Eps: 1e-5})
+	g.Add(Op{Kind: MatMul, Out: q, In: []Buf{h}, Weight: "wq"})
+	g.Add(Op{Kind: MatMul, Out: k, In: []Buf{h}, Weight: "wk", Bias: "bk"})
+	g.Add(Op{Kind: Rope, Out: q, In: []Buf{q}, Heads: 2, HeadDim: 4, RopeDims: 4, RopeBase: 1e4, RopeStyle: "halves"})
+	g.Add(Op{Kind: StoreKV, In: []Buf{k, k}, Layer: 0, Heads: 2, KVHeads: 1, HeadDim: 4})
+	g.Add(Op{Kind: Attention, Out: o, In: []Buf{q}, Layer: 0, Heads: 2, KVHeads: 1, HeadDim: 4, Scale: 0.5})
+	g.Add(Op{Kind: LastRow, Out: last, In: []Buf{o}})
+	g.Logits = last
+	return g
+}
+
+func shapes(name string) ([]int, bool) {
+	s, ok := map[string][]int{"emb": {10, 8}, "norm": {8}, "wq": {8, 8}, "wk": {4, 8}, "bk": {4}}[name]
+	return s, ok
+}
+
+func TestValidate(t *testing.T) {
+	if err := smallGraph().Validate(shapes); err != nil {
+		t.Fatalf("valid graph: %v", err)
+	}
+	for _, tc := range []struct {
+		name   string
+		breaks func(g *Graph)
+	}{
+		{"embed width", func(g *Graph) { g.Bufs[0].Cols = 6; g.Bufs[1].Cols = 6 }},
+		{"missing norm weight", func(g *Graph) { g.Ops[1].Weight = "" }},
+		{"rms with bias", func(g *Graph) { g.Ops[1].Bias = "norm" }},
+		{"norm weight length", func(g *Graph) { g.Ops[1].Weight = "bk" }},
+		{"matmul weight transposed", func(g *Graph) { g.Ops[3].Weight = "wq" }},
+		{"bias missing", func(g *Graph) { g.Ops[3].Bias = "bq" }},
+		{"rope odd dims", func(g *Graph) { g.Ops[4].RopeDims = 3 }},
+		{"rope base", func(g *Graph) { g.Ops[4].RopeBase = 0 }},
+		{"rope on last row", func(g *Graph) { g.Ops[4].In = []Buf{5}; g.Ops[4].Out = 5 }},
+		{"store wrong layer", func(g *Graph) { g.Ops[5].Layer = 1 }},
+		{"attention heads", func(g *Graph) { g.Ops[6].Heads = 3 }},
+		{"attention window", func(g *Graph) { g.Ops[6].Window = -1 }},
+		{"attention cap", func(g *Graph) { g.Ops[6].Cap = -1 }},
+		{"last row into many rows", func(g *Graph) { g.Ops[7].Out = 4 }},
+		{"rows mismatch", func(g *Graph) { g.Ops[2].Out = 5 }},
+		{"input count", func(g *Graph) { g.Ops[2].In = append(g.Ops[2].In, 0) }},
+		{"missing weight", func(g *Graph) { g.Ops[0].Weight = "nope" }},
+		{"kv spec negative", func(g *Graph) { g.KV.MaxLen = -1 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := smallGraph()
+			tc.breaks(g)
+			if err := g.Validate(shapes); !errors.Is(err, ErrInvalid) {
+				t.Errorf("Validate: %v, want ErrInvalid", err)
+			}
+		})
+	}
+}
