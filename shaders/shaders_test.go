@@ -32,6 +32,7 @@ func TestGetBindings(t *testing.T) {
 		{"glu", []gpu.BindingKind{U, R, R, R, W}},
 		{"act", []gpu.BindingKind{U, R, R, R, W}},
 		{"add", []gpu.BindingKind{U, R, R, R, W}},
+		{"add_inplace", []gpu.BindingKind{U, R, R, R, W}},
 		{"softcap", []gpu.BindingKind{U, R, R, R, W}},
 		{"last_row", []gpu.BindingKind{U, R, R, R, W}},
 		{"argmax", []gpu.BindingKind{U, R, W}},

@@ -183,15 +183,29 @@ func (pl *planner) op(op *fusion.Op) error {
 		pl.dispatch("attention", []uint32{u(op.Heads), u(op.KVHeads), u(op.HeadDim), u(pl.cache.spec.MaxLen), f(op.Scale), f(op.Cap), u(op.Window)},
 			op.Heads, T, 1, gpu.Binding{Buf: pl.p.step}, pl.buf(op.In[0]),
 			gpu.Binding{Buf: pl.cache.k[op.Layer]}, gpu.Binding{Buf: pl.cache.v[op.Layer]}, pl.buf(op.Out))
-	case fusion.GLU, fusion.Activation, fusion.Add, fusion.SoftCap:
-		kernel := map[fusion.Kind]string{fusion.GLU: "glu", fusion.Activation: "act", fusion.Add: "add", fusion.SoftCap: "softcap"}[op.Kind]
+	case fusion.Add:
+		// A residual add into one of its inputs (addition commutes) runs
+		// in place; out = out + out goes through the scratch copy.
+		in0, in1 := op.In[0], op.In[1]
+		if in1 == op.Out {
+			in0, in1 = in1, in0
+		}
+		if in0 == op.Out && in1 != op.Out {
+			pl.dispatch("add_inplace", []uint32{u(out.Cols), 0, 0, u(out.Rows)},
+				ceilDiv(out.Cols, 64), out.Rows, 1, gpu.Binding{Buf: pl.p.step}, gpu.Binding{Buf: pl.dummy}, pl.buf(in1), pl.buf(op.Out))
+			return nil
+		}
+		pl.dispatch("add", []uint32{u(out.Cols), 0, 0, u(out.Rows)},
+			ceilDiv(out.Cols, 64), out.Rows, 1, gpu.Binding{Buf: pl.p.step}, pl.input(op, op.In[0], &copied), pl.input(op, op.In[1], &copied), pl.buf(op.Out))
+	case fusion.GLU, fusion.Activation, fusion.SoftCap:
+		kernel := map[fusion.Kind]string{fusion.GLU: "glu", fusion.Activation: "act", fusion.SoftCap: "softcap"}[op.Kind]
 		act, ok := actCodes[op.Act]
 		if !ok && (op.Kind == fusion.GLU || op.Kind == fusion.Activation) {
 			return fmt.Errorf("activation %q: %w", op.Act, gpu.ErrUnsupported)
 		}
 		a := pl.input(op, op.In[0], &copied)
 		b := gpu.Binding{Buf: pl.dummy}
-		if len(op.In) > 1 {
+		if op.Kind == fusion.GLU {
 			b = pl.input(op, op.In[1], &copied)
 		}
 		pl.dispatch(kernel, []uint32{u(out.Cols), act, f(op.Cap), u(out.Rows)},

@@ -1,5 +1,6 @@
 // Elementwise kernels over rows t < T of cols values each.
-// glu: out = act(a) * b; act: out = act(a); add: out = a + b;
+// glu: out = act(a) * b; act: out = act(a); add: out = a + b (add_inplace:
+// out += b);
 // softcap: out = cap * tanh(a / cap); last_row: out[0] = a[T-1].
 // Dispatch: (ceil(cols/64), nrows, 1); last_row (ceil(cols/64), 1, 1).
 
@@ -87,6 +88,17 @@ fn add(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     let i = gid.y * p.cols + gid.x;
     out[i] = a[i] + b[i];
+}
+
+// add_inplace: out += b, for residual adds whose output is their first
+// input (binding a is unused), without copying out aside first.
+@compute @workgroup_size(64)
+fn add_inplace(@builtin(global_invocation_id) gid: vec3<u32>) {
+    if !in_range(gid) {
+        return;
+    }
+    let i = gid.y * p.cols + gid.x;
+    out[i] = out[i] + b[i];
 }
 
 @compute @workgroup_size(64)
