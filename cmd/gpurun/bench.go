@@ -1,0 +1,122 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpurun/gpurun/pipeline"
+)
+
+type benchReport struct {
+	Model     string        `json:"model"`
+	Arch      string        `json:"arch"`
+	Backend   string        `json:"backend"`
+	PromptLen int           `json:"prompt_len"`
+	Generate  int           `json:"generate"`
+	Runs      []metricsJSON `json:"runs"`
+	Median    metricsJSON   `json:"median"`
+}
+
+func newBench() *cobra.Command {
+	var (
+		rf                      runFlags
+		promptLen, genLen, reps int
+		asJSON                  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "bench -m MODEL [--backend B] [--prompt-len N] [--generate N] [--reps R]",
+		Short: "Measure time to first token, prefill and decode tokens/s end to end",
+		Long: `Bench runs R greedy generations of a synthetic prompt of --prompt-len tokens
+(different in each run, so no run reuses another's KV cache) and reports each
+run's time to first token, prefill tokens/s and decode tokens/s, and their
+medians. One warm-up run is not reported.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if promptLen < 1 || genLen < 1 || reps < 1 {
+				return fmt.Errorf("bench: --prompt-len, --generate and --reps must be positive")
+			}
+			if promptLen+genLen > rf.maxCache {
+				return fmt.Errorf("bench: %d prompt + %d generated tokens exceed the cache of %d (raise --max-cache)", promptLen, genLen, rf.maxCache)
+			}
+			m, backendName, closeAll, err := rf.load(cmd)
+			if err != nil {
+				return err
+			}
+			defer closeAll()
+			cfg := m.Config()
+			rep := benchReport{Model: rf.model, Arch: cfg.Arch, Backend: backendName, PromptLen: promptLen, Generate: genLen}
+			for r := -1; r < reps; r++ {
+				s := m.NewSession()
+				p := pipeline.Prompt{IDs: benchPrompt(promptLen, cfg.VocabSize, r+1)}
+				for _, err := range s.Generate(cmd.Context(), p, pipeline.GenerateOptions{MaxTokens: genLen}) {
+					if err != nil {
+						return err
+					}
+				}
+				if r >= 0 {
+					rep.Runs = append(rep.Runs, jsonMetrics(s.Metrics()))
+				}
+			}
+			rep.Median = medianMetrics(rep.Runs)
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(rep)
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "%s (%s) on %s: prompt %d tokens, generate %d\n", rep.Model, rep.Arch, rep.Backend, promptLen, genLen)
+			fmt.Fprintf(w, "%-8s %12s %16s %16s %10s\n", "run", "TTFT ms", "prefill tok/s", "decode tok/s", "generated")
+			for i, r := range rep.Runs {
+				fmt.Fprintf(w, "%-8d %12.2f %16.1f %16.1f %10d\n", i+1, r.TimeToFirstTokenMS, r.PrefillTokensPerSec, r.DecodeTokensPerSec, r.GeneratedTokens)
+			}
+			md := rep.Median
+			fmt.Fprintf(w, "%-8s %12.2f %16.1f %16.1f\n", "median", md.TimeToFirstTokenMS, md.PrefillTokensPerSec, md.DecodeTokensPerSec)
+			return nil
+		},
+	}
+	rf.register(cmd)
+	f := cmd.Flags()
+	f.IntVar(&promptLen, "prompt-len", 128, "prompt length in tokens")
+	f.IntVar(&genLen, "generate", 64, "tokens to generate per run")
+	f.IntVar(&reps, "reps", 3, "measured runs")
+	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	return cmd
+}
+
+// benchPrompt makes a deterministic prompt that differs from run to run in
+// its first token, so no run reuses another's cached context. Ids 0-2 (the
+// usual unk/bos/eos) are avoided.
+func benchPrompt(n, vocab, run int) []int {
+	ids := make([]int, n)
+	span := max(vocab-3, 1)
+	for i := range ids {
+		ids[i] = 3 + (i*7919+run*104729)%span
+	}
+	return ids
+}
+
+func medianMetrics(runs []metricsJSON) metricsJSON {
+	med := func(get func(metricsJSON) float64) float64 {
+		v := make([]float64, len(runs))
+		for i, r := range runs {
+			v[i] = get(r)
+		}
+		slices.Sort(v)
+		if len(v) == 0 {
+			return 0
+		}
+		if len(v)%2 == 1 {
+			return v[len(v)/2]
+		}
+		return (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	return metricsJSON{
+		TimeToFirstTokenMS:  med(func(m metricsJSON) float64 { return m.TimeToFirstTokenMS }),
+		PrefillTokensPerSec: med(func(m metricsJSON) float64 { return m.PrefillTokensPerSec }),
+		DecodeTokensPerSec:  med(func(m metricsJSON) float64 { return m.DecodeTokensPerSec }),
+		GeneratedTokens:     int(med(func(m metricsJSON) float64 { return float64(m.GeneratedTokens) })),
+	}
+}

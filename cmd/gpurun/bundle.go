@@ -1,0 +1,56 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpurun/gpurun/tensors/convert"
+	"github.com/gpurun/gpurun/tensors/modelfile"
+)
+
+func newBundle() *cobra.Command {
+	var out, tok string
+	cmd := &cobra.Command{
+		Use:   "bundle MODEL -t TOKENIZER -o OUT.task",
+		Short: "Bundle a model file and a tokenizer into a .task file",
+		Long: `Bundle packs a model file, a tokenizer (a SentencePiece .model, a llama2.c
+tokenizer.bin, or any file gpurun tokenize accepts) and the model's
+configuration into a .task bundle whose entries can be memory-mapped in place.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if out == "" || tok == "" {
+				return errors.New("bundle: -t TOKENIZER and -o OUT.task are required")
+			}
+			if !convert.IsTask(out) {
+				return fmt.Errorf("bundle: output %q should end in .task", out)
+			}
+			f, err := modelfile.Open(args[0])
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			if !f.HasConfig() {
+				return fmt.Errorf("bundle: %s has no gpurun configuration; convert the checkpoint with gpurun convert", args[0])
+			}
+			t, err := openTokenizer(tok)
+			if err != nil {
+				return err
+			}
+			if t.VocabSize() != f.Config().VocabSize {
+				return fmt.Errorf("bundle: tokenizer has %d pieces, model vocabulary %d", t.VocabSize(), f.Config().VocabSize)
+			}
+			// The tensors alias the mapped input; WriteFile streams them out.
+			if err := convert.WriteFile(out, f.Config(), f.Tensors(), t.Marshal(), nil); err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "wrote %s\n", out)
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&out, "output", "o", "", "output .task path")
+	cmd.Flags().StringVarP(&tok, "tokenizer", "t", "", "tokenizer file")
+	return cmd
+}

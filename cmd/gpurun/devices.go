@@ -1,0 +1,132 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"runtime"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/gpu/vulkan"
+	"github.com/gpurun/gpurun/gpu/webgpu"
+)
+
+// deviceReport is one entry of `gpurun devices`. Limits use WebGPU's limit
+// names for every backend so reports compare across backends.
+type deviceReport struct {
+	Backend  string            `json:"backend"`
+	Name     string            `json:"name"`
+	Type     gpu.DeviceType    `json:"type"`
+	Driver   string            `json:"driver"`
+	Usable   bool              `json:"usable"`
+	Features []string          `json:"features"`
+	Limits   map[string]uint64 `json:"limits"`
+}
+
+type devicesReport struct {
+	Devices []deviceReport    `json:"devices"`
+	Errors  map[string]string `json:"errors,omitempty"` // backend -> why it lists nothing
+}
+
+func newDevices() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "devices",
+		Short: "List the devices each backend (cpu, webgpu, vulkan) can use, with features and key limits",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			rep := listDevices()
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(rep)
+			}
+			return rep.writeText(cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
+	return cmd
+}
+
+func listDevices() devicesReport {
+	rep := devicesReport{Errors: map[string]string{}}
+	rep.Devices = append(rep.Devices, deviceReport{
+		Backend: "cpu", Name: fmt.Sprintf("%s/%s, %d threads", runtime.GOOS, runtime.GOARCH, runtime.NumCPU()),
+		Type: gpu.CPU, Driver: runtime.Version(), Usable: true, Features: []string{"f32", "f16 weights", "int8", "int4"},
+	})
+	if vds, err := vulkan.Devices(); err != nil {
+		rep.Errors["vulkan"] = err.Error()
+	} else {
+		for _, d := range vds {
+			rep.Devices = append(rep.Devices, deviceReport{
+				Backend: "vulkan", Name: d.Name, Type: d.Type, Driver: d.Driver, Usable: true,
+				Features: infoFeatures(d.Info), Limits: infoLimits(d.Info),
+			})
+		}
+	}
+	if ads, err := webgpu.Adapters(); err != nil {
+		rep.Errors["webgpu"] = err.Error()
+	} else {
+		for _, a := range ads {
+			rep.Devices = append(rep.Devices, deviceReport{
+				Backend: "webgpu/" + a.Backend, Name: a.Name, Type: a.Type, Driver: a.Driver, Usable: a.Usable,
+				Features: a.Features, Limits: a.Limits,
+			})
+		}
+	}
+	if len(rep.Errors) == 0 {
+		rep.Errors = nil
+	}
+	return rep
+}
+
+func infoFeatures(i gpu.Info) []string {
+	var fs []string
+	for _, f := range []struct {
+		on   bool
+		name string
+	}{{i.F16, "f16"}, {i.Subgroups, "subgroups"}, {i.Timestamps, "timestamps"}} {
+		if f.on {
+			fs = append(fs, f.name)
+		}
+	}
+	return fs
+}
+
+func infoLimits(i gpu.Info) map[string]uint64 {
+	return map[string]uint64{
+		"maxBufferSize":                     uint64(i.MaxBufferSize),
+		"maxStorageBufferBindingSize":       uint64(i.MaxStorageBinding),
+		"maxComputeWorkgroupStorageSize":    uint64(i.MaxWorkgroupStorage),
+		"maxComputeInvocationsPerWorkgroup": uint64(i.MaxWorkgroupInvocs),
+		"minStorageBufferOffsetAlignment":   uint64(i.StorageOffsetAlign),
+	}
+}
+
+func (r devicesReport) writeText(w io.Writer) error {
+	for _, d := range r.Devices {
+		usable := ""
+		if !d.Usable {
+			usable = " (not used by gpurun)"
+		}
+		fmt.Fprintf(w, "%-14s %s [%s]%s\n", d.Backend, d.Name, d.Type, usable)
+		if d.Driver != "" {
+			fmt.Fprintf(w, "%14s driver: %s\n", "", d.Driver)
+		}
+		if len(d.Features) > 0 {
+			fmt.Fprintf(w, "%14s features: %s\n", "", strings.Join(d.Features, ", "))
+		}
+		if l := d.Limits; l != nil {
+			fmt.Fprintf(w, "%14s max storage binding %s, max buffer %s, workgroup storage %s, invocations %d\n", "",
+				humanBytes(int64(l["maxStorageBufferBindingSize"])), humanBytes(int64(l["maxBufferSize"])),
+				humanBytes(int64(l["maxComputeWorkgroupStorageSize"])), l["maxComputeInvocationsPerWorkgroup"])
+		}
+	}
+	for b, e := range r.Errors {
+		fmt.Fprintf(w, "%-14s unavailable: %s\n", b, e)
+	}
+	return nil
+}

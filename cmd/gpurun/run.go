@@ -1,0 +1,193 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpurun/gpurun/gpu/backends"
+	"github.com/gpurun/gpurun/pipeline"
+)
+
+// runFlags are the model and generation flags shared by run and bench.
+type runFlags struct {
+	model    string
+	backend  string
+	maxCache int
+}
+
+func (r *runFlags) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVarP(&r.model, "model", "m", "", "model file (.tflite) or .task bundle")
+	f.StringVar(&r.backend, "backend", "auto", "backend: "+strings.Join(backends.Names, "|"))
+	f.IntVar(&r.maxCache, "max-cache", pipeline.DefaultMaxCache, "KV cache length in tokens")
+}
+
+// load opens the backend and loads the model on it; close releases both.
+func (r *runFlags) load(cmd *cobra.Command) (m *pipeline.Model, backendName string, close func(), err error) {
+	if r.model == "" {
+		return nil, "", nil, fmt.Errorf("-m MODEL is required")
+	}
+	ctx := cmd.Context()
+	b, err := backends.Open(ctx, r.backend)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	m, err = pipeline.Load(ctx, r.model, pipeline.Options{Backend: b, MaxCache: r.maxCache})
+	if err != nil {
+		b.Close()
+		return nil, "", nil, err
+	}
+	return m, b.Info().Backend, func() { m.Close(); b.Close() }, nil
+}
+
+func newRun() *cobra.Command {
+	var (
+		rf        runFlags
+		prompt    string
+		promptIDs string
+		gen       pipeline.GenerateOptions
+		asJSON    bool
+		template  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "run -m MODEL [-p PROMPT | --prompt-ids 1,2,3]",
+		Short: "Generate text from a prompt, streaming it to stdout; metrics go to stderr",
+		Long: `Run loads a model and generates from a prompt. Text is streamed to stdout as it
+is generated; time to first token and prefill/decode speeds go to stderr.
+A text prompt gets BOS when the model's metadata says so; --prompt-ids are
+used exactly as given. --temperature 0 means greedy decoding.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var p pipeline.Prompt
+			switch {
+			case promptIDs != "" && prompt != "":
+				return fmt.Errorf("run: give -p or --prompt-ids, not both")
+			case promptIDs != "":
+				ids, err := parseIDList(promptIDs)
+				if err != nil {
+					return fmt.Errorf("run: --prompt-ids: %w", err)
+				}
+				p.IDs = ids
+			case prompt != "":
+				p.Text = prompt
+			default:
+				return fmt.Errorf("run: a prompt is required (-p TEXT or --prompt-ids IDS)")
+			}
+			gen.Template = template
+			m, backendName, closeAll, err := rf.load(cmd)
+			if err != nil {
+				return err
+			}
+			defer closeAll()
+			s := m.NewSession()
+			out := cmd.OutOrStdout()
+			var ids []int
+			var text strings.Builder
+			for tok, err := range s.Generate(cmd.Context(), p, gen) {
+				if err != nil {
+					return err
+				}
+				if tok.ID >= 0 {
+					ids = append(ids, tok.ID)
+				}
+				text.WriteString(tok.Piece)
+				io.WriteString(out, tok.Piece)
+			}
+			io.WriteString(out, "\n")
+			met := s.Metrics()
+			printMetrics(cmd.ErrOrStderr(), backendName, met)
+			if asJSON {
+				hist := s.History()
+				res := runResult{
+					PromptIDs:    hist[:len(hist)-len(ids)],
+					GeneratedIDs: ids,
+					Text:         text.String(),
+					Backend:      backendName,
+					Seed:         gen.Seed,
+					Metrics:      jsonMetrics(met),
+				}
+				if res.GeneratedIDs == nil {
+					res.GeneratedIDs = []int{}
+				}
+				return json.NewEncoder(out).Encode(res)
+			}
+			return nil
+		},
+	}
+	rf.register(cmd)
+	f := cmd.Flags()
+	f.StringVarP(&prompt, "prompt", "p", "", "prompt text")
+	f.StringVar(&promptIDs, "prompt-ids", "", "prompt as comma-separated token ids, used as given (no BOS added)")
+	f.IntVar(&gen.MaxTokens, "max-tokens", 256, "maximum tokens to generate")
+	f.Float32Var(&gen.Temperature, "temperature", 0.8, "sampling temperature; 0 is greedy")
+	f.IntVar(&gen.TopK, "top-k", 40, "sample from the k most likely tokens; 0 for no limit")
+	f.Float32Var(&gen.TopP, "top-p", 1, "nucleus sampling threshold; 1 for no limit")
+	f.Uint64Var(&gen.Seed, "seed", 0, "random seed (same seed, same text); 0 picks one and reports it")
+	f.StringArrayVar(&gen.StopStrings, "stop", nil, "stop when the text contains this string (repeatable)")
+	f.BoolVar(&template, "template", false, "wrap the prompt in the model's prompt prefix and suffix")
+	f.BoolVar(&asJSON, "json", false, "print a JSON result object as the last line of stdout")
+	cmd.PreRun = func(*cobra.Command, []string) {
+		if gen.Seed == 0 {
+			gen.Seed = uint64(time.Now().UnixNano())
+		}
+	}
+	return cmd
+}
+
+type runResult struct {
+	PromptIDs    []int       `json:"prompt_ids"`
+	GeneratedIDs []int       `json:"generated_ids"`
+	Text         string      `json:"text"`
+	Backend      string      `json:"backend"`
+	Seed         uint64      `json:"seed"`
+	Metrics      metricsJSON `json:"metrics"`
+}
+
+type metricsJSON struct {
+	PromptTokens        int     `json:"prompt_tokens"`
+	PrefillTokens       int     `json:"prefill_tokens"`
+	GeneratedTokens     int     `json:"generated_tokens"`
+	TimeToFirstTokenMS  float64 `json:"time_to_first_token_ms"`
+	PrefillTokensPerSec float64 `json:"prefill_tokens_per_sec"`
+	DecodeTokensPerSec  float64 `json:"decode_tokens_per_sec"`
+	StopReason          string  `json:"stop_reason"`
+}
+
+func jsonMetrics(m pipeline.Metrics) metricsJSON {
+	return metricsJSON{
+		PromptTokens:        m.PromptTokens,
+		PrefillTokens:       m.PrefillTokens,
+		GeneratedTokens:     m.GeneratedTokens,
+		TimeToFirstTokenMS:  float64(m.TimeToFirstToken.Microseconds()) / 1000,
+		PrefillTokensPerSec: m.PrefillTokensPerSec,
+		DecodeTokensPerSec:  m.DecodeTokensPerSec,
+		StopReason:          m.StopReason,
+	}
+}
+
+func printMetrics(w io.Writer, backend string, m pipeline.Metrics) {
+	fmt.Fprintf(w, "[%s] prompt %d tokens, time to first token %.1f ms, prefill %.1f tok/s, decode %d tokens at %.1f tok/s (stop: %s)\n",
+		backend, m.PromptTokens, float64(m.TimeToFirstToken.Microseconds())/1000, m.PrefillTokensPerSec,
+		m.GeneratedTokens, m.DecodeTokensPerSec, m.StopReason)
+}
+
+func parseIDList(s string) ([]int, error) {
+	var ids []int
+	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' }) {
+		id, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, fmt.Errorf("bad id %q", f)
+		}
+		ids = append(ids, id)
+	}
+	if len(ids) == 0 {
+		return nil, fmt.Errorf("no ids")
+	}
+	return ids, nil
+}

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpurun/gpurun/pipeline/tokenizer"
+	"github.com/gpurun/gpurun/tensors/llama2c"
+	"github.com/gpurun/gpurun/tensors/model"
+	"github.com/gpurun/gpurun/tensors/modelfile"
+)
+
+func newTokenize() *cobra.Command {
+	var (
+		tokPath string
+		decode  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "tokenize -t TOKENIZER [--decode]",
+		Short: "Encode stdin to ids (or decode ids to text), line by line, like spm_encode / spm_decode",
+		Long: `Tokenize reads standard input line by line and writes one line per input line:
+the token ids separated by spaces (as spm_encode --output_format=id), or with
+--decode the text of space-separated ids (as spm_decode --input_format=id).
+No BOS or EOS is added. TOKENIZER is a SentencePiece .model, a llama2.c
+tokenizer.bin, a .task bundle, or a model file that embeds a tokenizer.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if tokPath == "" {
+				return errors.New("tokenize: -t TOKENIZER is required")
+			}
+			tok, err := openTokenizer(tokPath)
+			if err != nil {
+				return err
+			}
+			return tokenizeLines(cmd.InOrStdin(), cmd.OutOrStdout(), tok, decode)
+		},
+	}
+	cmd.Flags().StringVarP(&tokPath, "tokenizer", "t", "", "tokenizer file (.model, tokenizer.bin, .task or model file)")
+	cmd.Flags().BoolVar(&decode, "decode", false, "decode ids to text instead of encoding")
+	return cmd
+}
+
+// tokenizeLines streams lines from r to w. Each line's newline ("\n") is
+// removed before encoding, as spm_encode does.
+func tokenizeLines(r io.Reader, w io.Writer, tok *tokenizer.Tokenizer, decode bool) error {
+	br := bufio.NewReaderSize(r, 1<<16)
+	bw := bufio.NewWriterSize(w, 1<<16)
+	for n := 1; ; n++ {
+		line, err := br.ReadString('\n')
+		if line == "" && err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return fmt.Errorf("tokenize: %w", err)
+		}
+		line = strings.TrimSuffix(line, "\n")
+		if decode {
+			ids, perr := parseIDs(line, tok.VocabSize())
+			if perr != nil {
+				return fmt.Errorf("tokenize: line %d: %w", n, perr)
+			}
+			bw.WriteString(tok.Decode(ids))
+		} else {
+			for i, id := range tok.Encode(line) {
+				if i > 0 {
+					bw.WriteByte(' ')
+				}
+				bw.WriteString(strconv.Itoa(id))
+			}
+		}
+		bw.WriteByte('\n')
+		if err != nil {
+			break
+		}
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("tokenize: %w", err)
+	}
+	return nil
+}
+
+func parseIDs(s string, vocab int) ([]int, error) {
+	fields := strings.Fields(s)
+	ids := make([]int, 0, len(fields))
+	for _, f := range fields {
+		id, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, fmt.Errorf("bad id %q", f)
+		}
+		if id < 0 || id >= vocab {
+			return nil, fmt.Errorf("id %d outside the vocabulary of %d", id, vocab)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+// openTokenizer loads a tokenizer from any file that holds one, telling the
+// kinds apart by content: a model file or .task bundle, a SentencePiece
+// ModelProto, or a llama2.c tokenizer.bin.
+func openTokenizer(path string) (*tokenizer.Tokenizer, error) {
+	if f, err := modelfile.Open(path); err == nil {
+		defer f.Close()
+		b := f.Tokenizer()
+		if b == nil {
+			return nil, fmt.Errorf("%s: the model file has no tokenizer", path)
+		}
+		return tokenizer.Load(append([]byte(nil), b...))
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	tok, protoErr := tokenizer.Load(data)
+	if protoErr == nil {
+		return tok, nil
+	}
+	v, binErr := llama2c.ParseTokenizer(data, 0)
+	if binErr != nil {
+		return nil, fmt.Errorf("%s: not a model file, SentencePiece model (%v) or llama2.c tokenizer.bin (%v)", path, protoErr, binErr)
+	}
+	b, err := tokenizerFromVocab(v)
+	if err != nil {
+		return nil, err
+	}
+	return tokenizer.Load(b)
+}
+
+func tokenizerFromVocab(v *model.Vocab) ([]byte, error) {
+	return tokenizer.FromVocab(v)
+}
