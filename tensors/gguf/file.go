@@ -138,8 +138,10 @@ func Parse(data []byte) (*File, error) {
 func alignUp(n, a int64) int64 { return (n + a - 1) / a * a }
 
 func (f *File) readKV(r *reader, n int) error {
-	f.KV = make([]KV, 0, n)
-	f.index = make(map[string]int, n)
+	// Capacity is capped: the count is bounded by the bytes left, but each
+	// entry costs more memory than its minimal encoding.
+	f.KV = make([]KV, 0, min(n, 1024))
+	f.index = make(map[string]int, min(n, 1024))
 	for i := range n {
 		key, err := r.str("metadata key")
 		if err != nil {
@@ -167,9 +169,10 @@ func (f *File) readKV(r *reader, n int) error {
 }
 
 func (f *File) readTensorInfos(r *reader, n int) error {
-	f.Tensors = make([]TensorInfo, n)
-	seen := make(map[string]bool, n)
-	for i := range f.Tensors {
+	f.Tensors = make([]TensorInfo, 0, min(n, 1024))
+	seen := make(map[string]bool, min(n, 1024))
+	for i := range n {
+		f.Tensors = append(f.Tensors, TensorInfo{})
 		t := &f.Tensors[i]
 		name, err := r.str("tensor name")
 		if err != nil {

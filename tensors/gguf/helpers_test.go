@@ -240,9 +240,10 @@ func tinyLlama() []byte {
 	w.tensor("output_norm.weight", GGMLF32, []uint64{d}, f32Bytes(int(d), 1, 0))
 	w.tensor("blk.0.attn_norm.weight", GGMLF32, []uint64{d}, f32Bytes(int(d), 1, 0))
 	w.tensor("blk.0.ffn_norm.weight", GGMLF32, []uint64{d}, f32Bytes(int(d), 1, 0))
-	for _, n := range []string{"attn_q", "attn_k", "attn_v", "attn_output"} {
+	for _, n := range []string{"attn_q", "attn_k", "attn_output"} {
 		w.tensor("blk.0."+n+".weight", GGMLF32, []uint64{d, d}, f32Bytes(int(d*d), -1, 0.001))
 	}
+	w.tensor("blk.0.attn_v.weight", GGMLBF16, []uint64{d, d}, bytes.Repeat([]byte{0x80, 0x3f}, int(d*d)))
 	q8 := bytes.Repeat(append([]byte{0x00, 0x3c}, bytes.Repeat([]byte{0x81, 0x7f}, 16)...), int(d*f/32))
 	q4 := bytes.Repeat(append([]byte{0x00, 0x38}, bytes.Repeat([]byte{0x0f, 0xf0}, 8)...), int(d*f/32))
 	w.tensor("blk.0.ffn_gate.weight", GGMLQ8_0, []uint64{d, f}, q8)

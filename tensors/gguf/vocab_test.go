@@ -1,10 +1,13 @@
 package gguf
 
 import (
+	"bytes"
 	"errors"
+	"github.com/gpurun/gpurun/tensors"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/gpurun/gpurun/tensors/model"
@@ -99,6 +102,47 @@ func TestTinyLlamaImports(t *testing.T) {
 	// A BOS default of 1 and EOS 2 fit the 4-piece vocabulary.
 	if ck.Config.BOS != 1 || ck.Config.EOS != 2 {
 		t.Errorf("bos/eos %d/%d", ck.Config.BOS, ck.Config.EOS)
+	}
+	// Q4_0 blocks of tinyLlama hold qs = 0x0f, 0xf0, ... : element j (j < 16)
+	// is the low nibble of qs[j] (15 or 0, minus 8 gives 7 or -8 for even or
+	// odd j), element j+16 the high nibble (-8 or 7). Packed as pairs
+	// (2k low, 2k+1 high) in two's complement: 0x87 eight times, then 0x78.
+	q4block := append(bytes.Repeat([]byte{0x87}, 8), bytes.Repeat([]byte{0x78}, 8)...)
+	// Q8_0 blocks hold d = 1.0 (f16 0x3c00) and int8 -127, 127, ...
+	q8block := bytes.Repeat([]byte{0x81, 0x7f}, 16)
+	for _, tc := range []struct {
+		name   string
+		dtype  tensors.DType
+		shape  []int
+		block  []byte // repeated pattern of Data
+		scales []byte // repeated pattern of Scales.Data, nil when unquantized
+	}{
+		{model.Layer(0, model.WUp), tensors.I4, []int{64, 32}, q4block, []byte{0x00, 0x38}},
+		{model.Layer(0, model.WGate), tensors.I8, []int{64, 32}, q8block, []byte{0x00, 0x3c}},
+		{model.Layer(0, model.WV), tensors.BF16, []int{32, 32}, []byte{0x80, 0x3f}, nil},
+		{model.Layer(0, model.WDown), tensors.F16, []int{32, 64}, []byte{0, 0}, nil},
+	} {
+		tt := ck.Tensor(tc.name)
+		if tt == nil {
+			t.Fatalf("missing %s", tc.name)
+		}
+		if tt.DType != tc.dtype || !slices.Equal(tt.Shape, tc.shape) {
+			t.Errorf("%s: %s%v, want %s%v", tc.name, tt.DType, tt.Shape, tc.dtype, tc.shape)
+		}
+		if !bytes.Equal(tt.Data, bytes.Repeat(tc.block, len(tt.Data)/len(tc.block))) {
+			t.Errorf("%s: data % x..., want repeats of % x", tc.name, tt.Data[:min(16, len(tt.Data))], tc.block)
+		}
+		if (tt.Scales != nil) != (tc.scales != nil) {
+			t.Fatalf("%s: scales %v", tc.name, tt.Scales)
+		}
+		if tt.Scales != nil {
+			if !slices.Equal(tt.Scales.Shape, []int{64, 1}) || !bytes.Equal(tt.Scales.Data, bytes.Repeat(tc.scales, 64)) {
+				t.Errorf("%s: scales %v % x", tc.name, tt.Scales.Shape, tt.Scales.Data[:4])
+			}
+			if tt.Scales.Name != tc.name+"_quantized_scale" {
+				t.Errorf("scales named %q", tt.Scales.Name)
+			}
+		}
 	}
 }
 
