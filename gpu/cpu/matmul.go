@@ -29,7 +29,16 @@ func (p *program) matMul(out []float32, outCols int, in []float32, inCols int, n
 			}
 			for r := lo; r < hi; r++ {
 				row := w.rowView(r, scratch)
-				for t := range n {
+				t := 0
+				for ; t+4 <= n; t += 4 {
+					x := in[t*inCols : (t+4)*inCols]
+					s0, s1, s2, s3 := dot4(row, x[:inCols], x[inCols:2*inCols], x[2*inCols:3*inCols], x[3*inCols:])
+					out[t*outCols+r] = s0
+					out[(t+1)*outCols+r] = s1
+					out[(t+2)*outCols+r] = s2
+					out[(t+3)*outCols+r] = s3
+				}
+				for ; t < n; t++ {
 					out[t*outCols+r] = dotF32(row, in[t*inCols:(t+1)*inCols])
 				}
 			}
@@ -90,6 +99,20 @@ func dotF32(a, x []float32) float32 {
 		s0 += a[i] * x[i]
 	}
 	return (s0 + s1) + (s2 + s3)
+}
+
+// dot4 is dotF32 of one row with four token rows at once: each weight is
+// loaded once for four products.
+func dot4(a, x0, x1, x2, x3 []float32) (s0, s1, s2, s3 float32) {
+	n := len(a)
+	x0, x1, x2, x3 = x0[:n], x1[:n], x2[:n], x3[:n]
+	for i, w := range a {
+		s0 += w * x0[i]
+		s1 += w * x1[i]
+		s2 += w * x2[i]
+		s3 += w * x3[i]
+	}
+	return
 }
 
 func dotF16(a []uint16, x []float32) float32 {
