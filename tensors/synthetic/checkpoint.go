@@ -79,6 +79,9 @@ func Checkpoint(spec model.Config, opts Options) (*model.Checkpoint, error) {
 
 // Bytes is the size of the weights Checkpoint would build (data and scales).
 func Bytes(spec model.Config, opts Options) (int64, error) {
+	if opts.MaxBytes < 0 {
+		return 0, fmt.Errorf("%w: max bytes %d", ErrOptions, opts.MaxBytes)
+	}
 	opts.MaxBytes = 1 << 62
 	plan, err := newPlan(&spec, opts)
 	if err != nil {

@@ -58,14 +58,14 @@ type codeSet struct {
 }
 
 // codesI8 keeps int8 codes symmetric: -128, which symmetric quantization
-// never produces, becomes -127.
+// never produces, becomes 0 (not -127, which would bias the mean).
 var codesI8 = func() codeSet {
 	var lut [256]byte
 	var sum float64
 	for b := range 256 {
 		q := int8(b)
 		if q == -128 {
-			q = -127
+			q = 0
 		}
 		lut[b] = byte(q)
 		sum += float64(q) * float64(q)
@@ -73,7 +73,7 @@ var codesI8 = func() codeSet {
 	return codeSet{lut: &lut, rms: math.Sqrt(sum / 256)}
 }()
 
-// codesI4 does the same per nibble (-8 becomes -7); both nibbles of a byte
+// codesI4 does the same per nibble (-8 becomes 0); both nibbles of a byte
 // are independent and uniform, so one nibble's RMS is the element RMS.
 var codesI4 = func() codeSet {
 	var nib [16]byte
@@ -81,7 +81,7 @@ var codesI4 = func() codeSet {
 	for v := range 16 {
 		q := int8(byte(v)<<4) >> 4
 		if q == -8 {
-			q = -7
+			q = 0
 		}
 		nib[v] = byte(q) & 0x0f
 		sum += float64(q) * float64(q)

@@ -1,0 +1,68 @@
+package synthetic
+
+import (
+	"math"
+
+	"github.com/gpurun/gpurun/tensors/model"
+)
+
+// shrink keeps every architecture knob of c (norm kind, biases, tying,
+// gating, parallel blocks, attention grouping, partial rotary fraction,
+// embedding scaling) at dimensions small enough to run in a unit test.
+func shrink(c model.Config) model.Config {
+	s := c
+	s.Layers = 2
+	s.VocabSize = 512
+	s.Dim = 64
+	s.HeadDim = 16
+	switch {
+	case c.KVHeads == c.Heads:
+		s.Heads, s.KVHeads = 4, 4
+	case c.KVHeads == 1:
+		s.Heads, s.KVHeads = 4, 1
+	default:
+		s.Heads, s.KVHeads = 4, 2
+	}
+	// The FFN keeps its width ratio, rounded up to whole int4 blocks.
+	s.HiddenDim = (c.HiddenDim*s.Dim/c.Dim + Int4Block - 1) / Int4Block * Int4Block
+	s.RopeDims = int(math.Round(float64(c.RopeDims)*float64(s.HeadDim)/float64(c.HeadDim)/2)) * 2
+	if c.EmbedScale != 0 {
+		s.EmbedScale = float32(math.Sqrt(float64(s.Dim)))
+	}
+	s.BOS, s.EOS, s.StopTokens = 1, 2, nil
+	return s
+}
+
+// oddShapes is a llama-style config whose widths do not split into int4
+// blocks (48) or even into pairs (hidden 45), to exercise the per-row int4
+// and int8 fallbacks.
+func oddShapes() model.Config {
+	c, _ := ByName("tinyllama-1.1b")
+	c.Layers, c.VocabSize, c.Dim, c.HiddenDim = 2, 300, 48, 45
+	c.Heads, c.KVHeads, c.HeadDim, c.RopeDims = 4, 2, 12, 12
+	c.BOS, c.EOS = 1, 2
+	return c
+}
+
+// testConfigs are the shrunk specs plus oddShapes, by name.
+func testConfigs() []struct {
+	name string
+	cfg  model.Config
+} {
+	var out []struct {
+		name string
+		cfg  model.Config
+	}
+	for _, s := range Specs() {
+		out = append(out, struct {
+			name string
+			cfg  model.Config
+		}{s.Name, shrink(s.Config)})
+	}
+	return append(out, struct {
+		name string
+		cfg  model.Config
+	}{"odd-shapes", oddShapes()})
+}
+
+var quantModes = []string{QuantInt4, QuantInt8, QuantF16}
