@@ -139,6 +139,15 @@ func (f *File) config(arch string) (model.Config, error) {
 	} else {
 		c.NormEps = m.float(".attention.layer_norm_epsilon", 1e-5)
 	}
+	if arch == model.ArchFalcon {
+		// llama.cpp's converter writes the fused QKV as all Q heads, then K,
+		// then V ("jploski"); other layouts would split wrongly.
+		if v, ok := f.Get("falcon.tensor_data_layout"); ok {
+			if s, _ := v.Str(); s != "jploski" {
+				return c, fmt.Errorf("%w: falcon.tensor_data_layout %s", ErrUnsupported, v)
+			}
+		}
+	}
 	if arch == model.ArchStableLM {
 		c.Parallel = m.bool(".use_parallel_residual", false)
 	}

@@ -131,6 +131,9 @@ func readValue(r *reader, t ValueType, depth int) (Value, error) {
 // false for other types and for uint64 values above MaxInt64.
 func (v Value) Int() (int64, bool) {
 	b := v.raw
+	if v.Type.size() == 0 || len(b) < v.Type.size() {
+		return 0, false // the zero Value or a non-scalar
+	}
 	switch v.Type {
 	case TypeUint8:
 		return int64(b[0]), true
@@ -155,6 +158,9 @@ func (v Value) Int() (int64, bool) {
 
 // Float returns a float32 or float64 value.
 func (v Value) Float() (float64, bool) {
+	if len(v.raw) < v.Type.size() {
+		return 0, false
+	}
 	switch v.Type {
 	case TypeFloat32:
 		return float64(f32(v.raw)), true
@@ -166,7 +172,7 @@ func (v Value) Float() (float64, bool) {
 
 // Bool returns a bool value.
 func (v Value) Bool() (bool, bool) {
-	if v.Type != TypeBool {
+	if v.Type != TypeBool || len(v.raw) < 1 {
 		return false, false
 	}
 	return v.raw[0] != 0, true
@@ -271,5 +277,8 @@ func (v Value) String() string {
 	if i, ok := v.Int(); ok {
 		return fmt.Sprint(i)
 	}
-	return fmt.Sprint(binary.LittleEndian.Uint64(v.raw))
+	if v.Type == TypeUint64 && len(v.raw) == 8 {
+		return fmt.Sprint(binary.LittleEndian.Uint64(v.raw))
+	}
+	return "<invalid>"
 }

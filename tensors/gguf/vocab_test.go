@@ -171,3 +171,17 @@ func TestUnsupported(t *testing.T) {
 		t.Errorf("K-quant data: err = %v, want ErrUnsupported", err)
 	}
 }
+
+func TestZeroValue(t *testing.T) {
+	var v Value
+	if _, ok := v.Int(); ok {
+		t.Error("zero Value has an Int")
+	}
+	if _, ok := v.Float(); ok {
+		t.Error("zero Value has a Float")
+	}
+	if _, ok := v.Str(); ok {
+		t.Error("zero Value has a Str")
+	}
+	_ = v.String()
+}

@@ -55,12 +55,14 @@ type hfConfig struct {
 
 // Model types and the architectures they import as.
 var modelTypes = map[string]string{
-	"llama":    model.ArchLlama,
-	"gemma":    model.ArchGemma,
-	"gemma2":   model.ArchGemma2,
-	"phi":      model.ArchPhi2,
-	"falcon":   model.ArchFalcon,
-	"stablelm": model.ArchStableLM,
+	"llama":  model.ArchLlama,
+	"gemma":  model.ArchGemma,
+	"gemma2": model.ArchGemma2,
+	"phi":    model.ArchPhi2,
+	"falcon": model.ArchFalcon,
+	// Falcon-7B's original remote-code config.
+	"RefinedWebModel": model.ArchFalcon,
+	"stablelm":        model.ArchStableLM,
 }
 
 func orFloat(p *float64, def float64) float32 {
