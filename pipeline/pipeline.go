@@ -30,7 +30,8 @@ var (
 	ErrPrompt = errors.New("pipeline: invalid prompt")
 )
 
-// DefaultMaxCache is the KV cache length when Options.MaxCache is 0.
+// DefaultMaxCache is the KV cache length when Options.MaxCache is 0 (capped
+// by the model's trained context length).
 const DefaultMaxCache = 1280
 
 // DefaultPrefillSizes are the prefill graph sizes when Options.PrefillSizes
@@ -42,7 +43,8 @@ type Options struct {
 	// Backend runs the graphs; nil means the CPU backend. The model does
 	// not close a backend it was given.
 	Backend gpu.Backend
-	// MaxCache is the KV cache length in positions (default 1280).
+	// MaxCache is the KV cache length in positions; 0 means 1280, or the
+	// model's trained context (Config.MaxSeqLen) when that is shorter.
 	MaxCache int
 	// PrefillSizes are the token counts of the prefill graphs; a prompt
 	// runs through the smallest that fits, longer ones in chunks of the
@@ -97,6 +99,9 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 	m := &Model{cfg: *cfg, tok: tok, backend: opts.Backend, maxCache: opts.MaxCache, turn: make(chan struct{}, 1)}
 	if m.maxCache == 0 {
 		m.maxCache = DefaultMaxCache
+		if cfg.MaxSeqLen > 0 {
+			m.maxCache = min(m.maxCache, cfg.MaxSeqLen)
+		}
 	}
 	if m.maxCache < 0 || m.maxCache > 1<<24 {
 		return nil, fmt.Errorf("pipeline: max cache %d", m.maxCache)

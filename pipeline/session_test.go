@@ -268,3 +268,17 @@ func TestSampledGeneration(t *testing.T) {
 		t.Errorf("top-k 1: %v, want %v", got, tc.GeneratedIDs[:32])
 	}
 }
+
+func TestDefaultMaxCache(t *testing.T) {
+	ck := storiesCheckpoint(t) // trained context 512
+	if got := load(t, ck, pipeline.Options{}).MaxCache(); got != 512 {
+		t.Errorf("default cache %d, want the trained context 512", got)
+	}
+	ck.Config.MaxSeqLen = 0
+	if got := load(t, ck, pipeline.Options{}).MaxCache(); got != pipeline.DefaultMaxCache {
+		t.Errorf("default cache %d, want %d", got, pipeline.DefaultMaxCache)
+	}
+	if got := load(t, ck, pipeline.Options{MaxCache: 2000}).MaxCache(); got != 2000 {
+		t.Errorf("explicit cache %d, want 2000", got)
+	}
+}
