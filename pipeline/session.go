@@ -60,7 +60,7 @@ type Metrics struct {
 	PrefillTokens       int           // tokens actually run to prefill (context not reused from the cache)
 	GeneratedTokens     int           // tokens sampled and streamed (stop tokens excluded)
 	TimeToFirstToken    time.Duration // from the Generate call to the first sampled token
-	PrefillTime         time.Duration
+	PrefillTime         time.Duration // running the prompt (after waiting for the model)
 	DecodeTime          time.Duration // decode steps after the first token
 	PrefillTokensPerSec float64
 	DecodeTokensPerSec  float64
@@ -150,9 +150,10 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 		s.metrics.PromptTokens = len(ids)
 		context := append(append([]int(nil), s.history...), ids...)
 		logits := make([]float32, m.cfg.VocabSize)
+		prefillStart := time.Now()
 		ran, err := m.feed(ctx, context, logits)
 		s.metrics.PrefillTokens = ran
-		s.metrics.PrefillTime = time.Since(start)
+		s.metrics.PrefillTime = time.Since(prefillStart)
 		if s.metrics.PrefillTime > 0 {
 			s.metrics.PrefillTokensPerSec = float64(ran) / s.metrics.PrefillTime.Seconds()
 		}
