@@ -282,3 +282,32 @@ func TestDefaultMaxCache(t *testing.T) {
 		t.Errorf("explicit cache %d, want 2000", got)
 	}
 }
+
+// TestCacheReuse: continuing a conversation runs only the new tokens (the
+// last sampled token plus the new prompt); after another session used the
+// cache, the conversation is replayed from the common prefix.
+func TestCacheReuse(t *testing.T) {
+	cases := storiesGolden(t)
+	a, b := cases[0], cases[2]
+	m := load(t, storiesCheckpoint(t), pipeline.Options{MaxCache: 128})
+	s := m.NewSession()
+	collect(t, s, pipeline.Prompt{IDs: a.PromptIDs}, pipeline.GenerateOptions{MaxTokens: 4})
+	if got := s.Metrics().PrefillTokens; got != len(a.PromptIDs) {
+		t.Errorf("first prefill ran %d tokens, want %d", got, len(a.PromptIDs))
+	}
+	collect(t, s, pipeline.Prompt{IDs: []int{300, 301}}, pipeline.GenerateOptions{MaxTokens: 2})
+	if got := s.Metrics().PrefillTokens; got != 3 {
+		t.Errorf("continuation ran %d tokens, want 3", got)
+	}
+	// b shares only BOS with a's conversation.
+	other := m.NewSession()
+	collect(t, other, pipeline.Prompt{IDs: b.PromptIDs}, pipeline.GenerateOptions{MaxTokens: 1})
+	if got := other.Metrics().PrefillTokens; got != len(b.PromptIDs)-1 {
+		t.Errorf("other session ran %d tokens, want %d", got, len(b.PromptIDs)-1)
+	}
+	history := len(s.History())
+	collect(t, s, pipeline.Prompt{IDs: []int{}}, pipeline.GenerateOptions{MaxTokens: 1})
+	if got := s.Metrics().PrefillTokens; got != history-1 {
+		t.Errorf("replay ran %d tokens, want %d", got, history-1)
+	}
+}
