@@ -188,3 +188,27 @@ func TestWriteSeedCorpus(t *testing.T) {
 		}
 	}
 }
+
+// TestBitFlips flips every bit of the sample: parsing never panics, and
+// whatever fails wraps ErrFormat; whatever parses still checks.
+func TestBitFlips(t *testing.T) {
+	good := sample()
+	for i := range good {
+		for bit := range 8 {
+			b := append([]byte(nil), good...)
+			b[i] ^= 1 << bit
+			f, err := Parse(b)
+			if err != nil {
+				if !errors.Is(err, ErrFormat) {
+					t.Fatalf("flip %d.%d: unwrapped error %v", i, bit, err)
+				}
+				continue
+			}
+			for j := range f.Tensors {
+				if tt, err := f.ToTensor(&f.Tensors[j], "x"); err == nil && tt.Check() != nil {
+					t.Fatalf("flip %d.%d: %v", i, bit, tt.Check())
+				}
+			}
+		}
+	}
+}
