@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -46,7 +45,7 @@ configuration into a .task bundle whose entries can be memory-mapped in place.`,
 			if err := convert.WriteFile(out, f.Config(), f.Tensors(), t.Marshal(), nil); err != nil {
 				return err
 			}
-			fmt.Fprintf(os.Stderr, "wrote %s\n", out)
+			fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s\n", out)
 			return nil
 		},
 	}
