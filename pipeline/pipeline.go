@@ -158,6 +158,9 @@ func (m *Model) compile(tokens int) (gpu.Program, error) {
 // Config returns the model's architecture configuration.
 func (m *Model) Config() model.Config { return m.cfg }
 
+// BackendInfo describes the backend the model runs on.
+func (m *Model) BackendInfo() gpu.Info { return m.backend.Info() }
+
 // MaxCache is the KV cache length in positions.
 func (m *Model) MaxCache() int { return m.maxCache }
 

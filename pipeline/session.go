@@ -81,6 +81,9 @@ func (m *Model) NewSession() *Session { return &Session{m: m} }
 // Metrics returns the measurements of the last Generate.
 func (s *Session) Metrics() Metrics { return s.metrics }
 
+// Reset forgets the conversation; the next Generate starts a new one.
+func (s *Session) Reset() { s.history, s.metrics = nil, Metrics{} }
+
 // History returns the conversation's token ids.
 func (s *Session) History() []int { return append([]int(nil), s.history...) }
 

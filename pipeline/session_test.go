@@ -311,3 +311,20 @@ func TestCacheReuse(t *testing.T) {
 		t.Errorf("replay ran %d tokens, want %d", got, history-1)
 	}
 }
+
+func TestResetAndInfo(t *testing.T) {
+	tc := storiesGolden(t)[0]
+	m := load(t, storiesCheckpoint(t), pipeline.Options{MaxCache: 128})
+	if info := m.BackendInfo(); info.Backend != "cpu" {
+		t.Errorf("backend %q", info.Backend)
+	}
+	s := m.NewSession()
+	collect(t, s, pipeline.Prompt{IDs: tc.PromptIDs}, pipeline.GenerateOptions{MaxTokens: 3})
+	s.Reset()
+	if len(s.History()) != 0 {
+		t.Fatalf("history after reset: %v", s.History())
+	}
+	if got := collect(t, s, pipeline.Prompt{IDs: tc.PromptIDs}, pipeline.GenerateOptions{MaxTokens: 5}); !slices.Equal(got, tc.GeneratedIDs[:5]) {
+		t.Errorf("after reset: %v, want %v", got, tc.GeneratedIDs[:5])
+	}
+}
