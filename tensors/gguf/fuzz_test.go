@@ -94,6 +94,23 @@ func TestBadHeaders(t *testing.T) {
 	}
 }
 
+// TestVersion2 parses the tiny file stamped as GGUF v2, whose layout is the
+// same as v3 (64-bit counts; v3 only added big-endian files).
+func TestVersion2(t *testing.T) {
+	b := tinyLlama()
+	binary.LittleEndian.PutUint32(b[4:], 2)
+	f, err := Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Version != 2 || len(f.Tensors) != 11 {
+		t.Errorf("version %d with %d tensors", f.Version, len(f.Tensors))
+	}
+	if _, err := f.Checkpoint(); err != nil {
+		t.Error(err)
+	}
+}
+
 func TestNestedArrays(t *testing.T) {
 	w := &ggufWriter{}
 	// key "n": array of 2 arrays of uint16 {[1 2] [3]}.
