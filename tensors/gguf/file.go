@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/gpurun/gpurun/tensors/internal/mmap"
@@ -285,15 +284,4 @@ func (f *File) Tensor(name string) *TensorInfo {
 		}
 	}
 	return nil
-}
-
-// keys lists the metadata keys with a prefix, for error messages.
-func (f *File) keys(prefix string) []string {
-	var out []string
-	for _, kv := range f.KV {
-		if strings.HasPrefix(kv.Key, prefix) {
-			out = append(out, kv.Key)
-		}
-	}
-	return out
 }
