@@ -28,6 +28,8 @@ var (
 	ErrNoTokenizer = errors.New("pipeline: model has no tokenizer")
 	// ErrPrompt: an empty prompt or a token id outside the vocabulary.
 	ErrPrompt = errors.New("pipeline: invalid prompt")
+	// ErrClosed: Generate on a closed model.
+	ErrClosed = errors.New("pipeline: model closed")
 )
 
 // DefaultMaxCache is the KV cache length when Options.MaxCache is 0 (capped
@@ -183,9 +185,12 @@ func (m *Model) Decode(ids []int) (string, error) {
 	return m.tok.Decode(ids), nil
 }
 
-// Close releases the programs, cache and weights, and the backend when the
-// model created it.
+// Close releases the programs, cache and weights, the model file, and the
+// backend when the model created it. It waits for a running generation to
+// end, so it must not be called from inside a Generate loop.
 func (m *Model) Close() error {
+	m.turn <- struct{}{}
+	defer m.release()
 	for _, p := range m.prefill {
 		p.prog.Release()
 	}

@@ -150,6 +150,10 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 			return
 		}
 		defer m.release()
+		if m.decode == nil {
+			fail(ErrClosed)
+			return
+		}
 		s.metrics.PromptTokens = len(ids)
 		context := append(append([]int(nil), s.history...), ids...)
 		logits := make([]float32, m.cfg.VocabSize)

@@ -328,3 +328,21 @@ func TestResetAndInfo(t *testing.T) {
 		t.Errorf("after reset: %v, want %v", got, tc.GeneratedIDs[:5])
 	}
 }
+
+func TestGenerateAfterClose(t *testing.T) {
+	m, err := pipeline.FromCheckpoint(context.Background(), storiesCheckpoint(t), pipeline.Options{MaxCache: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range m.NewSession().Generate(context.Background(), pipeline.Prompt{IDs: []int{1}}, pipeline.GenerateOptions{}) {
+		if !errors.Is(err, pipeline.ErrClosed) {
+			t.Errorf("after Close: %v", err)
+		}
+	}
+	if err := m.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}

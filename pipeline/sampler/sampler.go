@@ -15,8 +15,10 @@ import (
 type Options struct {
 	Temperature float32 // 0 (or below): greedy
 	TopK        int     // keep the k most likely tokens; 0: all
-	TopP        float32 // keep the smallest set whose probability reaches p; 0 or >= 1: all
-	Seed        uint64
+	// TopP keeps the smallest set of most likely tokens whose probability,
+	// renormalized after TopK, reaches p; 0 or >= 1: all.
+	TopP float32
+	Seed uint64
 }
 
 // Sampler draws tokens. It is not safe for concurrent use.
