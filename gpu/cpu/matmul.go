@@ -118,16 +118,18 @@ func dot4(a, x0, x1, x2, x3 []float32) (s0, s1, s2, s3 float32) {
 func dotF16(a []uint16, x []float32) float32 {
 	x = x[:len(a)]
 	tab := f16ToF32
-	var s0, s1 float32
+	var s0, s1, s2, s3 float32
 	i := 0
-	for ; i+2 <= len(a); i += 2 {
+	for ; i+4 <= len(a); i += 4 {
 		s0 += tab[a[i]] * x[i]
 		s1 += tab[a[i+1]] * x[i+1]
+		s2 += tab[a[i+2]] * x[i+2]
+		s3 += tab[a[i+3]] * x[i+3]
 	}
 	for ; i < len(a); i++ {
 		s0 += tab[a[i]] * x[i]
 	}
-	return s0 + s1
+	return (s0 + s1) + (s2 + s3)
 }
 
 func dotBF16(a []uint16, x []float32) float32 {
@@ -145,16 +147,18 @@ func dotI8(q []int8, scales []float32, block int, x []float32) float32 {
 	var s float32
 	for b, sc := range scales {
 		qb, xb := q[b*block:(b+1)*block], x[b*block:(b+1)*block]
-		var a0, a1 float32
+		var a0, a1, a2, a3 float32
 		i := 0
-		for ; i+2 <= len(qb); i += 2 {
+		for ; i+4 <= len(qb); i += 4 {
 			a0 += float32(qb[i]) * xb[i]
 			a1 += float32(qb[i+1]) * xb[i+1]
+			a2 += float32(qb[i+2]) * xb[i+2]
+			a3 += float32(qb[i+3]) * xb[i+3]
 		}
 		for ; i < len(qb); i++ {
 			a0 += float32(qb[i]) * xb[i]
 		}
-		s += (a0 + a1) * sc
+		s += ((a0 + a1) + (a2 + a3)) * sc
 	}
 	return s
 }
@@ -165,12 +169,20 @@ func dotI4(q []byte, scales []float32, block int, x []float32) float32 {
 	var s float32
 	for b, sc := range scales {
 		qb, xb := q[b*block/2:(b+1)*block/2], x[b*block:(b+1)*block]
-		var a0, a1 float32
-		for i, v := range qb {
+		var a0, a1, a2, a3 float32
+		i := 0
+		for ; i+2 <= len(qb); i += 2 {
+			v, w := qb[i], qb[i+1]
 			a0 += float32(int8(v<<4)>>4) * xb[2*i]
 			a1 += float32(int8(v)>>4) * xb[2*i+1]
+			a2 += float32(int8(w<<4)>>4) * xb[2*i+2]
+			a3 += float32(int8(w)>>4) * xb[2*i+3]
 		}
-		s += (a0 + a1) * sc
+		for ; i < len(qb); i++ {
+			a0 += float32(int8(qb[i]<<4)>>4) * xb[2*i]
+			a1 += float32(int8(qb[i])>>4) * xb[2*i+1]
+		}
+		s += ((a0 + a1) + (a2 + a3)) * sc
 	}
 	return s
 }
