@@ -46,8 +46,13 @@ const (
 	// Out[t] = sum_p softmax_p(s_p) V[p], s_p = cap(Scale * Q[t]·K[p]) over
 	// cache positions p of Layer with p <= Pos+t and, when Window > 0,
 	// Pos+t-p < Window; cap(s) = Cap*tanh(s/Cap) when Cap > 0. Q = In[0].
+	// Scale must be > 0. Out must not alias In[0].
 	Attention
 	// GLU: Out = act(In[0]) * In[1], act per Act (silu, gelu_tanh, gelu, relu).
+	// gelu_tanh is the tanh approximation evaluated as llama.cpp's CPU
+	// backend does: fp16(gelu_tanh(fp16(x))) for -10 < x < 10, 0 for
+	// x <= -10, x for x >= 10 (an exact f32 formula is within ~2e-3
+	// relative; gpu/cpu implements the table form).
 	GLU
 	// Activation: Out = act(In[0]), act per Act.
 	Activation
@@ -100,7 +105,8 @@ type KVSpec struct {
 	MaxLen  int // positions per layer; Pos+T must not exceed it
 }
 
-// Graph is a forward step.
+// Graph is a forward step. Graph.Validate checks it against the contracts
+// above; backends call it when compiling.
 type Graph struct {
 	Tokens int // maximum tokens per step
 	Bufs   []BufInfo
