@@ -34,6 +34,7 @@ const (
 	Norm
 	// MatMul: Out[t] = W · In[0][t] + Bias; W is [Out.Cols, In[0].Cols] in any
 	// stored type (f32, f16, bf16, int8, int4; per-channel or block scales).
+	// Out must not alias In[0].
 	MatMul
 	// Rope: Out = In[0] with each of Heads heads of HeadDim rotated at
 	// position Pos+t: the first RopeDims dims, pairs per RopeStyle, angle
