@@ -38,7 +38,17 @@ func LoadTokenizer(path string, vocabSize int) (*model.Vocab, error) {
 // llama2.c's exporter rewrote each SentencePiece piece for its C decoder:
 // U+2581 became ' ', and BOS/EOS became "\n<s>\n" and "\n</s>\n". ParseTokenizer
 // undoes both so the pieces equal the original SentencePiece model's.
+//
+// A vocabSize of 0 takes every piece in the file: tokenizer.bin does not
+// record its size, which llama2.c takes from the model's header.
 func ParseTokenizer(data []byte, vocabSize int) (*model.Vocab, error) {
+	if vocabSize == 0 {
+		n, err := countPieces(data)
+		if err != nil {
+			return nil, err
+		}
+		vocabSize = n
+	}
 	if vocabSize <= 0 {
 		return nil, fmt.Errorf("%w: tokenizer vocab size %d", ErrFormat, vocabSize)
 	}
@@ -84,6 +94,25 @@ func ParseTokenizer(data []byte, vocabSize int) (*model.Vocab, error) {
 		return nil, fmt.Errorf("%w: %w: %d bytes after piece %d", ErrFormat, ErrTrailingData, len(data)-off, vocabSize-1)
 	}
 	return v, nil
+}
+
+// countPieces walks the piece records of a tokenizer.bin to its end.
+func countPieces(data []byte) (int, error) {
+	if len(data) < 4 {
+		return 0, fmt.Errorf("%w: %w: tokenizer header", ErrFormat, io.ErrUnexpectedEOF)
+	}
+	n := 0
+	for off := 4; off < len(data); n++ {
+		if len(data)-off < 8 {
+			return 0, fmt.Errorf("%w: %w: piece %d header at byte %d", ErrFormat, io.ErrUnexpectedEOF, n, off)
+		}
+		size := int64(int32(binary.LittleEndian.Uint32(data[off+4:])))
+		if size < 0 || size > int64(len(data)-off-8) {
+			return 0, fmt.Errorf("%w: piece %d length %d past the end", ErrFormat, n, size)
+		}
+		off += 8 + int(size)
+	}
+	return n, nil
 }
 
 // restorePiece undoes llama2.c's export rewriting of piece id.

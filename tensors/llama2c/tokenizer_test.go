@@ -136,7 +136,9 @@ func TestParseTokenizerBadInput(t *testing.T) {
 		vocab int
 	}{
 		{"empty", nil, 4},
-		{"zero vocab", good, 0},
+		{"negative vocab", good, -1},
+		{"zero vocab, truncated", good[:len(good)-1], 0},
+		{"zero vocab, empty", nil, 0},
 		{"vocab larger than file", good, 1 << 30},
 		{"one piece too many", good, 5},
 		{"one piece too few", good, 3},
@@ -151,11 +153,13 @@ func TestParseTokenizerBadInput(t *testing.T) {
 			}
 		})
 	}
-	v, err := ParseTokenizer(good, 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := fmt.Sprintf("%q", v.Pieces); got != `["<unk>" "<s>" "</s>" "▁a"]` {
-		t.Errorf("pieces = %s", got)
+	for _, vocab := range []int{4, 0} { // 0: count the pieces in the file
+		v, err := ParseTokenizer(good, vocab)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprintf("%q", v.Pieces); got != `["<unk>" "<s>" "</s>" "▁a"]` {
+			t.Errorf("vocab %d: pieces = %s", vocab, got)
+		}
 	}
 }
