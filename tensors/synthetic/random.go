@@ -146,16 +146,35 @@ func (s *stream) f16Values(dst []byte, std float64) {
 	s.fromTable(dst, &table, 2)
 }
 
-// fromTable writes size-byte entries of table chosen by random bytes.
+// fromTable writes size-byte (2 or 4) entries of table chosen by random
+// bytes: one random word picks eight entries, assembled into words so that
+// the stores are whole words.
 func (s *stream) fromTable(dst []byte, table *[256][4]byte, size int) {
-	var w [8]byte
-	used := len(w)
-	for i := 0; i+size <= len(dst); i += size {
-		if used == len(w) {
-			binary.LittleEndian.PutUint64(w[:], s.pcg.Uint64())
-			used = 0
+	var t [256]uint64
+	for k := range table {
+		t[k] = uint64(binary.LittleEndian.Uint32(table[k][:]))
+	}
+	per := 8 / size // entries per 64-bit store
+	shift := uint(8 * size)
+	chunk := 8 * size // the bytes of the eight entries one word picks
+	for len(dst) >= chunk {
+		w := s.pcg.Uint64()
+		for o := 0; o < chunk; o += 8 {
+			var v uint64
+			for e := range per {
+				v |= t[byte(w)] << (shift * uint(e))
+				w >>= 8
+			}
+			binary.LittleEndian.PutUint64(dst[o:], v)
 		}
-		copy(dst[i:i+size], table[w[used]][:size])
-		used++
+		dst = dst[chunk:]
+	}
+	for len(dst) >= size {
+		w := s.pcg.Uint64()
+		for range min(8, len(dst)/size) {
+			copy(dst, table[byte(w)][:size])
+			w >>= 8
+			dst = dst[size:]
+		}
 	}
 }
