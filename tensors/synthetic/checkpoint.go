@@ -43,7 +43,7 @@ var (
 type Options struct {
 	Quant    string // QuantInt4 (default when empty), QuantInt8 or QuantF16
 	Seed     uint64 // same seed, same weights
-	MaxBytes int64  // refuse configurations whose weights exceed this (0: DefaultMaxBytes)
+	MaxBytes int64  // refuse configurations whose weights (plus 256 bytes a tensor) exceed this (0: DefaultMaxBytes)
 }
 
 // Checkpoint builds random weights for spec directly in their stored form:
@@ -77,17 +77,14 @@ func Checkpoint(spec model.Config, opts Options) (*model.Checkpoint, error) {
 	return &model.Checkpoint{Config: spec, Tensors: ts}, nil
 }
 
-// Bytes is the size of the weights Checkpoint would build (data and scales).
+// Bytes is the size of the weights Checkpoint would build (data and
+// scales), computed without building anything.
 func Bytes(spec model.Config, opts Options) (int64, error) {
-	if opts.MaxBytes < 0 {
-		return 0, fmt.Errorf("%w: max bytes %d", ErrOptions, opts.MaxBytes)
-	}
-	opts.MaxBytes = 1 << 62
-	plan, err := newPlan(&spec, opts)
+	quant, _, err := checkOptions(&spec, opts)
 	if err != nil {
 		return 0, err
 	}
-	return plan.bytes, nil
+	return dataBytes(&spec, quant), nil
 }
 
 // Params is the number of weights (elements, not bytes) of spec's
@@ -96,12 +93,16 @@ func Params(spec model.Config) (int64, error) {
 	if err := spec.Validate(); err != nil {
 		return 0, fmt.Errorf("synthetic: %w", err)
 	}
-	var n int64
-	for _, e := range layout(&spec) {
-		n += elements(e.shape)
+	n := footprint(&spec, func(e entry) int64 { return elements(e.shape) })
+	if n == math.MaxInt64 {
+		return 0, fmt.Errorf("%w: parameter count overflows int64", ErrTooLarge)
 	}
 	return n, nil
 }
+
+// tensorOverhead is what the limit charges per tensor beyond its data: the
+// Tensor, its scales, name and shape.
+const tensorOverhead = 256
 
 // plan is the checked list of tensors with their storage formats.
 type plan struct {
@@ -111,39 +112,54 @@ type plan struct {
 }
 
 func newPlan(spec *model.Config, opts Options) (*plan, error) {
-	if err := spec.Validate(); err != nil {
-		return nil, fmt.Errorf("synthetic: %w", err)
+	quant, limit, err := checkOptions(spec, opts)
+	if err != nil {
+		return nil, err
 	}
-	quant := opts.Quant
+	// Sizes first, from one layer times the depth, so that an absurd config
+	// fails before anything proportional to it is allocated.
+	data := dataBytes(spec, quant)
+	count := footprint(spec, func(entry) int64 { return 1 })
+	if data > limit || count > limit/tensorOverhead || data+count*tensorOverhead > limit {
+		return nil, fmt.Errorf("%w: %d bytes of weights in %d tensors, limit %d", ErrTooLarge, data, count, limit)
+	}
+	p := &plan{entries: layout(spec), bytes: data}
+	p.formats = make([]format, len(p.entries))
+	for i, e := range p.entries {
+		p.formats[i] = formatFor(e, quant)
+	}
+	return p, nil
+}
+
+// checkOptions validates spec and opts and returns the quantization mode
+// and byte limit in effect.
+func checkOptions(spec *model.Config, opts Options) (quant string, limit int64, err error) {
+	if err := spec.Validate(); err != nil {
+		return "", 0, fmt.Errorf("synthetic: %w", err)
+	}
+	quant = opts.Quant
 	if quant == "" {
 		quant = QuantInt4
 	}
 	switch quant {
 	case QuantInt4, QuantInt8, QuantF16:
 	default:
-		return nil, fmt.Errorf("%w: quant %q (want %s, %s or %s)", ErrOptions, opts.Quant, QuantInt4, QuantInt8, QuantF16)
+		return "", 0, fmt.Errorf("%w: quant %q (want %s, %s or %s)", ErrOptions, opts.Quant, QuantInt4, QuantInt8, QuantF16)
 	}
-	limit := opts.MaxBytes
+	limit = opts.MaxBytes
 	if limit < 0 {
-		return nil, fmt.Errorf("%w: max bytes %d", ErrOptions, limit)
+		return "", 0, fmt.Errorf("%w: max bytes %d", ErrOptions, limit)
 	}
 	if limit == 0 {
 		limit = DefaultMaxBytes
 	}
-	p := &plan{entries: layout(spec)}
-	p.formats = make([]format, len(p.entries))
-	for i, e := range p.entries {
-		f := formatFor(e, quant)
-		p.formats[i] = f
-		// Each term is below 2^48 (Validate bounds every dimension by
-		// 2^24 and tensors are at most two-dimensional), so the sum of a
-		// few thousand of them cannot overflow.
-		p.bytes += f.bytes(e.shape)
-	}
-	if p.bytes > limit {
-		return nil, fmt.Errorf("%w: %d bytes of weights, limit %d", ErrTooLarge, p.bytes, limit)
-	}
-	return p, nil
+	return quant, limit, nil
+}
+
+// dataBytes is the stored size of every tensor of spec (saturating at
+// math.MaxInt64).
+func dataBytes(spec *model.Config, quant string) int64 {
+	return footprint(spec, func(e entry) int64 { return formatFor(e, quant).bytes(e.shape) })
 }
 
 // format is how one tensor is stored.

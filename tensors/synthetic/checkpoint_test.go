@@ -222,6 +222,16 @@ func TestCheckpointErrors(t *testing.T) {
 		{"unknown norm", badNorm, Options{}, model.ErrConfig},
 		{"over the limit", huge, Options{MaxBytes: 1 << 20}, ErrTooLarge},
 		{"f16 over the default limit", func() model.Config { c := huge; c.Layers = 200; return c }(), Options{Quant: QuantF16}, ErrTooLarge},
+		{"every dimension at the config maximum", func() model.Config {
+			c := huge
+			c.VocabSize, c.Dim, c.HiddenDim, c.Layers, c.Heads, c.KVHeads, c.HeadDim, c.RopeDims = 1<<24, 1<<24, 1<<24, 1<<24, 1<<24, 1<<24, 1<<24, 0
+			return c
+		}(), Options{}, ErrTooLarge},
+		{"millions of tiny layers", func() model.Config {
+			c := good
+			c.Layers, c.Dim, c.HiddenDim, c.Heads, c.KVHeads, c.HeadDim, c.RopeDims = 1<<24, 2, 2, 1, 1, 2, 2
+			return c
+		}(), Options{}, ErrTooLarge},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -229,8 +239,12 @@ func TestCheckpointErrors(t *testing.T) {
 			if !errors.Is(err, tc.want) || ck != nil {
 				t.Fatalf("Checkpoint = %v, %v; want %v", ck, err, tc.want)
 			}
-			if _, err := Bytes(tc.cfg, tc.opts); tc.want != ErrTooLarge && !errors.Is(err, tc.want) {
+			n, err := Bytes(tc.cfg, tc.opts)
+			if tc.want != ErrTooLarge && !errors.Is(err, tc.want) {
 				t.Errorf("Bytes error %v, want %v", err, tc.want)
+			}
+			if tc.want == ErrTooLarge && (err != nil || n <= tc.opts.MaxBytes) {
+				t.Errorf("Bytes = %d, %v for a config over the limit", n, err)
 			}
 		})
 	}
