@@ -180,16 +180,42 @@ func (tc *storiesCase) check(t *testing.T, dev gpu.Device, ck *model.Checkpoint)
 // boundaries, and catches every listed mistake), and every greedy id must
 // match (the smallest reference top-1/top-2 margin, 1.8e-3, is well above
 // the tolerance).
+//
+// The Q8_0 / Q4_0 files get a tolerance of 1e-2: llama.cpp quantizes the
+// activations to 8 bits inside those dot products while we keep them f32
+// and dequantize the weights exactly; the difference measured on the CPU
+// reference is at most 5.3e-3, and a wrong block import moves logits by
+// ~0.1. Their greedy ids must match up to the first step where llama.cpp's
+// own top-1/top-2 margin is below that tolerance.
 func TestArchGolden(t *testing.T) {
 	dir := filepath.Join(modelsDir(t), "arch")
 	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
-		for _, name := range []string{"llama", "gemma", "gemma2", "phi2", "falcon", "stablelm"} {
-			t.Run(name, func(t *testing.T) { archCase(t, dev, dir, name) })
+		for _, tc := range []struct {
+			name string
+			tol  float64
+		}{
+			{"llama", 5e-4}, {"gemma", 5e-4}, {"gemma2", 5e-4}, {"phi2", 5e-4}, {"phi2_fusedqkv", 5e-4},
+			{"falcon", 5e-4}, {"stablelm", 5e-4}, {"llama-q8_0", 1e-2}, {"llama-q4_0", 1e-2},
+		} {
+			t.Run(tc.name, func(t *testing.T) { archCase(t, dev, dir, tc.name, tc.tol) })
 		}
 	})
 }
 
-func archCase(t *testing.T, dev gpu.Device, dir, name string) {
+// margin is the gap between the best and second-best logit.
+func margin(logits []float64) float64 {
+	best, second := math.Inf(-1), math.Inf(-1)
+	for _, l := range logits {
+		if l > best {
+			best, second = l, best
+		} else if l > second {
+			second = l
+		}
+	}
+	return best - second
+}
+
+func archCase(t *testing.T, dev gpu.Device, dir, name string, tol float64) {
 	path := filepath.Join(dir, name+".gguf")
 	if _, err := os.Stat(path); err != nil {
 		t.Skipf("%s not present", path)
@@ -211,7 +237,6 @@ func archCase(t *testing.T, dev gpu.Device, dir, name string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const tol = 5e-4
 	ctx := context.Background()
 	n := len(golden.PromptIDs)
 	s := newSession(t, dev, ck, n, 128, true)
@@ -241,9 +266,16 @@ func archCase(t *testing.T, dev gpu.Device, dir, name string) {
 	}
 	logits := append([]float32(nil), all[(n-1)*s.vocab:]...)
 	pos := n
+	idsComparable := true
 	for i, want := range golden.GreedyIDs {
 		check("greedy step", logits, golden.GreedyLogits[i])
-		if got := argmax(logits); got != want {
+		// The reference's next ids are fed either way, so the logits of
+		// every step stay comparable after a close call.
+		if m := margin(golden.GreedyLogits[i]); m < tol && idsComparable {
+			t.Logf("step %d: llama.cpp's top-1/top-2 margin %.3g is below the tolerance; ids compared before it", i, m)
+			idsComparable = false
+		}
+		if got := argmax(logits); idsComparable && got != want {
 			t.Fatalf("step %d: greedy id %d, want %d", i, got, want)
 		}
 		if err := s.decode.Run(ctx, []int32{int32(want)}, pos); err != nil {
