@@ -189,3 +189,40 @@ func equalInts(a, b []int) bool {
 	}
 	return true
 }
+
+// TestBundle: a model file without a tokenizer plus llama2.c's tokenizer.bin
+// bundle into a .task that generates the golden ids from text and tokenizes
+// like tok512.model.
+func TestBundle(t *testing.T) {
+	dir := modelsDir(t)
+	tmp := t.TempDir()
+	bare := filepath.Join(tmp, "stories.tflite")
+	mustRun(t, "", "convert", filepath.Join(dir, "stories260K.bin"), "-o", bare, "-q")
+	f, err := modelfile.Open(bare)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Tokenizer() != nil {
+		t.Error("a conversion without --tokenizer embedded one")
+	}
+	f.Close()
+	if _, _, err := runCLI(t, "", "convert", filepath.Join(dir, "stories260K.bin"), "-o", filepath.Join(tmp, "x.task"), "-q"); err == nil {
+		t.Error("a .task without a tokenizer: want an error")
+	}
+	task := filepath.Join(tmp, "stories.task")
+	mustRun(t, "", "bundle", bare, "-t", filepath.Join(dir, "tok512.bin"), "-o", task)
+	c := goldenCases(t)[0]
+	res := runJSON(t, "-m", task, "--backend", "cpu", "-p", c.Prompt, "--temperature", "0", "--max-tokens", "16")
+	if !equalInts(res.PromptIDs, c.PromptIDs) || !equalInts(res.GeneratedIDs, c.GeneratedIDs[:16]) {
+		t.Errorf("bundled model: prompt %v generated %v", res.PromptIDs, res.GeneratedIDs)
+	}
+	for _, args := range [][]string{
+		{"bundle", bare, "-t", filepath.Join(dir, "tok512.bin"), "-o", filepath.Join(tmp, "x.tflite")},
+		{"bundle", bare, "-o", filepath.Join(tmp, "y.task")},
+		{"bundle", filepath.Join(dir, "tok512.model"), "-t", filepath.Join(dir, "tok512.bin"), "-o", filepath.Join(tmp, "z.task")},
+	} {
+		if _, _, err := runCLI(t, "", args...); err == nil {
+			t.Errorf("gpurun %v: want an error", args)
+		}
+	}
+}
