@@ -23,6 +23,10 @@ var (
 	realShapes      = flag.Bool("real-shapes", false, "build and run every spec at full size on the CPU backend")
 	realShapesOnly  = flag.String("real-shapes-only", "", "comma-separated spec names to run (default all)")
 	realShapesQuant = flag.String("real-shapes-quant", QuantInt4, "storage mode of the full-size runs")
+	// The pipeline's defaults (a 1280-position f32 KV cache and prefill
+	// graphs of 8 to 512 tokens) show what a benchmark with default
+	// options costs in memory.
+	realShapesDefaults = flag.Bool("real-shapes-defaults", false, "load with the pipeline's default cache and prefill sizes")
 )
 
 // TestRealShapes builds each spec at full size, prefills 16 tokens and
@@ -71,7 +75,11 @@ func runRealShape(t *testing.T, s Spec) {
 
 	const promptLen, decodeSteps = 16, 4
 	start = time.Now()
-	m, err := pipeline.FromCheckpoint(ctx, ck, pipeline.Options{MaxCache: promptLen + decodeSteps + 1, PrefillSizes: []int{promptLen}})
+	popts := pipeline.Options{MaxCache: promptLen + decodeSteps + 1, PrefillSizes: []int{promptLen}}
+	if *realShapesDefaults {
+		popts = pipeline.Options{}
+	}
+	m, err := pipeline.FromCheckpoint(ctx, ck, popts)
 	if err != nil {
 		t.Fatal(err)
 	}
