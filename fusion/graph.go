@@ -41,7 +41,8 @@ const (
 	// (Pos+t) * RopeBase^(-2i/RopeDims) for pair i. Out may equal In[0].
 	Rope
 	// StoreKV: writes K = In[0][t] and V = In[1][t] (KVHeads*HeadDim each) into
-	// the cache of Layer at position Pos+t.
+	// the cache of Layer at position Pos+t, rounded to binary16 when the
+	// cache is KVSpec.F16.
 	StoreKV
 	// Attention: for each head h of Heads (kv head h / (Heads/KVHeads)),
 	// Out[t] = sum_p softmax_p(s_p) V[p], s_p = cap(Scale * Q[t]·K[p]) over
@@ -104,6 +105,12 @@ type KVSpec struct {
 	KVHeads int
 	HeadDim int
 	MaxLen  int // positions per layer; Pos+T must not exceed it
+	// F16 stores keys and values as IEEE binary16, halving the cache and
+	// the bandwidth attention spends reading it: StoreKV rounds each value
+	// to the nearest half (ties to even; magnitudes past the largest finite
+	// half, 65504, saturate to it) and Attention reads the rounded values,
+	// computing in f32 as with an f32 cache. The zero value is an f32 cache.
+	F16 bool
 }
 
 // Graph is a forward step. Graph.Validate checks it against the contracts

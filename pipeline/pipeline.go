@@ -52,6 +52,11 @@ type Options struct {
 	// runs through the smallest that fits, longer ones in chunks of the
 	// largest.
 	PrefillSizes []int
+	// Activations overrides the model file's activation precision policy
+	// (model.PolicyAuto, PolicyF32, PolicyF16); "" keeps the file's. The
+	// policy decides the KV cache's storage type (see kvDType); KVDType
+	// reports the result.
+	Activations string
 }
 
 // Model is a loaded model: its weights and KV cache on a backend, and the
@@ -66,6 +71,7 @@ type Model struct {
 	weights     gpu.Weights
 	kv          gpu.KVCache
 	maxCache    int
+	kvF16       bool // the cache stores binary16 (resolved activation policy)
 
 	decode  gpu.Program
 	prefill []prefillProgram // ascending by size
@@ -116,10 +122,15 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 			m.Close()
 		}
 	}()
+	kvType, err := kvDType(opts.Activations, cfg.Activations, m.backend.Info())
+	if err != nil {
+		return nil, err
+	}
+	m.kvF16 = kvType == tensors.F16
 	if m.weights, err = m.backend.LoadWeights(ctx, ws); err != nil {
 		return nil, fmt.Errorf("pipeline: weights: %w", err)
 	}
-	spec := fusion.KVSpec{Layers: cfg.Layers, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim, MaxLen: m.maxCache}
+	spec := fusion.KVSpec{Layers: cfg.Layers, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim, MaxLen: m.maxCache, F16: m.kvF16}
 	if m.kv, err = m.backend.NewKVCache(spec); err != nil {
 		return nil, fmt.Errorf("pipeline: kv cache: %w", err)
 	}
@@ -146,7 +157,7 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 }
 
 func (m *Model) compile(tokens int) (gpu.Program, error) {
-	g, err := arch.Build(&m.cfg, arch.BuildOptions{Tokens: tokens, MaxLen: m.maxCache})
+	g, err := arch.Build(&m.cfg, arch.BuildOptions{Tokens: tokens, MaxLen: m.maxCache, KVF16: m.kvF16})
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: graph for %d tokens: %w", tokens, err)
 	}
@@ -165,6 +176,15 @@ func (m *Model) BackendInfo() gpu.Info { return m.backend.Info() }
 
 // MaxCache is the KV cache length in positions.
 func (m *Model) MaxCache() int { return m.maxCache }
+
+// KVDType is the KV cache's storage type, tensors.F32 or tensors.F16, as
+// resolved from the activation policy and the backend.
+func (m *Model) KVDType() tensors.DType {
+	if m.kvF16 {
+		return tensors.F16
+	}
+	return tensors.F32
+}
 
 // HasTokenizer reports whether text prompts and pieces are available.
 func (m *Model) HasTokenizer() bool { return m.tok != nil }

@@ -14,6 +14,7 @@ type benchReport struct {
 	Model     string        `json:"model"`
 	Arch      string        `json:"arch"`
 	Backend   string        `json:"backend"`
+	KVCache   string        `json:"kv_cache"` // f32 or f16
 	PromptLen int           `json:"prompt_len"`
 	Generate  int           `json:"generate"`
 	Runs      []metricsJSON `json:"runs"`
@@ -47,7 +48,7 @@ medians. One warm-up run is not reported.`,
 			}
 			defer closeAll()
 			cfg := m.Config()
-			rep := benchReport{Model: rf.model, Arch: cfg.Arch, Backend: backendName, PromptLen: promptLen, Generate: genLen}
+			rep := benchReport{Model: rf.model, Arch: cfg.Arch, Backend: backendName, KVCache: m.KVDType().String(), PromptLen: promptLen, Generate: genLen}
 			for r := -1; r < reps; r++ {
 				s := m.NewSession()
 				p := pipeline.Prompt{IDs: benchPrompt(promptLen, cfg.VocabSize, r+1)}
@@ -67,7 +68,7 @@ medians. One warm-up run is not reported.`,
 				return enc.Encode(rep)
 			}
 			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "%s (%s) on %s: prompt %d tokens, generate %d\n", rep.Model, rep.Arch, rep.Backend, promptLen, genLen)
+			fmt.Fprintf(w, "%s (%s) on %s, %s KV cache: prompt %d tokens, generate %d\n", rep.Model, rep.Arch, rep.Backend, rep.KVCache, promptLen, genLen)
 			fmt.Fprintf(w, "%-8s %12s %16s %16s %10s\n", "run", "TTFT ms", "prefill tok/s", "decode tok/s", "generated")
 			for i, r := range rep.Runs {
 				fmt.Fprintf(w, "%-8d %12.2f %16.1f %16.1f %10d\n", i+1, r.TimeToFirstTokenMS, r.PrefillTokensPerSec, r.DecodeTokensPerSec, r.GeneratedTokens)

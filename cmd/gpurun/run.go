@@ -16,9 +16,10 @@ import (
 
 // runFlags are the model and generation flags shared by run and bench.
 type runFlags struct {
-	model    string
-	backend  string
-	maxCache int
+	model       string
+	backend     string
+	maxCache    int
+	activations string
 }
 
 func (r *runFlags) register(cmd *cobra.Command) {
@@ -26,6 +27,8 @@ func (r *runFlags) register(cmd *cobra.Command) {
 	f.StringVarP(&r.model, "model", "m", "", "model file (.tflite) or .task bundle")
 	f.StringVar(&r.backend, "backend", "auto", "backend: "+strings.Join(backends.Names, "|"))
 	f.IntVar(&r.maxCache, "max-cache", pipeline.DefaultMaxCache, "KV cache length in tokens")
+	f.StringVar(&r.activations, "activations", "", "activation precision policy, auto|f32|f16 (default: the model file's); "+
+		"it sets the KV cache type, auto meaning f16 on GPU backends and f32 on the CPU")
 }
 
 // load opens the backend and loads the model on it; close releases both.
@@ -38,7 +41,7 @@ func (r *runFlags) load(cmd *cobra.Command) (m *pipeline.Model, backendName stri
 	if err != nil {
 		return nil, "", nil, err
 	}
-	m, err = pipeline.Load(ctx, r.model, pipeline.Options{Backend: b, MaxCache: r.maxCache})
+	m, err = pipeline.Load(ctx, r.model, pipeline.Options{Backend: b, MaxCache: r.maxCache, Activations: r.activations})
 	if err != nil {
 		b.Close()
 		return nil, "", nil, err
@@ -101,7 +104,8 @@ used exactly as given. --temperature 0 means greedy decoding.`,
 			}
 			io.WriteString(out, "\n")
 			met := s.Metrics()
-			printMetrics(cmd.ErrOrStderr(), backendName, met)
+			kvCache := m.KVDType().String()
+			printMetrics(cmd.ErrOrStderr(), backendName+", kv "+kvCache, met)
 			if asJSON {
 				hist := s.History()
 				res := runResult{
@@ -109,6 +113,7 @@ used exactly as given. --temperature 0 means greedy decoding.`,
 					GeneratedIDs: ids,
 					Text:         text.String(),
 					Backend:      backendName,
+					KVCache:      kvCache,
 					Seed:         gen.Seed,
 					Metrics:      jsonMetrics(met),
 				}
@@ -145,6 +150,7 @@ type runResult struct {
 	GeneratedIDs []int       `json:"generated_ids"`
 	Text         string      `json:"text"`
 	Backend      string      `json:"backend"`
+	KVCache      string      `json:"kv_cache"` // the KV cache's storage type: f32 or f16
 	Seed         uint64      `json:"seed"`
 	Metrics      metricsJSON `json:"metrics"`
 }

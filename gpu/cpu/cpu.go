@@ -1,5 +1,6 @@
 // Package cpu is the reference backend: it interprets fusion graphs in plain
-// Go, one small function per op kind, in f32 with an f32 KV cache. Matrix
+// Go, one small function per op kind, in f32 with an f32 KV cache (or an
+// f16 one when the graph's KVSpec asks for it). Matrix
 // products read the weights in their stored type (f32, f16, bf16, int8,
 // int4 with per-channel or block scales) and dequantize inside the dot
 // product. Every GPU backend is tested against it, so its op semantics are
@@ -51,13 +52,19 @@ func (b *backend) Info() gpu.Info {
 
 func (b *backend) Close() error { return nil }
 
-// kvCache holds, per layer, K and V as [MaxLen][KVHeads*HeadDim] f32.
+// kvCache holds, per layer, K and V as [MaxLen][KVHeads*HeadDim] values:
+// f32, or binary16 bit patterns when spec.F16 (half the memory; see kv16.go).
 type kvCache struct {
 	spec   fusion.KVSpec
 	layers []layerCache
 }
 
-type layerCache struct{ k, v []float32 }
+// layerCache is one layer's keys and values: k and v for an f32 cache, k16
+// and v16 for an f16 one (the other pair is nil).
+type layerCache struct {
+	k, v     []float32
+	k16, v16 []uint16
+}
 
 func (c *kvCache) Release() { c.layers = nil }
 
@@ -75,7 +82,11 @@ func (b *backend) NewKVCache(spec fusion.KVSpec) (gpu.KVCache, error) {
 	}
 	c := &kvCache{spec: spec, layers: make([]layerCache, spec.Layers)}
 	for l := range c.layers {
-		c.layers[l] = layerCache{k: make([]float32, spec.MaxLen*per), v: make([]float32, spec.MaxLen*per)}
+		if spec.F16 {
+			c.layers[l] = layerCache{k16: make([]uint16, spec.MaxLen*per), v16: make([]uint16, spec.MaxLen*per)}
+		} else {
+			c.layers[l] = layerCache{k: make([]float32, spec.MaxLen*per), v: make([]float32, spec.MaxLen*per)}
+		}
 	}
 	return c, nil
 }

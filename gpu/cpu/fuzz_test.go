@@ -26,7 +26,8 @@ func (r *byteReader) next() int {
 func fuzzGraph(data []byte) (*fusion.Graph, []int32, int) {
 	r := &byteReader{data}
 	g := &fusion.Graph{Tokens: r.next()%4 + int(int8(r.next())>>7)}
-	g.KV = fusion.KVSpec{Layers: r.next() % 3, KVHeads: r.next() % 3, HeadDim: r.next() % 9, MaxLen: r.next() % 9}
+	layers := r.next() // its high bit picks an f16 cache, leaving older seeds' decoding alone
+	g.KV = fusion.KVSpec{Layers: layers % 3, KVHeads: r.next() % 3, HeadDim: r.next() % 9, MaxLen: r.next() % 9, F16: layers&0x80 != 0}
 	for range r.next()%6 + 1 {
 		g.NewBuf("b", []int{g.Tokens, 1, 2, 0}[r.next()%4], r.next()%10)
 	}
@@ -71,6 +72,7 @@ func FuzzCompileRun(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte{1, 0, 1, 1, 4, 4, 2, 0, 4, 0, 4, 3, 0, 0, 0, 0, 0, 0})
 	f.Add([]byte{2, 0, 1, 1, 4, 8, 3, 0, 4, 0, 4, 1, 1, 2, 0, 1, 2, 0, 0, 1, 0, 2, 0, 1, 1, 1, 4, 0, 0, 2, 1, 1})
+	f.Add([]byte{2, 0, 0x81, 1, 4, 8, 3, 0, 4, 0, 4, 1, 1, 2, 0, 1, 2, 0, 0, 1, 0, 2, 0, 1, 1, 1, 4, 0, 0, 2, 1, 1}) // f16 cache
 	mk := func(name string, shape []int) *tensors.Tensor {
 		n := 1
 		for _, d := range shape {

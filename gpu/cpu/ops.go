@@ -98,8 +98,14 @@ func rope(x []float32, cols, n, pos int, rp ropeParams) {
 }
 
 // storeKV writes rows t < n of k and v (kvCols = KVHeads*HeadDim values)
-// into the layer's cache at positions pos+t.
+// into the layer's cache at positions pos+t, rounded to binary16 for an f16
+// cache.
 func storeKV(c *layerCache, k, v []float32, kvCols, n, pos int) {
+	if c.k16 != nil {
+		storeF16(c.k16[pos*kvCols:(pos+n)*kvCols], k[:n*kvCols])
+		storeF16(c.v16[pos*kvCols:(pos+n)*kvCols], v[:n*kvCols])
+		return
+	}
 	copy(c.k[pos*kvCols:(pos+n)*kvCols], k[:n*kvCols])
 	copy(c.v[pos*kvCols:(pos+n)*kvCols], v[:n*kvCols])
 }
@@ -134,8 +140,7 @@ func (p *program) attention(out, q []float32, n, pos int, c *layerCache, ap attn
 			s := scores[:qpos+1-first]
 			best := float32(math.Inf(-1))
 			for i := range s {
-				k := c.k[(first+i)*kvCols+kvOff:][:ap.headDim]
-				v := ap.scale * dotF32(qh, k)
+				v := ap.scale * c.keyDot(qh, (first+i)*kvCols+kvOff)
 				if ap.cap > 0 {
 					v = ap.cap * float32(math.Tanh(float64(v/ap.cap)))
 				}
@@ -152,11 +157,7 @@ func (p *program) attention(out, q []float32, n, pos int, c *layerCache, ap attn
 			clear(o)
 			inv := float32(1 / sum)
 			for i, e := range s {
-				wgt := e * inv
-				v := c.v[(first+i)*kvCols+kvOff:][:ap.headDim]
-				for d := range o {
-					o[d] += wgt * v[d]
-				}
+				c.addValue(o, e*inv, (first+i)*kvCols+kvOff)
 			}
 		}
 	})

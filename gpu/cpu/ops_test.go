@@ -268,22 +268,30 @@ func TestRope(t *testing.T) {
 
 // TestAttention writes keys and values over two steps and checks every
 // query row against a float64 softmax attention with GQA, soft cap and
-// sliding window.
+// sliding window, with an f32 cache and with an f16 one (whose reference
+// reads keys and values rounded by roundHalf).
 func TestAttention(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	const heads, kvHeads, headDim, maxLen = 4, 2, 8, 16
 	const qCols, kvCols = heads * headDim, kvHeads * headDim
 	const total = 9 // positions written: a prefill of 6 then 3
 	qv, kv, vv := randVals(rng, total*qCols, 1), randVals(rng, total*kvCols, 1), randVals(rng, total*kvCols, 1)
-	for _, tc := range []struct {
+	type tc struct {
 		name   string
 		scale  float32
 		cap    float32
 		window int
-	}{{"plain", 0.35, 0, 0}, {"soft cap", 0.35, 0.5, 0}, {"window 3", 0.35, 0, 3}, {"window 1", 1, 0, 1}, {"cap and window", 0.2, 2, 4}} {
-		t.Run(tc.name, func(t *testing.T) {
+		f16    bool
+	}
+	var cases []tc
+	for _, f16 := range []bool{false, true} {
+		cases = append(cases, tc{"plain", 0.35, 0, 0, f16}, tc{"soft cap", 0.35, 0.5, 0, f16}, tc{"window 3", 0.35, 0, 3, f16},
+			tc{"window 1", 1, 0, 1, f16}, tc{"cap and window", 0.2, 2, 4, f16})
+	}
+	for _, tc := range cases {
+		t.Run(fmt.Sprintf("%s/f16=%v", tc.name, tc.f16), func(t *testing.T) {
 			const T = 6
-			g := &fusion.Graph{Tokens: T, KV: fusion.KVSpec{Layers: 2, KVHeads: kvHeads, HeadDim: headDim, MaxLen: maxLen}}
+			g := &fusion.Graph{Tokens: T, KV: fusion.KVSpec{Layers: 2, KVHeads: kvHeads, HeadDim: headDim, MaxLen: maxLen, F16: tc.f16}}
 			q, k, v := g.NewBuf("q", T, qCols), g.NewBuf("k", T, kvCols), g.NewBuf("v", T, kvCols)
 			o := g.NewBuf("o", T, qCols)
 			g.Add(fusion.Op{Kind: fusion.Embed, Out: q, Weight: "q"})
@@ -297,6 +305,12 @@ func TestAttention(t *testing.T) {
 			h := compile(t, g, ws, 2)
 			got := h.run(t, seq(6), 0)
 			got = append(got, h.run(t, []int32{6, 7, 8}, 6)...)
+			cached := func(x float32) float64 {
+				if tc.f16 {
+					return roundHalf(float64(x))
+				}
+				return float64(x)
+			}
 			want := make([]float64, total*qCols)
 			for p := range total {
 				for hd := range heads {
@@ -310,7 +324,7 @@ func TestAttention(t *testing.T) {
 					for j := lo; j <= p; j++ {
 						var s float64
 						for d := range headDim {
-							s += float64(qv[p*qCols+hd*headDim+d]) * float64(kv[j*kvCols+kvh*headDim+d])
+							s += float64(qv[p*qCols+hd*headDim+d]) * cached(kv[j*kvCols+kvh*headDim+d])
 						}
 						s *= float64(tc.scale)
 						if tc.cap > 0 {
@@ -326,7 +340,7 @@ func TestAttention(t *testing.T) {
 					}
 					for i, e := range scores {
 						for d := range headDim {
-							want[p*qCols+hd*headDim+d] += e / sum * float64(vv[(lo+i)*kvCols+kvh*headDim+d])
+							want[p*qCols+hd*headDim+d] += e / sum * cached(vv[(lo+i)*kvCols+kvh*headDim+d])
 						}
 					}
 				}

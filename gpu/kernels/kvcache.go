@@ -7,8 +7,11 @@ import (
 	"github.com/gpurun/gpurun/gpu"
 )
 
-// kvCache holds per layer an f32 K cache [kv_heads][max_len][head_dim] and
-// an f32 V cache [kv_heads][head_dim][max_len] (see shaders/wgsl/kv.wgsl).
+// kvCache holds per layer a K cache [kv_heads][max_len][head_dim] and a V
+// cache [kv_heads][head_dim][max_len] of f32 values, or for spec.F16 of
+// binary16 pairs packed along head_dim into u32 words (K
+// [kv_heads][max_len][ceil(head_dim/2)], V [kv_heads][ceil(head_dim/2)][max_len]
+// words; see shaders/wgsl/kv.wgsl).
 type kvCache struct {
 	spec fusion.KVSpec
 	k, v []gpu.Buffer
@@ -27,7 +30,7 @@ func (b *backend) NewKVCache(spec fusion.KVSpec) (gpu.KVCache, error) {
 	if spec.Layers < 0 || spec.KVHeads <= 0 || spec.HeadDim <= 0 || spec.MaxLen <= 0 {
 		return nil, fmt.Errorf("kernels: kv cache spec %+v: %w", spec, gpu.ErrUnsupported)
 	}
-	per := int64(spec.KVHeads) * int64(spec.HeadDim) * int64(spec.MaxLen) * 4
+	per := int64(spec.KVHeads) * int64(kvWords(spec)) * int64(spec.MaxLen) * 4
 	if spec.KVHeads > 1<<16 || spec.HeadDim > 1<<16 || spec.MaxLen > 1<<24 || per > b.devBinding {
 		return nil, fmt.Errorf("kernels: kv cache layer of %+v exceeds one binding (%d bytes): %w", spec, b.devBinding, gpu.ErrUnsupported)
 	}
@@ -47,4 +50,22 @@ func (b *backend) NewKVCache(spec fusion.KVSpec) (gpu.KVCache, error) {
 		c.k, c.v = append(c.k, k), append(c.v, v)
 	}
 	return c, nil
+}
+
+// kvWords is the number of u32 words one cached key (or one position of
+// one head's values) takes: head_dim f32 values or ceil(head_dim/2) pairs
+// of halves.
+func kvWords(spec fusion.KVSpec) int {
+	if spec.F16 {
+		return (spec.HeadDim + 1) / 2
+	}
+	return spec.HeadDim
+}
+
+// kvKernels are the store and attention kernels of the cache's storage type.
+func kvKernels(spec fusion.KVSpec) (store, attention string) {
+	if spec.F16 {
+		return "store_kv_f16", "attention_f16"
+	}
+	return "store_kv", "attention"
 }

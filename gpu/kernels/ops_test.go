@@ -280,28 +280,36 @@ func TestLastRow(t *testing.T) {
 
 // TestAttention stores K and V for a prefill and several decode steps and
 // attends over the cache: GQA, soft cap, sliding window, head dims past 64
-// (more than one output dim per invocation), caches longer than one chunk.
+// (more than one output dim per invocation), caches longer than one chunk,
+// each with an f32 and an f16 cache; the f16 cases add odd head dims (a
+// half-filled last word) and the largest head dim (two packed words per
+// invocation).
 func TestAttention(t *testing.T) {
-	cases := []struct {
+	type tc struct {
 		heads, kvHeads, hd int
 		capv               float32
 		window             int
 		prefill            int
 		decode             int
-	}{
-		{4, 2, 8, 0, 0, 3, 3},
-		{4, 4, 16, 0, 0, 5, 2},
-		{6, 2, 8, 30, 0, 4, 2},
-		{2, 1, 8, 0, 3, 4, 3},
-		{2, 1, 72, 0, 0, 2, 1},
-		{2, 2, 8, 0, 0, 70, 2}, // 72 positions: two 64-position chunks
+		f16                bool
 	}
+	var cases []tc
+	for _, f16 := range []bool{false, true} {
+		cases = append(cases,
+			tc{4, 2, 8, 0, 0, 3, 3, f16},
+			tc{4, 4, 16, 0, 0, 5, 2, f16},
+			tc{6, 2, 8, 30, 0, 4, 2, f16},
+			tc{2, 1, 8, 0, 3, 4, 3, f16},
+			tc{2, 1, 72, 0, 0, 2, 1, f16},
+			tc{2, 2, 8, 0, 0, 70, 2, f16}) // 72 positions: two 64-position chunks
+	}
+	cases = append(cases, tc{3, 3, 7, 0, 0, 3, 2, true}, tc{2, 1, 1, 0, 0, 2, 2, true}, tc{2, 1, 256, 0, 0, 3, 1, true})
 	for _, c := range cases {
-		t.Run(fmt.Sprintf("h%d_kv%d_d%d_cap%g_w%d_p%d", c.heads, c.kvHeads, c.hd, c.capv, c.window, c.prefill), func(t *testing.T) {
+		t.Run(fmt.Sprintf("h%d_kv%d_d%d_cap%g_w%d_p%d_f16%v", c.heads, c.kvHeads, c.hd, c.capv, c.window, c.prefill, c.f16), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(7, uint64(c.hd*100+c.prefill)))
 			maxLen := c.prefill + c.decode + 1
 			g := embedGraph(c.prefill)
-			g.KV = fusion.KVSpec{Layers: 2, KVHeads: c.kvHeads, HeadDim: c.hd, MaxLen: maxLen}
+			g.KV = fusion.KVSpec{Layers: 2, KVHeads: c.kvHeads, HeadDim: c.hd, MaxLen: maxLen, F16: c.f16}
 			q := embedInput(g, "q", c.heads*c.hd)
 			k := embedInput(g, "k", c.kvHeads*c.hd)
 			v := embedInput(g, "v", c.kvHeads*c.hd)
@@ -327,7 +335,14 @@ func TestAttention(t *testing.T) {
 			}
 			// Scores are f32 dot products (f32sum), then exp and a
 			// streaming (rescaled) softmax sum: transcendental tolerance.
-			compare(t, g, ws, steps, tolerance{abs: 1e-5, rel: 5e-5}, kernels.Options{})
+			// An f16 cache holds the same halves on both sides (both round
+			// to nearest even), so the tolerance is the same; hd 256 sums
+			// 256 products per score in another order.
+			tol := tolerance{abs: 1e-5, rel: 5e-5}
+			if c.hd > 128 {
+				tol = tolerance{abs: 4e-5, rel: 1e-4}
+			}
+			compare(t, g, ws, steps, tol, kernels.Options{})
 		})
 	}
 }

@@ -173,14 +173,16 @@ func (pl *planner) op(op *fusion.Op) error {
 			ceilDiv(op.Heads*half, 64), T, 1, gpu.Binding{Buf: pl.p.step}, gpu.Binding{Buf: fb}, pl.buf(op.Out))
 	case fusion.StoreKV:
 		kvCols := op.KVHeads * op.HeadDim
-		pl.dispatch("store_kv", []uint32{u(kvCols), u(op.HeadDim), u(pl.cache.spec.MaxLen)},
-			ceilDiv(kvCols, 64), T, 1, gpu.Binding{Buf: pl.p.step}, pl.buf(op.In[0]), pl.buf(op.In[1]),
+		store, _ := kvKernels(pl.cache.spec)
+		pl.dispatch(store, []uint32{u(kvCols), u(op.HeadDim), u(pl.cache.spec.MaxLen)},
+			ceilDiv(op.KVHeads*kvWords(pl.cache.spec), 64), T, 1, gpu.Binding{Buf: pl.p.step}, pl.buf(op.In[0]), pl.buf(op.In[1]),
 			gpu.Binding{Buf: pl.cache.k[op.Layer]}, gpu.Binding{Buf: pl.cache.v[op.Layer]})
 	case fusion.Attention:
 		if op.HeadDim > maxHeadDim {
 			return fmt.Errorf("head dim %d over %d: %w", op.HeadDim, maxHeadDim, gpu.ErrUnsupported)
 		}
-		pl.dispatch("attention", []uint32{u(op.Heads), u(op.KVHeads), u(op.HeadDim), u(pl.cache.spec.MaxLen), f(op.Scale), f(op.Cap), u(op.Window)},
+		_, attention := kvKernels(pl.cache.spec)
+		pl.dispatch(attention, []uint32{u(op.Heads), u(op.KVHeads), u(op.HeadDim), u(pl.cache.spec.MaxLen), f(op.Scale), f(op.Cap), u(op.Window)},
 			op.Heads, T, 1, gpu.Binding{Buf: pl.p.step}, pl.buf(op.In[0]),
 			gpu.Binding{Buf: pl.cache.k[op.Layer]}, gpu.Binding{Buf: pl.cache.v[op.Layer]}, pl.buf(op.Out))
 	case fusion.Add:

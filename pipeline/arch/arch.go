@@ -19,6 +19,7 @@ type BuildOptions struct {
 	Tokens    int  // tokens per step: 1 for decode, the bucket size for prefill
 	MaxLen    int  // KV cache positions
 	AllLogits bool // logits for every row rather than the last one only
+	KVF16     bool // the graph's KV cache stores binary16 (fusion.KVSpec.F16)
 }
 
 // ErrOptions reports unusable build options.
@@ -40,7 +41,7 @@ func Build(cfg *model.Config, opts BuildOptions) (*fusion.Graph, error) {
 		return nil, fmt.Errorf("%w: tokens %d, max len %d", ErrOptions, opts.Tokens, opts.MaxLen)
 	}
 	b := &builder{cfg: cfg, g: &fusion.Graph{Tokens: opts.Tokens}}
-	b.g.KV = fusion.KVSpec{Layers: cfg.Layers, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim, MaxLen: opts.MaxLen}
+	b.g.KV = fusion.KVSpec{Layers: cfg.Layers, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim, MaxLen: opts.MaxLen, F16: opts.KVF16}
 	b.forward(opts.AllLogits)
 	return b.g, nil
 }

@@ -3,7 +3,17 @@
 // position, read like weight rows by the score loop); V cache is
 // [kv_heads][head_dim][max_len] (values of one dim contiguous over
 // positions, read like weight rows by the weighted sum).
-// Dispatch: (ceil(kv_cols/64), Tokens, 1).
+//
+// Both caches are bound as u32 words so one family serves both storage
+// types: store_kv writes f32 bit patterns; store_kv_f16 writes binary16
+// halves packed two per word along head_dim, so K is
+// [kv_heads][max_len][hw] and V [kv_heads][hw][max_len] words with
+// hw = ceil(head_dim/2) (an odd head_dim leaves the last word's high half
+// zero). A word then belongs to exactly one (head, position): one
+// invocation writes it whole, and no two invocations, tokens or steps ever
+// share it, so the store needs neither atomics nor read-modify-write.
+// Dispatch: store_kv (ceil(kv_cols/64), Tokens, 1); store_kv_f16
+// (ceil(kv_heads*hw/64), Tokens, 1).
 
 struct KVParams {
     kv_cols: u32,
@@ -16,8 +26,8 @@ struct KVParams {
 @group(0) @binding(1) var<storage, read> step: array<u32>;
 @group(0) @binding(2) var<storage, read> k: array<f32>;
 @group(0) @binding(3) var<storage, read> v: array<f32>;
-@group(0) @binding(4) var<storage, read_write> kc: array<f32>;
-@group(0) @binding(5) var<storage, read_write> vc: array<f32>;
+@group(0) @binding(4) var<storage, read_write> kc: array<u32>;
+@group(0) @binding(5) var<storage, read_write> vc: array<u32>;
 
 @compute @workgroup_size(64)
 fn store_kv(@builtin(global_invocation_id) gid: vec3<u32>) {
@@ -29,6 +39,41 @@ fn store_kv(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     let h = i / p.head_dim;
     let d = i % p.head_dim;
-    kc[(h * p.max_len + pos) * p.head_dim + d] = k[t * p.kv_cols + i];
-    vc[(h * p.head_dim + d) * p.max_len + pos] = v[t * p.kv_cols + i];
+    kc[(h * p.max_len + pos) * p.head_dim + d] = bitcast<u32>(k[t * p.kv_cols + i]);
+    vc[(h * p.head_dim + d) * p.max_len + pos] = bitcast<u32>(v[t * p.kv_cols + i]);
+}
+
+// HALF_MAX is the largest finite binary16. Packing a value beyond it is
+// indeterminate in WGSL, so values saturate to it (the CPU backend does the
+// same); within range pack2x16float rounds to a neighbouring half (to
+// nearest even on every driver we know).
+const HALF_MAX: f32 = 65504.0;
+
+// pack_pair packs x into the low half and y into the high half of a word,
+// saturated to the binary16 range.
+fn pack_pair(x: f32, y: f32) -> u32 {
+    return pack2x16float(clamp(vec2<f32>(x, y), vec2<f32>(-HALF_MAX), vec2<f32>(HALF_MAX)));
+}
+
+@compute @workgroup_size(64)
+fn store_kv_f16(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x;
+    let t = gid.y;
+    let pos = step[0] + t;
+    let hw = (p.head_dim + 1u) / 2u;
+    let kv_heads = p.kv_cols / p.head_dim;
+    if i >= kv_heads * hw || t >= step[1] || pos >= p.max_len {
+        return;
+    }
+    let h = i / hw;
+    let w = i % hw;
+    let e = t * p.kv_cols + h * p.head_dim + 2u * w;
+    var k1 = 0.0;
+    var v1 = 0.0;
+    if 2u * w + 1u < p.head_dim {
+        k1 = k[e + 1u];
+        v1 = v[e + 1u];
+    }
+    kc[(h * p.max_len + pos) * hw + w] = pack_pair(k[e], k1);
+    vc[(h * hw + w) * p.max_len + pos] = pack_pair(v[e], v1);
 }

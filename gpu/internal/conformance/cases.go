@@ -18,11 +18,15 @@ const vocab = 13
 //   - transc: exp/tanh/sin/cos from the device's math library against Go's
 //     float64 math rounded to f32, plus f32 rope angles: a few ulps.
 //   - attention: dot products, then exp and a rescaled streaming softmax.
+//   - attentionWide: the same with 256-term dot products.
 var (
 	exact     = Tolerance{}
 	dot       = Tolerance{Abs: 2e-5, Rel: 2e-5}
 	transc    = Tolerance{Abs: 2e-6, Rel: 2e-5}
 	attention = Tolerance{Abs: 1e-5, Rel: 5e-5}
+	// attentionWide: attention with 256-dim heads, four times the terms
+	// per score.
+	attentionWide = Tolerance{Abs: 4e-5, Rel: 1e-4}
 )
 
 func uniform(r *rand.Rand, n int, scale float32) []float32 {
@@ -285,30 +289,44 @@ func lastRowCases() []Case {
 }
 
 func attentionCases() []Case {
-	table := []struct {
+	type tc struct {
 		heads, kvHeads, hd int
 		capv               float32
 		window             int
 		prefill, decode    int
-	}{
-		{4, 2, 8, 0, 0, 3, 3},  // grouped-query attention
-		{6, 2, 8, 30, 0, 4, 2}, // soft-capped scores
-		{2, 1, 8, 0, 3, 4, 3},  // sliding window
-		{2, 1, 72, 0, 0, 2, 1}, // head dim past 64
-		{2, 2, 8, 0, 0, 70, 2}, // cache longer than 64 positions
+		f16                bool
 	}
-	var cs []Case
+	var table []tc
+	for _, f16 := range []bool{false, true} { // f32 cache, f16 cache (halves packed in pairs)
+		table = append(table,
+			tc{4, 2, 8, 0, 0, 3, 3, f16},  // grouped-query attention
+			tc{6, 2, 8, 30, 0, 4, 2, f16}, // soft-capped scores
+			tc{2, 1, 8, 0, 3, 4, 3, f16},  // sliding window
+			tc{2, 1, 72, 0, 0, 2, 1, f16}, // head dim past 64
+			tc{2, 2, 8, 0, 0, 70, 2, f16}) // cache longer than 64 positions
+	}
+	table = append(table,
+		tc{3, 3, 7, 0, 0, 3, 2, true},   // odd head dim: a half-filled last word
+		tc{4, 2, 256, 0, 0, 3, 1, true}) // largest head dim: two words per invocation
+	cs := []Case{f16RoundingCase()}
 	for _, c := range table {
+		// Both sides read the same halves from an f16 cache (rounded to
+		// nearest even), so the f32 tolerance holds; 256-term scores
+		// summed in another order need a little more.
+		tol := attention
+		if c.hd > 128 {
+			tol = attentionWide
+		}
 		steps := []Step{{seq(c.prefill), 0}}
 		for d := range c.decode {
 			steps = append(steps, Step{[]int32{int32((5*d + 2) % vocab)}, c.prefill + d})
 		}
 		cs = append(cs, Case{
-			Name: fmt.Sprintf("attention/h%d_kv%d_d%d_cap%g_w%d_p%d", c.heads, c.kvHeads, c.hd, c.capv, c.window, c.prefill),
+			Name: fmt.Sprintf("attention/h%d_kv%d_d%d_cap%g_w%d_p%d_f16%v", c.heads, c.kvHeads, c.hd, c.capv, c.window, c.prefill, c.f16),
 			Build: func() (*fusion.Graph, []*tensors.Tensor) {
 				r := rand.New(rand.NewPCG(7, uint64(c.hd*100+c.prefill)))
 				g := &fusion.Graph{Tokens: c.prefill}
-				g.KV = fusion.KVSpec{Layers: 2, KVHeads: c.kvHeads, HeadDim: c.hd, MaxLen: c.prefill + c.decode + 1}
+				g.KV = fusion.KVSpec{Layers: 2, KVHeads: c.kvHeads, HeadDim: c.hd, MaxLen: c.prefill + c.decode + 1, F16: c.f16}
 				q := input(g, "q", c.heads*c.hd)
 				k := input(g, "k", c.kvHeads*c.hd)
 				v := input(g, "v", c.kvHeads*c.hd)
@@ -321,8 +339,39 @@ func attentionCases() []Case {
 				return g, []*tensors.Tensor{scaled("q", c.heads*c.hd), scaled("k", c.kvHeads*c.hd), scaled("v", c.kvHeads*c.hd)}
 			},
 			Steps: steps,
-			Tol:   attention,
+			Tol:   tol,
 		})
 	}
 	return cs
+}
+
+// f16RoundingCase stores awkward values in an f16 cache and reads them
+// back exactly: attention over a single position weighs its value by
+// exactly 1, so the output is the cached half. The values are ties (to
+// even), subnormals, and magnitudes past the binary16 range, which
+// saturate to ±65504 on every backend; an odd head dim leaves the last
+// packed word half empty.
+func f16RoundingCase() Case {
+	vals := []float32{0, 1, -2, 1 + 1.0/2048, 1 + 3.0/2048, 1.0 / 3, 65504, 65519, 65520, 1e9, -1e9,
+		1.0 / 16384, 1.0 / (1 << 24), 1.0 / (1 << 25), 3.0 / (1 << 25), -0.1, 123.456}
+	n := len(vals)
+	return Case{
+		Name: fmt.Sprintf("attention/f16_rounding_d%d", n),
+		Build: func() (*fusion.Graph, []*tensors.Tensor) {
+			g := &fusion.Graph{Tokens: 1, KV: fusion.KVSpec{Layers: 1, KVHeads: 1, HeadDim: n, MaxLen: 1, F16: true}}
+			q := input(g, "q", n)
+			kv := input(g, "kv", n)
+			g.Add(fusion.Op{Kind: fusion.StoreKV, In: []fusion.Buf{kv, kv}, KVHeads: 1, HeadDim: n})
+			g.Logits = g.Add(fusion.Op{Kind: fusion.Attention, Out: g.NewBuf("o", 1, n), In: []fusion.Buf{q},
+				Heads: 1, KVHeads: 1, HeadDim: n, Scale: 1})
+			rows := make([]float32, vocab*n)
+			for r := range vocab {
+				copy(rows[r*n:], vals)
+			}
+			zero := mustTensor(tensors.FromF32("q", []int{vocab, n}, make([]float32, vocab*n), tensors.F32))
+			return g, []*tensors.Tensor{zero, mustTensor(tensors.FromF32("kv", []int{vocab, n}, rows, tensors.F32))}
+		},
+		Steps: []Step{{[]int32{4}, 0}},
+		Tol:   exact,
+	}
 }

@@ -1,0 +1,41 @@
+package cpu_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/tensors"
+)
+
+// BenchmarkAttentionDecode times one decode step of StoreKV + Attention
+// over a cache of 1024 positions (TinyLlama's attention shape: 32 heads, 4
+// kv heads of 64 dims) with an f32 and an f16 cache.
+func BenchmarkAttentionDecode(b *testing.B) {
+	const heads, kvHeads, hd, maxLen = 32, 4, 64, 1024
+	for _, f16 := range []bool{false, true} {
+		b.Run(fmt.Sprintf("f16=%v", f16), func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(11, 11))
+			g := &fusion.Graph{Tokens: 1, KV: fusion.KVSpec{Layers: 1, KVHeads: kvHeads, HeadDim: hd, MaxLen: maxLen, F16: f16}}
+			q, k, v := g.NewBuf("q", 1, heads*hd), g.NewBuf("k", 1, kvHeads*hd), g.NewBuf("v", 1, kvHeads*hd)
+			for _, in := range []struct {
+				buf  fusion.Buf
+				name string
+			}{{q, "q"}, {k, "k"}, {v, "v"}} {
+				g.Add(fusion.Op{Kind: fusion.Embed, Out: in.buf, Weight: in.name})
+			}
+			g.Add(fusion.Op{Kind: fusion.StoreKV, In: []fusion.Buf{k, v}, KVHeads: kvHeads, HeadDim: hd})
+			g.Logits = g.Add(fusion.Op{Kind: fusion.Attention, Out: g.NewBuf("o", 1, heads*hd), In: []fusion.Buf{q},
+				Heads: heads, KVHeads: kvHeads, HeadDim: hd, Scale: 0.125})
+			ws := []*tensors.Tensor{f32Tensor(b, "q", []int{1, heads * hd}, randVals(rng, heads*hd, 1)),
+				f32Tensor(b, "k", []int{1, kvHeads * hd}, randVals(rng, kvHeads*hd, 1)),
+				f32Tensor(b, "v", []int{1, kvHeads * hd}, randVals(rng, kvHeads*hd, 1))}
+			h := compile(b, g, ws, 0)
+			b.ResetTimer()
+			for range b.N {
+				h.run(b, []int32{0}, maxLen-1)
+			}
+		})
+	}
+}
