@@ -31,6 +31,9 @@ type GenerateOptions struct {
 	// Template wraps a text prompt in the config's PromptPrefix and
 	// PromptSuffix.
 	Template bool
+	// IgnoreStopTokens keeps generating through EOS and the config's stop
+	// tokens (benchmarks use it to generate exactly MaxTokens).
+	IgnoreStopTokens bool
 }
 
 // Token is one streamed step. Piece is the text released with it: the
@@ -242,11 +245,13 @@ func newGeneration(s *Session, opts *GenerateOptions) *generation {
 		stops:   map[int]bool{},
 		text:    &stopText{stops: opts.StopStrings},
 	}
-	if cfg.EOS >= 0 {
-		g.stops[cfg.EOS] = true
-	}
-	for _, id := range cfg.StopTokens {
-		g.stops[id] = true
+	if !opts.IgnoreStopTokens {
+		if cfg.EOS >= 0 {
+			g.stops[cfg.EOS] = true
+		}
+		for _, id := range cfg.StopTokens {
+			g.stops[id] = true
+		}
 	}
 	if s.m.tok != nil {
 		// Prime the decoder with the conversation so far: the first

@@ -165,6 +165,11 @@ func TestStopTokens(t *testing.T) {
 		if r := s.Metrics().StopReason; r != pipeline.StopToken {
 			t.Errorf("stop token %d: reason %q", stop, r)
 		}
+		s.Reset()
+		got = collect(t, s, pipeline.Prompt{IDs: tc.PromptIDs}, pipeline.GenerateOptions{MaxTokens: 32, IgnoreStopTokens: true})
+		if !slices.Equal(got, tc.GeneratedIDs[:32]) {
+			t.Errorf("stop token %d ignored: got %v, want %v", stop, got, tc.GeneratedIDs[:32])
+		}
 	}
 }
 

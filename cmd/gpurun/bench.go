@@ -4,11 +4,23 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpurun/gpurun/pipeline"
+	"github.com/gpurun/gpurun/tensors/model"
+	"github.com/gpurun/gpurun/tensors/synthetic"
 )
+
+// syntheticCheckpoint builds the named real-shape model with random weights.
+func syntheticCheckpoint(name, quant string) (*model.Checkpoint, error) {
+	cfg, ok := synthetic.ByName(name)
+	if !ok {
+		return nil, fmt.Errorf("bench: unknown synthetic model %q (want one of %s)", name, strings.Join(synthetic.Names(), ", "))
+	}
+	return synthetic.Checkpoint(cfg, synthetic.Options{Quant: quant, Seed: 1})
+}
 
 type benchReport struct {
 	Model     string        `json:"model"`
@@ -28,12 +40,13 @@ func newBench() *cobra.Command {
 		asJSON                  bool
 	)
 	cmd := &cobra.Command{
-		Use:   "bench -m MODEL [--backend B] [--prompt-len N] [--generate N] [--reps R]",
+		Use:   "bench (-m MODEL | --synthetic NAME) [--backend B] [--prompt-len N] [--generate N] [--reps R]",
 		Short: "Measure time to first token, prefill and decode tokens/s end to end",
 		Long: `Bench runs R greedy generations of a synthetic prompt of --prompt-len tokens
 (different in each run, so no run reuses another's KV cache) and reports each
 run's time to first token, prefill tokens/s and decode tokens/s, and their
-medians. One warm-up run is not reported.`,
+medians. One warm-up run is not reported. --synthetic NAME benchmarks a
+random-weight model at the real shapes of NAME (no download needed).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if promptLen < 1 || genLen < 1 || reps < 1 {
@@ -48,11 +61,15 @@ medians. One warm-up run is not reported.`,
 			}
 			defer closeAll()
 			cfg := m.Config()
-			rep := benchReport{Model: rf.model, Arch: cfg.Arch, Backend: backendName, KVCache: m.KVDType().String(), PromptLen: promptLen, Generate: genLen}
+			name := rf.model
+			if rf.synthetic != "" {
+				name = "synthetic " + rf.synthetic + " (" + rf.syntheticQuant + ")"
+			}
+			rep := benchReport{Model: name, Arch: cfg.Arch, Backend: backendName, KVCache: m.KVDType().String(), PromptLen: promptLen, Generate: genLen}
 			for r := -1; r < reps; r++ {
 				s := m.NewSession()
 				p := pipeline.Prompt{IDs: benchPrompt(promptLen, cfg.VocabSize, r+1)}
-				for _, err := range s.Generate(cmd.Context(), p, pipeline.GenerateOptions{MaxTokens: genLen}) {
+				for _, err := range s.Generate(cmd.Context(), p, pipeline.GenerateOptions{MaxTokens: genLen, IgnoreStopTokens: true}) {
 					if err != nil {
 						return err
 					}
@@ -80,6 +97,8 @@ medians. One warm-up run is not reported.`,
 	}
 	rf.register(cmd)
 	f := cmd.Flags()
+	f.StringVar(&rf.synthetic, "synthetic", "", "instead of -m, a random-weight model at real shapes: "+strings.Join(synthetic.Names(), "|"))
+	f.StringVar(&rf.syntheticQuant, "synthetic-quant", synthetic.QuantInt4, "weights of the --synthetic model: int4|int8|f16")
 	f.IntVar(&promptLen, "prompt-len", 128, "prompt length in tokens")
 	f.IntVar(&genLen, "generate", 64, "tokens to generate per run")
 	f.IntVar(&reps, "reps", 3, "measured runs")

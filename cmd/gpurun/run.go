@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpurun/gpurun/gpu/backends"
 	"github.com/gpurun/gpurun/pipeline"
+	"github.com/gpurun/gpurun/tensors/model"
 )
 
 // runFlags are the model and generation flags shared by run and bench.
@@ -20,6 +21,8 @@ type runFlags struct {
 	backend     string
 	maxCache    int
 	activations string
+
+	synthetic, syntheticQuant string // bench only
 }
 
 func (r *runFlags) register(cmd *cobra.Command) {
@@ -32,16 +35,29 @@ func (r *runFlags) register(cmd *cobra.Command) {
 }
 
 // load opens the backend and loads the model on it; close releases both.
+// With synthetic set (bench --synthetic), the model is a random-weight
+// checkpoint at the real shapes of that name instead of a file.
 func (r *runFlags) load(cmd *cobra.Command) (m *pipeline.Model, backendName string, close func(), err error) {
-	if r.model == "" {
+	if r.model == "" && r.synthetic == "" {
 		return nil, "", nil, fmt.Errorf("-m MODEL is required")
 	}
 	ctx := cmd.Context()
+	var ck *model.Checkpoint
+	if r.synthetic != "" {
+		if ck, err = syntheticCheckpoint(r.synthetic, r.syntheticQuant); err != nil {
+			return nil, "", nil, err
+		}
+	}
 	b, err := backends.Open(ctx, r.backend)
 	if err != nil {
 		return nil, "", nil, err
 	}
-	m, err = pipeline.Load(ctx, r.model, pipeline.Options{Backend: b, MaxCache: r.maxCache, Activations: r.activations})
+	opts := pipeline.Options{Backend: b, MaxCache: r.maxCache, Activations: r.activations}
+	if ck != nil {
+		m, err = pipeline.FromCheckpoint(ctx, ck, opts)
+	} else {
+		m, err = pipeline.Load(ctx, r.model, opts)
+	}
 	if err != nil {
 		b.Close()
 		return nil, "", nil, err
