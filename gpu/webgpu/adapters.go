@@ -9,6 +9,7 @@ package webgpu
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/cogentcore/webgpu/wgpu"
@@ -52,11 +53,12 @@ func Adapters() ([]AdapterInfo, error) {
 func describe(a *wgpu.Adapter) AdapterInfo {
 	info := a.GetInfo()
 	l := a.GetLimits().Limits
+	name, driver := adapterName(info)
 	ai := AdapterInfo{
-		Name:    info.Name,
+		Name:    name,
 		Vendor:  info.VendorName,
 		Type:    deviceType(info.AdapterType),
-		Driver:  info.DriverDescription,
+		Driver:  driver,
 		Backend: info.BackendType.String(),
 		Usable:  info.BackendType == wgpu.BackendTypeVulkan,
 		Limits: map[string]uint64{
@@ -76,6 +78,18 @@ func describe(a *wgpu.Adapter) AdapterInfo {
 	}
 	sort.Strings(ai.Features)
 	return ai
+}
+
+// adapterName picks a readable adapter name. The bundled wgpu-native fills
+// the `device` field with the PCI device id in hex ("0x0" on lavapipe) and
+// puts the device's name in `description`, so a hex `device` gives way to
+// the description.
+func adapterName(info wgpu.AdapterInfo) (name, driver string) {
+	name, driver = info.Name, info.DriverDescription
+	if strings.HasPrefix(name, "0x") && driver != "" {
+		return driver, ""
+	}
+	return name, driver
 }
 
 func deviceType(t wgpu.AdapterType) gpu.DeviceType {
