@@ -19,6 +19,7 @@ type runFlags struct {
 	model    string
 	backend  string
 	maxCache int
+	noFusion bool
 }
 
 func (r *runFlags) register(cmd *cobra.Command) {
@@ -26,6 +27,7 @@ func (r *runFlags) register(cmd *cobra.Command) {
 	f.StringVarP(&r.model, "model", "m", "", "model file (.tflite) or .task bundle")
 	f.StringVar(&r.backend, "backend", "auto", "backend: "+strings.Join(backends.Names, "|"))
 	f.IntVar(&r.maxCache, "max-cache", pipeline.DefaultMaxCache, "KV cache length in tokens")
+	f.BoolVar(&r.noFusion, "no-fusion", false, "run the graphs unfused, one op per kernel (for comparison)")
 }
 
 // load opens the backend and loads the model on it; close releases both.
@@ -38,7 +40,7 @@ func (r *runFlags) load(cmd *cobra.Command) (m *pipeline.Model, backendName stri
 	if err != nil {
 		return nil, "", nil, err
 	}
-	m, err = pipeline.Load(ctx, r.model, pipeline.Options{Backend: b, MaxCache: r.maxCache})
+	m, err = pipeline.Load(ctx, r.model, pipeline.Options{Backend: b, MaxCache: r.maxCache, NoFusion: r.noFusion})
 	if err != nil {
 		b.Close()
 		return nil, "", nil, err

@@ -42,7 +42,9 @@ type session struct {
 	vocab           int
 }
 
-func newSession(t *testing.T, dev gpu.Device, ck *model.Checkpoint, prefillLen, maxLen int, allLogits bool) *session {
+// newSession compiles the prefill and decode graphs, rewritten by
+// fusion.Fuse when fused is set (as the pipeline runs them).
+func newSession(t *testing.T, dev gpu.Device, ck *model.Checkpoint, prefillLen, maxLen int, allLogits, fused bool) *session {
 	t.Helper()
 	be := backendOn(t, dev, kernels.Options{})
 	ctx := context.Background()
@@ -66,6 +68,9 @@ func newSession(t *testing.T, dev gpu.Device, ck *model.Checkpoint, prefillLen, 
 		g, err := arch.Build(c, arch.BuildOptions{Tokens: spec.tokens, MaxLen: maxLen, AllLogits: spec.all})
 		if err != nil {
 			t.Fatal(err)
+		}
+		if fused {
+			g = fusion.Fuse(g)
 		}
 		p, err := be.Compile(g, w, kv)
 		if err != nil {
@@ -136,7 +141,7 @@ type storiesCase struct {
 
 func (tc *storiesCase) check(t *testing.T, dev gpu.Device, ck *model.Checkpoint) {
 	ctx := context.Background()
-	s := newSession(t, dev, ck, 16, 128, false)
+	s := newSession(t, dev, ck, 16, 128, false, true)
 	if err := s.prefill.Run(ctx, ids32(tc.PromptIDs), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -184,12 +189,13 @@ func TestArchGolden(t *testing.T) {
 	dir := filepath.Join(modelsDir(t), "arch")
 	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
 		for _, name := range []string{"llama", "gemma", "gemma2", "phi2", "falcon", "stablelm"} {
-			t.Run(name, func(t *testing.T) { archCase(t, dev, dir, name) })
+			t.Run(name, func(t *testing.T) { archCase(t, dev, dir, name, false) })
+			t.Run(name+"_fused", func(t *testing.T) { archCase(t, dev, dir, name, true) })
 		}
 	})
 }
 
-func archCase(t *testing.T, dev gpu.Device, dir, name string) {
+func archCase(t *testing.T, dev gpu.Device, dir, name string, fused bool) {
 	path := filepath.Join(dir, name+".gguf")
 	if _, err := os.Stat(path); err != nil {
 		t.Skipf("%s not present", path)
@@ -214,7 +220,7 @@ func archCase(t *testing.T, dev gpu.Device, dir, name string) {
 	const tol = 5e-4
 	ctx := context.Background()
 	n := len(golden.PromptIDs)
-	s := newSession(t, dev, ck, n, 128, true)
+	s := newSession(t, dev, ck, n, 128, true, fused)
 	if err := s.prefill.Run(ctx, ids32(golden.PromptIDs), 0); err != nil {
 		t.Fatal(err)
 	}
