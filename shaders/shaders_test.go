@@ -25,6 +25,7 @@ func TestGetBindings(t *testing.T) {
 		{"matvec", []gpu.BindingKind{U, R, R, R, R, R, W, R, R}},
 		{"matvec_glu", []gpu.BindingKind{U, R, R, R, R, R, W, R, R}},
 		{"matmul_glu", []gpu.BindingKind{U, R, R, R, R, R, W, R, R}},
+		{"matvec_glu_lanes", []gpu.BindingKind{U, R, R, R, R, R, W, R, R}},
 		{"matvec_lanes", []gpu.BindingKind{U, R, R, R, R, R, W, R, R}},
 		{"matmul", []gpu.BindingKind{U, R, R, R, R, R, W, R, R}},
 		{"norm", []gpu.BindingKind{U, R, R, R, R, W}},

@@ -295,6 +295,8 @@ func (pl *planner) matMulGLU(op *fusion.Op, out fusion.BufInfo) error {
 		bind := []gpu.Binding{{Buf: pl.p.step}, x, {Buf: c.w}, {Buf: s}, bias, pl.buf(op.Out), {Buf: uc.w}, {Buf: s2}}
 		if out.Rows >= 4 {
 			pl.dispatch("matmul_glu", params, ceilDiv(c.rows, 32), ceilDiv(out.Rows, 32), 1, bind...)
+		} else if pl.p.b.lanes {
+			pl.dispatch("matvec_glu_lanes", params, ceilDiv(c.rows, 4), out.Rows, 1, bind...)
 		} else {
 			pl.dispatch("matvec_glu", params, ceilDiv(c.rows, 64), out.Rows, 1, bind...)
 		}

@@ -349,17 +349,17 @@ fn glu_result(o: u32, gate: f32, up: f32) -> f32 {
 
 // dot_words2 is dot_words for the gate (w) and up (w2) rows at once: each
 // activation is loaded once for both products.
-fn dot_words2(w0: u32, xi: u32, n: u32) -> vec2<f32> {
+fn dot_words2(w0: u32, xi: u32, n: u32, first: u32, stride: u32) -> vec2<f32> {
     var acc = vec2<f32>(0.0);
     switch p.wt {
         case 1u: {
-            for (var i = 0u; i < n; i++) {
+            for (var i = first; i < n; i += stride) {
                 let xv = vec2<f32>(x[xi + 2u * i], x[xi + 2u * i + 1u]);
                 acc += vec2<f32>(dot(unpack2x16float(w[w0 + i]), xv), dot(unpack2x16float(w2[w0 + i]), xv));
             }
         }
         case 2u: {
-            for (var i = 0u; i < n; i++) {
+            for (var i = first; i < n; i += stride) {
                 let xv = vec2<f32>(x[xi + 2u * i], x[xi + 2u * i + 1u]);
                 let a = w[w0 + i];
                 let b = w2[w0 + i];
@@ -369,7 +369,7 @@ fn dot_words2(w0: u32, xi: u32, n: u32) -> vec2<f32> {
         }
         case 3u: {
             let up = vec4<u32>(24u, 16u, 8u, 0u);
-            for (var i = 0u; i < n; i++) {
+            for (var i = first; i < n; i += stride) {
                 let xv = x4(xi + 4u * i);
                 let a = (vec4<i32>(bitcast<i32>(w[w0 + i])) << up) >> vec4<u32>(24u);
                 let b = (vec4<i32>(bitcast<i32>(w2[w0 + i])) << up) >> vec4<u32>(24u);
@@ -379,7 +379,7 @@ fn dot_words2(w0: u32, xi: u32, n: u32) -> vec2<f32> {
         case 4u: {
             let lo = vec4<u32>(28u, 24u, 20u, 16u);
             let hi = vec4<u32>(12u, 8u, 4u, 0u);
-            for (var i = 0u; i < n; i++) {
+            for (var i = first; i < n; i += stride) {
                 let xa = x4(xi + 8u * i);
                 let xb = x4(xi + 8u * i + 4u);
                 let a = vec4<i32>(bitcast<i32>(w[w0 + i]));
@@ -389,7 +389,7 @@ fn dot_words2(w0: u32, xi: u32, n: u32) -> vec2<f32> {
             }
         }
         default: {
-            for (var i = 0u; i < n; i++) {
+            for (var i = first; i < n; i += stride) {
                 let xv = x[xi + i];
                 acc += vec2<f32>(bitcast<f32>(w[w0 + i]) * xv, bitcast<f32>(w2[w0 + i]) * xv);
             }
@@ -415,7 +415,7 @@ fn matvec_glu(@builtin(global_invocation_id) gid: vec3<u32>) {
         var part = vec2<f32>(0.0);
         let c0 = b * p.block;
         if whole {
-            part = dot_words2((wb + c0) / epw, xb + c0, p.block / epw);
+            part = dot_words2((wb + c0) / epw, xb + c0, p.block / epw, 0u, 1u);
         } else {
             for (var c = c0; c < c0 + p.block; c++) {
                 let e = wb + c;
@@ -427,6 +427,51 @@ fn matvec_glu(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     let o = p.row_base + r;
     store(t * p.out_cols + o, glu_result(o, acc.x, acc.y));
+}
+
+// matvec_glu_lanes: matvec_lanes for MatMulGLU.
+var<workgroup> partial2: array<f32, 64>;
+
+@compute @workgroup_size(64)
+fn matvec_glu_lanes(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let t = wid.y;
+    if t >= min(step[1], p.nrows) {
+        return; // uniform: the whole workgroup shares t
+    }
+    let lane = lid.x % LANES;
+    let r = wid.x * ROWS_PER_WG + lid.x / LANES;
+    var acc = vec2<f32>(0.0);
+    if r < p.rows {
+        let xb = t * p.in_cols;
+        let wb = r * p.in_cols;
+        let epw = elems_per_word(p.wt);
+        let whole = p.in_cols % epw == 0u && p.block % epw == 0u;
+        for (var b = 0u; b < p.nblocks; b++) {
+            var part = vec2<f32>(0.0);
+            let c0 = b * p.block;
+            if whole {
+                part = dot_words2((wb + c0) / epw, xb + c0, p.block / epw, lane, LANES);
+            } else {
+                for (var c = c0 + lane; c < c0 + p.block; c += LANES) {
+                    let e = wb + c;
+                    let i = word_of(e, p.wt);
+                    part += vec2<f32>(decode(w[i], e, p.wt), decode(w2[i], e, p.wt)) * x[xb + c];
+                }
+            }
+            acc += part * vec2<f32>(wscale(r, c0), wscale2(r, c0));
+        }
+    }
+    partial[lid.x] = acc.x;
+    partial2[lid.x] = acc.y;
+    workgroupBarrier();
+    if lane == 0u && r < p.rows {
+        var sum = vec2<f32>(0.0);
+        for (var i = 0u; i < LANES; i++) {
+            sum += vec2<f32>(partial[lid.x + i], partial2[lid.x + i]);
+        }
+        let o = p.row_base + r;
+        store(t * p.out_cols + o, glu_result(o, sum.x, sum.y));
+    }
 }
 
 // matmul_glu: matmul for MatMulGLU, staging the up weights beside the gate's.
