@@ -15,8 +15,11 @@ import "slices"
 // A buffer is dead after an op when the next op that touches it, scanning
 // forward and wrapping around to the start of the next step, writes it
 // without reading it; the logits buffer is never dead. Buffers no op uses
-// any more are dropped and the rest renumbered.
+// any more are dropped and the rest renumbered. Fuse(nil) is nil.
 func Fuse(g *Graph) *Graph {
+	if g == nil {
+		return nil
+	}
 	out := &Graph{Tokens: g.Tokens, Bufs: slices.Clone(g.Bufs), Logits: g.Logits, KV: g.KV}
 	ops := make([]Op, len(g.Ops))
 	for i, op := range g.Ops {
