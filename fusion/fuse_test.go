@@ -140,6 +140,7 @@ func TestValidateFused(t *testing.T) {
 		{"glu aliasing its input", Op{Kind: MatMulGLU, Out: bh, In: []Buf{bh}, Weight: "g", Up: "u", Act: "silu"}},
 		{"glu bad act", Op{Kind: MatMulGLU, Out: ba, In: []Buf{bh}, Weight: "g", Up: "u", Act: "tanh"}},
 		{"glu no up", Op{Kind: MatMulGLU, Out: ba, In: []Buf{bh}, Weight: "g", Act: "silu"}},
+		{"accumulate on an add", Op{Kind: Add, Out: bx, In: []Buf{bx, ba}, Accumulate: true}},
 		{"accumulate aliasing its input", Op{Kind: MatMul, Out: bh, In: []Buf{bh}, Weight: "o", Accumulate: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -68,6 +68,9 @@ func (g *Graph) validateOp(op *Op, shape WeightShape) error {
 	if len(op.In) != n {
 		return fmt.Errorf("%w: %d inputs, want %d", ErrInvalid, len(op.In), n)
 	}
+	if op.Accumulate && op.Kind != MatMul {
+		return fmt.Errorf("%w: accumulate on a %s op", ErrInvalid, op.Kind)
+	}
 	for _, b := range op.In {
 		if !g.valid(b) {
 			return fmt.Errorf("%w: input buffer %d out of range", ErrInvalid, b)
