@@ -34,7 +34,10 @@ const (
 	Norm
 	// MatMul: Out[t] = W · In[0][t] + Bias; W is [Out.Cols, In[0].Cols] in any
 	// stored type (f32, f16, bf16, int8, int4; per-channel or block scales).
-	// Out must not alias In[0].
+	// With Accumulate, Out[t] = Out[t] + (W · In[0][t] + Bias): the residual
+	// add fused into the projection, evaluated in exactly that order so it
+	// matches a MatMul into a temporary followed by an Add. Out must not
+	// alias In[0].
 	MatMul
 	// Rope: Out = In[0] with each of Heads heads of HeadDim rotated at
 	// position Pos+t: the first RopeDims dims, pairs per RopeStyle, angle
@@ -64,11 +67,22 @@ const (
 	SoftCap
 	// LastRow: Out[0] = In[0][T-1]. Out has one row.
 	LastRow
+	// MultiMatMul: Outs[i][t] = Weights[i] · In[0][t] + Biases[i] for every
+	// i (2 to 4 projections of one input, e.g. Q, K and V), each as MatMul.
+	// Out must equal Outs[0]; the outputs are distinct and none aliases
+	// In[0]. Biases is empty or has one name ("" for none) per weight.
+	MultiMatMul
+	// MatMulGLU: Out[t] = act(W · In[0][t] + Bias) * (Up · In[0][t] + UpBias),
+	// act per Act: a gate and an up projection and their GLU in one op, each
+	// value computed as MatMul and GLU compute it. W and Up are both
+	// [Out.Cols, In[0].Cols]. Out must not alias In[0].
+	MatMulGLU
 )
 
 var kindNames = map[Kind]string{Embed: "embed", Norm: "norm", MatMul: "matmul", Rope: "rope",
 	StoreKV: "store_kv", Attention: "attention", GLU: "glu", Activation: "activation", Add: "add",
-	SoftCap: "softcap", LastRow: "last_row"}
+	SoftCap: "softcap", LastRow: "last_row",
+	MultiMatMul: "multi_matmul", MatMulGLU: "matmul_glu"}
 
 func (k Kind) String() string {
 	if s, ok := kindNames[k]; ok {
@@ -82,13 +96,19 @@ type Op struct {
 	Kind   Kind
 	Out    Buf
 	In     []Buf
-	Weight string // tensor name (Embed, Norm, MatMul)
+	Weight string // tensor name (Embed, Norm, MatMul, MatMulGLU)
 	Bias   string // tensor name or ""
+
+	Accumulate bool     // MatMul: add into Out rather than overwrite it
+	Up, UpBias string   // MatMulGLU: the up projection and its bias ("" for none)
+	Outs       []Buf    // MultiMatMul
+	Weights    []string // MultiMatMul
+	Biases     []string // MultiMatMul
 
 	Layer    int     // StoreKV, Attention
 	NormKind string  // model.NormRMS or model.NormLayer
 	Eps      float32 // Norm
-	Act      string  // GLU, Activation: model.ActSiLU, ...
+	Act      string  // GLU, Activation, MatMulGLU: model.ActSiLU, ...
 	Scale    float32 // Embed, Attention
 	Cap      float32 // Attention, SoftCap (0: none)
 	Window   int     // Attention (0: none)

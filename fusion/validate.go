@@ -60,13 +60,16 @@ func (g *Graph) valid(b Buf) bool { return b >= 0 && int(b) < len(g.Bufs) }
 // validateOp checks one op. Error messages name the offending field.
 func (g *Graph) validateOp(op *Op, shape WeightShape) error {
 	want := map[Kind]int{Embed: 0, Norm: 1, MatMul: 1, Rope: 1, StoreKV: 2, Attention: 1, GLU: 2,
-		Activation: 1, Add: 2, SoftCap: 1, LastRow: 1}
+		Activation: 1, Add: 2, SoftCap: 1, LastRow: 1, MultiMatMul: 1, MatMulGLU: 1}
 	n, known := want[op.Kind]
 	if !known {
 		return fmt.Errorf("%w: unknown kind %d", ErrInvalid, op.Kind)
 	}
 	if len(op.In) != n {
 		return fmt.Errorf("%w: %d inputs, want %d", ErrInvalid, len(op.In), n)
+	}
+	if op.Accumulate && op.Kind != MatMul {
+		return fmt.Errorf("%w: accumulate on a %s op", ErrInvalid, op.Kind)
 	}
 	for _, b := range op.In {
 		if !g.valid(b) {
@@ -142,6 +145,18 @@ func (g *Graph) validateOp(op *Op, shape WeightShape) error {
 			return err
 		}
 		return checkVector(shape, op.Bias, out.Cols)
+	case MultiMatMul:
+		return g.validateMulti(op, shape)
+	case MatMulGLU:
+		if op.Out == op.In[0] {
+			return fmt.Errorf("%w: matmul_glu output aliases its input %q", ErrInvalid, out.Name)
+		}
+		if !acts[op.Act] {
+			return fmt.Errorf("%w: activation %q", ErrInvalid, op.Act)
+		}
+		return firstErr(sameRows(), checkWeight(shape, op.Weight, out.Cols, in0.Cols),
+			checkWeight(shape, op.Up, out.Cols, in0.Cols), checkVector(shape, op.Bias, out.Cols),
+			checkVector(shape, op.UpBias, out.Cols))
 	case Rope:
 		if err := firstErr(perToken(out, in0), sameCols(), checkHeads(op, in0, op.Heads)); err != nil {
 			return err
@@ -193,6 +208,44 @@ func (g *Graph) validateOp(op *Op, shape WeightShape) error {
 			return fmt.Errorf("%w: last_row output aliases its input %q", ErrInvalid, out.Name)
 		}
 		return sameCols()
+	}
+	return nil
+}
+
+// validateMulti checks a MultiMatMul: each output is a MatMul of In[0].
+func (g *Graph) validateMulti(op *Op, shape WeightShape) error {
+	n := len(op.Outs)
+	if n < 2 || n > 4 || len(op.Weights) != n || (len(op.Biases) != 0 && len(op.Biases) != n) {
+		return fmt.Errorf("%w: %d outputs, %d weights, %d biases", ErrInvalid, n, len(op.Weights), len(op.Biases))
+	}
+	if op.Out != op.Outs[0] {
+		return fmt.Errorf("%w: out %d is not outs[0] %d", ErrInvalid, op.Out, op.Outs[0])
+	}
+	in := g.Bufs[op.In[0]]
+	for i, o := range op.Outs {
+		if !g.valid(o) {
+			return fmt.Errorf("%w: output buffer %d out of range", ErrInvalid, o)
+		}
+		out := g.Bufs[o]
+		if o == op.In[0] {
+			return fmt.Errorf("%w: multi_matmul output %q aliases its input", ErrInvalid, out.Name)
+		}
+		for _, p := range op.Outs[:i] {
+			if p == o {
+				return fmt.Errorf("%w: multi_matmul writes %q twice", ErrInvalid, out.Name)
+			}
+		}
+		if out.Rows != in.Rows {
+			return fmt.Errorf("%w: input %q has %d rows, output %q has %d", ErrInvalid, in.Name, in.Rows, out.Name, out.Rows)
+		}
+		if err := checkWeight(shape, op.Weights[i], out.Cols, in.Cols); err != nil {
+			return err
+		}
+		if len(op.Biases) > 0 {
+			if err := checkVector(shape, op.Biases[i], out.Cols); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

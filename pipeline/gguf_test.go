@@ -13,11 +13,24 @@ import (
 
 // TestGGUFSessions: a session over each GGUF architecture model, fed the
 // golden prompt ids as given (no BOS), generates llama.cpp's 24 greedy ids;
-// the GGUF vocabulary becomes the model's tokenizer.
+// the GGUF vocabulary becomes the model's tokenizer. Both with the fused
+// graphs (the default) and with Options.NoFusion.
 func TestGGUFSessions(t *testing.T) {
 	dir := filepath.Join(modelsDir(t), "arch")
-	for _, name := range []string{"llama", "gemma", "gemma2", "phi2", "phi2_fusedqkv", "falcon", "stablelm", "llama-q8_0"} {
-		t.Run(name, func(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		noFusion bool
+	}{
+		{"llama", false}, {"gemma", false}, {"gemma2", false}, {"phi2", false}, {"phi2_fusedqkv", false},
+		{"falcon", false}, {"stablelm", false}, {"llama-q8_0", false},
+		{"llama", true}, {"gemma2", true}, {"phi2", true}, {"llama-q8_0", true},
+	} {
+		name := tc.name
+		label := name
+		if tc.noFusion {
+			label += "/nofusion"
+		}
+		t.Run(label, func(t *testing.T) {
 			raw, err := os.ReadFile(filepath.Join(dir, name+".golden.json"))
 			if err != nil {
 				t.Fatal(err)
@@ -33,7 +46,7 @@ func TestGGUFSessions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			m := load(t, ck, pipeline.Options{MaxCache: 64})
+			m := load(t, ck, pipeline.Options{MaxCache: 64, NoFusion: tc.noFusion})
 			if !m.HasTokenizer() {
 				t.Error("no tokenizer from the GGUF vocabulary")
 			}

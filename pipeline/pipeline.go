@@ -57,6 +57,11 @@ type Options struct {
 	// policy decides the KV cache's storage type (see kvDType); KVDType
 	// reports the result.
 	Activations string
+	// NoFusion compiles the graphs as pipeline/arch builds them, one op per
+	// kernel, rather than rewritten by fusion.Fuse into fewer, larger
+	// kernels (for comparing the two; the results agree, bitwise on the CPU
+	// backend).
+	NoFusion bool
 }
 
 // Model is a loaded model: its weights and KV cache on a backend, and the
@@ -79,6 +84,7 @@ type Model struct {
 	file   interface{ Close() error } // the mapped model file the weights alias, if any
 	turn   chan struct{}              // one generation at a time on the cache
 	cached []int                      // tokens whose keys and values the cache holds, from position 0
+	fuse   bool
 }
 
 type prefillProgram struct {
@@ -104,7 +110,7 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
-	m := &Model{cfg: *cfg, tok: tok, backend: opts.Backend, maxCache: opts.MaxCache, turn: make(chan struct{}, 1)}
+	m := &Model{cfg: *cfg, tok: tok, backend: opts.Backend, maxCache: opts.MaxCache, turn: make(chan struct{}, 1), fuse: !opts.NoFusion}
 	if m.maxCache == 0 {
 		m.maxCache = DefaultMaxCache
 		if cfg.MaxSeqLen > 0 {
@@ -160,6 +166,9 @@ func (m *Model) compile(tokens int) (gpu.Program, error) {
 	g, err := arch.Build(&m.cfg, arch.BuildOptions{Tokens: tokens, MaxLen: m.maxCache, KVF16: m.kvF16})
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: graph for %d tokens: %w", tokens, err)
+	}
+	if m.fuse {
+		g = fusion.Fuse(g)
 	}
 	p, err := m.backend.Compile(g, m.weights, m.kv)
 	if err != nil {

@@ -22,9 +22,12 @@ func TestGetBindings(t *testing.T) {
 		want []gpu.BindingKind
 	}{
 		{"embed", []gpu.BindingKind{U, R, R, R, W}},
-		{"matvec", []gpu.BindingKind{U, R, R, R, R, R, W}},
-		{"matvec_lanes", []gpu.BindingKind{U, R, R, R, R, R, W}},
-		{"matmul", []gpu.BindingKind{U, R, R, R, R, R, W}},
+		{"matvec", []gpu.BindingKind{U, R, R, R, R, R, W, R, R}},
+		{"matvec_glu", []gpu.BindingKind{U, R, R, R, R, R, W, R, R}},
+		{"matmul_glu", []gpu.BindingKind{U, R, R, R, R, R, W, R, R}},
+		{"matvec_glu_lanes", []gpu.BindingKind{U, R, R, R, R, R, W, R, R}},
+		{"matvec_lanes", []gpu.BindingKind{U, R, R, R, R, R, W, R, R}},
+		{"matmul", []gpu.BindingKind{U, R, R, R, R, R, W, R, R}},
 		{"norm", []gpu.BindingKind{U, R, R, R, R, W}},
 		{"rope", []gpu.BindingKind{U, R, R, W}},
 		{"store_kv", []gpu.BindingKind{U, R, R, R, W, W}},

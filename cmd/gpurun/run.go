@@ -21,6 +21,7 @@ type runFlags struct {
 	backend     string
 	maxCache    int
 	activations string
+	noFusion    bool
 
 	synthetic, syntheticQuant string // bench only
 }
@@ -32,6 +33,7 @@ func (r *runFlags) register(cmd *cobra.Command) {
 	f.IntVar(&r.maxCache, "max-cache", pipeline.DefaultMaxCache, "KV cache length in tokens")
 	f.StringVar(&r.activations, "activations", "", "activation precision policy, auto|f32|f16 (default: the model file's); "+
 		"it sets the KV cache type, auto meaning f16 on GPU backends and f32 on the CPU")
+	f.BoolVar(&r.noFusion, "no-fusion", false, "run the graphs unfused, one op per kernel (for comparison)")
 }
 
 // load opens the backend and loads the model on it; close releases both.
@@ -52,7 +54,7 @@ func (r *runFlags) load(cmd *cobra.Command) (m *pipeline.Model, backendName stri
 	if err != nil {
 		return nil, "", nil, err
 	}
-	opts := pipeline.Options{Backend: b, MaxCache: r.maxCache, Activations: r.activations}
+	opts := pipeline.Options{Backend: b, MaxCache: r.maxCache, Activations: r.activations, NoFusion: r.noFusion}
 	if ck != nil {
 		m, err = pipeline.FromCheckpoint(ctx, ck, opts)
 	} else {

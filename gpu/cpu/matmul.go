@@ -8,50 +8,101 @@ import (
 
 // matMul computes out[t] = W · in[t] + bias for t < n, with W [outCols,
 // inCols] in its stored type. Output rows are split across the workers.
-//
-// Decode (n small) is bandwidth-bound: each weight row is dequantized inside
-// its dot product. Prefill reads each weight row once for all n tokens: the
-// row is dequantized into a per-worker scratch row and dotted with every
-// token, so quantized weights are decoded once per step rather than once per
-// token (and never into a dequantized copy of the whole matrix).
 func (p *program) matMul(out []float32, outCols int, in []float32, inCols int, n int, w *matrix, bias []float32) {
 	p.pool.run(w.rows, w.rows*w.cols*n, func(lo, hi int) {
-		if n <= 2 {
-			for r := lo; r < hi; r++ {
-				for t := range n {
-					out[t*outCols+r] = w.dot(r, in[t*inCols:(t+1)*inCols])
+		rd := newRowDotter(w, n)
+		for r := lo; r < hi; r++ {
+			d := rd.dots(r, in, inCols)
+			for t, v := range d {
+				if bias != nil {
+					v += bias[r]
 				}
-			}
-		} else {
-			var scratch []float32
-			if w.dtype != tensors.F32 {
-				scratch = make([]float32, w.cols)
-			}
-			for r := lo; r < hi; r++ {
-				row := w.rowView(r, scratch)
-				t := 0
-				for ; t+4 <= n; t += 4 {
-					x := in[t*inCols : (t+4)*inCols]
-					s0, s1, s2, s3 := dot4(row, x[:inCols], x[inCols:2*inCols], x[2*inCols:3*inCols], x[3*inCols:])
-					out[t*outCols+r] = s0
-					out[(t+1)*outCols+r] = s1
-					out[(t+2)*outCols+r] = s2
-					out[(t+3)*outCols+r] = s3
-				}
-				for ; t < n; t++ {
-					out[t*outCols+r] = dotF32(row, in[t*inCols:(t+1)*inCols])
-				}
-			}
-		}
-		if bias != nil {
-			for t := range n {
-				o := out[t*outCols : t*outCols+outCols]
-				for r := lo; r < hi; r++ {
-					o[r] += bias[r]
-				}
+				out[t*outCols+r] = v
 			}
 		}
 	})
+}
+
+// matMulAcc is MatMul with Accumulate: out[t] = out[t] + (W · in[t] + bias),
+// the same additions in the same order as matMul into a temporary followed
+// by add.
+func (p *program) matMulAcc(out []float32, outCols int, in []float32, inCols int, n int, w *matrix, bias []float32) {
+	p.pool.run(w.rows, w.rows*w.cols*n, func(lo, hi int) {
+		rd := newRowDotter(w, n)
+		for r := lo; r < hi; r++ {
+			d := rd.dots(r, in, inCols)
+			for t, v := range d {
+				if bias != nil {
+					v += bias[r]
+				}
+				out[t*outCols+r] += v
+			}
+		}
+	})
+}
+
+// matMulGLU: out[t] = act(G · in[t] + bias) * (U · in[t] + upBias), each
+// factor computed exactly as matMul computes it.
+func (p *program) matMulGLU(out []float32, outCols int, in []float32, inCols int, n int, s *step) {
+	g, u := s.w, s.up
+	p.pool.run(g.rows, 2*g.rows*g.cols*n, func(lo, hi int) {
+		gd, ud := newRowDotter(g, n), newRowDotter(u, n)
+		for r := lo; r < hi; r++ {
+			a, b := gd.dots(r, in, inCols), ud.dots(r, in, inCols)
+			for t := range a {
+				x, y := a[t], b[t]
+				if s.bias != nil {
+					x += s.bias[r]
+				}
+				if s.upBias != nil {
+					y += s.upBias[r]
+				}
+				out[t*outCols+r] = s.act(x) * y
+			}
+		}
+	})
+}
+
+// rowDotter computes one weight row times n token rows, with per-worker
+// scratch. Decode (n small) is bandwidth-bound: each weight row is
+// dequantized inside its dot product. Prefill reads each weight row once for
+// all n tokens: the row is dequantized into the scratch row and dotted with
+// every token, so quantized weights are decoded once per step rather than
+// once per token (and never into a dequantized copy of the whole matrix).
+type rowDotter struct {
+	w       *matrix
+	scratch []float32 // a dequantized row, prefill of non-f32 weights only
+	res     []float32 // n dot products
+}
+
+func newRowDotter(w *matrix, n int) *rowDotter {
+	rd := &rowDotter{w: w, res: make([]float32, n)}
+	if n > 2 && w.dtype != tensors.F32 {
+		rd.scratch = make([]float32, w.cols)
+	}
+	return rd
+}
+
+// dots returns W[r] · in[t] for t < n (valid until the next call).
+func (rd *rowDotter) dots(r int, in []float32, inCols int) []float32 {
+	w, out := rd.w, rd.res
+	n := len(out)
+	if n <= 2 {
+		for t := range n {
+			out[t] = w.dot(r, in[t*inCols:(t+1)*inCols])
+		}
+		return out
+	}
+	row := w.rowView(r, rd.scratch)
+	t := 0
+	for ; t+4 <= n; t += 4 {
+		x := in[t*inCols : (t+4)*inCols]
+		out[t], out[t+1], out[t+2], out[t+3] = dot4(row, x[:inCols], x[inCols:2*inCols], x[2*inCols:3*inCols], x[3*inCols:])
+	}
+	for ; t < n; t++ {
+		out[t] = dotF32(row, in[t*inCols:(t+1)*inCols])
+	}
+	return out
 }
 
 // rowView returns row r as f32: the stored row itself for f32 weights, else

@@ -24,13 +24,17 @@ type program struct {
 
 // step is one op with everything it reads resolved.
 type step struct {
-	op   fusion.Op
-	w    *matrix   // Embed, MatMul
-	vec  []float32 // Norm scale
-	bias []float32 // Norm (layer), MatMul
-	act  func(float32) float32
-	rope ropeParams
-	attn attnParams
+	op     fusion.Op
+	w      *matrix     // Embed, MatMul, MatMulGLU (the gate)
+	up     *matrix     // MatMulGLU
+	ws     []*matrix   // MultiMatMul
+	bs     [][]float32 // MultiMatMul biases (nil entries: none)
+	upBias []float32   // MatMulGLU
+	vec    []float32   // Norm scale
+	bias   []float32   // Norm (layer), MatMul
+	act    func(float32) float32
+	rope   ropeParams
+	attn   attnParams
 }
 
 // Compile validates g against the weights and cache and prepares it.
@@ -76,6 +80,20 @@ func (b *backend) Compile(g *fusion.Graph, w gpu.Weights, kv gpu.KVCache) (gpu.P
 			s.vec = ws.byName[op.Weight].vector()
 		case fusion.GLU, fusion.Activation:
 			s.act = activations[op.Act]
+		case fusion.MatMulGLU:
+			s.w, s.up, s.act = ws.byName[op.Weight], ws.byName[op.Up], activations[op.Act]
+			if op.UpBias != "" {
+				s.upBias = ws.byName[op.UpBias].vector()
+			}
+		case fusion.MultiMatMul:
+			for i, name := range op.Weights {
+				s.ws = append(s.ws, ws.byName[name])
+				var b []float32
+				if len(op.Biases) > 0 && op.Biases[i] != "" {
+					b = ws.byName[op.Biases[i]].vector()
+				}
+				s.bs = append(s.bs, b)
+			}
 		case fusion.Rope:
 			s.rope = ropeParams{heads: op.Heads, headDim: op.HeadDim, dims: op.RopeDims,
 				base: float64(op.RopeBase), halves: op.RopeStyle == "halves"}
@@ -83,7 +101,7 @@ func (b *backend) Compile(g *fusion.Graph, w gpu.Weights, kv gpu.KVCache) (gpu.P
 			s.attn = attnParams{heads: op.Heads, kvHeads: op.KVHeads, headDim: op.HeadDim,
 				scale: op.Scale, cap: op.Cap, window: op.Window}
 		}
-		if (op.Kind == fusion.MatMul || op.Kind == fusion.Norm) && op.Bias != "" {
+		if (op.Kind == fusion.MatMul || op.Kind == fusion.Norm || op.Kind == fusion.MatMulGLU) && op.Bias != "" {
 			s.bias = ws.byName[op.Bias].vector() // checked by Validate
 		}
 		p.steps = append(p.steps, s)
@@ -157,7 +175,17 @@ func (p *program) exec(s *step, tokens []int32, pos int) error {
 			rmsNorm(out, in(0), cols, n, s.vec, op.Eps)
 		}
 	case fusion.MatMul:
-		p.matMul(out, cols, in(0), inCols(0), n, s.w, s.bias)
+		if op.Accumulate {
+			p.matMulAcc(out, cols, in(0), inCols(0), n, s.w, s.bias)
+		} else {
+			p.matMul(out, cols, in(0), inCols(0), n, s.w, s.bias)
+		}
+	case fusion.MultiMatMul:
+		for i, o := range op.Outs {
+			p.matMul(p.bufs[o], g.Bufs[o].Cols, in(0), inCols(0), n, s.ws[i], s.bs[i])
+		}
+	case fusion.MatMulGLU:
+		p.matMulGLU(out, cols, in(0), inCols(0), n, s)
 	case fusion.Rope:
 		if op.Out != op.In[0] {
 			copy(out[:n*cols], in(0)[:n*cols])

@@ -42,7 +42,9 @@ type session struct {
 	vocab           int
 }
 
-func newSession(t *testing.T, dev gpu.Device, ck *model.Checkpoint, prefillLen, maxLen int, allLogits bool) *session {
+// newSession compiles the prefill and decode graphs, rewritten by
+// fusion.Fuse when fused is set (as the pipeline runs them).
+func newSession(t *testing.T, dev gpu.Device, ck *model.Checkpoint, prefillLen, maxLen int, allLogits, fused bool) *session {
 	t.Helper()
 	be := backendOn(t, dev, kernels.Options{})
 	ctx := context.Background()
@@ -66,6 +68,9 @@ func newSession(t *testing.T, dev gpu.Device, ck *model.Checkpoint, prefillLen, 
 		g, err := arch.Build(c, arch.BuildOptions{Tokens: spec.tokens, MaxLen: maxLen, AllLogits: spec.all})
 		if err != nil {
 			t.Fatal(err)
+		}
+		if fused {
+			g = fusion.Fuse(g)
 		}
 		p, err := be.Compile(g, w, kv)
 		if err != nil {
@@ -136,7 +141,7 @@ type storiesCase struct {
 
 func (tc *storiesCase) check(t *testing.T, dev gpu.Device, ck *model.Checkpoint) {
 	ctx := context.Background()
-	s := newSession(t, dev, ck, 16, 128, false)
+	s := newSession(t, dev, ck, 16, 128, false, true)
 	if err := s.prefill.Run(ctx, ids32(tc.PromptIDs), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +202,8 @@ func TestArchGolden(t *testing.T) {
 			{"llama", 5e-4}, {"gemma", 5e-4}, {"gemma2", 5e-4}, {"phi2", 5e-4}, {"phi2_fusedqkv", 5e-4},
 			{"falcon", 5e-4}, {"stablelm", 5e-4}, {"llama-q8_0", 1e-2}, {"llama-q4_0", 1e-2},
 		} {
-			t.Run(tc.name, func(t *testing.T) { archCase(t, dev, dir, tc.name, tc.tol) })
+			t.Run(tc.name, func(t *testing.T) { archCase(t, dev, dir, tc.name, tc.tol, false) })
+			t.Run(tc.name+"_fused", func(t *testing.T) { archCase(t, dev, dir, tc.name, tc.tol, true) })
 		}
 	})
 }
@@ -215,7 +221,7 @@ func margin(logits []float64) float64 {
 	return best - second
 }
 
-func archCase(t *testing.T, dev gpu.Device, dir, name string, tol float64) {
+func archCase(t *testing.T, dev gpu.Device, dir, name string, tol float64, fused bool) {
 	path := filepath.Join(dir, name+".gguf")
 	if _, err := os.Stat(path); err != nil {
 		t.Skipf("%s not present", path)
@@ -239,7 +245,7 @@ func archCase(t *testing.T, dev gpu.Device, dir, name string, tol float64) {
 	}
 	ctx := context.Background()
 	n := len(golden.PromptIDs)
-	s := newSession(t, dev, ck, n, 128, true)
+	s := newSession(t, dev, ck, n, 128, true, fused)
 	if err := s.prefill.Run(ctx, ids32(golden.PromptIDs), 0); err != nil {
 		t.Fatal(err)
 	}

@@ -24,13 +24,15 @@ type item struct {
 // planner turns ops into items, then records them with one params buffer
 // holding every dispatch's parameters, written once.
 type planner struct {
-	p       *program
-	ws      *weights
-	cache   *kvCache
-	dummy   gpu.Buffer // bound where a kernel's optional input is absent
-	scratch gpu.Buffer // holds an input that aliases the output
-	items   []item
-	cur     int // op being planned
+	p        *program
+	ws       *weights
+	cache    *kvCache
+	dummy    gpu.Buffer // bound where a kernel's optional input is absent
+	scratch  gpu.Buffer // holds an input that aliases the output
+	gate     gpu.Buffer // MatMulGLU's gate when its kernel cannot be used, made on demand
+	gateSize int64
+	items    []item
+	cur      int // op being planned
 }
 
 func u(v int) uint32     { return uint32(v) }
@@ -125,29 +127,22 @@ func (pl *planner) op(op *fusion.Op) error {
 		pl.dispatch("norm", []uint32{u(out.Cols), b2u(op.NormKind == "layer"), f(op.Eps), b2u(hasBias), u(out.Rows)},
 			out.Rows, 1, 1, gpu.Binding{Buf: pl.p.step}, x, w, bias, pl.buf(op.Out))
 	case fusion.MatMul:
-		w := pl.ws.byName[op.Weight]
-		bias, hasBias, err := pl.vector(op.Bias)
-		if err != nil {
-			return err
-		}
-		inCols := g.Bufs[op.In[0]].Cols
 		x := pl.input(op, op.In[0], &copied)
-		for _, c := range w.chunks {
-			s := pl.dummy
-			if w.quant {
-				s = c.s
+		return pl.matMul(pl.ws.byName[op.Weight], op.Bias, x, g.Bufs[op.In[0]].Cols, pl.buf(op.Out), out, op.Accumulate)
+	case fusion.MultiMatMul:
+		// One dispatch per projection: a kernel writing all of them would
+		// bind more storage buffers than WebGPU's default limit of 8.
+		for i, o := range op.Outs {
+			bias := ""
+			if len(op.Biases) > 0 {
+				bias = op.Biases[i]
 			}
-			params := []uint32{u(inCols), u(out.Cols), u(c.rowBase), u(c.rows), w.wt, w.st, u(w.block), u(w.nblk),
-				b2u(w.quant), b2u(hasBias), u(out.Rows), 0}
-			bind := []gpu.Binding{{Buf: pl.p.step}, x, {Buf: c.w}, {Buf: s}, bias, pl.buf(op.Out)}
-			if out.Rows >= 4 {
-				pl.dispatch("matmul", params, ceilDiv(c.rows, 32), ceilDiv(out.Rows, 32), 1, bind...)
-			} else if pl.p.b.lanes {
-				pl.dispatch("matvec_lanes", params, ceilDiv(c.rows, 4), out.Rows, 1, bind...)
-			} else {
-				pl.dispatch("matvec", params, ceilDiv(c.rows, 64), out.Rows, 1, bind...)
+			if err := pl.matMul(pl.ws.byName[op.Weights[i]], bias, pl.buf(op.In[0]), g.Bufs[op.In[0]].Cols, pl.buf(o), g.Bufs[o], false); err != nil {
+				return err
 			}
 		}
+	case fusion.MatMulGLU:
+		return pl.matMulGLU(op, out)
 	case fusion.Rope:
 		if op.In[0] != op.Out {
 			pl.copyBuf(pl.p.bufs[op.Out], pl.p.bufs[op.In[0]], pl.bytes(op.In[0]))
@@ -222,6 +217,108 @@ func (pl *planner) op(op *fusion.Op) error {
 		return fmt.Errorf("op kind %s: %w", op.Kind, gpu.ErrUnsupported)
 	}
 	return nil
+}
+
+// matMul plans out = W·x + bias (accum: out += ...), one dispatch per row
+// block of W.
+func (pl *planner) matMul(w *weight, biasName string, x gpu.Binding, inCols int, outB gpu.Binding, out fusion.BufInfo, accum bool) error {
+	bias, hasBias, err := pl.vector(biasName)
+	if err != nil {
+		return err
+	}
+	none := gpu.Binding{Buf: pl.dummy}
+	for _, c := range w.chunks {
+		s := pl.dummy
+		if w.quant {
+			s = c.s
+		}
+		params := []uint32{u(inCols), u(out.Cols), u(c.rowBase), u(c.rows), w.wt, w.st, u(w.block), u(w.nblk),
+			b2u(w.quant), b2u(hasBias), u(out.Rows), b2u(accum), 0, 0, 0, 0}
+		bind := []gpu.Binding{{Buf: pl.p.step}, x, {Buf: c.w}, {Buf: s}, bias, outB, none, none}
+		if out.Rows >= 4 {
+			pl.dispatch("matmul", params, ceilDiv(c.rows, 32), ceilDiv(out.Rows, 32), 1, bind...)
+		} else if pl.p.b.lanes {
+			pl.dispatch("matvec_lanes", params, ceilDiv(c.rows, 4), out.Rows, 1, bind...)
+		} else {
+			pl.dispatch("matvec", params, ceilDiv(c.rows, 64), out.Rows, 1, bind...)
+		}
+	}
+	return nil
+}
+
+// matMulGLU plans out = act(G·x + bias) * (U·x + upBias): one dispatch per
+// row block when the gate and up weights share type, scales and row blocks
+// and at most one has a bias (the kernel binds one bias), else the gate
+// projection into the scratch buffer, the up projection into out and a glu.
+func (pl *planner) matMulGLU(op *fusion.Op, out fusion.BufInfo) error {
+	g := pl.p.g
+	gw, uw := pl.ws.byName[op.Weight], pl.ws.byName[op.Up]
+	x, inCols := pl.buf(op.In[0]), g.Bufs[op.In[0]].Cols
+	act, ok := actCodes[op.Act]
+	if !ok {
+		return fmt.Errorf("activation %q: %w", op.Act, gpu.ErrUnsupported)
+	}
+	if !sameLayout(gw, uw) || (op.Bias != "" && op.UpBias != "") {
+		size := pl.bytes(op.Out)
+		if pl.gate == nil || pl.gateSize < size {
+			buf, err := pl.p.newBuf(size)
+			if err != nil {
+				return err
+			}
+			pl.gate, pl.gateSize = buf, size
+		}
+		gate, up := gpu.Binding{Buf: pl.gate}, gpu.Binding{Buf: pl.scratch}
+		if err := pl.matMul(gw, op.Bias, x, inCols, gate, out, false); err != nil {
+			return err
+		}
+		if err := pl.matMul(uw, op.UpBias, x, inCols, up, out, false); err != nil {
+			return err
+		}
+		pl.dispatch("glu", []uint32{u(out.Cols), act, 0, u(out.Rows)}, ceilDiv(out.Cols, 64), out.Rows, 1,
+			gpu.Binding{Buf: pl.p.step}, gate, up, pl.buf(op.Out))
+		return nil
+	}
+	biasName := op.Bias
+	if biasName == "" {
+		biasName = op.UpBias
+	}
+	bias, _, err := pl.vector(biasName)
+	if err != nil {
+		return err
+	}
+	for i, c := range gw.chunks {
+		uc := uw.chunks[i]
+		s, s2 := pl.dummy, pl.dummy
+		if gw.quant {
+			s, s2 = c.s, uc.s
+		}
+		params := []uint32{u(inCols), u(out.Cols), u(c.rowBase), u(c.rows), gw.wt, gw.st, u(gw.block), u(gw.nblk),
+			b2u(gw.quant), b2u(op.Bias != ""), u(out.Rows), 0, act, b2u(op.UpBias != ""), 0, 0}
+		bind := []gpu.Binding{{Buf: pl.p.step}, x, {Buf: c.w}, {Buf: s}, bias, pl.buf(op.Out), {Buf: uc.w}, {Buf: s2}}
+		if out.Rows >= 4 {
+			pl.dispatch("matmul_glu", params, ceilDiv(c.rows, 32), ceilDiv(out.Rows, 32), 1, bind...)
+		} else if pl.p.b.lanes {
+			pl.dispatch("matvec_glu_lanes", params, ceilDiv(c.rows, 4), out.Rows, 1, bind...)
+		} else {
+			pl.dispatch("matvec_glu", params, ceilDiv(c.rows, 64), out.Rows, 1, bind...)
+		}
+	}
+	return nil
+}
+
+// sameLayout reports whether two weights can share one kernel's parameters:
+// the same type, scales and row blocks.
+func sameLayout(a, b *weight) bool {
+	if a.wt != b.wt || a.st != b.st || a.quant != b.quant || a.block != b.block || a.nblk != b.nblk ||
+		a.rows != b.rows || a.cols != b.cols || len(a.chunks) != len(b.chunks) {
+		return false
+	}
+	for i, c := range a.chunks {
+		if c.rowBase != b.chunks[i].rowBase || c.rows != b.chunks[i].rows {
+			return false
+		}
+	}
+	return true
 }
 
 // record writes the params buffer and records the command list.

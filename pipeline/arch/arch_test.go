@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/gpu/cpu"
 	"github.com/gpurun/gpurun/pipeline/arch"
@@ -91,88 +92,102 @@ func TestGGUFGoldens(t *testing.T) {
 		{"llama-q8_0", 1e-2, false},
 		{"llama-q4_0", 1e-2, false},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			raw, err := os.ReadFile(filepath.Join(dir, tc.name+".golden.json"))
-			if err != nil {
+		for _, fused := range []bool{false, true} {
+			name := tc.name
+			if fused {
+				name += "/fused"
+			}
+			t.Run(name, func(t *testing.T) { checkGolden(t, dir, tc.name, tc.tol, tc.exact, fused) })
+		}
+	}
+}
+
+// checkGolden runs one model against its llama.cpp golden, from the graph
+// arch.Build makes or from its fusion.Fuse rewrite.
+func checkGolden(t *testing.T, dir, name string, tol float64, exact, fused bool) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, name+".golden.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g archGolden
+	if err := json.Unmarshal(raw, &g); err != nil {
+		t.Fatal(err)
+	}
+	ck, err := gguf.Load(filepath.Join(dir, name+".gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	be := cpu.New(cpu.Options{})
+	w, err := be.LoadWeights(ctx, ck.Tensors)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const maxLen = 128
+	var kv gpu.KVCache
+	n := len(g.PromptIDs)
+	compile := func(tokens int, all bool) gpu.Program {
+		graph, err := arch.Build(&ck.Config, arch.BuildOptions{Tokens: tokens, MaxLen: maxLen, AllLogits: all})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fused {
+			graph = fusion.Fuse(graph)
+		}
+		if kv == nil {
+			if kv, err = be.NewKVCache(graph.KV); err != nil {
 				t.Fatal(err)
 			}
-			var g archGolden
-			if err := json.Unmarshal(raw, &g); err != nil {
-				t.Fatal(err)
-			}
-			ck, err := gguf.Load(filepath.Join(dir, tc.name+".gguf"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx := context.Background()
-			be := cpu.New(cpu.Options{})
-			w, err := be.LoadWeights(ctx, ck.Tensors)
-			if err != nil {
-				t.Fatal(err)
-			}
-			const maxLen = 128
-			var kv gpu.KVCache
-			n := len(g.PromptIDs)
-			compile := func(tokens int, all bool) gpu.Program {
-				graph, err := arch.Build(&ck.Config, arch.BuildOptions{Tokens: tokens, MaxLen: maxLen, AllLogits: all})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if kv == nil {
-					if kv, err = be.NewKVCache(graph.KV); err != nil {
-						t.Fatal(err)
-					}
-				}
-				p, err := be.Compile(graph, w, kv)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return p
-			}
-			prefill, decode := compile(n, true), compile(1, false)
-			prompt := make([]int32, n)
-			for i, id := range g.PromptIDs {
-				prompt[i] = int32(id)
-			}
-			if err := prefill.Run(ctx, prompt, 0); err != nil {
-				t.Fatal(err)
-			}
-			vocab := ck.Config.VocabSize
-			all := make([]float32, n*vocab)
-			if _, err := prefill.Logits(all); err != nil {
-				t.Fatal(err)
-			}
-			var prefillDiff float64
-			for p := range n {
-				prefillDiff = max(prefillDiff, maxAbsDiff(all[p*vocab:(p+1)*vocab], g.Logits[p]))
-			}
-			logits := all[(n-1)*vocab:]
-			var decodeDiff float64
-			departed := -1
-			for step, want := range g.GreedyIDs {
-				decodeDiff = max(decodeDiff, maxAbsDiff(logits, g.GreedyLogits[step]))
-				id := greedy(logits)
-				if id != want && departed < 0 {
-					departed = step
-				}
-				// Follow the reference's ids so later logits stay comparable.
-				if err := decode.Run(ctx, []int32{int32(want)}, n+step); err != nil {
-					t.Fatal(err)
-				}
-				logits = make([]float32, vocab)
-				if _, err := decode.Logits(logits); err != nil {
-					t.Fatal(err)
-				}
-			}
-			t.Logf("%-14s prompt logits max|Δ| %.3g, greedy logits max|Δ| %.3g, greedy ids depart at %s",
-				tc.name, prefillDiff, decodeDiff, stepName(departed))
-			if prefillDiff > tc.tol || decodeDiff > tc.tol {
-				t.Errorf("logits differ from llama.cpp by %.3g (prompt) / %.3g (decode), tolerance %g", prefillDiff, decodeDiff, tc.tol)
-			}
-			if tc.exact && departed >= 0 {
-				t.Errorf("greedy id at step %d differs from llama.cpp", departed)
-			}
-		})
+		}
+		p, err := be.Compile(graph, w, kv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	prefill, decode := compile(n, true), compile(1, false)
+	prompt := make([]int32, n)
+	for i, id := range g.PromptIDs {
+		prompt[i] = int32(id)
+	}
+	if err := prefill.Run(ctx, prompt, 0); err != nil {
+		t.Fatal(err)
+	}
+	vocab := ck.Config.VocabSize
+	all := make([]float32, n*vocab)
+	if _, err := prefill.Logits(all); err != nil {
+		t.Fatal(err)
+	}
+	var prefillDiff float64
+	for p := range n {
+		prefillDiff = max(prefillDiff, maxAbsDiff(all[p*vocab:(p+1)*vocab], g.Logits[p]))
+	}
+	logits := all[(n-1)*vocab:]
+	var decodeDiff float64
+	departed := -1
+	for step, want := range g.GreedyIDs {
+		decodeDiff = max(decodeDiff, maxAbsDiff(logits, g.GreedyLogits[step]))
+		id := greedy(logits)
+		if id != want && departed < 0 {
+			departed = step
+		}
+		// Follow the reference's ids so later logits stay comparable.
+		if err := decode.Run(ctx, []int32{int32(want)}, n+step); err != nil {
+			t.Fatal(err)
+		}
+		logits = make([]float32, vocab)
+		if _, err := decode.Logits(logits); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("%-14s prompt logits max|Δ| %.3g, greedy logits max|Δ| %.3g, greedy ids depart at %s",
+		name, prefillDiff, decodeDiff, stepName(departed))
+	if prefillDiff > tol || decodeDiff > tol {
+		t.Errorf("logits differ from llama.cpp by %.3g (prompt) / %.3g (decode), tolerance %g", prefillDiff, decodeDiff, tol)
+	}
+	if exact && departed >= 0 {
+		t.Errorf("greedy id at step %d differs from llama.cpp", departed)
 	}
 }
 

@@ -8,7 +8,14 @@
 // matmul (prefill, compute bound): 32x32 output blocks of tokens x rows with
 //   dequantized weight tiles in workgroup memory,
 //   dispatch (ceil(rows/32), ceil(nrows/32), 1).
-// Rows t < min(T, nrows) are computed.
+// Rows t < min(T, nrows) are computed. With accum set the result is added
+// to out (out + (W·x + bias), MatMul's Accumulate: the residual add fused
+// into the projection).
+//
+// matvec_glu and matmul_glu compute act(W·x + bias) * (W2·x + bias2) (the
+// MatMulGLU op: gate W, up W2 with the same type, scales and row blocks,
+// sharing each activation load); bias belongs to the gate when has_bias is
+// set, to the up projection when has_bias2 is set (never both).
 
 struct MatParams {
     in_cols: u32,
@@ -22,6 +29,10 @@ struct MatParams {
     quant: u32,   // 1: scales bound
     has_bias: u32,
     nrows: u32,   // rows of x and out (Tokens, or 1 after LastRow)
+    accum: u32,   // 1: out += result
+    act: u32,     // *_glu: activation code (elementwise.wgsl's)
+    has_bias2: u32,
+    pad0: u32,
     pad1: u32,
 }
 
@@ -32,6 +43,8 @@ struct MatParams {
 @group(0) @binding(4) var<storage, read> s: array<u32>;
 @group(0) @binding(5) var<storage, read> bias: array<f32>;
 @group(0) @binding(6) var<storage, read_write> out: array<f32>;
+@group(0) @binding(7) var<storage, read> w2: array<u32>;
+@group(0) @binding(8) var<storage, read> s2: array<u32>;
 
 fn wscale(r: u32, c: u32) -> f32 {
     if p.quant == 0u {
@@ -39,6 +52,23 @@ fn wscale(r: u32, c: u32) -> f32 {
     }
     let si = r * p.nblocks + c / p.block;
     return decode_scale(s[scale_word(si, p.st)], si, p.st);
+}
+
+fn wscale2(r: u32, c: u32) -> f32 {
+    if p.quant == 0u {
+        return 1.0;
+    }
+    let si = r * p.nblocks + c / p.block;
+    return decode_scale(s2[scale_word(si, p.st)], si, p.st);
+}
+
+// store writes one result, adding it to out in accumulate mode.
+fn store(i: u32, v: f32) {
+    if p.accum != 0u {
+        out[i] = out[i] + v;
+    } else {
+        out[i] = v;
+    }
 }
 
 // elems_per_word is how many elements of type wt one u32 holds.
@@ -135,7 +165,7 @@ fn matvec(@builtin(global_invocation_id) gid: vec3<u32>) {
     if p.has_bias != 0u {
         acc += bias[o];
     }
-    out[t * p.out_cols + o] = acc;
+    store(t * p.out_cols + o, acc);
 }
 
 // matvec_lanes: LANES consecutive invocations share a row and read
@@ -187,7 +217,7 @@ fn matvec_lanes(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
         if p.has_bias != 0u {
             sum += bias[o];
         }
-        out[t * p.out_cols + o] = sum;
+        store(t * p.out_cols + o, sum);
     }
 }
 
@@ -256,7 +286,255 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) l
                 if p.has_bias != 0u {
                     v += bias[o];
                 }
-                out[t * p.out_cols + o] = v;
+                store(t * p.out_cols + o, v);
+            }
+        }
+    }
+}
+
+// The activations of elementwise.wgsl's glu, repeated here (WGSL has no
+// includes; keeping them out of common.wgsl leaves the other families'
+// modules unchanged). The conformance cases hold both copies to gpu/cpu.
+
+// erf_approx: Abramowitz & Stegun 7.1.26, absolute error below 1.5e-7.
+fn erf_approx(x: f32) -> f32 {
+    let z = abs(x);
+    let k = 1.0 / (1.0 + 0.3275911 * z);
+    let poly = k * (0.254829592 + k * (-0.284496736 + k * (1.421413741 + k * (-1.453152027 + k * 1.061405429))));
+    return sign(x) * (1.0 - poly * exp(-z * z));
+}
+
+fn to_f16(v: f32) -> f32 {
+    return unpack2x16float(pack2x16float(vec2<f32>(v, 0.0))).x;
+}
+
+// gelu_tanh: llama.cpp's fp16 table form (see fusion.GLU).
+fn gelu_tanh(v: f32) -> f32 {
+    if v <= -10.0 {
+        return 0.0;
+    }
+    if v >= 10.0 {
+        return v;
+    }
+    let x = to_f16(v);
+    // 0.7978845608 = sqrt(2/pi)
+    let g = 0.5 * x * (1.0 + tanh_safe(0.7978845608 * x * (1.0 + 0.044715 * x * x)));
+    return to_f16(g);
+}
+
+// apply_act: 0 silu, 1 gelu_tanh, 2 gelu (erf), 3 relu (the host's actCodes).
+fn apply_act(act: u32, v: f32) -> f32 {
+    var r = 0.0;
+    switch act {
+        case 0u: { r = v / (1.0 + exp(-v)); }
+        case 1u: { r = gelu_tanh(v); }
+        case 2u: { r = 0.5 * v * (1.0 + erf_approx(v * 0.7071067812)); }
+        default: { r = max(v, 0.0); }
+    }
+    return r;
+}
+
+// glu_result combines a gate and an up dot product with their bias.
+fn glu_result(o: u32, gate: f32, up: f32) -> f32 {
+    var g = gate;
+    var u = up;
+    if p.has_bias != 0u {
+        g += bias[o];
+    }
+    if p.has_bias2 != 0u {
+        u += bias[o];
+    }
+    return apply_act(p.act, g) * u;
+}
+
+// dot_words2 is dot_words for the gate (w) and up (w2) rows at once: each
+// activation is loaded once for both products.
+fn dot_words2(w0: u32, xi: u32, n: u32, first: u32, stride: u32) -> vec2<f32> {
+    var acc = vec2<f32>(0.0);
+    switch p.wt {
+        case 1u: {
+            for (var i = first; i < n; i += stride) {
+                let xv = vec2<f32>(x[xi + 2u * i], x[xi + 2u * i + 1u]);
+                acc += vec2<f32>(dot(unpack2x16float(w[w0 + i]), xv), dot(unpack2x16float(w2[w0 + i]), xv));
+            }
+        }
+        case 2u: {
+            for (var i = first; i < n; i += stride) {
+                let xv = vec2<f32>(x[xi + 2u * i], x[xi + 2u * i + 1u]);
+                let a = w[w0 + i];
+                let b = w2[w0 + i];
+                acc += vec2<f32>(dot(vec2<f32>(bitcast<f32>(a << 16u), bitcast<f32>(a & 0xffff0000u)), xv),
+                                 dot(vec2<f32>(bitcast<f32>(b << 16u), bitcast<f32>(b & 0xffff0000u)), xv));
+            }
+        }
+        case 3u: {
+            let up = vec4<u32>(24u, 16u, 8u, 0u);
+            for (var i = first; i < n; i += stride) {
+                let xv = x4(xi + 4u * i);
+                let a = (vec4<i32>(bitcast<i32>(w[w0 + i])) << up) >> vec4<u32>(24u);
+                let b = (vec4<i32>(bitcast<i32>(w2[w0 + i])) << up) >> vec4<u32>(24u);
+                acc += vec2<f32>(dot(vec4<f32>(a), xv), dot(vec4<f32>(b), xv));
+            }
+        }
+        case 4u: {
+            let lo = vec4<u32>(28u, 24u, 20u, 16u);
+            let hi = vec4<u32>(12u, 8u, 4u, 0u);
+            for (var i = first; i < n; i += stride) {
+                let xa = x4(xi + 8u * i);
+                let xb = x4(xi + 8u * i + 4u);
+                let a = vec4<i32>(bitcast<i32>(w[w0 + i]));
+                let b = vec4<i32>(bitcast<i32>(w2[w0 + i]));
+                acc += vec2<f32>(dot(vec4<f32>((a << lo) >> vec4<u32>(28u)), xa) + dot(vec4<f32>((a << hi) >> vec4<u32>(28u)), xb),
+                                 dot(vec4<f32>((b << lo) >> vec4<u32>(28u)), xa) + dot(vec4<f32>((b << hi) >> vec4<u32>(28u)), xb));
+            }
+        }
+        default: {
+            for (var i = first; i < n; i += stride) {
+                let xv = x[xi + i];
+                acc += vec2<f32>(bitcast<f32>(w[w0 + i]) * xv, bitcast<f32>(w2[w0 + i]) * xv);
+            }
+        }
+    }
+    return acc;
+}
+
+// matvec_glu: matvec for MatMulGLU, one invocation per output row and token.
+@compute @workgroup_size(64)
+fn matvec_glu(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let r = gid.x;
+    let t = gid.y;
+    if r >= p.rows || t >= min(step[1], p.nrows) {
+        return;
+    }
+    let xb = t * p.in_cols;
+    let wb = r * p.in_cols;
+    let epw = elems_per_word(p.wt);
+    let whole = p.in_cols % epw == 0u && p.block % epw == 0u;
+    var acc = vec2<f32>(0.0);
+    for (var b = 0u; b < p.nblocks; b++) {
+        var part = vec2<f32>(0.0);
+        let c0 = b * p.block;
+        if whole {
+            part = dot_words2((wb + c0) / epw, xb + c0, p.block / epw, 0u, 1u);
+        } else {
+            for (var c = c0; c < c0 + p.block; c++) {
+                let e = wb + c;
+                let i = word_of(e, p.wt);
+                part += vec2<f32>(decode(w[i], e, p.wt), decode(w2[i], e, p.wt)) * x[xb + c];
+            }
+        }
+        acc += part * vec2<f32>(wscale(r, c0), wscale2(r, c0));
+    }
+    let o = p.row_base + r;
+    store(t * p.out_cols + o, glu_result(o, acc.x, acc.y));
+}
+
+// matvec_glu_lanes: matvec_lanes for MatMulGLU.
+var<workgroup> partial2: array<f32, 64>;
+
+@compute @workgroup_size(64)
+fn matvec_glu_lanes(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let t = wid.y;
+    if t >= min(step[1], p.nrows) {
+        return; // uniform: the whole workgroup shares t
+    }
+    let lane = lid.x % LANES;
+    let r = wid.x * ROWS_PER_WG + lid.x / LANES;
+    var acc = vec2<f32>(0.0);
+    if r < p.rows {
+        let xb = t * p.in_cols;
+        let wb = r * p.in_cols;
+        let epw = elems_per_word(p.wt);
+        let whole = p.in_cols % epw == 0u && p.block % epw == 0u;
+        for (var b = 0u; b < p.nblocks; b++) {
+            var part = vec2<f32>(0.0);
+            let c0 = b * p.block;
+            if whole {
+                part = dot_words2((wb + c0) / epw, xb + c0, p.block / epw, lane, LANES);
+            } else {
+                for (var c = c0 + lane; c < c0 + p.block; c += LANES) {
+                    let e = wb + c;
+                    let i = word_of(e, p.wt);
+                    part += vec2<f32>(decode(w[i], e, p.wt), decode(w2[i], e, p.wt)) * x[xb + c];
+                }
+            }
+            acc += part * vec2<f32>(wscale(r, c0), wscale2(r, c0));
+        }
+    }
+    partial[lid.x] = acc.x;
+    partial2[lid.x] = acc.y;
+    workgroupBarrier();
+    if lane == 0u && r < p.rows {
+        var sum = vec2<f32>(0.0);
+        for (var i = 0u; i < LANES; i++) {
+            sum += vec2<f32>(partial[lid.x + i], partial2[lid.x + i]);
+        }
+        let o = p.row_base + r;
+        store(t * p.out_cols + o, glu_result(o, sum.x, sum.y));
+    }
+}
+
+// matmul_glu: matmul for MatMulGLU, staging the up weights beside the gate's.
+var<workgroup> ws2: array<array<f32, 16>, 32>; // [row][k]
+
+@compute @workgroup_size(8, 8)
+fn matmul_glu(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>,
+              @builtin(local_invocation_index) li: u32) {
+    let n = min(step[1], p.nrows);
+    let t0 = wid.y * TM;
+    if t0 >= n {
+        return;
+    }
+    let r0 = wid.x * TM;
+    var acc: array<array<f32, 4>, 4>;  // gate [token i][row j]
+    var acc2: array<array<f32, 4>, 4>; // up
+    for (var k0 = 0u; k0 < p.in_cols; k0 += TK) {
+        for (var m = 0u; m < 8u; m++) {
+            let idx = li + 64u * m;
+            let row = idx / TK;
+            let k = k0 + idx % TK;
+            var xv = 0.0;
+            if k < p.in_cols && t0 + row < n {
+                xv = x[(t0 + row) * p.in_cols + k];
+            }
+            xs[row][idx % TK] = xv;
+            var wv = 0.0;
+            var wv2 = 0.0;
+            if k < p.in_cols && r0 + row < p.rows {
+                let e = (r0 + row) * p.in_cols + k;
+                let i = word_of(e, p.wt);
+                wv = decode(w[i], e, p.wt) * wscale(r0 + row, k);
+                wv2 = decode(w2[i], e, p.wt) * wscale2(r0 + row, k);
+            }
+            ws[row][idx % TK] = wv;
+            ws2[row][idx % TK] = wv2;
+        }
+        workgroupBarrier();
+        for (var kk = 0u; kk < TK; kk++) {
+            var xr: array<f32, 4>;
+            var wr: array<f32, 4>;
+            var wr2: array<f32, 4>;
+            for (var i = 0u; i < 4u; i++) {
+                xr[i] = xs[lid.y + 8u * i][kk];
+                wr[i] = ws[lid.x + 8u * i][kk];
+                wr2[i] = ws2[lid.x + 8u * i][kk];
+            }
+            for (var i = 0u; i < 4u; i++) {
+                for (var j = 0u; j < 4u; j++) {
+                    acc[i][j] += xr[i] * wr[j];
+                    acc2[i][j] += xr[i] * wr2[j];
+                }
+            }
+        }
+        workgroupBarrier();
+    }
+    for (var i = 0u; i < 4u; i++) {
+        let t = t0 + lid.y + 8u * i;
+        for (var j = 0u; j < 4u; j++) {
+            let r = r0 + lid.x + 8u * j;
+            if t < n && r < p.rows {
+                let o = p.row_base + r;
+                store(t * p.out_cols + o, glu_result(o, acc[i][j], acc2[i][j]));
             }
         }
     }

@@ -87,6 +87,7 @@ func Cases() []Case {
 	cs = append(cs, elementwiseCases()...)
 	cs = append(cs, lastRowCases()...)
 	cs = append(cs, attentionCases()...)
+	cs = append(cs, fusedSample()...)
 	return cs
 }
 

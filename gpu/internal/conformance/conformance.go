@@ -27,8 +27,12 @@ func Run(t *testing.T, newBackend Factory) {
 
 // RunOps runs every op case of Cases on the backend and on gpu/cpu and
 // compares the logits of each step.
-func RunOps(t *testing.T, newBackend Factory) {
-	for _, c := range Cases() {
+func RunOps(t *testing.T, newBackend Factory) { RunCases(t, Cases(), newBackend) }
+
+// RunCases runs the given cases on the backend and on gpu/cpu and compares
+// the logits of each step.
+func RunCases(t *testing.T, cases []Case, newBackend Factory) {
+	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
 			g, ws := c.Build()
 			be := newBackend(t)

@@ -1,0 +1,152 @@
+package fusion
+
+import (
+	"slices"
+	"testing"
+)
+
+// fuseGraph is a small graph over buffers x (residual), h (normed), a, b, c
+// (projections) and y (an unrelated reader), all 4 rows of 8 columns.
+func fuseGraph(ops ...Op) *Graph {
+	g := &Graph{Tokens: 4}
+	for _, n := range []string{"x", "h", "a", "b", "c", "y"} {
+		g.NewBuf(n, 4, 8)
+	}
+	g.Ops = ops
+	g.Logits = 0
+	return g
+}
+
+const (
+	bx Buf = iota
+	bh
+	ba
+	bb
+	bc
+	by
+)
+
+func mm(out, in Buf, w string) Op { return Op{Kind: MatMul, Out: out, In: []Buf{in}, Weight: w} }
+func add(out, a, b Buf) Op        { return Op{Kind: Add, Out: out, In: []Buf{a, b}} }
+func norm(out, in Buf) Op {
+	return Op{Kind: Norm, Out: out, In: []Buf{in}, Weight: "n", NormKind: "rms", Eps: 1e-5}
+}
+func glu(out, gate, up Buf) Op { return Op{Kind: GLU, Out: out, In: []Buf{gate, up}, Act: "silu"} }
+
+func kinds(ops []Op) []Kind {
+	var ks []Kind
+	for _, op := range ops {
+		ks = append(ks, op.Kind)
+	}
+	return ks
+}
+
+func TestFuse(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		g     *Graph
+		want  []Kind
+		check func(t *testing.T, f *Graph)
+	}{
+		{"residual add folds into the projection", fuseGraph(norm(bh, bx), mm(ba, bh, "o"), add(bx, bx, ba)),
+			[]Kind{Norm, MatMul}, func(t *testing.T, f *Graph) {
+				op := f.Ops[1]
+				if !op.Accumulate || f.Bufs[op.Out].Name != "x" || f.Bufs[op.In[0]].Name != "h" {
+					t.Errorf("fused op %+v", op)
+				}
+			}},
+		{"residual second operand", fuseGraph(norm(bh, bx), mm(ba, bh, "o"), add(bx, ba, bx)),
+			[]Kind{Norm, MatMul}, nil},
+		{"residual across unrelated ops", fuseGraph(norm(bh, bx), mm(ba, bh, "o"), mm(bb, bh, "u"), add(bx, bx, ba), add(bx, bx, bb)),
+			[]Kind{Norm, MultiMatMul, Add, Add}, nil},
+		{"projection read after the add", fuseGraph(norm(bh, bx), mm(ba, bh, "o"), add(bx, bx, ba), add(by, ba, bh)),
+			[]Kind{Norm, MatMul, Add, Add}, nil},
+		{"projection read at the next step", fuseGraph(add(by, ba, bh), norm(bh, bx), mm(ba, bh, "o"), add(bx, bx, ba)),
+			[]Kind{Add, Norm, MatMul, Add}, nil},
+		{"residual read in between", fuseGraph(norm(bh, bx), mm(ba, bh, "o"), norm(by, bx), add(bx, bx, ba)),
+			[]Kind{Norm, MatMul, Norm, Add}, nil},
+		{"projection normed before the add", fuseGraph(norm(bh, bx), mm(ba, bh, "o"), norm(ba, ba), add(bx, bx, ba)),
+			[]Kind{Norm, MatMul, Norm, Add}, nil},
+		{"add into a third buffer", fuseGraph(norm(bh, bx), mm(ba, bh, "o"), add(by, bx, ba), norm(bx, by)),
+			[]Kind{Norm, MatMul, Add, Norm}, nil},
+		{"add into the matmul input", fuseGraph(mm(ba, bh, "o"), add(bh, bh, ba), norm(bx, bh)),
+			[]Kind{MatMul, Add, Norm}, nil},
+		{"projection is the logits", func() *Graph {
+			g := fuseGraph(norm(bh, bx), mm(ba, bh, "o"), add(bx, bx, ba))
+			g.Logits = ba
+			return g
+		}(), []Kind{Norm, MatMul, Add}, nil},
+		{"q k v", fuseGraph(norm(bh, bx), mm(ba, bh, "q"), mm(bb, bh, "k"), mm(bc, bh, "v"), add(by, ba, bb), add(by, by, bc)),
+			[]Kind{Norm, MultiMatMul, Add, Add}, func(t *testing.T, f *Graph) {
+				op := f.Ops[1]
+				if !slices.Equal(op.Weights, []string{"q", "k", "v"}) || len(op.Outs) != 3 || op.Out != op.Outs[0] || op.Biases != nil {
+					t.Errorf("fused op %+v", op)
+				}
+			}},
+		{"different inputs", fuseGraph(mm(ba, bh, "q"), mm(bb, bx, "k"), add(by, ba, bb)),
+			[]Kind{MatMul, MatMul, Add}, nil},
+		{"same output twice", fuseGraph(mm(ba, bh, "q"), mm(ba, bh, "k"), add(by, ba, bh)),
+			[]Kind{MatMul, MatMul, Add}, nil},
+		{"gate up glu", fuseGraph(norm(bh, bx), mm(bb, bh, "up"), mm(ba, bh, "gate"), glu(bb, ba, bb), mm(bc, bb, "down"), add(bx, bx, bc)),
+			[]Kind{Norm, MatMulGLU, MatMul}, func(t *testing.T, f *Graph) {
+				op := f.Ops[1]
+				if op.Weight != "gate" || op.Up != "up" || op.Act != "silu" || f.Bufs[op.Out].Name != "b" {
+					t.Errorf("fused op %+v", op)
+				}
+				if !f.Ops[2].Accumulate {
+					t.Errorf("down projection %+v does not accumulate", f.Ops[2])
+				}
+				for _, b := range f.Bufs {
+					if b.Name == "a" {
+						t.Errorf("gate buffer kept")
+					}
+				}
+			}},
+		{"gate read later", fuseGraph(norm(bh, bx), mm(bb, bh, "up"), mm(ba, bh, "gate"), glu(bb, ba, bb), add(by, ba, bb)),
+			[]Kind{Norm, MultiMatMul, GLU, Add}, nil},
+		{"glu into the input", fuseGraph(mm(bb, bh, "up"), mm(ba, bh, "gate"), glu(bh, ba, bb), norm(bx, bh)),
+			[]Kind{MultiMatMul, GLU, Norm}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			orig := slices.Clone(tc.g.Ops)
+			f := Fuse(tc.g)
+			if got := kinds(f.Ops); !slices.Equal(got, tc.want) {
+				t.Fatalf("kinds %v, want %v", got, tc.want)
+			}
+			if err := f.Validate(nil); err != nil {
+				t.Fatalf("fused graph invalid: %v", err)
+			}
+			if !slices.EqualFunc(orig, tc.g.Ops, func(a, b Op) bool { return a.Kind == b.Kind && a.Out == b.Out && a.Accumulate == b.Accumulate }) {
+				t.Errorf("Fuse changed its input graph")
+			}
+			if tc.check != nil {
+				tc.check(t, f)
+			}
+		})
+	}
+}
+
+func TestValidateFused(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		op   Op
+	}{
+		{"multi aliasing its input", Op{Kind: MultiMatMul, Out: ba, Outs: []Buf{ba, bh}, In: []Buf{bh}, Weights: []string{"q", "k"}}},
+		{"multi writing twice", Op{Kind: MultiMatMul, Out: ba, Outs: []Buf{ba, ba}, In: []Buf{bh}, Weights: []string{"q", "k"}}},
+		{"multi out not outs[0]", Op{Kind: MultiMatMul, Out: bb, Outs: []Buf{ba, bb}, In: []Buf{bh}, Weights: []string{"q", "k"}}},
+		{"multi weights short", Op{Kind: MultiMatMul, Out: ba, Outs: []Buf{ba, bb}, In: []Buf{bh}, Weights: []string{"q"}}},
+		{"multi one output", Op{Kind: MultiMatMul, Out: ba, Outs: []Buf{ba}, In: []Buf{bh}, Weights: []string{"q"}}},
+		{"multi biases short", Op{Kind: MultiMatMul, Out: ba, Outs: []Buf{ba, bb}, In: []Buf{bh}, Weights: []string{"q", "k"}, Biases: []string{""}}},
+		{"glu aliasing its input", Op{Kind: MatMulGLU, Out: bh, In: []Buf{bh}, Weight: "g", Up: "u", Act: "silu"}},
+		{"glu bad act", Op{Kind: MatMulGLU, Out: ba, In: []Buf{bh}, Weight: "g", Up: "u", Act: "tanh"}},
+		{"glu no up", Op{Kind: MatMulGLU, Out: ba, In: []Buf{bh}, Weight: "g", Act: "silu"}},
+		{"accumulate on an add", Op{Kind: Add, Out: bx, In: []Buf{bx, ba}, Accumulate: true}},
+		{"accumulate aliasing its input", Op{Kind: MatMul, Out: bh, In: []Buf{bh}, Weight: "o", Accumulate: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := fuseGraph(tc.op).Validate(nil); err == nil {
+				t.Errorf("accepted %+v", tc.op)
+			}
+		})
+	}
+}

@@ -1,0 +1,197 @@
+package conformance
+
+import (
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/tensors"
+)
+
+// FusedCases returns the parity cases of the kinds fusion.Fuse emits:
+// MatMul with Accumulate, MultiMatMul and MatMulGLU, for every weight type,
+// decode (1 token) and prefill (5 and 40 tokens) shapes.
+func FusedCases() []Case {
+	var cs []Case
+	cs = append(cs, accumulateCases()...)
+	cs = append(cs, multiCases()...)
+	cs = append(cs, gluCases()...)
+	return cs
+}
+
+// fusedSample is a few of FusedCases for the op table: every fused kind and
+// kernel (decode and tiled, fused and fallback GLU) at least once. Device
+// packages that compile kernels per case run these; gpu/kernels, which
+// shares its backends, runs all of FusedCases on both devices.
+func fusedSample() []Case {
+	keep := map[string]bool{
+		"matmul_acc/int4_b8_f16_t1_biastrue":                         true,
+		"matmul_acc/int8_b16_f16_t5_biasfalse":                       true,
+		"multi_matmul/t5_out2":                                       true,
+		"multi_matmul/t1_out1":                                       true,
+		"matmul_glu/silu_int8_b16_f16_int8_b16_f16_biastruefalse_t1": true,
+		"matmul_glu/silu_int4_b8_f16_int4_b8_f16_biasfalsefalse_t40": true,
+		"matmul_glu/silu_f16_int4_b8_f16_biasfalsetrue_t5":           true,
+	}
+	var cs []Case
+	for _, c := range FusedCases() {
+		if keep[c.Name] {
+			cs = append(cs, c)
+		}
+	}
+	if len(cs) != len(keep) {
+		panic(fmt.Sprintf("conformance: fused sample matched %d of %d names", len(cs), len(keep)))
+	}
+	return cs
+}
+
+// weightType is one stored weight layout of the fused cases.
+type weightType struct {
+	dt    tensors.DType
+	block int
+	scale tensors.DType
+}
+
+func (w weightType) String() string {
+	if !w.dt.Quantized() {
+		return w.dt.String()
+	}
+	return fmt.Sprintf("%s_b%d_%s", w.dt, w.block, w.scale)
+}
+
+// fusedTypes covers every stored type and both kinds of scales.
+var fusedTypes = []weightType{
+	{tensors.F32, 0, 0}, {tensors.F16, 0, 0}, {tensors.BF16, 0, 0},
+	{tensors.I8, 0, tensors.F32}, {tensors.I8, 16, tensors.F16},
+	{tensors.I4, 0, tensors.F32}, {tensors.I4, 8, tensors.F16},
+}
+
+var fusedTokens = []int{1, 5, 40} // matrix-vector, one tile and two tiles of the tiled kernel
+
+// accumulateCases: r = r + (W·x + b), the residual being an embedded input.
+func accumulateCases() []Case {
+	var cs []Case
+	for _, wt := range fusedTypes {
+		for _, tokens := range fusedTokens {
+			bias := tokens != 5
+			const in, out = 48, 37
+			cs = append(cs, Case{
+				Name: fmt.Sprintf("matmul_acc/%s_t%d_bias%v", wt, tokens, bias),
+				Build: func() (*fusion.Graph, []*tensors.Tensor) {
+					r := rand.New(rand.NewPCG(9, uint64(tokens)))
+					g := &fusion.Graph{Tokens: tokens}
+					x := input(g, "x", in)
+					res := input(g, "res", out)
+					op := fusion.Op{Kind: fusion.MatMul, Out: res, In: []fusion.Buf{x}, Weight: "w", Accumulate: true}
+					ws := []*tensors.Tensor{matrix(r, "x", vocab, in, tensors.F32, 0, 0), matrix(r, "res", vocab, out, tensors.F32, 0, 0),
+						matrix(r, "w", out, in, wt.dt, wt.block, wt.scale)}
+					if bias {
+						op.Bias = "b"
+						ws = append(ws, vector(r, "b", out, 1, 0))
+					}
+					g.Logits = g.Add(op)
+					return g, ws
+				},
+				Steps: []Step{{seq(tokens), 0}, {seq(1), 0}},
+				Tol:   dot,
+			})
+		}
+	}
+	return cs
+}
+
+// multiCases: Q, K, V of three different layouts and widths from one input;
+// one case per output read back, so a swapped output fails.
+func multiCases() []Case {
+	var cs []Case
+	types := []weightType{fusedTypes[1], fusedTypes[4], fusedTypes[6]}
+	widths := []int{32, 16, 24}
+	for _, tokens := range fusedTokens {
+		for read := range 3 {
+			cs = append(cs, Case{
+				Name: fmt.Sprintf("multi_matmul/t%d_out%d", tokens, read),
+				Build: func() (*fusion.Graph, []*tensors.Tensor) {
+					r := rand.New(rand.NewPCG(10, uint64(tokens)))
+					const in = 64
+					g := &fusion.Graph{Tokens: tokens}
+					x := input(g, "x", in)
+					ws := []*tensors.Tensor{matrix(r, "x", vocab, in, tensors.F32, 0, 0)}
+					op := fusion.Op{Kind: fusion.MultiMatMul, In: []fusion.Buf{x}}
+					for i, wt := range types {
+						name := fmt.Sprintf("w%d", i)
+						op.Outs = append(op.Outs, g.NewBuf(name+"_out", tokens, widths[i]))
+						op.Weights = append(op.Weights, name)
+						ws = append(ws, matrix(r, name, widths[i], in, wt.dt, wt.block, wt.scale))
+						bias := ""
+						if i != 1 {
+							bias = name + "_b"
+							ws = append(ws, vector(r, bias, widths[i], 1, 0))
+						}
+						op.Biases = append(op.Biases, bias)
+					}
+					op.Out = op.Outs[0]
+					g.Add(op)
+					g.Logits = op.Outs[read]
+					return g, ws
+				},
+				Steps: []Step{{seq(tokens), 0}, {seq(1), 0}},
+				Tol:   dot,
+			})
+		}
+	}
+	return cs
+}
+
+// gluCases: act(G·x + bg) * (U·x + bu) with gate and up of one layout (the
+// fused kernel), of two layouts and with two biases (planned unfused by
+// gpu/kernels), for silu and gelu_tanh.
+func gluCases() []Case {
+	type tc struct {
+		gate, up         weightType
+		gateBias, upBias bool
+		act              string
+	}
+	var table []tc
+	for i, wt := range fusedTypes {
+		table = append(table, tc{wt, wt, i%3 == 1, i%3 == 2, []string{"silu", "gelu_tanh"}[i%2]})
+	}
+	table = append(table, tc{fusedTypes[1], fusedTypes[6], false, true, "silu"}, tc{fusedTypes[3], fusedTypes[3], true, true, "gelu_tanh"})
+	var cs []Case
+	for _, c := range table {
+		for _, tokens := range fusedTokens {
+			// gelu_tanh rounds its input to binary16: inputs a few ulps
+			// apart can land on neighbouring halves, 2^-10 relative.
+			tol := Tolerance{Abs: 3e-5, Rel: 3e-5}
+			if c.act == "gelu_tanh" {
+				tol = Tolerance{Abs: 3e-5, Rel: 1e-3}
+			}
+			cs = append(cs, Case{
+				Name: fmt.Sprintf("matmul_glu/%s_%s_%s_bias%v%v_t%d", c.act, c.gate, c.up, c.gateBias, c.upBias, tokens),
+				Build: func() (*fusion.Graph, []*tensors.Tensor) {
+					r := rand.New(rand.NewPCG(11, uint64(tokens)))
+					const in, out = 64, 45
+					g := &fusion.Graph{Tokens: tokens}
+					x := input(g, "x", in)
+					op := fusion.Op{Kind: fusion.MatMulGLU, Out: g.NewBuf("y", tokens, out), In: []fusion.Buf{x},
+						Weight: "gate", Up: "up", Act: c.act}
+					ws := []*tensors.Tensor{matrix(r, "x", vocab, in, tensors.F32, 0, 0),
+						matrix(r, "gate", out, in, c.gate.dt, c.gate.block, c.gate.scale),
+						matrix(r, "up", out, in, c.up.dt, c.up.block, c.up.scale)}
+					if c.gateBias {
+						op.Bias = "gb"
+						ws = append(ws, vector(r, "gb", out, 1, 0))
+					}
+					if c.upBias {
+						op.UpBias = "ub"
+						ws = append(ws, vector(r, "ub", out, 1, 0))
+					}
+					g.Logits = g.Add(op)
+					return g, ws
+				},
+				Steps: []Step{{seq(tokens), 0}, {seq(1), 0}},
+				Tol:   tol,
+			})
+		}
+	}
+	return cs
+}

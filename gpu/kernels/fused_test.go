@@ -1,0 +1,35 @@
+package kernels_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/gpu/internal/conformance"
+	"github.com/gpurun/gpurun/gpu/kernels"
+)
+
+// sharedBackend keeps a test binary's shared backend open when a
+// conformance run closes what its factory returned.
+type sharedBackend struct{ gpu.Backend }
+
+func (sharedBackend) Close() error { return nil }
+
+// TestFusedConformance runs the fused-op parity cases against gpu/cpu on
+// WebGPU and Vulkan, with both decode kernels and with weights split into
+// row blocks of at most 1 KiB (several dispatches per fused op).
+func TestFusedConformance(t *testing.T) {
+	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
+		for _, opts := range []kernels.Options{
+			{MatVec: kernels.MatVecRows},
+			{MatVec: kernels.MatVecLanes},
+			{MatVec: kernels.MatVecRows, MaxBinding: 1024},
+		} {
+			t.Run(fmt.Sprintf("matvec%d_split%d", opts.MatVec, opts.MaxBinding), func(t *testing.T) {
+				conformance.RunCases(t, conformance.FusedCases(), func(t testing.TB) gpu.Backend {
+					return sharedBackend{backendOn(t, dev, opts)}
+				})
+			})
+		}
+	})
+}
