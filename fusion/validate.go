@@ -181,7 +181,7 @@ func (g *Graph) validateOp(op *Op, shape WeightShape) error {
 		if err := firstErr(perToken(out, in0), sameCols(), g.checkKV(op), checkHeads(op, in0, op.Heads)); err != nil {
 			return err
 		}
-		if op.Heads%op.KVHeads != 0 {
+		if op.KVHeads <= 0 || op.Heads%op.KVHeads != 0 {
 			return fmt.Errorf("%w: %d heads not a multiple of %d kv heads", ErrInvalid, op.Heads, op.KVHeads)
 		}
 		if !(op.Scale > 0) || !(op.Cap >= 0) || op.Window < 0 {
