@@ -1,12 +1,11 @@
 package pipeline_test
 
 import (
-	"encoding/json"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 
+	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/tensors/gguf"
 )
@@ -16,7 +15,7 @@ import (
 // the GGUF vocabulary becomes the model's tokenizer. Both with the fused
 // graphs (the default) and with Options.NoFusion.
 func TestGGUFSessions(t *testing.T) {
-	dir := filepath.Join(modelsDir(t), "arch")
+	dir := testmodels.Path(t, "arch")
 	for _, tc := range []struct {
 		name     string
 		noFusion bool
@@ -31,17 +30,7 @@ func TestGGUFSessions(t *testing.T) {
 			label += "/nofusion"
 		}
 		t.Run(label, func(t *testing.T) {
-			raw, err := os.ReadFile(filepath.Join(dir, name+".golden.json"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var g struct {
-				PromptIDs []int `json:"prompt_ids"`
-				GreedyIDs []int `json:"greedy_ids"`
-			}
-			if err := json.Unmarshal(raw, &g); err != nil {
-				t.Fatal(err)
-			}
+			g := testmodels.Arch(t, name)
 			ck, err := gguf.Load(filepath.Join(dir, name+".gguf"))
 			if err != nil {
 				t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/gpu/cpu"
+	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/tensors"
 	"github.com/gpurun/gpurun/tensors/model"
@@ -106,7 +107,7 @@ func TestF16CacheGolden(t *testing.T) {
 	if m.KVDType() != tensors.F16 {
 		t.Fatalf("KVDType %s, want f16", m.KVDType())
 	}
-	for _, tc := range storiesGolden(t) {
+	for _, tc := range testmodels.StoriesCases(t) {
 		t.Run(tc.Name, func(t *testing.T) {
 			got := collect(t, m.NewSession(), pipeline.Prompt{IDs: tc.PromptIDs}, pipeline.GenerateOptions{MaxTokens: len(tc.GeneratedIDs)})
 			if !slices.Equal(got, tc.GeneratedIDs) {

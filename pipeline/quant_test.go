@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/tensors"
 	"github.com/gpurun/gpurun/tensors/model"
@@ -73,7 +74,7 @@ func writeModel(t testing.TB, ck *model.Checkpoint) string {
 // TestLoadModelFile: stories260K written as an f32 model file and loaded
 // back generates the golden ids.
 func TestLoadModelFile(t *testing.T) {
-	tc := storiesGolden(t)[1]
+	tc := testmodels.StoriesCases(t)[1]
 	m, err := pipeline.Load(context.Background(), writeModel(t, storiesCheckpoint(t)), pipeline.Options{MaxCache: 128})
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +96,7 @@ func TestLoadModelFile(t *testing.T) {
 // logged.
 func TestQuantizedDivergence(t *testing.T) {
 	ck := storiesCheckpoint(t)
-	cases := storiesGolden(t)
+	cases := testmodels.StoriesCases(t)
 	for _, r := range []recipe{
 		{"f16", tensors.F16, 0, 0},
 		{"bf16", tensors.BF16, 0, 0},

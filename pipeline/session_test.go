@@ -2,69 +2,20 @@ package pipeline_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/tensors/llama2c"
 	"github.com/gpurun/gpurun/tensors/model"
 )
 
-// modelsDir is ../shared/models relative to the repository root.
-func modelsDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, "../shared/models")
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the test directory")
-		}
-		dir = parent
-	}
-}
-
-type storiesCase struct {
-	Name         string    `json:"name"`
-	Prompt       string    `json:"prompt"`
-	PromptIDs    []int     `json:"prompt_ids"`
-	GeneratedIDs []int     `json:"generated_ids"`
-	Margins      []float64 `json:"top1_top2_logit_margin"`
-	// GeneratedText shows U+2581 as a space, as the pieces decode.
-	GeneratedText string `json:"generated_text"`
-}
-
-func storiesGolden(t testing.TB) []storiesCase {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(modelsDir(t), "stories260K.golden.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var g struct {
-		Cases []storiesCase `json:"cases"`
-	}
-	if err := json.Unmarshal(raw, &g); err != nil {
-		t.Fatal(err)
-	}
-	if len(g.Cases) == 0 {
-		t.Fatal("no golden cases")
-	}
-	return g.Cases
-}
-
 func storiesCheckpoint(t testing.TB) *model.Checkpoint {
 	t.Helper()
-	ck, err := llama2c.Load(filepath.Join(modelsDir(t), "stories260K.bin"))
+	ck, err := llama2c.Load(testmodels.Path(t, "stories260K.bin"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +57,7 @@ func TestGoldenGreedy(t *testing.T) {
 		sizes []int
 	}{{"default buckets", nil}, {"chunks of 2 and 4", []int{2, 4}}, {"decode only", []int{1}}} {
 		m := load(t, ck, pipeline.Options{MaxCache: 128, PrefillSizes: layout.sizes})
-		for _, tc := range storiesGolden(t) {
+		for _, tc := range testmodels.StoriesCases(t) {
 			t.Run(layout.name+"/"+tc.Name, func(t *testing.T) {
 				s := m.NewSession()
 				got := collect(t, s, pipeline.Prompt{IDs: tc.PromptIDs}, pipeline.GenerateOptions{MaxTokens: len(tc.GeneratedIDs)})
@@ -129,7 +80,7 @@ func TestGoldenGreedy(t *testing.T) {
 // calls, interleaved with another session on the same cache, still follows
 // the golden greedy continuation.
 func TestContinueAndTakeTurns(t *testing.T) {
-	cases := storiesGolden(t)
+	cases := testmodels.StoriesCases(t)
 	a, b := cases[0], cases[1]
 	m := load(t, storiesCheckpoint(t), pipeline.Options{MaxCache: 128})
 	sa, sb := m.NewSession(), m.NewSession()
@@ -149,7 +100,7 @@ func TestContinueAndTakeTurns(t *testing.T) {
 // TestStopTokens: a config stop token ends generation before it is
 // streamed, at the first place the golden run produced it.
 func TestStopTokens(t *testing.T) {
-	tc := storiesGolden(t)[0]
+	tc := testmodels.StoriesCases(t)[0]
 	ck := storiesCheckpoint(t)
 	for _, at := range []int{0, 5, 17} {
 		stop := tc.GeneratedIDs[at]
@@ -210,7 +161,7 @@ func TestPromptErrors(t *testing.T) {
 
 // TestCacheFull: generation stops cleanly when the cache fills.
 func TestCacheFull(t *testing.T) {
-	tc := storiesGolden(t)[0]
+	tc := testmodels.StoriesCases(t)[0]
 	m := load(t, storiesCheckpoint(t), pipeline.Options{MaxCache: 16, PrefillSizes: []int{8}})
 	s := m.NewSession()
 	got := collect(t, s, pipeline.Prompt{IDs: tc.PromptIDs}, pipeline.GenerateOptions{})
@@ -230,7 +181,7 @@ func TestCacheFull(t *testing.T) {
 }
 
 func TestCancel(t *testing.T) {
-	tc := storiesGolden(t)[0]
+	tc := testmodels.StoriesCases(t)[0]
 	m := load(t, storiesCheckpoint(t), pipeline.Options{MaxCache: 128})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -254,7 +205,7 @@ func TestCancel(t *testing.T) {
 // TestSampledGeneration: seeded sampling is reproducible, depends on the
 // seed, and top-k 1 at any temperature is the golden greedy run.
 func TestSampledGeneration(t *testing.T) {
-	tc := storiesGolden(t)[0]
+	tc := testmodels.StoriesCases(t)[0]
 	m := load(t, storiesCheckpoint(t), pipeline.Options{MaxCache: 128})
 	run := func(o pipeline.GenerateOptions) []int {
 		o.MaxTokens = 32
@@ -292,7 +243,7 @@ func TestDefaultMaxCache(t *testing.T) {
 // last sampled token plus the new prompt); after another session used the
 // cache, the conversation is replayed from the common prefix.
 func TestCacheReuse(t *testing.T) {
-	cases := storiesGolden(t)
+	cases := testmodels.StoriesCases(t)
 	a, b := cases[0], cases[2]
 	m := load(t, storiesCheckpoint(t), pipeline.Options{MaxCache: 128})
 	s := m.NewSession()
@@ -318,7 +269,7 @@ func TestCacheReuse(t *testing.T) {
 }
 
 func TestResetAndInfo(t *testing.T) {
-	tc := storiesGolden(t)[0]
+	tc := testmodels.StoriesCases(t)[0]
 	m := load(t, storiesCheckpoint(t), pipeline.Options{MaxCache: 128})
 	if info := m.BackendInfo(); info.Backend != "cpu" {
 		t.Errorf("backend %q", info.Backend)

@@ -3,11 +3,11 @@ package pipeline_test
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline"
 )
 
@@ -15,14 +15,14 @@ import (
 // (BOS prepended) to the golden prompt ids, generation yields the golden
 // ids, and the streamed pieces concatenate to llama.cpp's generated text.
 func TestGoldenText(t *testing.T) {
-	proto, err := os.ReadFile(filepath.Join(modelsDir(t), "tok512.model"))
+	proto, err := os.ReadFile(testmodels.Path(t, "tok512.model"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ck := storiesCheckpoint(t)
 	ck.Tokenizer = proto
 	m := load(t, ck, pipeline.Options{MaxCache: 128})
-	for _, tc := range storiesGolden(t) {
+	for _, tc := range testmodels.StoriesCases(t) {
 		t.Run(tc.Name, func(t *testing.T) {
 			s := m.NewSession()
 			var ids []int
@@ -52,14 +52,14 @@ func TestGoldenText(t *testing.T) {
 // TestStopStrings: generation ends where the golden text first contains
 // the stop string, and the text before it is streamed exactly.
 func TestStopStrings(t *testing.T) {
-	proto, err := os.ReadFile(filepath.Join(modelsDir(t), "tok512.model"))
+	proto, err := os.ReadFile(testmodels.Path(t, "tok512.model"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ck := storiesCheckpoint(t)
 	ck.Tokenizer = proto
 	m := load(t, ck, pipeline.Options{MaxCache: 128})
-	tc := storiesGolden(t)[0]
+	tc := testmodels.StoriesCases(t)[0]
 	for _, stop := range []string{"Lily", ". ", "girl named", "zzz-never"} {
 		t.Run(stop, func(t *testing.T) {
 			s := m.NewSession()

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gpurun/gpurun/internal/testmodels"
 )
 
 // TestRunActivations: --activations (else the file's policy from convert
@@ -13,12 +15,12 @@ import (
 // auto meaning f16 on the GPU backends and f32 on the CPU; with an f16
 // cache the greedy ids are still llama.cpp's (made with an f16 cache).
 func TestRunActivations(t *testing.T) {
-	dir := modelsDir(t)
+	dir := testmodels.Dir(t)
 	autoTask := convertStories(t, "f32") // llama2.c imports with policy auto
 	f32Task := filepath.Join(t.TempDir(), "stories260K-acts-f32.task")
 	mustRun(t, "", "convert", filepath.Join(dir, "stories260K.bin"), "--tokenizer", filepath.Join(dir, "tok512.model"),
 		"--quant", "f32", "--activations", "f32", "-o", f32Task, "-q")
-	c := goldenCases(t)[0]
+	c := testmodels.StoriesCases(t)[0]
 	tests := []struct {
 		task, backend, flag, want string
 	}{

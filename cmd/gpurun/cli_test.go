@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -30,30 +28,6 @@ func mustRun(t *testing.T, stdin string, args ...string) string {
 		t.Fatalf("gpurun %s: %v\nstderr: %s", strings.Join(args, " "), err, errOut)
 	}
 	return out
-}
-
-// modelsDir is ../shared/models beside the repository root.
-func modelsDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test directory")
-		}
-		dir = parent
-	}
-	m := filepath.Join(dir, "..", "shared", "models")
-	if _, err := os.Stat(m); err != nil {
-		t.Fatalf("shared models not found at %s (the repository expects ../shared beside it): %v", m, err)
-	}
-	return m
 }
 
 func TestUnknownCommandAndMissingArgs(t *testing.T) {

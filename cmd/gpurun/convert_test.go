@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
+	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/tensors"
 	"github.com/gpurun/gpurun/tensors/gguf"
 	"github.com/gpurun/gpurun/tensors/model"
@@ -56,7 +58,7 @@ func llama2cOffsets(t *testing.T, data []byte) map[string][2]int {
 // each recipe, inspects them, and checks f32 weights bit for bit against the
 // llama2.c file.
 func TestConvertStories260K(t *testing.T) {
-	dir := modelsDir(t)
+	dir := testmodels.Dir(t)
 	src := filepath.Join(dir, "stories260K.bin")
 	raw, err := os.ReadFile(src)
 	if err != nil {
@@ -126,7 +128,7 @@ func TestConvertStories260K(t *testing.T) {
 // weights and Q8_0 / Q4_0 blocks survive conversion exactly. (The importer's
 // own tests check it against the raw GGUF blocks.)
 func TestConvertGGUF(t *testing.T) {
-	matches, err := filepath.Glob(filepath.Join(modelsDir(t), "arch", "*.gguf"))
+	matches, err := filepath.Glob(filepath.Join(testmodels.Dir(t), "arch", "*.gguf"))
 	if err != nil || len(matches) < 9 {
 		t.Fatalf("want the 9 architecture GGUFs, found %d (%v)", len(matches), err)
 	}
@@ -172,29 +174,17 @@ func TestConvertGGUF(t *testing.T) {
 
 func sameTensor(t *testing.T, got, want *tensors.Tensor) {
 	t.Helper()
-	if got.DType != want.DType || !equalInts(got.Shape, want.Shape) || !bytes.Equal(got.Data, want.Data) {
+	if got.DType != want.DType || !slices.Equal(got.Shape, want.Shape) || !bytes.Equal(got.Data, want.Data) {
 		t.Errorf("%s: got %s%v (%d bytes), want %s%v (%d bytes), equal bytes %v", want.Name,
 			got.DType, got.Shape, len(got.Data), want.DType, want.Shape, len(want.Data), bytes.Equal(got.Data, want.Data))
 	}
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestBundle: a model file without a tokenizer plus llama2.c's tokenizer.bin
 // bundle into a .task that generates the golden ids from text and tokenizes
 // like tok512.model.
 func TestBundle(t *testing.T) {
-	dir := modelsDir(t)
+	dir := testmodels.Dir(t)
 	tmp := t.TempDir()
 	bare := filepath.Join(tmp, "stories.tflite")
 	mustRun(t, "", "convert", filepath.Join(dir, "stories260K.bin"), "-o", bare, "-q")
@@ -211,9 +201,9 @@ func TestBundle(t *testing.T) {
 	}
 	task := filepath.Join(tmp, "stories.task")
 	mustRun(t, "", "bundle", bare, "-t", filepath.Join(dir, "tok512.bin"), "-o", task)
-	c := goldenCases(t)[0]
+	c := testmodels.StoriesCases(t)[0]
 	res := runJSON(t, "-m", task, "--backend", "cpu", "-p", c.Prompt, "--temperature", "0", "--max-tokens", "16")
-	if !equalInts(res.PromptIDs, c.PromptIDs) || !equalInts(res.GeneratedIDs, c.GeneratedIDs[:16]) {
+	if !slices.Equal(res.PromptIDs, c.PromptIDs) || !slices.Equal(res.GeneratedIDs, c.GeneratedIDs[:16]) {
 		t.Errorf("bundled model: prompt %v generated %v", res.PromptIDs, res.GeneratedIDs)
 	}
 	for _, args := range [][]string{

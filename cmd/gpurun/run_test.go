@@ -13,37 +13,13 @@ import (
 
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/gpu/backends"
+	"github.com/gpurun/gpurun/internal/testmodels"
 )
-
-type goldenCase struct {
-	Name         string `json:"name"`
-	Prompt       string `json:"prompt"`
-	PromptIDs    []int  `json:"prompt_ids"`
-	GeneratedIDs []int  `json:"generated_ids"`
-}
-
-func goldenCases(t *testing.T) []goldenCase {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(modelsDir(t), "stories260K.golden.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var g struct {
-		Cases []goldenCase `json:"cases"`
-	}
-	if err := json.Unmarshal(data, &g); err != nil {
-		t.Fatal(err)
-	}
-	if len(g.Cases) == 0 {
-		t.Fatal("no golden cases")
-	}
-	return g.Cases
-}
 
 // convertStories writes stories260K + tok512.model as a .task with quant.
 func convertStories(t *testing.T, quant string) string {
 	t.Helper()
-	dir := modelsDir(t)
+	dir := testmodels.Dir(t)
 	out := filepath.Join(t.TempDir(), "stories260K-"+quant+".task")
 	mustRun(t, "", "convert", filepath.Join(dir, "stories260K.bin"), "--tokenizer", filepath.Join(dir, "tok512.model"), "--quant", quant, "-o", out, "-q")
 	return out
@@ -90,7 +66,7 @@ func TestRunGolden(t *testing.T) {
 	for _, backend := range []string{"cpu", "vulkan", "webgpu"} {
 		t.Run(backend, func(t *testing.T) {
 			requireBackend(t, backend)
-			for _, c := range goldenCases(t) {
+			for _, c := range testmodels.StoriesCases(t) {
 				res := runJSON(t, "-m", task, "--backend", backend, "-p", c.Prompt, "--temperature", "0", "--max-tokens", fmt.Sprint(len(c.GeneratedIDs)))
 				if !slices.Equal(res.PromptIDs, c.PromptIDs) {
 					t.Errorf("%s: prompt ids %v, golden %v", c.Name, res.PromptIDs, c.PromptIDs)
@@ -115,7 +91,7 @@ func TestRunGolden(t *testing.T) {
 // as the CPU backend.
 func TestRunInt8Backends(t *testing.T) {
 	task := convertStories(t, "int8")
-	c := goldenCases(t)[0]
+	c := testmodels.StoriesCases(t)[0]
 	args := []string{"-m", task, "-p", c.Prompt, "--temperature", "0", "--max-tokens", "64"}
 	want := runJSON(t, append(args, "--backend", "cpu")...).GeneratedIDs
 	for _, backend := range []string{"vulkan", "webgpu"} {

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gpurun/gpurun/internal/testmodels"
 )
 
 // TestTokenizeMatchesSentencePiece runs `gpurun tokenize` over the
@@ -17,7 +19,7 @@ func TestTokenizeMatchesSentencePiece(t *testing.T) {
 	if err != nil || len(models) < 3 {
 		t.Fatalf("conformance models: %v %v", models, err)
 	}
-	models = append(models, filepath.Join(modelsDir(t), "tok512.model"))
+	models = append(models, filepath.Join(testmodels.Dir(t), "tok512.model"))
 	for _, m := range models {
 		name := strings.TrimSuffix(filepath.Base(m), ".model")
 		t.Run(name, func(t *testing.T) {
@@ -36,7 +38,7 @@ func TestTokenizeMatchesSentencePiece(t *testing.T) {
 // tokenize like tok512.model (on text without whitespace runs, where the
 // tokenizer.bin vocabulary's whitespace handling agrees).
 func TestTokenizeFromModelFiles(t *testing.T) {
-	dir := modelsDir(t)
+	dir := testmodels.Dir(t)
 	text := "Once upon a time, there was a little girl.\nShe loved 3 red balls!\n\nÜber naïve café\n"
 	want := mustRun(t, text, "tokenize", "-t", filepath.Join(dir, "tok512.model"))
 	if strings.Count(want, "\n") != 4 {
@@ -51,7 +53,7 @@ func TestTokenizeFromModelFiles(t *testing.T) {
 }
 
 func TestTokenizeBadInput(t *testing.T) {
-	dir := modelsDir(t)
+	dir := testmodels.Dir(t)
 	for _, tc := range []struct{ tok, stdin string }{
 		{filepath.Join(dir, "stories260K.bin"), "hi\n"},
 		{filepath.Join(dir, "tok512.model"), "1 2 x\n"},

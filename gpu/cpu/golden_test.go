@@ -2,47 +2,16 @@ package cpu_test
 
 import (
 	"context"
-	"encoding/json"
 	"math"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/gpu/cpu"
+	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline/arch"
 	"github.com/gpurun/gpurun/tensors/llama2c"
 	"github.com/gpurun/gpurun/tensors/model"
 )
-
-// modelsDir is ../shared/models relative to the repository root.
-func modelsDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, "../shared/models")
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the test directory")
-		}
-		dir = parent
-	}
-}
-
-type storiesGolden struct {
-	Cases []struct {
-		Name         string    `json:"name"`
-		PromptIDs    []int     `json:"prompt_ids"`
-		GeneratedIDs []int     `json:"generated_ids"`
-		Margins      []float64 `json:"top1_top2_logit_margin"`
-		LogitsF32KV  []float64 `json:"logits_first_generated_position_kv_f32"`
-	} `json:"cases"`
-}
 
 // runner drives a prefill and a decode program over one cache, greedily.
 type runner struct {
@@ -79,44 +48,23 @@ func newRunner(t testing.TB, ck *model.Checkpoint, be gpu.Backend, prefillLen, m
 	return r
 }
 
-func argmax(x []float32) int {
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
-		}
-	}
-	return best
-}
-
 // TestStories260KGolden feeds each golden prompt to stories260K and checks
 // the 64 greedy ids llama.cpp (and llama2.c run.c) produced, and the logits
 // of the first generated position against llama.cpp with an f32 KV cache.
 func TestStories260KGolden(t *testing.T) {
-	dir := modelsDir(t)
-	raw, err := os.ReadFile(filepath.Join(dir, "stories260K.golden.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var golden storiesGolden
-	if err := json.Unmarshal(raw, &golden); err != nil {
-		t.Fatal(err)
-	}
-	ck, err := llama2c.Load(filepath.Join(dir, "stories260K.bin"))
+	cases := testmodels.StoriesCases(t)
+	ck, err := llama2c.Load(testmodels.Path(t, "stories260K.bin"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// run.c and llama.cpp with an F32 cache differ by 1.1e-5 at |logit| ~18;
 	// allow an order of magnitude more for summation order.
 	const logitTol = 1e-4
-	for _, tc := range golden.Cases {
+	for _, tc := range cases {
 		t.Run(tc.Name, func(t *testing.T) {
 			ctx := context.Background()
 			r := newRunner(t, ck, cpu.New(cpu.Options{}), 16, 128)
-			prompt := make([]int32, len(tc.PromptIDs))
-			for i, id := range tc.PromptIDs {
-				prompt[i] = int32(id)
-			}
+			prompt := testmodels.IDs32(tc.PromptIDs)
 			if err := r.prefill.Run(ctx, prompt, 0); err != nil {
 				t.Fatal(err)
 			}
@@ -138,7 +86,7 @@ func TestStories260KGolden(t *testing.T) {
 			}
 			pos := len(prompt)
 			for step, want := range tc.GeneratedIDs {
-				got := argmax(logits)
+				got := testmodels.Argmax(logits)
 				if got != want {
 					t.Fatalf("step %d: greedy id %d, want %d (reference margin %.4g)", step, got, want, tc.Margins[step])
 				}

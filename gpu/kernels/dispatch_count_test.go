@@ -2,12 +2,12 @@ package kernels
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu/internal/gputest"
 	"github.com/gpurun/gpurun/gpu/vulkan"
+	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline/arch"
 	"github.com/gpurun/gpurun/tensors/llama2c"
 )
@@ -21,7 +21,7 @@ func TestFusedDispatches(t *testing.T) {
 	dev, err := vulkan.Open(context.Background())
 	gputest.NoDevice(t, "vulkan", err)
 	defer dev.Close()
-	ck, err := llama2c.Load(filepath.Join("..", "..", "..", "shared", "models", "stories260K.bin"))
+	ck, err := llama2c.Load(testmodels.Path(t, "stories260K.bin"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package kernels_test
 
 import (
 	"context"
-	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -11,30 +10,12 @@ import (
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/gpu/kernels"
+	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline/arch"
 	"github.com/gpurun/gpurun/tensors/gguf"
 	"github.com/gpurun/gpurun/tensors/llama2c"
 	"github.com/gpurun/gpurun/tensors/model"
 )
-
-// modelsDir is ../shared/models relative to the repository root.
-func modelsDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, "../shared/models")
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the test directory")
-		}
-		dir = parent
-	}
-}
 
 // session is a prefill and a decode program over one cache on WebGPU.
 type session struct {
@@ -82,67 +63,30 @@ func newSession(t *testing.T, dev gpu.Device, ck *model.Checkpoint, prefillLen, 
 	return s
 }
 
-// argmax picks the lowest index among equal maxima, as the references do.
-func argmax(x []float32) int {
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
-		}
-	}
-	return best
-}
-
-func ids32(ids []int) []int32 {
-	out := make([]int32, len(ids))
-	for i, id := range ids {
-		out[i] = int32(id)
-	}
-	return out
-}
-
 // TestStories260KGolden: llama2.c's stories260K on WebGPU must produce the
 // exact greedy ids llama.cpp produced for every golden prompt, and the
 // logits of the first generated position within 2e-4 of llama.cpp's (f32
 // KV): run.c and llama.cpp differ by 1.1e-5 at |logit| ~18; GPU summation
 // order and transcendental functions add an order of magnitude at most.
 func TestStories260KGolden(t *testing.T) {
-	dir := modelsDir(t)
-	raw, err := os.ReadFile(filepath.Join(dir, "stories260K.golden.json"))
+	cases := testmodels.StoriesCases(t)
+	ck, err := llama2c.Load(testmodels.Path(t, "stories260K.bin"))
 	if err != nil {
 		t.Fatal(err)
-	}
-	var golden struct {
-		Cases []storiesCase `json:"cases"`
-	}
-	if err := json.Unmarshal(raw, &golden); err != nil {
-		t.Fatal(err)
-	}
-	ck, err := llama2c.Load(filepath.Join(dir, "stories260K.bin"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(golden.Cases) == 0 {
-		t.Fatal("no golden cases")
 	}
 	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
-		for _, tc := range golden.Cases {
-			t.Run(tc.Name, func(t *testing.T) { tc.check(t, dev, ck) })
+		for _, tc := range cases {
+			t.Run(tc.Name, func(t *testing.T) { checkStories(t, dev, ck, tc) })
 		}
 	})
 }
 
-type storiesCase struct {
-	Name         string    `json:"name"`
-	PromptIDs    []int     `json:"prompt_ids"`
-	GeneratedIDs []int     `json:"generated_ids"`
-	LogitsF32KV  []float64 `json:"logits_first_generated_position_kv_f32"`
-}
-
-func (tc *storiesCase) check(t *testing.T, dev gpu.Device, ck *model.Checkpoint) {
+// checkStories runs one golden prompt on dev: the first generated
+// position's logits within 2e-4 of llama.cpp's (f32 KV) and every greedy id.
+func checkStories(t *testing.T, dev gpu.Device, ck *model.Checkpoint, tc testmodels.StoriesCase) {
 	ctx := context.Background()
 	s := newSession(t, dev, ck, 16, 128, false, true)
-	if err := s.prefill.Run(ctx, ids32(tc.PromptIDs), 0); err != nil {
+	if err := s.prefill.Run(ctx, testmodels.IDs32(tc.PromptIDs), 0); err != nil {
 		t.Fatal(err)
 	}
 	logits := make([]float32, s.vocab)
@@ -164,7 +108,7 @@ func (tc *storiesCase) check(t *testing.T, dev gpu.Device, ck *model.Checkpoint)
 	}
 	pos := len(tc.PromptIDs)
 	for i, want := range tc.GeneratedIDs {
-		got := argmax(logits)
+		got := testmodels.Argmax(logits)
 		if got != want {
 			t.Fatalf("step %d: greedy id %d, want %d", i, got, want)
 		}
@@ -193,7 +137,7 @@ func (tc *storiesCase) check(t *testing.T, dev gpu.Device, ck *model.Checkpoint)
 // ~0.1. Their greedy ids must match up to the first step where llama.cpp's
 // own top-1/top-2 margin is below that tolerance.
 func TestArchGolden(t *testing.T) {
-	dir := filepath.Join(modelsDir(t), "arch")
+	dir := testmodels.Path(t, "arch")
 	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
 		for _, tc := range []struct {
 			name string
@@ -226,19 +170,7 @@ func archCase(t *testing.T, dev gpu.Device, dir, name string, tol float64, fused
 	if _, err := os.Stat(path); err != nil {
 		t.Skipf("%s not present", path)
 	}
-	raw, err := os.ReadFile(filepath.Join(dir, name+".golden.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var golden struct {
-		PromptIDs    []int       `json:"prompt_ids"`
-		Logits       [][]float64 `json:"logits"`
-		GreedyIDs    []int       `json:"greedy_ids"`
-		GreedyLogits [][]float64 `json:"greedy_logits"`
-	}
-	if err := json.Unmarshal(raw, &golden); err != nil {
-		t.Fatal(err)
-	}
+	golden := testmodels.Arch(t, name)
 	ck, err := gguf.Load(path)
 	if err != nil {
 		t.Fatal(err)
@@ -246,7 +178,7 @@ func archCase(t *testing.T, dev gpu.Device, dir, name string, tol float64, fused
 	ctx := context.Background()
 	n := len(golden.PromptIDs)
 	s := newSession(t, dev, ck, n, 128, true, fused)
-	if err := s.prefill.Run(ctx, ids32(golden.PromptIDs), 0); err != nil {
+	if err := s.prefill.Run(ctx, testmodels.IDs32(golden.PromptIDs), 0); err != nil {
 		t.Fatal(err)
 	}
 	all := make([]float32, n*s.vocab)
@@ -281,7 +213,7 @@ func archCase(t *testing.T, dev gpu.Device, dir, name string, tol float64, fused
 			t.Logf("step %d: llama.cpp's top-1/top-2 margin %.3g is below the tolerance; ids compared before it", i, m)
 			idsComparable = false
 		}
-		if got := argmax(logits); idsComparable && got != want {
+		if got := testmodels.Argmax(logits); idsComparable && got != want {
 			t.Fatalf("step %d: greedy id %d, want %d", i, got, want)
 		}
 		if err := s.decode.Run(ctx, []int32{int32(want)}, pos); err != nil {

@@ -2,7 +2,6 @@ package kernels_test
 
 import (
 	"context"
-	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/gpu/cpu"
 	"github.com/gpurun/gpurun/gpu/kernels"
+	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline/arch"
 	"github.com/gpurun/gpurun/tensors/gguf"
 )
@@ -24,23 +24,14 @@ import (
 // llama.cpp's own logits for these files are not a target: it quantizes
 // the activations too (README of ../shared/models/arch).
 func TestQuantizedGGUF(t *testing.T) {
-	dir := filepath.Join(modelsDir(t), "arch")
+	dir := testmodels.Path(t, "arch")
 	for _, name := range []string{"llama-q8_0", "llama-q4_0"} {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(dir, name+".gguf")
 			if _, err := os.Stat(path); err != nil {
 				t.Skipf("%s not present", path)
 			}
-			raw, err := os.ReadFile(filepath.Join(dir, name+".golden.json"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var golden struct {
-				PromptIDs []int `json:"prompt_ids"`
-			}
-			if err := json.Unmarshal(raw, &golden); err != nil {
-				t.Fatal(err)
-			}
+			golden := testmodels.Arch(t, name)
 			ck, err := gguf.Load(path)
 			if err != nil {
 				t.Fatal(err)
@@ -77,7 +68,7 @@ func TestQuantizedGGUF(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer p.Release()
-				if err := p.Run(ctx, ids32(golden.PromptIDs), 0); err != nil {
+				if err := p.Run(ctx, testmodels.IDs32(golden.PromptIDs), 0); err != nil {
 					t.Fatal(err)
 				}
 				out := make([]float32, n*c.VocabSize)

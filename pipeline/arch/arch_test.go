@@ -2,67 +2,17 @@ package arch_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"math"
-	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/gpu/cpu"
+	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline/arch"
 	"github.com/gpurun/gpurun/tensors/gguf"
 )
-
-// modelsDir is ../shared/models relative to the repository root.
-func modelsDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, "../shared/models")
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the test directory")
-		}
-		dir = parent
-	}
-}
-
-type archGolden struct {
-	PromptIDs    []int       `json:"prompt_ids"`
-	Logits       [][]float64 `json:"logits"`
-	GreedyIDs    []int       `json:"greedy_ids"`
-	GreedyLogits [][]float64 `json:"greedy_logits"`
-}
-
-func maxAbsDiff(got []float32, want []float64) float64 {
-	if len(got) != len(want) {
-		return math.Inf(1)
-	}
-	var d float64
-	for i := range want {
-		d = max(d, math.Abs(float64(got[i])-want[i]))
-	}
-	return d
-}
-
-// greedy picks the largest logit, the lowest id on ties (as the goldens do).
-func greedy(x []float32) int {
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
-		}
-	}
-	return best
-}
 
 // TestGGUFGoldens runs each tiny GGUF architecture model on the CPU backend
 // and compares with llama.cpp: the logits at all 12 prompt positions (one
@@ -76,7 +26,7 @@ func greedy(x []float32) int {
 // bits inside their dot products, which an exact dequantizing backend does
 // not, so only a loose bound is asserted and the figures are logged.
 func TestGGUFGoldens(t *testing.T) {
-	dir := filepath.Join(modelsDir(t), "arch")
+	dir := testmodels.Path(t, "arch")
 	for _, tc := range []struct {
 		name  string
 		tol   float64
@@ -106,14 +56,7 @@ func TestGGUFGoldens(t *testing.T) {
 // arch.Build makes or from its fusion.Fuse rewrite.
 func checkGolden(t *testing.T, dir, name string, tol float64, exact, fused bool) {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(dir, name+".golden.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var g archGolden
-	if err := json.Unmarshal(raw, &g); err != nil {
-		t.Fatal(err)
-	}
+	g := testmodels.Arch(t, name)
 	ck, err := gguf.Load(filepath.Join(dir, name+".gguf"))
 	if err != nil {
 		t.Fatal(err)
@@ -147,10 +90,7 @@ func checkGolden(t *testing.T, dir, name string, tol float64, exact, fused bool)
 		return p
 	}
 	prefill, decode := compile(n, true), compile(1, false)
-	prompt := make([]int32, n)
-	for i, id := range g.PromptIDs {
-		prompt[i] = int32(id)
-	}
+	prompt := testmodels.IDs32(g.PromptIDs)
 	if err := prefill.Run(ctx, prompt, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -161,14 +101,14 @@ func checkGolden(t *testing.T, dir, name string, tol float64, exact, fused bool)
 	}
 	var prefillDiff float64
 	for p := range n {
-		prefillDiff = max(prefillDiff, maxAbsDiff(all[p*vocab:(p+1)*vocab], g.Logits[p]))
+		prefillDiff = max(prefillDiff, testmodels.MaxAbsDiff(all[p*vocab:(p+1)*vocab], g.Logits[p]))
 	}
 	logits := all[(n-1)*vocab:]
 	var decodeDiff float64
 	departed := -1
 	for step, want := range g.GreedyIDs {
-		decodeDiff = max(decodeDiff, maxAbsDiff(logits, g.GreedyLogits[step]))
-		id := greedy(logits)
+		decodeDiff = max(decodeDiff, testmodels.MaxAbsDiff(logits, g.GreedyLogits[step]))
+		id := testmodels.Argmax(logits)
 		if id != want && departed < 0 {
 			departed = step
 		}

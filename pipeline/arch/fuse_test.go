@@ -9,6 +9,7 @@ import (
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/gpu/cpu"
+	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline/arch"
 	"github.com/gpurun/gpurun/tensors/gguf"
 	"github.com/gpurun/gpurun/tensors/llama2c"
@@ -20,7 +21,7 @@ import (
 // bitwise-equal logits: the fused ops evaluate the same additions and
 // products in the same order. It also checks that fusion removed ops.
 func TestFusedMatchesUnfused(t *testing.T) {
-	dir := modelsDir(t)
+	dir := testmodels.Dir(t)
 	load := map[string]func() (*model.Checkpoint, error){
 		"stories260K": func() (*model.Checkpoint, error) { return llama2c.Load(filepath.Join(dir, "stories260K.bin")) },
 	}

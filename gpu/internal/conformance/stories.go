@@ -2,14 +2,12 @@ package conformance
 
 import (
 	"context"
-	"encoding/json"
 	"math"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline/arch"
 	"github.com/gpurun/gpurun/tensors/llama2c"
 )
@@ -21,35 +19,11 @@ import (
 // reference's own golden test does.
 const storiesLogitTol = 1e-4
 
-// ModelsDir is ../shared/models relative to the repository root (the
-// directory holding go.mod above the working directory).
+// ModelsDir is ../shared/models beside the repository root; kept for
+// callers of this package, it is testmodels.Dir.
 func ModelsDir(t testing.TB) string {
 	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, "../shared/models")
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the test directory")
-		}
-		dir = parent
-	}
-}
-
-type storiesGolden struct {
-	Cases []struct {
-		Name         string    `json:"name"`
-		PromptIDs    []int32   `json:"prompt_ids"`
-		GeneratedIDs []int     `json:"generated_ids"`
-		Margins      []float64 `json:"top1_top2_logit_margin"`
-		LogitsF32KV  []float64 `json:"logits_first_generated_position_kv_f32"`
-		LogitsF16KV  []float64 `json:"logits_first_generated_position"`
-	} `json:"cases"`
+	return testmodels.Dir(t)
 }
 
 // RunStories260K feeds each golden prompt to stories260K on the backend, with
@@ -57,16 +31,8 @@ type storiesGolden struct {
 // the first generated position's logits against llama.cpp run with the same
 // cache type (see checkStoriesF32 and checkStoriesF16).
 func RunStories260K(t *testing.T, newBackend Factory) {
-	dir := ModelsDir(t)
-	raw, err := os.ReadFile(filepath.Join(dir, "stories260K.golden.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var golden storiesGolden
-	if err := json.Unmarshal(raw, &golden); err != nil {
-		t.Fatal(err)
-	}
-	ck, err := llama2c.Load(filepath.Join(dir, "stories260K.bin"))
+	cases := testmodels.StoriesCases(t)
+	ck, err := llama2c.Load(testmodels.Path(t, "stories260K.bin"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +43,7 @@ func RunStories260K(t *testing.T, newBackend Factory) {
 		if f16 {
 			cache = "kv_f16"
 		}
-		for _, tc := range golden.Cases {
+		for _, tc := range cases {
 			t.Run(cache+"/"+tc.Name, func(t *testing.T) {
 				ctx := context.Background()
 				be := newBackend(t)
@@ -106,7 +72,7 @@ func RunStories260K(t *testing.T, newBackend Factory) {
 				}
 				prefill, decode := compile(prefillLen), compile(1)
 
-				if err := prefill.Run(ctx, tc.PromptIDs, 0); err != nil {
+				if err := prefill.Run(ctx, testmodels.IDs32(tc.PromptIDs), 0); err != nil {
 					t.Fatal(err)
 				}
 				logits := make([]float32, cfg.VocabSize)
@@ -119,7 +85,7 @@ func RunStories260K(t *testing.T, newBackend Factory) {
 				var greedy []int
 				pos := len(tc.PromptIDs)
 				for _, want := range tc.GeneratedIDs {
-					greedy = append(greedy, argmax(logits))
+					greedy = append(greedy, testmodels.Argmax(logits))
 					if err := decode.Run(ctx, []int32{int32(want)}, pos); err != nil {
 						t.Fatal(err)
 					}
@@ -138,25 +104,13 @@ func RunStories260K(t *testing.T, newBackend Factory) {
 	}
 }
 
-// maxAbsDiff is max_i |got[i] - want[i]|; +Inf when the lengths differ.
-func maxAbsDiff(got []float32, want []float64) float64 {
-	if len(got) != len(want) {
-		return math.Inf(1)
-	}
-	var worst float64
-	for i, w := range want {
-		worst = max(worst, math.Abs(float64(got[i])-w))
-	}
-	return worst
-}
-
 // checkStoriesF32: with an f32 cache the first generated position's logits
 // are within storiesLogitTol of llama.cpp's f32-cache logits, and every
 // greedy id is llama.cpp's.
 func checkStoriesF32(t *testing.T, first []float32, refF32 []float64, greedy, want []int, margins []float64) {
 	t.Helper()
 	if refF32 != nil {
-		d := maxAbsDiff(first, refF32)
+		d := testmodels.MaxAbsDiff(first, refF32)
 		t.Logf("first generated position: max |Δlogit| vs llama.cpp (f32 KV) = %.3g", d)
 		if d > storiesLogitTol {
 			t.Errorf("first-position logits differ from llama.cpp (f32 KV) by %.3g (tolerance %g)", d, storiesLogitTol)
@@ -199,7 +153,7 @@ const (
 func checkStoriesF16(t *testing.T, first []float32, refF16, refF32 []float64, greedy, want []int, margins []float64) {
 	t.Helper()
 	if refF16 != nil && refF32 != nil {
-		d16, d32 := maxAbsDiff(first, refF16), maxAbsDiff(first, refF32)
+		d16, d32 := testmodels.MaxAbsDiff(first, refF16), testmodels.MaxAbsDiff(first, refF32)
 		var spread float64
 		for i := range refF16 {
 			spread = max(spread, math.Abs(refF16[i]-refF32[i]))
@@ -224,14 +178,4 @@ func checkStoriesF16(t *testing.T, first []float32, refF16, refF32 []float64, gr
 		}
 	}
 	t.Logf("%d of %d greedy ids differ from llama.cpp (f16 KV)", diverged, len(want))
-}
-
-func argmax(x []float32) int {
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
-		}
-	}
-	return best
 }
