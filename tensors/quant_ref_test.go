@@ -4,29 +4,11 @@ import (
 	"encoding/binary"
 	"math"
 	"os"
-	"path/filepath"
 	"testing"
 
+	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/tensors"
 )
-
-// repoRoot walks up from the package directory to the directory with go.mod.
-func repoRoot(t testing.TB) string {
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test directory")
-		}
-		dir = parent
-	}
-}
 
 // GGML tensor types used by the reference models.
 const (
@@ -41,7 +23,7 @@ const (
 // project's importer.
 func ggufTensor(t *testing.T, file, name string) ([]byte, uint32, []int) {
 	t.Helper()
-	path := filepath.Join(repoRoot(t), "../shared/models/arch", file)
+	path := testmodels.Path(t, "arch", file)
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Skipf("reference model missing: %v", err)

@@ -6,32 +6,15 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/gpurun/gpurun/internal/testmodels"
 )
 
-// repoRoot walks up from the package directory to the directory with go.mod.
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the package directory")
-		}
-		dir = parent
-	}
-}
-
-// sharedModel returns the path of a file in ../shared/models (relative to
-// the repo root), skipping the test when the shared data is absent.
+// sharedModel returns the path of a file in ../shared/models, skipping the
+// test when that file is absent (the directory itself must exist).
 func sharedModel(t testing.TB, name string) string {
 	t.Helper()
-	p := filepath.Join(repoRoot(t), "../shared/models", name)
+	p := testmodels.Path(t, name)
 	if _, err := os.Stat(p); err != nil {
 		t.Skipf("shared model data not available: %v", err)
 	}

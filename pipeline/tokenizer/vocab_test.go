@@ -3,7 +3,6 @@ package tokenizer
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"math"
 	"os"
@@ -11,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/tensors/model"
 )
 
@@ -145,26 +145,7 @@ func TestFromVocabMatchesCommittedModel(t *testing.T) {
 // against llama.cpp's reference run of stories260K with tok512.bin.
 func TestFromVocabLlamaCppGolden(t *testing.T) {
 	tok := tok512FromVocab(t)
-	raw, err := os.ReadFile(sharedModel(t, "stories260K.golden.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var golden struct {
-		Cases []struct {
-			Name            string   `json:"name"`
-			Prompt          string   `json:"prompt"`
-			PromptIDs       []int    `json:"prompt_ids"`
-			GeneratedIDs    []int    `json:"generated_ids"`
-			GeneratedPieces []string `json:"generated_pieces"`
-		} `json:"cases"`
-	}
-	if err := json.Unmarshal(raw, &golden); err != nil {
-		t.Fatal(err)
-	}
-	if len(golden.Cases) == 0 {
-		t.Fatal("no golden cases")
-	}
-	for _, c := range golden.Cases {
+	for _, c := range testmodels.StoriesCases(t) {
 		t.Run(c.Name, func(t *testing.T) {
 			ids := append([]int{tok.BOS()}, tok.Encode(c.Prompt)...)
 			if formatIDs(ids) != formatIDs(c.PromptIDs) {

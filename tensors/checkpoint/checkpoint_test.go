@@ -7,28 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/gpurun/gpurun/internal/testmodels"
 )
 
-func modelsDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, "../shared/models")
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found")
-		}
-		dir = parent
-	}
-}
-
 func TestDetect(t *testing.T) {
-	models := modelsDir(t)
+	models := testmodels.Dir(t)
 	tmp := t.TempDir()
 	write := func(name string, data []byte) string {
 		p := filepath.Join(tmp, name)
@@ -76,7 +60,7 @@ func TestDetect(t *testing.T) {
 }
 
 func TestLoadWithTokenizer(t *testing.T) {
-	models := modelsDir(t)
+	models := testmodels.Dir(t)
 	proto, err := os.ReadFile(filepath.Join(models, "tok512.model"))
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +97,7 @@ func TestLoadWithTokenizer(t *testing.T) {
 }
 
 func TestLoadErrors(t *testing.T) {
-	models := modelsDir(t)
+	models := testmodels.Dir(t)
 	for _, tc := range []struct {
 		name, path string
 		opts       Options

@@ -5,28 +5,15 @@ import (
 	"encoding/binary"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"testing"
+
+	"github.com/gpurun/gpurun/internal/testmodels"
 )
 
-// archDir is ../shared/models/arch relative to the repository root.
+// archDir is ../shared/models/arch beside the repository root.
 func archDir(t testing.TB) string {
 	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, "../shared/models/arch")
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found")
-		}
-		dir = parent
-	}
+	return testmodels.Path(t, "arch")
 }
 
 // rawTensor is a tensor as located by the test's own GGUF walker.

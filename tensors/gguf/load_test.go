@@ -2,7 +2,6 @@ package gguf
 
 import (
 	"bytes"
-	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -10,27 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/tensors"
 	"github.com/gpurun/gpurun/tensors/model"
 )
-
-type golden struct {
-	Hparams map[string]any   `json:"hparams"`
-	Tensors map[string][]int `json:"tensors"`
-}
-
-func readGolden(t *testing.T, name string) golden {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(archDir(t), name+".golden.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var g golden
-	if err := json.Unmarshal(b, &g); err != nil {
-		t.Fatal(err)
-	}
-	return g
-}
 
 // ourName maps a llama.cpp tensor name to ours, independently of names.go's
 // tables in the package.
@@ -100,7 +82,7 @@ func TestLoadArchConfig(t *testing.T) {
 				t.Fatal(err)
 			}
 			c := ck.Config
-			g := readGolden(t, strings.TrimSuffix(strings.TrimSuffix(name, "-q8_0"), "-q4_0"))
+			g := testmodels.Arch(t, strings.TrimSuffix(strings.TrimSuffix(name, "-q8_0"), "-q4_0"))
 			arch := g.Hparams["general.architecture"].(string)
 			hp := func(k string) int { return int(g.Hparams[arch+"."+k].(float64)) }
 			headDim := hp("embedding_length") / hp("attention.head_count")
@@ -173,7 +155,7 @@ func TestLoadArchTensors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			g := readGolden(t, name)
+			g := testmodels.Arch(t, name)
 			walked, _ := walkGGUF(t, raw)
 			if len(walked) != len(g.Tensors) {
 				t.Fatalf("walker found %d tensors, golden lists %d", len(walked), len(g.Tensors))

@@ -11,29 +11,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/tensors"
 	"github.com/gpurun/gpurun/tensors/gguf"
 	"github.com/gpurun/gpurun/tensors/model"
 	"github.com/gpurun/gpurun/tensors/safetensors"
 )
-
-func modelsDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, "../shared/models")
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found")
-		}
-		dir = parent
-	}
-}
 
 // hfPermute applies HF's convert_llama_weights_to_hf permute to Meta-layout
 // rows: w.view(heads, rows/heads/2, 2, cols).transpose(1, 2).reshape(rows, cols),
@@ -217,12 +200,12 @@ func writeHF(t *testing.T, tc hfCase, ref *model.Checkpoint) string {
 func TestLoadMatchesGGUF(t *testing.T) {
 	for name, tc := range hfCases {
 		t.Run(name, func(t *testing.T) {
-			ref, err := gguf.Load(filepath.Join(modelsDir(t), "arch", tc.gguf+".gguf"))
+			ref, err := gguf.Load(filepath.Join(testmodels.Dir(t), "arch", tc.gguf+".gguf"))
 			if err != nil {
 				t.Fatal(err)
 			}
 			dir := writeHF(t, tc, ref)
-			tok, err := os.ReadFile(filepath.Join(modelsDir(t), "tok512.model"))
+			tok, err := os.ReadFile(filepath.Join(testmodels.Dir(t), "tok512.model"))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -3,35 +3,17 @@ package llama2c
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
+	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/tensors"
 	"github.com/gpurun/gpurun/tensors/model"
 )
-
-// modelsDir is ../shared/models relative to the repository root.
-func modelsDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, "../shared/models")
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found")
-		}
-		dir = parent
-	}
-}
 
 func readFile(t testing.TB, path string) []byte {
 	t.Helper()
@@ -42,29 +24,9 @@ func readFile(t testing.TB, path string) []byte {
 	return b
 }
 
-// goldenHeader is the llama2c_header of stories260K.golden.json.
-type goldenHeader struct {
-	Dim              int  `json:"dim"`
-	HiddenDim        int  `json:"hidden_dim"`
-	Layers           int  `json:"n_layers"`
-	Heads            int  `json:"n_heads"`
-	KVHeads          int  `json:"n_kv_heads"`
-	VocabSize        int  `json:"vocab_size"`
-	SeqLen           int  `json:"seq_len"`
-	SharedClassifier bool `json:"shared_classifier"`
-}
-
 func TestLoadStoriesConfig(t *testing.T) {
-	dir := modelsDir(t)
-	var golden struct {
-		SourceModel struct {
-			Header goldenHeader `json:"llama2c_header"`
-		} `json:"source_model"`
-	}
-	if err := json.Unmarshal(readFile(t, filepath.Join(dir, "stories260K.golden.json")), &golden); err != nil {
-		t.Fatal(err)
-	}
-	g := golden.SourceModel.Header
+	dir := testmodels.Dir(t)
+	g := testmodels.LoadStories(t).SourceModel.Header
 	raw := readFile(t, filepath.Join(dir, "stories260K.bin"))
 	var hdr [7]int32
 	if err := binary.Read(bytes.NewReader(raw), binary.LittleEndian, &hdr); err != nil {
@@ -125,7 +87,7 @@ func TestLoadStoriesConfig(t *testing.T) {
 // TestLoadStoriesWeights compares every tensor with the file bytes at offsets
 // computed here from the llama2.c export order.
 func TestLoadStoriesWeights(t *testing.T) {
-	path := filepath.Join(modelsDir(t), "stories260K.bin")
+	path := filepath.Join(testmodels.Dir(t), "stories260K.bin")
 	raw := readFile(t, path)
 	ck, err := Load(path)
 	if err != nil {
@@ -191,7 +153,7 @@ func TestLoadStoriesWeights(t *testing.T) {
 		for _, d := range w.shape {
 			n *= d
 		}
-		if tt.DType != tensors.F32 || !equalInts(tt.Shape, w.shape) {
+		if tt.DType != tensors.F32 || !slices.Equal(tt.Shape, w.shape) {
 			t.Errorf("%s: %s%v, want f32%v", w.name, tt.DType, tt.Shape, w.shape)
 			continue
 		}
@@ -199,18 +161,6 @@ func TestLoadStoriesWeights(t *testing.T) {
 			t.Errorf("%s: data differs from file bytes at %d", w.name, w.off)
 		}
 	}
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // tinyCheckpoint builds a valid checkpoint with the given header; the body

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/tensors/model"
 )
 
@@ -84,7 +85,7 @@ func sentencePieces(t *testing.T, b []byte) []protoPiece {
 }
 
 func TestLoadTokenizerMatchesSentencePieceModel(t *testing.T) {
-	dir := modelsDir(t)
+	dir := testmodels.Dir(t)
 	want := sentencePieces(t, readFile(t, filepath.Join(dir, "tok512.model")))
 	if len(want) != 512 {
 		t.Fatalf("tok512.model has %d pieces", len(want))

@@ -7,33 +7,17 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/tensors"
 	"github.com/gpurun/gpurun/tensors/model"
 )
-
-func repoRoot(t testing.TB) string {
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test directory")
-		}
-		dir = parent
-	}
-}
 
 // The real llama2.c stories260K weights and the tok512 SentencePiece model
 // go through Write/WriteTask and Open unchanged: f32 tensors compare
 // byte-for-byte with the checkpoint file's own bytes, the tokenizer with the
 // .model file.
 func TestRealCheckpointRoundTrip(t *testing.T) {
-	models := filepath.Join(repoRoot(t), "../shared/models")
+	models := testmodels.Dir(t)
 	ckpt, err := os.ReadFile(filepath.Join(models, "stories260K.bin"))
 	if err != nil {
 		t.Skipf("shared model missing: %v", err)
