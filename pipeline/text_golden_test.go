@@ -9,19 +9,26 @@ import (
 
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline"
+	"github.com/gpurun/gpurun/tensors/model"
 )
 
-// TestGoldenText: with tok512.model, each golden prompt's text tokenizes
-// (BOS prepended) to the golden prompt ids, generation yields the golden
-// ids, and the streamed pieces concatenate to llama.cpp's generated text.
-func TestGoldenText(t *testing.T) {
+// storiesWithTok512 is stories260K with tok512.model as its tokenizer.
+func storiesWithTok512(t testing.TB) *model.Checkpoint {
+	t.Helper()
 	proto, err := os.ReadFile(testmodels.Path(t, "tok512.model"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ck := storiesCheckpoint(t)
 	ck.Tokenizer = proto
-	m := load(t, ck, pipeline.Options{MaxCache: 128})
+	return ck
+}
+
+// TestGoldenText: with tok512.model, each golden prompt's text tokenizes
+// (BOS prepended) to the golden prompt ids, generation yields the golden
+// ids, and the streamed pieces concatenate to llama.cpp's generated text.
+func TestGoldenText(t *testing.T) {
+	m := load(t, storiesWithTok512(t), pipeline.Options{MaxCache: 128})
 	for _, tc := range testmodels.StoriesCases(t) {
 		t.Run(tc.Name, func(t *testing.T) {
 			s := m.NewSession()
@@ -52,13 +59,7 @@ func TestGoldenText(t *testing.T) {
 // TestStopStrings: generation ends where the golden text first contains
 // the stop string, and the text before it is streamed exactly.
 func TestStopStrings(t *testing.T) {
-	proto, err := os.ReadFile(testmodels.Path(t, "tok512.model"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ck := storiesCheckpoint(t)
-	ck.Tokenizer = proto
-	m := load(t, ck, pipeline.Options{MaxCache: 128})
+	m := load(t, storiesWithTok512(t), pipeline.Options{MaxCache: 128})
 	tc := testmodels.StoriesCases(t)[0]
 	for _, stop := range []string{"Lily", ". ", "girl named", "zzz-never"} {
 		t.Run(stop, func(t *testing.T) {

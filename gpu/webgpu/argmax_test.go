@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/gpurun/gpurun/gpu"
-	"github.com/gpurun/gpurun/shaders"
 )
 
 // TestArgmaxKernel checks the argmax kernel against a host scan: the first
@@ -16,14 +15,7 @@ import (
 // values count.
 func TestArgmaxKernel(t *testing.T) {
 	d := open(t)
-	spec, err := shaders.Get("argmax")
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := d.NewKernel(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := mustKernel(t, d, "argmax")
 	defer k.Release()
 	cases := []struct {
 		name string

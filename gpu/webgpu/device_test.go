@@ -110,14 +110,7 @@ func TestBadInput(t *testing.T) {
 	if err := d.Read(b, -1, make([]byte, 2)); err == nil {
 		t.Error("negative read offset accepted")
 	}
-	spec, err := shaders.Get("add")
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := d.NewKernel(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := mustKernel(t, d, "add")
 	defer k.Release()
 	cmds, _ := d.NewCommands()
 	defer cmds.Release()
@@ -179,6 +172,21 @@ func mustBuf(t *testing.T, d *Device, n int64) gpu.Buffer {
 	return b
 }
 
+// mustKernel compiles the shaders package's kernel name on d; the caller
+// releases it.
+func mustKernel(t *testing.T, d *Device, name string) gpu.Kernel {
+	t.Helper()
+	spec, err := shaders.Get(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := d.NewKernel(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
 func f32bytes(v []float32) []byte {
 	out := make([]byte, 4*len(v))
 	for i, x := range v {
@@ -191,14 +199,7 @@ func f32bytes(v []float32) []byte {
 // submitted several times with new inputs, with timestamps around it.
 func TestDispatchReplay(t *testing.T) {
 	d := open(t)
-	spec, err := shaders.Get("add")
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := d.NewKernel(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := mustKernel(t, d, "add")
 	defer k.Release()
 	const cols, rows = 100, 3
 	params := mustBuf(t, d, 16)

@@ -2,58 +2,26 @@ package tokenizer
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/gpurun/gpurun/internal/testmodels"
+	"github.com/gpurun/gpurun/tensors/llama2c"
 	"github.com/gpurun/gpurun/tensors/model"
 )
 
-// llama2cVocab reads a llama2.c tokenizer.bin (int32 max token length, then
-// per token: f32 score, int32 length, bytes) into a Vocab the way llama.cpp's
-// llama2.c converter types it: 0 UNKNOWN, 1-2 CONTROL, <0xNN> BYTE, the rest
-// NORMAL, with spaces stored as U+2581 and BOS/EOS named <s> and </s>.
+// llama2cVocab reads a llama2.c tokenizer.bin into a Vocab typed the way
+// llama.cpp's llama2.c converter types it (0 UNKNOWN, 1-2 CONTROL, <0xNN>
+// BYTE, the rest NORMAL, spaces as U+2581, BOS/EOS named <s> and </s>), as
+// llama2c.LoadTokenizer does; its own tests check it against tok512.model.
 func llama2cVocab(t *testing.T, path string) *model.Vocab {
 	t.Helper()
-	b, err := os.ReadFile(path)
+	v, err := llama2c.LoadTokenizer(path, 0)
 	if err != nil {
 		t.Fatal(err)
-	}
-	v := &model.Vocab{Model: "bpe", AddDummyPrefix: true, UNK: 0, BOS: 1, EOS: 2, PAD: -1}
-	for off := 4; off < len(b); {
-		if off+8 > len(b) {
-			t.Fatalf("truncated token header at %d", off)
-		}
-		score := math.Float32frombits(binary.LittleEndian.Uint32(b[off:]))
-		n := int(binary.LittleEndian.Uint32(b[off+4:]))
-		off += 8
-		if n < 0 || off+n > len(b) {
-			t.Fatalf("token length %d at %d", n, off)
-		}
-		piece := string(b[off : off+n])
-		off += n
-		id := len(v.Pieces)
-		typ := int32(model.PieceNormal)
-		switch {
-		case id == 0:
-			typ = model.PieceUnknown
-		case id == 1:
-			typ, piece = model.PieceControl, "<s>"
-		case id == 2:
-			typ, piece = model.PieceControl, "</s>"
-		case len(piece) == 6 && strings.HasPrefix(piece, "<0x"):
-			typ = model.PieceByte
-		default:
-			piece = strings.ReplaceAll(piece, " ", spaceSymbol)
-		}
-		v.Pieces = append(v.Pieces, piece)
-		v.Scores = append(v.Scores, score)
-		v.Types = append(v.Types, typ)
 	}
 	return v
 }

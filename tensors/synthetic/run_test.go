@@ -8,6 +8,7 @@ import (
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/gpu/cpu"
+	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/pipeline/arch"
 	"github.com/gpurun/gpurun/tensors/model"
@@ -70,7 +71,7 @@ func runSteps(ctx context.Context, t *testing.T, be gpu.Backend, ck *model.Check
 	}
 	readLogits(t, prefill, logits, "prefill")
 	for s := range steps {
-		next := argmax(logits)
+		next := testmodels.Argmax(logits)
 		if err := decode.Run(ctx, []int32{int32(next)}, len(ids)+s); err != nil {
 			t.Fatalf("decode step %d: %v", s, err)
 		}
@@ -111,16 +112,6 @@ func checkLogits(t *testing.T, logits []float32, step string) {
 	if std < 0.05 || std > 20 {
 		t.Errorf("%s: logits spread %.4g, want 0.05..20", step, std)
 	}
-}
-
-func argmax(xs []float32) int {
-	best := 0
-	for i, v := range xs {
-		if v > xs[best] {
-			best = i
-		}
-	}
-	return best
 }
 
 // prompt is n deterministic token ids spread over the vocabulary.
