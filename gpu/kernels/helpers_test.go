@@ -2,7 +2,6 @@ package kernels_test
 
 import (
 	"context"
-	"encoding/binary"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -217,12 +216,4 @@ func runAll(t *testing.T, ctx context.Context, be gpu.Backend, g *fusion.Graph, 
 		out = append(out, dst[:n])
 	}
 	return out
-}
-
-func f32le(v []float32) []byte {
-	b := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
-	}
-	return b
 }

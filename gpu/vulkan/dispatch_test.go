@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/gpu/internal/gputest"
 )
 
 func TestDispatchAffine(t *testing.T) {
@@ -33,7 +34,7 @@ func TestDispatchAffine(t *testing.T) {
 					t.Fatal(err)
 				}
 				src := newBuffer(t, d, int64(4*tc.n))
-				if err := d.Write(src, 0, floats(in)); err != nil {
+				if err := d.Write(src, 0, gputest.F32Bytes(in)); err != nil {
 					t.Fatal(err)
 				}
 				// One spare element past n must stay untouched.
@@ -127,7 +128,7 @@ func TestDependentDispatches(t *testing.T) {
 	for i := range in {
 		in[i] = float32(i % 7)
 	}
-	if err := d.Write(a, 0, floats(in)); err != nil {
+	if err := d.Write(a, 0, gputest.F32Bytes(in)); err != nil {
 		t.Fatal(err)
 	}
 	c := record(t, d, func(c gpu.Commands) error {

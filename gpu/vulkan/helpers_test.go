@@ -3,7 +3,6 @@ package vulkan
 import (
 	"context"
 	"encoding/binary"
-	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -71,14 +70,6 @@ func words(vs ...uint32) []byte {
 	out := make([]byte, 4*len(vs))
 	for i, v := range vs {
 		binary.LittleEndian.PutUint32(out[4*i:], v)
-	}
-	return out
-}
-
-func floats(vs []float32) []byte {
-	out := make([]byte, 4*len(vs))
-	for i, v := range vs {
-		binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(v))
 	}
 	return out
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/gpu/internal/gputest"
 )
 
 // TestArgmaxKernel checks the argmax kernel against a host scan: the first
@@ -61,7 +62,7 @@ func TestArgmaxKernel(t *testing.T) {
 			if err := d.Write(params, 0, p); err != nil {
 				t.Fatal(err)
 			}
-			if err := d.Write(x, 0, f32bytes(vals)); err != nil {
+			if err := d.Write(x, 0, gputest.F32Bytes(vals)); err != nil {
 				t.Fatal(err)
 			}
 			cmds, err := d.NewCommands()

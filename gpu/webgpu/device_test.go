@@ -187,14 +187,6 @@ func mustKernel(t *testing.T, d *Device, name string) gpu.Kernel {
 	return k
 }
 
-func f32bytes(v []float32) []byte {
-	out := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(x))
-	}
-	return out
-}
-
 // TestDispatchReplay runs the add kernel from a list recorded once and
 // submitted several times with new inputs, with timestamps around it.
 func TestDispatchReplay(t *testing.T) {
@@ -236,10 +228,10 @@ func TestDispatchReplay(t *testing.T) {
 		for i := range av {
 			av[i], bv[i] = float32(i*(rep+1)), float32(-2*i)+0.5
 		}
-		if err := d.Write(a, 0, f32bytes(av)); err != nil {
+		if err := d.Write(a, 0, gputest.F32Bytes(av)); err != nil {
 			t.Fatal(err)
 		}
-		if err := d.Write(b, 0, f32bytes(bv)); err != nil {
+		if err := d.Write(b, 0, gputest.F32Bytes(bv)); err != nil {
 			t.Fatal(err)
 		}
 		if err := d.Write(out, 0, make([]byte, cols*rows*4)); err != nil {
