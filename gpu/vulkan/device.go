@@ -74,16 +74,9 @@ func openDevice(ctx context.Context, index int, forceStaging bool) (*Device, err
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	in, err := getInstance()
+	in, phys, err := instanceDevices()
 	if err != nil {
 		return nil, err
-	}
-	phys, err := in.physicalDevices()
-	if err != nil {
-		return nil, err
-	}
-	if len(phys) == 0 {
-		return nil, fmt.Errorf("vulkan: no physical devices: %w", gpu.ErrNoDevice)
 	}
 	p, err := pick(phys, index)
 	if err != nil {

@@ -200,20 +200,30 @@ func (p *physical) largestDeviceHeap() vk.DeviceSize {
 	return largest
 }
 
+// instanceDevices is the shared instance and its physical devices; no
+// devices is an error wrapping gpu.ErrNoDevice.
+func instanceDevices() (*instance, []*physical, error) {
+	in, err := getInstance()
+	if err != nil {
+		return nil, nil, err
+	}
+	phys, err := in.physicalDevices()
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(phys) == 0 {
+		return nil, nil, fmt.Errorf("vulkan: no physical devices: %w", gpu.ErrNoDevice)
+	}
+	return in, phys, nil
+}
+
 // Devices lists the Vulkan physical devices with what gpurun can use of
 // them. Without a loader or driver it returns an error wrapping
 // gpu.ErrNoDevice.
 func Devices() ([]DeviceInfo, error) {
-	in, err := getInstance()
+	_, phys, err := instanceDevices()
 	if err != nil {
 		return nil, err
-	}
-	phys, err := in.physicalDevices()
-	if err != nil {
-		return nil, err
-	}
-	if len(phys) == 0 {
-		return nil, fmt.Errorf("vulkan: no physical devices: %w", gpu.ErrNoDevice)
 	}
 	out := make([]DeviceInfo, len(phys))
 	for i, p := range phys {
