@@ -7,19 +7,28 @@ import (
 	"testing"
 
 	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/gpu/kernels"
 	"github.com/gpurun/gpurun/tensors"
 )
 
 // BenchmarkMatVec and BenchmarkMatMul time one MatMul op (plus a tiny
-// embedding lookup feeding it) per weight type: weight bytes read per second
-// and multiply-adds per second. On lavapipe these measure the CPU emulation,
-// not a GPU.
-func BenchmarkMatVec(b *testing.B) { benchMatMul(b, 1, 1024, 1024) }
+// embedding lookup feeding it) per device (WebGPU, Vulkan) and weight type:
+// weight bytes read per second and multiply-adds per second, at the shapes
+// of gpu/cpu's BenchmarkMatMul (2048x2048; decode and a 32-token prefill) so
+// the backends compare in one run. On lavapipe these measure the CPU
+// emulation, not a GPU.
+func BenchmarkMatVec(b *testing.B) { benchOnDevices(b, 1, 2048, 2048) }
 
-func BenchmarkMatMul(b *testing.B) { benchMatMul(b, 32, 512, 512) }
+func BenchmarkMatMul(b *testing.B) { benchOnDevices(b, 32, 2048, 2048) }
 
-func benchMatMul(b *testing.B, tokens, rows, cols int) {
+func benchOnDevices(b *testing.B, tokens, rows, cols int) {
+	for i, d := range devices {
+		b.Run(d.name, func(b *testing.B) { benchMatMul(b, deviceAt(b, i), tokens, rows, cols) })
+	}
+}
+
+func benchMatMul(b *testing.B, dev gpu.Device, tokens, rows, cols int) {
 	types := []struct {
 		name  string
 		dt    tensors.DType
@@ -38,7 +47,7 @@ func benchMatMul(b *testing.B, tokens, rows, cols int) {
 			x := g.NewBuf("x", tokens, cols)
 			g.Add(fusion.Op{Kind: fusion.Embed, Out: x, Weight: "x"})
 			g.Logits = g.Add(fusion.Op{Kind: fusion.MatMul, Out: g.NewBuf("y", tokens, rows), In: []fusion.Buf{x}, Weight: "w"})
-			be := gpuBackend(b, kernels.Options{})
+			be := backendOn(b, dev, kernels.Options{})
 			ctx := context.Background()
 			ws, err := be.LoadWeights(ctx, []*tensors.Tensor{tensorOf(b, r, "x", vocab, cols, tensors.F32, 0, 0), w})
 			if err != nil {
