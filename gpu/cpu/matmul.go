@@ -210,8 +210,9 @@ func dotI8(q []int8, scales []float32, block int, x []float32) float32 {
 	x = x[:len(q)]
 	tab := i8ToF32
 	var s float32
-	for b, sc := range scales {
-		qb, xb := q[b*block:(b+1)*block], x[b*block:(b+1)*block]
+	for _, sc := range scales {
+		qb, xb := q[:block], x[:block]
+		q, x = q[block:], x[block:]
 		var a0, a1, a2, a3, a4, a5, a6, a7 float32
 		for len(qb) >= 32 {
 			c, y := (*[32]int8)(qb), (*[32]float32)(xb)
@@ -263,9 +264,11 @@ func dotI8(q []int8, scales []float32, block int, x []float32) float32 {
 func dotI4(q []byte, scales []float32, block int, x []float32) float32 {
 	x = x[:2*len(q)]
 	tab := i4Pairs
+	half := block / 2
 	var s float32
-	for b, sc := range scales {
-		qb, xb := q[b*block/2:(b+1)*block/2], x[b*block:(b+1)*block]
+	for _, sc := range scales {
+		qb, xb := q[:half], x[:block]
+		q, x = q[half:], x[block:]
 		var a0, a1, a2, a3, a4, a5, a6, a7 float32
 		for len(qb) >= 16 {
 			c, y := (*[16]byte)(qb), (*[32]float32)(xb)
