@@ -154,3 +154,36 @@ func BenchmarkMatMul(b *testing.B) {
 }
 
 var _ gpu.Backend = cpu.New(cpu.Options{})
+
+// BenchmarkMatVecFFN measures the decode matrix-vector product of a
+// TinyLlama-sized FFN down projection (2048 rows of 5632), where quantized
+// decode is bound by unpacking and bandwidth, and the 4-token product that
+// prefill's row-times-four-tokens path runs.
+func BenchmarkMatVecFFN(b *testing.B) {
+	const rows, cols = 2048, 5632
+	rng := rand.New(rand.NewPCG(3, 3))
+	for _, wt := range []weightType{{"int8", tensors.I8, 0}, {"int8-block32", tensors.I8, 32}, {"int4-block32", tensors.I4, 32}} {
+		w := storeAs(b, "w", rows, cols, wt, rng)
+		for _, tokens := range []int{1, 4} {
+			b.Run(fmt.Sprintf("%s/T=%d", wt.name, tokens), func(b *testing.B) {
+				g := &fusion.Graph{Tokens: tokens}
+				x := g.NewBuf("x", tokens, cols)
+				y := g.NewBuf("y", tokens, rows)
+				g.Add(fusion.Op{Kind: fusion.Embed, Out: x, Weight: "x"})
+				g.Add(fusion.Op{Kind: fusion.MatMul, Out: y, In: []fusion.Buf{x}, Weight: "w"})
+				g.Logits = y
+				h := compile(b, g, []*tensors.Tensor{w, f32Tensor(b, "x", []int{tokens, cols}, randVals(rng, tokens*cols, 1))}, 0)
+				ctx := context.Background()
+				toks := seq(tokens)
+				b.SetBytes(int64(len(w.Data)))
+				b.ResetTimer()
+				for b.Loop() {
+					if err := h.prog.Run(ctx, toks, 0); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(2*rows*cols*tokens*b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}

@@ -129,6 +129,13 @@ func TestMatMulStoredTypes(t *testing.T) {
 		{"int4 per-channel f32", quant(tensors.I4, 0, tensors.F32), 0},
 		{"int4 block32 f16", quant(tensors.I4, 32, tensors.F16), 0},
 		{"int4 block128 f32", quant(tensors.I4, 128, tensors.F32), 0},
+		// Blocks that are not a multiple of the 32-element unrolled step
+		// exercise the dot products' tail loops.
+		{"int8 per-channel f16", quant(tensors.I8, 0, tensors.F16), 0},
+		{"int8 block16 f16", quant(tensors.I8, 16, tensors.F16), 0},
+		{"int8 block96 f32", quant(tensors.I8, 96, tensors.F32), 0},
+		{"int4 block2 f16", quant(tensors.I4, 2, tensors.F16), 0},
+		{"int4 block48 f16", quant(tensors.I4, 48, tensors.F16), 0},
 	} {
 		w, err := s.make()
 		if err != nil {

@@ -35,8 +35,13 @@ type matrix struct {
 	i8  []int8    // I8
 	u8  []byte    // I4, two values per byte, element 0 in the low nibble
 
-	scales []float32 // I8, I4: rows * (cols/block) values
-	block  int
+	// Block scales of I8 and I4: rows * (cols/block) values, in their
+	// stored type so they alias the model bytes like the weights (a
+	// converted f32 copy would add a sixteenth of an int4 model's size).
+	// Exactly one is set for quantized tensors.
+	scalesF16 []uint16
+	scalesF32 []float32
+	block     int
 }
 
 // LoadWeights checks every tensor and builds views of its bytes. The tensor
@@ -82,13 +87,10 @@ func newMatrix(t *tensors.Tensor) (*matrix, error) {
 	}
 	if t.Scales != nil {
 		m.block = t.BlockSize()
-		m.scales = make([]float32, t.Scales.NumElements())
-		for i := range m.scales {
-			if t.Scales.DType == tensors.F16 {
-				m.scales[i] = f16ToF32[binary.LittleEndian.Uint16(t.Scales.Data[2*i:])]
-			} else {
-				m.scales[i] = math.Float32frombits(binary.LittleEndian.Uint32(t.Scales.Data[4*i:]))
-			}
+		if t.Scales.DType == tensors.F16 {
+			m.scalesF16 = viewU16(t.Scales.Data)
+		} else {
+			m.scalesF32 = viewF32(t.Scales.Data)
 		}
 	}
 	return m, nil
@@ -131,6 +133,29 @@ func viewU16(b []byte) []uint16 {
 	return out
 }
 
+// rowScales returns the block scales of row r as f32: a view of stored f32
+// scales, or stored f16 scales converted into dst (len cols/block). The
+// conversion is one table lookup per block, once per row for all tokens.
+func (m *matrix) rowScales(r int, dst []float32) []float32 {
+	nb := m.cols / m.block
+	if m.scalesF32 != nil {
+		return m.scalesF32[r*nb : (r+1)*nb]
+	}
+	dst = dst[:nb]
+	for i, h := range m.scalesF16[r*nb : (r+1)*nb] {
+		dst[i] = f16ToF32[h]
+	}
+	return dst
+}
+
+// scale returns block scale i (counted over the whole matrix).
+func (m *matrix) scale(i int) float32 {
+	if m.scalesF32 != nil {
+		return m.scalesF32[i]
+	}
+	return f16ToF32[m.scalesF16[i]]
+}
+
 // vector returns all values of a small tensor (norm scales, biases) as f32.
 func (m *matrix) vector() []float32 {
 	out := make([]float32, m.rows*m.cols)
@@ -157,23 +182,47 @@ func (m *matrix) row(r int, dst []float32) {
 	case tensors.I8:
 		q := m.i8[base : base+m.cols]
 		for bl := 0; bl < m.cols; bl += m.block {
-			s := m.scales[(base+bl)/m.block]
-			for i := bl; i < bl+m.block; i++ {
-				dst[i] = float32(q[i]) * s
+			s := m.scale((base + bl) / m.block)
+			d := dst[bl : bl+m.block]
+			for i, v := range q[bl : bl+m.block] {
+				d[i] = i8ToF32[uint8(v)] * s
 			}
 		}
 	case tensors.I4:
 		q := m.u8[base/2 : (base+m.cols)/2]
 		for bl := 0; bl < m.cols; bl += m.block {
-			s := m.scales[(base+bl)/m.block]
-			for i := bl; i < bl+m.block; i += 2 {
-				b := q[i/2]
-				dst[i] = float32(int8(b<<4)>>4) * s
-				dst[i+1] = float32(int8(b)>>4) * s
+			s := m.scale((base + bl) / m.block)
+			d := dst[bl : bl+m.block]
+			for i, b := range q[bl/2 : (bl+m.block)/2] {
+				p := &i4Pairs[b]
+				d[2*i] = p[0] * s
+				d[2*i+1] = p[1] * s
 			}
 		}
 	}
 }
+
+// i4Pairs holds the two sign-extended nibbles of every byte as floats, low
+// nibble (the even element) first: unpacking a byte is one 8-byte load
+// instead of shifts and two integer-to-float conversions.
+var i4Pairs = func() *[256][2]float32 {
+	var t [256][2]float32
+	for i := range t {
+		b := uint8(i)
+		t[i] = [2]float32{float32(int8(b<<4) >> 4), float32(int8(b) >> 4)}
+	}
+	return &t
+}()
+
+// i8ToF32 converts an int8 (indexed by its bit pattern) to float; a load is
+// cheaper than a sign extension and a conversion.
+var i8ToF32 = func() *[256]float32 {
+	var t [256]float32
+	for i := range t {
+		t[i] = float32(int8(uint8(i)))
+	}
+	return &t
+}()
 
 // f16ToF32 converts every binary16 bit pattern; 256 KiB once, so the f16
 // dot product is a table lookup and a multiply.
