@@ -52,14 +52,14 @@ random-weight model at the real shapes of NAME (no download needed).`,
 			if promptLen < 1 || genLen < 1 || reps < 1 {
 				return fmt.Errorf("bench: --prompt-len, --generate and --reps must be positive")
 			}
-			if promptLen+genLen > rf.maxCache {
-				return fmt.Errorf("bench: %d prompt + %d generated tokens exceed the cache of %d (raise --max-cache)", promptLen, genLen, rf.maxCache)
-			}
 			m, backendName, closeAll, err := rf.load(cmd)
 			if err != nil {
 				return err
 			}
 			defer closeAll()
+			if promptLen+genLen > m.MaxCache() {
+				return fmt.Errorf("bench: %d prompt + %d generated tokens exceed the cache of %d (raise --max-cache)", promptLen, genLen, m.MaxCache())
+			}
 			cfg := m.Config()
 			name := rf.model
 			if rf.synthetic != "" {

@@ -30,7 +30,7 @@ func (r *runFlags) register(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVarP(&r.model, "model", "m", "", "model file (.tflite) or .task bundle")
 	f.StringVar(&r.backend, "backend", "auto", "backend: "+strings.Join(backends.Names, "|"))
-	f.IntVar(&r.maxCache, "max-cache", pipeline.DefaultMaxCache, "KV cache length in tokens")
+	f.IntVar(&r.maxCache, "max-cache", 0, fmt.Sprintf("KV cache length in tokens (default %d, or the model's context length if shorter)", pipeline.DefaultMaxCache))
 	f.StringVar(&r.activations, "activations", "", "activation precision policy, auto|f32|f16 (default: the model file's); "+
 		"it sets the KV cache type, auto meaning f16 on GPU backends and f32 on the CPU")
 	f.BoolVar(&r.noFusion, "no-fusion", false, "run the graphs unfused, one op per kernel (for comparison)")
@@ -55,6 +55,7 @@ func (r *runFlags) load(cmd *cobra.Command) (m *pipeline.Model, backendName stri
 		return nil, "", nil, err
 	}
 	opts := pipeline.Options{Backend: b, MaxCache: r.maxCache, Activations: r.activations, NoFusion: r.noFusion}
+	start := time.Now()
 	if ck != nil {
 		m, err = pipeline.FromCheckpoint(ctx, ck, opts)
 	} else {
@@ -64,7 +65,12 @@ func (r *runFlags) load(cmd *cobra.Command) (m *pipeline.Model, backendName stri
 		b.Close()
 		return nil, "", nil, err
 	}
-	return m, b.Info().Backend, func() { m.Close(); b.Close() }, nil
+	// Loading a large model (weight upload, kernel compilation) takes a
+	// while on a GPU; say what was loaded and how long it took.
+	info, cfg := b.Info(), m.Config()
+	fmt.Fprintf(cmd.ErrOrStderr(), "loaded %s (%d layers, dim %d) on %s: %s, %s KV cache of %d positions, in %.2fs\n",
+		cfg.Arch, cfg.Layers, cfg.Dim, info.Backend, info.Name, m.KVDType(), m.MaxCache(), time.Since(start).Seconds())
+	return m, info.Backend, func() { m.Close(); b.Close() }, nil
 }
 
 func newRun() *cobra.Command {
