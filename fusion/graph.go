@@ -77,12 +77,19 @@ const (
 	// value computed as MatMul and GLU compute it. W and Up are both
 	// [Out.Cols, In[0].Cols]. Out must not alias In[0].
 	MatMulGLU
+	// Argmax: Out[0][0] = float32(i), i the index of the largest value of
+	// In[0]'s single row: the lowest index wins ties, NaN never wins, and a
+	// row of NaNs gives 0 (pipeline/sampler.Greedy's answer). In[0] has one
+	// row, Out is 1x1. Greedy sampling on the device, so that decoding reads
+	// back one value per step rather than a vocabulary of logits; ids are
+	// exact in f32 below 2^24.
+	Argmax
 )
 
 var kindNames = map[Kind]string{Embed: "embed", Norm: "norm", MatMul: "matmul", Rope: "rope",
 	StoreKV: "store_kv", Attention: "attention", GLU: "glu", Activation: "activation", Add: "add",
 	SoftCap: "softcap", LastRow: "last_row",
-	MultiMatMul: "multi_matmul", MatMulGLU: "matmul_glu"}
+	MultiMatMul: "multi_matmul", MatMulGLU: "matmul_glu", Argmax: "argmax"}
 
 func (k Kind) String() string {
 	if s, ok := kindNames[k]; ok {

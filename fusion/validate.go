@@ -60,7 +60,7 @@ func (g *Graph) valid(b Buf) bool { return b >= 0 && int(b) < len(g.Bufs) }
 // validateOp checks one op. Error messages name the offending field.
 func (g *Graph) validateOp(op *Op, shape WeightShape) error {
 	want := map[Kind]int{Embed: 0, Norm: 1, MatMul: 1, Rope: 1, StoreKV: 2, Attention: 1, GLU: 2,
-		Activation: 1, Add: 2, SoftCap: 1, LastRow: 1, MultiMatMul: 1, MatMulGLU: 1}
+		Activation: 1, Add: 2, SoftCap: 1, LastRow: 1, MultiMatMul: 1, MatMulGLU: 1, Argmax: 1}
 	n, known := want[op.Kind]
 	if !known {
 		return fmt.Errorf("%w: unknown kind %d", ErrInvalid, op.Kind)
@@ -208,6 +208,20 @@ func (g *Graph) validateOp(op *Op, shape WeightShape) error {
 			return fmt.Errorf("%w: last_row output aliases its input %q", ErrInvalid, out.Name)
 		}
 		return sameCols()
+	case Argmax:
+		if in0.Rows != 1 {
+			return fmt.Errorf("%w: argmax input %q has %d rows, want 1", ErrInvalid, in0.Name, in0.Rows)
+		}
+		if in0.Cols > 1<<24 {
+			return fmt.Errorf("%w: argmax input %q has %d columns, ids past 2^24 are not exact in f32", ErrInvalid, in0.Name, in0.Cols)
+		}
+		if out.Rows != 1 || out.Cols != 1 {
+			return fmt.Errorf("%w: argmax output %q is %d x %d, want 1 x 1", ErrInvalid, out.Name, out.Rows, out.Cols)
+		}
+		if op.Out == op.In[0] {
+			return fmt.Errorf("%w: argmax output aliases its input %q", ErrInvalid, out.Name)
+		}
+		return nil
 	}
 	return nil
 }

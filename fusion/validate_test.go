@@ -68,3 +68,35 @@ func TestValidate(t *testing.T) {
 		})
 	}
 }
+
+// TestValidateArgmax checks the argmax contract: one input row, a 1x1
+// output that does not alias it.
+func TestValidateArgmax(t *testing.T) {
+	withArgmax := func() *Graph {
+		g := smallGraph()
+		id := g.NewBuf("id", 1, 1)
+		g.Logits = g.Add(Op{Kind: Argmax, Out: id, In: []Buf{g.Logits}})
+		return g
+	}
+	if err := withArgmax().Validate(shapes); err != nil {
+		t.Fatalf("valid graph: %v", err)
+	}
+	for _, tc := range []struct {
+		name   string
+		breaks func(g *Graph)
+	}{
+		{"input of many rows", func(g *Graph) { g.Ops[8].In = []Buf{4} }},
+		{"output wider than one", func(g *Graph) { g.Bufs[6].Cols = 2 }},
+		{"output of many rows", func(g *Graph) { g.Bufs[6].Rows = 2 }},
+		{"output aliases input", func(g *Graph) { g.Ops[8].In = []Buf{6} }},
+		{"two inputs", func(g *Graph) { g.Ops[8].In = []Buf{5, 5} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := withArgmax()
+			tc.breaks(g)
+			if err := g.Validate(shapes); !errors.Is(err, ErrInvalid) {
+				t.Errorf("Validate: %v, want ErrInvalid", err)
+			}
+		})
+	}
+}

@@ -195,3 +195,16 @@ func softCap(out, in []float32, m int, c float32) {
 func lastRow(out, in []float32, cols, n int) {
 	copy(out[:cols], in[(n-1)*cols:n*cols])
 }
+
+// argmax is fusion.Argmax: the index of the largest value, the lowest on
+// ties, never a NaN, 0 for a row of NaNs. It repeats pipeline/sampler.Greedy
+// here because a backend must not depend on the pipeline above it.
+func argmax(row []float32) int {
+	best := -1
+	for i, v := range row {
+		if v == v && (best < 0 || v > row[best]) {
+			best = i
+		}
+	}
+	return max(best, 0)
+}

@@ -205,6 +205,8 @@ func (p *program) exec(s *step, tokens []int32, pos int) error {
 		softCap(out, in(0), n*cols, op.Cap)
 	case fusion.LastRow:
 		lastRow(out, in(0), cols, len(tokens))
+	case fusion.Argmax:
+		out[0] = float32(argmax(in(0)[:inCols(0)]))
 	default:
 		return fmt.Errorf("%w: unknown op kind %s", gpu.ErrUnsupported, op.Kind)
 	}

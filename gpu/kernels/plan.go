@@ -213,6 +213,10 @@ func (pl *planner) op(op *fusion.Op) error {
 		}
 		pl.dispatch("last_row", []uint32{u(out.Cols), 0, 0, 1}, ceilDiv(out.Cols, 64), 1, 1,
 			gpu.Binding{Buf: pl.p.step}, pl.buf(op.In[0]), gpu.Binding{Buf: pl.dummy}, pl.buf(op.Out))
+	case fusion.Argmax:
+		// One workgroup scans the row (validation made it one row that
+		// Out does not alias) and writes the id as an f32.
+		pl.dispatch("argmax", []uint32{u(g.Bufs[op.In[0]].Cols), 0, 0, 0}, 1, 1, 1, pl.buf(op.In[0]), pl.buf(op.Out))
 	default:
 		return fmt.Errorf("op kind %s: %w", op.Kind, gpu.ErrUnsupported)
 	}

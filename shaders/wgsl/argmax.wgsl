@@ -1,7 +1,9 @@
-// argmax: out[0] = the index of the largest of the first n values of x (the
-// lowest index on ties, as a host loop scanning upward would pick), out[1] its
-// f32 bits. One workgroup; dispatch (1, 1, 1). NaNs are never picked (when
-// all n values are NaN, out[0] is 0xffffffff).
+// argmax: out[0] = the index of the largest of the first n values of x, as
+// an f32 (exact below 2^24), the lowest index on ties as a host loop
+// scanning upward would pick; NaNs are never picked, and when every value is
+// NaN (or n is 0) out[0] is 0, as pipeline/sampler.Greedy answers. -inf can
+// win. One workgroup; dispatch (1, 1, 1). This is fusion.Argmax: greedy
+// sampling on the device, so only the token id is read back.
 
 struct ArgmaxParams {
     n: u32,
@@ -12,25 +14,28 @@ struct ArgmaxParams {
 
 @group(0) @binding(0) var<uniform> p: ArgmaxParams;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read_write> out: array<u32>;
+@group(0) @binding(2) var<storage, read_write> out: array<f32>;
 
 const WG: u32 = 64u;
+// NONE marks "no candidate yet": every real index is below it.
+const NONE: u32 = 0xffffffffu;
 var<workgroup> best_v: array<f32, 64>;
 var<workgroup> best_i: array<u32, 64>;
 
-// better: v at index i beats bv at bi.
+// better: a candidate v at index i (i != NONE, v not NaN) beats bv at bi.
 fn better(v: f32, i: u32, bv: f32, bi: u32) -> bool {
-    return v > bv || (v == bv && i < bi);
+    return bi == NONE || v > bv || (v == bv && i < bi);
 }
 
 @compute @workgroup_size(64)
 fn argmax(@builtin(local_invocation_id) lid: vec3<u32>) {
     let l = lid.x;
-    var bv = -3.4e38;
-    var bi = 0xffffffffu;
+    var bv = 0.0;
+    var bi = NONE;
     for (var i = l; i < p.n; i += WG) {
         let v = x[i];
-        if better(v, i, bv, bi) {
+        // v == v is false only for NaN.
+        if v == v && better(v, i, bv, bi) {
             bv = v;
             bi = i;
         }
@@ -39,14 +44,20 @@ fn argmax(@builtin(local_invocation_id) lid: vec3<u32>) {
     best_i[l] = bi;
     workgroupBarrier();
     for (var h = WG / 2u; h > 0u; h >>= 1u) {
-        if l < h && better(best_v[l + h], best_i[l + h], best_v[l], best_i[l]) {
-            best_v[l] = best_v[l + h];
-            best_i[l] = best_i[l + h];
+        if l < h {
+            let oi = best_i[l + h];
+            if oi != NONE && better(best_v[l + h], oi, best_v[l], best_i[l]) {
+                best_v[l] = best_v[l + h];
+                best_i[l] = oi;
+            }
         }
         workgroupBarrier();
     }
     if l == 0u {
-        out[0] = best_i[0];
-        out[1] = bitcast<u32>(best_v[0]);
+        var id = best_i[0];
+        if id == NONE {
+            id = 0u;
+        }
+        out[0] = f32(id);
     }
 }

@@ -86,6 +86,7 @@ func Cases() []Case {
 	cs = append(cs, ropeCases()...)
 	cs = append(cs, elementwiseCases()...)
 	cs = append(cs, lastRowCases()...)
+	cs = append(cs, ArgmaxCases()...)
 	cs = append(cs, attentionCases()...)
 	cs = append(cs, fusedSample()...)
 	return cs
