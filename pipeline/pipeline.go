@@ -62,6 +62,11 @@ type Options struct {
 	// kernels (for comparing the two; the results agree, bitwise on the CPU
 	// backend).
 	NoFusion bool
+	// HostSampling reads the whole logits row back for greedy decoding on a
+	// GPU backend too, rather than a decode program ending in
+	// fusion.Argmax whose only output is the token id (for comparing the
+	// two; the ids agree). The CPU backend always samples on the host.
+	HostSampling bool
 }
 
 // Model is a loaded model: its weights and KV cache on a backend, and the
@@ -80,6 +85,11 @@ type Model struct {
 
 	decode  gpu.Program
 	prefill []prefillProgram // ascending by size
+	// greedy is the decode graph ending in fusion.Argmax, compiled on the
+	// first greedy generation (so sampling-only use pays no memory for
+	// it); greedyOff when the model samples greedy ids on the host.
+	greedy    gpu.Program
+	greedyOff bool
 
 	file   interface{ Close() error } // the mapped model file the weights alias, if any
 	turn   chan struct{}              // one generation at a time on the cache
@@ -111,6 +121,7 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
 	m := &Model{cfg: *cfg, tok: tok, backend: opts.Backend, maxCache: opts.MaxCache, turn: make(chan struct{}, 1), fuse: !opts.NoFusion}
+	m.greedyOff = opts.HostSampling
 	if m.maxCache == 0 {
 		m.maxCache = DefaultMaxCache
 		if cfg.MaxSeqLen > 0 {
@@ -122,6 +133,10 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 	}
 	if m.backend == nil {
 		m.backend, m.ownsBackend = cpu.New(cpu.Options{}), true
+	}
+	if m.backend.Info().Backend == "cpu" {
+		// The logits are already in host memory: nothing to save.
+		m.greedyOff = true
 	}
 	defer func() {
 		if err != nil {
@@ -163,7 +178,15 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 }
 
 func (m *Model) compile(tokens int) (gpu.Program, error) {
-	g, err := arch.Build(&m.cfg, arch.BuildOptions{Tokens: tokens, MaxLen: m.maxCache, KVF16: m.kvF16})
+	return m.compileWith(arch.BuildOptions{Tokens: tokens})
+}
+
+// compileWith builds, fuses and compiles the graph of opts (Tokens and
+// Argmax; the cache options are the model's).
+func (m *Model) compileWith(opts arch.BuildOptions) (gpu.Program, error) {
+	tokens := opts.Tokens
+	opts.MaxLen, opts.KVF16 = m.maxCache, m.kvF16
+	g, err := arch.Build(&m.cfg, opts)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: graph for %d tokens: %w", tokens, err)
 	}
@@ -227,6 +250,10 @@ func (m *Model) Close() error {
 	if m.decode != nil {
 		m.decode.Release()
 		m.decode = nil
+	}
+	if m.greedy != nil {
+		m.greedy.Release()
+		m.greedy = nil
 	}
 	if m.kv != nil {
 		m.kv.Release()

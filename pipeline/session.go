@@ -174,6 +174,14 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 		s.history = context
 
 		g := newGeneration(s, &opts)
+		// The first token comes from the prefill's logits on the host; with
+		// device greedy the later ones come from the argmax program.
+		onDevice, err := m.deviceGreedy(&opts)
+		if err != nil {
+			fail(err)
+			return
+		}
+		next := -1 // the next id when the device already picked it
 		decodeStart := time.Now()
 		decodeSteps := 0
 		defer func() {
@@ -183,7 +191,10 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 			}
 		}()
 		for {
-			id := g.sampler.Sample(logits)
+			id := next
+			if id < 0 {
+				id = g.sampler.Sample(logits)
+			}
 			if s.metrics.GeneratedTokens == 0 {
 				s.metrics.TimeToFirstToken = time.Since(start)
 				decodeStart = time.Now()
@@ -221,9 +232,21 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 				fail(fmt.Errorf("pipeline: generate: %w", err))
 				return
 			}
-			if _, err := m.feed(ctx, s.history, logits); err != nil {
-				fail(err)
-				return
+			next = -1
+			if onDevice {
+				var stepped bool
+				if next, stepped, err = m.stepGreedy(ctx, s.history); err != nil {
+					fail(err)
+					return
+				} else if !stepped {
+					next = -1
+				}
+			}
+			if next < 0 {
+				if _, err := m.feed(ctx, s.history, logits); err != nil {
+					fail(err)
+					return
+				}
 			}
 			decodeSteps++
 		}

@@ -22,6 +22,7 @@ type runFlags struct {
 	maxCache    int
 	activations string
 	noFusion    bool
+	hostSample  bool
 
 	synthetic, syntheticQuant string // bench only
 }
@@ -34,6 +35,8 @@ func (r *runFlags) register(cmd *cobra.Command) {
 	f.StringVar(&r.activations, "activations", "", "activation precision policy, auto|f32|f16 (default: the model file's); "+
 		"it sets the KV cache type, auto meaning f16 on GPU backends and f32 on the CPU")
 	f.BoolVar(&r.noFusion, "no-fusion", false, "run the graphs unfused, one op per kernel (for comparison)")
+	f.BoolVar(&r.hostSample, "host-sampling", false, "greedy decoding on a GPU reads back every logit and picks on the host, "+
+		"rather than only the token id picked on the device (for comparison)")
 }
 
 // load opens the backend and loads the model on it; close releases both.
@@ -54,7 +57,7 @@ func (r *runFlags) load(cmd *cobra.Command) (m *pipeline.Model, backendName stri
 	if err != nil {
 		return nil, "", nil, err
 	}
-	opts := pipeline.Options{Backend: b, MaxCache: r.maxCache, Activations: r.activations, NoFusion: r.noFusion}
+	opts := pipeline.Options{Backend: b, MaxCache: r.maxCache, Activations: r.activations, NoFusion: r.noFusion, HostSampling: r.hostSample}
 	start := time.Now()
 	if ck != nil {
 		m, err = pipeline.FromCheckpoint(ctx, ck, opts)

@@ -20,13 +20,19 @@ type BuildOptions struct {
 	MaxLen    int  // KV cache positions
 	AllLogits bool // logits for every row rather than the last one only
 	KVF16     bool // the graph's KV cache stores binary16 (fusion.KVSpec.F16)
+	// Argmax appends fusion.Argmax after the logits (and the final soft
+	// cap): the graph's Logits is then one value, the greedy token id as
+	// an f32, so greedy decoding reads back one value per step. It needs
+	// the single logits row (not AllLogits).
+	Argmax bool
 }
 
 // ErrOptions reports unusable build options.
 var ErrOptions = errors.New("arch: invalid build options")
 
 // Build returns the graph of one forward step. Its Logits buffer holds
-// VocabSize values per row: one row, or Tokens rows with AllLogits.
+// VocabSize values per row: one row, or Tokens rows with AllLogits; with
+// Argmax, one value: the id of the largest logit.
 func Build(cfg *model.Config, opts BuildOptions) (*fusion.Graph, error) {
 	if cfg == nil {
 		return nil, fmt.Errorf("%w: nil config", model.ErrConfig)
@@ -40,9 +46,15 @@ func Build(cfg *model.Config, opts BuildOptions) (*fusion.Graph, error) {
 	if opts.Tokens <= 0 || opts.MaxLen <= 0 || opts.Tokens > opts.MaxLen || opts.MaxLen > 1<<24 {
 		return nil, fmt.Errorf("%w: tokens %d, max len %d", ErrOptions, opts.Tokens, opts.MaxLen)
 	}
+	if opts.Argmax && opts.AllLogits {
+		return nil, fmt.Errorf("%w: argmax needs the last row's logits only, not all logits", ErrOptions)
+	}
 	b := &builder{cfg: cfg, g: &fusion.Graph{Tokens: opts.Tokens}}
 	b.g.KV = fusion.KVSpec{Layers: cfg.Layers, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim, MaxLen: opts.MaxLen, F16: opts.KVF16}
 	b.forward(opts.AllLogits)
+	if opts.Argmax {
+		b.g.Logits = b.g.Add(fusion.Op{Kind: fusion.Argmax, Out: b.g.NewBuf("token_id", 1, 1), In: []fusion.Buf{b.g.Logits}})
+	}
 	return b.g, nil
 }
 

@@ -33,6 +33,7 @@ func TestBuildErrors(t *testing.T) {
 		{"zero tokens", &good, arch.BuildOptions{Tokens: 0, MaxLen: 8}, arch.ErrOptions},
 		{"tokens above cache", &good, arch.BuildOptions{Tokens: 9, MaxLen: 8}, arch.ErrOptions},
 		{"zero cache", &good, arch.BuildOptions{Tokens: 1, MaxLen: 0}, arch.ErrOptions},
+		{"argmax of all logits", &good, arch.BuildOptions{Tokens: 2, MaxLen: 8, AllLogits: true, Argmax: true}, arch.ErrOptions},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := arch.Build(tc.cfg, tc.opts); !errors.Is(err, tc.want) {
@@ -84,5 +85,41 @@ func TestBuildShapes(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestBuildArgmax: with Argmax the graph ends in one Argmax of the logits
+// row (after the final soft cap), and its Logits is the 1x1 id.
+func TestBuildArgmax(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cap  float32
+		prev fusion.Kind // the op that produces the argmax input
+	}{
+		{"plain", 0, fusion.MatMul},
+		{"soft cap", 30, fusion.SoftCap},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := baseConfig()
+			cfg.FinalSoftCap = tc.cap
+			g, err := arch.Build(&cfg, arch.BuildOptions{Tokens: 1, MaxLen: 16, Argmax: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := g.Validate(nil); err != nil {
+				t.Fatal(err)
+			}
+			if b := g.Bufs[g.Logits]; b.Rows != 1 || b.Cols != 1 {
+				t.Errorf("logits %dx%d, want 1x1", b.Rows, b.Cols)
+			}
+			n := len(g.Ops)
+			last, prev := g.Ops[n-1], g.Ops[n-2]
+			if last.Kind != fusion.Argmax || last.Out != g.Logits || prev.Kind != tc.prev || last.In[0] != prev.Out {
+				t.Errorf("graph ends in %s(%v) <- %s, want argmax <- %s", last.Kind, last.In, prev.Kind, tc.prev)
+			}
+			if b := g.Bufs[last.In[0]]; b.Rows != 1 || b.Cols != cfg.VocabSize {
+				t.Errorf("argmax input %dx%d, want 1x%d", b.Rows, b.Cols, cfg.VocabSize)
+			}
+		})
 	}
 }

@@ -1,0 +1,145 @@
+package pipeline_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"slices"
+	"testing"
+
+	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/gpu/backends"
+	"github.com/gpurun/gpurun/gpu/cpu"
+	"github.com/gpurun/gpurun/internal/testmodels"
+	"github.com/gpurun/gpurun/pipeline"
+)
+
+// readCounter wraps a backend and counts the values its programs' Logits
+// return and the Argmax graphs it compiles, so a test sees what crossed
+// back to the host, not only the ids.
+type readCounter struct {
+	gpu.Backend
+	name    string // reported backend name; "" keeps the wrapped one's
+	values  int
+	argmaxs int
+}
+
+func (b *readCounter) Info() gpu.Info {
+	info := b.Backend.Info()
+	if b.name != "" {
+		info.Backend = b.name
+	}
+	return info
+}
+
+func (b *readCounter) Compile(g *fusion.Graph, w gpu.Weights, kv gpu.KVCache) (gpu.Program, error) {
+	if slices.ContainsFunc(g.Ops, func(op fusion.Op) bool { return op.Kind == fusion.Argmax }) {
+		b.argmaxs++
+	}
+	p, err := b.Backend.Compile(g, w, kv)
+	if err != nil {
+		return nil, err
+	}
+	return &countedProgram{Program: p, b: b}, nil
+}
+
+type countedProgram struct {
+	gpu.Program
+	b *readCounter
+}
+
+func (p *countedProgram) Logits(dst []float32) (int, error) {
+	n, err := p.Program.Logits(dst)
+	p.b.values += n
+	return n, err
+}
+
+// openBackend opens a GPU backend, skipping without a driver (failing in CI).
+func openBackend(t *testing.T, name string) gpu.Backend {
+	t.Helper()
+	b, err := backends.Open(context.Background(), name)
+	if err != nil {
+		if os.Getenv("CI") == "true" || !errors.Is(err, gpu.ErrNoDevice) {
+			t.Fatalf("%s: %v", name, err)
+		}
+		t.Skipf("%s: no device, skipping: %v", name, err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// TestDeviceGreedy: greedy decoding on a GPU backend picks ids with the
+// device's argmax, reading one value per decode step (the first token still
+// comes from the prefill's logits row), and gives llama.cpp's golden ids,
+// the same as host sampling, which reads a row per token. The CPU backend
+// posing as a GPU checks the pipeline's side without a driver; sampling at
+// a temperature and the CPU backend itself keep reading rows.
+func TestDeviceGreedy(t *testing.T) {
+	ck := storiesCheckpoint(t)
+	vocab := ck.Config.VocabSize
+	for _, tc := range []struct {
+		backend string // "cpu-as-gpu": gpu/cpu reporting another name
+		host    bool   // Options.HostSampling
+		temp    float32
+		device  bool // ids expected from the device's argmax
+	}{
+		{"cpu-as-gpu", false, 0, true},
+		{"cpu-as-gpu", true, 0, false},
+		{"cpu-as-gpu", false, 0.7, false},
+		{"cpu", false, 0, false},
+		{"webgpu", false, 0, true},
+		{"webgpu", true, 0, false},
+		{"vulkan", false, 0, true},
+		{"vulkan", true, 0, false},
+	} {
+		name := tc.backend
+		if tc.host {
+			name += "/host"
+		}
+		if tc.temp > 0 {
+			name += "/sampled"
+		}
+		t.Run(name, func(t *testing.T) {
+			rc := &readCounter{}
+			switch tc.backend {
+			case "cpu-as-gpu":
+				rc.Backend, rc.name = cpu.New(cpu.Options{}), "cpugpu"
+			case "cpu":
+				rc.Backend = cpu.New(cpu.Options{})
+			default:
+				rc.Backend = openBackend(t, tc.backend)
+			}
+			m := load(t, ck, pipeline.Options{Backend: rc, MaxCache: 128, HostSampling: tc.host})
+			compiled := rc.argmaxs
+			for _, c := range testmodels.StoriesCases(t) {
+				rc.values = 0
+				s := m.NewSession()
+				opts := pipeline.GenerateOptions{MaxTokens: len(c.GeneratedIDs), Temperature: tc.temp, Seed: 7, TopK: 40}
+				got := collect(t, s, pipeline.Prompt{IDs: c.PromptIDs}, opts)
+				if len(got) != len(c.GeneratedIDs) {
+					t.Fatalf("%s: %d ids, want %d", c.Name, len(got), len(c.GeneratedIDs))
+				}
+				if tc.temp == 0 && !slices.Equal(got, c.GeneratedIDs) {
+					t.Errorf("%s: ids\n got %v\nwant %v", c.Name, got, c.GeneratedIDs)
+				}
+				// Decode steps: every generated token after the first.
+				steps := len(got) - 1
+				want := vocab + steps*vocab
+				if tc.device {
+					want = vocab + steps
+				}
+				if rc.values != want {
+					t.Errorf("%s: %d values read back for %d tokens, want %d", c.Name, rc.values, len(got), want)
+				}
+			}
+			wantCompiled := 0
+			if tc.device {
+				wantCompiled = 1
+			}
+			if rc.argmaxs != wantCompiled || compiled != 0 {
+				t.Errorf("argmax programs: %d at load, %d after generating, want 0 and %d", compiled, rc.argmaxs, wantCompiled)
+			}
+		})
+	}
+}
