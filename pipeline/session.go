@@ -157,6 +157,14 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 			fail(ErrClosed)
 			return
 		}
+		// The first token comes from the prefill's logits on the host; with
+		// device greedy the later ones come from the argmax program
+		// (compiled here on first use, before the prefill is timed).
+		onDevice, err := m.deviceGreedy(&opts)
+		if err != nil {
+			fail(err)
+			return
+		}
 		s.metrics.PromptTokens = len(ids)
 		context := append(append([]int(nil), s.history...), ids...)
 		logits := make([]float32, m.cfg.VocabSize)
@@ -174,13 +182,6 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 		s.history = context
 
 		g := newGeneration(s, &opts)
-		// The first token comes from the prefill's logits on the host; with
-		// device greedy the later ones come from the argmax program.
-		onDevice, err := m.deviceGreedy(&opts)
-		if err != nil {
-			fail(err)
-			return
-		}
 		next := -1 // the next id when the device already picked it
 		decodeStart := time.Now()
 		decodeSteps := 0
