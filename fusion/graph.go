@@ -161,3 +161,14 @@ func (g *Graph) Add(op Op) Buf {
 	g.Ops = append(g.Ops, op)
 	return op.Out
 }
+
+// UsesKV reports whether the graph reads or writes the KV cache, so that a
+// backend compiling it needs one.
+func (g *Graph) UsesKV() bool {
+	for _, op := range g.Ops {
+		if op.Kind == StoreKV || op.Kind == Attention {
+			return true
+		}
+	}
+	return false
+}

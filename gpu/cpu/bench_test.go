@@ -122,49 +122,27 @@ func BenchmarkForward(b *testing.B) {
 }
 
 // BenchmarkMatMul measures one 2048x2048 product (plus a negligible embed
-// of the input rows): the matrix-vector
-// product of decode and a 32-token prefill product.
+// of the input rows): the matrix-vector product of decode and a 32-token
+// prefill product.
 func BenchmarkMatMul(b *testing.B) {
-	const n = 2048
-	rng := rand.New(rand.NewPCG(2, 2))
-	for _, wt := range benchTypes {
-		w := storeAs(b, "w", n, n, wt, rng)
-		for _, tokens := range []int{1, 32} {
-			b.Run(fmt.Sprintf("%s/T=%d", wt.name, tokens), func(b *testing.B) {
-				g := &fusion.Graph{Tokens: tokens}
-				x := g.NewBuf("x", tokens, n)
-				y := g.NewBuf("y", tokens, n)
-				g.Add(fusion.Op{Kind: fusion.Embed, Out: x, Weight: "x"})
-				g.Add(fusion.Op{Kind: fusion.MatMul, Out: y, In: []fusion.Buf{x}, Weight: "w"})
-				g.Logits = y
-				h := compile(b, g, []*tensors.Tensor{w, f32Tensor(b, "x", []int{tokens, n}, randVals(rng, tokens*n, 1))}, 0)
-				ctx := context.Background()
-				toks := seq(tokens)
-				b.SetBytes(int64(len(w.Data)))
-				b.ResetTimer()
-				for b.Loop() {
-					if err := h.prog.Run(ctx, toks, 0); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.ReportMetric(float64(2*n*n*tokens*b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-			})
-		}
-	}
+	benchProduct(b, 2048, 2048, benchTypes, []int{1, 32}, rand.New(rand.NewPCG(2, 2)))
 }
-
-var _ gpu.Backend = cpu.New(cpu.Options{})
 
 // BenchmarkMatVecFFN measures the decode matrix-vector product of a
 // TinyLlama-sized FFN down projection (2048 rows of 5632), where quantized
 // decode is bound by unpacking and bandwidth, and the 4-token product that
 // prefill's row-times-four-tokens path runs.
 func BenchmarkMatVecFFN(b *testing.B) {
-	const rows, cols = 2048, 5632
-	rng := rand.New(rand.NewPCG(3, 3))
-	for _, wt := range []weightType{{"int8", tensors.I8, 0}, {"int8-block32", tensors.I8, 32}, {"int4-block32", tensors.I4, 32}} {
+	types := []weightType{{"int8", tensors.I8, 0}, {"int8-block32", tensors.I8, 32}, {"int4-block32", tensors.I4, 32}}
+	benchProduct(b, 2048, 5632, types, []int{1, 4}, rand.New(rand.NewPCG(3, 3)))
+}
+
+// benchProduct times one rows x cols MatMul per weight type and token count,
+// reporting weight bytes and multiply-adds per second.
+func benchProduct(b *testing.B, rows, cols int, types []weightType, tokenCounts []int, rng *rand.Rand) {
+	for _, wt := range types {
 		w := storeAs(b, "w", rows, cols, wt, rng)
-		for _, tokens := range []int{1, 4} {
+		for _, tokens := range tokenCounts {
 			b.Run(fmt.Sprintf("%s/T=%d", wt.name, tokens), func(b *testing.B) {
 				g := &fusion.Graph{Tokens: tokens}
 				x := g.NewBuf("x", tokens, cols)
@@ -187,3 +165,5 @@ func BenchmarkMatVecFFN(b *testing.B) {
 		}
 	}
 }
+
+var _ gpu.Backend = cpu.New(cpu.Options{})

@@ -57,7 +57,7 @@ func (b *backend) Compile(g *fusion.Graph, w gpu.Weights, kv gpu.KVCache) (gpu.P
 		return nil, fmt.Errorf("cpu: compile: %w", err)
 	}
 	p := &program{pool: b.pool, graph: g, logits: g.Logits}
-	if usesKV(g) {
+	if g.UsesKV() {
 		c, ok := kv.(*kvCache)
 		if !ok || c == nil || c.layers == nil {
 			return nil, fmt.Errorf("cpu: compile: kv cache %T not made by this backend", kv)
@@ -109,15 +109,6 @@ func (b *backend) Compile(g *fusion.Graph, w gpu.Weights, kv gpu.KVCache) (gpu.P
 	return p, nil
 }
 
-func usesKV(g *fusion.Graph) bool {
-	for _, op := range g.Ops {
-		if op.Kind == fusion.StoreKV || op.Kind == fusion.Attention {
-			return true
-		}
-	}
-	return false
-}
-
 // errRun reports bad Run arguments.
 var errRun = errors.New("cpu: bad run arguments")
 
@@ -129,14 +120,12 @@ func (p *program) Run(ctx context.Context, tokens []int32, pos int) error {
 		return fmt.Errorf("%w: program released", errRun)
 	}
 	n := len(tokens)
-	if n == 0 || n > g.Tokens {
-		return fmt.Errorf("%w: %d tokens for a graph of %d", errRun, n, g.Tokens)
+	maxLen := 0
+	if p.kv != nil {
+		maxLen = p.kv.spec.MaxLen
 	}
-	if pos < 0 {
-		return fmt.Errorf("%w: position %d", errRun, pos)
-	}
-	if p.kv != nil && pos+n > p.kv.spec.MaxLen {
-		return fmt.Errorf("cpu: positions %d..%d: %w (%d positions)", pos, pos+n-1, gpu.ErrCacheFull, p.kv.spec.MaxLen)
+	if err := gpu.CheckStep(g, n, pos, maxLen); err != nil {
+		return fmt.Errorf("%w: %w", errRun, err)
 	}
 	for i := range p.steps {
 		if err := ctx.Err(); err != nil {

@@ -61,7 +61,7 @@ func (b *backend) Compile(g *fusion.Graph, w gpu.Weights, kv gpu.KVCache) (gpu.P
 	}
 	p := &program{b: b, g: g}
 	var cache *kvCache
-	if usesKV(g) {
+	if g.UsesKV() {
 		c, ok := kv.(*kvCache)
 		if !ok || c == nil || c.k == nil {
 			return nil, fmt.Errorf("kernels: compile: kv cache %T not made by this backend", kv)
@@ -76,15 +76,6 @@ func (b *backend) Compile(g *fusion.Graph, w gpu.Weights, kv gpu.KVCache) (gpu.P
 		return nil, fmt.Errorf("kernels: compile: %w", err)
 	}
 	return p, nil
-}
-
-func usesKV(g *fusion.Graph) bool {
-	for _, op := range g.Ops {
-		if op.Kind == fusion.StoreKV || op.Kind == fusion.Attention {
-			return true
-		}
-	}
-	return false
 }
 
 func (p *program) newBuf(size int64) (gpu.Buffer, error) {
@@ -143,14 +134,8 @@ func (p *program) run(ctx context.Context, tokens []int32, pos int, cmds gpu.Com
 		return fmt.Errorf("%w: program released", ErrRun)
 	}
 	n := len(tokens)
-	if n == 0 || n > p.g.Tokens {
-		return fmt.Errorf("%w: %d tokens for a graph of %d", ErrRun, n, p.g.Tokens)
-	}
-	if pos < 0 || pos > math.MaxInt32-n {
-		return fmt.Errorf("%w: position %d", ErrRun, pos)
-	}
-	if p.maxLen > 0 && pos+n > p.maxLen {
-		return fmt.Errorf("kernels: positions %d..%d: %w (%d positions)", pos, pos+n-1, gpu.ErrCacheFull, p.maxLen)
+	if err := gpu.CheckStep(p.g, n, pos, p.maxLen); err != nil {
+		return fmt.Errorf("%w: %w", ErrRun, err)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("kernels: run: %w", err)

@@ -1,0 +1,31 @@
+package gpu
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/gpurun/gpurun/fusion"
+)
+
+func TestCheckStep(t *testing.T) {
+	g := &fusion.Graph{Tokens: 8}
+	for _, tc := range []struct {
+		n, pos, maxLen int
+		want           error
+	}{
+		{1, 0, 16, nil},
+		{8, 8, 16, nil},
+		{3, 100, 0, nil}, // no cache: any position
+		{0, 0, 16, ErrStep},
+		{9, 0, 16, ErrStep},
+		{1, -1, 16, ErrStep},
+		{1, 1 << 31, 0, ErrStep},
+		{8, 9, 16, ErrCacheFull},
+		{1, 16, 16, ErrCacheFull},
+	} {
+		err := CheckStep(g, tc.n, tc.pos, tc.maxLen)
+		if (tc.want == nil) != (err == nil) || (tc.want != nil && !errors.Is(err, tc.want)) {
+			t.Errorf("CheckStep(n=%d, pos=%d, maxLen=%d) = %v, want %v", tc.n, tc.pos, tc.maxLen, err, tc.want)
+		}
+	}
+}
