@@ -26,7 +26,7 @@ func ggufTensor(t *testing.T, file, name string) ([]byte, uint32, []int) {
 	path := testmodels.Path(t, "arch", file)
 	data, err := os.ReadFile(path)
 	if err != nil {
-		t.Skipf("reference model missing: %v", err)
+		t.Fatalf("reference model missing: %v", err)
 	}
 	r := &ggufReader{t: t, b: data}
 	if string(r.next(4)) != "GGUF" || r.u32() != 3 {

@@ -168,7 +168,7 @@ func margin(logits []float64) float64 {
 func archCase(t *testing.T, dev gpu.Device, dir, name string, tol float64, fused bool) {
 	path := filepath.Join(dir, name+".gguf")
 	if _, err := os.Stat(path); err != nil {
-		t.Skipf("%s not present", path)
+		t.Fatalf("%s not present", path)
 	}
 	golden := testmodels.Arch(t, name)
 	ck, err := gguf.Load(path)

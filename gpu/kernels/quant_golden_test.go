@@ -29,7 +29,7 @@ func TestQuantizedGGUF(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(dir, name+".gguf")
 			if _, err := os.Stat(path); err != nil {
-				t.Skipf("%s not present", path)
+				t.Fatalf("%s not present", path)
 			}
 			golden := testmodels.Arch(t, name)
 			ck, err := gguf.Load(path)

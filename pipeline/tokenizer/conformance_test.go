@@ -10,13 +10,13 @@ import (
 	"github.com/gpurun/gpurun/internal/testmodels"
 )
 
-// sharedModel returns the path of a file in ../shared/models, skipping the
-// test when that file is absent (the directory itself must exist).
+// sharedModel returns the path of a file in ../shared/models; a missing file
+// fails the test (CI has the shared data too).
 func sharedModel(t testing.TB, name string) string {
 	t.Helper()
 	p := testmodels.Path(t, name)
 	if _, err := os.Stat(p); err != nil {
-		t.Skipf("shared model data not available: %v", err)
+		t.Fatalf("shared model data not available: %v", err)
 	}
 	return p
 }

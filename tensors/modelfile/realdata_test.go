@@ -20,11 +20,11 @@ func TestRealCheckpointRoundTrip(t *testing.T) {
 	models := testmodels.Dir(t)
 	ckpt, err := os.ReadFile(filepath.Join(models, "stories260K.bin"))
 	if err != nil {
-		t.Skipf("shared model missing: %v", err)
+		t.Fatalf("shared model missing: %v", err)
 	}
 	tok, err := os.ReadFile(filepath.Join(models, "tok512.model"))
 	if err != nil {
-		t.Skipf("shared tokenizer missing: %v", err)
+		t.Fatalf("shared tokenizer missing: %v", err)
 	}
 	// llama2.c header: dim, hidden_dim, n_layers, n_heads, n_kv_heads,
 	// vocab_size, seq_len; then the token embedding [vocab, dim] and the
