@@ -3,7 +3,6 @@ package pipeline_test
 import (
 	"context"
 	"errors"
-	"os"
 	"slices"
 	"testing"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/gpu/backends"
 	"github.com/gpurun/gpurun/gpu/cpu"
+	"github.com/gpurun/gpurun/internal/gputest"
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline"
 )
@@ -59,12 +59,10 @@ func (p *countedProgram) Logits(dst []float32) (int, error) {
 func openBackend(t *testing.T, name string) gpu.Backend {
 	t.Helper()
 	b, err := backends.Open(context.Background(), name)
-	if err != nil {
-		if os.Getenv("CI") == "true" || !errors.Is(err, gpu.ErrNoDevice) {
-			t.Fatalf("%s: %v", name, err)
-		}
-		t.Skipf("%s: no device, skipping: %v", name, err)
+	if err != nil && !errors.Is(err, gpu.ErrNoDevice) {
+		t.Fatalf("%s: %v", name, err)
 	}
+	gputest.NoDevice(t, name, err)
 	t.Cleanup(func() { b.Close() })
 	return b
 }

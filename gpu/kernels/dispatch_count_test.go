@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/gpurun/gpurun/fusion"
-	"github.com/gpurun/gpurun/gpu/internal/gputest"
 	"github.com/gpurun/gpurun/gpu/vulkan"
+	"github.com/gpurun/gpurun/internal/gputest"
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline/arch"
 	"github.com/gpurun/gpurun/tensors/llama2c"

@@ -10,10 +10,10 @@ import (
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/gpu/cpu"
-	"github.com/gpurun/gpurun/gpu/internal/gputest"
 	"github.com/gpurun/gpurun/gpu/kernels"
 	"github.com/gpurun/gpurun/gpu/vulkan"
 	"github.com/gpurun/gpurun/gpu/webgpu"
+	"github.com/gpurun/gpurun/internal/gputest"
 	"github.com/gpurun/gpurun/tensors"
 )
 

@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/gpurun/gpurun/fusion"
-	"github.com/gpurun/gpurun/gpu/internal/gputest"
 	"github.com/gpurun/gpurun/gpu/webgpu"
+	"github.com/gpurun/gpurun/internal/gputest"
 )
 
 // TestKVCacheBytes: an f16 cache takes half the bytes of an f32 one (for an

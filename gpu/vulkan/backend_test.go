@@ -7,8 +7,8 @@ import (
 
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/gpu/internal/conformance"
-	"github.com/gpurun/gpurun/gpu/internal/gputest"
 	"github.com/gpurun/gpurun/gpu/kernels"
+	"github.com/gpurun/gpurun/internal/gputest"
 )
 
 // One device serves every backend test of the binary: kernels.New builds

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/gpurun/gpurun/gpu"
-	"github.com/gpurun/gpurun/gpu/internal/gputest"
+	"github.com/gpurun/gpurun/internal/gputest"
 )
 
 func TestDevicesReportSaneInfo(t *testing.T) {

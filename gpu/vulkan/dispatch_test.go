@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/gpurun/gpurun/gpu"
-	"github.com/gpurun/gpurun/gpu/internal/gputest"
+	"github.com/gpurun/gpurun/internal/gputest"
 )
 
 func TestDispatchAffine(t *testing.T) {

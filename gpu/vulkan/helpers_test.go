@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/gpurun/gpurun/gpu"
-	"github.com/gpurun/gpurun/gpu/internal/gputest"
+	"github.com/gpurun/gpurun/internal/gputest"
 )
 
 // openTest opens the default device, or a device whose buffers go through

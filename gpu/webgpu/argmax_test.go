@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/gpurun/gpurun/gpu"
-	"github.com/gpurun/gpurun/gpu/internal/gputest"
+	"github.com/gpurun/gpurun/internal/gputest"
 )
 
 // TestArgmaxKernel checks the argmax kernel against a host scan: the first
