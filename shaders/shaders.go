@@ -5,8 +5,15 @@
 //
 // Kernels are grouped in families, one WGSL file each (wgsl/<family>.wgsl);
 // every kernel is one entry point of its family and its name is the entry
-// point's name. wgsl/common.wgsl is prepended to every family before it is
-// compiled, because WGSL has no include mechanism.
+// point's name. The type codes of codes.go (generated WGSL constants) and
+// wgsl/common.wgsl are prepended to every family before it is compiled,
+// because WGSL has no include mechanism.
+//
+// A specialized family (matmul) is compiled once per Variant: the variant's
+// module-scope constants are prepended too, so each module holds one code
+// path (one weight type, say) that the compilers fold at pipeline creation,
+// instead of a switch per element. Its kernels are looked up with
+// GetVariant.
 package shaders
 
 //go:generate go run ./internal/gen -out spirv
@@ -43,6 +50,70 @@ type Family struct {
 	WGSL     string
 	Kernels  []string
 	Bindings []gpu.BindingKind
+	// Variants lists the specializations of a specialized family (nil for
+	// a plain one); WGSL then lacks the variant constants.
+	Variants []Variant
+}
+
+// Variant is one specialization of a family: module-scope WGSL constants
+// prepended to its source, one module (WGSL and SPIR-V) per variant.
+type Variant struct {
+	Key    string // module name suffix, e.g. "I4_F16_glu"
+	Consts []Const
+}
+
+// Const is one WGSL module-scope constant of a variant.
+type Const struct {
+	Name, Type, Value string // e.g. "WT", "u32", "4u"
+}
+
+func (v Variant) wgsl() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "// Variant %s.\n", v.Key)
+	for _, c := range v.Consts {
+		fmt.Fprintf(&b, "const %s: %s = %s;\n", c.Name, c.Type, c.Value)
+	}
+	return b.String()
+}
+
+// specialized lists the variants of each specialized family.
+var specialized = map[string]func() []Variant{
+	"matmul": func() []Variant {
+		vs := MatMulVariants()
+		out := make([]Variant, len(vs))
+		for i, v := range vs {
+			out[i] = v.Variant()
+		}
+		return out
+	},
+}
+
+// Module is one compiled unit: a plain family or one variant of a
+// specialized family, with its complete WGSL source.
+type Module struct {
+	Name string // family, or family.variant
+	WGSL string
+}
+
+// Modules returns every module, sorted by name: what go generate compiles
+// to SPIR-V.
+func Modules() ([]Module, error) {
+	fams, err := Families()
+	if err != nil {
+		return nil, err
+	}
+	var out []Module
+	for _, f := range fams {
+		if f.Variants == nil {
+			out = append(out, Module{f.Name, f.WGSL})
+			continue
+		}
+		for _, v := range f.Variants {
+			out = append(out, Module{f.Name + "." + v.Key, v.wgsl() + f.WGSL})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
 }
 
 type registry struct {
@@ -83,10 +154,13 @@ func build() registry {
 			r.err = fmt.Errorf("shaders: %w", err)
 			return r
 		}
-		f, err := parseFamily(name, string(common)+"\n"+string(src))
+		f, err := parseFamily(name, codesWGSL()+string(common)+"\n"+string(src))
 		if err != nil {
 			r.err = err
 			return r
+		}
+		if vs, ok := specialized[name]; ok {
+			f.Variants = vs()
 		}
 		r.families[name] = f
 		for _, k := range f.Kernels {
@@ -180,24 +254,51 @@ func Get(name string) (gpu.KernelSpec, error) {
 	if !ok {
 		return gpu.KernelSpec{}, fmt.Errorf("%w: %q", ErrUnknown, name)
 	}
-	spv, err := SPIRV(f.Name)
+	if f.Variants != nil {
+		return gpu.KernelSpec{}, fmt.Errorf("%w: %q is specialized: use GetVariant", ErrUnknown, name)
+	}
+	return spec(name, f.Name, f.WGSL, f.Bindings)
+}
+
+// GetVariant is Get for a kernel of a specialized family, in variant v.
+func GetVariant(name string, v Variant) (gpu.KernelSpec, error) {
+	r := load()
+	if r.err != nil {
+		return gpu.KernelSpec{}, r.err
+	}
+	f, ok := r.kernels[name]
+	if !ok {
+		return gpu.KernelSpec{}, fmt.Errorf("%w: %q", ErrUnknown, name)
+	}
+	for _, fv := range f.Variants {
+		if fv.Key == v.Key {
+			s, err := spec(name, f.Name+"."+v.Key, fv.wgsl()+f.WGSL, f.Bindings)
+			s.Name = name + "." + v.Key
+			return s, err
+		}
+	}
+	return gpu.KernelSpec{}, fmt.Errorf("%w: %q has no variant %q", ErrUnknown, name, v.Key)
+}
+
+func spec(name, module, wgsl string, bindings []gpu.BindingKind) (gpu.KernelSpec, error) {
+	spv, err := SPIRV(module)
 	if err != nil {
 		return gpu.KernelSpec{}, err
 	}
 	return gpu.KernelSpec{
 		Name:     name,
-		WGSL:     f.WGSL,
+		WGSL:     wgsl,
 		SPIRV:    spv,
 		Entry:    name,
-		Bindings: append([]gpu.BindingKind(nil), f.Bindings...),
+		Bindings: append([]gpu.BindingKind(nil), bindings...),
 	}, nil
 }
 
-// SPIRV returns the committed SPIR-V module of a family.
-func SPIRV(family string) ([]byte, error) {
-	b, err := spirvFS.ReadFile("spirv/" + family + ".spv")
+// SPIRV returns the committed SPIR-V of a module (see Modules).
+func SPIRV(module string) ([]byte, error) {
+	b, err := spirvFS.ReadFile("spirv/" + module + ".spv")
 	if err != nil {
-		return nil, fmt.Errorf("shaders: SPIR-V of %s: %w (run go generate ./shaders)", family, err)
+		return nil, fmt.Errorf("shaders: SPIR-V of %s: %w (run go generate ./shaders)", module, err)
 	}
 	return b, nil
 }

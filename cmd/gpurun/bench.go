@@ -1,8 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 
@@ -31,13 +33,14 @@ type benchReport struct {
 	Generate  int           `json:"generate"`
 	Runs      []metricsJSON `json:"runs"`
 	Median    metricsJSON   `json:"median"`
+	Profile   []profileStep `json:"profile,omitempty"`
 }
 
 func newBench() *cobra.Command {
 	var (
 		rf                      runFlags
 		promptLen, genLen, reps int
-		asJSON                  bool
+		asJSON, profile         bool
 	)
 	cmd := &cobra.Command{
 		Use:   "bench (-m MODEL | --synthetic NAME) [--backend B] [--prompt-len N] [--generate N] [--reps R]",
@@ -79,6 +82,13 @@ random-weight model at the real shapes of NAME (no download needed).`,
 				}
 			}
 			rep.Median = medianMetrics(rep.Runs)
+			if profile {
+				steps, err := m.Profile(cmd.Context(), benchPrompt(promptLen, cfg.VocabSize, 0))
+				if err != nil {
+					return err
+				}
+				rep.Profile = profileSteps(steps)
+			}
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
@@ -92,6 +102,7 @@ random-weight model at the real shapes of NAME (no download needed).`,
 			}
 			md := rep.Median
 			fmt.Fprintf(w, "%-8s %12.2f %16.1f %16.1f\n", "median", md.TimeToFirstTokenMS, md.PrefillTokensPerSec, md.DecodeTokensPerSec)
+			writeProfile(w, rep.Profile)
 			return nil
 		},
 	}
@@ -103,6 +114,7 @@ random-weight model at the real shapes of NAME (no download needed).`,
 	f.IntVar(&genLen, "generate", 64, "tokens to generate per run")
 	f.IntVar(&reps, "reps", 3, "measured runs")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	f.BoolVar(&profile, "profile", false, "after the runs, profile one prefill and one decode step: device time, GB/s and GFLOP/s per kernel (GPU backends)")
 	return cmd
 }
 
@@ -138,5 +150,76 @@ func medianMetrics(runs []metricsJSON) metricsJSON {
 		PrefillTokensPerSec: med(func(m metricsJSON) float64 { return m.PrefillTokensPerSec }),
 		DecodeTokensPerSec:  med(func(m metricsJSON) float64 { return m.DecodeTokensPerSec }),
 		GeneratedTokens:     int(med(func(m metricsJSON) float64 { return float64(m.GeneratedTokens) })),
+	}
+}
+
+// profileStep is one profiled step of the report, its ops summed per
+// kernel.
+type profileStep struct {
+	Step    string          `json:"step"`
+	Tokens  int             `json:"tokens"`
+	Pos     int             `json:"pos"`
+	TotalMS float64         `json:"total_ms"`
+	Kernels []profileKernel `json:"kernels"`
+}
+
+// profileKernel is the device time and work of every dispatch of one
+// kernel (variant) in a step; GB/s and GFLOP/s are 0 where the backend
+// does not count the work.
+type profileKernel struct {
+	Kernel  string  `json:"kernel"`
+	Ops     int     `json:"ops"`
+	MS      float64 `json:"ms"`
+	Bytes   int64   `json:"bytes"`
+	FLOPs   int64   `json:"flops"`
+	GBps    float64 `json:"gb_per_s"`
+	GFLOPps float64 `json:"gflop_per_s"`
+}
+
+func profileSteps(steps []pipeline.StepProfile) []profileStep {
+	var out []profileStep
+	for _, st := range steps {
+		ps := profileStep{Step: st.Step, Tokens: st.Tokens, Pos: st.Pos}
+		by := map[string]*profileKernel{}
+		for _, op := range st.Ops {
+			name := strings.Join(op.Kernels, "+")
+			if name == "" {
+				name = string(op.Kind)
+			}
+			k := by[name]
+			if k == nil {
+				k = &profileKernel{Kernel: name}
+				by[name] = k
+			}
+			k.Ops++
+			k.MS += float64(op.Nanos) / 1e6
+			k.Bytes += op.Bytes
+			k.FLOPs += op.FLOPs
+			ps.TotalMS += float64(op.Nanos) / 1e6
+		}
+		for _, k := range by {
+			if k.MS > 0 {
+				k.GBps = float64(k.Bytes) / k.MS / 1e6
+				k.GFLOPps = float64(k.FLOPs) / k.MS / 1e6
+			}
+			ps.Kernels = append(ps.Kernels, *k)
+		}
+		slices.SortFunc(ps.Kernels, func(a, b profileKernel) int { return cmp.Compare(b.MS, a.MS) })
+		out = append(out, ps)
+	}
+	return out
+}
+
+func writeProfile(w io.Writer, steps []profileStep) {
+	for _, st := range steps {
+		fmt.Fprintf(w, "\nprofile: %s, %d tokens at position %d: %.2f ms device time\n", st.Step, st.Tokens, st.Pos, st.TotalMS)
+		fmt.Fprintf(w, "%-32s %5s %10s %7s %9s %9s\n", "kernel", "ops", "ms", "share", "GB/s", "GFLOP/s")
+		for _, k := range st.Kernels {
+			share := 0.0
+			if st.TotalMS > 0 {
+				share = 100 * k.MS / st.TotalMS
+			}
+			fmt.Fprintf(w, "%-32s %5d %10.3f %6.1f%% %9.2f %9.2f\n", k.Kernel, k.Ops, k.MS, share, k.GBps, k.GFLOPps)
+		}
 	}
 }

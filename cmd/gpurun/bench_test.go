@@ -37,3 +37,36 @@ func TestBench(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchProfile: --profile adds one profiled prefill and decode step
+// whose kernels carry device time, and the matrix kernels their work; the
+// CPU backend, which has no profiler, fails with a clear error.
+func TestBenchProfile(t *testing.T) {
+	requireBackend(t, "vulkan")
+	task := convertStories(t, "int8")
+	out := mustRun(t, "", "bench", "-m", task, "--backend", "vulkan", "--prompt-len", "9", "--generate", "2", "--reps", "1", "--profile", "--json")
+	var rep benchReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if len(rep.Profile) != 2 || rep.Profile[0].Step != "prefill" || rep.Profile[0].Tokens != 9 || rep.Profile[1].Step != "decode" || rep.Profile[1].Pos != 9 {
+		t.Fatalf("profile steps: %+v", rep.Profile)
+	}
+	for _, st := range rep.Profile {
+		var matrix bool
+		for _, k := range st.Kernels {
+			if strings.HasPrefix(k.Kernel, "matvec") || strings.HasPrefix(k.Kernel, "matmul") {
+				matrix = true
+				if k.Bytes <= 0 || k.FLOPs <= 0 || k.GBps <= 0 {
+					t.Errorf("%s %s: no work counted: %+v", st.Step, k.Kernel, k)
+				}
+			}
+		}
+		if !matrix || st.TotalMS <= 0 {
+			t.Errorf("%s: no matrix kernel or no device time: %+v", st.Step, st)
+		}
+	}
+	if _, _, err := runCLI(t, "", "bench", "-m", task, "--backend", "cpu", "--prompt-len", "4", "--generate", "1", "--reps", "1", "--profile"); err == nil {
+		t.Error("--profile on the CPU backend: want an error")
+	}
+}

@@ -28,6 +28,28 @@ func benchOnDevices(b *testing.B, tokens, rows, cols int) {
 	}
 }
 
+// reportKernel adds the profile of one step of the matrix product (device
+// time from timestamps, and the work the backend counts for it) where the
+// device has timestamps: what `gpurun bench --profile` prints per kernel.
+func reportKernel(b *testing.B, p gpu.Program, tokens []int32) {
+	prof, ok := p.(gpu.Profiler)
+	if !ok {
+		return
+	}
+	ops, err := prof.Profile(context.Background(), tokens, 0)
+	if err != nil {
+		return // no timestamps on this device
+	}
+	for _, op := range ops {
+		if op.Kind == fusion.MatMul && op.Nanos > 0 {
+			ns := float64(op.Nanos)
+			b.ReportMetric(ns/1e6, "kernel-ms")
+			b.ReportMetric(float64(op.Bytes)/ns, "kernel-GB/s")
+			b.ReportMetric(float64(op.FLOPs)/ns, "kernel-GFLOP/s")
+		}
+	}
+}
+
 func benchMatMul(b *testing.B, dev gpu.Device, tokens, rows, cols int) {
 	types := []struct {
 		name  string
@@ -81,6 +103,7 @@ func benchMatMul(b *testing.B, dev gpu.Device, tokens, rows, cols int) {
 			sec := b.Elapsed().Seconds() / float64(b.N)
 			b.ReportMetric(float64(len(w.Data))/sec/1e9, "GB/s")
 			b.ReportMetric(2*float64(rows*cols*tokens)/sec/1e9, "GFLOP/s")
+			reportKernel(b, p, tk)
 		})
 	}
 }
