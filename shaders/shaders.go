@@ -302,3 +302,34 @@ func SPIRV(module string) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// Specs returns the spec of every kernel in every variant, sorted by
+// name: what a device test compiles to check it accepts them all.
+func Specs() ([]gpu.KernelSpec, error) {
+	fams, err := Families()
+	if err != nil {
+		return nil, err
+	}
+	var out []gpu.KernelSpec
+	for _, f := range fams {
+		for _, k := range f.Kernels {
+			if f.Variants == nil {
+				s, err := Get(k)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, s)
+				continue
+			}
+			for _, v := range f.Variants {
+				s, err := GetVariant(k, v)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, s)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
