@@ -24,8 +24,25 @@ func BenchmarkMatMul(b *testing.B) { benchOnDevices(b, 32, 2048, 2048) }
 
 func benchOnDevices(b *testing.B, tokens, rows, cols int) {
 	for i, d := range devices {
-		b.Run(d.name, func(b *testing.B) { benchMatMul(b, deviceAt(b, i), tokens, rows, cols) })
+		b.Run(d.name, func(b *testing.B) {
+			dev := deviceAt(b, i)
+			// The variants the device gets, then the other class forced
+			// (so lavapipe also measures the GPU-class kernels).
+			auto, other := kernels.ClassCPU, kernels.ClassGPU
+			if dev.Info().Type != gpu.CPU {
+				auto, other = other, auto
+			}
+			b.Run(className(auto), func(b *testing.B) { benchMatMul(b, dev, kernels.Options{Class: auto}, tokens, rows, cols) })
+			b.Run(className(other)+"-forced", func(b *testing.B) { benchMatMul(b, dev, kernels.Options{Class: other}, tokens, rows, cols) })
+		})
 	}
+}
+
+func className(c kernels.DeviceClass) string {
+	if c == kernels.ClassGPU {
+		return "gpuclass"
+	}
+	return "cpuclass"
 }
 
 // reportKernel adds the profile of one step of the matrix product (device
@@ -50,7 +67,7 @@ func reportKernel(b *testing.B, p gpu.Program, tokens []int32) {
 	}
 }
 
-func benchMatMul(b *testing.B, dev gpu.Device, tokens, rows, cols int) {
+func benchMatMul(b *testing.B, dev gpu.Device, opts kernels.Options, tokens, rows, cols int) {
 	types := []struct {
 		name  string
 		dt    tensors.DType
@@ -69,7 +86,7 @@ func benchMatMul(b *testing.B, dev gpu.Device, tokens, rows, cols int) {
 			x := g.NewBuf("x", tokens, cols)
 			g.Add(fusion.Op{Kind: fusion.Embed, Out: x, Weight: "x"})
 			g.Logits = g.Add(fusion.Op{Kind: fusion.MatMul, Out: g.NewBuf("y", tokens, rows), In: []fusion.Buf{x}, Weight: "w"})
-			be := backendOn(b, dev, kernels.Options{})
+			be := backendOn(b, dev, opts)
 			ctx := context.Background()
 			ws, err := be.LoadWeights(ctx, []*tensors.Tensor{tensorOf(b, r, "x", vocab, cols, tensors.F32, 0, 0), w})
 			if err != nil {
