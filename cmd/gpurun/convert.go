@@ -29,7 +29,10 @@ its imported type (GGUF Q8_0/Q4_0 blocks stay bit-exact).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
-				return fmt.Errorf("convert: -o OUT is required")
+				return fmt.Errorf("-o OUT is required")
+			}
+			if err := convert.CheckTarget(out); err != nil {
+				return err
 			}
 			ctx := cmd.Context()
 			ck, err := checkpoint.Load(args[0], checkpoint.Options{Format: format, Tokenizer: tok})
@@ -54,7 +57,7 @@ its imported type (GGUF Q8_0/Q4_0 blocks stay bit-exact).`,
 				return err
 			}
 			if tokBytes == nil && convert.IsTask(out) {
-				return fmt.Errorf("convert: a .task bundle needs a tokenizer: pass --tokenizer FILE")
+				return fmt.Errorf("a .task bundle needs a tokenizer: pass --tokenizer FILE")
 			}
 			var total int64
 			for _, t := range ts {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/gpu/cpu"
@@ -46,8 +47,18 @@ func Open(ctx context.Context, name string) (gpu.Backend, error) {
 		}
 		return Open(ctx, "cpu")
 	}
-	return nil, fmt.Errorf("backends: unknown backend %q (want one of %v): %w", name, Names, gpu.ErrUnsupported)
+	return nil, unknownBackend(name)
 }
+
+// unknownBackend is the error for a name Open does not know; it matches
+// gpu.ErrUnsupported under errors.Is.
+type unknownBackend string
+
+func (u unknownBackend) Error() string {
+	return fmt.Sprintf("unknown backend %q (want one of %s)", string(u), strings.Join(Names, ", "))
+}
+
+func (u unknownBackend) Is(target error) bool { return target == gpu.ErrUnsupported }
 
 func hasRealGPU() bool {
 	devs, err := vulkan.Devices()

@@ -129,11 +129,12 @@ func (d *Device) init() error {
 	d.queue = dev.GetQueue()
 	d.limits = dev.GetLimits().Limits
 	ai := d.adapter.GetInfo()
+	name, driver := adapterName(ai)
 	d.info = gpu.Info{
 		Backend:             "webgpu",
-		Name:                ai.Name,
+		Name:                name,
 		Type:                deviceType(ai.AdapterType),
-		Driver:              ai.DriverDescription,
+		Driver:              driver,
 		F16:                 false, // wgpu-native's WGSL has no f16: packed u32 storage only
 		Subgroups:           false,
 		Timestamps:          timestamps,

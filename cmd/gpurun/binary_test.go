@@ -1,0 +1,465 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpurun/gpurun/internal/testmodels"
+)
+
+// The tests in this file run gpurun as a program: the test binary re-runs
+// itself with GPURUN_TEST_AS_MAIN=1, which makes TestMain call main() with
+// the arguments, so exit codes, signals, stdout and stderr are the real
+// command's.
+func TestMain(m *testing.M) {
+	if os.Getenv("GPURUN_TEST_AS_MAIN") == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// gpurunCmd is the command running gpurun with args.
+func gpurunCmd(args ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "GPURUN_TEST_AS_MAIN=1")
+	return cmd
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// exe runs gpurun with args and stdin.
+func exe(t *testing.T, stdin string, args ...string) result {
+	t.Helper()
+	cmd := gpurunCmd(args...)
+	var out, errOut bytes.Buffer
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(stdin), &out, &errOut
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("gpurun %s: %v", strings.Join(args, " "), err)
+	}
+	return result{out.String(), errOut.String(), code}
+}
+
+// mustExe is exe failing the test unless gpurun exits 0.
+func mustExe(t *testing.T, stdin string, args ...string) result {
+	t.Helper()
+	r := exe(t, stdin, args...)
+	if r.code != 0 {
+		t.Fatalf("gpurun %s: exit %d\nstderr: %s", strings.Join(args, " "), r.code, r.stderr)
+	}
+	return r
+}
+
+// checkErrorLine checks that a failed command printed one error line in the
+// form "gpurun: <what failed>: <why>", with no segment repeated, and
+// nothing that says a model was loaded.
+func checkErrorLine(t *testing.T, args []string, r result) string {
+	t.Helper()
+	name := strings.Join(args, " ")
+	if r.code != 1 {
+		t.Errorf("gpurun %s: exit %d, want 1\nstderr: %s", name, r.code, r.stderr)
+	}
+	lines := strings.Split(strings.TrimRight(r.stderr, "\n"), "\n")
+	last := lines[len(lines)-1]
+	parts := strings.Split(last, ": ")
+	if len(parts) < 3 || parts[0] != "gpurun" {
+		t.Errorf("gpurun %s: error %q is not \"gpurun: <what failed>: <why>\"", name, last)
+	}
+	for i := 1; i < len(parts); i++ {
+		if parts[i] == parts[i-1] || strings.Contains(parts[i], "gpurun:") {
+			t.Errorf("gpurun %s: repeated prefix in %q", name, last)
+		}
+	}
+	seen := map[string]bool{}
+	for _, p := range parts[:len(parts)-1] {
+		if !strings.Contains(p, " ") && seen[p] {
+			t.Errorf("gpurun %s: prefix %q twice in %q", name, p, last)
+		}
+		seen[p] = true
+	}
+	for _, bad := range []string{"strconv.", "invalid argument", ".gpurun-"} {
+		if strings.Contains(last, bad) {
+			t.Errorf("gpurun %s: internal detail %q in %q", name, bad, last)
+		}
+	}
+	if strings.Contains(r.stderr, "loaded ") {
+		t.Errorf("gpurun %s: a model was loaded before the error:\n%s", name, r.stderr)
+	}
+	return last
+}
+
+// storiesTask converts stories260K with tok512.model into a .task once per
+// test.
+func storiesTask(t *testing.T) string {
+	t.Helper()
+	dir := testmodels.Dir(t)
+	out := filepath.Join(t.TempDir(), "s260.task")
+	mustExe(t, "", "convert", filepath.Join(dir, "stories260K.bin"), "--tokenizer", filepath.Join(dir, "tok512.model"), "-o", out, "-q")
+	return out
+}
+
+func TestVersion(t *testing.T) {
+	r := mustExe(t, "", "--version")
+	if !regexp.MustCompile(`^gpurun \S.*, go1\.\d+`).MatchString(r.stdout) {
+		t.Errorf("--version printed %q", r.stdout)
+	}
+	bi := &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Path: "github.com/gpurun/gpurun", Version: "v0.3.0"},
+		Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "85ab4c0a1b2c3d4e5f60718293a4b5c6d7e8f901"}, {Key: "vcs.modified", Value: "true"}, {Key: "vcs.time", Value: "2026-11-22T07:00:00Z"}}}
+	if got, want := version(bi, true), "v0.3.0, revision 85ab4c0a1b2c with local changes of 2026-11-22T07:00:00Z, go1.26.0"; got != want {
+		t.Errorf("version %q, want %q", got, want)
+	}
+	bi = &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "(devel)"}}
+	if got, want := version(bi, true), "(devel), go1.26.0"; got != want {
+		t.Errorf("version %q, want %q", got, want)
+	}
+}
+
+// TestBadArguments: every flag is checked before anything is loaded, and
+// the error names the flag and its valid range.
+func TestBadArguments(t *testing.T) {
+	task := storiesTask(t)
+	for _, tc := range []struct {
+		args []string
+		want string // in the error line
+	}{
+		{[]string{"run", task, "-p", "x", "--temperature", "-1"}, "--temperature -1: want a number >= 0"},
+		{[]string{"run", task, "-p", "x", "--temperature", "nan"}, "--temperature nan: want a number >= 0"},
+		{[]string{"run", task, "-p", "x", "--top-p", "2"}, "--top-p 2: want a number in (0, 1]"},
+		{[]string{"run", task, "-p", "x", "--top-p", "-1"}, "--top-p -1: want a number in (0, 1]"},
+		{[]string{"run", task, "-p", "x", "--top-p", "0"}, "--top-p 0: want a number in (0, 1]"},
+		{[]string{"run", task, "-p", "x", "--top-k", "-3"}, "--top-k -3: want an integer >= 0"},
+		{[]string{"run", task, "-p", "x", "--max-tokens", "-5"}, "--max-tokens -5: want an integer >= 0, or -1"},
+		{[]string{"run", task, "-p", "x", "--max-cache", "-1"}, "--max-cache -1: want an integer in 1..16777216"},
+		{[]string{"run", task, "-p", "x", "--max-cache", "100000000"}, "--max-cache 100000000: want an integer in 1..16777216"},
+		{[]string{"run", task, "-p", "x", "--max-cache", "600"}, "max cache 600 exceeds the model's context length 512 (want 1..512)"},
+		{[]string{"run", task, "-p", "x", "--seed", "-2"}, "--seed -2: want an integer in 0..18446744073709551615, or -1 or 0"},
+		{[]string{"run", task, "-p", "x", "--seed", "abc"}, "--seed abc: want an integer"},
+		{[]string{"run", task, "-p", "x", "--backend", "gpu"}, `--backend gpu: want one of auto, cpu, webgpu, vulkan`},
+		{[]string{"run", task, "-p", "x", "--activations", "f8"}, `--activations f8: want one of auto, f32, f16`},
+		{[]string{"run", task, "-p", "x", "--prompt-ids", "1"}, "give one prompt, not --prompt and --prompt-ids"},
+		{[]string{"run", task}, "a prompt is required"},
+		{[]string{"run", "-p", "x"}, "a model is required"},
+		{[]string{"run", "no-such.task", "-p", "x"}, "model stat no-such.task: no such file or directory"},
+		{[]string{"run", task, "-m", "other.task", "-p", "x"}, "two models given"},
+		{[]string{"run", task, "-f", "no-such-prompt.txt"}, "prompt file: open no-such-prompt.txt: no such file or directory"},
+		{[]string{"bench", task, "--reps", "0"}, "--reps 0: want an integer in 1..1000"},
+		{[]string{"bench", task, "--prompt-len", "-1"}, "--prompt-len -1: want an integer >= 1"},
+		{[]string{"bench", "-m", task, "--synthetic", "phi-2"}, "give a model or --synthetic phi-2, not both"},
+		{[]string{"bench", "--synthetic", "gpt-5"}, "--synthetic gpt-5: want one of"},
+		{[]string{"bench", "--synthetic", "phi-2", "--synthetic-quant", "int3"}, "--synthetic-quant int3: want one of int4, int8, f16"},
+		{[]string{"convert", task, "-o", filepath.Join(t.TempDir(), "x.gguf")}, "gpurun writes .tflite model files and .task bundles, not .gguf files"},
+	} {
+		r := exe(t, "", tc.args...)
+		last := checkErrorLine(t, tc.args, r)
+		if !strings.Contains(last, tc.want) {
+			t.Errorf("gpurun %s:\n got %q\nwant it to contain %q", strings.Join(tc.args, " "), last, tc.want)
+		}
+	}
+}
+
+// TestRuntimeErrorFormat: errors found while running read
+// "gpurun: <what failed>: <why>" once, without repeated package prefixes.
+func TestRuntimeErrorFormat(t *testing.T) {
+	task := storiesTask(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", task, "--prompt-ids", "1,600", "--temperature", "0"}, "gpurun: run: generate: pipeline: invalid prompt: id 600 at 1 outside the vocabulary of 512"},
+		{[]string{"run", task, "--max-cache", "8", "--prompt-ids", "1,2,3,4,5,6,7,8,9"}, "gpurun: run: generate: pipeline: prompt longer than the KV cache: 9 tokens"},
+	} {
+		r := exe(t, "", tc.args...)
+		lines := strings.Split(strings.TrimRight(r.stderr, "\n"), "\n")
+		last := lines[len(lines)-1]
+		if r.code != 1 || !strings.HasPrefix(last, tc.want) {
+			t.Errorf("gpurun %s: exit %d, error %q, want %q", strings.Join(tc.args, " "), r.code, last, tc.want)
+		}
+	}
+}
+
+// TestConvertTargets: -o replaces only a regular file or nothing; a device,
+// a FIFO, a directory, a symbolic link or a non-model extension are refused
+// with an error naming the path, and stay as they were.
+func TestConvertTargets(t *testing.T) {
+	src := filepath.Join(testmodels.Dir(t), "stories260K.bin")
+	tmp := t.TempDir()
+	fifo := filepath.Join(tmp, "fifo.tflite")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(tmp, "dir.tflite")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	plainDir := filepath.Join(tmp, "plain")
+	if err := os.Mkdir(plainDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(tmp, "link.tflite")
+	if err := os.Symlink(filepath.Join(tmp, "target.tflite"), link); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ out, want string }{
+		{"/dev/full", "/dev/full has no extension"},
+		{"/dev/null/x.tflite", ""},
+		{fifo, fifo + " is a FIFO, not a regular file"},
+		{dir, dir + " is a directory, not a regular file"},
+		{plainDir, plainDir + " is a directory (give a file name ending in .tflite or .task)"},
+		{link, link + " is a symbolic link, not a regular file"},
+		{filepath.Join(tmp, "m.gguf"), "not .gguf files"},
+		{filepath.Join(tmp, "missing", "m.tflite"), "cannot create a file in " + filepath.Join(tmp, "missing") + ": no such file or directory"},
+	} {
+		args := []string{"convert", src, "-o", tc.out, "-q"}
+		last := checkErrorLine(t, args, exe(t, "", args...))
+		if !strings.Contains(last, tc.want) {
+			t.Errorf("-o %s: %q, want it to contain %q", tc.out, last, tc.want)
+		}
+	}
+	if fi, err := os.Stat("/dev/full"); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		t.Errorf("/dev/full is no longer a character device: %v %v", fi, err)
+	}
+	if fi, err := os.Lstat(fifo); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		t.Errorf("the FIFO was replaced: %v %v", fi, err)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the link was replaced: %v %v", fi, err)
+	}
+	if _, err := os.Stat(filepath.Join(tmp, "target.tflite")); err == nil {
+		t.Error("the link's target was written")
+	}
+	// A regular file is replaced, and nothing else is left behind.
+	reg := filepath.Join(tmp, "m.tflite")
+	if err := os.WriteFile(reg, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustExe(t, "", "convert", src, "-o", reg, "-q")
+	if fi, err := os.Stat(reg); err != nil || fi.Size() < 1000 {
+		t.Errorf("the regular file was not replaced: %v %v", fi, err)
+	}
+	ents, _ := os.ReadDir(tmp)
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".gpurun-") {
+			t.Errorf("temporary file %s left behind", e.Name())
+		}
+	}
+}
+
+// TestStdoutWriteError: generated text that cannot be written fails the
+// command.
+func TestStdoutWriteError(t *testing.T) {
+	task := storiesTask(t)
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer full.Close()
+	for _, extra := range [][]string{nil, {"--json"}} {
+		args := append([]string{"run", task, "-p", "Once", "--max-tokens", "8"}, extra...)
+		cmd := gpurunCmd(args...)
+		var errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = full, &errOut
+		err := cmd.Run()
+		ee, ok := err.(*exec.ExitError)
+		if !ok || ee.ExitCode() != 1 {
+			t.Errorf("gpurun %v > /dev/full: %v, want exit 1", args, err)
+		}
+		if !strings.Contains(errOut.String(), "gpurun: run: writing the output: write /dev/stdout: no space left on device") {
+			t.Errorf("gpurun %v > /dev/full: stderr %q", args, errOut.String())
+		}
+	}
+}
+
+// runJSONExe runs `gpurun run --json ...` and decodes the result line.
+func runJSONExe(t *testing.T, stdin string, args ...string) (runResult, result) {
+	t.Helper()
+	r := mustExe(t, stdin, append([]string{"run", "--json"}, args...)...)
+	lines := strings.Split(strings.TrimRight(r.stdout, "\n"), "\n")
+	var res runResult
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
+		t.Fatalf("last line of stdout is not the JSON result: %v\n%s", err, r.stdout)
+	}
+	return res, r
+}
+
+// TestPromptSources: -p, -p - (stdin), -f FILE and the positional model
+// give the same prompt ids (llama.cpp's golden ids); -p "" is a prompt of
+// only BOS; the generated text ends with a newline; a sampled run reports
+// its seed on stderr.
+func TestPromptSources(t *testing.T) {
+	task := storiesTask(t)
+	c := testmodels.StoriesCases(t)[0]
+	file := filepath.Join(t.TempDir(), "prompt.txt")
+	if err := os.WriteFile(file, []byte(c.Prompt+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n := fmt.Sprint(len(c.GeneratedIDs))
+	for _, tc := range []struct {
+		stdin string
+		args  []string
+	}{
+		{"", []string{"-m", task, "-p", c.Prompt}},
+		{"", []string{task, "-p", c.Prompt}},
+		{c.Prompt + "\n", []string{task, "-p", "-"}},
+		{"", []string{task, "-f", file}},
+	} {
+		res, r := runJSONExe(t, tc.stdin, append(tc.args, "--temperature", "0", "--max-tokens", n)...)
+		if fmt.Sprint(res.PromptIDs) != fmt.Sprint(c.PromptIDs) || fmt.Sprint(res.GeneratedIDs) != fmt.Sprint(c.GeneratedIDs) {
+			t.Errorf("%v: prompt %v generated %v, golden %v %v", tc.args, res.PromptIDs, res.GeneratedIDs, c.PromptIDs, c.GeneratedIDs)
+		}
+		if !strings.HasPrefix(r.stdout, res.Text+"\n") {
+			t.Errorf("%v: stdout %q does not hold the text and a newline", tc.args, r.stdout)
+		}
+		if strings.Contains(r.stderr, "seed") || res.Seed != 0 {
+			t.Errorf("%v: greedy decoding reported a seed", tc.args)
+		}
+	}
+	res, r := runJSONExe(t, "", task, "-p", "", "--max-tokens", "4", "--seed", "77")
+	if fmt.Sprint(res.PromptIDs) != "[1]" || len(res.GeneratedIDs) != 4 || res.Seed != 77 {
+		t.Errorf(`-p "": prompt %v generated %v seed %d`, res.PromptIDs, res.GeneratedIDs, res.Seed)
+	}
+	if !strings.Contains(r.stderr, "seed 77") {
+		t.Errorf("stderr does not report the seed:\n%s", r.stderr)
+	}
+	r = mustExe(t, "", "run", task, "-p", "Once", "--max-tokens", "3")
+	m := regexp.MustCompile(`seed (\d+)`).FindStringSubmatch(r.stderr)
+	if m == nil || !strings.HasSuffix(r.stdout, "\n") {
+		t.Fatalf("a random seed is not reported, or no final newline:\nstdout %q\nstderr %s", r.stdout, r.stderr)
+	}
+	again := mustExe(t, "", "run", task, "-p", "Once", "--max-tokens", "3", "--seed", m[1])
+	if again.stdout != r.stdout {
+		t.Errorf("the reported seed %s does not reproduce the text: %q, then %q", m[1], r.stdout, again.stdout)
+	}
+	res, r = runJSONExe(t, "", task, "-p", "Once", "--max-tokens", "0")
+	if len(res.GeneratedIDs) != 0 || len(res.PromptIDs) != 2 || res.Text != "" {
+		t.Errorf("--max-tokens 0 generated %v from %v", res.GeneratedIDs, res.PromptIDs)
+	}
+}
+
+// TestCacheFullRate: a prompt that fills the cache generates one token with
+// no decode step, and no decode rate is reported.
+func TestCacheFullRate(t *testing.T) {
+	task := storiesTask(t)
+	res, r := runJSONExe(t, "", task, "--max-cache", "16", "--prompt-ids", "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16", "--temperature", "0")
+	if res.Metrics.StopReason != "cache_full" || len(res.GeneratedIDs) != 1 {
+		t.Errorf("stop %q after %d tokens, want cache_full after 1", res.Metrics.StopReason, len(res.GeneratedIDs))
+	}
+	if strings.Contains(r.stdout, `"decode_tokens_per_sec"`) || !strings.Contains(r.stderr, "1 tokens generated, no decode step") {
+		t.Errorf("decode rate reported without a decode step:\n%s%s", r.stdout, r.stderr)
+	}
+}
+
+// TestInterrupt: Ctrl-C during generation prints the text so far, the
+// metrics, and with --json a result with stop_reason "cancelled"; the exit
+// status is 130.
+func TestInterrupt(t *testing.T) {
+	task := storiesTask(t)
+	cmd := gpurunCmd("run", task, "-p", "Once upon a time", "--max-tokens", "-1", "--json", "--temperature", "0")
+	cmd.Env = append(cmd.Env, "GPURUN_TEST_STEP_DELAY=200ms")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errOut bytes.Buffer
+	cmd.Stderr = &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(stdout)
+	first := make([]byte, 1)
+	if _, err := io.ReadFull(br, first); err != nil {
+		t.Fatalf("no output: %v\n%s", err, errOut.String())
+	}
+	time.Sleep(300 * time.Millisecond)
+	cmd.Process.Signal(os.Interrupt)
+	rest, _ := io.ReadAll(br)
+	err = cmd.Wait()
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.ExitCode() != 130 {
+		t.Errorf("exit %v, want 130", err)
+	}
+	out := string(first) + string(rest)
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	var res runResult
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
+		t.Fatalf("no JSON result after the interrupt: %v\n%s", err, out)
+	}
+	if res.Metrics.StopReason != "cancelled" || len(res.GeneratedIDs) == 0 || !strings.HasPrefix(out, res.Text) {
+		t.Errorf("result %+v\nstdout %q", res, out)
+	}
+	stderr := errOut.String()
+	if !strings.Contains(stderr, "(stop: cancelled)") || !strings.HasSuffix(stderr, "gpurun: run: generation interrupted: context canceled\n") {
+		t.Errorf("stderr:\n%s", stderr)
+	}
+}
+
+// idList formats ids as --prompt-ids takes them.
+func idList(ids []int) string {
+	return strings.Trim(strings.ReplaceAll(fmt.Sprint(ids), " ", ","), "[]")
+}
+
+// TestRunDirect: run takes every GGUF of ../shared/models/arch and a
+// llama2.c checkpoint as they are, without converting them, and reproduces
+// llama.cpp's greedy ids; the GGUFs' SentencePiece vocabularies take text
+// prompts.
+func TestRunDirect(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(testmodels.Dir(t), "arch", "*.gguf"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no GGUF files: %v", err)
+	}
+	for _, path := range files {
+		name := strings.TrimSuffix(filepath.Base(path), ".gguf")
+		t.Run(name, func(t *testing.T) {
+			g := testmodels.Arch(t, name)
+			res, r := runJSONExe(t, "", path, "--backend", "cpu", "--prompt-ids", idList(g.PromptIDs), "--temperature", "0", "--max-tokens", fmt.Sprint(len(g.GreedyIDs)))
+			if fmt.Sprint(res.GeneratedIDs) != fmt.Sprint(g.GreedyIDs) {
+				t.Errorf("greedy ids %v\nllama.cpp  %v", res.GeneratedIDs, g.GreedyIDs)
+			}
+			if !strings.Contains(r.stderr, "from gguf on cpu") {
+				t.Errorf("load line does not say the format:\n%s", r.stderr)
+			}
+			res, _ = runJSONExe(t, "", path, "--backend", "cpu", "-p", "Once upon a time", "--max-tokens", "4")
+			if len(res.PromptIDs) < 2 || len(res.GeneratedIDs) == 0 {
+				t.Errorf("text prompt: prompt %v generated %v", res.PromptIDs, res.GeneratedIDs)
+			}
+		})
+	}
+	t.Run("llama2c", func(t *testing.T) {
+		dir := testmodels.Dir(t)
+		bin := filepath.Join(dir, "stories260K.bin")
+		c := testmodels.StoriesCases(t)[0]
+		for _, tok := range []string{"tok512.model", "tok512.bin"} {
+			res, _ := runJSONExe(t, "", bin, "--tokenizer", filepath.Join(dir, tok), "-p", c.Prompt, "--temperature", "0", "--max-tokens", fmt.Sprint(len(c.GeneratedIDs)))
+			if fmt.Sprint(res.PromptIDs) != fmt.Sprint(c.PromptIDs) || fmt.Sprint(res.GeneratedIDs) != fmt.Sprint(c.GeneratedIDs) {
+				t.Errorf("--tokenizer %s: prompt %v generated %v, golden %v %v", tok, res.PromptIDs, res.GeneratedIDs, c.PromptIDs, c.GeneratedIDs)
+			}
+		}
+		res, _ := runJSONExe(t, "", bin, "--prompt-ids", idList(c.PromptIDs), "--temperature", "0", "--max-tokens", "8")
+		if fmt.Sprint(res.GeneratedIDs) != fmt.Sprint(c.GeneratedIDs[:8]) {
+			t.Errorf("--prompt-ids without a tokenizer: generated %v, golden %v", res.GeneratedIDs, c.GeneratedIDs[:8])
+		}
+		args := []string{"run", bin, "-p", "Once"}
+		r := exe(t, "", args...)
+		if r.code != 1 || !strings.Contains(r.stderr, "has no tokenizer: a llama2.c checkpoint carries no tokenizer: give one (a SentencePiece .model or llama2.c tokenizer.bin); --prompt-ids takes token ids") {
+			t.Errorf("text prompt without a tokenizer: exit %d\n%s", r.code, r.stderr)
+		}
+	})
+}
