@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -462,4 +463,61 @@ func TestRunDirect(t *testing.T) {
 			t.Errorf("text prompt without a tokenizer: exit %d\n%s", r.code, r.stderr)
 		}
 	})
+}
+
+// TestWebGPUQuiet: on WebGPU the load line names the device (not wgpu's
+// "0x0" PCI id) and a headless machine's stderr carries no Mesa/Wayland
+// XDG_RUNTIME_DIR complaints.
+func TestWebGPUQuiet(t *testing.T) {
+	requireBackend(t, "webgpu")
+	task := storiesTask(t)
+	cmd := gpurunCmd("run", task, "--backend", "webgpu", "-p", "Once", "--max-tokens", "4")
+	var env []string
+	for _, kv := range cmd.Env {
+		if !strings.HasPrefix(kv, "XDG_RUNTIME_DIR=") && !strings.HasPrefix(kv, "WAYLAND_DISPLAY=") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = env
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v\n%s", err, errOut.String())
+	}
+	stderr := errOut.String()
+	if strings.Contains(stderr, "XDG_RUNTIME_DIR") {
+		t.Errorf("stderr carries the XDG_RUNTIME_DIR warning:\n%s", stderr)
+	}
+	m := regexp.MustCompile(`on webgpu: ([^,]+),`).FindStringSubmatch(stderr)
+	if m == nil || strings.HasPrefix(m[1], "0x") || m[1] == "" {
+		t.Errorf("load line does not name the device:\n%s", stderr)
+	}
+}
+
+// TestBenchJSONFields: bench --json medians carry only the rates (no
+// prompt_tokens 0 or empty stop_reason), and progress goes to stderr.
+func TestBenchJSONFields(t *testing.T) {
+	task := storiesTask(t)
+	r := mustExe(t, "", "bench", task, "--backend", "cpu", "--prompt-len", "8", "--generate", "4", "--reps", "2", "--json")
+	var rep struct {
+		Runs   []map[string]any `json:"runs"`
+		Median map[string]any   `json:"median"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, r.stdout)
+	}
+	var keys []string
+	for k := range rep.Median {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	if fmt.Sprint(keys) != "[decode_tokens_per_sec prefill_tokens_per_sec time_to_first_token_ms]" {
+		t.Errorf("median fields %v", keys)
+	}
+	if len(rep.Runs) != 2 || rep.Runs[0]["stop_reason"] != "max_tokens" || rep.Runs[0]["prompt_tokens"] != 8.0 {
+		t.Errorf("runs %v", rep.Runs)
+	}
+	if !strings.Contains(r.stderr, "warm-up run") || !strings.Contains(r.stderr, "run 2 of 2") {
+		t.Errorf("no progress on stderr:\n%s", r.stderr)
+	}
 }
