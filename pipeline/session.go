@@ -34,6 +34,9 @@ type GenerateOptions struct {
 	StopStrings []string
 	// Template wraps a text prompt in the config's PromptPrefix and
 	// PromptSuffix.
+	//
+	// Deprecated: package pipeline/chat renders the model's chat template
+	// (or a plain fallback) over a whole conversation.
 	Template bool
 	// StopTokens end generation (not streamed) besides the config's EOS and
 	// StopTokens, such as a chat template's end-of-turn token.

@@ -521,3 +521,92 @@ func TestBenchJSONFields(t *testing.T) {
 		t.Errorf("no progress on stderr:\n%s", r.stderr)
 	}
 }
+
+// tmux drives a program in a real terminal: a tmux server of its own.
+type tmux struct {
+	t      *testing.T
+	socket string
+	last   string // the screen last captured
+}
+
+func (x *tmux) run(args ...string) string {
+	x.t.Helper()
+	out, err := exec.Command("tmux", append([]string{"-L", x.socket}, args...)...).CombinedOutput()
+	if err != nil {
+		x.t.Fatalf("tmux %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+func (x *tmux) screen() string {
+	x.t.Helper()
+	out, err := exec.Command("tmux", "-L", x.socket, "capture-pane", "-p", "-J", "-S", "-200", "-t", "chat").CombinedOutput()
+	if err != nil {
+		x.t.Fatalf("tmux capture-pane: %v\n%s\nlast screen:\n%s", err, out, x.last)
+	}
+	x.last = string(out)
+	return x.last
+}
+
+// waitFor waits until the screen satisfies ok, failing after 60 s.
+func (x *tmux) waitFor(what string, ok func(string) bool) string {
+	x.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		s := x.screen()
+		if ok(s) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			x.t.Fatalf("waiting for %s; the screen:\n%s", what, s)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestChatInTmux: gpurun chat in a terminal: a reply streams after each
+// line, Ctrl-C stops a reply and returns to the prompt without leaving the
+// chat, /reset starts over, /exit leaves with status 0.
+func TestChatInTmux(t *testing.T) {
+	if _, err := exec.LookPath("tmux"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("tmux is not installed (.ci/setup installs it)")
+		}
+		t.Skip("tmux is not installed")
+	}
+	task := storiesTask(t)
+	x := &tmux{t: t, socket: fmt.Sprintf("gpurun-test-%d", os.Getpid())}
+	t.Cleanup(func() { exec.Command("tmux", "-L", x.socket, "kill-server").Run() })
+	// The shell traps SIGINT so that Ctrl-C reaches gpurun without ending
+	// the shell that reports gpurun's exit status.
+	shell := fmt.Sprintf("trap true INT; GPURUN_TEST_AS_MAIN=1 GPURUN_TEST_STEP_DELAY=150ms %q chat %q --temperature 0 --max-tokens 24 --system 'A story.'; echo EXITED:$?; sleep 30",
+		os.Args[0], task)
+	x.run("new-session", "-d", "-s", "chat", "-x", "150", "-y", "50", "sh", "-c", shell)
+	prompts := func(n int) func(string) bool {
+		return func(s string) bool { return strings.Count(s, "> ") >= n }
+	}
+	x.waitFor("the first prompt", prompts(1))
+	x.run("send-keys", "-t", "chat", "Once upon a time", "Enter")
+	s := x.waitFor("the first reply", prompts(2))
+	first := s[strings.Index(s, "> Once upon a time")+len("> Once upon a time"):]
+	if reply := strings.TrimSpace(first[:strings.Index(first, "> ")]); len(reply) < 10 {
+		t.Errorf("no reply streamed; the screen:\n%s", s)
+	}
+	// Ctrl-C half-way through a reply: it stops, the chat goes on.
+	x.run("send-keys", "-t", "chat", "Where did they go?", "Enter")
+	x.waitFor("a reply to start", func(s string) bool {
+		i := strings.LastIndex(s, "Where did they go?")
+		return i >= 0 && len(strings.TrimSpace(s[i+len("Where did they go?"):])) > 3
+	})
+	x.run("send-keys", "-t", "chat", "C-c")
+	s = x.waitFor("the reply to stop", func(s string) bool { return strings.Contains(s, "(stopped)") && prompts(3)(s) })
+	if strings.Contains(s, "EXITED") {
+		t.Fatalf("Ctrl-C left the chat:\n%s", s)
+	}
+	x.run("send-keys", "-t", "chat", "/reset", "Enter")
+	x.waitFor("the reset", func(s string) bool { return strings.Contains(s, "(conversation reset)") })
+	x.run("send-keys", "-t", "chat", "The dog", "Enter")
+	x.waitFor("a reply after the reset", prompts(5))
+	x.run("send-keys", "-t", "chat", "/exit", "Enter")
+	x.waitFor("the exit", func(s string) bool { return strings.Contains(s, "EXITED:0") })
+}

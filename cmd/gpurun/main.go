@@ -39,7 +39,7 @@ func newRoot() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.SetVersionTemplate("gpurun {{.Version}}\n")
-	root.AddCommand(newConvert(), newBundle(), newInspect(), newTokenize(), newRun(), newDevices(), newBench())
+	root.AddCommand(newConvert(), newBundle(), newInspect(), newTokenize(), newRun(), newChat(), newDevices(), newBench())
 	for _, c := range root.Commands() {
 		nameErrors(c)
 	}

@@ -186,11 +186,10 @@ func (p *promptFlags) read(cmd *cobra.Command) (pipeline.Prompt, error) {
 
 func newRun() *cobra.Command {
 	var (
-		mf       modelFlags
-		gf       genFlags
-		pf       promptFlags
-		asJSON   bool
-		template bool
+		mf     modelFlags
+		gf     genFlags
+		pf     promptFlags
+		asJSON bool
 	)
 	cmd := &cobra.Command{
 		Use:   "run [MODEL] [-p PROMPT | -f FILE | --prompt-ids 1,2,3]",
@@ -227,7 +226,6 @@ stop_reason "cancelled") are still printed.`,
 			if prompt.IDs == nil && !m.HasTokenizer() {
 				return noTokenizer(m)
 			}
-			gen.Template = template
 			out := &checkedWriter{w: cmd.OutOrStdout()}
 			res, runErr := generate(cmd.Context(), m, prompt, gen, gf.maxTokens == 0, out, cmd.ErrOrStderr())
 			if asJSON && res != nil {
@@ -245,7 +243,6 @@ stop_reason "cancelled") are still printed.`,
 	gf.register(cmd, "maximum tokens to generate; 0 generates nothing, -1 until a stop token or a full cache")
 	pf.register(cmd)
 	f := cmd.Flags()
-	f.BoolVar(&template, "template", false, "wrap the prompt in the model's prompt prefix and suffix")
 	f.BoolVar(&asJSON, "json", false, "print a JSON result object as the last line of stdout")
 	return cmd
 }
@@ -294,10 +291,7 @@ func generate(ctx context.Context, m *gpurun.Model, prompt pipeline.Prompt, gen 
 		text.WriteString(tok.Piece)
 		io.WriteString(out, tok.Piece)
 		if delay > 0 {
-			select {
-			case <-time.After(delay):
-			case <-ctx.Done():
-			}
+			waitOrDone(ctx, delay)
 		}
 	}
 	met := s.Metrics()
@@ -345,6 +339,14 @@ func promptIDs(m *gpurun.Model, p pipeline.Prompt) ([]int, error) {
 func testStepDelay() time.Duration {
 	d, _ := time.ParseDuration(os.Getenv("GPURUN_TEST_STEP_DELAY"))
 	return d
+}
+
+// waitOrDone sleeps for d or until ctx is done.
+func waitOrDone(ctx context.Context, d time.Duration) {
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+	}
 }
 
 // checkedWriter remembers the first write error (a full disk, a closed
