@@ -75,6 +75,7 @@ type Option func(*openOptions)
 
 type openOptions struct {
 	backendName  string
+	device       string
 	backend      gpu.Backend
 	maxCache     int
 	activations  string
@@ -88,6 +89,11 @@ type openOptions struct {
 // through Vulkan when there is one, otherwise the CPU), "cpu", "webgpu" or
 // "vulkan". The model opens it and closes it with itself.
 func WithBackend(name string) Option { return func(o *openOptions) { o.backendName = name } }
+
+// WithDevice picks the device within the backend WithBackend names
+// ("cpu", "webgpu" or "vulkan"; not "auto"): its index as `gpurun devices`
+// lists them, or a case-insensitive part of its name.
+func WithDevice(sel string) Option { return func(o *openOptions) { o.device = sel } }
 
 // WithGPUBackend runs the model on a backend the caller opened (see
 // gpu/backends) and closes; several models can share it.
@@ -210,10 +216,23 @@ func open(ctx context.Context, src *source, o *openOptions) (*Model, error) {
 	b := o.backend
 	var err error
 	if b == nil {
-		if b, err = backends.Open(ctx, o.backendName); err != nil {
+		if b, err = backends.OpenDevice(ctx, o.backendName, o.device); err != nil {
 			return nil, fmt.Errorf("backend %s: %w", o.backendName, err)
 		}
 		m.backend = b
+	}
+	info := b.Info()
+	policy := o.activations
+	if policy == "" {
+		policy = cfg.Activations
+	}
+	kvF16 := policy == model.PolicyF16 || (policy != model.PolicyF32 && info.Backend != "cpu")
+	need := estimateMemory(&cfg, weightBytes(src.tensors()), o.maxCache, kvF16)
+	if err := checkMemory(info, need, src.file == nil); err != nil {
+		if m.backend != nil {
+			m.backend.Close()
+		}
+		return nil, err
 	}
 	popts := pipeline.Options{Backend: b, MaxCache: o.maxCache, Activations: o.activations, NoFusion: o.noFusion, HostSampling: o.hostSampling}
 	if src.file != nil {
@@ -294,6 +313,13 @@ func (s *source) config() model.Config {
 		return s.file.Config()
 	}
 	return s.ck.Config
+}
+
+func (s *source) tensors() []*tensors.Tensor {
+	if s.file != nil {
+		return s.file.Tensors()
+	}
+	return s.ck.Tensors
 }
 
 func (s *source) close() {

@@ -76,4 +76,9 @@ type Info struct {
 	MaxWorkgroupStorage int
 	MaxWorkgroupInvocs  int
 	StorageOffsetAlign  int
+
+	// MemoryBytes is the device's memory for buffers (Vulkan: its largest
+	// device-local heap); 0 when the backend does not know it (WebGPU, and
+	// the CPU backend, whose callers look at the host's memory).
+	MemoryBytes int64
 }

@@ -610,3 +610,38 @@ func TestChatInTmux(t *testing.T) {
 	x.run("send-keys", "-t", "chat", "/exit", "Enter")
 	x.waitFor("the exit", func(s string) bool { return strings.Contains(s, "EXITED:0") })
 }
+
+// TestDeviceSelection: --device picks a device by index or name within a
+// backend; an unknown one is an error listing the devices there are.
+func TestDeviceSelection(t *testing.T) {
+	task := storiesTask(t)
+	args := []string{"run", task, "-p", "x", "--device", "0"}
+	if last := checkErrorLine(t, args, exe(t, "", args...)); !strings.Contains(last, "--device 0: name the backend too") {
+		t.Errorf("--device without --backend: %q", last)
+	}
+	r := mustExe(t, "", "run", task, "-p", "Once", "--max-tokens", "2", "--backend", "cpu", "--device", "0")
+	if !strings.Contains(r.stderr, "on cpu:") {
+		t.Errorf("--backend cpu --device 0:\n%s", r.stderr)
+	}
+	for _, backend := range []string{"vulkan", "webgpu"} {
+		t.Run(backend, func(t *testing.T) {
+			requireBackend(t, backend)
+			r := mustExe(t, "", "run", task, "-p", "Once", "--max-tokens", "2", "--backend", backend, "--device", "0")
+			m := regexp.MustCompile(`on ` + backend + `: ([^,]+),`).FindStringSubmatch(r.stderr)
+			if m == nil {
+				t.Fatalf("no load line:\n%s", r.stderr)
+			}
+			name := m[1]
+			part := strings.Fields(name)[0]
+			r = mustExe(t, "", "run", task, "-p", "Once", "--max-tokens", "2", "--backend", backend, "--device", strings.ToUpper(part))
+			if !strings.Contains(r.stderr, "on "+backend+": "+name) {
+				t.Errorf("--device %s picked another device:\n%s", strings.ToUpper(part), r.stderr)
+			}
+			args := []string{"run", task, "-p", "x", "--backend", backend, "--device", "7"}
+			last := exe(t, "", args...).stderr
+			if !strings.Contains(last, "no device 7") && !strings.Contains(last, `no adapter "7"`) || !strings.Contains(last, "0: "+part) {
+				t.Errorf("--device 7: %q", last)
+			}
+		})
+	}
+}

@@ -25,6 +25,7 @@ type modelFlags struct {
 	model       string
 	tokenizer   string
 	backend     string
+	device      string
 	maxCache    int
 	activations string
 	noFusion    bool
@@ -37,6 +38,7 @@ func (r *modelFlags) register(cmd *cobra.Command) {
 	f.StringVarP(&r.model, "model", "m", "", "model: a .tflite model file or .task bundle, a GGUF file, a llama2.c .bin, or a Hugging Face directory (or give it as the argument)")
 	f.StringVar(&r.tokenizer, "tokenizer", "", "tokenizer (SentencePiece .model or llama2.c tokenizer.bin) for a checkpoint that carries none")
 	f.Var(&choiceFlag{&r.backend, backends.Names}, "backend", "backend: "+strings.Join(backends.Names, "|"))
+	f.StringVar(&r.device, "device", "", "device within --backend cpu|webgpu|vulkan: its index as `gpurun devices` lists them, or part of its name (default: the best)")
 	f.Var(&intFlag{&r.maxCache, 1, pipeline.MaxCacheLimit, fmt.Sprintf("an integer in 1..%d (and at most the model's context length)", pipeline.MaxCacheLimit)},
 		"max-cache", fmt.Sprintf("KV cache length in tokens, 1 up to the model's context length (default %d, or the model's context length if shorter)", pipeline.DefaultMaxCache))
 	f.Var(&choiceFlag{&r.activations, []string{model.PolicyAuto, model.PolicyF32, model.PolicyF16}}, "activations",
@@ -59,11 +61,14 @@ func (r *modelFlags) takeModelArg(args []string) error {
 	if _, err := os.Stat(r.model); err != nil {
 		return fmt.Errorf("model %w", err)
 	}
+	if r.device != "" && r.backend == "auto" {
+		return fmt.Errorf("--device %s: name the backend too (--backend cpu, webgpu or vulkan)", r.device)
+	}
 	return nil
 }
 
 func (r *modelFlags) options(cmd *cobra.Command) []gpurun.Option {
-	opts := []gpurun.Option{gpurun.WithBackend(r.backend), gpurun.WithMaxCache(r.maxCache), gpurun.WithActivations(r.activations)}
+	opts := []gpurun.Option{gpurun.WithBackend(r.backend), gpurun.WithDevice(r.device), gpurun.WithMaxCache(r.maxCache), gpurun.WithActivations(r.activations)}
 	if r.tokenizer != "" {
 		opts = append(opts, gpurun.WithTokenizer(r.tokenizer))
 	}
