@@ -22,7 +22,7 @@
 //
 // A Session is one conversation: each Generate continues it, reusing the KV
 // cache for everything already said. Sessions of one Model take turns on
-// its single KV cache. For chat models, package chat renders the model's
+// its single KV cache. For chat models, package pipeline/chat renders the model's
 // chat template and manages the turns.
 //
 // Lower layers are public too: package pipeline (the same sessions with

@@ -18,23 +18,23 @@ import (
 // before allocating anything on the device.
 var ErrTooBig = errors.New("model does not fit in memory")
 
-// MemoryNeed estimates what loading a model allocates.
-type MemoryNeed struct {
+// memoryNeed estimates what loading a model allocates.
+type memoryNeed struct {
 	Weights     int64 // as stored (quantized types at their packed size)
 	KVCache     int64
 	Activations int64 // the decode and prefill graphs' intermediate buffers (an estimate)
 }
 
 // Total is the sum.
-func (n MemoryNeed) Total() int64 { return n.Weights + n.KVCache + n.Activations }
+func (n memoryNeed) Total() int64 { return n.Weights + n.KVCache + n.Activations }
 
-func (n MemoryNeed) String() string {
+func (n memoryNeed) String() string {
 	return fmt.Sprintf("%s (weights %s, KV cache %s, activations about %s)", humanBytes(n.Total()), humanBytes(n.Weights), humanBytes(n.KVCache), humanBytes(n.Activations))
 }
 
 // estimateMemory sizes a model of cfg with weights of weightBytes, a cache
 // of maxCache positions (0: the pipeline default) stored in f16 or f32.
-func estimateMemory(cfg *model.Config, weightBytes int64, maxCache int, kvF16 bool) MemoryNeed {
+func estimateMemory(cfg *model.Config, weightBytes int64, maxCache int, kvF16 bool) memoryNeed {
 	if maxCache == 0 {
 		maxCache = pipeline.DefaultMaxCache
 		if cfg.MaxSeqLen > 0 {
@@ -45,7 +45,7 @@ func estimateMemory(cfg *model.Config, weightBytes int64, maxCache int, kvF16 bo
 	if kvF16 {
 		elem = 2
 	}
-	n := MemoryNeed{Weights: weightBytes}
+	n := memoryNeed{Weights: weightBytes}
 	n.KVCache = int64(cfg.Layers) * 2 * int64(cfg.KVHeads) * int64(cfg.HeadDim) * int64(maxCache) * elem
 	// The largest graph (the largest prefill size that fits) holds per
 	// token the residual stream, attention and feed-forward intermediates
@@ -65,7 +65,7 @@ func estimateMemory(cfg *model.Config, weightBytes int64, maxCache int, kvF16 bo
 // checkMemory fails with ErrTooBig when need does not fit the backend's
 // device memory, or for the CPU backend the host's available memory
 // (resident weights already imported into memory are not counted again).
-func checkMemory(info gpu.Info, need MemoryNeed, weightsResident bool) error {
+func checkMemory(info gpu.Info, need memoryNeed, weightsResident bool) error {
 	have, where := info.MemoryBytes, fmt.Sprintf("%s device %s", info.Backend, info.Name)
 	if info.Backend == "cpu" && have == 0 {
 		have, where = hostAvailable(), "the host's available memory"

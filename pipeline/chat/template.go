@@ -11,6 +11,18 @@
 // raise_exception function. The engine is github.com/nikolalohinski/gonja/v2;
 // testdata/gen.py renders the test templates with jinja2 itself, and the
 // tests compare.
+//
+// A chat with a model loaded by package gpurun:
+//
+//	m, _ := gpurun.Open(ctx, "model.gguf")
+//	tpl := chat.Plain()
+//	if src := m.ChatTemplate(); src != "" {
+//		tpl, err = chat.Parse(src, "<s>", "</s>") // the model's BOS and EOS texts
+//	}
+//	conv, _ := chat.New(m.Model, tpl, chat.Options{System: "You are brief."})
+//	for tok, err := range conv.Send(ctx, "Hello!", pipeline.GenerateOptions{MaxTokens: 128}) {
+//		...
+//	}
 package chat
 
 import (
