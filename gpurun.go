@@ -418,9 +418,9 @@ func ggufExtras(path string, ck *model.Checkpoint) (template, noTok string) {
 		case "":
 			noTok = "the GGUF file has no tokenizer.ggml vocabulary"
 		case "gpt2":
-			noTok = `its GGUF vocabulary is byte-level BPE (tokenizer.ggml.model "gpt2"), which gpurun cannot tokenize yet: give token ids`
+			noTok = `its GGUF vocabulary is byte-level BPE (tokenizer.ggml.model "gpt2"), which gpurun cannot tokenize yet`
 		default:
-			noTok = fmt.Sprintf("its GGUF vocabulary kind %q is not supported: give token ids", kind)
+			noTok = fmt.Sprintf("its GGUF vocabulary kind %q is not supported", kind)
 		}
 	}
 	return template, noTok

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/gpurun/gpurun/internal/testmodels"
+	"github.com/gpurun/gpurun/tensors/gguf"
 )
 
 // The tests in this file run gpurun as a program: the test binary re-runs
@@ -220,10 +221,11 @@ func TestConvertTargets(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ out, want string }{
-		{"/dev/full", "/dev/full has no extension"},
+		{"/dev/full", "/dev/full is a character device, not a regular file"},
+		{filepath.Join(tmp, "noext"), "noext has no extension"},
 		{"/dev/null/x.tflite", ""},
 		{fifo, fifo + " is a FIFO, not a regular file"},
-		{dir, dir + " is a directory, not a regular file"},
+		{dir, dir + " is a directory (give a file name ending in .tflite or .task)"},
 		{plainDir, plainDir + " is a directory (give a file name ending in .tflite or .task)"},
 		{link, link + " is a symbolic link, not a regular file"},
 		{filepath.Join(tmp, "m.gguf"), "not .gguf files"},
@@ -643,5 +645,59 @@ func TestDeviceSelection(t *testing.T) {
 				t.Errorf("--device 7: %q", last)
 			}
 		})
+	}
+}
+
+// gpt2Vocab writes a copy of the GGUF at path whose tokenizer.ggml.model
+// says "gpt2" (a byte-level BPE vocabulary, as Phi-2's or Falcon's real
+// files carry) instead of "llama"; the tensor data stays where it was.
+func gpt2Vocab(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := []byte("tokenizer.ggml.model")
+	i := bytes.Index(data, key)
+	// key, value type 8 (string), u64 length 5, "llama"
+	val := i + len(key)
+	if i < 0 || !bytes.Equal(data[val:val+4+8+5], append([]byte{8, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0}, "llama"...)) {
+		t.Fatalf("%s: no tokenizer.ggml.model = llama", path)
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := int(f.DataOffset)
+	var out []byte
+	out = append(out, data[:val]...)
+	out = append(out, 8, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0)
+	out = append(out, "gpt2"...)
+	out = append(out, data[val+4+8+5:off]...)
+	out = append(out, 0) // the header is one byte shorter: one more byte of padding
+	out = append(out, data[off:]...)
+	dst := filepath.Join(t.TempDir(), "gpt2vocab.gguf")
+	if err := os.WriteFile(dst, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := gguf.Open(dst); err != nil || g.DataOffset != f.DataOffset {
+		t.Fatalf("patched GGUF: %v", err)
+	}
+	return dst
+}
+
+// TestRunBPEVocabGGUF: a GGUF whose vocabulary gpurun cannot tokenize yet
+// runs from token ids, and a text prompt says why it cannot.
+func TestRunBPEVocabGGUF(t *testing.T) {
+	path := gpt2Vocab(t, testmodels.Path(t, "arch", "phi2.gguf"))
+	g := testmodels.Arch(t, "phi2")
+	res, _ := runJSONExe(t, "", path, "--backend", "cpu", "--prompt-ids", idList(g.PromptIDs), "--temperature", "0", "--max-tokens", "8")
+	if fmt.Sprint(res.GeneratedIDs) != fmt.Sprint(g.GreedyIDs[:8]) {
+		t.Errorf("greedy ids %v, llama.cpp %v", res.GeneratedIDs, g.GreedyIDs[:8])
+	}
+	r := exe(t, "", "run", path, "-p", "Hello")
+	want := `has no tokenizer: its GGUF vocabulary is byte-level BPE (tokenizer.ggml.model "gpt2"), which gpurun cannot tokenize yet; --prompt-ids takes token ids`
+	if r.code != 1 || !strings.Contains(r.stderr, want) {
+		t.Errorf("text prompt: exit %d\n%s", r.code, r.stderr)
 	}
 }

@@ -26,28 +26,23 @@ var ErrTarget = errors.New("unsuitable output path")
 // regular file, which is then replaced. Directories, devices, FIFOs,
 // sockets and symbolic links are refused, never replaced.
 func CheckTarget(path string) error {
-	switch ext := strings.ToLower(filepath.Ext(path)); ext {
-	case ".tflite", ".task":
-	default:
-		if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-			return fmt.Errorf("%w: %s is a directory (give a file name ending in .tflite or .task)", ErrTarget, path)
-		}
-		if ext == "" {
-			return fmt.Errorf("%w: %s has no extension: gpurun writes .tflite model files and .task bundles", ErrTarget, path)
-		}
-		return fmt.Errorf("%w: %s: gpurun writes .tflite model files and .task bundles, not %s files", ErrTarget, path, ext)
-	}
 	fi, err := os.Lstat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
+	switch {
+	case err == nil && fi.IsDir():
+		return fmt.Errorf("%w: %s is a directory (give a file name ending in .tflite or .task)", ErrTarget, path)
+	case err == nil && !fi.Mode().IsRegular():
+		return fmt.Errorf("%w: %s is %s, not a regular file; only a regular file is replaced", ErrTarget, path, describeMode(fi.Mode()))
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("%w: %w", ErrTarget, err)
 	}
-	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("%w: %s is %s, not a regular file; only a regular file is replaced", ErrTarget, path, describeMode(fi.Mode()))
+	switch ext := strings.ToLower(filepath.Ext(path)); ext {
+	case ".tflite", ".task":
+		return nil
+	case "":
+		return fmt.Errorf("%w: %s has no extension: gpurun writes .tflite model files and .task bundles", ErrTarget, path)
+	default:
+		return fmt.Errorf("%w: %s: gpurun writes .tflite model files and .task bundles, not %s files", ErrTarget, path, ext)
 	}
-	return nil
 }
 
 func describeMode(m fs.FileMode) string {
