@@ -93,7 +93,7 @@ func Parse(source, bos, eos string) (*Template, error) {
 		Context: exec.EmptyContext().Update(builtins.GlobalFunctions).Update(builtins.GlobalVariables).Update(exec.NewContext(map[string]any{
 			"raise_exception": func(msg string) (string, error) { return "", fmt.Errorf("%w: %s", errRaised, msg) },
 		})),
-		Filters:           builtins.Filters,
+		Filters:           filters(),
 		Tests:             builtins.Tests,
 		ControlStructures: builtins.ControlStructures,
 		Methods:           builtins.Methods,
@@ -133,9 +133,12 @@ func (t *Template) Render(msgs []Message, addGenerationPrompt bool) (out string,
 	if t.tpl == nil {
 		return renderPlain(msgs, addGenerationPrompt), nil
 	}
-	list := make([]map[string]any, len(msgs))
+	list := make([]*exec.Dict, len(msgs))
 	for i, m := range msgs {
-		list[i] = map[string]any{"role": m.Role, "content": m.Content}
+		list[i] = &exec.Dict{Pairs: []*exec.Pair{
+			{Key: exec.AsValue("role"), Value: exec.AsValue(m.Role)},
+			{Key: exec.AsValue("content"), Value: exec.AsValue(m.Content)},
+		}}
 	}
 	ctx := exec.NewContext(map[string]any{
 		"messages":              list,

@@ -2,7 +2,9 @@
 """Render every templates/*.jinja over every conversation in cases.json the
 way Hugging Face transformers renders chat templates (jinja2's
 ImmutableSandboxedEnvironment with trim_blocks and lstrip_blocks, the
-loopcontrols extension, raise_exception, bos_token "<s>", eos_token "</s>")
+loopcontrols extension, raise_exception, a tojson filter that is
+json.dumps(ensure_ascii=False, sort_keys=False) rather than jinja2's
+HTML-safe one, bos_token "<s>", eos_token "</s>")
 and print the results as JSON: {template: {case: text or {"error": msg}}}.
 
 Regenerate: python3 gen.py > expected.json (Debian: python3-jinja2)."""
@@ -24,9 +26,14 @@ def raise_exception(message):
     raise TemplateError(message)
 
 
+def tojson(value, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
 def main():
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
     env.globals["raise_exception"] = raise_exception
+    env.filters["tojson"] = tojson
     with open(os.path.join(here, "cases.json"), encoding="utf-8") as f:
         cases = json.load(f)
     out = {}
