@@ -701,3 +701,29 @@ func TestRunBPEVocabGGUF(t *testing.T) {
 		t.Errorf("text prompt: exit %d\n%s", r.code, r.stderr)
 	}
 }
+
+// TestOutputErrorsEveryCommand: whichever command writes to a full stdout
+// fails.
+func TestOutputErrorsEveryCommand(t *testing.T) {
+	task := storiesTask(t)
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer full.Close()
+	for _, args := range [][]string{
+		{"inspect", task},
+		{"devices"},
+		{"bench", task, "--backend", "cpu", "--prompt-len", "4", "--generate", "2", "--reps", "1"},
+		{"tokenize", "-t", task},
+		{"--version"},
+	} {
+		cmd := gpurunCmd(args...)
+		var errOut bytes.Buffer
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader("Once upon a time\n"), full, &errOut
+		err := cmd.Run()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(errOut.String(), "no space left on device") {
+			t.Errorf("gpurun %v > /dev/full: %v\n%s", args, err, errOut.String())
+		}
+	}
+}

@@ -19,8 +19,16 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	err := newRoot().ExecuteContext(ctx)
+	// Every command writes its output through out, so a failed write (a
+	// full disk, > /dev/full) fails the command whichever it is.
+	out := &checkedWriter{w: os.Stdout}
+	root := newRoot()
+	root.SetOut(out)
+	err := root.ExecuteContext(ctx)
 	stop()
+	if err == nil && out.err != nil {
+		err = fmt.Errorf("writing the output: %w", out.err)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "gpurun: "+errorText(err))
 		if errors.Is(err, context.Canceled) {
