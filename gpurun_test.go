@@ -97,3 +97,18 @@ func TestChatTemplateJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestGGUFChatTemplate: a GGUF's tokenizer.chat_template is the model's
+// chat template.
+func TestGGUFChatTemplate(t *testing.T) {
+	tpl := "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+	path := testmodels.GGUFWithString(t, testmodels.Path(t, "arch", "llama.gguf"), "tokenizer.chat_template", tpl)
+	m, err := Open(context.Background(), path, WithBackend("cpu"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if got := m.ChatTemplate(); got != tpl {
+		t.Errorf("chat template %q, want %q", got, tpl)
+	}
+}

@@ -727,3 +727,32 @@ func TestOutputErrorsEveryCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestChatTemplateFile: chat with a Jinja template given on the command
+// line: the template's <s> becomes the BOS id (the prompt is BOS plus the
+// rest tokenized as text), /exit leaves with status 0.
+func TestChatTemplateFile(t *testing.T) {
+	task := storiesTask(t)
+	tpl := filepath.Join(testmodels.Root(t), "pipeline", "chat", "testdata", "templates", "llama2.jinja")
+	r := mustExe(t, "Hello\n/exit\n", "chat", task, "--chat-template", tpl, "--max-tokens", "5", "--temperature", "0", "--metrics")
+	if !strings.Contains(r.stderr, "chat format: "+tpl) {
+		t.Errorf("stderr:\n%s", r.stderr)
+	}
+	ids := strings.Fields(mustExe(t, "[INST] Hello [/INST]\n", "tokenize", "-t", task).stdout)
+	if want := fmt.Sprintf("prompt %d tokens", 1+len(ids)); !strings.Contains(r.stderr, want) {
+		t.Errorf("want %q in\n%s", want, r.stderr)
+	}
+	if !strings.HasPrefix(r.stdout, "> ") || strings.Count(r.stdout, "> ") != 2 {
+		t.Errorf("stdout %q", r.stdout)
+	}
+	// A GGUF's own template (tokenizer.chat_template) is used by default.
+	src, err := os.ReadFile(tpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withTpl := testmodels.GGUFWithString(t, testmodels.Path(t, "arch", "llama.gguf"), "tokenizer.chat_template", string(src))
+	r = mustExe(t, "Hello\n/exit\n", "chat", withTpl, "--max-tokens", "3", "--temperature", "0", "--metrics")
+	if !strings.Contains(r.stderr, "chat format: the model's chat template") || !strings.Contains(r.stderr, fmt.Sprintf("prompt %d tokens", 1+len(ids))) {
+		t.Errorf("chat on a GGUF with a template:\n%s", r.stderr)
+	}
+}
