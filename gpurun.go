@@ -45,6 +45,7 @@ import (
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/tensors"
 	"github.com/gpurun/gpurun/tensors/checkpoint"
+	"github.com/gpurun/gpurun/tensors/convert"
 	"github.com/gpurun/gpurun/tensors/gguf"
 	"github.com/gpurun/gpurun/tensors/model"
 	"github.com/gpurun/gpurun/tensors/modelfile"
@@ -347,7 +348,11 @@ func readSource(path string, o *openOptions) (*source, error) {
 			f.Close()
 			return nil, fmt.Errorf("%w: %s", pipeline.ErrNoConfig, path)
 		}
-		return &source{format: kind, file: f}, nil
+		src := &source{format: kind, file: f}
+		if t, ok := f.Metadata(convert.MetaChatTemplate); ok {
+			src.template = string(t)
+		}
+		return src, nil
 	}
 	format, err := checkpoint.Detect(path)
 	if err != nil {
@@ -424,6 +429,24 @@ func ggufExtras(path string, ck *model.Checkpoint) (template, noTok string) {
 		}
 	}
 	return template, noTok
+}
+
+// ChatTemplateOf reads the chat template a checkpoint carries: a GGUF
+// file's tokenizer.chat_template or a Hugging Face directory's
+// tokenizer_config.json chat_template ("" when there is none).
+func ChatTemplateOf(path string) string {
+	switch format, _ := checkpoint.Detect(path); format {
+	case checkpoint.FormatGGUF:
+		if f, err := gguf.Open(path); err == nil {
+			if v, ok := f.Get("tokenizer.chat_template"); ok {
+				s, _ := v.Str()
+				return s
+			}
+		}
+	case checkpoint.FormatHF:
+		return hfChatTemplate(path)
+	}
+	return ""
 }
 
 // hfChatTemplate reads chat_template from a Hugging Face directory's

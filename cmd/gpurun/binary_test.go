@@ -755,4 +755,15 @@ func TestChatTemplateFile(t *testing.T) {
 	if !strings.Contains(r.stderr, "chat format: the model's chat template") || !strings.Contains(r.stderr, fmt.Sprintf("prompt %d tokens", 1+len(ids))) {
 		t.Errorf("chat on a GGUF with a template:\n%s", r.stderr)
 	}
+	// Converting keeps the template; so does bundling the model file again.
+	tmp := t.TempDir()
+	converted, bundled := filepath.Join(tmp, "llama.tflite"), filepath.Join(tmp, "llama.task")
+	mustExe(t, "", "convert", withTpl, "-o", converted, "-q")
+	mustExe(t, "", "bundle", converted, "-t", task, "-o", bundled)
+	for _, m := range []string{converted, bundled} {
+		r = mustExe(t, "Hello\n/exit\n", "chat", m, "--max-tokens", "3", "--temperature", "0", "--metrics")
+		if !strings.Contains(r.stderr, "chat format: the model's chat template") {
+			t.Errorf("chat on %s:\n%s", filepath.Base(m), r.stderr)
+		}
+	}
 }

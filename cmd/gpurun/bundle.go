@@ -45,7 +45,8 @@ configuration into a .task bundle whose entries can be memory-mapped in place.`,
 				return fmt.Errorf("tokenizer has %d pieces, model vocabulary %d", t.VocabSize(), f.Config().VocabSize)
 			}
 			// The tensors alias the mapped input; WriteFile streams them out.
-			if err := convert.WriteFile(out, f.Config(), f.Tensors(), t.Marshal(), nil); err != nil {
+			tpl, _ := f.Metadata(convert.MetaChatTemplate)
+			if err := convert.Write(out, f.Config(), f.Tensors(), convert.WriteOptions{Tokenizer: t.Marshal(), ChatTemplate: string(tpl)}); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s\n", out)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpurun/gpurun"
 	"github.com/gpurun/gpurun/tensors/checkpoint"
 	"github.com/gpurun/gpurun/tensors/convert"
 	"github.com/gpurun/gpurun/tensors/model"
@@ -64,7 +65,8 @@ its imported type (GGUF Q8_0/Q4_0 blocks stay bit-exact).`,
 				total += int64(len(t.Data))
 			}
 			bar := newBar(total, "writing "+out, quiet)
-			err = convert.WriteFile(out, cfg, ts, tokBytes, func(done, _ int64) { _ = bar.Set64(done) })
+			err = convert.Write(out, cfg, ts, convert.WriteOptions{Tokenizer: tokBytes, ChatTemplate: gpurun.ChatTemplateOf(args[0]),
+				Progress: func(done, _ int64) { _ = bar.Set64(done) }})
 			_ = bar.Finish()
 			if err != nil {
 				return err

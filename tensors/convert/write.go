@@ -70,6 +70,24 @@ func describeMode(m fs.FileMode) string {
 // truncated model behind; path is checked with CheckTarget before and
 // again just before the rename.
 func WriteFile(path string, cfg model.Config, ts []*tensors.Tensor, tokenizer []byte, progress func(done, total int64)) (err error) {
+	return Write(path, cfg, ts, WriteOptions{Tokenizer: tokenizer, Progress: progress})
+}
+
+// MetaChatTemplate is the metadata entry holding a model's Jinja chat
+// template.
+const MetaChatTemplate = "gpurun.chat_template"
+
+// WriteOptions are what Write stores besides the configuration and the
+// tensors.
+type WriteOptions struct {
+	Tokenizer    []byte // serialized SentencePiece model; nil for none
+	ChatTemplate string // Jinja chat template (stored as MetaChatTemplate); "" for none
+	Progress     func(done, total int64)
+}
+
+// Write is WriteFile with the chat template too.
+func Write(path string, cfg model.Config, ts []*tensors.Tensor, wo WriteOptions) (err error) {
+	tokenizer, progress := wo.Tokenizer, wo.Progress
 	if err := CheckTarget(path); err != nil {
 		return err
 	}
@@ -83,6 +101,9 @@ func WriteFile(path string, cfg model.Config, ts []*tensors.Tensor, tokenizer []
 		os.Remove(tmp.Name())
 	}()
 	opts := modelfile.WriteOptions{Tokenizer: tokenizer, Progress: progress}
+	if wo.ChatTemplate != "" {
+		opts.Extra = map[string][]byte{MetaChatTemplate: []byte(wo.ChatTemplate)}
+	}
 	if err := modelfile.Write(tmp, cfg, ts, opts); err != nil {
 		return fmt.Errorf("convert: %w", err)
 	}
