@@ -169,6 +169,11 @@ func TestBadArguments(t *testing.T) {
 		{[]string{"bench", "--synthetic", "gpt-5"}, "--synthetic gpt-5: want one of"},
 		{[]string{"bench", "--synthetic", "phi-2", "--synthetic-quant", "int3"}, "--synthetic-quant int3: want one of int4, int8, f16"},
 		{[]string{"convert", task, "-o", filepath.Join(t.TempDir(), "x.gguf")}, "gpurun writes .tflite model files and .task bundles, not .gguf files"},
+		{[]string{"convert", task, "-o", "x.tflite", "--quant", "int3"}, "--quant int3: want one of keep, "},
+		{[]string{"convert", task, "-o", "x.tflite", "--format", "onnx"}, "--format onnx: want one of llama2c, gguf, hf"},
+		{[]string{"convert", task, "-o", "x.tflite", "--activations", "bf16"}, "--activations bf16: want one of auto, f32, f16"},
+		{[]string{"chat", task, "--max-tokens", "0"}, "--max-tokens 0: a reply needs at least 1 token"},
+		{[]string{"chat", task, "--top-p", "1.5"}, "--top-p 1.5: want a number in (0, 1]"},
 	} {
 		r := exe(t, "", tc.args...)
 		last := checkErrorLine(t, tc.args, r)

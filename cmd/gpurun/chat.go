@@ -53,6 +53,9 @@ current reply and returns to the prompt.`,
 			if err := mf.takeModelArg(args); err != nil {
 				return err
 			}
+			if gf.maxTokens == 0 {
+				return fmt.Errorf("--max-tokens 0: a reply needs at least 1 token (or -1 for no limit but the cache)")
+			}
 			gen, err := gf.options().Resolve()
 			if err != nil {
 				return err
@@ -96,7 +99,7 @@ current reply and returns to the prompt.`,
 				return err
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "chat format: %s. /reset starts over, /exit or Ctrl-D leaves, Ctrl-C stops a reply.\n", kind)
-			return chatLoop(cmd.Context(), conv, gen, gf.maxTokens == 0, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr(), metrics)
+			return chatLoop(cmd.Context(), conv, gen, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr(), metrics)
 		},
 	}
 	mf.register(cmd)
@@ -120,7 +123,7 @@ func controlText(m *gpurun.Model, id int) string {
 
 // chatLoop runs the conversation: a prompt, a line, a streamed reply. An
 // interrupt cancels the reply in progress only.
-func chatLoop(ctx context.Context, conv *chat.Conversation, gen pipeline.GenerateOptions, none bool, in io.Reader, stdout, errOut io.Writer, metrics bool) error {
+func chatLoop(ctx context.Context, conv *chat.Conversation, gen pipeline.GenerateOptions, in io.Reader, stdout, errOut io.Writer, metrics bool) error {
 	// Interrupts stop a reply, not the chat: the command's context (which
 	// main cancels on an interrupt) is replaced by one only this loop
 	// cancels.
@@ -163,9 +166,6 @@ func chatLoop(ctx context.Context, conv *chat.Conversation, gen pipeline.Generat
 			continue
 		case strings.HasPrefix(line, "/"):
 			fmt.Fprintln(errOut, "(commands: /reset, /exit)")
-			continue
-		}
-		if none {
 			continue
 		}
 		replyCtx, cancel := context.WithCancel(ctx)

@@ -81,9 +81,10 @@ its imported type (GGUF Q8_0/Q4_0 blocks stay bit-exact).`,
 	f := cmd.Flags()
 	f.StringVarP(&out, "output", "o", "", "output path (.tflite model file or .task bundle)")
 	f.StringVar(&tok, "tokenizer", "", "tokenizer: SentencePiece .model or llama2.c tokenizer.bin (GGUF and HF bring their own)")
-	f.StringVar(&quant, "quant", convert.Keep, "quantization recipe: "+strings.Join(convert.Recipes, "|"))
-	f.StringVar(&format, "format", "", "input format: llama2c|gguf|hf (default: detect from content)")
-	f.StringVar(&acts, "activations", "", "activation precision policy stored in the model: auto|f32|f16 (default: the architecture's)")
+	quant = convert.Keep
+	f.Var(&choiceFlag{&quant, convert.Recipes}, "quant", "quantization recipe: "+strings.Join(convert.Recipes, "|"))
+	f.Var(&choiceFlag{&format, []string{checkpoint.FormatLlama2c, checkpoint.FormatGGUF, checkpoint.FormatHF}}, "format", "input format: llama2c|gguf|hf (default: detect from content)")
+	f.Var(&choiceFlag{&acts, []string{model.PolicyAuto, model.PolicyF32, model.PolicyF16}}, "activations", "activation precision policy stored in the model: auto|f32|f16 (default: the architecture's)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress or summary on stderr")
 	return cmd
 }
