@@ -18,7 +18,10 @@ import (
 	"time"
 
 	"github.com/gpurun/gpurun/internal/testmodels"
+	"github.com/gpurun/gpurun/tensors"
 	"github.com/gpurun/gpurun/tensors/gguf"
+	"github.com/gpurun/gpurun/tensors/model"
+	"github.com/gpurun/gpurun/tensors/safetensors"
 )
 
 // The tests in this file run gpurun as a program: the test binary re-runs
@@ -770,5 +773,95 @@ func TestChatTemplateFile(t *testing.T) {
 		if !strings.Contains(r.stderr, "chat format: the model's chat template") {
 			t.Errorf("chat on %s:\n%s", filepath.Base(m), r.stderr)
 		}
+	}
+}
+
+// llamaHF writes arch/llama.gguf as a Hugging Face directory the way HF's
+// Llama conversion lays it out (HF tensor names, q/k rows permuted for HF's
+// rotary layout, config.json), with tok512.model as tokenizer.model and a
+// tokenizer_config.json carrying a chat template.
+func llamaHF(t *testing.T, chatTemplate string) string {
+	t.Helper()
+	ck, err := gguf.Load(testmodels.Path(t, "arch", "llama.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	permute := func(data []byte, heads, rows int) []byte {
+		// HF's permute: output row (h, j, i) is input row (h, i, j).
+		rb, hd := len(data)/rows, rows/heads
+		out := make([]byte, len(data))
+		for h := range heads {
+			for j := range 2 {
+				for i := range hd / 2 {
+					dst, src := h*hd+j*hd/2+i, h*hd+2*i+j
+					copy(out[dst*rb:(dst+1)*rb], data[src*rb:(src+1)*rb])
+				}
+			}
+		}
+		return out
+	}
+	global := map[string]string{model.TokenEmbedding: "model.embed_tokens.weight", model.FinalNorm: "model.norm.weight", model.LMHead: "lm_head.weight"}
+	layer := map[string]string{model.AttnNorm: "input_layernorm.weight", model.WQ: "self_attn.q_proj.weight", model.WK: "self_attn.k_proj.weight",
+		model.WV: "self_attn.v_proj.weight", model.WO: "self_attn.o_proj.weight", model.FFNNorm: "post_attention_layernorm.weight",
+		model.WGate: "mlp.gate_proj.weight", model.WUp: "mlp.up_proj.weight", model.WDown: "mlp.down_proj.weight"}
+	var ts []*tensors.Tensor
+	for _, rt := range ck.Tensors {
+		name, data := global[rt.Name], rt.Data
+		if name == "" {
+			l, suffix, _ := strings.Cut(strings.TrimPrefix(rt.Name, "params.lm.transformer.x_layers_"), ".")
+			if name = layer[suffix]; name == "" {
+				t.Fatalf("no HF name for %s", rt.Name)
+			}
+			name = "model.layers." + l + "." + name
+			switch suffix {
+			case model.WQ:
+				data = permute(data, ck.Config.Heads, rt.Shape[0])
+			case model.WK:
+				data = permute(data, ck.Config.KVHeads, rt.Shape[0])
+			}
+		}
+		ts = append(ts, &tensors.Tensor{Name: name, DType: rt.DType, Shape: rt.Shape, Data: data})
+	}
+	dir := t.TempDir()
+	var buf bytes.Buffer
+	if err := safetensors.Write(&buf, ts, map[string]string{"format": "pt"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := json.Marshal(map[string]any{"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+		"num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 128, "rms_norm_eps": 1e-5,
+		"rope_theta": 500000.0, "vocab_size": 512, "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu", "tie_word_embeddings": false})
+	tokCfg, _ := json.Marshal(map[string]any{"add_bos_token": true, "chat_template": chatTemplate})
+	spm, err := os.ReadFile(testmodels.Path(t, "tok512.model"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{"model.safetensors": buf.Bytes(), "config.json": cfg, "tokenizer_config.json": tokCfg, "tokenizer.model": spm} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// TestRunHFDirectory: a Hugging Face directory runs as it is, reproducing
+// llama.cpp's greedy ids for the GGUF it was made from, and chat uses its
+// tokenizer_config.json chat template.
+func TestRunHFDirectory(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join(testmodels.Root(t), "pipeline", "chat", "testdata", "templates", "llama2.jinja"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := llamaHF(t, string(src))
+	g := testmodels.Arch(t, "llama")
+	res, r := runJSONExe(t, "", dir, "--backend", "cpu", "--prompt-ids", idList(g.PromptIDs), "--temperature", "0", "--max-tokens", fmt.Sprint(len(g.GreedyIDs)))
+	if fmt.Sprint(res.GeneratedIDs) != fmt.Sprint(g.GreedyIDs) {
+		t.Errorf("greedy ids %v\nllama.cpp  %v", res.GeneratedIDs, g.GreedyIDs)
+	}
+	if !strings.Contains(r.stderr, "from hf on cpu") {
+		t.Errorf("load line:\n%s", r.stderr)
+	}
+	r = mustExe(t, "Hello\n/exit\n", "chat", dir, "--max-tokens", "3", "--temperature", "0")
+	if !strings.Contains(r.stderr, "chat format: the model's chat template") {
+		t.Errorf("chat:\n%s", r.stderr)
 	}
 }
