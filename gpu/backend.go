@@ -78,7 +78,8 @@ type Info struct {
 	StorageOffsetAlign  int
 
 	// MemoryBytes is the device's memory for buffers (Vulkan: its largest
-	// device-local heap); 0 when the backend does not know it (WebGPU, and
-	// the CPU backend, whose callers look at the host's memory).
+	// device-local heap; gpu/backends gives WebGPU the Vulkan device's of
+	// the same name); 0 when unknown (the CPU backend: callers look at the
+	// host's memory).
 	MemoryBytes int64
 }

@@ -45,7 +45,7 @@ func OpenDevice(ctx context.Context, name, sel string) (gpu.Backend, error) {
 			if err != nil {
 				return nil, err
 			}
-			return withDevice(kernels.New(dev), dev), nil
+			return withWebGPUMemory(withDevice(kernels.New(dev), dev)), nil
 		case "vulkan":
 			index, err := vulkanIndex(sel)
 			if err != nil {
@@ -69,7 +69,7 @@ func OpenDevice(ctx context.Context, name, sel string) (gpu.Backend, error) {
 		if err != nil {
 			return nil, err
 		}
-		return withDevice(kernels.New(dev), dev), nil
+		return withWebGPUMemory(withDevice(kernels.New(dev), dev)), nil
 	case "vulkan":
 		dev, err := vulkan.Open(ctx)
 		if err != nil {
@@ -142,10 +142,39 @@ func hasRealGPU() bool {
 // owned closes the device after the backend that runs on it.
 type owned struct {
 	gpu.Backend
-	dev gpu.Device
+	dev    gpu.Device
+	memory int64 // Info.MemoryBytes when the backend reports none
 }
 
-func withDevice(b gpu.Backend, dev gpu.Device) gpu.Backend { return &owned{Backend: b, dev: dev} }
+func withDevice(b gpu.Backend, dev gpu.Device) *owned { return &owned{Backend: b, dev: dev} }
+
+// withWebGPUMemory fills in Info.MemoryBytes, which WebGPU does not
+// report, from the Vulkan device of the same name (WebGPU runs on a Vulkan
+// adapter here).
+func withWebGPUMemory(b *owned) *owned {
+	info := b.Backend.Info()
+	if info.MemoryBytes > 0 {
+		return b
+	}
+	if devs, err := vulkan.Devices(); err == nil {
+		for _, d := range devs {
+			if d.Name == info.Name {
+				b.memory = d.MemoryBytes
+				break
+			}
+		}
+	}
+	return b
+}
+
+// Info is the backend's, with the memory size found for it.
+func (o *owned) Info() gpu.Info {
+	info := o.Backend.Info()
+	if info.MemoryBytes == 0 {
+		info.MemoryBytes = o.memory
+	}
+	return info
+}
 
 func (o *owned) Close() error {
 	return errors.Join(o.Backend.Close(), o.dev.Close())
