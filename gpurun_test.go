@@ -22,7 +22,7 @@ type smallDevice struct {
 
 func (d *smallDevice) Info() gpu.Info {
 	i := d.Backend.Info()
-	i.Backend, i.Name, i.MemoryBytes = "vulkan", "tiny GPU", d.memory
+	i.Backend, i.Name, i.Type, i.MemoryBytes = "vulkan", "tiny GPU", gpu.Discrete, d.memory
 	return i
 }
 
@@ -55,6 +55,22 @@ func TestMemoryCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.Close()
+	// A software device's heap is host memory: the host's is what counts.
+	cpuDev := &smallDevice{Backend: cpu.New(cpu.Options{}), memory: 1 << 20}
+	m, err = Open(context.Background(), path, WithGPUBackend(softDevice{cpuDev}))
+	if err != nil {
+		t.Fatalf("a software device with a nominal 1 MiB heap: %v", err)
+	}
+	m.Close()
+}
+
+// softDevice is a device of type gpu.CPU, as lavapipe is.
+type softDevice struct{ *smallDevice }
+
+func (d softDevice) Info() gpu.Info {
+	i := d.smallDevice.Info()
+	i.Type = gpu.CPU
+	return i
 }
 
 // TestOpenOptionErrors: options out of range fail before anything is read.

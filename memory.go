@@ -63,14 +63,19 @@ func estimateMemory(cfg *model.Config, weightBytes int64, maxCache int, kvF16 bo
 }
 
 // checkMemory fails with ErrTooBig when need does not fit the backend's
-// device memory, or for the CPU backend the host's available memory
-// (resident weights already imported into memory are not counted again).
+// device memory, or the host's available memory for the CPU backend and
+// for software devices running on the CPU (such as lavapipe, whose heap
+// size is nominal: its buffers are host memory). Weights already imported
+// into host memory are not counted again for the CPU backend.
 func checkMemory(info gpu.Info, need memoryNeed, weightsResident bool) error {
 	have, where := info.MemoryBytes, fmt.Sprintf("%s device %s", info.Backend, info.Name)
-	if info.Backend == "cpu" && have == 0 {
+	if info.Backend == "cpu" || info.Type == gpu.CPU || have == 0 {
 		have, where = hostAvailable(), "the host's available memory"
-		if weightsResident {
-			need.Weights = 0
+		if weightsResident && info.Backend == "cpu" {
+			need.Weights = 0 // the CPU backend uses them where they are
+		}
+		if info.Backend != "cpu" && info.Type != gpu.CPU {
+			have = 0 // a GPU whose memory is unknown: not checked
 		}
 	}
 	if have <= 0 || need.Total() <= have {
