@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/cogentcore/webgpu v0.23.0
+	github.com/dlclark/regexp2 v1.11.5
 	github.com/google/flatbuffers v25.12.19+incompatible
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/spf13/cobra v1.10.2
