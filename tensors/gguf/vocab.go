@@ -12,9 +12,9 @@ import (
 var spmModels = map[string]string{"llama": "bpe", "t5": "unigram"}
 
 // vocab reads the tokenizer.ggml.* metadata. It returns nil without error when
-// the file has no tokenizer or one that is not SentencePiece-like (GPT-2 BPE
-// with merges, WordPiece): model.Vocab cannot express those, so the caller
-// must supply a tokenizer.
+// the file has no tokenizer or one that is neither SentencePiece-like nor
+// byte-level BPE (WordPiece, RWKV): model.Vocab cannot express those, so the
+// caller must supply a tokenizer.
 func (f *File) vocab() (*model.Vocab, error) {
 	mv, ok := f.Get("tokenizer.ggml.model")
 	if !ok {
@@ -23,6 +23,9 @@ func (f *File) vocab() (*model.Vocab, error) {
 	name, ok := mv.Str()
 	if !ok {
 		return nil, fmt.Errorf("%w: tokenizer.ggml.model is %s, not a string", ErrFormat, mv.Type)
+	}
+	if name == "gpt2" {
+		return f.gpt2Vocab()
 	}
 	kind, ok := spmModels[name]
 	if !ok {
