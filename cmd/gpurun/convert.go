@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpurun/gpurun/tensors/checkpoint"
 	"github.com/gpurun/gpurun/pipeline"
+	"github.com/gpurun/gpurun/tensors/checkpoint"
 	"github.com/gpurun/gpurun/tensors/convert"
 	"github.com/gpurun/gpurun/tensors/model"
 )
