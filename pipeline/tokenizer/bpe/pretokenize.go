@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -16,11 +17,17 @@ const gpt2Pattern = `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]
 // regex is a compiled split pattern.
 type regex struct{ re *regexp2.Regexp }
 
+// matchTimeout bounds one regex match: a pattern from a file could
+// backtrack catastrophically. Text a match gives up on stays in the gap
+// between matches, so nothing is lost.
+const matchTimeout = 2 * time.Second
+
 func compileRegex(expr string) (*regex, error) {
 	re, err := regexp2.Compile(expr, regexp2.None)
 	if err != nil {
 		return nil, fmt.Errorf("%w: regex %q: %w", ErrInvalid, truncate(expr), err)
 	}
+	re.MatchTimeout = matchTimeout
 	return &regex{re}, nil
 }
 

@@ -118,7 +118,7 @@ func build(f *fileJSON) (*Tokenizer, error) {
 		added:        map[string]*addedToken{},
 		addedByID:    map[int]*addedToken{},
 	}
-	const maxVocab = 1 << 24
+	const maxVocab = 1 << 26
 	n := 0
 	for tok, id := range m.Vocab {
 		if id < 0 || id >= maxVocab {
@@ -131,6 +131,10 @@ func build(f *fileJSON) (*Tokenizer, error) {
 			return nil, fmt.Errorf("%w: added token %q has id %d", ErrInvalid, truncate(a.Content), a.ID)
 		}
 		n = max(n, a.ID+1)
+	}
+	// Ids may leave holes, but not many: the id table is allocated whole.
+	if count := len(m.Vocab) + len(f.AddedTokens); n > 2*count+1024 {
+		return nil, fmt.Errorf("%w: ids up to %d for %d tokens", ErrInvalid, n-1, count)
 	}
 	t.tokens = make([]string, n)
 	seen := make([]bool, n)
