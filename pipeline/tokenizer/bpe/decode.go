@@ -241,9 +241,13 @@ func (t *Tokenizer) Decode(ids []int) string {
 // The concatenation of all Add results and Flush equals Decode of the
 // whole sequence.
 type Decoder struct {
-	t       *Tokenizer
+	t *Tokenizer
+	// With a plain ByteLevel decoder, the bytes not yet returned.
+	pending []byte
+	// Otherwise every id so far, decoded again on each Add, and how many
+	// bytes of that text were already returned.
 	ids     []int
-	emitted int // bytes of Decode(ids) already returned
+	emitted int
 }
 
 // NewDecoder returns an incremental decoder.
@@ -251,8 +255,25 @@ func (t *Tokenizer) NewDecoder() *Decoder { return &Decoder{t: t} }
 
 // Add decodes one more id and returns the text it completes.
 func (d *Decoder) Add(id int) string {
+	t := d.t
+	if t.byteLevelDecoder {
+		if id < 0 || id >= len(t.tokens) || t.tokens[id] == "" {
+			return ""
+		}
+		tok := t.tokens[id]
+		if t.added[tok] != nil {
+			s := lossyUTF8(d.pending) + tok
+			d.pending = d.pending[:0]
+			return s
+		}
+		d.pending = byteLevelDecode(d.pending, tok)
+		n := completeUTF8(d.pending)
+		s := lossyUTF8(d.pending[:n])
+		d.pending = append(d.pending[:0], d.pending[n:]...)
+		return s
+	}
 	d.ids = append(d.ids, id)
-	text := d.t.Decode(d.ids)
+	text := t.Decode(d.ids)
 	// A trailing U+FFFD may be a character still being spelled out.
 	stable := len(strings.TrimRight(text, replacement))
 	if stable <= d.emitted {
@@ -265,6 +286,11 @@ func (d *Decoder) Add(id int) string {
 
 // Flush returns the text held back, and resets the decoder.
 func (d *Decoder) Flush() string {
+	if d.t.byteLevelDecoder {
+		s := lossyUTF8(d.pending)
+		d.pending = d.pending[:0]
+		return s
+	}
 	text := d.t.Decode(d.ids)
 	out := ""
 	if d.emitted < len(text) {

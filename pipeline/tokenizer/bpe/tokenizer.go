@@ -30,6 +30,9 @@ type Tokenizer struct {
 	normalize normalizer   // nil: none
 	pre       preTokenizer // nil: the whole section is one piece
 	decode    decoder      // nil: tokens joined with spaces
+	// byteLevelDecoder: the decoder is ByteLevel alone, which Decoder
+	// streams byte by byte.
+	byteLevelDecoder bool
 
 	prefix, suffix []int // post-processor ids around a single sequence
 }
@@ -201,6 +204,9 @@ func build(f *fileJSON) (*Tokenizer, error) {
 	}
 	if t.decode, err = buildDecoder(f.Decoder, t.added); err != nil {
 		return nil, err
+	}
+	if c, ok, _ := parseComponent(f.Decoder, "decoder"); ok && c.Type == "ByteLevel" {
+		t.byteLevelDecoder = true
 	}
 	if t.prefix, t.suffix, err = buildPostProcessor(f.PostProcessor, t.vocab); err != nil {
 		return nil, err
