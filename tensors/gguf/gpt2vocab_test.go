@@ -3,6 +3,7 @@ package gguf
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/gpurun/gpurun/tensors/model"
@@ -41,5 +42,20 @@ func TestGPT2Vocab(t *testing.T) {
 	}
 	if _, err := f.vocab(); !errors.Is(err, ErrFormat) {
 		t.Errorf("vocab without merges: %v", err)
+	}
+}
+
+// TestUnknownTokenizerKind: a vocabulary kind gpurun cannot read is an error
+// naming it, not a model silently without a tokenizer.
+func TestUnknownTokenizerKind(t *testing.T) {
+	var w ggufWriter
+	w.string("tokenizer.ggml.model", "bert")
+	w.strings("tokenizer.ggml.tokens", []string{"a"})
+	f, err := Parse(w.bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.vocab(); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), `"bert"`) {
+		t.Errorf("bert vocabulary: %v", err)
 	}
 }
