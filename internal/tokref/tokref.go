@@ -27,7 +27,7 @@ import (
 
 // Names are the tokenizers gen.mjs writes, each as NAME.tokenizer.json.
 // llama3-bos only has special.ids expectations.
-var Names = []string{"llama3", "qwen3", "gpt2", "phi2", "falcon", "stablelm"}
+var Names = []string{"llama3", "qwen3", "gpt2", "phi2", "falcon", "stablelm", "spm-legacy", "spm-metaspace"}
 
 // Inputs are the line files every tokenizer encodes (besides randids).
 var Inputs = []string{"corpus", "edge", "bpe"}

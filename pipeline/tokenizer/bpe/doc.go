@@ -40,5 +40,8 @@
 //     replacement character (the Rust default), transformers.js does not;
 //   - added tokens marked normalized are matched in the raw text, as
 //     transformers.js does; the Rust library matches them after
-//     normalization.
+//     normalization;
+//   - ByteFallback decodes a run of byte tokens that is not valid UTF-8
+//     with U+FFFD per maximal invalid subpart, as transformers.js does; the
+//     Rust library replaces every byte of such a run.
 package bpe
