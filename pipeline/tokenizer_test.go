@@ -33,6 +33,9 @@ func TestTokenizerBytesGPT2(t *testing.T) {
 	if ids := tok.Encode("ab ab<|bos|>"); !slices.Equal(ids, []int{2, 4, 5}) {
 		t.Errorf("Encode = %v", ids)
 	}
+	if c := bt.controlTokens(); len(c) != 1 || c["<|bos|>"] != 5 {
+		t.Errorf("controlTokens = %v", c)
+	}
 	if id, ok := bt.BOS(); !ok || id != 5 {
 		t.Errorf("BOS = %d %v", id, ok)
 	}

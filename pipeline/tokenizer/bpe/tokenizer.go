@@ -342,3 +342,15 @@ func (t *Tokenizer) IsSpecial(id int) bool {
 
 // Marshal returns the tokenizer.json the tokenizer was loaded from.
 func (t *Tokenizer) Marshal() []byte { return t.raw }
+
+// SpecialTokens maps the content of every added token marked special to
+// its id.
+func (t *Tokenizer) SpecialTokens() map[string]int {
+	out := map[string]int{}
+	for s, a := range t.added {
+		if a.special {
+			out[s] = a.id
+		}
+	}
+	return out
+}
