@@ -1,7 +1,8 @@
 // Package pipeline runs a model end to end: it builds the forward graphs of
 // an architecture, compiles one decode graph and a few prefill graphs on a
-// backend (all sharing the weights and one KV cache), and drives sessions
-// that prefill a prompt, sample, detokenize, stream, stop and measure.
+// backend (sharing the weights; one KV cache per slot, Options.Slots), and
+// drives sessions that prefill a prompt, sample, detokenize, stream, stop
+// and measure.
 package pipeline
 
 import (
