@@ -176,3 +176,18 @@ func httpGet(url string) (int, error) {
 }
 
 var httpClient = &http.Client{Timeout: 30 * time.Second}
+
+// TestServeFlags: bad serve flags are errors before anything loads.
+func TestServeFlags(t *testing.T) {
+	task := storiesTask(t)
+	for _, args := range [][]string{
+		{"serve", task, "--parallel", "0"},
+		{"serve", task, "--parallel", "100000"},
+		{"serve", task, "--queue", "-1"},
+		{"serve", task, "--addr", "not-an-address"},
+		{"serve", task, "--grace", "soon"},
+		{"serve"},
+	} {
+		checkErrorLine(t, args, exe(t, "", args...))
+	}
+}
