@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpurun/gpurun/gpu/backends"
+	"github.com/gpurun/gpurun/gpu/cpu"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/tensors/model"
 )
@@ -23,6 +24,7 @@ type runFlags struct {
 	activations string
 	noFusion    bool
 	hostSample  bool
+	cpuMath     string
 
 	synthetic, syntheticQuant string // bench only
 }
@@ -37,6 +39,8 @@ func (r *runFlags) register(cmd *cobra.Command) {
 	f.BoolVar(&r.noFusion, "no-fusion", false, "run the graphs unfused, one op per kernel (for comparison)")
 	f.BoolVar(&r.hostSample, "host-sampling", false, "greedy decoding on a GPU reads back every logit and picks on the host, "+
 		"rather than only the token id picked on the device (for comparison)")
+	f.StringVar(&r.cpuMath, "cpu-math", pipeline.DefaultCPUMath.String(), "CPU backend arithmetic for int8/int4 weights: "+strings.Join(cpu.MathNames, "|")+
+		" (dynamic quantizes activations to int8 blocks as llama.cpp does; exact is the reference)")
 }
 
 // load opens the backend and loads the model on it; close releases both.
@@ -53,11 +57,15 @@ func (r *runFlags) load(cmd *cobra.Command) (m *pipeline.Model, backendName stri
 			return nil, "", nil, err
 		}
 	}
-	b, err := backends.Open(ctx, r.backend)
+	math, err := cpu.ParseMath(r.cpuMath)
 	if err != nil {
 		return nil, "", nil, err
 	}
-	opts := pipeline.Options{Backend: b, MaxCache: r.maxCache, Activations: r.activations, NoFusion: r.noFusion, HostSampling: r.hostSample}
+	b, err := backends.OpenWith(ctx, r.backend, backends.Options{CPU: cpu.Options{Math: math}})
+	if err != nil {
+		return nil, "", nil, err
+	}
+	opts := pipeline.Options{Backend: b, CPUMath: math, MaxCache: r.maxCache, Activations: r.activations, NoFusion: r.noFusion, HostSampling: r.hostSample}
 	start := time.Now()
 	if ck != nil {
 		m, err = pipeline.FromCheckpoint(ctx, ck, opts)

@@ -17,15 +17,27 @@ import (
 // Names lists the names Open accepts.
 var Names = []string{"auto", "cpu", "webgpu", "vulkan"}
 
-// Open returns the named backend. The caller closes it.
+// Options are the settings of the backends that have any.
+type Options struct {
+	// CPU configures the CPU backend (its threads and math).
+	CPU cpu.Options
+}
+
+// Open returns the named backend with default options. The caller closes it.
+func Open(ctx context.Context, name string) (gpu.Backend, error) {
+	return OpenWith(ctx, name, Options{})
+}
+
+// OpenWith returns the named backend configured by opts. The caller
+// closes it.
 //
 // "auto" takes a Vulkan device that is a real GPU (discrete, integrated or
 // virtual) and otherwise the CPU backend: a software Vulkan driver such as
 // lavapipe is a correctness device, slower than the CPU path.
-func Open(ctx context.Context, name string) (gpu.Backend, error) {
+func OpenWith(ctx context.Context, name string, opts Options) (gpu.Backend, error) {
 	switch name {
 	case "cpu":
-		return cpu.New(cpu.Options{}), nil
+		return cpu.New(opts.CPU), nil
 	case "webgpu":
 		dev, err := webgpu.Open(ctx)
 		if err != nil {
@@ -40,11 +52,11 @@ func Open(ctx context.Context, name string) (gpu.Backend, error) {
 		return withDevice(kernels.New(dev), dev), nil
 	case "auto", "":
 		if hasRealGPU() {
-			if b, err := Open(ctx, "vulkan"); err == nil {
+			if b, err := OpenWith(ctx, "vulkan", opts); err == nil {
 				return b, nil
 			}
 		}
-		return Open(ctx, "cpu")
+		return OpenWith(ctx, "cpu", opts)
 	}
 	return nil, fmt.Errorf("backends: unknown backend %q (want one of %v): %w", name, Names, gpu.ErrUnsupported)
 }

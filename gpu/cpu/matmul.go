@@ -134,16 +134,16 @@ func (m *mmTask) tile(s *scratch, r0, r1 int) {
 	if m.glu {
 		u = tileRows(m.up, r0, r1, s.upRows, s.upViews[:0])
 	}
-	var gs, us [4]float32
+	gs, us := &s.gs, &s.us // in scratch: a local would escape through the kernels
 	for t0 := 0; t0 < m.n; t0 += tokTile {
 		t1 := min(t0+tokTile, m.n)
 		for i, row := range g {
 			r := r0 + i
 			t := t0
 			for ; t+4 <= t1; t += 4 {
-				simd.DotF32x4(row, m.in[t*m.inCols:], m.inCols, &gs)
+				simd.DotF32x4(row, m.in[t*m.inCols:], m.inCols, gs)
 				if m.glu {
-					simd.DotF32x4(u[i], m.in[t*m.inCols:], m.inCols, &us)
+					simd.DotF32x4(u[i], m.in[t*m.inCols:], m.inCols, us)
 				}
 				for j := range 4 {
 					m.store(r, t+j, gs[j], us[j])
@@ -180,15 +180,15 @@ func tileRows(w *matrix, r0, r1 int, buf []float32, views [][]float32) [][]float
 // tileDynamic is tile for quantized inputs: int4 rows meet four tokens at
 // a time (each block decoded once for the four), int8 rows one.
 func (m *mmTask) tileDynamic(s *scratch, r0, r1 int) {
-	var gs, us [4]float32
+	gs, us := &s.gs, &s.us // in scratch: a local would escape through the kernels
 	for t0 := 0; t0 < m.n; t0 += tokTile {
 		t1 := min(t0+tokTile, m.n)
 		for r := r0; r < r1; r++ {
 			t := t0
 			for ; t+4 <= t1; t += 4 {
-				m.w.qdot4(r, m.q, m.d, t, m.inCols, &gs)
+				m.w.qdot4(r, m.q, m.d, t, m.inCols, gs)
 				if m.glu {
-					m.up.qdot4(r, m.q, m.d, t, m.inCols, &us)
+					m.up.qdot4(r, m.q, m.d, t, m.inCols, us)
 				}
 				for j := range 4 {
 					m.store(r, t+j, gs[j], us[j])

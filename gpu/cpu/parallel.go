@@ -13,7 +13,7 @@ const minParallelWork = 1 << 14
 // spinLimit is how many times an idle worker polls for the next loop before
 // it sleeps: a decode step's ops follow each other within microseconds, and
 // waking a sleeping goroutine costs more than that.
-const spinLimit = 1 << 15
+const spinLimit = 1 << 12
 
 // task is a loop body: run covers [lo, hi) on worker w (0 is the caller),
 // which selects that worker's scratch memory. Tasks are structs the

@@ -38,6 +38,7 @@ type scratch struct {
 	rowViews, upViews [][]float32 // the tile's rows
 	sc                []float32   // a row's block scales as f32
 	scores            []float32   // attention scores of one query
+	gs, us            [4]float32  // four tokens' products (gate, up)
 }
 
 // qbuf holds a step's input quantized by simd.QuantizeQ8.

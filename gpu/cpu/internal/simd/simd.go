@@ -140,10 +140,9 @@ func DotQ4x4(w []byte, ws []uint16, per int, x []int8, xd []float32, xstride int
 	best.DotQ4x4(w, ws, per, x, xd, xstride, out)
 }
 
-// best is Best(), fixed after init.
+// best is Best(), set by the architecture's init (init functions of one
+// package run in file name order, so simd.go's would run too early).
 var best = Generic
-
-func init() { best = Best() }
 
 // QuantizeQ8 quantizes x (a multiple of QBlock long) to int8 per block of
 // QBlock values the way llama.cpp makes Q8_0 activation blocks: d =

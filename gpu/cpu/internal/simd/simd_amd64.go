@@ -21,6 +21,7 @@ func init() {
 	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
 		impls = append(impls, AVX2)
 	}
+	best = Best()
 }
 
 // The wrappers run the assembly on whole vectors and finish in Go.

@@ -314,3 +314,11 @@ func dropLine(b []byte) []byte {
 	}
 	return b
 }
+
+// TestPackageUsesBest guards the start-up selection: the package-level
+// functions must run the implementation Best names.
+func TestPackageUsesBest(t *testing.T) {
+	if best != Best() {
+		t.Fatalf("package functions use %s, Best is %s", best.Name, Best().Name)
+	}
+}
