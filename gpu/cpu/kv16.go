@@ -26,16 +26,12 @@ func (c *layerCache) keyDot(q []float32, off int) float32 {
 	return simd.DotF32(q, c.k[off:off+len(q)])
 }
 
-// addValue adds w * V[off : off+len(o)] to o from either cache type.
-func (c *layerCache) addValue(o []float32, w float32, off int) {
+// weightedValues sets o = Σ_i w[i] * V[off+i*stride : off+i*stride+len(o)]
+// from either cache type.
+func (c *layerCache) weightedValues(o, w []float32, off, stride int) {
 	if c.v16 != nil {
-		tab := simd.F16ToF32
-		for d, h := range c.v16[off : off+len(o)] {
-			o[d] += w * tab[h]
-		}
+		simd.WeightedSumF16(o, c.v16[off:], stride, w)
 		return
 	}
-	for d, x := range c.v[off : off+len(o)] {
-		o[d] += w * x
-	}
+	simd.WeightedSum(o, c.v[off:], stride, w)
 }

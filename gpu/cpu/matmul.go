@@ -177,8 +177,8 @@ func tileRows(w *matrix, r0, r1 int, buf []float32, views [][]float32) [][]float
 	return views
 }
 
-// tileDynamic is tile for quantized inputs: int4 rows meet four tokens at
-// a time (each block decoded once for the four), int8 rows one.
+// tileDynamic is tile for quantized inputs: each weight row meets four
+// tokens at a time, each block decoded once for the four.
 func (m *mmTask) tileDynamic(s *scratch, r0, r1 int) {
 	gs, us := &s.gs, &s.us // in scratch: a local would escape through the kernels
 	for t0 := 0; t0 < m.n; t0 += tokTile {
@@ -255,11 +255,7 @@ func (m *matrix) qdot4(r int, q []int8, d []float32, t, stride int, out *[4]floa
 	if m.dtype == tensors.I4 {
 		simd.DotQ4x4(m.u8[r*m.cols/2:(r+1)*m.cols/2], ws, per, q[k:], d[k/simd.QBlock:], stride, out)
 	} else {
-		w := m.i8[r*m.cols : (r+1)*m.cols]
-		for j := range out {
-			kj := k + j*stride
-			out[j] = simd.DotQ8(w, ws, per, q[kj:kj+m.cols], d[kj/simd.QBlock:])
-		}
+		simd.DotQ8x4(m.i8[r*m.cols:(r+1)*m.cols], ws, per, q[k:], d[k/simd.QBlock:], stride, out)
 	}
 	if post != 1 {
 		for j := range out {

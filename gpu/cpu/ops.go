@@ -167,12 +167,11 @@ func (a *attnTask) run(wk, lo, hi int) {
 			s[i] = e
 			sum += float64(e)
 		}
-		o := a.out[t*cols+h*ap.headDim : t*cols+(h+1)*ap.headDim]
-		clear(o)
 		inv := float32(1 / sum)
 		for i, e := range s {
-			c.addValue(o, e*inv, (first+i)*kvCols+kvOff)
+			s[i] = e * inv
 		}
+		c.weightedValues(a.out[t*cols+h*ap.headDim:t*cols+(h+1)*ap.headDim], s, first*kvCols+kvOff, kvCols)
 	}
 }
 

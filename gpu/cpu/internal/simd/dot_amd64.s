@@ -627,3 +627,261 @@ q4q8x4done:
 	VMOVSS       X6, 12(AX)
 	VZEROUPPER
 	RET
+
+// func dotQ8Q8x4AVX2(w *int8, ws *uint16, x *int8, xd *float32, ng int, per int, xstride int, dstride int, out *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ8Q8x4AVX2(SB), NOSPLIT, $0-72
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         ng+32(FP), SI
+	MOVQ         per+40(FP), DI
+	MOVQ         xstride+48(FP), R8
+	MOVQ         dstride+56(FP), R9
+	SHLQ         $0x02, R9
+	MOVL         $0x00010001, R10
+	VMOVD        R10, X0
+	VPBROADCASTW X0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Y4, Y4, Y4
+
+q8q8x4group:
+	TESTQ        SI, SI
+	JZ           q8q8x4done
+	MOVWLZX      (CX), R10
+	VMOVD        R10, X5
+	VCVTPH2PS    X5, X5
+	VBROADCASTSS X5, Y5
+	MOVQ         DI, R10
+
+q8q8x4block:
+	VMOVDQU      (AX), Y6
+	VPABSB       Y6, Y7
+	MOVQ         DX, R11
+	MOVQ         BX, R12
+	VMOVDQU      (R11), Y8
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y7, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       (R12), Y5, Y9
+	VBROADCASTSS X9, Y9
+	VFMADD231PS  Y8, Y9, Y1
+	ADDQ         R8, R11
+	ADDQ         R9, R12
+	VMOVDQU      (R11), Y8
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y7, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       (R12), Y5, Y9
+	VBROADCASTSS X9, Y9
+	VFMADD231PS  Y8, Y9, Y2
+	ADDQ         R8, R11
+	ADDQ         R9, R12
+	VMOVDQU      (R11), Y8
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y7, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       (R12), Y5, Y9
+	VBROADCASTSS X9, Y9
+	VFMADD231PS  Y8, Y9, Y3
+	ADDQ         R8, R11
+	ADDQ         R9, R12
+	VMOVDQU      (R11), Y8
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y7, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       (R12), Y5, Y6
+	VBROADCASTSS X6, Y6
+	VFMADD231PS  Y8, Y6, Y4
+	ADDQ         $0x20, AX
+	ADDQ         $0x20, DX
+	ADDQ         $0x04, BX
+	DECQ         R10
+	JNZ          q8q8x4block
+	ADDQ         $0x02, CX
+	DECQ         SI
+	JMP          q8q8x4group
+
+q8q8x4done:
+	MOVQ         out+64(FP), AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X1, X0
+	VADDPS       X0, X1, X1
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VMOVHLPS     X2, X2, X0
+	VADDPS       X0, X2, X2
+	VMOVSHDUP    X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VMOVHLPS     X3, X3, X0
+	VADDPS       X0, X3, X3
+	VMOVSHDUP    X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 8(AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VMOVHLPS     X4, X4, X0
+	VADDPS       X0, X4, X4
+	VMOVSHDUP    X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, 12(AX)
+	VZEROUPPER
+	RET
+
+// func weightedSumF32AVX2(out *float32, v *float32, stride int, w *float32, n int, d int)
+// Requires: AVX, FMA3
+TEXT ·weightedSumF32AVX2(SB), NOSPLIT, $0-48
+	MOVQ out+0(FP), AX
+	MOVQ v+8(FP), CX
+	MOVQ stride+16(FP), DX
+	MOVQ w+24(FP), BX
+	MOVQ n+32(FP), SI
+	MOVQ d+40(FP), DI
+	SHLQ $0x02, DX
+
+weightedSumF32AVX2chunk32:
+	CMPQ   DI, $0x20
+	JL     weightedSumF32AVX2after32
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	MOVQ   CX, R8
+	MOVQ   BX, R9
+	MOVQ   SI, R10
+
+weightedSumF32AVX2row32:
+	VBROADCASTSS (R9), Y4
+	VMOVUPS      (R8), Y5
+	VFMADD231PS  Y5, Y4, Y0
+	VMOVUPS      32(R8), Y5
+	VFMADD231PS  Y5, Y4, Y1
+	VMOVUPS      64(R8), Y5
+	VFMADD231PS  Y5, Y4, Y2
+	VMOVUPS      96(R8), Y5
+	VFMADD231PS  Y5, Y4, Y3
+	ADDQ         DX, R8
+	ADDQ         $0x04, R9
+	DECQ         R10
+	JNZ          weightedSumF32AVX2row32
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	ADDQ         $0x80, AX
+	ADDQ         $0x80, CX
+	SUBQ         $0x20, DI
+	JMP          weightedSumF32AVX2chunk32
+
+weightedSumF32AVX2after32:
+weightedSumF32AVX2chunk8:
+	CMPQ   DI, $0x08
+	JL     weightedSumF32AVX2after8
+	VXORPS Y0, Y0, Y0
+	MOVQ   CX, R8
+	MOVQ   BX, R9
+	MOVQ   SI, R10
+
+weightedSumF32AVX2row8:
+	VBROADCASTSS (R9), Y1
+	VMOVUPS      (R8), Y2
+	VFMADD231PS  Y2, Y1, Y0
+	ADDQ         DX, R8
+	ADDQ         $0x04, R9
+	DECQ         R10
+	JNZ          weightedSumF32AVX2row8
+	VMOVUPS      Y0, (AX)
+	ADDQ         $0x20, AX
+	ADDQ         $0x20, CX
+	SUBQ         $0x08, DI
+	JMP          weightedSumF32AVX2chunk8
+
+weightedSumF32AVX2after8:
+	VZEROUPPER
+	RET
+
+// func weightedSumF16AVX2(out *float32, v *uint16, stride int, w *float32, n int, d int)
+// Requires: AVX, F16C, FMA3
+TEXT ·weightedSumF16AVX2(SB), NOSPLIT, $0-48
+	MOVQ out+0(FP), AX
+	MOVQ v+8(FP), CX
+	MOVQ stride+16(FP), DX
+	MOVQ w+24(FP), BX
+	MOVQ n+32(FP), SI
+	MOVQ d+40(FP), DI
+	SHLQ $0x01, DX
+
+weightedSumF16AVX2chunk32:
+	CMPQ   DI, $0x20
+	JL     weightedSumF16AVX2after32
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	MOVQ   CX, R8
+	MOVQ   BX, R9
+	MOVQ   SI, R10
+
+weightedSumF16AVX2row32:
+	VBROADCASTSS (R9), Y4
+	VCVTPH2PS    (R8), Y5
+	VFMADD231PS  Y5, Y4, Y0
+	VCVTPH2PS    16(R8), Y5
+	VFMADD231PS  Y5, Y4, Y1
+	VCVTPH2PS    32(R8), Y5
+	VFMADD231PS  Y5, Y4, Y2
+	VCVTPH2PS    48(R8), Y5
+	VFMADD231PS  Y5, Y4, Y3
+	ADDQ         DX, R8
+	ADDQ         $0x04, R9
+	DECQ         R10
+	JNZ          weightedSumF16AVX2row32
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	ADDQ         $0x80, AX
+	ADDQ         $0x40, CX
+	SUBQ         $0x20, DI
+	JMP          weightedSumF16AVX2chunk32
+
+weightedSumF16AVX2after32:
+weightedSumF16AVX2chunk8:
+	CMPQ   DI, $0x08
+	JL     weightedSumF16AVX2after8
+	VXORPS Y0, Y0, Y0
+	MOVQ   CX, R8
+	MOVQ   BX, R9
+	MOVQ   SI, R10
+
+weightedSumF16AVX2row8:
+	VBROADCASTSS (R9), Y1
+	VCVTPH2PS    (R8), Y2
+	VFMADD231PS  Y2, Y1, Y0
+	ADDQ         DX, R8
+	ADDQ         $0x04, R9
+	DECQ         R10
+	JNZ          weightedSumF16AVX2row8
+	VMOVUPS      Y0, (AX)
+	ADDQ         $0x20, AX
+	ADDQ         $0x10, CX
+	SUBQ         $0x08, DI
+	JMP          weightedSumF16AVX2chunk8
+
+weightedSumF16AVX2after8:
+	VZEROUPPER
+	RET

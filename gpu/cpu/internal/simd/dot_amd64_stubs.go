@@ -48,3 +48,18 @@ func dotQ4Q8AVX2(w *byte, ws *uint16, x *int8, xd *float32, ng int, per int) flo
 //
 //go:noescape
 func dotQ4Q8x4AVX2(w *byte, ws *uint16, x *int8, xd *float32, ng int, per int, xstride int, dstride int, out *float32)
+
+// dotQ8Q8x4AVX2 sets out[j] to dotQ8Q8AVX2 of the weights with token row j (x + j*xstride, xd + j*dstride) for j < 4.
+//
+//go:noescape
+func dotQ8Q8x4AVX2(w *int8, ws *uint16, x *int8, xd *float32, ng int, per int, xstride int, dstride int, out *float32)
+
+// weightedSumF32AVX2 sets out[j] = Σ_{i<n} w[i]*v[i*stride+j] for j < d (d a multiple of 8, n >= 1) over f32 rows.
+//
+//go:noescape
+func weightedSumF32AVX2(out *float32, v *float32, stride int, w *float32, n int, d int)
+
+// weightedSumF16AVX2 sets out[j] = Σ_{i<n} w[i]*v[i*stride+j] for j < d (d a multiple of 8, n >= 1) over binary16 rows.
+//
+//go:noescape
+func weightedSumF16AVX2(out *float32, v *uint16, stride int, w *float32, n int, d int)

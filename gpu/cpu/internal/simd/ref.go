@@ -205,3 +205,32 @@ var i8ToF32 = func() *[256]float32 {
 	}
 	return &t
 }()
+
+func dotQ8x4Go(w []int8, ws []uint16, per int, x []int8, xd []float32, xstride int, out *[4]float32) {
+	ds := xstride / QBlock
+	for j := range out {
+		out[j] = dotQ8Go(w, ws, per, x[j*xstride:], xd[j*ds:])
+	}
+}
+
+// wsumF32Go adds the rows in order, each column on its own.
+func wsumF32Go(out, v []float32, stride int, w []float32) {
+	clear(out)
+	for i, wi := range w {
+		row := v[i*stride : i*stride+len(out)]
+		for j, x := range row {
+			out[j] += wi * x
+		}
+	}
+}
+
+func wsumF16Go(out []float32, v []uint16, stride int, w []float32) {
+	clear(out)
+	tab := F16ToF32
+	for i, wi := range w {
+		row := v[i*stride : i*stride+len(out)]
+		for j, h := range row {
+			out[j] += wi * tab[h]
+		}
+	}
+}

@@ -36,6 +36,9 @@ type Impl struct {
 	dotQ8    func(w []int8, ws []uint16, per int, x []int8, xd []float32) float32
 	dotQ4    func(w []byte, ws []uint16, per int, x []int8, xd []float32) float32
 	dotQ4x4  func(w []byte, ws []uint16, per int, x []int8, xd []float32, xstride int, out *[4]float32)
+	dotQ8x4  func(w []int8, ws []uint16, per int, x []int8, xd []float32, xstride int, out *[4]float32)
+	wsumF32  func(out, v []float32, stride int, w []float32)
+	wsumF16  func(out []float32, v []uint16, stride int, w []float32)
 }
 
 // Generic is the pure-Go implementation, the reference for the others.
@@ -50,6 +53,9 @@ var Generic = &Impl{
 	dotQ8:    dotQ8Go,
 	dotQ4:    dotQ4Go,
 	dotQ4x4:  dotQ4x4Go,
+	dotQ8x4:  dotQ8x4Go,
+	wsumF32:  wsumF32Go,
+	wsumF16:  wsumF16Go,
 }
 
 // impls is Generic followed by the assembly forms the CPU supports, fastest
@@ -116,6 +122,32 @@ func (k *Impl) DotQ4x4(w []byte, ws []uint16, per int, x []int8, xd []float32, x
 	k.dotQ4x4(w[:n/2], ws, per, x, xd, xstride, out)
 }
 
+// DotQ8x4 is DotQ4x4 for int8 weights: out[j] = DotQ8(w, ws, per,
+// x[j*xstride:], xd[j*xstride/QBlock:]) for j < 4.
+func (k *Impl) DotQ8x4(w []int8, ws []uint16, per int, x []int8, xd []float32, xstride int, out *[4]float32) {
+	n := len(ws) * per * QBlock
+	_ = x[3*xstride+n-1]
+	_ = xd[(3*xstride+n)/QBlock-1]
+	k.dotQ8x4(w[:n], ws, per, x, xd, xstride, out)
+}
+
+// WeightedSum sets out[j] = Σ_i w[i]*v[i*stride+j] for j < len(out): the
+// value sum of attention, w the softmax weights, v the cached values.
+func (k *Impl) WeightedSum(out, v []float32, stride int, w []float32) {
+	if len(w) > 0 {
+		_ = v[(len(w)-1)*stride+len(out)-1]
+	}
+	k.wsumF32(out, v, stride, w)
+}
+
+// WeightedSumF16 is WeightedSum over binary16 values.
+func (k *Impl) WeightedSumF16(out []float32, v []uint16, stride int, w []float32) {
+	if len(w) > 0 {
+		_ = v[(len(w)-1)*stride+len(out)-1]
+	}
+	k.wsumF16(out, v, stride, w)
+}
+
 // The package-level functions run the fastest implementation.
 
 func DotF32(a, x []float32) float32 { return best.DotF32(a, x) }
@@ -135,6 +167,13 @@ func DotQ8(w []int8, ws []uint16, per int, x []int8, xd []float32) float32 {
 }
 func DotQ4(w []byte, ws []uint16, per int, x []int8, xd []float32) float32 {
 	return best.DotQ4(w, ws, per, x, xd)
+}
+func DotQ8x4(w []int8, ws []uint16, per int, x []int8, xd []float32, xstride int, out *[4]float32) {
+	best.DotQ8x4(w, ws, per, x, xd, xstride, out)
+}
+func WeightedSum(out, v []float32, stride int, w []float32) { best.WeightedSum(out, v, stride, w) }
+func WeightedSumF16(out []float32, v []uint16, stride int, w []float32) {
+	best.WeightedSumF16(out, v, stride, w)
 }
 func DotQ4x4(w []byte, ws []uint16, per int, x []int8, xd []float32, xstride int, out *[4]float32) {
 	best.DotQ4x4(w, ws, per, x, xd, xstride, out)

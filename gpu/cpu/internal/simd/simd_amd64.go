@@ -15,6 +15,9 @@ var AVX2 = &Impl{
 	dotQ8:    dotQ8A,
 	dotQ4:    dotQ4A,
 	dotQ4x4:  dotQ4x4A,
+	dotQ8x4:  dotQ8x4A,
+	wsumF32:  wsumF32A,
+	wsumF16:  wsumF16A,
 }
 
 func init() {
@@ -111,4 +114,38 @@ func dotQ4x4A(w []byte, ws []uint16, per int, x []int8, xd []float32, xstride in
 		return
 	}
 	dotQ4Q8x4AVX2(&w[0], &ws[0], &x[0], &xd[0], len(ws), per, xstride, xstride/QBlock, &out[0])
+}
+
+func dotQ8x4A(w []int8, ws []uint16, per int, x []int8, xd []float32, xstride int, out *[4]float32) {
+	if len(ws) == 0 || per <= 0 {
+		*out = [4]float32{}
+		return
+	}
+	dotQ8Q8x4AVX2(&w[0], &ws[0], &x[0], &xd[0], len(ws), per, xstride, xstride/QBlock, &out[0])
+}
+
+// The weighted sums run the assembly on whole chunks of 8 columns and the
+// rest in Go.
+func wsumF32A(out, v []float32, stride int, w []float32) {
+	d := len(out) &^ 7
+	if len(w) == 0 || d == 0 {
+		wsumF32Go(out, v, stride, w)
+		return
+	}
+	weightedSumF32AVX2(&out[0], &v[0], stride, &w[0], len(w), d)
+	if d < len(out) {
+		wsumF32Go(out[d:], v[d:], stride, w)
+	}
+}
+
+func wsumF16A(out []float32, v []uint16, stride int, w []float32) {
+	d := len(out) &^ 7
+	if len(w) == 0 || d == 0 {
+		wsumF16Go(out, v, stride, w)
+		return
+	}
+	weightedSumF16AVX2(&out[0], &v[0], stride, &w[0], len(w), d)
+	if d < len(out) {
+		wsumF16Go(out[d:], v[d:], stride, w)
+	}
 }

@@ -102,6 +102,49 @@ func TestFloatParity(t *testing.T) {
 	}
 }
 
+// TestWeightedSumParity covers attention's value sums over row counts,
+// column counts (head sizes) and alignments.
+func TestWeightedSumParity(t *testing.T) {
+	r := rngFor(t)
+	for _, k := range asm(t) {
+		for _, d := range []int{1, 7, 8, 24, 32, 40, 64, 80, 96, 128, 130} {
+			for _, rows := range []int{0, 1, 2, 5, 33} {
+				for off := range 8 {
+					stride := d + 3
+					v := randF32(r, rows*stride+off)[off:]
+					h := make([]uint16, len(v))
+					for i, x := range v {
+						h[i] = float16.Fromfloat32(x).Bits()
+					}
+					w := randF32(r, rows)
+					got, want := make([]float32, d), make([]float32, d)
+					for _, half := range []bool{false, true} {
+						for i := range got {
+							got[i], want[i] = 99, 99 // must be overwritten
+						}
+						if half {
+							k.WeightedSumF16(got, h, stride, w)
+							Generic.WeightedSumF16(want, h, stride, w)
+						} else {
+							k.WeightedSum(got, v, stride, w)
+							Generic.WeightedSum(want, v, stride, w)
+						}
+						for j := range d {
+							var mag float64
+							for i := range rows {
+								mag += math.Abs(float64(w[i] * v[i*stride+j]))
+							}
+							if !within(got[j], want[j], rows, mag+0.01*float64(rows)) {
+								t.Fatalf("%s WeightedSum(f16=%v) d=%d rows=%d off=%d col %d: %g, want %g", k.Name, half, d, rows, off, j, got[j], want[j])
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 func randI8(r *rand.Rand, n int) []int8 {
 	v := make([]int8, n)
 	for i := range v {
@@ -197,6 +240,11 @@ func TestDynamicParity(t *testing.T) {
 					Generic.DotQ4x4(w4, units, per, x, unitD, n+QBlock, &want)
 					if got != want {
 						t.Errorf("%s DotQ4x4 per=%d ng=%d off=%d: %v, want exactly %v", k.Name, per, ng, off, got, want)
+					}
+					k.DotQ8x4(w8, units, per, x, unitD, n+QBlock, &got)
+					Generic.DotQ8x4(w8, units, per, x, unitD, n+QBlock, &want)
+					if got != want || got[3] != Generic.DotQ8(w8, units, per, x[3*(n+QBlock):], unitD[3*(n+QBlock)/QBlock:]) {
+						t.Errorf("%s DotQ8x4 per=%d ng=%d off=%d: %v, want exactly %v", k.Name, per, ng, off, got, want)
 					}
 				}
 			}

@@ -26,6 +26,9 @@ func main() {
 	dotQ8Q8()
 	dotQ4Q8()
 	dotQ4Q8x4()
+	dotQ8Q8x4()
+	weightedSum("weightedSumF32AVX2", 4, "f32 rows.", func(m Mem, y VecVirtual) { VMOVUPS(m, y) })
+	weightedSum("weightedSumF16AVX2", 2, "binary16 rows.", func(m Mem, y VecVirtual) { VCVTPH2PS(m, y) })
 	Generate()
 }
 
@@ -431,6 +434,132 @@ func nib4(m Mem, mask, eight, y VecVirtual) {
 	VPAND(mask, y, y)
 	VPXOR(eight, y, y)
 	VPSUBB(eight, y, y)
+}
+
+// dotQ8Q8x4 is the prefill form of dotQ8Q8: one weight row against four
+// token rows, |w| computed once per block for the four.
+func dotQ8Q8x4() {
+	TEXT("dotQ8Q8x4AVX2", NOSPLIT, "func(w *int8, ws *uint16, x *int8, xd *float32, ng, per, xstride, dstride int, out *float32)")
+	Pragma("noescape")
+	Doc("dotQ8Q8x4AVX2 sets out[j] to dotQ8Q8AVX2 of the weights with token row j (x + j*xstride, xd + j*dstride) for j < 4.")
+	w, ws := Load(Param("w"), GP64()), Load(Param("ws"), GP64())
+	x, xd := Load(Param("x"), GP64()), Load(Param("xd"), GP64())
+	ng, per := Load(Param("ng"), GP64()), Load(Param("per"), GP64())
+	xs, ds := Load(Param("xstride"), GP64()), Load(Param("dstride"), GP64())
+	SHLQ(Imm(2), ds)
+	ones := YMM()
+	broadcastW(1, ones)
+	acc := [4]VecVirtual{YMM(), YMM(), YMM(), YMM()}
+	for _, r := range acc {
+		VXORPS(r, r, r)
+	}
+	dw := YMM()
+	Label("q8q8x4group")
+	TESTQ(ng, ng)
+	JZ(LabelRef("q8q8x4done"))
+	halfScale(Mem{Base: ws}, dw)
+	k := GP64()
+	MOVQ(per, k)
+	Label("q8q8x4block")
+	wv, u := YMM(), YMM()
+	VMOVDQU(Mem{Base: w}, wv)
+	VPABSB(wv, u)
+	xp, dp := GP64(), GP64()
+	MOVQ(x, xp)
+	MOVQ(xd, dp)
+	for j := range 4 {
+		if j > 0 {
+			ADDQ(xs, xp)
+			ADDQ(ds, dp)
+		}
+		s, d := YMM(), YMM()
+		VMOVDQU(Mem{Base: xp}, s)
+		VPSIGNB(wv, s, s)
+		VPMADDUBSW(s, u, s)
+		VPMADDWD(ones, s, s)
+		VCVTDQ2PS(s, s)
+		VMULPS(Mem{Base: dp}, dw, d)
+		VBROADCASTSS(d.AsX(), d)
+		VFMADD231PS(s, d, acc[j])
+	}
+	ADDQ(Imm(32), w)
+	ADDQ(Imm(32), x)
+	ADDQ(Imm(4), xd)
+	DECQ(k)
+	JNZ(LabelRef("q8q8x4block"))
+	ADDQ(Imm(2), ws)
+	DECQ(ng)
+	JMP(LabelRef("q8q8x4group"))
+	Label("q8q8x4done")
+	out := Load(Param("out"), GP64())
+	for j := range 4 {
+		hsum(acc[j])
+		VMOVSS(acc[j].AsX(), Mem{Base: out, Disp: 4 * j})
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// weightedSum is attention's value sum: out = Σ_i w[i] * row i of v, rows
+// stride elements apart, each column chunk's sums held in registers over
+// all rows.
+func weightedSum(name string, size int, doc string, load func(m Mem, y VecVirtual)) {
+	typ := "float32"
+	if size == 2 {
+		typ = "uint16"
+	}
+	TEXT(name, NOSPLIT, "func(out *float32, v *"+typ+", stride int, w *float32, n, d int)")
+	Pragma("noescape")
+	Doc(name+" sets out[j] = Σ_{i<n} w[i]*v[i*stride+j] for j < d (d a multiple of 8, n >= 1) over "+doc)
+	out, v := Load(Param("out"), GP64()), Load(Param("v"), GP64())
+	stride, w := Load(Param("stride"), GP64()), Load(Param("w"), GP64())
+	n, d := Load(Param("n"), GP64()), Load(Param("d"), GP64())
+	if size == 4 {
+		SHLQ(Imm(2), stride)
+	} else {
+		SHLQ(Imm(1), stride)
+	}
+	// Columns in chunks of 32 while they last, then of 8.
+	for _, c := range []struct {
+		cols int
+		tag  string
+	}{{32, "32"}, {8, "8"}} {
+		nacc := c.cols / 8
+		Label(name + "chunk" + c.tag)
+		CMPQ(d, Imm(uint64(c.cols)))
+		JL(LabelRef(name + "after" + c.tag))
+		acc := make([]VecVirtual, nacc)
+		for a := range acc {
+			acc[a] = YMM()
+			VXORPS(acc[a], acc[a], acc[a])
+		}
+		p, wp, i := GP64(), GP64(), GP64()
+		MOVQ(v, p)
+		MOVQ(w, wp)
+		MOVQ(n, i)
+		Label(name + "row" + c.tag)
+		b := YMM()
+		VBROADCASTSS(Mem{Base: wp}, b)
+		for a := range acc {
+			t := YMM()
+			load(Mem{Base: p, Disp: 8 * size * a}, t)
+			VFMADD231PS(t, b, acc[a])
+		}
+		ADDQ(stride, p)
+		ADDQ(Imm(4), wp)
+		DECQ(i)
+		JNZ(LabelRef(name + "row" + c.tag))
+		for a := range acc {
+			VMOVUPS(acc[a], Mem{Base: out, Disp: 32 * a})
+		}
+		ADDQ(Imm(uint64(4*c.cols)), out)
+		ADDQ(Imm(uint64(size*c.cols)), v)
+		SUBQ(Imm(uint64(c.cols)), d)
+		JMP(LabelRef(name + "chunk" + c.tag))
+		Label(name + "after" + c.tag)
+	}
+	VZEROUPPER()
+	RET()
 }
 
 // dotQ4Q8x4 is the prefill form of dotQ4Q8: one weight row against four
