@@ -510,7 +510,7 @@ func weightedSum(name string, size int, doc string, load func(m Mem, y VecVirtua
 	}
 	TEXT(name, NOSPLIT, "func(out *float32, v *"+typ+", stride int, w *float32, n, d int)")
 	Pragma("noescape")
-	Doc(name+" sets out[j] = Σ_{i<n} w[i]*v[i*stride+j] for j < d (d a multiple of 8, n >= 1) over "+doc)
+	Doc(name + " sets out[j] = Σ_{i<n} w[i]*v[i*stride+j] for j < d (d a multiple of 8, n >= 1) over " + doc)
 	out, v := Load(Param("out"), GP64()), Load(Param("v"), GP64())
 	stride, w := Load(Param("stride"), GP64()), Load(Param("w"), GP64())
 	n, d := Load(Param("n"), GP64()), Load(Param("d"), GP64())
