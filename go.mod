@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/cogentcore/webgpu v0.23.0
+	github.com/dlclark/regexp2 v1.11.5
 	github.com/google/flatbuffers v25.12.19+incompatible
 	github.com/mmcloughlin/avo v0.6.0
 	github.com/nikolalohinski/gonja/v2 v2.9.1
@@ -14,6 +15,7 @@ require (
 	github.com/x448/float16 v0.8.4
 	golang.org/x/sys v0.48.0
 	golang.org/x/term v0.44.0
+	golang.org/x/text v0.43.0
 	google.golang.org/protobuf v1.36.12
 )
 
@@ -30,6 +32,5 @@ require (
 	golang.org/x/exp v0.0.0-20240719175910-8a7402abbf56 // indirect
 	golang.org/x/mod v0.41.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
-	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/tools v0.51.0 // indirect
 )
