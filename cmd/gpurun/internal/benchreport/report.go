@@ -120,13 +120,13 @@ type Result struct {
 	Arch   string `json:"arch"`
 	// Weights is the stored type of the weight matrices: f32, f16, int8,
 	// int4, or for a file the type holding most of its matrix bytes.
-	Weights     string `json:"weights"`
-	Activations string `json:"activations"` // the policy asked for: auto, f32, f16, or "file"
-	KVCache     string `json:"kv_cache"`    // the resulting KV cache type
-	Backend     string `json:"backend"`
-	Device      string `json:"device"`
-	ModelBytes  int64  `json:"model_bytes"`
-	MaxCache    int    `json:"max_cache"`
+	Weights     string  `json:"weights"`
+	Activations string  `json:"activations"` // the policy asked for: auto, f32, f16, or "file"
+	KVCache     string  `json:"kv_cache"`    // the resulting KV cache type
+	Backend     string  `json:"backend"`
+	Device      string  `json:"device"`
+	ModelBytes  int64   `json:"model_bytes"`
+	MaxCache    int     `json:"max_cache"`
 	LoadSeconds float64 `json:"load_seconds"`
 	// PeakRSSBytes is the process's peak resident memory while this
 	// configuration was loaded and run (on Linux the high-water mark is
