@@ -1,15 +1,29 @@
 package main
 
 import (
-	"encoding/json"
+	"context"
+	"errors"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
+	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"golang.org/x/term"
 
+	"github.com/gpurun/gpurun/cmd/gpurun/internal/benchreport"
+	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/gpu/backends"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/tensors/model"
+	"github.com/gpurun/gpurun/tensors/modelfile"
 	"github.com/gpurun/gpurun/tensors/synthetic"
 )
 
@@ -22,88 +36,515 @@ func syntheticCheckpoint(name, quant string) (*model.Checkpoint, error) {
 	return synthetic.Checkpoint(cfg, synthetic.Options{Quant: quant, Seed: 1})
 }
 
-type benchReport struct {
-	Model     string        `json:"model"`
-	Arch      string        `json:"arch"`
-	Backend   string        `json:"backend"`
-	KVCache   string        `json:"kv_cache"` // f32 or f16
-	PromptLen int           `json:"prompt_len"`
-	Generate  int           `json:"generate"`
-	Runs      []metricsJSON `json:"runs"`
-	Median    metricsJSON   `json:"median"`
+// MediaPipe's published LLM Inference protocol: a 1024-token prompt in a
+// 1280-token cache, the remaining 256 positions generated.
+const (
+	mediaPipePrompt = 1024
+	mediaPipeCache  = 1280
+)
+
+var syntheticQuants = []string{synthetic.QuantF32, synthetic.QuantF16, synthetic.QuantInt8, synthetic.QuantInt4}
+
+// benchFlags are bench's own flags; the model and backend flags are
+// runFlags, their values read as comma-separated lists.
+type benchFlags struct {
+	tests                   string
+	promptLen, genLen, reps int
+	warmup                  int
+	asJSON                  bool
+	reportDir               string
+	compare                 string
+}
+
+// benchSource is one model with one weight type.
+type benchSource struct {
+	name   string // shown as the model
+	file   string // model file, or "" for synthetic
+	spec   string // synthetic spec name
+	quant  string // synthetic weights
+	weight string // weights label
 }
 
 func newBench() *cobra.Command {
 	var (
-		rf                      runFlags
-		promptLen, genLen, reps int
-		asJSON                  bool
+		rf runFlags
+		bf benchFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "bench (-m MODEL | --synthetic NAME) [--backend B] [--prompt-len N] [--generate N] [--reps R]",
-		Short: "Measure time to first token, prefill and decode tokens/s end to end",
-		Long: `Bench runs R greedy generations of a synthetic prompt of --prompt-len tokens
-(different in each run, so no run reuses another's KV cache) and reports each
-run's time to first token, prefill tokens/s and decode tokens/s, and their
-medians. One warm-up run is not reported. --synthetic NAME benchmarks a
-random-weight model at the real shapes of NAME (no download needed).`,
+		Use:   "bench (-m MODEL[,MODEL] | --synthetic NAME[,NAME]) [--backend B[,B]] [--activations P[,P]] [--tests T[,T]] [--reps R] [--report DIR] [--compare OLD.json]",
+		Short: "Measure time to first token, prefill and decode tokens/s end to end, across models, backends and precisions",
+		Long: `Bench measures every combination of the models (-m files and --synthetic
+shapes, each synthetic shape with every --synthetic-quant weight type), the
+backends and the activation policies, under every test:
+
+  ppN        prompt processing: an N-token prompt, one token sampled
+             (time to first token, prefill tokens/s)
+  tgN        generation: a one-token prompt, then N decode steps (decode tokens/s)
+  ppN+tgM    an N-token prompt, then M generated tokens (all three figures)
+  mediapipe  MediaPipe's protocol: a 1024-token prompt in a 1280-token
+             KV cache, 256 generated tokens (all three figures)
+
+Lists are comma-separated. Without --tests the test is pp<prompt-len>+tg<generate>.
+Every test runs --warmup unreported and --reps measured generations, each a
+fresh greedy generation on a prompt of random ids whose first token differs
+from every other run's, so no run reuses another's KV cache; stop tokens are
+ignored. The report gives the median and the range of each figure, with what
+was measured on: devices, driver, CPU, Go version, gpurun revision, model
+bytes, peak resident memory per configuration.
+
+Output: Markdown tables on stdout (--json: the JSON report instead);
+--report DIR also writes DIR/report.json, report.md and report.html (one
+self-contained page with SVG charts); --compare OLD.json adds the ratio of
+each figure to an earlier JSON report, flagged when beyond both runs' spread.
+A configuration that fails (for example, weights that do not fit in memory)
+is listed as not measured; bench fails only when nothing could be measured.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if promptLen < 1 || genLen < 1 || reps < 1 {
-				return fmt.Errorf("bench: --prompt-len, --generate and --reps must be positive")
-			}
-			m, backendName, closeAll, err := rf.load(cmd)
-			if err != nil {
-				return err
-			}
-			defer closeAll()
-			if promptLen+genLen > m.MaxCache() {
-				return fmt.Errorf("bench: %d prompt + %d generated tokens exceed the cache of %d (raise --max-cache)", promptLen, genLen, m.MaxCache())
-			}
-			cfg := m.Config()
-			name := rf.model
-			if rf.synthetic != "" {
-				name = "synthetic " + rf.synthetic + " (" + rf.syntheticQuant + ")"
-			}
-			rep := benchReport{Model: name, Arch: cfg.Arch, Backend: backendName, KVCache: m.KVDType().String(), PromptLen: promptLen, Generate: genLen}
-			for r := -1; r < reps; r++ {
-				s := m.NewSession()
-				p := pipeline.Prompt{IDs: benchPrompt(promptLen, cfg.VocabSize, r+1)}
-				for _, err := range s.Generate(cmd.Context(), p, pipeline.GenerateOptions{MaxTokens: genLen, IgnoreStopTokens: true}) {
-					if err != nil {
-						return err
-					}
-				}
-				if r >= 0 {
-					rep.Runs = append(rep.Runs, jsonMetrics(s.Metrics()))
-				}
-			}
-			rep.Median = medianMetrics(rep.Runs)
-			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(rep)
-			}
-			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "%s (%s) on %s, %s KV cache: prompt %d tokens, generate %d\n", rep.Model, rep.Arch, rep.Backend, rep.KVCache, promptLen, genLen)
-			fmt.Fprintf(w, "%-8s %12s %16s %16s %10s\n", "run", "TTFT ms", "prefill tok/s", "decode tok/s", "generated")
-			for i, r := range rep.Runs {
-				fmt.Fprintf(w, "%-8d %12.2f %16.1f %16.1f %10d\n", i+1, r.TimeToFirstTokenMS, r.PrefillTokensPerSec, r.DecodeTokensPerSec, r.GeneratedTokens)
-			}
-			md := rep.Median
-			fmt.Fprintf(w, "%-8s %12.2f %16.1f %16.1f\n", "median", md.TimeToFirstTokenMS, md.PrefillTokensPerSec, md.DecodeTokensPerSec)
-			return nil
+			return runBench(cmd, &rf, &bf)
 		},
 	}
 	rf.register(cmd)
 	f := cmd.Flags()
-	f.StringVar(&rf.synthetic, "synthetic", "", "instead of -m, a random-weight model at real shapes: "+strings.Join(synthetic.Names(), "|"))
-	f.StringVar(&rf.syntheticQuant, "synthetic-quant", synthetic.QuantInt4, "weights of the --synthetic model: int4|int8|f16")
-	f.IntVar(&promptLen, "prompt-len", 128, "prompt length in tokens")
-	f.IntVar(&genLen, "generate", 64, "tokens to generate per run")
-	f.IntVar(&reps, "reps", 3, "measured runs")
-	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	f.Lookup("model").Usage = "model files (.tflite or .task), comma-separated"
+	f.Lookup("backend").Usage = "backends, comma-separated: " + strings.Join(backends.Names, "|")
+	f.Lookup("activations").Usage = "activation precision policies, comma-separated: auto|f32|f16 (default: the model's own); it sets the KV cache type"
+	f.StringVar(&rf.synthetic, "synthetic", "", "random-weight models at real shapes, comma-separated: "+strings.Join(synthetic.Names(), "|"))
+	f.StringVar(&rf.syntheticQuant, "synthetic-quant", synthetic.QuantInt4, "weights of the --synthetic models, comma-separated: "+strings.Join(syntheticQuants, "|"))
+	f.StringVar(&bf.tests, "tests", "", "tests, comma-separated: ppN, tgN, ppN+tgM, mediapipe (default pp<prompt-len>+tg<generate>)")
+	f.IntVar(&bf.promptLen, "prompt-len", 128, "prompt length of the default test")
+	f.IntVar(&bf.genLen, "generate", 64, "tokens generated by the default test")
+	f.IntVar(&bf.reps, "reps", 3, "measured runs per test")
+	f.IntVar(&bf.warmup, "warmup", 1, "unreported runs before them")
+	f.BoolVar(&bf.asJSON, "json", false, "print the JSON report instead of the Markdown tables")
+	f.StringVar(&bf.reportDir, "report", "", "write report.json, report.md and report.html to this directory")
+	f.StringVar(&bf.compare, "compare", "", "an earlier JSON report (bench --json or report.json) to compare with")
 	return cmd
+}
+
+// parseTests reads the --tests list.
+func parseTests(list string) ([]benchreport.Test, error) {
+	var out []benchreport.Test
+	for _, name := range splitList(list) {
+		t, err := parseTest(name)
+		if err != nil {
+			return nil, err
+		}
+		if slices.ContainsFunc(out, func(o benchreport.Test) bool { return o.Name == t.Name }) {
+			return nil, fmt.Errorf("bench: test %s given twice", t.Name)
+		}
+		out = append(out, t)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("bench: no tests")
+	}
+	return out, nil
+}
+
+func parseTest(name string) (benchreport.Test, error) {
+	count := func(s, prefix string) (int, bool) {
+		v, ok := strings.CutPrefix(s, prefix)
+		if !ok {
+			return 0, false
+		}
+		n, err := strconv.Atoi(v)
+		return n, err == nil && n > 0 && n <= 1<<20
+	}
+	if name == benchreport.KindMediaPipe {
+		return benchreport.Test{Name: name, Kind: benchreport.KindMediaPipe, PromptTokens: mediaPipePrompt,
+			GenerateTokens: mediaPipeCache - mediaPipePrompt, MaxCache: mediaPipeCache}, nil
+	}
+	if p, g, ok := strings.Cut(name, "+"); ok {
+		np, ok1 := count(p, "pp")
+		ng, ok2 := count(g, "tg")
+		if ok1 && ok2 {
+			return benchreport.Test{Name: name, Kind: benchreport.KindCombined, PromptTokens: np, GenerateTokens: ng}, nil
+		}
+	} else if n, ok := count(name, "pp"); ok {
+		return benchreport.Test{Name: name, Kind: benchreport.KindPrompt, PromptTokens: n, GenerateTokens: 1}, nil
+	} else if n, ok := count(name, "tg"); ok {
+		return benchreport.Test{Name: name, Kind: benchreport.KindGenerate, PromptTokens: 1, GenerateTokens: n + 1}, nil
+	}
+	return benchreport.Test{}, fmt.Errorf("bench: unknown test %q (want ppN, tgN, ppN+tgM or mediapipe, N and M positive)", name)
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// benchSources lists the model files, then every synthetic shape with every
+// weight type, checking names before anything is loaded.
+func benchSources(rf *runFlags) ([]benchSource, error) {
+	var out []benchSource
+	for _, path := range splitList(rf.model) {
+		f, err := modelfile.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+		s := f.Summary()
+		f.Close()
+		weights, most := "", int64(-1)
+		for dt, n := range s.BytesByDType {
+			if dt != "scales" && (n > most || n == most && dt < weights) {
+				weights, most = dt, n
+			}
+		}
+		name := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+		out = append(out, benchSource{name: name, file: path, weight: weights})
+	}
+	quants := splitList(rf.syntheticQuant)
+	for _, q := range quants {
+		if !slices.Contains(syntheticQuants, q) {
+			return nil, fmt.Errorf("bench: unknown --synthetic-quant %q (want %s)", q, strings.Join(syntheticQuants, ", "))
+		}
+	}
+	for _, name := range splitList(rf.synthetic) {
+		if _, ok := synthetic.ByName(name); !ok {
+			return nil, fmt.Errorf("bench: unknown synthetic model %q (want one of %s)", name, strings.Join(synthetic.Names(), ", "))
+		}
+		if len(quants) == 0 {
+			return nil, fmt.Errorf("bench: --synthetic-quant is empty")
+		}
+		for _, q := range quants {
+			out = append(out, benchSource{name: name, spec: name, quant: q, weight: q})
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("bench: a model is required (-m MODEL or --synthetic NAME)")
+	}
+	return out, nil
+}
+
+func runBench(cmd *cobra.Command, rf *runFlags, bf *benchFlags) error {
+	ctx := cmd.Context()
+	flags := cmd.Flags()
+	if bf.reps < 1 || bf.warmup < 0 {
+		return fmt.Errorf("bench: --reps must be positive and --warmup not negative")
+	}
+	testList := bf.tests
+	if testList == "" {
+		if bf.promptLen < 1 || bf.genLen < 1 {
+			return fmt.Errorf("bench: --prompt-len and --generate must be positive")
+		}
+		testList = fmt.Sprintf("pp%d+tg%d", bf.promptLen, bf.genLen)
+	} else if flags.Changed("prompt-len") || flags.Changed("generate") {
+		return fmt.Errorf("bench: give --tests or --prompt-len/--generate, not both")
+	}
+	tests, err := parseTests(testList)
+	if err != nil {
+		return err
+	}
+	sources, err := benchSources(rf)
+	if err != nil {
+		return err
+	}
+	backendNames := splitList(rf.backend)
+	if len(backendNames) == 0 {
+		return fmt.Errorf("bench: --backend is empty")
+	}
+	for _, b := range backendNames {
+		if !slices.Contains(backends.Names, b) {
+			return fmt.Errorf("bench: unknown backend %q (want one of %s)", b, strings.Join(backends.Names, ", "))
+		}
+	}
+	policies := splitList(rf.activations)
+	for _, p := range policies {
+		if !slices.Contains([]string{model.PolicyAuto, model.PolicyF32, model.PolicyF16}, p) {
+			return fmt.Errorf("bench: unknown activation policy %q (want auto, f32 or f16)", p)
+		}
+	}
+	if len(policies) == 0 {
+		policies = []string{""} // the model's own
+	}
+	var old *benchreport.Report
+	if bf.compare != "" {
+		f, err := os.Open(bf.compare)
+		if err != nil {
+			return fmt.Errorf("bench: --compare: %w", err)
+		}
+		old, err = benchreport.ReadJSON(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("bench: --compare %s: %w", bf.compare, err)
+		}
+	}
+	if bf.reportDir != "" {
+		if err := os.MkdirAll(bf.reportDir, 0o755); err != nil {
+			return fmt.Errorf("bench: --report: %w", err)
+		}
+	}
+
+	rep := &benchreport.Report{
+		SchemaVersion: benchreport.SchemaVersion,
+		Command:       commandLine(cmd),
+		Environment:   benchreport.HostEnvironment(),
+		Protocol: benchreport.Protocol{Reps: bf.reps, Warmup: bf.warmup, Description: "each run is a fresh greedy generation " +
+			"on a prompt of random token ids whose first token differs from every other run's (no KV cache reuse), stop tokens ignored; " +
+			"tgN: a one-token prompt, then N decode steps; mediapipe: a 1024-token prompt in a 1280-token KV cache, 256 generated tokens"},
+	}
+	// Open every backend once, in the order given.
+	opened := map[string]gpu.Backend{}
+	defer func() {
+		for _, b := range opened {
+			b.Close()
+		}
+	}()
+	for _, name := range backendNames {
+		if _, ok := opened[name]; ok {
+			continue
+		}
+		b, err := backends.Open(ctx, name)
+		if err != nil {
+			return fmt.Errorf("bench: backend %s: %w", name, err)
+		}
+		opened[name] = b
+		info := b.Info()
+		if !slices.ContainsFunc(rep.Environment.Devices, func(d benchreport.Device) bool { return d.Backend == info.Backend }) {
+			rep.Environment.Devices = append(rep.Environment.Devices, benchreport.Device{Backend: info.Backend, Name: info.Name, Type: string(info.Type), Driver: info.Driver})
+		}
+	}
+
+	total := int64(len(sources) * len(backendNames) * len(policies) * len(tests) * (bf.warmup + bf.reps))
+	bar := benchBar(cmd.ErrOrStderr(), total)
+	processPeak := benchreport.PeakRSS()
+	for _, src := range sources {
+		var ck *model.Checkpoint
+		var modelBytes int64
+		var ckErr error
+		if src.file != "" {
+			if st, err := os.Stat(src.file); err == nil {
+				modelBytes = st.Size()
+			}
+		} else {
+			bar.Describe(fmt.Sprintf("building %s %s", src.name, src.quant))
+			ck, ckErr = syntheticCheckpoint(src.spec, src.quant)
+			if ck != nil {
+				for _, t := range ck.Tensors {
+					modelBytes += int64(len(t.Data))
+					if t.Scales != nil {
+						modelBytes += int64(len(t.Scales.Data))
+					}
+				}
+			}
+		}
+		for _, bname := range backendNames {
+			for _, policy := range policies {
+				results := benchConfig(ctx, cmd.ErrOrStderr(), bar, rf, bf, tests, src, ck, ckErr, opened[bname], policy, modelBytes, &processPeak)
+				rep.Results = append(rep.Results, results...)
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+		}
+		ck = nil
+		debug.FreeOSMemory()
+	}
+	bar.Finish()
+	rep.Environment.PeakRSSBytes = max(processPeak, benchreport.PeakRSS())
+	rep.Created = time.Now().UTC().Truncate(time.Second)
+	if old != nil {
+		rep.Baseline = benchreport.Compare(old, rep, bf.compare)
+	}
+
+	measured := 0
+	var firstErr string
+	for _, r := range rep.Results {
+		if r.Error == "" {
+			measured++
+		} else if firstErr == "" {
+			firstErr = r.Error
+		}
+	}
+	if bf.reportDir != "" {
+		if err := writeReport(bf.reportDir, rep); err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s\n", filepath.Join(bf.reportDir, "report.html"))
+	}
+	out := cmd.OutOrStdout()
+	if bf.asJSON {
+		if err := rep.WriteJSON(out); err != nil {
+			return err
+		}
+	} else if err := rep.WriteMarkdown(out); err != nil {
+		return err
+	}
+	if measured == 0 {
+		return fmt.Errorf("bench: nothing could be measured: %s", firstErr)
+	}
+	return nil
+}
+
+// benchConfig loads one configuration and runs every test on it. A failure
+// becomes the Error of the configuration's results, so the sweep goes on.
+func benchConfig(ctx context.Context, log io.Writer, bar *progressbar.ProgressBar, rf *runFlags, bf *benchFlags, tests []benchreport.Test,
+	src benchSource, ck *model.Checkpoint, ckErr error, b gpu.Backend, policy string, modelBytes int64, processPeak *int64) []benchreport.Result {
+	info := b.Info()
+	base := benchreport.Result{Model: src.name, Source: "synthetic", Weights: src.weight, Activations: policy,
+		Backend: info.Backend, Device: info.Name, ModelBytes: modelBytes, Runs: []benchreport.Run{}}
+	if src.file != "" {
+		base.Source = src.file
+	}
+	if policy == "" {
+		base.Activations = "file"
+	}
+	if ck != nil {
+		base.Arch = ck.Config.Arch
+	}
+	runsPer := int64(bf.warmup + bf.reps)
+	fail := func(err error) []benchreport.Result {
+		fmt.Fprintf(log, "bench: %s on %s, activations %s: %v\n", src.name+" "+src.weight, info.Backend, base.Activations, err)
+		out := make([]benchreport.Result, len(tests))
+		for i, t := range tests {
+			out[i] = base
+			out[i].Test = t
+			out[i].Error = err.Error()
+		}
+		bar.Add64(runsPer * int64(len(tests)))
+		return out
+	}
+	if ckErr != nil {
+		return fail(ckErr)
+	}
+	*processPeak = max(*processPeak, benchreport.PeakRSS())
+	benchreport.ResetPeakRSS()
+	opts := pipeline.Options{Backend: b, MaxCache: rf.maxCache, Activations: policy, NoFusion: rf.noFusion, HostSampling: rf.hostSample}
+	if opts.MaxCache == 0 && slices.ContainsFunc(tests, func(t benchreport.Test) bool { return t.Kind == benchreport.KindMediaPipe }) {
+		// The protocol fixes the cache, even past a shorter trained context.
+		opts.MaxCache = mediaPipeCache
+	}
+	bar.Describe(fmt.Sprintf("loading %s %s on %s", src.name, src.weight, info.Backend))
+	start := time.Now()
+	var m *pipeline.Model
+	var err error
+	if ck != nil {
+		m, err = pipeline.FromCheckpoint(ctx, ck, opts)
+	} else {
+		m, err = pipeline.Load(ctx, src.file, opts)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	defer m.Close()
+	cfg := m.Config()
+	base.Arch = cfg.Arch
+	base.KVCache = m.KVDType().String()
+	base.MaxCache = m.MaxCache()
+	base.LoadSeconds = time.Since(start).Seconds()
+	var out []benchreport.Result
+	run := 0 // every run's prompt starts with a different token
+	for _, t := range tests {
+		res := base
+		res.Test = t
+		bar.Describe(fmt.Sprintf("%s %s %s act %s %s", src.name, src.weight, info.Backend, base.Activations, t.Name))
+		err := func() error {
+			if t.MaxCache != 0 && m.MaxCache() != t.MaxCache {
+				return fmt.Errorf("%s needs a %d-token KV cache, the model was loaded with %d (--max-cache; the model's context may be shorter)", t.Name, t.MaxCache, m.MaxCache())
+			}
+			if t.PromptTokens+t.GenerateTokens > m.MaxCache() {
+				return fmt.Errorf("%s: %d prompt + %d generated tokens exceed the KV cache of %d (raise --max-cache)", t.Name, t.PromptTokens, t.GenerateTokens, m.MaxCache())
+			}
+			for r := -bf.warmup; r < bf.reps; r++ {
+				run++
+				s := m.NewSession()
+				p := pipeline.Prompt{IDs: benchPrompt(t.PromptTokens, cfg.VocabSize, run)}
+				for _, err := range s.Generate(ctx, p, pipeline.GenerateOptions{MaxTokens: t.GenerateTokens, IgnoreStopTokens: true}) {
+					if err != nil {
+						return err
+					}
+				}
+				bar.Add(1)
+				met := s.Metrics()
+				if met.PrefillTokens != t.PromptTokens || met.GeneratedTokens != t.GenerateTokens {
+					return fmt.Errorf("run %d prefilled %d of %d prompt tokens and generated %d of %d", run, met.PrefillTokens, t.PromptTokens, met.GeneratedTokens, t.GenerateTokens)
+				}
+				if r >= 0 {
+					res.Runs = append(res.Runs, benchreport.Run{
+						PromptTokens: met.PromptTokens, GeneratedTokens: met.GeneratedTokens,
+						TimeToFirstTokenMS:  float64(met.TimeToFirstToken.Microseconds()) / 1000,
+						PrefillTokensPerSec: met.PrefillTokensPerSec, DecodeTokensPerSec: met.DecodeTokensPerSec,
+					})
+				}
+			}
+			return nil
+		}()
+		if err != nil {
+			if errors.Is(err, context.Canceled) {
+				return out
+			}
+			fmt.Fprintf(log, "bench: %s %s on %s, activations %s, %s: %v\n", src.name, src.weight, info.Backend, base.Activations, t.Name, err)
+			res.Runs = []benchreport.Run{}
+			res.Error = err.Error()
+			bar.Add64(runsPer - int64(len(res.Runs)))
+		} else {
+			res.Summarize()
+		}
+		out = append(out, res)
+	}
+	peak := benchreport.PeakRSS()
+	for i := range out {
+		out[i].PeakRSSBytes = peak
+	}
+	*processPeak = max(*processPeak, peak)
+	return out
+}
+
+// writeReport writes report.json, report.md and report.html into dir.
+func writeReport(dir string, rep *benchreport.Report) error {
+	for _, f := range []struct {
+		name  string
+		write func(io.Writer) error
+	}{
+		{"report.json", rep.WriteJSON},
+		{"report.md", rep.WriteMarkdown},
+		{"report.html", rep.WriteHTML},
+	} {
+		path := filepath.Join(dir, f.name)
+		out, err := os.Create(path)
+		if err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		err = f.write(out)
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("bench: writing %s: %w", path, err)
+		}
+	}
+	return nil
+}
+
+// commandLine is the command as given: gpurun bench and every flag set.
+func commandLine(cmd *cobra.Command) []string {
+	out := []string{"gpurun", "bench"}
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		out = append(out, "--"+f.Name+"="+f.Value.String())
+	})
+	return out
+}
+
+// benchBar is a progress bar over every run on w when w is a terminal,
+// and silent otherwise.
+func benchBar(w io.Writer, total int64) *progressbar.ProgressBar {
+	f, ok := w.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		w = io.Discard
+	}
+	return progressbar.NewOptions64(total,
+		progressbar.OptionSetWriter(w),
+		progressbar.OptionSetDescription("bench"),
+		progressbar.OptionShowCount(),
+		progressbar.OptionSetWidth(24),
+		progressbar.OptionSetPredictTime(true),
+		progressbar.OptionThrottle(200*time.Millisecond),
+		progressbar.OptionOnCompletion(func() { _, _ = io.WriteString(w, "\n") }),
+	)
 }
 
 // benchPrompt makes a deterministic prompt that differs from run to run in
@@ -116,27 +557,4 @@ func benchPrompt(n, vocab, run int) []int {
 		ids[i] = 3 + (i*7919+run*104729)%span
 	}
 	return ids
-}
-
-func medianMetrics(runs []metricsJSON) metricsJSON {
-	med := func(get func(metricsJSON) float64) float64 {
-		v := make([]float64, len(runs))
-		for i, r := range runs {
-			v[i] = get(r)
-		}
-		slices.Sort(v)
-		if len(v) == 0 {
-			return 0
-		}
-		if len(v)%2 == 1 {
-			return v[len(v)/2]
-		}
-		return (v[len(v)/2-1] + v[len(v)/2]) / 2
-	}
-	return metricsJSON{
-		TimeToFirstTokenMS:  med(func(m metricsJSON) float64 { return m.TimeToFirstTokenMS }),
-		PrefillTokensPerSec: med(func(m metricsJSON) float64 { return m.PrefillTokensPerSec }),
-		DecodeTokensPerSec:  med(func(m metricsJSON) float64 { return m.DecodeTokensPerSec }),
-		GeneratedTokens:     int(med(func(m metricsJSON) float64 { return float64(m.GeneratedTokens) })),
-	}
 }

@@ -92,7 +92,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 	}
 
 	io.WriteString(bw, "<h2>Results</h2>\n<p class=\"note\">Median ± half the range over the runs; - : not measured by the test.</p>\n<table class=\"results\">\n")
-	htmlRow(bw, "th", resultsHeader)
+	htmlRow(bw, "th", ResultsHeader)
 	for _, res := range r.Results {
 		if res.Error != "" {
 			continue
@@ -107,7 +107,10 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		fmt.Fprintf(bw, "<h2>Compared with %s</h2>\n<p class=\"note\">Baseline revision %s, created %s. Ratio = this run's median / the baseline's; "+
 			"highlighted when the two runs' ranges do not overlap (for TTFT lower is faster).</p>\n<table class=\"compare\">\n",
 			e(b.Path), e(b.Revision), b.Created.UTC().Format("2006-01-02 15:04:05 UTC"))
-		htmlRow(bw, "th", compareHeader)
+		if len(b.Changes) == 0 {
+			io.WriteString(bw, "<p>No result of this run has a match (model, weights, backend, activations, test) in the baseline.</p>\n")
+		}
+		htmlRow(bw, "th", CompareHeader)
 		for i := range r.Results {
 			res := &r.Results[i]
 			c := b.change(res.Key())
@@ -161,7 +164,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		}
 		writeBarChart(bw, "kernel time, "+title, "ms", bars, map[string]string{"data-metric": "kernels", "data-test": res.Test.Name, "data-key": res.Key()})
 		io.WriteString(bw, "<table class=\"kernels\">\n")
-		htmlRow(bw, "th", kernelHeader)
+		htmlRow(bw, "th", KernelHeader)
 		for _, k := range sortedKernels(res.Kernels) {
 			htmlRow(bw, "td", []string{k.Name, strconv.FormatInt(k.Calls, 10), num(k.TimeMS), pct(k.TimeMS, total),
 				num(float64(k.Bytes) / 1e6), num(rate(float64(k.Bytes), k.TimeMS)), num(float64(k.Flops) / 1e6), num(rate(float64(k.Flops), k.TimeMS))})

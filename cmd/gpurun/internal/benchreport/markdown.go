@@ -8,11 +8,13 @@ import (
 	"strings"
 )
 
-// Markdown table headers; tests and readers find the tables by them.
+// Markdown table headers; tests and readers find the tables by them. In
+// every table a figure is printed with two decimals, a measured one as
+// "median ± half the range", "-" when the test does not measure it.
 var (
-	resultsHeader = []string{"model", "weights", "backend", "activations", "kv", "test", "model MiB", "peak RSS MiB", "TTFT ms", "prefill tok/s", "decode tok/s"}
-	compareHeader = []string{"model", "weights", "backend", "activations", "test", "TTFT ms", "TTFT ratio", "prefill tok/s", "prefill ratio", "decode tok/s", "decode ratio"}
-	kernelHeader  = []string{"kernel", "calls", "time ms", "share", "MB", "GB/s", "MFLOP", "GFLOP/s"}
+	ResultsHeader = []string{"model", "weights", "backend", "activations", "kv", "test", "model MiB", "peak RSS MiB", "TTFT ms", "prefill tok/s", "decode tok/s"}
+	CompareHeader = []string{"model", "weights", "backend", "activations", "test", "TTFT ms", "TTFT ratio", "prefill tok/s", "prefill ratio", "decode tok/s", "decode ratio"}
+	KernelHeader  = []string{"kernel", "calls", "time ms", "share", "MB", "GB/s", "MFLOP", "GFLOP/s"}
 )
 
 // num formats a figure as every table prints it: two decimals.
@@ -86,7 +88,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		}
 	})
 	fmt.Fprintf(bw, "\n## Results\n\nMedian ± half the range over the runs; `-`: not measured by the test.\n\n")
-	table(bw, resultsHeader, func(row func(...string)) {
+	table(bw, ResultsHeader, func(row func(...string)) {
 		for _, res := range r.Results {
 			if res.Error != "" {
 				continue
@@ -100,7 +102,10 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		fmt.Fprintf(bw, "\n## Compared with %s\n\nBaseline revision %s, created %s. Ratio = this run's median / the baseline's; "+
 			"**bold** when the two runs' ranges do not overlap (for TTFT lower is faster).\n\n",
 			escapeMD(b.Path), escapeMD(b.Revision), b.Created.UTC().Format("2006-01-02 15:04:05 UTC"))
-		table(bw, compareHeader, func(row func(...string)) {
+		if len(b.Changes) == 0 {
+			fmt.Fprintf(bw, "No result of this run has a match (model, weights, backend, activations, test) in the baseline.\n")
+		}
+		table(bw, CompareHeader, func(row func(...string)) {
 			for i := range r.Results {
 				res := &r.Results[i]
 				c := b.change(res.Key())
@@ -121,7 +126,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		}
 		fmt.Fprintf(bw, "\n## Kernels: %s, %s\n\n", escapeMD(res.Label()), res.Test.Name)
 		total := kernelTotal(res.Kernels)
-		table(bw, kernelHeader, func(row func(...string)) {
+		table(bw, KernelHeader, func(row func(...string)) {
 			for _, k := range sortedKernels(res.Kernels) {
 				row(k.Name, strconv.FormatInt(k.Calls, 10), num(k.TimeMS), pct(k.TimeMS, total),
 					num(float64(k.Bytes)/1e6), num(rate(float64(k.Bytes), k.TimeMS)), num(float64(k.Flops)/1e6), num(rate(float64(k.Flops), k.TimeMS)))
