@@ -391,7 +391,7 @@ func benchConfig(ctx context.Context, log io.Writer, bar *progressbar.ProgressBa
 		base.Source = src.file
 	}
 	if policy == "" {
-		base.Activations = "file"
+		base.Activations = "model"
 	}
 	if ck != nil {
 		base.Arch = ck.Config.Arch

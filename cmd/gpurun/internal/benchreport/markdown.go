@@ -55,6 +55,9 @@ func (r *Report) EnvironmentRows() [][2]string {
 	if e.RevisionTime != "" {
 		rev += ", " + e.RevisionTime
 	}
+	if e.RevisionSource != "" {
+		rev += " (from " + e.RevisionSource + ")"
+	}
 	rows := [][2]string{
 		{"created", r.Created.UTC().Format("2006-01-02 15:04:05 UTC")},
 		{"gpurun revision", rev},

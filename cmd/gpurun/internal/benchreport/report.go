@@ -53,12 +53,13 @@ type Environment struct {
 	CPU       string `json:"cpu"`
 	CPUs      int    `json:"cpus"`
 	GoVersion string `json:"go_version"`
-	// Revision is the gpurun commit (from the binary's build information),
-	// "unknown" when the binary was built without version control
-	// information (go run, go test).
-	Revision     string `json:"revision"`
-	Modified     bool   `json:"modified"`
-	RevisionTime string `json:"revision_time,omitempty"`
+	// Revision is the gpurun commit, from the binary's build information
+	// or else git in the working directory (see HostEnvironment and
+	// RevisionSource); "unknown" when neither has it.
+	Revision       string `json:"revision"`
+	Modified       bool   `json:"modified"`
+	RevisionTime   string `json:"revision_time,omitempty"`
+	RevisionSource string `json:"revision_source,omitempty"`
 	// PeakRSSBytes is the peak resident memory of the whole process.
 	PeakRSSBytes int64    `json:"peak_rss_bytes"`
 	Devices      []Device `json:"devices"`
@@ -121,7 +122,7 @@ type Result struct {
 	// Weights is the stored type of the weight matrices: f32, f16, int8,
 	// int4, or for a file the type holding most of its matrix bytes.
 	Weights     string  `json:"weights"`
-	Activations string  `json:"activations"` // the policy asked for: auto, f32, f16, or "file"
+	Activations string  `json:"activations"` // the policy asked for: auto, f32, f16, or "model" (its own policy)
 	KVCache     string  `json:"kv_cache"`    // the resulting KV cache type
 	Backend     string  `json:"backend"`
 	Device      string  `json:"device"`
