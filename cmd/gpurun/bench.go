@@ -336,6 +336,14 @@ func runBench(cmd *cobra.Command, rf *runFlags, bf *benchFlags) error {
 			for _, policy := range policies {
 				results := benchConfig(ctx, cmd.ErrOrStderr(), bar, rf, bf, tests, src, ck, ckErr, opened[bname], policy, modelBytes, &processPeak)
 				rep.Results = append(rep.Results, results...)
+				if bf.reportDir != "" {
+					// An interrupted sweep leaves the report of what it measured.
+					rep.Environment.PeakRSSBytes = max(processPeak, benchreport.PeakRSS())
+					rep.Created = time.Now().UTC().Truncate(time.Second)
+					if err := writeReport(bf.reportDir, rep); err != nil {
+						return err
+					}
+				}
 				if err := ctx.Err(); err != nil {
 					return err
 				}
