@@ -312,45 +312,58 @@ func runBench(cmd *cobra.Command, rf *runFlags, bf *benchFlags) error {
 	total := int64(len(sources) * len(backendNames) * len(policies) * len(tests) * (bf.warmup + bf.reps))
 	bar := benchBar(cmd.ErrOrStderr(), total)
 	processPeak := benchreport.PeakRSS()
-	for _, src := range sources {
-		var ck *model.Checkpoint
-		var modelBytes int64
-		var ckErr error
-		if src.file != "" {
-			if st, err := os.Stat(src.file); err == nil {
-				modelBytes = st.Size()
-			}
-		} else {
-			bar.Describe(fmt.Sprintf("building %s %s", src.name, src.quant))
-			ck, ckErr = syntheticCheckpoint(src.spec, src.quant)
-			if ck != nil {
-				for _, t := range ck.Tensors {
-					modelBytes += int64(len(t.Data))
-					if t.Scales != nil {
-						modelBytes += int64(len(t.Scales.Data))
-					}
-				}
+	// Sweep order: model, backend, weights, activations, so that a
+	// model's configurations on one backend stand together in the tables
+	// and charts. A synthetic checkpoint is built again for each backend
+	// rather than kept: only one set of weights is in memory at a time.
+	for g := 0; g < len(sources); {
+		group := sources[g:]
+		for i, src := range group {
+			if src.name != sources[g].name || src.file != sources[g].file {
+				group = group[:i]
+				break
 			}
 		}
+		g += len(group)
 		for _, bname := range backendNames {
-			for _, policy := range policies {
-				results := benchConfig(ctx, cmd.ErrOrStderr(), bar, rf, bf, tests, src, ck, ckErr, opened[bname], policy, modelBytes, &processPeak)
-				rep.Results = append(rep.Results, results...)
-				if bf.reportDir != "" {
-					// An interrupted sweep leaves the report of what it measured.
-					rep.Environment.PeakRSSBytes = max(processPeak, benchreport.PeakRSS())
-					rep.Created = time.Now().UTC().Truncate(time.Second)
-					if err := writeReport(bf.reportDir, rep); err != nil {
+			for _, src := range group {
+				var ck *model.Checkpoint
+				var modelBytes int64
+				var ckErr error
+				if src.file != "" {
+					if st, err := os.Stat(src.file); err == nil {
+						modelBytes = st.Size()
+					}
+				} else {
+					bar.Describe(fmt.Sprintf("building %s %s", src.name, src.quant))
+					ck, ckErr = syntheticCheckpoint(src.spec, src.quant)
+					if ck != nil {
+						for _, t := range ck.Tensors {
+							modelBytes += int64(len(t.Data))
+							if t.Scales != nil {
+								modelBytes += int64(len(t.Scales.Data))
+							}
+						}
+					}
+				}
+				for _, policy := range policies {
+					results := benchConfig(ctx, cmd.ErrOrStderr(), bar, rf, bf, tests, src, ck, ckErr, opened[bname], policy, modelBytes, &processPeak)
+					rep.Results = append(rep.Results, results...)
+					if bf.reportDir != "" {
+						// An interrupted sweep leaves the report of what it measured.
+						rep.Environment.PeakRSSBytes = max(processPeak, benchreport.PeakRSS())
+						rep.Created = time.Now().UTC().Truncate(time.Second)
+						if err := writeReport(bf.reportDir, rep); err != nil {
+							return err
+						}
+					}
+					if err := ctx.Err(); err != nil {
 						return err
 					}
 				}
-				if err := ctx.Err(); err != nil {
-					return err
-				}
+				debug.FreeOSMemory()
 			}
 		}
-		ck = nil
-		debug.FreeOSMemory()
 	}
 	bar.Finish()
 	rep.Environment.PeakRSSBytes = max(processPeak, benchreport.PeakRSS())
