@@ -53,7 +53,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		"<p class=\"note\">Bars: the median over the runs; whiskers: the fastest and slowest run.</p>\n")
 	for _, t := range r.Tests() {
 		_, prefill, decode := t.Metrics()
-		fmt.Fprintf(bw, "<h3>%s: %d-token prompt, %d generated tokens</h3>\n", e(t.Name), t.PromptTokens, t.GenerateTokens)
+		fmt.Fprintf(bw, "<h3>%s: %d-token prompt, %s</h3>\n", e(t.Name), t.PromptTokens, plural(t.GenerateTokens, "generated token"))
 		for _, m := range []struct {
 			on          bool
 			name, title string
@@ -206,4 +206,12 @@ func htmlRow(w io.Writer, tag string, cells []string) {
 func isNumber(s string) bool {
 	_, err := strconv.ParseFloat(s, 64)
 	return err == nil
+}
+
+// plural is "1 thing" or "n things".
+func plural(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return strconv.Itoa(n) + " " + thing + "s"
 }
