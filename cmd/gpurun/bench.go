@@ -309,6 +309,9 @@ func runBench(cmd *cobra.Command, rf *runFlags, bf *benchFlags) error {
 		}
 	}
 
+	if l, ok := benchreport.LoadAverage(); ok {
+		rep.Environment.LoadAverage = []float64{l}
+	}
 	total := int64(len(sources) * len(backendNames) * len(policies) * len(tests) * (bf.warmup + bf.reps))
 	bar := benchBar(cmd.ErrOrStderr(), total)
 	processPeak := benchreport.PeakRSS()
@@ -353,6 +356,7 @@ func runBench(cmd *cobra.Command, rf *runFlags, bf *benchFlags) error {
 						// An interrupted sweep leaves the report of what it measured.
 						rep.Environment.PeakRSSBytes = max(processPeak, benchreport.PeakRSS())
 						rep.Created = time.Now().UTC().Truncate(time.Second)
+						rep.Incomplete = true
 						if err := writeReport(bf.reportDir, rep); err != nil {
 							return err
 						}
@@ -366,6 +370,10 @@ func runBench(cmd *cobra.Command, rf *runFlags, bf *benchFlags) error {
 		}
 	}
 	bar.Finish()
+	rep.Incomplete = false
+	if l, ok := benchreport.LoadAverage(); ok && len(rep.Environment.LoadAverage) == 1 {
+		rep.Environment.LoadAverage = append(rep.Environment.LoadAverage, l)
+	}
 	rep.Environment.PeakRSSBytes = max(processPeak, benchreport.PeakRSS())
 	rep.Created = time.Now().UTC().Truncate(time.Second)
 	if old != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -79,7 +80,8 @@ func TestBench(t *testing.T) {
 	}
 	env := rep.Environment
 	if env.GoVersion == "" || env.CPU == "" || env.CPUs < 1 || env.Revision == "" || env.PeakRSSBytes <= 0 ||
-		len(env.Devices) != 1 || env.Devices[0].Backend != "cpu" || rep.Protocol.Reps != 3 || rep.Protocol.Warmup != 1 {
+		len(env.Devices) != 1 || env.Devices[0].Backend != "cpu" || rep.Protocol.Reps != 3 || rep.Protocol.Warmup != 1 ||
+		rep.Incomplete || (runtime.GOOS == "linux" && len(env.LoadAverage) != 2) {
 		t.Errorf("environment %+v, protocol %+v", env, rep.Protocol)
 	}
 

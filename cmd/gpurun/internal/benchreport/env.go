@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 )
 
@@ -99,4 +100,19 @@ func cpuModel() string {
 		}
 	}
 	return runtime.GOARCH
+}
+
+// LoadAverage is the one-minute load average (Linux /proc/loadavg); ok is
+// false where there is none.
+func LoadAverage() (load float64, ok bool) {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0, false
+	}
+	f := strings.Fields(string(data))
+	if len(f) == 0 {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	return v, err == nil && v >= 0
 }

@@ -66,6 +66,16 @@ func (r *Report) EnvironmentRows() [][2]string {
 		{"CPU", fmt.Sprintf("%s (%d logical CPUs)", e.CPU, e.CPUs)},
 		{"peak RSS of the process", mib(e.PeakRSSBytes) + " MiB"},
 	}
+	if len(e.LoadAverage) > 0 {
+		var l []string
+		for _, v := range e.LoadAverage {
+			l = append(l, num(v))
+		}
+		rows = append(rows, [2]string{"load average (1 min) at start, end", strings.Join(l, ", ")})
+	}
+	if r.Incomplete {
+		rows = append([][2]string{{"INCOMPLETE", "the sweep was interrupted; configurations after the last result were not run"}}, rows...)
+	}
 	for _, d := range e.Devices {
 		rows = append(rows, [2]string{"device (" + d.Backend + ")", fmt.Sprintf("%s, %s, driver %s", d.Name, d.Type, d.Driver)})
 	}

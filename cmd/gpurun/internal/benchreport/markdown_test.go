@@ -66,6 +66,8 @@ func TestJSONMatchesSchema(t *testing.T) {
 		{"other version", func(m map[string]any) { m["schema_version"] = 2 }},
 		{"unknown field", func(m map[string]any) { m["extra"] = 1 }},
 		{"bad date", func(m map[string]any) { m["created"] = "yesterday" }},
+		{"incomplete as text", func(m map[string]any) { m["incomplete"] = "yes" }},
+		{"three load averages", func(m map[string]any) { m["environment"].(map[string]any)["load_average"] = []any{1, 2, 3} }},
 		{"negative median", func(m map[string]any) {
 			res := m["results"].([]any)[0].(map[string]any)
 			res["prefill_tokens_per_sec"].(map[string]any)["median"] = -1

@@ -44,6 +44,10 @@ type Report struct {
 	// Baseline is the earlier report given to --compare, with the ratio of
 	// each matching result.
 	Baseline *Baseline `json:"baseline,omitempty"`
+	// Incomplete: the sweep had not finished when this was written (bench
+	// --report rewrites the report after every configuration); the
+	// configurations after the last result were not run.
+	Incomplete bool `json:"incomplete,omitempty"`
 }
 
 // Environment is what the numbers were measured on.
@@ -61,8 +65,12 @@ type Environment struct {
 	RevisionTime   string `json:"revision_time,omitempty"`
 	RevisionSource string `json:"revision_source,omitempty"`
 	// PeakRSSBytes is the peak resident memory of the whole process.
-	PeakRSSBytes int64    `json:"peak_rss_bytes"`
-	Devices      []Device `json:"devices"`
+	PeakRSSBytes int64 `json:"peak_rss_bytes"`
+	// LoadAverage is the system's one-minute load average when the sweep
+	// started and when it ended (Linux; absent elsewhere): figures measured
+	// on a machine busy with other work are slower and noisier.
+	LoadAverage []float64 `json:"load_average,omitempty"`
+	Devices     []Device  `json:"devices"`
 }
 
 // Device is one backend's adapter.

@@ -18,7 +18,7 @@ func sampleReport() *Report {
 		Created:       time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC),
 		Command:       []string{"gpurun", "bench", "--synthetic", "llama-110m,tinyllama-1.1b"},
 		Environment: Environment{OS: "linux", Arch: "amd64", CPU: "Test CPU | 2 GHz", CPUs: 2, GoVersion: "go1.26.8",
-			Revision: "0123456789abcdef", Modified: true, PeakRSSBytes: 3 << 30,
+			Revision: "0123456789abcdef", Modified: true, PeakRSSBytes: 3 << 30, LoadAverage: []float64{1.5, 2.25},
 			Devices: []Device{{Backend: "cpu", Name: "Go", Type: "cpu", Driver: "go"}, {Backend: "vulkan", Name: "llvmpipe <256 bits>", Type: "cpu", Driver: "Mesa"}}},
 		Protocol: Protocol{Reps: 3, Warmup: 1, Description: "random ids, greedy"},
 	}
