@@ -471,6 +471,7 @@ func benchConfig(ctx context.Context, log io.Writer, bar *progressbar.ProgressBa
 		res := base
 		res.Test = t
 		bar.Describe(fmt.Sprintf("%s %s %s act %s %s", src.name, src.weight, info.Backend, base.Activations, t.Name))
+		done := 0 // runs finished, warm-up included
 		err := func() error {
 			if t.MaxCache != 0 && m.MaxCache() != t.MaxCache {
 				return fmt.Errorf("%s needs a %d-token KV cache, the model was loaded with %d (--max-cache; the model's context may be shorter)", t.Name, t.MaxCache, m.MaxCache())
@@ -488,6 +489,7 @@ func benchConfig(ctx context.Context, log io.Writer, bar *progressbar.ProgressBa
 					}
 				}
 				bar.Add(1)
+				done++
 				met := s.Metrics()
 				if met.PrefillTokens != t.PromptTokens || met.GeneratedTokens != t.GenerateTokens {
 					return fmt.Errorf("run %d prefilled %d of %d prompt tokens and generated %d of %d", run, met.PrefillTokens, t.PromptTokens, met.GeneratedTokens, t.GenerateTokens)
@@ -507,9 +509,9 @@ func benchConfig(ctx context.Context, log io.Writer, bar *progressbar.ProgressBa
 				return out
 			}
 			fmt.Fprintf(log, "bench: %s %s on %s, activations %s, %s: %v\n", src.name, src.weight, info.Backend, base.Activations, t.Name, err)
+			bar.Add64(runsPer - int64(done)) // the runs the failure skipped
 			res.Runs = []benchreport.Run{}
 			res.Error = err.Error()
-			bar.Add64(runsPer - int64(len(res.Runs)))
 		} else {
 			res.Summarize()
 		}
