@@ -124,8 +124,15 @@ func TestBench(t *testing.T) {
 			t.Errorf("%s: ratio %+v against old %+v, new %+v", c.Key, got, want, cs)
 		}
 	}
-	text := mustRun(t, "", "bench", "-m", task, "--backend", "cpu", "--tests", "pp4", "--reps", "1", "--warmup", "0",
+	text, stderr, err := runCLI(t, "", "bench", "-m", task, "--backend", "cpu", "--tests", "pp4", "--reps", "1", "--warmup", "0",
 		"--compare", filepath.Join(dir, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// stderr is not a terminal here: no progress bar.
+	if strings.ContainsAny(stderr, "\r█") {
+		t.Errorf("a progress bar on a stderr that is not a terminal: %q", stderr)
+	}
 	if !strings.Contains(text, "| model | weights |") || !strings.Contains(text, "No result of this run has a match") {
 		t.Errorf("a run sharing no test with the baseline:\n%s", text)
 	}
