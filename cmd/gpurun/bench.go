@@ -54,6 +54,7 @@ type benchFlags struct {
 	asJSON                  bool
 	reportDir               string
 	compare                 string
+	from                    string
 }
 
 // benchSource is one model with one weight type.
@@ -93,6 +94,7 @@ was measured on: devices, driver, CPU, Go version, gpurun revision, model
 bytes, peak resident memory per configuration.
 
 Output: Markdown tables on stdout (--json: the JSON report instead);
+--from REPORT.json measures nothing and renders that report instead;
 --report DIR also writes DIR/report.json, report.md and report.html (one
 self-contained page with SVG charts); --compare OLD.json adds the ratio of
 each figure to an earlier JSON report, flagged when beyond both runs' spread.
@@ -118,6 +120,7 @@ is listed as not measured; bench fails only when nothing could be measured.`,
 	f.BoolVar(&bf.asJSON, "json", false, "print the JSON report instead of the Markdown tables")
 	f.StringVar(&bf.reportDir, "report", "", "write report.json, report.md and report.html to this directory")
 	f.StringVar(&bf.compare, "compare", "", "an earlier JSON report (bench --json or report.json) to compare with")
+	f.StringVar(&bf.from, "from", "", "measure nothing: render this JSON report (with --compare, --report, --json)")
 	return cmd
 }
 
@@ -223,6 +226,9 @@ func benchSources(rf *runFlags) ([]benchSource, error) {
 func runBench(cmd *cobra.Command, rf *runFlags, bf *benchFlags) error {
 	ctx := cmd.Context()
 	flags := cmd.Flags()
+	if bf.from != "" {
+		return renderBench(cmd, bf)
+	}
 	if bf.reps < 1 || bf.warmup < 0 {
 		return fmt.Errorf("bench: --reps must be positive and --warmup not negative")
 	}
@@ -263,14 +269,8 @@ func runBench(cmd *cobra.Command, rf *runFlags, bf *benchFlags) error {
 	}
 	var old *benchreport.Report
 	if bf.compare != "" {
-		f, err := os.Open(bf.compare)
-		if err != nil {
-			return fmt.Errorf("bench: --compare: %w", err)
-		}
-		old, err = benchreport.ReadJSON(f)
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("bench: --compare %s: %w", bf.compare, err)
+		if old, err = readReport("--compare", bf.compare); err != nil {
+			return err
 		}
 	}
 	if bf.reportDir != "" {
@@ -380,6 +380,12 @@ func runBench(cmd *cobra.Command, rf *runFlags, bf *benchFlags) error {
 		rep.Baseline = benchreport.Compare(old, rep, bf.compare)
 	}
 
+	return emitReport(cmd, bf, rep)
+}
+
+// emitReport writes the report's files (--report) and prints it, failing
+// when it holds no measured result.
+func emitReport(cmd *cobra.Command, bf *benchFlags, rep *benchreport.Report) error {
 	measured := 0
 	var firstErr string
 	for _, r := range rep.Results {
@@ -407,6 +413,54 @@ func runBench(cmd *cobra.Command, rf *runFlags, bf *benchFlags) error {
 		return fmt.Errorf("bench: nothing could be measured: %s", firstErr)
 	}
 	return nil
+}
+
+// readReport reads a JSON report file.
+func readReport(flag, path string) (*benchreport.Report, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %s: %w", flag, err)
+	}
+	defer f.Close()
+	r, err := benchreport.ReadJSON(f)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %s %s: %w", flag, path, err)
+	}
+	return r, nil
+}
+
+// renderBench is bench --from: an existing report rendered again (after a
+// change of the renderers, or to compare two reports without measuring).
+func renderBench(cmd *cobra.Command, bf *benchFlags) error {
+	var measuring []string
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		switch f.Name {
+		case "from", "compare", "report", "json":
+		default:
+			measuring = append(measuring, "--"+f.Name)
+		}
+	})
+	if len(measuring) > 0 {
+		return fmt.Errorf("bench: --from renders a report and measures nothing; %s do not apply", strings.Join(measuring, ", "))
+	}
+	rep, err := readReport("--from", bf.from)
+	if err != nil {
+		return err
+	}
+	rep.Baseline = nil
+	if bf.compare != "" {
+		old, err := readReport("--compare", bf.compare)
+		if err != nil {
+			return err
+		}
+		rep.Baseline = benchreport.Compare(old, rep, bf.compare)
+	}
+	if bf.reportDir != "" {
+		if err := os.MkdirAll(bf.reportDir, 0o755); err != nil {
+			return fmt.Errorf("bench: --report: %w", err)
+		}
+	}
+	return emitReport(cmd, bf, rep)
 }
 
 // benchConfig loads one configuration and runs every test on it. A failure

@@ -124,6 +124,28 @@ func TestBench(t *testing.T) {
 			t.Errorf("%s: ratio %+v against old %+v, new %+v", c.Key, got, want, cs)
 		}
 	}
+	// --from renders a report without measuring: the same JSON; against
+	// itself every ratio is 1 and within the spread.
+	dir2 := t.TempDir()
+	if out := mustRun(t, "", "bench", "--from", filepath.Join(dir, "report.json"), "--json", "--report", dir2); out != string(data) {
+		t.Errorf("bench --from --json changed the report")
+	}
+	reporttest.CheckResultsTable(t, rep, mustRun(t, "", "bench", "--from", filepath.Join(dir2, "report.json")))
+	self := benchJSON(t, "--from", filepath.Join(dir, "report.json"), "--compare", filepath.Join(dir, "report.json"))
+	if self.Baseline == nil || len(self.Baseline.Changes) != 6 {
+		t.Fatalf("self comparison %+v", self.Baseline)
+	}
+	for _, c := range self.Baseline.Changes {
+		for _, r := range []*benchreport.Ratio{c.TimeToFirstTokenMS, c.PrefillTokensPerSec, c.DecodeTokensPerSec} {
+			if r != nil && (r.Ratio != 1 || r.Verdict != benchreport.Same) {
+				t.Errorf("%s against itself: %+v", c.Key, r)
+			}
+		}
+	}
+	if _, _, err := runCLI(t, "", "bench", "--from", filepath.Join(dir, "report.json"), "--tests", "pp8"); err == nil || !strings.Contains(err.Error(), "--tests") {
+		t.Errorf("--from with --tests: %v", err)
+	}
+
 	text, stderr, err := runCLI(t, "", "bench", "-m", task, "--backend", "cpu", "--tests", "pp4", "--reps", "1", "--warmup", "0",
 		"--compare", filepath.Join(dir, "report.json"))
 	if err != nil {
@@ -210,6 +232,7 @@ func TestBenchErrors(t *testing.T) {
 		{[]string{"bench", "-m", task, "--compare", bad}, "schema version"},
 		{[]string{"bench", "-m", task, "--compare", "does-not-exist.json"}, "--compare"},
 		{[]string{"bench", "-m", "does-not-exist.task"}, "does-not-exist"},
+		{[]string{"bench", "--from", bad}, "schema version"},
 	} {
 		_, _, err := runCLI(t, "", tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -74,13 +74,13 @@ func (r *Report) EnvironmentRows() [][2]string {
 		rows = append(rows, [2]string{"load average (1 min) at start, end", strings.Join(l, ", ")})
 	}
 	if r.Incomplete {
-		rows = append([][2]string{{"INCOMPLETE", "the sweep was interrupted; configurations after the last result were not run"}}, rows...)
+		rows = append([][2]string{{"INCOMPLETE", "the sweep had not finished when this was written (still running, or stopped): configurations after the last result were not run"}}, rows...)
 	}
 	for _, d := range e.Devices {
 		rows = append(rows, [2]string{"device (" + d.Backend + ")", fmt.Sprintf("%s, %s, driver %s", d.Name, d.Type, d.Driver)})
 	}
 	rows = append(rows,
-		[2]string{"protocol", fmt.Sprintf("%d measured runs after %d warm-up per test; %s", r.Protocol.Reps, r.Protocol.Warmup, r.Protocol.Description)},
+		[2]string{"protocol", fmt.Sprintf("%s after %s per test; %s", plural(r.Protocol.Reps, "measured run"), plural(r.Protocol.Warmup, "warm-up run"), r.Protocol.Description)},
 		[2]string{"command", strings.Join(r.Command, " ")})
 	if len(r.Command) == 0 {
 		rows = rows[:len(rows)-1]
