@@ -10,6 +10,8 @@ import (
 
 	"github.com/gpurun/gpurun/cmd/gpurun/internal/benchreport"
 	"github.com/gpurun/gpurun/cmd/gpurun/internal/benchreport/reporttest"
+	"github.com/gpurun/gpurun/tensors/convert"
+	"github.com/gpurun/gpurun/tensors/synthetic"
 )
 
 // benchJSON runs bench with --json and reads the report, checking it
@@ -160,20 +162,36 @@ func TestBench(t *testing.T) {
 	}
 }
 
-// TestBenchMediaPipe: the mediapipe test prefills 1024 tokens and generates
-// 256 in a 1280-token cache, even on a model trained on 512 positions.
+// TestBenchMediaPipe: the mediapipe test prefills 1024 tokens and
+// generates 256 in a 1280-token cache; a model or cache shorter than that
+// cannot run it.
 func TestBenchMediaPipe(t *testing.T) {
-	task := convertStories(t, "int4")
-	rep := benchJSON(t, "-m", task, "--backend", "cpu", "--tests", "mediapipe", "--reps", "1", "--warmup", "0")
+	// A small random Llama with a 2048-token context.
+	cfg, _ := synthetic.ByName("llama-110m")
+	cfg.Dim, cfg.HiddenDim, cfg.Layers, cfg.Heads, cfg.KVHeads, cfg.HeadDim, cfg.RopeDims = 64, 128, 2, 4, 4, 16, 16
+	cfg.VocabSize, cfg.MaxSeqLen = 512, 2048
+	ck, err := synthetic.Checkpoint(cfg, synthetic.Options{Quant: synthetic.QuantInt8, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	small := filepath.Join(t.TempDir(), "small.tflite")
+	if err := convert.WriteFile(small, ck.Config, ck.Tensors, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	rep := benchJSON(t, small, "--backend", "cpu", "--tests", "mediapipe", "--reps", "1", "--warmup", "0")
 	r := rep.Results[0]
 	if r.Error != "" || r.MaxCache != 1280 || len(r.Runs) != 1 || r.Runs[0].PromptTokens != 1024 || r.Runs[0].GeneratedTokens != 256 ||
 		r.TimeToFirstTokenMS == nil || r.PrefillTokensPerSec == nil || r.DecodeTokensPerSec == nil {
 		t.Errorf("%+v", r)
 	}
-	// With a smaller cache the test cannot run: nothing is measured.
-	if _, _, err := runCLI(t, "", "bench", "-m", task, "--backend", "cpu", "--tests", "mediapipe", "--max-cache", "512"); err == nil ||
-		!strings.Contains(err.Error(), "1280-token KV cache") {
-		t.Errorf("mediapipe in a 512-token cache: %v", err)
+	for _, args := range [][]string{
+		{small, "--max-cache", "1024"},
+		{convertStories(t, "int4")}, // trained on 512 positions
+	} {
+		_, _, err := runCLI(t, "", append([]string{"bench", "--backend", "cpu", "--tests", "mediapipe"}, args...)...)
+		if err == nil || !strings.Contains(err.Error(), "1280-token KV cache") {
+			t.Errorf("mediapipe %v: %v", args, err)
+		}
 	}
 }
 
@@ -219,15 +237,15 @@ func TestBenchErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"bench"}, "model is required"},
-		{[]string{"bench", "--synthetic", "no-such-model"}, "unknown synthetic model"},
+		{[]string{"bench", "--synthetic", "no-such-model"}, "--synthetic no-such-model: want one of"},
 		{[]string{"bench", "--synthetic", "llama-110m", "--synthetic-quant", "int3"}, "synthetic-quant"},
 		{[]string{"bench", "-m", task, "--prompt-len", "1000", "--generate", "1000"}, "nothing could be measured"},
-		{[]string{"bench", "-m", task, "--reps", "0"}, "--reps"},
+		{[]string{"bench", "-m", task, "--reps", "0"}, "--reps 0: want"},
 		{[]string{"bench", "-m", task, "--tests", "pp0"}, "unknown test"},
 		{[]string{"bench", "-m", task, "--tests", "pp8,tgx"}, "unknown test"},
 		{[]string{"bench", "-m", task, "--tests", "pp8,pp8"}, "twice"},
 		{[]string{"bench", "-m", task, "--tests", "pp8", "--generate", "3"}, "not both"},
-		{[]string{"bench", "-m", task, "--backend", "cpu,metal"}, "unknown backend"},
+		{[]string{"bench", "-m", task, "--backend", "cpu,metal"}, "--backend metal: want one of"},
 		{[]string{"bench", "-m", task, "--activations", "f32,bf16"}, "activation policy"},
 		{[]string{"bench", "-m", task, "--compare", bad}, "schema version"},
 		{[]string{"bench", "-m", task, "--compare", "does-not-exist.json"}, "--compare"},
