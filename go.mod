@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/cogentcore/webgpu v0.23.0
+	github.com/dlclark/regexp2 v1.11.5
 	github.com/google/flatbuffers v25.12.19+incompatible
 	github.com/nikolalohinski/gonja/v2 v2.9.1
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.2
@@ -14,6 +15,7 @@ require (
 	github.com/x448/float16 v0.8.4
 	golang.org/x/sys v0.46.0
 	golang.org/x/term v0.44.0
+	golang.org/x/text v0.43.0
 	google.golang.org/protobuf v1.36.12
 )
 
@@ -28,5 +30,4 @@ require (
 	github.com/rivo/uniseg v0.4.7 // indirect
 	github.com/sirupsen/logrus v1.9.3 // indirect
 	golang.org/x/exp v0.0.0-20240719175910-8a7402abbf56 // indirect
-	golang.org/x/text v0.43.0 // indirect
 )

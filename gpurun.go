@@ -111,8 +111,8 @@ func WithActivations(policy string) Option {
 	return func(o *openOptions) { o.activations = policy }
 }
 
-// WithTokenizer gives a tokenizer file (SentencePiece .model or llama2.c
-// tokenizer.bin) for a checkpoint that carries none, such as a llama2.c
+// WithTokenizer gives a tokenizer file (SentencePiece .model, Hugging Face
+// tokenizer.json or llama2.c tokenizer.bin) for a checkpoint that carries none, such as a llama2.c
 // .bin. Model files and bundles carry theirs.
 func WithTokenizer(path string) Option { return func(o *openOptions) { o.tokenizer = path } }
 
@@ -419,13 +419,13 @@ func ggufExtras(path string, ck *model.Checkpoint) (template, noTok string) {
 		if v, ok := f.Get("tokenizer.ggml.model"); ok {
 			kind, _ = v.Str()
 		}
+		// Vocabularies gpurun reads (llama, t5, gpt2) are imported, and
+		// unknown kinds fail the import; what is left is no vocabulary.
 		switch kind {
 		case "":
 			noTok = "the GGUF file has no tokenizer.ggml vocabulary"
-		case "gpt2":
-			noTok = `its GGUF vocabulary is byte-level BPE (tokenizer.ggml.model "gpt2"), which gpurun cannot tokenize yet`
 		default:
-			noTok = fmt.Sprintf("its GGUF vocabulary kind %q is not supported", kind)
+			noTok = fmt.Sprintf("its GGUF vocabulary kind is %q", kind)
 		}
 	}
 	return template, noTok

@@ -22,3 +22,7 @@ func (s spm) controlTokens() map[string]int {
 	}
 	return out
 }
+
+// A tokenizer.json's special added tokens are its control tokens (Encode
+// also recognizes them in text).
+func (b byteBPE) controlTokens() map[string]int { return b.SpecialTokens() }

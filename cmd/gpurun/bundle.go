@@ -15,8 +15,9 @@ func newBundle() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bundle MODEL -t TOKENIZER -o OUT.task",
 		Short: "Bundle a model file and a tokenizer into a .task file",
-		Long: `Bundle packs a model file, a tokenizer (a SentencePiece .model, a llama2.c
-tokenizer.bin, or any file gpurun tokenize accepts) and the model's
+		Long: `Bundle packs a model file, a tokenizer (a SentencePiece .model, a
+tokenizer.json, a llama2.c tokenizer.bin, or any file gpurun tokenize
+accepts) and the model's
 configuration into a .task bundle whose entries can be memory-mapped in place.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -41,8 +42,10 @@ configuration into a .task bundle whose entries can be memory-mapped in place.`,
 			if err != nil {
 				return err
 			}
-			if t.VocabSize() != f.Config().VocabSize {
-				return fmt.Errorf("tokenizer has %d pieces, model vocabulary %d", t.VocabSize(), f.Config().VocabSize)
+			// A byte-level BPE model's embedding is often padded past its
+			// tokenizer (Qwen: 151936 rows, 151669 ids).
+			if t.VocabSize() > f.Config().VocabSize {
+				return fmt.Errorf("tokenizer has %d ids, model vocabulary %d", t.VocabSize(), f.Config().VocabSize)
 			}
 			// The tensors alias the mapped input; WriteFile streams them out.
 			tpl, _ := f.Metadata(convert.MetaChatTemplate)

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpurun/gpurun"
+	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/tensors/checkpoint"
 	"github.com/gpurun/gpurun/tensors/convert"
 	"github.com/gpurun/gpurun/tensors/model"
@@ -80,7 +81,7 @@ its imported type (GGUF Q8_0/Q4_0 blocks stay bit-exact).`,
 	}
 	f := cmd.Flags()
 	f.StringVarP(&out, "output", "o", "", "output path (.tflite model file or .task bundle)")
-	f.StringVar(&tok, "tokenizer", "", "tokenizer: SentencePiece .model or llama2.c tokenizer.bin (GGUF and HF bring their own)")
+	f.StringVar(&tok, "tokenizer", "", "tokenizer: SentencePiece .model, tokenizer.json or llama2.c tokenizer.bin (GGUF and HF bring their own)")
 	quant = convert.Keep
 	f.Var(&choiceFlag{&quant, convert.Recipes}, "quant", "quantization recipe: "+strings.Join(convert.Recipes, "|"))
 	f.Var(&choiceFlag{&format, []string{checkpoint.FormatLlama2c, checkpoint.FormatGGUF, checkpoint.FormatHF}}, "format", "input format: llama2c|gguf|hf (default: detect from content)")
@@ -96,16 +97,10 @@ func recipeName(q string) string {
 	return q
 }
 
-// checkpointTokenizer returns the serialized SentencePiece model of ck,
-// building one from a plain vocabulary (GGUF, llama2.c) when needed.
+// checkpointTokenizer returns the tokenizer to store for ck (see
+// pipeline.TokenizerBytes).
 func checkpointTokenizer(ck *model.Checkpoint) ([]byte, error) {
-	if ck.Tokenizer != nil {
-		return ck.Tokenizer, nil
-	}
-	if ck.Vocab == nil {
-		return nil, nil
-	}
-	return tokenizerFromVocab(ck.Vocab)
+	return pipeline.TokenizerBytes(ck)
 }
 
 func humanBytes(n int64) string {

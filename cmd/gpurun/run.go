@@ -36,7 +36,7 @@ func (r *modelFlags) register(cmd *cobra.Command) {
 	f := cmd.Flags()
 	r.backend = "auto"
 	f.StringVarP(&r.model, "model", "m", "", "model: a .tflite model file or .task bundle, a GGUF file, a llama2.c .bin, or a Hugging Face directory (or give it as the argument)")
-	f.StringVar(&r.tokenizer, "tokenizer", "", "tokenizer (SentencePiece .model or llama2.c tokenizer.bin) for a checkpoint that carries none")
+	f.StringVar(&r.tokenizer, "tokenizer", "", "tokenizer (SentencePiece .model, tokenizer.json or llama2.c tokenizer.bin) for a checkpoint that carries none")
 	f.Var(&choiceFlag{&r.backend, backends.Names}, "backend", "backend: "+strings.Join(backends.Names, "|"))
 	f.StringVar(&r.device, "device", "", "device within --backend cpu|webgpu|vulkan: its index as `gpurun devices` lists them, or part of its name (default: the best)")
 	f.Var(&intFlag{&r.maxCache, 1, pipeline.MaxCacheLimit, fmt.Sprintf("an integer in 1..%d (and at most the model's context length)", pipeline.MaxCacheLimit)},

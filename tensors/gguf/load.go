@@ -53,7 +53,7 @@ func (f *File) Checkpoint() (*model.Checkpoint, error) {
 		}
 		cfg.BOS, cfg.EOS = v.BOS, v.EOS
 		m := &meta{f: f}
-		cfg.AddBOS = m.bool("tokenizer.ggml.add_bos_token", v.BOS >= 0)
+		cfg.AddBOS = m.bool("tokenizer.ggml.add_bos_token", v.BOS >= 0 && (v.Model != "gpt2" || gpt2AddsBOS[v.Pre]))
 		if eot := m.tokenID("tokenizer.ggml.eot_token_id", -1, len(v.Pieces)); eot >= 0 && eot != v.EOS {
 			cfg.StopTokens = append(cfg.StopTokens, eot)
 		}

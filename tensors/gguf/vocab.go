@@ -12,9 +12,8 @@ import (
 var spmModels = map[string]string{"llama": "bpe", "t5": "unigram"}
 
 // vocab reads the tokenizer.ggml.* metadata. It returns nil without error when
-// the file has no tokenizer or one that is not SentencePiece-like (GPT-2 BPE
-// with merges, WordPiece): model.Vocab cannot express those, so the caller
-// must supply a tokenizer.
+// the file has no tokenizer, and ErrUnsupported for a kind that is neither
+// SentencePiece-like nor byte-level BPE (WordPiece "bert", "rwkv").
 func (f *File) vocab() (*model.Vocab, error) {
 	mv, ok := f.Get("tokenizer.ggml.model")
 	if !ok {
@@ -24,9 +23,15 @@ func (f *File) vocab() (*model.Vocab, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: tokenizer.ggml.model is %s, not a string", ErrFormat, mv.Type)
 	}
+	if name == "gpt2" {
+		return f.gpt2Vocab()
+	}
 	kind, ok := spmModels[name]
 	if !ok {
-		return nil, nil
+		if name == "none" || name == "no_vocab" {
+			return nil, nil // llama.cpp's "this model has no vocabulary"
+		}
+		return nil, fmt.Errorf("%w: tokenizer.ggml.model %q (gpurun reads llama, t5 and gpt2 vocabularies)", ErrUnsupported, name)
 	}
 	tv, ok := f.Get("tokenizer.ggml.tokens")
 	if !ok {

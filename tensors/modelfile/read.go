@@ -106,8 +106,10 @@ func (f *File) Tensors() []*tensors.Tensor { return f.weights }
 // nil.
 func (f *File) Tensor(name string) *tensors.Tensor { return f.byName[name] }
 
-// Tokenizer returns the SentencePiece model: the .task TOKENIZER_MODEL entry
-// if present, else the flatbuffer's spm_vocab_model metadata; nil if none.
+// Tokenizer returns the tokenizer: the .task TOKENIZER_MODEL or
+// TOKENIZER_JSON entry if present, else the flatbuffer's spm_vocab_model or
+// hf_tokenizer_json metadata; nil if none. IsTokenizerJSON tells a
+// tokenizer.json from a SentencePiece ModelProto.
 func (f *File) Tokenizer() []byte { return f.tokenizer }
 
 // Metadata returns the flatbuffer metadata entry with the given name.
@@ -224,6 +226,9 @@ func parseModel(data []byte) (*File, error) {
 		}
 	}
 	f.tokenizer = f.meta[MetaTokenizer]
+	if f.tokenizer == nil {
+		f.tokenizer = f.meta[MetaTokenizerJSON]
+	}
 	return f, nil
 }
 

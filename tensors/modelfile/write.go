@@ -16,7 +16,8 @@ import (
 // WriteOptions carries the optional parts of a model file.
 type WriteOptions struct {
 	// Tokenizer is a serialized SentencePiece ModelProto stored under
-	// MetaTokenizer; nil stores none.
+	// MetaTokenizer, or a Hugging Face tokenizer.json stored under
+	// MetaTokenizerJSON (see IsTokenizerJSON); nil stores none.
 	Tokenizer []byte
 	// Extra metadata entries; keys must not collide with the Meta* keys.
 	Extra map[string][]byte
@@ -141,11 +142,15 @@ func metadataEntries(cfg model.Config, opts WriteOptions) ([]metaEntry, error) {
 	}
 	meta := []metaEntry{{MetaConfig, js}, {MetaBackend, []byte("gpu")}}
 	if opts.Tokenizer != nil {
-		meta = append(meta, metaEntry{MetaTokenizer, opts.Tokenizer})
+		key := MetaTokenizer
+		if IsTokenizerJSON(opts.Tokenizer) {
+			key = MetaTokenizerJSON
+		}
+		meta = append(meta, metaEntry{key, opts.Tokenizer})
 	}
 	keys := make([]string, 0, len(opts.Extra))
 	for k := range opts.Extra {
-		if k == MetaConfig || k == MetaBackend || k == MetaTokenizer || k == "" {
+		if k == MetaConfig || k == MetaBackend || k == MetaTokenizer || k == MetaTokenizerJSON || k == "" {
 			return nil, fmt.Errorf("%w: extra metadata key %q is reserved", ErrInvalid, k)
 		}
 		keys = append(keys, k)

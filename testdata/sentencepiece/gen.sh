@@ -12,7 +12,7 @@
 # that model is not copied here.
 set -eu
 cd "$(dirname "$0")"
-REPO=$(cd ../../.. && pwd)
+REPO=$(cd ../.. && pwd)
 TOK512="$REPO/../shared/models/tok512.model"
 
 go run ./gencorpus corpus.txt edge.txt randids.txt random.txt

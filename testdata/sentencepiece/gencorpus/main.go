@@ -3,7 +3,7 @@
 // irregular whitespace. The output is a pure function of the fixed seed so
 // gen.sh is reproducible.
 //
-// Usage: go run ./testdata/gencorpus corpus.txt edge.txt randids.txt random.txt
+// Usage: go run ./gencorpus corpus.txt edge.txt randids.txt random.txt
 //
 // corpus.txt is used both to train the test models and as test input;
 // edge.txt holds extra inputs the models never saw (invalid UTF-8, unseen

@@ -3,7 +3,7 @@
 // does (llama2c.LoadTokenizer). gen.sh feeds the result to spm_encode, so
 // SentencePiece itself checks the protos FromVocab writes.
 //
-// Usage: go run ./testdata/tok512vocab tok512.bin out.model
+// Usage: go run ./tok512vocab tok512.bin out.model
 package main
 
 import (
