@@ -6,6 +6,7 @@ require (
 	github.com/cogentcore/webgpu v0.23.0
 	github.com/dlclark/regexp2 v1.11.5
 	github.com/google/flatbuffers v25.12.19+incompatible
+	github.com/mmcloughlin/avo v0.6.0
 	github.com/nikolalohinski/gonja/v2 v2.9.1
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.2
 	github.com/schollz/progressbar/v3 v3.19.1
@@ -13,7 +14,7 @@ require (
 	github.com/spf13/pflag v1.0.9
 	github.com/vulkan-go/vulkan v0.0.0-20221209234627-c0a353ae26c8
 	github.com/x448/float16 v0.8.4
-	golang.org/x/sys v0.46.0
+	golang.org/x/sys v0.48.0
 	golang.org/x/term v0.44.0
 	golang.org/x/text v0.43.0
 	google.golang.org/protobuf v1.36.12
@@ -30,4 +31,7 @@ require (
 	github.com/rivo/uniseg v0.4.7 // indirect
 	github.com/sirupsen/logrus v1.9.3 // indirect
 	golang.org/x/exp v0.0.0-20240719175910-8a7402abbf56 // indirect
+	golang.org/x/mod v0.41.0 // indirect
+	golang.org/x/sync v0.24.0 // indirect
+	golang.org/x/tools v0.51.0 // indirect
 )

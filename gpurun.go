@@ -42,6 +42,7 @@ import (
 
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/gpu/backends"
+	"github.com/gpurun/gpurun/gpu/cpu"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/tensors"
 	"github.com/gpurun/gpurun/tensors/checkpoint"
@@ -83,6 +84,7 @@ type openOptions struct {
 	tokenizer    string
 	noFusion     bool
 	hostSampling bool
+	cpuMath      string
 	progress     func(Progress)
 }
 
@@ -123,6 +125,13 @@ func WithoutFusion() Option { return func(o *openOptions) { o.noFusion = true } 
 // WithHostSampling reads the whole logits row back for greedy decoding on a
 // GPU rather than only the id the device picked (for comparison).
 func WithHostSampling() Option { return func(o *openOptions) { o.hostSampling = true } }
+
+// WithCPUMath sets the CPU backend's arithmetic for int8/int4 weights:
+// "dynamic" (the default, pipeline.DefaultCPUMath: inputs quantized to
+// int8 blocks as llama.cpp does, integer dot products) or "exact" (f32
+// inputs times dequantized weights, the reference). A backend given with
+// WithGPUBackend keeps its own.
+func WithCPUMath(name string) Option { return func(o *openOptions) { o.cpuMath = name } }
 
 // Progress reports Open's stages: "import" (reading a checkpoint into
 // memory), "load" (uploading weights and compiling) and, last, "done"
@@ -188,7 +197,7 @@ func (o *openOptions) report(stage string) {
 }
 
 func newOpenOptions(opts []Option) (openOptions, error) {
-	o := openOptions{backendName: "auto"}
+	o := openOptions{backendName: "auto", cpuMath: pipeline.DefaultCPUMath.String()}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -197,6 +206,9 @@ func newOpenOptions(opts []Option) (openOptions, error) {
 	}
 	if !validBackend(o.backendName) && o.backend == nil {
 		return o, fmt.Errorf("%w: backend %q, want one of %s", ErrOptions, o.backendName, strings.Join(backends.Names, ", "))
+	}
+	if _, err := cpu.ParseMath(o.cpuMath); err != nil {
+		return o, fmt.Errorf("%w: cpu math %q, want one of %s", ErrOptions, o.cpuMath, strings.Join(cpu.MathNames, ", "))
 	}
 	switch o.activations {
 	case "", model.PolicyAuto, model.PolicyF32, model.PolicyF16:
@@ -215,9 +227,12 @@ func open(ctx context.Context, src *source, o *openOptions) (*Model, error) {
 	o.report("load")
 	m := &Model{format: src.format, template: src.template, noTokReason: src.noTokReason}
 	b := o.backend
-	var err error
+	math, err := cpu.ParseMath(o.cpuMath)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrOptions, err)
+	}
 	if b == nil {
-		if b, err = backends.OpenDevice(ctx, o.backendName, o.device); err != nil {
+		if b, err = backends.OpenWith(ctx, o.backendName, backends.Options{Device: o.device, CPU: cpu.Options{Math: math}}); err != nil {
 			return nil, fmt.Errorf("backend %s: %w", o.backendName, err)
 		}
 		m.backend = b
@@ -235,7 +250,7 @@ func open(ctx context.Context, src *source, o *openOptions) (*Model, error) {
 		}
 		return nil, err
 	}
-	popts := pipeline.Options{Backend: b, MaxCache: o.maxCache, Activations: o.activations, NoFusion: o.noFusion, HostSampling: o.hostSampling}
+	popts := pipeline.Options{Backend: b, MaxCache: o.maxCache, Activations: o.activations, NoFusion: o.noFusion, HostSampling: o.hostSampling, CPUMath: math}
 	if src.file != nil {
 		m.Model, err = pipeline.FromModelFile(ctx, src.file, popts)
 	} else {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gpurun/gpurun"
 	"github.com/gpurun/gpurun/gpu/backends"
+	"github.com/gpurun/gpurun/gpu/cpu"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/tensors/model"
 )
@@ -30,6 +31,7 @@ type modelFlags struct {
 	activations string
 	noFusion    bool
 	hostSample  bool
+	cpuMath     string
 }
 
 func (r *modelFlags) register(cmd *cobra.Command) {
@@ -46,6 +48,9 @@ func (r *modelFlags) register(cmd *cobra.Command) {
 	f.BoolVar(&r.noFusion, "no-fusion", false, "run the graphs unfused, one op per kernel (for comparison)")
 	f.BoolVar(&r.hostSample, "host-sampling", false, "greedy decoding on a GPU reads back every logit and picks on the host, "+
 		"rather than only the token id picked on the device (for comparison)")
+	r.cpuMath = pipeline.DefaultCPUMath.String()
+	f.Var(&choiceFlag{&r.cpuMath, cpu.MathNames}, "cpu-math", "CPU backend arithmetic for int8/int4 weights: "+strings.Join(cpu.MathNames, "|")+
+		" (dynamic quantizes activations to int8 blocks as llama.cpp does; exact is the reference)")
 }
 
 // takeModelArg accepts the model as the optional positional argument.
@@ -68,7 +73,8 @@ func (r *modelFlags) takeModelArg(args []string) error {
 }
 
 func (r *modelFlags) options(cmd *cobra.Command) []gpurun.Option {
-	opts := []gpurun.Option{gpurun.WithBackend(r.backend), gpurun.WithDevice(r.device), gpurun.WithMaxCache(r.maxCache), gpurun.WithActivations(r.activations)}
+	opts := []gpurun.Option{gpurun.WithBackend(r.backend), gpurun.WithDevice(r.device), gpurun.WithMaxCache(r.maxCache), gpurun.WithActivations(r.activations),
+		gpurun.WithCPUMath(r.cpuMath)}
 	if r.tokenizer != "" {
 		opts = append(opts, gpurun.WithTokenizer(r.tokenizer))
 	}

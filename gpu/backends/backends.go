@@ -25,7 +25,15 @@ var Names = []string{"auto", "cpu", "webgpu", "vulkan"}
 // virtual) and otherwise the CPU backend: a software Vulkan driver such as
 // lavapipe is a correctness device, slower than the CPU path.
 func Open(ctx context.Context, name string) (gpu.Backend, error) {
-	return OpenDevice(ctx, name, "")
+	return OpenWith(ctx, name, Options{})
+}
+
+// Options configure OpenWith.
+type Options struct {
+	// Device selects the device as OpenDevice's sel does ("" picks).
+	Device string
+	// CPU configures the CPU backend (its threads and math).
+	CPU cpu.Options
 }
 
 // OpenDevice is Open on the device sel names among the backend's devices:
@@ -33,13 +41,18 @@ func Open(ctx context.Context, name string) (gpu.Backend, error) {
 // case-insensitive part of its name; "" picks as Open does. The CPU
 // backend has one device, "0" or "cpu"; "auto" takes no selection.
 func OpenDevice(ctx context.Context, name, sel string) (gpu.Backend, error) {
-	if sel != "" {
+	return OpenWith(ctx, name, Options{Device: sel})
+}
+
+// OpenWith is Open with a device selection and backend settings.
+func OpenWith(ctx context.Context, name string, opts Options) (gpu.Backend, error) {
+	if sel := opts.Device; sel != "" {
 		switch name {
 		case "cpu":
 			if sel != "0" && !strings.EqualFold(sel, "cpu") {
 				return nil, fmt.Errorf("backends: the cpu backend has one device, 0, not %q: %w", sel, gpu.ErrNoDevice)
 			}
-			return cpu.New(cpu.Options{}), nil
+			return cpu.New(opts.CPU), nil
 		case "webgpu":
 			dev, err := webgpu.OpenSelected(ctx, sel)
 			if err != nil {
@@ -63,7 +76,7 @@ func OpenDevice(ctx context.Context, name, sel string) (gpu.Backend, error) {
 	}
 	switch name {
 	case "cpu":
-		return cpu.New(cpu.Options{}), nil
+		return cpu.New(opts.CPU), nil
 	case "webgpu":
 		dev, err := webgpu.Open(ctx)
 		if err != nil {
@@ -78,11 +91,11 @@ func OpenDevice(ctx context.Context, name, sel string) (gpu.Backend, error) {
 		return withDevice(kernels.New(dev), dev), nil
 	case "auto", "":
 		if hasRealGPU() {
-			if b, err := Open(ctx, "vulkan"); err == nil {
+			if b, err := OpenWith(ctx, "vulkan", opts); err == nil {
 				return b, nil
 			}
 		}
-		return Open(ctx, "cpu")
+		return OpenWith(ctx, "cpu", opts)
 	}
 	return nil, unknownBackend(name)
 }

@@ -77,46 +77,83 @@ func syntheticModel(b testing.TB, wt weightType) (*model.Config, []*tensors.Tens
 }
 
 // BenchmarkForward measures decode (one token per step at position 64) and
-// prefill (64 tokens in one step) of the synthetic model, per weight type.
+// prefill (64 tokens in one step) of the synthetic model, per weight type
+// and, for quantized weights, per math (allocs/op of decode must be 0).
 func BenchmarkForward(b *testing.B) {
 	for _, wt := range benchTypes {
 		cfg, ws := syntheticModel(b, wt)
-		for _, tokens := range []int{1, 64} {
-			name := "decode"
-			if tokens > 1 {
-				name = fmt.Sprintf("prefill%d", tokens)
-			}
-			b.Run(wt.name+"/"+name, func(b *testing.B) {
-				ctx := context.Background()
-				be := cpu.New(cpu.Options{})
-				w, err := be.LoadWeights(ctx, ws)
-				if err != nil {
-					b.Fatal(err)
+		maths := []cpu.Math{cpu.MathExact}
+		if wt.dtype.Quantized() {
+			maths = append(maths, cpu.MathDynamic)
+		}
+		for _, m := range maths {
+			for _, tokens := range []int{1, 64} {
+				name := "decode"
+				if tokens > 1 {
+					name = fmt.Sprintf("prefill%d", tokens)
 				}
-				g, err := arch.Build(cfg, arch.BuildOptions{Tokens: tokens, MaxLen: 256})
-				if err != nil {
-					b.Fatal(err)
-				}
-				kv, err := be.NewKVCache(g.KV)
-				if err != nil {
-					b.Fatal(err)
-				}
-				p, err := be.Compile(g, w, kv)
-				if err != nil {
-					b.Fatal(err)
-				}
-				toks := make([]int32, tokens)
-				for i := range toks {
-					toks[i] = int32(i * 7 % cfg.VocabSize)
-				}
-				b.ResetTimer()
-				for b.Loop() {
-					if err := p.Run(ctx, toks, 64); err != nil {
-						b.Fatal(err)
+				b.Run(wt.name+"/"+m.String()+"/"+name, func(b *testing.B) {
+					p, toks := forwardProgram(b, cfg, ws, tokens, m)
+					ctx := context.Background()
+					b.ReportAllocs()
+					b.ResetTimer()
+					for b.Loop() {
+						if err := p.Run(ctx, toks, 64); err != nil {
+							b.Fatal(err)
+						}
 					}
+					b.ReportMetric(float64(tokens*b.N)/b.Elapsed().Seconds(), "tok/s")
+				})
+			}
+		}
+	}
+}
+
+// forwardProgram compiles the synthetic model's step for the given token
+// count on a fresh backend.
+func forwardProgram(b testing.TB, cfg *model.Config, ws []*tensors.Tensor, tokens int, m cpu.Math) (gpu.Program, []int32) {
+	ctx := context.Background()
+	be := cpu.New(cpu.Options{Math: m})
+	w, err := be.LoadWeights(ctx, ws)
+	if err != nil {
+		b.Fatal(err)
+	}
+	g, err := arch.Build(cfg, arch.BuildOptions{Tokens: tokens, MaxLen: 256})
+	if err != nil {
+		b.Fatal(err)
+	}
+	kv, err := be.NewKVCache(g.KV)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := be.Compile(g, w, kv)
+	if err != nil {
+		b.Fatal(err)
+	}
+	toks := make([]int32, tokens)
+	for i := range toks {
+		toks[i] = int32(i * 7 % cfg.VocabSize)
+	}
+	return p, toks
+}
+
+// TestDecodeAllocatesNothing runs decode steps of the synthetic model in
+// every weight type and math and counts heap allocations.
+func TestDecodeAllocatesNothing(t *testing.T) {
+	for _, wt := range benchTypes {
+		cfg, ws := syntheticModel(t, wt)
+		for _, m := range []cpu.Math{cpu.MathExact, cpu.MathDynamic} {
+			p, toks := forwardProgram(t, cfg, ws, 1, m)
+			ctx := context.Background()
+			pos := 0
+			if n := testing.AllocsPerRun(20, func() {
+				if err := p.Run(ctx, toks, 64+pos%100); err != nil {
+					t.Fatal(err)
 				}
-				b.ReportMetric(float64(tokens*b.N)/b.Elapsed().Seconds(), "tok/s")
-			})
+				pos++
+			}); n != 0 {
+				t.Errorf("%s/%s: %v allocations per decode step, want 0", wt.name, m, n)
+			}
 		}
 	}
 }
