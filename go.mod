@@ -8,6 +8,7 @@ require (
 	github.com/google/flatbuffers v25.12.19+incompatible
 	github.com/mmcloughlin/avo v0.6.0
 	github.com/nikolalohinski/gonja/v2 v2.9.1
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.2
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.9

@@ -168,7 +168,6 @@ func TestBadArguments(t *testing.T) {
 		{[]string{"run", task, "-f", "no-such-prompt.txt"}, "prompt file: open no-such-prompt.txt: no such file or directory"},
 		{[]string{"bench", task, "--reps", "0"}, "--reps 0: want an integer in 1..1000"},
 		{[]string{"bench", task, "--prompt-len", "-1"}, "--prompt-len -1: want an integer >= 1"},
-		{[]string{"bench", "-m", task, "--synthetic", "phi-2"}, "give a model or --synthetic phi-2, not both"},
 		{[]string{"bench", "--synthetic", "gpt-5"}, "--synthetic gpt-5: want one of"},
 		{[]string{"bench", "--synthetic", "phi-2", "--synthetic-quant", "int3"}, "--synthetic-quant int3: want one of int4, int8, f16"},
 		{[]string{"convert", task, "-o", filepath.Join(t.TempDir(), "x.gguf")}, "gpurun writes .tflite model files and .task bundles, not .gguf files"},
@@ -504,31 +503,38 @@ func TestWebGPUQuiet(t *testing.T) {
 	}
 }
 
-// TestBenchJSONFields: bench --json medians carry only the rates (no
-// prompt_tokens 0 or empty stop_reason), and progress goes to stderr.
+// TestBenchJSONFields: bench --json is the versioned report: medians with
+// their range for the figures the test measures, one entry per run; stderr
+// is not a terminal, so no progress bar.
 func TestBenchJSONFields(t *testing.T) {
 	task := storiesTask(t)
 	r := mustExe(t, "", "bench", task, "--backend", "cpu", "--prompt-len", "8", "--generate", "4", "--reps", "2", "--json")
 	var rep struct {
-		Runs   []map[string]any `json:"runs"`
-		Median map[string]any   `json:"median"`
+		SchemaVersion int `json:"schema_version"`
+		Results       []struct {
+			Runs   []map[string]any `json:"runs"`
+			Decode map[string]any   `json:"decode_tokens_per_sec"`
+		} `json:"results"`
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("%v\n%s", err, r.stdout)
 	}
+	if rep.SchemaVersion != 1 || len(rep.Results) != 1 {
+		t.Fatalf("report %+v", rep)
+	}
 	var keys []string
-	for k := range rep.Median {
+	for k := range rep.Results[0].Decode {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	if fmt.Sprint(keys) != "[decode_tokens_per_sec prefill_tokens_per_sec time_to_first_token_ms]" {
-		t.Errorf("median fields %v", keys)
+	if fmt.Sprint(keys) != "[max median min n]" {
+		t.Errorf("decode statistic fields %v", keys)
 	}
-	if len(rep.Runs) != 2 || rep.Runs[0]["stop_reason"] != "max_tokens" || rep.Runs[0]["prompt_tokens"] != 8.0 {
-		t.Errorf("runs %v", rep.Runs)
+	if runs := rep.Results[0].Runs; len(runs) != 2 || runs[0]["prompt_tokens"] != 8.0 || runs[0]["generated_tokens"] != 4.0 {
+		t.Errorf("runs %v", runs)
 	}
-	if !strings.Contains(r.stderr, "warm-up run") || !strings.Contains(r.stderr, "run 2 of 2") {
-		t.Errorf("no progress on stderr:\n%s", r.stderr)
+	if strings.ContainsAny(r.stderr, "\r█") {
+		t.Errorf("a progress bar on a stderr that is not a terminal:\n%q", r.stderr)
 	}
 }
 
