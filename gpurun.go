@@ -21,8 +21,9 @@
 // decoding. Options out of range are errors, never silently clamped.
 //
 // A Session is one conversation: each Generate continues it, reusing the KV
-// cache for everything already said. Sessions of one Model take turns on
-// its single KV cache. For chat models, package pipeline/chat renders the model's
+// cache for everything already said. Sessions of one Model share its KV
+// cache, taking turns, unless WithParallel gives it one per concurrent
+// session. For chat models, package pipeline/chat renders the model's
 // chat template and manages the turns.
 //
 // Lower layers are public too: package pipeline (the same sessions with
@@ -80,6 +81,7 @@ type openOptions struct {
 	device       string
 	backend      gpu.Backend
 	maxCache     int
+	parallel     int
 	activations  string
 	tokenizer    string
 	noFusion     bool
@@ -106,6 +108,11 @@ func WithGPUBackend(b gpu.Backend) Option { return func(o *openOptions) { o.back
 // the model's trained context length. Without it the cache holds
 // pipeline.DefaultMaxCache (1280) tokens, or the model's context if shorter.
 func WithMaxCache(n int) Option { return func(o *openOptions) { o.maxCache = n } }
+
+// WithParallel gives the model n KV caches (1..pipeline.MaxSlots) over its
+// one copy of the weights, so that n sessions generate at once, each on its
+// own cache; more wait their turn. Without it the model has one.
+func WithParallel(n int) Option { return func(o *openOptions) { o.parallel = n } }
 
 // WithActivations overrides the model's activation precision policy:
 // "auto" (f16 KV cache on GPU backends, f32 on the CPU), "f32" or "f16".
@@ -144,7 +151,8 @@ type Progress struct {
 func WithProgress(f func(Progress)) Option { return func(o *openOptions) { o.progress = f } }
 
 // Model is a loaded model on a backend. Its methods are safe for concurrent
-// use; generations of its sessions take turns.
+// use; generations of its sessions run at once up to WithParallel's count,
+// the others wait.
 type Model struct {
 	*pipeline.Model
 	path        string
@@ -204,6 +212,9 @@ func newOpenOptions(opts []Option) (openOptions, error) {
 	if o.maxCache < 0 || o.maxCache > pipeline.MaxCacheLimit {
 		return o, fmt.Errorf("%w: max cache %d outside 1..%d", ErrOptions, o.maxCache, pipeline.MaxCacheLimit)
 	}
+	if o.parallel < 0 || o.parallel > pipeline.MaxSlots {
+		return o, fmt.Errorf("%w: parallel %d outside 1..%d", ErrOptions, o.parallel, pipeline.MaxSlots)
+	}
 	if !validBackend(o.backendName) && o.backend == nil {
 		return o, fmt.Errorf("%w: backend %q, want one of %s", ErrOptions, o.backendName, strings.Join(backends.Names, ", "))
 	}
@@ -244,13 +255,18 @@ func open(ctx context.Context, src *source, o *openOptions) (*Model, error) {
 	}
 	kvF16 := policy == model.PolicyF16 || (policy != model.PolicyF32 && info.Backend != "cpu")
 	need := estimateMemory(&cfg, weightBytes(src.tensors()), o.maxCache, kvF16)
+	if o.parallel > 1 {
+		// Every slot has its own cache and programs.
+		need.KVCache *= int64(o.parallel)
+		need.Activations *= int64(o.parallel)
+	}
 	if err := checkMemory(info, need, src.file == nil); err != nil {
 		if m.backend != nil {
 			m.backend.Close()
 		}
 		return nil, err
 	}
-	popts := pipeline.Options{Backend: b, MaxCache: o.maxCache, Activations: o.activations, NoFusion: o.noFusion, HostSampling: o.hostSampling, CPUMath: math}
+	popts := pipeline.Options{Backend: b, MaxCache: o.maxCache, Slots: o.parallel, Activations: o.activations, NoFusion: o.noFusion, HostSampling: o.hostSampling, CPUMath: math}
 	if src.file != nil {
 		m.Model, err = pipeline.FromModelFile(ctx, src.file, popts)
 	} else {

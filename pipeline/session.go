@@ -106,7 +106,8 @@ type Metrics struct {
 }
 
 // Session is one conversation: the tokens so far. Generate continues it.
-// A session is not safe for concurrent use; sessions of one model take turns.
+// A session is not safe for concurrent use; sessions of one model generate
+// at once up to its Slots, the others wait.
 type Session struct {
 	m       *Model
 	history []int // every token of the conversation, from position 0
@@ -187,31 +188,28 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 			fail(fmt.Errorf("%w: %d tokens with the conversation so far, cache holds %d", ErrPromptTooLong, len(s.history)+len(ids), m.maxCache))
 			return
 		}
-		if err := m.acquire(ctx); err != nil {
+		context := append(append([]int(nil), s.history...), ids...)
+		sl, err := m.acquire(ctx, context)
+		if err != nil {
 			fail(err)
 			return
 		}
-		defer m.release()
-		if m.decode == nil {
-			fail(ErrClosed)
-			return
-		}
+		defer m.release(sl)
 		// The first token comes from the prefill's logits on the host; with
 		// device greedy the later ones come from the argmax program. Its
 		// compilation on first use is one-time setup, so the clock of time
 		// to first token skips it.
 		setup := time.Now()
-		onDevice, err := m.deviceGreedy(&opts)
+		onDevice, err := m.deviceGreedy(sl, &opts)
 		if err != nil {
 			fail(err)
 			return
 		}
 		start = start.Add(time.Since(setup))
 		s.metrics.PromptTokens = len(ids)
-		context := append(append([]int(nil), s.history...), ids...)
 		logits := make([]float32, m.cfg.VocabSize)
 		prefillStart := time.Now()
-		ran, err := m.feed(ctx, context, logits)
+		ran, err := m.feed(ctx, sl, context, logits)
 		s.metrics.PrefillTokens = ran
 		s.metrics.PrefillTime = time.Since(prefillStart)
 		if s.metrics.PrefillTime > 0 {
@@ -279,7 +277,7 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 			next = -1
 			if onDevice {
 				var stepped bool
-				if next, stepped, err = m.stepGreedy(ctx, s.history); err != nil {
+				if next, stepped, err = m.stepGreedy(ctx, sl, s.history); err != nil {
 					fail(err)
 					return
 				} else if !stepped {
@@ -287,7 +285,7 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 				}
 			}
 			if next < 0 {
-				if _, err := m.feed(ctx, s.history, logits); err != nil {
+				if _, err := m.feed(ctx, sl, s.history, logits); err != nil {
 					fail(err)
 					return
 				}

@@ -47,7 +47,7 @@ func newRoot() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.SetVersionTemplate("gpurun {{.Version}}\n")
-	root.AddCommand(newConvert(), newBundle(), newInspect(), newTokenize(), newRun(), newChat(), newDevices(), newBench())
+	root.AddCommand(newConvert(), newBundle(), newInspect(), newTokenize(), newRun(), newChat(), newServe(), newDevices(), newBench())
 	for _, c := range root.Commands() {
 		nameErrors(c)
 	}
@@ -112,7 +112,7 @@ var packagePrefixes = map[string]bool{
 	"pipeline": true, "gpu": true, "cpu": true, "kernels": true, "webgpu": true, "vulkan": true,
 	"backends": true, "convert": true, "checkpoint": true, "gguf": true, "hf": true, "llama2c": true,
 	"safetensors": true, "modelfile": true, "tokenizer": true, "model": true, "fusion": true, "arch": true,
-	"run": true, "bench": true, "chat": true, "tokenize": true, "bundle": true, "inspect": true,
+	"run": true, "bench": true, "chat": true, "serve": true, "tokenize": true, "bundle": true, "inspect": true,
 }
 
 // errorText is err's message with repeated segments dropped: wrapping

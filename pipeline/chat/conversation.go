@@ -50,22 +50,72 @@ func New(m *pipeline.Model, tpl *Template, opts Options) (*Conversation, error) 
 	if !m.HasTokenizer() {
 		return nil, fmt.Errorf("chat: %w", pipeline.ErrNoTokenizer)
 	}
-	c := &Conversation{m: m, s: m.NewSession(), tpl: tpl, opts: opts, controls: m.ControlTokens()}
-	for s := range c.controls {
-		c.control = append(c.control, s)
-	}
-	sort.Slice(c.control, func(i, j int) bool { return len(c.control[i]) > len(c.control[j]) })
-	for _, marker := range tpl.EndOfTurn() {
-		if id, ok := c.controls[marker]; ok {
-			c.stops = append(c.stops, id)
-		} else if ids, err := m.Encode(marker); err == nil && len(ids) == 1 {
-			c.stops = append(c.stops, ids[0])
-		}
-	}
+	c := &Conversation{m: m, s: m.NewSession(), tpl: tpl, opts: opts}
+	c.control, c.controls = controlTokens(m)
+	c.stops = endOfTurnIDs(m, tpl, c.controls)
 	if c.opts.Reserve <= 0 {
 		c.opts.Reserve = min(256, m.MaxCache()/4)
 	}
 	return c, nil
+}
+
+// controlTokens returns m's control token texts, longest first, and their
+// ids.
+func controlTokens(m *pipeline.Model) ([]string, map[string]int) {
+	controls := m.ControlTokens()
+	var list []string
+	for s := range controls {
+		list = append(list, s)
+	}
+	sort.Slice(list, func(i, j int) bool {
+		return len(list[i]) > len(list[j]) || len(list[i]) == len(list[j]) && list[i] < list[j]
+	})
+	return list, controls
+}
+
+// endOfTurnIDs are the ids of tpl's end-of-turn markers in m's vocabulary.
+func endOfTurnIDs(m *pipeline.Model, tpl *Template, controls map[string]int) []int {
+	var stops []int
+	for _, marker := range tpl.EndOfTurn() {
+		if id, ok := controls[marker]; ok {
+			stops = append(stops, id)
+		} else if ids, err := m.Encode(marker); err == nil && len(ids) == 1 {
+			stops = append(stops, ids[0])
+		}
+	}
+	return stops
+}
+
+// Prompt is a whole conversation rendered for one stateless generation
+// (what a server gets with every request): the prompt ids and what ends
+// the reply.
+type Prompt struct {
+	IDs         []int
+	StopTokens  []int    // the template's end-of-turn tokens
+	StopStrings []string // the plain fallback's next "User:" line
+}
+
+// Render renders msgs with tpl, the generation prompt appended, and
+// tokenizes the result the way Conversation does: control tokens written
+// out by the template become their ids, BOS is prepended when the model
+// asks for it and the template did not write it.
+func Render(m *pipeline.Model, tpl *Template, msgs []Message) (Prompt, error) {
+	if !m.HasTokenizer() {
+		return Prompt{}, fmt.Errorf("chat: %w", pipeline.ErrNoTokenizer)
+	}
+	text, err := tpl.Render(msgs, true)
+	if err != nil {
+		return Prompt{}, err
+	}
+	control, controls := controlTokens(m)
+	ids, err := encodeControls(m, control, controls, text)
+	if err != nil {
+		return Prompt{}, err
+	}
+	if cfg := m.Config(); cfg.AddBOS && cfg.BOS >= 0 && (len(ids) == 0 || ids[0] != cfg.BOS) {
+		ids = append([]int{cfg.BOS}, ids...)
+	}
+	return Prompt{IDs: ids, StopTokens: endOfTurnIDs(m, tpl, controls), StopStrings: tpl.StopStrings()}, nil
 }
 
 // StopTokens are the template's end-of-turn tokens, which end a reply.
@@ -102,16 +152,20 @@ func (c *Conversation) all(extra *Message) []Message {
 // the template, such as "<s>" or "<|im_end|>") become their ids, the text
 // between them is encoded as text.
 func (c *Conversation) encode(text string) ([]int, error) {
+	return encodeControls(c.m, c.control, c.controls, text)
+}
+
+func encodeControls(m *pipeline.Model, control []string, controls map[string]int, text string) ([]int, error) {
 	var ids []int
 	for len(text) > 0 {
 		at, tok := len(text), ""
-		for _, s := range c.control {
+		for _, s := range control {
 			if i := strings.Index(text, s); i >= 0 && i < at {
 				at, tok = i, s
 			}
 		}
 		if at > 0 {
-			part, err := c.m.Encode(text[:at])
+			part, err := m.Encode(text[:at])
 			if err != nil {
 				return nil, err
 			}
@@ -120,7 +174,7 @@ func (c *Conversation) encode(text string) ([]int, error) {
 		if tok == "" {
 			break
 		}
-		ids = append(ids, c.controls[tok])
+		ids = append(ids, controls[tok])
 		text = text[at+len(tok):]
 	}
 	return ids, nil
