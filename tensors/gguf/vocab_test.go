@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gpurun/gpurun/tensors/model"
@@ -184,4 +185,37 @@ func TestZeroValue(t *testing.T) {
 		t.Error("zero Value has a Str")
 	}
 	_ = v.String()
+}
+
+// llama.cpp writes -1 for "no such token" (its llama2.c converter stores
+// padding_token_id = -1 as the uint32 4294967295); out-of-range ids of any
+// integer type mean none, while a value that is not an integer is an error.
+func TestOutOfRangeTokenIDsMeanNone(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  func(w *ggufWriter)
+		pad  int
+		eos  int
+	}{
+		{"uint32 -1 padding", func(w *ggufWriter) { w.u32("tokenizer.ggml.padding_token_id", 0xffffffff) }, -1, 2},
+		{"int32 -1 padding", func(w *ggufWriter) { w.i32("tokenizer.ggml.padding_token_id", -1) }, -1, 2},
+		{"padding past the vocabulary", func(w *ggufWriter) { w.u32("tokenizer.ggml.padding_token_id", 4) }, -1, 2},
+		{"valid padding", func(w *ggufWriter) { w.u32("tokenizer.ggml.padding_token_id", 3) }, 3, 2},
+		{"eos -1", func(w *ggufWriter) { w.i32("tokenizer.ggml.eos_token_id", -1) }, -1, -1},
+		{"eot -1", func(w *ggufWriter) { w.u32("tokenizer.ggml.eot_token_id", 0xffffffff) }, -1, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ck, err := parseCheckpoint(tinyLlamaWith(tc.set))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ck.Vocab.PAD != tc.pad || ck.Vocab.EOS != tc.eos || len(ck.Config.StopTokens) != 0 {
+				t.Errorf("pad %d eos %d stop %v, want pad %d eos %d", ck.Vocab.PAD, ck.Vocab.EOS, ck.Config.StopTokens, tc.pad, tc.eos)
+			}
+		})
+	}
+	_, err := parseCheckpoint(tinyLlamaWith(func(w *ggufWriter) { w.string("tokenizer.ggml.padding_token_id", "none") }))
+	if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "padding_token_id") {
+		t.Errorf("string padding id: err = %v, want ErrFormat naming the key", err)
+	}
 }
