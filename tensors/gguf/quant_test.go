@@ -145,3 +145,28 @@ func TestLoadQuantized(t *testing.T) {
 		})
 	}
 }
+
+// TestBlockTypesImportBitForBit: Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K
+// tensors become the tensors block types with the file's bytes unchanged
+// and the shape reversed into [rows, cols].
+func TestBlockTypesImportBitForBit(t *testing.T) {
+	f, err := Parse(blockTensors())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]tensors.DType{"Q4_1": tensors.Q4_1, "Q5_0": tensors.Q5_0, "Q5_1": tensors.Q5_1, "Q4_K": tensors.Q4K, "Q5_K": tensors.Q5K, "Q6_K": tensors.Q6K}
+	for i := range f.Tensors {
+		info := &f.Tensors[i]
+		raw, err := f.TensorData(info)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := f.toTensor(info, info.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.DType != want[info.Name] || !slices.Equal(got.Shape, []int{2, info.Dims[0]}) || !bytes.Equal(got.Data, raw) || got.Scales != nil {
+			t.Errorf("%s: %s%v", info.Name, got.DType, got.Shape)
+		}
+	}
+}

@@ -163,13 +163,13 @@ func TestUnsupported(t *testing.T) {
 		t.Errorf("unknown architecture: err = %v, want ErrUnsupported", err)
 	}
 	w = &ggufWriter{}
-	w.tensor("x", GGMLType(12), []uint64{256}, make([]byte, 144))
+	w.tensor("x", GGMLType(16), []uint64{256}, make([]byte, 66))
 	f, err := Parse(w.bytes())
 	if err != nil {
-		t.Fatalf("a K-quant tensor info must parse: %v", err)
+		t.Fatalf("an IQ2_XXS tensor info must parse: %v", err)
 	}
-	if _, err := f.TensorData(&f.Tensors[0]); !errors.Is(err, ErrUnsupported) {
-		t.Errorf("K-quant data: err = %v, want ErrUnsupported", err)
+	if _, err := f.TensorData(&f.Tensors[0]); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "IQ2_XXS") {
+		t.Errorf("IQ2_XXS data: err = %v, want ErrUnsupported naming the type", err)
 	}
 }
 
