@@ -69,6 +69,9 @@ func (p *program) matMulGLU(out []float32, outCols int, in []float32, inCols int
 // all n tokens: the row is dequantized into the scratch row and dotted with
 // every token, so quantized weights are decoded once per step rather than
 // once per token (and never into a dequantized copy of the whole matrix).
+// Block types (llama.cpp's Q4_1 ... Q6_K) are always dequantized into the
+// scratch row and dotted like f32 rows, so their products equal those of the
+// f32 weights llama.cpp dequantizes them to, bit for bit.
 type rowDotter struct {
 	w       *matrix
 	scratch []float32 // a dequantized row, prefill of non-f32 weights only
@@ -78,7 +81,7 @@ type rowDotter struct {
 
 func newRowDotter(w *matrix, n int) *rowDotter {
 	rd := &rowDotter{w: w, res: make([]float32, n)}
-	if n > 2 && w.dtype != tensors.F32 {
+	if (n > 2 || w.dtype.Block()) && w.dtype != tensors.F32 {
 		rd.scratch = make([]float32, w.cols)
 	}
 	if n <= 2 && w.block > 0 {
@@ -91,7 +94,7 @@ func newRowDotter(w *matrix, n int) *rowDotter {
 func (rd *rowDotter) dots(r int, in []float32, inCols int) []float32 {
 	w, out := rd.w, rd.res
 	n := len(out)
-	if n <= 2 {
+	if n <= 2 && !w.dtype.Block() {
 		var sc []float32
 		if w.block > 0 {
 			sc = w.rowScales(r, rd.scales)

@@ -1,0 +1,265 @@
+// Kernels for weights of llama.cpp's block types (tensors.Q4_1 ... Q6K),
+// kept bit for bit as GGUF stores them (layouts: tensors/blocks.go) and
+// dequantized here, element by element, with the same f32 operations as
+// tensors.DecodeBlocks, so every weight equals the CPU reference's bitwise.
+//
+// The weights of one row block [row_base, row_base+rows) of the matrix are
+// bound as u32 words: row r (relative to the block) starts at byte
+// r * (in_cols / block length) * block bytes, blocks in order.
+//
+// qmatvec (decode): one invocation per output row and token,
+//   dispatch (ceil(rows/64), nrows, 1).
+// qmatmul (prefill): 32x32 tiles of tokens x rows, dequantized weight tiles
+//   in workgroup memory, dispatch (ceil(rows/32), ceil(nrows/32), 1).
+//   Both: out[t][row_base + r] = W[r]·x[t] (+ bias), added to out when accum.
+// qembed: out[t] = scale * W[tokens[t]] for the tokens in the row block,
+//   dispatch (ceil(in_cols/64), T, 1).
+
+// Block type codes; the host (gpu/kernels/qblocks.go) uses the same.
+const QT_Q4_1: u32 = 1u;
+const QT_Q5_0: u32 = 2u;
+const QT_Q5_1: u32 = 3u;
+const QT_Q4K: u32 = 4u;
+const QT_Q5K: u32 = 5u;
+const QT_Q6K: u32 = 6u;
+
+struct QParams {
+    in_cols: u32,  // elements per row of W (qembed: columns of out)
+    out_cols: u32,
+    row_base: u32,
+    rows: u32,
+    qt: u32,
+    has_bias: u32,
+    nrows: u32,    // rows of x and out (Tokens, or 1 after LastRow)
+    accum: u32,
+    scale: f32,    // qembed
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
+    pad3: u32,
+    pad4: u32,
+    pad5: u32,
+    pad6: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: QParams;
+@group(0) @binding(1) var<storage, read> step: array<u32>; // [pos, T, tokens...]
+@group(0) @binding(2) var<storage, read> x: array<f32>;
+@group(0) @binding(3) var<storage, read> w: array<u32>;
+@group(0) @binding(4) var<storage, read> bias: array<f32>;
+@group(0) @binding(5) var<storage, read_write> out: array<f32>;
+
+fn qblock_len(qt: u32) -> u32 {
+    return select(32u, 256u, qt >= QT_Q4K);
+}
+
+fn qblock_bytes(qt: u32) -> u32 {
+    var n = 0u;
+    switch qt {
+        case 1u: { n = 20u; }
+        case 2u: { n = 22u; }
+        case 3u: { n = 24u; }
+        case 4u: { n = 144u; }
+        case 5u: { n = 176u; }
+        default: { n = 210u; }
+    }
+    return n;
+}
+
+// qbyte is byte b of the bound weights.
+fn qbyte(b: u32) -> u32 {
+    return (w[b >> 2u] >> ((b & 3u) * 8u)) & 0xffu;
+}
+
+// qhalf is the f16 at byte b (always even in these layouts).
+fn qhalf(b: u32) -> f32 {
+    return unpack2x16float(w[b >> 2u] >> ((b & 2u) * 8u)).x;
+}
+
+// qnibble32 is element i (< 32) of a 16-byte nibble array at byte q: low
+// nibbles are elements 0..15, high nibbles 16..31.
+fn qnibble32(q: u32, i: u32) -> u32 {
+    return (qbyte(q + (i & 15u)) >> ((i >> 4u) * 4u)) & 15u;
+}
+
+// qscale_min is the 6-bit scale and min of sub-block j of a Q4_K/Q5_K block
+// whose 12 scale bytes start at byte s.
+fn qscale_min(s: u32, j: u32) -> vec2<f32> {
+    if j < 4u {
+        return vec2<f32>(f32(qbyte(s + j) & 63u), f32(qbyte(s + j + 4u) & 63u));
+    }
+    let b = qbyte(s + j + 4u);
+    return vec2<f32>(f32((b & 15u) | ((qbyte(s + j - 4u) >> 6u) << 4u)),
+                     f32((b >> 4u) | ((qbyte(s + j) >> 6u) << 4u)));
+}
+
+// qvalue is element i of the block of type qt starting at byte b.
+fn qvalue(qt: u32, b: u32, i: u32) -> f32 {
+    var v = 0.0;
+    switch qt {
+        case 1u: { // Q4_1
+            v = f32(qnibble32(b + 4u, i)) * qhalf(b) + qhalf(b + 2u);
+        }
+        case 2u: { // Q5_0
+            let hb = (qbyte(b + 2u + (i >> 3u)) >> (i & 7u)) & 1u;
+            v = f32(i32(qnibble32(b + 6u, i) | (hb << 4u)) - 16) * qhalf(b);
+        }
+        case 3u: { // Q5_1
+            let hb = (qbyte(b + 4u + (i >> 3u)) >> (i & 7u)) & 1u;
+            v = f32(qnibble32(b + 8u, i) | (hb << 4u)) * qhalf(b) + qhalf(b + 2u);
+        }
+        case 4u, 5u: { // Q4_K, Q5_K
+            let j = i >> 5u; // sub-block
+            let l = i & 31u;
+            let sm = qscale_min(b + 4u, j);
+            var qs = b + 16u;
+            if qt == QT_Q5K {
+                qs = b + 48u;
+            }
+            var q = (qbyte(qs + 32u * (j >> 1u) + l) >> ((j & 1u) * 4u)) & 15u;
+            if qt == QT_Q5K {
+                q |= ((qbyte(b + 16u + l) >> j) & 1u) << 4u;
+            }
+            let d1 = qhalf(b) * sm.x;
+            let m1 = qhalf(b + 2u) * sm.y;
+            v = d1 * f32(q) - m1;
+        }
+        default: { // Q6_K
+            let h = i >> 7u;
+            let k = (i >> 5u) & 3u;
+            let l = i & 31u;
+            let lo = (qbyte(b + 64u * h + l + 32u * (k & 1u)) >> ((k >> 1u) * 4u)) & 15u;
+            let hi = (qbyte(b + 128u + 32u * h + l) >> (2u * k)) & 3u;
+            let sc = f32(extractBits(bitcast<i32>(qbyte(b + 192u + 8u * h + 2u * k + (l >> 4u))), 0u, 8u));
+            v = qhalf(b + 208u) * sc * f32(i32(lo | (hi << 4u)) - 32);
+        }
+    }
+    return v;
+}
+
+// qweight is W[r][c] of the bound row block.
+fn qweight(r: u32, c: u32) -> f32 {
+    let bl = qblock_len(p.qt);
+    let blk = r * (p.in_cols / bl) + c / bl;
+    return qvalue(p.qt, blk * qblock_bytes(p.qt), c % bl);
+}
+
+fn qstore(i: u32, v: f32) {
+    if p.accum != 0u {
+        out[i] = out[i] + v;
+    } else {
+        out[i] = v;
+    }
+}
+
+@compute @workgroup_size(64)
+fn qmatvec(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let r = gid.x;
+    let t = gid.y;
+    if r >= p.rows || t >= min(step[1], p.nrows) {
+        return;
+    }
+    let bl = qblock_len(p.qt);
+    let bb = qblock_bytes(p.qt);
+    let nb = p.in_cols / bl;
+    let xb = t * p.in_cols;
+    var acc = 0.0;
+    for (var k = 0u; k < nb; k++) {
+        let base = (r * nb + k) * bb;
+        var part = 0.0;
+        for (var i = 0u; i < bl; i++) {
+            part += qvalue(p.qt, base, i) * x[xb + k * bl + i];
+        }
+        acc += part;
+    }
+    let o = p.row_base + r;
+    if p.has_bias != 0u {
+        acc += bias[o];
+    }
+    qstore(t * p.out_cols + o, acc);
+}
+
+// qmatmul tiles as matmul.wgsl's matmul: a workgroup of 8x8 invocations
+// computes 32 rows x 32 tokens, each invocation 4x4 outputs, stepping
+// through k 16 at a time with activations and dequantized weights staged
+// in workgroup memory.
+const QTM: u32 = 32u;
+const QTK: u32 = 16u;
+var<workgroup> qxs: array<array<f32, 16>, 32>; // [token][k]
+var<workgroup> qws: array<array<f32, 16>, 32>; // [row][k]
+
+@compute @workgroup_size(8, 8)
+fn qmatmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>,
+           @builtin(local_invocation_index) li: u32) {
+    let n = min(step[1], p.nrows);
+    let t0 = wid.y * QTM;
+    if t0 >= n {
+        return; // uniform across the workgroup
+    }
+    let r0 = wid.x * QTM;
+    var acc: array<array<f32, 4>, 4>; // [token i][row j]
+    for (var k0 = 0u; k0 < p.in_cols; k0 += QTK) {
+        for (var m = 0u; m < 8u; m++) {
+            let idx = li + 64u * m;
+            let row = idx / QTK;
+            let k = k0 + idx % QTK;
+            var xv = 0.0;
+            if k < p.in_cols && t0 + row < n {
+                xv = x[(t0 + row) * p.in_cols + k];
+            }
+            qxs[row][idx % QTK] = xv;
+            var wv = 0.0;
+            if k < p.in_cols && r0 + row < p.rows {
+                wv = qweight(r0 + row, k);
+            }
+            qws[row][idx % QTK] = wv;
+        }
+        workgroupBarrier();
+        for (var kk = 0u; kk < QTK; kk++) {
+            var xr: array<f32, 4>;
+            var wr: array<f32, 4>;
+            for (var i = 0u; i < 4u; i++) {
+                xr[i] = qxs[lid.y + 8u * i][kk];
+                wr[i] = qws[lid.x + 8u * i][kk];
+            }
+            for (var i = 0u; i < 4u; i++) {
+                for (var j = 0u; j < 4u; j++) {
+                    acc[i][j] += xr[i] * wr[j];
+                }
+            }
+        }
+        workgroupBarrier();
+    }
+    for (var i = 0u; i < 4u; i++) {
+        let t = t0 + lid.y + 8u * i;
+        for (var j = 0u; j < 4u; j++) {
+            let r = r0 + lid.x + 8u * j;
+            if t < n && r < p.rows {
+                let o = p.row_base + r;
+                var v = acc[i][j];
+                if p.has_bias != 0u {
+                    v += bias[o];
+                }
+                qstore(t * p.out_cols + o, v);
+            }
+        }
+    }
+}
+
+@compute @workgroup_size(64)
+fn qembed(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let c = gid.x;
+    let t = gid.y;
+    if c >= p.in_cols || t >= step[1] {
+        return;
+    }
+    let tok = step[2u + t];
+    if tok < p.row_base || tok >= p.row_base + p.rows {
+        return;
+    }
+    var v = qweight(tok - p.row_base, c);
+    if p.scale != 0.0 && p.scale != 1.0 {
+        v = v * p.scale;
+    }
+    out[t * p.in_cols + c] = v;
+}
