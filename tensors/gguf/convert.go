@@ -100,3 +100,10 @@ func splitQ4_0(data []byte, cols int) ([]byte, *tensors.Tensor) {
 	}
 	return q, s
 }
+
+// ImportTensor converts one tensor of the file as Checkpoint would, under
+// its GGUF name: the element type the runtime uses for its ggml type and
+// the data aliasing the file (fused QKV tensors are not split).
+func (f *File) ImportTensor(info *TensorInfo) (*tensors.Tensor, error) {
+	return f.toTensor(info, info.Name)
+}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/tensors/model"
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -217,5 +218,25 @@ func TestOutOfRangeTokenIDsMeanNone(t *testing.T) {
 	_, err := parseCheckpoint(tinyLlamaWith(func(w *ggufWriter) { w.string("tokenizer.ggml.padding_token_id", "none") }))
 	if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "padding_token_id") {
 		t.Errorf("string padding id: err = %v, want ErrFormat naming the key", err)
+	}
+}
+
+// TestLlama2cConverterFile loads a file written by llama.cpp's llama2.c
+// converter (then quantized to Q4_K_M): its padding_token_id is -1.
+func TestLlama2cConverterFile(t *testing.T) {
+	path := filepath.Join(testmodels.Root(t), "testdata", "gguf", "k256-Q4_K_M.gguf")
+	f, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := f.Get("tokenizer.ggml.padding_token_id"); !ok || v.String() != "4294967295" {
+		t.Fatalf("padding_token_id = %v (present %v); the test needs the converter's -1", v, ok)
+	}
+	ck, err := f.Checkpoint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ck.Vocab.PAD != -1 || ck.Vocab.BOS != 1 || ck.Vocab.EOS != 2 {
+		t.Errorf("pad %d bos %d eos %d", ck.Vocab.PAD, ck.Vocab.BOS, ck.Vocab.EOS)
 	}
 }
