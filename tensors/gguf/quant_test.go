@@ -3,10 +3,12 @@ package gguf
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gpurun/gpurun/tensors"
@@ -167,6 +169,38 @@ func TestBlockTypesImportBitForBit(t *testing.T) {
 		}
 		if got.DType != want[info.Name] || !slices.Equal(got.Shape, []int{2, info.Dims[0]}) || !bytes.Equal(got.Data, raw) || got.Scales != nil {
 			t.Errorf("%s: %s%v", info.Name, got.DType, got.Shape)
+		}
+	}
+}
+
+// TestUnknownTypeErrorNamesTypeAndFile: a model with a tensor of a ggml
+// type the runtime does not run fails to load with ErrUnsupported naming
+// the type, the tensor and the file.
+func TestUnknownTypeErrorNamesTypeAndFile(t *testing.T) {
+	b := tinyLlama()
+	f, err := Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Retype blk.0.ffn_up.weight (Q4_0) as Q3_K in its tensor info.
+	info := f.Tensor("blk.0.ffn_up.weight")
+	name := []byte("blk.0.ffn_up.weight")
+	at := bytes.Index(b, name) + len(name) + 4 + 8*len(info.Dims)
+	if binary.LittleEndian.Uint32(b[at:]) != uint32(GGMLQ4_0) {
+		t.Fatal("test bug: type field not found")
+	}
+	binary.LittleEndian.PutUint32(b[at:], 11)
+	path := filepath.Join(t.TempDir(), "q3k.gguf")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Load(path)
+	if !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("err = %v, want ErrUnsupported", err)
+	}
+	for _, want := range []string{"Q3_K", "blk.0.ffn_up.weight", path} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %q", err, want)
 		}
 	}
 }

@@ -72,3 +72,22 @@ func TestBlockTypeErrors(t *testing.T) {
 		t.Errorf("half a Q4_K block: err = %v", err)
 	}
 }
+
+func TestBlockTypeSummary(t *testing.T) {
+	var buf bytes.Buffer
+	if err := Write(&buf, testConfig(), blockTensors()[3:4], WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Parse(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := f.Summary()
+	if q := s.Tensors[0].Quantization; q == nil || !q.InBlock || q.Block != 256 || s.Tensors[0].DType != "q4_k" {
+		t.Fatalf("summary %+v", s.Tensors[0])
+	}
+	var text bytes.Buffer
+	if err := s.WriteText(&text); err != nil || !strings.Contains(text.String(), "llama.cpp blocks of 256") {
+		t.Errorf("text summary: %v\n%s", err, text.String())
+	}
+}

@@ -25,9 +25,9 @@ var blockHalves = map[tensors.DType][][2]float32{
 	tensors.Q6K:  {{208, 1.0 / (127 * 32)}},
 }
 
-// blockMatrix is a [rows, cols] tensor of block type dt: random values,
+// BlockMatrix is a [rows, cols] tensor of block type dt: random values,
 // scales and mins with f16 fields of either sign within blockHalves.
-func blockMatrix(r *rand.Rand, name string, rows, cols int, dt tensors.DType) *tensors.Tensor {
+func BlockMatrix(r *rand.Rand, name string, rows, cols int, dt tensors.DType) *tensors.Tensor {
 	data := make([]byte, dt.ByteSize(rows*cols))
 	for i := range data {
 		data[i] = byte(r.Uint32())
@@ -59,7 +59,7 @@ func BlockCases() []Case {
 				r := rand.New(rand.NewPCG(21, uint64(ti)))
 				g := &fusion.Graph{Tokens: 3}
 				g.Logits = g.Add(fusion.Op{Kind: fusion.Embed, Out: g.NewBuf("x", 3, blockCols(dt, 2)), Weight: "tok", Scale: 1.5})
-				return g, []*tensors.Tensor{blockMatrix(r, "tok", vocab, blockCols(dt, 2), dt)}
+				return g, []*tensors.Tensor{BlockMatrix(r, "tok", vocab, blockCols(dt, 2), dt)}
 			},
 			Steps: []Step{{[]int32{3, 0, 12}, 0}, {[]int32{5}, 3}},
 			Tol:   exact,
@@ -78,7 +78,7 @@ func BlockCases() []Case {
 						g := &fusion.Graph{Tokens: tokens}
 						x := input(g, "x", in)
 						op := fusion.Op{Kind: fusion.MatMul, Out: g.NewBuf("y", tokens, out), In: []fusion.Buf{x}, Weight: "w"}
-						ws := []*tensors.Tensor{matrix(r, "x", vocab, in, tensors.F32, 0, 0), blockMatrix(r, "w", out, in, dt)}
+						ws := []*tensors.Tensor{matrix(r, "x", vocab, in, tensors.F32, 0, 0), BlockMatrix(r, "w", out, in, dt)}
 						if accum {
 							op.Out, op.Accumulate = input(g, "res", out), true
 							ws = append(ws, matrix(r, "res", vocab, out, tensors.F32, 0, 0))
@@ -109,7 +109,7 @@ func BlockCases() []Case {
 					op := fusion.Op{Kind: fusion.MatMulGLU, Out: g.NewBuf("y", tokens, out), In: []fusion.Buf{x},
 						Weight: "gate", Up: "up", Act: "silu", Bias: "gb"}
 					ws := []*tensors.Tensor{matrix(r, "x", vocab, in, tensors.F32, 0, 0),
-						blockMatrix(r, "gate", out, in, pair[0]), blockMatrix(r, "up", out, in, pair[1]), vector(r, "gb", out, 1, 0)}
+						BlockMatrix(r, "gate", out, in, pair[0]), BlockMatrix(r, "up", out, in, pair[1]), vector(r, "gb", out, 1, 0)}
 					g.Logits = g.Add(op)
 					return g, ws
 				},
