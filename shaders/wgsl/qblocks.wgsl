@@ -76,6 +76,16 @@ fn qhalf(b: u32) -> f32 {
     return unpack2x16float(w[b >> 2u] >> ((b & 2u) * 8u)).x;
 }
 
+// qword4 is the four bytes at byte b as a little-endian u32 (b need not be
+// a multiple of 4).
+fn qword4(b: u32) -> u32 {
+    let sh = (b & 3u) * 8u;
+    if sh == 0u {
+        return w[b >> 2u];
+    }
+    return (w[b >> 2u] >> sh) | (w[(b >> 2u) + 1u] << (32u - sh));
+}
+
 // qnibble32 is element i (< 32) of a 16-byte nibble array at byte q: low
 // nibbles are elements 0..15, high nibbles 16..31.
 fn qnibble32(q: u32, i: u32) -> u32 {
@@ -152,6 +162,85 @@ fn qstore(i: u32, v: f32) {
     }
 }
 
+// qsub_dot is the dot product of sub-block j (elements 32j .. 32j+31) of
+// the block of type qt at byte b with x[xi ..]: the block's constants are
+// read once, each weight computed as qvalue computes it.
+fn qsub_dot(qt: u32, b: u32, j: u32, xi: u32) -> f32 {
+    var acc = 0.0;
+    switch qt {
+        case 4u, 5u: { // Q4_K, Q5_K: blocks of 144 and 176 bytes start on words
+            let sm = qscale_min(b + 4u, j);
+            let d1 = qhalf(b) * sm.x;
+            let m1 = qhalf(b + 2u) * sm.y;
+            var qs = b + 16u;
+            if qt == QT_Q5K {
+                qs = b + 48u;
+            }
+            let qw = (qs + 32u * (j >> 1u)) >> 2u;
+            let sh = vec4<u32>(0u, 8u, 16u, 24u) + vec4<u32>((j & 1u) * 4u);
+            let hsh = vec4<u32>(0u, 8u, 16u, 24u) + vec4<u32>(j);
+            for (var k = 0u; k < 8u; k++) {
+                var q = (vec4<u32>(w[qw + k]) >> sh) & vec4<u32>(15u);
+                if qt == QT_Q5K {
+                    q |= ((vec4<u32>(w[((b + 16u) >> 2u) + k]) >> hsh) & vec4<u32>(1u)) << vec4<u32>(4u);
+                }
+                let v = d1 * vec4<f32>(q) - m1;
+                acc += dot(v, vec4<f32>(x[xi + 4u * k], x[xi + 4u * k + 1u], x[xi + 4u * k + 2u], x[xi + 4u * k + 3u]));
+            }
+        }
+        case 6u: { // Q6_K: blocks of 210 bytes start on even bytes
+            let d = qhalf(b + 208u);
+            let h = j >> 2u;
+            let k = j & 3u;
+            let lo0 = b + 64u * h + 32u * (k & 1u);
+            let hi0 = b + 128u + 32u * h;
+            let lsh = vec4<u32>(0u, 8u, 16u, 24u) + vec4<u32>((k >> 1u) * 4u);
+            let hsh = vec4<u32>(0u, 8u, 16u, 24u) + vec4<u32>(2u * k);
+            for (var half = 0u; half < 2u; half++) {
+                let ds = d * f32(extractBits(bitcast<i32>(qbyte(b + 192u + 8u * h + 2u * k + half)), 0u, 8u));
+                for (var l = 16u * half; l < 16u * half + 16u; l += 4u) {
+                    let q = ((vec4<u32>(qword4(lo0 + l)) >> lsh) & vec4<u32>(15u)) |
+                            (((vec4<u32>(qword4(hi0 + l)) >> hsh) & vec4<u32>(3u)) << vec4<u32>(4u));
+                    let v = ds * vec4<f32>(vec4<i32>(q) - vec4<i32>(32));
+                    acc += dot(v, vec4<f32>(x[xi + l], x[xi + l + 1u], x[xi + l + 2u], x[xi + l + 3u]));
+                }
+            }
+        }
+        default: { // Q4_1, Q5_0, Q5_1: one 32-element block
+            let d = qhalf(b);
+            var m = 0.0;
+            var qh = 0u;
+            var qs = b + 4u;
+            if qt == QT_Q5_0 {
+                qh = qword4(b + 2u);
+                qs = b + 6u;
+            } else if qt == QT_Q5_1 {
+                m = qhalf(b + 2u);
+                qh = qword4(b + 4u);
+                qs = b + 8u;
+            } else {
+                m = qhalf(b + 2u);
+            }
+            for (var l = 0u; l < 16u; l++) {
+                let c = qbyte(qs + l);
+                let lo = (c & 15u) | (((qh >> l) & 1u) << 4u);
+                let hi = (c >> 4u) | (((qh >> (l + 16u)) & 1u) << 4u);
+                var v0 = 0.0;
+                var v1 = 0.0;
+                if qt == QT_Q5_0 {
+                    v0 = f32(i32(lo) - 16) * d;
+                    v1 = f32(i32(hi) - 16) * d;
+                } else {
+                    v0 = f32(lo) * d + m;
+                    v1 = f32(hi) * d + m;
+                }
+                acc += v0 * x[xi + l] + v1 * x[xi + l + 16u];
+            }
+        }
+    }
+    return acc;
+}
+
 @compute @workgroup_size(64)
 fn qmatvec(@builtin(global_invocation_id) gid: vec3<u32>) {
     let r = gid.x;
@@ -162,15 +251,14 @@ fn qmatvec(@builtin(global_invocation_id) gid: vec3<u32>) {
     let bl = qblock_len(p.qt);
     let bb = qblock_bytes(p.qt);
     let nb = p.in_cols / bl;
+    let subs = bl / 32u;
     let xb = t * p.in_cols;
     var acc = 0.0;
     for (var k = 0u; k < nb; k++) {
         let base = (r * nb + k) * bb;
-        var part = 0.0;
-        for (var i = 0u; i < bl; i++) {
-            part += qvalue(p.qt, base, i) * x[xb + k * bl + i];
+        for (var j = 0u; j < subs; j++) {
+            acc += qsub_dot(p.qt, base, j, xb + k * bl + 32u * j);
         }
-        acc += part;
     }
     let o = p.row_base + r;
     if p.has_bias != 0u {
