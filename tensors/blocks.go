@@ -26,6 +26,17 @@ import (
 //	     low four bits from ql[64h + l + 32*(k&1)] (low nibble for k < 2, high
 //	     for k >= 2) and two high bits from qh[32h + l] bits 2k..2k+1; value
 //	     (d*scales[8h + 2k + l/16]) * (q - 32).
+//	Q2K  (256, 84): scales[16], qs[64], d f16, dmin f16. Sixteen sub-blocks of
+//	     16, sub-block s with scale scales[s]&15 and min scales[s]>>4. In
+//	     half h (128 elements), element l (< 16) of sub-block 8h + 2j + u
+//	     (j = 0..3, u = 0..1) is bits 2j..2j+1 of qs[32h + 16u + l]; value
+//	     (d*sc)*q - dmin*m.
+//	Q3K  (256, 110): hmask[32], qs[64], scales[12], d f16. Sub-blocks as in
+//	     Q2K, with two low bits in qs and a high bit in bit 4h + j of
+//	     hmask[16u + l] (set: +0, clear: -4); 6-bit scales, sub-block s
+//	     taking its low four bits from the nibble s/8 of byte s%8 and its
+//	     top two bits from bits 2(s/4)..2(s/4)+1 of byte 8 + s%4; value
+//	     (d*(sc-32))*(q - 4 if the high bit is clear).
 //
 // The arithmetic (products in this order, rounded to float32 after each
 // operation) reproduces llama.cpp's own dequantization to F32 exactly.
@@ -39,6 +50,8 @@ var blockGeometry = map[DType]geometry{
 	Q4K:  {256, 144},
 	Q5K:  {256, 176},
 	Q6K:  {256, 210},
+	Q2K:  {256, 84},
+	Q3K:  {256, 110},
 }
 
 // DecodeBlocks dequantizes whole blocks of type dt from src into dst:
@@ -67,6 +80,8 @@ var blockDecoders = map[DType]func([]byte, []float32){
 	Q4K:  decodeQ4K,
 	Q5K:  decodeQ5K,
 	Q6K:  decodeQ6K,
+	Q2K:  decodeQ2K,
+	Q3K:  decodeQ3K,
 }
 
 func f16At(b []byte) float32 { return F16Float(binary.LittleEndian.Uint16(b)) }
@@ -174,6 +189,62 @@ func decodeQ6K(b []byte, y []float32) {
 			out[l+32] = d * float32(int8(sc[is+2])) * float32(int32(hi&0xf|(bits>>2&3)<<4)-32)
 			out[l+64] = d * float32(int8(sc[is+4])) * float32(int32(lo>>4|(bits>>4&3)<<4)-32)
 			out[l+96] = d * float32(int8(sc[is+6])) * float32(int32(hi>>4|(bits>>6&3)<<4)-32)
+		}
+	}
+}
+
+func decodeQ2K(b []byte, y []float32) {
+	sc := (*[16]byte)(b)
+	qs := (*[64]byte)(b[16:])
+	d, dmin := f16At(b[80:]), f16At(b[82:])
+	y = y[:256]
+	for h := range 2 {
+		for j := range 4 {
+			for u := range 2 {
+				s := sc[8*h+2*j+u]
+				dl, ml := d*float32(s&0xf), dmin*float32(s>>4)
+				q := (*[16]byte)(qs[32*h+16*u:])
+				out := (*[16]float32)(y[128*h+32*j+16*u:])
+				for l, c := range q {
+					out[l] = float32(dl*float32(c>>(2*j)&3)) - ml
+				}
+			}
+		}
+	}
+}
+
+// q3Scales unpacks the sixteen 6-bit scales of a Q3K block.
+func q3Scales(s *[12]byte) (out [16]int32) {
+	for k := range 16 {
+		lo := s[k%8] >> (4 * (k / 8)) & 0xf
+		hi := s[8+k%4] >> (2 * (k / 4)) & 3
+		out[k] = int32(lo|hi<<4) - 32
+	}
+	return out
+}
+
+func decodeQ3K(b []byte, y []float32) {
+	hm := (*[32]byte)(b)
+	qs := (*[64]byte)(b[32:])
+	scales := q3Scales((*[12]byte)(b[96:]))
+	d := f16At(b[108:])
+	y = y[:256]
+	for h := range 2 {
+		for j := range 4 {
+			bit := byte(1) << (4*h + j)
+			for u := range 2 {
+				dl := d * float32(scales[8*h+2*j+u])
+				q := (*[16]byte)(qs[32*h+16*u:])
+				m := (*[16]byte)(hm[16*u:])
+				out := (*[16]float32)(y[128*h+32*j+16*u:])
+				for l, c := range q {
+					v := int32(c >> (2 * j) & 3)
+					if m[l]&bit == 0 {
+						v -= 4
+					}
+					out[l] = dl * float32(v)
+				}
+			}
 		}
 	}
 }

@@ -45,6 +45,30 @@ func refValue(dt DType, blk []byte, i int) float32 {
 		}
 		d := half(0) * float32(sc)
 		return float32(d*float32(q)) - half(2)*float32(mn)
+	case Q2K, Q3K:
+		// Element i: half h, 2-bit plane j, sub-block s = 8h + 2j + u.
+		h, j, u, l := i/128, i%128/32, i%32/16, i%16
+		s := 8*h + 2*j + u
+		qs := blk[16:80]
+		if dt == Q3K {
+			qs = blk[32:96]
+		}
+		q := int(qs[32*h+16*u+l]>>uint(2*j)) % 4
+		if dt == Q2K {
+			sc, mn := int(blk[s]%16), int(blk[s]/16)
+			d := half(80) * float32(sc)
+			return float32(d*float32(q)) - half(82)*float32(mn)
+		}
+		if blk[16*u+l]&(1<<uint(4*h+j)) == 0 {
+			q -= 4
+		}
+		sbytes := blk[96:108]
+		low := int(sbytes[s%8])
+		if s >= 8 {
+			low /= 16
+		}
+		sc := low%16 + 16*(int(sbytes[8+s%4]>>uint(2*(s/4)))%4) - 32
+		return half(108) * float32(sc) * float32(q)
 	case Q6K:
 		h, r := i/128, i%128
 		k, l := r/32, r%32
@@ -89,7 +113,7 @@ func refHalf(h uint16) float32 {
 	return float32(sign * math.Ldexp(1+f/1024, e-15))
 }
 
-var blockTypes = []DType{Q4_1, Q5_0, Q5_1, Q4K, Q5K, Q6K}
+var blockTypes = []DType{Q4_1, Q5_0, Q5_1, Q4K, Q5K, Q6K, Q2K, Q3K}
 
 // randomBlocks fills n blocks with random bytes, keeping f16 fields finite
 // unless wild is set.
@@ -101,7 +125,7 @@ func randomBlocks(rng *rand.Rand, dt DType, n int, wild bool) []byte {
 	if wild {
 		return b
 	}
-	halves := map[DType][]int{Q4_1: {0, 2}, Q5_0: {0}, Q5_1: {0, 2}, Q4K: {0, 2}, Q5K: {0, 2}, Q6K: {208}}[dt]
+	halves := map[DType][]int{Q4_1: {0, 2}, Q5_0: {0}, Q5_1: {0, 2}, Q4K: {0, 2}, Q5K: {0, 2}, Q6K: {208}, Q2K: {80, 82}, Q3K: {108}}[dt]
 	for k := range n {
 		for _, off := range halves {
 			p := k*dt.BlockBytes() + off

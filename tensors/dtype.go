@@ -27,10 +27,12 @@ const (
 	Q4K  // 256 elements in 8 sub-blocks of 32 with 6-bit scales and mins
 	Q5K  // Q4K with a fifth bit per value
 	Q6K  // 256 elements in 16 sub-blocks of 16 with int8 scales, 6-bit values
+	Q2K  // 256 elements in 16 sub-blocks of 16 with 4-bit scales and mins, 2-bit values
+	Q3K  // 256 elements in 16 sub-blocks of 16 with 6-bit scales, 3-bit values
 )
 
 var dtypeNames = [...]string{InvalidDType: "invalid", F32: "f32", F16: "f16", BF16: "bf16", I8: "int8", I4: "int4", I32: "int32",
-	Q4_1: "q4_1", Q5_0: "q5_0", Q5_1: "q5_1", Q4K: "q4_k", Q5K: "q5_k", Q6K: "q6_k"}
+	Q4_1: "q4_1", Q5_0: "q5_0", Q5_1: "q5_1", Q4K: "q4_k", Q5K: "q5_k", Q6K: "q6_k", Q2K: "q2_k", Q3K: "q3_k"}
 
 func (d DType) String() string {
 	if int(d) < len(dtypeNames) {
@@ -40,7 +42,7 @@ func (d DType) String() string {
 }
 
 // Valid reports whether d is one of the defined types.
-func (d DType) Valid() bool { return d > InvalidDType && d <= Q6K }
+func (d DType) Valid() bool { return d > InvalidDType && d <= Q3K }
 
 // Bits is the storage size of one element in bits (0 for block types, whose
 // elements have no whole-bit size: see BlockLen and BlockBytes).
@@ -70,7 +72,7 @@ func (d DType) ByteSize(n int) int {
 	return (n*d.Bits() + 7) / 8
 }
 
-// Block reports whether d is a block type (Q4_1 ... Q6K).
+// Block reports whether d is a block type (Q4_1 ... Q3K).
 func (d DType) Block() bool {
 	_, ok := blockGeometry[d]
 	return ok

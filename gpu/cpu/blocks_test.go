@@ -9,7 +9,7 @@ import (
 )
 
 // TestBlockTypesEqualDecodedF32 runs every block-type case (llama.cpp's
-// Q4_1 ... Q6_K weights, kept as blocks) and the same graph with each block
+// Q2_K ... Q6_K, Q4_1, Q5_0, Q5_1 weights, kept as blocks) and the same graph with each block
 // tensor replaced by its f32 dequantization: the CPU backend dots block
 // rows exactly as f32 rows, so a quantized GGUF and the F32 file llama.cpp
 // dequantizes it to give bit-identical results.

@@ -69,7 +69,7 @@ func (p *program) matMulGLU(out []float32, outCols int, in []float32, inCols int
 // all n tokens: the row is dequantized into the scratch row and dotted with
 // every token, so quantized weights are decoded once per step rather than
 // once per token (and never into a dequantized copy of the whole matrix).
-// Block types (llama.cpp's Q4_1 ... Q6_K) are always dequantized into the
+// Block types (llama.cpp's Q2_K ... Q6_K, Q4_1, Q5_0, Q5_1) are always dequantized into the
 // scratch row and dotted like f32 rows, so their products equal those of the
 // f32 weights llama.cpp dequantizes them to, bit for bit.
 type rowDotter struct {

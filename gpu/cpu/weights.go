@@ -34,7 +34,7 @@ type matrix struct {
 	u16 []uint16  // F16, BF16 bit patterns
 	i8  []int8    // I8
 	u8  []byte    // I4, two values per byte, element 0 in the low nibble
-	blk []byte    // block types (Q4_1 ... Q6K): rows of whole blocks
+	blk []byte    // block types (Q4_1 ... Q3K): rows of whole blocks
 
 	// Block scales of I8 and I4: rows * (cols/block) values, in their
 	// stored type so they alias the model bytes like the weights (a

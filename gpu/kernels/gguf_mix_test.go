@@ -25,7 +25,7 @@ import (
 )
 
 // The files of testdata/gguf are llama.cpp's default quantization mixes
-// (Q4_K_M, Q5_K_M, Q6_K, Q4_0) of a 256-wide llama and of the
+// (Q4_K_M, Q5_K_M, Q6_K, Q4_0, Q2_K) of a 256-wide llama and of the
 // ../shared/models/arch models, whose short rows take llama-quantize's
 // fallback types; golden.json and the .kld files hold llama.cpp's outputs
 // for them (testdata/gguf/README.md).
@@ -57,7 +57,7 @@ func loadMixGoldens(t testing.TB) map[string]mixGolden {
 var importedType = map[string]tensors.DType{
 	"F32": tensors.F32, "F16": tensors.F16, "Q8_0": tensors.I8, "Q4_0": tensors.I4,
 	"Q4_1": tensors.Q4_1, "Q5_0": tensors.Q5_0, "Q5_1": tensors.Q5_1,
-	"Q4_K": tensors.Q4K, "Q5_K": tensors.Q5K, "Q6_K": tensors.Q6K,
+	"Q4_K": tensors.Q4K, "Q5_K": tensors.Q5K, "Q6_K": tensors.Q6K, "Q2_K": tensors.Q2K, "Q3_K": tensors.Q3K,
 }
 
 // TestMixDequantizationMatchesLlamaCpp: every tensor of every quantized

@@ -6,7 +6,7 @@ import (
 	"github.com/gpurun/gpurun/tensors"
 )
 
-// Weights of llama.cpp's block types (tensors.Q4_1 ... Q6K) keep their
+// Weights of llama.cpp's block types (tensors.Q4_1 ... Q3K) keep their
 // blocks bit for bit on the device and have kernels of their own
 // (shaders/wgsl/qblocks.wgsl), which dequantize them exactly as the CPU
 // reference does. A weight with a non-zero qt takes these paths: qEmbed for
@@ -16,6 +16,7 @@ import (
 // qtCodes are the block type codes of qblocks.wgsl (QT_*).
 var qtCodes = map[tensors.DType]uint32{
 	tensors.Q4_1: 1, tensors.Q5_0: 2, tensors.Q5_1: 3, tensors.Q4K: 4, tensors.Q5K: 5, tensors.Q6K: 6,
+	tensors.Q2K: 7, tensors.Q3K: 8,
 }
 
 // qMatMul plans out = W·x + bias (accum: out += ...) for a block-type W,

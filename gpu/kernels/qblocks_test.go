@@ -15,7 +15,7 @@ import (
 )
 
 // TestBlockTypeConformance runs the block-type parity cases (llama.cpp's
-// Q4_1 ... Q6_K weights) against gpu/cpu on WebGPU and Vulkan, also with
+// Q2_K ... Q6_K, Q4_1, Q5_0, Q5_1 weights) against gpu/cpu on WebGPU and Vulkan, also with
 // weights split into row blocks of at most 4 KiB (Q5_0 rows of 110 bytes
 // do not end on words).
 func TestBlockTypeConformance(t *testing.T) {

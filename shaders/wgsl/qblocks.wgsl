@@ -1,4 +1,4 @@
-// Kernels for weights of llama.cpp's block types (tensors.Q4_1 ... Q6K),
+// Kernels for weights of llama.cpp's block types (tensors.Q4_1 ... Q3K),
 // kept bit for bit as GGUF stores them (layouts: tensors/blocks.go) and
 // dequantized here, element by element, with the same f32 operations as
 // tensors.DecodeBlocks, so every weight equals the CPU reference's bitwise.
@@ -22,6 +22,8 @@ const QT_Q5_1: u32 = 3u;
 const QT_Q4K: u32 = 4u;
 const QT_Q5K: u32 = 5u;
 const QT_Q6K: u32 = 6u;
+const QT_Q2K: u32 = 7u;
+const QT_Q3K: u32 = 8u;
 
 struct QParams {
     in_cols: u32,  // elements per row of W (qembed: columns of out)
@@ -61,6 +63,8 @@ fn qblock_bytes(qt: u32) -> u32 {
         case 3u: { n = 24u; }
         case 4u: { n = 144u; }
         case 5u: { n = 176u; }
+        case 7u: { n = 84u; }
+        case 8u: { n = 110u; }
         default: { n = 210u; }
     }
     return n;
@@ -134,6 +138,29 @@ fn qvalue(qt: u32, b: u32, i: u32) -> f32 {
             let m1 = qhalf(b + 2u) * sm.y;
             v = d1 * f32(q) - m1;
         }
+        case 7u, 8u: { // Q2_K, Q3_K: element l of sub-block 8h + 2j + u
+            let h = i >> 7u;
+            let j = (i >> 5u) & 3u;
+            let u = (i >> 4u) & 1u;
+            let l = i & 15u;
+            let s = 8u * h + 2u * j + u;
+            if qt == QT_Q2K {
+                let q = (qbyte(b + 16u + 32u * h + 16u * u + l) >> (2u * j)) & 3u;
+                let sc = qbyte(b + s);
+                let dl = qhalf(b + 80u) * f32(sc & 15u);
+                let ml = qhalf(b + 82u) * f32(sc >> 4u);
+                v = dl * f32(q) - ml;
+            } else {
+                var q = i32((qbyte(b + 32u + 32u * h + 16u * u + l) >> (2u * j)) & 3u);
+                if ((qbyte(b + 16u * u + l) >> (4u * h + j)) & 1u) == 0u {
+                    q -= 4;
+                }
+                let lo = (qbyte(b + 96u + (s & 7u)) >> (4u * (s >> 3u))) & 15u;
+                let hi = (qbyte(b + 104u + (s & 3u)) >> (2u * (s >> 2u))) & 3u;
+                let dl = qhalf(b + 108u) * f32(i32(lo | (hi << 4u)) - 32);
+                v = dl * f32(q);
+            }
+        }
         default: { // Q6_K
             let h = i >> 7u;
             let k = (i >> 5u) & 3u;
@@ -204,6 +231,11 @@ fn qsub_dot(qt: u32, b: u32, j: u32, xi: u32) -> f32 {
                     let v = ds * vec4<f32>(vec4<i32>(q) - vec4<i32>(32));
                     acc += dot(v, vec4<f32>(x[xi + l], x[xi + l + 1u], x[xi + l + 2u], x[xi + l + 3u]));
                 }
+            }
+        }
+        case 7u, 8u: { // Q2_K, Q3_K
+            for (var i = 0u; i < 32u; i++) {
+                acc += qvalue(qt, b, 32u * j + i) * x[xi + i];
             }
         }
         default: { // Q4_1, Q5_0, Q5_1: one 32-element block

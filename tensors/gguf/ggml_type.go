@@ -9,7 +9,7 @@ import (
 // GGMLType is a tensor element type of llama.cpp's ggml.
 type GGMLType uint32
 
-// The ggml types this package imports. Others (IQ types, Q2_K, Q3_K, ...)
+// The ggml types this package imports. Others (IQ types, Q8_1, ...)
 // parse as tensor infos but importing them is ErrUnsupported, naming them.
 const (
 	GGMLF32  GGMLType = 0
@@ -19,6 +19,8 @@ const (
 	GGMLQ5_0 GGMLType = 6
 	GGMLQ5_1 GGMLType = 7
 	GGMLQ8_0 GGMLType = 8
+	GGMLQ2_K GGMLType = 10
+	GGMLQ3_K GGMLType = 11
 	GGMLQ4_K GGMLType = 12
 	GGMLQ5_K GGMLType = 13
 	GGMLQ6_K GGMLType = 14
@@ -51,12 +53,14 @@ var ggmlTypes = map[GGMLType]typeInfo{
 	GGMLQ4_K: {"Q4_K", 256, 144, tensors.Q4K},
 	GGMLQ5_K: {"Q5_K", 256, 176, tensors.Q5K},
 	GGMLQ6_K: {"Q6_K", 256, 210, tensors.Q6K},
+	GGMLQ2_K: {"Q2_K", 256, 84, tensors.Q2K},
+	GGMLQ3_K: {"Q3_K", 256, 110, tensors.Q3K},
 }
 
 // otherTypeNames names the ggml types the package cannot import, so that
 // errors say which one a file uses.
 var otherTypeNames = map[GGMLType]string{
-	9: "Q8_1", 10: "Q2_K", 11: "Q3_K", 15: "Q8_K", 16: "IQ2_XXS", 17: "IQ2_XS", 18: "IQ3_XXS",
+	9: "Q8_1", 15: "Q8_K", 16: "IQ2_XXS", 17: "IQ2_XS", 18: "IQ3_XXS",
 	19: "IQ1_S", 20: "IQ4_NL", 21: "IQ3_S", 22: "IQ2_S", 23: "IQ4_XS", 24: "I8", 25: "I16",
 	26: "I32", 27: "I64", 28: "F64", 29: "IQ1_M", 34: "TQ1_0", 35: "TQ2_0",
 }

@@ -156,7 +156,8 @@ func TestBlockTypesImportBitForBit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]tensors.DType{"Q4_1": tensors.Q4_1, "Q5_0": tensors.Q5_0, "Q5_1": tensors.Q5_1, "Q4_K": tensors.Q4K, "Q5_K": tensors.Q5K, "Q6_K": tensors.Q6K}
+	want := map[string]tensors.DType{"Q4_1": tensors.Q4_1, "Q5_0": tensors.Q5_0, "Q5_1": tensors.Q5_1, "Q4_K": tensors.Q4K, "Q5_K": tensors.Q5K, "Q6_K": tensors.Q6K,
+		"Q2_K": tensors.Q2K, "Q3_K": tensors.Q3K}
 	for i := range f.Tensors {
 		info := &f.Tensors[i]
 		raw, err := f.TensorData(info)
@@ -182,15 +183,15 @@ func TestUnknownTypeErrorNamesTypeAndFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Retype blk.0.ffn_up.weight (Q4_0) as Q3_K in its tensor info.
+	// Retype blk.0.ffn_up.weight (Q4_0) as IQ2_XXS in its tensor info.
 	info := f.Tensor("blk.0.ffn_up.weight")
 	name := []byte("blk.0.ffn_up.weight")
 	at := bytes.Index(b, name) + len(name) + 4 + 8*len(info.Dims)
 	if binary.LittleEndian.Uint32(b[at:]) != uint32(GGMLQ4_0) {
 		t.Fatal("test bug: type field not found")
 	}
-	binary.LittleEndian.PutUint32(b[at:], 11)
-	path := filepath.Join(t.TempDir(), "q3k.gguf")
+	binary.LittleEndian.PutUint32(b[at:], 16)
+	path := filepath.Join(t.TempDir(), "iq2.gguf")
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +199,7 @@ func TestUnknownTypeErrorNamesTypeAndFile(t *testing.T) {
 	if !errors.Is(err, ErrUnsupported) {
 		t.Fatalf("err = %v, want ErrUnsupported", err)
 	}
-	for _, want := range []string{"Q3_K", "blk.0.ffn_up.weight", path} {
+	for _, want := range []string{"IQ2_XXS", "blk.0.ffn_up.weight", path} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %q", err, want)
 		}

@@ -25,7 +25,7 @@ for a in llama gemma gemma2 phi2 falcon stablelm; do
 done
 
 rm -f "$here"/*.gguf "$here"/*.kld
-for job in k256:Q4_K_M k256:Q5_K_M k256:Q6_K k256:Q4_0 \
+for job in k256:Q4_K_M k256:Q5_K_M k256:Q6_K k256:Q4_0 k256:Q2_K \
 	llama:Q4_K_M llama:Q5_K_M \
 	gemma:Q6_K gemma2:Q4_K_M phi2:Q4_K_M falcon:Q5_K_M stablelm:Q4_0; do
 	src=${job%%:*}
@@ -85,7 +85,7 @@ def read_gguf(path):
     base = (pos + align - 1) // align * align
     return data, base, infos
 
-names = {0: 'F32', 1: 'F16', 2: 'Q4_0', 3: 'Q4_1', 6: 'Q5_0', 7: 'Q5_1', 8: 'Q8_0', 12: 'Q4_K', 13: 'Q5_K', 14: 'Q6_K'}
+names = {0: 'F32', 1: 'F16', 2: 'Q4_0', 3: 'Q4_1', 6: 'Q5_0', 7: 'Q5_1', 8: 'Q8_0', 10: 'Q2_K', 11: 'Q3_K', 12: 'Q4_K', 13: 'Q5_K', 14: 'Q6_K'}
 out = {}
 for line in open(sys.argv[1]):
     name, f32 = line.split()

@@ -10,8 +10,8 @@ import (
 )
 
 // BlockTypes are llama.cpp's block types the backends run (tensors.Q4_1 ...
-// Q6K, kept bit for bit).
-var BlockTypes = []tensors.DType{tensors.Q4_1, tensors.Q5_0, tensors.Q5_1, tensors.Q4K, tensors.Q5K, tensors.Q6K}
+// Q3K, kept bit for bit).
+var BlockTypes = []tensors.DType{tensors.Q4_1, tensors.Q5_0, tensors.Q5_1, tensors.Q4K, tensors.Q5K, tensors.Q6K, tensors.Q2K, tensors.Q3K}
 
 // blockHalves lists, per block type, the byte offsets of its f16 fields and
 // the largest magnitude each may take so that weights stay within about
@@ -23,6 +23,8 @@ var blockHalves = map[tensors.DType][][2]float32{
 	tensors.Q4K:  {{0, 1.0 / (63 * 15)}, {2, 1.0 / 63}},
 	tensors.Q5K:  {{0, 1.0 / (63 * 31)}, {2, 1.0 / 63}},
 	tensors.Q6K:  {{208, 1.0 / (127 * 32)}},
+	tensors.Q2K:  {{80, 1.0 / (15 * 3)}, {82, 1.0 / 15}},
+	tensors.Q3K:  {{108, 1.0 / (32 * 4)}},
 }
 
 // BlockMatrix is a [rows, cols] tensor of block type dt: random values,
