@@ -41,6 +41,9 @@ func TestGetBindings(t *testing.T) {
 		{"softcap", []gpu.BindingKind{U, R, R, R, W}},
 		{"last_row", []gpu.BindingKind{U, R, R, R, W}},
 		{"argmax", []gpu.BindingKind{U, R, W}},
+		{"qmatvec", []gpu.BindingKind{U, R, R, R, R, W}},
+		{"qmatmul", []gpu.BindingKind{U, R, R, R, R, W}},
+		{"qembed", []gpu.BindingKind{U, R, R, R, R, W}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/gpu/cpu"
+	"github.com/gpurun/gpurun/gpu/internal/conformance"
 	"github.com/gpurun/gpurun/pipeline/arch"
 	"github.com/gpurun/gpurun/tensors"
 	"github.com/gpurun/gpurun/tensors/model"
@@ -19,6 +20,16 @@ type weightType struct {
 	name  string
 	dtype tensors.DType
 	block int
+}
+
+// blockBenchTypes adds llama.cpp's block types to the f32 and int4 baselines.
+var blockBenchTypes = []weightType{
+	{"f32", tensors.F32, 0},
+	{"int4-block32", tensors.I4, 32},
+	{"q4_k", tensors.Q4K, 0},
+	{"q5_k", tensors.Q5K, 0},
+	{"q6_k", tensors.Q6K, 0},
+	{"q5_0", tensors.Q5_0, 0},
 }
 
 var benchTypes = []weightType{
@@ -34,6 +45,9 @@ func storeAs(b testing.TB, name string, rows, cols int, wt weightType, rng *rand
 	vals := randVals(rng, rows*cols, 0.05)
 	var t *tensors.Tensor
 	var err error
+	if wt.dtype.Block() {
+		return conformance.BlockMatrix(rng, name, rows, cols, wt.dtype)
+	}
 	if wt.dtype.Quantized() {
 		t, err = tensors.Quantize(name, []int{rows, cols}, vals, wt.dtype, wt.block, tensors.F16)
 		if err == nil {
@@ -163,6 +177,12 @@ func TestDecodeAllocatesNothing(t *testing.T) {
 // prefill product.
 func BenchmarkMatMul(b *testing.B) {
 	benchProduct(b, 2048, 2048, benchTypes, []int{1, 32}, rand.New(rand.NewPCG(2, 2)))
+}
+
+// BenchmarkMatMulBlocks is BenchmarkMatMul for llama.cpp's block types,
+// beside f32 and int4 block 32.
+func BenchmarkMatMulBlocks(b *testing.B) {
+	benchProduct(b, 2048, 2048, blockBenchTypes, []int{1, 32}, rand.New(rand.NewPCG(2, 2)))
 }
 
 // BenchmarkMatVecFFN measures the decode matrix-vector product of a

@@ -119,6 +119,14 @@ func (m *mmTask) dot(s *scratch, w *matrix, r, t int) float32 {
 	case tensors.I4:
 		return simd.DotI4(w.u8[base/2:(base+w.cols)/2], w.rowScales(r, s.sc), w.block, x)
 	}
+	if w.dtype.Block() {
+		// llama.cpp's block types: the row decoded to f32 and dotted as
+		// an f32 row, so a quantized GGUF gives exactly the results of
+		// the F32 file llama.cpp dequantizes it to.
+		row := s.row[:w.cols]
+		w.row(r, row)
+		return simd.DotF32(row, x)
+	}
 	panic("cpu: matrix of unknown type") // newMatrix admits no other
 }
 

@@ -35,6 +35,7 @@ type program struct {
 // scratch is one thread's working memory.
 type scratch struct {
 	rows, upRows      []float32   // a prefill tile's rows as f32 (gate, up)
+	row               []float32   // a decode row of a block-type matrix as f32
 	rowViews, upViews [][]float32 // the tile's rows
 	sc                []float32   // a row's block scales as f32
 	scores            []float32   // attention scores of one query
@@ -162,6 +163,7 @@ func (p *program) allocScratch() {
 	for i := range p.scratch {
 		s := &p.scratch[i]
 		s.sc = make([]float32, maxCols)
+		s.row = make([]float32, maxCols)
 		s.scores = make([]float32, maxLen)
 		if prefill {
 			s.rows, s.upRows = make([]float32, rowTile*maxCols), make([]float32, rowTile*maxCols)

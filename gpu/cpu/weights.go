@@ -33,6 +33,7 @@ type matrix struct {
 	u16 []uint16  // F16, BF16 bit patterns
 	i8  []int8    // I8
 	u8  []byte    // I4, two values per byte, element 0 in the low nibble
+	blk []byte    // block types (Q4_1 ... Q3K): rows of whole blocks
 
 	// Block scales of I8 and I4: rows * (cols/block) values, in their
 	// stored type so they alias the model bytes like the weights (a
@@ -82,6 +83,10 @@ func newMatrix(t *tensors.Tensor) (*matrix, error) {
 	case tensors.I4:
 		m.u8 = t.Data
 	default:
+		if t.DType.Block() {
+			m.blk = t.Data
+			break
+		}
 		return nil, fmt.Errorf("%w: dtype %s cannot be a weight", tensors.ErrShape, t.DType)
 	}
 	if t.Scales != nil {
@@ -187,6 +192,9 @@ func (m *matrix) row(r int, dst []float32) {
 				d[i] = float32(v) * s
 			}
 		}
+	default: // block types: Check made rows whole blocks
+		rb := m.dtype.ByteSize(m.cols)
+		tensors.DecodeBlocks(m.dtype, m.blk[r*rb:(r+1)*rb], dst)
 	case tensors.I4:
 		q := m.u8[base/2 : (base+m.cols)/2]
 		for bl := 0; bl < m.cols; bl += m.block {

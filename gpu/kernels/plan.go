@@ -104,6 +104,10 @@ func (pl *planner) op(op *fusion.Op) error {
 		if pl.p.vocab == 0 || w.rows < pl.p.vocab {
 			pl.p.vocab = w.rows
 		}
+		if w.qt != 0 {
+			pl.qEmbed(w, out, pl.buf(op.Out), op.Scale, T)
+			break
+		}
 		for _, c := range w.chunks {
 			block := 0
 			s := pl.dummy
@@ -226,6 +230,9 @@ func (pl *planner) op(op *fusion.Op) error {
 // matMul plans out = W·x + bias (accum: out += ...), one dispatch per row
 // block of W.
 func (pl *planner) matMul(w *weight, biasName string, x gpu.Binding, inCols int, outB gpu.Binding, out fusion.BufInfo, accum bool) error {
+	if w.qt != 0 {
+		return pl.qMatMul(w, biasName, x, inCols, outB, out, accum)
+	}
 	bias, hasBias, err := pl.vector(biasName)
 	if err != nil {
 		return err
@@ -262,7 +269,7 @@ func (pl *planner) matMulGLU(op *fusion.Op, out fusion.BufInfo) error {
 	if !ok {
 		return fmt.Errorf("activation %q: %w", op.Act, gpu.ErrUnsupported)
 	}
-	if !sameLayout(gw, uw) || (op.Bias != "" && op.UpBias != "") {
+	if !sameLayout(gw, uw) || (op.Bias != "" && op.UpBias != "") || gw.qt != 0 {
 		size := pl.bytes(op.Out)
 		if pl.gate == nil || pl.gateSize < size {
 			buf, err := pl.p.newBuf(size)
@@ -313,7 +320,7 @@ func (pl *planner) matMulGLU(op *fusion.Op, out fusion.BufInfo) error {
 // sameLayout reports whether two weights can share one kernel's parameters:
 // the same type, scales and row blocks.
 func sameLayout(a, b *weight) bool {
-	if a.wt != b.wt || a.st != b.st || a.quant != b.quant || a.block != b.block || a.nblk != b.nblk ||
+	if a.wt != b.wt || a.qt != b.qt || a.st != b.st || a.quant != b.quant || a.block != b.block || a.nblk != b.nblk ||
 		a.rows != b.rows || a.cols != b.cols || len(a.chunks) != len(b.chunks) {
 		return false
 	}

@@ -36,6 +36,7 @@ type weight struct {
 	name        string
 	shape       []int
 	wt          uint32
+	qt          uint32 // block type code (qblocks.go); 0 for the other types
 	st          uint32 // 0 f32, 1 f16 scales
 	quant       bool
 	rows, cols  int
@@ -109,7 +110,7 @@ func (b *backend) upload(t *tensors.Tensor) (*weight, error) {
 		w.chunks = []chunk{{rowBase: 0, rows: 1, w: buf}}
 		return w, nil
 	}
-	w.wt = wtCodes[t.DType]
+	w.wt, w.qt = wtCodes[t.DType], qtCodes[t.DType]
 	w.block, w.nblk = w.cols, 1
 	if t.Scales != nil {
 		w.quant = true

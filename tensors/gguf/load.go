@@ -125,7 +125,7 @@ func splitRows(t *tensors.Tensor, rows []int) ([]*tensors.Tensor, error) {
 	if len(t.Shape) == 2 {
 		cols = t.Shape[1]
 	}
-	if t.DType.Bits()*cols%8 != 0 {
+	if !t.DType.Block() && t.DType.Bits()*cols%8 != 0 {
 		return nil, fmt.Errorf("%w: fused tensor %q rows are not whole bytes", ErrUnsupported, t.Name)
 	}
 	rowBytes := t.DType.ByteSize(cols)

@@ -241,9 +241,20 @@ func buildFlatbuffer(entries []entry, meta []metaEntry, base int64) ([]byte, err
 
 // quantizationParams writes TFLite per-channel parameters for a tensor with
 // one scale per row (zero point 0, quantized dimension 0). Block-wise scales
-// have no TFLite form; their scale tensor alone describes them.
+// have no TFLite form; their scale tensor alone describes them. Block types
+// are UINT8 tensors whose CustomQuantization details name the type.
 func quantizationParams(b *flatbuffers.Builder, e entry) flatbuffers.UOffsetT {
 	t := e.t
+	if t.DType.Block() {
+		custom := b.CreateByteVector([]byte(BlockQuantization + t.DType.String()))
+		tflite.CustomQuantizationStart(b)
+		tflite.CustomQuantizationAddCustom(b, custom)
+		details := tflite.CustomQuantizationEnd(b)
+		tflite.QuantizationParametersStart(b)
+		tflite.QuantizationParametersAddDetailsType(b, tflite.QuantizationDetailsCustomQuantization)
+		tflite.QuantizationParametersAddDetails(b, details)
+		return tflite.QuantizationParametersEnd(b)
+	}
 	if t.Scales == nil || len(t.Scales.Shape) != 1 || len(t.Shape) != 2 {
 		return 0
 	}

@@ -1,0 +1,49 @@
+package kernels
+
+import (
+	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/tensors"
+)
+
+// Weights of llama.cpp's block types (tensors.Q4_1 ... Q3K) keep their
+// blocks bit for bit on the device and have kernels of their own
+// (shaders/wgsl/qblocks.wgsl), which dequantize them exactly as the CPU
+// reference does. A weight with a non-zero qt takes these paths: qEmbed for
+// Embed, qMatMul for MatMul and MultiMatMul, and MatMulGLU as two qMatMul
+// dispatches and a glu.
+
+// qtCodes are the block type codes of qblocks.wgsl (QT_*).
+var qtCodes = map[tensors.DType]uint32{
+	tensors.Q4_1: 1, tensors.Q5_0: 2, tensors.Q5_1: 3, tensors.Q4K: 4, tensors.Q5K: 5, tensors.Q6K: 6,
+	tensors.Q2K: 7, tensors.Q3K: 8,
+}
+
+// qMatMul plans out = W·x + bias (accum: out += ...) for a block-type W,
+// one dispatch per row block.
+func (pl *planner) qMatMul(w *weight, biasName string, x gpu.Binding, inCols int, outB gpu.Binding, out fusion.BufInfo, accum bool) error {
+	bias, hasBias, err := pl.vector(biasName)
+	if err != nil {
+		return err
+	}
+	for _, c := range w.chunks {
+		params := []uint32{u(inCols), u(out.Cols), u(c.rowBase), u(c.rows), w.qt, b2u(hasBias), u(out.Rows), b2u(accum)}
+		bind := []gpu.Binding{{Buf: pl.p.step}, x, {Buf: c.w}, bias, outB}
+		if out.Rows >= 4 {
+			pl.dispatch("qmatmul", params, ceilDiv(c.rows, 32), ceilDiv(out.Rows, 32), 1, bind...)
+		} else {
+			pl.dispatch("qmatvec", params, ceilDiv(c.rows, 64), out.Rows, 1, bind...)
+		}
+	}
+	return nil
+}
+
+// qEmbed plans out[t] = scale * W[tokens[t]] for a block-type table.
+func (pl *planner) qEmbed(w *weight, out fusion.BufInfo, outB gpu.Binding, scale float32, tokens int) {
+	none := gpu.Binding{Buf: pl.dummy}
+	for _, c := range w.chunks {
+		params := []uint32{u(out.Cols), u(out.Cols), u(c.rowBase), u(c.rows), w.qt, 0, 0, 0, f(scale)}
+		pl.dispatch("qembed", params, ceilDiv(out.Cols, 64), tokens, 1,
+			gpu.Binding{Buf: pl.p.step}, none, gpu.Binding{Buf: c.w}, none, outB)
+	}
+}
