@@ -212,7 +212,7 @@ func (d *Device) submitLocked(cbs []vk.CommandBuffer) error {
 		CommandBufferCount: uint32(len(cbs)),
 		PCommandBuffers:    cbs,
 	}}
-	if err := check("vkQueueSubmit", vk.QueueSubmit(d.queue, 1, info, fence)); err != nil {
+	if err := check("vkQueueSubmit", noGC(func() vk.Result { return vk.QueueSubmit(d.queue, 1, info, fence) })); err != nil {
 		d.idle = append(d.idle, fence)
 		return err
 	}
