@@ -13,7 +13,12 @@ type AttentionKind uint8
 
 const (
 	// AttentionAuto splits decode graphs (at most attnSplitTokens tokens)
-	// over the sequence and runs prefill graphs per (head, token).
+	// over the sequence and runs prefill graphs per (head, token). On
+	// CPU-class devices (lavapipe) it splits only where the per-head
+	// kernel wastes work: GQA groups (each query head re-reads its kv
+	// head) or head dims under 64 (idle invocations); for MHA with 64+
+	// dims the split's extra dispatch and early-exit workgroups cost more
+	// there than they save (measured in the issue 8 note).
 	AttentionAuto AttentionKind = iota
 	// AttentionPerHead runs one workgroup per (head, token) over the whole
 	// visible sequence (attention / attention_f16).
@@ -80,7 +85,8 @@ func (pl *planner) attention(op *fusion.Op) error {
 	kind := pl.p.b.attention
 	if kind == AttentionAuto {
 		kind = AttentionPerHead
-		if T <= attnSplitTokens {
+		wasteful := op.Heads > op.KVHeads || op.HeadDim < 64
+		if T <= attnSplitTokens && (pl.p.b.info.Type != gpu.CPU || wasteful) {
 			kind = AttentionSplit
 		}
 	}
