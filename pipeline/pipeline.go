@@ -36,6 +36,9 @@ var (
 // by the model's trained context length).
 const DefaultMaxCache = 1280
 
+// MaxCacheLimit is the largest Options.MaxCache.
+const MaxCacheLimit = 1 << 24
+
 // DefaultPrefillSizes are the prefill graph sizes when Options.PrefillSizes
 // is empty; sizes above MaxCache are dropped.
 var DefaultPrefillSizes = []int{8, 32, 128, 512}
@@ -128,8 +131,8 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 			m.maxCache = min(m.maxCache, cfg.MaxSeqLen)
 		}
 	}
-	if m.maxCache < 0 || m.maxCache > 1<<24 {
-		return nil, fmt.Errorf("pipeline: max cache %d", m.maxCache)
+	if m.maxCache < 1 || m.maxCache > MaxCacheLimit {
+		return nil, fmt.Errorf("%w: max cache %d outside 1..%d", ErrOptions, m.maxCache, MaxCacheLimit)
 	}
 	if m.backend == nil {
 		m.backend, m.ownsBackend = cpu.New(cpu.Options{}), true

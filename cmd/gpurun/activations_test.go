@@ -61,8 +61,8 @@ func TestRunActivations(t *testing.T) {
 	})
 	t.Run("unknown policy", func(t *testing.T) {
 		_, _, err := runCLI(t, "", "run", "-m", autoTask, "--backend", "cpu", "-p", "x", "--activations", "bf16")
-		if err == nil || !strings.Contains(err.Error(), "activation policy") {
-			t.Errorf("error %v, want one naming the activation policy", err)
+		if err == nil || !strings.Contains(err.Error(), "--activations bf16: want one of auto, f32, f16") {
+			t.Errorf("error %v, want one naming the flag and its values", err)
 		}
 	})
 }

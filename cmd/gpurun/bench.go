@@ -5,22 +5,14 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpurun/gpurun"
 	"github.com/gpurun/gpurun/pipeline"
-	"github.com/gpurun/gpurun/tensors/model"
 	"github.com/gpurun/gpurun/tensors/synthetic"
 )
-
-// syntheticCheckpoint builds the named real-shape model with random weights.
-func syntheticCheckpoint(name, quant string) (*model.Checkpoint, error) {
-	cfg, ok := synthetic.ByName(name)
-	if !ok {
-		return nil, fmt.Errorf("bench: unknown synthetic model %q (want one of %s)", name, strings.Join(synthetic.Names(), ", "))
-	}
-	return synthetic.Checkpoint(cfg, synthetic.Options{Quant: quant, Seed: 1})
-}
 
 type benchReport struct {
 	Model     string        `json:"model"`
@@ -30,48 +22,84 @@ type benchReport struct {
 	PromptLen int           `json:"prompt_len"`
 	Generate  int           `json:"generate"`
 	Runs      []metricsJSON `json:"runs"`
-	Median    metricsJSON   `json:"median"`
+	Median    benchMedian   `json:"median"`
+}
+
+// benchMedian holds the medians of the runs' rates (counts and stop
+// reasons are the same in every run, so they have none).
+type benchMedian struct {
+	TimeToFirstTokenMS  float64 `json:"time_to_first_token_ms"`
+	PrefillTokensPerSec float64 `json:"prefill_tokens_per_sec"`
+	DecodeTokensPerSec  float64 `json:"decode_tokens_per_sec"`
 }
 
 func newBench() *cobra.Command {
 	var (
-		rf                      runFlags
+		rf                      modelFlags
+		synth, synthQuant       string
 		promptLen, genLen, reps int
 		asJSON                  bool
 	)
 	cmd := &cobra.Command{
-		Use:   "bench (-m MODEL | --synthetic NAME) [--backend B] [--prompt-len N] [--generate N] [--reps R]",
+		Use:   "bench (MODEL | -m MODEL | --synthetic NAME) [--backend B] [--prompt-len N] [--generate N] [--reps R]",
 		Short: "Measure time to first token, prefill and decode tokens/s end to end",
 		Long: `Bench runs R greedy generations of a synthetic prompt of --prompt-len tokens
 (different in each run, so no run reuses another's KV cache) and reports each
 run's time to first token, prefill tokens/s and decode tokens/s, and their
 medians. One warm-up run is not reported. --synthetic NAME benchmarks a
 random-weight model at the real shapes of NAME (no download needed).`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if promptLen < 1 || genLen < 1 || reps < 1 {
-				return fmt.Errorf("bench: --prompt-len, --generate and --reps must be positive")
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			errOut := cmd.ErrOrStderr()
+			var m *gpurun.Model
+			var name string
+			if synth != "" {
+				if rf.model != "" || len(args) > 0 {
+					return fmt.Errorf("give a model or --synthetic %s, not both", synth)
+				}
+				cfg, ok := synthetic.ByName(synth)
+				if !ok {
+					return fmt.Errorf("--synthetic %s: want one of %s", synth, strings.Join(synthetic.Names(), ", "))
+				}
+				fmt.Fprintf(errOut, "making random %s weights at the shapes of %s...\n", synthQuant, synth)
+				ck, err := synthetic.Checkpoint(cfg, synthetic.Options{Quant: synthQuant, Seed: 1})
+				if err != nil {
+					return fmt.Errorf("--synthetic %s: %w", synth, err)
+				}
+				start := time.Now()
+				if m, err = gpurun.OpenCheckpoint(cmd.Context(), ck, rf.options(cmd)...); err != nil {
+					return fmt.Errorf("load synthetic %s: %w", synth, err)
+				}
+				printLoaded(errOut, m.Model, "", time.Since(start))
+				name = "synthetic " + synth + " (" + synthQuant + ")"
+			} else {
+				if err := rf.takeModelArg(args); err != nil {
+					return err
+				}
+				var err error
+				if m, err = rf.open(cmd); err != nil {
+					return err
+				}
+				name = rf.model
 			}
-			m, backendName, closeAll, err := rf.load(cmd)
-			if err != nil {
-				return err
-			}
-			defer closeAll()
+			defer m.Close()
+			backendName := m.Backend().Backend
 			if promptLen+genLen > m.MaxCache() {
-				return fmt.Errorf("bench: %d prompt + %d generated tokens exceed the cache of %d (raise --max-cache)", promptLen, genLen, m.MaxCache())
+				return fmt.Errorf("--prompt-len %d + --generate %d exceed the KV cache of %d (raise --max-cache)", promptLen, genLen, m.MaxCache())
 			}
 			cfg := m.Config()
-			name := rf.model
-			if rf.synthetic != "" {
-				name = "synthetic " + rf.synthetic + " (" + rf.syntheticQuant + ")"
-			}
 			rep := benchReport{Model: name, Arch: cfg.Arch, Backend: backendName, KVCache: m.KVDType().String(), PromptLen: promptLen, Generate: genLen}
 			for r := -1; r < reps; r++ {
-				s := m.NewSession()
+				if r < 0 {
+					fmt.Fprintf(errOut, "warm-up run...\n")
+				} else {
+					fmt.Fprintf(errOut, "run %d of %d...\n", r+1, reps)
+				}
+				s := m.Model.NewSession()
 				p := pipeline.Prompt{IDs: benchPrompt(promptLen, cfg.VocabSize, r+1)}
 				for _, err := range s.Generate(cmd.Context(), p, pipeline.GenerateOptions{MaxTokens: genLen, IgnoreStopTokens: true}) {
 					if err != nil {
-						return err
+						return fmt.Errorf("generate: %w", err)
 					}
 				}
 				if r >= 0 {
@@ -97,11 +125,12 @@ random-weight model at the real shapes of NAME (no download needed).`,
 	}
 	rf.register(cmd)
 	f := cmd.Flags()
-	f.StringVar(&rf.synthetic, "synthetic", "", "instead of -m, a random-weight model at real shapes: "+strings.Join(synthetic.Names(), "|"))
-	f.StringVar(&rf.syntheticQuant, "synthetic-quant", synthetic.QuantInt4, "weights of the --synthetic model: int4|int8|f16")
-	f.IntVar(&promptLen, "prompt-len", 128, "prompt length in tokens")
-	f.IntVar(&genLen, "generate", 64, "tokens to generate per run")
-	f.IntVar(&reps, "reps", 3, "measured runs")
+	f.StringVar(&synth, "synthetic", "", "instead of a model, a random-weight model at real shapes: "+strings.Join(synthetic.Names(), "|"))
+	synthQuant, promptLen, genLen, reps = synthetic.QuantInt4, 128, 64, 3
+	f.Var(&choiceFlag{&synthQuant, []string{synthetic.QuantInt4, synthetic.QuantInt8, synthetic.QuantF16}}, "synthetic-quant", "weights of the --synthetic model: int4|int8|f16")
+	f.Var(&intFlag{&promptLen, 1, pipeline.MaxCacheLimit, "an integer >= 1"}, "prompt-len", "prompt length in tokens")
+	f.Var(&intFlag{&genLen, 1, pipeline.MaxCacheLimit, "an integer >= 1"}, "generate", "tokens to generate per run")
+	f.Var(&intFlag{&reps, 1, 1000, "an integer in 1..1000"}, "reps", "measured runs")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	return cmd
 }
@@ -118,7 +147,7 @@ func benchPrompt(n, vocab, run int) []int {
 	return ids
 }
 
-func medianMetrics(runs []metricsJSON) metricsJSON {
+func medianMetrics(runs []metricsJSON) benchMedian {
 	med := func(get func(metricsJSON) float64) float64 {
 		v := make([]float64, len(runs))
 		for i, r := range runs {
@@ -133,10 +162,9 @@ func medianMetrics(runs []metricsJSON) metricsJSON {
 		}
 		return (v[len(v)/2-1] + v[len(v)/2]) / 2
 	}
-	return metricsJSON{
+	return benchMedian{
 		TimeToFirstTokenMS:  med(func(m metricsJSON) float64 { return m.TimeToFirstTokenMS }),
 		PrefillTokensPerSec: med(func(m metricsJSON) float64 { return m.PrefillTokensPerSec }),
 		DecodeTokensPerSec:  med(func(m metricsJSON) float64 { return m.DecodeTokensPerSec }),
-		GeneratedTokens:     int(med(func(m metricsJSON) float64 { return float64(m.GeneratedTokens) })),
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpurun/gpurun"
 	"github.com/gpurun/gpurun/tensors/checkpoint"
 	"github.com/gpurun/gpurun/tensors/convert"
 	"github.com/gpurun/gpurun/tensors/model"
@@ -29,7 +30,10 @@ its imported type (GGUF Q8_0/Q4_0 blocks stay bit-exact).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
-				return fmt.Errorf("convert: -o OUT is required")
+				return fmt.Errorf("-o OUT is required")
+			}
+			if err := convert.CheckTarget(out); err != nil {
+				return err
 			}
 			ctx := cmd.Context()
 			ck, err := checkpoint.Load(args[0], checkpoint.Options{Format: format, Tokenizer: tok})
@@ -54,14 +58,15 @@ its imported type (GGUF Q8_0/Q4_0 blocks stay bit-exact).`,
 				return err
 			}
 			if tokBytes == nil && convert.IsTask(out) {
-				return fmt.Errorf("convert: a .task bundle needs a tokenizer: pass --tokenizer FILE")
+				return fmt.Errorf("a .task bundle needs a tokenizer: pass --tokenizer FILE")
 			}
 			var total int64
 			for _, t := range ts {
 				total += int64(len(t.Data))
 			}
 			bar := newBar(total, "writing "+out, quiet)
-			err = convert.WriteFile(out, cfg, ts, tokBytes, func(done, _ int64) { _ = bar.Set64(done) })
+			err = convert.Write(out, cfg, ts, convert.WriteOptions{Tokenizer: tokBytes, ChatTemplate: gpurun.ChatTemplateOf(args[0]),
+				Progress: func(done, _ int64) { _ = bar.Set64(done) }})
 			_ = bar.Finish()
 			if err != nil {
 				return err
@@ -76,9 +81,10 @@ its imported type (GGUF Q8_0/Q4_0 blocks stay bit-exact).`,
 	f := cmd.Flags()
 	f.StringVarP(&out, "output", "o", "", "output path (.tflite model file or .task bundle)")
 	f.StringVar(&tok, "tokenizer", "", "tokenizer: SentencePiece .model or llama2.c tokenizer.bin (GGUF and HF bring their own)")
-	f.StringVar(&quant, "quant", convert.Keep, "quantization recipe: "+strings.Join(convert.Recipes, "|"))
-	f.StringVar(&format, "format", "", "input format: llama2c|gguf|hf (default: detect from content)")
-	f.StringVar(&acts, "activations", "", "activation precision policy stored in the model: auto|f32|f16 (default: the architecture's)")
+	quant = convert.Keep
+	f.Var(&choiceFlag{&quant, convert.Recipes}, "quant", "quantization recipe: "+strings.Join(convert.Recipes, "|"))
+	f.Var(&choiceFlag{&format, []string{checkpoint.FormatLlama2c, checkpoint.FormatGGUF, checkpoint.FormatHF}}, "format", "input format: llama2c|gguf|hf (default: detect from content)")
+	f.Var(&choiceFlag{&acts, []string{model.PolicyAuto, model.PolicyF32, model.PolicyF16}}, "activations", "activation precision policy stored in the model: auto|f32|f16 (default: the architecture's)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress or summary on stderr")
 	return cmd
 }
