@@ -27,6 +27,9 @@ type Options struct {
 	// coalesced loads on GPUs) or MatVecAuto (rows on CPU devices, lanes
 	// elsewhere).
 	MatVec MatVecKind
+	// Attention picks the attention kernels (AttentionAuto: split over
+	// the sequence for decode, per head and token for prefill).
+	Attention AttentionKind
 }
 
 // MatVecKind selects the decode matrix-vector kernel.
@@ -41,7 +44,8 @@ const (
 type backend struct {
 	dev        gpu.Device
 	info       gpu.Info
-	lanes      bool  // matvec_lanes rather than matvec
+	lanes      bool // matvec_lanes rather than matvec
+	attention  AttentionKind
 	maxBinding int64 // bytes per weight binding
 	devBinding int64 // bytes per binding of the device
 
@@ -65,7 +69,7 @@ func NewWithOptions(dev gpu.Device, opts Options) gpu.Backend {
 		mb = opts.MaxBinding
 	}
 	lanes := opts.MatVec == MatVecLanes || (opts.MatVec == MatVecAuto && info.Type != gpu.CPU)
-	return &backend{dev: dev, info: info, lanes: lanes, maxBinding: mb &^ 3, devBinding: dev0 &^ 3, kernels: map[string]gpu.Kernel{}}
+	return &backend{dev: dev, info: info, lanes: lanes, attention: opts.Attention, maxBinding: mb &^ 3, devBinding: dev0 &^ 3, kernels: map[string]gpu.Kernel{}}
 }
 
 func (b *backend) Info() gpu.Info { return b.info }

@@ -31,6 +31,9 @@ type planner struct {
 	scratch  gpu.Buffer // holds an input that aliases the output
 	gate     gpu.Buffer // MatMulGLU's gate when its kernel cannot be used, made on demand
 	gateSize int64
+	sink     gpu.Buffer // bound at writable slots a kernel leaves unused
+	part     gpu.Buffer // attn_split's partials, shared by every layer
+	partSize int64
 	items    []item
 	cur      int // op being planned
 }
@@ -172,18 +175,11 @@ func (pl *planner) op(op *fusion.Op) error {
 			ceilDiv(op.Heads*half, 64), T, 1, gpu.Binding{Buf: pl.p.step}, gpu.Binding{Buf: fb}, pl.buf(op.Out))
 	case fusion.StoreKV:
 		kvCols := op.KVHeads * op.HeadDim
-		store, _ := kvKernels(pl.cache.spec)
-		pl.dispatch(store, []uint32{u(kvCols), u(op.HeadDim), u(pl.cache.spec.MaxLen)},
+		pl.dispatch(storeKernel(pl.cache.spec), []uint32{u(kvCols), u(op.HeadDim), u(pl.cache.spec.MaxLen)},
 			ceilDiv(op.KVHeads*kvWords(pl.cache.spec), 64), T, 1, gpu.Binding{Buf: pl.p.step}, pl.buf(op.In[0]), pl.buf(op.In[1]),
 			gpu.Binding{Buf: pl.cache.k[op.Layer]}, gpu.Binding{Buf: pl.cache.v[op.Layer]})
 	case fusion.Attention:
-		if op.HeadDim > maxHeadDim {
-			return fmt.Errorf("head dim %d over %d: %w", op.HeadDim, maxHeadDim, gpu.ErrUnsupported)
-		}
-		_, attention := kvKernels(pl.cache.spec)
-		pl.dispatch(attention, []uint32{u(op.Heads), u(op.KVHeads), u(op.HeadDim), u(pl.cache.spec.MaxLen), f(op.Scale), f(op.Cap), u(op.Window)},
-			op.Heads, T, 1, gpu.Binding{Buf: pl.p.step}, pl.buf(op.In[0]),
-			gpu.Binding{Buf: pl.cache.k[op.Layer]}, gpu.Binding{Buf: pl.cache.v[op.Layer]}, pl.buf(op.Out))
+		return pl.attention(op)
 	case fusion.Add:
 		// A residual add into one of its inputs (addition commutes) runs
 		// in place; out = out + out goes through the scratch copy.

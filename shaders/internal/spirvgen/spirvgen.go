@@ -53,6 +53,18 @@ func Generate(naga, srcDir, outDir string) error {
 		if err := cmd.Run(); err != nil {
 			return fmt.Errorf("spirvgen: naga %s: %w: %s", family, err, stderr.String())
 		}
+		if bytes.Contains(src, []byte("\n"+NoZeroInitMarker+"\n")) {
+			spv, err := os.ReadFile(out)
+			if err != nil {
+				return fmt.Errorf("spirvgen: %w", err)
+			}
+			if spv, err = DropWorkgroupZeroInit(spv); err != nil {
+				return fmt.Errorf("spirvgen: %s: %w", family, err)
+			}
+			if err := os.WriteFile(out, spv, 0o644); err != nil {
+				return fmt.Errorf("spirvgen: %w", err)
+			}
+		}
 	}
 	return nil
 }
