@@ -29,7 +29,8 @@ type task interface {
 type pool struct {
 	threads int
 
-	busy sync.Mutex // one loop at a time; a concurrent caller runs alone
+	busy      sync.Mutex // one loop at a time; a concurrent caller runs alone
+	closeOnce sync.Once
 
 	gen      atomic.Uint64 // bumped per loop; workers wait for a change
 	t        task
@@ -52,8 +53,14 @@ func newPool(threads int) *pool {
 	return p
 }
 
-// close stops the workers.
-func (p *pool) close() {
+// close stops the workers. It waits for a loop in progress and keeps the
+// pool's busy lock, so every later run (a program may outlive its backend,
+// whose cleanup calls close) runs inline instead of waiting for workers
+// that have exited.
+func (p *pool) close() { p.closeOnce.Do(p.stop) }
+
+func (p *pool) stop() {
+	p.busy.Lock()
 	p.stopped.Store(true)
 	p.mu.Lock()
 	p.gen.Add(1)
