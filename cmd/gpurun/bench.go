@@ -518,6 +518,10 @@ func benchConfig(ctx context.Context, log io.Writer, bar *progressbar.ProgressBa
 	}
 	*processPeak = max(*processPeak, benchreport.PeakRSS())
 	benchreport.ResetPeakRSS()
+	devMem, _ := b.(gpu.MemoryReporter)
+	if devMem != nil {
+		devMem.ResetPeakMemory()
+	}
 	opts := []gpurun.Option{gpurun.WithGPUBackend(b), gpurun.WithMaxCache(rf.maxCache), gpurun.WithActivations(policy)}
 	if rf.noFusion {
 		opts = append(opts, gpurun.WithoutFusion())
@@ -600,8 +604,13 @@ func benchConfig(ctx context.Context, log io.Writer, bar *progressbar.ProgressBa
 		out = append(out, res)
 	}
 	peak := benchreport.PeakRSS()
+	var devPeak int64
+	if devMem != nil {
+		devPeak = devMem.MemoryUse().Peak
+	}
 	for i := range out {
 		out[i].PeakRSSBytes = peak
+		out[i].DeviceMemoryBytes = devPeak
 	}
 	*processPeak = max(*processPeak, peak)
 	return out

@@ -224,6 +224,11 @@ func TestBenchBackends(t *testing.T) {
 		if want := []string{"cpu", "vulkan", "webgpu"}[i/2]; r.Backend != want || r.Error != "" || r.Device == "" {
 			t.Errorf("result %d: %+v", i, r)
 		}
+		// The GPU backends hold at least the weights on the device (the
+		// file adds a tokenizer and headers: half its size is a safe floor).
+		if gpuBackend := r.Backend != "cpu"; gpuBackend != (r.DeviceMemoryBytes >= r.ModelBytes/2) || (!gpuBackend && r.DeviceMemoryBytes != 0) {
+			t.Errorf("result %d on %s: device memory %d bytes for a %d-byte model", i, r.Backend, r.DeviceMemoryBytes, r.ModelBytes)
+		}
 	}
 	reporttest.Check(t, rep, filepath.Join(dir, "report.html"))
 }

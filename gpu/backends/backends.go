@@ -189,6 +189,22 @@ func (o *owned) Info() gpu.Info {
 	return info
 }
 
+// MemoryUse is the device's count of what it allocated, zero when the
+// device keeps none.
+func (o *owned) MemoryUse() gpu.MemoryUse {
+	if r, ok := o.dev.(gpu.MemoryReporter); ok {
+		return r.MemoryUse()
+	}
+	return gpu.MemoryUse{}
+}
+
+// ResetPeakMemory resets the device's peak, where it keeps one.
+func (o *owned) ResetPeakMemory() {
+	if r, ok := o.dev.(gpu.MemoryReporter); ok {
+		r.ResetPeakMemory()
+	}
+}
+
 func (o *owned) Close() error {
 	return errors.Join(o.Backend.Close(), o.dev.Close())
 }

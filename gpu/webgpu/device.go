@@ -11,6 +11,7 @@ import (
 	"github.com/cogentcore/webgpu/wgpu"
 
 	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/gpu/internal/memcount"
 )
 
 // ErrClosed reports use of a closed device.
@@ -37,12 +38,22 @@ type Device struct {
 
 	queries  *wgpu.QuerySet // timestamps, when supported
 	resolved *wgpu.Buffer   // resolve target of the query set
+
+	mem memcount.Counter // bytes of buffers allocated
 }
 
 var (
 	_ gpu.Device          = (*Device)(nil)
 	_ gpu.TimestampReader = (*Device)(nil)
+	_ gpu.MemoryReporter  = (*Device)(nil)
 )
+
+// MemoryUse is the size of the buffers (the read-back staging buffer
+// included) this device created; WebGPU reports no more than that.
+func (d *Device) MemoryUse() gpu.MemoryUse { return d.mem.Use() }
+
+// ResetPeakMemory makes the peak the current allocation.
+func (d *Device) ResetPeakMemory() { d.mem.ResetPeak() }
 
 // Open opens the best Vulkan adapter (discrete, then integrated, then
 // CPU such as lavapipe). The OpenGL fallback adapter wgpu offers without a
@@ -217,6 +228,7 @@ func (d *Device) Close() error {
 	d.closed = true
 	if d.staging != nil {
 		d.staging.Release()
+		d.mem.Sub(d.stagingSize)
 	}
 	if d.resolved != nil {
 		d.resolved.Release()

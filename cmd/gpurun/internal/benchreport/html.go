@@ -98,7 +98,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 			continue
 		}
 		htmlRow(bw, "td", []string{res.Model, res.Weights, res.Backend, res.Activations, res.KVCache, res.Test.Name,
-			mib(res.ModelBytes), mib(res.PeakRSSBytes),
+			mib(res.ModelBytes), mib(res.PeakRSSBytes), deviceMiB(res.DeviceMemoryBytes),
 			statCell(res.TimeToFirstTokenMS), statCell(res.PrefillTokensPerSec), statCell(res.DecodeTokensPerSec)})
 	}
 	io.WriteString(bw, "</table>\n")

@@ -12,7 +12,7 @@ import (
 // every table a figure is printed with two decimals, a measured one as
 // "median ± half the range", "-" when the test does not measure it.
 var (
-	ResultsHeader = []string{"model", "weights", "backend", "activations", "kv", "test", "model MiB", "peak RSS MiB", "TTFT ms", "prefill tok/s", "decode tok/s"}
+	ResultsHeader = []string{"model", "weights", "backend", "activations", "kv", "test", "model MiB", "peak RSS MiB", "device MiB", "TTFT ms", "prefill tok/s", "decode tok/s"}
 	CompareHeader = []string{"model", "weights", "backend", "activations", "test", "TTFT ms", "TTFT ratio", "prefill tok/s", "prefill ratio", "decode tok/s", "decode ratio"}
 	KernelHeader  = []string{"kernel", "calls", "time ms", "share", "MB", "GB/s", "MFLOP", "GFLOP/s"}
 )
@@ -30,6 +30,14 @@ func statCell(s *Stat) string {
 }
 
 func mib(b int64) string { return num(float64(b) / (1 << 20)) }
+
+// deviceMiB is mib, or "-" for a backend that reports no device memory.
+func deviceMiB(b int64) string {
+	if b == 0 {
+		return "-"
+	}
+	return mib(b)
+}
 
 // ratioCell is "1.05x", with the verdict spelled out and bold when the
 // change is beyond the measured spread.
@@ -107,7 +115,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 				continue
 			}
 			row(res.Model, res.Weights, res.Backend, res.Activations, res.KVCache, res.Test.Name,
-				mib(res.ModelBytes), mib(res.PeakRSSBytes),
+				mib(res.ModelBytes), mib(res.PeakRSSBytes), deviceMiB(res.DeviceMemoryBytes),
 				statCell(res.TimeToFirstTokenMS), statCell(res.PrefillTokensPerSec), statCell(res.DecodeTokensPerSec))
 		}
 	})

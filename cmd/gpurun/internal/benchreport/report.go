@@ -141,8 +141,10 @@ type Result struct {
 	// configuration was loaded and run (on Linux the high-water mark is
 	// reset before loading; elsewhere it is the process peak so far).
 	PeakRSSBytes int64 `json:"peak_rss_bytes"`
-	// DeviceMemoryBytes is the device memory in use where the API reports
-	// it (0: not reported).
+	// DeviceMemoryBytes is the most device memory gpurun's buffers took
+	// at once while this configuration loaded and ran (weights, KV cache,
+	// activations, staging), as the GPU backends count their allocations;
+	// 0 for the CPU backend.
 	DeviceMemoryBytes int64 `json:"device_memory_bytes,omitempty"`
 	Test              Test  `json:"test"`
 	Runs              []Run `json:"runs"`

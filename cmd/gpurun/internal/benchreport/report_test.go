@@ -37,6 +37,9 @@ func sampleReport() *Report {
 						res := Result{Model: m, Source: "synthetic", Arch: "llama", Weights: w, Activations: act, KVCache: act,
 							Backend: b, Device: "dev-" + b, ModelBytes: int64(seed * 1e6), MaxCache: 1280, LoadSeconds: 1.5,
 							PeakRSSBytes: int64(seed * 3e6), Test: t}
+						if b != "cpu" {
+							res.DeviceMemoryBytes = int64(seed * 2e6)
+						}
 						for k := range 3 {
 							seed++
 							v := seed * (1 + 0.01*float64(k))

@@ -106,14 +106,19 @@ func CheckResultsTable(t testing.TB, r *benchreport.Report, md string) {
 				t.Errorf("%s: %s cell %q for %d bytes", where, benchreport.ResultsHeader[6+j], row[6+j], v)
 			}
 		}
+		if dev := row[8]; res.DeviceMemoryBytes == 0 && dev != "-" {
+			t.Errorf("%s: device MiB cell %q for a backend that reports none", where, dev)
+		} else if mb, err := strconv.ParseFloat(dev, 64); res.DeviceMemoryBytes != 0 && (err != nil || !Near2(mb, float64(res.DeviceMemoryBytes)/(1<<20))) {
+			t.Errorf("%s: device MiB cell %q for %d bytes", where, dev, res.DeviceMemoryBytes)
+		}
 		for j, s := range []*benchreport.Stat{res.TimeToFirstTokenMS, res.PrefillTokensPerSec, res.DecodeTokensPerSec} {
-			cell := row[8+j]
+			cell := row[9+j]
 			m, h, ok := ParseStat(t, cell)
 			switch {
 			case ok != (s != nil):
-				t.Errorf("%s: %s cell %q for %+v", where, benchreport.ResultsHeader[8+j], cell, s)
+				t.Errorf("%s: %s cell %q for %+v", where, benchreport.ResultsHeader[9+j], cell, s)
 			case ok && (!Near2(m, s.Median) || !Near2(h, s.HalfRange())):
-				t.Errorf("%s: %s parsed %g ± %g, the report has %g ± %g", where, benchreport.ResultsHeader[8+j], m, h, s.Median, s.HalfRange())
+				t.Errorf("%s: %s parsed %g ± %g, the report has %g ± %g", where, benchreport.ResultsHeader[9+j], m, h, s.Median, s.HalfRange())
 			}
 		}
 	}
