@@ -76,6 +76,12 @@ type Info struct {
 	MaxWorkgroupStorage int
 	MaxWorkgroupInvocs  int
 	StorageOffsetAlign  int
+
+	// MemoryBytes is the device's memory for buffers (Vulkan: its largest
+	// device-local heap; gpu/backends gives WebGPU the Vulkan device's of
+	// the same name); 0 when unknown (the CPU backend: callers look at the
+	// host's memory).
+	MemoryBytes int64
 }
 
 // OpTime is the device time one op of a profiled step took, with the work

@@ -78,3 +78,21 @@ type Commands interface {
 type TimestampReader interface {
 	ReadTimestamps(n int) ([]uint64, error)
 }
+
+// MemoryUse is the device memory a device (or a backend running on one)
+// allocated through its API, in bytes: buffers and their staging copies.
+// It is what gpurun holds, not the whole device's use, which neither
+// binding reports.
+type MemoryUse struct {
+	Current int64 // allocated now
+	Peak    int64 // most allocated at once since the device opened or the last ResetPeakMemory
+}
+
+// MemoryReporter is implemented by devices that count the memory they
+// allocate, and by the backends package gpu/backends opens on them.
+type MemoryReporter interface {
+	MemoryUse() MemoryUse
+	// ResetPeakMemory makes the peak the current allocation, so the next
+	// MemoryUse covers what follows.
+	ResetPeakMemory()
+}

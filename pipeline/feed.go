@@ -7,53 +7,114 @@ import (
 	"github.com/gpurun/gpurun/gpu"
 )
 
-// acquire waits for the model's KV cache to be free.
-func (m *Model) acquire(ctx context.Context) error {
+// acquire waits for a free slot and takes the one whose cache holds the
+// longest prefix of context (ties: the first), so that a session coming
+// back finds its conversation where it left it. It fails with ErrClosed on
+// a closed model.
+func (m *Model) acquire(ctx context.Context, context []int) (*slot, error) {
 	select {
 	case m.turn <- struct{}{}:
-		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("pipeline: waiting for the model: %w", ctx.Err())
+		return nil, fmt.Errorf("pipeline: waiting for the model: %w", ctx.Err())
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		<-m.turn
+		return nil, ErrClosed
+	}
+	var best *slot
+	bestKeep := -1
+	for _, sl := range m.slots {
+		if sl.busy {
+			continue
+		}
+		if k := commonPrefix(sl.cached, context); k > bestKeep {
+			best, bestKeep = sl, k
+		}
+	}
+	// The turn token guarantees a free slot.
+	best.busy = true
+	return best, nil
+}
+
+func (m *Model) release(sl *slot) {
+	m.mu.Lock()
+	sl.busy = false
+	m.mu.Unlock()
+	<-m.turn
+}
+
+func commonPrefix(a, b []int) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
+}
+
+// lockDevice and unlockDevice bracket backend calls that concurrent slots
+// must not make at once (see Model.device).
+func (m *Model) lockDevice() {
+	if m.device != nil {
+		m.device.Lock()
 	}
 }
 
-func (m *Model) release() { <-m.turn }
+func (m *Model) unlockDevice() {
+	if m.device != nil {
+		m.device.Unlock()
+	}
+}
 
-// feed makes the cache hold context (every token from position 0) and
+// run runs tokens at pos through prog and, with logits non-nil, reads the
+// logits back, holding the device for both.
+func (m *Model) run(ctx context.Context, prog gpu.Program, tokens []int32, pos int, logits []float32) error {
+	m.lockDevice()
+	defer m.unlockDevice()
+	if err := prog.Run(ctx, tokens, pos); err != nil {
+		return fmt.Errorf("pipeline: run %d tokens at position %d: %w", len(tokens), pos, err)
+	}
+	if logits != nil {
+		if _, err := prog.Logits(logits); err != nil {
+			return fmt.Errorf("pipeline: logits: %w", err)
+		}
+	}
+	return nil
+}
+
+// feed makes sl's cache hold context (every token from position 0) and
 // writes the logits of its last position into logits. Tokens already cached
 // as a common prefix are reused; at least the last token is always run. It
-// returns how many tokens it ran. The caller holds the turn.
-func (m *Model) feed(ctx context.Context, context []int, logits []float32) (int, error) {
+// returns how many tokens it ran. The caller holds sl.
+func (m *Model) feed(ctx context.Context, sl *slot, context []int, logits []float32) (int, error) {
 	if len(context) == 0 {
 		return 0, fmt.Errorf("%w: nothing to run", ErrPrompt)
 	}
 	if len(context) > m.maxCache {
 		return 0, fmt.Errorf("%w: %d tokens, cache holds %d", ErrPromptTooLong, len(context), m.maxCache)
 	}
-	keep := 0
-	for keep < len(m.cached) && keep < len(context)-1 && m.cached[keep] == context[keep] {
-		keep++
-	}
-	m.cached = m.cached[:keep]
+	keep := min(commonPrefix(sl.cached, context), len(context)-1)
+	sl.cached = sl.cached[:keep]
 	rest := context[keep:]
 	ran := 0
 	for len(rest) > 0 {
-		prog, n := m.pick(len(rest))
+		prog, n := sl.pick(len(rest))
 		chunk := make([]int32, n)
 		for i, id := range rest[:n] {
 			chunk[i] = int32(id)
 		}
-		if err := prog.Run(ctx, chunk, len(m.cached)); err != nil {
-			return ran, fmt.Errorf("pipeline: run %d tokens at position %d: %w", n, len(m.cached), err)
+		var out []float32
+		if n == len(rest) {
+			out = logits
 		}
-		m.cached = append(m.cached, rest[:n]...)
+		if err := m.run(ctx, prog, chunk, len(sl.cached), out); err != nil {
+			// The cache may hold part of the chunk: trust none of it.
+			return ran, err
+		}
+		sl.cached = append(sl.cached, rest[:n]...)
 		rest = rest[n:]
 		ran += n
-		if len(rest) == 0 {
-			if _, err := prog.Logits(logits); err != nil {
-				return ran, fmt.Errorf("pipeline: logits: %w", err)
-			}
-		}
 	}
 	return ran, nil
 }
@@ -61,15 +122,15 @@ func (m *Model) feed(ctx context.Context, context []int, logits []float32) (int,
 // pick returns the program for the next chunk of a run of n tokens and the
 // chunk's length: the decode program for one token, else the smallest
 // prefill program that fits, else the largest one.
-func (m *Model) pick(n int) (gpu.Program, int) {
-	if n == 1 || len(m.prefill) == 0 {
-		return m.decode, 1
+func (sl *slot) pick(n int) (gpu.Program, int) {
+	if n == 1 || len(sl.prefill) == 0 {
+		return sl.decode, 1
 	}
-	for _, p := range m.prefill {
+	for _, p := range sl.prefill {
 		if p.size >= n {
 			return p.prog, n
 		}
 	}
-	last := m.prefill[len(m.prefill)-1]
+	last := sl.prefill[len(sl.prefill)-1]
 	return last.prog, last.size
 }

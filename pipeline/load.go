@@ -18,24 +18,34 @@ var ErrNoConfig = errors.New("pipeline: model file has no configuration")
 func Load(ctx context.Context, path string, opts Options) (*Model, error) {
 	f, err := modelfile.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("pipeline: %w", err)
+		return nil, err
 	}
-	if !f.HasConfig() {
+	m, err := FromModelFile(ctx, f, opts)
+	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("%w: %s", ErrNoConfig, path)
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return m, nil
+}
+
+// FromModelFile prepares an open model file on opts.Backend. The model
+// takes the file over and closes it with itself; on error the caller still
+// owns it.
+func FromModelFile(ctx context.Context, f *modelfile.File, opts Options) (*Model, error) {
+	if !f.HasConfig() {
+		return nil, ErrNoConfig
 	}
 	var tok textCodec
 	if proto := f.Tokenizer(); proto != nil {
+		var err error
 		if tok, err = loadTokenizer(proto); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("pipeline: %s: tokenizer: %w", path, err)
+			return nil, fmt.Errorf("pipeline: tokenizer: %w", err)
 		}
 	}
 	cfg := f.Config()
 	m, err := newModel(ctx, &cfg, f.Tensors(), tok, opts)
 	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("pipeline: %s: %w", path, err)
+		return nil, err
 	}
 	m.file = f
 	return m, nil

@@ -20,16 +20,18 @@ type StepProfile struct {
 // of a prompt at position 0 and one decode step after it, each with device
 // timestamps around every op (the backend must implement gpu.Profiler:
 // the GPU backends on a device with timestamps). It overwrites the KV
-// cache, so the next generation recomputes its prompt.
+// cache of the slot it takes, so the next generation there recomputes its
+// prompt.
 func (m *Model) Profile(ctx context.Context, prompt []int) ([]StepProfile, error) {
 	if len(prompt) == 0 || len(prompt)+1 > m.maxCache {
 		return nil, fmt.Errorf("%w: profile: %d prompt tokens for a cache of %d", ErrPrompt, len(prompt), m.maxCache)
 	}
-	if err := m.acquire(ctx); err != nil {
+	sl, err := m.acquire(ctx, nil)
+	if err != nil {
 		return nil, err
 	}
-	defer m.release()
-	m.cached = nil // whatever happens, the cache no longer holds a known prefix
+	defer m.release(sl)
+	sl.cached = nil // whatever happens, the cache no longer holds a known prefix
 	var out []StepProfile
 	run := func(name string, prog gpu.Program, ids []int, pos int) error {
 		pr, ok := prog.(gpu.Profiler)
@@ -40,7 +42,9 @@ func (m *Model) Profile(ctx context.Context, prompt []int) ([]StepProfile, error
 		for i, id := range ids {
 			tokens[i] = int32(id)
 		}
+		m.lockDevice()
 		ops, err := pr.Profile(ctx, tokens, pos)
+		m.unlockDevice()
 		if err != nil {
 			return fmt.Errorf("pipeline: profile %s: %w", name, err)
 		}
@@ -48,15 +52,15 @@ func (m *Model) Profile(ctx context.Context, prompt []int) ([]StepProfile, error
 		return nil
 	}
 	n := 0
-	if len(prompt) > 1 && len(m.prefill) > 0 {
+	if len(prompt) > 1 && len(sl.prefill) > 0 {
 		var prog gpu.Program
-		prog, n = m.pick(len(prompt))
+		prog, n = sl.pick(len(prompt))
 		if err := run("prefill", prog, prompt[:n], 0); err != nil {
 			return nil, err
 		}
 	}
 	// The decode step feeds the prompt's last token again: any id does.
-	if err := run("decode", m.decode, prompt[len(prompt)-1:], n); err != nil {
+	if err := run("decode", sl.decode, prompt[len(prompt)-1:], n); err != nil {
 		return nil, err
 	}
 	return out, nil

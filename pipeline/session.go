@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"math"
 	"time"
 
 	"github.com/gpurun/gpurun/pipeline/sampler"
@@ -18,22 +19,51 @@ type Prompt struct {
 	IDs  []int
 }
 
-// GenerateOptions control one generation.
+// GenerateOptions control one generation. The zero value is greedy decoding
+// until a stop token or a full cache. (Package gpurun at the module root
+// has the command line's defaults instead: temperature 0.8, top-k 40, 256
+// tokens.) Generate rejects invalid values with ErrOptions.
 type GenerateOptions struct {
-	MaxTokens   int     // tokens to generate; 0: until a stop or the cache is full
-	Temperature float32 // 0: greedy
-	TopK        int     // 0: no limit
-	TopP        float32 // 0 or 1: no limit
+	MaxTokens   int     // tokens to generate, >= 0; 0: until a stop or the cache is full
+	Temperature float32 // >= 0; 0: greedy
+	TopK        int     // >= 0; 0: no limit
+	TopP        float32 // in [0, 1]; 0 or 1: no limit
 	Seed        uint64
 	// StopStrings end generation when the generated text contains one; the
 	// text from the stop string on is not streamed.
 	StopStrings []string
 	// Template wraps a text prompt in the config's PromptPrefix and
 	// PromptSuffix.
+	//
+	// Deprecated: package pipeline/chat renders the model's chat template
+	// (or a plain fallback) over a whole conversation.
 	Template bool
-	// IgnoreStopTokens keeps generating through EOS and the config's stop
-	// tokens (benchmarks use it to generate exactly MaxTokens).
+	// StopTokens end generation (not streamed) besides the config's EOS and
+	// StopTokens, such as a chat template's end-of-turn token.
+	StopTokens []int
+	// IgnoreStopTokens keeps generating through EOS and the stop tokens
+	// (benchmarks use it to generate exactly MaxTokens).
 	IgnoreStopTokens bool
+}
+
+// ErrOptions: GenerateOptions out of range (see Validate).
+var ErrOptions = errors.New("pipeline: invalid options")
+
+// Validate checks the options' ranges: MaxTokens, TopK and Temperature not
+// negative, Temperature not NaN or infinite, TopP in [0, 1].
+func (o *GenerateOptions) Validate() error {
+	t, p := float64(o.Temperature), float64(o.TopP)
+	switch {
+	case o.MaxTokens < 0:
+		return fmt.Errorf("%w: max tokens %d is negative", ErrOptions, o.MaxTokens)
+	case math.IsNaN(t) || math.IsInf(t, 0) || t < 0:
+		return fmt.Errorf("%w: temperature %v, want a finite number >= 0", ErrOptions, o.Temperature)
+	case o.TopK < 0:
+		return fmt.Errorf("%w: top-k %d is negative", ErrOptions, o.TopK)
+	case math.IsNaN(p) || p < 0 || p > 1:
+		return fmt.Errorf("%w: top-p %v, want a number in [0, 1]", ErrOptions, o.TopP)
+	}
+	return nil
 }
 
 // Token is one streamed step. Piece is the text released with it: the
@@ -46,15 +76,19 @@ type Token struct {
 	Piece string
 }
 
+// StopReason says why a generation ended (Metrics.StopReason). Its string
+// form is what `gpurun run --json` reports as stop_reason.
+type StopReason string
+
 // Stop reasons reported in Metrics.
 const (
-	StopMaxTokens  = "max_tokens"
-	StopToken      = "stop_token"
-	StopString     = "stop_string"
-	StopCacheFull  = "cache_full"
-	StopCancelled  = "cancelled"
-	StopError      = "error"
-	StopByConsumer = "consumer"
+	StopMaxTokens  StopReason = "max_tokens"  // GenerateOptions.MaxTokens tokens were generated
+	StopToken      StopReason = "stop_token"  // the model produced EOS or another stop token
+	StopString     StopReason = "stop_string" // the text reached one of GenerateOptions.StopStrings
+	StopCacheFull  StopReason = "cache_full"  // the KV cache has no room for another token
+	StopCancelled  StopReason = "cancelled"   // the context was cancelled or timed out
+	StopError      StopReason = "error"       // a backend or input error (yielded as the last item)
+	StopByConsumer StopReason = "consumer"    // the range loop over Generate stopped early
 )
 
 // Metrics describe the last generation of a session.
@@ -66,12 +100,14 @@ type Metrics struct {
 	PrefillTime         time.Duration // running the prompt (after waiting for the model)
 	DecodeTime          time.Duration // decode steps after the first token
 	PrefillTokensPerSec float64
-	DecodeTokensPerSec  float64
-	StopReason          string
+	DecodeTokensPerSec  float64 // decode steps per second; 0 when there was no decode step
+	DecodeSteps         int     // tokens run through the decode program after the first one
+	StopReason          StopReason
 }
 
 // Session is one conversation: the tokens so far. Generate continues it.
-// A session is not safe for concurrent use; sessions of one model take turns.
+// A session is not safe for concurrent use; sessions of one model generate
+// at once up to its Slots, the others wait.
 type Session struct {
 	m       *Model
 	history []int // every token of the conversation, from position 0
@@ -98,7 +134,7 @@ func (s *Session) promptIDs(p Prompt, opts *GenerateOptions) ([]int, error) {
 		ids = append(ids, p.IDs...)
 	} else {
 		if s.m.tok == nil {
-			return nil, fmt.Errorf("text prompt: %w", ErrNoTokenizer)
+			return nil, fmt.Errorf("%w: a text prompt needs one (give token ids)", ErrNoTokenizer)
 		}
 		text := p.Text
 		if opts.Template {
@@ -118,7 +154,7 @@ func (s *Session) promptIDs(p Prompt, opts *GenerateOptions) ([]int, error) {
 		}
 	}
 	if len(opts.StopStrings) > 0 && s.m.tok == nil {
-		return nil, fmt.Errorf("stop strings: %w", ErrNoTokenizer)
+		return nil, fmt.Errorf("%w: stop strings need one", ErrNoTokenizer)
 	}
 	return ids, nil
 }
@@ -138,9 +174,13 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 			}
 			yield(Token{}, err)
 		}
+		if err := opts.Validate(); err != nil {
+			fail(err)
+			return
+		}
 		ids, err := s.promptIDs(prompt, &opts)
 		if err != nil {
-			fail(fmt.Errorf("pipeline: %w", err))
+			fail(err)
 			return
 		}
 		m := s.m
@@ -148,31 +188,28 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 			fail(fmt.Errorf("%w: %d tokens with the conversation so far, cache holds %d", ErrPromptTooLong, len(s.history)+len(ids), m.maxCache))
 			return
 		}
-		if err := m.acquire(ctx); err != nil {
+		context := append(append([]int(nil), s.history...), ids...)
+		sl, err := m.acquire(ctx, context)
+		if err != nil {
 			fail(err)
 			return
 		}
-		defer m.release()
-		if m.decode == nil {
-			fail(ErrClosed)
-			return
-		}
+		defer m.release(sl)
 		// The first token comes from the prefill's logits on the host; with
 		// device greedy the later ones come from the argmax program. Its
 		// compilation on first use is one-time setup, so the clock of time
 		// to first token skips it.
 		setup := time.Now()
-		onDevice, err := m.deviceGreedy(&opts)
+		onDevice, err := m.deviceGreedy(sl, &opts)
 		if err != nil {
 			fail(err)
 			return
 		}
 		start = start.Add(time.Since(setup))
 		s.metrics.PromptTokens = len(ids)
-		context := append(append([]int(nil), s.history...), ids...)
 		logits := make([]float32, m.cfg.VocabSize)
 		prefillStart := time.Now()
-		ran, err := m.feed(ctx, context, logits)
+		ran, err := m.feed(ctx, sl, context, logits)
 		s.metrics.PrefillTokens = ran
 		s.metrics.PrefillTime = time.Since(prefillStart)
 		if s.metrics.PrefillTime > 0 {
@@ -190,6 +227,7 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 		decodeSteps := 0
 		defer func() {
 			s.metrics.DecodeTime = time.Since(decodeStart)
+			s.metrics.DecodeSteps = decodeSteps
 			if decodeSteps > 0 && s.metrics.DecodeTime > 0 {
 				s.metrics.DecodeTokensPerSec = float64(decodeSteps) / s.metrics.DecodeTime.Seconds()
 			}
@@ -239,7 +277,7 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 			next = -1
 			if onDevice {
 				var stepped bool
-				if next, stepped, err = m.stepGreedy(ctx, s.history); err != nil {
+				if next, stepped, err = m.stepGreedy(ctx, sl, s.history); err != nil {
 					fail(err)
 					return
 				} else if !stepped {
@@ -247,7 +285,7 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 				}
 			}
 			if next < 0 {
-				if _, err := m.feed(ctx, s.history, logits); err != nil {
+				if _, err := m.feed(ctx, sl, s.history, logits); err != nil {
 					fail(err)
 					return
 				}
@@ -277,6 +315,9 @@ func newGeneration(s *Session, opts *GenerateOptions) *generation {
 			g.stops[cfg.EOS] = true
 		}
 		for _, id := range cfg.StopTokens {
+			g.stops[id] = true
+		}
+		for _, id := range opts.StopTokens {
 			g.stops[id] = true
 		}
 	}

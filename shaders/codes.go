@@ -79,6 +79,62 @@ func (s ScaleType) String() string {
 	return fmt.Sprintf("ScaleType(%d)", uint32(s))
 }
 
+// BlockType is the code of one of llama.cpp's block types (Q4_1 ... Q3_K),
+// which keep their blocks bit for bit on the device and have a kernel
+// family of their own (wgsl/qblocks.wgsl). 0 is none.
+type BlockType uint32
+
+// Block types.
+const (
+	BlockNone BlockType = iota
+	BlockQ4_1
+	BlockQ5_0
+	BlockQ5_1
+	BlockQ4K
+	BlockQ5K
+	BlockQ6K
+	BlockQ2K
+	BlockQ3K
+)
+
+// blockTypes is the table of block types: the WGSL constant suffix, the
+// elements per block and the bytes per block (llama.cpp's layouts, see
+// tensors/blocks.go).
+var blockTypes = []struct {
+	code         BlockType
+	name         string
+	elems, bytes uint32
+}{
+	{BlockQ4_1, "Q4_1", 32, 20},
+	{BlockQ5_0, "Q5_0", 32, 22},
+	{BlockQ5_1, "Q5_1", 32, 24},
+	{BlockQ4K, "Q4K", 256, 144},
+	{BlockQ5K, "Q5K", 256, 176},
+	{BlockQ6K, "Q6K", 256, 210},
+	{BlockQ2K, "Q2K", 256, 84},
+	{BlockQ3K, "Q3K", 256, 110},
+}
+
+func (q BlockType) String() string {
+	for _, t := range blockTypes {
+		if t.code == q {
+			return t.name
+		}
+	}
+	return fmt.Sprintf("BlockType(%d)", uint32(q))
+}
+
+// BlockLayout returns the elements and bytes of one block of the type (0, 0
+// for an unknown code).
+func (q BlockType) BlockLayout() (elems, bytes int) {
+	for _, t := range blockTypes {
+		if t.code == q {
+			return int(t.elems), int(t.bytes)
+		}
+	}
+	return 0, 0
+}
+
 // codesWGSL is the WGSL declaration of every type and activation code, prepended to every
 // family before common.wgsl.
 func codesWGSL() string {
@@ -89,6 +145,11 @@ func codesWGSL() string {
 	}
 	for _, t := range scaleTypes {
 		fmt.Fprintf(&b, "const ST_%s: u32 = %du;\n", t.name, uint32(t.code))
+	}
+	for _, t := range blockTypes {
+		fmt.Fprintf(&b, "const QT_%s: u32 = %du;\n", t.name, uint32(t.code))
+		fmt.Fprintf(&b, "const QT_%s_ELEMS: u32 = %du;\n", t.name, t.elems)
+		fmt.Fprintf(&b, "const QT_%s_BYTES: u32 = %du;\n", t.name, t.bytes)
 	}
 	for _, a := range activations {
 		fmt.Fprintf(&b, "const ACT_%s: u32 = %du;\n", strings.ToUpper(a.name), uint32(a.code))

@@ -34,7 +34,7 @@ func Encode(p Params) ([]byte, error) {
 
 // paramTypes lists the Go twin of every family's uniform struct.
 var paramTypes = []Params{
-	MatParams{}, EmbedParams{}, NormParams{}, RopeParams{}, KVParams{}, AttnParams{}, EltParams{}, ArgmaxParams{},
+	MatParams{}, EmbedParams{}, NormParams{}, RopeParams{}, KVParams{}, AttnParams{}, EltParams{}, ArgmaxParams{}, QParams{},
 }
 
 var (
@@ -180,8 +180,33 @@ type AttnParams struct {
 	MaxLen  uint32  `wgsl:"max_len"`
 	Scale   float32 `wgsl:"scale"`
 	Cap     float32 `wgsl:"cap"`
-	Window  uint32  `wgsl:"window"`
+	Window  uint32  `wgsl:"window"`  // 0: no sliding window
+	Chunks  uint32  `wgsl:"chunks"`  // attn_split: partial slots per (token, head)
+	Batches uint32  `wgsl:"batches"` // attn_split: head batches per kv head
 	Pad0    uint32  `wgsl:"pad0"`
+	Pad1    uint32  `wgsl:"pad1"`
+	Pad2    uint32  `wgsl:"pad2"`
+}
+
+// QParams is the uniform block of wgsl/qblocks.wgsl (llama.cpp's block
+// types).
+type QParams struct {
+	InCols  uint32    `wgsl:"in_cols"` // elements per row of W (qembed: columns of out)
+	OutCols uint32    `wgsl:"out_cols"`
+	RowBase uint32    `wgsl:"row_base"`
+	Rows    uint32    `wgsl:"rows"`
+	QT      BlockType `wgsl:"qt"`
+	HasBias uint32    `wgsl:"has_bias"`
+	NRows   uint32    `wgsl:"nrows"` // rows of x and out (Tokens, or 1 after LastRow)
+	Accum   uint32    `wgsl:"accum"`
+	Scale   float32   `wgsl:"scale"` // qembed
+	Pad0    uint32    `wgsl:"pad0"`
+	Pad1    uint32    `wgsl:"pad1"`
+	Pad2    uint32    `wgsl:"pad2"`
+	Pad3    uint32    `wgsl:"pad3"`
+	Pad4    uint32    `wgsl:"pad4"`
+	Pad5    uint32    `wgsl:"pad5"`
+	Pad6    uint32    `wgsl:"pad6"`
 }
 
 // EltParams is the uniform block of wgsl/elementwise.wgsl.
@@ -208,6 +233,7 @@ func (KVParams) params()     {}
 func (AttnParams) params()   {}
 func (EltParams) params()    {}
 func (ArgmaxParams) params() {}
+func (QParams) params()      {}
 
 // MatMulVariant selects the module of wgsl/matmul.wgsl: the weight type,
 // the scale type (when Quant) and whether the kernels compute MatMulGLU

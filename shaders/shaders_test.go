@@ -28,8 +28,11 @@ func TestGetBindings(t *testing.T) {
 		{"rope", []gpu.BindingKind{U, R, R, W}},
 		{"store_kv", []gpu.BindingKind{U, R, R, R, W, W}},
 		{"store_kv_f16", []gpu.BindingKind{U, R, R, R, W, W}},
-		{"attention", []gpu.BindingKind{U, R, R, R, R, W}},
-		{"attention_f16", []gpu.BindingKind{U, R, R, R, R, W}},
+		{"attention", []gpu.BindingKind{U, R, R, R, R, W, W}},
+		{"attn_split", []gpu.BindingKind{U, R, R, R, R, W, W}},
+		{"attn_split_f16", []gpu.BindingKind{U, R, R, R, R, W, W}},
+		{"attn_combine", []gpu.BindingKind{U, R, R, R, R, W, W}},
+		{"attention_f16", []gpu.BindingKind{U, R, R, R, R, W, W}},
 		{"glu", []gpu.BindingKind{U, R, R, R, W}},
 		{"act", []gpu.BindingKind{U, R, R, R, W}},
 		{"add", []gpu.BindingKind{U, R, R, R, W}},
@@ -37,6 +40,9 @@ func TestGetBindings(t *testing.T) {
 		{"softcap", []gpu.BindingKind{U, R, R, R, W}},
 		{"last_row", []gpu.BindingKind{U, R, R, R, W}},
 		{"argmax", []gpu.BindingKind{U, R, W}},
+		{"qmatvec", []gpu.BindingKind{U, R, R, R, R, W}},
+		{"qmatmul", []gpu.BindingKind{U, R, R, R, R, W}},
+		{"qembed", []gpu.BindingKind{U, R, R, R, R, W}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -124,6 +124,11 @@ func (t *Tensor) row(r int, dst []float32) {
 			dst[i], dst[i+1] = unpackI4(b[i/2])
 		}
 		t.applyScales(r, dst)
+	default:
+		if t.DType.Block() {
+			rb := t.DType.ByteSize(cols)
+			DecodeBlocks(t.DType, t.Data[r*rb:(r+1)*rb], dst)
+		}
 	}
 }
 

@@ -16,9 +16,23 @@ const (
 	I8                 // signed 8-bit, quantized: needs scales
 	I4                 // signed 4-bit, two per byte, element 0 in the low nibble; quantized
 	I32                // signed 32-bit integers (token ids, positions)
+
+	// Block types: llama.cpp's (ggml's) quantization blocks kept bit for
+	// bit, scales and values interleaved in each block exactly as GGUF
+	// stores them (see blocks.go for the layouts). A row is a whole number
+	// of blocks; such tensors carry no separate Scales.
+	Q4_1 // 32 elements: f16 d, f16 m, 16 bytes of nibbles; d*q + m
+	Q5_0 // 32 elements: f16 d, 32 high bits, 16 bytes of nibbles; d*(q-16)
+	Q5_1 // 32 elements: f16 d, f16 m, 32 high bits, nibbles; d*q + m
+	Q4K  // 256 elements in 8 sub-blocks of 32 with 6-bit scales and mins
+	Q5K  // Q4K with a fifth bit per value
+	Q6K  // 256 elements in 16 sub-blocks of 16 with int8 scales, 6-bit values
+	Q2K  // 256 elements in 16 sub-blocks of 16 with 4-bit scales and mins, 2-bit values
+	Q3K  // 256 elements in 16 sub-blocks of 16 with 6-bit scales, 3-bit values
 )
 
-var dtypeNames = [...]string{InvalidDType: "invalid", F32: "f32", F16: "f16", BF16: "bf16", I8: "int8", I4: "int4", I32: "int32"}
+var dtypeNames = [...]string{InvalidDType: "invalid", F32: "f32", F16: "f16", BF16: "bf16", I8: "int8", I4: "int4", I32: "int32",
+	Q4_1: "q4_1", Q5_0: "q5_0", Q5_1: "q5_1", Q4K: "q4_k", Q5K: "q5_k", Q6K: "q6_k", Q2K: "q2_k", Q3K: "q3_k"}
 
 func (d DType) String() string {
 	if int(d) < len(dtypeNames) {
@@ -28,9 +42,10 @@ func (d DType) String() string {
 }
 
 // Valid reports whether d is one of the defined types.
-func (d DType) Valid() bool { return d > InvalidDType && d <= I32 }
+func (d DType) Valid() bool { return d > InvalidDType && d <= Q3K }
 
-// Bits is the storage size of one element in bits.
+// Bits is the storage size of one element in bits (0 for block types, whose
+// elements have no whole-bit size: see BlockLen and BlockBytes).
 func (d DType) Bits() int {
 	switch d {
 	case F32, I32:
@@ -48,8 +63,27 @@ func (d DType) Bits() int {
 // Quantized reports whether values of this type need scales to mean anything.
 func (d DType) Quantized() bool { return d == I8 || d == I4 }
 
-// ByteSize is the number of bytes n elements of this type occupy (int4 rounds up).
-func (d DType) ByteSize(n int) int { return (n*d.Bits() + 7) / 8 }
+// ByteSize is the number of bytes n elements of this type occupy (int4 and
+// partial blocks round up).
+func (d DType) ByteSize(n int) int {
+	if g, ok := blockGeometry[d]; ok {
+		return (n + g.len - 1) / g.len * g.bytes
+	}
+	return (n*d.Bits() + 7) / 8
+}
+
+// Block reports whether d is a block type (Q4_1 ... Q3K).
+func (d DType) Block() bool {
+	_, ok := blockGeometry[d]
+	return ok
+}
+
+// BlockLen is the number of elements of one block of a block type (0 for
+// other types).
+func (d DType) BlockLen() int { return blockGeometry[d].len }
+
+// BlockBytes is the size of one block of a block type (0 for other types).
+func (d DType) BlockBytes() int { return blockGeometry[d].bytes }
 
 // ParseDType accepts the names String returns.
 func ParseDType(s string) (DType, error) {

@@ -84,6 +84,9 @@ func (t *Tensor) Check() error {
 	if t.DType.Quantized() != (t.Scales != nil) {
 		return fmt.Errorf("%w: %s: %s tensor with scales=%v", ErrShape, t.Name, t.DType, t.Scales != nil)
 	}
+	if bl := t.DType.BlockLen(); bl > 0 && t.Cols()%bl != 0 {
+		return fmt.Errorf("%w: %s: %s rows of %d are not whole blocks of %d", ErrShape, t.Name, t.DType, t.Cols(), bl)
+	}
 	if t.Scales == nil {
 		return nil
 	}

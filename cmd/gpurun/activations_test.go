@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -50,19 +49,15 @@ func TestRunActivations(t *testing.T) {
 		})
 	}
 	t.Run("bench", func(t *testing.T) {
-		out := mustRun(t, "", "bench", "-m", autoTask, "--backend", "cpu", "--activations", "f16", "--prompt-len", "4", "--generate", "2", "--reps", "1", "--json")
-		var rep benchReport
-		if err := json.Unmarshal([]byte(out), &rep); err != nil {
-			t.Fatalf("bench --json: %v\n%s", err, out)
-		}
-		if rep.KVCache != "f16" {
-			t.Errorf("bench kv_cache %q, want f16", rep.KVCache)
+		rep := benchJSON(t, "-m", autoTask, "--backend", "cpu", "--activations", "f16", "--prompt-len", "4", "--generate", "2", "--reps", "1")
+		if kv := rep.Results[0].KVCache; kv != "f16" {
+			t.Errorf("bench kv_cache %q, want f16", kv)
 		}
 	})
 	t.Run("unknown policy", func(t *testing.T) {
 		_, _, err := runCLI(t, "", "run", "-m", autoTask, "--backend", "cpu", "-p", "x", "--activations", "bf16")
-		if err == nil || !strings.Contains(err.Error(), "activation policy") {
-			t.Errorf("error %v, want one naming the activation policy", err)
+		if err == nil || !strings.Contains(err.Error(), "--activations bf16: want one of auto, f32, f16") {
+			t.Errorf("error %v, want one naming the flag and its values", err)
 		}
 	})
 }

@@ -1,17 +1,30 @@
 package main
 
 import (
-	"cmp"
-	"encoding/json"
+	"context"
+	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
+	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"golang.org/x/term"
 
+	"github.com/gpurun/gpurun"
+	"github.com/gpurun/gpurun/cmd/gpurun/internal/benchreport"
+	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/gpu/backends"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/tensors/model"
+	"github.com/gpurun/gpurun/tensors/modelfile"
 	"github.com/gpurun/gpurun/tensors/synthetic"
 )
 
@@ -24,98 +37,645 @@ func syntheticCheckpoint(name, quant string) (*model.Checkpoint, error) {
 	return synthetic.Checkpoint(cfg, synthetic.Options{Quant: quant, Seed: 1})
 }
 
-type benchReport struct {
-	Model     string        `json:"model"`
-	Arch      string        `json:"arch"`
-	Backend   string        `json:"backend"`
-	KVCache   string        `json:"kv_cache"` // f32 or f16
-	PromptLen int           `json:"prompt_len"`
-	Generate  int           `json:"generate"`
-	Runs      []metricsJSON `json:"runs"`
-	Median    metricsJSON   `json:"median"`
-	Profile   []profileStep `json:"profile,omitempty"`
+// MediaPipe's published LLM Inference protocol: a 1024-token prompt in a
+// 1280-token cache, the remaining 256 positions generated.
+const (
+	mediaPipePrompt = 1024
+	mediaPipeCache  = 1280
+)
+
+var syntheticQuants = []string{synthetic.QuantInt4, synthetic.QuantInt8, synthetic.QuantF16, synthetic.QuantF32}
+
+// benchFlags are bench's own flags; the model and backend flags are
+// benchModelFlags, their values read as comma-separated lists.
+// benchModelFlags are the model flags of run and chat (modelFlags), taking
+// comma-separated lists where bench sweeps.
+type benchModelFlags struct {
+	model                     string // models, comma-separated (positional arguments too)
+	tokenizer                 string
+	backend                   string // backends, comma-separated
+	maxCache                  int
+	activations               string // policies, comma-separated
+	noFusion, hostSample      bool
+	synthetic, syntheticQuant string // comma-separated
+}
+
+type benchFlags struct {
+	tests                   string
+	promptLen, genLen, reps int
+	warmup                  int
+	asJSON, profile         bool
+	reportDir               string
+	compare                 string
+	from                    string
+}
+
+// benchSource is one model with one weight type.
+type benchSource struct {
+	name   string // shown as the model
+	file   string // model file, or "" for synthetic
+	spec   string // synthetic spec name
+	quant  string // synthetic weights
+	weight string // weights label
 }
 
 func newBench() *cobra.Command {
 	var (
-		rf                      runFlags
-		promptLen, genLen, reps int
-		asJSON, profile         bool
+		rf benchModelFlags
+		bf benchFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "bench (-m MODEL | --synthetic NAME) [--backend B] [--prompt-len N] [--generate N] [--reps R]",
-		Short: "Measure time to first token, prefill and decode tokens/s end to end",
-		Long: `Bench runs R greedy generations of a synthetic prompt of --prompt-len tokens
-(different in each run, so no run reuses another's KV cache) and reports each
-run's time to first token, prefill tokens/s and decode tokens/s, and their
-medians. One warm-up run is not reported. --synthetic NAME benchmarks a
-random-weight model at the real shapes of NAME (no download needed).`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if promptLen < 1 || genLen < 1 || reps < 1 {
-				return fmt.Errorf("bench: --prompt-len, --generate and --reps must be positive")
+		Use:   "bench (-m MODEL[,MODEL] | --synthetic NAME[,NAME]) [--backend B[,B]] [--activations P[,P]] [--tests T[,T]] [--reps R] [--report DIR] [--compare OLD.json]",
+		Short: "Measure time to first token, prefill and decode tokens/s end to end, across models, backends and precisions",
+		Long: `Bench measures every combination of the models (-m files and --synthetic
+shapes, each synthetic shape with every --synthetic-quant weight type), the
+backends and the activation policies, under every test:
+
+  ppN        prompt processing: an N-token prompt, one token sampled
+             (time to first token, prefill tokens/s)
+  tgN        generation: a one-token prompt, then N decode steps (decode tokens/s)
+  ppN+tgM    an N-token prompt, then M generated tokens (all three figures)
+  mediapipe  MediaPipe's protocol: a 1024-token prompt in a 1280-token
+             KV cache, 256 generated tokens (all three figures)
+
+Lists are comma-separated. Without --tests the test is pp<prompt-len>+tg<generate>.
+Every test runs --warmup unreported and --reps measured generations, each a
+fresh greedy generation on a prompt of random ids whose first token differs
+from every other run's, so no run reuses another's KV cache; stop tokens are
+ignored. The report gives the median and the range of each figure, with what
+was measured on: devices, driver, CPU, Go version, gpurun revision, model
+bytes, peak resident memory per configuration.
+
+Output: Markdown tables on stdout (--json: the JSON report instead);
+--from REPORT.json measures nothing and renders that report instead;
+--report DIR also writes DIR/report.json, report.md and report.html (one
+self-contained page with SVG charts); --compare OLD.json adds the ratio of
+each figure to an earlier JSON report, flagged when beyond both runs' spread.
+A configuration that fails (for example, weights that do not fit in memory)
+is listed as not measured; bench fails only when nothing could be measured.`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				rf.model = strings.Join(append(splitList(rf.model), args...), ",")
 			}
-			m, backendName, closeAll, err := rf.load(cmd)
-			if err != nil {
-				return err
+			return runBench(cmd, &rf, &bf)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&rf.model, "model", "m", "", "models, comma-separated (or as arguments): model files, .task bundles, GGUF, llama2.c .bin, Hugging Face directories")
+	f.StringVar(&rf.tokenizer, "tokenizer", "", "tokenizer for checkpoints that carry none")
+	f.StringVar(&rf.backend, "backend", "auto", "backends, comma-separated: "+strings.Join(backends.Names, "|"))
+	f.Var(&intFlag{&rf.maxCache, 1, pipeline.MaxCacheLimit, fmt.Sprintf("an integer in 1..%d (and at most the model's context length)", pipeline.MaxCacheLimit)},
+		"max-cache", fmt.Sprintf("KV cache length in tokens (default %d, or the model's context length if shorter)", pipeline.DefaultMaxCache))
+	f.StringVar(&rf.activations, "activations", "", "activation precision policies, comma-separated: auto|f32|f16 (default: the model's own); it sets the KV cache type")
+	f.BoolVar(&rf.noFusion, "no-fusion", false, "run the graphs unfused, one op per kernel (for comparison)")
+	f.BoolVar(&rf.hostSample, "host-sampling", false, "greedy decoding on a GPU reads back every logit and picks on the host (for comparison)")
+	f.StringVar(&rf.synthetic, "synthetic", "", "random-weight models at real shapes, comma-separated: "+strings.Join(synthetic.Names(), "|"))
+	f.StringVar(&rf.syntheticQuant, "synthetic-quant", synthetic.QuantInt4, "weights of the --synthetic models, comma-separated: "+strings.Join(syntheticQuants, "|"))
+	f.StringVar(&bf.tests, "tests", "", "tests, comma-separated: ppN, tgN, ppN+tgM, mediapipe (default pp<prompt-len>+tg<generate>)")
+	bf.promptLen, bf.genLen, bf.reps, bf.warmup = 128, 64, 3, 1
+	f.Var(&intFlag{&bf.promptLen, 1, pipeline.MaxCacheLimit, "an integer >= 1"}, "prompt-len", "prompt length of the default test")
+	f.Var(&intFlag{&bf.genLen, 1, pipeline.MaxCacheLimit, "an integer >= 1"}, "generate", "tokens generated by the default test")
+	f.Var(&intFlag{&bf.reps, 1, 1000, "an integer in 1..1000"}, "reps", "measured runs per test")
+	f.Var(&intFlag{&bf.warmup, 0, 1000, "an integer in 0..1000"}, "warmup", "unreported runs before them")
+	f.BoolVar(&bf.asJSON, "json", false, "print the JSON report instead of the Markdown tables")
+	f.BoolVar(&bf.profile, "profile", false, "after each test's runs, profile its prefill and/or decode step: device time, bytes, FLOPs per kernel (GPU backends with timestamps)")
+	f.StringVar(&bf.reportDir, "report", "", "write report.json, report.md and report.html to this directory")
+	f.StringVar(&bf.compare, "compare", "", "an earlier JSON report (bench --json or report.json) to compare with")
+	f.StringVar(&bf.from, "from", "", "measure nothing: render this JSON report (with --compare, --report, --json)")
+	return cmd
+}
+
+// parseTests reads the --tests list.
+func parseTests(list string) ([]benchreport.Test, error) {
+	var out []benchreport.Test
+	for _, name := range splitList(list) {
+		t, err := parseTest(name)
+		if err != nil {
+			return nil, err
+		}
+		if slices.ContainsFunc(out, func(o benchreport.Test) bool { return o.Name == t.Name }) {
+			return nil, fmt.Errorf("bench: test %s given twice", t.Name)
+		}
+		out = append(out, t)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("bench: no tests")
+	}
+	return out, nil
+}
+
+func parseTest(name string) (benchreport.Test, error) {
+	count := func(s, prefix string) (int, bool) {
+		v, ok := strings.CutPrefix(s, prefix)
+		if !ok {
+			return 0, false
+		}
+		n, err := strconv.Atoi(v)
+		return n, err == nil && n > 0 && n <= 1<<20
+	}
+	if name == benchreport.KindMediaPipe {
+		return benchreport.Test{Name: name, Kind: benchreport.KindMediaPipe, PromptTokens: mediaPipePrompt,
+			GenerateTokens: mediaPipeCache - mediaPipePrompt, MaxCache: mediaPipeCache}, nil
+	}
+	if p, g, ok := strings.Cut(name, "+"); ok {
+		np, ok1 := count(p, "pp")
+		ng, ok2 := count(g, "tg")
+		if ok1 && ok2 {
+			return benchreport.Test{Name: name, Kind: benchreport.KindCombined, PromptTokens: np, GenerateTokens: ng}, nil
+		}
+	} else if n, ok := count(name, "pp"); ok {
+		return benchreport.Test{Name: name, Kind: benchreport.KindPrompt, PromptTokens: n, GenerateTokens: 1}, nil
+	} else if n, ok := count(name, "tg"); ok {
+		return benchreport.Test{Name: name, Kind: benchreport.KindGenerate, PromptTokens: 1, GenerateTokens: n + 1}, nil
+	}
+	return benchreport.Test{}, fmt.Errorf("bench: unknown test %q (want ppN, tgN, ppN+tgM or mediapipe, N and M positive)", name)
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// benchSources lists the model files, then every synthetic shape with every
+// weight type, checking names before anything is loaded.
+func benchSources(rf *benchModelFlags) ([]benchSource, error) {
+	var out []benchSource
+	for _, path := range splitList(rf.model) {
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("bench: model %w", err)
+		}
+		weights := "as stored" // a checkpoint converted on loading
+		if f, err := modelfile.Open(path); err == nil {
+			most := int64(-1)
+			for dt, n := range f.Summary().BytesByDType {
+				if dt != "scales" && (n > most || n == most && dt < weights) {
+					weights, most = dt, n
+				}
 			}
-			defer closeAll()
-			if promptLen+genLen > m.MaxCache() {
-				return fmt.Errorf("bench: %d prompt + %d generated tokens exceed the cache of %d (raise --max-cache)", promptLen, genLen, m.MaxCache())
+			f.Close()
+		}
+		name := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+		out = append(out, benchSource{name: name, file: path, weight: weights})
+	}
+	quants := splitList(rf.syntheticQuant)
+	for _, q := range quants {
+		if !slices.Contains(syntheticQuants, q) {
+			return nil, fmt.Errorf("--synthetic-quant %s: want one of %s", q, strings.Join(syntheticQuants, ", "))
+		}
+	}
+	for _, name := range splitList(rf.synthetic) {
+		if _, ok := synthetic.ByName(name); !ok {
+			return nil, fmt.Errorf("--synthetic %s: want one of %s", name, strings.Join(synthetic.Names(), ", "))
+		}
+		if len(quants) == 0 {
+			return nil, fmt.Errorf("bench: --synthetic-quant is empty")
+		}
+		for _, q := range quants {
+			out = append(out, benchSource{name: name, spec: name, quant: q, weight: q})
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("bench: a model is required (-m MODEL or --synthetic NAME)")
+	}
+	return out, nil
+}
+
+func runBench(cmd *cobra.Command, rf *benchModelFlags, bf *benchFlags) error {
+	ctx := cmd.Context()
+	flags := cmd.Flags()
+	if bf.from != "" {
+		return renderBench(cmd, bf)
+	}
+	if bf.reps < 1 || bf.warmup < 0 {
+		return fmt.Errorf("bench: --reps must be positive and --warmup not negative")
+	}
+	testList := bf.tests
+	if testList == "" {
+		if bf.promptLen < 1 || bf.genLen < 1 {
+			return fmt.Errorf("bench: --prompt-len and --generate must be positive")
+		}
+		testList = fmt.Sprintf("pp%d+tg%d", bf.promptLen, bf.genLen)
+	} else if flags.Changed("prompt-len") || flags.Changed("generate") {
+		return fmt.Errorf("bench: give --tests or --prompt-len/--generate, not both")
+	}
+	tests, err := parseTests(testList)
+	if err != nil {
+		return err
+	}
+	sources, err := benchSources(rf)
+	if err != nil {
+		return err
+	}
+	backendNames := splitList(rf.backend)
+	if len(backendNames) == 0 {
+		return fmt.Errorf("bench: --backend is empty")
+	}
+	for _, b := range backendNames {
+		if !slices.Contains(backends.Names, b) {
+			return fmt.Errorf("--backend %s: want one of %s", b, strings.Join(backends.Names, ", "))
+		}
+	}
+	policies := splitList(rf.activations)
+	for _, p := range policies {
+		if !slices.Contains([]string{model.PolicyAuto, model.PolicyF32, model.PolicyF16}, p) {
+			return fmt.Errorf("--activations %s: want one of auto, f32, f16 (activation policy)", p)
+		}
+	}
+	if len(policies) == 0 {
+		policies = []string{""} // the model's own
+	}
+	var old *benchreport.Report
+	if bf.compare != "" {
+		if old, err = readReport("--compare", bf.compare); err != nil {
+			return err
+		}
+	}
+	if bf.reportDir != "" {
+		if err := os.MkdirAll(bf.reportDir, 0o755); err != nil {
+			return fmt.Errorf("bench: --report: %w", err)
+		}
+	}
+
+	rep := &benchreport.Report{
+		SchemaVersion: benchreport.SchemaVersion,
+		Command:       commandLine(cmd),
+		Environment:   benchreport.HostEnvironment(),
+		Protocol: benchreport.Protocol{Reps: bf.reps, Warmup: bf.warmup, Description: "each run is a fresh greedy generation " +
+			"on a prompt of random token ids whose first token differs from every other run's (no KV cache reuse), stop tokens ignored; " +
+			"tgN: a one-token prompt, then N decode steps; mediapipe: a 1024-token prompt in a 1280-token KV cache, 256 generated tokens"},
+	}
+	// Open every backend once, in the order given.
+	opened := map[string]gpu.Backend{}
+	defer func() {
+		for _, b := range opened {
+			b.Close()
+		}
+	}()
+	for _, name := range backendNames {
+		if _, ok := opened[name]; ok {
+			continue
+		}
+		b, err := backends.Open(ctx, name)
+		if err != nil {
+			return fmt.Errorf("bench: backend %s: %w", name, err)
+		}
+		opened[name] = b
+		info := b.Info()
+		if !slices.ContainsFunc(rep.Environment.Devices, func(d benchreport.Device) bool { return d.Backend == info.Backend }) {
+			rep.Environment.Devices = append(rep.Environment.Devices, benchreport.Device{Backend: info.Backend, Name: info.Name, Type: string(info.Type), Driver: info.Driver})
+		}
+	}
+
+	if l, ok := benchreport.LoadAverage(); ok {
+		rep.Environment.LoadAverage = []float64{l}
+	}
+	total := int64(len(sources) * len(backendNames) * len(policies) * len(tests) * (bf.warmup + bf.reps))
+	bar := benchBar(cmd.ErrOrStderr(), total)
+	processPeak := benchreport.PeakRSS()
+	// Sweep order: model, backend, weights, activations, so that a
+	// model's configurations on one backend stand together in the tables
+	// and charts. A synthetic checkpoint is built again for each backend
+	// rather than kept: only one set of weights is in memory at a time.
+	for g := 0; g < len(sources); {
+		group := sources[g:]
+		for i, src := range group {
+			if src.name != sources[g].name || src.file != sources[g].file {
+				group = group[:i]
+				break
 			}
-			cfg := m.Config()
-			name := rf.model
-			if rf.synthetic != "" {
-				name = "synthetic " + rf.synthetic + " (" + rf.syntheticQuant + ")"
+		}
+		g += len(group)
+		for _, bname := range backendNames {
+			for _, src := range group {
+				var ck *model.Checkpoint
+				var modelBytes int64
+				var ckErr error
+				if src.file != "" {
+					if st, err := os.Stat(src.file); err == nil {
+						modelBytes = st.Size()
+					}
+				} else {
+					bar.Describe(fmt.Sprintf("building %s %s", src.name, src.quant))
+					ck, ckErr = syntheticCheckpoint(src.spec, src.quant)
+					if ck != nil {
+						for _, t := range ck.Tensors {
+							modelBytes += int64(len(t.Data))
+							if t.Scales != nil {
+								modelBytes += int64(len(t.Scales.Data))
+							}
+						}
+					}
+				}
+				for _, policy := range policies {
+					results := benchConfig(ctx, cmd.ErrOrStderr(), bar, rf, bf, tests, src, ck, ckErr, opened[bname], policy, modelBytes, &processPeak)
+					rep.Results = append(rep.Results, results...)
+					if bf.reportDir != "" {
+						// An interrupted sweep leaves the report of what it measured.
+						rep.Environment.PeakRSSBytes = max(processPeak, benchreport.PeakRSS())
+						rep.Created = time.Now().UTC().Truncate(time.Second)
+						rep.Incomplete = true
+						if err := writeReport(bf.reportDir, rep); err != nil {
+							return err
+						}
+					}
+					if err := ctx.Err(); err != nil {
+						return err
+					}
+				}
+				debug.FreeOSMemory()
 			}
-			rep := benchReport{Model: name, Arch: cfg.Arch, Backend: backendName, KVCache: m.KVDType().String(), PromptLen: promptLen, Generate: genLen}
-			for r := -1; r < reps; r++ {
+		}
+	}
+	bar.Finish()
+	rep.Incomplete = false
+	if l, ok := benchreport.LoadAverage(); ok && len(rep.Environment.LoadAverage) == 1 {
+		rep.Environment.LoadAverage = append(rep.Environment.LoadAverage, l)
+	}
+	rep.Environment.PeakRSSBytes = max(processPeak, benchreport.PeakRSS())
+	rep.Created = time.Now().UTC().Truncate(time.Second)
+	if old != nil {
+		rep.Baseline = benchreport.Compare(old, rep, bf.compare)
+	}
+
+	return emitReport(cmd, bf, rep)
+}
+
+// emitReport writes the report's files (--report) and prints it, failing
+// when it holds no measured result.
+func emitReport(cmd *cobra.Command, bf *benchFlags, rep *benchreport.Report) error {
+	measured := 0
+	var firstErr string
+	for _, r := range rep.Results {
+		if r.Error == "" {
+			measured++
+		} else if firstErr == "" {
+			firstErr = r.Error
+		}
+	}
+	if bf.reportDir != "" {
+		if err := writeReport(bf.reportDir, rep); err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s\n", filepath.Join(bf.reportDir, "report.html"))
+	}
+	out := cmd.OutOrStdout()
+	if bf.asJSON {
+		if err := rep.WriteJSON(out); err != nil {
+			return err
+		}
+	} else if err := rep.WriteMarkdown(out); err != nil {
+		return err
+	}
+	if measured == 0 {
+		return fmt.Errorf("bench: nothing could be measured: %s", firstErr)
+	}
+	return nil
+}
+
+// readReport reads a JSON report file.
+func readReport(flag, path string) (*benchreport.Report, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %s: %w", flag, err)
+	}
+	defer f.Close()
+	r, err := benchreport.ReadJSON(f)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %s %s: %w", flag, path, err)
+	}
+	return r, nil
+}
+
+// renderBench is bench --from: an existing report rendered again (after a
+// change of the renderers, or to compare two reports without measuring).
+func renderBench(cmd *cobra.Command, bf *benchFlags) error {
+	var measuring []string
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		switch f.Name {
+		case "from", "compare", "report", "json":
+		default:
+			measuring = append(measuring, "--"+f.Name)
+		}
+	})
+	if len(measuring) > 0 {
+		return fmt.Errorf("bench: --from renders a report and measures nothing; %s do not apply", strings.Join(measuring, ", "))
+	}
+	rep, err := readReport("--from", bf.from)
+	if err != nil {
+		return err
+	}
+	rep.Baseline = nil
+	if bf.compare != "" {
+		old, err := readReport("--compare", bf.compare)
+		if err != nil {
+			return err
+		}
+		rep.Baseline = benchreport.Compare(old, rep, bf.compare)
+	}
+	if bf.reportDir != "" {
+		if err := os.MkdirAll(bf.reportDir, 0o755); err != nil {
+			return fmt.Errorf("bench: --report: %w", err)
+		}
+	}
+	return emitReport(cmd, bf, rep)
+}
+
+// benchConfig loads one configuration and runs every test on it. A failure
+// becomes the Error of the configuration's results, so the sweep goes on.
+func benchConfig(ctx context.Context, log io.Writer, bar *progressbar.ProgressBar, rf *benchModelFlags, bf *benchFlags, tests []benchreport.Test,
+	src benchSource, ck *model.Checkpoint, ckErr error, b gpu.Backend, policy string, modelBytes int64, processPeak *int64) []benchreport.Result {
+	info := b.Info()
+	base := benchreport.Result{Model: src.name, Source: "synthetic", Weights: src.weight, Activations: policy,
+		Backend: info.Backend, Device: info.Name, ModelBytes: modelBytes, Runs: []benchreport.Run{}}
+	if src.file != "" {
+		base.Source = src.file
+	}
+	if policy == "" {
+		base.Activations = "model"
+	}
+	if ck != nil {
+		base.Arch = ck.Config.Arch
+	}
+	runsPer := int64(bf.warmup + bf.reps)
+	fail := func(err error) []benchreport.Result {
+		fmt.Fprintf(log, "bench: %s on %s, activations %s: %v\n", src.name+" "+src.weight, info.Backend, base.Activations, err)
+		out := make([]benchreport.Result, len(tests))
+		for i, t := range tests {
+			out[i] = base
+			out[i].Test = t
+			out[i].Error = err.Error()
+		}
+		bar.Add64(runsPer * int64(len(tests)))
+		return out
+	}
+	if ckErr != nil {
+		return fail(ckErr)
+	}
+	*processPeak = max(*processPeak, benchreport.PeakRSS())
+	benchreport.ResetPeakRSS()
+	devMem, _ := b.(gpu.MemoryReporter)
+	if devMem != nil {
+		devMem.ResetPeakMemory()
+	}
+	opts := []gpurun.Option{gpurun.WithGPUBackend(b), gpurun.WithMaxCache(rf.maxCache), gpurun.WithActivations(policy)}
+	if rf.noFusion {
+		opts = append(opts, gpurun.WithoutFusion())
+	}
+	if rf.hostSample {
+		opts = append(opts, gpurun.WithHostSampling())
+	}
+	bar.Describe(fmt.Sprintf("loading %s %s on %s", src.name, src.weight, info.Backend))
+	start := time.Now()
+	var gm *gpurun.Model
+	var err error
+	if ck != nil {
+		gm, err = gpurun.OpenCheckpoint(ctx, ck, opts...)
+	} else {
+		if rf.tokenizer != "" {
+			opts = append(opts, gpurun.WithTokenizer(rf.tokenizer))
+		}
+		gm, err = gpurun.Open(ctx, src.file, opts...)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	m := gm.Model
+	defer gm.Close()
+	cfg := m.Config()
+	base.Arch = cfg.Arch
+	base.KVCache = m.KVDType().String()
+	base.MaxCache = m.MaxCache()
+	base.LoadSeconds = time.Since(start).Seconds()
+	var out []benchreport.Result
+	run := 0 // every run's prompt starts with a different token
+	for _, t := range tests {
+		res := base
+		res.Test = t
+		bar.Describe(fmt.Sprintf("%s %s %s act %s %s", src.name, src.weight, info.Backend, base.Activations, t.Name))
+		done := 0 // runs finished, warm-up included
+		err := func() error {
+			if t.MaxCache != 0 && m.MaxCache() != t.MaxCache {
+				return fmt.Errorf("%s needs a %d-token KV cache, the model was loaded with %d (--max-cache; the model's context may be shorter)", t.Name, t.MaxCache, m.MaxCache())
+			}
+			if t.PromptTokens+t.GenerateTokens > m.MaxCache() {
+				return fmt.Errorf("%s: %d prompt + %d generated tokens exceed the KV cache of %d (raise --max-cache)", t.Name, t.PromptTokens, t.GenerateTokens, m.MaxCache())
+			}
+			for r := -bf.warmup; r < bf.reps; r++ {
+				run++
 				s := m.NewSession()
-				p := pipeline.Prompt{IDs: benchPrompt(promptLen, cfg.VocabSize, r+1)}
-				for _, err := range s.Generate(cmd.Context(), p, pipeline.GenerateOptions{MaxTokens: genLen, IgnoreStopTokens: true}) {
+				p := pipeline.Prompt{IDs: benchPrompt(t.PromptTokens, cfg.VocabSize, run)}
+				for _, err := range s.Generate(ctx, p, pipeline.GenerateOptions{MaxTokens: t.GenerateTokens, IgnoreStopTokens: true}) {
 					if err != nil {
 						return err
 					}
 				}
+				bar.Add(1)
+				done++
+				met := s.Metrics()
+				if met.PrefillTokens != t.PromptTokens || met.GeneratedTokens != t.GenerateTokens {
+					return fmt.Errorf("run %d prefilled %d of %d prompt tokens and generated %d of %d", run, met.PrefillTokens, t.PromptTokens, met.GeneratedTokens, t.GenerateTokens)
+				}
 				if r >= 0 {
-					rep.Runs = append(rep.Runs, jsonMetrics(s.Metrics()))
+					res.Runs = append(res.Runs, benchreport.Run{
+						PromptTokens: met.PromptTokens, GeneratedTokens: met.GeneratedTokens,
+						TimeToFirstTokenMS:  float64(met.TimeToFirstToken.Microseconds()) / 1000,
+						PrefillTokensPerSec: met.PrefillTokensPerSec, DecodeTokensPerSec: met.DecodeTokensPerSec,
+					})
 				}
 			}
-			rep.Median = medianMetrics(rep.Runs)
-			if profile {
-				steps, err := m.Profile(cmd.Context(), benchPrompt(promptLen, cfg.VocabSize, 0))
+			if bf.profile {
+				run++
+				k, err := profileKernels(ctx, m, t, benchPrompt(t.PromptTokens, cfg.VocabSize, run))
 				if err != nil {
 					return err
 				}
-				rep.Profile = profileSteps(steps)
+				res.Kernels = k
 			}
-			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(rep)
-			}
-			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "%s (%s) on %s, %s KV cache: prompt %d tokens, generate %d\n", rep.Model, rep.Arch, rep.Backend, rep.KVCache, promptLen, genLen)
-			fmt.Fprintf(w, "%-8s %12s %16s %16s %10s\n", "run", "TTFT ms", "prefill tok/s", "decode tok/s", "generated")
-			for i, r := range rep.Runs {
-				fmt.Fprintf(w, "%-8d %12.2f %16.1f %16.1f %10d\n", i+1, r.TimeToFirstTokenMS, r.PrefillTokensPerSec, r.DecodeTokensPerSec, r.GeneratedTokens)
-			}
-			md := rep.Median
-			fmt.Fprintf(w, "%-8s %12.2f %16.1f %16.1f\n", "median", md.TimeToFirstTokenMS, md.PrefillTokensPerSec, md.DecodeTokensPerSec)
-			writeProfile(w, rep.Profile)
 			return nil
-		},
+		}()
+		if err != nil {
+			if errors.Is(err, context.Canceled) {
+				return out
+			}
+			fmt.Fprintf(log, "bench: %s %s on %s, activations %s, %s: %v\n", src.name, src.weight, info.Backend, base.Activations, t.Name, err)
+			bar.Add64(runsPer - int64(done)) // the runs the failure skipped
+			res.Runs = []benchreport.Run{}
+			res.Error = err.Error()
+		} else {
+			res.Summarize()
+		}
+		out = append(out, res)
 	}
-	rf.register(cmd)
-	f := cmd.Flags()
-	f.StringVar(&rf.synthetic, "synthetic", "", "instead of -m, a random-weight model at real shapes: "+strings.Join(synthetic.Names(), "|"))
-	f.StringVar(&rf.syntheticQuant, "synthetic-quant", synthetic.QuantInt4, "weights of the --synthetic model: int4|int8|f16")
-	f.IntVar(&promptLen, "prompt-len", 128, "prompt length in tokens")
-	f.IntVar(&genLen, "generate", 64, "tokens to generate per run")
-	f.IntVar(&reps, "reps", 3, "measured runs")
-	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
-	f.BoolVar(&profile, "profile", false, "after the runs, profile one prefill and one decode step: device time, GB/s and GFLOP/s per kernel (GPU backends)")
-	return cmd
+	peak := benchreport.PeakRSS()
+	var devPeak int64
+	if devMem != nil {
+		devPeak = devMem.MemoryUse().Peak
+	}
+	for i := range out {
+		out[i].PeakRSSBytes = peak
+		out[i].DeviceMemoryBytes = devPeak
+	}
+	*processPeak = max(*processPeak, peak)
+	return out
+}
+
+// writeReport writes report.json, report.md and report.html into dir.
+func writeReport(dir string, rep *benchreport.Report) error {
+	for _, f := range []struct {
+		name  string
+		write func(io.Writer) error
+	}{
+		{"report.json", rep.WriteJSON},
+		{"report.md", rep.WriteMarkdown},
+		{"report.html", rep.WriteHTML},
+	} {
+		path := filepath.Join(dir, f.name)
+		out, err := os.Create(path)
+		if err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		err = f.write(out)
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("bench: writing %s: %w", path, err)
+		}
+	}
+	return nil
+}
+
+// commandLine is the command as given: gpurun bench and every flag set.
+func commandLine(cmd *cobra.Command) []string {
+	out := []string{"gpurun", "bench"}
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		out = append(out, "--"+f.Name+"="+f.Value.String())
+	})
+	return out
+}
+
+// benchBar is a progress bar over every run on w when w is a terminal,
+// and silent otherwise.
+func benchBar(w io.Writer, total int64) *progressbar.ProgressBar {
+	f, ok := w.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		w = io.Discard
+	}
+	return progressbar.NewOptions64(total,
+		progressbar.OptionSetWriter(w),
+		progressbar.OptionSetDescription("bench"),
+		progressbar.OptionShowCount(),
+		progressbar.OptionSetWidth(24),
+		progressbar.OptionSetPredictTime(true),
+		progressbar.OptionThrottle(200*time.Millisecond),
+		progressbar.OptionOnCompletion(func() { _, _ = io.WriteString(w, "\n") }),
+	)
 }
 
 // benchPrompt makes a deterministic prompt that differs from run to run in
@@ -130,96 +690,42 @@ func benchPrompt(n, vocab, run int) []int {
 	return ids
 }
 
-func medianMetrics(runs []metricsJSON) metricsJSON {
-	med := func(get func(metricsJSON) float64) float64 {
-		v := make([]float64, len(runs))
-		for i, r := range runs {
-			v[i] = get(r)
-		}
-		slices.Sort(v)
-		if len(v) == 0 {
-			return 0
-		}
-		if len(v)%2 == 1 {
-			return v[len(v)/2]
-		}
-		return (v[len(v)/2-1] + v[len(v)/2]) / 2
+// profileKernels profiles the steps test t measures (ppN: one prefill
+// step of the prompt; tgN: one decode step; both for the combined tests)
+// and sums each step's ops per kernel, named "<step> <kernel>" (with the
+// variant; an op without kernels by its kind).
+func profileKernels(ctx context.Context, m *pipeline.Model, t benchreport.Test, prompt []int) ([]benchreport.Kernel, error) {
+	steps, err := m.Profile(ctx, prompt)
+	if err != nil {
+		return nil, err
 	}
-	return metricsJSON{
-		TimeToFirstTokenMS:  med(func(m metricsJSON) float64 { return m.TimeToFirstTokenMS }),
-		PrefillTokensPerSec: med(func(m metricsJSON) float64 { return m.PrefillTokensPerSec }),
-		DecodeTokensPerSec:  med(func(m metricsJSON) float64 { return m.DecodeTokensPerSec }),
-		GeneratedTokens:     int(med(func(m metricsJSON) float64 { return float64(m.GeneratedTokens) })),
-	}
-}
-
-// profileStep is one profiled step of the report, its ops summed per
-// kernel.
-type profileStep struct {
-	Step    string          `json:"step"`
-	Tokens  int             `json:"tokens"`
-	Pos     int             `json:"pos"`
-	TotalMS float64         `json:"total_ms"`
-	Kernels []profileKernel `json:"kernels"`
-}
-
-// profileKernel is the device time and work of every dispatch of one
-// kernel (variant) in a step; GB/s and GFLOP/s are 0 where the backend
-// does not count the work.
-type profileKernel struct {
-	Kernel  string  `json:"kernel"`
-	Ops     int     `json:"ops"`
-	MS      float64 `json:"ms"`
-	Bytes   int64   `json:"bytes"`
-	FLOPs   int64   `json:"flops"`
-	GBps    float64 `json:"gb_per_s"`
-	GFLOPps float64 `json:"gflop_per_s"`
-}
-
-func profileSteps(steps []pipeline.StepProfile) []profileStep {
-	var out []profileStep
+	var out []benchreport.Kernel
 	for _, st := range steps {
-		ps := profileStep{Step: st.Step, Tokens: st.Tokens, Pos: st.Pos}
-		by := map[string]*profileKernel{}
+		if st.Step == "prefill" && t.Kind == benchreport.KindGenerate || st.Step == "decode" && t.Kind == benchreport.KindPrompt {
+			continue
+		}
+		at := map[string]int{}
 		for _, op := range st.Ops {
 			name := strings.Join(op.Kernels, "+")
 			if name == "" {
 				name = string(op.Kind)
 			}
-			k := by[name]
-			if k == nil {
-				k = &profileKernel{Kernel: name}
-				by[name] = k
+			name = st.Step + " " + name
+			i, ok := at[name]
+			if !ok {
+				i = len(out)
+				at[name] = i
+				out = append(out, benchreport.Kernel{Name: name})
 			}
-			k.Ops++
-			k.MS += float64(op.Nanos) / 1e6
+			k := &out[i]
+			k.Calls++
+			k.TimeMS += float64(op.Nanos) / 1e6
 			k.Bytes += op.Bytes
-			k.FLOPs += op.FLOPs
-			ps.TotalMS += float64(op.Nanos) / 1e6
-		}
-		for _, k := range by {
-			if k.MS > 0 {
-				k.GBps = float64(k.Bytes) / k.MS / 1e6
-				k.GFLOPps = float64(k.FLOPs) / k.MS / 1e6
-			}
-			ps.Kernels = append(ps.Kernels, *k)
-		}
-		slices.SortFunc(ps.Kernels, func(a, b profileKernel) int { return cmp.Compare(b.MS, a.MS) })
-		out = append(out, ps)
-	}
-	return out
-}
-
-func writeProfile(w io.Writer, steps []profileStep) {
-	for _, st := range steps {
-		fmt.Fprintf(w, "\nprofile: %s, %d tokens at position %d: %.2f ms device time\n", st.Step, st.Tokens, st.Pos, st.TotalMS)
-		fmt.Fprintf(w, "%-32s %5s %10s %7s %9s %9s\n", "kernel", "ops", "ms", "share", "GB/s", "GFLOP/s")
-		for _, k := range st.Kernels {
-			share := 0.0
-			if st.TotalMS > 0 {
-				share = 100 * k.MS / st.TotalMS
-			}
-			fmt.Fprintf(w, "%-32s %5d %10.3f %6.1f%% %9.2f %9.2f\n", k.Kernel, k.Ops, k.MS, share, k.GBps, k.GFLOPps)
+			k.Flops += op.FLOPs
 		}
 	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("profile: no step of %s profiled", t.Name)
+	}
+	return out, nil
 }

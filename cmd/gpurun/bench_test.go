@@ -1,72 +1,319 @@
 package main
 
 import (
-	"encoding/json"
+	"bytes"
+	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/gpurun/gpurun/cmd/gpurun/internal/benchreport"
+	"github.com/gpurun/gpurun/cmd/gpurun/internal/benchreport/reporttest"
+	"github.com/gpurun/gpurun/tensors/convert"
+	"github.com/gpurun/gpurun/tensors/synthetic"
 )
 
-// TestBench: every measured run generates exactly --generate tokens (stop
-// tokens are ignored while benchmarking) and reports positive speeds.
+// benchJSON runs bench with --json and reads the report, checking it
+// against the schema.
+func benchJSON(t *testing.T, args ...string) *benchreport.Report {
+	t.Helper()
+	out := mustRun(t, "", append([]string{"bench", "--json"}, args...)...)
+	if err := reporttest.Validate(reporttest.Schema(t), []byte(out)); err != nil {
+		t.Fatalf("bench --json does not match the schema: %v\n%s", err, out)
+	}
+	rep, err := benchreport.ReadJSON(strings.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// TestBench sweeps two activation policies under three tests on the CPU:
+// every result is there in sweep order, each measured run prefilled and
+// generated exactly what its test says (stop tokens are ignored), the
+// figures each test measures are summarized and the others absent, and the
+// environment is filled in. --report writes the same JSON, Markdown that
+// parses back to the same numbers, and HTML with one bar per configuration
+// in headless chromium; --compare relates a second run to the first.
 func TestBench(t *testing.T) {
 	task := convertStories(t, "int8")
-	var rep benchReport
-	out := mustRun(t, "", "bench", "-m", task, "--backend", "cpu", "--prompt-len", "40", "--generate", "48", "--reps", "3", "--json")
-	if err := json.Unmarshal([]byte(out), &rep); err != nil {
-		t.Fatalf("%v\n%s", err, out)
+	dir := t.TempDir()
+	rep := benchJSON(t, "-m", task, "--backend", "cpu", "--activations", "f32,f16", "--tests", "pp16,tg8,pp8+tg4",
+		"--reps", "3", "--report", dir)
+	if len(rep.Results) != 6 {
+		t.Fatalf("%d results, want 2 policies x 3 tests", len(rep.Results))
 	}
-	if len(rep.Runs) != 3 {
-		t.Fatalf("%d runs, want 3", len(rep.Runs))
+	st, err := os.Stat(task)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for i, r := range rep.Runs {
-		if r.GeneratedTokens != 48 || r.PrefillTokens != 40 || r.PrefillTokensPerSec <= 0 || r.DecodeTokensPerSec <= 0 || r.TimeToFirstTokenMS <= 0 {
-			t.Errorf("run %d: %+v", i, r)
+	for i, r := range rep.Results {
+		wantTest := []string{"pp16", "tg8", "pp8+tg4"}[i%3]
+		wantAct := []string{"f32", "f16"}[i/3]
+		if r.Error != "" || r.Test.Name != wantTest || r.Activations != wantAct || r.KVCache != wantAct || r.Backend != "cpu" ||
+			r.Weights != "int8" || r.Model != "stories260K-int8" || r.Arch != "llama" || r.ModelBytes != st.Size() || r.PeakRSSBytes <= 0 {
+			t.Errorf("result %d: %+v", i, r)
+		}
+		if len(r.Runs) != 3 {
+			t.Fatalf("result %d: %d runs, want 3", i, len(r.Runs))
+		}
+		for _, run := range r.Runs {
+			if run.PromptTokens != r.Test.PromptTokens || run.GeneratedTokens != r.Test.GenerateTokens || run.TimeToFirstTokenMS <= 0 || run.PrefillTokensPerSec <= 0 {
+				t.Errorf("%s: run %+v", r.Key(), run)
+			}
+			if r.Test.GenerateTokens > 1 && run.DecodeTokensPerSec <= 0 {
+				t.Errorf("%s: no decode speed in %+v", r.Key(), run)
+			}
+		}
+		ttft, prefill, decode := r.Test.Metrics()
+		if (r.TimeToFirstTokenMS != nil) != ttft || (r.PrefillTokensPerSec != nil) != prefill || (r.DecodeTokensPerSec != nil) != decode {
+			t.Errorf("%s: statistics %v %v %v, want %v %v %v", r.Key(), r.TimeToFirstTokenMS, r.PrefillTokensPerSec, r.DecodeTokensPerSec, ttft, prefill, decode)
+		}
+		for _, s := range []*benchreport.Stat{r.TimeToFirstTokenMS, r.PrefillTokensPerSec, r.DecodeTokensPerSec} {
+			if s != nil && (s.N != 3 || s.Min > s.Median || s.Median > s.Max || s.Min <= 0) {
+				t.Errorf("%s: statistic %+v", r.Key(), *s)
+			}
 		}
 	}
-	text := mustRun(t, "", "bench", "-m", task, "--backend", "cpu", "--prompt-len", "8", "--generate", "4", "--reps", "1")
-	if !strings.Contains(text, "median") {
-		t.Errorf("plain report lacks the median row:\n%s", text)
+	tg := rep.Results[1].Test
+	if tg.PromptTokens != 1 || tg.GenerateTokens != 9 || tg.Kind != benchreport.KindGenerate {
+		t.Errorf("tg8 is %+v, want a one-token prompt and 8 decode steps", tg)
+	}
+	env := rep.Environment
+	if env.GoVersion == "" || env.CPU == "" || env.CPUs < 1 || env.Revision == "" || env.PeakRSSBytes <= 0 ||
+		len(env.Devices) != 1 || env.Devices[0].Backend != "cpu" || rep.Protocol.Reps != 3 || rep.Protocol.Warmup != 1 ||
+		rep.Incomplete || (runtime.GOOS == "linux" && len(env.LoadAverage) != 2) {
+		t.Errorf("environment %+v, protocol %+v", env, rep.Protocol)
+	}
+
+	// --report DIR: the same JSON, Markdown and HTML.
+	data, err := os.ReadFile(filepath.Join(dir, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var again bytes.Buffer
+	rep.WriteJSON(&again)
+	if !bytes.Equal(data, again.Bytes()) {
+		t.Errorf("report.json differs from the --json output")
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reporttest.CheckResultsTable(t, rep, string(md))
+	reporttest.Check(t, rep, filepath.Join(dir, "report.html"))
+
+	// --compare: the same tests again, one of them dropped, against the
+	// first run; the ratios are this run's medians over those.
+	cur := benchJSON(t, "-m", task, "--backend", "cpu", "--activations", "f32,f16", "--tests", "pp16,tg8", "--reps", "2",
+		"--compare", filepath.Join(dir, "report.json"))
+	b := cur.Baseline
+	if b == nil || len(b.Changes) != 4 || b.Path != filepath.Join(dir, "report.json") || b.Revision != rep.Environment.Revision {
+		t.Fatalf("baseline %+v", b)
+	}
+	for i, c := range b.Changes {
+		r, o := cur.Results[i], rep.Results[i/2*3+i%2]
+		if c.Key != r.Key() || c.Key != o.Key() {
+			t.Errorf("change %d is %s, want %s", i, c.Key, r.Key())
+		}
+		want, got := o.PrefillTokensPerSec, c.PrefillTokensPerSec
+		cs := r.PrefillTokensPerSec
+		if r.Test.Kind == benchreport.KindGenerate {
+			want, got, cs = o.DecodeTokensPerSec, c.DecodeTokensPerSec, r.DecodeTokensPerSec
+		}
+		if got == nil || got.Old != want.Median || got.Ratio != cs.Median/want.Median {
+			t.Errorf("%s: ratio %+v against old %+v, new %+v", c.Key, got, want, cs)
+		}
+	}
+	// --from renders a report without measuring: the same JSON; against
+	// itself every ratio is 1 and within the spread.
+	dir2 := t.TempDir()
+	if out := mustRun(t, "", "bench", "--from", filepath.Join(dir, "report.json"), "--json", "--report", dir2); out != string(data) {
+		t.Errorf("bench --from --json changed the report")
+	}
+	reporttest.CheckResultsTable(t, rep, mustRun(t, "", "bench", "--from", filepath.Join(dir2, "report.json")))
+	self := benchJSON(t, "--from", filepath.Join(dir, "report.json"), "--compare", filepath.Join(dir, "report.json"))
+	if self.Baseline == nil || len(self.Baseline.Changes) != 6 {
+		t.Fatalf("self comparison %+v", self.Baseline)
+	}
+	for _, c := range self.Baseline.Changes {
+		for _, r := range []*benchreport.Ratio{c.TimeToFirstTokenMS, c.PrefillTokensPerSec, c.DecodeTokensPerSec} {
+			if r != nil && (r.Ratio != 1 || r.Verdict != benchreport.Same) {
+				t.Errorf("%s against itself: %+v", c.Key, r)
+			}
+		}
+	}
+	if _, _, err := runCLI(t, "", "bench", "--from", filepath.Join(dir, "report.json"), "--tests", "pp8"); err == nil || !strings.Contains(err.Error(), "--tests") {
+		t.Errorf("--from with --tests: %v", err)
+	}
+
+	text, stderr, err := runCLI(t, "", "bench", "-m", task, "--backend", "cpu", "--tests", "pp4", "--reps", "1", "--warmup", "0",
+		"--compare", filepath.Join(dir, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// stderr is not a terminal here: no progress bar.
+	if strings.ContainsAny(stderr, "\r█") {
+		t.Errorf("a progress bar on a stderr that is not a terminal: %q", stderr)
+	}
+	if !strings.Contains(text, "| model | weights |") || !strings.Contains(text, "No result of this run has a match") {
+		t.Errorf("a run sharing no test with the baseline:\n%s", text)
+	}
+}
+
+// TestBenchMediaPipe: the mediapipe test prefills 1024 tokens and
+// generates 256 in a 1280-token cache; a model or cache shorter than that
+// cannot run it.
+func TestBenchMediaPipe(t *testing.T) {
+	// A small random Llama with a 2048-token context.
+	cfg, _ := synthetic.ByName("llama-110m")
+	cfg.Dim, cfg.HiddenDim, cfg.Layers, cfg.Heads, cfg.KVHeads, cfg.HeadDim, cfg.RopeDims = 64, 128, 2, 4, 4, 16, 16
+	cfg.VocabSize, cfg.MaxSeqLen = 512, 2048
+	ck, err := synthetic.Checkpoint(cfg, synthetic.Options{Quant: synthetic.QuantInt8, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	small := filepath.Join(t.TempDir(), "small.tflite")
+	if err := convert.WriteFile(small, ck.Config, ck.Tensors, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	rep := benchJSON(t, small, "--backend", "cpu", "--tests", "mediapipe", "--reps", "1", "--warmup", "0")
+	r := rep.Results[0]
+	if r.Error != "" || r.MaxCache != 1280 || len(r.Runs) != 1 || r.Runs[0].PromptTokens != 1024 || r.Runs[0].GeneratedTokens != 256 ||
+		r.TimeToFirstTokenMS == nil || r.PrefillTokensPerSec == nil || r.DecodeTokensPerSec == nil {
+		t.Errorf("%+v", r)
 	}
 	for _, args := range [][]string{
-		{"bench", "--synthetic", "no-such-model"},
-		{"bench", "-m", task, "--prompt-len", "1000", "--generate", "1000"},
-		{"bench", "-m", task, "--reps", "0"},
+		{small, "--max-cache", "1024"},
+		{convertStories(t, "int4")}, // trained on 512 positions
 	} {
-		if _, _, err := runCLI(t, "", args...); err == nil {
-			t.Errorf("gpurun %v: want an error", args)
+		_, _, err := runCLI(t, "", append([]string{"bench", "--backend", "cpu", "--tests", "mediapipe"}, args...)...)
+		if err == nil || !strings.Contains(err.Error(), "1280-token KV cache") {
+			t.Errorf("mediapipe %v: %v", args, err)
 		}
 	}
 }
 
-// TestBenchProfile: --profile adds one profiled prefill and decode step
-// whose kernels carry device time, and the matrix kernels their work; the
-// CPU backend, which has no profiler, fails with a clear error.
+// TestBenchSynthetic sweeps the weight types of a synthetic shape; each is
+// its own configuration with its own model bytes.
+func TestBenchSynthetic(t *testing.T) {
+	rep := benchJSON(t, "--synthetic", "llama-110m", "--synthetic-quant", "int8,int4", "--backend", "cpu", "--tests", "pp2",
+		"--reps", "1", "--warmup", "0")
+	if len(rep.Results) != 2 {
+		t.Fatalf("%d results", len(rep.Results))
+	}
+	a, b := rep.Results[0], rep.Results[1] // weights vary fastest after the backend
+	if a.Weights != "int8" || b.Weights != "int4" || a.Source != "synthetic" || a.Model != "llama-110m" || a.Error != "" || b.Error != "" ||
+		a.ModelBytes <= b.ModelBytes || b.ModelBytes < 50<<20 {
+		t.Errorf("results %+v\n%+v", a, b)
+	}
+}
+
+// TestBenchBackends: one invocation over every backend, rendered.
+func TestBenchBackends(t *testing.T) {
+	requireBackend(t, "vulkan")
+	requireBackend(t, "webgpu")
+	task := convertStories(t, "f16")
+	dir := t.TempDir()
+	rep := benchJSON(t, "-m", task, "--backend", "cpu,vulkan,webgpu", "--tests", "pp8,tg4", "--reps", "2", "--report", dir)
+	if len(rep.Results) != 6 || len(rep.Environment.Devices) != 3 {
+		t.Fatalf("%d results on %d devices", len(rep.Results), len(rep.Environment.Devices))
+	}
+	for i, r := range rep.Results {
+		if want := []string{"cpu", "vulkan", "webgpu"}[i/2]; r.Backend != want || r.Error != "" || r.Device == "" {
+			t.Errorf("result %d: %+v", i, r)
+		}
+		// The GPU backends hold at least the weights on the device (the
+		// file adds a tokenizer and headers: half its size is a safe floor).
+		if gpuBackend := r.Backend != "cpu"; gpuBackend != (r.DeviceMemoryBytes >= r.ModelBytes/2) || (!gpuBackend && r.DeviceMemoryBytes != 0) {
+			t.Errorf("result %d on %s: device memory %d bytes for a %d-byte model", i, r.Backend, r.DeviceMemoryBytes, r.ModelBytes)
+		}
+	}
+	reporttest.Check(t, rep, filepath.Join(dir, "report.html"))
+}
+
+func TestBenchErrors(t *testing.T) {
+	task := convertStories(t, "int8")
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	os.WriteFile(bad, []byte(`{"schema_version": 99}`), 0o644)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench"}, "model is required"},
+		{[]string{"bench", "--synthetic", "no-such-model"}, "--synthetic no-such-model: want one of"},
+		{[]string{"bench", "--synthetic", "llama-110m", "--synthetic-quant", "int3"}, "synthetic-quant"},
+		{[]string{"bench", "-m", task, "--prompt-len", "1000", "--generate", "1000"}, "nothing could be measured"},
+		{[]string{"bench", "-m", task, "--reps", "0"}, "--reps 0: want"},
+		{[]string{"bench", "-m", task, "--tests", "pp0"}, "unknown test"},
+		{[]string{"bench", "-m", task, "--tests", "pp8,tgx"}, "unknown test"},
+		{[]string{"bench", "-m", task, "--tests", "pp8,pp8"}, "twice"},
+		{[]string{"bench", "-m", task, "--tests", "pp8", "--generate", "3"}, "not both"},
+		{[]string{"bench", "-m", task, "--backend", "cpu,metal"}, "--backend metal: want one of"},
+		{[]string{"bench", "-m", task, "--activations", "f32,bf16"}, "activation policy"},
+		{[]string{"bench", "-m", task, "--compare", bad}, "schema version"},
+		{[]string{"bench", "-m", task, "--compare", "does-not-exist.json"}, "--compare"},
+		{[]string{"bench", "-m", "does-not-exist.task"}, "does-not-exist"},
+		{[]string{"bench", "--from", bad}, "schema version"},
+	} {
+		_, _, err := runCLI(t, "", tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("gpurun %v: error %v, want one saying %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// TestBenchProfile: --profile adds to each result the kernels of the steps
+// its test measures (pp: prefill, tg: decode, combined: both), each with
+// device time and the matrix kernels with their work, in the JSON and
+// Markdown reports; the CPU backend, which has no profiler, fails with a
+// clear error.
 func TestBenchProfile(t *testing.T) {
 	requireBackend(t, "vulkan")
 	task := convertStories(t, "int8")
-	out := mustRun(t, "", "bench", "-m", task, "--backend", "vulkan", "--prompt-len", "9", "--generate", "2", "--reps", "1", "--profile", "--json")
-	var rep benchReport
-	if err := json.Unmarshal([]byte(out), &rep); err != nil {
-		t.Fatalf("%v\n%s", err, out)
+	dir := t.TempDir()
+	rep := benchJSON(t, "-m", task, "--backend", "vulkan", "--tests", "pp9,tg2,pp9+tg2", "--reps", "1", "--warmup", "0", "--profile", "--report", dir)
+	if len(rep.Results) != 3 {
+		t.Fatalf("%d results, want 3", len(rep.Results))
 	}
-	if len(rep.Profile) != 2 || rep.Profile[0].Step != "prefill" || rep.Profile[0].Tokens != 9 || rep.Profile[1].Step != "decode" || rep.Profile[1].Pos != 9 {
-		t.Fatalf("profile steps: %+v", rep.Profile)
-	}
-	for _, st := range rep.Profile {
-		var matrix bool
-		for _, k := range st.Kernels {
-			if strings.HasPrefix(k.Kernel, "matvec") || strings.HasPrefix(k.Kernel, "matmul") {
-				matrix = true
-				if k.Bytes <= 0 || k.FLOPs <= 0 || k.GBps <= 0 {
-					t.Errorf("%s %s: no work counted: %+v", st.Step, k.Kernel, k)
+	for i, r := range rep.Results {
+		if r.Error != "" {
+			t.Fatalf("%s: %s", r.Test.Name, r.Error)
+		}
+		steps := map[string]bool{}
+		matrix := map[string]bool{}
+		for _, k := range r.Kernels {
+			step, kernel, ok := strings.Cut(k.Name, " ")
+			if !ok || k.Calls <= 0 || k.TimeMS < 0 {
+				t.Errorf("%s: kernel %+v", r.Test.Name, k)
+			}
+			steps[step] = true
+			if strings.HasPrefix(kernel, "matvec") || strings.HasPrefix(kernel, "matmul") {
+				matrix[step] = true
+				if k.Bytes <= 0 || k.Flops <= 0 {
+					t.Errorf("%s %s: no work counted: %+v", r.Test.Name, k.Name, k)
 				}
 			}
 		}
-		if !matrix || st.TotalMS <= 0 {
-			t.Errorf("%s: no matrix kernel or no device time: %+v", st.Step, st)
+		want := [][]string{{"prefill"}, {"decode"}, {"prefill", "decode"}}[i]
+		if len(steps) != len(want) {
+			t.Errorf("%s: steps %v, want %v", r.Test.Name, steps, want)
+		}
+		for _, s := range want {
+			if !steps[s] || !matrix[s] {
+				t.Errorf("%s: step %s missing or without a matrix kernel: %+v", r.Test.Name, s, r.Kernels)
+			}
 		}
 	}
-	if _, _, err := runCLI(t, "", "bench", "-m", task, "--backend", "cpu", "--prompt-len", "4", "--generate", "1", "--reps", "1", "--profile"); err == nil {
+	md, err := os.ReadFile(filepath.Join(dir, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(md), "## Kernels: "); n != 3 {
+		t.Errorf("report.md has %d kernel tables, want 3", n)
+	}
+	if _, _, err := runCLI(t, "", "bench", "-m", task, "--backend", "cpu", "--tests", "pp4", "--reps", "1", "--profile"); err == nil {
 		t.Error("--profile on the CPU backend: want an error")
 	}
 }

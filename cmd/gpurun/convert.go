@@ -6,6 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpurun/gpurun"
+	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/tensors/checkpoint"
 	"github.com/gpurun/gpurun/tensors/convert"
 	"github.com/gpurun/gpurun/tensors/model"
@@ -29,7 +31,10 @@ its imported type (GGUF Q8_0/Q4_0 blocks stay bit-exact).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
-				return fmt.Errorf("convert: -o OUT is required")
+				return fmt.Errorf("-o OUT is required")
+			}
+			if err := convert.CheckTarget(out); err != nil {
+				return err
 			}
 			ctx := cmd.Context()
 			ck, err := checkpoint.Load(args[0], checkpoint.Options{Format: format, Tokenizer: tok})
@@ -54,14 +59,15 @@ its imported type (GGUF Q8_0/Q4_0 blocks stay bit-exact).`,
 				return err
 			}
 			if tokBytes == nil && convert.IsTask(out) {
-				return fmt.Errorf("convert: a .task bundle needs a tokenizer: pass --tokenizer FILE")
+				return fmt.Errorf("a .task bundle needs a tokenizer: pass --tokenizer FILE")
 			}
 			var total int64
 			for _, t := range ts {
 				total += int64(len(t.Data))
 			}
 			bar := newBar(total, "writing "+out, quiet)
-			err = convert.WriteFile(out, cfg, ts, tokBytes, func(done, _ int64) { _ = bar.Set64(done) })
+			err = convert.Write(out, cfg, ts, convert.WriteOptions{Tokenizer: tokBytes, ChatTemplate: gpurun.ChatTemplateOf(args[0]),
+				Progress: func(done, _ int64) { _ = bar.Set64(done) }})
 			_ = bar.Finish()
 			if err != nil {
 				return err
@@ -75,10 +81,11 @@ its imported type (GGUF Q8_0/Q4_0 blocks stay bit-exact).`,
 	}
 	f := cmd.Flags()
 	f.StringVarP(&out, "output", "o", "", "output path (.tflite model file or .task bundle)")
-	f.StringVar(&tok, "tokenizer", "", "tokenizer: SentencePiece .model or llama2.c tokenizer.bin (GGUF and HF bring their own)")
-	f.StringVar(&quant, "quant", convert.Keep, "quantization recipe: "+strings.Join(convert.Recipes, "|"))
-	f.StringVar(&format, "format", "", "input format: llama2c|gguf|hf (default: detect from content)")
-	f.StringVar(&acts, "activations", "", "activation precision policy stored in the model: auto|f32|f16 (default: the architecture's)")
+	f.StringVar(&tok, "tokenizer", "", "tokenizer: SentencePiece .model, tokenizer.json or llama2.c tokenizer.bin (GGUF and HF bring their own)")
+	quant = convert.Keep
+	f.Var(&choiceFlag{&quant, convert.Recipes}, "quant", "quantization recipe: "+strings.Join(convert.Recipes, "|"))
+	f.Var(&choiceFlag{&format, []string{checkpoint.FormatLlama2c, checkpoint.FormatGGUF, checkpoint.FormatHF}}, "format", "input format: llama2c|gguf|hf (default: detect from content)")
+	f.Var(&choiceFlag{&acts, []string{model.PolicyAuto, model.PolicyF32, model.PolicyF16}}, "activations", "activation precision policy stored in the model: auto|f32|f16 (default: the architecture's)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress or summary on stderr")
 	return cmd
 }
@@ -90,16 +97,10 @@ func recipeName(q string) string {
 	return q
 }
 
-// checkpointTokenizer returns the serialized SentencePiece model of ck,
-// building one from a plain vocabulary (GGUF, llama2.c) when needed.
+// checkpointTokenizer returns the tokenizer to store for ck (see
+// pipeline.TokenizerBytes).
 func checkpointTokenizer(ck *model.Checkpoint) ([]byte, error) {
-	if ck.Tokenizer != nil {
-		return ck.Tokenizer, nil
-	}
-	if ck.Vocab == nil {
-		return nil, nil
-	}
-	return tokenizerFromVocab(ck.Vocab)
+	return pipeline.TokenizerBytes(ck)
 }
 
 func humanBytes(n int64) string {

@@ -22,6 +22,8 @@ type deviceReport struct {
 	Type     gpu.DeviceType    `json:"type"`
 	Driver   string            `json:"driver"`
 	Usable   bool              `json:"usable"`
+	Device   string            `json:"device,omitempty"`       // what --device takes to pick it (with --backend)
+	Memory   int64             `json:"memory_bytes,omitempty"` // device memory, where known
 	Features []string          `json:"features"`
 	Limits   map[string]uint64 `json:"limits"`
 }
@@ -55,14 +57,14 @@ func listDevices() devicesReport {
 	rep := devicesReport{Errors: map[string]string{}}
 	rep.Devices = append(rep.Devices, deviceReport{
 		Backend: "cpu", Name: fmt.Sprintf("%s/%s, %d threads", runtime.GOOS, runtime.GOARCH, runtime.NumCPU()),
-		Type: gpu.CPU, Driver: runtime.Version(), Usable: true, Features: []string{"f32", "f16 weights", "int8", "int4"},
+		Type: gpu.CPU, Driver: runtime.Version(), Usable: true, Device: "0", Features: []string{"f32", "f16 weights", "int8", "int4"},
 	})
 	if vds, err := vulkan.Devices(); err != nil {
 		rep.Errors["vulkan"] = err.Error()
 	} else {
-		for _, d := range vds {
+		for i, d := range vds {
 			rep.Devices = append(rep.Devices, deviceReport{
-				Backend: "vulkan", Name: d.Name, Type: d.Type, Driver: d.Driver, Usable: true,
+				Backend: "vulkan", Name: d.Name, Type: d.Type, Driver: d.Driver, Usable: true, Device: fmt.Sprint(i), Memory: d.MemoryBytes,
 				Features: infoFeatures(d.Info), Limits: infoLimits(d.Info),
 			})
 		}
@@ -70,11 +72,18 @@ func listDevices() devicesReport {
 	if ads, err := webgpu.Adapters(); err != nil {
 		rep.Errors["webgpu"] = err.Error()
 	} else {
+		n := 0
 		for _, a := range ads {
-			rep.Devices = append(rep.Devices, deviceReport{
+			r := deviceReport{
 				Backend: "webgpu/" + a.Backend, Name: a.Name, Type: a.Type, Driver: a.Driver, Usable: a.Usable,
 				Features: a.Features, Limits: a.Limits,
-			})
+			}
+			if a.Usable {
+				// --device counts the Vulkan adapters webgpu uses.
+				r.Device = fmt.Sprint(n)
+				n++
+			}
+			rep.Devices = append(rep.Devices, r)
 		}
 	}
 	if len(rep.Errors) == 0 {
@@ -112,7 +121,14 @@ func (r devicesReport) writeText(w io.Writer) error {
 		if !d.Usable {
 			usable = " (not used by gpurun)"
 		}
-		fmt.Fprintf(w, "%-14s %s [%s]%s\n", d.Backend, d.Name, d.Type, usable)
+		dev := ""
+		if d.Device != "" {
+			dev = "--device " + d.Device + ": "
+		}
+		fmt.Fprintf(w, "%-14s %s%s [%s]%s\n", d.Backend, dev, d.Name, d.Type, usable)
+		if d.Memory > 0 {
+			fmt.Fprintf(w, "%14s memory: %s\n", "", humanBytes(d.Memory))
+		}
 		if d.Driver != "" {
 			fmt.Fprintf(w, "%14s driver: %s\n", "", d.Driver)
 		}

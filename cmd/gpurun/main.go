@@ -1,5 +1,8 @@
 // Command gpurun converts, inspects and runs large language models on the GPU
 // (WebGPU or Vulkan) or the CPU.
+//
+// Errors are printed as "gpurun: <what failed>: <why>" on stderr with exit
+// status 1 (130 after an interrupt).
 package main
 
 import (
@@ -8,16 +11,26 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/debug"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	err := newRoot().ExecuteContext(ctx)
+	// Every command writes its output through out, so a failed write (a
+	// full disk, > /dev/full) fails the command whichever it is.
+	out := &checkedWriter{w: os.Stdout}
+	root := newRoot()
+	root.SetOut(out)
+	err := root.ExecuteContext(ctx)
 	stop()
+	if err == nil && out.err != nil {
+		err = fmt.Errorf("writing the output: %w", out.err)
+	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "gpurun:", err)
+		fmt.Fprintln(os.Stderr, "gpurun: "+errorText(err))
 		if errors.Is(err, context.Canceled) {
 			os.Exit(130)
 		}
@@ -29,9 +42,94 @@ func newRoot() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "gpurun",
 		Short:         "Run large language models on the GPU (WebGPU, Vulkan) or the CPU",
+		Version:       version(debug.ReadBuildInfo()),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newConvert(), newBundle(), newInspect(), newTokenize(), newRun(), newDevices(), newBench())
+	root.SetVersionTemplate("gpurun {{.Version}}\n")
+	root.AddCommand(newConvert(), newBundle(), newInspect(), newTokenize(), newRun(), newChat(), newServe(), newDevices(), newBench())
+	for _, c := range root.Commands() {
+		nameErrors(c)
+	}
 	return root
+}
+
+// nameErrors prefixes the errors of c with its name, so that every error
+// says which command failed: "gpurun: run: --top-k -3: want ...".
+func nameErrors(c *cobra.Command) {
+	if run := c.RunE; run != nil {
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			if err := run(cmd, args); err != nil {
+				return fmt.Errorf("%s: %w", cmd.Name(), err)
+			}
+			return nil
+		}
+	}
+	c.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return fmt.Errorf("%s: %w", cmd.Name(), flagError(cmd, err))
+	})
+}
+
+// version describes the build: the module version ("(devel)" for a build
+// from a work tree) and the VCS revision and state when Go recorded them.
+func version(bi *debug.BuildInfo, ok bool) string {
+	if !ok {
+		return "(unknown build)"
+	}
+	v := bi.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	var rev, modified, when string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			modified = s.Value
+		case "vcs.time":
+			when = s.Value
+		}
+	}
+	if rev != "" {
+		if len(rev) > 12 {
+			rev = rev[:12]
+		}
+		v += ", revision " + rev
+		if modified == "true" {
+			v += " with local changes"
+		}
+		if when != "" {
+			v += " of " + when
+		}
+	}
+	return v + ", " + bi.GoVersion
+}
+
+// packagePrefixes are the prefixes the project's packages put on their
+// errors; errorText keeps the first of each.
+var packagePrefixes = map[string]bool{
+	"pipeline": true, "gpu": true, "cpu": true, "kernels": true, "webgpu": true, "vulkan": true,
+	"backends": true, "convert": true, "checkpoint": true, "gguf": true, "hf": true, "llama2c": true,
+	"safetensors": true, "modelfile": true, "tokenizer": true, "model": true, "fusion": true, "arch": true,
+	"run": true, "bench": true, "chat": true, "serve": true, "tokenize": true, "bundle": true, "inspect": true,
+}
+
+// errorText is err's message with repeated segments dropped: wrapping
+// layers that each name their package would otherwise print
+// "pipeline: pipeline: invalid prompt".
+func errorText(err error) string {
+	parts := strings.Split(err.Error(), ": ")
+	seen := map[string]bool{}
+	out := parts[:0]
+	for i, p := range parts {
+		if i < len(parts)-1 && packagePrefixes[p] {
+			if seen[p] {
+				continue
+			}
+			seen[p] = true
+		}
+		out = append(out, p)
+	}
+	return strings.Join(out, ": ")
 }

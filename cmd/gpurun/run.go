@@ -1,175 +1,381 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"math"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpurun/gpurun"
 	"github.com/gpurun/gpurun/gpu/backends"
+	"github.com/gpurun/gpurun/gpu/cpu"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/tensors/model"
 )
 
-// runFlags are the model and generation flags shared by run and bench.
-type runFlags struct {
+// modelFlags are the model-loading flags shared by run, chat and bench.
+type modelFlags struct {
 	model       string
+	tokenizer   string
 	backend     string
+	device      string
 	maxCache    int
 	activations string
 	noFusion    bool
 	hostSample  bool
-
-	synthetic, syntheticQuant string // bench only
+	cpuMath     string
 }
 
-func (r *runFlags) register(cmd *cobra.Command) {
+func (r *modelFlags) register(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVarP(&r.model, "model", "m", "", "model file (.tflite) or .task bundle")
-	f.StringVar(&r.backend, "backend", "auto", "backend: "+strings.Join(backends.Names, "|"))
-	f.IntVar(&r.maxCache, "max-cache", 0, fmt.Sprintf("KV cache length in tokens (default %d, or the model's context length if shorter)", pipeline.DefaultMaxCache))
-	f.StringVar(&r.activations, "activations", "", "activation precision policy, auto|f32|f16 (default: the model file's); "+
-		"it sets the KV cache type, auto meaning f16 on GPU backends and f32 on the CPU")
+	r.backend = "auto"
+	f.StringVarP(&r.model, "model", "m", "", "model: a .tflite model file or .task bundle, a GGUF file, a llama2.c .bin, or a Hugging Face directory (or give it as the argument)")
+	f.StringVar(&r.tokenizer, "tokenizer", "", "tokenizer (SentencePiece .model, tokenizer.json or llama2.c tokenizer.bin) for a checkpoint that carries none")
+	f.Var(&choiceFlag{&r.backend, backends.Names}, "backend", "backend: "+strings.Join(backends.Names, "|"))
+	f.StringVar(&r.device, "device", "", "device within --backend cpu|webgpu|vulkan: its index as `gpurun devices` lists them, or part of its name (default: the best)")
+	f.Var(&intFlag{&r.maxCache, 1, pipeline.MaxCacheLimit, fmt.Sprintf("an integer in 1..%d (and at most the model's context length)", pipeline.MaxCacheLimit)},
+		"max-cache", fmt.Sprintf("KV cache length in tokens, 1 up to the model's context length (default %d, or the model's context length if shorter)", pipeline.DefaultMaxCache))
+	f.Var(&choiceFlag{&r.activations, []string{model.PolicyAuto, model.PolicyF32, model.PolicyF16}}, "activations",
+		"activation precision policy, auto|f32|f16 (default: the model file's); it sets the KV cache type, auto meaning f16 on GPU backends and f32 on the CPU")
 	f.BoolVar(&r.noFusion, "no-fusion", false, "run the graphs unfused, one op per kernel (for comparison)")
 	f.BoolVar(&r.hostSample, "host-sampling", false, "greedy decoding on a GPU reads back every logit and picks on the host, "+
 		"rather than only the token id picked on the device (for comparison)")
+	r.cpuMath = pipeline.DefaultCPUMath.String()
+	f.Var(&choiceFlag{&r.cpuMath, cpu.MathNames}, "cpu-math", "CPU backend arithmetic for int8/int4 weights: "+strings.Join(cpu.MathNames, "|")+
+		" (dynamic quantizes activations to int8 blocks as llama.cpp does; exact is the reference)")
 }
 
-// load opens the backend and loads the model on it; close releases both.
-// With synthetic set (bench --synthetic), the model is a random-weight
-// checkpoint at the real shapes of that name instead of a file.
-func (r *runFlags) load(cmd *cobra.Command) (m *pipeline.Model, backendName string, close func(), err error) {
-	if r.model == "" && r.synthetic == "" {
-		return nil, "", nil, fmt.Errorf("-m MODEL is required")
+// takeModelArg accepts the model as the optional positional argument.
+func (r *modelFlags) takeModelArg(args []string) error {
+	switch {
+	case len(args) == 0 && r.model == "":
+		return errors.New("a model is required (gpurun COMMAND MODEL or -m MODEL)")
+	case len(args) == 1 && r.model != "" && r.model != args[0]:
+		return fmt.Errorf("two models given: %s and -m %s", args[0], r.model)
+	case len(args) == 1:
+		r.model = args[0]
 	}
-	ctx := cmd.Context()
-	var ck *model.Checkpoint
-	if r.synthetic != "" {
-		if ck, err = syntheticCheckpoint(r.synthetic, r.syntheticQuant); err != nil {
-			return nil, "", nil, err
+	if _, err := os.Stat(r.model); err != nil {
+		return fmt.Errorf("model %w", err)
+	}
+	if r.device != "" && r.backend == "auto" {
+		return fmt.Errorf("--device %s: name the backend too (--backend cpu, webgpu or vulkan)", r.device)
+	}
+	return nil
+}
+
+func (r *modelFlags) options(cmd *cobra.Command) []gpurun.Option {
+	opts := []gpurun.Option{gpurun.WithBackend(r.backend), gpurun.WithDevice(r.device), gpurun.WithMaxCache(r.maxCache), gpurun.WithActivations(r.activations),
+		gpurun.WithCPUMath(r.cpuMath)}
+	if r.tokenizer != "" {
+		opts = append(opts, gpurun.WithTokenizer(r.tokenizer))
+	}
+	if r.noFusion {
+		opts = append(opts, gpurun.WithoutFusion())
+	}
+	if r.hostSample {
+		opts = append(opts, gpurun.WithHostSampling())
+	}
+	return append(opts, gpurun.WithProgress(stageSpinner(cmd.ErrOrStderr())))
+}
+
+// open loads the model and says on stderr what was loaded, where, and how
+// long it took (a large model's weight upload and kernel compilation take
+// a while on a GPU).
+func (r *modelFlags) open(cmd *cobra.Command) (*gpurun.Model, error) {
+	start := time.Now()
+	m, err := gpurun.Open(cmd.Context(), r.model, r.options(cmd)...)
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", r.model, err)
+	}
+	printLoaded(cmd.ErrOrStderr(), m.Model, m.Format(), time.Since(start))
+	return m, nil
+}
+
+func printLoaded(w io.Writer, m *pipeline.Model, format string, took time.Duration) {
+	info, cfg := m.BackendInfo(), m.Config()
+	from := ""
+	if format != "" {
+		from = " from " + format
+	}
+	fmt.Fprintf(w, "loaded %s (%d layers, dim %d)%s on %s: %s, %s KV cache of %d positions, in %.2fs\n",
+		cfg.Arch, cfg.Layers, cfg.Dim, from, info.Backend, info.Name, m.KVDType(), m.MaxCache(), took.Seconds())
+}
+
+// genFlags are the sampling flags of run and chat, in the command line's
+// conventions: --max-tokens -1 for no limit, --temperature 0 for greedy,
+// --top-k 0 for no limit.
+type genFlags struct {
+	maxTokens   int
+	temperature float32
+	topK        int
+	topP        float32
+	seed        uint64
+	stops       []string
+}
+
+func (g *genFlags) register(cmd *cobra.Command, maxTokensHelp string) {
+	f := cmd.Flags()
+	g.maxTokens, g.temperature, g.topK, g.topP = gpurun.DefaultMaxTokens, gpurun.DefaultTemperature, gpurun.DefaultTopK, gpurun.DefaultTopP
+	f.Var(&intFlag{&g.maxTokens, -1, math.MaxInt32, "an integer >= 0, or -1 for no limit"}, "max-tokens", maxTokensHelp)
+	f.Var(&floatFlag{&g.temperature, func(v float64) bool { return v >= 0 }, "a number >= 0 (0 is greedy)"}, "temperature", "sampling temperature; 0 is greedy")
+	f.Var(&intFlag{&g.topK, 0, math.MaxInt32, "an integer >= 0 (0 for no limit)"}, "top-k", "sample from the k most likely tokens; 0 for no limit")
+	f.Var(&floatFlag{&g.topP, func(v float64) bool { return v > 0 && v <= 1 }, "a number in (0, 1] (1 for no limit)"}, "top-p", "nucleus sampling threshold in (0, 1]; 1 for no limit")
+	f.Var(&seedFlag{&g.seed}, "seed", "random seed (same seed, same text); 0 or -1 picks one, which is reported on stderr")
+	f.StringArrayVar(&g.stops, "stop", nil, "stop when the text contains this string (repeatable)")
+}
+
+// options turns the flags into the library's options. MaxTokens 0 (generate
+// nothing) is the caller's to handle.
+func (g *genFlags) options() gpurun.GenerateOptions {
+	o := gpurun.GenerateOptions{MaxTokens: g.maxTokens, Temperature: g.temperature, TopK: g.topK, TopP: g.topP, Seed: g.seed, StopStrings: g.stops}
+	if g.temperature == 0 {
+		o.Greedy = true
+	}
+	if g.topK == 0 {
+		o.TopK = math.MaxInt32 // no limit
+	}
+	return o
+}
+
+// promptFlags are run's prompt sources: -p TEXT (- for stdin), -f FILE,
+// --prompt-ids.
+type promptFlags struct {
+	text, file, ids string
+}
+
+func (p *promptFlags) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVarP(&p.text, "prompt", "p", "", `prompt text ("-" reads it from standard input; "" is allowed)`)
+	f.StringVarP(&p.file, "file", "f", "", "read the prompt text from FILE (one trailing newline is dropped)")
+	f.StringVar(&p.ids, "prompt-ids", "", "prompt as comma-separated token ids, used as given (no BOS added)")
+}
+
+// read returns the prompt the flags give.
+func (p *promptFlags) read(cmd *cobra.Command) (pipeline.Prompt, error) {
+	fs := cmd.Flags()
+	var given []string
+	for _, name := range []string{"prompt", "file", "prompt-ids"} {
+		if fs.Changed(name) {
+			given = append(given, "--"+name)
 		}
 	}
-	b, err := backends.Open(ctx, r.backend)
-	if err != nil {
-		return nil, "", nil, err
+	switch {
+	case len(given) == 0:
+		return pipeline.Prompt{}, errors.New("a prompt is required (-p TEXT, -p - for standard input, -f FILE, or --prompt-ids IDS)")
+	case len(given) > 1:
+		return pipeline.Prompt{}, fmt.Errorf("give one prompt, not %s", strings.Join(given, " and "))
+	case fs.Changed("prompt-ids"):
+		ids, err := parseIDList(p.ids)
+		if err != nil {
+			return pipeline.Prompt{}, fmt.Errorf("--prompt-ids: %w", err)
+		}
+		return pipeline.Prompt{IDs: ids}, nil
+	case fs.Changed("file"):
+		data, err := os.ReadFile(p.file)
+		if err != nil {
+			return pipeline.Prompt{}, fmt.Errorf("prompt file: %w", err)
+		}
+		return pipeline.Prompt{Text: strings.TrimSuffix(string(data), "\n")}, nil
+	case p.text == "-":
+		data, err := io.ReadAll(cmd.InOrStdin())
+		if err != nil {
+			return pipeline.Prompt{}, fmt.Errorf("prompt from standard input: %w", err)
+		}
+		return pipeline.Prompt{Text: strings.TrimSuffix(string(data), "\n")}, nil
 	}
-	opts := pipeline.Options{Backend: b, MaxCache: r.maxCache, Activations: r.activations, NoFusion: r.noFusion, HostSampling: r.hostSample}
-	start := time.Now()
-	if ck != nil {
-		m, err = pipeline.FromCheckpoint(ctx, ck, opts)
-	} else {
-		m, err = pipeline.Load(ctx, r.model, opts)
-	}
-	if err != nil {
-		b.Close()
-		return nil, "", nil, err
-	}
-	// Loading a large model (weight upload, kernel compilation) takes a
-	// while on a GPU; say what was loaded and how long it took.
-	info, cfg := b.Info(), m.Config()
-	fmt.Fprintf(cmd.ErrOrStderr(), "loaded %s (%d layers, dim %d) on %s: %s, %s KV cache of %d positions, in %.2fs\n",
-		cfg.Arch, cfg.Layers, cfg.Dim, info.Backend, info.Name, m.KVDType(), m.MaxCache(), time.Since(start).Seconds())
-	return m, info.Backend, func() { m.Close(); b.Close() }, nil
+	return pipeline.Prompt{Text: p.text}, nil
 }
 
 func newRun() *cobra.Command {
 	var (
-		rf        runFlags
-		prompt    string
-		promptIDs string
-		gen       pipeline.GenerateOptions
-		asJSON    bool
-		template  bool
+		mf     modelFlags
+		gf     genFlags
+		pf     promptFlags
+		asJSON bool
 	)
 	cmd := &cobra.Command{
-		Use:   "run -m MODEL [-p PROMPT | --prompt-ids 1,2,3]",
+		Use:   "run [MODEL] [-p PROMPT | -f FILE | --prompt-ids 1,2,3]",
 		Short: "Generate text from a prompt, streaming it to stdout; metrics go to stderr",
 		Long: `Run loads a model and generates from a prompt. Text is streamed to stdout as it
-is generated; time to first token and prefill/decode speeds go to stderr.
+is generated, ending with a newline; the seed, time to first token and
+prefill/decode speeds go to stderr. MODEL is a model file or .task bundle, or
+a checkpoint (GGUF, llama2.c .bin with --tokenizer, Hugging Face directory),
+imported in memory on the way (converting first only saves that time).
+
 A text prompt gets BOS when the model's metadata says so; --prompt-ids are
-used exactly as given. --temperature 0 means greedy decoding.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			var p pipeline.Prompt
-			switch {
-			case promptIDs != "" && prompt != "":
-				return fmt.Errorf("run: give -p or --prompt-ids, not both")
-			case promptIDs != "":
-				ids, err := parseIDList(promptIDs)
-				if err != nil {
-					return fmt.Errorf("run: --prompt-ids: %w", err)
-				}
-				p.IDs = ids
-			case prompt != "":
-				p.Text = prompt
-			default:
-				return fmt.Errorf("run: a prompt is required (-p TEXT or --prompt-ids IDS)")
+used exactly as given. --temperature 0 means greedy decoding. --max-tokens 0
+generates nothing, -1 generates until a stop token or a full cache. On an
+interrupt (Ctrl-C) the text so far, the metrics and the --json result (with
+stop_reason "cancelled") are still printed.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := mf.takeModelArg(args); err != nil {
+				return err
 			}
-			gen.Template = template
-			m, backendName, closeAll, err := rf.load(cmd)
+			prompt, err := pf.read(cmd)
 			if err != nil {
 				return err
 			}
-			defer closeAll()
-			s := m.NewSession()
-			out := cmd.OutOrStdout()
-			var ids []int
-			var text strings.Builder
-			for tok, err := range s.Generate(cmd.Context(), p, gen) {
-				if err != nil {
-					return err
-				}
-				if tok.ID >= 0 {
-					ids = append(ids, tok.ID)
-				}
-				text.WriteString(tok.Piece)
-				io.WriteString(out, tok.Piece)
+			gen, err := gf.options().Resolve()
+			if err != nil {
+				return err
 			}
-			io.WriteString(out, "\n")
-			met := s.Metrics()
-			kvCache := m.KVDType().String()
-			printMetrics(cmd.ErrOrStderr(), backendName+", kv "+kvCache, met)
-			if asJSON {
-				hist := s.History()
-				res := runResult{
-					PromptIDs:    hist[:len(hist)-len(ids)],
-					GeneratedIDs: ids,
-					Text:         text.String(),
-					Backend:      backendName,
-					KVCache:      kvCache,
-					Seed:         gen.Seed,
-					Metrics:      jsonMetrics(met),
-				}
-				if res.GeneratedIDs == nil {
-					res.GeneratedIDs = []int{}
-				}
-				return json.NewEncoder(out).Encode(res)
+			m, err := mf.open(cmd)
+			if err != nil {
+				return err
 			}
-			return nil
+			defer m.Close()
+			if prompt.IDs == nil && !m.HasTokenizer() {
+				return noTokenizer(m)
+			}
+			out := &checkedWriter{w: cmd.OutOrStdout()}
+			res, runErr := generate(cmd.Context(), m, prompt, gen, gf.maxTokens == 0, out, cmd.ErrOrStderr())
+			if asJSON && res != nil {
+				if err := json.NewEncoder(out).Encode(res); err != nil && out.err == nil {
+					return fmt.Errorf("JSON result: %w", err)
+				}
+			}
+			if out.err != nil {
+				return fmt.Errorf("writing the output: %w", out.err)
+			}
+			return runErr
 		},
 	}
-	rf.register(cmd)
+	mf.register(cmd)
+	gf.register(cmd, "maximum tokens to generate; 0 generates nothing, -1 until a stop token or a full cache")
+	pf.register(cmd)
 	f := cmd.Flags()
-	f.StringVarP(&prompt, "prompt", "p", "", "prompt text")
-	f.StringVar(&promptIDs, "prompt-ids", "", "prompt as comma-separated token ids, used as given (no BOS added)")
-	f.IntVar(&gen.MaxTokens, "max-tokens", 256, "maximum tokens to generate")
-	f.Float32Var(&gen.Temperature, "temperature", 0.8, "sampling temperature; 0 is greedy")
-	f.IntVar(&gen.TopK, "top-k", 40, "sample from the k most likely tokens; 0 for no limit")
-	f.Float32Var(&gen.TopP, "top-p", 1, "nucleus sampling threshold; 1 for no limit")
-	f.Uint64Var(&gen.Seed, "seed", 0, "random seed (same seed, same text); 0 picks one and reports it")
-	f.StringArrayVar(&gen.StopStrings, "stop", nil, "stop when the text contains this string (repeatable)")
-	f.BoolVar(&template, "template", false, "wrap the prompt in the model's prompt prefix and suffix")
 	f.BoolVar(&asJSON, "json", false, "print a JSON result object as the last line of stdout")
-	cmd.PreRun = func(*cobra.Command, []string) {
-		if gen.Seed == 0 {
-			gen.Seed = uint64(time.Now().UnixNano())
+	return cmd
+}
+
+// noTokenizer is the error for a text prompt to a model without a usable
+// tokenizer, saying why when that is known.
+func noTokenizer(m *gpurun.Model) error {
+	why := m.TokenizerProblem()
+	if why == "" {
+		why = "the model file carries no tokenizer (convert or bundle it with --tokenizer)"
+	}
+	return fmt.Errorf("text prompt: %s has no tokenizer: %s; --prompt-ids takes token ids", m.Path(), why)
+}
+
+// generate streams one generation to out and reports it on errOut; the
+// result is nil when nothing was run because of an error before the
+// generation started. With none, nothing is generated (--max-tokens 0).
+func generate(ctx context.Context, m *gpurun.Model, prompt pipeline.Prompt, gen pipeline.GenerateOptions, none bool, out io.Writer, errOut io.Writer) (*runResult, error) {
+	info := m.Backend()
+	res := &runResult{Backend: info.Backend, KVCache: m.KVDType().String(), GeneratedIDs: []int{}}
+	if gen.Temperature > 0 {
+		res.Seed = gen.Seed
+	}
+	if none {
+		ids, err := promptIDs(m, prompt)
+		if err != nil {
+			return nil, err
+		}
+		res.PromptIDs = ids
+		res.Metrics = metricsJSON{PromptTokens: len(ids), StopReason: string(pipeline.StopMaxTokens)}
+		fmt.Fprintf(errOut, "[%s] prompt %d tokens, nothing generated (--max-tokens 0)\n", info.Backend, len(ids))
+		return res, nil
+	}
+	s := m.Model.NewSession()
+	var text strings.Builder
+	var genErr error
+	delay := testStepDelay()
+	for tok, err := range s.Generate(ctx, prompt, gen) {
+		if err != nil {
+			genErr = err
+			break
+		}
+		if tok.ID >= 0 {
+			res.GeneratedIDs = append(res.GeneratedIDs, tok.ID)
+		}
+		text.WriteString(tok.Piece)
+		io.WriteString(out, tok.Piece)
+		if delay > 0 {
+			waitOrDone(ctx, delay)
 		}
 	}
-	return cmd
+	met := s.Metrics()
+	if genErr != nil && met.PromptTokens == 0 {
+		return nil, fmt.Errorf("generate: %w", genErr) // nothing ran: a bad prompt or options
+	}
+	io.WriteString(out, "\n")
+	hist := s.History()
+	res.PromptIDs = hist[:len(hist)-len(res.GeneratedIDs)]
+	res.Text = text.String()
+	res.Metrics = jsonMetrics(met)
+	label := info.Backend + ", kv " + res.KVCache
+	if gen.Temperature > 0 {
+		label += fmt.Sprintf(", seed %d", gen.Seed)
+	}
+	printMetrics(errOut, label, met)
+	if genErr != nil && errors.Is(genErr, context.Canceled) {
+		return res, fmt.Errorf("generation interrupted: %w", context.Canceled)
+	}
+	if genErr != nil {
+		return res, fmt.Errorf("generate: %w", genErr)
+	}
+	return res, nil
+}
+
+// promptIDs tokenizes a prompt as a session would at the start of a
+// conversation.
+func promptIDs(m *gpurun.Model, p pipeline.Prompt) ([]int, error) {
+	if p.IDs != nil {
+		return p.IDs, nil
+	}
+	ids, err := m.Encode(p.Text)
+	if err != nil {
+		return nil, err
+	}
+	if cfg := m.Config(); cfg.AddBOS && cfg.BOS >= 0 {
+		ids = append([]int{cfg.BOS}, ids...)
+	}
+	return ids, nil
+}
+
+// testStepDelay is a pause after each streamed token, for the tests that
+// interrupt a generation half-way (GPURUN_TEST_STEP_DELAY, a Go duration);
+// zero otherwise.
+func testStepDelay() time.Duration {
+	d, _ := time.ParseDuration(os.Getenv("GPURUN_TEST_STEP_DELAY"))
+	return d
+}
+
+// waitOrDone sleeps for d or until ctx is done.
+func waitOrDone(ctx context.Context, d time.Duration) {
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+	}
+}
+
+// checkedWriter remembers the first write error (a full disk, a closed
+// pipe) so the command can fail with it; later writes are dropped.
+type checkedWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (c *checkedWriter) Write(p []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	n, err := c.w.Write(p)
+	if err != nil {
+		c.err = err
+	}
+	return n, err
 }
 
 type runResult struct {
@@ -177,8 +383,8 @@ type runResult struct {
 	GeneratedIDs []int       `json:"generated_ids"`
 	Text         string      `json:"text"`
 	Backend      string      `json:"backend"`
-	KVCache      string      `json:"kv_cache"` // the KV cache's storage type: f32 or f16
-	Seed         uint64      `json:"seed"`
+	KVCache      string      `json:"kv_cache"`       // the KV cache's storage type: f32 or f16
+	Seed         uint64      `json:"seed,omitempty"` // the sampler's seed; absent for greedy decoding
 	Metrics      metricsJSON `json:"metrics"`
 }
 
@@ -188,26 +394,34 @@ type metricsJSON struct {
 	GeneratedTokens     int     `json:"generated_tokens"`
 	TimeToFirstTokenMS  float64 `json:"time_to_first_token_ms"`
 	PrefillTokensPerSec float64 `json:"prefill_tokens_per_sec"`
-	DecodeTokensPerSec  float64 `json:"decode_tokens_per_sec"`
-	StopReason          string  `json:"stop_reason"`
+	// DecodeTokensPerSec is absent when no token was decoded after the
+	// first (the first comes from the prefill).
+	DecodeTokensPerSec float64 `json:"decode_tokens_per_sec,omitempty"`
+	StopReason         string  `json:"stop_reason"`
 }
 
 func jsonMetrics(m pipeline.Metrics) metricsJSON {
-	return metricsJSON{
+	j := metricsJSON{
 		PromptTokens:        m.PromptTokens,
 		PrefillTokens:       m.PrefillTokens,
 		GeneratedTokens:     m.GeneratedTokens,
 		TimeToFirstTokenMS:  float64(m.TimeToFirstToken.Microseconds()) / 1000,
 		PrefillTokensPerSec: m.PrefillTokensPerSec,
-		DecodeTokensPerSec:  m.DecodeTokensPerSec,
-		StopReason:          m.StopReason,
+		StopReason:          string(m.StopReason),
 	}
+	if m.DecodeSteps > 0 {
+		j.DecodeTokensPerSec = m.DecodeTokensPerSec
+	}
+	return j
 }
 
-func printMetrics(w io.Writer, backend string, m pipeline.Metrics) {
-	fmt.Fprintf(w, "[%s] prompt %d tokens, time to first token %.1f ms, prefill %.1f tok/s, decode %d tokens at %.1f tok/s (stop: %s)\n",
-		backend, m.PromptTokens, float64(m.TimeToFirstToken.Microseconds())/1000, m.PrefillTokensPerSec,
-		m.GeneratedTokens, m.DecodeTokensPerSec, m.StopReason)
+func printMetrics(w io.Writer, label string, m pipeline.Metrics) {
+	decode := fmt.Sprintf("decode %d tokens at %.1f tok/s", m.GeneratedTokens, m.DecodeTokensPerSec)
+	if m.DecodeSteps == 0 {
+		decode = fmt.Sprintf("%d tokens generated, no decode step", m.GeneratedTokens)
+	}
+	fmt.Fprintf(w, "[%s] prompt %d tokens, time to first token %.1f ms, prefill %.1f tok/s, %s (stop: %s)\n",
+		label, m.PromptTokens, float64(m.TimeToFirstToken.Microseconds())/1000, m.PrefillTokensPerSec, decode, m.StopReason)
 }
 
 func parseIDList(s string) ([]int, error) {

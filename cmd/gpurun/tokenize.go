@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpurun/gpurun/pipeline/tokenizer"
+	"github.com/gpurun/gpurun/pipeline/tokenizer/bpe"
 	"github.com/gpurun/gpurun/tensors/llama2c"
 	"github.com/gpurun/gpurun/tensors/model"
 	"github.com/gpurun/gpurun/tensors/modelfile"
@@ -28,8 +29,9 @@ func newTokenize() *cobra.Command {
 		Long: `Tokenize reads standard input line by line and writes one line per input line:
 the token ids separated by spaces (as spm_encode --output_format=id), or with
 --decode the text of space-separated ids (as spm_decode --input_format=id).
-No BOS or EOS is added. TOKENIZER is a SentencePiece .model, a llama2.c
-tokenizer.bin, a .task bundle, or a model file that embeds a tokenizer.`,
+No BOS or EOS is added. TOKENIZER is a SentencePiece .model, a Hugging Face
+tokenizer.json (byte-level BPE), a llama2.c tokenizer.bin, a .task bundle,
+or a model file that embeds a tokenizer.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if tokPath == "" {
@@ -42,14 +44,14 @@ tokenizer.bin, a .task bundle, or a model file that embeds a tokenizer.`,
 			return tokenizeLines(cmd.InOrStdin(), cmd.OutOrStdout(), tok, decode)
 		},
 	}
-	cmd.Flags().StringVarP(&tokPath, "tokenizer", "t", "", "tokenizer file (.model, tokenizer.bin, .task or model file)")
+	cmd.Flags().StringVarP(&tokPath, "tokenizer", "t", "", "tokenizer file (.model, tokenizer.json, tokenizer.bin, .task or model file)")
 	cmd.Flags().BoolVar(&decode, "decode", false, "decode ids to text instead of encoding")
 	return cmd
 }
 
 // tokenizeLines streams lines from r to w. Each line's newline ("\n") is
 // removed before encoding, as spm_encode does.
-func tokenizeLines(r io.Reader, w io.Writer, tok *tokenizer.Tokenizer, decode bool) error {
+func tokenizeLines(r io.Reader, w io.Writer, tok textTokenizer, decode bool) error {
 	br := bufio.NewReaderSize(r, 1<<16)
 	bw := bufio.NewWriterSize(w, 1<<16)
 	for n := 1; ; n++ {
@@ -102,21 +104,34 @@ func parseIDs(s string, vocab int) ([]int, error) {
 	return ids, nil
 }
 
+// textTokenizer is what tokenize and bundle need from either tokenizer
+// kind (pipeline/tokenizer's SentencePiece, pipeline/tokenizer/bpe's
+// tokenizer.json).
+type textTokenizer interface {
+	Encode(text string) []int
+	Decode(ids []int) string
+	VocabSize() int
+	Marshal() []byte
+}
+
 // openTokenizer loads a tokenizer from any file that holds one, telling the
-// kinds apart by content: a model file or .task bundle, a SentencePiece
-// ModelProto, or a llama2.c tokenizer.bin.
-func openTokenizer(path string) (*tokenizer.Tokenizer, error) {
+// kinds apart by content: a model file or .task bundle, a tokenizer.json, a
+// SentencePiece ModelProto, or a llama2.c tokenizer.bin.
+func openTokenizer(path string) (textTokenizer, error) {
 	if f, err := modelfile.Open(path); err == nil {
 		defer f.Close()
 		b := f.Tokenizer()
 		if b == nil {
 			return nil, fmt.Errorf("%s: the model file has no tokenizer", path)
 		}
-		return tokenizer.Load(append([]byte(nil), b...))
+		return loadTokenizerBytes(path, append([]byte(nil), b...))
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
+	}
+	if modelfile.IsTokenizerJSON(data) {
+		return loadTokenizerBytes(path, data)
 	}
 	tok, protoErr := tokenizer.Load(data)
 	if protoErr == nil {
@@ -124,13 +139,30 @@ func openTokenizer(path string) (*tokenizer.Tokenizer, error) {
 	}
 	v, binErr := llama2c.ParseTokenizer(data, 0)
 	if binErr != nil {
-		return nil, fmt.Errorf("%s: not a model file, SentencePiece model (%v) or llama2.c tokenizer.bin (%v)", path, protoErr, binErr)
+		return nil, fmt.Errorf("%s: not a model file, tokenizer.json, SentencePiece model (%v) or llama2.c tokenizer.bin (%v)", path, protoErr, binErr)
 	}
 	b, err := tokenizerFromVocab(v)
 	if err != nil {
 		return nil, err
 	}
 	return tokenizer.Load(b)
+}
+
+// loadTokenizerBytes loads a stored tokenizer of either kind.
+func loadTokenizerBytes(path string, b []byte) (textTokenizer, error) {
+	var (
+		tok textTokenizer
+		err error
+	)
+	if modelfile.IsTokenizerJSON(b) {
+		tok, err = bpe.Load(b)
+	} else {
+		tok, err = tokenizer.Load(b)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return tok, nil
 }
 
 func tokenizerFromVocab(v *model.Vocab) ([]byte, error) {

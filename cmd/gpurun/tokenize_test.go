@@ -12,9 +12,9 @@ import (
 // TestTokenizeMatchesSentencePiece runs `gpurun tokenize` over the
 // tokenizer conformance inputs and compares every line with what
 // spm_encode --output_format=id and spm_decode --input_format=id printed
-// (recorded by pipeline/tokenizer/testdata/gen.sh).
+// (recorded by testdata/sentencepiece/gen.sh).
 func TestTokenizeMatchesSentencePiece(t *testing.T) {
-	data := filepath.Join("..", "..", "pipeline", "tokenizer", "testdata")
+	data := filepath.Join("..", "..", "testdata", "sentencepiece")
 	models, err := filepath.Glob(filepath.Join(data, "*.model"))
 	if err != nil || len(models) < 3 {
 		t.Fatalf("conformance models: %v %v", models, err)

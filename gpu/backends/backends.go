@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/gpu/cpu"
@@ -23,15 +25,64 @@ var Names = []string{"auto", "cpu", "webgpu", "vulkan"}
 // virtual) and otherwise the CPU backend: a software Vulkan driver such as
 // lavapipe is a correctness device, slower than the CPU path.
 func Open(ctx context.Context, name string) (gpu.Backend, error) {
+	return OpenWith(ctx, name, Options{})
+}
+
+// Options configure OpenWith.
+type Options struct {
+	// Device selects the device as OpenDevice's sel does ("" picks).
+	Device string
+	// CPU configures the CPU backend (its threads and math).
+	CPU cpu.Options
+}
+
+// OpenDevice is Open on the device sel names among the backend's devices:
+// its index ("0", "1", ... as `gpurun devices` lists them) or a
+// case-insensitive part of its name; "" picks as Open does. The CPU
+// backend has one device, "0" or "cpu"; "auto" takes no selection.
+func OpenDevice(ctx context.Context, name, sel string) (gpu.Backend, error) {
+	return OpenWith(ctx, name, Options{Device: sel})
+}
+
+// OpenWith is Open with a device selection and backend settings.
+func OpenWith(ctx context.Context, name string, opts Options) (gpu.Backend, error) {
+	if sel := opts.Device; sel != "" {
+		switch name {
+		case "cpu":
+			if sel != "0" && !strings.EqualFold(sel, "cpu") {
+				return nil, fmt.Errorf("backends: the cpu backend has one device, 0, not %q: %w", sel, gpu.ErrNoDevice)
+			}
+			return cpu.New(opts.CPU), nil
+		case "webgpu":
+			dev, err := webgpu.OpenSelected(ctx, sel)
+			if err != nil {
+				return nil, err
+			}
+			return withWebGPUMemory(withDevice(kernels.New(dev), dev)), nil
+		case "vulkan":
+			index, err := vulkanIndex(sel)
+			if err != nil {
+				return nil, err
+			}
+			dev, err := vulkan.OpenDevice(ctx, index)
+			if err != nil {
+				return nil, err
+			}
+			return withDevice(kernels.New(dev), dev), nil
+		case "auto", "":
+			return nil, fmt.Errorf("backends: a device is chosen within a backend: name cpu, webgpu or vulkan with it: %w", gpu.ErrUnsupported)
+		}
+		return nil, unknownBackend(name)
+	}
 	switch name {
 	case "cpu":
-		return cpu.New(cpu.Options{}), nil
+		return cpu.New(opts.CPU), nil
 	case "webgpu":
 		dev, err := webgpu.Open(ctx)
 		if err != nil {
 			return nil, err
 		}
-		return withDevice(kernels.New(dev), dev), nil
+		return withWebGPUMemory(withDevice(kernels.New(dev), dev)), nil
 	case "vulkan":
 		dev, err := vulkan.Open(ctx)
 		if err != nil {
@@ -40,13 +91,51 @@ func Open(ctx context.Context, name string) (gpu.Backend, error) {
 		return withDevice(kernels.New(dev), dev), nil
 	case "auto", "":
 		if hasRealGPU() {
-			if b, err := Open(ctx, "vulkan"); err == nil {
+			if b, err := OpenWith(ctx, "vulkan", opts); err == nil {
 				return b, nil
 			}
 		}
-		return Open(ctx, "cpu")
+		return OpenWith(ctx, "cpu", opts)
 	}
-	return nil, fmt.Errorf("backends: unknown backend %q (want one of %v): %w", name, Names, gpu.ErrUnsupported)
+	return nil, unknownBackend(name)
+}
+
+// unknownBackend is the error for a name Open does not know; it matches
+// gpu.ErrUnsupported under errors.Is.
+type unknownBackend string
+
+func (u unknownBackend) Error() string {
+	return fmt.Sprintf("unknown backend %q (want one of %s)", string(u), strings.Join(Names, ", "))
+}
+
+func (u unknownBackend) Is(target error) bool { return target == gpu.ErrUnsupported }
+
+// vulkanIndex resolves a device selection among vulkan.Devices.
+func vulkanIndex(sel string) (int, error) {
+	devs, err := vulkan.Devices()
+	if err != nil {
+		return 0, err
+	}
+	if i, err := strconv.Atoi(sel); err == nil {
+		if i < 0 || i >= len(devs) {
+			return 0, fmt.Errorf("vulkan: no device %d: %d devices (%s): %w", i, len(devs), deviceList(devs), gpu.ErrNoDevice)
+		}
+		return i, nil
+	}
+	for i, d := range devs {
+		if strings.Contains(strings.ToLower(d.Name), strings.ToLower(sel)) {
+			return i, nil
+		}
+	}
+	return 0, fmt.Errorf("vulkan: no device named %q among %s: %w", sel, deviceList(devs), gpu.ErrNoDevice)
+}
+
+func deviceList(devs []vulkan.DeviceInfo) string {
+	var names []string
+	for i, d := range devs {
+		names = append(names, fmt.Sprintf("%d: %s", i, d.Name))
+	}
+	return strings.Join(names, ", ")
 }
 
 func hasRealGPU() bool {
@@ -66,10 +155,55 @@ func hasRealGPU() bool {
 // owned closes the device after the backend that runs on it.
 type owned struct {
 	gpu.Backend
-	dev gpu.Device
+	dev    gpu.Device
+	memory int64 // Info.MemoryBytes when the backend reports none
 }
 
-func withDevice(b gpu.Backend, dev gpu.Device) gpu.Backend { return &owned{Backend: b, dev: dev} }
+func withDevice(b gpu.Backend, dev gpu.Device) *owned { return &owned{Backend: b, dev: dev} }
+
+// withWebGPUMemory fills in Info.MemoryBytes, which WebGPU does not
+// report, from the Vulkan device of the same name (WebGPU runs on a Vulkan
+// adapter here).
+func withWebGPUMemory(b *owned) *owned {
+	info := b.Backend.Info()
+	if info.MemoryBytes > 0 {
+		return b
+	}
+	if devs, err := vulkan.Devices(); err == nil {
+		for _, d := range devs {
+			if d.Name == info.Name {
+				b.memory = d.MemoryBytes
+				break
+			}
+		}
+	}
+	return b
+}
+
+// Info is the backend's, with the memory size found for it.
+func (o *owned) Info() gpu.Info {
+	info := o.Backend.Info()
+	if info.MemoryBytes == 0 {
+		info.MemoryBytes = o.memory
+	}
+	return info
+}
+
+// MemoryUse is the device's count of what it allocated, zero when the
+// device keeps none.
+func (o *owned) MemoryUse() gpu.MemoryUse {
+	if r, ok := o.dev.(gpu.MemoryReporter); ok {
+		return r.MemoryUse()
+	}
+	return gpu.MemoryUse{}
+}
+
+// ResetPeakMemory resets the device's peak, where it keeps one.
+func (o *owned) ResetPeakMemory() {
+	if r, ok := o.dev.(gpu.MemoryReporter); ok {
+		r.ResetPeakMemory()
+	}
+}
 
 func (o *owned) Close() error {
 	return errors.Join(o.Backend.Close(), o.dev.Close())

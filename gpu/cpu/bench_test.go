@@ -9,6 +9,7 @@ import (
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/gpu/cpu"
+	"github.com/gpurun/gpurun/gpu/internal/conformance"
 	"github.com/gpurun/gpurun/pipeline/arch"
 	"github.com/gpurun/gpurun/tensors"
 	"github.com/gpurun/gpurun/tensors/model"
@@ -19,6 +20,16 @@ type weightType struct {
 	name  string
 	dtype tensors.DType
 	block int
+}
+
+// blockBenchTypes adds llama.cpp's block types to the f32 and int4 baselines.
+var blockBenchTypes = []weightType{
+	{"f32", tensors.F32, 0},
+	{"int4-block32", tensors.I4, 32},
+	{"q4_k", tensors.Q4K, 0},
+	{"q5_k", tensors.Q5K, 0},
+	{"q6_k", tensors.Q6K, 0},
+	{"q5_0", tensors.Q5_0, 0},
 }
 
 var benchTypes = []weightType{
@@ -34,6 +45,9 @@ func storeAs(b testing.TB, name string, rows, cols int, wt weightType, rng *rand
 	vals := randVals(rng, rows*cols, 0.05)
 	var t *tensors.Tensor
 	var err error
+	if wt.dtype.Block() {
+		return conformance.BlockMatrix(rng, name, rows, cols, wt.dtype)
+	}
 	if wt.dtype.Quantized() {
 		t, err = tensors.Quantize(name, []int{rows, cols}, vals, wt.dtype, wt.block, tensors.F16)
 		if err == nil {
@@ -77,46 +91,83 @@ func syntheticModel(b testing.TB, wt weightType) (*model.Config, []*tensors.Tens
 }
 
 // BenchmarkForward measures decode (one token per step at position 64) and
-// prefill (64 tokens in one step) of the synthetic model, per weight type.
+// prefill (64 tokens in one step) of the synthetic model, per weight type
+// and, for quantized weights, per math (allocs/op of decode must be 0).
 func BenchmarkForward(b *testing.B) {
 	for _, wt := range benchTypes {
 		cfg, ws := syntheticModel(b, wt)
-		for _, tokens := range []int{1, 64} {
-			name := "decode"
-			if tokens > 1 {
-				name = fmt.Sprintf("prefill%d", tokens)
-			}
-			b.Run(wt.name+"/"+name, func(b *testing.B) {
-				ctx := context.Background()
-				be := cpu.New(cpu.Options{})
-				w, err := be.LoadWeights(ctx, ws)
-				if err != nil {
-					b.Fatal(err)
+		maths := []cpu.Math{cpu.MathExact}
+		if wt.dtype.Quantized() {
+			maths = append(maths, cpu.MathDynamic)
+		}
+		for _, m := range maths {
+			for _, tokens := range []int{1, 64} {
+				name := "decode"
+				if tokens > 1 {
+					name = fmt.Sprintf("prefill%d", tokens)
 				}
-				g, err := arch.Build(cfg, arch.BuildOptions{Tokens: tokens, MaxLen: 256})
-				if err != nil {
-					b.Fatal(err)
-				}
-				kv, err := be.NewKVCache(g.KV)
-				if err != nil {
-					b.Fatal(err)
-				}
-				p, err := be.Compile(g, w, kv)
-				if err != nil {
-					b.Fatal(err)
-				}
-				toks := make([]int32, tokens)
-				for i := range toks {
-					toks[i] = int32(i * 7 % cfg.VocabSize)
-				}
-				b.ResetTimer()
-				for b.Loop() {
-					if err := p.Run(ctx, toks, 64); err != nil {
-						b.Fatal(err)
+				b.Run(wt.name+"/"+m.String()+"/"+name, func(b *testing.B) {
+					p, toks := forwardProgram(b, cfg, ws, tokens, m)
+					ctx := context.Background()
+					b.ReportAllocs()
+					b.ResetTimer()
+					for b.Loop() {
+						if err := p.Run(ctx, toks, 64); err != nil {
+							b.Fatal(err)
+						}
 					}
+					b.ReportMetric(float64(tokens*b.N)/b.Elapsed().Seconds(), "tok/s")
+				})
+			}
+		}
+	}
+}
+
+// forwardProgram compiles the synthetic model's step for the given token
+// count on a fresh backend.
+func forwardProgram(b testing.TB, cfg *model.Config, ws []*tensors.Tensor, tokens int, m cpu.Math) (gpu.Program, []int32) {
+	ctx := context.Background()
+	be := cpu.New(cpu.Options{Math: m})
+	w, err := be.LoadWeights(ctx, ws)
+	if err != nil {
+		b.Fatal(err)
+	}
+	g, err := arch.Build(cfg, arch.BuildOptions{Tokens: tokens, MaxLen: 256})
+	if err != nil {
+		b.Fatal(err)
+	}
+	kv, err := be.NewKVCache(g.KV)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := be.Compile(g, w, kv)
+	if err != nil {
+		b.Fatal(err)
+	}
+	toks := make([]int32, tokens)
+	for i := range toks {
+		toks[i] = int32(i * 7 % cfg.VocabSize)
+	}
+	return p, toks
+}
+
+// TestDecodeAllocatesNothing runs decode steps of the synthetic model in
+// every weight type and math and counts heap allocations.
+func TestDecodeAllocatesNothing(t *testing.T) {
+	for _, wt := range benchTypes {
+		cfg, ws := syntheticModel(t, wt)
+		for _, m := range []cpu.Math{cpu.MathExact, cpu.MathDynamic} {
+			p, toks := forwardProgram(t, cfg, ws, 1, m)
+			ctx := context.Background()
+			pos := 0
+			if n := testing.AllocsPerRun(20, func() {
+				if err := p.Run(ctx, toks, 64+pos%100); err != nil {
+					t.Fatal(err)
 				}
-				b.ReportMetric(float64(tokens*b.N)/b.Elapsed().Seconds(), "tok/s")
-			})
+				pos++
+			}); n != 0 {
+				t.Errorf("%s/%s: %v allocations per decode step, want 0", wt.name, m, n)
+			}
 		}
 	}
 }
@@ -126,6 +177,12 @@ func BenchmarkForward(b *testing.B) {
 // prefill product.
 func BenchmarkMatMul(b *testing.B) {
 	benchProduct(b, 2048, 2048, benchTypes, []int{1, 32}, rand.New(rand.NewPCG(2, 2)))
+}
+
+// BenchmarkMatMulBlocks is BenchmarkMatMul for llama.cpp's block types,
+// beside f32 and int4 block 32.
+func BenchmarkMatMulBlocks(b *testing.B) {
+	benchProduct(b, 2048, 2048, blockBenchTypes, []int{1, 32}, rand.New(rand.NewPCG(2, 2)))
 }
 
 // BenchmarkMatVecFFN measures the decode matrix-vector product of a

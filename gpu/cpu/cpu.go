@@ -14,35 +14,80 @@ import (
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/gpu/cpu/internal/simd"
 )
 
 // Options configures the backend.
 type Options struct {
-	// Threads is the number of goroutines a matrix product or attention is
-	// split across; 0 means runtime.NumCPU().
+	// Threads is the number of threads (the caller and Threads-1 worker
+	// goroutines, started once) a matrix product or attention is split
+	// across; 0 means runtime.NumCPU().
 	Threads int
+	// Math is how matrix products with int8 and int4 weights treat their
+	// inputs; the zero value, MathExact, is the reference.
+	Math Math
+}
+
+// Math selects the arithmetic of matrix products with quantized weights.
+type Math int
+
+const (
+	// MathExact multiplies the f32 inputs by the dequantized weights: the
+	// reference the GPU backends are tested against.
+	MathExact Math = iota
+	// MathDynamic quantizes each input row to int8 per block of 32 values
+	// once per matrix product (dynamic-range quantization, as llama.cpp
+	// does with its Q8_0 activation blocks) and sums integer products,
+	// applying the weight and input scales per block. It applies to int8
+	// and int4 weights whose rows and blocks are multiples of 32 values;
+	// other weights are used exactly.
+	MathDynamic
+)
+
+// MathNames lists the names ParseMath accepts, in Math order.
+var MathNames = []string{"exact", "dynamic"}
+
+func (m Math) String() string {
+	if m >= 0 && int(m) < len(MathNames) {
+		return MathNames[m]
+	}
+	return fmt.Sprintf("Math(%d)", int(m))
+}
+
+// ParseMath returns the Math named s ("exact" or "dynamic").
+func ParseMath(s string) (Math, error) {
+	for i, n := range MathNames {
+		if s == n {
+			return Math(i), nil
+		}
+	}
+	return 0, fmt.Errorf("cpu: unknown math %q (want one of %v): %w", s, MathNames, gpu.ErrUnsupported)
 }
 
 // errToken reports a token id outside the embedding table.
 var errToken = errors.New("cpu: token out of range")
 
 type backend struct {
-	pool pool
+	pool *pool
+	math Math
 }
 
-// New returns the CPU backend.
+// New returns the CPU backend. Its worker goroutines stop on Close, or
+// when the backend is no longer reachable.
 func New(opts Options) gpu.Backend {
 	t := opts.Threads
 	if t <= 0 {
 		t = runtime.NumCPU()
 	}
-	return &backend{pool: pool{threads: t}}
+	b := &backend{pool: newPool(t), math: opts.Math}
+	runtime.AddCleanup(b, func(p *pool) { p.close() }, b.pool)
+	return b
 }
 
 func (b *backend) Info() gpu.Info {
 	return gpu.Info{
 		Backend:       "cpu",
-		Name:          fmt.Sprintf("Go reference (%d threads, %s/%s)", b.pool.threads, runtime.GOOS, runtime.GOARCH),
+		Name:          fmt.Sprintf("Go (%d threads, %s math, %s kernels, %s/%s)", b.pool.threads, b.math, simd.Best().Name, runtime.GOOS, runtime.GOARCH),
 		Type:          gpu.CPU,
 		Driver:        runtime.Version(),
 		F16:           false,
@@ -50,7 +95,10 @@ func (b *backend) Info() gpu.Info {
 	}
 }
 
-func (b *backend) Close() error { return nil }
+func (b *backend) Close() error {
+	b.pool.close()
+	return nil
+}
 
 // kvCache holds, per layer, K and V as [MaxLen][KVHeads*HeadDim] values:
 // f32, or binary16 bit patterns when spec.F16 (half the memory; see kv16.go).

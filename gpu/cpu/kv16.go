@@ -1,6 +1,9 @@
 package cpu
 
-import "github.com/gpurun/gpurun/tensors"
+import (
+	"github.com/gpurun/gpurun/gpu/cpu/internal/simd"
+	"github.com/gpurun/gpurun/tensors"
+)
 
 // maxHalf is the largest finite binary16 value. The f16 cache saturates to
 // it rather than storing an infinity, as the GPU kernels must (WGSL leaves
@@ -18,21 +21,17 @@ func storeF16(dst []uint16, src []float32) {
 // keyDot is q · K[off : off+len(q)] from either cache type.
 func (c *layerCache) keyDot(q []float32, off int) float32 {
 	if c.k16 != nil {
-		return dotF16(c.k16[off:off+len(q)], q)
+		return simd.DotF16(c.k16[off:off+len(q)], q)
 	}
-	return dotF32(q, c.k[off:off+len(q)])
+	return simd.DotF32(q, c.k[off:off+len(q)])
 }
 
-// addValue adds w * V[off : off+len(o)] to o from either cache type.
-func (c *layerCache) addValue(o []float32, w float32, off int) {
+// weightedValues sets o = Σ_i w[i] * V[off+i*stride : off+i*stride+len(o)]
+// from either cache type.
+func (c *layerCache) weightedValues(o, w []float32, off, stride int) {
 	if c.v16 != nil {
-		tab := f16ToF32
-		for d, h := range c.v16[off : off+len(o)] {
-			o[d] += w * tab[h]
-		}
+		simd.WeightedSumF16(o, c.v16[off:], stride, w)
 		return
 	}
-	for d, x := range c.v[off : off+len(o)] {
-		o[d] += w * x
-	}
+	simd.WeightedSum(o, c.v[off:], stride, w)
 }

@@ -1,334 +1,310 @@
 package cpu
 
 import (
-	"math"
-
+	"github.com/gpurun/gpurun/gpu/cpu/internal/simd"
 	"github.com/gpurun/gpurun/tensors"
 )
 
-// matMul computes out[t] = W · in[t] + bias for t < n, with W [outCols,
-// inCols] in its stored type. Output rows are split across the workers.
-func (p *program) matMul(out []float32, outCols int, in []float32, inCols int, n int, w *matrix, bias []float32) {
-	p.pool.run(w.rows, w.rows*w.cols*n, func(lo, hi int) {
-		rd := newRowDotter(w, n)
+// Matrix products. out[t] = W · in[t] (+ bias) for the step's n token rows,
+// W [rows, cols] in its stored type, with three epilogues: store,
+// accumulate into out (MatMul with Accumulate: the same additions in the
+// same order as a store followed by Add), and the gated unit of MatMulGLU
+// (act(G·x + b) * (U·x + ub), each factor computed exactly as MatMul
+// computes it, so fused and unfused graphs agree bitwise).
+//
+// Output rows are split across the pool's threads. Decode (n < 4) is
+// bandwidth-bound: each weight row is read once and dotted with the few
+// token rows by the SIMD kernels, the weights decoded inside the dot
+// product. Prefill is a blocked product: tiles of rowTile weight rows by
+// tokTile tokens, each weight row of a tile unpacked once (dequantized to
+// f32 in exact math; kept packed and decoded in registers once per four
+// tokens in dynamic math) and used for every token of the tile.
+const (
+	rowTile    = 16
+	tokTile    = 64
+	prefillMin = 4
+)
+
+// mmTask is one matrix product, reused by every MatMul-like step of a
+// program (the fields are set before each dispatch).
+type mmTask struct {
+	p       *program
+	out     []float32
+	outCols int
+	in      []float32
+	inCols  int
+	n       int
+	w, up   *matrix
+	bias    []float32
+	upBias  []float32
+	act     func(float32) float32
+	acc     bool // Accumulate
+	glu     bool // MatMulGLU: w is the gate, up the up projection
+	// Dynamic math: the n input rows quantized in w's layout (nil when
+	// w is used exactly).
+	q []int8
+	d []float32
+}
+
+// matMul dispatches the product described by m (m.n rows of input).
+func (p *program) matMul(m *mmTask) {
+	factor := 1
+	if m.glu {
+		factor = 2
+	}
+	grain := 1
+	if m.n >= prefillMin {
+		grain = rowTile
+	}
+	p.pool.run(m.w.rows, factor*m.w.rows*m.w.cols*m.n, grain, m)
+}
+
+func (m *mmTask) run(wk, lo, hi int) {
+	s := &m.p.scratch[wk]
+	if m.n < prefillMin {
 		for r := lo; r < hi; r++ {
-			d := rd.dots(r, in, inCols)
-			for t, v := range d {
-				if bias != nil {
-					v += bias[r]
+			for t := range m.n {
+				g := m.dot(s, m.w, r, t)
+				var u float32
+				if m.glu {
+					u = m.dot(s, m.up, r, t)
 				}
-				out[t*outCols+r] = v
+				m.store(r, t, g, u)
 			}
 		}
-	})
+		return
+	}
+	for r0 := lo; r0 < hi; r0 += rowTile {
+		m.tile(s, r0, min(r0+rowTile, hi))
+	}
 }
 
-// matMulAcc is MatMul with Accumulate: out[t] = out[t] + (W · in[t] + bias),
-// the same additions in the same order as matMul into a temporary followed
-// by add.
-func (p *program) matMulAcc(out []float32, outCols int, in []float32, inCols int, n int, w *matrix, bias []float32) {
-	p.pool.run(w.rows, w.rows*w.cols*n, func(lo, hi int) {
-		rd := newRowDotter(w, n)
-		for r := lo; r < hi; r++ {
-			d := rd.dots(r, in, inCols)
-			for t, v := range d {
-				if bias != nil {
-					v += bias[r]
-				}
-				out[t*outCols+r] += v
-			}
+// store applies the epilogue to output (t, r) given W[r]·x[t] = g (and
+// U[r]·x[t] = u for a gated product).
+func (m *mmTask) store(r, t int, g, u float32) {
+	if m.bias != nil {
+		g += m.bias[r]
+	}
+	i := t*m.outCols + r
+	switch {
+	case m.glu:
+		if m.upBias != nil {
+			u += m.upBias[r]
 		}
-	})
+		m.out[i] = m.act(g) * u
+	case m.acc:
+		m.out[i] += g
+	default:
+		m.out[i] = g
+	}
 }
 
-// matMulGLU: out[t] = act(G · in[t] + bias) * (U · in[t] + upBias), each
-// factor computed exactly as matMul computes it.
-func (p *program) matMulGLU(out []float32, outCols int, in []float32, inCols int, n int, s *step) {
-	g, u := s.w, s.up
-	p.pool.run(g.rows, 2*g.rows*g.cols*n, func(lo, hi int) {
-		gd, ud := newRowDotter(g, n), newRowDotter(u, n)
-		for r := lo; r < hi; r++ {
-			a, b := gd.dots(r, in, inCols), ud.dots(r, in, inCols)
-			for t := range a {
-				x, y := a[t], b[t]
-				if s.bias != nil {
-					x += s.bias[r]
-				}
-				if s.upBias != nil {
-					y += s.upBias[r]
-				}
-				out[t*outCols+r] = s.act(x) * y
-			}
-		}
-	})
-}
-
-// rowDotter computes one weight row times n token rows, with per-worker
-// scratch. Decode (n small) is bandwidth-bound: each weight row is
-// dequantized inside its dot product. Prefill reads each weight row once for
-// all n tokens: the row is dequantized into the scratch row and dotted with
-// every token, so quantized weights are decoded once per step rather than
-// once per token (and never into a dequantized copy of the whole matrix).
-type rowDotter struct {
-	w       *matrix
-	scratch []float32 // a dequantized row, prefill of non-f32 weights only
-	scales  []float32 // a row's block scales as f32, decode of quantized weights only
-	res     []float32 // n dot products
-}
-
-func newRowDotter(w *matrix, n int) *rowDotter {
-	rd := &rowDotter{w: w, res: make([]float32, n)}
-	if n > 2 && w.dtype != tensors.F32 {
-		rd.scratch = make([]float32, w.cols)
+// dot is W[r] · in[t], the decode form.
+func (m *mmTask) dot(s *scratch, w *matrix, r, t int) float32 {
+	if m.q != nil {
+		k := t * m.inCols
+		return w.qdot(r, m.q[k:k+w.cols], m.d[k/simd.QBlock:])
 	}
-	if n <= 2 && w.block > 0 {
-		rd.scales = make([]float32, w.cols/w.block)
-	}
-	return rd
-}
-
-// dots returns W[r] · in[t] for t < n (valid until the next call).
-func (rd *rowDotter) dots(r int, in []float32, inCols int) []float32 {
-	w, out := rd.w, rd.res
-	n := len(out)
-	if n <= 2 {
-		var sc []float32
-		if w.block > 0 {
-			sc = w.rowScales(r, rd.scales)
-		}
-		for t := range n {
-			out[t] = w.dot(r, in[t*inCols:(t+1)*inCols], sc)
-		}
-		return out
-	}
-	row := w.rowView(r, rd.scratch)
-	t := 0
-	for ; t+4 <= n; t += 4 {
-		x := in[t*inCols : (t+4)*inCols]
-		out[t], out[t+1], out[t+2], out[t+3] = dot4(row, x[:inCols], x[inCols:2*inCols], x[2*inCols:3*inCols], x[3*inCols:])
-	}
-	for ; t < n; t++ {
-		out[t] = dotF32(row, in[t*inCols:(t+1)*inCols])
-	}
-	return out
-}
-
-// rowView returns row r as f32: the stored row itself for f32 weights, else
-// the row dequantized into scratch.
-func (m *matrix) rowView(r int, scratch []float32) []float32 {
-	if m.dtype == tensors.F32 {
-		return m.f32[r*m.cols : (r+1)*m.cols]
-	}
-	m.row(r, scratch)
-	return scratch
-}
-
-// dot is row r of m times x, computed from the stored type; sc holds the
-// row's block scales for quantized types.
-func (m *matrix) dot(r int, x []float32, sc []float32) float32 {
-	base := r * m.cols
-	switch m.dtype {
+	x := m.in[t*m.inCols : t*m.inCols+w.cols]
+	base := r * w.cols
+	switch w.dtype {
 	case tensors.F32:
-		return dotF32(m.f32[base:base+m.cols], x)
+		return simd.DotF32(w.f32[base:base+w.cols], x)
 	case tensors.F16:
-		return dotF16(m.u16[base:base+m.cols], x)
+		return simd.DotF16(w.u16[base:base+w.cols], x)
 	case tensors.BF16:
-		return dotBF16(m.u16[base:base+m.cols], x)
+		return simd.DotBF16(w.u16[base:base+w.cols], x)
 	case tensors.I8:
-		return dotI8(m.i8[base:base+m.cols], sc, m.block, x)
+		return simd.DotI8(w.i8[base:base+w.cols], w.rowScales(r, s.sc), w.block, x)
 	case tensors.I4:
-		return dotI4(m.u8[base/2:(base+m.cols)/2], sc, m.block, x)
+		return simd.DotI4(w.u8[base/2:(base+w.cols)/2], w.rowScales(r, s.sc), w.block, x)
 	}
-	return float32(math.NaN())
+	if w.dtype.Block() {
+		// llama.cpp's block types: the row decoded to f32 and dotted as
+		// an f32 row, so a quantized GGUF gives exactly the results of
+		// the F32 file llama.cpp dequantizes it to.
+		row := s.row[:w.cols]
+		w.row(r, row)
+		return simd.DotF32(row, x)
+	}
+	panic("cpu: matrix of unknown type") // newMatrix admits no other
 }
 
-// dotF32 uses four accumulators so the additions can overlap.
-func dotF32(a, x []float32) float32 {
-	x = x[:len(a)]
-	var s0, s1, s2, s3 float32
-	i := 0
-	for ; i+4 <= len(a); i += 4 {
-		s0 += a[i] * x[i]
-		s1 += a[i+1] * x[i+1]
-		s2 += a[i+2] * x[i+2]
-		s3 += a[i+3] * x[i+3]
+// tile computes rows [r0, r1) (at most rowTile) for every token.
+func (m *mmTask) tile(s *scratch, r0, r1 int) {
+	if m.q != nil {
+		m.tileDynamic(s, r0, r1)
+		return
 	}
-	for ; i < len(a); i++ {
-		s0 += a[i] * x[i]
+	// Unpack the tile's rows once (f32 weights are used in place).
+	g := tileRows(m.w, r0, r1, s.rows, s.rowViews[:0])
+	var u [][]float32
+	if m.glu {
+		u = tileRows(m.up, r0, r1, s.upRows, s.upViews[:0])
 	}
-	return (s0 + s1) + (s2 + s3)
-}
-
-// dot4 is dotF32 of one row with four token rows at once: each weight is
-// loaded once for four products.
-func dot4(a, x0, x1, x2, x3 []float32) (s0, s1, s2, s3 float32) {
-	n := len(a)
-	x0, x1, x2, x3 = x0[:n], x1[:n], x2[:n], x3[:n]
-	for i, w := range a {
-		s0 += w * x0[i]
-		s1 += w * x1[i]
-		s2 += w * x2[i]
-		s3 += w * x3[i]
-	}
-	return
-}
-
-func dotF16(a []uint16, x []float32) float32 {
-	x = x[:len(a)]
-	tab := f16ToF32
-	var s0, s1, s2, s3 float32
-	i := 0
-	for ; i+4 <= len(a); i += 4 {
-		s0 += tab[a[i]] * x[i]
-		s1 += tab[a[i+1]] * x[i+1]
-		s2 += tab[a[i+2]] * x[i+2]
-		s3 += tab[a[i+3]] * x[i+3]
-	}
-	for ; i < len(a); i++ {
-		s0 += tab[a[i]] * x[i]
-	}
-	return (s0 + s1) + (s2 + s3)
-}
-
-func dotBF16(a []uint16, x []float32) float32 {
-	x = x[:len(a)]
-	var s float32
-	for i, h := range a {
-		s += math.Float32frombits(uint32(h)<<16) * x[i]
-	}
-	return s
-}
-
-// The quantized dot products sum each block's integer-weighted inputs and
-// apply the block's scale once. Inside a block they take 32 elements at a
-// time through fixed-size array views (no bounds checks) into eight
-// accumulators, so the float additions overlap instead of waiting on each
-// other; integers become floats by table lookup rather than conversion.
-
-// dotI8 is row q (scales: one per block of `block` elements) times x.
-func dotI8(q []int8, scales []float32, block int, x []float32) float32 {
-	x = x[:len(q)]
-	tab := i8ToF32
-	var s float32
-	for _, sc := range scales {
-		qb, xb := q[:block], x[:block]
-		q, x = q[block:], x[block:]
-		var a0, a1, a2, a3, a4, a5, a6, a7 float32
-		for len(qb) >= 32 {
-			c, y := (*[32]int8)(qb), (*[32]float32)(xb)
-			a0 += tab[uint8(c[0])] * y[0]
-			a1 += tab[uint8(c[1])] * y[1]
-			a2 += tab[uint8(c[2])] * y[2]
-			a3 += tab[uint8(c[3])] * y[3]
-			a4 += tab[uint8(c[4])] * y[4]
-			a5 += tab[uint8(c[5])] * y[5]
-			a6 += tab[uint8(c[6])] * y[6]
-			a7 += tab[uint8(c[7])] * y[7]
-			a0 += tab[uint8(c[8])] * y[8]
-			a1 += tab[uint8(c[9])] * y[9]
-			a2 += tab[uint8(c[10])] * y[10]
-			a3 += tab[uint8(c[11])] * y[11]
-			a4 += tab[uint8(c[12])] * y[12]
-			a5 += tab[uint8(c[13])] * y[13]
-			a6 += tab[uint8(c[14])] * y[14]
-			a7 += tab[uint8(c[15])] * y[15]
-			a0 += tab[uint8(c[16])] * y[16]
-			a1 += tab[uint8(c[17])] * y[17]
-			a2 += tab[uint8(c[18])] * y[18]
-			a3 += tab[uint8(c[19])] * y[19]
-			a4 += tab[uint8(c[20])] * y[20]
-			a5 += tab[uint8(c[21])] * y[21]
-			a6 += tab[uint8(c[22])] * y[22]
-			a7 += tab[uint8(c[23])] * y[23]
-			a0 += tab[uint8(c[24])] * y[24]
-			a1 += tab[uint8(c[25])] * y[25]
-			a2 += tab[uint8(c[26])] * y[26]
-			a3 += tab[uint8(c[27])] * y[27]
-			a4 += tab[uint8(c[28])] * y[28]
-			a5 += tab[uint8(c[29])] * y[29]
-			a6 += tab[uint8(c[30])] * y[30]
-			a7 += tab[uint8(c[31])] * y[31]
-			qb, xb = qb[32:], xb[32:]
+	gs, us := &s.gs, &s.us // in scratch: a local would escape through the kernels
+	for t0 := 0; t0 < m.n; t0 += tokTile {
+		t1 := min(t0+tokTile, m.n)
+		for i, row := range g {
+			r := r0 + i
+			t := t0
+			for ; t+4 <= t1; t += 4 {
+				simd.DotF32x4(row, m.in[t*m.inCols:], m.inCols, gs)
+				if m.glu {
+					simd.DotF32x4(u[i], m.in[t*m.inCols:], m.inCols, us)
+				}
+				for j := range 4 {
+					m.store(r, t+j, gs[j], us[j])
+				}
+			}
+			for ; t < t1; t++ {
+				x := m.in[t*m.inCols:]
+				a := simd.DotF32(row, x)
+				var b float32
+				if m.glu {
+					b = simd.DotF32(u[i], x)
+				}
+				m.store(r, t, a, b)
+			}
 		}
-		xb = xb[:len(qb)]
-		for i, v := range qb {
-			a0 += tab[uint8(v)] * xb[i]
-		}
-		s += (((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7))) * sc
 	}
-	return s
 }
 
-// dotI4 is dotI8 for two's complement nibbles, element 0 in the low nibble:
-// each byte's pair of values is one lookup in i4Pairs.
-func dotI4(q []byte, scales []float32, block int, x []float32) float32 {
-	x = x[:2*len(q)]
-	tab := i4Pairs
-	half := block / 2
-	var s float32
-	for _, sc := range scales {
-		qb, xb := q[:half], x[:block]
-		q, x = q[half:], x[block:]
-		var a0, a1, a2, a3, a4, a5, a6, a7 float32
-		for len(qb) >= 16 {
-			c, y := (*[16]byte)(qb), (*[32]float32)(xb)
-			p := &tab[c[0]]
-			a0 += p[0] * y[0]
-			a1 += p[1] * y[1]
-			p = &tab[c[1]]
-			a2 += p[0] * y[2]
-			a3 += p[1] * y[3]
-			p = &tab[c[2]]
-			a4 += p[0] * y[4]
-			a5 += p[1] * y[5]
-			p = &tab[c[3]]
-			a6 += p[0] * y[6]
-			a7 += p[1] * y[7]
-			p = &tab[c[4]]
-			a0 += p[0] * y[8]
-			a1 += p[1] * y[9]
-			p = &tab[c[5]]
-			a2 += p[0] * y[10]
-			a3 += p[1] * y[11]
-			p = &tab[c[6]]
-			a4 += p[0] * y[12]
-			a5 += p[1] * y[13]
-			p = &tab[c[7]]
-			a6 += p[0] * y[14]
-			a7 += p[1] * y[15]
-			p = &tab[c[8]]
-			a0 += p[0] * y[16]
-			a1 += p[1] * y[17]
-			p = &tab[c[9]]
-			a2 += p[0] * y[18]
-			a3 += p[1] * y[19]
-			p = &tab[c[10]]
-			a4 += p[0] * y[20]
-			a5 += p[1] * y[21]
-			p = &tab[c[11]]
-			a6 += p[0] * y[22]
-			a7 += p[1] * y[23]
-			p = &tab[c[12]]
-			a0 += p[0] * y[24]
-			a1 += p[1] * y[25]
-			p = &tab[c[13]]
-			a2 += p[0] * y[26]
-			a3 += p[1] * y[27]
-			p = &tab[c[14]]
-			a4 += p[0] * y[28]
-			a5 += p[1] * y[29]
-			p = &tab[c[15]]
-			a6 += p[0] * y[30]
-			a7 += p[1] * y[31]
-			qb, xb = qb[16:], xb[32:]
+// tileRows returns rows [r0, r1) of w as f32: views of f32 weights, else
+// the rows dequantized into buf.
+func tileRows(w *matrix, r0, r1 int, buf []float32, views [][]float32) [][]float32 {
+	for r := r0; r < r1; r++ {
+		if w.dtype == tensors.F32 {
+			views = append(views, w.f32[r*w.cols:(r+1)*w.cols])
+			continue
 		}
-		xb = xb[:2*len(qb)]
-		for i, v := range qb {
-			p := &tab[v]
-			a0 += p[0] * xb[2*i]
-			a1 += p[1] * xb[2*i+1]
-		}
-		s += (((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7))) * sc
+		d := buf[(r-r0)*w.cols : (r-r0+1)*w.cols]
+		w.row(r, d)
+		views = append(views, d)
 	}
-	return s
+	return views
+}
+
+// tileDynamic is tile for quantized inputs: each weight row meets four
+// tokens at a time, each block decoded once for the four.
+func (m *mmTask) tileDynamic(s *scratch, r0, r1 int) {
+	gs, us := &s.gs, &s.us // in scratch: a local would escape through the kernels
+	for t0 := 0; t0 < m.n; t0 += tokTile {
+		t1 := min(t0+tokTile, m.n)
+		for r := r0; r < r1; r++ {
+			t := t0
+			for ; t+4 <= t1; t += 4 {
+				m.w.qdot4(r, m.q, m.d, t, m.inCols, gs)
+				if m.glu {
+					m.up.qdot4(r, m.q, m.d, t, m.inCols, us)
+				}
+				for j := range 4 {
+					m.store(r, t+j, gs[j], us[j])
+				}
+			}
+			for ; t < t1; t++ {
+				a := m.dot(s, m.w, r, t)
+				var b float32
+				if m.glu {
+					b = m.dot(s, m.up, r, t)
+				}
+				m.store(r, t, a, b)
+			}
+		}
+	}
+}
+
+// unitScale is binary16 1.0: the group scale of per-channel weights in the
+// dynamic kernels, whose row scale is applied afterwards.
+var unitScale = []uint16{0x3c00}
+
+// dynamicOK reports whether the dynamic kernels can take m: int8 or int4
+// rows and blocks of whole 32-value activation blocks, and block scales in
+// binary16 unless there is one scale per row.
+func (m *matrix) dynamicOK() bool {
+	return (m.dtype == tensors.I8 || m.dtype == tensors.I4) && m.cols%simd.QBlock == 0 &&
+		m.block%simd.QBlock == 0 && (m.scalesF16 != nil || m.block == m.cols)
+}
+
+// evensFirst reports the activation layout m's dynamic kernel needs.
+func (m *matrix) evensFirst() bool { return m.dtype == tensors.I4 }
+
+// groups returns the scales DotQ8/DotQ4 apply to row r and the number of
+// activation blocks per scale; with a per-row f32 scale it returns
+// unitScale and that scale as post.
+func (m *matrix) groups(r int) (ws []uint16, per int, post float32) {
+	if m.block == m.cols && m.scalesF16 == nil {
+		return unitScale, m.cols / simd.QBlock, m.scalesF32[r]
+	}
+	nb := m.cols / m.block
+	return m.scalesF16[r*nb : (r+1)*nb], m.block / simd.QBlock, 1
+}
+
+// qdot is W[r] · x for input x quantized by simd.QuantizeQ8 (scales d).
+func (m *matrix) qdot(r int, x []int8, d []float32) float32 {
+	ws, per, post := m.groups(r)
+	var v float32
+	if m.dtype == tensors.I4 {
+		v = simd.DotQ4(m.u8[r*m.cols/2:(r+1)*m.cols/2], ws, per, x, d)
+	} else {
+		v = simd.DotQ8(m.i8[r*m.cols:(r+1)*m.cols], ws, per, x, d)
+	}
+	if post != 1 {
+		v *= post
+	}
+	return v
+}
+
+// qdot4 sets out[j] = W[r] · x[t+j] for j < 4, x the quantized input rows
+// (stride cols values).
+func (m *matrix) qdot4(r int, q []int8, d []float32, t, stride int, out *[4]float32) {
+	ws, per, post := m.groups(r)
+	k := t * stride
+	if m.dtype == tensors.I4 {
+		simd.DotQ4x4(m.u8[r*m.cols/2:(r+1)*m.cols/2], ws, per, q[k:], d[k/simd.QBlock:], stride, out)
+	} else {
+		simd.DotQ8x4(m.i8[r*m.cols:(r+1)*m.cols], ws, per, q[k:], d[k/simd.QBlock:], stride, out)
+	}
+	if post != 1 {
+		for j := range out {
+			out[j] *= post
+		}
+	}
+}
+
+// quantTask quantizes input rows for the dynamic kernels.
+type quantTask struct {
+	in    []float32
+	cols  int
+	q     []int8
+	d     []float32
+	evens bool
+}
+
+func (qt *quantTask) run(_, lo, hi int) {
+	for t := lo; t < hi; t++ {
+		k := t * qt.cols
+		simd.QuantizeQ8(qt.q[k:k+qt.cols], qt.d[k/simd.QBlock:(k+qt.cols)/simd.QBlock], qt.in[k:k+qt.cols], qt.evens)
+	}
+}
+
+// quantized returns the step's input (n rows of cols) quantized in the
+// layout w needs, or nil when w is used exactly. Each layout is quantized
+// once per step (MultiMatMul and MatMulGLU share it).
+func (p *program) quantized(w *matrix, in []float32, cols, n int) ([]int8, []float32) {
+	if p.math != MathDynamic || !w.dynamicOK() || cols%simd.QBlock != 0 {
+		return nil, nil
+	}
+	l := 0
+	if w.evensFirst() {
+		l = 1
+	}
+	qb := &p.qbufs[l]
+	if qb.step != p.stepID {
+		qb.step = p.stepID
+		qt := &p.qt
+		*qt = quantTask{in: in, cols: cols, q: qb.q[:n*cols], d: qb.d[:n*cols/simd.QBlock], evens: l == 1}
+		p.pool.run(n, 8*n*cols, 1, qt)
+	}
+	return qb.q[:n*cols], qb.d[:n*cols/simd.QBlock]
 }

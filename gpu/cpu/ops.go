@@ -121,46 +121,58 @@ type attnParams struct {
 // cached keys p <= pos+t (and pos+t-p < window when window > 0) of the
 // scaled, optionally soft-capped scores, weighting the cached values. Query
 // heads share kv head h / (heads/kvHeads). The (row, head) pairs are split
-// across workers.
-func (p *program) attention(out, q []float32, n, pos int, c *layerCache, ap attnParams) {
+// across the threads.
+func (p *program) attention(a *attnTask) {
+	ap := a.ap
+	p.pool.run(a.n*ap.heads, a.n*ap.heads*(a.pos+a.n)*ap.headDim*2, 1, a)
+}
+
+// attnTask is one Attention step.
+type attnTask struct {
+	p      *program
+	out, q []float32
+	n, pos int
+	c      *layerCache
+	ap     attnParams
+}
+
+func (a *attnTask) run(wk, lo, hi int) {
+	ap, c := a.ap, a.c
 	cols := ap.heads * ap.headDim
 	kvCols := ap.kvHeads * ap.headDim
 	group := ap.heads / ap.kvHeads
-	p.pool.run(n*ap.heads, n*ap.heads*(pos+n)*ap.headDim*2, func(lo, hi int) {
-		scores := make([]float32, pos+n)
-		for job := lo; job < hi; job++ {
-			t, h := job/ap.heads, job%ap.heads
-			qpos := pos + t
-			first := 0
-			if ap.window > 0 {
-				first = max(0, qpos-ap.window+1)
-			}
-			qh := q[t*cols+h*ap.headDim : t*cols+(h+1)*ap.headDim]
-			kvOff := (h / group) * ap.headDim
-			s := scores[:qpos+1-first]
-			best := float32(math.Inf(-1))
-			for i := range s {
-				v := ap.scale * c.keyDot(qh, (first+i)*kvCols+kvOff)
-				if ap.cap > 0 {
-					v = ap.cap * float32(math.Tanh(float64(v/ap.cap)))
-				}
-				s[i] = v
-				best = max(best, v)
-			}
-			var sum float64
-			for i, v := range s {
-				e := float32(math.Exp(float64(v - best)))
-				s[i] = e
-				sum += float64(e)
-			}
-			o := out[t*cols+h*ap.headDim : t*cols+(h+1)*ap.headDim]
-			clear(o)
-			inv := float32(1 / sum)
-			for i, e := range s {
-				c.addValue(o, e*inv, (first+i)*kvCols+kvOff)
-			}
+	scores := a.p.scratch[wk].scores
+	for job := lo; job < hi; job++ {
+		t, h := job/ap.heads, job%ap.heads
+		qpos := a.pos + t
+		first := 0
+		if ap.window > 0 {
+			first = max(0, qpos-ap.window+1)
 		}
-	})
+		qh := a.q[t*cols+h*ap.headDim : t*cols+(h+1)*ap.headDim]
+		kvOff := (h / group) * ap.headDim
+		s := scores[:qpos+1-first]
+		best := float32(math.Inf(-1))
+		for i := range s {
+			v := ap.scale * c.keyDot(qh, (first+i)*kvCols+kvOff)
+			if ap.cap > 0 {
+				v = ap.cap * float32(math.Tanh(float64(v/ap.cap)))
+			}
+			s[i] = v
+			best = max(best, v)
+		}
+		var sum float64
+		for i, v := range s {
+			e := float32(math.Exp(float64(v - best)))
+			s[i] = e
+			sum += float64(e)
+		}
+		inv := float32(1 / sum)
+		for i, e := range s {
+			s[i] = e * inv
+		}
+		c.weightedValues(a.out[t*cols+h*ap.headDim:t*cols+(h+1)*ap.headDim], s, first*kvCols+kvOff, kvCols)
+	}
 }
 
 // glu: out = act(a) * b, elementwise over n rows.

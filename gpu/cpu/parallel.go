@@ -1,31 +1,135 @@
 package cpu
 
-import "sync"
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
 
 // minParallelWork is the number of multiply-adds below which splitting a
-// loop across goroutines costs more than it saves.
-const minParallelWork = 1 << 15
+// loop across the workers costs more than it saves.
+const minParallelWork = 1 << 14
 
-// pool splits loops across a fixed number of goroutines.
-type pool struct{ threads int }
+// spinLimit is how many times an idle worker polls for the next loop before
+// it sleeps: a decode step's ops follow each other within microseconds, and
+// waking a sleeping goroutine costs more than that.
+const spinLimit = 1 << 12
 
-// run calls fn on contiguous chunks of [0, n) covering it exactly once,
-// concurrently when work (an estimate of the multiply-adds) is large enough.
-// It returns when every chunk is done.
-func (p pool) run(n, work int, fn func(lo, hi int)) {
-	workers := min(p.threads, n)
-	if workers <= 1 || work < minParallelWork {
-		fn(0, n)
+// task is a loop body: run covers [lo, hi) on worker w (0 is the caller),
+// which selects that worker's scratch memory. Tasks are structs the
+// program keeps, so handing one to the pool allocates nothing.
+type task interface {
+	run(w, lo, hi int)
+}
+
+// pool is a fixed set of worker goroutines, started once, that share loops
+// with the calling goroutine. A loop is cut into chunks that the caller and
+// the workers take in turn from an atomic counter, so a worker that the
+// machine delays does not hold up the others.
+type pool struct {
+	threads int
+
+	busy      sync.Mutex // one loop at a time; a concurrent caller runs alone
+	closeOnce sync.Once
+
+	gen      atomic.Uint64 // bumped per loop; workers wait for a change
+	t        task
+	n, chunk int
+	next     atomic.Int64
+	pending  atomic.Int32 // workers still on the current loop
+	sleeping atomic.Int32
+	stopped  atomic.Bool
+	mu       sync.Mutex
+	wake     *sync.Cond
+}
+
+// newPool starts threads-1 workers (the caller is the last thread).
+func newPool(threads int) *pool {
+	p := &pool{threads: threads}
+	p.wake = sync.NewCond(&p.mu)
+	for w := 1; w < threads; w++ {
+		go p.worker(w)
+	}
+	return p
+}
+
+// close stops the workers. It waits for a loop in progress and keeps the
+// pool's busy lock, so every later run (a program may outlive its backend,
+// whose cleanup calls close) runs inline instead of waiting for workers
+// that have exited.
+func (p *pool) close() { p.closeOnce.Do(p.stop) }
+
+func (p *pool) stop() {
+	p.busy.Lock()
+	p.stopped.Store(true)
+	p.mu.Lock()
+	p.gen.Add(1)
+	p.wake.Broadcast()
+	p.mu.Unlock()
+}
+
+// run calls t.run on chunks of [0, n) that cover it exactly once, on every
+// thread when work (an estimate of the multiply-adds) is large enough, in
+// chunks of at least grain (a multiple of grain unless at the end). It
+// returns when every chunk is done.
+func (p *pool) run(n, work, grain int, t task) {
+	if p.threads <= 1 || n <= grain || work < minParallelWork || p.stopped.Load() || !p.busy.TryLock() {
+		t.run(0, 0, n)
 		return
 	}
-	var wg sync.WaitGroup
-	for w := 1; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			fn(w*n/workers, (w+1)*n/workers)
-		}()
+	chunk := max(grain, (n/(4*p.threads)+grain-1)/grain*grain)
+	p.t, p.n, p.chunk = t, n, chunk
+	p.next.Store(0)
+	p.pending.Store(int32(p.threads - 1))
+	p.gen.Add(1)
+	if p.sleeping.Load() > 0 {
+		p.mu.Lock()
+		p.wake.Broadcast()
+		p.mu.Unlock()
 	}
-	fn(0, n/workers)
-	wg.Wait()
+	p.work(0)
+	for spins := 0; p.pending.Load() > 0; spins++ {
+		if spins > 64 {
+			runtime.Gosched()
+		}
+	}
+	p.t = nil
+	p.busy.Unlock()
+}
+
+// work takes chunks of the current loop until none is left.
+func (p *pool) work(w int) {
+	for {
+		lo := int(p.next.Add(int64(p.chunk))) - p.chunk
+		if lo >= p.n {
+			return
+		}
+		p.t.run(w, lo, min(lo+p.chunk, p.n))
+	}
+}
+
+func (p *pool) worker(w int) {
+	// Generation 0 is the pool's start (newPool runs before any loop): a
+	// worker that starts late must still take part in the first loop.
+	var seen uint64
+	for {
+		for spins := 0; p.gen.Load() == seen; spins++ {
+			if spins < spinLimit {
+				continue
+			}
+			p.mu.Lock()
+			p.sleeping.Add(1)
+			for p.gen.Load() == seen {
+				p.wake.Wait()
+			}
+			p.sleeping.Add(-1)
+			p.mu.Unlock()
+		}
+		seen = p.gen.Load()
+		if p.stopped.Load() {
+			return
+		}
+		p.work(w)
+		p.pending.Add(-1)
+	}
 }

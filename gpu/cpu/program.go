@@ -13,13 +13,40 @@ import (
 // resolved. A program is not safe for concurrent use; programs compiled
 // against the same weights and cache share them.
 type program struct {
-	pool   pool
+	pool   *pool
+	math   Math
 	graph  *fusion.Graph
 	bufs   [][]float32
 	steps  []step
 	kv     *kvCache
 	logits fusion.Buf
 	lastT  int // tokens of the last successful Run, 0 before any
+
+	// Per-thread scratch memory and the reusable loop bodies: a step
+	// allocates nothing.
+	scratch []scratch
+	mm      mmTask
+	at      attnTask
+	qt      quantTask
+	qbufs   [2]qbuf // dynamic math: the input quantized (natural, evens-first)
+	stepID  int     // counts executed steps; tells qbufs' contents apart
+}
+
+// scratch is one thread's working memory.
+type scratch struct {
+	rows, upRows      []float32   // a prefill tile's rows as f32 (gate, up)
+	row               []float32   // a decode row of a block-type matrix as f32
+	rowViews, upViews [][]float32 // the tile's rows
+	sc                []float32   // a row's block scales as f32
+	scores            []float32   // attention scores of one query
+	gs, us            [4]float32  // four tokens' products (gate, up)
+}
+
+// qbuf holds a step's input quantized by simd.QuantizeQ8.
+type qbuf struct {
+	q    []int8
+	d    []float32
+	step int
 }
 
 // step is one op with everything it reads resolved.
@@ -56,7 +83,7 @@ func (b *backend) Compile(g *fusion.Graph, w gpu.Weights, kv gpu.KVCache) (gpu.P
 	if err := g.Validate(shape); err != nil {
 		return nil, fmt.Errorf("cpu: compile: %w", err)
 	}
-	p := &program{pool: b.pool, graph: g, logits: g.Logits}
+	p := &program{pool: b.pool, math: b.math, graph: g, logits: g.Logits}
 	if g.UsesKV() {
 		c, ok := kv.(*kvCache)
 		if !ok || c == nil || c.layers == nil {
@@ -106,7 +133,49 @@ func (b *backend) Compile(g *fusion.Graph, w gpu.Weights, kv gpu.KVCache) (gpu.P
 		}
 		p.steps = append(p.steps, s)
 	}
+	p.allocScratch()
 	return p, nil
+}
+
+// allocScratch sizes the per-thread scratch and the quantized-input buffers
+// for the largest step.
+func (p *program) allocScratch() {
+	g := p.graph
+	maxCols, maxIn := 1, 1
+	prefill := false
+	for _, s := range p.steps {
+		for _, w := range append([]*matrix{s.w, s.up}, s.ws...) {
+			if w != nil {
+				maxCols = max(maxCols, w.cols)
+			}
+		}
+		if s.op.Kind == fusion.MatMul || s.op.Kind == fusion.MultiMatMul || s.op.Kind == fusion.MatMulGLU {
+			in := g.Bufs[s.op.In[0]]
+			maxIn = max(maxIn, in.Rows*in.Cols)
+			prefill = prefill || in.Rows >= prefillMin
+		}
+	}
+	maxLen := 1
+	if p.kv != nil {
+		maxLen = p.kv.spec.MaxLen
+	}
+	p.scratch = make([]scratch, p.pool.threads)
+	for i := range p.scratch {
+		s := &p.scratch[i]
+		s.sc = make([]float32, maxCols)
+		s.row = make([]float32, maxCols)
+		s.scores = make([]float32, maxLen)
+		if prefill {
+			s.rows, s.upRows = make([]float32, rowTile*maxCols), make([]float32, rowTile*maxCols)
+			s.rowViews, s.upViews = make([][]float32, 0, rowTile), make([][]float32, 0, rowTile)
+		}
+	}
+	if p.math == MathDynamic {
+		for i := range p.qbufs {
+			p.qbufs[i] = qbuf{q: make([]int8, maxIn), d: make([]float32, maxIn/32+1), step: -1}
+		}
+	}
+	p.mm.p, p.at.p = p, p
 }
 
 // errRun reports bad Run arguments.
@@ -128,6 +197,7 @@ func (p *program) Run(ctx context.Context, tokens []int32, pos int) error {
 		return fmt.Errorf("%w: %w", errRun, err)
 	}
 	for i := range p.steps {
+		p.stepID++
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("cpu: run: %w", err)
 		}
@@ -164,17 +234,22 @@ func (p *program) exec(s *step, tokens []int32, pos int) error {
 			rmsNorm(out, in(0), cols, n, s.vec, op.Eps)
 		}
 	case fusion.MatMul:
-		if op.Accumulate {
-			p.matMulAcc(out, cols, in(0), inCols(0), n, s.w, s.bias)
-		} else {
-			p.matMul(out, cols, in(0), inCols(0), n, s.w, s.bias)
-		}
+		p.mm = mmTask{p: p, out: out, outCols: cols, in: in(0), inCols: inCols(0), n: n, w: s.w, bias: s.bias, acc: op.Accumulate}
+		p.mm.q, p.mm.d = p.quantized(s.w, in(0), inCols(0), n)
+		p.matMul(&p.mm)
 	case fusion.MultiMatMul:
 		for i, o := range op.Outs {
-			p.matMul(p.bufs[o], g.Bufs[o].Cols, in(0), inCols(0), n, s.ws[i], s.bs[i])
+			p.mm = mmTask{p: p, out: p.bufs[o], outCols: g.Bufs[o].Cols, in: in(0), inCols: inCols(0), n: n, w: s.ws[i], bias: s.bs[i]}
+			p.mm.q, p.mm.d = p.quantized(s.ws[i], in(0), inCols(0), n)
+			p.matMul(&p.mm)
 		}
 	case fusion.MatMulGLU:
-		p.matMulGLU(out, cols, in(0), inCols(0), n, s)
+		p.mm = mmTask{p: p, out: out, outCols: cols, in: in(0), inCols: inCols(0), n: n, w: s.w, up: s.up,
+			bias: s.bias, upBias: s.upBias, act: s.act, glu: true}
+		if s.w.dynamicOK() == s.up.dynamicOK() && s.w.evensFirst() == s.up.evensFirst() {
+			p.mm.q, p.mm.d = p.quantized(s.w, in(0), inCols(0), n)
+		}
+		p.matMul(&p.mm)
 	case fusion.Rope:
 		if op.Out != op.In[0] {
 			copy(out[:n*cols], in(0)[:n*cols])
@@ -183,7 +258,8 @@ func (p *program) exec(s *step, tokens []int32, pos int) error {
 	case fusion.StoreKV:
 		storeKV(&p.kv.layers[op.Layer], in(0), in(1), inCols(0), n, pos)
 	case fusion.Attention:
-		p.attention(out, in(0), n, pos, &p.kv.layers[op.Layer], s.attn)
+		p.at = attnTask{p: p, out: out, q: in(0), n: n, pos: pos, c: &p.kv.layers[op.Layer], ap: s.attn}
+		p.attention(&p.at)
 	case fusion.GLU:
 		glu(out, in(0), in(1), n*cols, s.act)
 	case fusion.Activation:
@@ -215,4 +291,7 @@ func (p *program) Logits(dst []float32) (int, error) {
 	return copy(dst, p.bufs[p.logits][:n]), nil
 }
 
-func (p *program) Release() { p.graph, p.bufs, p.steps, p.lastT = nil, nil, nil, 0 }
+func (p *program) Release() {
+	p.graph, p.bufs, p.steps, p.lastT = nil, nil, nil, 0
+	p.scratch, p.qbufs, p.mm, p.at, p.qt = nil, [2]qbuf{}, mmTask{}, attnTask{}, quantTask{}
+}

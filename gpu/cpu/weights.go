@@ -7,9 +7,8 @@ import (
 	"math"
 	"unsafe"
 
-	"github.com/x448/float16"
-
 	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/gpu/cpu/internal/simd"
 	"github.com/gpurun/gpurun/tensors"
 )
 
@@ -34,6 +33,7 @@ type matrix struct {
 	u16 []uint16  // F16, BF16 bit patterns
 	i8  []int8    // I8
 	u8  []byte    // I4, two values per byte, element 0 in the low nibble
+	blk []byte    // block types (Q4_1 ... Q3K): rows of whole blocks
 
 	// Block scales of I8 and I4: rows * (cols/block) values, in their
 	// stored type so they alias the model bytes like the weights (a
@@ -83,6 +83,10 @@ func newMatrix(t *tensors.Tensor) (*matrix, error) {
 	case tensors.I4:
 		m.u8 = t.Data
 	default:
+		if t.DType.Block() {
+			m.blk = t.Data
+			break
+		}
 		return nil, fmt.Errorf("%w: dtype %s cannot be a weight", tensors.ErrShape, t.DType)
 	}
 	if t.Scales != nil {
@@ -143,7 +147,7 @@ func (m *matrix) rowScales(r int, dst []float32) []float32 {
 	}
 	dst = dst[:nb]
 	for i, h := range m.scalesF16[r*nb : (r+1)*nb] {
-		dst[i] = f16ToF32[h]
+		dst[i] = simd.F16ToF32[h]
 	}
 	return dst
 }
@@ -153,7 +157,7 @@ func (m *matrix) scale(i int) float32 {
 	if m.scalesF32 != nil {
 		return m.scalesF32[i]
 	}
-	return f16ToF32[m.scalesF16[i]]
+	return simd.F16ToF32[m.scalesF16[i]]
 }
 
 // vector returns all values of a small tensor (norm scales, biases) as f32.
@@ -173,7 +177,7 @@ func (m *matrix) row(r int, dst []float32) {
 		copy(dst, m.f32[base:base+m.cols])
 	case tensors.F16:
 		for i, h := range m.u16[base : base+m.cols] {
-			dst[i] = f16ToF32[h]
+			dst[i] = simd.F16ToF32[h]
 		}
 	case tensors.BF16:
 		for i, h := range m.u16[base : base+m.cols] {
@@ -185,51 +189,22 @@ func (m *matrix) row(r int, dst []float32) {
 			s := m.scale((base + bl) / m.block)
 			d := dst[bl : bl+m.block]
 			for i, v := range q[bl : bl+m.block] {
-				d[i] = i8ToF32[uint8(v)] * s
+				d[i] = float32(v) * s
 			}
 		}
+	default: // block types: Check made rows whole blocks
+		rb := m.dtype.ByteSize(m.cols)
+		tensors.DecodeBlocks(m.dtype, m.blk[r*rb:(r+1)*rb], dst)
 	case tensors.I4:
 		q := m.u8[base/2 : (base+m.cols)/2]
 		for bl := 0; bl < m.cols; bl += m.block {
 			s := m.scale((base + bl) / m.block)
 			d := dst[bl : bl+m.block]
 			for i, b := range q[bl/2 : (bl+m.block)/2] {
-				p := &i4Pairs[b]
+				p := &simd.I4Pairs[b]
 				d[2*i] = p[0] * s
 				d[2*i+1] = p[1] * s
 			}
 		}
 	}
 }
-
-// i4Pairs holds the two sign-extended nibbles of every byte as floats, low
-// nibble (the even element) first: unpacking a byte is one 8-byte load
-// instead of shifts and two integer-to-float conversions.
-var i4Pairs = func() *[256][2]float32 {
-	var t [256][2]float32
-	for i := range t {
-		b := uint8(i)
-		t[i] = [2]float32{float32(int8(b<<4) >> 4), float32(int8(b) >> 4)}
-	}
-	return &t
-}()
-
-// i8ToF32 converts an int8 (indexed by its bit pattern) to float; a load is
-// cheaper than a sign extension and a conversion.
-var i8ToF32 = func() *[256]float32 {
-	var t [256]float32
-	for i := range t {
-		t[i] = float32(int8(uint8(i)))
-	}
-	return &t
-}()
-
-// f16ToF32 converts every binary16 bit pattern; 256 KiB once, so the f16
-// dot product is a table lookup and a multiply.
-var f16ToF32 = func() *[1 << 16]float32 {
-	var t [1 << 16]float32
-	for i := range t {
-		t[i] = float16.Frombits(uint16(i)).Float32()
-	}
-	return &t
-}()

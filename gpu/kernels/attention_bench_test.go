@@ -13,21 +13,35 @@ import (
 )
 
 // BenchmarkAttentionDecode times one decode step of StoreKV + Attention
-// over a cache of 1024 positions (TinyLlama's attention shape: 32 heads, 4
-// kv heads of 64 dims) with an f32 and an f16 cache, on each device; GB/s
-// counts the cache bytes attention reads.
+// with a 1280-position cache of which 16, 256 or 1000 positions are
+// visible, at stories260K's attention shape (8 heads, 4 kv heads of 8
+// dims), the 110M llama shape (12 heads of 64 dims) and TinyLlama's (32
+// heads, 4 kv heads of 64 dims), with an f16 cache (the GPU default) and an
+// f32 one, for each attention variant on each device; GB/s counts the
+// cache bytes of the visible positions (K and V).
 func BenchmarkAttentionDecode(b *testing.B) {
-	const heads, kvHeads, hd, maxLen = 32, 4, 64, 1024
+	const maxLen = 1280
+	shapes := []struct {
+		name               string
+		heads, kvHeads, hd int
+	}{{"stories260K", 8, 4, 8}, {"110M", 12, 12, 64}, {"tinyllama", 32, 4, 64}}
 	for i, d := range devices {
-		for _, f16 := range []bool{false, true} {
-			b.Run(fmt.Sprintf("%s/f16=%v", d.name, f16), func(b *testing.B) {
-				benchAttention(b, backendOn(b, deviceAt(b, i), kernels.Options{}), heads, kvHeads, hd, maxLen, f16)
-			})
+		for _, sh := range shapes {
+			for _, f16 := range []bool{true, false} {
+				for _, valid := range []int{16, 256, 1000} {
+					for _, kind := range []kernels.AttentionKind{kernels.AttentionPerHead, kernels.AttentionSplit} {
+						b.Run(fmt.Sprintf("%s/%s/f16=%v/len=%d/%s", d.name, sh.name, f16, valid, kind), func(b *testing.B) {
+							be := backendOn(b, deviceAt(b, i), kernels.Options{Attention: kind})
+							benchAttention(b, be, sh.heads, sh.kvHeads, sh.hd, maxLen, valid, f16)
+						})
+					}
+				}
+			}
 		}
 	}
 }
 
-func benchAttention(b *testing.B, be gpu.Backend, heads, kvHeads, hd, maxLen int, f16 bool) {
+func benchAttention(b *testing.B, be gpu.Backend, heads, kvHeads, hd, maxLen, valid int, f16 bool) {
 	r := rand.New(rand.NewPCG(11, 11))
 	g := &fusion.Graph{Tokens: 1, KV: fusion.KVSpec{Layers: 1, KVHeads: kvHeads, HeadDim: hd, MaxLen: maxLen, F16: f16}}
 	q := embedInput(g, "q", heads*hd)
@@ -55,7 +69,7 @@ func benchAttention(b *testing.B, be gpu.Backend, heads, kvHeads, hd, maxLen int
 	defer p.Release()
 	out := make([]float32, heads*hd)
 	run := func() {
-		if err := p.Run(ctx, []int32{1}, maxLen-1); err != nil {
+		if err := p.Run(ctx, []int32{1}, valid-1); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -76,5 +90,5 @@ func benchAttention(b *testing.B, be gpu.Backend, heads, kvHeads, hd, maxLen int
 		elem = 2
 	}
 	sec := b.Elapsed().Seconds() / float64(b.N)
-	b.ReportMetric(float64(2*kvHeads*hd*maxLen*elem)/sec/1e9, "GB/s")
+	b.ReportMetric(float64(2*kvHeads*hd*valid*elem)/sec/1e9, "GB/s")
 }

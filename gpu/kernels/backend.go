@@ -21,10 +21,13 @@ type Options struct {
 	// weights into row blocks; activations and the cache keep the device
 	// limit.
 	MaxBinding int64
-	// Class picks the kernel variants: ClassAuto (by the device type),
-	// ClassCPU or ClassGPU (forced; the conformance tests run both on any
-	// device).
+	// Class picks the matrix kernel variants: ClassAuto (by the device
+	// type), ClassCPU or ClassGPU (forced; the conformance tests run both
+	// on any device).
 	Class DeviceClass
+	// Attention picks the attention kernels (AttentionAuto: split over
+	// the sequence for decode, per head and token for prefill).
+	Attention AttentionKind
 }
 
 // DeviceClass selects a family of kernel variants.
@@ -49,10 +52,23 @@ const (
 	ClassGPU
 )
 
+func (c DeviceClass) String() string {
+	switch c {
+	case ClassAuto:
+		return "auto"
+	case ClassCPU:
+		return "cpuclass"
+	case ClassGPU:
+		return "gpuclass"
+	}
+	return fmt.Sprintf("DeviceClass(%d)", uint8(c))
+}
+
 type backend struct {
 	dev        gpu.Device
 	info       gpu.Info
-	gpuClass   bool  // GPU-class kernel variants
+	gpuClass   bool // GPU-class kernel variants
+	attention  AttentionKind
 	maxBinding int64 // bytes per weight binding
 	devBinding int64 // bytes per binding of the device
 
@@ -76,7 +92,7 @@ func NewWithOptions(dev gpu.Device, opts Options) gpu.Backend {
 		mb = opts.MaxBinding
 	}
 	gpuClass := opts.Class == ClassGPU || (opts.Class == ClassAuto && info.Type != gpu.CPU)
-	return &backend{dev: dev, info: info, gpuClass: gpuClass, maxBinding: mb &^ 3, devBinding: dev0 &^ 3, kernels: map[string]gpu.Kernel{}}
+	return &backend{dev: dev, info: info, gpuClass: gpuClass, attention: opts.Attention, maxBinding: mb &^ 3, devBinding: dev0 &^ 3, kernels: map[string]gpu.Kernel{}}
 }
 
 func (b *backend) Info() gpu.Info { return b.info }

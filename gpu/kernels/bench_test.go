@@ -38,12 +38,7 @@ func benchOnDevices(b *testing.B, tokens, rows, cols int) {
 	}
 }
 
-func className(c kernels.DeviceClass) string {
-	if c == kernels.ClassGPU {
-		return "gpuclass"
-	}
-	return "cpuclass"
-}
+func className(c kernels.DeviceClass) string { return c.String() }
 
 // reportKernel adds the profile of one step of the matrix product (device
 // time from timestamps, and the work the backend counts for it) where the

@@ -27,7 +27,7 @@ func TestFusedConformance(t *testing.T) {
 			{Class: kernels.ClassCPU, MaxBinding: 1024},
 			{Class: kernels.ClassGPU, MaxBinding: 1024},
 		} {
-			t.Run(fmt.Sprintf("class%d_split%d", opts.Class, opts.MaxBinding), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s_split%d", opts.Class, opts.MaxBinding), func(t *testing.T) {
 				conformance.RunCases(t, conformance.FusedCases(), func(t testing.TB) gpu.Backend {
 					return sharedBackend{backendOn(t, dev, opts)}
 				})

@@ -42,6 +42,7 @@ func deviceAt(t testing.TB, i int) gpu.Device {
 	o := &openDevices[i]
 	o.once.Do(func() { o.dev, o.err = devices[i].open(context.Background()) })
 	gputest.NoDevice(t, devices[i].name, o.err)
+	gputest.CheckDriver(t, o.dev.Info().Name, o.dev.Info().Driver)
 	return o.dev
 }
 

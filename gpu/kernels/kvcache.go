@@ -62,10 +62,10 @@ func kvWords(spec fusion.KVSpec) int {
 	return spec.HeadDim
 }
 
-// kvKernels are the store and attention kernels of the cache's storage type.
-func kvKernels(spec fusion.KVSpec) (store, attention string) {
+// storeKernel is the store kernel of the cache's storage type.
+func storeKernel(spec fusion.KVSpec) string {
 	if spec.F16 {
-		return "store_kv_f16", "attention_f16"
+		return "store_kv_f16"
 	}
-	return "store_kv", "attention"
+	return "store_kv"
 }

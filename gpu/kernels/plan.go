@@ -33,6 +33,9 @@ type planner struct {
 	scratch  gpu.Buffer // holds an input that aliases the output
 	gate     gpu.Buffer // MatMulGLU's gate when its kernel cannot be used, made on demand
 	gateSize int64
+	sink     gpu.Buffer // bound at writable slots a kernel leaves unused
+	part     gpu.Buffer // attn_split's partials, shared by every layer
+	partSize int64
 	items    []item
 	cur      int // op being planned
 }
@@ -109,6 +112,10 @@ func (pl *planner) op(op *fusion.Op) error {
 		if pl.p.vocab == 0 || w.rows < pl.p.vocab {
 			pl.p.vocab = w.rows
 		}
+		if w.qt != shaders.BlockNone {
+			pl.qEmbed(w, out, pl.buf(op.Out), op.Scale, T)
+			break
+		}
 		for _, c := range w.chunks {
 			block := 0
 			s := pl.dummy
@@ -174,19 +181,11 @@ func (pl *planner) op(op *fusion.Op) error {
 			ceilDiv(op.Heads*half, 64), T, 1, gpu.Binding{Buf: pl.p.step}, gpu.Binding{Buf: fb}, pl.buf(op.Out))
 	case fusion.StoreKV:
 		kvCols := op.KVHeads * op.HeadDim
-		store, _ := kvKernels(pl.cache.spec)
-		pl.dispatch(store, shaders.KVParams{KVCols: u(kvCols), HeadDim: u(op.HeadDim), MaxLen: u(pl.cache.spec.MaxLen)},
+		pl.dispatch(storeKernel(pl.cache.spec), shaders.KVParams{KVCols: u(kvCols), HeadDim: u(op.HeadDim), MaxLen: u(pl.cache.spec.MaxLen)},
 			ceilDiv(op.KVHeads*kvWords(pl.cache.spec), 64), T, 1, gpu.Binding{Buf: pl.p.step}, pl.buf(op.In[0]), pl.buf(op.In[1]),
 			gpu.Binding{Buf: pl.cache.k[op.Layer]}, gpu.Binding{Buf: pl.cache.v[op.Layer]})
 	case fusion.Attention:
-		if op.HeadDim > maxHeadDim {
-			return fmt.Errorf("head dim %d over %d: %w", op.HeadDim, maxHeadDim, gpu.ErrUnsupported)
-		}
-		_, attention := kvKernels(pl.cache.spec)
-		pl.dispatch(attention, shaders.AttnParams{Heads: u(op.Heads), KVHeads: u(op.KVHeads), HeadDim: u(op.HeadDim), MaxLen: u(pl.cache.spec.MaxLen),
-			Scale: op.Scale, Cap: op.Cap, Window: u(op.Window)},
-			op.Heads, T, 1, gpu.Binding{Buf: pl.p.step}, pl.buf(op.In[0]),
-			gpu.Binding{Buf: pl.cache.k[op.Layer]}, gpu.Binding{Buf: pl.cache.v[op.Layer]}, pl.buf(op.Out))
+		return pl.attention(op)
 	case fusion.Add:
 		// A residual add into one of its inputs (addition commutes) runs
 		// in place; out = out + out goes through the scratch copy.
@@ -271,6 +270,9 @@ func (pl *planner) matDispatch(v shaders.MatMulVariant, w *weight, params shader
 // matMul plans out = W·x + bias (accum: out += ...), one dispatch per row
 // block of W.
 func (pl *planner) matMul(w *weight, biasName string, x gpu.Binding, inCols int, outB gpu.Binding, out fusion.BufInfo, accum bool) error {
+	if w.qt != shaders.BlockNone {
+		return pl.qMatMul(w, biasName, x, inCols, outB, out, accum)
+	}
 	bias, hasBias, err := pl.vector(biasName)
 	if err != nil {
 		return err
@@ -302,7 +304,7 @@ func (pl *planner) matMulGLU(op *fusion.Op, out fusion.BufInfo) error {
 	if !ok {
 		return fmt.Errorf("activation %q: %w", op.Act, gpu.ErrUnsupported)
 	}
-	if !sameLayout(gw, uw) || (op.Bias != "" && op.UpBias != "") {
+	if !sameLayout(gw, uw) || (op.Bias != "" && op.UpBias != "") || gw.qt != shaders.BlockNone {
 		size := pl.bytes(op.Out)
 		if pl.gate == nil || pl.gateSize < size {
 			buf, err := pl.p.newBuf(size)
@@ -349,7 +351,7 @@ func (pl *planner) matMulGLU(op *fusion.Op, out fusion.BufInfo) error {
 // sameLayout reports whether two weights can share one kernel's parameters:
 // the same type, scales and row blocks.
 func sameLayout(a, b *weight) bool {
-	if a.wt != b.wt || a.st != b.st || a.quant != b.quant || a.block != b.block || a.nblk != b.nblk ||
+	if a.wt != b.wt || a.qt != b.qt || a.st != b.st || a.quant != b.quant || a.block != b.block || a.nblk != b.nblk ||
 		a.rows != b.rows || a.cols != b.cols || len(a.chunks) != len(b.chunks) {
 		return false
 	}

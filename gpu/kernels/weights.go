@@ -32,6 +32,7 @@ type weight struct {
 	name        string
 	shape       []int
 	wt          shaders.WeightType
+	qt          shaders.BlockType // llama.cpp block type (qblocks.go); BlockNone for the other types
 	st          shaders.ScaleType
 	quant       bool
 	rows, cols  int
@@ -106,10 +107,11 @@ func (b *backend) upload(t *tensors.Tensor) (*weight, error) {
 		return w, nil
 	}
 	wt, ok := wtCodes[t.DType]
-	if !ok {
+	qt, isBlock := qtCodes[t.DType]
+	if !ok && !isBlock {
 		return nil, fmt.Errorf("%s weights: %w", t.DType, gpu.ErrUnsupported)
 	}
-	w.wt = wt
+	w.wt, w.qt = wt, qt
 	w.block, w.nblk = w.cols, 1
 	if t.Scales != nil {
 		w.quant = true

@@ -2,6 +2,7 @@ package vulkan
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -23,6 +24,7 @@ func backendDevice(t testing.TB) *Device {
 	t.Helper()
 	backendDevOnce.Do(func() { backendDev, backendDevErr = OpenDevice(context.Background(), -1) })
 	gputest.NoDevice(t, "vulkan", backendDevErr)
+	gputest.CheckDriver(t, backendDev.Info().Name, backendDev.Info().Driver)
 	return backendDev
 }
 
@@ -39,4 +41,26 @@ func TestKernelBackendConformance(t *testing.T) {
 func TestKernelBackendStagingConformance(t *testing.T) {
 	d := openTest(t, true)
 	conformance.RunOps(t, func(t testing.TB) gpu.Backend { return kernels.New(d) })
+}
+
+// TestKernelBackendVariants runs the op table with the kernel variants the
+// device would not get by default forced (the GPU-class and CPU-class
+// matrix kernels, attention split over the sequence for every
+// graph, attention per head and token for every graph), so every kernel
+// runs here and under the validation layer (TestValidationClean).
+func TestKernelBackendVariants(t *testing.T) {
+	for _, opts := range []kernels.Options{
+		{Class: kernels.ClassGPU, Attention: kernels.AttentionSplit},
+		{Class: kernels.ClassCPU, Attention: kernels.AttentionPerHead},
+	} {
+		t.Run(fmt.Sprintf("%s_%s", opts.Class, opts.Attention), func(t *testing.T) {
+			conformance.RunOps(t, func(t testing.TB) gpu.Backend { return kernels.NewWithOptions(backendDevice(t), opts) })
+		})
+	}
+}
+
+// TestSwiftShader runs the kernel backend's conformance tests again on
+// SwiftShader, the second Vulkan driver CI installs.
+func TestSwiftShader(t *testing.T) {
+	gputest.RerunOnSwiftShader(t, "^TestKernelBackendConformance$")
 }

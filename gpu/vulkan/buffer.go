@@ -19,6 +19,7 @@ type buffer struct {
 	d        *Device
 	size     int64 // as requested
 	alloc    int64 // VkBuffer size: size rounded up to 4, at least 4
+	memSize  int64 // bytes of the memory allocation (counted in d.mem)
 	buf      vk.Buffer
 	mem      vk.DeviceMemory
 	ptr      unsafe.Pointer // persistent mapping, nil on the staging path
@@ -55,6 +56,7 @@ func (b *buffer) destroy() {
 	}
 	vk.DestroyBuffer(b.d.dev, b.buf, nil)
 	vk.FreeMemory(b.d.dev, b.mem, nil)
+	b.d.mem.Sub(b.memSize)
 }
 
 // bytes views the mapping of a mapped buffer.
@@ -102,7 +104,8 @@ func (d *Device) newBufferLocked(size int64, memType uint32, mapIt bool) (*buffe
 		vk.DestroyBuffer(d.dev, buf, nil)
 		return nil, fmt.Errorf("vulkan: allocating %d bytes: %w", req.Size, err)
 	}
-	b := &buffer{d: d, size: size, alloc: alloc, buf: buf, mem: mem}
+	d.mem.Add(int64(req.Size))
+	b := &buffer{d: d, size: size, alloc: alloc, memSize: int64(req.Size), buf: buf, mem: mem}
 	if err := check("vkBindBufferMemory", vk.BindBufferMemory(d.dev, buf, mem, 0)); err != nil {
 		b.destroy()
 		return nil, err

@@ -175,7 +175,10 @@ func (c *commands) Dispatch(gk gpu.Kernel, bindings []gpu.Binding, x, y, z int) 
 				PBufferInfo:     infos[i : i+1],
 			}
 		}
-		vk.UpdateDescriptorSets(d.dev, uint32(len(writes)), writes, 0, nil)
+		noGC(func() struct{} {
+			vk.UpdateDescriptorSets(d.dev, uint32(len(writes)), writes, 0, nil)
+			return struct{}{}
+		})
 	}
 	var reads, writes []*buffer
 	for i, b := range bufs {

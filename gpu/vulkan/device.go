@@ -15,6 +15,7 @@ import (
 	vk "github.com/vulkan-go/vulkan"
 
 	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/gpu/internal/memcount"
 )
 
 // waitTimeout bounds every fence wait so a lost device or a runaway kernel
@@ -49,10 +50,22 @@ type Device struct {
 	kernels   map[*kernel]struct{}
 	commands  map[*commands]struct{}
 	forceCopy bool // tests: exercise the staging path on unified memory
+
+	mem memcount.Counter // bytes of device memory allocated
 }
 
-var _ gpu.Device = (*Device)(nil)
-var _ gpu.TimestampReader = (*Device)(nil)
+var (
+	_ gpu.Device          = (*Device)(nil)
+	_ gpu.TimestampReader = (*Device)(nil)
+	_ gpu.MemoryReporter  = (*Device)(nil)
+)
+
+// MemoryUse is the memory of the buffers (staging included) this device
+// allocated.
+func (d *Device) MemoryUse() gpu.MemoryUse { return d.mem.Use() }
+
+// ResetPeakMemory makes the peak the current allocation.
+func (d *Device) ResetPeakMemory() { d.mem.ResetPeak() }
 
 // Open opens the best Vulkan device (discrete, then integrated, virtual,
 // CPU). Without a loader, driver or device the error wraps gpu.ErrNoDevice.
@@ -212,7 +225,7 @@ func (d *Device) submitLocked(cbs []vk.CommandBuffer) error {
 		CommandBufferCount: uint32(len(cbs)),
 		PCommandBuffers:    cbs,
 	}}
-	if err := check("vkQueueSubmit", vk.QueueSubmit(d.queue, 1, info, fence)); err != nil {
+	if err := check("vkQueueSubmit", noGC(func() vk.Result { return vk.QueueSubmit(d.queue, 1, info, fence) })); err != nil {
 		d.idle = append(d.idle, fence)
 		return err
 	}

@@ -116,6 +116,7 @@ func (p *physical) describeInfo() DeviceInfo {
 		MaxWorkgroupStorage: int(lim.MaxComputeSharedMemorySize),
 		MaxWorkgroupInvocs:  int(lim.MaxComputeWorkGroupInvocations),
 		StorageOffsetAlign:  int(lim.MinStorageBufferOffsetAlignment),
+		MemoryBytes:         int64(p.largestDeviceHeap()),
 	}
 	return d
 }

@@ -118,7 +118,9 @@ func (d *Device) NewKernel(spec gpu.KernelSpec) (gpu.Kernel, error) {
 		BasePipelineIndex: -1,
 	}}
 	pipes := make([]vk.Pipeline, 1)
-	if err := check("vkCreateComputePipelines", vk.CreateComputePipelines(d.dev, vk.NullPipelineCache, 1, pipeInfo, nil, pipes)); err != nil {
+	if err := check("vkCreateComputePipelines", noGC(func() vk.Result {
+		return vk.CreateComputePipelines(d.dev, vk.NullPipelineCache, 1, pipeInfo, nil, pipes)
+	})); err != nil {
 		return fail(err)
 	}
 	k.pipeline = pipes[0]

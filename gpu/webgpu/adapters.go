@@ -8,6 +8,7 @@ package webgpu
 
 import (
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -31,8 +32,25 @@ type AdapterInfo struct {
 
 var logOnce sync.Once
 
-// quiet silences wgpu-native's stderr logging.
-func quiet() { logOnce.Do(func() { wgpu.SetLogLevel(wgpu.LogLevelOff) }) }
+// quiet silences wgpu-native's stderr logging, and libwayland-client's
+// complaint about a missing XDG_RUNTIME_DIR, which Mesa's Vulkan drivers
+// print (once per instance and adapter query) when they probe for a Wayland
+// display on a headless machine: with neither XDG_RUNTIME_DIR nor
+// WAYLAND_DISPLAY set, WAYLAND_DISPLAY is pointed at a path that cannot
+// exist (libwayland takes an absolute path as is), so the probe fails
+// silently. Compute needs no display.
+func quiet() {
+	logOnce.Do(func() {
+		wgpu.SetLogLevel(wgpu.LogLevelOff)
+		if os.Getenv("XDG_RUNTIME_DIR") == "" && os.Getenv("WAYLAND_DISPLAY") == "" && os.Getenv("WAYLAND_SOCKET") == "" {
+			os.Setenv("WAYLAND_DISPLAY", noWayland)
+		}
+	})
+}
+
+// noWayland is a WAYLAND_DISPLAY no socket can have: /dev/null is not a
+// directory.
+const noWayland = "/dev/null/gpurun-headless"
 
 // Adapters lists every adapter wgpu-native sees.
 func Adapters() ([]AdapterInfo, error) {

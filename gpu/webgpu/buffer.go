@@ -28,6 +28,7 @@ func (b *buffer) Release() {
 		return
 	}
 	b.b.Release()
+	b.dev.mem.Sub(b.alloc)
 }
 
 func align4(n int64) int64 { return (n + 3) &^ 3 }
@@ -53,6 +54,7 @@ func (d *Device) NewBuffer(size int64) (gpu.Buffer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("webgpu: create buffer of %d bytes: %w", size, err)
 	}
+	d.mem.Add(alloc)
 	return &buffer{dev: d, b: b, size: size, alloc: alloc}, nil
 }
 
@@ -179,7 +181,8 @@ func (d *Device) ensureStaging(n int64) error {
 	if d.staging != nil {
 		size = max(size, 2*d.stagingSize)
 		d.staging.Release()
-		d.staging = nil
+		d.mem.Sub(d.stagingSize)
+		d.staging, d.stagingSize = nil, 0
 	}
 	size = min(align4(size), max(align4(n), int64(d.limits.MaxBufferSize)))
 	s, err := d.dev.CreateBuffer(&wgpu.BufferDescriptor{Usage: wgpu.BufferUsageMapRead | wgpu.BufferUsageCopyDst, Size: uint64(size)})
@@ -187,5 +190,6 @@ func (d *Device) ensureStaging(n int64) error {
 		return fmt.Errorf("webgpu: staging buffer of %d bytes: %w", size, err)
 	}
 	d.staging, d.stagingSize = s, size
+	d.mem.Add(size)
 	return nil
 }

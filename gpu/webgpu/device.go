@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/cogentcore/webgpu/wgpu"
 
 	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/gpu/internal/memcount"
 )
 
 // ErrClosed reports use of a closed device.
@@ -36,12 +38,22 @@ type Device struct {
 
 	queries  *wgpu.QuerySet // timestamps, when supported
 	resolved *wgpu.Buffer   // resolve target of the query set
+
+	mem memcount.Counter // bytes of buffers allocated
 }
 
 var (
 	_ gpu.Device          = (*Device)(nil)
 	_ gpu.TimestampReader = (*Device)(nil)
+	_ gpu.MemoryReporter  = (*Device)(nil)
 )
+
+// MemoryUse is the size of the buffers (the read-back staging buffer
+// included) this device created; WebGPU reports no more than that.
+func (d *Device) MemoryUse() gpu.MemoryUse { return d.mem.Use() }
+
+// ResetPeakMemory makes the peak the current allocation.
+func (d *Device) ResetPeakMemory() { d.mem.ResetPeak() }
 
 // Open opens the best Vulkan adapter (discrete, then integrated, then
 // CPU such as lavapipe). The OpenGL fallback adapter wgpu offers without a
@@ -52,7 +64,12 @@ func Open(ctx context.Context) (gpu.Device, error) {
 }
 
 // OpenDevice is Open returning the concrete type.
-func OpenDevice(ctx context.Context) (*Device, error) {
+func OpenDevice(ctx context.Context) (*Device, error) { return OpenSelected(ctx, "") }
+
+// OpenSelected opens the Vulkan adapter sel names: its position among the
+// Vulkan adapters ("0", "1", ...), or a case-insensitive part of its name;
+// "" picks the best (discrete, then integrated, then CPU).
+func OpenSelected(ctx context.Context, sel string) (*Device, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -63,7 +80,13 @@ func OpenDevice(ctx context.Context) (*Device, error) {
 	if inst == nil {
 		return nil, fmt.Errorf("webgpu: create instance: %w", gpu.ErrNoDevice)
 	}
-	adapter, err := pickAdapter(inst)
+	var adapter *wgpu.Adapter
+	var err error
+	if sel == "" {
+		adapter, err = pickAdapter(inst)
+	} else {
+		adapter, err = selectAdapter(inst, sel)
+	}
 	if err != nil {
 		inst.Release()
 		return nil, err
@@ -111,6 +134,36 @@ func pickAdapter(inst *wgpu.Instance) (*wgpu.Adapter, error) {
 	return best, nil
 }
 
+// selectAdapter returns the Vulkan adapter sel names (see OpenSelected).
+func selectAdapter(inst *wgpu.Instance, sel string) (*wgpu.Adapter, error) {
+	index, err := strconv.Atoi(sel)
+	if err != nil {
+		index = -1
+	}
+	var found *wgpu.Adapter
+	var names []string
+	n := 0
+	for _, a := range inst.EnumerateAdapters(&wgpu.InstanceEnumerateAdapterOptons{Backends: wgpu.InstanceBackendVulkan}) {
+		info := a.GetInfo()
+		if info.BackendType != wgpu.BackendTypeVulkan {
+			a.Release()
+			continue
+		}
+		name, _ := adapterName(info)
+		names = append(names, fmt.Sprintf("%d: %s", n, name))
+		if found == nil && (n == index || (index < 0 && strings.Contains(strings.ToLower(name), strings.ToLower(sel)))) {
+			found = a
+		} else {
+			a.Release()
+		}
+		n++
+	}
+	if found == nil {
+		return nil, fmt.Errorf("webgpu: no adapter %q among %d (%s): %w", sel, n, strings.Join(names, ", "), gpu.ErrNoDevice)
+	}
+	return found, nil
+}
+
 func (d *Device) init() error {
 	limits := d.adapter.GetLimits().Limits
 	// The binding reads MaxPushConstantSize from an uninitialized extras
@@ -129,11 +182,12 @@ func (d *Device) init() error {
 	d.queue = dev.GetQueue()
 	d.limits = dev.GetLimits().Limits
 	ai := d.adapter.GetInfo()
+	name, driver := adapterName(ai)
 	d.info = gpu.Info{
 		Backend:             "webgpu",
-		Name:                ai.Name,
+		Name:                name,
 		Type:                deviceType(ai.AdapterType),
-		Driver:              ai.DriverDescription,
+		Driver:              driver,
 		F16:                 false, // wgpu-native's WGSL has no f16: packed u32 storage only
 		Subgroups:           false,
 		Timestamps:          timestamps,
@@ -174,6 +228,7 @@ func (d *Device) Close() error {
 	d.closed = true
 	if d.staging != nil {
 		d.staging.Release()
+		d.mem.Sub(d.stagingSize)
 	}
 	if d.resolved != nil {
 		d.resolved.Release()

@@ -9,7 +9,7 @@ import (
 
 // longText is the corpus joined into one line of about 50 KB.
 func longText(b testing.TB) string {
-	raw, err := os.ReadFile(filepath.Join("testdata", "corpus.txt"))
+	raw, err := os.ReadFile(filepath.Join(spmData, "corpus.txt"))
 	if err != nil {
 		b.Fatal(err)
 	}

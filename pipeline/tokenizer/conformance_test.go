@@ -21,12 +21,16 @@ func sharedModel(t testing.TB, name string) string {
 	return p
 }
 
+// spmData holds the SentencePiece conformance data (testdata/sentencepiece
+// at the top of the repository, shared with cmd/gpurun's tests).
+var spmData = filepath.Join("..", "..", "testdata", "sentencepiece")
+
 // modelPath resolves a conformance model name to its file.
 func modelPath(t testing.TB, name string) string {
 	if name == "tok512" {
 		return sharedModel(t, "tok512.model")
 	}
-	return filepath.Join("testdata", name+".model")
+	return filepath.Join(spmData, name+".model")
 }
 
 // readLines reads a file written line by line; the final newline ends the
@@ -66,20 +70,20 @@ var conformanceModels = []string{"unigram", "bpe_nfkc", "bpe_raw", "unigram_byte
 
 // TestConformance compares Encode and Decode line by line with the outputs
 // of spm_encode --output_format=id and spm_decode --input_format=id that
-// testdata/gen.sh recorded.
+// testdata/sentencepiece/gen.sh recorded.
 func TestConformance(t *testing.T) {
 	for _, model := range conformanceModels {
 		for _, input := range []string{"corpus", "edge", "random"} {
 			t.Run(model+"/"+input, func(t *testing.T) {
-				checkConformance(t, modelPath(t, model), filepath.Join("testdata", input+".txt"),
-					filepath.Join("testdata", model+"."+input))
+				checkConformance(t, modelPath(t, model), filepath.Join(spmData, input+".txt"),
+					filepath.Join(spmData, model+"."+input))
 			})
 		}
 	}
 	// Hand-written models for cases spm_train does not produce.
 	for _, model := range []string{"bpe_quirks", "unigram_quirks"} {
 		t.Run(model, func(t *testing.T) {
-			dir := filepath.Join("testdata", "crafted")
+			dir := filepath.Join(spmData, "crafted")
 			checkConformance(t, filepath.Join(dir, model+".model"), filepath.Join(dir, "input.txt"), filepath.Join(dir, model))
 		})
 	}
@@ -118,7 +122,7 @@ func checkConformance(t *testing.T, modelFile, input, expected string) {
 // (a one-character control piece in a BPE model): the character encodes
 // as unknown instead.
 func TestControlPieceNotFromText(t *testing.T) {
-	tok, err := LoadFile(filepath.Join("testdata", "crafted", "bpe_quirks.model"))
+	tok, err := LoadFile(filepath.Join(spmData, "crafted", "bpe_quirks.model"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,13 +15,13 @@ func TestDecodeIDs(t *testing.T) {
 		{"tok512", "randids"}, {"tok512_fromvocab", "randids"},
 	} {
 		model := c.model
-		lines := readLines(t, filepath.Join("testdata", c.input+".txt"))
+		lines := readLines(t, filepath.Join(spmData, c.input+".txt"))
 		t.Run(model+"/"+c.input, func(t *testing.T) {
 			tok, err := LoadFile(modelPath(t, model))
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := readLines(t, filepath.Join("testdata", model+"."+c.input+".decoded"))
+			want := readLines(t, filepath.Join(spmData, model+"."+c.input+".decoded"))
 			if len(want) != len(lines) {
 				t.Fatalf("%d id lines, %d decoded lines", len(lines), len(want))
 			}
@@ -64,8 +64,8 @@ func TestDecoderMatchesDecode(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, input := range []string{"corpus", "edge", "random"} {
-				ids := readLines(t, filepath.Join("testdata", model+"."+input+".ids"))
-				want := readLines(t, filepath.Join("testdata", model+"."+input+".decoded"))
+				ids := readLines(t, filepath.Join(spmData, model+"."+input+".ids"))
+				want := readLines(t, filepath.Join(spmData, model+"."+input+".decoded"))
 				for i := range ids {
 					if got := decodeStreaming(t, tok, parseIDs(t, ids[i])); got != want[i] {
 						t.Fatalf("%s line %d: streaming %q, spm_decode %q", input, i+1, got, want[i])
@@ -78,8 +78,8 @@ func TestDecoderMatchesDecode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := readLines(t, filepath.Join("testdata", "decode_ids.txt"))
-	want := readLines(t, filepath.Join("testdata", "tok512.decode_ids.decoded"))
+	lines := readLines(t, filepath.Join(spmData, "decode_ids.txt"))
+	want := readLines(t, filepath.Join(spmData, "tok512.decode_ids.decoded"))
 	for i, line := range lines {
 		if got := decodeStreaming(t, tok, parseIDs(t, line)); got != want[i] {
 			t.Errorf("ids %q: streaming %q, spm_decode %q", line, got, want[i])

@@ -64,7 +64,7 @@ func FuzzEncode(f *testing.F) {
 		f.Add(s)
 	}
 	load := func(name string) *Tokenizer {
-		tok, err := LoadFile(filepath.Join("testdata", name+".model"))
+		tok, err := LoadFile(filepath.Join(spmData, name+".model"))
 		if err != nil {
 			f.Fatal(err)
 		}

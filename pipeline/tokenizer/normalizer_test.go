@@ -21,8 +21,8 @@ func TestNormalizeMatchesSpmNormalize(t *testing.T) {
 				norm := tok.norm
 				norm.userDefined = nil
 				norm.spaceAsSuffix = false
-				lines := readLines(t, filepath.Join("testdata", input+".txt"))
-				want := readLines(t, filepath.Join("testdata", model+"."+input+".normalized"))
+				lines := readLines(t, filepath.Join(spmData, input+".txt"))
+				want := readLines(t, filepath.Join(spmData, model+"."+input+".normalized"))
 				if len(want) != len(lines) {
 					t.Fatalf("%d input lines, %d normalized lines", len(lines), len(want))
 				}

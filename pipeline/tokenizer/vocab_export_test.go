@@ -17,7 +17,7 @@ func TestPiecesMatchExportVocab(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			lines := readLines(t, filepath.Join("testdata", model+".vocab.tsv"))
+			lines := readLines(t, filepath.Join(spmData, model+".vocab.tsv"))
 			if tok.VocabSize() != len(lines) {
 				t.Fatalf("VocabSize %d, spm_export_vocab lists %d", tok.VocabSize(), len(lines))
 			}

@@ -74,8 +74,8 @@ func TestFromVocabMatchesSentencePieceModel(t *testing.T) {
 	verbatim := *want
 	verbatim.norm.removeExtraSpaces = false
 	for _, input := range []string{"corpus", "edge", "random"} {
-		lines := readLines(t, filepath.Join("testdata", input+".txt"))
-		ids := readLines(t, filepath.Join("testdata", "tok512."+input+".ids"))
+		lines := readLines(t, filepath.Join(spmData, input+".txt"))
+		ids := readLines(t, filepath.Join(spmData, "tok512."+input+".ids"))
 		compared := 0
 		for i, line := range lines {
 			if want.norm.normalize(line) == verbatim.norm.normalize(line) {
@@ -93,19 +93,19 @@ func TestFromVocabMatchesSentencePieceModel(t *testing.T) {
 }
 
 // TestFromVocabMatchesCommittedModel ties the spm_encode expectations
-// recorded for testdata/tok512_fromvocab.model (see gen.sh, which made it
-// with testdata/tok512vocab) to what FromVocab writes today.
+// recorded for testdata/sentencepiece/tok512_fromvocab.model (see gen.sh, which made it
+// with testdata/sentencepiece/tok512vocab) to what FromVocab writes today.
 func TestFromVocabMatchesCommittedModel(t *testing.T) {
 	got, err := FromVocab(llama2cVocab(t, sharedModel(t, "tok512.bin")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := os.ReadFile(filepath.Join("testdata", "tok512_fromvocab.model"))
+	want, err := os.ReadFile(filepath.Join(spmData, "tok512_fromvocab.model"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Fatal("FromVocab output differs from testdata/tok512_fromvocab.model; rerun testdata/gen.sh")
+		t.Fatal("FromVocab output differs from testdata/sentencepiece/tok512_fromvocab.model; rerun testdata/sentencepiece/gen.sh")
 	}
 }
 

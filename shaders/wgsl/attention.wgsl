@@ -1,17 +1,43 @@
-// Attention over the KV cache for one (head, token) per workgroup, as a
-// streaming softmax over chunks of 64 positions: each invocation scores one
-// position of the chunk into workgroup memory, then every invocation folds
-// the chunk into its running max and sum (the same values everywhere) and
-// into the output dims it owns (head_dim <= 256).
-// No scratch buffer is needed, whatever the cache length.
+// Attention over the KV cache, three kernels sharing one parameter block.
 //
-// The cache is bound as u32 words in either layout of kv.wgsl: attention
-// reads f32 bit patterns, attention_f16 binary16 halves packed two per word
-// along head_dim. With f32 words invocation i owns dims i, i+64, i+128 and
-// i+192; with packed words it owns the pairs of words i and i+64, so each
-// value word it reads serves two dims (acc[2b] and acc[2b+1] are dims
-// 2(i+64b) and 2(i+64b)+1) and consecutive positions stay contiguous.
+// attention / attention_f16: one workgroup per (head, token), a streaming
+// softmax over chunks of 64 positions: each invocation scores one position
+// of the chunk into workgroup memory, then every invocation folds the chunk
+// into its running max and sum (the same values everywhere) and into the
+// output dims it owns (head_dim <= 256). The prefill path.
 // Dispatch: (heads, Tokens, 1).
+//
+// attn_split / attn_split_f16 + attn_combine: the decode path, split over
+// the sequence (flash-decoding). attn_split runs one workgroup per (kv
+// head, batch of up to GB query heads of its group, chunk of CHUNK
+// positions, token); a chunk that holds no visible position (past the
+// query's position, or before its sliding window) returns at once, so the
+// work follows the valid length, not the cache length. A live workgroup
+// stages its chunk's keys, then its values, into workgroup memory with
+// consecutive invocations reading consecutive words (coalesced in both
+// cache layouts), scores every (head, position) pair of its batch from the
+// staged keys (each K and V word is read from memory once for all the
+// query heads of a GQA group), takes the chunk's softmax and writes per
+// head a partial (chunk max m, sum of exp(s-m) l, unnormalized output o)
+// to part. attn_combine (one workgroup per (head, token)) rescales the
+// partials of the visible chunks to their common max and divides.
+// Dispatch: attn_split (kv_heads*batches, chunks, Tokens);
+// attn_combine (heads, Tokens, 1).
+// part holds [Tokens][heads][chunks][head_dim+2] floats.
+//
+// No kernel here reads a workgroup word it has not written, so the Vulkan
+// module goes without naga's zero-initialization of workgroup memory
+// (lavapipe compiles that store of the 8 KiB tile for minutes); the marker
+// line below tells shaders/internal/spirvgen:
+// spirvgen: no-workgroup-zero-init
+//
+// The cache is bound as u32 words in either layout of kv.wgsl: the plain
+// kernels read f32 bit patterns, the _f16 ones binary16 halves packed two
+// per word along head_dim. In attention, with f32 words invocation i owns
+// dims i, i+64, i+128 and i+192; with packed words it owns the pairs of
+// words i and i+64, so each value word it reads serves two dims (acc[2b]
+// and acc[2b+1] are dims 2(i+64b) and 2(i+64b)+1) and consecutive
+// positions stay contiguous.
 
 struct AttnParams {
     heads: u32,
@@ -21,7 +47,11 @@ struct AttnParams {
     scale: f32,
     cap: f32,    // 0: no soft cap
     window: u32, // 0: no sliding window
+    chunks: u32,  // attn_split: partial slots per (token, head), ceil(max_len/CHUNK)
+    batches: u32, // attn_split: head batches per kv head, ceil(group/GB)
     pad0: u32,
+    pad1: u32,
+    pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: AttnParams;
@@ -30,6 +60,7 @@ struct AttnParams {
 @group(0) @binding(3) var<storage, read> kc: array<u32>;
 @group(0) @binding(4) var<storage, read> vc: array<u32>;
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
+@group(0) @binding(6) var<storage, read_write> part: array<f32>;
 
 const WG: u32 = 64u;
 var<workgroup> sc: array<f32, 64>;
@@ -143,6 +174,211 @@ fn attend(h: u32, t: u32, i: u32, packed: bool) {
         let d = out_dim(i, a, packed);
         if d < p.head_dim {
             out[qb + d] = acc[a] / l;
+        }
+    }
+}
+
+// ---- Decode split over the sequence (flash-decoding) ----
+
+const CHUNK: u32 = 64u; // positions per attn_split workgroup
+const GB: u32 = 8u;     // query heads per attn_split workgroup
+// TILE words of workgroup memory stage keys (rows of width+1 words, the
+// pad keeping the rows of consecutive positions in different banks) and
+// then values (rows of CHUNK+1 words); 64 rows of 33 words.
+const TILE: u32 = 2112u;
+var<workgroup> tile: array<u32, 2112>;
+var<workgroup> ws: array<f32, 512>; // [GB][CHUNK]: scores, then exp(score - max)
+var<workgroup> wmax: array<f32, 8>; // [GB]: the chunk's max score per head
+
+@compute @workgroup_size(64)
+fn attn_split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    split(wid, lid.x, false);
+}
+
+@compute @workgroup_size(64)
+fn attn_split_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    split(wid, lid.x, true);
+}
+
+// visible is the first and last cache position query row t attends to.
+fn visible(t: u32) -> vec2<u32> {
+    let qp = min(step[0] + t, p.max_len - 1u);
+    var lo = 0u;
+    if p.window > 0u && qp + 1u > p.window {
+        lo = qp + 1u - p.window;
+    }
+    return vec2<u32>(lo, qp);
+}
+
+// tile_dot is query row qb times the key staged at word kr of tile.
+fn tile_dot(qb: u32, kr: u32, width: u32, packed: bool) -> f32 {
+    var s = 0.0;
+    if packed {
+        let pairs = p.head_dim / 2u;
+        for (var w = 0u; w < pairs; w++) {
+            s += dot(vec2<f32>(q[qb + 2u * w], q[qb + 2u * w + 1u]), unpack2x16float(tile[kr + w]));
+        }
+        if (p.head_dim & 1u) == 1u {
+            s += q[qb + p.head_dim - 1u] * unpack2x16float(tile[kr + pairs]).x;
+        }
+    } else {
+        for (var d = 0u; d < width; d++) {
+            s += q[qb + d] * bitcast<f32>(tile[kr + d]);
+        }
+    }
+    return s;
+}
+
+fn split(wid: vec3<u32>, i: u32, packed: bool) {
+    let t = wid.z;
+    if t >= step[1] {
+        return; // uniform across the workgroup, as are all the exits below
+    }
+    let vis = visible(t);
+    let c0 = wid.y * CHUNK;
+    if c0 > vis.y || c0 + CHUNK <= vis.x {
+        return; // no visible position in this chunk
+    }
+    // Visible positions of the chunk, relative to c0.
+    let jlo = max(vis.x, c0) - c0;
+    let jhi = min(vis.y, c0 + CHUNK - 1u) - c0;
+    let group = p.heads / p.kv_heads;
+    let kvh = wid.x / p.batches;
+    let hb = wid.x % p.batches;
+    let h0 = kvh * group + hb * GB;
+    let nb = min(GB, group - hb * GB);
+    var width = p.head_dim;
+    if packed {
+        width = (p.head_dim + 1u) / 2u;
+    }
+    let qb = (t * p.heads + h0) * p.head_dim; // query row of head h0; the batch's rows follow
+
+    // Scores, a tile of kt keys at a time.
+    let kb = (kvh * p.max_len + c0) * width;
+    let kt = min(CHUNK, TILE / (width + 1u));
+    for (var k0 = jlo - jlo % kt; k0 <= jhi; k0 += kt) {
+        let nk = min(k0 + kt, jhi + 1u) - k0;
+        for (var e = i; e < nk * width; e += WG) {
+            let r = e / width;
+            tile[r * (width + 1u) + e - r * width] = kc[kb + k0 * width + e];
+        }
+        workgroupBarrier();
+        for (var e = i; e < nb * nk; e += WG) {
+            let g = e / nk;
+            let j = e - g * nk;
+            if k0 + j >= jlo {
+                var s = tile_dot(qb + g * p.head_dim, j * (width + 1u), width, packed) * p.scale;
+                if p.cap > 0.0 {
+                    s = p.cap * tanh_safe(s / p.cap);
+                }
+                ws[g * CHUNK + k0 + j] = s;
+            }
+        }
+        workgroupBarrier();
+    }
+
+    // The chunk's softmax: max per head, then the weights.
+    if i < nb {
+        var m = -3.0e38;
+        for (var j = jlo; j <= jhi; j++) {
+            m = max(m, ws[i * CHUNK + j]);
+        }
+        wmax[i] = m;
+    }
+    workgroupBarrier();
+    for (var e = i; e < nb * CHUNK; e += WG) {
+        let j = e % CHUNK;
+        if j >= jlo && j <= jhi {
+            ws[e] = exp(ws[e] - wmax[e / CHUNK]);
+        }
+    }
+    workgroupBarrier();
+    let stride = p.head_dim + 2u;
+    let slot = (t * p.heads + h0) * p.chunks + wid.y; // head h0's partial; head h0+g is g*chunks further
+    if i < nb {
+        var l = 0.0;
+        for (var j = jlo; j <= jhi; j++) {
+            l += ws[i * CHUNK + j];
+        }
+        let o = (slot + i * p.chunks) * stride;
+        part[o] = wmax[i];
+        part[o + 1u] = l;
+    }
+
+    // Weighted values, a tile of vt value rows (words of head_dim) at a time.
+    let vb = kvh * width * p.max_len + c0;
+    let vt = TILE / (CHUNK + 1u);
+    let span = jhi + 1u - jlo;
+    for (var w0 = 0u; w0 < width; w0 += vt) {
+        let nr = min(vt, width - w0);
+        for (var e = i; e < nr * span; e += WG) {
+            let r = e / span;
+            let j = jlo + e - r * span;
+            tile[r * (CHUNK + 1u) + j] = vc[vb + (w0 + r) * p.max_len + j];
+        }
+        workgroupBarrier();
+        for (var e = i; e < nb * nr; e += WG) {
+            let g = e / nr;
+            let r = e - g * nr;
+            let row = r * (CHUNK + 1u);
+            let o = (slot + g * p.chunks) * stride + 2u;
+            if packed {
+                var a = vec2<f32>(0.0);
+                for (var j = jlo; j <= jhi; j++) {
+                    a += ws[g * CHUNK + j] * unpack2x16float(tile[row + j]);
+                }
+                let d = 2u * (w0 + r);
+                part[o + d] = a.x;
+                if d + 1u < p.head_dim {
+                    part[o + d + 1u] = a.y;
+                }
+            } else {
+                var a = 0.0;
+                for (var j = jlo; j <= jhi; j++) {
+                    a += ws[g * CHUNK + j] * bitcast<f32>(tile[row + j]);
+                }
+                part[o + w0 + r] = a;
+            }
+        }
+        workgroupBarrier();
+    }
+}
+
+// attn_combine merges the partials of the chunks query row t of head h
+// sees; invocation i owns dims i, i+64, i+128 and i+192.
+@compute @workgroup_size(64)
+fn attn_combine(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let h = wid.x;
+    let t = wid.y;
+    let i = lid.x;
+    if t >= step[1] {
+        return;
+    }
+    let vis = visible(t);
+    let stride = p.head_dim + 2u;
+    let base = (t * p.heads + h) * p.chunks;
+    var m = -3.0e38;
+    for (var c = vis.x / CHUNK; c <= vis.y / CHUNK; c++) {
+        m = max(m, part[(base + c) * stride]);
+    }
+    var l = 0.0;
+    var acc = array<f32, 4>(0.0, 0.0, 0.0, 0.0);
+    for (var c = vis.x / CHUNK; c <= vis.y / CHUNK; c++) {
+        let o = (base + c) * stride;
+        let f = exp(part[o] - m);
+        l += f * part[o + 1u];
+        for (var a = 0u; a < 4u; a++) {
+            let d = i + a * WG;
+            if d < p.head_dim {
+                acc[a] += f * part[o + 2u + d];
+            }
+        }
+    }
+    let ob = (t * p.heads + h) * p.head_dim;
+    for (var a = 0u; a < 4u; a++) {
+        let d = i + a * WG;
+        if d < p.head_dim {
+            out[ob + d] = acc[a] / l;
         }
     }
 }

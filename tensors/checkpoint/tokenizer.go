@@ -6,24 +6,25 @@ import (
 
 	"github.com/gpurun/gpurun/tensors/llama2c"
 	"github.com/gpurun/gpurun/tensors/model"
+	"github.com/gpurun/gpurun/tensors/modelfile"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // attachTokenizer reads the tokenizer file at path into ck: a SentencePiece
-// model proto goes into ck.Tokenizer as is, a llama2.c tokenizer.bin into
-// ck.Vocab.
+// model proto or a Hugging Face tokenizer.json goes into ck.Tokenizer as is
+// (checked when it is loaded), a llama2.c tokenizer.bin into ck.Vocab.
 func attachTokenizer(ck *model.Checkpoint, path string) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("checkpoint: tokenizer: %w", err)
 	}
-	if isSentencePieceProto(data) {
+	if isSentencePieceProto(data) || modelfile.IsTokenizerJSON(data) {
 		ck.Tokenizer = data
 		return nil
 	}
 	v, err := llama2c.ParseTokenizer(data, ck.Config.VocabSize)
 	if err != nil {
-		return fmt.Errorf("checkpoint: tokenizer %s is neither a SentencePiece model nor a llama2.c tokenizer.bin for %d tokens: %w", path, ck.Config.VocabSize, err)
+		return fmt.Errorf("checkpoint: tokenizer %s is neither a SentencePiece model, a tokenizer.json nor a llama2.c tokenizer.bin for %d tokens: %w", path, ck.Config.VocabSize, err)
 	}
 	ck.Vocab = v
 	return nil

@@ -11,7 +11,9 @@ import (
 // toTensor converts a GGUF tensor into ours, named name. Shapes reverse ggml's
 // [ne0=in, ne1=out] into row-major [out, in]. F32, F16 and BF16 data alias the
 // file. Q8_0 and Q4_0 become I8 / I4 with block-32 F16 scales; the values are
-// regrouped (blocks interleave scales and values) but not changed.
+// regrouped (blocks interleave scales and values) but not changed. Q4_1,
+// Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K keep their blocks as they
+// are (tensors block types), aliasing the file.
 func (f *File) toTensor(info *TensorInfo, name string) (*tensors.Tensor, error) {
 	data, err := f.TensorData(info)
 	if err != nil {
@@ -34,7 +36,11 @@ func (f *File) toTensor(info *TensorInfo, name string) (*tensors.Tensor, error) 
 		t.DType = tensors.I4
 		t.Data, t.Scales = splitQ4_0(data, info.Dims[0])
 	default:
-		return nil, fmt.Errorf("%w: tensor %q has ggml type %s", ErrUnsupported, info.Name, info.Type)
+		dt := ggmlTypes[info.Type].dtype
+		if !dt.Block() {
+			return nil, fmt.Errorf("%w: tensor %q has ggml type %s", ErrUnsupported, info.Name, info.Type)
+		}
+		t.DType, t.Data = dt, data // blocks kept bit for bit
 	}
 	if t.Scales != nil {
 		t.Scales.Name = model.ScaleName(name)
@@ -93,4 +99,11 @@ func splitQ4_0(data []byte, cols int) ([]byte, *tensors.Tensor) {
 		}
 	}
 	return q, s
+}
+
+// ImportTensor converts one tensor of the file as Checkpoint would, under
+// its GGUF name: the element type the runtime uses for its ggml type and
+// the data aliasing the file (fused QKV tensors are not split).
+func (f *File) ImportTensor(info *TensorInfo) (*tensors.Tensor, error) {
+	return f.toTensor(info, info.Name)
 }

@@ -25,8 +25,30 @@ func parseAll(data []byte) error {
 		}
 		_ = kv.Value.String()
 	}
+	// Every tensor on its own, so that block data is exercised even when
+	// the file is no complete model.
+	for i := range f.Tensors {
+		if t, err := f.toTensor(&f.Tensors[i], f.Tensors[i].Name); err == nil {
+			t.Float32()
+		}
+	}
 	_, err = f.Checkpoint()
 	return err
+}
+
+// blockTensors writes one two-row tensor of every imported block type.
+func blockTensors() []byte {
+	w := &ggufWriter{}
+	w.string("general.architecture", "llama")
+	for i, typ := range []GGMLType{GGMLQ4_1, GGMLQ5_0, GGMLQ5_1, GGMLQ4_K, GGMLQ5_K, GGMLQ6_K, GGMLQ2_K, GGMLQ3_K} {
+		ti := ggmlTypes[typ]
+		data := make([]byte, 2*ti.blockBytes)
+		for j := range data {
+			data[j] = byte(j*7 + i)
+		}
+		w.tensor(ti.name, typ, []uint64{uint64(ti.blockLen), 2}, data)
+	}
+	return w.bytes()
 }
 
 func TestTruncationsFail(t *testing.T) {
@@ -152,6 +174,7 @@ func TestNestedArrays(t *testing.T) {
 func FuzzGGUF(f *testing.F) {
 	good := tinyLlama()
 	f.Add(good)
+	f.Add(blockTensors())
 	f.Add(good[:len(good)/2])
 	f.Add(good[:40])
 	if b, err := os.ReadFile(filepath.Join(archDir(f), "falcon.gguf")); err == nil {
@@ -176,6 +199,7 @@ func TestWriteSeedCorpus(t *testing.T) {
 		"tiny_llama":           good,
 		"tiny_llama_truncated": good[:len(good)*2/3],
 		"header_only":          good[:24],
+		"block_tensors":        blockTensors(),
 	})
 }
 

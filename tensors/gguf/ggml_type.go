@@ -1,17 +1,29 @@
 package gguf
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/gpurun/gpurun/tensors"
+)
 
 // GGMLType is a tensor element type of llama.cpp's ggml.
 type GGMLType uint32
 
-// The ggml types this package understands. Others (K-quants, IQ types, ...)
-// parse as tensor infos but cannot be imported.
+// The ggml types this package imports. Others (IQ types, Q8_1, ...)
+// parse as tensor infos but importing them is ErrUnsupported, naming them.
 const (
 	GGMLF32  GGMLType = 0
 	GGMLF16  GGMLType = 1
 	GGMLQ4_0 GGMLType = 2
+	GGMLQ4_1 GGMLType = 3
+	GGMLQ5_0 GGMLType = 6
+	GGMLQ5_1 GGMLType = 7
 	GGMLQ8_0 GGMLType = 8
+	GGMLQ2_K GGMLType = 10
+	GGMLQ3_K GGMLType = 11
+	GGMLQ4_K GGMLType = 12
+	GGMLQ5_K GGMLType = 13
+	GGMLQ6_K GGMLType = 14
 	GGMLBF16 GGMLType = 30
 )
 
@@ -19,24 +31,46 @@ const (
 const QK = 32
 
 // typeInfo is the block geometry of a type: blockLen elements take
-// blockBytes bytes.
+// blockBytes bytes. dtype is the tensors type the blocks are kept as bit
+// for bit (0 for the types split into values and scales: Q8_0, Q4_0, and
+// for the plain float types).
 type typeInfo struct {
 	name       string
 	blockLen   int
 	blockBytes int
+	dtype      tensors.DType
 }
 
 var ggmlTypes = map[GGMLType]typeInfo{
-	GGMLF32:  {"F32", 1, 4},
-	GGMLF16:  {"F16", 1, 2},
-	GGMLBF16: {"BF16", 1, 2},
-	GGMLQ4_0: {"Q4_0", QK, 2 + QK/2},
-	GGMLQ8_0: {"Q8_0", QK, 2 + QK},
+	GGMLF32:  {"F32", 1, 4, 0},
+	GGMLF16:  {"F16", 1, 2, 0},
+	GGMLBF16: {"BF16", 1, 2, 0},
+	GGMLQ4_0: {"Q4_0", QK, 2 + QK/2, 0},
+	GGMLQ8_0: {"Q8_0", QK, 2 + QK, 0},
+	GGMLQ4_1: {"Q4_1", 32, 20, tensors.Q4_1},
+	GGMLQ5_0: {"Q5_0", 32, 22, tensors.Q5_0},
+	GGMLQ5_1: {"Q5_1", 32, 24, tensors.Q5_1},
+	GGMLQ4_K: {"Q4_K", 256, 144, tensors.Q4K},
+	GGMLQ5_K: {"Q5_K", 256, 176, tensors.Q5K},
+	GGMLQ6_K: {"Q6_K", 256, 210, tensors.Q6K},
+	GGMLQ2_K: {"Q2_K", 256, 84, tensors.Q2K},
+	GGMLQ3_K: {"Q3_K", 256, 110, tensors.Q3K},
+}
+
+// otherTypeNames names the ggml types the package cannot import, so that
+// errors say which one a file uses.
+var otherTypeNames = map[GGMLType]string{
+	9: "Q8_1", 15: "Q8_K", 16: "IQ2_XXS", 17: "IQ2_XS", 18: "IQ3_XXS",
+	19: "IQ1_S", 20: "IQ4_NL", 21: "IQ3_S", 22: "IQ2_S", 23: "IQ4_XS", 24: "I8", 25: "I16",
+	26: "I32", 27: "I64", 28: "F64", 29: "IQ1_M", 34: "TQ1_0", 35: "TQ2_0",
 }
 
 func (t GGMLType) String() string {
 	if ti, ok := ggmlTypes[t]; ok {
 		return ti.name
+	}
+	if n, ok := otherTypeNames[t]; ok {
+		return n
 	}
 	return fmt.Sprintf("ggml_type(%d)", uint32(t))
 }

@@ -149,6 +149,12 @@ func (w *ggufWriter) u32(key string, v uint32) {
 	w.nkv++
 }
 
+func (w *ggufWriter) i32(key string, v int32) {
+	w.str(&w.kv, key)
+	binary.Write(&w.kv, binary.LittleEndian, [2]int32{int32(TypeInt32), v})
+	w.nkv++
+}
+
 func (w *ggufWriter) f32(key string, v float32) {
 	w.str(&w.kv, key)
 	binary.Write(&w.kv, binary.LittleEndian, uint32(TypeFloat32))
@@ -212,8 +218,14 @@ func f32Bytes(n int, start, step float32) []byte {
 
 // tinyLlama writes a complete one-layer llama GGUF (dim 32, 2 heads, ffn 64,
 // vocab 4) including a Q8_0 and a Q4_0 tensor.
-func tinyLlama() []byte {
+func tinyLlama() []byte { return tinyLlamaWith(nil) }
+
+// tinyLlamaWith is tinyLlama with extra metadata written by set.
+func tinyLlamaWith(set func(*ggufWriter)) []byte {
 	w := &ggufWriter{}
+	if set != nil {
+		set(w)
+	}
 	w.string("general.architecture", "llama")
 	for k, v := range map[string]uint32{"llama.embedding_length": 32, "llama.feed_forward_length": 64, "llama.block_count": 1,
 		"llama.attention.head_count": 2, "llama.context_length": 16} {

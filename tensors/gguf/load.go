@@ -53,7 +53,7 @@ func (f *File) Checkpoint() (*model.Checkpoint, error) {
 		}
 		cfg.BOS, cfg.EOS = v.BOS, v.EOS
 		m := &meta{f: f}
-		cfg.AddBOS = m.bool("tokenizer.ggml.add_bos_token", v.BOS >= 0)
+		cfg.AddBOS = m.bool("tokenizer.ggml.add_bos_token", v.BOS >= 0 && (v.Model != "gpt2" || gpt2AddsBOS[v.Pre]))
 		if eot := m.tokenID("tokenizer.ggml.eot_token_id", -1, len(v.Pieces)); eot >= 0 && eot != v.EOS {
 			cfg.StopTokens = append(cfg.StopTokens, eot)
 		}
@@ -125,7 +125,7 @@ func splitRows(t *tensors.Tensor, rows []int) ([]*tensors.Tensor, error) {
 	if len(t.Shape) == 2 {
 		cols = t.Shape[1]
 	}
-	if t.DType.Bits()*cols%8 != 0 {
+	if !t.DType.Block() && t.DType.Bits()*cols%8 != 0 {
 		return nil, fmt.Errorf("%w: fused tensor %q rows are not whole bytes", ErrUnsupported, t.Name)
 	}
 	rowBytes := t.DType.ByteSize(cols)

@@ -3,10 +3,12 @@ package gguf
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gpurun/gpurun/tensors"
@@ -143,5 +145,63 @@ func TestLoadQuantized(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestBlockTypesImportBitForBit: Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K
+// tensors become the tensors block types with the file's bytes unchanged
+// and the shape reversed into [rows, cols].
+func TestBlockTypesImportBitForBit(t *testing.T) {
+	f, err := Parse(blockTensors())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]tensors.DType{"Q4_1": tensors.Q4_1, "Q5_0": tensors.Q5_0, "Q5_1": tensors.Q5_1, "Q4_K": tensors.Q4K, "Q5_K": tensors.Q5K, "Q6_K": tensors.Q6K,
+		"Q2_K": tensors.Q2K, "Q3_K": tensors.Q3K}
+	for i := range f.Tensors {
+		info := &f.Tensors[i]
+		raw, err := f.TensorData(info)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := f.toTensor(info, info.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.DType != want[info.Name] || !slices.Equal(got.Shape, []int{2, info.Dims[0]}) || !bytes.Equal(got.Data, raw) || got.Scales != nil {
+			t.Errorf("%s: %s%v", info.Name, got.DType, got.Shape)
+		}
+	}
+}
+
+// TestUnknownTypeErrorNamesTypeAndFile: a model with a tensor of a ggml
+// type the runtime does not run fails to load with ErrUnsupported naming
+// the type, the tensor and the file.
+func TestUnknownTypeErrorNamesTypeAndFile(t *testing.T) {
+	b := tinyLlama()
+	f, err := Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Retype blk.0.ffn_up.weight (Q4_0) as IQ2_XXS in its tensor info.
+	info := f.Tensor("blk.0.ffn_up.weight")
+	name := []byte("blk.0.ffn_up.weight")
+	at := bytes.Index(b, name) + len(name) + 4 + 8*len(info.Dims)
+	if binary.LittleEndian.Uint32(b[at:]) != uint32(GGMLQ4_0) {
+		t.Fatal("test bug: type field not found")
+	}
+	binary.LittleEndian.PutUint32(b[at:], 16)
+	path := filepath.Join(t.TempDir(), "iq2.gguf")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Load(path)
+	if !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("err = %v, want ErrUnsupported", err)
+	}
+	for _, want := range []string{"IQ2_XXS", "blk.0.ffn_up.weight", path} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %q", err, want)
+		}
 	}
 }

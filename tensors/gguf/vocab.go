@@ -12,9 +12,8 @@ import (
 var spmModels = map[string]string{"llama": "bpe", "t5": "unigram"}
 
 // vocab reads the tokenizer.ggml.* metadata. It returns nil without error when
-// the file has no tokenizer or one that is not SentencePiece-like (GPT-2 BPE
-// with merges, WordPiece): model.Vocab cannot express those, so the caller
-// must supply a tokenizer.
+// the file has no tokenizer, and ErrUnsupported for a kind that is neither
+// SentencePiece-like nor byte-level BPE (WordPiece "bert", "rwkv").
 func (f *File) vocab() (*model.Vocab, error) {
 	mv, ok := f.Get("tokenizer.ggml.model")
 	if !ok {
@@ -24,9 +23,15 @@ func (f *File) vocab() (*model.Vocab, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: tokenizer.ggml.model is %s, not a string", ErrFormat, mv.Type)
 	}
+	if name == "gpt2" {
+		return f.gpt2Vocab()
+	}
 	kind, ok := spmModels[name]
 	if !ok {
-		return nil, nil
+		if name == "none" || name == "no_vocab" {
+			return nil, nil // llama.cpp's "this model has no vocabulary"
+		}
+		return nil, fmt.Errorf("%w: tokenizer.ggml.model %q (gpurun reads llama, t5 and gpt2 vocabularies)", ErrUnsupported, name)
 	}
 	tv, ok := f.Get("tokenizer.ggml.tokens")
 	if !ok {
@@ -73,15 +78,27 @@ func (f *File) vocab() (*model.Vocab, error) {
 	return v, m.err
 }
 
-// tokenID reads a token id key, which must index the vocabulary; def applies
-// when absent (and is dropped to -1 when it does not fit a small vocabulary).
+// tokenID reads an optional token id key; def applies when the key is
+// absent (and is dropped to -1 when it does not fit a small vocabulary).
+// llama.cpp writes -1 for "no such token", often as the uint32 4294967295
+// (its llama2.c converter puts padding_token_id = -1 into every file), and
+// ignores ids outside the vocabulary, so any integer outside [0, n) means
+// none: -1. Only a value that is not an integer is an error.
 func (m *meta) tokenID(key string, def, n int) int {
 	if def >= n {
 		def = -1
 	}
-	id := m.int(key, def, false)
-	if id >= n && m.err == nil {
-		m.err = fmt.Errorf("%w: %s = %d outside the %d-token vocabulary", ErrFormat, key, id, n)
+	v, ok := m.f.Get(key)
+	if !ok {
+		return def
 	}
-	return id
+	i, ok := v.Int()
+	if !ok && v.Type != TypeUint64 { // a uint64 past MaxInt64 is out of range too
+		m.fail(key, v, "an integer")
+		return def
+	}
+	if !ok || i < 0 || i >= int64(n) {
+		return -1
+	}
+	return int(i)
 }

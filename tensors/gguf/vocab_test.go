@@ -8,8 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/tensors/model"
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -162,13 +164,13 @@ func TestUnsupported(t *testing.T) {
 		t.Errorf("unknown architecture: err = %v, want ErrUnsupported", err)
 	}
 	w = &ggufWriter{}
-	w.tensor("x", GGMLType(12), []uint64{256}, make([]byte, 144))
+	w.tensor("x", GGMLType(16), []uint64{256}, make([]byte, 66))
 	f, err := Parse(w.bytes())
 	if err != nil {
-		t.Fatalf("a K-quant tensor info must parse: %v", err)
+		t.Fatalf("an IQ2_XXS tensor info must parse: %v", err)
 	}
-	if _, err := f.TensorData(&f.Tensors[0]); !errors.Is(err, ErrUnsupported) {
-		t.Errorf("K-quant data: err = %v, want ErrUnsupported", err)
+	if _, err := f.TensorData(&f.Tensors[0]); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "IQ2_XXS") {
+		t.Errorf("IQ2_XXS data: err = %v, want ErrUnsupported naming the type", err)
 	}
 }
 
@@ -184,4 +186,57 @@ func TestZeroValue(t *testing.T) {
 		t.Error("zero Value has a Str")
 	}
 	_ = v.String()
+}
+
+// llama.cpp writes -1 for "no such token" (its llama2.c converter stores
+// padding_token_id = -1 as the uint32 4294967295); out-of-range ids of any
+// integer type mean none, while a value that is not an integer is an error.
+func TestOutOfRangeTokenIDsMeanNone(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  func(w *ggufWriter)
+		pad  int
+		eos  int
+	}{
+		{"uint32 -1 padding", func(w *ggufWriter) { w.u32("tokenizer.ggml.padding_token_id", 0xffffffff) }, -1, 2},
+		{"int32 -1 padding", func(w *ggufWriter) { w.i32("tokenizer.ggml.padding_token_id", -1) }, -1, 2},
+		{"padding past the vocabulary", func(w *ggufWriter) { w.u32("tokenizer.ggml.padding_token_id", 4) }, -1, 2},
+		{"valid padding", func(w *ggufWriter) { w.u32("tokenizer.ggml.padding_token_id", 3) }, 3, 2},
+		{"eos -1", func(w *ggufWriter) { w.i32("tokenizer.ggml.eos_token_id", -1) }, -1, -1},
+		{"eot -1", func(w *ggufWriter) { w.u32("tokenizer.ggml.eot_token_id", 0xffffffff) }, -1, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ck, err := parseCheckpoint(tinyLlamaWith(tc.set))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ck.Vocab.PAD != tc.pad || ck.Vocab.EOS != tc.eos || len(ck.Config.StopTokens) != 0 {
+				t.Errorf("pad %d eos %d stop %v, want pad %d eos %d", ck.Vocab.PAD, ck.Vocab.EOS, ck.Config.StopTokens, tc.pad, tc.eos)
+			}
+		})
+	}
+	_, err := parseCheckpoint(tinyLlamaWith(func(w *ggufWriter) { w.string("tokenizer.ggml.padding_token_id", "none") }))
+	if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "padding_token_id") {
+		t.Errorf("string padding id: err = %v, want ErrFormat naming the key", err)
+	}
+}
+
+// TestLlama2cConverterFile loads a file written by llama.cpp's llama2.c
+// converter (then quantized to Q4_K_M): its padding_token_id is -1.
+func TestLlama2cConverterFile(t *testing.T) {
+	path := filepath.Join(testmodels.Root(t), "testdata", "gguf", "k256-Q4_K_M.gguf")
+	f, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := f.Get("tokenizer.ggml.padding_token_id"); !ok || v.String() != "4294967295" {
+		t.Fatalf("padding_token_id = %v (present %v); the test needs the converter's -1", v, ok)
+	}
+	ck, err := f.Checkpoint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ck.Vocab.PAD != -1 || ck.Vocab.BOS != 1 || ck.Vocab.EOS != 2 {
+		t.Errorf("pad %d bos %d eos %d", ck.Vocab.PAD, ck.Vocab.BOS, ck.Vocab.EOS)
+	}
 }

@@ -71,12 +71,19 @@ func Load(dir string) (*model.Checkpoint, error) {
 	if err := verify.Complete(ck); err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrFormat, dir, err)
 	}
-	if tok, err := os.ReadFile(filepath.Join(dir, "tokenizer.model")); err == nil {
-		ck.Tokenizer = tok
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("hf: %w", err)
+	// SentencePiece's tokenizer.model when there is one, else the
+	// tokenizer.json (byte-level BPE, checked when it is loaded).
+	for _, name := range []string{"tokenizer.model", "tokenizer.json"} {
+		tok, err := os.ReadFile(filepath.Join(dir, name))
+		if err == nil {
+			ck.Tokenizer = tok
+			break
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("hf: %w", err)
+		}
 	}
-	if err := readTokenizerConfig(dir, &ck.Config); err != nil {
+	if err := readTokenizerConfig(dir, &ck.Config, ck.Tokenizer); err != nil {
 		return nil, err
 	}
 	if err := ck.Config.Validate(); err != nil {
@@ -86,11 +93,13 @@ func Load(dir string) (*model.Checkpoint, error) {
 }
 
 // readTokenizerConfig applies tokenizer_config.json's add_bos_token when the
-// file states it.
-func readTokenizerConfig(dir string, c *model.Config) error {
+// file states it; otherwise, for a tokenizer.json, whether its
+// post-processor puts the BOS token first (as Llama 3's TemplateProcessing
+// does, and GPT-2-style ByteLevel ones do not).
+func readTokenizerConfig(dir string, c *model.Config, tok []byte) error {
 	raw, err := os.ReadFile(filepath.Join(dir, "tokenizer_config.json"))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil
+		raw, err = []byte("{}"), nil
 	}
 	if err != nil {
 		return fmt.Errorf("hf: %w", err)
@@ -101,10 +110,46 @@ func readTokenizerConfig(dir string, c *model.Config) error {
 	if err := json.Unmarshal(raw, &tc); err != nil {
 		return fmt.Errorf("%w: tokenizer_config.json: %w", ErrFormat, err)
 	}
-	if tc.AddBOS != nil {
+	switch {
+	case tc.AddBOS != nil:
 		c.AddBOS = *tc.AddBOS && c.BOS >= 0
+	case len(tok) > 0 && tok[0] == '{':
+		first, err := postProcessorFirst(tok)
+		if err != nil {
+			return err
+		}
+		c.AddBOS = c.BOS >= 0 && first == c.BOS
 	}
 	return nil
+}
+
+// postProcessorFirst returns the id a tokenizer.json's TemplateProcessing
+// puts before a single sequence, or -1.
+func postProcessorFirst(tok []byte) (int, error) {
+	var tj struct {
+		PostProcessor *struct {
+			Type   string `json:"type"`
+			Single []struct {
+				SpecialToken *struct {
+					ID string `json:"id"`
+				} `json:"SpecialToken"`
+			} `json:"single"`
+			SpecialTokens map[string]struct {
+				IDs []int `json:"ids"`
+			} `json:"special_tokens"`
+		} `json:"post_processor"`
+	}
+	if err := json.Unmarshal(tok, &tj); err != nil {
+		return -1, fmt.Errorf("%w: tokenizer.json: %w", ErrFormat, err)
+	}
+	pp := tj.PostProcessor
+	if pp == nil || pp.Type != "TemplateProcessing" || len(pp.Single) == 0 || pp.Single[0].SpecialToken == nil {
+		return -1, nil
+	}
+	if ids := pp.SpecialTokens[pp.Single[0].SpecialToken.ID].IDs; len(ids) == 1 {
+		return ids[0], nil
+	}
+	return -1, nil
 }
 
 // importer renames and transforms tensors into ck.

@@ -8,8 +8,9 @@ import "github.com/gpurun/gpurun/tensors"
 type Checkpoint struct {
 	Config  Config
 	Tensors []*tensors.Tensor
-	// Tokenizer is a serialized SentencePiece ModelProto, or nil when the
-	// checkpoint brought none (then Vocab may describe it).
+	// Tokenizer is a serialized SentencePiece ModelProto or a Hugging Face
+	// tokenizer.json (which starts with '{'), or nil when the checkpoint
+	// brought none (then Vocab may describe it).
 	Tokenizer []byte
 	// Vocab is the tokenizer as a plain vocabulary (GGUF and llama2.c carry
 	// this form); the converter turns it into a ModelProto.
@@ -37,9 +38,12 @@ const (
 	PieceByte        = 6
 )
 
-// Vocab is a SentencePiece-style vocabulary without the normalizer proto.
+// Vocab is a plain vocabulary: SentencePiece-style (Model "bpe" or
+// "unigram", without the normalizer proto) or byte-level BPE (Model "gpt2",
+// GGUF's tokenizer.ggml.model = "gpt2": Pieces in GPT-2's byte alphabet,
+// Merges, and Pre naming the pre-tokenizer).
 type Vocab struct {
-	Model  string // "bpe" or "unigram"
+	Model  string // "bpe", "unigram" or "gpt2"
 	Pieces []string
 	Scores []float32
 	Types  []int32
@@ -47,4 +51,9 @@ type Vocab struct {
 	// vocabularies use true.
 	AddDummyPrefix     bool
 	BOS, EOS, UNK, PAD int // -1 when absent
+	// Merges ("left right", in rank order) and Pre (tokenizer.ggml.pre,
+	// such as "llama3", "qwen2", "gpt-2"; "" for llama.cpp's default) of a
+	// "gpt2" vocabulary.
+	Merges []string
+	Pre    string
 }

@@ -2,6 +2,7 @@ package modelfile
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/gpurun/gpurun/tensors"
 	"github.com/gpurun/gpurun/tensors/modelfile/internal/tflite"
@@ -23,7 +24,29 @@ func tfliteType(d tensors.DType) (tflite.TensorType, error) {
 	case tensors.I32:
 		return tflite.TensorTypeINT32, nil
 	}
+	if d.Block() {
+		return tflite.TensorTypeUINT8, nil
+	}
 	return 0, fmt.Errorf("%w: dtype %s", ErrInvalid, d)
+}
+
+// BlockQuantization is the prefix of the CustomQuantization bytes that mark a
+// UINT8 tensor as holding the blocks of a tensors block type (llama.cpp's
+// Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, kept bit for bit): the bytes are this
+// prefix followed by the type's name, e.g. "gpurun.blocks:q4_k". The
+// tensor's shape is the logical [out, in] shape; its buffer holds each row's
+// blocks in order, so its size is rows * (in/block length) * block bytes.
+const BlockQuantization = "gpurun.blocks:"
+
+// blockType reads the block type named by CustomQuantization bytes.
+func blockType(custom []byte) (tensors.DType, error) {
+	name, ok := strings.CutPrefix(string(custom), BlockQuantization)
+	if ok {
+		if dt, err := tensors.ParseDType(name); err == nil && dt.Block() {
+			return dt, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: custom quantization %q", ErrUnsupported, custom)
 }
 
 // gpurunType maps a TFLite tensor type back; types without a gpurun

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/gpurun/gpurun/tensors"
 )
 
 var updateSeeds = flag.Bool("update-seeds", false, "rewrite the committed fuzz seed corpora under testdata/fuzz")
@@ -56,6 +58,7 @@ func TestWriteSeeds(t *testing.T) {
 			"model":       files["model"],
 			"inline_f16":  buildRaw(t, rawModel{tensors: []rawTensor{{name: "w", typ: 1, shape: []int32{2, 2}, data: make([]byte, 8)}}}),
 			"scales_int4": writeModel(t, testTensors(t, 1, 32)[6:7], WriteOptions{}),
+			"blocks_q4_k": writeBlocks(t, blockTensors()[3:4]),
 			"activations": buildRaw(t, rawModel{tensors: []rawTensor{{name: "a", typ: 4, shape: []int32{1}, noData: true}}, meta: map[string][]byte{"backend": []byte("gpu")}}),
 		},
 		"FuzzTask": {
@@ -86,4 +89,14 @@ func TestWriteSeeds(t *testing.T) {
 			}
 		}
 	}
+}
+
+// writeBlocks writes a model file of block-type tensors.
+func writeBlocks(t testing.TB, ts []*tensors.Tensor) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := Write(&buf, testConfig(), ts, WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
 }

@@ -32,7 +32,17 @@ const (
 	MetaConfig    = "gpurun.config"   // model.Config as JSON
 	MetaTokenizer = "spm_vocab_model" // serialized SentencePiece ModelProto
 	MetaBackend   = "backend"         // "gpu"
+	// MetaTokenizerJSON holds a Hugging Face tokenizer.json (byte-level
+	// BPE) instead of MetaTokenizer.
+	MetaTokenizerJSON = "hf_tokenizer_json"
 )
+
+// IsTokenizerJSON tells the two tokenizer kinds a model file stores apart:
+// a Hugging Face tokenizer.json starts with '{' (a JSON object, as the
+// tokenizers library writes it); a serialized SentencePiece ModelProto
+// starts with a protobuf tag, and '{' would be field 15 as a group, which
+// ModelProto does not have.
+func IsTokenizerJSON(b []byte) bool { return len(b) > 0 && b[0] == '{' }
 
 // fileIdentifier marks a TFLite flatbuffer at bytes 4..8.
 const fileIdentifier = "TFL3"

@@ -2,6 +2,7 @@ package modelfile
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -10,6 +11,7 @@ import (
 	"github.com/gpurun/gpurun/tensors"
 	"github.com/gpurun/gpurun/tensors/internal/mmap"
 	"github.com/gpurun/gpurun/tensors/model"
+	"github.com/gpurun/gpurun/tensors/modelfile/internal/tflite"
 )
 
 // Format names what container a File was read from.
@@ -106,8 +108,10 @@ func (f *File) Tensors() []*tensors.Tensor { return f.weights }
 // nil.
 func (f *File) Tensor(name string) *tensors.Tensor { return f.byName[name] }
 
-// Tokenizer returns the SentencePiece model: the .task TOKENIZER_MODEL entry
-// if present, else the flatbuffer's spm_vocab_model metadata; nil if none.
+// Tokenizer returns the tokenizer: the .task TOKENIZER_MODEL or
+// TOKENIZER_JSON entry if present, else the flatbuffer's spm_vocab_model or
+// hf_tokenizer_json metadata; nil if none. IsTokenizerJSON tells a
+// tokenizer.json from a SentencePiece ModelProto.
 func (f *File) Tokenizer() []byte { return f.tokenizer }
 
 // Metadata returns the flatbuffer metadata entry with the given name.
@@ -134,6 +138,11 @@ const (
 	tensorType   = 1
 	tensorBuffer = 2
 	tensorName   = 3
+	tensorQuant  = 4
+
+	quantDetailsType = 4
+	quantDetails     = 5
+	customBytes      = 0
 
 	bufferData   = 0
 	bufferOffset = 1
@@ -224,6 +233,9 @@ func parseModel(data []byte) (*File, error) {
 		}
 	}
 	f.tokenizer = f.meta[MetaTokenizer]
+	if f.tokenizer == nil {
+		f.tokenizer = f.meta[MetaTokenizerJSON]
+	}
 	return f, nil
 }
 
@@ -246,6 +258,9 @@ func readTensor(fb fbuf, tt table, buffers vector, bud *budget) (*tensors.Tensor
 		return nil, fmt.Errorf("%s: type: %w", name, err)
 	}
 	dt, err := gpurunType(int8(typ))
+	if tflite.TensorType(typ) == tflite.TensorTypeUINT8 {
+		dt, err = customType(tt)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
@@ -272,7 +287,44 @@ func readTensor(fb fbuf, tt table, buffers vector, bud *budget) (*tensors.Tensor
 	if !ok || dt.ByteSize(n) != len(data) {
 		return nil, fmt.Errorf("%w: %s: %s%v does not match its %d data bytes", ErrFormat, name, dt, shape, len(data))
 	}
-	return &tensors.Tensor{Name: string(name), DType: dt, Shape: shape, Data: data}, nil
+	t := &tensors.Tensor{Name: string(name), DType: dt, Shape: shape, Data: data}
+	if dt.Block() {
+		if err := t.Check(); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrFormat, err)
+		}
+	}
+	return t, nil
+}
+
+// customType reads the block type of a UINT8 tensor from its
+// CustomQuantization details (see BlockQuantization).
+func customType(tt table) (tensors.DType, error) {
+	unsupported := fmt.Errorf("%w: tensor type UINT8 without a gpurun block quantization", ErrUnsupported)
+	qp, ok, err := tt.ref(tensorQuant)
+	if err != nil || !ok {
+		return 0, cmp.Or(err, unsupported)
+	}
+	q, err := tt.buf.table(qp)
+	if err != nil {
+		return 0, err
+	}
+	kind, err := q.uint8(quantDetailsType, 0)
+	if err != nil {
+		return 0, err
+	}
+	dp, ok, err := q.ref(quantDetails)
+	if err != nil || !ok || tflite.QuantizationDetails(kind) != tflite.QuantizationDetailsCustomQuantization {
+		return 0, cmp.Or(err, unsupported)
+	}
+	d, err := tt.buf.table(dp)
+	if err != nil {
+		return 0, err
+	}
+	custom, err := d.bytes(customBytes)
+	if err != nil {
+		return 0, err
+	}
+	return blockType(custom)
 }
 
 // elements multiplies dims, failing past 2^48 (more than any file holds).

@@ -41,6 +41,9 @@ type QuantSummary struct {
 	PerChannel bool   `json:"per_channel"`
 	ScaleDType string `json:"scale_dtype"`
 	ScaleBytes int64  `json:"scale_bytes"`
+	// InBlock is set for llama.cpp's block types, whose scales (and mins)
+	// are stored inside each block of Block elements (ScaleDType empty).
+	InBlock bool `json:"in_block,omitempty"`
 }
 
 // Summary collects per-tensor facts and totals.
@@ -66,6 +69,8 @@ func (f *File) Summary() Summary {
 			ts.Quantization = quantSummary(t)
 			s.TensorBytes += ts.Quantization.ScaleBytes
 			s.BytesByDType["scales"] += ts.Quantization.ScaleBytes
+		} else if t.DType.Block() {
+			ts.Quantization = &QuantSummary{Block: t.DType.BlockLen(), InBlock: true}
 		}
 		s.Tensors = append(s.Tensors, ts)
 	}
@@ -98,6 +103,9 @@ func (s Summary) WriteText(w io.Writer) error {
 			q = fmt.Sprintf("block %d, %s scales", t.Quantization.Block, t.Quantization.ScaleDType)
 			if t.Quantization.PerChannel {
 				q = fmt.Sprintf("per channel, %s scales", t.Quantization.ScaleDType)
+			}
+			if t.Quantization.InBlock {
+				q = fmt.Sprintf("llama.cpp blocks of %d", t.Quantization.Block)
 			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%s\n", t.Name, t.DType, t.Shape, t.Bytes, q)

@@ -18,6 +18,10 @@ const (
 	TaskModel     = "TF_LITE_PREFILL_DECODE"
 	TaskTokenizer = "TOKENIZER_MODEL"
 	TaskMetadata  = "METADATA"
+	// TaskTokenizerJSON is gpurun's entry for a Hugging Face tokenizer.json
+	// (byte-level BPE), written instead of TOKENIZER_MODEL, which MediaPipe
+	// reads as a SentencePiece model.
+	TaskTokenizerJSON = "TOKENIZER_JSON"
 )
 
 // taskAlign aligns every entry's data in the zip so the model can be mapped
@@ -33,11 +37,15 @@ func isZip(data []byte) bool { return len(data) >= 4 && string(data[:4]) == "PK\
 // WriteTask writes a .task bundle: a zip whose entries are stored
 // uncompressed with their data 64-byte aligned. modelFile (size bytes, read
 // twice: once for the CRC, once to copy) becomes TF_LITE_PREFILL_DECODE;
-// tokenizer (if not nil) TOKENIZER_MODEL and metadata (if not nil)
-// METADATA. ConfigJSON builds gpurun's metadata.
+// tokenizer (if not nil) TOKENIZER_MODEL, or TOKENIZER_JSON when it is a
+// tokenizer.json (IsTokenizerJSON), and metadata (if not nil) METADATA. ConfigJSON builds gpurun's metadata.
 func WriteTask(w io.Writer, modelFile io.ReaderAt, size int64, tokenizer, metadata []byte) error {
 	if size < 0 {
 		return fmt.Errorf("%w: model size %d", ErrInvalid, size)
+	}
+	tokEntry := TaskTokenizer
+	if IsTokenizerJSON(tokenizer) {
+		tokEntry = TaskTokenizerJSON
 	}
 	crc := crc32.NewIEEE()
 	if _, err := io.Copy(crc, io.NewSectionReader(modelFile, 0, size)); err != nil {
@@ -51,7 +59,7 @@ func WriteTask(w io.Writer, modelFile io.ReaderAt, size int64, tokenizer, metada
 	for _, e := range []struct {
 		name string
 		data []byte
-	}{{TaskTokenizer, tokenizer}, {TaskMetadata, metadata}} {
+	}{{tokEntry, tokenizer}, {TaskMetadata, metadata}} {
 		if e.data == nil {
 			continue
 		}
@@ -135,6 +143,8 @@ func parseTask(data []byte) (*File, error) {
 	}
 	f.format, f.size = FormatTask, int64(len(data))
 	if tok, ok := entries[TaskTokenizer]; ok {
+		f.tokenizer = tok
+	} else if tok, ok := entries[TaskTokenizerJSON]; ok {
 		f.tokenizer = tok
 	}
 	f.taskMeta = entries[TaskMetadata]

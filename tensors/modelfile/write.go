@@ -16,7 +16,8 @@ import (
 // WriteOptions carries the optional parts of a model file.
 type WriteOptions struct {
 	// Tokenizer is a serialized SentencePiece ModelProto stored under
-	// MetaTokenizer; nil stores none.
+	// MetaTokenizer, or a Hugging Face tokenizer.json stored under
+	// MetaTokenizerJSON (see IsTokenizerJSON); nil stores none.
 	Tokenizer []byte
 	// Extra metadata entries; keys must not collide with the Meta* keys.
 	Extra map[string][]byte
@@ -141,11 +142,15 @@ func metadataEntries(cfg model.Config, opts WriteOptions) ([]metaEntry, error) {
 	}
 	meta := []metaEntry{{MetaConfig, js}, {MetaBackend, []byte("gpu")}}
 	if opts.Tokenizer != nil {
-		meta = append(meta, metaEntry{MetaTokenizer, opts.Tokenizer})
+		key := MetaTokenizer
+		if IsTokenizerJSON(opts.Tokenizer) {
+			key = MetaTokenizerJSON
+		}
+		meta = append(meta, metaEntry{key, opts.Tokenizer})
 	}
 	keys := make([]string, 0, len(opts.Extra))
 	for k := range opts.Extra {
-		if k == MetaConfig || k == MetaBackend || k == MetaTokenizer || k == "" {
+		if k == MetaConfig || k == MetaBackend || k == MetaTokenizer || k == MetaTokenizerJSON || k == "" {
 			return nil, fmt.Errorf("%w: extra metadata key %q is reserved", ErrInvalid, k)
 		}
 		keys = append(keys, k)
@@ -236,9 +241,20 @@ func buildFlatbuffer(entries []entry, meta []metaEntry, base int64) ([]byte, err
 
 // quantizationParams writes TFLite per-channel parameters for a tensor with
 // one scale per row (zero point 0, quantized dimension 0). Block-wise scales
-// have no TFLite form; their scale tensor alone describes them.
+// have no TFLite form; their scale tensor alone describes them. Block types
+// are UINT8 tensors whose CustomQuantization details name the type.
 func quantizationParams(b *flatbuffers.Builder, e entry) flatbuffers.UOffsetT {
 	t := e.t
+	if t.DType.Block() {
+		custom := b.CreateByteVector([]byte(BlockQuantization + t.DType.String()))
+		tflite.CustomQuantizationStart(b)
+		tflite.CustomQuantizationAddCustom(b, custom)
+		details := tflite.CustomQuantizationEnd(b)
+		tflite.QuantizationParametersStart(b)
+		tflite.QuantizationParametersAddDetailsType(b, tflite.QuantizationDetailsCustomQuantization)
+		tflite.QuantizationParametersAddDetails(b, details)
+		return tflite.QuantizationParametersEnd(b)
+	}
 	if t.Scales == nil || len(t.Scales.Shape) != 1 || len(t.Shape) != 2 {
 		return 0
 	}

@@ -22,6 +22,9 @@ const (
 	QuantInt8 = "int8"
 	// QuantF16 stores every matrix as f16.
 	QuantF16 = "f16"
+	// QuantF32 stores every matrix as f32 (four times the bytes of f16; a
+	// TinyLlama-1.1B shape is 4.4 GB).
+	QuantF32 = "f32"
 )
 
 // Int4Block is the int4 quantization block: consecutive elements of a row
@@ -42,7 +45,7 @@ var (
 
 // Options choose the storage and the random stream.
 type Options struct {
-	Quant    string // QuantInt4 (default when empty), QuantInt8 or QuantF16
+	Quant    string // QuantInt4 (default when empty), QuantInt8, QuantF16 or QuantF32
 	Seed     uint64 // same seed, same weights
 	MaxBytes int64  // refuse configurations whose weights (plus 256 bytes a tensor) exceed this (0: DefaultMaxBytes)
 }
@@ -143,9 +146,9 @@ func checkOptions(spec *model.Config, opts Options) (quant string, limit int64, 
 		quant = QuantInt4
 	}
 	switch quant {
-	case QuantInt4, QuantInt8, QuantF16:
+	case QuantInt4, QuantInt8, QuantF16, QuantF32:
 	default:
-		return "", 0, fmt.Errorf("%w: quant %q (want %s, %s or %s)", ErrOptions, opts.Quant, QuantInt4, QuantInt8, QuantF16)
+		return "", 0, fmt.Errorf("%w: quant %q (want %s, %s, %s or %s)", ErrOptions, opts.Quant, QuantInt4, QuantInt8, QuantF16, QuantF32)
 	}
 	limit = opts.MaxBytes
 	if limit < 0 {
@@ -182,6 +185,8 @@ func formatFor(e entry, quant string) format {
 	switch {
 	case quant == QuantF16:
 		return format{dtype: tensors.F16}
+	case quant == QuantF32:
+		return format{dtype: tensors.F32}
 	case quant == QuantInt8 || e.role == roleEmbed || cols%2 != 0:
 		return format{dtype: tensors.I8, scaleType: tensors.F32}
 	case cols%Int4Block == 0:
@@ -243,8 +248,8 @@ func (p *plan) build(i int, seed uint64) *tensors.Tensor {
 	// Matrices: the standard deviation that keeps W·x at the scale of x.
 	std := 1 / math.Sqrt(float64(cols))
 	switch f.dtype {
-	case tensors.F16:
-		src.f16Values(t.Data, std)
+	case tensors.F16, tensors.F32:
+		src.floatValues(t.Data, std, f.dtype)
 	case tensors.I8, tensors.I4:
 		codes := codesI8
 		if f.dtype == tensors.I4 {

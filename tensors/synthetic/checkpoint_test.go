@@ -70,6 +70,8 @@ func TestStorageFormats(t *testing.T) {
 		{QuantInt8, model.Layer(1, model.WUp), tensors.I8, 48, tensors.F32},
 		{QuantF16, model.Layer(1, model.WGate), tensors.F16, 0, 0},
 		{QuantF16, model.TokenEmbedding, tensors.F16, 0, 0},
+		{QuantF32, model.Layer(1, model.WDown), tensors.F32, 0, 0},
+		{QuantF32, model.LMHead, tensors.F32, 0, 0},
 	}
 	shrunk := shrink(Specs()[0].Config)
 	blocked := []formatCase{

@@ -29,7 +29,7 @@ func FuzzCheckpoint(f *testing.F) {
 		if knobs&1 != 0 {
 			cfg.Norm = model.NormLayer
 		}
-		opts := Options{Quant: []string{QuantInt4, QuantInt8, QuantF16, "int3"}[quant%4], MaxBytes: 1 << 20}
+		opts := Options{Quant: []string{QuantInt4, QuantInt8, QuantF16, QuantF32, "int3"}[quant%5], MaxBytes: 1 << 20}
 		ck, err := Checkpoint(cfg, opts)
 		if err != nil {
 			if !errors.Is(err, model.ErrConfig) && !errors.Is(err, ErrOptions) && !errors.Is(err, ErrTooLarge) {

@@ -65,4 +65,4 @@ func testConfigs() []struct {
 	}{"odd-shapes", oddShapes()})
 }
 
-var quantModes = []string{QuantInt4, QuantInt8, QuantF16}
+var quantModes = []string{QuantInt4, QuantInt8, QuantF16, QuantF32}

@@ -128,9 +128,9 @@ func (s *stream) scales(dst []byte, dt tensors.DType, base float64) {
 	s.fromTable(dst, &table, size)
 }
 
-// f16Values fills dst with f16 values uniform over 256 levels in [-a, a],
-// with a chosen so that their standard deviation is std.
-func (s *stream) f16Values(dst []byte, std float64) {
+// floatValues fills dst with f16 or f32 values uniform over 256 levels in
+// [-a, a], with a chosen so that their standard deviation is std.
+func (s *stream) floatValues(dst []byte, std float64, dt tensors.DType) {
 	// Mean square of the levels for a = 1.
 	var sum float64
 	for k := range 256 {
@@ -141,9 +141,13 @@ func (s *stream) f16Values(dst []byte, std float64) {
 	var table [256][4]byte
 	for k := range 256 {
 		v := float32(a * float64(2*k-255) / 255)
-		binary.LittleEndian.PutUint16(table[k][:], tensors.F16Bits(v))
+		if dt == tensors.F32 {
+			binary.LittleEndian.PutUint32(table[k][:], math.Float32bits(v))
+		} else {
+			binary.LittleEndian.PutUint16(table[k][:], tensors.F16Bits(v))
+		}
 	}
-	s.fromTable(dst, &table, 2)
+	s.fromTable(dst, &table, dt.ByteSize(1))
 }
 
 // fromTable writes size-byte (2 or 4) entries of table chosen by random

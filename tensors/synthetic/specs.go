@@ -28,6 +28,7 @@ func Specs() []Spec {
 		phi2(),
 		falcon1B(),
 		stableLM3B(),
+		llama110M(),
 	}
 }
 
@@ -143,5 +144,22 @@ func stableLM3B() Spec {
 		RopeStyle: model.RopeHalves, RopeDims: 20, RopeBase: 10000,
 		Act: model.ActSiLU, GatedFFN: true,
 		BOS: 0, EOS: 0,
+	}}
+}
+
+// llama110M: the 110M Llama shape of llama2.c's stories110M
+// (karpathy/tinyllamas), the shape ../shared/tools builds its llama.cpp
+// anchor checkpoints at: dim 768, hidden 2048, 12 layers, 12 heads (MHA),
+// vocab 32000, 1024 positions, classifier tied to the embedding, RMSNorm
+// eps 1e-5, rope theta 10000 on adjacent pairs. 109,529,856 parameters
+// (the model card says 110M).
+func llama110M() Spec {
+	return Spec{Name: "llama-110m", Source: "karpathy/tinyllamas stories110M (llama2.c)", Config: model.Config{
+		Arch: model.ArchLlama, VocabSize: 32000, Dim: 768, HiddenDim: 2048, Layers: 12,
+		Heads: 12, KVHeads: 12, HeadDim: 64, MaxSeqLen: 1024,
+		Norm: model.NormRMS, NormEps: 1e-5,
+		RopeStyle: model.RopeInterleaved, RopeDims: 64, RopeBase: 10000,
+		Act: model.ActSiLU, GatedFFN: true, Tied: true,
+		BOS: 1, EOS: 2, AddBOS: true,
 	}}
 }

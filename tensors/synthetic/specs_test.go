@@ -27,6 +27,9 @@ var publishedParams = []struct {
 	{"falcon-1b", 1_311_625_216 - 24*(18_432+2*31*64*2048+2*2048),
 		"tiiuae/falcon-rw-1b minus its biases, MHA K/V rows and second LayerNorm"},
 	{"stablelm-3b", 2_795_443_200, "stabilityai/stablelm-3b-4e1t"},
+	// The card only says 110M: embedding 32000*768, 12 layers of
+	// 4*768*768 + 3*768*2048 + 2*768, the final norm, classifier tied.
+	{"llama-110m", 32000*768 + 12*(4*768*768+3*768*2048+2*768) + 768, "stories110M, summed from llama2.c's dimensions"},
 }
 
 func TestSpecsMatchPublishedParameterCounts(t *testing.T) {

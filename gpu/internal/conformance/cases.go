@@ -87,7 +87,7 @@ func Cases() []Case {
 	cs = append(cs, elementwiseCases()...)
 	cs = append(cs, lastRowCases()...)
 	cs = append(cs, ArgmaxCases()...)
-	cs = append(cs, attentionCases()...)
+	cs = append(cs, AttentionCases()...)
 	cs = append(cs, fusedSample()...)
 	return cs
 }
@@ -290,26 +290,40 @@ func lastRowCases() []Case {
 	}}
 }
 
-func attentionCases() []Case {
+// AttentionCases stores K and V for a prefill and decode steps and attends
+// over the cache. Besides GQA, soft cap, sliding window and head dims past
+// 64, they cover the geometry of the split decode kernels (attn_split:
+// chunks of 64 positions, batches of 8 query heads): several chunks, a
+// last chunk cut by the cache end, a window straddling chunk edges,
+// decode steps that open a new chunk, GQA groups past one batch, and a
+// cache much longer than the visible positions.
+func AttentionCases() []Case {
 	type tc struct {
 		heads, kvHeads, hd int
 		capv               float32
 		window             int
 		prefill, decode    int
 		f16                bool
+		maxLen             int // 0: prefill+decode+1
 	}
 	var table []tc
 	for _, f16 := range []bool{false, true} { // f32 cache, f16 cache (halves packed in pairs)
 		table = append(table,
-			tc{4, 2, 8, 0, 0, 3, 3, f16},  // grouped-query attention
-			tc{6, 2, 8, 30, 0, 4, 2, f16}, // soft-capped scores
-			tc{2, 1, 8, 0, 3, 4, 3, f16},  // sliding window
-			tc{2, 1, 72, 0, 0, 2, 1, f16}, // head dim past 64
-			tc{2, 2, 8, 0, 0, 70, 2, f16}) // cache longer than 64 positions
+			tc{4, 2, 8, 0, 0, 3, 3, f16, 0},      // grouped-query attention
+			tc{6, 2, 8, 30, 0, 4, 2, f16, 0},     // soft-capped scores
+			tc{2, 1, 8, 0, 3, 4, 3, f16, 0},      // sliding window
+			tc{2, 1, 72, 0, 0, 2, 1, f16, 0},     // head dim past 64
+			tc{2, 2, 8, 0, 0, 70, 2, f16, 0},     // cache longer than 64 positions
+			tc{4, 1, 16, 0, 0, 150, 3, f16, 0},   // three chunks, the last cut by the cache end
+			tc{2, 1, 8, 0, 70, 140, 2, f16, 0},   // window straddling chunk edges
+			tc{12, 1, 8, 20, 0, 5, 2, f16, 0},    // a group of 12: two head batches
+			tc{4, 2, 16, 0, 0, 64, 2, f16, 0},    // decode opens a new chunk
+			tc{2, 1, 64, 0, 0, 10, 2, f16, 1280}) // 10 visible positions of 1280
 	}
 	table = append(table,
-		tc{3, 3, 7, 0, 0, 3, 2, true},   // odd head dim: a half-filled last word
-		tc{4, 2, 256, 0, 0, 3, 1, true}) // largest head dim: two words per invocation
+		tc{3, 3, 7, 0, 0, 3, 2, true, 0},     // odd head dim: a half-filled last word
+		tc{4, 2, 256, 0, 0, 3, 1, true, 0},   // largest head dim: two words per invocation
+		tc{2, 1, 256, 0, 0, 70, 1, false, 0}) // largest f32 head dim: key tiles of 8
 	cs := []Case{f16RoundingCase()}
 	for _, c := range table {
 		// Both sides read the same halves from an f16 cache (rounded to
@@ -323,12 +337,16 @@ func attentionCases() []Case {
 		for d := range c.decode {
 			steps = append(steps, Step{[]int32{int32((5*d + 2) % vocab)}, c.prefill + d})
 		}
+		maxLen := c.maxLen
+		if maxLen == 0 {
+			maxLen = c.prefill + c.decode + 1
+		}
 		cs = append(cs, Case{
-			Name: fmt.Sprintf("attention/h%d_kv%d_d%d_cap%g_w%d_p%d_f16%v", c.heads, c.kvHeads, c.hd, c.capv, c.window, c.prefill, c.f16),
+			Name: fmt.Sprintf("attention/h%d_kv%d_d%d_cap%g_w%d_p%d_f16%v_max%d", c.heads, c.kvHeads, c.hd, c.capv, c.window, c.prefill, c.f16, maxLen),
 			Build: func() (*fusion.Graph, []*tensors.Tensor) {
 				r := rand.New(rand.NewPCG(7, uint64(c.hd*100+c.prefill)))
 				g := &fusion.Graph{Tokens: c.prefill}
-				g.KV = fusion.KVSpec{Layers: 2, KVHeads: c.kvHeads, HeadDim: c.hd, MaxLen: c.prefill + c.decode + 1, F16: c.f16}
+				g.KV = fusion.KVSpec{Layers: 2, KVHeads: c.kvHeads, HeadDim: c.hd, MaxLen: maxLen, F16: c.f16}
 				q := input(g, "q", c.heads*c.hd)
 				k := input(g, "k", c.kvHeads*c.hd)
 				v := input(g, "v", c.kvHeads*c.hd)

@@ -48,6 +48,18 @@ func Generate(naga, outDir string, modules []Module) error {
 		if err := cmd.Run(); err != nil {
 			return fmt.Errorf("spirvgen: naga %s: %w: %s", m.Name, err, stderr.String())
 		}
+		if strings.Contains(m.WGSL, "\n"+NoZeroInitMarker+"\n") {
+			spv, err := os.ReadFile(out)
+			if err != nil {
+				return fmt.Errorf("spirvgen: %w", err)
+			}
+			if spv, err = DropWorkgroupZeroInit(spv); err != nil {
+				return fmt.Errorf("spirvgen: %s: %w", m.Name, err)
+			}
+			if err := os.WriteFile(out, spv, 0o644); err != nil {
+				return fmt.Errorf("spirvgen: %w", err)
+			}
+		}
 	}
 	old, err := filepath.Glob(filepath.Join(outDir, "*.spv"))
 	if err != nil {

@@ -1,0 +1,222 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpurun/gpurun"
+	"github.com/gpurun/gpurun/pipeline"
+	"github.com/gpurun/gpurun/pipeline/chat"
+)
+
+func newChat() *cobra.Command {
+	var (
+		mf       modelFlags
+		gf       genFlags
+		system   string
+		template string
+		metrics  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "chat [MODEL] [--system TEXT] [--chat-template FILE|plain]",
+		Short: "Chat with a model in the terminal, turn by turn, with its chat template",
+		Long: `Chat reads your messages line by line and streams the model's replies.
+
+The conversation is rendered with the model's chat template (the Jinja
+template of a GGUF file's tokenizer.chat_template or a Hugging Face
+directory's tokenizer_config.json; --chat-template FILE gives one), and a
+reply ends at the template's end-of-turn token. A model without a template
+uses the plain format:
+
+    SYSTEM MESSAGE
+
+    User: ...
+    Assistant: ...
+
+where a reply ends at the next "User:" line. Only the new part of the
+conversation is run through the model each turn; when the KV cache fills,
+the oldest turns are dropped (the system message is kept).
+
+Commands: /reset starts over, /exit (or Ctrl-D) leaves. Ctrl-C stops the
+current reply and returns to the prompt.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := mf.takeModelArg(args); err != nil {
+				return err
+			}
+			if gf.maxTokens == 0 {
+				return fmt.Errorf("--max-tokens 0: a reply needs at least 1 token (or -1 for no limit but the cache)")
+			}
+			gen, err := gf.options().Resolve()
+			if err != nil {
+				return err
+			}
+			var source string
+			if template != "" && template != "plain" {
+				data, err := os.ReadFile(template)
+				if err != nil {
+					return fmt.Errorf("--chat-template: %w", err)
+				}
+				source = string(data)
+			}
+			m, err := mf.open(cmd)
+			if err != nil {
+				return err
+			}
+			defer m.Close()
+			if !m.HasTokenizer() {
+				return noTokenizer(m)
+			}
+			if template == "" {
+				source = m.ChatTemplate()
+			}
+			tpl := chat.Plain()
+			kind := "plain (the model has no chat template)"
+			if template == "plain" {
+				kind = "plain"
+			}
+			if source != "" {
+				bos, eos := controlText(m, m.Config().BOS), controlText(m, m.Config().EOS)
+				if tpl, err = chat.Parse(source, bos, eos); err != nil {
+					return err
+				}
+				kind = "the model's chat template"
+				if template != "" {
+					kind = template
+				}
+			}
+			conv, err := chat.New(m.Model, tpl, chat.Options{System: system})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "chat format: %s. /reset starts over, /exit or Ctrl-D leaves, Ctrl-C stops a reply.\n", kind)
+			return chatLoop(cmd.Context(), conv, gen, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr(), metrics)
+		},
+	}
+	mf.register(cmd)
+	gf.register(cmd, "maximum tokens per reply; -1 for no limit but the cache")
+	f := cmd.Flags()
+	f.StringVar(&system, "system", "", "system message, kept for the whole conversation")
+	f.StringVar(&template, "chat-template", "", `a Jinja chat template file to use instead of the model's, or "plain" for the plain format`)
+	f.BoolVar(&metrics, "metrics", false, "print each reply's metrics on stderr")
+	return cmd
+}
+
+// controlText is the text of a control token such as BOS ("" when unknown).
+func controlText(m *gpurun.Model, id int) string {
+	for s, i := range m.ControlTokens() {
+		if i == id {
+			return s
+		}
+	}
+	return ""
+}
+
+// chatLoop runs the conversation: a prompt, a line, a streamed reply. An
+// interrupt cancels the reply in progress only.
+func chatLoop(ctx context.Context, conv *chat.Conversation, gen pipeline.GenerateOptions, in io.Reader, stdout, errOut io.Writer, metrics bool) error {
+	// Interrupts stop a reply, not the chat: the command's context (which
+	// main cancels on an interrupt) is replaced by one only this loop
+	// cancels.
+	ctx = context.WithoutCancel(ctx)
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt)
+	defer signal.Stop(sig)
+	var mu sync.Mutex
+	var cancelReply context.CancelFunc
+	go func() {
+		for range sig {
+			mu.Lock()
+			if cancelReply != nil {
+				cancelReply()
+			} else {
+				fmt.Fprint(errOut, "\n(/exit or Ctrl-D leaves the chat)\n> ")
+			}
+			mu.Unlock()
+		}
+	}()
+	out := &checkedWriter{w: stdout}
+	lines := bufio.NewScanner(in)
+	lines.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	delay := testStepDelay()
+	for {
+		io.WriteString(out, "> ")
+		if !lines.Scan() {
+			io.WriteString(out, "\n")
+			break
+		}
+		line := strings.TrimSpace(lines.Text())
+		switch {
+		case line == "":
+			continue
+		case line == "/exit" || line == "/quit" || line == "/bye":
+			return out.err
+		case line == "/reset":
+			conv.Reset()
+			fmt.Fprintln(errOut, "(conversation reset)")
+			continue
+		case strings.HasPrefix(line, "/"):
+			fmt.Fprintln(errOut, "(commands: /reset, /exit)")
+			continue
+		}
+		replyCtx, cancel := context.WithCancel(ctx)
+		mu.Lock()
+		cancelReply = cancel
+		mu.Unlock()
+		dropped := conv.Dropped()
+		var replyErr error
+		started := false
+		for tok, err := range conv.Send(replyCtx, line, gen) {
+			if err != nil {
+				replyErr = err
+				break
+			}
+			piece := tok.Piece
+			if !started {
+				// Replies in the plain format start with the space after
+				// "Assistant:".
+				piece = strings.TrimLeft(piece, " ")
+				started = piece != ""
+			}
+			io.WriteString(out, piece)
+			if delay > 0 {
+				waitOrDone(replyCtx, delay)
+			}
+		}
+		mu.Lock()
+		cancelReply = nil
+		mu.Unlock()
+		cancel()
+		io.WriteString(out, "\n")
+		if out.err != nil {
+			return fmt.Errorf("writing the output: %w", out.err)
+		}
+		switch {
+		case replyErr != nil && errors.Is(replyErr, context.Canceled):
+			fmt.Fprintln(errOut, "(stopped)")
+		case errors.Is(replyErr, chat.ErrTooLong):
+			fmt.Fprintf(errOut, "(%v)\n", replyErr)
+		case replyErr != nil:
+			return fmt.Errorf("reply: %w", replyErr)
+		}
+		if d := conv.Dropped() - dropped; d > 0 {
+			fmt.Fprintf(errOut, "(the KV cache was full: dropped the %d oldest messages)\n", d)
+		}
+		if metrics {
+			printMetrics(errOut, "chat", conv.Metrics())
+		}
+	}
+	if err := lines.Err(); err != nil {
+		return fmt.Errorf("reading the input: %w", err)
+	}
+	return out.err
+}

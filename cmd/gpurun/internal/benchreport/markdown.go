@@ -1,0 +1,204 @@
+package benchreport
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// Markdown table headers; tests and readers find the tables by them. In
+// every table a figure is printed with two decimals, a measured one as
+// "median ± half the range", "-" when the test does not measure it.
+var (
+	ResultsHeader = []string{"model", "weights", "backend", "activations", "kv", "test", "model MiB", "peak RSS MiB", "device MiB", "TTFT ms", "prefill tok/s", "decode tok/s"}
+	CompareHeader = []string{"model", "weights", "backend", "activations", "test", "TTFT ms", "TTFT ratio", "prefill tok/s", "prefill ratio", "decode tok/s", "decode ratio"}
+	KernelHeader  = []string{"kernel", "calls", "time ms", "share", "MB", "GB/s", "MFLOP", "GFLOP/s"}
+)
+
+// num formats a figure as every table prints it: two decimals.
+func num(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
+
+// statCell is "median ± half-range", or "-" for a figure the test does not
+// measure.
+func statCell(s *Stat) string {
+	if s == nil {
+		return "-"
+	}
+	return num(s.Median) + " ± " + num(s.HalfRange())
+}
+
+func mib(b int64) string { return num(float64(b) / (1 << 20)) }
+
+// deviceMiB is mib, or "-" for a backend that reports no device memory.
+func deviceMiB(b int64) string {
+	if b == 0 {
+		return "-"
+	}
+	return mib(b)
+}
+
+// ratioCell is "1.05x", with the verdict spelled out and bold when the
+// change is beyond the measured spread.
+func ratioCell(r *Ratio) string {
+	switch {
+	case r == nil:
+		return "-"
+	case r.Verdict == Same:
+		return num(r.Ratio) + "x"
+	default:
+		return "**" + num(r.Ratio) + "x " + r.Verdict + "**"
+	}
+}
+
+// EnvironmentRows are the label/value pairs describing where and how the
+// report was measured, shared by the Markdown and HTML renderings.
+func (r *Report) EnvironmentRows() [][2]string {
+	e := &r.Environment
+	rev := e.Revision
+	if e.Modified {
+		rev += " (modified)"
+	}
+	if e.RevisionTime != "" {
+		rev += ", " + e.RevisionTime
+	}
+	if e.RevisionSource != "" {
+		rev += " (from " + e.RevisionSource + ")"
+	}
+	rows := [][2]string{
+		{"created", r.Created.UTC().Format("2006-01-02 15:04:05 UTC")},
+		{"gpurun revision", rev},
+		{"Go", e.GoVersion},
+		{"OS / arch", e.OS + " / " + e.Arch},
+		{"CPU", fmt.Sprintf("%s (%d logical CPUs)", e.CPU, e.CPUs)},
+		{"peak RSS of the process", mib(e.PeakRSSBytes) + " MiB"},
+	}
+	if len(e.LoadAverage) > 0 {
+		var l []string
+		for _, v := range e.LoadAverage {
+			l = append(l, num(v))
+		}
+		rows = append(rows, [2]string{"load average (1 min) at start, end", strings.Join(l, ", ")})
+	}
+	if r.Incomplete {
+		rows = append([][2]string{{"INCOMPLETE", "the sweep had not finished when this was written (still running, or stopped): configurations after the last result were not run"}}, rows...)
+	}
+	for _, d := range e.Devices {
+		rows = append(rows, [2]string{"device (" + d.Backend + ")", fmt.Sprintf("%s, %s, driver %s", d.Name, d.Type, d.Driver)})
+	}
+	rows = append(rows,
+		[2]string{"protocol", fmt.Sprintf("%s after %s per test; %s", plural(r.Protocol.Reps, "measured run"), plural(r.Protocol.Warmup, "warm-up run"), r.Protocol.Description)},
+		[2]string{"command", strings.Join(r.Command, " ")})
+	if len(r.Command) == 0 {
+		rows = rows[:len(rows)-1]
+	}
+	return rows
+}
+
+// WriteMarkdown writes the report as Markdown: the environment, one results
+// table (median ± half the range of every figure), the comparison with a
+// baseline if any, per-kernel tables of profiled results, and the
+// configurations that could not be measured.
+func (r *Report) WriteMarkdown(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	fmt.Fprintf(bw, "# gpurun bench\n\n")
+	table(bw, []string{"", ""}, func(row func(...string)) {
+		for _, kv := range r.EnvironmentRows() {
+			row(kv[0], kv[1])
+		}
+	})
+	fmt.Fprintf(bw, "\n## Results\n\nMedian ± half the range over the runs; `-`: not measured by the test.\n\n")
+	table(bw, ResultsHeader, func(row func(...string)) {
+		for _, res := range r.Results {
+			if res.Error != "" {
+				continue
+			}
+			row(res.Model, res.Weights, res.Backend, res.Activations, res.KVCache, res.Test.Name,
+				mib(res.ModelBytes), mib(res.PeakRSSBytes), deviceMiB(res.DeviceMemoryBytes),
+				statCell(res.TimeToFirstTokenMS), statCell(res.PrefillTokensPerSec), statCell(res.DecodeTokensPerSec))
+		}
+	})
+	if b := r.Baseline; b != nil {
+		fmt.Fprintf(bw, "\n## Compared with %s\n\nBaseline revision %s, created %s. Ratio = this run's median / the baseline's; "+
+			"**bold** when the two runs' ranges do not overlap (for TTFT lower is faster).\n\n",
+			escapeMD(b.Path), escapeMD(b.Revision), b.Created.UTC().Format("2006-01-02 15:04:05 UTC"))
+		if len(b.Changes) == 0 {
+			fmt.Fprintf(bw, "No result of this run has a match (model, weights, backend, activations, test) in the baseline.\n")
+		}
+		table(bw, CompareHeader, func(row func(...string)) {
+			for i := range r.Results {
+				res := &r.Results[i]
+				c := b.change(res.Key())
+				if c == nil || res.Error != "" {
+					continue
+				}
+				row(res.Model, res.Weights, res.Backend, res.Activations, res.Test.Name,
+					statCell(res.TimeToFirstTokenMS), ratioCell(c.TimeToFirstTokenMS),
+					statCell(res.PrefillTokensPerSec), ratioCell(c.PrefillTokensPerSec),
+					statCell(res.DecodeTokensPerSec), ratioCell(c.DecodeTokensPerSec))
+			}
+		})
+	}
+	for i := range r.Results {
+		res := &r.Results[i]
+		if len(res.Kernels) == 0 {
+			continue
+		}
+		fmt.Fprintf(bw, "\n## Kernels: %s, %s\n\n", escapeMD(res.Label()), res.Test.Name)
+		total := kernelTotal(res.Kernels)
+		table(bw, KernelHeader, func(row func(...string)) {
+			for _, k := range sortedKernels(res.Kernels) {
+				row(k.Name, strconv.FormatInt(k.Calls, 10), num(k.TimeMS), pct(k.TimeMS, total),
+					num(float64(k.Bytes)/1e6), num(rate(float64(k.Bytes), k.TimeMS)), num(float64(k.Flops)/1e6), num(rate(float64(k.Flops), k.TimeMS)))
+			}
+		})
+	}
+	var failed []string
+	for _, res := range r.Results {
+		if res.Error != "" {
+			failed = append(failed, fmt.Sprintf("- %s, %s: %s", escapeMD(res.Label()), res.Test.Name, escapeMD(res.Error)))
+		}
+	}
+	if len(failed) > 0 {
+		fmt.Fprintf(bw, "\n## Not measured\n\n%s\n", strings.Join(failed, "\n"))
+	}
+	return bw.Flush()
+}
+
+// rate is units per millisecond as giga-units per second.
+func rate(units, ms float64) float64 {
+	if ms <= 0 {
+		return 0
+	}
+	return units / ms / 1e6
+}
+
+func pct(part, total float64) string {
+	if total <= 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(100*part/total, 'f', 1, 64) + "%"
+}
+
+func table(w io.Writer, header []string, rows func(row func(...string))) {
+	line := func(cells ...string) {
+		for i, c := range cells {
+			cells[i] = escapeMD(c)
+		}
+		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
+	}
+	line(append([]string(nil), header...)...)
+	sep := make([]string, len(header))
+	for i := range sep {
+		sep[i] = "---"
+	}
+	fmt.Fprintf(w, "| %s |\n", strings.Join(sep, " | "))
+	rows(line)
+}
+
+// escapeMD keeps a cell on one line and its pipes literal.
+func escapeMD(s string) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	return strings.ReplaceAll(s, "|", `\|`)
+}

@@ -1,0 +1,292 @@
+// Package benchreport is the data model of `gpurun bench` results and its
+// three renderings: JSON (a versioned schema, schema.json beside this file),
+// Markdown tables in the style of llama-bench, and one self-contained HTML
+// page whose charts are inline SVG drawn here (no scripts, fonts or other
+// network resources). Compare relates a report to an earlier one.
+package benchreport
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// SchemaVersion is the version of the JSON layout this package writes and
+// reads. It changes when a field changes meaning or is removed; added
+// optional fields keep it.
+const SchemaVersion = 1
+
+// Schema is the JSON Schema (draft 2020-12) of a report, documenting every
+// field.
+//
+//go:embed schema.json
+var Schema []byte
+
+// ErrVersion: a report of a schema version this package does not read.
+var ErrVersion = errors.New("benchreport: unsupported schema version")
+
+// Report is one `gpurun bench` invocation: what ran where, and the results
+// of every configuration and test.
+type Report struct {
+	SchemaVersion int         `json:"schema_version"`
+	Created       time.Time   `json:"created"`
+	Command       []string    `json:"command"`
+	Environment   Environment `json:"environment"`
+	Protocol      Protocol    `json:"protocol"`
+	Results       []Result    `json:"results"`
+	// Baseline is the earlier report given to --compare, with the ratio of
+	// each matching result.
+	Baseline *Baseline `json:"baseline,omitempty"`
+	// Incomplete: the sweep had not finished when this was written (bench
+	// --report rewrites the report after every configuration); the
+	// configurations after the last result were not run.
+	Incomplete bool `json:"incomplete,omitempty"`
+}
+
+// Environment is what the numbers were measured on.
+type Environment struct {
+	OS        string `json:"os"`
+	Arch      string `json:"arch"`
+	CPU       string `json:"cpu"`
+	CPUs      int    `json:"cpus"`
+	GoVersion string `json:"go_version"`
+	// Revision is the gpurun commit, from the binary's build information
+	// or else git in the working directory (see HostEnvironment and
+	// RevisionSource); "unknown" when neither has it.
+	Revision       string `json:"revision"`
+	Modified       bool   `json:"modified"`
+	RevisionTime   string `json:"revision_time,omitempty"`
+	RevisionSource string `json:"revision_source,omitempty"`
+	// PeakRSSBytes is the peak resident memory of the whole process.
+	PeakRSSBytes int64 `json:"peak_rss_bytes"`
+	// LoadAverage is the system's one-minute load average when the sweep
+	// started and when it ended (Linux; absent elsewhere): figures measured
+	// on a machine busy with other work are slower and noisier.
+	LoadAverage []float64 `json:"load_average,omitempty"`
+	Devices     []Device  `json:"devices"`
+}
+
+// Device is one backend's adapter.
+type Device struct {
+	Backend string `json:"backend"`
+	Name    string `json:"name"`
+	Type    string `json:"type"`
+	Driver  string `json:"driver"`
+}
+
+// Protocol is how every test was run.
+type Protocol struct {
+	Reps   int `json:"reps"`
+	Warmup int `json:"warmup"`
+	// Description says how prompts are made and tokens picked.
+	Description string `json:"description"`
+}
+
+// Test kinds.
+const (
+	KindPrompt    = "pp"        // prompt processing: time to first token and prefill speed
+	KindGenerate  = "tg"        // generation: decode speed after a one-token prompt
+	KindCombined  = "pp+tg"     // a prompt then a generation, every metric
+	KindMediaPipe = "mediapipe" // MediaPipe's protocol: 1024-token prompt, 1280-token cache, 256 generated
+)
+
+// Test is one measured workload.
+type Test struct {
+	Name string `json:"name"` // pp512, tg128, pp128+tg32, mediapipe
+	Kind string `json:"kind"`
+	// PromptTokens and GenerateTokens are what each run does; a tg N test
+	// generates N+1 tokens after a one-token prompt, so that N are decode
+	// steps.
+	PromptTokens   int `json:"prompt_tokens"`
+	GenerateTokens int `json:"generate_tokens"`
+	MaxCache       int `json:"max_cache,omitempty"` // the KV cache the test requires, 0 if any
+}
+
+// Metrics reports which of the three figures the test measures.
+func (t Test) Metrics() (ttft, prefill, decode bool) {
+	switch t.Kind {
+	case KindPrompt:
+		return true, true, false
+	case KindGenerate:
+		return false, false, true
+	default:
+		return true, true, true
+	}
+}
+
+// Result is one configuration (model, weights, backend, activations) under
+// one test.
+type Result struct {
+	Model  string `json:"model"`
+	Source string `json:"source"` // "synthetic" or the model file's path
+	Arch   string `json:"arch"`
+	// Weights is the stored type of the weight matrices: f32, f16, int8,
+	// int4, or for a file the type holding most of its matrix bytes.
+	Weights     string  `json:"weights"`
+	Activations string  `json:"activations"` // the policy asked for: auto, f32, f16, or "model" (its own policy)
+	KVCache     string  `json:"kv_cache"`    // the resulting KV cache type
+	Backend     string  `json:"backend"`
+	Device      string  `json:"device"`
+	ModelBytes  int64   `json:"model_bytes"`
+	MaxCache    int     `json:"max_cache"`
+	LoadSeconds float64 `json:"load_seconds"`
+	// PeakRSSBytes is the process's peak resident memory while this
+	// configuration was loaded and run (on Linux the high-water mark is
+	// reset before loading; elsewhere it is the process peak so far).
+	PeakRSSBytes int64 `json:"peak_rss_bytes"`
+	// DeviceMemoryBytes is the most device memory gpurun's buffers took
+	// at once while this configuration loaded and ran (weights, KV cache,
+	// activations, staging), as the GPU backends count their allocations;
+	// 0 for the CPU backend.
+	DeviceMemoryBytes int64 `json:"device_memory_bytes,omitempty"`
+	Test              Test  `json:"test"`
+	Runs              []Run `json:"runs"`
+	// The statistics over Runs of the figures the test measures.
+	TimeToFirstTokenMS  *Stat `json:"time_to_first_token_ms,omitempty"`
+	PrefillTokensPerSec *Stat `json:"prefill_tokens_per_sec,omitempty"`
+	DecodeTokensPerSec  *Stat `json:"decode_tokens_per_sec,omitempty"`
+	// Kernels is the per-kernel time breakdown (bench --profile).
+	Kernels []Kernel `json:"kernels,omitempty"`
+	// Error says why the configuration could not be measured (for example
+	// its weights do not fit in memory); it has no runs then.
+	Error string `json:"error,omitempty"`
+}
+
+// Run is one measured generation.
+type Run struct {
+	PromptTokens        int     `json:"prompt_tokens"`
+	GeneratedTokens     int     `json:"generated_tokens"`
+	TimeToFirstTokenMS  float64 `json:"time_to_first_token_ms"`
+	PrefillTokensPerSec float64 `json:"prefill_tokens_per_sec"`
+	DecodeTokensPerSec  float64 `json:"decode_tokens_per_sec"`
+}
+
+// Stat summarizes repeated measurements: the median, and the range as the
+// spread.
+type Stat struct {
+	Median float64 `json:"median"`
+	Min    float64 `json:"min"`
+	Max    float64 `json:"max"`
+	N      int     `json:"n"`
+}
+
+// NewStat summarizes values (nil for none).
+func NewStat(values []float64) *Stat {
+	if len(values) == 0 {
+		return nil
+	}
+	v := slices.Clone(values)
+	slices.Sort(v)
+	med := v[len(v)/2]
+	if len(v)%2 == 0 {
+		med = (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	return &Stat{Median: med, Min: v[0], Max: v[len(v)-1], N: len(v)}
+}
+
+// HalfRange is half the distance between the extremes: the "±" printed
+// beside the median.
+func (s Stat) HalfRange() float64 { return (s.Max - s.Min) / 2 }
+
+// Kernel is one kernel's share of a profiled run: how often it was
+// dispatched, its total device time, and the bytes and floating-point
+// operations those dispatches account for.
+type Kernel struct {
+	Name   string  `json:"name"`
+	Calls  int64   `json:"calls"`
+	TimeMS float64 `json:"time_ms"`
+	Bytes  int64   `json:"bytes"`
+	Flops  int64   `json:"flops"`
+}
+
+// Summarize fills the statistics of r from its runs, for the figures its
+// test measures.
+func (r *Result) Summarize() {
+	ttft, prefill, decode := r.Test.Metrics()
+	pick := func(on bool, get func(Run) float64) *Stat {
+		if !on {
+			return nil
+		}
+		v := make([]float64, len(r.Runs))
+		for i, run := range r.Runs {
+			v[i] = get(run)
+		}
+		return NewStat(v)
+	}
+	r.TimeToFirstTokenMS = pick(ttft, func(r Run) float64 { return r.TimeToFirstTokenMS })
+	r.PrefillTokensPerSec = pick(prefill, func(r Run) float64 { return r.PrefillTokensPerSec })
+	r.DecodeTokensPerSec = pick(decode, func(r Run) float64 { return r.DecodeTokensPerSec })
+}
+
+// Key identifies a configuration and test across reports: the same key in
+// two reports means the same measurement, possibly on another machine or
+// revision.
+func (r *Result) Key() string {
+	return strings.Join([]string{r.Model, r.Weights, r.Backend, r.Activations, r.Test.Name}, " | ")
+}
+
+// Label names the configuration (without the test) for charts and tables.
+func (r *Result) Label() string {
+	return fmt.Sprintf("%s %s · %s · act %s (kv %s)", r.Model, r.Weights, r.Backend, r.Activations, r.KVCache)
+}
+
+// Tests lists the distinct tests of the results in first-seen order.
+func (r *Report) Tests() []Test {
+	var out []Test
+	for _, res := range r.Results {
+		if !slices.ContainsFunc(out, func(t Test) bool { return t.Name == res.Test.Name }) {
+			out = append(out, res.Test)
+		}
+	}
+	return out
+}
+
+// WriteJSON writes the report as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// ReadJSON reads a report written by WriteJSON, refusing other schema
+// versions and non-finite numbers.
+func ReadJSON(rd io.Reader) (*Report, error) {
+	data, err := io.ReadAll(rd)
+	if err != nil {
+		return nil, fmt.Errorf("benchreport: %w", err)
+	}
+	var probe struct {
+		SchemaVersion *int `json:"schema_version"`
+	}
+	if err := json.Unmarshal(data, &probe); err != nil {
+		return nil, fmt.Errorf("benchreport: not a report: %w", err)
+	}
+	if probe.SchemaVersion == nil {
+		return nil, fmt.Errorf("%w: no schema_version (not a gpurun bench report)", ErrVersion)
+	}
+	if *probe.SchemaVersion != SchemaVersion {
+		return nil, fmt.Errorf("%w: %d (this gpurun reads %d)", ErrVersion, *probe.SchemaVersion, SchemaVersion)
+	}
+	var r Report
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&r); err != nil {
+		return nil, fmt.Errorf("benchreport: %w", err)
+	}
+	for i := range r.Results {
+		for _, s := range []*Stat{r.Results[i].TimeToFirstTokenMS, r.Results[i].PrefillTokensPerSec, r.Results[i].DecodeTokensPerSec} {
+			if s != nil && (bad(s.Median) || bad(s.Min) || bad(s.Max)) {
+				return nil, fmt.Errorf("benchreport: result %d (%s): invalid statistic %+v", i, r.Results[i].Key(), *s)
+			}
+		}
+	}
+	return &r, nil
+}
+
+func bad(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) || v < 0 }

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpurun/gpurun"
+	"github.com/gpurun/gpurun/pipeline"
+	"github.com/gpurun/gpurun/pipeline/chat"
+	"github.com/gpurun/gpurun/pipeline/serve"
+)
+
+func newServe() *cobra.Command {
+	var (
+		mf       modelFlags
+		addr     string
+		parallel int
+		queue    int
+		apiKey   string
+		cors     string
+		name     string
+		template string
+		grace    time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "serve [MODEL] [--addr 127.0.0.1:8080] [--parallel N] [--api-key KEY] [--cors ORIGIN]",
+		Short: "Serve a model over OpenAI's HTTP API (chat and text completions, streaming)",
+		Long: `Serve answers OpenAI's API on --addr (loopback by default):
+
+    POST /v1/chat/completions   POST /v1/completions   GET /v1/models   GET /health
+
+Responses are whole JSON objects, or server-sent events with "stream": true.
+Chat messages are rendered with the model's chat template, or the plain
+format of gpurun chat for models without one. Requests take temperature
+(0 to 2, default 1; 0 is greedy), top_p, top_k (an extension), max_tokens or
+max_completion_tokens (default: until a stop or a full cache), stop, seed
+and n (1 only).
+
+The weights are loaded once; --parallel N gives them N KV caches of
+--max-cache positions each, so that N requests generate at once (on a GPU
+their steps take turns on the device). Further requests wait, up to
+--queue of them; beyond that they get 429 with Retry-After. A client that
+disconnects cancels its generation. On SIGTERM or an interrupt the server
+stops accepting, lets running requests finish for --grace, then cancels
+them.
+
+The model's name in the API is --name, by default the file name without
+its extension. --api-key requires "Authorization: Bearer KEY" (the key can
+also come from GPURUN_API_KEY); --cors ORIGIN ("*" for any) lets browser
+pages at ORIGIN call the server.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := mf.takeModelArg(args); err != nil {
+				return err
+			}
+			if apiKey == "" {
+				apiKey = os.Getenv("GPURUN_API_KEY")
+			}
+			if name == "" {
+				name = strings.TrimSuffix(filepath.Base(filepath.Clean(mf.model)), filepath.Ext(mf.model))
+			}
+			var source string
+			if template != "" && template != "plain" {
+				data, err := os.ReadFile(template)
+				if err != nil {
+					return fmt.Errorf("--chat-template: %w", err)
+				}
+				source = string(data)
+			}
+			// Listen first: a taken port fails before the model loads.
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				return fmt.Errorf("--addr %s: %w", addr, err)
+			}
+			defer ln.Close()
+			start := time.Now()
+			m, err := gpurun.Open(cmd.Context(), mf.model, append(mf.options(cmd), gpurun.WithParallel(parallel))...)
+			if err != nil {
+				return fmt.Errorf("load %s: %w", mf.model, err)
+			}
+			defer m.Close()
+			printLoaded(cmd.ErrOrStderr(), m.Model, m.Format(), time.Since(start))
+			if !m.HasTokenizer() {
+				return noTokenizer(m)
+			}
+			if template == "" {
+				source = m.ChatTemplate()
+			}
+			tpl := chat.Plain()
+			if source != "" {
+				bos, eos := controlText(m, m.Config().BOS), controlText(m, m.Config().EOS)
+				if tpl, err = chat.Parse(source, bos, eos); err != nil {
+					return err
+				}
+			}
+			errOut := cmd.ErrOrStderr()
+			srv, err := serve.New(serve.Config{Model: m.Model, ModelID: name, Template: tpl, APIKey: apiKey, CORSOrigin: cors, MaxQueue: cmp.Or(queue, -1),
+				Log: func(format string, args ...any) { fmt.Fprintf(errOut, format+"\n", args...) }})
+			if err != nil {
+				return err
+			}
+			kind := "plain chat format"
+			if !tpl.IsPlain() {
+				kind = "chat template"
+			}
+			fmt.Fprintf(errOut, "serving %q on http://%s (%d parallel, queue %d, %s)\n", name, ln.Addr(), m.Slots(), queue, kind)
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
+			defer stop()
+			err = srv.Serve(ctx, ln, grace)
+			fmt.Fprintln(errOut, "server stopped")
+			if errors.Is(err, context.DeadlineExceeded) {
+				return fmt.Errorf("shutdown: requests still running after --grace %s were cancelled", grace)
+			}
+			return err
+		},
+	}
+	mf.register(cmd)
+	parallel, queue = 1, serve.DefaultMaxQueue
+	f := cmd.Flags()
+	f.StringVar(&addr, "addr", "127.0.0.1:8080", "address to listen on (host:port; 0.0.0.0:PORT exposes the server beyond this machine)")
+	f.Var(&intFlag{&parallel, 1, pipeline.MaxSlots, fmt.Sprintf("an integer in 1..%d", pipeline.MaxSlots)}, "parallel",
+		"requests generating at once, each with its own KV cache over the shared weights")
+	f.Var(&intFlag{&queue, 0, 1 << 20, "an integer in 0..1048576"}, "queue", "requests that may wait beyond the running ones (more get 429)")
+	f.StringVar(&apiKey, "api-key", "", "require this key as a Bearer token (default: $GPURUN_API_KEY; none when both are empty)")
+	f.StringVar(&cors, "cors", "", `allow browser requests from this origin ("*" for any); off by default`)
+	f.StringVar(&name, "name", "", "the model's id in the API (default: the file name without its extension)")
+	f.StringVar(&template, "chat-template", "", `a Jinja chat template file to use instead of the model's, or "plain" for the plain format`)
+	f.DurationVar(&grace, "grace", 30*time.Second, "how long running requests may finish after SIGTERM before they are cancelled")
+	return cmd
+}

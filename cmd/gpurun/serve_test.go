@@ -1,0 +1,193 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpurun/gpurun/internal/gputest"
+)
+
+// startServe runs gpurun serve with args on a free loopback port and
+// returns its base URL; the server is stopped with SIGTERM at cleanup,
+// which must end it with status 0.
+func startServe(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := gpurunCmd(append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan error, 1)
+		go func() {
+			for range lines {
+			}
+			done <- cmd.Wait()
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("gpurun serve after SIGTERM: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			t.Errorf("gpurun serve did not stop on SIGTERM")
+		}
+	})
+	re := regexp.MustCompile(`on (http://127\.0\.0\.1:\d+)`)
+	timeout := time.After(60 * time.Second)
+	for {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatal("gpurun serve exited before serving")
+			}
+			if m := re.FindStringSubmatch(line); m != nil {
+				go func() {
+					for range lines {
+					}
+				}()
+				return m[1]
+			}
+		case <-timeout:
+			t.Fatal("gpurun serve did not start")
+		}
+	}
+}
+
+// TestServeOpenAIClient: the official openai npm client (testdata/openai,
+// installed by .ci/setup) gets from gpurun serve the model list and a
+// greedy chat completion, whole and streamed, whose text is what gpurun
+// run generates from the same conversation in the plain chat format.
+func TestServeOpenAIClient(t *testing.T) {
+	node, err := exec.LookPath("node")
+	pkg, _ := filepath.Abs(filepath.Join("..", "..", "testdata", "openai"))
+	if err == nil {
+		_, err = os.Stat(filepath.Join(pkg, "node_modules", "openai"))
+	}
+	if err != nil {
+		if gputest.InCI() {
+			t.Fatalf("node and the openai package are needed (bash .ci/setup installs them): %v", err)
+		}
+		t.Skipf("node or the openai package missing (bash .ci/setup installs them): %v", err)
+	}
+	task := storiesTask(t)
+	const prompt, maxTokens = "Once upon a time", "40"
+	url := startServe(t, task, "--backend", "cpu", "--parallel", "2", "--api-key", "k3y", "--name", "stories")
+
+	// The plain chat format, as gpurun chat documents it; a reply ends at
+	// the next "User:" line, and starts after the space of "Assistant: ".
+	want := mustExe(t, "", "run", task, "--backend", "cpu", "-p", "User: "+prompt+"\nAssistant:", "--stop", "\nUser:",
+		"--temperature", "0", "--max-tokens", maxTokens).stdout
+	want = strings.TrimLeft(strings.TrimSuffix(want, "\n"), " ")
+	if want == "" {
+		t.Fatal("gpurun run generated nothing")
+	}
+
+	cmd := exec.Command(node, filepath.Join(pkg, "client.mjs"), url+"/v1", "stories", "k3y", prompt, maxTokens)
+	cmd.Dir = pkg
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("node client: %v\n%s", err, stderr)
+	}
+	type usage struct {
+		Prompt     int `json:"prompt_tokens"`
+		Completion int `json:"completion_tokens"`
+		Total      int `json:"total_tokens"`
+	}
+	var got struct {
+		Models       []string `json:"models"`
+		Text         string   `json:"text"`
+		Finish       string   `json:"finish"`
+		Usage        usage    `json:"usage"`
+		Streamed     string   `json:"streamed"`
+		StreamFinish string   `json:"streamFinish"`
+		StreamUsage  *usage   `json:"streamUsage"`
+		Chunks       int      `json:"chunks"`
+		BadModel     *struct {
+			Status int    `json:"status"`
+			Code   string `json:"code"`
+		} `json:"badModel"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("client output %q: %v", out, err)
+	}
+	if len(got.Models) != 1 || got.Models[0] != "stories" {
+		t.Errorf("models %v, want [stories]", got.Models)
+	}
+	if got.Text != want {
+		t.Errorf("chat completion %q\nwant (gpurun run) %q", got.Text, want)
+	}
+	if got.Streamed != want {
+		t.Errorf("streamed chat completion %q\nwant (gpurun run) %q", got.Streamed, want)
+	}
+	if got.Finish == "" || got.Finish != got.StreamFinish || got.Chunks < 3 {
+		t.Errorf("finish reasons %q and %q, %d chunks", got.Finish, got.StreamFinish, got.Chunks)
+	}
+	if got.Usage.Completion < 1 || got.Usage.Prompt < 5 || got.Usage.Total != got.Usage.Prompt+got.Usage.Completion ||
+		got.StreamUsage == nil || *got.StreamUsage != got.Usage {
+		t.Errorf("usage %+v, streamed %+v", got.Usage, got.StreamUsage)
+	}
+	if got.BadModel == nil || got.BadModel.Status != 404 || got.BadModel.Code != "model_not_found" {
+		t.Errorf("unknown model: %+v, want 404 model_not_found", got.BadModel)
+	}
+
+	// Without the key: 401.
+	resp, err := httpGet(url + "/v1/models")
+	if err != nil || resp != 401 {
+		t.Errorf("GET /v1/models without the key: %d %v, want 401", resp, err)
+	}
+}
+
+func httpGet(url string) (int, error) {
+	resp, err := httpClient.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+var httpClient = &http.Client{Timeout: 30 * time.Second}
+
+// TestServeFlags: bad serve flags are errors before anything loads.
+func TestServeFlags(t *testing.T) {
+	task := storiesTask(t)
+	for _, args := range [][]string{
+		{"serve", task, "--parallel", "0"},
+		{"serve", task, "--parallel", "100000"},
+		{"serve", task, "--queue", "-1"},
+		{"serve", task, "--addr", "not-an-address"},
+		{"serve", task, "--grace", "soon"},
+		{"serve"},
+	} {
+		checkErrorLine(t, args, exe(t, "", args...))
+	}
+}

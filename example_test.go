@@ -1,0 +1,102 @@
+package gpurun_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"strings"
+
+	"github.com/gpurun/gpurun"
+)
+
+// Open a llama2.c checkpoint directly (no conversion), with the tokenizer it
+// lacks, and generate greedily on the CPU.
+func Example() {
+	ctx := context.Background()
+	m, err := gpurun.Open(ctx, "../shared/models/stories260K.bin",
+		gpurun.WithTokenizer("../shared/models/tok512.model"), gpurun.WithBackend("cpu"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	s := m.NewSession()
+	var text strings.Builder
+	for tok, err := range s.Generate(ctx, gpurun.Text("Once upon a time"), gpurun.GenerateOptions{Greedy: true, MaxTokens: 24}) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		text.WriteString(tok.Piece)
+	}
+	fmt.Println(m.Format(), m.Config().Arch)
+	fmt.Println(text.String())
+	fmt.Println(s.Metrics().StopReason)
+	// Output:
+	// llama2c llama
+	// , there was a little girl named Lily. She loved to play outside in the p
+	// max_tokens
+}
+
+// A session continues the conversation: the second Generate runs only the
+// new tokens through the model, the rest of the context is in the KV cache.
+func ExampleSession_Generate() {
+	ctx := context.Background()
+	m, err := gpurun.Open(ctx, "../shared/models/stories260K.bin",
+		gpurun.WithTokenizer("../shared/models/tok512.model"), gpurun.WithBackend("cpu"), gpurun.WithMaxCache(128))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	s := m.NewSession()
+	opts := gpurun.GenerateOptions{Greedy: true, MaxTokens: 8}
+	for _, prompt := range []string{"Lily had a cat.", " The cat"} {
+		for _, err := range s.Generate(ctx, gpurun.Text(prompt), opts) {
+			if err != nil {
+				log.Fatal(err)
+			}
+		}
+		mt := s.Metrics()
+		fmt.Printf("prompt %d tokens, ran %d, generated %d\n", mt.PromptTokens, mt.PrefillTokens, mt.GeneratedTokens)
+	}
+	// Output:
+	// prompt 7 tokens, ran 7, generated 8
+	// prompt 3 tokens, ran 4, generated 8
+}
+
+// Options out of range are errors, not silently clamped; zero fields take
+// the defaults the command line uses.
+func ExampleGenerateOptions_Resolve() {
+	_, err := gpurun.GenerateOptions{TopP: 2}.Resolve()
+	fmt.Println(errors.Is(err, gpurun.ErrOptions))
+	fmt.Println(err)
+	p, _ := gpurun.GenerateOptions{Seed: 42}.Resolve()
+	fmt.Println(p.MaxTokens, p.Temperature, p.TopK, p.TopP, p.Seed)
+	// Output:
+	// true
+	// pipeline: invalid options: TopP 2, want a number in (0, 1], or 0 for the default 1
+	// 256 0.8 40 1 42
+}
+
+// A GGUF file opens as it is. The prompt here is token ids (used as given,
+// without BOS); the ids printed are llama.cpp's greedy ids for this file.
+func ExampleOpen_gguf() {
+	ctx := context.Background()
+	m, err := gpurun.Open(ctx, "../shared/models/arch/llama.gguf", gpurun.WithBackend("cpu"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	fmt.Println(m.Format(), m.Config().Arch, m.HasTokenizer())
+	s := m.NewSession()
+	var ids []int
+	for tok, err := range s.Generate(ctx, gpurun.IDs(259, 260, 300, 17, 400, 511, 3, 288, 123, 450, 301, 260), gpurun.GenerateOptions{Greedy: true, MaxTokens: 8}) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		ids = append(ids, tok.ID)
+	}
+	fmt.Println(ids)
+	// Output:
+	// gguf llama true
+	// [397 254 315 186 413 378 239 466]
+}

@@ -1,0 +1,59 @@
+package backends
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/internal/gputest"
+)
+
+// TestDevicesAndMemory: the GPU backends open by default and by index, and
+// report the device's memory (WebGPU's taken from the Vulkan device of the
+// same name).
+func TestDevicesAndMemory(t *testing.T) {
+	ctx := context.Background()
+	for _, name := range []string{"vulkan", "webgpu"} {
+		t.Run(name, func(t *testing.T) {
+			b, err := Open(ctx, name)
+			if err != nil {
+				if errors.Is(err, gpu.ErrNoDevice) {
+					gputest.NoDevice(t, name, err)
+				}
+				t.Fatal(err)
+			}
+			info := b.Info()
+			b.Close()
+			if info.MemoryBytes <= 0 {
+				t.Errorf("%s: %s reports no memory size", name, info.Name)
+			}
+			b, err = OpenDevice(ctx, name, "0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := b.Info().Name; got != info.Name {
+				t.Errorf("device 0 is %q, the default %q (one device here)", got, info.Name)
+			}
+			b.Close()
+			if _, err := OpenDevice(ctx, name, "no such device"); !errors.Is(err, gpu.ErrNoDevice) || !strings.Contains(err.Error(), info.Name) {
+				t.Errorf("unknown device: %v (want a list naming %s)", err, info.Name)
+			}
+		})
+	}
+}
+
+func TestBadNames(t *testing.T) {
+	ctx := context.Background()
+	_, err := Open(ctx, "gpu")
+	if !errors.Is(err, gpu.ErrUnsupported) || err.Error() != `unknown backend "gpu" (want one of auto, cpu, webgpu, vulkan)` {
+		t.Errorf("unknown backend: %v", err)
+	}
+	if _, err := OpenDevice(ctx, "auto", "0"); err == nil {
+		t.Error("auto with a device: want an error")
+	}
+	if _, err := OpenDevice(ctx, "cpu", "1"); !errors.Is(err, gpu.ErrNoDevice) {
+		t.Errorf("cpu device 1: %v", err)
+	}
+}

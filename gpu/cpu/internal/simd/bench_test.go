@@ -1,0 +1,42 @@
+package simd
+
+import (
+	"fmt"
+	"testing"
+)
+
+// Kernel benchmarks: one 4096-element row, per implementation.
+func BenchmarkKernels(b *testing.B) {
+	const n = 4096
+	r := rngFor(b)
+	a, x := randF32(r, n), randF32(r, 4*n)
+	h := make([]uint16, n)
+	q8, x8 := randI8(r, n), randI8(r, 4*n)
+	q4 := randBytes(r, n/2)
+	sc, xd := randF32(r, n/32), randF32(r, 4*n/32)
+	ws := make([]uint16, n/32)
+	for i := range ws {
+		ws[i] = 0x2000
+	}
+	for _, k := range Impls() {
+		run := func(name string, f func()) {
+			b.Run(fmt.Sprintf("%s/%s", name, k.Name), func(b *testing.B) {
+				b.SetBytes(n)
+				for b.Loop() {
+					f()
+				}
+			})
+		}
+		var out [4]float32
+		run("f32", func() { k.DotF32(a, x) })
+		run("f32x4", func() { k.DotF32x4(a, x, n, &out) })
+		run("f16", func() { k.DotF16(h, x) })
+		run("bf16", func() { k.DotBF16(h, x) })
+		run("i8-block32", func() { k.DotI8(q8, sc, 32, x) })
+		run("i4-block32", func() { k.DotI4(q4, sc, 32, x) })
+		run("q8q8-block32", func() { k.DotQ8(q8, ws, 1, x8, xd) })
+		run("q4q8-block32", func() { k.DotQ4(q4, ws, 1, x8, xd) })
+		run("q4q8x4-block32", func() { k.DotQ4x4(q4, ws, 1, x8, xd, n, &out) })
+		run("quantize", func() { QuantizeQ8(x8[:n], xd[:n/32], x[:n], true) })
+	}
+}

@@ -1,0 +1,151 @@
+package simd
+
+import "golang.org/x/sys/cpu"
+
+// AVX2 is the amd64 assembly implementation (AVX2, FMA, F16C; x/sys/cpu
+// does not report F16C, which every AVX2 processor has).
+var AVX2 = &Impl{
+	Name:     "avx2",
+	dotF32:   dotF32A,
+	dotF32x4: dotF32x4A,
+	dotF16:   dotF16A,
+	dotBF16:  dotBF16A,
+	dotI8:    dotI8A,
+	dotI4:    dotI4A,
+	dotQ8:    dotQ8A,
+	dotQ4:    dotQ4A,
+	dotQ4x4:  dotQ4x4A,
+	dotQ8x4:  dotQ8x4A,
+	wsumF32:  wsumF32A,
+	wsumF16:  wsumF16A,
+}
+
+func init() {
+	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
+		impls = append(impls, AVX2)
+	}
+	best = Best()
+}
+
+// The wrappers run the assembly on whole vectors and finish in Go.
+
+func dotF32A(a, x []float32) float32 {
+	n := len(a) &^ 7
+	var s float32
+	if n > 0 {
+		s = dotF32AVX2(&a[0], &x[0], n)
+	}
+	for i := n; i < len(a); i++ {
+		s += a[i] * x[i]
+	}
+	return s
+}
+
+func dotF32x4A(a, x []float32, stride int, out *[4]float32) {
+	n := len(a) &^ 7
+	if n == 0 {
+		dotF32x4Go(a, x, stride, out)
+		return
+	}
+	dotF32x4AVX2(&a[0], &x[0], stride, n, &out[0])
+	for j := range out {
+		xj := x[j*stride:]
+		for i := n; i < len(a); i++ {
+			out[j] += a[i] * xj[i]
+		}
+	}
+}
+
+func dotF16A(a []uint16, x []float32) float32 {
+	n := len(a) &^ 7
+	var s float32
+	if n > 0 {
+		s = dotF16AVX2(&a[0], &x[0], n)
+	}
+	for i := n; i < len(a); i++ {
+		s += F16ToF32[a[i]] * x[i]
+	}
+	return s
+}
+
+func dotBF16A(a []uint16, x []float32) float32 {
+	n := len(a) &^ 7
+	var s float32
+	if n > 0 {
+		s = dotBF16AVX2(&a[0], &x[0], n)
+	}
+	if n < len(a) {
+		s += dotBF16Go(a[n:], x[n:])
+	}
+	return s
+}
+
+func dotI8A(q []int8, sc []float32, block int, x []float32) float32 {
+	if block%8 != 0 || len(sc) == 0 {
+		return dotI8Go(q, sc, block, x)
+	}
+	return dotI8F32AVX2(&q[0], &x[0], &sc[0], len(sc), block)
+}
+
+func dotI4A(q []byte, sc []float32, block int, x []float32) float32 {
+	if block%32 != 0 || len(sc) == 0 {
+		return dotI4Go(q, sc, block, x)
+	}
+	return dotI4F32AVX2(&q[0], &x[0], &sc[0], len(sc), block)
+}
+
+func dotQ8A(w []int8, ws []uint16, per int, x []int8, xd []float32) float32 {
+	if len(ws) == 0 || per <= 0 {
+		return 0
+	}
+	return dotQ8Q8AVX2(&w[0], &ws[0], &x[0], &xd[0], len(ws), per)
+}
+
+func dotQ4A(w []byte, ws []uint16, per int, x []int8, xd []float32) float32 {
+	if len(ws) == 0 || per <= 0 {
+		return 0
+	}
+	return dotQ4Q8AVX2(&w[0], &ws[0], &x[0], &xd[0], len(ws), per)
+}
+
+func dotQ4x4A(w []byte, ws []uint16, per int, x []int8, xd []float32, xstride int, out *[4]float32) {
+	if len(ws) == 0 || per <= 0 {
+		*out = [4]float32{}
+		return
+	}
+	dotQ4Q8x4AVX2(&w[0], &ws[0], &x[0], &xd[0], len(ws), per, xstride, xstride/QBlock, &out[0])
+}
+
+func dotQ8x4A(w []int8, ws []uint16, per int, x []int8, xd []float32, xstride int, out *[4]float32) {
+	if len(ws) == 0 || per <= 0 {
+		*out = [4]float32{}
+		return
+	}
+	dotQ8Q8x4AVX2(&w[0], &ws[0], &x[0], &xd[0], len(ws), per, xstride, xstride/QBlock, &out[0])
+}
+
+// The weighted sums run the assembly on whole chunks of 8 columns and the
+// rest in Go.
+func wsumF32A(out, v []float32, stride int, w []float32) {
+	d := len(out) &^ 7
+	if len(w) == 0 || d == 0 {
+		wsumF32Go(out, v, stride, w)
+		return
+	}
+	weightedSumF32AVX2(&out[0], &v[0], stride, &w[0], len(w), d)
+	if d < len(out) {
+		wsumF32Go(out[d:], v[d:], stride, w)
+	}
+}
+
+func wsumF16A(out []float32, v []uint16, stride int, w []float32) {
+	d := len(out) &^ 7
+	if len(w) == 0 || d == 0 {
+		wsumF16Go(out, v, stride, w)
+		return
+	}
+	weightedSumF16AVX2(&out[0], &v[0], stride, &w[0], len(w), d)
+	if d < len(out) {
+		wsumF16Go(out[d:], v[d:], stride, w)
+	}
+}

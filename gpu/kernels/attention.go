@@ -1,0 +1,127 @@
+package kernels
+
+import (
+	"fmt"
+
+	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/shaders"
+)
+
+// AttentionKind selects the attention kernels.
+type AttentionKind uint8
+
+const (
+	// AttentionAuto splits decode graphs (at most attnSplitTokens tokens)
+	// over the sequence and runs prefill graphs per (head, token). On
+	// CPU-class devices (lavapipe) it splits only where the per-head
+	// kernel wastes work: GQA groups (each query head re-reads its kv
+	// head) or head dims under 64 (idle invocations); for MHA with 64+
+	// dims the split's extra dispatch and early-exit workgroups cost more
+	// there than they save (measured in the issue 8 note).
+	AttentionAuto AttentionKind = iota
+	// AttentionPerHead runs one workgroup per (head, token) over the whole
+	// visible sequence (attention / attention_f16).
+	AttentionPerHead
+	// AttentionSplit always splits over the sequence: attn_split per
+	// (kv head, head batch, chunk, token), then attn_combine.
+	AttentionSplit
+)
+
+// The geometry attn_split is written for (shaders/wgsl/attention.wgsl).
+const (
+	attnChunk       = 64 // CHUNK: positions per attn_split workgroup
+	attnGroupBatch  = 8  // GB: query heads per attn_split workgroup
+	attnSplitTokens = 4  // AttentionAuto splits graphs of up to this many tokens
+	maxDispatch     = 65535
+)
+
+// attention plans one Attention op.
+func (pl *planner) attention(op *fusion.Op) error {
+	if op.HeadDim > maxHeadDim {
+		return fmt.Errorf("head dim %d over %d: %w", op.HeadDim, maxHeadDim, gpu.ErrUnsupported)
+	}
+	spec := pl.cache.spec
+	T := pl.p.g.Tokens
+	ap := shaders.AttnParams{Heads: u(op.Heads), KVHeads: u(op.KVHeads), HeadDim: u(op.HeadDim), MaxLen: u(spec.MaxLen),
+		Scale: op.Scale, Cap: op.Cap, Window: u(op.Window)}
+	step, q := gpu.Binding{Buf: pl.p.step}, pl.buf(op.In[0])
+	k, v := gpu.Binding{Buf: pl.cache.k[op.Layer]}, gpu.Binding{Buf: pl.cache.v[op.Layer]}
+	chunks := ceilDiv(spec.MaxLen, attnChunk)
+	batches := ceilDiv(op.Heads/op.KVHeads, attnGroupBatch)
+	partBytes := int64(T) * int64(op.Heads) * int64(chunks) * int64(op.HeadDim+2) * 4
+	kind := pl.p.b.attention
+	if kind == AttentionAuto {
+		kind = AttentionPerHead
+		wasteful := op.Heads > op.KVHeads || op.HeadDim < 64
+		if T <= attnSplitTokens && (pl.p.b.info.Type != gpu.CPU || wasteful) {
+			kind = AttentionSplit
+		}
+	}
+	if kind == AttentionSplit && (chunks > maxDispatch || op.KVHeads*batches > maxDispatch || partBytes > pl.p.b.devBinding) {
+		kind = AttentionPerHead // the partials would not fit one binding or one dispatch
+	}
+	sink, err := pl.sinkBuf()
+	if err != nil {
+		return err
+	}
+	if kind == AttentionPerHead {
+		name := "attention"
+		if spec.F16 {
+			name = "attention_f16"
+		}
+		pl.dispatch(name, ap, op.Heads, T, 1, step, q, k, v, pl.buf(op.Out), sink)
+		return nil
+	}
+	part, err := pl.partBuf(partBytes)
+	if err != nil {
+		return err
+	}
+	ap.Chunks, ap.Batches = u(chunks), u(batches)
+	name := "attn_split"
+	if spec.F16 {
+		name = "attn_split_f16"
+	}
+	none := gpu.Binding{Buf: pl.dummy}
+	pl.dispatch(name, ap, op.KVHeads*batches, chunks, T, step, q, k, v, sink, part)
+	pl.dispatch("attn_combine", ap, op.Heads, T, 1, step, none, none, none, pl.buf(op.Out), part)
+	return nil
+}
+
+// sinkBuf is bound at writable slots a kernel does not use (the read-only
+// dummy stays free of writes, so it adds no barriers).
+func (pl *planner) sinkBuf() (gpu.Binding, error) {
+	if pl.sink == nil {
+		b, err := pl.p.newBuf(16)
+		if err != nil {
+			return gpu.Binding{}, err
+		}
+		pl.sink = b
+	}
+	return gpu.Binding{Buf: pl.sink}, nil
+}
+
+// partBuf is the buffer attn_split writes its partials to, shared by every
+// layer (each combine reads it before the next layer's split writes it).
+func (pl *planner) partBuf(size int64) (gpu.Binding, error) {
+	if pl.part == nil || pl.partSize < size {
+		b, err := pl.p.newBuf(size)
+		if err != nil {
+			return gpu.Binding{}, err
+		}
+		pl.part, pl.partSize = b, size
+	}
+	return gpu.Binding{Buf: pl.part, Size: align4(size)}, nil
+}
+
+func (k AttentionKind) String() string {
+	switch k {
+	case AttentionAuto:
+		return "auto"
+	case AttentionPerHead:
+		return "perhead"
+	case AttentionSplit:
+		return "split"
+	}
+	return fmt.Sprintf("AttentionKind(%d)", uint8(k))
+}

@@ -1,0 +1,496 @@
+// Package gpurun loads a language model from any file gpurun reads and
+// generates text with it on the GPU (WebGPU or Vulkan) or the CPU.
+//
+// One call opens a model: a converted model file (.tflite) or .task bundle,
+// a GGUF file, a llama2.c checkpoint, or a Hugging Face directory
+// (config.json and *.safetensors). Checkpoints are imported in memory on the
+// way; converting them first (gpurun convert) only saves that time.
+//
+//	m, err := gpurun.Open(ctx, "stories260K.task", gpurun.WithBackend("auto"))
+//	if err != nil { ... }
+//	defer m.Close()
+//	s := m.NewSession()
+//	for tok, err := range s.Generate(ctx, gpurun.Text("Once upon a time"), gpurun.GenerateOptions{}) {
+//		if err != nil { ... }
+//		fmt.Print(tok.Piece)
+//	}
+//	fmt.Println(s.Metrics().StopReason)
+//
+// The zero GenerateOptions means the command line's defaults (temperature
+// 0.8, top-k 40, top-p 1, 256 tokens, a random seed); set Greedy for greedy
+// decoding. Options out of range are errors, never silently clamped.
+//
+// A Session is one conversation: each Generate continues it, reusing the KV
+// cache for everything already said. Sessions of one Model share its KV
+// cache, taking turns, unless WithParallel gives it one per concurrent
+// session. For chat models, package pipeline/chat renders the model's
+// chat template and manages the turns.
+//
+// Lower layers are public too: package pipeline (the same sessions with
+// explicit options and a gpu.Backend you open yourself), gpu/backends
+// (backends by name), tensors/checkpoint (importers) and tensors/convert
+// (writing model files).
+package gpurun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/gpu/backends"
+	"github.com/gpurun/gpurun/gpu/cpu"
+	"github.com/gpurun/gpurun/pipeline"
+	"github.com/gpurun/gpurun/tensors"
+	"github.com/gpurun/gpurun/tensors/checkpoint"
+	"github.com/gpurun/gpurun/tensors/convert"
+	"github.com/gpurun/gpurun/tensors/gguf"
+	"github.com/gpurun/gpurun/tensors/model"
+	"github.com/gpurun/gpurun/tensors/modelfile"
+)
+
+// File formats Open reads (Model.Format).
+const (
+	FormatModelFile = "tflite"  // a gpurun model file (TFLite flatbuffer)
+	FormatTask      = "task"    // a .task bundle: model file and tokenizer
+	FormatGGUF      = "gguf"    // a GGUF file (llama.cpp)
+	FormatLlama2c   = "llama2c" // a llama2.c checkpoint (.bin)
+	FormatHF        = "hf"      // a Hugging Face directory (config.json, *.safetensors)
+)
+
+// Errors callers can test for with errors.Is (besides those of package
+// pipeline, which Generate passes on).
+var (
+	// ErrOptions: an Open or Generate option out of its range.
+	ErrOptions = pipeline.ErrOptions
+	// ErrNoTokenizer: a text prompt on a model without a usable tokenizer.
+	ErrNoTokenizer = pipeline.ErrNoTokenizer
+	// ErrUnknownFormat: a path that is none of the formats Open reads.
+	ErrUnknownFormat = checkpoint.ErrUnknownFormat
+)
+
+// Option configures Open.
+type Option func(*openOptions)
+
+type openOptions struct {
+	backendName  string
+	device       string
+	backend      gpu.Backend
+	maxCache     int
+	parallel     int
+	activations  string
+	tokenizer    string
+	noFusion     bool
+	hostSampling bool
+	cpuMath      string
+	progress     func(Progress)
+}
+
+// WithBackend picks the backend by name: "auto" (the default: a real GPU
+// through Vulkan when there is one, otherwise the CPU), "cpu", "webgpu" or
+// "vulkan". The model opens it and closes it with itself.
+func WithBackend(name string) Option { return func(o *openOptions) { o.backendName = name } }
+
+// WithDevice picks the device within the backend WithBackend names
+// ("cpu", "webgpu" or "vulkan"; not "auto"): its index as `gpurun devices`
+// lists them, or a case-insensitive part of its name.
+func WithDevice(sel string) Option { return func(o *openOptions) { o.device = sel } }
+
+// WithGPUBackend runs the model on a backend the caller opened (see
+// gpu/backends) and closes; several models can share it.
+func WithGPUBackend(b gpu.Backend) Option { return func(o *openOptions) { o.backend = b } }
+
+// WithMaxCache sets the KV cache length in tokens: at least 1 and at most
+// the model's trained context length. Without it the cache holds
+// pipeline.DefaultMaxCache (1280) tokens, or the model's context if shorter.
+func WithMaxCache(n int) Option { return func(o *openOptions) { o.maxCache = n } }
+
+// WithParallel gives the model n KV caches (1..pipeline.MaxSlots) over its
+// one copy of the weights, so that n sessions generate at once, each on its
+// own cache; more wait their turn. Without it the model has one.
+func WithParallel(n int) Option { return func(o *openOptions) { o.parallel = n } }
+
+// WithActivations overrides the model's activation precision policy:
+// "auto" (f16 KV cache on GPU backends, f32 on the CPU), "f32" or "f16".
+func WithActivations(policy string) Option {
+	return func(o *openOptions) { o.activations = policy }
+}
+
+// WithTokenizer gives a tokenizer file (SentencePiece .model, Hugging Face
+// tokenizer.json or llama2.c tokenizer.bin) for a checkpoint that carries none, such as a llama2.c
+// .bin. Model files and bundles carry theirs.
+func WithTokenizer(path string) Option { return func(o *openOptions) { o.tokenizer = path } }
+
+// WithoutFusion compiles the forward graphs unfused, one op per kernel (for
+// comparison; the results agree).
+func WithoutFusion() Option { return func(o *openOptions) { o.noFusion = true } }
+
+// WithHostSampling reads the whole logits row back for greedy decoding on a
+// GPU rather than only the id the device picked (for comparison).
+func WithHostSampling() Option { return func(o *openOptions) { o.hostSampling = true } }
+
+// WithCPUMath sets the CPU backend's arithmetic for int8/int4 weights:
+// "dynamic" (the default, pipeline.DefaultCPUMath: inputs quantized to
+// int8 blocks as llama.cpp does, integer dot products) or "exact" (f32
+// inputs times dequantized weights, the reference). A backend given with
+// WithGPUBackend keeps its own.
+func WithCPUMath(name string) Option { return func(o *openOptions) { o.cpuMath = name } }
+
+// Progress reports Open's stages: "import" (reading a checkpoint into
+// memory), "load" (uploading weights and compiling) and, last, "done"
+// (whether Open succeeded or not).
+type Progress struct {
+	Stage string
+}
+
+// WithProgress calls f as Open moves from stage to stage.
+func WithProgress(f func(Progress)) Option { return func(o *openOptions) { o.progress = f } }
+
+// Model is a loaded model on a backend. Its methods are safe for concurrent
+// use; generations of its sessions run at once up to WithParallel's count,
+// the others wait.
+type Model struct {
+	*pipeline.Model
+	path        string
+	format      string
+	template    string
+	noTokReason string
+	backend     gpu.Backend // closed with the model, nil when the caller owns it
+}
+
+// Open loads the model at path (any format Open reads: see the package
+// documentation) on the backend the options name, "auto" by default. It
+// checks the options against the model before allocating anything.
+func Open(ctx context.Context, path string, opts ...Option) (*Model, error) {
+	o, err := newOpenOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	defer o.report("done")
+	src, err := readSource(path, &o)
+	if err != nil {
+		return nil, err
+	}
+	m, err := open(ctx, src, &o)
+	if err != nil {
+		src.close()
+		return nil, err
+	}
+	m.path = path
+	return m, nil
+}
+
+// OpenCheckpoint loads an imported checkpoint (see tensors/checkpoint and
+// tensors/synthetic) like Open loads a file. WithTokenizer does not apply.
+func OpenCheckpoint(ctx context.Context, ck *model.Checkpoint, opts ...Option) (*Model, error) {
+	o, err := newOpenOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	if ck == nil {
+		return nil, fmt.Errorf("%w: nil checkpoint", ErrOptions)
+	}
+	defer o.report("done")
+	return open(ctx, &source{ck: ck}, &o)
+}
+
+func (o *openOptions) report(stage string) {
+	if o.progress != nil {
+		o.progress(Progress{Stage: stage})
+	}
+}
+
+func newOpenOptions(opts []Option) (openOptions, error) {
+	o := openOptions{backendName: "auto", cpuMath: pipeline.DefaultCPUMath.String()}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.maxCache < 0 || o.maxCache > pipeline.MaxCacheLimit {
+		return o, fmt.Errorf("%w: max cache %d outside 1..%d", ErrOptions, o.maxCache, pipeline.MaxCacheLimit)
+	}
+	if o.parallel < 0 || o.parallel > pipeline.MaxSlots {
+		return o, fmt.Errorf("%w: parallel %d outside 1..%d", ErrOptions, o.parallel, pipeline.MaxSlots)
+	}
+	if !validBackend(o.backendName) && o.backend == nil {
+		return o, fmt.Errorf("%w: backend %q, want one of %s", ErrOptions, o.backendName, strings.Join(backends.Names, ", "))
+	}
+	if _, err := cpu.ParseMath(o.cpuMath); err != nil {
+		return o, fmt.Errorf("%w: cpu math %q, want one of %s", ErrOptions, o.cpuMath, strings.Join(cpu.MathNames, ", "))
+	}
+	switch o.activations {
+	case "", model.PolicyAuto, model.PolicyF32, model.PolicyF16:
+	default:
+		return o, fmt.Errorf("%w: activations %q, want auto, f32 or f16", ErrOptions, o.activations)
+	}
+	return o, nil
+}
+
+// open loads src on the backend; on error the caller closes src.
+func open(ctx context.Context, src *source, o *openOptions) (*Model, error) {
+	cfg := src.config()
+	if o.maxCache > 0 && cfg.MaxSeqLen > 0 && o.maxCache > cfg.MaxSeqLen {
+		return nil, fmt.Errorf("%w: max cache %d exceeds the model's context length %d (want 1..%d)", ErrOptions, o.maxCache, cfg.MaxSeqLen, cfg.MaxSeqLen)
+	}
+	o.report("load")
+	m := &Model{format: src.format, template: src.template, noTokReason: src.noTokReason}
+	b := o.backend
+	math, err := cpu.ParseMath(o.cpuMath)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrOptions, err)
+	}
+	if b == nil {
+		if b, err = backends.OpenWith(ctx, o.backendName, backends.Options{Device: o.device, CPU: cpu.Options{Math: math}}); err != nil {
+			return nil, fmt.Errorf("backend %s: %w", o.backendName, err)
+		}
+		m.backend = b
+	}
+	info := b.Info()
+	policy := o.activations
+	if policy == "" {
+		policy = cfg.Activations
+	}
+	kvF16 := policy == model.PolicyF16 || (policy != model.PolicyF32 && info.Backend != "cpu")
+	need := estimateMemory(&cfg, weightBytes(src.tensors()), o.maxCache, kvF16)
+	if o.parallel > 1 {
+		// Every slot has its own cache and programs.
+		need.KVCache *= int64(o.parallel)
+		need.Activations *= int64(o.parallel)
+	}
+	if err := checkMemory(info, need, src.file == nil); err != nil {
+		if m.backend != nil {
+			m.backend.Close()
+		}
+		return nil, err
+	}
+	popts := pipeline.Options{Backend: b, MaxCache: o.maxCache, Slots: o.parallel, Activations: o.activations, NoFusion: o.noFusion, HostSampling: o.hostSampling, CPUMath: math}
+	if src.file != nil {
+		m.Model, err = pipeline.FromModelFile(ctx, src.file, popts)
+	} else {
+		m.Model, err = pipeline.FromCheckpoint(ctx, src.ck, popts)
+	}
+	if err != nil {
+		if m.backend != nil {
+			m.backend.Close()
+		}
+		return nil, err
+	}
+	return m, nil
+}
+
+func validBackend(name string) bool {
+	for _, n := range backends.Names {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Close releases the model and the backend Open opened for it.
+func (m *Model) Close() error {
+	err := m.Model.Close()
+	if m.backend != nil {
+		err = errors.Join(err, m.backend.Close())
+		m.backend = nil
+	}
+	return err
+}
+
+// Path is the file or directory the model was opened from.
+func (m *Model) Path() string { return m.path }
+
+// Format is the format the model was read from: FormatModelFile,
+// FormatTask, FormatGGUF, FormatLlama2c or FormatHF.
+func (m *Model) Format() string { return m.format }
+
+// ChatTemplate is the model's chat template (Jinja source, from GGUF
+// tokenizer.chat_template or Hugging Face tokenizer_config.json), or "".
+func (m *Model) ChatTemplate() string { return m.template }
+
+// TokenizerProblem says why a model has no tokenizer ("" when it has one,
+// or when nothing more is known than that the file carries none).
+func (m *Model) TokenizerProblem() string { return m.noTokReason }
+
+// Backend describes the device the model runs on.
+func (m *Model) Backend() gpu.Info { return m.BackendInfo() }
+
+// weightBytes is the size of the weights as stored (quantized types count
+// their packed size).
+func weightBytes(ts []*tensors.Tensor) int64 {
+	var n int64
+	for _, t := range ts {
+		n += int64(len(t.Data))
+		if t.Scales != nil {
+			n += int64(len(t.Scales.Data))
+		}
+	}
+	return n
+}
+
+// source is what Open read: a mapped model file or an imported checkpoint.
+type source struct {
+	format      string
+	file        *modelfile.File
+	ck          *model.Checkpoint
+	template    string
+	noTokReason string
+}
+
+func (s *source) config() model.Config {
+	if s.file != nil {
+		return s.file.Config()
+	}
+	return s.ck.Config
+}
+
+func (s *source) tensors() []*tensors.Tensor {
+	if s.file != nil {
+		return s.file.Tensors()
+	}
+	return s.ck.Tensors
+}
+
+func (s *source) close() {
+	if s.file != nil {
+		s.file.Close()
+	}
+}
+
+// readSource opens path as a model file when its content is one (a TFL3
+// flatbuffer or a zip bundle) and imports it as a checkpoint otherwise.
+func readSource(path string, o *openOptions) (*source, error) {
+	kind, err := sniff(path)
+	if err != nil {
+		return nil, err
+	}
+	if kind != "" {
+		if o.tokenizer != "" {
+			return nil, fmt.Errorf("%w: %s is a model file with its own tokenizer (or none); a tokenizer is given only with a checkpoint (bundle one with gpurun bundle)", ErrOptions, path)
+		}
+		f, err := modelfile.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		if !f.HasConfig() {
+			f.Close()
+			return nil, fmt.Errorf("%w: %s", pipeline.ErrNoConfig, path)
+		}
+		src := &source{format: kind, file: f}
+		if t, ok := f.Metadata(convert.MetaChatTemplate); ok {
+			src.template = string(t)
+		}
+		return src, nil
+	}
+	format, err := checkpoint.Detect(path)
+	if err != nil {
+		return nil, err
+	}
+	o.report("import")
+	ck, err := checkpoint.Load(path, checkpoint.Options{Format: format, Tokenizer: o.tokenizer})
+	if err != nil {
+		return nil, err
+	}
+	src := &source{format: format, ck: ck}
+	switch format {
+	case checkpoint.FormatGGUF:
+		src.template, src.noTokReason = ggufExtras(path, ck)
+	case checkpoint.FormatHF:
+		src.template = hfChatTemplate(path)
+	case checkpoint.FormatLlama2c:
+		if ck.Tokenizer == nil && ck.Vocab == nil {
+			src.noTokReason = "a llama2.c checkpoint carries no tokenizer: give one (a SentencePiece .model or llama2.c tokenizer.bin)"
+		}
+	}
+	return src, nil
+}
+
+// sniff returns FormatModelFile or FormatTask when path's content is a
+// model file or a bundle, "" when it is something else.
+func sniff(path string) (string, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	if fi.IsDir() {
+		return "", nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	head := make([]byte, 8)
+	n, _ := io.ReadFull(f, head)
+	head = head[:n]
+	switch {
+	case n >= 4 && string(head[:4]) == "PK\x03\x04":
+		return FormatTask, nil
+	case n >= 8 && string(head[4:8]) == "TFL3":
+		return FormatModelFile, nil
+	}
+	return "", nil
+}
+
+// ggufExtras reads what the import leaves out: the chat template and, for a
+// vocabulary the tokenizer cannot use, the reason.
+func ggufExtras(path string, ck *model.Checkpoint) (template, noTok string) {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return "", ""
+	}
+	if v, ok := f.Get("tokenizer.chat_template"); ok {
+		template, _ = v.Str()
+	}
+	if ck.Tokenizer == nil && ck.Vocab == nil {
+		kind := ""
+		if v, ok := f.Get("tokenizer.ggml.model"); ok {
+			kind, _ = v.Str()
+		}
+		// Vocabularies gpurun reads (llama, t5, gpt2) are imported, and
+		// unknown kinds fail the import; what is left is no vocabulary.
+		switch kind {
+		case "":
+			noTok = "the GGUF file has no tokenizer.ggml vocabulary"
+		default:
+			noTok = fmt.Sprintf("its GGUF vocabulary kind is %q", kind)
+		}
+	}
+	return template, noTok
+}
+
+// ChatTemplateOf reads the chat template a checkpoint carries: a GGUF
+// file's tokenizer.chat_template or a Hugging Face directory's
+// tokenizer_config.json chat_template ("" when there is none).
+func ChatTemplateOf(path string) string {
+	switch format, _ := checkpoint.Detect(path); format {
+	case checkpoint.FormatGGUF:
+		if f, err := gguf.Open(path); err == nil {
+			if v, ok := f.Get("tokenizer.chat_template"); ok {
+				s, _ := v.Str()
+				return s
+			}
+		}
+	case checkpoint.FormatHF:
+		return hfChatTemplate(path)
+	}
+	return ""
+}
+
+// hfChatTemplate reads chat_template from a Hugging Face directory's
+// tokenizer_config.json: a string, or a list of named templates of which
+// "default" is taken.
+func hfChatTemplate(path string) string {
+	dir := path
+	if fi, err := os.Stat(path); err == nil && !fi.IsDir() {
+		dir = filepath.Dir(path)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "tokenizer_config.json"))
+	if err != nil {
+		return ""
+	}
+	return chatTemplateJSON(data)
+}

@@ -1,0 +1,74 @@
+package gputest
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// SwiftShaderICD is where Debian's chromium-common package (part of
+// Debian's chromium, installed by .ci/setup) puts SwiftShader's Vulkan
+// driver manifest; the library sits beside it.
+const SwiftShaderICD = "/usr/lib/chromium/vk_swiftshader_icd.json"
+
+// driverEnv names the driver a rerun expects: every device a GPU test opens
+// must carry this text in its name (CheckDriver), so a rerun that silently
+// fell back to another driver fails.
+const driverEnv = "GPURUN_TEST_DRIVER"
+
+// RerunOnSwiftShader runs the current test binary again with the tests
+// matching run, with the Vulkan loader pointed at SwiftShader only
+// (VK_ICD_FILENAMES), so both GPU backends run those tests on a second,
+// independent driver: its own shader compiler, at most 256 invocations per
+// workgroup, no f16. Outside CI a missing SwiftShader skips; in CI it fails.
+// The rerun itself does nothing (it skips) inside a rerun.
+func RerunOnSwiftShader(t *testing.T, run string) {
+	t.Helper()
+	if os.Getenv(driverEnv) != "" {
+		t.Skip("inside a driver rerun")
+	}
+	if testing.Short() {
+		t.Skip("reruns the package's GPU tests on SwiftShader")
+	}
+	icd := os.Getenv("GPURUN_SWIFTSHADER_ICD")
+	if icd == "" {
+		icd = SwiftShaderICD
+	}
+	if _, err := os.Stat(icd); err != nil {
+		if InCI() {
+			t.Fatalf("SwiftShader not installed (chromium-common; see .ci/setup): %v", err)
+		}
+		t.Skipf("SwiftShader not installed (apt-get install chromium-common): %v", err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run="+run, "-test.count=1")
+	cmd.Env = append(os.Environ(), "VK_ICD_FILENAMES="+icd, driverEnv+"=SwiftShader")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("tests on SwiftShader failed: %v\n%s", err, tail(out))
+	}
+	if !bytes.Contains(out, []byte("PASS")) {
+		t.Fatalf("tests on SwiftShader: no PASS in the output\n%s", tail(out))
+	}
+	t.Logf("SwiftShader rerun of %s: %s", run, bytes.TrimSpace(tail(out)))
+}
+
+// CheckDriver fails the test when a driver rerun is under way and neither
+// the device's name nor its driver description (pass both: wgpu reports
+// SwiftShader's name as a device id and the name as the driver) names the
+// driver it expects.
+func CheckDriver(t testing.TB, name, driver string) {
+	t.Helper()
+	want := os.Getenv(driverEnv)
+	if want != "" && !strings.Contains(name, want) && !strings.Contains(driver, want) {
+		t.Fatalf("device %q (driver %q), but this run expects driver %s", name, driver, want)
+	}
+}
+
+func tail(b []byte) []byte {
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return bytes.TrimSpace(b)
+}

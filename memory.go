@@ -1,0 +1,118 @@
+package gpurun
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/pipeline"
+	"github.com/gpurun/gpurun/tensors/model"
+)
+
+// ErrTooBig: the model's weights, KV cache and activations do not fit the
+// device's memory (the host's for the CPU backend). Open checks this
+// before allocating anything on the device.
+var ErrTooBig = errors.New("model does not fit in memory")
+
+// memoryNeed estimates what loading a model allocates.
+type memoryNeed struct {
+	Weights     int64 // as stored (quantized types at their packed size)
+	KVCache     int64
+	Activations int64 // the decode and prefill graphs' intermediate buffers (an estimate)
+}
+
+// Total is the sum.
+func (n memoryNeed) Total() int64 { return n.Weights + n.KVCache + n.Activations }
+
+func (n memoryNeed) String() string {
+	return fmt.Sprintf("%s (weights %s, KV cache %s, activations about %s)", humanBytes(n.Total()), humanBytes(n.Weights), humanBytes(n.KVCache), humanBytes(n.Activations))
+}
+
+// estimateMemory sizes a model of cfg with weights of weightBytes, a cache
+// of maxCache positions (0: the pipeline default) stored in f16 or f32.
+func estimateMemory(cfg *model.Config, weightBytes int64, maxCache int, kvF16 bool) memoryNeed {
+	if maxCache == 0 {
+		maxCache = pipeline.DefaultMaxCache
+		if cfg.MaxSeqLen > 0 {
+			maxCache = min(maxCache, cfg.MaxSeqLen)
+		}
+	}
+	elem := int64(4)
+	if kvF16 {
+		elem = 2
+	}
+	n := memoryNeed{Weights: weightBytes}
+	n.KVCache = int64(cfg.Layers) * 2 * int64(cfg.KVHeads) * int64(cfg.HeadDim) * int64(maxCache) * elem
+	// The largest graph (the largest prefill size that fits) holds per
+	// token the residual stream, attention and feed-forward intermediates
+	// and the attention scores over the cache, plus one logits row.
+	qdim := int64(cfg.Heads) * int64(cfg.HeadDim)
+	perToken := (6*int64(cfg.Dim) + 3*qdim + 3*int64(cfg.HiddenDim) + int64(cfg.Heads)*int64(maxCache)) * 4
+	tokens := 1
+	for _, size := range pipeline.DefaultPrefillSizes {
+		if size <= maxCache {
+			tokens = max(tokens, size)
+		}
+	}
+	n.Activations = int64(tokens)*perToken + int64(cfg.VocabSize)*4
+	return n
+}
+
+// checkMemory fails with ErrTooBig when need does not fit the backend's
+// device memory, or the host's available memory for the CPU backend and
+// for software devices running on the CPU (such as lavapipe, whose heap
+// size is nominal: its buffers are host memory). Weights already imported
+// into host memory are not counted again for the CPU backend.
+func checkMemory(info gpu.Info, need memoryNeed, weightsResident bool) error {
+	have, where := info.MemoryBytes, fmt.Sprintf("%s device %s", info.Backend, info.Name)
+	if info.Backend == "cpu" || info.Type == gpu.CPU || have == 0 {
+		have, where = hostAvailable(), "the host's available memory"
+		if weightsResident && info.Backend == "cpu" {
+			need.Weights = 0 // the CPU backend uses them where they are
+		}
+		if info.Backend != "cpu" && info.Type != gpu.CPU {
+			have = 0 // a GPU whose memory is unknown: not checked
+		}
+	}
+	if have <= 0 || need.Total() <= have {
+		return nil
+	}
+	return fmt.Errorf("%w: it needs %s, %s has %s", ErrTooBig, need, where, humanBytes(have))
+}
+
+// hostAvailable is MemAvailable from /proc/meminfo, 0 when unknown.
+func hostAvailable() int64 {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) >= 2 && fields[0] == "MemAvailable:" {
+			kb, err := strconv.ParseInt(fields[1], 10, 64)
+			if err == nil {
+				return kb * 1024
+			}
+		}
+	}
+	return 0
+}
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

@@ -1,0 +1,146 @@
+package chat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/gpurun/gpurun/internal/testmodels"
+	"github.com/gpurun/gpurun/pipeline"
+	"github.com/gpurun/gpurun/tensors/checkpoint"
+)
+
+func stories(t *testing.T, maxCache int) *pipeline.Model {
+	t.Helper()
+	ck, err := checkpoint.Load(testmodels.Path(t, "stories260K.bin"), checkpoint.Options{Tokenizer: testmodels.Path(t, "tok512.model")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := pipeline.FromCheckpoint(context.Background(), ck, pipeline.Options{MaxCache: maxCache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+func reply(t *testing.T, c *Conversation, text string, gen pipeline.GenerateOptions) ([]int, string) {
+	t.Helper()
+	var ids []int
+	var out string
+	for tok, err := range c.Send(context.Background(), text, gen) {
+		if err != nil {
+			t.Fatalf("%q: %v", text, err)
+		}
+		if tok.ID >= 0 {
+			ids = append(ids, tok.ID)
+		}
+		out += tok.Piece
+	}
+	return ids, out
+}
+
+// TestTurnsReuseTheCache: a second turn prefills only its new tokens (plus
+// the last reply token, which no step has run yet), and its reply equals
+// that of a fresh session given the whole conversation.
+func TestTurnsReuseTheCache(t *testing.T) {
+	m := stories(t, 256)
+	c, err := New(m, Plain(), Options{System: "A story."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen := pipeline.GenerateOptions{MaxTokens: 12}
+	_, first := reply(t, c, "Tell me about a cat.", gen)
+	before := len(c.s.History())
+	ids, _ := reply(t, c, "What did the cat do?", gen)
+	mt := c.Metrics()
+	hist := c.s.History()
+	promptEnd := len(hist) - len(ids)
+	if newTokens := promptEnd - before; mt.PrefillTokens != newTokens+1 {
+		t.Errorf("second turn ran %d tokens, want the %d new ones + 1", mt.PrefillTokens, newTokens)
+	}
+	if mt.PrefillTokens >= promptEnd/2 {
+		t.Errorf("second turn ran %d of %d context tokens", mt.PrefillTokens, promptEnd)
+	}
+	// The rendered conversation, tokenized afresh, is what the cache holds.
+	msgs := c.Messages()
+	if len(msgs) != 5 || msgs[0].Role != System || msgs[2].Content != first[1:] {
+		t.Errorf("messages %+v (first reply %q)", msgs, first)
+	}
+	fresh := m.NewSession()
+	var want []int
+	for tok, err := range fresh.Generate(context.Background(), pipeline.Prompt{IDs: hist[:promptEnd]}, gen) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tok.ID >= 0 {
+			want = append(want, tok.ID)
+		}
+	}
+	if !slices.Equal(ids, want) {
+		t.Errorf("reply with the cache reused %v, from scratch %v", ids, want)
+	}
+}
+
+// TestDropOldTurns: when the cache fills, the oldest turns go, the system
+// message stays, and the conversation goes on.
+func TestDropOldTurns(t *testing.T) {
+	m := stories(t, 64)
+	c, err := New(m, Plain(), Options{System: "Stories.", Reserve: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 6 {
+		reply(t, c, fmt.Sprintf("Turn %d: tell me more about the dog.", i), pipeline.GenerateOptions{MaxTokens: 10})
+		if n := len(c.s.History()); n > 64 {
+			t.Fatalf("turn %d: %d tokens in a cache of 64", i, n)
+		}
+	}
+	if c.Dropped() == 0 {
+		t.Error("no turn was dropped")
+	}
+	msgs := c.Messages()
+	if msgs[0] != (Message{System, "Stories."}) || msgs[len(msgs)-2].Content != "Turn 5: tell me more about the dog." {
+		t.Errorf("messages after dropping: %+v", msgs)
+	}
+	c.Reset()
+	if len(c.Messages()) != 1 {
+		t.Errorf("after Reset: %+v", c.Messages())
+	}
+	long := ""
+	for range 40 {
+		long += "dog and cat "
+	}
+	for _, err := range c.Send(context.Background(), long, pipeline.GenerateOptions{MaxTokens: 4}) {
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, ErrTooLong) {
+			t.Errorf("a message longer than the cache: %v", err)
+		}
+		return
+	}
+	t.Error("a message longer than the cache: no error")
+}
+
+// TestControlTokensInTemplates: control tokens a template writes out (here
+// Llama 2's <s> and </s>) become their ids, not the text's pieces.
+func TestControlTokensInTemplates(t *testing.T) {
+	m := stories(t, 128)
+	c, err := New(m, Plain(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := c.encode("<s>[INST] Hi [/INST] Hello </s><s>[INST] Bye [/INST]")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hi, _ := m.Encode("[INST] Hi [/INST] Hello ")
+	bye, _ := m.Encode("[INST] Bye [/INST]")
+	want := append(append(append([]int{1}, hi...), 2, 1), bye...)
+	if !slices.Equal(ids, want) {
+		t.Errorf("ids %v, want %v", ids, want)
+	}
+}

@@ -1,0 +1,32 @@
+package chat
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// FuzzTemplate: any template text parses or fails with an error, and a
+// parsed one renders a conversation or fails with an error; the engine's
+// panics never escape.
+func FuzzTemplate(f *testing.F) {
+	files, _ := filepath.Glob("testdata/templates/*.jinja")
+	for _, file := range files {
+		src, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(string(src))
+	}
+	f.Add("{% for m in messages %}{{ m.content | upper }}{% endfor %}")
+	f.Add("{{ messages[5]['content'] }}{% if %}")
+	msgs := []Message{{System, "s"}, {User, "u"}, {Assistant, "a"}, {User, "{{ x }}"}}
+	f.Fuzz(func(t *testing.T, src string) {
+		tpl, err := Parse(src, "<s>", "</s>")
+		if err != nil {
+			return
+		}
+		tpl.Render(msgs, true)
+		tpl.EndOfTurn()
+	})
+}

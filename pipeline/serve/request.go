@@ -1,0 +1,260 @@
+package serve
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strings"
+
+	"github.com/gpurun/gpurun/pipeline/chat"
+)
+
+// MaxStops is how many stop strings a request may give (as OpenAI's API).
+const MaxStops = 4
+
+// samplingFields are the fields chat and text completions share.
+type samplingFields struct {
+	Model               string          `json:"model"`
+	Stream              bool            `json:"stream"`
+	StreamOptions       *streamOptions  `json:"stream_options"`
+	Temperature         *float64        `json:"temperature"`
+	TopP                *float64        `json:"top_p"`
+	TopK                *int            `json:"top_k"`
+	MaxTokens           *int            `json:"max_tokens"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	Stop                json.RawMessage `json:"stop"`
+	Seed                *int64          `json:"seed"`
+	N                   *int            `json:"n"`
+}
+
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// chatRequest is the body of POST /v1/chat/completions.
+type chatRequest struct {
+	samplingFields
+	Messages []chatMessage `json:"messages"`
+}
+
+type chatMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// completionRequest is the body of POST /v1/completions.
+type completionRequest struct {
+	samplingFields
+	Prompt json.RawMessage `json:"prompt"`
+}
+
+// sampling is a request's generation settings, validated.
+type sampling struct {
+	maxTokens   int // 0: until a stop or a full cache
+	temperature float32
+	topK        int
+	topP        float32
+	greedy      bool
+	seed        *uint64
+	stops       []string
+	stream      bool
+	usage       bool // stream_options.include_usage
+}
+
+// decodeJSON decodes one JSON value from body into v, rejecting trailing
+// data.
+func decodeJSON(body []byte, v any) *apiError {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(v); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) && typeErr.Field != "" {
+			return badRequest(typeErr.Field, "invalid_type", fmt.Sprintf("%s: want a JSON %s, got %s", typeErr.Field, typeErr.Type.Kind(), typeErr.Value))
+		}
+		return badRequest("", "invalid_json", "the body is not valid JSON: "+err.Error())
+	}
+	if dec.More() {
+		return badRequest("", "invalid_json", "the body holds more than one JSON value")
+	}
+	return nil
+}
+
+// validate checks the sampling fields and the model name.
+func (f *samplingFields) validate(modelID string) (sampling, *apiError) {
+	var s sampling
+	if f.Model == "" {
+		return s, badRequest("model", "missing_model", "model is required")
+	}
+	if f.Model != modelID {
+		return s, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Param: "model", Code: "model_not_found",
+			Message: fmt.Sprintf("the model %q does not exist; this server serves %q", f.Model, modelID)}
+	}
+	if f.N != nil && *f.N != 1 {
+		return s, badRequest("n", "invalid_value", fmt.Sprintf("n %d: only 1 choice per request is supported", *f.N))
+	}
+	temp := 1.0
+	if f.Temperature != nil {
+		temp = *f.Temperature
+		if math.IsNaN(temp) || temp < 0 || temp > 2 {
+			return s, badRequest("temperature", "invalid_value", fmt.Sprintf("temperature %v: want a number in [0, 2]", temp))
+		}
+	}
+	topP := 1.0
+	if f.TopP != nil {
+		topP = *f.TopP
+		if math.IsNaN(topP) || topP < 0 || topP > 1 {
+			return s, badRequest("top_p", "invalid_value", fmt.Sprintf("top_p %v: want a number in [0, 1]", topP))
+		}
+	}
+	if f.TopK != nil {
+		if *f.TopK < 0 {
+			return s, badRequest("top_k", "invalid_value", fmt.Sprintf("top_k %d: want an integer >= 0 (0 for no limit)", *f.TopK))
+		}
+		s.topK = *f.TopK
+	}
+	for _, mt := range []struct {
+		name string
+		v    *int
+	}{{"max_tokens", f.MaxTokens}, {"max_completion_tokens", f.MaxCompletionTokens}} {
+		if mt.v == nil {
+			continue
+		}
+		if *mt.v < 1 {
+			return s, badRequest(mt.name, "invalid_value", fmt.Sprintf("%s %d: want an integer >= 1", mt.name, *mt.v))
+		}
+		s.maxTokens = *mt.v // max_completion_tokens, checked last, wins
+	}
+	if f.Seed != nil {
+		seed := uint64(*f.Seed)
+		s.seed = &seed
+	}
+	stops, err := decodeStops(f.Stop)
+	if err != nil {
+		return s, err
+	}
+	s.stops = stops
+	s.stream = f.Stream
+	s.usage = f.StreamOptions != nil && f.StreamOptions.IncludeUsage
+	// temperature 0, top_p 0 or top_k 1 leave one candidate: greedy.
+	s.greedy = temp == 0 || topP == 0 || s.topK == 1
+	s.temperature, s.topP = float32(temp), float32(topP)
+	return s, nil
+}
+
+// decodeStops reads stop: null, a string, or a list of strings.
+func decodeStops(raw json.RawMessage) ([]string, *apiError) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var one string
+	var list []string
+	if json.Unmarshal(raw, &one) == nil {
+		list = []string{one}
+	} else if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, badRequest("stop", "invalid_type", "stop: want a string or a list of strings")
+	}
+	if len(list) > MaxStops {
+		return nil, badRequest("stop", "invalid_value", fmt.Sprintf("stop: %d strings, at most %d", len(list), MaxStops))
+	}
+	for _, s := range list {
+		if s == "" {
+			return nil, badRequest("stop", "invalid_value", "stop: an empty string")
+		}
+	}
+	return list, nil
+}
+
+// decodeChat decodes and validates a chat completion request.
+func decodeChat(body []byte, modelID string) (*chatRequest, []chat.Message, sampling, *apiError) {
+	var req chatRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return nil, nil, sampling{}, err
+	}
+	s, err := req.validate(modelID)
+	if err != nil {
+		return nil, nil, s, err
+	}
+	if len(req.Messages) == 0 {
+		return nil, nil, s, badRequest("messages", "invalid_value", "messages: want at least one message")
+	}
+	msgs := make([]chat.Message, len(req.Messages))
+	for i, m := range req.Messages {
+		param := fmt.Sprintf("messages[%d]", i)
+		switch m.Role {
+		case chat.System, chat.User, chat.Assistant:
+			msgs[i].Role = m.Role
+		case "developer":
+			msgs[i].Role = chat.System
+		default:
+			return nil, nil, s, badRequest(param+".role", "invalid_value", fmt.Sprintf("%s.role %q: want system, developer, user or assistant", param, m.Role))
+		}
+		text, err := messageText(m.Content)
+		if err != nil {
+			return nil, nil, s, badRequest(param+".content", "invalid_value", param+".content: "+err.Error())
+		}
+		msgs[i].Content = text
+	}
+	return &req, msgs, s, nil
+}
+
+// messageText reads a message's content: a string, or a list of text
+// parts ({"type": "text", "text": ...}), which are joined.
+func messageText(raw json.RawMessage) (string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", errors.New("missing")
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, nil
+	}
+	var parts []struct {
+		Type string  `json:"type"`
+		Text *string `json:"text"`
+	}
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", errors.New("want a string or a list of text parts")
+	}
+	var b strings.Builder
+	for i, p := range parts {
+		if p.Type != "text" || p.Text == nil {
+			return "", fmt.Errorf("part %d: type %q, only text parts are supported", i, p.Type)
+		}
+		b.WriteString(*p.Text)
+	}
+	return b.String(), nil
+}
+
+// completionPrompt is a text completion's prompt: text, or token ids.
+type completionPrompt struct {
+	text string
+	ids  []int
+}
+
+// decodeCompletion decodes and validates a text completion request. The
+// prompt is a string, a list of one string, or a list of token ids.
+func decodeCompletion(body []byte, modelID string) (*completionRequest, completionPrompt, sampling, *apiError) {
+	var req completionRequest
+	var p completionPrompt
+	if err := decodeJSON(body, &req); err != nil {
+		return nil, p, sampling{}, err
+	}
+	s, err := req.validate(modelID)
+	if err != nil {
+		return nil, p, s, err
+	}
+	raw := req.Prompt
+	var list []string
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+		return nil, p, s, badRequest("prompt", "missing_prompt", "prompt is required")
+	case json.Unmarshal(raw, &p.text) == nil:
+	case json.Unmarshal(raw, &list) == nil && len(list) == 1:
+		p.text = list[0]
+	case json.Unmarshal(raw, &p.ids) == nil && len(p.ids) > 0:
+	default:
+		return nil, p, s, badRequest("prompt", "invalid_value", "prompt: want a string, a list of one string, or a non-empty list of token ids (one prompt per request)")
+	}
+	return &req, p, s, nil
+}

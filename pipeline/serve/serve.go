@@ -1,0 +1,543 @@
+// Package serve is an OpenAI-compatible HTTP server over a pipeline.Model:
+// POST /v1/chat/completions and /v1/completions (whole responses, or
+// server-sent events in OpenAI's chunk format with stream: true),
+// GET /v1/models and GET /health, on net/http alone.
+//
+// A request's generation holds one of the model's slots (its KV caches,
+// pipeline.Options.Slots) from prefill to its last token, so up to that
+// many run at once; the others wait in a bounded queue, and a request
+// finding the queue full gets 429 with Retry-After. A client that
+// disconnects cancels its generation. Chat messages are rendered with the
+// model's chat template, or package chat's plain fallback, the same as
+// `gpurun chat`; the server keeps no conversation state between requests
+// (each slot's cache still reuses a common prefix with the request before).
+//
+// Requests take OpenAI's fields model, messages or prompt, stream,
+// stream_options.include_usage, temperature (0 to 2, default 1; 0 is
+// greedy), top_p, top_k (an extension; 0 for no limit), max_tokens or
+// max_completion_tokens (default: until a stop or a full cache), stop (a
+// string or up to 4), seed and n (1 only); other fields are ignored. Errors
+// are OpenAI-shaped JSON with the HTTP status that fits.
+package serve
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	mrand "math/rand/v2"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/gpurun/gpurun/pipeline"
+	"github.com/gpurun/gpurun/pipeline/chat"
+)
+
+// Defaults of Config's zero fields.
+const (
+	DefaultMaxQueue = 256     // requests waiting beyond the running ones
+	DefaultMaxBody  = 4 << 20 // bytes of a request body
+)
+
+// Config configures a Server.
+type Config struct {
+	// Model generates; its Slots is how many requests run at once.
+	Model *pipeline.Model
+	// ModelID is the name /v1/models lists and requests must give.
+	ModelID string
+	// Template renders chat messages; nil means chat.Plain().
+	Template *chat.Template
+	// APIKey, when set, is required as "Authorization: Bearer KEY" on the
+	// /v1/ routes (/health stays open).
+	APIKey string
+	// CORSOrigin, when set, lets browsers at that origin ("*" for any)
+	// call the server: responses carry Access-Control-Allow-Origin and
+	// OPTIONS preflight requests are answered.
+	CORSOrigin string
+	// MaxQueue is how many requests may wait for a slot; more get 429.
+	// 0 means DefaultMaxQueue, -1 none.
+	MaxQueue int
+	// MaxBody is the largest request body in bytes (413 beyond); 0 means
+	// DefaultMaxBody.
+	MaxBody int64
+	// Log, when set, gets one line per failed generation.
+	Log func(format string, args ...any)
+}
+
+// Server serves one model. Create it with New.
+type Server struct {
+	cfg      Config
+	tpl      *chat.Template
+	created  int64
+	admit    chan struct{} // one token per running or waiting request
+	closing  atomic.Bool
+	mux      *http.ServeMux
+	inFlight atomic.Int64
+}
+
+// New checks cfg and returns a server.
+func New(cfg Config) (*Server, error) {
+	if cfg.Model == nil {
+		return nil, errors.New("serve: no model")
+	}
+	if cfg.ModelID == "" {
+		return nil, errors.New("serve: no model id")
+	}
+	if cfg.MaxQueue == 0 {
+		cfg.MaxQueue = DefaultMaxQueue
+	}
+	if cfg.MaxQueue < 0 {
+		cfg.MaxQueue = 0
+	}
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = DefaultMaxBody
+	}
+	s := &Server{cfg: cfg, tpl: cfg.Template, created: time.Now().Unix()}
+	if s.tpl == nil {
+		s.tpl = chat.Plain()
+	}
+	s.admit = make(chan struct{}, cfg.Model.Slots()+cfg.MaxQueue)
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/chat/completions", s.auth(s.chatCompletions))
+	mux.HandleFunc("POST /v1/completions", s.auth(s.completions))
+	mux.HandleFunc("GET /v1/models", s.auth(s.models))
+	mux.HandleFunc("GET /v1/models/{id...}", s.auth(s.model))
+	mux.HandleFunc("GET /health", s.health)
+	for _, p := range []string{"/v1/chat/completions", "/v1/completions", "/v1/models", "/health"} {
+		mux.HandleFunc(p, methodNotAllowed)
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "unknown_url",
+			Message: fmt.Sprintf("unknown route %s %s", r.Method, r.URL.Path)})
+	})
+	s.mux = mux
+	return s, nil
+}
+
+func methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	writeError(w, &apiError{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error", Code: "method_not_allowed",
+		Message: fmt.Sprintf("method %s not allowed on %s", r.Method, r.URL.Path)})
+}
+
+// ServeHTTP routes a request, answering CORS preflights first when CORS
+// is on.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if o := s.cfg.CORSOrigin; o != "" {
+		h := w.Header()
+		h.Set("Access-Control-Allow-Origin", o)
+		if o != "*" {
+			h.Add("Vary", "Origin")
+		}
+		if r.Method == http.MethodOptions {
+			h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
+			h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type")
+			h.Set("Access-Control-Max-Age", "600")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// auth requires the API key when one is set.
+func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
+	if s.cfg.APIKey == "" {
+		return h
+	}
+	want := []byte("Bearer " + s.cfg.APIKey)
+	return func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			writeError(w, &apiError{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key",
+				Message: "a valid API key is required (Authorization: Bearer KEY)"})
+			return
+		}
+		h(w, r)
+	}
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	if s.closing.Load() {
+		writeError(w, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "shutting_down", Message: "the server is shutting down"})
+		return
+	}
+	writeJSON(w, map[string]any{"status": "ok", "model": s.cfg.ModelID, "slots": s.cfg.Model.Slots(), "in_flight": s.inFlight.Load()})
+}
+
+type modelObject struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}
+
+func (s *Server) modelObject() modelObject {
+	return modelObject{ID: s.cfg.ModelID, Object: "model", Created: s.created, OwnedBy: "gpurun"}
+}
+
+func (s *Server) models(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, map[string]any{"object": "list", "data": []modelObject{s.modelObject()}})
+}
+
+func (s *Server) model(w http.ResponseWriter, r *http.Request) {
+	if id := r.PathValue("id"); id != s.cfg.ModelID {
+		writeError(w, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Param: "model", Code: "model_not_found",
+			Message: fmt.Sprintf("the model %q does not exist; this server serves %q", id, s.cfg.ModelID)})
+		return
+	}
+	writeJSON(w, s.modelObject())
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(v)
+}
+
+// readBody reads the request body up to the size limit.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return nil, &apiError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: "request_too_large",
+			Message: fmt.Sprintf("the request body is larger than %d bytes", s.cfg.MaxBody)}
+	case err != nil:
+		return nil, badRequest("", "invalid_body", "reading the body: "+err.Error())
+	}
+	return body, nil
+}
+
+// enter admits a request into the running or waiting ones, or fails with
+// 429 when the queue is full (503 while shutting down).
+func (s *Server) enter() *apiError {
+	if s.closing.Load() {
+		return &apiError{Status: http.StatusServiceUnavailable, RetryAfter: 5, Type: "server_error", Code: "shutting_down", Message: "the server is shutting down"}
+	}
+	select {
+	case s.admit <- struct{}{}:
+		s.inFlight.Add(1)
+		return nil
+	default:
+		return &apiError{Status: http.StatusTooManyRequests, RetryAfter: 1, Type: "rate_limit_error", Code: "queue_full",
+			Message: fmt.Sprintf("the server is busy: %d requests running or waiting", cap(s.admit))}
+	}
+}
+
+func (s *Server) leave() {
+	s.inFlight.Add(-1)
+	<-s.admit
+}
+
+func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
+	body, aerr := s.readBody(w, r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	_, msgs, smp, aerr := decodeChat(body, s.cfg.ModelID)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	p, err := chat.Render(s.cfg.Model, s.tpl, msgs)
+	if err != nil {
+		writeError(w, generationError(err))
+		return
+	}
+	gen := smp.options()
+	gen.StopTokens = p.StopTokens
+	gen.StopStrings = append(gen.StopStrings, p.StopStrings...)
+	s.generate(w, r, kindChat, pipeline.Prompt{IDs: p.IDs}, gen, smp, s.tpl.IsPlain())
+}
+
+func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
+	body, aerr := s.readBody(w, r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	_, prompt, smp, aerr := decodeCompletion(body, s.cfg.ModelID)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	p := pipeline.Prompt{Text: prompt.text, IDs: prompt.ids}
+	if p.IDs == nil && p.Text == "" {
+		// An empty text prompt is BOS alone (when the model uses one).
+		if cfg := s.cfg.Model.Config(); cfg.AddBOS && cfg.BOS >= 0 {
+			p.IDs = []int{cfg.BOS}
+		}
+	}
+	s.generate(w, r, kindText, p, smp.options(), smp, false)
+}
+
+// options are the pipeline's options for the request's sampling.
+func (smp *sampling) options() pipeline.GenerateOptions {
+	o := pipeline.GenerateOptions{MaxTokens: smp.maxTokens, StopStrings: append([]string(nil), smp.stops...)}
+	if !smp.greedy {
+		o.Temperature, o.TopK, o.TopP = smp.temperature, smp.topK, smp.topP
+		if o.TopP >= 1 {
+			o.TopP = 0
+		}
+	}
+	if smp.seed != nil {
+		o.Seed = *smp.seed
+	} else {
+		o.Seed = mrand.Uint64()
+	}
+	return o
+}
+
+// generationError maps an error from rendering or generating to a
+// response.
+func generationError(err error) *apiError {
+	switch {
+	case errors.Is(err, pipeline.ErrPromptTooLong):
+		return badRequest("messages", "context_length_exceeded", err.Error())
+	case errors.Is(err, pipeline.ErrPrompt), errors.Is(err, pipeline.ErrOptions), errors.Is(err, chat.ErrTemplate):
+		return badRequest("", "invalid_value", err.Error())
+	case errors.Is(err, pipeline.ErrNoTokenizer):
+		return badRequest("", "no_tokenizer", err.Error())
+	case errors.Is(err, pipeline.ErrClosed):
+		return &apiError{Status: http.StatusServiceUnavailable, RetryAfter: 5, Type: "server_error", Code: "shutting_down", Message: err.Error()}
+	}
+	return &apiError{Status: http.StatusInternalServerError, Type: "server_error", Code: "internal_error", Message: err.Error()}
+}
+
+type kind int
+
+const (
+	kindChat kind = iota
+	kindText
+)
+
+// finishReason is OpenAI's name for why a generation ended.
+func finishReason(r pipeline.StopReason) string {
+	switch r {
+	case pipeline.StopMaxTokens, pipeline.StopCacheFull:
+		return "length"
+	}
+	return "stop"
+}
+
+type usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+func usageOf(m pipeline.Metrics) *usage {
+	return &usage{PromptTokens: m.PromptTokens, CompletionTokens: m.GeneratedTokens, TotalTokens: m.PromptTokens + m.GeneratedTokens}
+}
+
+func newID(prefix string) string {
+	var b [12]byte
+	rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// generate runs one request's generation and writes the response: a JSON
+// object, or with smp.stream an event stream that starts with the first
+// piece (so that errors before it, such as a prompt too long, still get
+// their status). trimLead drops the reply's leading spaces (the plain chat
+// format's "Assistant: ").
+func (s *Server) generate(w http.ResponseWriter, r *http.Request, k kind, prompt pipeline.Prompt, gen pipeline.GenerateOptions, smp sampling, trimLead bool) {
+	if aerr := s.enter(); aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	defer s.leave()
+	ctx := r.Context()
+	id, object := newID("chatcmpl-"), "chat.completion"
+	if k == kindText {
+		id, object = newID("cmpl-"), "text_completion"
+	}
+	created := time.Now().Unix()
+	sess := s.cfg.Model.NewSession()
+	var st *eventStream
+	if smp.stream {
+		st = &eventStream{w: w, k: k, id: id, created: created, model: s.cfg.ModelID}
+	}
+	var text strings.Builder
+	started := !trimLead
+	var genErr error
+	for tok, err := range sess.Generate(ctx, prompt, gen) {
+		if err != nil {
+			genErr = err
+			break
+		}
+		piece := tok.Piece
+		if !started {
+			piece = strings.TrimLeft(piece, " ")
+			started = piece != ""
+		}
+		if piece == "" {
+			continue
+		}
+		text.WriteString(piece)
+		if st != nil {
+			if err := st.piece(piece); err != nil {
+				// The client is gone: leaving the loop ends the generation.
+				return
+			}
+		}
+	}
+	m := sess.Metrics()
+	if genErr != nil {
+		if ctx.Err() != nil {
+			return // cancelled by the client or by shutdown: nobody to tell
+		}
+		if s.cfg.Log != nil {
+			s.cfg.Log("serve: %s: %v", id, genErr)
+		}
+		aerr := generationError(genErr)
+		if st != nil && st.started {
+			st.error(aerr)
+			return
+		}
+		writeError(w, aerr)
+		return
+	}
+	reason := finishReason(m.StopReason)
+	if st != nil {
+		st.finish(reason, usageOf(m), smp.usage)
+		return
+	}
+	var choice any
+	if k == kindChat {
+		choice = map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": text.String()}, "logprobs": nil, "finish_reason": reason}
+	} else {
+		choice = map[string]any{"index": 0, "text": text.String(), "logprobs": nil, "finish_reason": reason}
+	}
+	writeJSON(w, map[string]any{"id": id, "object": object, "created": created, "model": s.cfg.ModelID,
+		"choices": []any{choice}, "usage": usageOf(m)})
+}
+
+// eventStream writes OpenAI's streamed chunks as server-sent events.
+type eventStream struct {
+	w       http.ResponseWriter
+	k       kind
+	id      string
+	created int64
+	model   string
+	started bool
+}
+
+func (e *eventStream) start() error {
+	if e.started {
+		return nil
+	}
+	e.started = true
+	h := e.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	e.w.WriteHeader(http.StatusOK)
+	if e.k == kindChat {
+		return e.send(map[string]any{"role": "assistant", "content": ""}, nil, nil, false)
+	}
+	return nil
+}
+
+// send writes one chunk: a chat delta or completion text, and the finish
+// reason on the last.
+func (e *eventStream) send(delta map[string]any, finish *string, u *usage, noChoices bool) error {
+	object := "chat.completion.chunk"
+	choice := map[string]any{"index": 0, "delta": delta, "logprobs": nil, "finish_reason": finish}
+	if e.k == kindText {
+		object = "text_completion"
+		choice = map[string]any{"index": 0, "text": delta["content"], "logprobs": nil, "finish_reason": finish}
+		if choice["text"] == nil {
+			choice["text"] = ""
+		}
+	}
+	chunk := map[string]any{"id": e.id, "object": object, "created": e.created, "model": e.model, "choices": []any{choice}}
+	if noChoices {
+		chunk["choices"] = []any{}
+		chunk["usage"] = u
+	}
+	data, err := json.Marshal(chunk)
+	if err != nil {
+		return err
+	}
+	return e.event(data)
+}
+
+func (e *eventStream) event(data []byte) error {
+	if _, err := fmt.Fprintf(e.w, "data: %s\n\n", data); err != nil {
+		return err
+	}
+	return http.NewResponseController(e.w).Flush()
+}
+
+func (e *eventStream) piece(p string) error {
+	if err := e.start(); err != nil {
+		return err
+	}
+	return e.send(map[string]any{"content": p}, nil, nil, false)
+}
+
+func (e *eventStream) finish(reason string, u *usage, includeUsage bool) {
+	if e.start() != nil {
+		return
+	}
+	if e.send(map[string]any{}, &reason, nil, false) != nil {
+		return
+	}
+	if includeUsage && e.send(nil, nil, u, true) != nil {
+		return
+	}
+	e.event([]byte("[DONE]"))
+}
+
+// error ends a started stream with an error event.
+func (e *eventStream) error(aerr *apiError) {
+	data, _ := json.Marshal(map[string]any{"error": aerr})
+	e.event(data)
+}
+
+// Serve serves on ln until ctx is done, then shuts down gracefully: it
+// stops accepting, lets running requests finish for up to grace, then
+// cancels the generations still running and waits for their handlers.
+func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
+	genCtx, cancelGens := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelGens()
+	hs := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 30 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return genCtx },
+	}
+	done := make(chan error, 1)
+	go func() { done <- hs.Serve(ln) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	s.closing.Store(true)
+	shCtx, cancel := context.WithTimeout(context.Background(), grace)
+	err := hs.Shutdown(shCtx)
+	cancel()
+	if err != nil {
+		// Grace is over: cancel what still runs and wait for it to end.
+		cancelGens()
+		shCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err = hs.Shutdown(shCtx)
+		cancel()
+		if err != nil {
+			hs.Close()
+		}
+	}
+	if e := <-done; !errors.Is(e, http.ErrServerClosed) {
+		return e
+	}
+	return err
+}
