@@ -70,6 +70,11 @@ type Info struct {
 	F16        bool // f16 shader arithmetic or storage usable
 	Subgroups  bool
 	Timestamps bool
+	// SubgroupSize is the subgroup size of compute kernels where the
+	// backend's kernels may use subgroup basic and shuffle operations
+	// (Vulkan); 0 where they may not (WebGPU through wgpu-native, whose
+	// shader compiler lacks them; the CPU backend).
+	SubgroupSize int
 
 	MaxBufferSize       int64
 	MaxStorageBinding   int64 // largest range one storage binding may cover

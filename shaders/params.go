@@ -243,19 +243,26 @@ type MatMulVariant struct {
 	Scale  ScaleType
 	Quant  bool
 	GLU    bool
+	// Subgroups selects the Vulkan-only module holding matvec_sg (the
+	// decode kernel reducing through subgroup operations) instead of the
+	// portable kernels.
+	Subgroups bool
 }
 
 // MatMulVariants lists every matmul module: unquantized f32, f16 and bf16,
-// quantized int8 and int4 with f32 or f16 scales, each plain and GLU.
+// quantized int8 and int4 with f32 or f16 scales, each plain and GLU, and
+// each of those again with Subgroups.
 func MatMulVariants() []MatMulVariant {
 	var out []MatMulVariant
-	for _, glu := range []bool{false, true} {
-		for _, w := range []WeightType{WeightF32, WeightF16, WeightBF16} {
-			out = append(out, MatMulVariant{Weight: w, GLU: glu})
-		}
-		for _, w := range []WeightType{WeightI8, WeightI4} {
-			for _, s := range []ScaleType{ScaleF32, ScaleF16} {
-				out = append(out, MatMulVariant{Weight: w, Scale: s, Quant: true, GLU: glu})
+	for _, sg := range []bool{false, true} {
+		for _, glu := range []bool{false, true} {
+			for _, w := range []WeightType{WeightF32, WeightF16, WeightBF16} {
+				out = append(out, MatMulVariant{Weight: w, GLU: glu, Subgroups: sg})
+			}
+			for _, w := range []WeightType{WeightI8, WeightI4} {
+				for _, s := range []ScaleType{ScaleF32, ScaleF16} {
+					out = append(out, MatMulVariant{Weight: w, Scale: s, Quant: true, GLU: glu, Subgroups: sg})
+				}
 			}
 		}
 	}
@@ -271,6 +278,11 @@ func (v MatMulVariant) Variant() Variant {
 	if v.GLU {
 		key += "_glu"
 	}
+	var ext, entry string
+	if v.Subgroups {
+		key += "_sg"
+		ext, entry = "subgroups", "matvec_sg"
+	}
 	b := func(x bool) string {
 		if x {
 			return "true"
@@ -278,7 +290,7 @@ func (v MatMulVariant) Variant() Variant {
 		return "false"
 	}
 	sh := v.Shape()
-	return Variant{Key: key, Consts: []Const{
+	return Variant{Key: key, Ext: ext, Entry: entry, Consts: []Const{
 		{"WT", "u32", fmt.Sprintf("%du", uint32(v.Weight))},
 		{"ST", "u32", fmt.Sprintf("%du", uint32(v.Scale))},
 		{"EPW", "u32", fmt.Sprintf("%du", v.Weight.ElemsPerWord())},
@@ -291,6 +303,11 @@ func (v MatMulVariant) Variant() Variant {
 		{"MM_K", "u32", fmt.Sprintf("%du", sh.TileK)},
 	}}
 }
+
+// SubgroupVariantFits reports whether the subgroup variants run on a device
+// of subgroup size n: a power of two from 4 (the smallest Vulkan allows) to
+// 64 (matvec_sg's workgroup), so lane groups and subgroups nest.
+func SubgroupVariantFits(n int) bool { return n >= 4 && n <= 64 && n&(n-1) == 0 }
 
 // MatMulShape is the work split of the matmul kernels of a variant; the
 // WGSL constants are generated from it, and the host sizes dispatches

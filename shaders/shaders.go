@@ -14,6 +14,11 @@
 // path (one weight type, say) that the compilers fold at pipeline creation,
 // instead of a switch per element. Its kernels are looked up with
 // GetVariant.
+//
+// A variant may also append an extension file (wgsl/ext/<name>.wgsl) with
+// kernels that use device features WebGPU's compiler lacks (subgroup
+// operations): such a variant is compiled to a module holding only its
+// Entry kernel, is marked Vulkan, and WebGPU never compiles it.
 package shaders
 
 //go:generate go run ./internal/gen -out spirv
@@ -23,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -31,7 +37,7 @@ import (
 	"github.com/gpurun/gpurun/gpu"
 )
 
-//go:embed wgsl/*.wgsl
+//go:embed wgsl/*.wgsl wgsl/ext/*.wgsl
 var wgslFS embed.FS
 
 //go:embed spirv/*.spv
@@ -53,6 +59,9 @@ type Family struct {
 	// Variants lists the specializations of a specialized family (nil for
 	// a plain one); WGSL then lacks the variant constants.
 	Variants []Variant
+	// extKernels are the kernels of the variants' extension files (in
+	// Kernels too), held only by the variants naming them as Entry.
+	extKernels []string
 }
 
 // Variant is one specialization of a family: module-scope WGSL constants
@@ -60,7 +69,15 @@ type Family struct {
 type Variant struct {
 	Key    string // module name suffix, e.g. "I4_F16_glu"
 	Consts []Const
+	// Ext names an extension file (wgsl/ext/<Ext>.wgsl) appended to the
+	// family's source; the module then holds only the kernel Entry (one of
+	// the extension's), and only the Vulkan backend runs it.
+	Ext, Entry string
 }
+
+// Vulkan reports whether the variant's module is for the Vulkan backend
+// only (it uses features WebGPU's compiler lacks).
+func (v Variant) Vulkan() bool { return v.Ext != "" }
 
 // Const is one WGSL module-scope constant of a variant.
 type Const struct {
@@ -91,8 +108,9 @@ var specialized = map[string]func() []Variant{
 // Module is one compiled unit: a plain family or one variant of a
 // specialized family, with its complete WGSL source.
 type Module struct {
-	Name string // family, or family.variant
-	WGSL string
+	Name  string // family, or family.variant
+	WGSL  string
+	Entry string // "": every entry point; else the module holds only this one
 }
 
 // Modules returns every module, sorted by name: what go generate compiles
@@ -105,15 +123,40 @@ func Modules() ([]Module, error) {
 	var out []Module
 	for _, f := range fams {
 		if f.Variants == nil {
-			out = append(out, Module{f.Name, f.WGSL})
+			out = append(out, Module{Name: f.Name, WGSL: f.WGSL})
 			continue
 		}
 		for _, v := range f.Variants {
-			out = append(out, Module{f.Name + "." + v.Key, v.wgsl() + f.WGSL})
+			src, err := variantWGSL(f, v)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, Module{f.Name + "." + v.Key, src, v.Entry})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
+}
+
+// variantWGSL is the complete source of variant v of family f.
+func variantWGSL(f *Family, v Variant) (string, error) {
+	src := v.wgsl() + f.WGSL
+	if v.Ext != "" {
+		ext, err := wgslFS.ReadFile("wgsl/ext/" + v.Ext + ".wgsl")
+		if err != nil {
+			return "", fmt.Errorf("shaders: %s.%s: %w", f.Name, v.Key, err)
+		}
+		src += "\n" + string(ext)
+	}
+	return src, nil
+}
+
+// holds reports whether variant v's module has kernel k.
+func (v Variant) holds(f *Family, k string) bool {
+	if v.Entry != "" {
+		return k == v.Entry
+	}
+	return !slices.Contains(f.extKernels, k)
 }
 
 type registry struct {
@@ -145,6 +188,9 @@ func build() registry {
 		return r
 	}
 	for _, e := range entries {
+		if e.IsDir() {
+			continue // ext: extension files of variants
+		}
 		name := strings.TrimSuffix(e.Name(), ".wgsl")
 		if name == commonFile {
 			continue
@@ -161,6 +207,26 @@ func build() registry {
 		}
 		if vs, ok := specialized[name]; ok {
 			f.Variants = vs()
+			for _, v := range f.Variants {
+				if v.Ext == "" || slices.Contains(f.extKernels, v.Entry) {
+					continue
+				}
+				ext, err := wgslFS.ReadFile("wgsl/ext/" + v.Ext + ".wgsl")
+				if err != nil {
+					r.err = fmt.Errorf("shaders: %w", err)
+					return r
+				}
+				for _, m := range entryRE.FindAllStringSubmatch(string(ext), -1) {
+					if !slices.Contains(f.extKernels, m[1]) {
+						f.extKernels = append(f.extKernels, m[1])
+						f.Kernels = append(f.Kernels, m[1])
+					}
+				}
+				if !slices.Contains(f.extKernels, v.Entry) {
+					r.err = fmt.Errorf("shaders: %s.%s: entry %q not in wgsl/ext/%s.wgsl", name, v.Key, v.Entry, v.Ext)
+					return r
+				}
+			}
 		}
 		r.families[name] = f
 		for _, k := range f.Kernels {
@@ -272,7 +338,14 @@ func GetVariant(name string, v Variant) (gpu.KernelSpec, error) {
 	}
 	for _, fv := range f.Variants {
 		if fv.Key == v.Key {
-			s, err := spec(name, f.Name+"."+v.Key, fv.wgsl()+f.WGSL, f.Bindings)
+			if !fv.holds(f, name) {
+				return gpu.KernelSpec{}, fmt.Errorf("%w: variant %q of %s has no kernel %q", ErrUnknown, v.Key, f.Name, name)
+			}
+			src, err := variantWGSL(f, fv)
+			if err != nil {
+				return gpu.KernelSpec{}, err
+			}
+			s, err := spec(name, f.Name+"."+v.Key, src, f.Bindings)
 			s.Name = name + "." + v.Key
 			return s, err
 		}
@@ -305,7 +378,13 @@ func SPIRV(module string) ([]byte, error) {
 
 // Specs returns the spec of every kernel in every variant, sorted by
 // name: what a device test compiles to check it accepts them all.
-func Specs() ([]gpu.KernelSpec, error) {
+func Specs() ([]gpu.KernelSpec, error) { return specs(true) }
+
+// PortableSpecs is Specs without the Vulkan-only variants: what the WebGPU
+// backend may be asked to compile.
+func PortableSpecs() ([]gpu.KernelSpec, error) { return specs(false) }
+
+func specs(vulkan bool) ([]gpu.KernelSpec, error) {
 	fams, err := Families()
 	if err != nil {
 		return nil, err
@@ -322,6 +401,9 @@ func Specs() ([]gpu.KernelSpec, error) {
 				continue
 			}
 			for _, v := range f.Variants {
+				if !v.holds(f, k) || v.Vulkan() && !vulkan {
+					continue
+				}
 				s, err := GetVariant(k, v)
 				if err != nil {
 					return nil, err

@@ -75,8 +75,9 @@ func TestGetBindings(t *testing.T) {
 	}
 }
 
-// The kernels of the specialized matmul family, each in every variant.
-var matmulKernels = []string{"matvec", "matvec_lanes", "matmul", "matmul_direct"}
+// The kernels of the specialized matmul family: the portable ones in every
+// variant without Subgroups, matvec_sg (alone) in every variant with them.
+var matmulKernels = []string{"matvec", "matvec_lanes", "matmul", "matmul_direct", "matvec_sg"}
 
 func TestGetVariantBindings(t *testing.T) {
 	R, W, U := gpu.StorageRead, gpu.StorageRW, gpu.Uniform
@@ -87,8 +88,17 @@ func TestGetVariantBindings(t *testing.T) {
 		}
 		for _, v := range MatMulVariants() {
 			spec, err := GetVariant(name, v.Variant())
+			if v.Subgroups != (name == "matvec_sg") {
+				if !errors.Is(err, ErrUnknown) {
+					t.Errorf("%s in variant %s: err = %v, want ErrUnknown", name, v.Variant().Key, err)
+				}
+				continue
+			}
 			if err != nil {
 				t.Fatal(err)
+			}
+			if v.Subgroups && (!v.Variant().Vulkan() || strings.Count(spec.WGSL, "@compute") != len(matmulKernels)) {
+				t.Errorf("%s: a Vulkan-only module of matmul.wgsl and its extension expected", spec.Name)
 			}
 			if spec.Entry != name || !bytes.Equal(spec.SPIRV[:4], []byte{0x03, 0x02, 0x23, 0x07}) {
 				t.Errorf("%s: entry %q, SPIR-V magic %x", spec.Name, spec.Entry, spec.SPIRV[:4])
@@ -209,7 +219,7 @@ func TestSPIRVCurrent(t *testing.T) {
 	}
 	in := make([]spirvgen.Module, len(fams))
 	for i, m := range fams {
-		in[i] = spirvgen.Module{Name: m.Name, WGSL: m.WGSL}
+		in[i] = spirvgen.Module{Name: m.Name, WGSL: m.WGSL, Entry: m.Entry}
 	}
 	if err := spirvgen.Generate(naga, dir, in); err != nil {
 		t.Fatal(err)

@@ -28,6 +28,27 @@ type Options struct {
 	// Attention picks the attention kernels (AttentionAuto: split over
 	// the sequence for decode, per head and token for prefill).
 	Attention AttentionKind
+	// Subgroups picks the GPU-class decode kernel's reduction:
+	// SubgroupsAuto uses subgroup operations where the device offers them
+	// (gpu.Info.SubgroupSize: Vulkan devices with basic and shuffle
+	// subgroup operations), SubgroupsOff keeps the portable
+	// workgroup-memory reduction everywhere.
+	Subgroups SubgroupMode
+}
+
+// SubgroupMode selects whether kernels use subgroup operations.
+type SubgroupMode uint8
+
+const (
+	SubgroupsAuto SubgroupMode = iota
+	SubgroupsOff
+)
+
+func (m SubgroupMode) String() string {
+	if m == SubgroupsOff {
+		return "nosubgroups"
+	}
+	return "subgroups"
 }
 
 // DeviceClass selects a family of kernel variants.
@@ -68,6 +89,7 @@ type backend struct {
 	dev        gpu.Device
 	info       gpu.Info
 	gpuClass   bool // GPU-class kernel variants
+	subgroups  bool // GPU-class decode reduces through subgroup operations
 	attention  AttentionKind
 	maxBinding int64 // bytes per weight binding
 	devBinding int64 // bytes per binding of the device
@@ -92,7 +114,8 @@ func NewWithOptions(dev gpu.Device, opts Options) gpu.Backend {
 		mb = opts.MaxBinding
 	}
 	gpuClass := opts.Class == ClassGPU || (opts.Class == ClassAuto && info.Type != gpu.CPU)
-	return &backend{dev: dev, info: info, gpuClass: gpuClass, attention: opts.Attention, maxBinding: mb &^ 3, devBinding: dev0 &^ 3, kernels: map[string]gpu.Kernel{}}
+	subgroups := gpuClass && opts.Subgroups == SubgroupsAuto && shaders.SubgroupVariantFits(info.SubgroupSize)
+	return &backend{dev: dev, info: info, gpuClass: gpuClass, subgroups: subgroups, attention: opts.Attention, maxBinding: mb &^ 3, devBinding: dev0 &^ 3, kernels: map[string]gpu.Kernel{}}
 }
 
 func (b *backend) Info() gpu.Info { return b.info }

@@ -17,7 +17,8 @@ import (
 // weight bytes read per second and multiply-adds per second, at the shapes
 // of gpu/cpu's BenchmarkMatMul (2048x2048; decode and a 32-token prefill) so
 // the backends compare in one run. On lavapipe these measure the CPU
-// emulation, not a GPU.
+// emulation, not a GPU. Decode on a device with subgroups (Vulkan) also
+// runs the GPU class without them (matvec_lanes beside matvec_sg).
 func BenchmarkMatVec(b *testing.B) { benchOnDevices(b, 1, 2048, 2048) }
 
 func BenchmarkMatMul(b *testing.B) { benchOnDevices(b, 32, 2048, 2048) }
@@ -34,6 +35,13 @@ func benchOnDevices(b *testing.B, tokens, rows, cols int) {
 			}
 			b.Run(className(auto), func(b *testing.B) { benchMatMul(b, dev, kernels.Options{Class: auto}, tokens, rows, cols) })
 			b.Run(className(other)+"-forced", func(b *testing.B) { benchMatMul(b, dev, kernels.Options{Class: other}, tokens, rows, cols) })
+			if tokens == 1 && dev.Info().SubgroupSize > 0 {
+				// The GPU-class decode kernel's portable reduction, beside
+				// the subgroup one the runs above used.
+				b.Run("gpuclass-nosubgroups", func(b *testing.B) {
+					benchMatMul(b, dev, kernels.Options{Class: kernels.ClassGPU, Subgroups: kernels.SubgroupsOff}, tokens, rows, cols)
+				})
+			}
 		})
 	}
 }

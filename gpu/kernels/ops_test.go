@@ -143,8 +143,11 @@ func TestMatMul(t *testing.T) {
 			steps := []step{{tk, 0}, {tk[:1], 0}}
 			// f32 dot products of up to 64 terms of |x|,|w| <= 1, in another
 			// order (per-element vs per-block scaling too): f32sum.
-			for _, cl := range []kernels.DeviceClass{kernels.ClassCPU, kernels.ClassGPU} {
-				compare(t, g, ws, steps, tolerance{abs: 2e-5, rel: 2e-5}, kernels.Options{MaxBinding: c.maxBind, Class: cl})
+			// The GPU class with and without subgroup operations (the same
+			// kernels on devices without them).
+			for _, o := range []kernels.Options{{Class: kernels.ClassCPU}, {Class: kernels.ClassGPU}, {Class: kernels.ClassGPU, Subgroups: kernels.SubgroupsOff}} {
+				o.MaxBinding = c.maxBind
+				compare(t, g, ws, steps, tolerance{abs: 2e-5, rel: 2e-5}, o)
 			}
 		})
 	}

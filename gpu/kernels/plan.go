@@ -261,6 +261,13 @@ func (pl *planner) matDispatch(v shaders.MatMulVariant, w *weight, params shader
 		}
 		params.Lanes = u(lanes)
 		rowsPerWG := sh.LanesWG / lanes * sh.LanesRows
+		if pl.p.b.subgroups {
+			// The same lane groups, reduced through subgroup shuffles.
+			sg := v
+			sg.Subgroups = true
+			pl.dispatchVariant("matvec_sg", sg.Variant(), params, c, ceilDiv(rows, rowsPerWG), nrows, 1, bind...)
+			break
+		}
 		pl.dispatchVariant("matvec_lanes", v.Variant(), params, c, ceilDiv(rows, rowsPerWG), nrows, 1, bind...)
 	default:
 		pl.dispatchVariant("matvec", v.Variant(), params, c, ceilDiv(rows, sh.MatVecWG*sh.MatVecRows), nrows, 1, bind...)

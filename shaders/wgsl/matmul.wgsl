@@ -27,6 +27,8 @@
 //                  LV_ROWS rows read consecutive chunks (coalesced 16-byte
 //                  loads), each activation chunk feeds LV_ROWS rows, then a
 //                  workgroup-memory tree reduction.
+//   matvec_sg      (Vulkan only, wgsl/ext/subgroups.wgsl) matvec_lanes
+//                  reducing through subgroup shuffles.
 //   matmul_direct  prefill, CPU class: 4 tokens x 8 weight rows per
 //                  invocation straight from memory, no barriers.
 //   matmul         prefill, GPU class: a 32-token x 64-weight-row tile per
@@ -286,18 +288,12 @@ fn matvec(@builtin(global_invocation_id) gid: vec3<u32>) {
 
 // matvec_lanes: workgroups of 64 invocations in groups of p.lanes, each
 // group LV_ROWS (2) rows of token t; lane l of a group reads chunks l,
-// l + lanes, ... of both rows. Needs fast().
+// l + lanes, ... of both rows. Needs fast(). (The subgroup variant,
+// wgsl/ext/subgroups.wgsl, shares lanes_partial and lanes_finish.)
 var<workgroup> red: array<vec4<f32>, 64>;
 
-@compute @workgroup_size(64)
-fn matvec_lanes(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
-    let t = wid.y;
-    if t >= min(step[1], p.nrows) {
-        return; // uniform: the whole workgroup shares t
-    }
-    let lanes = p.lanes;
-    let lane = li & (lanes - 1u);
-    let r0 = (wid.x * (64u / lanes) + li / lanes) * LV_ROWS;
+// lanes_partial is lane's share of rows r0 and r0+1 (xy, zw) of token t.
+fn lanes_partial(t: u32, r0: u32, lane: u32, lanes: u32) -> vec4<f32> {
     var a0 = vec2<f32>(0.0);
     var a1 = vec2<f32>(0.0);
     if r0 < p.rows {
@@ -335,7 +331,29 @@ fn matvec_lanes(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
             a1 += q1 * scales(r1 * p.nblocks + b);
         }
     }
-    red[li] = vec4<f32>(a0, a1);
+    return vec4<f32>(a0, a1);
+}
+
+// lanes_finish writes the reduced sums v of rows r0 and r0+1 of token t.
+fn lanes_finish(t: u32, r0: u32, v: vec4<f32>) {
+    if r0 < p.rows {
+        finish(t, r0, v.xy);
+        if r0 + 1u < p.rows {
+            finish(t, r0 + 1u, v.zw);
+        }
+    }
+}
+
+@compute @workgroup_size(64)
+fn matvec_lanes(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+    let t = wid.y;
+    if t >= min(step[1], p.nrows) {
+        return; // uniform: the whole workgroup shares t
+    }
+    let lanes = p.lanes;
+    let lane = li & (lanes - 1u);
+    let r0 = (wid.x * (64u / lanes) + li / lanes) * LV_ROWS;
+    red[li] = lanes_partial(t, r0, lane, lanes);
     workgroupBarrier();
     for (var h = lanes / 2u; h > 0u; h = h / 2u) {
         if lane < h {
@@ -343,12 +361,8 @@ fn matvec_lanes(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
         }
         workgroupBarrier();
     }
-    if lane == 0u && r0 < p.rows {
-        let v = red[li];
-        finish(t, r0, v.xy);
-        if r0 + 1u < p.rows {
-            finish(t, r0 + 1u, v.zw);
-        }
+    if lane == 0u {
+        lanes_finish(t, r0, red[li]);
     }
 }
 

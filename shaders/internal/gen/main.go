@@ -23,7 +23,7 @@ func main() {
 	if err == nil {
 		in := make([]spirvgen.Module, len(mods))
 		for i, m := range mods {
-			in[i] = spirvgen.Module{Name: m.Name, WGSL: m.WGSL}
+			in[i] = spirvgen.Module{Name: m.Name, WGSL: m.WGSL, Entry: m.Entry}
 		}
 		err = spirvgen.Generate(*naga, *out, in)
 	}

@@ -16,8 +16,9 @@ import (
 // Module is one unit to compile: shaders.Module's fields (this package may
 // not import shaders, whose tests use it).
 type Module struct {
-	Name string
-	WGSL string
+	Name  string
+	WGSL  string
+	Entry string // "": every entry point; else only this one (naga --entry-point --compact)
 }
 
 // SPIRVVersion is the SPIR-V version naga emits (subgroup ops need 1.3).
@@ -42,7 +43,11 @@ func Generate(naga, outDir string, modules []Module) error {
 		}
 		out := filepath.Join(outDir, m.Name+".spv")
 		keep[m.Name+".spv"] = true
-		cmd := exec.Command(naga, "--spirv-version", SPIRVVersion, full, out)
+		args := []string{"--spirv-version", SPIRVVersion}
+		if m.Entry != "" {
+			args = append(args, "--entry-point", m.Entry, "--compact")
+		}
+		cmd := exec.Command(naga, append(args, full, out)...)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		if err := cmd.Run(); err != nil {
