@@ -70,6 +70,11 @@ type Info struct {
 	F16        bool // f16 shader arithmetic or storage usable
 	Subgroups  bool
 	Timestamps bool
+	// SubgroupSize is the subgroup size of compute kernels where the
+	// backend's kernels may use subgroup basic and shuffle operations
+	// (Vulkan); 0 where they may not (WebGPU through wgpu-native, whose
+	// shader compiler lacks them; the CPU backend).
+	SubgroupSize int
 
 	MaxBufferSize       int64
 	MaxStorageBinding   int64 // largest range one storage binding may cover
@@ -82,4 +87,26 @@ type Info struct {
 	// the same name); 0 when unknown (the CPU backend: callers look at the
 	// host's memory).
 	MemoryBytes int64
+}
+
+// OpTime is the device time one op of a profiled step took, with the work
+// its dispatches did where the backend counts it (matrix kernels: every
+// weight byte and activation read once, outputs written once; a
+// multiply-add is two FLOPs), so a profile shows GB/s and GFLOP/s.
+type OpTime struct {
+	Op      int // index in Graph.Ops
+	Kind    fusion.Kind
+	Kernels []string // the kernels it dispatched (with their variant)
+	Nanos   uint64
+	Bytes   int64 // 0 when not counted
+	FLOPs   int64
+}
+
+// Profiler is implemented by programs that can run a step with device
+// timestamps around every op: Profile is Run (same arguments, same effect
+// on the cache and the logits) that also returns the time of each op that
+// dispatched work, in graph order. Passes split at each op, so a profiled
+// step runs a little slower than Run.
+type Profiler interface {
+	Profile(ctx context.Context, tokens []int32, pos int) ([]OpTime, error)
 }

@@ -5,8 +5,20 @@
 //
 // Kernels are grouped in families, one WGSL file each (wgsl/<family>.wgsl);
 // every kernel is one entry point of its family and its name is the entry
-// point's name. wgsl/common.wgsl is prepended to every family before it is
-// compiled, because WGSL has no include mechanism.
+// point's name. The type codes of codes.go (generated WGSL constants) and
+// wgsl/common.wgsl are prepended to every family before it is compiled,
+// because WGSL has no include mechanism.
+//
+// A specialized family (matmul) is compiled once per Variant: the variant's
+// module-scope constants are prepended too, so each module holds one code
+// path (one weight type, say) that the compilers fold at pipeline creation,
+// instead of a switch per element. Its kernels are looked up with
+// GetVariant.
+//
+// A variant may also append an extension file (wgsl/ext/<name>.wgsl) with
+// kernels that use device features WebGPU's compiler lacks (subgroup
+// operations): such a variant is compiled to a module holding only its
+// Entry kernel, is marked Vulkan, and WebGPU never compiles it.
 package shaders
 
 //go:generate go run ./internal/gen -out spirv
@@ -16,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,7 +37,7 @@ import (
 	"github.com/gpurun/gpurun/gpu"
 )
 
-//go:embed wgsl/*.wgsl
+//go:embed wgsl/*.wgsl wgsl/ext/*.wgsl
 var wgslFS embed.FS
 
 //go:embed spirv/*.spv
@@ -43,6 +56,107 @@ type Family struct {
 	WGSL     string
 	Kernels  []string
 	Bindings []gpu.BindingKind
+	// Variants lists the specializations of a specialized family (nil for
+	// a plain one); WGSL then lacks the variant constants.
+	Variants []Variant
+	// extKernels are the kernels of the variants' extension files (in
+	// Kernels too), held only by the variants naming them as Entry.
+	extKernels []string
+}
+
+// Variant is one specialization of a family: module-scope WGSL constants
+// prepended to its source, one module (WGSL and SPIR-V) per variant.
+type Variant struct {
+	Key    string // module name suffix, e.g. "I4_F16_glu"
+	Consts []Const
+	// Ext names an extension file (wgsl/ext/<Ext>.wgsl) appended to the
+	// family's source; the module then holds only the kernel Entry (one of
+	// the extension's), and only the Vulkan backend runs it.
+	Ext, Entry string
+}
+
+// Vulkan reports whether the variant's module is for the Vulkan backend
+// only (it uses features WebGPU's compiler lacks).
+func (v Variant) Vulkan() bool { return v.Ext != "" }
+
+// Const is one WGSL module-scope constant of a variant.
+type Const struct {
+	Name, Type, Value string // e.g. "WT", "u32", "4u"
+}
+
+func (v Variant) wgsl() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "// Variant %s.\n", v.Key)
+	for _, c := range v.Consts {
+		fmt.Fprintf(&b, "const %s: %s = %s;\n", c.Name, c.Type, c.Value)
+	}
+	return b.String()
+}
+
+// specialized lists the variants of each specialized family.
+var specialized = map[string]func() []Variant{
+	"matmul": func() []Variant {
+		vs := MatMulVariants()
+		out := make([]Variant, len(vs))
+		for i, v := range vs {
+			out[i] = v.Variant()
+		}
+		return out
+	},
+}
+
+// Module is one compiled unit: a plain family or one variant of a
+// specialized family, with its complete WGSL source.
+type Module struct {
+	Name  string // family, or family.variant
+	WGSL  string
+	Entry string // "": every entry point; else the module holds only this one
+}
+
+// Modules returns every module, sorted by name: what go generate compiles
+// to SPIR-V.
+func Modules() ([]Module, error) {
+	fams, err := Families()
+	if err != nil {
+		return nil, err
+	}
+	var out []Module
+	for _, f := range fams {
+		if f.Variants == nil {
+			out = append(out, Module{Name: f.Name, WGSL: f.WGSL})
+			continue
+		}
+		for _, v := range f.Variants {
+			src, err := variantWGSL(f, v)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, Module{f.Name + "." + v.Key, src, v.Entry})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// variantWGSL is the complete source of variant v of family f.
+func variantWGSL(f *Family, v Variant) (string, error) {
+	src := v.wgsl() + f.WGSL
+	if v.Ext != "" {
+		ext, err := wgslFS.ReadFile("wgsl/ext/" + v.Ext + ".wgsl")
+		if err != nil {
+			return "", fmt.Errorf("shaders: %s.%s: %w", f.Name, v.Key, err)
+		}
+		src += "\n" + string(ext)
+	}
+	return src, nil
+}
+
+// holds reports whether variant v's module has kernel k.
+func (v Variant) holds(f *Family, k string) bool {
+	if v.Entry != "" {
+		return k == v.Entry
+	}
+	return !slices.Contains(f.extKernels, k)
 }
 
 type registry struct {
@@ -74,6 +188,9 @@ func build() registry {
 		return r
 	}
 	for _, e := range entries {
+		if e.IsDir() {
+			continue // ext: extension files of variants
+		}
 		name := strings.TrimSuffix(e.Name(), ".wgsl")
 		if name == commonFile {
 			continue
@@ -83,10 +200,33 @@ func build() registry {
 			r.err = fmt.Errorf("shaders: %w", err)
 			return r
 		}
-		f, err := parseFamily(name, string(common)+"\n"+string(src))
+		f, err := parseFamily(name, codesWGSL()+string(common)+"\n"+string(src))
 		if err != nil {
 			r.err = err
 			return r
+		}
+		if vs, ok := specialized[name]; ok {
+			f.Variants = vs()
+			for _, v := range f.Variants {
+				if v.Ext == "" || slices.Contains(f.extKernels, v.Entry) {
+					continue
+				}
+				ext, err := wgslFS.ReadFile("wgsl/ext/" + v.Ext + ".wgsl")
+				if err != nil {
+					r.err = fmt.Errorf("shaders: %w", err)
+					return r
+				}
+				for _, m := range entryRE.FindAllStringSubmatch(string(ext), -1) {
+					if !slices.Contains(f.extKernels, m[1]) {
+						f.extKernels = append(f.extKernels, m[1])
+						f.Kernels = append(f.Kernels, m[1])
+					}
+				}
+				if !slices.Contains(f.extKernels, v.Entry) {
+					r.err = fmt.Errorf("shaders: %s.%s: entry %q not in wgsl/ext/%s.wgsl", name, v.Key, v.Entry, v.Ext)
+					return r
+				}
+			}
 		}
 		r.families[name] = f
 		for _, k := range f.Kernels {
@@ -180,24 +320,98 @@ func Get(name string) (gpu.KernelSpec, error) {
 	if !ok {
 		return gpu.KernelSpec{}, fmt.Errorf("%w: %q", ErrUnknown, name)
 	}
-	spv, err := SPIRV(f.Name)
+	if f.Variants != nil {
+		return gpu.KernelSpec{}, fmt.Errorf("%w: %q is specialized: use GetVariant", ErrUnknown, name)
+	}
+	return spec(name, f.Name, f.WGSL, f.Bindings)
+}
+
+// GetVariant is Get for a kernel of a specialized family, in variant v.
+func GetVariant(name string, v Variant) (gpu.KernelSpec, error) {
+	r := load()
+	if r.err != nil {
+		return gpu.KernelSpec{}, r.err
+	}
+	f, ok := r.kernels[name]
+	if !ok {
+		return gpu.KernelSpec{}, fmt.Errorf("%w: %q", ErrUnknown, name)
+	}
+	for _, fv := range f.Variants {
+		if fv.Key == v.Key {
+			if !fv.holds(f, name) {
+				return gpu.KernelSpec{}, fmt.Errorf("%w: variant %q of %s has no kernel %q", ErrUnknown, v.Key, f.Name, name)
+			}
+			src, err := variantWGSL(f, fv)
+			if err != nil {
+				return gpu.KernelSpec{}, err
+			}
+			s, err := spec(name, f.Name+"."+v.Key, src, f.Bindings)
+			s.Name = name + "." + v.Key
+			return s, err
+		}
+	}
+	return gpu.KernelSpec{}, fmt.Errorf("%w: %q has no variant %q", ErrUnknown, name, v.Key)
+}
+
+func spec(name, module, wgsl string, bindings []gpu.BindingKind) (gpu.KernelSpec, error) {
+	spv, err := SPIRV(module)
 	if err != nil {
 		return gpu.KernelSpec{}, err
 	}
 	return gpu.KernelSpec{
 		Name:     name,
-		WGSL:     f.WGSL,
+		WGSL:     wgsl,
 		SPIRV:    spv,
 		Entry:    name,
-		Bindings: append([]gpu.BindingKind(nil), f.Bindings...),
+		Bindings: append([]gpu.BindingKind(nil), bindings...),
 	}, nil
 }
 
-// SPIRV returns the committed SPIR-V module of a family.
-func SPIRV(family string) ([]byte, error) {
-	b, err := spirvFS.ReadFile("spirv/" + family + ".spv")
+// SPIRV returns the committed SPIR-V of a module (see Modules).
+func SPIRV(module string) ([]byte, error) {
+	b, err := spirvFS.ReadFile("spirv/" + module + ".spv")
 	if err != nil {
-		return nil, fmt.Errorf("shaders: SPIR-V of %s: %w (run go generate ./shaders)", family, err)
+		return nil, fmt.Errorf("shaders: SPIR-V of %s: %w (run go generate ./shaders)", module, err)
 	}
 	return b, nil
+}
+
+// Specs returns the spec of every kernel in every variant, sorted by
+// name: what a device test compiles to check it accepts them all.
+func Specs() ([]gpu.KernelSpec, error) { return specs(true) }
+
+// PortableSpecs is Specs without the Vulkan-only variants: what the WebGPU
+// backend may be asked to compile.
+func PortableSpecs() ([]gpu.KernelSpec, error) { return specs(false) }
+
+func specs(vulkan bool) ([]gpu.KernelSpec, error) {
+	fams, err := Families()
+	if err != nil {
+		return nil, err
+	}
+	var out []gpu.KernelSpec
+	for _, f := range fams {
+		for _, k := range f.Kernels {
+			if f.Variants == nil {
+				s, err := Get(k)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, s)
+				continue
+			}
+			for _, v := range f.Variants {
+				if !v.holds(f, k) || v.Vulkan() && !vulkan {
+					continue
+				}
+				s, err := GetVariant(k, v)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, s)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
 }

@@ -3,9 +3,11 @@ package shaders
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/gpurun/gpurun/gpu"
@@ -22,12 +24,6 @@ func TestGetBindings(t *testing.T) {
 		want []gpu.BindingKind
 	}{
 		{"embed", []gpu.BindingKind{U, R, R, R, W}},
-		{"matvec", []gpu.BindingKind{U, R, R, R, R, R, W, R, R}},
-		{"matvec_glu", []gpu.BindingKind{U, R, R, R, R, R, W, R, R}},
-		{"matmul_glu", []gpu.BindingKind{U, R, R, R, R, R, W, R, R}},
-		{"matvec_glu_lanes", []gpu.BindingKind{U, R, R, R, R, R, W, R, R}},
-		{"matvec_lanes", []gpu.BindingKind{U, R, R, R, R, R, W, R, R}},
-		{"matmul", []gpu.BindingKind{U, R, R, R, R, R, W, R, R}},
 		{"norm", []gpu.BindingKind{U, R, R, R, R, W}},
 		{"rope", []gpu.BindingKind{U, R, R, W}},
 		{"store_kv", []gpu.BindingKind{U, R, R, R, W, W}},
@@ -74,8 +70,118 @@ func TestGetBindings(t *testing.T) {
 			}
 		})
 	}
-	if got, want := len(Names()), len(tests); got != want {
+	if got, want := len(Names()), len(tests)+len(matmulKernels); got != want {
 		t.Errorf("%d kernels, the table knows %d: %v", got, want, Names())
+	}
+}
+
+// The kernels of the specialized matmul family: the portable ones in every
+// variant without Subgroups, matvec_sg (alone) in every variant with them.
+var matmulKernels = []string{"matvec", "matvec_lanes", "matmul", "matmul_direct", "matvec_sg"}
+
+func TestGetVariantBindings(t *testing.T) {
+	R, W, U := gpu.StorageRead, gpu.StorageRW, gpu.Uniform
+	want := []gpu.BindingKind{U, R, R, R, R, R, W, R, R}
+	for _, name := range matmulKernels {
+		if _, err := Get(name); !errors.Is(err, ErrUnknown) {
+			t.Errorf("Get(%s) of a specialized kernel: err = %v, want ErrUnknown", name, err)
+		}
+		for _, v := range MatMulVariants() {
+			spec, err := GetVariant(name, v.Variant())
+			if v.Subgroups != (name == "matvec_sg") {
+				if !errors.Is(err, ErrUnknown) {
+					t.Errorf("%s in variant %s: err = %v, want ErrUnknown", name, v.Variant().Key, err)
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v.Subgroups && (!v.Variant().Vulkan() || strings.Count(spec.WGSL, "@compute") != len(matmulKernels)) {
+				t.Errorf("%s: a Vulkan-only module of matmul.wgsl and its extension expected", spec.Name)
+			}
+			if spec.Entry != name || !bytes.Equal(spec.SPIRV[:4], []byte{0x03, 0x02, 0x23, 0x07}) {
+				t.Errorf("%s: entry %q, SPIR-V magic %x", spec.Name, spec.Entry, spec.SPIRV[:4])
+			}
+			if fmt.Sprint(spec.Bindings) != fmt.Sprint(want) {
+				t.Errorf("%s: bindings %v, want %v", spec.Name, spec.Bindings, want)
+			}
+			for _, c := range v.Variant().Consts {
+				if !strings.Contains(spec.WGSL, "const "+c.Name+": "+c.Type+" = "+c.Value+";") {
+					t.Errorf("%s: WGSL lacks constant %s = %s", spec.Name, c.Name, c.Value)
+				}
+			}
+		}
+	}
+	if _, err := GetVariant("matvec", Variant{Key: "nope"}); !errors.Is(err, ErrUnknown) {
+		t.Errorf("unknown variant: err = %v", err)
+	}
+}
+
+// Every family's uniform block agrees with its Go struct.
+func TestParamsLayout(t *testing.T) {
+	fams, err := Families()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if err := CheckLayout(f); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// The layout check catches each kind of drift: a renamed, retyped, missing
+// or reordered field.
+func TestParamsLayoutMismatch(t *testing.T) {
+	good := "struct KVParams {\n    kv_cols: u32,\n    head_dim: u32,\n    max_len: u32,\n    pad0: u32,\n}\n@group(0) @binding(0) var<uniform> p: KVParams;\n"
+	if err := CheckLayout(&Family{Name: "good", WGSL: good}); err != nil {
+		t.Fatalf("matching struct: %v", err)
+	}
+	for name, src := range map[string]string{
+		"renamed":   strings.Replace(good, "head_dim", "dim", 1),
+		"retyped":   strings.Replace(good, "max_len: u32", "max_len: f32", 1),
+		"missing":   strings.Replace(good, "    pad0: u32,\n", "", 1),
+		"reordered": strings.Replace(strings.Replace(good, "kv_cols", "tmp", 1), "head_dim: u32,\n    max_len", "kv_cols: u32,\n    max_len", 1),
+		"unknown":   strings.ReplaceAll(good, "KVParams", "OtherParams"),
+	} {
+		if err := CheckLayout(&Family{Name: name, WGSL: src}); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+// The generated WGSL constants carry the Go codes.
+func TestCodesWGSL(t *testing.T) {
+	src := codesWGSL()
+	for _, tc := range []struct {
+		name string
+		v    uint32
+	}{
+		{"WT_F32", uint32(WeightF32)}, {"WT_F16", uint32(WeightF16)}, {"WT_BF16", uint32(WeightBF16)},
+		{"WT_I8", uint32(WeightI8)}, {"WT_I4", uint32(WeightI4)}, {"ST_F32", uint32(ScaleF32)}, {"ST_F16", uint32(ScaleF16)},
+		{"ACT_SILU", uint32(ActSiLU)}, {"ACT_GELU_TANH", uint32(ActGELUTanh)}, {"ACT_GELU", uint32(ActGELU)}, {"ACT_RELU", uint32(ActReLU)},
+	} {
+		if want := fmt.Sprintf("const %s: u32 = %du;", tc.name, tc.v); !strings.Contains(src, want) {
+			t.Errorf("missing %q", want)
+		}
+	}
+	if a, ok := ActivationByName("gelu_tanh"); !ok || a != ActGELUTanh {
+		t.Errorf("ActivationByName(gelu_tanh) = %v, %v", a, ok)
+	}
+	if _, ok := ActivationByName("swish"); ok {
+		t.Error("unknown activation accepted")
+	}
+}
+
+func TestEncode(t *testing.T) {
+	b, err := Encode(KVParams{KVCols: 1, HeadDim: 2, MaxLen: 0x01020304})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []byte{1, 0, 0, 0, 2, 0, 0, 0, 4, 3, 2, 1, 0, 0, 0, 0}
+	if !bytes.Equal(b, want) {
+		t.Errorf("Encode = %v, want %v", b, want)
 	}
 }
 
@@ -107,12 +213,19 @@ func TestSPIRVCurrent(t *testing.T) {
 		t.Skip("naga not installed")
 	}
 	dir := t.TempDir()
-	if err := spirvgen.Generate(naga, "wgsl", dir); err != nil {
-		t.Fatal(err)
-	}
-	fams, err := Families()
+	fams, err := Modules()
 	if err != nil {
 		t.Fatal(err)
+	}
+	in := make([]spirvgen.Module, len(fams))
+	for i, m := range fams {
+		in[i] = spirvgen.Module{Name: m.Name, WGSL: m.WGSL, Entry: m.Entry}
+	}
+	if err := spirvgen.Generate(naga, dir, in); err != nil {
+		t.Fatal(err)
+	}
+	if committed, _ := filepath.Glob("spirv/*.spv"); len(committed) != len(fams) {
+		t.Errorf("%d committed modules, %d generated: remove stale ones with go generate ./shaders", len(committed), len(fams))
 	}
 	val, valErr := exec.LookPath("spirv-val")
 	for _, f := range fams {

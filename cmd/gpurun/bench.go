@@ -64,7 +64,7 @@ type benchFlags struct {
 	tests                   string
 	promptLen, genLen, reps int
 	warmup                  int
-	asJSON                  bool
+	asJSON, profile         bool
 	reportDir               string
 	compare                 string
 	from                    string
@@ -139,6 +139,7 @@ is listed as not measured; bench fails only when nothing could be measured.`,
 	f.Var(&intFlag{&bf.reps, 1, 1000, "an integer in 1..1000"}, "reps", "measured runs per test")
 	f.Var(&intFlag{&bf.warmup, 0, 1000, "an integer in 0..1000"}, "warmup", "unreported runs before them")
 	f.BoolVar(&bf.asJSON, "json", false, "print the JSON report instead of the Markdown tables")
+	f.BoolVar(&bf.profile, "profile", false, "after each test's runs, profile its prefill and/or decode step: device time, bytes, FLOPs per kernel (GPU backends with timestamps)")
 	f.StringVar(&bf.reportDir, "report", "", "write report.json, report.md and report.html to this directory")
 	f.StringVar(&bf.compare, "compare", "", "an earlier JSON report (bench --json or report.json) to compare with")
 	f.StringVar(&bf.from, "from", "", "measure nothing: render this JSON report (with --compare, --report, --json)")
@@ -588,6 +589,14 @@ func benchConfig(ctx context.Context, log io.Writer, bar *progressbar.ProgressBa
 					})
 				}
 			}
+			if bf.profile {
+				run++
+				k, err := profileKernels(ctx, m, t, benchPrompt(t.PromptTokens, cfg.VocabSize, run))
+				if err != nil {
+					return err
+				}
+				res.Kernels = k
+			}
 			return nil
 		}()
 		if err != nil {
@@ -679,4 +688,44 @@ func benchPrompt(n, vocab, run int) []int {
 		ids[i] = 3 + (i*7919+run*104729)%span
 	}
 	return ids
+}
+
+// profileKernels profiles the steps test t measures (ppN: one prefill
+// step of the prompt; tgN: one decode step; both for the combined tests)
+// and sums each step's ops per kernel, named "<step> <kernel>" (with the
+// variant; an op without kernels by its kind).
+func profileKernels(ctx context.Context, m *pipeline.Model, t benchreport.Test, prompt []int) ([]benchreport.Kernel, error) {
+	steps, err := m.Profile(ctx, prompt)
+	if err != nil {
+		return nil, err
+	}
+	var out []benchreport.Kernel
+	for _, st := range steps {
+		if st.Step == "prefill" && t.Kind == benchreport.KindGenerate || st.Step == "decode" && t.Kind == benchreport.KindPrompt {
+			continue
+		}
+		at := map[string]int{}
+		for _, op := range st.Ops {
+			name := strings.Join(op.Kernels, "+")
+			if name == "" {
+				name = string(op.Kind)
+			}
+			name = st.Step + " " + name
+			i, ok := at[name]
+			if !ok {
+				i = len(out)
+				at[name] = i
+				out = append(out, benchreport.Kernel{Name: name})
+			}
+			k := &out[i]
+			k.Calls++
+			k.TimeMS += float64(op.Nanos) / 1e6
+			k.Bytes += op.Bytes
+			k.Flops += op.FLOPs
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("profile: no step of %s profiled", t.Name)
+	}
+	return out, nil
 }

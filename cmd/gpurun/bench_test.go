@@ -263,3 +263,57 @@ func TestBenchErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchProfile: --profile adds to each result the kernels of the steps
+// its test measures (pp: prefill, tg: decode, combined: both), each with
+// device time and the matrix kernels with their work, in the JSON and
+// Markdown reports; the CPU backend, which has no profiler, fails with a
+// clear error.
+func TestBenchProfile(t *testing.T) {
+	requireBackend(t, "vulkan")
+	task := convertStories(t, "int8")
+	dir := t.TempDir()
+	rep := benchJSON(t, "-m", task, "--backend", "vulkan", "--tests", "pp9,tg2,pp9+tg2", "--reps", "1", "--warmup", "0", "--profile", "--report", dir)
+	if len(rep.Results) != 3 {
+		t.Fatalf("%d results, want 3", len(rep.Results))
+	}
+	for i, r := range rep.Results {
+		if r.Error != "" {
+			t.Fatalf("%s: %s", r.Test.Name, r.Error)
+		}
+		steps := map[string]bool{}
+		matrix := map[string]bool{}
+		for _, k := range r.Kernels {
+			step, kernel, ok := strings.Cut(k.Name, " ")
+			if !ok || k.Calls <= 0 || k.TimeMS < 0 {
+				t.Errorf("%s: kernel %+v", r.Test.Name, k)
+			}
+			steps[step] = true
+			if strings.HasPrefix(kernel, "matvec") || strings.HasPrefix(kernel, "matmul") {
+				matrix[step] = true
+				if k.Bytes <= 0 || k.Flops <= 0 {
+					t.Errorf("%s %s: no work counted: %+v", r.Test.Name, k.Name, k)
+				}
+			}
+		}
+		want := [][]string{{"prefill"}, {"decode"}, {"prefill", "decode"}}[i]
+		if len(steps) != len(want) {
+			t.Errorf("%s: steps %v, want %v", r.Test.Name, steps, want)
+		}
+		for _, s := range want {
+			if !steps[s] || !matrix[s] {
+				t.Errorf("%s: step %s missing or without a matrix kernel: %+v", r.Test.Name, s, r.Kernels)
+			}
+		}
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(md), "## Kernels: "); n != 3 {
+		t.Errorf("report.md has %d kernel tables, want 3", n)
+	}
+	if _, _, err := runCLI(t, "", "bench", "-m", task, "--backend", "cpu", "--tests", "pp4", "--reps", "1", "--profile"); err == nil {
+		t.Error("--profile on the CPU backend: want an error")
+	}
+}

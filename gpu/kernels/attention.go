@@ -1,11 +1,11 @@
 package kernels
 
 import (
-	"encoding/binary"
 	"fmt"
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/shaders"
 )
 
 // AttentionKind selects the attention kernels.
@@ -36,38 +36,6 @@ const (
 	maxDispatch     = 65535
 )
 
-// attnParams is the uniform block of every attention kernel: struct
-// AttnParams of shaders/wgsl/attention.wgsl, field for field (the wgsl tags
-// name them; TestAttnParamsLayout holds the two together).
-type attnParams struct {
-	Heads   uint32  `wgsl:"heads"`
-	KVHeads uint32  `wgsl:"kv_heads"`
-	HeadDim uint32  `wgsl:"head_dim"`
-	MaxLen  uint32  `wgsl:"max_len"`
-	Scale   float32 `wgsl:"scale"`
-	Cap     float32 `wgsl:"cap"`     // 0: no soft cap
-	Window  uint32  `wgsl:"window"`  // 0: no sliding window
-	Chunks  uint32  `wgsl:"chunks"`  // attn_split: partial slots per (token, head)
-	Batches uint32  `wgsl:"batches"` // attn_split: head batches per kv head
-	Pad0    uint32  `wgsl:"pad0"`
-	Pad1    uint32  `wgsl:"pad1"`
-	Pad2    uint32  `wgsl:"pad2"`
-}
-
-// uniformWords is a uniform block struct as the little-endian u32 words
-// the params buffer holds.
-func uniformWords(v any) []uint32 {
-	b, err := binary.Append(nil, binary.LittleEndian, v)
-	if err != nil || len(b) > paramBytes {
-		panic(fmt.Sprintf("kernels: uniform block %T: %d bytes, %v", v, len(b), err)) // a programming error
-	}
-	w := make([]uint32, len(b)/4)
-	for i := range w {
-		w[i] = binary.LittleEndian.Uint32(b[4*i:])
-	}
-	return w
-}
-
 // attention plans one Attention op.
 func (pl *planner) attention(op *fusion.Op) error {
 	if op.HeadDim > maxHeadDim {
@@ -75,7 +43,7 @@ func (pl *planner) attention(op *fusion.Op) error {
 	}
 	spec := pl.cache.spec
 	T := pl.p.g.Tokens
-	ap := attnParams{Heads: u(op.Heads), KVHeads: u(op.KVHeads), HeadDim: u(op.HeadDim), MaxLen: u(spec.MaxLen),
+	ap := shaders.AttnParams{Heads: u(op.Heads), KVHeads: u(op.KVHeads), HeadDim: u(op.HeadDim), MaxLen: u(spec.MaxLen),
 		Scale: op.Scale, Cap: op.Cap, Window: u(op.Window)}
 	step, q := gpu.Binding{Buf: pl.p.step}, pl.buf(op.In[0])
 	k, v := gpu.Binding{Buf: pl.cache.k[op.Layer]}, gpu.Binding{Buf: pl.cache.v[op.Layer]}
@@ -102,7 +70,7 @@ func (pl *planner) attention(op *fusion.Op) error {
 		if spec.F16 {
 			name = "attention_f16"
 		}
-		pl.dispatch(name, uniformWords(ap), op.Heads, T, 1, step, q, k, v, pl.buf(op.Out), sink)
+		pl.dispatch(name, ap, op.Heads, T, 1, step, q, k, v, pl.buf(op.Out), sink)
 		return nil
 	}
 	part, err := pl.partBuf(partBytes)
@@ -115,8 +83,8 @@ func (pl *planner) attention(op *fusion.Op) error {
 		name = "attn_split_f16"
 	}
 	none := gpu.Binding{Buf: pl.dummy}
-	pl.dispatch(name, uniformWords(ap), op.KVHeads*batches, chunks, T, step, q, k, v, sink, part)
-	pl.dispatch("attn_combine", uniformWords(ap), op.Heads, T, 1, step, none, none, none, pl.buf(op.Out), part)
+	pl.dispatch(name, ap, op.KVHeads*batches, chunks, T, step, q, k, v, sink, part)
+	pl.dispatch("attn_combine", ap, op.Heads, T, 1, step, none, none, none, pl.buf(op.Out), part)
 	return nil
 }
 

@@ -21,30 +21,75 @@ type Options struct {
 	// weights into row blocks; activations and the cache keep the device
 	// limit.
 	MaxBinding int64
-	// MatVec picks the decode matrix-vector kernel: MatVecRows (one
-	// invocation per output row: fastest on CPU drivers such as lavapipe),
-	// MatVecLanes (16 invocations per row reading contiguous words:
-	// coalesced loads on GPUs) or MatVecAuto (rows on CPU devices, lanes
-	// elsewhere).
-	MatVec MatVecKind
+	// Class picks the matrix kernel variants: ClassAuto (by the device
+	// type), ClassCPU or ClassGPU (forced; the conformance tests run both
+	// on any device).
+	Class DeviceClass
 	// Attention picks the attention kernels (AttentionAuto: split over
 	// the sequence for decode, per head and token for prefill).
 	Attention AttentionKind
+	// Subgroups picks the GPU-class decode kernel's reduction:
+	// SubgroupsAuto uses subgroup operations where the device offers them
+	// (gpu.Info.SubgroupSize: Vulkan devices with basic and shuffle
+	// subgroup operations), SubgroupsOff keeps the portable
+	// workgroup-memory reduction everywhere.
+	Subgroups SubgroupMode
 }
 
-// MatVecKind selects the decode matrix-vector kernel.
-type MatVecKind uint8
+// SubgroupMode selects whether kernels use subgroup operations.
+type SubgroupMode uint8
 
 const (
-	MatVecAuto MatVecKind = iota
-	MatVecRows
-	MatVecLanes
+	SubgroupsAuto SubgroupMode = iota
+	SubgroupsOff
 )
+
+func (m SubgroupMode) String() string {
+	if m == SubgroupsOff {
+		return "nosubgroups"
+	}
+	return "subgroups"
+}
+
+// DeviceClass selects a family of kernel variants.
+//
+// CPU-class variants (CPU devices such as lavapipe, where a workgroup runs
+// on one thread as SIMD lanes, every storage load is a per-lane loop and a
+// barrier is expensive): matvec (4 rows per invocation sharing each
+// activation load, no barriers) and matmul_direct (4 tokens x 8 rows per
+// invocation from memory, no barriers).
+//
+// GPU-class variants (everything else): matvec_lanes (groups of lanes read
+// consecutive 16-byte chunks of a row, coalesced; workgroup-memory
+// reduction) and matmul (weight tiles dequantized once into workgroup
+// memory, 4 tokens x 8 rows per invocation). Shapes whose rows or scale
+// blocks do not hold whole 16-byte chunks take the CPU-class kernels, which
+// have an element-wise path.
+type DeviceClass uint8
+
+const (
+	ClassAuto DeviceClass = iota
+	ClassCPU
+	ClassGPU
+)
+
+func (c DeviceClass) String() string {
+	switch c {
+	case ClassAuto:
+		return "auto"
+	case ClassCPU:
+		return "cpuclass"
+	case ClassGPU:
+		return "gpuclass"
+	}
+	return fmt.Sprintf("DeviceClass(%d)", uint8(c))
+}
 
 type backend struct {
 	dev        gpu.Device
 	info       gpu.Info
-	lanes      bool // matvec_lanes rather than matvec
+	gpuClass   bool // GPU-class kernel variants
+	subgroups  bool // GPU-class decode reduces through subgroup operations
 	attention  AttentionKind
 	maxBinding int64 // bytes per weight binding
 	devBinding int64 // bytes per binding of the device
@@ -68,28 +113,40 @@ func NewWithOptions(dev gpu.Device, opts Options) gpu.Backend {
 	if opts.MaxBinding > 0 && opts.MaxBinding < mb {
 		mb = opts.MaxBinding
 	}
-	lanes := opts.MatVec == MatVecLanes || (opts.MatVec == MatVecAuto && info.Type != gpu.CPU)
-	return &backend{dev: dev, info: info, lanes: lanes, attention: opts.Attention, maxBinding: mb &^ 3, devBinding: dev0 &^ 3, kernels: map[string]gpu.Kernel{}}
+	gpuClass := opts.Class == ClassGPU || (opts.Class == ClassAuto && info.Type != gpu.CPU)
+	subgroups := gpuClass && opts.Subgroups == SubgroupsAuto && shaders.SubgroupVariantFits(info.SubgroupSize)
+	return &backend{dev: dev, info: info, gpuClass: gpuClass, subgroups: subgroups, attention: opts.Attention, maxBinding: mb &^ 3, devBinding: dev0 &^ 3, kernels: map[string]gpu.Kernel{}}
 }
 
 func (b *backend) Info() gpu.Info { return b.info }
 
-// kernel compiles a shaders kernel once per backend.
-func (b *backend) kernel(name string) (gpu.Kernel, error) {
+// kernel compiles a shaders kernel (of variant v when v.Key is set) once
+// per backend.
+func (b *backend) kernel(name string, v shaders.Variant) (gpu.Kernel, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if k, ok := b.kernels[name]; ok {
+	key := name
+	if v.Key != "" {
+		key += "." + v.Key
+	}
+	if k, ok := b.kernels[key]; ok {
 		return k, nil
 	}
-	spec, err := shaders.Get(name)
+	var spec gpu.KernelSpec
+	var err error
+	if v.Key != "" {
+		spec, err = shaders.GetVariant(name, v)
+	} else {
+		spec, err = shaders.Get(name)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("kernels: %w", err)
 	}
 	k, err := b.dev.NewKernel(spec)
 	if err != nil {
-		return nil, fmt.Errorf("kernels: compile %s: %w", name, err)
+		return nil, fmt.Errorf("kernels: compile %s: %w", key, err)
 	}
-	b.kernels[name] = k
+	b.kernels[key] = k
 	return k, nil
 }
 

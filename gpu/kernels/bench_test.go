@@ -17,18 +17,60 @@ import (
 // weight bytes read per second and multiply-adds per second, at the shapes
 // of gpu/cpu's BenchmarkMatMul (2048x2048; decode and a 32-token prefill) so
 // the backends compare in one run. On lavapipe these measure the CPU
-// emulation, not a GPU.
+// emulation, not a GPU. Decode on a device with subgroups (Vulkan) also
+// runs the GPU class without them (matvec_lanes beside matvec_sg).
 func BenchmarkMatVec(b *testing.B) { benchOnDevices(b, 1, 2048, 2048) }
 
 func BenchmarkMatMul(b *testing.B) { benchOnDevices(b, 32, 2048, 2048) }
 
 func benchOnDevices(b *testing.B, tokens, rows, cols int) {
 	for i, d := range devices {
-		b.Run(d.name, func(b *testing.B) { benchMatMul(b, deviceAt(b, i), tokens, rows, cols) })
+		b.Run(d.name, func(b *testing.B) {
+			dev := deviceAt(b, i)
+			// The variants the device gets, then the other class forced
+			// (so lavapipe also measures the GPU-class kernels).
+			auto, other := kernels.ClassCPU, kernels.ClassGPU
+			if dev.Info().Type != gpu.CPU {
+				auto, other = other, auto
+			}
+			b.Run(className(auto), func(b *testing.B) { benchMatMul(b, dev, kernels.Options{Class: auto}, tokens, rows, cols) })
+			b.Run(className(other)+"-forced", func(b *testing.B) { benchMatMul(b, dev, kernels.Options{Class: other}, tokens, rows, cols) })
+			if tokens == 1 && dev.Info().SubgroupSize > 0 {
+				// The GPU-class decode kernel's portable reduction, beside
+				// the subgroup one the runs above used.
+				b.Run("gpuclass-nosubgroups", func(b *testing.B) {
+					benchMatMul(b, dev, kernels.Options{Class: kernels.ClassGPU, Subgroups: kernels.SubgroupsOff}, tokens, rows, cols)
+				})
+			}
+		})
 	}
 }
 
-func benchMatMul(b *testing.B, dev gpu.Device, tokens, rows, cols int) {
+func className(c kernels.DeviceClass) string { return c.String() }
+
+// reportKernel adds the profile of one step of the matrix product (device
+// time from timestamps, and the work the backend counts for it) where the
+// device has timestamps: what `gpurun bench --profile` prints per kernel.
+func reportKernel(b *testing.B, p gpu.Program, tokens []int32) {
+	prof, ok := p.(gpu.Profiler)
+	if !ok {
+		return
+	}
+	ops, err := prof.Profile(context.Background(), tokens, 0)
+	if err != nil {
+		return // no timestamps on this device
+	}
+	for _, op := range ops {
+		if op.Kind == fusion.MatMul && op.Nanos > 0 {
+			ns := float64(op.Nanos)
+			b.ReportMetric(ns/1e6, "kernel-ms")
+			b.ReportMetric(float64(op.Bytes)/ns, "kernel-GB/s")
+			b.ReportMetric(float64(op.FLOPs)/ns, "kernel-GFLOP/s")
+		}
+	}
+}
+
+func benchMatMul(b *testing.B, dev gpu.Device, opts kernels.Options, tokens, rows, cols int) {
 	types := []struct {
 		name  string
 		dt    tensors.DType
@@ -47,7 +89,7 @@ func benchMatMul(b *testing.B, dev gpu.Device, tokens, rows, cols int) {
 			x := g.NewBuf("x", tokens, cols)
 			g.Add(fusion.Op{Kind: fusion.Embed, Out: x, Weight: "x"})
 			g.Logits = g.Add(fusion.Op{Kind: fusion.MatMul, Out: g.NewBuf("y", tokens, rows), In: []fusion.Buf{x}, Weight: "w"})
-			be := backendOn(b, dev, kernels.Options{})
+			be := backendOn(b, dev, opts)
 			ctx := context.Background()
 			ws, err := be.LoadWeights(ctx, []*tensors.Tensor{tensorOf(b, r, "x", vocab, cols, tensors.F32, 0, 0), w})
 			if err != nil {
@@ -81,6 +123,7 @@ func benchMatMul(b *testing.B, dev gpu.Device, tokens, rows, cols int) {
 			sec := b.Elapsed().Seconds() / float64(b.N)
 			b.ReportMetric(float64(len(w.Data))/sec/1e9, "GB/s")
 			b.ReportMetric(2*float64(rows*cols*tokens)/sec/1e9, "GFLOP/s")
+			reportKernel(b, p, tk)
 		})
 	}
 }

@@ -234,7 +234,11 @@ func decodedF32(t *testing.T, ts []*tensors.Tensor) []*tensors.Tensor {
 //     block kernels sum in other orders than its f32 kernels). The CPU
 //     backend gives bitwise equal logits for the K-quant and other block
 //     types, so the k256 Q4_K_M, Q5_K_M and Q6_K files are held to 0 there.
-//     Largest measured: 2.2e-5 (falcon, GPU).
+//     Largest measured: 2.2e-5 (falcon, GPU) with the element-wise matrix
+//     kernels; 5.7e-5 (gemma2 Q4_K_M, GPU, both backends) since issue 8's
+//     specialized matrix kernels, whose f32 path sums 16-byte chunks in
+//     another order than the block kernels (gemma2's f16-rounded GELU input
+//     amplifies it over 26 layers), hence 1e-4.
 //   - mixVsCPU: a GPU device against the CPU backend on the quantized file:
 //     summation order again, amplified where GELU rounds its input to f16
 //     (gemma2's 26 layers, phi2, falcon). Largest measured: 5.3e-5.
@@ -244,7 +248,7 @@ func decodedF32(t *testing.T, ts []*tensors.Tensor) []*tensors.Tensor {
 //     and keeps an f16 KV cache, gpurun computes in f32 with exactly
 //     dequantized weights. Largest measured: 0.022 (k256 Q5_K_M).
 const (
-	mixSameMath = 5e-5
+	mixSameMath = 1e-4
 	mixVsCPU    = 2e-4
 	mixLlamaCpp = 0.05
 )

@@ -93,8 +93,16 @@ func TestMatMul(t *testing.T) {
 				tc{tensors.I8, 0, st, 37, 19, tokens, false, false, 0},
 				tc{tensors.I8, 16, st, 48, 21, tokens, true, false, 0},
 				tc{tensors.I4, 0, st, 38, 17, tokens, false, false, 0},
-				tc{tensors.I4, 8, st, 64, 33, tokens, true, false, 0})
+				tc{tensors.I4, 8, st, 64, 33, tokens, true, false, 0},
+				// Shapes of whole 16-byte chunks: the chunked paths and
+				// the GPU-class kernels (rows not a multiple of a tile,
+				// columns not a multiple of a tiled step).
+				tc{tensors.I4, 32, st, 96, 70, tokens, true, false, 0},
+				tc{tensors.I4, 0, st, 64, 33, tokens, false, false, 0},
+				tc{tensors.I8, 32, st, 64, 67, tokens, false, false, 0},
+				tc{tensors.I8, 0, st, 48, 9, tokens, true, false, 0})
 		}
+		cases = append(cases, tc{tensors.F32, 0, 0, 40, 70, tokens, true, false, 0}, tc{tensors.BF16, 0, 0, 48, 65, tokens, false, false, 0})
 		// Weights split by rows into several bindings: 37 int8 columns
 		// make rows that end off word boundaries.
 		cases = append(cases,
@@ -105,7 +113,9 @@ func TestMatMul(t *testing.T) {
 	cases = append(cases, tc{tensors.F32, 0, 0, 24, 13, 6, true, true, 0},
 		// More tokens than one 32-token block of the tiled kernel.
 		tc{tensors.F16, 0, 0, 37, 70, 40, true, false, 0},
-		tc{tensors.I4, 16, tensors.F16, 48, 33, 40, false, false, 0})
+		tc{tensors.I4, 16, tensors.F16, 48, 33, 40, false, false, 0},
+		tc{tensors.I4, 32, tensors.F16, 64, 130, 40, true, false, 0},
+		tc{tensors.F32, 0, 0, 36, 70, 40, false, false, 36 * 4 * 20})
 	for _, c := range cases {
 		name := fmt.Sprintf("%s_b%d_%s_%dx%d_t%d_bias%v_last%v_split%d", c.dt, c.block, c.st, c.out, c.in, c.tokens, c.bias, c.lastRow, c.maxBind)
 		t.Run(name, func(t *testing.T) {
@@ -133,11 +143,11 @@ func TestMatMul(t *testing.T) {
 			steps := []step{{tk, 0}, {tk[:1], 0}}
 			// f32 dot products of up to 64 terms of |x|,|w| <= 1, in another
 			// order (per-element vs per-block scaling too): f32sum.
-			for _, mv := range []kernels.MatVecKind{kernels.MatVecRows, kernels.MatVecLanes} {
-				if mv == kernels.MatVecLanes && rows >= 4 {
-					continue // the tiled kernel serves these
-				}
-				compare(t, g, ws, steps, tolerance{abs: 2e-5, rel: 2e-5}, kernels.Options{MaxBinding: c.maxBind, MatVec: mv})
+			// The GPU class with and without subgroup operations (the same
+			// kernels on devices without them).
+			for _, o := range []kernels.Options{{Class: kernels.ClassCPU}, {Class: kernels.ClassGPU}, {Class: kernels.ClassGPU, Subgroups: kernels.SubgroupsOff}} {
+				o.MaxBinding = c.maxBind
+				compare(t, g, ws, steps, tolerance{abs: 2e-5, rel: 2e-5}, o)
 			}
 		})
 	}

@@ -1,21 +1,23 @@
 package kernels
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/shaders"
 )
 
 // item is one recorded command: a dispatch (kernel set) or a copy.
 type item struct {
 	op       int // index of the graph op the item belongs to
 	kernel   string
-	params   []uint32
+	variant  shaders.Variant // of a specialized kernel
+	params   shaders.Params
 	bindings []gpu.Binding // after the params binding
 	x, y, z  int
+	cost     cost // work of the dispatch, for profiles
 
 	copyDst, copySrc gpu.Buffer
 	copySize         int64
@@ -38,8 +40,7 @@ type planner struct {
 	cur      int // op being planned
 }
 
-func u(v int) uint32     { return uint32(v) }
-func f(v float32) uint32 { return math.Float32bits(v) }
+func u(v int) uint32 { return uint32(v) }
 func b2u(b bool) uint32 {
 	if b {
 		return 1
@@ -48,10 +49,14 @@ func b2u(b bool) uint32 {
 }
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
-var actCodes = map[string]uint32{"silu": 0, "gelu_tanh": 1, "gelu": 2, "relu": 3}
-
-func (pl *planner) dispatch(kernel string, params []uint32, x, y, z int, bindings ...gpu.Binding) {
+func (pl *planner) dispatch(kernel string, params shaders.Params, x, y, z int, bindings ...gpu.Binding) {
 	pl.items = append(pl.items, item{op: pl.cur, kernel: kernel, params: params, bindings: bindings, x: x, y: y, z: z})
+}
+
+// dispatchVariant is dispatch for a kernel of a specialized family, with
+// the work it does.
+func (pl *planner) dispatchVariant(kernel string, v shaders.Variant, params shaders.Params, c cost, x, y, z int, bindings ...gpu.Binding) {
+	pl.items = append(pl.items, item{op: pl.cur, kernel: kernel, variant: v, params: params, bindings: bindings, x: x, y: y, z: z, cost: c})
 }
 
 func (pl *planner) copyBuf(dst, src gpu.Buffer, size int64) {
@@ -107,7 +112,7 @@ func (pl *planner) op(op *fusion.Op) error {
 		if pl.p.vocab == 0 || w.rows < pl.p.vocab {
 			pl.p.vocab = w.rows
 		}
-		if w.qt != 0 {
+		if w.qt != shaders.BlockNone {
 			pl.qEmbed(w, out, pl.buf(op.Out), op.Scale, T)
 			break
 		}
@@ -117,7 +122,8 @@ func (pl *planner) op(op *fusion.Op) error {
 			if w.quant {
 				block, s = w.block, c.s
 			}
-			pl.dispatch("embed", []uint32{u(out.Cols), u(c.rowBase), u(c.rows), w.wt, w.st, u(block), u(w.nblk), f(scale)},
+			pl.dispatch("embed", shaders.EmbedParams{Cols: u(out.Cols), RowBase: u(c.rowBase), Rows: u(c.rows), WT: uint32(w.wt), ST: uint32(w.st),
+				Block: u(block), NBlocks: u(w.nblk), Scale: scale},
 				ceilDiv(out.Cols, 64), T, 1,
 				gpu.Binding{Buf: pl.p.step}, gpu.Binding{Buf: c.w}, gpu.Binding{Buf: s}, pl.buf(op.Out))
 		}
@@ -131,7 +137,7 @@ func (pl *planner) op(op *fusion.Op) error {
 			return err
 		}
 		x := pl.input(op, op.In[0], &copied)
-		pl.dispatch("norm", []uint32{u(out.Cols), b2u(op.NormKind == "layer"), f(op.Eps), b2u(hasBias), u(out.Rows)},
+		pl.dispatch("norm", shaders.NormParams{Cols: u(out.Cols), Layer: b2u(op.NormKind == "layer"), Eps: op.Eps, HasBias: b2u(hasBias), NRows: u(out.Rows)},
 			out.Rows, 1, 1, gpu.Binding{Buf: pl.p.step}, x, w, bias, pl.buf(op.Out))
 	case fusion.MatMul:
 		x := pl.input(op, op.In[0], &copied)
@@ -171,11 +177,11 @@ func (pl *planner) op(op *fusion.Op) error {
 		if op.RopeStyle == "halves" {
 			style = 1
 		}
-		pl.dispatch("rope", []uint32{u(op.Heads), u(op.HeadDim), u(op.RopeDims), style, u(out.Cols)},
+		pl.dispatch("rope", shaders.RopeParams{Heads: u(op.Heads), HeadDim: u(op.HeadDim), RopeDims: u(op.RopeDims), Style: style, Cols: u(out.Cols)},
 			ceilDiv(op.Heads*half, 64), T, 1, gpu.Binding{Buf: pl.p.step}, gpu.Binding{Buf: fb}, pl.buf(op.Out))
 	case fusion.StoreKV:
 		kvCols := op.KVHeads * op.HeadDim
-		pl.dispatch(storeKernel(pl.cache.spec), []uint32{u(kvCols), u(op.HeadDim), u(pl.cache.spec.MaxLen)},
+		pl.dispatch(storeKernel(pl.cache.spec), shaders.KVParams{KVCols: u(kvCols), HeadDim: u(op.HeadDim), MaxLen: u(pl.cache.spec.MaxLen)},
 			ceilDiv(op.KVHeads*kvWords(pl.cache.spec), 64), T, 1, gpu.Binding{Buf: pl.p.step}, pl.buf(op.In[0]), pl.buf(op.In[1]),
 			gpu.Binding{Buf: pl.cache.k[op.Layer]}, gpu.Binding{Buf: pl.cache.v[op.Layer]})
 	case fusion.Attention:
@@ -188,15 +194,15 @@ func (pl *planner) op(op *fusion.Op) error {
 			in0, in1 = in1, in0
 		}
 		if in0 == op.Out && in1 != op.Out {
-			pl.dispatch("add_inplace", []uint32{u(out.Cols), 0, 0, u(out.Rows)},
+			pl.dispatch("add_inplace", shaders.EltParams{Cols: u(out.Cols), NRows: u(out.Rows)},
 				ceilDiv(out.Cols, 64), out.Rows, 1, gpu.Binding{Buf: pl.p.step}, gpu.Binding{Buf: pl.dummy}, pl.buf(in1), pl.buf(op.Out))
 			return nil
 		}
-		pl.dispatch("add", []uint32{u(out.Cols), 0, 0, u(out.Rows)},
+		pl.dispatch("add", shaders.EltParams{Cols: u(out.Cols), NRows: u(out.Rows)},
 			ceilDiv(out.Cols, 64), out.Rows, 1, gpu.Binding{Buf: pl.p.step}, pl.input(op, op.In[0], &copied), pl.input(op, op.In[1], &copied), pl.buf(op.Out))
 	case fusion.GLU, fusion.Activation, fusion.SoftCap:
 		kernel := map[fusion.Kind]string{fusion.GLU: "glu", fusion.Activation: "act", fusion.SoftCap: "softcap"}[op.Kind]
-		act, ok := actCodes[op.Act]
+		act, ok := shaders.ActivationByName(op.Act)
 		if !ok && (op.Kind == fusion.GLU || op.Kind == fusion.Activation) {
 			return fmt.Errorf("activation %q: %w", op.Act, gpu.ErrUnsupported)
 		}
@@ -205,28 +211,73 @@ func (pl *planner) op(op *fusion.Op) error {
 		if op.Kind == fusion.GLU {
 			b = pl.input(op, op.In[1], &copied)
 		}
-		pl.dispatch(kernel, []uint32{u(out.Cols), act, f(op.Cap), u(out.Rows)},
+		pl.dispatch(kernel, shaders.EltParams{Cols: u(out.Cols), Act: uint32(act), Cap: op.Cap, NRows: u(out.Rows)},
 			ceilDiv(out.Cols, 64), out.Rows, 1, gpu.Binding{Buf: pl.p.step}, a, b, pl.buf(op.Out))
 	case fusion.LastRow:
 		if op.In[0] == op.Out {
 			return nil // validation allows this only for one-token graphs: the identity
 		}
-		pl.dispatch("last_row", []uint32{u(out.Cols), 0, 0, 1}, ceilDiv(out.Cols, 64), 1, 1,
+		pl.dispatch("last_row", shaders.EltParams{Cols: u(out.Cols), NRows: 1}, ceilDiv(out.Cols, 64), 1, 1,
 			gpu.Binding{Buf: pl.p.step}, pl.buf(op.In[0]), gpu.Binding{Buf: pl.dummy}, pl.buf(op.Out))
 	case fusion.Argmax:
 		// One workgroup scans the row (validation made it one row that
 		// Out does not alias) and writes the id as an f32.
-		pl.dispatch("argmax", []uint32{u(g.Bufs[op.In[0]].Cols), 0, 0, 0}, 1, 1, 1, pl.buf(op.In[0]), pl.buf(op.Out))
+		pl.dispatch("argmax", shaders.ArgmaxParams{N: u(g.Bufs[op.In[0]].Cols)}, 1, 1, 1, pl.buf(op.In[0]), pl.buf(op.Out))
 	default:
 		return fmt.Errorf("op kind %s: %w", op.Kind, gpu.ErrUnsupported)
 	}
 	return nil
 }
 
+// matVariant returns the matmul module for weights w (GLU: gate and up).
+func matVariant(w *weight, glu bool) shaders.MatMulVariant {
+	return shaders.MatMulVariant{Weight: w.wt, Scale: w.st, Quant: w.quant, GLU: glu}
+}
+
+// matDispatch plans the matmul kernel of one row block: the GPU-class
+// kernels where the device class asks for them and the shape holds whole
+// 16-byte chunks, else the CPU-class ones (which also take any shape).
+func (pl *planner) matDispatch(v shaders.MatMulVariant, w *weight, params shaders.MatParams, rows, nrows int, bind []gpu.Binding) {
+	sh := v.Shape()
+	ce := v.ChunkElems()
+	gpuClass := pl.p.b.gpuClass && int(params.InCols)%ce == 0 && int(params.Block)%ce == 0
+	mats := 1
+	if v.GLU {
+		mats = 2
+	}
+	c := matCost(w, rows, int(params.InCols), nrows, mats)
+	switch {
+	case nrows >= 4 && gpuClass:
+		pl.dispatchVariant("matmul", v.Variant(), params, c, ceilDiv(rows, sh.TileRows), ceilDiv(nrows, sh.TileTokens), 1, bind...)
+	case nrows >= 4:
+		pl.dispatchVariant("matmul_direct", v.Variant(), params, c, ceilDiv(rows, sh.TileRows), ceilDiv(nrows, sh.TileTokens), 1, bind...)
+	case gpuClass:
+		// Lanes per row group: enough to cover a row's chunks once,
+		// at least 4, at most the workgroup.
+		chunks := int(params.InCols) / ce
+		lanes := 4
+		for lanes < sh.LanesWG && lanes*2 <= chunks {
+			lanes *= 2
+		}
+		params.Lanes = u(lanes)
+		rowsPerWG := sh.LanesWG / lanes * sh.LanesRows
+		if pl.p.b.subgroups {
+			// The same lane groups, reduced through subgroup shuffles.
+			sg := v
+			sg.Subgroups = true
+			pl.dispatchVariant("matvec_sg", sg.Variant(), params, c, ceilDiv(rows, rowsPerWG), nrows, 1, bind...)
+			break
+		}
+		pl.dispatchVariant("matvec_lanes", v.Variant(), params, c, ceilDiv(rows, rowsPerWG), nrows, 1, bind...)
+	default:
+		pl.dispatchVariant("matvec", v.Variant(), params, c, ceilDiv(rows, sh.MatVecWG*sh.MatVecRows), nrows, 1, bind...)
+	}
+}
+
 // matMul plans out = W·x + bias (accum: out += ...), one dispatch per row
 // block of W.
 func (pl *planner) matMul(w *weight, biasName string, x gpu.Binding, inCols int, outB gpu.Binding, out fusion.BufInfo, accum bool) error {
-	if w.qt != 0 {
+	if w.qt != shaders.BlockNone {
 		return pl.qMatMul(w, biasName, x, inCols, outB, out, accum)
 	}
 	bias, hasBias, err := pl.vector(biasName)
@@ -234,21 +285,16 @@ func (pl *planner) matMul(w *weight, biasName string, x gpu.Binding, inCols int,
 		return err
 	}
 	none := gpu.Binding{Buf: pl.dummy}
+	v := matVariant(w, false)
 	for _, c := range w.chunks {
 		s := pl.dummy
 		if w.quant {
 			s = c.s
 		}
-		params := []uint32{u(inCols), u(out.Cols), u(c.rowBase), u(c.rows), w.wt, w.st, u(w.block), u(w.nblk),
-			b2u(w.quant), b2u(hasBias), u(out.Rows), b2u(accum), 0, 0, 0, 0}
+		params := shaders.MatParams{InCols: u(inCols), OutCols: u(out.Cols), RowBase: u(c.rowBase), Rows: u(c.rows),
+			Block: u(w.block), NBlocks: u(w.nblk), HasBias: b2u(hasBias), NRows: u(out.Rows), Accum: b2u(accum)}
 		bind := []gpu.Binding{{Buf: pl.p.step}, x, {Buf: c.w}, {Buf: s}, bias, outB, none, none}
-		if out.Rows >= 4 {
-			pl.dispatch("matmul", params, ceilDiv(c.rows, 32), ceilDiv(out.Rows, 32), 1, bind...)
-		} else if pl.p.b.lanes {
-			pl.dispatch("matvec_lanes", params, ceilDiv(c.rows, 4), out.Rows, 1, bind...)
-		} else {
-			pl.dispatch("matvec", params, ceilDiv(c.rows, 64), out.Rows, 1, bind...)
-		}
+		pl.matDispatch(v, w, params, c.rows, out.Rows, bind)
 	}
 	return nil
 }
@@ -261,11 +307,11 @@ func (pl *planner) matMulGLU(op *fusion.Op, out fusion.BufInfo) error {
 	g := pl.p.g
 	gw, uw := pl.ws.byName[op.Weight], pl.ws.byName[op.Up]
 	x, inCols := pl.buf(op.In[0]), g.Bufs[op.In[0]].Cols
-	act, ok := actCodes[op.Act]
+	act, ok := shaders.ActivationByName(op.Act)
 	if !ok {
 		return fmt.Errorf("activation %q: %w", op.Act, gpu.ErrUnsupported)
 	}
-	if !sameLayout(gw, uw) || (op.Bias != "" && op.UpBias != "") || gw.qt != 0 {
+	if !sameLayout(gw, uw) || (op.Bias != "" && op.UpBias != "") || gw.qt != shaders.BlockNone {
 		size := pl.bytes(op.Out)
 		if pl.gate == nil || pl.gateSize < size {
 			buf, err := pl.p.newBuf(size)
@@ -281,7 +327,7 @@ func (pl *planner) matMulGLU(op *fusion.Op, out fusion.BufInfo) error {
 		if err := pl.matMul(uw, op.UpBias, x, inCols, up, out, false); err != nil {
 			return err
 		}
-		pl.dispatch("glu", []uint32{u(out.Cols), act, 0, u(out.Rows)}, ceilDiv(out.Cols, 64), out.Rows, 1,
+		pl.dispatch("glu", shaders.EltParams{Cols: u(out.Cols), Act: uint32(act), NRows: u(out.Rows)}, ceilDiv(out.Cols, 64), out.Rows, 1,
 			gpu.Binding{Buf: pl.p.step}, gate, up, pl.buf(op.Out))
 		return nil
 	}
@@ -293,22 +339,18 @@ func (pl *planner) matMulGLU(op *fusion.Op, out fusion.BufInfo) error {
 	if err != nil {
 		return err
 	}
+	v := matVariant(gw, true)
 	for i, c := range gw.chunks {
 		uc := uw.chunks[i]
 		s, s2 := pl.dummy, pl.dummy
 		if gw.quant {
 			s, s2 = c.s, uc.s
 		}
-		params := []uint32{u(inCols), u(out.Cols), u(c.rowBase), u(c.rows), gw.wt, gw.st, u(gw.block), u(gw.nblk),
-			b2u(gw.quant), b2u(op.Bias != ""), u(out.Rows), 0, act, b2u(op.UpBias != ""), 0, 0}
+		params := shaders.MatParams{InCols: u(inCols), OutCols: u(out.Cols), RowBase: u(c.rowBase), Rows: u(c.rows),
+			Block: u(gw.block), NBlocks: u(gw.nblk), HasBias: b2u(op.Bias != ""), NRows: u(out.Rows),
+			Act: uint32(act), HasBias2: b2u(op.UpBias != "")}
 		bind := []gpu.Binding{{Buf: pl.p.step}, x, {Buf: c.w}, {Buf: s}, bias, pl.buf(op.Out), {Buf: uc.w}, {Buf: s2}}
-		if out.Rows >= 4 {
-			pl.dispatch("matmul_glu", params, ceilDiv(c.rows, 32), ceilDiv(out.Rows, 32), 1, bind...)
-		} else if pl.p.b.lanes {
-			pl.dispatch("matvec_glu_lanes", params, ceilDiv(c.rows, 4), out.Rows, 1, bind...)
-		} else {
-			pl.dispatch("matvec_glu", params, ceilDiv(c.rows, 64), out.Rows, 1, bind...)
-		}
+		pl.matDispatch(v, gw, params, c.rows, out.Rows, bind)
 	}
 	return nil
 }
@@ -343,9 +385,11 @@ func (pl *planner) record() error {
 		if it.kernel == "" {
 			continue
 		}
-		for i, v := range it.params {
-			binary.LittleEndian.PutUint32(params[slot*paramSlot+4*i:], v)
+		b, err := shaders.Encode(it.params)
+		if err != nil {
+			return err
 		}
+		copy(params[slot*paramSlot:], b)
 		slot++
 	}
 	pb, err := p.newBuf(int64(len(params)))
@@ -394,7 +438,7 @@ func (p *program) recordList(timestamps bool) (gpu.Commands, []int, error) {
 			}
 			continue
 		}
-		k, err := p.b.kernel(it.kernel)
+		k, err := p.b.kernel(it.kernel, it.variant)
 		if err != nil {
 			return fail(err)
 		}

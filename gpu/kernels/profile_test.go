@@ -72,6 +72,19 @@ func TestProfile(t *testing.T) {
 			if ot.Kind != g.Ops[ot.Op].Kind {
 				t.Errorf("op %d: kind %s, graph %s", ot.Op, ot.Kind, g.Ops[ot.Op].Kind)
 			}
+			if len(ot.Kernels) == 0 {
+				t.Errorf("op %d: no kernels named", ot.Op)
+			}
+			// The matrix product's work: 2x16x16 multiply-adds per
+			// token, 16x16 int8 weights, 16 f32 scales, 2 tokens of 16
+			// inputs and 16 outputs.
+			wantBytes, wantFLOPs := int64(0), int64(0)
+			if ot.Kind == fusion.MatMul {
+				wantBytes, wantFLOPs = 16*16+16*4+2*(16+16)*4, 2*2*16*16
+			}
+			if ot.Bytes != wantBytes || ot.FLOPs != wantFLOPs {
+				t.Errorf("op %d (%s): %d bytes %d FLOPs, want %d and %d", ot.Op, ot.Kind, ot.Bytes, ot.FLOPs, wantBytes, wantFLOPs)
+			}
 			total += ot.Nanos
 		}
 		if !slices.Equal(ops, []int{0, 1, 2, 3}) {

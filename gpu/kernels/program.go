@@ -9,15 +9,16 @@ import (
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/shaders"
 )
 
 // ErrRun reports bad Run or Logits arguments.
 var ErrRun = errors.New("kernels: bad run arguments")
 
 const (
-	paramSlot  = 256 // uniform offsets must be multiples of 256 on WebGPU
-	paramBytes = 64  // every params struct fits in 16 words
-	maxHeadDim = 256 // attention.wgsl keeps 4 output dims per invocation
+	paramSlot  = 256                    // uniform offsets must be multiples of 256 on WebGPU
+	paramBytes = shaders.MaxParamsBytes // every params struct fits
+	maxHeadDim = 256                    // attention.wgsl keeps 4 output dims per invocation
 )
 
 // program is a compiled graph: its buffers, its recorded command list and
@@ -79,7 +80,7 @@ func (b *backend) Compile(g *fusion.Graph, w gpu.Weights, kv gpu.KVCache) (gpu.P
 }
 
 func (p *program) newBuf(size int64) (gpu.Buffer, error) {
-	buf, err := p.b.dev.NewBuffer(max(align4(size), 16))
+	buf, err := p.b.dev.NewBuffer(max(align16(size), 16)) // whole vec4s for the matmul kernels
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package kernels
 import (
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/shaders"
 	"github.com/gpurun/gpurun/tensors"
 )
 
@@ -13,10 +14,12 @@ import (
 // Embed, qMatMul for MatMul and MultiMatMul, and MatMulGLU as two qMatMul
 // dispatches and a glu.
 
-// qtCodes are the block type codes of qblocks.wgsl (QT_*).
-var qtCodes = map[tensors.DType]uint32{
-	tensors.Q4_1: 1, tensors.Q5_0: 2, tensors.Q5_1: 3, tensors.Q4K: 4, tensors.Q5K: 5, tensors.Q6K: 6,
-	tensors.Q2K: 7, tensors.Q3K: 8,
+// qtCodes maps stored dtypes to the block type codes (shaders.BlockType,
+// the QT_* constants of qblocks.wgsl).
+var qtCodes = map[tensors.DType]shaders.BlockType{
+	tensors.Q4_1: shaders.BlockQ4_1, tensors.Q5_0: shaders.BlockQ5_0, tensors.Q5_1: shaders.BlockQ5_1,
+	tensors.Q4K: shaders.BlockQ4K, tensors.Q5K: shaders.BlockQ5K, tensors.Q6K: shaders.BlockQ6K,
+	tensors.Q2K: shaders.BlockQ2K, tensors.Q3K: shaders.BlockQ3K,
 }
 
 // qMatMul plans out = W·x + bias (accum: out += ...) for a block-type W,
@@ -27,7 +30,8 @@ func (pl *planner) qMatMul(w *weight, biasName string, x gpu.Binding, inCols int
 		return err
 	}
 	for _, c := range w.chunks {
-		params := []uint32{u(inCols), u(out.Cols), u(c.rowBase), u(c.rows), w.qt, b2u(hasBias), u(out.Rows), b2u(accum)}
+		params := shaders.QParams{InCols: u(inCols), OutCols: u(out.Cols), RowBase: u(c.rowBase), Rows: u(c.rows), QT: w.qt,
+			HasBias: b2u(hasBias), NRows: u(out.Rows), Accum: b2u(accum)}
 		bind := []gpu.Binding{{Buf: pl.p.step}, x, {Buf: c.w}, bias, outB}
 		if out.Rows >= 4 {
 			pl.dispatch("qmatmul", params, ceilDiv(c.rows, 32), ceilDiv(out.Rows, 32), 1, bind...)
@@ -42,7 +46,7 @@ func (pl *planner) qMatMul(w *weight, biasName string, x gpu.Binding, inCols int
 func (pl *planner) qEmbed(w *weight, out fusion.BufInfo, outB gpu.Binding, scale float32, tokens int) {
 	none := gpu.Binding{Buf: pl.dummy}
 	for _, c := range w.chunks {
-		params := []uint32{u(out.Cols), u(out.Cols), u(c.rowBase), u(c.rows), w.qt, 0, 0, 0, f(scale)}
+		params := shaders.QParams{InCols: u(out.Cols), OutCols: u(out.Cols), RowBase: u(c.rowBase), Rows: u(c.rows), QT: w.qt, Scale: scale}
 		pl.dispatch("qembed", params, ceilDiv(out.Cols, 64), tokens, 1,
 			gpu.Binding{Buf: pl.p.step}, none, gpu.Binding{Buf: c.w}, none, outB)
 	}

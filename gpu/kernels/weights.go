@@ -7,19 +7,15 @@ import (
 	"math"
 
 	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/shaders"
 	"github.com/gpurun/gpurun/tensors"
 )
 
-// Weight element and scale type codes shared with shaders/wgsl/common.wgsl.
-const (
-	wtF32 = iota
-	wtF16
-	wtBF16
-	wtI8
-	wtI4
-)
-
-var wtCodes = map[tensors.DType]uint32{tensors.F32: wtF32, tensors.F16: wtF16, tensors.BF16: wtBF16, tensors.I8: wtI8, tensors.I4: wtI4}
+// wtCodes maps stored dtypes to the kernels' weight type codes.
+var wtCodes = map[tensors.DType]shaders.WeightType{
+	tensors.F32: shaders.WeightF32, tensors.F16: shaders.WeightF16, tensors.BF16: shaders.WeightBF16,
+	tensors.I8: shaders.WeightI8, tensors.I4: shaders.WeightI4,
+}
 
 // chunk is a block of consecutive rows of a weight in one buffer (with its
 // scales in another), small enough for one binding.
@@ -35,9 +31,9 @@ type chunk struct {
 type weight struct {
 	name        string
 	shape       []int
-	wt          uint32
-	qt          uint32 // block type code (qblocks.go); 0 for the other types
-	st          uint32 // 0 f32, 1 f16 scales
+	wt          shaders.WeightType
+	qt          shaders.BlockType // llama.cpp block type (qblocks.go); BlockNone for the other types
+	st          shaders.ScaleType
 	quant       bool
 	rows, cols  int
 	block, nblk int // elements per scale and scales per row (cols, 1 unquantized)
@@ -106,18 +102,23 @@ func (b *backend) upload(t *tensors.Tensor) (*weight, error) {
 		if err != nil {
 			return nil, err
 		}
-		w.wt, w.block, w.nblk = wtF32, w.cols, 1
+		w.wt, w.block, w.nblk = shaders.WeightF32, w.cols, 1
 		w.chunks = []chunk{{rowBase: 0, rows: 1, w: buf}}
 		return w, nil
 	}
-	w.wt, w.qt = wtCodes[t.DType], qtCodes[t.DType]
+	wt, ok := wtCodes[t.DType]
+	qt, isBlock := qtCodes[t.DType]
+	if !ok && !isBlock {
+		return nil, fmt.Errorf("%s weights: %w", t.DType, gpu.ErrUnsupported)
+	}
+	w.wt, w.qt = wt, qt
 	w.block, w.nblk = w.cols, 1
 	if t.Scales != nil {
 		w.quant = true
 		w.block = t.BlockSize()
 		w.nblk = w.cols / w.block
 		if t.Scales.DType == tensors.F16 {
-			w.st = 1
+			w.st = shaders.ScaleF16
 		}
 	}
 	rowBytes := int64(t.DType.ByteSize(w.cols))
@@ -180,10 +181,11 @@ func scaleBytes(s *tensors.Tensor, first, n int) []byte {
 	return s.Data[first*size : (first+n)*size]
 }
 
-// newFilled uploads data into a new buffer (padded to whole words).
+// newFilled uploads data into a new buffer (padded to whole 16-byte
+// chunks, which the matmul kernels read).
 func (b *backend) newFilled(data []byte) (gpu.Buffer, error) {
 	n := int64(len(data))
-	buf, err := b.dev.NewBuffer(max(align4(n), 4))
+	buf, err := b.dev.NewBuffer(max(align16(n), 16))
 	if err != nil {
 		return nil, err
 	}
@@ -206,6 +208,8 @@ func (b *backend) newFilled(data []byte) (gpu.Buffer, error) {
 }
 
 func align4(n int64) int64 { return (n + 3) &^ 3 }
+
+func align16(n int64) int64 { return (n + 15) &^ 15 }
 
 func f32Bytes(v []float32) []byte {
 	out := make([]byte, 4*len(v))

@@ -44,16 +44,18 @@ func TestKernelBackendStagingConformance(t *testing.T) {
 }
 
 // TestKernelBackendVariants runs the op table with the kernel variants the
-// device would not get by default forced (the lanes matrix-vector kernels
-// of GPU-class devices, attention split over the sequence for every
-// graph, attention per head and token for every graph), so every kernel
-// runs here and under the validation layer (TestValidationClean).
+// device would not get by default forced (the GPU-class matrix kernels
+// with and without subgroup operations and the CPU-class ones, attention
+// split over the sequence for every graph, attention per head and token
+// for every graph), so every kernel runs here and under the validation
+// layer (TestValidationClean).
 func TestKernelBackendVariants(t *testing.T) {
 	for _, opts := range []kernels.Options{
-		{MatVec: kernels.MatVecLanes, Attention: kernels.AttentionSplit},
-		{MatVec: kernels.MatVecRows, Attention: kernels.AttentionPerHead},
+		{Class: kernels.ClassGPU, Attention: kernels.AttentionSplit},
+		{Class: kernels.ClassGPU, Subgroups: kernels.SubgroupsOff, Attention: kernels.AttentionPerHead},
+		{Class: kernels.ClassCPU, Attention: kernels.AttentionPerHead},
 	} {
-		t.Run(fmt.Sprintf("matvec%d_%s", opts.MatVec, opts.Attention), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s_%s_%s", opts.Class, opts.Subgroups, opts.Attention), func(t *testing.T) {
 			conformance.RunOps(t, func(t testing.TB) gpu.Backend { return kernels.NewWithOptions(backendDevice(t), opts) })
 		})
 	}

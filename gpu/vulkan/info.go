@@ -118,6 +118,9 @@ func (p *physical) describeInfo() DeviceInfo {
 		StorageOffsetAlign:  int(lim.MinStorageBufferOffsetAlignment),
 		MemoryBytes:         int64(p.largestDeviceHeap()),
 	}
+	if shuffle := uint32(vk.SubgroupFeatureBasicBit | vk.SubgroupFeatureShuffleBit); d.SubgroupSize > 0 && ops&shuffle == shuffle {
+		d.Info.SubgroupSize = d.SubgroupSize
+	}
 	return d
 }
 

@@ -6,18 +6,22 @@ import (
 	"github.com/gpurun/gpurun/shaders"
 )
 
-// TestCompileAllKernels compiles every kernel of the shaders package with
+// TestCompileAllKernels compiles every kernel of the shaders package, in
+// every portable variant (the Vulkan-only subgroup variants aside), with
 // wgpu-native's own (old) naga: the WGSL must stay inside what it accepts.
 func TestCompileAllKernels(t *testing.T) {
 	d := open(t)
-	for _, name := range shaders.Names() {
-		spec, err := shaders.Get(name)
-		if err != nil {
-			t.Fatal(err)
-		}
+	specs, err := shaders.PortableSpecs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(specs) <= len(shaders.Names()) {
+		t.Fatalf("%d specs for %d kernels: variants missing", len(specs), len(shaders.Names()))
+	}
+	for _, spec := range specs {
 		k, err := d.NewKernel(spec)
 		if err != nil {
-			t.Errorf("%s: %v", name, err)
+			t.Errorf("%s: %v", spec.Name, err)
 			continue
 		}
 		k.Release()

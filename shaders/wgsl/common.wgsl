@@ -1,48 +1,45 @@
 // common.wgsl is prepended to every kernel family before compilation (WGSL
-// has no includes). It holds the weight decoding shared by all kernels.
+// has no includes). It holds the weight decoding and the activations shared
+// by the kernels.
 //
 // Weights and scales are bound as arrays of u32 words so one source serves
 // every stored type without the f16 extension (wgpu-native's naga 0.19 lacks
 // it): f16 via unpack2x16float, bf16 by shifting the half into the high bits,
 // int8/int4 by sign-extending bit extraction.
 
-// Weight element types; the host (gpu/kernels) uses the same codes.
-const WT_F32: u32 = 0u;
-const WT_F16: u32 = 1u;
-const WT_BF16: u32 = 2u;
-const WT_I8: u32 = 3u;
-const WT_I4: u32 = 4u;
-
-// Scale types.
-const ST_F32: u32 = 0u;
-const ST_F16: u32 = 1u;
+// The weight and scale type codes (WT_*, ST_*) are generated from
+// shaders/codes.go and prepended before this file.
 
 // word_of is the index of the u32 word holding element e.
 fn word_of(e: u32, wt: u32) -> u32 {
-    var w = e;
-    switch wt {
-        case 1u, 2u: { w = e >> 1u; }
-        case 3u: { w = e >> 2u; }
-        case 4u: { w = e >> 3u; }
-        default: {}
+    if wt == WT_F16 || wt == WT_BF16 {
+        return e >> 1u;
     }
-    return w;
+    if wt == WT_I8 {
+        return e >> 2u;
+    }
+    if wt == WT_I4 {
+        return e >> 3u;
+    }
+    return e;
 }
 
 // decode extracts element e from its word.
 fn decode(word: u32, e: u32, wt: u32) -> f32 {
-    var v = 0.0;
-    switch wt {
-        case 1u: {
-            let h = unpack2x16float(word);
-            v = select(h.x, h.y, (e & 1u) == 1u);
-        }
-        case 2u: { v = bitcast<f32>((word >> ((e & 1u) * 16u)) << 16u); }
-        case 3u: { v = f32(extractBits(bitcast<i32>(word), (e & 3u) * 8u, 8u)); }
-        case 4u: { v = f32(extractBits(bitcast<i32>(word), (e & 7u) * 4u, 4u)); }
-        default: { v = bitcast<f32>(word); }
+    if wt == WT_F16 {
+        let h = unpack2x16float(word);
+        return select(h.x, h.y, (e & 1u) == 1u);
     }
-    return v;
+    if wt == WT_BF16 {
+        return bitcast<f32>((word >> ((e & 1u) * 16u)) << 16u);
+    }
+    if wt == WT_I8 {
+        return f32(extractBits(bitcast<i32>(word), (e & 3u) * 8u, 8u));
+    }
+    if wt == WT_I4 {
+        return f32(extractBits(bitcast<i32>(word), (e & 7u) * 4u, 4u));
+    }
+    return bitcast<f32>(word);
 }
 
 // decode_scale reads scale i from a scale array word.
@@ -66,4 +63,48 @@ fn tanh_safe(x: f32) -> f32 {
         return sign(x);
     }
     return tanh(x);
+}
+
+// erf_approx: Abramowitz & Stegun 7.1.26, absolute error below 1.5e-7.
+fn erf_approx(x: f32) -> f32 {
+    let z = abs(x);
+    let k = 1.0 / (1.0 + 0.3275911 * z);
+    let poly = k * (0.254829592 + k * (-0.284496736 + k * (1.421413741 + k * (-1.453152027 + k * 1.061405429))));
+    return sign(x) * (1.0 - poly * exp(-z * z));
+}
+
+// to_f16 rounds to the nearest binary16 value.
+fn to_f16(v: f32) -> f32 {
+    return unpack2x16float(pack2x16float(vec2<f32>(v, 0.0))).x;
+}
+
+// gelu_tanh is the tanh approximation of GELU as llama.cpp's CPU backend (and
+// so the CPU reference, gpu/cpu) evaluates it: the input rounded to binary16,
+// the f32 formula, the result rounded to binary16; inputs <= -10 give 0 and
+// inputs >= 10 pass through.
+fn gelu_tanh(v: f32) -> f32 {
+    if v <= -10.0 {
+        return 0.0;
+    }
+    if v >= 10.0 {
+        return v;
+    }
+    let x = to_f16(v);
+    // 0.7978845608 = sqrt(2/pi)
+    let g = 0.5 * x * (1.0 + tanh_safe(0.7978845608 * x * (1.0 + 0.044715 * x * x)));
+    return to_f16(g);
+}
+
+// apply_act applies activation act (an ACT_* code).
+fn apply_act(act: u32, v: f32) -> f32 {
+    if act == ACT_SILU {
+        return v / (1.0 + exp(-v));
+    }
+    if act == ACT_GELU_TANH {
+        return gelu_tanh(v);
+    }
+    if act == ACT_GELU {
+        return 0.5 * v * (1.0 + erf_approx(v * 0.7071067812));
+    }
+    return max(v, 0.0); // ACT_RELU
 }

@@ -6,7 +6,7 @@
 
 struct EltParams {
     cols: u32,
-    act: u32, // 0 silu, 1 gelu_tanh, 2 gelu (erf), 3 relu
+    act: u32, // an ACT_* code
     cap: f32,
     nrows: u32, // rows of the buffers (Tokens, or 1 after LastRow)
 }
@@ -17,45 +17,8 @@ struct EltParams {
 @group(0) @binding(3) var<storage, read> b: array<f32>;
 @group(0) @binding(4) var<storage, read_write> out: array<f32>;
 
-// erf_approx: Abramowitz & Stegun 7.1.26, absolute error below 1.5e-7.
-fn erf_approx(x: f32) -> f32 {
-    let z = abs(x);
-    let k = 1.0 / (1.0 + 0.3275911 * z);
-    let poly = k * (0.254829592 + k * (-0.284496736 + k * (1.421413741 + k * (-1.453152027 + k * 1.061405429))));
-    return sign(x) * (1.0 - poly * exp(-z * z));
-}
-
-// to_f16 rounds to the nearest binary16 value.
-fn to_f16(v: f32) -> f32 {
-    return unpack2x16float(pack2x16float(vec2<f32>(v, 0.0))).x;
-}
-
-// gelu_tanh is the tanh approximation of GELU as llama.cpp's CPU backend (and
-// so the CPU reference, gpu/cpu) evaluates it: the input rounded to binary16,
-// the f32 formula, the result rounded to binary16; inputs <= -10 give 0 and
-// inputs >= 10 pass through.
-fn gelu_tanh(v: f32) -> f32 {
-    if v <= -10.0 {
-        return 0.0;
-    }
-    if v >= 10.0 {
-        return v;
-    }
-    let x = to_f16(v);
-    // 0.7978845608 = sqrt(2/pi)
-    let g = 0.5 * x * (1.0 + tanh_safe(0.7978845608 * x * (1.0 + 0.044715 * x * x)));
-    return to_f16(g);
-}
-
 fn activate(v: f32) -> f32 {
-    var r = 0.0;
-    switch p.act {
-        case 0u: { r = v / (1.0 + exp(-v)); }
-        case 1u: { r = gelu_tanh(v); }
-        case 2u: { r = 0.5 * v * (1.0 + erf_approx(v * 0.7071067812)); }
-        default: { r = max(v, 0.0); }
-    }
-    return r;
+    return apply_act(p.act, v);
 }
 
 // in_range reports whether (gid.x, gid.y) is a column and row < T to compute.

@@ -1,69 +1,197 @@
 // MatMul: out[t][row_base + r] = sum_c W[r][c] x[t][c] (+ bias), for the row
 // block [row_base, row_base+rows) of W bound here (weights over the binding
-// limit are split by rows, one dispatch per block). Weights are dequantized
-// in the kernel: per-block partial sums are multiplied by their scale.
+// limit are split by rows, one dispatch per block), rows t < min(T, nrows).
+// With accum set the result is added to out (MatMul's Accumulate: the
+// residual add fused into the projection). GLU variants compute
+// act(W·x + bias) * (W2·x + bias2) (MatMulGLU: gate W, up W2 with the same
+// type, scales and row blocks); the bias belongs to the gate when has_bias
+// is set, to the up projection when has_bias2 is set (never both).
 //
-// matvec (decode, bandwidth bound): one invocation per output row and token,
-//   dispatch (ceil(rows/64), nrows, 1).
-// matmul (prefill, compute bound): 32x32 output blocks of tokens x rows with
-//   dequantized weight tiles in workgroup memory,
-//   dispatch (ceil(rows/32), ceil(nrows/32), 1).
-// Rows t < min(T, nrows) are computed. With accum set the result is added
-// to out (out + (W·x + bias), MatMul's Accumulate: the residual add fused
-// into the projection).
+// This family is specialized (shaders.MatMulVariant): every module starts
+// with constants WT (weight type), ST (scale type), EPW (elements per u32
+// word), QUANT (scales bound) and GLU, and the shape constants below, so
+// each module holds one decoding path that the compilers fold; nothing
+// switches on the type per element.
 //
-// matvec_glu and matmul_glu compute act(W·x + bias) * (W2·x + bias2) (the
-// MatMulGLU op: gate W, up W2 with the same type, scales and row blocks,
-// sharing each activation load); bias belongs to the gate when has_bias is
-// set, to the up projection when has_bias2 is set (never both).
+// Weights are read a chunk at a time: one vec4<u32> (16 bytes, CW = 4*EPW
+// elements), dequantized in registers by dq (vec4 q of a chunk is elements
+// 4q..4q+3) and dotted with the EPW vec4 of activations it pairs with.
+// Chunks need rows and scale blocks that hold whole chunks (fast()); other
+// shapes take an element-wise path that only the CPU-class kernels have
+// (the host picks those for such shapes).
+//
+// Kernels (dispatch sizes: shaders.MatMulShape):
+//   matvec         decode, CPU class: MV_ROWS rows per invocation, no
+//                  barriers; each activation load feeds MV_ROWS rows.
+//   matvec_lanes   decode, GPU class: p.lanes invocations per group of
+//                  LV_ROWS rows read consecutive chunks (coalesced 16-byte
+//                  loads), each activation chunk feeds LV_ROWS rows, then a
+//                  workgroup-memory tree reduction.
+//   matvec_sg      (Vulkan only, wgsl/ext/subgroups.wgsl) matvec_lanes
+//                  reducing through subgroup shuffles.
+//   matmul_direct  prefill, CPU class: 4 tokens x 8 weight rows per
+//                  invocation straight from memory, no barriers.
+//   matmul         prefill, GPU class: a 32-token x 64-weight-row tile per
+//                  workgroup, weights dequantized once per tile into
+//                  workgroup memory (rows padded by one vec4 against bank
+//                  conflicts), 4 tokens x 8 weight rows per invocation.
+// A "weight row" is a row of W, or in GLU variants a row of W (slots 0-3)
+// or of W2 (slots 4-7): GLU tiles cover half as many output rows.
 
 struct MatParams {
     in_cols: u32,
     out_cols: u32,
     row_base: u32,
     rows: u32,
-    wt: u32,
-    st: u32,
     block: u32,   // elements per scale (in_cols when unquantized)
     nblocks: u32, // scales per row (1 when unquantized)
-    quant: u32,   // 1: scales bound
     has_bias: u32,
     nrows: u32,   // rows of x and out (Tokens, or 1 after LastRow)
     accum: u32,   // 1: out += result
-    act: u32,     // *_glu: activation code (elementwise.wgsl's)
+    act: u32,     // GLU: an ACT_* code
     has_bias2: u32,
-    pad0: u32,
-    pad1: u32,
+    lanes: u32,   // matvec_lanes: invocations per row group, a power of two <= 64
 }
 
 @group(0) @binding(0) var<uniform> p: MatParams;
 @group(0) @binding(1) var<storage, read> step: array<u32>;
-@group(0) @binding(2) var<storage, read> x: array<f32>;
-@group(0) @binding(3) var<storage, read> w: array<u32>;
+@group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read> w: array<vec4<u32>>;
 @group(0) @binding(4) var<storage, read> s: array<u32>;
 @group(0) @binding(5) var<storage, read> bias: array<f32>;
 @group(0) @binding(6) var<storage, read_write> out: array<f32>;
-@group(0) @binding(7) var<storage, read> w2: array<u32>;
+@group(0) @binding(7) var<storage, read> w2: array<vec4<u32>>;
 @group(0) @binding(8) var<storage, read> s2: array<u32>;
 
-fn wscale(r: u32, c: u32) -> f32 {
-    if p.quant == 0u {
-        return 1.0;
-    }
-    let si = r * p.nblocks + c / p.block;
-    return decode_scale(s[scale_word(si, p.st)], si, p.st);
+const CW: u32 = 4u * EPW; // elements per chunk
+
+// fast reports whether rows and scale blocks hold whole chunks.
+fn fast() -> bool {
+    return p.in_cols % CW == 0u && p.block % CW == 0u;
 }
 
-fn wscale2(r: u32, c: u32) -> f32 {
-    if p.quant == 0u {
-        return 1.0;
-    }
-    let si = r * p.nblocks + c / p.block;
-    return decode_scale(s2[scale_word(si, p.st)], si, p.st);
+fn i8x4(v: u32) -> vec4<f32> {
+    return vec4<f32>((vec4<i32>(bitcast<i32>(v)) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u));
 }
 
-// store writes one result, adding it to out in accumulate mode.
-fn store(i: u32, v: f32) {
+fn bf2(v: u32) -> vec2<f32> {
+    return vec2<f32>(bitcast<f32>(v << 16u), bitcast<f32>(v & 0xffff0000u));
+}
+
+// dq dequantizes vec4 q (< EPW) of chunk v, before its scale.
+fn dq(v: vec4<u32>, q: u32) -> vec4<f32> {
+    if WT == WT_F16 {
+        let h = select(v.xy, v.zw, q == 1u);
+        return vec4<f32>(unpack2x16float(h.x), unpack2x16float(h.y));
+    }
+    if WT == WT_BF16 {
+        let h = select(v.xy, v.zw, q == 1u);
+        return vec4<f32>(bf2(h.x), bf2(h.y));
+    }
+    if WT == WT_I8 {
+        return i8x4(v[q]);
+    }
+    if WT == WT_I4 {
+        // Element k of a word is bits [4k, 4k+4): shift it to the top, then
+        // an arithmetic shift sign-extends it.
+        let up = select(vec4<u32>(28u, 24u, 20u, 16u), vec4<u32>(12u, 8u, 4u, 0u), (q & 1u) == 1u);
+        return vec4<f32>((vec4<i32>(bitcast<i32>(v[q >> 1u])) << up) >> vec4<u32>(28u));
+    }
+    return bitcast<vec4<f32>>(v);
+}
+
+fn scale1(i: u32) -> f32 {
+    if ST == ST_F16 {
+        let h = unpack2x16float(s[i >> 1u]);
+        return select(h.x, h.y, (i & 1u) == 1u);
+    }
+    return bitcast<f32>(s[i]);
+}
+
+fn scale2(i: u32) -> f32 {
+    if ST == ST_F16 {
+        let h = unpack2x16float(s2[i >> 1u]);
+        return select(h.x, h.y, (i & 1u) == 1u);
+    }
+    return bitcast<f32>(s2[i]);
+}
+
+// scales is the (W, W2) scale pair of scale index i: (1, 1) unquantized.
+fn scales(i: u32) -> vec2<f32> {
+    if !QUANT {
+        return vec2<f32>(1.0);
+    }
+    if GLU {
+        return vec2<f32>(scale1(i), scale2(i));
+    }
+    return vec2<f32>(scale1(i), 1.0);
+}
+
+// d2 is the dot products of vec4 q of chunks v (of W) and u (of W2, GLU
+// only) with activations xv.
+fn d2(v: vec4<u32>, u: vec4<u32>, q: u32, xv: vec4<f32>) -> vec2<f32> {
+    if GLU {
+        return vec2<f32>(dot(dq(v, q), xv), dot(dq(u, q), xv));
+    }
+    return vec2<f32>(dot(dq(v, q), xv), 0.0);
+}
+
+// mvq is d2 for four rows: column k is row k's (W, W2) dot products.
+fn mvq(v0: vec4<u32>, v1: vec4<u32>, v2: vec4<u32>, v3: vec4<u32>, u0: vec4<u32>, u1: vec4<u32>, u2: vec4<u32>, u3: vec4<u32>,
+       q: u32, xv: vec4<f32>) -> mat4x2<f32> {
+    return mat4x2<f32>(d2(v0, u0, q, xv), d2(v1, u1, q, xv), d2(v2, u2, q, xv), d2(v3, u3, q, xv));
+}
+
+// Element-wise access for the slow path.
+fn xat(i: u32) -> f32 {
+    return x[i >> 2u][i & 3u];
+}
+
+fn wword(i: u32) -> u32 {
+    return w[i >> 2u][i & 3u];
+}
+
+fn wword2(i: u32) -> u32 {
+    return w2[i >> 2u][i & 3u];
+}
+
+// slow_row is the (W, W2) dot products of row r with token t, element by
+// element: any row length and block size.
+fn slow_row(r: u32, t: u32) -> vec2<f32> {
+    var acc = vec2<f32>(0.0);
+    for (var b = 0u; b < p.nblocks; b++) {
+        var part = vec2<f32>(0.0);
+        for (var c = b * p.block; c < (b + 1u) * p.block; c++) {
+            let e = r * p.in_cols + c;
+            let xv = xat(t * p.in_cols + c);
+            part.x += decode(wword(e / EPW), e, WT) * xv;
+            if GLU {
+                part.y += decode(wword2(e / EPW), e, WT) * xv;
+            }
+        }
+        acc += part * scales(r * p.nblocks + b);
+    }
+    return acc;
+}
+
+// finish adds the bias (or applies the GLU) and stores one output.
+fn finish(t: u32, r: u32, acc: vec2<f32>) {
+    let o = p.row_base + r;
+    var v = acc.x;
+    if GLU {
+        var g = acc.x;
+        var u = acc.y;
+        if p.has_bias != 0u {
+            g += bias[o];
+        }
+        if p.has_bias2 != 0u {
+            u += bias[o];
+        }
+        v = apply_act(p.act, g) * u;
+    } else if p.has_bias != 0u {
+        v += bias[o];
+    }
+    let i = t * p.out_cols + o;
     if p.accum != 0u {
         out[i] = out[i] + v;
     } else {
@@ -71,471 +199,435 @@ fn store(i: u32, v: f32) {
     }
 }
 
-// elems_per_word is how many elements of type wt one u32 holds.
-fn elems_per_word(wt: u32) -> u32 {
-    var n = 1u;
-    switch wt {
-        case 1u, 2u: { n = 2u; }
-        case 3u: { n = 4u; }
-        case 4u: { n = 8u; }
-        default: {}
-    }
-    return n;
-}
-
-// x4 loads four consecutive activations.
-fn x4(i: u32) -> vec4<f32> {
-    return vec4<f32>(x[i], x[i + 1u], x[i + 2u], x[i + 3u]);
-}
-
-// dot_words is the dot product of words w0+i (i = first, first+stride, ...
-// < n) of weights with their activations (word 0 pairs with x[xi]),
-// decoding a word at a time. The type switch sits outside the loops so each
-// loop is branch-free.
-fn dot_words(w0: u32, xi: u32, n: u32, first: u32, stride: u32) -> f32 {
-    var acc = 0.0;
-    switch p.wt {
-        case 1u: {
-            for (var i = first; i < n; i += stride) {
-                let h = unpack2x16float(w[w0 + i]);
-                acc += h.x * x[xi + 2u * i] + h.y * x[xi + 2u * i + 1u];
-            }
-        }
-        case 2u: {
-            for (var i = first; i < n; i += stride) {
-                let v = w[w0 + i];
-                acc += bitcast<f32>(v << 16u) * x[xi + 2u * i] + bitcast<f32>(v & 0xffff0000u) * x[xi + 2u * i + 1u];
-            }
-        }
-        case 3u: {
-            // Element k of a word is bits [8k, 8k+8): shift it to the top,
-            // then an arithmetic shift sign-extends it.
-            let up = vec4<u32>(24u, 16u, 8u, 0u);
-            for (var i = first; i < n; i += stride) {
-                let q = (vec4<i32>(bitcast<i32>(w[w0 + i])) << up) >> vec4<u32>(24u);
-                acc += dot(vec4<f32>(q), x4(xi + 4u * i));
-            }
-        }
-        case 4u: {
-            let lo = vec4<u32>(28u, 24u, 20u, 16u);
-            let hi = vec4<u32>(12u, 8u, 4u, 0u);
-            for (var i = first; i < n; i += stride) {
-                let v = vec4<i32>(bitcast<i32>(w[w0 + i]));
-                let a = (v << lo) >> vec4<u32>(28u);
-                let b = (v << hi) >> vec4<u32>(28u);
-                acc += dot(vec4<f32>(a), x4(xi + 8u * i)) + dot(vec4<f32>(b), x4(xi + 8u * i + 4u));
-            }
-        }
-        default: {
-            for (var i = first; i < n; i += stride) {
-                acc += bitcast<f32>(w[w0 + i]) * x[xi + i];
-            }
-        }
-    }
-    return acc;
-}
-
-@compute @workgroup_size(64)
+// matvec: rows r0..r0+3 of token t per invocation. Rows past the end
+// repeat the last row; their results are dropped.
+@compute @workgroup_size(16)
 fn matvec(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let r = gid.x;
     let t = gid.y;
-    if r >= p.rows || t >= min(step[1], p.nrows) {
+    let r0 = gid.x * MV_ROWS;
+    if r0 >= p.rows || t >= min(step[1], p.nrows) {
         return;
     }
-    let xb = t * p.in_cols;
-    let wb = r * p.in_cols;
-    let epw = elems_per_word(p.wt);
-    // Rows and blocks that start on word boundaries decode whole words.
-    let whole = p.in_cols % epw == 0u && p.block % epw == 0u;
-    var acc = 0.0;
-    for (var b = 0u; b < p.nblocks; b++) {
-        var part = 0.0;
-        let c0 = b * p.block;
-        if whole {
-            part = dot_words((wb + c0) / epw, xb + c0, p.block / epw, 0u, 1u);
-        } else {
-            for (var c = c0; c < c0 + p.block; c++) {
-                let e = wb + c;
-                part += decode(w[word_of(e, p.wt)], e, p.wt) * x[xb + c];
+    let last = p.rows - 1u;
+    let ra = r0;
+    let rb = min(r0 + 1u, last);
+    let rc = min(r0 + 2u, last);
+    let rd = min(r0 + 3u, last);
+    var a0 = vec2<f32>(0.0);
+    var a1 = vec2<f32>(0.0);
+    var a2 = vec2<f32>(0.0);
+    var a3 = vec2<f32>(0.0);
+    if fast() {
+        let cpr = p.in_cols / CW; // chunks per row
+        let cpb = p.block / CW;   // chunks per scale block
+        let xb = t * (p.in_cols / 4u);
+        for (var b = 0u; b < p.nblocks; b++) {
+            var q0 = vec2<f32>(0.0);
+            var q1 = vec2<f32>(0.0);
+            var q2 = vec2<f32>(0.0);
+            var q3 = vec2<f32>(0.0);
+            for (var j = b * cpb; j < (b + 1u) * cpb; j++) {
+                let v0 = w[ra * cpr + j];
+                let v1 = w[rb * cpr + j];
+                let v2 = w[rc * cpr + j];
+                let v3 = w[rd * cpr + j];
+                var u0 = v0;
+                var u1 = v1;
+                var u2 = v2;
+                var u3 = v3;
+                if GLU {
+                    u0 = w2[ra * cpr + j];
+                    u1 = w2[rb * cpr + j];
+                    u2 = w2[rc * cpr + j];
+                    u3 = w2[rd * cpr + j];
+                }
+                // The vec4s of a chunk, unrolled with constant indices so
+                // each dq folds to its one decoding.
+                let xi = xb + j * EPW;
+                var m = mvq(v0, v1, v2, v3, u0, u1, u2, u3, 0u, x[xi]);
+                if EPW > 1u {
+                    m += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 1u, x[xi + 1u]);
+                }
+                if EPW > 2u {
+                    m += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 2u, x[xi + 2u]);
+                    m += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 3u, x[xi + 3u]);
+                }
+                if EPW > 4u {
+                    m += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 4u, x[xi + 4u]);
+                    m += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 5u, x[xi + 5u]);
+                    m += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 6u, x[xi + 6u]);
+                    m += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 7u, x[xi + 7u]);
+                }
+                q0 += m[0];
+                q1 += m[1];
+                q2 += m[2];
+                q3 += m[3];
             }
+            a0 += q0 * scales(ra * p.nblocks + b);
+            a1 += q1 * scales(rb * p.nblocks + b);
+            a2 += q2 * scales(rc * p.nblocks + b);
+            a3 += q3 * scales(rd * p.nblocks + b);
         }
-        acc += part * wscale(r, c0);
+    } else {
+        a0 = slow_row(ra, t);
+        a1 = slow_row(rb, t);
+        a2 = slow_row(rc, t);
+        a3 = slow_row(rd, t);
     }
-    let o = p.row_base + r;
-    if p.has_bias != 0u {
-        acc += bias[o];
+    finish(t, r0, a0);
+    if r0 + 1u <= last {
+        finish(t, r0 + 1u, a1);
     }
-    store(t * p.out_cols + o, acc);
+    if r0 + 2u <= last {
+        finish(t, r0 + 2u, a2);
+    }
+    if r0 + 3u <= last {
+        finish(t, r0 + 3u, a3);
+    }
 }
 
-// matvec_lanes: LANES consecutive invocations share a row and read
-// interleaved words, so a workgroup's loads are contiguous (coalesced on
-// GPUs); lane 0 then sums the lanes' partial results. Dispatch
-// (ceil(rows/ROWS_PER_WG), nrows, 1). matvec (one invocation per row) is
-// faster on CPU drivers such as lavapipe, which gather across rows cheaply
-// but pay for every barrier.
-const LANES: u32 = 16u;
-const ROWS_PER_WG: u32 = 4u;
-var<workgroup> partial: array<f32, 64>;
+// matvec_lanes: workgroups of 64 invocations in groups of p.lanes, each
+// group LV_ROWS (2) rows of token t; lane l of a group reads chunks l,
+// l + lanes, ... of both rows. Needs fast(). (The subgroup variant,
+// wgsl/ext/subgroups.wgsl, shares lanes_partial and lanes_finish.)
+var<workgroup> red: array<vec4<f32>, 64>;
+
+// lanes_partial is lane's share of rows r0 and r0+1 (xy, zw) of token t.
+fn lanes_partial(t: u32, r0: u32, lane: u32, lanes: u32) -> vec4<f32> {
+    var a0 = vec2<f32>(0.0);
+    var a1 = vec2<f32>(0.0);
+    if r0 < p.rows {
+        let r1 = min(r0 + 1u, p.rows - 1u);
+        let cpr = p.in_cols / CW;
+        let xb = t * (p.in_cols / 4u);
+        for (var j = lane; j < cpr; j += lanes) {
+            let v0 = w[r0 * cpr + j];
+            let v1 = w[r1 * cpr + j];
+            var u0 = v0;
+            var u1 = v1;
+            if GLU {
+                u0 = w2[r0 * cpr + j];
+                u1 = w2[r1 * cpr + j];
+            }
+            let xi = xb + j * EPW;
+            var m = mvq(v0, v1, v0, v1, u0, u1, u0, u1, 0u, x[xi]);
+            if EPW > 1u {
+                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 1u, x[xi + 1u]);
+            }
+            if EPW > 2u {
+                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 2u, x[xi + 2u]);
+                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 3u, x[xi + 3u]);
+            }
+            if EPW > 4u {
+                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 4u, x[xi + 4u]);
+                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 5u, x[xi + 5u]);
+                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 6u, x[xi + 6u]);
+                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 7u, x[xi + 7u]);
+            }
+            let q0 = m[0];
+            let q1 = m[1];
+            let b = (j * CW) / p.block;
+            a0 += q0 * scales(r0 * p.nblocks + b);
+            a1 += q1 * scales(r1 * p.nblocks + b);
+        }
+    }
+    return vec4<f32>(a0, a1);
+}
+
+// lanes_finish writes the reduced sums v of rows r0 and r0+1 of token t.
+fn lanes_finish(t: u32, r0: u32, v: vec4<f32>) {
+    if r0 < p.rows {
+        finish(t, r0, v.xy);
+        if r0 + 1u < p.rows {
+            finish(t, r0 + 1u, v.zw);
+        }
+    }
+}
 
 @compute @workgroup_size(64)
-fn matvec_lanes(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+fn matvec_lanes(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
     let t = wid.y;
     if t >= min(step[1], p.nrows) {
         return; // uniform: the whole workgroup shares t
     }
-    let lane = lid.x % LANES;
-    let r = wid.x * ROWS_PER_WG + lid.x / LANES;
-    var acc = 0.0;
-    if r < p.rows {
-        let xb = t * p.in_cols;
-        let wb = r * p.in_cols;
-        let epw = elems_per_word(p.wt);
-        let whole = p.in_cols % epw == 0u && p.block % epw == 0u;
-        for (var b = 0u; b < p.nblocks; b++) {
-            var part = 0.0;
-            let c0 = b * p.block;
-            if whole {
-                part = dot_words((wb + c0) / epw, xb + c0, p.block / epw, lane, LANES);
-            } else {
-                for (var c = c0 + lane; c < c0 + p.block; c += LANES) {
-                    let e = wb + c;
-                    part += decode(w[word_of(e, p.wt)], e, p.wt) * x[xb + c];
-                }
-            }
-            acc += part * wscale(r, c0);
-        }
-    }
-    partial[lid.x] = acc;
+    let lanes = p.lanes;
+    let lane = li & (lanes - 1u);
+    let r0 = (wid.x * (64u / lanes) + li / lanes) * LV_ROWS;
+    red[li] = lanes_partial(t, r0, lane, lanes);
     workgroupBarrier();
-    if lane == 0u && r < p.rows {
-        var sum = 0.0;
-        for (var i = 0u; i < LANES; i++) {
-            sum += partial[lid.x + i];
+    for (var h = lanes / 2u; h > 0u; h = h / 2u) {
+        if lane < h {
+            red[li] += red[li + h];
         }
-        let o = p.row_base + r;
-        if p.has_bias != 0u {
-            sum += bias[o];
-        }
-        store(t * p.out_cols + o, sum);
+        workgroupBarrier();
+    }
+    if lane == 0u {
+        lanes_finish(t, r0, red[li]);
     }
 }
 
-// matmul tiles: a workgroup of 8x8 invocations computes a block of 32 rows
-// x 32 tokens, each invocation 4x4 outputs (rows lid.x + 8j, tokens
-// lid.y + 8i), stepping through k 16 at a time with the activations and the
-// dequantized weights of the step staged in workgroup memory. Many outputs
-// per invocation keep the barriers few, which matters most on CPU drivers
-// such as lavapipe.
-const TM: u32 = 32u; // tokens and rows per workgroup
-const TK: u32 = 16u; // k per step
-var<workgroup> xs: array<array<f32, 16>, 32>; // [token][k]
-var<workgroup> ws: array<array<f32, 16>, 32>; // [row][k]
+// Weight-row slots of the prefill kernels: slot k (0-7) of invocation
+// column lx reads output row rbase + 8k (rbase = tile row + lx), or in GLU
+// variants row rbase + 8(k % 4) of W (k < 4) or of W2 (k >= 4).
+fn slot_row(rbase: u32, k: u32) -> u32 {
+    if GLU {
+        return rbase + 8u * (k & 3u);
+    }
+    return rbase + 8u * k;
+}
+
+fn slot_chunk(k: u32, row: u32, j: u32) -> vec4<u32> {
+    let i = row * (p.in_cols / CW) + j;
+    if GLU && k >= 4u {
+        return w2[i];
+    }
+    return w[i];
+}
+
+fn slot_scale(k: u32, row: u32, b: u32) -> f32 {
+    if !QUANT {
+        return 1.0;
+    }
+    if GLU && k >= 4u {
+        return scale2(row * p.nblocks + b);
+    }
+    return scale1(row * p.nblocks + b);
+}
+
+fn slot_slow(k: u32, row: u32, t: u32) -> f32 {
+    let d = slow_row(row, t);
+    if GLU && k >= 4u {
+        return d.y;
+    }
+    return d.x;
+}
+
+// finish_tile stores the outputs of one token: acc holds slots 0-3 in lo
+// and 4-7 in hi.
+fn finish_tile(t: u32, n: u32, rbase: u32, lo: vec4<f32>, hi: vec4<f32>) {
+    if t >= n {
+        return;
+    }
+    for (var k = 0u; k < 4u; k++) {
+        let r = rbase + 8u * k;
+        if GLU {
+            if r < p.rows {
+                finish(t, r, vec2<f32>(lo[k], hi[k]));
+            }
+        } else {
+            if r < p.rows {
+                finish(t, r, vec2<f32>(lo[k], 0.0));
+            }
+            if r + 32u < p.rows {
+                finish(t, r + 32u, vec2<f32>(hi[k], 0.0));
+            }
+        }
+    }
+}
+
+// Tile is the products of one vec4 of a chunk: column i of lo (hi) holds
+// token i's dot products with slots 0-3 (4-7).
+struct Tile {
+    lo: mat4x4<f32>,
+    hi: mat4x4<f32>,
+}
+
+fn add_tile(a: Tile, b: Tile) -> Tile {
+    return Tile(a.lo + b.lo, a.hi + b.hi);
+}
+
+// gq multiplies vec4 q of the 8 slots' chunks v (scaled by sl, sh) with
+// the activations at vec4 indices xi of the 4 tokens.
+fn gq(v: array<vec4<u32>, 8>, sl: vec4<f32>, sh: vec4<f32>, q: u32, xi: vec4<u32>) -> Tile {
+    let w0 = dq(v[0], q) * sl.x;
+    let w1 = dq(v[1], q) * sl.y;
+    let w2_ = dq(v[2], q) * sl.z;
+    let w3 = dq(v[3], q) * sl.w;
+    let w4 = dq(v[4], q) * sh.x;
+    let w5 = dq(v[5], q) * sh.y;
+    let w6 = dq(v[6], q) * sh.z;
+    let w7 = dq(v[7], q) * sh.w;
+    let x0 = x[xi.x];
+    let x1 = x[xi.y];
+    let x2 = x[xi.z];
+    let x3 = x[xi.w];
+    let lo = mat4x4<f32>(vec4<f32>(dot(w0, x0), dot(w1, x0), dot(w2_, x0), dot(w3, x0)),
+                         vec4<f32>(dot(w0, x1), dot(w1, x1), dot(w2_, x1), dot(w3, x1)),
+                         vec4<f32>(dot(w0, x2), dot(w1, x2), dot(w2_, x2), dot(w3, x2)),
+                         vec4<f32>(dot(w0, x3), dot(w1, x3), dot(w2_, x3), dot(w3, x3)));
+    let hi = mat4x4<f32>(vec4<f32>(dot(w4, x0), dot(w5, x0), dot(w6, x0), dot(w7, x0)),
+                         vec4<f32>(dot(w4, x1), dot(w5, x1), dot(w6, x1), dot(w7, x1)),
+                         vec4<f32>(dot(w4, x2), dot(w5, x2), dot(w6, x2), dot(w7, x2)),
+                         vec4<f32>(dot(w4, x3), dot(w5, x3), dot(w6, x3), dot(w7, x3)));
+    return Tile(lo, hi);
+}
+
+// matmul_direct: invocation (lx, ly) of a workgroup computes tokens
+// ty + 8i (i < 4, ty = tile token + ly) for its 8 weight-row slots.
+@compute @workgroup_size(8, 8)
+fn matmul_direct(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let n = min(step[1], p.nrows);
+    if wid.y * MM_TOKENS >= n {
+        return; // the whole tile is past T: uniform across the workgroup
+    }
+    let ty = wid.y * MM_TOKENS + lid.y;
+    let rbase = wid.x * MM_ROWS + lid.x;
+    let last = p.rows - 1u;
+    // Rows and tokens past the end repeat the last; dropped when stored.
+    let r0 = min(slot_row(rbase, 0u), last);
+    let r1 = min(slot_row(rbase, 1u), last);
+    let r2 = min(slot_row(rbase, 2u), last);
+    let r3 = min(slot_row(rbase, 3u), last);
+    let r4 = min(slot_row(rbase, 4u), last);
+    let r5 = min(slot_row(rbase, 5u), last);
+    let r6 = min(slot_row(rbase, 6u), last);
+    let r7 = min(slot_row(rbase, 7u), last);
+    let t0 = min(ty, n - 1u);
+    let t1 = min(ty + 8u, n - 1u);
+    let t2 = min(ty + 16u, n - 1u);
+    let t3 = min(ty + 24u, n - 1u);
+    var c0l = vec4<f32>(0.0);
+    var c0h = vec4<f32>(0.0);
+    var c1l = vec4<f32>(0.0);
+    var c1h = vec4<f32>(0.0);
+    var c2l = vec4<f32>(0.0);
+    var c2h = vec4<f32>(0.0);
+    var c3l = vec4<f32>(0.0);
+    var c3h = vec4<f32>(0.0);
+    if fast() {
+        let cpb = p.block / CW;
+        let xs = p.in_cols / 4u;
+        for (var b = 0u; b < p.nblocks; b++) {
+            let sl = vec4<f32>(slot_scale(0u, r0, b), slot_scale(1u, r1, b), slot_scale(2u, r2, b), slot_scale(3u, r3, b));
+            let sh = vec4<f32>(slot_scale(4u, r4, b), slot_scale(5u, r5, b), slot_scale(6u, r6, b), slot_scale(7u, r7, b));
+            for (var j = b * cpb; j < (b + 1u) * cpb; j++) {
+                let v0 = slot_chunk(0u, r0, j);
+                let v1 = slot_chunk(1u, r1, j);
+                let v2 = slot_chunk(2u, r2, j);
+                let v3 = slot_chunk(3u, r3, j);
+                let v4 = slot_chunk(4u, r4, j);
+                let v5 = slot_chunk(5u, r5, j);
+                let v6 = slot_chunk(6u, r6, j);
+                let v7 = slot_chunk(7u, r7, j);
+                let v = array<vec4<u32>, 8>(v0, v1, v2, v3, v4, v5, v6, v7);
+                let xi = vec4<u32>(t0, t1, t2, t3) * xs + j * EPW;
+                var tl = gq(v, sl, sh, 0u, xi);
+                if EPW > 1u {
+                    tl = add_tile(tl, gq(v, sl, sh, 1u, xi + 1u));
+                }
+                if EPW > 2u {
+                    tl = add_tile(tl, gq(v, sl, sh, 2u, xi + 2u));
+                    tl = add_tile(tl, gq(v, sl, sh, 3u, xi + 3u));
+                }
+                if EPW > 4u {
+                    tl = add_tile(tl, gq(v, sl, sh, 4u, xi + 4u));
+                    tl = add_tile(tl, gq(v, sl, sh, 5u, xi + 5u));
+                    tl = add_tile(tl, gq(v, sl, sh, 6u, xi + 6u));
+                    tl = add_tile(tl, gq(v, sl, sh, 7u, xi + 7u));
+                }
+                c0l += tl.lo[0];
+                c1l += tl.lo[1];
+                c2l += tl.lo[2];
+                c3l += tl.lo[3];
+                c0h += tl.hi[0];
+                c1h += tl.hi[1];
+                c2h += tl.hi[2];
+                c3h += tl.hi[3];
+            }
+        }
+    } else {
+        let rl = vec4<u32>(r0, r1, r2, r3);
+        let rh = vec4<u32>(r4, r5, r6, r7);
+        for (var k = 0u; k < 4u; k++) {
+            c0l[k] = slot_slow(k, rl[k], t0);
+            c0h[k] = slot_slow(k + 4u, rh[k], t0);
+            c1l[k] = slot_slow(k, rl[k], t1);
+            c1h[k] = slot_slow(k + 4u, rh[k], t1);
+            c2l[k] = slot_slow(k, rl[k], t2);
+            c2h[k] = slot_slow(k + 4u, rh[k], t2);
+            c3l[k] = slot_slow(k, rl[k], t3);
+            c3h[k] = slot_slow(k + 4u, rh[k], t3);
+        }
+    }
+    finish_tile(ty, n, rbase, c0l, c0h);
+    finish_tile(ty + 8u, n, rbase, c1l, c1h);
+    finish_tile(ty + 16u, n, rbase, c2l, c2h);
+    finish_tile(ty + 24u, n, rbase, c3l, c3h);
+}
+
+// matmul (tiled): per step of MM_K (32) columns the workgroup stages the
+// 32 tokens' activations and its 64 weight rows, dequantized and scaled,
+// in workgroup memory (row stride 9 vec4: one vec4 of padding), then each
+// invocation multiplies its 4 tokens x 8 slots from there. Needs fast().
+var<workgroup> xtile: array<array<vec4<f32>, 9>, 32>; // [token][k/4]
+var<workgroup> wtile: array<array<vec4<f32>, 9>, 64>; // [weight row][k/4]
 
 @compute @workgroup_size(8, 8)
 fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>,
           @builtin(local_invocation_index) li: u32) {
     let n = min(step[1], p.nrows);
-    let t0 = wid.y * TM;
-    if t0 >= n {
-        return; // the whole block is past T: uniform across the workgroup
-    }
-    let r0 = wid.x * TM;
-    var acc: array<array<f32, 4>, 4>; // [token i][row j], zero-initialized
-    for (var k0 = 0u; k0 < p.in_cols; k0 += TK) {
-        // Stage 32x16 activations and 32x16 weights, 8 of each per invocation.
-        for (var m = 0u; m < 8u; m++) {
-            let idx = li + 64u * m;
-            let row = idx / TK;
-            let k = k0 + idx % TK;
-            var xv = 0.0;
-            if k < p.in_cols && t0 + row < n {
-                xv = x[(t0 + row) * p.in_cols + k];
-            }
-            xs[row][idx % TK] = xv;
-            var wv = 0.0;
-            if k < p.in_cols && r0 + row < p.rows {
-                let e = (r0 + row) * p.in_cols + k;
-                wv = decode(w[word_of(e, p.wt)], e, p.wt) * wscale(r0 + row, k);
-            }
-            ws[row][idx % TK] = wv;
-        }
-        workgroupBarrier();
-        for (var kk = 0u; kk < TK; kk++) {
-            var xr: array<f32, 4>;
-            var wr: array<f32, 4>;
-            for (var i = 0u; i < 4u; i++) {
-                xr[i] = xs[lid.y + 8u * i][kk];
-                wr[i] = ws[lid.x + 8u * i][kk];
-            }
-            for (var i = 0u; i < 4u; i++) {
-                for (var j = 0u; j < 4u; j++) {
-                    acc[i][j] += xr[i] * wr[j];
-                }
-            }
-        }
-        workgroupBarrier();
-    }
-    for (var i = 0u; i < 4u; i++) {
-        let t = t0 + lid.y + 8u * i;
-        for (var j = 0u; j < 4u; j++) {
-            let r = r0 + lid.x + 8u * j;
-            if t < n && r < p.rows {
-                let o = p.row_base + r;
-                var v = acc[i][j];
-                if p.has_bias != 0u {
-                    v += bias[o];
-                }
-                store(t * p.out_cols + o, v);
-            }
-        }
-    }
-}
-
-// The activations of elementwise.wgsl's glu, repeated here (WGSL has no
-// includes; keeping them out of common.wgsl leaves the other families'
-// modules unchanged). The conformance cases hold both copies to gpu/cpu.
-
-// erf_approx: Abramowitz & Stegun 7.1.26, absolute error below 1.5e-7.
-fn erf_approx(x: f32) -> f32 {
-    let z = abs(x);
-    let k = 1.0 / (1.0 + 0.3275911 * z);
-    let poly = k * (0.254829592 + k * (-0.284496736 + k * (1.421413741 + k * (-1.453152027 + k * 1.061405429))));
-    return sign(x) * (1.0 - poly * exp(-z * z));
-}
-
-fn to_f16(v: f32) -> f32 {
-    return unpack2x16float(pack2x16float(vec2<f32>(v, 0.0))).x;
-}
-
-// gelu_tanh: llama.cpp's fp16 table form (see fusion.GLU).
-fn gelu_tanh(v: f32) -> f32 {
-    if v <= -10.0 {
-        return 0.0;
-    }
-    if v >= 10.0 {
-        return v;
-    }
-    let x = to_f16(v);
-    // 0.7978845608 = sqrt(2/pi)
-    let g = 0.5 * x * (1.0 + tanh_safe(0.7978845608 * x * (1.0 + 0.044715 * x * x)));
-    return to_f16(g);
-}
-
-// apply_act: 0 silu, 1 gelu_tanh, 2 gelu (erf), 3 relu (the host's actCodes).
-fn apply_act(act: u32, v: f32) -> f32 {
-    var r = 0.0;
-    switch act {
-        case 0u: { r = v / (1.0 + exp(-v)); }
-        case 1u: { r = gelu_tanh(v); }
-        case 2u: { r = 0.5 * v * (1.0 + erf_approx(v * 0.7071067812)); }
-        default: { r = max(v, 0.0); }
-    }
-    return r;
-}
-
-// glu_result combines a gate and an up dot product with their bias.
-fn glu_result(o: u32, gate: f32, up: f32) -> f32 {
-    var g = gate;
-    var u = up;
-    if p.has_bias != 0u {
-        g += bias[o];
-    }
-    if p.has_bias2 != 0u {
-        u += bias[o];
-    }
-    return apply_act(p.act, g) * u;
-}
-
-// dot_words2 is dot_words for the gate (w) and up (w2) rows at once: each
-// activation is loaded once for both products.
-fn dot_words2(w0: u32, xi: u32, n: u32, first: u32, stride: u32) -> vec2<f32> {
-    var acc = vec2<f32>(0.0);
-    switch p.wt {
-        case 1u: {
-            for (var i = first; i < n; i += stride) {
-                let xv = vec2<f32>(x[xi + 2u * i], x[xi + 2u * i + 1u]);
-                acc += vec2<f32>(dot(unpack2x16float(w[w0 + i]), xv), dot(unpack2x16float(w2[w0 + i]), xv));
-            }
-        }
-        case 2u: {
-            for (var i = first; i < n; i += stride) {
-                let xv = vec2<f32>(x[xi + 2u * i], x[xi + 2u * i + 1u]);
-                let a = w[w0 + i];
-                let b = w2[w0 + i];
-                acc += vec2<f32>(dot(vec2<f32>(bitcast<f32>(a << 16u), bitcast<f32>(a & 0xffff0000u)), xv),
-                                 dot(vec2<f32>(bitcast<f32>(b << 16u), bitcast<f32>(b & 0xffff0000u)), xv));
-            }
-        }
-        case 3u: {
-            let up = vec4<u32>(24u, 16u, 8u, 0u);
-            for (var i = first; i < n; i += stride) {
-                let xv = x4(xi + 4u * i);
-                let a = (vec4<i32>(bitcast<i32>(w[w0 + i])) << up) >> vec4<u32>(24u);
-                let b = (vec4<i32>(bitcast<i32>(w2[w0 + i])) << up) >> vec4<u32>(24u);
-                acc += vec2<f32>(dot(vec4<f32>(a), xv), dot(vec4<f32>(b), xv));
-            }
-        }
-        case 4u: {
-            let lo = vec4<u32>(28u, 24u, 20u, 16u);
-            let hi = vec4<u32>(12u, 8u, 4u, 0u);
-            for (var i = first; i < n; i += stride) {
-                let xa = x4(xi + 8u * i);
-                let xb = x4(xi + 8u * i + 4u);
-                let a = vec4<i32>(bitcast<i32>(w[w0 + i]));
-                let b = vec4<i32>(bitcast<i32>(w2[w0 + i]));
-                acc += vec2<f32>(dot(vec4<f32>((a << lo) >> vec4<u32>(28u)), xa) + dot(vec4<f32>((a << hi) >> vec4<u32>(28u)), xb),
-                                 dot(vec4<f32>((b << lo) >> vec4<u32>(28u)), xa) + dot(vec4<f32>((b << hi) >> vec4<u32>(28u)), xb));
-            }
-        }
-        default: {
-            for (var i = first; i < n; i += stride) {
-                let xv = x[xi + i];
-                acc += vec2<f32>(bitcast<f32>(w[w0 + i]) * xv, bitcast<f32>(w2[w0 + i]) * xv);
-            }
-        }
-    }
-    return acc;
-}
-
-// matvec_glu: matvec for MatMulGLU, one invocation per output row and token.
-@compute @workgroup_size(64)
-fn matvec_glu(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let r = gid.x;
-    let t = gid.y;
-    if r >= p.rows || t >= min(step[1], p.nrows) {
+    let tt = wid.y * MM_TOKENS;
+    if tt >= n {
         return;
     }
-    let xb = t * p.in_cols;
-    let wb = r * p.in_cols;
-    let epw = elems_per_word(p.wt);
-    let whole = p.in_cols % epw == 0u && p.block % epw == 0u;
-    var acc = vec2<f32>(0.0);
-    for (var b = 0u; b < p.nblocks; b++) {
-        var part = vec2<f32>(0.0);
-        let c0 = b * p.block;
-        if whole {
-            part = dot_words2((wb + c0) / epw, xb + c0, p.block / epw, 0u, 1u);
-        } else {
-            for (var c = c0; c < c0 + p.block; c++) {
-                let e = wb + c;
-                let i = word_of(e, p.wt);
-                part += vec2<f32>(decode(w[i], e, p.wt), decode(w2[i], e, p.wt)) * x[xb + c];
+    let rt = wid.x * MM_ROWS;
+    let xs = p.in_cols / 4u;
+    var acc: array<vec4<f32>, 8>; // [token i][lo/hi]: 2i lo, 2i+1 hi
+    for (var k0 = 0u; k0 < p.in_cols; k0 += MM_K) {
+        // Activations: 32 tokens x 8 vec4, 4 per invocation.
+        for (var m = li; m < 256u; m += 64u) {
+            let tok = m / 8u;
+            let kq = m % 8u;
+            var v = vec4<f32>(0.0);
+            if tt + tok < n && k0 + 4u * kq < p.in_cols {
+                v = x[(tt + tok) * xs + k0 / 4u + kq];
             }
+            xtile[tok][kq] = v;
         }
-        acc += part * vec2<f32>(wscale(r, c0), wscale2(r, c0));
-    }
-    let o = p.row_base + r;
-    store(t * p.out_cols + o, glu_result(o, acc.x, acc.y));
-}
-
-// matvec_glu_lanes: matvec_lanes for MatMulGLU.
-var<workgroup> partial2: array<f32, 64>;
-
-@compute @workgroup_size(64)
-fn matvec_glu_lanes(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
-    let t = wid.y;
-    if t >= min(step[1], p.nrows) {
-        return; // uniform: the whole workgroup shares t
-    }
-    let lane = lid.x % LANES;
-    let r = wid.x * ROWS_PER_WG + lid.x / LANES;
-    var acc = vec2<f32>(0.0);
-    if r < p.rows {
-        let xb = t * p.in_cols;
-        let wb = r * p.in_cols;
-        let epw = elems_per_word(p.wt);
-        let whole = p.in_cols % epw == 0u && p.block % epw == 0u;
-        for (var b = 0u; b < p.nblocks; b++) {
-            var part = vec2<f32>(0.0);
-            let c0 = b * p.block;
-            if whole {
-                part = dot_words2((wb + c0) / epw, xb + c0, p.block / epw, lane, LANES);
-            } else {
-                for (var c = c0 + lane; c < c0 + p.block; c += LANES) {
-                    let e = wb + c;
-                    let i = word_of(e, p.wt);
-                    part += vec2<f32>(decode(w[i], e, p.wt), decode(w2[i], e, p.wt)) * x[xb + c];
+        // Weights: 64 weight rows x (MM_K / CW) chunks.
+        for (var m = li; m < 64u * (MM_K / CW); m += 64u) {
+            let wr = m / (MM_K / CW);
+            let cq = m % (MM_K / CW);
+            let k = k0 + cq * CW;
+            var src = 0u; // 0: W, 1: W2
+            var row = rt + wr;
+            if GLU {
+                row = rt + (wr & 31u);
+                src = wr >> 5u;
+            }
+            var v = vec4<u32>(0u);
+            var sc = 0.0;
+            if row < p.rows && k < p.in_cols {
+                let i = row * (p.in_cols / CW) + k / CW;
+                let b = k / p.block;
+                if src == 1u {
+                    v = w2[i];
+                    sc = scales(row * p.nblocks + b).y;
+                } else {
+                    v = w[i];
+                    sc = scales(row * p.nblocks + b).x;
                 }
             }
-            acc += part * vec2<f32>(wscale(r, c0), wscale2(r, c0));
-        }
-    }
-    partial[lid.x] = acc.x;
-    partial2[lid.x] = acc.y;
-    workgroupBarrier();
-    if lane == 0u && r < p.rows {
-        var sum = vec2<f32>(0.0);
-        for (var i = 0u; i < LANES; i++) {
-            sum += vec2<f32>(partial[lid.x + i], partial2[lid.x + i]);
-        }
-        let o = p.row_base + r;
-        store(t * p.out_cols + o, glu_result(o, sum.x, sum.y));
-    }
-}
-
-// matmul_glu: matmul for MatMulGLU, staging the up weights beside the gate's.
-var<workgroup> ws2: array<array<f32, 16>, 32>; // [row][k]
-
-@compute @workgroup_size(8, 8)
-fn matmul_glu(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>,
-              @builtin(local_invocation_index) li: u32) {
-    let n = min(step[1], p.nrows);
-    let t0 = wid.y * TM;
-    if t0 >= n {
-        return;
-    }
-    let r0 = wid.x * TM;
-    var acc: array<array<f32, 4>, 4>;  // gate [token i][row j]
-    var acc2: array<array<f32, 4>, 4>; // up
-    for (var k0 = 0u; k0 < p.in_cols; k0 += TK) {
-        for (var m = 0u; m < 8u; m++) {
-            let idx = li + 64u * m;
-            let row = idx / TK;
-            let k = k0 + idx % TK;
-            var xv = 0.0;
-            if k < p.in_cols && t0 + row < n {
-                xv = x[(t0 + row) * p.in_cols + k];
+            for (var q = 0u; q < EPW; q++) {
+                wtile[wr][cq * EPW + q] = dq(v, q) * sc;
             }
-            xs[row][idx % TK] = xv;
-            var wv = 0.0;
-            var wv2 = 0.0;
-            if k < p.in_cols && r0 + row < p.rows {
-                let e = (r0 + row) * p.in_cols + k;
-                let i = word_of(e, p.wt);
-                wv = decode(w[i], e, p.wt) * wscale(r0 + row, k);
-                wv2 = decode(w2[i], e, p.wt) * wscale2(r0 + row, k);
-            }
-            ws[row][idx % TK] = wv;
-            ws2[row][idx % TK] = wv2;
         }
         workgroupBarrier();
-        for (var kk = 0u; kk < TK; kk++) {
-            var xr: array<f32, 4>;
-            var wr: array<f32, 4>;
-            var wr2: array<f32, 4>;
-            for (var i = 0u; i < 4u; i++) {
-                xr[i] = xs[lid.y + 8u * i][kk];
-                wr[i] = ws[lid.x + 8u * i][kk];
-                wr2[i] = ws2[lid.x + 8u * i][kk];
+        for (var kq = 0u; kq < MM_K / 4u; kq++) {
+            var wv: array<vec4<f32>, 8>;
+            for (var k = 0u; k < 8u; k++) {
+                wv[k] = wtile[lid.x + 8u * k][kq];
             }
             for (var i = 0u; i < 4u; i++) {
-                for (var j = 0u; j < 4u; j++) {
-                    acc[i][j] += xr[i] * wr[j];
-                    acc2[i][j] += xr[i] * wr2[j];
-                }
+                let xv = xtile[lid.y + 8u * i][kq];
+                acc[2u * i] += vec4<f32>(dot(wv[0], xv), dot(wv[1], xv), dot(wv[2], xv), dot(wv[3], xv));
+                acc[2u * i + 1u] += vec4<f32>(dot(wv[4], xv), dot(wv[5], xv), dot(wv[6], xv), dot(wv[7], xv));
             }
         }
         workgroupBarrier();
     }
+    let rbase = rt + lid.x;
     for (var i = 0u; i < 4u; i++) {
-        let t = t0 + lid.y + 8u * i;
-        for (var j = 0u; j < 4u; j++) {
-            let r = r0 + lid.x + 8u * j;
-            if t < n && r < p.rows {
-                let o = p.row_base + r;
-                store(t * p.out_cols + o, glu_result(o, acc[i][j], acc2[i][j]));
-            }
-        }
+        finish_tile(tt + lid.y + 8u * i, n, rbase, acc[2u * i], acc[2u * i + 1u]);
     }
 }

@@ -15,15 +15,8 @@
 // qembed: out[t] = scale * W[tokens[t]] for the tokens in the row block,
 //   dispatch (ceil(in_cols/64), T, 1).
 
-// Block type codes; the host (gpu/kernels/qblocks.go) uses the same.
-const QT_Q4_1: u32 = 1u;
-const QT_Q5_0: u32 = 2u;
-const QT_Q5_1: u32 = 3u;
-const QT_Q4K: u32 = 4u;
-const QT_Q5K: u32 = 5u;
-const QT_Q6K: u32 = 6u;
-const QT_Q2K: u32 = 7u;
-const QT_Q3K: u32 = 8u;
+// The block type codes QT_* (and each type's QT_*_ELEMS, QT_*_BYTES) are
+// generated from shaders/codes.go's table, which the host uses too.
 
 struct QParams {
     in_cols: u32,  // elements per row of W (qembed: columns of out)
@@ -52,20 +45,20 @@ struct QParams {
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
 
 fn qblock_len(qt: u32) -> u32 {
-    return select(32u, 256u, qt >= QT_Q4K);
+    return select(QT_Q4_1_ELEMS, QT_Q4K_ELEMS, qt >= QT_Q4K);
 }
 
 fn qblock_bytes(qt: u32) -> u32 {
     var n = 0u;
     switch qt {
-        case 1u: { n = 20u; }
-        case 2u: { n = 22u; }
-        case 3u: { n = 24u; }
-        case 4u: { n = 144u; }
-        case 5u: { n = 176u; }
-        case 7u: { n = 84u; }
-        case 8u: { n = 110u; }
-        default: { n = 210u; }
+        case QT_Q4_1: { n = QT_Q4_1_BYTES; }
+        case QT_Q5_0: { n = QT_Q5_0_BYTES; }
+        case QT_Q5_1: { n = QT_Q5_1_BYTES; }
+        case QT_Q4K: { n = QT_Q4K_BYTES; }
+        case QT_Q5K: { n = QT_Q5K_BYTES; }
+        case QT_Q2K: { n = QT_Q2K_BYTES; }
+        case QT_Q3K: { n = QT_Q3K_BYTES; }
+        default: { n = QT_Q6K_BYTES; }
     }
     return n;
 }
@@ -111,18 +104,18 @@ fn qscale_min(s: u32, j: u32) -> vec2<f32> {
 fn qvalue(qt: u32, b: u32, i: u32) -> f32 {
     var v = 0.0;
     switch qt {
-        case 1u: { // Q4_1
+        case QT_Q4_1: { // Q4_1
             v = f32(qnibble32(b + 4u, i)) * qhalf(b) + qhalf(b + 2u);
         }
-        case 2u: { // Q5_0
+        case QT_Q5_0: { // Q5_0
             let hb = (qbyte(b + 2u + (i >> 3u)) >> (i & 7u)) & 1u;
             v = f32(i32(qnibble32(b + 6u, i) | (hb << 4u)) - 16) * qhalf(b);
         }
-        case 3u: { // Q5_1
+        case QT_Q5_1: { // Q5_1
             let hb = (qbyte(b + 4u + (i >> 3u)) >> (i & 7u)) & 1u;
             v = f32(qnibble32(b + 8u, i) | (hb << 4u)) * qhalf(b) + qhalf(b + 2u);
         }
-        case 4u, 5u: { // Q4_K, Q5_K
+        case QT_Q4K, QT_Q5K: { // Q4_K, Q5_K
             let j = i >> 5u; // sub-block
             let l = i & 31u;
             let sm = qscale_min(b + 4u, j);
@@ -138,7 +131,7 @@ fn qvalue(qt: u32, b: u32, i: u32) -> f32 {
             let m1 = qhalf(b + 2u) * sm.y;
             v = d1 * f32(q) - m1;
         }
-        case 7u, 8u: { // Q2_K, Q3_K: element l of sub-block 8h + 2j + u
+        case QT_Q2K, QT_Q3K: { // Q2_K, Q3_K: element l of sub-block 8h + 2j + u
             let h = i >> 7u;
             let j = (i >> 5u) & 3u;
             let u = (i >> 4u) & 1u;
@@ -195,7 +188,7 @@ fn qstore(i: u32, v: f32) {
 fn qsub_dot(qt: u32, b: u32, j: u32, xi: u32) -> f32 {
     var acc = 0.0;
     switch qt {
-        case 4u, 5u: { // Q4_K, Q5_K: blocks of 144 and 176 bytes start on words
+        case QT_Q4K, QT_Q5K: { // Q4_K, Q5_K: blocks of 144 and 176 bytes start on words
             let sm = qscale_min(b + 4u, j);
             let d1 = qhalf(b) * sm.x;
             let m1 = qhalf(b + 2u) * sm.y;
@@ -215,7 +208,7 @@ fn qsub_dot(qt: u32, b: u32, j: u32, xi: u32) -> f32 {
                 acc += dot(v, vec4<f32>(x[xi + 4u * k], x[xi + 4u * k + 1u], x[xi + 4u * k + 2u], x[xi + 4u * k + 3u]));
             }
         }
-        case 6u: { // Q6_K: blocks of 210 bytes start on even bytes
+        case QT_Q6K: { // Q6_K: blocks of 210 bytes start on even bytes
             let d = qhalf(b + 208u);
             let h = j >> 2u;
             let k = j & 3u;
@@ -233,7 +226,7 @@ fn qsub_dot(qt: u32, b: u32, j: u32, xi: u32) -> f32 {
                 }
             }
         }
-        case 7u, 8u: { // Q2_K, Q3_K
+        case QT_Q2K, QT_Q3K: { // Q2_K, Q3_K
             for (var i = 0u; i < 32u; i++) {
                 acc += qvalue(qt, b, 32u * j + i) * x[xi + i];
             }

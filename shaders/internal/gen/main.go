@@ -1,5 +1,5 @@
-// Command gen compiles every kernel family of the shaders package from WGSL
-// to SPIR-V with naga (common.wgsl prepended), one module per family:
+// Command gen compiles every kernel module of the shaders package (see
+// shaders.Modules) from WGSL to SPIR-V with naga:
 //
 //	go run ./internal/gen -out spirv [-naga naga]
 //
@@ -11,15 +11,23 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/gpurun/gpurun/shaders"
 	"github.com/gpurun/gpurun/shaders/internal/spirvgen"
 )
 
 func main() {
 	out := flag.String("out", "spirv", "output directory")
 	naga := flag.String("naga", "naga", "naga executable")
-	src := flag.String("src", "wgsl", "WGSL directory")
 	flag.Parse()
-	if err := spirvgen.Generate(*naga, *src, *out); err != nil {
+	mods, err := shaders.Modules()
+	if err == nil {
+		in := make([]spirvgen.Module, len(mods))
+		for i, m := range mods {
+			in[i] = spirvgen.Module{Name: m.Name, WGSL: m.WGSL, Entry: m.Entry}
+		}
+		err = spirvgen.Generate(*naga, *out, in)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}

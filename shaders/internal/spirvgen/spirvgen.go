@@ -1,5 +1,7 @@
-// Package spirvgen turns the WGSL kernel families into SPIR-V with naga. The
-// generator command and the freshness test share it.
+// Package spirvgen turns the WGSL kernel modules (shaders.Modules: plain
+// families and every variant of a specialized family, with the generated
+// constants and common.wgsl prepended) into SPIR-V with naga. The generator
+// command and the freshness test share it.
 package spirvgen
 
 import (
@@ -11,20 +13,20 @@ import (
 	"strings"
 )
 
+// Module is one unit to compile: shaders.Module's fields (this package may
+// not import shaders, whose tests use it).
+type Module struct {
+	Name  string
+	WGSL  string
+	Entry string // "": every entry point; else only this one (naga --entry-point --compact)
+}
+
 // SPIRVVersion is the SPIR-V version naga emits (subgroup ops need 1.3).
 const SPIRVVersion = "1.3"
 
-// Generate writes out/<family>.spv for every srcDir/<family>.wgsl except
-// common.wgsl, which is prepended to each.
-func Generate(naga, srcDir, outDir string) error {
-	common, err := os.ReadFile(filepath.Join(srcDir, "common.wgsl"))
-	if err != nil {
-		return fmt.Errorf("spirvgen: %w", err)
-	}
-	files, err := filepath.Glob(filepath.Join(srcDir, "*.wgsl"))
-	if err != nil {
-		return fmt.Errorf("spirvgen: %w", err)
-	}
+// Generate writes outDir/<module>.spv for every module and removes stale
+// .spv files of modules that no longer exist.
+func Generate(naga, outDir string, modules []Module) error {
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return fmt.Errorf("spirvgen: %w", err)
 	}
@@ -33,35 +35,44 @@ func Generate(naga, srcDir, outDir string) error {
 		return fmt.Errorf("spirvgen: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	for _, f := range files {
-		family := strings.TrimSuffix(filepath.Base(f), ".wgsl")
-		if family == "common" {
-			continue
-		}
-		src, err := os.ReadFile(f)
-		if err != nil {
+	keep := map[string]bool{}
+	for _, m := range modules {
+		full := filepath.Join(tmp, m.Name+".wgsl")
+		if err := os.WriteFile(full, []byte(m.WGSL), 0o644); err != nil {
 			return fmt.Errorf("spirvgen: %w", err)
 		}
-		full := filepath.Join(tmp, family+".wgsl")
-		if err := os.WriteFile(full, append(append(append([]byte{}, common...), '\n'), src...), 0o644); err != nil {
-			return fmt.Errorf("spirvgen: %w", err)
+		out := filepath.Join(outDir, m.Name+".spv")
+		keep[m.Name+".spv"] = true
+		args := []string{"--spirv-version", SPIRVVersion}
+		if m.Entry != "" {
+			args = append(args, "--entry-point", m.Entry, "--compact")
 		}
-		out := filepath.Join(outDir, family+".spv")
-		cmd := exec.Command(naga, "--spirv-version", SPIRVVersion, full, out)
+		cmd := exec.Command(naga, append(args, full, out)...)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("spirvgen: naga %s: %w: %s", family, err, stderr.String())
+			return fmt.Errorf("spirvgen: naga %s: %w: %s", m.Name, err, stderr.String())
 		}
-		if bytes.Contains(src, []byte("\n"+NoZeroInitMarker+"\n")) {
+		if strings.Contains(m.WGSL, "\n"+NoZeroInitMarker+"\n") {
 			spv, err := os.ReadFile(out)
 			if err != nil {
 				return fmt.Errorf("spirvgen: %w", err)
 			}
 			if spv, err = DropWorkgroupZeroInit(spv); err != nil {
-				return fmt.Errorf("spirvgen: %s: %w", family, err)
+				return fmt.Errorf("spirvgen: %s: %w", m.Name, err)
 			}
 			if err := os.WriteFile(out, spv, 0o644); err != nil {
+				return fmt.Errorf("spirvgen: %w", err)
+			}
+		}
+	}
+	old, err := filepath.Glob(filepath.Join(outDir, "*.spv"))
+	if err != nil {
+		return fmt.Errorf("spirvgen: %w", err)
+	}
+	for _, f := range old {
+		if !keep[filepath.Base(f)] && strings.HasSuffix(f, ".spv") {
+			if err := os.Remove(f); err != nil {
 				return fmt.Errorf("spirvgen: %w", err)
 			}
 		}

@@ -1,0 +1,185 @@
+package shaders
+
+import (
+	"fmt"
+	"strings"
+)
+
+// WeightType is the code of a stored weight element type. The codes are
+// defined here once: the WGSL constants WT_* that every kernel family sees
+// are generated from this table (see Prelude), and the GPU backend passes
+// these values, never literals.
+type WeightType uint32
+
+// Weight element types.
+const (
+	WeightF32 WeightType = iota
+	WeightF16
+	WeightBF16
+	WeightI8
+	WeightI4
+)
+
+// ScaleType is the code of a quantization scale type.
+type ScaleType uint32
+
+// Scale types.
+const (
+	ScaleF32 ScaleType = iota
+	ScaleF16
+)
+
+// weightTypes is the table of weight types: the WGSL constant name and how
+// many elements one u32 word holds. A new type (and its decoding in
+// wgsl/common.wgsl's decode and wgsl/matmul.wgsl's dq) slots in here.
+var weightTypes = []struct {
+	code WeightType
+	name string
+	epw  uint32
+}{
+	{WeightF32, "F32", 1},
+	{WeightF16, "F16", 2},
+	{WeightBF16, "BF16", 2},
+	{WeightI8, "I8", 4},
+	{WeightI4, "I4", 8},
+}
+
+var scaleTypes = []struct {
+	code ScaleType
+	name string
+}{{ScaleF32, "F32"}, {ScaleF16, "F16"}}
+
+// String is the type's WGSL constant suffix.
+func (w WeightType) String() string {
+	for _, t := range weightTypes {
+		if t.code == w {
+			return t.name
+		}
+	}
+	return fmt.Sprintf("WeightType(%d)", uint32(w))
+}
+
+// ElemsPerWord is how many elements of the type one u32 word holds (0 for an
+// unknown code).
+func (w WeightType) ElemsPerWord() int {
+	for _, t := range weightTypes {
+		if t.code == w {
+			return int(t.epw)
+		}
+	}
+	return 0
+}
+
+func (s ScaleType) String() string {
+	for _, t := range scaleTypes {
+		if t.code == s {
+			return t.name
+		}
+	}
+	return fmt.Sprintf("ScaleType(%d)", uint32(s))
+}
+
+// BlockType is the code of one of llama.cpp's block types (Q4_1 ... Q3_K),
+// which keep their blocks bit for bit on the device and have a kernel
+// family of their own (wgsl/qblocks.wgsl). 0 is none.
+type BlockType uint32
+
+// Block types.
+const (
+	BlockNone BlockType = iota
+	BlockQ4_1
+	BlockQ5_0
+	BlockQ5_1
+	BlockQ4K
+	BlockQ5K
+	BlockQ6K
+	BlockQ2K
+	BlockQ3K
+)
+
+// blockTypes is the table of block types: the WGSL constant suffix, the
+// elements per block and the bytes per block (llama.cpp's layouts, see
+// tensors/blocks.go).
+var blockTypes = []struct {
+	code         BlockType
+	name         string
+	elems, bytes uint32
+}{
+	{BlockQ4_1, "Q4_1", 32, 20},
+	{BlockQ5_0, "Q5_0", 32, 22},
+	{BlockQ5_1, "Q5_1", 32, 24},
+	{BlockQ4K, "Q4K", 256, 144},
+	{BlockQ5K, "Q5K", 256, 176},
+	{BlockQ6K, "Q6K", 256, 210},
+	{BlockQ2K, "Q2K", 256, 84},
+	{BlockQ3K, "Q3K", 256, 110},
+}
+
+func (q BlockType) String() string {
+	for _, t := range blockTypes {
+		if t.code == q {
+			return t.name
+		}
+	}
+	return fmt.Sprintf("BlockType(%d)", uint32(q))
+}
+
+// BlockLayout returns the elements and bytes of one block of the type (0, 0
+// for an unknown code).
+func (q BlockType) BlockLayout() (elems, bytes int) {
+	for _, t := range blockTypes {
+		if t.code == q {
+			return int(t.elems), int(t.bytes)
+		}
+	}
+	return 0, 0
+}
+
+// codesWGSL is the WGSL declaration of every type and activation code, prepended to every
+// family before common.wgsl.
+func codesWGSL() string {
+	var b strings.Builder
+	b.WriteString("// Generated from shaders/codes.go: weight and scale type codes.\n")
+	for _, t := range weightTypes {
+		fmt.Fprintf(&b, "const WT_%s: u32 = %du;\n", t.name, uint32(t.code))
+	}
+	for _, t := range scaleTypes {
+		fmt.Fprintf(&b, "const ST_%s: u32 = %du;\n", t.name, uint32(t.code))
+	}
+	for _, t := range blockTypes {
+		fmt.Fprintf(&b, "const QT_%s: u32 = %du;\n", t.name, uint32(t.code))
+		fmt.Fprintf(&b, "const QT_%s_ELEMS: u32 = %du;\n", t.name, t.elems)
+		fmt.Fprintf(&b, "const QT_%s_BYTES: u32 = %du;\n", t.name, t.bytes)
+	}
+	for _, a := range activations {
+		fmt.Fprintf(&b, "const ACT_%s: u32 = %du;\n", strings.ToUpper(a.name), uint32(a.code))
+	}
+	return b.String()
+}
+
+// Activation is the code of an activation function (the act parameter of
+// the elementwise and GLU kernels).
+type Activation uint32
+
+// Activations.
+const (
+	ActSiLU Activation = iota
+	ActGELUTanh
+	ActGELU
+	ActReLU
+)
+
+var activations = []struct {
+	code Activation
+	name string // fusion's name and, upper-cased, the WGSL constant's
+}{{ActSiLU, "silu"}, {ActGELUTanh, "gelu_tanh"}, {ActGELU, "gelu"}, {ActReLU, "relu"}}
+
+// ActivationByName returns the code of a fusion activation name.
+func ActivationByName(name string) (Activation, bool) {
+	for _, a := range activations {
+		if a.name == name {
+			return a.code, true
+		}
+	}
+	return 0, false
+}

@@ -1,0 +1,337 @@
+package shaders
+
+import (
+	"encoding/binary"
+	"fmt"
+	"reflect"
+	"regexp"
+	"strings"
+)
+
+// Params is the uniform block of one kernel family: a Go struct of 4-byte
+// fields (uint32, int32, float32) whose type name and fields (wgsl tags, in
+// order) are those of the WGSL struct bound as `var<uniform> p`. The
+// layout test holds every family's struct to its Go twin, so the host
+// fills named fields and the compiler checks them, instead of positional
+// []uint32 slots.
+type Params interface{ params() }
+
+// MaxParamsBytes is the largest uniform block a kernel may declare; the
+// backend gives every dispatch a slot of this size.
+const MaxParamsBytes = 64
+
+// Encode returns the little-endian bytes of a params struct.
+func Encode(p Params) ([]byte, error) {
+	b, err := binary.Append(nil, binary.LittleEndian, p)
+	if err != nil {
+		return nil, fmt.Errorf("shaders: encode %T: %w", p, err)
+	}
+	if len(b) > MaxParamsBytes {
+		return nil, fmt.Errorf("shaders: %T is %d bytes, over %d", p, len(b), MaxParamsBytes)
+	}
+	return b, nil
+}
+
+// paramTypes lists the Go twin of every family's uniform struct.
+var paramTypes = []Params{
+	MatParams{}, EmbedParams{}, NormParams{}, RopeParams{}, KVParams{}, AttnParams{}, EltParams{}, ArgmaxParams{}, QParams{},
+}
+
+var (
+	uniformRE = regexp.MustCompile(`var<\s*uniform\s*>\s*p\s*:\s*([A-Za-z_][A-Za-z0-9_]*)\s*;`)
+	fieldRE   = regexp.MustCompile(`^\s*([A-Za-z_][A-Za-z0-9_]*)\s*:\s*([A-Za-z0-9_<>]+)\s*,?\s*(//.*)?$`)
+)
+
+// structFields returns the fields (name, type) of WGSL struct name in src.
+func structFields(src, name string) ([][2]string, error) {
+	re := regexp.MustCompile(`(?s)struct\s+` + regexp.QuoteMeta(name) + `\s*\{(.*?)\}`)
+	m := re.FindStringSubmatch(src)
+	if m == nil {
+		return nil, fmt.Errorf("struct %s not found", name)
+	}
+	var out [][2]string
+	for _, line := range strings.Split(m[1], "\n") {
+		if strings.TrimSpace(line) == "" || strings.HasPrefix(strings.TrimSpace(line), "//") {
+			continue
+		}
+		f := fieldRE.FindStringSubmatch(line)
+		if f == nil {
+			return nil, fmt.Errorf("struct %s: cannot read field %q", name, strings.TrimSpace(line))
+		}
+		out = append(out, [2]string{f[1], f[2]})
+	}
+	return out, nil
+}
+
+// CheckLayout checks that a family's uniform struct and its Go twin (found
+// in paramTypes by type name) agree field by field: names, 4-byte types,
+// order (so every offset), and a size that is a multiple of 16 bytes and
+// at most MaxParamsBytes.
+func CheckLayout(f *Family) error {
+	m := uniformRE.FindStringSubmatch(f.WGSL)
+	if m == nil {
+		return fmt.Errorf("shaders: %s: no `var<uniform> p` block", f.Name)
+	}
+	var goType reflect.Type
+	for _, p := range paramTypes {
+		if t := reflect.TypeOf(p); t.Name() == m[1] {
+			goType = t
+		}
+	}
+	if goType == nil {
+		return fmt.Errorf("shaders: %s: no Go struct %s in paramTypes", f.Name, m[1])
+	}
+	return checkStruct(f.Name, f.WGSL, m[1], goType)
+}
+
+func checkStruct(family, src, name string, t reflect.Type) error {
+	fields, err := structFields(src, name)
+	if err != nil {
+		return fmt.Errorf("shaders: %s: %w", family, err)
+	}
+	if t.NumField() != len(fields) {
+		return fmt.Errorf("shaders: %s: Go %s has %d fields, WGSL %d", family, name, t.NumField(), len(fields))
+	}
+	wgslType := map[reflect.Kind]string{reflect.Uint32: "u32", reflect.Int32: "i32", reflect.Float32: "f32"}
+	for i, wf := range fields {
+		gf := t.Field(i)
+		tag := gf.Tag.Get("wgsl")
+		if tag != wf[0] {
+			return fmt.Errorf("shaders: %s: field %d: Go %s (wgsl %q), WGSL %s", family, i, gf.Name, tag, wf[0])
+		}
+		if wgslType[gf.Type.Kind()] != wf[1] {
+			return fmt.Errorf("shaders: %s: field %s: Go %s, WGSL %s", family, wf[0], gf.Type, wf[1])
+		}
+		if gf.Offset != uintptr(4*i) {
+			return fmt.Errorf("shaders: %s: field %s at Go offset %d, WGSL %d", family, wf[0], gf.Offset, 4*i)
+		}
+	}
+	if size := t.Size(); size%16 != 0 || size > MaxParamsBytes {
+		return fmt.Errorf("shaders: %s: %s is %d bytes: want a multiple of 16, at most %d", family, name, size, MaxParamsBytes)
+	}
+	return nil
+}
+
+// MatParams is the uniform block of wgsl/matmul.wgsl (every variant).
+type MatParams struct {
+	InCols   uint32 `wgsl:"in_cols"`
+	OutCols  uint32 `wgsl:"out_cols"`
+	RowBase  uint32 `wgsl:"row_base"`  // first row of W in this binding
+	Rows     uint32 `wgsl:"rows"`      // rows of W in this binding
+	Block    uint32 `wgsl:"block"`     // elements per scale (in_cols when unquantized)
+	NBlocks  uint32 `wgsl:"nblocks"`   // scales per row (1 when unquantized)
+	HasBias  uint32 `wgsl:"has_bias"`  // 1: bias bound (the gate's in GLU)
+	NRows    uint32 `wgsl:"nrows"`     // rows of x and out (Tokens, or 1 after LastRow)
+	Accum    uint32 `wgsl:"accum"`     // 1: out += result
+	Act      uint32 `wgsl:"act"`       // GLU variants: activation code
+	HasBias2 uint32 `wgsl:"has_bias2"` // GLU variants: the bias is the up projection's
+	Lanes    uint32 `wgsl:"lanes"`     // matvec_lanes: invocations per row (a power of two <= 64)
+}
+
+// EmbedParams is the uniform block of wgsl/embed.wgsl.
+type EmbedParams struct {
+	Cols    uint32  `wgsl:"cols"`
+	RowBase uint32  `wgsl:"row_base"`
+	Rows    uint32  `wgsl:"rows"`
+	WT      uint32  `wgsl:"wt"` // a WeightType
+	ST      uint32  `wgsl:"st"` // a ScaleType
+	Block   uint32  `wgsl:"block"`
+	NBlocks uint32  `wgsl:"nblocks"`
+	Scale   float32 `wgsl:"scale"`
+}
+
+// NormParams is the uniform block of wgsl/norm.wgsl.
+type NormParams struct {
+	Cols    uint32  `wgsl:"cols"`
+	Layer   uint32  `wgsl:"layer"`
+	Eps     float32 `wgsl:"eps"`
+	HasBias uint32  `wgsl:"has_bias"`
+	NRows   uint32  `wgsl:"nrows"`
+	Pad0    uint32  `wgsl:"pad0"`
+	Pad1    uint32  `wgsl:"pad1"`
+	Pad2    uint32  `wgsl:"pad2"`
+}
+
+// RopeParams is the uniform block of wgsl/rope.wgsl.
+type RopeParams struct {
+	Heads    uint32 `wgsl:"heads"`
+	HeadDim  uint32 `wgsl:"head_dim"`
+	RopeDims uint32 `wgsl:"rope_dims"`
+	Style    uint32 `wgsl:"style"`
+	Cols     uint32 `wgsl:"cols"`
+	Pad0     uint32 `wgsl:"pad0"`
+	Pad1     uint32 `wgsl:"pad1"`
+	Pad2     uint32 `wgsl:"pad2"`
+}
+
+// KVParams is the uniform block of wgsl/kv.wgsl.
+type KVParams struct {
+	KVCols  uint32 `wgsl:"kv_cols"`
+	HeadDim uint32 `wgsl:"head_dim"`
+	MaxLen  uint32 `wgsl:"max_len"`
+	Pad0    uint32 `wgsl:"pad0"`
+}
+
+// AttnParams is the uniform block of wgsl/attention.wgsl.
+type AttnParams struct {
+	Heads   uint32  `wgsl:"heads"`
+	KVHeads uint32  `wgsl:"kv_heads"`
+	HeadDim uint32  `wgsl:"head_dim"`
+	MaxLen  uint32  `wgsl:"max_len"`
+	Scale   float32 `wgsl:"scale"`
+	Cap     float32 `wgsl:"cap"`
+	Window  uint32  `wgsl:"window"`  // 0: no sliding window
+	Chunks  uint32  `wgsl:"chunks"`  // attn_split: partial slots per (token, head)
+	Batches uint32  `wgsl:"batches"` // attn_split: head batches per kv head
+	Pad0    uint32  `wgsl:"pad0"`
+	Pad1    uint32  `wgsl:"pad1"`
+	Pad2    uint32  `wgsl:"pad2"`
+}
+
+// QParams is the uniform block of wgsl/qblocks.wgsl (llama.cpp's block
+// types).
+type QParams struct {
+	InCols  uint32    `wgsl:"in_cols"` // elements per row of W (qembed: columns of out)
+	OutCols uint32    `wgsl:"out_cols"`
+	RowBase uint32    `wgsl:"row_base"`
+	Rows    uint32    `wgsl:"rows"`
+	QT      BlockType `wgsl:"qt"`
+	HasBias uint32    `wgsl:"has_bias"`
+	NRows   uint32    `wgsl:"nrows"` // rows of x and out (Tokens, or 1 after LastRow)
+	Accum   uint32    `wgsl:"accum"`
+	Scale   float32   `wgsl:"scale"` // qembed
+	Pad0    uint32    `wgsl:"pad0"`
+	Pad1    uint32    `wgsl:"pad1"`
+	Pad2    uint32    `wgsl:"pad2"`
+	Pad3    uint32    `wgsl:"pad3"`
+	Pad4    uint32    `wgsl:"pad4"`
+	Pad5    uint32    `wgsl:"pad5"`
+	Pad6    uint32    `wgsl:"pad6"`
+}
+
+// EltParams is the uniform block of wgsl/elementwise.wgsl.
+type EltParams struct {
+	Cols  uint32  `wgsl:"cols"`
+	Act   uint32  `wgsl:"act"`
+	Cap   float32 `wgsl:"cap"`
+	NRows uint32  `wgsl:"nrows"`
+}
+
+// ArgmaxParams is the uniform block of wgsl/argmax.wgsl.
+type ArgmaxParams struct {
+	N    uint32 `wgsl:"n"`
+	Pad0 uint32 `wgsl:"pad0"`
+	Pad1 uint32 `wgsl:"pad1"`
+	Pad2 uint32 `wgsl:"pad2"`
+}
+
+func (MatParams) params()    {}
+func (EmbedParams) params()  {}
+func (NormParams) params()   {}
+func (RopeParams) params()   {}
+func (KVParams) params()     {}
+func (AttnParams) params()   {}
+func (EltParams) params()    {}
+func (ArgmaxParams) params() {}
+func (QParams) params()      {}
+
+// MatMulVariant selects the module of wgsl/matmul.wgsl: the weight type,
+// the scale type (when Quant) and whether the kernels compute MatMulGLU
+// (gate and up weights) or one MatMul.
+type MatMulVariant struct {
+	Weight WeightType
+	Scale  ScaleType
+	Quant  bool
+	GLU    bool
+	// Subgroups selects the Vulkan-only module holding matvec_sg (the
+	// decode kernel reducing through subgroup operations) instead of the
+	// portable kernels.
+	Subgroups bool
+}
+
+// MatMulVariants lists every matmul module: unquantized f32, f16 and bf16,
+// quantized int8 and int4 with f32 or f16 scales, each plain and GLU, and
+// each of those again with Subgroups.
+func MatMulVariants() []MatMulVariant {
+	var out []MatMulVariant
+	for _, sg := range []bool{false, true} {
+		for _, glu := range []bool{false, true} {
+			for _, w := range []WeightType{WeightF32, WeightF16, WeightBF16} {
+				out = append(out, MatMulVariant{Weight: w, GLU: glu, Subgroups: sg})
+			}
+			for _, w := range []WeightType{WeightI8, WeightI4} {
+				for _, s := range []ScaleType{ScaleF32, ScaleF16} {
+					out = append(out, MatMulVariant{Weight: w, Scale: s, Quant: true, GLU: glu, Subgroups: sg})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Variant is the module specialization of v.
+func (v MatMulVariant) Variant() Variant {
+	key := v.Weight.String()
+	if v.Quant {
+		key += "_" + v.Scale.String()
+	}
+	if v.GLU {
+		key += "_glu"
+	}
+	var ext, entry string
+	if v.Subgroups {
+		key += "_sg"
+		ext, entry = "subgroups", "matvec_sg"
+	}
+	b := func(x bool) string {
+		if x {
+			return "true"
+		}
+		return "false"
+	}
+	sh := v.Shape()
+	return Variant{Key: key, Ext: ext, Entry: entry, Consts: []Const{
+		{"WT", "u32", fmt.Sprintf("%du", uint32(v.Weight))},
+		{"ST", "u32", fmt.Sprintf("%du", uint32(v.Scale))},
+		{"EPW", "u32", fmt.Sprintf("%du", v.Weight.ElemsPerWord())},
+		{"QUANT", "bool", b(v.Quant)},
+		{"GLU", "bool", b(v.GLU)},
+		{"MV_ROWS", "u32", fmt.Sprintf("%du", sh.MatVecRows)},
+		{"LV_ROWS", "u32", fmt.Sprintf("%du", sh.LanesRows)},
+		{"MM_TOKENS", "u32", fmt.Sprintf("%du", sh.TileTokens)},
+		{"MM_ROWS", "u32", fmt.Sprintf("%du", sh.TileRows)},
+		{"MM_K", "u32", fmt.Sprintf("%du", sh.TileK)},
+	}}
+}
+
+// SubgroupVariantFits reports whether the subgroup variants run on a device
+// of subgroup size n: a power of two from 4 (the smallest Vulkan allows) to
+// 64 (matvec_sg's workgroup), so lane groups and subgroups nest.
+func SubgroupVariantFits(n int) bool { return n >= 4 && n <= 64 && n&(n-1) == 0 }
+
+// MatMulShape is the work split of the matmul kernels of a variant; the
+// WGSL constants are generated from it, and the host sizes dispatches
+// with it.
+type MatMulShape struct {
+	MatVecWG   int // matvec: invocations per workgroup
+	MatVecRows int // matvec: rows per invocation
+	LanesWG    int // matvec_lanes: invocations per workgroup
+	LanesRows  int // matvec_lanes: rows per group of lanes
+	TileTokens int // matmul, matmul_direct: tokens per workgroup
+	TileRows   int // matmul, matmul_direct: output rows per workgroup
+	TileK      int // matmul: columns per staged step
+}
+
+// Shape returns the work split of v's kernels: GLU tiles hold half the
+// output rows (each has a gate and an up weight row).
+func (v MatMulVariant) Shape() MatMulShape {
+	rows := 64
+	if v.GLU {
+		rows = 32
+	}
+	return MatMulShape{MatVecWG: 16, MatVecRows: 4, LanesWG: 64, LanesRows: 2, TileTokens: 32, TileRows: rows, TileK: 32}
+}
+
+// ChunkElems is how many weight elements one 16-byte chunk holds: the fast
+// paths need rows and scale blocks that are multiples of it.
+func (v MatMulVariant) ChunkElems() int { return 4 * v.Weight.ElemsPerWord() }

@@ -1,0 +1,50 @@
+// Kernels using subgroup operations, appended to wgsl/matmul.wgsl in the
+// Vulkan-only "_sg" variants (shaders.MatMulVariant.Subgroups): wgpu-native's
+// naga has no subgroup builtins, naga 30 (go generate) accepts them without
+// an `enable` line.
+
+// matvec_sg: matvec_lanes (same dispatch and lane groups) with the partial
+// sums reduced through subgroupShuffleXor, written for whatever subgroup
+// size the device runs: a group of lanes <= subgroup size reduces in
+// registers with no barrier; a larger group reduces within each subgroup,
+// then adds its subgroups' sums through workgroup memory (one barrier).
+// Invocations are numbered by subgroup (vi = subgroup id * size + lane in
+// the subgroup), so every lane group lies within one subgroup or spans
+// whole subgroups, whatever order the driver packs invocations in.
+// Needs fast() and a subgroup size that divides 64 (the host checks).
+@compute @workgroup_size(64)
+fn matvec_sg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_invocation_id) sgi: u32,
+             @builtin(subgroup_size) sgs: u32, @builtin(subgroup_id) sgid: u32) {
+    let t = wid.y;
+    if t >= min(step[1], p.nrows) {
+        return; // uniform: the whole workgroup shares t
+    }
+    let vi = sgid * sgs + sgi;
+    let lanes = p.lanes;
+    let lane = vi & (lanes - 1u);
+    let r0 = (wid.x * (64u / lanes) + vi / lanes) * LV_ROWS;
+    var v = lanes_partial(t, r0, lane, lanes);
+    let inner = min(lanes, sgs);
+    for (var h = inner / 2u; h > 0u; h = h / 2u) {
+        v += subgroupShuffleXor(v, h);
+    }
+    if lanes > sgs {
+        // Each subgroup's sum is in its first lane; lane group g spans
+        // subgroups [g * lanes / sgs, (g + 1) * lanes / sgs).
+        if sgi == 0u {
+            red[sgid] = v;
+        }
+        workgroupBarrier();
+        if lane == 0u {
+            let per = lanes / sgs;
+            var sum = vec4<f32>(0.0);
+            for (var k = 0u; k < per; k++) {
+                sum += red[sgid + k];
+            }
+            v = sum;
+        }
+    }
+    if lane == 0u {
+        lanes_finish(t, r0, v);
+    }
+}
