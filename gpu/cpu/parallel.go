@@ -4,16 +4,19 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // minParallelWork is the number of multiply-adds below which splitting a
 // loop across the workers costs more than it saves.
 const minParallelWork = 1 << 14
 
-// spinLimit is how many times an idle worker polls for the next loop before
-// it sleeps: a decode step's ops follow each other within microseconds, and
-// waking a sleeping goroutine costs more than that.
-const spinLimit = 1 << 12
+// spinTime is how long an idle worker polls for the next loop before it
+// sleeps: a decode step's ops follow each other within microseconds, and
+// waking a sleeping goroutine costs more than that (a worker that slept
+// through the start of a loop finds most of its chunks taken). Bounded, so
+// that a machine shared with other processes gets the core back.
+const spinTime = 200 * time.Microsecond
 
 // task is a loop body: run covers [lo, hi) on worker w (0 is the caller),
 // which selects that worker's scratch memory. Tasks are structs the
@@ -113,8 +116,16 @@ func (p *pool) worker(w int) {
 	// worker that starts late must still take part in the first loop.
 	var seen uint64
 	for {
+		var start time.Time
 		for spins := 0; p.gen.Load() == seen; spins++ {
-			if spins < spinLimit {
+			if spins&255 != 255 {
+				continue
+			}
+			if start.IsZero() {
+				start = time.Now()
+				continue
+			}
+			if time.Since(start) < spinTime {
 				continue
 			}
 			p.mu.Lock()
