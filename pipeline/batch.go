@@ -107,7 +107,7 @@ func (b *batcher) leave() {
 // sampling or streaming their last token: about one round's time, so a
 // slow consumer costs the others at most a round's delay.
 const (
-	minWait = 100 * time.Microsecond
+	minWait = 10 * time.Microsecond
 	maxWait = 100 * time.Millisecond
 )
 
