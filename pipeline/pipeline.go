@@ -74,8 +74,10 @@ type Options struct {
 	HostSampling bool
 	// Slots is how many KV caches the model holds over its one copy of the
 	// weights, each with its own compiled programs: up to Slots sessions
-	// generate at once (on a GPU their steps take turns on the device
-	// queue), the others wait. 0 means 1.
+	// generate at once, the others wait. With more than one slot on a
+	// backend that runs batched graphs (the CPU backend) their decode steps
+	// are batched, one round step for all of them (see NoBatching); on a
+	// GPU their steps take turns on the device queue. 0 means 1.
 	Slots int
 	// CPUMath is the arithmetic of the CPU backend the model makes when
 	// Backend is nil (a backend passed in keeps its own; see
