@@ -20,7 +20,7 @@ func Fuse(g *Graph) *Graph {
 	if g == nil {
 		return nil
 	}
-	out := &Graph{Tokens: g.Tokens, Bufs: slices.Clone(g.Bufs), Logits: g.Logits, KV: g.KV}
+	out := &Graph{Tokens: g.Tokens, Batch: g.Batch, Bufs: slices.Clone(g.Bufs), Logits: g.Logits, KV: g.KV}
 	ops := make([]Op, len(g.Ops))
 	for i, op := range g.Ops {
 		ops[i] = cloneOp(op)

@@ -7,6 +7,11 @@
 // belongs to absolute position Pos+t, where Pos and the actual token count
 // T <= Tokens are given when the step runs (pseudo-dynamic shapes: the same
 // compiled graph serves every step). Ops only touch rows < T.
+//
+// A batched graph (Graph.Batch) is the decode step of several sequences at
+// once (continuous batching): its rows are independent sequences, each at
+// its own position and with its own KV cache, so one step reads the weights
+// once for all of them. See Graph.Batch for how its positional ops differ.
 package fusion
 
 import "fmt"
@@ -143,7 +148,20 @@ type KVSpec struct {
 // Graph is a forward step. Graph.Validate checks it against the contracts
 // above; backends call it when compiling.
 type Graph struct {
-	Tokens int // maximum tokens per step
+	Tokens int // maximum tokens per step (rows of a batched graph)
+	// Batch makes the graph a batched step: row t is one token of its own
+	// sequence, given when the step runs as a position Pos[t] and a
+	// sequence index Seq[t] choosing one of the KV caches the program was
+	// compiled against (all of the spec KV; the rows of a step name
+	// distinct sequences). Rope rotates row t at Pos[t] (not Pos+t),
+	// StoreKV writes row t into sequence Seq[t] at Pos[t], and Attention
+	// reads, for row t, sequence Seq[t]'s positions p <= Pos[t] (the window
+	// counted from Pos[t]). Every other op is row-wise and unchanged.
+	// Every buffer is per-token (Tokens rows): LastRow and Argmax, which
+	// reduce a step to one row, are invalid, and the logits of all T rows
+	// are read. Backends run batched graphs through gpu.BatchBackend; their
+	// plain Compile rejects them (Validate does, with ErrBatch).
+	Batch  bool
 	Bufs   []BufInfo
 	Ops    []Op
 	Logits Buf // the output the host reads

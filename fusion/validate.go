@@ -10,6 +10,11 @@ import (
 // weight or an unknown parameter.
 var ErrInvalid = errors.New("fusion: invalid graph")
 
+// ErrBatch reports a batched graph (Graph.Batch) given to Validate, which
+// checks the graphs of one sequence: a backend that runs batched steps
+// checks them with ValidateBatch.
+var ErrBatch = errors.New("fusion: a batched graph needs a backend that runs batched steps")
+
 // WeightShape reports the shape of the named weight, ok false when the
 // weights hold no tensor of that name.
 type WeightShape func(name string) (shape []int, ok bool)
@@ -29,6 +34,33 @@ var (
 // in Compile so that a bad graph fails there with a clear error rather than
 // while running.
 func (g *Graph) Validate(shape WeightShape) error {
+	if g.Batch {
+		return ErrBatch
+	}
+	return g.validate(shape)
+}
+
+// ValidateBatch checks a batched graph as Validate checks a plain one,
+// plus the contract of Graph.Batch: every buffer has Tokens rows, and no op
+// is a LastRow or an Argmax. Backends implementing batched steps call it.
+func (g *Graph) ValidateBatch(shape WeightShape) error {
+	if !g.Batch {
+		return fmt.Errorf("%w: ValidateBatch of a graph without Batch", ErrInvalid)
+	}
+	for i, b := range g.Bufs {
+		if b.Rows != g.Tokens {
+			return fmt.Errorf("%w: buffer %d %q of a batched graph has %d rows, want %d", ErrInvalid, i, b.Name, b.Rows, g.Tokens)
+		}
+	}
+	for i, op := range g.Ops {
+		if op.Kind == LastRow || op.Kind == Argmax {
+			return fmt.Errorf("op %d: %w: %s in a batched graph", i, ErrInvalid, op.Kind)
+		}
+	}
+	return g.validate(shape)
+}
+
+func (g *Graph) validate(shape WeightShape) error {
 	if g.Tokens <= 0 || g.Tokens > 1<<20 {
 		return fmt.Errorf("%w: tokens %d", ErrInvalid, g.Tokens)
 	}

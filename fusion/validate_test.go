@@ -100,3 +100,35 @@ func TestValidateArgmax(t *testing.T) {
 		})
 	}
 }
+
+// TestValidateBatch: a batched graph passes ValidateBatch only, without
+// one-row buffers, LastRow or Argmax; Validate refuses it with ErrBatch.
+func TestValidateBatch(t *testing.T) {
+	batched := func() *Graph {
+		g := smallGraph()
+		g.Ops = g.Ops[:len(g.Ops)-1] // drop LastRow
+		g.Bufs = g.Bufs[:len(g.Bufs)-1]
+		g.Logits = 4 // o
+		g.Batch = true
+		return g
+	}
+	if err := batched().ValidateBatch(shapes); err != nil {
+		t.Fatalf("valid batched graph: %v", err)
+	}
+	if err := batched().Validate(shapes); !errors.Is(err, ErrBatch) {
+		t.Errorf("Validate of a batched graph: %v, want ErrBatch", err)
+	}
+	if err := smallGraph().ValidateBatch(shapes); !errors.Is(err, ErrInvalid) {
+		t.Errorf("ValidateBatch of a plain graph: %v, want ErrInvalid", err)
+	}
+	g := smallGraph()
+	g.Batch = true
+	if err := g.ValidateBatch(shapes); !errors.Is(err, ErrInvalid) {
+		t.Errorf("batched graph with LastRow: %v, want ErrInvalid", err)
+	}
+	g = batched()
+	g.Ops = append(g.Ops, Op{Kind: Argmax, Out: g.NewBuf("id", 2, 1), In: []Buf{4}})
+	if err := g.ValidateBatch(shapes); !errors.Is(err, ErrInvalid) {
+		t.Errorf("batched graph with Argmax: %v, want ErrInvalid", err)
+	}
+}

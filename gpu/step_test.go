@@ -29,3 +29,26 @@ func TestCheckStep(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckBatch(t *testing.T) {
+	g := &fusion.Graph{Tokens: 3, Batch: true}
+	for _, tc := range []struct {
+		rows []Row
+		want error
+	}{
+		{[]Row{{Pos: 0, Seq: 0}}, nil},
+		{[]Row{{Pos: 15, Seq: 2}, {Pos: 3, Seq: 0}, {Pos: 0, Seq: 1}}, nil},
+		{nil, ErrStep},
+		{[]Row{{Seq: 0}, {Seq: 1}, {Seq: 2}, {Seq: 3}}, ErrStep}, // more rows than the graph
+		{[]Row{{Seq: 3}}, ErrStep},
+		{[]Row{{Seq: -1}}, ErrStep},
+		{[]Row{{Seq: 1}, {Seq: 1, Pos: 2}}, ErrStep}, // a sequence twice
+		{[]Row{{Pos: -1}}, ErrStep},
+		{[]Row{{Pos: 16, Seq: 1}}, ErrCacheFull},
+	} {
+		err := CheckBatch(g, tc.rows, 3, 16)
+		if (tc.want == nil) != (err == nil) || (tc.want != nil && !errors.Is(err, tc.want)) {
+			t.Errorf("CheckBatch(%v) = %v, want %v", tc.rows, err, tc.want)
+		}
+	}
+}

@@ -74,8 +74,10 @@ type Options struct {
 	HostSampling bool
 	// Slots is how many KV caches the model holds over its one copy of the
 	// weights, each with its own compiled programs: up to Slots sessions
-	// generate at once (on a GPU their steps take turns on the device
-	// queue), the others wait. 0 means 1.
+	// generate at once, the others wait. With more than one slot on a
+	// backend that runs batched graphs (the CPU backend) their decode steps
+	// are batched, one round step for all of them (see NoBatching); on a
+	// GPU their steps take turns on the device queue. 0 means 1.
 	Slots int
 	// CPUMath is the arithmetic of the CPU backend the model makes when
 	// Backend is nil (a backend passed in keeps its own; see
@@ -84,6 +86,12 @@ type Options struct {
 	// products to int8 blocks as llama.cpp does. DefaultCPUMath is the
 	// faster of the two as measured (gpurun's default).
 	CPUMath cpu.Math
+	// NoBatching steps each session with its own decode program rather
+	// than gathering the decode steps of concurrent sessions into one
+	// batched step per round (continuous batching, see batch.go; used
+	// with Slots > 1 on backends that run batched graphs, the CPU one).
+	// The results agree; this is for comparing the two.
+	NoBatching bool
 }
 
 // DefaultCPUMath is the CPU math gpurun uses unless told otherwise: dynamic
@@ -125,10 +133,14 @@ type Model struct {
 	// back) of concurrent slots on GPU backends, whose device queue is
 	// shared; nil on the CPU backend, whose programs run concurrently.
 	device *sync.Mutex
+	// batch gathers concurrent sessions' decode steps into batched steps;
+	// nil with one slot, NoBatching, or a backend without batched graphs.
+	batch *batcher
 }
 
 // slot is one KV cache and the programs compiled against it.
 type slot struct {
+	index   int // in Model.slots: the sequence index of a batched step
 	kv      gpu.KVCache
 	decode  gpu.Program
 	prefill []prefillProgram // ascending by size
@@ -209,10 +221,15 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 	}
 	sizes = slices.Sorted(slices.Values(sizes))
 	sizes = slices.Compact(sizes)
-	for range nslots {
-		sl := &slot{}
+	for i := range nslots {
+		sl := &slot{index: i}
 		m.slots = append(m.slots, sl)
 		if err := m.newSlot(sl, sizes); err != nil {
+			return nil, err
+		}
+	}
+	if nslots > 1 && !opts.NoBatching {
+		if m.batch, err = m.newBatcher(); err != nil {
 			return nil, err
 		}
 	}
@@ -278,6 +295,10 @@ func (m *Model) BackendInfo() gpu.Info { return m.backend.Info() }
 // cache (Options.Slots).
 func (m *Model) Slots() int { return len(m.slots) }
 
+// Batching reports whether the decode steps of concurrent sessions run as
+// one batched step per round (continuous batching; see Options.NoBatching).
+func (m *Model) Batching() bool { return m.batch != nil }
+
 // MaxCache is the KV cache length in positions (of each slot).
 func (m *Model) MaxCache() int { return m.maxCache }
 
@@ -324,6 +345,10 @@ func (m *Model) Close() error {
 	m.mu.Lock()
 	m.closed = true
 	m.mu.Unlock()
+	if m.batch != nil {
+		m.batch.stop()
+		m.batch = nil
+	}
 	for _, sl := range m.slots {
 		sl.release()
 	}

@@ -222,6 +222,12 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 		s.history = context
 
 		g := newGeneration(s, &opts)
+		var req *stepReq // this session's decode step in batched rounds
+		if m.batch != nil && !onDevice {
+			req = &stepReq{done: make(chan struct{}, 1)}
+			m.batch.join()
+			defer m.batch.leave()
+		}
 		next := -1 // the next id when the device already picked it
 		decodeStart := time.Now()
 		decodeSteps := 0
@@ -284,7 +290,12 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 					next = -1
 				}
 			}
-			if next < 0 {
+			if next < 0 && req != nil && len(sl.cached) == len(s.history)-1 && commonPrefix(sl.cached, s.history) == len(sl.cached) {
+				if err := m.batch.decodeStep(sl, s.history, logits, req); err != nil {
+					fail(err)
+					return
+				}
+			} else if next < 0 {
 				if _, err := m.feed(ctx, sl, s.history, logits); err != nil {
 					fail(err)
 					return

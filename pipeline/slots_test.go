@@ -35,6 +35,11 @@ func TestSlotsConcurrent(t *testing.T) {
 			if m.Slots() != 3 {
 				t.Fatalf("Slots() = %d, want 3", m.Slots())
 			}
+			// Only the CPU backend runs batched graphs: the others
+			// (and a wrapped CPU backend) step each session alone.
+			if got, want := m.Batching(), backend == "cpu"; got != want {
+				t.Errorf("Batching() = %v, want %v", got, want)
+			}
 			// More sessions than slots: the extra ones wait.
 			const sessions = 5
 			var wg sync.WaitGroup

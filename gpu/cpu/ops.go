@@ -124,7 +124,14 @@ type attnParams struct {
 // across the threads.
 func (p *program) attention(a *attnTask) {
 	ap := a.ap
-	p.pool.run(a.n*ap.heads, a.n*ap.heads*(a.pos+a.n)*ap.headDim*2, 1, a)
+	span := a.pos + a.n
+	if a.rowPos != nil {
+		span = 0
+		for _, pos := range a.rowPos {
+			span = max(span, pos+1)
+		}
+	}
+	p.pool.run(a.n*ap.heads, a.n*ap.heads*span*ap.headDim*2, 1, a)
 }
 
 // attnTask is one Attention step.
@@ -134,6 +141,11 @@ type attnTask struct {
 	n, pos int
 	c      *layerCache
 	ap     attnParams
+	// A batched step: row t is at position rowPos[t] of the cache
+	// rowSeq[t] (layer's); pos and c are then unused.
+	layer  int
+	rowPos []int
+	rowSeq []*kvCache
 }
 
 func (a *attnTask) run(wk, lo, hi int) {
@@ -145,6 +157,9 @@ func (a *attnTask) run(wk, lo, hi int) {
 	for job := lo; job < hi; job++ {
 		t, h := job/ap.heads, job%ap.heads
 		qpos := a.pos + t
+		if a.rowPos != nil {
+			qpos, c = a.rowPos[t], &a.rowSeq[t].layers[a.layer]
+		}
 		first := 0
 		if ap.window > 0 {
 			first = max(0, qpos-ap.window+1)

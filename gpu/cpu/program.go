@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
@@ -30,6 +31,13 @@ type program struct {
 	qt      quantTask
 	qbufs   [2]qbuf // dynamic math: the input quantized (natural, evens-first)
 	stepID  int     // counts executed steps; tells qbufs' contents apart
+
+	// A batched program (fusion.Graph.Batch) has the caches of its
+	// sequences, and during a RunBatch its rows' positions and caches.
+	seqs   []*kvCache
+	rowPos []int
+	rowSeq []*kvCache
+	tokens []int32
 }
 
 // scratch is one thread's working memory.
@@ -66,6 +74,23 @@ type step struct {
 
 // Compile validates g against the weights and cache and prepares it.
 func (b *backend) Compile(g *fusion.Graph, w gpu.Weights, kv gpu.KVCache) (gpu.Program, error) {
+	return b.compile(g, w, []gpu.KVCache{kv}, false)
+}
+
+// CompileBatch validates the batched graph g against the weights and the
+// caches of its sequences and prepares it (gpu.BatchBackend).
+func (b *backend) CompileBatch(g *fusion.Graph, w gpu.Weights, kvs []gpu.KVCache) (gpu.BatchProgram, error) {
+	if len(kvs) == 0 {
+		return nil, fmt.Errorf("cpu: compile: a batched graph without sequences: %w", fusion.ErrInvalid)
+	}
+	p, err := b.compile(g, w, kvs, true)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (b *backend) compile(g *fusion.Graph, w gpu.Weights, kvs []gpu.KVCache, batch bool) (*program, error) {
 	if g == nil {
 		return nil, fmt.Errorf("cpu: compile: nil graph")
 	}
@@ -80,19 +105,32 @@ func (b *backend) Compile(g *fusion.Graph, w gpu.Weights, kv gpu.KVCache) (gpu.P
 		}
 		return m.shape, true
 	}
-	if err := g.Validate(shape); err != nil {
+	validate := g.Validate
+	if batch {
+		validate = g.ValidateBatch
+	}
+	if err := validate(shape); err != nil {
 		return nil, fmt.Errorf("cpu: compile: %w", err)
 	}
 	p := &program{pool: b.pool, math: b.math, graph: g, logits: g.Logits}
 	if g.UsesKV() {
-		c, ok := kv.(*kvCache)
-		if !ok || c == nil || c.layers == nil {
-			return nil, fmt.Errorf("cpu: compile: kv cache %T not made by this backend", kv)
+		for _, kv := range kvs {
+			c, ok := kv.(*kvCache)
+			if !ok || c == nil || c.layers == nil {
+				return nil, fmt.Errorf("cpu: compile: kv cache %T not made by this backend", kv)
+			}
+			if c.spec != g.KV {
+				return nil, fmt.Errorf("cpu: compile: %w: graph needs kv cache %+v, have %+v", fusion.ErrInvalid, g.KV, c.spec)
+			}
+			p.seqs = append(p.seqs, c)
 		}
-		if c.spec != g.KV {
-			return nil, fmt.Errorf("cpu: compile: %w: graph needs kv cache %+v, have %+v", fusion.ErrInvalid, g.KV, c.spec)
+		p.kv = p.seqs[0]
+		if !batch {
+			p.seqs = nil
 		}
-		p.kv = c
+	}
+	if batch {
+		p.rowPos, p.rowSeq, p.tokens = make([]int, 0, g.Tokens), make([]*kvCache, 0, g.Tokens), make([]int32, 0, g.Tokens)
 	}
 	p.bufs = make([][]float32, len(g.Bufs))
 	for i, bi := range g.Bufs {
@@ -209,6 +247,45 @@ func (p *program) Run(ctx context.Context, tokens []int32, pos int) error {
 	return nil
 }
 
+// RunBatch executes a batched graph for rows, each its own sequence at its
+// own position (gpu.BatchProgram).
+func (p *program) RunBatch(ctx context.Context, rows []gpu.Row) error {
+	p.lastT = 0
+	g := p.graph
+	if g == nil {
+		return fmt.Errorf("%w: program released", errRun)
+	}
+	if !g.Batch {
+		return fmt.Errorf("%w: RunBatch of a graph without Batch", errRun)
+	}
+	maxLen := g.KV.MaxLen
+	if p.kv == nil {
+		maxLen = math.MaxInt32
+	}
+	if err := gpu.CheckBatch(g, rows, max(len(p.seqs), 1), maxLen); err != nil {
+		return fmt.Errorf("%w: %w", errRun, err)
+	}
+	p.tokens, p.rowPos, p.rowSeq = p.tokens[:0], p.rowPos[:0], p.rowSeq[:0]
+	for _, r := range rows {
+		p.tokens = append(p.tokens, r.Token)
+		p.rowPos = append(p.rowPos, r.Pos)
+		if p.seqs != nil {
+			p.rowSeq = append(p.rowSeq, p.seqs[r.Seq])
+		}
+	}
+	for i := range p.steps {
+		p.stepID++
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("cpu: run: %w", err)
+		}
+		if err := p.exec(&p.steps[i], p.tokens, 0); err != nil {
+			return fmt.Errorf("cpu: op %d (%s): %w", i, p.steps[i].op.Kind, err)
+		}
+	}
+	p.lastT = len(rows)
+	return nil
+}
+
 // exec runs one op. Rows past n (the step's token count, or the buffer's one
 // row after LastRow) are not touched.
 func (p *program) exec(s *step, tokens []int32, pos int) error {
@@ -254,11 +331,27 @@ func (p *program) exec(s *step, tokens []int32, pos int) error {
 		if op.Out != op.In[0] {
 			copy(out[:n*cols], in(0)[:n*cols])
 		}
+		if g.Batch {
+			for t := range n {
+				rope(out[t*cols:(t+1)*cols], cols, 1, p.rowPos[t], s.rope)
+			}
+			break
+		}
 		rope(out, cols, n, pos, s.rope)
 	case fusion.StoreKV:
+		if g.Batch {
+			c := inCols(0)
+			for t := range n {
+				storeKV(&p.rowSeq[t].layers[op.Layer], in(0)[t*c:], in(1)[t*c:], c, 1, p.rowPos[t])
+			}
+			break
+		}
 		storeKV(&p.kv.layers[op.Layer], in(0), in(1), inCols(0), n, pos)
 	case fusion.Attention:
 		p.at = attnTask{p: p, out: out, q: in(0), n: n, pos: pos, c: &p.kv.layers[op.Layer], ap: s.attn}
+		if g.Batch {
+			p.at.layer, p.at.rowPos, p.at.rowSeq = op.Layer, p.rowPos[:n], p.rowSeq[:n]
+		}
 		p.attention(&p.at)
 	case fusion.GLU:
 		glu(out, in(0), in(1), n*cols, s.act)
@@ -294,4 +387,5 @@ func (p *program) Logits(dst []float32) (int, error) {
 func (p *program) Release() {
 	p.graph, p.bufs, p.steps, p.lastT = nil, nil, nil, 0
 	p.scratch, p.qbufs, p.mm, p.at, p.qt = nil, [2]qbuf{}, mmTask{}, attnTask{}, quantTask{}
+	p.kv, p.seqs, p.rowSeq = nil, nil, nil
 }

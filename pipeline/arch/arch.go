@@ -25,6 +25,10 @@ type BuildOptions struct {
 	// an f32, so greedy decoding reads back one value per step. It needs
 	// the single logits row (not AllLogits).
 	Argmax bool
+	// Batch builds a batched decode step (fusion.Graph.Batch): Tokens
+	// rows, each one token of its own sequence, and the logits of every
+	// row. It excludes Argmax.
+	Batch bool
 }
 
 // ErrOptions reports unusable build options.
@@ -49,9 +53,12 @@ func Build(cfg *model.Config, opts BuildOptions) (*fusion.Graph, error) {
 	if opts.Argmax && opts.AllLogits {
 		return nil, fmt.Errorf("%w: argmax needs the last row's logits only, not all logits", ErrOptions)
 	}
-	b := &builder{cfg: cfg, g: &fusion.Graph{Tokens: opts.Tokens}}
+	if opts.Batch && opts.Argmax {
+		return nil, fmt.Errorf("%w: a batched step has one logits row per sequence, not argmax", ErrOptions)
+	}
+	b := &builder{cfg: cfg, g: &fusion.Graph{Tokens: opts.Tokens, Batch: opts.Batch}}
 	b.g.KV = fusion.KVSpec{Layers: cfg.Layers, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim, MaxLen: opts.MaxLen, F16: opts.KVF16}
-	b.forward(opts.AllLogits)
+	b.forward(opts.AllLogits || opts.Batch)
 	if opts.Argmax {
 		b.g.Logits = b.g.Add(fusion.Op{Kind: fusion.Argmax, Out: b.g.NewBuf("token_id", 1, 1), In: []fusion.Buf{b.g.Logits}})
 	}

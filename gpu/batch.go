@@ -1,0 +1,81 @@
+package gpu
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/gpurun/gpurun/fusion"
+)
+
+// Row is one row of a batched step (fusion.Graph.Batch): a token of
+// sequence Seq (an index into the KV caches the program was compiled
+// against) at position Pos of that sequence.
+type Row struct {
+	Token int32
+	Pos   int
+	Seq   int
+}
+
+// BatchBackend is implemented by backends that run batched graphs
+// (continuous batching: one step, one row per active sequence, each with
+// its own position and KV cache, reading the weights once for all rows).
+// The CPU backend implements it; the GPU backends (gpu/kernels) do not yet,
+// so CompileBatch fails there with ErrUnsupported and callers step each
+// sequence with its own Program.
+type BatchBackend interface {
+	// CompileBatch validates g (fusion.Graph.ValidateBatch) and prepares
+	// it against the weights and the caches of its sequences, every cache
+	// made for g.KV. Row.Seq i refers to kvs[i].
+	CompileBatch(g *fusion.Graph, w Weights, kvs []KVCache) (BatchProgram, error)
+}
+
+// BatchProgram is a compiled batched graph. It is not safe for concurrent
+// use, and no other program may use one of its caches during a RunBatch.
+type BatchProgram interface {
+	// RunBatch executes one step of len(rows) <= graph.Tokens rows naming
+	// distinct sequences (CheckBatch). It fails with ErrCacheFull when a
+	// row's position is past its cache.
+	RunBatch(ctx context.Context, rows []Row) error
+	// Logits copies the logits of the rows of the last RunBatch, row t at
+	// t*cols, into dst and returns the count of float32 values copied.
+	Logits(dst []float32) (int, error)
+	Release()
+}
+
+// CompileBatch compiles a batched graph on b, or fails with ErrUnsupported
+// when b does not run batched graphs.
+func CompileBatch(b Backend, g *fusion.Graph, w Weights, kvs []KVCache) (BatchProgram, error) {
+	bb, ok := b.(BatchBackend)
+	if !ok {
+		return nil, fmt.Errorf("%w: the %s backend runs no batched steps", ErrUnsupported, b.Info().Backend)
+	}
+	return bb.CompileBatch(g, w, kvs)
+}
+
+// CheckBatch validates the rows of a batched step for a program compiled
+// from g against seqs caches of maxLen positions: between 1 and g.Tokens
+// rows, each naming a distinct sequence in range at a position that fits
+// its cache. Every backend runs the same checks, so they all fail alike.
+func CheckBatch(g *fusion.Graph, rows []Row, seqs, maxLen int) error {
+	if len(rows) == 0 || len(rows) > g.Tokens {
+		return fmt.Errorf("%w: %d rows for a batched graph of %d", ErrStep, len(rows), g.Tokens)
+	}
+	for i, r := range rows {
+		if r.Seq < 0 || r.Seq >= seqs {
+			return fmt.Errorf("%w: row %d: sequence %d of %d", ErrStep, i, r.Seq, seqs)
+		}
+		for _, o := range rows[:i] {
+			if o.Seq == r.Seq {
+				return fmt.Errorf("%w: row %d: sequence %d named twice", ErrStep, i, r.Seq)
+			}
+		}
+		if r.Pos < 0 || r.Pos >= math.MaxInt32 {
+			return fmt.Errorf("%w: row %d: position %d", ErrStep, i, r.Pos)
+		}
+		if r.Pos >= maxLen {
+			return fmt.Errorf("row %d: position %d: %w (%d positions)", i, r.Pos, ErrCacheFull, maxLen)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,190 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/pipeline/arch"
+)
+
+// Continuous batching. With more than one slot on a backend that runs
+// batched graphs (gpu.BatchBackend: the CPU backend), the decode steps of
+// the sessions generating at once are gathered into one batched step per
+// round (fusion.Graph.Batch: one row per session, each at its own position
+// in its own slot's cache), so the weights are read once per round for all
+// of them and the aggregate tok/s grows with the number of sessions.
+// Sessions join and leave between rounds; a new session's prefill runs on
+// its slot's own prefill programs, beside the rounds. Sampling, stop rules
+// and cancellation stay per session, in the session's goroutine: a round
+// only computes logits. On the GPU backends (no batched graphs yet) each
+// session steps its own decode program, serialized on the device.
+
+// batcher runs the rounds in its own goroutine (started with the model,
+// stopped by Close).
+type batcher struct {
+	m      *Model
+	prog   gpu.BatchProgram
+	vocab  int
+	reqs   chan *stepReq // capacity: one per slot, so a send never blocks
+	wake   chan struct{} // a session left its decode loop (capacity 1)
+	quit   chan struct{}
+	done   chan struct{}
+	active atomic.Int32 // sessions in their decode loop
+	rows   []gpu.Row
+	batch  []*stepReq
+	logits []float32
+	// rounds and rowsRun count the rounds run and their rows (tests).
+	rounds, rowsRun atomic.Int64
+}
+
+// stepReq is one session's decode step in a round.
+type stepReq struct {
+	row    gpu.Row
+	logits []float32 // the row's logits are copied here
+	err    error
+	done   chan struct{} // receives when the round has run
+}
+
+// newBatcher compiles the batched decode graph over every slot's cache and
+// starts the rounds; it returns nil, nil when the backend runs no batched
+// graphs (gpu.ErrUnsupported).
+func (m *Model) newBatcher() (*batcher, error) {
+	n := len(m.slots)
+	g, err := arch.Build(&m.cfg, arch.BuildOptions{Tokens: n, MaxLen: m.maxCache, KVF16: m.kvF16, Batch: true})
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: batched graph: %w", err)
+	}
+	if m.fuse {
+		g = fusion.Fuse(g)
+	}
+	kvs := make([]gpu.KVCache, n)
+	for i, sl := range m.slots {
+		kvs[i] = sl.kv
+	}
+	m.lockDevice()
+	prog, err := gpu.CompileBatch(m.backend, g, m.weights, kvs)
+	m.unlockDevice()
+	if errors.Is(err, gpu.ErrUnsupported) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: compile batched graph of %d rows: %w", n, err)
+	}
+	b := &batcher{m: m, prog: prog, vocab: m.cfg.VocabSize,
+		reqs: make(chan *stepReq, n), wake: make(chan struct{}, 1),
+		quit: make(chan struct{}), done: make(chan struct{}),
+		logits: make([]float32, n*m.cfg.VocabSize)}
+	go b.loop()
+	return b, nil
+}
+
+// stop ends the rounds and releases the program. No session may be
+// decoding (Close holds every turn).
+func (b *batcher) stop() {
+	close(b.quit)
+	<-b.done
+	b.prog.Release()
+}
+
+// join and leave bracket a session's decode loop: a round waits for the
+// steps of the sessions that joined (bounded by minWait..maxWait, see loop).
+func (b *batcher) join() { b.active.Add(1) }
+
+func (b *batcher) leave() {
+	b.active.Add(-1)
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Bounds of how long a round waits for the steps of sessions still busy
+// sampling or streaming their last token: about one round's time, so a
+// slow consumer costs the others at most a round's delay.
+const (
+	minWait = 10 * time.Microsecond
+	maxWait = 100 * time.Millisecond
+)
+
+func (b *batcher) loop() {
+	defer close(b.done)
+	last := minWait // the last round's duration
+	for {
+		b.batch = b.batch[:0]
+		select {
+		case r := <-b.reqs:
+			b.batch = append(b.batch, r)
+		case <-b.quit:
+			return
+		}
+		timer := time.NewTimer(min(max(last, minWait), maxWait))
+	gather:
+		for len(b.batch) < int(b.active.Load()) {
+			select {
+			case r := <-b.reqs:
+				b.batch = append(b.batch, r)
+			case <-b.wake:
+			case <-timer.C:
+				break gather
+			}
+		}
+		timer.Stop()
+		start := time.Now()
+		b.run()
+		last = time.Since(start)
+	}
+}
+
+// run executes one round and hands every request its logits or the error.
+func (b *batcher) run() {
+	b.rows = b.rows[:0]
+	for _, r := range b.batch {
+		b.rows = append(b.rows, r.row)
+	}
+	err := b.step()
+	b.rounds.Add(1)
+	b.rowsRun.Add(int64(len(b.rows)))
+	for t, r := range b.batch {
+		r.err = err
+		if err == nil {
+			copy(r.logits, b.logits[t*b.vocab:(t+1)*b.vocab])
+		}
+		r.done <- struct{}{}
+	}
+}
+
+func (b *batcher) step() error {
+	b.m.lockDevice()
+	defer b.m.unlockDevice()
+	// A round serves several sessions: no one session's context cancels
+	// it (each waits at most one round after its own cancellation).
+	if err := b.prog.RunBatch(context.Background(), b.rows); err != nil {
+		return fmt.Errorf("pipeline: batched step of %d rows: %w", len(b.rows), err)
+	}
+	if _, err := b.prog.Logits(b.logits); err != nil {
+		return fmt.Errorf("pipeline: batched logits: %w", err)
+	}
+	return nil
+}
+
+// decodeStep runs the last token of history (the only one sl's cache lacks)
+// in the next round and writes its logits into logits. req is the
+// session's reusable request.
+func (b *batcher) decodeStep(sl *slot, history []int, logits []float32, req *stepReq) error {
+	pos := len(history) - 1
+	*req = stepReq{row: gpu.Row{Token: int32(history[pos]), Pos: pos, Seq: sl.index}, logits: logits, done: req.done}
+	b.reqs <- req
+	<-req.done
+	if req.err != nil {
+		// The cache may hold part of the step: trust none of it.
+		sl.cached = sl.cached[:pos]
+		return req.err
+	}
+	sl.cached = append(sl.cached[:pos], history[pos])
+	return nil
+}

@@ -1,0 +1,82 @@
+package pipeline_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/gpurun/gpurun/internal/testmodels"
+	"github.com/gpurun/gpurun/pipeline"
+	"github.com/gpurun/gpurun/tensors/gguf"
+)
+
+// TestBatchedDecode: on the CPU backend, sessions generating at once have
+// their decode steps gathered into batched steps (one row per session, each
+// at its own position in its own cache), and every session's result equals
+// its result alone: greedy sessions give llama.cpp's golden ids for each
+// GGUF architecture, sampling sessions (each with its own options and seed,
+// prompts of different lengths so the rows sit at different positions)
+// the ids of the same generation on a one-slot model.
+func TestBatchedDecode(t *testing.T) {
+	dir := testmodels.Path(t, "arch")
+	for _, name := range []string{"llama", "gemma", "gemma2", "phi2", "phi2_fusedqkv", "falcon", "stablelm", "llama-q8_0"} {
+		t.Run(name, func(t *testing.T) {
+			g := testmodels.Arch(t, name)
+			ck, err := gguf.Load(filepath.Join(dir, name+".gguf"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			type job struct {
+				prompt []int
+				opts   pipeline.GenerateOptions
+				want   []int
+			}
+			jobs := []job{
+				{g.PromptIDs, pipeline.GenerateOptions{MaxTokens: len(g.GreedyIDs)}, g.GreedyIDs},
+				{g.PromptIDs, pipeline.GenerateOptions{MaxTokens: len(g.GreedyIDs)}, g.GreedyIDs},
+			}
+			single := load(t, ck, pipeline.Options{MaxCache: 64})
+			for i := range 3 {
+				o := pipeline.GenerateOptions{MaxTokens: 20 + 3*i, Temperature: 0.7 + 0.2*float32(i), TopK: 10 * i, TopP: 0.9, Seed: uint64(7 + i), IgnoreStopTokens: true}
+				p := g.PromptIDs[:len(g.PromptIDs)-2*i]
+				jobs = append(jobs, job{p, o, collect(t, single.NewSession(), pipeline.Prompt{IDs: p}, o)})
+			}
+			m := load(t, ck, pipeline.Options{MaxCache: 64, Slots: 4})
+			if !m.Batching() {
+				t.Fatal("Batching() = false on the CPU backend with 4 slots")
+			}
+			var wg sync.WaitGroup
+			errs := make([]error, len(jobs))
+			for i, j := range jobs {
+				wg.Go(func() {
+					s := m.NewSession()
+					var got []int
+					for tok, err := range s.Generate(context.Background(), pipeline.Prompt{IDs: j.prompt}, j.opts) {
+						if err != nil {
+							errs[i] = err
+							return
+						}
+						got = append(got, tok.ID)
+					}
+					if !slices.Equal(got, j.want) {
+						errs[i] = fmt.Errorf("ids\n got %v\nwant %v", got, j.want)
+					}
+				})
+			}
+			wg.Wait()
+			for i, err := range errs {
+				if err != nil {
+					t.Errorf("session %d: %v", i, err)
+				}
+			}
+			rounds, rows := pipeline.BatchStats(m)
+			t.Logf("%d batched rounds, %d rows", rounds, rows)
+			if rows <= rounds {
+				t.Errorf("%d rounds ran %d rows: no step was batched", rounds, rows)
+			}
+		})
+	}
+}
