@@ -742,6 +742,309 @@ q8q8x4done:
 	VZEROUPPER
 	RET
 
+// func dotQ8Q8BlocksAVX2(w *int8, ws *uint16, x *int8, xd *float32, nb int) float32
+// Requires: AVX, AVX2, F16C, FMA3, SSE
+TEXT ·dotQ8Q8BlocksAVX2(SB), NOSPLIT, $32-44
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X0
+	VPBROADCASTW X0, Y0
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+32(FP), SI
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+
+q8beight:
+	CMPQ         SI, $0x08
+	JL           q8btail
+	VCVTPH2PS    (CX), Y3
+	VMULPS       (BX), Y3, Y3
+	VMOVUPS      Y3, (SP)
+	VBROADCASTSS (SP), Y3
+	VMOVDQU      (AX), Y4
+	VPABSB       Y4, Y5
+	VMOVDQU      (DX), Y6
+	VPSIGNB      Y4, Y6, Y6
+	VPMADDUBSW   Y6, Y5, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y3, Y1
+	VBROADCASTSS 4(SP), Y3
+	VMOVDQU      32(AX), Y4
+	VPABSB       Y4, Y5
+	VMOVDQU      32(DX), Y6
+	VPSIGNB      Y4, Y6, Y6
+	VPMADDUBSW   Y6, Y5, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y3, Y2
+	VBROADCASTSS 8(SP), Y3
+	VMOVDQU      64(AX), Y4
+	VPABSB       Y4, Y5
+	VMOVDQU      64(DX), Y6
+	VPSIGNB      Y4, Y6, Y6
+	VPMADDUBSW   Y6, Y5, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y3, Y1
+	VBROADCASTSS 12(SP), Y3
+	VMOVDQU      96(AX), Y4
+	VPABSB       Y4, Y5
+	VMOVDQU      96(DX), Y6
+	VPSIGNB      Y4, Y6, Y6
+	VPMADDUBSW   Y6, Y5, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y3, Y2
+	VBROADCASTSS 16(SP), Y3
+	VMOVDQU      128(AX), Y4
+	VPABSB       Y4, Y5
+	VMOVDQU      128(DX), Y6
+	VPSIGNB      Y4, Y6, Y6
+	VPMADDUBSW   Y6, Y5, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y3, Y1
+	VBROADCASTSS 20(SP), Y3
+	VMOVDQU      160(AX), Y4
+	VPABSB       Y4, Y5
+	VMOVDQU      160(DX), Y6
+	VPSIGNB      Y4, Y6, Y6
+	VPMADDUBSW   Y6, Y5, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y3, Y2
+	VBROADCASTSS 24(SP), Y3
+	VMOVDQU      192(AX), Y4
+	VPABSB       Y4, Y5
+	VMOVDQU      192(DX), Y6
+	VPSIGNB      Y4, Y6, Y6
+	VPMADDUBSW   Y6, Y5, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y3, Y1
+	VBROADCASTSS 28(SP), Y3
+	VMOVDQU      224(AX), Y4
+	VPABSB       Y4, Y5
+	VMOVDQU      224(DX), Y6
+	VPSIGNB      Y4, Y6, Y6
+	VPMADDUBSW   Y6, Y5, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y3, Y2
+	ADDQ         $0x00000100, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x20, BX
+	ADDQ         $0x10, CX
+	SUBQ         $0x08, SI
+	JMP          q8beight
+
+q8btail:
+	TESTQ        SI, SI
+	JZ           q8bdone
+	MOVWLZX      (CX), DI
+	VMOVD        DI, X3
+	VCVTPH2PS    X3, X3
+	VBROADCASTSS X3, Y3
+	VMULPS       (BX), Y3, Y3
+	VBROADCASTSS X3, Y3
+	VMOVDQU      (AX), Y4
+	VPABSB       Y4, Y5
+	VMOVDQU      (DX), Y6
+	VPSIGNB      Y4, Y6, Y6
+	VPMADDUBSW   Y6, Y5, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y3, Y1
+	ADDQ         $0x20, AX
+	ADDQ         $0x20, DX
+	ADDQ         $0x04, BX
+	ADDQ         $0x02, CX
+	DECQ         SI
+	JMP          q8btail
+
+q8bdone:
+	VADDPS       Y2, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X1, X0
+	VADDPS       X0, X1, X1
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X1, X1
+	VZEROUPPER
+	MOVSS        X1, ret+40(FP)
+	RET
+
+// func dotQ4Q8BlocksAVX2(w *byte, ws *uint16, x *int8, xd *float32, nb int) float32
+// Requires: AVX, AVX2, F16C, FMA3, SSE
+TEXT ·dotQ4Q8BlocksAVX2(SB), NOSPLIT, $32-44
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X0
+	VPBROADCASTW X0, Y0
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X1
+	VPBROADCASTB X1, Y1
+	MOVL         $0x08080808, AX
+	VMOVD        AX, X2
+	VPBROADCASTB X2, Y2
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+32(FP), SI
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Y4, Y4, Y4
+
+q4beight:
+	CMPQ         SI, $0x08
+	JL           q4btail
+	VCVTPH2PS    (CX), Y5
+	VMULPS       (BX), Y5, Y5
+	VMOVUPS      Y5, (SP)
+	VBROADCASTSS (SP), Y5
+	VMOVDQU      (AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPXOR        Y2, Y7, Y7
+	VPMADDUBSW   (DX), Y7, Y7
+	VPMADDUBSW   (DX), Y2, Y8
+	VPSUBW       Y8, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y3
+	VBROADCASTSS 4(SP), Y5
+	VMOVDQU      16(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPXOR        Y2, Y7, Y7
+	VPMADDUBSW   32(DX), Y7, Y7
+	VPMADDUBSW   32(DX), Y2, Y8
+	VPSUBW       Y8, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y4
+	VBROADCASTSS 8(SP), Y5
+	VMOVDQU      32(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPXOR        Y2, Y7, Y7
+	VPMADDUBSW   64(DX), Y7, Y7
+	VPMADDUBSW   64(DX), Y2, Y8
+	VPSUBW       Y8, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y3
+	VBROADCASTSS 12(SP), Y5
+	VMOVDQU      48(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPXOR        Y2, Y7, Y7
+	VPMADDUBSW   96(DX), Y7, Y7
+	VPMADDUBSW   96(DX), Y2, Y8
+	VPSUBW       Y8, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y4
+	VBROADCASTSS 16(SP), Y5
+	VMOVDQU      64(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPXOR        Y2, Y7, Y7
+	VPMADDUBSW   128(DX), Y7, Y7
+	VPMADDUBSW   128(DX), Y2, Y8
+	VPSUBW       Y8, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y3
+	VBROADCASTSS 20(SP), Y5
+	VMOVDQU      80(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPXOR        Y2, Y7, Y7
+	VPMADDUBSW   160(DX), Y7, Y7
+	VPMADDUBSW   160(DX), Y2, Y8
+	VPSUBW       Y8, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y4
+	VBROADCASTSS 24(SP), Y5
+	VMOVDQU      96(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPXOR        Y2, Y7, Y7
+	VPMADDUBSW   192(DX), Y7, Y7
+	VPMADDUBSW   192(DX), Y2, Y8
+	VPSUBW       Y8, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y3
+	VBROADCASTSS 28(SP), Y5
+	VMOVDQU      112(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPXOR        Y2, Y7, Y7
+	VPMADDUBSW   224(DX), Y7, Y7
+	VPMADDUBSW   224(DX), Y2, Y8
+	VPSUBW       Y8, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y4
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x20, BX
+	ADDQ         $0x10, CX
+	SUBQ         $0x08, SI
+	JMP          q4beight
+
+q4btail:
+	TESTQ        SI, SI
+	JZ           q4bdone
+	MOVWLZX      (CX), DI
+	VMOVD        DI, X5
+	VCVTPH2PS    X5, X5
+	VBROADCASTSS X5, Y5
+	VMULPS       (BX), Y5, Y5
+	VBROADCASTSS X5, Y5
+	VMOVDQU      (AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPXOR        Y2, Y7, Y7
+	VPMADDUBSW   (DX), Y7, Y7
+	VPMADDUBSW   (DX), Y2, Y8
+	VPSUBW       Y8, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y3
+	ADDQ         $0x10, AX
+	ADDQ         $0x20, DX
+	ADDQ         $0x04, BX
+	ADDQ         $0x02, CX
+	DECQ         SI
+	JMP          q4btail
+
+q4bdone:
+	VADDPS       Y4, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VMOVHLPS     X3, X3, X0
+	VADDPS       X0, X3, X3
+	VMOVSHDUP    X3, X0
+	VADDSS       X0, X3, X3
+	VZEROUPPER
+	MOVSS        X3, ret+40(FP)
+	RET
+
 // func weightedSumF32AVX2(out *float32, v *float32, stride int, w *float32, n int, d int)
 // Requires: AVX, FMA3
 TEXT ·weightedSumF32AVX2(SB), NOSPLIT, $0-48

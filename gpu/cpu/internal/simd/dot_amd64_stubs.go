@@ -54,6 +54,16 @@ func dotQ4Q8x4AVX2(w *byte, ws *uint16, x *int8, xd *float32, ng int, per int, x
 //go:noescape
 func dotQ8Q8x4AVX2(w *int8, ws *uint16, x *int8, xd *float32, ng int, per int, xstride int, dstride int, out *float32)
 
+// dotQ8Q8BlocksAVX2 is dotQ8Q8AVX2 with per = 1 and ng = nb: one binary16 weight scale per 32-element block.
+//
+//go:noescape
+func dotQ8Q8BlocksAVX2(w *int8, ws *uint16, x *int8, xd *float32, nb int) float32
+
+// dotQ4Q8BlocksAVX2 is dotQ4Q8AVX2 with per = 1 and ng = nb. Each nibble n becomes u = n XOR 8 (0..15, the value plus 8), multiplied unsigned by x with VPMADDUBSW, and 8*x is subtracted from the pair sums.
+//
+//go:noescape
+func dotQ4Q8BlocksAVX2(w *byte, ws *uint16, x *int8, xd *float32, nb int) float32
+
 // weightedSumF32AVX2 sets out[j] = Σ_{i<n} w[i]*v[i*stride+j] for j < d (d a multiple of 8, n >= 1) over f32 rows.
 //
 //go:noescape

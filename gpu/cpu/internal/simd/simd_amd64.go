@@ -98,12 +98,18 @@ func dotQ8A(w []int8, ws []uint16, per int, x []int8, xd []float32) float32 {
 	if len(ws) == 0 || per <= 0 {
 		return 0
 	}
+	if per == 1 {
+		return dotQ8Q8BlocksAVX2(&w[0], &ws[0], &x[0], &xd[0], len(ws))
+	}
 	return dotQ8Q8AVX2(&w[0], &ws[0], &x[0], &xd[0], len(ws), per)
 }
 
 func dotQ4A(w []byte, ws []uint16, per int, x []int8, xd []float32) float32 {
 	if len(ws) == 0 || per <= 0 {
 		return 0
+	}
+	if per == 1 {
+		return dotQ4Q8BlocksAVX2(&w[0], &ws[0], &x[0], &xd[0], len(ws))
 	}
 	return dotQ4Q8AVX2(&w[0], &ws[0], &x[0], &xd[0], len(ws), per)
 }

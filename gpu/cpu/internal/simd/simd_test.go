@@ -198,7 +198,7 @@ func TestDynamicParity(t *testing.T) {
 	one := float16.Fromfloat32(1).Bits()
 	for _, k := range asm(t) {
 		for _, per := range []int{1, 2, 4, 5} {
-			for _, ng := range []int{1, 2, 3, 9} {
+			for _, ng := range []int{1, 2, 3, 9, 17} {
 				for off := range 8 {
 					n := ng * per * QBlock
 					w8, x := randI8(r, n+off)[off:], randI8(r, 4*(n+QBlock)+off)[off:]

@@ -27,6 +27,8 @@ func main() {
 	dotQ4Q8()
 	dotQ4Q8x4()
 	dotQ8Q8x4()
+	dotQ8Q8Blocks()
+	dotQ4Q8Blocks()
 	weightedSum("weightedSumF32AVX2", 4, "f32 rows.", func(m Mem, y VecVirtual) { VMOVUPS(m, y) })
 	weightedSum("weightedSumF16AVX2", 2, "binary16 rows.", func(m Mem, y VecVirtual) { VCVTPH2PS(m, y) })
 	Generate()
@@ -626,4 +628,104 @@ func dotQ4Q8x4() {
 	}
 	VZEROUPPER()
 	RET()
+}
+
+// blockScaled emits the decode kernels for one weight scale per 32-element
+// block (per = 1, GGUF Q8_0 / Q4_0): eight blocks per iteration, their eight
+// combined scales (weight half times activation scale) converted and
+// multiplied as one vector and kept on the stack, so each block reads its
+// scale with one broadcast load; two accumulators alternate so the FMA
+// latency chain does not bound the loop. wStep is the weight bytes of a
+// block; body adds block j (its weights at w+j*wStep, activations at
+// x+32j) times the scale d to acc.
+func blockScaled(name string, wStep int, body func(w, x Register, j int, d, acc VecVirtual)) {
+	w, ws := Load(Param("w"), GP64()), Load(Param("ws"), GP64())
+	x, xd := Load(Param("x"), GP64()), Load(Param("xd"), GP64())
+	nb := Load(Param("nb"), GP64())
+	scales := AllocLocal(32)
+	acc := [2]VecVirtual{YMM(), YMM()}
+	for _, r := range acc {
+		VXORPS(r, r, r)
+	}
+	Label(name + "eight")
+	CMPQ(nb, Imm(8))
+	JL(LabelRef(name + "tail"))
+	sv := YMM()
+	VCVTPH2PS(Mem{Base: ws}, sv)
+	VMULPS(Mem{Base: xd}, sv, sv)
+	VMOVUPS(sv, scales)
+	for j := range 8 {
+		d := YMM()
+		VBROADCASTSS(scales.Offset(4*j), d)
+		body(w, x, j, d, acc[j%2])
+	}
+	ADDQ(U32(uint32(8*wStep)), w)
+	ADDQ(U32(256), x)
+	ADDQ(Imm(32), xd)
+	ADDQ(Imm(16), ws)
+	SUBQ(Imm(8), nb)
+	JMP(LabelRef(name + "eight"))
+	Label(name + "tail")
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "done"))
+	dw, d := YMM(), YMM()
+	halfScale(Mem{Base: ws}, dw)
+	VMULPS(Mem{Base: xd}, dw, d) // lane 0 only matters before the broadcast
+	VBROADCASTSS(d.AsX(), d)
+	body(w, x, 0, d, acc[0])
+	ADDQ(Imm(uint64(wStep)), w)
+	ADDQ(Imm(32), x)
+	ADDQ(Imm(4), xd)
+	ADDQ(Imm(2), ws)
+	DECQ(nb)
+	JMP(LabelRef(name + "tail"))
+	Label(name + "done")
+	VADDPS(acc[1], acc[0], acc[0])
+	hsum(acc[0])
+	VZEROUPPER()
+	Store(acc[0].AsX(), ReturnIndex(0))
+	RET()
+}
+
+func dotQ8Q8Blocks() {
+	TEXT("dotQ8Q8BlocksAVX2", NOSPLIT, "func(w *int8, ws *uint16, x *int8, xd *float32, nb int) float32")
+	Pragma("noescape")
+	Doc("dotQ8Q8BlocksAVX2 is dotQ8Q8AVX2 with per = 1 and ng = nb: one binary16 weight scale per 32-element block.")
+	ones := YMM()
+	broadcastW(1, ones)
+	blockScaled("q8b", 32, func(w, x Register, j int, d, acc VecVirtual) {
+		wv, u, s := YMM(), YMM(), YMM()
+		VMOVDQU(Mem{Base: w, Disp: 32 * j}, wv)
+		VPABSB(wv, u)
+		VMOVDQU(Mem{Base: x, Disp: 32 * j}, s)
+		VPSIGNB(wv, s, s)
+		VPMADDUBSW(s, u, u)
+		VPMADDWD(ones, u, u)
+		VCVTDQ2PS(u, u)
+		VFMADD231PS(u, d, acc)
+	})
+}
+
+func dotQ4Q8Blocks() {
+	TEXT("dotQ4Q8BlocksAVX2", NOSPLIT, "func(w *byte, ws *uint16, x *int8, xd *float32, nb int) float32")
+	Pragma("noescape")
+	Doc("dotQ4Q8BlocksAVX2 is dotQ4Q8AVX2 with per = 1 and ng = nb. Each nibble n becomes u = n XOR 8 (0..15, the value plus 8), multiplied unsigned by x with VPMADDUBSW, and 8*x is subtracted from the pair sums.")
+	ones, mask, eight := YMM(), YMM(), YMM()
+	broadcastW(1, ones)
+	broadcastB(0x0f, mask)
+	broadcastB(8, eight)
+	blockScaled("q4b", 16, func(w, x Register, j int, d, acc VecVirtual) {
+		b, h, u, p, c := XMM(), XMM(), YMM(), YMM(), YMM()
+		VMOVDQU(Mem{Base: w, Disp: 16 * j}, b)
+		VPSRLW(Imm(4), b, h)
+		VINSERTI128(Imm(1), h, b.AsY(), u)
+		VPAND(mask, u, u)
+		VPXOR(eight, u, u)
+		VPMADDUBSW(Mem{Base: x, Disp: 32 * j}, u, p)
+		VPMADDUBSW(Mem{Base: x, Disp: 32 * j}, eight, c)
+		VPSUBW(c, p, p)
+		VPMADDWD(ones, p, p)
+		VCVTDQ2PS(p, p)
+		VFMADD231PS(p, d, acc)
+	})
 }
