@@ -22,6 +22,7 @@ import (
 	"github.com/gpurun/gpurun/cmd/gpurun/internal/benchreport"
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/gpu/backends"
+	"github.com/gpurun/gpurun/gpu/cpu"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/tensors/model"
 	"github.com/gpurun/gpurun/tensors/modelfile"
@@ -58,6 +59,7 @@ type benchModelFlags struct {
 	activations               string // policies, comma-separated
 	noFusion, hostSample      bool
 	synthetic, syntheticQuant string // comma-separated
+	cpuMath                   string
 }
 
 type benchFlags struct {
@@ -128,6 +130,8 @@ is listed as not measured; bench fails only when nothing could be measured.`,
 	f.Var(&intFlag{&rf.maxCache, 1, pipeline.MaxCacheLimit, fmt.Sprintf("an integer in 1..%d (and at most the model's context length)", pipeline.MaxCacheLimit)},
 		"max-cache", fmt.Sprintf("KV cache length in tokens (default %d, or the model's context length if shorter)", pipeline.DefaultMaxCache))
 	f.StringVar(&rf.activations, "activations", "", "activation precision policies, comma-separated: auto|f32|f16 (default: the model's own); it sets the KV cache type")
+	rf.cpuMath = pipeline.DefaultCPUMath.String()
+	f.Var(&choiceFlag{&rf.cpuMath, cpu.MathNames}, "cpu-math", "CPU backend arithmetic for int8/int4 weights: "+strings.Join(cpu.MathNames, "|")+" (as gpurun run)")
 	f.BoolVar(&rf.noFusion, "no-fusion", false, "run the graphs unfused, one op per kernel (for comparison)")
 	f.BoolVar(&rf.hostSample, "host-sampling", false, "greedy decoding on a GPU reads back every logit and picks on the host (for comparison)")
 	f.StringVar(&rf.synthetic, "synthetic", "", "random-weight models at real shapes, comma-separated: "+strings.Join(synthetic.Names(), "|"))
@@ -321,7 +325,11 @@ func runBench(cmd *cobra.Command, rf *benchModelFlags, bf *benchFlags) error {
 		if _, ok := opened[name]; ok {
 			continue
 		}
-		b, err := backends.Open(ctx, name)
+		math, err := cpu.ParseMath(rf.cpuMath)
+		if err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		b, err := backends.OpenWith(ctx, name, backends.Options{CPU: cpu.Options{Math: math}})
 		if err != nil {
 			return fmt.Errorf("bench: backend %s: %w", name, err)
 		}

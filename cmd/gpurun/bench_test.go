@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpurun/gpurun/cmd/gpurun/internal/benchreport"
 	"github.com/gpurun/gpurun/cmd/gpurun/internal/benchreport/reporttest"
+	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/tensors/convert"
 	"github.com/gpurun/gpurun/tensors/synthetic"
 )
@@ -315,5 +316,24 @@ func TestBenchProfile(t *testing.T) {
 	}
 	if _, _, err := runCLI(t, "", "bench", "-m", task, "--backend", "cpu", "--tests", "pp4", "--reps", "1", "--profile"); err == nil {
 		t.Error("--profile on the CPU backend: want an error")
+	}
+}
+
+// TestBenchCPUMath: the CPU backend runs with gpurun's default math unless
+// --cpu-math says otherwise, and the report's device says which.
+func TestBenchCPUMath(t *testing.T) {
+	task := convertStories(t, "int8")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, pipeline.DefaultCPUMath.String() + " math"},
+		{[]string{"--cpu-math", "exact"}, "exact math"},
+		{[]string{"--cpu-math", "dynamic"}, "dynamic math"},
+	} {
+		rep := benchJSON(t, append([]string{"-m", task, "--backend", "cpu", "--tests", "tg2", "--reps", "1", "--warmup", "0"}, tc.args...)...)
+		if len(rep.Results) != 1 || !strings.Contains(rep.Results[0].Device, tc.want) {
+			t.Errorf("%v: results %+v, want a device with %q", tc.args, rep.Results, tc.want)
+		}
 	}
 }
