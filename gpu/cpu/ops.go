@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"github.com/gpurun/gpurun/gpu/cpu/internal/simd"
 	"math"
 )
 
@@ -168,8 +169,22 @@ func (a *attnTask) run(wk, lo, hi int) {
 		kvOff := (h / group) * ap.headDim
 		s := scores[:qpos+1-first]
 		best := float32(math.Inf(-1))
-		for i := range s {
-			v := ap.scale * c.keyDot(qh, (first+i)*kvCols+kvOff)
+		i := 0
+		if c.k16 == nil {
+			// Four keys per call: each query vector load serves four rows.
+			d4 := &a.p.scratch[wk].gs
+			for ; i+4 <= len(s); i += 4 {
+				simd.DotF32x4(qh, c.k[(first+i)*kvCols+kvOff:], kvCols, d4)
+				for j, d := range d4 {
+					s[i+j] = d
+				}
+			}
+		}
+		for ; i < len(s); i++ {
+			s[i] = c.keyDot(qh, (first+i)*kvCols+kvOff)
+		}
+		for i, v := range s {
+			v *= ap.scale
 			if ap.cap > 0 {
 				v = ap.cap * float32(math.Tanh(float64(v/ap.cap)))
 			}
