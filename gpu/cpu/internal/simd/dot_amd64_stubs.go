@@ -64,6 +64,16 @@ func dotQ8Q8BlocksAVX2(w *int8, ws *uint16, x *int8, xd *float32, nb int) float3
 //go:noescape
 func dotQ4Q8BlocksAVX2(w *byte, ws *uint16, x *int8, xd *float32, nb int) float32
 
+// dotQ8Q8x4BlocksAVX2 is dotQ8Q8x4AVX2 with per = 1 and ng = nb.
+//
+//go:noescape
+func dotQ8Q8x4BlocksAVX2(w *int8, ws *uint16, x *int8, xd *float32, nb int, xstride int, dstride int, out *float32)
+
+// dotQ4Q8x4BlocksAVX2 is dotQ4Q8x4AVX2 with per = 1 and ng = nb.
+//
+//go:noescape
+func dotQ4Q8x4BlocksAVX2(w *byte, ws *uint16, x *int8, xd *float32, nb int, xstride int, dstride int, out *float32)
+
 // weightedSumF32AVX2 sets out[j] = Σ_{i<n} w[i]*v[i*stride+j] for j < d (d a multiple of 8, n >= 1) over f32 rows.
 //
 //go:noescape

@@ -119,12 +119,20 @@ func dotQ4x4A(w []byte, ws []uint16, per int, x []int8, xd []float32, xstride in
 		*out = [4]float32{}
 		return
 	}
+	if per == 1 {
+		dotQ4Q8x4BlocksAVX2(&w[0], &ws[0], &x[0], &xd[0], len(ws), xstride, xstride/QBlock, &out[0])
+		return
+	}
 	dotQ4Q8x4AVX2(&w[0], &ws[0], &x[0], &xd[0], len(ws), per, xstride, xstride/QBlock, &out[0])
 }
 
 func dotQ8x4A(w []int8, ws []uint16, per int, x []int8, xd []float32, xstride int, out *[4]float32) {
 	if len(ws) == 0 || per <= 0 {
 		*out = [4]float32{}
+		return
+	}
+	if per == 1 {
+		dotQ8Q8x4BlocksAVX2(&w[0], &ws[0], &x[0], &xd[0], len(ws), xstride, xstride/QBlock, &out[0])
 		return
 	}
 	dotQ8Q8x4AVX2(&w[0], &ws[0], &x[0], &xd[0], len(ws), per, xstride, xstride/QBlock, &out[0])

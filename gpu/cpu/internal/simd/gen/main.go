@@ -29,6 +29,8 @@ func main() {
 	dotQ8Q8x4()
 	dotQ8Q8Blocks()
 	dotQ4Q8Blocks()
+	dotQ8Q8x4Blocks()
+	dotQ4Q8x4Blocks()
 	weightedSum("weightedSumF32AVX2", 4, "f32 rows.", func(m Mem, y VecVirtual) { VMOVUPS(m, y) })
 	weightedSum("weightedSumF16AVX2", 2, "binary16 rows.", func(m Mem, y VecVirtual) { VCVTPH2PS(m, y) })
 	Generate()
@@ -727,5 +729,120 @@ func dotQ4Q8Blocks() {
 		VPMADDWD(ones, p, p)
 		VCVTDQ2PS(p, p)
 		VFMADD231PS(p, d, acc)
+	})
+}
+
+// blockScaledX4 is blockScaled for the prefill forms: one weight row
+// against four token rows (x + j*xstride, xd + j*dstride). Per eight
+// blocks the weight scales are converted once and multiplied by each
+// token's eight activation scales into a 4x8 table on the stack; per
+// block, load decodes the weights into w and abs into |w| once for the
+// four tokens.
+func blockScaledX4(name string, wStep int, load func(w Register, j int, wv, u VecVirtual)) {
+	w, ws := Load(Param("w"), GP64()), Load(Param("ws"), GP64())
+	x, xd := Load(Param("x"), GP64()), Load(Param("xd"), GP64())
+	nb := Load(Param("nb"), GP64())
+	xs, ds := Load(Param("xstride"), GP64()), Load(Param("dstride"), GP64())
+	SHLQ(Imm(2), ds)
+	ones := YMM()
+	broadcastW(1, ones)
+	scales := AllocLocal(4 * 32)
+	acc := [4]VecVirtual{YMM(), YMM(), YMM(), YMM()}
+	for _, r := range acc {
+		VXORPS(r, r, r)
+	}
+	block := func(j int, scale func(t int, d VecVirtual)) {
+		wv, u := YMM(), YMM()
+		load(w, j, wv, u)
+		xp := GP64()
+		MOVQ(x, xp)
+		for t := range 4 {
+			if t > 0 {
+				ADDQ(xs, xp)
+			}
+			s, d := YMM(), YMM()
+			VMOVDQU(Mem{Base: xp, Disp: 32 * j}, s)
+			VPSIGNB(wv, s, s)
+			VPMADDUBSW(s, u, s)
+			VPMADDWD(ones, s, s)
+			VCVTDQ2PS(s, s)
+			scale(t, d)
+			VFMADD231PS(s, d, acc[t])
+		}
+	}
+	Label(name + "eight")
+	CMPQ(nb, Imm(8))
+	JL(LabelRef(name + "tail"))
+	wsv := YMM()
+	VCVTPH2PS(Mem{Base: ws}, wsv)
+	dp := GP64()
+	MOVQ(xd, dp)
+	for t := range 4 {
+		if t > 0 {
+			ADDQ(ds, dp)
+		}
+		sv := YMM()
+		VMULPS(Mem{Base: dp}, wsv, sv)
+		VMOVUPS(sv, scales.Offset(32*t))
+	}
+	for j := range 8 {
+		block(j, func(t int, d VecVirtual) { VBROADCASTSS(scales.Offset(32*t+4*j), d) })
+	}
+	ADDQ(U32(uint32(8*wStep)), w)
+	ADDQ(U32(256), x)
+	ADDQ(Imm(32), xd)
+	ADDQ(Imm(16), ws)
+	SUBQ(Imm(8), nb)
+	JMP(LabelRef(name + "eight"))
+	Label(name + "tail")
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "done"))
+	dw := YMM()
+	halfScale(Mem{Base: ws}, dw)
+	tp := GP64()
+	MOVQ(xd, tp)
+	block(0, func(t int, d VecVirtual) {
+		if t > 0 {
+			ADDQ(ds, tp)
+		}
+		VMULPS(Mem{Base: tp}, dw, d)
+		VBROADCASTSS(d.AsX(), d)
+	})
+	ADDQ(Imm(uint64(wStep)), w)
+	ADDQ(Imm(32), x)
+	ADDQ(Imm(4), xd)
+	ADDQ(Imm(2), ws)
+	DECQ(nb)
+	JMP(LabelRef(name + "tail"))
+	Label(name + "done")
+	out := Load(Param("out"), GP64())
+	for t := range 4 {
+		hsum(acc[t])
+		VMOVSS(acc[t].AsX(), Mem{Base: out, Disp: 4 * t})
+	}
+	VZEROUPPER()
+	RET()
+}
+
+func dotQ8Q8x4Blocks() {
+	TEXT("dotQ8Q8x4BlocksAVX2", NOSPLIT, "func(w *int8, ws *uint16, x *int8, xd *float32, nb, xstride, dstride int, out *float32)")
+	Pragma("noescape")
+	Doc("dotQ8Q8x4BlocksAVX2 is dotQ8Q8x4AVX2 with per = 1 and ng = nb.")
+	blockScaledX4("q8x4b", 32, func(w Register, j int, wv, u VecVirtual) {
+		VMOVDQU(Mem{Base: w, Disp: 32 * j}, wv)
+		VPABSB(wv, u)
+	})
+}
+
+func dotQ4Q8x4Blocks() {
+	TEXT("dotQ4Q8x4BlocksAVX2", NOSPLIT, "func(w *byte, ws *uint16, x *int8, xd *float32, nb, xstride, dstride int, out *float32)")
+	Pragma("noescape")
+	Doc("dotQ4Q8x4BlocksAVX2 is dotQ4Q8x4AVX2 with per = 1 and ng = nb.")
+	mask, eight := YMM(), YMM()
+	broadcastB(0x0f, mask)
+	broadcastB(8, eight)
+	blockScaledX4("q4x4b", 16, func(w Register, j int, wv, u VecVirtual) {
+		nib4(Mem{Base: w, Disp: 16 * j}, mask, eight, wv)
+		VPABSB(wv, u)
 	})
 }
