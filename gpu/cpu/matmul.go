@@ -23,6 +23,10 @@ const (
 	rowTile    = 16
 	tokTile    = 64
 	prefillMin = 4
+	// rowRun is the number of weight rows of one scale per block (GGUF
+	// Q8_0 and Q4_0, int8/int4 in blocks of 32) a decode kernel call
+	// covers: the call and slicing cost is paid once per run, not per row.
+	rowRun = 64
 )
 
 // mmTask is one matrix product, reused by every MatMul-like step of a
@@ -62,6 +66,10 @@ func (p *program) matMul(m *mmTask) {
 func (m *mmTask) run(wk, lo, hi int) {
 	s := &m.p.scratch[wk]
 	if m.n < prefillMin {
+		if m.q != nil && m.w.blockRows() && (!m.glu || m.up.blockRows()) {
+			m.runRows(s, lo, hi)
+			return
+		}
 		for r := lo; r < hi; r++ {
 			for t := range m.n {
 				g := m.dot(s, m.w, r, t)
@@ -76,6 +84,27 @@ func (m *mmTask) run(wk, lo, hi int) {
 	}
 	for r0 := lo; r0 < hi; r0 += rowTile {
 		m.tile(s, r0, min(r0+rowTile, hi))
+	}
+}
+
+// runRows is the decode form for weights of one scale per 32-value block:
+// runs of rowRun rows per kernel call, then the epilogue per row.
+func (m *mmTask) runRows(s *scratch, lo, hi int) {
+	for t := range m.n {
+		k := t * m.inCols
+		x, d := m.q[k:k+m.w.cols], m.d[k/simd.QBlock:]
+		for r0 := lo; r0 < hi; r0 += rowRun {
+			r1 := min(r0+rowRun, hi)
+			g := s.rg[:r1-r0]
+			m.w.qdotRows(r0, r1, x, d, g)
+			u := s.ru[:r1-r0]
+			if m.glu {
+				m.up.qdotRows(r0, r1, x, d, u)
+			}
+			for i, v := range g {
+				m.store(r0+i, t, v, u[i])
+			}
+		}
 	}
 }
 
@@ -253,6 +282,24 @@ func (m *matrix) qdot(r int, x []int8, d []float32) float32 {
 		v *= post
 	}
 	return v
+}
+
+// blockRows reports whether qdotRows can take m: int8 or int4 weights in
+// the dynamic kernels with one binary16 scale per 32-value block.
+func (m *matrix) blockRows() bool {
+	return m.dynamicOK() && m.block == simd.QBlock && m.scalesF16 != nil
+}
+
+// qdotRows sets out[i] = qdot(r0+i, x, d) for rows [r0, r1) of a matrix
+// for which blockRows holds.
+func (m *matrix) qdotRows(r0, r1 int, x []int8, d []float32, out []float32) {
+	nb := m.cols / simd.QBlock
+	ws := m.scalesF16[r0*nb : r1*nb]
+	if m.dtype == tensors.I4 {
+		simd.DotQ4Rows(m.u8[r0*m.cols/2:r1*m.cols/2], ws, x, d, out)
+		return
+	}
+	simd.DotQ8Rows(m.i8[r0*m.cols:r1*m.cols], ws, x, d, out)
 }
 
 // qdot4 sets out[j] = W[r] · x[t+j] for j < 4, x the quantized input rows

@@ -42,12 +42,13 @@ type program struct {
 
 // scratch is one thread's working memory.
 type scratch struct {
-	rows, upRows      []float32   // a prefill tile's rows as f32 (gate, up)
-	row               []float32   // a decode row of a block-type matrix as f32
-	rowViews, upViews [][]float32 // the tile's rows
-	sc                []float32   // a row's block scales as f32
-	scores            []float32   // attention scores of one query
-	gs, us            [4]float32  // four tokens' products (gate, up)
+	rows, upRows      []float32       // a prefill tile's rows as f32 (gate, up)
+	row               []float32       // a decode row of a block-type matrix as f32
+	rowViews, upViews [][]float32     // the tile's rows
+	sc                []float32       // a row's block scales as f32
+	scores            []float32       // attention scores of one query
+	gs, us            [4]float32      // four tokens' products (gate, up)
+	rg, ru            [rowRun]float32 // a run of decode rows' products (gate, up)
 }
 
 // qbuf holds a step's input quantized by simd.QuantizeQ8.

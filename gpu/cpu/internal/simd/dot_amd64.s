@@ -1045,6 +1045,337 @@ q4bdone:
 	MOVSS        X3, ret+40(FP)
 	RET
 
+// func dotQ8Q8BlocksRowsAVX2(w *int8, ws *uint16, x *int8, xd *float32, nb int, rows int, out *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ8Q8BlocksRowsAVX2(SB), NOSPLIT, $32-56
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X0
+	VPBROADCASTW X0, Y0
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+32(FP), SI
+	MOVQ         rows+40(FP), DI
+	MOVQ         out+48(FP), R8
+
+q8rrow:
+	TESTQ  DI, DI
+	JZ     q8rend
+	MOVQ   DX, R9
+	MOVQ   BX, R10
+	MOVQ   SI, R11
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+
+q8reight:
+	CMPQ         R11, $0x08
+	JL           q8rtail
+	VCVTPH2PS    (CX), Y3
+	VMULPS       (R10), Y3, Y3
+	VMOVUPS      Y3, (SP)
+	VBROADCASTSS (SP), Y3
+	VMOVDQU      (AX), Y4
+	VPABSB       Y4, Y5
+	VMOVDQU      (R9), Y6
+	VPSIGNB      Y4, Y6, Y6
+	VPMADDUBSW   Y6, Y5, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y3, Y1
+	VBROADCASTSS 4(SP), Y3
+	VMOVDQU      32(AX), Y4
+	VPABSB       Y4, Y5
+	VMOVDQU      32(R9), Y6
+	VPSIGNB      Y4, Y6, Y6
+	VPMADDUBSW   Y6, Y5, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y3, Y2
+	VBROADCASTSS 8(SP), Y3
+	VMOVDQU      64(AX), Y4
+	VPABSB       Y4, Y5
+	VMOVDQU      64(R9), Y6
+	VPSIGNB      Y4, Y6, Y6
+	VPMADDUBSW   Y6, Y5, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y3, Y1
+	VBROADCASTSS 12(SP), Y3
+	VMOVDQU      96(AX), Y4
+	VPABSB       Y4, Y5
+	VMOVDQU      96(R9), Y6
+	VPSIGNB      Y4, Y6, Y6
+	VPMADDUBSW   Y6, Y5, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y3, Y2
+	VBROADCASTSS 16(SP), Y3
+	VMOVDQU      128(AX), Y4
+	VPABSB       Y4, Y5
+	VMOVDQU      128(R9), Y6
+	VPSIGNB      Y4, Y6, Y6
+	VPMADDUBSW   Y6, Y5, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y3, Y1
+	VBROADCASTSS 20(SP), Y3
+	VMOVDQU      160(AX), Y4
+	VPABSB       Y4, Y5
+	VMOVDQU      160(R9), Y6
+	VPSIGNB      Y4, Y6, Y6
+	VPMADDUBSW   Y6, Y5, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y3, Y2
+	VBROADCASTSS 24(SP), Y3
+	VMOVDQU      192(AX), Y4
+	VPABSB       Y4, Y5
+	VMOVDQU      192(R9), Y6
+	VPSIGNB      Y4, Y6, Y6
+	VPMADDUBSW   Y6, Y5, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y3, Y1
+	VBROADCASTSS 28(SP), Y3
+	VMOVDQU      224(AX), Y4
+	VPABSB       Y4, Y5
+	VMOVDQU      224(R9), Y6
+	VPSIGNB      Y4, Y6, Y6
+	VPMADDUBSW   Y6, Y5, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y3, Y2
+	ADDQ         $0x00000100, AX
+	ADDQ         $0x00000100, R9
+	ADDQ         $0x20, R10
+	ADDQ         $0x10, CX
+	SUBQ         $0x08, R11
+	JMP          q8reight
+
+q8rtail:
+	TESTQ        R11, R11
+	JZ           q8rdone
+	MOVWLZX      (CX), R12
+	VMOVD        R12, X3
+	VCVTPH2PS    X3, X3
+	VBROADCASTSS X3, Y3
+	VMULPS       (R10), Y3, Y3
+	VBROADCASTSS X3, Y3
+	VMOVDQU      (AX), Y4
+	VPABSB       Y4, Y5
+	VMOVDQU      (R9), Y6
+	VPSIGNB      Y4, Y6, Y6
+	VPMADDUBSW   Y6, Y5, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y3, Y1
+	ADDQ         $0x20, AX
+	ADDQ         $0x20, R9
+	ADDQ         $0x04, R10
+	ADDQ         $0x02, CX
+	DECQ         R11
+	JMP          q8rtail
+
+q8rdone:
+	VADDPS       Y2, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X1
+	VMOVHLPS     X1, X1, X2
+	VADDPS       X2, X1, X1
+	VMOVSHDUP    X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (R8)
+	ADDQ         $0x04, R8
+	DECQ         DI
+	JMP          q8rrow
+
+q8rend:
+	VZEROUPPER
+	RET
+
+// func dotQ4Q8BlocksRowsAVX2(w *byte, ws *uint16, x *int8, xd *float32, nb int, rows int, out *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ4Q8BlocksRowsAVX2(SB), NOSPLIT, $32-56
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X0
+	VPBROADCASTW X0, Y0
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X1
+	VPBROADCASTB X1, Y1
+	MOVL         $0x08080808, AX
+	VMOVD        AX, X2
+	VPBROADCASTB X2, Y2
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+32(FP), SI
+	MOVQ         rows+40(FP), DI
+	MOVQ         out+48(FP), R8
+
+q4rrow:
+	TESTQ  DI, DI
+	JZ     q4rend
+	MOVQ   DX, R9
+	MOVQ   BX, R10
+	MOVQ   SI, R11
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+
+q4reight:
+	CMPQ         R11, $0x08
+	JL           q4rtail
+	VCVTPH2PS    (CX), Y5
+	VMULPS       (R10), Y5, Y5
+	VMOVUPS      Y5, (SP)
+	VBROADCASTSS (SP), Y5
+	VMOVDQU      (AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPXOR        Y2, Y7, Y7
+	VPMADDUBSW   (R9), Y7, Y7
+	VPMADDUBSW   (R9), Y2, Y8
+	VPSUBW       Y8, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y3
+	VBROADCASTSS 4(SP), Y5
+	VMOVDQU      16(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPXOR        Y2, Y7, Y7
+	VPMADDUBSW   32(R9), Y7, Y7
+	VPMADDUBSW   32(R9), Y2, Y8
+	VPSUBW       Y8, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y4
+	VBROADCASTSS 8(SP), Y5
+	VMOVDQU      32(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPXOR        Y2, Y7, Y7
+	VPMADDUBSW   64(R9), Y7, Y7
+	VPMADDUBSW   64(R9), Y2, Y8
+	VPSUBW       Y8, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y3
+	VBROADCASTSS 12(SP), Y5
+	VMOVDQU      48(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPXOR        Y2, Y7, Y7
+	VPMADDUBSW   96(R9), Y7, Y7
+	VPMADDUBSW   96(R9), Y2, Y8
+	VPSUBW       Y8, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y4
+	VBROADCASTSS 16(SP), Y5
+	VMOVDQU      64(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPXOR        Y2, Y7, Y7
+	VPMADDUBSW   128(R9), Y7, Y7
+	VPMADDUBSW   128(R9), Y2, Y8
+	VPSUBW       Y8, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y3
+	VBROADCASTSS 20(SP), Y5
+	VMOVDQU      80(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPXOR        Y2, Y7, Y7
+	VPMADDUBSW   160(R9), Y7, Y7
+	VPMADDUBSW   160(R9), Y2, Y8
+	VPSUBW       Y8, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y4
+	VBROADCASTSS 24(SP), Y5
+	VMOVDQU      96(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPXOR        Y2, Y7, Y7
+	VPMADDUBSW   192(R9), Y7, Y7
+	VPMADDUBSW   192(R9), Y2, Y8
+	VPSUBW       Y8, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y3
+	VBROADCASTSS 28(SP), Y5
+	VMOVDQU      112(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPXOR        Y2, Y7, Y7
+	VPMADDUBSW   224(R9), Y7, Y7
+	VPMADDUBSW   224(R9), Y2, Y8
+	VPSUBW       Y8, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y4
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000100, R9
+	ADDQ         $0x20, R10
+	ADDQ         $0x10, CX
+	SUBQ         $0x08, R11
+	JMP          q4reight
+
+q4rtail:
+	TESTQ        R11, R11
+	JZ           q4rdone
+	MOVWLZX      (CX), R12
+	VMOVD        R12, X5
+	VCVTPH2PS    X5, X5
+	VBROADCASTSS X5, Y5
+	VMULPS       (R10), Y5, Y5
+	VBROADCASTSS X5, Y5
+	VMOVDQU      (AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPXOR        Y2, Y7, Y7
+	VPMADDUBSW   (R9), Y7, Y7
+	VPMADDUBSW   (R9), Y2, Y8
+	VPSUBW       Y8, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y3
+	ADDQ         $0x10, AX
+	ADDQ         $0x20, R9
+	ADDQ         $0x04, R10
+	ADDQ         $0x02, CX
+	DECQ         R11
+	JMP          q4rtail
+
+q4rdone:
+	VADDPS       Y4, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X4
+	VADDPS       X4, X3, X3
+	VMOVHLPS     X3, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, (R8)
+	ADDQ         $0x04, R8
+	DECQ         DI
+	JMP          q4rrow
+
+q4rend:
+	VZEROUPPER
+	RET
+
 // func dotQ8Q8x4BlocksAVX2(w *int8, ws *uint16, x *int8, xd *float32, nb int, xstride int, dstride int, out *float32)
 // Requires: AVX, AVX2, F16C, FMA3
 TEXT ·dotQ8Q8x4BlocksAVX2(SB), NOSPLIT, $128-64

@@ -39,6 +39,11 @@ type Impl struct {
 	dotQ8x4  func(w []int8, ws []uint16, per int, x []int8, xd []float32, xstride int, out *[4]float32)
 	wsumF32  func(out, v []float32, stride int, w []float32)
 	wsumF16  func(out []float32, v []uint16, stride int, w []float32)
+
+	// Optional: several consecutive rows of one scale per block in one
+	// call (nil: DotQ8Rows/DotQ4Rows loop over dotQ8/dotQ4).
+	dotQ8Rows func(w []int8, ws []uint16, x []int8, xd []float32, out []float32)
+	dotQ4Rows func(w []byte, ws []uint16, x []int8, xd []float32, out []float32)
 }
 
 // Generic is the pure-Go implementation, the reference for the others.
@@ -113,6 +118,45 @@ func (k *Impl) DotQ4(w []byte, ws []uint16, per int, x []int8, xd []float32) flo
 	return k.dotQ4(w[:n/2], ws, per, x[:n], xd[:n/QBlock])
 }
 
+// DotQ8Rows sets out[i] = DotQ8(row i of w, its scales, 1, x, xd) for i <
+// len(out): len(out) consecutive weight rows of nb = len(ws)/len(out)
+// blocks of QBlock values with one binary16 scale each (GGUF Q8_0's
+// layout), row i at w[i*nb*QBlock:] with scales ws[i*nb:(i+1)*nb]. Each
+// result is the one DotQ8 gives for that row, bit for bit.
+func (k *Impl) DotQ8Rows(w []int8, ws []uint16, x []int8, xd []float32, out []float32) {
+	if len(out) == 0 {
+		return
+	}
+	nb := len(ws) / len(out)
+	n := nb * QBlock
+	w, ws, x, xd = w[:len(out)*n], ws[:len(out)*nb], x[:n], xd[:nb]
+	if k.dotQ8Rows != nil && nb > 0 {
+		k.dotQ8Rows(w, ws, x, xd, out)
+		return
+	}
+	for i := range out {
+		out[i] = k.dotQ8(w[i*n:(i+1)*n], ws[i*nb:(i+1)*nb], 1, x, xd)
+	}
+}
+
+// DotQ4Rows is DotQ8Rows for int4 weights packed as in DotI4 (row i at
+// w[i*nb*QBlock/2:]); x must be quantized with evensFirst.
+func (k *Impl) DotQ4Rows(w []byte, ws []uint16, x []int8, xd []float32, out []float32) {
+	if len(out) == 0 {
+		return
+	}
+	nb := len(ws) / len(out)
+	n := nb * QBlock
+	w, ws, x, xd = w[:len(out)*n/2], ws[:len(out)*nb], x[:n], xd[:nb]
+	if k.dotQ4Rows != nil && nb > 0 {
+		k.dotQ4Rows(w, ws, x, xd, out)
+		return
+	}
+	for i := range out {
+		out[i] = k.dotQ4(w[i*n/2:(i+1)*n/2], ws[i*nb:(i+1)*nb], 1, x, xd)
+	}
+}
+
 // DotQ4x4 sets out[j] = DotQ4(w, ws, per, x[j*xstride:], xd[j*xstride/QBlock:])
 // for j < 4 (xstride a multiple of QBlock).
 func (k *Impl) DotQ4x4(w []byte, ws []uint16, per int, x []int8, xd []float32, xstride int, out *[4]float32) {
@@ -167,6 +211,12 @@ func DotQ8(w []int8, ws []uint16, per int, x []int8, xd []float32) float32 {
 }
 func DotQ4(w []byte, ws []uint16, per int, x []int8, xd []float32) float32 {
 	return best.DotQ4(w, ws, per, x, xd)
+}
+func DotQ8Rows(w []int8, ws []uint16, x []int8, xd []float32, out []float32) {
+	best.DotQ8Rows(w, ws, x, xd, out)
+}
+func DotQ4Rows(w []byte, ws []uint16, x []int8, xd []float32, out []float32) {
+	best.DotQ4Rows(w, ws, x, xd, out)
 }
 func DotQ8x4(w []int8, ws []uint16, per int, x []int8, xd []float32, xstride int, out *[4]float32) {
 	best.DotQ8x4(w, ws, per, x, xd, xstride, out)

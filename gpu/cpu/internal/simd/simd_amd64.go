@@ -18,6 +18,9 @@ var AVX2 = &Impl{
 	dotQ8x4:  dotQ8x4A,
 	wsumF32:  wsumF32A,
 	wsumF16:  wsumF16A,
+
+	dotQ8Rows: dotQ8RowsA,
+	dotQ4Rows: dotQ4RowsA,
 }
 
 func init() {
@@ -112,6 +115,14 @@ func dotQ4A(w []byte, ws []uint16, per int, x []int8, xd []float32) float32 {
 		return dotQ4Q8BlocksAVX2(&w[0], &ws[0], &x[0], &xd[0], len(ws))
 	}
 	return dotQ4Q8AVX2(&w[0], &ws[0], &x[0], &xd[0], len(ws), per)
+}
+
+func dotQ8RowsA(w []int8, ws []uint16, x []int8, xd []float32, out []float32) {
+	dotQ8Q8BlocksRowsAVX2(&w[0], &ws[0], &x[0], &xd[0], len(ws)/len(out), len(out), &out[0])
+}
+
+func dotQ4RowsA(w []byte, ws []uint16, x []int8, xd []float32, out []float32) {
+	dotQ4Q8BlocksRowsAVX2(&w[0], &ws[0], &x[0], &xd[0], len(ws)/len(out), len(out), &out[0])
 }
 
 func dotQ4x4A(w []byte, ws []uint16, per int, x []int8, xd []float32, xstride int, out *[4]float32) {

@@ -27,8 +27,10 @@ func main() {
 	dotQ4Q8()
 	dotQ4Q8x4()
 	dotQ8Q8x4()
-	dotQ8Q8Blocks()
-	dotQ4Q8Blocks()
+	dotQ8Q8Blocks(false)
+	dotQ4Q8Blocks(false)
+	dotQ8Q8Blocks(true)
+	dotQ4Q8Blocks(true)
 	dotQ8Q8x4Blocks()
 	dotQ4Q8x4Blocks()
 	weightedSum("weightedSumF32AVX2", 4, "f32 rows.", func(m Mem, y VecVirtual) { VMOVUPS(m, y) })
@@ -640,12 +642,30 @@ func dotQ4Q8x4() {
 // latency chain does not bound the loop. wStep is the weight bytes of a
 // block; body adds block j (its weights at w+j*wStep, activations at
 // x+32j) times the scale d to acc.
-func blockScaled(name string, wStep int, body func(w, x Register, j int, d, acc VecVirtual)) {
+func blockScaled(name string, wStep int, rows bool, body func(w, x Register, j int, d, acc VecVirtual)) {
 	w, ws := Load(Param("w"), GP64()), Load(Param("ws"), GP64())
-	x, xd := Load(Param("x"), GP64()), Load(Param("xd"), GP64())
-	nb := Load(Param("nb"), GP64())
+	x0, xd0 := Load(Param("x"), GP64()), Load(Param("xd"), GP64())
+	nb0 := Load(Param("nb"), GP64())
+	var nrows, out Register
+	if rows {
+		nrows, out = Load(Param("rows"), GP64()), Load(Param("out"), GP64())
+	}
 	scales := AllocLocal(32)
+	x, xd, nb := x0, xd0, nb0
+	if rows {
+		x, xd, nb = GP64(), GP64(), GP64()
+	}
 	acc := [2]VecVirtual{YMM(), YMM()}
+	// With rows, each row restarts at the activations and the weights of
+	// the next row follow those of the last (w and ws run on).
+	Label(name + "row")
+	if rows {
+		TESTQ(nrows, nrows)
+		JZ(LabelRef(name + "end"))
+		MOVQ(x0, x)
+		MOVQ(xd0, xd)
+		MOVQ(nb0, nb)
+	}
 	for _, r := range acc {
 		VXORPS(r, r, r)
 	}
@@ -684,18 +704,38 @@ func blockScaled(name string, wStep int, body func(w, x Register, j int, d, acc 
 	Label(name + "done")
 	VADDPS(acc[1], acc[0], acc[0])
 	hsum(acc[0])
+	if !rows {
+		VZEROUPPER()
+		Store(acc[0].AsX(), ReturnIndex(0))
+		RET()
+		return
+	}
+	VMOVSS(acc[0].AsX(), Mem{Base: out})
+	ADDQ(Imm(4), out)
+	DECQ(nrows)
+	JMP(LabelRef(name + "row"))
+	Label(name + "end")
 	VZEROUPPER()
-	Store(acc[0].AsX(), ReturnIndex(0))
 	RET()
 }
 
-func dotQ8Q8Blocks() {
-	TEXT("dotQ8Q8BlocksAVX2", NOSPLIT, "func(w *int8, ws *uint16, x *int8, xd *float32, nb int) float32")
-	Pragma("noescape")
-	Doc("dotQ8Q8BlocksAVX2 is dotQ8Q8AVX2 with per = 1 and ng = nb: one binary16 weight scale per 32-element block.")
+func dotQ8Q8Blocks(rows bool) {
+	if rows {
+		TEXT("dotQ8Q8BlocksRowsAVX2", NOSPLIT, "func(w *int8, ws *uint16, x *int8, xd *float32, nb, rows int, out *float32)")
+		Pragma("noescape")
+		Doc("dotQ8Q8BlocksRowsAVX2 sets out[i] = dotQ8Q8BlocksAVX2 of weight row i for i < rows, the rows consecutive in w and ws.")
+	} else {
+		TEXT("dotQ8Q8BlocksAVX2", NOSPLIT, "func(w *int8, ws *uint16, x *int8, xd *float32, nb int) float32")
+		Pragma("noescape")
+		Doc("dotQ8Q8BlocksAVX2 is dotQ8Q8AVX2 with per = 1 and ng = nb: one binary16 weight scale per 32-element block.")
+	}
 	ones := YMM()
 	broadcastW(1, ones)
-	blockScaled("q8b", 32, func(w, x Register, j int, d, acc VecVirtual) {
+	name := "q8b"
+	if rows {
+		name = "q8r"
+	}
+	blockScaled(name, 32, rows, func(w, x Register, j int, d, acc VecVirtual) {
 		wv, u, s := YMM(), YMM(), YMM()
 		VMOVDQU(Mem{Base: w, Disp: 32 * j}, wv)
 		VPABSB(wv, u)
@@ -708,15 +748,25 @@ func dotQ8Q8Blocks() {
 	})
 }
 
-func dotQ4Q8Blocks() {
-	TEXT("dotQ4Q8BlocksAVX2", NOSPLIT, "func(w *byte, ws *uint16, x *int8, xd *float32, nb int) float32")
-	Pragma("noescape")
-	Doc("dotQ4Q8BlocksAVX2 is dotQ4Q8AVX2 with per = 1 and ng = nb. Each nibble n becomes u = n XOR 8 (0..15, the value plus 8), multiplied unsigned by x with VPMADDUBSW, and 8*x is subtracted from the pair sums.")
+func dotQ4Q8Blocks(rows bool) {
+	if rows {
+		TEXT("dotQ4Q8BlocksRowsAVX2", NOSPLIT, "func(w *byte, ws *uint16, x *int8, xd *float32, nb, rows int, out *float32)")
+		Pragma("noescape")
+		Doc("dotQ4Q8BlocksRowsAVX2 sets out[i] = dotQ4Q8BlocksAVX2 of weight row i for i < rows, the rows consecutive in w and ws.")
+	} else {
+		TEXT("dotQ4Q8BlocksAVX2", NOSPLIT, "func(w *byte, ws *uint16, x *int8, xd *float32, nb int) float32")
+		Pragma("noescape")
+		Doc("dotQ4Q8BlocksAVX2 is dotQ4Q8AVX2 with per = 1 and ng = nb. Each nibble n becomes u = n XOR 8 (0..15, the value plus 8), multiplied unsigned by x with VPMADDUBSW, and 8*x is subtracted from the pair sums.")
+	}
 	ones, mask, eight := YMM(), YMM(), YMM()
 	broadcastW(1, ones)
 	broadcastB(0x0f, mask)
 	broadcastB(8, eight)
-	blockScaled("q4b", 16, func(w, x Register, j int, d, acc VecVirtual) {
+	name := "q4b"
+	if rows {
+		name = "q4r"
+	}
+	blockScaled(name, 16, rows, func(w, x Register, j int, d, acc VecVirtual) {
 		b, h, u, p, c := XMM(), XMM(), YMM(), YMM(), YMM()
 		VMOVDQU(Mem{Base: w, Disp: 16 * j}, b)
 		VPSRLW(Imm(4), b, h)
