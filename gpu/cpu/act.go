@@ -4,6 +4,8 @@ import (
 	"math"
 	"sync"
 
+	"github.com/gpurun/gpurun/gpu/cpu/internal/simd"
+
 	"github.com/x448/float16"
 )
 
@@ -15,7 +17,8 @@ var activations = map[string]func(float32) float32{
 	"relu":      relu,
 }
 
-func silu(x float32) float32 { return x / (1 + float32(math.Exp(float64(-x)))) }
+// silu is x·σ(x) in f32 (simd.SiLU: the vector kernels give the same bits).
+func silu(x float32) float32 { return simd.SiLU(x) }
 
 func relu(x float32) float32 { return max(x, 0) }
 

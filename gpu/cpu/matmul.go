@@ -42,6 +42,7 @@ type mmTask struct {
 	bias    []float32
 	upBias  []float32
 	act     func(float32) float32
+	silu    bool // act is silu (the SwiGLU kernel gives its bits)
 	acc     bool // Accumulate
 	glu     bool // MatMulGLU: w is the gate, up the up projection
 	// Dynamic math: the n input rows quantized in w's layout (nil when
@@ -100,6 +101,10 @@ func (m *mmTask) runRows(s *scratch, lo, hi int) {
 			u := s.ru[:r1-r0]
 			if m.glu {
 				m.up.qdotRows(r0, r1, x, d, u)
+				if m.silu && m.bias == nil && m.upBias == nil {
+					simd.SwiGLU(m.out[t*m.outCols+r0:t*m.outCols+r1], g, u)
+					continue
+				}
 			}
 			for i, v := range g {
 				m.store(r0+i, t, v, u[i])

@@ -191,10 +191,9 @@ func (a *attnTask) run(wk, lo, hi int) {
 			s[i] = v
 			best = max(best, v)
 		}
+		simd.ExpSub(s, s, best)
 		var sum float64
-		for i, v := range s {
-			e := float32(math.Exp(float64(v - best)))
-			s[i] = e
+		for _, e := range s {
 			sum += float64(e)
 		}
 		inv := float32(1 / sum)

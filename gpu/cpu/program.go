@@ -69,6 +69,7 @@ type step struct {
 	vec    []float32   // Norm scale
 	bias   []float32   // Norm (layer), MatMul
 	act    func(float32) float32
+	silu   bool // act is silu: the vector SwiGLU kernel may run it
 	rope   ropeParams
 	attn   attnParams
 }
@@ -148,6 +149,7 @@ func (b *backend) compile(g *fusion.Graph, w gpu.Weights, kvs []gpu.KVCache, bat
 			s.act = activations[op.Act]
 		case fusion.MatMulGLU:
 			s.w, s.up, s.act = ws.byName[op.Weight], ws.byName[op.Up], activations[op.Act]
+			s.silu = op.Act == "silu"
 			if op.UpBias != "" {
 				s.upBias = ws.byName[op.UpBias].vector()
 			}
@@ -323,7 +325,7 @@ func (p *program) exec(s *step, tokens []int32, pos int) error {
 		}
 	case fusion.MatMulGLU:
 		p.mm = mmTask{p: p, out: out, outCols: cols, in: in(0), inCols: inCols(0), n: n, w: s.w, up: s.up,
-			bias: s.bias, upBias: s.upBias, act: s.act, glu: true}
+			bias: s.bias, upBias: s.upBias, act: s.act, silu: s.silu, glu: true}
 		if s.w.dynamicOK() == s.up.dynamicOK() && s.w.evensFirst() == s.up.evensFirst() {
 			p.mm.q, p.mm.d = p.quantized(s.w, in(0), inCols(0), n)
 		}

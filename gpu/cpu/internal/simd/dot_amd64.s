@@ -2233,6 +2233,228 @@ q4x4bdone:
 	VZEROUPPER
 	RET
 
+// func expSubF32AVX2(out *float32, in *float32, sub float32, n int)
+// Requires: AVX, AVX2, SSE
+TEXT ·expSubF32AVX2(SB), NOSPLIT, $0-32
+	MOVQ         out+0(FP), AX
+	MOVQ         in+8(FP), CX
+	MOVQ         n+24(FP), DX
+	MOVSS        sub+16(FP), X0
+	VBROADCASTSS X0, Y0
+
+expsloop:
+	TESTQ     DX, DX
+	JZ        expsdone
+	VMOVUPS   (CX), Y1
+	VSUBPS    Y0, Y1, Y1
+	VMAXPS    expconsts<>+0(SB), Y1, Y2
+	VMINPS    expconsts<>+32(SB), Y2, Y2
+	VMULPS    expconsts<>+64(SB), Y2, Y3
+	VROUNDPS  $0x00, Y3, Y3
+	VMULPS    expconsts<>+96(SB), Y3, Y4
+	VSUBPS    Y4, Y2, Y2
+	VMULPS    expconsts<>+128(SB), Y3, Y4
+	VSUBPS    Y4, Y2, Y2
+	VMULPS    expconsts<>+160(SB), Y2, Y5
+	VADDPS    expconsts<>+192(SB), Y5, Y5
+	VMULPS    Y2, Y5, Y5
+	VADDPS    expconsts<>+224(SB), Y5, Y5
+	VMULPS    Y2, Y5, Y5
+	VADDPS    expconsts<>+256(SB), Y5, Y5
+	VMULPS    Y2, Y5, Y5
+	VADDPS    expconsts<>+288(SB), Y5, Y5
+	VMULPS    Y2, Y5, Y5
+	VADDPS    expconsts<>+320(SB), Y5, Y5
+	VMULPS    Y2, Y2, Y4
+	VMULPS    Y4, Y5, Y5
+	VADDPS    Y2, Y5, Y5
+	VADDPS    expconsts<>+352(SB), Y5, Y2
+	VCVTPS2DQ Y3, Y3
+	VPSLLD    $0x17, Y3, Y3
+	VPADDD    Y3, Y2, Y2
+	VCMPPS    $0x11, expconsts<>+0(SB), Y1, Y4
+	VANDNPS   Y2, Y4, Y2
+	VCMPPS    $0x1e, expconsts<>+32(SB), Y1, Y4
+	VBLENDVPS Y4, expconsts<>+384(SB), Y2, Y2
+	VCMPPS    $0x03, Y1, Y1, Y4
+	VBLENDVPS Y4, Y1, Y2, Y2
+	VMOVUPS   Y2, (AX)
+	ADDQ      $0x20, AX
+	ADDQ      $0x20, CX
+	SUBQ      $0x08, DX
+	JMP       expsloop
+
+expsdone:
+	VZEROUPPER
+	RET
+
+DATA expconsts<>+0(SB)/4, $0xc2ae0000
+DATA expconsts<>+4(SB)/4, $0xc2ae0000
+DATA expconsts<>+8(SB)/4, $0xc2ae0000
+DATA expconsts<>+12(SB)/4, $0xc2ae0000
+DATA expconsts<>+16(SB)/4, $0xc2ae0000
+DATA expconsts<>+20(SB)/4, $0xc2ae0000
+DATA expconsts<>+24(SB)/4, $0xc2ae0000
+DATA expconsts<>+28(SB)/4, $0xc2ae0000
+DATA expconsts<>+32(SB)/4, $0x42b0999a
+DATA expconsts<>+36(SB)/4, $0x42b0999a
+DATA expconsts<>+40(SB)/4, $0x42b0999a
+DATA expconsts<>+44(SB)/4, $0x42b0999a
+DATA expconsts<>+48(SB)/4, $0x42b0999a
+DATA expconsts<>+52(SB)/4, $0x42b0999a
+DATA expconsts<>+56(SB)/4, $0x42b0999a
+DATA expconsts<>+60(SB)/4, $0x42b0999a
+DATA expconsts<>+64(SB)/4, $0x3fb8aa3b
+DATA expconsts<>+68(SB)/4, $0x3fb8aa3b
+DATA expconsts<>+72(SB)/4, $0x3fb8aa3b
+DATA expconsts<>+76(SB)/4, $0x3fb8aa3b
+DATA expconsts<>+80(SB)/4, $0x3fb8aa3b
+DATA expconsts<>+84(SB)/4, $0x3fb8aa3b
+DATA expconsts<>+88(SB)/4, $0x3fb8aa3b
+DATA expconsts<>+92(SB)/4, $0x3fb8aa3b
+DATA expconsts<>+96(SB)/4, $0x3f318000
+DATA expconsts<>+100(SB)/4, $0x3f318000
+DATA expconsts<>+104(SB)/4, $0x3f318000
+DATA expconsts<>+108(SB)/4, $0x3f318000
+DATA expconsts<>+112(SB)/4, $0x3f318000
+DATA expconsts<>+116(SB)/4, $0x3f318000
+DATA expconsts<>+120(SB)/4, $0x3f318000
+DATA expconsts<>+124(SB)/4, $0x3f318000
+DATA expconsts<>+128(SB)/4, $0xb95e8083
+DATA expconsts<>+132(SB)/4, $0xb95e8083
+DATA expconsts<>+136(SB)/4, $0xb95e8083
+DATA expconsts<>+140(SB)/4, $0xb95e8083
+DATA expconsts<>+144(SB)/4, $0xb95e8083
+DATA expconsts<>+148(SB)/4, $0xb95e8083
+DATA expconsts<>+152(SB)/4, $0xb95e8083
+DATA expconsts<>+156(SB)/4, $0xb95e8083
+DATA expconsts<>+160(SB)/4, $0x39506967
+DATA expconsts<>+164(SB)/4, $0x39506967
+DATA expconsts<>+168(SB)/4, $0x39506967
+DATA expconsts<>+172(SB)/4, $0x39506967
+DATA expconsts<>+176(SB)/4, $0x39506967
+DATA expconsts<>+180(SB)/4, $0x39506967
+DATA expconsts<>+184(SB)/4, $0x39506967
+DATA expconsts<>+188(SB)/4, $0x39506967
+DATA expconsts<>+192(SB)/4, $0x3ab743ce
+DATA expconsts<>+196(SB)/4, $0x3ab743ce
+DATA expconsts<>+200(SB)/4, $0x3ab743ce
+DATA expconsts<>+204(SB)/4, $0x3ab743ce
+DATA expconsts<>+208(SB)/4, $0x3ab743ce
+DATA expconsts<>+212(SB)/4, $0x3ab743ce
+DATA expconsts<>+216(SB)/4, $0x3ab743ce
+DATA expconsts<>+220(SB)/4, $0x3ab743ce
+DATA expconsts<>+224(SB)/4, $0x3c088908
+DATA expconsts<>+228(SB)/4, $0x3c088908
+DATA expconsts<>+232(SB)/4, $0x3c088908
+DATA expconsts<>+236(SB)/4, $0x3c088908
+DATA expconsts<>+240(SB)/4, $0x3c088908
+DATA expconsts<>+244(SB)/4, $0x3c088908
+DATA expconsts<>+248(SB)/4, $0x3c088908
+DATA expconsts<>+252(SB)/4, $0x3c088908
+DATA expconsts<>+256(SB)/4, $0x3d2aa9c1
+DATA expconsts<>+260(SB)/4, $0x3d2aa9c1
+DATA expconsts<>+264(SB)/4, $0x3d2aa9c1
+DATA expconsts<>+268(SB)/4, $0x3d2aa9c1
+DATA expconsts<>+272(SB)/4, $0x3d2aa9c1
+DATA expconsts<>+276(SB)/4, $0x3d2aa9c1
+DATA expconsts<>+280(SB)/4, $0x3d2aa9c1
+DATA expconsts<>+284(SB)/4, $0x3d2aa9c1
+DATA expconsts<>+288(SB)/4, $0x3e2aaaaa
+DATA expconsts<>+292(SB)/4, $0x3e2aaaaa
+DATA expconsts<>+296(SB)/4, $0x3e2aaaaa
+DATA expconsts<>+300(SB)/4, $0x3e2aaaaa
+DATA expconsts<>+304(SB)/4, $0x3e2aaaaa
+DATA expconsts<>+308(SB)/4, $0x3e2aaaaa
+DATA expconsts<>+312(SB)/4, $0x3e2aaaaa
+DATA expconsts<>+316(SB)/4, $0x3e2aaaaa
+DATA expconsts<>+320(SB)/4, $0x3f000000
+DATA expconsts<>+324(SB)/4, $0x3f000000
+DATA expconsts<>+328(SB)/4, $0x3f000000
+DATA expconsts<>+332(SB)/4, $0x3f000000
+DATA expconsts<>+336(SB)/4, $0x3f000000
+DATA expconsts<>+340(SB)/4, $0x3f000000
+DATA expconsts<>+344(SB)/4, $0x3f000000
+DATA expconsts<>+348(SB)/4, $0x3f000000
+DATA expconsts<>+352(SB)/4, $0x3f800000
+DATA expconsts<>+356(SB)/4, $0x3f800000
+DATA expconsts<>+360(SB)/4, $0x3f800000
+DATA expconsts<>+364(SB)/4, $0x3f800000
+DATA expconsts<>+368(SB)/4, $0x3f800000
+DATA expconsts<>+372(SB)/4, $0x3f800000
+DATA expconsts<>+376(SB)/4, $0x3f800000
+DATA expconsts<>+380(SB)/4, $0x3f800000
+DATA expconsts<>+384(SB)/4, $0x7f800000
+DATA expconsts<>+388(SB)/4, $0x7f800000
+DATA expconsts<>+392(SB)/4, $0x7f800000
+DATA expconsts<>+396(SB)/4, $0x7f800000
+DATA expconsts<>+400(SB)/4, $0x7f800000
+DATA expconsts<>+404(SB)/4, $0x7f800000
+DATA expconsts<>+408(SB)/4, $0x7f800000
+DATA expconsts<>+412(SB)/4, $0x7f800000
+GLOBL expconsts<>(SB), RODATA|NOPTR, $416
+
+// func swigluF32AVX2(out *float32, gate *float32, up *float32, n int)
+// Requires: AVX, AVX2
+TEXT ·swigluF32AVX2(SB), NOSPLIT, $0-32
+	MOVQ         out+0(FP), AX
+	MOVQ         gate+8(FP), CX
+	MOVQ         up+16(FP), DX
+	MOVQ         n+24(FP), BX
+	MOVL         $0x80000000, SI
+	VMOVD        SI, X0
+	VPBROADCASTD X0, Y0
+
+swigluloop:
+	TESTQ     BX, BX
+	JZ        swigludone
+	VMOVUPS   (CX), Y1
+	VXORPS    Y0, Y1, Y2
+	VMAXPS    expconsts<>+0(SB), Y2, Y3
+	VMINPS    expconsts<>+32(SB), Y3, Y3
+	VMULPS    expconsts<>+64(SB), Y3, Y4
+	VROUNDPS  $0x00, Y4, Y4
+	VMULPS    expconsts<>+96(SB), Y4, Y5
+	VSUBPS    Y5, Y3, Y3
+	VMULPS    expconsts<>+128(SB), Y4, Y5
+	VSUBPS    Y5, Y3, Y3
+	VMULPS    expconsts<>+160(SB), Y3, Y6
+	VADDPS    expconsts<>+192(SB), Y6, Y6
+	VMULPS    Y3, Y6, Y6
+	VADDPS    expconsts<>+224(SB), Y6, Y6
+	VMULPS    Y3, Y6, Y6
+	VADDPS    expconsts<>+256(SB), Y6, Y6
+	VMULPS    Y3, Y6, Y6
+	VADDPS    expconsts<>+288(SB), Y6, Y6
+	VMULPS    Y3, Y6, Y6
+	VADDPS    expconsts<>+320(SB), Y6, Y6
+	VMULPS    Y3, Y3, Y5
+	VMULPS    Y5, Y6, Y6
+	VADDPS    Y3, Y6, Y6
+	VADDPS    expconsts<>+352(SB), Y6, Y3
+	VCVTPS2DQ Y4, Y4
+	VPSLLD    $0x17, Y4, Y4
+	VPADDD    Y4, Y3, Y3
+	VCMPPS    $0x11, expconsts<>+0(SB), Y2, Y5
+	VANDNPS   Y3, Y5, Y3
+	VCMPPS    $0x1e, expconsts<>+32(SB), Y2, Y5
+	VBLENDVPS Y5, expconsts<>+384(SB), Y3, Y3
+	VCMPPS    $0x03, Y2, Y2, Y5
+	VBLENDVPS Y5, Y2, Y3, Y3
+	VADDPS    expconsts<>+352(SB), Y3, Y3
+	VDIVPS    Y3, Y1, Y3
+	VMULPS    (DX), Y3, Y3
+	VMOVUPS   Y3, (AX)
+	ADDQ      $0x20, AX
+	ADDQ      $0x20, CX
+	ADDQ      $0x20, DX
+	SUBQ      $0x08, BX
+	JMP       swigluloop
+
+swigludone:
+	VZEROUPPER
+	RET
+
 // func weightedSumF32AVX2(out *float32, v *float32, stride int, w *float32, n int, d int)
 // Requires: AVX, FMA3
 TEXT ·weightedSumF32AVX2(SB), NOSPLIT, $0-48

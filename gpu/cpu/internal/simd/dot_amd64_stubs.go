@@ -84,6 +84,16 @@ func dotQ8Q8x4BlocksAVX2(w *int8, ws *uint16, x *int8, xd *float32, nb int, xstr
 //go:noescape
 func dotQ4Q8x4BlocksAVX2(w *byte, ws *uint16, x *int8, xd *float32, nb int, xstride int, dstride int, out *float32)
 
+// expSubF32AVX2 sets out[i] = Exp(in[i] - sub) for i < n (a multiple of 8).
+//
+//go:noescape
+func expSubF32AVX2(out *float32, in *float32, sub float32, n int)
+
+// swigluF32AVX2 sets out[i] = gate[i] / (1 + Exp(-gate[i])) * up[i] for i < n (a multiple of 8).
+//
+//go:noescape
+func swigluF32AVX2(out *float32, gate *float32, up *float32, n int)
+
 // weightedSumF32AVX2 sets out[j] = Σ_{i<n} w[i]*v[i*stride+j] for j < d (d a multiple of 8, n >= 1) over f32 rows.
 //
 //go:noescape

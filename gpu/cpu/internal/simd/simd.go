@@ -44,6 +44,9 @@ type Impl struct {
 	// call (nil: DotQ8Rows/DotQ4Rows loop over dotQ8/dotQ4).
 	dotQ8Rows func(w []int8, ws []uint16, x []int8, xd []float32, out []float32)
 	dotQ4Rows func(w []byte, ws []uint16, x []int8, xd []float32, out []float32)
+	// Optional (nil: the pure-Go forms, which give the same bits).
+	expSub func(out, in []float32, sub float32)
+	swiglu func(out, g, u []float32)
 }
 
 // Generic is the pure-Go implementation, the reference for the others.
@@ -157,6 +160,29 @@ func (k *Impl) DotQ4Rows(w []byte, ws []uint16, x []int8, xd []float32, out []fl
 	}
 }
 
+// ExpSub sets out[i] = Exp(in[i] - sub) for i < len(out): the
+// exponentials of a softmax. Every implementation gives Exp's bits.
+func (k *Impl) ExpSub(out, in []float32, sub float32) {
+	in = in[:len(out)]
+	if k.expSub == nil {
+		expSubGo(out, in, sub)
+		return
+	}
+	k.expSub(out, in, sub)
+}
+
+// SwiGLU sets out[i] = SiLU(g[i]) * u[i] for i < len(out): the gated unit
+// of Llama's feed-forward. Every implementation gives the bits of the
+// scalar formula.
+func (k *Impl) SwiGLU(out, g, u []float32) {
+	g, u = g[:len(out)], u[:len(out)]
+	if k.swiglu == nil {
+		swigluGo(out, g, u)
+		return
+	}
+	k.swiglu(out, g, u)
+}
+
 // DotQ4x4 sets out[j] = DotQ4(w, ws, per, x[j*xstride:], xd[j*xstride/QBlock:])
 // for j < 4 (xstride a multiple of QBlock).
 func (k *Impl) DotQ4x4(w []byte, ws []uint16, per int, x []int8, xd []float32, xstride int, out *[4]float32) {
@@ -218,6 +244,8 @@ func DotQ8Rows(w []int8, ws []uint16, x []int8, xd []float32, out []float32) {
 func DotQ4Rows(w []byte, ws []uint16, x []int8, xd []float32, out []float32) {
 	best.DotQ4Rows(w, ws, x, xd, out)
 }
+func ExpSub(out, in []float32, sub float32) { best.ExpSub(out, in, sub) }
+func SwiGLU(out, g, u []float32)            { best.SwiGLU(out, g, u) }
 func DotQ8x4(w []int8, ws []uint16, per int, x []int8, xd []float32, xstride int, out *[4]float32) {
 	best.DotQ8x4(w, ws, per, x, xd, xstride, out)
 }

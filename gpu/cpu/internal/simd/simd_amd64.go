@@ -21,6 +21,8 @@ var AVX2 = &Impl{
 
 	dotQ8Rows: dotQ8RowsA,
 	dotQ4Rows: dotQ4RowsA,
+	expSub:    expSubA,
+	swiglu:    swigluA,
 }
 
 func init() {
@@ -123,6 +125,22 @@ func dotQ8RowsA(w []int8, ws []uint16, x []int8, xd []float32, out []float32) {
 
 func dotQ4RowsA(w []byte, ws []uint16, x []int8, xd []float32, out []float32) {
 	dotQ4Q8BlocksRowsAVX2(&w[0], &ws[0], &x[0], &xd[0], len(ws)/len(out), len(out), &out[0])
+}
+
+func expSubA(out, in []float32, sub float32) {
+	n := len(out) &^ 7
+	if n > 0 {
+		expSubF32AVX2(&out[0], &in[0], sub, n)
+	}
+	expSubGo(out[n:], in[n:], sub)
+}
+
+func swigluA(out, g, u []float32) {
+	n := len(out) &^ 7
+	if n > 0 {
+		swigluF32AVX2(&out[0], &g[0], &u[0], n)
+	}
+	swigluGo(out[n:], g[n:], u[n:])
 }
 
 func dotQ4x4A(w []byte, ws []uint16, per int, x []int8, xd []float32, xstride int, out *[4]float32) {

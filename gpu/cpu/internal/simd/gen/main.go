@@ -7,6 +7,8 @@
 package main
 
 import (
+	"math"
+
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
@@ -33,6 +35,8 @@ func main() {
 	dotQ4Q8Blocks(true)
 	dotQ8Q8x4Blocks()
 	dotQ4Q8x4Blocks()
+	expSub()
+	swiglu()
 	weightedSum("weightedSumF32AVX2", 4, "f32 rows.", func(m Mem, y VecVirtual) { VMOVUPS(m, y) })
 	weightedSum("weightedSumF16AVX2", 2, "binary16 rows.", func(m Mem, y VecVirtual) { VCVTPH2PS(m, y) })
 	Generate()
@@ -895,4 +899,143 @@ func dotQ4Q8x4Blocks() {
 		nib4(Mem{Base: w, Disp: 16 * j}, mask, eight, wv)
 		VPABSB(wv, u)
 	})
+}
+
+// The constants of simd.Exp (exp.go), each repeated in eight lanes.
+var expConsts = []float64{
+	-87.0, 88.3, 1.44269504088896341, 0.693359375, -2.12194440e-4,
+	1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1,
+	1, math.Inf(1),
+}
+
+const (
+	cLo = iota
+	cHi
+	cLog2e
+	cLn2Hi
+	cLn2Lo
+	cP0
+	cP1
+	cP2
+	cP3
+	cP4
+	cP5
+	cOne
+	cInf
+)
+
+var expTable Mem
+
+// expConst returns the vector of constant c.
+func expConst(c int) Mem {
+	if expTable.Symbol.Name == "" {
+		expTable = GLOBL("expconsts", RODATA|NOPTR)
+		for i, v := range expConsts {
+			for l := range 8 {
+				DATA(32*i+4*l, U32(math.Float32bits(float32(v))))
+			}
+		}
+	}
+	return expTable.Offset(32 * c)
+}
+
+// expVec emits y = simd.Exp(x) lane by lane, with the same f32 operations
+// in the same order, so the bits agree with the Go form.
+func expVec(x, y VecVirtual) {
+	c, n, r, t, p := YMM(), YMM(), YMM(), YMM(), YMM()
+	VMAXPS(expConst(cLo), x, c) // NaN lanes are fixed at the end
+	VMINPS(expConst(cHi), c, c)
+	VMULPS(expConst(cLog2e), c, n)
+	VROUNDPS(Imm(0), n, n) // to nearest even
+	VMULPS(expConst(cLn2Hi), n, t)
+	VSUBPS(t, c, r)
+	VMULPS(expConst(cLn2Lo), n, t)
+	VSUBPS(t, r, r)
+	VMULPS(expConst(cP0), r, p)
+	for _, k := range []int{cP1, cP2, cP3, cP4} {
+		VADDPS(expConst(k), p, p)
+		VMULPS(r, p, p)
+	}
+	VADDPS(expConst(cP5), p, p)
+	VMULPS(r, r, t)
+	VMULPS(t, p, p)
+	VADDPS(r, p, p)
+	VADDPS(expConst(cOne), p, y)
+	VCVTPS2DQ(n, n) // n is integral: exact
+	VPSLLD(Imm(23), n, n)
+	VPADDD(n, y, y)
+	// x < lo: 0; x > hi: +Inf; NaN: x.
+	VCMPPS(Imm(0x11), expConst(cLo), x, t) // LT_OQ
+	VANDNPS(y, t, y)
+	VCMPPS(Imm(0x1e), expConst(cHi), x, t) // GT_OQ
+	VBLENDVPS(t, expConst(cInf), y, y)
+	VCMPPS(Imm(3), x, x, t) // UNORD_Q
+	VBLENDVPS(t, x, y, y)
+}
+
+// elementwise emits a loop over n floats (a multiple of 8), 8 per
+// iteration: body reads lanes at offset off of its inputs and stores out.
+func elementwise(name string, out, n Register, ins []Register, body func(in []Mem, o Mem)) {
+	Label(name + "loop")
+	TESTQ(n, n)
+	JZ(LabelRef(name + "done"))
+	ms := make([]Mem, len(ins))
+	for i, r := range ins {
+		ms[i] = Mem{Base: r}
+	}
+	body(ms, Mem{Base: out})
+	ADDQ(Imm(32), out)
+	for _, r := range ins {
+		ADDQ(Imm(32), r)
+	}
+	SUBQ(Imm(8), n)
+	JMP(LabelRef(name + "loop"))
+	Label(name + "done")
+	VZEROUPPER()
+	RET()
+}
+
+func expSub() {
+	TEXT("expSubF32AVX2", NOSPLIT, "func(out, in *float32, sub float32, n int)")
+	Pragma("noescape")
+	Doc("expSubF32AVX2 sets out[i] = Exp(in[i] - sub) for i < n (a multiple of 8).")
+	out, in := Load(Param("out"), GP64()), Load(Param("in"), GP64())
+	n := Load(Param("n"), GP64())
+	sub := YMM()
+	VBROADCASTSS(Load(Param("sub"), XMM()), sub)
+	elementwise("exps", out, n, []Register{in}, func(m []Mem, o Mem) {
+		x, y := YMM(), YMM()
+		VMOVUPS(m[0], x)
+		VSUBPS(sub, x, x)
+		expVec(x, y)
+		VMOVUPS(y, o)
+	})
+}
+
+func swiglu() {
+	TEXT("swigluF32AVX2", NOSPLIT, "func(out, gate, up *float32, n int)")
+	Pragma("noescape")
+	Doc("swigluF32AVX2 sets out[i] = gate[i] / (1 + Exp(-gate[i])) * up[i] for i < n (a multiple of 8).")
+	out, g, u := Load(Param("out"), GP64()), Load(Param("gate"), GP64()), Load(Param("up"), GP64())
+	n := Load(Param("n"), GP64())
+	sign := YMM()
+	broadcastD(0x80000000, sign)
+	elementwise("swiglu", out, n, []Register{g, u}, func(m []Mem, o Mem) {
+		x, e, y := YMM(), YMM(), YMM()
+		VMOVUPS(m[0], x)
+		VXORPS(sign, x, e)
+		expVec(e, y)
+		VADDPS(expConst(cOne), y, y)
+		VDIVPS(y, x, y)
+		VMULPS(m[1], y, y)
+		VMOVUPS(y, o)
+	})
+}
+
+// broadcastD sets every 32-bit lane of y to v.
+func broadcastD(v uint32, y VecVirtual) {
+	r := GP32()
+	MOVL(U32(v), r)
+	VMOVD(r, y.AsX())
+	VPBROADCASTD(y.AsX(), y)
 }
