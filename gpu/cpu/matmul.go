@@ -99,12 +99,23 @@ func (m *mmTask) runRows(s *scratch, lo, hi int) {
 			g := s.rg[:r1-r0]
 			m.w.qdotRows(r0, r1, x, d, g)
 			u := s.ru[:r1-r0]
-			if m.glu {
+			o := m.out[t*m.outCols+r0 : t*m.outCols+r1]
+			switch {
+			case m.glu:
 				m.up.qdotRows(r0, r1, x, d, u)
 				if m.silu && m.bias == nil && m.upBias == nil {
-					simd.SwiGLU(m.out[t*m.outCols+r0:t*m.outCols+r1], g, u)
+					simd.SwiGLU(o, g, u)
 					continue
 				}
+			case m.bias != nil:
+			case m.acc:
+				for i, v := range g {
+					o[i] += v
+				}
+				continue
+			default:
+				copy(o, g)
+				continue
 			}
 			for i, v := range g {
 				m.store(r0+i, t, v, u[i])

@@ -40,3 +40,35 @@ func BenchmarkKernels(b *testing.B) {
 		run("quantize", func() { QuantizeQ8(x8[:n], xd[:n/32], x[:n], true) })
 	}
 }
+
+// BenchmarkRows runs the several-rows decode kernels over 768-wide rows
+// (the 110M shape): a small matrix that stays in L2 and one of 32000 rows
+// that streams from memory, so the two show compute and bandwidth limits.
+func BenchmarkRows(b *testing.B) {
+	const cols = 768
+	r := rngFor(b)
+	for _, rows := range []int{64, 32000} {
+		w8 := randI8(r, rows*cols)
+		w4 := randBytes(r, rows*cols/2)
+		ws := make([]uint16, rows*cols/32)
+		for i := range ws {
+			ws[i] = 0x2000
+		}
+		x, xd := randI8(r, cols), randF32(r, cols/32)
+		out := make([]float32, rows)
+		for _, k := range Impls() {
+			b.Run(fmt.Sprintf("q4q8/rows=%d/%s", rows, k.Name), func(b *testing.B) {
+				b.SetBytes(int64(len(w4) + 2*len(ws)))
+				for b.Loop() {
+					k.DotQ4Rows(w4, ws, x, xd, out)
+				}
+			})
+			b.Run(fmt.Sprintf("q8q8/rows=%d/%s", rows, k.Name), func(b *testing.B) {
+				b.SetBytes(int64(len(w8) + 2*len(ws)))
+				for b.Loop() {
+					k.DotQ8Rows(w8, ws, x, xd, out)
+				}
+			})
+		}
+	}
+}
