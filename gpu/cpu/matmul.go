@@ -67,7 +67,7 @@ func (p *program) matMul(m *mmTask) {
 func (m *mmTask) run(wk, lo, hi int) {
 	s := &m.p.scratch[wk]
 	if m.n < prefillMin {
-		if m.q != nil && m.w.blockRows() && (!m.glu || m.up.blockRows()) {
+		if m.rowsOK() {
 			m.runRows(s, lo, hi)
 			return
 		}
@@ -88,21 +88,39 @@ func (m *mmTask) run(wk, lo, hi int) {
 	}
 }
 
-// runRows is the decode form for weights of one scale per 32-value block:
-// runs of rowRun rows per kernel call, then the epilogue per row.
+// rowsOK reports whether runRows can take m: f32 weights used exactly, or
+// weights of one scale per 32-value block in dynamic math.
+func (m *mmTask) rowsOK() bool {
+	if m.q != nil {
+		return m.w.blockRows() && (!m.glu || m.up.blockRows())
+	}
+	return m.w.dtype == tensors.F32 && (!m.glu || m.up.dtype == tensors.F32)
+}
+
+// dotRows sets out[i] = W[r0+i] · in[t] for rows [r0, r1) of w (rowsOK).
+func (m *mmTask) dotRows(w *matrix, r0, r1, t int, out []float32) {
+	k := t * m.inCols
+	if m.q != nil {
+		w.qdotRows(r0, r1, m.q[k:k+w.cols], m.d[k/simd.QBlock:], out)
+		return
+	}
+	simd.DotF32Rows(w.f32[r0*w.cols:r1*w.cols], m.in[k:k+w.cols], out)
+}
+
+// runRows is the decode form for f32 weights and for weights of one scale
+// per 32-value block: runs of rowRun rows per kernel call, then the
+// epilogue over the run.
 func (m *mmTask) runRows(s *scratch, lo, hi int) {
 	for t := range m.n {
-		k := t * m.inCols
-		x, d := m.q[k:k+m.w.cols], m.d[k/simd.QBlock:]
 		for r0 := lo; r0 < hi; r0 += rowRun {
 			r1 := min(r0+rowRun, hi)
 			g := s.rg[:r1-r0]
-			m.w.qdotRows(r0, r1, x, d, g)
+			m.dotRows(m.w, r0, r1, t, g)
 			u := s.ru[:r1-r0]
 			o := m.out[t*m.outCols+r0 : t*m.outCols+r1]
 			switch {
 			case m.glu:
-				m.up.qdotRows(r0, r1, x, d, u)
+				m.dotRows(m.up, r0, r1, t, u)
 				if m.silu && m.bias == nil && m.upBias == nil {
 					simd.SwiGLU(o, g, u)
 					continue

@@ -55,6 +55,70 @@ f32done:
 	MOVSS        X0, ret+24(FP)
 	RET
 
+// func dotF32RowsAVX2(a *float32, x *float32, n int, rows int, out *float32)
+// Requires: AVX, FMA3
+TEXT ·dotF32RowsAVX2(SB), NOSPLIT, $0-40
+	MOVQ a+0(FP), AX
+	MOVQ x+8(FP), CX
+	MOVQ n+16(FP), DX
+	MOVQ rows+24(FP), BX
+	MOVQ out+32(FP), SI
+
+f32rrow:
+	TESTQ  BX, BX
+	JZ     f32rend
+	MOVQ   CX, DI
+	MOVQ   DX, R8
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+f32rloop32:
+	CMPQ        R8, $0x20
+	JL          f32rloop8
+	VMOVUPS     (AX), Y4
+	VFMADD231PS (DI), Y4, Y0
+	VMOVUPS     32(AX), Y4
+	VFMADD231PS 32(DI), Y4, Y1
+	VMOVUPS     64(AX), Y4
+	VFMADD231PS 64(DI), Y4, Y2
+	VMOVUPS     96(AX), Y4
+	VFMADD231PS 96(DI), Y4, Y3
+	ADDQ        $0x80, AX
+	ADDQ        $0x80, DI
+	SUBQ        $0x20, R8
+	JMP         f32rloop32
+
+f32rloop8:
+	CMPQ        R8, $0x08
+	JL          f32rdone
+	VMOVUPS     (AX), Y4
+	VFMADD231PS (DI), Y4, Y0
+	ADDQ        $0x20, AX
+	ADDQ        $0x20, DI
+	SUBQ        $0x08, R8
+	JMP         f32rloop8
+
+f32rdone:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (SI)
+	ADDQ         $0x04, SI
+	DECQ         BX
+	JMP          f32rrow
+
+f32rend:
+	VZEROUPPER
+	RET
+
 // func dotF32x4AVX2(a *float32, x *float32, stride int, n int, out *float32)
 // Requires: AVX, FMA3
 TEXT ·dotF32x4AVX2(SB), NOSPLIT, $0-40

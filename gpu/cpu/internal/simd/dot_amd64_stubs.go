@@ -9,6 +9,11 @@ package simd
 //go:noescape
 func dotF32AVX2(a *float32, x *float32, n int) float32
 
+// dotF32RowsAVX2 sets out[r] = dotF32AVX2(a+r*n, x, n) for r < rows, n a multiple of 8.
+//
+//go:noescape
+func dotF32RowsAVX2(a *float32, x *float32, n int, rows int, out *float32)
+
 // dotF32x4AVX2 sets out[j] = Σ a[i]*x[j*stride+i] for i < n and j < 4, n a multiple of 8.
 //
 //go:noescape

@@ -40,6 +40,7 @@ type Impl struct {
 	wsumF32  func(out, v []float32, stride int, w []float32)
 	wsumF16  func(out []float32, v []uint16, stride int, w []float32)
 
+	dotF32Rows func(a []float32, x []float32, out []float32)
 	// Optional: several consecutive rows of one scale per block in one
 	// call (nil: DotQ8Rows/DotQ4Rows loop over dotQ8/dotQ4).
 	dotQ8Rows func(w []int8, ws []uint16, x []int8, xd []float32, out []float32)
@@ -119,6 +120,21 @@ func (k *Impl) DotQ8(w []int8, ws []uint16, per int, x []int8, xd []float32) flo
 func (k *Impl) DotQ4(w []byte, ws []uint16, per int, x []int8, xd []float32) float32 {
 	n := len(ws) * per * QBlock
 	return k.dotQ4(w[:n/2], ws, per, x[:n], xd[:n/QBlock])
+}
+
+// DotF32Rows sets out[i] = DotF32(a[i*n:(i+1)*n], x) for i < len(out),
+// n = len(x): consecutive rows of an f32 matrix, each result the bits
+// DotF32 gives for that row.
+func (k *Impl) DotF32Rows(a, x, out []float32) {
+	n := len(x)
+	a = a[:len(out)*n]
+	if k.dotF32Rows != nil {
+		k.dotF32Rows(a, x, out)
+		return
+	}
+	for i := range out {
+		out[i] = k.dotF32(a[i*n:(i+1)*n], x)
+	}
 }
 
 // DotQ8Rows sets out[i] = DotQ8(row i of w, its scales, 1, x, xd) for i <
@@ -238,6 +254,7 @@ func DotQ8(w []int8, ws []uint16, per int, x []int8, xd []float32) float32 {
 func DotQ4(w []byte, ws []uint16, per int, x []int8, xd []float32) float32 {
 	return best.DotQ4(w, ws, per, x, xd)
 }
+func DotF32Rows(a, x, out []float32) { best.DotF32Rows(a, x, out) }
 func DotQ8Rows(w []int8, ws []uint16, x []int8, xd []float32, out []float32) {
 	best.DotQ8Rows(w, ws, x, xd, out)
 }

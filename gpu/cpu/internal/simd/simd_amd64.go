@@ -19,10 +19,11 @@ var AVX2 = &Impl{
 	wsumF32:  wsumF32A,
 	wsumF16:  wsumF16A,
 
-	dotQ8Rows: dotQ8RowsA,
-	dotQ4Rows: dotQ4RowsA,
-	expSub:    expSubA,
-	swiglu:    swigluA,
+	dotF32Rows: dotF32RowsA,
+	dotQ8Rows:  dotQ8RowsA,
+	dotQ4Rows:  dotQ4RowsA,
+	expSub:     expSubA,
+	swiglu:     swigluA,
 }
 
 func init() {
@@ -117,6 +118,17 @@ func dotQ4A(w []byte, ws []uint16, per int, x []int8, xd []float32) float32 {
 		return dotQ4Q8BlocksAVX2(&w[0], &ws[0], &x[0], &xd[0], len(ws))
 	}
 	return dotQ4Q8AVX2(&w[0], &ws[0], &x[0], &xd[0], len(ws), per)
+}
+
+func dotF32RowsA(a, x, out []float32) {
+	n := len(x)
+	if n%8 != 0 || n == 0 || len(out) == 0 {
+		for i := range out {
+			out[i] = dotF32A(a[i*n:(i+1)*n], x)
+		}
+		return
+	}
+	dotF32RowsAVX2(&a[0], &x[0], n, len(out), &out[0])
 }
 
 func dotQ8RowsA(w []int8, ws []uint16, x []int8, xd []float32, out []float32) {

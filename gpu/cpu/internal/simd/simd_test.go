@@ -298,6 +298,25 @@ func TestRowsParity(t *testing.T) {
 	}
 }
 
+// TestF32RowsParity: DotF32Rows gives DotF32's bits row by row.
+func TestF32RowsParity(t *testing.T) {
+	r := rngFor(t)
+	for _, k := range Impls() {
+		for _, n := range []int{0, 1, 7, 8, 24, 40, 64, 100, 768} {
+			for _, rows := range []int{0, 1, 3, 64} {
+				a, x := randF32(r, rows*n+1)[1:], randF32(r, n+3)[3:]
+				got := make([]float32, rows)
+				k.DotF32Rows(a, x, got)
+				for i := range rows {
+					if want := k.DotF32(a[i*n:(i+1)*n], x); got[i] != want {
+						t.Errorf("%s DotF32Rows n=%d rows=%d row %d: %g, want exactly %g", k.Name, n, rows, i, got[i], want)
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestQ4Reference checks the pure-Go int4 kernels against a plain
 // unpacking of the nibbles, so the reference itself can fail.
 func TestQ4Reference(t *testing.T) {

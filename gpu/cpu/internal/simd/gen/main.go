@@ -16,7 +16,8 @@ import (
 
 func main() {
 	ConstraintExpr("amd64")
-	dotF32()
+	dotF32(false)
+	dotF32(true)
 	dotF32x4()
 	dotHalf("dotF16AVX2", "F16 weights: 8 halves widen with VCVTPH2PS.", func(m Mem, y VecVirtual) { VCVTPH2PS(m, y) })
 	dotHalf("dotBF16AVX2", "BF16 weights: 8 bfloat16 widen by a zero extension and a 16-bit shift.", func(m Mem, y VecVirtual) {
@@ -54,18 +55,40 @@ func hsum(y VecVirtual) {
 	VADDSS(t, x, x)
 }
 
-func dotF32() {
-	TEXT("dotF32AVX2", NOSPLIT, "func(a, x *float32, n int) float32")
-	Pragma("noescape")
-	Doc("dotF32AVX2 returns Σ a[i]*x[i] for i < n, n a multiple of 8.")
-	a, x, n := Load(Param("a"), GP64()), Load(Param("x"), GP64()), Load(Param("n"), GP64())
+func dotF32(rows bool) {
+	pre := "f32"
+	if rows {
+		pre = "f32r"
+		TEXT("dotF32RowsAVX2", NOSPLIT, "func(a, x *float32, n, rows int, out *float32)")
+		Pragma("noescape")
+		Doc("dotF32RowsAVX2 sets out[r] = dotF32AVX2(a+r*n, x, n) for r < rows, n a multiple of 8.")
+	} else {
+		TEXT("dotF32AVX2", NOSPLIT, "func(a, x *float32, n int) float32")
+		Pragma("noescape")
+		Doc("dotF32AVX2 returns Σ a[i]*x[i] for i < n, n a multiple of 8.")
+	}
+	a, x0, n0 := Load(Param("a"), GP64()), Load(Param("x"), GP64()), Load(Param("n"), GP64())
+	x, n := x0, n0
+	var nrows, out Register
+	if rows {
+		nrows, out = Load(Param("rows"), GP64()), Load(Param("out"), GP64())
+		x, n = GP64(), GP64()
+	}
 	acc := [4]VecVirtual{YMM(), YMM(), YMM(), YMM()}
+	// With rows, each row restarts at x; the next row of a follows.
+	Label(pre + "row")
+	if rows {
+		TESTQ(nrows, nrows)
+		JZ(LabelRef(pre + "end"))
+		MOVQ(x0, x)
+		MOVQ(n0, n)
+	}
 	for _, r := range acc {
 		VXORPS(r, r, r)
 	}
-	Label("f32loop32")
+	Label(pre + "loop32")
 	CMPQ(n, Imm(32))
-	JL(LabelRef("f32loop8"))
+	JL(LabelRef(pre + "loop8"))
 	for i, r := range acc {
 		t := YMM()
 		VMOVUPS(Mem{Base: a, Disp: 32 * i}, t)
@@ -74,24 +97,34 @@ func dotF32() {
 	ADDQ(Imm(128), a)
 	ADDQ(Imm(128), x)
 	SUBQ(Imm(32), n)
-	JMP(LabelRef("f32loop32"))
-	Label("f32loop8")
+	JMP(LabelRef(pre + "loop32"))
+	Label(pre + "loop8")
 	CMPQ(n, Imm(8))
-	JL(LabelRef("f32done"))
+	JL(LabelRef(pre + "done"))
 	t := YMM()
 	VMOVUPS(Mem{Base: a}, t)
 	VFMADD231PS(Mem{Base: x}, t, acc[0])
 	ADDQ(Imm(32), a)
 	ADDQ(Imm(32), x)
 	SUBQ(Imm(8), n)
-	JMP(LabelRef("f32loop8"))
-	Label("f32done")
+	JMP(LabelRef(pre + "loop8"))
+	Label(pre + "done")
 	VADDPS(acc[1], acc[0], acc[0])
 	VADDPS(acc[3], acc[2], acc[2])
 	VADDPS(acc[2], acc[0], acc[0])
 	hsum(acc[0])
+	if !rows {
+		VZEROUPPER()
+		Store(acc[0].AsX(), ReturnIndex(0))
+		RET()
+		return
+	}
+	VMOVSS(acc[0].AsX(), Mem{Base: out})
+	ADDQ(Imm(4), out)
+	DECQ(nrows)
+	JMP(LabelRef(pre + "row"))
+	Label(pre + "end")
 	VZEROUPPER()
-	Store(acc[0].AsX(), ReturnIndex(0))
 	RET()
 }
 
