@@ -319,21 +319,30 @@ func (m *matrix) qdot(r int, x []int8, d []float32) float32 {
 }
 
 // blockRows reports whether qdotRows can take m: int8 or int4 weights in
-// the dynamic kernels with one binary16 scale per 32-value block.
+// the dynamic kernels with one binary16 scale per 32-value block or one f32
+// scale per row.
 func (m *matrix) blockRows() bool {
-	return m.dynamicOK() && m.block == simd.QBlock && m.scalesF16 != nil
+	return m.dynamicOK() && (m.block == simd.QBlock && m.scalesF16 != nil || m.units != nil)
 }
 
 // qdotRows sets out[i] = qdot(r0+i, x, d) for rows [r0, r1) of a matrix
 // for which blockRows holds.
 func (m *matrix) qdotRows(r0, r1 int, x []int8, d []float32, out []float32) {
 	nb := m.cols / simd.QBlock
-	ws := m.scalesF16[r0*nb : r1*nb]
+	ws := m.units
+	if ws == nil {
+		ws = m.scalesF16[r0*nb : r1*nb]
+	}
 	if m.dtype == tensors.I4 {
 		simd.DotQ4Rows(m.u8[r0*m.cols/2:r1*m.cols/2], ws, x, d, out)
-		return
+	} else {
+		simd.DotQ8Rows(m.i8[r0*m.cols:r1*m.cols], ws, x, d, out)
 	}
-	simd.DotQ8Rows(m.i8[r0*m.cols:r1*m.cols], ws, x, d, out)
+	if m.units != nil {
+		for i, s := range m.scalesF32[r0:r1] {
+			out[i] *= s
+		}
+	}
 }
 
 // qdot4 sets out[j] = W[r] · x[t+j] for j < 4, x the quantized input rows

@@ -42,6 +42,9 @@ type matrix struct {
 	scalesF16 []uint16
 	scalesF32 []float32
 	block     int
+	// units are cols/32 binary16 ones: the block scales the decode rows
+	// kernels apply to weights with one f32 scale per row (set for those).
+	units []uint16
 }
 
 // LoadWeights checks every tensor and builds views of its bytes. The tensor
@@ -95,6 +98,12 @@ func newMatrix(t *tensors.Tensor) (*matrix, error) {
 			m.scalesF16 = viewU16(t.Scales.Data)
 		} else {
 			m.scalesF32 = viewF32(t.Scales.Data)
+		}
+		if m.block == m.cols && m.scalesF16 == nil && m.cols%simd.QBlock == 0 {
+			m.units = make([]uint16, m.cols/simd.QBlock)
+			for i := range m.units {
+				m.units[i] = unitScale[0]
+			}
 		}
 	}
 	return m, nil

@@ -1109,9 +1109,9 @@ q4bdone:
 	MOVSS        X3, ret+40(FP)
 	RET
 
-// func dotQ8Q8BlocksRowsAVX2(w *int8, ws *uint16, x *int8, xd *float32, nb int, rows int, out *float32)
+// func dotQ8Q8BlocksRowsAVX2(w *int8, ws *uint16, x *int8, xd *float32, nb int, rows int, out *float32, wsstride int)
 // Requires: AVX, AVX2, F16C, FMA3
-TEXT ·dotQ8Q8BlocksRowsAVX2(SB), NOSPLIT, $32-56
+TEXT ·dotQ8Q8BlocksRowsAVX2(SB), NOSPLIT, $32-64
 	MOVL         $0x00010001, AX
 	VMOVD        AX, X0
 	VPBROADCASTW X0, Y0
@@ -1122,26 +1122,30 @@ TEXT ·dotQ8Q8BlocksRowsAVX2(SB), NOSPLIT, $32-56
 	MOVQ         nb+32(FP), SI
 	MOVQ         rows+40(FP), DI
 	MOVQ         out+48(FP), R8
+	MOVQ         wsstride+56(FP), R9
+	MOVQ         CX, R10
 
 q8rrow:
 	TESTQ  DI, DI
 	JZ     q8rend
-	MOVQ   DX, R9
-	MOVQ   BX, R10
-	MOVQ   SI, R11
+	MOVQ   DX, R11
+	MOVQ   BX, R12
+	MOVQ   SI, R13
+	MOVQ   R10, CX
+	ADDQ   R9, R10
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 
 q8reight:
-	CMPQ         R11, $0x08
+	CMPQ         R13, $0x08
 	JL           q8rtail
 	VCVTPH2PS    (CX), Y3
-	VMULPS       (R10), Y3, Y3
+	VMULPS       (R12), Y3, Y3
 	VMOVUPS      Y3, (SP)
 	VBROADCASTSS (SP), Y3
 	VMOVDQU      (AX), Y4
 	VPABSB       Y4, Y5
-	VMOVDQU      (R9), Y6
+	VMOVDQU      (R11), Y6
 	VPSIGNB      Y4, Y6, Y6
 	VPMADDUBSW   Y6, Y5, Y5
 	VPMADDWD     Y0, Y5, Y5
@@ -1150,7 +1154,7 @@ q8reight:
 	VBROADCASTSS 4(SP), Y3
 	VMOVDQU      32(AX), Y4
 	VPABSB       Y4, Y5
-	VMOVDQU      32(R9), Y6
+	VMOVDQU      32(R11), Y6
 	VPSIGNB      Y4, Y6, Y6
 	VPMADDUBSW   Y6, Y5, Y5
 	VPMADDWD     Y0, Y5, Y5
@@ -1159,7 +1163,7 @@ q8reight:
 	VBROADCASTSS 8(SP), Y3
 	VMOVDQU      64(AX), Y4
 	VPABSB       Y4, Y5
-	VMOVDQU      64(R9), Y6
+	VMOVDQU      64(R11), Y6
 	VPSIGNB      Y4, Y6, Y6
 	VPMADDUBSW   Y6, Y5, Y5
 	VPMADDWD     Y0, Y5, Y5
@@ -1168,7 +1172,7 @@ q8reight:
 	VBROADCASTSS 12(SP), Y3
 	VMOVDQU      96(AX), Y4
 	VPABSB       Y4, Y5
-	VMOVDQU      96(R9), Y6
+	VMOVDQU      96(R11), Y6
 	VPSIGNB      Y4, Y6, Y6
 	VPMADDUBSW   Y6, Y5, Y5
 	VPMADDWD     Y0, Y5, Y5
@@ -1177,7 +1181,7 @@ q8reight:
 	VBROADCASTSS 16(SP), Y3
 	VMOVDQU      128(AX), Y4
 	VPABSB       Y4, Y5
-	VMOVDQU      128(R9), Y6
+	VMOVDQU      128(R11), Y6
 	VPSIGNB      Y4, Y6, Y6
 	VPMADDUBSW   Y6, Y5, Y5
 	VPMADDWD     Y0, Y5, Y5
@@ -1186,7 +1190,7 @@ q8reight:
 	VBROADCASTSS 20(SP), Y3
 	VMOVDQU      160(AX), Y4
 	VPABSB       Y4, Y5
-	VMOVDQU      160(R9), Y6
+	VMOVDQU      160(R11), Y6
 	VPSIGNB      Y4, Y6, Y6
 	VPMADDUBSW   Y6, Y5, Y5
 	VPMADDWD     Y0, Y5, Y5
@@ -1195,7 +1199,7 @@ q8reight:
 	VBROADCASTSS 24(SP), Y3
 	VMOVDQU      192(AX), Y4
 	VPABSB       Y4, Y5
-	VMOVDQU      192(R9), Y6
+	VMOVDQU      192(R11), Y6
 	VPSIGNB      Y4, Y6, Y6
 	VPMADDUBSW   Y6, Y5, Y5
 	VPMADDWD     Y0, Y5, Y5
@@ -1204,41 +1208,41 @@ q8reight:
 	VBROADCASTSS 28(SP), Y3
 	VMOVDQU      224(AX), Y4
 	VPABSB       Y4, Y5
-	VMOVDQU      224(R9), Y6
+	VMOVDQU      224(R11), Y6
 	VPSIGNB      Y4, Y6, Y6
 	VPMADDUBSW   Y6, Y5, Y5
 	VPMADDWD     Y0, Y5, Y5
 	VCVTDQ2PS    Y5, Y5
 	VFMADD231PS  Y5, Y3, Y2
 	ADDQ         $0x00000100, AX
-	ADDQ         $0x00000100, R9
-	ADDQ         $0x20, R10
+	ADDQ         $0x00000100, R11
+	ADDQ         $0x20, R12
 	ADDQ         $0x10, CX
-	SUBQ         $0x08, R11
+	SUBQ         $0x08, R13
 	JMP          q8reight
 
 q8rtail:
-	TESTQ        R11, R11
+	TESTQ        R13, R13
 	JZ           q8rdone
-	MOVWLZX      (CX), R12
-	VMOVD        R12, X3
+	MOVWLZX      (CX), R14
+	VMOVD        R14, X3
 	VCVTPH2PS    X3, X3
 	VBROADCASTSS X3, Y3
-	VMULPS       (R10), Y3, Y3
+	VMULPS       (R12), Y3, Y3
 	VBROADCASTSS X3, Y3
 	VMOVDQU      (AX), Y4
 	VPABSB       Y4, Y5
-	VMOVDQU      (R9), Y6
+	VMOVDQU      (R11), Y6
 	VPSIGNB      Y4, Y6, Y6
 	VPMADDUBSW   Y6, Y5, Y5
 	VPMADDWD     Y0, Y5, Y5
 	VCVTDQ2PS    Y5, Y5
 	VFMADD231PS  Y5, Y3, Y1
 	ADDQ         $0x20, AX
-	ADDQ         $0x20, R9
-	ADDQ         $0x04, R10
+	ADDQ         $0x20, R11
+	ADDQ         $0x04, R12
 	ADDQ         $0x02, CX
-	DECQ         R11
+	DECQ         R13
 	JMP          q8rtail
 
 q8rdone:
@@ -1258,9 +1262,9 @@ q8rend:
 	VZEROUPPER
 	RET
 
-// func dotQ4Q8BlocksRowsAVX2(w *byte, ws *uint16, x *int8, xd *float32, nb int, rows int, out *float32)
+// func dotQ4Q8BlocksRowsAVX2(w *byte, ws *uint16, x *int8, xd *float32, nb int, rows int, out *float32, wsstride int)
 // Requires: AVX, AVX2, F16C, FMA3
-TEXT ·dotQ4Q8BlocksRowsAVX2(SB), NOSPLIT, $32-56
+TEXT ·dotQ4Q8BlocksRowsAVX2(SB), NOSPLIT, $32-64
 	MOVL         $0x00010001, AX
 	VMOVD        AX, X0
 	VPBROADCASTW X0, Y0
@@ -1277,21 +1281,25 @@ TEXT ·dotQ4Q8BlocksRowsAVX2(SB), NOSPLIT, $32-56
 	MOVQ         nb+32(FP), SI
 	MOVQ         rows+40(FP), DI
 	MOVQ         out+48(FP), R8
+	MOVQ         wsstride+56(FP), R9
+	MOVQ         CX, R10
 
 q4rrow:
 	TESTQ  DI, DI
 	JZ     q4rend
-	MOVQ   DX, R9
-	MOVQ   BX, R10
-	MOVQ   SI, R11
+	MOVQ   DX, R11
+	MOVQ   BX, R12
+	MOVQ   SI, R13
+	MOVQ   R10, CX
+	ADDQ   R9, R10
 	VXORPS Y3, Y3, Y3
 	VXORPS Y4, Y4, Y4
 
 q4reight:
-	CMPQ         R11, $0x08
+	CMPQ         R13, $0x08
 	JL           q4rtail
 	VCVTPH2PS    (CX), Y5
-	VMULPS       (R10), Y5, Y5
+	VMULPS       (R12), Y5, Y5
 	VMOVUPS      Y5, (SP)
 	VBROADCASTSS (SP), Y5
 	VMOVDQU      (AX), X6
@@ -1299,8 +1307,8 @@ q4reight:
 	VINSERTI128  $0x01, X7, Y6, Y7
 	VPAND        Y1, Y7, Y7
 	VPXOR        Y2, Y7, Y7
-	VPMADDUBSW   (R9), Y7, Y7
-	VPMADDUBSW   (R9), Y2, Y8
+	VPMADDUBSW   (R11), Y7, Y7
+	VPMADDUBSW   (R11), Y2, Y8
 	VPSUBW       Y8, Y7, Y7
 	VPMADDWD     Y0, Y7, Y7
 	VCVTDQ2PS    Y7, Y7
@@ -1311,8 +1319,8 @@ q4reight:
 	VINSERTI128  $0x01, X7, Y6, Y7
 	VPAND        Y1, Y7, Y7
 	VPXOR        Y2, Y7, Y7
-	VPMADDUBSW   32(R9), Y7, Y7
-	VPMADDUBSW   32(R9), Y2, Y8
+	VPMADDUBSW   32(R11), Y7, Y7
+	VPMADDUBSW   32(R11), Y2, Y8
 	VPSUBW       Y8, Y7, Y7
 	VPMADDWD     Y0, Y7, Y7
 	VCVTDQ2PS    Y7, Y7
@@ -1323,8 +1331,8 @@ q4reight:
 	VINSERTI128  $0x01, X7, Y6, Y7
 	VPAND        Y1, Y7, Y7
 	VPXOR        Y2, Y7, Y7
-	VPMADDUBSW   64(R9), Y7, Y7
-	VPMADDUBSW   64(R9), Y2, Y8
+	VPMADDUBSW   64(R11), Y7, Y7
+	VPMADDUBSW   64(R11), Y2, Y8
 	VPSUBW       Y8, Y7, Y7
 	VPMADDWD     Y0, Y7, Y7
 	VCVTDQ2PS    Y7, Y7
@@ -1335,8 +1343,8 @@ q4reight:
 	VINSERTI128  $0x01, X7, Y6, Y7
 	VPAND        Y1, Y7, Y7
 	VPXOR        Y2, Y7, Y7
-	VPMADDUBSW   96(R9), Y7, Y7
-	VPMADDUBSW   96(R9), Y2, Y8
+	VPMADDUBSW   96(R11), Y7, Y7
+	VPMADDUBSW   96(R11), Y2, Y8
 	VPSUBW       Y8, Y7, Y7
 	VPMADDWD     Y0, Y7, Y7
 	VCVTDQ2PS    Y7, Y7
@@ -1347,8 +1355,8 @@ q4reight:
 	VINSERTI128  $0x01, X7, Y6, Y7
 	VPAND        Y1, Y7, Y7
 	VPXOR        Y2, Y7, Y7
-	VPMADDUBSW   128(R9), Y7, Y7
-	VPMADDUBSW   128(R9), Y2, Y8
+	VPMADDUBSW   128(R11), Y7, Y7
+	VPMADDUBSW   128(R11), Y2, Y8
 	VPSUBW       Y8, Y7, Y7
 	VPMADDWD     Y0, Y7, Y7
 	VCVTDQ2PS    Y7, Y7
@@ -1359,8 +1367,8 @@ q4reight:
 	VINSERTI128  $0x01, X7, Y6, Y7
 	VPAND        Y1, Y7, Y7
 	VPXOR        Y2, Y7, Y7
-	VPMADDUBSW   160(R9), Y7, Y7
-	VPMADDUBSW   160(R9), Y2, Y8
+	VPMADDUBSW   160(R11), Y7, Y7
+	VPMADDUBSW   160(R11), Y2, Y8
 	VPSUBW       Y8, Y7, Y7
 	VPMADDWD     Y0, Y7, Y7
 	VCVTDQ2PS    Y7, Y7
@@ -1371,8 +1379,8 @@ q4reight:
 	VINSERTI128  $0x01, X7, Y6, Y7
 	VPAND        Y1, Y7, Y7
 	VPXOR        Y2, Y7, Y7
-	VPMADDUBSW   192(R9), Y7, Y7
-	VPMADDUBSW   192(R9), Y2, Y8
+	VPMADDUBSW   192(R11), Y7, Y7
+	VPMADDUBSW   192(R11), Y2, Y8
 	VPSUBW       Y8, Y7, Y7
 	VPMADDWD     Y0, Y7, Y7
 	VCVTDQ2PS    Y7, Y7
@@ -1383,44 +1391,44 @@ q4reight:
 	VINSERTI128  $0x01, X7, Y6, Y7
 	VPAND        Y1, Y7, Y7
 	VPXOR        Y2, Y7, Y7
-	VPMADDUBSW   224(R9), Y7, Y7
-	VPMADDUBSW   224(R9), Y2, Y8
+	VPMADDUBSW   224(R11), Y7, Y7
+	VPMADDUBSW   224(R11), Y2, Y8
 	VPSUBW       Y8, Y7, Y7
 	VPMADDWD     Y0, Y7, Y7
 	VCVTDQ2PS    Y7, Y7
 	VFMADD231PS  Y7, Y5, Y4
 	ADDQ         $0x00000080, AX
-	ADDQ         $0x00000100, R9
-	ADDQ         $0x20, R10
+	ADDQ         $0x00000100, R11
+	ADDQ         $0x20, R12
 	ADDQ         $0x10, CX
-	SUBQ         $0x08, R11
+	SUBQ         $0x08, R13
 	JMP          q4reight
 
 q4rtail:
-	TESTQ        R11, R11
+	TESTQ        R13, R13
 	JZ           q4rdone
-	MOVWLZX      (CX), R12
-	VMOVD        R12, X5
+	MOVWLZX      (CX), R14
+	VMOVD        R14, X5
 	VCVTPH2PS    X5, X5
 	VBROADCASTSS X5, Y5
-	VMULPS       (R10), Y5, Y5
+	VMULPS       (R12), Y5, Y5
 	VBROADCASTSS X5, Y5
 	VMOVDQU      (AX), X6
 	VPSRLW       $0x04, X6, X7
 	VINSERTI128  $0x01, X7, Y6, Y7
 	VPAND        Y1, Y7, Y7
 	VPXOR        Y2, Y7, Y7
-	VPMADDUBSW   (R9), Y7, Y7
-	VPMADDUBSW   (R9), Y2, Y8
+	VPMADDUBSW   (R11), Y7, Y7
+	VPMADDUBSW   (R11), Y2, Y8
 	VPSUBW       Y8, Y7, Y7
 	VPMADDWD     Y0, Y7, Y7
 	VCVTDQ2PS    Y7, Y7
 	VFMADD231PS  Y7, Y5, Y3
 	ADDQ         $0x10, AX
-	ADDQ         $0x20, R9
-	ADDQ         $0x04, R10
+	ADDQ         $0x20, R11
+	ADDQ         $0x04, R12
 	ADDQ         $0x02, CX
-	DECQ         R11
+	DECQ         R13
 	JMP          q4rtail
 
 q4rdone:

@@ -69,15 +69,15 @@ func dotQ8Q8BlocksAVX2(w *int8, ws *uint16, x *int8, xd *float32, nb int) float3
 //go:noescape
 func dotQ4Q8BlocksAVX2(w *byte, ws *uint16, x *int8, xd *float32, nb int) float32
 
-// dotQ8Q8BlocksRowsAVX2 sets out[i] = dotQ8Q8BlocksAVX2 of weight row i for i < rows, the rows consecutive in w and ws.
+// dotQ8Q8BlocksRowsAVX2 sets out[i] = dotQ8Q8BlocksAVX2 of weight row i for i < rows, the rows consecutive in w, row i's scales at ws + i*wsstride bytes.
 //
 //go:noescape
-func dotQ8Q8BlocksRowsAVX2(w *int8, ws *uint16, x *int8, xd *float32, nb int, rows int, out *float32)
+func dotQ8Q8BlocksRowsAVX2(w *int8, ws *uint16, x *int8, xd *float32, nb int, rows int, out *float32, wsstride int)
 
-// dotQ4Q8BlocksRowsAVX2 sets out[i] = dotQ4Q8BlocksAVX2 of weight row i for i < rows, the rows consecutive in w and ws.
+// dotQ4Q8BlocksRowsAVX2 sets out[i] = dotQ4Q8BlocksAVX2 of weight row i for i < rows, the rows consecutive in w, row i's scales at ws + i*wsstride bytes.
 //
 //go:noescape
-func dotQ4Q8BlocksRowsAVX2(w *byte, ws *uint16, x *int8, xd *float32, nb int, rows int, out *float32)
+func dotQ4Q8BlocksRowsAVX2(w *byte, ws *uint16, x *int8, xd *float32, nb int, rows int, out *float32, wsstride int)
 
 // dotQ8Q8x4BlocksAVX2 is dotQ8Q8x4AVX2 with per = 1 and ng = nb.
 //

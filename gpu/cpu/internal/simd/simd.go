@@ -43,8 +43,8 @@ type Impl struct {
 	dotF32Rows func(a []float32, x []float32, out []float32)
 	// Optional: several consecutive rows of one scale per block in one
 	// call (nil: DotQ8Rows/DotQ4Rows loop over dotQ8/dotQ4).
-	dotQ8Rows func(w []int8, ws []uint16, x []int8, xd []float32, out []float32)
-	dotQ4Rows func(w []byte, ws []uint16, x []int8, xd []float32, out []float32)
+	dotQ8Rows func(w []int8, ws []uint16, x []int8, xd []float32, out []float32, wsStride int)
+	dotQ4Rows func(w []byte, ws []uint16, x []int8, xd []float32, out []float32, wsStride int)
 	// Optional (nil: the pure-Go forms, which give the same bits).
 	expSub func(out, in []float32, sub float32)
 	swiglu func(out, g, u []float32)
@@ -138,42 +138,60 @@ func (k *Impl) DotF32Rows(a, x, out []float32) {
 }
 
 // DotQ8Rows sets out[i] = DotQ8(row i of w, its scales, 1, x, xd) for i <
-// len(out): len(out) consecutive weight rows of nb = len(ws)/len(out)
-// blocks of QBlock values with one binary16 scale each (GGUF Q8_0's
-// layout), row i at w[i*nb*QBlock:] with scales ws[i*nb:(i+1)*nb]. Each
-// result is the one DotQ8 gives for that row, bit for bit.
+// len(out): len(out) consecutive weight rows of nb = len(x)/QBlock blocks
+// (row i at w[i*nb*QBlock:]) with one binary16 scale per block, row i's
+// scales at ws[i*nb:(i+1)*nb] (GGUF Q8_0's layout), or the nb scales of ws
+// shared by every row when len(ws) = nb (per-row scaled weights, passing
+// unit scales and scaling the results afterwards). The results agree with
+// DotQ8's within rounding (the blocks may be summed in another order).
 func (k *Impl) DotQ8Rows(w []int8, ws []uint16, x []int8, xd []float32, out []float32) {
-	if len(out) == 0 {
+	nb := len(x) / QBlock
+	if len(out) == 0 || nb == 0 {
+		clear(out)
 		return
 	}
-	nb := len(ws) / len(out)
 	n := nb * QBlock
-	w, ws, x, xd = w[:len(out)*n], ws[:len(out)*nb], x[:n], xd[:nb]
-	if k.dotQ8Rows != nil && nb > 0 {
-		k.dotQ8Rows(w, ws, x, xd, out)
+	w, x, xd = w[:len(out)*n], x[:n], xd[:nb]
+	stride := rowScales(ws, nb, len(out))
+	if k.dotQ8Rows != nil {
+		k.dotQ8Rows(w, ws, x, xd, out, stride)
 		return
 	}
 	for i := range out {
-		out[i] = k.dotQ8(w[i*n:(i+1)*n], ws[i*nb:(i+1)*nb], 1, x, xd)
+		out[i] = k.dotQ8(w[i*n:(i+1)*n], ws[i*stride:i*stride+nb], 1, x, xd)
 	}
 }
 
 // DotQ4Rows is DotQ8Rows for int4 weights packed as in DotI4 (row i at
 // w[i*nb*QBlock/2:]); x must be quantized with evensFirst.
 func (k *Impl) DotQ4Rows(w []byte, ws []uint16, x []int8, xd []float32, out []float32) {
-	if len(out) == 0 {
+	nb := len(x) / QBlock
+	if len(out) == 0 || nb == 0 {
+		clear(out)
 		return
 	}
-	nb := len(ws) / len(out)
 	n := nb * QBlock
-	w, ws, x, xd = w[:len(out)*n/2], ws[:len(out)*nb], x[:n], xd[:nb]
-	if k.dotQ4Rows != nil && nb > 0 {
-		k.dotQ4Rows(w, ws, x, xd, out)
+	w, x, xd = w[:len(out)*n/2], x[:n], xd[:nb]
+	stride := rowScales(ws, nb, len(out))
+	if k.dotQ4Rows != nil {
+		k.dotQ4Rows(w, ws, x, xd, out, stride)
 		return
 	}
 	for i := range out {
-		out[i] = k.dotQ4(w[i*n/2:(i+1)*n/2], ws[i*nb:(i+1)*nb], 1, x, xd)
+		out[i] = k.dotQ4(w[i*n/2:(i+1)*n/2], ws[i*stride:i*stride+nb], 1, x, xd)
 	}
+}
+
+// rowScales returns the distance between rows' scales in ws: nb, or 0 when
+// the rows share nb scales.
+func rowScales(ws []uint16, nb, rows int) int {
+	switch len(ws) {
+	case nb:
+		return 0
+	case nb * rows:
+		return nb
+	}
+	panic("simd: rows' scales: want one per block per row, or one per block shared")
 }
 
 // ExpSub sets out[i] = Exp(in[i] - sub) for i < len(out): the

@@ -131,12 +131,12 @@ func dotF32RowsA(a, x, out []float32) {
 	dotF32RowsAVX2(&a[0], &x[0], n, len(out), &out[0])
 }
 
-func dotQ8RowsA(w []int8, ws []uint16, x []int8, xd []float32, out []float32) {
-	dotQ8Q8BlocksRowsAVX2(&w[0], &ws[0], &x[0], &xd[0], len(ws)/len(out), len(out), &out[0])
+func dotQ8RowsA(w []int8, ws []uint16, x []int8, xd []float32, out []float32, wsStride int) {
+	dotQ8Q8BlocksRowsAVX2(&w[0], &ws[0], &x[0], &xd[0], len(xd), len(out), &out[0], 2*wsStride)
 }
 
-func dotQ4RowsA(w []byte, ws []uint16, x []int8, xd []float32, out []float32) {
-	dotQ4Q8BlocksRowsAVX2(&w[0], &ws[0], &x[0], &xd[0], len(ws)/len(out), len(out), &out[0])
+func dotQ4RowsA(w []byte, ws []uint16, x []int8, xd []float32, out []float32, wsStride int) {
+	dotQ4Q8BlocksRowsAVX2(&w[0], &ws[0], &x[0], &xd[0], len(xd), len(out), &out[0], 2*wsStride)
 }
 
 func expSubA(out, in []float32, sub float32) {

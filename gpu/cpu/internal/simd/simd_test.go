@@ -254,42 +254,51 @@ func TestDynamicParity(t *testing.T) {
 
 // TestRowsParity checks the several-rows forms against one call per row
 // (bit for bit: the same arithmetic in the same order) and against the
-// pure-Go reference.
+// pure-Go reference, with scales per row and shared by the rows.
 func TestRowsParity(t *testing.T) {
 	r := rngFor(t)
 	for _, k := range Impls() {
 		for _, nb := range []int{1, 7, 8, 9, 24, 33} {
 			for _, rows := range []int{1, 2, 5, 64} {
-				for off := range 3 {
-					n := nb * QBlock
-					w8 := randI8(r, rows*n+off)[off:]
-					w4 := randBytes(r, rows*n/2+off)[off:]
-					x := randI8(r, n+off)[off:]
-					for i := range x {
-						x[i] = max(x[i], -127)
-					}
-					ws := make([]uint16, rows*nb+off)[off:]
-					for i := range ws {
-						ws[i] = float16.Fromfloat32(float32(r.Float64()*0.02 + 0.001)).Bits()
-					}
-					xd := make([]float32, nb+off)[off:]
-					for i := range xd {
-						xd[i] = float32(r.Float64() * 0.05)
-					}
-					mag := 127 * 128 * 0.02 * 0.05 * float64(n)
-					got8, got4 := make([]float32, rows), make([]float32, rows)
-					k.DotQ8Rows(w8, ws, x, xd, got8)
-					k.DotQ4Rows(w4, ws, x, xd, got4)
-					for i := range rows {
-						wsi := ws[i*nb : (i+1)*nb]
-						if want := k.DotQ8(w8[i*n:], wsi, 1, x, xd); got8[i] != want {
-							t.Errorf("%s DotQ8Rows nb=%d rows=%d off=%d row %d: %g, want exactly %g", k.Name, nb, rows, off, i, got8[i], want)
+				for _, shared := range []bool{false, true} {
+					for off := range 3 {
+						n := nb * QBlock
+						w8 := randI8(r, rows*n+off)[off:]
+						w4 := randBytes(r, rows*n/2+off)[off:]
+						x := randI8(r, n+off)[off:]
+						for i := range x {
+							x[i] = max(x[i], -127)
 						}
-						if want := k.DotQ4(w4[i*n/2:], wsi, 1, x, xd); got4[i] != want {
-							t.Errorf("%s DotQ4Rows nb=%d rows=%d off=%d row %d: %g, want exactly %g", k.Name, nb, rows, off, i, got4[i], want)
+						nws := rows * nb
+						if shared {
+							nws = nb
 						}
-						if want := Generic.DotQ4(w4[i*n/2:], wsi, 1, x, xd); !within(got4[i], want, nb, mag) {
-							t.Errorf("%s DotQ4Rows nb=%d rows=%d row %d: %g, want %g (reference)", k.Name, nb, rows, i, got4[i], want)
+						ws := make([]uint16, nws+off)[off:]
+						for i := range ws {
+							ws[i] = float16.Fromfloat32(float32(r.Float64()*0.02 + 0.001)).Bits()
+						}
+						xd := make([]float32, nb+off)[off:]
+						for i := range xd {
+							xd[i] = float32(r.Float64() * 0.05)
+						}
+						mag := 127 * 128 * 0.02 * 0.05 * float64(n)
+						got8, got4 := make([]float32, rows), make([]float32, rows)
+						k.DotQ8Rows(w8, ws, x, xd, got8)
+						k.DotQ4Rows(w4, ws, x, xd, got4)
+						for i := range rows {
+							wsi := ws[:nb]
+							if !shared {
+								wsi = ws[i*nb : (i+1)*nb]
+							}
+							if want := k.DotQ8(w8[i*n:], wsi, 1, x, xd); got8[i] != want {
+								t.Errorf("%s DotQ8Rows nb=%d rows=%d shared=%v off=%d row %d: %g, want exactly %g", k.Name, nb, rows, shared, off, i, got8[i], want)
+							}
+							if want := k.DotQ4(w4[i*n/2:], wsi, 1, x, xd); got4[i] != want {
+								t.Errorf("%s DotQ4Rows nb=%d rows=%d shared=%v off=%d row %d: %g, want exactly %g", k.Name, nb, rows, shared, off, i, got4[i], want)
+							}
+							if want := Generic.DotQ4(w4[i*n/2:], wsi, 1, x, xd); !within(got4[i], want, nb, mag) {
+								t.Errorf("%s DotQ4Rows nb=%d rows=%d row %d: %g, want %g (reference)", k.Name, nb, rows, i, got4[i], want)
+							}
 						}
 					}
 				}

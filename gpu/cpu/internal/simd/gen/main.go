@@ -683,9 +683,12 @@ func blockScaled(name string, wStep int, rows bool, body func(w, x Register, j i
 	w, ws := Load(Param("w"), GP64()), Load(Param("ws"), GP64())
 	x0, xd0 := Load(Param("x"), GP64()), Load(Param("xd"), GP64())
 	nb0 := Load(Param("nb"), GP64())
-	var nrows, out Register
+	var nrows, out, wsRow, wsStride Register
 	if rows {
 		nrows, out = Load(Param("rows"), GP64()), Load(Param("out"), GP64())
+		wsStride = Load(Param("wsstride"), GP64())
+		wsRow = GP64()
+		MOVQ(ws, wsRow)
 	}
 	scales := AllocLocal(32)
 	x, xd, nb := x0, xd0, nb0
@@ -693,8 +696,9 @@ func blockScaled(name string, wStep int, rows bool, body func(w, x Register, j i
 		x, xd, nb = GP64(), GP64(), GP64()
 	}
 	acc := [2]VecVirtual{YMM(), YMM()}
-	// With rows, each row restarts at the activations and the weights of
-	// the next row follow those of the last (w and ws run on).
+	// With rows, each row restarts at the activations, the weights of the
+	// next row follow those of the last (w runs on) and its scales are
+	// wsstride bytes further (0: every row shares them).
 	Label(name + "row")
 	if rows {
 		TESTQ(nrows, nrows)
@@ -702,6 +706,8 @@ func blockScaled(name string, wStep int, rows bool, body func(w, x Register, j i
 		MOVQ(x0, x)
 		MOVQ(xd0, xd)
 		MOVQ(nb0, nb)
+		MOVQ(wsRow, ws)
+		ADDQ(wsStride, wsRow)
 	}
 	for _, r := range acc {
 		VXORPS(r, r, r)
@@ -758,9 +764,9 @@ func blockScaled(name string, wStep int, rows bool, body func(w, x Register, j i
 
 func dotQ8Q8Blocks(rows bool) {
 	if rows {
-		TEXT("dotQ8Q8BlocksRowsAVX2", NOSPLIT, "func(w *int8, ws *uint16, x *int8, xd *float32, nb, rows int, out *float32)")
+		TEXT("dotQ8Q8BlocksRowsAVX2", NOSPLIT, "func(w *int8, ws *uint16, x *int8, xd *float32, nb, rows int, out *float32, wsstride int)")
 		Pragma("noescape")
-		Doc("dotQ8Q8BlocksRowsAVX2 sets out[i] = dotQ8Q8BlocksAVX2 of weight row i for i < rows, the rows consecutive in w and ws.")
+		Doc("dotQ8Q8BlocksRowsAVX2 sets out[i] = dotQ8Q8BlocksAVX2 of weight row i for i < rows, the rows consecutive in w, row i's scales at ws + i*wsstride bytes.")
 	} else {
 		TEXT("dotQ8Q8BlocksAVX2", NOSPLIT, "func(w *int8, ws *uint16, x *int8, xd *float32, nb int) float32")
 		Pragma("noescape")
@@ -787,9 +793,9 @@ func dotQ8Q8Blocks(rows bool) {
 
 func dotQ4Q8Blocks(rows bool) {
 	if rows {
-		TEXT("dotQ4Q8BlocksRowsAVX2", NOSPLIT, "func(w *byte, ws *uint16, x *int8, xd *float32, nb, rows int, out *float32)")
+		TEXT("dotQ4Q8BlocksRowsAVX2", NOSPLIT, "func(w *byte, ws *uint16, x *int8, xd *float32, nb, rows int, out *float32, wsstride int)")
 		Pragma("noescape")
-		Doc("dotQ4Q8BlocksRowsAVX2 sets out[i] = dotQ4Q8BlocksAVX2 of weight row i for i < rows, the rows consecutive in w and ws.")
+		Doc("dotQ4Q8BlocksRowsAVX2 sets out[i] = dotQ4Q8BlocksAVX2 of weight row i for i < rows, the rows consecutive in w, row i's scales at ws + i*wsstride bytes.")
 	} else {
 		TEXT("dotQ4Q8BlocksAVX2", NOSPLIT, "func(w *byte, ws *uint16, x *int8, xd *float32, nb int) float32")
 		Pragma("noescape")
