@@ -114,31 +114,39 @@ func (m *mmTask) runRows(s *scratch, lo, hi int) {
 	for t := range m.n {
 		for r0 := lo; r0 < hi; r0 += rowRun {
 			r1 := min(r0+rowRun, hi)
-			g := s.rg[:r1-r0]
+			g, u := s.rg[:r1-r0], s.ru[:r1-r0]
 			m.dotRows(m.w, r0, r1, t, g)
-			u := s.ru[:r1-r0]
-			o := m.out[t*m.outCols+r0 : t*m.outCols+r1]
-			switch {
-			case m.glu:
+			if m.glu {
 				m.dotRows(m.up, r0, r1, t, u)
-				if m.silu && m.bias == nil && m.upBias == nil {
-					simd.SwiGLU(o, g, u)
-					continue
-				}
-			case m.bias != nil:
-			case m.acc:
-				for i, v := range g {
-					o[i] += v
-				}
-				continue
-			default:
-				copy(o, g)
-				continue
 			}
-			for i, v := range g {
-				m.store(r0+i, t, v, u[i])
-			}
+			m.storeRun(t, r0, g, u)
 		}
+	}
+}
+
+// storeRun applies the epilogue to outputs (t, r0+i) given the products
+// g[i] (and u[i] for a gated product): over the whole run for the common
+// epilogues (SwiGLU, accumulate, store), else element by element.
+func (m *mmTask) storeRun(t, r0 int, g, u []float32) {
+	o := m.out[t*m.outCols+r0 : t*m.outCols+r0+len(g)]
+	switch {
+	case m.glu:
+		if m.silu && m.bias == nil && m.upBias == nil {
+			simd.SwiGLU(o, g, u)
+			return
+		}
+	case m.bias != nil:
+	case m.acc:
+		for i, v := range g {
+			o[i] += v
+		}
+		return
+	default:
+		copy(o, g)
+		return
+	}
+	for i, v := range g {
+		m.store(r0+i, t, v, u[i])
 	}
 }
 
@@ -206,10 +214,10 @@ func (m *mmTask) tile(s *scratch, r0, r1 int) {
 		u = tileRows(m.up, r0, r1, s.upRows, s.upViews[:0])
 	}
 	gs, us := &s.gs, &s.us // in scratch: a local would escape through the kernels
+	tg, tu := &s.tg, &s.tu // the tile's products, token-major
 	for t0 := 0; t0 < m.n; t0 += tokTile {
 		t1 := min(t0+tokTile, m.n)
 		for i, row := range g {
-			r := r0 + i
 			t := t0
 			for ; t+4 <= t1; t += 4 {
 				simd.DotF32x4(row, m.in[t*m.inCols:], m.inCols, gs)
@@ -217,19 +225,27 @@ func (m *mmTask) tile(s *scratch, r0, r1 int) {
 					simd.DotF32x4(u[i], m.in[t*m.inCols:], m.inCols, us)
 				}
 				for j := range 4 {
-					m.store(r, t+j, gs[j], us[j])
+					tg[(t-t0+j)*rowTile+i], tu[(t-t0+j)*rowTile+i] = gs[j], us[j]
 				}
 			}
 			for ; t < t1; t++ {
 				x := m.in[t*m.inCols:]
-				a := simd.DotF32(row, x)
-				var b float32
+				tg[(t-t0)*rowTile+i] = simd.DotF32(row, x)
 				if m.glu {
-					b = simd.DotF32(u[i], x)
+					tu[(t-t0)*rowTile+i] = simd.DotF32(u[i], x)
 				}
-				m.store(r, t, a, b)
 			}
 		}
+		m.storeTile(tg, tu, t0, t1, r0, r1)
+	}
+}
+
+// storeTile applies the epilogue to a tile's products (token-major, rowTile
+// per token) for tokens [t0, t1) and rows [r0, r1).
+func (m *mmTask) storeTile(tg, tu *[tokTile * rowTile]float32, t0, t1, r0, r1 int) {
+	for t := t0; t < t1; t++ {
+		k := (t - t0) * rowTile
+		m.storeRun(t, r0, tg[k:k+r1-r0], tu[k:k+r1-r0])
 	}
 }
 
@@ -252,9 +268,11 @@ func tileRows(w *matrix, r0, r1 int, buf []float32, views [][]float32) [][]float
 // tokens at a time, each block decoded once for the four.
 func (m *mmTask) tileDynamic(s *scratch, r0, r1 int) {
 	gs, us := &s.gs, &s.us // in scratch: a local would escape through the kernels
+	tg, tu := &s.tg, &s.tu
 	for t0 := 0; t0 < m.n; t0 += tokTile {
 		t1 := min(t0+tokTile, m.n)
 		for r := r0; r < r1; r++ {
+			i := r - r0
 			t := t0
 			for ; t+4 <= t1; t += 4 {
 				m.w.qdot4(r, m.q, m.d, t, m.inCols, gs)
@@ -262,18 +280,17 @@ func (m *mmTask) tileDynamic(s *scratch, r0, r1 int) {
 					m.up.qdot4(r, m.q, m.d, t, m.inCols, us)
 				}
 				for j := range 4 {
-					m.store(r, t+j, gs[j], us[j])
+					tg[(t-t0+j)*rowTile+i], tu[(t-t0+j)*rowTile+i] = gs[j], us[j]
 				}
 			}
 			for ; t < t1; t++ {
-				a := m.dot(s, m.w, r, t)
-				var b float32
+				tg[(t-t0)*rowTile+i] = m.dot(s, m.w, r, t)
 				if m.glu {
-					b = m.dot(s, m.up, r, t)
+					tu[(t-t0)*rowTile+i] = m.dot(s, m.up, r, t)
 				}
-				m.store(r, t, a, b)
 			}
 		}
+		m.storeTile(tg, tu, t0, t1, r0, r1)
 	}
 }
 

@@ -121,8 +121,10 @@ type attnParams struct {
 // attention: for query row t (position pos+t) and head h, a softmax over the
 // cached keys p <= pos+t (and pos+t-p < window when window > 0) of the
 // scaled, optionally soft-capped scores, weighting the cached values. Query
-// heads share kv head h / (heads/kvHeads). The (row, head) pairs are split
-// across the threads.
+// heads share kv head h / (heads/kvHeads). The jobs are split across the
+// threads: (row, head) pairs, or for a prompt on an f32 cache (query
+// tile, head) pairs, where a tile of attnTile consecutive query rows reads
+// each cached key once for all its rows.
 func (p *program) attention(a *attnTask) {
 	ap := a.ap
 	span := a.pos + a.n
@@ -132,8 +134,17 @@ func (p *program) attention(a *attnTask) {
 			span = max(span, pos+1)
 		}
 	}
-	p.pool.run(a.n*ap.heads, a.n*ap.heads*span*ap.headDim*2, 1, a)
+	a.tiled = a.rowPos == nil && a.c.k16 == nil && a.n >= attnTile
+	jobs := a.n * ap.heads
+	if a.tiled {
+		jobs = (a.n + attnTile - 1) / attnTile * ap.heads
+	}
+	p.pool.run(jobs, a.n*ap.heads*span*ap.headDim*2, 1, a)
 }
+
+// attnTile is the number of prompt rows whose scores one pass over the
+// keys computes (simd.DotF32x4: one key against four query rows).
+const attnTile = 4
 
 // attnTask is one Attention step.
 type attnTask struct {
@@ -142,6 +153,7 @@ type attnTask struct {
 	n, pos int
 	c      *layerCache
 	ap     attnParams
+	tiled  bool // jobs are (tile of attnTile rows, head)
 	// A batched step: row t is at position rowPos[t] of the cache
 	// rowSeq[t] (layer's); pos and c are then unused.
 	layer  int
@@ -151,56 +163,113 @@ type attnTask struct {
 
 func (a *attnTask) run(wk, lo, hi int) {
 	ap, c := a.ap, a.c
-	cols := ap.heads * ap.headDim
-	kvCols := ap.kvHeads * ap.headDim
-	group := ap.heads / ap.kvHeads
-	scores := a.p.scratch[wk].scores
 	for job := lo; job < hi; job++ {
 		t, h := job/ap.heads, job%ap.heads
+		if a.tiled {
+			t *= attnTile
+			if t+attnTile <= a.n {
+				a.tile(wk, t, h)
+				continue
+			}
+			for ; t < a.n; t++ { // the last, partial tile row by row
+				a.row(wk, t, h, c, a.pos+t)
+			}
+			continue
+		}
 		qpos := a.pos + t
 		if a.rowPos != nil {
 			qpos, c = a.rowPos[t], &a.rowSeq[t].layers[a.layer]
 		}
-		first := 0
-		if ap.window > 0 {
-			first = max(0, qpos-ap.window+1)
-		}
-		qh := a.q[t*cols+h*ap.headDim : t*cols+(h+1)*ap.headDim]
-		kvOff := (h / group) * ap.headDim
-		s := scores[:qpos+1-first]
-		best := float32(math.Inf(-1))
-		i := 0
-		if c.k16 == nil {
-			// Four keys per call: each query vector load serves four rows.
-			d4 := &a.p.scratch[wk].gs
-			for ; i+4 <= len(s); i += 4 {
-				simd.DotF32x4(qh, c.k[(first+i)*kvCols+kvOff:], kvCols, d4)
-				for j, d := range d4 {
-					s[i+j] = d
-				}
+		a.row(wk, t, h, c, qpos)
+	}
+}
+
+// first returns the first cached position a query at qpos attends to.
+func (ap *attnParams) first(qpos int) int {
+	if ap.window > 0 {
+		return max(0, qpos-ap.window+1)
+	}
+	return 0
+}
+
+// row is attention for query row t, head h, at position qpos of cache c.
+func (a *attnTask) row(wk, t, h int, c *layerCache, qpos int) {
+	ap := a.ap
+	cols := ap.heads * ap.headDim
+	kvCols := ap.kvHeads * ap.headDim
+	kvOff := (h / (ap.heads / ap.kvHeads)) * ap.headDim
+	first := ap.first(qpos)
+	qh := a.q[t*cols+h*ap.headDim : t*cols+(h+1)*ap.headDim]
+	s := a.p.scratch[wk].scores[:qpos+1-first]
+	i := 0
+	if c.k16 == nil {
+		// Four keys per call: each query vector load serves four rows.
+		d4 := &a.p.scratch[wk].gs
+		for ; i+4 <= len(s); i += 4 {
+			simd.DotF32x4(qh, c.k[(first+i)*kvCols+kvOff:], kvCols, d4)
+			for j, d := range d4 {
+				s[i+j] = d
 			}
 		}
-		for ; i < len(s); i++ {
-			s[i] = c.keyDot(qh, (first+i)*kvCols+kvOff)
+	}
+	for ; i < len(s); i++ {
+		s[i] = c.keyDot(qh, (first+i)*kvCols+kvOff)
+	}
+	ap.softmax(s)
+	c.weightedValues(a.out[t*cols+h*ap.headDim:t*cols+(h+1)*ap.headDim], s, first*kvCols+kvOff, kvCols)
+}
+
+// tile is attention for the attnTile query rows t.. of a prompt, head h
+// (f32 cache): each key is dotted with the tile's rows in one call (the
+// products are those row gives, so the scores are the same), then each
+// row's softmax and value sum.
+func (a *attnTask) tile(wk, t, h int) {
+	ap, c := a.ap, a.c
+	cols := ap.heads * ap.headDim
+	kvCols := ap.kvHeads * ap.headDim
+	kvOff := (h / (ap.heads / ap.kvHeads)) * ap.headDim
+	q0, qn := a.pos+t, a.pos+t+attnTile-1 // the tile's first and last positions
+	lo := ap.first(q0)
+	span := qn + 1 - lo
+	sc := a.p.scratch[wk].scores[:attnTile*span]
+	qs := a.q[t*cols+h*ap.headDim:]
+	d4 := &a.p.scratch[wk].gs
+	for i := range span {
+		simd.DotF32x4(c.k[(lo+i)*kvCols+kvOff:(lo+i)*kvCols+kvOff+ap.headDim], qs, cols, d4)
+		for j, d := range d4 {
+			sc[j*span+i] = d
 		}
-		for i, v := range s {
-			v *= ap.scale
-			if ap.cap > 0 {
-				v = ap.cap * float32(math.Tanh(float64(v/ap.cap)))
-			}
-			s[i] = v
-			best = max(best, v)
+	}
+	for j := range attnTile {
+		qpos := q0 + j
+		first := ap.first(qpos)
+		s := sc[j*span+first-lo : j*span+qpos+1-lo]
+		ap.softmax(s)
+		c.weightedValues(a.out[(t+j)*cols+h*ap.headDim:(t+j)*cols+(h+1)*ap.headDim], s, first*kvCols+kvOff, kvCols)
+	}
+}
+
+// softmax turns the raw scores s into the attention weights: scaled,
+// soft-capped when cap > 0, then exponentiated against their maximum and
+// normalized (the sum in float64).
+func (ap *attnParams) softmax(s []float32) {
+	best := float32(math.Inf(-1))
+	for i, v := range s {
+		v *= ap.scale
+		if ap.cap > 0 {
+			v = ap.cap * float32(math.Tanh(float64(v/ap.cap)))
 		}
-		simd.ExpSub(s, s, best)
-		var sum float64
-		for _, e := range s {
-			sum += float64(e)
-		}
-		inv := float32(1 / sum)
-		for i, e := range s {
-			s[i] = e * inv
-		}
-		c.weightedValues(a.out[t*cols+h*ap.headDim:t*cols+(h+1)*ap.headDim], s, first*kvCols+kvOff, kvCols)
+		s[i] = v
+		best = max(best, v)
+	}
+	simd.ExpSub(s, s, best)
+	var sum float64
+	for _, e := range s {
+		sum += float64(e)
+	}
+	inv := float32(1 / sum)
+	for i, e := range s {
+		s[i] = e * inv
 	}
 }
 

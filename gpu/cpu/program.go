@@ -42,13 +42,14 @@ type program struct {
 
 // scratch is one thread's working memory.
 type scratch struct {
-	rows, upRows      []float32       // a prefill tile's rows as f32 (gate, up)
-	row               []float32       // a decode row of a block-type matrix as f32
-	rowViews, upViews [][]float32     // the tile's rows
-	sc                []float32       // a row's block scales as f32
-	scores            []float32       // attention scores of one query
-	gs, us            [4]float32      // four tokens' products (gate, up)
-	rg, ru            [rowRun]float32 // a run of decode rows' products (gate, up)
+	rows, upRows      []float32                  // a prefill tile's rows as f32 (gate, up)
+	row               []float32                  // a decode row of a block-type matrix as f32
+	rowViews, upViews [][]float32                // the tile's rows
+	sc                []float32                  // a row's block scales as f32
+	scores            []float32                  // attention scores of one query or one tile
+	gs, us            [4]float32                 // four tokens' products (gate, up)
+	rg, ru            [rowRun]float32            // a run of decode rows' products (gate, up)
+	tg, tu            [tokTile * rowTile]float32 // a prefill tile's products (gate, up)
 }
 
 // qbuf holds a step's input quantized by simd.QuantizeQ8.
@@ -205,7 +206,7 @@ func (p *program) allocScratch() {
 		s := &p.scratch[i]
 		s.sc = make([]float32, maxCols)
 		s.row = make([]float32, maxCols)
-		s.scores = make([]float32, maxLen)
+		s.scores = make([]float32, attnTile*maxLen) // a prompt tile's rows
 		if prefill {
 			s.rows, s.upRows = make([]float32, rowTile*maxCols), make([]float32, rowTile*maxCols)
 			s.rowViews, s.upViews = make([][]float32, 0, rowTile), make([][]float32, 0, rowTile)
