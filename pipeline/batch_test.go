@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline"
@@ -50,6 +52,12 @@ func TestBatchedDecode(t *testing.T) {
 			}
 			var wg sync.WaitGroup
 			errs := make([]error, len(jobs))
+			// The first four sessions (one per slot) wait after their first
+			// token (from their own prefill) until all four have one, so
+			// their decode steps overlap however fast the prompts are (a
+			// bounded wait: a session that fails early cannot hang the rest).
+			var arrived atomic.Int32
+			allIn := make(chan struct{})
 			for i, j := range jobs {
 				wg.Go(func() {
 					s := m.NewSession()
@@ -60,6 +68,15 @@ func TestBatchedDecode(t *testing.T) {
 							return
 						}
 						got = append(got, tok.ID)
+						if len(got) == 1 {
+							if arrived.Add(1) == 4 {
+								close(allIn)
+							}
+							select {
+							case <-allIn:
+							case <-time.After(5 * time.Second):
+							}
+						}
 					}
 					if !slices.Equal(got, j.want) {
 						errs[i] = fmt.Errorf("ids\n got %v\nwant %v", got, j.want)
