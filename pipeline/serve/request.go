@@ -104,8 +104,10 @@ func (f *samplingFields) validate(modelID string) (sampling, *apiError) {
 	topP := 1.0
 	if f.TopP != nil {
 		topP = *f.TopP
-		if math.IsNaN(topP) || topP < 0 || topP > 1 {
-			return s, badRequest("top_p", "invalid_value", fmt.Sprintf("top_p %v: want a number in [0, 1]", topP))
+		// OpenAI's API accepts 0; here, as in the CLI, top_p keeps a
+		// nucleus only in (0, 1] (greedy is temperature 0 or top_k 1).
+		if math.IsNaN(topP) || topP <= 0 || topP > 1 {
+			return s, badRequest("top_p", "invalid_value", fmt.Sprintf("top_p %v: want a number in (0, 1]", topP))
 		}
 	}
 	if f.TopK != nil {
@@ -137,8 +139,8 @@ func (f *samplingFields) validate(modelID string) (sampling, *apiError) {
 	s.stops = stops
 	s.stream = f.Stream
 	s.usage = f.StreamOptions != nil && f.StreamOptions.IncludeUsage
-	// temperature 0, top_p 0 or top_k 1 leave one candidate: greedy.
-	s.greedy = temp == 0 || topP == 0 || s.topK == 1
+	// temperature 0 or top_k 1 leave one candidate: greedy.
+	s.greedy = temp == 0 || s.topK == 1
 	s.temperature, s.topP = float32(temp), float32(topP)
 	return s, nil
 }

@@ -282,6 +282,7 @@ func TestErrors(t *testing.T) {
 		{"temperature", "/v1/completions", `{"model":"stories260K","prompt":"a","temperature":-1}`, 400, "invalid_value"},
 		{"temperature high", "/v1/completions", `{"model":"stories260K","prompt":"a","temperature":2.5}`, 400, "invalid_value"},
 		{"top_p", "/v1/completions", `{"model":"stories260K","prompt":"a","top_p":1.5}`, 400, "invalid_value"},
+		{"top_p 0", "/v1/completions", `{"model":"stories260K","prompt":"a","top_p":0}`, 400, "invalid_value"},
 		{"top_k", "/v1/completions", `{"model":"stories260K","prompt":"a","top_k":-2}`, 400, "invalid_value"},
 		{"max_tokens", "/v1/completions", `{"model":"stories260K","prompt":"a","max_tokens":0}`, 400, "invalid_value"},
 		{"max_completion_tokens", "/v1/chat/completions", `{"model":"stories260K","messages":[{"role":"user","content":"a"}],"max_completion_tokens":-5}`, 400, "invalid_value"},
