@@ -13,6 +13,7 @@
 package simd
 
 //go:generate go run ./gen -out dot_amd64.s -stubs dot_amd64_stubs.go -pkg simd
+//go:generate go run ./genarm64 -out dot_arm64.s -stubs dot_arm64_stubs.go -pkg simd
 
 import (
 	"math"
