@@ -430,6 +430,37 @@ func TestGeneratedCurrent(t *testing.T) {
 	}
 }
 
+// TestGeneratedARM64Current does the same for the arm64 kernels (genarm64
+// writes no arguments into its files, so they must match exactly).
+func TestGeneratedARM64Current(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the generator")
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("go tool: %v", err)
+	}
+	dir := t.TempDir()
+	s, stubs := filepath.Join(dir, "dot_arm64.s"), filepath.Join(dir, "dot_arm64_stubs.go")
+	cmd := exec.Command(goTool, "run", "./genarm64", "-out", s, "-stubs", stubs, "-pkg", "simd")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("generator: %v\n%s", err, out)
+	}
+	for _, f := range [][2]string{{s, "dot_arm64.s"}, {stubs, "dot_arm64_stubs.go"}} {
+		got, err := os.ReadFile(f[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := os.ReadFile(f[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s is not what genarm64 writes: run go generate ./gpu/cpu/internal/simd", f[1])
+		}
+	}
+}
+
 func dropLine(b []byte) []byte {
 	if i := bytes.IndexByte(b, '\n'); i >= 0 {
 		return b[i+1:]

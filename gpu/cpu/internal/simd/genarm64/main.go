@@ -107,8 +107,8 @@ func (f *file) ret(n, reg int) {
 }
 
 func (f *file) ins(format string, a ...any) { fmt.Fprintf(&f.asm, "\t"+format+"\n", a...) }
-func (f *file) label(l string)               { fmt.Fprintf(&f.asm, "%s:\n", l) }
-func (f *file) word(w word)                  { fmt.Fprintf(&f.asm, "\tWORD $0x%08x // %s\n", w.bits, w.text) }
+func (f *file) label(l string)              { fmt.Fprintf(&f.asm, "%s:\n", l) }
+func (f *file) word(w word)                 { fmt.Fprintf(&f.asm, "\tWORD $0x%08x // %s\n", w.bits, w.text) }
 
 // zero clears V<r> for each r.
 func (f *file) zero(rs ...int) {
