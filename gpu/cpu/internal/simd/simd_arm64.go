@@ -129,19 +129,47 @@ func wsumF16N(out []float32, v []uint16, stride int, w []float32) {
 	}
 }
 
-// qKernels are one variant's integer kernels, each over a whole number of
-// groups of four blocks with one weight scale per block.
-type qKernels struct {
-	q8   func(w *int8, ws *uint16, x *int8, xd *float32, nb int) float32
-	q4   func(w *byte, ws *uint16, x *int8, xd *float32, nb int) float32
-	q8x4 func(w *int8, ws *uint16, x *int8, xd *float32, nb, xstride, dstride int, out *float32)
-	q4x4 func(w *byte, ws *uint16, x *int8, xd *float32, nb, xstride, dstride int, out *float32)
-}
+// qKernels selects one variant's integer kernels, each over a whole
+// number of groups of four blocks with one weight scale per block. The
+// kernels are called directly (not through function values) so that
+// escape analysis sees their //go:noescape and the scale buffers below
+// stay on the stack: a decode step allocates nothing.
+type qKernels struct{ sdot bool }
 
 var (
-	neonQ = &qKernels{dotQ8Q8BlocksNEON, dotQ4Q8BlocksNEON, dotQ8Q8x4BlocksNEON, dotQ4Q8x4BlocksNEON}
-	sdotQ = &qKernels{dotQ8Q8BlocksSDOT, dotQ4Q8BlocksSDOT, dotQ8Q8x4BlocksSDOT, dotQ4Q8x4BlocksSDOT}
+	neonQ = &qKernels{sdot: false}
+	sdotQ = &qKernels{sdot: true}
 )
+
+func (k *qKernels) q8(w *int8, ws *uint16, x *int8, xd *float32, nb int) float32 {
+	if k.sdot {
+		return dotQ8Q8BlocksSDOT(w, ws, x, xd, nb)
+	}
+	return dotQ8Q8BlocksNEON(w, ws, x, xd, nb)
+}
+
+func (k *qKernels) q4(w *byte, ws *uint16, x *int8, xd *float32, nb int) float32 {
+	if k.sdot {
+		return dotQ4Q8BlocksSDOT(w, ws, x, xd, nb)
+	}
+	return dotQ4Q8BlocksNEON(w, ws, x, xd, nb)
+}
+
+func (k *qKernels) q8x4(w *int8, ws *uint16, x *int8, xd *float32, nb, xstride, dstride int, out *float32) {
+	if k.sdot {
+		dotQ8Q8x4BlocksSDOT(w, ws, x, xd, nb, xstride, dstride, out)
+		return
+	}
+	dotQ8Q8x4BlocksNEON(w, ws, x, xd, nb, xstride, dstride, out)
+}
+
+func (k *qKernels) q4x4(w *byte, ws *uint16, x *int8, xd *float32, nb, xstride, dstride int, out *float32) {
+	if k.sdot {
+		dotQ4Q8x4BlocksSDOT(w, ws, x, xd, nb, xstride, dstride, out)
+		return
+	}
+	dotQ4Q8x4BlocksNEON(w, ws, x, xd, nb, xstride, dstride, out)
+}
 
 // scaleChunk is the number of blocks whose weight scales are spread to
 // one per block at a time when several blocks share a scale (per > 1), so

@@ -475,3 +475,31 @@ func TestPackageUsesBest(t *testing.T) {
 		t.Fatalf("package functions use %s, Best is %s", best.Name, Best().Name)
 	}
 }
+
+// TestKernelsAllocateNothing: the wrappers keep their scratch (scale
+// buffers, partial sums) on the stack, for every grouping of blocks.
+func TestKernelsAllocateNothing(t *testing.T) {
+	r := rngFor(t)
+	const ng, per = 5, 8
+	n := ng * per * QBlock
+	w8, w4, x := randI8(r, n), randBytes(r, n/2), randI8(r, 4*n)
+	ws, xd := make([]uint16, ng*per), randF32(r, 4*n/QBlock)
+	a, xf := randF32(r, n), randF32(r, 4*n)
+	out := new([4]float32)
+	for _, k := range Impls() {
+		for _, p := range []int{1, per} {
+			wsp := ws[:len(ws)/p]
+			if allocs := testing.AllocsPerRun(10, func() {
+				k.DotQ8(w8, wsp, p, x, xd)
+				k.DotQ4(w4, wsp, p, x, xd)
+				k.DotQ8x4(w8, wsp, p, x, xd, n, out)
+				k.DotQ4x4(w4, wsp, p, x, xd, n, out)
+				k.DotF32(a, xf)
+				k.DotF32x4(a, xf, n, out)
+				k.WeightedSum(a[:64], xf, 64, a[:16])
+			}); allocs != 0 {
+				t.Errorf("%s per=%d: %v allocations per run, want 0", k.Name, p, allocs)
+			}
+		}
+	}
+}
