@@ -277,6 +277,220 @@ rows8:
 done:
 	RET
 
+// func expSubF32NEON(out *float32, in *float32, sub float32, n int)
+TEXT ·expSubF32NEON(SB), NOSPLIT, $0-32
+	MOVD out+0(FP), R0
+	MOVD in+8(FP), R1
+	MOVWU sub+16(FP), R2
+	MOVD n+24(FP), R3
+	VDUP R2, V29.S4
+	MOVW $0xc2ae0000, R9
+	VDUP R9, V16.S4
+	MOVW $0x42b0999a, R9
+	VDUP R9, V17.S4
+	MOVW $0x3fb8aa3b, R9
+	VDUP R9, V18.S4
+	MOVW $0x3f318000, R9
+	VDUP R9, V19.S4
+	MOVW $0xb95e8083, R9
+	VDUP R9, V20.S4
+	MOVW $0x39506967, R9
+	VDUP R9, V21.S4
+	MOVW $0x3ab743ce, R9
+	VDUP R9, V22.S4
+	MOVW $0x3c088908, R9
+	VDUP R9, V23.S4
+	MOVW $0x3d2aa9c1, R9
+	VDUP R9, V24.S4
+	MOVW $0x3e2aaaaa, R9
+	VDUP R9, V25.S4
+	MOVW $0x3f000000, R9
+	VDUP R9, V26.S4
+	MOVW $0x3f800000, R9
+	VDUP R9, V27.S4
+	MOVW $0x7f800000, R9
+	VDUP R9, V28.S4
+loop:
+	VLD1.P 32(R1), [V0.S4, V1.S4]
+	WORD $0x4ebdd400 // fsub v0.4s, v0.4s, v29.4s
+	WORD $0x4ebdd421 // fsub v1.4s, v1.4s, v29.4s
+	WORD $0x4e30f404 // fmax v4.4s, v0.4s, v16.4s
+	WORD $0x4eb1f484 // fmin v4.4s, v4.4s, v17.4s
+	WORD $0x6e32dc85 // fmul v5.4s, v4.4s, v18.4s
+	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
+	WORD $0x6e33dca7 // fmul v7.4s, v5.4s, v19.4s
+	WORD $0x4ea7d486 // fsub v6.4s, v4.4s, v7.4s
+	WORD $0x6e34dca7 // fmul v7.4s, v5.4s, v20.4s
+	WORD $0x4ea7d4c6 // fsub v6.4s, v6.4s, v7.4s
+	WORD $0x6e35dcc8 // fmul v8.4s, v6.4s, v21.4s
+	WORD $0x4e36d508 // fadd v8.4s, v8.4s, v22.4s
+	WORD $0x6e26dd08 // fmul v8.4s, v8.4s, v6.4s
+	WORD $0x4e37d508 // fadd v8.4s, v8.4s, v23.4s
+	WORD $0x6e26dd08 // fmul v8.4s, v8.4s, v6.4s
+	WORD $0x4e38d508 // fadd v8.4s, v8.4s, v24.4s
+	WORD $0x6e26dd08 // fmul v8.4s, v8.4s, v6.4s
+	WORD $0x4e39d508 // fadd v8.4s, v8.4s, v25.4s
+	WORD $0x6e26dd08 // fmul v8.4s, v8.4s, v6.4s
+	WORD $0x4e3ad508 // fadd v8.4s, v8.4s, v26.4s
+	WORD $0x6e26dcc7 // fmul v7.4s, v6.4s, v6.4s
+	WORD $0x6e28dce8 // fmul v8.4s, v7.4s, v8.4s
+	WORD $0x4e26d508 // fadd v8.4s, v8.4s, v6.4s
+	WORD $0x4e3bd502 // fadd v2.4s, v8.4s, v27.4s
+	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
+	WORD $0x4f3754a5 // shl v5.4s, v5.4s, #23
+	WORD $0x4ea58442 // add v2.4s, v2.4s, v5.4s
+	WORD $0x6ea0e607 // fcmgt v7.4s, v16.4s, v0.4s
+	WORD $0x4e671c42 // bic v2.16b, v2.16b, v7.16b
+	WORD $0x6eb1e407 // fcmgt v7.4s, v0.4s, v17.4s
+	WORD $0x6ea71f82 // bit v2.16b, v28.16b, v7.16b
+	WORD $0x4e20e407 // fcmeq v7.4s, v0.4s, v0.4s
+	WORD $0x6ee71c02 // bif v2.16b, v0.16b, v7.16b
+	WORD $0x4e30f429 // fmax v9.4s, v1.4s, v16.4s
+	WORD $0x4eb1f529 // fmin v9.4s, v9.4s, v17.4s
+	WORD $0x6e32dd2a // fmul v10.4s, v9.4s, v18.4s
+	WORD $0x4e21894a // frintn v10.4s, v10.4s
+	WORD $0x6e33dd4c // fmul v12.4s, v10.4s, v19.4s
+	WORD $0x4eacd52b // fsub v11.4s, v9.4s, v12.4s
+	WORD $0x6e34dd4c // fmul v12.4s, v10.4s, v20.4s
+	WORD $0x4eacd56b // fsub v11.4s, v11.4s, v12.4s
+	WORD $0x6e35dd6d // fmul v13.4s, v11.4s, v21.4s
+	WORD $0x4e36d5ad // fadd v13.4s, v13.4s, v22.4s
+	WORD $0x6e2bddad // fmul v13.4s, v13.4s, v11.4s
+	WORD $0x4e37d5ad // fadd v13.4s, v13.4s, v23.4s
+	WORD $0x6e2bddad // fmul v13.4s, v13.4s, v11.4s
+	WORD $0x4e38d5ad // fadd v13.4s, v13.4s, v24.4s
+	WORD $0x6e2bddad // fmul v13.4s, v13.4s, v11.4s
+	WORD $0x4e39d5ad // fadd v13.4s, v13.4s, v25.4s
+	WORD $0x6e2bddad // fmul v13.4s, v13.4s, v11.4s
+	WORD $0x4e3ad5ad // fadd v13.4s, v13.4s, v26.4s
+	WORD $0x6e2bdd6c // fmul v12.4s, v11.4s, v11.4s
+	WORD $0x6e2ddd8d // fmul v13.4s, v12.4s, v13.4s
+	WORD $0x4e2bd5ad // fadd v13.4s, v13.4s, v11.4s
+	WORD $0x4e3bd5a3 // fadd v3.4s, v13.4s, v27.4s
+	WORD $0x4ea1b94a // fcvtzs v10.4s, v10.4s
+	WORD $0x4f37554a // shl v10.4s, v10.4s, #23
+	WORD $0x4eaa8463 // add v3.4s, v3.4s, v10.4s
+	WORD $0x6ea1e60c // fcmgt v12.4s, v16.4s, v1.4s
+	WORD $0x4e6c1c63 // bic v3.16b, v3.16b, v12.16b
+	WORD $0x6eb1e42c // fcmgt v12.4s, v1.4s, v17.4s
+	WORD $0x6eac1f83 // bit v3.16b, v28.16b, v12.16b
+	WORD $0x4e21e42c // fcmeq v12.4s, v1.4s, v1.4s
+	WORD $0x6eec1c23 // bif v3.16b, v1.16b, v12.16b
+	VST1.P [V2.S4, V3.S4], 32(R0)
+	SUBS $8, R3
+	BNE loop
+	RET
+
+// func swigluF32NEON(out *float32, gate *float32, up *float32, n int)
+TEXT ·swigluF32NEON(SB), NOSPLIT, $0-32
+	MOVD out+0(FP), R0
+	MOVD gate+8(FP), R1
+	MOVD up+16(FP), R2
+	MOVD n+24(FP), R3
+	MOVW $0xc2ae0000, R9
+	VDUP R9, V16.S4
+	MOVW $0x42b0999a, R9
+	VDUP R9, V17.S4
+	MOVW $0x3fb8aa3b, R9
+	VDUP R9, V18.S4
+	MOVW $0x3f318000, R9
+	VDUP R9, V19.S4
+	MOVW $0xb95e8083, R9
+	VDUP R9, V20.S4
+	MOVW $0x39506967, R9
+	VDUP R9, V21.S4
+	MOVW $0x3ab743ce, R9
+	VDUP R9, V22.S4
+	MOVW $0x3c088908, R9
+	VDUP R9, V23.S4
+	MOVW $0x3d2aa9c1, R9
+	VDUP R9, V24.S4
+	MOVW $0x3e2aaaaa, R9
+	VDUP R9, V25.S4
+	MOVW $0x3f000000, R9
+	VDUP R9, V26.S4
+	MOVW $0x3f800000, R9
+	VDUP R9, V27.S4
+	MOVW $0x7f800000, R9
+	VDUP R9, V28.S4
+loop:
+	VLD1.P 32(R1), [V14.S4, V15.S4]
+	VLD1.P 32(R2), [V29.S4, V30.S4]
+	WORD $0x6ea0f9c0 // fneg v0.4s, v14.4s
+	WORD $0x6ea0f9e1 // fneg v1.4s, v15.4s
+	WORD $0x4e30f404 // fmax v4.4s, v0.4s, v16.4s
+	WORD $0x4eb1f484 // fmin v4.4s, v4.4s, v17.4s
+	WORD $0x6e32dc85 // fmul v5.4s, v4.4s, v18.4s
+	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
+	WORD $0x6e33dca7 // fmul v7.4s, v5.4s, v19.4s
+	WORD $0x4ea7d486 // fsub v6.4s, v4.4s, v7.4s
+	WORD $0x6e34dca7 // fmul v7.4s, v5.4s, v20.4s
+	WORD $0x4ea7d4c6 // fsub v6.4s, v6.4s, v7.4s
+	WORD $0x6e35dcc8 // fmul v8.4s, v6.4s, v21.4s
+	WORD $0x4e36d508 // fadd v8.4s, v8.4s, v22.4s
+	WORD $0x6e26dd08 // fmul v8.4s, v8.4s, v6.4s
+	WORD $0x4e37d508 // fadd v8.4s, v8.4s, v23.4s
+	WORD $0x6e26dd08 // fmul v8.4s, v8.4s, v6.4s
+	WORD $0x4e38d508 // fadd v8.4s, v8.4s, v24.4s
+	WORD $0x6e26dd08 // fmul v8.4s, v8.4s, v6.4s
+	WORD $0x4e39d508 // fadd v8.4s, v8.4s, v25.4s
+	WORD $0x6e26dd08 // fmul v8.4s, v8.4s, v6.4s
+	WORD $0x4e3ad508 // fadd v8.4s, v8.4s, v26.4s
+	WORD $0x6e26dcc7 // fmul v7.4s, v6.4s, v6.4s
+	WORD $0x6e28dce8 // fmul v8.4s, v7.4s, v8.4s
+	WORD $0x4e26d508 // fadd v8.4s, v8.4s, v6.4s
+	WORD $0x4e3bd502 // fadd v2.4s, v8.4s, v27.4s
+	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
+	WORD $0x4f3754a5 // shl v5.4s, v5.4s, #23
+	WORD $0x4ea58442 // add v2.4s, v2.4s, v5.4s
+	WORD $0x6ea0e607 // fcmgt v7.4s, v16.4s, v0.4s
+	WORD $0x4e671c42 // bic v2.16b, v2.16b, v7.16b
+	WORD $0x6eb1e407 // fcmgt v7.4s, v0.4s, v17.4s
+	WORD $0x6ea71f82 // bit v2.16b, v28.16b, v7.16b
+	WORD $0x4e20e407 // fcmeq v7.4s, v0.4s, v0.4s
+	WORD $0x6ee71c02 // bif v2.16b, v0.16b, v7.16b
+	WORD $0x4e30f429 // fmax v9.4s, v1.4s, v16.4s
+	WORD $0x4eb1f529 // fmin v9.4s, v9.4s, v17.4s
+	WORD $0x6e32dd2a // fmul v10.4s, v9.4s, v18.4s
+	WORD $0x4e21894a // frintn v10.4s, v10.4s
+	WORD $0x6e33dd4c // fmul v12.4s, v10.4s, v19.4s
+	WORD $0x4eacd52b // fsub v11.4s, v9.4s, v12.4s
+	WORD $0x6e34dd4c // fmul v12.4s, v10.4s, v20.4s
+	WORD $0x4eacd56b // fsub v11.4s, v11.4s, v12.4s
+	WORD $0x6e35dd6d // fmul v13.4s, v11.4s, v21.4s
+	WORD $0x4e36d5ad // fadd v13.4s, v13.4s, v22.4s
+	WORD $0x6e2bddad // fmul v13.4s, v13.4s, v11.4s
+	WORD $0x4e37d5ad // fadd v13.4s, v13.4s, v23.4s
+	WORD $0x6e2bddad // fmul v13.4s, v13.4s, v11.4s
+	WORD $0x4e38d5ad // fadd v13.4s, v13.4s, v24.4s
+	WORD $0x6e2bddad // fmul v13.4s, v13.4s, v11.4s
+	WORD $0x4e39d5ad // fadd v13.4s, v13.4s, v25.4s
+	WORD $0x6e2bddad // fmul v13.4s, v13.4s, v11.4s
+	WORD $0x4e3ad5ad // fadd v13.4s, v13.4s, v26.4s
+	WORD $0x6e2bdd6c // fmul v12.4s, v11.4s, v11.4s
+	WORD $0x6e2ddd8d // fmul v13.4s, v12.4s, v13.4s
+	WORD $0x4e2bd5ad // fadd v13.4s, v13.4s, v11.4s
+	WORD $0x4e3bd5a3 // fadd v3.4s, v13.4s, v27.4s
+	WORD $0x4ea1b94a // fcvtzs v10.4s, v10.4s
+	WORD $0x4f37554a // shl v10.4s, v10.4s, #23
+	WORD $0x4eaa8463 // add v3.4s, v3.4s, v10.4s
+	WORD $0x6ea1e60c // fcmgt v12.4s, v16.4s, v1.4s
+	WORD $0x4e6c1c63 // bic v3.16b, v3.16b, v12.16b
+	WORD $0x6eb1e42c // fcmgt v12.4s, v1.4s, v17.4s
+	WORD $0x6eac1f83 // bit v3.16b, v28.16b, v12.16b
+	WORD $0x4e21e42c // fcmeq v12.4s, v1.4s, v1.4s
+	WORD $0x6eec1c23 // bif v3.16b, v1.16b, v12.16b
+	WORD $0x4e3bd442 // fadd v2.4s, v2.4s, v27.4s
+	WORD $0x6e22fdc2 // fdiv v2.4s, v14.4s, v2.4s
+	WORD $0x6e3ddc42 // fmul v2.4s, v2.4s, v29.4s
+	WORD $0x4e3bd463 // fadd v3.4s, v3.4s, v27.4s
+	WORD $0x6e23fde3 // fdiv v3.4s, v15.4s, v3.4s
+	WORD $0x6e3edc63 // fmul v3.4s, v3.4s, v30.4s
+	VST1.P [V2.S4, V3.S4], 32(R0)
+	SUBS $8, R3
+	BNE loop
+	RET
+
 // func dotQ8Q8BlocksNEON(w *int8, ws *uint16, x *int8, xd *float32, nb int) float32
 TEXT ·dotQ8Q8BlocksNEON(SB), NOSPLIT, $0-44
 	MOVD w+0(FP), R0

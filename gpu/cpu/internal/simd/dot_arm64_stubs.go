@@ -34,6 +34,16 @@ func weightedSumF32NEON(out *float32, v *float32, stride int, w *float32, n int,
 //go:noescape
 func weightedSumF16NEON(out *float32, v *uint16, stride int, w *float32, n int, d int)
 
+// expSubF32NEON sets out[i] = Exp(in[i] - sub) for i < n (a positive multiple of 8).
+//
+//go:noescape
+func expSubF32NEON(out *float32, in *float32, sub float32, n int)
+
+// swigluF32NEON sets out[i] = gate[i] / (1 + Exp(-gate[i])) * up[i] for i < n (a positive multiple of 8).
+//
+//go:noescape
+func swigluF32NEON(out *float32, gate *float32, up *float32, n int)
+
 // dotQ8Q8BlocksNEON returns Σ_b ws[b]*xd[b]*Σ_{i<32} w[32b+i]*x[32b+i] over nb blocks (nb a positive multiple of 4): int8 weights with one binary16 scale per block times int8 activations with f32 block scales, SMULL/SMULL2 into int16 and SADALP into int32.
 //
 //go:noescape

@@ -3,9 +3,11 @@ package simd
 import "golang.org/x/sys/cpu"
 
 // NEON is the arm64 assembly implementation for every ARMv8-A core: f32,
-// f16 and bf16 dot products, the attention sums, and the dynamic-range
-// integer kernels with SMULL/SMULL2 and SADALP. The int8/int4 kernels of
-// the exact path (DotI8, DotI4) and the exponentials stay in Go.
+// f16 and bf16 dot products, the attention sums, the dynamic-range integer
+// kernels with SMULL/SMULL2 and SADALP, and the exponentials of softmax and
+// SwiGLU (with the Go form's bits). The int8/int4 kernels of the exact path
+// (DotI8, DotI4) stay in Go, and the several-rows forms loop over the
+// one-row kernels.
 var NEON = &Impl{
 	Name:     "neon",
 	dotF32:   dotF32N,
@@ -20,6 +22,8 @@ var NEON = &Impl{
 	dotQ8x4:  neonQ.dotQ8x4,
 	wsumF32:  wsumF32N,
 	wsumF16:  wsumF16N,
+	expSub:   expSubN,
+	swiglu:   swigluN,
 }
 
 // NEONDot is NEON with the integer kernels on SDOT, for cores with the
@@ -38,6 +42,8 @@ var NEONDot = &Impl{
 	dotQ8x4:  sdotQ.dotQ8x4,
 	wsumF32:  wsumF32N,
 	wsumF16:  wsumF16N,
+	expSub:   expSubN,
+	swiglu:   swigluN,
 }
 
 func init() {
@@ -101,6 +107,22 @@ func dotBF16N(a []uint16, x []float32) float32 {
 		s += dotBF16Go(a[n:], x[n:])
 	}
 	return s
+}
+
+func expSubN(out, in []float32, sub float32) {
+	n := len(out) &^ 7
+	if n > 0 {
+		expSubF32NEON(&out[0], &in[0], sub, n)
+	}
+	expSubGo(out[n:], in[n:], sub)
+}
+
+func swigluN(out, g, u []float32) {
+	n := len(out) &^ 7
+	if n > 0 {
+		swigluF32NEON(&out[0], &g[0], &u[0], n)
+	}
+	swigluGo(out[n:], g[n:], u[n:])
 }
 
 // The weighted sums run the assembly on whole vectors of columns and the

@@ -72,3 +72,22 @@ func faddpScalar(d, n int) word { return rr(0x7e30d800, d, n, "faddp s%d, v%d.2s
 func moviZero(d int) word {
 	return word{0x6f00e400 | uint32(d&31), fmt.Sprintf("movi v%d.2d, #0", d)}
 }
+
+// The exponential's instructions, all on .4S lanes (.16B for the bitwise
+// selects).
+func fsub(d, n, m int) word  { return rrr(0x4ea0d400, d, n, m, "fsub v%d.4s, v%d.4s, v%d.4s") }
+func fmax(d, n, m int) word  { return rrr(0x4e20f400, d, n, m, "fmax v%d.4s, v%d.4s, v%d.4s") }
+func fmin(d, n, m int) word  { return rrr(0x4ea0f400, d, n, m, "fmin v%d.4s, v%d.4s, v%d.4s") }
+func fdiv(d, n, m int) word  { return rrr(0x6e20fc00, d, n, m, "fdiv v%d.4s, v%d.4s, v%d.4s") }
+func add4s(d, n, m int) word { return rrr(0x4ea08400, d, n, m, "add v%d.4s, v%d.4s, v%d.4s") }
+func fcmgt(d, n, m int) word { return rrr(0x6ea0e400, d, n, m, "fcmgt v%d.4s, v%d.4s, v%d.4s") }
+func fcmeq(d, n, m int) word { return rrr(0x4e20e400, d, n, m, "fcmeq v%d.4s, v%d.4s, v%d.4s") }
+func bic(d, n, m int) word   { return rrr(0x4e601c00, d, n, m, "bic v%d.16b, v%d.16b, v%d.16b") }
+func bit(d, n, m int) word   { return rrr(0x6ea01c00, d, n, m, "bit v%d.16b, v%d.16b, v%d.16b") }
+func bif(d, n, m int) word   { return rrr(0x6ee01c00, d, n, m, "bif v%d.16b, v%d.16b, v%d.16b") }
+func frintn(d, n int) word   { return rr(0x4e218800, d, n, "frintn v%d.4s, v%d.4s") }
+func fcvtzs(d, n int) word   { return rr(0x4ea1b800, d, n, "fcvtzs v%d.4s, v%d.4s") }
+func fneg(d, n int) word     { return rr(0x6ea0f800, d, n, "fneg v%d.4s, v%d.4s") }
+
+// SHL Vd.4S, Vn.4S, #23 (immh:immb = 32+23).
+func shl23(d, n int) word { return rr(0x4f375400, d, n, "shl v%d.4s, v%d.4s, #23") }

@@ -34,6 +34,20 @@ func TestEncodings(t *testing.T) {
 		{zip1h(1, 2, 3), "zip1 v1.8h, v2.8h, v3.8h", 0x4e433841},
 		{zip2h(1, 2, 3), "zip2 v1.8h, v2.8h, v3.8h", 0x4e437841},
 		{moviZero(1), "movi v1.2d, #0", 0x6f00e401},
+		{fmax(1, 2, 3), "fmax v1.4s, v2.4s, v3.4s", 0x4e23f441},
+		{fmin(1, 2, 3), "fmin v1.4s, v2.4s, v3.4s", 0x4ea3f441},
+		{frintn(1, 2), "frintn v1.4s, v2.4s", 0x4e218841},
+		{fsub(1, 2, 3), "fsub v1.4s, v2.4s, v3.4s", 0x4ea3d441},
+		{fcvtzs(1, 2), "fcvtzs v1.4s, v2.4s", 0x4ea1b841},
+		{shl23(1, 2), "shl v1.4s, v2.4s, #23", 0x4f375441},
+		{add4s(1, 2, 3), "add v1.4s, v2.4s, v3.4s", 0x4ea38441},
+		{fcmgt(1, 2, 3), "fcmgt v1.4s, v2.4s, v3.4s", 0x6ea3e441},
+		{fcmeq(1, 2, 3), "fcmeq v1.4s, v2.4s, v3.4s", 0x4e23e441},
+		{bic(1, 2, 3), "bic v1.16b, v2.16b, v3.16b", 0x4e631c41},
+		{bit(1, 2, 3), "bit v1.16b, v2.16b, v3.16b", 0x6ea31c41},
+		{bif(1, 2, 3), "bif v1.16b, v2.16b, v3.16b", 0x6ee31c41},
+		{fdiv(1, 2, 3), "fdiv v1.4s, v2.4s, v3.4s", 0x6e23fc41},
+		{fneg(1, 2), "fneg v1.4s, v2.4s", 0x6ea0f841},
 	} {
 		if c.got.bits != c.want || c.got.text != c.text {
 			t.Errorf("%s: encoded %#08x (%q), want %#08x", c.text, c.got.bits, c.got.text, c.want)

@@ -52,6 +52,8 @@ func Generate(pkg string) (asm, stubs []byte) {
 	dotHalf(&f, "dotBF16NEON", "bfloat16 weights, widened by interleaving with zero halves (ZIP1/ZIP2)", true)
 	wsumF32(&f)
 	wsumF16(&f)
+	expSub(&f)
+	swiglu(&f)
 	for _, v := range []variant{neon, sdot} {
 		qBlocks(&f, v, false)
 		qBlocks(&f, v, true)
@@ -76,7 +78,9 @@ type file struct {
 	asm, decl bytes.Buffer
 }
 
-// arg is one parameter: a name and a Go type of 8 bytes (pointer or int).
+// arg is one parameter: a name and a Go type of 8 bytes (pointer or
+// int) or a float32 (which takes an 8-byte slot too, the next argument
+// being 8-aligned).
 type arg struct{ name, typ string }
 
 // fn starts a function of 8-byte arguments (returning a float32 when ret)
@@ -96,7 +100,11 @@ func (f *file) fn(name, doc string, args []arg, ret bool, regs ...int) {
 	fmt.Fprintf(&f.decl, "\n// %s %s\n//\n//go:noescape\nfunc %s(%s)%s\n", name, doc, name, strings.Join(params, ", "), result)
 	fmt.Fprintf(&f.asm, "\n// func %s(%s)%s\nTEXT ·%s(SB), NOSPLIT, $0-%d\n", name, strings.Join(params, ", "), result, name, frame)
 	for i, a := range args {
-		f.ins("MOVD %s+%d(FP), R%d", a.name, 8*i, regs[i])
+		mov := "MOVD"
+		if a.typ == "float32" {
+			mov = "MOVWU"
+		}
+		f.ins("%s %s+%d(FP), R%d", mov, a.name, 8*i, regs[i])
 	}
 }
 
