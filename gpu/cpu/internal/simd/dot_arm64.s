@@ -1075,6 +1075,171 @@ loop:
 	VST1 [V4.S4], (R7)
 	RET
 
+// func dotQ8Q8BlocksRowsNEON(w *int8, ws *uint16, x *int8, xd *float32, nb int, rows int, out *float32, wsstride int)
+TEXT ·dotQ8Q8BlocksRowsNEON(SB), NOSPLIT, $0-64
+	MOVD w+0(FP), R0
+	MOVD ws+8(FP), R10
+	MOVD x+16(FP), R11
+	MOVD xd+24(FP), R12
+	MOVD nb+32(FP), R13
+	MOVD rows+40(FP), R5
+	MOVD out+48(FP), R6
+	MOVD wsstride+56(FP), R7
+row:
+	MOVD R10, R1
+	MOVD R11, R2
+	MOVD R12, R3
+	MOVD R13, R4
+	WORD $0x6f00e40c // movi v12.2d, #0
+loop:
+	VLD1.P 64(R0), [V16.B16, V17.B16, V18.B16, V19.B16]
+	VLD1.P 64(R0), [V20.B16, V21.B16, V22.B16, V23.B16]
+	VLD1.P 8(R1), [V6.H4]
+	WORD $0x0e2178c6 // fcvtl v6.4s, v6.4h
+	VLD1.P 64(R2), [V24.B16, V25.B16, V26.B16, V27.B16]
+	VLD1.P 64(R2), [V28.B16, V29.B16, V30.B16, V31.B16]
+	WORD $0x6f00e400 // movi v0.2d, #0
+	WORD $0x6f00e401 // movi v1.2d, #0
+	WORD $0x6f00e402 // movi v2.2d, #0
+	WORD $0x6f00e403 // movi v3.2d, #0
+	WORD $0x0e38c208 // smull v8.8h, v16.8b, v24.8b
+	WORD $0x4e38c209 // smull2 v9.8h, v16.16b, v24.16b
+	WORD $0x4e606900 // sadalp v0.4s, v8.8h
+	WORD $0x4e606920 // sadalp v0.4s, v9.8h
+	WORD $0x0e39c22a // smull v10.8h, v17.8b, v25.8b
+	WORD $0x4e39c22b // smull2 v11.8h, v17.16b, v25.16b
+	WORD $0x4e606940 // sadalp v0.4s, v10.8h
+	WORD $0x4e606960 // sadalp v0.4s, v11.8h
+	WORD $0x0e3ac248 // smull v8.8h, v18.8b, v26.8b
+	WORD $0x4e3ac249 // smull2 v9.8h, v18.16b, v26.16b
+	WORD $0x4e606901 // sadalp v1.4s, v8.8h
+	WORD $0x4e606921 // sadalp v1.4s, v9.8h
+	WORD $0x0e3bc26a // smull v10.8h, v19.8b, v27.8b
+	WORD $0x4e3bc26b // smull2 v11.8h, v19.16b, v27.16b
+	WORD $0x4e606941 // sadalp v1.4s, v10.8h
+	WORD $0x4e606961 // sadalp v1.4s, v11.8h
+	WORD $0x0e3cc288 // smull v8.8h, v20.8b, v28.8b
+	WORD $0x4e3cc289 // smull2 v9.8h, v20.16b, v28.16b
+	WORD $0x4e606902 // sadalp v2.4s, v8.8h
+	WORD $0x4e606922 // sadalp v2.4s, v9.8h
+	WORD $0x0e3dc2aa // smull v10.8h, v21.8b, v29.8b
+	WORD $0x4e3dc2ab // smull2 v11.8h, v21.16b, v29.16b
+	WORD $0x4e606942 // sadalp v2.4s, v10.8h
+	WORD $0x4e606962 // sadalp v2.4s, v11.8h
+	WORD $0x0e3ec2c8 // smull v8.8h, v22.8b, v30.8b
+	WORD $0x4e3ec2c9 // smull2 v9.8h, v22.16b, v30.16b
+	WORD $0x4e606903 // sadalp v3.4s, v8.8h
+	WORD $0x4e606923 // sadalp v3.4s, v9.8h
+	WORD $0x0e3fc2ea // smull v10.8h, v23.8b, v31.8b
+	WORD $0x4e3fc2eb // smull2 v11.8h, v23.16b, v31.16b
+	WORD $0x4e606943 // sadalp v3.4s, v10.8h
+	WORD $0x4e606963 // sadalp v3.4s, v11.8h
+	WORD $0x4ea1bc04 // addp v4.4s, v0.4s, v1.4s
+	WORD $0x4ea3bc45 // addp v5.4s, v2.4s, v3.4s
+	WORD $0x4ea5bc84 // addp v4.4s, v4.4s, v5.4s
+	WORD $0x4e21d884 // scvtf v4.4s, v4.4s
+	VLD1.P 16(R3), [V7.S4]
+	WORD $0x6e27dcc7 // fmul v7.4s, v6.4s, v7.4s
+	WORD $0x4e27cc8c // fmla v12.4s, v4.4s, v7.4s
+	SUBS $4, R4
+	BNE loop
+	WORD $0x6e2cd580 // faddp v0.4s, v12.4s, v12.4s
+	WORD $0x7e30d800 // faddp s0, v0.2s
+	FMOVS F0, (R6)
+	ADD $4, R6
+	ADD R7, R10
+	SUBS $1, R5
+	BNE row
+	RET
+
+// func dotQ4Q8BlocksRowsNEON(w *byte, ws *uint16, x *int8, xd *float32, nb int, rows int, out *float32, wsstride int)
+TEXT ·dotQ4Q8BlocksRowsNEON(SB), NOSPLIT, $0-64
+	MOVD w+0(FP), R0
+	MOVD ws+8(FP), R10
+	MOVD x+16(FP), R11
+	MOVD xd+24(FP), R12
+	MOVD nb+32(FP), R13
+	MOVD rows+40(FP), R5
+	MOVD out+48(FP), R6
+	MOVD wsstride+56(FP), R7
+row:
+	MOVD R10, R1
+	MOVD R11, R2
+	MOVD R12, R3
+	MOVD R13, R4
+	WORD $0x6f00e40c // movi v12.2d, #0
+loop:
+	VLD1.P 64(R0), [V16.B16, V17.B16, V18.B16, V19.B16]
+	WORD $0x4f0c0614 // sshr v20.16b, v16.16b, #4
+	WORD $0x4f0c5610 // shl v16.16b, v16.16b, #4
+	WORD $0x4f0c0610 // sshr v16.16b, v16.16b, #4
+	WORD $0x4f0c0635 // sshr v21.16b, v17.16b, #4
+	WORD $0x4f0c5631 // shl v17.16b, v17.16b, #4
+	WORD $0x4f0c0631 // sshr v17.16b, v17.16b, #4
+	WORD $0x4f0c0656 // sshr v22.16b, v18.16b, #4
+	WORD $0x4f0c5652 // shl v18.16b, v18.16b, #4
+	WORD $0x4f0c0652 // sshr v18.16b, v18.16b, #4
+	WORD $0x4f0c0677 // sshr v23.16b, v19.16b, #4
+	WORD $0x4f0c5673 // shl v19.16b, v19.16b, #4
+	WORD $0x4f0c0673 // sshr v19.16b, v19.16b, #4
+	VLD1.P 8(R1), [V6.H4]
+	WORD $0x0e2178c6 // fcvtl v6.4s, v6.4h
+	VLD1.P 64(R2), [V24.B16, V25.B16, V26.B16, V27.B16]
+	VLD1.P 64(R2), [V28.B16, V29.B16, V30.B16, V31.B16]
+	WORD $0x6f00e400 // movi v0.2d, #0
+	WORD $0x6f00e401 // movi v1.2d, #0
+	WORD $0x6f00e402 // movi v2.2d, #0
+	WORD $0x6f00e403 // movi v3.2d, #0
+	WORD $0x0e38c208 // smull v8.8h, v16.8b, v24.8b
+	WORD $0x4e38c209 // smull2 v9.8h, v16.16b, v24.16b
+	WORD $0x4e606900 // sadalp v0.4s, v8.8h
+	WORD $0x4e606920 // sadalp v0.4s, v9.8h
+	WORD $0x0e39c28a // smull v10.8h, v20.8b, v25.8b
+	WORD $0x4e39c28b // smull2 v11.8h, v20.16b, v25.16b
+	WORD $0x4e606940 // sadalp v0.4s, v10.8h
+	WORD $0x4e606960 // sadalp v0.4s, v11.8h
+	WORD $0x0e3ac228 // smull v8.8h, v17.8b, v26.8b
+	WORD $0x4e3ac229 // smull2 v9.8h, v17.16b, v26.16b
+	WORD $0x4e606901 // sadalp v1.4s, v8.8h
+	WORD $0x4e606921 // sadalp v1.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e606941 // sadalp v1.4s, v10.8h
+	WORD $0x4e606961 // sadalp v1.4s, v11.8h
+	WORD $0x0e3cc248 // smull v8.8h, v18.8b, v28.8b
+	WORD $0x4e3cc249 // smull2 v9.8h, v18.16b, v28.16b
+	WORD $0x4e606902 // sadalp v2.4s, v8.8h
+	WORD $0x4e606922 // sadalp v2.4s, v9.8h
+	WORD $0x0e3dc2ca // smull v10.8h, v22.8b, v29.8b
+	WORD $0x4e3dc2cb // smull2 v11.8h, v22.16b, v29.16b
+	WORD $0x4e606942 // sadalp v2.4s, v10.8h
+	WORD $0x4e606962 // sadalp v2.4s, v11.8h
+	WORD $0x0e3ec268 // smull v8.8h, v19.8b, v30.8b
+	WORD $0x4e3ec269 // smull2 v9.8h, v19.16b, v30.16b
+	WORD $0x4e606903 // sadalp v3.4s, v8.8h
+	WORD $0x4e606923 // sadalp v3.4s, v9.8h
+	WORD $0x0e3fc2ea // smull v10.8h, v23.8b, v31.8b
+	WORD $0x4e3fc2eb // smull2 v11.8h, v23.16b, v31.16b
+	WORD $0x4e606943 // sadalp v3.4s, v10.8h
+	WORD $0x4e606963 // sadalp v3.4s, v11.8h
+	WORD $0x4ea1bc04 // addp v4.4s, v0.4s, v1.4s
+	WORD $0x4ea3bc45 // addp v5.4s, v2.4s, v3.4s
+	WORD $0x4ea5bc84 // addp v4.4s, v4.4s, v5.4s
+	WORD $0x4e21d884 // scvtf v4.4s, v4.4s
+	VLD1.P 16(R3), [V7.S4]
+	WORD $0x6e27dcc7 // fmul v7.4s, v6.4s, v7.4s
+	WORD $0x4e27cc8c // fmla v12.4s, v4.4s, v7.4s
+	SUBS $4, R4
+	BNE loop
+	WORD $0x6e2cd580 // faddp v0.4s, v12.4s, v12.4s
+	WORD $0x7e30d800 // faddp s0, v0.2s
+	FMOVS F0, (R6)
+	ADD $4, R6
+	ADD R7, R10
+	SUBS $1, R5
+	BNE row
+	RET
+
 // func dotQ8Q8BlocksSDOT(w *int8, ws *uint16, x *int8, xd *float32, nb int) float32
 TEXT ·dotQ8Q8BlocksSDOT(SB), NOSPLIT, $0-44
 	MOVD w+0(FP), R0
@@ -1417,4 +1582,121 @@ loop:
 	WORD $0x6e2fd5c5 // faddp v5.4s, v14.4s, v15.4s
 	WORD $0x6e25d484 // faddp v4.4s, v4.4s, v5.4s
 	VST1 [V4.S4], (R7)
+	RET
+
+// func dotQ8Q8BlocksRowsSDOT(w *int8, ws *uint16, x *int8, xd *float32, nb int, rows int, out *float32, wsstride int)
+TEXT ·dotQ8Q8BlocksRowsSDOT(SB), NOSPLIT, $0-64
+	MOVD w+0(FP), R0
+	MOVD ws+8(FP), R10
+	MOVD x+16(FP), R11
+	MOVD xd+24(FP), R12
+	MOVD nb+32(FP), R13
+	MOVD rows+40(FP), R5
+	MOVD out+48(FP), R6
+	MOVD wsstride+56(FP), R7
+row:
+	MOVD R10, R1
+	MOVD R11, R2
+	MOVD R12, R3
+	MOVD R13, R4
+	WORD $0x6f00e40c // movi v12.2d, #0
+loop:
+	VLD1.P 64(R0), [V16.B16, V17.B16, V18.B16, V19.B16]
+	VLD1.P 64(R0), [V20.B16, V21.B16, V22.B16, V23.B16]
+	VLD1.P 8(R1), [V6.H4]
+	WORD $0x0e2178c6 // fcvtl v6.4s, v6.4h
+	VLD1.P 64(R2), [V24.B16, V25.B16, V26.B16, V27.B16]
+	VLD1.P 64(R2), [V28.B16, V29.B16, V30.B16, V31.B16]
+	WORD $0x6f00e400 // movi v0.2d, #0
+	WORD $0x6f00e401 // movi v1.2d, #0
+	WORD $0x6f00e402 // movi v2.2d, #0
+	WORD $0x6f00e403 // movi v3.2d, #0
+	WORD $0x4e989600 // sdot v0.4s, v16.16b, v24.16b
+	WORD $0x4e999620 // sdot v0.4s, v17.16b, v25.16b
+	WORD $0x4e9a9641 // sdot v1.4s, v18.16b, v26.16b
+	WORD $0x4e9b9661 // sdot v1.4s, v19.16b, v27.16b
+	WORD $0x4e9c9682 // sdot v2.4s, v20.16b, v28.16b
+	WORD $0x4e9d96a2 // sdot v2.4s, v21.16b, v29.16b
+	WORD $0x4e9e96c3 // sdot v3.4s, v22.16b, v30.16b
+	WORD $0x4e9f96e3 // sdot v3.4s, v23.16b, v31.16b
+	WORD $0x4ea1bc04 // addp v4.4s, v0.4s, v1.4s
+	WORD $0x4ea3bc45 // addp v5.4s, v2.4s, v3.4s
+	WORD $0x4ea5bc84 // addp v4.4s, v4.4s, v5.4s
+	WORD $0x4e21d884 // scvtf v4.4s, v4.4s
+	VLD1.P 16(R3), [V7.S4]
+	WORD $0x6e27dcc7 // fmul v7.4s, v6.4s, v7.4s
+	WORD $0x4e27cc8c // fmla v12.4s, v4.4s, v7.4s
+	SUBS $4, R4
+	BNE loop
+	WORD $0x6e2cd580 // faddp v0.4s, v12.4s, v12.4s
+	WORD $0x7e30d800 // faddp s0, v0.2s
+	FMOVS F0, (R6)
+	ADD $4, R6
+	ADD R7, R10
+	SUBS $1, R5
+	BNE row
+	RET
+
+// func dotQ4Q8BlocksRowsSDOT(w *byte, ws *uint16, x *int8, xd *float32, nb int, rows int, out *float32, wsstride int)
+TEXT ·dotQ4Q8BlocksRowsSDOT(SB), NOSPLIT, $0-64
+	MOVD w+0(FP), R0
+	MOVD ws+8(FP), R10
+	MOVD x+16(FP), R11
+	MOVD xd+24(FP), R12
+	MOVD nb+32(FP), R13
+	MOVD rows+40(FP), R5
+	MOVD out+48(FP), R6
+	MOVD wsstride+56(FP), R7
+row:
+	MOVD R10, R1
+	MOVD R11, R2
+	MOVD R12, R3
+	MOVD R13, R4
+	WORD $0x6f00e40c // movi v12.2d, #0
+loop:
+	VLD1.P 64(R0), [V16.B16, V17.B16, V18.B16, V19.B16]
+	WORD $0x4f0c0614 // sshr v20.16b, v16.16b, #4
+	WORD $0x4f0c5610 // shl v16.16b, v16.16b, #4
+	WORD $0x4f0c0610 // sshr v16.16b, v16.16b, #4
+	WORD $0x4f0c0635 // sshr v21.16b, v17.16b, #4
+	WORD $0x4f0c5631 // shl v17.16b, v17.16b, #4
+	WORD $0x4f0c0631 // sshr v17.16b, v17.16b, #4
+	WORD $0x4f0c0656 // sshr v22.16b, v18.16b, #4
+	WORD $0x4f0c5652 // shl v18.16b, v18.16b, #4
+	WORD $0x4f0c0652 // sshr v18.16b, v18.16b, #4
+	WORD $0x4f0c0677 // sshr v23.16b, v19.16b, #4
+	WORD $0x4f0c5673 // shl v19.16b, v19.16b, #4
+	WORD $0x4f0c0673 // sshr v19.16b, v19.16b, #4
+	VLD1.P 8(R1), [V6.H4]
+	WORD $0x0e2178c6 // fcvtl v6.4s, v6.4h
+	VLD1.P 64(R2), [V24.B16, V25.B16, V26.B16, V27.B16]
+	VLD1.P 64(R2), [V28.B16, V29.B16, V30.B16, V31.B16]
+	WORD $0x6f00e400 // movi v0.2d, #0
+	WORD $0x6f00e401 // movi v1.2d, #0
+	WORD $0x6f00e402 // movi v2.2d, #0
+	WORD $0x6f00e403 // movi v3.2d, #0
+	WORD $0x4e989600 // sdot v0.4s, v16.16b, v24.16b
+	WORD $0x4e999680 // sdot v0.4s, v20.16b, v25.16b
+	WORD $0x4e9a9621 // sdot v1.4s, v17.16b, v26.16b
+	WORD $0x4e9b96a1 // sdot v1.4s, v21.16b, v27.16b
+	WORD $0x4e9c9642 // sdot v2.4s, v18.16b, v28.16b
+	WORD $0x4e9d96c2 // sdot v2.4s, v22.16b, v29.16b
+	WORD $0x4e9e9663 // sdot v3.4s, v19.16b, v30.16b
+	WORD $0x4e9f96e3 // sdot v3.4s, v23.16b, v31.16b
+	WORD $0x4ea1bc04 // addp v4.4s, v0.4s, v1.4s
+	WORD $0x4ea3bc45 // addp v5.4s, v2.4s, v3.4s
+	WORD $0x4ea5bc84 // addp v4.4s, v4.4s, v5.4s
+	WORD $0x4e21d884 // scvtf v4.4s, v4.4s
+	VLD1.P 16(R3), [V7.S4]
+	WORD $0x6e27dcc7 // fmul v7.4s, v6.4s, v7.4s
+	WORD $0x4e27cc8c // fmla v12.4s, v4.4s, v7.4s
+	SUBS $4, R4
+	BNE loop
+	WORD $0x6e2cd580 // faddp v0.4s, v12.4s, v12.4s
+	WORD $0x7e30d800 // faddp s0, v0.2s
+	FMOVS F0, (R6)
+	ADD $4, R6
+	ADD R7, R10
+	SUBS $1, R5
+	BNE row
 	RET

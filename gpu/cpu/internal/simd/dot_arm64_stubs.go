@@ -64,6 +64,16 @@ func dotQ8Q8x4BlocksNEON(w *int8, ws *uint16, x *int8, xd *float32, nb int, xstr
 //go:noescape
 func dotQ4Q8x4BlocksNEON(w *byte, ws *uint16, x *int8, xd *float32, nb int, xstride int, dstride int, out *float32)
 
+// dotQ8Q8BlocksRowsNEON sets out[i] = dotQ8Q8BlocksNEON of weight row i for i < rows (rows >= 1), the rows consecutive in w, row i's scales at ws + i*wsstride bytes.
+//
+//go:noescape
+func dotQ8Q8BlocksRowsNEON(w *int8, ws *uint16, x *int8, xd *float32, nb int, rows int, out *float32, wsstride int)
+
+// dotQ4Q8BlocksRowsNEON sets out[i] = dotQ4Q8BlocksNEON of weight row i for i < rows (rows >= 1), the rows consecutive in w, row i's scales at ws + i*wsstride bytes.
+//
+//go:noescape
+func dotQ4Q8BlocksRowsNEON(w *byte, ws *uint16, x *int8, xd *float32, nb int, rows int, out *float32, wsstride int)
+
 // dotQ8Q8BlocksSDOT returns Σ_b ws[b]*xd[b]*Σ_{i<32} w[32b+i]*x[32b+i] over nb blocks (nb a positive multiple of 4): int8 weights with one binary16 scale per block times int8 activations with f32 block scales, SDOT (the dot product extension).
 //
 //go:noescape
@@ -83,3 +93,13 @@ func dotQ8Q8x4BlocksSDOT(w *int8, ws *uint16, x *int8, xd *float32, nb int, xstr
 //
 //go:noescape
 func dotQ4Q8x4BlocksSDOT(w *byte, ws *uint16, x *int8, xd *float32, nb int, xstride int, dstride int, out *float32)
+
+// dotQ8Q8BlocksRowsSDOT sets out[i] = dotQ8Q8BlocksSDOT of weight row i for i < rows (rows >= 1), the rows consecutive in w, row i's scales at ws + i*wsstride bytes.
+//
+//go:noescape
+func dotQ8Q8BlocksRowsSDOT(w *int8, ws *uint16, x *int8, xd *float32, nb int, rows int, out *float32, wsstride int)
+
+// dotQ4Q8BlocksRowsSDOT sets out[i] = dotQ4Q8BlocksSDOT of weight row i for i < rows (rows >= 1), the rows consecutive in w, row i's scales at ws + i*wsstride bytes.
+//
+//go:noescape
+func dotQ4Q8BlocksRowsSDOT(w *byte, ws *uint16, x *int8, xd *float32, nb int, rows int, out *float32, wsstride int)

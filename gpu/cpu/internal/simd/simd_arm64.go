@@ -6,8 +6,7 @@ import "golang.org/x/sys/cpu"
 // f16 and bf16 dot products, the attention sums, the dynamic-range integer
 // kernels with SMULL/SMULL2 and SADALP, and the exponentials of softmax and
 // SwiGLU (with the Go form's bits). The int8/int4 kernels of the exact path
-// (DotI8, DotI4) stay in Go, and the several-rows forms loop over the
-// one-row kernels.
+// (DotI8, DotI4) stay in Go.
 var NEON = &Impl{
 	Name:     "neon",
 	dotF32:   dotF32N,
@@ -20,10 +19,13 @@ var NEON = &Impl{
 	dotQ4:    neonQ.dotQ4,
 	dotQ4x4:  neonQ.dotQ4x4,
 	dotQ8x4:  neonQ.dotQ8x4,
-	wsumF32:  wsumF32N,
-	wsumF16:  wsumF16N,
-	expSub:   expSubN,
-	swiglu:   swigluN,
+
+	dotQ8Rows: neonQ.dotQ8Rows,
+	dotQ4Rows: neonQ.dotQ4Rows,
+	wsumF32:   wsumF32N,
+	wsumF16:   wsumF16N,
+	expSub:    expSubN,
+	swiglu:    swigluN,
 }
 
 // NEONDot is NEON with the integer kernels on SDOT, for cores with the
@@ -40,10 +42,13 @@ var NEONDot = &Impl{
 	dotQ4:    sdotQ.dotQ4,
 	dotQ4x4:  sdotQ.dotQ4x4,
 	dotQ8x4:  sdotQ.dotQ8x4,
-	wsumF32:  wsumF32N,
-	wsumF16:  wsumF16N,
-	expSub:   expSubN,
-	swiglu:   swigluN,
+
+	dotQ8Rows: sdotQ.dotQ8Rows,
+	dotQ4Rows: sdotQ.dotQ4Rows,
+	wsumF32:   wsumF32N,
+	wsumF16:   wsumF16N,
+	expSub:    expSubN,
+	swiglu:    swigluN,
 }
 
 func init() {
@@ -340,4 +345,39 @@ func (k *qKernels) dotQ4x4(w []byte, ws []uint16, per int, x []int8, xd []float3
 		}
 	}
 	*out = sum
+}
+
+// dotQ8Rows runs the rows kernel when the rows are whole groups of four
+// blocks (each result then has the one-row kernel's bits, as DotQ8Rows
+// promises), and loops over dotQ8 otherwise.
+func (k *qKernels) dotQ8Rows(w []int8, ws []uint16, x []int8, xd []float32, out []float32, wsStride int) {
+	nb := len(xd)
+	if nb%4 != 0 {
+		n := nb * QBlock
+		for i := range out {
+			out[i] = k.dotQ8(w[i*n:(i+1)*n], ws[i*wsStride:i*wsStride+nb], 1, x, xd)
+		}
+		return
+	}
+	if k.sdot {
+		dotQ8Q8BlocksRowsSDOT(&w[0], &ws[0], &x[0], &xd[0], nb, len(out), &out[0], 2*wsStride)
+		return
+	}
+	dotQ8Q8BlocksRowsNEON(&w[0], &ws[0], &x[0], &xd[0], nb, len(out), &out[0], 2*wsStride)
+}
+
+func (k *qKernels) dotQ4Rows(w []byte, ws []uint16, x []int8, xd []float32, out []float32, wsStride int) {
+	nb := len(xd)
+	if nb%4 != 0 {
+		n := nb * QBlock
+		for i := range out {
+			out[i] = k.dotQ4(w[i*n/2:(i+1)*n/2], ws[i*wsStride:i*wsStride+nb], 1, x, xd)
+		}
+		return
+	}
+	if k.sdot {
+		dotQ4Q8BlocksRowsSDOT(&w[0], &ws[0], &x[0], &xd[0], nb, len(out), &out[0], 2*wsStride)
+		return
+	}
+	dotQ4Q8BlocksRowsNEON(&w[0], &ws[0], &x[0], &xd[0], nb, len(out), &out[0], 2*wsStride)
 }
