@@ -277,6 +277,126 @@ rows8:
 done:
 	RET
 
+// func dotI8F32NEON(q *int8, x *float32, sc *float32, nb int, block int) float32
+TEXT ·dotI8F32NEON(SB), NOSPLIT, $0-44
+	MOVD q+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD sc+16(FP), R2
+	MOVD nb+24(FP), R3
+	MOVD block+32(FP), R4
+	WORD $0x6f00e400 // movi v0.2d, #0
+	WORD $0x6f00e401 // movi v1.2d, #0
+	WORD $0x6f00e402 // movi v2.2d, #0
+	WORD $0x6f00e403 // movi v3.2d, #0
+	WORD $0x6f00e40c // movi v12.2d, #0
+block:
+	MOVD R4, R5
+loop:
+	VLD1.P 16(R0), [V4.B16]
+	VLD1.P 64(R1), [V8.S4, V9.S4, V10.S4, V11.S4]
+	WORD $0x0f08a485 // sshll v5.8h, v4.8b, #0
+	WORD $0x4f08a486 // sshll2 v6.8h, v4.16b, #0
+	WORD $0x0f10a4b0 // sshll v16.4s, v5.4h, #0
+	WORD $0x4f10a4b1 // sshll2 v17.4s, v5.8h, #0
+	WORD $0x0f10a4d2 // sshll v18.4s, v6.4h, #0
+	WORD $0x4f10a4d3 // sshll2 v19.4s, v6.8h, #0
+	WORD $0x4e21da10 // scvtf v16.4s, v16.4s
+	WORD $0x4e21da31 // scvtf v17.4s, v17.4s
+	WORD $0x4e21da52 // scvtf v18.4s, v18.4s
+	WORD $0x4e21da73 // scvtf v19.4s, v19.4s
+	WORD $0x4e28ce00 // fmla v0.4s, v16.4s, v8.4s
+	WORD $0x4e29ce21 // fmla v1.4s, v17.4s, v9.4s
+	WORD $0x4e2ace42 // fmla v2.4s, v18.4s, v10.4s
+	WORD $0x4e2bce63 // fmla v3.4s, v19.4s, v11.4s
+	SUBS $16, R5
+	BNE loop
+	WORD $0x4e21d400 // fadd v0.4s, v0.4s, v1.4s
+	WORD $0x4e23d442 // fadd v2.4s, v2.4s, v3.4s
+	WORD $0x4e22d400 // fadd v0.4s, v0.4s, v2.4s
+	FMOVS (R2), F20
+	ADD $4, R2
+	WORD $0x4f94100c // fmla v12.4s, v0.4s, v20.s[0]
+	WORD $0x6f00e400 // movi v0.2d, #0
+	WORD $0x6f00e401 // movi v1.2d, #0
+	WORD $0x6f00e402 // movi v2.2d, #0
+	WORD $0x6f00e403 // movi v3.2d, #0
+	SUBS $1, R3
+	BNE block
+	WORD $0x6e2cd580 // faddp v0.4s, v12.4s, v12.4s
+	WORD $0x7e30d800 // faddp s0, v0.2s
+	FMOVS F0, ret+40(FP)
+	RET
+
+// func dotI4F32NEON(q *byte, x *float32, sc *float32, nb int, block int) float32
+TEXT ·dotI4F32NEON(SB), NOSPLIT, $0-44
+	MOVD q+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD sc+16(FP), R2
+	MOVD nb+24(FP), R3
+	MOVD block+32(FP), R4
+	WORD $0x6f00e400 // movi v0.2d, #0
+	WORD $0x6f00e401 // movi v1.2d, #0
+	WORD $0x6f00e402 // movi v2.2d, #0
+	WORD $0x6f00e403 // movi v3.2d, #0
+	WORD $0x6f00e40c // movi v12.2d, #0
+block:
+	MOVD R4, R5
+loop:
+	VLD1.P 16(R0), [V4.B16]
+	WORD $0x4f0c0487 // sshr v7.16b, v4.16b, #4
+	WORD $0x4f0c5484 // shl v4.16b, v4.16b, #4
+	WORD $0x4f0c0484 // sshr v4.16b, v4.16b, #4
+	WORD $0x4e077898 // zip2 v24.16b, v4.16b, v7.16b
+	WORD $0x4e073884 // zip1 v4.16b, v4.16b, v7.16b
+	VLD1.P 64(R1), [V8.S4, V9.S4, V10.S4, V11.S4]
+	WORD $0x0f08a485 // sshll v5.8h, v4.8b, #0
+	WORD $0x4f08a486 // sshll2 v6.8h, v4.16b, #0
+	WORD $0x0f10a4b0 // sshll v16.4s, v5.4h, #0
+	WORD $0x4f10a4b1 // sshll2 v17.4s, v5.8h, #0
+	WORD $0x0f10a4d2 // sshll v18.4s, v6.4h, #0
+	WORD $0x4f10a4d3 // sshll2 v19.4s, v6.8h, #0
+	WORD $0x4e21da10 // scvtf v16.4s, v16.4s
+	WORD $0x4e21da31 // scvtf v17.4s, v17.4s
+	WORD $0x4e21da52 // scvtf v18.4s, v18.4s
+	WORD $0x4e21da73 // scvtf v19.4s, v19.4s
+	WORD $0x4e28ce00 // fmla v0.4s, v16.4s, v8.4s
+	WORD $0x4e29ce21 // fmla v1.4s, v17.4s, v9.4s
+	WORD $0x4e2ace42 // fmla v2.4s, v18.4s, v10.4s
+	WORD $0x4e2bce63 // fmla v3.4s, v19.4s, v11.4s
+	VLD1.P 64(R1), [V8.S4, V9.S4, V10.S4, V11.S4]
+	WORD $0x0f08a705 // sshll v5.8h, v24.8b, #0
+	WORD $0x4f08a706 // sshll2 v6.8h, v24.16b, #0
+	WORD $0x0f10a4b0 // sshll v16.4s, v5.4h, #0
+	WORD $0x4f10a4b1 // sshll2 v17.4s, v5.8h, #0
+	WORD $0x0f10a4d2 // sshll v18.4s, v6.4h, #0
+	WORD $0x4f10a4d3 // sshll2 v19.4s, v6.8h, #0
+	WORD $0x4e21da10 // scvtf v16.4s, v16.4s
+	WORD $0x4e21da31 // scvtf v17.4s, v17.4s
+	WORD $0x4e21da52 // scvtf v18.4s, v18.4s
+	WORD $0x4e21da73 // scvtf v19.4s, v19.4s
+	WORD $0x4e28ce00 // fmla v0.4s, v16.4s, v8.4s
+	WORD $0x4e29ce21 // fmla v1.4s, v17.4s, v9.4s
+	WORD $0x4e2ace42 // fmla v2.4s, v18.4s, v10.4s
+	WORD $0x4e2bce63 // fmla v3.4s, v19.4s, v11.4s
+	SUBS $32, R5
+	BNE loop
+	WORD $0x4e21d400 // fadd v0.4s, v0.4s, v1.4s
+	WORD $0x4e23d442 // fadd v2.4s, v2.4s, v3.4s
+	WORD $0x4e22d400 // fadd v0.4s, v0.4s, v2.4s
+	FMOVS (R2), F20
+	ADD $4, R2
+	WORD $0x4f94100c // fmla v12.4s, v0.4s, v20.s[0]
+	WORD $0x6f00e400 // movi v0.2d, #0
+	WORD $0x6f00e401 // movi v1.2d, #0
+	WORD $0x6f00e402 // movi v2.2d, #0
+	WORD $0x6f00e403 // movi v3.2d, #0
+	SUBS $1, R3
+	BNE block
+	WORD $0x6e2cd580 // faddp v0.4s, v12.4s, v12.4s
+	WORD $0x7e30d800 // faddp s0, v0.2s
+	FMOVS F0, ret+40(FP)
+	RET
+
 // func expSubF32NEON(out *float32, in *float32, sub float32, n int)
 TEXT ·expSubF32NEON(SB), NOSPLIT, $0-32
 	MOVD out+0(FP), R0

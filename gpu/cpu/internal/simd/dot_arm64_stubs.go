@@ -34,6 +34,16 @@ func weightedSumF32NEON(out *float32, v *float32, stride int, w *float32, n int,
 //go:noescape
 func weightedSumF16NEON(out *float32, v *uint16, stride int, w *float32, n int, d int)
 
+// dotI8F32NEON returns Σ_b sc[b] Σ_i q[b*block+i]*x[b*block+i] over nb blocks, block a positive multiple of 16.
+//
+//go:noescape
+func dotI8F32NEON(q *int8, x *float32, sc *float32, nb int, block int) float32
+
+// dotI4F32NEON returns Σ_b sc[b] Σ_i w[b*block+i]*x[b*block+i] over nb blocks of int4 weights w packed two per byte (element 0 in the low nibble), block a positive multiple of 32.
+//
+//go:noescape
+func dotI4F32NEON(q *byte, x *float32, sc *float32, nb int, block int) float32
+
 // expSubF32NEON sets out[i] = Exp(in[i] - sub) for i < n (a positive multiple of 8).
 //
 //go:noescape

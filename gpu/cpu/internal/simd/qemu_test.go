@@ -56,7 +56,7 @@ func TestARM64UnderQEMU(t *testing.T) {
 			if err != nil {
 				t.Fatalf("arm64 tests under qemu -cpu %s: %v\n%s", c.cpu, err, out)
 			}
-			for _, name := range []string{"TestARM64Impls", "TestFloatParity", "TestWeightedSumParity", "TestDynamicParity", "TestRowsParity", "TestExpParity", "TestKernelsAllocateNothing"} {
+			for _, name := range []string{"TestARM64Impls", "TestFloatParity", "TestBlockParity", "TestWeightedSumParity", "TestDynamicParity", "TestRowsParity", "TestExpParity", "TestKernelsAllocateNothing"} {
 				if !strings.Contains(string(out), "--- PASS: "+name+" ") {
 					t.Errorf("arm64 tests under qemu -cpu %s: %s did not pass\n%s", c.cpu, name, out)
 				}

@@ -5,16 +5,16 @@ import "golang.org/x/sys/cpu"
 // NEON is the arm64 assembly implementation for every ARMv8-A core: f32,
 // f16 and bf16 dot products, the attention sums, the dynamic-range integer
 // kernels with SMULL/SMULL2 and SADALP, and the exponentials of softmax and
-// SwiGLU (with the Go form's bits). The int8/int4 kernels of the exact path
-// (DotI8, DotI4) stay in Go.
+// SwiGLU (with the Go form's bits), and the exact path's int8/int4 dot
+// products with f32 inputs.
 var NEON = &Impl{
 	Name:     "neon",
 	dotF32:   dotF32N,
 	dotF32x4: dotF32x4N,
 	dotF16:   dotF16N,
 	dotBF16:  dotBF16N,
-	dotI8:    dotI8Go,
-	dotI4:    dotI4Go,
+	dotI8:    dotI8N,
+	dotI4:    dotI4N,
 	dotQ8:    neonQ.dotQ8,
 	dotQ4:    neonQ.dotQ4,
 	dotQ4x4:  neonQ.dotQ4x4,
@@ -36,8 +36,8 @@ var NEONDot = &Impl{
 	dotF32x4: dotF32x4N,
 	dotF16:   dotF16N,
 	dotBF16:  dotBF16N,
-	dotI8:    dotI8Go,
-	dotI4:    dotI4Go,
+	dotI8:    dotI8N,
+	dotI4:    dotI4N,
 	dotQ8:    sdotQ.dotQ8,
 	dotQ4:    sdotQ.dotQ4,
 	dotQ4x4:  sdotQ.dotQ4x4,
@@ -112,6 +112,20 @@ func dotBF16N(a []uint16, x []float32) float32 {
 		s += dotBF16Go(a[n:], x[n:])
 	}
 	return s
+}
+
+func dotI8N(q []int8, sc []float32, block int, x []float32) float32 {
+	if block%16 != 0 || len(sc) == 0 {
+		return dotI8Go(q, sc, block, x)
+	}
+	return dotI8F32NEON(&q[0], &x[0], &sc[0], len(sc), block)
+}
+
+func dotI4N(q []byte, sc []float32, block int, x []float32) float32 {
+	if block%32 != 0 || len(sc) == 0 {
+		return dotI4Go(q, sc, block, x)
+	}
+	return dotI4F32NEON(&q[0], &x[0], &sc[0], len(sc), block)
 }
 
 func expSubN(out, in []float32, sub float32) {

@@ -91,3 +91,14 @@ func fneg(d, n int) word     { return rr(0x6ea0f800, d, n, "fneg v%d.4s, v%d.4s"
 
 // SHL Vd.4S, Vn.4S, #23 (immh:immb = 32+23).
 func shl23(d, n int) word { return rr(0x4f375400, d, n, "shl v%d.4s, v%d.4s, #23") }
+
+// SSHLL Vd.8H, Vn.8B, #0 (SXTL) and SSHLL2 Vd.8H, Vn.16B, #0; the same
+// from .4H/.8H to .4S.
+func sxtlB(d, n int) word  { return rr(0x0f08a400, d, n, "sshll v%d.8h, v%d.8b, #0") }
+func sxtl2B(d, n int) word { return rr(0x4f08a400, d, n, "sshll2 v%d.8h, v%d.16b, #0") }
+func sxtlH(d, n int) word  { return rr(0x0f10a400, d, n, "sshll v%d.4s, v%d.4h, #0") }
+func sxtl2H(d, n int) word { return rr(0x4f10a400, d, n, "sshll2 v%d.4s, v%d.8h, #0") }
+
+// ZIP1 and ZIP2 Vd.16B, Vn.16B, Vm.16B.
+func zip1b(d, n, m int) word { return rrr(0x4e003800, d, n, m, "zip1 v%d.16b, v%d.16b, v%d.16b") }
+func zip2b(d, n, m int) word { return rrr(0x4e007800, d, n, m, "zip2 v%d.16b, v%d.16b, v%d.16b") }

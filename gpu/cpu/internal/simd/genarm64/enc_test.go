@@ -48,6 +48,12 @@ func TestEncodings(t *testing.T) {
 		{bif(1, 2, 3), "bif v1.16b, v2.16b, v3.16b", 0x6ee31c41},
 		{fdiv(1, 2, 3), "fdiv v1.4s, v2.4s, v3.4s", 0x6e23fc41},
 		{fneg(1, 2), "fneg v1.4s, v2.4s", 0x6ea0f841},
+		{sxtlB(1, 2), "sshll v1.8h, v2.8b, #0", 0x0f08a441},
+		{sxtl2B(1, 2), "sshll2 v1.8h, v2.16b, #0", 0x4f08a441},
+		{sxtlH(1, 2), "sshll v1.4s, v2.4h, #0", 0x0f10a441},
+		{sxtl2H(1, 2), "sshll2 v1.4s, v2.8h, #0", 0x4f10a441},
+		{zip1b(1, 2, 3), "zip1 v1.16b, v2.16b, v3.16b", 0x4e033841},
+		{zip2b(1, 2, 3), "zip2 v1.16b, v2.16b, v3.16b", 0x4e037841},
 	} {
 		if c.got.bits != c.want || c.got.text != c.text {
 			t.Errorf("%s: encoded %#08x (%q), want %#08x", c.text, c.got.bits, c.got.text, c.want)

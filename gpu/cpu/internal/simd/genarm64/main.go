@@ -52,6 +52,8 @@ func Generate(pkg string) (asm, stubs []byte) {
 	dotHalf(&f, "dotBF16NEON", "bfloat16 weights, widened by interleaving with zero halves (ZIP1/ZIP2)", true)
 	wsumF32(&f)
 	wsumF16(&f)
+	dotI8F32(&f)
+	dotI4F32(&f)
 	expSub(&f)
 	swiglu(&f)
 	for _, v := range []variant{neon, sdot} {
@@ -540,4 +542,87 @@ func qRows(f *file, v variant, q4 bool) {
 	f.ins("SUBS $1, R5")
 	f.ins("BNE row")
 	f.ins("RET")
+}
+
+// widenI8 turns the 16 int8 lanes of V<src> into floats in V16-V19
+// (elements 0-3, ..., 12-15), using V5 and V6.
+func widenI8(f *file, src int) {
+	f.word(sxtlB(5, src))
+	f.word(sxtl2B(6, src))
+	f.word(sxtlH(16, 5))
+	f.word(sxtl2H(17, 5))
+	f.word(sxtlH(18, 6))
+	f.word(sxtl2H(19, 6))
+	for r := 16; r < 20; r++ {
+		f.word(scvtf4s(r, r))
+	}
+}
+
+// blockEnd adds the block's four accumulators, scaled by the next scale
+// at R2, into V12 and clears them.
+func blockEnd(f *file) {
+	f.word(fadd(0, 0, 1))
+	f.word(fadd(2, 2, 3))
+	f.word(fadd(0, 0, 2))
+	f.ins("FMOVS (R2), F20")
+	f.ins("ADD $4, R2")
+	f.word(fmlaElem(12, 0, 20))
+	f.zero(0, 1, 2, 3)
+}
+
+// dotI8F32 writes dotI8F32NEON: int8 weights with one f32 scale per block
+// of f32 inputs (the exact path), 16 weights per step.
+func dotI8F32(f *file) {
+	f.fn("dotI8F32NEON", "returns Σ_b sc[b] Σ_i q[b*block+i]*x[b*block+i] over nb blocks, block a positive multiple of 16.",
+		[]arg{{"q", "*int8"}, {"x", "*float32"}, {"sc", "*float32"}, {"nb", "int"}, {"block", "int"}}, true, 0, 1, 2, 3, 4)
+	f.zero(0, 1, 2, 3, 12)
+	f.label("block")
+	f.ins("MOVD R4, R5")
+	f.label("loop")
+	f.ins("VLD1.P 16(R0), [V4.B16]")
+	f.ins("VLD1.P 64(R1), %s", vlist(8, 4, "S4"))
+	widenI8(f, 4)
+	for i := range 4 {
+		f.word(fmla(i, 16+i, 8+i))
+	}
+	f.ins("SUBS $16, R5")
+	f.ins("BNE loop")
+	blockEnd(f)
+	f.ins("SUBS $1, R3")
+	f.ins("BNE block")
+	f.hsum4(0, 12)
+	f.ret(5, 0)
+}
+
+// dotI4F32 writes dotI4F32NEON: int4 weights (two per byte, element 0 in
+// the low nibble) with one f32 scale per block of f32 inputs, 32 weights
+// per step: the nibbles are sign-extended and interleaved back into
+// element order with ZIP1/ZIP2.
+func dotI4F32(f *file) {
+	f.fn("dotI4F32NEON", "returns Σ_b sc[b] Σ_i w[b*block+i]*x[b*block+i] over nb blocks of int4 weights w packed two per byte (element 0 in the low nibble), block a positive multiple of 32.",
+		[]arg{{"q", "*byte"}, {"x", "*float32"}, {"sc", "*float32"}, {"nb", "int"}, {"block", "int"}}, true, 0, 1, 2, 3, 4)
+	f.zero(0, 1, 2, 3, 12)
+	f.label("block")
+	f.ins("MOVD R4, R5")
+	f.label("loop")
+	f.ins("VLD1.P 16(R0), [V4.B16]")
+	f.word(sshr4(7, 4))
+	f.word(shl4(4, 4))
+	f.word(sshr4(4, 4))
+	f.word(zip2b(24, 4, 7))
+	f.word(zip1b(4, 4, 7))
+	for _, src := range []int{4, 24} {
+		f.ins("VLD1.P 64(R1), %s", vlist(8, 4, "S4"))
+		widenI8(f, src)
+		for i := range 4 {
+			f.word(fmla(i, 16+i, 8+i))
+		}
+	}
+	f.ins("SUBS $32, R5")
+	f.ins("BNE loop")
+	blockEnd(f)
+	f.ins("SUBS $1, R3")
+	f.ins("BNE block")
+	f.hsum4(0, 12)
+	f.ret(5, 0)
 }
