@@ -430,6 +430,37 @@ func TestGeneratedCurrent(t *testing.T) {
 	}
 }
 
+// TestGeneratedARM64Current does the same for the arm64 kernels (genarm64
+// writes no arguments into its files, so they must match exactly).
+func TestGeneratedARM64Current(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the generator")
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("go tool: %v", err)
+	}
+	dir := t.TempDir()
+	s, stubs := filepath.Join(dir, "dot_arm64.s"), filepath.Join(dir, "dot_arm64_stubs.go")
+	cmd := exec.Command(goTool, "run", "./genarm64", "-out", s, "-stubs", stubs, "-pkg", "simd")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("generator: %v\n%s", err, out)
+	}
+	for _, f := range [][2]string{{s, "dot_arm64.s"}, {stubs, "dot_arm64_stubs.go"}} {
+		got, err := os.ReadFile(f[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := os.ReadFile(f[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s is not what genarm64 writes: run go generate ./gpu/cpu/internal/simd", f[1])
+		}
+	}
+}
+
 func dropLine(b []byte) []byte {
 	if i := bytes.IndexByte(b, '\n'); i >= 0 {
 		return b[i+1:]
@@ -442,5 +473,33 @@ func dropLine(b []byte) []byte {
 func TestPackageUsesBest(t *testing.T) {
 	if best != Best() {
 		t.Fatalf("package functions use %s, Best is %s", best.Name, Best().Name)
+	}
+}
+
+// TestKernelsAllocateNothing: the wrappers keep their scratch (scale
+// buffers, partial sums) on the stack, for every grouping of blocks.
+func TestKernelsAllocateNothing(t *testing.T) {
+	r := rngFor(t)
+	const ng, per = 5, 8
+	n := ng * per * QBlock
+	w8, w4, x := randI8(r, n), randBytes(r, n/2), randI8(r, 4*n)
+	ws, xd := make([]uint16, ng*per), randF32(r, 4*n/QBlock)
+	a, xf := randF32(r, n), randF32(r, 4*n)
+	out := new([4]float32)
+	for _, k := range Impls() {
+		for _, p := range []int{1, per} {
+			wsp := ws[:len(ws)/p]
+			if allocs := testing.AllocsPerRun(10, func() {
+				k.DotQ8(w8, wsp, p, x, xd)
+				k.DotQ4(w4, wsp, p, x, xd)
+				k.DotQ8x4(w8, wsp, p, x, xd, n, out)
+				k.DotQ4x4(w4, wsp, p, x, xd, n, out)
+				k.DotF32(a, xf)
+				k.DotF32x4(a, xf, n, out)
+				k.WeightedSum(a[:64], xf, 64, a[:16])
+			}); allocs != 0 {
+				t.Errorf("%s per=%d: %v allocations per run, want 0", k.Name, p, allocs)
+			}
+		}
 	}
 }

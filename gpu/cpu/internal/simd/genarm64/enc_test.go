@@ -1,0 +1,62 @@
+package main
+
+import "testing"
+
+// TestEncodings checks the encoders against LLVM's assembler: each want is
+// what `llvm-mc -triple=aarch64 -mattr=+dotprod -show-encoding` (LLVM 14,
+// Debian 12) prints for the instruction, as a little-endian word. The
+// registers are chosen so that every register field takes a value with
+// its top and bottom bits set somewhere.
+func TestEncodings(t *testing.T) {
+	for _, c := range []struct {
+		got  word
+		text string
+		want uint32
+	}{
+		{sdotW(0, 1, 2), "sdot v0.4s, v1.16b, v2.16b", 0x4e829420},
+		{sdotW(31, 30, 29), "sdot v31.4s, v30.16b, v29.16b", 0x4e9d97df},
+		{smull(3, 4, 5), "smull v3.8h, v4.8b, v5.8b", 0x0e25c083},
+		{smull2(3, 4, 5), "smull2 v3.8h, v4.16b, v5.16b", 0x4e25c083},
+		{sadalp(6, 7), "sadalp v6.4s, v7.8h", 0x4e6068e6},
+		{sshr4(1, 2), "sshr v1.16b, v2.16b, #4", 0x4f0c0441},
+		{shl4(1, 2), "shl v1.16b, v2.16b, #4", 0x4f0c5441},
+		{fcvtl(1, 2), "fcvtl v1.4s, v2.4h", 0x0e217841},
+		{fcvtl2(1, 2), "fcvtl2 v1.4s, v2.8h", 0x4e217841},
+		{scvtf4s(1, 2), "scvtf v1.4s, v2.4s", 0x4e21d841},
+		{fadd(1, 2, 3), "fadd v1.4s, v2.4s, v3.4s", 0x4e23d441},
+		{faddp(1, 2, 3), "faddp v1.4s, v2.4s, v3.4s", 0x6e23d441},
+		{fmul(1, 2, 3), "fmul v1.4s, v2.4s, v3.4s", 0x6e23dc41},
+		{fmla(1, 2, 3), "fmla v1.4s, v2.4s, v3.4s", 0x4e23cc41},
+		{fmlaElem(1, 2, 3), "fmla v1.4s, v2.4s, v3.s[0]", 0x4f831041},
+		{fmlaElem(1, 2, 17), "fmla v1.4s, v2.4s, v17.s[0]", 0x4f911041},
+		{addp4s(1, 2, 3), "addp v1.4s, v2.4s, v3.4s", 0x4ea3bc41},
+		{faddpScalar(1, 2), "faddp s1, v2.2s", 0x7e30d841},
+		{zip1h(1, 2, 3), "zip1 v1.8h, v2.8h, v3.8h", 0x4e433841},
+		{zip2h(1, 2, 3), "zip2 v1.8h, v2.8h, v3.8h", 0x4e437841},
+		{moviZero(1), "movi v1.2d, #0", 0x6f00e401},
+		{fmax(1, 2, 3), "fmax v1.4s, v2.4s, v3.4s", 0x4e23f441},
+		{fmin(1, 2, 3), "fmin v1.4s, v2.4s, v3.4s", 0x4ea3f441},
+		{frintn(1, 2), "frintn v1.4s, v2.4s", 0x4e218841},
+		{fsub(1, 2, 3), "fsub v1.4s, v2.4s, v3.4s", 0x4ea3d441},
+		{fcvtzs(1, 2), "fcvtzs v1.4s, v2.4s", 0x4ea1b841},
+		{shl23(1, 2), "shl v1.4s, v2.4s, #23", 0x4f375441},
+		{add4s(1, 2, 3), "add v1.4s, v2.4s, v3.4s", 0x4ea38441},
+		{fcmgt(1, 2, 3), "fcmgt v1.4s, v2.4s, v3.4s", 0x6ea3e441},
+		{fcmeq(1, 2, 3), "fcmeq v1.4s, v2.4s, v3.4s", 0x4e23e441},
+		{bic(1, 2, 3), "bic v1.16b, v2.16b, v3.16b", 0x4e631c41},
+		{bit(1, 2, 3), "bit v1.16b, v2.16b, v3.16b", 0x6ea31c41},
+		{bif(1, 2, 3), "bif v1.16b, v2.16b, v3.16b", 0x6ee31c41},
+		{fdiv(1, 2, 3), "fdiv v1.4s, v2.4s, v3.4s", 0x6e23fc41},
+		{fneg(1, 2), "fneg v1.4s, v2.4s", 0x6ea0f841},
+		{sxtlB(1, 2), "sshll v1.8h, v2.8b, #0", 0x0f08a441},
+		{sxtl2B(1, 2), "sshll2 v1.8h, v2.16b, #0", 0x4f08a441},
+		{sxtlH(1, 2), "sshll v1.4s, v2.4h, #0", 0x0f10a441},
+		{sxtl2H(1, 2), "sshll2 v1.4s, v2.8h, #0", 0x4f10a441},
+		{zip1b(1, 2, 3), "zip1 v1.16b, v2.16b, v3.16b", 0x4e033841},
+		{zip2b(1, 2, 3), "zip2 v1.16b, v2.16b, v3.16b", 0x4e037841},
+	} {
+		if c.got.bits != c.want || c.got.text != c.text {
+			t.Errorf("%s: encoded %#08x (%q), want %#08x", c.text, c.got.bits, c.got.text, c.want)
+		}
+	}
+}

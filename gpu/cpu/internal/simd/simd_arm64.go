@@ -1,0 +1,397 @@
+package simd
+
+import "golang.org/x/sys/cpu"
+
+// NEON is the arm64 assembly implementation for every ARMv8-A core: f32,
+// f16 and bf16 dot products, the attention sums, the dynamic-range integer
+// kernels with SMULL/SMULL2 and SADALP, and the exponentials of softmax and
+// SwiGLU (with the Go form's bits), and the exact path's int8/int4 dot
+// products with f32 inputs.
+var NEON = &Impl{
+	Name:     "neon",
+	dotF32:   dotF32N,
+	dotF32x4: dotF32x4N,
+	dotF16:   dotF16N,
+	dotBF16:  dotBF16N,
+	dotI8:    dotI8N,
+	dotI4:    dotI4N,
+	dotQ8:    neonQ.dotQ8,
+	dotQ4:    neonQ.dotQ4,
+	dotQ4x4:  neonQ.dotQ4x4,
+	dotQ8x4:  neonQ.dotQ8x4,
+
+	dotQ8Rows: neonQ.dotQ8Rows,
+	dotQ4Rows: neonQ.dotQ4Rows,
+	wsumF32:   wsumF32N,
+	wsumF16:   wsumF16N,
+	expSub:    expSubN,
+	swiglu:    swigluN,
+}
+
+// NEONDot is NEON with the integer kernels on SDOT, for cores with the
+// dot product extension (ARMv8.2-A DotProd; x/sys/cpu's ASIMDDP).
+var NEONDot = &Impl{
+	Name:     "neon-sdot",
+	dotF32:   dotF32N,
+	dotF32x4: dotF32x4N,
+	dotF16:   dotF16N,
+	dotBF16:  dotBF16N,
+	dotI8:    dotI8N,
+	dotI4:    dotI4N,
+	dotQ8:    sdotQ.dotQ8,
+	dotQ4:    sdotQ.dotQ4,
+	dotQ4x4:  sdotQ.dotQ4x4,
+	dotQ8x4:  sdotQ.dotQ8x4,
+
+	dotQ8Rows: sdotQ.dotQ8Rows,
+	dotQ4Rows: sdotQ.dotQ4Rows,
+	wsumF32:   wsumF32N,
+	wsumF16:   wsumF16N,
+	expSub:    expSubN,
+	swiglu:    swigluN,
+}
+
+func init() {
+	if cpu.ARM64.HasASIMD {
+		impls = append(impls, NEON)
+		if cpu.ARM64.HasASIMDDP {
+			impls = append(impls, NEONDot)
+		}
+	}
+	best = Best()
+}
+
+// The wrappers run the assembly on whole vectors and finish in Go.
+
+func dotF32N(a, x []float32) float32 {
+	n := len(a) &^ 3
+	var s float32
+	if n > 0 {
+		s = dotF32NEON(&a[0], &x[0], n)
+	}
+	for i := n; i < len(a); i++ {
+		s += a[i] * x[i]
+	}
+	return s
+}
+
+func dotF32x4N(a, x []float32, stride int, out *[4]float32) {
+	n := len(a) &^ 3
+	if n == 0 {
+		dotF32x4Go(a, x, stride, out)
+		return
+	}
+	dotF32x4NEON(&a[0], &x[0], stride, n, &out[0])
+	for j := range out {
+		xj := x[j*stride:]
+		for i := n; i < len(a); i++ {
+			out[j] += a[i] * xj[i]
+		}
+	}
+}
+
+func dotF16N(a []uint16, x []float32) float32 {
+	n := len(a) &^ 7
+	var s float32
+	if n > 0 {
+		s = dotF16NEON(&a[0], &x[0], n)
+	}
+	for i := n; i < len(a); i++ {
+		s += F16ToF32[a[i]] * x[i]
+	}
+	return s
+}
+
+func dotBF16N(a []uint16, x []float32) float32 {
+	n := len(a) &^ 7
+	var s float32
+	if n > 0 {
+		s = dotBF16NEON(&a[0], &x[0], n)
+	}
+	if n < len(a) {
+		s += dotBF16Go(a[n:], x[n:])
+	}
+	return s
+}
+
+func dotI8N(q []int8, sc []float32, block int, x []float32) float32 {
+	if block%16 != 0 || len(sc) == 0 {
+		return dotI8Go(q, sc, block, x)
+	}
+	return dotI8F32NEON(&q[0], &x[0], &sc[0], len(sc), block)
+}
+
+func dotI4N(q []byte, sc []float32, block int, x []float32) float32 {
+	if block%32 != 0 || len(sc) == 0 {
+		return dotI4Go(q, sc, block, x)
+	}
+	return dotI4F32NEON(&q[0], &x[0], &sc[0], len(sc), block)
+}
+
+func expSubN(out, in []float32, sub float32) {
+	n := len(out) &^ 7
+	if n > 0 {
+		expSubF32NEON(&out[0], &in[0], sub, n)
+	}
+	expSubGo(out[n:], in[n:], sub)
+}
+
+func swigluN(out, g, u []float32) {
+	n := len(out) &^ 7
+	if n > 0 {
+		swigluF32NEON(&out[0], &g[0], &u[0], n)
+	}
+	swigluGo(out[n:], g[n:], u[n:])
+}
+
+// The weighted sums run the assembly on whole vectors of columns and the
+// rest in Go.
+func wsumF32N(out, v []float32, stride int, w []float32) {
+	d := len(out) &^ 3
+	if len(w) == 0 || d == 0 {
+		wsumF32Go(out, v, stride, w)
+		return
+	}
+	weightedSumF32NEON(&out[0], &v[0], stride, &w[0], len(w), d)
+	if d < len(out) {
+		wsumF32Go(out[d:], v[d:], stride, w)
+	}
+}
+
+func wsumF16N(out []float32, v []uint16, stride int, w []float32) {
+	d := len(out) &^ 7
+	if len(w) == 0 || d == 0 {
+		wsumF16Go(out, v, stride, w)
+		return
+	}
+	weightedSumF16NEON(&out[0], &v[0], stride, &w[0], len(w), d)
+	if d < len(out) {
+		wsumF16Go(out[d:], v[d:], stride, w)
+	}
+}
+
+// qKernels selects one variant's integer kernels, each over a whole
+// number of groups of four blocks with one weight scale per block. The
+// kernels are called directly (not through function values) so that
+// escape analysis sees their //go:noescape and the scale buffers below
+// stay on the stack: a decode step allocates nothing.
+type qKernels struct{ sdot bool }
+
+var (
+	neonQ = &qKernels{sdot: false}
+	sdotQ = &qKernels{sdot: true}
+)
+
+func (k *qKernels) q8(w *int8, ws *uint16, x *int8, xd *float32, nb int) float32 {
+	if k.sdot {
+		return dotQ8Q8BlocksSDOT(w, ws, x, xd, nb)
+	}
+	return dotQ8Q8BlocksNEON(w, ws, x, xd, nb)
+}
+
+func (k *qKernels) q4(w *byte, ws *uint16, x *int8, xd *float32, nb int) float32 {
+	if k.sdot {
+		return dotQ4Q8BlocksSDOT(w, ws, x, xd, nb)
+	}
+	return dotQ4Q8BlocksNEON(w, ws, x, xd, nb)
+}
+
+func (k *qKernels) q8x4(w *int8, ws *uint16, x *int8, xd *float32, nb, xstride, dstride int, out *float32) {
+	if k.sdot {
+		dotQ8Q8x4BlocksSDOT(w, ws, x, xd, nb, xstride, dstride, out)
+		return
+	}
+	dotQ8Q8x4BlocksNEON(w, ws, x, xd, nb, xstride, dstride, out)
+}
+
+func (k *qKernels) q4x4(w *byte, ws *uint16, x *int8, xd *float32, nb, xstride, dstride int, out *float32) {
+	if k.sdot {
+		dotQ4Q8x4BlocksSDOT(w, ws, x, xd, nb, xstride, dstride, out)
+		return
+	}
+	dotQ4Q8x4BlocksNEON(w, ws, x, xd, nb, xstride, dstride, out)
+}
+
+// scaleChunk is the number of blocks whose weight scales are spread to
+// one per block at a time when several blocks share a scale (per > 1), so
+// that the one-scale-per-block kernels serve every grouping.
+const scaleChunk = 64
+
+// spread sets buf[i] = ws[(b0+i)/per] for i < m.
+func spread(buf *[scaleChunk]uint16, ws []uint16, per, b0, m int) []uint16 {
+	for i := range m {
+		buf[i] = ws[(b0+i)/per]
+	}
+	return buf[:m]
+}
+
+// blocks8 is DotQ8 with one scale per block (len(ws) blocks): the
+// assembly on the whole groups of four, Go on the rest.
+func (k *qKernels) blocks8(w []int8, ws []uint16, x []int8, xd []float32) float32 {
+	nb := len(ws)
+	n4 := nb &^ 3
+	var s float32
+	if n4 > 0 {
+		s = k.q8(&w[0], &ws[0], &x[0], &xd[0], n4)
+	}
+	if n4 < nb {
+		s += dotQ8Go(w[n4*QBlock:nb*QBlock], ws[n4:], 1, x[n4*QBlock:nb*QBlock], xd[n4:nb])
+	}
+	return s
+}
+
+func (k *qKernels) blocks4(w []byte, ws []uint16, x []int8, xd []float32) float32 {
+	nb := len(ws)
+	n4 := nb &^ 3
+	var s float32
+	if n4 > 0 {
+		s = k.q4(&w[0], &ws[0], &x[0], &xd[0], n4)
+	}
+	if n4 < nb {
+		s += dotQ4Go(w[n4*QBlock/2:nb*QBlock/2], ws[n4:], 1, x[n4*QBlock:nb*QBlock], xd[n4:nb])
+	}
+	return s
+}
+
+func (k *qKernels) dotQ8(w []int8, ws []uint16, per int, x []int8, xd []float32) float32 {
+	if len(ws) == 0 || per <= 0 {
+		return 0
+	}
+	if per == 1 {
+		return k.blocks8(w, ws, x, xd)
+	}
+	var buf [scaleChunk]uint16
+	nb := len(ws) * per
+	var s float32
+	for b0 := 0; b0 < nb; b0 += scaleChunk {
+		m := min(scaleChunk, nb-b0)
+		s += k.blocks8(w[b0*QBlock:(b0+m)*QBlock], spread(&buf, ws, per, b0, m), x[b0*QBlock:(b0+m)*QBlock], xd[b0:b0+m])
+	}
+	return s
+}
+
+func (k *qKernels) dotQ4(w []byte, ws []uint16, per int, x []int8, xd []float32) float32 {
+	if len(ws) == 0 || per <= 0 {
+		return 0
+	}
+	if per == 1 {
+		return k.blocks4(w, ws, x, xd)
+	}
+	var buf [scaleChunk]uint16
+	nb := len(ws) * per
+	var s float32
+	for b0 := 0; b0 < nb; b0 += scaleChunk {
+		m := min(scaleChunk, nb-b0)
+		s += k.blocks4(w[b0*QBlock/2:(b0+m)*QBlock/2], spread(&buf, ws, per, b0, m), x[b0*QBlock:(b0+m)*QBlock], xd[b0:b0+m])
+	}
+	return s
+}
+
+// blocks8x4 is blocks8 for four token rows; out[j] gets the bits blocks8
+// gives for row j.
+func (k *qKernels) blocks8x4(w []int8, ws []uint16, x []int8, xd []float32, xstride int, out *[4]float32) {
+	nb, ds := len(ws), xstride/QBlock
+	n4 := nb &^ 3
+	*out = [4]float32{}
+	if n4 > 0 {
+		k.q8x4(&w[0], &ws[0], &x[0], &xd[0], n4, xstride, ds, &out[0])
+	}
+	if n4 < nb {
+		for j := range out {
+			out[j] += dotQ8Go(w[n4*QBlock:nb*QBlock], ws[n4:], 1, x[j*xstride+n4*QBlock:], xd[j*ds+n4:])
+		}
+	}
+}
+
+func (k *qKernels) blocks4x4(w []byte, ws []uint16, x []int8, xd []float32, xstride int, out *[4]float32) {
+	nb, ds := len(ws), xstride/QBlock
+	n4 := nb &^ 3
+	*out = [4]float32{}
+	if n4 > 0 {
+		k.q4x4(&w[0], &ws[0], &x[0], &xd[0], n4, xstride, ds, &out[0])
+	}
+	if n4 < nb {
+		for j := range out {
+			out[j] += dotQ4Go(w[n4*QBlock/2:nb*QBlock/2], ws[n4:], 1, x[j*xstride+n4*QBlock:], xd[j*ds+n4:])
+		}
+	}
+}
+
+func (k *qKernels) dotQ8x4(w []int8, ws []uint16, per int, x []int8, xd []float32, xstride int, out *[4]float32) {
+	if len(ws) == 0 || per <= 0 {
+		*out = [4]float32{}
+		return
+	}
+	if per == 1 {
+		k.blocks8x4(w, ws, x, xd, xstride, out)
+		return
+	}
+	var buf [scaleChunk]uint16
+	var part, sum [4]float32
+	nb := len(ws) * per
+	for b0 := 0; b0 < nb; b0 += scaleChunk {
+		m := min(scaleChunk, nb-b0)
+		k.blocks8x4(w[b0*QBlock:(b0+m)*QBlock], spread(&buf, ws, per, b0, m), x[b0*QBlock:], xd[b0:], xstride, &part)
+		for j := range sum {
+			sum[j] += part[j]
+		}
+	}
+	*out = sum
+}
+
+func (k *qKernels) dotQ4x4(w []byte, ws []uint16, per int, x []int8, xd []float32, xstride int, out *[4]float32) {
+	if len(ws) == 0 || per <= 0 {
+		*out = [4]float32{}
+		return
+	}
+	if per == 1 {
+		k.blocks4x4(w, ws, x, xd, xstride, out)
+		return
+	}
+	var buf [scaleChunk]uint16
+	var part, sum [4]float32
+	nb := len(ws) * per
+	for b0 := 0; b0 < nb; b0 += scaleChunk {
+		m := min(scaleChunk, nb-b0)
+		k.blocks4x4(w[b0*QBlock/2:(b0+m)*QBlock/2], spread(&buf, ws, per, b0, m), x[b0*QBlock:], xd[b0:], xstride, &part)
+		for j := range sum {
+			sum[j] += part[j]
+		}
+	}
+	*out = sum
+}
+
+// dotQ8Rows runs the rows kernel when the rows are whole groups of four
+// blocks (each result then has the one-row kernel's bits, as DotQ8Rows
+// promises), and loops over dotQ8 otherwise.
+func (k *qKernels) dotQ8Rows(w []int8, ws []uint16, x []int8, xd []float32, out []float32, wsStride int) {
+	nb := len(xd)
+	if nb%4 != 0 {
+		n := nb * QBlock
+		for i := range out {
+			out[i] = k.dotQ8(w[i*n:(i+1)*n], ws[i*wsStride:i*wsStride+nb], 1, x, xd)
+		}
+		return
+	}
+	if k.sdot {
+		dotQ8Q8BlocksRowsSDOT(&w[0], &ws[0], &x[0], &xd[0], nb, len(out), &out[0], 2*wsStride)
+		return
+	}
+	dotQ8Q8BlocksRowsNEON(&w[0], &ws[0], &x[0], &xd[0], nb, len(out), &out[0], 2*wsStride)
+}
+
+func (k *qKernels) dotQ4Rows(w []byte, ws []uint16, x []int8, xd []float32, out []float32, wsStride int) {
+	nb := len(xd)
+	if nb%4 != 0 {
+		n := nb * QBlock
+		for i := range out {
+			out[i] = k.dotQ4(w[i*n/2:(i+1)*n/2], ws[i*wsStride:i*wsStride+nb], 1, x, xd)
+		}
+		return
+	}
+	if k.sdot {
+		dotQ4Q8BlocksRowsSDOT(&w[0], &ws[0], &x[0], &xd[0], nb, len(out), &out[0], 2*wsStride)
+		return
+	}
+	dotQ4Q8BlocksRowsNEON(&w[0], &ws[0], &x[0], &xd[0], nb, len(out), &out[0], 2*wsStride)
+}
