@@ -135,6 +135,10 @@ func (s *Sampler) Probabilities(logits []float32) (ids []int, probs []float64) {
 	return ids, probs
 }
 
+// InvTemperature is the factor the logits are multiplied by: 1/t in
+// float32, computed on the host for every backend.
+func InvTemperature(t float32) float32 { return 1 / t }
+
 func chunk(n int) int { return (n + Chunks - 1) / Chunks }
 
 // chunkedSum adds the values of p whose bits are at least minBits (all
@@ -167,8 +171,8 @@ func orderKey(v float32) uint32 {
 
 // distribution leaves in s.p the unnormalized probabilities Sample draws
 // from (0 for cut tokens) and returns -1, or returns the id to pick without
-// a draw when the scaled logits have no finite maximum (every value NaN or
-// an infinity wins: the greedy id).
+// a draw: the greedy id (0 for a row of NaNs) when the largest scaled
+// logit is not finite or TopK is 1.
 func (s *Sampler) distribution(logits []float32) int {
 	o := s.opts
 	n := len(logits)
@@ -177,24 +181,22 @@ func (s *Sampler) distribution(logits []float32) int {
 	}
 	p := s.p[:n]
 	s.p = p
-	// 1. Scale by the temperature; NaNs are never kept.
-	hi := float32(math.Inf(-1))
-	arg := -1
+	// 1. Scale by the temperature (one correctly rounded multiply on
+	// every backend); NaNs are never kept.
+	invT := InvTemperature(o.Temperature)
+	arg := Greedy(logits)
 	valid := 0
 	for i, v := range logits {
-		y := v / o.Temperature
+		y := v * invT
 		p[i] = y
 		if y == y {
 			valid++
-			if arg < 0 || y > hi {
-				hi, arg = y, i
-			}
 		}
 	}
-	if arg < 0 {
-		return 0
-	}
-	if math.IsInf(float64(hi), 0) {
+	// The largest scaled logit is the largest logit scaled (rounding is
+	// monotonic); without a finite one the greedy id wins.
+	hi := logits[arg] * invT
+	if !(math.Abs(float64(hi)) <= math.MaxFloat32) || o.TopK == 1 {
 		return arg
 	}
 	// 2. Top-k: the k-th largest scaled logit by a search over the bits of
