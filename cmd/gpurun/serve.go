@@ -116,6 +116,13 @@ pages at ORIGIN call the server.`,
 			if !tpl.IsPlain() {
 				kind = "chat template"
 			}
+			if m.Slots() > 1 {
+				if m.Batching() {
+					kind += ", decode steps batched"
+				} else {
+					kind += ", decode steps per request"
+				}
+			}
 			fmt.Fprintf(errOut, "serving %q on http://%s (%d parallel, queue %d, %s)\n", name, ln.Addr(), m.Slots(), queue, kind)
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
