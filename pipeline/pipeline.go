@@ -99,9 +99,9 @@ type Options struct {
 	// model's weights stay in the processor's caches, so a batched step
 	// saves no memory traffic, while it runs as one step whose small ops
 	// are shared out between the cores one at a time; concurrent per-slot
-	// steps keep every core busy with no synchronization (stories260K:
-	// batched about 0.5x the per-slot steps' aggregate tok/s with 4
-	// sessions on 2 cores). AlwaysBatch overrides the rule.
+	// steps keep every core busy with no synchronization (stories260K, 4
+	// sessions on 2 cores: batched 0.57-0.68x the per-slot steps'
+	// aggregate tok/s). AlwaysBatch overrides the rule.
 	NoBatching bool
 	// AlwaysBatch batches the decode steps of concurrent sessions whatever
 	// the size of the model (see NoBatching), on backends that run batched
@@ -113,11 +113,14 @@ type Options struct {
 // BatchMinWeightBytes is the size of the weights from which a model on the
 // CPU backend batches the decode steps of concurrent sessions by default
 // (see Options.NoBatching). Measured on 2 cores (AMD EPYC, 1 MiB L2 per
-// core, 32 MiB L3), random llama2.c checkpoints with f32 weights, 4
-// sessions, batched / per-slot aggregate tok/s: 1 MiB (stories260K) 0.5-0.9x,
-// 5.3 MiB 0.5x, 16 MiB 0.9-1.1x, 26 MiB 1.6-2.1x, 58 MiB 1.6-1.75x, the
-// 110M model in Q8_0 (137 MiB) 1.15-1.7x.
-const BatchMinWeightBytes = 16 << 20
+// core, 32 MiB L3), batched / per-slot aggregate decode tok/s with 4
+// sessions (2 sessions), alternated in one run: stories260K (1 MiB, f32)
+// 0.57-0.68x (0.63-0.67x); random llama2.c checkpoints, f32: 5.3 MiB 0.68x
+// (0.67x), 16.2 MiB 0.76-1.02x (0.83-0.87x), 20.9 MiB 1.10-1.31x
+// (1.05-1.09x), 26 MiB 1.68-1.82x (1.29-1.42x), 58 MiB 1.54-1.62x
+// (1.03-1.14x); the 110M shape in Q8_0 (137 MiB) 1.31-1.46x (0.92-1.22x),
+// in f32 (418 MiB) 2.17-2.53x (1.11-1.24x).
+const BatchMinWeightBytes = 20 << 20
 
 // batchPays reports whether batching concurrent sessions' decode steps is
 // expected to pay on a backend for weights of the given size: always on a
