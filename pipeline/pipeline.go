@@ -75,9 +75,9 @@ type Options struct {
 	// Slots is how many KV caches the model holds over its one copy of the
 	// weights, each with its own compiled programs: up to Slots sessions
 	// generate at once, the others wait. With more than one slot on a
-	// backend that runs batched graphs (the CPU backend) their decode steps
-	// are batched, one round step for all of them (see NoBatching); on a
-	// GPU their steps take turns on the device queue. 0 means 1.
+	// backend that runs batched graphs (the CPU and GPU backends) their
+	// decode steps are batched, one round step for all of them (see
+	// NoBatching). 0 means 1.
 	Slots int
 	// CPUMath is the arithmetic of the CPU backend the model makes when
 	// Backend is nil (a backend passed in keeps its own; see
@@ -89,7 +89,7 @@ type Options struct {
 	// NoBatching steps each session with its own decode program rather
 	// than gathering the decode steps of concurrent sessions into one
 	// batched step per round (continuous batching, see batch.go; used
-	// with Slots > 1 on backends that run batched graphs, the CPU one).
+	// with Slots > 1 on backends that run batched graphs).
 	// The results agree; this is for comparing the two.
 	NoBatching bool
 }

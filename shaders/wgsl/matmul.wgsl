@@ -31,6 +31,8 @@
 //                  reducing through subgroup shuffles.
 //   matmul_direct  prefill, CPU class: 4 tokens x 8 weight rows per
 //                  invocation straight from memory, no barriers.
+//   matmul_few     batched decode steps (<= 4 tokens), CPU class:
+//                  matmul_direct with all the tokens in every invocation.
 //   matmul         prefill, GPU class: a 32-token x 64-weight-row tile per
 //                  workgroup, weights dequantized once per tile into
 //                  workgroup memory (rows padded by one vec4 against bank
@@ -470,8 +472,28 @@ fn matmul_direct(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
     if wid.y * MM_TOKENS >= n {
         return; // the whole tile is past T: uniform across the workgroup
     }
-    let ty = wid.y * MM_TOKENS + lid.y;
-    let rbase = wid.x * MM_ROWS + lid.x;
+    direct(wid.x * MM_ROWS + lid.x, wid.y * MM_TOKENS + lid.y, 8u, n);
+}
+
+// matmul_few: matmul_direct for steps of at most 4 tokens (batched decode
+// steps, one row per sequence), CPU class: invocation (lx, ly) computes
+// tokens 0-3 for its 8 weight-row slots, the 8 rows of ly each covering
+// MM_ROWS weight rows, so a workgroup covers 8 * MM_ROWS rows and every
+// weight chunk is read once for all the tokens. (matmul_direct would give
+// 7 of every 8 invocations tokens past the end.) Dispatch:
+// (ceil(rows / (8 * MM_ROWS)), 1, 1).
+@compute @workgroup_size(8, 8)
+fn matmul_few(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let n = min(min(step[1], p.nrows), 4u);
+    direct((wid.x * 8u + lid.y) * MM_ROWS + lid.x, 0u, 1u, n);
+}
+
+// direct computes the 8 weight-row slots of rbase (slot_row) for tokens
+// ty + dt*i, i < 4 (tokens past n repeat the last and are dropped).
+fn direct(rbase: u32, ty: u32, dt: u32, n: u32) {
+    if rbase >= p.rows {
+        return; // every slot past the last row
+    }
     let last = p.rows - 1u;
     // Rows and tokens past the end repeat the last; dropped when stored.
     let r0 = min(slot_row(rbase, 0u), last);
@@ -483,9 +505,9 @@ fn matmul_direct(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
     let r6 = min(slot_row(rbase, 6u), last);
     let r7 = min(slot_row(rbase, 7u), last);
     let t0 = min(ty, n - 1u);
-    let t1 = min(ty + 8u, n - 1u);
-    let t2 = min(ty + 16u, n - 1u);
-    let t3 = min(ty + 24u, n - 1u);
+    let t1 = min(ty + dt, n - 1u);
+    let t2 = min(ty + 2u * dt, n - 1u);
+    let t3 = min(ty + 3u * dt, n - 1u);
     var c0l = vec4<f32>(0.0);
     var c0h = vec4<f32>(0.0);
     var c1l = vec4<f32>(0.0);
@@ -550,9 +572,9 @@ fn matmul_direct(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
         }
     }
     finish_tile(ty, n, rbase, c0l, c0h);
-    finish_tile(ty + 8u, n, rbase, c1l, c1h);
-    finish_tile(ty + 16u, n, rbase, c2l, c2h);
-    finish_tile(ty + 24u, n, rbase, c3l, c3h);
+    finish_tile(ty + dt, n, rbase, c1l, c1h);
+    finish_tile(ty + 2u * dt, n, rbase, c2l, c2h);
+    finish_tile(ty + 3u * dt, n, rbase, c3l, c3h);
 }
 
 // matmul (tiled): per step of MM_K (32) columns the workgroup stages the
