@@ -333,7 +333,7 @@ func (v MatMulVariant) Shape() MatMulShape {
 	if v.GLU {
 		rows = 32
 	}
-	return MatMulShape{MatVecWG: 16, MatVecRows: 4, LanesWG: 64, LanesRows: 2, TileTokens: 32, TileRows: rows, TileK: 32}
+	return MatMulShape{MatVecWG: 16, MatVecRows: 8, LanesWG: 64, LanesRows: 2, TileTokens: 32, TileRows: rows, TileK: 32}
 }
 
 // ChunkElems is how many weight elements one 16-byte chunk holds: the fast
