@@ -25,6 +25,12 @@ func (m *Model) deviceGreedy(sl *slot, opts *GenerateOptions) (bool, error) {
 	if off || (opts.Temperature > 0 && opts.TopK != 1) {
 		return false, nil
 	}
+	if m.batch != nil {
+		// Greedy sessions join the batched rounds too (their rows' logits
+		// come back for the host's argmax): the rounds read the weights
+		// once for every session decoding at once.
+		return false, nil
+	}
 	if sl.greedy != nil {
 		return true, nil
 	}

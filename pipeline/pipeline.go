@@ -75,11 +75,11 @@ type Options struct {
 	// Slots is how many KV caches the model holds over its one copy of the
 	// weights, each with its own compiled programs: up to Slots sessions
 	// generate at once, the others wait. With more than one slot on a
-	// backend that runs batched graphs (the CPU backend) their decode steps
-	// are batched where that pays, one round step for all of them (see
-	// NoBatching: on the CPU, for models of at least BatchMinWeightBytes);
-	// otherwise each steps alone: concurrently on the CPU, taking turns on
-	// the device queue on a GPU. 0 means 1.
+	// backend that runs batched graphs (the CPU and GPU backends) their
+	// decode steps are batched where that pays, one round step for all of
+	// them (see NoBatching: always on a GPU, on the CPU for models of at
+	// least BatchMinWeightBytes; smaller ones step each session alone,
+	// concurrently). 0 means 1.
 	Slots int
 	// CPUMath is the arithmetic of the CPU backend the model makes when
 	// Backend is nil (a backend passed in keeps its own; see
@@ -91,7 +91,7 @@ type Options struct {
 	// NoBatching steps each session with its own decode program rather
 	// than gathering the decode steps of concurrent sessions into one
 	// batched step per round (continuous batching, see batch.go; used
-	// with Slots > 1 on backends that run batched graphs, the CPU one).
+	// with Slots > 1 on backends that run batched graphs).
 	// The results agree; this is for comparing the two.
 	//
 	// By default a model batches only where it pays: on the CPU backend,

@@ -21,7 +21,7 @@
 // (the host picks those for such shapes).
 //
 // Kernels (dispatch sizes: shaders.MatMulShape):
-//   matvec         decode, CPU class: MV_ROWS rows per invocation, no
+//   matvec         decode, CPU class: MV_ROWS (8) rows per invocation, no
 //                  barriers; each activation load feeds MV_ROWS rows.
 //   matvec_lanes   decode, GPU class: p.lanes invocations per group of
 //                  LV_ROWS rows read consecutive chunks (coalesced 16-byte
@@ -31,6 +31,8 @@
 //                  reducing through subgroup shuffles.
 //   matmul_direct  prefill, CPU class: 4 tokens x 8 weight rows per
 //                  invocation straight from memory, no barriers.
+//   matmul_few     batched decode steps (<= 4 tokens), CPU class:
+//                  matmul_direct with all the tokens in every invocation.
 //   matmul         prefill, GPU class: a 32-token x 64-weight-row tile per
 //                  workgroup, weights dequantized once per tile into
 //                  workgroup memory (rows padded by one vec4 against bank
@@ -199,7 +201,7 @@ fn finish(t: u32, r: u32, acc: vec2<f32>) {
     }
 }
 
-// matvec: rows r0..r0+3 of token t per invocation. Rows past the end
+// matvec: rows r0..r0+7 of token t per invocation. Rows past the end
 // repeat the last row; their results are dropped.
 @compute @workgroup_size(16)
 fn matvec(@builtin(global_invocation_id) gid: vec3<u32>) {
@@ -209,80 +211,117 @@ fn matvec(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let last = p.rows - 1u;
-    let ra = r0;
-    let rb = min(r0 + 1u, last);
-    let rc = min(r0 + 2u, last);
-    let rd = min(r0 + 3u, last);
+    var rr = array<u32, 8>(r0, min(r0 + 1u, last), min(r0 + 2u, last), min(r0 + 3u, last),
+                           min(r0 + 4u, last), min(r0 + 5u, last), min(r0 + 6u, last), min(r0 + 7u, last));
     var a0 = vec2<f32>(0.0);
     var a1 = vec2<f32>(0.0);
     var a2 = vec2<f32>(0.0);
     var a3 = vec2<f32>(0.0);
+    var a4 = vec2<f32>(0.0);
+    var a5 = vec2<f32>(0.0);
+    var a6 = vec2<f32>(0.0);
+    var a7 = vec2<f32>(0.0);
     if fast() {
         let cpr = p.in_cols / CW; // chunks per row
         let cpb = p.block / CW;   // chunks per scale block
         let xb = t * (p.in_cols / 4u);
+        let ra = rr[0] * cpr;
+        let rb = rr[1] * cpr;
+        let rc = rr[2] * cpr;
+        let rd = rr[3] * cpr;
+        let re = rr[4] * cpr;
+        let rf = rr[5] * cpr;
+        let rg = rr[6] * cpr;
+        let rh = rr[7] * cpr;
         for (var b = 0u; b < p.nblocks; b++) {
-            var q0 = vec2<f32>(0.0);
-            var q1 = vec2<f32>(0.0);
-            var q2 = vec2<f32>(0.0);
-            var q3 = vec2<f32>(0.0);
+            var q0 = mat4x2<f32>();
+            var q1 = mat4x2<f32>();
             for (var j = b * cpb; j < (b + 1u) * cpb; j++) {
-                let v0 = w[ra * cpr + j];
-                let v1 = w[rb * cpr + j];
-                let v2 = w[rc * cpr + j];
-                let v3 = w[rd * cpr + j];
+                let v0 = w[ra + j];
+                let v1 = w[rb + j];
+                let v2 = w[rc + j];
+                let v3 = w[rd + j];
+                let v4 = w[re + j];
+                let v5 = w[rf + j];
+                let v6 = w[rg + j];
+                let v7 = w[rh + j];
                 var u0 = v0;
                 var u1 = v1;
                 var u2 = v2;
                 var u3 = v3;
+                var u4 = v4;
+                var u5 = v5;
+                var u6 = v6;
+                var u7 = v7;
                 if GLU {
-                    u0 = w2[ra * cpr + j];
-                    u1 = w2[rb * cpr + j];
-                    u2 = w2[rc * cpr + j];
-                    u3 = w2[rd * cpr + j];
+                    u0 = w2[ra + j];
+                    u1 = w2[rb + j];
+                    u2 = w2[rc + j];
+                    u3 = w2[rd + j];
+                    u4 = w2[re + j];
+                    u5 = w2[rf + j];
+                    u6 = w2[rg + j];
+                    u7 = w2[rh + j];
                 }
                 // The vec4s of a chunk, unrolled with constant indices so
-                // each dq folds to its one decoding.
+                // each dq folds to its one decoding; each activation vec4
+                // is loaded once for the eight rows.
                 let xi = xb + j * EPW;
-                var m = mvq(v0, v1, v2, v3, u0, u1, u2, u3, 0u, x[xi]);
+                var xv = x[xi];
+                q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 0u, xv);
+                q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 0u, xv);
                 if EPW > 1u {
-                    m += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 1u, x[xi + 1u]);
+                    xv = x[xi + 1u];
+                    q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 1u, xv);
+                    q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 1u, xv);
                 }
                 if EPW > 2u {
-                    m += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 2u, x[xi + 2u]);
-                    m += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 3u, x[xi + 3u]);
+                    xv = x[xi + 2u];
+                    q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 2u, xv);
+                    q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 2u, xv);
+                    xv = x[xi + 3u];
+                    q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 3u, xv);
+                    q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 3u, xv);
                 }
                 if EPW > 4u {
-                    m += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 4u, x[xi + 4u]);
-                    m += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 5u, x[xi + 5u]);
-                    m += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 6u, x[xi + 6u]);
-                    m += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 7u, x[xi + 7u]);
+                    xv = x[xi + 4u];
+                    q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 4u, xv);
+                    q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 4u, xv);
+                    xv = x[xi + 5u];
+                    q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 5u, xv);
+                    q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 5u, xv);
+                    xv = x[xi + 6u];
+                    q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 6u, xv);
+                    q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 6u, xv);
+                    xv = x[xi + 7u];
+                    q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 7u, xv);
+                    q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 7u, xv);
                 }
-                q0 += m[0];
-                q1 += m[1];
-                q2 += m[2];
-                q3 += m[3];
             }
-            a0 += q0 * scales(ra * p.nblocks + b);
-            a1 += q1 * scales(rb * p.nblocks + b);
-            a2 += q2 * scales(rc * p.nblocks + b);
-            a3 += q3 * scales(rd * p.nblocks + b);
+            a0 += q0[0] * scales(rr[0] * p.nblocks + b);
+            a1 += q0[1] * scales(rr[1] * p.nblocks + b);
+            a2 += q0[2] * scales(rr[2] * p.nblocks + b);
+            a3 += q0[3] * scales(rr[3] * p.nblocks + b);
+            a4 += q1[0] * scales(rr[4] * p.nblocks + b);
+            a5 += q1[1] * scales(rr[5] * p.nblocks + b);
+            a6 += q1[2] * scales(rr[6] * p.nblocks + b);
+            a7 += q1[3] * scales(rr[7] * p.nblocks + b);
         }
     } else {
-        a0 = slow_row(ra, t);
-        a1 = slow_row(rb, t);
-        a2 = slow_row(rc, t);
-        a3 = slow_row(rd, t);
+        a0 = slow_row(rr[0], t);
+        a1 = slow_row(rr[1], t);
+        a2 = slow_row(rr[2], t);
+        a3 = slow_row(rr[3], t);
+        a4 = slow_row(rr[4], t);
+        a5 = slow_row(rr[5], t);
+        a6 = slow_row(rr[6], t);
+        a7 = slow_row(rr[7], t);
     }
-    finish(t, r0, a0);
-    if r0 + 1u <= last {
-        finish(t, r0 + 1u, a1);
-    }
-    if r0 + 2u <= last {
-        finish(t, r0 + 2u, a2);
-    }
-    if r0 + 3u <= last {
-        finish(t, r0 + 3u, a3);
+    var acc = array<vec2<f32>, 8>(a0, a1, a2, a3, a4, a5, a6, a7);
+    for (var k = 0u; k < 8u; k++) {
+        if r0 + k <= last {
+            finish(t, r0 + k, acc[k]);
+        }
     }
 }
 
@@ -470,8 +509,28 @@ fn matmul_direct(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
     if wid.y * MM_TOKENS >= n {
         return; // the whole tile is past T: uniform across the workgroup
     }
-    let ty = wid.y * MM_TOKENS + lid.y;
-    let rbase = wid.x * MM_ROWS + lid.x;
+    direct(wid.x * MM_ROWS + lid.x, wid.y * MM_TOKENS + lid.y, 8u, n);
+}
+
+// matmul_few: matmul_direct for steps of at most 4 tokens (batched decode
+// steps, one row per sequence), CPU class: invocation (lx, ly) computes
+// tokens 0-3 for its 8 weight-row slots, the 8 rows of ly each covering
+// MM_ROWS weight rows, so a workgroup covers 8 * MM_ROWS rows and every
+// weight chunk is read once for all the tokens. (matmul_direct would give
+// 7 of every 8 invocations tokens past the end.) Dispatch:
+// (ceil(rows / (8 * MM_ROWS)), 1, 1).
+@compute @workgroup_size(8, 8)
+fn matmul_few(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let n = min(min(step[1], p.nrows), 4u);
+    direct((wid.x * 8u + lid.y) * MM_ROWS + lid.x, 0u, 1u, n);
+}
+
+// direct computes the 8 weight-row slots of rbase (slot_row) for tokens
+// ty + dt*i, i < 4 (tokens past n repeat the last and are dropped).
+fn direct(rbase: u32, ty: u32, dt: u32, n: u32) {
+    if rbase >= p.rows {
+        return; // every slot past the last row
+    }
     let last = p.rows - 1u;
     // Rows and tokens past the end repeat the last; dropped when stored.
     let r0 = min(slot_row(rbase, 0u), last);
@@ -483,9 +542,9 @@ fn matmul_direct(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
     let r6 = min(slot_row(rbase, 6u), last);
     let r7 = min(slot_row(rbase, 7u), last);
     let t0 = min(ty, n - 1u);
-    let t1 = min(ty + 8u, n - 1u);
-    let t2 = min(ty + 16u, n - 1u);
-    let t3 = min(ty + 24u, n - 1u);
+    let t1 = min(ty + dt, n - 1u);
+    let t2 = min(ty + 2u * dt, n - 1u);
+    let t3 = min(ty + 3u * dt, n - 1u);
     var c0l = vec4<f32>(0.0);
     var c0h = vec4<f32>(0.0);
     var c1l = vec4<f32>(0.0);
@@ -550,9 +609,9 @@ fn matmul_direct(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
         }
     }
     finish_tile(ty, n, rbase, c0l, c0h);
-    finish_tile(ty + 8u, n, rbase, c1l, c1h);
-    finish_tile(ty + 16u, n, rbase, c2l, c2h);
-    finish_tile(ty + 24u, n, rbase, c3l, c3h);
+    finish_tile(ty + dt, n, rbase, c1l, c1h);
+    finish_tile(ty + 2u * dt, n, rbase, c2l, c2h);
+    finish_tile(ty + 3u * dt, n, rbase, c3l, c3h);
 }
 
 // matmul (tiled): per step of MM_K (32) columns the workgroup stages the
