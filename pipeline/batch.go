@@ -13,12 +13,13 @@ import (
 )
 
 // Continuous batching. With more than one slot on a backend that runs
-// batched graphs (gpu.BatchBackend: the CPU backend), the decode steps of
-// the sessions generating at once are gathered into one batched step per
-// round (fusion.Graph.Batch: one row per session, each at its own position
-// in its own slot's cache), so the weights are read once per round for all
-// of them and the aggregate tok/s grows with the number of sessions. The
-// CPU backend and both GPU backends run batched graphs.
+// batched graphs (gpu.BatchBackend), for a model for which it pays (see
+// Options.NoBatching: on the CPU only from BatchMinWeightBytes), the
+// decode steps of the sessions generating at once are gathered into one
+// batched step per round (fusion.Graph.Batch: one row per session, each at
+// its own position in its own slot's cache), so the weights are read once
+// per round for all of them and the aggregate tok/s grows with the number
+// of sessions. The CPU backend and both GPU backends run batched graphs.
 // Sessions join and leave between rounds; a new session's prefill runs on
 // its slot's own prefill programs, beside the rounds. Sampling, stop rules
 // and cancellation stay per session, in the session's goroutine: a round

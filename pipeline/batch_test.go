@@ -58,7 +58,7 @@ func batchedDecode(t *testing.T, backend string) {
 				p := g.PromptIDs[:len(g.PromptIDs)-2*i]
 				jobs = append(jobs, job{p, o, collect(t, single.NewSession(), pipeline.Prompt{IDs: p}, o)})
 			}
-			m := load(t, ck, pipeline.Options{MaxCache: 64, Slots: 4, Backend: be})
+			m := load(t, ck, pipeline.Options{MaxCache: 64, Slots: 4, Backend: be, AlwaysBatch: true})
 			if !m.Batching() {
 				t.Fatalf("Batching() = false on the %s backend with 4 slots", backend)
 			}

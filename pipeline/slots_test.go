@@ -23,7 +23,7 @@ func TestSlotsConcurrent(t *testing.T) {
 	cases := testmodels.StoriesCases(t)
 	for _, backend := range []string{"cpu", "cpu-as-gpu", "webgpu", "vulkan"} {
 		t.Run(backend, func(t *testing.T) {
-			opts := pipeline.Options{MaxCache: 128, Slots: 3}
+			opts := pipeline.Options{MaxCache: 128, Slots: 3, AlwaysBatch: true}
 			switch backend {
 			case "cpu":
 			case "cpu-as-gpu":
