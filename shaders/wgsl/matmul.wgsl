@@ -476,8 +476,10 @@ fn add_tile(a: Tile, b: Tile) -> Tile {
 }
 
 // gq multiplies vec4 q of the 8 slots' chunks v (scaled by sl, sh) with
-// the activations at vec4 indices xi of the 4 tokens.
-fn gq(v: array<vec4<u32>, 8>, sl: vec4<f32>, sh: vec4<f32>, q: u32, xi: vec4<u32>) -> Tile {
+// the activations at vec4 indices xi of the 4 tokens. Only the first m
+// tokens' activations are loaded (the others' results are dropped): on a
+// CPU-class device every load is a loop over the SIMD lanes.
+fn gq(v: array<vec4<u32>, 8>, sl: vec4<f32>, sh: vec4<f32>, q: u32, xi: vec4<u32>, m: u32) -> Tile {
     let w0 = dq(v[0], q) * sl.x;
     let w1 = dq(v[1], q) * sl.y;
     let w2_ = dq(v[2], q) * sl.z;
@@ -487,9 +489,18 @@ fn gq(v: array<vec4<u32>, 8>, sl: vec4<f32>, sh: vec4<f32>, q: u32, xi: vec4<u32
     let w6 = dq(v[6], q) * sh.z;
     let w7 = dq(v[7], q) * sh.w;
     let x0 = x[xi.x];
-    let x1 = x[xi.y];
-    let x2 = x[xi.z];
-    let x3 = x[xi.w];
+    var x1 = x0;
+    var x2 = x0;
+    var x3 = x0;
+    if m > 1u {
+        x1 = x[xi.y];
+    }
+    if m > 2u {
+        x2 = x[xi.z];
+    }
+    if m > 3u {
+        x3 = x[xi.w];
+    }
     let lo = mat4x4<f32>(vec4<f32>(dot(w0, x0), dot(w1, x0), dot(w2_, x0), dot(w3, x0)),
                          vec4<f32>(dot(w0, x1), dot(w1, x1), dot(w2_, x1), dot(w3, x1)),
                          vec4<f32>(dot(w0, x2), dot(w1, x2), dot(w2_, x2), dot(w3, x2)),
@@ -541,6 +552,11 @@ fn direct(rbase: u32, ty: u32, dt: u32, n: u32) {
     let r5 = min(slot_row(rbase, 5u), last);
     let r6 = min(slot_row(rbase, 6u), last);
     let r7 = min(slot_row(rbase, 7u), last);
+    // m: the token slots that hold tokens (the rest repeat the last).
+    let m = min((n - min(ty, n) + dt - 1u) / dt, 4u);
+    if m == 0u {
+        return; // no token of this invocation is in the step
+    }
     let t0 = min(ty, n - 1u);
     let t1 = min(ty + dt, n - 1u);
     let t2 = min(ty + 2u * dt, n - 1u);
@@ -570,19 +586,19 @@ fn direct(rbase: u32, ty: u32, dt: u32, n: u32) {
                 let v7 = slot_chunk(7u, r7, j);
                 let v = array<vec4<u32>, 8>(v0, v1, v2, v3, v4, v5, v6, v7);
                 let xi = vec4<u32>(t0, t1, t2, t3) * xs + j * EPW;
-                var tl = gq(v, sl, sh, 0u, xi);
+                var tl = gq(v, sl, sh, 0u, xi, m);
                 if EPW > 1u {
-                    tl = add_tile(tl, gq(v, sl, sh, 1u, xi + 1u));
+                    tl = add_tile(tl, gq(v, sl, sh, 1u, xi + 1u, m));
                 }
                 if EPW > 2u {
-                    tl = add_tile(tl, gq(v, sl, sh, 2u, xi + 2u));
-                    tl = add_tile(tl, gq(v, sl, sh, 3u, xi + 3u));
+                    tl = add_tile(tl, gq(v, sl, sh, 2u, xi + 2u, m));
+                    tl = add_tile(tl, gq(v, sl, sh, 3u, xi + 3u, m));
                 }
                 if EPW > 4u {
-                    tl = add_tile(tl, gq(v, sl, sh, 4u, xi + 4u));
-                    tl = add_tile(tl, gq(v, sl, sh, 5u, xi + 5u));
-                    tl = add_tile(tl, gq(v, sl, sh, 6u, xi + 6u));
-                    tl = add_tile(tl, gq(v, sl, sh, 7u, xi + 7u));
+                    tl = add_tile(tl, gq(v, sl, sh, 4u, xi + 4u, m));
+                    tl = add_tile(tl, gq(v, sl, sh, 5u, xi + 5u, m));
+                    tl = add_tile(tl, gq(v, sl, sh, 6u, xi + 6u, m));
+                    tl = add_tile(tl, gq(v, sl, sh, 7u, xi + 7u, m));
                 }
                 c0l += tl.lo[0];
                 c1l += tl.lo[1];
