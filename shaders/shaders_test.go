@@ -77,11 +77,11 @@ func TestGetBindings(t *testing.T) {
 
 // The kernels of the specialized matmul family: the portable ones in every
 // variant without Subgroups, matvec_sg (alone) in every variant with them.
-var matmulKernels = []string{"matvec", "matvec_lanes", "matmul", "matmul_direct", "matmul_few", "matvec_sg"}
+var matmulKernels = []string{"matvec", "matvec_u", "matvec_lanes", "matmul", "matmul_direct", "matmul_few", "matvec_sg"}
 
 func TestGetVariantBindings(t *testing.T) {
 	R, W, U := gpu.StorageRead, gpu.StorageRW, gpu.Uniform
-	want := []gpu.BindingKind{U, R, R, R, R, R, W, R, R}
+	want := []gpu.BindingKind{U, R, R, R, R, R, W, R, R, U}
 	for _, name := range matmulKernels {
 		if _, err := Get(name); !errors.Is(err, ErrUnknown) {
 			t.Errorf("Get(%s) of a specialized kernel: err = %v, want ErrUnknown", name, err)

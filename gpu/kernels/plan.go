@@ -30,6 +30,7 @@ type planner struct {
 	ws       *weights
 	caches   []*kvCache // the program's cache, or a batched step's caches by sequence
 	dummy    gpu.Buffer // bound where a kernel's optional input is absent
+	udummy   gpu.Buffer // uxBytes, bound at the matmul family's xu where x is not
 	scratch  gpu.Buffer // holds an input that aliases the output
 	gate     gpu.Buffer // MatMulGLU's gate when its kernel cannot be used, made on demand
 	gateSize int64
@@ -250,6 +251,15 @@ func matVariant(w *weight, glu bool) shaders.MatMulVariant {
 // kernels where the device class asks for them and the shape holds whole
 // 16-byte chunks, else the CPU-class ones (which also take any shape).
 func (pl *planner) matDispatch(v shaders.MatMulVariant, w *weight, params shaders.MatParams, rows, nrows int, bind []gpu.Binding) {
+	// Binding 9 (xu): x's first uxBytes where matvec_u can read the
+	// step's activations there.
+	x := bind[1]
+	ux := x.Offset == 0 && x.Buf.Size() >= uxBytes && int64(params.InCols)*int64(nrows)*4 <= uxBytes
+	xu := gpu.Binding{Buf: pl.udummy, Size: uxBytes}
+	if ux {
+		xu.Buf = x.Buf
+	}
+	bind = append(bind[:8:8], xu)
 	sh := v.Shape()
 	ce := v.ChunkElems()
 	gpuClass := pl.p.b.gpuClass && int(params.InCols)%ce == 0 && int(params.Block)%ce == 0
@@ -285,6 +295,8 @@ func (pl *planner) matDispatch(v shaders.MatMulVariant, w *weight, params shader
 			break
 		}
 		pl.dispatchVariant("matvec_lanes", v.Variant(), params, c, ceilDiv(rows, rowsPerWG), nrows, 1, bind...)
+	case ux:
+		pl.dispatchVariant("matvec_u", v.Variant(), params, c, ceilDiv(rows, sh.MatVecWG*sh.MatVecRows), nrows, 1, bind...)
 	default:
 		pl.dispatchVariant("matvec", v.Variant(), params, c, ceilDiv(rows, sh.MatVecWG*sh.MatVecRows), nrows, 1, bind...)
 	}

@@ -16,6 +16,7 @@ import (
 var ErrRun = errors.New("kernels: bad run arguments")
 
 const (
+	uxBytes    = 65536                  // matmul.wgsl's xu: 4096 vec4s, WebGPU's and lavapipe's uniform binding limit
 	paramSlot  = 256                    // uniform offsets must be multiples of 256 on WebGPU
 	paramBytes = shaders.MaxParamsBytes // every params struct fits
 	maxHeadDim = 256                    // attention.wgsl keeps 4 output dims per invocation
@@ -110,7 +111,8 @@ func (p *program) build(ws *weights, caches []*kvCache) error {
 		if size > p.b.devBinding {
 			return fmt.Errorf("buffer %q of %d bytes exceeds one binding: %w", bi.Name, size, gpu.ErrUnsupported)
 		}
-		buf, err := p.newBuf(size)
+		// At least uxBytes: any activation buffer can be a matvec_u input.
+		buf, err := p.newBuf(max(size, uxBytes))
 		if err != nil {
 			return err
 		}
@@ -128,6 +130,9 @@ func (p *program) build(ws *weights, caches []*kvCache) error {
 	}
 	pl := &planner{p: p, ws: ws, caches: caches}
 	if pl.dummy, err = p.newBuf(16); err != nil {
+		return err
+	}
+	if pl.udummy, err = p.newBuf(uxBytes); err != nil {
 		return err
 	}
 	if pl.scratch, err = p.newBuf(largest); err != nil {

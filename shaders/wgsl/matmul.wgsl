@@ -23,6 +23,7 @@
 // Kernels (dispatch sizes: shaders.MatMulShape):
 //   matvec         decode, CPU class: MV_ROWS (8) rows per invocation, no
 //                  barriers; each activation load feeds MV_ROWS rows.
+//                  matvec_u: the same, activations from a uniform binding.
 //   matvec_lanes   decode, GPU class: p.lanes invocations per group of
 //                  LV_ROWS rows read consecutive chunks (coalesced 16-byte
 //                  loads), each activation chunk feeds LV_ROWS rows, then a
@@ -64,6 +65,12 @@ struct MatParams {
 @group(0) @binding(6) var<storage, read_write> out: array<f32>;
 @group(0) @binding(7) var<storage, read> w2: array<vec4<u32>>;
 @group(0) @binding(8) var<storage, read> s2: array<u32>;
+// The activations again, as a uniform buffer (64 KiB bound from x's buffer
+// where a decode step's rows fit, else any 64 KiB buffer): matvec_u reads
+// them here. On CPU-class devices (lavapipe) a storage load is a loop over
+// the SIMD lanes, while a uniform load at an address every lane shares is
+// one load: matvec's activation loads cost as much as its weight loads.
+@group(0) @binding(9) var<uniform> xu: array<vec4<f32>, 4096>;
 
 const CW: u32 = 4u * EPW; // elements per chunk
 
@@ -202,9 +209,28 @@ fn finish(t: u32, r: u32, acc: vec2<f32>) {
 }
 
 // matvec: rows r0..r0+7 of token t per invocation. Rows past the end
-// repeat the last row; their results are dropped.
+// repeat the last row; their results are dropped. matvec_u is matvec with
+// the activations read from xu (its x buffer holds at most 4096 vec4s).
 @compute @workgroup_size(16)
 fn matvec(@builtin(global_invocation_id) gid: vec3<u32>) {
+    mv(gid, false);
+}
+
+@compute @workgroup_size(16)
+fn matvec_u(@builtin(global_invocation_id) gid: vec3<u32>) {
+    mv(gid, true);
+}
+
+// xv is activation vec4 i, from xu when ux (a constant in each caller, so
+// the compilers drop the other branch).
+fn xv4(i: u32, ux: bool) -> vec4<f32> {
+    if ux {
+        return xu[i];
+    }
+    return x[i];
+}
+
+fn mv(gid: vec3<u32>, ux: bool) {
     let t = gid.y;
     let r0 = gid.x * MV_ROWS;
     if r0 >= p.rows || t >= min(step[1], p.nrows) {
@@ -267,33 +293,33 @@ fn matvec(@builtin(global_invocation_id) gid: vec3<u32>) {
                 // each dq folds to its one decoding; each activation vec4
                 // is loaded once for the eight rows.
                 let xi = xb + j * EPW;
-                var xv = x[xi];
+                var xv = xv4(xi, ux);
                 q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 0u, xv);
                 q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 0u, xv);
                 if EPW > 1u {
-                    xv = x[xi + 1u];
+                    xv = xv4(xi + 1u, ux);
                     q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 1u, xv);
                     q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 1u, xv);
                 }
                 if EPW > 2u {
-                    xv = x[xi + 2u];
+                    xv = xv4(xi + 2u, ux);
                     q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 2u, xv);
                     q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 2u, xv);
-                    xv = x[xi + 3u];
+                    xv = xv4(xi + 3u, ux);
                     q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 3u, xv);
                     q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 3u, xv);
                 }
                 if EPW > 4u {
-                    xv = x[xi + 4u];
+                    xv = xv4(xi + 4u, ux);
                     q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 4u, xv);
                     q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 4u, xv);
-                    xv = x[xi + 5u];
+                    xv = xv4(xi + 5u, ux);
                     q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 5u, xv);
                     q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 5u, xv);
-                    xv = x[xi + 6u];
+                    xv = xv4(xi + 6u, ux);
                     q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 6u, xv);
                     q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 6u, xv);
-                    xv = x[xi + 7u];
+                    xv = xv4(xi + 7u, ux);
                     q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 7u, xv);
                     q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 7u, xv);
                 }
