@@ -77,7 +77,7 @@ func TestGetBindings(t *testing.T) {
 
 // The kernels of the specialized matmul family: the portable ones in every
 // variant without Subgroups, matvec_sg (alone) in every variant with them.
-var matmulKernels = []string{"matvec", "matvec_u", "matvec_lanes", "matmul", "matmul_direct", "matmul_few", "matvec_sg"}
+var matmulKernels = []string{"matvec", "matvec_u", "matvec_lanes", "matmul", "matmul_direct", "matmul_few", "matmul_few_u", "matvec_sg"}
 
 func TestGetVariantBindings(t *testing.T) {
 	R, W, U := gpu.StorageRead, gpu.StorageRW, gpu.Uniform

@@ -274,7 +274,11 @@ func (pl *planner) matDispatch(v shaders.MatMulVariant, w *weight, params shader
 	case pl.p.g.Batch && nrows >= 2 && nrows <= 4:
 		// A batched step's rows are sequences: one read of each weight
 		// chunk serves all of them.
-		pl.dispatchVariant("matmul_few", v.Variant(), params, c, ceilDiv(rows, 8*sh.TileRows), 1, 1, bind...)
+		kernel := "matmul_few"
+		if ux {
+			kernel = "matmul_few_u"
+		}
+		pl.dispatchVariant(kernel, v.Variant(), params, c, ceilDiv(rows, 8*sh.TileRows), 1, 1, bind...)
 	case nrows >= 4, pl.p.g.Batch && nrows >= 2:
 		pl.dispatchVariant("matmul_direct", v.Variant(), params, c, ceilDiv(rows, sh.TileRows), ceilDiv(nrows, sh.TileTokens), 1, bind...)
 	case gpuClass:

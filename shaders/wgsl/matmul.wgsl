@@ -505,7 +505,7 @@ fn add_tile(a: Tile, b: Tile) -> Tile {
 // the activations at vec4 indices xi of the 4 tokens. Only the first m
 // tokens' activations are loaded (the others' results are dropped): on a
 // CPU-class device every load is a loop over the SIMD lanes.
-fn gq(v: array<vec4<u32>, 8>, sl: vec4<f32>, sh: vec4<f32>, q: u32, xi: vec4<u32>, m: u32) -> Tile {
+fn gq(v: array<vec4<u32>, 8>, sl: vec4<f32>, sh: vec4<f32>, q: u32, xi: vec4<u32>, m: u32, ux: bool) -> Tile {
     let w0 = dq(v[0], q) * sl.x;
     let w1 = dq(v[1], q) * sl.y;
     let w2_ = dq(v[2], q) * sl.z;
@@ -514,18 +514,18 @@ fn gq(v: array<vec4<u32>, 8>, sl: vec4<f32>, sh: vec4<f32>, q: u32, xi: vec4<u32
     let w5 = dq(v[5], q) * sh.y;
     let w6 = dq(v[6], q) * sh.z;
     let w7 = dq(v[7], q) * sh.w;
-    let x0 = x[xi.x];
+    let x0 = xv4(xi.x, ux);
     var x1 = x0;
     var x2 = x0;
     var x3 = x0;
     if m > 1u {
-        x1 = x[xi.y];
+        x1 = xv4(xi.y, ux);
     }
     if m > 2u {
-        x2 = x[xi.z];
+        x2 = xv4(xi.z, ux);
     }
     if m > 3u {
-        x3 = x[xi.w];
+        x3 = xv4(xi.w, ux);
     }
     let lo = mat4x4<f32>(vec4<f32>(dot(w0, x0), dot(w1, x0), dot(w2_, x0), dot(w3, x0)),
                          vec4<f32>(dot(w0, x1), dot(w1, x1), dot(w2_, x1), dot(w3, x1)),
@@ -546,7 +546,7 @@ fn matmul_direct(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
     if wid.y * MM_TOKENS >= n {
         return; // the whole tile is past T: uniform across the workgroup
     }
-    direct(wid.x * MM_ROWS + lid.x, wid.y * MM_TOKENS + lid.y, 8u, n);
+    direct(wid.x * MM_ROWS + lid.x, wid.y * MM_TOKENS + lid.y, 8u, n, false);
 }
 
 // matmul_few: matmul_direct for steps of at most 4 tokens (batched decode
@@ -559,12 +559,21 @@ fn matmul_direct(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
 @compute @workgroup_size(8, 8)
 fn matmul_few(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     let n = min(min(step[1], p.nrows), 4u);
-    direct((wid.x * 8u + lid.y) * MM_ROWS + lid.x, 0u, 1u, n);
+    direct((wid.x * 8u + lid.y) * MM_ROWS + lid.x, 0u, 1u, n, false);
+}
+
+// matmul_few_u is matmul_few with the activations read from xu (as
+// matvec_u).
+@compute @workgroup_size(8, 8)
+fn matmul_few_u(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let n = min(min(step[1], p.nrows), 4u);
+    direct((wid.x * 8u + lid.y) * MM_ROWS + lid.x, 0u, 1u, n, true);
 }
 
 // direct computes the 8 weight-row slots of rbase (slot_row) for tokens
-// ty + dt*i, i < 4 (tokens past n repeat the last and are dropped).
-fn direct(rbase: u32, ty: u32, dt: u32, n: u32) {
+// ty + dt*i, i < 4 (tokens past n repeat the last and are dropped), with
+// the activations from xu when ux.
+fn direct(rbase: u32, ty: u32, dt: u32, n: u32, ux: bool) {
     if rbase >= p.rows {
         return; // every slot past the last row
     }
@@ -612,19 +621,19 @@ fn direct(rbase: u32, ty: u32, dt: u32, n: u32) {
                 let v7 = slot_chunk(7u, r7, j);
                 let v = array<vec4<u32>, 8>(v0, v1, v2, v3, v4, v5, v6, v7);
                 let xi = vec4<u32>(t0, t1, t2, t3) * xs + j * EPW;
-                var tl = gq(v, sl, sh, 0u, xi, m);
+                var tl = gq(v, sl, sh, 0u, xi, m, ux);
                 if EPW > 1u {
-                    tl = add_tile(tl, gq(v, sl, sh, 1u, xi + 1u, m));
+                    tl = add_tile(tl, gq(v, sl, sh, 1u, xi + 1u, m, ux));
                 }
                 if EPW > 2u {
-                    tl = add_tile(tl, gq(v, sl, sh, 2u, xi + 2u, m));
-                    tl = add_tile(tl, gq(v, sl, sh, 3u, xi + 3u, m));
+                    tl = add_tile(tl, gq(v, sl, sh, 2u, xi + 2u, m, ux));
+                    tl = add_tile(tl, gq(v, sl, sh, 3u, xi + 3u, m, ux));
                 }
                 if EPW > 4u {
-                    tl = add_tile(tl, gq(v, sl, sh, 4u, xi + 4u, m));
-                    tl = add_tile(tl, gq(v, sl, sh, 5u, xi + 5u, m));
-                    tl = add_tile(tl, gq(v, sl, sh, 6u, xi + 6u, m));
-                    tl = add_tile(tl, gq(v, sl, sh, 7u, xi + 7u, m));
+                    tl = add_tile(tl, gq(v, sl, sh, 4u, xi + 4u, m, ux));
+                    tl = add_tile(tl, gq(v, sl, sh, 5u, xi + 5u, m, ux));
+                    tl = add_tile(tl, gq(v, sl, sh, 6u, xi + 6u, m, ux));
+                    tl = add_tile(tl, gq(v, sl, sh, 7u, xi + 7u, m, ux));
                 }
                 c0l += tl.lo[0];
                 c1l += tl.lo[1];
