@@ -20,9 +20,9 @@ type Row struct {
 // BatchBackend is implemented by backends that run batched graphs
 // (continuous batching: one step, one row per active sequence, each with
 // its own position and KV cache, reading the weights once for all rows).
-// The CPU backend implements it; the GPU backends (gpu/kernels) do not yet,
-// so CompileBatch fails there with ErrUnsupported and callers step each
-// sequence with its own Program.
+// The CPU backend and the GPU backends (gpu/kernels) implement it; where a
+// backend does not, CompileBatch fails with ErrUnsupported and callers step
+// each sequence with its own Program.
 type BatchBackend interface {
 	// CompileBatch validates g (fusion.Graph.ValidateBatch) and prepares
 	// it against the weights and the caches of its sequences, every cache

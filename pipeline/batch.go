@@ -13,16 +13,20 @@ import (
 )
 
 // Continuous batching. With more than one slot on a backend that runs
-// batched graphs (gpu.BatchBackend: the CPU backend), the decode steps of
-// the sessions generating at once are gathered into one batched step per
-// round (fusion.Graph.Batch: one row per session, each at its own position
-// in its own slot's cache), so the weights are read once per round for all
-// of them and the aggregate tok/s grows with the number of sessions.
+// batched graphs (gpu.BatchBackend), for a model for which it pays (see
+// Options.NoBatching: on the CPU only from BatchMinWeightBytes), the
+// decode steps of the sessions generating at once are gathered into one
+// batched step per round (fusion.Graph.Batch: one row per session, each at
+// its own position in its own slot's cache), so the weights are read once
+// per round for all of them and the aggregate tok/s grows with the number
+// of sessions. The CPU backend and both GPU backends run batched graphs.
 // Sessions join and leave between rounds; a new session's prefill runs on
 // its slot's own prefill programs, beside the rounds. Sampling, stop rules
 // and cancellation stay per session, in the session's goroutine: a round
-// only computes logits. On the GPU backends (no batched graphs yet) each
-// session steps its own decode program, serialized on the device.
+// only computes logits (greedy sessions too: with batching the device's
+// argmax program is not used). A round of one row runs that slot's own
+// decode program. Backends without batched graphs step each session with
+// its own decode program, serialized on the device.
 
 // batcher runs the rounds in its own goroutine (started with the model,
 // stopped by Close).
@@ -163,6 +167,20 @@ func (b *batcher) step() error {
 	defer b.m.unlockDevice()
 	// A round serves several sessions: no one session's context cancels
 	// it (each waits at most one round after its own cancellation).
+	if len(b.rows) == 1 {
+		// One row: the slot's own decode step, which the GPU backends run
+		// with their one-token kernels (a batched step computes its rows
+		// with kernels for several tokens, slower for one).
+		r := b.rows[0]
+		prog := b.m.slots[r.Seq].decode
+		if err := prog.Run(context.Background(), []int32{r.Token}, r.Pos); err != nil {
+			return fmt.Errorf("pipeline: decode step: %w", err)
+		}
+		if _, err := prog.Logits(b.logits); err != nil {
+			return fmt.Errorf("pipeline: decode logits: %w", err)
+		}
+		return nil
+	}
 	if err := b.prog.RunBatch(context.Background(), b.rows); err != nil {
 		return fmt.Errorf("pipeline: batched step of %d rows: %w", len(b.rows), err)
 	}

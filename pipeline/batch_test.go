@@ -10,20 +10,32 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/tensors/gguf"
 )
 
-// TestBatchedDecode: on the CPU backend, sessions generating at once have
-// their decode steps gathered into batched steps (one row per session, each
-// at its own position in its own cache), and every session's result equals
-// its result alone: greedy sessions give llama.cpp's golden ids for each
-// GGUF architecture, sampling sessions (each with its own options and seed,
+// TestBatchedDecode: on every backend (the CPU and both GPU backends, which
+// all run batched graphs), sessions generating at once have their decode
+// steps gathered into batched steps (one row per session, each at its own
+// position in its own cache), and every session's result equals its result
+// alone: greedy sessions give llama.cpp's golden ids for each GGUF
+// architecture, sampling sessions (each with its own options and seed,
 // prompts of different lengths so the rows sit at different positions)
 // the ids of the same generation on a one-slot model.
 func TestBatchedDecode(t *testing.T) {
+	for _, backend := range []string{"cpu", "vulkan", "webgpu"} {
+		t.Run(backend, func(t *testing.T) { batchedDecode(t, backend) })
+	}
+}
+
+func batchedDecode(t *testing.T, backend string) {
 	dir := testmodels.Path(t, "arch")
+	var be gpu.Backend // nil: the model's own CPU backend
+	if backend != "cpu" {
+		be = openBackend(t, backend)
+	}
 	for _, name := range []string{"llama", "gemma", "gemma2", "phi2", "phi2_fusedqkv", "falcon", "stablelm", "llama-q8_0"} {
 		t.Run(name, func(t *testing.T) {
 			g := testmodels.Arch(t, name)
@@ -40,15 +52,15 @@ func TestBatchedDecode(t *testing.T) {
 				{g.PromptIDs, pipeline.GenerateOptions{MaxTokens: len(g.GreedyIDs)}, g.GreedyIDs},
 				{g.PromptIDs, pipeline.GenerateOptions{MaxTokens: len(g.GreedyIDs)}, g.GreedyIDs},
 			}
-			single := load(t, ck, pipeline.Options{MaxCache: 64})
+			single := load(t, ck, pipeline.Options{MaxCache: 64, Backend: be})
 			for i := range 3 {
 				o := pipeline.GenerateOptions{MaxTokens: 20 + 3*i, Temperature: 0.7 + 0.2*float32(i), TopK: 10 * i, TopP: 0.9, Seed: uint64(7 + i), IgnoreStopTokens: true}
 				p := g.PromptIDs[:len(g.PromptIDs)-2*i]
 				jobs = append(jobs, job{p, o, collect(t, single.NewSession(), pipeline.Prompt{IDs: p}, o)})
 			}
-			m := load(t, ck, pipeline.Options{MaxCache: 64, Slots: 4})
+			m := load(t, ck, pipeline.Options{MaxCache: 64, Slots: 4, Backend: be, AlwaysBatch: true})
 			if !m.Batching() {
-				t.Fatal("Batching() = false on the CPU backend with 4 slots")
+				t.Fatalf("Batching() = false on the %s backend with 4 slots", backend)
 			}
 			var wg sync.WaitGroup
 			errs := make([]error, len(jobs))

@@ -7,3 +7,9 @@ func BatchStats(m *Model) (rounds, rows int64) {
 	}
 	return m.batch.rounds.Load(), m.batch.rowsRun.Load()
 }
+
+// BatchPays and WeightBytes expose the default batching rule.
+var (
+	BatchPays   = batchPays
+	WeightBytes = weightBytes
+)

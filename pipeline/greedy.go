@@ -30,6 +30,13 @@ func (m *Model) deviceGreedy(sl *slot, opts *GenerateOptions) (bool, error) {
 	if off {
 		return false, nil
 	}
+	if m.batch != nil {
+		// Greedy and sampling sessions join the batched rounds (their
+		// rows' logits come back for the host's pick, the same algorithm):
+		// the rounds read the weights once for every session decoding at
+		// once.
+		return false, nil
+	}
 	if !(opts.Temperature > 0) || opts.TopK == 1 {
 		if sl.greedy == nil {
 			p, err := m.compileWith(sl, arch.BuildOptions{Tokens: 1, Argmax: true})

@@ -76,9 +76,11 @@ type Options struct {
 	// Slots is how many KV caches the model holds over its one copy of the
 	// weights, each with its own compiled programs: up to Slots sessions
 	// generate at once, the others wait. With more than one slot on a
-	// backend that runs batched graphs (the CPU backend) their decode steps
-	// are batched, one round step for all of them (see NoBatching); on a
-	// GPU their steps take turns on the device queue. 0 means 1.
+	// backend that runs batched graphs (the CPU and GPU backends) their
+	// decode steps are batched where that pays, one round step for all of
+	// them (see NoBatching: always on a GPU, on the CPU for models of at
+	// least BatchMinWeightBytes; smaller ones step each session alone,
+	// concurrently). 0 means 1.
 	Slots int
 	// CPUMath is the arithmetic of the CPU backend the model makes when
 	// Backend is nil (a backend passed in keeps its own; see
@@ -90,9 +92,58 @@ type Options struct {
 	// NoBatching steps each session with its own decode program rather
 	// than gathering the decode steps of concurrent sessions into one
 	// batched step per round (continuous batching, see batch.go; used
-	// with Slots > 1 on backends that run batched graphs, the CPU one).
+	// with Slots > 1 on backends that run batched graphs).
 	// The results agree; this is for comparing the two.
+	//
+	// By default a model batches only where it pays: on the CPU backend,
+	// only when its weights take at least BatchMinWeightBytes. A smaller
+	// model's weights stay in the processor's caches, so a batched step
+	// saves no memory traffic, while it runs as one step whose small ops
+	// are shared out between the cores one at a time; concurrent per-slot
+	// steps keep every core busy with no synchronization (stories260K, 4
+	// sessions on 2 cores: batched 0.57-0.68x the per-slot steps'
+	// aggregate tok/s). AlwaysBatch overrides the rule.
 	NoBatching bool
+	// AlwaysBatch batches the decode steps of concurrent sessions whatever
+	// the size of the model (see NoBatching), on backends that run batched
+	// graphs; for tests and comparisons. It cannot be combined with
+	// NoBatching.
+	AlwaysBatch bool
+}
+
+// BatchMinWeightBytes is the size of the weights from which a model on the
+// CPU backend batches the decode steps of concurrent sessions by default
+// (see Options.NoBatching). Measured on 2 cores (AMD EPYC, 1 MiB L2 per
+// core, 32 MiB L3), batched / per-slot aggregate decode tok/s with 4
+// sessions (2 sessions), alternated in one run: stories260K (1 MiB, f32)
+// 0.57-0.68x (0.63-0.67x); random llama2.c checkpoints, f32: 5.3 MiB 0.68x
+// (0.67x), 16.2 MiB 0.76-1.02x (0.83-0.87x), 20.9 MiB 1.10-1.31x
+// (1.05-1.09x), 26 MiB 1.68-1.82x (1.29-1.42x), 58 MiB 1.54-1.62x
+// (1.03-1.14x); the 110M shape in Q8_0 (137 MiB) 1.31-1.46x (0.92-1.22x),
+// in f32 (418 MiB) 2.17-2.53x (1.11-1.24x).
+const BatchMinWeightBytes = 20 << 20
+
+// batchPays reports whether batching concurrent sessions' decode steps is
+// expected to pay on a backend for weights of the given size: always on a
+// GPU, whose per-slot steps take turns on the device, and on the CPU for
+// weights of at least BatchMinWeightBytes.
+func batchPays(info gpu.Info, weightBytes int64) bool {
+	return info.Backend != "cpu" || weightBytes >= BatchMinWeightBytes
+}
+
+// weightBytes is the size of the tensors' data (and of their scales).
+func weightBytes(ws []*tensors.Tensor) int64 {
+	var n int64
+	for _, t := range ws {
+		if t == nil {
+			continue
+		}
+		n += int64(len(t.Data))
+		if t.Scales != nil {
+			n += int64(len(t.Scales.Data))
+		}
+	}
+	return n
 }
 
 // DefaultCPUMath is the CPU math gpurun uses unless told otherwise: dynamic
@@ -135,7 +186,9 @@ type Model struct {
 	// shared; nil on the CPU backend, whose programs run concurrently.
 	device *sync.Mutex
 	// batch gathers concurrent sessions' decode steps into batched steps;
-	// nil with one slot, NoBatching, or a backend without batched graphs.
+	// nil with one slot, NoBatching, a model on the CPU backend too small
+	// for batching to pay (see Options.NoBatching), or a backend without
+	// batched graphs.
 	batch *batcher
 }
 
@@ -189,6 +242,9 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 	if nslots < 1 || nslots > MaxSlots {
 		return nil, fmt.Errorf("%w: slots %d outside 1..%d", ErrOptions, opts.Slots, MaxSlots)
 	}
+	if opts.NoBatching && opts.AlwaysBatch {
+		return nil, fmt.Errorf("%w: NoBatching and AlwaysBatch together", ErrOptions)
+	}
 	m := &Model{cfg: *cfg, tok: tok, backend: opts.Backend, maxCache: opts.MaxCache, turn: make(chan struct{}, nslots), fuse: !opts.NoFusion}
 	m.greedyOff = opts.HostSampling
 	if m.maxCache == 0 {
@@ -235,7 +291,7 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 			return nil, err
 		}
 	}
-	if nslots > 1 && !opts.NoBatching {
+	if nslots > 1 && !opts.NoBatching && (opts.AlwaysBatch || batchPays(m.backend.Info(), weightBytes(ws))) {
 		if m.batch, err = m.newBatcher(); err != nil {
 			return nil, err
 		}

@@ -15,7 +15,7 @@ import (
 // TestSlotsConcurrent: sessions generating at once on a model with several
 // KV caches over one copy of the weights each give llama.cpp's golden
 // greedy ids, on the CPU backend, the CPU posing as a GPU (steps
-// serialized on the device) and the GPU backends. Each session also
+// serialized on the device) and the GPU backends (batched rounds). Each session also
 // continues its conversation in a second Generate, after the others have
 // moved the slots around.
 func TestSlotsConcurrent(t *testing.T) {
@@ -23,7 +23,7 @@ func TestSlotsConcurrent(t *testing.T) {
 	cases := testmodels.StoriesCases(t)
 	for _, backend := range []string{"cpu", "cpu-as-gpu", "webgpu", "vulkan"} {
 		t.Run(backend, func(t *testing.T) {
-			opts := pipeline.Options{MaxCache: 128, Slots: 3}
+			opts := pipeline.Options{MaxCache: 128, Slots: 3, AlwaysBatch: true}
 			switch backend {
 			case "cpu":
 			case "cpu-as-gpu":
@@ -35,9 +35,9 @@ func TestSlotsConcurrent(t *testing.T) {
 			if m.Slots() != 3 {
 				t.Fatalf("Slots() = %d, want 3", m.Slots())
 			}
-			// Only the CPU backend runs batched graphs: the others
-			// (and a wrapped CPU backend) step each session alone.
-			if got, want := m.Batching(), backend == "cpu"; got != want {
+			// The CPU and GPU backends run batched graphs; a wrapped CPU
+			// backend (no BatchBackend) steps each session alone.
+			if got, want := m.Batching(), backend != "cpu-as-gpu"; got != want {
 				t.Errorf("Batching() = %v, want %v", got, want)
 			}
 			// More sessions than slots: the extra ones wait.

@@ -159,7 +159,7 @@ type RopeParams struct {
 	RopeDims uint32 `wgsl:"rope_dims"`
 	Style    uint32 `wgsl:"style"`
 	Cols     uint32 `wgsl:"cols"`
-	Pad0     uint32 `wgsl:"pad0"`
+	PosAt    uint32 `wgsl:"pos_at"` // 0: row t at position step[0]+t; else at step word PosAt+t (batched steps)
 	Pad1     uint32 `wgsl:"pad1"`
 	Pad2     uint32 `wgsl:"pad2"`
 }
@@ -169,7 +169,11 @@ type KVParams struct {
 	KVCols  uint32 `wgsl:"kv_cols"`
 	HeadDim uint32 `wgsl:"head_dim"`
 	MaxLen  uint32 `wgsl:"max_len"`
+	PosAt   uint32 `wgsl:"pos_at"` // 0: row t at position step[0]+t; else at step word PosAt+t (batched steps)
+	Row0    uint32 `wgsl:"row0"`   // first row of the dispatch (batched steps: one dispatch per row)
 	Pad0    uint32 `wgsl:"pad0"`
+	Pad1    uint32 `wgsl:"pad1"`
+	Pad2    uint32 `wgsl:"pad2"`
 }
 
 // AttnParams is the uniform block of wgsl/attention.wgsl.
@@ -183,8 +187,8 @@ type AttnParams struct {
 	Window  uint32  `wgsl:"window"`  // 0: no sliding window
 	Chunks  uint32  `wgsl:"chunks"`  // attn_split: partial slots per (token, head)
 	Batches uint32  `wgsl:"batches"` // attn_split: head batches per kv head
-	Pad0    uint32  `wgsl:"pad0"`
-	Pad1    uint32  `wgsl:"pad1"`
+	PosAt   uint32  `wgsl:"pos_at"`  // 0: row t at position step[0]+t; else at step word PosAt+t (batched steps)
+	Row0    uint32  `wgsl:"row0"`    // first row of the dispatch (batched steps: one dispatch per row)
 	Pad2    uint32  `wgsl:"pad2"`
 }
 
@@ -345,7 +349,7 @@ func (v MatMulVariant) Shape() MatMulShape {
 	if v.GLU {
 		rows = 32
 	}
-	return MatMulShape{MatVecWG: 16, MatVecRows: 4, LanesWG: 64, LanesRows: 2, TileTokens: 32, TileRows: rows, TileK: 32}
+	return MatMulShape{MatVecWG: 16, MatVecRows: 8, LanesWG: 64, LanesRows: 2, TileTokens: 32, TileRows: rows, TileK: 32}
 }
 
 // ChunkElems is how many weight elements one 16-byte chunk holds: the fast

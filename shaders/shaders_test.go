@@ -78,11 +78,11 @@ func TestGetBindings(t *testing.T) {
 
 // The kernels of the specialized matmul family: the portable ones in every
 // variant without Subgroups, matvec_sg (alone) in every variant with them.
-var matmulKernels = []string{"matvec", "matvec_lanes", "matmul", "matmul_direct", "matvec_sg"}
+var matmulKernels = []string{"matvec", "matvec_u", "matvec_lanes", "matmul", "matmul_direct", "matmul_few", "matmul_few_u", "matvec_sg"}
 
 func TestGetVariantBindings(t *testing.T) {
 	R, W, U := gpu.StorageRead, gpu.StorageRW, gpu.Uniform
-	want := []gpu.BindingKind{U, R, R, R, R, R, W, R, R}
+	want := []gpu.BindingKind{U, R, R, R, R, R, W, R, R, U}
 	for _, name := range matmulKernels {
 		if _, err := Get(name); !errors.Is(err, ErrUnknown) {
 			t.Errorf("Get(%s) of a specialized kernel: err = %v, want ErrUnknown", name, err)
@@ -135,7 +135,7 @@ func TestParamsLayout(t *testing.T) {
 // The layout check catches each kind of drift: a renamed, retyped, missing
 // or reordered field.
 func TestParamsLayoutMismatch(t *testing.T) {
-	good := "struct KVParams {\n    kv_cols: u32,\n    head_dim: u32,\n    max_len: u32,\n    pad0: u32,\n}\n@group(0) @binding(0) var<uniform> p: KVParams;\n"
+	good := "struct KVParams {\n    kv_cols: u32,\n    head_dim: u32,\n    max_len: u32,\n    pos_at: u32,\n    row0: u32,\n    pad0: u32,\n    pad1: u32,\n    pad2: u32,\n}\n@group(0) @binding(0) var<uniform> p: KVParams;\n"
 	if err := CheckLayout(&Family{Name: "good", WGSL: good}); err != nil {
 		t.Fatalf("matching struct: %v", err)
 	}
@@ -176,11 +176,11 @@ func TestCodesWGSL(t *testing.T) {
 }
 
 func TestEncode(t *testing.T) {
-	b, err := Encode(KVParams{KVCols: 1, HeadDim: 2, MaxLen: 0x01020304})
+	b, err := Encode(KVParams{KVCols: 1, HeadDim: 2, MaxLen: 0x01020304, PosAt: 5, Row0: 6})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []byte{1, 0, 0, 0, 2, 0, 0, 0, 4, 3, 2, 1, 0, 0, 0, 0}
+	want := []byte{1, 0, 0, 0, 2, 0, 0, 0, 4, 3, 2, 1, 5, 0, 0, 0, 6, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 	if !bytes.Equal(b, want) {
 		t.Errorf("Encode = %v, want %v", b, want)
 	}

@@ -48,9 +48,10 @@ max_completion_tokens (default: until a stop or a full cache), stop, seed
 and n (1 only).
 
 The weights are loaded once; --parallel N gives them N KV caches of
---max-cache positions each, so that N requests generate at once: on the
-CPU backend their decode steps are batched into one step per round
-(continuous batching); on a GPU their steps take turns on the device. Further requests wait, up to
+--max-cache positions each, so that N requests generate at once, their
+decode steps batched into one step per round (continuous batching),
+except on the CPU backend for models under 20 MiB of weights, where each
+request steps apart (faster there). Further requests wait, up to
 --queue of them; beyond that they get 429 with Retry-After. A client that
 disconnects cancels its generation. On SIGTERM or an interrupt the server
 stops accepting, lets running requests finish for --grace, then cancels
@@ -114,6 +115,13 @@ pages at ORIGIN call the server.`,
 			kind := "plain chat format"
 			if !tpl.IsPlain() {
 				kind = "chat template"
+			}
+			if m.Slots() > 1 {
+				if m.Batching() {
+					kind += ", decode steps batched"
+				} else {
+					kind += ", decode steps per request"
+				}
 			}
 			fmt.Fprintf(errOut, "serving %q on http://%s (%d parallel, queue %d, %s)\n", name, ln.Addr(), m.Slots(), queue, kind)
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)

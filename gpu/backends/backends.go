@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/gpu/cpu"
 	"github.com/gpurun/gpurun/gpu/kernels"
@@ -160,6 +161,12 @@ type owned struct {
 }
 
 func withDevice(b gpu.Backend, dev gpu.Device) *owned { return &owned{Backend: b, dev: dev} }
+
+// CompileBatch passes batched graphs on to the backend (gpu.BatchBackend),
+// failing with gpu.ErrUnsupported where it runs none.
+func (o *owned) CompileBatch(g *fusion.Graph, w gpu.Weights, kvs []gpu.KVCache) (gpu.BatchProgram, error) {
+	return gpu.CompileBatch(o.Backend, g, w, kvs)
+}
 
 // withWebGPUMemory fills in Info.MemoryBytes, which WebGPU does not
 // report, from the Vulkan device of the same name (WebGPU runs on a Vulkan

@@ -28,23 +28,37 @@ type task interface {
 // pool is a fixed set of worker goroutines, started once, that share loops
 // with the calling goroutine. A loop is cut into chunks that the caller and
 // the workers take in turn from an atomic counter, so a worker that the
-// machine delays does not hold up the others.
+// machine delays does not hold up the others. A worker takes part in a loop
+// only if it joins it before the caller has finished taking chunks: the
+// caller then waits for the workers that joined, never for one that the
+// machine has not run yet (on a loaded machine, waking a sleeping worker
+// can take a scheduler time slice, milliseconds, longer than a small
+// model's whole decode step).
 type pool struct {
 	threads int
 
 	busy      sync.Mutex // one loop at a time; a concurrent caller runs alone
 	closeOnce sync.Once
 
-	gen      atomic.Uint64 // bumped per loop; workers wait for a change
+	// state is the loop's generation (bumped per loop; workers wait for a
+	// change) in the high 32 bits, loopClosed once the caller has stopped
+	// waiting for workers to join, and the number of workers in the loop
+	// in the bits below.
+	state    atomic.Uint64
 	t        task
 	n, chunk int
 	next     atomic.Int64
-	pending  atomic.Int32 // workers still on the current loop
 	sleeping atomic.Int32
 	stopped  atomic.Bool
 	mu       sync.Mutex
 	wake     *sync.Cond
 }
+
+const (
+	genShift   = 32
+	loopClosed = 1 << 31
+	joinedMask = loopClosed - 1
+)
 
 // newPool starts threads-1 workers (the caller is the last thread).
 func newPool(threads int) *pool {
@@ -66,7 +80,7 @@ func (p *pool) stop() {
 	p.busy.Lock()
 	p.stopped.Store(true)
 	p.mu.Lock()
-	p.gen.Add(1)
+	p.state.Store((p.state.Load()>>genShift+1)<<genShift | loopClosed)
 	p.wake.Broadcast()
 	p.mu.Unlock()
 }
@@ -83,15 +97,19 @@ func (p *pool) run(n, work, grain int, t task) {
 	chunk := max(grain, (n/(4*p.threads)+grain-1)/grain*grain)
 	p.t, p.n, p.chunk = t, n, chunk
 	p.next.Store(0)
-	p.pending.Store(int32(p.threads - 1))
-	p.gen.Add(1)
+	// A new generation, open, no worker in it (the last loop's workers
+	// have all left).
+	p.state.Store((p.state.Load()>>genShift + 1) << genShift)
 	if p.sleeping.Load() > 0 {
 		p.mu.Lock()
 		p.wake.Broadcast()
 		p.mu.Unlock()
 	}
 	p.work(0)
-	for spins := 0; p.pending.Load() > 0; spins++ {
+	// Every chunk is taken: close the loop to workers not in it yet and
+	// wait for those in it to finish their chunks.
+	p.state.Or(loopClosed)
+	for spins := 0; p.state.Load()&joinedMask != 0; spins++ {
 		if spins > 64 {
 			runtime.Gosched()
 		}
@@ -112,12 +130,11 @@ func (p *pool) work(w int) {
 }
 
 func (p *pool) worker(w int) {
-	// Generation 0 is the pool's start (newPool runs before any loop): a
-	// worker that starts late must still take part in the first loop.
+	// Generation 0 is the pool's start (newPool runs before any loop).
 	var seen uint64
 	for {
 		var start time.Time
-		for spins := 0; p.gen.Load() == seen; spins++ {
+		for spins := 0; p.state.Load()>>genShift == seen; spins++ {
 			if spins&255 != 255 {
 				continue
 			}
@@ -130,17 +147,25 @@ func (p *pool) worker(w int) {
 			}
 			p.mu.Lock()
 			p.sleeping.Add(1)
-			for p.gen.Load() == seen {
+			for p.state.Load()>>genShift == seen {
 				p.wake.Wait()
 			}
 			p.sleeping.Add(-1)
 			p.mu.Unlock()
 		}
-		seen = p.gen.Load()
+		s := p.state.Load()
+		seen = s >> genShift
 		if p.stopped.Load() {
 			return
 		}
+		// Join the loop unless the caller has closed it (or moved on).
+		for s&loopClosed == 0 && s>>genShift == seen && !p.state.CompareAndSwap(s, s+1) {
+			s = p.state.Load()
+		}
+		if s&loopClosed != 0 || s>>genShift != seen {
+			continue
+		}
 		p.work(w)
-		p.pending.Add(-1)
+		p.state.Add(^uint64(0)) // leave: one worker fewer
 	}
 }

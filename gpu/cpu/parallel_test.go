@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -38,4 +39,42 @@ func TestPoolCloseDuringRun(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("a loop never returned after the pool was closed")
 	}
+}
+
+// markTask counts how often each index of its loop is run.
+type markTask struct{ hits []atomic.Int32 }
+
+func (m *markTask) run(_, lo, hi int) {
+	for i := lo; i < hi; i++ {
+		m.hits[i].Add(1)
+	}
+}
+
+// TestPoolLoops: many short loops, from callers running at once (one takes
+// the pool, the others run alone), with workers that join some loops and
+// miss others: every loop covers each index exactly once.
+func TestPoolLoops(t *testing.T) {
+	p := newPool(4)
+	defer p.close()
+	var wg sync.WaitGroup
+	for c := range 3 {
+		wg.Go(func() {
+			for i := range 300 {
+				n := 1 + (c*300+i)%97
+				m := &markTask{hits: make([]atomic.Int32, n)}
+				p.run(n, minParallelWork, 1, m)
+				for j := range m.hits {
+					if h := m.hits[j].Load(); h != 1 {
+						t.Errorf("caller %d loop %d: index %d of %d run %d times", c, i, j, n, h)
+						return
+					}
+				}
+				if i%50 == 0 {
+					// Let the workers fall asleep now and then.
+					time.Sleep(300 * time.Microsecond)
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -41,12 +41,15 @@ func (pl *planner) attention(op *fusion.Op) error {
 	if op.HeadDim > maxHeadDim {
 		return fmt.Errorf("head dim %d over %d: %w", op.HeadDim, maxHeadDim, gpu.ErrUnsupported)
 	}
-	spec := pl.cache.spec
+	spec := pl.caches[0].spec
 	T := pl.p.g.Tokens
 	ap := shaders.AttnParams{Heads: u(op.Heads), KVHeads: u(op.KVHeads), HeadDim: u(op.HeadDim), MaxLen: u(spec.MaxLen),
-		Scale: op.Scale, Cap: op.Cap, Window: u(op.Window)}
+		Scale: op.Scale, Cap: op.Cap, Window: u(op.Window), PosAt: u(pl.p.posAt)}
 	step, q := gpu.Binding{Buf: pl.p.step}, pl.buf(op.In[0])
-	k, v := gpu.Binding{Buf: pl.cache.k[op.Layer]}, gpu.Binding{Buf: pl.cache.v[op.Layer]}
+	if pl.p.g.Batch {
+		return pl.batchAttention(op, ap, step, q)
+	}
+	k, v := gpu.Binding{Buf: pl.caches[0].k[op.Layer]}, gpu.Binding{Buf: pl.caches[0].v[op.Layer]}
 	chunks := ceilDiv(spec.MaxLen, attnChunk)
 	batches := ceilDiv(op.Heads/op.KVHeads, attnGroupBatch)
 	partBytes := int64(T) * int64(op.Heads) * int64(chunks) * int64(op.HeadDim+2) * 4
@@ -85,6 +88,25 @@ func (pl *planner) attention(op *fusion.Op) error {
 	none := gpu.Binding{Buf: pl.dummy}
 	pl.dispatch(name, ap, op.KVHeads*batches, chunks, T, step, q, k, v, sink, part)
 	pl.dispatch("attn_combine", ap, op.Heads, T, 1, step, none, none, none, pl.buf(op.Out), part)
+	return nil
+}
+
+// batchAttention plans the Attention op of a batched step: row r reads
+// sequence r's cache, so each row is its own per-head dispatch binding
+// that cache (an unused row's workgroups return at once).
+func (pl *planner) batchAttention(op *fusion.Op, ap shaders.AttnParams, step, q gpu.Binding) error {
+	sink, err := pl.sinkBuf()
+	if err != nil {
+		return err
+	}
+	name := "attention"
+	if pl.caches[0].spec.F16 {
+		name = "attention_f16"
+	}
+	for r, c := range pl.caches {
+		ap.Row0 = u(r)
+		pl.dispatch(name, ap, op.Heads, 1, 1, step, q, gpu.Binding{Buf: c.k[op.Layer]}, gpu.Binding{Buf: c.v[op.Layer]}, pl.buf(op.Out), sink)
+	}
 	return nil
 }
 

@@ -55,9 +55,11 @@ func (m SubgroupMode) String() string {
 //
 // CPU-class variants (CPU devices such as lavapipe, where a workgroup runs
 // on one thread as SIMD lanes, every storage load is a per-lane loop and a
-// barrier is expensive): matvec (4 rows per invocation sharing each
-// activation load, no barriers) and matmul_direct (4 tokens x 8 rows per
-// invocation from memory, no barriers).
+// barrier is expensive): matvec (8 rows per invocation sharing each
+// activation load, no barriers; matvec_u where the step's activations fit
+// a 64 KiB uniform binding, whose loads at addresses all lanes share are
+// single loads there), matmul_direct (4 tokens x 8 rows per invocation from
+// memory, no barriers) and, for batched steps of up to 4 rows, matmul_few.
 //
 // GPU-class variants (everything else): matvec_lanes (groups of lanes read
 // consecutive 16-byte chunks of a row, coalesced; workgroup-memory

@@ -115,7 +115,11 @@ func TestMatMul(t *testing.T) {
 		tc{tensors.F16, 0, 0, 37, 70, 40, true, false, 0},
 		tc{tensors.I4, 16, tensors.F16, 48, 33, 40, false, false, 0},
 		tc{tensors.I4, 32, tensors.F16, 64, 130, 40, true, false, 0},
-		tc{tensors.F32, 0, 0, 36, 70, 40, false, false, 36 * 4 * 20})
+		tc{tensors.F32, 0, 0, 36, 70, 40, false, false, 36 * 4 * 20},
+		// Decode rows over the 64 KiB of activations matvec_u reads from
+		// a uniform binding: the CPU class's storage-read matvec.
+		tc{tensors.I8, 32, tensors.F16, 16416, 9, 1, true, false, 0},
+		tc{tensors.F32, 0, 0, 16388, 5, 1, false, false, 0})
 	for _, c := range cases {
 		name := fmt.Sprintf("%s_b%d_%s_%dx%d_t%d_bias%v_last%v_split%d", c.dt, c.block, c.st, c.out, c.in, c.tokens, c.bias, c.lastRow, c.maxBind)
 		t.Run(name, func(t *testing.T) {

@@ -29,8 +29,9 @@ type item struct {
 type planner struct {
 	p        *program
 	ws       *weights
-	cache    *kvCache
+	caches   []*kvCache // the program's cache, or a batched step's caches by sequence
 	dummy    gpu.Buffer // bound where a kernel's optional input is absent
+	udummy   gpu.Buffer // uxBytes, bound at the matmul family's xu where x is not
 	scratch  gpu.Buffer // holds an input that aliases the output
 	gate     gpu.Buffer // MatMulGLU's gate when its kernel cannot be used, made on demand
 	gateSize int64
@@ -178,13 +179,25 @@ func (pl *planner) op(op *fusion.Op) error {
 		if op.RopeStyle == "halves" {
 			style = 1
 		}
-		pl.dispatch("rope", shaders.RopeParams{Heads: u(op.Heads), HeadDim: u(op.HeadDim), RopeDims: u(op.RopeDims), Style: style, Cols: u(out.Cols)},
+		pl.dispatch("rope", shaders.RopeParams{Heads: u(op.Heads), HeadDim: u(op.HeadDim), RopeDims: u(op.RopeDims), Style: style, Cols: u(out.Cols), PosAt: u(pl.p.posAt)},
 			ceilDiv(op.Heads*half, 64), T, 1, gpu.Binding{Buf: pl.p.step}, gpu.Binding{Buf: fb}, pl.buf(op.Out))
 	case fusion.StoreKV:
+		// A batched step stores each row into its own sequence's cache:
+		// one dispatch per row, binding that sequence's cache.
 		kvCols := op.KVHeads * op.HeadDim
-		pl.dispatch(storeKernel(pl.cache.spec), shaders.KVParams{KVCols: u(kvCols), HeadDim: u(op.HeadDim), MaxLen: u(pl.cache.spec.MaxLen)},
-			ceilDiv(op.KVHeads*kvWords(pl.cache.spec), 64), T, 1, gpu.Binding{Buf: pl.p.step}, pl.buf(op.In[0]), pl.buf(op.In[1]),
-			gpu.Binding{Buf: pl.cache.k[op.Layer]}, gpu.Binding{Buf: pl.cache.v[op.Layer]})
+		spec := pl.caches[0].spec
+		rows := T
+		if g.Batch {
+			rows = 1
+		}
+		for r, c := range pl.caches {
+			params := shaders.KVParams{KVCols: u(kvCols), HeadDim: u(op.HeadDim), MaxLen: u(spec.MaxLen), PosAt: u(pl.p.posAt)}
+			if g.Batch {
+				params.Row0 = u(r)
+			}
+			pl.dispatch(storeKernel(spec), params, ceilDiv(op.KVHeads*kvWords(spec), 64), rows, 1, gpu.Binding{Buf: pl.p.step},
+				pl.buf(op.In[0]), pl.buf(op.In[1]), gpu.Binding{Buf: c.k[op.Layer]}, gpu.Binding{Buf: c.v[op.Layer]})
+		}
 	case fusion.Attention:
 		return pl.attention(op)
 	case fusion.Add:
@@ -244,6 +257,15 @@ func matVariant(w *weight, glu bool) shaders.MatMulVariant {
 // kernels where the device class asks for them and the shape holds whole
 // 16-byte chunks, else the CPU-class ones (which also take any shape).
 func (pl *planner) matDispatch(v shaders.MatMulVariant, w *weight, params shaders.MatParams, rows, nrows int, bind []gpu.Binding) {
+	// Binding 9 (xu): x's first uxBytes where matvec_u can read the
+	// step's activations there.
+	x := bind[1]
+	ux := x.Offset == 0 && x.Buf.Size() >= uxBytes && int64(params.InCols)*int64(nrows)*4 <= uxBytes
+	xu := gpu.Binding{Buf: pl.udummy, Size: uxBytes}
+	if ux {
+		xu.Buf = x.Buf
+	}
+	bind = append(bind[:8:8], xu)
 	sh := v.Shape()
 	ce := v.ChunkElems()
 	gpuClass := pl.p.b.gpuClass && int(params.InCols)%ce == 0 && int(params.Block)%ce == 0
@@ -253,9 +275,17 @@ func (pl *planner) matDispatch(v shaders.MatMulVariant, w *weight, params shader
 	}
 	c := matCost(w, rows, int(params.InCols), nrows, mats)
 	switch {
-	case nrows >= 4 && gpuClass:
+	case nrows >= 4 && gpuClass, pl.p.g.Batch && nrows >= 2 && gpuClass:
 		pl.dispatchVariant("matmul", v.Variant(), params, c, ceilDiv(rows, sh.TileRows), ceilDiv(nrows, sh.TileTokens), 1, bind...)
-	case nrows >= 4:
+	case pl.p.g.Batch && nrows >= 2 && nrows <= 4:
+		// A batched step's rows are sequences: one read of each weight
+		// chunk serves all of them.
+		kernel := "matmul_few"
+		if ux {
+			kernel = "matmul_few_u"
+		}
+		pl.dispatchVariant(kernel, v.Variant(), params, c, ceilDiv(rows, 8*sh.TileRows), 1, 1, bind...)
+	case nrows >= 4, pl.p.g.Batch && nrows >= 2:
 		pl.dispatchVariant("matmul_direct", v.Variant(), params, c, ceilDiv(rows, sh.TileRows), ceilDiv(nrows, sh.TileTokens), 1, bind...)
 	case gpuClass:
 		// Lanes per row group: enough to cover a row's chunks once,
@@ -275,6 +305,8 @@ func (pl *planner) matDispatch(v shaders.MatMulVariant, w *weight, params shader
 			break
 		}
 		pl.dispatchVariant("matvec_lanes", v.Variant(), params, c, ceilDiv(rows, rowsPerWG), nrows, 1, bind...)
+	case ux:
+		pl.dispatchVariant("matvec_u", v.Variant(), params, c, ceilDiv(rows, sh.MatVecWG*sh.MatVecRows), nrows, 1, bind...)
 	default:
 		pl.dispatchVariant("matvec", v.Variant(), params, c, ceilDiv(rows, sh.MatVecWG*sh.MatVecRows), nrows, 1, bind...)
 	}

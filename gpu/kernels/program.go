@@ -16,6 +16,7 @@ import (
 var ErrRun = errors.New("kernels: bad run arguments")
 
 const (
+	uxBytes    = 65536                  // matmul.wgsl's xu: 4096 vec4s, WebGPU's and lavapipe's uniform binding limit
 	paramSlot  = 256                    // uniform offsets must be multiples of 256 on WebGPU
 	paramBytes = shaders.MaxParamsBytes // every params struct fits
 	maxHeadDim = 256                    // attention.wgsl keeps 4 output dims per invocation
@@ -35,6 +36,14 @@ type program struct {
 	vocab  int        // smallest embedding table, for token checks; 0 without Embed
 	maxLen int        // cache positions, 0 when the graph uses no cache
 	lastT  int
+
+	// A batched step (fusion.Graph.Batch, CompileBatch): program row r is
+	// always sequence r, whose cache is caches[r]; the step buffer holds
+	// [0, rows used, tokens[Tokens], positions[Tokens]] (posAt is the word
+	// of the first position), unused rows at position noRow.
+	caches   []*kvCache
+	posAt    int
+	lastRows []gpu.Row
 
 	profile      gpu.Commands // recorded with timestamps on first Profile
 	profileSlots []int
@@ -72,7 +81,11 @@ func (b *backend) Compile(g *fusion.Graph, w gpu.Weights, kv gpu.KVCache) (gpu.P
 		}
 		cache, p.maxLen = c, c.spec.MaxLen
 	}
-	if err := p.build(ws, cache); err != nil {
+	var caches []*kvCache
+	if cache != nil {
+		caches = []*kvCache{cache}
+	}
+	if err := p.build(ws, caches); err != nil {
 		p.Release()
 		return nil, fmt.Errorf("kernels: compile: %w", err)
 	}
@@ -89,7 +102,7 @@ func (p *program) newBuf(size int64) (gpu.Buffer, error) {
 }
 
 // build allocates the buffers, plans every op and records the list.
-func (p *program) build(ws *weights, cache *kvCache) error {
+func (p *program) build(ws *weights, caches []*kvCache) error {
 	g := p.g
 	p.bufs = make([]gpu.Buffer, len(g.Bufs))
 	var largest int64
@@ -98,7 +111,8 @@ func (p *program) build(ws *weights, cache *kvCache) error {
 		if size > p.b.devBinding {
 			return fmt.Errorf("buffer %q of %d bytes exceeds one binding: %w", bi.Name, size, gpu.ErrUnsupported)
 		}
-		buf, err := p.newBuf(size)
+		// At least uxBytes: any activation buffer can be a matvec_u input.
+		buf, err := p.newBuf(max(size, uxBytes))
 		if err != nil {
 			return err
 		}
@@ -106,11 +120,19 @@ func (p *program) build(ws *weights, cache *kvCache) error {
 		largest = max(largest, size)
 	}
 	var err error
-	if p.step, err = p.newBuf(int64(2+g.Tokens) * 4); err != nil {
+	stepWords := 2 + g.Tokens
+	if g.Batch {
+		p.posAt = stepWords
+		stepWords += g.Tokens
+	}
+	if p.step, err = p.newBuf(int64(stepWords) * 4); err != nil {
 		return err
 	}
-	pl := &planner{p: p, ws: ws, cache: cache}
+	pl := &planner{p: p, ws: ws, caches: caches}
 	if pl.dummy, err = p.newBuf(16); err != nil {
+		return err
+	}
+	if pl.udummy, err = p.newBuf(uxBytes); err != nil {
 		return err
 	}
 	if pl.scratch, err = p.newBuf(largest); err != nil {
@@ -137,6 +159,9 @@ func (p *program) run(ctx context.Context, tokens []int32, pos int, cmds gpu.Com
 	n := len(tokens)
 	if err := gpu.CheckStep(p.g, n, pos, p.maxLen); err != nil {
 		return fmt.Errorf("%w: %w", ErrRun, err)
+	}
+	if p.g.Batch {
+		return fmt.Errorf("%w: Run of a batched graph (RunBatch runs it)", ErrRun)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("kernels: run: %w", err)
@@ -169,6 +194,9 @@ func (p *program) Logits(dst []float32) (int, error) {
 	if p.lastT == 0 {
 		return 0, fmt.Errorf("%w: logits: no successful run yet", ErrRun)
 	}
+	if p.g.Batch {
+		return p.batchLogits(dst)
+	}
 	info := p.g.Bufs[p.g.Logits]
 	n := min(p.lastT, info.Rows) * info.Cols
 	if len(dst) < n {
@@ -198,5 +226,5 @@ func (p *program) Release() {
 	for _, b := range p.owned {
 		b.Release()
 	}
-	p.owned, p.bufs, p.lastT = nil, nil, 0
+	p.owned, p.bufs, p.lastT, p.caches = nil, nil, 0, nil
 }

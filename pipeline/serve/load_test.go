@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gpurun/gpurun/internal/testmodels"
+	"github.com/gpurun/gpurun/pipeline"
 )
 
 // loadStats summarize one load run.
@@ -34,7 +35,8 @@ func (s *loadStats) percentile(p float64) time.Duration {
 }
 
 // TestLoad drives the server on loopback with 32 clients sending 8 greedy
-// requests each, with 1 and then 4 slots: every response that completes is
+// requests each, with 1 and then 4 slots (stepped apart, as the default
+// rule has it for a model this small, and batched): every response that completes is
 // the text the same prompt gets alone, half of the streamed requests are
 // cancelled mid-way, and afterwards no goroutine is left behind. It logs
 // p50/p99 latency and the aggregate generated tokens per second of both
@@ -45,9 +47,20 @@ func TestLoad(t *testing.T) {
 	}
 	cases := testmodels.StoriesCases(t)
 	const clients, perClient, maxTokens = 32, 8, 24
-	for _, slots := range []int{1, 4} {
-		t.Run(fmt.Sprintf("parallel=%d", slots), func(t *testing.T) {
-			m := storiesModel(t, slots)
+	for _, run := range []struct {
+		slots   int
+		batched bool
+	}{{1, false}, {4, false}, {4, true}} {
+		slots := run.slots
+		name := fmt.Sprintf("parallel=%d", slots)
+		if run.batched {
+			name += "/batched"
+		}
+		t.Run(name, func(t *testing.T) {
+			m := storiesModelWith(t, pipeline.Options{MaxCache: 128, Slots: slots, AlwaysBatch: run.batched})
+			if m.Batching() != run.batched {
+				t.Fatalf("Batching() = %v, want %v", m.Batching(), run.batched)
+			}
 			// The baseline includes the model's own goroutines (the CPU
 			// backend's worker pool), which live until it is closed.
 			base := runtime.NumGoroutine()
@@ -115,8 +128,8 @@ func TestLoad(t *testing.T) {
 			ts.Close()
 			client.CloseIdleConnections()
 			waitFor(t, func() bool { return runtime.NumGoroutine() <= base })
-			t.Logf("parallel %d: %d requests completed (%d cancelled) in %v: p50 %v, p99 %v, %d tokens, %.0f tok/s aggregate",
-				slots, st.completed, st.cancelled, st.wall.Round(time.Millisecond), st.percentile(0.5).Round(time.Millisecond),
+			t.Logf("parallel %d (batched %v): %d requests completed (%d cancelled) in %v: p50 %v, p99 %v, %d tokens, %.0f tok/s aggregate",
+				slots, m.Batching(), st.completed, st.cancelled, st.wall.Round(time.Millisecond), st.percentile(0.5).Round(time.Millisecond),
 				st.percentile(0.99).Round(time.Millisecond), st.tokens, float64(st.tokens)/st.wall.Seconds())
 		})
 	}

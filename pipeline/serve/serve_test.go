@@ -27,6 +27,12 @@ const modelID = "stories260K"
 // slots KV caches of 128 positions.
 func storiesModel(t testing.TB, slots int) *pipeline.Model {
 	t.Helper()
+	return storiesModelWith(t, pipeline.Options{MaxCache: 128, Slots: slots})
+}
+
+// storiesModelWith is storiesModel with other options.
+func storiesModelWith(t testing.TB, opts pipeline.Options) *pipeline.Model {
+	t.Helper()
 	ck, err := llama2c.Load(testmodels.Path(t, "stories260K.bin"))
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +40,7 @@ func storiesModel(t testing.TB, slots int) *pipeline.Model {
 	if ck.Tokenizer, err = os.ReadFile(testmodels.Path(t, "tok512.model")); err != nil {
 		t.Fatal(err)
 	}
-	m, err := pipeline.FromCheckpoint(context.Background(), ck, pipeline.Options{MaxCache: 128, Slots: slots})
+	m, err := pipeline.FromCheckpoint(context.Background(), ck, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

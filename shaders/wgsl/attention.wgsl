@@ -49,8 +49,8 @@ struct AttnParams {
     window: u32, // 0: no sliding window
     chunks: u32,  // attn_split: partial slots per (token, head), ceil(max_len/CHUNK)
     batches: u32, // attn_split: head batches per kv head, ceil(group/GB)
-    pad0: u32,
-    pad1: u32,
+    pos_at: u32,  // 0: row t at position step[0]+t; else at step[pos_at+t] (batched steps)
+    row0: u32,    // first row of the dispatch (batched steps: one dispatch per row)
     pad2: u32,
 }
 
@@ -63,16 +63,25 @@ struct AttnParams {
 @group(0) @binding(6) var<storage, read_write> part: array<f32>;
 
 const WG: u32 = 64u;
+const NO_ROW: u32 = 0xffffffffu; // the position of a batched step's unused row
+
+// row_pos is the cache position of query row t.
+fn row_pos(t: u32) -> u32 {
+    if p.pos_at == 0u {
+        return step[0] + t;
+    }
+    return step[p.pos_at + t];
+}
 var<workgroup> sc: array<f32, 64>;
 
 @compute @workgroup_size(64)
 fn attention(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
-    attend(wid.x, wid.y, lid.x, false);
+    attend(wid.x, p.row0 + wid.y, lid.x, false);
 }
 
 @compute @workgroup_size(64)
 fn attention_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
-    attend(wid.x, wid.y, lid.x, true);
+    attend(wid.x, p.row0 + wid.y, lid.x, true);
 }
 
 // key_dot is Q row qb times the key at word kr of the cache.
@@ -103,10 +112,10 @@ fn out_dim(i: u32, a: u32, packed: bool) -> u32 {
 }
 
 fn attend(h: u32, t: u32, i: u32, packed: bool) {
-    if t >= step[1] {
+    if t >= step[1] || row_pos(t) == NO_ROW {
         return; // uniform across the workgroup
     }
-    let qp = min(step[0] + t, p.max_len - 1u);
+    let qp = min(row_pos(t), p.max_len - 1u);
     var lo = 0u;
     if p.window > 0u && qp + 1u > p.window {
         lo = qp + 1u - p.window;
@@ -202,7 +211,7 @@ fn attn_split_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocati
 
 // visible is the first and last cache position query row t attends to.
 fn visible(t: u32) -> vec2<u32> {
-    let qp = min(step[0] + t, p.max_len - 1u);
+    let qp = min(row_pos(t), p.max_len - 1u);
     var lo = 0u;
     if p.window > 0u && qp + 1u > p.window {
         lo = qp + 1u - p.window;
@@ -230,8 +239,8 @@ fn tile_dot(qb: u32, kr: u32, width: u32, packed: bool) -> f32 {
 }
 
 fn split(wid: vec3<u32>, i: u32, packed: bool) {
-    let t = wid.z;
-    if t >= step[1] {
+    let t = p.row0 + wid.z;
+    if t >= step[1] || row_pos(t) == NO_ROW {
         return; // uniform across the workgroup, as are all the exits below
     }
     let vis = visible(t);
@@ -349,9 +358,9 @@ fn split(wid: vec3<u32>, i: u32, packed: bool) {
 @compute @workgroup_size(64)
 fn attn_combine(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     let h = wid.x;
-    let t = wid.y;
+    let t = p.row0 + wid.y;
     let i = lid.x;
-    if t >= step[1] {
+    if t >= step[1] || row_pos(t) == NO_ROW {
         return;
     }
     let vis = visible(t);

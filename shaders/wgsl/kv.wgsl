@@ -19,7 +19,11 @@ struct KVParams {
     kv_cols: u32,
     head_dim: u32,
     max_len: u32,
+    pos_at: u32, // 0: row t at position step[0]+t; else at step[pos_at+t] (batched steps)
+    row0: u32,   // first row of the dispatch (batched steps: one dispatch per row)
     pad0: u32,
+    pad1: u32,
+    pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: KVParams;
@@ -29,11 +33,20 @@ struct KVParams {
 @group(0) @binding(4) var<storage, read_write> kc: array<u32>;
 @group(0) @binding(5) var<storage, read_write> vc: array<u32>;
 
+// row_pos is the cache position of row t; a batched step's unused rows
+// are at 0xffffffff, past every cache, so nothing is stored for them.
+fn row_pos(t: u32) -> u32 {
+    if p.pos_at == 0u {
+        return step[0] + t;
+    }
+    return step[p.pos_at + t];
+}
+
 @compute @workgroup_size(64)
 fn store_kv(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = gid.x;
-    let t = gid.y;
-    let pos = step[0] + t;
+    let t = p.row0 + gid.y;
+    let pos = row_pos(t);
     if i >= p.kv_cols || t >= step[1] || pos >= p.max_len {
         return;
     }
@@ -58,8 +71,8 @@ fn pack_pair(x: f32, y: f32) -> u32 {
 @compute @workgroup_size(64)
 fn store_kv_f16(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = gid.x;
-    let t = gid.y;
-    let pos = step[0] + t;
+    let t = p.row0 + gid.y;
+    let pos = row_pos(t);
     let hw = (p.head_dim + 1u) / 2u;
     let kv_heads = p.kv_cols / p.head_dim;
     if i >= kv_heads * hw || t >= step[1] || pos >= p.max_len {

@@ -21,8 +21,9 @@
 // (the host picks those for such shapes).
 //
 // Kernels (dispatch sizes: shaders.MatMulShape):
-//   matvec         decode, CPU class: MV_ROWS rows per invocation, no
+//   matvec         decode, CPU class: MV_ROWS (8) rows per invocation, no
 //                  barriers; each activation load feeds MV_ROWS rows.
+//                  matvec_u: the same, activations from a uniform binding.
 //   matvec_lanes   decode, GPU class: p.lanes invocations per group of
 //                  LV_ROWS rows read consecutive chunks (coalesced 16-byte
 //                  loads), each activation chunk feeds LV_ROWS rows, then a
@@ -31,6 +32,8 @@
 //                  reducing through subgroup shuffles.
 //   matmul_direct  prefill, CPU class: 4 tokens x 8 weight rows per
 //                  invocation straight from memory, no barriers.
+//   matmul_few     batched decode steps (<= 4 tokens), CPU class:
+//                  matmul_direct with all the tokens in every invocation.
 //   matmul         prefill, GPU class: a 32-token x 64-weight-row tile per
 //                  workgroup, weights dequantized once per tile into
 //                  workgroup memory (rows padded by one vec4 against bank
@@ -62,6 +65,12 @@ struct MatParams {
 @group(0) @binding(6) var<storage, read_write> out: array<f32>;
 @group(0) @binding(7) var<storage, read> w2: array<vec4<u32>>;
 @group(0) @binding(8) var<storage, read> s2: array<u32>;
+// The activations again, as a uniform buffer (64 KiB bound from x's buffer
+// where a decode step's rows fit, else any 64 KiB buffer): matvec_u reads
+// them here. On CPU-class devices (lavapipe) a storage load is a loop over
+// the SIMD lanes, while a uniform load at an address every lane shares is
+// one load: matvec's activation loads cost as much as its weight loads.
+@group(0) @binding(9) var<uniform> xu: array<vec4<f32>, 4096>;
 
 const CW: u32 = 4u * EPW; // elements per chunk
 
@@ -199,90 +208,146 @@ fn finish(t: u32, r: u32, acc: vec2<f32>) {
     }
 }
 
-// matvec: rows r0..r0+3 of token t per invocation. Rows past the end
-// repeat the last row; their results are dropped.
+// matvec: rows r0..r0+7 of token t per invocation. Rows past the end
+// repeat the last row; their results are dropped. matvec_u is matvec with
+// the activations read from xu (its x buffer holds at most 4096 vec4s).
 @compute @workgroup_size(16)
 fn matvec(@builtin(global_invocation_id) gid: vec3<u32>) {
+    mv(gid, false);
+}
+
+@compute @workgroup_size(16)
+fn matvec_u(@builtin(global_invocation_id) gid: vec3<u32>) {
+    mv(gid, true);
+}
+
+// xv is activation vec4 i, from xu when ux (a constant in each caller, so
+// the compilers drop the other branch).
+fn xv4(i: u32, ux: bool) -> vec4<f32> {
+    if ux {
+        return xu[i];
+    }
+    return x[i];
+}
+
+fn mv(gid: vec3<u32>, ux: bool) {
     let t = gid.y;
     let r0 = gid.x * MV_ROWS;
     if r0 >= p.rows || t >= min(step[1], p.nrows) {
         return;
     }
     let last = p.rows - 1u;
-    let ra = r0;
-    let rb = min(r0 + 1u, last);
-    let rc = min(r0 + 2u, last);
-    let rd = min(r0 + 3u, last);
+    var rr = array<u32, 8>(r0, min(r0 + 1u, last), min(r0 + 2u, last), min(r0 + 3u, last),
+                           min(r0 + 4u, last), min(r0 + 5u, last), min(r0 + 6u, last), min(r0 + 7u, last));
     var a0 = vec2<f32>(0.0);
     var a1 = vec2<f32>(0.0);
     var a2 = vec2<f32>(0.0);
     var a3 = vec2<f32>(0.0);
+    var a4 = vec2<f32>(0.0);
+    var a5 = vec2<f32>(0.0);
+    var a6 = vec2<f32>(0.0);
+    var a7 = vec2<f32>(0.0);
     if fast() {
         let cpr = p.in_cols / CW; // chunks per row
         let cpb = p.block / CW;   // chunks per scale block
         let xb = t * (p.in_cols / 4u);
+        let ra = rr[0] * cpr;
+        let rb = rr[1] * cpr;
+        let rc = rr[2] * cpr;
+        let rd = rr[3] * cpr;
+        let re = rr[4] * cpr;
+        let rf = rr[5] * cpr;
+        let rg = rr[6] * cpr;
+        let rh = rr[7] * cpr;
         for (var b = 0u; b < p.nblocks; b++) {
-            var q0 = vec2<f32>(0.0);
-            var q1 = vec2<f32>(0.0);
-            var q2 = vec2<f32>(0.0);
-            var q3 = vec2<f32>(0.0);
+            var q0 = mat4x2<f32>();
+            var q1 = mat4x2<f32>();
             for (var j = b * cpb; j < (b + 1u) * cpb; j++) {
-                let v0 = w[ra * cpr + j];
-                let v1 = w[rb * cpr + j];
-                let v2 = w[rc * cpr + j];
-                let v3 = w[rd * cpr + j];
+                let v0 = w[ra + j];
+                let v1 = w[rb + j];
+                let v2 = w[rc + j];
+                let v3 = w[rd + j];
+                let v4 = w[re + j];
+                let v5 = w[rf + j];
+                let v6 = w[rg + j];
+                let v7 = w[rh + j];
                 var u0 = v0;
                 var u1 = v1;
                 var u2 = v2;
                 var u3 = v3;
+                var u4 = v4;
+                var u5 = v5;
+                var u6 = v6;
+                var u7 = v7;
                 if GLU {
-                    u0 = w2[ra * cpr + j];
-                    u1 = w2[rb * cpr + j];
-                    u2 = w2[rc * cpr + j];
-                    u3 = w2[rd * cpr + j];
+                    u0 = w2[ra + j];
+                    u1 = w2[rb + j];
+                    u2 = w2[rc + j];
+                    u3 = w2[rd + j];
+                    u4 = w2[re + j];
+                    u5 = w2[rf + j];
+                    u6 = w2[rg + j];
+                    u7 = w2[rh + j];
                 }
                 // The vec4s of a chunk, unrolled with constant indices so
-                // each dq folds to its one decoding.
+                // each dq folds to its one decoding; each activation vec4
+                // is loaded once for the eight rows.
                 let xi = xb + j * EPW;
-                var m = mvq(v0, v1, v2, v3, u0, u1, u2, u3, 0u, x[xi]);
+                var xv = xv4(xi, ux);
+                q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 0u, xv);
+                q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 0u, xv);
                 if EPW > 1u {
-                    m += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 1u, x[xi + 1u]);
+                    xv = xv4(xi + 1u, ux);
+                    q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 1u, xv);
+                    q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 1u, xv);
                 }
                 if EPW > 2u {
-                    m += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 2u, x[xi + 2u]);
-                    m += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 3u, x[xi + 3u]);
+                    xv = xv4(xi + 2u, ux);
+                    q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 2u, xv);
+                    q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 2u, xv);
+                    xv = xv4(xi + 3u, ux);
+                    q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 3u, xv);
+                    q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 3u, xv);
                 }
                 if EPW > 4u {
-                    m += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 4u, x[xi + 4u]);
-                    m += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 5u, x[xi + 5u]);
-                    m += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 6u, x[xi + 6u]);
-                    m += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 7u, x[xi + 7u]);
+                    xv = xv4(xi + 4u, ux);
+                    q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 4u, xv);
+                    q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 4u, xv);
+                    xv = xv4(xi + 5u, ux);
+                    q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 5u, xv);
+                    q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 5u, xv);
+                    xv = xv4(xi + 6u, ux);
+                    q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 6u, xv);
+                    q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 6u, xv);
+                    xv = xv4(xi + 7u, ux);
+                    q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 7u, xv);
+                    q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 7u, xv);
                 }
-                q0 += m[0];
-                q1 += m[1];
-                q2 += m[2];
-                q3 += m[3];
             }
-            a0 += q0 * scales(ra * p.nblocks + b);
-            a1 += q1 * scales(rb * p.nblocks + b);
-            a2 += q2 * scales(rc * p.nblocks + b);
-            a3 += q3 * scales(rd * p.nblocks + b);
+            a0 += q0[0] * scales(rr[0] * p.nblocks + b);
+            a1 += q0[1] * scales(rr[1] * p.nblocks + b);
+            a2 += q0[2] * scales(rr[2] * p.nblocks + b);
+            a3 += q0[3] * scales(rr[3] * p.nblocks + b);
+            a4 += q1[0] * scales(rr[4] * p.nblocks + b);
+            a5 += q1[1] * scales(rr[5] * p.nblocks + b);
+            a6 += q1[2] * scales(rr[6] * p.nblocks + b);
+            a7 += q1[3] * scales(rr[7] * p.nblocks + b);
         }
     } else {
-        a0 = slow_row(ra, t);
-        a1 = slow_row(rb, t);
-        a2 = slow_row(rc, t);
-        a3 = slow_row(rd, t);
+        a0 = slow_row(rr[0], t);
+        a1 = slow_row(rr[1], t);
+        a2 = slow_row(rr[2], t);
+        a3 = slow_row(rr[3], t);
+        a4 = slow_row(rr[4], t);
+        a5 = slow_row(rr[5], t);
+        a6 = slow_row(rr[6], t);
+        a7 = slow_row(rr[7], t);
     }
-    finish(t, r0, a0);
-    if r0 + 1u <= last {
-        finish(t, r0 + 1u, a1);
-    }
-    if r0 + 2u <= last {
-        finish(t, r0 + 2u, a2);
-    }
-    if r0 + 3u <= last {
-        finish(t, r0 + 3u, a3);
+    var acc = array<vec2<f32>, 8>(a0, a1, a2, a3, a4, a5, a6, a7);
+    for (var k = 0u; k < 8u; k++) {
+        if r0 + k <= last {
+            finish(t, r0 + k, acc[k]);
+        }
     }
 }
 
@@ -437,8 +502,10 @@ fn add_tile(a: Tile, b: Tile) -> Tile {
 }
 
 // gq multiplies vec4 q of the 8 slots' chunks v (scaled by sl, sh) with
-// the activations at vec4 indices xi of the 4 tokens.
-fn gq(v: array<vec4<u32>, 8>, sl: vec4<f32>, sh: vec4<f32>, q: u32, xi: vec4<u32>) -> Tile {
+// the activations at vec4 indices xi of the 4 tokens. Only the first m
+// tokens' activations are loaded (the others' results are dropped): on a
+// CPU-class device every load is a loop over the SIMD lanes.
+fn gq(v: array<vec4<u32>, 8>, sl: vec4<f32>, sh: vec4<f32>, q: u32, xi: vec4<u32>, m: u32, ux: bool) -> Tile {
     let w0 = dq(v[0], q) * sl.x;
     let w1 = dq(v[1], q) * sl.y;
     let w2_ = dq(v[2], q) * sl.z;
@@ -447,10 +514,19 @@ fn gq(v: array<vec4<u32>, 8>, sl: vec4<f32>, sh: vec4<f32>, q: u32, xi: vec4<u32
     let w5 = dq(v[5], q) * sh.y;
     let w6 = dq(v[6], q) * sh.z;
     let w7 = dq(v[7], q) * sh.w;
-    let x0 = x[xi.x];
-    let x1 = x[xi.y];
-    let x2 = x[xi.z];
-    let x3 = x[xi.w];
+    let x0 = xv4(xi.x, ux);
+    var x1 = x0;
+    var x2 = x0;
+    var x3 = x0;
+    if m > 1u {
+        x1 = xv4(xi.y, ux);
+    }
+    if m > 2u {
+        x2 = xv4(xi.z, ux);
+    }
+    if m > 3u {
+        x3 = xv4(xi.w, ux);
+    }
     let lo = mat4x4<f32>(vec4<f32>(dot(w0, x0), dot(w1, x0), dot(w2_, x0), dot(w3, x0)),
                          vec4<f32>(dot(w0, x1), dot(w1, x1), dot(w2_, x1), dot(w3, x1)),
                          vec4<f32>(dot(w0, x2), dot(w1, x2), dot(w2_, x2), dot(w3, x2)),
@@ -470,8 +546,37 @@ fn matmul_direct(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
     if wid.y * MM_TOKENS >= n {
         return; // the whole tile is past T: uniform across the workgroup
     }
-    let ty = wid.y * MM_TOKENS + lid.y;
-    let rbase = wid.x * MM_ROWS + lid.x;
+    direct(wid.x * MM_ROWS + lid.x, wid.y * MM_TOKENS + lid.y, 8u, n, false);
+}
+
+// matmul_few: matmul_direct for steps of at most 4 tokens (batched decode
+// steps, one row per sequence), CPU class: invocation (lx, ly) computes
+// tokens 0-3 for its 8 weight-row slots, the 8 rows of ly each covering
+// MM_ROWS weight rows, so a workgroup covers 8 * MM_ROWS rows and every
+// weight chunk is read once for all the tokens. (matmul_direct would give
+// 7 of every 8 invocations tokens past the end.) Dispatch:
+// (ceil(rows / (8 * MM_ROWS)), 1, 1).
+@compute @workgroup_size(8, 8)
+fn matmul_few(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let n = min(min(step[1], p.nrows), 4u);
+    direct((wid.x * 8u + lid.y) * MM_ROWS + lid.x, 0u, 1u, n, false);
+}
+
+// matmul_few_u is matmul_few with the activations read from xu (as
+// matvec_u).
+@compute @workgroup_size(8, 8)
+fn matmul_few_u(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let n = min(min(step[1], p.nrows), 4u);
+    direct((wid.x * 8u + lid.y) * MM_ROWS + lid.x, 0u, 1u, n, true);
+}
+
+// direct computes the 8 weight-row slots of rbase (slot_row) for tokens
+// ty + dt*i, i < 4 (tokens past n repeat the last and are dropped), with
+// the activations from xu when ux.
+fn direct(rbase: u32, ty: u32, dt: u32, n: u32, ux: bool) {
+    if rbase >= p.rows {
+        return; // every slot past the last row
+    }
     let last = p.rows - 1u;
     // Rows and tokens past the end repeat the last; dropped when stored.
     let r0 = min(slot_row(rbase, 0u), last);
@@ -482,10 +587,15 @@ fn matmul_direct(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
     let r5 = min(slot_row(rbase, 5u), last);
     let r6 = min(slot_row(rbase, 6u), last);
     let r7 = min(slot_row(rbase, 7u), last);
+    // m: the token slots that hold tokens (the rest repeat the last).
+    let m = min((n - min(ty, n) + dt - 1u) / dt, 4u);
+    if m == 0u {
+        return; // no token of this invocation is in the step
+    }
     let t0 = min(ty, n - 1u);
-    let t1 = min(ty + 8u, n - 1u);
-    let t2 = min(ty + 16u, n - 1u);
-    let t3 = min(ty + 24u, n - 1u);
+    let t1 = min(ty + dt, n - 1u);
+    let t2 = min(ty + 2u * dt, n - 1u);
+    let t3 = min(ty + 3u * dt, n - 1u);
     var c0l = vec4<f32>(0.0);
     var c0h = vec4<f32>(0.0);
     var c1l = vec4<f32>(0.0);
@@ -511,19 +621,19 @@ fn matmul_direct(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
                 let v7 = slot_chunk(7u, r7, j);
                 let v = array<vec4<u32>, 8>(v0, v1, v2, v3, v4, v5, v6, v7);
                 let xi = vec4<u32>(t0, t1, t2, t3) * xs + j * EPW;
-                var tl = gq(v, sl, sh, 0u, xi);
+                var tl = gq(v, sl, sh, 0u, xi, m, ux);
                 if EPW > 1u {
-                    tl = add_tile(tl, gq(v, sl, sh, 1u, xi + 1u));
+                    tl = add_tile(tl, gq(v, sl, sh, 1u, xi + 1u, m, ux));
                 }
                 if EPW > 2u {
-                    tl = add_tile(tl, gq(v, sl, sh, 2u, xi + 2u));
-                    tl = add_tile(tl, gq(v, sl, sh, 3u, xi + 3u));
+                    tl = add_tile(tl, gq(v, sl, sh, 2u, xi + 2u, m, ux));
+                    tl = add_tile(tl, gq(v, sl, sh, 3u, xi + 3u, m, ux));
                 }
                 if EPW > 4u {
-                    tl = add_tile(tl, gq(v, sl, sh, 4u, xi + 4u));
-                    tl = add_tile(tl, gq(v, sl, sh, 5u, xi + 5u));
-                    tl = add_tile(tl, gq(v, sl, sh, 6u, xi + 6u));
-                    tl = add_tile(tl, gq(v, sl, sh, 7u, xi + 7u));
+                    tl = add_tile(tl, gq(v, sl, sh, 4u, xi + 4u, m, ux));
+                    tl = add_tile(tl, gq(v, sl, sh, 5u, xi + 5u, m, ux));
+                    tl = add_tile(tl, gq(v, sl, sh, 6u, xi + 6u, m, ux));
+                    tl = add_tile(tl, gq(v, sl, sh, 7u, xi + 7u, m, ux));
                 }
                 c0l += tl.lo[0];
                 c1l += tl.lo[1];
@@ -550,9 +660,9 @@ fn matmul_direct(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
         }
     }
     finish_tile(ty, n, rbase, c0l, c0h);
-    finish_tile(ty + 8u, n, rbase, c1l, c1h);
-    finish_tile(ty + 16u, n, rbase, c2l, c2h);
-    finish_tile(ty + 24u, n, rbase, c3l, c3h);
+    finish_tile(ty + dt, n, rbase, c1l, c1h);
+    finish_tile(ty + 2u * dt, n, rbase, c2l, c2h);
+    finish_tile(ty + 3u * dt, n, rbase, c3l, c3h);
 }
 
 // matmul (tiled): per step of MM_K (32) columns the workgroup stages the

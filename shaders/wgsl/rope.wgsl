@@ -10,7 +10,7 @@ struct RopeParams {
     rope_dims: u32,
     style: u32,
     cols: u32,
-    pad0: u32,
+    pos_at: u32, // 0: row t at position step[0]+t; else at step[pos_at+t] (batched steps)
     pad1: u32,
     pad2: u32,
 }
@@ -48,6 +48,13 @@ fn rope(@builtin(global_invocation_id) gid: vec3<u32>) {
     if gid.x >= p.heads * half || t >= step[1] {
         return;
     }
+    var pos = step[0] + t;
+    if p.pos_at != 0u {
+        pos = step[p.pos_at + t];
+        if pos == 0xffffffffu {
+            return; // an unused row of a batched step
+        }
+    }
     let h = gid.x / half;
     let i = gid.x % half;
     var a = 2u * i;
@@ -57,7 +64,7 @@ fn rope(@builtin(global_invocation_id) gid: vec3<u32>) {
         b = i + half;
     }
     let base = t * p.cols + h * p.head_dim;
-    let angle = f32(step[0] + t) * freq[i];
+    let angle = f32(pos) * freq[i];
     let sc = sincos(angle);
     let sn = sc.x;
     let cs = sc.y;

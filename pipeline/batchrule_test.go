@@ -1,0 +1,67 @@
+package pipeline_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/pipeline"
+)
+
+// TestBatchingRule: by default a model batches where it pays (on a GPU
+// backend always, on the CPU from BatchMinWeightBytes of weights), so
+// stories260K (1 MiB) on the CPU steps its slots apart; AlwaysBatch and
+// NoBatching override the rule, and cannot be combined.
+func TestBatchingRule(t *testing.T) {
+	cpuInfo, gpuInfo := gpu.Info{Backend: "cpu", Type: gpu.CPU}, gpu.Info{Backend: "vulkan", Type: gpu.Discrete}
+	for _, tc := range []struct {
+		info  gpu.Info
+		bytes int64
+		want  bool
+	}{
+		{cpuInfo, 0, false},
+		{cpuInfo, 1 << 20, false},
+		{cpuInfo, pipeline.BatchMinWeightBytes - 1, false},
+		{cpuInfo, pipeline.BatchMinWeightBytes, true},
+		{cpuInfo, 140 << 20, true},
+		{gpuInfo, 0, true},
+		{gpuInfo, 1 << 20, true},
+		// A GPU backend on a CPU device (lavapipe) steps its slots one
+		// at a time on the device queue anyway.
+		{gpu.Info{Backend: "webgpu", Type: gpu.CPU}, 1 << 20, true},
+	} {
+		if got := pipeline.BatchPays(tc.info, tc.bytes); got != tc.want {
+			t.Errorf("BatchPays(%s, %d) = %v, want %v", tc.info.Backend, tc.bytes, got, tc.want)
+		}
+	}
+	ck := storiesCheckpoint(t)
+	// The size the rule sees: every tensor's bytes (stories260K: f32,
+	// 260K parameters, the embedding shared with the classifier).
+	var params int
+	for _, w := range ck.Tensors {
+		params += w.NumElements()
+	}
+	if got, want := pipeline.WeightBytes(ck.Tensors), int64(4*params); got != want || got < 900_000 || got > 1_200_000 {
+		t.Errorf("WeightBytes = %d, want %d (about 1 MiB)", got, want)
+	}
+	for _, tc := range []struct {
+		name string
+		opts pipeline.Options
+		want bool
+	}{
+		{"default", pipeline.Options{Slots: 4}, false},
+		{"AlwaysBatch", pipeline.Options{Slots: 4, AlwaysBatch: true}, true},
+		{"NoBatching", pipeline.Options{Slots: 4, NoBatching: true}, false},
+		{"one slot", pipeline.Options{Slots: 1, AlwaysBatch: true}, false},
+	} {
+		tc.opts.MaxCache = 32
+		m := load(t, ck, tc.opts)
+		if got := m.Batching(); got != tc.want {
+			t.Errorf("%s: Batching() = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if _, err := pipeline.FromCheckpoint(context.Background(), ck, pipeline.Options{Slots: 4, NoBatching: true, AlwaysBatch: true}); !errors.Is(err, pipeline.ErrOptions) {
+		t.Errorf("NoBatching with AlwaysBatch: %v, want ErrOptions", err)
+	}
+}
