@@ -5,8 +5,10 @@
 //   1. y = x * inv_temperature (host-computed 1/T); NaN is never kept.
 //      arg = the greedy id of x, hi = x[arg] * inv_temperature (the
 //      largest y); every x NaN: 0; hi not finite or top-k 1: arg.
-//   2. top-k: kmin = the largest order key K with count(key(y) >= K) >= k,
-//      found bit by bit (32 counting passes); kept: key(y) >= kmin.
+//   2. top-k: kmin = the largest order key K with count(key(y) >= K) >= k
+//      (the key of the k-th largest y; 0 when fewer than k are valid),
+//      found by a radix select, 8 bits per counting pass (pipeline/sampler
+//      finds the same key bit by bit); kept: key(y) >= kmin.
 //   3. q = exp(y - hi) for kept tokens, else 0.
 //   4. top-p: pmin = the largest bit pattern P with S(P) >= top_p * S(0),
 //      S(P) the sum of the q whose bits are >= P (31 passes); kept: those.
@@ -16,7 +18,10 @@
 //      whose running sum passes r, the last kept id if none does.
 // Every sum is split into WG chunks of ceil(n / WG) consecutive ids, one per
 // invocation, added in id order; the chunk sums are added in chunk order by
-// invocation 0. One workgroup; dispatch (1, 1, 1).
+// invocation 0. When at most CAP ids survive top-k, their ids are gathered
+// in id order (chunk by chunk) into workgroup memory and steps 3-5 visit
+// only them: the sums are the same, as the skipped q are all 0. One
+// workgroup; dispatch (1, 1, 1).
 
 struct SampleParams {
     n: u32,
@@ -42,6 +47,13 @@ var<workgroup> red_u: array<u32, 256>;
 var<workgroup> best_v: array<f32, 256>;
 var<workgroup> best_i: array<u32, 256>;
 var<workgroup> pick: atomic<u32>;
+var<workgroup> hist: array<atomic<u32>, 256>;
+var<workgroup> sel: vec3<u32>; // radix select: prefix, remaining rank, found
+// CAP is how many top-k survivors are gathered (more: the whole row is
+// visited); offs[t] is where chunk t's survivors start.
+const CAP: u32 = 2048u;
+var<workgroup> kept: array<u32, 2048>;
+var<workgroup> offs: array<u32, 257>;
 var<workgroup> last1: atomic<u32>;
 
 // okey maps f32 bits to a u32 in the numbers' order.
@@ -82,6 +94,15 @@ fn philox(c0: vec4<u32>, k0: vec2<u32>) -> vec4<u32> {
     return c;
 }
 
+// at is the id of the j-th element visited: j itself, or the j-th gathered
+// survivor.
+fn at(j: u32, compact: bool) -> u32 {
+    if compact {
+        return kept[j];
+    }
+    return j;
+}
+
 // prob is q of step 3, 0 below the top-p cut pmin (0: none).
 fn prob(i: u32, hi: f32, kmin: u32, pmin: u32) -> f32 {
     let y = x[i] * p.inv_temperature;
@@ -95,36 +116,13 @@ fn prob(i: u32, hi: f32, kmin: u32, pmin: u32) -> f32 {
     return q;
 }
 
-// count returns, to every invocation, the number of kept ids whose key is
-// at least cand.
-fn count(l: u32, lo: u32, hi_i: u32, cand: u32) -> u32 {
-    var c = 0u;
-    for (var i = lo; i < hi_i; i++) {
-        let y = x[i] * p.inv_temperature;
-        if y == y && okey(y) >= cand {
-            c++;
-        }
-    }
-    red_u[l] = c;
-    workgroupBarrier();
-    for (var h = WG / 2u; h > 0u; h >>= 1u) {
-        if l < h {
-            red_u[l] += red_u[l + h];
-        }
-        workgroupBarrier();
-    }
-    let total = red_u[0];
-    workgroupBarrier();
-    return total;
-}
-
 // chunked returns, to every invocation, the chunked sum of the q (cut at
 // kmin, not at top-p) whose bits are at least pcand; red_f then holds the
 // running sums before each chunk (red_f[WG] is the total).
-fn chunked(l: u32, lo: u32, hi_i: u32, hi: f32, kmin: u32, pcand: u32) -> f32 {
+fn chunked(l: u32, a: u32, e: u32, compact: bool, hi: f32, kmin: u32, pcand: u32) -> f32 {
     var part = 0.0;
-    for (var i = lo; i < hi_i; i++) {
-        let q = prob(i, hi, kmin, 0u);
+    for (var j = a; j < e; j++) {
+        let q = prob(at(j, compact), hi, kmin, 0u);
         if bitcast<u32>(q) >= pcand {
             part += q;
         }
@@ -183,31 +181,104 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
     }
     let hi = best_v[0] * p.inv_temperature;
     let arg = best_i[0];
-    // 2. Top-k.
+    // 2. Top-k: a radix select of the k-th largest order key, 8 bits a
+    // pass: the histogram of the next digit among the keys matching the
+    // digits found so far, scanned from the top for the rank left.
     var kmin = 0u;
     if p.top_k > 0u {
-        for (var bit = 31; bit >= 0; bit--) {
-            let cand = kmin | (1u << u32(bit));
-            if count(l, lo, hi_i, cand) >= p.top_k {
-                kmin = cand;
+        if l == 0u {
+            sel = vec3<u32>(0u, p.top_k, 1u);
+        }
+        for (var d = 0u; d < 4u; d++) {
+            let shift = 24u - 8u * d;
+            atomicStore(&hist[l], 0u);
+            workgroupBarrier();
+            let s0 = sel;
+            // The digits above shift must match s0.x's (none for d = 0).
+            let mask = select(0xffffffffu << min(shift + 8u, 31u), 0u, d == 0u);
+            for (var i = l; i < n; i += WG) {
+                let y = x[i] * p.inv_temperature;
+                if y == y {
+                    let key = okey(y);
+                    if (key & mask) == (s0.x & mask) {
+                        atomicAdd(&hist[(key >> shift) & 255u], 1u);
+                    }
+                }
+            }
+            workgroupBarrier();
+            if l == 0u && s0.z == 1u {
+                var acc = 0u;
+                var found = 0u;
+                var b = 0u;
+                for (var j = 0u; j < 256u; j++) {
+                    let c = atomicLoad(&hist[255u - j]);
+                    if acc + c >= s0.y {
+                        b = 255u - j;
+                        found = 1u;
+                        break;
+                    }
+                    acc += c;
+                }
+                sel = vec3<u32>(s0.x | (b << shift), s0.y - acc, found);
+            }
+            workgroupBarrier();
+        }
+        let s1 = sel;
+        if s1.z == 1u {
+            kmin = s1.x;
+        }
+    }
+    // Gather the survivors of top-k in id order when they fit: each chunk's
+    // count, their running sum, then each chunk's ids at its offset.
+    var cnt = 0u;
+    for (var i = lo; i < hi_i; i++) {
+        let y = x[i] * p.inv_temperature;
+        if y == y && okey(y) >= kmin {
+            cnt++;
+        }
+    }
+    red_u[l] = cnt;
+    workgroupBarrier();
+    if l == 0u {
+        var o = 0u;
+        for (var t = 0u; t < WG; t++) {
+            offs[t] = o;
+            o += red_u[t];
+        }
+        offs[WG] = o;
+    }
+    workgroupBarrier();
+    let compact = offs[WG] <= CAP;
+    var a = lo;
+    var e = hi_i;
+    if compact {
+        a = offs[l];
+        e = offs[l + 1u];
+        var o = a;
+        for (var i = lo; i < hi_i; i++) {
+            let y = x[i] * p.inv_temperature;
+            if y == y && okey(y) >= kmin {
+                kept[o] = i;
+                o++;
             }
         }
     }
+    workgroupBarrier();
     // 4. Top-p.
     var pmin = 0u;
     if p.top_p > 0.0 && p.top_p < 1.0 {
-        let goal = p.top_p * chunked(l, lo, hi_i, hi, kmin, 0u);
+        let goal = p.top_p * chunked(l, a, e, compact, hi, kmin, 0u);
         for (var bit = 30; bit >= 0; bit--) {
             let cand = pmin | (1u << u32(bit));
-            if chunked(l, lo, hi_i, hi, kmin, cand) >= goal {
+            if chunked(l, a, e, compact, hi, kmin, cand) >= goal {
                 pmin = cand;
             }
         }
     }
     // 5. The draw: the running sums of the kept q, chunk by chunk.
     var part = 0.0;
-    for (var i = lo; i < hi_i; i++) {
-        part += prob(i, hi, kmin, pmin);
+    for (var j = a; j < e; j++) {
+        part += prob(at(j, compact), hi, kmin, pmin);
     }
     red_u[l] = bitcast<u32>(part);
     workgroupBarrier();
@@ -224,7 +295,8 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
     let r = f32(b.x >> 8u) * (1.0 / 16777216.0) * red_f[WG];
     var acc = red_f[l];
     var lastLocal = 0u;
-    for (var i = lo; i < hi_i; i++) {
+    for (var j = a; j < e; j++) {
+        let i = at(j, compact);
         let q = prob(i, hi, kmin, pmin);
         acc += q;
         if q > 0.0 {
