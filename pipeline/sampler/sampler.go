@@ -40,7 +40,8 @@ type Options struct {
 type Sampler struct {
 	opts Options
 	step uint32
-	p    []float32 // reused scratch
+	p    []float32 // reused scratch: the probabilities, 0 where cut
+	ids  []int     // the ids kept by top-k, ascending
 }
 
 // New returns a sampler whose draws depend only on opts.Seed and the step.
@@ -83,30 +84,28 @@ func (s *Sampler) SampleAt(logits []float32, step uint32) int {
 	if id >= 0 {
 		return id
 	}
-	p := s.p
-	n := len(p)
-	c := chunk(n)
-	total := chunkedSum(p, -1)
+	p, c := s.p, chunk(len(s.p))
+	total := s.chunkedSum(-1)
 	r := philox.Uniform(o.Seed, step) * total
 	// The first id whose running sum passes r, each chunk's run starting
-	// from the sum of the chunks before it.
-	var base float32
+	// from the sum of the chunks before it. Only kept ids are visited: the
+	// others add 0.
+	var base, acc, part float32
+	chunkAt := -1
 	last := -1
-	for t := 0; t < Chunks; t++ {
-		lo, hi := min(t*c, n), min((t+1)*c, n)
-		acc := base
-		var part float32
-		for i := lo; i < hi; i++ {
-			acc += p[i]
-			part += p[i]
-			if p[i] > 0 {
-				if acc > r {
-					return i
-				}
-				last = i
-			}
+	for _, i := range s.ids {
+		if t := i / c; t != chunkAt {
+			base += part
+			part, acc, chunkAt = 0, base, t
 		}
-		base += part
+		acc += p[i]
+		part += p[i]
+		if p[i] > 0 {
+			if acc > r {
+				return i
+			}
+			last = i
+		}
 	}
 	return last
 }
@@ -122,8 +121,8 @@ func (s *Sampler) Probabilities(logits []float32) (ids []int, probs []float64) {
 		return []int{id}, []float64{1}
 	}
 	var sum float64
-	for i, v := range s.p {
-		if v > 0 {
+	for _, i := range s.ids {
+		if v := s.p[i]; v > 0 {
 			ids = append(ids, i)
 			sum += float64(v)
 		}
@@ -141,23 +140,58 @@ func InvTemperature(t float32) float32 { return 1 / t }
 
 func chunk(n int) int { return (n + Chunks - 1) / Chunks }
 
-// chunkedSum adds the values of p whose bits are at least minBits (all
+// chunkedSum adds the probabilities whose bits are at least minBits (all
 // when minBits < 0) the device's way: in id order within each chunk, then
-// chunk sums in chunk order.
-func chunkedSum(p []float32, minBits int64) float32 {
-	n := len(p)
-	c := chunk(n)
-	var total float32
-	for t := 0; t < Chunks; t++ {
-		var part float32
-		for i := min(t*c, n); i < min((t+1)*c, n); i++ {
-			if int64(math.Float32bits(p[i])) >= minBits {
-				part += p[i]
+// chunk sums in chunk order. It visits only the ids top-k kept, as the
+// others are 0 and add nothing.
+func (s *Sampler) chunkedSum(minBits int64) float32 {
+	c := chunk(len(s.p))
+	var total, part float32
+	chunkAt := -1
+	for _, i := range s.ids {
+		if t := i / c; t != chunkAt {
+			total += part
+			part, chunkAt = 0, t
+		}
+		if v := s.p[i]; int64(math.Float32bits(v)) >= minBits {
+			part += v
+		}
+	}
+	return total + part
+}
+
+// kthKey returns the k-th largest order key of the valid (non-NaN) values
+// of y, 1 <= k <= their count: a radix select, 8 bits at a time (the
+// device kernel's passes; the same key as the largest K with
+// count(key >= K) >= k).
+func kthKey(y []float32, k int) uint32 {
+	var prefix uint32
+	rem := uint32(k)
+	for d := 0; d < 4; d++ {
+		shift := 24 - 8*d
+		var mask uint32
+		if d > 0 {
+			mask = ^uint32(0) << (shift + 8)
+		}
+		var hist [256]uint32
+		for _, v := range y {
+			if v == v {
+				if key := orderKey(v); key&mask == prefix&mask {
+					hist[key>>shift&255]++
+				}
 			}
 		}
-		total += part
+		var acc uint32
+		for b := 255; b >= 0; b-- {
+			if acc+hist[b] >= rem {
+				prefix |= uint32(b) << shift
+				rem -= acc
+				break
+			}
+			acc += hist[b]
+		}
 	}
-	return total
+	return prefix
 }
 
 // orderKey maps float32 bits to a uint32 whose order is the numbers' order.
@@ -199,44 +233,35 @@ func (s *Sampler) distribution(logits []float32) int {
 	if !(math.Abs(float64(hi)) <= math.MaxFloat32) || o.TopK == 1 {
 		return arg
 	}
-	// 2. Top-k: the k-th largest scaled logit by a search over the bits of
-	// its order key, one count per bit.
+	// 2. Top-k: the k-th largest scaled logit's order key.
 	var kMin uint32
 	if o.TopK > 0 && o.TopK < valid {
-		for bit := 31; bit >= 0; bit-- {
-			cand := kMin | 1<<bit
-			count := 0
-			for _, y := range p {
-				if y == y && orderKey(y) >= cand {
-					count++
-				}
-			}
-			if count >= o.TopK {
-				kMin = cand
-			}
-		}
+		kMin = kthKey(p, o.TopK)
 	}
 	// 3. Softmax numerators of the kept tokens.
+	ids := s.ids[:0]
 	for i, y := range p {
 		if y == y && orderKey(y) >= kMin {
 			p[i] = float32(math.Exp(float64(y - hi)))
+			ids = append(ids, i)
 		} else {
 			p[i] = 0
 		}
 	}
+	s.ids = ids
 	// 4. Top-p: the smallest probability whose tokens and the more likely
 	// ones reach TopP of the total, by a search over its bits.
 	if o.TopP > 0 && o.TopP < 1 {
-		target := o.TopP * chunkedSum(p, -1)
+		target := o.TopP * s.chunkedSum(-1)
 		var pMin int64
 		for bit := 30; bit >= 0; bit-- {
 			cand := pMin | 1<<bit
-			if chunkedSum(p, cand) >= target {
+			if s.chunkedSum(cand) >= target {
 				pMin = cand
 			}
 		}
-		for i, v := range p {
-			if int64(math.Float32bits(v)) < pMin {
+		for _, i := range ids {
+			if int64(math.Float32bits(p[i])) < pMin {
 				p[i] = 0
 			}
 		}
