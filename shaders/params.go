@@ -126,6 +126,10 @@ type MatParams struct {
 	Act      uint32 `wgsl:"act"`       // GLU variants: activation code
 	HasBias2 uint32 `wgsl:"has_bias2"` // GLU variants: the bias is the up projection's
 	Lanes    uint32 `wgsl:"lanes"`     // matvec_lanes: invocations per row (a power of two <= 64)
+	XT0      uint32 `wgsl:"x_t0"`      // matmul_few(_u): first token of the dispatch (xu holds tokens from it)
+	Pad1     uint32 `wgsl:"pad1"`
+	Pad2     uint32 `wgsl:"pad2"`
+	Pad3     uint32 `wgsl:"pad3"`
 }
 
 // EmbedParams is the uniform block of wgsl/embed.wgsl.

@@ -58,8 +58,10 @@ func (m SubgroupMode) String() string {
 // barrier is expensive): matvec (8 rows per invocation sharing each
 // activation load, no barriers; matvec_u where the step's activations fit
 // a 64 KiB uniform binding, whose loads at addresses all lanes share are
-// single loads there), matmul_direct (4 tokens x 8 rows per invocation from
-// memory, no barriers) and, for batched steps of up to 4 rows, matmul_few.
+// single loads there), for prefill matmul_few_u once per 4 tokens (their
+// activations bound as a 64 KiB uniform window; matmul_direct, 4 tokens x
+// 8 rows per invocation from memory, where the window does not fit) and,
+// for batched steps of up to 4 rows, matmul_few(_u).
 //
 // GPU-class variants (everything else): matvec_lanes (groups of lanes read
 // consecutive 16-byte chunks of a row, coalesced; workgroup-memory

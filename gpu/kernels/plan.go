@@ -285,6 +285,18 @@ func (pl *planner) matDispatch(v shaders.MatMulVariant, w *weight, params shader
 			kernel = "matmul_few_u"
 		}
 		pl.dispatchVariant(kernel, v.Variant(), params, c, ceilDiv(rows, 8*sh.TileRows), 1, 1, bind...)
+	case !gpuClass && nrows >= 4 && windows(x, int(params.InCols), nrows):
+		// Prefill on a CPU-class device: one matmul_few_u per 4 tokens,
+		// each binding its tokens' activations at xu (uniform loads there
+		// are single loads or gathers, storage loads lane loops).
+		c4 := matCost(w, rows, int(params.InCols), 4, mats)
+		for t0 := 0; t0 < nrows; t0 += 4 {
+			wp := params
+			wp.XT0 = u(t0)
+			wb := append([]gpu.Binding(nil), bind...)
+			wb[8] = gpu.Binding{Buf: x.Buf, Offset: int64(t0) * int64(params.InCols) * 4, Size: uxBytes}
+			pl.dispatchVariant("matmul_few_u", v.Variant(), wp, c4, ceilDiv(rows, 8*sh.TileRows), 1, 1, wb...)
+		}
 	case nrows >= 4, pl.p.g.Batch && nrows >= 2:
 		pl.dispatchVariant("matmul_direct", v.Variant(), params, c, ceilDiv(rows, sh.TileRows), ceilDiv(nrows, sh.TileTokens), 1, bind...)
 	case gpuClass:
@@ -310,6 +322,17 @@ func (pl *planner) matDispatch(v shaders.MatMulVariant, w *weight, params shader
 	default:
 		pl.dispatchVariant("matvec", v.Variant(), params, c, ceilDiv(rows, sh.MatVecWG*sh.MatVecRows), nrows, 1, bind...)
 	}
+}
+
+// windows reports whether a prefill's activations x (nrows rows of inCols)
+// can be bound 4 tokens at a time as matmul_few_u's 64 KiB uniform window:
+// 4 rows fit it, each window starts on a 256-byte boundary (WebGPU's
+// uniform offset alignment) and the buffer holds 64 KiB from the last
+// window's start (activation buffers are padded by that much).
+func windows(x gpu.Binding, inCols, nrows int) bool {
+	win := int64(4*inCols) * 4
+	last := int64((nrows-1)/4) * win
+	return x.Offset == 0 && win <= uxBytes && win%256 == 0 && last+uxBytes <= x.Buf.Size()
 }
 
 // matMul plans out = W·x + bias (accum: out += ...), one dispatch per row

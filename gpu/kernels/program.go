@@ -111,8 +111,9 @@ func (p *program) build(ws *weights, caches []*kvCache) error {
 		if size > p.b.devBinding {
 			return fmt.Errorf("buffer %q of %d bytes exceeds one binding: %w", bi.Name, size, gpu.ErrUnsupported)
 		}
-		// At least uxBytes: any activation buffer can be a matvec_u input.
-		buf, err := p.newBuf(max(size, uxBytes))
+		// uxBytes more: any activation buffer can be bound as the
+		// matmul family's 64 KiB uniform window (xu) at any of its rows.
+		buf, err := p.newBuf(size + uxBytes)
 		if err != nil {
 			return err
 		}
@@ -135,7 +136,7 @@ func (p *program) build(ws *weights, caches []*kvCache) error {
 	if pl.udummy, err = p.newBuf(uxBytes); err != nil {
 		return err
 	}
-	if pl.scratch, err = p.newBuf(largest); err != nil {
+	if pl.scratch, err = p.newBuf(largest + uxBytes); err != nil {
 		return err
 	}
 	for i := range g.Ops {

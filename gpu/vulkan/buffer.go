@@ -220,13 +220,13 @@ func (d *Device) transfer(gb gpu.Buffer, off, n int64, what string, move func(vi
 		if upload {
 			move(st.bytes()[:m], at)
 			region[0].DstOffset = vk.DeviceSize(off + at)
-			if err := d.oneShotLocked(func(cb vk.CommandBuffer) { vk.CmdCopyBuffer(cb, st.buf, b.buf, 1, region) }); err != nil {
+			if err := d.oneShotLocked(func(cb vk.CommandBuffer) { copyBuffer(cb, st.buf, b.buf, region) }); err != nil {
 				return fmt.Errorf("vulkan: %s: %w", what, err)
 			}
 			continue
 		}
 		region[0].SrcOffset = vk.DeviceSize(off + at)
-		if err := d.oneShotLocked(func(cb vk.CommandBuffer) { vk.CmdCopyBuffer(cb, b.buf, st.buf, 1, region) }); err != nil {
+		if err := d.oneShotLocked(func(cb vk.CommandBuffer) { copyBuffer(cb, b.buf, st.buf, region) }); err != nil {
 			return fmt.Errorf("vulkan: %s: %w", what, err)
 		}
 		move(st.bytes()[:m], at)

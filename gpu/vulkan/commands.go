@@ -317,7 +317,7 @@ func (c *commands) Copy(gdst gpu.Buffer, dstOff int64, gsrc gpu.Buffer, srcOff i
 		fullBarrier(c.cb)
 	}
 	region := []vk.BufferCopy{{SrcOffset: vk.DeviceSize(srcOff), DstOffset: vk.DeviceSize(dstOff), Size: vk.DeviceSize(size)}}
-	vk.CmdCopyBuffer(c.cb, src.buf, dst.buf, 1, region)
+	copyBuffer(c.cb, src.buf, dst.buf, region)
 	c.buffers[src] = struct{}{}
 	c.buffers[dst] = struct{}{}
 	return nil

@@ -389,13 +389,19 @@ const (
 		vk.AccessTransferWriteBit | vk.AccessUniformReadBit)
 )
 
+// vkCmdPipelineBarrier's wrapper copies the barrier slice into C memory
+// that a finalizer may free during the call (see gcguard.go): the
+// validation layer then saw a garbage sType in CI. Hence noGC.
 func fullBarrier(cb vk.CommandBuffer) {
 	mb := []vk.MemoryBarrier{{
 		SType:         vk.StructureTypeMemoryBarrier,
 		SrcAccessMask: writeAccess,
 		DstAccessMask: anyAccess,
 	}}
-	vk.CmdPipelineBarrier(cb, workStages, workStages, 0, 1, mb, 0, nil, 0, nil)
+	noGC(func() struct{} {
+		vk.CmdPipelineBarrier(cb, workStages, workStages, 0, 1, mb, 0, nil, 0, nil)
+		return struct{}{}
+	})
 }
 
 func hostBarrier(cb vk.CommandBuffer) {
@@ -404,5 +410,8 @@ func hostBarrier(cb vk.CommandBuffer) {
 		SrcAccessMask: writeAccess,
 		DstAccessMask: vk.AccessFlags(vk.AccessHostReadBit),
 	}}
-	vk.CmdPipelineBarrier(cb, workStages, vk.PipelineStageFlags(vk.PipelineStageHostBit), 0, 1, mb, 0, nil, 0, nil)
+	noGC(func() struct{} {
+		vk.CmdPipelineBarrier(cb, workStages, vk.PipelineStageFlags(vk.PipelineStageHostBit), 0, 1, mb, 0, nil, 0, nil)
+		return struct{}{}
+	})
 }

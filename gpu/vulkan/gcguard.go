@@ -3,10 +3,13 @@ package vulkan
 import (
 	"runtime/debug"
 	"sync"
+
+	vk "github.com/vulkan-go/vulkan"
 )
 
 // vulkan-go's wrappers for calls that take a slice of structs
-// (vkCreateComputePipelines, vkUpdateDescriptorSets, vkQueueSubmit) copy the
+// (vkCreateComputePipelines, vkUpdateDescriptorSets, vkQueueSubmit,
+// vkCmdPipelineBarrier, vkCmdCopyBuffer) copy the
 // slice into C memory whose only owner is a Go finalizer set on a variable
 // that is already unreachable when the C call starts. A garbage collection
 // during the call frees that memory while the driver reads it: lavapipe then
@@ -39,4 +42,13 @@ func noGC[T any](call func() T) T {
 		gcHold.Unlock()
 	}()
 	return call()
+}
+
+// copyBuffer is vkCmdCopyBuffer under noGC: its wrapper copies the regions
+// into finalizer-owned C memory like the calls above.
+func copyBuffer(cb vk.CommandBuffer, src, dst vk.Buffer, regions []vk.BufferCopy) {
+	noGC(func() struct{} {
+		vk.CmdCopyBuffer(cb, src, dst, uint32(len(regions)), regions)
+		return struct{}{}
+	})
 }

@@ -54,6 +54,10 @@ struct MatParams {
     act: u32,     // GLU: an ACT_* code
     has_bias2: u32,
     lanes: u32,   // matvec_lanes: invocations per row group, a power of two <= 64
+    x_t0: u32,    // matmul_few(_u): first token of the dispatch (xu holds tokens from it)
+    pad1: u32,
+    pad2: u32,
+    pad3: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: MatParams;
@@ -558,16 +562,18 @@ fn matmul_direct(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
 // (ceil(rows / (8 * MM_ROWS)), 1, 1).
 @compute @workgroup_size(8, 8)
 fn matmul_few(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
-    let n = min(min(step[1], p.nrows), 4u);
-    direct((wid.x * 8u + lid.y) * MM_ROWS + lid.x, 0u, 1u, n, false);
+    let n = min(min(step[1], p.nrows), p.x_t0 + 4u);
+    direct((wid.x * 8u + lid.y) * MM_ROWS + lid.x, p.x_t0, 1u, n, false);
 }
 
 // matmul_few_u is matmul_few with the activations read from xu (as
-// matvec_u).
+// matvec_u), whose row 0 is token x_t0: a prefill step on a CPU-class
+// device runs as one matmul_few_u per 4 tokens, each binding its tokens'
+// activations at xu.
 @compute @workgroup_size(8, 8)
 fn matmul_few_u(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
-    let n = min(min(step[1], p.nrows), 4u);
-    direct((wid.x * 8u + lid.y) * MM_ROWS + lid.x, 0u, 1u, n, true);
+    let n = min(min(step[1], p.nrows), p.x_t0 + 4u);
+    direct((wid.x * 8u + lid.y) * MM_ROWS + lid.x, p.x_t0, 1u, n, true);
 }
 
 // direct computes the 8 weight-row slots of rbase (slot_row) for tokens
@@ -607,6 +613,11 @@ fn direct(rbase: u32, ty: u32, dt: u32, n: u32, ux: bool) {
     if fast() {
         let cpb = p.block / CW;
         let xs = p.in_cols / 4u;
+        // xu's row 0 is token x_t0 (0 for matvec_u and batched steps).
+        var xbase = 0u;
+        if ux {
+            xbase = p.x_t0;
+        }
         for (var b = 0u; b < p.nblocks; b++) {
             let sl = vec4<f32>(slot_scale(0u, r0, b), slot_scale(1u, r1, b), slot_scale(2u, r2, b), slot_scale(3u, r3, b));
             let sh = vec4<f32>(slot_scale(4u, r4, b), slot_scale(5u, r5, b), slot_scale(6u, r6, b), slot_scale(7u, r7, b));
@@ -620,7 +631,7 @@ fn direct(rbase: u32, ty: u32, dt: u32, n: u32, ux: bool) {
                 let v6 = slot_chunk(6u, r6, j);
                 let v7 = slot_chunk(7u, r7, j);
                 let v = array<vec4<u32>, 8>(v0, v1, v2, v3, v4, v5, v6, v7);
-                let xi = vec4<u32>(t0, t1, t2, t3) * xs + j * EPW;
+                let xi = (vec4<u32>(t0, t1, t2, t3) - xbase) * xs + j * EPW;
                 var tl = gq(v, sl, sh, 0u, xi, m, ux);
                 if EPW > 1u {
                     tl = add_tile(tl, gq(v, sl, sh, 1u, xi + 1u, m, ux));
