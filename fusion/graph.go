@@ -89,12 +89,29 @@ const (
 	// back one value per step rather than a vocabulary of logits; ids are
 	// exact in f32 below 2^24.
 	Argmax
+	// Sample: Out[0][0] = float32(i), i the token drawn from In[0]'s single
+	// row by Sampling (temperature, top-k, top-p) with the draw of the
+	// step Pos+T, the position the token takes: the algorithm of
+	// pipeline/sampler, whose SampleAt gives the same id for the same row
+	// and step on every backend. In[0] has one row, Out is 1x1.
+	Sample
 )
+
+// Sampling is the rule of a Sample op (pipeline/sampler.Options' fields):
+// Temperature > 0 and finite, TopK 0 (all) or at least 1 (at least the
+// row's width keeps all), TopP 0 (all) or in (0, 1], and the seed keying
+// the draws.
+type Sampling struct {
+	Temperature float32
+	TopK        int
+	TopP        float32
+	Seed        uint64
+}
 
 var kindNames = map[Kind]string{Embed: "embed", Norm: "norm", MatMul: "matmul", Rope: "rope",
 	StoreKV: "store_kv", Attention: "attention", GLU: "glu", Activation: "activation", Add: "add",
 	SoftCap: "softcap", LastRow: "last_row",
-	MultiMatMul: "multi_matmul", MatMulGLU: "matmul_glu", Argmax: "argmax"}
+	MultiMatMul: "multi_matmul", MatMulGLU: "matmul_glu", Argmax: "argmax", Sample: "sample"}
 
 func (k Kind) String() string {
 	if s, ok := kindNames[k]; ok {
@@ -129,6 +146,8 @@ type Op struct {
 	RopeDims                int
 	RopeBase                float32
 	RopeStyle               string // model.RopeInterleaved or model.RopeHalves
+
+	Sampling Sampling // Sample
 }
 
 // KVSpec sizes the KV cache a graph reads and writes.

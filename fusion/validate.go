@@ -3,6 +3,7 @@ package fusion
 import (
 	"errors"
 	"fmt"
+	"math"
 )
 
 // ErrInvalid reports a graph that breaks the contract of graph.go: a buffer
@@ -53,7 +54,7 @@ func (g *Graph) ValidateBatch(shape WeightShape) error {
 		}
 	}
 	for i, op := range g.Ops {
-		if op.Kind == LastRow || op.Kind == Argmax {
+		if op.Kind == LastRow || op.Kind == Argmax || op.Kind == Sample {
 			return fmt.Errorf("op %d: %w: %s in a batched graph", i, ErrInvalid, op.Kind)
 		}
 	}
@@ -92,7 +93,7 @@ func (g *Graph) valid(b Buf) bool { return b >= 0 && int(b) < len(g.Bufs) }
 // validateOp checks one op. Error messages name the offending field.
 func (g *Graph) validateOp(op *Op, shape WeightShape) error {
 	want := map[Kind]int{Embed: 0, Norm: 1, MatMul: 1, Rope: 1, StoreKV: 2, Attention: 1, GLU: 2,
-		Activation: 1, Add: 2, SoftCap: 1, LastRow: 1, MultiMatMul: 1, MatMulGLU: 1, Argmax: 1}
+		Activation: 1, Add: 2, SoftCap: 1, LastRow: 1, MultiMatMul: 1, MatMulGLU: 1, Argmax: 1, Sample: 1}
 	n, known := want[op.Kind]
 	if !known {
 		return fmt.Errorf("%w: unknown kind %d", ErrInvalid, op.Kind)
@@ -240,18 +241,25 @@ func (g *Graph) validateOp(op *Op, shape WeightShape) error {
 			return fmt.Errorf("%w: last_row output aliases its input %q", ErrInvalid, out.Name)
 		}
 		return sameCols()
-	case Argmax:
+	case Argmax, Sample:
+		if op.Kind == Sample {
+			s := op.Sampling
+			t := float64(s.Temperature)
+			if !(t > 0) || math.IsInf(t, 0) || s.TopK < 0 || s.TopK > math.MaxInt32 || !(s.TopP >= 0 && s.TopP <= 1) {
+				return fmt.Errorf("%w: sample rule %+v (want temperature > 0 and finite, top-k in 0..2^31-1, top-p in [0, 1])", ErrInvalid, s)
+			}
+		}
 		if in0.Rows != 1 {
-			return fmt.Errorf("%w: argmax input %q has %d rows, want 1", ErrInvalid, in0.Name, in0.Rows)
+			return fmt.Errorf("%w: %s input %q has %d rows, want 1", ErrInvalid, op.Kind, in0.Name, in0.Rows)
 		}
 		if in0.Cols > 1<<24 {
-			return fmt.Errorf("%w: argmax input %q has %d columns, ids past 2^24 are not exact in f32", ErrInvalid, in0.Name, in0.Cols)
+			return fmt.Errorf("%w: %s input %q has %d columns, ids past 2^24 are not exact in f32", ErrInvalid, op.Kind, in0.Name, in0.Cols)
 		}
 		if out.Rows != 1 || out.Cols != 1 {
-			return fmt.Errorf("%w: argmax output %q is %d x %d, want 1 x 1", ErrInvalid, out.Name, out.Rows, out.Cols)
+			return fmt.Errorf("%w: %s output %q is %d x %d, want 1 x 1", ErrInvalid, op.Kind, out.Name, out.Rows, out.Cols)
 		}
 		if op.Out == op.In[0] {
-			return fmt.Errorf("%w: argmax output aliases its input %q", ErrInvalid, out.Name)
+			return fmt.Errorf("%w: %s output aliases its input %q", ErrInvalid, op.Kind, out.Name)
 		}
 		return nil
 	}

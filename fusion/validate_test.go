@@ -2,6 +2,7 @@ package fusion
 
 import (
 	"errors"
+	"math"
 	"testing"
 )
 
@@ -130,5 +131,34 @@ func TestValidateBatch(t *testing.T) {
 	g.Ops = append(g.Ops, Op{Kind: Argmax, Out: g.NewBuf("id", 2, 1), In: []Buf{4}})
 	if err := g.ValidateBatch(shapes); !errors.Is(err, ErrInvalid) {
 		t.Errorf("batched graph with Argmax: %v, want ErrInvalid", err)
+	}
+}
+
+// TestValidateSample checks the sample contract: argmax's shapes and a
+// rule that pipeline/sampler can run.
+func TestValidateSample(t *testing.T) {
+	withSample := func(r Sampling) *Graph {
+		g := smallGraph()
+		id := g.NewBuf("id", 1, 1)
+		g.Logits = g.Add(Op{Kind: Sample, Out: id, In: []Buf{g.Logits}, Sampling: r})
+		return g
+	}
+	good := Sampling{Temperature: 0.8, TopK: 40, TopP: 0.9, Seed: 1}
+	if err := withSample(good).Validate(shapes); err != nil {
+		t.Fatalf("valid graph: %v", err)
+	}
+	nan := float32(math.NaN())
+	for _, r := range []Sampling{
+		{Temperature: 0}, {Temperature: -1}, {Temperature: nan}, {Temperature: float32(math.Inf(1))},
+		{Temperature: 1, TopK: -1}, {Temperature: 1, TopP: -0.1}, {Temperature: 1, TopP: 1.5}, {Temperature: 1, TopP: nan},
+	} {
+		if err := withSample(r).Validate(shapes); !errors.Is(err, ErrInvalid) {
+			t.Errorf("rule %+v: %v, want ErrInvalid", r, err)
+		}
+	}
+	g := withSample(good)
+	g.Bufs[6].Cols = 2
+	if err := g.Validate(shapes); !errors.Is(err, ErrInvalid) {
+		t.Errorf("2-wide output: %v, want ErrInvalid", err)
 	}
 }

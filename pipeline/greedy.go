@@ -7,49 +7,77 @@ import (
 	"math"
 	"slices"
 
+	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/pipeline/arch"
 )
 
-// ErrDeviceID reports a token id from the device's argmax that is not a
+// ErrDeviceID reports a token id from the device (argmax or sampling) that is not a
 // vocabulary id: a backend bug, reported rather than fed back.
-var ErrDeviceID = errors.New("pipeline: device argmax returned an invalid id")
+var ErrDeviceID = errors.New("pipeline: device returned an invalid token id")
 
-// deviceGreedy reports whether greedy decoding with opts runs its argmax on
-// the device, compiling the argmax decode program on first use. The caller
-// holds sl. A backend without the op falls back to host sampling.
+// deviceGreedy reports whether decoding with opts picks its tokens on the
+// device: greedy decoding by a program ending in fusion.Argmax, sampling
+// (temperature > 0) by one ending in fusion.Sample with opts' rule, which
+// draws the token pipeline/sampler would from the same logits. It compiles
+// the program on first use (a sampling program again when the rule
+// changes) and makes it sl.step. The caller holds sl. A backend without
+// the op falls back to host sampling.
 func (m *Model) deviceGreedy(sl *slot, opts *GenerateOptions) (bool, error) {
 	m.mu.Lock()
 	off := m.greedyOff
 	m.mu.Unlock()
-	if off || (opts.Temperature > 0 && opts.TopK != 1) {
+	if off {
 		return false, nil
 	}
 	if m.batch != nil {
-		// Greedy sessions join the batched rounds too (their rows' logits
-		// come back for the host's argmax): the rounds read the weights
-		// once for every session decoding at once.
+		// Greedy and sampling sessions join the batched rounds (their
+		// rows' logits come back for the host's pick, the same algorithm):
+		// the rounds read the weights once for every session decoding at
+		// once.
 		return false, nil
 	}
-	if sl.greedy != nil {
+	if !(opts.Temperature > 0) || opts.TopK == 1 {
+		if sl.greedy == nil {
+			p, err := m.compileWith(sl, arch.BuildOptions{Tokens: 1, Argmax: true})
+			if ok, err := m.deviceOp(err); !ok {
+				return false, err
+			}
+			sl.greedy = p
+		}
+		sl.step = sl.greedy
 		return true, nil
 	}
-	p, err := m.compileWith(sl, arch.BuildOptions{Tokens: 1, Argmax: true})
+	rule := fusion.Sampling{Temperature: opts.Temperature, TopK: opts.TopK, TopP: opts.TopP, Seed: opts.Seed}
+	if sl.sample == nil || sl.rule != rule {
+		if sl.sample != nil {
+			sl.sample.Release()
+			sl.sample = nil
+		}
+		p, err := m.compileWith(sl, arch.BuildOptions{Tokens: 1, Sample: &rule})
+		if ok, err := m.deviceOp(err); !ok {
+			return false, err
+		}
+		sl.sample, sl.rule = p, rule
+	}
+	sl.step = sl.sample
+	return true, nil
+}
+
+// deviceOp sorts the error of compiling a token-picking program: ok when
+// it compiled; a backend without the op turns device picking off.
+func (m *Model) deviceOp(err error) (ok bool, _ error) {
 	if errors.Is(err, gpu.ErrUnsupported) {
 		m.mu.Lock()
 		m.greedyOff = true
 		m.mu.Unlock()
 		return false, nil
 	}
-	if err != nil {
-		return false, err
-	}
-	sl.greedy = p
-	return true, nil
+	return err == nil, err
 }
 
-// stepGreedy runs the last token of context through the argmax decode
-// program and returns the next token id: one value crosses from the device
+// stepGreedy runs the last token of context through sl.step (the argmax or
+// sampling decode program) and returns the next token id: one value crosses from the device
 // instead of a row of logits. The cache must hold every other token of
 // context, as it does between decode steps; ok is false (and nothing ran)
 // otherwise, so the caller takes the general path. The caller holds sl.
@@ -59,7 +87,7 @@ func (m *Model) stepGreedy(ctx context.Context, sl *slot, context []int) (id int
 		return 0, false, nil
 	}
 	var out [1]float32
-	if err := m.run(ctx, sl.greedy, []int32{int32(context[n-1])}, n-1, out[:]); err != nil {
+	if err := m.run(ctx, sl.step, []int32{int32(context[n-1])}, n-1, out[:]); err != nil {
 		return 0, true, err
 	}
 	sl.cached = append(sl.cached, context[n-1])

@@ -16,7 +16,7 @@ import (
 )
 
 // readCounter wraps a backend and counts the values its programs' Logits
-// return and the Argmax graphs it compiles, so a test sees what crossed
+// return and the Argmax and Sample graphs it compiles, so a test sees what crossed
 // back to the host, not only the ids.
 type readCounter struct {
 	gpu.Backend
@@ -34,7 +34,7 @@ func (b *readCounter) Info() gpu.Info {
 }
 
 func (b *readCounter) Compile(g *fusion.Graph, w gpu.Weights, kv gpu.KVCache) (gpu.Program, error) {
-	if slices.ContainsFunc(g.Ops, func(op fusion.Op) bool { return op.Kind == fusion.Argmax }) {
+	if slices.ContainsFunc(g.Ops, func(op fusion.Op) bool { return op.Kind == fusion.Argmax || op.Kind == fusion.Sample }) {
 		b.argmaxs++
 	}
 	p, err := b.Backend.Compile(g, w, kv)
@@ -72,7 +72,8 @@ func openBackend(t *testing.T, name string) gpu.Backend {
 // comes from the prefill's logits row), and gives llama.cpp's golden ids,
 // the same as host sampling, which reads a row per token. The CPU backend
 // posing as a GPU checks the pipeline's side without a driver; sampling at
-// a temperature and the CPU backend itself keep reading rows.
+// a temperature reads one value per step too (fusion.Sample; see
+// TestDeviceSampling for its ids), the CPU backend itself reads rows.
 func TestDeviceGreedy(t *testing.T) {
 	ck := storiesCheckpoint(t)
 	vocab := ck.Config.VocabSize
@@ -80,11 +81,11 @@ func TestDeviceGreedy(t *testing.T) {
 		backend string // "cpu-as-gpu": gpu/cpu reporting another name
 		host    bool   // Options.HostSampling
 		temp    float32
-		device  bool // ids expected from the device's argmax
+		device  bool // ids expected from the device (argmax or sampling)
 	}{
 		{"cpu-as-gpu", false, 0, true},
 		{"cpu-as-gpu", true, 0, false},
-		{"cpu-as-gpu", false, 0.7, false},
+		{"cpu-as-gpu", false, 0.7, true},
 		{"cpu", false, 0, false},
 		{"webgpu", false, 0, true},
 		{"webgpu", true, 0, false},
@@ -137,6 +138,71 @@ func TestDeviceGreedy(t *testing.T) {
 			}
 			if rc.argmaxs != wantCompiled || compiled != 0 {
 				t.Errorf("argmax programs: %d at load, %d after generating, want 0 and %d", compiled, rc.argmaxs, wantCompiled)
+			}
+		})
+	}
+}
+
+// TestDeviceSampling: with a fixed seed, temperature 0.8, top-k 40 and
+// top-p 0.9, stories260K generates the same 64 tokens for each golden
+// prompt on the CPU backend (pipeline/sampler on the host), on the CPU
+// backend posing as a GPU (fusion.Sample in gpu/cpu) and on WebGPU and
+// Vulkan (the sample kernel), the GPU backends reading back one id per
+// decode step. The draws must matter: the tokens differ from greedy
+// decoding's, and from another seed's.
+func TestDeviceSampling(t *testing.T) {
+	ck := storiesCheckpoint(t)
+	vocab := ck.Config.VocabSize
+	const n = 64
+	opts := pipeline.GenerateOptions{MaxTokens: n, Temperature: 0.8, TopK: 40, TopP: 0.9, Seed: 1234, IgnoreStopTokens: true}
+	generate := func(t *testing.T, rc *readCounter, o pipeline.GenerateOptions) [][]int {
+		m := load(t, ck, pipeline.Options{Backend: rc, MaxCache: 128})
+		var out [][]int
+		for _, c := range testmodels.StoriesCases(t) {
+			rc.values = 0
+			got := collect(t, m.NewSession(), pipeline.Prompt{IDs: c.PromptIDs}, o)
+			if len(got) != n {
+				t.Fatalf("%s: %d ids, want %d", c.Name, len(got), n)
+			}
+			if want := vocab + n - 1; rc.name != "" || rc.Info().Backend != "cpu" {
+				if rc.values != want {
+					t.Errorf("%s: %d values read back, want %d (the prefill's row, then one id per step)", c.Name, rc.values, want)
+				}
+			}
+			out = append(out, got)
+		}
+		return out
+	}
+	ref := generate(t, &readCounter{Backend: cpu.New(cpu.Options{})}, opts)
+	greedy := opts
+	greedy.Temperature = 0
+	other := opts
+	other.Seed++
+	for i, g := range generate(t, &readCounter{Backend: cpu.New(cpu.Options{})}, greedy) {
+		if slices.Equal(g, ref[i]) {
+			t.Errorf("prompt %d: sampled ids equal greedy ones %v", i, g)
+		}
+	}
+	for i, g := range generate(t, &readCounter{Backend: cpu.New(cpu.Options{})}, other) {
+		if slices.Equal(g, ref[i]) {
+			t.Errorf("prompt %d: seeds %d and %d gave the same ids %v", i, opts.Seed, other.Seed, g)
+		}
+	}
+	for _, backend := range []string{"cpu-as-gpu", "webgpu", "vulkan"} {
+		t.Run(backend, func(t *testing.T) {
+			rc := &readCounter{}
+			if backend == "cpu-as-gpu" {
+				rc.Backend, rc.name = cpu.New(cpu.Options{}), "cpugpu"
+			} else {
+				rc.Backend = openBackend(t, backend)
+			}
+			for i, got := range generate(t, rc, opts) {
+				if !slices.Equal(got, ref[i]) {
+					t.Errorf("prompt %d: ids\n got %v\nwant %v (cpu)", i, got, ref[i])
+				}
+			}
+			if rc.argmaxs != 1 {
+				t.Errorf("%d sampling programs compiled, want 1", rc.argmaxs)
 			}
 		})
 	}

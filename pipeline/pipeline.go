@@ -67,10 +67,11 @@ type Options struct {
 	// kernels (for comparing the two; the results agree, bitwise on the CPU
 	// backend).
 	NoFusion bool
-	// HostSampling reads the whole logits row back for greedy decoding on a
-	// GPU backend too, rather than a decode program ending in
-	// fusion.Argmax whose only output is the token id (for comparing the
-	// two; the ids agree). The CPU backend always samples on the host.
+	// HostSampling reads the whole logits row back on a GPU backend too,
+	// rather than a decode program ending in fusion.Argmax (greedy) or
+	// fusion.Sample (temperature, top-k, top-p) whose only output is the
+	// token id (for comparing the two; the ids agree whenever the logits
+	// do). The CPU backend always samples on the host.
 	HostSampling bool
 	// Slots is how many KV caches the model holds over its one copy of the
 	// weights, each with its own compiled programs: up to Slots sessions
@@ -201,6 +202,12 @@ type slot struct {
 	// slot's first greedy generation (so sampling-only use pays no memory
 	// for it).
 	greedy gpu.Program
+	// sample is the decode graph ending in fusion.Sample with rule,
+	// compiled on the slot's first sampling generation and again when the
+	// rule changes; step is the one the running generation uses.
+	sample gpu.Program
+	rule   fusion.Sampling
+	step   gpu.Program
 	cached []int // tokens whose keys and values the cache holds, from position 0
 	busy   bool
 }
@@ -438,6 +445,11 @@ func (sl *slot) release() {
 		sl.greedy.Release()
 		sl.greedy = nil
 	}
+	if sl.sample != nil {
+		sl.sample.Release()
+		sl.sample = nil
+	}
+	sl.step = nil
 	if sl.kv != nil {
 		sl.kv.Release()
 		sl.kv = nil

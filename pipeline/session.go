@@ -241,7 +241,9 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 		for {
 			id := next
 			if id < 0 {
-				id = g.sampler.Sample(logits)
+				// The step of the draw is the position the token takes, as
+				// on the device (fusion.Sample).
+				id = g.sampler.SampleAt(logits, uint32(len(s.history)))
 			}
 			if s.metrics.GeneratedTokens == 0 {
 				s.metrics.TimeToFirstToken = time.Since(start)

@@ -34,7 +34,7 @@ func Encode(p Params) ([]byte, error) {
 
 // paramTypes lists the Go twin of every family's uniform struct.
 var paramTypes = []Params{
-	MatParams{}, EmbedParams{}, NormParams{}, RopeParams{}, KVParams{}, AttnParams{}, EltParams{}, ArgmaxParams{}, QParams{},
+	MatParams{}, EmbedParams{}, NormParams{}, RopeParams{}, KVParams{}, AttnParams{}, EltParams{}, ArgmaxParams{}, SampleParams{}, QParams{},
 }
 
 var (
@@ -233,6 +233,21 @@ type ArgmaxParams struct {
 	Pad2 uint32 `wgsl:"pad2"`
 }
 
+// SampleParams is the uniform block of wgsl/sample.wgsl: fusion.Sample's
+// rule for one logits row of N values. InvTemperature is
+// pipeline/sampler.InvTemperature of the temperature; the seed is split
+// into its low and high words (the Philox key).
+type SampleParams struct {
+	N              uint32  `wgsl:"n"`
+	InvTemperature float32 `wgsl:"inv_temperature"`
+	TopK           uint32  `wgsl:"top_k"`
+	TopP           float32 `wgsl:"top_p"`
+	SeedLo         uint32  `wgsl:"seed_lo"`
+	SeedHi         uint32  `wgsl:"seed_hi"`
+	Pad0           uint32  `wgsl:"pad0"`
+	Pad1           uint32  `wgsl:"pad1"`
+}
+
 func (MatParams) params()    {}
 func (EmbedParams) params()  {}
 func (NormParams) params()   {}
@@ -241,6 +256,7 @@ func (KVParams) params()     {}
 func (AttnParams) params()   {}
 func (EltParams) params()    {}
 func (ArgmaxParams) params() {}
+func (SampleParams) params() {}
 func (QParams) params()      {}
 
 // MatMulVariant selects the module of wgsl/matmul.wgsl: the weight type,

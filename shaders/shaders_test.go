@@ -40,6 +40,7 @@ func TestGetBindings(t *testing.T) {
 		{"softcap", []gpu.BindingKind{U, R, R, R, W}},
 		{"last_row", []gpu.BindingKind{U, R, R, R, W}},
 		{"argmax", []gpu.BindingKind{U, R, W}},
+		{"sample", []gpu.BindingKind{U, R, R, W}},
 		{"qmatvec", []gpu.BindingKind{U, R, R, R, R, W}},
 		{"qmatmul", []gpu.BindingKind{U, R, R, R, R, W}},
 		{"qembed", []gpu.BindingKind{U, R, R, R, R, W}},

@@ -133,7 +133,7 @@ is listed as not measured; bench fails only when nothing could be measured.`,
 	rf.cpuMath = pipeline.DefaultCPUMath.String()
 	f.Var(&choiceFlag{&rf.cpuMath, cpu.MathNames}, "cpu-math", "CPU backend arithmetic for int8/int4 weights: "+strings.Join(cpu.MathNames, "|")+" (as gpurun run)")
 	f.BoolVar(&rf.noFusion, "no-fusion", false, "run the graphs unfused, one op per kernel (for comparison)")
-	f.BoolVar(&rf.hostSample, "host-sampling", false, "greedy decoding on a GPU reads back every logit and picks on the host (for comparison)")
+	f.BoolVar(&rf.hostSample, "host-sampling", false, "decoding on a GPU (greedy or sampled) reads back every logit and picks on the host (for comparison)")
 	f.StringVar(&rf.synthetic, "synthetic", "", "random-weight models at real shapes, comma-separated: "+strings.Join(synthetic.Names(), "|"))
 	f.StringVar(&rf.syntheticQuant, "synthetic-quant", synthetic.QuantInt4, "weights of the --synthetic models, comma-separated: "+strings.Join(syntheticQuants, "|"))
 	f.StringVar(&bf.tests, "tests", "", "tests, comma-separated: ppN, tgN, ppN+tgM, mediapipe (default pp<prompt-len>+tg<generate>)")

@@ -46,7 +46,7 @@ func (r *modelFlags) register(cmd *cobra.Command) {
 	f.Var(&choiceFlag{&r.activations, []string{model.PolicyAuto, model.PolicyF32, model.PolicyF16}}, "activations",
 		"activation precision policy, auto|f32|f16 (default: the model file's); it sets the KV cache type, auto meaning f16 on GPU backends and f32 on the CPU")
 	f.BoolVar(&r.noFusion, "no-fusion", false, "run the graphs unfused, one op per kernel (for comparison)")
-	f.BoolVar(&r.hostSample, "host-sampling", false, "greedy decoding on a GPU reads back every logit and picks on the host, "+
+	f.BoolVar(&r.hostSample, "host-sampling", false, "decoding on a GPU (greedy or sampled) reads back every logit and picks on the host, "+
 		"rather than only the token id picked on the device (for comparison)")
 	r.cpuMath = pipeline.DefaultCPUMath.String()
 	f.Var(&choiceFlag{&r.cpuMath, cpu.MathNames}, "cpu-math", "CPU backend arithmetic for int8/int4 weights: "+strings.Join(cpu.MathNames, "|")+

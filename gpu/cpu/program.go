@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/pipeline/sampler"
 )
 
 // program is a validated graph with its buffers allocated and its weights
@@ -369,6 +370,10 @@ func (p *program) exec(s *step, tokens []int32, pos int) error {
 		lastRow(out, in(0), cols, len(tokens))
 	case fusion.Argmax:
 		out[0] = float32(argmax(in(0)[:inCols(0)]))
+	case fusion.Sample:
+		r := op.Sampling
+		sm := sampler.New(sampler.Options{Temperature: r.Temperature, TopK: r.TopK, TopP: r.TopP, Seed: r.Seed})
+		out[0] = float32(sm.SampleAt(in(0)[:inCols(0)], uint32(pos+len(tokens))))
 	default:
 		return fmt.Errorf("%w: unknown op kind %s", gpu.ErrUnsupported, op.Kind)
 	}

@@ -18,3 +18,15 @@ func TestArgmaxConformance(t *testing.T) {
 		})
 	})
 }
+
+// TestSampleConformance runs the device-sampling cases (every rule of
+// pipeline/sampler, rows of 5 to 32000 ids, ties, a NaN, many steps)
+// against gpu/cpu, which runs pipeline/sampler, on WebGPU and Vulkan: the
+// ids must be the same.
+func TestSampleConformance(t *testing.T) {
+	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
+		conformance.RunCases(t, conformance.SampleCases(), func(t testing.TB) gpu.Backend {
+			return sharedBackend{backendOn(t, dev, kernels.Options{})}
+		})
+	})
+}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/pipeline/sampler"
 	"github.com/gpurun/gpurun/shaders"
 )
 
@@ -236,6 +237,11 @@ func (pl *planner) op(op *fusion.Op) error {
 		// One workgroup scans the row (validation made it one row that
 		// Out does not alias) and writes the id as an f32.
 		pl.dispatch("argmax", shaders.ArgmaxParams{N: u(g.Bufs[op.In[0]].Cols)}, 1, 1, 1, pl.buf(op.In[0]), pl.buf(op.Out))
+	case fusion.Sample:
+		r := op.Sampling
+		pl.dispatch("sample", shaders.SampleParams{N: u(g.Bufs[op.In[0]].Cols), InvTemperature: sampler.InvTemperature(r.Temperature),
+			TopK: u(r.TopK), TopP: r.TopP, SeedLo: uint32(r.Seed), SeedHi: uint32(r.Seed >> 32)},
+			1, 1, 1, gpu.Binding{Buf: pl.p.step}, pl.buf(op.In[0]), pl.buf(op.Out))
 	default:
 		return fmt.Errorf("op kind %s: %w", op.Kind, gpu.ErrUnsupported)
 	}

@@ -25,6 +25,9 @@ type BuildOptions struct {
 	// an f32, so greedy decoding reads back one value per step. It needs
 	// the single logits row (not AllLogits).
 	Argmax bool
+	// Sample, when set, appends fusion.Sample with this rule after the
+	// logits, as Argmax appends fusion.Argmax (and excludes it).
+	Sample *fusion.Sampling
 	// Batch builds a batched decode step (fusion.Graph.Batch): Tokens
 	// rows, each one token of its own sequence, and the logits of every
 	// row. It excludes Argmax.
@@ -50,6 +53,9 @@ func Build(cfg *model.Config, opts BuildOptions) (*fusion.Graph, error) {
 	if opts.Tokens <= 0 || opts.MaxLen <= 0 || opts.Tokens > opts.MaxLen || opts.MaxLen > 1<<24 {
 		return nil, fmt.Errorf("%w: tokens %d, max len %d", ErrOptions, opts.Tokens, opts.MaxLen)
 	}
+	if opts.Sample != nil && (opts.Argmax || opts.AllLogits || opts.Batch) {
+		return nil, fmt.Errorf("%w: sampling on the device needs the last row's logits only, without argmax or batching", ErrOptions)
+	}
 	if opts.Argmax && opts.AllLogits {
 		return nil, fmt.Errorf("%w: argmax needs the last row's logits only, not all logits", ErrOptions)
 	}
@@ -61,6 +67,9 @@ func Build(cfg *model.Config, opts BuildOptions) (*fusion.Graph, error) {
 	b.forward(opts.AllLogits || opts.Batch)
 	if opts.Argmax {
 		b.g.Logits = b.g.Add(fusion.Op{Kind: fusion.Argmax, Out: b.g.NewBuf("token_id", 1, 1), In: []fusion.Buf{b.g.Logits}})
+	}
+	if opts.Sample != nil {
+		b.g.Logits = b.g.Add(fusion.Op{Kind: fusion.Sample, Out: b.g.NewBuf("token_id", 1, 1), In: []fusion.Buf{b.g.Logits}, Sampling: *opts.Sample})
 	}
 	return b.g, nil
 }

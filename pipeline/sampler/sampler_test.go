@@ -2,6 +2,8 @@ package sampler
 
 import (
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -117,5 +119,39 @@ func TestProbabilities(t *testing.T) {
 	}
 	if math.Abs(probs[0]-2.0/3) > 1e-6 || math.Abs(probs[1]-1.0/3) > 1e-6 {
 		t.Errorf("probs %v, want [2/3 1/3]", probs)
+	}
+}
+
+// TestKthKey holds the radix select to its definition: the largest key K
+// with count(key >= K) >= k, found here by sorting the keys.
+func TestKthKey(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for trial := range 200 {
+		n := 1 + r.IntN(300)
+		y := make([]float32, n)
+		for i := range y {
+			switch r.IntN(8) {
+			case 0:
+				y[i] = float32(math.NaN())
+			case 1:
+				y[i] = float32(r.IntN(3)) // ties
+			default:
+				y[i] = float32(r.NormFloat64() * 10)
+			}
+		}
+		var keys []uint32
+		for _, v := range y {
+			if v == v {
+				keys = append(keys, orderKey(v))
+			}
+		}
+		if len(keys) == 0 {
+			continue
+		}
+		slices.Sort(keys)
+		k := 1 + r.IntN(len(keys))
+		if got, want := kthKey(y, k), keys[len(keys)-k]; got != want {
+			t.Fatalf("trial %d: kthKey(k=%d) = %#x, want %#x", trial, k, got, want)
+		}
 	}
 }

@@ -1,0 +1,323 @@
+// sample: out[0] = the token id drawn from the first n values of x (one
+// logits row) by temperature, top-k and top-p, as an f32 (exact below
+// 2^24). This is fusion.Sample, and it is pipeline/sampler's algorithm
+// operation for operation (f32, the same order), so both pick the same id:
+//   1. y = x * inv_temperature (host-computed 1/T); NaN is never kept.
+//      arg = the greedy id of x, hi = x[arg] * inv_temperature (the
+//      largest y); every x NaN: 0; hi not finite or top-k 1: arg.
+//   2. top-k: kmin = the largest order key K with count(key(y) >= K) >= k
+//      (the key of the k-th largest y; 0 when fewer than k are valid),
+//      found by a radix select, 8 bits per counting pass (pipeline/sampler
+//      finds the same key bit by bit); kept: key(y) >= kmin.
+//   3. q = exp(y - hi) for kept tokens, else 0.
+//   4. top-p: pmin = the largest bit pattern P with S(P) >= top_p * S(0),
+//      S(P) the sum of the q whose bits are >= P (31 passes); kept: those.
+//   5. u = Philox4x32-10(counter (step, 0, 0, 0), key (seed_lo, seed_hi))
+//      word 0 >> 8, times 2^-24, with step = step[0] + step[1] (the
+//      position the new token takes); r = u * total; the id is the first
+//      whose running sum passes r, the last kept id if none does.
+// Every sum is split into WG chunks of ceil(n / WG) consecutive ids, one per
+// invocation, added in id order; the chunk sums are added in chunk order by
+// invocation 0. When at most CAP ids survive top-k, their ids are gathered
+// in id order (chunk by chunk) into workgroup memory and steps 3-5 visit
+// only them: the sums are the same, as the skipped q are all 0. One
+// workgroup; dispatch (1, 1, 1).
+
+struct SampleParams {
+    n: u32,
+    inv_temperature: f32,
+    top_k: u32,
+    top_p: f32,
+    seed_lo: u32,
+    seed_hi: u32,
+    pad0: u32,
+    pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: SampleParams;
+@group(0) @binding(1) var<storage, read> step: array<u32>;
+@group(0) @binding(2) var<storage, read> x: array<f32>;
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+
+// WG is pipeline/sampler.Chunks.
+const WG: u32 = 256u;
+const NONE: u32 = 0xffffffffu;
+var<workgroup> red_f: array<f32, 257>;
+var<workgroup> red_u: array<u32, 256>;
+var<workgroup> best_v: array<f32, 256>;
+var<workgroup> best_i: array<u32, 256>;
+var<workgroup> pick: atomic<u32>;
+var<workgroup> hist: array<atomic<u32>, 256>;
+var<workgroup> sel: vec3<u32>; // radix select: prefix, remaining rank, found
+// CAP is how many top-k survivors are gathered (more: the whole row is
+// visited); offs[t] is where chunk t's survivors start.
+const CAP: u32 = 2048u;
+var<workgroup> kept: array<u32, 2048>;
+var<workgroup> offs: array<u32, 257>;
+var<workgroup> last1: atomic<u32>;
+
+// okey maps f32 bits to a u32 in the numbers' order.
+fn okey(v: f32) -> u32 {
+    let b = bitcast<u32>(v);
+    if (b & 0x80000000u) != 0u {
+        return ~b;
+    }
+    return b | 0x80000000u;
+}
+
+// mulhilo is the 64-bit product of a and b as (high word, low word).
+fn mulhilo(a: u32, b: u32) -> vec2<u32> {
+    let a0 = a & 0xffffu;
+    let a1 = a >> 16u;
+    let b0 = b & 0xffffu;
+    let b1 = b >> 16u;
+    let p00 = a0 * b0;
+    let p01 = a0 * b1;
+    let p10 = a1 * b0;
+    let mid = (p00 >> 16u) + (p01 & 0xffffu) + (p10 & 0xffffu);
+    let hi = a1 * b1 + (p01 >> 16u) + (p10 >> 16u) + (mid >> 16u);
+    return vec2<u32>(hi, a * b);
+}
+
+// philox is Philox4x32-10 (internal/philox.Block).
+fn philox(c0: vec4<u32>, k0: vec2<u32>) -> vec4<u32> {
+    var c = c0;
+    var k = k0;
+    for (var r = 0u; r < 10u; r++) {
+        if r > 0u {
+            k = k + vec2<u32>(0x9E3779B9u, 0xBB67AE85u);
+        }
+        let x0 = mulhilo(0xD2511F53u, c.x);
+        let x1 = mulhilo(0xCD9E8D57u, c.z);
+        c = vec4<u32>(x1.x ^ c.y ^ k.x, x1.y, x0.x ^ c.w ^ k.y, x0.y);
+    }
+    return c;
+}
+
+// at is the id of the j-th element visited: j itself, or the j-th gathered
+// survivor.
+fn at(j: u32, compact: bool) -> u32 {
+    if compact {
+        return kept[j];
+    }
+    return j;
+}
+
+// prob is q of step 3, 0 below the top-p cut pmin (0: none).
+fn prob(i: u32, hi: f32, kmin: u32, pmin: u32) -> f32 {
+    let y = x[i] * p.inv_temperature;
+    if !(y == y) || okey(y) < kmin {
+        return 0.0;
+    }
+    let q = exp(y - hi);
+    if bitcast<u32>(q) < pmin {
+        return 0.0;
+    }
+    return q;
+}
+
+// chunked returns, to every invocation, the chunked sum of the q (cut at
+// kmin, not at top-p) whose bits are at least pcand; red_f then holds the
+// running sums before each chunk (red_f[WG] is the total).
+fn chunked(l: u32, a: u32, e: u32, compact: bool, hi: f32, kmin: u32, pcand: u32) -> f32 {
+    var part = 0.0;
+    for (var j = a; j < e; j++) {
+        let q = prob(at(j, compact), hi, kmin, 0u);
+        if bitcast<u32>(q) >= pcand {
+            part += q;
+        }
+    }
+    red_u[l] = bitcast<u32>(part);
+    workgroupBarrier();
+    if l == 0u {
+        var base = 0.0;
+        for (var t = 0u; t < WG; t++) {
+            red_f[t] = base;
+            base += bitcast<f32>(red_u[t]);
+        }
+        red_f[WG] = base;
+    }
+    workgroupBarrier();
+    let total = red_f[WG];
+    workgroupBarrier();
+    return total;
+}
+
+@compute @workgroup_size(256)
+fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
+    let l = lid.x;
+    let n = p.n;
+    let c = (n + WG - 1u) / WG;
+    let lo = min(l * c, n);
+    let hi_i = min(lo + c, n);
+    if l == 0u {
+        atomicStore(&pick, NONE);
+        atomicStore(&last1, 0u);
+    }
+    // 1. The greedy id (the largest logit, the lowest index on ties, NaN
+    // never) and hi, its logit scaled: the largest scaled logit, as
+    // rounding is monotonic.
+    var bv = 0.0;
+    var bi = NONE;
+    for (var i = l; i < n; i += WG) {
+        let v = x[i];
+        if v == v && (bi == NONE || v > bv) {
+            bv = v;
+            bi = i;
+        }
+    }
+    best_v[l] = bv;
+    best_i[l] = bi;
+    workgroupBarrier();
+    for (var h = WG / 2u; h > 0u; h >>= 1u) {
+        if l < h {
+            let oi = best_i[l + h];
+            if oi != NONE && (best_i[l] == NONE || best_v[l + h] > best_v[l] || (best_v[l + h] == best_v[l] && oi < best_i[l])) {
+                best_v[l] = best_v[l + h];
+                best_i[l] = oi;
+            }
+        }
+        workgroupBarrier();
+    }
+    let hi = best_v[0] * p.inv_temperature;
+    let arg = best_i[0];
+    // 2. Top-k: a radix select of the k-th largest order key, 8 bits a
+    // pass: the histogram of the next digit among the keys matching the
+    // digits found so far, scanned from the top for the rank left.
+    var kmin = 0u;
+    if p.top_k > 0u {
+        if l == 0u {
+            sel = vec3<u32>(0u, p.top_k, 1u);
+        }
+        for (var d = 0u; d < 4u; d++) {
+            let shift = 24u - 8u * d;
+            atomicStore(&hist[l], 0u);
+            workgroupBarrier();
+            let s0 = sel;
+            // The digits above shift must match s0.x's (none for d = 0).
+            let mask = select(0xffffffffu << min(shift + 8u, 31u), 0u, d == 0u);
+            for (var i = l; i < n; i += WG) {
+                let y = x[i] * p.inv_temperature;
+                if y == y {
+                    let key = okey(y);
+                    if (key & mask) == (s0.x & mask) {
+                        atomicAdd(&hist[(key >> shift) & 255u], 1u);
+                    }
+                }
+            }
+            workgroupBarrier();
+            if l == 0u && s0.z == 1u {
+                var acc = 0u;
+                var found = 0u;
+                var b = 0u;
+                for (var j = 0u; j < 256u; j++) {
+                    let c = atomicLoad(&hist[255u - j]);
+                    if acc + c >= s0.y {
+                        b = 255u - j;
+                        found = 1u;
+                        break;
+                    }
+                    acc += c;
+                }
+                sel = vec3<u32>(s0.x | (b << shift), s0.y - acc, found);
+            }
+            workgroupBarrier();
+        }
+        let s1 = sel;
+        if s1.z == 1u {
+            kmin = s1.x;
+        }
+    }
+    // Gather the survivors of top-k in id order when they fit: each chunk's
+    // count, their running sum, then each chunk's ids at its offset.
+    var cnt = 0u;
+    for (var i = lo; i < hi_i; i++) {
+        let y = x[i] * p.inv_temperature;
+        if y == y && okey(y) >= kmin {
+            cnt++;
+        }
+    }
+    red_u[l] = cnt;
+    workgroupBarrier();
+    if l == 0u {
+        var o = 0u;
+        for (var t = 0u; t < WG; t++) {
+            offs[t] = o;
+            o += red_u[t];
+        }
+        offs[WG] = o;
+    }
+    workgroupBarrier();
+    let compact = offs[WG] <= CAP;
+    var a = lo;
+    var e = hi_i;
+    if compact {
+        a = offs[l];
+        e = offs[l + 1u];
+        var o = a;
+        for (var i = lo; i < hi_i; i++) {
+            let y = x[i] * p.inv_temperature;
+            if y == y && okey(y) >= kmin {
+                kept[o] = i;
+                o++;
+            }
+        }
+    }
+    workgroupBarrier();
+    // 4. Top-p.
+    var pmin = 0u;
+    if p.top_p > 0.0 && p.top_p < 1.0 {
+        let goal = p.top_p * chunked(l, a, e, compact, hi, kmin, 0u);
+        for (var bit = 30; bit >= 0; bit--) {
+            let cand = pmin | (1u << u32(bit));
+            if chunked(l, a, e, compact, hi, kmin, cand) >= goal {
+                pmin = cand;
+            }
+        }
+    }
+    // 5. The draw: the running sums of the kept q, chunk by chunk.
+    var part = 0.0;
+    for (var j = a; j < e; j++) {
+        part += prob(at(j, compact), hi, kmin, pmin);
+    }
+    red_u[l] = bitcast<u32>(part);
+    workgroupBarrier();
+    if l == 0u {
+        var base = 0.0;
+        for (var t = 0u; t < WG; t++) {
+            red_f[t] = base;
+            base += bitcast<f32>(red_u[t]);
+        }
+        red_f[WG] = base;
+    }
+    workgroupBarrier();
+    let b = philox(vec4<u32>(step[0] + step[1], 0u, 0u, 0u), vec2<u32>(p.seed_lo, p.seed_hi));
+    let r = f32(b.x >> 8u) * (1.0 / 16777216.0) * red_f[WG];
+    var acc = red_f[l];
+    var lastLocal = 0u;
+    for (var j = a; j < e; j++) {
+        let i = at(j, compact);
+        let q = prob(i, hi, kmin, pmin);
+        acc += q;
+        if q > 0.0 {
+            if acc > r {
+                atomicMin(&pick, i);
+                break;
+            }
+            lastLocal = i + 1u;
+        }
+    }
+    atomicMax(&last1, lastLocal);
+    workgroupBarrier();
+    if l == 0u {
+        var id = atomicLoad(&pick);
+        if arg == NONE {
+            id = 0u;
+        } else if !(abs(hi) <= 3.4028235e38) || p.top_k == 1u {
+            id = arg;
+        } else if id == NONE {
+            id = atomicLoad(&last1) - 1u;
+        }
+        out[0] = f32(id);
+    }
+}
