@@ -468,6 +468,20 @@ fn tiled(wid: vec3<u32>, i: u32, packed: bool) {
     if packed {
         width = (p.head_dim + 1u) / 2u;
     }
+    // Per row: the query row's first word (row 0 for rows that are not
+    // live, so no read leaves q) and the visible positions.
+    var qrow: array<u32, 8>;
+    var rlo: array<u32, 8>;
+    var rhi: array<u32, 8>;
+    for (var g = 0u; g < QR; g++) {
+        let r = tile_row(tile0, kvh, g);
+        rlo[g] = r.lo;
+        rhi[g] = r.hi;
+        qrow[g] = 0u;
+        if r.lo <= r.hi {
+            qrow[g] = (r.t * p.heads + r.h) * p.head_dim;
+        }
+    }
     if i < QR {
         wmax[i] = -3.0e38;
         rl[i] = 0.0;
@@ -487,19 +501,46 @@ fn tiled(wid: vec3<u32>, i: u32, packed: bool) {
                 tile[r * (width + 1u) + e - r * width] = kc[kb + k0 * width + e];
             }
             workgroupBarrier();
-            for (var e = i; e < QR * nk; e += WG) {
-                let g = e / nk;
-                let j = e - g * nk;
-                let r = tile_row(tile0, kvh, g);
-                let pos = c0 + k0 + j;
-                var s = -3.0e38;
-                if pos >= r.lo && pos <= r.hi {
-                    s = tile_dot((r.t * p.heads + r.h) * p.head_dim, j * (width + 1u), width, packed) * p.scale;
-                    if p.cap > 0.0 {
-                        s = p.cap * tanh_safe(s / p.cap);
+            // Invocation i scores key k0+i against every row: each staged
+            // key word is read once for the QR rows, and the query words
+            // are read at addresses every invocation shares.
+            if i < nk {
+                var s = array<f32, 8>(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
+                let kr = i * (width + 1u);
+                if packed {
+                    let pairs = p.head_dim / 2u;
+                    for (var w = 0u; w < pairs; w++) {
+                        let kv = unpack2x16float(tile[kr + w]);
+                        for (var g = 0u; g < QR; g++) {
+                            let qb = qrow[g] + 2u * w;
+                            s[g] += q[qb] * kv.x + q[qb + 1u] * kv.y;
+                        }
+                    }
+                    if (p.head_dim & 1u) == 1u {
+                        let kx = unpack2x16float(tile[kr + pairs]).x;
+                        for (var g = 0u; g < QR; g++) {
+                            s[g] += q[qrow[g] + p.head_dim - 1u] * kx;
+                        }
+                    }
+                } else {
+                    for (var w = 0u; w < width; w++) {
+                        let kv = bitcast<f32>(tile[kr + w]);
+                        for (var g = 0u; g < QR; g++) {
+                            s[g] += q[qrow[g] + w] * kv;
+                        }
                     }
                 }
-                ws[g * CHUNK + k0 + j] = s;
+                let pos = c0 + k0 + i;
+                for (var g = 0u; g < QR; g++) {
+                    var sg = -3.0e38;
+                    if pos >= rlo[g] && pos <= rhi[g] {
+                        sg = s[g] * p.scale;
+                        if p.cap > 0.0 {
+                            sg = p.cap * tanh_safe(sg / p.cap);
+                        }
+                    }
+                    ws[g * CHUNK + k0 + i] = sg;
+                }
             }
             workgroupBarrier();
         }
@@ -519,9 +560,8 @@ fn tiled(wid: vec3<u32>, i: u32, packed: bool) {
             let j = e - g * CHUNK;
             if j < n {
                 let pos = c0 + j;
-                let r = tile_row(tile0, kvh, g);
                 var w = 0.0;
-                if pos >= r.lo && pos <= r.hi {
+                if pos >= rlo[g] && pos <= rhi[g] {
                     w = exp(ws[e] - wmax[g]);
                 }
                 ws[e] = w;
@@ -545,45 +585,52 @@ fn tiled(wid: vec3<u32>, i: u32, packed: bool) {
                 tile[r * (CHUNK + 1u) + j] = vc[vb + (w0 + r) * p.max_len + j];
             }
             workgroupBarrier();
-            for (var e = i; e < QR * nr; e += WG) {
-                let g = e / nr;
-                let r = e - g * nr;
-                let q = tile_row(tile0, kvh, g);
-                if q.lo <= q.hi {
-                    let row = r * (CHUNK + 1u);
-                    let o = (q.t * p.heads + q.h) * p.head_dim;
-                    let f = rf[g];
+            // Invocation i owns value word w0+i of every row: each staged
+            // value word is read once for the QR rows, the weights at
+            // addresses every invocation shares.
+            if i < nr {
+                let row = i * (CHUNK + 1u);
+                var a = array<vec2<f32>, 8>();
+                for (var j = 0u; j < n; j++) {
+                    var v2 = vec2<f32>(bitcast<f32>(tile[row + j]), 0.0);
                     if packed {
-                        var a = vec2<f32>(0.0);
-                        for (var j = 0u; j < n; j++) {
-                            a += ws[g * CHUNK + j] * unpack2x16float(tile[row + j]);
-                        }
-                        let d = 2u * (w0 + r);
-                        if !first {
-                            a.x += f * out[o + d];
-                            if d + 1u < p.head_dim {
-                                a.y += f * out[o + d + 1u];
+                        v2 = unpack2x16float(tile[row + j]);
+                    }
+                    for (var g = 0u; g < QR; g++) {
+                        a[g] += ws[g * CHUNK + j] * v2;
+                    }
+                }
+                for (var g = 0u; g < QR; g++) {
+                    if rlo[g] <= rhi[g] {
+                        var r = a[g];
+                        let o = qrow[g];
+                        let f = rf[g];
+                        if packed {
+                            let d = 2u * (w0 + i);
+                            let two = d + 1u < p.head_dim;
+                            if !first {
+                                r.x += f * out[o + d];
+                                if two {
+                                    r.y += f * out[o + d + 1u];
+                                }
                             }
+                            if last {
+                                r /= rl[g];
+                            }
+                            out[o + d] = r.x;
+                            if two {
+                                out[o + d + 1u] = r.y;
+                            }
+                        } else {
+                            let d = w0 + i;
+                            if !first {
+                                r.x += f * out[o + d];
+                            }
+                            if last {
+                                r.x /= rl[g];
+                            }
+                            out[o + d] = r.x;
                         }
-                        if last {
-                            a /= rl[g];
-                        }
-                        out[o + d] = a.x;
-                        if d + 1u < p.head_dim {
-                            out[o + d + 1u] = a.y;
-                        }
-                    } else {
-                        var a = 0.0;
-                        for (var j = 0u; j < n; j++) {
-                            a += ws[g * CHUNK + j] * bitcast<f32>(tile[row + j]);
-                        }
-                        if !first {
-                            a += f * out[o + w0 + r];
-                        }
-                        if last {
-                            a /= rl[g];
-                        }
-                        out[o + w0 + r] = a;
                     }
                 }
             }
