@@ -12,8 +12,10 @@ import (
 type AttentionKind uint8
 
 const (
-	// AttentionAuto splits decode graphs (at most attnSplitTokens tokens)
-	// over the sequence and runs prefill graphs per (head, token). On
+	// AttentionAuto runs prefill graphs (more than attnSplitTokens tokens)
+	// tiled (attn_tiled, on every device class: on lavapipe it took 0.5x
+	// then 0.72x of the per-(head, token) kernel's time, see the issue 8
+	// attention note) and splits decode graphs over the sequence. On
 	// CPU-class devices (lavapipe) it splits only where the per-head
 	// kernel wastes work: GQA groups (each query head re-reads its kv
 	// head) or head dims under 64 (idle invocations); for MHA with 64+
