@@ -193,7 +193,7 @@ type AttnParams struct {
 	Batches uint32  `wgsl:"batches"` // attn_split: head batches per kv head
 	PosAt   uint32  `wgsl:"pos_at"`  // 0: row t at position step[0]+t; else at step word PosAt+t (batched steps)
 	Row0    uint32  `wgsl:"row0"`    // first row of the dispatch (batched steps: one dispatch per row)
-	Pad2    uint32  `wgsl:"pad2"`
+	Rows    uint32  `wgsl:"rows"`    // attn_tiled: query rows, Tokens * (Heads / KVHeads)
 }
 
 // QParams is the uniform block of wgsl/qblocks.wgsl (llama.cpp's block

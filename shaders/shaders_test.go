@@ -31,6 +31,8 @@ func TestGetBindings(t *testing.T) {
 		{"attention", []gpu.BindingKind{U, R, R, R, R, W, W}},
 		{"attn_split", []gpu.BindingKind{U, R, R, R, R, W, W}},
 		{"attn_split_f16", []gpu.BindingKind{U, R, R, R, R, W, W}},
+		{"attn_tiled", []gpu.BindingKind{U, R, R, R, R, W, W}},
+		{"attn_tiled_f16", []gpu.BindingKind{U, R, R, R, R, W, W}},
 		{"attn_combine", []gpu.BindingKind{U, R, R, R, R, W, W}},
 		{"attention_f16", []gpu.BindingKind{U, R, R, R, R, W, W}},
 		{"glu", []gpu.BindingKind{U, R, R, R, W}},

@@ -12,8 +12,10 @@ import (
 type AttentionKind uint8
 
 const (
-	// AttentionAuto splits decode graphs (at most attnSplitTokens tokens)
-	// over the sequence and runs prefill graphs per (head, token). On
+	// AttentionAuto runs prefill graphs (more than attnSplitTokens tokens)
+	// tiled (attn_tiled, on every device class: on lavapipe it took 0.5x
+	// then 0.72x of the per-(head, token) kernel's time, see the issue 8
+	// attention note) and splits decode graphs over the sequence. On
 	// CPU-class devices (lavapipe) it splits only where the per-head
 	// kernel wastes work: GQA groups (each query head re-reads its kv
 	// head) or head dims under 64 (idle invocations); for MHA with 64+
@@ -26,6 +28,10 @@ const (
 	// AttentionSplit always splits over the sequence: attn_split per
 	// (kv head, head batch, chunk, token), then attn_combine.
 	AttentionSplit
+	// AttentionTiled runs attn_tiled for every graph: one workgroup per
+	// (kv head, tile of attnQueryRows (token, head) rows), each key and
+	// value chunk staged once for the whole tile, online softmax.
+	AttentionTiled
 )
 
 // The geometry attn_split is written for (shaders/wgsl/attention.wgsl).
@@ -33,6 +39,7 @@ const (
 	attnChunk       = 64 // CHUNK: positions per attn_split workgroup
 	attnGroupBatch  = 8  // GB: query heads per attn_split workgroup
 	attnSplitTokens = 4  // AttentionAuto splits graphs of up to this many tokens
+	attnQueryRows   = 8  // QR: query rows per attn_tiled workgroup
 	maxDispatch     = 65535
 )
 
@@ -60,13 +67,29 @@ func (pl *planner) attention(op *fusion.Op) error {
 		if T <= attnSplitTokens && (pl.p.b.info.Type != gpu.CPU || wasteful) {
 			kind = AttentionSplit
 		}
-	}
-	if kind == AttentionSplit && (chunks > maxDispatch || op.KVHeads*batches > maxDispatch || partBytes > pl.p.b.devBinding) {
-		kind = AttentionPerHead // the partials would not fit one binding or one dispatch
+		if T > attnSplitTokens {
+			kind = AttentionTiled
+		}
 	}
 	sink, err := pl.sinkBuf()
 	if err != nil {
 		return err
+	}
+	if kind == AttentionTiled {
+		rows := T * (op.Heads / op.KVHeads)
+		ap.Rows = u(rows)
+		name := "attn_tiled"
+		if spec.F16 {
+			name = "attn_tiled_f16"
+		}
+		if tiles := ceilDiv(rows, attnQueryRows); tiles <= maxDispatch {
+			pl.dispatch(name, ap, op.KVHeads, tiles, 1, step, q, k, v, pl.buf(op.Out), sink)
+			return nil
+		}
+		kind = AttentionPerHead
+	}
+	if kind == AttentionSplit && (chunks > maxDispatch || op.KVHeads*batches > maxDispatch || partBytes > pl.p.b.devBinding) {
+		kind = AttentionPerHead // the partials would not fit one binding or one dispatch
 	}
 	if kind == AttentionPerHead {
 		name := "attention"
@@ -144,6 +167,8 @@ func (k AttentionKind) String() string {
 		return "perhead"
 	case AttentionSplit:
 		return "split"
+	case AttentionTiled:
+		return "tiled"
 	}
 	return fmt.Sprintf("AttentionKind(%d)", uint8(k))
 }

@@ -26,7 +26,7 @@ type Options struct {
 	// on any device).
 	Class DeviceClass
 	// Attention picks the attention kernels (AttentionAuto: split over
-	// the sequence for decode, per head and token for prefill).
+	// the sequence for decode, tiled over queries and keys for prefill).
 	Attention AttentionKind
 	// Subgroups picks the GPU-class decode kernel's reduction:
 	// SubgroupsAuto uses subgroup operations where the device offers them

@@ -25,6 +25,21 @@
 // attn_combine (heads, Tokens, 1).
 // part holds [Tokens][heads][chunks][head_dim+2] floats.
 //
+// attn_tiled / attn_tiled_f16: the tiled prefill path. One workgroup per
+// (kv head, tile of QR query rows), a query row being a (token, head)
+// pair of the kv head's GQA group (rows ordered token-major, so a tile
+// holds consecutive tokens and all the heads of each). The workgroup walks
+// the union of its rows' visible positions a chunk of CHUNK at a time:
+// it stages the chunk's keys in workgroup memory once for all its rows
+// (as attn_split does), scores every (row, position) pair (positions a row
+// does not see weigh exactly 0), folds the chunk into each row's running
+// max and sum (online softmax, one invocation per row), then stages the
+// chunk's values and updates each row's unnormalized output, which lives
+// in out (each (row, output word) pair belongs to one invocation for the
+// whole walk, so no invocation reads another's storage writes), rescaled
+// to the new max; the last chunk divides by the sum.
+// Dispatch: (kv_heads, ceil(rows/QR), 1).
+//
 // No kernel here reads a workgroup word it has not written, so the Vulkan
 // module goes without naga's zero-initialization of workgroup memory
 // (lavapipe compiles that store of the 8 KiB tile for minutes); the marker
@@ -51,7 +66,7 @@ struct AttnParams {
     batches: u32, // attn_split: head batches per kv head, ceil(group/GB)
     pos_at: u32,  // 0: row t at position step[0]+t; else at step[pos_at+t] (batched steps)
     row0: u32,    // first row of the dispatch (batched steps: one dispatch per row)
-    pad2: u32,
+    rows: u32,    // attn_tiled: query rows, Tokens * (heads / kv_heads)
 }
 
 @group(0) @binding(0) var<uniform> p: AttnParams;
@@ -389,5 +404,238 @@ fn attn_combine(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
         if d < p.head_dim {
             out[ob + d] = acc[a] / l;
         }
+    }
+}
+
+// ---- Prefill tiled over queries and keys ----
+
+const QR: u32 = 8u; // query rows per attn_tiled workgroup (ws holds QR*CHUNK scores)
+var<workgroup> rl: array<f32, 8>; // [QR]: running sum of exp(score - max)
+var<workgroup> rf: array<f32, 8>; // [QR]: this chunk's rescale of the running output
+
+@compute @workgroup_size(64)
+fn attn_tiled(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    tiled(wid, lid.x, false);
+}
+
+@compute @workgroup_size(64)
+fn attn_tiled_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    tiled(wid, lid.x, true);
+}
+
+// TRow is query row g of a tile: its token, head and visible positions
+// (lo > hi when the row is not live).
+struct TRow {
+    t: u32,
+    h: u32,
+    lo: u32,
+    hi: u32,
+}
+
+fn tile_row(tile0: u32, kvh: u32, g: u32) -> TRow {
+    let group = p.heads / p.kv_heads;
+    let rho = tile0 + g;
+    let t = p.row0 + rho / group;
+    var r = TRow(t, kvh * group + rho % group, 1u, 0u);
+    if rho < p.rows && t < step[1] && row_pos(t) != NO_ROW {
+        let v = visible(t);
+        r.lo = v.x;
+        r.hi = v.y;
+    }
+    return r;
+}
+
+fn tiled(wid: vec3<u32>, i: u32, packed: bool) {
+    let kvh = wid.x;
+    let tile0 = wid.y * QR;
+    // The union of the rows' visible positions (uniform: every invocation
+    // computes the same).
+    var lo = 0xffffffffu;
+    var hi = 0u;
+    var live = false;
+    for (var g = 0u; g < QR; g++) {
+        let r = tile_row(tile0, kvh, g);
+        if r.lo <= r.hi {
+            lo = min(lo, r.lo);
+            hi = max(hi, r.hi);
+            live = true;
+        }
+    }
+    if !live {
+        return;
+    }
+    var width = p.head_dim;
+    if packed {
+        width = (p.head_dim + 1u) / 2u;
+    }
+    // Per row: the query row's first word (row 0 for rows that are not
+    // live, so no read leaves q) and the visible positions.
+    var qrow: array<u32, 8>;
+    var rlo: array<u32, 8>;
+    var rhi: array<u32, 8>;
+    for (var g = 0u; g < QR; g++) {
+        let r = tile_row(tile0, kvh, g);
+        rlo[g] = r.lo;
+        rhi[g] = r.hi;
+        qrow[g] = 0u;
+        if r.lo <= r.hi {
+            qrow[g] = (r.t * p.heads + r.h) * p.head_dim;
+        }
+    }
+    if i < QR {
+        wmax[i] = -3.0e38;
+        rl[i] = 0.0;
+    }
+    let kt = min(CHUNK, TILE / (width + 1u));
+    let vt = TILE / (CHUNK + 1u);
+    var first = true;
+    for (var c0 = lo; c0 <= hi; c0 += CHUNK) {
+        let n = min(CHUNK, hi + 1u - c0); // positions of this chunk
+        let last = c0 + n > hi;           // the walk's last chunk: divide by the sums
+        // Scores, a tile of kt keys at a time; ws[g*CHUNK + j] for position c0+j.
+        let kb = (kvh * p.max_len + c0) * width;
+        for (var k0 = 0u; k0 < n; k0 += kt) {
+            let nk = min(kt, n - k0);
+            for (var e = i; e < nk * width; e += WG) {
+                let r = e / width;
+                tile[r * (width + 1u) + e - r * width] = kc[kb + k0 * width + e];
+            }
+            workgroupBarrier();
+            // Invocation i scores key k0+i against every row: each staged
+            // key word is read once for the QR rows, and the query words
+            // are read at addresses every invocation shares.
+            if i < nk {
+                var s = array<f32, 8>(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
+                let kr = i * (width + 1u);
+                if packed {
+                    let pairs = p.head_dim / 2u;
+                    for (var w = 0u; w < pairs; w++) {
+                        let kv = unpack2x16float(tile[kr + w]);
+                        for (var g = 0u; g < QR; g++) {
+                            let qb = qrow[g] + 2u * w;
+                            s[g] += q[qb] * kv.x + q[qb + 1u] * kv.y;
+                        }
+                    }
+                    if (p.head_dim & 1u) == 1u {
+                        let kx = unpack2x16float(tile[kr + pairs]).x;
+                        for (var g = 0u; g < QR; g++) {
+                            s[g] += q[qrow[g] + p.head_dim - 1u] * kx;
+                        }
+                    }
+                } else {
+                    for (var w = 0u; w < width; w++) {
+                        let kv = bitcast<f32>(tile[kr + w]);
+                        for (var g = 0u; g < QR; g++) {
+                            s[g] += q[qrow[g] + w] * kv;
+                        }
+                    }
+                }
+                let pos = c0 + k0 + i;
+                for (var g = 0u; g < QR; g++) {
+                    var sg = -3.0e38;
+                    if pos >= rlo[g] && pos <= rhi[g] {
+                        sg = s[g] * p.scale;
+                        if p.cap > 0.0 {
+                            sg = p.cap * tanh_safe(sg / p.cap);
+                        }
+                    }
+                    ws[g * CHUNK + k0 + i] = sg;
+                }
+            }
+            workgroupBarrier();
+        }
+        // Online softmax: the new max per row, then the weights (0 where
+        // the row does not see the position), then the new sum.
+        if i < QR {
+            var m = wmax[i];
+            for (var j = 0u; j < n; j++) {
+                m = max(m, ws[i * CHUNK + j]);
+            }
+            rf[i] = exp(wmax[i] - m);
+            wmax[i] = m;
+        }
+        workgroupBarrier();
+        for (var e = i; e < QR * CHUNK; e += WG) {
+            let g = e / CHUNK;
+            let j = e - g * CHUNK;
+            if j < n {
+                let pos = c0 + j;
+                var w = 0.0;
+                if pos >= rlo[g] && pos <= rhi[g] {
+                    w = exp(ws[e] - wmax[g]);
+                }
+                ws[e] = w;
+            }
+        }
+        workgroupBarrier();
+        if i < QR {
+            var l = 0.0;
+            for (var j = 0u; j < n; j++) {
+                l += ws[i * CHUNK + j];
+            }
+            rl[i] = rl[i] * rf[i] + l;
+        }
+        // Weighted values, a tile of vt value rows (words of head_dim) at a time.
+        let vb = kvh * width * p.max_len + c0;
+        for (var w0 = 0u; w0 < width; w0 += vt) {
+            let nr = min(vt, width - w0);
+            for (var e = i; e < nr * n; e += WG) {
+                let r = e / n;
+                let j = e - r * n;
+                tile[r * (CHUNK + 1u) + j] = vc[vb + (w0 + r) * p.max_len + j];
+            }
+            workgroupBarrier();
+            // Invocation i owns value word w0+i of every row: each staged
+            // value word is read once for the QR rows, the weights at
+            // addresses every invocation shares.
+            if i < nr {
+                let row = i * (CHUNK + 1u);
+                var a = array<vec2<f32>, 8>();
+                for (var j = 0u; j < n; j++) {
+                    var v2 = vec2<f32>(bitcast<f32>(tile[row + j]), 0.0);
+                    if packed {
+                        v2 = unpack2x16float(tile[row + j]);
+                    }
+                    for (var g = 0u; g < QR; g++) {
+                        a[g] += ws[g * CHUNK + j] * v2;
+                    }
+                }
+                for (var g = 0u; g < QR; g++) {
+                    if rlo[g] <= rhi[g] {
+                        var r = a[g];
+                        let o = qrow[g];
+                        let f = rf[g];
+                        if packed {
+                            let d = 2u * (w0 + i);
+                            let two = d + 1u < p.head_dim;
+                            if !first {
+                                r.x += f * out[o + d];
+                                if two {
+                                    r.y += f * out[o + d + 1u];
+                                }
+                            }
+                            if last {
+                                r /= rl[g];
+                            }
+                            out[o + d] = r.x;
+                            if two {
+                                out[o + d + 1u] = r.y;
+                            }
+                        } else {
+                            let d = w0 + i;
+                            if !first {
+                                r.x += f * out[o + d];
+                            }
+                            if last {
+                                r.x /= rl[g];
+                            }
+                            out[o + d] = r.x;
+                        }
+                    }
+                }
+            }
+            workgroupBarrier();
+        }
+        first = false;
     }
 }
