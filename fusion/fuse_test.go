@@ -31,6 +31,21 @@ func add(out, a, b Buf) Op        { return Op{Kind: Add, Out: out, In: []Buf{a, 
 func norm(out, in Buf) Op {
 	return Op{Kind: Norm, Out: out, In: []Buf{in}, Weight: "n", NormKind: "rms", Eps: 1e-5}
 }
+func rope(b Buf, dims int) Op {
+	return Op{Kind: Rope, Out: b, In: []Buf{b}, Heads: 2, HeadDim: 4, RopeDims: dims, RopeBase: 10000, RopeStyle: "halves"}
+}
+func storeKV(k, v Buf) Op { return Op{Kind: StoreKV, Out: k, In: []Buf{k, v}, KVHeads: 2, HeadDim: 4} }
+func attend(out, q Buf) Op {
+	return Op{Kind: Attention, Out: out, In: []Buf{q}, Heads: 2, KVHeads: 2, HeadDim: 4, Scale: 0.5}
+}
+
+// kvGraph is fuseGraph with a one-layer cache of 2 heads of 4.
+func kvGraph(ops ...Op) *Graph {
+	g := fuseGraph(ops...)
+	g.KV = KVSpec{Layers: 1, KVHeads: 2, HeadDim: 4, MaxLen: 16}
+	return g
+}
+
 func glu(out, gate, up Buf) Op { return Op{Kind: GLU, Out: out, In: []Buf{gate, up}, Act: "silu"} }
 
 func kinds(ops []Op) []Kind {
@@ -106,6 +121,22 @@ func TestFuse(t *testing.T) {
 			[]Kind{Norm, MultiMatMul, GLU, Add}, nil},
 		{"glu into the input", fuseGraph(mm(bb, bh, "up"), mm(ba, bh, "gate"), glu(bh, ba, bb), norm(bx, bh)),
 			[]Kind{MultiMatMul, GLU, Norm}, nil},
+		{"rope rope store", kvGraph(mm(bb, bh, "k"), rope(ba, 4), rope(bb, 4), storeKV(bb, bc), attend(by, ba)),
+			[]Kind{MatMul, RopeStoreKV, Attention}, func(t *testing.T, f *Graph) {
+				op := f.Ops[1]
+				if !slices.Equal(op.In, []Buf{op.Out, f.Ops[0].Out, op.In[2]}) || f.Bufs[op.Out].Name != "a" ||
+					f.Bufs[op.In[2]].Name != "c" || op.Heads != 2 || op.KVHeads != 2 || op.RopeDims != 4 || op.RopeStyle != "halves" {
+					t.Errorf("fused op %+v", op)
+				}
+			}},
+		{"rope k first", kvGraph(mm(bb, bh, "k"), rope(bb, 4), rope(ba, 4), storeKV(bb, bc), attend(by, ba)),
+			[]Kind{MatMul, RopeStoreKV, Attention}, nil},
+		{"rotated k read later", kvGraph(mm(bb, bh, "k"), rope(ba, 4), rope(bb, 4), storeKV(bb, bc), attend(by, ba), add(bx, bx, bb)),
+			[]Kind{MatMul, Rope, Rope, StoreKV, Attention, Add}, nil},
+		{"rotated k read at the next step", kvGraph(rope(ba, 4), rope(bb, 4), storeKV(bb, bc), attend(by, ba)),
+			[]Kind{Rope, Rope, StoreKV, Attention}, nil},
+		{"ropes differ", kvGraph(mm(bb, bh, "k"), rope(ba, 2), rope(bb, 4), storeKV(bb, bc), attend(by, ba)),
+			[]Kind{MatMul, Rope, Rope, StoreKV, Attention}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			orig := slices.Clone(tc.g.Ops)
@@ -140,11 +171,15 @@ func TestValidateFused(t *testing.T) {
 		{"glu aliasing its input", Op{Kind: MatMulGLU, Out: bh, In: []Buf{bh}, Weight: "g", Up: "u", Act: "silu"}},
 		{"glu bad act", Op{Kind: MatMulGLU, Out: ba, In: []Buf{bh}, Weight: "g", Up: "u", Act: "tanh"}},
 		{"glu no up", Op{Kind: MatMulGLU, Out: ba, In: []Buf{bh}, Weight: "g", Act: "silu"}},
+		{"rope_store_kv out not q", Op{Kind: RopeStoreKV, Out: by, In: []Buf{ba, bb, bc}, Heads: 2, KVHeads: 2, HeadDim: 4, RopeDims: 4, RopeBase: 1e4, RopeStyle: "halves"}},
+		{"rope_store_kv q is k", Op{Kind: RopeStoreKV, Out: ba, In: []Buf{ba, ba, bc}, Heads: 2, KVHeads: 2, HeadDim: 4, RopeDims: 4, RopeBase: 1e4, RopeStyle: "halves"}},
+		{"rope_store_kv bad style", Op{Kind: RopeStoreKV, Out: ba, In: []Buf{ba, bb, bc}, Heads: 2, KVHeads: 2, HeadDim: 4, RopeDims: 4, RopeBase: 1e4, RopeStyle: "x"}},
+		{"rope_store_kv two inputs", Op{Kind: RopeStoreKV, Out: ba, In: []Buf{ba, bb}, Heads: 2, KVHeads: 2, HeadDim: 4, RopeDims: 4, RopeBase: 1e4, RopeStyle: "halves"}},
 		{"accumulate on an add", Op{Kind: Add, Out: bx, In: []Buf{bx, ba}, Accumulate: true}},
 		{"accumulate aliasing its input", Op{Kind: MatMul, Out: bh, In: []Buf{bh}, Weight: "o", Accumulate: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if err := fuseGraph(tc.op).Validate(nil); err == nil {
+			if err := kvGraph(tc.op).Validate(nil); err == nil {
 				t.Errorf("accepted %+v", tc.op)
 			}
 		})

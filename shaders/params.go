@@ -34,7 +34,7 @@ func Encode(p Params) ([]byte, error) {
 
 // paramTypes lists the Go twin of every family's uniform struct.
 var paramTypes = []Params{
-	MatParams{}, EmbedParams{}, NormParams{}, RopeParams{}, KVParams{}, AttnParams{}, EltParams{}, ArgmaxParams{}, SampleParams{}, QParams{},
+	MatParams{}, EmbedParams{}, NormParams{}, RopeParams{}, KVParams{}, RopeKVParams{}, AttnParams{}, EltParams{}, ArgmaxParams{}, SampleParams{}, QParams{},
 }
 
 var (
@@ -180,6 +180,18 @@ type KVParams struct {
 	Pad2    uint32 `wgsl:"pad2"`
 }
 
+// RopeKVParams is the uniform block of wgsl/ropekv.wgsl.
+type RopeKVParams struct {
+	Heads    uint32 `wgsl:"heads"`
+	KVHeads  uint32 `wgsl:"kv_heads"`
+	HeadDim  uint32 `wgsl:"head_dim"`
+	RopeDims uint32 `wgsl:"rope_dims"`
+	Style    uint32 `wgsl:"style"` // 0: interleaved pairs; 1: halves
+	MaxLen   uint32 `wgsl:"max_len"`
+	Pad0     uint32 `wgsl:"pad0"`
+	Pad1     uint32 `wgsl:"pad1"`
+}
+
 // AttnParams is the uniform block of wgsl/attention.wgsl.
 type AttnParams struct {
 	Heads   uint32  `wgsl:"heads"`
@@ -253,6 +265,7 @@ func (EmbedParams) params()  {}
 func (NormParams) params()   {}
 func (RopeParams) params()   {}
 func (KVParams) params()     {}
+func (RopeKVParams) params() {}
 func (AttnParams) params()   {}
 func (EltParams) params()    {}
 func (ArgmaxParams) params() {}

@@ -71,8 +71,10 @@ type step struct {
 	vec    []float32   // Norm scale
 	bias   []float32   // Norm (layer), MatMul
 	act    func(float32) float32
-	silu   bool // act is silu: the vector SwiGLU kernel may run it
-	rope   ropeParams
+	silu   bool       // act is silu: the vector SwiGLU kernel may run it
+	rope   ropeParams // Rope, RopeStoreKV (q)
+	ropeK  ropeParams // RopeStoreKV (k)
+	kbuf   []float32  // RopeStoreKV: the rotated k rows, stored but not written back
 	attn   attnParams
 }
 
@@ -167,6 +169,12 @@ func (b *backend) compile(g *fusion.Graph, w gpu.Weights, kvs []gpu.KVCache, bat
 		case fusion.Rope:
 			s.rope = ropeParams{heads: op.Heads, headDim: op.HeadDim, dims: op.RopeDims,
 				base: float64(op.RopeBase), halves: op.RopeStyle == "halves"}
+		case fusion.RopeStoreKV:
+			s.rope = ropeParams{heads: op.Heads, headDim: op.HeadDim, dims: op.RopeDims,
+				base: float64(op.RopeBase), halves: op.RopeStyle == "halves"}
+			s.ropeK = s.rope
+			s.ropeK.heads = op.KVHeads
+			s.kbuf = make([]float32, g.Tokens*op.KVHeads*op.HeadDim)
 		case fusion.Attention:
 			s.attn = attnParams{heads: op.Heads, kvHeads: op.KVHeads, headDim: op.HeadDim,
 				scale: op.Scale, cap: op.Cap, window: op.Window}
@@ -352,6 +360,14 @@ func (p *program) exec(s *step, tokens []int32, pos int) error {
 			break
 		}
 		storeKV(&p.kv.layers[op.Layer], in(0), in(1), inCols(0), n, pos)
+	case fusion.RopeStoreKV:
+		// Validation made it unbatched with out = q: Rope in place, then
+		// StoreKV of the rotated copy of k.
+		rope(out, cols, n, pos, s.rope)
+		kc := inCols(1)
+		copy(s.kbuf[:n*kc], in(1)[:n*kc])
+		rope(s.kbuf, kc, n, pos, s.ropeK)
+		storeKV(&p.kv.layers[op.Layer], s.kbuf, in(2), kc, n, pos)
 	case fusion.Attention:
 		p.at = attnTask{p: p, out: out, q: in(0), n: n, pos: pos, c: &p.kv.layers[op.Layer], ap: s.attn}
 		if g.Batch {

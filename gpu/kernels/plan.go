@@ -166,18 +166,9 @@ func (pl *planner) op(op *fusion.Op) error {
 			return nil
 		}
 		half := op.RopeDims / 2
-		freq := make([]float32, half)
-		for i := range freq {
-			freq[i] = float32(math.Pow(float64(op.RopeBase), -2*float64(i)/float64(op.RopeDims)))
-		}
-		fb, err := pl.p.b.newFilled(f32Bytes(freq))
+		fb, style, err := pl.ropeFreq(op)
 		if err != nil {
 			return err
-		}
-		pl.p.owned = append(pl.p.owned, fb)
-		style := uint32(0)
-		if op.RopeStyle == "halves" {
-			style = 1
 		}
 		pl.dispatch("rope", shaders.RopeParams{Heads: u(op.Heads), HeadDim: u(op.HeadDim), RopeDims: u(op.RopeDims), Style: style, Cols: u(out.Cols), PosAt: u(pl.p.posAt)},
 			ceilDiv(op.Heads*half, 64), T, 1, gpu.Binding{Buf: pl.p.step}, gpu.Binding{Buf: fb}, pl.buf(op.Out))
@@ -198,6 +189,8 @@ func (pl *planner) op(op *fusion.Op) error {
 			pl.dispatch(storeKernel(spec), params, ceilDiv(op.KVHeads*kvWords(spec), 64), rows, 1, gpu.Binding{Buf: pl.p.step},
 				pl.buf(op.In[0]), pl.buf(op.In[1]), gpu.Binding{Buf: c.k[op.Layer]}, gpu.Binding{Buf: c.v[op.Layer]})
 		}
+	case fusion.RopeStoreKV:
+		return pl.ropeStoreKV(op)
 	case fusion.Attention:
 		return pl.attention(op)
 	case fusion.Add:
@@ -245,6 +238,45 @@ func (pl *planner) op(op *fusion.Op) error {
 	default:
 		return fmt.Errorf("op kind %s: %w", op.Kind, gpu.ErrUnsupported)
 	}
+	return nil
+}
+
+// ropeFreq makes the frequency table of a Rope or RopeStoreKV op
+// (RopeBase^(-2i/RopeDims), in float64 on the host) and returns its style code.
+func (pl *planner) ropeFreq(op *fusion.Op) (gpu.Buffer, uint32, error) {
+	freq := make([]float32, max(op.RopeDims/2, 1))
+	for i := range op.RopeDims / 2 {
+		freq[i] = float32(math.Pow(float64(op.RopeBase), -2*float64(i)/float64(op.RopeDims)))
+	}
+	fb, err := pl.p.b.newFilled(f32Bytes(freq))
+	if err != nil {
+		return nil, 0, err
+	}
+	pl.p.owned = append(pl.p.owned, fb)
+	style := uint32(0)
+	if op.RopeStyle == "halves" {
+		style = 1
+	}
+	return fb, style, nil
+}
+
+// ropeStoreKV plans a RopeStoreKV (validation made it unbatched): one
+// dispatch rotating q in place and storing the rotated k and v.
+func (pl *planner) ropeStoreKV(op *fusion.Op) error {
+	fb, style, err := pl.ropeFreq(op)
+	if err != nil {
+		return err
+	}
+	c := pl.caches[0]
+	kernel, words := "store_kv_rope", op.HeadDim
+	if c.spec.F16 {
+		kernel, words = "store_kv_rope_f16", kvWords(c.spec)
+	}
+	n := op.Heads*(op.RopeDims/2) + op.KVHeads*words
+	pl.dispatch(kernel, shaders.RopeKVParams{Heads: u(op.Heads), KVHeads: u(op.KVHeads), HeadDim: u(op.HeadDim),
+		RopeDims: u(op.RopeDims), Style: style, MaxLen: u(c.spec.MaxLen)},
+		ceilDiv(n, 64), pl.p.g.Tokens, 1, gpu.Binding{Buf: pl.p.step}, gpu.Binding{Buf: fb}, pl.buf(op.In[0]),
+		pl.buf(op.In[1]), pl.buf(op.In[2]), gpu.Binding{Buf: c.k[op.Layer]}, gpu.Binding{Buf: c.v[op.Layer]})
 	return nil
 }
 

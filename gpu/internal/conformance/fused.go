@@ -10,12 +10,14 @@ import (
 
 // FusedCases returns the parity cases of the kinds fusion.Fuse emits:
 // MatMul with Accumulate, MultiMatMul and MatMulGLU, for every weight type,
-// decode (1 token) and prefill (5 and 40 tokens) shapes.
+// decode (1 token) and prefill (5 and 40 tokens) shapes, and RopeStoreKV
+// for both rope styles, partial rope dims and both cache types.
 func FusedCases() []Case {
 	var cs []Case
 	cs = append(cs, accumulateCases()...)
 	cs = append(cs, multiCases()...)
 	cs = append(cs, gluCases()...)
+	cs = append(cs, ropeKVCases()...)
 	return cs
 }
 
@@ -32,6 +34,8 @@ func fusedSample() []Case {
 		"matmul_glu/silu_int8_b16_f16_int8_b16_f16_biastruefalse_t1": true,
 		"matmul_glu/silu_int4_b8_f16_int4_b8_f16_biasfalsefalse_t40": true,
 		"matmul_glu/silu_f16_int4_b8_f16_biasfalsetrue_t5":           true,
+		"rope_store_kv/interleaved_h4_kv2_d8_r8_f16false_qfalse":     true,
+		"rope_store_kv/halves_h3_kv1_d7_r6_f16true_qfalse":           true,
 	}
 	var cs []Case
 	for _, c := range FusedCases() {
@@ -192,6 +196,55 @@ func gluCases() []Case {
 					return g, ws
 				},
 				Steps: []Step{{seq(tokens), 0}, {seq(1), 0}},
+				Tol:   tol,
+			})
+		}
+	}
+	return cs
+}
+
+// ropeKVCases: RopeStoreKV of q, k, v, read back as the rotated q, and as
+// the attention of q over the cache it filled (the rotated keys and the
+// values), over a prefill and decode steps; f32 and f16 caches, both rope
+// styles, partial rope dims and an odd head dim (a half-filled last f16
+// word).
+func ropeKVCases() []Case {
+	type tc struct {
+		style                  string
+		heads, kvHeads, hd, rd int
+		f16                    bool
+	}
+	table := []tc{
+		{"interleaved", 4, 2, 8, 8, false}, {"halves", 4, 2, 8, 8, true},
+		{"interleaved", 2, 1, 10, 6, true}, {"halves", 3, 3, 7, 4, false}, {"halves", 3, 1, 7, 6, true},
+	}
+	var cs []Case
+	for _, c := range table {
+		for _, readQ := range []bool{false, true} {
+			tol := attention
+			if readQ {
+				tol = transc
+			}
+			const prefill, maxLen = 3, 8
+			cs = append(cs, Case{
+				Name: fmt.Sprintf("rope_store_kv/%s_h%d_kv%d_d%d_r%d_f16%v_q%v", c.style, c.heads, c.kvHeads, c.hd, c.rd, c.f16, readQ),
+				Build: func() (*fusion.Graph, []*tensors.Tensor) {
+					r := rand.New(rand.NewPCG(11, uint64(c.hd*10+c.rd)))
+					g := &fusion.Graph{Tokens: prefill}
+					g.KV = fusion.KVSpec{Layers: 2, KVHeads: c.kvHeads, HeadDim: c.hd, MaxLen: maxLen, F16: c.f16}
+					qc, kc := c.heads*c.hd, c.kvHeads*c.hd
+					q, k, v := input(g, "q", qc), input(g, "k", kc), input(g, "v", kc)
+					g.Add(fusion.Op{Kind: fusion.RopeStoreKV, Out: q, In: []fusion.Buf{q, k, v}, Layer: 1, Heads: c.heads,
+						KVHeads: c.kvHeads, HeadDim: c.hd, RopeDims: c.rd, RopeBase: 10000, RopeStyle: c.style})
+					g.Logits = q
+					if !readQ {
+						g.Logits = g.Add(fusion.Op{Kind: fusion.Attention, Out: g.NewBuf("o", prefill, qc), In: []fusion.Buf{q},
+							Layer: 1, Heads: c.heads, KVHeads: c.kvHeads, HeadDim: c.hd, Scale: 0.7})
+					}
+					return g, []*tensors.Tensor{matrix(r, "q", vocab, qc, tensors.F32, 0, 0),
+						matrix(r, "k", vocab, kc, tensors.F32, 0, 0), matrix(r, "v", vocab, kc, tensors.F32, 0, 0)}
+				},
+				Steps: []Step{{seq(prefill), 0}, {[]int32{4}, prefill}, {[]int32{2}, prefill + 1}, {seq(2), prefill + 2}},
 				Tol:   tol,
 			})
 		}
