@@ -28,7 +28,13 @@ const (
 
 func mm(out, in Buf, w string) Op { return Op{Kind: MatMul, Out: out, In: []Buf{in}, Weight: w} }
 func add(out, a, b Buf) Op        { return Op{Kind: Add, Out: out, In: []Buf{a, b}} }
+
+// norm is a LayerNorm, which no rule folds (the rules other than the norm
+// prologue's are tested around it); rms is an RMSNorm.
 func norm(out, in Buf) Op {
+	return Op{Kind: Norm, Out: out, In: []Buf{in}, Weight: "n", NormKind: "layer", Eps: 1e-5}
+}
+func rms(out, in Buf) Op {
 	return Op{Kind: Norm, Out: out, In: []Buf{in}, Weight: "n", NormKind: "rms", Eps: 1e-5}
 }
 func rope(b Buf, dims int) Op {
@@ -121,6 +127,43 @@ func TestFuse(t *testing.T) {
 			[]Kind{Norm, MultiMatMul, GLU, Add}, nil},
 		{"glu into the input", fuseGraph(mm(bb, bh, "up"), mm(ba, bh, "gate"), glu(bh, ba, bb), norm(bx, bh)),
 			[]Kind{MultiMatMul, GLU, Norm}, nil},
+		{"rms norm into q k v", fuseGraph(rms(bh, bx), mm(ba, bh, "q"), mm(bb, bh, "k"), mm(bc, bh, "v"), add(by, ba, bb), add(by, by, bc)),
+			[]Kind{MultiMatMul, Add, Add}, func(t *testing.T, f *Graph) {
+				op := f.Ops[0]
+				if op.NormWeight != "n" || op.Eps != 1e-5 || f.Bufs[op.In[0]].Name != "x" {
+					t.Errorf("fused op %+v", op)
+				}
+				for _, b := range f.Bufs {
+					if b.Name == "h" {
+						t.Errorf("normed buffer kept")
+					}
+				}
+			}},
+		{"rms norm into two products", fuseGraph(rms(bh, bx), mm(ba, bh, "q"), add(by, ba, bx), mm(bb, bh, "k"), add(by, by, bb)),
+			[]Kind{MatMul, Add, MatMul}, func(t *testing.T, f *Graph) {
+				if f.Ops[0].NormWeight != "n" || f.Ops[2].NormWeight != "n" {
+					t.Errorf("fused ops %+v, %+v", f.Ops[0], f.Ops[2])
+				}
+			}},
+		{"rms norm into gate up", fuseGraph(rms(bh, bx), mm(bb, bh, "up"), mm(ba, bh, "gate"), glu(bb, ba, bb), mm(bc, bb, "down"), add(bx, bx, bc)),
+			[]Kind{MatMulGLU, MatMul}, func(t *testing.T, f *Graph) {
+				if f.Ops[0].NormWeight != "n" || f.Ops[1].NormWeight != "" {
+					t.Errorf("fused ops %+v, %+v", f.Ops[0], f.Ops[1])
+				}
+			}},
+		{"rms norm read by an add", fuseGraph(rms(bh, bx), mm(ba, bh, "q"), add(by, ba, bh)),
+			[]Kind{Norm, MatMul, Add}, nil},
+		{"rms norm read at the next step", fuseGraph(add(by, by, bh), rms(bh, bx), mm(ba, bh, "q")),
+			[]Kind{Add, Norm, MatMul}, nil},
+		{"rms norm input written before a product", fuseGraph(rms(bh, bx), mm(ba, bh, "q"), add(bx, bx, ba), mm(bb, bh, "k"), add(by, by, bb)),
+			[]Kind{Norm, MatMul, MatMul}, nil},
+		{"rms norm into the projection of its input", fuseGraph(rms(bh, bx), mm(ba, bh, "o"), add(bx, bx, ba)),
+			[]Kind{Norm, MatMul}, nil},
+		{"rms norm is the logits", func() *Graph {
+			g := fuseGraph(rms(ba, bx), mm(bb, ba, "q"), add(by, by, bb))
+			g.Logits = ba
+			return g
+		}(), []Kind{Norm, MatMul}, nil},
 		{"rope rope store", kvGraph(mm(bb, bh, "k"), rope(ba, 4), rope(bb, 4), storeKV(bb, bc), attend(by, ba)),
 			[]Kind{MatMul, RopeStoreKV, Attention}, func(t *testing.T, f *Graph) {
 				op := f.Ops[1]
@@ -175,6 +218,8 @@ func TestValidateFused(t *testing.T) {
 		{"rope_store_kv q is k", Op{Kind: RopeStoreKV, Out: ba, In: []Buf{ba, ba, bc}, Heads: 2, KVHeads: 2, HeadDim: 4, RopeDims: 4, RopeBase: 1e4, RopeStyle: "halves"}},
 		{"rope_store_kv bad style", Op{Kind: RopeStoreKV, Out: ba, In: []Buf{ba, bb, bc}, Heads: 2, KVHeads: 2, HeadDim: 4, RopeDims: 4, RopeBase: 1e4, RopeStyle: "x"}},
 		{"rope_store_kv two inputs", Op{Kind: RopeStoreKV, Out: ba, In: []Buf{ba, bb}, Heads: 2, KVHeads: 2, HeadDim: 4, RopeDims: 4, RopeBase: 1e4, RopeStyle: "halves"}},
+		{"norm prologue on an add", Op{Kind: Add, Out: bx, In: []Buf{bx, ba}, NormWeight: "n"}},
+		{"norm prologue bad eps", Op{Kind: MatMul, Out: ba, In: []Buf{bh}, Weight: "o", NormWeight: "n", Eps: -1}},
 		{"accumulate on an add", Op{Kind: Add, Out: bx, In: []Buf{bx, ba}, Accumulate: true}},
 		{"accumulate aliasing its input", Op{Kind: MatMul, Out: bh, In: []Buf{bh}, Weight: "o", Accumulate: true}},
 	} {

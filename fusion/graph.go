@@ -43,6 +43,12 @@ const (
 	// add fused into the projection, evaluated in exactly that order so it
 	// matches a MatMul into a temporary followed by an Add. Out must not
 	// alias In[0].
+	//
+	// MatMul, MultiMatMul and MatMulGLU take an RMS-norm prologue: with
+	// NormWeight set, every product reads n[t] = rmsnorm(In[0][t]) *
+	// NormWeight (a Norm of NormKind rms, no bias, with Eps) in place of
+	// In[0][t], computed exactly as that Norm computes it; In[0] itself is
+	// only read.
 	MatMul
 	// Rope: Out = In[0] with each of Heads heads of HeadDim rotated at
 	// position Pos+t: the first RopeDims dims, pairs per RopeStyle, angle
@@ -146,7 +152,7 @@ type Op struct {
 
 	Layer    int     // StoreKV, Attention, RopeStoreKV
 	NormKind string  // model.NormRMS or model.NormLayer
-	Eps      float32 // Norm
+	Eps      float32 // Norm, and the norm prologue of the MatMul kinds
 	Act      string  // GLU, Activation, MatMulGLU: model.ActSiLU, ...
 	Scale    float32 // Embed, Attention
 	Cap      float32 // Attention, SoftCap (0: none)
@@ -158,6 +164,10 @@ type Op struct {
 	RopeStyle               string  // Rope, RopeStoreKV: model.RopeInterleaved or model.RopeHalves
 
 	Sampling Sampling // Sample
+
+	// NormWeight is the scale of the RMS-norm prologue of a MatMul,
+	// MultiMatMul or MatMulGLU ("" for none); its epsilon is Eps.
+	NormWeight string
 }
 
 // KVSpec sizes the KV cache a graph reads and writes.

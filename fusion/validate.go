@@ -109,6 +109,17 @@ func (g *Graph) validateOp(op *Op, shape WeightShape) error {
 			return fmt.Errorf("%w: input buffer %d out of range", ErrInvalid, b)
 		}
 	}
+	if op.NormWeight != "" {
+		if op.Kind != MatMul && op.Kind != MultiMatMul && op.Kind != MatMulGLU {
+			return fmt.Errorf("%w: norm prologue on a %s op", ErrInvalid, op.Kind)
+		}
+		if !(op.Eps >= 0) {
+			return fmt.Errorf("%w: norm prologue eps %g", ErrInvalid, op.Eps)
+		}
+		if err := checkVector(shape, op.NormWeight, g.Bufs[op.In[0]].Cols); err != nil {
+			return err
+		}
+	}
 	if op.Kind != StoreKV && !g.valid(op.Out) {
 		return fmt.Errorf("%w: output buffer %d out of range", ErrInvalid, op.Out)
 	}

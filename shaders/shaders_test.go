@@ -80,7 +80,8 @@ func TestGetBindings(t *testing.T) {
 
 // The kernels of the specialized matmul family: the portable ones in every
 // variant without Subgroups, matvec_sg (alone) in every variant with them.
-var matmulKernels = []string{"matvec", "matvec_u", "matvec_lanes", "matmul", "matmul_direct", "matmul_few", "matmul_few_u", "matvec_sg"}
+var matmulKernels = []string{"matvec", "matvec_u", "matvec_lanes", "matvec_norm", "matvec_u_norm", "matvec_lanes_norm",
+	"matmul", "matmul_direct", "matmul_few", "matmul_few_u", "matvec_sg"}
 
 func TestGetVariantBindings(t *testing.T) {
 	R, W, U := gpu.StorageRead, gpu.StorageRW, gpu.Uniform
