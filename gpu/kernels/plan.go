@@ -285,7 +285,7 @@ func (pl *planner) op(op *fusion.Op) error {
 }
 
 // normPrologue plans the RMS-norm prologue of a MatMul kind and returns
-// the binding its products read. Where every product runs in a decode
+// the binding its products read. On a GPU-class device, where every product runs in a decode
 // kernel (matvec, matvec_u, matvec_lanes, matvec_sg: at most 3 rows of an
 // unbatched step, or 1) on weights of the matmul family without a bias
 // (the scale takes the bias slot; MatMulGLU: its one-dispatch form), the
@@ -298,7 +298,11 @@ func (pl *planner) normPrologue(op *fusion.Op) (gpu.Binding, error) {
 	if err != nil {
 		return gpu.Binding{}, err
 	}
-	ok := in.Rows < 4 && !(g.Batch && in.Rows >= 2)
+	// CPU-class devices keep the norm dispatch: there every invocation's
+	// storage loads of the scale (a loop over the SIMD lanes on lavapipe)
+	// cost more than the dispatch saved (110M Q8_0 decode on lavapipe with
+	// the prologue: 0.8x on WebGPU, 0.92-0.99x on Vulkan).
+	ok := pl.p.b.gpuClass && in.Rows < 4 && !(g.Batch && in.Rows >= 2)
 	var ws []string
 	switch op.Kind {
 	case fusion.MatMul:
