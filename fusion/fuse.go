@@ -10,7 +10,14 @@ import "slices"
 //   - gate MatMul + up MatMul of one input + their GLU -> MatMulGLU;
 //   - consecutive MatMuls of one input (Q, K, V) -> MultiMatMul;
 //   - MatMul into p + a later Add x = x + p -> MatMul accumulating into x,
-//     when nothing in between touches x or p and p is dead after the Add.
+//     when nothing in between touches x or p and p is dead after the Add;
+//   - in-place Rope of q + in-place Rope of k + StoreKV of k and v ->
+//     RopeStoreKV, when the ropes agree, k is dead after the StoreKV and
+//     the graph is not batched;
+//   - RMS Norm h = norm(x) + the MatMul, MultiMatMul and MatMulGLU ops that
+//     read h -> those ops with the norm as their prologue (NormWeight),
+//     when they are all of h's readers until h is overwritten, x is not
+//     written before the last of them and h is dead after it.
 //
 // A buffer is dead after an op when the next op that touches it, scanning
 // forward and wrapping around to the start of the next step, writes it
@@ -28,6 +35,10 @@ func Fuse(g *Graph) *Graph {
 	ops = fuseGLU(ops, g.Logits)
 	ops = fuseMulti(ops)
 	ops = fuseAccumulate(ops, g.Logits)
+	if !g.Batch {
+		ops = fuseRopeKV(ops, g.Logits)
+	}
+	ops = fuseNorm(ops, g.Logits)
 	out.Ops = ops
 	out.dropUnused()
 	return out
@@ -205,6 +216,108 @@ func fuseAccumulate(ops []Op, logits Buf) []Op {
 		}
 	}
 	return out
+}
+
+// fuseRopeKV rewrites Rope(q), Rope(k), StoreKV(k, v) (the ropes in either
+// order) into one RopeStoreKV.
+func fuseRopeKV(ops []Op, logits Buf) []Op {
+	var out []Op
+	for i := 0; i < len(ops); i++ {
+		if i+2 < len(ops) {
+			if f, ok := matchRopeKV(ops, i, logits); ok {
+				out = append(out, f)
+				i += 2
+				continue
+			}
+		}
+		out = append(out, ops[i])
+	}
+	return out
+}
+
+func matchRopeKV(ops []Op, i int, logits Buf) (Op, bool) {
+	a, b, st := &ops[i], &ops[i+1], &ops[i+2]
+	if a.Kind != Rope || b.Kind != Rope || st.Kind != StoreKV || len(st.In) != 2 {
+		return Op{}, false
+	}
+	k, v := st.In[0], st.In[1]
+	rq, rk := a, b
+	if a.Out == k {
+		rq, rk = b, a
+	}
+	q := rq.Out
+	if len(rq.In) != 1 || len(rk.In) != 1 || rq.In[0] != q || rk.In[0] != k || rk.Out != k ||
+		q == k || q == v || k == v || q == logits {
+		return Op{}, false
+	}
+	if rq.RopeDims != rk.RopeDims || rq.RopeBase != rk.RopeBase || rq.RopeStyle != rk.RopeStyle ||
+		rq.HeadDim != rk.HeadDim || rk.HeadDim != st.HeadDim || rk.Heads != st.KVHeads {
+		return Op{}, false
+	}
+	if !deadAfter(ops, i+2, k, logits) {
+		return Op{}, false
+	}
+	return Op{Kind: RopeStoreKV, Out: q, In: []Buf{q, k, v}, Layer: st.Layer, Heads: rq.Heads, KVHeads: st.KVHeads,
+		HeadDim: st.HeadDim, RopeDims: rq.RopeDims, RopeBase: rq.RopeBase, RopeStyle: rq.RopeStyle}, true
+}
+
+// fuseNorm folds RMS norms into the products that read them.
+func fuseNorm(ops []Op, logits Buf) []Op {
+	removed := map[int]bool{}
+	for i := range ops {
+		n := &ops[i]
+		if n.Kind != Norm || n.NormKind != "rms" || n.Bias != "" || len(n.In) != 1 || n.Out == n.In[0] || n.Out == logits {
+			continue
+		}
+		h, x := n.Out, n.In[0]
+		var users []int
+		ok, xWritten := true, false
+		for j := i + 1; j < len(ops); j++ {
+			op := &ops[j]
+			if reads(op, h) {
+				if xWritten || !prologueOK(op, h, x) {
+					ok = false
+					break
+				}
+				users = append(users, j)
+				continue
+			}
+			if writes(op, h) {
+				break
+			}
+			xWritten = xWritten || writes(op, x)
+		}
+		// After the rewrite neither the norm nor its users touch h.
+		skip := append(append(removedList(removed), i), users...)
+		if !ok || len(users) == 0 || !deadAfter(ops, users[len(users)-1], h, logits, skip...) {
+			continue
+		}
+		for _, j := range users {
+			ops[j].In[0], ops[j].NormWeight, ops[j].Eps = x, n.Weight, n.Eps
+		}
+		removed[i] = true
+	}
+	var out []Op
+	for i, op := range ops {
+		if !removed[i] {
+			out = append(out, op)
+		}
+	}
+	return out
+}
+
+// prologueOK reports whether op can take the norm h = norm(x) as its
+// prologue: a product of h without one, writing neither h nor x.
+func prologueOK(op *Op, h, x Buf) bool {
+	switch op.Kind {
+	case MatMul, MultiMatMul, MatMulGLU:
+	default:
+		return false
+	}
+	if len(op.In) != 1 || op.In[0] != h || op.NormWeight != "" || writes(op, x) || writes(op, h) {
+		return false
+	}
+	return !(op.Kind == MatMul && op.Accumulate && op.Out == h)
 }
 
 // residualFree reports whether no op strictly between i and j touches x.

@@ -28,9 +28,30 @@ const (
 
 func mm(out, in Buf, w string) Op { return Op{Kind: MatMul, Out: out, In: []Buf{in}, Weight: w} }
 func add(out, a, b Buf) Op        { return Op{Kind: Add, Out: out, In: []Buf{a, b}} }
+
+// norm is a LayerNorm, which no rule folds (the rules other than the norm
+// prologue's are tested around it); rms is an RMSNorm.
 func norm(out, in Buf) Op {
+	return Op{Kind: Norm, Out: out, In: []Buf{in}, Weight: "n", NormKind: "layer", Eps: 1e-5}
+}
+func rms(out, in Buf) Op {
 	return Op{Kind: Norm, Out: out, In: []Buf{in}, Weight: "n", NormKind: "rms", Eps: 1e-5}
 }
+func rope(b Buf, dims int) Op {
+	return Op{Kind: Rope, Out: b, In: []Buf{b}, Heads: 2, HeadDim: 4, RopeDims: dims, RopeBase: 10000, RopeStyle: "halves"}
+}
+func storeKV(k, v Buf) Op { return Op{Kind: StoreKV, Out: k, In: []Buf{k, v}, KVHeads: 2, HeadDim: 4} }
+func attend(out, q Buf) Op {
+	return Op{Kind: Attention, Out: out, In: []Buf{q}, Heads: 2, KVHeads: 2, HeadDim: 4, Scale: 0.5}
+}
+
+// kvGraph is fuseGraph with a one-layer cache of 2 heads of 4.
+func kvGraph(ops ...Op) *Graph {
+	g := fuseGraph(ops...)
+	g.KV = KVSpec{Layers: 1, KVHeads: 2, HeadDim: 4, MaxLen: 16}
+	return g
+}
+
 func glu(out, gate, up Buf) Op { return Op{Kind: GLU, Out: out, In: []Buf{gate, up}, Act: "silu"} }
 
 func kinds(ops []Op) []Kind {
@@ -106,6 +127,59 @@ func TestFuse(t *testing.T) {
 			[]Kind{Norm, MultiMatMul, GLU, Add}, nil},
 		{"glu into the input", fuseGraph(mm(bb, bh, "up"), mm(ba, bh, "gate"), glu(bh, ba, bb), norm(bx, bh)),
 			[]Kind{MultiMatMul, GLU, Norm}, nil},
+		{"rms norm into q k v", fuseGraph(rms(bh, bx), mm(ba, bh, "q"), mm(bb, bh, "k"), mm(bc, bh, "v"), add(by, ba, bb), add(by, by, bc)),
+			[]Kind{MultiMatMul, Add, Add}, func(t *testing.T, f *Graph) {
+				op := f.Ops[0]
+				if op.NormWeight != "n" || op.Eps != 1e-5 || f.Bufs[op.In[0]].Name != "x" {
+					t.Errorf("fused op %+v", op)
+				}
+				for _, b := range f.Bufs {
+					if b.Name == "h" {
+						t.Errorf("normed buffer kept")
+					}
+				}
+			}},
+		{"rms norm into two products", fuseGraph(rms(bh, bx), mm(ba, bh, "q"), add(by, ba, bx), mm(bb, bh, "k"), add(by, by, bb)),
+			[]Kind{MatMul, Add, MatMul}, func(t *testing.T, f *Graph) {
+				if f.Ops[0].NormWeight != "n" || f.Ops[2].NormWeight != "n" {
+					t.Errorf("fused ops %+v, %+v", f.Ops[0], f.Ops[2])
+				}
+			}},
+		{"rms norm into gate up", fuseGraph(rms(bh, bx), mm(bb, bh, "up"), mm(ba, bh, "gate"), glu(bb, ba, bb), mm(bc, bb, "down"), add(bx, bx, bc)),
+			[]Kind{MatMulGLU, MatMul}, func(t *testing.T, f *Graph) {
+				if f.Ops[0].NormWeight != "n" || f.Ops[1].NormWeight != "" {
+					t.Errorf("fused ops %+v, %+v", f.Ops[0], f.Ops[1])
+				}
+			}},
+		{"rms norm read by an add", fuseGraph(rms(bh, bx), mm(ba, bh, "q"), add(by, ba, bh)),
+			[]Kind{Norm, MatMul, Add}, nil},
+		{"rms norm read at the next step", fuseGraph(add(by, by, bh), rms(bh, bx), mm(ba, bh, "q")),
+			[]Kind{Add, Norm, MatMul}, nil},
+		{"rms norm input written before a product", fuseGraph(rms(bh, bx), mm(ba, bh, "q"), add(bx, bx, ba), mm(bb, bh, "k"), add(by, by, bb)),
+			[]Kind{Norm, MatMul, MatMul}, nil},
+		{"rms norm into the projection of its input", fuseGraph(rms(bh, bx), mm(ba, bh, "o"), add(bx, bx, ba)),
+			[]Kind{Norm, MatMul}, nil},
+		{"rms norm is the logits", func() *Graph {
+			g := fuseGraph(rms(ba, bx), mm(bb, ba, "q"), add(by, by, bb))
+			g.Logits = ba
+			return g
+		}(), []Kind{Norm, MatMul}, nil},
+		{"rope rope store", kvGraph(mm(bb, bh, "k"), rope(ba, 4), rope(bb, 4), storeKV(bb, bc), attend(by, ba)),
+			[]Kind{MatMul, RopeStoreKV, Attention}, func(t *testing.T, f *Graph) {
+				op := f.Ops[1]
+				if !slices.Equal(op.In, []Buf{op.Out, f.Ops[0].Out, op.In[2]}) || f.Bufs[op.Out].Name != "a" ||
+					f.Bufs[op.In[2]].Name != "c" || op.Heads != 2 || op.KVHeads != 2 || op.RopeDims != 4 || op.RopeStyle != "halves" {
+					t.Errorf("fused op %+v", op)
+				}
+			}},
+		{"rope k first", kvGraph(mm(bb, bh, "k"), rope(bb, 4), rope(ba, 4), storeKV(bb, bc), attend(by, ba)),
+			[]Kind{MatMul, RopeStoreKV, Attention}, nil},
+		{"rotated k read later", kvGraph(mm(bb, bh, "k"), rope(ba, 4), rope(bb, 4), storeKV(bb, bc), attend(by, ba), add(bx, bx, bb)),
+			[]Kind{MatMul, Rope, Rope, StoreKV, Attention, Add}, nil},
+		{"rotated k read at the next step", kvGraph(rope(ba, 4), rope(bb, 4), storeKV(bb, bc), attend(by, ba)),
+			[]Kind{Rope, Rope, StoreKV, Attention}, nil},
+		{"ropes differ", kvGraph(mm(bb, bh, "k"), rope(ba, 2), rope(bb, 4), storeKV(bb, bc), attend(by, ba)),
+			[]Kind{MatMul, Rope, Rope, StoreKV, Attention}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			orig := slices.Clone(tc.g.Ops)
@@ -140,11 +214,17 @@ func TestValidateFused(t *testing.T) {
 		{"glu aliasing its input", Op{Kind: MatMulGLU, Out: bh, In: []Buf{bh}, Weight: "g", Up: "u", Act: "silu"}},
 		{"glu bad act", Op{Kind: MatMulGLU, Out: ba, In: []Buf{bh}, Weight: "g", Up: "u", Act: "tanh"}},
 		{"glu no up", Op{Kind: MatMulGLU, Out: ba, In: []Buf{bh}, Weight: "g", Act: "silu"}},
+		{"rope_store_kv out not q", Op{Kind: RopeStoreKV, Out: by, In: []Buf{ba, bb, bc}, Heads: 2, KVHeads: 2, HeadDim: 4, RopeDims: 4, RopeBase: 1e4, RopeStyle: "halves"}},
+		{"rope_store_kv q is k", Op{Kind: RopeStoreKV, Out: ba, In: []Buf{ba, ba, bc}, Heads: 2, KVHeads: 2, HeadDim: 4, RopeDims: 4, RopeBase: 1e4, RopeStyle: "halves"}},
+		{"rope_store_kv bad style", Op{Kind: RopeStoreKV, Out: ba, In: []Buf{ba, bb, bc}, Heads: 2, KVHeads: 2, HeadDim: 4, RopeDims: 4, RopeBase: 1e4, RopeStyle: "x"}},
+		{"rope_store_kv two inputs", Op{Kind: RopeStoreKV, Out: ba, In: []Buf{ba, bb}, Heads: 2, KVHeads: 2, HeadDim: 4, RopeDims: 4, RopeBase: 1e4, RopeStyle: "halves"}},
+		{"norm prologue on an add", Op{Kind: Add, Out: bx, In: []Buf{bx, ba}, NormWeight: "n"}},
+		{"norm prologue bad eps", Op{Kind: MatMul, Out: ba, In: []Buf{bh}, Weight: "o", NormWeight: "n", Eps: -1}},
 		{"accumulate on an add", Op{Kind: Add, Out: bx, In: []Buf{bx, ba}, Accumulate: true}},
 		{"accumulate aliasing its input", Op{Kind: MatMul, Out: bh, In: []Buf{bh}, Weight: "o", Accumulate: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if err := fuseGraph(tc.op).Validate(nil); err == nil {
+			if err := kvGraph(tc.op).Validate(nil); err == nil {
 				t.Errorf("accepted %+v", tc.op)
 			}
 		})

@@ -43,6 +43,12 @@ const (
 	// add fused into the projection, evaluated in exactly that order so it
 	// matches a MatMul into a temporary followed by an Add. Out must not
 	// alias In[0].
+	//
+	// MatMul, MultiMatMul and MatMulGLU take an RMS-norm prologue: with
+	// NormWeight set, every product reads n[t] = rmsnorm(In[0][t]) *
+	// NormWeight (a Norm of NormKind rms, no bias, with Eps) in place of
+	// In[0][t], computed exactly as that Norm computes it; In[0] itself is
+	// only read.
 	MatMul
 	// Rope: Out = In[0] with each of Heads heads of HeadDim rotated at
 	// position Pos+t: the first RopeDims dims, pairs per RopeStyle, angle
@@ -95,6 +101,15 @@ const (
 	// pipeline/sampler, whose SampleAt gives the same id for the same row
 	// and step on every backend. In[0] has one row, Out is 1x1.
 	Sample
+	// RopeStoreKV: the two Ropes and the StoreKV of an attention block in
+	// one op. With q = In[0], k = In[1], v = In[2] (distinct buffers) and
+	// Out = q: q's Heads heads are rotated in place as Rope rotates them;
+	// then K = rope(k[t]) (KVHeads heads, the same rotation) and V = v[t]
+	// are stored into the cache of Layer at position Pos+t as StoreKV
+	// stores them. k itself is left unchanged (only read). The rope fields
+	// are Rope's, the head fields StoreKV's (Heads for q). Not valid in a
+	// batched graph.
+	RopeStoreKV
 )
 
 // Sampling is the rule of a Sample op (pipeline/sampler.Options' fields):
@@ -111,7 +126,8 @@ type Sampling struct {
 var kindNames = map[Kind]string{Embed: "embed", Norm: "norm", MatMul: "matmul", Rope: "rope",
 	StoreKV: "store_kv", Attention: "attention", GLU: "glu", Activation: "activation", Add: "add",
 	SoftCap: "softcap", LastRow: "last_row",
-	MultiMatMul: "multi_matmul", MatMulGLU: "matmul_glu", Argmax: "argmax", Sample: "sample"}
+	MultiMatMul: "multi_matmul", MatMulGLU: "matmul_glu", Argmax: "argmax", Sample: "sample",
+	RopeStoreKV: "rope_store_kv"}
 
 func (k Kind) String() string {
 	if s, ok := kindNames[k]; ok {
@@ -134,20 +150,24 @@ type Op struct {
 	Weights    []string // MultiMatMul
 	Biases     []string // MultiMatMul
 
-	Layer    int     // StoreKV, Attention
+	Layer    int     // StoreKV, Attention, RopeStoreKV
 	NormKind string  // model.NormRMS or model.NormLayer
-	Eps      float32 // Norm
+	Eps      float32 // Norm, and the norm prologue of the MatMul kinds
 	Act      string  // GLU, Activation, MatMulGLU: model.ActSiLU, ...
 	Scale    float32 // Embed, Attention
 	Cap      float32 // Attention, SoftCap (0: none)
 	Window   int     // Attention (0: none)
 
-	Heads, KVHeads, HeadDim int // Rope, StoreKV, Attention
-	RopeDims                int
-	RopeBase                float32
-	RopeStyle               string // model.RopeInterleaved or model.RopeHalves
+	Heads, KVHeads, HeadDim int     // Rope, StoreKV, Attention, RopeStoreKV
+	RopeDims                int     // Rope, RopeStoreKV
+	RopeBase                float32 // Rope, RopeStoreKV
+	RopeStyle               string  // Rope, RopeStoreKV: model.RopeInterleaved or model.RopeHalves
 
 	Sampling Sampling // Sample
+
+	// NormWeight is the scale of the RMS-norm prologue of a MatMul,
+	// MultiMatMul or MatMulGLU ("" for none); its epsilon is Eps.
+	NormWeight string
 }
 
 // KVSpec sizes the KV cache a graph reads and writes.
@@ -203,7 +223,7 @@ func (g *Graph) Add(op Op) Buf {
 // backend compiling it needs one.
 func (g *Graph) UsesKV() bool {
 	for _, op := range g.Ops {
-		if op.Kind == StoreKV || op.Kind == Attention {
+		if op.Kind == StoreKV || op.Kind == Attention || op.Kind == RopeStoreKV {
 			return true
 		}
 	}

@@ -93,7 +93,7 @@ func (g *Graph) valid(b Buf) bool { return b >= 0 && int(b) < len(g.Bufs) }
 // validateOp checks one op. Error messages name the offending field.
 func (g *Graph) validateOp(op *Op, shape WeightShape) error {
 	want := map[Kind]int{Embed: 0, Norm: 1, MatMul: 1, Rope: 1, StoreKV: 2, Attention: 1, GLU: 2,
-		Activation: 1, Add: 2, SoftCap: 1, LastRow: 1, MultiMatMul: 1, MatMulGLU: 1, Argmax: 1, Sample: 1}
+		Activation: 1, Add: 2, SoftCap: 1, LastRow: 1, MultiMatMul: 1, MatMulGLU: 1, Argmax: 1, Sample: 1, RopeStoreKV: 3}
 	n, known := want[op.Kind]
 	if !known {
 		return fmt.Errorf("%w: unknown kind %d", ErrInvalid, op.Kind)
@@ -107,6 +107,17 @@ func (g *Graph) validateOp(op *Op, shape WeightShape) error {
 	for _, b := range op.In {
 		if !g.valid(b) {
 			return fmt.Errorf("%w: input buffer %d out of range", ErrInvalid, b)
+		}
+	}
+	if op.NormWeight != "" {
+		if op.Kind != MatMul && op.Kind != MultiMatMul && op.Kind != MatMulGLU {
+			return fmt.Errorf("%w: norm prologue on a %s op", ErrInvalid, op.Kind)
+		}
+		if !(op.Eps >= 0) {
+			return fmt.Errorf("%w: norm prologue eps %g", ErrInvalid, op.Eps)
+		}
+		if err := checkVector(shape, op.NormWeight, g.Bufs[op.In[0]].Cols); err != nil {
+			return err
 		}
 	}
 	if op.Kind != StoreKV && !g.valid(op.Out) {
@@ -194,16 +205,20 @@ func (g *Graph) validateOp(op *Op, shape WeightShape) error {
 		if err := firstErr(perToken(out, in0), sameCols(), checkHeads(op, in0, op.Heads)); err != nil {
 			return err
 		}
-		if op.RopeDims < 0 || op.RopeDims > op.HeadDim || op.RopeDims%2 != 0 {
-			return fmt.Errorf("%w: rope dims %d with head dim %d", ErrInvalid, op.RopeDims, op.HeadDim)
+		return checkRope(op)
+	case RopeStoreKV:
+		k, v := g.Bufs[op.In[1]], g.Bufs[op.In[2]]
+		if g.Batch {
+			return fmt.Errorf("%w: rope_store_kv in a batched step", ErrInvalid)
 		}
-		if !ropeStyles[op.RopeStyle] {
-			return fmt.Errorf("%w: rope style %q", ErrInvalid, op.RopeStyle)
+		if op.Out != op.In[0] || op.In[1] == op.In[0] || op.In[2] == op.In[0] {
+			return fmt.Errorf("%w: rope_store_kv wants out = q and k, v distinct from q", ErrInvalid)
 		}
-		if !(op.RopeBase > 0) {
-			return fmt.Errorf("%w: rope base %g", ErrInvalid, op.RopeBase)
+		if err := firstErr(perToken(in0, k, v), g.checkKV(op), checkHeads(op, in0, op.Heads),
+			checkHeads(op, k, op.KVHeads), checkHeads(op, v, op.KVHeads)); err != nil {
+			return err
 		}
-		return nil
+		return checkRope(op)
 	case StoreKV:
 		in1 := g.Bufs[op.In[1]]
 		return firstErr(perToken(in0, in1), g.checkKV(op), checkHeads(op, in0, op.KVHeads), checkHeads(op, in1, op.KVHeads))
@@ -300,6 +315,20 @@ func (g *Graph) validateMulti(op *Op, shape WeightShape) error {
 				return err
 			}
 		}
+	}
+	return nil
+}
+
+// checkRope checks the rope fields of a Rope or RopeStoreKV op.
+func checkRope(op *Op) error {
+	if op.RopeDims < 0 || op.RopeDims > op.HeadDim || op.RopeDims%2 != 0 {
+		return fmt.Errorf("%w: rope dims %d with head dim %d", ErrInvalid, op.RopeDims, op.HeadDim)
+	}
+	if !ropeStyles[op.RopeStyle] {
+		return fmt.Errorf("%w: rope style %q", ErrInvalid, op.RopeStyle)
+	}
+	if !(op.RopeBase > 0) {
+		return fmt.Errorf("%w: rope base %g", ErrInvalid, op.RopeBase)
 	}
 	return nil
 }

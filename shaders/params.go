@@ -34,7 +34,7 @@ func Encode(p Params) ([]byte, error) {
 
 // paramTypes lists the Go twin of every family's uniform struct.
 var paramTypes = []Params{
-	MatParams{}, EmbedParams{}, NormParams{}, RopeParams{}, KVParams{}, AttnParams{}, EltParams{}, ArgmaxParams{}, SampleParams{}, QParams{},
+	MatParams{}, EmbedParams{}, NormParams{}, RopeParams{}, KVParams{}, RopeKVParams{}, AttnParams{}, EltParams{}, ArgmaxParams{}, SampleParams{}, QParams{},
 }
 
 var (
@@ -114,22 +114,22 @@ func checkStruct(family, src, name string, t reflect.Type) error {
 
 // MatParams is the uniform block of wgsl/matmul.wgsl (every variant).
 type MatParams struct {
-	InCols   uint32 `wgsl:"in_cols"`
-	OutCols  uint32 `wgsl:"out_cols"`
-	RowBase  uint32 `wgsl:"row_base"`  // first row of W in this binding
-	Rows     uint32 `wgsl:"rows"`      // rows of W in this binding
-	Block    uint32 `wgsl:"block"`     // elements per scale (in_cols when unquantized)
-	NBlocks  uint32 `wgsl:"nblocks"`   // scales per row (1 when unquantized)
-	HasBias  uint32 `wgsl:"has_bias"`  // 1: bias bound (the gate's in GLU)
-	NRows    uint32 `wgsl:"nrows"`     // rows of x and out (Tokens, or 1 after LastRow)
-	Accum    uint32 `wgsl:"accum"`     // 1: out += result
-	Act      uint32 `wgsl:"act"`       // GLU variants: activation code
-	HasBias2 uint32 `wgsl:"has_bias2"` // GLU variants: the bias is the up projection's
-	Lanes    uint32 `wgsl:"lanes"`     // matvec_lanes: invocations per row (a power of two <= 64)
-	XT0      uint32 `wgsl:"x_t0"`      // matmul_few(_u): first token of the dispatch (xu holds tokens from it)
-	Pad1     uint32 `wgsl:"pad1"`
-	Pad2     uint32 `wgsl:"pad2"`
-	Pad3     uint32 `wgsl:"pad3"`
+	InCols   uint32  `wgsl:"in_cols"`
+	OutCols  uint32  `wgsl:"out_cols"`
+	RowBase  uint32  `wgsl:"row_base"`  // first row of W in this binding
+	Rows     uint32  `wgsl:"rows"`      // rows of W in this binding
+	Block    uint32  `wgsl:"block"`     // elements per scale (in_cols when unquantized)
+	NBlocks  uint32  `wgsl:"nblocks"`   // scales per row (1 when unquantized)
+	HasBias  uint32  `wgsl:"has_bias"`  // 1: bias bound (the gate's in GLU)
+	NRows    uint32  `wgsl:"nrows"`     // rows of x and out (Tokens, or 1 after LastRow)
+	Accum    uint32  `wgsl:"accum"`     // 1: out += result
+	Act      uint32  `wgsl:"act"`       // GLU variants: activation code
+	HasBias2 uint32  `wgsl:"has_bias2"` // GLU variants: the bias is the up projection's
+	Lanes    uint32  `wgsl:"lanes"`     // matvec_lanes: invocations per row (a power of two <= 64)
+	XT0      uint32  `wgsl:"x_t0"`      // matmul_few(_u): first token of the dispatch (xu holds tokens from it)
+	Pad1     uint32  `wgsl:"pad1"`
+	NormEps  float32 `wgsl:"norm_eps"` // the *_norm kernels' RMS-norm epsilon
+	Pad3     uint32  `wgsl:"pad3"`
 }
 
 // EmbedParams is the uniform block of wgsl/embed.wgsl.
@@ -178,6 +178,18 @@ type KVParams struct {
 	Pad0    uint32 `wgsl:"pad0"`
 	Pad1    uint32 `wgsl:"pad1"`
 	Pad2    uint32 `wgsl:"pad2"`
+}
+
+// RopeKVParams is the uniform block of wgsl/ropekv.wgsl.
+type RopeKVParams struct {
+	Heads    uint32 `wgsl:"heads"`
+	KVHeads  uint32 `wgsl:"kv_heads"`
+	HeadDim  uint32 `wgsl:"head_dim"`
+	RopeDims uint32 `wgsl:"rope_dims"`
+	Style    uint32 `wgsl:"style"` // 0: interleaved pairs; 1: halves
+	MaxLen   uint32 `wgsl:"max_len"`
+	Pad0     uint32 `wgsl:"pad0"`
+	Pad1     uint32 `wgsl:"pad1"`
 }
 
 // AttnParams is the uniform block of wgsl/attention.wgsl.
@@ -253,6 +265,7 @@ func (EmbedParams) params()  {}
 func (NormParams) params()   {}
 func (RopeParams) params()   {}
 func (KVParams) params()     {}
+func (RopeKVParams) params() {}
 func (AttnParams) params()   {}
 func (EltParams) params()    {}
 func (ArgmaxParams) params() {}

@@ -28,6 +28,8 @@ func TestGetBindings(t *testing.T) {
 		{"rope", []gpu.BindingKind{U, R, R, W}},
 		{"store_kv", []gpu.BindingKind{U, R, R, R, W, W}},
 		{"store_kv_f16", []gpu.BindingKind{U, R, R, R, W, W}},
+		{"store_kv_rope", []gpu.BindingKind{U, R, R, W, R, R, W, W}},
+		{"store_kv_rope_f16", []gpu.BindingKind{U, R, R, W, R, R, W, W}},
 		{"attention", []gpu.BindingKind{U, R, R, R, R, W, W}},
 		{"attn_split", []gpu.BindingKind{U, R, R, R, R, W, W}},
 		{"attn_split_f16", []gpu.BindingKind{U, R, R, R, R, W, W}},
@@ -80,7 +82,8 @@ func TestGetBindings(t *testing.T) {
 
 // The kernels of the specialized matmul family: the portable ones in every
 // variant without Subgroups, matvec_sg (alone) in every variant with them.
-var matmulKernels = []string{"matvec", "matvec_u", "matvec_lanes", "matmul", "matmul_direct", "matmul_few", "matmul_few_u", "matvec_sg"}
+var matmulKernels = []string{"matvec", "matvec_u", "matvec_lanes", "matvec_norm", "matvec_u_norm", "matvec_lanes_norm",
+	"matmul", "matmul_direct", "matmul_few", "matmul_few_u", "matvec_sg"}
 
 func TestGetVariantBindings(t *testing.T) {
 	R, W, U := gpu.StorageRead, gpu.StorageRW, gpu.Uniform
@@ -249,5 +252,29 @@ func TestSPIRVCurrent(t *testing.T) {
 				t.Errorf("%s: spirv-val: %v: %s", f.Name, err, out)
 			}
 		}
+	}
+}
+
+// TestSincosCopies checks that ropekv.wgsl's sincos is rope.wgsl's (WGSL
+// has no includes, and the fused and unfused ropes must rotate alike).
+func TestSincosCopies(t *testing.T) {
+	fn := func(file string) string {
+		b, err := wgslFS.ReadFile("wgsl/" + file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := string(b)
+		i := strings.Index(s, "fn sincos(")
+		if i < 0 {
+			t.Fatalf("%s: no sincos", file)
+		}
+		j := strings.Index(s[i:], "\n}\n")
+		if j < 0 {
+			t.Fatalf("%s: sincos not closed", file)
+		}
+		return s[i : i+j]
+	}
+	if a, b := fn("rope.wgsl"), fn("ropekv.wgsl"); a != b {
+		t.Errorf("sincos differs:\nrope.wgsl:\n%s\nropekv.wgsl:\n%s", a, b)
 	}
 }

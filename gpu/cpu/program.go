@@ -71,8 +71,12 @@ type step struct {
 	vec    []float32   // Norm scale
 	bias   []float32   // Norm (layer), MatMul
 	act    func(float32) float32
-	silu   bool // act is silu: the vector SwiGLU kernel may run it
-	rope   ropeParams
+	silu   bool       // act is silu: the vector SwiGLU kernel may run it
+	rope   ropeParams // Rope, RopeStoreKV (q)
+	ropeK  ropeParams // RopeStoreKV (k)
+	kbuf   []float32  // RopeStoreKV: the rotated k rows, stored but not written back
+	norm   []float32  // the norm prologue's scale (MatMul kinds with NormWeight)
+	normed []float32  // the norm prologue's output
 	attn   attnParams
 }
 
@@ -167,9 +171,20 @@ func (b *backend) compile(g *fusion.Graph, w gpu.Weights, kvs []gpu.KVCache, bat
 		case fusion.Rope:
 			s.rope = ropeParams{heads: op.Heads, headDim: op.HeadDim, dims: op.RopeDims,
 				base: float64(op.RopeBase), halves: op.RopeStyle == "halves"}
+		case fusion.RopeStoreKV:
+			s.rope = ropeParams{heads: op.Heads, headDim: op.HeadDim, dims: op.RopeDims,
+				base: float64(op.RopeBase), halves: op.RopeStyle == "halves"}
+			s.ropeK = s.rope
+			s.ropeK.heads = op.KVHeads
+			s.kbuf = make([]float32, g.Tokens*op.KVHeads*op.HeadDim)
 		case fusion.Attention:
 			s.attn = attnParams{heads: op.Heads, kvHeads: op.KVHeads, headDim: op.HeadDim,
 				scale: op.Scale, cap: op.Cap, window: op.Window}
+		}
+		if op.NormWeight != "" {
+			in := g.Bufs[op.In[0]]
+			s.norm = ws.byName[op.NormWeight].vector() // checked by Validate
+			s.normed = make([]float32, in.Rows*in.Cols)
 		}
 		if (op.Kind == fusion.MatMul || op.Kind == fusion.Norm || op.Kind == fusion.MatMulGLU) && op.Bias != "" {
 			s.bias = ws.byName[op.Bias].vector() // checked by Validate
@@ -291,6 +306,16 @@ func (p *program) RunBatch(ctx context.Context, rows []gpu.Row) error {
 	return nil
 }
 
+// prologue returns the input of a MatMul kind: x itself, or with a norm
+// prologue its first n rows normed exactly as a Norm op norms them.
+func (p *program) prologue(s *step, x []float32, cols, n int) []float32 {
+	if s.norm == nil {
+		return x
+	}
+	rmsNorm(s.normed, x, cols, n, s.norm, s.op.Eps)
+	return s.normed
+}
+
 // exec runs one op. Rows past n (the step's token count, or the buffer's one
 // row after LastRow) are not touched.
 func (p *program) exec(s *step, tokens []int32, pos int) error {
@@ -316,20 +341,23 @@ func (p *program) exec(s *step, tokens []int32, pos int) error {
 			rmsNorm(out, in(0), cols, n, s.vec, op.Eps)
 		}
 	case fusion.MatMul:
-		p.mm = mmTask{p: p, out: out, outCols: cols, in: in(0), inCols: inCols(0), n: n, w: s.w, bias: s.bias, acc: op.Accumulate}
-		p.mm.q, p.mm.d = p.quantized(s.w, in(0), inCols(0), n)
+		x := p.prologue(s, in(0), inCols(0), n)
+		p.mm = mmTask{p: p, out: out, outCols: cols, in: x, inCols: inCols(0), n: n, w: s.w, bias: s.bias, acc: op.Accumulate}
+		p.mm.q, p.mm.d = p.quantized(s.w, x, inCols(0), n)
 		p.matMul(&p.mm)
 	case fusion.MultiMatMul:
+		x := p.prologue(s, in(0), inCols(0), n)
 		for i, o := range op.Outs {
-			p.mm = mmTask{p: p, out: p.bufs[o], outCols: g.Bufs[o].Cols, in: in(0), inCols: inCols(0), n: n, w: s.ws[i], bias: s.bs[i]}
-			p.mm.q, p.mm.d = p.quantized(s.ws[i], in(0), inCols(0), n)
+			p.mm = mmTask{p: p, out: p.bufs[o], outCols: g.Bufs[o].Cols, in: x, inCols: inCols(0), n: n, w: s.ws[i], bias: s.bs[i]}
+			p.mm.q, p.mm.d = p.quantized(s.ws[i], x, inCols(0), n)
 			p.matMul(&p.mm)
 		}
 	case fusion.MatMulGLU:
-		p.mm = mmTask{p: p, out: out, outCols: cols, in: in(0), inCols: inCols(0), n: n, w: s.w, up: s.up,
+		x := p.prologue(s, in(0), inCols(0), n)
+		p.mm = mmTask{p: p, out: out, outCols: cols, in: x, inCols: inCols(0), n: n, w: s.w, up: s.up,
 			bias: s.bias, upBias: s.upBias, act: s.act, silu: s.silu, glu: true}
 		if s.w.dynamicOK() == s.up.dynamicOK() && s.w.evensFirst() == s.up.evensFirst() {
-			p.mm.q, p.mm.d = p.quantized(s.w, in(0), inCols(0), n)
+			p.mm.q, p.mm.d = p.quantized(s.w, x, inCols(0), n)
 		}
 		p.matMul(&p.mm)
 	case fusion.Rope:
@@ -352,6 +380,14 @@ func (p *program) exec(s *step, tokens []int32, pos int) error {
 			break
 		}
 		storeKV(&p.kv.layers[op.Layer], in(0), in(1), inCols(0), n, pos)
+	case fusion.RopeStoreKV:
+		// Validation made it unbatched with out = q: Rope in place, then
+		// StoreKV of the rotated copy of k.
+		rope(out, cols, n, pos, s.rope)
+		kc := inCols(1)
+		copy(s.kbuf[:n*kc], in(1)[:n*kc])
+		rope(s.kbuf, kc, n, pos, s.ropeK)
+		storeKV(&p.kv.layers[op.Layer], s.kbuf, in(2), kc, n, pos)
 	case fusion.Attention:
 		p.at = attnTask{p: p, out: out, q: in(0), n: n, pos: pos, c: &p.kv.layers[op.Layer], ap: s.attn}
 		if g.Batch {

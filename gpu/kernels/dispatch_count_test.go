@@ -5,61 +5,94 @@ import (
 	"testing"
 
 	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/gpu/vulkan"
+	"github.com/gpurun/gpurun/gpu/webgpu"
 	"github.com/gpurun/gpurun/internal/gputest"
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline/arch"
 	"github.com/gpurun/gpurun/tensors/llama2c"
 )
 
-// TestFusedDispatches counts the dispatches of one stories260K decode step
-// before and after fusion.Fuse: per layer the residual adds of the output
-// and down projections fold into them and the gate projection and GLU
-// into the up projection (Q, K and V stay three dispatches here), so the
-// fused step must have at least 4 fewer dispatches per layer.
+// maxLayerDispatches bounds the dispatches of one transformer layer of a
+// fused Llama decode step by device class. GPU class: Q, K and V (3, the
+// attention norm their kernels' prologue), RoPE of q and k with the KV
+// store (one store_kv_rope), attention (split and combine), the output
+// projection with its residual add, gate+up+GLU with the FFN norm as
+// prologue (one matvec*_norm) and the down projection with its residual
+// add. CPU class: the same plus the two norm dispatches (the prologue costs
+// more than it saves there). Issue 9 asks for 6 (Q, K and V with the rope
+// and store in one dispatch); that is not done yet.
+var maxLayerDispatches = map[DeviceClass]float64{ClassGPU: 9, ClassCPU: 11}
+
+// TestFusedDispatches counts the dispatches per layer of one stories260K
+// decode step before and after fusion.Fuse, on Vulkan and WebGPU, with the
+// CPU- and the GPU-class kernels: the fused layer must have at most
+// maxLayerDispatches and at least 6 fewer than the unfused one (the two
+// residual adds, the gate projection and GLU, the two ropes; GPU class
+// also the two norms).
 func TestFusedDispatches(t *testing.T) {
-	dev, err := vulkan.Open(context.Background())
-	gputest.NoDevice(t, "vulkan", err)
-	defer dev.Close()
 	ck, err := llama2c.Load(testmodels.Path(t, "stories260K.bin"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	be := New(dev)
-	defer be.Close()
 	ctx := context.Background()
-	w, err := be.LoadWeights(ctx, ck.Tensors)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Release()
-	g, err := arch.Build(&ck.Config, arch.BuildOptions{Tokens: 1, MaxLen: 32})
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv, err := be.NewKVCache(g.KV)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kv.Release()
-	count := func(g *fusion.Graph) int {
-		p, err := be.Compile(g, w, kv)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer p.Release()
-		n := 0
-		for _, it := range p.(*program).items {
-			if it.kernel != "" {
-				n++
+	for _, d := range []struct {
+		name string
+		open func(context.Context) (gpu.Device, error)
+	}{{"vulkan", vulkan.Open}, {"webgpu", webgpu.Open}} {
+		t.Run(d.name, func(t *testing.T) {
+			dev, err := d.open(ctx)
+			gputest.NoDevice(t, d.name, err)
+			defer dev.Close()
+			for _, class := range []DeviceClass{ClassCPU, ClassGPU} {
+				be := NewWithOptions(dev, Options{Class: class})
+				defer be.Close()
+				w, err := be.LoadWeights(ctx, ck.Tensors)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer w.Release()
+				g, err := arch.Build(&ck.Config, arch.BuildOptions{Tokens: 1, MaxLen: 32})
+				if err != nil {
+					t.Fatal(err)
+				}
+				kv, err := be.NewKVCache(g.KV)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer kv.Release()
+				// perLayer counts the dispatches of the ops between the
+				// embedding and the LastRow that follows the last layer.
+				perLayer := func(g *fusion.Graph) float64 {
+					last := -1
+					for i, op := range g.Ops {
+						if op.Kind == fusion.LastRow {
+							last = i
+						}
+					}
+					if last < 0 || g.Ops[0].Kind != fusion.Embed {
+						t.Fatalf("decode graph without embed or last_row: %v", g.Ops)
+					}
+					p, err := be.Compile(g, w, kv)
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer p.Release()
+					n := 0
+					for _, it := range p.(*program).items {
+						if it.kernel != "" && it.op > 0 && it.op < last {
+							n++
+						}
+					}
+					return float64(n) / float64(ck.Config.Layers)
+				}
+				before, after := perLayer(g), perLayer(fusion.Fuse(g))
+				t.Logf("%s: stories260K decode step, %.1f dispatches per layer unfused, %.1f fused", class, before, after)
+				if after > maxLayerDispatches[class] || after > before-6 {
+					t.Errorf("%s: fused layer has %.1f dispatches, want at most %g and at most %.1f", class, after, maxLayerDispatches[class], before-6)
+				}
 			}
-		}
-		return n
-	}
-	before, after := count(g), count(fusion.Fuse(g))
-	layers := ck.Config.Layers
-	t.Logf("stories260K decode step: %d dispatches unfused, %d fused (%d layers)", before, after, layers)
-	if after > before-4*layers {
-		t.Errorf("fused step has %d dispatches, want at most %d", after, before-4*layers)
+		})
 	}
 }

@@ -24,10 +24,11 @@ type session struct {
 }
 
 // newSession compiles the prefill and decode graphs, rewritten by
-// fusion.Fuse when fused is set (as the pipeline runs them).
-func newSession(t *testing.T, dev gpu.Device, ck *model.Checkpoint, prefillLen, maxLen int, allLogits, fused bool) *session {
+// fusion.Fuse when fused is set (as the pipeline runs them), on a backend
+// with opts.
+func newSession(t *testing.T, dev gpu.Device, ck *model.Checkpoint, prefillLen, maxLen int, allLogits, fused bool, opts kernels.Options) *session {
 	t.Helper()
-	be := backendOn(t, dev, kernels.Options{})
+	be := backendOn(t, dev, opts)
 	ctx := context.Background()
 	w, err := be.LoadWeights(ctx, ck.Tensors)
 	if err != nil {
@@ -63,7 +64,9 @@ func newSession(t *testing.T, dev gpu.Device, ck *model.Checkpoint, prefillLen, 
 	return s
 }
 
-// TestStories260KGolden: llama2.c's stories260K on WebGPU must produce the
+// TestStories260KGolden: llama2.c's stories260K on WebGPU and Vulkan, with
+// the device's own kernel class and with the GPU-class kernels forced, must
+// produce the
 // exact greedy ids llama.cpp produced for every golden prompt, and the
 // logits of the first generated position within 2e-4 of llama.cpp's (f32
 // KV): run.c and llama.cpp differ by 1.1e-5 at |logit| ~18; GPU summation
@@ -76,16 +79,19 @@ func TestStories260KGolden(t *testing.T) {
 	}
 	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
 		for _, tc := range cases {
-			t.Run(tc.Name, func(t *testing.T) { checkStories(t, dev, ck, tc) })
+			t.Run(tc.Name, func(t *testing.T) { checkStories(t, dev, ck, tc, kernels.Options{}) })
+			if tc.Name == cases[0].Name { // one prompt: the arch cases cover the GPU class too
+				t.Run(tc.Name+"_gpuclass", func(t *testing.T) { checkStories(t, dev, ck, tc, kernels.Options{Class: kernels.ClassGPU}) })
+			}
 		}
 	})
 }
 
 // checkStories runs one golden prompt on dev: the first generated
 // position's logits within 2e-4 of llama.cpp's (f32 KV) and every greedy id.
-func checkStories(t *testing.T, dev gpu.Device, ck *model.Checkpoint, tc testmodels.StoriesCase) {
+func checkStories(t *testing.T, dev gpu.Device, ck *model.Checkpoint, tc testmodels.StoriesCase, opts kernels.Options) {
 	ctx := context.Background()
-	s := newSession(t, dev, ck, 16, 128, false, true)
+	s := newSession(t, dev, ck, 16, 128, false, true, opts)
 	if err := s.prefill.Run(ctx, testmodels.IDs32(tc.PromptIDs), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +129,8 @@ func checkStories(t *testing.T, dev gpu.Device, ck *model.Checkpoint, tc testmod
 }
 
 // TestArchGolden runs the tiny GGUF models of ../shared/models/arch on
-// every device: the logits of all 12 prompt positions and of the 24 greedy decode
+// every device (unfused, fused, and fused with the GPU-class kernels
+// forced): the logits of all 12 prompt positions and of the 24 greedy decode
 // steps must be within 5e-4 of llama.cpp's (the README's sensitivity table:
 // 5e-4 accepts f32 rounding differences, including GELU near fp16 rounding
 // boundaries, and catches every listed mistake), and every greedy id must
@@ -146,8 +153,11 @@ func TestArchGolden(t *testing.T) {
 			{"llama", 5e-4}, {"gemma", 5e-4}, {"gemma2", 5e-4}, {"phi2", 5e-4}, {"phi2_fusedqkv", 5e-4},
 			{"falcon", 5e-4}, {"stablelm", 5e-4}, {"llama-q8_0", 1e-2}, {"llama-q4_0", 1e-2},
 		} {
-			t.Run(tc.name, func(t *testing.T) { archCase(t, dev, dir, tc.name, tc.tol, false) })
-			t.Run(tc.name+"_fused", func(t *testing.T) { archCase(t, dev, dir, tc.name, tc.tol, true) })
+			t.Run(tc.name, func(t *testing.T) { archCase(t, dev, dir, tc.name, tc.tol, false, kernels.Options{}) })
+			t.Run(tc.name+"_fused", func(t *testing.T) { archCase(t, dev, dir, tc.name, tc.tol, true, kernels.Options{}) })
+			t.Run(tc.name+"_fused_gpuclass", func(t *testing.T) {
+				archCase(t, dev, dir, tc.name, tc.tol, true, kernels.Options{Class: kernels.ClassGPU})
+			})
 		}
 	})
 }
@@ -165,7 +175,7 @@ func margin(logits []float64) float64 {
 	return best - second
 }
 
-func archCase(t *testing.T, dev gpu.Device, dir, name string, tol float64, fused bool) {
+func archCase(t *testing.T, dev gpu.Device, dir, name string, tol float64, fused bool, opts kernels.Options) {
 	path := filepath.Join(dir, name+".gguf")
 	if _, err := os.Stat(path); err != nil {
 		t.Fatalf("%s not present", path)
@@ -177,7 +187,7 @@ func archCase(t *testing.T, dev gpu.Device, dir, name string, tol float64, fused
 	}
 	ctx := context.Background()
 	n := len(golden.PromptIDs)
-	s := newSession(t, dev, ck, n, 128, true, fused)
+	s := newSession(t, dev, ck, n, 128, true, fused, opts)
 	if err := s.prefill.Run(ctx, testmodels.IDs32(golden.PromptIDs), 0); err != nil {
 		t.Fatal(err)
 	}

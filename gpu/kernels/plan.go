@@ -40,6 +40,26 @@ type planner struct {
 	partSize int64
 	items    []item
 	cur      int // op being planned
+	// pro is the norm prologue of the op being planned, when its matrix
+	// products run it in their kernels (the decode kernels); nil otherwise.
+	pro     *prologue
+	normed  gpu.Buffer // the norm output of an op whose kernels cannot run its prologue, made on demand
+	normLen int64
+}
+
+// prologue is a MatMul kind's RMS-norm prologue, run by the matvec
+// kernels' _norm forms (matmul.wgsl).
+type prologue struct {
+	scale gpu.Binding // bound at the kernel's bias slot
+	eps   float32
+}
+
+// suffix is the kernel name suffix of the prologue: "_norm", or "" for none.
+func (p *prologue) suffix() string {
+	if p == nil {
+		return ""
+	}
+	return "_norm"
 }
 
 func u(v int) uint32 { return uint32(v) }
@@ -143,8 +163,23 @@ func (pl *planner) op(op *fusion.Op) error {
 			out.Rows, 1, 1, gpu.Binding{Buf: pl.p.step}, x, w, bias, pl.buf(op.Out))
 	case fusion.MatMul:
 		x := pl.input(op, op.In[0], &copied)
+		if op.NormWeight != "" {
+			var err error
+			if x, err = pl.normPrologue(op); err != nil {
+				return err
+			}
+			defer func() { pl.pro = nil }()
+		}
 		return pl.matMul(pl.ws.byName[op.Weight], op.Bias, x, g.Bufs[op.In[0]].Cols, pl.buf(op.Out), out, op.Accumulate)
 	case fusion.MultiMatMul:
+		x := pl.buf(op.In[0])
+		if op.NormWeight != "" {
+			var err error
+			if x, err = pl.normPrologue(op); err != nil {
+				return err
+			}
+			defer func() { pl.pro = nil }()
+		}
 		// One dispatch per projection: a kernel writing all of them would
 		// bind more storage buffers than WebGPU's default limit of 8.
 		for i, o := range op.Outs {
@@ -152,12 +187,20 @@ func (pl *planner) op(op *fusion.Op) error {
 			if len(op.Biases) > 0 {
 				bias = op.Biases[i]
 			}
-			if err := pl.matMul(pl.ws.byName[op.Weights[i]], bias, pl.buf(op.In[0]), g.Bufs[op.In[0]].Cols, pl.buf(o), g.Bufs[o], false); err != nil {
+			if err := pl.matMul(pl.ws.byName[op.Weights[i]], bias, x, g.Bufs[op.In[0]].Cols, pl.buf(o), g.Bufs[o], false); err != nil {
 				return err
 			}
 		}
 	case fusion.MatMulGLU:
-		return pl.matMulGLU(op, out)
+		x := pl.buf(op.In[0])
+		if op.NormWeight != "" {
+			var err error
+			if x, err = pl.normPrologue(op); err != nil {
+				return err
+			}
+			defer func() { pl.pro = nil }()
+		}
+		return pl.matMulGLU(op, out, x)
 	case fusion.Rope:
 		if op.In[0] != op.Out {
 			pl.copyBuf(pl.p.bufs[op.Out], pl.p.bufs[op.In[0]], pl.bytes(op.In[0]))
@@ -166,18 +209,9 @@ func (pl *planner) op(op *fusion.Op) error {
 			return nil
 		}
 		half := op.RopeDims / 2
-		freq := make([]float32, half)
-		for i := range freq {
-			freq[i] = float32(math.Pow(float64(op.RopeBase), -2*float64(i)/float64(op.RopeDims)))
-		}
-		fb, err := pl.p.b.newFilled(f32Bytes(freq))
+		fb, style, err := pl.ropeFreq(op)
 		if err != nil {
 			return err
-		}
-		pl.p.owned = append(pl.p.owned, fb)
-		style := uint32(0)
-		if op.RopeStyle == "halves" {
-			style = 1
 		}
 		pl.dispatch("rope", shaders.RopeParams{Heads: u(op.Heads), HeadDim: u(op.HeadDim), RopeDims: u(op.RopeDims), Style: style, Cols: u(out.Cols), PosAt: u(pl.p.posAt)},
 			ceilDiv(op.Heads*half, 64), T, 1, gpu.Binding{Buf: pl.p.step}, gpu.Binding{Buf: fb}, pl.buf(op.Out))
@@ -198,6 +232,8 @@ func (pl *planner) op(op *fusion.Op) error {
 			pl.dispatch(storeKernel(spec), params, ceilDiv(op.KVHeads*kvWords(spec), 64), rows, 1, gpu.Binding{Buf: pl.p.step},
 				pl.buf(op.In[0]), pl.buf(op.In[1]), gpu.Binding{Buf: c.k[op.Layer]}, gpu.Binding{Buf: c.v[op.Layer]})
 		}
+	case fusion.RopeStoreKV:
+		return pl.ropeStoreKV(op)
 	case fusion.Attention:
 		return pl.attention(op)
 	case fusion.Add:
@@ -245,6 +281,100 @@ func (pl *planner) op(op *fusion.Op) error {
 	default:
 		return fmt.Errorf("op kind %s: %w", op.Kind, gpu.ErrUnsupported)
 	}
+	return nil
+}
+
+// normPrologue plans the RMS-norm prologue of a MatMul kind and returns
+// the binding its products read. On a GPU-class device, where every product runs in a decode
+// kernel (matvec, matvec_u, matvec_lanes, matvec_sg: at most 3 rows of an
+// unbatched step, or 1) on weights of the matmul family without a bias
+// (the scale takes the bias slot; MatMulGLU: its one-dispatch form), the
+// kernels run it (pl.pro) and read In[0]; otherwise a norm dispatch writes
+// the normed rows to a buffer of the planner's, which the products read.
+func (pl *planner) normPrologue(op *fusion.Op) (gpu.Binding, error) {
+	g := pl.p.g
+	in := g.Bufs[op.In[0]]
+	scale, _, err := pl.vector(op.NormWeight)
+	if err != nil {
+		return gpu.Binding{}, err
+	}
+	// CPU-class devices keep the norm dispatch: there every invocation's
+	// storage loads of the scale (a loop over the SIMD lanes on lavapipe)
+	// cost more than the dispatch saved (110M Q8_0 decode on lavapipe with
+	// the prologue: 0.8x on WebGPU, 0.92-0.99x on Vulkan).
+	ok := pl.p.b.gpuClass && in.Rows < 4 && !(g.Batch && in.Rows >= 2)
+	var ws []string
+	switch op.Kind {
+	case fusion.MatMul:
+		ws = []string{op.Weight}
+		ok = ok && op.Bias == ""
+	case fusion.MultiMatMul:
+		ws = op.Weights
+		for _, b := range op.Biases {
+			ok = ok && b == ""
+		}
+	case fusion.MatMulGLU:
+		ws = []string{op.Weight, op.Up}
+		ok = ok && op.Bias == "" && op.UpBias == "" && sameLayout(pl.ws.byName[op.Weight], pl.ws.byName[op.Up])
+	}
+	for _, name := range ws {
+		ok = ok && pl.ws.byName[name].qt == shaders.BlockNone
+	}
+	if ok {
+		pl.pro = &prologue{scale: scale, eps: op.Eps}
+		return pl.buf(op.In[0]), nil
+	}
+	size := pl.bytes(op.In[0])
+	if pl.normed == nil || pl.normLen < size {
+		// Padded as the activation buffers are, so the prefill kernels
+		// can bind it as their uniform window.
+		buf, err := pl.p.newBuf(size + uxBytes)
+		if err != nil {
+			return gpu.Binding{}, err
+		}
+		pl.normed, pl.normLen = buf, size
+	}
+	pl.dispatch("norm", shaders.NormParams{Cols: u(in.Cols), Eps: op.Eps, NRows: u(in.Rows)},
+		in.Rows, 1, 1, gpu.Binding{Buf: pl.p.step}, pl.buf(op.In[0]), scale, gpu.Binding{Buf: pl.dummy}, gpu.Binding{Buf: pl.normed})
+	return gpu.Binding{Buf: pl.normed}, nil
+}
+
+// ropeFreq makes the frequency table of a Rope or RopeStoreKV op
+// (RopeBase^(-2i/RopeDims), in float64 on the host) and returns its style code.
+func (pl *planner) ropeFreq(op *fusion.Op) (gpu.Buffer, uint32, error) {
+	freq := make([]float32, max(op.RopeDims/2, 1))
+	for i := range op.RopeDims / 2 {
+		freq[i] = float32(math.Pow(float64(op.RopeBase), -2*float64(i)/float64(op.RopeDims)))
+	}
+	fb, err := pl.p.b.newFilled(f32Bytes(freq))
+	if err != nil {
+		return nil, 0, err
+	}
+	pl.p.owned = append(pl.p.owned, fb)
+	style := uint32(0)
+	if op.RopeStyle == "halves" {
+		style = 1
+	}
+	return fb, style, nil
+}
+
+// ropeStoreKV plans a RopeStoreKV (validation made it unbatched): one
+// dispatch rotating q in place and storing the rotated k and v.
+func (pl *planner) ropeStoreKV(op *fusion.Op) error {
+	fb, style, err := pl.ropeFreq(op)
+	if err != nil {
+		return err
+	}
+	c := pl.caches[0]
+	kernel, words := "store_kv_rope", op.HeadDim
+	if c.spec.F16 {
+		kernel, words = "store_kv_rope_f16", kvWords(c.spec)
+	}
+	n := op.Heads*(op.RopeDims/2) + op.KVHeads*words
+	pl.dispatch(kernel, shaders.RopeKVParams{Heads: u(op.Heads), KVHeads: u(op.KVHeads), HeadDim: u(op.HeadDim),
+		RopeDims: u(op.RopeDims), Style: style, MaxLen: u(c.spec.MaxLen)},
+		ceilDiv(n, 64), pl.p.g.Tokens, 1, gpu.Binding{Buf: pl.p.step}, gpu.Binding{Buf: fb}, pl.buf(op.In[0]),
+		pl.buf(op.In[1]), pl.buf(op.In[2]), gpu.Binding{Buf: c.k[op.Layer]}, gpu.Binding{Buf: c.v[op.Layer]})
 	return nil
 }
 
@@ -309,6 +439,11 @@ func (pl *planner) matDispatch(v shaders.MatMulVariant, w *weight, params shader
 		}
 		params.Lanes = u(lanes)
 		rowsPerWG := sh.LanesWG / lanes * sh.LanesRows
+		if pl.pro != nil {
+			// The norm prologue has no subgroup form: matvec_lanes' runs.
+			pl.dispatchVariant("matvec_lanes_norm", v.Variant(), params, c, ceilDiv(rows, rowsPerWG), nrows, 1, bind...)
+			break
+		}
 		if pl.p.b.subgroups {
 			// The same lane groups, reduced through subgroup shuffles.
 			sg := v
@@ -318,9 +453,9 @@ func (pl *planner) matDispatch(v shaders.MatMulVariant, w *weight, params shader
 		}
 		pl.dispatchVariant("matvec_lanes", v.Variant(), params, c, ceilDiv(rows, rowsPerWG), nrows, 1, bind...)
 	case ux:
-		pl.dispatchVariant("matvec_u", v.Variant(), params, c, ceilDiv(rows, sh.MatVecWG*sh.MatVecRows), nrows, 1, bind...)
+		pl.dispatchVariant("matvec_u"+pl.pro.suffix(), v.Variant(), params, c, ceilDiv(rows, sh.MatVecWG*sh.MatVecRows), nrows, 1, bind...)
 	default:
-		pl.dispatchVariant("matvec", v.Variant(), params, c, ceilDiv(rows, sh.MatVecWG*sh.MatVecRows), nrows, 1, bind...)
+		pl.dispatchVariant("matvec"+pl.pro.suffix(), v.Variant(), params, c, ceilDiv(rows, sh.MatVecWG*sh.MatVecRows), nrows, 1, bind...)
 	}
 }
 
@@ -354,6 +489,10 @@ func (pl *planner) matMul(w *weight, biasName string, x gpu.Binding, inCols int,
 		}
 		params := shaders.MatParams{InCols: u(inCols), OutCols: u(out.Cols), RowBase: u(c.rowBase), Rows: u(c.rows),
 			Block: u(w.block), NBlocks: u(w.nblk), HasBias: b2u(hasBias), NRows: u(out.Rows), Accum: b2u(accum)}
+		bias := bias
+		if pl.pro != nil {
+			params.NormEps, bias = pl.pro.eps, pl.pro.scale
+		}
 		bind := []gpu.Binding{{Buf: pl.p.step}, x, {Buf: c.w}, {Buf: s}, bias, outB, none, none}
 		pl.matDispatch(v, w, params, c.rows, out.Rows, bind)
 	}
@@ -364,10 +503,10 @@ func (pl *planner) matMul(w *weight, biasName string, x gpu.Binding, inCols int,
 // row block when the gate and up weights share type, scales and row blocks
 // and at most one has a bias (the kernel binds one bias), else the gate
 // projection into the scratch buffer, the up projection into out and a glu.
-func (pl *planner) matMulGLU(op *fusion.Op, out fusion.BufInfo) error {
+func (pl *planner) matMulGLU(op *fusion.Op, out fusion.BufInfo, x gpu.Binding) error {
 	g := pl.p.g
 	gw, uw := pl.ws.byName[op.Weight], pl.ws.byName[op.Up]
-	x, inCols := pl.buf(op.In[0]), g.Bufs[op.In[0]].Cols
+	inCols := g.Bufs[op.In[0]].Cols
 	act, ok := shaders.ActivationByName(op.Act)
 	if !ok {
 		return fmt.Errorf("activation %q: %w", op.Act, gpu.ErrUnsupported)
@@ -410,6 +549,9 @@ func (pl *planner) matMulGLU(op *fusion.Op, out fusion.BufInfo) error {
 		params := shaders.MatParams{InCols: u(inCols), OutCols: u(out.Cols), RowBase: u(c.rowBase), Rows: u(c.rows),
 			Block: u(gw.block), NBlocks: u(gw.nblk), HasBias: b2u(op.Bias != ""), NRows: u(out.Rows),
 			Act: uint32(act), HasBias2: b2u(op.UpBias != "")}
+		if pl.pro != nil {
+			params.NormEps, bias = pl.pro.eps, pl.pro.scale
+		}
 		bind := []gpu.Binding{{Buf: pl.p.step}, x, {Buf: c.w}, {Buf: s}, bias, pl.buf(op.Out), {Buf: uc.w}, {Buf: s2}}
 		pl.matDispatch(v, gw, params, c.rows, out.Rows, bind)
 	}

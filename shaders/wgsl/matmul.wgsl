@@ -30,6 +30,13 @@
 //                  workgroup-memory tree reduction.
 //   matvec_sg      (Vulkan only, wgsl/ext/subgroups.wgsl) matvec_lanes
 //                  reducing through subgroup shuffles.
+//   matvec_norm, matvec_u_norm, matvec_lanes_norm
+//                  the same with an RMS-norm prologue (fusion's NormWeight):
+//                  the products read x[t][c] * r * g[c], the Norm op's
+//                  output, r = 1/sqrt(mean(x[t]^2) + norm_eps) computed by
+//                  every invocation (norm_r), the scale g bound at bias (the
+//                  op has no bias then). Separate entry points, so that the
+//                  kernels without it compile to exactly what they were.
 //   matmul_direct  prefill, CPU class: 4 tokens x 8 weight rows per
 //                  invocation straight from memory, no barriers.
 //   matmul_few     batched decode steps (<= 4 tokens), CPU class:
@@ -56,7 +63,7 @@ struct MatParams {
     lanes: u32,   // matvec_lanes: invocations per row group, a power of two <= 64
     x_t0: u32,    // matmul_few(_u): first token of the dispatch (xu holds tokens from it)
     pad1: u32,
-    pad2: u32,
+    norm_eps: f32, // the *_norm kernels' RMS-norm epsilon
     pad3: u32,
 }
 
@@ -168,15 +175,53 @@ fn wword2(i: u32) -> u32 {
     return w2[i >> 2u][i & 3u];
 }
 
+// norm_r is the RMS-norm factor of token t's activations.
+fn norm_r(t: u32, ux: bool) -> f32 {
+    var acc = vec4<f32>(0.0);
+    if p.in_cols % 4u == 0u {
+        let n4 = p.in_cols / 4u;
+        for (var i = 0u; i < n4; i++) {
+            let v = xv4(t * n4 + i, ux);
+            acc += v * v;
+        }
+    } else {
+        for (var c = 0u; c < p.in_cols; c++) {
+            let v = xat(t * p.in_cols + c);
+            acc.x += v * v;
+        }
+    }
+    let ss = (acc.x + acc.y) + (acc.z + acc.w);
+    return 1.0 / sqrt(ss / f32(p.in_cols) + p.norm_eps);
+}
+
+// xn is activation vec4 i (token t's vec4s start at xb), normed by factor
+// r when nm (a constant in each caller).
+fn xn(i: u32, xb: u32, ux: bool, nm: bool, r: f32) -> vec4<f32> {
+    let v = xv4(i, ux);
+    if !nm {
+        return v;
+    }
+    let c = 4u * (i - xb);
+    return v * r * vec4<f32>(bias[c], bias[c + 1u], bias[c + 2u], bias[c + 3u]);
+}
+
 // slow_row is the (W, W2) dot products of row r with token t, element by
 // element: any row length and block size.
 fn slow_row(r: u32, t: u32) -> vec2<f32> {
+    return slow_row_n(r, t, false, 1.0);
+}
+
+// slow_row_n is slow_row with the activations normed by nr when nm.
+fn slow_row_n(r: u32, t: u32, nm: bool, nr: f32) -> vec2<f32> {
     var acc = vec2<f32>(0.0);
     for (var b = 0u; b < p.nblocks; b++) {
         var part = vec2<f32>(0.0);
         for (var c = b * p.block; c < (b + 1u) * p.block; c++) {
             let e = r * p.in_cols + c;
-            let xv = xat(t * p.in_cols + c);
+            var xv = xat(t * p.in_cols + c);
+            if nm {
+                xv = xv * nr * bias[c];
+            }
             part.x += decode(wword(e / EPW), e, WT) * xv;
             if GLU {
                 part.y += decode(wword2(e / EPW), e, WT) * xv;
@@ -217,12 +262,22 @@ fn finish(t: u32, r: u32, acc: vec2<f32>) {
 // the activations read from xu (its x buffer holds at most 4096 vec4s).
 @compute @workgroup_size(16)
 fn matvec(@builtin(global_invocation_id) gid: vec3<u32>) {
-    mv(gid, false);
+    mv(gid, false, false);
 }
 
 @compute @workgroup_size(16)
 fn matvec_u(@builtin(global_invocation_id) gid: vec3<u32>) {
-    mv(gid, true);
+    mv(gid, true, false);
+}
+
+@compute @workgroup_size(16)
+fn matvec_norm(@builtin(global_invocation_id) gid: vec3<u32>) {
+    mv(gid, false, true);
+}
+
+@compute @workgroup_size(16)
+fn matvec_u_norm(@builtin(global_invocation_id) gid: vec3<u32>) {
+    mv(gid, true, true);
 }
 
 // xv is activation vec4 i, from xu when ux (a constant in each caller, so
@@ -234,11 +289,15 @@ fn xv4(i: u32, ux: bool) -> vec4<f32> {
     return x[i];
 }
 
-fn mv(gid: vec3<u32>, ux: bool) {
+fn mv(gid: vec3<u32>, ux: bool, nm: bool) {
     let t = gid.y;
     let r0 = gid.x * MV_ROWS;
     if r0 >= p.rows || t >= min(step[1], p.nrows) {
         return;
+    }
+    var nr = 1.0;
+    if nm {
+        nr = norm_r(t, ux);
     }
     let last = p.rows - 1u;
     var rr = array<u32, 8>(r0, min(r0 + 1u, last), min(r0 + 2u, last), min(r0 + 3u, last),
@@ -297,33 +356,33 @@ fn mv(gid: vec3<u32>, ux: bool) {
                 // each dq folds to its one decoding; each activation vec4
                 // is loaded once for the eight rows.
                 let xi = xb + j * EPW;
-                var xv = xv4(xi, ux);
+                var xv = xn(xi, xb, ux, nm, nr);
                 q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 0u, xv);
                 q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 0u, xv);
                 if EPW > 1u {
-                    xv = xv4(xi + 1u, ux);
+                    xv = xn(xi + 1u, xb, ux, nm, nr);
                     q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 1u, xv);
                     q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 1u, xv);
                 }
                 if EPW > 2u {
-                    xv = xv4(xi + 2u, ux);
+                    xv = xn(xi + 2u, xb, ux, nm, nr);
                     q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 2u, xv);
                     q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 2u, xv);
-                    xv = xv4(xi + 3u, ux);
+                    xv = xn(xi + 3u, xb, ux, nm, nr);
                     q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 3u, xv);
                     q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 3u, xv);
                 }
                 if EPW > 4u {
-                    xv = xv4(xi + 4u, ux);
+                    xv = xn(xi + 4u, xb, ux, nm, nr);
                     q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 4u, xv);
                     q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 4u, xv);
-                    xv = xv4(xi + 5u, ux);
+                    xv = xn(xi + 5u, xb, ux, nm, nr);
                     q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 5u, xv);
                     q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 5u, xv);
-                    xv = xv4(xi + 6u, ux);
+                    xv = xn(xi + 6u, xb, ux, nm, nr);
                     q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 6u, xv);
                     q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 6u, xv);
-                    xv = xv4(xi + 7u, ux);
+                    xv = xn(xi + 7u, xb, ux, nm, nr);
                     q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 7u, xv);
                     q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 7u, xv);
                 }
@@ -338,14 +397,14 @@ fn mv(gid: vec3<u32>, ux: bool) {
             a7 += q1[3] * scales(rr[7] * p.nblocks + b);
         }
     } else {
-        a0 = slow_row(rr[0], t);
-        a1 = slow_row(rr[1], t);
-        a2 = slow_row(rr[2], t);
-        a3 = slow_row(rr[3], t);
-        a4 = slow_row(rr[4], t);
-        a5 = slow_row(rr[5], t);
-        a6 = slow_row(rr[6], t);
-        a7 = slow_row(rr[7], t);
+        a0 = slow_row_n(rr[0], t, nm, nr);
+        a1 = slow_row_n(rr[1], t, nm, nr);
+        a2 = slow_row_n(rr[2], t, nm, nr);
+        a3 = slow_row_n(rr[3], t, nm, nr);
+        a4 = slow_row_n(rr[4], t, nm, nr);
+        a5 = slow_row_n(rr[5], t, nm, nr);
+        a6 = slow_row_n(rr[6], t, nm, nr);
+        a7 = slow_row_n(rr[7], t, nm, nr);
     }
     var acc = array<vec2<f32>, 8>(a0, a1, a2, a3, a4, a5, a6, a7);
     for (var k = 0u; k < 8u; k++) {
@@ -363,9 +422,18 @@ var<workgroup> red: array<vec4<f32>, 64>;
 
 // lanes_partial is lane's share of rows r0 and r0+1 (xy, zw) of token t.
 fn lanes_partial(t: u32, r0: u32, lane: u32, lanes: u32) -> vec4<f32> {
+    return lanes_part(t, r0, lane, lanes, false);
+}
+
+// lanes_part is lanes_partial, with the norm prologue when nm.
+fn lanes_part(t: u32, r0: u32, lane: u32, lanes: u32, nm: bool) -> vec4<f32> {
     var a0 = vec2<f32>(0.0);
     var a1 = vec2<f32>(0.0);
     if r0 < p.rows {
+        var nr = 1.0;
+        if nm {
+            nr = norm_r(t, false);
+        }
         let r1 = min(r0 + 1u, p.rows - 1u);
         let cpr = p.in_cols / CW;
         let xb = t * (p.in_cols / 4u);
@@ -379,19 +447,19 @@ fn lanes_partial(t: u32, r0: u32, lane: u32, lanes: u32) -> vec4<f32> {
                 u1 = w2[r1 * cpr + j];
             }
             let xi = xb + j * EPW;
-            var m = mvq(v0, v1, v0, v1, u0, u1, u0, u1, 0u, x[xi]);
+            var m = mvq(v0, v1, v0, v1, u0, u1, u0, u1, 0u, xn(xi, xb, false, nm, nr));
             if EPW > 1u {
-                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 1u, x[xi + 1u]);
+                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 1u, xn(xi + 1u, xb, false, nm, nr));
             }
             if EPW > 2u {
-                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 2u, x[xi + 2u]);
-                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 3u, x[xi + 3u]);
+                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 2u, xn(xi + 2u, xb, false, nm, nr));
+                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 3u, xn(xi + 3u, xb, false, nm, nr));
             }
             if EPW > 4u {
-                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 4u, x[xi + 4u]);
-                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 5u, x[xi + 5u]);
-                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 6u, x[xi + 6u]);
-                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 7u, x[xi + 7u]);
+                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 4u, xn(xi + 4u, xb, false, nm, nr));
+                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 5u, xn(xi + 5u, xb, false, nm, nr));
+                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 6u, xn(xi + 6u, xb, false, nm, nr));
+                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 7u, xn(xi + 7u, xb, false, nm, nr));
             }
             let q0 = m[0];
             let q1 = m[1];
@@ -415,6 +483,15 @@ fn lanes_finish(t: u32, r0: u32, v: vec4<f32>) {
 
 @compute @workgroup_size(64)
 fn matvec_lanes(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+    lanes_mv(wid, li, false);
+}
+
+@compute @workgroup_size(64)
+fn matvec_lanes_norm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+    lanes_mv(wid, li, true);
+}
+
+fn lanes_mv(wid: vec3<u32>, li: u32, nm: bool) {
     let t = wid.y;
     if t >= min(step[1], p.nrows) {
         return; // uniform: the whole workgroup shares t
@@ -422,7 +499,7 @@ fn matvec_lanes(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
     let lanes = p.lanes;
     let lane = li & (lanes - 1u);
     let r0 = (wid.x * (64u / lanes) + li / lanes) * LV_ROWS;
-    red[li] = lanes_partial(t, r0, lane, lanes);
+    red[li] = lanes_part(t, r0, lane, lanes, nm);
     workgroupBarrier();
     for (var h = lanes / 2u; h > 0u; h = h / 2u) {
         if lane < h {

@@ -10,12 +10,16 @@ import (
 
 // FusedCases returns the parity cases of the kinds fusion.Fuse emits:
 // MatMul with Accumulate, MultiMatMul and MatMulGLU, for every weight type,
-// decode (1 token) and prefill (5 and 40 tokens) shapes.
+// decode (1 token) and prefill (5 and 40 tokens) shapes, RopeStoreKV
+// for both rope styles, partial rope dims and both cache types, and the
+// RMS-norm prologue of the three (NormWeight) for every weight type.
 func FusedCases() []Case {
 	var cs []Case
 	cs = append(cs, accumulateCases()...)
 	cs = append(cs, multiCases()...)
 	cs = append(cs, gluCases()...)
+	cs = append(cs, ropeKVCases()...)
+	cs = append(cs, normPrologueCases()...)
 	return cs
 }
 
@@ -32,6 +36,11 @@ func fusedSample() []Case {
 		"matmul_glu/silu_int8_b16_f16_int8_b16_f16_biastruefalse_t1": true,
 		"matmul_glu/silu_int4_b8_f16_int4_b8_f16_biasfalsefalse_t40": true,
 		"matmul_glu/silu_f16_int4_b8_f16_biasfalsetrue_t5":           true,
+		"rope_store_kv/interleaved_h4_kv2_d8_r8_f16false_qfalse":     true,
+		"rope_store_kv/halves_h3_kv1_d7_r6_f16true_qfalse":           true,
+		"norm_prologue/matmul_int8_b16_f16_in64_t1":                  true,
+		"norm_prologue/glu_int4_b8_f16_in64_t1":                      true,
+		"norm_prologue/multi0_f16_in64_t1":                           true,
 	}
 	var cs []Case
 	for _, c := range FusedCases() {
@@ -195,6 +204,126 @@ func gluCases() []Case {
 				Tol:   tol,
 			})
 		}
+	}
+	return cs
+}
+
+// ropeKVCases: RopeStoreKV of q, k, v, read back as the rotated q, and as
+// the attention of q over the cache it filled (the rotated keys and the
+// values), over a prefill and decode steps; f32 and f16 caches, both rope
+// styles, partial rope dims and an odd head dim (a half-filled last f16
+// word).
+func ropeKVCases() []Case {
+	type tc struct {
+		style                  string
+		heads, kvHeads, hd, rd int
+		f16                    bool
+	}
+	table := []tc{
+		{"interleaved", 4, 2, 8, 8, false}, {"halves", 4, 2, 8, 8, true},
+		{"interleaved", 2, 1, 10, 6, true}, {"halves", 3, 3, 7, 4, false}, {"halves", 3, 1, 7, 6, true},
+	}
+	var cs []Case
+	for _, c := range table {
+		for _, readQ := range []bool{false, true} {
+			if readQ && c.hd != 8 {
+				continue // the rotated q of both styles, full dims: the first two rows
+			}
+			tol := attention
+			if readQ {
+				tol = transc
+			}
+			const prefill, maxLen = 3, 8
+			cs = append(cs, Case{
+				Name: fmt.Sprintf("rope_store_kv/%s_h%d_kv%d_d%d_r%d_f16%v_q%v", c.style, c.heads, c.kvHeads, c.hd, c.rd, c.f16, readQ),
+				Build: func() (*fusion.Graph, []*tensors.Tensor) {
+					r := rand.New(rand.NewPCG(11, uint64(c.hd*10+c.rd)))
+					g := &fusion.Graph{Tokens: prefill}
+					g.KV = fusion.KVSpec{Layers: 2, KVHeads: c.kvHeads, HeadDim: c.hd, MaxLen: maxLen, F16: c.f16}
+					qc, kc := c.heads*c.hd, c.kvHeads*c.hd
+					q, k, v := input(g, "q", qc), input(g, "k", kc), input(g, "v", kc)
+					g.Add(fusion.Op{Kind: fusion.RopeStoreKV, Out: q, In: []fusion.Buf{q, k, v}, Layer: 1, Heads: c.heads,
+						KVHeads: c.kvHeads, HeadDim: c.hd, RopeDims: c.rd, RopeBase: 10000, RopeStyle: c.style})
+					g.Logits = q
+					if !readQ {
+						g.Logits = g.Add(fusion.Op{Kind: fusion.Attention, Out: g.NewBuf("o", prefill, qc), In: []fusion.Buf{q},
+							Layer: 1, Heads: c.heads, KVHeads: c.kvHeads, HeadDim: c.hd, Scale: 0.7})
+					}
+					return g, []*tensors.Tensor{matrix(r, "q", vocab, qc, tensors.F32, 0, 0),
+						matrix(r, "k", vocab, kc, tensors.F32, 0, 0), matrix(r, "v", vocab, kc, tensors.F32, 0, 0)}
+				},
+				Steps: []Step{{seq(prefill), 0}, {[]int32{4}, prefill}, {[]int32{2}, prefill + 1}, {seq(2), prefill + 2}},
+				Tol:   tol,
+			})
+		}
+	}
+	return cs
+}
+
+// normPrologueCases: MatMul (plain, accumulating, with a bias), MultiMatMul and
+// MatMulGLU with the RMS-norm prologue, decode (1 token: the matvec
+// kernels run it, rows of whole chunks or not) and prefill (5 tokens: a
+// norm dispatch first).
+func normPrologueCases() []Case {
+	type tc struct {
+		kind   string // matmul, acc, bias, multi (read output 1), multi0 (output 0), glu
+		wt     weightType
+		in, tk int
+	}
+	var table []tc
+	for _, wt := range fusedTypes {
+		table = append(table, tc{"matmul", wt, 64, 1})
+	}
+	f16, i4 := fusedTypes[1], fusedTypes[6]
+	table = append(table, tc{"matmul", i4, 48, 1}, tc{"glu", f16, 64, 1}, tc{"glu", i4, 64, 1}, tc{"matmul", f16, 64, 5},
+		tc{"acc", f16, 64, 1}, tc{"bias", i4, 64, 1}, tc{"glu", i4, 64, 5})
+	table = append(table, tc{"multi", fusedTypes[1], 64, 1}, tc{"multi0", fusedTypes[1], 64, 1}, tc{"multi", fusedTypes[1], 64, 5})
+	var cs []Case
+	for _, c := range table {
+		name := fmt.Sprintf("norm_prologue/%s_%s_in%d_t%d", c.kind, c.wt, c.in, c.tk)
+		if c.kind == "multi" || c.kind == "multi0" {
+			name = fmt.Sprintf("norm_prologue/%s_f16_in%d_t%d", c.kind, c.in, c.tk)
+		}
+		cs = append(cs, Case{
+			Name: name,
+			Build: func() (*fusion.Graph, []*tensors.Tensor) {
+				r := rand.New(rand.NewPCG(12, uint64(c.in*10+c.tk)))
+				const out = 40
+				g := &fusion.Graph{Tokens: c.tk}
+				x := input(g, "x", c.in)
+				ws := []*tensors.Tensor{matrix(r, "x", vocab, c.in, tensors.F32, 0, 0), vector(r, "g", c.in, 0.5, 1),
+					matrix(r, "w", out, c.in, c.wt.dt, c.wt.block, c.wt.scale)}
+				op := fusion.Op{Kind: fusion.MatMul, In: []fusion.Buf{x}, Weight: "w", NormWeight: "g", Eps: 1e-5}
+				switch c.kind {
+				case "matmul":
+					op.Out = g.NewBuf("o", c.tk, out)
+				case "acc":
+					op.Out, op.Accumulate = input(g, "res", out), true
+					ws = append(ws, matrix(r, "res", vocab, out, tensors.F32, 0, 0))
+				case "bias":
+					op.Out, op.Bias = g.NewBuf("o", c.tk, out), "b"
+					ws = append(ws, vector(r, "b", out, 1, 0))
+				case "glu":
+					op.Kind, op.Out, op.Up, op.Act = fusion.MatMulGLU, g.NewBuf("o", c.tk, out), "u", "silu"
+					ws = append(ws, matrix(r, "u", out, c.in, c.wt.dt, c.wt.block, c.wt.scale))
+				case "multi", "multi0":
+					op.Kind, op.Weight, op.Weights = fusion.MultiMatMul, "", []string{"w", "u"}
+					op.Outs = []fusion.Buf{g.NewBuf("o1", c.tk, out), g.NewBuf("o2", c.tk, 24)}
+					ws = append(ws, matrix(r, "u", 24, c.in, tensors.I8, 16, tensors.F16))
+					op.Out = op.Outs[0]
+					g.Add(op)
+					g.Logits = op.Outs[1]
+					if c.kind == "multi0" {
+						g.Logits = op.Outs[0]
+					}
+					return g, ws
+				}
+				g.Logits = g.Add(op)
+				return g, ws
+			},
+			Steps: []Step{{seq(c.tk), 0}, {seq(1), 0}},
+			Tol:   dot,
+		})
 	}
 	return cs
 }

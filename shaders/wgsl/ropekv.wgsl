@@ -1,0 +1,157 @@
+// RopeStoreKV (fusion.RopeStoreKV): Rope of q in place and of k, and
+// StoreKV of the rotated k and of v, in one dispatch. Invocation i of row t
+// rotates q pair i (i < heads*rope_dims/2, as rope.wgsl's rope does), or
+// stores cache element (store_kv_rope) or word (store_kv_rope_f16)
+// j = i - heads*rope_dims/2 of row t's keys and values, as kv.wgsl's
+// store_kv and store_kv_f16 do; a key element is rotated on the way (its
+// pair partner read from k, which is left unchanged), with the same
+// arithmetic as rope. Row t is at position step[0]+t (unbatched steps only).
+// Dispatch: (ceil((heads*rope_dims/2 + n)/64), Tokens, 1), n = kv_heads *
+// head_dim (f32 cache) or kv_heads * ceil(head_dim/2) (f16 cache).
+
+struct RopeKVParams {
+    heads: u32,
+    kv_heads: u32,
+    head_dim: u32,
+    rope_dims: u32,
+    style: u32, // 0: pairs (2i, 2i+1); 1: pairs (i, i + rope_dims/2)
+    max_len: u32,
+    pad0: u32,
+    pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: RopeKVParams;
+@group(0) @binding(1) var<storage, read> step: array<u32>;
+@group(0) @binding(2) var<storage, read> freq: array<f32>;
+@group(0) @binding(3) var<storage, read_write> q: array<f32>;
+@group(0) @binding(4) var<storage, read> k: array<f32>;
+@group(0) @binding(5) var<storage, read> v: array<f32>;
+@group(0) @binding(6) var<storage, read_write> kc: array<u32>;
+@group(0) @binding(7) var<storage, read_write> vc: array<u32>;
+
+// sincos is rope.wgsl's sincos (shaders_test checks that the two copies
+// are the same): (sin x, cos x) to a few ulps for |x| < 8192 whatever the
+// driver's sin and cos.
+fn sincos(x: f32) -> vec2<f32> {
+    let k = round(x * 0.6366197723675814);
+    let r = ((x - k * 1.5703125) - k * 0.0004837512969970703) - k * 7.549790126404332e-08;
+    let r2 = r * r;
+    let s = r + r * r2 * (-1.0 / 6.0 + r2 * (1.0 / 120.0 + r2 * (-1.0 / 5040.0 + r2 * (1.0 / 362880.0))));
+    let c = 1.0 - 0.5 * r2 + r2 * r2 * (1.0 / 24.0 + r2 * (-1.0 / 720.0 + r2 * (1.0 / 40320.0 + r2 * (-1.0 / 3628800.0))));
+    switch u32(i32(k) & 3) {
+        case 1u: { return vec2<f32>(c, -s); }
+        case 2u: { return vec2<f32>(-s, -c); }
+        case 3u: { return vec2<f32>(-c, s); }
+        default: { return vec2<f32>(s, c); }
+    }
+}
+
+// pair returns pair i's dims (a, b) per p.style.
+fn pair(i: u32) -> vec2<u32> {
+    let half = p.rope_dims / 2u;
+    if p.style == 1u {
+        return vec2<u32>(i, i + half);
+    }
+    return vec2<u32>(2u * i, 2u * i + 1u);
+}
+
+// rope_q rotates q pair i (of all heads' pairs) of row t in place.
+fn rope_q(i: u32, t: u32, pos: u32) {
+    let half = p.rope_dims / 2u;
+    let h = i / half;
+    let j = i % half;
+    let ab = pair(j);
+    let base = t * p.heads * p.head_dim + h * p.head_dim;
+    let sc = sincos(f32(pos) * freq[j]);
+    let sn = sc.x;
+    let cs = sc.y;
+    let x0 = q[base + ab.x];
+    let x1 = q[base + ab.y];
+    q[base + ab.x] = x0 * cs - x1 * sn;
+    q[base + ab.y] = x0 * sn + x1 * cs;
+}
+
+// key is dim d of kv head h of row t of k, rotated at pos.
+fn key(t: u32, h: u32, d: u32, pos: u32) -> f32 {
+    let base = t * p.kv_heads * p.head_dim + h * p.head_dim;
+    if d >= p.rope_dims {
+        return k[base + d];
+    }
+    let half = p.rope_dims / 2u;
+    var j = d / 2u;
+    if p.style == 1u {
+        j = d % half;
+    }
+    let ab = pair(j);
+    let sc = sincos(f32(pos) * freq[j]);
+    let sn = sc.x;
+    let cs = sc.y;
+    let x0 = k[base + ab.x];
+    let x1 = k[base + ab.y];
+    if d == ab.x {
+        return x0 * cs - x1 * sn;
+    }
+    return x0 * sn + x1 * cs;
+}
+
+@compute @workgroup_size(64)
+fn store_kv_rope(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let t = gid.y;
+    if t >= step[1] {
+        return;
+    }
+    let pos = step[0] + t;
+    let nq = p.heads * (p.rope_dims / 2u);
+    if gid.x < nq {
+        rope_q(gid.x, t, pos);
+        return;
+    }
+    let i = gid.x - nq;
+    let kv_cols = p.kv_heads * p.head_dim;
+    if i >= kv_cols || pos >= p.max_len {
+        return;
+    }
+    let h = i / p.head_dim;
+    let d = i % p.head_dim;
+    kc[(h * p.max_len + pos) * p.head_dim + d] = bitcast<u32>(key(t, h, d, pos));
+    vc[(h * p.head_dim + d) * p.max_len + pos] = bitcast<u32>(v[t * kv_cols + i]);
+}
+
+// HALF_MAX and pack_pair are kv.wgsl's: saturate to the binary16 range,
+// then pack x low and y high.
+const HALF_MAX: f32 = 65504.0;
+
+fn pack_pair(x: f32, y: f32) -> u32 {
+    return pack2x16float(clamp(vec2<f32>(x, y), vec2<f32>(-HALF_MAX), vec2<f32>(HALF_MAX)));
+}
+
+@compute @workgroup_size(64)
+fn store_kv_rope_f16(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let t = gid.y;
+    if t >= step[1] {
+        return;
+    }
+    let pos = step[0] + t;
+    let nq = p.heads * (p.rope_dims / 2u);
+    if gid.x < nq {
+        rope_q(gid.x, t, pos);
+        return;
+    }
+    let i = gid.x - nq;
+    let hw = (p.head_dim + 1u) / 2u;
+    if i >= p.kv_heads * hw || pos >= p.max_len {
+        return;
+    }
+    let h = i / hw;
+    let w = i % hw;
+    let d = 2u * w;
+    let e = t * p.kv_heads * p.head_dim + h * p.head_dim + d;
+    var k1 = 0.0;
+    var v1 = 0.0;
+    if d + 1u < p.head_dim {
+        k1 = key(t, h, d + 1u, pos);
+        v1 = v[e + 1u];
+    }
+    kc[(h * p.max_len + pos) * hw + w] = pack_pair(key(t, h, d, pos), k1);
+    vc[(h * hw + w) * p.max_len + pos] = pack_pair(v[e], v1);
+}
