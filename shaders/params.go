@@ -34,12 +34,12 @@ func Encode(p Params) ([]byte, error) {
 
 // paramTypes lists the Go twin of every family's uniform struct.
 var paramTypes = []Params{
-	MatParams{}, EmbedParams{}, NormParams{}, RopeParams{}, KVParams{}, AttnParams{}, EltParams{}, ArgmaxParams{}, SampleParams{}, QParams{},
+	MatParams{}, EmbedParams{}, NormParams{}, RopeParams{}, KVParams{}, AttnParams{}, EltParams{}, ArgmaxParams{}, SampleParams{}, QParams{}, AdvanceParams{},
 }
 
 var (
 	uniformRE = regexp.MustCompile(`var<\s*uniform\s*>\s*p\s*:\s*([A-Za-z_][A-Za-z0-9_]*)\s*;`)
-	fieldRE   = regexp.MustCompile(`^\s*([A-Za-z_][A-Za-z0-9_]*)\s*:\s*([A-Za-z0-9_<>]+)\s*,?\s*(//.*)?$`)
+	fieldRE   = regexp.MustCompile(`^\s*([A-Za-z_][A-Za-z0-9_]*)\s*:\s*([A-Za-z0-9_]+(?:<[A-Za-z0-9_, ]+>)?)\s*,?\s*(//.*)?$`)
 )
 
 // structFields returns the fields (name, type) of WGSL struct name in src.

@@ -2,6 +2,7 @@ package shaders
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -41,6 +42,7 @@ func TestGetBindings(t *testing.T) {
 		{"last_row", []gpu.BindingKind{U, R, R, R, W}},
 		{"argmax", []gpu.BindingKind{U, R, W}},
 		{"sample", []gpu.BindingKind{U, R, R, W}},
+		{"advance", []gpu.BindingKind{U, R, W}},
 		{"qmatvec", []gpu.BindingKind{U, R, R, R, R, W}},
 		{"qmatmul", []gpu.BindingKind{U, R, R, R, R, W}},
 		{"qembed", []gpu.BindingKind{U, R, R, R, R, W}},
@@ -247,5 +249,39 @@ func TestSPIRVCurrent(t *testing.T) {
 				t.Errorf("%s: spirv-val: %v: %s", f.Name, err, out)
 			}
 		}
+	}
+}
+
+// The step tensor's WGSL struct agrees with its Go twin, and the check
+// catches drift: a renamed field, a resized array.
+func TestStepLayout(t *testing.T) {
+	if err := CheckStepLayout(); err != nil {
+		t.Fatal(err)
+	}
+	fams, err := Families()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var src string
+	for _, f := range fams {
+		if f.Name == "step" {
+			src = f.WGSL
+		}
+	}
+	for name, bad := range map[string]string{
+		"renamed": strings.Replace(src, "valid_len: u32", "valid: u32", 1),
+		"resized": strings.Replace(src, "stops: array<u32, 8>", "stops: array<u32, 4>", 1),
+		"retyped": strings.Replace(src, "done: u32", "done: f32", 1),
+		"dropped": strings.Replace(src, "    count: u32,", "", 1),
+	} {
+		if bad == src {
+			t.Fatalf("%s: the edit did not apply", name)
+		}
+		if err := checkStepStruct(bad); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+	if got := binary.Size(DecodeStep{}); got != DecodeStepHeader+4*MaxSteps {
+		t.Errorf("DecodeStep is %d bytes, want the header %d + ids %d", got, DecodeStepHeader, 4*MaxSteps)
 	}
 }

@@ -145,6 +145,11 @@ fn chunked(l: u32, a: u32, e: u32, compact: bool, hi: f32, kmin: u32, pcand: u32
 
 @compute @workgroup_size(256)
 fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
+    // No rows: a step a multi-step submission's advance kernel turned into
+    // a no-op (wgsl/step.wgsl).
+    if step[1] == 0u {
+        return;
+    }
     let l = lid.x;
     let n = p.n;
     let c = (n + WG - 1u) / WG;
