@@ -97,3 +97,51 @@ func (m *Model) stepGreedy(ctx context.Context, sl *slot, context []int) (id int
 	}
 	return int(v), true, nil
 }
+
+// stepMany runs up to n decode steps of sl.step in one submission
+// (gpu.StepRunner) from the last token of context and returns the picked
+// ids: n, or fewer when the device picked one of stops (then the last).
+// The cache must hold every other token of context; ok is false (and
+// nothing ran) otherwise, or when the program runs one step per
+// submission, so the caller takes stepGreedy or the general path. The
+// caller holds sl.
+func (m *Model) stepMany(ctx context.Context, sl *slot, context []int, n int, stops []int32) (ids []int, ok bool, err error) {
+	sr, isSR := sl.step.(gpu.StepRunner)
+	nc := len(context)
+	if !isSR || n < 2 || nc == 0 || nc-1+n > m.maxCache || len(sl.cached) != nc-1 || !slices.Equal(sl.cached, context[:nc-1]) {
+		return nil, false, nil
+	}
+	m.lockDevice()
+	got, err := sr.RunSteps(ctx, int32(context[nc-1]), nc-1, n, stops)
+	m.unlockDevice()
+	if err != nil {
+		return nil, true, fmt.Errorf("pipeline: %d decode steps at position %d: %w", n, nc-1, err)
+	}
+	ids = make([]int, len(got))
+	for i, v := range got {
+		if v < 0 || int(v) >= m.cfg.VocabSize {
+			return nil, true, fmt.Errorf("%w: %d for a vocabulary of %d", ErrDeviceID, v, m.cfg.VocabSize)
+		}
+		ids[i] = int(v)
+	}
+	// Every step but the last ran the id the one before it picked.
+	sl.cached = append(sl.cached, context[nc-1])
+	sl.cached = append(sl.cached, ids[:len(ids)-1]...)
+	return ids, true, nil
+}
+
+// deviceStops returns the stop ids the device checks in a multi-step
+// submission: g's stop tokens, sorted, when there are at most
+// gpu.MaxStopIDs of them; with more the device checks none and the host
+// (which checks every id anyway) ends generation at the first.
+func (g *generation) deviceStops() []int32 {
+	if len(g.stops) > gpu.MaxStopIDs {
+		return nil
+	}
+	out := make([]int32, 0, len(g.stops))
+	for id := range g.stops {
+		out = append(out, int32(id))
+	}
+	slices.Sort(out)
+	return out
+}

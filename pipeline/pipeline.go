@@ -73,6 +73,15 @@ type Options struct {
 	// token id (for comparing the two; the ids agree whenever the logits
 	// do). The CPU backend always samples on the host.
 	HostSampling bool
+	// StepsPerSubmit is how many decode steps one submission runs where
+	// the device picks the tokens (greedy or sampled decoding on a GPU
+	// backend, one session at a time): each step's id feeds the next
+	// step on the device, a stop token ends the submission's work there,
+	// and the ids come back together, to be streamed one by one (stop
+	// strings and cancellation are checked between tokens; a submission
+	// already made runs to its end). 0 means DefaultStepsPerSubmit; at
+	// most gpu.MaxStepsPerSubmit. 1 submits and waits once per token.
+	StepsPerSubmit int
 	// Slots is how many KV caches the model holds over its one copy of the
 	// weights, each with its own compiled programs: up to Slots sessions
 	// generate at once, the others wait. With more than one slot on a
@@ -151,6 +160,10 @@ func weightBytes(ws []*tensors.Tensor) int64 {
 // Q4_0 models on AVX2 and closer to llama.cpp's logits.
 const DefaultCPUMath = cpu.MathDynamic
 
+// DefaultStepsPerSubmit is Options.StepsPerSubmit's default, chosen by
+// measurement (see README.md, "Several decode steps per submission").
+const DefaultStepsPerSubmit = 8
+
 // MaxSlots is the largest Options.Slots.
 const MaxSlots = 256
 
@@ -180,6 +193,8 @@ type Model struct {
 	mu        sync.Mutex
 	slots     []*slot
 	greedyOff bool // greedy ids are sampled on the host
+	// stepsPerSubmit is Options.StepsPerSubmit resolved.
+	stepsPerSubmit int
 	closed    bool
 	// device serializes the backend calls (compiling, running, reading
 	// back) of concurrent slots on GPU backends, whose device queue is
@@ -247,6 +262,13 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 	}
 	m := &Model{cfg: *cfg, tok: tok, backend: opts.Backend, maxCache: opts.MaxCache, turn: make(chan struct{}, nslots), fuse: !opts.NoFusion}
 	m.greedyOff = opts.HostSampling
+	m.stepsPerSubmit = opts.StepsPerSubmit
+	if m.stepsPerSubmit == 0 {
+		m.stepsPerSubmit = DefaultStepsPerSubmit
+	}
+	if m.stepsPerSubmit < 1 || m.stepsPerSubmit > gpu.MaxStepsPerSubmit {
+		return nil, fmt.Errorf("%w: steps per submit %d outside 1..%d", ErrOptions, opts.StepsPerSubmit, gpu.MaxStepsPerSubmit)
+	}
 	if m.maxCache == 0 {
 		m.maxCache = DefaultMaxCache
 		if cfg.MaxSeqLen > 0 {

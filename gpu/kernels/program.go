@@ -47,6 +47,8 @@ type program struct {
 
 	profile      gpu.Commands // recorded with timestamps on first Profile
 	profileSlots []int
+
+	multi multiStep // RunSteps' lists (steps.go)
 }
 
 // Compile validates g against the weights and cache and records its
@@ -126,7 +128,12 @@ func (p *program) build(ws *weights, caches []*kvCache) error {
 		p.posAt = stepWords
 		stepWords += g.Tokens
 	}
-	if p.step, err = p.newBuf(int64(stepWords) * 4); err != nil {
+	stepBytes := int64(stepWords) * 4
+	if stepTensor(g) {
+		// A decode program's step buffer is the step tensor (RunSteps).
+		stepBytes = int64(binary.Size(shaders.DecodeStep{}))
+	}
+	if p.step, err = p.newBuf(stepBytes); err != nil {
 		return err
 	}
 	pl := &planner{p: p, ws: ws, caches: caches}
@@ -216,6 +223,7 @@ func (p *program) Logits(dst []float32) (int, error) {
 // Release frees the program's buffers and command list (not the weights or
 // the cache).
 func (p *program) Release() {
+	p.releaseSteps()
 	if p.cmds != nil {
 		p.cmds.Release()
 		p.cmds = nil
