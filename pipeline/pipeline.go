@@ -195,7 +195,7 @@ type Model struct {
 	greedyOff bool // greedy ids are sampled on the host
 	// stepsPerSubmit is Options.StepsPerSubmit resolved.
 	stepsPerSubmit int
-	closed    bool
+	closed         bool
 	// device serializes the backend calls (compiling, running, reading
 	// back) of concurrent slots on GPU backends, whose device queue is
 	// shared; nil on the CPU backend, whose programs run concurrently.
