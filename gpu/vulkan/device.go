@@ -42,7 +42,7 @@ type Device struct {
 	mu        sync.Mutex
 	closed    bool
 	pending   []submission // submitted, not yet known complete
-	idle      []vk.Fence // unsignaled, reusable
+	idle      []vk.Fence   // unsignaled, reusable
 	xferPool  vk.CommandPool
 	staging   *buffer
 	queries   vk.QueryPool
