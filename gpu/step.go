@@ -52,3 +52,11 @@ type StepRunner interface {
 	// exceeds the cache, and checks ctx before it submits.
 	RunSteps(ctx context.Context, token int32, pos, n int, stops []int32) ([]int32, error)
 }
+
+// SamplingSetter is implemented by decode programs ending in fusion.Sample
+// whose rule lives in their step tensor (the GPU backends): SetSampling
+// changes the rule of the following runs without compiling the graph
+// again. It rejects the rules fusion validation rejects.
+type SamplingSetter interface {
+	SetSampling(r fusion.Sampling) error
+}

@@ -21,7 +21,8 @@ var ErrDeviceID = errors.New("pipeline: device returned an invalid token id")
 // (temperature > 0) by one ending in fusion.Sample with opts' rule, which
 // draws the token pipeline/sampler would from the same logits. It compiles
 // the program on first use (a sampling program again when the rule
-// changes) and makes it sl.step. The caller holds sl. A backend without
+// changes, unless the program takes a new rule in its step tensor:
+// gpu.SamplingSetter) and makes it sl.step. The caller holds sl. A backend without
 // the op falls back to host sampling.
 func (m *Model) deviceGreedy(sl *slot, opts *GenerateOptions) (bool, error) {
 	m.mu.Lock()
@@ -49,6 +50,13 @@ func (m *Model) deviceGreedy(sl *slot, opts *GenerateOptions) (bool, error) {
 		return true, nil
 	}
 	rule := fusion.Sampling{Temperature: opts.Temperature, TopK: opts.TopK, TopP: opts.TopP, Seed: opts.Seed}
+	if ss, ok := sl.sample.(gpu.SamplingSetter); ok && sl.rule != rule {
+		// The rule lives in the program's step tensor: no recompiling.
+		if err := ss.SetSampling(rule); err != nil {
+			return false, fmt.Errorf("pipeline: sampling rule: %w", err)
+		}
+		sl.rule = rule
+	}
 	if sl.sample == nil || sl.rule != rule {
 		if sl.sample != nil {
 			sl.sample.Release()

@@ -19,9 +19,13 @@ import (
 type stepCounter struct {
 	gpu.Backend
 	asked, got []int
+	samplers   int // graphs ending in fusion.Sample compiled
 }
 
 func (b *stepCounter) Compile(g *fusion.Graph, w gpu.Weights, kv gpu.KVCache) (gpu.Program, error) {
+	if slices.ContainsFunc(g.Ops, func(op fusion.Op) bool { return op.Kind == fusion.Sample }) {
+		b.samplers++
+	}
 	p, err := b.Backend.Compile(g, w, kv)
 	if err != nil {
 		return nil, err
@@ -45,6 +49,14 @@ func (p *countedSteps) RunSteps(ctx context.Context, token int32, pos, n int, st
 		p.b.asked, p.b.got = append(p.b.asked, n), append(p.b.got, len(ids))
 	}
 	return ids, err
+}
+
+func (p *countedSteps) SetSampling(r fusion.Sampling) error {
+	ss, ok := p.Program.(gpu.SamplingSetter)
+	if !ok {
+		return gpu.ErrUnsupported
+	}
+	return ss.SetSampling(r)
 }
 
 // submissions returns how many multi-step submissions generating tokens
@@ -186,6 +198,52 @@ func TestStepsCancel(t *testing.T) {
 			}
 			if len(sc.asked) != 1 {
 				t.Errorf("%d submissions %v, want 1", len(sc.asked), sc.asked)
+			}
+		})
+	}
+}
+
+// TestStepsSamplingRule: the sampling rule lives in the decode program's
+// step tensor, so a session changing it (seed, temperature, top-k, top-p)
+// reuses the one compiled sampling program, and every rule gives the CPU
+// backend's ids, with one and with 8 steps per submission.
+func TestStepsSamplingRule(t *testing.T) {
+	ck := storiesCheckpoint(t)
+	c := testmodels.StoriesCases(t)[1]
+	rules := []pipeline.GenerateOptions{
+		{MaxTokens: 24, Temperature: 0.8, TopK: 40, TopP: 0.9, Seed: 1234, IgnoreStopTokens: true},
+		{MaxTokens: 24, Temperature: 1.3, Seed: 5, IgnoreStopTokens: true},
+		{MaxTokens: 24, Temperature: 0.6, TopK: 5, Seed: 1 << 40, IgnoreStopTokens: true},
+		{MaxTokens: 24, Temperature: 1, TopP: 0.5, Seed: 77, IgnoreStopTokens: true},
+	}
+	ref := load(t, ck, pipeline.Options{Backend: cpu.New(cpu.Options{}), MaxCache: 128})
+	var want [][]int
+	for _, o := range rules {
+		want = append(want, collect(t, ref.NewSession(), pipeline.Prompt{IDs: c.PromptIDs}, o))
+	}
+	for i := range want[1:] {
+		if slices.Equal(want[i], want[i+1]) {
+			t.Fatalf("rules %d and %d give the same ids %v", i, i+1, want[i])
+		}
+	}
+	for _, backend := range []string{"webgpu", "vulkan"} {
+		t.Run(backend, func(t *testing.T) {
+			b := openBackend(t, backend)
+			for _, n := range []int{1, 8} {
+				sc := &stepCounter{Backend: b}
+				// f32 activations: the logits agree closely enough with the
+				// CPU's for the flat distributions of these rules.
+				m := load(t, ck, pipeline.Options{Backend: sc, MaxCache: 128, StepsPerSubmit: n, Activations: "f32"})
+				s := m.NewSession()
+				for i, o := range rules {
+					s.Reset()
+					if got := collect(t, s, pipeline.Prompt{IDs: c.PromptIDs}, o); !slices.Equal(got, want[i]) {
+						t.Errorf("n=%d rule %d: ids\n got %v\nwant %v (cpu)", n, i, got, want[i])
+					}
+				}
+				if sc.samplers != 1 {
+					t.Errorf("n=%d: %d sampling programs compiled for %d rules, want 1", n, sc.samplers, len(rules))
+				}
 			}
 		})
 	}

@@ -244,7 +244,7 @@ type SampleParams struct {
 	TopP           float32 `wgsl:"top_p"`
 	SeedLo         uint32  `wgsl:"seed_lo"`
 	SeedHi         uint32  `wgsl:"seed_hi"`
-	Pad0           uint32  `wgsl:"pad0"`
+	RuleAt         uint32  `wgsl:"rule_at"` // 0: the rule above; else the step word of DecodeStep.InvTemperature (DecodeStepRuleAt)
 	Pad1           uint32  `wgsl:"pad1"`
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -280,6 +281,9 @@ func TestStepLayout(t *testing.T) {
 		if err := checkStepStruct(bad); err == nil {
 			t.Errorf("%s: no error", name)
 		}
+	}
+	if f, _ := reflect.TypeOf(DecodeStep{}).FieldByName("InvTemperature"); f.Offset != 4*DecodeStepRuleAt {
+		t.Errorf("DecodeStep.InvTemperature at byte %d, DecodeStepRuleAt says word %d", f.Offset, DecodeStepRuleAt)
 	}
 	if got := binary.Size(DecodeStep{}); got != DecodeStepHeader+4*MaxSteps {
 		t.Errorf("DecodeStep is %d bytes, want the header %d + ids %d", got, DecodeStepHeader, 4*MaxSteps)

@@ -31,16 +31,26 @@ func (AdvanceParams) params() {}
 // submission starts; the advance kernel updates it on the device after
 // every step; the host reads it back when the submission finished.
 type DecodeStep struct {
-	Pos      uint32           `wgsl:"pos"`       // position of Token
-	Tokens   uint32           `wgsl:"tokens"`    // rows to run: 1, or 0 once Done
-	Token    uint32           `wgsl:"token"`     // the token the next step runs
-	ValidLen uint32           `wgsl:"valid_len"` // cache positions holding keys and values after the last step run
-	Done     uint32           `wgsl:"done"`      // StepRunning, StepStopped or StepLast
-	Count    uint32           `wgsl:"count"`     // ids picked in this submission
-	Steps    uint32           `wgsl:"steps"`     // steps of this submission, 1..MaxSteps
-	NStops   uint32           `wgsl:"n_stops"`   // stop ids in Stops, 0..MaxStops
-	Stops    [MaxStops]uint32 `wgsl:"stops"`
-	IDs      [MaxSteps]uint32 `wgsl:"ids"`
+	Pos      uint32 `wgsl:"pos"`       // position of Token
+	Tokens   uint32 `wgsl:"tokens"`    // rows to run: 1, or 0 once Done
+	Token    uint32 `wgsl:"token"`     // the token the next step runs
+	ValidLen uint32 `wgsl:"valid_len"` // cache positions holding keys and values after the last step run
+	Done     uint32 `wgsl:"done"`      // StepRunning, StepStopped or StepLast
+	Count    uint32 `wgsl:"count"`     // ids picked in this submission
+	Steps    uint32 `wgsl:"steps"`     // steps of this submission, 1..MaxSteps
+	NStops   uint32 `wgsl:"n_stops"`   // stop ids in Stops, 0..MaxStops
+	// The sampling rule of a program ending in fusion.Sample, read by the
+	// sample kernel (SampleParams.RuleAt); its draw counter is Pos+Tokens.
+	InvTemperature float32          `wgsl:"inv_temperature"`
+	TopK           uint32           `wgsl:"top_k"`
+	TopP           float32          `wgsl:"top_p"`
+	SeedLo         uint32           `wgsl:"seed_lo"`
+	SeedHi         uint32           `wgsl:"seed_hi"`
+	Pad0           uint32           `wgsl:"pad0"`
+	Pad1           uint32           `wgsl:"pad1"`
+	Pad2           uint32           `wgsl:"pad2"`
+	Stops          [MaxStops]uint32 `wgsl:"stops"`
+	IDs            [MaxSteps]uint32 `wgsl:"ids"`
 }
 
 // DecodeStep.Done values.
@@ -52,7 +62,11 @@ const (
 
 // DecodeStepHeader is the byte size of DecodeStep without IDs: what the
 // host writes when a submission starts.
-const DecodeStepHeader = 4 * (8 + MaxStops)
+const DecodeStepHeader = 4 * (16 + MaxStops)
+
+// DecodeStepRuleAt is the word of DecodeStep.InvTemperature: the sample
+// kernel's SampleParams.RuleAt in a decode program.
+const DecodeStepRuleAt = 8
 
 // CheckStepLayout checks wgsl/step.wgsl's struct DecodeStep against its Go
 // twin, field by field (names, types, offsets), as CheckLayout does for

@@ -49,6 +49,9 @@ type program struct {
 	profileSlots []int
 
 	multi multiStep // RunSteps' lists (steps.go)
+	// rule is the sampling rule of a decode program ending in
+	// fusion.Sample, written into its step tensor (SetSampling).
+	rule *fusion.Sampling
 }
 
 // Compile validates g against the weights and cache and records its
@@ -189,6 +192,11 @@ func (p *program) run(ctx context.Context, tokens []int32, pos int, cmds gpu.Com
 			return fmt.Errorf("%w: token %d at row %d outside the vocabulary of %d", ErrRun, t, i, p.vocab)
 		}
 		binary.LittleEndian.PutUint32(step[8+4*i:], uint32(t))
+	}
+	if p.rule != nil {
+		// A decode program sampling on the device: the step tensor's
+		// header, rule included.
+		step = p.stepHeader(shaders.DecodeStep{Pos: uint32(pos), Tokens: 1, Token: uint32(tokens[0])})
 	}
 	p.lastT = 0
 	if err := p.b.dev.Write(p.step, 0, step); err != nil {

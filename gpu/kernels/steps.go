@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math"
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/pipeline/sampler"
 	"github.com/gpurun/gpurun/shaders"
 )
 
@@ -18,7 +20,35 @@ var (
 	_ = [1]struct{}{}[shaders.MaxStops-gpu.MaxStopIDs]
 )
 
-var _ gpu.StepRunner = (*program)(nil)
+var (
+	_ gpu.StepRunner     = (*program)(nil)
+	_ gpu.SamplingSetter = (*program)(nil)
+)
+
+// stepHeader returns the bytes of st's header (without the ids) with the
+// program's sampling rule, if it has one.
+func (p *program) stepHeader(st shaders.DecodeStep) []byte {
+	if r := p.rule; r != nil {
+		st.InvTemperature = sampler.InvTemperature(r.Temperature)
+		st.TopK, st.TopP = uint32(r.TopK), r.TopP
+		st.SeedLo, st.SeedHi = uint32(r.Seed), uint32(r.Seed>>32)
+	}
+	b, _ := binary.Append(nil, binary.LittleEndian, st) // a fixed-size struct: no error
+	return b[:shaders.DecodeStepHeader]
+}
+
+// SetSampling implements gpu.SamplingSetter for a decode program ending in
+// fusion.Sample: the rule goes into the step tensor with the next run.
+func (p *program) SetSampling(r fusion.Sampling) error {
+	if p.rule == nil {
+		return fmt.Errorf("kernels: set sampling: the program does not sample from its step tensor: %w", gpu.ErrUnsupported)
+	}
+	if t := float64(r.Temperature); !(t > 0) || math.IsInf(t, 0) || r.TopK < 0 || r.TopK > math.MaxInt32 || !(r.TopP >= 0 && r.TopP <= 1) {
+		return fmt.Errorf("kernels: set sampling: %w: rule %+v (want temperature > 0 and finite, top-k in 0..2^31-1, top-p in [0, 1])", fusion.ErrInvalid, r)
+	}
+	*p.rule = r
+	return nil
+}
 
 // multiStep holds what RunSteps adds to a one-token decode program: the
 // advance kernel's parameters
@@ -80,12 +110,8 @@ func (p *program) RunSteps(ctx context.Context, token int32, pos, n int, stops [
 	for i, s := range stops {
 		st.Stops[i] = uint32(s)
 	}
-	head, err := binary.Append(nil, binary.LittleEndian, st)
-	if err != nil {
-		return nil, err
-	}
 	p.lastT = 0
-	if err := p.b.dev.Write(p.step, 0, head[:shaders.DecodeStepHeader]); err != nil {
+	if err := p.b.dev.Write(p.step, 0, p.stepHeader(st)); err != nil {
 		return nil, fmt.Errorf("kernels: run steps: %w", err)
 	}
 	if err := p.b.dev.Submit(cmds); err != nil {

@@ -28,6 +28,16 @@ struct DecodeStep {
     count: u32,     // ids picked so far in this submission
     steps: u32,     // steps of this submission, at most MaxSteps
     n_stops: u32,   // stop ids in stops, at most MaxStops
+    // The sampling rule of a program ending in fusion.Sample (the sample
+    // kernel reads it here; its draw counter is pos + tokens).
+    inv_temperature: f32,
+    top_k: u32,
+    top_p: f32,
+    seed_lo: u32,
+    seed_hi: u32,
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
     stops: array<u32, 8>,
     ids: array<u32, 64>,
 }
