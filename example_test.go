@@ -100,3 +100,24 @@ func ExampleOpen_gguf() {
 	// gguf llama true
 	// [397 254 315 186 413 378 239 466]
 }
+
+// On a GPU backend the device picks each token and runs several decode
+// steps per submission: here 16, whose ids come back together and are
+// streamed one by one (stop strings and cancellation are checked between
+// them). Not run as a test: it needs a Vulkan driver.
+func ExampleWithStepsPerSubmit() {
+	ctx := context.Background()
+	m, err := gpurun.Open(ctx, "../shared/models/stories260K.bin",
+		gpurun.WithTokenizer("../shared/models/tok512.model"), gpurun.WithBackend("vulkan"), gpurun.WithStepsPerSubmit(16))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	for tok, err := range m.NewSession().Generate(ctx, gpurun.Text("Once upon a time"), gpurun.GenerateOptions{Greedy: true, MaxTokens: 48}) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Print(tok.Piece)
+	}
+	fmt.Println()
+}

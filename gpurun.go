@@ -86,6 +86,7 @@ type openOptions struct {
 	tokenizer    string
 	noFusion     bool
 	hostSampling bool
+	steps        int
 	cpuMath      string
 	progress     func(Progress)
 }
@@ -132,6 +133,13 @@ func WithoutFusion() Option { return func(o *openOptions) { o.noFusion = true } 
 // WithHostSampling reads the whole logits row back for greedy decoding on a
 // GPU rather than only the id the device picked (for comparison).
 func WithHostSampling() Option { return func(o *openOptions) { o.hostSampling = true } }
+
+// WithStepsPerSubmit sets how many decode steps one GPU submission runs
+// when the device picks the tokens (1..gpu.MaxStepsPerSubmit; without it
+// pipeline.DefaultStepsPerSubmit): the ids come back together and are
+// still streamed one by one, with stop strings and cancellation checked
+// between them. The CPU backend steps one token at a time.
+func WithStepsPerSubmit(n int) Option { return func(o *openOptions) { o.steps = n } }
 
 // WithCPUMath sets the CPU backend's arithmetic for int8/int4 weights:
 // "dynamic" (the default, pipeline.DefaultCPUMath: inputs quantized to
@@ -266,7 +274,7 @@ func open(ctx context.Context, src *source, o *openOptions) (*Model, error) {
 		}
 		return nil, err
 	}
-	popts := pipeline.Options{Backend: b, MaxCache: o.maxCache, Slots: o.parallel, Activations: o.activations, NoFusion: o.noFusion, HostSampling: o.hostSampling, CPUMath: math}
+	popts := pipeline.Options{Backend: b, MaxCache: o.maxCache, Slots: o.parallel, Activations: o.activations, NoFusion: o.noFusion, HostSampling: o.hostSampling, StepsPerSubmit: o.steps, CPUMath: math}
 	if src.file != nil {
 		m.Model, err = pipeline.FromModelFile(ctx, src.file, popts)
 	} else {

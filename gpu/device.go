@@ -14,7 +14,8 @@ type Device interface {
 	NewBuffer(size int64) (Buffer, error)
 	// Write copies data into b at off. It is ordered before later submissions.
 	Write(b Buffer, off int64, data []byte) error
-	// Read waits for submitted work and copies b[off:off+len(dst)] into dst.
+	// Read waits for submitted work (at least the work that uses b) and
+	// copies b[off:off+len(dst)] into dst.
 	Read(b Buffer, off int64, dst []byte) error
 	// NewKernel builds a compute pipeline.
 	NewKernel(spec KernelSpec) (Kernel, error)
@@ -26,6 +27,16 @@ type Device interface {
 	// Wait blocks until all submitted work has finished.
 	Wait() error
 	Close() error
+}
+
+// HostBufferDevice is implemented by devices that can place a buffer in
+// host-visible, coherent memory, which Write and Read then access in place,
+// waiting only for the submitted work that uses the buffer (Vulkan: a small
+// buffer the host writes and reads every step, such as the step tensor,
+// which otherwise goes through a staging copy on a discrete GPU).
+type HostBufferDevice interface {
+	// NewHostBuffer is NewBuffer in host-visible, coherent memory.
+	NewHostBuffer(size int64) (Buffer, error)
 }
 
 // BindingKind is how a kernel reads a binding.

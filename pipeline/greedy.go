@@ -21,7 +21,8 @@ var ErrDeviceID = errors.New("pipeline: device returned an invalid token id")
 // (temperature > 0) by one ending in fusion.Sample with opts' rule, which
 // draws the token pipeline/sampler would from the same logits. It compiles
 // the program on first use (a sampling program again when the rule
-// changes) and makes it sl.step. The caller holds sl. A backend without
+// changes, unless the program takes a new rule in its step tensor:
+// gpu.SamplingSetter) and makes it sl.step. The caller holds sl. A backend without
 // the op falls back to host sampling.
 func (m *Model) deviceGreedy(sl *slot, opts *GenerateOptions) (bool, error) {
 	m.mu.Lock()
@@ -49,6 +50,13 @@ func (m *Model) deviceGreedy(sl *slot, opts *GenerateOptions) (bool, error) {
 		return true, nil
 	}
 	rule := fusion.Sampling{Temperature: opts.Temperature, TopK: opts.TopK, TopP: opts.TopP, Seed: opts.Seed}
+	if ss, ok := sl.sample.(gpu.SamplingSetter); ok && sl.rule != rule {
+		// The rule lives in the program's step tensor: no recompiling.
+		if err := ss.SetSampling(rule); err != nil {
+			return false, fmt.Errorf("pipeline: sampling rule: %w", err)
+		}
+		sl.rule = rule
+	}
 	if sl.sample == nil || sl.rule != rule {
 		if sl.sample != nil {
 			sl.sample.Release()
@@ -96,4 +104,52 @@ func (m *Model) stepGreedy(ctx context.Context, sl *slot, context []int) (id int
 		return 0, true, fmt.Errorf("%w: %v for a vocabulary of %d", ErrDeviceID, v, m.cfg.VocabSize)
 	}
 	return int(v), true, nil
+}
+
+// stepMany runs up to n decode steps of sl.step in one submission
+// (gpu.StepRunner) from the last token of context and returns the picked
+// ids: n, or fewer when the device picked one of stops (then the last).
+// The cache must hold every other token of context; ok is false (and
+// nothing ran) otherwise, or when the program runs one step per
+// submission, so the caller takes stepGreedy or the general path. The
+// caller holds sl.
+func (m *Model) stepMany(ctx context.Context, sl *slot, context []int, n int, stops []int32) (ids []int, ok bool, err error) {
+	sr, isSR := sl.step.(gpu.StepRunner)
+	nc := len(context)
+	if !isSR || n < 2 || nc == 0 || nc-1+n > m.maxCache || len(sl.cached) != nc-1 || !slices.Equal(sl.cached, context[:nc-1]) {
+		return nil, false, nil
+	}
+	m.lockDevice()
+	got, err := sr.RunSteps(ctx, int32(context[nc-1]), nc-1, n, stops)
+	m.unlockDevice()
+	if err != nil {
+		return nil, true, fmt.Errorf("pipeline: %d decode steps at position %d: %w", n, nc-1, err)
+	}
+	ids = make([]int, len(got))
+	for i, v := range got {
+		if v < 0 || int(v) >= m.cfg.VocabSize {
+			return nil, true, fmt.Errorf("%w: %d for a vocabulary of %d", ErrDeviceID, v, m.cfg.VocabSize)
+		}
+		ids[i] = int(v)
+	}
+	// Every step but the last ran the id the one before it picked.
+	sl.cached = append(sl.cached, context[nc-1])
+	sl.cached = append(sl.cached, ids[:len(ids)-1]...)
+	return ids, true, nil
+}
+
+// deviceStops returns the stop ids the device checks in a multi-step
+// submission: g's stop tokens, sorted, when there are at most
+// gpu.MaxStopIDs of them; with more the device checks none and the host
+// (which checks every id anyway) ends generation at the first.
+func (g *generation) deviceStops() []int32 {
+	if len(g.stops) > gpu.MaxStopIDs {
+		return nil
+	}
+	out := make([]int32, 0, len(g.stops))
+	for id := range g.stops {
+		out = append(out, int32(id))
+	}
+	slices.Sort(out)
+	return out
 }

@@ -229,6 +229,13 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 			defer m.batch.leave()
 		}
 		next := -1 // the next id when the device already picked it
+		// queue holds the ids a multi-step submission picked after next,
+		// in order: the cache already holds the tokens before each.
+		var queue []int
+		var deviceStops []int32
+		if onDevice {
+			deviceStops = g.deviceStops()
+		}
 		decodeStart := time.Now()
 		decodeSteps := 0
 		defer func() {
@@ -283,7 +290,27 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 				return
 			}
 			next = -1
-			if onDevice {
+			if onDevice && len(queue) == 0 {
+				// Several steps in one submission: the ids come back
+				// together and are streamed one per turn of this loop.
+				n := min(m.stepsPerSubmit, m.maxCache-len(s.history)+1)
+				if opts.MaxTokens > 0 {
+					n = min(n, opts.MaxTokens-s.metrics.GeneratedTokens)
+				}
+				if n >= 2 {
+					ids, stepped, err := m.stepMany(ctx, sl, s.history, n, deviceStops)
+					if err != nil {
+						fail(err)
+						return
+					}
+					if stepped {
+						queue = ids
+					}
+				}
+			}
+			if len(queue) > 0 {
+				next, queue = queue[0], queue[1:]
+			} else if onDevice {
 				var stepped bool
 				if next, stepped, err = m.stepGreedy(ctx, sl, s.history); err != nil {
 					fail(err)

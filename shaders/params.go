@@ -34,12 +34,12 @@ func Encode(p Params) ([]byte, error) {
 
 // paramTypes lists the Go twin of every family's uniform struct.
 var paramTypes = []Params{
-	MatParams{}, EmbedParams{}, NormParams{}, RopeParams{}, KVParams{}, RopeKVParams{}, AttnParams{}, EltParams{}, ArgmaxParams{}, SampleParams{}, QParams{},
+	MatParams{}, EmbedParams{}, NormParams{}, RopeParams{}, KVParams{}, RopeKVParams{}, AttnParams{}, EltParams{}, ArgmaxParams{}, SampleParams{}, QParams{}, AdvanceParams{},
 }
 
 var (
 	uniformRE = regexp.MustCompile(`var<\s*uniform\s*>\s*p\s*:\s*([A-Za-z_][A-Za-z0-9_]*)\s*;`)
-	fieldRE   = regexp.MustCompile(`^\s*([A-Za-z_][A-Za-z0-9_]*)\s*:\s*([A-Za-z0-9_<>]+)\s*,?\s*(//.*)?$`)
+	fieldRE   = regexp.MustCompile(`^\s*([A-Za-z_][A-Za-z0-9_]*)\s*:\s*([A-Za-z0-9_]+(?:<[A-Za-z0-9_, ]+>)?)\s*,?\s*(//.*)?$`)
 )
 
 // structFields returns the fields (name, type) of WGSL struct name in src.
@@ -256,7 +256,7 @@ type SampleParams struct {
 	TopP           float32 `wgsl:"top_p"`
 	SeedLo         uint32  `wgsl:"seed_lo"`
 	SeedHi         uint32  `wgsl:"seed_hi"`
-	Pad0           uint32  `wgsl:"pad0"`
+	RuleAt         uint32  `wgsl:"rule_at"` // 0: the rule above; else the step word of DecodeStep.InvTemperature (DecodeStepRuleAt)
 	Pad1           uint32  `wgsl:"pad1"`
 }
 

@@ -2,11 +2,13 @@ package shaders
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -45,6 +47,7 @@ func TestGetBindings(t *testing.T) {
 		{"last_row", []gpu.BindingKind{U, R, R, R, W}},
 		{"argmax", []gpu.BindingKind{U, R, W}},
 		{"sample", []gpu.BindingKind{U, R, R, W}},
+		{"advance", []gpu.BindingKind{U, R, W}},
 		{"qmatvec", []gpu.BindingKind{U, R, R, R, R, W}},
 		{"qmatmul", []gpu.BindingKind{U, R, R, R, R, W}},
 		{"qembed", []gpu.BindingKind{U, R, R, R, R, W}},
@@ -276,5 +279,42 @@ func TestSincosCopies(t *testing.T) {
 	}
 	if a, b := fn("rope.wgsl"), fn("ropekv.wgsl"); a != b {
 		t.Errorf("sincos differs:\nrope.wgsl:\n%s\nropekv.wgsl:\n%s", a, b)
+	}
+}
+
+// The step tensor's WGSL struct agrees with its Go twin, and the check
+// catches drift: a renamed field, a resized array.
+func TestStepLayout(t *testing.T) {
+	if err := CheckStepLayout(); err != nil {
+		t.Fatal(err)
+	}
+	fams, err := Families()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var src string
+	for _, f := range fams {
+		if f.Name == "step" {
+			src = f.WGSL
+		}
+	}
+	for name, bad := range map[string]string{
+		"renamed": strings.Replace(src, "valid_len: u32", "valid: u32", 1),
+		"resized": strings.Replace(src, "stops: array<u32, 8>", "stops: array<u32, 4>", 1),
+		"retyped": strings.Replace(src, "done: u32", "done: f32", 1),
+		"dropped": strings.Replace(src, "    count: u32,", "", 1),
+	} {
+		if bad == src {
+			t.Fatalf("%s: the edit did not apply", name)
+		}
+		if err := checkStepStruct(bad); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+	if f, _ := reflect.TypeOf(DecodeStep{}).FieldByName("InvTemperature"); f.Offset != 4*DecodeStepRuleAt {
+		t.Errorf("DecodeStep.InvTemperature at byte %d, DecodeStepRuleAt says word %d", f.Offset, DecodeStepRuleAt)
+	}
+	if got := binary.Size(DecodeStep{}); got != DecodeStepHeader+4*MaxSteps {
+		t.Errorf("DecodeStep is %d bytes, want the header %d + ids %d", got, DecodeStepHeader, 4*MaxSteps)
 	}
 }

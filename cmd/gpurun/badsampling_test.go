@@ -18,13 +18,13 @@ func TestBadSamplingFlags(t *testing.T) {
 		badsampling.Temperature: {{"run", "-p", "x"}, {"chat"}},
 		badsampling.TopP:        {{"run", "-p", "x"}, {"chat"}},
 		badsampling.TopK:        {{"run", "-p", "x"}, {"chat"}},
-		badsampling.Count:       {{"bench"}, {"bench"}, {"bench"}, {"serve"}},
+		badsampling.Count:       {{"bench"}, {"bench"}, {"bench"}, {"serve"}, {"run", "-p", "x"}, {"chat"}, {"bench"}},
 	}
 	names := map[badsampling.Param][]string{
 		badsampling.Temperature: {"temperature", "temperature"},
 		badsampling.TopP:        {"top-p", "top-p"},
 		badsampling.TopK:        {"top-k", "top-k"},
-		badsampling.Count:       {"generate", "prompt-len", "reps", "parallel"},
+		badsampling.Count:       {"generate", "prompt-len", "reps", "parallel", "steps-per-submit", "steps-per-submit", "steps-per-submit"},
 	}
 	for _, c := range badsampling.Cases() {
 		for i, cmd := range flags[c.Param] {

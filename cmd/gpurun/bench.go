@@ -58,6 +58,7 @@ type benchModelFlags struct {
 	maxCache                  int
 	activations               string // policies, comma-separated
 	noFusion, hostSample      bool
+	steps                     int
 	synthetic, syntheticQuant string // comma-separated
 	cpuMath                   string
 }
@@ -134,6 +135,9 @@ is listed as not measured; bench fails only when nothing could be measured.`,
 	f.Var(&choiceFlag{&rf.cpuMath, cpu.MathNames}, "cpu-math", "CPU backend arithmetic for int8/int4 weights: "+strings.Join(cpu.MathNames, "|")+" (as gpurun run)")
 	f.BoolVar(&rf.noFusion, "no-fusion", false, "run the graphs unfused, one op per kernel (for comparison)")
 	f.BoolVar(&rf.hostSample, "host-sampling", false, "decoding on a GPU (greedy or sampled) reads back every logit and picks on the host (for comparison)")
+	rf.steps = pipeline.DefaultStepsPerSubmit
+	f.Var(&intFlag{&rf.steps, 1, gpu.MaxStepsPerSubmit, fmt.Sprintf("an integer in 1..%d", gpu.MaxStepsPerSubmit)}, "steps-per-submit",
+		"decode steps per GPU submission when the device picks the tokens (as gpurun run)")
 	f.StringVar(&rf.synthetic, "synthetic", "", "random-weight models at real shapes, comma-separated: "+strings.Join(synthetic.Names(), "|"))
 	f.StringVar(&rf.syntheticQuant, "synthetic-quant", synthetic.QuantInt4, "weights of the --synthetic models, comma-separated: "+strings.Join(syntheticQuants, "|"))
 	f.StringVar(&bf.tests, "tests", "", "tests, comma-separated: ppN, tgN, ppN+tgM, mediapipe (default pp<prompt-len>+tg<generate>)")
@@ -531,7 +535,7 @@ func benchConfig(ctx context.Context, log io.Writer, bar *progressbar.ProgressBa
 	if devMem != nil {
 		devMem.ResetPeakMemory()
 	}
-	opts := []gpurun.Option{gpurun.WithGPUBackend(b), gpurun.WithMaxCache(rf.maxCache), gpurun.WithActivations(policy)}
+	opts := []gpurun.Option{gpurun.WithGPUBackend(b), gpurun.WithMaxCache(rf.maxCache), gpurun.WithActivations(policy), gpurun.WithStepsPerSubmit(rf.steps)}
 	if rf.noFusion {
 		opts = append(opts, gpurun.WithoutFusion())
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpurun/gpurun"
+	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/gpu/backends"
 	"github.com/gpurun/gpurun/gpu/cpu"
 	"github.com/gpurun/gpurun/pipeline"
@@ -31,6 +32,7 @@ type modelFlags struct {
 	activations string
 	noFusion    bool
 	hostSample  bool
+	steps       int
 	cpuMath     string
 }
 
@@ -48,6 +50,9 @@ func (r *modelFlags) register(cmd *cobra.Command) {
 	f.BoolVar(&r.noFusion, "no-fusion", false, "run the graphs unfused, one op per kernel (for comparison)")
 	f.BoolVar(&r.hostSample, "host-sampling", false, "decoding on a GPU (greedy or sampled) reads back every logit and picks on the host, "+
 		"rather than only the token id picked on the device (for comparison)")
+	r.steps = pipeline.DefaultStepsPerSubmit
+	f.Var(&intFlag{&r.steps, 1, gpu.MaxStepsPerSubmit, fmt.Sprintf("an integer in 1..%d", gpu.MaxStepsPerSubmit)}, "steps-per-submit",
+		"decode steps per GPU submission when the device picks the tokens (the ids are still streamed one by one)")
 	r.cpuMath = pipeline.DefaultCPUMath.String()
 	f.Var(&choiceFlag{&r.cpuMath, cpu.MathNames}, "cpu-math", "CPU backend arithmetic for int8/int4 weights: "+strings.Join(cpu.MathNames, "|")+
 		" (dynamic quantizes activations to int8 blocks as llama.cpp does; exact is the reference)")
@@ -74,7 +79,7 @@ func (r *modelFlags) takeModelArg(args []string) error {
 
 func (r *modelFlags) options(cmd *cobra.Command) []gpurun.Option {
 	opts := []gpurun.Option{gpurun.WithBackend(r.backend), gpurun.WithDevice(r.device), gpurun.WithMaxCache(r.maxCache), gpurun.WithActivations(r.activations),
-		gpurun.WithCPUMath(r.cpuMath)}
+		gpurun.WithCPUMath(r.cpuMath), gpurun.WithStepsPerSubmit(r.steps)}
 	if r.tokenizer != "" {
 		opts = append(opts, gpurun.WithTokenizer(r.tokenizer))
 	}

@@ -275,8 +275,15 @@ func (pl *planner) op(op *fusion.Op) error {
 		pl.dispatch("argmax", shaders.ArgmaxParams{N: u(g.Bufs[op.In[0]].Cols)}, 1, 1, 1, pl.buf(op.In[0]), pl.buf(op.Out))
 	case fusion.Sample:
 		r := op.Sampling
+		ruleAt := uint32(0)
+		if stepTensor(g) {
+			// The rule lives in the step tensor, where SetSampling
+			// changes it.
+			ruleAt = shaders.DecodeStepRuleAt
+			pl.p.rule = &r
+		}
 		pl.dispatch("sample", shaders.SampleParams{N: u(g.Bufs[op.In[0]].Cols), InvTemperature: sampler.InvTemperature(r.Temperature),
-			TopK: u(r.TopK), TopP: r.TopP, SeedLo: uint32(r.Seed), SeedHi: uint32(r.Seed >> 32)},
+			TopK: u(r.TopK), TopP: r.TopP, SeedLo: uint32(r.Seed), SeedHi: uint32(r.Seed >> 32), RuleAt: ruleAt},
 			1, 1, 1, gpu.Binding{Buf: pl.p.step}, pl.buf(op.In[0]), pl.buf(op.Out))
 	default:
 		return fmt.Errorf("op kind %s: %w", op.Kind, gpu.ErrUnsupported)

@@ -47,6 +47,11 @@ type program struct {
 
 	profile      gpu.Commands // recorded with timestamps on first Profile
 	profileSlots []int
+
+	multi multiStep // RunSteps' lists (steps.go)
+	// rule is the sampling rule of a decode program ending in
+	// fusion.Sample, written into its step tensor (SetSampling).
+	rule *fusion.Sampling
 }
 
 // Compile validates g against the weights and cache and records its
@@ -126,7 +131,19 @@ func (p *program) build(ws *weights, caches []*kvCache) error {
 		p.posAt = stepWords
 		stepWords += g.Tokens
 	}
-	if p.step, err = p.newBuf(int64(stepWords) * 4); err != nil {
+	stepBytes := int64(stepWords) * 4
+	if stepTensor(g) {
+		// A decode program's step buffer is the step tensor (RunSteps).
+		stepBytes = int64(binary.Size(shaders.DecodeStep{}))
+	}
+	if hb, ok := p.b.dev.(gpu.HostBufferDevice); ok {
+		// Written and read every step: in place, waiting for no other
+		// program's work.
+		if p.step, err = hb.NewHostBuffer(max(align16(stepBytes), 16)); err != nil {
+			return err
+		}
+		p.owned = append(p.owned, p.step)
+	} else if p.step, err = p.newBuf(stepBytes); err != nil {
 		return err
 	}
 	pl := &planner{p: p, ws: ws, caches: caches}
@@ -176,6 +193,11 @@ func (p *program) run(ctx context.Context, tokens []int32, pos int, cmds gpu.Com
 		}
 		binary.LittleEndian.PutUint32(step[8+4*i:], uint32(t))
 	}
+	if p.rule != nil {
+		// A decode program sampling on the device: the step tensor's
+		// header, rule included.
+		step = p.stepHeader(shaders.DecodeStep{Pos: uint32(pos), Tokens: 1, Token: uint32(tokens[0])})
+	}
 	p.lastT = 0
 	if err := p.b.dev.Write(p.step, 0, step); err != nil {
 		return fmt.Errorf("kernels: run: %w", err)
@@ -216,6 +238,7 @@ func (p *program) Logits(dst []float32) (int, error) {
 // Release frees the program's buffers and command list (not the weights or
 // the cache).
 func (p *program) Release() {
+	p.releaseSteps()
 	if p.cmds != nil {
 		p.cmds.Release()
 		p.cmds = nil

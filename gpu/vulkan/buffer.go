@@ -151,6 +151,29 @@ func (d *Device) NewBuffer(size int64) (gpu.Buffer, error) {
 	return b, nil
 }
 
+// NewHostBuffer implements gpu.HostBufferDevice: a zero-filled buffer in
+// the host-visible, coherent memory type of the staging buffer, mapped, so
+// Write and Read copy in place and wait only for the submissions using it.
+func (d *Device) NewHostBuffer(size int64) (gpu.Buffer, error) {
+	if size < 0 {
+		return nil, fmt.Errorf("vulkan: buffer size %d: %w", size, ErrInvalid)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, ErrClosed
+	}
+	b, err := d.newBufferLocked(size, d.stagingType, true)
+	if err != nil {
+		return nil, err
+	}
+	clear(b.bytes())
+	d.buffers[b] = struct{}{}
+	return b, nil
+}
+
+var _ gpu.HostBufferDevice = (*Device)(nil)
+
 // own checks that gb is a live buffer of d.
 func (d *Device) own(gb gpu.Buffer, what string) (*buffer, error) {
 	b, ok := gb.(*buffer)
@@ -171,13 +194,17 @@ func (b *buffer) span(off, n int64, what string) error {
 	return nil
 }
 
-// Write copies data into b at off after all submitted work finished, so it
-// is ordered after earlier and before later submissions.
+// Write copies data into b at off after the submitted work using b
+// finished (a mapped buffer; through the staging buffer, after all
+// submitted work), so it is ordered after earlier and before later
+// submissions.
 func (d *Device) Write(gb gpu.Buffer, off int64, data []byte) error {
 	return d.transfer(gb, off, int64(len(data)), "write", func(b []byte, at int64) { copy(b, data[at:]) }, true)
 }
 
-// Read waits for submitted work and copies b[off:off+len(dst)] into dst.
+// Read waits for the submitted work using b (a mapped buffer; through the
+// staging buffer, all submitted work) and copies b[off:off+len(dst)] into
+// dst.
 func (d *Device) Read(gb gpu.Buffer, off int64, dst []byte) error {
 	return d.transfer(gb, off, int64(len(dst)), "read", func(b []byte, at int64) { copy(dst[at:], b) }, false)
 }
@@ -199,6 +226,17 @@ func (d *Device) transfer(gb gpu.Buffer, off, n int64, what string, move func(vi
 	}
 	if b.released.Load() {
 		return fmt.Errorf("vulkan: %s: %w", what, ErrReleased)
+	}
+	if b.ptr != nil {
+		// Mapped memory: only the submissions using b must finish first
+		// (no wait for unrelated work).
+		if err := d.waitForLocked(b); err != nil {
+			return err
+		}
+		if n > 0 {
+			move(b.bytes()[off:off+n], 0)
+		}
+		return nil
 	}
 	if err := d.waitLocked(); err != nil {
 		return err

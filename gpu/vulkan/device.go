@@ -41,8 +41,8 @@ type Device struct {
 	// mu serializes queue access and guards everything below it.
 	mu        sync.Mutex
 	closed    bool
-	pending   []vk.Fence // submitted, not yet known complete
-	idle      []vk.Fence // unsignaled, reusable
+	pending   []submission // submitted, not yet known complete
+	idle      []vk.Fence   // unsignaled, reusable
 	xferPool  vk.CommandPool
 	staging   *buffer
 	queries   vk.QueryPool
@@ -210,11 +210,37 @@ func (d *Device) Submit(cmds ...gpu.Commands) error {
 		}
 		cbs[i] = c.cb
 	}
-	return d.submitLocked(cbs)
+	uses := make([]map[*buffer]struct{}, len(cmds))
+	for i, gc := range cmds {
+		uses[i] = gc.(*commands).buffers
+	}
+	return d.submitLocked(cbs, uses)
 }
 
-// submitLocked submits command buffers with a fence tracked in d.pending.
-func (d *Device) submitLocked(cbs []vk.CommandBuffer) error {
+// submission is a pending vkQueueSubmit: its fence and the buffers its
+// command lists use (each list's set, fixed once it is finished); nil
+// uses means any buffer (transfers).
+type submission struct {
+	fence vk.Fence
+	uses  []map[*buffer]struct{}
+}
+
+// touches reports whether s may use b.
+func (s submission) touches(b *buffer) bool {
+	if s.uses == nil {
+		return true
+	}
+	for _, u := range s.uses {
+		if _, ok := u[b]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// submitLocked submits command buffers with a fence tracked in d.pending,
+// with the buffers they use (nil: any).
+func (d *Device) submitLocked(cbs []vk.CommandBuffer, uses []map[*buffer]struct{}) error {
 	d.reapLocked()
 	fence, err := d.fenceLocked()
 	if err != nil {
@@ -229,7 +255,7 @@ func (d *Device) submitLocked(cbs []vk.CommandBuffer) error {
 		d.idle = append(d.idle, fence)
 		return err
 	}
-	d.pending = append(d.pending, fence)
+	d.pending = append(d.pending, submission{fence: fence, uses: uses})
 	return nil
 }
 
@@ -252,13 +278,14 @@ func (d *Device) fenceLocked() (vk.Fence, error) {
 // the pending list stays short when callers submit without waiting.
 func (d *Device) reapLocked() {
 	kept := d.pending[:0]
-	for _, f := range d.pending {
-		if vk.GetFenceStatus(d.dev, f) == vk.Success {
-			d.recycleLocked(f)
+	for _, s := range d.pending {
+		if vk.GetFenceStatus(d.dev, s.fence) == vk.Success {
+			d.recycleLocked(s.fence)
 			continue
 		}
-		kept = append(kept, f)
+		kept = append(kept, s)
 	}
+	clear(d.pending[len(kept):])
 	d.pending = kept
 }
 
@@ -281,10 +308,21 @@ func (d *Device) Wait() error {
 }
 
 func (d *Device) waitLocked() error {
-	if len(d.pending) == 0 {
+	return d.waitForLocked(nil)
+}
+
+// waitForLocked waits for the pending submissions that may use b (every
+// one when b is nil), not for unrelated work.
+func (d *Device) waitForLocked(b *buffer) error {
+	var fences []vk.Fence
+	for _, s := range d.pending {
+		if b == nil || s.touches(b) {
+			fences = append(fences, s.fence)
+		}
+	}
+	if len(fences) == 0 {
 		return nil
 	}
-	fences := append([]vk.Fence(nil), d.pending...)
 	res := vk.WaitForFences(d.dev, uint32(len(fences)), fences, vk.True, uint64(waitTimeout.Nanoseconds()))
 	if res == vk.Timeout {
 		return fmt.Errorf("vulkan: submitted work did not finish within %v", waitTimeout)
@@ -292,10 +330,16 @@ func (d *Device) waitLocked() error {
 	if err := check("vkWaitForFences", res); err != nil {
 		return err
 	}
-	for _, f := range fences {
-		d.recycleLocked(f)
+	kept := d.pending[:0]
+	for _, s := range d.pending {
+		if b == nil || s.touches(b) {
+			d.recycleLocked(s.fence)
+			continue
+		}
+		kept = append(kept, s)
 	}
-	d.pending = d.pending[:0]
+	clear(d.pending[len(kept):])
+	d.pending = kept
 	return nil
 }
 
@@ -326,7 +370,7 @@ func (d *Device) oneShotLocked(fn func(cb vk.CommandBuffer)) error {
 	if err := check("vkEndCommandBuffer", vk.EndCommandBuffer(cbs[0])); err != nil {
 		return err
 	}
-	if err := d.submitLocked(cbs); err != nil {
+	if err := d.submitLocked(cbs, nil); err != nil {
 		return err
 	}
 	return d.waitLocked()
@@ -366,7 +410,10 @@ func (d *Device) destroy() {
 	if d.staging != nil {
 		d.staging.destroy()
 	}
-	for _, f := range append(d.pending, d.idle...) {
+	for _, s := range d.pending {
+		vk.DestroyFence(d.dev, s.fence, nil)
+	}
+	for _, f := range d.idle {
 		vk.DestroyFence(d.dev, f, nil)
 	}
 	d.pending, d.idle = nil, nil

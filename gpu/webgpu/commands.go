@@ -247,6 +247,7 @@ func (d *Device) Submit(lists ...gpu.Commands) error {
 	}
 	defer enc.Release()
 	var pass *wgpu.ComputePassEncoder
+	var cur *kernel // the pipeline set in pass
 	endPass := func() error {
 		if pass == nil {
 			return nil
@@ -265,9 +266,15 @@ func (d *Device) Submit(lists ...gpu.Commands) error {
 					continue
 				}
 				if pass == nil {
-					pass = enc.BeginComputePass(nil)
+					pass, cur = enc.BeginComputePass(nil), nil
 				}
-				pass.SetPipeline(cmd.k.pipeline)
+				if cmd.k != cur {
+					// Consecutive dispatches of one kernel (a split
+					// weight's row blocks, a multi-step submission's
+					// repeated steps) set its pipeline once.
+					pass.SetPipeline(cmd.k.pipeline)
+					cur = cmd.k
+				}
 				pass.SetBindGroup(0, cmd.group, nil)
 				pass.DispatchWorkgroups(cmd.x, cmd.y, cmd.z)
 			case cmdCopy:

@@ -30,9 +30,22 @@ struct SampleParams {
     top_p: f32,
     seed_lo: u32,
     seed_hi: u32,
-    pad0: u32,
+    rule_at: u32, // 0: the rule above; else the word of step holding it (a DecodeStep's inv_temperature)
     pad1: u32,
 }
+
+// Rule is the sampling rule the kernel runs: the uniform block's, or the
+// step tensor's when p.rule_at is set (the host changes it there without
+// recompiling: gpu.SamplingSetter).
+struct Rule {
+    inv_temperature: f32,
+    top_k: u32,
+    top_p: f32,
+    seed_lo: u32,
+    seed_hi: u32,
+}
+
+var<private> rule: Rule;
 
 @group(0) @binding(0) var<uniform> p: SampleParams;
 @group(0) @binding(1) var<storage, read> step: array<u32>;
@@ -105,7 +118,7 @@ fn at(j: u32, compact: bool) -> u32 {
 
 // prob is q of step 3, 0 below the top-p cut pmin (0: none).
 fn prob(i: u32, hi: f32, kmin: u32, pmin: u32) -> f32 {
-    let y = x[i] * p.inv_temperature;
+    let y = x[i] * rule.inv_temperature;
     if !(y == y) || okey(y) < kmin {
         return 0.0;
     }
@@ -145,6 +158,16 @@ fn chunked(l: u32, a: u32, e: u32, compact: bool, hi: f32, kmin: u32, pcand: u32
 
 @compute @workgroup_size(256)
 fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
+    // No rows: a step a multi-step submission's advance kernel turned into
+    // a no-op (wgsl/step.wgsl).
+    if step[1] == 0u {
+        return;
+    }
+    rule = Rule(p.inv_temperature, p.top_k, p.top_p, p.seed_lo, p.seed_hi);
+    if p.rule_at != 0u {
+        let a = p.rule_at;
+        rule = Rule(bitcast<f32>(step[a]), step[a + 1u], bitcast<f32>(step[a + 2u]), step[a + 3u], step[a + 4u]);
+    }
     let l = lid.x;
     let n = p.n;
     let c = (n + WG - 1u) / WG;
@@ -179,15 +202,15 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
         }
         workgroupBarrier();
     }
-    let hi = best_v[0] * p.inv_temperature;
+    let hi = best_v[0] * rule.inv_temperature;
     let arg = best_i[0];
     // 2. Top-k: a radix select of the k-th largest order key, 8 bits a
     // pass: the histogram of the next digit among the keys matching the
     // digits found so far, scanned from the top for the rank left.
     var kmin = 0u;
-    if p.top_k > 0u {
+    if rule.top_k > 0u {
         if l == 0u {
-            sel = vec3<u32>(0u, p.top_k, 1u);
+            sel = vec3<u32>(0u, rule.top_k, 1u);
         }
         for (var d = 0u; d < 4u; d++) {
             let shift = 24u - 8u * d;
@@ -197,7 +220,7 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
             // The digits above shift must match s0.x's (none for d = 0).
             let mask = select(0xffffffffu << min(shift + 8u, 31u), 0u, d == 0u);
             for (var i = l; i < n; i += WG) {
-                let y = x[i] * p.inv_temperature;
+                let y = x[i] * rule.inv_temperature;
                 if y == y {
                     let key = okey(y);
                     if (key & mask) == (s0.x & mask) {
@@ -232,7 +255,7 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
     // count, their running sum, then each chunk's ids at its offset.
     var cnt = 0u;
     for (var i = lo; i < hi_i; i++) {
-        let y = x[i] * p.inv_temperature;
+        let y = x[i] * rule.inv_temperature;
         if y == y && okey(y) >= kmin {
             cnt++;
         }
@@ -256,7 +279,7 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
         e = offs[l + 1u];
         var o = a;
         for (var i = lo; i < hi_i; i++) {
-            let y = x[i] * p.inv_temperature;
+            let y = x[i] * rule.inv_temperature;
             if y == y && okey(y) >= kmin {
                 kept[o] = i;
                 o++;
@@ -266,8 +289,8 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
     workgroupBarrier();
     // 4. Top-p.
     var pmin = 0u;
-    if p.top_p > 0.0 && p.top_p < 1.0 {
-        let goal = p.top_p * chunked(l, a, e, compact, hi, kmin, 0u);
+    if rule.top_p > 0.0 && rule.top_p < 1.0 {
+        let goal = rule.top_p * chunked(l, a, e, compact, hi, kmin, 0u);
         for (var bit = 30; bit >= 0; bit--) {
             let cand = pmin | (1u << u32(bit));
             if chunked(l, a, e, compact, hi, kmin, cand) >= goal {
@@ -291,7 +314,7 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
         red_f[WG] = base;
     }
     workgroupBarrier();
-    let b = philox(vec4<u32>(step[0] + step[1], 0u, 0u, 0u), vec2<u32>(p.seed_lo, p.seed_hi));
+    let b = philox(vec4<u32>(step[0] + step[1], 0u, 0u, 0u), vec2<u32>(rule.seed_lo, rule.seed_hi));
     let r = f32(b.x >> 8u) * (1.0 / 16777216.0) * red_f[WG];
     var acc = red_f[l];
     var lastLocal = 0u;
@@ -313,7 +336,7 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
         var id = atomicLoad(&pick);
         if arg == NONE {
             id = 0u;
-        } else if !(abs(hi) <= 3.4028235e38) || p.top_k == 1u {
+        } else if !(abs(hi) <= 3.4028235e38) || rule.top_k == 1u {
             id = arg;
         } else if id == NONE {
             id = atomicLoad(&last1) - 1u;

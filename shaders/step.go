@@ -1,0 +1,114 @@
+package shaders
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+)
+
+// Limits of the step tensor (DecodeStep): the most decode steps one
+// submission runs and the most stop ids the device checks.
+const (
+	MaxSteps = 64
+	MaxStops = 8
+)
+
+// AdvanceParams is the uniform block of wgsl/step.wgsl: the index of the
+// step an advance dispatch ends.
+type AdvanceParams struct {
+	Index uint32 `wgsl:"index"`
+	Pad0  uint32 `wgsl:"pad0"`
+	Pad1  uint32 `wgsl:"pad1"`
+	Pad2  uint32 `wgsl:"pad2"`
+}
+
+func (AdvanceParams) params() {}
+
+// DecodeStep is the step tensor of a one-token decode program: the step
+// buffer every kernel reads (words 0-2: position, rows, token id) grown by
+// what a multi-step submission needs (wgsl/step.wgsl's struct DecodeStep,
+// held to this one by CheckStepLayout). The host writes it when a
+// submission starts; the advance kernel updates it on the device after
+// every step; the host reads it back when the submission finished.
+type DecodeStep struct {
+	Pos      uint32 `wgsl:"pos"`       // position of Token
+	Tokens   uint32 `wgsl:"tokens"`    // rows to run: 1, or 0 once Done
+	Token    uint32 `wgsl:"token"`     // the token the next step runs
+	ValidLen uint32 `wgsl:"valid_len"` // cache positions holding keys and values after the last step run
+	Done     uint32 `wgsl:"done"`      // StepRunning, StepStopped or StepLast
+	Count    uint32 `wgsl:"count"`     // ids picked in this submission
+	Steps    uint32 `wgsl:"steps"`     // steps of this submission, 1..MaxSteps
+	NStops   uint32 `wgsl:"n_stops"`   // stop ids in Stops, 0..MaxStops
+	// The sampling rule of a program ending in fusion.Sample, read by the
+	// sample kernel (SampleParams.RuleAt); its draw counter is Pos+Tokens.
+	InvTemperature float32          `wgsl:"inv_temperature"`
+	TopK           uint32           `wgsl:"top_k"`
+	TopP           float32          `wgsl:"top_p"`
+	SeedLo         uint32           `wgsl:"seed_lo"`
+	SeedHi         uint32           `wgsl:"seed_hi"`
+	Pad0           uint32           `wgsl:"pad0"`
+	Pad1           uint32           `wgsl:"pad1"`
+	Pad2           uint32           `wgsl:"pad2"`
+	Stops          [MaxStops]uint32 `wgsl:"stops"`
+	IDs            [MaxSteps]uint32 `wgsl:"ids"`
+}
+
+// DecodeStep.Done values.
+const (
+	StepRunning = 0 // every step so far advanced
+	StepStopped = 1 // the last picked id is a stop id
+	StepLast    = 2 // the submission's last step ran
+)
+
+// DecodeStepHeader is the byte size of DecodeStep without IDs: what the
+// host writes when a submission starts.
+const DecodeStepHeader = 4 * (16 + MaxStops)
+
+// DecodeStepRuleAt is the word of DecodeStep.InvTemperature: the sample
+// kernel's SampleParams.RuleAt in a decode program.
+const DecodeStepRuleAt = 8
+
+// CheckStepLayout checks wgsl/step.wgsl's struct DecodeStep against its Go
+// twin, field by field (names, types, offsets), as CheckLayout does for
+// the uniform blocks.
+func CheckStepLayout() error {
+	r := load()
+	if r.err != nil {
+		return r.err
+	}
+	f, ok := r.families["step"]
+	if !ok {
+		return fmt.Errorf("%w: family step", ErrUnknown)
+	}
+	return checkStepStruct(f.WGSL)
+}
+
+func checkStepStruct(src string) error {
+	fields, err := structFields(src, "DecodeStep")
+	if err != nil {
+		return fmt.Errorf("shaders: step: %w", err)
+	}
+	t := reflect.TypeOf(DecodeStep{})
+	if t.NumField() != len(fields) {
+		return fmt.Errorf("shaders: step: Go DecodeStep has %d fields, WGSL %d", t.NumField(), len(fields))
+	}
+	off := uintptr(0)
+	for i, wf := range fields {
+		gf := t.Field(i)
+		if tag := gf.Tag.Get("wgsl"); tag != wf[0] {
+			return fmt.Errorf("shaders: step: field %d: Go %s (wgsl %q), WGSL %s", i, gf.Name, tag, wf[0])
+		}
+		want := map[reflect.Kind]string{reflect.Uint32: "u32", reflect.Int32: "i32", reflect.Float32: "f32"}[gf.Type.Kind()]
+		if gf.Type.Kind() == reflect.Array && gf.Type.Elem().Kind() == reflect.Uint32 {
+			want = fmt.Sprintf("array<u32,%d>", gf.Type.Len())
+		}
+		if got := strings.ReplaceAll(wf[1], " ", ""); want == "" || got != want {
+			return fmt.Errorf("shaders: step: field %s: Go %s, WGSL %s", wf[0], gf.Type, wf[1])
+		}
+		if gf.Offset != off {
+			return fmt.Errorf("shaders: step: field %s at Go offset %d, WGSL %d", wf[0], gf.Offset, off)
+		}
+		off += gf.Type.Size()
+	}
+	return nil
+}
