@@ -21,10 +21,21 @@ type Buf int
 
 // BufInfo describes an activation buffer: Rows x Cols f32 values. Rows is
 // Graph.Tokens for per-token buffers, 1 for LastRow outputs.
+//
+// F16 makes it an f16 activation (the f16 activation policy, see
+// HalfActivations): every op writing it rounds each value it writes to
+// binary16 (nearest, ties to even; values past the largest finite half,
+// 65504, saturate to it, as the f16 KV cache stores them) after computing
+// it in f32, so every op reading it reads halves. Only the op's output is
+// rounded: the values a fused op keeps inside (a norm prologue's normed
+// row, MatMulGLU's gate and up products, the rotated k of RopeStoreKV)
+// stay f32. The logits, the ids of Argmax and Sample and the inputs of
+// SoftCap, Argmax and Sample are never f16.
 type BufInfo struct {
 	Name string
 	Rows int
 	Cols int
+	F16  bool
 }
 
 // Kind is an op kind. The comment of each kind is its contract; the CPU

@@ -76,6 +76,9 @@ func (g *Graph) validate(shape WeightShape) error {
 	if !g.valid(g.Logits) {
 		return fmt.Errorf("%w: logits buffer %d out of range", ErrInvalid, g.Logits)
 	}
+	if g.Bufs[g.Logits].F16 {
+		return fmt.Errorf("%w: the logits %q are f16 (logits stay f32)", ErrInvalid, g.Bufs[g.Logits].Name)
+	}
 	kv := g.KV
 	if kv.Layers < 0 || kv.KVHeads < 0 || kv.HeadDim < 0 || kv.MaxLen < 0 {
 		return fmt.Errorf("%w: kv spec %+v", ErrInvalid, kv)
@@ -205,6 +208,10 @@ func (g *Graph) validateOp(op *Op, shape WeightShape) error {
 		if err := firstErr(perToken(out, in0), sameCols(), checkHeads(op, in0, op.Heads)); err != nil {
 			return err
 		}
+		if out.F16 && !in0.F16 {
+			// The dims past RopeDims are copied, not rounded.
+			return fmt.Errorf("%w: rope output %q is f16 and its input %q f32", ErrInvalid, out.Name, in0.Name)
+		}
 		return checkRope(op)
 	case RopeStoreKV:
 		k, v := g.Bufs[op.In[1]], g.Bufs[op.In[2]]
@@ -272,6 +279,9 @@ func (g *Graph) validateOp(op *Op, shape WeightShape) error {
 		}
 		if out.Rows != 1 || out.Cols != 1 {
 			return fmt.Errorf("%w: %s output %q is %d x %d, want 1 x 1", ErrInvalid, op.Kind, out.Name, out.Rows, out.Cols)
+		}
+		if in0.F16 || out.F16 {
+			return fmt.Errorf("%w: %s reads or writes an f16 buffer (logits and ids stay f32)", ErrInvalid, op.Kind)
 		}
 		if op.Out == op.In[0] {
 			return fmt.Errorf("%w: %s output aliases its input %q", ErrInvalid, op.Kind, out.Name)

@@ -9,6 +9,7 @@ import (
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/pipeline/sampler"
+	"github.com/gpurun/gpurun/tensors"
 )
 
 // program is a validated graph with its buffers allocated and its weights
@@ -328,6 +329,35 @@ func (p *program) exec(s *step, tokens []int32, pos int) error {
 		out, outInfo = p.bufs[op.Out], g.Bufs[op.Out]
 		n = min(n, outInfo.Rows)
 	}
+	if err := p.run(s, tokens, pos, out, outInfo, n); err != nil {
+		return err
+	}
+	// f16 activations: the op's outputs rounded as the GPU kernels store
+	// them (fusion.BufInfo.F16).
+	if op.Kind == fusion.MultiMatMul {
+		for _, o := range op.Outs {
+			if g.Bufs[o].F16 {
+				roundHalf(p.bufs[o][:n*g.Bufs[o].Cols])
+			}
+		}
+	} else if outInfo.F16 {
+		roundHalf(out[:n*outInfo.Cols])
+	}
+	return nil
+}
+
+// roundHalf rounds every value of x to binary16 (nearest, ties to even),
+// saturating at ±maxHalf: an f16 activation's store.
+func roundHalf(x []float32) {
+	for i, v := range x {
+		x[i] = tensors.F16Float(tensors.F16Bits(min(max(v, -maxHalf), maxHalf)))
+	}
+}
+
+// run computes op s into its outputs (exec's body).
+func (p *program) run(s *step, tokens []int32, pos int, out []float32, outInfo fusion.BufInfo, n int) error {
+	op := &s.op
+	g := p.graph
 	in := func(i int) []float32 { return p.bufs[op.In[i]] }
 	inCols := func(i int) int { return g.Bufs[op.In[i]].Cols }
 	cols := outInfo.Cols

@@ -51,7 +51,8 @@ func (pl *planner) attention(op *fusion.Op) error {
 	spec := pl.caches[0].spec
 	T := pl.p.g.Tokens
 	ap := shaders.AttnParams{Heads: u(op.Heads), KVHeads: u(op.KVHeads), HeadDim: u(op.HeadDim), MaxLen: u(spec.MaxLen),
-		Scale: op.Scale, Cap: op.Cap, Window: u(op.Window), PosAt: u(pl.p.posAt)}
+		Scale: op.Scale, Cap: op.Cap, Window: u(op.Window), PosAt: u(pl.p.posAt),
+		OutF16: b2u(pl.p.g.Bufs[op.Out].F16)}
 	step, q := gpu.Binding{Buf: pl.p.step}, pl.buf(op.In[0])
 	if pl.p.g.Batch {
 		return pl.batchAttention(op, ap, step, q)

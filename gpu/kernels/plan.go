@@ -145,7 +145,7 @@ func (pl *planner) op(op *fusion.Op) error {
 				block, s = w.block, c.s
 			}
 			pl.dispatch("embed", shaders.EmbedParams{Cols: u(out.Cols), RowBase: u(c.rowBase), Rows: u(c.rows), WT: uint32(w.wt), ST: uint32(w.st),
-				Block: u(block), NBlocks: u(w.nblk), Scale: scale},
+				Block: u(block), NBlocks: u(w.nblk), Scale: scale, OutF16: b2u(out.F16)},
 				ceilDiv(out.Cols, 64), T, 1,
 				gpu.Binding{Buf: pl.p.step}, gpu.Binding{Buf: c.w}, gpu.Binding{Buf: s}, pl.buf(op.Out))
 		}
@@ -159,7 +159,7 @@ func (pl *planner) op(op *fusion.Op) error {
 			return err
 		}
 		x := pl.input(op, op.In[0], &copied)
-		pl.dispatch("norm", shaders.NormParams{Cols: u(out.Cols), Layer: b2u(op.NormKind == "layer"), Eps: op.Eps, HasBias: b2u(hasBias), NRows: u(out.Rows)},
+		pl.dispatch("norm", shaders.NormParams{Cols: u(out.Cols), Layer: b2u(op.NormKind == "layer"), Eps: op.Eps, HasBias: b2u(hasBias), NRows: u(out.Rows), OutF16: b2u(out.F16)},
 			out.Rows, 1, 1, gpu.Binding{Buf: pl.p.step}, x, w, bias, pl.buf(op.Out))
 	case fusion.MatMul:
 		x := pl.input(op, op.In[0], &copied)
@@ -213,7 +213,7 @@ func (pl *planner) op(op *fusion.Op) error {
 		if err != nil {
 			return err
 		}
-		pl.dispatch("rope", shaders.RopeParams{Heads: u(op.Heads), HeadDim: u(op.HeadDim), RopeDims: u(op.RopeDims), Style: style, Cols: u(out.Cols), PosAt: u(pl.p.posAt)},
+		pl.dispatch("rope", shaders.RopeParams{Heads: u(op.Heads), HeadDim: u(op.HeadDim), RopeDims: u(op.RopeDims), Style: style, Cols: u(out.Cols), PosAt: u(pl.p.posAt), OutF16: b2u(out.F16)},
 			ceilDiv(op.Heads*half, 64), T, 1, gpu.Binding{Buf: pl.p.step}, gpu.Binding{Buf: fb}, pl.buf(op.Out))
 	case fusion.StoreKV:
 		// A batched step stores each row into its own sequence's cache:
@@ -244,11 +244,11 @@ func (pl *planner) op(op *fusion.Op) error {
 			in0, in1 = in1, in0
 		}
 		if in0 == op.Out && in1 != op.Out {
-			pl.dispatch("add_inplace", shaders.EltParams{Cols: u(out.Cols), NRows: u(out.Rows)},
+			pl.dispatch("add_inplace", shaders.EltParams{Cols: u(out.Cols), NRows: u(out.Rows), OutF16: b2u(out.F16)},
 				ceilDiv(out.Cols, 64), out.Rows, 1, gpu.Binding{Buf: pl.p.step}, gpu.Binding{Buf: pl.dummy}, pl.buf(in1), pl.buf(op.Out))
 			return nil
 		}
-		pl.dispatch("add", shaders.EltParams{Cols: u(out.Cols), NRows: u(out.Rows)},
+		pl.dispatch("add", shaders.EltParams{Cols: u(out.Cols), NRows: u(out.Rows), OutF16: b2u(out.F16)},
 			ceilDiv(out.Cols, 64), out.Rows, 1, gpu.Binding{Buf: pl.p.step}, pl.input(op, op.In[0], &copied), pl.input(op, op.In[1], &copied), pl.buf(op.Out))
 	case fusion.GLU, fusion.Activation, fusion.SoftCap:
 		kernel := map[fusion.Kind]string{fusion.GLU: "glu", fusion.Activation: "act", fusion.SoftCap: "softcap"}[op.Kind]
@@ -261,13 +261,13 @@ func (pl *planner) op(op *fusion.Op) error {
 		if op.Kind == fusion.GLU {
 			b = pl.input(op, op.In[1], &copied)
 		}
-		pl.dispatch(kernel, shaders.EltParams{Cols: u(out.Cols), Act: uint32(act), Cap: op.Cap, NRows: u(out.Rows)},
+		pl.dispatch(kernel, shaders.EltParams{Cols: u(out.Cols), Act: uint32(act), Cap: op.Cap, NRows: u(out.Rows), OutF16: b2u(out.F16)},
 			ceilDiv(out.Cols, 64), out.Rows, 1, gpu.Binding{Buf: pl.p.step}, a, b, pl.buf(op.Out))
 	case fusion.LastRow:
 		if op.In[0] == op.Out {
 			return nil // validation allows this only for one-token graphs: the identity
 		}
-		pl.dispatch("last_row", shaders.EltParams{Cols: u(out.Cols), NRows: 1}, ceilDiv(out.Cols, 64), 1, 1,
+		pl.dispatch("last_row", shaders.EltParams{Cols: u(out.Cols), NRows: 1, OutF16: b2u(out.F16)}, ceilDiv(out.Cols, 64), 1, 1,
 			gpu.Binding{Buf: pl.p.step}, pl.buf(op.In[0]), gpu.Binding{Buf: pl.dummy}, pl.buf(op.Out))
 	case fusion.Argmax:
 		// One workgroup scans the row (validation made it one row that
@@ -379,7 +379,7 @@ func (pl *planner) ropeStoreKV(op *fusion.Op) error {
 	}
 	n := op.Heads*(op.RopeDims/2) + op.KVHeads*words
 	pl.dispatch(kernel, shaders.RopeKVParams{Heads: u(op.Heads), KVHeads: u(op.KVHeads), HeadDim: u(op.HeadDim),
-		RopeDims: u(op.RopeDims), Style: style, MaxLen: u(c.spec.MaxLen)},
+		RopeDims: u(op.RopeDims), Style: style, MaxLen: u(c.spec.MaxLen), OutF16: b2u(pl.p.g.Bufs[op.Out].F16)},
 		ceilDiv(n, 64), pl.p.g.Tokens, 1, gpu.Binding{Buf: pl.p.step}, gpu.Binding{Buf: fb}, pl.buf(op.In[0]),
 		pl.buf(op.In[1]), pl.buf(op.In[2]), gpu.Binding{Buf: c.k[op.Layer]}, gpu.Binding{Buf: c.v[op.Layer]})
 	return nil
@@ -495,7 +495,7 @@ func (pl *planner) matMul(w *weight, biasName string, x gpu.Binding, inCols int,
 			s = c.s
 		}
 		params := shaders.MatParams{InCols: u(inCols), OutCols: u(out.Cols), RowBase: u(c.rowBase), Rows: u(c.rows),
-			Block: u(w.block), NBlocks: u(w.nblk), HasBias: b2u(hasBias), NRows: u(out.Rows), Accum: b2u(accum)}
+			Block: u(w.block), NBlocks: u(w.nblk), HasBias: b2u(hasBias), NRows: u(out.Rows), Accum: b2u(accum), OutF16: b2u(out.F16)}
 		bias := bias
 		if pl.pro != nil {
 			params.NormEps, bias = pl.pro.eps, pl.pro.scale
@@ -528,13 +528,17 @@ func (pl *planner) matMulGLU(op *fusion.Op, out fusion.BufInfo, x gpu.Binding) e
 			pl.gate, pl.gateSize = buf, size
 		}
 		gate, up := gpu.Binding{Buf: pl.gate}, gpu.Binding{Buf: pl.scratch}
-		if err := pl.matMul(gw, op.Bias, x, inCols, gate, out, false); err != nil {
+		// The gate and up products stay f32: only the op's output is
+		// an activation (fusion.BufInfo.F16).
+		inner := out
+		inner.F16 = false
+		if err := pl.matMul(gw, op.Bias, x, inCols, gate, inner, false); err != nil {
 			return err
 		}
-		if err := pl.matMul(uw, op.UpBias, x, inCols, up, out, false); err != nil {
+		if err := pl.matMul(uw, op.UpBias, x, inCols, up, inner, false); err != nil {
 			return err
 		}
-		pl.dispatch("glu", shaders.EltParams{Cols: u(out.Cols), Act: uint32(act), NRows: u(out.Rows)}, ceilDiv(out.Cols, 64), out.Rows, 1,
+		pl.dispatch("glu", shaders.EltParams{Cols: u(out.Cols), Act: uint32(act), NRows: u(out.Rows), OutF16: b2u(out.F16)}, ceilDiv(out.Cols, 64), out.Rows, 1,
 			gpu.Binding{Buf: pl.p.step}, gate, up, pl.buf(op.Out))
 		return nil
 	}
@@ -555,7 +559,7 @@ func (pl *planner) matMulGLU(op *fusion.Op, out fusion.BufInfo, x gpu.Binding) e
 		}
 		params := shaders.MatParams{InCols: u(inCols), OutCols: u(out.Cols), RowBase: u(c.rowBase), Rows: u(c.rows),
 			Block: u(gw.block), NBlocks: u(gw.nblk), HasBias: b2u(op.Bias != ""), NRows: u(out.Rows),
-			Act: uint32(act), HasBias2: b2u(op.UpBias != "")}
+			Act: uint32(act), HasBias2: b2u(op.UpBias != ""), OutF16: b2u(out.F16)}
 		if pl.pro != nil {
 			params.NormEps, bias = pl.pro.eps, pl.pro.scale
 		}

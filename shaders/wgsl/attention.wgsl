@@ -67,6 +67,10 @@ struct AttnParams {
     pos_at: u32,  // 0: row t at position step[0]+t; else at step[pos_at+t] (batched steps)
     row0: u32,    // first row of the dispatch (batched steps: one dispatch per row)
     rows: u32,    // attn_tiled: query rows, Tokens * (heads / kv_heads)
+    out_f16: u32, // 1: out is an f16 activation (act_out), rounded at its final store
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: AttnParams;
@@ -197,7 +201,7 @@ fn attend(h: u32, t: u32, i: u32, packed: bool) {
     for (var a = 0u; a < 4u; a++) {
         let d = out_dim(i, a, packed);
         if d < p.head_dim {
-            out[qb + d] = acc[a] / l;
+            out[qb + d] = act_out(acc[a] / l, p.out_f16);
         }
     }
 }
@@ -402,7 +406,7 @@ fn attn_combine(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
     for (var a = 0u; a < 4u; a++) {
         let d = i + a * WG;
         if d < p.head_dim {
-            out[ob + d] = acc[a] / l;
+            out[ob + d] = act_out(acc[a] / l, p.out_f16);
         }
     }
 }
@@ -616,6 +620,7 @@ fn tiled(wid: vec3<u32>, i: u32, packed: bool) {
                             }
                             if last {
                                 r /= rl[g];
+                                r = vec2<f32>(act_out(r.x, p.out_f16), act_out(r.y, p.out_f16));
                             }
                             out[o + d] = r.x;
                             if two {
@@ -627,7 +632,7 @@ fn tiled(wid: vec3<u32>, i: u32, packed: bool) {
                                 r.x += f * out[o + d];
                             }
                             if last {
-                                r.x /= rl[g];
+                                r.x = act_out(r.x / rl[g], p.out_f16);
                             }
                             out[o + d] = r.x;
                         }

@@ -78,6 +78,20 @@ fn to_f16(v: f32) -> f32 {
     return unpack2x16float(pack2x16float(vec2<f32>(v, 0.0))).x;
 }
 
+// act_out is the value a kernel stores into an activation buffer: v, or
+// with half set (the kernel's out_f16 parameter: the buffer is an f16
+// activation, fusion.BufInfo.F16) v rounded to binary16, saturating at
+// +-65504 first (pack2x16float leaves values past the largest finite half
+// indeterminate; the f16 KV cache saturates the same way). WGSL lets the
+// rounding go to either neighbour; lavapipe and SwiftShader round to the
+// nearest (ties to even), as the CPU reference does.
+fn act_out(v: f32, half: u32) -> f32 {
+    if half != 0u {
+        return to_f16(clamp(v, -65504.0, 65504.0));
+    }
+    return v;
+}
+
 // gelu_tanh is the tanh approximation of GELU as llama.cpp's CPU backend (and
 // so the CPU reference, gpu/cpu) evaluates it: the input rounded to binary16,
 // the f32 formula, the result rounded to binary16; inputs <= -10 give 0 and

@@ -9,6 +9,10 @@ struct EltParams {
     act: u32, // an ACT_* code
     cap: f32,
     nrows: u32, // rows of the buffers (Tokens, or 1 after LastRow)
+    out_f16: u32, // 1: out is an f16 activation (act_out)
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: EltParams;
@@ -32,7 +36,7 @@ fn glu(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let i = gid.y * p.cols + gid.x;
-    out[i] = activate(a[i]) * b[i];
+    out[i] = act_out(activate(a[i]) * b[i], p.out_f16);
 }
 
 @compute @workgroup_size(64)
@@ -41,7 +45,7 @@ fn act(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let i = gid.y * p.cols + gid.x;
-    out[i] = activate(a[i]);
+    out[i] = act_out(activate(a[i]), p.out_f16);
 }
 
 @compute @workgroup_size(64)
@@ -50,7 +54,7 @@ fn add(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let i = gid.y * p.cols + gid.x;
-    out[i] = a[i] + b[i];
+    out[i] = act_out(a[i] + b[i], p.out_f16);
 }
 
 // add_inplace: out += b, for residual adds whose output is their first
@@ -61,7 +65,7 @@ fn add_inplace(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let i = gid.y * p.cols + gid.x;
-    out[i] = out[i] + b[i];
+    out[i] = act_out(out[i] + b[i], p.out_f16);
 }
 
 @compute @workgroup_size(64)
@@ -70,7 +74,7 @@ fn softcap(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let i = gid.y * p.cols + gid.x;
-    out[i] = p.cap * tanh_safe(a[i] / p.cap);
+    out[i] = act_out(p.cap * tanh_safe(a[i] / p.cap), p.out_f16);
 }
 
 @compute @workgroup_size(64)
@@ -79,5 +83,5 @@ fn last_row(@builtin(global_invocation_id) gid: vec3<u32>) {
     if gid.x >= p.cols || n == 0u {
         return;
     }
-    out[gid.x] = a[(n - 1u) * p.cols + gid.x];
+    out[gid.x] = act_out(a[(n - 1u) * p.cols + gid.x], p.out_f16);
 }

@@ -12,6 +12,10 @@ struct EmbedParams {
     block: u32,   // elements per scale (0: unquantized)
     nblocks: u32, // scales per row
     scale: f32,
+    out_f16: u32, // 1: out is an f16 activation (act_out)
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: EmbedParams;
@@ -38,5 +42,5 @@ fn embed(@builtin(global_invocation_id) gid: vec3<u32>) {
         let si = r * p.nblocks + c / p.block;
         v = v * decode_scale(s[scale_word(si, p.st)], si, p.st);
     }
-    out[t * p.cols + c] = v * p.scale;
+    out[t * p.cols + c] = act_out(v * p.scale, p.out_f16);
 }

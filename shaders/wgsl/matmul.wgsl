@@ -62,7 +62,7 @@ struct MatParams {
     has_bias2: u32,
     lanes: u32,   // matvec_lanes: invocations per row group, a power of two <= 64
     x_t0: u32,    // matmul_few(_u): first token of the dispatch (xu holds tokens from it)
-    pad1: u32,
+    out_f16: u32, // 1: out is an f16 activation (act_out)
     norm_eps: f32, // the *_norm kernels' RMS-norm epsilon
     pad3: u32,
 }
@@ -251,9 +251,9 @@ fn finish(t: u32, r: u32, acc: vec2<f32>) {
     }
     let i = t * p.out_cols + o;
     if p.accum != 0u {
-        out[i] = out[i] + v;
+        out[i] = act_out(out[i] + v, p.out_f16);
     } else {
-        out[i] = v;
+        out[i] = act_out(v, p.out_f16);
     }
 }
 

@@ -9,7 +9,7 @@ struct NormParams {
     eps: f32,
     has_bias: u32,
     nrows: u32, // rows of x and out (Tokens, or 1 after LastRow)
-    pad0: u32,
+    out_f16: u32, // 1: out is an f16 activation (act_out)
     pad1: u32,
     pad2: u32,
 }
@@ -67,6 +67,6 @@ fn norm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
         if p.has_bias != 0u {
             v += bias[c];
         }
-        out[base + c] = v;
+        out[base + c] = act_out(v, p.out_f16);
     }
 }

@@ -28,7 +28,7 @@ struct QParams {
     nrows: u32,    // rows of x and out (Tokens, or 1 after LastRow)
     accum: u32,
     scale: f32,    // qembed
-    pad0: u32,
+    out_f16: u32,  // 1: out is an f16 activation (act_out)
     pad1: u32,
     pad2: u32,
     pad3: u32,
@@ -176,9 +176,9 @@ fn qweight(r: u32, c: u32) -> f32 {
 
 fn qstore(i: u32, v: f32) {
     if p.accum != 0u {
-        out[i] = out[i] + v;
+        out[i] = act_out(out[i] + v, p.out_f16);
     } else {
-        out[i] = v;
+        out[i] = act_out(v, p.out_f16);
     }
 }
 
@@ -374,5 +374,5 @@ fn qembed(@builtin(global_invocation_id) gid: vec3<u32>) {
     if p.scale != 0.0 && p.scale != 1.0 {
         v = v * p.scale;
     }
-    out[t * p.in_cols + c] = v;
+    out[t * p.in_cols + c] = act_out(v, p.out_f16);
 }

@@ -11,7 +11,7 @@ struct RopeParams {
     style: u32,
     cols: u32,
     pos_at: u32, // 0: row t at position step[0]+t; else at step[pos_at+t] (batched steps)
-    pad1: u32,
+    out_f16: u32, // 1: x is an f16 activation (act_out)
     pad2: u32,
 }
 
@@ -70,6 +70,6 @@ fn rope(@builtin(global_invocation_id) gid: vec3<u32>) {
     let cs = sc.y;
     let x0 = x[base + a];
     let x1 = x[base + b];
-    x[base + a] = x0 * cs - x1 * sn;
-    x[base + b] = x0 * sn + x1 * cs;
+    x[base + a] = act_out(x0 * cs - x1 * sn, p.out_f16);
+    x[base + b] = act_out(x0 * sn + x1 * cs, p.out_f16);
 }

@@ -16,7 +16,7 @@ struct RopeKVParams {
     rope_dims: u32,
     style: u32, // 0: pairs (2i, 2i+1); 1: pairs (i, i + rope_dims/2)
     max_len: u32,
-    pad0: u32,
+    out_f16: u32, // 1: q is an f16 activation (act_out)
     pad1: u32,
 }
 
@@ -67,8 +67,8 @@ fn rope_q(i: u32, t: u32, pos: u32) {
     let cs = sc.y;
     let x0 = q[base + ab.x];
     let x1 = q[base + ab.y];
-    q[base + ab.x] = x0 * cs - x1 * sn;
-    q[base + ab.y] = x0 * sn + x1 * cs;
+    q[base + ab.x] = act_out(x0 * cs - x1 * sn, p.out_f16);
+    q[base + ab.y] = act_out(x0 * sn + x1 * cs, p.out_f16);
 }
 
 // key is dim d of kv head h of row t of k, rotated at pos.

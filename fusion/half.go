@@ -1,0 +1,63 @@
+package fusion
+
+// HalfActivations applies the f16 activation policy to g: it marks F16
+// every buffer holding an intermediate activation, the values passed from
+// one op to the next inside a layer, and leaves f32:
+//   - the residual stream: buffers an Embed, an Add or an accumulating
+//     MatMul writes (as llama.cpp does; MediaPipe keeps it in the policy
+//     type). Summing dozens of layer outputs into a half would lose the
+//     low bits of every one of them, and the stream is one row per token,
+//     a small share of the bytes a step moves;
+//   - the logits and whatever SoftCap, Argmax or Sample reads, and the ids
+//     Argmax and Sample write (not exact in a half past 2048);
+//   - a LastRow output whose input is f32 (a copy keeps its type).
+//
+// Run it on the graph a backend compiles, after fusion.Fuse: the rounding
+// points are the outputs of the ops that graph has.
+func HalfActivations(g *Graph) {
+	keep := make([]bool, len(g.Bufs))
+	if g.valid(g.Logits) {
+		keep[g.Logits] = true
+	}
+	mark := func(b Buf) {
+		if g.valid(b) {
+			keep[b] = true
+		}
+	}
+	for _, op := range g.Ops {
+		switch op.Kind {
+		case Embed, Add, Argmax, Sample:
+			mark(op.Out)
+		case MatMul:
+			if op.Accumulate {
+				mark(op.Out)
+			}
+		}
+		switch op.Kind {
+		case SoftCap, Argmax, Sample:
+			for _, in := range op.In {
+				mark(in)
+			}
+			mark(op.Out)
+		}
+	}
+	// A LastRow copies: its output takes its input's type.
+	for _, op := range g.Ops {
+		if op.Kind == LastRow && len(op.In) == 1 && g.valid(op.In[0]) && keep[op.In[0]] {
+			mark(op.Out)
+		}
+	}
+	for i := range g.Bufs {
+		g.Bufs[i].F16 = !keep[i]
+	}
+}
+
+// HasHalfActivations reports whether any buffer of g is F16.
+func (g *Graph) HasHalfActivations() bool {
+	for _, b := range g.Bufs {
+		if b.F16 {
+			return true
+		}
+	}
+	return false
+}
