@@ -263,6 +263,7 @@ func (p *program) Run(ctx context.Context, tokens []int32, pos int) error {
 		if err := p.exec(&p.steps[i], tokens, pos); err != nil {
 			return fmt.Errorf("cpu: op %d (%s): %w", i, p.steps[i].op.Kind, err)
 		}
+		p.roundHalves(&p.steps[i], n)
 	}
 	p.lastT = n
 	return nil
@@ -302,6 +303,7 @@ func (p *program) RunBatch(ctx context.Context, rows []gpu.Row) error {
 		if err := p.exec(&p.steps[i], p.tokens, 0); err != nil {
 			return fmt.Errorf("cpu: op %d (%s): %w", i, p.steps[i].op.Kind, err)
 		}
+		p.roundHalves(&p.steps[i], len(rows))
 	}
 	p.lastT = len(rows)
 	return nil
@@ -329,35 +331,6 @@ func (p *program) exec(s *step, tokens []int32, pos int) error {
 		out, outInfo = p.bufs[op.Out], g.Bufs[op.Out]
 		n = min(n, outInfo.Rows)
 	}
-	if err := p.run(s, tokens, pos, out, outInfo, n); err != nil {
-		return err
-	}
-	// f16 activations: the op's outputs rounded as the GPU kernels store
-	// them (fusion.BufInfo.F16).
-	if op.Kind == fusion.MultiMatMul {
-		for _, o := range op.Outs {
-			if g.Bufs[o].F16 {
-				roundHalf(p.bufs[o][:n*g.Bufs[o].Cols])
-			}
-		}
-	} else if outInfo.F16 {
-		roundHalf(out[:n*outInfo.Cols])
-	}
-	return nil
-}
-
-// roundHalf rounds every value of x to binary16 (nearest, ties to even),
-// saturating at ±maxHalf: an f16 activation's store.
-func roundHalf(x []float32) {
-	for i, v := range x {
-		x[i] = tensors.F16Float(tensors.F16Bits(min(max(v, -maxHalf), maxHalf)))
-	}
-}
-
-// run computes op s into its outputs (exec's body).
-func (p *program) run(s *step, tokens []int32, pos int, out []float32, outInfo fusion.BufInfo, n int) error {
-	op := &s.op
-	g := p.graph
 	in := func(i int) []float32 { return p.bufs[op.In[i]] }
 	inCols := func(i int) int { return g.Bufs[op.In[i]].Cols }
 	cols := outInfo.Cols
@@ -444,6 +417,34 @@ func (p *program) run(s *step, tokens []int32, pos int, out []float32, outInfo f
 		return fmt.Errorf("%w: unknown op kind %s", gpu.ErrUnsupported, op.Kind)
 	}
 	return nil
+}
+
+// roundHalves rounds the rows < n of the f16 activations (fusion.BufInfo.F16)
+// op s wrote, as the GPU kernels store them.
+func (p *program) roundHalves(s *step, n int) {
+	switch s.op.Kind {
+	case fusion.StoreKV:
+	case fusion.MultiMatMul:
+		for _, o := range s.op.Outs {
+			p.roundBuf(o, n)
+		}
+	default:
+		p.roundBuf(s.op.Out, n)
+	}
+}
+
+func (p *program) roundBuf(b fusion.Buf, n int) {
+	if info := p.graph.Bufs[b]; info.F16 {
+		roundHalf(p.bufs[b][:min(n, info.Rows)*info.Cols])
+	}
+}
+
+// roundHalf rounds every value of x to binary16 (nearest, ties to even),
+// saturating at ±maxHalf: an f16 activation's store.
+func roundHalf(x []float32) {
+	for i, v := range x {
+		x[i] = tensors.F16Float(tensors.F16Bits(min(max(v, -maxHalf), maxHalf)))
+	}
 }
 
 // Logits copies the rows of the logits buffer the last Run wrote.
