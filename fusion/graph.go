@@ -30,7 +30,11 @@ type Buf int
 // rounded: the values a fused op keeps inside (a norm prologue's normed
 // row, MatMulGLU's gate and up products, the rotated k of RopeStoreKV)
 // stay f32. The logits, the ids of Argmax and Sample and the inputs of
-// SoftCap, Argmax and Sample are never f16.
+// SoftCap, Argmax and Sample are never f16. The GPU backends store an f16
+// activation as binary16 halves packed two per u32 word (the flat buffer:
+// element i is the low half of word i/2 when i is even, the high half
+// when odd), half the bytes of an f32 one; the CPU backend keeps f32
+// values that are halves.
 type BufInfo struct {
 	Name string
 	Rows int

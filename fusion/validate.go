@@ -208,9 +208,9 @@ func (g *Graph) validateOp(op *Op, shape WeightShape) error {
 		if err := firstErr(perToken(out, in0), sameCols(), checkHeads(op, in0, op.Heads)); err != nil {
 			return err
 		}
-		if out.F16 && !in0.F16 {
-			// The dims past RopeDims are copied, not rounded.
-			return fmt.Errorf("%w: rope output %q is f16 and its input %q f32", ErrInvalid, out.Name, in0.Name)
+		if out.F16 != in0.F16 {
+			// The dims past RopeDims are copied as they are stored.
+			return fmt.Errorf("%w: rope output %q and input %q differ in f16", ErrInvalid, out.Name, in0.Name)
 		}
 		return checkRope(op)
 	case RopeStoreKV:

@@ -52,7 +52,7 @@ func (pl *planner) attention(op *fusion.Op) error {
 	T := pl.p.g.Tokens
 	ap := shaders.AttnParams{Heads: u(op.Heads), KVHeads: u(op.KVHeads), HeadDim: u(op.HeadDim), MaxLen: u(spec.MaxLen),
 		Scale: op.Scale, Cap: op.Cap, Window: u(op.Window), PosAt: u(pl.p.posAt),
-		OutF16: b2u(pl.p.g.Bufs[op.Out].F16)}
+		OutF16: b2u(pl.p.g.Bufs[op.Out].F16), QF16: pl.h(pl.buf(op.In[0]))}
 	step, q := gpu.Binding{Buf: pl.p.step}, pl.buf(op.In[0])
 	if pl.p.g.Batch {
 		return pl.batchAttention(op, ap, step, q)
@@ -83,8 +83,15 @@ func (pl *planner) attention(op *fusion.Op) error {
 		if spec.F16 {
 			name = "attn_tiled_f16"
 		}
+		acc := sink
+		if ap.OutF16 != 0 {
+			// The running sums live in part (f32) until the last chunk.
+			if acc, err = pl.partBuf(int64(T) * int64(op.Heads) * int64(op.HeadDim) * 4); err != nil {
+				return err
+			}
+		}
 		if tiles := ceilDiv(rows, attnQueryRows); tiles <= maxDispatch {
-			pl.dispatch(name, ap, op.KVHeads, tiles, 1, step, q, k, v, pl.buf(op.Out), sink)
+			pl.dispatch(name, ap, op.KVHeads, tiles, 1, step, q, k, v, pl.buf(op.Out), acc)
 			return nil
 		}
 		kind = AttentionPerHead

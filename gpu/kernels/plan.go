@@ -45,7 +45,15 @@ type planner struct {
 	pro     *prologue
 	normed  gpu.Buffer // the norm output of an op whose kernels cannot run its prologue, made on demand
 	normLen int64
+	// half tells the buffers holding f16 activations (packed binary16
+	// pairs) from f32 ones: the graph's buffers per fusion.BufInfo.F16,
+	// the scratch buffer as what was last copied or computed into it.
+	half map[gpu.Buffer]bool
 }
+
+// h is the f16 flag of a kernel's activation binding: 1 when b's buffer
+// holds packed halves.
+func (pl *planner) h(b gpu.Binding) uint32 { return b2u(pl.half[b.Buf]) }
 
 // prologue is a MatMul kind's RMS-norm prologue, run by the matvec
 // kernels' _norm forms (matmul.wgsl).
@@ -87,10 +95,7 @@ func (pl *planner) copyBuf(dst, src gpu.Buffer, size int64) {
 
 func (pl *planner) buf(b fusion.Buf) gpu.Binding { return gpu.Binding{Buf: pl.p.bufs[b]} }
 
-func (pl *planner) bytes(b fusion.Buf) int64 {
-	bi := pl.p.g.Bufs[b]
-	return int64(bi.Rows) * int64(bi.Cols) * 4
-}
+func (pl *planner) bytes(b fusion.Buf) int64 { return actBytes(pl.p.g.Bufs[b]) }
 
 // input binds input buffer in of op, through the scratch buffer when it is
 // also the op's output (a buffer bound writable may not be bound twice).
@@ -100,6 +105,7 @@ func (pl *planner) input(op *fusion.Op, in fusion.Buf, copied *bool) gpu.Binding
 	}
 	if !*copied {
 		pl.copyBuf(pl.scratch, pl.p.bufs[in], pl.bytes(in))
+		pl.half[pl.scratch] = pl.p.g.Bufs[in].F16
 		*copied = true
 	}
 	return gpu.Binding{Buf: pl.scratch}
@@ -159,7 +165,7 @@ func (pl *planner) op(op *fusion.Op) error {
 			return err
 		}
 		x := pl.input(op, op.In[0], &copied)
-		pl.dispatch("norm", shaders.NormParams{Cols: u(out.Cols), Layer: b2u(op.NormKind == "layer"), Eps: op.Eps, HasBias: b2u(hasBias), NRows: u(out.Rows), OutF16: b2u(out.F16)},
+		pl.dispatch("norm", shaders.NormParams{Cols: u(out.Cols), Layer: b2u(op.NormKind == "layer"), Eps: op.Eps, HasBias: b2u(hasBias), NRows: u(out.Rows), OutF16: b2u(out.F16), XF16: pl.h(x)},
 			out.Rows, 1, 1, gpu.Binding{Buf: pl.p.step}, x, w, bias, pl.buf(op.Out))
 	case fusion.MatMul:
 		x := pl.input(op, op.In[0], &copied)
@@ -225,7 +231,8 @@ func (pl *planner) op(op *fusion.Op) error {
 			rows = 1
 		}
 		for r, c := range pl.caches {
-			params := shaders.KVParams{KVCols: u(kvCols), HeadDim: u(op.HeadDim), MaxLen: u(spec.MaxLen), PosAt: u(pl.p.posAt)}
+			params := shaders.KVParams{KVCols: u(kvCols), HeadDim: u(op.HeadDim), MaxLen: u(spec.MaxLen), PosAt: u(pl.p.posAt),
+				KF16: pl.h(pl.buf(op.In[0])), VF16: pl.h(pl.buf(op.In[1]))}
 			if g.Batch {
 				params.Row0 = u(r)
 			}
@@ -244,12 +251,13 @@ func (pl *planner) op(op *fusion.Op) error {
 			in0, in1 = in1, in0
 		}
 		if in0 == op.Out && in1 != op.Out {
-			pl.dispatch("add_inplace", shaders.EltParams{Cols: u(out.Cols), NRows: u(out.Rows), OutF16: b2u(out.F16)},
+			pl.dispatch("add_inplace", shaders.EltParams{Cols: u(out.Cols), NRows: u(out.Rows), OutF16: b2u(out.F16), BF16: pl.h(pl.buf(in1))},
 				ceilDiv(out.Cols, 64), out.Rows, 1, gpu.Binding{Buf: pl.p.step}, gpu.Binding{Buf: pl.dummy}, pl.buf(in1), pl.buf(op.Out))
 			return nil
 		}
-		pl.dispatch("add", shaders.EltParams{Cols: u(out.Cols), NRows: u(out.Rows), OutF16: b2u(out.F16)},
-			ceilDiv(out.Cols, 64), out.Rows, 1, gpu.Binding{Buf: pl.p.step}, pl.input(op, op.In[0], &copied), pl.input(op, op.In[1], &copied), pl.buf(op.Out))
+		a, b := pl.input(op, op.In[0], &copied), pl.input(op, op.In[1], &copied)
+		pl.dispatch("add", shaders.EltParams{Cols: u(out.Cols), NRows: u(out.Rows), OutF16: b2u(out.F16), AF16: pl.h(a), BF16: pl.h(b)},
+			ceilDiv(out.Cols, 64), out.Rows, 1, gpu.Binding{Buf: pl.p.step}, a, b, pl.buf(op.Out))
 	case fusion.GLU, fusion.Activation, fusion.SoftCap:
 		kernel := map[fusion.Kind]string{fusion.GLU: "glu", fusion.Activation: "act", fusion.SoftCap: "softcap"}[op.Kind]
 		act, ok := shaders.ActivationByName(op.Act)
@@ -261,13 +269,13 @@ func (pl *planner) op(op *fusion.Op) error {
 		if op.Kind == fusion.GLU {
 			b = pl.input(op, op.In[1], &copied)
 		}
-		pl.dispatch(kernel, shaders.EltParams{Cols: u(out.Cols), Act: uint32(act), Cap: op.Cap, NRows: u(out.Rows), OutF16: b2u(out.F16)},
+		pl.dispatch(kernel, shaders.EltParams{Cols: u(out.Cols), Act: uint32(act), Cap: op.Cap, NRows: u(out.Rows), OutF16: b2u(out.F16), AF16: pl.h(a), BF16: pl.h(b)},
 			ceilDiv(out.Cols, 64), out.Rows, 1, gpu.Binding{Buf: pl.p.step}, a, b, pl.buf(op.Out))
 	case fusion.LastRow:
 		if op.In[0] == op.Out {
 			return nil // validation allows this only for one-token graphs: the identity
 		}
-		pl.dispatch("last_row", shaders.EltParams{Cols: u(out.Cols), NRows: 1, OutF16: b2u(out.F16)}, ceilDiv(out.Cols, 64), 1, 1,
+		pl.dispatch("last_row", shaders.EltParams{Cols: u(out.Cols), NRows: 1, OutF16: b2u(out.F16), AF16: pl.h(pl.buf(op.In[0]))}, ceilDiv(out.Cols, 64), 1, 1,
 			gpu.Binding{Buf: pl.p.step}, pl.buf(op.In[0]), gpu.Binding{Buf: pl.dummy}, pl.buf(op.Out))
 	case fusion.Argmax:
 		// One workgroup scans the row (validation made it one row that
@@ -331,7 +339,7 @@ func (pl *planner) normPrologue(op *fusion.Op) (gpu.Binding, error) {
 		pl.pro = &prologue{scale: scale, eps: op.Eps}
 		return pl.buf(op.In[0]), nil
 	}
-	size := pl.bytes(op.In[0])
+	size := f32Bytes4(in) // the normed rows are f32, whatever the input
 	if pl.normed == nil || pl.normLen < size {
 		// Padded as the activation buffers are, so the prefill kernels
 		// can bind it as their uniform window.
@@ -341,7 +349,8 @@ func (pl *planner) normPrologue(op *fusion.Op) (gpu.Binding, error) {
 		}
 		pl.normed, pl.normLen = buf, size
 	}
-	pl.dispatch("norm", shaders.NormParams{Cols: u(in.Cols), Eps: op.Eps, NRows: u(in.Rows)},
+	pl.half[pl.normed] = false
+	pl.dispatch("norm", shaders.NormParams{Cols: u(in.Cols), Eps: op.Eps, NRows: u(in.Rows), XF16: pl.h(pl.buf(op.In[0]))},
 		in.Rows, 1, 1, gpu.Binding{Buf: pl.p.step}, pl.buf(op.In[0]), scale, gpu.Binding{Buf: pl.dummy}, gpu.Binding{Buf: pl.normed})
 	return gpu.Binding{Buf: pl.normed}, nil
 }
@@ -379,7 +388,8 @@ func (pl *planner) ropeStoreKV(op *fusion.Op) error {
 	}
 	n := op.Heads*(op.RopeDims/2) + op.KVHeads*words
 	pl.dispatch(kernel, shaders.RopeKVParams{Heads: u(op.Heads), KVHeads: u(op.KVHeads), HeadDim: u(op.HeadDim),
-		RopeDims: u(op.RopeDims), Style: style, MaxLen: u(c.spec.MaxLen), OutF16: b2u(pl.p.g.Bufs[op.Out].F16)},
+		RopeDims: u(op.RopeDims), Style: style, MaxLen: u(c.spec.MaxLen), OutF16: b2u(pl.p.g.Bufs[op.Out].F16),
+		KF16: pl.h(pl.buf(op.In[1])), VF16: pl.h(pl.buf(op.In[2]))},
 		ceilDiv(n, 64), pl.p.g.Tokens, 1, gpu.Binding{Buf: pl.p.step}, gpu.Binding{Buf: fb}, pl.buf(op.In[0]),
 		pl.buf(op.In[1]), pl.buf(op.In[2]), gpu.Binding{Buf: c.k[op.Layer]}, gpu.Binding{Buf: c.v[op.Layer]})
 	return nil
@@ -397,6 +407,10 @@ func (pl *planner) matDispatch(v shaders.MatMulVariant, w *weight, params shader
 	// Binding 9 (xu): x's first uxBytes where matvec_u can read the
 	// step's activations there.
 	x := bind[1]
+	eb := int64(4) // bytes per activation: 2 for packed halves
+	if params.XF16 != 0 {
+		eb = 2
+	}
 	ux := x.Offset == 0 && x.Buf.Size() >= uxBytes && int64(params.InCols)*int64(nrows)*4 <= uxBytes
 	xu := gpu.Binding{Buf: pl.udummy, Size: uxBytes}
 	if ux {
@@ -422,7 +436,7 @@ func (pl *planner) matDispatch(v shaders.MatMulVariant, w *weight, params shader
 			kernel = "matmul_few_u"
 		}
 		pl.dispatchVariant(kernel, v.Variant(), params, c, ceilDiv(rows, 8*sh.TileRows), 1, 1, bind...)
-	case !gpuClass && nrows >= 4 && windows(x, int(params.InCols), nrows):
+	case !gpuClass && nrows >= 4 && windows(x, int(params.InCols), nrows, eb):
 		// Prefill on a CPU-class device: one matmul_few_u per 4 tokens,
 		// each binding its tokens' activations at xu (uniform loads there
 		// are single loads or gathers, storage loads lane loops).
@@ -431,7 +445,7 @@ func (pl *planner) matDispatch(v shaders.MatMulVariant, w *weight, params shader
 			wp := params
 			wp.XT0 = u(t0)
 			wb := append([]gpu.Binding(nil), bind...)
-			wb[8] = gpu.Binding{Buf: x.Buf, Offset: int64(t0) * int64(params.InCols) * 4, Size: uxBytes}
+			wb[8] = gpu.Binding{Buf: x.Buf, Offset: int64(t0) * int64(params.InCols) * eb, Size: uxBytes}
 			pl.dispatchVariant("matmul_few_u", v.Variant(), wp, c4, ceilDiv(rows, 8*sh.TileRows), 1, 1, wb...)
 		}
 	case nrows >= 4, pl.p.g.Batch && nrows >= 2:
@@ -471,8 +485,8 @@ func (pl *planner) matDispatch(v shaders.MatMulVariant, w *weight, params shader
 // 4 rows fit it, each window starts on a 256-byte boundary (WebGPU's
 // uniform offset alignment) and the buffer holds 64 KiB from the last
 // window's start (activation buffers are padded by that much).
-func windows(x gpu.Binding, inCols, nrows int) bool {
-	win := int64(4*inCols) * 4
+func windows(x gpu.Binding, inCols, nrows int, eb int64) bool {
+	win := int64(4*inCols) * eb
 	last := int64((nrows-1)/4) * win
 	return x.Offset == 0 && win <= uxBytes && win%256 == 0 && last+uxBytes <= x.Buf.Size()
 }
@@ -495,7 +509,7 @@ func (pl *planner) matMul(w *weight, biasName string, x gpu.Binding, inCols int,
 			s = c.s
 		}
 		params := shaders.MatParams{InCols: u(inCols), OutCols: u(out.Cols), RowBase: u(c.rowBase), Rows: u(c.rows),
-			Block: u(w.block), NBlocks: u(w.nblk), HasBias: b2u(hasBias), NRows: u(out.Rows), Accum: b2u(accum), OutF16: b2u(out.F16)}
+			Block: u(w.block), NBlocks: u(w.nblk), HasBias: b2u(hasBias), NRows: u(out.Rows), Accum: b2u(accum), OutF16: b2u(out.F16), XF16: pl.h(x)}
 		bias := bias
 		if pl.pro != nil {
 			params.NormEps, bias = pl.pro.eps, pl.pro.scale
@@ -519,7 +533,7 @@ func (pl *planner) matMulGLU(op *fusion.Op, out fusion.BufInfo, x gpu.Binding) e
 		return fmt.Errorf("activation %q: %w", op.Act, gpu.ErrUnsupported)
 	}
 	if !sameLayout(gw, uw) || (op.Bias != "" && op.UpBias != "") || gw.qt != shaders.BlockNone {
-		size := pl.bytes(op.Out)
+		size := f32Bytes4(out) // the gate products are f32
 		if pl.gate == nil || pl.gateSize < size {
 			buf, err := pl.p.newBuf(size)
 			if err != nil {
@@ -528,6 +542,7 @@ func (pl *planner) matMulGLU(op *fusion.Op, out fusion.BufInfo, x gpu.Binding) e
 			pl.gate, pl.gateSize = buf, size
 		}
 		gate, up := gpu.Binding{Buf: pl.gate}, gpu.Binding{Buf: pl.scratch}
+		pl.half[pl.gate], pl.half[pl.scratch] = false, false
 		// The gate and up products stay f32: only the op's output is
 		// an activation (fusion.BufInfo.F16).
 		inner := out
@@ -559,7 +574,7 @@ func (pl *planner) matMulGLU(op *fusion.Op, out fusion.BufInfo, x gpu.Binding) e
 		}
 		params := shaders.MatParams{InCols: u(inCols), OutCols: u(out.Cols), RowBase: u(c.rowBase), Rows: u(c.rows),
 			Block: u(gw.block), NBlocks: u(gw.nblk), HasBias: b2u(op.Bias != ""), NRows: u(out.Rows),
-			Act: uint32(act), HasBias2: b2u(op.UpBias != ""), OutF16: b2u(out.F16)}
+			Act: uint32(act), HasBias2: b2u(op.UpBias != ""), OutF16: b2u(out.F16), XF16: pl.h(x)}
 		if pl.pro != nil {
 			params.NormEps, bias = pl.pro.eps, pl.pro.scale
 		}

@@ -31,7 +31,7 @@ func (pl *planner) qMatMul(w *weight, biasName string, x gpu.Binding, inCols int
 	}
 	for _, c := range w.chunks {
 		params := shaders.QParams{InCols: u(inCols), OutCols: u(out.Cols), RowBase: u(c.rowBase), Rows: u(c.rows), QT: w.qt,
-			HasBias: b2u(hasBias), NRows: u(out.Rows), Accum: b2u(accum), OutF16: b2u(out.F16)}
+			HasBias: b2u(hasBias), NRows: u(out.Rows), Accum: b2u(accum), OutF16: b2u(out.F16), XF16: pl.h(x)}
 		bind := []gpu.Binding{{Buf: pl.p.step}, x, {Buf: c.w}, bias, outB}
 		if out.Rows >= 4 {
 			pl.dispatch("qmatmul", params, ceilDiv(c.rows, 32), ceilDiv(out.Rows, 32), 1, bind...)

@@ -67,19 +67,68 @@ struct AttnParams {
     pos_at: u32,  // 0: row t at position step[0]+t; else at step[pos_at+t] (batched steps)
     row0: u32,    // first row of the dispatch (batched steps: one dispatch per row)
     rows: u32,    // attn_tiled: query rows, Tokens * (heads / kv_heads)
-    out_f16: u32, // 1: out is an f16 activation (act_out), rounded at its final store
-    pad0: u32,
+    out_f16: u32, // 1: out is an f16 activation (packed halves)
+    q_f16: u32,   // 1: q is an f16 activation (packed halves)
     pad1: u32,
     pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: AttnParams;
 @group(0) @binding(1) var<storage, read> step: array<u32>;
-@group(0) @binding(2) var<storage, read> q: array<f32>;
+@group(0) @binding(2) var<storage, read> q_w: array<u32>;
 @group(0) @binding(3) var<storage, read> kc: array<u32>;
 @group(0) @binding(4) var<storage, read> vc: array<u32>;
-@group(0) @binding(5) var<storage, read_write> out: array<f32>;
+@group(0) @binding(5) var<storage, read_write> out_w: array<atomic<u32>>;
 @group(0) @binding(6) var<storage, read_write> part: array<f32>;
+
+// q_at is activation q[i]: a binary16 half of word i/2 when q_f16
+// is set (an f16 activation, packed two per word), else an f32.
+fn q_at(i: u32) -> f32 {
+    if p.q_f16 != 0u {
+        return half_at(q_w[i >> 1u], i);
+    }
+    return bitcast<f32>(q_w[i]);
+}
+
+// out_at and out_set read and write activation out[i]: with out_f16
+// set an f16 activation, binary16 halves packed two per word (written with
+// two atomics, so neighbouring invocations may write the word's other
+// half at once), else f32 words.
+fn out_at(i: u32) -> f32 {
+    if p.out_f16 != 0u {
+        return half_at(atomicLoad(&out_w[i >> 1u]), i);
+    }
+    return bitcast<f32>(atomicLoad(&out_w[i]));
+}
+
+fn out_set(i: u32, v: f32) {
+    if p.out_f16 != 0u {
+        let sh = (i & 1u) * 16u;
+        atomicAnd(&out_w[i >> 1u], ~(0xffffu << sh));
+        atomicOr(&out_w[i >> 1u], half_bits(v, i));
+        return;
+    }
+    atomicStore(&out_w[i], bitcast<u32>(v));
+}
+
+// acc_at and acc_set hold attn_tiled's running output of element i: in
+// out itself, or, when out is an f16 activation (packed halves cannot hold
+// the f32 sums between chunks), in part at the same index (bound then with
+// room for every row), out being written once, at the last chunk.
+fn acc_at(i: u32) -> f32 {
+    if p.out_f16 != 0u {
+        return part[i];
+    }
+    return out_at(i);
+}
+
+fn acc_set(i: u32, v: f32, last: bool) {
+    if p.out_f16 != 0u && !last {
+        part[i] = v;
+        return;
+    }
+    out_set(i, v);
+}
 
 const WG: u32 = 64u;
 const NO_ROW: u32 = 0xffffffffu; // the position of a batched step's unused row
@@ -109,14 +158,14 @@ fn key_dot(qb: u32, kr: u32, packed: bool) -> f32 {
     if packed {
         let pairs = p.head_dim / 2u;
         for (var w = 0u; w < pairs; w++) {
-            s += dot(vec2<f32>(q[qb + 2u * w], q[qb + 2u * w + 1u]), unpack2x16float(kc[kr + w]));
+            s += dot(vec2<f32>(q_at(qb + 2u * w), q_at(qb + 2u * w + 1u)), unpack2x16float(kc[kr + w]));
         }
         if (p.head_dim & 1u) == 1u {
-            s += q[qb + p.head_dim - 1u] * unpack2x16float(kc[kr + pairs]).x;
+            s += q_at(qb + p.head_dim - 1u) * unpack2x16float(kc[kr + pairs]).x;
         }
     } else {
         for (var d = 0u; d < p.head_dim; d++) {
-            s += q[qb + d] * bitcast<f32>(kc[kr + d]);
+            s += q_at(qb + d) * bitcast<f32>(kc[kr + d]);
         }
     }
     return s;
@@ -201,7 +250,7 @@ fn attend(h: u32, t: u32, i: u32, packed: bool) {
     for (var a = 0u; a < 4u; a++) {
         let d = out_dim(i, a, packed);
         if d < p.head_dim {
-            out[qb + d] = act_out(acc[a] / l, p.out_f16);
+            out_set(qb + d, acc[a] / l);
         }
     }
 }
@@ -244,14 +293,14 @@ fn tile_dot(qb: u32, kr: u32, width: u32, packed: bool) -> f32 {
     if packed {
         let pairs = p.head_dim / 2u;
         for (var w = 0u; w < pairs; w++) {
-            s += dot(vec2<f32>(q[qb + 2u * w], q[qb + 2u * w + 1u]), unpack2x16float(tile[kr + w]));
+            s += dot(vec2<f32>(q_at(qb + 2u * w), q_at(qb + 2u * w + 1u)), unpack2x16float(tile[kr + w]));
         }
         if (p.head_dim & 1u) == 1u {
-            s += q[qb + p.head_dim - 1u] * unpack2x16float(tile[kr + pairs]).x;
+            s += q_at(qb + p.head_dim - 1u) * unpack2x16float(tile[kr + pairs]).x;
         }
     } else {
         for (var d = 0u; d < width; d++) {
-            s += q[qb + d] * bitcast<f32>(tile[kr + d]);
+            s += q_at(qb + d) * bitcast<f32>(tile[kr + d]);
         }
     }
     return s;
@@ -406,7 +455,7 @@ fn attn_combine(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
     for (var a = 0u; a < 4u; a++) {
         let d = i + a * WG;
         if d < p.head_dim {
-            out[ob + d] = act_out(acc[a] / l, p.out_f16);
+            out_set(ob + d, acc[a] / l);
         }
     }
 }
@@ -517,20 +566,20 @@ fn tiled(wid: vec3<u32>, i: u32, packed: bool) {
                         let kv = unpack2x16float(tile[kr + w]);
                         for (var g = 0u; g < QR; g++) {
                             let qb = qrow[g] + 2u * w;
-                            s[g] += q[qb] * kv.x + q[qb + 1u] * kv.y;
+                            s[g] += q_at(qb) * kv.x + q_at(qb + 1u) * kv.y;
                         }
                     }
                     if (p.head_dim & 1u) == 1u {
                         let kx = unpack2x16float(tile[kr + pairs]).x;
                         for (var g = 0u; g < QR; g++) {
-                            s[g] += q[qrow[g] + p.head_dim - 1u] * kx;
+                            s[g] += q_at(qrow[g] + p.head_dim - 1u) * kx;
                         }
                     }
                 } else {
                     for (var w = 0u; w < width; w++) {
                         let kv = bitcast<f32>(tile[kr + w]);
                         for (var g = 0u; g < QR; g++) {
-                            s[g] += q[qrow[g] + w] * kv;
+                            s[g] += q_at(qrow[g] + w) * kv;
                         }
                     }
                 }
@@ -613,28 +662,27 @@ fn tiled(wid: vec3<u32>, i: u32, packed: bool) {
                             let d = 2u * (w0 + i);
                             let two = d + 1u < p.head_dim;
                             if !first {
-                                r.x += f * out[o + d];
+                                r.x += f * acc_at(o + d);
                                 if two {
-                                    r.y += f * out[o + d + 1u];
+                                    r.y += f * acc_at(o + d + 1u);
                                 }
                             }
                             if last {
                                 r /= rl[g];
-                                r = vec2<f32>(act_out(r.x, p.out_f16), act_out(r.y, p.out_f16));
                             }
-                            out[o + d] = r.x;
+                            acc_set(o + d, r.x, last);
                             if two {
-                                out[o + d + 1u] = r.y;
+                                acc_set(o + d + 1u, r.y, last);
                             }
                         } else {
                             let d = w0 + i;
                             if !first {
-                                r.x += f * out[o + d];
+                                r.x += f * acc_at(o + d);
                             }
                             if last {
-                                r.x = act_out(r.x / rl[g], p.out_f16);
+                                r.x /= rl[g];
                             }
-                            out[o + d] = r.x;
+                            acc_set(o + d, r.x, last);
                         }
                     }
                 }

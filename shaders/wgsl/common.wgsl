@@ -78,18 +78,24 @@ fn to_f16(v: f32) -> f32 {
     return unpack2x16float(pack2x16float(vec2<f32>(v, 0.0))).x;
 }
 
-// act_out is the value a kernel stores into an activation buffer: v, or
-// with half set (the kernel's out_f16 parameter: the buffer is an f16
-// activation, fusion.BufInfo.F16) v rounded to binary16, saturating at
-// +-65504 first (pack2x16float leaves values past the largest finite half
-// indeterminate; the f16 KV cache saturates the same way). WGSL lets the
-// rounding go to either neighbour; lavapipe and SwiftShader round to the
-// nearest (ties to even), as the CPU reference does.
-fn act_out(v: f32, half: u32) -> f32 {
-    if half != 0u {
-        return to_f16(clamp(v, -65504.0, 65504.0));
-    }
-    return v;
+// half_at is element i of packed binary16 activations (element i is the
+// low half of word i/2 when i is even, the high half when odd), w being
+// that word.
+fn half_at(w: u32, i: u32) -> f32 {
+    let h = unpack2x16float(w);
+    return select(h.x, h.y, (i & 1u) == 1u);
+}
+
+// half_bits is v stored as element i of packed binary16 activations (an
+// f16 activation, fusion.BufInfo.F16): v rounded to binary16, saturating
+// at +-65504 first (pack2x16float leaves values past the largest finite
+// half indeterminate; the f16 KV cache saturates the same way), shifted to
+// i's half of the word. WGSL lets the rounding go to either neighbour;
+// lavapipe and SwiftShader round to the nearest (ties to even), as the CPU
+// reference does.
+fn half_bits(v: f32, i: u32) -> u32 {
+    let h = pack2x16float(vec2<f32>(clamp(v, -65504.0, 65504.0), 0.0)) & 0xffffu;
+    return h << ((i & 1u) * 16u);
 }
 
 // gelu_tanh is the tanh approximation of GELU as llama.cpp's CPU backend (and

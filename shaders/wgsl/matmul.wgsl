@@ -62,18 +62,18 @@ struct MatParams {
     has_bias2: u32,
     lanes: u32,   // matvec_lanes: invocations per row group, a power of two <= 64
     x_t0: u32,    // matmul_few(_u): first token of the dispatch (xu holds tokens from it)
-    out_f16: u32, // 1: out is an f16 activation (act_out)
+    out_f16: u32, // 1: out is an f16 activation (packed halves)
     norm_eps: f32, // the *_norm kernels' RMS-norm epsilon
-    pad3: u32,
+    x_f16: u32,    // 1: x (and xu) are f16 activations (packed halves)
 }
 
 @group(0) @binding(0) var<uniform> p: MatParams;
 @group(0) @binding(1) var<storage, read> step: array<u32>;
-@group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> x_w: array<vec4<u32>>;
 @group(0) @binding(3) var<storage, read> w: array<vec4<u32>>;
 @group(0) @binding(4) var<storage, read> s: array<u32>;
 @group(0) @binding(5) var<storage, read> bias: array<f32>;
-@group(0) @binding(6) var<storage, read_write> out: array<f32>;
+@group(0) @binding(6) var<storage, read_write> out_w: array<atomic<u32>>;
 @group(0) @binding(7) var<storage, read> w2: array<vec4<u32>>;
 @group(0) @binding(8) var<storage, read> s2: array<u32>;
 // The activations again, as a uniform buffer (64 KiB bound from x's buffer
@@ -81,7 +81,28 @@ struct MatParams {
 // them here. On CPU-class devices (lavapipe) a storage load is a loop over
 // the SIMD lanes, while a uniform load at an address every lane shares is
 // one load: matvec's activation loads cost as much as its weight loads.
-@group(0) @binding(9) var<uniform> xu: array<vec4<f32>, 4096>;
+@group(0) @binding(9) var<uniform> xu_w: array<vec4<u32>, 4096>;
+
+// x and xu are f16 activations (packed halves) when p.x_f16 is set: vec4 i
+// (elements 4i..4i+3) is then half of vec4 word i/2. out is f16 when
+// p.out_f16 is set, written with two atomics per value (its word's other
+// half may belong to another invocation).
+fn out_at(i: u32) -> f32 {
+    if p.out_f16 != 0u {
+        return half_at(atomicLoad(&out_w[i >> 1u]), i);
+    }
+    return bitcast<f32>(atomicLoad(&out_w[i]));
+}
+
+fn out_set(i: u32, v: f32) {
+    if p.out_f16 != 0u {
+        let sh = (i & 1u) * 16u;
+        atomicAnd(&out_w[i >> 1u], ~(0xffffu << sh));
+        atomicOr(&out_w[i >> 1u], half_bits(v, i));
+        return;
+    }
+    atomicStore(&out_w[i], bitcast<u32>(v));
+}
 
 const CW: u32 = 4u * EPW; // elements per chunk
 
@@ -164,7 +185,10 @@ fn mvq(v0: vec4<u32>, v1: vec4<u32>, v2: vec4<u32>, v3: vec4<u32>, u0: vec4<u32>
 
 // Element-wise access for the slow path.
 fn xat(i: u32) -> f32 {
-    return x[i >> 2u][i & 3u];
+    if p.x_f16 != 0u {
+        return half_at(x_w[i >> 3u][(i >> 1u) & 3u], i);
+    }
+    return bitcast<f32>(x_w[i >> 2u][i & 3u]);
 }
 
 fn wword(i: u32) -> u32 {
@@ -251,9 +275,9 @@ fn finish(t: u32, r: u32, acc: vec2<f32>) {
     }
     let i = t * p.out_cols + o;
     if p.accum != 0u {
-        out[i] = act_out(out[i] + v, p.out_f16);
+        out_set(i, out_at(i) + v);
     } else {
-        out[i] = act_out(v, p.out_f16);
+        out_set(i, v);
     }
 }
 
@@ -283,10 +307,20 @@ fn matvec_u_norm(@builtin(global_invocation_id) gid: vec3<u32>) {
 // xv is activation vec4 i, from xu when ux (a constant in each caller, so
 // the compilers drop the other branch).
 fn xv4(i: u32, ux: bool) -> vec4<f32> {
-    if ux {
-        return xu[i];
+    if p.x_f16 != 0u {
+        var w: vec4<u32>;
+        if ux {
+            w = xu_w[i >> 1u];
+        } else {
+            w = x_w[i >> 1u];
+        }
+        let h = select(w.xy, w.zw, (i & 1u) == 1u);
+        return vec4<f32>(unpack2x16float(h.x), unpack2x16float(h.y));
     }
-    return x[i];
+    if ux {
+        return bitcast<vec4<f32>>(xu_w[i]);
+    }
+    return bitcast<vec4<f32>>(x_w[i]);
 }
 
 fn mv(gid: vec3<u32>, ux: bool, nm: bool) {
@@ -778,7 +812,7 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) l
             let kq = m % 8u;
             var v = vec4<f32>(0.0);
             if tt + tok < n && k0 + 4u * kq < p.in_cols {
-                v = x[(tt + tok) * xs + k0 / 4u + kq];
+                v = xv4((tt + tok) * xs + k0 / 4u + kq, false);
             }
             xtile[tok][kq] = v;
         }
