@@ -69,7 +69,7 @@ func (p *program) Profile(ctx context.Context, tokens []int32, pos int) ([]OpTim
 		if ts[i+1] > ts[i] {
 			d = ts[i+1] - ts[i]
 		}
-		ot := OpTime{Op: op, Kind: p.g.Ops[op].Kind, Nanos: d}
+		ot := OpTime{Op: op, Kind: p.g.Ops[op].Kind(), Nanos: d}
 		if w := work[op]; w != nil {
 			ot.Kernels, ot.Bytes, ot.FLOPs = w.Kernels, w.Bytes, w.FLOPs
 		}

@@ -22,9 +22,9 @@ func TestProfile(t *testing.T) {
 		r := rand.New(rand.NewPCG(12, 12))
 		g := &fusion.Graph{Tokens: 2}
 		x := embedInput(g, "x", 16)
-		y := g.Add(fusion.Op{Kind: fusion.MatMul, Out: g.NewBuf("y", 2, 16), In: []fusion.Buf{x}, Weight: "w"})
-		g.Add(fusion.Op{Kind: fusion.Add, Out: y, In: []fusion.Buf{y, x}})
-		last := g.Add(fusion.Op{Kind: fusion.LastRow, Out: g.NewBuf("l", 1, 16), In: []fusion.Buf{y}})
+		y := g.Add(&fusion.MatMulOp{Out: g.NewBuf("y", 2, 16), In: x, Projection: fusion.Projection{Weight: "w"}})
+		g.Add(&fusion.AddOp{Out: y, A: y, B: x})
+		last := g.Add(&fusion.LastRowOp{Out: g.NewBuf("l", 1, 16), In: y})
 		g.Logits = last
 		w, err := be.LoadWeights(ctx, []*tensors.Tensor{tensorOf(t, r, "x", vocab, 16, tensors.F32, 0, 0), tensorOf(t, r, "w", 16, 16, tensors.I8, 0, tensors.F32)})
 		if err != nil {
@@ -69,8 +69,8 @@ func TestProfile(t *testing.T) {
 		var total uint64
 		for _, ot := range times {
 			ops = append(ops, ot.Op)
-			if ot.Kind != g.Ops[ot.Op].Kind {
-				t.Errorf("op %d: kind %s, graph %s", ot.Op, ot.Kind, g.Ops[ot.Op].Kind)
+			if ot.Kind != g.Ops[ot.Op].Kind() {
+				t.Errorf("op %d: kind %s, graph %s", ot.Op, ot.Kind, g.Ops[ot.Op].Kind())
 			}
 			if len(ot.Kernels) == 0 {
 				t.Errorf("op %d: no kernels named", ot.Op)

@@ -76,8 +76,11 @@ func stepTensor(g *fusion.Graph) bool { return g.Tokens == 1 && !g.Batch }
 // pickedBuf returns the output of g's picking op (Argmax or Sample).
 func pickedBuf(g *fusion.Graph) (fusion.Buf, bool) {
 	for i := len(g.Ops) - 1; i >= 0; i-- {
-		if k := g.Ops[i].Kind; k == fusion.Argmax || k == fusion.Sample {
-			return g.Ops[i].Out, true
+		switch op := g.Ops[i].(type) {
+		case *fusion.ArgmaxOp:
+			return op.Out, true
+		case *fusion.SampleOp:
+			return op.Out, true
 		}
 	}
 	return 0, false
