@@ -75,12 +75,17 @@ func TestProfile(t *testing.T) {
 			if len(ot.Kernels) == 0 {
 				t.Errorf("op %d: no kernels named", ot.Op)
 			}
-			// The matrix product's work: 2x16x16 multiply-adds per
-			// token, 16x16 int8 weights, 16 f32 scales, 2 tokens of 16
-			// inputs and 16 outputs.
-			wantBytes, wantFLOPs := int64(0), int64(0)
-			if ot.Kind == fusion.MatMul {
+			// The work of each op (f32 activations, 2 tokens of 16):
+			var wantBytes, wantFLOPs int64
+			switch ot.Kind {
+			case fusion.Embed: // 2 table rows read, 2 rows written
+				wantBytes = 2*16*4 + 2*16*4
+			case fusion.MatMul: // 16x16 int8 weights, 16 f32 scales, inputs and outputs; 2x16x16 multiply-adds per token
 				wantBytes, wantFLOPs = 16*16+16*4+2*(16+16)*4, 2*2*16*16
+			case fusion.Add: // two inputs and the output, one add per value
+				wantBytes, wantFLOPs = 3*2*16*4, 2*16
+			case fusion.LastRow: // the step's rows of y read, one row written
+				wantBytes = 2*16*4 + 16*4
 			}
 			if ot.Bytes != wantBytes || ot.FLOPs != wantFLOPs {
 				t.Errorf("op %d (%s): %d bytes %d FLOPs, want %d and %d", ot.Op, ot.Kind, ot.Bytes, ot.FLOPs, wantBytes, wantFLOPs)
