@@ -29,6 +29,9 @@ const (
 )
 
 // randomGraph builds a graph from the bytes of data (the fuzzer's input).
+// The seeds under testdata/fuzz/FuzzFuse are bytes read in this order of
+// draws: keep the order (or regenerate them with go test -fuzz) when
+// changing it.
 func randomGraph(data []byte) *fusion.Graph {
 	g := &fusion.Graph{Tokens: eqTokens}
 	for i := range eqBufs {
@@ -47,23 +50,23 @@ func randomGraph(data []byte) *fusion.Graph {
 	weight := func() string { return fmt.Sprintf("w%d", next(3)) }
 	bias := func() string { return []string{"", "bias"}[next(2)] }
 	mm := func(out, in fusion.Buf) {
-		g.Add(fusion.Op{Kind: fusion.MatMul, Out: out, In: []fusion.Buf{in}, Weight: weight(), Bias: bias()})
+		g.Add(&fusion.MatMulOp{Out: out, In: in, Projection: fusion.Projection{Weight: weight(), Bias: bias()}})
 	}
-	g.Add(fusion.Op{Kind: fusion.Embed, Out: buf(), Weight: "emb"})
+	g.Add(&fusion.EmbedOp{Out: buf(), Weight: "emb"})
 	for range 4 + next(8) {
 		switch next(7) {
 		case 0: // projection, then a residual add
 			p, in, x := buf(), buf(), buf()
 			mm(p, in)
 			if next(2) == 1 { // something in between, touching x or p or not
-				g.Add(fusion.Op{Kind: fusion.Norm, Out: buf(), In: []fusion.Buf{buf()}, Weight: "norm", NormKind: "rms", Eps: 1e-5})
+				g.Add(&fusion.NormOp{Out: buf(), In: buf(), Weight: "norm", Norm: fusion.NormRMS, Eps: 1e-5})
 			}
-			g.Add(fusion.Op{Kind: fusion.Add, Out: x, In: []fusion.Buf{x, p}})
+			g.Add(&fusion.AddOp{Out: x, A: x, B: p})
 		case 1: // gate, up, GLU
 			a, b, in, o := buf(), buf(), buf(), buf()
 			mm(a, in)
 			mm(b, in)
-			g.Add(fusion.Op{Kind: fusion.GLU, Out: o, In: []fusion.Buf{a, b}, Act: "silu"})
+			g.Add(&fusion.GLUOp{Out: o, Gate: a, Up: b, Act: fusion.ActSiLU})
 		case 2: // projections of one input
 			in := buf()
 			for range 2 + next(3) {
@@ -72,11 +75,11 @@ func randomGraph(data []byte) *fusion.Graph {
 		case 3:
 			mm(buf(), buf())
 		case 4:
-			g.Add(fusion.Op{Kind: fusion.Add, Out: buf(), In: []fusion.Buf{buf(), buf()}})
+			g.Add(&fusion.AddOp{Out: buf(), A: buf(), B: buf()})
 		case 5:
-			g.Add(fusion.Op{Kind: fusion.Norm, Out: buf(), In: []fusion.Buf{buf()}, Weight: "norm", NormKind: "rms", Eps: 1e-5})
+			g.Add(&fusion.NormOp{Out: buf(), In: buf(), Weight: "norm", Norm: fusion.NormRMS, Eps: 1e-5})
 		case 6:
-			g.Add(fusion.Op{Kind: fusion.Embed, Out: buf(), Weight: "emb", Scale: 0.5})
+			g.Add(&fusion.EmbedOp{Out: buf(), Weight: "emb", Scale: 0.5})
 		}
 	}
 	g.Logits = buf()

@@ -15,7 +15,7 @@ import "slices"
 //     RopeStoreKV, when the ropes agree, k is dead after the StoreKV and
 //     the graph is not batched;
 //   - RMS Norm h = norm(x) + the MatMul, MultiMatMul and MatMulGLU ops that
-//     read h -> those ops with the norm as their prologue (NormWeight),
+//     read h -> those ops with the norm as their prologue (RMSPrologue),
 //     when they are all of h's readers until h is overwritten, x is not
 //     written before the last of them and h is dead after it.
 //
@@ -30,7 +30,7 @@ func Fuse(g *Graph) *Graph {
 	out := &Graph{Tokens: g.Tokens, Batch: g.Batch, Bufs: slices.Clone(g.Bufs), Logits: g.Logits, KV: g.KV}
 	ops := make([]Op, len(g.Ops))
 	for i, op := range g.Ops {
-		ops[i] = cloneOp(op)
+		ops[i] = Clone(op)
 	}
 	ops = fuseGLU(ops, g.Logits)
 	ops = fuseMulti(ops)
@@ -44,31 +44,13 @@ func Fuse(g *Graph) *Graph {
 	return out
 }
 
-func cloneOp(op Op) Op {
-	op.In = slices.Clone(op.In)
-	op.Outs = slices.Clone(op.Outs)
-	op.Weights = slices.Clone(op.Weights)
-	op.Biases = slices.Clone(op.Biases)
-	return op
-}
-
 // reads reports whether op reads b.
-func reads(op *Op, b Buf) bool {
-	return slices.Contains(op.In, b) || (op.Kind == MatMul && op.Accumulate && op.Out == b)
-}
+func reads(op Op, b Buf) bool { return op != nil && slices.Contains(op.Inputs(), b) }
 
 // writes reports whether op writes b.
-func writes(op *Op, b Buf) bool {
-	switch op.Kind {
-	case StoreKV:
-		return false
-	case MultiMatMul:
-		return slices.Contains(op.Outs, b)
-	}
-	return op.Out == b
-}
+func writes(op Op, b Buf) bool { return op != nil && slices.Contains(op.Outputs(), b) }
 
-func touches(op *Op, b Buf) bool { return reads(op, b) || writes(op, b) }
+func touches(op Op, b Buf) bool { return reads(op, b) || writes(op, b) }
 
 // deadAfter reports whether b is dead after ops[i], ignoring the ops in
 // skip (those a rule is about to remove).
@@ -81,18 +63,24 @@ func deadAfter(ops []Op, i int, b, logits Buf, skip ...int) bool {
 		if slices.Contains(skip, j) {
 			continue
 		}
-		if reads(&ops[j], b) {
+		if reads(ops[j], b) {
 			return false
 		}
-		if writes(&ops[j], b) {
+		if writes(ops[j], b) {
 			return true
 		}
 	}
 	return true
 }
 
-// plainMatMul reports whether op is a MatMul that overwrites its output.
-func plainMatMul(op *Op) bool { return op.Kind == MatMul && !op.Accumulate && len(op.In) == 1 }
+// plainMatMul returns op as a MatMul that overwrites its output without a
+// norm prologue, or nil.
+func plainMatMul(op Op) *MatMulOp {
+	if m, ok := op.(*MatMulOp); ok && !m.Accumulate && m.Prologue == nil {
+		return m
+	}
+	return nil
+}
 
 // fuseGLU rewrites MatMul a, MatMul b (same input), GLU(gate, up) where
 // {gate, up} are the outputs of a and b.
@@ -100,7 +88,7 @@ func fuseGLU(ops []Op, logits Buf) []Op {
 	var out []Op
 	for i := 0; i < len(ops); i++ {
 		if i+2 < len(ops) {
-			if f, ok := matchGLU(ops, i, logits); ok {
+			if f := matchGLU(ops, i, logits); f != nil {
 				out = append(out, f)
 				i += 2
 				continue
@@ -111,28 +99,28 @@ func fuseGLU(ops []Op, logits Buf) []Op {
 	return out
 }
 
-func matchGLU(ops []Op, i int, logits Buf) (Op, bool) {
-	a, b, glu := &ops[i], &ops[i+1], &ops[i+2]
-	if !plainMatMul(a) || !plainMatMul(b) || glu.Kind != GLU || len(glu.In) != 2 {
-		return Op{}, false
+func matchGLU(ops []Op, i int, logits Buf) *MatMulGLUOp {
+	a, b := plainMatMul(ops[i]), plainMatMul(ops[i+1])
+	glu, ok := ops[i+2].(*GLUOp)
+	if a == nil || b == nil || !ok {
+		return nil
 	}
-	x := a.In[0]
-	if b.In[0] != x || a.Out == b.Out || a.Out == x || b.Out == x || glu.Out == x {
-		return Op{}, false
+	x := a.In
+	if b.In != x || a.Out == b.Out || a.Out == x || b.Out == x || glu.Out == x {
+		return nil
 	}
 	gate, up := a, b
-	if glu.In[0] == b.Out && glu.In[1] == a.Out {
+	if glu.Gate == b.Out && glu.Up == a.Out {
 		gate, up = b, a
-	} else if glu.In[0] != a.Out || glu.In[1] != b.Out {
-		return Op{}, false
+	} else if glu.Gate != a.Out || glu.Up != b.Out {
+		return nil
 	}
 	for _, t := range []Buf{a.Out, b.Out} {
 		if t != glu.Out && !deadAfter(ops, i+2, t, logits) {
-			return Op{}, false
+			return nil
 		}
 	}
-	return Op{Kind: MatMulGLU, Out: glu.Out, In: []Buf{x}, Weight: gate.Weight, Bias: gate.Bias,
-		Up: up.Weight, UpBias: up.Bias, Act: glu.Act}, true
+	return &MatMulGLUOp{Out: glu.Out, In: x, Gate: gate.Projection, Up: up.Projection, Act: glu.Act}
 }
 
 // fuseMulti rewrites runs of 2 to 4 consecutive MatMuls of one input into
@@ -140,40 +128,25 @@ func matchGLU(ops []Op, i int, logits Buf) (Op, bool) {
 func fuseMulti(ops []Op) []Op {
 	var out []Op
 	for i := 0; i < len(ops); {
-		n := 1
-		if plainMatMul(&ops[i]) {
-			x := ops[i].In[0]
-			outs := []Buf{ops[i].Out}
-			for n < 4 && i+n < len(ops) {
-				op := &ops[i+n]
-				if !plainMatMul(op) || op.In[0] != x || op.Out == x || slices.Contains(outs, op.Out) {
+		var run []Product
+		if first := plainMatMul(ops[i]); first != nil && first.Out != first.In {
+			x := first.In
+			run = []Product{{Out: first.Out, Projection: first.Projection}}
+			for len(run) < 4 && i+len(run) < len(ops) {
+				op := plainMatMul(ops[i+len(run)])
+				if op == nil || op.In != x || op.Out == x || slices.ContainsFunc(run, func(p Product) bool { return p.Out == op.Out }) {
 					break
 				}
-				outs = append(outs, op.Out)
-				n++
-			}
-			if ops[i].Out == x {
-				n = 1
+				run = append(run, Product{Out: op.Out, Projection: op.Projection})
 			}
 		}
-		if n == 1 {
+		if len(run) < 2 {
 			out = append(out, ops[i])
 			i++
 			continue
 		}
-		m := Op{Kind: MultiMatMul, Out: ops[i].Out, In: []Buf{ops[i].In[0]}}
-		hasBias := false
-		for _, op := range ops[i : i+n] {
-			m.Outs = append(m.Outs, op.Out)
-			m.Weights = append(m.Weights, op.Weight)
-			m.Biases = append(m.Biases, op.Bias)
-			hasBias = hasBias || op.Bias != ""
-		}
-		if !hasBias {
-			m.Biases = nil
-		}
-		out = append(out, m)
-		i += n
+		out = append(out, &MultiMatMulOp{In: ops[i].(*MatMulOp).In, Outs: run})
+		i += len(run)
 	}
 	return out
 }
@@ -182,29 +155,29 @@ func fuseMulti(ops []Op) []Op {
 func fuseAccumulate(ops []Op, logits Buf) []Op {
 	removed := map[int]bool{}
 	for i := range ops {
-		if !plainMatMul(&ops[i]) || removed[i] {
+		m := plainMatMul(ops[i])
+		if m == nil || removed[i] {
 			continue
 		}
-		p, in := ops[i].Out, ops[i].In[0]
+		p, in := m.Out, m.In
 		for j := i + 1; j < len(ops); j++ {
 			if removed[j] {
 				continue
 			}
-			op := &ops[j]
-			if op.Kind == Add && len(op.In) == 2 && slices.Contains(op.In, p) {
-				x := op.Out
-				other := op.In[0]
+			if a, ok := ops[j].(*AddOp); ok && (a.A == p || a.B == p) {
+				x := a.Out
+				other := a.A
 				if other == p {
-					other = op.In[1]
+					other = a.B
 				}
 				if other == x && x != p && x != in && residualFree(ops, i, j, x, removed) &&
 					deadAfter(ops, j, p, logits, append(removedList(removed), i)...) {
-					ops[i].Out, ops[i].Accumulate = x, true
+					m.Out, m.Accumulate = x, true
 					removed[j] = true
 				}
 				break
 			}
-			if touches(op, p) {
+			if touches(ops[j], p) {
 				break
 			}
 		}
@@ -224,7 +197,7 @@ func fuseRopeKV(ops []Op, logits Buf) []Op {
 	var out []Op
 	for i := 0; i < len(ops); i++ {
 		if i+2 < len(ops) {
-			if f, ok := matchRopeKV(ops, i, logits); ok {
+			if f := matchRopeKV(ops, i, logits); f != nil {
 				out = append(out, f)
 				i += 2
 				continue
@@ -235,45 +208,60 @@ func fuseRopeKV(ops []Op, logits Buf) []Op {
 	return out
 }
 
-func matchRopeKV(ops []Op, i int, logits Buf) (Op, bool) {
-	a, b, st := &ops[i], &ops[i+1], &ops[i+2]
-	if a.Kind != Rope || b.Kind != Rope || st.Kind != StoreKV || len(st.In) != 2 {
-		return Op{}, false
+func matchRopeKV(ops []Op, i int, logits Buf) *RopeStoreKVOp {
+	a, ok1 := ops[i].(*RopeOp)
+	b, ok2 := ops[i+1].(*RopeOp)
+	st, ok3 := ops[i+2].(*StoreKVOp)
+	if !ok1 || !ok2 || !ok3 {
+		return nil
 	}
-	k, v := st.In[0], st.In[1]
+	k, v := st.K, st.V
 	rq, rk := a, b
 	if a.Out == k {
 		rq, rk = b, a
 	}
 	q := rq.Out
-	if len(rq.In) != 1 || len(rk.In) != 1 || rq.In[0] != q || rk.In[0] != k || rk.Out != k ||
-		q == k || q == v || k == v || q == logits {
-		return Op{}, false
+	if rq.In != q || rk.In != k || rk.Out != k || q == k || q == v || k == v || q == logits {
+		return nil
 	}
-	if rq.RopeDims != rk.RopeDims || rq.RopeBase != rk.RopeBase || rq.RopeStyle != rk.RopeStyle ||
-		rq.HeadDim != rk.HeadDim || rk.HeadDim != st.HeadDim || rk.Heads != st.KVHeads {
-		return Op{}, false
+	if rq.RopeParams != rk.RopeParams || rq.HeadDim != rk.HeadDim || rk.HeadDim != st.HeadDim || rk.Heads != st.KVHeads {
+		return nil
 	}
 	if !deadAfter(ops, i+2, k, logits) {
-		return Op{}, false
+		return nil
 	}
-	return Op{Kind: RopeStoreKV, Out: q, In: []Buf{q, k, v}, Layer: st.Layer, Heads: rq.Heads, KVHeads: st.KVHeads,
-		HeadDim: st.HeadDim, RopeDims: rq.RopeDims, RopeBase: rq.RopeBase, RopeStyle: rq.RopeStyle}, true
+	return &RopeStoreKVOp{Q: q, K: k, V: v, Layer: st.Layer,
+		HeadShape:  HeadShape{Heads: rq.Heads, KVHeads: st.KVHeads, HeadDim: st.HeadDim},
+		RopeParams: rq.RopeParams}
+}
+
+// product returns the input and the prologue of a MatMul kind, ok false
+// for other ops.
+func product(op Op) (in *Buf, pro **RMSPrologue, ok bool) {
+	switch o := op.(type) {
+	case *MatMulOp:
+		return &o.In, &o.Prologue, true
+	case *MultiMatMulOp:
+		return &o.In, &o.Prologue, true
+	case *MatMulGLUOp:
+		return &o.In, &o.Prologue, true
+	}
+	return nil, nil, false
 }
 
 // fuseNorm folds RMS norms into the products that read them.
 func fuseNorm(ops []Op, logits Buf) []Op {
 	removed := map[int]bool{}
 	for i := range ops {
-		n := &ops[i]
-		if n.Kind != Norm || n.NormKind != "rms" || n.Bias != "" || len(n.In) != 1 || n.Out == n.In[0] || n.Out == logits {
+		n, ok := ops[i].(*NormOp)
+		if !ok || n.Norm != NormRMS || n.Bias != "" || n.Out == n.In || n.Out == logits {
 			continue
 		}
-		h, x := n.Out, n.In[0]
+		h, x := n.Out, n.In
 		var users []int
 		ok, xWritten := true, false
 		for j := i + 1; j < len(ops); j++ {
-			op := &ops[j]
+			op := ops[j]
 			if reads(op, h) {
 				if xWritten || !prologueOK(op, h, x) {
 					ok = false
@@ -293,7 +281,8 @@ func fuseNorm(ops []Op, logits Buf) []Op {
 			continue
 		}
 		for _, j := range users {
-			ops[j].In[0], ops[j].NormWeight, ops[j].Eps = x, n.Weight, n.Eps
+			in, pro, _ := product(ops[j])
+			*in, *pro = x, &RMSPrologue{Weight: n.Weight, Eps: n.Eps}
 		}
 		removed[i] = true
 	}
@@ -308,22 +297,15 @@ func fuseNorm(ops []Op, logits Buf) []Op {
 
 // prologueOK reports whether op can take the norm h = norm(x) as its
 // prologue: a product of h without one, writing neither h nor x.
-func prologueOK(op *Op, h, x Buf) bool {
-	switch op.Kind {
-	case MatMul, MultiMatMul, MatMulGLU:
-	default:
-		return false
-	}
-	if len(op.In) != 1 || op.In[0] != h || op.NormWeight != "" || writes(op, x) || writes(op, h) {
-		return false
-	}
-	return !(op.Kind == MatMul && op.Accumulate && op.Out == h)
+func prologueOK(op Op, h, x Buf) bool {
+	in, pro, ok := product(op)
+	return ok && *in == h && *pro == nil && !writes(op, x) && !writes(op, h)
 }
 
 // residualFree reports whether no op strictly between i and j touches x.
 func residualFree(ops []Op, i, j int, x Buf, removed map[int]bool) bool {
 	for k := i + 1; k < j; k++ {
-		if !removed[k] && touches(&ops[k], x) {
+		if !removed[k] && touches(ops[k], x) {
 			return false
 		}
 	}
@@ -348,16 +330,9 @@ func (g *Graph) dropUnused() {
 		}
 	}
 	mark(g.Logits)
-	for i := range g.Ops {
-		op := &g.Ops[i]
-		if op.Kind != StoreKV {
-			mark(op.Out)
-		}
-		for _, b := range op.In {
-			mark(b)
-		}
-		for _, b := range op.Outs {
-			mark(b)
+	for _, op := range g.Ops {
+		for _, b := range op.bufs() {
+			mark(*b)
 		}
 	}
 	remap := make([]Buf, len(g.Bufs))
@@ -376,14 +351,9 @@ func (g *Graph) dropUnused() {
 	}
 	g.Bufs = bufs
 	g.Logits = re(g.Logits)
-	for i := range g.Ops {
-		op := &g.Ops[i]
-		op.Out = re(op.Out)
-		for k, b := range op.In {
-			op.In[k] = re(b)
-		}
-		for k, b := range op.Outs {
-			op.Outs[k] = re(b)
+	for _, op := range g.Ops {
+		for _, b := range op.bufs() {
+			*b = re(*b)
 		}
 	}
 }

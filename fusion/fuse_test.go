@@ -1,6 +1,7 @@
 package fusion
 
 import (
+	"reflect"
 	"slices"
 	"testing"
 )
@@ -26,23 +27,25 @@ const (
 	by
 )
 
-func mm(out, in Buf, w string) Op { return Op{Kind: MatMul, Out: out, In: []Buf{in}, Weight: w} }
-func add(out, a, b Buf) Op        { return Op{Kind: Add, Out: out, In: []Buf{a, b}} }
+func mm(out, in Buf, w string) Op {
+	return &MatMulOp{Out: out, In: in, Projection: Projection{Weight: w}}
+}
+func add(out, a, b Buf) Op { return &AddOp{Out: out, A: a, B: b} }
 
 // norm is a LayerNorm, which no rule folds (the rules other than the norm
 // prologue's are tested around it); rms is an RMSNorm.
 func norm(out, in Buf) Op {
-	return Op{Kind: Norm, Out: out, In: []Buf{in}, Weight: "n", NormKind: "layer", Eps: 1e-5}
+	return &NormOp{Out: out, In: in, Weight: "n", Norm: NormLayer, Eps: 1e-5}
 }
 func rms(out, in Buf) Op {
-	return Op{Kind: Norm, Out: out, In: []Buf{in}, Weight: "n", NormKind: "rms", Eps: 1e-5}
+	return &NormOp{Out: out, In: in, Weight: "n", Norm: NormRMS, Eps: 1e-5}
 }
 func rope(b Buf, dims int) Op {
-	return Op{Kind: Rope, Out: b, In: []Buf{b}, Heads: 2, HeadDim: 4, RopeDims: dims, RopeBase: 10000, RopeStyle: "halves"}
+	return &RopeOp{Out: b, In: b, Heads: 2, HeadDim: 4, RopeParams: RopeParams{Dims: dims, Base: 10000, Style: RopeHalves}}
 }
-func storeKV(k, v Buf) Op { return Op{Kind: StoreKV, Out: k, In: []Buf{k, v}, KVHeads: 2, HeadDim: 4} }
+func storeKV(k, v Buf) Op { return &StoreKVOp{K: k, V: v, KVHeads: 2, HeadDim: 4} }
 func attend(out, q Buf) Op {
-	return Op{Kind: Attention, Out: out, In: []Buf{q}, Heads: 2, KVHeads: 2, HeadDim: 4, Scale: 0.5}
+	return &AttentionOp{Out: out, Q: q, HeadShape: HeadShape{Heads: 2, KVHeads: 2, HeadDim: 4}, Scale: 0.5}
 }
 
 // kvGraph is fuseGraph with a one-layer cache of 2 heads of 4.
@@ -52,12 +55,12 @@ func kvGraph(ops ...Op) *Graph {
 	return g
 }
 
-func glu(out, gate, up Buf) Op { return Op{Kind: GLU, Out: out, In: []Buf{gate, up}, Act: "silu"} }
+func glu(out, gate, up Buf) Op { return &GLUOp{Out: out, Gate: gate, Up: up, Act: ActSiLU} }
 
 func kinds(ops []Op) []Kind {
 	var ks []Kind
 	for _, op := range ops {
-		ks = append(ks, op.Kind)
+		ks = append(ks, op.Kind())
 	}
 	return ks
 }
@@ -71,8 +74,8 @@ func TestFuse(t *testing.T) {
 	}{
 		{"residual add folds into the projection", fuseGraph(norm(bh, bx), mm(ba, bh, "o"), add(bx, bx, ba)),
 			[]Kind{Norm, MatMul}, func(t *testing.T, f *Graph) {
-				op := f.Ops[1]
-				if !op.Accumulate || f.Bufs[op.Out].Name != "x" || f.Bufs[op.In[0]].Name != "h" {
+				op := f.Ops[1].(*MatMulOp)
+				if !op.Accumulate || f.Bufs[op.Out].Name != "x" || f.Bufs[op.In].Name != "h" {
 					t.Errorf("fused op %+v", op)
 				}
 			}},
@@ -99,8 +102,15 @@ func TestFuse(t *testing.T) {
 		}(), []Kind{Norm, MatMul, Add}, nil},
 		{"q k v", fuseGraph(norm(bh, bx), mm(ba, bh, "q"), mm(bb, bh, "k"), mm(bc, bh, "v"), add(by, ba, bb), add(by, by, bc)),
 			[]Kind{Norm, MultiMatMul, Add, Add}, func(t *testing.T, f *Graph) {
-				op := f.Ops[1]
-				if !slices.Equal(op.Weights, []string{"q", "k", "v"}) || len(op.Outs) != 3 || op.Out != op.Outs[0] || op.Biases != nil {
+				op := f.Ops[1].(*MultiMatMulOp)
+				var ws []string
+				for _, p := range op.Outs {
+					ws = append(ws, p.Weight)
+					if p.Bias != "" {
+						t.Errorf("bias %q", p.Bias)
+					}
+				}
+				if !slices.Equal(ws, []string{"q", "k", "v"}) {
 					t.Errorf("fused op %+v", op)
 				}
 			}},
@@ -110,11 +120,11 @@ func TestFuse(t *testing.T) {
 			[]Kind{MatMul, MatMul, Add}, nil},
 		{"gate up glu", fuseGraph(norm(bh, bx), mm(bb, bh, "up"), mm(ba, bh, "gate"), glu(bb, ba, bb), mm(bc, bb, "down"), add(bx, bx, bc)),
 			[]Kind{Norm, MatMulGLU, MatMul}, func(t *testing.T, f *Graph) {
-				op := f.Ops[1]
-				if op.Weight != "gate" || op.Up != "up" || op.Act != "silu" || f.Bufs[op.Out].Name != "b" {
+				op := f.Ops[1].(*MatMulGLUOp)
+				if op.Gate.Weight != "gate" || op.Up.Weight != "up" || op.Act != ActSiLU || f.Bufs[op.Out].Name != "b" {
 					t.Errorf("fused op %+v", op)
 				}
-				if !f.Ops[2].Accumulate {
+				if !f.Ops[2].(*MatMulOp).Accumulate {
 					t.Errorf("down projection %+v does not accumulate", f.Ops[2])
 				}
 				for _, b := range f.Bufs {
@@ -129,8 +139,8 @@ func TestFuse(t *testing.T) {
 			[]Kind{MultiMatMul, GLU, Norm}, nil},
 		{"rms norm into q k v", fuseGraph(rms(bh, bx), mm(ba, bh, "q"), mm(bb, bh, "k"), mm(bc, bh, "v"), add(by, ba, bb), add(by, by, bc)),
 			[]Kind{MultiMatMul, Add, Add}, func(t *testing.T, f *Graph) {
-				op := f.Ops[0]
-				if op.NormWeight != "n" || op.Eps != 1e-5 || f.Bufs[op.In[0]].Name != "x" {
+				op := f.Ops[0].(*MultiMatMulOp)
+				if *op.Prologue != (RMSPrologue{Weight: "n", Eps: 1e-5}) || f.Bufs[op.In].Name != "x" {
 					t.Errorf("fused op %+v", op)
 				}
 				for _, b := range f.Bufs {
@@ -141,13 +151,13 @@ func TestFuse(t *testing.T) {
 			}},
 		{"rms norm into two products", fuseGraph(rms(bh, bx), mm(ba, bh, "q"), add(by, ba, bx), mm(bb, bh, "k"), add(by, by, bb)),
 			[]Kind{MatMul, Add, MatMul}, func(t *testing.T, f *Graph) {
-				if f.Ops[0].NormWeight != "n" || f.Ops[2].NormWeight != "n" {
+				if p0, p2 := f.Ops[0].(*MatMulOp).Prologue, f.Ops[2].(*MatMulOp).Prologue; p0 == nil || p0.Weight != "n" || p2 == nil || p2.Weight != "n" || p0 == p2 {
 					t.Errorf("fused ops %+v, %+v", f.Ops[0], f.Ops[2])
 				}
 			}},
 		{"rms norm into gate up", fuseGraph(rms(bh, bx), mm(bb, bh, "up"), mm(ba, bh, "gate"), glu(bb, ba, bb), mm(bc, bb, "down"), add(bx, bx, bc)),
 			[]Kind{MatMulGLU, MatMul}, func(t *testing.T, f *Graph) {
-				if f.Ops[0].NormWeight != "n" || f.Ops[1].NormWeight != "" {
+				if p := f.Ops[0].(*MatMulGLUOp).Prologue; p == nil || p.Weight != "n" || f.Ops[1].(*MatMulOp).Prologue != nil {
 					t.Errorf("fused ops %+v, %+v", f.Ops[0], f.Ops[1])
 				}
 			}},
@@ -166,9 +176,9 @@ func TestFuse(t *testing.T) {
 		}(), []Kind{Norm, MatMul}, nil},
 		{"rope rope store", kvGraph(mm(bb, bh, "k"), rope(ba, 4), rope(bb, 4), storeKV(bb, bc), attend(by, ba)),
 			[]Kind{MatMul, RopeStoreKV, Attention}, func(t *testing.T, f *Graph) {
-				op := f.Ops[1]
-				if !slices.Equal(op.In, []Buf{op.Out, f.Ops[0].Out, op.In[2]}) || f.Bufs[op.Out].Name != "a" ||
-					f.Bufs[op.In[2]].Name != "c" || op.Heads != 2 || op.KVHeads != 2 || op.RopeDims != 4 || op.RopeStyle != "halves" {
+				op := f.Ops[1].(*RopeStoreKVOp)
+				if op.K != f.Ops[0].(*MatMulOp).Out || f.Bufs[op.Q].Name != "a" ||
+					f.Bufs[op.V].Name != "c" || op.Heads != 2 || op.KVHeads != 2 || op.Dims != 4 || op.Style != RopeHalves {
 					t.Errorf("fused op %+v", op)
 				}
 			}},
@@ -182,7 +192,10 @@ func TestFuse(t *testing.T) {
 			[]Kind{MatMul, Rope, Rope, StoreKV, Attention}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			orig := slices.Clone(tc.g.Ops)
+			var orig []Op
+			for _, op := range tc.g.Ops {
+				orig = append(orig, Clone(op))
+			}
 			f := Fuse(tc.g)
 			if got := kinds(f.Ops); !slices.Equal(got, tc.want) {
 				t.Fatalf("kinds %v, want %v", got, tc.want)
@@ -190,7 +203,7 @@ func TestFuse(t *testing.T) {
 			if err := f.Validate(nil); err != nil {
 				t.Fatalf("fused graph invalid: %v", err)
 			}
-			if !slices.EqualFunc(orig, tc.g.Ops, func(a, b Op) bool { return a.Kind == b.Kind && a.Out == b.Out && a.Accumulate == b.Accumulate }) {
+			if !reflect.DeepEqual(orig, tc.g.Ops) {
 				t.Errorf("Fuse changed its input graph")
 			}
 			if tc.check != nil {
@@ -201,27 +214,32 @@ func TestFuse(t *testing.T) {
 }
 
 func TestValidateFused(t *testing.T) {
+	rs := RopeParams{Dims: 4, Base: 1e4, Style: RopeHalves}
+	hs := HeadShape{Heads: 2, KVHeads: 2, HeadDim: 4}
+	pq, pk := Product{Out: ba, Projection: Projection{Weight: "q"}}, Product{Out: bb, Projection: Projection{Weight: "k"}}
 	for _, tc := range []struct {
 		name string
 		op   Op
 	}{
-		{"multi aliasing its input", Op{Kind: MultiMatMul, Out: ba, Outs: []Buf{ba, bh}, In: []Buf{bh}, Weights: []string{"q", "k"}}},
-		{"multi writing twice", Op{Kind: MultiMatMul, Out: ba, Outs: []Buf{ba, ba}, In: []Buf{bh}, Weights: []string{"q", "k"}}},
-		{"multi out not outs[0]", Op{Kind: MultiMatMul, Out: bb, Outs: []Buf{ba, bb}, In: []Buf{bh}, Weights: []string{"q", "k"}}},
-		{"multi weights short", Op{Kind: MultiMatMul, Out: ba, Outs: []Buf{ba, bb}, In: []Buf{bh}, Weights: []string{"q"}}},
-		{"multi one output", Op{Kind: MultiMatMul, Out: ba, Outs: []Buf{ba}, In: []Buf{bh}, Weights: []string{"q"}}},
-		{"multi biases short", Op{Kind: MultiMatMul, Out: ba, Outs: []Buf{ba, bb}, In: []Buf{bh}, Weights: []string{"q", "k"}, Biases: []string{""}}},
-		{"glu aliasing its input", Op{Kind: MatMulGLU, Out: bh, In: []Buf{bh}, Weight: "g", Up: "u", Act: "silu"}},
-		{"glu bad act", Op{Kind: MatMulGLU, Out: ba, In: []Buf{bh}, Weight: "g", Up: "u", Act: "tanh"}},
-		{"glu no up", Op{Kind: MatMulGLU, Out: ba, In: []Buf{bh}, Weight: "g", Act: "silu"}},
-		{"rope_store_kv out not q", Op{Kind: RopeStoreKV, Out: by, In: []Buf{ba, bb, bc}, Heads: 2, KVHeads: 2, HeadDim: 4, RopeDims: 4, RopeBase: 1e4, RopeStyle: "halves"}},
-		{"rope_store_kv q is k", Op{Kind: RopeStoreKV, Out: ba, In: []Buf{ba, ba, bc}, Heads: 2, KVHeads: 2, HeadDim: 4, RopeDims: 4, RopeBase: 1e4, RopeStyle: "halves"}},
-		{"rope_store_kv bad style", Op{Kind: RopeStoreKV, Out: ba, In: []Buf{ba, bb, bc}, Heads: 2, KVHeads: 2, HeadDim: 4, RopeDims: 4, RopeBase: 1e4, RopeStyle: "x"}},
-		{"rope_store_kv two inputs", Op{Kind: RopeStoreKV, Out: ba, In: []Buf{ba, bb}, Heads: 2, KVHeads: 2, HeadDim: 4, RopeDims: 4, RopeBase: 1e4, RopeStyle: "halves"}},
-		{"norm prologue on an add", Op{Kind: Add, Out: bx, In: []Buf{bx, ba}, NormWeight: "n"}},
-		{"norm prologue bad eps", Op{Kind: MatMul, Out: ba, In: []Buf{bh}, Weight: "o", NormWeight: "n", Eps: -1}},
-		{"accumulate on an add", Op{Kind: Add, Out: bx, In: []Buf{bx, ba}, Accumulate: true}},
-		{"accumulate aliasing its input", Op{Kind: MatMul, Out: bh, In: []Buf{bh}, Weight: "o", Accumulate: true}},
+		{"multi aliasing its input", &MultiMatMulOp{In: bh, Outs: []Product{pq, {Out: bh, Projection: Projection{Weight: "k"}}}}},
+		{"multi writing twice", &MultiMatMulOp{In: bh, Outs: []Product{pq, {Out: ba, Projection: Projection{Weight: "k"}}}}},
+		{"multi weight missing", &MultiMatMulOp{In: bh, Outs: []Product{pq, {Out: bb}}}},
+		{"multi one output", &MultiMatMulOp{In: bh, Outs: []Product{pq}}},
+		{"multi five outputs", &MultiMatMulOp{In: bx, Outs: []Product{pq, pk, {Out: bc, Projection: Projection{Weight: "v"}},
+			{Out: by, Projection: Projection{Weight: "w"}}, {Out: bh, Projection: Projection{Weight: "u"}}}}},
+		{"multi output out of range", &MultiMatMulOp{In: bh, Outs: []Product{pq, {Out: 9, Projection: Projection{Weight: "k"}}}}},
+		{"glu aliasing its input", &MatMulGLUOp{Out: bh, In: bh, Gate: Projection{Weight: "g"}, Up: Projection{Weight: "u"}, Act: ActSiLU}},
+		{"glu bad act", &MatMulGLUOp{Out: ba, In: bh, Gate: Projection{Weight: "g"}, Up: Projection{Weight: "u"}, Act: Act(9)}},
+		{"glu no act", &MatMulGLUOp{Out: ba, In: bh, Gate: Projection{Weight: "g"}, Up: Projection{Weight: "u"}}},
+		{"glu no up", &MatMulGLUOp{Out: ba, In: bh, Gate: Projection{Weight: "g"}, Act: ActSiLU}},
+		{"rope_store_kv q is k", &RopeStoreKVOp{Q: ba, K: ba, V: bc, HeadShape: hs, RopeParams: rs}},
+		{"rope_store_kv q is v", &RopeStoreKVOp{Q: ba, K: bb, V: ba, HeadShape: hs, RopeParams: rs}},
+		{"rope_store_kv bad style", &RopeStoreKVOp{Q: ba, K: bb, V: bc, HeadShape: hs, RopeParams: RopeParams{Dims: 4, Base: 1e4}}},
+		{"rope_store_kv v out of range", &RopeStoreKVOp{Q: ba, K: bb, V: -1, HeadShape: hs, RopeParams: rs}},
+		{"norm prologue without a weight", &MatMulOp{Out: ba, In: bh, Projection: Projection{Weight: "o"}, Prologue: &RMSPrologue{Eps: 1e-5}}},
+		{"norm prologue bad eps", &MatMulOp{Out: ba, In: bh, Projection: Projection{Weight: "o"}, Prologue: &RMSPrologue{Weight: "n", Eps: -1}}},
+		{"accumulate aliasing its input", &MatMulOp{Out: bh, In: bh, Projection: Projection{Weight: "o"}, Accumulate: true}},
+		{"nil op", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := kvGraph(tc.op).Validate(nil); err == nil {

@@ -16,35 +16,31 @@ package fusion
 // points are the outputs of the ops that graph has.
 func HalfActivations(g *Graph) {
 	keep := make([]bool, len(g.Bufs))
-	if g.valid(g.Logits) {
-		keep[g.Logits] = true
-	}
-	mark := func(b Buf) {
-		if g.valid(b) {
-			keep[b] = true
+	mark := func(bs ...Buf) {
+		for _, b := range bs {
+			if g.valid(b) {
+				keep[b] = true
+			}
 		}
 	}
+	mark(g.Logits)
 	for _, op := range g.Ops {
-		switch op.Kind {
-		case Embed, Add, Argmax, Sample:
-			mark(op.Out)
-		case MatMul:
-			if op.Accumulate {
-				mark(op.Out)
+		switch o := op.(type) {
+		case *EmbedOp, *AddOp:
+			mark(op.Outputs()...)
+		case *MatMulOp:
+			if o.Accumulate {
+				mark(o.Out)
 			}
-		}
-		switch op.Kind {
-		case SoftCap, Argmax, Sample:
-			for _, in := range op.In {
-				mark(in)
-			}
-			mark(op.Out)
+		case *SoftCapOp, *ArgmaxOp, *SampleOp:
+			mark(op.Inputs()...)
+			mark(op.Outputs()...)
 		}
 	}
 	// A LastRow copies: its output takes its input's type.
 	for _, op := range g.Ops {
-		if op.Kind == LastRow && len(op.In) == 1 && g.valid(op.In[0]) && keep[op.In[0]] {
-			mark(op.Out)
+		if o, ok := op.(*LastRowOp); ok && g.valid(o.In) && keep[o.In] {
+			mark(o.Out)
 		}
 	}
 	for i := range g.Bufs {

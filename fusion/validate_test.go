@@ -16,14 +16,14 @@ func smallGraph() *Graph {
 	k := g.NewBuf("k", 2, 4)
 	o := g.NewBuf("o", 2, 8)
 	last := g.NewBuf("last", 1, 8)
-	g.Add(Op{Kind: Embed, Out: x, Weight: "emb"})
-	g.Add(Op{Kind: Norm, Out: h, In: []Buf{x}, Weight: "norm", NormKind: "rms", Eps: 1e-5})
-	g.Add(Op{Kind: MatMul, Out: q, In: []Buf{h}, Weight: "wq"})
-	g.Add(Op{Kind: MatMul, Out: k, In: []Buf{h}, Weight: "wk", Bias: "bk"})
-	g.Add(Op{Kind: Rope, Out: q, In: []Buf{q}, Heads: 2, HeadDim: 4, RopeDims: 4, RopeBase: 1e4, RopeStyle: "halves"})
-	g.Add(Op{Kind: StoreKV, In: []Buf{k, k}, Layer: 0, Heads: 2, KVHeads: 1, HeadDim: 4})
-	g.Add(Op{Kind: Attention, Out: o, In: []Buf{q}, Layer: 0, Heads: 2, KVHeads: 1, HeadDim: 4, Scale: 0.5})
-	g.Add(Op{Kind: LastRow, Out: last, In: []Buf{o}})
+	g.Add(&EmbedOp{Out: x, Weight: "emb"})
+	g.Add(&NormOp{Out: h, In: x, Weight: "norm", Norm: NormRMS, Eps: 1e-5})
+	g.Add(&MatMulOp{Out: q, In: h, Projection: Projection{Weight: "wq"}})
+	g.Add(&MatMulOp{Out: k, In: h, Projection: Projection{Weight: "wk", Bias: "bk"}})
+	g.Add(&RopeOp{Out: q, In: q, Heads: 2, HeadDim: 4, RopeParams: RopeParams{Dims: 4, Base: 1e4, Style: RopeHalves}})
+	g.Add(&StoreKVOp{K: k, V: k, Layer: 0, KVHeads: 1, HeadDim: 4})
+	g.Add(&AttentionOp{Out: o, Q: q, Layer: 0, HeadShape: HeadShape{Heads: 2, KVHeads: 1, HeadDim: 4}, Scale: 0.5})
+	g.Add(&LastRowOp{Out: last, In: o})
 	g.Logits = last
 	return g
 }
@@ -42,22 +42,26 @@ func TestValidate(t *testing.T) {
 		breaks func(g *Graph)
 	}{
 		{"embed width", func(g *Graph) { g.Bufs[0].Cols = 6; g.Bufs[1].Cols = 6 }},
-		{"missing norm weight", func(g *Graph) { g.Ops[1].Weight = "" }},
-		{"rms with bias", func(g *Graph) { g.Ops[1].Bias = "norm" }},
-		{"norm weight length", func(g *Graph) { g.Ops[1].Weight = "bk" }},
-		{"matmul weight transposed", func(g *Graph) { g.Ops[3].Weight = "wq" }},
-		{"bias missing", func(g *Graph) { g.Ops[3].Bias = "bq" }},
-		{"rope odd dims", func(g *Graph) { g.Ops[4].RopeDims = 3 }},
-		{"rope base", func(g *Graph) { g.Ops[4].RopeBase = 0 }},
-		{"rope on last row", func(g *Graph) { g.Ops[4].In = []Buf{5}; g.Ops[4].Out = 5 }},
-		{"store wrong layer", func(g *Graph) { g.Ops[5].Layer = 1 }},
-		{"attention heads", func(g *Graph) { g.Ops[6].Heads = 3 }},
-		{"attention window", func(g *Graph) { g.Ops[6].Window = -1 }},
-		{"attention cap", func(g *Graph) { g.Ops[6].Cap = -1 }},
-		{"last row into many rows", func(g *Graph) { g.Ops[7].Out = 4 }},
-		{"rows mismatch", func(g *Graph) { g.Ops[2].Out = 5 }},
-		{"input count", func(g *Graph) { g.Ops[2].In = append(g.Ops[2].In, 0) }},
-		{"missing weight", func(g *Graph) { g.Ops[0].Weight = "nope" }},
+		{"missing norm weight", func(g *Graph) { g.Ops[1].(*NormOp).Weight = "" }},
+		{"rms with bias", func(g *Graph) { g.Ops[1].(*NormOp).Bias = "norm" }},
+		{"norm weight length", func(g *Graph) { g.Ops[1].(*NormOp).Weight = "bk" }},
+		{"norm kind unset", func(g *Graph) { g.Ops[1].(*NormOp).Norm = 0 }},
+		{"matmul weight transposed", func(g *Graph) { g.Ops[3].(*MatMulOp).Weight = "wq" }},
+		{"bias missing", func(g *Graph) { g.Ops[3].(*MatMulOp).Bias = "bq" }},
+		{"prologue weight length", func(g *Graph) { g.Ops[3].(*MatMulOp).Prologue = &RMSPrologue{Weight: "bk"} }},
+		{"rope odd dims", func(g *Graph) { g.Ops[4].(*RopeOp).Dims = 3 }},
+		{"rope base", func(g *Graph) { g.Ops[4].(*RopeOp).Base = 0 }},
+		{"rope style unset", func(g *Graph) { g.Ops[4].(*RopeOp).Style = 0 }},
+		{"rope on last row", func(g *Graph) { g.Ops[4].(*RopeOp).In = 5; g.Ops[4].(*RopeOp).Out = 5 }},
+		{"store wrong layer", func(g *Graph) { g.Ops[5].(*StoreKVOp).Layer = 1 }},
+		{"attention heads", func(g *Graph) { g.Ops[6].(*AttentionOp).Heads = 3 }},
+		{"attention window", func(g *Graph) { g.Ops[6].(*AttentionOp).Window = -1 }},
+		{"attention cap", func(g *Graph) { g.Ops[6].(*AttentionOp).Cap = -1 }},
+		{"last row into many rows", func(g *Graph) { g.Ops[7].(*LastRowOp).Out = 4 }},
+		{"rows mismatch", func(g *Graph) { g.Ops[2].(*MatMulOp).Out = 5 }},
+		{"input out of range", func(g *Graph) { g.Ops[2].(*MatMulOp).In = 9 }},
+		{"typed nil op", func(g *Graph) { g.Ops[2] = (*MatMulOp)(nil) }},
+		{"missing weight", func(g *Graph) { g.Ops[0].(*EmbedOp).Weight = "nope" }},
 		{"kv spec negative", func(g *Graph) { g.KV.MaxLen = -1 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -76,7 +80,7 @@ func TestValidateArgmax(t *testing.T) {
 	withArgmax := func() *Graph {
 		g := smallGraph()
 		id := g.NewBuf("id", 1, 1)
-		g.Logits = g.Add(Op{Kind: Argmax, Out: id, In: []Buf{g.Logits}})
+		g.Logits = g.Add(&ArgmaxOp{Out: id, In: g.Logits})
 		return g
 	}
 	if err := withArgmax().Validate(shapes); err != nil {
@@ -86,11 +90,10 @@ func TestValidateArgmax(t *testing.T) {
 		name   string
 		breaks func(g *Graph)
 	}{
-		{"input of many rows", func(g *Graph) { g.Ops[8].In = []Buf{4} }},
+		{"input of many rows", func(g *Graph) { g.Ops[8].(*ArgmaxOp).In = 4 }},
 		{"output wider than one", func(g *Graph) { g.Bufs[6].Cols = 2 }},
 		{"output of many rows", func(g *Graph) { g.Bufs[6].Rows = 2 }},
-		{"output aliases input", func(g *Graph) { g.Ops[8].In = []Buf{6} }},
-		{"two inputs", func(g *Graph) { g.Ops[8].In = []Buf{5, 5} }},
+		{"output aliases input", func(g *Graph) { g.Ops[8].(*ArgmaxOp).In = 6 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := withArgmax()
@@ -128,7 +131,7 @@ func TestValidateBatch(t *testing.T) {
 		t.Errorf("batched graph with LastRow: %v, want ErrInvalid", err)
 	}
 	g = batched()
-	g.Ops = append(g.Ops, Op{Kind: Argmax, Out: g.NewBuf("id", 2, 1), In: []Buf{4}})
+	g.Ops = append(g.Ops, &ArgmaxOp{Out: g.NewBuf("id", 2, 1), In: 4})
 	if err := g.ValidateBatch(shapes); !errors.Is(err, ErrInvalid) {
 		t.Errorf("batched graph with Argmax: %v, want ErrInvalid", err)
 	}
@@ -140,7 +143,7 @@ func TestValidateSample(t *testing.T) {
 	withSample := func(r Sampling) *Graph {
 		g := smallGraph()
 		id := g.NewBuf("id", 1, 1)
-		g.Logits = g.Add(Op{Kind: Sample, Out: id, In: []Buf{g.Logits}, Sampling: r})
+		g.Logits = g.Add(&SampleOp{Out: id, In: g.Logits, Sampling: r})
 		return g
 	}
 	good := Sampling{Temperature: 0.8, TopK: 40, TopP: 0.9, Seed: 1}
@@ -160,5 +163,36 @@ func TestValidateSample(t *testing.T) {
 	g.Bufs[6].Cols = 2
 	if err := g.Validate(shapes); !errors.Is(err, ErrInvalid) {
 		t.Errorf("2-wide output: %v, want ErrInvalid", err)
+	}
+}
+
+// TestParse: the config names convert both ways, unknown ones are errors.
+func TestParse(t *testing.T) {
+	for _, n := range []string{"rms", "layer"} {
+		if k, err := ParseNormKind(n); err != nil || k.String() != n {
+			t.Errorf("norm %q: %v, %v", n, k, err)
+		}
+	}
+	for _, n := range []string{"silu", "gelu_tanh", "gelu", "relu"} {
+		if a, err := ParseAct(n); err != nil || a.String() != n || !a.Valid() {
+			t.Errorf("act %q: %v, %v", n, a, err)
+		}
+	}
+	for _, n := range []string{"interleaved", "halves"} {
+		if s, err := ParseRopeStyle(n); err != nil || s.String() != n {
+			t.Errorf("rope style %q: %v, %v", n, s, err)
+		}
+	}
+	if _, err := ParseNormKind(""); !errors.Is(err, ErrInvalid) {
+		t.Errorf("empty norm: %v", err)
+	}
+	if _, err := ParseAct("tanh"); !errors.Is(err, ErrInvalid) {
+		t.Errorf("tanh: %v", err)
+	}
+	if _, err := ParseRopeStyle("neox"); !errors.Is(err, ErrInvalid) {
+		t.Errorf("neox: %v", err)
+	}
+	if Act(0).Valid() || Act(5).Valid() || NormKind(3).Valid() || RopeStyle(0).Valid() {
+		t.Errorf("zero or unknown value valid")
 	}
 }

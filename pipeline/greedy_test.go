@@ -34,7 +34,7 @@ func (b *readCounter) Info() gpu.Info {
 }
 
 func (b *readCounter) Compile(g *fusion.Graph, w gpu.Weights, kv gpu.KVCache) (gpu.Program, error) {
-	if slices.ContainsFunc(g.Ops, func(op fusion.Op) bool { return op.Kind == fusion.Argmax || op.Kind == fusion.Sample }) {
+	if slices.ContainsFunc(g.Ops, func(op fusion.Op) bool { return op.Kind() == fusion.Argmax || op.Kind() == fusion.Sample }) {
 		b.argmaxs++
 	}
 	p, err := b.Backend.Compile(g, w, kv)

@@ -23,7 +23,7 @@ type stepCounter struct {
 }
 
 func (b *stepCounter) Compile(g *fusion.Graph, w gpu.Weights, kv gpu.KVCache) (gpu.Program, error) {
-	if slices.ContainsFunc(g.Ops, func(op fusion.Op) bool { return op.Kind == fusion.Sample }) {
+	if slices.ContainsFunc(g.Ops, func(op fusion.Op) bool { return op.Kind() == fusion.Sample }) {
 		b.samplers++
 	}
 	p, err := b.Backend.Compile(g, w, kv)

@@ -4,17 +4,18 @@ import (
 	"math"
 	"sync"
 
+	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu/cpu/internal/simd"
 
 	"github.com/x448/float16"
 )
 
-// Activation functions of the GLU and Activation ops, by model.Act* name.
-var activations = map[string]func(float32) float32{
-	"silu":      silu,
-	"gelu_tanh": geluTanhF16,
-	"gelu":      geluErf,
-	"relu":      relu,
+// Activation functions of the GLU, Activation and MatMulGLU ops.
+var activations = map[fusion.Act]func(float32) float32{
+	fusion.ActSiLU:     silu,
+	fusion.ActGELUTanh: geluTanhF16,
+	fusion.ActGELU:     geluErf,
+	fusion.ActReLU:     relu,
 }
 
 // silu is x·σ(x) in f32 (simd.SiLU: the vector kernels give the same bits).

@@ -23,11 +23,11 @@ func BenchmarkAttentionDecode(b *testing.B) {
 				buf  fusion.Buf
 				name string
 			}{{q, "q"}, {k, "k"}, {v, "v"}} {
-				g.Add(fusion.Op{Kind: fusion.Embed, Out: in.buf, Weight: in.name})
+				g.Add(&fusion.EmbedOp{Out: in.buf, Weight: in.name})
 			}
-			g.Add(fusion.Op{Kind: fusion.StoreKV, In: []fusion.Buf{k, v}, KVHeads: kvHeads, HeadDim: hd})
-			g.Logits = g.Add(fusion.Op{Kind: fusion.Attention, Out: g.NewBuf("o", 1, heads*hd), In: []fusion.Buf{q},
-				Heads: heads, KVHeads: kvHeads, HeadDim: hd, Scale: 0.125})
+			g.Add(&fusion.StoreKVOp{K: k, V: v, KVHeads: kvHeads, HeadDim: hd})
+			g.Logits = g.Add(&fusion.AttentionOp{Out: g.NewBuf("o", 1, heads*hd), Q: q,
+				HeadShape: fusion.HeadShape{Heads: heads, KVHeads: kvHeads, HeadDim: hd}, Scale: 0.125})
 			ws := []*tensors.Tensor{f32Tensor(b, "q", []int{1, heads * hd}, randVals(rng, heads*hd, 1)),
 				f32Tensor(b, "k", []int{1, kvHeads * hd}, randVals(rng, kvHeads*hd, 1)),
 				f32Tensor(b, "v", []int{1, kvHeads * hd}, randVals(rng, kvHeads*hd, 1))}

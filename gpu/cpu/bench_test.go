@@ -204,8 +204,8 @@ func benchProduct(b *testing.B, rows, cols int, types []weightType, tokenCounts 
 				g := &fusion.Graph{Tokens: tokens}
 				x := g.NewBuf("x", tokens, cols)
 				y := g.NewBuf("y", tokens, rows)
-				g.Add(fusion.Op{Kind: fusion.Embed, Out: x, Weight: "x"})
-				g.Add(fusion.Op{Kind: fusion.MatMul, Out: y, In: []fusion.Buf{x}, Weight: "w"})
+				g.Add(&fusion.EmbedOp{Out: x, Weight: "x"})
+				g.Add(&fusion.MatMulOp{Out: y, In: x, Projection: fusion.Projection{Weight: "w"}})
 				g.Logits = y
 				h := compile(b, g, []*tensors.Tensor{w, f32Tensor(b, "x", []int{tokens, cols}, randVals(rng, tokens*cols, 1))}, 0)
 				ctx := context.Background()

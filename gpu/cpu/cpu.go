@@ -4,7 +4,7 @@
 // products read the weights in their stored type (f32, f16, bf16, int8,
 // int4 with per-channel or block scales) and dequantize inside the dot
 // product. Every GPU backend is tested against it, so its op semantics are
-// exactly the contracts written in fusion/graph.go.
+// exactly the contracts written on the op types of fusion/ops.go.
 package cpu
 
 import (

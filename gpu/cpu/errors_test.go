@@ -19,11 +19,11 @@ func tinyGraph() *fusion.Graph {
 	y := g.NewBuf("y", 2, 4)
 	o := g.NewBuf("o", 2, 4)
 	last := g.NewBuf("last", 1, 4)
-	g.Add(fusion.Op{Kind: fusion.Embed, Out: x, Weight: "e"})
-	g.Add(fusion.Op{Kind: fusion.MatMul, Out: y, In: []fusion.Buf{x}, Weight: "w"})
-	g.Add(fusion.Op{Kind: fusion.StoreKV, In: []fusion.Buf{y, y}, Layer: 0, Heads: 1, KVHeads: 1, HeadDim: 4})
-	g.Add(fusion.Op{Kind: fusion.Attention, Out: o, In: []fusion.Buf{y}, Layer: 0, Heads: 1, KVHeads: 1, HeadDim: 4, Scale: 0.5})
-	g.Add(fusion.Op{Kind: fusion.LastRow, Out: last, In: []fusion.Buf{o}})
+	g.Add(&fusion.EmbedOp{Out: x, Weight: "e"})
+	g.Add(&fusion.MatMulOp{Out: y, In: x, Projection: fusion.Projection{Weight: "w"}})
+	g.Add(&fusion.StoreKVOp{K: y, V: y, Layer: 0, KVHeads: 1, HeadDim: 4})
+	g.Add(&fusion.AttentionOp{Out: o, Q: y, Layer: 0, HeadShape: fusion.HeadShape{Heads: 1, KVHeads: 1, HeadDim: 4}, Scale: 0.5})
+	g.Add(&fusion.LastRowOp{Out: last, In: o})
 	g.Logits = last
 	return g
 }
@@ -41,31 +41,32 @@ func TestCompileErrors(t *testing.T) {
 		name    string
 		breakIt func(g *fusion.Graph)
 	}{
-		{"missing weight", func(g *fusion.Graph) { g.Ops[1].Weight = "nope" }},
-		{"weight shape", func(g *fusion.Graph) { g.Ops[1].Weight = "w3" }},
-		{"missing bias", func(g *fusion.Graph) { g.Ops[1].Bias = "nope" }},
-		{"bias shape", func(g *fusion.Graph) { g.Ops[1].Bias = "e" }},
-		{"buffer out of range", func(g *fusion.Graph) { g.Ops[1].In = []fusion.Buf{9} }},
-		{"negative buffer", func(g *fusion.Graph) { g.Ops[1].Out = -1 }},
-		{"input count", func(g *fusion.Graph) { g.Ops[1].In = nil }},
-		{"unknown kind", func(g *fusion.Graph) { g.Ops[1].Kind = 99 }},
-		{"matmul aliasing", func(g *fusion.Graph) { g.Ops[1].Out = g.Ops[1].In[0] }},
-		{"layer outside cache", func(g *fusion.Graph) { g.Ops[2].Layer = 1 }},
-		{"kv heads", func(g *fusion.Graph) { g.Ops[3].KVHeads = 2 }},
-		{"zero scale", func(g *fusion.Graph) { g.Ops[3].Scale = 0 }},
-		{"heads not filling", func(g *fusion.Graph) { g.Ops[3].Heads = 2 }},
+		{"missing weight", func(g *fusion.Graph) { g.Ops[1].(*fusion.MatMulOp).Weight = "nope" }},
+		{"weight shape", func(g *fusion.Graph) { g.Ops[1].(*fusion.MatMulOp).Weight = "w3" }},
+		{"missing bias", func(g *fusion.Graph) { g.Ops[1].(*fusion.MatMulOp).Bias = "nope" }},
+		{"bias shape", func(g *fusion.Graph) { g.Ops[1].(*fusion.MatMulOp).Bias = "e" }},
+		{"missing prologue scale", func(g *fusion.Graph) { g.Ops[1].(*fusion.MatMulOp).Prologue = &fusion.RMSPrologue{Weight: "nope"} }},
+		{"buffer out of range", func(g *fusion.Graph) { g.Ops[1].(*fusion.MatMulOp).In = 9 }},
+		{"negative buffer", func(g *fusion.Graph) { g.Ops[1].(*fusion.MatMulOp).Out = -1 }},
+		{"nil op", func(g *fusion.Graph) { g.Ops[1] = nil }},
+		{"matmul aliasing", func(g *fusion.Graph) { m := g.Ops[1].(*fusion.MatMulOp); m.Out = m.In }},
+		{"layer outside cache", func(g *fusion.Graph) { g.Ops[2].(*fusion.StoreKVOp).Layer = 1 }},
+		{"kv heads", func(g *fusion.Graph) { g.Ops[3].(*fusion.AttentionOp).KVHeads = 2 }},
+		{"zero scale", func(g *fusion.Graph) { g.Ops[3].(*fusion.AttentionOp).Scale = 0 }},
+		{"heads not filling", func(g *fusion.Graph) { g.Ops[3].(*fusion.AttentionOp).Heads = 2 }},
 		{"last row rows", func(g *fusion.Graph) { g.Bufs[3].Rows = 2 }},
 		{"odd rows", func(g *fusion.Graph) { g.Bufs[0].Rows = 3 }},
 		{"logits out of range", func(g *fusion.Graph) { g.Logits = 7 }},
 		{"zero tokens", func(g *fusion.Graph) { g.Tokens = 0 }},
 		{"unknown act", func(g *fusion.Graph) {
-			g.Ops = append(g.Ops, fusion.Op{Kind: fusion.Activation, Out: 1, In: []fusion.Buf{1}, Act: "swish"})
+			g.Ops = append(g.Ops, &fusion.ActivationOp{Out: 1, In: 1, Act: fusion.Act(9)})
 		}},
 		{"unknown norm", func(g *fusion.Graph) {
-			g.Ops = append(g.Ops, fusion.Op{Kind: fusion.Norm, Out: 1, In: []fusion.Buf{1}, Weight: "e", NormKind: "batch"})
+			g.Ops = append(g.Ops, &fusion.NormOp{Out: 1, In: 1, Weight: "e", Norm: fusion.NormKind(3)})
 		}},
 		{"rope dims", func(g *fusion.Graph) {
-			g.Ops = append(g.Ops, fusion.Op{Kind: fusion.Rope, Out: 1, In: []fusion.Buf{1}, Heads: 1, HeadDim: 4, RopeDims: 6, RopeBase: 1e4, RopeStyle: "halves"})
+			g.Ops = append(g.Ops, &fusion.RopeOp{Out: 1, In: 1, Heads: 1, HeadDim: 4,
+				RopeParams: fusion.RopeParams{Dims: 6, Base: 1e4, Style: fusion.RopeHalves}})
 		}},
 		{"kv spec differs from cache", func(g *fusion.Graph) { g.KV.MaxLen = 8 }},
 	} {

@@ -32,31 +32,57 @@ func fuzzGraph(data []byte) (*fusion.Graph, []int32, int) {
 		g.NewBuf("b", []int{g.Tokens, 1, 2, 0}[r.next()%4], r.next()%10)
 	}
 	names := []string{"e", "w", "v4", "v8", "w84", "q", "", "missing"}
-	acts := []string{"silu", "gelu_tanh", "gelu", "relu", "tanh"}
 	for range r.next()%8 + 1 {
-		op := fusion.Op{
-			Kind:      fusion.Kind(r.next() % 13),
-			Out:       fusion.Buf(r.next()%8 - 1),
-			Weight:    names[r.next()%len(names)],
-			Bias:      names[r.next()%len(names)],
-			Layer:     r.next()%4 - 1,
-			NormKind:  []string{"rms", "layer", "x"}[r.next()%3],
-			Eps:       float32(r.next()) * 1e-6,
-			Act:       acts[r.next()%len(acts)],
-			Scale:     float32(r.next()%5) - 1,
-			Cap:       float32(r.next()%4) - 1,
-			Window:    r.next()%5 - 1,
-			Heads:     r.next() % 5,
-			KVHeads:   r.next() % 3,
-			HeadDim:   r.next() % 9,
-			RopeDims:  r.next() % 10,
-			RopeBase:  float32(r.next()) * 100,
-			RopeStyle: []string{"interleaved", "halves", "?"}[r.next()%3],
+		// The fields of every kind are read in one order, whatever the
+		// kind (the decoding of the seeds written before typed ops);
+		// values out of a type's range stay out of it.
+		kind := fusion.Kind(r.next() % 13)
+		out := fusion.Buf(r.next()%8 - 1)
+		weight, bias := names[r.next()%len(names)], names[r.next()%len(names)]
+		layer := r.next()%4 - 1
+		norm := fusion.NormKind(r.next()%3 + 1) // 3: unknown
+		eps := float32(r.next()) * 1e-6
+		act := fusion.Act(r.next()%5 + 1) // 5: unknown
+		scale := float32(r.next()%5) - 1
+		capv := float32(r.next()%4) - 1
+		window := r.next()%5 - 1
+		hs := fusion.HeadShape{Heads: r.next() % 5, KVHeads: r.next() % 3, HeadDim: r.next() % 9}
+		rp := fusion.RopeParams{Dims: r.next() % 10, Base: float32(r.next()) * 100}
+		rp.Style = fusion.RopeStyle(r.next()%3 + 1) // 3: unknown
+		var in [2]fusion.Buf
+		in[0], in[1] = -1, -1 // a missing input is out of range
+		for i := range r.next() % 3 {
+			in[i] = fusion.Buf(r.next()%8 - 1)
 		}
-		for range r.next() % 3 {
-			op.In = append(op.In, fusion.Buf(r.next()%8-1))
+		proj := fusion.Projection{Weight: weight, Bias: bias}
+		var op fusion.Op
+		switch kind {
+		case fusion.Embed:
+			op = &fusion.EmbedOp{Out: out, Weight: weight, Scale: scale}
+		case fusion.Norm:
+			op = &fusion.NormOp{Out: out, In: in[0], Norm: norm, Weight: weight, Bias: bias, Eps: eps}
+		case fusion.MatMul:
+			op = &fusion.MatMulOp{Out: out, In: in[0], Projection: proj}
+		case fusion.Rope:
+			op = &fusion.RopeOp{Out: out, In: in[0], Heads: hs.Heads, HeadDim: hs.HeadDim, RopeParams: rp}
+		case fusion.StoreKV:
+			op = &fusion.StoreKVOp{K: in[0], V: in[1], Layer: layer, KVHeads: hs.KVHeads, HeadDim: hs.HeadDim}
+		case fusion.Attention:
+			op = &fusion.AttentionOp{Out: out, Q: in[0], Layer: layer, HeadShape: hs, Scale: scale, Cap: capv, Window: window}
+		case fusion.GLU:
+			op = &fusion.GLUOp{Out: out, Gate: in[0], Up: in[1], Act: act}
+		case fusion.Activation:
+			op = &fusion.ActivationOp{Out: out, In: in[0], Act: act}
+		case fusion.Add:
+			op = &fusion.AddOp{Out: out, A: in[0], B: in[1]}
+		case fusion.SoftCap:
+			op = &fusion.SoftCapOp{Out: out, In: in[0], Cap: capv}
+		case fusion.LastRow:
+			op = &fusion.LastRowOp{Out: out, In: in[0]}
+		case fusion.MultiMatMul:
+			op = &fusion.MultiMatMulOp{In: in[0], Outs: []fusion.Product{{Out: out, Projection: proj}, {Out: in[1], Projection: proj}}}
 		}
-		g.Ops = append(g.Ops, op)
+		g.Ops = append(g.Ops, op) // kind 0: a nil op
 	}
 	g.Logits = fusion.Buf(r.next()%8 - 1)
 	tokens := make([]int32, r.next()%5)

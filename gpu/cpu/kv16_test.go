@@ -56,11 +56,11 @@ func TestF16CacheRounding(t *testing.T) {
 	}
 	g := &fusion.Graph{Tokens: 1, KV: fusion.KVSpec{Layers: 1, KVHeads: 1, HeadDim: n, MaxLen: 1, F16: true}}
 	q, kv, o := g.NewBuf("q", 1, n), g.NewBuf("kv", 1, n), g.NewBuf("o", 1, n)
-	g.Add(fusion.Op{Kind: fusion.Embed, Out: q, Weight: "q"})
-	g.Add(fusion.Op{Kind: fusion.Embed, Out: kv, Weight: "kv"})
-	g.Add(fusion.Op{Kind: fusion.StoreKV, In: []fusion.Buf{kv, kv}, KVHeads: 1, HeadDim: n})
+	g.Add(&fusion.EmbedOp{Out: q, Weight: "q"})
+	g.Add(&fusion.EmbedOp{Out: kv, Weight: "kv"})
+	g.Add(&fusion.StoreKVOp{K: kv, V: kv, KVHeads: 1, HeadDim: n})
 	// q = 0: every score is 0 whatever the keys (saturation keeps them finite).
-	g.Logits = g.Add(fusion.Op{Kind: fusion.Attention, Out: o, In: []fusion.Buf{q}, Heads: 1, KVHeads: 1, HeadDim: n, Scale: 1})
+	g.Logits = g.Add(&fusion.AttentionOp{Out: o, Q: q, HeadShape: fusion.HeadShape{Heads: 1, KVHeads: 1, HeadDim: n}, Scale: 1})
 	ws := []*tensors.Tensor{f32Tensor(t, "q", []int{1, n}, make([]float32, n)), f32Tensor(t, "kv", []int{1, n}, vals)}
 	got := compile(t, g, ws, 1).run(t, []int32{0}, 0)
 	for i, tc := range tests {

@@ -2,12 +2,14 @@ package cpu
 
 import (
 	"fmt"
-	"github.com/gpurun/gpurun/gpu/cpu/internal/simd"
 	"math"
+
+	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/gpu/cpu/internal/simd"
 )
 
 // One function per op kind, each the literal reading of its contract in
-// fusion/graph.go. Activations are row-major: row t of a buffer with c
+// fusion/ops.go. Activations are row-major: row t of a buffer with c
 // columns is x[t*c : (t+1)*c]. n is the number of rows the op touches.
 
 // embed: out[t] = scale * W[tokens[t]].
@@ -72,6 +74,10 @@ type ropeParams struct {
 	heads, headDim, dims int
 	base                 float64
 	halves               bool // pairs (i, i+dims/2) rather than (2i, 2i+1)
+}
+
+func newRope(heads, headDim int, r fusion.RopeParams) ropeParams {
+	return ropeParams{heads: heads, headDim: headDim, dims: r.Dims, base: float64(r.Base), halves: r.Style == fusion.RopeHalves}
 }
 
 // rope rotates, in place, the first dims values of every head of row t by

@@ -157,8 +157,8 @@ func TestMatMulStoredTypes(t *testing.T) {
 					g := &fusion.Graph{Tokens: tokens}
 					x := g.NewBuf("x", tokens, cols)
 					y := g.NewBuf("y", tokens, rows)
-					g.Add(fusion.Op{Kind: fusion.Embed, Out: x, Weight: "x"})
-					g.Add(fusion.Op{Kind: fusion.MatMul, Out: y, In: []fusion.Buf{x}, Weight: "w", Bias: "b"})
+					g.Add(&fusion.EmbedOp{Out: x, Weight: "x"})
+					g.Add(&fusion.MatMulOp{Out: y, In: x, Projection: fusion.Projection{Weight: "w", Bias: "b"}})
 					g.Logits = y
 					h := compile(t, g, []*tensors.Tensor{w, f32Tensor(t, "x", []int{tokens, cols}, xv), f32Tensor(t, "b", []int{rows}, bias)}, threads)
 					got := h.run(t, seq(tokens), 0)
@@ -193,8 +193,8 @@ func TestNorms(t *testing.T) {
 			g := &fusion.Graph{Tokens: T}
 			x := g.NewBuf("x", T, cols)
 			y := g.NewBuf("y", T, cols)
-			g.Add(fusion.Op{Kind: fusion.Embed, Out: x, Weight: "x"})
-			op := fusion.Op{Kind: fusion.Norm, Out: y, In: []fusion.Buf{x}, Weight: "w", NormKind: kind, Eps: eps}
+			g.Add(&fusion.EmbedOp{Out: x, Weight: "x"})
+			op := &fusion.NormOp{Out: y, In: x, Weight: "w", Norm: mustParse(fusion.ParseNormKind(kind)), Eps: eps}
 			if kind == "layer" {
 				op.Bias = "b"
 			}
@@ -244,9 +244,9 @@ func TestRope(t *testing.T) {
 			g := &fusion.Graph{Tokens: T}
 			x := g.NewBuf("x", T, cols)
 			y := g.NewBuf("y", T, cols)
-			g.Add(fusion.Op{Kind: fusion.Embed, Out: x, Weight: "x"})
-			g.Add(fusion.Op{Kind: fusion.Rope, Out: y, In: []fusion.Buf{x}, Heads: heads, HeadDim: headDim,
-				RopeDims: tc.dims, RopeBase: float32(tc.base), RopeStyle: tc.style})
+			g.Add(&fusion.EmbedOp{Out: x, Weight: "x"})
+			g.Add(&fusion.RopeOp{Out: y, In: x, Heads: heads, HeadDim: headDim,
+				RopeParams: fusion.RopeParams{Dims: tc.dims, Base: float32(tc.base), Style: mustParse(fusion.ParseRopeStyle(tc.style))}})
 			g.Logits = y
 			got := compile(t, g, []*tensors.Tensor{f32Tensor(t, "x", []int{T, cols}, xv)}, 1).run(t, seq(T), pos)
 			want := make([]float64, T*cols)
@@ -301,12 +301,12 @@ func TestAttention(t *testing.T) {
 			g := &fusion.Graph{Tokens: T, KV: fusion.KVSpec{Layers: 2, KVHeads: kvHeads, HeadDim: headDim, MaxLen: maxLen, F16: tc.f16}}
 			q, k, v := g.NewBuf("q", T, qCols), g.NewBuf("k", T, kvCols), g.NewBuf("v", T, kvCols)
 			o := g.NewBuf("o", T, qCols)
-			g.Add(fusion.Op{Kind: fusion.Embed, Out: q, Weight: "q"})
-			g.Add(fusion.Op{Kind: fusion.Embed, Out: k, Weight: "k"})
-			g.Add(fusion.Op{Kind: fusion.Embed, Out: v, Weight: "v"})
-			g.Add(fusion.Op{Kind: fusion.StoreKV, In: []fusion.Buf{k, v}, Layer: 1, Heads: heads, KVHeads: kvHeads, HeadDim: headDim})
-			g.Add(fusion.Op{Kind: fusion.Attention, Out: o, In: []fusion.Buf{q}, Layer: 1, Heads: heads, KVHeads: kvHeads,
-				HeadDim: headDim, Scale: tc.scale, Cap: tc.cap, Window: tc.window})
+			g.Add(&fusion.EmbedOp{Out: q, Weight: "q"})
+			g.Add(&fusion.EmbedOp{Out: k, Weight: "k"})
+			g.Add(&fusion.EmbedOp{Out: v, Weight: "v"})
+			g.Add(&fusion.StoreKVOp{K: k, V: v, Layer: 1, KVHeads: kvHeads, HeadDim: headDim})
+			g.Add(&fusion.AttentionOp{Out: o, Q: q, Layer: 1, HeadShape: fusion.HeadShape{Heads: heads, KVHeads: kvHeads, HeadDim: headDim},
+				Scale: tc.scale, Cap: tc.cap, Window: tc.window})
 			g.Logits = o
 			ws := []*tensors.Tensor{f32Tensor(t, "q", []int{total, qCols}, qv), f32Tensor(t, "k", []int{total, kvCols}, kv), f32Tensor(t, "v", []int{total, kvCols}, vv)}
 			h := compile(t, g, ws, 2)
@@ -380,29 +380,36 @@ func TestElementwise(t *testing.T) {
 		want func(a, b float64) float64
 		tol  float64
 	}{
-		{"add", fusion.Op{Kind: fusion.Add}, T, func(a, b float64) float64 { return a + b }, 1e-6},
-		{"softcap", fusion.Op{Kind: fusion.SoftCap, Cap: 1.5}, T, func(a, _ float64) float64 { return 1.5 * math.Tanh(a/1.5) }, 1e-6},
-		{"silu", fusion.Op{Kind: fusion.Activation, Act: "silu"}, T, func(a, _ float64) float64 { return acts["silu"](a) }, 1e-6},
-		{"relu", fusion.Op{Kind: fusion.Activation, Act: "relu"}, T, func(a, _ float64) float64 { return acts["relu"](a) }, 0},
-		{"gelu", fusion.Op{Kind: fusion.Activation, Act: "gelu"}, T, func(a, _ float64) float64 { return gelu(a) }, 1e-6},
+		{"add", &fusion.AddOp{}, T, func(a, b float64) float64 { return a + b }, 1e-6},
+		{"softcap", &fusion.SoftCapOp{Cap: 1.5}, T, func(a, _ float64) float64 { return 1.5 * math.Tanh(a/1.5) }, 1e-6},
+		{"silu", &fusion.ActivationOp{Act: fusion.ActSiLU}, T, func(a, _ float64) float64 { return acts["silu"](a) }, 1e-6},
+		{"relu", &fusion.ActivationOp{Act: fusion.ActReLU}, T, func(a, _ float64) float64 { return acts["relu"](a) }, 0},
+		{"gelu", &fusion.ActivationOp{Act: fusion.ActGELU}, T, func(a, _ float64) float64 { return gelu(a) }, 1e-6},
 		// The fp16 table: one binary16 rounding of the input (relative
 		// 2^-11, times gelu's slope up to ~1.13) and one of the output.
-		{"gelu_tanh", fusion.Op{Kind: fusion.Activation, Act: "gelu_tanh"}, T, func(a, _ float64) float64 { return geluTanh(a) }, 2e-3},
-		{"glu silu", fusion.Op{Kind: fusion.GLU, Act: "silu"}, T, func(a, b float64) float64 { return acts["silu"](a) * b }, 1e-6},
-		{"glu gelu_tanh", fusion.Op{Kind: fusion.GLU, Act: "gelu_tanh"}, T, func(a, b float64) float64 { return geluTanh(a) * b }, 2e-3},
-		{"last row", fusion.Op{Kind: fusion.LastRow}, 1, func(a, _ float64) float64 { return a }, 0},
+		{"gelu_tanh", &fusion.ActivationOp{Act: fusion.ActGELUTanh}, T, func(a, _ float64) float64 { return geluTanh(a) }, 2e-3},
+		{"glu silu", &fusion.GLUOp{Act: fusion.ActSiLU}, T, func(a, b float64) float64 { return acts["silu"](a) * b }, 1e-6},
+		{"glu gelu_tanh", &fusion.GLUOp{Act: fusion.ActGELUTanh}, T, func(a, b float64) float64 { return geluTanh(a) * b }, 2e-3},
+		{"last row", &fusion.LastRowOp{}, 1, func(a, _ float64) float64 { return a }, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := &fusion.Graph{Tokens: T}
 			a, b := g.NewBuf("a", T, cols), g.NewBuf("b", T, cols)
 			out := g.NewBuf("out", tc.rows, cols)
-			g.Add(fusion.Op{Kind: fusion.Embed, Out: a, Weight: "a"})
-			g.Add(fusion.Op{Kind: fusion.Embed, Out: b, Weight: "b"})
-			op := tc.op
-			op.Out = out
-			op.In = []fusion.Buf{a, b}
-			if op.Kind != fusion.Add && op.Kind != fusion.GLU {
-				op.In = op.In[:1]
+			g.Add(&fusion.EmbedOp{Out: a, Weight: "a"})
+			g.Add(&fusion.EmbedOp{Out: b, Weight: "b"})
+			op := fusion.Clone(tc.op)
+			switch o := op.(type) {
+			case *fusion.AddOp:
+				o.Out, o.A, o.B = out, a, b
+			case *fusion.GLUOp:
+				o.Out, o.Gate, o.Up = out, a, b
+			case *fusion.SoftCapOp:
+				o.Out, o.In = out, a
+			case *fusion.ActivationOp:
+				o.Out, o.In = out, a
+			case *fusion.LastRowOp:
+				o.Out, o.In = out, a
 			}
 			g.Add(op)
 			g.Logits = out
@@ -441,7 +448,7 @@ func TestEmbedScale(t *testing.T) {
 	for _, scale := range []float32{0, 1, 8} {
 		g := &fusion.Graph{Tokens: 3}
 		x := g.NewBuf("x", 3, cols)
-		g.Add(fusion.Op{Kind: fusion.Embed, Out: x, Weight: "e", Scale: scale})
+		g.Add(&fusion.EmbedOp{Out: x, Weight: "e", Scale: scale})
 		g.Logits = x
 		tokens := []int32{4, 0, 4}
 		got := compile(t, g, []*tensors.Tensor{q}, 1).run(t, tokens, 0)

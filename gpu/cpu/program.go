@@ -19,6 +19,7 @@ type program struct {
 	pool   *pool
 	math   Math
 	graph  *fusion.Graph
+	half   bool // the graph has f16 activations (roundHalves)
 	bufs   [][]float32
 	steps  []step
 	kv     *kvCache
@@ -64,19 +65,22 @@ type qbuf struct {
 // step is one op with everything it reads resolved.
 type step struct {
 	op     fusion.Op
-	w      *matrix     // Embed, MatMul, MatMulGLU (the gate)
-	up     *matrix     // MatMulGLU
-	ws     []*matrix   // MultiMatMul
-	bs     [][]float32 // MultiMatMul biases (nil entries: none)
-	upBias []float32   // MatMulGLU
-	vec    []float32   // Norm scale
-	bias   []float32   // Norm (layer), MatMul
+	out    fusion.Buf   // the op's first output (-1: none, StoreKV)
+	ins    []fusion.Buf // its inputs (op.Inputs())
+	eps    float32      // the norm prologue's epsilon
+	w      *matrix      // Embed, MatMul, MatMulGLU (the gate)
+	up     *matrix      // MatMulGLU
+	ws     []*matrix    // MultiMatMul
+	bs     [][]float32  // MultiMatMul biases (nil entries: none)
+	upBias []float32    // MatMulGLU
+	vec    []float32    // Norm scale
+	bias   []float32    // Norm (layer), MatMul
 	act    func(float32) float32
 	silu   bool       // act is silu: the vector SwiGLU kernel may run it
 	rope   ropeParams // Rope, RopeStoreKV (q)
 	ropeK  ropeParams // RopeStoreKV (k)
 	kbuf   []float32  // RopeStoreKV: the rotated k rows, stored but not written back
-	norm   []float32  // the norm prologue's scale (MatMul kinds with NormWeight)
+	norm   []float32  // the norm prologue's scale (MatMul kinds with a Prologue)
 	normed []float32  // the norm prologue's output
 	attn   attnParams
 }
@@ -121,7 +125,7 @@ func (b *backend) compile(g *fusion.Graph, w gpu.Weights, kvs []gpu.KVCache, bat
 	if err := validate(shape); err != nil {
 		return nil, fmt.Errorf("cpu: compile: %w", err)
 	}
-	p := &program{pool: b.pool, math: b.math, graph: g, logits: g.Logits}
+	p := &program{pool: b.pool, math: b.math, graph: g, logits: g.Logits, half: g.HasHalfActivations()}
 	if g.UsesKV() {
 		for _, kv := range kvs {
 			c, ok := kv.(*kvCache)
@@ -145,50 +149,59 @@ func (b *backend) compile(g *fusion.Graph, w gpu.Weights, kvs []gpu.KVCache, bat
 	for i, bi := range g.Bufs {
 		p.bufs[i] = make([]float32, bi.Rows*bi.Cols)
 	}
+	// vector resolves an optional vector weight (checked by Validate).
+	vector := func(name string) []float32 {
+		if name == "" {
+			return nil
+		}
+		return ws.byName[name].vector()
+	}
 	for _, op := range g.Ops {
-		s := step{op: op}
-		switch op.Kind {
-		case fusion.Embed, fusion.MatMul:
+		s := step{op: op, out: -1, ins: op.Inputs()}
+		if outs := op.Outputs(); len(outs) > 0 {
+			s.out = outs[0]
+		}
+		var pro *fusion.RMSPrologue
+		switch op := op.(type) {
+		case *fusion.EmbedOp:
 			s.w = ws.byName[op.Weight]
-		case fusion.Norm:
-			s.vec = ws.byName[op.Weight].vector()
-		case fusion.GLU, fusion.Activation:
+		case *fusion.MatMulOp:
+			s.w, s.bias, pro = ws.byName[op.Weight], vector(op.Bias), op.Prologue
+		case *fusion.NormOp:
+			s.vec, s.bias = vector(op.Weight), vector(op.Bias)
+		case *fusion.GLUOp:
 			s.act = activations[op.Act]
-		case fusion.MatMulGLU:
-			s.w, s.up, s.act = ws.byName[op.Weight], ws.byName[op.Up], activations[op.Act]
-			s.silu = op.Act == "silu"
-			if op.UpBias != "" {
-				s.upBias = ws.byName[op.UpBias].vector()
+		case *fusion.ActivationOp:
+			s.act = activations[op.Act]
+		case *fusion.MatMulGLUOp:
+			s.w, s.up, s.act = ws.byName[op.Gate.Weight], ws.byName[op.Up.Weight], activations[op.Act]
+			s.bias, s.upBias = vector(op.Gate.Bias), vector(op.Up.Bias)
+			s.silu = op.Act == fusion.ActSiLU
+			pro = op.Prologue
+		case *fusion.MultiMatMulOp:
+			for _, pr := range op.Outs {
+				s.ws = append(s.ws, ws.byName[pr.Weight])
+				s.bs = append(s.bs, vector(pr.Bias))
 			}
-		case fusion.MultiMatMul:
-			for i, name := range op.Weights {
-				s.ws = append(s.ws, ws.byName[name])
-				var b []float32
-				if len(op.Biases) > 0 && op.Biases[i] != "" {
-					b = ws.byName[op.Biases[i]].vector()
-				}
-				s.bs = append(s.bs, b)
-			}
-		case fusion.Rope:
-			s.rope = ropeParams{heads: op.Heads, headDim: op.HeadDim, dims: op.RopeDims,
-				base: float64(op.RopeBase), halves: op.RopeStyle == "halves"}
-		case fusion.RopeStoreKV:
-			s.rope = ropeParams{heads: op.Heads, headDim: op.HeadDim, dims: op.RopeDims,
-				base: float64(op.RopeBase), halves: op.RopeStyle == "halves"}
+			pro = op.Prologue
+		case *fusion.RopeOp:
+			s.rope = newRope(op.Heads, op.HeadDim, op.RopeParams)
+		case *fusion.RopeStoreKVOp:
+			s.rope = newRope(op.Heads, op.HeadDim, op.RopeParams)
 			s.ropeK = s.rope
 			s.ropeK.heads = op.KVHeads
 			s.kbuf = make([]float32, g.Tokens*op.KVHeads*op.HeadDim)
-		case fusion.Attention:
+		case *fusion.AttentionOp:
 			s.attn = attnParams{heads: op.Heads, kvHeads: op.KVHeads, headDim: op.HeadDim,
 				scale: op.Scale, cap: op.Cap, window: op.Window}
+		case *fusion.StoreKVOp, *fusion.AddOp, *fusion.SoftCapOp, *fusion.LastRowOp, *fusion.ArgmaxOp, *fusion.SampleOp:
+		default:
+			return nil, fmt.Errorf("cpu: compile: %w: op kind %s", gpu.ErrUnsupported, op.Kind())
 		}
-		if op.NormWeight != "" {
-			in := g.Bufs[op.In[0]]
-			s.norm = ws.byName[op.NormWeight].vector() // checked by Validate
+		if pro != nil {
+			in := g.Bufs[s.ins[0]]
+			s.norm, s.eps = vector(pro.Weight), pro.Eps
 			s.normed = make([]float32, in.Rows*in.Cols)
-		}
-		if (op.Kind == fusion.MatMul || op.Kind == fusion.Norm || op.Kind == fusion.MatMulGLU) && op.Bias != "" {
-			s.bias = ws.byName[op.Bias].vector() // checked by Validate
 		}
 		p.steps = append(p.steps, s)
 	}
@@ -208,8 +221,9 @@ func (p *program) allocScratch() {
 				maxCols = max(maxCols, w.cols)
 			}
 		}
-		if s.op.Kind == fusion.MatMul || s.op.Kind == fusion.MultiMatMul || s.op.Kind == fusion.MatMulGLU {
-			in := g.Bufs[s.op.In[0]]
+		switch s.op.(type) {
+		case *fusion.MatMulOp, *fusion.MultiMatMulOp, *fusion.MatMulGLUOp:
+			in := g.Bufs[s.ins[0]]
 			maxIn = max(maxIn, in.Rows*in.Cols)
 			prefill = prefill || in.Rows >= prefillMin
 		}
@@ -261,7 +275,7 @@ func (p *program) Run(ctx context.Context, tokens []int32, pos int) error {
 			return fmt.Errorf("cpu: run: %w", err)
 		}
 		if err := p.exec(&p.steps[i], tokens, pos); err != nil {
-			return fmt.Errorf("cpu: op %d (%s): %w", i, p.steps[i].op.Kind, err)
+			return fmt.Errorf("cpu: op %d (%s): %w", i, p.steps[i].op.Kind(), err)
 		}
 		p.roundHalves(&p.steps[i], n)
 	}
@@ -301,7 +315,7 @@ func (p *program) RunBatch(ctx context.Context, rows []gpu.Row) error {
 			return fmt.Errorf("cpu: run: %w", err)
 		}
 		if err := p.exec(&p.steps[i], p.tokens, 0); err != nil {
-			return fmt.Errorf("cpu: op %d (%s): %w", i, p.steps[i].op.Kind, err)
+			return fmt.Errorf("cpu: op %d (%s): %w", i, p.steps[i].op.Kind(), err)
 		}
 		p.roundHalves(&p.steps[i], len(rows))
 	}
@@ -315,47 +329,47 @@ func (p *program) prologue(s *step, x []float32, cols, n int) []float32 {
 	if s.norm == nil {
 		return x
 	}
-	rmsNorm(s.normed, x, cols, n, s.norm, s.op.Eps)
+	rmsNorm(s.normed, x, cols, n, s.norm, s.eps)
 	return s.normed
 }
 
 // exec runs one op. Rows past n (the step's token count, or the buffer's one
 // row after LastRow) are not touched.
 func (p *program) exec(s *step, tokens []int32, pos int) error {
-	op := &s.op
 	g := p.graph
 	n := len(tokens)
 	var out []float32
 	var outInfo fusion.BufInfo
-	if op.Kind != fusion.StoreKV {
-		out, outInfo = p.bufs[op.Out], g.Bufs[op.Out]
+	if s.out >= 0 {
+		out, outInfo = p.bufs[s.out], g.Bufs[s.out]
 		n = min(n, outInfo.Rows)
 	}
-	in := func(i int) []float32 { return p.bufs[op.In[i]] }
-	inCols := func(i int) int { return g.Bufs[op.In[i]].Cols }
+	in := func(i int) []float32 { return p.bufs[s.ins[i]] }
+	inCols := func(i int) int { return g.Bufs[s.ins[i]].Cols }
 	cols := outInfo.Cols
-	switch op.Kind {
-	case fusion.Embed:
+	switch op := s.op.(type) {
+	case *fusion.EmbedOp:
 		return embed(out, cols, tokens, s.w, op.Scale)
-	case fusion.Norm:
-		if op.NormKind == "layer" {
+	case *fusion.NormOp:
+		if op.Norm == fusion.NormLayer {
 			layerNorm(out, in(0), cols, n, s.vec, s.bias, op.Eps)
 		} else {
 			rmsNorm(out, in(0), cols, n, s.vec, op.Eps)
 		}
-	case fusion.MatMul:
+	case *fusion.MatMulOp:
 		x := p.prologue(s, in(0), inCols(0), n)
 		p.mm = mmTask{p: p, out: out, outCols: cols, in: x, inCols: inCols(0), n: n, w: s.w, bias: s.bias, acc: op.Accumulate}
 		p.mm.q, p.mm.d = p.quantized(s.w, x, inCols(0), n)
 		p.matMul(&p.mm)
-	case fusion.MultiMatMul:
+	case *fusion.MultiMatMulOp:
 		x := p.prologue(s, in(0), inCols(0), n)
-		for i, o := range op.Outs {
+		for i, pr := range op.Outs {
+			o := pr.Out
 			p.mm = mmTask{p: p, out: p.bufs[o], outCols: g.Bufs[o].Cols, in: x, inCols: inCols(0), n: n, w: s.ws[i], bias: s.bs[i]}
 			p.mm.q, p.mm.d = p.quantized(s.ws[i], x, inCols(0), n)
 			p.matMul(&p.mm)
 		}
-	case fusion.MatMulGLU:
+	case *fusion.MatMulGLUOp:
 		x := p.prologue(s, in(0), inCols(0), n)
 		p.mm = mmTask{p: p, out: out, outCols: cols, in: x, inCols: inCols(0), n: n, w: s.w, up: s.up,
 			bias: s.bias, upBias: s.upBias, act: s.act, silu: s.silu, glu: true}
@@ -363,8 +377,8 @@ func (p *program) exec(s *step, tokens []int32, pos int) error {
 			p.mm.q, p.mm.d = p.quantized(s.w, x, inCols(0), n)
 		}
 		p.matMul(&p.mm)
-	case fusion.Rope:
-		if op.Out != op.In[0] {
+	case *fusion.RopeOp:
+		if op.Out != op.In {
 			copy(out[:n*cols], in(0)[:n*cols])
 		}
 		if g.Batch {
@@ -374,7 +388,7 @@ func (p *program) exec(s *step, tokens []int32, pos int) error {
 			break
 		}
 		rope(out, cols, n, pos, s.rope)
-	case fusion.StoreKV:
+	case *fusion.StoreKVOp:
 		if g.Batch {
 			c := inCols(0)
 			for t := range n {
@@ -383,38 +397,38 @@ func (p *program) exec(s *step, tokens []int32, pos int) error {
 			break
 		}
 		storeKV(&p.kv.layers[op.Layer], in(0), in(1), inCols(0), n, pos)
-	case fusion.RopeStoreKV:
-		// Validation made it unbatched with out = q: Rope in place, then
-		// StoreKV of the rotated copy of k.
+	case *fusion.RopeStoreKVOp:
+		// Validation made it unbatched with distinct q, k and v: Rope of q
+		// in place, then StoreKV of the rotated copy of k.
 		rope(out, cols, n, pos, s.rope)
 		kc := inCols(1)
 		copy(s.kbuf[:n*kc], in(1)[:n*kc])
 		rope(s.kbuf, kc, n, pos, s.ropeK)
 		storeKV(&p.kv.layers[op.Layer], s.kbuf, in(2), kc, n, pos)
-	case fusion.Attention:
+	case *fusion.AttentionOp:
 		p.at = attnTask{p: p, out: out, q: in(0), n: n, pos: pos, c: &p.kv.layers[op.Layer], ap: s.attn}
 		if g.Batch {
 			p.at.layer, p.at.rowPos, p.at.rowSeq = op.Layer, p.rowPos[:n], p.rowSeq[:n]
 		}
 		p.attention(&p.at)
-	case fusion.GLU:
+	case *fusion.GLUOp:
 		glu(out, in(0), in(1), n*cols, s.act)
-	case fusion.Activation:
+	case *fusion.ActivationOp:
 		activate(out, in(0), n*cols, s.act)
-	case fusion.Add:
+	case *fusion.AddOp:
 		add(out, in(0), in(1), n*cols)
-	case fusion.SoftCap:
+	case *fusion.SoftCapOp:
 		softCap(out, in(0), n*cols, op.Cap)
-	case fusion.LastRow:
+	case *fusion.LastRowOp:
 		lastRow(out, in(0), cols, len(tokens))
-	case fusion.Argmax:
+	case *fusion.ArgmaxOp:
 		out[0] = float32(argmax(in(0)[:inCols(0)]))
-	case fusion.Sample:
+	case *fusion.SampleOp:
 		r := op.Sampling
 		sm := sampler.New(sampler.Options{Temperature: r.Temperature, TopK: r.TopK, TopP: r.TopP, Seed: r.Seed})
 		out[0] = float32(sm.SampleAt(in(0)[:inCols(0)], uint32(pos+len(tokens))))
 	default:
-		return fmt.Errorf("%w: unknown op kind %s", gpu.ErrUnsupported, op.Kind)
+		return fmt.Errorf("%w: unknown op kind %s", gpu.ErrUnsupported, s.op.Kind())
 	}
 	return nil
 }
@@ -422,14 +436,11 @@ func (p *program) exec(s *step, tokens []int32, pos int) error {
 // roundHalves rounds the rows < n of the f16 activations (fusion.BufInfo.F16)
 // op s wrote, as the GPU kernels store them.
 func (p *program) roundHalves(s *step, n int) {
-	switch s.op.Kind {
-	case fusion.StoreKV:
-	case fusion.MultiMatMul:
-		for _, o := range s.op.Outs {
-			p.roundBuf(o, n)
-		}
-	default:
-		p.roundBuf(s.op.Out, n)
+	if !p.half {
+		return
+	}
+	for _, o := range s.op.Outputs() {
+		p.roundBuf(o, n)
 	}
 }
 

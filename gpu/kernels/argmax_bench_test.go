@@ -37,10 +37,10 @@ func BenchmarkGreedyPick(b *testing.B) {
 func benchGreedyPick(b *testing.B, dev gpu.Device, n int, onDevice bool) {
 	r := rand.New(rand.NewPCG(4, uint64(n)))
 	g := &fusion.Graph{Tokens: 1}
-	row := g.Add(fusion.Op{Kind: fusion.Embed, Out: g.NewBuf("row", 1, n), Weight: "x"})
+	row := g.Add(&fusion.EmbedOp{Out: g.NewBuf("row", 1, n), Weight: "x"})
 	g.Logits = row
 	if onDevice {
-		g.Logits = g.Add(fusion.Op{Kind: fusion.Argmax, Out: g.NewBuf("id", 1, 1), In: []fusion.Buf{row}})
+		g.Logits = g.Add(&fusion.ArgmaxOp{Out: g.NewBuf("id", 1, 1), In: row})
 	}
 	be := backendOn(b, dev, kernels.Options{})
 	ctx := context.Background()
@@ -107,10 +107,10 @@ func benchSamplePick(b *testing.B, dev gpu.Device, n int, onDevice bool) {
 	r := rand.New(rand.NewPCG(4, uint64(n)))
 	rule := fusion.Sampling{Temperature: 0.8, TopK: 40, TopP: 0.9, Seed: 5}
 	g := &fusion.Graph{Tokens: 1}
-	row := g.Add(fusion.Op{Kind: fusion.Embed, Out: g.NewBuf("row", 1, n), Weight: "x"})
+	row := g.Add(&fusion.EmbedOp{Out: g.NewBuf("row", 1, n), Weight: "x"})
 	g.Logits = row
 	if onDevice {
-		g.Logits = g.Add(fusion.Op{Kind: fusion.Sample, Out: g.NewBuf("id", 1, 1), In: []fusion.Buf{row}, Sampling: rule})
+		g.Logits = g.Add(&fusion.SampleOp{Out: g.NewBuf("id", 1, 1), In: row, Sampling: rule})
 	}
 	be := backendOn(b, dev, kernels.Options{})
 	ctx := context.Background()

@@ -44,7 +44,7 @@ const (
 )
 
 // attention plans one Attention op.
-func (pl *planner) attention(op *fusion.Op) error {
+func (pl *planner) attention(op *fusion.AttentionOp) error {
 	if op.HeadDim > maxHeadDim {
 		return fmt.Errorf("head dim %d over %d: %w", op.HeadDim, maxHeadDim, gpu.ErrUnsupported)
 	}
@@ -52,8 +52,8 @@ func (pl *planner) attention(op *fusion.Op) error {
 	T := pl.p.g.Tokens
 	ap := shaders.AttnParams{Heads: u(op.Heads), KVHeads: u(op.KVHeads), HeadDim: u(op.HeadDim), MaxLen: u(spec.MaxLen),
 		Scale: op.Scale, Cap: op.Cap, Window: u(op.Window), PosAt: u(pl.p.posAt),
-		OutF16: b2u(pl.p.g.Bufs[op.Out].F16), QF16: pl.h(pl.buf(op.In[0]))}
-	step, q := gpu.Binding{Buf: pl.p.step}, pl.buf(op.In[0])
+		OutF16: b2u(pl.p.g.Bufs[op.Out].F16), QF16: pl.h(pl.buf(op.Q))}
+	step, q := gpu.Binding{Buf: pl.p.step}, pl.buf(op.Q)
 	if pl.p.g.Batch {
 		return pl.batchAttention(op, ap, step, q)
 	}
@@ -125,7 +125,7 @@ func (pl *planner) attention(op *fusion.Op) error {
 // batchAttention plans the Attention op of a batched step: row r reads
 // sequence r's cache, so each row is its own per-head dispatch binding
 // that cache (an unused row's workgroups return at once).
-func (pl *planner) batchAttention(op *fusion.Op, ap shaders.AttnParams, step, q gpu.Binding) error {
+func (pl *planner) batchAttention(op *fusion.AttentionOp, ap shaders.AttnParams, step, q gpu.Binding) error {
 	sink, err := pl.sinkBuf()
 	if err != nil {
 		return err

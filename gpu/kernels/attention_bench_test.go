@@ -47,9 +47,9 @@ func benchAttention(b *testing.B, be gpu.Backend, heads, kvHeads, hd, maxLen, va
 	q := embedInput(g, "q", heads*hd)
 	k := embedInput(g, "k", kvHeads*hd)
 	v := embedInput(g, "v", kvHeads*hd)
-	g.Add(fusion.Op{Kind: fusion.StoreKV, In: []fusion.Buf{k, v}, KVHeads: kvHeads, HeadDim: hd})
-	g.Logits = g.Add(fusion.Op{Kind: fusion.Attention, Out: g.NewBuf("o", 1, heads*hd), In: []fusion.Buf{q},
-		Heads: heads, KVHeads: kvHeads, HeadDim: hd, Scale: 0.125})
+	g.Add(&fusion.StoreKVOp{K: k, V: v, KVHeads: kvHeads, HeadDim: hd})
+	g.Logits = g.Add(&fusion.AttentionOp{Out: g.NewBuf("o", 1, heads*hd), Q: q,
+		HeadShape: fusion.HeadShape{Heads: heads, KVHeads: kvHeads, HeadDim: hd}, Scale: 0.125})
 	ctx := context.Background()
 	ws, err := be.LoadWeights(ctx, []*tensors.Tensor{tensorOf(b, r, "q", vocab, heads*hd, tensors.F32, 0, 0),
 		tensorOf(b, r, "k", vocab, kvHeads*hd, tensors.F32, 0, 0), tensorOf(b, r, "v", vocab, kvHeads*hd, tensors.F32, 0, 0)})

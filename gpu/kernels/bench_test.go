@@ -87,8 +87,8 @@ func benchMatMul(b *testing.B, dev gpu.Device, opts kernels.Options, tokens, row
 			w := tensorOf(b, r, "w", rows, cols, ty.dt, ty.block, ty.st)
 			g := &fusion.Graph{Tokens: tokens}
 			x := g.NewBuf("x", tokens, cols)
-			g.Add(fusion.Op{Kind: fusion.Embed, Out: x, Weight: "x"})
-			g.Logits = g.Add(fusion.Op{Kind: fusion.MatMul, Out: g.NewBuf("y", tokens, rows), In: []fusion.Buf{x}, Weight: "w"})
+			g.Add(&fusion.EmbedOp{Out: x, Weight: "x"})
+			g.Logits = g.Add(&fusion.MatMulOp{Out: g.NewBuf("y", tokens, rows), In: x, Projection: fusion.Projection{Weight: "w"}})
 			be := backendOn(b, dev, opts)
 			ctx := context.Background()
 			ws, err := be.LoadWeights(ctx, []*tensors.Tensor{tensorOf(b, r, "x", vocab, cols, tensors.F32, 0, 0), w})

@@ -67,11 +67,11 @@ func TestFusedDispatches(t *testing.T) {
 				perLayer := func(g *fusion.Graph) float64 {
 					last := -1
 					for i, op := range g.Ops {
-						if op.Kind == fusion.LastRow {
+						if op.Kind() == fusion.LastRow {
 							last = i
 						}
 					}
-					if last < 0 || g.Ops[0].Kind != fusion.Embed {
+					if last < 0 || g.Ops[0].Kind() != fusion.Embed {
 						t.Fatalf("decode graph without embed or last_row: %v", g.Ops)
 					}
 					p, err := be.Compile(g, w, kv)

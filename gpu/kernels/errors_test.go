@@ -21,8 +21,8 @@ func TestRunErrors(t *testing.T) {
 	r := rand.New(rand.NewPCG(10, 10))
 	g := &fusion.Graph{Tokens: 2, KV: fusion.KVSpec{Layers: 1, KVHeads: 1, HeadDim: 4, MaxLen: 4}}
 	x := embedInput(g, "x", 4)
-	g.Add(fusion.Op{Kind: fusion.StoreKV, In: []fusion.Buf{x, x}, KVHeads: 1, HeadDim: 4})
-	g.Logits = g.Add(fusion.Op{Kind: fusion.Attention, Out: g.NewBuf("o", 2, 4), In: []fusion.Buf{x}, Heads: 1, KVHeads: 1, HeadDim: 4, Scale: 1})
+	g.Add(&fusion.StoreKVOp{K: x, V: x, KVHeads: 1, HeadDim: 4})
+	g.Logits = g.Add(&fusion.AttentionOp{Out: g.NewBuf("o", 2, 4), Q: x, HeadShape: fusion.HeadShape{Heads: 1, KVHeads: 1, HeadDim: 4}, Scale: 1})
 	w, err := be.LoadWeights(ctx, []*tensors.Tensor{tensorOf(t, r, "x", vocab, 4, tensors.F32, 0, 0)})
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +118,8 @@ func TestCompileAndLoadErrors(t *testing.T) {
 	}
 	attn := &fusion.Graph{Tokens: 1, KV: fusion.KVSpec{Layers: 1, KVHeads: 1, HeadDim: 4, MaxLen: 4}}
 	q := embedInput(attn, "x", 4)
-	attn.Logits = attn.Add(fusion.Op{Kind: fusion.Attention, Out: attn.NewBuf("o", 1, 4), In: []fusion.Buf{q}, Heads: 1, KVHeads: 1, HeadDim: 4, Scale: 1})
+	attn.Logits = attn.Add(&fusion.AttentionOp{Out: attn.NewBuf("o", 1, 4), Q: q,
+		HeadShape: fusion.HeadShape{Heads: 1, KVHeads: 1, HeadDim: 4}, Scale: 1})
 	if _, err := be.Compile(attn, w, nil); err == nil {
 		t.Error("attention compiled without a cache")
 	}

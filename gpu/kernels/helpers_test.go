@@ -218,3 +218,11 @@ func runAll(t *testing.T, ctx context.Context, be gpu.Backend, g *fusion.Graph, 
 	}
 	return out
 }
+
+// mustParse returns v, panicking on err (fusion.Parse* of a test's names).
+func mustParse[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

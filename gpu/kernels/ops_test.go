@@ -33,7 +33,7 @@ func embedGraph(tokens int) *fusion.Graph { return &fusion.Graph{Tokens: tokens}
 
 func embedInput(g *fusion.Graph, name string, cols int) fusion.Buf {
 	b := g.NewBuf(name, g.Tokens, cols)
-	return g.Add(fusion.Op{Kind: fusion.Embed, Out: b, Weight: name})
+	return g.Add(&fusion.EmbedOp{Out: b, Weight: name})
 }
 
 func toks(ids ...int32) []int32 { return ids }
@@ -63,7 +63,7 @@ func TestEmbed(t *testing.T) {
 			r := rand.New(rand.NewPCG(1, uint64(c.cols)))
 			g := embedGraph(c.tokens)
 			out := g.NewBuf("x", c.tokens, c.cols)
-			g.Logits = g.Add(fusion.Op{Kind: fusion.Embed, Out: out, Weight: "tok", Scale: c.scale})
+			g.Logits = g.Add(&fusion.EmbedOp{Out: out, Weight: "tok", Scale: c.scale})
 			ws := []*tensors.Tensor{tensorOf(t, r, "tok", vocab, c.cols, c.dt, c.block, c.st)}
 			steps := []step{{toks(3, 0, 10, 7)[:c.tokens], 0}, {toks(5), 1}}
 			// Dequantization is value * scale in f32 on both sides: exact.
@@ -129,11 +129,11 @@ func TestMatMul(t *testing.T) {
 			rows := c.tokens
 			if c.lastRow {
 				l := g.NewBuf("last", 1, c.in)
-				x = g.Add(fusion.Op{Kind: fusion.LastRow, Out: l, In: []fusion.Buf{x}})
+				x = g.Add(&fusion.LastRowOp{Out: l, In: x})
 				rows = 1
 			}
 			out := g.NewBuf("y", rows, c.out)
-			op := fusion.Op{Kind: fusion.MatMul, Out: out, In: []fusion.Buf{x}, Weight: "w"}
+			op := &fusion.MatMulOp{Out: out, In: x, Projection: fusion.Projection{Weight: "w"}}
 			ws := []*tensors.Tensor{tensorOf(t, r, "x", vocab, c.in, tensors.F32, 0, 0), tensorOf(t, r, "w", c.out, c.in, c.dt, c.block, c.st)}
 			if c.bias {
 				op.Bias = "b"
@@ -172,7 +172,7 @@ func TestNorm(t *testing.T) {
 			r := rand.New(rand.NewPCG(3, uint64(c.cols)))
 			g := embedGraph(c.tokens)
 			x := embedInput(g, "x", c.cols)
-			op := fusion.Op{Kind: fusion.Norm, Out: g.NewBuf("n", c.tokens, c.cols), In: []fusion.Buf{x}, Weight: "w", NormKind: c.kind, Eps: 1e-5}
+			op := &fusion.NormOp{Out: g.NewBuf("n", c.tokens, c.cols), In: x, Weight: "w", Norm: mustParse(fusion.ParseNormKind(c.kind)), Eps: 1e-5}
 			ws := []*tensors.Tensor{tensorOf(t, r, "x", vocab, c.cols, tensors.F32, 0, 0), vecOf(t, r, "w", c.cols, 0.5, 1)}
 			if c.bias {
 				op.Bias = "b"
@@ -187,7 +187,7 @@ func TestNorm(t *testing.T) {
 		r := rand.New(rand.NewPCG(3, 99))
 		g := embedGraph(2)
 		x := embedInput(g, "x", 20)
-		g.Logits = g.Add(fusion.Op{Kind: fusion.Norm, Out: x, In: []fusion.Buf{x}, Weight: "w", NormKind: "rms", Eps: 1e-6})
+		g.Logits = g.Add(&fusion.NormOp{Out: x, In: x, Weight: "w", Norm: fusion.NormRMS, Eps: 1e-6})
 		ws := []*tensors.Tensor{tensorOf(t, r, "x", vocab, 20, tensors.F32, 0, 0), vecOf(t, r, "w", 20, 0.5, 1)}
 		compare(t, g, ws, []step{{toks(4, 9), 0}}, f32sum, kernels.Options{})
 	})
@@ -213,8 +213,8 @@ func TestRope(t *testing.T) {
 			if !c.inPlace {
 				out = g.NewBuf("r", 3, cols)
 			}
-			g.Logits = g.Add(fusion.Op{Kind: fusion.Rope, Out: out, In: []fusion.Buf{x}, Heads: c.heads, HeadDim: c.hd,
-				RopeDims: c.dims, RopeBase: 10000, RopeStyle: c.style})
+			g.Logits = g.Add(&fusion.RopeOp{Out: out, In: x, Heads: c.heads, HeadDim: c.hd,
+				RopeParams: fusion.RopeParams{Dims: c.dims, Base: 10000, Style: mustParse(fusion.ParseRopeStyle(c.style))}})
 			ws := []*tensors.Tensor{tensorOf(t, r, "x", vocab, cols, tensors.F32, 0, 0)}
 			compare(t, g, ws, []step{{toks(1, 2, 3), c.pos}, {toks(4), c.pos + 3}}, transc, kernels.Options{})
 		})
@@ -241,12 +241,9 @@ func TestElementwise(t *testing.T) {
 			g := embedGraph(3)
 			a := embedInput(g, "a", c.cols)
 			b := embedInput(g, "b", c.cols)
-			ins := []fusion.Buf{a}
-			if c.kind == fusion.GLU || c.kind == fusion.Add {
-				ins = append(ins, b)
-			}
+			in0, in1 := a, b
 			if c.alias == 2 {
-				ins = []fusion.Buf{a, a}
+				in1 = a
 			}
 			out := g.NewBuf("y", 3, c.cols)
 			switch c.alias {
@@ -255,7 +252,18 @@ func TestElementwise(t *testing.T) {
 			case 1:
 				out = b
 			}
-			g.Logits = g.Add(fusion.Op{Kind: c.kind, Out: out, In: ins, Act: c.act, Cap: 1.5})
+			var op fusion.Op
+			switch c.kind {
+			case fusion.GLU:
+				op = &fusion.GLUOp{Out: out, Gate: in0, Up: in1, Act: mustParse(fusion.ParseAct(c.act))}
+			case fusion.Activation:
+				op = &fusion.ActivationOp{Out: out, In: in0, Act: mustParse(fusion.ParseAct(c.act))}
+			case fusion.Add:
+				op = &fusion.AddOp{Out: out, A: in0, B: in1}
+			case fusion.SoftCap:
+				op = &fusion.SoftCapOp{Out: out, In: in0, Cap: 1.5}
+			}
+			g.Logits = g.Add(op)
 			// Inputs up to +-12 reach both sides of the gelu_tanh cut-offs
 			// at +-10 and the flat parts of tanh.
 			ta := tensorOf(t, r, "a", vocab, c.cols, tensors.F32, 0, 0)
@@ -284,7 +292,7 @@ func TestLastRow(t *testing.T) {
 			r := rand.New(rand.NewPCG(6, uint64(tokens)))
 			g := embedGraph(tokens)
 			x := embedInput(g, "x", 70)
-			g.Logits = g.Add(fusion.Op{Kind: fusion.LastRow, Out: g.NewBuf("l", 1, 70), In: []fusion.Buf{x}})
+			g.Logits = g.Add(&fusion.LastRowOp{Out: g.NewBuf("l", 1, 70), In: x})
 			ws := []*tensors.Tensor{tensorOf(t, r, "x", vocab, 70, tensors.F32, 0, 0)}
 			steps := []step{{toks(1, 2, 3, 4)[:tokens], 0}, {toks(9), 0}}
 			compare(t, g, ws, steps, exact, kernels.Options{})
@@ -327,10 +335,10 @@ func TestAttention(t *testing.T) {
 			q := embedInput(g, "q", c.heads*c.hd)
 			k := embedInput(g, "k", c.kvHeads*c.hd)
 			v := embedInput(g, "v", c.kvHeads*c.hd)
-			g.Add(fusion.Op{Kind: fusion.StoreKV, In: []fusion.Buf{k, v}, Layer: 1, KVHeads: c.kvHeads, HeadDim: c.hd})
+			g.Add(&fusion.StoreKVOp{K: k, V: v, Layer: 1, KVHeads: c.kvHeads, HeadDim: c.hd})
 			out := g.NewBuf("o", c.prefill, c.heads*c.hd)
-			g.Logits = g.Add(fusion.Op{Kind: fusion.Attention, Out: out, In: []fusion.Buf{q}, Layer: 1, Heads: c.heads,
-				KVHeads: c.kvHeads, HeadDim: c.hd, Scale: 0.9, Cap: c.capv, Window: c.window})
+			g.Logits = g.Add(&fusion.AttentionOp{Out: out, Q: q, Layer: 1,
+				HeadShape: fusion.HeadShape{Heads: c.heads, KVHeads: c.kvHeads, HeadDim: c.hd}, Scale: 0.9, Cap: c.capv, Window: c.window})
 			rv := func(name string, cols int) *tensors.Tensor {
 				tt, err := tensors.FromF32(name, []int{vocab, cols}, randF32(r, vocab*cols, 2), tensors.F32)
 				if err != nil {

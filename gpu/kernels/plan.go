@@ -97,10 +97,11 @@ func (pl *planner) buf(b fusion.Buf) gpu.Binding { return gpu.Binding{Buf: pl.p.
 
 func (pl *planner) bytes(b fusion.Buf) int64 { return actBytes(pl.p.g.Bufs[b]) }
 
-// input binds input buffer in of op, through the scratch buffer when it is
-// also the op's output (a buffer bound writable may not be bound twice).
-func (pl *planner) input(op *fusion.Op, in fusion.Buf, copied *bool) gpu.Binding {
-	if in != op.Out {
+// input binds input buffer in of an op writing out, through the scratch
+// buffer when it is also the op's output (a buffer bound writable may not
+// be bound twice).
+func (pl *planner) input(out, in fusion.Buf, copied *bool) gpu.Binding {
+	if in != out {
 		return pl.buf(in)
 	}
 	if !*copied {
@@ -122,16 +123,16 @@ func (pl *planner) vector(name string) (gpu.Binding, bool, error) {
 	return gpu.Binding{Buf: w.chunks[0].w}, true, nil
 }
 
-func (pl *planner) op(op *fusion.Op) error {
+func (pl *planner) op(op fusion.Op) error {
 	g := pl.p.g
 	T := g.Tokens
 	var out fusion.BufInfo
-	if op.Kind != fusion.StoreKV {
-		out = g.Bufs[op.Out]
+	if outs := op.Outputs(); len(outs) > 0 {
+		out = g.Bufs[outs[0]]
 	}
 	copied := false
-	switch op.Kind {
-	case fusion.Embed:
+	switch op := op.(type) {
+	case *fusion.EmbedOp:
 		w := pl.ws.byName[op.Weight]
 		scale := op.Scale
 		if scale == 0 {
@@ -155,7 +156,7 @@ func (pl *planner) op(op *fusion.Op) error {
 				ceilDiv(out.Cols, 64), T, 1,
 				gpu.Binding{Buf: pl.p.step}, gpu.Binding{Buf: c.w}, gpu.Binding{Buf: s}, pl.buf(op.Out))
 		}
-	case fusion.Norm:
+	case *fusion.NormOp:
 		w, _, err := pl.vector(op.Weight)
 		if err != nil {
 			return err
@@ -164,64 +165,67 @@ func (pl *planner) op(op *fusion.Op) error {
 		if err != nil {
 			return err
 		}
-		x := pl.input(op, op.In[0], &copied)
-		pl.dispatch("norm", shaders.NormParams{Cols: u(out.Cols), Layer: b2u(op.NormKind == "layer"), Eps: op.Eps, HasBias: b2u(hasBias), NRows: u(out.Rows), OutF16: b2u(out.F16), XF16: pl.h(x)},
+		x := pl.input(op.Out, op.In, &copied)
+		pl.dispatch("norm", shaders.NormParams{Cols: u(out.Cols), Layer: b2u(op.Norm == fusion.NormLayer), Eps: op.Eps, HasBias: b2u(hasBias), NRows: u(out.Rows), OutF16: b2u(out.F16), XF16: pl.h(x)},
 			out.Rows, 1, 1, gpu.Binding{Buf: pl.p.step}, x, w, bias, pl.buf(op.Out))
-	case fusion.MatMul:
-		x := pl.input(op, op.In[0], &copied)
-		if op.NormWeight != "" {
+	case *fusion.MatMulOp:
+		x := pl.input(op.Out, op.In, &copied)
+		if op.Prologue != nil {
 			var err error
-			if x, err = pl.normPrologue(op); err != nil {
+			if x, err = pl.normPrologue(op.In, op.Prologue, []string{op.Weight}, op.Bias == ""); err != nil {
 				return err
 			}
 			defer func() { pl.pro = nil }()
 		}
-		return pl.matMul(pl.ws.byName[op.Weight], op.Bias, x, g.Bufs[op.In[0]].Cols, pl.buf(op.Out), out, op.Accumulate)
-	case fusion.MultiMatMul:
-		x := pl.buf(op.In[0])
-		if op.NormWeight != "" {
+		return pl.matMul(pl.ws.byName[op.Weight], op.Bias, x, g.Bufs[op.In].Cols, pl.buf(op.Out), out, op.Accumulate)
+	case *fusion.MultiMatMulOp:
+		x := pl.buf(op.In)
+		if op.Prologue != nil {
+			var ws []string
+			noBias := true
+			for _, p := range op.Outs {
+				ws = append(ws, p.Weight)
+				noBias = noBias && p.Bias == ""
+			}
 			var err error
-			if x, err = pl.normPrologue(op); err != nil {
+			if x, err = pl.normPrologue(op.In, op.Prologue, ws, noBias); err != nil {
 				return err
 			}
 			defer func() { pl.pro = nil }()
 		}
 		// One dispatch per projection: a kernel writing all of them would
 		// bind more storage buffers than WebGPU's default limit of 8.
-		for i, o := range op.Outs {
-			bias := ""
-			if len(op.Biases) > 0 {
-				bias = op.Biases[i]
-			}
-			if err := pl.matMul(pl.ws.byName[op.Weights[i]], bias, x, g.Bufs[op.In[0]].Cols, pl.buf(o), g.Bufs[o], false); err != nil {
+		for _, p := range op.Outs {
+			if err := pl.matMul(pl.ws.byName[p.Weight], p.Bias, x, g.Bufs[op.In].Cols, pl.buf(p.Out), g.Bufs[p.Out], false); err != nil {
 				return err
 			}
 		}
-	case fusion.MatMulGLU:
-		x := pl.buf(op.In[0])
-		if op.NormWeight != "" {
+	case *fusion.MatMulGLUOp:
+		x := pl.buf(op.In)
+		if op.Prologue != nil {
+			fits := op.Gate.Bias == "" && op.Up.Bias == "" && sameLayout(pl.ws.byName[op.Gate.Weight], pl.ws.byName[op.Up.Weight])
 			var err error
-			if x, err = pl.normPrologue(op); err != nil {
+			if x, err = pl.normPrologue(op.In, op.Prologue, []string{op.Gate.Weight, op.Up.Weight}, fits); err != nil {
 				return err
 			}
 			defer func() { pl.pro = nil }()
 		}
 		return pl.matMulGLU(op, out, x)
-	case fusion.Rope:
-		if op.In[0] != op.Out {
-			pl.copyBuf(pl.p.bufs[op.Out], pl.p.bufs[op.In[0]], pl.bytes(op.In[0]))
+	case *fusion.RopeOp:
+		if op.In != op.Out {
+			pl.copyBuf(pl.p.bufs[op.Out], pl.p.bufs[op.In], pl.bytes(op.In))
 		}
-		if op.RopeDims == 0 {
+		if op.Dims == 0 {
 			return nil
 		}
-		half := op.RopeDims / 2
-		fb, style, err := pl.ropeFreq(op)
+		half := op.Dims / 2
+		fb, style, err := pl.ropeFreq(op.RopeParams)
 		if err != nil {
 			return err
 		}
-		pl.dispatch("rope", shaders.RopeParams{Heads: u(op.Heads), HeadDim: u(op.HeadDim), RopeDims: u(op.RopeDims), Style: style, Cols: u(out.Cols), PosAt: u(pl.p.posAt), OutF16: b2u(out.F16)},
+		pl.dispatch("rope", shaders.RopeParams{Heads: u(op.Heads), HeadDim: u(op.HeadDim), RopeDims: u(op.Dims), Style: style, Cols: u(out.Cols), PosAt: u(pl.p.posAt), OutF16: b2u(out.F16)},
 			ceilDiv(op.Heads*half, 64), T, 1, gpu.Binding{Buf: pl.p.step}, gpu.Binding{Buf: fb}, pl.buf(op.Out))
-	case fusion.StoreKV:
+	case *fusion.StoreKVOp:
 		// A batched step stores each row into its own sequence's cache:
 		// one dispatch per row, binding that sequence's cache.
 		kvCols := op.KVHeads * op.HeadDim
@@ -232,21 +236,21 @@ func (pl *planner) op(op *fusion.Op) error {
 		}
 		for r, c := range pl.caches {
 			params := shaders.KVParams{KVCols: u(kvCols), HeadDim: u(op.HeadDim), MaxLen: u(spec.MaxLen), PosAt: u(pl.p.posAt),
-				KF16: pl.h(pl.buf(op.In[0])), VF16: pl.h(pl.buf(op.In[1]))}
+				KF16: pl.h(pl.buf(op.K)), VF16: pl.h(pl.buf(op.V))}
 			if g.Batch {
 				params.Row0 = u(r)
 			}
 			pl.dispatch(storeKernel(spec), params, ceilDiv(op.KVHeads*kvWords(spec), 64), rows, 1, gpu.Binding{Buf: pl.p.step},
-				pl.buf(op.In[0]), pl.buf(op.In[1]), gpu.Binding{Buf: c.k[op.Layer]}, gpu.Binding{Buf: c.v[op.Layer]})
+				pl.buf(op.K), pl.buf(op.V), gpu.Binding{Buf: c.k[op.Layer]}, gpu.Binding{Buf: c.v[op.Layer]})
 		}
-	case fusion.RopeStoreKV:
+	case *fusion.RopeStoreKVOp:
 		return pl.ropeStoreKV(op)
-	case fusion.Attention:
+	case *fusion.AttentionOp:
 		return pl.attention(op)
-	case fusion.Add:
+	case *fusion.AddOp:
 		// A residual add into one of its inputs (addition commutes) runs
 		// in place; out = out + out goes through the scratch copy.
-		in0, in1 := op.In[0], op.In[1]
+		in0, in1 := op.A, op.B
 		if in1 == op.Out {
 			in0, in1 = in1, in0
 		}
@@ -255,33 +259,26 @@ func (pl *planner) op(op *fusion.Op) error {
 				ceilDiv(out.Cols, 64), out.Rows, 1, gpu.Binding{Buf: pl.p.step}, gpu.Binding{Buf: pl.dummy}, pl.buf(in1), pl.buf(op.Out))
 			return nil
 		}
-		a, b := pl.input(op, op.In[0], &copied), pl.input(op, op.In[1], &copied)
+		a, b := pl.input(op.Out, op.A, &copied), pl.input(op.Out, op.B, &copied)
 		pl.dispatch("add", shaders.EltParams{Cols: u(out.Cols), NRows: u(out.Rows), OutF16: b2u(out.F16), AF16: pl.h(a), BF16: pl.h(b)},
 			ceilDiv(out.Cols, 64), out.Rows, 1, gpu.Binding{Buf: pl.p.step}, a, b, pl.buf(op.Out))
-	case fusion.GLU, fusion.Activation, fusion.SoftCap:
-		kernel := map[fusion.Kind]string{fusion.GLU: "glu", fusion.Activation: "act", fusion.SoftCap: "softcap"}[op.Kind]
-		act, ok := shaders.ActivationByName(op.Act)
-		if !ok && (op.Kind == fusion.GLU || op.Kind == fusion.Activation) {
-			return fmt.Errorf("activation %q: %w", op.Act, gpu.ErrUnsupported)
-		}
-		a := pl.input(op, op.In[0], &copied)
-		b := gpu.Binding{Buf: pl.dummy}
-		if op.Kind == fusion.GLU {
-			b = pl.input(op, op.In[1], &copied)
-		}
-		pl.dispatch(kernel, shaders.EltParams{Cols: u(out.Cols), Act: uint32(act), Cap: op.Cap, NRows: u(out.Rows), OutF16: b2u(out.F16), AF16: pl.h(a), BF16: pl.h(b)},
-			ceilDiv(out.Cols, 64), out.Rows, 1, gpu.Binding{Buf: pl.p.step}, a, b, pl.buf(op.Out))
-	case fusion.LastRow:
-		if op.In[0] == op.Out {
+	case *fusion.GLUOp:
+		return pl.elementwise("glu", op.Act, 0, op.Out, op.Gate, op.Up, out)
+	case *fusion.ActivationOp:
+		return pl.elementwise("act", op.Act, 0, op.Out, op.In, -1, out)
+	case *fusion.SoftCapOp:
+		return pl.elementwise("softcap", 0, op.Cap, op.Out, op.In, -1, out)
+	case *fusion.LastRowOp:
+		if op.In == op.Out {
 			return nil // validation allows this only for one-token graphs: the identity
 		}
-		pl.dispatch("last_row", shaders.EltParams{Cols: u(out.Cols), NRows: 1, OutF16: b2u(out.F16), AF16: pl.h(pl.buf(op.In[0]))}, ceilDiv(out.Cols, 64), 1, 1,
-			gpu.Binding{Buf: pl.p.step}, pl.buf(op.In[0]), gpu.Binding{Buf: pl.dummy}, pl.buf(op.Out))
-	case fusion.Argmax:
+		pl.dispatch("last_row", shaders.EltParams{Cols: u(out.Cols), NRows: 1, OutF16: b2u(out.F16), AF16: pl.h(pl.buf(op.In))}, ceilDiv(out.Cols, 64), 1, 1,
+			gpu.Binding{Buf: pl.p.step}, pl.buf(op.In), gpu.Binding{Buf: pl.dummy}, pl.buf(op.Out))
+	case *fusion.ArgmaxOp:
 		// One workgroup scans the row (validation made it one row that
 		// Out does not alias) and writes the id as an f32.
-		pl.dispatch("argmax", shaders.ArgmaxParams{N: u(g.Bufs[op.In[0]].Cols)}, 1, 1, 1, pl.buf(op.In[0]), pl.buf(op.Out))
-	case fusion.Sample:
+		pl.dispatch("argmax", shaders.ArgmaxParams{N: u(g.Bufs[op.In].Cols)}, 1, 1, 1, pl.buf(op.In), pl.buf(op.Out))
+	case *fusion.SampleOp:
 		r := op.Sampling
 		ruleAt := uint32(0)
 		if stepTensor(g) {
@@ -290,26 +287,50 @@ func (pl *planner) op(op *fusion.Op) error {
 			ruleAt = shaders.DecodeStepRuleAt
 			pl.p.rule = &r
 		}
-		pl.dispatch("sample", shaders.SampleParams{N: u(g.Bufs[op.In[0]].Cols), InvTemperature: sampler.InvTemperature(r.Temperature),
+		pl.dispatch("sample", shaders.SampleParams{N: u(g.Bufs[op.In].Cols), InvTemperature: sampler.InvTemperature(r.Temperature),
 			TopK: u(r.TopK), TopP: r.TopP, SeedLo: uint32(r.Seed), SeedHi: uint32(r.Seed >> 32), RuleAt: ruleAt},
-			1, 1, 1, gpu.Binding{Buf: pl.p.step}, pl.buf(op.In[0]), pl.buf(op.Out))
+			1, 1, 1, gpu.Binding{Buf: pl.p.step}, pl.buf(op.In), pl.buf(op.Out))
 	default:
-		return fmt.Errorf("op kind %s: %w", op.Kind, gpu.ErrUnsupported)
+		return fmt.Errorf("op kind %s: %w", op.Kind(), gpu.ErrUnsupported)
 	}
 	return nil
 }
 
-// normPrologue plans the RMS-norm prologue of a MatMul kind and returns
-// the binding its products read. On a GPU-class device, where every product runs in a decode
-// kernel (matvec, matvec_u, matvec_lanes, matvec_sg: at most 3 rows of an
-// unbatched step, or 1) on weights of the matmul family without a bias
-// (the scale takes the bias slot; MatMulGLU: its one-dispatch form), the
-// kernels run it (pl.pro) and read In[0]; otherwise a norm dispatch writes
-// the normed rows to a buffer of the planner's, which the products read.
-func (pl *planner) normPrologue(op *fusion.Op) (gpu.Binding, error) {
+// elementwise plans a GLU (act(a) * b), an Activation (act(a), b -1) or a
+// SoftCap (act 0, cap > 0) into out.
+func (pl *planner) elementwise(kernel string, a fusion.Act, capv float32, o, in0, in1 fusion.Buf, out fusion.BufInfo) error {
+	code := shaders.Activation(0)
+	if a != 0 {
+		var ok bool
+		if code, ok = shaders.ActivationByName(a.String()); !ok {
+			return fmt.Errorf("activation %s: %w", a, gpu.ErrUnsupported)
+		}
+	}
+	copied := false
+	x := pl.input(o, in0, &copied)
+	y := gpu.Binding{Buf: pl.dummy}
+	if in1 >= 0 {
+		y = pl.input(o, in1, &copied)
+	}
+	pl.dispatch(kernel, shaders.EltParams{Cols: u(out.Cols), Act: uint32(code), Cap: capv, NRows: u(out.Rows),
+		OutF16: b2u(out.F16), AF16: pl.h(x), BF16: pl.h(y)},
+		ceilDiv(out.Cols, 64), out.Rows, 1, gpu.Binding{Buf: pl.p.step}, x, y, pl.buf(o))
+	return nil
+}
+
+// normPrologue plans the RMS-norm prologue pro of products of input in
+// with weights ws and returns the binding the products read. On a
+// GPU-class device, where every product runs in a decode kernel (matvec,
+// matvec_u, matvec_lanes, matvec_sg: at most 3 rows of an unbatched step,
+// or 1) on weights of the matmul family without a bias (the scale takes
+// the bias slot; MatMulGLU: its one-dispatch form; fits says the caller's
+// products are of that form), the kernels run it (pl.pro) and read in;
+// otherwise a norm dispatch writes the normed rows to a buffer of the
+// planner's, which the products read.
+func (pl *planner) normPrologue(inBuf fusion.Buf, pro *fusion.RMSPrologue, ws []string, fits bool) (gpu.Binding, error) {
 	g := pl.p.g
-	in := g.Bufs[op.In[0]]
-	scale, _, err := pl.vector(op.NormWeight)
+	in := g.Bufs[inBuf]
+	scale, _, err := pl.vector(pro.Weight)
 	if err != nil {
 		return gpu.Binding{}, err
 	}
@@ -317,27 +338,13 @@ func (pl *planner) normPrologue(op *fusion.Op) (gpu.Binding, error) {
 	// storage loads of the scale (a loop over the SIMD lanes on lavapipe)
 	// cost more than the dispatch saved (110M Q8_0 decode on lavapipe with
 	// the prologue: 0.8x on WebGPU, 0.92-0.99x on Vulkan).
-	ok := pl.p.b.gpuClass && in.Rows < 4 && !(g.Batch && in.Rows >= 2)
-	var ws []string
-	switch op.Kind {
-	case fusion.MatMul:
-		ws = []string{op.Weight}
-		ok = ok && op.Bias == ""
-	case fusion.MultiMatMul:
-		ws = op.Weights
-		for _, b := range op.Biases {
-			ok = ok && b == ""
-		}
-	case fusion.MatMulGLU:
-		ws = []string{op.Weight, op.Up}
-		ok = ok && op.Bias == "" && op.UpBias == "" && sameLayout(pl.ws.byName[op.Weight], pl.ws.byName[op.Up])
-	}
+	ok := pl.p.b.gpuClass && in.Rows < 4 && !(g.Batch && in.Rows >= 2) && fits
 	for _, name := range ws {
 		ok = ok && pl.ws.byName[name].qt == shaders.BlockNone
 	}
 	if ok {
-		pl.pro = &prologue{scale: scale, eps: op.Eps}
-		return pl.buf(op.In[0]), nil
+		pl.pro = &prologue{scale: scale, eps: pro.Eps}
+		return pl.buf(inBuf), nil
 	}
 	size := f32Bytes4(in) // the normed rows are f32, whatever the input
 	if pl.normed == nil || pl.normLen < size {
@@ -350,17 +357,17 @@ func (pl *planner) normPrologue(op *fusion.Op) (gpu.Binding, error) {
 		pl.normed, pl.normLen = buf, size
 	}
 	pl.half[pl.normed] = false
-	pl.dispatch("norm", shaders.NormParams{Cols: u(in.Cols), Eps: op.Eps, NRows: u(in.Rows), XF16: pl.h(pl.buf(op.In[0]))},
-		in.Rows, 1, 1, gpu.Binding{Buf: pl.p.step}, pl.buf(op.In[0]), scale, gpu.Binding{Buf: pl.dummy}, gpu.Binding{Buf: pl.normed})
+	pl.dispatch("norm", shaders.NormParams{Cols: u(in.Cols), Eps: pro.Eps, NRows: u(in.Rows), XF16: pl.h(pl.buf(inBuf))},
+		in.Rows, 1, 1, gpu.Binding{Buf: pl.p.step}, pl.buf(inBuf), scale, gpu.Binding{Buf: pl.dummy}, gpu.Binding{Buf: pl.normed})
 	return gpu.Binding{Buf: pl.normed}, nil
 }
 
 // ropeFreq makes the frequency table of a Rope or RopeStoreKV op
 // (RopeBase^(-2i/RopeDims), in float64 on the host) and returns its style code.
-func (pl *planner) ropeFreq(op *fusion.Op) (gpu.Buffer, uint32, error) {
-	freq := make([]float32, max(op.RopeDims/2, 1))
-	for i := range op.RopeDims / 2 {
-		freq[i] = float32(math.Pow(float64(op.RopeBase), -2*float64(i)/float64(op.RopeDims)))
+func (pl *planner) ropeFreq(r fusion.RopeParams) (gpu.Buffer, uint32, error) {
+	freq := make([]float32, max(r.Dims/2, 1))
+	for i := range r.Dims / 2 {
+		freq[i] = float32(math.Pow(float64(r.Base), -2*float64(i)/float64(r.Dims)))
 	}
 	fb, err := pl.p.b.newFilled(f32Bytes(freq))
 	if err != nil {
@@ -368,7 +375,7 @@ func (pl *planner) ropeFreq(op *fusion.Op) (gpu.Buffer, uint32, error) {
 	}
 	pl.p.owned = append(pl.p.owned, fb)
 	style := uint32(0)
-	if op.RopeStyle == "halves" {
+	if r.Style == fusion.RopeHalves {
 		style = 1
 	}
 	return fb, style, nil
@@ -376,8 +383,8 @@ func (pl *planner) ropeFreq(op *fusion.Op) (gpu.Buffer, uint32, error) {
 
 // ropeStoreKV plans a RopeStoreKV (validation made it unbatched): one
 // dispatch rotating q in place and storing the rotated k and v.
-func (pl *planner) ropeStoreKV(op *fusion.Op) error {
-	fb, style, err := pl.ropeFreq(op)
+func (pl *planner) ropeStoreKV(op *fusion.RopeStoreKVOp) error {
+	fb, style, err := pl.ropeFreq(op.RopeParams)
 	if err != nil {
 		return err
 	}
@@ -386,12 +393,12 @@ func (pl *planner) ropeStoreKV(op *fusion.Op) error {
 	if c.spec.F16 {
 		kernel, words = "store_kv_rope_f16", kvWords(c.spec)
 	}
-	n := op.Heads*(op.RopeDims/2) + op.KVHeads*words
+	n := op.Heads*(op.Dims/2) + op.KVHeads*words
 	pl.dispatch(kernel, shaders.RopeKVParams{Heads: u(op.Heads), KVHeads: u(op.KVHeads), HeadDim: u(op.HeadDim),
-		RopeDims: u(op.RopeDims), Style: style, MaxLen: u(c.spec.MaxLen), OutF16: b2u(pl.p.g.Bufs[op.Out].F16),
-		KF16: pl.h(pl.buf(op.In[1])), VF16: pl.h(pl.buf(op.In[2]))},
-		ceilDiv(n, 64), pl.p.g.Tokens, 1, gpu.Binding{Buf: pl.p.step}, gpu.Binding{Buf: fb}, pl.buf(op.In[0]),
-		pl.buf(op.In[1]), pl.buf(op.In[2]), gpu.Binding{Buf: c.k[op.Layer]}, gpu.Binding{Buf: c.v[op.Layer]})
+		RopeDims: u(op.Dims), Style: style, MaxLen: u(c.spec.MaxLen), OutF16: b2u(pl.p.g.Bufs[op.Q].F16),
+		KF16: pl.h(pl.buf(op.K)), VF16: pl.h(pl.buf(op.V))},
+		ceilDiv(n, 64), pl.p.g.Tokens, 1, gpu.Binding{Buf: pl.p.step}, gpu.Binding{Buf: fb}, pl.buf(op.Q),
+		pl.buf(op.K), pl.buf(op.V), gpu.Binding{Buf: c.k[op.Layer]}, gpu.Binding{Buf: c.v[op.Layer]})
 	return nil
 }
 
@@ -509,7 +516,8 @@ func (pl *planner) matMul(w *weight, biasName string, x gpu.Binding, inCols int,
 			s = c.s
 		}
 		params := shaders.MatParams{InCols: u(inCols), OutCols: u(out.Cols), RowBase: u(c.rowBase), Rows: u(c.rows),
-			Block: u(w.block), NBlocks: u(w.nblk), HasBias: b2u(hasBias), NRows: u(out.Rows), Accum: b2u(accum), OutF16: b2u(out.F16), XF16: pl.h(x)}
+			Block: u(w.block), NBlocks: u(w.nblk), HasBias: b2u(hasBias), NRows: u(out.Rows), Accum: b2u(accum),
+			OutF16: b2u(out.F16), XF16: pl.h(x)}
 		bias := bias
 		if pl.pro != nil {
 			params.NormEps, bias = pl.pro.eps, pl.pro.scale
@@ -524,15 +532,15 @@ func (pl *planner) matMul(w *weight, biasName string, x gpu.Binding, inCols int,
 // row block when the gate and up weights share type, scales and row blocks
 // and at most one has a bias (the kernel binds one bias), else the gate
 // projection into the scratch buffer, the up projection into out and a glu.
-func (pl *planner) matMulGLU(op *fusion.Op, out fusion.BufInfo, x gpu.Binding) error {
+func (pl *planner) matMulGLU(op *fusion.MatMulGLUOp, out fusion.BufInfo, x gpu.Binding) error {
 	g := pl.p.g
-	gw, uw := pl.ws.byName[op.Weight], pl.ws.byName[op.Up]
-	inCols := g.Bufs[op.In[0]].Cols
-	act, ok := shaders.ActivationByName(op.Act)
+	gw, uw := pl.ws.byName[op.Gate.Weight], pl.ws.byName[op.Up.Weight]
+	inCols := g.Bufs[op.In].Cols
+	act, ok := shaders.ActivationByName(op.Act.String())
 	if !ok {
-		return fmt.Errorf("activation %q: %w", op.Act, gpu.ErrUnsupported)
+		return fmt.Errorf("activation %s: %w", op.Act, gpu.ErrUnsupported)
 	}
-	if !sameLayout(gw, uw) || (op.Bias != "" && op.UpBias != "") || gw.qt != shaders.BlockNone {
+	if !sameLayout(gw, uw) || (op.Gate.Bias != "" && op.Up.Bias != "") || gw.qt != shaders.BlockNone {
 		size := f32Bytes4(out) // the gate products are f32
 		if pl.gate == nil || pl.gateSize < size {
 			buf, err := pl.p.newBuf(size)
@@ -542,24 +550,24 @@ func (pl *planner) matMulGLU(op *fusion.Op, out fusion.BufInfo, x gpu.Binding) e
 			pl.gate, pl.gateSize = buf, size
 		}
 		gate, up := gpu.Binding{Buf: pl.gate}, gpu.Binding{Buf: pl.scratch}
-		pl.half[pl.gate], pl.half[pl.scratch] = false, false
 		// The gate and up products stay f32: only the op's output is
 		// an activation (fusion.BufInfo.F16).
+		pl.half[pl.gate], pl.half[pl.scratch] = false, false
 		inner := out
 		inner.F16 = false
-		if err := pl.matMul(gw, op.Bias, x, inCols, gate, inner, false); err != nil {
+		if err := pl.matMul(gw, op.Gate.Bias, x, inCols, gate, inner, false); err != nil {
 			return err
 		}
-		if err := pl.matMul(uw, op.UpBias, x, inCols, up, inner, false); err != nil {
+		if err := pl.matMul(uw, op.Up.Bias, x, inCols, up, inner, false); err != nil {
 			return err
 		}
 		pl.dispatch("glu", shaders.EltParams{Cols: u(out.Cols), Act: uint32(act), NRows: u(out.Rows), OutF16: b2u(out.F16)}, ceilDiv(out.Cols, 64), out.Rows, 1,
 			gpu.Binding{Buf: pl.p.step}, gate, up, pl.buf(op.Out))
 		return nil
 	}
-	biasName := op.Bias
+	biasName := op.Gate.Bias
 	if biasName == "" {
-		biasName = op.UpBias
+		biasName = op.Up.Bias
 	}
 	bias, _, err := pl.vector(biasName)
 	if err != nil {
@@ -573,8 +581,8 @@ func (pl *planner) matMulGLU(op *fusion.Op, out fusion.BufInfo, x gpu.Binding) e
 			s, s2 = c.s, uc.s
 		}
 		params := shaders.MatParams{InCols: u(inCols), OutCols: u(out.Cols), RowBase: u(c.rowBase), Rows: u(c.rows),
-			Block: u(gw.block), NBlocks: u(gw.nblk), HasBias: b2u(op.Bias != ""), NRows: u(out.Rows),
-			Act: uint32(act), HasBias2: b2u(op.UpBias != ""), OutF16: b2u(out.F16), XF16: pl.h(x)}
+			Block: u(gw.block), NBlocks: u(gw.nblk), HasBias: b2u(op.Gate.Bias != ""), NRows: u(out.Rows),
+			Act: uint32(act), HasBias2: b2u(op.Up.Bias != ""), OutF16: b2u(out.F16), XF16: pl.h(x)}
 		if pl.pro != nil {
 			params.NormEps, bias = pl.pro.eps, pl.pro.scale
 		}

@@ -42,6 +42,10 @@ func (p *program) Profile(ctx context.Context, tokens []int32, pos int) ([]OpTim
 	if err != nil {
 		return nil, fmt.Errorf("kernels: profile: %w", err)
 	}
+	kvElem := int64(4)
+	if p.g.KV.F16 {
+		kvElem = 2
+	}
 	work := map[int]*OpTime{}
 	for _, it := range p.items {
 		if it.kernel == "" {
@@ -69,9 +73,14 @@ func (p *program) Profile(ctx context.Context, tokens []int32, pos int) ([]OpTim
 		if ts[i+1] > ts[i] {
 			d = ts[i+1] - ts[i]
 		}
-		ot := OpTime{Op: op, Kind: p.g.Ops[op].Kind, Nanos: d}
+		ot := OpTime{Op: op, Kind: p.g.Ops[op].Kind(), Nanos: d}
 		if w := work[op]; w != nil {
 			ot.Kernels, ot.Bytes, ot.FLOPs = w.Kernels, w.Bytes, w.FLOPs
+		}
+		if ot.Bytes == 0 && ot.FLOPs == 0 {
+			// Not a matrix product: its work from the op and the step.
+			c := opWork(p.g, p.g.Ops[op], pos, len(tokens), kvElem)
+			ot.Bytes, ot.FLOPs = c.Bytes, c.FLOPs
 		}
 		out = append(out, ot)
 	}

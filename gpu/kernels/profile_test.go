@@ -22,9 +22,9 @@ func TestProfile(t *testing.T) {
 		r := rand.New(rand.NewPCG(12, 12))
 		g := &fusion.Graph{Tokens: 2}
 		x := embedInput(g, "x", 16)
-		y := g.Add(fusion.Op{Kind: fusion.MatMul, Out: g.NewBuf("y", 2, 16), In: []fusion.Buf{x}, Weight: "w"})
-		g.Add(fusion.Op{Kind: fusion.Add, Out: y, In: []fusion.Buf{y, x}})
-		last := g.Add(fusion.Op{Kind: fusion.LastRow, Out: g.NewBuf("l", 1, 16), In: []fusion.Buf{y}})
+		y := g.Add(&fusion.MatMulOp{Out: g.NewBuf("y", 2, 16), In: x, Projection: fusion.Projection{Weight: "w"}})
+		g.Add(&fusion.AddOp{Out: y, A: y, B: x})
+		last := g.Add(&fusion.LastRowOp{Out: g.NewBuf("l", 1, 16), In: y})
 		g.Logits = last
 		w, err := be.LoadWeights(ctx, []*tensors.Tensor{tensorOf(t, r, "x", vocab, 16, tensors.F32, 0, 0), tensorOf(t, r, "w", 16, 16, tensors.I8, 0, tensors.F32)})
 		if err != nil {
@@ -69,18 +69,23 @@ func TestProfile(t *testing.T) {
 		var total uint64
 		for _, ot := range times {
 			ops = append(ops, ot.Op)
-			if ot.Kind != g.Ops[ot.Op].Kind {
-				t.Errorf("op %d: kind %s, graph %s", ot.Op, ot.Kind, g.Ops[ot.Op].Kind)
+			if ot.Kind != g.Ops[ot.Op].Kind() {
+				t.Errorf("op %d: kind %s, graph %s", ot.Op, ot.Kind, g.Ops[ot.Op].Kind())
 			}
 			if len(ot.Kernels) == 0 {
 				t.Errorf("op %d: no kernels named", ot.Op)
 			}
-			// The matrix product's work: 2x16x16 multiply-adds per
-			// token, 16x16 int8 weights, 16 f32 scales, 2 tokens of 16
-			// inputs and 16 outputs.
-			wantBytes, wantFLOPs := int64(0), int64(0)
-			if ot.Kind == fusion.MatMul {
+			// The work of each op (f32 activations, 2 tokens of 16):
+			var wantBytes, wantFLOPs int64
+			switch ot.Kind {
+			case fusion.Embed: // 2 table rows read, 2 rows written
+				wantBytes = 2*16*4 + 2*16*4
+			case fusion.MatMul: // 16x16 int8 weights, 16 f32 scales, inputs and outputs; 2x16x16 multiply-adds per token
 				wantBytes, wantFLOPs = 16*16+16*4+2*(16+16)*4, 2*2*16*16
+			case fusion.Add: // two inputs and the output, one add per value
+				wantBytes, wantFLOPs = 3*2*16*4, 2*16
+			case fusion.LastRow: // the step's rows of y read, one row written
+				wantBytes = 2*16*4 + 16*4
 			}
 			if ot.Bytes != wantBytes || ot.FLOPs != wantFLOPs {
 				t.Errorf("op %d (%s): %d bytes %d FLOPs, want %d and %d", ot.Op, ot.Kind, ot.Bytes, ot.FLOPs, wantBytes, wantFLOPs)

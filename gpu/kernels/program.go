@@ -177,8 +177,8 @@ func (p *program) build(ws *weights, caches []*kvCache) error {
 	}
 	for i := range g.Ops {
 		pl.cur = i
-		if err := pl.op(&g.Ops[i]); err != nil {
-			return fmt.Errorf("op %d (%s): %w", i, g.Ops[i].Kind, err)
+		if err := pl.op(g.Ops[i]); err != nil {
+			return fmt.Errorf("op %d (%s): %w", i, g.Ops[i].Kind(), err)
 		}
 	}
 	return pl.record()

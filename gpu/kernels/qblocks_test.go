@@ -57,8 +57,8 @@ func benchBlocksOnDevices(b *testing.B, tokens int) {
 					}
 					g := &fusion.Graph{Tokens: tokens}
 					x := g.NewBuf("x", tokens, cols)
-					g.Add(fusion.Op{Kind: fusion.Embed, Out: x, Weight: "x"})
-					g.Logits = g.Add(fusion.Op{Kind: fusion.MatMul, Out: g.NewBuf("y", tokens, rows), In: []fusion.Buf{x}, Weight: "w"})
+					g.Add(&fusion.EmbedOp{Out: x, Weight: "x"})
+					g.Logits = g.Add(&fusion.MatMulOp{Out: g.NewBuf("y", tokens, rows), In: x, Projection: fusion.Projection{Weight: "w"}})
 					be := backendOn(b, dev, kernels.Options{})
 					ctx := context.Background()
 					ws, err := be.LoadWeights(ctx, []*tensors.Tensor{tensorOf(b, r, "x", vocab, cols, tensors.F32, 0, 0), w})

@@ -42,7 +42,7 @@ func TestOverBindingLimit(t *testing.T) {
 	emb := &tensors.Tensor{Name: "emb", DType: tensors.I8, Shape: []int{rows, cols}, Data: data, Scales: st}
 	g := &fusion.Graph{Tokens: 2}
 	x := g.NewBuf("x", 2, cols)
-	g.Add(fusion.Op{Kind: fusion.Embed, Out: x, Weight: "emb"})
-	g.Logits = g.Add(fusion.Op{Kind: fusion.MatMul, Out: g.NewBuf("logits", 2, rows), In: []fusion.Buf{x}, Weight: "emb"})
+	g.Add(&fusion.EmbedOp{Out: x, Weight: "emb"})
+	g.Logits = g.Add(&fusion.MatMulOp{Out: g.NewBuf("logits", 2, rows), In: x, Projection: fusion.Projection{Weight: "emb"}})
 	compare(t, g, []*tensors.Tensor{emb}, []step{{toks(69999, 5), 0}}, tolerance{abs: 2e-5, rel: 1e-4}, kernels.Options{})
 }

@@ -56,7 +56,17 @@ func (p *program) SetSampling(r fusion.Sampling) error {
 // on first use.
 type multiStep struct {
 	params gpu.Buffer
-	lists  map[int]gpu.Commands
+	lists  map[stepsKey]gpu.Commands
+	// stamps makes the lists recorded from now on bracket their steps
+	// with timestamps 0 and 1 (device time of the whole submission), for
+	// the host-overhead benchmark.
+	stamps bool
+}
+
+// stepsKey names a recorded multi-step list.
+type stepsKey struct {
+	n      int
+	stamps bool
 }
 
 // stepTensor reports whether g's step buffer is a shaders.DecodeStep: a
@@ -66,8 +76,11 @@ func stepTensor(g *fusion.Graph) bool { return g.Tokens == 1 && !g.Batch }
 // pickedBuf returns the output of g's picking op (Argmax or Sample).
 func pickedBuf(g *fusion.Graph) (fusion.Buf, bool) {
 	for i := len(g.Ops) - 1; i >= 0; i-- {
-		if k := g.Ops[i].Kind; k == fusion.Argmax || k == fusion.Sample {
-			return g.Ops[i].Out, true
+		switch op := g.Ops[i].(type) {
+		case *fusion.ArgmaxOp:
+			return op.Out, true
+		case *fusion.SampleOp:
+			return op.Out, true
 		}
 	}
 	return 0, false
@@ -142,7 +155,8 @@ func (p *program) RunSteps(ctx context.Context, token int32, pos, n int, stops [
 // stepList returns the command list of n steps, recording it on first use.
 func (p *program) stepList(out fusion.Buf, n int) (gpu.Commands, error) {
 	ms := &p.multi
-	if c, ok := ms.lists[n]; ok {
+	key := stepsKey{n: n, stamps: ms.stamps}
+	if c, ok := ms.lists[key]; ok {
 		return c, nil
 	}
 	if ms.params == nil {
@@ -159,7 +173,7 @@ func (p *program) stepList(out fusion.Buf, n int) (gpu.Commands, error) {
 			return nil, err
 		}
 		p.owned = append(p.owned, buf)
-		ms.params, ms.lists = buf, map[int]gpu.Commands{}
+		ms.params, ms.lists = buf, map[stepsKey]gpu.Commands{}
 	}
 	adv, err := p.b.kernel("advance", shaders.Variant{})
 	if err != nil {
@@ -168,6 +182,12 @@ func (p *program) stepList(out fusion.Buf, n int) (gpu.Commands, error) {
 	cmds, err := p.b.dev.NewCommands()
 	if err != nil {
 		return nil, err
+	}
+	if key.stamps {
+		if err := cmds.Timestamp(0); err != nil {
+			cmds.Release()
+			return nil, err
+		}
 	}
 	for s := range n {
 		if err := p.appendItems(cmds); err != nil {
@@ -180,11 +200,17 @@ func (p *program) stepList(out fusion.Buf, n int) (gpu.Commands, error) {
 			return nil, fmt.Errorf("advance: %w", err)
 		}
 	}
+	if key.stamps {
+		if err := cmds.Timestamp(1); err != nil {
+			cmds.Release()
+			return nil, err
+		}
+	}
 	if err := cmds.Finish(); err != nil {
 		cmds.Release()
 		return nil, err
 	}
-	ms.lists[n] = cmds
+	ms.lists[key] = cmds
 	return cmds, nil
 }
 
@@ -216,5 +242,5 @@ func (p *program) releaseSteps() {
 	for _, c := range p.multi.lists {
 		c.Release()
 	}
-	p.multi = multiStep{}
+	p.multi = multiStep{stamps: p.multi.stamps}
 }

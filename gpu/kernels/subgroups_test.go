@@ -58,8 +58,8 @@ func profiledKernels(t *testing.T, be gpu.Backend) []string {
 	r := rand.New(rand.NewPCG(5, 5))
 	g := &fusion.Graph{Tokens: 1}
 	x := g.NewBuf("x", 1, 128)
-	g.Add(fusion.Op{Kind: fusion.Embed, Out: x, Weight: "x"})
-	g.Logits = g.Add(fusion.Op{Kind: fusion.MatMul, Out: g.NewBuf("y", 1, 40), In: []fusion.Buf{x}, Weight: "w"})
+	g.Add(&fusion.EmbedOp{Out: x, Weight: "x"})
+	g.Logits = g.Add(&fusion.MatMulOp{Out: g.NewBuf("y", 1, 40), In: x, Projection: fusion.Projection{Weight: "w"}})
 	ctx := context.Background()
 	ws, err := be.LoadWeights(ctx, []*tensors.Tensor{tensorOf(t, r, "x", vocab, 128, tensors.F32, 0, 0), tensorOf(t, r, "w", 40, 128, tensors.F32, 0, 0)})
 	if err != nil {

@@ -36,10 +36,10 @@ func benchSubmit(b *testing.B, dev gpu.Device, dispatches int) {
 	g := &fusion.Graph{Tokens: 1}
 	x := g.NewBuf("x", 1, cols)
 	y := g.NewBuf("y", 1, cols)
-	g.Add(fusion.Op{Kind: fusion.Embed, Out: x, Weight: "x"})
+	g.Add(&fusion.EmbedOp{Out: x, Weight: "x"})
 	out := y
 	for i := 1; i < dispatches; i++ {
-		out = g.Add(fusion.Op{Kind: fusion.Add, Out: y, In: []fusion.Buf{x, y}})
+		out = g.Add(&fusion.AddOp{Out: y, A: x, B: y})
 	}
 	g.Logits = out
 	be := backendOn(b, dev, kernels.Options{})

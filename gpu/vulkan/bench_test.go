@@ -56,8 +56,8 @@ func BenchmarkMatMul(b *testing.B) {
 				b.Fatal(err)
 			}
 			g := &fusion.Graph{Tokens: c.tk}
-			in := g.Add(fusion.Op{Kind: fusion.Embed, Out: g.NewBuf("x", c.tk, c.cols), Weight: "x"})
-			g.Logits = g.Add(fusion.Op{Kind: fusion.MatMul, Out: g.NewBuf("y", c.tk, c.rows), In: []fusion.Buf{in}, Weight: "w"})
+			in := g.Add(&fusion.EmbedOp{Out: g.NewBuf("x", c.tk, c.cols), Weight: "x"})
+			g.Logits = g.Add(&fusion.MatMulOp{Out: g.NewBuf("y", c.tk, c.rows), In: in, Projection: fusion.Projection{Weight: "w"}})
 
 			be := kernels.New(d)
 			defer be.Close()

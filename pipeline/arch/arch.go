@@ -63,13 +63,26 @@ func Build(cfg *model.Config, opts BuildOptions) (*fusion.Graph, error) {
 		return nil, fmt.Errorf("%w: a batched step has one logits row per sequence, not argmax", ErrOptions)
 	}
 	b := &builder{cfg: cfg, g: &fusion.Graph{Tokens: opts.Tokens, Batch: opts.Batch}}
+	// The one place the config's parameter names become fusion's types.
+	var err error
+	if b.normKind, err = fusion.ParseNormKind(cfg.Norm); err != nil {
+		return nil, fmt.Errorf("arch: %w", err)
+	}
+	if b.act, err = fusion.ParseAct(cfg.Act); err != nil {
+		return nil, fmt.Errorf("arch: %w", err)
+	}
+	if cfg.RopeDims > 0 {
+		if b.ropeStyle, err = fusion.ParseRopeStyle(cfg.RopeStyle); err != nil {
+			return nil, fmt.Errorf("arch: %w", err)
+		}
+	}
 	b.g.KV = fusion.KVSpec{Layers: cfg.Layers, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim, MaxLen: opts.MaxLen, F16: opts.KVF16}
 	b.forward(opts.AllLogits || opts.Batch)
 	if opts.Argmax {
-		b.g.Logits = b.g.Add(fusion.Op{Kind: fusion.Argmax, Out: b.g.NewBuf("token_id", 1, 1), In: []fusion.Buf{b.g.Logits}})
+		b.g.Logits = b.g.Add(&fusion.ArgmaxOp{Out: b.g.NewBuf("token_id", 1, 1), In: b.g.Logits})
 	}
 	if opts.Sample != nil {
-		b.g.Logits = b.g.Add(fusion.Op{Kind: fusion.Sample, Out: b.g.NewBuf("token_id", 1, 1), In: []fusion.Buf{b.g.Logits}, Sampling: *opts.Sample})
+		b.g.Logits = b.g.Add(&fusion.SampleOp{Out: b.g.NewBuf("token_id", 1, 1), In: b.g.Logits, Sampling: *opts.Sample})
 	}
 	return b.g, nil
 }
@@ -78,6 +91,10 @@ func Build(cfg *model.Config, opts BuildOptions) (*fusion.Graph, error) {
 type builder struct {
 	cfg *model.Config
 	g   *fusion.Graph
+
+	normKind  fusion.NormKind  // cfg.Norm
+	act       fusion.Act       // cfg.Act
+	ropeStyle fusion.RopeStyle // cfg.RopeStyle (when RopeDims > 0)
 
 	x          fusion.Buf // residual stream [T, dim]
 	h          fusion.Buf // normed input of a block
@@ -110,7 +127,7 @@ func (b *builder) forward(allLogits bool) {
 	}
 	b.ffn = g.NewBuf("ffn_out", T, c.Dim)
 
-	g.Add(fusion.Op{Kind: fusion.Embed, Out: b.x, Weight: model.TokenEmbedding, Scale: c.EmbedScale})
+	g.Add(&fusion.EmbedOp{Out: b.x, Weight: model.TokenEmbedding, Scale: c.EmbedScale})
 	for l := range c.Layers {
 		b.layer(l)
 	}
@@ -119,7 +136,7 @@ func (b *builder) forward(allLogits bool) {
 	rows := T
 	if !allLogits {
 		x = g.NewBuf("x_last", 1, c.Dim)
-		g.Add(fusion.Op{Kind: fusion.LastRow, Out: x, In: []fusion.Buf{b.x}})
+		g.Add(&fusion.LastRowOp{Out: x, In: b.x})
 		rows = 1
 	}
 	final := g.NewBuf("final_norm", rows, c.Dim)
@@ -132,9 +149,9 @@ func (b *builder) forward(allLogits bool) {
 		bias = model.LMHeadBiasName
 	}
 	logits := g.NewBuf("logits", rows, c.VocabSize)
-	g.Add(fusion.Op{Kind: fusion.MatMul, Out: logits, In: []fusion.Buf{final}, Weight: head, Bias: bias})
+	b.linear(logits, final, head, bias, bias != "")
 	if c.FinalSoftCap > 0 {
-		g.Add(fusion.Op{Kind: fusion.SoftCap, Out: logits, In: []fusion.Buf{logits}, Cap: c.FinalSoftCap})
+		g.Add(&fusion.SoftCapOp{Out: logits, In: logits, Cap: c.FinalSoftCap})
 	}
 	g.Logits = logits
 }
@@ -152,17 +169,17 @@ func (b *builder) layer(l int) {
 	}
 	if c.Parallel {
 		b.feedForward(l, b.h)
-		g.Add(fusion.Op{Kind: fusion.Add, Out: b.x, In: []fusion.Buf{b.x, b.proj}})
-		g.Add(fusion.Op{Kind: fusion.Add, Out: b.x, In: []fusion.Buf{b.x, b.ffn}})
+		g.Add(&fusion.AddOp{Out: b.x, A: b.x, B: b.proj})
+		g.Add(&fusion.AddOp{Out: b.x, A: b.x, B: b.ffn})
 		return
 	}
-	g.Add(fusion.Op{Kind: fusion.Add, Out: b.x, In: []fusion.Buf{b.x, b.proj}})
+	g.Add(&fusion.AddOp{Out: b.x, A: b.x, B: b.proj})
 	b.norm(b.h2, b.x, model.Layer(l, model.FFNNorm), model.Layer(l, model.FFNNormBias))
 	b.feedForward(l, b.h2)
 	if c.PostNorms {
 		b.norm(b.ffn, b.ffn, model.Layer(l, model.PostFFNNorm), "")
 	}
-	g.Add(fusion.Op{Kind: fusion.Add, Out: b.x, In: []fusion.Buf{b.x, b.ffn}})
+	g.Add(&fusion.AddOp{Out: b.x, A: b.x, B: b.ffn})
 }
 
 // attention emits the attention block of layer l on input h into b.proj.
@@ -172,19 +189,14 @@ func (b *builder) attention(l int, h fusion.Buf) {
 	b.linear(b.k, h, model.Layer(l, model.WK), model.Layer(l, model.BK), c.QKVBias)
 	b.linear(b.v, h, model.Layer(l, model.WV), model.Layer(l, model.BV), c.QKVBias)
 	if c.RopeDims > 0 {
-		rope := fusion.Op{Kind: fusion.Rope, HeadDim: c.HeadDim, RopeDims: c.RopeDims,
-			RopeBase: c.RopeBase, RopeStyle: c.RopeStyle}
-		rq, rk := rope, rope
-		rq.Out, rq.In, rq.Heads = b.q, []fusion.Buf{b.q}, c.Heads
-		rk.Out, rk.In, rk.Heads = b.k, []fusion.Buf{b.k}, c.KVHeads
-		g.Add(rq)
-		g.Add(rk)
+		rp := fusion.RopeParams{Dims: c.RopeDims, Base: c.RopeBase, Style: b.ropeStyle}
+		g.Add(&fusion.RopeOp{Out: b.q, In: b.q, Heads: c.Heads, HeadDim: c.HeadDim, RopeParams: rp})
+		g.Add(&fusion.RopeOp{Out: b.k, In: b.k, Heads: c.KVHeads, HeadDim: c.HeadDim, RopeParams: rp})
 	}
-	g.Add(fusion.Op{Kind: fusion.StoreKV, Out: b.k, In: []fusion.Buf{b.k, b.v}, Layer: l,
-		Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim})
-	g.Add(fusion.Op{Kind: fusion.Attention, Out: b.att, In: []fusion.Buf{b.q}, Layer: l,
-		Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim,
-		Scale: c.Scale(), Cap: c.AttnSoftCap, Window: c.LayerWindow(l)})
+	g.Add(&fusion.StoreKVOp{K: b.k, V: b.v, Layer: l, KVHeads: c.KVHeads, HeadDim: c.HeadDim})
+	g.Add(&fusion.AttentionOp{Out: b.att, Q: b.q, Layer: l,
+		HeadShape: fusion.HeadShape{Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim},
+		Scale:     c.Scale(), Cap: c.AttnSoftCap, Window: c.LayerWindow(l)})
 	b.linear(b.proj, b.att, model.Layer(l, model.WO), model.Layer(l, model.BO), c.OutBias)
 }
 
@@ -195,9 +207,9 @@ func (b *builder) feedForward(l int, h fusion.Buf) {
 	b.linear(b.up, h, model.Layer(l, model.WUp), model.Layer(l, model.BUp), c.FFNBias)
 	if c.GatedFFN {
 		b.linear(b.gate, h, model.Layer(l, model.WGate), "", false)
-		g.Add(fusion.Op{Kind: fusion.GLU, Out: b.up, In: []fusion.Buf{b.gate, b.up}, Act: c.Act})
+		g.Add(&fusion.GLUOp{Out: b.up, Gate: b.gate, Up: b.up, Act: b.act})
 	} else {
-		g.Add(fusion.Op{Kind: fusion.Activation, Out: b.up, In: []fusion.Buf{b.up}, Act: c.Act})
+		g.Add(&fusion.ActivationOp{Out: b.up, In: b.up, Act: b.act})
 	}
 	b.linear(b.ffn, b.up, model.Layer(l, model.WDown), model.Layer(l, model.BDown), c.FFNBias)
 }
@@ -207,16 +219,14 @@ func (b *builder) linear(out, in fusion.Buf, w, bias string, hasBias bool) {
 	if !hasBias {
 		bias = ""
 	}
-	b.g.Add(fusion.Op{Kind: fusion.MatMul, Out: out, In: []fusion.Buf{in}, Weight: w, Bias: bias})
+	b.g.Add(&fusion.MatMulOp{Out: out, In: in, Projection: fusion.Projection{Weight: w, Bias: bias}})
 }
 
 // norm emits out = norm(in) with the config's norm kind; LayerNorm carries
 // the bias tensor.
 func (b *builder) norm(out, in fusion.Buf, scale, bias string) {
-	c := b.cfg
-	if c.Norm != model.NormLayer {
+	if b.normKind != fusion.NormLayer {
 		bias = ""
 	}
-	b.g.Add(fusion.Op{Kind: fusion.Norm, Out: out, In: []fusion.Buf{in}, Weight: scale, Bias: bias,
-		NormKind: c.Norm, Eps: c.NormEps})
+	b.g.Add(&fusion.NormOp{Out: out, In: in, Norm: b.normKind, Weight: scale, Bias: bias, Eps: b.cfg.NormEps})
 }

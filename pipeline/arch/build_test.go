@@ -77,7 +77,7 @@ func TestBuildShapes(t *testing.T) {
 			}
 			counts := map[fusion.Kind]int{}
 			for _, op := range g.Ops {
-				counts[op.Kind]++
+				counts[op.Kind()]++
 			}
 			for k, n := range tc.kinds {
 				if counts[k] != n {
@@ -113,11 +113,12 @@ func TestBuildArgmax(t *testing.T) {
 				t.Errorf("logits %dx%d, want 1x1", b.Rows, b.Cols)
 			}
 			n := len(g.Ops)
-			last, prev := g.Ops[n-1], g.Ops[n-2]
-			if last.Kind != fusion.Argmax || last.Out != g.Logits || prev.Kind != tc.prev || last.In[0] != prev.Out {
-				t.Errorf("graph ends in %s(%v) <- %s, want argmax <- %s", last.Kind, last.In, prev.Kind, tc.prev)
+			last, ok := g.Ops[n-1].(*fusion.ArgmaxOp)
+			prev := g.Ops[n-2]
+			if !ok || last.Out != g.Logits || prev.Kind() != tc.prev || last.In != prev.Outputs()[0] {
+				t.Fatalf("graph ends in %+v <- %s, want argmax <- %s", g.Ops[n-1], prev.Kind(), tc.prev)
 			}
-			if b := g.Bufs[last.In[0]]; b.Rows != 1 || b.Cols != cfg.VocabSize {
+			if b := g.Bufs[last.In]; b.Rows != 1 || b.Cols != cfg.VocabSize {
 				t.Errorf("argmax input %dx%d, want 1x%d", b.Rows, b.Cols, cfg.VocabSize)
 			}
 		})

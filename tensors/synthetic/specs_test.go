@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/pipeline/arch"
 	"github.com/gpurun/gpurun/tensors/model"
 )
@@ -131,10 +132,8 @@ func checkLayout(t *testing.T, cfg *model.Config) {
 			t.Fatalf("graph of %d tokens against the synthetic layout: %v", tokens, err)
 		}
 		for _, op := range g.Ops {
-			for _, name := range []string{op.Weight, op.Bias} {
-				if name != "" {
-					used[name] = true
-				}
+			for _, name := range fusion.Weights(op) {
+				used[name] = true
 			}
 		}
 	}

@@ -61,8 +61,8 @@ func ArgmaxCases() []Case {
 				}
 				g := &fusion.Graph{Tokens: 2}
 				x := input(g, "x", cols)
-				last := g.Add(fusion.Op{Kind: fusion.LastRow, Out: g.NewBuf("last", 1, cols), In: []fusion.Buf{x}})
-				g.Logits = g.Add(fusion.Op{Kind: fusion.Argmax, Out: g.NewBuf("id", 1, 1), In: []fusion.Buf{last}})
+				last := g.Add(&fusion.LastRowOp{Out: g.NewBuf("last", 1, cols), In: x})
+				g.Logits = g.Add(&fusion.ArgmaxOp{Out: g.NewBuf("id", 1, 1), In: last})
 				return g, []*tensors.Tensor{mustTensor(tensors.FromF32("x", []int{vocab, cols}, vals, tensors.F32))}
 			},
 			Steps: argmaxSteps(),

@@ -60,7 +60,7 @@ func BlockCases() []Case {
 			Build: func() (*fusion.Graph, []*tensors.Tensor) {
 				r := rand.New(rand.NewPCG(21, uint64(ti)))
 				g := &fusion.Graph{Tokens: 3}
-				g.Logits = g.Add(fusion.Op{Kind: fusion.Embed, Out: g.NewBuf("x", 3, blockCols(dt, 2)), Weight: "tok", Scale: 1.5})
+				g.Logits = g.Add(&fusion.EmbedOp{Out: g.NewBuf("x", 3, blockCols(dt, 2)), Weight: "tok", Scale: 1.5})
 				return g, []*tensors.Tensor{BlockMatrix(r, "tok", vocab, blockCols(dt, 2), dt)}
 			},
 			Steps: []Step{{[]int32{3, 0, 12}, 0}, {[]int32{5}, 3}},
@@ -79,7 +79,7 @@ func BlockCases() []Case {
 						}
 						g := &fusion.Graph{Tokens: tokens}
 						x := input(g, "x", in)
-						op := fusion.Op{Kind: fusion.MatMul, Out: g.NewBuf("y", tokens, out), In: []fusion.Buf{x}, Weight: "w"}
+						op := &fusion.MatMulOp{Out: g.NewBuf("y", tokens, out), In: x, Projection: fusion.Projection{Weight: "w"}}
 						ws := []*tensors.Tensor{matrix(r, "x", vocab, in, tensors.F32, 0, 0), BlockMatrix(r, "w", out, in, dt)}
 						if accum {
 							op.Out, op.Accumulate = input(g, "res", out), true
@@ -108,8 +108,8 @@ func BlockCases() []Case {
 					const in, out = 256, 45
 					g := &fusion.Graph{Tokens: tokens}
 					x := input(g, "x", in)
-					op := fusion.Op{Kind: fusion.MatMulGLU, Out: g.NewBuf("y", tokens, out), In: []fusion.Buf{x},
-						Weight: "gate", Up: "up", Act: "silu", Bias: "gb"}
+					op := &fusion.MatMulGLUOp{Out: g.NewBuf("y", tokens, out), In: x, Gate: fusion.Projection{Weight: "gate", Bias: "gb"},
+						Up: fusion.Projection{Weight: "up"}, Act: fusion.ActSiLU}
 					ws := []*tensors.Tensor{matrix(r, "x", vocab, in, tensors.F32, 0, 0),
 						BlockMatrix(r, "gate", out, in, pair[0]), BlockMatrix(r, "up", out, in, pair[1]), vector(r, "gb", out, 1, 0)}
 					g.Logits = g.Add(op)

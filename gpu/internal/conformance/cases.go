@@ -64,9 +64,18 @@ func vector(r *rand.Rand, name string, n int, scale, offset float32) *tensors.Te
 	return mustTensor(tensors.FromF32(name, []int{n}, v, tensors.F32))
 }
 
+// mustParse returns v, panicking on err: the tables name the parameters
+// as model configs do (fusion.Parse* converts them).
+func mustParse[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
 // input adds an embedding of table name: the way tokens bring data in.
 func input(g *fusion.Graph, name string, cols int) fusion.Buf {
-	return g.Add(fusion.Op{Kind: fusion.Embed, Out: g.NewBuf(name, g.Tokens, cols), Weight: name})
+	return g.Add(&fusion.EmbedOp{Out: g.NewBuf(name, g.Tokens, cols), Weight: name})
 }
 
 func seq(n int) []int32 {
@@ -110,7 +119,7 @@ func embedCases() []Case {
 			Build: func() (*fusion.Graph, []*tensors.Tensor) {
 				r := rand.New(rand.NewPCG(1, uint64(c.cols)))
 				g := &fusion.Graph{Tokens: 3}
-				g.Logits = g.Add(fusion.Op{Kind: fusion.Embed, Out: g.NewBuf("x", 3, c.cols), Weight: "tok", Scale: c.scale})
+				g.Logits = g.Add(&fusion.EmbedOp{Out: g.NewBuf("x", 3, c.cols), Weight: "tok", Scale: c.scale})
 				return g, []*tensors.Tensor{matrix(r, "tok", vocab, c.cols, c.dt, c.block, tensors.F32)}
 			},
 			Steps: []Step{{[]int32{3, 0, 12}, 0}, {[]int32{5}, 3}},
@@ -148,7 +157,7 @@ func matmulCases() []Case {
 				r := rand.New(rand.NewPCG(2, uint64(c.in*1000+c.out)))
 				g := &fusion.Graph{Tokens: c.tokens}
 				x := input(g, "x", c.in)
-				op := fusion.Op{Kind: fusion.MatMul, Out: g.NewBuf("y", c.tokens, c.out), In: []fusion.Buf{x}, Weight: "w"}
+				op := &fusion.MatMulOp{Out: g.NewBuf("y", c.tokens, c.out), In: x, Projection: fusion.Projection{Weight: "w"}}
 				ws := []*tensors.Tensor{matrix(r, "x", vocab, c.in, tensors.F32, 0, 0), matrix(r, "w", c.out, c.in, c.dt, c.block, c.scale)}
 				if c.bias {
 					op.Bias = "b"
@@ -183,7 +192,7 @@ func normCases() []Case {
 				if !c.inPlace {
 					out = g.NewBuf("n", 3, c.cols)
 				}
-				op := fusion.Op{Kind: fusion.Norm, Out: out, In: []fusion.Buf{x}, Weight: "w", NormKind: c.kind, Eps: 1e-5}
+				op := &fusion.NormOp{Out: out, In: x, Weight: "w", Norm: mustParse(fusion.ParseNormKind(c.kind)), Eps: 1e-5}
 				ws := []*tensors.Tensor{matrix(r, "x", vocab, c.cols, tensors.F32, 0, 0), vector(r, "w", c.cols, 0.5, 1)}
 				if c.bias {
 					op.Bias = "b"
@@ -222,8 +231,8 @@ func ropeCases() []Case {
 				if !c.inPlace {
 					out = g.NewBuf("r", 3, cols)
 				}
-				g.Logits = g.Add(fusion.Op{Kind: fusion.Rope, Out: out, In: []fusion.Buf{x}, Heads: c.heads, HeadDim: c.hd,
-					RopeDims: c.dims, RopeBase: 10000, RopeStyle: c.style})
+				g.Logits = g.Add(&fusion.RopeOp{Out: out, In: x, Heads: c.heads, HeadDim: c.hd,
+					RopeParams: fusion.RopeParams{Dims: c.dims, Base: 10000, Style: mustParse(fusion.ParseRopeStyle(c.style))}})
 				return g, []*tensors.Tensor{matrix(r, "x", vocab, cols, tensors.F32, 0, 0)}
 			},
 			Steps: []Step{{seq(3), c.pos}, {seq(1), c.pos + 3}},
@@ -259,11 +268,23 @@ func elementwiseCases() []Case {
 				const cols = 37
 				g := &fusion.Graph{Tokens: 3}
 				a := input(g, "a", cols)
-				ins := []fusion.Buf{a}
+				var b fusion.Buf
 				if c.kind == fusion.GLU || c.kind == fusion.Add {
-					ins = append(ins, input(g, "b", cols))
+					b = input(g, "b", cols)
 				}
-				g.Logits = g.Add(fusion.Op{Kind: c.kind, Out: g.NewBuf("y", 3, cols), In: ins, Act: c.act, Cap: 1.5})
+				y := g.NewBuf("y", 3, cols)
+				var op fusion.Op
+				switch c.kind {
+				case fusion.GLU:
+					op = &fusion.GLUOp{Out: y, Gate: a, Up: b, Act: mustParse(fusion.ParseAct(c.act))}
+				case fusion.Activation:
+					op = &fusion.ActivationOp{Out: y, In: a, Act: mustParse(fusion.ParseAct(c.act))}
+				case fusion.Add:
+					op = &fusion.AddOp{Out: y, A: a, B: b}
+				case fusion.SoftCap:
+					op = &fusion.SoftCapOp{Out: y, In: a, Cap: 1.5}
+				}
+				g.Logits = g.Add(op)
 				// Values up to +-12 reach the flat parts of tanh and gelu.
 				ta := mustTensor(tensors.FromF32("a", []int{vocab, cols}, uniform(r, vocab*cols, 12), tensors.F32))
 				return g, []*tensors.Tensor{ta, matrix(r, "b", vocab, cols, tensors.F32, 0, 0)}
@@ -282,7 +303,7 @@ func lastRowCases() []Case {
 			r := rand.New(rand.NewPCG(6, 4))
 			g := &fusion.Graph{Tokens: 4}
 			x := input(g, "x", 70)
-			g.Logits = g.Add(fusion.Op{Kind: fusion.LastRow, Out: g.NewBuf("l", 1, 70), In: []fusion.Buf{x}})
+			g.Logits = g.Add(&fusion.LastRowOp{Out: g.NewBuf("l", 1, 70), In: x})
 			return g, []*tensors.Tensor{matrix(r, "x", vocab, 70, tensors.F32, 0, 0)}
 		},
 		Steps: []Step{{seq(4), 0}, {seq(2), 0}},
@@ -350,9 +371,9 @@ func AttentionCases() []Case {
 				q := input(g, "q", c.heads*c.hd)
 				k := input(g, "k", c.kvHeads*c.hd)
 				v := input(g, "v", c.kvHeads*c.hd)
-				g.Add(fusion.Op{Kind: fusion.StoreKV, In: []fusion.Buf{k, v}, Layer: 1, KVHeads: c.kvHeads, HeadDim: c.hd})
-				g.Logits = g.Add(fusion.Op{Kind: fusion.Attention, Out: g.NewBuf("o", c.prefill, c.heads*c.hd), In: []fusion.Buf{q},
-					Layer: 1, Heads: c.heads, KVHeads: c.kvHeads, HeadDim: c.hd, Scale: 0.9, Cap: c.capv, Window: c.window})
+				g.Add(&fusion.StoreKVOp{K: k, V: v, Layer: 1, KVHeads: c.kvHeads, HeadDim: c.hd})
+				g.Logits = g.Add(&fusion.AttentionOp{Out: g.NewBuf("o", c.prefill, c.heads*c.hd), Q: q, Layer: 1,
+					HeadShape: fusion.HeadShape{Heads: c.heads, KVHeads: c.kvHeads, HeadDim: c.hd}, Scale: 0.9, Cap: c.capv, Window: c.window})
 				scaled := func(name string, cols int) *tensors.Tensor {
 					return mustTensor(tensors.FromF32(name, []int{vocab, cols}, uniform(r, vocab*cols, 2), tensors.F32))
 				}
@@ -381,9 +402,9 @@ func f16RoundingCase() Case {
 			g := &fusion.Graph{Tokens: 1, KV: fusion.KVSpec{Layers: 1, KVHeads: 1, HeadDim: n, MaxLen: 1, F16: true}}
 			q := input(g, "q", n)
 			kv := input(g, "kv", n)
-			g.Add(fusion.Op{Kind: fusion.StoreKV, In: []fusion.Buf{kv, kv}, KVHeads: 1, HeadDim: n})
-			g.Logits = g.Add(fusion.Op{Kind: fusion.Attention, Out: g.NewBuf("o", 1, n), In: []fusion.Buf{q},
-				Heads: 1, KVHeads: 1, HeadDim: n, Scale: 1})
+			g.Add(&fusion.StoreKVOp{K: kv, V: kv, KVHeads: 1, HeadDim: n})
+			g.Logits = g.Add(&fusion.AttentionOp{Out: g.NewBuf("o", 1, n), Q: q,
+				HeadShape: fusion.HeadShape{Heads: 1, KVHeads: 1, HeadDim: n}, Scale: 1})
 			rows := make([]float32, vocab*n)
 			for r := range vocab {
 				copy(rows[r*n:], vals)

@@ -12,7 +12,7 @@ import (
 // MatMul with Accumulate, MultiMatMul and MatMulGLU, for every weight type,
 // decode (1 token) and prefill (5 and 40 tokens) shapes, RopeStoreKV
 // for both rope styles, partial rope dims and both cache types, and the
-// RMS-norm prologue of the three (NormWeight) for every weight type.
+// RMS-norm prologue of the three (Prologue) for every weight type.
 func FusedCases() []Case {
 	var cs []Case
 	cs = append(cs, accumulateCases()...)
@@ -91,7 +91,7 @@ func accumulateCases() []Case {
 					g := &fusion.Graph{Tokens: tokens}
 					x := input(g, "x", in)
 					res := input(g, "res", out)
-					op := fusion.Op{Kind: fusion.MatMul, Out: res, In: []fusion.Buf{x}, Weight: "w", Accumulate: true}
+					op := &fusion.MatMulOp{Out: res, In: x, Projection: fusion.Projection{Weight: "w"}, Accumulate: true}
 					ws := []*tensors.Tensor{matrix(r, "x", vocab, in, tensors.F32, 0, 0), matrix(r, "res", vocab, out, tensors.F32, 0, 0),
 						matrix(r, "w", out, in, wt.dt, wt.block, wt.scale)}
 					if bias {
@@ -125,22 +125,20 @@ func multiCases() []Case {
 					g := &fusion.Graph{Tokens: tokens}
 					x := input(g, "x", in)
 					ws := []*tensors.Tensor{matrix(r, "x", vocab, in, tensors.F32, 0, 0)}
-					op := fusion.Op{Kind: fusion.MultiMatMul, In: []fusion.Buf{x}}
+					op := &fusion.MultiMatMulOp{In: x}
 					for i, wt := range types {
 						name := fmt.Sprintf("w%d", i)
-						op.Outs = append(op.Outs, g.NewBuf(name+"_out", tokens, widths[i]))
-						op.Weights = append(op.Weights, name)
+						o := g.NewBuf(name+"_out", tokens, widths[i])
 						ws = append(ws, matrix(r, name, widths[i], in, wt.dt, wt.block, wt.scale))
 						bias := ""
 						if i != 1 {
 							bias = name + "_b"
 							ws = append(ws, vector(r, bias, widths[i], 1, 0))
 						}
-						op.Biases = append(op.Biases, bias)
+						op.Outs = append(op.Outs, fusion.Product{Out: o, Projection: fusion.Projection{Weight: name, Bias: bias}})
 					}
-					op.Out = op.Outs[0]
 					g.Add(op)
-					g.Logits = op.Outs[read]
+					g.Logits = op.Outs[read].Out
 					return g, ws
 				},
 				Steps: []Step{{seq(tokens), 0}, {seq(1), 0}},
@@ -184,17 +182,17 @@ func gluCases() []Case {
 					const in, out = 64, 45
 					g := &fusion.Graph{Tokens: tokens}
 					x := input(g, "x", in)
-					op := fusion.Op{Kind: fusion.MatMulGLU, Out: g.NewBuf("y", tokens, out), In: []fusion.Buf{x},
-						Weight: "gate", Up: "up", Act: c.act}
+					op := &fusion.MatMulGLUOp{Out: g.NewBuf("y", tokens, out), In: x, Gate: fusion.Projection{Weight: "gate"},
+						Up: fusion.Projection{Weight: "up"}, Act: mustParse(fusion.ParseAct(c.act))}
 					ws := []*tensors.Tensor{matrix(r, "x", vocab, in, tensors.F32, 0, 0),
 						matrix(r, "gate", out, in, c.gate.dt, c.gate.block, c.gate.scale),
 						matrix(r, "up", out, in, c.up.dt, c.up.block, c.up.scale)}
 					if c.gateBias {
-						op.Bias = "gb"
+						op.Gate.Bias = "gb"
 						ws = append(ws, vector(r, "gb", out, 1, 0))
 					}
 					if c.upBias {
-						op.UpBias = "ub"
+						op.Up.Bias = "ub"
 						ws = append(ws, vector(r, "ub", out, 1, 0))
 					}
 					g.Logits = g.Add(op)
@@ -242,12 +240,12 @@ func ropeKVCases() []Case {
 					g.KV = fusion.KVSpec{Layers: 2, KVHeads: c.kvHeads, HeadDim: c.hd, MaxLen: maxLen, F16: c.f16}
 					qc, kc := c.heads*c.hd, c.kvHeads*c.hd
 					q, k, v := input(g, "q", qc), input(g, "k", kc), input(g, "v", kc)
-					g.Add(fusion.Op{Kind: fusion.RopeStoreKV, Out: q, In: []fusion.Buf{q, k, v}, Layer: 1, Heads: c.heads,
-						KVHeads: c.kvHeads, HeadDim: c.hd, RopeDims: c.rd, RopeBase: 10000, RopeStyle: c.style})
+					g.Add(&fusion.RopeStoreKVOp{Q: q, K: k, V: v, Layer: 1, HeadShape: fusion.HeadShape{Heads: c.heads, KVHeads: c.kvHeads, HeadDim: c.hd},
+						RopeParams: fusion.RopeParams{Dims: c.rd, Base: 10000, Style: mustParse(fusion.ParseRopeStyle(c.style))}})
 					g.Logits = q
 					if !readQ {
-						g.Logits = g.Add(fusion.Op{Kind: fusion.Attention, Out: g.NewBuf("o", prefill, qc), In: []fusion.Buf{q},
-							Layer: 1, Heads: c.heads, KVHeads: c.kvHeads, HeadDim: c.hd, Scale: 0.7})
+						g.Logits = g.Add(&fusion.AttentionOp{Out: g.NewBuf("o", prefill, qc), Q: q, Layer: 1,
+							HeadShape: fusion.HeadShape{Heads: c.heads, KVHeads: c.kvHeads, HeadDim: c.hd}, Scale: 0.7})
 					}
 					return g, []*tensors.Tensor{matrix(r, "q", vocab, qc, tensors.F32, 0, 0),
 						matrix(r, "k", vocab, kc, tensors.F32, 0, 0), matrix(r, "v", vocab, kc, tensors.F32, 0, 0)}
@@ -293,7 +291,8 @@ func normPrologueCases() []Case {
 				x := input(g, "x", c.in)
 				ws := []*tensors.Tensor{matrix(r, "x", vocab, c.in, tensors.F32, 0, 0), vector(r, "g", c.in, 0.5, 1),
 					matrix(r, "w", out, c.in, c.wt.dt, c.wt.block, c.wt.scale)}
-				op := fusion.Op{Kind: fusion.MatMul, In: []fusion.Buf{x}, Weight: "w", NormWeight: "g", Eps: 1e-5}
+				pro := &fusion.RMSPrologue{Weight: "g", Eps: 1e-5}
+				op := &fusion.MatMulOp{In: x, Projection: fusion.Projection{Weight: "w"}, Prologue: pro}
 				switch c.kind {
 				case "matmul":
 					op.Out = g.NewBuf("o", c.tk, out)
@@ -304,17 +303,19 @@ func normPrologueCases() []Case {
 					op.Out, op.Bias = g.NewBuf("o", c.tk, out), "b"
 					ws = append(ws, vector(r, "b", out, 1, 0))
 				case "glu":
-					op.Kind, op.Out, op.Up, op.Act = fusion.MatMulGLU, g.NewBuf("o", c.tk, out), "u", "silu"
 					ws = append(ws, matrix(r, "u", out, c.in, c.wt.dt, c.wt.block, c.wt.scale))
+					g.Logits = g.Add(&fusion.MatMulGLUOp{Out: g.NewBuf("o", c.tk, out), In: x, Gate: fusion.Projection{Weight: "w"},
+						Up: fusion.Projection{Weight: "u"}, Act: fusion.ActSiLU, Prologue: pro})
+					return g, ws
 				case "multi", "multi0":
-					op.Kind, op.Weight, op.Weights = fusion.MultiMatMul, "", []string{"w", "u"}
-					op.Outs = []fusion.Buf{g.NewBuf("o1", c.tk, out), g.NewBuf("o2", c.tk, 24)}
+					m := &fusion.MultiMatMulOp{In: x, Prologue: pro, Outs: []fusion.Product{
+						{Out: g.NewBuf("o1", c.tk, out), Projection: fusion.Projection{Weight: "w"}},
+						{Out: g.NewBuf("o2", c.tk, 24), Projection: fusion.Projection{Weight: "u"}}}}
 					ws = append(ws, matrix(r, "u", 24, c.in, tensors.I8, 16, tensors.F16))
-					op.Out = op.Outs[0]
-					g.Add(op)
-					g.Logits = op.Outs[1]
+					g.Add(m)
+					g.Logits = m.Outs[1].Out
 					if c.kind == "multi0" {
-						g.Logits = op.Outs[0]
+						g.Logits = m.Outs[0].Out
 					}
 					return g, ws
 				}

@@ -65,7 +65,7 @@ func half(c Case) Case {
 		}
 		l := g.Bufs[g.Logits]
 		out := g.NewBuf("logits_f32", l.Rows, l.Cols)
-		g.Logits = g.Add(fusion.Op{Kind: fusion.Add, Out: out, In: []fusion.Buf{g.Logits, g.Logits}})
+		g.Logits = g.Add(&fusion.AddOp{Out: out, A: g.Logits, B: g.Logits})
 		return g, ws
 	}
 	c.Tol = Tolerance{Abs: max(c.Tol.Abs, halfTol.Abs), Rel: max(c.Tol.Rel, halfTol.Rel)}

@@ -1,0 +1,159 @@
+package fusion
+
+import "fmt"
+
+// NormKind is the normalization of a Norm op.
+type NormKind uint8
+
+const (
+	NormRMS   NormKind = iota + 1 // x / sqrt(mean(x^2) + eps) * w
+	NormLayer                     // (x - mean) / sqrt(var + eps) * w + b
+)
+
+// Act is the activation of the GLU, Activation and MatMulGLU ops.
+type Act uint8
+
+const (
+	ActSiLU Act = iota + 1
+	// ActGELUTanh is the tanh approximation evaluated as llama.cpp's CPU
+	// backend does: fp16(gelu_tanh(fp16(x))) for -10 < x < 10, 0 for
+	// x <= -10, x for x >= 10 (an exact f32 formula is within ~2e-3
+	// relative; gpu/cpu implements the table form).
+	ActGELUTanh
+	ActGELU // erf form
+	ActReLU
+)
+
+// RopeStyle is how a Rope op pairs the dims it rotates.
+type RopeStyle uint8
+
+const (
+	RopeInterleaved RopeStyle = iota + 1 // pairs (2i, 2i+1)
+	RopeHalves                           // pairs (i, i + dims/2)
+)
+
+// The names of the parameters are the strings of tensors/model's config
+// (model.NormRMS, model.ActSiLU, model.RopeHalves...), repeated here so
+// that fusion depends on nothing; Parse* is the one place where a config's
+// strings become these types.
+var (
+	normNames = [...]string{NormRMS: "rms", NormLayer: "layer"}
+	actNames  = [...]string{ActSiLU: "silu", ActGELUTanh: "gelu_tanh", ActGELU: "gelu", ActReLU: "relu"}
+	ropeNames = [...]string{RopeInterleaved: "interleaved", RopeHalves: "halves"}
+)
+
+func name[T ~uint8](names []string, v T, what string) string {
+	if int(v) > 0 && int(v) < len(names) {
+		return names[v]
+	}
+	return fmt.Sprintf("%s(%d)", what, uint8(v))
+}
+
+func parse[T ~uint8](names []string, s, what string) (T, error) {
+	for i, n := range names {
+		if i > 0 && n == s {
+			return T(i), nil
+		}
+	}
+	return 0, fmt.Errorf("%w: unknown %s %q", ErrInvalid, what, s)
+}
+
+func (k NormKind) String() string  { return name(normNames[:], k, "norm") }
+func (a Act) String() string       { return name(actNames[:], a, "act") }
+func (s RopeStyle) String() string { return name(ropeNames[:], s, "rope_style") }
+
+// Valid reports whether k is one of the constants.
+func (k NormKind) Valid() bool { return k == NormRMS || k == NormLayer }
+
+// Valid reports whether a is one of the constants.
+func (a Act) Valid() bool { return a >= ActSiLU && a <= ActReLU }
+
+// Valid reports whether s is one of the constants.
+func (s RopeStyle) Valid() bool { return s == RopeInterleaved || s == RopeHalves }
+
+// ParseNormKind returns the norm kind of a model config's name ("rms",
+// "layer"); an unknown name is an ErrInvalid.
+func ParseNormKind(s string) (NormKind, error) { return parse[NormKind](normNames[:], s, "norm kind") }
+
+// ParseAct returns the activation of a model config's name ("silu",
+// "gelu_tanh", "gelu", "relu"); an unknown name is an ErrInvalid.
+func ParseAct(s string) (Act, error) { return parse[Act](actNames[:], s, "activation") }
+
+// ParseRopeStyle returns the rope style of a model config's name
+// ("interleaved", "halves"); an unknown name is an ErrInvalid.
+func ParseRopeStyle(s string) (RopeStyle, error) {
+	return parse[RopeStyle](ropeNames[:], s, "rope style")
+}
+
+// HeadShape is the head geometry of the positional and KV-cache ops:
+// Heads query heads and KVHeads key/value heads, each of HeadDim values.
+type HeadShape struct {
+	Heads, KVHeads, HeadDim int
+}
+
+// RopeParams is the rotation of a Rope or RopeStoreKV op: the first Dims
+// dims of each head (even, at most the head dim; 0 rotates nothing),
+// paired per Style, pair i at position p turned by p * Base^(-2i/Dims).
+type RopeParams struct {
+	Dims  int
+	Base  float32
+	Style RopeStyle
+}
+
+func (r RopeParams) check(headDim int) error {
+	if r.Dims < 0 || r.Dims > headDim || r.Dims%2 != 0 {
+		return fmt.Errorf("%w: rope dims %d with head dim %d", ErrInvalid, r.Dims, headDim)
+	}
+	if !r.Style.Valid() {
+		return fmt.Errorf("%w: rope style %s", ErrInvalid, r.Style)
+	}
+	if !(r.Base > 0) {
+		return fmt.Errorf("%w: rope base %g", ErrInvalid, r.Base)
+	}
+	return nil
+}
+
+// Projection is one product W · x + Bias of a MatMul kind: W is
+// [out cols, in cols] in any stored type (f32, f16, bf16, int8, int4;
+// per-channel or block scales), Bias a vector of out cols or "" for none.
+type Projection struct {
+	Weight string
+	Bias   string
+}
+
+// Product is one output of a MultiMatMul: Out = W · In + Bias.
+type Product struct {
+	Out Buf
+	Projection
+}
+
+// RMSPrologue is the RMS-norm prologue of a MatMul, MultiMatMul or
+// MatMulGLU: every product reads n[t] = rmsnorm(In[t]) * Weight (a Norm of
+// kind NormRMS, no bias, with Eps) in place of In[t], computed exactly as
+// that Norm computes it; In itself is only read.
+type RMSPrologue struct {
+	Weight string
+	Eps    float32
+}
+
+// check checks a prologue (nil: none) of a product reading in.
+func (p *RMSPrologue) check(g *Graph, in Buf, shape WeightShape) error {
+	if p == nil {
+		return nil
+	}
+	if p.Weight == "" {
+		return fmt.Errorf("%w: norm prologue without a weight", ErrInvalid)
+	}
+	if !(p.Eps >= 0) {
+		return fmt.Errorf("%w: norm prologue eps %g", ErrInvalid, p.Eps)
+	}
+	return checkVector(shape, p.Weight, g.Bufs[in].Cols)
+}
+
+func (p *RMSPrologue) clone() *RMSPrologue {
+	if p == nil {
+		return nil
+	}
+	c := *p
+	return &c
+}
