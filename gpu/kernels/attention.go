@@ -83,12 +83,10 @@ func (pl *planner) attention(op *fusion.AttentionOp) error {
 		if spec.F16 {
 			name = "attn_tiled_f16"
 		}
-		acc := sink
-		if ap.OutF16 != 0 {
-			// The running sums live in part (f32) until the last chunk.
-			if acc, err = pl.partBuf(int64(T) * int64(op.Heads) * int64(op.HeadDim) * 4); err != nil {
-				return err
-			}
+		// The running sums live in part (f32) until the last chunk.
+		acc, err := pl.partBuf(int64(T) * int64(op.Heads) * int64(op.HeadDim) * 4)
+		if err != nil {
+			return err
 		}
 		if tiles := ceilDiv(rows, attnQueryRows); tiles <= maxDispatch {
 			pl.dispatch(name, ap, op.KVHeads, tiles, 1, step, q, k, v, pl.buf(op.Out), acc)

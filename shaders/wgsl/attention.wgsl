@@ -35,9 +35,10 @@
 // does not see weigh exactly 0), folds the chunk into each row's running
 // max and sum (online softmax, one invocation per row), then stages the
 // chunk's values and updates each row's unnormalized output, which lives
-// in out (each (row, output word) pair belongs to one invocation for the
-// whole walk, so no invocation reads another's storage writes), rescaled
-// to the new max; the last chunk divides by the sum.
+// in part, f32, at out's index (each (row, output word) pair belongs to one
+// invocation for the whole walk, so no invocation reads another's storage
+// writes), rescaled to the new max; the last chunk divides by the sum and
+// writes out.
 // Dispatch: (kv_heads, ceil(rows/QR), 1).
 //
 // No kernel here reads a workgroup word it has not written, so the Vulkan
@@ -84,10 +85,8 @@ struct AttnParams {
 // q_at is activation q[i]: a binary16 half of word i/2 when q_f16
 // is set (an f16 activation, packed two per word), else an f32.
 fn q_at(i: u32) -> f32 {
-    if p.q_f16 != 0u {
-        return half_at(q_w[i >> 1u], i);
-    }
-    return bitcast<f32>(q_w[i]);
+    let h = p.q_f16 != 0u;
+    return act_value(q_w[select(i, i >> 1u, h)], i, h);
 }
 
 // out_at and out_set read and write activation out[i]: with out_f16
@@ -95,39 +94,32 @@ fn q_at(i: u32) -> f32 {
 // two atomics, so neighbouring invocations may write the word's other
 // half at once), else f32 words.
 fn out_at(i: u32) -> f32 {
-    if p.out_f16 != 0u {
-        return half_at(atomicLoad(&out_w[i >> 1u]), i);
-    }
-    return bitcast<f32>(atomicLoad(&out_w[i]));
+    let h = p.out_f16 != 0u;
+    return act_value(atomicLoad(&out_w[select(i, i >> 1u, h)]), i, h);
 }
 
 fn out_set(i: u32, v: f32) {
-    if p.out_f16 != 0u {
-        let sh = (i & 1u) * 16u;
-        atomicAnd(&out_w[i >> 1u], ~(0xffffu << sh));
-        atomicOr(&out_w[i >> 1u], half_bits(v, i));
-        return;
-    }
-    atomicStore(&out_w[i], bitcast<u32>(v));
+    let h = p.out_f16 != 0u;
+    let j = select(i, i >> 1u, h);
+    atomicAnd(&out_w[j], select(0u, ~(0xffffu << ((i & 1u) * 16u)), h));
+    atomicOr(&out_w[j], select(bitcast<u32>(v), half_bits(v, i), h));
 }
 
-// acc_at and acc_set hold attn_tiled's running output of element i: in
-// out itself, or, when out is an f16 activation (packed halves cannot hold
-// the f32 sums between chunks), in part at the same index (bound then with
-// room for every row), out being written once, at the last chunk.
+// acc_at and acc_set hold attn_tiled's running output of element i in
+// part (f32, bound with room for every row) until the last chunk, which
+// writes out: packed halves could not hold the sums between chunks, and
+// one place for both policies keeps the kernel free of a branch that
+// lavapipe would run both sides of.
 fn acc_at(i: u32) -> f32 {
-    if p.out_f16 != 0u {
-        return part[i];
-    }
-    return out_at(i);
+    return part[i];
 }
 
 fn acc_set(i: u32, v: f32, last: bool) {
-    if p.out_f16 != 0u && !last {
+    if last {
+        out_set(i, v);
+    } else {
         part[i] = v;
-        return;
     }
-    out_set(i, v);
 }
 
 const WG: u32 = 64u;

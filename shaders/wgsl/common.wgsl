@@ -86,6 +86,15 @@ fn half_at(w: u32, i: u32) -> f32 {
     return select(h.x, h.y, (i & 1u) == 1u);
 }
 
+// act_value is element i of an activation from the word w holding it:
+// with h (an f16 activation) the half of w i's parity picks, else w's f32
+// bits. Kernels load one word, at i or, with h, i/2, and pick here with
+// selects rather than branches: lavapipe runs both sides of a branch, and
+// would load twice.
+fn act_value(w: u32, i: u32, h: bool) -> f32 {
+    return select(bitcast<f32>(w), half_at(w, i), h);
+}
+
 // half_bits is v stored as element i of packed binary16 activations (an
 // f16 activation, fusion.BufInfo.F16): v rounded to binary16, saturating
 // at +-65504 first (pack2x16float leaves values past the largest finite

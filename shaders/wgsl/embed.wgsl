@@ -29,20 +29,15 @@ struct EmbedParams {
 // two atomics, so neighbouring invocations may write the word's other
 // half at once), else f32 words.
 fn out_at(i: u32) -> f32 {
-    if p.out_f16 != 0u {
-        return half_at(atomicLoad(&out_w[i >> 1u]), i);
-    }
-    return bitcast<f32>(atomicLoad(&out_w[i]));
+    let h = p.out_f16 != 0u;
+    return act_value(atomicLoad(&out_w[select(i, i >> 1u, h)]), i, h);
 }
 
 fn out_set(i: u32, v: f32) {
-    if p.out_f16 != 0u {
-        let sh = (i & 1u) * 16u;
-        atomicAnd(&out_w[i >> 1u], ~(0xffffu << sh));
-        atomicOr(&out_w[i >> 1u], half_bits(v, i));
-        return;
-    }
-    atomicStore(&out_w[i], bitcast<u32>(v));
+    let h = p.out_f16 != 0u;
+    let j = select(i, i >> 1u, h);
+    atomicAnd(&out_w[j], select(0u, ~(0xffffu << ((i & 1u) * 16u)), h));
+    atomicOr(&out_w[j], select(bitcast<u32>(v), half_bits(v, i), h));
 }
 
 @compute @workgroup_size(64)

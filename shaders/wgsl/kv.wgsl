@@ -36,19 +36,15 @@ struct KVParams {
 // k_at is activation k[i]: a binary16 half of word i/2 when k_f16
 // is set (an f16 activation, packed two per word), else an f32.
 fn k_at(i: u32) -> f32 {
-    if p.k_f16 != 0u {
-        return half_at(k_w[i >> 1u], i);
-    }
-    return bitcast<f32>(k_w[i]);
+    let h = p.k_f16 != 0u;
+    return act_value(k_w[select(i, i >> 1u, h)], i, h);
 }
 
 // v_at is activation v[i]: a binary16 half of word i/2 when v_f16
 // is set (an f16 activation, packed two per word), else an f32.
 fn v_at(i: u32) -> f32 {
-    if p.v_f16 != 0u {
-        return half_at(v_w[i >> 1u], i);
-    }
-    return bitcast<f32>(v_w[i]);
+    let h = p.v_f16 != 0u;
+    return act_value(v_w[select(i, i >> 1u, h)], i, h);
 }
 
 // row_pos is the cache position of row t; a batched step's unused rows

@@ -88,20 +88,15 @@ struct MatParams {
 // p.out_f16 is set, written with two atomics per value (its word's other
 // half may belong to another invocation).
 fn out_at(i: u32) -> f32 {
-    if p.out_f16 != 0u {
-        return half_at(atomicLoad(&out_w[i >> 1u]), i);
-    }
-    return bitcast<f32>(atomicLoad(&out_w[i]));
+    let h = p.out_f16 != 0u;
+    return act_value(atomicLoad(&out_w[select(i, i >> 1u, h)]), i, h);
 }
 
 fn out_set(i: u32, v: f32) {
-    if p.out_f16 != 0u {
-        let sh = (i & 1u) * 16u;
-        atomicAnd(&out_w[i >> 1u], ~(0xffffu << sh));
-        atomicOr(&out_w[i >> 1u], half_bits(v, i));
-        return;
-    }
-    atomicStore(&out_w[i], bitcast<u32>(v));
+    let h = p.out_f16 != 0u;
+    let j = select(i, i >> 1u, h);
+    atomicAnd(&out_w[j], select(0u, ~(0xffffu << ((i & 1u) * 16u)), h));
+    atomicOr(&out_w[j], select(bitcast<u32>(v), half_bits(v, i), h));
 }
 
 const CW: u32 = 4u * EPW; // elements per chunk
@@ -185,10 +180,9 @@ fn mvq(v0: vec4<u32>, v1: vec4<u32>, v2: vec4<u32>, v3: vec4<u32>, u0: vec4<u32>
 
 // Element-wise access for the slow path.
 fn xat(i: u32) -> f32 {
-    if p.x_f16 != 0u {
-        return half_at(x_w[i >> 3u][(i >> 1u) & 3u], i);
-    }
-    return bitcast<f32>(x_w[i >> 2u][i & 3u]);
+    let h = p.x_f16 != 0u;
+    let j = select(i, i >> 1u, h); // the word holding element i
+    return act_value(x_w[j >> 2u][j & 3u], i, h);
 }
 
 fn wword(i: u32) -> u32 {
@@ -307,20 +301,17 @@ fn matvec_u_norm(@builtin(global_invocation_id) gid: vec3<u32>) {
 // xv is activation vec4 i, from xu when ux (a constant in each caller, so
 // the compilers drop the other branch).
 fn xv4(i: u32, ux: bool) -> vec4<f32> {
-    if p.x_f16 != 0u {
-        var w: vec4<u32>;
-        if ux {
-            w = xu_w[i >> 1u];
-        } else {
-            w = x_w[i >> 1u];
-        }
-        let h = select(w.xy, w.zw, (i & 1u) == 1u);
-        return vec4<f32>(unpack2x16float(h.x), unpack2x16float(h.y));
-    }
+    // One load either way (lavapipe would run both sides of a branch).
+    let h = p.x_f16 != 0u;
+    let j = select(i, i >> 1u, h);
+    var w: vec4<u32>;
     if ux {
-        return bitcast<vec4<f32>>(xu_w[i]);
+        w = xu_w[j];
+    } else {
+        w = x_w[j];
     }
-    return bitcast<vec4<f32>>(x_w[i]);
+    let hw = select(w.xy, w.zw, (i & 1u) == 1u);
+    return select(bitcast<vec4<f32>>(w), vec4<f32>(unpack2x16float(hw.x), unpack2x16float(hw.y)), h);
 }
 
 fn mv(gid: vec3<u32>, ux: bool, nm: bool) {

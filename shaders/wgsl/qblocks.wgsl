@@ -47,10 +47,8 @@ struct QParams {
 // x_at is activation x[i]: a binary16 half of word i/2 when x_f16
 // is set (an f16 activation, packed two per word), else an f32.
 fn x_at(i: u32) -> f32 {
-    if p.x_f16 != 0u {
-        return half_at(x_w[i >> 1u], i);
-    }
-    return bitcast<f32>(x_w[i]);
+    let h = p.x_f16 != 0u;
+    return act_value(x_w[select(i, i >> 1u, h)], i, h);
 }
 
 // out_at and out_set read and write activation out[i]: with out_f16
@@ -58,20 +56,15 @@ fn x_at(i: u32) -> f32 {
 // two atomics, so neighbouring invocations may write the word's other
 // half at once), else f32 words.
 fn out_at(i: u32) -> f32 {
-    if p.out_f16 != 0u {
-        return half_at(atomicLoad(&out_w[i >> 1u]), i);
-    }
-    return bitcast<f32>(atomicLoad(&out_w[i]));
+    let h = p.out_f16 != 0u;
+    return act_value(atomicLoad(&out_w[select(i, i >> 1u, h)]), i, h);
 }
 
 fn out_set(i: u32, v: f32) {
-    if p.out_f16 != 0u {
-        let sh = (i & 1u) * 16u;
-        atomicAnd(&out_w[i >> 1u], ~(0xffffu << sh));
-        atomicOr(&out_w[i >> 1u], half_bits(v, i));
-        return;
-    }
-    atomicStore(&out_w[i], bitcast<u32>(v));
+    let h = p.out_f16 != 0u;
+    let j = select(i, i >> 1u, h);
+    atomicAnd(&out_w[j], select(0u, ~(0xffffu << ((i & 1u) * 16u)), h));
+    atomicOr(&out_w[j], select(bitcast<u32>(v), half_bits(v, i), h));
 }
 
 fn qblock_len(qt: u32) -> u32 {

@@ -25,20 +25,15 @@ struct RopeParams {
 // two atomics, so neighbouring invocations may write the word's other
 // half at once), else f32 words.
 fn x_at(i: u32) -> f32 {
-    if p.out_f16 != 0u {
-        return half_at(atomicLoad(&x_w[i >> 1u]), i);
-    }
-    return bitcast<f32>(atomicLoad(&x_w[i]));
+    let h = p.out_f16 != 0u;
+    return act_value(atomicLoad(&x_w[select(i, i >> 1u, h)]), i, h);
 }
 
 fn x_set(i: u32, v: f32) {
-    if p.out_f16 != 0u {
-        let sh = (i & 1u) * 16u;
-        atomicAnd(&x_w[i >> 1u], ~(0xffffu << sh));
-        atomicOr(&x_w[i >> 1u], half_bits(v, i));
-        return;
-    }
-    atomicStore(&x_w[i], bitcast<u32>(v));
+    let h = p.out_f16 != 0u;
+    let j = select(i, i >> 1u, h);
+    atomicAnd(&x_w[j], select(0u, ~(0xffffu << ((i & 1u) * 16u)), h));
+    atomicOr(&x_w[j], select(bitcast<u32>(v), half_bits(v, i), h));
 }
 
 // sincos is (sin x, cos x) to a few ulps for |x| < 8192, whatever the

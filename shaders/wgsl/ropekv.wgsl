@@ -38,38 +38,29 @@ struct RopeKVParams {
 // two atomics, so neighbouring invocations may write the word's other
 // half at once), else f32 words.
 fn q_at(i: u32) -> f32 {
-    if p.out_f16 != 0u {
-        return half_at(atomicLoad(&q_w[i >> 1u]), i);
-    }
-    return bitcast<f32>(atomicLoad(&q_w[i]));
+    let h = p.out_f16 != 0u;
+    return act_value(atomicLoad(&q_w[select(i, i >> 1u, h)]), i, h);
 }
 
 fn q_set(i: u32, v: f32) {
-    if p.out_f16 != 0u {
-        let sh = (i & 1u) * 16u;
-        atomicAnd(&q_w[i >> 1u], ~(0xffffu << sh));
-        atomicOr(&q_w[i >> 1u], half_bits(v, i));
-        return;
-    }
-    atomicStore(&q_w[i], bitcast<u32>(v));
+    let h = p.out_f16 != 0u;
+    let j = select(i, i >> 1u, h);
+    atomicAnd(&q_w[j], select(0u, ~(0xffffu << ((i & 1u) * 16u)), h));
+    atomicOr(&q_w[j], select(bitcast<u32>(v), half_bits(v, i), h));
 }
 
 // k_at is activation k[i]: a binary16 half of word i/2 when k_f16
 // is set (an f16 activation, packed two per word), else an f32.
 fn k_at(i: u32) -> f32 {
-    if p.k_f16 != 0u {
-        return half_at(k_w[i >> 1u], i);
-    }
-    return bitcast<f32>(k_w[i]);
+    let h = p.k_f16 != 0u;
+    return act_value(k_w[select(i, i >> 1u, h)], i, h);
 }
 
 // v_at is activation v[i]: a binary16 half of word i/2 when v_f16
 // is set (an f16 activation, packed two per word), else an f32.
 fn v_at(i: u32) -> f32 {
-    if p.v_f16 != 0u {
-        return half_at(v_w[i >> 1u], i);
-    }
-    return bitcast<f32>(v_w[i]);
+    let h = p.v_f16 != 0u;
+    return act_value(v_w[select(i, i >> 1u, h)], i, h);
 }
 
 // sincos is rope.wgsl's sincos (shaders_test checks that the two copies
