@@ -34,9 +34,10 @@
 //                  the same with an RMS-norm prologue (fusion's NormWeight):
 //                  the products read x[t][c] * r * g[c], the Norm op's
 //                  output, r = 1/sqrt(mean(x[t]^2) + norm_eps) computed by
-//                  every invocation (norm_r), the scale g bound at bias (the
-//                  op has no bias then). Separate entry points, so that the
-//                  kernels without it compile to exactly what they were.
+//                  every invocation (norm_r), the scale g read from the
+//                  uniform binding gu (the op has no bias). Separate entry
+//                  points, so that the kernels without it compile to
+//                  exactly what they were.
 //   matmul_direct  prefill, CPU class: 4 tokens x 8 weight rows per
 //                  invocation straight from memory, no barriers.
 //   matmul_few     batched decode steps (<= 4 tokens), CPU class:
@@ -62,7 +63,7 @@ struct MatParams {
     has_bias2: u32,
     lanes: u32,   // matvec_lanes: invocations per row group, a power of two <= 64
     x_t0: u32,    // matmul_few(_u): first token of the dispatch (xu holds tokens from it)
-    pad1: u32,
+    has_norm: u32, // qkv.wgsl's kernels: 1 with the norm prologue (the *_norm kernels ignore it)
     norm_eps: f32, // the *_norm kernels' RMS-norm epsilon
     pad3: u32,
 }
@@ -82,6 +83,11 @@ struct MatParams {
 // the SIMD lanes, while a uniform load at an address every lane shares is
 // one load: matvec's activation loads cost as much as its weight loads.
 @group(0) @binding(9) var<uniform> xu: array<vec4<f32>, 4096>;
+// The RMS-norm prologue's scale g (the *_norm kernels), as a uniform
+// buffer for the same reason (a vector padded to 64 KiB on upload; any
+// 64 KiB buffer where no kernel reads it): on lavapipe every invocation
+// loading g from a storage buffer cost more than the norm dispatch saved.
+@group(0) @binding(10) var<uniform> gu: array<vec4<f32>, 4096>;
 
 const CW: u32 = 4u * EPW; // elements per chunk
 
@@ -201,8 +207,7 @@ fn xn(i: u32, xb: u32, ux: bool, nm: bool, r: f32) -> vec4<f32> {
     if !nm {
         return v;
     }
-    let c = 4u * (i - xb);
-    return v * r * vec4<f32>(bias[c], bias[c + 1u], bias[c + 2u], bias[c + 3u]);
+    return v * r * gu[i - xb];
 }
 
 // slow_row is the (W, W2) dot products of row r with token t, element by
@@ -220,7 +225,7 @@ fn slow_row_n(r: u32, t: u32, nm: bool, nr: f32) -> vec2<f32> {
             let e = r * p.in_cols + c;
             var xv = xat(t * p.in_cols + c);
             if nm {
-                xv = xv * nr * bias[c];
+                xv = xv * nr * gu[c >> 2u][c & 3u];
             }
             part.x += decode(wword(e / EPW), e, WT) * xv;
             if GLU {
