@@ -127,8 +127,8 @@ type MatParams struct {
 	HasBias2 uint32  `wgsl:"has_bias2"` // GLU variants: the bias is the up projection's
 	Lanes    uint32  `wgsl:"lanes"`     // matvec_lanes: invocations per row (a power of two <= 64)
 	XT0      uint32  `wgsl:"x_t0"`      // matmul_few(_u): first token of the dispatch (xu holds tokens from it)
-	HasNorm  uint32  `wgsl:"has_norm"` // qkv.wgsl: the norm prologue
-	NormEps  float32 `wgsl:"norm_eps"` // the *_norm kernels' RMS-norm epsilon
+	HasNorm  uint32  `wgsl:"has_norm"`  // qkv.wgsl: the norm prologue
+	NormEps  float32 `wgsl:"norm_eps"`  // the *_norm kernels' RMS-norm epsilon
 	Pad3     uint32  `wgsl:"pad3"`
 }
 
