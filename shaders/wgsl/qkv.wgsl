@@ -219,11 +219,12 @@ fn finish_unit(seg: u32, t: u32, i0: u32, np: u32, y: array<vec2<f32>, 4>, n: u3
             finish_pair(seg, t, pos, i0 + k, ys[k]);
         }
     }
-    if seg == 1u && rq.kv_f16 != 0u && rq.style == 1u {
-        for (var k = 0u; k < n; k += 2u) {
-            if i0 + k + 1u < np {
-                store_halves(pos, i0 + k, ys[k], ys[k + 1u]);
-            }
+    // No loop inside a branch: on lavapipe a loop in a branch the lanes
+    // of a SIMD batch do not take costs more than the whole product.
+    let nh = select(0u, n, seg == 1u && rq.kv_f16 != 0u && rq.style == 1u);
+    for (var k = 0u; k < nh; k += 2u) {
+        if i0 + k + 1u < np {
+            store_halves(pos, i0 + k, ys[k], ys[k + 1u]);
         }
     }
 }
@@ -239,19 +240,24 @@ fn matvec_rope_kv(@builtin(global_invocation_id) gid: vec3<u32>) {
     let su = seg_of(gid.x);
     let seg = su.x;
     let np = seg_pairs(seg);
-    let i0 = 4u * su.y;
-    if i0 >= np {
-        return;
-    }
+    // Units past the segment's pairs (its padding to whole workgroups)
+    // compute its last pairs again and store nothing: after an early
+    // return the loops below would run in a branch that whole SIMD batches
+    // do not take, which costs lavapipe more than the product itself
+    // (stories260K, whose segments are half padding: 12 ms per dispatch).
+    let i0 = min(4u * su.y, np - 1u);
+    let nv = select(0u, 4u, 4u * su.y < np);
     let pa = pair_rows(seg, i0);
     let pb = pair_rows(seg, min(i0 + 1u, np - 1u));
     let pc = pair_rows(seg, min(i0 + 2u, np - 1u));
     let pd = pair_rows(seg, min(i0 + 3u, np - 1u));
+    // The norm prologue: the products take x * g, the sum of squares of x
+    // gathers from the same loads, and the factor r scales the sums at the
+    // end (r * sum(w * x * g)). A separate norm_r loop here cost lavapipe
+    // 7 ms per dispatch on stories260K (0.3 ms without it), for reasons
+    // not found.
     let nm = p.has_norm != 0u;
-    var nr = 1.0;
-    if nm {
-        nr = norm_r(t, true);
-    }
+    var ss = vec4<f32>(0.0);
     let cpr = p.in_cols / CW;
     let cpb = p.block / CW;
     let xb = t * (p.in_cols / 4u);
@@ -278,33 +284,33 @@ fn matvec_rope_kv(@builtin(global_invocation_id) gid: vec3<u32>) {
             let v6 = wseg(seg, rg + j);
             let v7 = wseg(seg, rh + j);
             let xi = xb + j * EPW;
-            var xv = xn(xi, xb, true, nm, nr);
+            var xv = xs(xi, xb, true, nm, &ss);
             q0 += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 0u, xv);
             q1 += mvq(v4, v5, v6, v7, v4, v5, v6, v7, 0u, xv);
             if EPW > 1u {
-                xv = xn(xi + 1u, xb, true, nm, nr);
+                xv = xs(xi + 1u, xb, true, nm, &ss);
                 q0 += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 1u, xv);
                 q1 += mvq(v4, v5, v6, v7, v4, v5, v6, v7, 1u, xv);
             }
             if EPW > 2u {
-                xv = xn(xi + 2u, xb, true, nm, nr);
+                xv = xs(xi + 2u, xb, true, nm, &ss);
                 q0 += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 2u, xv);
                 q1 += mvq(v4, v5, v6, v7, v4, v5, v6, v7, 2u, xv);
-                xv = xn(xi + 3u, xb, true, nm, nr);
+                xv = xs(xi + 3u, xb, true, nm, &ss);
                 q0 += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 3u, xv);
                 q1 += mvq(v4, v5, v6, v7, v4, v5, v6, v7, 3u, xv);
             }
             if EPW > 4u {
-                xv = xn(xi + 4u, xb, true, nm, nr);
+                xv = xs(xi + 4u, xb, true, nm, &ss);
                 q0 += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 4u, xv);
                 q1 += mvq(v4, v5, v6, v7, v4, v5, v6, v7, 4u, xv);
-                xv = xn(xi + 5u, xb, true, nm, nr);
+                xv = xs(xi + 5u, xb, true, nm, &ss);
                 q0 += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 5u, xv);
                 q1 += mvq(v4, v5, v6, v7, v4, v5, v6, v7, 5u, xv);
-                xv = xn(xi + 6u, xb, true, nm, nr);
+                xv = xs(xi + 6u, xb, true, nm, &ss);
                 q0 += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 6u, xv);
                 q1 += mvq(v4, v5, v6, v7, v4, v5, v6, v7, 6u, xv);
-                xv = xn(xi + 7u, xb, true, nm, nr);
+                xv = xs(xi + 7u, xb, true, nm, &ss);
                 q0 += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 7u, xv);
                 q1 += mvq(v4, v5, v6, v7, v4, v5, v6, v7, 7u, xv);
             }
@@ -315,17 +321,19 @@ fn matvec_rope_kv(@builtin(global_invocation_id) gid: vec3<u32>) {
         a1 += vec4<f32>(q1[0].x, q1[1].x, q1[2].x, q1[3].x) *
               vec4<f32>(sseg(seg, pc.x * nb + b), sseg(seg, pc.y * nb + b), sseg(seg, pd.x * nb + b), sseg(seg, pd.y * nb + b));
     }
-    finish_unit(seg, t, i0, np, array<vec2<f32>, 4>(a0.xy, a0.zw, a1.xy, a1.zw), 4u);
+    if nm {
+        let r = 1.0 / sqrt(((ss.x + ss.y) + (ss.z + ss.w)) / f32(p.in_cols) + p.norm_eps);
+        a0 *= r;
+        a1 *= r;
+    }
+    finish_unit(seg, t, i0, np, array<vec2<f32>, 4>(a0.xy, a0.zw, a1.xy, a1.zw), nv);
 }
 
 // rope_part is lane's share of the rows of pairs pa and pb of token t
 // (xyzw: pa.x, pa.y, pb.x, pb.y), activations from storage.
 fn rope_part(seg: u32, t: u32, pa: vec2<u32>, pb: vec2<u32>, lane: u32, lanes: u32) -> vec4<f32> {
     let nm = p.has_norm != 0u;
-    var nr = 1.0;
-    if nm {
-        nr = norm_r(t, false);
-    }
+    let nr = norm_r(t, false); // unused without the norm; not in a branch
     let cpr = p.in_cols / CW;
     let xb = t * (p.in_cols / 4u);
     let nb = p.nblocks;
@@ -370,12 +378,11 @@ fn lanes_rope_kv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
     let su = seg_of(wid.x * (64u / lanes) + li / lanes);
     let seg = su.x;
     let np = seg_pairs(seg);
-    let i0 = 2u * su.y;
-    var part = vec4<f32>(0.0);
-    if i0 < np {
-        part = rope_part(seg, t, pair_rows(seg, i0), pair_rows(seg, min(i0 + 1u, np - 1u)), lane, lanes);
-    }
-    red[li] = part;
+    // Padding units compute the last pairs again and store nothing (see
+    // matvec_rope_kv).
+    let i0 = min(2u * su.y, np - 1u);
+    let nv = select(0u, 2u, 2u * su.y < np);
+    red[li] = rope_part(seg, t, pair_rows(seg, i0), pair_rows(seg, min(i0 + 1u, np - 1u)), lane, lanes);
     workgroupBarrier();
     for (var h = lanes / 2u; h > 0u; h = h / 2u) {
         if lane < h {
@@ -383,8 +390,6 @@ fn lanes_rope_kv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
         }
         workgroupBarrier();
     }
-    if lane == 0u && i0 < np {
-        let v = red[li];
-        finish_unit(seg, t, i0, np, array<vec2<f32>, 4>(v.xy, v.zw, v.zw, v.zw), 2u);
-    }
+    let v = red[li];
+    finish_unit(seg, t, i0, np, array<vec2<f32>, 4>(v.xy, v.zw, v.zw, v.zw), select(0u, nv, lane == 0u));
 }
