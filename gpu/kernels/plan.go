@@ -338,7 +338,11 @@ func (pl *planner) normPrologue(inBuf fusion.Buf, pro *fusion.RMSPrologue, ws []
 	scale.Size = uxBytes
 	ok := in.Rows < 4 && !(g.Batch && in.Rows >= 2) && fits && in.Cols*4 <= uxBytes && scale.Buf.Size() >= uxBytes
 	for _, name := range ws {
-		ok = ok && pl.ws.byName[name].qt == shaders.BlockNone
+		// Rows and scale blocks of whole chunks: the norm kernels have no
+		// element-wise path (matmul.wgsl's mv).
+		w := pl.ws.byName[name]
+		ce := matVariant(w, false).ChunkElems()
+		ok = ok && w.qt == shaders.BlockNone && in.Cols%ce == 0 && w.block%ce == 0
 	}
 	if ok {
 		pl.pro = &prologue{scale: scale, eps: pro.Eps}

@@ -226,32 +226,18 @@ fn xs(i: u32, xb: u32, ux: bool, nm: bool, ss: ptr<function, vec4<f32>>) -> vec4
 // slow_row is the (W, W2) dot products of row r with token t, element by
 // element: any row length and block size.
 fn slow_row(r: u32, t: u32) -> vec2<f32> {
-    return slow_row_n(r, t, false);
-}
-
-// slow_row_n is slow_row with the norm prologue when nm (its factor from
-// the sum of squares gathered on the way).
-fn slow_row_n(r: u32, t: u32, nm: bool) -> vec2<f32> {
     var acc = vec2<f32>(0.0);
-    var ss = 0.0;
     for (var b = 0u; b < p.nblocks; b++) {
         var part = vec2<f32>(0.0);
         for (var c = b * p.block; c < (b + 1u) * p.block; c++) {
             let e = r * p.in_cols + c;
-            var xv = xat(t * p.in_cols + c);
-            if nm {
-                ss += xv * xv;
-                xv = xv * gu[c >> 2u][c & 3u];
-            }
+            let xv = xat(t * p.in_cols + c);
             part.x += decode(wword(e / EPW), e, WT) * xv;
             if GLU {
                 part.y += decode(wword2(e / EPW), e, WT) * xv;
             }
         }
         acc += part * scales(r * p.nblocks + b);
-    }
-    if nm {
-        acc *= 1.0 / sqrt(ss / f32(p.in_cols) + p.norm_eps);
     }
     return acc;
 }
@@ -336,7 +322,11 @@ fn mv(gid: vec3<u32>, ux: bool, nm: bool) {
     var a5 = vec2<f32>(0.0);
     var a6 = vec2<f32>(0.0);
     var a7 = vec2<f32>(0.0);
-    if fast() {
+    // The norm kernels run only on shapes of whole chunks (the host plans a
+    // norm dispatch for others): without the element-wise path, which
+    // lavapipe executes masked even where no lane takes it, at a cost
+    // that grew past the products' with the prologue in it.
+    if nm || fast() {
         let cpr = p.in_cols / CW; // chunks per row
         let cpb = p.block / CW;   // chunks per scale block
         let xb = t * (p.in_cols / 4u);
@@ -434,14 +424,14 @@ fn mv(gid: vec3<u32>, ux: bool, nm: bool) {
             a7 *= r;
         }
     } else {
-        a0 = slow_row_n(rr[0], t, nm);
-        a1 = slow_row_n(rr[1], t, nm);
-        a2 = slow_row_n(rr[2], t, nm);
-        a3 = slow_row_n(rr[3], t, nm);
-        a4 = slow_row_n(rr[4], t, nm);
-        a5 = slow_row_n(rr[5], t, nm);
-        a6 = slow_row_n(rr[6], t, nm);
-        a7 = slow_row_n(rr[7], t, nm);
+        a0 = slow_row(rr[0], t);
+        a1 = slow_row(rr[1], t);
+        a2 = slow_row(rr[2], t);
+        a3 = slow_row(rr[3], t);
+        a4 = slow_row(rr[4], t);
+        a5 = slow_row(rr[5], t);
+        a6 = slow_row(rr[6], t);
+        a7 = slow_row(rr[7], t);
     }
     var acc = array<vec2<f32>, 8>(a0, a1, a2, a3, a4, a5, a6, a7);
     for (var k = 0u; k < 8u; k++) {
