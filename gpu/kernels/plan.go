@@ -316,12 +316,12 @@ func (pl *planner) elementwise(kernel string, a fusion.Act, capv float32, o, in0
 }
 
 // normPrologue plans the RMS-norm prologue pro of products of input in
-// with weights ws and returns the binding the products read. On a
-// GPU-class device, where every product runs in a decode kernel (matvec,
-// matvec_u, matvec_lanes, matvec_sg: at most 3 rows of an unbatched step,
-// or 1) on weights of the matmul family without a bias (the scale takes
-// the bias slot; MatMulGLU: its one-dispatch form; fits says the caller's
-// products are of that form), the kernels run it (pl.pro) and read in;
+// with weights ws and returns the binding the products read. Where every
+// product runs in a decode kernel (at most 3 rows of an unbatched step, or
+// 1) on weights of the matmul family with rows and blocks of whole chunks,
+// without a bias (fits says the caller's products are of that form;
+// MatMulGLU: its one-dispatch form), and the scale fits the uniform gu,
+// the kernels run it (pl.pro) and read in, on both device classes;
 // otherwise a norm dispatch writes the normed rows to a buffer of the
 // planner's, which the products read.
 func (pl *planner) normPrologue(inBuf fusion.Buf, pro *fusion.RMSPrologue, ws []string, fits bool) (gpu.Binding, error) {

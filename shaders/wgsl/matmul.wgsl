@@ -31,13 +31,16 @@
 //   matvec_sg      (Vulkan only, wgsl/ext/subgroups.wgsl) matvec_lanes
 //                  reducing through subgroup shuffles.
 //   matvec_norm, matvec_u_norm, matvec_lanes_norm
-//                  the same with an RMS-norm prologue (fusion's NormWeight):
+//                  the same with an RMS-norm prologue (fusion's Prologue):
 //                  the products read x[t][c] * r * g[c], the Norm op's
-//                  output, r = 1/sqrt(mean(x[t]^2) + norm_eps) computed by
-//                  every invocation (norm_r), the scale g read from the
-//                  uniform binding gu (the op has no bias). Separate entry
-//                  points, so that the kernels without it compile to
-//                  exactly what they were.
+//                  output, r = 1/sqrt(mean(x[t]^2) + norm_eps), the scale g
+//                  read from the uniform binding gu (the op has no bias).
+//                  matvec*: the sums take x * g, the sum of squares comes
+//                  from the same loads and r scales the sums at the end;
+//                  matvec_lanes_norm: every invocation computes r first
+//                  (norm_r). Only for rows and blocks of whole chunks.
+//                  Separate entry points, so that the kernels without it
+//                  compile to exactly what they were.
 //   matmul_direct  prefill, CPU class: 4 tokens x 8 weight rows per
 //                  invocation straight from memory, no barriers.
 //   matmul_few     batched decode steps (<= 4 tokens), CPU class:
