@@ -35,10 +35,10 @@
 //                  the products read x[t][c] * r * g[c], the Norm op's
 //                  output, r = 1/sqrt(mean(x[t]^2) + norm_eps), the scale g
 //                  read from the uniform binding gu (the op has no bias).
-//                  matvec*: the sums take x * g, the sum of squares comes
-//                  from the same loads and r scales the sums at the end;
-//                  matvec_lanes_norm: every invocation computes r first
-//                  (norm_r). Only for rows and blocks of whole chunks.
+//                  The sums take x * g, the sum of squares comes from the
+//                  same loads (matvec_lanes_norm: reduced with the sums)
+//                  and r scales the sums at the end. Only for rows and
+//                  blocks of whole chunks.
 //                  Separate entry points, so that the kernels without it
 //                  compile to exactly what they were.
 //   matmul_direct  prefill, CPU class: 4 tokens x 8 weight rows per
@@ -449,6 +449,8 @@ fn mv(gid: vec3<u32>, ux: bool, nm: bool) {
 // l + lanes, ... of both rows. Needs fast(). (The subgroup variant,
 // wgsl/ext/subgroups.wgsl, shares lanes_partial and lanes_finish.)
 var<workgroup> red: array<vec4<f32>, 64>;
+// red_ss: the lane groups' sums of squares (the norm prologue's kernels).
+var<workgroup> red_ss: array<f32, 64>;
 
 // lanes_partial is lane's share of rows r0 and r0+1 (xy, zw) of token t.
 fn lanes_partial(t: u32, r0: u32, lane: u32, lanes: u32) -> vec4<f32> {
@@ -501,6 +503,51 @@ fn lanes_part(t: u32, r0: u32, lane: u32, lanes: u32, nm: bool) -> vec4<f32> {
     return vec4<f32>(a0, a1);
 }
 
+// lanes_part_n is lanes_part with the norm prologue: the sums take x * g
+// and the lane's sum of squares of x goes to ss (lanes_mv reduces both and
+// scales by r), as mv does; a norm_r loop first cost lavapipe ~30 ms per
+// stories260K GLU dispatch.
+fn lanes_part_n(t: u32, r0: u32, lane: u32, lanes: u32, ss: ptr<function, vec4<f32>>) -> vec4<f32> {
+    var a0 = vec2<f32>(0.0);
+    var a1 = vec2<f32>(0.0);
+    if r0 < p.rows {
+        let r1 = min(r0 + 1u, p.rows - 1u);
+        let cpr = p.in_cols / CW;
+        let xb = t * (p.in_cols / 4u);
+        for (var j = lane; j < cpr; j += lanes) {
+            let v0 = w[r0 * cpr + j];
+            let v1 = w[r1 * cpr + j];
+            var u0 = v0;
+            var u1 = v1;
+            if GLU {
+                u0 = w2[r0 * cpr + j];
+                u1 = w2[r1 * cpr + j];
+            }
+            let xi = xb + j * EPW;
+            var m = mvq(v0, v1, v0, v1, u0, u1, u0, u1, 0u, xs(xi, xb, false, true, ss));
+            if EPW > 1u {
+                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 1u, xs(xi + 1u, xb, false, true, ss));
+            }
+            if EPW > 2u {
+                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 2u, xs(xi + 2u, xb, false, true, ss));
+                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 3u, xs(xi + 3u, xb, false, true, ss));
+            }
+            if EPW > 4u {
+                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 4u, xs(xi + 4u, xb, false, true, ss));
+                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 5u, xs(xi + 5u, xb, false, true, ss));
+                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 6u, xs(xi + 6u, xb, false, true, ss));
+                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 7u, xs(xi + 7u, xb, false, true, ss));
+            }
+            let q0 = m[0];
+            let q1 = m[1];
+            let b = (j * CW) / p.block;
+            a0 += q0 * scales(r0 * p.nblocks + b);
+            a1 += q1 * scales(r1 * p.nblocks + b);
+        }
+    }
+    return vec4<f32>(a0, a1);
+}
+
 // lanes_finish writes the reduced sums v of rows r0 and r0+1 of token t.
 fn lanes_finish(t: u32, r0: u32, v: vec4<f32>) {
     if r0 < p.rows {
@@ -529,16 +576,33 @@ fn lanes_mv(wid: vec3<u32>, li: u32, nm: bool) {
     let lanes = p.lanes;
     let lane = li & (lanes - 1u);
     let r0 = (wid.x * (64u / lanes) + li / lanes) * LV_ROWS;
-    red[li] = lanes_part(t, r0, lane, lanes, nm);
+    if !nm {
+        red[li] = lanes_part(t, r0, lane, lanes, false);
+        workgroupBarrier();
+        for (var h = lanes / 2u; h > 0u; h = h / 2u) {
+            if lane < h {
+                red[li] += red[li + h];
+            }
+            workgroupBarrier();
+        }
+        if lane == 0u {
+            lanes_finish(t, r0, red[li]);
+        }
+        return;
+    }
+    var ss = vec4<f32>(0.0);
+    red[li] = lanes_part_n(t, r0, lane, lanes, &ss);
+    red_ss[li] = (ss.x + ss.y) + (ss.z + ss.w);
     workgroupBarrier();
     for (var h = lanes / 2u; h > 0u; h = h / 2u) {
         if lane < h {
             red[li] += red[li + h];
+            red_ss[li] += red_ss[li + h];
         }
         workgroupBarrier();
     }
     if lane == 0u {
-        lanes_finish(t, r0, red[li]);
+        lanes_finish(t, r0, red[li] * (1.0 / sqrt(red_ss[li] / f32(p.in_cols) + p.norm_eps)));
     }
 }
 

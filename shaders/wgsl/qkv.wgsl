@@ -330,10 +330,11 @@ fn matvec_rope_kv(@builtin(global_invocation_id) gid: vec3<u32>) {
 }
 
 // rope_part is lane's share of the rows of pairs pa and pb of token t
-// (xyzw: pa.x, pa.y, pb.x, pb.y), activations from storage.
-fn rope_part(seg: u32, t: u32, pa: vec2<u32>, pb: vec2<u32>, lane: u32, lanes: u32) -> vec4<f32> {
+// (xyzw: pa.x, pa.y, pb.x, pb.y), activations from storage (times the
+// norm scale with the prologue, their squares added to ss, as in
+// matvec_rope_kv).
+fn rope_part(seg: u32, t: u32, pa: vec2<u32>, pb: vec2<u32>, lane: u32, lanes: u32, ss: ptr<function, vec4<f32>>) -> vec4<f32> {
     let nm = p.has_norm != 0u;
-    let nr = norm_r(t, false); // unused without the norm; not in a branch
     let cpr = p.in_cols / CW;
     let xb = t * (p.in_cols / 4u);
     let nb = p.nblocks;
@@ -344,19 +345,19 @@ fn rope_part(seg: u32, t: u32, pa: vec2<u32>, pb: vec2<u32>, lane: u32, lanes: u
         let v2 = wseg(seg, pb.x * cpr + j);
         let v3 = wseg(seg, pb.y * cpr + j);
         let xi = xb + j * EPW;
-        var m = mvq(v0, v1, v2, v3, v0, v1, v2, v3, 0u, xn(xi, xb, false, nm, nr));
+        var m = mvq(v0, v1, v2, v3, v0, v1, v2, v3, 0u, xs(xi, xb, false, nm, ss));
         if EPW > 1u {
-            m += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 1u, xn(xi + 1u, xb, false, nm, nr));
+            m += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 1u, xs(xi + 1u, xb, false, nm, ss));
         }
         if EPW > 2u {
-            m += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 2u, xn(xi + 2u, xb, false, nm, nr));
-            m += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 3u, xn(xi + 3u, xb, false, nm, nr));
+            m += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 2u, xs(xi + 2u, xb, false, nm, ss));
+            m += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 3u, xs(xi + 3u, xb, false, nm, ss));
         }
         if EPW > 4u {
-            m += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 4u, xn(xi + 4u, xb, false, nm, nr));
-            m += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 5u, xn(xi + 5u, xb, false, nm, nr));
-            m += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 6u, xn(xi + 6u, xb, false, nm, nr));
-            m += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 7u, xn(xi + 7u, xb, false, nm, nr));
+            m += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 4u, xs(xi + 4u, xb, false, nm, ss));
+            m += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 5u, xs(xi + 5u, xb, false, nm, ss));
+            m += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 6u, xs(xi + 6u, xb, false, nm, ss));
+            m += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 7u, xs(xi + 7u, xb, false, nm, ss));
         }
         let b = (j * CW) / p.block;
         acc += vec4<f32>(m[0].x, m[1].x, m[2].x, m[3].x) *
@@ -382,14 +383,20 @@ fn lanes_rope_kv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
     // matvec_rope_kv).
     let i0 = min(2u * su.y, np - 1u);
     let nv = select(0u, 2u, 2u * su.y < np);
-    red[li] = rope_part(seg, t, pair_rows(seg, i0), pair_rows(seg, min(i0 + 1u, np - 1u)), lane, lanes);
+    var ss = vec4<f32>(0.0);
+    red[li] = rope_part(seg, t, pair_rows(seg, i0), pair_rows(seg, min(i0 + 1u, np - 1u)), lane, lanes, &ss);
+    red_ss[li] = (ss.x + ss.y) + (ss.z + ss.w);
     workgroupBarrier();
     for (var h = lanes / 2u; h > 0u; h = h / 2u) {
         if lane < h {
             red[li] += red[li + h];
+            red_ss[li] += red_ss[li + h];
         }
         workgroupBarrier();
     }
-    let v = red[li];
+    var v = red[li];
+    if p.has_norm != 0u {
+        v *= 1.0 / sqrt(red_ss[li] / f32(p.in_cols) + p.norm_eps);
+    }
     finish_unit(seg, t, i0, np, array<vec2<f32>, 4>(v.xy, v.zw, v.zw, v.zw), select(0u, nv, lane == 0u));
 }
