@@ -170,7 +170,14 @@ func (pl *planner) op(op fusion.Op) error {
 		x := pl.input(op.Out, op.In, &copied)
 		if op.Prologue != nil {
 			var err error
-			if x, err = pl.normPrologue(op.In, op.Prologue, []string{op.Weight}, op.Bias == ""); err != nil {
+			// CPU class: not on a matrix of many more rows than columns
+			// (an LM head): there the prologue's work in each of the many
+			// invocations costs more than the norm dispatch it saves (110M
+			// Q8_0 on lavapipe, Vulkan: the 32000-row LM head 93 ms with
+			// it, about 62 ms at the plain kernel's rate).
+			w := pl.ws.byName[op.Weight]
+			fits := op.Bias == "" && (pl.p.b.gpuClass || w.rows <= 4*g.Bufs[op.In].Cols)
+			if x, err = pl.normPrologue(op.In, op.Prologue, []string{op.Weight}, fits); err != nil {
 				return err
 			}
 			defer func() { pl.pro = nil }()
