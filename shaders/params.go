@@ -127,8 +127,8 @@ type MatParams struct {
 	HasBias2 uint32  `wgsl:"has_bias2"` // GLU variants: the bias is the up projection's
 	Lanes    uint32  `wgsl:"lanes"`     // matvec_lanes: invocations per row (a power of two <= 64)
 	XT0      uint32  `wgsl:"x_t0"`      // matmul_few(_u): first token of the dispatch (xu holds tokens from it)
-	Pad1     uint32  `wgsl:"pad1"`
-	NormEps  float32 `wgsl:"norm_eps"` // the *_norm kernels' RMS-norm epsilon
+	HasNorm  uint32  `wgsl:"has_norm"`  // qkv.wgsl: the norm prologue
+	NormEps  float32 `wgsl:"norm_eps"`  // the *_norm kernels' RMS-norm epsilon
 	Pad3     uint32  `wgsl:"pad3"`
 }
 
@@ -340,6 +340,27 @@ func (v MatMulVariant) Variant() Variant {
 		{"MM_K", "u32", fmt.Sprintf("%du", sh.TileK)},
 	}}
 }
+
+// The kernels of wgsl/qkv.wgsl (fusion.MatMulRopeKV), CPU and GPU class.
+const (
+	RopeKVCPU = "matvec_rope_kv"
+	RopeKVGPU = "lanes_rope_kv"
+)
+
+// RopeKVVariant is the module of wgsl/qkv.wgsl holding kernel entry
+// (RopeKVCPU or RopeKVGPU) for v's weights (v without GLU or Subgroups).
+func (v MatMulVariant) RopeKVVariant(entry string) Variant {
+	mv := v
+	mv.GLU, mv.Subgroups = false, false
+	r := mv.Variant()
+	r.Key += map[string]string{RopeKVCPU: "_mv", RopeKVGPU: "_lanes"}[entry]
+	r.Entry = entry
+	return r
+}
+
+// RopeQKVBytes is the size of qkv.wgsl's uniform RopeQKV: 12 words, then
+// 64 vec4s of rope frequencies.
+const RopeQKVBytes = 48 + 64*16
 
 // SubgroupVariantFits reports whether the subgroup variants run on a device
 // of subgroup size n: a power of two from 4 (the smallest Vulkan allows) to

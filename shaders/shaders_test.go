@@ -78,7 +78,7 @@ func TestGetBindings(t *testing.T) {
 			}
 		})
 	}
-	if got, want := len(Names()), len(tests)+len(matmulKernels); got != want {
+	if got, want := len(Names()), len(tests)+len(matmulKernels)+2; got != want { // + qkv.wgsl's two
 		t.Errorf("%d kernels, the table knows %d: %v", got, want, Names())
 	}
 }
@@ -90,7 +90,7 @@ var matmulKernels = []string{"matvec", "matvec_u", "matvec_lanes", "matvec_norm"
 
 func TestGetVariantBindings(t *testing.T) {
 	R, W, U := gpu.StorageRead, gpu.StorageRW, gpu.Uniform
-	want := []gpu.BindingKind{U, R, R, R, R, R, W, R, R, U}
+	want := []gpu.BindingKind{U, R, R, R, R, R, W, R, R, U, U}
 	for _, name := range matmulKernels {
 		if _, err := Get(name); !errors.Is(err, ErrUnknown) {
 			t.Errorf("Get(%s) of a specialized kernel: err = %v, want ErrUnknown", name, err)
@@ -277,8 +277,36 @@ func TestSincosCopies(t *testing.T) {
 		}
 		return s[i : i+j]
 	}
-	if a, b := fn("rope.wgsl"), fn("ropekv.wgsl"); a != b {
-		t.Errorf("sincos differs:\nrope.wgsl:\n%s\nropekv.wgsl:\n%s", a, b)
+	for _, f := range []string{"ropekv.wgsl", "qkv.wgsl"} {
+		if a, b := fn("rope.wgsl"), fn(f); a != b {
+			t.Errorf("sincos differs:\nrope.wgsl:\n%s\n%s:\n%s", a, f, b)
+		}
+	}
+}
+
+// TestRopeKVVariants checks qkv.wgsl's modules: matmul.wgsl's bindings and
+// 5 more, one kernel per module, for every weight layout.
+func TestRopeKVVariants(t *testing.T) {
+	R, W, U := gpu.StorageRead, gpu.StorageRW, gpu.Uniform
+	want := []gpu.BindingKind{U, R, R, R, R, R, W, R, R, U, U, R, R, W, W, U}
+	n := 0
+	for _, v := range MatMulVariants() {
+		if v.GLU || v.Subgroups {
+			continue
+		}
+		for _, k := range []string{RopeKVCPU, RopeKVGPU} {
+			spec, err := GetVariant(k, v.RopeKVVariant(k))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(spec.Bindings) != fmt.Sprint(want) || spec.Entry != k {
+				t.Errorf("%s: bindings %v entry %q, want %v", spec.Name, spec.Bindings, spec.Entry, want)
+			}
+			n++
+		}
+	}
+	if n != 14 {
+		t.Errorf("%d qkv modules, want 14", n)
 	}
 }
 
