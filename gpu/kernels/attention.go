@@ -148,7 +148,7 @@ var errNoFit = errors.New("attn_dec does not fit")
 // decAttention plans attn_dec (or attn_dec_g4 for GQA groups) and
 // attn_dec_combine: a one-token-per-invocation decode for CPU-class
 // devices, the query read through the uniform window at q's offset 0.
-func (pl *planner) decAttention(op *fusion.Op, ap shaders.AttnParams, step, q, k, v gpu.Binding) error {
+func (pl *planner) decAttention(op *fusion.AttentionOp, ap shaders.AttnParams, step, q, k, v gpu.Binding) error {
 	spec := pl.caches[0].spec
 	T := pl.p.g.Tokens
 	group := op.Heads / op.KVHeads
