@@ -563,6 +563,7 @@ func benchConfig(ctx context.Context, log io.Writer, bar *progressbar.ProgressBa
 	base.Arch = cfg.Arch
 	base.KVCache = m.KVDType().String()
 	base.MaxCache = m.MaxCache()
+	base.DecodeWeightBytes, base.KVBytesPerPosition = m.DecodeBytes()
 	base.LoadSeconds = time.Since(start).Seconds()
 	var out []benchreport.Result
 	run := 0 // every run's prompt starts with a different token
