@@ -53,7 +53,7 @@ const (
 	maxDispatch     = 65535
 	attnDecChunk    = 256 // DCH: positions per attn_dec workgroup
 	attnDecLanes    = 8   // DL: invocations (partials) per attn_dec workgroup
-	attnDecMaxDim   = 64  // DMAX: the largest head dim attn_dec takes
+	attnDecMaxDim   = 128 // the largest head dim attn_dec takes (attn_dec_d128)
 	attnDecBatch    = 4   // DNB: query heads per attn_dec_g4 workgroup
 )
 
@@ -156,6 +156,15 @@ func (pl *planner) decAttention(op *fusion.AttentionOp, ap shaders.AttnParams, s
 	name := "attn_dec"
 	if group > 1 {
 		nb, name = attnDecBatch, "attn_dec_g4"
+	}
+	// The variant whose unrolled loops cover the head dim.
+	switch {
+	case op.HeadDim <= 8:
+		name += "_d8"
+	case op.HeadDim <= 64:
+		name += "_d64"
+	default:
+		name += "_d128"
 	}
 	if spec.F16 {
 		name += "_f16"

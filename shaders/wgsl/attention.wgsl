@@ -412,9 +412,10 @@ fn attn_combine(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
 
 // ---- Decode on CPU-class devices: one position per lane, no barriers ----
 //
-// attn_dec / attn_dec_f16 (one query head per workgroup) and attn_dec_g4 /
-// attn_dec_g4_f16 (up to 4 query heads of a GQA group per workgroup, each
-// K and V word read once for them): one workgroup of DL invocations per
+// attn_dec_d* (one query head per workgroup) and attn_dec_g4_d* (up to 4
+// query heads of a GQA group per workgroup, each K and V word read once
+// for them), for head dims up to 8, 64 or 128, with an f32 or (_f16) a
+// packed binary16 cache: one workgroup of DL invocations per
 // (kv head, head batch, chunk of DCH positions, token). Invocation i walks
 // the visible positions c0+i, c0+i+DL, ... of its chunk with an online
 // softmax of its own (running max, sum and unnormalized output per head,
@@ -426,33 +427,65 @@ fn attn_combine(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
 // output) to part: [Tokens][heads][chunks*DL][head_dim+2]. No workgroup
 // memory and no barrier. A chunk with no visible position returns at once.
 // attn_dec_combine (one workgroup per (head, token)) merges the partials
-// of the visible chunks. Head dims up to DMAX.
+// of the visible chunks. Head dims up to 128.
 // Dispatch: attn_dec* (kv_heads*batches, chunks, Tokens);
 // attn_dec_combine (heads, Tokens, 1).
 
 const DL: u32 = 8u;     // invocations per attn_dec workgroup
 const DCH: u32 = 256u;  // positions per attn_dec workgroup
-const DMAX: u32 = 64u;  // largest head dim of attn_dec
 const DNB: u32 = 4u;    // query heads per attn_dec_g4 workgroup
+const DAP: u32 = 64u;   // accumulator pairs per head: head dims up to 128
 
+// Entry points per largest head dim (8, 64, 128: the loops over a row's
+// dim pairs run that many times, unrolled), heads per workgroup (1, or
+// DNB for GQA groups) and cache type.
 @compute @workgroup_size(8)
-fn attn_dec(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
-    dec(wid, lid.x, false, 1u);
+fn attn_dec_d8(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    dec(wid, lid.x, false, 1u, 4u);
 }
-
 @compute @workgroup_size(8)
-fn attn_dec_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
-    dec(wid, lid.x, true, 1u);
+fn attn_dec_d8_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    dec(wid, lid.x, true, 1u, 4u);
 }
-
 @compute @workgroup_size(8)
-fn attn_dec_g4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
-    dec(wid, lid.x, false, DNB);
+fn attn_dec_g4_d8(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    dec(wid, lid.x, false, DNB, 4u);
 }
-
 @compute @workgroup_size(8)
-fn attn_dec_g4_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
-    dec(wid, lid.x, true, DNB);
+fn attn_dec_g4_d8_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    dec(wid, lid.x, true, DNB, 4u);
+}
+@compute @workgroup_size(8)
+fn attn_dec_d64(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    dec(wid, lid.x, false, 1u, 32u);
+}
+@compute @workgroup_size(8)
+fn attn_dec_d64_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    dec(wid, lid.x, true, 1u, 32u);
+}
+@compute @workgroup_size(8)
+fn attn_dec_g4_d64(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    dec(wid, lid.x, false, DNB, 32u);
+}
+@compute @workgroup_size(8)
+fn attn_dec_g4_d64_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    dec(wid, lid.x, true, DNB, 32u);
+}
+@compute @workgroup_size(8)
+fn attn_dec_d128(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    dec(wid, lid.x, false, 1u, 64u);
+}
+@compute @workgroup_size(8)
+fn attn_dec_d128_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    dec(wid, lid.x, true, 1u, 64u);
+}
+@compute @workgroup_size(8)
+fn attn_dec_g4_d128(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    dec(wid, lid.x, false, DNB, 64u);
+}
+@compute @workgroup_size(8)
+fn attn_dec_g4_d128_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    dec(wid, lid.x, true, DNB, 64u);
 }
 
 // qpair is dims 2c and 2c+1 of the query row starting at word qb (0 past
@@ -467,8 +500,9 @@ fn qpair(qb: u32, c: u32) -> vec2<f32> {
     return r;
 }
 
-// dec: nbm is the most query heads per workgroup (a constant at each call).
-fn dec(wid: vec3<u32>, i: u32, packed: bool, nbm: u32) {
+// dec: nbm is the most query heads per workgroup, np the most dim pairs
+// per head (head_dim <= 2*np); both are constants at each call.
+fn dec(wid: vec3<u32>, i: u32, packed: bool, nbm: u32, np: u32) {
     let t = p.row0 + wid.z;
     if t >= step[1] || row_pos(t) == NO_ROW {
         return; // uniform across the workgroup, as are all the exits below
@@ -496,7 +530,7 @@ fn dec(wid: vec3<u32>, i: u32, packed: bool, nbm: u32) {
     }
     var m = array<f32, 4>(-3.0e38, -3.0e38, -3.0e38, -3.0e38);
     var l = array<f32, 4>();
-    var acc = array<vec2<f32>, 128>(); // [DNB][DMAX/2]: dims 2c, 2c+1 of head g at g*32+c
+    var acc = array<vec2<f32>, 256>(); // [DNB][DAP]: dims 2c, 2c+1 of head g at g*DAP+c
     let kb = kvh * p.max_len * width;
     let vb = kvh * width * p.max_len;
     // This invocation's first position of the chunk at or past jlo.
@@ -508,7 +542,7 @@ fn dec(wid: vec3<u32>, i: u32, packed: bool, nbm: u32) {
         let pos = c0 + j;
         let kr = kb + pos * width;
         var s = array<f32, 4>();
-        for (var c = 0u; c < DMAX / 2u; c++) {
+        for (var c = 0u; c < np; c++) {
             if 2u * c < p.head_dim {
                 var kv: vec2<f32>;
                 if packed {
@@ -537,7 +571,7 @@ fn dec(wid: vec3<u32>, i: u32, packed: bool, nbm: u32) {
             l[g] = l[g] * f[g] + e[g];
             m[g] = mn;
         }
-        for (var c = 0u; c < DMAX / 2u; c++) {
+        for (var c = 0u; c < np; c++) {
             if 2u * c < p.head_dim {
                 var v2: vec2<f32>;
                 if packed {
@@ -549,7 +583,7 @@ fn dec(wid: vec3<u32>, i: u32, packed: bool, nbm: u32) {
                     }
                 }
                 for (var g = 0u; g < nbm; g++) {
-                    acc[g * 32u + c] = acc[g * 32u + c] * f[g] + e[g] * v2;
+                    acc[g * DAP + c] = acc[g * DAP + c] * f[g] + e[g] * v2;
                 }
             }
         }
@@ -561,13 +595,13 @@ fn dec(wid: vec3<u32>, i: u32, packed: bool, nbm: u32) {
             let o = ((t * p.heads + h0 + g) * slots + wid.y * DL + i) * stride;
             part[o] = m[g];
             part[o + 1u] = l[g];
-            for (var c = 0u; c < DMAX / 2u; c++) {
+            for (var c = 0u; c < np; c++) {
                 let d = 2u * c;
                 if d < p.head_dim {
-                    part[o + 2u + d] = acc[g * 32u + c].x;
+                    part[o + 2u + d] = acc[g * DAP + c].x;
                 }
                 if d + 1u < p.head_dim {
-                    part[o + 3u + d] = acc[g * 32u + c].y;
+                    part[o + 3u + d] = acc[g * DAP + c].y;
                 }
             }
         }
@@ -576,7 +610,7 @@ fn dec(wid: vec3<u32>, i: u32, packed: bool, nbm: u32) {
 
 // attn_dec_combine merges the partials attn_dec wrote for query row t of
 // head h (the DL partials of each visible chunk; an invocation that saw no
-// position left max -3e38 and sum 0); invocation i owns dim i.
+// position left max -3e38 and sum 0); invocation i owns dims i and i+64.
 @compute @workgroup_size(64)
 fn attn_dec_combine(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     let h = wid.x;
@@ -596,17 +630,24 @@ fn attn_dec_combine(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoca
         m = max(m, part[(base + s) * stride]);
     }
     var l = 0.0;
-    var acc = 0.0;
+    var acc = vec2<f32>(0.0);
     for (var s = s0; s < s1; s++) {
         let o = (base + s) * stride;
         let f = exp(part[o] - m);
         l += f * part[o + 1u];
         if i < p.head_dim {
-            acc += f * part[o + 2u + i];
+            acc.x += f * part[o + 2u + i];
+        }
+        if i + WG < p.head_dim {
+            acc.y += f * part[o + 2u + i + WG];
         }
     }
+    let ob = (t * p.heads + h) * p.head_dim;
     if i < p.head_dim {
-        out[(t * p.heads + h) * p.head_dim + i] = acc / l;
+        out[ob + i] = acc.x / l;
+    }
+    if i + WG < p.head_dim {
+        out[ob + i + WG] = acc.y / l;
     }
 }
 
