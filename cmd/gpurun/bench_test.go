@@ -269,12 +269,14 @@ func TestBenchErrors(t *testing.T) {
 // its test measures (pp: prefill, tg: decode, combined: both), each with
 // device time and the matrix kernels with their work, in the JSON and
 // Markdown reports; the CPU backend, which has no profiler, fails with a
-// clear error.
+// clear error. The prompts run in 8-token chunks (--prefill-chunk): the
+// profile times the first chunk, runs the rest, then times the decode step.
 func TestBenchProfile(t *testing.T) {
 	requireBackend(t, "vulkan")
 	task := convertStories(t, "int8")
 	dir := t.TempDir()
-	rep := benchJSON(t, "-m", task, "--backend", "vulkan", "--tests", "pp9,tg2,pp9+tg2", "--reps", "1", "--warmup", "0", "--profile", "--report", dir)
+	rep := benchJSON(t, "-m", task, "--backend", "vulkan", "--tests", "pp9,tg2,pp9+tg2", "--reps", "1", "--warmup", "0", "--profile", "--report", dir,
+		"--prefill-chunk", "8")
 	if len(rep.Results) != 3 {
 		t.Fatalf("%d results, want 3", len(rep.Results))
 	}
