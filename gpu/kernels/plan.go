@@ -281,8 +281,9 @@ func (pl *planner) op(op fusion.Op) error {
 			gpu.Binding{Buf: pl.p.step}, pl.buf(op.In), gpu.Binding{Buf: pl.dummy}, pl.buf(op.Out))
 	case *fusion.ArgmaxOp:
 		// One workgroup scans the row (validation made it one row that
-		// Out does not alias) and writes the id as an f32.
-		pl.dispatch("argmax", shaders.ArgmaxParams{N: u(g.Bufs[op.In].Cols)}, 1, 1, 1, pl.buf(op.In), pl.buf(op.Out))
+		// Out does not alias) and writes the id as an f32; none when the
+		// step has no rows (a no-op step after a stop id).
+		pl.dispatch("argmax", shaders.ArgmaxParams{N: u(g.Bufs[op.In].Cols)}, 1, 1, 1, gpu.Binding{Buf: pl.p.step}, pl.buf(op.In), pl.buf(op.Out))
 	case *fusion.SampleOp:
 		r := op.Sampling
 		ruleAt := uint32(0)
