@@ -87,6 +87,7 @@ type openOptions struct {
 	noFusion     bool
 	hostSampling bool
 	steps        int
+	prefill      []int
 	cpuMath      string
 	progress     func(Progress)
 }
@@ -140,6 +141,15 @@ func WithHostSampling() Option { return func(o *openOptions) { o.hostSampling = 
 // still streamed one by one, with stop strings and cancellation checked
 // between them. The CPU backend steps one token at a time.
 func WithStepsPerSubmit(n int) Option { return func(o *openOptions) { o.steps = n } }
+
+// WithPrefillSizes sets the token counts of the compiled prefill programs
+// (default pipeline.DefaultPrefillSizes): a prompt runs in chunks of at
+// most the largest, one submission each. Smaller chunks bound the time
+// one submission takes on a slow device (a long prompt on a software
+// GPU).
+func WithPrefillSizes(sizes ...int) Option {
+	return func(o *openOptions) { o.prefill = append([]int(nil), sizes...) }
+}
 
 // WithCPUMath sets the CPU backend's arithmetic for int8/int4 weights:
 // "dynamic" (the default, pipeline.DefaultCPUMath: inputs quantized to
@@ -274,7 +284,7 @@ func open(ctx context.Context, src *source, o *openOptions) (*Model, error) {
 		}
 		return nil, err
 	}
-	popts := pipeline.Options{Backend: b, MaxCache: o.maxCache, Slots: o.parallel, Activations: o.activations, NoFusion: o.noFusion, HostSampling: o.hostSampling, StepsPerSubmit: o.steps, CPUMath: math}
+	popts := pipeline.Options{Backend: b, MaxCache: o.maxCache, Slots: o.parallel, Activations: o.activations, NoFusion: o.noFusion, HostSampling: o.hostSampling, StepsPerSubmit: o.steps, CPUMath: math, PrefillSizes: o.prefill}
 	if src.file != nil {
 		m.Model, err = pipeline.FromModelFile(ctx, src.file, popts)
 	} else {

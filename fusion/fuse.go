@@ -14,8 +14,12 @@ import "slices"
 //   - in-place Rope of q + in-place Rope of k + StoreKV of k and v ->
 //     RopeStoreKV, when the ropes agree, k is dead after the StoreKV and
 //     the graph is not batched;
-//   - RMS Norm h = norm(x) + the MatMul, MultiMatMul and MatMulGLU ops that
-//     read h -> those ops with the norm as their prologue (RMSPrologue),
+//   - MultiMatMul of q, k and v + the RopeStoreKV of q, k and v right
+//     after it -> MatMulRopeKV, when k and v are dead after the
+//     RopeStoreKV (the graph is not batched);
+//   - RMS Norm h = norm(x) + the MatMul, MultiMatMul, MatMulGLU and
+//     MatMulRopeKV ops that read h -> those ops with the norm as their
+//     prologue (RMSPrologue),
 //     when they are all of h's readers until h is overwritten, x is not
 //     written before the last of them and h is dead after it.
 //
@@ -37,6 +41,7 @@ func Fuse(g *Graph) *Graph {
 	ops = fuseAccumulate(ops, g.Logits)
 	if !g.Batch {
 		ops = fuseRopeKV(ops, g.Logits)
+		ops = fuseProjRopeKV(ops, g.Logits)
 	}
 	ops = fuseNorm(ops, g.Logits)
 	out.Ops = ops
@@ -235,6 +240,45 @@ func matchRopeKV(ops []Op, i int, logits Buf) *RopeStoreKVOp {
 		RopeParams: rq.RopeParams}
 }
 
+// fuseProjRopeKV rewrites MultiMatMul(x -> q, k, v) + RopeStoreKV(q, k,
+// v) into one MatMulRopeKV.
+func fuseProjRopeKV(ops []Op, logits Buf) []Op {
+	var out []Op
+	for i := 0; i < len(ops); i++ {
+		if i+1 < len(ops) {
+			if f := matchProjRopeKV(ops, i, logits); f != nil {
+				out = append(out, f)
+				i++
+				continue
+			}
+		}
+		out = append(out, ops[i])
+	}
+	return out
+}
+
+func matchProjRopeKV(ops []Op, i int, logits Buf) *MatMulRopeKVOp {
+	m, ok1 := ops[i].(*MultiMatMulOp)
+	r, ok2 := ops[i+1].(*RopeStoreKVOp)
+	if !ok1 || !ok2 || len(m.Outs) != 3 || m.Prologue != nil {
+		return nil
+	}
+	// ps[j] is the projection writing q, k, v.
+	var ps [3]Projection
+	for j, b := range []Buf{r.Q, r.K, r.V} {
+		k := slices.IndexFunc(m.Outs, func(p Product) bool { return p.Out == b })
+		if k < 0 {
+			return nil
+		}
+		ps[j] = m.Outs[k].Projection
+	}
+	if r.K == r.V || !deadAfter(ops, i+1, r.K, logits) || !deadAfter(ops, i+1, r.V, logits) {
+		return nil
+	}
+	return &MatMulRopeKVOp{Out: r.Q, In: m.In, Q: ps[0], K: ps[1], V: ps[2], Layer: r.Layer,
+		HeadShape: r.HeadShape, RopeParams: r.RopeParams}
+}
+
 // product returns the input and the prologue of a MatMul kind, ok false
 // for other ops.
 func product(op Op) (in *Buf, pro **RMSPrologue, ok bool) {
@@ -244,6 +288,8 @@ func product(op Op) (in *Buf, pro **RMSPrologue, ok bool) {
 	case *MultiMatMulOp:
 		return &o.In, &o.Prologue, true
 	case *MatMulGLUOp:
+		return &o.In, &o.Prologue, true
+	case *MatMulRopeKVOp:
 		return &o.In, &o.Prologue, true
 	}
 	return nil, nil, false

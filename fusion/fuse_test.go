@@ -188,6 +188,23 @@ func TestFuse(t *testing.T) {
 			[]Kind{MatMul, Rope, Rope, StoreKV, Attention, Add}, nil},
 		{"rotated k read at the next step", kvGraph(rope(ba, 4), rope(bb, 4), storeKV(bb, bc), attend(by, ba)),
 			[]Kind{Rope, Rope, StoreKV, Attention}, nil},
+		{"q k v rope store", kvGraph(rms(bh, bx), mm(bc, bh, "v"), mm(ba, bh, "q"), mm(bb, bh, "k"), rope(ba, 4), rope(bb, 4), storeKV(bb, bc), attend(by, ba)),
+			[]Kind{MatMulRopeKV, Attention}, func(t *testing.T, f *Graph) {
+				op := f.Ops[0].(*MatMulRopeKVOp)
+				if op.Q.Weight != "q" || op.K.Weight != "k" || op.V.Weight != "v" || f.Bufs[op.Out].Name != "a" || f.Bufs[op.In].Name != "x" ||
+					op.Prologue == nil || op.Prologue.Weight != "n" || op.Heads != 2 || op.KVHeads != 2 || op.Dims != 4 || op.Style != RopeHalves {
+					t.Errorf("fused op %+v", op)
+				}
+				for _, b := range f.Bufs {
+					if b.Name == "b" || b.Name == "c" || b.Name == "h" {
+						t.Errorf("buffer %s kept", b.Name)
+					}
+				}
+			}},
+		{"v read after the store", kvGraph(mm(ba, bh, "q"), mm(bb, bh, "k"), mm(bc, bh, "v"), rope(ba, 4), rope(bb, 4), storeKV(bb, bc), attend(by, ba), add(bx, bx, bc)),
+			[]Kind{MultiMatMul, RopeStoreKV, Attention, Add}, nil},
+		{"two projections and rope store", kvGraph(mm(ba, bh, "q"), mm(bb, bh, "k"), mm(bc, bx, "v"), rope(ba, 4), rope(bb, 4), storeKV(bb, bc), attend(by, ba)),
+			[]Kind{MultiMatMul, MatMul, RopeStoreKV, Attention}, nil},
 		{"ropes differ", kvGraph(mm(bb, bh, "k"), rope(ba, 2), rope(bb, 4), storeKV(bb, bc), attend(by, ba)),
 			[]Kind{MatMul, Rope, Rope, StoreKV, Attention}, nil},
 	} {
@@ -236,6 +253,10 @@ func TestValidateFused(t *testing.T) {
 		{"rope_store_kv q is v", &RopeStoreKVOp{Q: ba, K: bb, V: ba, HeadShape: hs, RopeParams: rs}},
 		{"rope_store_kv bad style", &RopeStoreKVOp{Q: ba, K: bb, V: bc, HeadShape: hs, RopeParams: RopeParams{Dims: 4, Base: 1e4}}},
 		{"rope_store_kv v out of range", &RopeStoreKVOp{Q: ba, K: bb, V: -1, HeadShape: hs, RopeParams: rs}},
+		{"matmul_rope_kv aliasing its input", &MatMulRopeKVOp{Out: bh, In: bh, Q: Projection{Weight: "q"}, K: Projection{Weight: "k"}, V: Projection{Weight: "v"}, HeadShape: hs, RopeParams: rs}},
+		{"matmul_rope_kv no v", &MatMulRopeKVOp{Out: ba, In: bh, Q: Projection{Weight: "q"}, K: Projection{Weight: "k"}, HeadShape: hs, RopeParams: rs}},
+		{"matmul_rope_kv bad heads", &MatMulRopeKVOp{Out: ba, In: bh, Q: Projection{Weight: "q"}, K: Projection{Weight: "k"}, V: Projection{Weight: "v"}, HeadShape: HeadShape{Heads: 3, KVHeads: 2, HeadDim: 4}, RopeParams: rs}},
+		{"matmul_rope_kv odd rope dims", &MatMulRopeKVOp{Out: ba, In: bh, Q: Projection{Weight: "q"}, K: Projection{Weight: "k"}, V: Projection{Weight: "v"}, HeadShape: hs, RopeParams: RopeParams{Dims: 3, Base: 1e4, Style: RopeHalves}}},
 		{"norm prologue without a weight", &MatMulOp{Out: ba, In: bh, Projection: Projection{Weight: "o"}, Prologue: &RMSPrologue{Eps: 1e-5}}},
 		{"norm prologue bad eps", &MatMulOp{Out: ba, In: bh, Projection: Projection{Weight: "o"}, Prologue: &RMSPrologue{Weight: "n", Eps: -1}}},
 		{"accumulate aliasing its input", &MatMulOp{Out: bh, In: bh, Projection: Projection{Weight: "o"}, Accumulate: true}},

@@ -61,22 +61,23 @@ type BufInfo struct {
 type Kind uint8
 
 const (
-	Embed       Kind = iota + 1 // EmbedOp
-	Norm                        // NormOp
-	MatMul                      // MatMulOp
-	Rope                        // RopeOp
-	StoreKV                     // StoreKVOp
-	Attention                   // AttentionOp
-	GLU                         // GLUOp
-	Activation                  // ActivationOp
-	Add                         // AddOp
-	SoftCap                     // SoftCapOp
-	LastRow                     // LastRowOp
-	MultiMatMul                 // MultiMatMulOp
-	MatMulGLU                   // MatMulGLUOp
-	Argmax                      // ArgmaxOp
-	Sample                      // SampleOp
-	RopeStoreKV                 // RopeStoreKVOp
+	Embed        Kind = iota + 1 // EmbedOp
+	Norm                         // NormOp
+	MatMul                       // MatMulOp
+	Rope                         // RopeOp
+	StoreKV                      // StoreKVOp
+	Attention                    // AttentionOp
+	GLU                          // GLUOp
+	Activation                   // ActivationOp
+	Add                          // AddOp
+	SoftCap                      // SoftCapOp
+	LastRow                      // LastRowOp
+	MultiMatMul                  // MultiMatMulOp
+	MatMulGLU                    // MatMulGLUOp
+	Argmax                       // ArgmaxOp
+	Sample                       // SampleOp
+	RopeStoreKV                  // RopeStoreKVOp
+	MatMulRopeKV                 // MatMulRopeKVOp
 )
 
 // Sampling is the rule of a Sample op (pipeline/sampler.Options' fields):
@@ -94,7 +95,7 @@ var kindNames = map[Kind]string{Embed: "embed", Norm: "norm", MatMul: "matmul", 
 	StoreKV: "store_kv", Attention: "attention", GLU: "glu", Activation: "activation", Add: "add",
 	SoftCap: "softcap", LastRow: "last_row",
 	MultiMatMul: "multi_matmul", MatMulGLU: "matmul_glu", Argmax: "argmax", Sample: "sample",
-	RopeStoreKV: "rope_store_kv"}
+	RopeStoreKV: "rope_store_kv", MatMulRopeKV: "matmul_rope_kv"}
 
 func (k Kind) String() string {
 	if s, ok := kindNames[k]; ok {
@@ -161,7 +162,7 @@ func (g *Graph) Add(op Op) Buf {
 func (g *Graph) UsesKV() bool {
 	for _, op := range g.Ops {
 		switch op.(type) {
-		case *StoreKVOp, *AttentionOp, *RopeStoreKVOp:
+		case *StoreKVOp, *AttentionOp, *RopeStoreKVOp, *MatMulRopeKVOp:
 			return true
 		}
 	}

@@ -10,7 +10,18 @@ package fusion
 //     a small share of the bytes a step moves;
 //   - the logits and whatever SoftCap, Argmax or Sample reads, and the ids
 //     Argmax and Sample write (not exact in a half past 2048);
-//   - a LastRow output whose input is f32 (a copy keeps its type).
+//   - a LastRow output whose input is f32 (a copy keeps its type);
+//   - the rotated q a MatMulRopeKV writes: its kernels can write it as
+//     halves (qkv.wgsl's out_set) and round once after the rope, as the
+//     CPU reference does, but its split form (prefill, or shapes the
+//     fused kernels do not take: the Q product into Out, then
+//     store_kv_rope rotating it in place) would round it twice. q is
+//     heads*head_dim values per token, a small share of a step's bytes.
+//
+// Every kernel reading or writing an activation has the f16 path (the
+// per-binding flags, shaders/README.md), including qkv.wgsl (x through
+// matmul's helpers) and attn_dec/attn_dec_combine (q from the uniform
+// window qu, out), so nothing else is kept f32 for want of a kernel.
 //
 // Run it on the graph a backend compiles, after fusion.Fuse: the rounding
 // points are the outputs of the ops that graph has.
@@ -32,6 +43,8 @@ func HalfActivations(g *Graph) {
 			if o.Accumulate {
 				mark(o.Out)
 			}
+		case *MatMulRopeKVOp:
+			mark(o.Out)
 		case *SoftCapOp, *ArgmaxOp, *SampleOp:
 			mark(op.Inputs()...)
 			mark(op.Outputs()...)

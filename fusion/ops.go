@@ -174,6 +174,49 @@ type RopeStoreKVOp struct {
 	RopeParams
 }
 
+// MatMulRopeKVOp: the Q, K and V projections of an attention block and
+// its RopeStoreKV in one op: q[t] = Q · In[t] + Q.Bias, k[t] and v[t]
+// likewise (Q is [Heads*HeadDim, In.Cols], K and V [KVHeads*HeadDim,
+// In.Cols]), each computed as MatMulOp computes it, with the optional
+// Prologue shared; then exactly what RopeStoreKVOp does with q, k and v:
+// Out = q rotated, the rotated k and v stored into the cache of Layer at
+// position Pos+t. k and v are written to no buffer. Out must not alias
+// In. Not valid in a batched graph.
+type MatMulRopeKVOp struct {
+	Out, In  Buf
+	Q, K, V  Projection
+	Layer    int
+	Prologue *RMSPrologue
+	HeadShape
+	RopeParams
+}
+
+func (*MatMulRopeKVOp) Kind() Kind       { return MatMulRopeKV }
+func (o *MatMulRopeKVOp) Inputs() []Buf  { return []Buf{o.In} }
+func (o *MatMulRopeKVOp) Outputs() []Buf { return []Buf{o.Out} }
+func (o *MatMulRopeKVOp) bufs() []*Buf   { return []*Buf{&o.Out, &o.In} }
+func (o *MatMulRopeKVOp) clone() Op {
+	c := *o
+	c.Prologue = o.Prologue.clone()
+	return &c
+}
+
+func (o *MatMulRopeKVOp) validate(g *Graph, shape WeightShape) error {
+	if g.Batch {
+		return fmt.Errorf("%w: matmul_rope_kv in a batched step", ErrInvalid)
+	}
+	out, in := g.Bufs[o.Out], g.Bufs[o.In]
+	if o.Out == o.In {
+		return fmt.Errorf("%w: matmul_rope_kv output aliases its input %q", ErrInvalid, out.Name)
+	}
+	kv := o.KVHeads * o.HeadDim
+	return firstErr(o.Prologue.check(g, o.In, shape), g.sameRows(o.Out, o.In), g.checkKV(o.Layer, o.KVHeads, o.HeadDim),
+		checkHeads(o.Heads, o.HeadDim, out), o.RopeParams.check(o.HeadDim),
+		checkWeight(shape, o.Q.Weight, out.Cols, in.Cols), checkWeight(shape, o.K.Weight, kv, in.Cols),
+		checkWeight(shape, o.V.Weight, kv, in.Cols), checkVector(shape, o.Q.Bias, out.Cols),
+		checkVector(shape, o.K.Bias, kv), checkVector(shape, o.V.Bias, kv))
+}
+
 func (*EmbedOp) Kind() Kind       { return Embed }
 func (*NormOp) Kind() Kind        { return Norm }
 func (*MatMulOp) Kind() Kind      { return MatMul }
@@ -530,6 +573,9 @@ func Weights(op Op) []string {
 		pro(o.Prologue)
 	case *MatMulGLUOp:
 		add(o.Gate.Weight, o.Gate.Bias, o.Up.Weight, o.Up.Bias)
+		pro(o.Prologue)
+	case *MatMulRopeKVOp:
+		add(o.Q.Weight, o.Q.Bias, o.K.Weight, o.K.Bias, o.V.Weight, o.V.Bias)
 		pro(o.Prologue)
 	}
 	return ns

@@ -127,8 +127,8 @@ type Product struct {
 	Projection
 }
 
-// RMSPrologue is the RMS-norm prologue of a MatMul, MultiMatMul or
-// MatMulGLU: every product reads n[t] = rmsnorm(In[t]) * Weight (a Norm of
+// RMSPrologue is the RMS-norm prologue of a MatMul, MultiMatMul,
+// MatMulGLU or MatMulRopeKV: every product reads n[t] = rmsnorm(In[t]) * Weight (a Norm of
 // kind NormRMS, no bias, with Eps) in place of In[t], computed exactly as
 // that Norm computes it; In itself is only read.
 type RMSPrologue struct {

@@ -81,6 +81,12 @@ type Info struct {
 	MaxWorkgroupStorage int
 	MaxWorkgroupInvocs  int
 	StorageOffsetAlign  int
+	// MaxStorageBuffers and MaxUniformBuffers are the storage and uniform
+	// buffer bindings one kernel may have (WebGPU: the adapter's limits,
+	// which the device requests, not WebGPU's defaults of 8 and 12);
+	// NewKernel refuses a kernel with more, wrapping ErrUnsupported.
+	MaxStorageBuffers int
+	MaxUniformBuffers int
 
 	// MemoryBytes is the device's memory for buffers (Vulkan: its largest
 	// device-local heap; gpu/backends gives WebGPU the Vulkan device's of

@@ -1,5 +1,7 @@
 package gpu
 
+import "fmt"
+
 // Device is the small GPU abstraction: storage buffers, compute kernels,
 // recorded command lists, submission and readback. gpu/webgpu and gpu/vulkan
 // implement it; the kernel backend (built on it) implements Backend.
@@ -106,4 +108,25 @@ type MemoryReporter interface {
 	// ResetPeakMemory makes the peak the current allocation, so the next
 	// MemoryUse covers what follows.
 	ResetPeakMemory()
+}
+
+// CheckBindingLimits reports, wrapping ErrUnsupported, a kernel that has
+// more storage or uniform buffer bindings than info allows (limits of 0:
+// unknown, not checked).
+func CheckBindingLimits(info Info, spec KernelSpec) error {
+	var storage, uniform int
+	for _, k := range spec.Bindings {
+		if k == Uniform {
+			uniform++
+		} else {
+			storage++
+		}
+	}
+	if info.MaxStorageBuffers > 0 && storage > info.MaxStorageBuffers {
+		return fmt.Errorf("kernel %q has %d storage buffer bindings, the device allows %d per stage: %w", spec.Name, storage, info.MaxStorageBuffers, ErrUnsupported)
+	}
+	if info.MaxUniformBuffers > 0 && uniform > info.MaxUniformBuffers {
+		return fmt.Errorf("kernel %q has %d uniform buffer bindings, the device allows %d per stage: %w", spec.Name, uniform, info.MaxUniformBuffers, ErrUnsupported)
+	}
+	return nil
 }

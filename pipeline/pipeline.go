@@ -189,6 +189,9 @@ type Model struct {
 	kvF16       bool // the cache stores binary16 (resolved activation policy)
 	actF16      bool // the activations between kernels are binary16 (actF16)
 	fuse        bool
+	// decodeWeights is the bytes of weights one decode step reads (see
+	// DecodeBytes).
+	decodeWeights int64
 
 	file interface{ Close() error } // the mapped model file the weights alias, if any
 
@@ -309,6 +312,7 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 	if m.weights, err = m.backend.LoadWeights(ctx, ws); err != nil {
 		return nil, fmt.Errorf("pipeline: weights: %w", err)
 	}
+	m.decodeWeights = decodeWeightBytes(cfg, ws)
 	sizes := opts.PrefillSizes
 	if len(sizes) == 0 {
 		sizes = DefaultPrefillSizes
@@ -416,6 +420,36 @@ func (m *Model) KVDType() tensors.DType {
 		return tensors.F16
 	}
 	return tensors.F32
+}
+
+// DecodeBytes is what one decode step reads from memory, the figures a
+// bandwidth-bound decoder's speed follows: the weights (every tensor but
+// the token embedding table, of which a step reads one row, unless the LM
+// head is that table) and, per cache position the step attends to, the
+// keys and values of every layer in the cache's type.
+func (m *Model) DecodeBytes() (weights, kvPerPosition int64) {
+	elem := int64(4)
+	if m.kvF16 {
+		elem = 2
+	}
+	return m.decodeWeights, 2 * int64(m.cfg.Layers) * int64(m.cfg.KVHeads) * int64(m.cfg.HeadDim) * elem
+}
+
+// decodeWeightBytes is DecodeBytes' weights of the tensors ws.
+func decodeWeightBytes(cfg *model.Config, ws []*tensors.Tensor) int64 {
+	n := weightBytes(ws)
+	if cfg.Tied {
+		return n
+	}
+	for _, t := range ws {
+		if t != nil && t.Name == model.TokenEmbedding {
+			n -= weightBytes([]*tensors.Tensor{t})
+			if len(t.Shape) == 2 && t.Shape[0] > 0 {
+				n += weightBytes([]*tensors.Tensor{t}) / int64(t.Shape[0]) // the row read
+			}
+		}
+	}
+	return n
 }
 
 // HasTokenizer reports whether text prompts and pieces are available.

@@ -17,7 +17,8 @@ type StepProfile struct {
 }
 
 // Profile runs one prefill step of the first min(promptLen, bucket) tokens
-// of a prompt at position 0 and one decode step after it, each with device
+// of a prompt at position 0 and, after the rest of the prompt (run
+// unprofiled), one decode step at position promptLen, each with device
 // timestamps around every op (the backend must implement gpu.Profiler:
 // the GPU backends on a device with timestamps). It overwrites the KV
 // cache of the slot it takes, so the next generation there recomputes its
@@ -58,6 +59,17 @@ func (m *Model) Profile(ctx context.Context, prompt []int) ([]StepProfile, error
 		if err := run("prefill", prog, prompt[:n], 0); err != nil {
 			return nil, err
 		}
+	}
+	if n < len(prompt) && n > 0 {
+		// The rest of the prompt, unprofiled, so that the decode step
+		// attends to as many positions as the test's first one does.
+		sl.cached = append([]int(nil), prompt[:n]...)
+		if _, err := m.feed(ctx, sl, prompt, nil); err != nil {
+			sl.cached = nil
+			return nil, fmt.Errorf("pipeline: profile: %w", err)
+		}
+		sl.cached = nil
+		n = len(prompt)
 	}
 	// The decode step feeds the prompt's last token again: any id does.
 	if err := run("decode", sl.decode, prompt[len(prompt)-1:], n); err != nil {

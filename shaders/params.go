@@ -357,6 +357,27 @@ func (v MatMulVariant) Variant() Variant {
 	}}
 }
 
+// The kernels of wgsl/qkv.wgsl (fusion.MatMulRopeKV), CPU and GPU class.
+const (
+	RopeKVCPU = "matvec_rope_kv"
+	RopeKVGPU = "lanes_rope_kv"
+)
+
+// RopeKVVariant is the module of wgsl/qkv.wgsl holding kernel entry
+// (RopeKVCPU or RopeKVGPU) for v's weights (v without GLU or Subgroups).
+func (v MatMulVariant) RopeKVVariant(entry string) Variant {
+	mv := v
+	mv.GLU, mv.Subgroups = false, false
+	r := mv.Variant()
+	r.Key += map[string]string{RopeKVCPU: "_mv", RopeKVGPU: "_lanes"}[entry]
+	r.Entry = entry
+	return r
+}
+
+// RopeQKVBytes is the size of qkv.wgsl's uniform RopeQKV: 12 words, then
+// 64 vec4s of rope frequencies.
+const RopeQKVBytes = 48 + 64*16
+
 // SubgroupVariantFits reports whether the subgroup variants run on a device
 // of subgroup size n: a power of two from 4 (the smallest Vulkan allows) to
 // 64 (matvec_sg's workgroup), so lane groups and subgroups nest.

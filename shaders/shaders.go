@@ -95,6 +95,15 @@ func (v Variant) wgsl() string {
 
 // specialized lists the variants of each specialized family.
 var specialized = map[string]func() []Variant{
+	"qkv": func() []Variant {
+		var out []Variant
+		for _, v := range MatMulVariants() {
+			if !v.GLU && !v.Subgroups {
+				out = append(out, v.RopeKVVariant(RopeKVCPU), v.RopeKVVariant(RopeKVGPU))
+			}
+		}
+		return out
+	},
 	"matmul": func() []Variant {
 		vs := MatMulVariants()
 		out := make([]Variant, len(vs))
@@ -200,10 +209,28 @@ func build() registry {
 			r.err = fmt.Errorf("shaders: %w", err)
 			return r
 		}
-		f, err := parseFamily(name, codesWGSL()+string(common)+"\n"+string(src))
+		// A family whose first line is "// base: NAME" is family NAME's
+		// source followed by its own: NAME's bindings and helpers with
+		// more of both; its kernels are its own entry points only.
+		base := ""
+		if m := baseRE.FindStringSubmatch(string(src)); m != nil {
+			b, err := wgslFS.ReadFile("wgsl/" + m[1] + ".wgsl")
+			if err != nil {
+				r.err = fmt.Errorf("shaders: %s: base: %w", name, err)
+				return r
+			}
+			base = string(b) + "\n"
+		}
+		f, err := parseFamily(name, codesWGSL()+string(common)+"\n"+base+string(src))
 		if err != nil {
 			r.err = err
 			return r
+		}
+		if base != "" {
+			f.Kernels = nil
+			for _, m := range entryRE.FindAllStringSubmatch(string(src), -1) {
+				f.Kernels = append(f.Kernels, m[1])
+			}
 		}
 		if vs, ok := specialized[name]; ok {
 			f.Variants = vs()
@@ -242,6 +269,7 @@ func build() registry {
 
 var (
 	bindingRE = regexp.MustCompile(`@group\(0\)\s*@binding\((\d+)\)\s*var<\s*(uniform|storage\s*,\s*read_write|storage\s*,\s*read|storage)\s*>`)
+	baseRE    = regexp.MustCompile(`^// base: ([a-z0-9_]+)\n`)
 	entryRE   = regexp.MustCompile(`@compute[^\n]*\n\s*fn\s+([A-Za-z_][A-Za-z0-9_]*)`)
 )
 

@@ -32,20 +32,33 @@ func TestGetBindings(t *testing.T) {
 		{"store_kv_f16", []gpu.BindingKind{U, R, R, R, W, W}},
 		{"store_kv_rope", []gpu.BindingKind{U, R, R, W, R, R, W, W}},
 		{"store_kv_rope_f16", []gpu.BindingKind{U, R, R, W, R, R, W, W}},
-		{"attention", []gpu.BindingKind{U, R, R, R, R, W, W}},
-		{"attn_split", []gpu.BindingKind{U, R, R, R, R, W, W}},
-		{"attn_split_f16", []gpu.BindingKind{U, R, R, R, R, W, W}},
-		{"attn_tiled", []gpu.BindingKind{U, R, R, R, R, W, W}},
-		{"attn_tiled_f16", []gpu.BindingKind{U, R, R, R, R, W, W}},
-		{"attn_combine", []gpu.BindingKind{U, R, R, R, R, W, W}},
-		{"attention_f16", []gpu.BindingKind{U, R, R, R, R, W, W}},
+		{"attention", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
+		{"attn_split", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
+		{"attn_split_f16", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
+		{"attn_tiled", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
+		{"attn_tiled_f16", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
+		{"attn_combine", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
+		{"attn_dec_d8", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
+		{"attn_dec_d8_f16", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
+		{"attn_dec_d64", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
+		{"attn_dec_d64_f16", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
+		{"attn_dec_d128", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
+		{"attn_dec_d128_f16", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
+		{"attn_dec_g4_d8", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
+		{"attn_dec_g4_d8_f16", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
+		{"attn_dec_g4_d64", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
+		{"attn_dec_g4_d64_f16", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
+		{"attn_dec_g4_d128", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
+		{"attn_dec_g4_d128_f16", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
+		{"attn_dec_combine", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
+		{"attention_f16", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
 		{"glu", []gpu.BindingKind{U, R, R, R, W}},
 		{"act", []gpu.BindingKind{U, R, R, R, W}},
 		{"add", []gpu.BindingKind{U, R, R, R, W}},
 		{"add_inplace", []gpu.BindingKind{U, R, R, R, W}},
 		{"softcap", []gpu.BindingKind{U, R, R, R, W}},
 		{"last_row", []gpu.BindingKind{U, R, R, R, W}},
-		{"argmax", []gpu.BindingKind{U, R, W}},
+		{"argmax", []gpu.BindingKind{U, R, R, W}},
 		{"sample", []gpu.BindingKind{U, R, R, W}},
 		{"advance", []gpu.BindingKind{U, R, W}},
 		{"qmatvec", []gpu.BindingKind{U, R, R, R, R, W}},
@@ -78,7 +91,7 @@ func TestGetBindings(t *testing.T) {
 			}
 		})
 	}
-	if got, want := len(Names()), len(tests)+len(matmulKernels); got != want {
+	if got, want := len(Names()), len(tests)+len(matmulKernels)+2; got != want { // + qkv.wgsl's two
 		t.Errorf("%d kernels, the table knows %d: %v", got, want, Names())
 	}
 }
@@ -90,7 +103,7 @@ var matmulKernels = []string{"matvec", "matvec_u", "matvec_lanes", "matvec_norm"
 
 func TestGetVariantBindings(t *testing.T) {
 	R, W, U := gpu.StorageRead, gpu.StorageRW, gpu.Uniform
-	want := []gpu.BindingKind{U, R, R, R, R, R, W, R, R, U}
+	want := []gpu.BindingKind{U, R, R, R, R, R, W, R, R, U, U}
 	for _, name := range matmulKernels {
 		if _, err := Get(name); !errors.Is(err, ErrUnknown) {
 			t.Errorf("Get(%s) of a specialized kernel: err = %v, want ErrUnknown", name, err)
@@ -277,8 +290,36 @@ func TestSincosCopies(t *testing.T) {
 		}
 		return s[i : i+j]
 	}
-	if a, b := fn("rope.wgsl"), fn("ropekv.wgsl"); a != b {
-		t.Errorf("sincos differs:\nrope.wgsl:\n%s\nropekv.wgsl:\n%s", a, b)
+	for _, f := range []string{"ropekv.wgsl", "qkv.wgsl"} {
+		if a, b := fn("rope.wgsl"), fn(f); a != b {
+			t.Errorf("sincos differs:\nrope.wgsl:\n%s\n%s:\n%s", a, f, b)
+		}
+	}
+}
+
+// TestRopeKVVariants checks qkv.wgsl's modules: matmul.wgsl's bindings and
+// 5 more, one kernel per module, for every weight layout.
+func TestRopeKVVariants(t *testing.T) {
+	R, W, U := gpu.StorageRead, gpu.StorageRW, gpu.Uniform
+	want := []gpu.BindingKind{U, R, R, R, R, R, W, R, R, U, U, R, R, W, W, U}
+	n := 0
+	for _, v := range MatMulVariants() {
+		if v.GLU || v.Subgroups {
+			continue
+		}
+		for _, k := range []string{RopeKVCPU, RopeKVGPU} {
+			spec, err := GetVariant(k, v.RopeKVVariant(k))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(spec.Bindings) != fmt.Sprint(want) || spec.Entry != k {
+				t.Errorf("%s: bindings %v entry %q, want %v", spec.Name, spec.Bindings, spec.Entry, want)
+			}
+			n++
+		}
+	}
+	if n != 14 {
+		t.Errorf("%d qkv modules, want 14", n)
 	}
 }
 

@@ -66,7 +66,7 @@ type benchModelFlags struct {
 type benchFlags struct {
 	tests                   string
 	promptLen, genLen, reps int
-	warmup                  int
+	warmup, prefillChunk    int
 	asJSON, profile         bool
 	reportDir               string
 	compare                 string
@@ -147,6 +147,8 @@ is listed as not measured; bench fails only when nothing could be measured.`,
 	f.Var(&intFlag{&bf.reps, 1, 1000, "an integer in 1..1000"}, "reps", "measured runs per test")
 	f.Var(&intFlag{&bf.warmup, 0, 1000, "an integer in 0..1000"}, "warmup", "unreported runs before them")
 	f.BoolVar(&bf.asJSON, "json", false, "print the JSON report instead of the Markdown tables")
+	f.Var(&intFlag{&bf.prefillChunk, 1, pipeline.MaxCacheLimit, "an integer >= 1"}, "prefill-chunk",
+		"largest prefill chunk (one submission each; default the largest of the prefill programs, 512): long prompts on a slow device in shorter submissions")
 	f.BoolVar(&bf.profile, "profile", false, "after each test's runs, profile its prefill and/or decode step: device time, bytes, FLOPs per kernel (GPU backends with timestamps)")
 	f.StringVar(&bf.reportDir, "report", "", "write report.json, report.md and report.html to this directory")
 	f.StringVar(&bf.compare, "compare", "", "an earlier JSON report (bench --json or report.json) to compare with")
@@ -536,6 +538,15 @@ func benchConfig(ctx context.Context, log io.Writer, bar *progressbar.ProgressBa
 		devMem.ResetPeakMemory()
 	}
 	opts := []gpurun.Option{gpurun.WithGPUBackend(b), gpurun.WithMaxCache(rf.maxCache), gpurun.WithActivations(policy), gpurun.WithStepsPerSubmit(rf.steps)}
+	if bf.prefillChunk > 0 {
+		var sizes []int
+		for _, s := range pipeline.DefaultPrefillSizes {
+			if s < bf.prefillChunk {
+				sizes = append(sizes, s)
+			}
+		}
+		opts = append(opts, gpurun.WithPrefillSizes(append(sizes, bf.prefillChunk)...))
+	}
 	if rf.noFusion {
 		opts = append(opts, gpurun.WithoutFusion())
 	}
@@ -563,6 +574,7 @@ func benchConfig(ctx context.Context, log io.Writer, bar *progressbar.ProgressBa
 	base.Arch = cfg.Arch
 	base.KVCache = m.KVDType().String()
 	base.MaxCache = m.MaxCache()
+	base.DecodeWeightBytes, base.KVBytesPerPosition = m.DecodeBytes()
 	base.LoadSeconds = time.Since(start).Seconds()
 	var out []benchreport.Result
 	run := 0 // every run's prompt starts with a different token

@@ -269,12 +269,14 @@ func TestBenchErrors(t *testing.T) {
 // its test measures (pp: prefill, tg: decode, combined: both), each with
 // device time and the matrix kernels with their work, in the JSON and
 // Markdown reports; the CPU backend, which has no profiler, fails with a
-// clear error.
+// clear error. The prompts run in 8-token chunks (--prefill-chunk): the
+// profile times the first chunk, runs the rest, then times the decode step.
 func TestBenchProfile(t *testing.T) {
 	requireBackend(t, "vulkan")
 	task := convertStories(t, "int8")
 	dir := t.TempDir()
-	rep := benchJSON(t, "-m", task, "--backend", "vulkan", "--tests", "pp9,tg2,pp9+tg2", "--reps", "1", "--warmup", "0", "--profile", "--report", dir)
+	rep := benchJSON(t, "-m", task, "--backend", "vulkan", "--tests", "pp9,tg2,pp9+tg2", "--reps", "1", "--warmup", "0", "--profile", "--report", dir,
+		"--prefill-chunk", "8")
 	if len(rep.Results) != 3 {
 		t.Fatalf("%d results, want 3", len(rep.Results))
 	}
@@ -335,5 +337,36 @@ func TestBenchCPUMath(t *testing.T) {
 		if len(rep.Results) != 1 || !strings.Contains(rep.Results[0].Device, tc.want) {
 			t.Errorf("%v: results %+v, want a device with %q", tc.args, rep.Results, tc.want)
 		}
+	}
+}
+
+// TestBenchDecodeBytes: every result carries what a decode step reads
+// (stories260K: 5 layers, 4 kv heads of 8 dims, an f32 cache on the CPU:
+// 1280 bytes of K and V per position; weights: everything but the
+// embedding table's other rows), and two prompt lengths of one
+// configuration give one row of the decode table, its prompt run in
+// chunks of at most 8 tokens (--prefill-chunk).
+func TestBenchDecodeBytes(t *testing.T) {
+	task := convertStories(t, "int8")
+	rep := benchJSON(t, "-m", task, "--backend", "cpu", "--activations", "f32", "--tests", "pp4+tg3,pp40+tg3",
+		"--reps", "1", "--warmup", "0", "--prefill-chunk", "8")
+	st, err := os.Stat(task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range rep.Results {
+		if r.Error != "" || r.KVBytesPerPosition != 2*5*4*8*4 || r.DecodeWeightBytes <= 0 || r.DecodeWeightBytes >= st.Size() {
+			t.Errorf("result %d: %s, decode bytes %d weights + %d per position (file %d bytes)", i, r.Error, r.DecodeWeightBytes, r.KVBytesPerPosition, st.Size())
+		}
+		if len(r.Runs) != 1 || r.Runs[0].PromptTokens != r.Test.PromptTokens {
+			t.Errorf("result %d: runs %+v", i, r.Runs)
+		}
+	}
+	rows := rep.DecodeBytesRows()
+	if len(rows) != 1 || rows[0].Test != "pp40+tg3" || rows[0].Ref != "pp4+tg3" || rows[0].Predicted >= 1 || rows[0].Measured <= 0 {
+		t.Errorf("decode table %+v, want pp40+tg3 against pp4+tg3", rows)
+	}
+	if _, _, err := runCLI(t, "", "bench", "-m", task, "--prefill-chunk", "0"); err == nil {
+		t.Error("--prefill-chunk 0 accepted")
 	}
 }

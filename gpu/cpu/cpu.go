@@ -108,11 +108,18 @@ type kvCache struct {
 }
 
 // layerCache is one layer's keys and values: k and v for an f32 cache, k16
-// and v16 for an f16 one (the other pair is nil).
+// and v16 for an f16 one (the other pair is nil). Each is head-major,
+// [kv head][position][head dim]: a head's keys (and values) are one
+// contiguous run, so attention streams them (at = at(kh, pos)).
 type layerCache struct {
 	k, v     []float32
 	k16, v16 []uint16
+	maxLen   int // positions
+	hd       int // values per head and position
 }
+
+// at is the index of kv head kh's first value at position pos.
+func (c *layerCache) at(kh, pos int) int { return (kh*c.maxLen + pos) * c.hd }
 
 func (c *kvCache) Release() { c.layers = nil }
 
@@ -135,6 +142,7 @@ func (b *backend) NewKVCache(spec fusion.KVSpec) (gpu.KVCache, error) {
 		} else {
 			c.layers[l] = layerCache{k: make([]float32, spec.MaxLen*per), v: make([]float32, spec.MaxLen*per)}
 		}
+		c.layers[l].maxLen, c.layers[l].hd = spec.MaxLen, spec.HeadDim
 	}
 	return c, nil
 }

@@ -105,16 +105,23 @@ func rope(x []float32, cols, n, pos int, rp ropeParams) {
 }
 
 // storeKV writes rows t < n of k and v (kvCols = KVHeads*HeadDim values)
-// into the layer's cache at positions pos+t, rounded to binary16 for an f16
+// into the layer's cache at positions pos+t, each head's values into its
+// own run (layerCache's head-major layout), rounded to binary16 for an f16
 // cache.
 func storeKV(c *layerCache, k, v []float32, kvCols, n, pos int) {
-	if c.k16 != nil {
-		storeF16(c.k16[pos*kvCols:(pos+n)*kvCols], k[:n*kvCols])
-		storeF16(c.v16[pos*kvCols:(pos+n)*kvCols], v[:n*kvCols])
-		return
+	hd := c.hd
+	for t := range n {
+		for kh := range kvCols / hd {
+			src, dst := t*kvCols+kh*hd, c.at(kh, pos+t)
+			if c.k16 != nil {
+				storeF16(c.k16[dst:dst+hd], k[src:src+hd])
+				storeF16(c.v16[dst:dst+hd], v[src:src+hd])
+				continue
+			}
+			copy(c.k[dst:dst+hd], k[src:src+hd])
+			copy(c.v[dst:dst+hd], v[src:src+hd])
+		}
 	}
-	copy(c.k[pos*kvCols:(pos+n)*kvCols], k[:n*kvCols])
-	copy(c.v[pos*kvCols:(pos+n)*kvCols], v[:n*kvCols])
 }
 
 // attnParams is the geometry of an Attention op.
@@ -202,8 +209,8 @@ func (ap *attnParams) first(qpos int) int {
 func (a *attnTask) row(wk, t, h int, c *layerCache, qpos int) {
 	ap := a.ap
 	cols := ap.heads * ap.headDim
-	kvCols := ap.kvHeads * ap.headDim
-	kvOff := (h / (ap.heads / ap.kvHeads)) * ap.headDim
+	hd := ap.headDim
+	kh := h / (ap.heads / ap.kvHeads)
 	first := ap.first(qpos)
 	qh := a.q[t*cols+h*ap.headDim : t*cols+(h+1)*ap.headDim]
 	s := a.p.scratch[wk].scores[:qpos+1-first]
@@ -212,17 +219,17 @@ func (a *attnTask) row(wk, t, h int, c *layerCache, qpos int) {
 		// Four keys per call: each query vector load serves four rows.
 		d4 := &a.p.scratch[wk].gs
 		for ; i+4 <= len(s); i += 4 {
-			simd.DotF32x4(qh, c.k[(first+i)*kvCols+kvOff:], kvCols, d4)
+			simd.DotF32x4(qh, c.k[c.at(kh, first+i):], hd, d4)
 			for j, d := range d4 {
 				s[i+j] = d
 			}
 		}
 	}
 	for ; i < len(s); i++ {
-		s[i] = c.keyDot(qh, (first+i)*kvCols+kvOff)
+		s[i] = c.keyDot(qh, c.at(kh, first+i))
 	}
 	ap.softmax(s)
-	c.weightedValues(a.out[t*cols+h*ap.headDim:t*cols+(h+1)*ap.headDim], s, first*kvCols+kvOff, kvCols)
+	c.weightedValues(a.out[t*cols+h*hd:t*cols+(h+1)*hd], s, c.at(kh, first), hd)
 }
 
 // tile is attention for the attnTile query rows t.. of a prompt, head h
@@ -232,8 +239,8 @@ func (a *attnTask) row(wk, t, h int, c *layerCache, qpos int) {
 func (a *attnTask) tile(wk, t, h int) {
 	ap, c := a.ap, a.c
 	cols := ap.heads * ap.headDim
-	kvCols := ap.kvHeads * ap.headDim
-	kvOff := (h / (ap.heads / ap.kvHeads)) * ap.headDim
+	hd := ap.headDim
+	kh := h / (ap.heads / ap.kvHeads)
 	q0, qn := a.pos+t, a.pos+t+attnTile-1 // the tile's first and last positions
 	lo := ap.first(q0)
 	span := qn + 1 - lo
@@ -241,7 +248,8 @@ func (a *attnTask) tile(wk, t, h int) {
 	qs := a.q[t*cols+h*ap.headDim:]
 	d4 := &a.p.scratch[wk].gs
 	for i := range span {
-		simd.DotF32x4(c.k[(lo+i)*kvCols+kvOff:(lo+i)*kvCols+kvOff+ap.headDim], qs, cols, d4)
+		k := c.at(kh, lo+i)
+		simd.DotF32x4(c.k[k:k+hd], qs, cols, d4)
 		for j, d := range d4 {
 			sc[j*span+i] = d
 		}
@@ -251,7 +259,7 @@ func (a *attnTask) tile(wk, t, h int) {
 		first := ap.first(qpos)
 		s := sc[j*span+first-lo : j*span+qpos+1-lo]
 		ap.softmax(s)
-		c.weightedValues(a.out[(t+j)*cols+h*ap.headDim:(t+j)*cols+(h+1)*ap.headDim], s, first*kvCols+kvOff, kvCols)
+		c.weightedValues(a.out[(t+j)*cols+h*hd:(t+j)*cols+(h+1)*hd], s, c.at(kh, first), hd)
 	}
 }
 

@@ -79,7 +79,8 @@ type step struct {
 	silu   bool       // act is silu: the vector SwiGLU kernel may run it
 	rope   ropeParams // Rope, RopeStoreKV (q)
 	ropeK  ropeParams // RopeStoreKV (k)
-	kbuf   []float32  // RopeStoreKV: the rotated k rows, stored but not written back
+	kbuf   []float32  // RopeStoreKV: the rotated k rows, stored but not written back; MatMulRopeKV: the k rows
+	vbuf   []float32  // MatMulRopeKV: the v rows
 	norm   []float32  // the norm prologue's scale (MatMul kinds with a Prologue)
 	normed []float32  // the norm prologue's output
 	attn   attnParams
@@ -191,6 +192,17 @@ func (b *backend) compile(g *fusion.Graph, w gpu.Weights, kvs []gpu.KVCache, bat
 			s.ropeK = s.rope
 			s.ropeK.heads = op.KVHeads
 			s.kbuf = make([]float32, g.Tokens*op.KVHeads*op.HeadDim)
+		case *fusion.MatMulRopeKVOp:
+			for _, pr := range []fusion.Projection{op.Q, op.K, op.V} {
+				s.ws = append(s.ws, ws.byName[pr.Weight])
+				s.bs = append(s.bs, vector(pr.Bias))
+			}
+			pro = op.Prologue
+			s.rope = newRope(op.Heads, op.HeadDim, op.RopeParams)
+			s.ropeK = s.rope
+			s.ropeK.heads = op.KVHeads
+			s.kbuf = make([]float32, g.Tokens*op.KVHeads*op.HeadDim)
+			s.vbuf = make([]float32, g.Tokens*op.KVHeads*op.HeadDim)
 		case *fusion.AttentionOp:
 			s.attn = attnParams{heads: op.Heads, kvHeads: op.KVHeads, headDim: op.HeadDim,
 				scale: op.Scale, cap: op.Cap, window: op.Window}
@@ -222,7 +234,7 @@ func (p *program) allocScratch() {
 			}
 		}
 		switch s.op.(type) {
-		case *fusion.MatMulOp, *fusion.MultiMatMulOp, *fusion.MatMulGLUOp:
+		case *fusion.MatMulOp, *fusion.MultiMatMulOp, *fusion.MatMulGLUOp, *fusion.MatMulRopeKVOp:
 			in := g.Bufs[s.ins[0]]
 			maxIn = max(maxIn, in.Rows*in.Cols)
 			prefill = prefill || in.Rows >= prefillMin
@@ -405,6 +417,21 @@ func (p *program) exec(s *step, tokens []int32, pos int) error {
 		copy(s.kbuf[:n*kc], in(1)[:n*kc])
 		rope(s.kbuf, kc, n, pos, s.ropeK)
 		storeKV(&p.kv.layers[op.Layer], s.kbuf, in(2), kc, n, pos)
+	case *fusion.MatMulRopeKVOp:
+		// Validation made it unbatched: the three products as MatMul
+		// computes them (q into out, k and v into the step's buffers),
+		// then RopeStoreKV's rope and store.
+		x := p.prologue(s, in(0), inCols(0), n)
+		kc := op.KVHeads * op.HeadDim
+		for i, o := range [][]float32{out, s.kbuf, s.vbuf} {
+			oc := []int{cols, kc, kc}[i]
+			p.mm = mmTask{p: p, out: o, outCols: oc, in: x, inCols: inCols(0), n: n, w: s.ws[i], bias: s.bs[i]}
+			p.mm.q, p.mm.d = p.quantized(s.ws[i], x, inCols(0), n)
+			p.matMul(&p.mm)
+		}
+		rope(out, cols, n, pos, s.rope)
+		rope(s.kbuf, kc, n, pos, s.ropeK)
+		storeKV(&p.kv.layers[op.Layer], s.kbuf, s.vbuf, kc, n, pos)
 	case *fusion.AttentionOp:
 		p.at = attnTask{p: p, out: out, q: in(0), n: n, pos: pos, c: &p.kv.layers[op.Layer], ap: s.attn}
 		if g.Batch {

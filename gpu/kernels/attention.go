@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/gpurun/gpurun/fusion"
@@ -12,7 +13,9 @@ import (
 type AttentionKind uint8
 
 const (
-	// AttentionAuto runs prefill graphs (more than attnSplitTokens tokens)
+	// AttentionAuto runs decode graphs (up to attnSplitTokens tokens) on
+	// CPU-class devices with attn_dec (see AttentionDecode) where the shape
+	// fits it. Otherwise it runs prefill graphs (more than attnSplitTokens tokens)
 	// tiled (attn_tiled, on every device class: on lavapipe it took 0.5x
 	// then 0.72x of the per-(head, token) kernel's time, see the issue 8
 	// attention note) and splits decode graphs over the sequence. On
@@ -32,6 +35,13 @@ const (
 	// (kv head, tile of attnQueryRows (token, head) rows), each key and
 	// value chunk staged once for the whole tile, online softmax.
 	AttentionTiled
+	// AttentionDecode runs the CPU-class decode kernels (attn_dec*, one
+	// position per invocation, then attn_dec_combine) for every graph,
+	// prefill included (AttentionAuto picks them for decode graphs of up
+	// to attnSplitTokens tokens on CPU-class devices); shapes attn_dec
+	// does not take (head dims past attnDecMaxDim, queries past the 64 KiB
+	// uniform window) fall back to AttentionAuto's choice.
+	AttentionDecode
 )
 
 // The geometry attn_split is written for (shaders/wgsl/attention.wgsl).
@@ -41,6 +51,10 @@ const (
 	attnSplitTokens = 4  // AttentionAuto splits graphs of up to this many tokens
 	attnQueryRows   = 8  // QR: query rows per attn_tiled workgroup
 	maxDispatch     = 65535
+	attnDecChunk    = 256 // DCH: positions per attn_dec workgroup
+	attnDecLanes    = 8   // DL: invocations (partials) per attn_dec workgroup
+	attnDecMaxDim   = 128 // the largest head dim attn_dec takes (attn_dec_d128)
+	attnDecBatch    = 4   // DNB: query heads per attn_dec_g4 workgroup
 )
 
 // attention plans one Attention op.
@@ -62,6 +76,13 @@ func (pl *planner) attention(op *fusion.AttentionOp) error {
 	batches := ceilDiv(op.Heads/op.KVHeads, attnGroupBatch)
 	partBytes := int64(T) * int64(op.Heads) * int64(chunks) * int64(op.HeadDim+2) * 4
 	kind := pl.p.b.attention
+	decFits := op.HeadDim <= attnDecMaxDim && int64(T)*int64(op.Heads)*int64(op.HeadDim)*4 <= uxBytes
+	if kind == AttentionDecode && !decFits {
+		kind = AttentionAuto
+	}
+	if kind == AttentionAuto && decFits && T <= attnSplitTokens && !pl.p.b.gpuClass {
+		kind = AttentionDecode
+	}
 	if kind == AttentionAuto {
 		kind = AttentionPerHead
 		wasteful := op.Heads > op.KVHeads || op.HeadDim < 64
@@ -76,6 +97,13 @@ func (pl *planner) attention(op *fusion.AttentionOp) error {
 	if err != nil {
 		return err
 	}
+	qu := gpu.Binding{Buf: pl.udummy, Size: uxBytes}
+	if kind == AttentionDecode {
+		if err := pl.decAttention(op, ap, step, q, k, v); err == nil || err != errNoFit {
+			return err
+		}
+		kind = AttentionSplit
+	}
 	if kind == AttentionTiled {
 		rows := T * (op.Heads / op.KVHeads)
 		ap.Rows = u(rows)
@@ -89,7 +117,7 @@ func (pl *planner) attention(op *fusion.AttentionOp) error {
 			return err
 		}
 		if tiles := ceilDiv(rows, attnQueryRows); tiles <= maxDispatch {
-			pl.dispatch(name, ap, op.KVHeads, tiles, 1, step, q, k, v, pl.buf(op.Out), acc)
+			pl.dispatch(name, ap, op.KVHeads, tiles, 1, step, q, k, v, pl.buf(op.Out), acc, qu)
 			return nil
 		}
 		kind = AttentionPerHead
@@ -102,7 +130,7 @@ func (pl *planner) attention(op *fusion.AttentionOp) error {
 		if spec.F16 {
 			name = "attention_f16"
 		}
-		pl.dispatch(name, ap, op.Heads, T, 1, step, q, k, v, pl.buf(op.Out), sink)
+		pl.dispatch(name, ap, op.Heads, T, 1, step, q, k, v, pl.buf(op.Out), sink, qu)
 		return nil
 	}
 	part, err := pl.partBuf(partBytes)
@@ -115,8 +143,57 @@ func (pl *planner) attention(op *fusion.AttentionOp) error {
 		name = "attn_split_f16"
 	}
 	none := gpu.Binding{Buf: pl.dummy}
-	pl.dispatch(name, ap, op.KVHeads*batches, chunks, T, step, q, k, v, sink, part)
-	pl.dispatch("attn_combine", ap, op.Heads, T, 1, step, none, none, none, pl.buf(op.Out), part)
+	pl.dispatch(name, ap, op.KVHeads*batches, chunks, T, step, q, k, v, sink, part, qu)
+	pl.dispatch("attn_combine", ap, op.Heads, T, 1, step, none, none, none, pl.buf(op.Out), part, qu)
+	return nil
+}
+
+// errNoFit: attn_dec's partials do not fit one binding or one dispatch.
+var errNoFit = errors.New("attn_dec does not fit")
+
+// decAttention plans attn_dec (or attn_dec_g4 for GQA groups) and
+// attn_dec_combine: a one-token-per-invocation decode for CPU-class
+// devices, the query read through the uniform window at q's offset 0.
+func (pl *planner) decAttention(op *fusion.AttentionOp, ap shaders.AttnParams, step, q, k, v gpu.Binding) error {
+	spec := pl.caches[0].spec
+	T := pl.p.g.Tokens
+	group := op.Heads / op.KVHeads
+	nb := 1
+	name := "attn_dec"
+	if group > 1 {
+		nb, name = attnDecBatch, "attn_dec_g4"
+	}
+	// The variant whose unrolled loops cover the head dim.
+	switch {
+	case op.HeadDim <= 8:
+		name += "_d8"
+	case op.HeadDim <= 64:
+		name += "_d64"
+	default:
+		name += "_d128"
+	}
+	if spec.F16 {
+		name += "_f16"
+	}
+	batches := ceilDiv(group, nb)
+	chunks := ceilDiv(spec.MaxLen, attnDecChunk)
+	partBytes := int64(T) * int64(op.Heads) * int64(chunks*attnDecLanes) * int64(op.HeadDim+2) * 4
+	if chunks > maxDispatch || op.KVHeads*batches > maxDispatch || partBytes > pl.p.b.devBinding {
+		return errNoFit
+	}
+	part, err := pl.partBuf(partBytes)
+	if err != nil {
+		return err
+	}
+	sink, err := pl.sinkBuf()
+	if err != nil {
+		return err
+	}
+	ap.Chunks, ap.Batches = u(chunks), u(batches)
+	none := gpu.Binding{Buf: pl.dummy}
+	qu := gpu.Binding{Buf: q.Buf, Size: uxBytes}
+	pl.dispatch(name, ap, op.KVHeads*batches, chunks, T, step, none, k, v, sink, part, qu)
+	pl.dispatch("attn_dec_combine", ap, op.Heads, T, 1, step, none, none, none, pl.buf(op.Out), part, gpu.Binding{Buf: pl.udummy, Size: uxBytes})
 	return nil
 }
 
@@ -134,7 +211,8 @@ func (pl *planner) batchAttention(op *fusion.AttentionOp, ap shaders.AttnParams,
 	}
 	for r, c := range pl.caches {
 		ap.Row0 = u(r)
-		pl.dispatch(name, ap, op.Heads, 1, 1, step, q, gpu.Binding{Buf: c.k[op.Layer]}, gpu.Binding{Buf: c.v[op.Layer]}, pl.buf(op.Out), sink)
+		pl.dispatch(name, ap, op.Heads, 1, 1, step, q, gpu.Binding{Buf: c.k[op.Layer]}, gpu.Binding{Buf: c.v[op.Layer]}, pl.buf(op.Out), sink,
+			gpu.Binding{Buf: pl.udummy, Size: uxBytes})
 	}
 	return nil
 }
@@ -175,6 +253,8 @@ func (k AttentionKind) String() string {
 		return "split"
 	case AttentionTiled:
 		return "tiled"
+	case AttentionDecode:
+		return "dec"
 	}
 	return fmt.Sprintf("AttentionKind(%d)", uint8(k))
 }

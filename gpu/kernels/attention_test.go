@@ -15,7 +15,7 @@ import (
 // every graph, prefill included, so both variants see every geometry.
 func TestAttentionConformance(t *testing.T) {
 	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
-		for _, kind := range []kernels.AttentionKind{kernels.AttentionPerHead, kernels.AttentionSplit, kernels.AttentionTiled} {
+		for _, kind := range []kernels.AttentionKind{kernels.AttentionPerHead, kernels.AttentionSplit, kernels.AttentionTiled, kernels.AttentionDecode} {
 			t.Run(fmt.Sprint(kind), func(t *testing.T) {
 				opts := kernels.Options{Attention: kind}
 				conformance.RunCases(t, conformance.AttentionCases(), func(t testing.TB) gpu.Backend {

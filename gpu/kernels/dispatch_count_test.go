@@ -15,22 +15,20 @@ import (
 )
 
 // maxLayerDispatches bounds the dispatches of one transformer layer of a
-// fused Llama decode step by device class. GPU class: Q, K and V (3, the
-// attention norm their kernels' prologue), RoPE of q and k with the KV
-// store (one store_kv_rope), attention (split and combine), the output
-// projection with its residual add, gate+up+GLU with the FFN norm as
-// prologue (one matvec*_norm) and the down projection with its residual
-// add. CPU class: the same plus the two norm dispatches (the prologue costs
-// more than it saves there). Issue 9 asks for 6 (Q, K and V with the rope
-// and store in one dispatch); that is not done yet.
-var maxLayerDispatches = map[DeviceClass]float64{ClassGPU: 9, ClassCPU: 11}
+// fused Llama decode step by device class: Q, K and V with the attention
+// norm as prologue, the rope of q and k and the KV store (one
+// matvec_rope_kv or lanes_rope_kv), attention (split and combine), the
+// output projection with its residual add, gate+up+GLU with the FFN norm
+// as prologue and the down projection with its residual add: 6, issue 9's
+// bound, on both classes.
+var maxLayerDispatches = map[DeviceClass]float64{ClassGPU: 6, ClassCPU: 6}
 
 // TestFusedDispatches counts the dispatches per layer of one stories260K
 // decode step before and after fusion.Fuse, on Vulkan and WebGPU, with the
 // CPU- and the GPU-class kernels: the fused layer must have at most
-// maxLayerDispatches and at least 6 fewer than the unfused one (the two
-// residual adds, the gate projection and GLU, the two ropes; GPU class
-// also the two norms).
+// maxLayerDispatches and at least 8 fewer than the unfused one (the two
+// residual adds, the gate projection and GLU, the two ropes, the two
+// norms, the K and V projections and the store).
 func TestFusedDispatches(t *testing.T) {
 	ck, err := llama2c.Load(testmodels.Path(t, "stories260K.bin"))
 	if err != nil {
@@ -89,8 +87,8 @@ func TestFusedDispatches(t *testing.T) {
 				}
 				before, after := perLayer(g), perLayer(fusion.Fuse(g))
 				t.Logf("%s: stories260K decode step, %.1f dispatches per layer unfused, %.1f fused", class, before, after)
-				if after > maxLayerDispatches[class] || after > before-6 {
-					t.Errorf("%s: fused layer has %.1f dispatches, want at most %g and at most %.1f", class, after, maxLayerDispatches[class], before-6)
+				if after > maxLayerDispatches[class] || after > before-8 {
+					t.Errorf("%s: fused layer has %.1f dispatches, want at most %g and at most %.1f", class, after, maxLayerDispatches[class], before-8)
 				}
 			}
 		})

@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 
@@ -49,6 +50,9 @@ type planner struct {
 	// pairs) from f32 ones: the graph's buffers per fusion.BufInfo.F16,
 	// the scratch buffer as what was last copied or computed into it.
 	half map[gpu.Buffer]bool
+	// kvTmp holds k and v of a MatMulRopeKV planned as its parts, made on demand.
+	kvTmp    [2]gpu.Buffer
+	kvTmpLen int64
 }
 
 // h is the f16 flag of a kernel's activation binding: 1 when b's buffer
@@ -58,7 +62,7 @@ func (pl *planner) h(b gpu.Binding) uint32 { return b2u(pl.half[b.Buf]) }
 // prologue is a MatMul kind's RMS-norm prologue, run by the matvec
 // kernels' _norm forms (matmul.wgsl).
 type prologue struct {
-	scale gpu.Binding // bound at the kernel's bias slot
+	scale gpu.Binding // the scale, bound at the kernel's uniform gu (64 KiB)
 	eps   float32
 }
 
@@ -172,7 +176,14 @@ func (pl *planner) op(op fusion.Op) error {
 		x := pl.input(op.Out, op.In, &copied)
 		if op.Prologue != nil {
 			var err error
-			if x, err = pl.normPrologue(op.In, op.Prologue, []string{op.Weight}, op.Bias == ""); err != nil {
+			// CPU class: not on a matrix of many more rows than columns
+			// (an LM head): there the prologue's work in each of the many
+			// invocations costs more than the norm dispatch it saves (110M
+			// Q8_0 on lavapipe, Vulkan: the 32000-row LM head 93 ms with
+			// it, about 62 ms at the plain kernel's rate).
+			w := pl.ws.byName[op.Weight]
+			fits := op.Bias == "" && (pl.p.b.gpuClass || w.rows <= 4*g.Bufs[op.In].Cols)
+			if x, err = pl.normPrologue(op.In, op.Prologue, []string{op.Weight}, fits); err != nil {
 				return err
 			}
 			defer func() { pl.pro = nil }()
@@ -245,6 +256,8 @@ func (pl *planner) op(op fusion.Op) error {
 		}
 	case *fusion.RopeStoreKVOp:
 		return pl.ropeStoreKV(op)
+	case *fusion.MatMulRopeKVOp:
+		return pl.matMulRopeKV(op)
 	case *fusion.AttentionOp:
 		return pl.attention(op)
 	case *fusion.AddOp:
@@ -276,8 +289,9 @@ func (pl *planner) op(op fusion.Op) error {
 			gpu.Binding{Buf: pl.p.step}, pl.buf(op.In), gpu.Binding{Buf: pl.dummy}, pl.buf(op.Out))
 	case *fusion.ArgmaxOp:
 		// One workgroup scans the row (validation made it one row that
-		// Out does not alias) and writes the id as an f32.
-		pl.dispatch("argmax", shaders.ArgmaxParams{N: u(g.Bufs[op.In].Cols)}, 1, 1, 1, pl.buf(op.In), pl.buf(op.Out))
+		// Out does not alias) and writes the id as an f32; none when the
+		// step has no rows (a no-op step after a stop id).
+		pl.dispatch("argmax", shaders.ArgmaxParams{N: u(g.Bufs[op.In].Cols)}, 1, 1, 1, gpu.Binding{Buf: pl.p.step}, pl.buf(op.In), pl.buf(op.Out))
 	case *fusion.SampleOp:
 		r := op.Sampling
 		ruleAt := uint32(0)
@@ -319,12 +333,12 @@ func (pl *planner) elementwise(kernel string, a fusion.Act, capv float32, o, in0
 }
 
 // normPrologue plans the RMS-norm prologue pro of products of input in
-// with weights ws and returns the binding the products read. On a
-// GPU-class device, where every product runs in a decode kernel (matvec,
-// matvec_u, matvec_lanes, matvec_sg: at most 3 rows of an unbatched step,
-// or 1) on weights of the matmul family without a bias (the scale takes
-// the bias slot; MatMulGLU: its one-dispatch form; fits says the caller's
-// products are of that form), the kernels run it (pl.pro) and read in;
+// with weights ws and returns the binding the products read. Where every
+// product runs in a decode kernel (at most 3 rows of an unbatched step, or
+// 1) on weights of the matmul family with rows and blocks of whole chunks,
+// without a bias (fits says the caller's products are of that form;
+// MatMulGLU: its one-dispatch form), and the scale fits the uniform gu,
+// the kernels run it (pl.pro) and read in, on both device classes;
 // otherwise a norm dispatch writes the normed rows to a buffer of the
 // planner's, which the products read.
 func (pl *planner) normPrologue(inBuf fusion.Buf, pro *fusion.RMSPrologue, ws []string, fits bool) (gpu.Binding, error) {
@@ -334,13 +348,18 @@ func (pl *planner) normPrologue(inBuf fusion.Buf, pro *fusion.RMSPrologue, ws []
 	if err != nil {
 		return gpu.Binding{}, err
 	}
-	// CPU-class devices keep the norm dispatch: there every invocation's
-	// storage loads of the scale (a loop over the SIMD lanes on lavapipe)
-	// cost more than the dispatch saved (110M Q8_0 decode on lavapipe with
-	// the prologue: 0.8x on WebGPU, 0.92-0.99x on Vulkan).
-	ok := pl.p.b.gpuClass && in.Rows < 4 && !(g.Batch && in.Rows >= 2) && fits
+	// The kernels read the scale as a 64 KiB uniform binding (gu): on
+	// lavapipe, storage loads of it in every invocation (a loop over the
+	// SIMD lanes) cost more than the norm dispatch saved (110M Q8_0
+	// decode: 0.8x on WebGPU, 0.92-0.99x on Vulkan).
+	scale.Size = uxBytes
+	ok := in.Rows < 4 && !(g.Batch && in.Rows >= 2) && fits && in.Cols*4 <= uxBytes && scale.Buf.Size() >= uxBytes
 	for _, name := range ws {
-		ok = ok && pl.ws.byName[name].qt == shaders.BlockNone
+		// Rows and scale blocks of whole chunks: the norm kernels have no
+		// element-wise path (matmul.wgsl's mv).
+		w := pl.ws.byName[name]
+		ce := matVariant(w, false).ChunkElems()
+		ok = ok && w.qt == shaders.BlockNone && in.Cols%ce == 0 && w.block%ce == 0
 	}
 	if ok {
 		pl.pro = &prologue{scale: scale, eps: pro.Eps}
@@ -358,7 +377,7 @@ func (pl *planner) normPrologue(inBuf fusion.Buf, pro *fusion.RMSPrologue, ws []
 	}
 	pl.half[pl.normed] = false
 	pl.dispatch("norm", shaders.NormParams{Cols: u(in.Cols), Eps: pro.Eps, NRows: u(in.Rows), XF16: pl.h(pl.buf(inBuf))},
-		in.Rows, 1, 1, gpu.Binding{Buf: pl.p.step}, pl.buf(inBuf), scale, gpu.Binding{Buf: pl.dummy}, gpu.Binding{Buf: pl.normed})
+		in.Rows, 1, 1, gpu.Binding{Buf: pl.p.step}, pl.buf(inBuf), gpu.Binding{Buf: scale.Buf}, gpu.Binding{Buf: pl.dummy}, gpu.Binding{Buf: pl.normed})
 	return gpu.Binding{Buf: pl.normed}, nil
 }
 
@@ -381,10 +400,147 @@ func (pl *planner) ropeFreq(r fusion.RopeParams) (gpu.Buffer, uint32, error) {
 	return fb, style, nil
 }
 
+// matMulRopeKV plans a MatMulRopeKV (validation made it unbatched): one
+// qkv.wgsl dispatch where its kernels take the shapes (a decode step of
+// at most 3 rows, the three weights of one matmul-family layout in one
+// chunk each, no biases, rows and blocks of whole chunks, activations and
+// a norm scale that fit a uniform binding, even head dims; for the halves
+// rope with an f16 cache, head and rope dims multiples of 4; a device with
+// 12 storage bindings per stage), else the three products (norm prologue
+// included) into buffers of the planner's and a store_kv_rope.
+func (pl *planner) matMulRopeKV(op *fusion.MatMulRopeKVOp) error {
+	g := pl.p.g
+	in, out := g.Bufs[op.In], g.Bufs[op.Out]
+	c := pl.caches[0]
+	wq, wk, wv := pl.ws.byName[op.Q.Weight], pl.ws.byName[op.K.Weight], pl.ws.byName[op.V.Weight]
+	v := matVariant(wq, false)
+	ce := v.ChunkElems()
+	ok := in.Rows < 4 && op.Q.Bias == "" && op.K.Bias == "" && op.V.Bias == "" && wq.qt == shaders.BlockNone && len(wq.chunks) == 1 &&
+		sameType(wq, wk) && sameType(wq, wv) && len(wk.chunks) == 1 && len(wv.chunks) == 1 &&
+		in.Cols%ce == 0 && wq.block%ce == 0 && in.Cols*in.Rows*4 <= uxBytes &&
+		op.HeadDim%2 == 0 && op.Dims/2 <= 4*64 && (pl.p.b.info.MaxStorageBuffers == 0 || pl.p.b.info.MaxStorageBuffers >= 12)
+	if c.spec.F16 && op.Style == fusion.RopeHalves {
+		ok = ok && op.HeadDim%4 == 0 && op.Dims%4 == 0
+	}
+	if !ok {
+		return pl.matMulRopeKVSplit(op)
+	}
+	x := pl.buf(op.In)
+	gu := gpu.Binding{Buf: pl.udummy, Size: uxBytes}
+	hasNorm := uint32(0)
+	var eps float32
+	if op.Prologue != nil {
+		scale, _, err := pl.vector(op.Prologue.Weight)
+		if err != nil {
+			return err
+		}
+		if scale.Buf.Size() < uxBytes || in.Cols*4 > uxBytes {
+			return pl.matMulRopeKVSplit(op)
+		}
+		gu, hasNorm, eps = gpu.Binding{Buf: scale.Buf, Size: uxBytes}, 1, op.Prologue.Eps
+	}
+	// Work units per segment, padded to whole workgroups.
+	gpuClass := pl.p.b.gpuClass
+	kernel, perUnit, perWG := shaders.RopeKVCPU, 4, 16
+	lanes := 4
+	if gpuClass {
+		chunks := in.Cols / ce
+		for lanes < 64 && lanes*2 <= chunks {
+			lanes *= 2
+		}
+		kernel, perUnit, perWG = shaders.RopeKVGPU, 2, 64/lanes
+	}
+	hp := op.HeadDim / 2
+	units := func(heads int) int { return ceilDiv(ceilDiv(heads*hp, perUnit), perWG) * perWG }
+	kFirst := units(op.Heads)
+	vFirst := kFirst + units(op.KVHeads)
+	total := vFirst + units(op.KVHeads)
+	style := uint32(0)
+	if op.Style == fusion.RopeHalves {
+		style = 1
+	}
+	rq := make([]uint32, shaders.RopeQKVBytes/4)
+	copy(rq, []uint32{u(op.Heads), u(op.KVHeads), u(op.HeadDim), u(op.Dims), style, u(c.spec.MaxLen), b2u(c.spec.F16), u(kFirst), u(vFirst), hasNorm})
+	for i := range op.Dims / 2 {
+		rq[12+i] = math.Float32bits(float32(math.Pow(float64(op.Base), -2*float64(i)/float64(op.Dims))))
+	}
+	rb := make([]byte, 4*len(rq))
+	for i, w := range rq {
+		binary.LittleEndian.PutUint32(rb[4*i:], w)
+	}
+	rbuf, err := pl.p.b.newFilled(rb)
+	if err != nil {
+		return err
+	}
+	pl.p.owned = append(pl.p.owned, rbuf)
+	sOf := func(w *weight) gpu.Binding {
+		if w.quant {
+			return gpu.Binding{Buf: w.chunks[0].s}
+		}
+		return gpu.Binding{Buf: pl.dummy}
+	}
+	params := shaders.MatParams{InCols: u(in.Cols), OutCols: u(out.Cols), Rows: u(wq.rows), Block: u(wq.block), NBlocks: u(wq.nblk),
+		NRows: u(in.Rows), Lanes: u(lanes), NormEps: eps, OutF16: b2u(out.F16), XF16: pl.h(x)}
+	xu := gpu.Binding{Buf: x.Buf, Size: uxBytes}
+	bind := []gpu.Binding{{Buf: pl.p.step}, x, {Buf: wq.chunks[0].w}, sOf(wq), {Buf: pl.dummy}, pl.buf(op.Out),
+		{Buf: wk.chunks[0].w}, sOf(wk), xu, gu, {Buf: wv.chunks[0].w}, sOf(wv),
+		{Buf: c.k[op.Layer]}, {Buf: c.v[op.Layer]}, {Buf: rbuf, Size: shaders.RopeQKVBytes}}
+	cost := matCost(wq, wq.rows+wk.rows+wv.rows, in.Cols, in.Rows, 1)
+	pl.dispatchVariant(kernel, v.RopeKVVariant(kernel), params, cost, total/perWG, in.Rows, 1, bind...)
+	return nil
+}
+
+// sameType reports whether two weights share type, scales and blocks.
+func sameType(a, b *weight) bool {
+	return a.wt == b.wt && a.qt == b.qt && a.st == b.st && a.quant == b.quant && a.block == b.block && a.nblk == b.nblk && a.cols == b.cols
+}
+
+// matMulRopeKVSplit plans a MatMulRopeKV as its parts: q into Out, k and
+// v into buffers of the planner's, then one store_kv_rope.
+func (pl *planner) matMulRopeKVSplit(op *fusion.MatMulRopeKVOp) error {
+	g := pl.p.g
+	in := g.Bufs[op.In]
+	kv := fusion.BufInfo{Rows: in.Rows, Cols: op.KVHeads * op.HeadDim}
+	size := int64(kv.Rows) * int64(kv.Cols) * 4
+	if pl.kvTmp[0] == nil || pl.kvTmpLen < size {
+		for i := range pl.kvTmp {
+			buf, err := pl.p.newBuf(size + uxBytes)
+			if err != nil {
+				return err
+			}
+			pl.kvTmp[i] = buf
+		}
+		pl.kvTmpLen = size
+	}
+	x := pl.buf(op.In)
+	if op.Prologue != nil {
+		var err error
+		fits := op.Q.Bias == "" && op.K.Bias == "" && op.V.Bias == ""
+		if x, err = pl.normPrologue(op.In, op.Prologue, []string{op.Q.Weight, op.K.Weight, op.V.Weight}, fits); err != nil {
+			return err
+		}
+	}
+	outs := []gpu.Binding{pl.buf(op.Out), {Buf: pl.kvTmp[0]}, {Buf: pl.kvTmp[1]}}
+	infos := []fusion.BufInfo{g.Bufs[op.Out], kv, kv}
+	for i, pr := range []fusion.Projection{op.Q, op.K, op.V} {
+		if err := pl.matMul(pl.ws.byName[pr.Weight], pr.Bias, x, in.Cols, outs[i], infos[i], false); err != nil {
+			pl.pro = nil
+			return err
+		}
+	}
+	pl.pro = nil
+	return pl.ropeStoreKVBind(op.Layer, op.HeadShape, op.RopeParams, outs[0], outs[1], outs[2])
+}
+
 // ropeStoreKV plans a RopeStoreKV (validation made it unbatched): one
 // dispatch rotating q in place and storing the rotated k and v.
 func (pl *planner) ropeStoreKV(op *fusion.RopeStoreKVOp) error {
-	fb, style, err := pl.ropeFreq(op.RopeParams)
+	return pl.ropeStoreKVBind(op.Layer, op.HeadShape, op.RopeParams, pl.buf(op.Q), pl.buf(op.K), pl.buf(op.V))
+}
+
+// ropeStoreKVBind is ropeStoreKV with q, k and v bound as given.
+func (pl *planner) ropeStoreKVBind(layer int, op fusion.HeadShape, rp fusion.RopeParams, q, k, v gpu.Binding) error {
+	fb, style, err := pl.ropeFreq(rp)
 	if err != nil {
 		return err
 	}
@@ -393,12 +549,11 @@ func (pl *planner) ropeStoreKV(op *fusion.RopeStoreKVOp) error {
 	if c.spec.F16 {
 		kernel, words = "store_kv_rope_f16", kvWords(c.spec)
 	}
-	n := op.Heads*(op.Dims/2) + op.KVHeads*words
+	n := op.Heads*(rp.Dims/2) + op.KVHeads*words
 	pl.dispatch(kernel, shaders.RopeKVParams{Heads: u(op.Heads), KVHeads: u(op.KVHeads), HeadDim: u(op.HeadDim),
-		RopeDims: u(op.Dims), Style: style, MaxLen: u(c.spec.MaxLen), OutF16: b2u(pl.p.g.Bufs[op.Q].F16),
-		KF16: pl.h(pl.buf(op.K)), VF16: pl.h(pl.buf(op.V))},
-		ceilDiv(n, 64), pl.p.g.Tokens, 1, gpu.Binding{Buf: pl.p.step}, gpu.Binding{Buf: fb}, pl.buf(op.Q),
-		pl.buf(op.K), pl.buf(op.V), gpu.Binding{Buf: c.k[op.Layer]}, gpu.Binding{Buf: c.v[op.Layer]})
+		RopeDims: u(rp.Dims), Style: style, MaxLen: u(c.spec.MaxLen), OutF16: pl.h(q), KF16: pl.h(k), VF16: pl.h(v)},
+		ceilDiv(n, 64), pl.p.g.Tokens, 1, gpu.Binding{Buf: pl.p.step}, gpu.Binding{Buf: fb}, q,
+		k, v, gpu.Binding{Buf: c.k[layer]}, gpu.Binding{Buf: c.v[layer]})
 	return nil
 }
 
@@ -423,7 +578,12 @@ func (pl *planner) matDispatch(v shaders.MatMulVariant, w *weight, params shader
 	if ux {
 		xu.Buf = x.Buf
 	}
-	bind = append(bind[:8:8], xu)
+	// Binding 10 (gu): the norm prologue's scale.
+	gu := gpu.Binding{Buf: pl.udummy, Size: uxBytes}
+	if pl.pro != nil {
+		gu = pl.pro.scale
+	}
+	bind = append(bind[:8:8], xu, gu)
 	sh := v.Shape()
 	ce := v.ChunkElems()
 	gpuClass := pl.p.b.gpuClass && int(params.InCols)%ce == 0 && int(params.Block)%ce == 0
@@ -520,7 +680,7 @@ func (pl *planner) matMul(w *weight, biasName string, x gpu.Binding, inCols int,
 			OutF16: b2u(out.F16), XF16: pl.h(x)}
 		bias := bias
 		if pl.pro != nil {
-			params.NormEps, bias = pl.pro.eps, pl.pro.scale
+			params.NormEps = pl.pro.eps
 		}
 		bind := []gpu.Binding{{Buf: pl.p.step}, x, {Buf: c.w}, {Buf: s}, bias, outB, none, none}
 		pl.matDispatch(v, w, params, c.rows, out.Rows, bind)
@@ -584,7 +744,7 @@ func (pl *planner) matMulGLU(op *fusion.MatMulGLUOp, out fusion.BufInfo, x gpu.B
 			Block: u(gw.block), NBlocks: u(gw.nblk), HasBias: b2u(op.Gate.Bias != ""), NRows: u(out.Rows),
 			Act: uint32(act), HasBias2: b2u(op.Up.Bias != ""), OutF16: b2u(out.F16), XF16: pl.h(x)}
 		if pl.pro != nil {
-			params.NormEps, bias = pl.pro.eps, pl.pro.scale
+			params.NormEps = pl.pro.eps
 		}
 		bind := []gpu.Binding{{Buf: pl.p.step}, x, {Buf: c.w}, {Buf: s}, bias, pl.buf(op.Out), {Buf: uc.w}, {Buf: s2}}
 		pl.matDispatch(v, gw, params, c.rows, out.Rows, bind)

@@ -98,7 +98,13 @@ func (b *backend) upload(t *tensors.Tensor) (*weight, error) {
 		if err != nil {
 			return nil, err
 		}
-		buf, err := b.newFilled(f32Bytes(vals))
+		data := f32Bytes(vals)
+		if len(data) <= uxBytes {
+			// Padded to 64 KiB, so that a norm prologue can bind it as
+			// the matmul family's uniform gu.
+			data = append(data, make([]byte, uxBytes-len(data))...)
+		}
+		buf, err := b.newFilled(data)
 		if err != nil {
 			return nil, err
 		}

@@ -116,6 +116,8 @@ func (p *physical) describeInfo() DeviceInfo {
 		MaxWorkgroupStorage: int(lim.MaxComputeSharedMemorySize),
 		MaxWorkgroupInvocs:  int(lim.MaxComputeWorkGroupInvocations),
 		StorageOffsetAlign:  int(lim.MinStorageBufferOffsetAlignment),
+		MaxStorageBuffers:   int(lim.MaxPerStageDescriptorStorageBuffers),
+		MaxUniformBuffers:   int(lim.MaxPerStageDescriptorUniformBuffers),
 		MemoryBytes:         int64(p.largestDeviceHeap()),
 	}
 	if shuffle := uint32(vk.SubgroupFeatureBasicBit | vk.SubgroupFeatureShuffleBit); d.SubgroupSize > 0 && ops&shuffle == shuffle {

@@ -41,6 +41,9 @@ func descriptorType(k gpu.BindingKind) (vk.DescriptorType, bool) {
 // NewKernel builds a compute pipeline from spec.SPIRV; binding i of
 // spec.Bindings is descriptor set 0, binding i.
 func (d *Device) NewKernel(spec gpu.KernelSpec) (gpu.Kernel, error) {
+	if err := gpu.CheckBindingLimits(d.Info(), spec); err != nil {
+		return nil, fmt.Errorf("vulkan: %w", err)
+	}
 	code, err := spirvWords(spec.SPIRV)
 	if err != nil {
 		return nil, fmt.Errorf("vulkan: kernel %q: %w", spec.Name, err)

@@ -196,6 +196,8 @@ func (d *Device) init() error {
 		MaxWorkgroupStorage: int(d.limits.MaxComputeWorkgroupStorageSize),
 		MaxWorkgroupInvocs:  int(d.limits.MaxComputeInvocationsPerWorkgroup),
 		StorageOffsetAlign:  int(d.limits.MinStorageBufferOffsetAlignment),
+		MaxStorageBuffers:   int(d.limits.MaxStorageBuffersPerShaderStage),
+		MaxUniformBuffers:   int(d.limits.MaxUniformBuffersPerShaderStage),
 	}
 	if timestamps {
 		qs, err := dev.CreateQuerySet(&wgpu.QuerySetDescriptor{Type: wgpu.QueryTypeTimestamp, Count: timestampSlots})

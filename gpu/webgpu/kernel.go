@@ -50,6 +50,9 @@ func (d *Device) NewKernel(spec gpu.KernelSpec) (gpu.Kernel, error) {
 	if spec.WGSL == "" {
 		return nil, fmt.Errorf("webgpu: kernel %q has no WGSL: %w", spec.Name, gpu.ErrUnsupported)
 	}
+	if err := gpu.CheckBindingLimits(d.info, spec); err != nil {
+		return nil, fmt.Errorf("webgpu: %w", err)
+	}
 	entry := spec.Entry
 	if entry == "" {
 		entry = "main"

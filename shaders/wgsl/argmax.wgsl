@@ -3,7 +3,10 @@
 // scanning upward would pick; NaNs are never picked, and when every value is
 // NaN (or n is 0) out[0] is 0, as pipeline/sampler.Greedy answers. -inf can
 // win. One workgroup; dispatch (1, 1, 1). This is fusion.Argmax: greedy
-// sampling on the device, so only the token id is read back.
+// sampling on the device, so only the token id is read back. With no rows
+// to run (step word 1 is 0: a step of a multi-step submission that its
+// advance kernel turned into a no-op after a stop id, wgsl/step.wgsl) it
+// returns at once and leaves out as it was, as the sample kernel does.
 
 struct ArgmaxParams {
     n: u32,
@@ -13,8 +16,9 @@ struct ArgmaxParams {
 }
 
 @group(0) @binding(0) var<uniform> p: ArgmaxParams;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read_write> out: array<f32>;
+@group(0) @binding(1) var<storage, read> step: array<u32>;
+@group(0) @binding(2) var<storage, read> x: array<f32>;
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;
 
 const WG: u32 = 64u;
 // NONE marks "no candidate yet": every real index is below it.
@@ -29,6 +33,9 @@ fn better(v: f32, i: u32, bv: f32, bi: u32) -> bool {
 
 @compute @workgroup_size(64)
 fn argmax(@builtin(local_invocation_id) lid: vec3<u32>) {
+    if step[1] == 0u {
+        return; // uniform: no row to scan
+    }
     let l = lid.x;
     var bv = 0.0;
     var bi = NONE;

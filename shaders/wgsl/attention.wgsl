@@ -81,6 +81,9 @@ struct AttnParams {
 @group(0) @binding(4) var<storage, read> vc: array<u32>;
 @group(0) @binding(5) var<storage, read_write> out_w: array<atomic<u32>>;
 @group(0) @binding(6) var<storage, read_write> part: array<f32>;
+// qu: the query rows as a 64 KiB uniform window (attn_dec; the others bind
+// a dummy there), words as q_w's (packed halves when q_f16).
+@group(0) @binding(7) var<uniform> qu: array<vec4<u32>, 4096>;
 
 // q_at is activation q[i]: a binary16 half of word i/2 when q_f16
 // is set (an f16 activation, packed two per word), else an f32.
@@ -449,6 +452,254 @@ fn attn_combine(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
         if d < p.head_dim {
             out_set(ob + d, acc[a] / l);
         }
+    }
+}
+
+// ---- Decode on CPU-class devices: one position per lane, no barriers ----
+//
+// attn_dec_d* (one query head per workgroup) and attn_dec_g4_d* (up to 4
+// query heads of a GQA group per workgroup, each K and V word read once
+// for them), for head dims up to 8, 64 or 128, with an f32 or (_f16) a
+// packed binary16 cache: one workgroup of DL invocations per
+// (kv head, head batch, chunk of DCH positions, token). Invocation i walks
+// the visible positions c0+i, c0+i+DL, ... of its chunk with an online
+// softmax of its own (running max, sum and unnormalized output per head,
+// all in registers: the loops over a row's words have constant bounds, so
+// the compilers unroll them and index the accumulators with constants),
+// reading each key and value word of its positions once, the query from
+// the uniform window qu (a uniform load is one scalar load on lavapipe, a
+// storage load a loop over the lanes), and writes its partial (max, sum,
+// output) to part: [Tokens][heads][chunks*DL][head_dim+2]. No workgroup
+// memory and no barrier. A chunk with no visible position returns at once.
+// attn_dec_combine (one workgroup per (head, token)) merges the partials
+// of the visible chunks. Head dims up to 128.
+// Dispatch: attn_dec* (kv_heads*batches, chunks, Tokens);
+// attn_dec_combine (heads, Tokens, 1).
+
+const DL: u32 = 8u;     // invocations per attn_dec workgroup
+const DCH: u32 = 256u;  // positions per attn_dec workgroup
+const DNB: u32 = 4u;    // query heads per attn_dec_g4 workgroup
+const DAP: u32 = 64u;   // accumulator pairs per head: head dims up to 128
+
+// Entry points per largest head dim (8, 64, 128: the loops over a row's
+// dim pairs run that many times, unrolled), heads per workgroup (1, or
+// DNB for GQA groups) and cache type.
+@compute @workgroup_size(8)
+fn attn_dec_d8(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    dec(wid, lid.x, false, 1u, 4u);
+}
+@compute @workgroup_size(8)
+fn attn_dec_d8_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    dec(wid, lid.x, true, 1u, 4u);
+}
+@compute @workgroup_size(8)
+fn attn_dec_g4_d8(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    dec(wid, lid.x, false, DNB, 4u);
+}
+@compute @workgroup_size(8)
+fn attn_dec_g4_d8_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    dec(wid, lid.x, true, DNB, 4u);
+}
+@compute @workgroup_size(8)
+fn attn_dec_d64(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    dec(wid, lid.x, false, 1u, 32u);
+}
+@compute @workgroup_size(8)
+fn attn_dec_d64_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    dec(wid, lid.x, true, 1u, 32u);
+}
+@compute @workgroup_size(8)
+fn attn_dec_g4_d64(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    dec(wid, lid.x, false, DNB, 32u);
+}
+@compute @workgroup_size(8)
+fn attn_dec_g4_d64_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    dec(wid, lid.x, true, DNB, 32u);
+}
+@compute @workgroup_size(8)
+fn attn_dec_d128(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    dec(wid, lid.x, false, 1u, 64u);
+}
+@compute @workgroup_size(8)
+fn attn_dec_d128_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    dec(wid, lid.x, true, 1u, 64u);
+}
+@compute @workgroup_size(8)
+fn attn_dec_g4_d128(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    dec(wid, lid.x, false, DNB, 64u);
+}
+@compute @workgroup_size(8)
+fn attn_dec_g4_d128_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    dec(wid, lid.x, true, DNB, 64u);
+}
+
+// qu_at is q_at read from the uniform window qu.
+fn qu_at(i: u32) -> f32 {
+    let h = p.q_f16 != 0u;
+    let j = select(i, i >> 1u, h);
+    return act_value(qu[j >> 2u][j & 3u], i, h);
+}
+
+// qpair is dims 2c and 2c+1 of the query row starting at word qb (0 past
+// head_dim).
+fn qpair(qb: u32, c: u32) -> vec2<f32> {
+    let a = qb + 2u * c;
+    let b = a + 1u;
+    var r = vec2<f32>(qu_at(a), qu_at(b));
+    if 2u * c + 1u >= p.head_dim {
+        r.y = 0.0;
+    }
+    return r;
+}
+
+// dec: nbm is the most query heads per workgroup, np the most dim pairs
+// per head (head_dim <= 2*np); both are constants at each call.
+fn dec(wid: vec3<u32>, i: u32, packed: bool, nbm: u32, np: u32) {
+    let t = p.row0 + wid.z;
+    if t >= step[1] || row_pos(t) == NO_ROW {
+        return; // uniform across the workgroup, as are all the exits below
+    }
+    let vis = visible(t);
+    let c0 = wid.y * DCH;
+    if c0 > vis.y || c0 + DCH <= vis.x {
+        return;
+    }
+    let jlo = max(vis.x, c0) - c0;
+    let jhi = min(vis.y, c0 + DCH - 1u) - c0;
+    let group = p.heads / p.kv_heads;
+    let kvh = wid.x / p.batches;
+    let hb = wid.x % p.batches;
+    let h0 = kvh * group + hb * nbm;
+    let nb = min(nbm, group - hb * nbm);
+    var width = p.head_dim;
+    if packed {
+        width = (p.head_dim + 1u) / 2u;
+    }
+    // Query rows per head of the batch (heads past nb repeat head h0).
+    var qb = array<u32, 4>();
+    for (var g = 0u; g < nbm; g++) {
+        qb[g] = (t * p.heads + h0 + select(0u, g, g < nb)) * p.head_dim;
+    }
+    var m = array<f32, 4>(-3.0e38, -3.0e38, -3.0e38, -3.0e38);
+    var l = array<f32, 4>();
+    var acc = array<vec2<f32>, 256>(); // [DNB][DAP]: dims 2c, 2c+1 of head g at g*DAP+c
+    let kb = kvh * p.max_len * width;
+    let vb = kvh * width * p.max_len;
+    // This invocation's first position of the chunk at or past jlo.
+    var j = jlo - jlo % DL + i;
+    if j < jlo {
+        j += DL;
+    }
+    for (; j <= jhi; j += DL) {
+        let pos = c0 + j;
+        let kr = kb + pos * width;
+        var s = array<f32, 4>();
+        for (var c = 0u; c < np; c++) {
+            if 2u * c < p.head_dim {
+                var kv: vec2<f32>;
+                if packed {
+                    kv = unpack2x16float(kc[kr + c]);
+                } else {
+                    kv = vec2<f32>(bitcast<f32>(kc[kr + 2u * c]), 0.0);
+                    if 2u * c + 1u < p.head_dim {
+                        kv.y = bitcast<f32>(kc[kr + 2u * c + 1u]);
+                    }
+                }
+                for (var g = 0u; g < nbm; g++) {
+                    s[g] += dot(qpair(qb[g], c), kv);
+                }
+            }
+        }
+        var f = array<f32, 4>();
+        var e = array<f32, 4>();
+        for (var g = 0u; g < nbm; g++) {
+            var sg = s[g] * p.scale;
+            if p.cap > 0.0 {
+                sg = p.cap * tanh_safe(sg / p.cap);
+            }
+            let mn = max(m[g], sg);
+            f[g] = exp(m[g] - mn);
+            e[g] = exp(sg - mn);
+            l[g] = l[g] * f[g] + e[g];
+            m[g] = mn;
+        }
+        for (var c = 0u; c < np; c++) {
+            if 2u * c < p.head_dim {
+                var v2: vec2<f32>;
+                if packed {
+                    v2 = unpack2x16float(vc[vb + c * p.max_len + pos]);
+                } else {
+                    v2 = vec2<f32>(bitcast<f32>(vc[vb + 2u * c * p.max_len + pos]), 0.0);
+                    if 2u * c + 1u < p.head_dim {
+                        v2.y = bitcast<f32>(vc[vb + (2u * c + 1u) * p.max_len + pos]);
+                    }
+                }
+                for (var g = 0u; g < nbm; g++) {
+                    acc[g * DAP + c] = acc[g * DAP + c] * f[g] + e[g] * v2;
+                }
+            }
+        }
+    }
+    let stride = p.head_dim + 2u;
+    let slots = p.chunks * DL;
+    for (var g = 0u; g < nbm; g++) {
+        if g < nb {
+            let o = ((t * p.heads + h0 + g) * slots + wid.y * DL + i) * stride;
+            part[o] = m[g];
+            part[o + 1u] = l[g];
+            for (var c = 0u; c < np; c++) {
+                let d = 2u * c;
+                if d < p.head_dim {
+                    part[o + 2u + d] = acc[g * DAP + c].x;
+                }
+                if d + 1u < p.head_dim {
+                    part[o + 3u + d] = acc[g * DAP + c].y;
+                }
+            }
+        }
+    }
+}
+
+// attn_dec_combine merges the partials attn_dec wrote for query row t of
+// head h (the DL partials of each visible chunk; an invocation that saw no
+// position left max -3e38 and sum 0); invocation i owns dims i and i+64.
+@compute @workgroup_size(64)
+fn attn_dec_combine(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let h = wid.x;
+    let t = p.row0 + wid.y;
+    let i = lid.x;
+    if t >= step[1] || row_pos(t) == NO_ROW {
+        return;
+    }
+    let vis = visible(t);
+    let stride = p.head_dim + 2u;
+    let slots = p.chunks * DL;
+    let base = (t * p.heads + h) * slots;
+    let s0 = (vis.x / DCH) * DL;
+    let s1 = (vis.y / DCH + 1u) * DL;
+    var m = -3.0e38;
+    for (var s = s0; s < s1; s++) {
+        m = max(m, part[(base + s) * stride]);
+    }
+    var l = 0.0;
+    var acc = vec2<f32>(0.0);
+    for (var s = s0; s < s1; s++) {
+        let o = (base + s) * stride;
+        let f = exp(part[o] - m);
+        l += f * part[o + 1u];
+        if i < p.head_dim {
+            acc.x += f * part[o + 2u + i];
+        }
+        if i + WG < p.head_dim {
+            acc.y += f * part[o + 2u + i + WG];
+        }
+    }
+    let ob = (t * p.heads + h) * p.head_dim;
+    if i < p.head_dim {
+        out_set(ob + i, acc.x / l);
+    }
+    if i + WG < p.head_dim {
+        out_set(ob + i + WG, acc.y / l);
     }
 }
 

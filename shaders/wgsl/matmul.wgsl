@@ -31,12 +31,16 @@
 //   matvec_sg      (Vulkan only, wgsl/ext/subgroups.wgsl) matvec_lanes
 //                  reducing through subgroup shuffles.
 //   matvec_norm, matvec_u_norm, matvec_lanes_norm
-//                  the same with an RMS-norm prologue (fusion's NormWeight):
+//                  the same with an RMS-norm prologue (fusion's Prologue):
 //                  the products read x[t][c] * r * g[c], the Norm op's
-//                  output, r = 1/sqrt(mean(x[t]^2) + norm_eps) computed by
-//                  every invocation (norm_r), the scale g bound at bias (the
-//                  op has no bias then). Separate entry points, so that the
-//                  kernels without it compile to exactly what they were.
+//                  output, r = 1/sqrt(mean(x[t]^2) + norm_eps), the scale g
+//                  read from the uniform binding gu (the op has no bias).
+//                  The sums take x * g, the sum of squares comes from the
+//                  same loads (matvec_lanes_norm: reduced with the sums)
+//                  and r scales the sums at the end. Only for rows and
+//                  blocks of whole chunks.
+//                  Separate entry points, so that the kernels without it
+//                  compile to exactly what they were.
 //   matmul_direct  prefill, CPU class: 4 tokens x 8 weight rows per
 //                  invocation straight from memory, no barriers.
 //   matmul_few     batched decode steps (<= 4 tokens), CPU class:
@@ -82,6 +86,11 @@ struct MatParams {
 // the SIMD lanes, while a uniform load at an address every lane shares is
 // one load: matvec's activation loads cost as much as its weight loads.
 @group(0) @binding(9) var<uniform> xu_w: array<vec4<u32>, 4096>;
+// The RMS-norm prologue's scale g (the *_norm kernels), as a uniform
+// buffer for the same reason (a vector padded to 64 KiB on upload; any
+// 64 KiB buffer where no kernel reads it): on lavapipe every invocation
+// loading g from a storage buffer cost more than the norm dispatch saved.
+@group(0) @binding(10) var<uniform> gu: array<vec4<f32>, 4096>;
 
 // x and xu are f16 activations (packed halves) when p.x_f16 is set: vec4 i
 // (elements 4i..4i+3) is then half of vec4 word i/2. out is f16 when
@@ -194,19 +203,21 @@ fn wword2(i: u32) -> u32 {
 }
 
 // norm_r is the RMS-norm factor of token t's activations.
+// Its two loops (rows of whole vec4s, or not: one of them runs no
+// iteration) are not in branches of their own: on lavapipe loops nested
+// in branches that no lane takes cost far more than their work (see mv).
 fn norm_r(t: u32, ux: bool) -> f32 {
     var acc = vec4<f32>(0.0);
-    if p.in_cols % 4u == 0u {
-        let n4 = p.in_cols / 4u;
-        for (var i = 0u; i < n4; i++) {
-            let v = xv4(t * n4 + i, ux);
-            acc += v * v;
-        }
-    } else {
-        for (var c = 0u; c < p.in_cols; c++) {
-            let v = xat(t * p.in_cols + c);
-            acc.x += v * v;
-        }
+    let whole = p.in_cols % 4u == 0u;
+    let n4 = select(0u, p.in_cols / 4u, whole);
+    for (var i = 0u; i < n4; i++) {
+        let v = xv4(t * n4 + i, ux);
+        acc += v * v;
+    }
+    let n1 = select(p.in_cols, 0u, whole);
+    for (var c = 0u; c < n1; c++) {
+        let v = xat(t * p.in_cols + c);
+        acc.x += v * v;
     }
     let ss = (acc.x + acc.y) + (acc.z + acc.w);
     return 1.0 / sqrt(ss / f32(p.in_cols) + p.norm_eps);
@@ -219,27 +230,29 @@ fn xn(i: u32, xb: u32, ux: bool, nm: bool, r: f32) -> vec4<f32> {
     if !nm {
         return v;
     }
-    let c = 4u * (i - xb);
-    return v * r * vec4<f32>(bias[c], bias[c + 1u], bias[c + 2u], bias[c + 3u]);
+    return v * r * gu[i - xb];
+}
+
+// xs is activation vec4 i (token t's vec4s start at xb) times the norm
+// scale when nm (a constant in each caller), adding its squares to ss.
+fn xs(i: u32, xb: u32, ux: bool, nm: bool, ss: ptr<function, vec4<f32>>) -> vec4<f32> {
+    let v = xv4(i, ux);
+    if !nm {
+        return v;
+    }
+    *ss += v * v;
+    return v * gu[i - xb];
 }
 
 // slow_row is the (W, W2) dot products of row r with token t, element by
 // element: any row length and block size.
 fn slow_row(r: u32, t: u32) -> vec2<f32> {
-    return slow_row_n(r, t, false, 1.0);
-}
-
-// slow_row_n is slow_row with the activations normed by nr when nm.
-fn slow_row_n(r: u32, t: u32, nm: bool, nr: f32) -> vec2<f32> {
     var acc = vec2<f32>(0.0);
     for (var b = 0u; b < p.nblocks; b++) {
         var part = vec2<f32>(0.0);
         for (var c = b * p.block; c < (b + 1u) * p.block; c++) {
             let e = r * p.in_cols + c;
-            var xv = xat(t * p.in_cols + c);
-            if nm {
-                xv = xv * nr * bias[c];
-            }
+            let xv = xat(t * p.in_cols + c);
             part.x += decode(wword(e / EPW), e, WT) * xv;
             if GLU {
                 part.y += decode(wword2(e / EPW), e, WT) * xv;
@@ -320,10 +333,12 @@ fn mv(gid: vec3<u32>, ux: bool, nm: bool) {
     if r0 >= p.rows || t >= min(step[1], p.nrows) {
         return;
     }
-    var nr = 1.0;
-    if nm {
-        nr = norm_r(t, ux);
-    }
+    // The norm prologue (nm): the fast path's products take x * g and
+    // gather the sum of squares of x from the same loads (ss), and r scales
+    // the sums at the end; a norm_r loop before them cost lavapipe more
+    // than the products (qkv.wgsl's kernel on stories260K: 7 ms against
+    // 0.4 ms per dispatch).
+    var ss = vec4<f32>(0.0);
     let last = p.rows - 1u;
     var rr = array<u32, 8>(r0, min(r0 + 1u, last), min(r0 + 2u, last), min(r0 + 3u, last),
                            min(r0 + 4u, last), min(r0 + 5u, last), min(r0 + 6u, last), min(r0 + 7u, last));
@@ -335,7 +350,11 @@ fn mv(gid: vec3<u32>, ux: bool, nm: bool) {
     var a5 = vec2<f32>(0.0);
     var a6 = vec2<f32>(0.0);
     var a7 = vec2<f32>(0.0);
-    if fast() {
+    // The norm kernels run only on shapes of whole chunks (the host plans a
+    // norm dispatch for others): without the element-wise path, which
+    // lavapipe executes masked even where no lane takes it, at a cost
+    // that grew past the products' with the prologue in it.
+    if nm || fast() {
         let cpr = p.in_cols / CW; // chunks per row
         let cpb = p.block / CW;   // chunks per scale block
         let xb = t * (p.in_cols / 4u);
@@ -381,33 +400,33 @@ fn mv(gid: vec3<u32>, ux: bool, nm: bool) {
                 // each dq folds to its one decoding; each activation vec4
                 // is loaded once for the eight rows.
                 let xi = xb + j * EPW;
-                var xv = xn(xi, xb, ux, nm, nr);
+                var xv = xs(xi, xb, ux, nm, &ss);
                 q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 0u, xv);
                 q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 0u, xv);
                 if EPW > 1u {
-                    xv = xn(xi + 1u, xb, ux, nm, nr);
+                    xv = xs(xi + 1u, xb, ux, nm, &ss);
                     q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 1u, xv);
                     q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 1u, xv);
                 }
                 if EPW > 2u {
-                    xv = xn(xi + 2u, xb, ux, nm, nr);
+                    xv = xs(xi + 2u, xb, ux, nm, &ss);
                     q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 2u, xv);
                     q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 2u, xv);
-                    xv = xn(xi + 3u, xb, ux, nm, nr);
+                    xv = xs(xi + 3u, xb, ux, nm, &ss);
                     q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 3u, xv);
                     q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 3u, xv);
                 }
                 if EPW > 4u {
-                    xv = xn(xi + 4u, xb, ux, nm, nr);
+                    xv = xs(xi + 4u, xb, ux, nm, &ss);
                     q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 4u, xv);
                     q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 4u, xv);
-                    xv = xn(xi + 5u, xb, ux, nm, nr);
+                    xv = xs(xi + 5u, xb, ux, nm, &ss);
                     q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 5u, xv);
                     q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 5u, xv);
-                    xv = xn(xi + 6u, xb, ux, nm, nr);
+                    xv = xs(xi + 6u, xb, ux, nm, &ss);
                     q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 6u, xv);
                     q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 6u, xv);
-                    xv = xn(xi + 7u, xb, ux, nm, nr);
+                    xv = xs(xi + 7u, xb, ux, nm, &ss);
                     q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 7u, xv);
                     q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 7u, xv);
                 }
@@ -421,15 +440,26 @@ fn mv(gid: vec3<u32>, ux: bool, nm: bool) {
             a6 += q1[2] * scales(rr[6] * p.nblocks + b);
             a7 += q1[3] * scales(rr[7] * p.nblocks + b);
         }
+        if nm {
+            let r = 1.0 / sqrt(((ss.x + ss.y) + (ss.z + ss.w)) / f32(p.in_cols) + p.norm_eps);
+            a0 *= r;
+            a1 *= r;
+            a2 *= r;
+            a3 *= r;
+            a4 *= r;
+            a5 *= r;
+            a6 *= r;
+            a7 *= r;
+        }
     } else {
-        a0 = slow_row_n(rr[0], t, nm, nr);
-        a1 = slow_row_n(rr[1], t, nm, nr);
-        a2 = slow_row_n(rr[2], t, nm, nr);
-        a3 = slow_row_n(rr[3], t, nm, nr);
-        a4 = slow_row_n(rr[4], t, nm, nr);
-        a5 = slow_row_n(rr[5], t, nm, nr);
-        a6 = slow_row_n(rr[6], t, nm, nr);
-        a7 = slow_row_n(rr[7], t, nm, nr);
+        a0 = slow_row(rr[0], t);
+        a1 = slow_row(rr[1], t);
+        a2 = slow_row(rr[2], t);
+        a3 = slow_row(rr[3], t);
+        a4 = slow_row(rr[4], t);
+        a5 = slow_row(rr[5], t);
+        a6 = slow_row(rr[6], t);
+        a7 = slow_row(rr[7], t);
     }
     var acc = array<vec2<f32>, 8>(a0, a1, a2, a3, a4, a5, a6, a7);
     for (var k = 0u; k < 8u; k++) {
@@ -444,6 +474,8 @@ fn mv(gid: vec3<u32>, ux: bool, nm: bool) {
 // l + lanes, ... of both rows. Needs fast(). (The subgroup variant,
 // wgsl/ext/subgroups.wgsl, shares lanes_partial and lanes_finish.)
 var<workgroup> red: array<vec4<f32>, 64>;
+// red_ss: the lane groups' sums of squares (the norm prologue's kernels).
+var<workgroup> red_ss: array<f32, 64>;
 
 // lanes_partial is lane's share of rows r0 and r0+1 (xy, zw) of token t.
 fn lanes_partial(t: u32, r0: u32, lane: u32, lanes: u32) -> vec4<f32> {
@@ -496,6 +528,51 @@ fn lanes_part(t: u32, r0: u32, lane: u32, lanes: u32, nm: bool) -> vec4<f32> {
     return vec4<f32>(a0, a1);
 }
 
+// lanes_part_n is lanes_part with the norm prologue: the sums take x * g
+// and the lane's sum of squares of x goes to ss (lanes_mv reduces both and
+// scales by r), as mv does; a norm_r loop first cost lavapipe ~30 ms per
+// stories260K GLU dispatch.
+fn lanes_part_n(t: u32, r0: u32, lane: u32, lanes: u32, ss: ptr<function, vec4<f32>>) -> vec4<f32> {
+    var a0 = vec2<f32>(0.0);
+    var a1 = vec2<f32>(0.0);
+    if r0 < p.rows {
+        let r1 = min(r0 + 1u, p.rows - 1u);
+        let cpr = p.in_cols / CW;
+        let xb = t * (p.in_cols / 4u);
+        for (var j = lane; j < cpr; j += lanes) {
+            let v0 = w[r0 * cpr + j];
+            let v1 = w[r1 * cpr + j];
+            var u0 = v0;
+            var u1 = v1;
+            if GLU {
+                u0 = w2[r0 * cpr + j];
+                u1 = w2[r1 * cpr + j];
+            }
+            let xi = xb + j * EPW;
+            var m = mvq(v0, v1, v0, v1, u0, u1, u0, u1, 0u, xs(xi, xb, false, true, ss));
+            if EPW > 1u {
+                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 1u, xs(xi + 1u, xb, false, true, ss));
+            }
+            if EPW > 2u {
+                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 2u, xs(xi + 2u, xb, false, true, ss));
+                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 3u, xs(xi + 3u, xb, false, true, ss));
+            }
+            if EPW > 4u {
+                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 4u, xs(xi + 4u, xb, false, true, ss));
+                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 5u, xs(xi + 5u, xb, false, true, ss));
+                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 6u, xs(xi + 6u, xb, false, true, ss));
+                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 7u, xs(xi + 7u, xb, false, true, ss));
+            }
+            let q0 = m[0];
+            let q1 = m[1];
+            let b = (j * CW) / p.block;
+            a0 += q0 * scales(r0 * p.nblocks + b);
+            a1 += q1 * scales(r1 * p.nblocks + b);
+        }
+    }
+    return vec4<f32>(a0, a1);
+}
+
 // lanes_finish writes the reduced sums v of rows r0 and r0+1 of token t.
 fn lanes_finish(t: u32, r0: u32, v: vec4<f32>) {
     if r0 < p.rows {
@@ -524,16 +601,33 @@ fn lanes_mv(wid: vec3<u32>, li: u32, nm: bool) {
     let lanes = p.lanes;
     let lane = li & (lanes - 1u);
     let r0 = (wid.x * (64u / lanes) + li / lanes) * LV_ROWS;
-    red[li] = lanes_part(t, r0, lane, lanes, nm);
+    if !nm {
+        red[li] = lanes_part(t, r0, lane, lanes, false);
+        workgroupBarrier();
+        for (var h = lanes / 2u; h > 0u; h = h / 2u) {
+            if lane < h {
+                red[li] += red[li + h];
+            }
+            workgroupBarrier();
+        }
+        if lane == 0u {
+            lanes_finish(t, r0, red[li]);
+        }
+        return;
+    }
+    var ss = vec4<f32>(0.0);
+    red[li] = lanes_part_n(t, r0, lane, lanes, &ss);
+    red_ss[li] = (ss.x + ss.y) + (ss.z + ss.w);
     workgroupBarrier();
     for (var h = lanes / 2u; h > 0u; h = h / 2u) {
         if lane < h {
             red[li] += red[li + h];
+            red_ss[li] += red_ss[li + h];
         }
         workgroupBarrier();
     }
     if lane == 0u {
-        lanes_finish(t, r0, red[li]);
+        lanes_finish(t, r0, red[li] * (1.0 / sqrt(red_ss[li] / f32(p.in_cols) + p.norm_eps)));
     }
 }
 

@@ -317,7 +317,9 @@ func lastRowCases() []Case {
 // chunks of 64 positions, batches of 8 query heads): several chunks, a
 // last chunk cut by the cache end, a window straddling chunk edges,
 // decode steps that open a new chunk, GQA groups past one batch, and a
-// cache much longer than the visible positions.
+// cache much longer than the visible positions; and those of the CPU-class
+// decode kernels (attn_dec: chunks of 256 positions, 8 partials each,
+// batches of 4 query heads).
 func AttentionCases() []Case {
 	type tc struct {
 		heads, kvHeads, hd int
@@ -339,7 +341,8 @@ func AttentionCases() []Case {
 			tc{2, 1, 8, 0, 70, 140, 2, f16, 0},   // window straddling chunk edges
 			tc{12, 1, 8, 20, 0, 5, 2, f16, 0},    // a group of 12: two head batches
 			tc{4, 2, 16, 0, 0, 64, 2, f16, 0},    // decode opens a new chunk
-			tc{2, 1, 64, 0, 0, 10, 2, f16, 1280}) // 10 visible positions of 1280
+			tc{2, 1, 64, 0, 0, 10, 2, f16, 1280}, // 10 visible positions of 1280
+			tc{2, 1, 8, 0, 3, 258, 2, f16, 0})    // attn_dec: a window straddling its 256-position chunks, then past the first
 	}
 	table = append(table,
 		tc{3, 3, 7, 0, 0, 3, 2, true, 0},     // odd head dim: a half-filled last word

@@ -11,8 +11,9 @@ import (
 // FusedCases returns the parity cases of the kinds fusion.Fuse emits:
 // MatMul with Accumulate, MultiMatMul and MatMulGLU, for every weight type,
 // decode (1 token) and prefill (5 and 40 tokens) shapes, RopeStoreKV
-// for both rope styles, partial rope dims and both cache types, and the
-// RMS-norm prologue of the three (Prologue) for every weight type.
+// for both rope styles, partial rope dims and both cache types, the
+// RMS-norm prologue of the three (Prologue) for every weight type, and
+// MatMulRopeKV (its decode kernels and its split form).
 func FusedCases() []Case {
 	var cs []Case
 	cs = append(cs, accumulateCases()...)
@@ -20,6 +21,7 @@ func FusedCases() []Case {
 	cs = append(cs, gluCases()...)
 	cs = append(cs, ropeKVCases()...)
 	cs = append(cs, normPrologueCases()...)
+	cs = append(cs, matMulRopeKVCases()...)
 	return cs
 }
 
@@ -29,18 +31,19 @@ func FusedCases() []Case {
 // shares its backends, runs all of FusedCases on both devices.
 func fusedSample() []Case {
 	keep := map[string]bool{
-		"matmul_acc/int4_b8_f16_t1_biastrue":                         true,
-		"matmul_acc/int8_b16_f16_t5_biasfalse":                       true,
-		"multi_matmul/t5_out2":                                       true,
-		"multi_matmul/t1_out1":                                       true,
-		"matmul_glu/silu_int8_b16_f16_int8_b16_f16_biastruefalse_t1": true,
-		"matmul_glu/silu_int4_b8_f16_int4_b8_f16_biasfalsefalse_t40": true,
-		"matmul_glu/silu_f16_int4_b8_f16_biasfalsetrue_t5":           true,
-		"rope_store_kv/interleaved_h4_kv2_d8_r8_f16false_qfalse":     true,
-		"rope_store_kv/halves_h3_kv1_d7_r6_f16true_qfalse":           true,
-		"norm_prologue/matmul_int8_b16_f16_in64_t1":                  true,
-		"norm_prologue/glu_int4_b8_f16_in64_t1":                      true,
-		"norm_prologue/multi0_f16_in64_t1":                           true,
+		"matmul_acc/int4_b8_f16_t1_biastrue":                                        true,
+		"matmul_acc/int8_b16_f16_t5_biasfalse":                                      true,
+		"multi_matmul/t5_out2":                                                      true,
+		"multi_matmul/t1_out1":                                                      true,
+		"matmul_glu/silu_int8_b16_f16_int8_b16_f16_biastruefalse_t1":                true,
+		"matmul_glu/silu_int4_b8_f16_int4_b8_f16_biasfalsefalse_t40":                true,
+		"matmul_glu/silu_f16_int4_b8_f16_biasfalsetrue_t5":                          true,
+		"rope_store_kv/interleaved_h4_kv2_d8_r8_f16false_qfalse":                    true,
+		"rope_store_kv/halves_h3_kv1_d7_r6_f16true_qfalse":                          true,
+		"norm_prologue/matmul_int8_b16_f16_in64_t1":                                 true,
+		"norm_prologue/glu_int4_b8_f16_in64_t1":                                     true,
+		"norm_prologue/multi0_f16_in64_t1":                                          true,
+		"matmul_rope_kv/int8_b16_f16_halves_r4_f16true_normtrue_t1_bias_false_attn": true,
 	}
 	var cs []Case
 	for _, c := range FusedCases() {
@@ -324,6 +327,82 @@ func normPrologueCases() []Case {
 			},
 			Steps: []Step{{seq(c.tk), 0}, {seq(1), 0}},
 			Tol:   dot,
+		})
+	}
+	return cs
+}
+
+// matMulRopeKVCases: MatMulRopeKV (Q, K and V projections, rope and
+// store), read back as the rotated q or as the attention of q over the
+// cache it filled, over several steps: decode graphs (the qkv.wgsl
+// kernels: both rope styles, partial rope dims, both caches, with and
+// without the norm prologue, GQA) and the split form (a 5-token graph, a
+// bias).
+func matMulRopeKVCases() []Case {
+	type tc struct {
+		wt       weightType
+		style    string
+		rd       int
+		f16      bool
+		norm     bool
+		tokens   int
+		bias     bool
+		readAttn bool
+	}
+	table := []tc{
+		{fusedTypes[0], "interleaved", 8, false, true, 1, false, false},
+		{fusedTypes[4], "halves", 4, true, true, 1, false, true},
+		{fusedTypes[6], "halves", 8, false, false, 1, false, false},
+		{fusedTypes[1], "interleaved", 6, true, true, 1, false, true},
+		{fusedTypes[1], "halves", 8, false, true, 5, false, true},
+		{fusedTypes[3], "interleaved", 8, false, false, 1, true, true},
+	}
+	var cs []Case
+	for _, c := range table {
+		read := "q"
+		tol := dot
+		if c.readAttn {
+			read, tol = "attn", attention
+		}
+		if c.tokens > 1 {
+			// The prefill's keys and values come from the tiled kernels,
+			// whose sums run in another order than the reference's: dot
+			// products' errors, then attention's.
+			tol = Tolerance{Abs: 4e-5, Rel: 1e-4}
+		}
+		const heads, kvHeads, hd, in, maxLen = 4, 2, 8, 64, 8
+		cs = append(cs, Case{
+			Name: fmt.Sprintf("matmul_rope_kv/%s_%s_r%d_f16%v_norm%v_t%d_bias_%v_%s", c.wt, c.style, c.rd, c.f16, c.norm, c.tokens, c.bias, read),
+			Build: func() (*fusion.Graph, []*tensors.Tensor) {
+				r := rand.New(rand.NewPCG(13, uint64(c.rd*100+c.tokens)))
+				g := &fusion.Graph{Tokens: c.tokens}
+				g.KV = fusion.KVSpec{Layers: 2, KVHeads: kvHeads, HeadDim: hd, MaxLen: maxLen, F16: c.f16}
+				x := input(g, "x", in)
+				q := g.NewBuf("q", c.tokens, heads*hd)
+				ws := []*tensors.Tensor{matrix(r, "x", vocab, in, tensors.F32, 0, 0),
+					matrix(r, "wq", heads*hd, in, c.wt.dt, c.wt.block, c.wt.scale),
+					matrix(r, "wk", kvHeads*hd, in, c.wt.dt, c.wt.block, c.wt.scale),
+					matrix(r, "wv", kvHeads*hd, in, c.wt.dt, c.wt.block, c.wt.scale)}
+				op := &fusion.MatMulRopeKVOp{Out: q, In: x, Q: fusion.Projection{Weight: "wq"}, K: fusion.Projection{Weight: "wk"},
+					V: fusion.Projection{Weight: "wv"}, Layer: 1, HeadShape: fusion.HeadShape{Heads: heads, KVHeads: kvHeads, HeadDim: hd},
+					RopeParams: fusion.RopeParams{Dims: c.rd, Base: 10000, Style: mustParse(fusion.ParseRopeStyle(c.style))}}
+				if c.norm {
+					op.Prologue = &fusion.RMSPrologue{Weight: "g", Eps: 1e-5}
+					ws = append(ws, vector(r, "g", in, 0.5, 1))
+				}
+				if c.bias {
+					op.K.Bias = "bk"
+					ws = append(ws, vector(r, "bk", kvHeads*hd, 1, 0))
+				}
+				g.Logits = g.Add(op)
+				if c.readAttn {
+					g.Logits = g.Add(&fusion.AttentionOp{Out: g.NewBuf("o", c.tokens, heads*hd), Q: q,
+						Layer: 1, HeadShape: fusion.HeadShape{Heads: heads, KVHeads: kvHeads, HeadDim: hd}, Scale: 0.7})
+				}
+				return g, ws
+			},
+			Steps: []Step{{seq(c.tokens), 0}, {[]int32{4}, c.tokens}, {[]int32{2}, c.tokens + 1}, {[]int32{1}, c.tokens + 2}},
+			Tol:   tol,
 		})
 	}
 	return cs

@@ -12,9 +12,10 @@ import (
 // every table a figure is printed with two decimals, a measured one as
 // "median ± half the range", "-" when the test does not measure it.
 var (
-	ResultsHeader = []string{"model", "weights", "backend", "activations", "kv", "test", "model MiB", "peak RSS MiB", "device MiB", "TTFT ms", "prefill tok/s", "decode tok/s"}
-	CompareHeader = []string{"model", "weights", "backend", "activations", "test", "TTFT ms", "TTFT ratio", "prefill tok/s", "prefill ratio", "decode tok/s", "decode ratio"}
-	KernelHeader  = []string{"kernel", "calls", "time ms", "share", "MB", "GB/s", "MFLOP", "GFLOP/s"}
+	DecodeBytesHeader = []string{"configuration", "test", "ref", "weights MB", "KV kB/position", "positions", "MB/token", "decode tok/s", "predicted", "measured", "of prediction"}
+	ResultsHeader     = []string{"model", "weights", "backend", "activations", "kv", "test", "model MiB", "peak RSS MiB", "device MiB", "TTFT ms", "prefill tok/s", "decode tok/s"}
+	CompareHeader     = []string{"model", "weights", "backend", "activations", "test", "TTFT ms", "TTFT ratio", "prefill tok/s", "prefill ratio", "decode tok/s", "decode ratio"}
+	KernelHeader      = []string{"kernel", "calls", "time ms", "share", "MB", "GB/s", "MFLOP", "GFLOP/s"}
 )
 
 // num formats a figure as every table prints it: two decimals.
@@ -137,6 +138,18 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 					statCell(res.TimeToFirstTokenMS), ratioCell(c.TimeToFirstTokenMS),
 					statCell(res.PrefillTokensPerSec), ratioCell(c.PrefillTokensPerSec),
 					statCell(res.DecodeTokensPerSec), ratioCell(c.DecodeTokensPerSec))
+			}
+		})
+	}
+	if rows := r.DecodeBytesRows(); len(rows) > 0 {
+		fmt.Fprintf(bw, "\n## Decode and the valid length\n\nEach test against the configuration's test with the shortest prompt (ref). "+
+			"Positions: the mean number of cache positions a decode step attends to (prompt + generated/2). "+
+			"Predicted: the ref's bytes per decode step / this test's, bytes = weights read + KV bytes per position x positions; "+
+			"measured: decode tok/s / the ref's; of prediction: measured / predicted (1 = decode follows the bytes moved).\n\n")
+		table(bw, DecodeBytesHeader, func(row func(...string)) {
+			for _, d := range rows {
+				row(d.Label, d.Test, d.Ref, num(float64(d.WeightBytes)/1e6), num(float64(d.KVBytesPerPosition)/1e3), num(d.Positions),
+					num(float64(d.BytesPerToken)/1e6), statCell(d.Decode), num(d.Predicted), num(d.Measured), num(d.OfPrediction))
 			}
 		})
 	}

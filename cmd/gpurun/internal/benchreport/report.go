@@ -146,8 +146,13 @@ type Result struct {
 	// activations, staging), as the GPU backends count their allocations;
 	// 0 for the CPU backend.
 	DeviceMemoryBytes int64 `json:"device_memory_bytes,omitempty"`
-	Test              Test  `json:"test"`
-	Runs              []Run `json:"runs"`
+	// DecodeWeightBytes and KVBytesPerPosition are what one decode step
+	// reads: the weights, and the keys and values per cache position it
+	// attends to (the bytes-moved prediction of the decode table).
+	DecodeWeightBytes  int64 `json:"decode_weight_bytes,omitempty"`
+	KVBytesPerPosition int64 `json:"kv_bytes_per_position,omitempty"`
+	Test               Test  `json:"test"`
+	Runs               []Run `json:"runs"`
 	// The statistics over Runs of the figures the test measures.
 	TimeToFirstTokenMS  *Stat `json:"time_to_first_token_ms,omitempty"`
 	PrefillTokensPerSec *Stat `json:"prefill_tokens_per_sec,omitempty"`
@@ -290,3 +295,76 @@ func ReadJSON(rd io.Reader) (*Report, error) {
 }
 
 func bad(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) || v < 0 }
+
+// DecodeBytesRow compares one test's decode speed with that of its
+// configuration's shortest-prompt test (Ref) against what the bytes a
+// decode step moves predict.
+type DecodeBytesRow struct {
+	Label, Test, Ref   string
+	WeightBytes        int64
+	KVBytesPerPosition int64
+	Positions          float64 // mean cache positions a decode step attends to
+	BytesPerToken      int64   // WeightBytes + KVBytesPerPosition*Positions
+	Decode             *Stat
+	Predicted          float64 // the ref's bytes per token / this test's
+	Measured           float64 // decode tok/s (medians) / the ref's
+	OfPrediction       float64 // Measured / Predicted
+}
+
+// decodePositions is the mean number of cache positions a decode step of
+// test t attends to: its steps run at positions prompt .. prompt+gen-2.
+func decodePositions(t Test) float64 {
+	return float64(t.PromptTokens) + float64(t.GenerateTokens)/2
+}
+
+// DecodeBytesRows gives, for every configuration (label and cache size)
+// with two or more measured decode figures and DecodeBytes, a row per
+// test other than the one with the shortest prompt, which is the ref.
+func (r *Report) DecodeBytesRows() []DecodeBytesRow {
+	var out []DecodeBytesRow
+	type group struct{ idx []int }
+	groups := map[string]*group{}
+	var order []string
+	for i := range r.Results {
+		res := &r.Results[i]
+		if res.Error != "" || res.DecodeTokensPerSec == nil || res.DecodeTokensPerSec.Median <= 0 || res.DecodeWeightBytes <= 0 {
+			continue
+		}
+		k := fmt.Sprintf("%s|%d", res.Label(), res.MaxCache)
+		if groups[k] == nil {
+			groups[k] = &group{}
+			order = append(order, k)
+		}
+		groups[k].idx = append(groups[k].idx, i)
+	}
+	for _, k := range order {
+		g := groups[k]
+		if len(g.idx) < 2 {
+			continue
+		}
+		ref := &r.Results[g.idx[0]]
+		for _, i := range g.idx[1:] {
+			if decodePositions(r.Results[i].Test) < decodePositions(ref.Test) {
+				ref = &r.Results[i]
+			}
+		}
+		bytesAt := func(res *Result) (float64, float64) {
+			pos := decodePositions(res.Test)
+			return pos, float64(res.DecodeWeightBytes) + float64(res.KVBytesPerPosition)*pos
+		}
+		_, refBytes := bytesAt(ref)
+		for _, i := range g.idx {
+			res := &r.Results[i]
+			if res == ref {
+				continue
+			}
+			pos, b := bytesAt(res)
+			d := DecodeBytesRow{Label: res.Label(), Test: res.Test.Name, Ref: ref.Test.Name, WeightBytes: res.DecodeWeightBytes,
+				KVBytesPerPosition: res.KVBytesPerPosition, Positions: pos, BytesPerToken: int64(b), Decode: res.DecodeTokensPerSec,
+				Predicted: refBytes / b, Measured: res.DecodeTokensPerSec.Median / ref.DecodeTokensPerSec.Median}
+			d.OfPrediction = d.Measured / d.Predicted
+			out = append(out, d)
+		}
+	}
+	return out
+}

@@ -1,6 +1,7 @@
 package benchreport
 
 import (
+	"bytes"
 	"errors"
 	"math"
 	"strings"
@@ -36,7 +37,7 @@ func sampleReport() *Report {
 					for _, t := range tests {
 						res := Result{Model: m, Source: "synthetic", Arch: "llama", Weights: w, Activations: act, KVCache: act,
 							Backend: b, Device: "dev-" + b, ModelBytes: int64(seed * 1e6), MaxCache: 1280, LoadSeconds: 1.5,
-							PeakRSSBytes: int64(seed * 3e6), Test: t}
+							PeakRSSBytes: int64(seed * 3e6), Test: t, DecodeWeightBytes: 110e6, KVBytesPerPosition: 36864}
 						if b != "cpu" {
 							res.DeviceMemoryBytes = int64(seed * 2e6)
 						}
@@ -61,6 +62,40 @@ func sampleReport() *Report {
 	r.Results = append(r.Results, Result{Model: "tinyllama-1.1b", Source: "synthetic", Arch: "llama", Weights: "f32", Activations: "f32",
 		KVCache: "f32", Backend: "webgpu", Device: "dev", Test: tests[0], Runs: []Run{}, Error: "weights of 4.4 GB exceed | the limit"})
 	return r
+}
+
+// TestDecodeBytesRows: the shortest prompt of a configuration is the ref;
+// a test 1000 positions further on, 36.9 MB more per step over 110 MB of
+// weights, is predicted at 110.4/147.3 of the ref's speed.
+func TestDecodeBytesRows(t *testing.T) {
+	res := func(test Test, tps float64, backend string) Result {
+		r := Result{Model: "m", Weights: "q8", Backend: backend, Activations: "model", KVCache: "f16", MaxCache: 1024, Test: test,
+			DecodeWeightBytes: 110e6, KVBytesPerPosition: 36864}
+		r.Runs = []Run{{DecodeTokensPerSec: tps}}
+		r.Summarize()
+		return r
+	}
+	long := Test{Name: "pp1000+tg16", Kind: KindCombined, PromptTokens: 1000, GenerateTokens: 16}
+	short := Test{Name: "pp10+tg16", Kind: KindCombined, PromptTokens: 10, GenerateTokens: 16}
+	r := &Report{Results: []Result{res(long, 3, "vulkan"), res(short, 4, "vulkan"), res(short, 4, "cpu")}}
+	rows := r.DecodeBytesRows()
+	if len(rows) != 1 {
+		t.Fatalf("%d rows, want 1 (the cpu configuration has one test): %+v", len(rows), rows)
+	}
+	d := rows[0]
+	ref := 110e6 + 36864*18.0
+	cur := 110e6 + 36864*1008.0
+	if d.Test != long.Name || d.Ref != short.Name || d.Positions != 1008 || math.Abs(d.Predicted-ref/cur) > 1e-9 ||
+		d.Measured != 0.75 || math.Abs(d.OfPrediction-0.75*cur/ref) > 1e-9 {
+		t.Errorf("row %+v, want %s against %s at 1008 positions, predicted %.4f, measured 0.75", d, long.Name, short.Name, ref/cur)
+	}
+	var md bytes.Buffer
+	if err := r.WriteMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "## Decode and the valid length") {
+		t.Errorf("markdown lacks the decode table:\n%s", md.String())
+	}
 }
 
 func TestReadJSONRejects(t *testing.T) {

@@ -1,0 +1,402 @@
+// base: matmul
+//
+// MatMulRopeKV (fusion.MatMulRopeKV) for decode steps: the Q, K and V
+// projections (with the RMS-norm prologue when rq.has_norm), the rope of q
+// and k and the store of k and v into the cache, in one dispatch. This
+// family is matmul.wgsl (its bindings, helpers and variant constants; the
+// "base" line above prepends it) plus the bindings and kernels below, so
+// the matmul kernels keep their 11 bindings and only these bind 16.
+//
+// Weights: w/s (binding 3/4) Wq, w2/s2 (7/8) Wk, wv/sv (11/12) Wv, one
+// chunk each, of one layout (the variant's type, scales and block); no
+// biases (the host plans other shapes unfused). The output rows are taken
+// in rope pairs, so that the two rows a rotation mixes are computed by one
+// invocation (matvec_rope_kv) or one lane group (lanes_rope_kv): pair j of
+// a head is (j, j + rope_dims/2) for a "halves" rope pair of q or k, else
+// (2j, 2j+1) (interleaved rope pairs, the dims past rope_dims, v). Work
+// units (an invocation of 4 pairs, or a lane group of 2 pairs) are laid
+// out q first, then k from rq.k_first, then v from rq.v_first, each
+// segment padded to whole workgroups, so a workgroup reads one weight.
+// Then, per pair: q rotated into out (as rope.wgsl's rope), k rotated and
+// v stored at position step[0]+t as ropekv.wgsl's store_kv_rope(_f16)
+// store them (an f16 cache packs dims (2w, 2w+1) in word w: for halves
+// pairs of k the host needs head_dim and rope_dims multiples of 4, so that
+// pairs j and j+1, j even, are in one unit and fill words j/2 and
+// (j+half)/2).
+//
+// Dispatch: matvec_rope_kv (v_first + units of v, padded to 16) / 16
+// workgroups of 16; lanes_rope_kv (total units) / (64 / p.lanes)
+// workgroups of 64; y: the step's rows.
+
+struct RopeQKV {
+    heads: u32,
+    kv_heads: u32,
+    head_dim: u32,
+    rope_dims: u32,
+    style: u32,   // 0: pairs (2i, 2i+1); 1: pairs (i, i + rope_dims/2)
+    max_len: u32,
+    kv_f16: u32,  // 1: the cache holds binary16 pairs
+    k_first: u32, // first work unit of k
+    v_first: u32, // first work unit of v
+    has_norm: u32, // 1: the norm prologue (in RopeQKV: MatParams has no room left for it)
+    pad1: u32,
+    pad2: u32,
+    freq: array<vec4<f32>, 64>, // rope_base^(-2i/rope_dims), i < rope_dims/2
+}
+
+@group(0) @binding(11) var<storage, read> wv: array<vec4<u32>>;
+@group(0) @binding(12) var<storage, read> sv: array<u32>;
+@group(0) @binding(13) var<storage, read_write> kc: array<u32>;
+@group(0) @binding(14) var<storage, read_write> vc: array<u32>;
+@group(0) @binding(15) var<uniform> rq: RopeQKV;
+
+// sincos is rope.wgsl's sincos (shaders_test checks that the copies are
+// the same).
+fn sincos(x: f32) -> vec2<f32> {
+    let k = round(x * 0.6366197723675814);
+    let r = ((x - k * 1.5703125) - k * 0.0004837512969970703) - k * 7.549790126404332e-08;
+    let r2 = r * r;
+    let s = r + r * r2 * (-1.0 / 6.0 + r2 * (1.0 / 120.0 + r2 * (-1.0 / 5040.0 + r2 * (1.0 / 362880.0))));
+    let c = 1.0 - 0.5 * r2 + r2 * r2 * (1.0 / 24.0 + r2 * (-1.0 / 720.0 + r2 * (1.0 / 40320.0 + r2 * (-1.0 / 3628800.0))));
+    switch u32(i32(k) & 3) {
+        case 1u: { return vec2<f32>(c, -s); }
+        case 2u: { return vec2<f32>(-s, -c); }
+        case 3u: { return vec2<f32>(-c, s); }
+        default: { return vec2<f32>(s, c); }
+    }
+}
+
+// HALF_MAX and pack_pair are kv.wgsl's.
+const HALF_MAX: f32 = 65504.0;
+
+fn pack_pair(x: f32, y: f32) -> u32 {
+    return pack2x16float(clamp(vec2<f32>(x, y), vec2<f32>(-HALF_MAX), vec2<f32>(HALF_MAX)));
+}
+
+// wseg is chunk i of segment seg's weight (0: Wq, 1: Wk, 2: Wv).
+fn wseg(seg: u32, i: u32) -> vec4<u32> {
+    if seg == 1u {
+        return w2[i];
+    }
+    if seg == 2u {
+        return wv[i];
+    }
+    return w[i];
+}
+
+// sseg is scale i of segment seg's weight (1 unquantized).
+fn sseg(seg: u32, i: u32) -> f32 {
+    if !QUANT {
+        return 1.0;
+    }
+    var j = i;
+    if ST == ST_F16 {
+        j = i >> 1u;
+    }
+    var word = s[j];
+    if seg == 1u {
+        word = s2[j];
+    } else if seg == 2u {
+        word = sv[j];
+    }
+    if ST == ST_F16 {
+        let h = unpack2x16float(word);
+        return select(h.x, h.y, (i & 1u) == 1u);
+    }
+    return bitcast<f32>(word);
+}
+
+// seg_of is (segment, unit within it) of work unit g.
+fn seg_of(g: u32) -> vec2<u32> {
+    if g >= rq.v_first {
+        return vec2<u32>(2u, g - rq.v_first);
+    }
+    if g >= rq.k_first {
+        return vec2<u32>(1u, g - rq.k_first);
+    }
+    return vec2<u32>(0u, g);
+}
+
+// seg_pairs is the number of row pairs of segment seg.
+fn seg_pairs(seg: u32) -> u32 {
+    return select(rq.kv_heads, rq.heads, seg == 0u) * (rq.head_dim / 2u);
+}
+
+// halves_pair reports whether pair j of a head of segment seg is a
+// "halves" rope pair.
+fn halves_pair(seg: u32, j: u32) -> bool {
+    return seg < 2u && rq.style == 1u && j < rq.rope_dims / 2u;
+}
+
+// pair_dims is the dims of pair j of a head of segment seg.
+fn pair_dims(seg: u32, j: u32) -> vec2<u32> {
+    if halves_pair(seg, j) {
+        return vec2<u32>(j, j + rq.rope_dims / 2u);
+    }
+    return vec2<u32>(2u * j, 2u * j + 1u);
+}
+
+// pair_rows is the weight rows of pair i (of all heads) of segment seg.
+fn pair_rows(seg: u32, i: u32) -> vec2<u32> {
+    let hp = rq.head_dim / 2u;
+    return (i / hp) * rq.head_dim + pair_dims(seg, i % hp);
+}
+
+// finish_pair rotates pair i's values y (q and k rope pairs, at pos) and
+// stores them; the f16 cache's halves pairs of k are left to
+// store_halves.
+fn finish_pair(seg: u32, t: u32, pos: u32, i: u32, y: vec2<f32>) {
+    let hp = rq.head_dim / 2u;
+    let h = i / hp;
+    let j = i % hp;
+    let d = pair_dims(seg, j);
+    let r = rotated(seg, pos, i, y);
+    if seg == 0u {
+        let o = t * p.out_cols + h * rq.head_dim;
+        out_set(o + d.x, r.x);
+        out_set(o + d.y, r.y);
+        return;
+    }
+    if pos >= rq.max_len {
+        return;
+    }
+    let hd = rq.head_dim;
+    if rq.kv_f16 == 0u {
+        if seg == 1u {
+            let b = (h * rq.max_len + pos) * hd;
+            kc[b + d.x] = bitcast<u32>(r.x);
+            kc[b + d.y] = bitcast<u32>(r.y);
+        } else {
+            vc[(h * hd + d.x) * rq.max_len + pos] = bitcast<u32>(r.x);
+            vc[(h * hd + d.y) * rq.max_len + pos] = bitcast<u32>(r.y);
+        }
+        return;
+    }
+    let hw = hd / 2u;
+    if seg == 1u {
+        if !halves_pair(seg, j) {
+            kc[(h * rq.max_len + pos) * hw + j] = pack_pair(r.x, r.y);
+        }
+    } else {
+        vc[(h * hw + j) * rq.max_len + pos] = pack_pair(r.x, r.y);
+    }
+}
+
+// rotated is pair i's values y rotated at pos (rope.wgsl's arithmetic)
+// when it is a rope pair of q or k.
+fn rotated(seg: u32, pos: u32, i: u32, y: vec2<f32>) -> vec2<f32> {
+    let j = i % (rq.head_dim / 2u);
+    if seg == 2u || j >= rq.rope_dims / 2u {
+        return y;
+    }
+    let sc = sincos(f32(pos) * rq.freq[j >> 2u][j & 3u]);
+    return vec2<f32>(y.x * sc.y - y.y * sc.x, y.x * sc.x + y.y * sc.y);
+}
+
+// store_halves stores k's halves pairs i (even) and i+1 into an f16
+// cache: dims (j, j+1) and (j+half, j+half+1), words j/2 and (j+half)/2.
+fn store_halves(pos: u32, i: u32, y0: vec2<f32>, y1: vec2<f32>) {
+    let hp = rq.head_dim / 2u;
+    let h = i / hp;
+    let j = i % hp;
+    if pos >= rq.max_len || !halves_pair(1u, j) {
+        return;
+    }
+    let a = rotated(1u, pos, i, y0);
+    let b = rotated(1u, pos, i + 1u, y1);
+    let base = (h * rq.max_len + pos) * (rq.head_dim / 2u);
+    kc[base + j / 2u] = pack_pair(a.x, b.x);
+    kc[base + (j + rq.rope_dims / 2u) / 2u] = pack_pair(a.y, b.y);
+}
+
+// finish_unit finishes the n pairs i0.. of a unit (y[k]: pair i0+k), of
+// the seg's np pairs.
+fn finish_unit(seg: u32, t: u32, i0: u32, np: u32, y: array<vec2<f32>, 4>, n: u32) {
+    let pos = step[0] + t;
+    var ys = y; // a variable: naga 0.19 indexes only those dynamically
+    for (var k = 0u; k < n; k++) {
+        if i0 + k < np {
+            finish_pair(seg, t, pos, i0 + k, ys[k]);
+        }
+    }
+    // No loop inside a branch: on lavapipe a loop in a branch the lanes
+    // of a SIMD batch do not take costs more than the whole product.
+    let nh = select(0u, n, seg == 1u && rq.kv_f16 != 0u && rq.style == 1u);
+    for (var k = 0u; k < nh; k += 2u) {
+        if i0 + k + 1u < np {
+            store_halves(pos, i0 + k, ys[k], ys[k + 1u]);
+        }
+    }
+}
+
+// matvec_rope_kv: CPU class (as matvec_u: no barriers, activations and
+// the norm scale from uniform bindings), 4 pairs (8 rows) per invocation.
+@compute @workgroup_size(16)
+fn matvec_rope_kv(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let t = gid.y;
+    if t >= min(step[1], p.nrows) {
+        return;
+    }
+    let su = seg_of(gid.x);
+    let seg = su.x;
+    let np = seg_pairs(seg);
+    // Units past the segment's pairs (its padding to whole workgroups)
+    // compute its last pairs again and store nothing: after an early
+    // return the loops below would run in a branch that whole SIMD batches
+    // do not take, which costs lavapipe more than the product itself
+    // (stories260K, whose segments are half padding: 12 ms per dispatch).
+    let i0 = min(4u * su.y, np - 1u);
+    let nv = select(0u, 4u, 4u * su.y < np);
+    let pa = pair_rows(seg, i0);
+    let pb = pair_rows(seg, min(i0 + 1u, np - 1u));
+    let pc = pair_rows(seg, min(i0 + 2u, np - 1u));
+    let pd = pair_rows(seg, min(i0 + 3u, np - 1u));
+    // The norm prologue: the products take x * g, the sum of squares of x
+    // gathers from the same loads, and the factor r scales the sums at the
+    // end (r * sum(w * x * g)). A separate norm_r loop here cost lavapipe
+    // 7 ms per dispatch on stories260K (0.3 ms without it), for reasons
+    // not found.
+    let nm = rq.has_norm != 0u;
+    var ss = vec4<f32>(0.0);
+    let cpr = p.in_cols / CW;
+    let cpb = p.block / CW;
+    let xb = t * (p.in_cols / 4u);
+    let ra = pa.x * cpr;
+    let rb = pa.y * cpr;
+    let rc = pb.x * cpr;
+    let rd = pb.y * cpr;
+    let re = pc.x * cpr;
+    let rf = pc.y * cpr;
+    let rg = pd.x * cpr;
+    let rh = pd.y * cpr;
+    var a0 = vec4<f32>(0.0);
+    var a1 = vec4<f32>(0.0);
+    for (var b = 0u; b < p.nblocks; b++) {
+        var q0 = mat4x2<f32>();
+        var q1 = mat4x2<f32>();
+        for (var j = b * cpb; j < (b + 1u) * cpb; j++) {
+            let v0 = wseg(seg, ra + j);
+            let v1 = wseg(seg, rb + j);
+            let v2 = wseg(seg, rc + j);
+            let v3 = wseg(seg, rd + j);
+            let v4 = wseg(seg, re + j);
+            let v5 = wseg(seg, rf + j);
+            let v6 = wseg(seg, rg + j);
+            let v7 = wseg(seg, rh + j);
+            let xi = xb + j * EPW;
+            var xv = xs(xi, xb, true, nm, &ss);
+            q0 += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 0u, xv);
+            q1 += mvq(v4, v5, v6, v7, v4, v5, v6, v7, 0u, xv);
+            if EPW > 1u {
+                xv = xs(xi + 1u, xb, true, nm, &ss);
+                q0 += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 1u, xv);
+                q1 += mvq(v4, v5, v6, v7, v4, v5, v6, v7, 1u, xv);
+            }
+            if EPW > 2u {
+                xv = xs(xi + 2u, xb, true, nm, &ss);
+                q0 += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 2u, xv);
+                q1 += mvq(v4, v5, v6, v7, v4, v5, v6, v7, 2u, xv);
+                xv = xs(xi + 3u, xb, true, nm, &ss);
+                q0 += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 3u, xv);
+                q1 += mvq(v4, v5, v6, v7, v4, v5, v6, v7, 3u, xv);
+            }
+            if EPW > 4u {
+                xv = xs(xi + 4u, xb, true, nm, &ss);
+                q0 += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 4u, xv);
+                q1 += mvq(v4, v5, v6, v7, v4, v5, v6, v7, 4u, xv);
+                xv = xs(xi + 5u, xb, true, nm, &ss);
+                q0 += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 5u, xv);
+                q1 += mvq(v4, v5, v6, v7, v4, v5, v6, v7, 5u, xv);
+                xv = xs(xi + 6u, xb, true, nm, &ss);
+                q0 += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 6u, xv);
+                q1 += mvq(v4, v5, v6, v7, v4, v5, v6, v7, 6u, xv);
+                xv = xs(xi + 7u, xb, true, nm, &ss);
+                q0 += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 7u, xv);
+                q1 += mvq(v4, v5, v6, v7, v4, v5, v6, v7, 7u, xv);
+            }
+        }
+        let nb = p.nblocks;
+        a0 += vec4<f32>(q0[0].x, q0[1].x, q0[2].x, q0[3].x) *
+              vec4<f32>(sseg(seg, pa.x * nb + b), sseg(seg, pa.y * nb + b), sseg(seg, pb.x * nb + b), sseg(seg, pb.y * nb + b));
+        a1 += vec4<f32>(q1[0].x, q1[1].x, q1[2].x, q1[3].x) *
+              vec4<f32>(sseg(seg, pc.x * nb + b), sseg(seg, pc.y * nb + b), sseg(seg, pd.x * nb + b), sseg(seg, pd.y * nb + b));
+    }
+    if nm {
+        let r = 1.0 / sqrt(((ss.x + ss.y) + (ss.z + ss.w)) / f32(p.in_cols) + p.norm_eps);
+        a0 *= r;
+        a1 *= r;
+    }
+    finish_unit(seg, t, i0, np, array<vec2<f32>, 4>(a0.xy, a0.zw, a1.xy, a1.zw), nv);
+}
+
+// rope_part is lane's share of the rows of pairs pa and pb of token t
+// (xyzw: pa.x, pa.y, pb.x, pb.y), activations from storage (times the
+// norm scale with the prologue, their squares added to ss, as in
+// matvec_rope_kv).
+fn rope_part(seg: u32, t: u32, pa: vec2<u32>, pb: vec2<u32>, lane: u32, lanes: u32, ss: ptr<function, vec4<f32>>) -> vec4<f32> {
+    let nm = rq.has_norm != 0u;
+    let cpr = p.in_cols / CW;
+    let xb = t * (p.in_cols / 4u);
+    let nb = p.nblocks;
+    var acc = vec4<f32>(0.0);
+    for (var j = lane; j < cpr; j += lanes) {
+        let v0 = wseg(seg, pa.x * cpr + j);
+        let v1 = wseg(seg, pa.y * cpr + j);
+        let v2 = wseg(seg, pb.x * cpr + j);
+        let v3 = wseg(seg, pb.y * cpr + j);
+        let xi = xb + j * EPW;
+        var m = mvq(v0, v1, v2, v3, v0, v1, v2, v3, 0u, xs(xi, xb, false, nm, ss));
+        if EPW > 1u {
+            m += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 1u, xs(xi + 1u, xb, false, nm, ss));
+        }
+        if EPW > 2u {
+            m += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 2u, xs(xi + 2u, xb, false, nm, ss));
+            m += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 3u, xs(xi + 3u, xb, false, nm, ss));
+        }
+        if EPW > 4u {
+            m += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 4u, xs(xi + 4u, xb, false, nm, ss));
+            m += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 5u, xs(xi + 5u, xb, false, nm, ss));
+            m += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 6u, xs(xi + 6u, xb, false, nm, ss));
+            m += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 7u, xs(xi + 7u, xb, false, nm, ss));
+        }
+        let b = (j * CW) / p.block;
+        acc += vec4<f32>(m[0].x, m[1].x, m[2].x, m[3].x) *
+               vec4<f32>(sseg(seg, pa.x * nb + b), sseg(seg, pa.y * nb + b), sseg(seg, pb.x * nb + b), sseg(seg, pb.y * nb + b));
+    }
+    return acc;
+}
+
+// lanes_rope_kv: GPU class (as matvec_lanes), 2 pairs (4 rows) per group
+// of p.lanes lanes, reduced in workgroup memory.
+@compute @workgroup_size(64)
+fn lanes_rope_kv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+    let t = wid.y;
+    if t >= min(step[1], p.nrows) {
+        return; // uniform: the whole workgroup shares t
+    }
+    let lanes = p.lanes;
+    let lane = li & (lanes - 1u);
+    let su = seg_of(wid.x * (64u / lanes) + li / lanes);
+    let seg = su.x;
+    let np = seg_pairs(seg);
+    // Padding units compute the last pairs again and store nothing (see
+    // matvec_rope_kv).
+    let i0 = min(2u * su.y, np - 1u);
+    let nv = select(0u, 2u, 2u * su.y < np);
+    var ss = vec4<f32>(0.0);
+    red[li] = rope_part(seg, t, pair_rows(seg, i0), pair_rows(seg, min(i0 + 1u, np - 1u)), lane, lanes, &ss);
+    red_ss[li] = (ss.x + ss.y) + (ss.z + ss.w);
+    workgroupBarrier();
+    for (var h = lanes / 2u; h > 0u; h = h / 2u) {
+        if lane < h {
+            red[li] += red[li + h];
+            red_ss[li] += red_ss[li + h];
+        }
+        workgroupBarrier();
+    }
+    var v = red[li];
+    if rq.has_norm != 0u {
+        v *= 1.0 / sqrt(red_ss[li] / f32(p.in_cols) + p.norm_eps);
+    }
+    finish_unit(seg, t, i0, np, array<vec2<f32>, 4>(v.xy, v.zw, v.zw, v.zw), select(0u, nv, lane == 0u));
+}
