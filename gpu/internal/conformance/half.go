@@ -63,6 +63,19 @@ func half(c Case) Case {
 		for i := range g.Bufs {
 			g.Bufs[i].F16 = true
 		}
+		for _, op := range g.Ops {
+			if o, ok := op.(*fusion.MatMulRopeKVOp); ok {
+				g.Bufs[o.Out].F16 = false // its q stays f32 (fusion.HalfActivations)
+			}
+		}
+		if !g.Bufs[g.Logits].F16 {
+			// q is the case's output: round its double through an f16
+			// add, so that every logit is still twice a half.
+			l := g.Bufs[g.Logits]
+			mid := g.NewBuf("logits_half", l.Rows, l.Cols)
+			g.Bufs[mid].F16 = true
+			g.Logits = g.Add(&fusion.AddOp{Out: mid, A: g.Logits, B: g.Logits})
+		}
 		l := g.Bufs[g.Logits]
 		out := g.NewBuf("logits_f32", l.Rows, l.Cols)
 		g.Logits = g.Add(&fusion.AddOp{Out: out, A: g.Logits, B: g.Logits})
