@@ -34,10 +34,25 @@ type Buf int
 
 // BufInfo describes an activation buffer: Rows x Cols f32 values. Rows is
 // Graph.Tokens for per-token buffers, 1 for LastRow outputs.
+//
+// F16 makes it an f16 activation (the f16 activation policy, see
+// HalfActivations): every op writing it rounds each value it writes to
+// binary16 (nearest, ties to even; values past the largest finite half,
+// 65504, saturate to it, as the f16 KV cache stores them) after computing
+// it in f32, so every op reading it reads halves. Only the op's output is
+// rounded: the values a fused op keeps inside (a norm prologue's normed
+// row, MatMulGLU's gate and up products, the rotated k of RopeStoreKV)
+// stay f32. The logits, the ids of Argmax and Sample and the inputs of
+// SoftCap, Argmax and Sample are never f16. The GPU backends store an f16
+// activation as binary16 halves packed two per u32 word (the flat buffer:
+// element i is the low half of word i/2 when i is even, the high half
+// when odd), half the bytes of an f32 one; the CPU backend keeps f32
+// values that are halves.
 type BufInfo struct {
 	Name string
 	Rows int
 	Cols int
+	F16  bool
 }
 
 // Kind names an op kind: each has its own op type (EmbedOp for Embed, and

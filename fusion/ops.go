@@ -428,6 +428,10 @@ func (o *MatMulGLUOp) validate(g *Graph, shape WeightShape) error {
 
 func (o *RopeOp) validate(g *Graph, _ WeightShape) error {
 	out, in := g.Bufs[o.Out], g.Bufs[o.In]
+	if out.F16 != in.F16 {
+		// The dims past RopeDims are copied as they are stored.
+		return fmt.Errorf("%w: rope output %q and input %q differ in f16", ErrInvalid, out.Name, in.Name)
+	}
 	return firstErr(g.perToken(out, in), g.sameCols(o.Out, o.In), checkHeads(o.Heads, o.HeadDim, in),
 		o.RopeParams.check(o.HeadDim))
 }
@@ -531,6 +535,9 @@ func (g *Graph) checkPick(k Kind, o, i Buf) error {
 	}
 	if o == i {
 		return fmt.Errorf("%w: %s output aliases its input %q", ErrInvalid, k, out.Name)
+	}
+	if in.F16 || out.F16 {
+		return fmt.Errorf("%w: %s reads or writes an f16 buffer (logits and ids stay f32)", ErrInvalid, k)
 	}
 	return nil
 }

@@ -69,6 +69,16 @@ func (g *Graph) validate(shape WeightShape) error {
 	if !g.valid(g.Logits) {
 		return fmt.Errorf("%w: logits buffer %d out of range", ErrInvalid, g.Logits)
 	}
+	if g.Bufs[g.Logits].F16 {
+		return fmt.Errorf("%w: the logits %q are f16 (logits stay f32)", ErrInvalid, g.Bufs[g.Logits].Name)
+	}
+	for _, op := range g.Ops {
+		// Its split form (the Q product into Out, then the rope in place)
+		// would round q twice where the op's contract rounds it once.
+		if o, ok := op.(*MatMulRopeKVOp); ok && g.valid(o.Out) && g.Bufs[o.Out].F16 {
+			return fmt.Errorf("%w: matmul_rope_kv writes q into f16 %q (its q stays f32)", ErrInvalid, g.Bufs[o.Out].Name)
+		}
+	}
 	kv := g.KV
 	if kv.Layers < 0 || kv.KVHeads < 0 || kv.HeadDim < 0 || kv.MaxLen < 0 {
 		return fmt.Errorf("%w: kv spec %+v", ErrInvalid, kv)

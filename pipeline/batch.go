@@ -66,6 +66,9 @@ func (m *Model) newBatcher() (*batcher, error) {
 	if m.fuse {
 		g = fusion.Fuse(g)
 	}
+	if m.actF16 {
+		fusion.HalfActivations(g)
+	}
 	kvs := make([]gpu.KVCache, n)
 	for i, sl := range m.slots {
 		kvs[i] = sl.kv

@@ -187,6 +187,7 @@ type Model struct {
 	weights     gpu.Weights
 	maxCache    int
 	kvF16       bool // the cache stores binary16 (resolved activation policy)
+	actF16      bool // the activations between kernels are binary16 (actF16)
 	fuse        bool
 	// decodeWeights is the bytes of weights one decode step reads (see
 	// DecodeBytes).
@@ -305,6 +306,9 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 		return nil, err
 	}
 	m.kvF16 = kvType == tensors.F16
+	if m.actF16, err = actF16(opts.Activations, cfg.Activations, m.backend.Info(), cfg.Arch); err != nil {
+		return nil, err
+	}
 	if m.weights, err = m.backend.LoadWeights(ctx, ws); err != nil {
 		return nil, fmt.Errorf("pipeline: weights: %w", err)
 	}
@@ -370,6 +374,9 @@ func (m *Model) compileWith(sl *slot, opts arch.BuildOptions) (gpu.Program, erro
 	if m.fuse {
 		g = fusion.Fuse(g)
 	}
+	if m.actF16 {
+		fusion.HalfActivations(g)
+	}
 	m.lockDevice()
 	p, err := m.backend.Compile(g, m.weights, sl.kv)
 	m.unlockDevice()
@@ -395,6 +402,16 @@ func (m *Model) Batching() bool { return m.batch != nil }
 
 // MaxCache is the KV cache length in positions (of each slot).
 func (m *Model) MaxCache() int { return m.maxCache }
+
+// ActivationDType is the type of the activations passed between kernels,
+// tensors.F32 or tensors.F16 (f16: fusion.HalfActivations), as resolved
+// from the activation policy, the backend and the architecture.
+func (m *Model) ActivationDType() tensors.DType {
+	if m.actF16 {
+		return tensors.F16
+	}
+	return tensors.F32
+}
 
 // KVDType is the KV cache's storage type, tensors.F32 or tensors.F16, as
 // resolved from the activation policy and the backend.

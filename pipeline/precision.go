@@ -14,11 +14,8 @@ var ErrActivations = errors.New("pipeline: unknown activation policy")
 
 // kvDType resolves an activation policy (Options.Activations, else the
 // model file's Config.Activations; both empty mean auto) into the KV cache's
-// storage type on a backend. The policy decides the cache only: activations
-// are computed and stored in f32 on every backend (they are small next to
-// the cache and the weights, and f16 activation buffers would need f16
-// variants of every kernel), so the cache, which dominates memory and decode
-// bandwidth at long contexts, is where f16 pays.
+// storage type on a backend (actF16 resolves the same policy for the
+// activations between kernels).
 //
 // auto means f16 on the GPU backends and f32 on the CPU backend:
 //   - On a GPU the f16 cache halves the memory and the bytes attention reads
@@ -55,4 +52,36 @@ func kvDType(override, file string, info gpu.Info) (tensors.DType, error) {
 		return tensors.F16, nil
 	}
 	return 0, fmt.Errorf("%w %q (want %s, %s or %s)", ErrActivations, policy, model.PolicyAuto, model.PolicyF32, model.PolicyF16)
+}
+
+// actF16 resolves the activation policy (as kvDType takes it) for the
+// activations passed between kernels: true makes the compiled graphs' intermediate
+// activations f16 (fusion.HalfActivations: every op output but the
+// residual stream, the logits and the sampled ids is rounded to binary16
+// where it is stored; arithmetic stays f32).
+//
+//   - --activations f16 (Options.Activations) forces it on every backend,
+//     the CPU one included: the rounding needs no device feature.
+//   - f32, from either, keeps f32 activations.
+//   - auto, or a model file's f16 (the importers write f16 for Gemma,
+//     Gemma 2 and StableLM), gives f16 on a GPU backend whose device
+//     reports f16 support (gpu.Info.F16; SwiftShader does not) for a model
+//     that is not Falcon or Phi-2 (MediaPipe runs those two in f32; their
+//     importers write f32 anyway), and f32 on the CPU backend, the
+//     reference, which matches llama.cpp's f32 logits.
+func actF16(override, file string, info gpu.Info, arch string) (bool, error) {
+	policy := override
+	if policy == "" {
+		policy = file
+	}
+	auto := info.Backend != "cpu" && info.F16 && arch != model.ArchFalcon && arch != model.ArchPhi2
+	switch policy {
+	case model.PolicyF16:
+		return override == model.PolicyF16 || auto, nil
+	case model.PolicyF32:
+		return false, nil
+	case model.PolicyAuto, "":
+		return auto, nil
+	}
+	return false, fmt.Errorf("%w %q (want %s, %s or %s)", ErrActivations, policy, model.PolicyAuto, model.PolicyF32, model.PolicyF16)
 }

@@ -24,11 +24,13 @@ type gpuLike struct {
 	name     string
 	caches   []fusion.KVSpec
 	compiled []fusion.KVSpec
+	half     []bool // per compiled graph: has f16 activations
 }
 
 func (b *gpuLike) Info() gpu.Info {
 	info := b.Backend.Info()
 	info.Backend = b.name
+	info.F16 = b.name != "cpu" // a device reporting f16 support
 	return info
 }
 
@@ -39,27 +41,31 @@ func (b *gpuLike) NewKVCache(spec fusion.KVSpec) (gpu.KVCache, error) {
 
 func (b *gpuLike) Compile(g *fusion.Graph, w gpu.Weights, kv gpu.KVCache) (gpu.Program, error) {
 	b.compiled = append(b.compiled, g.KV)
+	b.half = append(b.half, g.HasHalfActivations())
 	return b.Backend.Compile(g, w, kv)
 }
 
 // TestActivationPolicy: the KV cache type follows Options.Activations, else
 // the file's policy; auto is f16 on GPU backends and f32 on the CPU one.
+// The activations between kernels (act) follow it too, except that only
+// --activations f16 gives them to the CPU backend (TestActF16 has the
+// whole table), and every compiled graph has them.
 func TestActivationPolicy(t *testing.T) {
 	tests := []struct {
 		file, override, backend string
-		want                    tensors.DType
+		want, act               tensors.DType
 	}{
-		{model.PolicyAuto, "", "cpu", tensors.F32},
-		{model.PolicyAuto, "", "vulkan", tensors.F16},
-		{model.PolicyAuto, "", "webgpu", tensors.F16},
-		{"", "", "cpu", tensors.F32},
-		{"", "", "webgpu", tensors.F16},
-		{model.PolicyF32, "", "vulkan", tensors.F32},
-		{model.PolicyF16, "", "cpu", tensors.F16},
-		{model.PolicyF16, model.PolicyF32, "vulkan", tensors.F32},
-		{model.PolicyF32, model.PolicyF16, "cpu", tensors.F16},
-		{model.PolicyF32, model.PolicyAuto, "webgpu", tensors.F16},
-		{model.PolicyF16, model.PolicyAuto, "cpu", tensors.F32},
+		{model.PolicyAuto, "", "cpu", tensors.F32, tensors.F32},
+		{model.PolicyAuto, "", "vulkan", tensors.F16, tensors.F16},
+		{model.PolicyAuto, "", "webgpu", tensors.F16, tensors.F16},
+		{"", "", "cpu", tensors.F32, tensors.F32},
+		{"", "", "webgpu", tensors.F16, tensors.F16},
+		{model.PolicyF32, "", "vulkan", tensors.F32, tensors.F32},
+		{model.PolicyF16, "", "cpu", tensors.F16, tensors.F32},
+		{model.PolicyF16, model.PolicyF32, "vulkan", tensors.F32, tensors.F32},
+		{model.PolicyF32, model.PolicyF16, "cpu", tensors.F16, tensors.F16},
+		{model.PolicyF32, model.PolicyAuto, "webgpu", tensors.F16, tensors.F16},
+		{model.PolicyF16, model.PolicyAuto, "cpu", tensors.F32, tensors.F32},
 	}
 	for _, tc := range tests {
 		t.Run(fmt.Sprintf("file=%q/override=%q/%s", tc.file, tc.override, tc.backend), func(t *testing.T) {
@@ -69,6 +75,14 @@ func TestActivationPolicy(t *testing.T) {
 			m := load(t, ck, pipeline.Options{Backend: be, MaxCache: 32, PrefillSizes: []int{8}, Activations: tc.override})
 			if got := m.KVDType(); got != tc.want {
 				t.Errorf("KVDType %s, want %s", got, tc.want)
+			}
+			if got := m.ActivationDType(); got != tc.act {
+				t.Errorf("ActivationDType %s, want %s", got, tc.act)
+			}
+			for i, h := range be.half {
+				if h != (tc.act == tensors.F16) {
+					t.Errorf("graph %d compiled with f16 activations %v, want %s", i, h, tc.act)
+				}
 			}
 			wantF16 := tc.want == tensors.F16
 			if len(be.caches) != 1 || be.caches[0].F16 != wantF16 {

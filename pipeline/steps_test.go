@@ -91,7 +91,8 @@ func TestStepsPerSubmit(t *testing.T) {
 			b := openBackend(t, backend)
 			for _, n := range []int{1, 4, 8} {
 				sc := &stepCounter{Backend: b}
-				m := load(t, ck, pipeline.Options{Backend: sc, MaxCache: 128, StepsPerSubmit: n})
+				// f32 activations, as TestDeviceSampling: compared with the CPU's draws.
+				m := load(t, ck, pipeline.Options{Backend: sc, MaxCache: 128, StepsPerSubmit: n, Activations: "f32"})
 				for i, c := range cases {
 					sc.asked = nil
 					greedy := pipeline.GenerateOptions{MaxTokens: len(c.GeneratedIDs), IgnoreStopTokens: true}

@@ -127,9 +127,9 @@ type MatParams struct {
 	HasBias2 uint32  `wgsl:"has_bias2"` // GLU variants: the bias is the up projection's
 	Lanes    uint32  `wgsl:"lanes"`     // matvec_lanes: invocations per row (a power of two <= 64)
 	XT0      uint32  `wgsl:"x_t0"`      // matmul_few(_u): first token of the dispatch (xu holds tokens from it)
-	HasNorm  uint32  `wgsl:"has_norm"`  // qkv.wgsl: the norm prologue
+	OutF16   uint32  `wgsl:"out_f16"`   // 1: out is an f16 activation (fusion.BufInfo.F16): packed binary16 pairs (stores round to the nearest half)
 	NormEps  float32 `wgsl:"norm_eps"`  // the *_norm kernels' RMS-norm epsilon
-	Pad3     uint32  `wgsl:"pad3"`
+	XF16     uint32  `wgsl:"x_f16"`     // 1: x (and xu) are f16 activations: packed binary16 pairs
 }
 
 // EmbedParams is the uniform block of wgsl/embed.wgsl.
@@ -142,6 +142,10 @@ type EmbedParams struct {
 	Block   uint32  `wgsl:"block"`
 	NBlocks uint32  `wgsl:"nblocks"`
 	Scale   float32 `wgsl:"scale"`
+	OutF16  uint32  `wgsl:"out_f16"` // 1: out is an f16 activation: packed binary16 pairs (stores round to the nearest half)
+	Pad0    uint32  `wgsl:"pad0"`
+	Pad1    uint32  `wgsl:"pad1"`
+	Pad2    uint32  `wgsl:"pad2"`
 }
 
 // NormParams is the uniform block of wgsl/norm.wgsl.
@@ -151,8 +155,8 @@ type NormParams struct {
 	Eps     float32 `wgsl:"eps"`
 	HasBias uint32  `wgsl:"has_bias"`
 	NRows   uint32  `wgsl:"nrows"`
-	Pad0    uint32  `wgsl:"pad0"`
-	Pad1    uint32  `wgsl:"pad1"`
+	OutF16  uint32  `wgsl:"out_f16"` // 1: out is an f16 activation: packed binary16 pairs (stores round to the nearest half)
+	XF16    uint32  `wgsl:"x_f16"`   // 1: x is an f16 activation: packed binary16 pairs
 	Pad2    uint32  `wgsl:"pad2"`
 }
 
@@ -163,8 +167,8 @@ type RopeParams struct {
 	RopeDims uint32 `wgsl:"rope_dims"`
 	Style    uint32 `wgsl:"style"`
 	Cols     uint32 `wgsl:"cols"`
-	PosAt    uint32 `wgsl:"pos_at"` // 0: row t at position step[0]+t; else at step word PosAt+t (batched steps)
-	Pad1     uint32 `wgsl:"pad1"`
+	PosAt    uint32 `wgsl:"pos_at"`  // 0: row t at position step[0]+t; else at step word PosAt+t (batched steps)
+	OutF16   uint32 `wgsl:"out_f16"` // 1: x is an f16 activation: packed binary16 pairs (stores round to the nearest half)
 	Pad2     uint32 `wgsl:"pad2"`
 }
 
@@ -175,8 +179,8 @@ type KVParams struct {
 	MaxLen  uint32 `wgsl:"max_len"`
 	PosAt   uint32 `wgsl:"pos_at"` // 0: row t at position step[0]+t; else at step word PosAt+t (batched steps)
 	Row0    uint32 `wgsl:"row0"`   // first row of the dispatch (batched steps: one dispatch per row)
-	Pad0    uint32 `wgsl:"pad0"`
-	Pad1    uint32 `wgsl:"pad1"`
+	KF16    uint32 `wgsl:"k_f16"`  // 1: k is an f16 activation: packed binary16 pairs
+	VF16    uint32 `wgsl:"v_f16"`  // 1: v is an f16 activation
 	Pad2    uint32 `wgsl:"pad2"`
 }
 
@@ -188,8 +192,12 @@ type RopeKVParams struct {
 	RopeDims uint32 `wgsl:"rope_dims"`
 	Style    uint32 `wgsl:"style"` // 0: interleaved pairs; 1: halves
 	MaxLen   uint32 `wgsl:"max_len"`
-	Pad0     uint32 `wgsl:"pad0"`
-	Pad1     uint32 `wgsl:"pad1"`
+	OutF16   uint32 `wgsl:"out_f16"` // 1: q is an f16 activation: packed binary16 pairs (stores round to the nearest half)
+	KF16     uint32 `wgsl:"k_f16"`   // 1: k is an f16 activation: packed binary16 pairs
+	VF16     uint32 `wgsl:"v_f16"`   // 1: v is an f16 activation
+	Pad2     uint32 `wgsl:"pad2"`
+	Pad3     uint32 `wgsl:"pad3"`
+	Pad4     uint32 `wgsl:"pad4"`
 }
 
 // AttnParams is the uniform block of wgsl/attention.wgsl.
@@ -206,6 +214,10 @@ type AttnParams struct {
 	PosAt   uint32  `wgsl:"pos_at"`  // 0: row t at position step[0]+t; else at step word PosAt+t (batched steps)
 	Row0    uint32  `wgsl:"row0"`    // first row of the dispatch (batched steps: one dispatch per row)
 	Rows    uint32  `wgsl:"rows"`    // attn_tiled: query rows, Tokens * (Heads / KVHeads)
+	OutF16  uint32  `wgsl:"out_f16"` // 1: out is an f16 activation: final packed binary16 pairs (stores round to the nearest half)
+	QF16    uint32  `wgsl:"q_f16"`   // 1: q is an f16 activation: packed binary16 pairs
+	Pad1    uint32  `wgsl:"pad1"`
+	Pad2    uint32  `wgsl:"pad2"`
 }
 
 // QParams is the uniform block of wgsl/qblocks.wgsl (llama.cpp's block
@@ -219,9 +231,9 @@ type QParams struct {
 	HasBias uint32    `wgsl:"has_bias"`
 	NRows   uint32    `wgsl:"nrows"` // rows of x and out (Tokens, or 1 after LastRow)
 	Accum   uint32    `wgsl:"accum"`
-	Scale   float32   `wgsl:"scale"` // qembed
-	Pad0    uint32    `wgsl:"pad0"`
-	Pad1    uint32    `wgsl:"pad1"`
+	Scale   float32   `wgsl:"scale"`   // qembed
+	OutF16  uint32    `wgsl:"out_f16"` // 1: out is an f16 activation: packed binary16 pairs (stores round to the nearest half)
+	XF16    uint32    `wgsl:"x_f16"`   // 1: x is an f16 activation: packed binary16 pairs
 	Pad2    uint32    `wgsl:"pad2"`
 	Pad3    uint32    `wgsl:"pad3"`
 	Pad4    uint32    `wgsl:"pad4"`
@@ -231,10 +243,14 @@ type QParams struct {
 
 // EltParams is the uniform block of wgsl/elementwise.wgsl.
 type EltParams struct {
-	Cols  uint32  `wgsl:"cols"`
-	Act   uint32  `wgsl:"act"`
-	Cap   float32 `wgsl:"cap"`
-	NRows uint32  `wgsl:"nrows"`
+	Cols   uint32  `wgsl:"cols"`
+	Act    uint32  `wgsl:"act"`
+	Cap    float32 `wgsl:"cap"`
+	NRows  uint32  `wgsl:"nrows"`
+	OutF16 uint32  `wgsl:"out_f16"` // 1: out is an f16 activation: packed binary16 pairs (stores round to the nearest half)
+	AF16   uint32  `wgsl:"a_f16"`   // 1: a is an f16 activation: packed binary16 pairs
+	BF16   uint32  `wgsl:"b_f16"`   // 1: b is an f16 activation
+	Pad2   uint32  `wgsl:"pad2"`
 }
 
 // ArgmaxParams is the uniform block of wgsl/argmax.wgsl.

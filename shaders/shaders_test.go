@@ -156,14 +156,14 @@ func TestParamsLayout(t *testing.T) {
 // The layout check catches each kind of drift: a renamed, retyped, missing
 // or reordered field.
 func TestParamsLayoutMismatch(t *testing.T) {
-	good := "struct KVParams {\n    kv_cols: u32,\n    head_dim: u32,\n    max_len: u32,\n    pos_at: u32,\n    row0: u32,\n    pad0: u32,\n    pad1: u32,\n    pad2: u32,\n}\n@group(0) @binding(0) var<uniform> p: KVParams;\n"
+	good := "struct KVParams {\n    kv_cols: u32,\n    head_dim: u32,\n    max_len: u32,\n    pos_at: u32,\n    row0: u32,\n    k_f16: u32,\n    v_f16: u32,\n    pad2: u32,\n}\n@group(0) @binding(0) var<uniform> p: KVParams;\n"
 	if err := CheckLayout(&Family{Name: "good", WGSL: good}); err != nil {
 		t.Fatalf("matching struct: %v", err)
 	}
 	for name, src := range map[string]string{
 		"renamed":   strings.Replace(good, "head_dim", "dim", 1),
 		"retyped":   strings.Replace(good, "max_len: u32", "max_len: f32", 1),
-		"missing":   strings.Replace(good, "    pad0: u32,\n", "", 1),
+		"missing":   strings.Replace(good, "    k_f16: u32,\n", "", 1),
 		"reordered": strings.Replace(strings.Replace(good, "kv_cols", "tmp", 1), "head_dim: u32,\n    max_len", "kv_cols: u32,\n    max_len", 1),
 		"unknown":   strings.ReplaceAll(good, "KVParams", "OtherParams"),
 	} {

@@ -130,7 +130,7 @@ is listed as not measured; bench fails only when nothing could be measured.`,
 	f.StringVar(&rf.backend, "backend", "auto", "backends, comma-separated: "+strings.Join(backends.Names, "|"))
 	f.Var(&intFlag{&rf.maxCache, 1, pipeline.MaxCacheLimit, fmt.Sprintf("an integer in 1..%d (and at most the model's context length)", pipeline.MaxCacheLimit)},
 		"max-cache", fmt.Sprintf("KV cache length in tokens (default %d, or the model's context length if shorter)", pipeline.DefaultMaxCache))
-	f.StringVar(&rf.activations, "activations", "", "activation precision policies, comma-separated: auto|f32|f16 (default: the model's own); it sets the KV cache type")
+	f.StringVar(&rf.activations, "activations", "", "activation precision policies, comma-separated: auto|f32|f16 (default: the model's own); it sets the KV cache type and the activations' (see run -h)")
 	rf.cpuMath = pipeline.DefaultCPUMath.String()
 	f.Var(&choiceFlag{&rf.cpuMath, cpu.MathNames}, "cpu-math", "CPU backend arithmetic for int8/int4 weights: "+strings.Join(cpu.MathNames, "|")+" (as gpurun run)")
 	f.BoolVar(&rf.noFusion, "no-fusion", false, "run the graphs unfused, one op per kernel (for comparison)")

@@ -46,7 +46,9 @@ func (r *modelFlags) register(cmd *cobra.Command) {
 	f.Var(&intFlag{&r.maxCache, 1, pipeline.MaxCacheLimit, fmt.Sprintf("an integer in 1..%d (and at most the model's context length)", pipeline.MaxCacheLimit)},
 		"max-cache", fmt.Sprintf("KV cache length in tokens, 1 up to the model's context length (default %d, or the model's context length if shorter)", pipeline.DefaultMaxCache))
 	f.Var(&choiceFlag{&r.activations, []string{model.PolicyAuto, model.PolicyF32, model.PolicyF16}}, "activations",
-		"activation precision policy, auto|f32|f16 (default: the model file's); it sets the KV cache type, auto meaning f16 on GPU backends and f32 on the CPU")
+		"activation precision policy, auto|f32|f16 (default: the model file's): f16 gives an f16 KV cache and f16 activations between kernels "+
+			"(rounded to binary16 where stored; the residual stream and the logits stay f32; on any backend); auto gives an f16 cache on GPU backends "+
+			"and f16 activations where the device reports f16 support (gpurun devices) for models other than Falcon and Phi-2, f32 on the CPU")
 	f.BoolVar(&r.noFusion, "no-fusion", false, "run the graphs unfused, one op per kernel (for comparison)")
 	f.BoolVar(&r.hostSample, "host-sampling", false, "decoding on a GPU (greedy or sampled) reads back every logit and picks on the host, "+
 		"rather than only the token id picked on the device (for comparison)")
@@ -111,8 +113,8 @@ func printLoaded(w io.Writer, m *pipeline.Model, format string, took time.Durati
 	if format != "" {
 		from = " from " + format
 	}
-	fmt.Fprintf(w, "loaded %s (%d layers, dim %d)%s on %s: %s, %s KV cache of %d positions, in %.2fs\n",
-		cfg.Arch, cfg.Layers, cfg.Dim, from, info.Backend, info.Name, m.KVDType(), m.MaxCache(), took.Seconds())
+	fmt.Fprintf(w, "loaded %s (%d layers, dim %d)%s on %s: %s, %s KV cache of %d positions, %s activations, in %.2fs\n",
+		cfg.Arch, cfg.Layers, cfg.Dim, from, info.Backend, info.Name, m.KVDType(), m.MaxCache(), m.ActivationDType(), took.Seconds())
 }
 
 // genFlags are the sampling flags of run and chat, in the command line's

@@ -9,6 +9,7 @@ import (
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/pipeline/sampler"
+	"github.com/gpurun/gpurun/tensors"
 )
 
 // program is a validated graph with its buffers allocated and its weights
@@ -18,6 +19,7 @@ type program struct {
 	pool   *pool
 	math   Math
 	graph  *fusion.Graph
+	half   bool // the graph has f16 activations (roundHalves)
 	bufs   [][]float32
 	steps  []step
 	kv     *kvCache
@@ -124,7 +126,7 @@ func (b *backend) compile(g *fusion.Graph, w gpu.Weights, kvs []gpu.KVCache, bat
 	if err := validate(shape); err != nil {
 		return nil, fmt.Errorf("cpu: compile: %w", err)
 	}
-	p := &program{pool: b.pool, math: b.math, graph: g, logits: g.Logits}
+	p := &program{pool: b.pool, math: b.math, graph: g, logits: g.Logits, half: g.HasHalfActivations()}
 	if g.UsesKV() {
 		for _, kv := range kvs {
 			c, ok := kv.(*kvCache)
@@ -287,6 +289,7 @@ func (p *program) Run(ctx context.Context, tokens []int32, pos int) error {
 		if err := p.exec(&p.steps[i], tokens, pos); err != nil {
 			return fmt.Errorf("cpu: op %d (%s): %w", i, p.steps[i].op.Kind(), err)
 		}
+		p.roundHalves(&p.steps[i], n)
 	}
 	p.lastT = n
 	return nil
@@ -326,6 +329,7 @@ func (p *program) RunBatch(ctx context.Context, rows []gpu.Row) error {
 		if err := p.exec(&p.steps[i], p.tokens, 0); err != nil {
 			return fmt.Errorf("cpu: op %d (%s): %w", i, p.steps[i].op.Kind(), err)
 		}
+		p.roundHalves(&p.steps[i], len(rows))
 	}
 	p.lastT = len(rows)
 	return nil
@@ -454,6 +458,31 @@ func (p *program) exec(s *step, tokens []int32, pos int) error {
 		return fmt.Errorf("%w: unknown op kind %s", gpu.ErrUnsupported, s.op.Kind())
 	}
 	return nil
+}
+
+// roundHalves rounds the rows < n of the f16 activations (fusion.BufInfo.F16)
+// op s wrote, as the GPU kernels store them.
+func (p *program) roundHalves(s *step, n int) {
+	if !p.half {
+		return
+	}
+	for _, o := range s.op.Outputs() {
+		p.roundBuf(o, n)
+	}
+}
+
+func (p *program) roundBuf(b fusion.Buf, n int) {
+	if info := p.graph.Bufs[b]; info.F16 {
+		roundHalf(p.bufs[b][:min(n, info.Rows)*info.Cols])
+	}
+}
+
+// roundHalf rounds every value of x to binary16 (nearest, ties to even),
+// saturating at ±maxHalf: an f16 activation's store.
+func roundHalf(x []float32) {
+	for i, v := range x {
+		x[i] = tensors.F16Float(tensors.F16Bits(min(max(v, -maxHalf), maxHalf)))
+	}
 }
 
 // Logits copies the rows of the logits buffer the last Run wrote.

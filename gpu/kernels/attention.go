@@ -65,7 +65,8 @@ func (pl *planner) attention(op *fusion.AttentionOp) error {
 	spec := pl.caches[0].spec
 	T := pl.p.g.Tokens
 	ap := shaders.AttnParams{Heads: u(op.Heads), KVHeads: u(op.KVHeads), HeadDim: u(op.HeadDim), MaxLen: u(spec.MaxLen),
-		Scale: op.Scale, Cap: op.Cap, Window: u(op.Window), PosAt: u(pl.p.posAt)}
+		Scale: op.Scale, Cap: op.Cap, Window: u(op.Window), PosAt: u(pl.p.posAt),
+		OutF16: b2u(pl.p.g.Bufs[op.Out].F16), QF16: pl.h(pl.buf(op.Q))}
 	step, q := gpu.Binding{Buf: pl.p.step}, pl.buf(op.Q)
 	if pl.p.g.Batch {
 		return pl.batchAttention(op, ap, step, q)
@@ -110,8 +111,13 @@ func (pl *planner) attention(op *fusion.AttentionOp) error {
 		if spec.F16 {
 			name = "attn_tiled_f16"
 		}
+		// The running sums live in part (f32) until the last chunk.
+		acc, err := pl.partBuf(int64(T) * int64(op.Heads) * int64(op.HeadDim) * 4)
+		if err != nil {
+			return err
+		}
 		if tiles := ceilDiv(rows, attnQueryRows); tiles <= maxDispatch {
-			pl.dispatch(name, ap, op.KVHeads, tiles, 1, step, q, k, v, pl.buf(op.Out), sink, qu)
+			pl.dispatch(name, ap, op.KVHeads, tiles, 1, step, q, k, v, pl.buf(op.Out), acc, qu)
 			return nil
 		}
 		kind = AttentionPerHead

@@ -46,10 +46,18 @@ type planner struct {
 	pro     *prologue
 	normed  gpu.Buffer // the norm output of an op whose kernels cannot run its prologue, made on demand
 	normLen int64
+	// half tells the buffers holding f16 activations (packed binary16
+	// pairs) from f32 ones: the graph's buffers per fusion.BufInfo.F16,
+	// the scratch buffer as what was last copied or computed into it.
+	half map[gpu.Buffer]bool
 	// kvTmp holds k and v of a MatMulRopeKV planned as its parts, made on demand.
 	kvTmp    [2]gpu.Buffer
 	kvTmpLen int64
 }
+
+// h is the f16 flag of a kernel's activation binding: 1 when b's buffer
+// holds packed halves.
+func (pl *planner) h(b gpu.Binding) uint32 { return b2u(pl.half[b.Buf]) }
 
 // prologue is a MatMul kind's RMS-norm prologue, run by the matvec
 // kernels' _norm forms (matmul.wgsl).
@@ -91,10 +99,7 @@ func (pl *planner) copyBuf(dst, src gpu.Buffer, size int64) {
 
 func (pl *planner) buf(b fusion.Buf) gpu.Binding { return gpu.Binding{Buf: pl.p.bufs[b]} }
 
-func (pl *planner) bytes(b fusion.Buf) int64 {
-	bi := pl.p.g.Bufs[b]
-	return int64(bi.Rows) * int64(bi.Cols) * 4
-}
+func (pl *planner) bytes(b fusion.Buf) int64 { return actBytes(pl.p.g.Bufs[b]) }
 
 // input binds input buffer in of an op writing out, through the scratch
 // buffer when it is also the op's output (a buffer bound writable may not
@@ -105,6 +110,7 @@ func (pl *planner) input(out, in fusion.Buf, copied *bool) gpu.Binding {
 	}
 	if !*copied {
 		pl.copyBuf(pl.scratch, pl.p.bufs[in], pl.bytes(in))
+		pl.half[pl.scratch] = pl.p.g.Bufs[in].F16
 		*copied = true
 	}
 	return gpu.Binding{Buf: pl.scratch}
@@ -150,7 +156,7 @@ func (pl *planner) op(op fusion.Op) error {
 				block, s = w.block, c.s
 			}
 			pl.dispatch("embed", shaders.EmbedParams{Cols: u(out.Cols), RowBase: u(c.rowBase), Rows: u(c.rows), WT: uint32(w.wt), ST: uint32(w.st),
-				Block: u(block), NBlocks: u(w.nblk), Scale: scale},
+				Block: u(block), NBlocks: u(w.nblk), Scale: scale, OutF16: b2u(out.F16)},
 				ceilDiv(out.Cols, 64), T, 1,
 				gpu.Binding{Buf: pl.p.step}, gpu.Binding{Buf: c.w}, gpu.Binding{Buf: s}, pl.buf(op.Out))
 		}
@@ -164,7 +170,7 @@ func (pl *planner) op(op fusion.Op) error {
 			return err
 		}
 		x := pl.input(op.Out, op.In, &copied)
-		pl.dispatch("norm", shaders.NormParams{Cols: u(out.Cols), Layer: b2u(op.Norm == fusion.NormLayer), Eps: op.Eps, HasBias: b2u(hasBias), NRows: u(out.Rows)},
+		pl.dispatch("norm", shaders.NormParams{Cols: u(out.Cols), Layer: b2u(op.Norm == fusion.NormLayer), Eps: op.Eps, HasBias: b2u(hasBias), NRows: u(out.Rows), OutF16: b2u(out.F16), XF16: pl.h(x)},
 			out.Rows, 1, 1, gpu.Binding{Buf: pl.p.step}, x, w, bias, pl.buf(op.Out))
 	case *fusion.MatMulOp:
 		x := pl.input(op.Out, op.In, &copied)
@@ -228,7 +234,7 @@ func (pl *planner) op(op fusion.Op) error {
 		if err != nil {
 			return err
 		}
-		pl.dispatch("rope", shaders.RopeParams{Heads: u(op.Heads), HeadDim: u(op.HeadDim), RopeDims: u(op.Dims), Style: style, Cols: u(out.Cols), PosAt: u(pl.p.posAt)},
+		pl.dispatch("rope", shaders.RopeParams{Heads: u(op.Heads), HeadDim: u(op.HeadDim), RopeDims: u(op.Dims), Style: style, Cols: u(out.Cols), PosAt: u(pl.p.posAt), OutF16: b2u(out.F16)},
 			ceilDiv(op.Heads*half, 64), T, 1, gpu.Binding{Buf: pl.p.step}, gpu.Binding{Buf: fb}, pl.buf(op.Out))
 	case *fusion.StoreKVOp:
 		// A batched step stores each row into its own sequence's cache:
@@ -240,7 +246,8 @@ func (pl *planner) op(op fusion.Op) error {
 			rows = 1
 		}
 		for r, c := range pl.caches {
-			params := shaders.KVParams{KVCols: u(kvCols), HeadDim: u(op.HeadDim), MaxLen: u(spec.MaxLen), PosAt: u(pl.p.posAt)}
+			params := shaders.KVParams{KVCols: u(kvCols), HeadDim: u(op.HeadDim), MaxLen: u(spec.MaxLen), PosAt: u(pl.p.posAt),
+				KF16: pl.h(pl.buf(op.K)), VF16: pl.h(pl.buf(op.V))}
 			if g.Batch {
 				params.Row0 = u(r)
 			}
@@ -261,12 +268,13 @@ func (pl *planner) op(op fusion.Op) error {
 			in0, in1 = in1, in0
 		}
 		if in0 == op.Out && in1 != op.Out {
-			pl.dispatch("add_inplace", shaders.EltParams{Cols: u(out.Cols), NRows: u(out.Rows)},
+			pl.dispatch("add_inplace", shaders.EltParams{Cols: u(out.Cols), NRows: u(out.Rows), OutF16: b2u(out.F16), BF16: pl.h(pl.buf(in1))},
 				ceilDiv(out.Cols, 64), out.Rows, 1, gpu.Binding{Buf: pl.p.step}, gpu.Binding{Buf: pl.dummy}, pl.buf(in1), pl.buf(op.Out))
 			return nil
 		}
-		pl.dispatch("add", shaders.EltParams{Cols: u(out.Cols), NRows: u(out.Rows)},
-			ceilDiv(out.Cols, 64), out.Rows, 1, gpu.Binding{Buf: pl.p.step}, pl.input(op.Out, op.A, &copied), pl.input(op.Out, op.B, &copied), pl.buf(op.Out))
+		a, b := pl.input(op.Out, op.A, &copied), pl.input(op.Out, op.B, &copied)
+		pl.dispatch("add", shaders.EltParams{Cols: u(out.Cols), NRows: u(out.Rows), OutF16: b2u(out.F16), AF16: pl.h(a), BF16: pl.h(b)},
+			ceilDiv(out.Cols, 64), out.Rows, 1, gpu.Binding{Buf: pl.p.step}, a, b, pl.buf(op.Out))
 	case *fusion.GLUOp:
 		return pl.elementwise("glu", op.Act, 0, op.Out, op.Gate, op.Up, out)
 	case *fusion.ActivationOp:
@@ -277,7 +285,7 @@ func (pl *planner) op(op fusion.Op) error {
 		if op.In == op.Out {
 			return nil // validation allows this only for one-token graphs: the identity
 		}
-		pl.dispatch("last_row", shaders.EltParams{Cols: u(out.Cols), NRows: 1}, ceilDiv(out.Cols, 64), 1, 1,
+		pl.dispatch("last_row", shaders.EltParams{Cols: u(out.Cols), NRows: 1, OutF16: b2u(out.F16), AF16: pl.h(pl.buf(op.In))}, ceilDiv(out.Cols, 64), 1, 1,
 			gpu.Binding{Buf: pl.p.step}, pl.buf(op.In), gpu.Binding{Buf: pl.dummy}, pl.buf(op.Out))
 	case *fusion.ArgmaxOp:
 		// One workgroup scans the row (validation made it one row that
@@ -318,7 +326,8 @@ func (pl *planner) elementwise(kernel string, a fusion.Act, capv float32, o, in0
 	if in1 >= 0 {
 		y = pl.input(o, in1, &copied)
 	}
-	pl.dispatch(kernel, shaders.EltParams{Cols: u(out.Cols), Act: uint32(code), Cap: capv, NRows: u(out.Rows)},
+	pl.dispatch(kernel, shaders.EltParams{Cols: u(out.Cols), Act: uint32(code), Cap: capv, NRows: u(out.Rows),
+		OutF16: b2u(out.F16), AF16: pl.h(x), BF16: pl.h(y)},
 		ceilDiv(out.Cols, 64), out.Rows, 1, gpu.Binding{Buf: pl.p.step}, x, y, pl.buf(o))
 	return nil
 }
@@ -356,7 +365,7 @@ func (pl *planner) normPrologue(inBuf fusion.Buf, pro *fusion.RMSPrologue, ws []
 		pl.pro = &prologue{scale: scale, eps: pro.Eps}
 		return pl.buf(inBuf), nil
 	}
-	size := pl.bytes(inBuf)
+	size := f32Bytes4(in) // the normed rows are f32, whatever the input
 	if pl.normed == nil || pl.normLen < size {
 		// Padded as the activation buffers are, so the prefill kernels
 		// can bind it as their uniform window.
@@ -366,7 +375,8 @@ func (pl *planner) normPrologue(inBuf fusion.Buf, pro *fusion.RMSPrologue, ws []
 		}
 		pl.normed, pl.normLen = buf, size
 	}
-	pl.dispatch("norm", shaders.NormParams{Cols: u(in.Cols), Eps: pro.Eps, NRows: u(in.Rows)},
+	pl.half[pl.normed] = false
+	pl.dispatch("norm", shaders.NormParams{Cols: u(in.Cols), Eps: pro.Eps, NRows: u(in.Rows), XF16: pl.h(pl.buf(inBuf))},
 		in.Rows, 1, 1, gpu.Binding{Buf: pl.p.step}, pl.buf(inBuf), gpu.Binding{Buf: scale.Buf}, gpu.Binding{Buf: pl.dummy}, gpu.Binding{Buf: pl.normed})
 	return gpu.Binding{Buf: pl.normed}, nil
 }
@@ -450,7 +460,7 @@ func (pl *planner) matMulRopeKV(op *fusion.MatMulRopeKVOp) error {
 		style = 1
 	}
 	rq := make([]uint32, shaders.RopeQKVBytes/4)
-	copy(rq, []uint32{u(op.Heads), u(op.KVHeads), u(op.HeadDim), u(op.Dims), style, u(c.spec.MaxLen), b2u(c.spec.F16), u(kFirst), u(vFirst)})
+	copy(rq, []uint32{u(op.Heads), u(op.KVHeads), u(op.HeadDim), u(op.Dims), style, u(c.spec.MaxLen), b2u(c.spec.F16), u(kFirst), u(vFirst), hasNorm})
 	for i := range op.Dims / 2 {
 		rq[12+i] = math.Float32bits(float32(math.Pow(float64(op.Base), -2*float64(i)/float64(op.Dims))))
 	}
@@ -470,7 +480,7 @@ func (pl *planner) matMulRopeKV(op *fusion.MatMulRopeKVOp) error {
 		return gpu.Binding{Buf: pl.dummy}
 	}
 	params := shaders.MatParams{InCols: u(in.Cols), OutCols: u(out.Cols), Rows: u(wq.rows), Block: u(wq.block), NBlocks: u(wq.nblk),
-		NRows: u(in.Rows), Lanes: u(lanes), HasNorm: hasNorm, NormEps: eps}
+		NRows: u(in.Rows), Lanes: u(lanes), NormEps: eps, OutF16: b2u(out.F16), XF16: pl.h(x)}
 	xu := gpu.Binding{Buf: x.Buf, Size: uxBytes}
 	bind := []gpu.Binding{{Buf: pl.p.step}, x, {Buf: wq.chunks[0].w}, sOf(wq), {Buf: pl.dummy}, pl.buf(op.Out),
 		{Buf: wk.chunks[0].w}, sOf(wk), xu, gu, {Buf: wv.chunks[0].w}, sOf(wv),
@@ -541,7 +551,7 @@ func (pl *planner) ropeStoreKVBind(layer int, op fusion.HeadShape, rp fusion.Rop
 	}
 	n := op.Heads*(rp.Dims/2) + op.KVHeads*words
 	pl.dispatch(kernel, shaders.RopeKVParams{Heads: u(op.Heads), KVHeads: u(op.KVHeads), HeadDim: u(op.HeadDim),
-		RopeDims: u(rp.Dims), Style: style, MaxLen: u(c.spec.MaxLen)},
+		RopeDims: u(rp.Dims), Style: style, MaxLen: u(c.spec.MaxLen), OutF16: pl.h(q), KF16: pl.h(k), VF16: pl.h(v)},
 		ceilDiv(n, 64), pl.p.g.Tokens, 1, gpu.Binding{Buf: pl.p.step}, gpu.Binding{Buf: fb}, q,
 		k, v, gpu.Binding{Buf: c.k[layer]}, gpu.Binding{Buf: c.v[layer]})
 	return nil
@@ -559,6 +569,10 @@ func (pl *planner) matDispatch(v shaders.MatMulVariant, w *weight, params shader
 	// Binding 9 (xu): x's first uxBytes where matvec_u can read the
 	// step's activations there.
 	x := bind[1]
+	eb := int64(4) // bytes per activation: 2 for packed halves
+	if params.XF16 != 0 {
+		eb = 2
+	}
 	ux := x.Offset == 0 && x.Buf.Size() >= uxBytes && int64(params.InCols)*int64(nrows)*4 <= uxBytes
 	xu := gpu.Binding{Buf: pl.udummy, Size: uxBytes}
 	if ux {
@@ -589,7 +603,7 @@ func (pl *planner) matDispatch(v shaders.MatMulVariant, w *weight, params shader
 			kernel = "matmul_few_u"
 		}
 		pl.dispatchVariant(kernel, v.Variant(), params, c, ceilDiv(rows, 8*sh.TileRows), 1, 1, bind...)
-	case !gpuClass && nrows >= 4 && windows(x, int(params.InCols), nrows):
+	case !gpuClass && nrows >= 4 && windows(x, int(params.InCols), nrows, eb):
 		// Prefill on a CPU-class device: one matmul_few_u per 4 tokens,
 		// each binding its tokens' activations at xu (uniform loads there
 		// are single loads or gathers, storage loads lane loops).
@@ -598,7 +612,7 @@ func (pl *planner) matDispatch(v shaders.MatMulVariant, w *weight, params shader
 			wp := params
 			wp.XT0 = u(t0)
 			wb := append([]gpu.Binding(nil), bind...)
-			wb[8] = gpu.Binding{Buf: x.Buf, Offset: int64(t0) * int64(params.InCols) * 4, Size: uxBytes}
+			wb[8] = gpu.Binding{Buf: x.Buf, Offset: int64(t0) * int64(params.InCols) * eb, Size: uxBytes}
 			pl.dispatchVariant("matmul_few_u", v.Variant(), wp, c4, ceilDiv(rows, 8*sh.TileRows), 1, 1, wb...)
 		}
 	case nrows >= 4, pl.p.g.Batch && nrows >= 2:
@@ -638,8 +652,8 @@ func (pl *planner) matDispatch(v shaders.MatMulVariant, w *weight, params shader
 // 4 rows fit it, each window starts on a 256-byte boundary (WebGPU's
 // uniform offset alignment) and the buffer holds 64 KiB from the last
 // window's start (activation buffers are padded by that much).
-func windows(x gpu.Binding, inCols, nrows int) bool {
-	win := int64(4*inCols) * 4
+func windows(x gpu.Binding, inCols, nrows int, eb int64) bool {
+	win := int64(4*inCols) * eb
 	last := int64((nrows-1)/4) * win
 	return x.Offset == 0 && win <= uxBytes && win%256 == 0 && last+uxBytes <= x.Buf.Size()
 }
@@ -662,7 +676,8 @@ func (pl *planner) matMul(w *weight, biasName string, x gpu.Binding, inCols int,
 			s = c.s
 		}
 		params := shaders.MatParams{InCols: u(inCols), OutCols: u(out.Cols), RowBase: u(c.rowBase), Rows: u(c.rows),
-			Block: u(w.block), NBlocks: u(w.nblk), HasBias: b2u(hasBias), NRows: u(out.Rows), Accum: b2u(accum)}
+			Block: u(w.block), NBlocks: u(w.nblk), HasBias: b2u(hasBias), NRows: u(out.Rows), Accum: b2u(accum),
+			OutF16: b2u(out.F16), XF16: pl.h(x)}
 		bias := bias
 		if pl.pro != nil {
 			params.NormEps = pl.pro.eps
@@ -686,7 +701,7 @@ func (pl *planner) matMulGLU(op *fusion.MatMulGLUOp, out fusion.BufInfo, x gpu.B
 		return fmt.Errorf("activation %s: %w", op.Act, gpu.ErrUnsupported)
 	}
 	if !sameLayout(gw, uw) || (op.Gate.Bias != "" && op.Up.Bias != "") || gw.qt != shaders.BlockNone {
-		size := pl.bytes(op.Out)
+		size := f32Bytes4(out) // the gate products are f32
 		if pl.gate == nil || pl.gateSize < size {
 			buf, err := pl.p.newBuf(size)
 			if err != nil {
@@ -695,13 +710,18 @@ func (pl *planner) matMulGLU(op *fusion.MatMulGLUOp, out fusion.BufInfo, x gpu.B
 			pl.gate, pl.gateSize = buf, size
 		}
 		gate, up := gpu.Binding{Buf: pl.gate}, gpu.Binding{Buf: pl.scratch}
-		if err := pl.matMul(gw, op.Gate.Bias, x, inCols, gate, out, false); err != nil {
+		// The gate and up products stay f32: only the op's output is
+		// an activation (fusion.BufInfo.F16).
+		pl.half[pl.gate], pl.half[pl.scratch] = false, false
+		inner := out
+		inner.F16 = false
+		if err := pl.matMul(gw, op.Gate.Bias, x, inCols, gate, inner, false); err != nil {
 			return err
 		}
-		if err := pl.matMul(uw, op.Up.Bias, x, inCols, up, out, false); err != nil {
+		if err := pl.matMul(uw, op.Up.Bias, x, inCols, up, inner, false); err != nil {
 			return err
 		}
-		pl.dispatch("glu", shaders.EltParams{Cols: u(out.Cols), Act: uint32(act), NRows: u(out.Rows)}, ceilDiv(out.Cols, 64), out.Rows, 1,
+		pl.dispatch("glu", shaders.EltParams{Cols: u(out.Cols), Act: uint32(act), NRows: u(out.Rows), OutF16: b2u(out.F16)}, ceilDiv(out.Cols, 64), out.Rows, 1,
 			gpu.Binding{Buf: pl.p.step}, gate, up, pl.buf(op.Out))
 		return nil
 	}
@@ -722,7 +742,7 @@ func (pl *planner) matMulGLU(op *fusion.MatMulGLUOp, out fusion.BufInfo, x gpu.B
 		}
 		params := shaders.MatParams{InCols: u(inCols), OutCols: u(out.Cols), RowBase: u(c.rowBase), Rows: u(c.rows),
 			Block: u(gw.block), NBlocks: u(gw.nblk), HasBias: b2u(op.Gate.Bias != ""), NRows: u(out.Rows),
-			Act: uint32(act), HasBias2: b2u(op.Up.Bias != "")}
+			Act: uint32(act), HasBias2: b2u(op.Up.Bias != ""), OutF16: b2u(out.F16), XF16: pl.h(x)}
 		if pl.pro != nil {
 			params.NormEps = pl.pro.eps
 		}

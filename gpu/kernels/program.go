@@ -106,13 +106,27 @@ func (p *program) newBuf(size int64) (gpu.Buffer, error) {
 	return buf, nil
 }
 
+// actBytes is the size of an activation buffer: f32 words, or for an f16
+// activation (fusion.BufInfo.F16) binary16 halves packed two per u32 word,
+// the flat buffer packed (a row of odd width starts mid-word).
+func actBytes(bi fusion.BufInfo) int64 {
+	n := int64(bi.Rows) * int64(bi.Cols)
+	if bi.F16 {
+		return (n + 1) / 2 * 4
+	}
+	return n * 4
+}
+
+// f32Bytes4 is the size of bi's values as f32.
+func f32Bytes4(bi fusion.BufInfo) int64 { return int64(bi.Rows) * int64(bi.Cols) * 4 }
+
 // build allocates the buffers, plans every op and records the list.
 func (p *program) build(ws *weights, caches []*kvCache) error {
 	g := p.g
 	p.bufs = make([]gpu.Buffer, len(g.Bufs))
 	var largest int64
 	for i, bi := range g.Bufs {
-		size := int64(bi.Rows) * int64(bi.Cols) * 4
+		size := actBytes(bi)
 		if size > p.b.devBinding {
 			return fmt.Errorf("buffer %q of %d bytes exceeds one binding: %w", bi.Name, size, gpu.ErrUnsupported)
 		}
@@ -123,7 +137,9 @@ func (p *program) build(ws *weights, caches []*kvCache) error {
 			return err
 		}
 		p.bufs[i] = buf
-		largest = max(largest, size)
+		// As f32: the scratch buffer also takes f32 values of an f16
+		// activation's shape (MatMulGLU's up products).
+		largest = max(largest, f32Bytes4(bi))
 	}
 	var err error
 	stepWords := 2 + g.Tokens
@@ -146,7 +162,10 @@ func (p *program) build(ws *weights, caches []*kvCache) error {
 	} else if p.step, err = p.newBuf(stepBytes); err != nil {
 		return err
 	}
-	pl := &planner{p: p, ws: ws, caches: caches}
+	pl := &planner{p: p, ws: ws, caches: caches, half: map[gpu.Buffer]bool{}}
+	for i, bi := range g.Bufs {
+		pl.half[p.bufs[i]] = bi.F16
+	}
 	if pl.dummy, err = p.newBuf(16); err != nil {
 		return err
 	}

@@ -194,11 +194,12 @@ func TestDispatchReplay(t *testing.T) {
 	k := mustKernel(t, d, "add")
 	defer k.Release()
 	const cols, rows = 100, 3
-	params := mustBuf(t, d, 16)
+	params := mustBuf(t, d, 32)
 	step := mustBuf(t, d, 16)
 	a, b, out := mustBuf(t, d, cols*rows*4), mustBuf(t, d, cols*rows*4), mustBuf(t, d, cols*rows*4)
-	// EltParams of elementwise.wgsl: cols, act, cap, nrows.
-	if err := d.Write(params, 0, []byte{cols, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, rows, 0, 0, 0}); err != nil {
+	// EltParams of elementwise.wgsl: cols, act, cap, nrows, then the f16
+	// flags of out, a and b (0: f32) and a pad.
+	if err := d.Write(params, 0, append([]byte{cols, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, rows, 0, 0, 0}, make([]byte, 16)...)); err != nil {
 		t.Fatal(err)
 	}
 	cmds, err := d.NewCommands()

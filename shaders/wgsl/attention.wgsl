@@ -35,9 +35,10 @@
 // does not see weigh exactly 0), folds the chunk into each row's running
 // max and sum (online softmax, one invocation per row), then stages the
 // chunk's values and updates each row's unnormalized output, which lives
-// in out (each (row, output word) pair belongs to one invocation for the
-// whole walk, so no invocation reads another's storage writes), rescaled
-// to the new max; the last chunk divides by the sum.
+// in part, f32, at out's index (each (row, output word) pair belongs to one
+// invocation for the whole walk, so no invocation reads another's storage
+// writes), rescaled to the new max; the last chunk divides by the sum and
+// writes out.
 // Dispatch: (kv_heads, ceil(rows/QR), 1).
 //
 // No kernel here reads a workgroup word it has not written, so the Vulkan
@@ -67,18 +68,62 @@ struct AttnParams {
     pos_at: u32,  // 0: row t at position step[0]+t; else at step[pos_at+t] (batched steps)
     row0: u32,    // first row of the dispatch (batched steps: one dispatch per row)
     rows: u32,    // attn_tiled: query rows, Tokens * (heads / kv_heads)
+    out_f16: u32, // 1: out is an f16 activation (packed halves)
+    q_f16: u32,   // 1: q is an f16 activation (packed halves)
+    pad1: u32,
+    pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: AttnParams;
 @group(0) @binding(1) var<storage, read> step: array<u32>;
-@group(0) @binding(2) var<storage, read> q: array<f32>;
+@group(0) @binding(2) var<storage, read> q_w: array<u32>;
 @group(0) @binding(3) var<storage, read> kc: array<u32>;
 @group(0) @binding(4) var<storage, read> vc: array<u32>;
-@group(0) @binding(5) var<storage, read_write> out: array<f32>;
+@group(0) @binding(5) var<storage, read_write> out_w: array<atomic<u32>>;
 @group(0) @binding(6) var<storage, read_write> part: array<f32>;
 // qu: the query rows as a 64 KiB uniform window (attn_dec; the others bind
-// a dummy there).
-@group(0) @binding(7) var<uniform> qu: array<vec4<f32>, 4096>;
+// a dummy there), words as q_w's (packed halves when q_f16).
+@group(0) @binding(7) var<uniform> qu: array<vec4<u32>, 4096>;
+
+// q_at is activation q[i]: a binary16 half of word i/2 when q_f16
+// is set (an f16 activation, packed two per word), else an f32.
+fn q_at(i: u32) -> f32 {
+    let h = p.q_f16 != 0u;
+    return act_value(q_w[select(i, i >> 1u, h)], i, h);
+}
+
+// out_at and out_set read and write activation out[i]: with out_f16
+// set an f16 activation, binary16 halves packed two per word (written with
+// two atomics, so neighbouring invocations may write the word's other
+// half at once), else f32 words.
+fn out_at(i: u32) -> f32 {
+    let h = p.out_f16 != 0u;
+    return act_value(atomicLoad(&out_w[select(i, i >> 1u, h)]), i, h);
+}
+
+fn out_set(i: u32, v: f32) {
+    let h = p.out_f16 != 0u;
+    let j = select(i, i >> 1u, h);
+    atomicAnd(&out_w[j], select(0u, ~(0xffffu << ((i & 1u) * 16u)), h));
+    atomicOr(&out_w[j], select(bitcast<u32>(v), half_bits(v, i), h));
+}
+
+// acc_at and acc_set hold attn_tiled's running output of element i in
+// part (f32, bound with room for every row) until the last chunk, which
+// writes out: packed halves could not hold the sums between chunks, and
+// one place for both policies keeps the kernel free of a branch that
+// lavapipe would run both sides of.
+fn acc_at(i: u32) -> f32 {
+    return part[i];
+}
+
+fn acc_set(i: u32, v: f32, last: bool) {
+    if last {
+        out_set(i, v);
+    } else {
+        part[i] = v;
+    }
+}
 
 const WG: u32 = 64u;
 const NO_ROW: u32 = 0xffffffffu; // the position of a batched step's unused row
@@ -108,14 +153,14 @@ fn key_dot(qb: u32, kr: u32, packed: bool) -> f32 {
     if packed {
         let pairs = p.head_dim / 2u;
         for (var w = 0u; w < pairs; w++) {
-            s += dot(vec2<f32>(q[qb + 2u * w], q[qb + 2u * w + 1u]), unpack2x16float(kc[kr + w]));
+            s += dot(vec2<f32>(q_at(qb + 2u * w), q_at(qb + 2u * w + 1u)), unpack2x16float(kc[kr + w]));
         }
         if (p.head_dim & 1u) == 1u {
-            s += q[qb + p.head_dim - 1u] * unpack2x16float(kc[kr + pairs]).x;
+            s += q_at(qb + p.head_dim - 1u) * unpack2x16float(kc[kr + pairs]).x;
         }
     } else {
         for (var d = 0u; d < p.head_dim; d++) {
-            s += q[qb + d] * bitcast<f32>(kc[kr + d]);
+            s += q_at(qb + d) * bitcast<f32>(kc[kr + d]);
         }
     }
     return s;
@@ -200,7 +245,7 @@ fn attend(h: u32, t: u32, i: u32, packed: bool) {
     for (var a = 0u; a < 4u; a++) {
         let d = out_dim(i, a, packed);
         if d < p.head_dim {
-            out[qb + d] = acc[a] / l;
+            out_set(qb + d, acc[a] / l);
         }
     }
 }
@@ -243,14 +288,14 @@ fn tile_dot(qb: u32, kr: u32, width: u32, packed: bool) -> f32 {
     if packed {
         let pairs = p.head_dim / 2u;
         for (var w = 0u; w < pairs; w++) {
-            s += dot(vec2<f32>(q[qb + 2u * w], q[qb + 2u * w + 1u]), unpack2x16float(tile[kr + w]));
+            s += dot(vec2<f32>(q_at(qb + 2u * w), q_at(qb + 2u * w + 1u)), unpack2x16float(tile[kr + w]));
         }
         if (p.head_dim & 1u) == 1u {
-            s += q[qb + p.head_dim - 1u] * unpack2x16float(tile[kr + pairs]).x;
+            s += q_at(qb + p.head_dim - 1u) * unpack2x16float(tile[kr + pairs]).x;
         }
     } else {
         for (var d = 0u; d < width; d++) {
-            s += q[qb + d] * bitcast<f32>(tile[kr + d]);
+            s += q_at(qb + d) * bitcast<f32>(tile[kr + d]);
         }
     }
     return s;
@@ -405,7 +450,7 @@ fn attn_combine(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
     for (var a = 0u; a < 4u; a++) {
         let d = i + a * WG;
         if d < p.head_dim {
-            out[ob + d] = acc[a] / l;
+            out_set(ob + d, acc[a] / l);
         }
     }
 }
@@ -488,12 +533,19 @@ fn attn_dec_g4_d128_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_in
     dec(wid, lid.x, true, DNB, 64u);
 }
 
+// qu_at is q_at read from the uniform window qu.
+fn qu_at(i: u32) -> f32 {
+    let h = p.q_f16 != 0u;
+    let j = select(i, i >> 1u, h);
+    return act_value(qu[j >> 2u][j & 3u], i, h);
+}
+
 // qpair is dims 2c and 2c+1 of the query row starting at word qb (0 past
 // head_dim).
 fn qpair(qb: u32, c: u32) -> vec2<f32> {
     let a = qb + 2u * c;
     let b = a + 1u;
-    var r = vec2<f32>(qu[a >> 2u][a & 3u], qu[b >> 2u][b & 3u]);
+    var r = vec2<f32>(qu_at(a), qu_at(b));
     if 2u * c + 1u >= p.head_dim {
         r.y = 0.0;
     }
@@ -644,10 +696,10 @@ fn attn_dec_combine(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoca
     }
     let ob = (t * p.heads + h) * p.head_dim;
     if i < p.head_dim {
-        out[ob + i] = acc.x / l;
+        out_set(ob + i, acc.x / l);
     }
     if i + WG < p.head_dim {
-        out[ob + i + WG] = acc.y / l;
+        out_set(ob + i + WG, acc.y / l);
     }
 }
 
@@ -757,20 +809,20 @@ fn tiled(wid: vec3<u32>, i: u32, packed: bool) {
                         let kv = unpack2x16float(tile[kr + w]);
                         for (var g = 0u; g < QR; g++) {
                             let qb = qrow[g] + 2u * w;
-                            s[g] += q[qb] * kv.x + q[qb + 1u] * kv.y;
+                            s[g] += q_at(qb) * kv.x + q_at(qb + 1u) * kv.y;
                         }
                     }
                     if (p.head_dim & 1u) == 1u {
                         let kx = unpack2x16float(tile[kr + pairs]).x;
                         for (var g = 0u; g < QR; g++) {
-                            s[g] += q[qrow[g] + p.head_dim - 1u] * kx;
+                            s[g] += q_at(qrow[g] + p.head_dim - 1u) * kx;
                         }
                     }
                 } else {
                     for (var w = 0u; w < width; w++) {
                         let kv = bitcast<f32>(tile[kr + w]);
                         for (var g = 0u; g < QR; g++) {
-                            s[g] += q[qrow[g] + w] * kv;
+                            s[g] += q_at(qrow[g] + w) * kv;
                         }
                     }
                 }
@@ -853,27 +905,27 @@ fn tiled(wid: vec3<u32>, i: u32, packed: bool) {
                             let d = 2u * (w0 + i);
                             let two = d + 1u < p.head_dim;
                             if !first {
-                                r.x += f * out[o + d];
+                                r.x += f * acc_at(o + d);
                                 if two {
-                                    r.y += f * out[o + d + 1u];
+                                    r.y += f * acc_at(o + d + 1u);
                                 }
                             }
                             if last {
                                 r /= rl[g];
                             }
-                            out[o + d] = r.x;
+                            acc_set(o + d, r.x, last);
                             if two {
-                                out[o + d + 1u] = r.y;
+                                acc_set(o + d + 1u, r.y, last);
                             }
                         } else {
                             let d = w0 + i;
                             if !first {
-                                r.x += f * out[o + d];
+                                r.x += f * acc_at(o + d);
                             }
                             if last {
                                 r.x /= rl[g];
                             }
-                            out[o + d] = r.x;
+                            acc_set(o + d, r.x, last);
                         }
                     }
                 }

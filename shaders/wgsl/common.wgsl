@@ -78,6 +78,35 @@ fn to_f16(v: f32) -> f32 {
     return unpack2x16float(pack2x16float(vec2<f32>(v, 0.0))).x;
 }
 
+// half_at is element i of packed binary16 activations (element i is the
+// low half of word i/2 when i is even, the high half when odd), w being
+// that word.
+fn half_at(w: u32, i: u32) -> f32 {
+    let h = unpack2x16float(w);
+    return select(h.x, h.y, (i & 1u) == 1u);
+}
+
+// act_value is element i of an activation from the word w holding it:
+// with h (an f16 activation) the half of w i's parity picks, else w's f32
+// bits. Kernels load one word, at i or, with h, i/2, and pick here with
+// selects rather than branches: lavapipe runs both sides of a branch, and
+// would load twice.
+fn act_value(w: u32, i: u32, h: bool) -> f32 {
+    return select(bitcast<f32>(w), half_at(w, i), h);
+}
+
+// half_bits is v stored as element i of packed binary16 activations (an
+// f16 activation, fusion.BufInfo.F16): v rounded to binary16, saturating
+// at +-65504 first (pack2x16float leaves values past the largest finite
+// half indeterminate; the f16 KV cache saturates the same way), shifted to
+// i's half of the word. WGSL lets the rounding go to either neighbour;
+// lavapipe and SwiftShader round to the nearest (ties to even), as the CPU
+// reference does.
+fn half_bits(v: f32, i: u32) -> u32 {
+    let h = pack2x16float(vec2<f32>(clamp(v, -65504.0, 65504.0), 0.0)) & 0xffffu;
+    return h << ((i & 1u) * 16u);
+}
+
 // gelu_tanh is the tanh approximation of GELU as llama.cpp's CPU backend (and
 // so the CPU reference, gpu/cpu) evaluates it: the input rounded to binary16,
 // the f32 formula, the result rounded to binary16; inputs <= -10 give 0 and

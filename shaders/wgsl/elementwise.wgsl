@@ -9,13 +9,47 @@ struct EltParams {
     act: u32, // an ACT_* code
     cap: f32,
     nrows: u32, // rows of the buffers (Tokens, or 1 after LastRow)
+    out_f16: u32, // 1: out is an f16 activation (packed halves)
+    a_f16: u32,   // 1: a is an f16 activation (packed halves)
+    b_f16: u32,   // 1: b is an f16 activation
+    pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: EltParams;
 @group(0) @binding(1) var<storage, read> step: array<u32>;
-@group(0) @binding(2) var<storage, read> a: array<f32>;
-@group(0) @binding(3) var<storage, read> b: array<f32>;
-@group(0) @binding(4) var<storage, read_write> out: array<f32>;
+@group(0) @binding(2) var<storage, read> a_w: array<u32>;
+@group(0) @binding(3) var<storage, read> b_w: array<u32>;
+@group(0) @binding(4) var<storage, read_write> out_w: array<atomic<u32>>;
+
+// a_at is activation a[i]: a binary16 half of word i/2 when a_f16
+// is set (an f16 activation, packed two per word), else an f32.
+fn a_at(i: u32) -> f32 {
+    let h = p.a_f16 != 0u;
+    return act_value(a_w[select(i, i >> 1u, h)], i, h);
+}
+
+// b_at is activation b[i]: a binary16 half of word i/2 when b_f16
+// is set (an f16 activation, packed two per word), else an f32.
+fn b_at(i: u32) -> f32 {
+    let h = p.b_f16 != 0u;
+    return act_value(b_w[select(i, i >> 1u, h)], i, h);
+}
+
+// out_at and out_set read and write activation out[i]: with out_f16
+// set an f16 activation, binary16 halves packed two per word (written with
+// two atomics, so neighbouring invocations may write the word's other
+// half at once), else f32 words.
+fn out_at(i: u32) -> f32 {
+    let h = p.out_f16 != 0u;
+    return act_value(atomicLoad(&out_w[select(i, i >> 1u, h)]), i, h);
+}
+
+fn out_set(i: u32, v: f32) {
+    let h = p.out_f16 != 0u;
+    let j = select(i, i >> 1u, h);
+    atomicAnd(&out_w[j], select(0u, ~(0xffffu << ((i & 1u) * 16u)), h));
+    atomicOr(&out_w[j], select(bitcast<u32>(v), half_bits(v, i), h));
+}
 
 fn activate(v: f32) -> f32 {
     return apply_act(p.act, v);
@@ -32,7 +66,7 @@ fn glu(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let i = gid.y * p.cols + gid.x;
-    out[i] = activate(a[i]) * b[i];
+    out_set(i, activate(a_at(i)) * b_at(i));
 }
 
 @compute @workgroup_size(64)
@@ -41,7 +75,7 @@ fn act(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let i = gid.y * p.cols + gid.x;
-    out[i] = activate(a[i]);
+    out_set(i, activate(a_at(i)));
 }
 
 @compute @workgroup_size(64)
@@ -50,7 +84,7 @@ fn add(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let i = gid.y * p.cols + gid.x;
-    out[i] = a[i] + b[i];
+    out_set(i, a_at(i) + b_at(i));
 }
 
 // add_inplace: out += b, for residual adds whose output is their first
@@ -61,7 +95,7 @@ fn add_inplace(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let i = gid.y * p.cols + gid.x;
-    out[i] = out[i] + b[i];
+    out_set(i, out_at(i) + b_at(i));
 }
 
 @compute @workgroup_size(64)
@@ -70,7 +104,7 @@ fn softcap(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let i = gid.y * p.cols + gid.x;
-    out[i] = p.cap * tanh_safe(a[i] / p.cap);
+    out_set(i, p.cap * tanh_safe(a_at(i) / p.cap));
 }
 
 @compute @workgroup_size(64)
@@ -79,5 +113,5 @@ fn last_row(@builtin(global_invocation_id) gid: vec3<u32>) {
     if gid.x >= p.cols || n == 0u {
         return;
     }
-    out[gid.x] = a[(n - 1u) * p.cols + gid.x];
+    out_set(gid.x, a_at((n - 1u) * p.cols + gid.x));
 }

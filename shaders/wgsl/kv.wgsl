@@ -21,17 +21,31 @@ struct KVParams {
     max_len: u32,
     pos_at: u32, // 0: row t at position step[0]+t; else at step[pos_at+t] (batched steps)
     row0: u32,   // first row of the dispatch (batched steps: one dispatch per row)
-    pad0: u32,
-    pad1: u32,
+    k_f16: u32, // 1: k is an f16 activation (packed halves)
+    v_f16: u32, // 1: v is an f16 activation
     pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: KVParams;
 @group(0) @binding(1) var<storage, read> step: array<u32>;
-@group(0) @binding(2) var<storage, read> k: array<f32>;
-@group(0) @binding(3) var<storage, read> v: array<f32>;
+@group(0) @binding(2) var<storage, read> k_w: array<u32>;
+@group(0) @binding(3) var<storage, read> v_w: array<u32>;
 @group(0) @binding(4) var<storage, read_write> kc: array<u32>;
 @group(0) @binding(5) var<storage, read_write> vc: array<u32>;
+
+// k_at is activation k[i]: a binary16 half of word i/2 when k_f16
+// is set (an f16 activation, packed two per word), else an f32.
+fn k_at(i: u32) -> f32 {
+    let h = p.k_f16 != 0u;
+    return act_value(k_w[select(i, i >> 1u, h)], i, h);
+}
+
+// v_at is activation v[i]: a binary16 half of word i/2 when v_f16
+// is set (an f16 activation, packed two per word), else an f32.
+fn v_at(i: u32) -> f32 {
+    let h = p.v_f16 != 0u;
+    return act_value(v_w[select(i, i >> 1u, h)], i, h);
+}
 
 // row_pos is the cache position of row t; a batched step's unused rows
 // are at 0xffffffff, past every cache, so nothing is stored for them.
@@ -52,8 +66,8 @@ fn store_kv(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     let h = i / p.head_dim;
     let d = i % p.head_dim;
-    kc[(h * p.max_len + pos) * p.head_dim + d] = bitcast<u32>(k[t * p.kv_cols + i]);
-    vc[(h * p.head_dim + d) * p.max_len + pos] = bitcast<u32>(v[t * p.kv_cols + i]);
+    kc[(h * p.max_len + pos) * p.head_dim + d] = bitcast<u32>(k_at(t * p.kv_cols + i));
+    vc[(h * p.head_dim + d) * p.max_len + pos] = bitcast<u32>(v_at(t * p.kv_cols + i));
 }
 
 // HALF_MAX is the largest finite binary16. Packing a value beyond it is
@@ -84,9 +98,9 @@ fn store_kv_f16(@builtin(global_invocation_id) gid: vec3<u32>) {
     var k1 = 0.0;
     var v1 = 0.0;
     if 2u * w + 1u < p.head_dim {
-        k1 = k[e + 1u];
-        v1 = v[e + 1u];
+        k1 = k_at(e + 1u);
+        v1 = v_at(e + 1u);
     }
-    kc[(h * p.max_len + pos) * hw + w] = pack_pair(k[e], k1);
-    vc[(h * hw + w) * p.max_len + pos] = pack_pair(v[e], v1);
+    kc[(h * p.max_len + pos) * hw + w] = pack_pair(k_at(e), k1);
+    vc[(h * hw + w) * p.max_len + pos] = pack_pair(v_at(e), v1);
 }

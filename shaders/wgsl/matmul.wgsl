@@ -66,18 +66,18 @@ struct MatParams {
     has_bias2: u32,
     lanes: u32,   // matvec_lanes: invocations per row group, a power of two <= 64
     x_t0: u32,    // matmul_few(_u): first token of the dispatch (xu holds tokens from it)
-    has_norm: u32, // qkv.wgsl's kernels: 1 with the norm prologue (the *_norm kernels ignore it)
+    out_f16: u32, // 1: out is an f16 activation (packed halves)
     norm_eps: f32, // the *_norm kernels' RMS-norm epsilon
-    pad3: u32,
+    x_f16: u32,    // 1: x (and xu) are f16 activations (packed halves)
 }
 
 @group(0) @binding(0) var<uniform> p: MatParams;
 @group(0) @binding(1) var<storage, read> step: array<u32>;
-@group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> x_w: array<vec4<u32>>;
 @group(0) @binding(3) var<storage, read> w: array<vec4<u32>>;
 @group(0) @binding(4) var<storage, read> s: array<u32>;
 @group(0) @binding(5) var<storage, read> bias: array<f32>;
-@group(0) @binding(6) var<storage, read_write> out: array<f32>;
+@group(0) @binding(6) var<storage, read_write> out_w: array<atomic<u32>>;
 @group(0) @binding(7) var<storage, read> w2: array<vec4<u32>>;
 @group(0) @binding(8) var<storage, read> s2: array<u32>;
 // The activations again, as a uniform buffer (64 KiB bound from x's buffer
@@ -85,12 +85,28 @@ struct MatParams {
 // them here. On CPU-class devices (lavapipe) a storage load is a loop over
 // the SIMD lanes, while a uniform load at an address every lane shares is
 // one load: matvec's activation loads cost as much as its weight loads.
-@group(0) @binding(9) var<uniform> xu: array<vec4<f32>, 4096>;
+@group(0) @binding(9) var<uniform> xu_w: array<vec4<u32>, 4096>;
 // The RMS-norm prologue's scale g (the *_norm kernels), as a uniform
 // buffer for the same reason (a vector padded to 64 KiB on upload; any
 // 64 KiB buffer where no kernel reads it): on lavapipe every invocation
 // loading g from a storage buffer cost more than the norm dispatch saved.
 @group(0) @binding(10) var<uniform> gu: array<vec4<f32>, 4096>;
+
+// x and xu are f16 activations (packed halves) when p.x_f16 is set: vec4 i
+// (elements 4i..4i+3) is then half of vec4 word i/2. out is f16 when
+// p.out_f16 is set, written with two atomics per value (its word's other
+// half may belong to another invocation).
+fn out_at(i: u32) -> f32 {
+    let h = p.out_f16 != 0u;
+    return act_value(atomicLoad(&out_w[select(i, i >> 1u, h)]), i, h);
+}
+
+fn out_set(i: u32, v: f32) {
+    let h = p.out_f16 != 0u;
+    let j = select(i, i >> 1u, h);
+    atomicAnd(&out_w[j], select(0u, ~(0xffffu << ((i & 1u) * 16u)), h));
+    atomicOr(&out_w[j], select(bitcast<u32>(v), half_bits(v, i), h));
+}
 
 const CW: u32 = 4u * EPW; // elements per chunk
 
@@ -173,7 +189,9 @@ fn mvq(v0: vec4<u32>, v1: vec4<u32>, v2: vec4<u32>, v3: vec4<u32>, u0: vec4<u32>
 
 // Element-wise access for the slow path.
 fn xat(i: u32) -> f32 {
-    return x[i >> 2u][i & 3u];
+    let h = p.x_f16 != 0u;
+    let j = select(i, i >> 1u, h); // the word holding element i
+    return act_value(x_w[j >> 2u][j & 3u], i, h);
 }
 
 fn wword(i: u32) -> u32 {
@@ -264,9 +282,9 @@ fn finish(t: u32, r: u32, acc: vec2<f32>) {
     }
     let i = t * p.out_cols + o;
     if p.accum != 0u {
-        out[i] = out[i] + v;
+        out_set(i, out_at(i) + v);
     } else {
-        out[i] = v;
+        out_set(i, v);
     }
 }
 
@@ -296,10 +314,17 @@ fn matvec_u_norm(@builtin(global_invocation_id) gid: vec3<u32>) {
 // xv is activation vec4 i, from xu when ux (a constant in each caller, so
 // the compilers drop the other branch).
 fn xv4(i: u32, ux: bool) -> vec4<f32> {
+    // One load either way (lavapipe would run both sides of a branch).
+    let h = p.x_f16 != 0u;
+    let j = select(i, i >> 1u, h);
+    var w: vec4<u32>;
     if ux {
-        return xu[i];
+        w = xu_w[j];
+    } else {
+        w = x_w[j];
     }
-    return x[i];
+    let hw = select(w.xy, w.zw, (i & 1u) == 1u);
+    return select(bitcast<vec4<f32>>(w), vec4<f32>(unpack2x16float(hw.x), unpack2x16float(hw.y)), h);
 }
 
 fn mv(gid: vec3<u32>, ux: bool, nm: bool) {
@@ -872,7 +897,7 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) l
             let kq = m % 8u;
             var v = vec4<f32>(0.0);
             if tt + tok < n && k0 + 4u * kq < p.in_cols {
-                v = x[(tt + tok) * xs + k0 / 4u + kq];
+                v = xv4((tt + tok) * xs + k0 / 4u + kq, false);
             }
             xtile[tok][kq] = v;
         }

@@ -9,17 +9,40 @@ struct NormParams {
     eps: f32,
     has_bias: u32,
     nrows: u32, // rows of x and out (Tokens, or 1 after LastRow)
-    pad0: u32,
-    pad1: u32,
+    out_f16: u32, // 1: out is an f16 activation (packed halves)
+    x_f16: u32,   // 1: x is an f16 activation (packed halves)
     pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: NormParams;
 @group(0) @binding(1) var<storage, read> step: array<u32>;
-@group(0) @binding(2) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> x_w: array<u32>;
 @group(0) @binding(3) var<storage, read> w: array<f32>;
 @group(0) @binding(4) var<storage, read> bias: array<f32>;
-@group(0) @binding(5) var<storage, read_write> out: array<f32>;
+@group(0) @binding(5) var<storage, read_write> out_w: array<atomic<u32>>;
+
+// x_at is activation x[i]: a binary16 half of word i/2 when x_f16
+// is set (an f16 activation, packed two per word), else an f32.
+fn x_at(i: u32) -> f32 {
+    let h = p.x_f16 != 0u;
+    return act_value(x_w[select(i, i >> 1u, h)], i, h);
+}
+
+// out_at and out_set read and write activation out[i]: with out_f16
+// set an f16 activation, binary16 halves packed two per word (written with
+// two atomics, so neighbouring invocations may write the word's other
+// half at once), else f32 words.
+fn out_at(i: u32) -> f32 {
+    let h = p.out_f16 != 0u;
+    return act_value(atomicLoad(&out_w[select(i, i >> 1u, h)]), i, h);
+}
+
+fn out_set(i: u32, v: f32) {
+    let h = p.out_f16 != 0u;
+    let j = select(i, i >> 1u, h);
+    atomicAnd(&out_w[j], select(0u, ~(0xffffu << ((i & 1u) * 16u)), h));
+    atomicOr(&out_w[j], select(bitcast<u32>(v), half_bits(v, i), h));
+}
 
 const WG: u32 = 64u;
 var<workgroup> red: array<f32, 64>;
@@ -52,21 +75,21 @@ fn norm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     if p.layer != 0u {
         var sum = 0.0;
         for (var c = i; c < p.cols; c += WG) {
-            sum += x[base + c];
+            sum += x_at(base + c);
         }
         mean = reduce(sum, i) / n;
     }
     var sq = 0.0;
     for (var c = i; c < p.cols; c += WG) {
-        let d = x[base + c] - mean;
+        let d = x_at(base + c) - mean;
         sq += d * d;
     }
     let inv = 1.0 / sqrt(reduce(sq, i) / n + p.eps);
     for (var c = i; c < p.cols; c += WG) {
-        var v = (x[base + c] - mean) * inv * w[c];
+        var v = (x_at(base + c) - mean) * inv * w[c];
         if p.has_bias != 0u {
             v += bias[c];
         }
-        out[base + c] = v;
+        out_set(base + c, v);
     }
 }

@@ -28,8 +28,8 @@ struct QParams {
     nrows: u32,    // rows of x and out (Tokens, or 1 after LastRow)
     accum: u32,
     scale: f32,    // qembed
-    pad0: u32,
-    pad1: u32,
+    out_f16: u32,  // 1: out is an f16 activation (packed halves)
+    x_f16: u32,    // 1: x is an f16 activation (packed halves)
     pad2: u32,
     pad3: u32,
     pad4: u32,
@@ -39,10 +39,33 @@ struct QParams {
 
 @group(0) @binding(0) var<uniform> p: QParams;
 @group(0) @binding(1) var<storage, read> step: array<u32>; // [pos, T, tokens...]
-@group(0) @binding(2) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> x_w: array<u32>;
 @group(0) @binding(3) var<storage, read> w: array<u32>;
 @group(0) @binding(4) var<storage, read> bias: array<f32>;
-@group(0) @binding(5) var<storage, read_write> out: array<f32>;
+@group(0) @binding(5) var<storage, read_write> out_w: array<atomic<u32>>;
+
+// x_at is activation x[i]: a binary16 half of word i/2 when x_f16
+// is set (an f16 activation, packed two per word), else an f32.
+fn x_at(i: u32) -> f32 {
+    let h = p.x_f16 != 0u;
+    return act_value(x_w[select(i, i >> 1u, h)], i, h);
+}
+
+// out_at and out_set read and write activation out[i]: with out_f16
+// set an f16 activation, binary16 halves packed two per word (written with
+// two atomics, so neighbouring invocations may write the word's other
+// half at once), else f32 words.
+fn out_at(i: u32) -> f32 {
+    let h = p.out_f16 != 0u;
+    return act_value(atomicLoad(&out_w[select(i, i >> 1u, h)]), i, h);
+}
+
+fn out_set(i: u32, v: f32) {
+    let h = p.out_f16 != 0u;
+    let j = select(i, i >> 1u, h);
+    atomicAnd(&out_w[j], select(0u, ~(0xffffu << ((i & 1u) * 16u)), h));
+    atomicOr(&out_w[j], select(bitcast<u32>(v), half_bits(v, i), h));
+}
 
 fn qblock_len(qt: u32) -> u32 {
     return select(QT_Q4_1_ELEMS, QT_Q4K_ELEMS, qt >= QT_Q4K);
@@ -176,9 +199,9 @@ fn qweight(r: u32, c: u32) -> f32 {
 
 fn qstore(i: u32, v: f32) {
     if p.accum != 0u {
-        out[i] = out[i] + v;
+        out_set(i, out_at(i) + v);
     } else {
-        out[i] = v;
+        out_set(i, v);
     }
 }
 
@@ -205,7 +228,7 @@ fn qsub_dot(qt: u32, b: u32, j: u32, xi: u32) -> f32 {
                     q |= ((vec4<u32>(w[((b + 16u) >> 2u) + k]) >> hsh) & vec4<u32>(1u)) << vec4<u32>(4u);
                 }
                 let v = d1 * vec4<f32>(q) - m1;
-                acc += dot(v, vec4<f32>(x[xi + 4u * k], x[xi + 4u * k + 1u], x[xi + 4u * k + 2u], x[xi + 4u * k + 3u]));
+                acc += dot(v, vec4<f32>(x_at(xi + 4u * k), x_at(xi + 4u * k + 1u), x_at(xi + 4u * k + 2u), x_at(xi + 4u * k + 3u)));
             }
         }
         case QT_Q6K: { // Q6_K: blocks of 210 bytes start on even bytes
@@ -222,13 +245,13 @@ fn qsub_dot(qt: u32, b: u32, j: u32, xi: u32) -> f32 {
                     let q = ((vec4<u32>(qword4(lo0 + l)) >> lsh) & vec4<u32>(15u)) |
                             (((vec4<u32>(qword4(hi0 + l)) >> hsh) & vec4<u32>(3u)) << vec4<u32>(4u));
                     let v = ds * vec4<f32>(vec4<i32>(q) - vec4<i32>(32));
-                    acc += dot(v, vec4<f32>(x[xi + l], x[xi + l + 1u], x[xi + l + 2u], x[xi + l + 3u]));
+                    acc += dot(v, vec4<f32>(x_at(xi + l), x_at(xi + l + 1u), x_at(xi + l + 2u), x_at(xi + l + 3u)));
                 }
             }
         }
         case QT_Q2K, QT_Q3K: { // Q2_K, Q3_K
             for (var i = 0u; i < 32u; i++) {
-                acc += qvalue(qt, b, 32u * j + i) * x[xi + i];
+                acc += qvalue(qt, b, 32u * j + i) * x_at(xi + i);
             }
         }
         default: { // Q4_1, Q5_0, Q5_1: one 32-element block
@@ -259,7 +282,7 @@ fn qsub_dot(qt: u32, b: u32, j: u32, xi: u32) -> f32 {
                     v0 = f32(lo) * d + m;
                     v1 = f32(hi) * d + m;
                 }
-                acc += v0 * x[xi + l] + v1 * x[xi + l + 16u];
+                acc += v0 * x_at(xi + l) + v1 * x_at(xi + l + 16u);
             }
         }
     }
@@ -318,7 +341,7 @@ fn qmatmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             let k = k0 + idx % QTK;
             var xv = 0.0;
             if k < p.in_cols && t0 + row < n {
-                xv = x[(t0 + row) * p.in_cols + k];
+                xv = x_at((t0 + row) * p.in_cols + k);
             }
             qxs[row][idx % QTK] = xv;
             var wv = 0.0;
@@ -374,5 +397,5 @@ fn qembed(@builtin(global_invocation_id) gid: vec3<u32>) {
     if p.scale != 0.0 && p.scale != 1.0 {
         v = v * p.scale;
     }
-    out[t * p.in_cols + c] = v;
+    out_set(t * p.in_cols + c, v);
 }

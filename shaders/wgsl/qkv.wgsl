@@ -1,7 +1,7 @@
 // base: matmul
 //
 // MatMulRopeKV (fusion.MatMulRopeKV) for decode steps: the Q, K and V
-// projections (with the RMS-norm prologue when p.has_norm), the rope of q
+// projections (with the RMS-norm prologue when rq.has_norm), the rope of q
 // and k and the store of k and v into the cache, in one dispatch. This
 // family is matmul.wgsl (its bindings, helpers and variant constants; the
 // "base" line above prepends it) plus the bindings and kernels below, so
@@ -38,7 +38,7 @@ struct RopeQKV {
     kv_f16: u32,  // 1: the cache holds binary16 pairs
     k_first: u32, // first work unit of k
     v_first: u32, // first work unit of v
-    pad0: u32,
+    has_norm: u32, // 1: the norm prologue (in RopeQKV: MatParams has no room left for it)
     pad1: u32,
     pad2: u32,
     freq: array<vec4<f32>, 64>, // rope_base^(-2i/rope_dims), i < rope_dims/2
@@ -153,8 +153,8 @@ fn finish_pair(seg: u32, t: u32, pos: u32, i: u32, y: vec2<f32>) {
     let r = rotated(seg, pos, i, y);
     if seg == 0u {
         let o = t * p.out_cols + h * rq.head_dim;
-        out[o + d.x] = r.x;
-        out[o + d.y] = r.y;
+        out_set(o + d.x, r.x);
+        out_set(o + d.y, r.y);
         return;
     }
     if pos >= rq.max_len {
@@ -256,7 +256,7 @@ fn matvec_rope_kv(@builtin(global_invocation_id) gid: vec3<u32>) {
     // end (r * sum(w * x * g)). A separate norm_r loop here cost lavapipe
     // 7 ms per dispatch on stories260K (0.3 ms without it), for reasons
     // not found.
-    let nm = p.has_norm != 0u;
+    let nm = rq.has_norm != 0u;
     var ss = vec4<f32>(0.0);
     let cpr = p.in_cols / CW;
     let cpb = p.block / CW;
@@ -334,7 +334,7 @@ fn matvec_rope_kv(@builtin(global_invocation_id) gid: vec3<u32>) {
 // norm scale with the prologue, their squares added to ss, as in
 // matvec_rope_kv).
 fn rope_part(seg: u32, t: u32, pa: vec2<u32>, pb: vec2<u32>, lane: u32, lanes: u32, ss: ptr<function, vec4<f32>>) -> vec4<f32> {
-    let nm = p.has_norm != 0u;
+    let nm = rq.has_norm != 0u;
     let cpr = p.in_cols / CW;
     let xb = t * (p.in_cols / 4u);
     let nb = p.nblocks;
@@ -395,7 +395,7 @@ fn lanes_rope_kv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
         workgroupBarrier();
     }
     var v = red[li];
-    if p.has_norm != 0u {
+    if rq.has_norm != 0u {
         v *= 1.0 / sqrt(red_ss[li] / f32(p.in_cols) + p.norm_eps);
     }
     finish_unit(seg, t, i0, np, array<vec2<f32>, 4>(v.xy, v.zw, v.zw, v.zw), select(0u, nv, lane == 0u));

@@ -11,14 +11,30 @@ struct RopeParams {
     style: u32,
     cols: u32,
     pos_at: u32, // 0: row t at position step[0]+t; else at step[pos_at+t] (batched steps)
-    pad1: u32,
+    out_f16: u32, // 1: x is an f16 activation (packed halves)
     pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: RopeParams;
 @group(0) @binding(1) var<storage, read> step: array<u32>;
 @group(0) @binding(2) var<storage, read> freq: array<f32>;
-@group(0) @binding(3) var<storage, read_write> x: array<f32>;
+@group(0) @binding(3) var<storage, read_write> x_w: array<atomic<u32>>;
+
+// x_at and x_set read and write activation x[i]: with out_f16
+// set an f16 activation, binary16 halves packed two per word (written with
+// two atomics, so neighbouring invocations may write the word's other
+// half at once), else f32 words.
+fn x_at(i: u32) -> f32 {
+    let h = p.out_f16 != 0u;
+    return act_value(atomicLoad(&x_w[select(i, i >> 1u, h)]), i, h);
+}
+
+fn x_set(i: u32, v: f32) {
+    let h = p.out_f16 != 0u;
+    let j = select(i, i >> 1u, h);
+    atomicAnd(&x_w[j], select(0u, ~(0xffffu << ((i & 1u) * 16u)), h));
+    atomicOr(&x_w[j], select(bitcast<u32>(v), half_bits(v, i), h));
+}
 
 // sincos is (sin x, cos x) to a few ulps for |x| < 8192, whatever the
 // driver's sin and cos: Vulkan lets those err by 2^-11 (absolute) and only
@@ -68,8 +84,8 @@ fn rope(@builtin(global_invocation_id) gid: vec3<u32>) {
     let sc = sincos(angle);
     let sn = sc.x;
     let cs = sc.y;
-    let x0 = x[base + a];
-    let x1 = x[base + b];
-    x[base + a] = x0 * cs - x1 * sn;
-    x[base + b] = x0 * sn + x1 * cs;
+    let x0 = x_at(base + a);
+    let x1 = x_at(base + b);
+    x_set(base + a, x0 * cs - x1 * sn);
+    x_set(base + b, x0 * sn + x1 * cs);
 }

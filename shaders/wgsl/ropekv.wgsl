@@ -16,18 +16,52 @@ struct RopeKVParams {
     rope_dims: u32,
     style: u32, // 0: pairs (2i, 2i+1); 1: pairs (i, i + rope_dims/2)
     max_len: u32,
-    pad0: u32,
-    pad1: u32,
+    out_f16: u32, // 1: q is an f16 activation (packed halves)
+    k_f16: u32,   // 1: k is an f16 activation (packed halves)
+    v_f16: u32,   // 1: v is an f16 activation
+    pad2: u32,
+    pad3: u32,
+    pad4: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: RopeKVParams;
 @group(0) @binding(1) var<storage, read> step: array<u32>;
 @group(0) @binding(2) var<storage, read> freq: array<f32>;
-@group(0) @binding(3) var<storage, read_write> q: array<f32>;
-@group(0) @binding(4) var<storage, read> k: array<f32>;
-@group(0) @binding(5) var<storage, read> v: array<f32>;
+@group(0) @binding(3) var<storage, read_write> q_w: array<atomic<u32>>;
+@group(0) @binding(4) var<storage, read> k_w: array<u32>;
+@group(0) @binding(5) var<storage, read> v_w: array<u32>;
 @group(0) @binding(6) var<storage, read_write> kc: array<u32>;
 @group(0) @binding(7) var<storage, read_write> vc: array<u32>;
+
+// q_at and q_set read and write activation q[i]: with out_f16
+// set an f16 activation, binary16 halves packed two per word (written with
+// two atomics, so neighbouring invocations may write the word's other
+// half at once), else f32 words.
+fn q_at(i: u32) -> f32 {
+    let h = p.out_f16 != 0u;
+    return act_value(atomicLoad(&q_w[select(i, i >> 1u, h)]), i, h);
+}
+
+fn q_set(i: u32, v: f32) {
+    let h = p.out_f16 != 0u;
+    let j = select(i, i >> 1u, h);
+    atomicAnd(&q_w[j], select(0u, ~(0xffffu << ((i & 1u) * 16u)), h));
+    atomicOr(&q_w[j], select(bitcast<u32>(v), half_bits(v, i), h));
+}
+
+// k_at is activation k[i]: a binary16 half of word i/2 when k_f16
+// is set (an f16 activation, packed two per word), else an f32.
+fn k_at(i: u32) -> f32 {
+    let h = p.k_f16 != 0u;
+    return act_value(k_w[select(i, i >> 1u, h)], i, h);
+}
+
+// v_at is activation v[i]: a binary16 half of word i/2 when v_f16
+// is set (an f16 activation, packed two per word), else an f32.
+fn v_at(i: u32) -> f32 {
+    let h = p.v_f16 != 0u;
+    return act_value(v_w[select(i, i >> 1u, h)], i, h);
+}
 
 // sincos is rope.wgsl's sincos (shaders_test checks that the two copies
 // are the same): (sin x, cos x) to a few ulps for |x| < 8192 whatever the
@@ -65,17 +99,17 @@ fn rope_q(i: u32, t: u32, pos: u32) {
     let sc = sincos(f32(pos) * freq[j]);
     let sn = sc.x;
     let cs = sc.y;
-    let x0 = q[base + ab.x];
-    let x1 = q[base + ab.y];
-    q[base + ab.x] = x0 * cs - x1 * sn;
-    q[base + ab.y] = x0 * sn + x1 * cs;
+    let x0 = q_at(base + ab.x);
+    let x1 = q_at(base + ab.y);
+    q_set(base + ab.x, x0 * cs - x1 * sn);
+    q_set(base + ab.y, x0 * sn + x1 * cs);
 }
 
 // key is dim d of kv head h of row t of k, rotated at pos.
 fn key(t: u32, h: u32, d: u32, pos: u32) -> f32 {
     let base = t * p.kv_heads * p.head_dim + h * p.head_dim;
     if d >= p.rope_dims {
-        return k[base + d];
+        return k_at(base + d);
     }
     let half = p.rope_dims / 2u;
     var j = d / 2u;
@@ -86,8 +120,8 @@ fn key(t: u32, h: u32, d: u32, pos: u32) -> f32 {
     let sc = sincos(f32(pos) * freq[j]);
     let sn = sc.x;
     let cs = sc.y;
-    let x0 = k[base + ab.x];
-    let x1 = k[base + ab.y];
+    let x0 = k_at(base + ab.x);
+    let x1 = k_at(base + ab.y);
     if d == ab.x {
         return x0 * cs - x1 * sn;
     }
@@ -114,7 +148,7 @@ fn store_kv_rope(@builtin(global_invocation_id) gid: vec3<u32>) {
     let h = i / p.head_dim;
     let d = i % p.head_dim;
     kc[(h * p.max_len + pos) * p.head_dim + d] = bitcast<u32>(key(t, h, d, pos));
-    vc[(h * p.head_dim + d) * p.max_len + pos] = bitcast<u32>(v[t * kv_cols + i]);
+    vc[(h * p.head_dim + d) * p.max_len + pos] = bitcast<u32>(v_at(t * kv_cols + i));
 }
 
 // HALF_MAX and pack_pair are kv.wgsl's: saturate to the binary16 range,
@@ -150,8 +184,8 @@ fn store_kv_rope_f16(@builtin(global_invocation_id) gid: vec3<u32>) {
     var v1 = 0.0;
     if d + 1u < p.head_dim {
         k1 = key(t, h, d + 1u, pos);
-        v1 = v[e + 1u];
+        v1 = v_at(e + 1u);
     }
     kc[(h * p.max_len + pos) * hw + w] = pack_pair(key(t, h, d, pos), k1);
-    vc[(h * hw + w) * p.max_len + pos] = pack_pair(v[e], v1);
+    vc[(h * hw + w) * p.max_len + pos] = pack_pair(v_at(e), v1);
 }

@@ -44,6 +44,10 @@ func RunCases(t *testing.T, cases []Case, newBackend Factory) {
 					t.Fatalf("step %d: %d logits, cpu %d", s, len(got[s]), len(ref[s]))
 				}
 				for i := range ref[s] {
+					if c.Half && !(isHalf(got[s][i]) && isHalf(ref[s][i])) {
+						t.Fatalf("step %d: value %d: %s %v, cpu %v: not both twice a binary16 value (f16 activations)",
+							s, i, be.Info().Backend, got[s][i], ref[s][i])
+					}
 					d := math.Abs(float64(got[s][i]) - float64(ref[s][i]))
 					if lim := c.Tol.Abs + c.Tol.Rel*math.Abs(float64(ref[s][i])); !(d <= lim) {
 						t.Fatalf("step %d: value %d: %s %v, cpu %v (diff %.3g > %.3g)",
@@ -70,6 +74,9 @@ type Case struct {
 	Build func() (*fusion.Graph, []*tensors.Tensor)
 	Steps []Step
 	Tol   Tolerance
+	// Half marks an f16-activation case (HalfCases): every logit must be
+	// twice a binary16 value on both backends.
+	Half bool
 }
 
 // runSteps loads, compiles and runs g on be and returns each step's logits.
