@@ -19,7 +19,7 @@ import (
 // include the same embedding lookup that produces the row.
 func BenchmarkGreedyPick(b *testing.B) {
 	for i, d := range devices {
-		b.Run(d.name, func(b *testing.B) {
+		b.Run(d.Name, func(b *testing.B) {
 			dev := deviceAt(b, i)
 			for _, n := range []int{512, 32000, 256000} {
 				for _, onDevice := range []bool{false, true} {
@@ -88,7 +88,7 @@ func benchGreedyPick(b *testing.B, dev gpu.Device, n int, onDevice bool) {
 // pipeline/sampler, "device" runs fusion.Sample and reads one value.
 func BenchmarkSamplePick(b *testing.B) {
 	for i, d := range devices {
-		b.Run(d.name, func(b *testing.B) {
+		b.Run(d.Name, func(b *testing.B) {
 			dev := deviceAt(b, i)
 			for _, n := range []int{512, 32000} {
 				for _, onDevice := range []bool{false, true} {

@@ -25,7 +25,7 @@ func BenchmarkMatMul(b *testing.B) { benchOnDevices(b, 32, 2048, 2048) }
 
 func benchOnDevices(b *testing.B, tokens, rows, cols int) {
 	for i, d := range devices {
-		b.Run(d.name, func(b *testing.B) {
+		b.Run(d.Name, func(b *testing.B) {
 			dev := deviceAt(b, i)
 			// The variants the device gets, then the other class forced
 			// (so lavapipe also measures the GPU-class kernels).

@@ -5,9 +5,6 @@ import (
 	"testing"
 
 	"github.com/gpurun/gpurun/fusion"
-	"github.com/gpurun/gpurun/gpu"
-	"github.com/gpurun/gpurun/gpu/vulkan"
-	"github.com/gpurun/gpurun/gpu/webgpu"
 	"github.com/gpurun/gpurun/internal/gputest"
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline/arch"
@@ -35,13 +32,10 @@ func TestFusedDispatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	for _, d := range []struct {
-		name string
-		open func(context.Context) (gpu.Device, error)
-	}{{"vulkan", vulkan.Open}, {"webgpu", webgpu.Open}} {
-		t.Run(d.name, func(t *testing.T) {
-			dev, err := d.open(ctx)
-			gputest.NoDevice(t, d.name, err)
+	for _, d := range TestDevices {
+		t.Run(d.Name, func(t *testing.T) {
+			dev, err := d.Open(ctx)
+			gputest.NoDevice(t, d.Name, err)
 			defer dev.Close()
 			for _, class := range []DeviceClass{ClassCPU, ClassGPU} {
 				be := NewWithOptions(dev, Options{Class: class})

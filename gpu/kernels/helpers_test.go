@@ -11,23 +11,14 @@ import (
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/gpu/cpu"
 	"github.com/gpurun/gpurun/gpu/kernels"
-	"github.com/gpurun/gpurun/gpu/vulkan"
-	"github.com/gpurun/gpurun/gpu/webgpu"
 	"github.com/gpurun/gpurun/internal/gputest"
 	"github.com/gpurun/gpurun/tensors"
 )
 
-// The devices every GPU test runs on: the kernels must give the same
-// results through WebGPU (WGSL compiled by wgpu-native) and raw Vulkan (the
-// SPIR-V generated offline by naga). One device of each serves the whole
-// test binary: opening one costs more than most op tests.
-var devices = []struct {
-	name string
-	open func(context.Context) (gpu.Device, error)
-}{
-	{"webgpu", webgpu.Open},
-	{"vulkan", vulkan.Open},
-}
+// The devices every GPU test runs on (kernels.TestDevices). One device of
+// each serves the whole test binary: opening one costs more than most op
+// tests.
+var devices = kernels.TestDevices
 
 type opened struct {
 	once sync.Once
@@ -40,8 +31,8 @@ var openDevices = make([]opened, len(devices))
 func deviceAt(t testing.TB, i int) gpu.Device {
 	t.Helper()
 	o := &openDevices[i]
-	o.once.Do(func() { o.dev, o.err = devices[i].open(context.Background()) })
-	gputest.NoDevice(t, devices[i].name, o.err)
+	o.once.Do(func() { o.dev, o.err = devices[i].Open(context.Background()) })
+	gputest.NoDevice(t, devices[i].Name, o.err)
 	gputest.CheckDriver(t, o.dev.Info().Name, o.dev.Info().Driver)
 	return o.dev
 }
@@ -53,7 +44,7 @@ func device(t testing.TB) gpu.Device { return deviceAt(t, 0) }
 func forEachDevice(t *testing.T, f func(t *testing.T, dev gpu.Device)) {
 	t.Helper()
 	for i, d := range devices {
-		t.Run(d.name, func(t *testing.T) { f(t, deviceAt(t, i)) })
+		t.Run(d.Name, func(t *testing.T) { f(t, deviceAt(t, i)) })
 	}
 }
 

@@ -9,8 +9,6 @@ import (
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
-	"github.com/gpurun/gpurun/gpu/vulkan"
-	"github.com/gpurun/gpurun/gpu/webgpu"
 	"github.com/gpurun/gpurun/internal/gputest"
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline/arch"
@@ -33,16 +31,13 @@ import (
 func BenchmarkDecodeOverhead(b *testing.B) {
 	ck := benchCheckpoint(b)
 	ctx := context.Background()
-	for _, d := range []struct {
-		name string
-		open func(context.Context) (gpu.Device, error)
-	}{{"vulkan", vulkan.Open}, {"webgpu", webgpu.Open}} {
-		b.Run(d.name, func(b *testing.B) {
-			dev, err := d.open(ctx)
-			gputest.NoDevice(b, d.name, err)
+	for _, d := range TestDevices {
+		b.Run(d.Name, func(b *testing.B) {
+			dev, err := d.Open(ctx)
+			gputest.NoDevice(b, d.Name, err)
 			defer dev.Close()
 			if !dev.Info().Timestamps {
-				b.Skipf("%s: no timestamps on %s", d.name, dev.Info().Name)
+				b.Skipf("%s: no timestamps on %s", d.Name, dev.Info().Name)
 			}
 			be := New(dev)
 			defer be.Close()

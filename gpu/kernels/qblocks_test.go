@@ -41,7 +41,7 @@ func benchBlocksOnDevices(b *testing.B, tokens int) {
 	const rows, cols = 2048, 2048
 	types := []tensors.DType{tensors.F32, tensors.I4, tensors.Q4K, tensors.Q5K, tensors.Q6K, tensors.Q5_0}
 	for i, d := range devices {
-		b.Run(d.name, func(b *testing.B) {
+		b.Run(d.Name, func(b *testing.B) {
 			dev := deviceAt(b, i)
 			for _, dt := range types {
 				b.Run(fmt.Sprintf("%s/t%d", dt, tokens), func(b *testing.B) {

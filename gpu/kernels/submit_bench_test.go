@@ -21,7 +21,7 @@ import (
 // submit-us/dispatch is the cost a dispatch adds to each submission.
 func BenchmarkSubmit(b *testing.B) {
 	for i, d := range devices {
-		b.Run(d.name, func(b *testing.B) {
+		b.Run(d.Name, func(b *testing.B) {
 			dev := deviceAt(b, i)
 			for _, n := range []int{64, 512} {
 				b.Run(fmt.Sprintf("dispatches=%d", n), func(b *testing.B) { benchSubmit(b, dev, n) })
