@@ -18,9 +18,18 @@ import (
 	"github.com/gpurun/gpurun/gpu/internal/memcount"
 )
 
-// waitTimeout bounds every fence wait so a lost device or a runaway kernel
-// becomes an error instead of a hang.
-const waitTimeout = 5 * time.Minute
+// waitTimeout bounds the wait for each submission, counted from the end of
+// the one before it (submissions run in order on the one queue), so a lost
+// device or a runaway kernel becomes an error instead of a hang while a
+// queue of long but progressing submissions does not. On a software driver
+// (a device of type cpu, such as lavapipe, whose threads run in this
+// process) the wait goes on past it as long as the process keeps working:
+// a long submission on a slow, loaded host is progress, not a hang; there
+// maxSoftwareWait is the bound.
+const (
+	waitTimeout     = 5 * time.Minute
+	maxSoftwareWait = time.Hour
+)
 
 // timestampSlots is the capacity of the device's timestamp query pool.
 const timestampSlots = 1024
@@ -312,35 +321,76 @@ func (d *Device) waitLocked() error {
 }
 
 // waitForLocked waits for the pending submissions that may use b (every
-// one when b is nil), not for unrelated work.
+// one when b is nil), not for unrelated work submitted after them. It waits
+// for each submission in turn up to the last one that may use b, each with
+// its own limit (waitSubmissions).
 func (d *Device) waitForLocked(b *buffer) error {
-	var fences []vk.Fence
-	for _, s := range d.pending {
+	last := -1
+	for i, s := range d.pending {
 		if b == nil || s.touches(b) {
-			fences = append(fences, s.fence)
+			last = i
 		}
 	}
-	if len(fences) == 0 {
+	if last < 0 {
 		return nil
 	}
-	res := vk.WaitForFences(d.dev, uint32(len(fences)), fences, vk.True, uint64(waitTimeout.Nanoseconds()))
-	if res == vk.Timeout {
-		return fmt.Errorf("vulkan: submitted work did not finish within %v", waitTimeout)
-	}
-	if err := check("vkWaitForFences", res); err != nil {
+	done := d.pending[:last+1]
+	software := d.info.Type == gpu.CPU
+	err := waitSubmissions(len(done), func(i int, limit time.Duration) vk.Result {
+		return vk.WaitForFences(d.dev, 1, []vk.Fence{done[i].fence}, vk.True, uint64(limit.Nanoseconds()))
+	}, software, processCPUTime)
+	if err != nil {
 		return err
 	}
-	kept := d.pending[:0]
-	for _, s := range d.pending {
-		if b == nil || s.touches(b) {
-			d.recycleLocked(s.fence)
-			continue
-		}
-		kept = append(kept, s)
+	for _, s := range done {
+		d.recycleLocked(s.fence)
 	}
-	clear(d.pending[len(kept):])
-	d.pending = kept
+	n := copy(d.pending, d.pending[last+1:])
+	clear(d.pending[n:])
+	d.pending = d.pending[:n]
 	return nil
+}
+
+// waitSubmissions waits for n submissions in submission order: wait(i,
+// limit) waits for submission i at most limit. Each submission gets
+// waitTimeout from the end of the previous one. With software set, a
+// submission still running after waitTimeout is waited for again as long as
+// cpuTime (the process's CPU time, or false where unknown) advanced during
+// the last wait, up to maxSoftwareWait in all.
+func waitSubmissions(n int, wait func(i int, limit time.Duration) vk.Result, software bool, cpuTime func() (time.Duration, bool)) error {
+	for i := 0; i < n; i++ {
+		var waited time.Duration
+		for {
+			before, known := cpuTime()
+			res := wait(i, waitTimeout)
+			if res != vk.Timeout {
+				if err := check("vkWaitForFences", res); err != nil {
+					return err
+				}
+				break
+			}
+			waited += waitTimeout
+			after, _ := cpuTime()
+			// A tenth of one core over the slice: the driver's threads ran.
+			busy := known && after-before >= waitTimeout/10
+			if !software || !busy || waited >= maxSoftwareWait {
+				return fmt.Errorf("vulkan: submission %d of %d did not finish within %v of the previous one (%s): %w",
+					i+1, n, waited, progressNote(software, busy), ErrTimeout)
+			}
+		}
+	}
+	return nil
+}
+
+func progressNote(software, busy bool) string {
+	switch {
+	case !software:
+		return "a lost device or a runaway kernel"
+	case busy:
+		return "still working after the software driver's limit"
+	default:
+		return "the software driver made no progress"
+	}
 }
 
 // oneShotLocked records fn into a transient command buffer, submits it and

@@ -21,6 +21,10 @@ var (
 	// binding above maxStorageBufferRange / maxUniformBufferRange; callers
 	// split big tensors into several bindings.
 	ErrTooLarge = errors.New("vulkan: size exceeds a device limit")
+	// ErrTimeout reports submitted work that did not finish in time (see
+	// waitTimeout): a lost device, a runaway kernel, or a software driver
+	// that stopped making progress.
+	ErrTimeout = errors.New("vulkan: submitted work timed out")
 )
 
 // check turns a VkResult into an error naming the call.

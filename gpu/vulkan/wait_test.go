@@ -1,0 +1,97 @@
+package vulkan
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	vk "github.com/vulkan-go/vulkan"
+)
+
+// TestWaitSubmissions drives waitSubmissions with scripted fence results
+// and CPU times: each submission is waited for in order with its own
+// limit, and a software driver's submission is waited for past the limit
+// only while the process works.
+func TestWaitSubmissions(t *testing.T) {
+	type call struct {
+		i     int
+		limit time.Duration
+	}
+	for _, tc := range []struct {
+		name     string
+		n        int
+		software bool
+		results  map[int][]vk.Result // per submission, in turn; Success once exhausted
+		cpuStep  time.Duration       // CPU time the process uses per wait
+		cpuKnown bool
+		calls    int // waits made
+		timeout  string
+	}{
+		{name: "all finish", n: 3, calls: 3},
+		{name: "hardware hang", n: 3, results: map[int][]vk.Result{1: {vk.Timeout}}, cpuStep: time.Minute, cpuKnown: true,
+			calls: 2, timeout: "submission 2 of 3"},
+		{name: "software busy", n: 2, software: true, results: map[int][]vk.Result{0: {vk.Timeout, vk.Timeout, vk.Timeout}},
+			cpuStep: waitTimeout, cpuKnown: true, calls: 5},
+		{name: "software idle", n: 2, software: true, results: map[int][]vk.Result{0: {vk.Timeout, vk.Timeout}},
+			cpuStep: waitTimeout / 20, cpuKnown: true, calls: 1, timeout: "no progress"},
+		{name: "software, cpu time unknown", n: 1, software: true, results: map[int][]vk.Result{0: {vk.Timeout}},
+			cpuStep: waitTimeout, calls: 1, timeout: "no progress"},
+		{name: "software busy forever", n: 1, software: true, results: map[int][]vk.Result{0: repeat(vk.Timeout, 100)},
+			cpuStep: waitTimeout, cpuKnown: true, calls: int(maxSoftwareWait / waitTimeout), timeout: "still working"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var calls []call
+			var cpu time.Duration
+			left := map[int][]vk.Result{}
+			for k, v := range tc.results {
+				left[k] = append([]vk.Result(nil), v...)
+			}
+			wait := func(i int, limit time.Duration) vk.Result {
+				calls = append(calls, call{i, limit})
+				cpu += tc.cpuStep
+				if r := left[i]; len(r) > 0 {
+					left[i] = r[1:]
+					return r[0]
+				}
+				return vk.Success
+			}
+			cpuTime := func() (time.Duration, bool) { return cpu, tc.cpuKnown }
+			err := waitSubmissions(tc.n, wait, tc.software, cpuTime)
+			if len(calls) != tc.calls {
+				t.Fatalf("%d waits %v, want %d", len(calls), calls, tc.calls)
+			}
+			for k, c := range calls {
+				if c.limit != waitTimeout {
+					t.Errorf("wait %d: limit %v, want %v", k, c.limit, waitTimeout)
+				}
+				if k > 0 && c.i < calls[k-1].i {
+					t.Errorf("wait %d for submission %d after submission %d: out of order", k, c.i, calls[k-1].i)
+				}
+			}
+			if tc.timeout == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), tc.timeout) {
+				t.Fatalf("error %v, want ErrTimeout saying %q", err, tc.timeout)
+			}
+		})
+	}
+	// A failure other than a timeout (a lost device) is reported as such.
+	err := waitSubmissions(2, func(int, time.Duration) vk.Result { return vk.ErrorDeviceLost }, true,
+		func() (time.Duration, bool) { return 0, true })
+	if err == nil || errors.Is(err, ErrTimeout) {
+		t.Fatalf("device lost: %v", err)
+	}
+}
+
+func repeat(r vk.Result, n int) []vk.Result {
+	out := make([]vk.Result, n)
+	for i := range out {
+		out[i] = r
+	}
+	return out
+}
