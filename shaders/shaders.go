@@ -37,7 +37,7 @@ import (
 	"github.com/gpurun/gpurun/gpu"
 )
 
-//go:embed wgsl/*.wgsl wgsl/ext/*.wgsl
+//go:embed wgsl/*.wgsl wgsl/ext/*.wgsl wgsl/lib/*.wgsl
 var wgslFS embed.FS
 
 //go:embed spirv/*.spv
@@ -198,7 +198,7 @@ func build() registry {
 	}
 	for _, e := range entries {
 		if e.IsDir() {
-			continue // ext: extension files of variants
+			continue // ext: extension files of variants; lib: included snippets
 		}
 		name := strings.TrimSuffix(e.Name(), ".wgsl")
 		if name == commonFile {
@@ -221,7 +221,15 @@ func build() registry {
 			}
 			base = string(b) + "\n"
 		}
-		f, err := parseFamily(name, codesWGSL()+string(common)+"\n"+base+string(src))
+		full, err := expandIncludes(name, codesWGSL()+string(common)+"\n"+base+string(src))
+		if err == nil {
+			full, err = expandActivations(name, full)
+		}
+		if err != nil {
+			r.err = err
+			return r
+		}
+		f, err := parseFamily(name, full)
 		if err != nil {
 			r.err = err
 			return r

@@ -5,10 +5,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -271,29 +273,98 @@ func TestSPIRVCurrent(t *testing.T) {
 	}
 }
 
-// TestSincosCopies checks that ropekv.wgsl's sincos is rope.wgsl's (WGSL
-// has no includes, and the fused and unfused ropes must rotate alike).
-func TestSincosCopies(t *testing.T) {
-	fn := func(file string) string {
-		b, err := wgslFS.ReadFile("wgsl/" + file)
+// TestNoNearCopies keeps helpers in one place: no function of the WGSL
+// sources (families, ext and lib files as written, before expansion) has
+// the same body as another, and the generated pieces (activation
+// accessors, included snippets) are not written out by hand again.
+func TestNoNearCopies(t *testing.T) {
+	files, err := fs.Glob(wgslFS, "wgsl/*.wgsl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{"wgsl/ext/*.wgsl", "wgsl/lib/*.wgsl"} {
+		more, err := fs.Glob(wgslFS, dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := string(b)
-		i := strings.Index(s, "fn sincos(")
-		if i < 0 {
-			t.Fatalf("%s: no sincos", file)
-		}
-		j := strings.Index(s[i:], "\n}\n")
-		if j < 0 {
-			t.Fatalf("%s: sincos not closed", file)
-		}
-		return s[i : i+j]
+		files = append(files, more...)
 	}
-	for _, f := range []string{"ropekv.wgsl", "qkv.wgsl"} {
-		if a, b := fn("rope.wgsl"), fn(f); a != b {
-			t.Errorf("sincos differs:\nrope.wgsl:\n%s\n%s:\n%s", a, f, b)
+	fnRE := regexp.MustCompile(`(?m)^fn ([A-Za-z_][A-Za-z0-9_]*)\(([^)]*)\)[^{]*\{\n((?:.*\n)*?)\}\n`)
+	accessorRE := regexp.MustCompile(`act_value\((atomicLoad\(&)?[a-z0-9_]+_w\[select\(i, i >> 1u, h\)\]`)
+	seen := map[string]string{}
+	for _, f := range files {
+		b, err := wgslFS.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
 		}
+		src := string(b)
+		if !strings.HasPrefix(f, "wgsl/lib/") && strings.Contains(src, "fn sincos(") {
+			t.Errorf("%s defines sincos: include wgsl/lib/sincos.wgsl instead", f)
+		}
+		if f != "wgsl/common.wgsl" && accessorRE.MatchString(src) {
+			t.Errorf("%s writes an activation accessor by hand: name the binding in an activations directive", f)
+		}
+		for _, m := range fnRE.FindAllStringSubmatch(src, -1) {
+			body := strings.Join(strings.Fields(m[3]), " ")
+			if strings.Count(m[3], "\n") < 3 {
+				continue // one- and two-line wrappers may look alike
+			}
+			where := f + ": " + m[1]
+			if other, dup := seen[body]; dup {
+				t.Errorf("%s repeats %s", where, other)
+				continue
+			}
+			seen[body] = where
+		}
+	}
+}
+
+// TestExpandActivations checks the accessors a directive writes and its
+// errors.
+func TestExpandActivations(t *testing.T) {
+	const binds = `@group(0) @binding(1) var<storage, read> a_w: array<u32>;
+@group(0) @binding(2) var<storage, read_write> out_w: array<atomic<u32>>;
+@group(0) @binding(3) var<storage, read> v4_w: array<vec4<u32>>;
+`
+	for _, tc := range []struct {
+		directive string
+		want, not []string // substrings of the expansion
+		err       string
+	}{
+		{directive: "// activations: a", want: []string{"fn a_at(i: u32) -> f32", "p.a_f16 != 0u", "act_value(a_w[select(i, i >> 1u, h)], i, h)"}, not: []string{"fn a_set"}},
+		{directive: "// activations: out", want: []string{"fn out_at(", "atomicLoad(&out_w[", "fn out_set(i: u32, v: f32)", "atomicOr(&out_w[j]", "p.out_f16"}},
+		{directive: "// activations: a(x_f16), out", want: []string{"p.x_f16", "fn a_at(", "fn out_set("}, not: []string{"p.a_f16"}},
+		{directive: "// activations: b", err: "no binding b_w"},
+		{directive: "// activations: v4", err: "no binding v4_w"},
+		{directive: "// activations: a(", err: "bad item"},
+	} {
+		got, err := expandActivations("test", binds+tc.directive+"\n")
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: error %v, want %q", tc.directive, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", tc.directive, err)
+			continue
+		}
+		if strings.Contains(got, "// activations:") {
+			t.Errorf("%q: directive left in place", tc.directive)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%q: expansion lacks %q:\n%s", tc.directive, w, got)
+			}
+		}
+		for _, w := range tc.not {
+			if strings.Contains(got, w) {
+				t.Errorf("%q: expansion has %q", tc.directive, w)
+			}
+		}
+	}
+	if _, err := expandIncludes("test", "// include: nosuch\n"); err == nil {
+		t.Error("include of a missing lib file: no error")
 	}
 }
 

@@ -85,28 +85,7 @@ struct AttnParams {
 // a dummy there), words as q_w's (packed halves when q_f16).
 @group(0) @binding(7) var<uniform> qu: array<vec4<u32>, 4096>;
 
-// q_at is activation q[i]: a binary16 half of word i/2 when q_f16
-// is set (an f16 activation, packed two per word), else an f32.
-fn q_at(i: u32) -> f32 {
-    let h = p.q_f16 != 0u;
-    return act_value(q_w[select(i, i >> 1u, h)], i, h);
-}
-
-// out_at and out_set read and write activation out[i]: with out_f16
-// set an f16 activation, binary16 halves packed two per word (written with
-// two atomics, so neighbouring invocations may write the word's other
-// half at once), else f32 words.
-fn out_at(i: u32) -> f32 {
-    let h = p.out_f16 != 0u;
-    return act_value(atomicLoad(&out_w[select(i, i >> 1u, h)]), i, h);
-}
-
-fn out_set(i: u32, v: f32) {
-    let h = p.out_f16 != 0u;
-    let j = select(i, i >> 1u, h);
-    atomicAnd(&out_w[j], select(0u, ~(0xffffu << ((i & 1u) * 16u)), h));
-    atomicOr(&out_w[j], select(bitcast<u32>(v), half_bits(v, i), h));
-}
+// activations: q, out
 
 // acc_at and acc_set hold attn_tiled's running output of element i in
 // part (f32, bound with room for every row) until the last chunk, which
@@ -128,13 +107,7 @@ fn acc_set(i: u32, v: f32, last: bool) {
 const WG: u32 = 64u;
 const NO_ROW: u32 = 0xffffffffu; // the position of a batched step's unused row
 
-// row_pos is the cache position of query row t.
-fn row_pos(t: u32) -> u32 {
-    if p.pos_at == 0u {
-        return step[0] + t;
-    }
-    return step[p.pos_at + t];
-}
+// include: row_pos
 var<workgroup> sc: array<f32, 64>;
 
 @compute @workgroup_size(64)

@@ -21,35 +21,7 @@ struct EltParams {
 @group(0) @binding(3) var<storage, read> b_w: array<u32>;
 @group(0) @binding(4) var<storage, read_write> out_w: array<atomic<u32>>;
 
-// a_at is activation a[i]: a binary16 half of word i/2 when a_f16
-// is set (an f16 activation, packed two per word), else an f32.
-fn a_at(i: u32) -> f32 {
-    let h = p.a_f16 != 0u;
-    return act_value(a_w[select(i, i >> 1u, h)], i, h);
-}
-
-// b_at is activation b[i]: a binary16 half of word i/2 when b_f16
-// is set (an f16 activation, packed two per word), else an f32.
-fn b_at(i: u32) -> f32 {
-    let h = p.b_f16 != 0u;
-    return act_value(b_w[select(i, i >> 1u, h)], i, h);
-}
-
-// out_at and out_set read and write activation out[i]: with out_f16
-// set an f16 activation, binary16 halves packed two per word (written with
-// two atomics, so neighbouring invocations may write the word's other
-// half at once), else f32 words.
-fn out_at(i: u32) -> f32 {
-    let h = p.out_f16 != 0u;
-    return act_value(atomicLoad(&out_w[select(i, i >> 1u, h)]), i, h);
-}
-
-fn out_set(i: u32, v: f32) {
-    let h = p.out_f16 != 0u;
-    let j = select(i, i >> 1u, h);
-    atomicAnd(&out_w[j], select(0u, ~(0xffffu << ((i & 1u) * 16u)), h));
-    atomicOr(&out_w[j], select(bitcast<u32>(v), half_bits(v, i), h));
-}
+// activations: a, b, out
 
 fn activate(v: f32) -> f32 {
     return apply_act(p.act, v);

@@ -33,28 +33,9 @@ struct KVParams {
 @group(0) @binding(4) var<storage, read_write> kc: array<u32>;
 @group(0) @binding(5) var<storage, read_write> vc: array<u32>;
 
-// k_at is activation k[i]: a binary16 half of word i/2 when k_f16
-// is set (an f16 activation, packed two per word), else an f32.
-fn k_at(i: u32) -> f32 {
-    let h = p.k_f16 != 0u;
-    return act_value(k_w[select(i, i >> 1u, h)], i, h);
-}
+// activations: k, v
 
-// v_at is activation v[i]: a binary16 half of word i/2 when v_f16
-// is set (an f16 activation, packed two per word), else an f32.
-fn v_at(i: u32) -> f32 {
-    let h = p.v_f16 != 0u;
-    return act_value(v_w[select(i, i >> 1u, h)], i, h);
-}
-
-// row_pos is the cache position of row t; a batched step's unused rows
-// are at 0xffffffff, past every cache, so nothing is stored for them.
-fn row_pos(t: u32) -> u32 {
-    if p.pos_at == 0u {
-        return step[0] + t;
-    }
-    return step[p.pos_at + t];
-}
+// include: row_pos
 
 @compute @workgroup_size(64)
 fn store_kv(@builtin(global_invocation_id) gid: vec3<u32>) {

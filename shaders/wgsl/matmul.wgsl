@@ -93,20 +93,9 @@ struct MatParams {
 @group(0) @binding(10) var<uniform> gu: array<vec4<f32>, 4096>;
 
 // x and xu are f16 activations (packed halves) when p.x_f16 is set: vec4 i
-// (elements 4i..4i+3) is then half of vec4 word i/2. out is f16 when
-// p.out_f16 is set, written with two atomics per value (its word's other
-// half may belong to another invocation).
-fn out_at(i: u32) -> f32 {
-    let h = p.out_f16 != 0u;
-    return act_value(atomicLoad(&out_w[select(i, i >> 1u, h)]), i, h);
-}
+// (elements 4i..4i+3) is then half of vec4 word i/2.
 
-fn out_set(i: u32, v: f32) {
-    let h = p.out_f16 != 0u;
-    let j = select(i, i >> 1u, h);
-    atomicAnd(&out_w[j], select(0u, ~(0xffffu << ((i & 1u) * 16u)), h));
-    atomicOr(&out_w[j], select(bitcast<u32>(v), half_bits(v, i), h));
-}
+// activations: out
 
 const CW: u32 = 4u * EPW; // elements per chunk
 

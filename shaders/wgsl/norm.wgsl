@@ -21,28 +21,7 @@ struct NormParams {
 @group(0) @binding(4) var<storage, read> bias: array<f32>;
 @group(0) @binding(5) var<storage, read_write> out_w: array<atomic<u32>>;
 
-// x_at is activation x[i]: a binary16 half of word i/2 when x_f16
-// is set (an f16 activation, packed two per word), else an f32.
-fn x_at(i: u32) -> f32 {
-    let h = p.x_f16 != 0u;
-    return act_value(x_w[select(i, i >> 1u, h)], i, h);
-}
-
-// out_at and out_set read and write activation out[i]: with out_f16
-// set an f16 activation, binary16 halves packed two per word (written with
-// two atomics, so neighbouring invocations may write the word's other
-// half at once), else f32 words.
-fn out_at(i: u32) -> f32 {
-    let h = p.out_f16 != 0u;
-    return act_value(atomicLoad(&out_w[select(i, i >> 1u, h)]), i, h);
-}
-
-fn out_set(i: u32, v: f32) {
-    let h = p.out_f16 != 0u;
-    let j = select(i, i >> 1u, h);
-    atomicAnd(&out_w[j], select(0u, ~(0xffffu << ((i & 1u) * 16u)), h));
-    atomicOr(&out_w[j], select(bitcast<u32>(v), half_bits(v, i), h));
-}
+// activations: x, out
 
 const WG: u32 = 64u;
 var<workgroup> red: array<f32, 64>;

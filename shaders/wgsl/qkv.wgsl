@@ -50,21 +50,7 @@ struct RopeQKV {
 @group(0) @binding(14) var<storage, read_write> vc: array<u32>;
 @group(0) @binding(15) var<uniform> rq: RopeQKV;
 
-// sincos is rope.wgsl's sincos (shaders_test checks that the copies are
-// the same).
-fn sincos(x: f32) -> vec2<f32> {
-    let k = round(x * 0.6366197723675814);
-    let r = ((x - k * 1.5703125) - k * 0.0004837512969970703) - k * 7.549790126404332e-08;
-    let r2 = r * r;
-    let s = r + r * r2 * (-1.0 / 6.0 + r2 * (1.0 / 120.0 + r2 * (-1.0 / 5040.0 + r2 * (1.0 / 362880.0))));
-    let c = 1.0 - 0.5 * r2 + r2 * r2 * (1.0 / 24.0 + r2 * (-1.0 / 720.0 + r2 * (1.0 / 40320.0 + r2 * (-1.0 / 3628800.0))));
-    switch u32(i32(k) & 3) {
-        case 1u: { return vec2<f32>(c, -s); }
-        case 2u: { return vec2<f32>(-s, -c); }
-        case 3u: { return vec2<f32>(-c, s); }
-        default: { return vec2<f32>(s, c); }
-    }
-}
+// include: sincos
 
 // HALF_MAX and pack_pair are kv.wgsl's.
 const HALF_MAX: f32 = 65504.0;

@@ -33,52 +33,9 @@ struct RopeKVParams {
 @group(0) @binding(6) var<storage, read_write> kc: array<u32>;
 @group(0) @binding(7) var<storage, read_write> vc: array<u32>;
 
-// q_at and q_set read and write activation q[i]: with out_f16
-// set an f16 activation, binary16 halves packed two per word (written with
-// two atomics, so neighbouring invocations may write the word's other
-// half at once), else f32 words.
-fn q_at(i: u32) -> f32 {
-    let h = p.out_f16 != 0u;
-    return act_value(atomicLoad(&q_w[select(i, i >> 1u, h)]), i, h);
-}
+// activations: q(out_f16), k, v
 
-fn q_set(i: u32, v: f32) {
-    let h = p.out_f16 != 0u;
-    let j = select(i, i >> 1u, h);
-    atomicAnd(&q_w[j], select(0u, ~(0xffffu << ((i & 1u) * 16u)), h));
-    atomicOr(&q_w[j], select(bitcast<u32>(v), half_bits(v, i), h));
-}
-
-// k_at is activation k[i]: a binary16 half of word i/2 when k_f16
-// is set (an f16 activation, packed two per word), else an f32.
-fn k_at(i: u32) -> f32 {
-    let h = p.k_f16 != 0u;
-    return act_value(k_w[select(i, i >> 1u, h)], i, h);
-}
-
-// v_at is activation v[i]: a binary16 half of word i/2 when v_f16
-// is set (an f16 activation, packed two per word), else an f32.
-fn v_at(i: u32) -> f32 {
-    let h = p.v_f16 != 0u;
-    return act_value(v_w[select(i, i >> 1u, h)], i, h);
-}
-
-// sincos is rope.wgsl's sincos (shaders_test checks that the two copies
-// are the same): (sin x, cos x) to a few ulps for |x| < 8192 whatever the
-// driver's sin and cos.
-fn sincos(x: f32) -> vec2<f32> {
-    let k = round(x * 0.6366197723675814);
-    let r = ((x - k * 1.5703125) - k * 0.0004837512969970703) - k * 7.549790126404332e-08;
-    let r2 = r * r;
-    let s = r + r * r2 * (-1.0 / 6.0 + r2 * (1.0 / 120.0 + r2 * (-1.0 / 5040.0 + r2 * (1.0 / 362880.0))));
-    let c = 1.0 - 0.5 * r2 + r2 * r2 * (1.0 / 24.0 + r2 * (-1.0 / 720.0 + r2 * (1.0 / 40320.0 + r2 * (-1.0 / 3628800.0))));
-    switch u32(i32(k) & 3) {
-        case 1u: { return vec2<f32>(c, -s); }
-        case 2u: { return vec2<f32>(-s, -c); }
-        case 3u: { return vec2<f32>(-c, s); }
-        default: { return vec2<f32>(s, c); }
-    }
-}
+// include: sincos
 
 // pair returns pair i's dims (a, b) per p.style.
 fn pair(i: u32) -> vec2<u32> {
