@@ -29,18 +29,12 @@ var (
 // expandActivations replaces every activations directive of src with the
 // accessors it names.
 func expandActivations(family, src string) (string, error) {
-	var err error
-	out := activationsRE.ReplaceAllStringFunc(src, func(line string) string {
-		if err != nil {
-			return line
-		}
+	return replaceDirectives(activationsRE, src, func(list string) (string, error) {
 		var b strings.Builder
-		items := strings.Split(activationsRE.FindStringSubmatch(line)[1], ",")
-		for i, item := range items {
+		for i, item := range strings.Split(list, ",") {
 			m := actItemRE.FindStringSubmatch(strings.TrimSpace(item))
 			if m == nil {
-				err = fmt.Errorf("shaders: %s: activations directive: bad item %q", family, item)
-				return line
+				return "", fmt.Errorf("shaders: %s: activations directive: bad item %q", family, item)
 			}
 			name, flag := m[1], m[2]
 			if flag == "" {
@@ -48,15 +42,28 @@ func expandActivations(family, src string) (string, error) {
 			}
 			atomic, ok := activationBinding(src, name)
 			if !ok {
-				err = fmt.Errorf("shaders: %s: activations directive: no binding %s_w of u32 or atomic<u32> words", family, name)
-				return line
+				return "", fmt.Errorf("shaders: %s: activations directive: no binding %s_w of u32 or atomic<u32> words", family, name)
 			}
 			if i > 0 {
 				b.WriteString("\n")
 			}
 			writeAccessors(&b, name, flag, atomic)
 		}
-		return strings.TrimSuffix(b.String(), "\n")
+		return strings.TrimSuffix(b.String(), "\n"), nil
+	})
+}
+
+// replaceDirectives replaces each line re matches by expand(its first
+// submatch), stopping at the first error.
+func replaceDirectives(re *regexp.Regexp, src string, expand func(arg string) (string, error)) (string, error) {
+	var err error
+	out := re.ReplaceAllStringFunc(src, func(line string) string {
+		if err != nil {
+			return line
+		}
+		var text string
+		text, err = expand(re.FindStringSubmatch(line)[1])
+		return text
 	})
 	if err != nil {
 		return "", err
@@ -112,22 +119,15 @@ var includeRE = regexp.MustCompile(`(?m)^// include: ([a-z0-9_]+)$`)
 
 // expandIncludes replaces every include directive of src.
 func expandIncludes(family, src string) (string, error) {
-	var err error
-	out := includeRE.ReplaceAllStringFunc(src, func(line string) string {
-		name := includeRE.FindStringSubmatch(line)[1]
-		b, e := wgslFS.ReadFile("wgsl/lib/" + name + ".wgsl")
-		if e != nil {
-			err = fmt.Errorf("shaders: %s: include %s: %w", family, name, e)
-			return line
+	return replaceDirectives(includeRE, src, func(name string) (string, error) {
+		b, err := wgslFS.ReadFile("wgsl/lib/" + name + ".wgsl")
+		if err != nil {
+			return "", fmt.Errorf("shaders: %s: include %s: %w", family, name, err)
 		}
 		body := string(b)
 		if i := strings.Index(body, "\n\n"); i >= 0 {
 			body = body[i+2:]
 		}
-		return strings.TrimSuffix(body, "\n")
+		return strings.TrimSuffix(body, "\n"), nil
 	})
-	if err != nil {
-		return "", err
-	}
-	return out, nil
 }

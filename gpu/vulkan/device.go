@@ -354,14 +354,16 @@ func (d *Device) waitForLocked(b *buffer) error {
 // waitSubmissions waits for n submissions in submission order: wait(i,
 // limit) waits for submission i at most limit. Each submission gets
 // waitTimeout from the end of the previous one. With software set, a
-// submission still running after waitTimeout is waited for again as long as
-// cpuTime (the process's CPU time, or false where unknown) advanced during
-// the last wait, up to maxSoftwareWait in all.
+// submission still running then is waited for slice by slice (waitTimeout
+// each) as long as cpuTime (the process's CPU time, false where unknown)
+// advanced by a tenth of a core over the slice before, up to
+// maxSoftwareWait in all. cpuTime is read only after a timeout: a wait that
+// succeeds (every decode step's) costs one fence wait, nothing more.
 func waitSubmissions(n int, wait func(i int, limit time.Duration) vk.Result, software bool, cpuTime func() (time.Duration, bool)) error {
 	for i := 0; i < n; i++ {
-		var waited time.Duration
+		var waited, before time.Duration
+		known := false
 		for {
-			before, known := cpuTime()
 			res := wait(i, waitTimeout)
 			if res != vk.Timeout {
 				if err := check("vkWaitForFences", res); err != nil {
@@ -370,10 +372,14 @@ func waitSubmissions(n int, wait func(i int, limit time.Duration) vk.Result, sof
 				break
 			}
 			waited += waitTimeout
-			after, _ := cpuTime()
-			// A tenth of one core over the slice: the driver's threads ran.
-			busy := known && after-before >= waitTimeout/10
-			if !software || !busy || waited >= maxSoftwareWait {
+			busy := false
+			if software {
+				after, ok := cpuTime()
+				busy = known && ok && after-before >= waitTimeout/10
+				before, known = after, ok
+			}
+			// The first slice past the limit is granted to measure progress.
+			if !software || waited >= maxSoftwareWait || (waited > waitTimeout && !busy) {
 				return fmt.Errorf("vulkan: submission %d of %d did not finish within %v of the previous one (%s): %w",
 					i+1, n, waited, progressNote(software, busy), ErrTimeout)
 			}

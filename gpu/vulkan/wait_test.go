@@ -33,16 +33,17 @@ func TestWaitSubmissions(t *testing.T) {
 			calls: 2, timeout: "submission 2 of 3"},
 		{name: "software busy", n: 2, software: true, results: map[int][]vk.Result{0: {vk.Timeout, vk.Timeout, vk.Timeout}},
 			cpuStep: waitTimeout, cpuKnown: true, calls: 5},
-		{name: "software idle", n: 2, software: true, results: map[int][]vk.Result{0: {vk.Timeout, vk.Timeout}},
-			cpuStep: waitTimeout / 20, cpuKnown: true, calls: 1, timeout: "no progress"},
-		{name: "software, cpu time unknown", n: 1, software: true, results: map[int][]vk.Result{0: {vk.Timeout}},
-			cpuStep: waitTimeout, calls: 1, timeout: "no progress"},
+		{name: "software idle", n: 2, software: true, results: map[int][]vk.Result{0: {vk.Timeout, vk.Timeout, vk.Timeout}},
+			cpuStep: waitTimeout / 20, cpuKnown: true, calls: 2, timeout: "no progress"},
+		{name: "software, cpu time unknown", n: 1, software: true, results: map[int][]vk.Result{0: {vk.Timeout, vk.Timeout}},
+			cpuStep: waitTimeout, calls: 2, timeout: "no progress"},
 		{name: "software busy forever", n: 1, software: true, results: map[int][]vk.Result{0: repeat(vk.Timeout, 100)},
 			cpuStep: waitTimeout, cpuKnown: true, calls: int(maxSoftwareWait / waitTimeout), timeout: "still working"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var calls []call
 			var cpu time.Duration
+			cpuReads, timeouts := 0, 0
 			left := map[int][]vk.Result{}
 			for k, v := range tc.results {
 				left[k] = append([]vk.Result(nil), v...)
@@ -52,11 +53,14 @@ func TestWaitSubmissions(t *testing.T) {
 				cpu += tc.cpuStep
 				if r := left[i]; len(r) > 0 {
 					left[i] = r[1:]
+					if r[0] == vk.Timeout {
+						timeouts++
+					}
 					return r[0]
 				}
 				return vk.Success
 			}
-			cpuTime := func() (time.Duration, bool) { return cpu, tc.cpuKnown }
+			cpuTime := func() (time.Duration, bool) { cpuReads++; return cpu, tc.cpuKnown }
 			err := waitSubmissions(tc.n, wait, tc.software, cpuTime)
 			if len(calls) != tc.calls {
 				t.Fatalf("%d waits %v, want %d", len(calls), calls, tc.calls)
@@ -68,6 +72,10 @@ func TestWaitSubmissions(t *testing.T) {
 				if k > 0 && c.i < calls[k-1].i {
 					t.Errorf("wait %d for submission %d after submission %d: out of order", k, c.i, calls[k-1].i)
 				}
+			}
+			// The CPU time is read only after a software driver's timeout.
+			if !tc.software && cpuReads != 0 || tc.software && cpuReads > timeouts {
+				t.Errorf("cpu time read %d times (%d timeouts, software %v)", cpuReads, timeouts, tc.software)
 			}
 			if tc.timeout == "" {
 				if err != nil {
