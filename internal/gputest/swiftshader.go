@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // SwiftShaderICD is where Debian's chromium-common package (part of
@@ -26,11 +28,39 @@ const driverEnv = "GPURUN_TEST_DRIVER"
 // The rerun itself does nothing (it skips) inside a rerun.
 func RerunOnSwiftShader(t *testing.T, run string) {
 	t.Helper()
+	icd := swiftShaderICD(t)
+	rerun(t, exec.Command(os.Args[0], "-test.run="+run, "-test.count=1"), icd, run)
+}
+
+// RerunPackageOnSwiftShader is RerunOnSwiftShader for the tests of another
+// package, the one in directory dir (relative to the calling test's
+// package): its test binary is built with the go command (go test puts
+// its own first in PATH) and run there. A package whose SwiftShader rerun
+// takes long lives in its own test package this way, so go test runs it
+// beside the package's own tests instead of after them.
+func RerunPackageOnSwiftShader(t *testing.T, dir, run string) {
+	t.Helper()
+	icd := swiftShaderICD(t)
+	bin := filepath.Join(t.TempDir(), "rerun.test")
+	build := exec.Command("go", "test", "-c", "-o", bin, ".")
+	build.Dir = dir
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the tests of %s: %v\n%s", dir, err, tail(out))
+	}
+	cmd := exec.Command(bin, "-test.run="+run, "-test.count=1")
+	cmd.Dir = dir
+	rerun(t, cmd, icd, run)
+}
+
+// swiftShaderICD returns SwiftShader's driver manifest, or skips (fails in
+// CI) when it is missing; inside a rerun or with -short it skips.
+func swiftShaderICD(t *testing.T) string {
+	t.Helper()
 	if os.Getenv(driverEnv) != "" {
 		t.Skip("inside a driver rerun")
 	}
 	if testing.Short() {
-		t.Skip("reruns the package's GPU tests on SwiftShader")
+		t.Skip("reruns GPU tests on SwiftShader")
 	}
 	icd := os.Getenv("GPURUN_SWIFTSHADER_ICD")
 	if icd == "" {
@@ -42,8 +72,23 @@ func RerunOnSwiftShader(t *testing.T, run string) {
 		}
 		t.Skipf("SwiftShader not installed (apt-get install chromium-common): %v", err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run="+run, "-test.count=1")
+	return icd
+}
+
+// rerun runs cmd (a test binary) on SwiftShader and fails unless it passes.
+func rerun(t *testing.T, cmd *exec.Cmd, icd, run string) {
+	t.Helper()
 	cmd.Env = append(os.Environ(), "VK_ICD_FILENAMES="+icd, driverEnv+"=SwiftShader")
+	if deadline, ok := t.Deadline(); ok {
+		// The rerun gets what is left of this test's time, less a minute to
+		// report, so a hang inside it fails here with its output instead of
+		// killing this binary without any.
+		left := time.Until(deadline) - time.Minute
+		if left <= 0 {
+			t.Fatalf("no time left for the SwiftShader rerun of %s", run)
+		}
+		cmd.Args = append(cmd.Args, "-test.timeout="+left.Round(time.Second).String())
+	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("tests on SwiftShader failed: %v\n%s", err, tail(out))
