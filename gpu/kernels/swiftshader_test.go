@@ -11,5 +11,5 @@ import (
 // installs: kernel variants chosen by device features (no f16, 256
 // invocations per workgroup there) run both ways.
 func TestSwiftShader(t *testing.T) {
-	gputest.RerunOnSwiftShader(t, "Conformance|Golden|TestQuantizedGGUF|TestBatchedStep")
+	gputest.RerunOnSwiftShader(t, "Conformance|Golden|TestQuantizedGGUF|TestBatchedStep|VariantChosen")
 }

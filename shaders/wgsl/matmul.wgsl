@@ -104,8 +104,16 @@ fn fast() -> bool {
     return p.in_cols % CW == 0u && p.block % CW == 0u;
 }
 
-fn i8x4(v: u32) -> vec4<f32> {
-    return vec4<f32>((vec4<i32>(bitcast<i32>(v)) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u));
+// i8x4 is the four int8 elements of word v (element k in bits [8k, 8k+8)).
+fn i8x4(v: u32) -> vec4<i32> {
+    return (vec4<i32>(bitcast<i32>(v)) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u);
+}
+
+// i4x4 is int4 elements 4q..4q+3 of chunk v: element k of a word is bits
+// [4k, 4k+4); shifted to the top, an arithmetic shift sign-extends it.
+fn i4x4(v: vec4<u32>, q: u32) -> vec4<i32> {
+    let up = select(vec4<u32>(28u, 24u, 20u, 16u), vec4<u32>(12u, 8u, 4u, 0u), (q & 1u) == 1u);
+    return (vec4<i32>(bitcast<i32>(v[q >> 1u])) << up) >> vec4<u32>(28u);
 }
 
 fn bf2(v: u32) -> vec2<f32> {
@@ -123,13 +131,10 @@ fn dq(v: vec4<u32>, q: u32) -> vec4<f32> {
         return vec4<f32>(bf2(h.x), bf2(h.y));
     }
     if WT == WT_I8 {
-        return i8x4(v[q]);
+        return vec4<f32>(i8x4(v[q]));
     }
     if WT == WT_I4 {
-        // Element k of a word is bits [4k, 4k+4): shift it to the top, then
-        // an arithmetic shift sign-extends it.
-        let up = select(vec4<u32>(28u, 24u, 20u, 16u), vec4<u32>(12u, 8u, 4u, 0u), (q & 1u) == 1u);
-        return vec4<f32>((vec4<i32>(bitcast<i32>(v[q >> 1u])) << up) >> vec4<u32>(28u));
+        return vec4<f32>(i4x4(v, q));
     }
     return bitcast<vec4<f32>>(v);
 }
