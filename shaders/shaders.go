@@ -15,10 +15,12 @@
 // instead of a switch per element. Its kernels are looked up with
 // GetVariant.
 //
-// A variant may also append an extension file (wgsl/ext/<name>.wgsl) with
+// A variant may also append extension files (wgsl/ext/<name>.wgsl) with
 // kernels that use device features WebGPU's compiler lacks (subgroup
-// operations): such a variant is compiled to a module holding only its
-// Entry kernel, is marked Vulkan, and WebGPU never compiles it.
+// operations, f16 arithmetic): such a variant is compiled to a module
+// holding only its Entry kernel, is marked Vulkan, and WebGPU never
+// compiles it. An extension's `enable` lines (`enable f16;`) move to the
+// top of the module.
 package shaders
 
 //go:generate go run ./internal/gen -out spirv

@@ -30,6 +30,8 @@
 //                  workgroup-memory tree reduction.
 //   matvec_sg      (Vulkan only, wgsl/ext/subgroups.wgsl) matvec_lanes
 //                  reducing through subgroup shuffles.
+//   matvec_sg_h    (Vulkan only, devices with f16, wgsl/ext/f16.wgsl)
+//                  matvec_sg in f16 arithmetic, for f16 activations.
 //   matvec_norm, matvec_u_norm, matvec_lanes_norm
 //                  the same with an RMS-norm prologue (fusion's Prologue):
 //                  the products read x[t][c] * r * g[c], the Norm op's
