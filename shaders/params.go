@@ -300,21 +300,35 @@ type MatMulVariant struct {
 	// decode kernel reducing through subgroup operations) instead of the
 	// portable kernels.
 	Subgroups bool
+	// F16 (with Subgroups) selects the Vulkan-only module holding
+	// matvec_sg_h instead: matvec_sg in f16 arithmetic, for f16
+	// activations on devices with shaderFloat16 (wgsl/ext/f16.wgsl). Only
+	// f16, int8 and int4 weights have it (F16Weights).
+	F16 bool
 }
 
+// F16Weights reports whether weights of type w have f16-arithmetic
+// variants: f16 weights and int8/int4 codes convert to f16 exactly; f32
+// and bf16 weights would be rounded (bf16 also out of range), and their
+// kernels are bound by the weight bytes anyway.
+func F16Weights(w WeightType) bool { return w == WeightF16 || w == WeightI8 || w == WeightI4 }
+
 // MatMulVariants lists every matmul module: unquantized f32, f16 and bf16,
-// quantized int8 and int4 with f32 or f16 scales, each plain and GLU, and
-// each of those again with Subgroups.
+// quantized int8 and int4 with f32 or f16 scales, each plain and GLU, each
+// of those again with Subgroups, and those of F16Weights once more with
+// Subgroups and F16.
 func MatMulVariants() []MatMulVariant {
 	var out []MatMulVariant
-	for _, sg := range []bool{false, true} {
+	for _, mode := range []struct{ sg, h bool }{{false, false}, {true, false}, {true, true}} {
 		for _, glu := range []bool{false, true} {
 			for _, w := range []WeightType{WeightF32, WeightF16, WeightBF16} {
-				out = append(out, MatMulVariant{Weight: w, GLU: glu, Subgroups: sg})
+				if !mode.h || F16Weights(w) {
+					out = append(out, MatMulVariant{Weight: w, GLU: glu, Subgroups: mode.sg, F16: mode.h})
+				}
 			}
 			for _, w := range []WeightType{WeightI8, WeightI4} {
 				for _, s := range []ScaleType{ScaleF32, ScaleF16} {
-					out = append(out, MatMulVariant{Weight: w, Scale: s, Quant: true, GLU: glu, Subgroups: sg})
+					out = append(out, MatMulVariant{Weight: w, Scale: s, Quant: true, GLU: glu, Subgroups: mode.sg, F16: mode.h})
 				}
 			}
 		}
@@ -331,10 +345,15 @@ func (v MatMulVariant) Variant() Variant {
 	if v.GLU {
 		key += "_glu"
 	}
-	var ext, entry string
+	var ext []string
+	var entry string
 	if v.Subgroups {
 		key += "_sg"
-		ext, entry = "subgroups", "matvec_sg"
+		ext, entry = []string{"subgroups"}, "matvec_sg"
+		if v.F16 {
+			key += "_h"
+			ext, entry = append(ext, "f16"), "matvec_sg_h"
+		}
 	}
 	b := func(x bool) string {
 		if x {
@@ -367,7 +386,7 @@ const (
 // (RopeKVCPU or RopeKVGPU) for v's weights (v without GLU or Subgroups).
 func (v MatMulVariant) RopeKVVariant(entry string) Variant {
 	mv := v
-	mv.GLU, mv.Subgroups = false, false
+	mv.GLU, mv.Subgroups, mv.F16 = false, false, false
 	r := mv.Variant()
 	r.Key += map[string]string{RopeKVCPU: "_mv", RopeKVGPU: "_lanes"}[entry]
 	r.Entry = entry

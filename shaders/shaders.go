@@ -15,10 +15,12 @@
 // instead of a switch per element. Its kernels are looked up with
 // GetVariant.
 //
-// A variant may also append an extension file (wgsl/ext/<name>.wgsl) with
+// A variant may also append extension files (wgsl/ext/<name>.wgsl) with
 // kernels that use device features WebGPU's compiler lacks (subgroup
-// operations): such a variant is compiled to a module holding only its
-// Entry kernel, is marked Vulkan, and WebGPU never compiles it.
+// operations, f16 arithmetic): such a variant is compiled to a module
+// holding only its Entry kernel, is marked Vulkan, and WebGPU never
+// compiles it. An extension's `enable` lines (`enable f16;`) move to the
+// top of the module.
 package shaders
 
 //go:generate go run ./internal/gen -out spirv
@@ -69,15 +71,17 @@ type Family struct {
 type Variant struct {
 	Key    string // module name suffix, e.g. "I4_F16_glu"
 	Consts []Const
-	// Ext names an extension file (wgsl/ext/<Ext>.wgsl) appended to the
-	// family's source; the module then holds only the kernel Entry (one of
-	// the extension's), and only the Vulkan backend runs it.
-	Ext, Entry string
+	// Ext names extension files (wgsl/ext/<name>.wgsl) appended to the
+	// family's source in order; the module then holds only the kernel
+	// Entry (one of the extensions'), and only the Vulkan backend runs it.
+	// An extension's `enable` lines move to the top of the module.
+	Ext   []string
+	Entry string
 }
 
 // Vulkan reports whether the variant's module is for the Vulkan backend
 // only (it uses features WebGPU's compiler lacks).
-func (v Variant) Vulkan() bool { return v.Ext != "" }
+func (v Variant) Vulkan() bool { return len(v.Ext) > 0 }
 
 // Const is one WGSL module-scope constant of a variant.
 type Const struct {
@@ -149,15 +153,21 @@ func Modules() ([]Module, error) {
 
 // variantWGSL is the complete source of variant v of family f.
 func variantWGSL(f *Family, v Variant) (string, error) {
+	var enable strings.Builder
 	src := v.wgsl() + f.WGSL
-	if v.Ext != "" {
-		ext, err := wgslFS.ReadFile("wgsl/ext/" + v.Ext + ".wgsl")
+	for _, name := range v.Ext {
+		ext, err := wgslFS.ReadFile("wgsl/ext/" + name + ".wgsl")
 		if err != nil {
 			return "", fmt.Errorf("shaders: %s.%s: %w", f.Name, v.Key, err)
 		}
-		src += "\n" + string(ext)
+		// WGSL wants enable directives before any declaration.
+		body := enableRE.ReplaceAllStringFunc(string(ext), func(line string) string {
+			enable.WriteString(line)
+			return ""
+		})
+		src += "\n" + body
 	}
-	return src, nil
+	return enable.String() + src, nil
 }
 
 // holds reports whether variant v's module has kernel k.
@@ -243,22 +253,24 @@ func build() registry {
 		if vs, ok := specialized[name]; ok {
 			f.Variants = vs()
 			for _, v := range f.Variants {
-				if v.Ext == "" || slices.Contains(f.extKernels, v.Entry) {
+				if len(v.Ext) == 0 || slices.Contains(f.extKernels, v.Entry) {
 					continue
 				}
-				ext, err := wgslFS.ReadFile("wgsl/ext/" + v.Ext + ".wgsl")
-				if err != nil {
-					r.err = fmt.Errorf("shaders: %w", err)
-					return r
-				}
-				for _, m := range entryRE.FindAllStringSubmatch(string(ext), -1) {
-					if !slices.Contains(f.extKernels, m[1]) {
-						f.extKernels = append(f.extKernels, m[1])
-						f.Kernels = append(f.Kernels, m[1])
+				for _, e := range v.Ext {
+					ext, err := wgslFS.ReadFile("wgsl/ext/" + e + ".wgsl")
+					if err != nil {
+						r.err = fmt.Errorf("shaders: %w", err)
+						return r
+					}
+					for _, m := range entryRE.FindAllStringSubmatch(string(ext), -1) {
+						if !slices.Contains(f.extKernels, m[1]) {
+							f.extKernels = append(f.extKernels, m[1])
+							f.Kernels = append(f.Kernels, m[1])
+						}
 					}
 				}
 				if !slices.Contains(f.extKernels, v.Entry) {
-					r.err = fmt.Errorf("shaders: %s.%s: entry %q not in wgsl/ext/%s.wgsl", name, v.Key, v.Entry, v.Ext)
+					r.err = fmt.Errorf("shaders: %s.%s: entry %q not in wgsl/ext/%v", name, v.Key, v.Entry, v.Ext)
 					return r
 				}
 			}
@@ -278,6 +290,7 @@ func build() registry {
 var (
 	bindingRE = regexp.MustCompile(`@group\(0\)\s*@binding\((\d+)\)\s*var<\s*(uniform|storage\s*,\s*read_write|storage\s*,\s*read|storage)\s*>`)
 	baseRE    = regexp.MustCompile(`^// base: ([a-z0-9_]+)\n`)
+	enableRE  = regexp.MustCompile(`(?m)^enable [a-z0-9_, ]+;\n`)
 	entryRE   = regexp.MustCompile(`@compute[^\n]*\n\s*fn\s+([A-Za-z_][A-Za-z0-9_]*)`)
 )
 

@@ -99,9 +99,22 @@ func TestGetBindings(t *testing.T) {
 }
 
 // The kernels of the specialized matmul family: the portable ones in every
-// variant without Subgroups, matvec_sg (alone) in every variant with them.
+// variant without Subgroups, matvec_sg (alone) in every variant with them
+// but without F16, matvec_sg_h (alone) in those with F16.
 var matmulKernels = []string{"matvec", "matvec_u", "matvec_lanes", "matvec_norm", "matvec_u_norm", "matvec_lanes_norm",
-	"matmul", "matmul_direct", "matmul_few", "matmul_few_u", "matvec_sg"}
+	"matmul", "matmul_direct", "matmul_few", "matmul_few_u", "matvec_sg", "matvec_sg_h"}
+
+// variantEntry is the one kernel of a Vulkan-only matmul variant ("" for
+// a portable variant).
+func variantEntry(v MatMulVariant) string {
+	switch {
+	case v.F16:
+		return "matvec_sg_h"
+	case v.Subgroups:
+		return "matvec_sg"
+	}
+	return ""
+}
 
 func TestGetVariantBindings(t *testing.T) {
 	R, W, U := gpu.StorageRead, gpu.StorageRW, gpu.Uniform
@@ -112,7 +125,7 @@ func TestGetVariantBindings(t *testing.T) {
 		}
 		for _, v := range MatMulVariants() {
 			spec, err := GetVariant(name, v.Variant())
-			if v.Subgroups != (name == "matvec_sg") {
+			if e := variantEntry(v); e != name && (e != "" || name == "matvec_sg" || name == "matvec_sg_h") {
 				if !errors.Is(err, ErrUnknown) {
 					t.Errorf("%s in variant %s: err = %v, want ErrUnknown", name, v.Variant().Key, err)
 				}
@@ -121,8 +134,15 @@ func TestGetVariantBindings(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if v.Subgroups && (!v.Variant().Vulkan() || strings.Count(spec.WGSL, "@compute") != len(matmulKernels)) {
-				t.Errorf("%s: a Vulkan-only module of matmul.wgsl and its extension expected", spec.Name)
+			// matmul.wgsl's portable kernels, then those of the extensions:
+			// subgroups.wgsl's, and f16.wgsl's after its enable line moved
+			// to the top.
+			ext := map[bool]int{false: 1, true: 2}[v.F16]
+			if v.Subgroups && (!v.Variant().Vulkan() || strings.Count(spec.WGSL, "@compute") != len(matmulKernels)-2+ext) {
+				t.Errorf("%s: a Vulkan-only module of matmul.wgsl and its extensions expected", spec.Name)
+			}
+			if v.F16 != strings.HasPrefix(spec.WGSL, "enable f16;\n") || strings.Contains(spec.WGSL, "\nenable ") {
+				t.Errorf("%s: F16 %v, WGSL starts %q", spec.Name, v.F16, spec.WGSL[:20])
 			}
 			if spec.Entry != name || !bytes.Equal(spec.SPIRV[:4], []byte{0x03, 0x02, 0x23, 0x07}) {
 				t.Errorf("%s: entry %q, SPIR-V magic %x", spec.Name, spec.Entry, spec.SPIRV[:4])

@@ -34,6 +34,28 @@ type Options struct {
 	// subgroup operations), SubgroupsOff keeps the portable
 	// workgroup-memory reduction everywhere.
 	Subgroups SubgroupMode
+	// F16 picks the arithmetic of the GPU-class decode kernel where it
+	// reduces through subgroups: F16Auto uses f16 arithmetic
+	// (matvec_sg_h) for f16 activations (the model's activation policy)
+	// and f16, int8 or int4 weights on devices reporting it (gpu.Info.F16:
+	// Vulkan with shaderFloat16 and 16-bit storage), F16Off keeps f32
+	// arithmetic everywhere.
+	F16 F16Mode
+}
+
+// F16Mode selects whether kernels may use f16 arithmetic.
+type F16Mode uint8
+
+const (
+	F16Auto F16Mode = iota
+	F16Off
+)
+
+func (m F16Mode) String() string {
+	if m == F16Off {
+		return "nof16"
+	}
+	return "f16"
 }
 
 // SubgroupMode selects whether kernels use subgroup operations.
@@ -94,6 +116,7 @@ type backend struct {
 	info       gpu.Info
 	gpuClass   bool // GPU-class kernel variants
 	subgroups  bool // GPU-class decode reduces through subgroup operations
+	f16        bool // ... and may do so in f16 arithmetic (for f16 activations)
 	attention  AttentionKind
 	maxBinding int64 // bytes per weight binding
 	devBinding int64 // bytes per binding of the device
@@ -119,7 +142,10 @@ func NewWithOptions(dev gpu.Device, opts Options) gpu.Backend {
 	}
 	gpuClass := opts.Class == ClassGPU || (opts.Class == ClassAuto && info.Type != gpu.CPU)
 	subgroups := gpuClass && opts.Subgroups == SubgroupsAuto && shaders.SubgroupVariantFits(info.SubgroupSize)
-	return &backend{dev: dev, info: info, gpuClass: gpuClass, subgroups: subgroups, attention: opts.Attention, maxBinding: mb &^ 3, devBinding: dev0 &^ 3, kernels: map[string]gpu.Kernel{}}
+	// The f16 variants hold the subgroup reduction; WebGPU (no f16 in its
+	// naga) and SwiftShader (no f16 feature) report F16 false.
+	f16 := subgroups && info.F16 && info.Backend == "vulkan" && opts.F16 == F16Auto
+	return &backend{dev: dev, info: info, gpuClass: gpuClass, subgroups: subgroups, f16: f16, attention: opts.Attention, maxBinding: mb &^ 3, devBinding: dev0 &^ 3, kernels: map[string]gpu.Kernel{}}
 }
 
 func (b *backend) Info() gpu.Info { return b.info }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/gpurun/gpurun/fusion"
@@ -182,6 +183,14 @@ func TestArchGolden(t *testing.T) {
 			t.Run(tc.name+"_fused_f16", func(t *testing.T) {
 				archCase(t, dev, dir, tc.name, max(tc.tol, archHalfTol), true, kernels.Options{}, true)
 			})
+			if strings.HasPrefix(tc.name, "llama-q") {
+				// The f16 policy on the GPU class: on Vulkan devices with
+				// f16 (lavapipe) decode runs in f16 arithmetic
+				// (matvec_sg_h), held to the quantized files' tolerance.
+				t.Run(tc.name+"_fused_f16_gpuclass", func(t *testing.T) {
+					archCase(t, dev, dir, tc.name, max(tc.tol, archHalfTol), true, kernels.Options{Class: kernels.ClassGPU}, true)
+				})
+			}
 		}
 	})
 }

@@ -633,10 +633,17 @@ func (pl *planner) matDispatch(v shaders.MatMulVariant, w *weight, params shader
 			break
 		}
 		if pl.p.b.subgroups {
-			// The same lane groups, reduced through subgroup shuffles.
+			// The same lane groups, reduced through subgroup shuffles; in
+			// f16 arithmetic for f16 activations where the device has it
+			// (f32 activation policies, such as Falcon's and Phi-2's, keep
+			// f32 math).
 			sg := v
 			sg.Subgroups = true
-			pl.dispatchVariant("matvec_sg", sg.Variant(), params, c, ceilDiv(rows, rowsPerWG), nrows, 1, bind...)
+			kernel := "matvec_sg"
+			if pl.p.b.f16 && params.XF16 != 0 && shaders.F16Weights(v.Weight) {
+				sg.F16, kernel = true, "matvec_sg_h"
+			}
+			pl.dispatchVariant(kernel, sg.Variant(), params, c, ceilDiv(rows, rowsPerWG), nrows, 1, bind...)
 			break
 		}
 		pl.dispatchVariant("matvec_lanes", v.Variant(), params, c, ceilDiv(rows, rowsPerWG), nrows, 1, bind...)

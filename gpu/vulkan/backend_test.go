@@ -47,8 +47,9 @@ func TestKernelBackendStagingConformance(t *testing.T) {
 // device would not get by default forced (the GPU-class matrix kernels
 // with and without subgroup operations and the CPU-class ones, attention
 // split over the sequence for every graph, attention per head and token
-// for every graph), so every kernel runs here and under the validation
-// layer (TestValidationClean).
+// for every graph, and the f16-activation cases on the GPU class, whose
+// decode runs in f16 arithmetic where the device has it), so every kernel
+// runs here and under the validation layer (TestValidationClean).
 func TestKernelBackendVariants(t *testing.T) {
 	for _, opts := range []kernels.Options{
 		{Class: kernels.ClassGPU, Attention: kernels.AttentionSplit},
@@ -59,6 +60,13 @@ func TestKernelBackendVariants(t *testing.T) {
 			conformance.RunOps(t, func(t testing.TB) gpu.Backend { return kernels.NewWithOptions(backendDevice(t), opts) })
 		})
 	}
+	// The f16 activation policy on the GPU class: on devices with f16
+	// arithmetic (lavapipe) its decode kernel matvec_sg_h.
+	t.Run("gpuclass_f16arith", func(t *testing.T) {
+		conformance.RunCases(t, conformance.F16ArithCases(), func(t testing.TB) gpu.Backend {
+			return kernels.NewWithOptions(backendDevice(t), kernels.Options{Class: kernels.ClassGPU})
+		})
+	})
 }
 
 // TestSwiftShader runs the kernel backend's conformance tests again on

@@ -30,6 +30,8 @@
 //                  workgroup-memory tree reduction.
 //   matvec_sg      (Vulkan only, wgsl/ext/subgroups.wgsl) matvec_lanes
 //                  reducing through subgroup shuffles.
+//   matvec_sg_h    (Vulkan only, devices with f16, wgsl/ext/f16.wgsl)
+//                  matvec_sg in f16 arithmetic, for f16 activations.
 //   matvec_norm, matvec_u_norm, matvec_lanes_norm
 //                  the same with an RMS-norm prologue (fusion's Prologue):
 //                  the products read x[t][c] * r * g[c], the Norm op's
@@ -104,8 +106,16 @@ fn fast() -> bool {
     return p.in_cols % CW == 0u && p.block % CW == 0u;
 }
 
-fn i8x4(v: u32) -> vec4<f32> {
-    return vec4<f32>((vec4<i32>(bitcast<i32>(v)) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u));
+// i8x4 is the four int8 elements of word v (element k in bits [8k, 8k+8)).
+fn i8x4(v: u32) -> vec4<i32> {
+    return (vec4<i32>(bitcast<i32>(v)) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u);
+}
+
+// i4x4 is int4 elements 4q..4q+3 of chunk v: element k of a word is bits
+// [4k, 4k+4); shifted to the top, an arithmetic shift sign-extends it.
+fn i4x4(v: vec4<u32>, q: u32) -> vec4<i32> {
+    let up = select(vec4<u32>(28u, 24u, 20u, 16u), vec4<u32>(12u, 8u, 4u, 0u), (q & 1u) == 1u);
+    return (vec4<i32>(bitcast<i32>(v[q >> 1u])) << up) >> vec4<u32>(28u);
 }
 
 fn bf2(v: u32) -> vec2<f32> {
@@ -123,13 +133,10 @@ fn dq(v: vec4<u32>, q: u32) -> vec4<f32> {
         return vec4<f32>(bf2(h.x), bf2(h.y));
     }
     if WT == WT_I8 {
-        return i8x4(v[q]);
+        return vec4<f32>(i8x4(v[q]));
     }
     if WT == WT_I4 {
-        // Element k of a word is bits [4k, 4k+4): shift it to the top, then
-        // an arithmetic shift sign-extends it.
-        let up = select(vec4<u32>(28u, 24u, 20u, 16u), vec4<u32>(12u, 8u, 4u, 0u), (q & 1u) == 1u);
-        return vec4<f32>((vec4<i32>(bitcast<i32>(v[q >> 1u])) << up) >> vec4<u32>(28u));
+        return vec4<f32>(i4x4(v, q));
     }
     return bitcast<vec4<f32>>(v);
 }
@@ -189,37 +196,6 @@ fn wword(i: u32) -> u32 {
 
 fn wword2(i: u32) -> u32 {
     return w2[i >> 2u][i & 3u];
-}
-
-// norm_r is the RMS-norm factor of token t's activations.
-// Its two loops (rows of whole vec4s, or not: one of them runs no
-// iteration) are not in branches of their own: on lavapipe loops nested
-// in branches that no lane takes cost far more than their work (see mv).
-fn norm_r(t: u32, ux: bool) -> f32 {
-    var acc = vec4<f32>(0.0);
-    let whole = p.in_cols % 4u == 0u;
-    let n4 = select(0u, p.in_cols / 4u, whole);
-    for (var i = 0u; i < n4; i++) {
-        let v = xv4(t * n4 + i, ux);
-        acc += v * v;
-    }
-    let n1 = select(p.in_cols, 0u, whole);
-    for (var c = 0u; c < n1; c++) {
-        let v = xat(t * p.in_cols + c);
-        acc.x += v * v;
-    }
-    let ss = (acc.x + acc.y) + (acc.z + acc.w);
-    return 1.0 / sqrt(ss / f32(p.in_cols) + p.norm_eps);
-}
-
-// xn is activation vec4 i (token t's vec4s start at xb), normed by factor
-// r when nm (a constant in each caller).
-fn xn(i: u32, xb: u32, ux: bool, nm: bool, r: f32) -> vec4<f32> {
-    let v = xv4(i, ux);
-    if !nm {
-        return v;
-    }
-    return v * r * gu[i - xb];
 }
 
 // xs is activation vec4 i (token t's vec4s start at xb) times the norm
@@ -324,7 +300,7 @@ fn mv(gid: vec3<u32>, ux: bool, nm: bool) {
     }
     // The norm prologue (nm): the fast path's products take x * g and
     // gather the sum of squares of x from the same loads (ss), and r scales
-    // the sums at the end; a norm_r loop before them cost lavapipe more
+    // the sums at the end; a separate norm loop before them cost lavapipe more
     // than the products (qkv.wgsl's kernel on stories260K: 7 ms against
     // 0.4 ms per dispatch).
     var ss = vec4<f32>(0.0);
@@ -468,60 +444,15 @@ var<workgroup> red_ss: array<f32, 64>;
 
 // lanes_partial is lane's share of rows r0 and r0+1 (xy, zw) of token t.
 fn lanes_partial(t: u32, r0: u32, lane: u32, lanes: u32) -> vec4<f32> {
-    return lanes_part(t, r0, lane, lanes, false);
+    var ss = vec4<f32>(0.0);
+    return lanes_part(t, r0, lane, lanes, false, &ss);
 }
 
-// lanes_part is lanes_partial, with the norm prologue when nm.
-fn lanes_part(t: u32, r0: u32, lane: u32, lanes: u32, nm: bool) -> vec4<f32> {
-    var a0 = vec2<f32>(0.0);
-    var a1 = vec2<f32>(0.0);
-    if r0 < p.rows {
-        var nr = 1.0;
-        if nm {
-            nr = norm_r(t, false);
-        }
-        let r1 = min(r0 + 1u, p.rows - 1u);
-        let cpr = p.in_cols / CW;
-        let xb = t * (p.in_cols / 4u);
-        for (var j = lane; j < cpr; j += lanes) {
-            let v0 = w[r0 * cpr + j];
-            let v1 = w[r1 * cpr + j];
-            var u0 = v0;
-            var u1 = v1;
-            if GLU {
-                u0 = w2[r0 * cpr + j];
-                u1 = w2[r1 * cpr + j];
-            }
-            let xi = xb + j * EPW;
-            var m = mvq(v0, v1, v0, v1, u0, u1, u0, u1, 0u, xn(xi, xb, false, nm, nr));
-            if EPW > 1u {
-                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 1u, xn(xi + 1u, xb, false, nm, nr));
-            }
-            if EPW > 2u {
-                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 2u, xn(xi + 2u, xb, false, nm, nr));
-                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 3u, xn(xi + 3u, xb, false, nm, nr));
-            }
-            if EPW > 4u {
-                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 4u, xn(xi + 4u, xb, false, nm, nr));
-                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 5u, xn(xi + 5u, xb, false, nm, nr));
-                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 6u, xn(xi + 6u, xb, false, nm, nr));
-                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 7u, xn(xi + 7u, xb, false, nm, nr));
-            }
-            let q0 = m[0];
-            let q1 = m[1];
-            let b = (j * CW) / p.block;
-            a0 += q0 * scales(r0 * p.nblocks + b);
-            a1 += q1 * scales(r1 * p.nblocks + b);
-        }
-    }
-    return vec4<f32>(a0, a1);
-}
-
-// lanes_part_n is lanes_part with the norm prologue: the sums take x * g
-// and the lane's sum of squares of x goes to ss (lanes_mv reduces both and
-// scales by r), as mv does; a norm_r loop first cost lavapipe ~30 ms per
-// stories260K GLU dispatch.
-fn lanes_part_n(t: u32, r0: u32, lane: u32, lanes: u32, ss: ptr<function, vec4<f32>>) -> vec4<f32> {
+// lanes_part is lanes_partial, with the norm prologue when nm (a constant
+// in each caller): the sums then take x * g and the lane's sum of squares
+// of x goes to ss (lanes_mv reduces both and scales by r), as mv does; a
+// separate norm loop first cost lavapipe ~30 ms per stories260K GLU dispatch.
+fn lanes_part(t: u32, r0: u32, lane: u32, lanes: u32, nm: bool, ss: ptr<function, vec4<f32>>) -> vec4<f32> {
     var a0 = vec2<f32>(0.0);
     var a1 = vec2<f32>(0.0);
     if r0 < p.rows {
@@ -538,25 +469,23 @@ fn lanes_part_n(t: u32, r0: u32, lane: u32, lanes: u32, ss: ptr<function, vec4<f
                 u1 = w2[r1 * cpr + j];
             }
             let xi = xb + j * EPW;
-            var m = mvq(v0, v1, v0, v1, u0, u1, u0, u1, 0u, xs(xi, xb, false, true, ss));
+            var m = mvq(v0, v1, v0, v1, u0, u1, u0, u1, 0u, xs(xi, xb, false, nm, ss));
             if EPW > 1u {
-                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 1u, xs(xi + 1u, xb, false, true, ss));
+                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 1u, xs(xi + 1u, xb, false, nm, ss));
             }
             if EPW > 2u {
-                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 2u, xs(xi + 2u, xb, false, true, ss));
-                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 3u, xs(xi + 3u, xb, false, true, ss));
+                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 2u, xs(xi + 2u, xb, false, nm, ss));
+                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 3u, xs(xi + 3u, xb, false, nm, ss));
             }
             if EPW > 4u {
-                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 4u, xs(xi + 4u, xb, false, true, ss));
-                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 5u, xs(xi + 5u, xb, false, true, ss));
-                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 6u, xs(xi + 6u, xb, false, true, ss));
-                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 7u, xs(xi + 7u, xb, false, true, ss));
+                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 4u, xs(xi + 4u, xb, false, nm, ss));
+                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 5u, xs(xi + 5u, xb, false, nm, ss));
+                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 6u, xs(xi + 6u, xb, false, nm, ss));
+                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 7u, xs(xi + 7u, xb, false, nm, ss));
             }
-            let q0 = m[0];
-            let q1 = m[1];
             let b = (j * CW) / p.block;
-            a0 += q0 * scales(r0 * p.nblocks + b);
-            a1 += q1 * scales(r1 * p.nblocks + b);
+            a0 += m[0] * scales(r0 * p.nblocks + b);
+            a1 += m[1] * scales(r1 * p.nblocks + b);
         }
     }
     return vec4<f32>(a0, a1);
@@ -591,7 +520,7 @@ fn lanes_mv(wid: vec3<u32>, li: u32, nm: bool) {
     let lane = li & (lanes - 1u);
     let r0 = (wid.x * (64u / lanes) + li / lanes) * LV_ROWS;
     if !nm {
-        red[li] = lanes_part(t, r0, lane, lanes, false);
+        red[li] = lanes_partial(t, r0, lane, lanes);
         workgroupBarrier();
         for (var h = lanes / 2u; h > 0u; h = h / 2u) {
             if lane < h {
@@ -605,7 +534,7 @@ fn lanes_mv(wid: vec3<u32>, li: u32, nm: bool) {
         return;
     }
     var ss = vec4<f32>(0.0);
-    red[li] = lanes_part_n(t, r0, lane, lanes, &ss);
+    red[li] = lanes_part(t, r0, lane, lanes, true, &ss);
     red_ss[li] = (ss.x + ss.y) + (ss.z + ss.w);
     workgroupBarrier();
     for (var h = lanes / 2u; h > 0u; h = h / 2u) {

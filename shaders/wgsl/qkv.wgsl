@@ -239,7 +239,7 @@ fn matvec_rope_kv(@builtin(global_invocation_id) gid: vec3<u32>) {
     let pd = pair_rows(seg, min(i0 + 3u, np - 1u));
     // The norm prologue: the products take x * g, the sum of squares of x
     // gathers from the same loads, and the factor r scales the sums at the
-    // end (r * sum(w * x * g)). A separate norm_r loop here cost lavapipe
+    // end (r * sum(w * x * g)). A separate norm loop here cost lavapipe
     // 7 ms per dispatch on stories260K (0.3 ms without it), for reasons
     // not found.
     let nm = rq.has_norm != 0u;

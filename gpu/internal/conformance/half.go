@@ -91,3 +91,24 @@ func isHalf(v float32) bool {
 	h := v / 2
 	return tensors.F16Float(tensors.F16Bits(h)) == h
 }
+
+// f16ArithTol is the tolerance of F16ArithCases: the f16-arithmetic decode
+// kernel (the Vulkan backend's matvec_sg_h) rounds every dequantized
+// weight, product and 4-term sum to f16 (2^-11 relative), a random walk of
+// about 2^-11 * sqrt(sum (w x)^2) per output: with these cases' |w|, |x|
+// <= ~1.5 and rows of up to a few hundred columns, a few 1e-3 (measured
+// worst 4.3e-3). 1.5e-2 absolute and 1e-2 relative; a decoding mistake
+// (wrong element, scale or row) moves outputs by O(0.1-1).
+var f16ArithTol = Tolerance{Abs: 1.5e-2, Rel: 1e-2}
+
+// F16ArithCases is HalfCases with the tolerance of kernels computing in
+// f16 arithmetic (f16ArithTol): for backends that pick such variants
+// under the f16 activation policy.
+func F16ArithCases() []Case {
+	cs := HalfCases()
+	for i := range cs {
+		cs[i].Name = "f16arith/" + strings.TrimPrefix(cs[i].Name, "f16/")
+		cs[i].Tol = Tolerance{Abs: max(cs[i].Tol.Abs, f16ArithTol.Abs), Rel: max(cs[i].Tol.Rel, f16ArithTol.Rel)}
+	}
+	return cs
+}

@@ -13,5 +13,5 @@ import (
 )
 
 func TestKernelsOnSwiftShader(t *testing.T) {
-	gputest.RerunPackageOnSwiftShader(t, "..", "Conformance|Golden|TestQuantizedGGUF|TestBatchedStep")
+	gputest.RerunPackageOnSwiftShader(t, "..", "Conformance|Golden|TestQuantizedGGUF|TestBatchedStep|VariantChosen")
 }

@@ -1,7 +1,9 @@
 // Package spirvgen turns the WGSL kernel modules (shaders.Modules: plain
 // families and every variant of a specialized family, with the generated
-// constants and common.wgsl prepended) into SPIR-V with naga. The generator
-// command and the freshness test share it.
+// constants and common.wgsl prepended) into SPIR-V with naga, then runs
+// two passes of its own over naga's output: DropWorkgroupZeroInit (modules
+// with NoZeroInitMarker) and DropUnusedCapabilities (every module). The
+// generator command and the freshness test share it.
 package spirvgen
 
 import (
@@ -53,17 +55,22 @@ func Generate(naga, outDir string, modules []Module) error {
 		if err := cmd.Run(); err != nil {
 			return fmt.Errorf("spirvgen: naga %s: %w: %s", m.Name, err, stderr.String())
 		}
+		spv, err := os.ReadFile(out)
+		if err != nil {
+			return fmt.Errorf("spirvgen: %w", err)
+		}
 		if strings.Contains(m.WGSL, "\n"+NoZeroInitMarker+"\n") {
-			spv, err := os.ReadFile(out)
-			if err != nil {
-				return fmt.Errorf("spirvgen: %w", err)
-			}
 			if spv, err = DropWorkgroupZeroInit(spv); err != nil {
 				return fmt.Errorf("spirvgen: %s: %w", m.Name, err)
 			}
-			if err := os.WriteFile(out, spv, 0o644); err != nil {
-				return fmt.Errorf("spirvgen: %w", err)
-			}
+		}
+		// naga declares capabilities some modules do not use (f16 ones:
+		// StorageInputOutput16, which lavapipe lacks).
+		if spv, err = DropUnusedCapabilities(spv); err != nil {
+			return fmt.Errorf("spirvgen: %s: %w", m.Name, err)
+		}
+		if err := os.WriteFile(out, spv, 0o644); err != nil {
+			return fmt.Errorf("spirvgen: %w", err)
 		}
 	}
 	old, err := filepath.Glob(filepath.Join(outDir, "*.spv"))

@@ -19,11 +19,25 @@ fn matvec_sg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_invocation
     if t >= min(step[1], p.nrows) {
         return; // uniform: the whole workgroup shares t
     }
+    let g = sg_group(wid, sgi, sgs, sgid);
+    sg_finish(t, g, lanes_partial(t, g.x, g.y, g.z), sgi, sgs, sgid);
+}
+
+// sg_group is the (first row, lane, lanes) of invocation sgi of subgroup
+// sgid (of size sgs) in workgroup wid.
+fn sg_group(wid: vec3<u32>, sgi: u32, sgs: u32, sgid: u32) -> vec3<u32> {
     let vi = sgid * sgs + sgi;
     let lanes = p.lanes;
-    let lane = vi & (lanes - 1u);
     let r0 = (wid.x * (64u / lanes) + vi / lanes) * LV_ROWS;
-    var v = lanes_partial(t, r0, lane, lanes);
+    return vec3<u32>(r0, vi & (lanes - 1u), lanes);
+}
+
+// sg_finish adds the partial sums v of lane group g (sg_group) and writes
+// its rows of token t.
+fn sg_finish(t: u32, g: vec3<u32>, part: vec4<f32>, sgi: u32, sgs: u32, sgid: u32) {
+    let lane = g.y;
+    let lanes = g.z;
+    var v = part;
     let inner = min(lanes, sgs);
     for (var h = inner / 2u; h > 0u; h = h / 2u) {
         v += subgroupShuffleXor(v, h);
@@ -45,6 +59,6 @@ fn matvec_sg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_invocation
         }
     }
     if lane == 0u {
-        lanes_finish(t, r0, v);
+        lanes_finish(t, g.x, v);
     }
 }
