@@ -92,3 +92,68 @@ func benchAttention(b *testing.B, be gpu.Backend, heads, kvHeads, hd, maxLen, va
 	sec := b.Elapsed().Seconds() / float64(b.N)
 	b.ReportMetric(float64(2*kvHeads*hd*valid*elem)/sec/1e9, "GB/s")
 }
+
+// BenchmarkAttentionPrefill times one 128-token prefill step of StoreKV +
+// Attention from position 0 at the 110M llama shape (12 heads of 64 dims,
+// f16 cache), for the tiled prefill kernel and the per-head one, on each
+// device; GFLOP/s counts the causal score and value products (2*2*hd per
+// visible (token, position) pair and head).
+func BenchmarkAttentionPrefill(b *testing.B) {
+	const tokens, maxLen, heads, kvHeads, hd = 128, 256, 12, 12, 64
+	for i, d := range devices {
+		for _, kind := range []kernels.AttentionKind{kernels.AttentionTiled, kernels.AttentionPerHead} {
+			b.Run(fmt.Sprintf("%s/110M/tokens=%d/%s", d.Name, tokens, kind), func(b *testing.B) {
+				be := backendOn(b, deviceAt(b, i), kernels.Options{Attention: kind})
+				r := rand.New(rand.NewPCG(13, 13))
+				g := &fusion.Graph{Tokens: tokens, KV: fusion.KVSpec{Layers: 1, KVHeads: kvHeads, HeadDim: hd, MaxLen: maxLen, F16: true}}
+				q := embedInput(g, "q", heads*hd)
+				k := embedInput(g, "k", kvHeads*hd)
+				v := embedInput(g, "v", kvHeads*hd)
+				g.Add(&fusion.StoreKVOp{K: k, V: v, KVHeads: kvHeads, HeadDim: hd})
+				g.Logits = g.Add(&fusion.AttentionOp{Out: g.NewBuf("o", tokens, heads*hd), Q: q,
+					HeadShape: fusion.HeadShape{Heads: heads, KVHeads: kvHeads, HeadDim: hd}, Scale: 0.125})
+				ctx := context.Background()
+				ws, err := be.LoadWeights(ctx, []*tensors.Tensor{tensorOf(b, r, "q", vocab, heads*hd, tensors.F32, 0, 0),
+					tensorOf(b, r, "k", vocab, kvHeads*hd, tensors.F32, 0, 0), tensorOf(b, r, "v", vocab, kvHeads*hd, tensors.F32, 0, 0)})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer ws.Release()
+				kv, err := be.NewKVCache(g.KV)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer kv.Release()
+				p, err := be.Compile(g, ws, kv)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer p.Release()
+				ids := make([]int32, tokens)
+				for j := range ids {
+					ids[j] = int32(j % vocab)
+				}
+				run := func() {
+					if err := p.Run(ctx, ids, 0); err != nil {
+						b.Fatal(err)
+					}
+				}
+				out := make([]float32, tokens*heads*hd)
+				run()
+				if _, err := p.Logits(out); err != nil {
+					b.Fatal(err)
+				}
+				b.ResetTimer()
+				for range b.N {
+					run()
+				}
+				if _, err := p.Logits(out); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				pairs := float64(tokens * (tokens + 1) / 2)
+				b.ReportMetric(pairs*float64(heads*4*hd)/(b.Elapsed().Seconds()/float64(b.N))/1e9, "GFLOP/s")
+			})
+		}
+	}
+}
