@@ -39,6 +39,7 @@ func TestGetBindings(t *testing.T) {
 		{"attn_split_f16", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
 		{"attn_tiled", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
 		{"attn_tiled_f16", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
+		{"attn_tiled_d64_f16", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
 		{"attn_combine", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
 		{"attn_dec_d8", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
 		{"attn_dec_d8_f16", []gpu.BindingKind{U, R, R, R, R, W, W, U}},

@@ -111,6 +111,11 @@ func (pl *planner) attention(op *fusion.AttentionOp) error {
 		if spec.F16 {
 			name = "attn_tiled_f16"
 		}
+		if spec.F16 && op.HeadDim == 64 && !pl.p.b.gpuClass {
+			// Query in registers, vec4 loads of the staged keys and values
+			// (lavapipe, BenchmarkAttentionPrefill: see attention.wgsl).
+			name = "attn_tiled_d64_f16"
+		}
 		// The running sums live in part (f32) until the last chunk.
 		acc, err := pl.partBuf(int64(T) * int64(op.Heads) * int64(op.HeadDim) * 4)
 		if err != nil {

@@ -908,3 +908,158 @@ fn tiled(wid: vec3<u32>, i: u32, packed: bool) {
         first = false;
     }
 }
+
+// ---- attn_tiled_d64_f16: attn_tiled for CPU-class devices, head_dim 64, f16 cache ----
+//
+// The same walk as attn_tiled (one workgroup per kv head and tile of QR
+// query rows, a chunk of CHUNK positions at a time, online softmax), with
+// the work split for a device whose every memory load is a loop over the
+// lanes of a SIMD batch (lavapipe: storage and workgroup loads alike):
+// invocation i serves row g = i / 8 of the tile and slot sl = i % 8. It
+// holds its row's query (32 dim pairs) in registers for the whole walk,
+// scores keys sl, sl+8, ..., sl+56 of each chunk with vec4 loads of the
+// staged keys (8 per key), and owns output words sl, sl+8, sl+16, sl+24 of
+// its row (dims 2w and 2w+1), accumulated in registers over the walk and
+// written once at its end: per vec4 of staged values, 4 positions of one
+// word. Eight lanes of a row reduce its max and sum through wm and wl.
+var<workgroup> t4: array<vec4<u32>, 512>; // a chunk's keys [64][8 vec4], then its values [32 words][16 vec4]
+var<workgroup> w4s: array<vec4<f32>, 128>; // [QR][CHUNK/4]: the chunk's weights exp(s - max), 0 where unseen
+var<workgroup> wm: array<f32, 64>;        // [QR][8]: the slots' chunk maxima
+var<workgroup> wl: array<f32, 64>;        // [QR][8]: the slots' chunk sums
+
+// half4 is the 8 halves of the vec4 of packed words k, weighted by the 4
+// dim pairs (or positions) a, b, c and d.
+fn half4(k: vec4<u32>, a: vec2<f32>, b: vec2<f32>, c: vec2<f32>, d: vec2<f32>) -> f32 {
+    return dot(a, unpack2x16float(k.x)) + dot(b, unpack2x16float(k.y)) + dot(c, unpack2x16float(k.z)) + dot(d, unpack2x16float(k.w));
+}
+
+@compute @workgroup_size(64)
+fn attn_tiled_d64_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let i = lid.x;
+    let kvh = wid.x;
+    let tile0 = wid.y * QR;
+    var lo = 0xffffffffu;
+    var hi = 0u;
+    var live = false;
+    for (var r = 0u; r < QR; r++) {
+        let tr = tile_row(tile0, kvh, r);
+        if tr.lo <= tr.hi {
+            lo = min(lo, tr.lo);
+            hi = max(hi, tr.hi);
+            live = true;
+        }
+    }
+    if !live {
+        return; // uniform across the workgroup
+    }
+    let g = i >> 3u;
+    let sl = i & 7u;
+    let me = tile_row(tile0, kvh, g);
+    let mine = me.lo <= me.hi;
+    var qb = 0u; // rows that are not live read row 0 and write nothing
+    if mine {
+        qb = (me.t * p.heads + me.h) * 64u;
+    }
+    var qr: array<vec2<f32>, 32>;
+    for (var w = 0u; w < 32u; w++) {
+        qr[w] = vec2<f32>(q_at(qb + 2u * w), q_at(qb + 2u * w + 1u));
+    }
+    if i < QR {
+        wmax[i] = -3.0e38;
+        rl[i] = 0.0;
+    }
+    var acc = array<vec2<f32>, 4>();
+    for (var c0 = lo; c0 <= hi; c0 += CHUNK) {
+        let n = min(CHUNK, hi + 1u - c0);
+        // Keys: word w of key j at t4[8j + w/4][w%4] (0 past the chunk).
+        let kb = (kvh * p.max_len + c0) * 32u;
+        for (var e = i; e < 2048u; e += WG) {
+            var word = 0u;
+            if (e >> 5u) < n {
+                word = kc[kb + e];
+            }
+            t4[e >> 2u][e & 3u] = word;
+        }
+        workgroupBarrier();
+        var sc: array<f32, 8>;
+        var m = -3.0e38;
+        for (var k = 0u; k < 8u; k++) {
+            let j = sl + 8u * k;
+            var s = 0.0;
+            for (var w4 = 0u; w4 < 8u; w4++) {
+                s += half4(t4[8u * j + w4], qr[4u * w4], qr[4u * w4 + 1u], qr[4u * w4 + 2u], qr[4u * w4 + 3u]);
+            }
+            let pos = c0 + j;
+            var sg = -3.0e38;
+            if j < n && pos >= me.lo && pos <= me.hi {
+                sg = s * p.scale;
+                if p.cap > 0.0 {
+                    sg = p.cap * tanh_safe(sg / p.cap);
+                }
+            }
+            sc[k] = sg;
+            m = max(m, sg);
+        }
+        wm[i] = m;
+        workgroupBarrier();
+        // The row's new max, this chunk's weights and their sum.
+        let mold = wmax[g];
+        var mnew = mold;
+        for (var s2 = 0u; s2 < 8u; s2++) {
+            mnew = max(mnew, wm[8u * g + s2]);
+        }
+        let f = exp(mold - mnew);
+        var l = 0.0;
+        for (var k = 0u; k < 8u; k++) {
+            let j = sl + 8u * k;
+            let pos = c0 + j;
+            var e = 0.0;
+            if j < n && pos >= me.lo && pos <= me.hi {
+                e = exp(sc[k] - mnew);
+            }
+            w4s[16u * g + (j >> 2u)][j & 3u] = e;
+            l += e;
+        }
+        wl[i] = l;
+        workgroupBarrier();
+        if sl == 0u {
+            var lsum = 0.0;
+            for (var s2 = 0u; s2 < 8u; s2++) {
+                lsum += wl[8u * g + s2];
+            }
+            rl[g] = rl[g] * f + lsum;
+            wmax[g] = mnew;
+        }
+        // Values: positions 4v..4v+3 of word w at t4[16w + v] (0 past the chunk).
+        let vb = kvh * 32u * p.max_len + c0;
+        for (var e = i; e < 2048u; e += WG) {
+            let w = e >> 6u;
+            let j = e & 63u;
+            var word = 0u;
+            if j < n {
+                word = vc[vb + w * p.max_len + j];
+            }
+            t4[e >> 2u][e & 3u] = word;
+        }
+        workgroupBarrier();
+        for (var a = 0u; a < 4u; a++) {
+            acc[a] *= f;
+        }
+        for (var v = 0u; v < 16u; v++) {
+            let pw = w4s[16u * g + v];
+            for (var a = 0u; a < 4u; a++) {
+                let vw = t4[16u * (sl + 8u * a) + v];
+                acc[a] += pw.x * unpack2x16float(vw.x) + pw.y * unpack2x16float(vw.y) + pw.z * unpack2x16float(vw.z) + pw.w * unpack2x16float(vw.w);
+            }
+        }
+        workgroupBarrier();
+    }
+    if mine {
+        let l = rl[g];
+        for (var a = 0u; a < 4u; a++) {
+            let d = 2u * (sl + 8u * a);
+            out_set(qb + d, acc[a].x / l);
+            out_set(qb + d + 1u, acc[a].y / l);
+        }
+    }
+}

@@ -345,9 +345,11 @@ func AttentionCases() []Case {
 			tc{2, 1, 8, 0, 3, 258, 2, f16, 0})    // attn_dec: a window straddling its 256-position chunks, then past the first
 	}
 	table = append(table,
-		tc{3, 3, 7, 0, 0, 3, 2, true, 0},     // odd head dim: a half-filled last word
-		tc{4, 2, 256, 0, 0, 3, 1, true, 0},   // largest head dim: two words per invocation
-		tc{2, 1, 256, 0, 0, 70, 1, false, 0}) // largest f32 head dim: key tiles of 8
+		tc{3, 3, 7, 0, 0, 3, 2, true, 0},      // odd head dim: a half-filled last word
+		tc{4, 2, 256, 0, 0, 3, 1, true, 0},    // largest head dim: two words per invocation
+		tc{2, 1, 256, 0, 0, 70, 1, false, 0},  // largest f32 head dim: key tiles of 8
+		tc{4, 2, 64, 30, 70, 140, 2, true, 0}, // attn_tiled_d64_f16: groups, caps, a window straddling chunks
+		tc{2, 2, 64, 0, 0, 130, 2, true, 0})   // attn_tiled_d64_f16: three chunks, a tile's rows over two
 	cs := []Case{f16RoundingCase()}
 	for _, c := range table {
 		// Both sides read the same halves from an f16 cache (rounded to
