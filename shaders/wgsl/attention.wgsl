@@ -714,11 +714,9 @@ fn tile_row(tile0: u32, kvh: u32, g: u32) -> TRow {
     return r;
 }
 
-fn tiled(wid: vec3<u32>, i: u32, packed: bool) {
-    let kvh = wid.x;
-    let tile0 = wid.y * QR;
-    // The union of the rows' visible positions (uniform: every invocation
-    // computes the same).
+// tile_span is the union of the visible positions of a tile's rows (first,
+// last), or (1, 0) when no row is live.
+fn tile_span(tile0: u32, kvh: u32) -> vec2<u32> {
     var lo = 0xffffffffu;
     var hi = 0u;
     var live = false;
@@ -730,9 +728,18 @@ fn tiled(wid: vec3<u32>, i: u32, packed: bool) {
             live = true;
         }
     }
-    if !live {
-        return;
+    return select(vec2<u32>(1u, 0u), vec2<u32>(lo, hi), live);
+}
+
+fn tiled(wid: vec3<u32>, i: u32, packed: bool) {
+    let kvh = wid.x;
+    let tile0 = wid.y * QR;
+    let span = tile_span(tile0, kvh);
+    if span.x > span.y {
+        return; // no live row (uniform: every invocation computes the same)
     }
+    let lo = span.x;
+    let hi = span.y;
     var width = p.head_dim;
     if packed {
         width = (p.head_dim + 1u) / 2u;
@@ -938,20 +945,12 @@ fn attn_tiled_d64_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invo
     let i = lid.x;
     let kvh = wid.x;
     let tile0 = wid.y * QR;
-    var lo = 0xffffffffu;
-    var hi = 0u;
-    var live = false;
-    for (var r = 0u; r < QR; r++) {
-        let tr = tile_row(tile0, kvh, r);
-        if tr.lo <= tr.hi {
-            lo = min(lo, tr.lo);
-            hi = max(hi, tr.hi);
-            live = true;
-        }
+    let span = tile_span(tile0, kvh);
+    if span.x > span.y {
+        return; // no live row (uniform across the workgroup)
     }
-    if !live {
-        return; // uniform across the workgroup
-    }
+    let lo = span.x;
+    let hi = span.y;
     let g = i >> 3u;
     let sl = i & 7u;
     let me = tile_row(tile0, kvh, g);
