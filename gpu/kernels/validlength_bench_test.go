@@ -27,7 +27,7 @@ import (
 // of-prediction (ratio / predicted; issue 9 asks for >= 0.9). Each
 // round's figures are logged too (-v).
 //
-// The model is stories260K (max length 256: positions 10 and 200
+// The model is stories260K (its max length 512: positions 10 and ~508
 // then), or GPURUN_BENCH_MODEL, e.g. /work/m110/c1k-Q8_0.gguf.
 func BenchmarkValidLength(b *testing.B) {
 	ck := benchCheckpoint(b)
