@@ -428,11 +428,24 @@ func (m *Model) KVDType() tensors.DType {
 // head is that table) and, per cache position the step attends to, the
 // keys and values of every layer in the cache's type.
 func (m *Model) DecodeBytes() (weights, kvPerPosition int64) {
+	return m.decodeWeights, kvBytesPerPosition(&m.cfg, m.kvF16)
+}
+
+// DecodeBytesOf is Model.DecodeBytes for the configuration cfg, its
+// weight tensors ws and a KV cache of binary16 (kvF16) or f32, for
+// measurements that run a backend's programs without a Model (the
+// valid-length benchmark of gpu/kernels).
+func DecodeBytesOf(cfg *model.Config, ws []*tensors.Tensor, kvF16 bool) (weights, kvPerPosition int64) {
+	return decodeWeightBytes(cfg, ws), kvBytesPerPosition(cfg, kvF16)
+}
+
+// kvBytesPerPosition is DecodeBytes' keys and values per cache position.
+func kvBytesPerPosition(cfg *model.Config, kvF16 bool) int64 {
 	elem := int64(4)
-	if m.kvF16 {
+	if kvF16 {
 		elem = 2
 	}
-	return m.decodeWeights, 2 * int64(m.cfg.Layers) * int64(m.cfg.KVHeads) * int64(m.cfg.HeadDim) * elem
+	return 2 * int64(cfg.Layers) * int64(cfg.KVHeads) * int64(cfg.HeadDim) * elem
 }
 
 // decodeWeightBytes is DecodeBytes' weights of the tensors ws.
