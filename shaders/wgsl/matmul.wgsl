@@ -292,6 +292,48 @@ fn xv4(i: u32, ux: bool) -> vec4<f32> {
     return select(bitcast<vec4<f32>>(w), vec4<f32>(unpack2x16float(hw.x), unpack2x16float(hw.y)), h);
 }
 
+// mv8 adds the products of one chunk of eight rows (v0..v7, and u0..u7
+// of W2 with GLU) with the EPW activation vec4s from vec4 xi (token's
+// vec4s start at xb) to q0 (rows 0-3) and q1 (rows 4-7). The vec4s of the
+// chunk are unrolled with constant indices so each dq folds to its one
+// decoding; each activation vec4 is loaded once for the eight rows. Shared
+// by mv and qkv.wgsl's matvec_rope_kv (which passes v as u).
+fn mv8(v0: vec4<u32>, v1: vec4<u32>, v2: vec4<u32>, v3: vec4<u32>, v4: vec4<u32>, v5: vec4<u32>, v6: vec4<u32>, v7: vec4<u32>,
+       u0: vec4<u32>, u1: vec4<u32>, u2: vec4<u32>, u3: vec4<u32>, u4: vec4<u32>, u5: vec4<u32>, u6: vec4<u32>, u7: vec4<u32>,
+       xi: u32, xb: u32, ux: bool, nm: bool, ss: ptr<function, vec4<f32>>,
+       q0: ptr<function, mat4x2<f32>>, q1: ptr<function, mat4x2<f32>>) {
+    let x0 = xs(xi, xb, ux, nm, ss);
+    *q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 0u, x0);
+    *q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 0u, x0);
+    if EPW > 1u {
+        let x1 = xs(xi + 1u, xb, ux, nm, ss);
+        *q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 1u, x1);
+        *q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 1u, x1);
+    }
+    if EPW > 2u {
+        let x2 = xs(xi + 2u, xb, ux, nm, ss);
+        *q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 2u, x2);
+        *q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 2u, x2);
+        let x3 = xs(xi + 3u, xb, ux, nm, ss);
+        *q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 3u, x3);
+        *q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 3u, x3);
+    }
+    if EPW > 4u {
+        let x4 = xs(xi + 4u, xb, ux, nm, ss);
+        *q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 4u, x4);
+        *q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 4u, x4);
+        let x5 = xs(xi + 5u, xb, ux, nm, ss);
+        *q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 5u, x5);
+        *q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 5u, x5);
+        let x6 = xs(xi + 6u, xb, ux, nm, ss);
+        *q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 6u, x6);
+        *q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 6u, x6);
+        let x7 = xs(xi + 7u, xb, ux, nm, ss);
+        *q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 7u, x7);
+        *q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 7u, x7);
+    }
+}
+
 fn mv(gid: vec3<u32>, ux: bool, nm: bool) {
     let t = gid.y;
     let r0 = gid.x * MV_ROWS;
@@ -361,40 +403,7 @@ fn mv(gid: vec3<u32>, ux: bool, nm: bool) {
                     u6 = w2[rg + j];
                     u7 = w2[rh + j];
                 }
-                // The vec4s of a chunk, unrolled with constant indices so
-                // each dq folds to its one decoding; each activation vec4
-                // is loaded once for the eight rows.
-                let xi = xb + j * EPW;
-                var xv = xs(xi, xb, ux, nm, &ss);
-                q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 0u, xv);
-                q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 0u, xv);
-                if EPW > 1u {
-                    xv = xs(xi + 1u, xb, ux, nm, &ss);
-                    q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 1u, xv);
-                    q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 1u, xv);
-                }
-                if EPW > 2u {
-                    xv = xs(xi + 2u, xb, ux, nm, &ss);
-                    q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 2u, xv);
-                    q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 2u, xv);
-                    xv = xs(xi + 3u, xb, ux, nm, &ss);
-                    q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 3u, xv);
-                    q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 3u, xv);
-                }
-                if EPW > 4u {
-                    xv = xs(xi + 4u, xb, ux, nm, &ss);
-                    q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 4u, xv);
-                    q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 4u, xv);
-                    xv = xs(xi + 5u, xb, ux, nm, &ss);
-                    q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 5u, xv);
-                    q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 5u, xv);
-                    xv = xs(xi + 6u, xb, ux, nm, &ss);
-                    q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 6u, xv);
-                    q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 6u, xv);
-                    xv = xs(xi + 7u, xb, ux, nm, &ss);
-                    q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 7u, xv);
-                    q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 7u, xv);
-                }
+                mv8(v0, v1, v2, v3, v4, v5, v6, v7, u0, u1, u2, u3, u4, u5, u6, u7, xb + j * EPW, xb, ux, nm, &ss, &q0, &q1);
             }
             a0 += q0[0] * scales(rr[0] * p.nblocks + b);
             a1 += q0[1] * scales(rr[1] * p.nblocks + b);

@@ -269,37 +269,7 @@ fn matvec_rope_kv(@builtin(global_invocation_id) gid: vec3<u32>) {
             let v5 = wseg(seg, rf + j);
             let v6 = wseg(seg, rg + j);
             let v7 = wseg(seg, rh + j);
-            let xi = xb + j * EPW;
-            var xv = xs(xi, xb, true, nm, &ss);
-            q0 += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 0u, xv);
-            q1 += mvq(v4, v5, v6, v7, v4, v5, v6, v7, 0u, xv);
-            if EPW > 1u {
-                xv = xs(xi + 1u, xb, true, nm, &ss);
-                q0 += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 1u, xv);
-                q1 += mvq(v4, v5, v6, v7, v4, v5, v6, v7, 1u, xv);
-            }
-            if EPW > 2u {
-                xv = xs(xi + 2u, xb, true, nm, &ss);
-                q0 += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 2u, xv);
-                q1 += mvq(v4, v5, v6, v7, v4, v5, v6, v7, 2u, xv);
-                xv = xs(xi + 3u, xb, true, nm, &ss);
-                q0 += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 3u, xv);
-                q1 += mvq(v4, v5, v6, v7, v4, v5, v6, v7, 3u, xv);
-            }
-            if EPW > 4u {
-                xv = xs(xi + 4u, xb, true, nm, &ss);
-                q0 += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 4u, xv);
-                q1 += mvq(v4, v5, v6, v7, v4, v5, v6, v7, 4u, xv);
-                xv = xs(xi + 5u, xb, true, nm, &ss);
-                q0 += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 5u, xv);
-                q1 += mvq(v4, v5, v6, v7, v4, v5, v6, v7, 5u, xv);
-                xv = xs(xi + 6u, xb, true, nm, &ss);
-                q0 += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 6u, xv);
-                q1 += mvq(v4, v5, v6, v7, v4, v5, v6, v7, 6u, xv);
-                xv = xs(xi + 7u, xb, true, nm, &ss);
-                q0 += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 7u, xv);
-                q1 += mvq(v4, v5, v6, v7, v4, v5, v6, v7, 7u, xv);
-            }
+            mv8(v0, v1, v2, v3, v4, v5, v6, v7, v0, v1, v2, v3, v4, v5, v6, v7, xb + j * EPW, xb, true, nm, &ss, &q0, &q1);
         }
         let nb = p.nblocks;
         a0 += vec4<f32>(q0[0].x, q0[1].x, q0[2].x, q0[3].x) *
