@@ -42,31 +42,8 @@ func BenchmarkAttentionDecode(b *testing.B) {
 }
 
 func benchAttention(b *testing.B, be gpu.Backend, heads, kvHeads, hd, maxLen, valid int, f16 bool) {
-	r := rand.New(rand.NewPCG(11, 11))
-	g := &fusion.Graph{Tokens: 1, KV: fusion.KVSpec{Layers: 1, KVHeads: kvHeads, HeadDim: hd, MaxLen: maxLen, F16: f16}}
-	q := embedInput(g, "q", heads*hd)
-	k := embedInput(g, "k", kvHeads*hd)
-	v := embedInput(g, "v", kvHeads*hd)
-	g.Add(&fusion.StoreKVOp{K: k, V: v, KVHeads: kvHeads, HeadDim: hd})
-	g.Logits = g.Add(&fusion.AttentionOp{Out: g.NewBuf("o", 1, heads*hd), Q: q,
-		HeadShape: fusion.HeadShape{Heads: heads, KVHeads: kvHeads, HeadDim: hd}, Scale: 0.125})
 	ctx := context.Background()
-	ws, err := be.LoadWeights(ctx, []*tensors.Tensor{tensorOf(b, r, "q", vocab, heads*hd, tensors.F32, 0, 0),
-		tensorOf(b, r, "k", vocab, kvHeads*hd, tensors.F32, 0, 0), tensorOf(b, r, "v", vocab, kvHeads*hd, tensors.F32, 0, 0)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ws.Release()
-	kv, err := be.NewKVCache(g.KV)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer kv.Release()
-	p, err := be.Compile(g, ws, kv)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer p.Release()
+	p := attentionProgram(b, be, 1, heads, kvHeads, hd, maxLen, f16)
 	out := make([]float32, heads*hd)
 	run := func() {
 		if err := p.Run(ctx, []int32{1}, valid-1); err != nil {
@@ -104,31 +81,8 @@ func BenchmarkAttentionPrefill(b *testing.B) {
 		for _, kind := range []kernels.AttentionKind{kernels.AttentionTiled, kernels.AttentionPerHead} {
 			b.Run(fmt.Sprintf("%s/110M/tokens=%d/%s", d.Name, tokens, kind), func(b *testing.B) {
 				be := backendOn(b, deviceAt(b, i), kernels.Options{Attention: kind})
-				r := rand.New(rand.NewPCG(13, 13))
-				g := &fusion.Graph{Tokens: tokens, KV: fusion.KVSpec{Layers: 1, KVHeads: kvHeads, HeadDim: hd, MaxLen: maxLen, F16: true}}
-				q := embedInput(g, "q", heads*hd)
-				k := embedInput(g, "k", kvHeads*hd)
-				v := embedInput(g, "v", kvHeads*hd)
-				g.Add(&fusion.StoreKVOp{K: k, V: v, KVHeads: kvHeads, HeadDim: hd})
-				g.Logits = g.Add(&fusion.AttentionOp{Out: g.NewBuf("o", tokens, heads*hd), Q: q,
-					HeadShape: fusion.HeadShape{Heads: heads, KVHeads: kvHeads, HeadDim: hd}, Scale: 0.125})
 				ctx := context.Background()
-				ws, err := be.LoadWeights(ctx, []*tensors.Tensor{tensorOf(b, r, "q", vocab, heads*hd, tensors.F32, 0, 0),
-					tensorOf(b, r, "k", vocab, kvHeads*hd, tensors.F32, 0, 0), tensorOf(b, r, "v", vocab, kvHeads*hd, tensors.F32, 0, 0)})
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer ws.Release()
-				kv, err := be.NewKVCache(g.KV)
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer kv.Release()
-				p, err := be.Compile(g, ws, kv)
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer p.Release()
+				p := attentionProgram(b, be, tokens, heads, kvHeads, hd, maxLen, true)
 				ids := make([]int32, tokens)
 				for j := range ids {
 					ids[j] = int32(j % vocab)
@@ -156,4 +110,36 @@ func BenchmarkAttentionPrefill(b *testing.B) {
 			})
 		}
 	}
+}
+
+// attentionProgram compiles StoreKV + Attention over a one-layer cache of
+// maxLen positions for a step of tokens tokens, with random q, k and v
+// embeddings; the benchmark releases it with its backend.
+func attentionProgram(b *testing.B, be gpu.Backend, tokens, heads, kvHeads, hd, maxLen int, f16 bool) gpu.Program {
+	b.Helper()
+	r := rand.New(rand.NewPCG(11, uint64(tokens)))
+	g := &fusion.Graph{Tokens: tokens, KV: fusion.KVSpec{Layers: 1, KVHeads: kvHeads, HeadDim: hd, MaxLen: maxLen, F16: f16}}
+	q := embedInput(g, "q", heads*hd)
+	k := embedInput(g, "k", kvHeads*hd)
+	v := embedInput(g, "v", kvHeads*hd)
+	g.Add(&fusion.StoreKVOp{K: k, V: v, KVHeads: kvHeads, HeadDim: hd})
+	g.Logits = g.Add(&fusion.AttentionOp{Out: g.NewBuf("o", tokens, heads*hd), Q: q,
+		HeadShape: fusion.HeadShape{Heads: heads, KVHeads: kvHeads, HeadDim: hd}, Scale: 0.125})
+	ws, err := be.LoadWeights(context.Background(), []*tensors.Tensor{tensorOf(b, r, "q", vocab, heads*hd, tensors.F32, 0, 0),
+		tensorOf(b, r, "k", vocab, kvHeads*hd, tensors.F32, 0, 0), tensorOf(b, r, "v", vocab, kvHeads*hd, tensors.F32, 0, 0)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(ws.Release)
+	kv, err := be.NewKVCache(g.KV)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(kv.Release)
+	p, err := be.Compile(g, ws, kv)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(p.Release)
+	return p
 }
