@@ -78,6 +78,21 @@ func input(g *fusion.Graph, name string, cols int) fusion.Buf {
 	return g.Add(&fusion.EmbedOp{Out: g.NewBuf(name, g.Tokens, cols), Weight: name})
 }
 
+// lateSeq is seq with every token 0 of the first 64 positions (the first
+// chunk of the attention kernels) made a 1; AttentionCases' late cases
+// also lengthen key 0, so a query row whose largest score is a token-0 key
+// finds it in a later chunk and its running max rises after values were
+// already summed.
+func lateSeq(n int) []int32 {
+	out := seq(n)
+	for i := range min(n, 64) {
+		if out[i] == 0 {
+			out[i] = 1
+		}
+	}
+	return out
+}
+
 func seq(n int) []int32 {
 	out := make([]int32, n)
 	for i := range out {
@@ -327,29 +342,38 @@ func AttentionCases() []Case {
 		window             int
 		prefill, decode    int
 		f16                bool
-		maxLen             int // 0: prefill+decode+1
+		maxLen             int  // 0: prefill+decode+1
+		late               bool // the prompt is lateSeq: the largest scores come after the first 64 positions
 	}
 	var table []tc
 	for _, f16 := range []bool{false, true} { // f32 cache, f16 cache (halves packed in pairs)
 		table = append(table,
-			tc{4, 2, 8, 0, 0, 3, 3, f16, 0},      // grouped-query attention
-			tc{6, 2, 8, 30, 0, 4, 2, f16, 0},     // soft-capped scores
-			tc{2, 1, 8, 0, 3, 4, 3, f16, 0},      // sliding window
-			tc{2, 1, 72, 0, 0, 2, 1, f16, 0},     // head dim past 64
-			tc{2, 2, 8, 0, 0, 70, 2, f16, 0},     // cache longer than 64 positions
-			tc{4, 1, 16, 0, 0, 150, 3, f16, 0},   // three chunks, the last cut by the cache end
-			tc{2, 1, 8, 0, 70, 140, 2, f16, 0},   // window straddling chunk edges
-			tc{12, 1, 8, 20, 0, 5, 2, f16, 0},    // a group of 12: two head batches
-			tc{4, 2, 16, 0, 0, 64, 2, f16, 0},    // decode opens a new chunk
-			tc{2, 1, 64, 0, 0, 10, 2, f16, 1280}, // 10 visible positions of 1280
-			tc{2, 1, 8, 0, 3, 258, 2, f16, 0})    // attn_dec: a window straddling its 256-position chunks, then past the first
+			tc{4, 2, 8, 0, 0, 3, 3, f16, 0, false},      // grouped-query attention
+			tc{6, 2, 8, 30, 0, 4, 2, f16, 0, false},     // soft-capped scores
+			tc{2, 1, 8, 0, 3, 4, 3, f16, 0, false},      // sliding window
+			tc{2, 1, 72, 0, 0, 2, 1, f16, 0, false},     // head dim past 64
+			tc{2, 2, 8, 0, 0, 70, 2, f16, 0, false},     // cache longer than 64 positions
+			tc{4, 1, 16, 0, 0, 150, 3, f16, 0, false},   // three chunks, the last cut by the cache end
+			tc{2, 1, 8, 0, 70, 140, 2, f16, 0, false},   // window straddling chunk edges
+			tc{12, 1, 8, 20, 0, 5, 2, f16, 0, false},    // a group of 12: two head batches
+			tc{4, 2, 16, 0, 0, 64, 2, f16, 0, false},    // decode opens a new chunk
+			tc{2, 1, 64, 0, 0, 10, 2, f16, 1280, false}, // 10 visible positions of 1280
+			tc{2, 1, 8, 0, 3, 258, 2, f16, 0, false})    // attn_dec: a window straddling its 256-position chunks, then past the first
 	}
 	table = append(table,
-		tc{3, 3, 7, 0, 0, 3, 2, true, 0},      // odd head dim: a half-filled last word
-		tc{4, 2, 256, 0, 0, 3, 1, true, 0},    // largest head dim: two words per invocation
-		tc{2, 1, 256, 0, 0, 70, 1, false, 0},  // largest f32 head dim: key tiles of 8
-		tc{4, 2, 64, 30, 70, 140, 2, true, 0}, // attn_tiled_d64_f16: groups, caps, a window straddling chunks
-		tc{2, 2, 64, 0, 0, 130, 2, true, 0})   // attn_tiled_d64_f16: three chunks, a tile's rows over two
+		tc{3, 3, 7, 0, 0, 3, 2, true, 0, false},      // odd head dim: a half-filled last word
+		tc{4, 2, 256, 0, 0, 3, 1, true, 0, false},    // largest head dim: two words per invocation
+		tc{2, 1, 256, 0, 0, 70, 1, false, 0, false},  // largest f32 head dim: key tiles of 8
+		tc{4, 2, 64, 30, 70, 140, 2, true, 0, false}, // attn_tiled_d64_f16: groups, caps, a window straddling chunks
+		tc{2, 2, 64, 0, 0, 130, 2, true, 0, false},   // attn_tiled_d64_f16: three chunks, a tile's rows over two
+		tc{2, 2, 64, 0, 0, 130, 2, true, 0, true},    // attn_tiled_d64_f16: running maxima raised by later chunks
+		// attn_dec4 (an f16 cache of a length divisible by 4, head dims
+		// divisible by 8): blocks of 4 positions cut by the window and by
+		// the query's position on either side of a 256-position chunk edge.
+		tc{2, 1, 8, 0, 3, 258, 2, true, 264, false},    // a window of 3 over the chunk edge
+		tc{4, 1, 16, 30, 70, 253, 5, true, 268, false}, // a group of 4 heads, caps, a window over the chunk edge
+		tc{6, 1, 128, 0, 0, 9, 2, true, 16, false},     // head dim 128, a group of 6: batches of 4 and 2
+		tc{2, 1, 8, 0, 0, 130, 2, true, 136, true})     // head dim 8: each invocation's running max raised by a later block
 	cs := []Case{f16RoundingCase()}
 	for _, c := range table {
 		// Both sides read the same halves from an f16 cache (rounded to
@@ -359,7 +383,11 @@ func AttentionCases() []Case {
 		if c.hd > 128 {
 			tol = attentionWide
 		}
-		steps := []Step{{seq(c.prefill), 0}}
+		prompt, suffix := seq(c.prefill), ""
+		if c.late {
+			prompt, suffix = lateSeq(c.prefill), "_late"
+		}
+		steps := []Step{{prompt, 0}}
 		for d := range c.decode {
 			steps = append(steps, Step{[]int32{int32((5*d + 2) % vocab)}, c.prefill + d})
 		}
@@ -368,7 +396,7 @@ func AttentionCases() []Case {
 			maxLen = c.prefill + c.decode + 1
 		}
 		cs = append(cs, Case{
-			Name: fmt.Sprintf("attention/h%d_kv%d_d%d_cap%g_w%d_p%d_f16%v_max%d", c.heads, c.kvHeads, c.hd, c.capv, c.window, c.prefill, c.f16, maxLen),
+			Name: fmt.Sprintf("attention/h%d_kv%d_d%d_cap%g_w%d_p%d_f16%v_max%d%s", c.heads, c.kvHeads, c.hd, c.capv, c.window, c.prefill, c.f16, maxLen, suffix),
 			Build: func() (*fusion.Graph, []*tensors.Tensor) {
 				r := rand.New(rand.NewPCG(7, uint64(c.hd*100+c.prefill)))
 				g := &fusion.Graph{Tokens: c.prefill}
@@ -382,7 +410,17 @@ func AttentionCases() []Case {
 				scaled := func(name string, cols int) *tensors.Tensor {
 					return mustTensor(tensors.FromF32(name, []int{vocab, cols}, uniform(r, vocab*cols, 2), tensors.F32))
 				}
-				return g, []*tensors.Tensor{scaled("q", c.heads*c.hd), scaled("k", c.kvHeads*c.hd), scaled("v", c.kvHeads*c.hd)}
+				keys := scaled("k", c.kvHeads*c.hd)
+				if c.late {
+					// Key 0 three times as long: where its score is
+					// positive it is the row's largest by far.
+					ks := uniform(r, vocab*c.kvHeads*c.hd, 2)
+					for i := range c.kvHeads * c.hd {
+						ks[i] *= 3
+					}
+					keys = mustTensor(tensors.FromF32("k", []int{vocab, c.kvHeads * c.hd}, ks, tensors.F32))
+				}
+				return g, []*tensors.Tensor{scaled("q", c.heads*c.hd), keys, scaled("v", c.kvHeads*c.hd)}
 			},
 			Steps: steps,
 			Tol:   tol,
