@@ -163,10 +163,18 @@ func (pl *planner) decAttention(op *fusion.AttentionOp, ap shaders.AttnParams, s
 	spec := pl.caches[0].spec
 	T := pl.p.g.Tokens
 	group := op.Heads / op.KVHeads
-	nb := 1
+	// attn_dec4 (attndec.wgsl) reads an f16 cache in 16-byte words where
+	// the head dim and the cache length allow (on lavapipe a storage load
+	// costs a loop over the lanes whatever its width: 110M shape, 1000
+	// positions, BenchmarkAttentionDecode device time ~2 -> ~1.1-1.3 ms).
+	dec4 := spec.F16 && op.HeadDim%8 == 0 && spec.MaxLen%4 == 0
 	name := "attn_dec"
+	if dec4 {
+		name = "attn_dec4"
+	}
+	nb := 1
 	if group > 1 {
-		nb, name = attnDecBatch, "attn_dec_g4"
+		nb, name = attnDecBatch, name+"_g4"
 	}
 	// The variant whose unrolled loops cover the head dim.
 	switch {
@@ -177,7 +185,7 @@ func (pl *planner) decAttention(op *fusion.AttentionOp, ap shaders.AttnParams, s
 	default:
 		name += "_d128"
 	}
-	if spec.F16 {
+	if spec.F16 && !dec4 {
 		name += "_f16"
 	}
 	batches := ceilDiv(group, nb)
@@ -197,7 +205,11 @@ func (pl *planner) decAttention(op *fusion.AttentionOp, ap shaders.AttnParams, s
 	ap.Chunks, ap.Batches = u(chunks), u(batches)
 	none := gpu.Binding{Buf: pl.dummy}
 	qu := gpu.Binding{Buf: q.Buf, Size: uxBytes}
-	pl.dispatch(name, ap, op.KVHeads*batches, chunks, T, step, none, k, v, sink, part, qu)
+	bind := []gpu.Binding{step, none, k, v, sink, part, qu}
+	if dec4 {
+		bind = append(bind, k, v) // kc4, vc4: the same caches as 16-byte words
+	}
+	pl.dispatch(name, ap, op.KVHeads*batches, chunks, T, bind...)
 	pl.dispatch("attn_dec_combine", ap, op.Heads, T, 1, step, none, none, none, pl.buf(op.Out), part, gpu.Binding{Buf: pl.udummy, Size: uxBytes})
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/gpurun/gpurun/fusion"
@@ -68,6 +69,36 @@ func benchAttention(b *testing.B, be gpu.Backend, heads, kvHeads, hd, maxLen, va
 	}
 	sec := b.Elapsed().Seconds() / float64(b.N)
 	b.ReportMetric(float64(2*kvHeads*hd*valid*elem)/sec/1e9, "GB/s")
+	reportDeviceTime(b, p, fusion.Attention, valid-1)
+}
+
+// reportDeviceTime adds the device time of the step's ops of kind k (GPU
+// timestamps, the least and the median of 15 profiled steps at position pos) to the
+// benchmark's metrics, when the backend has timestamps: wall time per op
+// includes the submission and the wait, which on lavapipe vary more than
+// the kernels do.
+func reportDeviceTime(b *testing.B, p gpu.Program, k fusion.Kind, pos int) {
+	pr, ok := p.(gpu.Profiler)
+	if !ok {
+		return
+	}
+	var ms []float64
+	for range 15 {
+		ts, err := pr.Profile(context.Background(), []int32{1}, pos)
+		if err != nil {
+			return // no timestamps on this device
+		}
+		var ns uint64
+		for _, t := range ts {
+			if t.Kind == k {
+				ns += t.Nanos
+			}
+		}
+		ms = append(ms, float64(ns)/1e6)
+	}
+	slices.Sort(ms)
+	b.ReportMetric(ms[0], "device-ms-min")
+	b.ReportMetric(ms[len(ms)/2], "device-ms")
 }
 
 // BenchmarkAttentionPrefill times one 128-token prefill step of StoreKV +

@@ -445,7 +445,9 @@ fn attn_combine(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
 // output) to part: [Tokens][heads][chunks*DL][head_dim+2]. No workgroup
 // memory and no barrier. A chunk with no visible position returns at once.
 // attn_dec_combine (one workgroup per (head, token)) merges the partials
-// of the visible chunks. Head dims up to 128.
+// of the visible chunks. Head dims up to 128. For an f16 cache whose head
+// dim is a multiple of 8 and whose length is a multiple of 4, attndec.wgsl's
+// attn_dec4 takes attn_dec's place (16-byte loads, blocks of 4 positions).
 // Dispatch: attn_dec* (kv_heads*batches, chunks, Tokens);
 // attn_dec_combine (heads, Tokens, 1).
 
