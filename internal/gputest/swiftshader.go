@@ -99,6 +99,11 @@ func rerun(t *testing.T, cmd *exec.Cmd, icd, run string) {
 	t.Logf("SwiftShader rerun of %s: %s", run, bytes.TrimSpace(tail(out)))
 }
 
+// RerunDriver is the driver a rerun runs on ("SwiftShader"), or "" outside
+// a rerun: tests whose cases vary only what the host plans (not the
+// kernels a driver compiles) may run fewer of them there.
+func RerunDriver() string { return os.Getenv(driverEnv) }
+
 // CheckDriver fails the test when a driver rerun is under way and neither
 // the device's name nor its driver description (pass both: wgpu reports
 // SwiftShader's name as a device id and the name as the driver) names the
