@@ -146,7 +146,7 @@ func BenchmarkAttentionPrefill(b *testing.B) {
 // attentionProgram compiles StoreKV + Attention over a one-layer cache of
 // maxLen positions for a step of tokens tokens, with random q, k and v
 // embeddings; the benchmark releases it with its backend.
-func attentionProgram(b *testing.B, be gpu.Backend, tokens, heads, kvHeads, hd, maxLen int, f16 bool) gpu.Program {
+func attentionProgram(b testing.TB, be gpu.Backend, tokens, heads, kvHeads, hd, maxLen int, f16 bool) gpu.Program {
 	b.Helper()
 	r := rand.New(rand.NewPCG(11, uint64(tokens)))
 	g := &fusion.Graph{Tokens: tokens, KV: fusion.KVSpec{Layers: 1, KVHeads: kvHeads, HeadDim: hd, MaxLen: maxLen, F16: f16}}
