@@ -73,10 +73,10 @@ func benchAttention(b *testing.B, be gpu.Backend, heads, kvHeads, hd, maxLen, va
 }
 
 // reportDeviceTime adds the device time of the step's ops of kind k (GPU
-// timestamps, the least and the median of 15 profiled steps at position pos) to the
-// benchmark's metrics, when the backend has timestamps: wall time per op
-// includes the submission and the wait, which on lavapipe vary more than
-// the kernels do.
+// timestamps; the least and the median of 15 profiled steps at position
+// pos) to the benchmark's metrics, when the backend has timestamps: wall
+// time per op includes the submission and the wait, which on lavapipe
+// vary more than the kernels do.
 func reportDeviceTime(b *testing.B, p gpu.Program, k fusion.Kind, pos int) {
 	pr, ok := p.(gpu.Profiler)
 	if !ok {

@@ -56,7 +56,7 @@ func RerunPackageOnSwiftShader(t *testing.T, dir, run string) {
 // CI) when it is missing; inside a rerun or with -short it skips.
 func swiftShaderICD(t *testing.T) string {
 	t.Helper()
-	if os.Getenv(driverEnv) != "" {
+	if RerunDriver() != "" {
 		t.Skip("inside a driver rerun")
 	}
 	if testing.Short() {
@@ -110,7 +110,7 @@ func RerunDriver() string { return os.Getenv(driverEnv) }
 // driver it expects.
 func CheckDriver(t testing.TB, name, driver string) {
 	t.Helper()
-	want := os.Getenv(driverEnv)
+	want := RerunDriver()
 	if want != "" && !strings.Contains(name, want) && !strings.Contains(driver, want) {
 		t.Fatalf("device %q (driver %q), but this run expects driver %s", name, driver, want)
 	}

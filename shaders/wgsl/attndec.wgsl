@@ -185,7 +185,7 @@ fn dec4_rows(wid: vec3<u32>, i: u32, nbm: u32, nw: u32) {
     }
     // The scores of this invocation's blocks, their max per head, then
     // the weights exp(s - max) (0 where not seen) and their sum.
-    var e = array<array<vec4<f32>, 8>, 4>(); // [head][k]
+    var e = array<array<vec4<f32>, NBL>, 4>(); // [head][k]
     var m = array<f32, 4>(-3.0e38, -3.0e38, -3.0e38, -3.0e38);
     for (var k = 0u; k < NBL; k++) {
         let j0 = 4u * (i + DL * k);
