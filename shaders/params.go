@@ -18,7 +18,7 @@ type Params interface{ params() }
 
 // MaxParamsBytes is the largest uniform block a kernel may declare; the
 // backend gives every dispatch a slot of this size.
-const MaxParamsBytes = 64
+const MaxParamsBytes = 128
 
 // Encode returns the little-endian bytes of a params struct.
 func Encode(p Params) ([]byte, error) {
@@ -130,6 +130,10 @@ type MatParams struct {
 	OutF16   uint32  `wgsl:"out_f16"`   // 1: out is an f16 activation (fusion.BufInfo.F16): packed binary16 pairs (stores round to the nearest half)
 	NormEps  float32 `wgsl:"norm_eps"`  // the *_norm kernels' RMS-norm epsilon
 	XF16     uint32  `wgsl:"x_f16"`     // 1: x (and xu) are f16 activations: packed binary16 pairs
+	WinRows  uint32  `wgsl:"win_rows"`  // matvec_w: rows per weight window (matvecw.wgsl)
+	_        uint32  `wgsl:"pad0"`      // the block is a multiple of 16 bytes
+	_        uint32  `wgsl:"pad1"`
+	_        uint32  `wgsl:"pad2"`
 }
 
 // EmbedParams is the uniform block of wgsl/embed.wgsl.

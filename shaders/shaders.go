@@ -108,6 +108,15 @@ var specialized = map[string]func() []Variant{
 		}
 		return out
 	},
+	"matvecw": func() []Variant {
+		var out []Variant
+		for _, v := range MatMulVariants() {
+			if !v.Subgroups {
+				out = append(out, v.Variant())
+			}
+		}
+		return out
+	},
 	"matmul": func() []Variant {
 		vs := MatMulVariants()
 		out := make([]Variant, len(vs))

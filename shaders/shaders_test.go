@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -100,7 +101,7 @@ func TestGetBindings(t *testing.T) {
 			}
 		})
 	}
-	if got, want := len(Names()), len(tests)+len(matmulKernels)+2; got != want { // + qkv.wgsl's two
+	if got, want := len(Names()), len(tests)+len(matmulKernels)+5; got != want { // + qkv.wgsl's two, matvecw.wgsl's three
 		t.Errorf("%d kernels, the table knows %d: %v", got, want, Names())
 	}
 }
@@ -121,6 +122,32 @@ func variantEntry(v MatMulVariant) string {
 		return "matvec_sg"
 	}
 	return ""
+}
+
+// TestMatVecWBindings holds matvecw.wgsl's kernels to matmul's bindings
+// plus ten uniform windows (eight of weights, two of scales), in every
+// variant without subgroups, and to what the planner counts
+// (gpu/kernels' matvecWUniforms: 13 uniform bindings).
+func TestMatVecWBindings(t *testing.T) {
+	R, W, U := gpu.StorageRead, gpu.StorageRW, gpu.Uniform
+	want := []gpu.BindingKind{U, R, R, R, R, R, W, R, R, U, U, U, U, U, U, U, U, U, U, U, U}
+	for _, name := range []string{"matvec_w", "matvec_w_norm", "matmul_few_w"} {
+		for _, v := range MatMulVariants() {
+			spec, err := GetVariant(name, v.Variant())
+			if v.Subgroups {
+				if !errors.Is(err, ErrUnknown) {
+					t.Errorf("%s in variant %s: err = %v, want ErrUnknown", name, v.Variant().Key, err)
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatalf("%s in variant %s: %v", name, v.Variant().Key, err)
+			}
+			if !slices.Equal(spec.Bindings, want) {
+				t.Errorf("%s.%s: bindings %v, want %v", name, v.Variant().Key, spec.Bindings, want)
+			}
+		}
+	}
 }
 
 func TestGetVariantBindings(t *testing.T) {

@@ -94,7 +94,8 @@ func TestF16ArithmeticConformance(t *testing.T) {
 // activations and f16/int8/int4 weights, unless Options turn f16 or
 // subgroups off; f32 activations (the policy of f32 models such as Falcon
 // and Phi-2) keep matvec_sg, f32 weights too, and WebGPU keeps
-// matvec_lanes.
+// matvec_lanes. The CPU class takes matvec_w (uniform weight windows)
+// whatever the activations.
 func TestF16VariantChosen(t *testing.T) {
 	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
 		info := dev.Info()
@@ -119,7 +120,7 @@ func TestF16VariantChosen(t *testing.T) {
 			{kernels.Options{Class: kernels.ClassGPU}, true, tensors.F32, false, true, ""},
 			{kernels.Options{Class: kernels.ClassGPU, F16: kernels.F16Off}, true, tensors.I8, false, true, ""},
 			{kernels.Options{Class: kernels.ClassGPU, Subgroups: kernels.SubgroupsOff}, true, tensors.I8, false, false, ""},
-			{kernels.Options{Class: kernels.ClassCPU}, true, tensors.I8, false, false, "matvec_u"},
+			{kernels.Options{Class: kernels.ClassCPU}, true, tensors.I8, false, false, "matvec_w"},
 		} {
 			name := fmt.Sprintf("%s_%s_%s_%s_half%v", c.opts.Class, c.opts.Subgroups, c.opts.F16, c.dt, c.half)
 			t.Run(name, func(t *testing.T) {

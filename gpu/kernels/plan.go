@@ -422,7 +422,7 @@ func (pl *planner) matMulRopeKV(op *fusion.MatMulRopeKVOp) error {
 	if c.spec.F16 && op.Style == fusion.RopeHalves {
 		ok = ok && op.HeadDim%4 == 0 && op.Dims%4 == 0
 	}
-	if !ok {
+	if !ok || pl.ropeKVWindowed(v, wq, wk, wv, in.Cols) {
 		return pl.matMulRopeKVSplit(op)
 	}
 	x := pl.buf(op.In)
@@ -488,6 +488,21 @@ func (pl *planner) matMulRopeKV(op *fusion.MatMulRopeKVOp) error {
 	cost := matCost(wq, wq.rows+wk.rows+wv.rows, in.Cols, in.Rows, 1)
 	pl.dispatchVariant(kernel, v.RopeKVVariant(kernel), params, cost, total/perWG, in.Rows, 1, bind...)
 	return nil
+}
+
+// ropeKVWindowed reports whether a CPU-class device runs the Q, K and V
+// products of a MatMulRopeKV faster apart, as matvec_w dispatches, than in
+// the fused matvec_rope_kv (whose storage weight loads cost lavapipe 3-5x
+// matvec_w's uniform ones): when matvec_w takes the layout and one of the
+// weights needs more than one matvec_w dispatch. Weights that fit one
+// (small models, such as stories260K) keep the single fused dispatch.
+func (pl *planner) ropeKVWindowed(v shaders.MatMulVariant, wq, wk, wv *weight, cols int) bool {
+	params := shaders.MatParams{InCols: u(cols), Block: u(wq.block), NBlocks: u(wq.nblk)}
+	if !pl.matVecWFits(v, params) {
+		return false
+	}
+	per := 8 * winRows(v, cols, wq.nblk)
+	return wq.rows > per || wk.rows > per || wv.rows > per
 }
 
 // sameType reports whether two weights share type, scales and blocks.
@@ -603,6 +618,10 @@ func (pl *planner) matDispatch(v shaders.MatMulVariant, w *weight, params shader
 			kernel = "matmul_few_u"
 		}
 		pl.dispatchVariant(kernel, v.Variant(), params, c, ceilDiv(rows, 8*sh.TileRows), 1, 1, bind...)
+	case !gpuClass && nrows >= 4 && windows(x, int(params.InCols), nrows, eb) && pl.matVecWFits(v, params):
+		// Prefill on a CPU-class device where matvec_w's windows take the
+		// weights: matmul_few_w per 4 tokens and eight windows.
+		pl.matVecW(v, w, params, rows, nrows, bind, eb)
 	case !gpuClass && nrows >= 4 && windows(x, int(params.InCols), nrows, eb):
 		// Prefill on a CPU-class device: one matmul_few_u per 4 tokens,
 		// each binding its tokens' activations at xu (uniform loads there
@@ -647,10 +666,120 @@ func (pl *planner) matDispatch(v shaders.MatMulVariant, w *weight, params shader
 			break
 		}
 		pl.dispatchVariant("matvec_lanes", v.Variant(), params, c, ceilDiv(rows, rowsPerWG), nrows, 1, bind...)
+	case ux && pl.matVecWFits(v, params):
+		pl.matVecW(v, w, params, rows, nrows, bind, 0)
 	case ux:
 		pl.dispatchVariant("matvec_u"+pl.pro.suffix(), v.Variant(), params, c, ceilDiv(rows, sh.MatVecWG*sh.MatVecRows), nrows, 1, bind...)
 	default:
 		pl.dispatchVariant("matvec"+pl.pro.suffix(), v.Variant(), params, c, ceilDiv(rows, sh.MatVecWG*sh.MatVecRows), nrows, 1, bind...)
+	}
+}
+
+// matvecWUniforms is how many uniform bindings matvecw.wgsl's kernels have:
+// the parameters, xu, gu, eight weight windows and two scale windows.
+const matvecWUniforms = 13
+
+// winRows returns the rows in each uniform weight window of matvec_w for
+// v's layout and rows of inCols elements in nblocks scale blocks: as many
+// as 64 KiB holds, with the windows (and the scale window of the dispatch's
+// rows) starting 256 bytes apart or a multiple of that (WebGPU's and
+// SwiftShader's uniform offset alignment). 0: no window holds a row.
+func winRows(v shaders.MatMulVariant, inCols, nblocks int) int {
+	rowBytes := inCols / v.ChunkElems() * 16
+	srb := 0 // scale bytes per row
+	if v.Quant {
+		srb = 4 * nblocks
+		if v.Scale == shaders.ScaleF16 {
+			srb = 2 * nblocks
+		}
+	}
+	per := 8 // rows per invocation from one window each (GLU: 4 of W, 4 of W2)
+	if v.GLU {
+		per = 4
+	}
+	for r := uxBytes / rowBytes; r > 0; r-- {
+		if r*rowBytes%256 == 0 && per*r*srb <= uxBytes && per*r*srb%256 == 0 {
+			return r
+		}
+	}
+	return 0
+}
+
+// matVecWFits reports whether matvec_w takes a decode product: on a
+// CPU-class device (whose weight buffers are padded for the windows) with
+// enough uniform bindings, for rows and scale blocks of whole chunks.
+func (pl *planner) matVecWFits(v shaders.MatMulVariant, params shaders.MatParams) bool {
+	ce := v.ChunkElems()
+	return !pl.p.b.gpuClass && pl.p.b.info.MaxUniformBuffers >= matvecWUniforms &&
+		int(params.InCols)%ce == 0 && int(params.Block)%ce == 0 && winRows(v, int(params.InCols), int(params.NBlocks)) > 0
+}
+
+// matVecW plans a product on a CPU-class device as matvecw.wgsl's
+// kernels, each dispatch reading its eight weight windows (and the scales
+// of its rows) through uniform bindings. bind is matDispatch's (xu and gu
+// included). A decode step (eb 0) takes matvec_w, one dispatch per eight
+// windows for all its rows; a prefill (eb: bytes per activation)
+// matmul_few_w per eight windows and 4 tokens, the tokens bound at xu as
+// matmul_few_u's, the windows' loop outside the tokens' so a dispatch finds
+// its weights in the CPU's caches.
+func (pl *planner) matVecW(v shaders.MatMulVariant, w *weight, params shaders.MatParams, rows, nrows int, bind []gpu.Binding, eb int64) {
+	r := winRows(v, int(params.InCols), int(params.NBlocks))
+	rowBytes := int64(params.InCols) / int64(v.ChunkElems()) * 16
+	srb := int64(0)
+	if v.Quant {
+		srb = 4 * int64(params.NBlocks)
+		if v.Scale == shaders.ScaleF16 {
+			srb = 2 * int64(params.NBlocks)
+		}
+	}
+	per, mats := 8, 1
+	if v.GLU {
+		per, mats = 4, 2
+	}
+	udummy := gpu.Binding{Buf: pl.udummy, Size: uxBytes}
+	for g := 0; g < rows; g += per * r {
+		wp := params
+		wp.RowBase = params.RowBase + u(g)
+		wp.Rows = u(min(per*r, rows-g))
+		wp.WinRows = u(r)
+		wb := append([]gpu.Binding(nil), bind...)
+		for k := range 8 {
+			src, row := bind[2].Buf, g+k*r
+			if v.GLU {
+				row = g + k%4*r
+				if k >= 4 {
+					src = bind[6].Buf
+				}
+			}
+			if row >= rows {
+				row = 0 // no row of this window is stored
+			}
+			wb = append(wb, gpu.Binding{Buf: src, Offset: int64(row) * rowBytes, Size: uxBytes})
+		}
+		su, su2 := udummy, udummy
+		if v.Quant {
+			su = gpu.Binding{Buf: bind[3].Buf, Offset: int64(g) * srb, Size: uxBytes}
+			if v.GLU {
+				su2 = gpu.Binding{Buf: bind[7].Buf, Offset: int64(g) * srb, Size: uxBytes}
+			}
+		}
+		wb = append(wb, su, su2)
+		if eb == 0 {
+			c := matCost(w, int(wp.Rows), int(params.InCols), nrows, mats)
+			pl.dispatchVariant("matvec_w"+pl.pro.suffix(), v.Variant(), wp, c, ceilDiv(r, 8), nrows, 1, wb...)
+			continue
+		}
+		// Tokens per dispatch: the groups of 4 whose activations fit xu
+		// (windows() checked that 4 do, from 256-byte aligned offsets).
+		td := 4 * int(uxBytes/(4*int64(params.InCols)*eb))
+		for t0 := 0; t0 < nrows; t0 += td {
+			tp, tb := wp, append([]gpu.Binding(nil), wb...)
+			tp.XT0 = u(t0)
+			tb[8] = gpu.Binding{Buf: bind[1].Buf, Offset: int64(t0) * int64(params.InCols) * eb, Size: uxBytes}
+			nt := min(td, nrows-t0)
+			c := matCost(w, int(wp.Rows), int(params.InCols), nt, mats)
+			pl.dispatchVariant("matmul_few_w", v.Variant(), tp, c, ceilDiv(r, 8), ceilDiv(nt, 4), 1, tb...)
+		}
 	}
 }
 

@@ -137,20 +137,26 @@ func (b *backend) upload(t *tensors.Tensor) (*weight, error) {
 	if rowBytes%4 != 0 {
 		step = int64(4 / gcd(int(rowBytes%4), 4))
 	}
-	per := b.maxBinding / rowBytes / step * step
+	// On CPU-class devices every weight buffer ends in uxBytes of padding:
+	// matvec_w binds 64 KiB uniform windows of it from any row.
+	pad := int64(0)
+	if !b.gpuClass {
+		pad = uxBytes
+	}
+	per := min(b.maxBinding, b.devBinding-pad) / rowBytes / step * step
 	if per == 0 {
 		return nil, fmt.Errorf("a row of %d bytes exceeds the binding limit %d: %w", rowBytes, b.maxBinding, gpu.ErrUnsupported)
 	}
 	for r0 := 0; r0 < w.rows; r0 += int(per) {
 		n := min(int(per), w.rows-r0)
-		buf, err := b.newFilled(t.Data[int64(r0)*rowBytes : int64(r0+n)*rowBytes])
+		buf, err := b.newPadded(t.Data[int64(r0)*rowBytes:int64(r0+n)*rowBytes], pad)
 		if err != nil {
 			w.release()
 			return nil, err
 		}
 		c := chunk{rowBase: r0, rows: n, w: buf}
 		if w.quant {
-			sb, err := b.newFilled(scaleBytes(t.Scales, r0*w.nblk, n*w.nblk))
+			sb, err := b.newPadded(scaleBytes(t.Scales, r0*w.nblk, n*w.nblk), pad)
 			if err != nil {
 				buf.Release()
 				w.release()
@@ -189,9 +195,12 @@ func scaleBytes(s *tensors.Tensor, first, n int) []byte {
 
 // newFilled uploads data into a new buffer (padded to whole 16-byte
 // chunks, which the matmul kernels read).
-func (b *backend) newFilled(data []byte) (gpu.Buffer, error) {
+func (b *backend) newFilled(data []byte) (gpu.Buffer, error) { return b.newPadded(data, 0) }
+
+// newPadded is newFilled with pad more bytes at the end (not written).
+func (b *backend) newPadded(data []byte, pad int64) (gpu.Buffer, error) {
 	n := int64(len(data))
-	buf, err := b.dev.NewBuffer(max(align16(n), 16))
+	buf, err := b.dev.NewBuffer(max(align16(n), 16) + pad)
 	if err != nil {
 		return nil, err
 	}

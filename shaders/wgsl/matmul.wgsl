@@ -71,6 +71,10 @@ struct MatParams {
     out_f16: u32, // 1: out is an f16 activation (packed halves)
     norm_eps: f32, // the *_norm kernels' RMS-norm epsilon
     x_f16: u32,    // 1: x (and xu) are f16 activations (packed halves)
+    win_rows: u32, // matvec_w (matvecw.wgsl): rows per weight window
+    pad0: u32,     // (the block is a multiple of 16 bytes)
+    pad1: u32,
+    pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: MatParams;
