@@ -685,6 +685,31 @@ const matvecWUniforms = 13
 // rows) starting 256 bytes apart or a multiple of that (WebGPU's and
 // SwiftShader's uniform offset alignment). 0: no window holds a row.
 func winRows(v shaders.MatMulVariant, inCols, nblocks int) int {
+	return winRowsFrom(v, inCols, nblocks, 1<<30)
+}
+
+// balancedWinRows is winRows for a block of rows rows: the fewest rows per
+// window that keep winRows' dispatch count for them (so the last dispatch
+// is not mostly rows past the end, which its invocations compute all the
+// same), under the same alignment.
+func balancedWinRows(v shaders.MatMulVariant, inCols, nblocks, rows int) int {
+	most := winRows(v, inCols, nblocks)
+	per := 8
+	if v.GLU {
+		per = 4
+	}
+	d := ceilDiv(rows, per*most) // dispatches
+	for r := ceilDiv(rows, per*d); r < most; r++ {
+		if winRowsFrom(v, inCols, nblocks, r) == r {
+			return r
+		}
+	}
+	return most
+}
+
+// winRowsFrom returns the most rows per window, at most limit, that fit
+// winRows' conditions (0: none).
+func winRowsFrom(v shaders.MatMulVariant, inCols, nblocks, limit int) int {
 	rowBytes := inCols / v.ChunkElems() * 16
 	srb := 0 // scale bytes per row
 	if v.Quant {
@@ -697,7 +722,7 @@ func winRows(v shaders.MatMulVariant, inCols, nblocks int) int {
 	if v.GLU {
 		per = 4
 	}
-	for r := uxBytes / rowBytes; r > 0; r-- {
+	for r := min(uxBytes/rowBytes, limit); r > 0; r-- {
 		if r*rowBytes%256 == 0 && per*r*srb <= uxBytes && per*r*srb%256 == 0 {
 			return r
 		}
@@ -723,7 +748,7 @@ func (pl *planner) matVecWFits(v shaders.MatMulVariant, params shaders.MatParams
 // matmul_few_u's, the windows' loop outside the tokens' so a dispatch finds
 // its weights in the CPU's caches.
 func (pl *planner) matVecW(v shaders.MatMulVariant, w *weight, params shaders.MatParams, rows, nrows int, bind []gpu.Binding, eb int64) {
-	r := winRows(v, int(params.InCols), int(params.NBlocks))
+	r := balancedWinRows(v, int(params.InCols), int(params.NBlocks), rows)
 	rowBytes := int64(params.InCols) / int64(v.ChunkElems()) * 16
 	srb := int64(0)
 	if v.Quant {
