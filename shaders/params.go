@@ -377,7 +377,30 @@ func (v MatMulVariant) Variant() Variant {
 		{"MM_TOKENS", "u32", fmt.Sprintf("%du", sh.TileTokens)},
 		{"MM_ROWS", "u32", fmt.Sprintf("%du", sh.TileRows)},
 		{"MM_K", "u32", fmt.Sprintf("%du", sh.TileK)},
+		{"XH", "u32", "2u"}, // activations: 0 f32, 1 f16, 2 as p.x_f16 says
 	}}
+}
+
+// WindowVariant is the module of wgsl/matvecw.wgsl for v's weights (v
+// without Subgroups) and activations of one type, f16 (packed halves) or
+// f32: the module's XH constant fixes what matmul's modules read from
+// p.x_f16, so on lavapipe, which runs both sides of every branch, a module
+// loads and converts only one form.
+func (v MatMulVariant) WindowVariant(xf16 bool) Variant {
+	mv := v
+	mv.Subgroups, mv.F16 = false, false
+	r := mv.Variant()
+	r.Key += "_x32"
+	xh := "0u"
+	if xf16 {
+		r.Key, xh = strings.TrimSuffix(r.Key, "_x32")+"_x16", "1u"
+	}
+	for i, c := range r.Consts {
+		if c.Name == "XH" {
+			r.Consts[i].Value = xh
+		}
+	}
+	return r
 }
 
 // The kernels of wgsl/qkv.wgsl (fusion.MatMulRopeKV), CPU and GPU class.

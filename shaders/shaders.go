@@ -112,7 +112,7 @@ var specialized = map[string]func() []Variant{
 		var out []Variant
 		for _, v := range MatMulVariants() {
 			if !v.Subgroups {
-				out = append(out, v.Variant())
+				out = append(out, v.WindowVariant(false), v.WindowVariant(true))
 			}
 		}
 		return out

@@ -50,15 +50,19 @@ func TestFusedConformance(t *testing.T) {
 	})
 }
 
-// TestWindowConformance runs conformance.WindowCases (decode products whose
+// TestWindowConformance runs conformance.WindowCases (products whose
 // weights the CPU-class kernels read through several uniform windows and
 // dispatches) against gpu/cpu on WebGPU and Vulkan, with both classes'
-// kernels.
+// kernels, and WindowHalfCases (f16 activations) with the CPU class's.
 func TestWindowConformance(t *testing.T) {
 	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
 		for _, class := range []kernels.DeviceClass{kernels.ClassCPU, kernels.ClassGPU} {
 			t.Run(class.String(), func(t *testing.T) {
-				conformance.RunCases(t, conformance.WindowCases(), func(t testing.TB) gpu.Backend {
+				cases := conformance.WindowCases()
+				if class == kernels.ClassCPU {
+					cases = append(cases, conformance.WindowHalfCases()...)
+				}
+				conformance.RunCases(t, cases, func(t testing.TB) gpu.Backend {
 					return sharedBackend{backendOn(t, dev, kernels.Options{Class: class})}
 				})
 			})

@@ -791,7 +791,7 @@ func (pl *planner) matVecW(v shaders.MatMulVariant, w *weight, params shaders.Ma
 		wb = append(wb, su, su2)
 		if eb == 0 {
 			c := matCost(w, int(wp.Rows), int(params.InCols), nrows, mats)
-			pl.dispatchVariant("matvec_w"+pl.pro.suffix(), v.Variant(), wp, c, ceilDiv(r, 8), nrows, 1, wb...)
+			pl.dispatchVariant("matvec_w"+pl.pro.suffix(), v.WindowVariant(params.XF16 != 0), wp, c, ceilDiv(r, 8), nrows, 1, wb...)
 			continue
 		}
 		// Tokens per dispatch: the groups of 4 whose activations fit xu
@@ -803,7 +803,7 @@ func (pl *planner) matVecW(v shaders.MatMulVariant, w *weight, params shaders.Ma
 			tb[8] = gpu.Binding{Buf: bind[1].Buf, Offset: int64(t0) * int64(params.InCols) * eb, Size: uxBytes}
 			nt := min(td, nrows-t0)
 			c := matCost(w, int(wp.Rows), int(params.InCols), nt, mats)
-			pl.dispatchVariant("matmul_few_w", v.Variant(), tp, c, ceilDiv(r, 8), ceilDiv(nt, 4), 1, tb...)
+			pl.dispatchVariant("matmul_few_w", v.WindowVariant(params.XF16 != 0), tp, c, ceilDiv(r, 8), ceilDiv(nt, 4), 1, tb...)
 		}
 	}
 }

@@ -284,7 +284,8 @@ fn matvec_u_norm(@builtin(global_invocation_id) gid: vec3<u32>) {
 // the compilers drop the other branch).
 fn xv4(i: u32, ux: bool) -> vec4<f32> {
     // One load either way (lavapipe would run both sides of a branch).
-    let h = p.x_f16 != 0u;
+    // XH (a module constant) fixes the form in matvecw.wgsl's modules.
+    let h = select(XH == 1u, p.x_f16 != 0u, XH == 2u);
     let j = select(i, i >> 1u, h);
     var w: vec4<u32>;
     if ux {

@@ -195,7 +195,13 @@ fn matmul_few_w(@builtin(global_invocation_id) gid: vec3<u32>) {
         for (var j = b * cpb; j < (b + 1u) * cpb; j++) {
             let v = array<vec4<u32>, 8>(wu0[rw + j], wu1[rw + j], wu2[rw + j], wu3[rw + j],
                                         wu4[rw + j], wu5[rw + j], wu6[rw + j], wu7[rw + j]);
-            let xi = tl * xs + j * EPW;
+            var xi = tl * xs + j * EPW;
+            if XH == 1u && EPW > 1u {
+                // Even (rows of whole 4 * EPW chunks): clearing the low bit
+                // shows the compilers that vec4s xi + 2k and xi + 2k + 1
+                // are the two halves of one f16 word, loaded once.
+                xi = (xi >> vec4<u32>(1u)) << vec4<u32>(1u);
+            }
             var tt = gq(v, sl, sh, 0u, xi, m, true);
             if EPW > 1u {
                 tt = add_tile(tt, gq(v, sl, sh, 1u, xi + 1u, m, true));

@@ -89,3 +89,15 @@ func WindowCases() []Case {
 	}
 	return cs
 }
+
+// WindowHalfCases is WindowCases under the f16 activation policy (half):
+// matvecw.wgsl's modules are specialized by the activations' type. (The
+// GPU class's f16-arithmetic decode kernel, where a device has one, rounds
+// these long rows' sums past halfTol: F16ArithCases covers it.)
+func WindowHalfCases() []Case {
+	var cs []Case
+	for _, c := range WindowCases() {
+		cs = append(cs, half(c))
+	}
+	return cs
+}
