@@ -77,13 +77,18 @@ func (m SubgroupMode) String() string {
 //
 // CPU-class variants (CPU devices such as lavapipe, where a workgroup runs
 // on one thread as SIMD lanes, every storage load is a per-lane loop and a
-// barrier is expensive): matvec (8 rows per invocation sharing each
-// activation load, no barriers; matvec_u where the step's activations fit
-// a 64 KiB uniform binding, whose loads at addresses all lanes share are
-// single loads there), for prefill matmul_few_u once per 4 tokens (their
+// barrier is expensive): matvec_w (the weights and their scales read
+// through 64 KiB uniform windows, eight per dispatch, whose loads are
+// gathers where storage loads are lane loops; the step's activations from
+// a 64 KiB uniform binding) where the device has 13 uniform bindings per
+// stage and a window holds a row, else matvec (8 rows per invocation
+// sharing each activation load, no barriers; matvec_u where the
+// activations fit the uniform binding); for prefill matmul_few_w (the same
+// windows, 4 tokens per invocation) or matmul_few_u once per 4 tokens (their
 // activations bound as a 64 KiB uniform window; matmul_direct, 4 tokens x
 // 8 rows per invocation from memory, where the window does not fit) and,
-// for batched steps of up to 4 rows, matmul_few(_u).
+// for batched steps of up to 4 rows, matmul_few(_u). CPU-class backends pad
+// every weight buffer by 64 KiB for the windows.
 //
 // GPU-class variants (everything else): matvec_lanes (groups of lanes read
 // consecutive 16-byte chunks of a row, coalesced; workgroup-memory

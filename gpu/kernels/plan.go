@@ -492,16 +492,17 @@ func (pl *planner) matMulRopeKV(op *fusion.MatMulRopeKVOp) error {
 
 // ropeKVWindowed reports whether a CPU-class device runs the Q, K and V
 // products of a MatMulRopeKV faster apart, as matvec_w dispatches, than in
-// the fused matvec_rope_kv (whose storage weight loads cost lavapipe 3-5x
+// the fused matvec_rope_kv (whose storage weight loads cost lavapipe 2-5x
 // matvec_w's uniform ones): when matvec_w takes the layout and one of the
-// weights needs more than one matvec_w dispatch. Weights that fit one
-// (small models, such as stories260K) keep the single fused dispatch.
+// weights fills more than one 64 KiB window. Smaller weights (small models,
+// such as stories260K) keep the single fused dispatch, where the two more
+// dispatches would cost more than the loads.
 func (pl *planner) ropeKVWindowed(v shaders.MatMulVariant, wq, wk, wv *weight, cols int) bool {
 	params := shaders.MatParams{InCols: u(cols), Block: u(wq.block), NBlocks: u(wq.nblk)}
 	if !pl.matVecWFits(v, params) {
 		return false
 	}
-	per := 8 * winRows(v, cols, wq.nblk)
+	per := winRows(v, cols, wq.nblk)
 	return wq.rows > per || wk.rows > per || wv.rows > per
 }
 
