@@ -502,7 +502,7 @@ func (pl *planner) ropeKVWindowed(v shaders.MatMulVariant, wq, wk, wv *weight, c
 	if !pl.matVecWFits(v, params) {
 		return false
 	}
-	per := winRows(v, cols, wq.nblk)
+	per := newWinShape(v, cols, wq.nblk).most()
 	return wq.rows > per || wk.rows > per || wv.rows > per
 }
 
@@ -680,55 +680,55 @@ func (pl *planner) matDispatch(v shaders.MatMulVariant, w *weight, params shader
 // the parameters, xu, gu, eight weight windows and two scale windows.
 const matvecWUniforms = 13
 
-// winRows returns the rows in each uniform weight window of matvec_w for
-// v's layout and rows of inCols elements in nblocks scale blocks: as many
-// as 64 KiB holds, with the windows (and the scale window of the dispatch's
-// rows) starting 256 bytes apart or a multiple of that (WebGPU's and
-// SwiftShader's uniform offset alignment). 0: no window holds a row.
-func winRows(v shaders.MatMulVariant, inCols, nblocks int) int {
-	return winRowsFrom(v, inCols, nblocks, 1<<30)
-}
+// winShape is the layout matvec_w's windows follow for a weight: bytes
+// per row, scale bytes per row (0 unquantized) and rows per invocation
+// taken from one window each (8; GLU: 4 of W, the same 4 of W2).
+type winShape struct{ rowBytes, srb, per int }
 
-// balancedWinRows is winRows for a block of rows rows: the fewest rows per
-// window that keep winRows' dispatch count for them (so the last dispatch
-// is not mostly rows past the end, which its invocations compute all the
-// same), under the same alignment.
-func balancedWinRows(v shaders.MatMulVariant, inCols, nblocks, rows int) int {
-	most := winRows(v, inCols, nblocks)
-	per := 8
-	if v.GLU {
-		per = 4
-	}
-	d := ceilDiv(rows, per*most) // dispatches
-	for r := ceilDiv(rows, per*d); r < most; r++ {
-		if winRowsFrom(v, inCols, nblocks, r) == r {
-			return r
-		}
-	}
-	return most
-}
-
-// winRowsFrom returns the most rows per window, at most limit, that fit
-// winRows' conditions (0: none).
-func winRowsFrom(v shaders.MatMulVariant, inCols, nblocks, limit int) int {
-	rowBytes := inCols / v.ChunkElems() * 16
-	srb := 0 // scale bytes per row
+func newWinShape(v shaders.MatMulVariant, inCols, nblocks int) winShape {
+	s := winShape{rowBytes: inCols / v.ChunkElems() * 16, per: 8}
 	if v.Quant {
-		srb = 4 * nblocks
+		s.srb = 4 * nblocks
 		if v.Scale == shaders.ScaleF16 {
-			srb = 2 * nblocks
+			s.srb = 2 * nblocks
 		}
 	}
-	per := 8 // rows per invocation from one window each (GLU: 4 of W, 4 of W2)
 	if v.GLU {
-		per = 4
+		s.per = 4
 	}
-	for r := min(uxBytes/rowBytes, limit); r > 0; r-- {
-		if r*rowBytes%256 == 0 && per*r*srb <= uxBytes && per*r*srb%256 == 0 {
+	return s
+}
+
+// fits reports whether windows of r rows fit 64 KiB, and they and the
+// scale window of a dispatch's rows start 256 bytes apart or a multiple of
+// that (WebGPU's and SwiftShader's uniform offset alignment).
+func (s winShape) fits(r int) bool {
+	return r*s.rowBytes <= uxBytes && r*s.rowBytes%256 == 0 && s.per*r*s.srb <= uxBytes && s.per*r*s.srb%256 == 0
+}
+
+// most returns the most rows per window that fit (0: none).
+func (s winShape) most() int {
+	for r := uxBytes / s.rowBytes; r > 0; r-- {
+		if s.fits(r) {
 			return r
 		}
 	}
 	return 0
+}
+
+// balanced returns the rows per window for a block of rows rows: the
+// fewest that keep most()'s dispatch count for them, so the last dispatch
+// is not mostly rows past the end (which its invocations compute all the
+// same).
+func (s winShape) balanced(rows int) int {
+	most := s.most()
+	d := ceilDiv(rows, s.per*most) // dispatches
+	for r := ceilDiv(rows, s.per*d); r < most; r++ {
+		if s.fits(r) {
+			return r
+		}
+	}
+	return most
 }
 
 // matVecWFits reports whether matvec_w takes a decode product: on a
@@ -737,7 +737,7 @@ func winRowsFrom(v shaders.MatMulVariant, inCols, nblocks, limit int) int {
 func (pl *planner) matVecWFits(v shaders.MatMulVariant, params shaders.MatParams) bool {
 	ce := v.ChunkElems()
 	return !pl.p.b.gpuClass && pl.p.b.info.MaxUniformBuffers >= matvecWUniforms &&
-		int(params.InCols)%ce == 0 && int(params.Block)%ce == 0 && winRows(v, int(params.InCols), int(params.NBlocks)) > 0
+		int(params.InCols)%ce == 0 && int(params.Block)%ce == 0 && newWinShape(v, int(params.InCols), int(params.NBlocks)).most() > 0
 }
 
 // matVecW plans a product on a CPU-class device as matvecw.wgsl's
@@ -749,18 +749,12 @@ func (pl *planner) matVecWFits(v shaders.MatMulVariant, params shaders.MatParams
 // matmul_few_u's, the windows' loop outside the tokens' so a dispatch finds
 // its weights in the CPU's caches.
 func (pl *planner) matVecW(v shaders.MatMulVariant, w *weight, params shaders.MatParams, rows, nrows int, bind []gpu.Binding, eb int64) {
-	r := balancedWinRows(v, int(params.InCols), int(params.NBlocks), rows)
-	rowBytes := int64(params.InCols) / int64(v.ChunkElems()) * 16
-	srb := int64(0)
-	if v.Quant {
-		srb = 4 * int64(params.NBlocks)
-		if v.Scale == shaders.ScaleF16 {
-			srb = 2 * int64(params.NBlocks)
-		}
-	}
-	per, mats := 8, 1
+	ws := newWinShape(v, int(params.InCols), int(params.NBlocks))
+	r, per := ws.balanced(rows), ws.per
+	rowBytes, srb := int64(ws.rowBytes), int64(ws.srb)
+	mats := 1
 	if v.GLU {
-		per, mats = 4, 2
+		mats = 2
 	}
 	udummy := gpu.Binding{Buf: pl.udummy, Size: uxBytes}
 	for g := 0; g < rows; g += per * r {

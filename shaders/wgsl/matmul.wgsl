@@ -670,6 +670,27 @@ fn gq(v: array<vec4<u32>, 8>, sl: vec4<f32>, sh: vec4<f32>, q: u32, xi: vec4<u32
     return Tile(lo, hi);
 }
 
+// chunk_tile is the products of the 8 slots' chunks v with the 4 tokens'
+// activations from vec4 indices xi: gq over the chunk's EPW vec4s,
+// unrolled with constant q so each dq folds to its one decoding.
+fn chunk_tile(v: array<vec4<u32>, 8>, sl: vec4<f32>, sh: vec4<f32>, xi: vec4<u32>, m: u32, ux: bool) -> Tile {
+    var tl = gq(v, sl, sh, 0u, xi, m, ux);
+    if EPW > 1u {
+        tl = add_tile(tl, gq(v, sl, sh, 1u, xi + 1u, m, ux));
+    }
+    if EPW > 2u {
+        tl = add_tile(tl, gq(v, sl, sh, 2u, xi + 2u, m, ux));
+        tl = add_tile(tl, gq(v, sl, sh, 3u, xi + 3u, m, ux));
+    }
+    if EPW > 4u {
+        tl = add_tile(tl, gq(v, sl, sh, 4u, xi + 4u, m, ux));
+        tl = add_tile(tl, gq(v, sl, sh, 5u, xi + 5u, m, ux));
+        tl = add_tile(tl, gq(v, sl, sh, 6u, xi + 6u, m, ux));
+        tl = add_tile(tl, gq(v, sl, sh, 7u, xi + 7u, m, ux));
+    }
+    return tl;
+}
+
 // matmul_direct: invocation (lx, ly) of a workgroup computes tokens
 // ty + 8i (i < 4, ty = tile token + ly) for its 8 weight-row slots.
 @compute @workgroup_size(8, 8)
@@ -760,20 +781,7 @@ fn direct(rbase: u32, ty: u32, dt: u32, n: u32, ux: bool) {
                 let v7 = slot_chunk(7u, r7, j);
                 let v = array<vec4<u32>, 8>(v0, v1, v2, v3, v4, v5, v6, v7);
                 let xi = (vec4<u32>(t0, t1, t2, t3) - xbase) * xs + j * EPW;
-                var tl = gq(v, sl, sh, 0u, xi, m, ux);
-                if EPW > 1u {
-                    tl = add_tile(tl, gq(v, sl, sh, 1u, xi + 1u, m, ux));
-                }
-                if EPW > 2u {
-                    tl = add_tile(tl, gq(v, sl, sh, 2u, xi + 2u, m, ux));
-                    tl = add_tile(tl, gq(v, sl, sh, 3u, xi + 3u, m, ux));
-                }
-                if EPW > 4u {
-                    tl = add_tile(tl, gq(v, sl, sh, 4u, xi + 4u, m, ux));
-                    tl = add_tile(tl, gq(v, sl, sh, 5u, xi + 5u, m, ux));
-                    tl = add_tile(tl, gq(v, sl, sh, 6u, xi + 6u, m, ux));
-                    tl = add_tile(tl, gq(v, sl, sh, 7u, xi + 7u, m, ux));
-                }
+                let tl = chunk_tile(v, sl, sh, xi, m, ux);
                 c0l += tl.lo[0];
                 c1l += tl.lo[1];
                 c2l += tl.lo[2];

@@ -174,14 +174,7 @@ fn matmul_few_w(@builtin(global_invocation_id) gid: vec3<u32>) {
     let cpb = p.block / CW;
     let xs = p.in_cols / 4u;
     let rw = i * cpr;
-    var c0l = vec4<f32>(0.0);
-    var c0h = vec4<f32>(0.0);
-    var c1l = vec4<f32>(0.0);
-    var c1h = vec4<f32>(0.0);
-    var c2l = vec4<f32>(0.0);
-    var c2h = vec4<f32>(0.0);
-    var c3l = vec4<f32>(0.0);
-    var c3h = vec4<f32>(0.0);
+    var acc = Tile(mat4x4<f32>(), mat4x4<f32>());
     for (var b = 0u; b < p.nblocks; b++) {
         let s0 = wsc(i, b);
         let s1 = wsc(i + n, b);
@@ -202,32 +195,11 @@ fn matmul_few_w(@builtin(global_invocation_id) gid: vec3<u32>) {
                 // are the two halves of one f16 word, loaded once.
                 xi = (xi >> vec4<u32>(1u)) << vec4<u32>(1u);
             }
-            var tt = gq(v, sl, sh, 0u, xi, m, true);
-            if EPW > 1u {
-                tt = add_tile(tt, gq(v, sl, sh, 1u, xi + 1u, m, true));
-            }
-            if EPW > 2u {
-                tt = add_tile(tt, gq(v, sl, sh, 2u, xi + 2u, m, true));
-                tt = add_tile(tt, gq(v, sl, sh, 3u, xi + 3u, m, true));
-            }
-            if EPW > 4u {
-                tt = add_tile(tt, gq(v, sl, sh, 4u, xi + 4u, m, true));
-                tt = add_tile(tt, gq(v, sl, sh, 5u, xi + 5u, m, true));
-                tt = add_tile(tt, gq(v, sl, sh, 6u, xi + 6u, m, true));
-                tt = add_tile(tt, gq(v, sl, sh, 7u, xi + 7u, m, true));
-            }
-            c0l += tt.lo[0];
-            c1l += tt.lo[1];
-            c2l += tt.lo[2];
-            c3l += tt.lo[3];
-            c0h += tt.hi[0];
-            c1h += tt.hi[1];
-            c2h += tt.hi[2];
-            c3h += tt.hi[3];
+            acc = add_tile(acc, chunk_tile(v, sl, sh, xi, m, true));
         }
     }
-    var lo = array<vec4<f32>, 4>(c0l, c1l, c2l, c3l);
-    var hi = array<vec4<f32>, 4>(c0h, c1h, c2h, c3h);
+    var lo = acc.lo; // column s: token s's slots 0-3 (hi: 4-7)
+    var hi = acc.hi;
     for (var s = 0u; s < m; s++) {
         let t = t0 + s;
         for (var k = 0u; k < 4u; k++) {
