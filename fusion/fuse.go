@@ -229,7 +229,7 @@ func matchRopeKV(ops []Op, i int, logits Buf) *RopeStoreKVOp {
 	if rq.In != q || rk.In != k || rk.Out != k || q == k || q == v || k == v || q == logits {
 		return nil
 	}
-	if rq.RopeParams != rk.RopeParams || rq.HeadDim != rk.HeadDim || rk.HeadDim != st.HeadDim || rk.Heads != st.KVHeads {
+	if !rq.RopeParams.Equal(rk.RopeParams) || rq.HeadDim != rk.HeadDim || rk.HeadDim != st.HeadDim || rk.Heads != st.KVHeads {
 		return nil
 	}
 	if !deadAfter(ops, i+2, k, logits) {
@@ -300,7 +300,7 @@ func fuseNorm(ops []Op, logits Buf) []Op {
 	removed := map[int]bool{}
 	for i := range ops {
 		n, ok := ops[i].(*NormOp)
-		if !ok || n.Norm != NormRMS || n.Bias != "" || n.Out == n.In || n.Out == logits {
+		if !ok || n.Norm != NormRMS || n.Bias != "" || n.HeadDim != 0 || n.Out == n.In || n.Out == logits {
 			continue
 		}
 		h, x := n.Out, n.In

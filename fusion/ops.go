@@ -40,13 +40,17 @@ type EmbedOp struct {
 }
 
 // NormOp: Out[t] = norm(In[t]) * Weight + Bias, normalized per Norm with
-// Eps. Bias is empty for RMSNorm.
+// Eps. Bias is empty for RMSNorm. With HeadDim > 0 (RMSNorm only) every
+// run of HeadDim values of a row (one attention head) is normalized on its
+// own, each by the same Weight of HeadDim values: Qwen 3's and Gemma 3's
+// q/k norms.
 type NormOp struct {
 	Out, In Buf
 	Norm    NormKind
 	Weight  string
 	Bias    string
 	Eps     float32
+	HeadDim int
 }
 
 // MatMulOp: Out[t] = W · In[t] + Bias (the Projection). With Accumulate,
@@ -197,6 +201,7 @@ func (o *MatMulRopeKVOp) Outputs() []Buf { return []Buf{o.Out} }
 func (o *MatMulRopeKVOp) bufs() []*Buf   { return []*Buf{&o.Out, &o.In} }
 func (o *MatMulRopeKVOp) clone() Op {
 	c := *o
+	c.RopeParams = o.RopeParams.Clone()
 	c.Prologue = o.Prologue.clone()
 	return &c
 }
@@ -306,7 +311,7 @@ func (o *MultiMatMulOp) bufs() []*Buf {
 
 func (o *EmbedOp) clone() Op       { c := *o; return &c }
 func (o *NormOp) clone() Op        { c := *o; return &c }
-func (o *RopeOp) clone() Op        { c := *o; return &c }
+func (o *RopeOp) clone() Op        { c := *o; c.RopeParams = o.RopeParams.Clone(); return &c }
 func (o *StoreKVOp) clone() Op     { c := *o; return &c }
 func (o *AttentionOp) clone() Op   { c := *o; return &c }
 func (o *GLUOp) clone() Op         { c := *o; return &c }
@@ -316,7 +321,7 @@ func (o *SoftCapOp) clone() Op     { c := *o; return &c }
 func (o *LastRowOp) clone() Op     { c := *o; return &c }
 func (o *ArgmaxOp) clone() Op      { c := *o; return &c }
 func (o *SampleOp) clone() Op      { c := *o; return &c }
-func (o *RopeStoreKVOp) clone() Op { c := *o; return &c }
+func (o *RopeStoreKVOp) clone() Op { c := *o; c.RopeParams = o.RopeParams.Clone(); return &c }
 
 func (o *MatMulOp) clone() Op {
 	c := *o
@@ -370,6 +375,12 @@ func (o *NormOp) validate(g *Graph, shape WeightShape) error {
 	}
 	if o.Norm == NormRMS && o.Bias != "" {
 		return fmt.Errorf("%w: rms norm with bias %q", ErrInvalid, o.Bias)
+	}
+	if o.HeadDim != 0 {
+		if o.HeadDim < 0 || o.Norm != NormRMS || out.Cols%o.HeadDim != 0 {
+			return fmt.Errorf("%w: %s norm per head of %d over %d columns", ErrInvalid, o.Norm, o.HeadDim, out.Cols)
+		}
+		return firstErr(g.sameRows(o.Out, o.In), g.sameCols(o.Out, o.In), checkVector(shape, o.Weight, o.HeadDim))
 	}
 	return firstErr(g.sameRows(o.Out, o.In), g.sameCols(o.Out, o.In),
 		checkVector(shape, o.Weight, out.Cols), checkVector(shape, o.Bias, out.Cols))

@@ -1,6 +1,10 @@
 package fusion
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+	"slices"
+)
 
 // NormKind is the normalization of a Norm op.
 type NormKind uint8
@@ -93,11 +97,32 @@ type HeadShape struct {
 
 // RopeParams is the rotation of a Rope or RopeStoreKV op: the first Dims
 // dims of each head (even, at most the head dim; 0 rotates nothing),
-// paired per Style, pair i at position p turned by p * Base^(-2i/Dims).
+// paired per Style, pair i at position p turned by
+// θ_i = p * Base^(-2i/Dims) / Factors[i] (Factors nil: all 1; else Dims/2
+// positive values: Llama 3's rope_freqs, LongRoPE's factor lists, linear
+// scaling), and both cos θ_i and sin θ_i multiplied by Scale (0 means 1;
+// LongRoPE's attention factor, so it scales the rotated dims only).
 type RopeParams struct {
-	Dims  int
-	Base  float32
-	Style RopeStyle
+	Dims    int
+	Base    float32
+	Style   RopeStyle
+	Factors []float32
+	Scale   float32
+}
+
+// Equal reports whether r and o rotate alike.
+func (r RopeParams) Equal(o RopeParams) bool {
+	return r.Dims == o.Dims && r.Base == o.Base && r.Style == o.Style && r.Scale == o.Scale && slices.Equal(r.Factors, o.Factors)
+}
+
+// Freq returns the angular frequency of pair i, Base^(-2i/Dims) / Factors[i],
+// computed in float64.
+func (r RopeParams) Freq(i int) float64 {
+	f := math.Pow(float64(r.Base), -2*float64(i)/float64(r.Dims))
+	if r.Factors != nil {
+		f /= float64(r.Factors[i])
+	}
+	return f
 }
 
 func (r RopeParams) check(headDim int) error {
@@ -107,10 +132,27 @@ func (r RopeParams) check(headDim int) error {
 	if !r.Style.Valid() {
 		return fmt.Errorf("%w: rope style %s", ErrInvalid, r.Style)
 	}
-	if !(r.Base > 0) {
+	if !(r.Base > 0) || math.IsInf(float64(r.Base), 0) {
 		return fmt.Errorf("%w: rope base %g", ErrInvalid, r.Base)
 	}
+	if r.Factors != nil && len(r.Factors) != r.Dims/2 {
+		return fmt.Errorf("%w: %d rope factors for %d rotated dims", ErrInvalid, len(r.Factors), r.Dims)
+	}
+	for _, f := range r.Factors {
+		if !(f > 0) || math.IsInf(float64(f), 0) {
+			return fmt.Errorf("%w: rope factor %g", ErrInvalid, f)
+		}
+	}
+	if !(r.Scale >= 0) || math.IsInf(float64(r.Scale), 0) {
+		return fmt.Errorf("%w: rope scale %g", ErrInvalid, r.Scale)
+	}
 	return nil
+}
+
+// Clone returns a copy that shares no factor table with r.
+func (r RopeParams) Clone() RopeParams {
+	r.Factors = slices.Clone(r.Factors)
+	return r
 }
 
 // Projection is one product W · x + Bias of a MatMul kind: W is

@@ -37,6 +37,12 @@ func TestValidate(t *testing.T) {
 	if err := smallGraph().Validate(shapes); err != nil {
 		t.Fatalf("valid graph: %v", err)
 	}
+	g := smallGraph()
+	g.Ops[1].(*NormOp).HeadDim, g.Ops[1].(*NormOp).Weight = 4, "bk" // a per-head norm of 4-value heads
+	g.Ops[4].(*RopeOp).Factors, g.Ops[4].(*RopeOp).Scale = []float32{1, 8}, 1.2
+	if err := g.Validate(shapes); err != nil {
+		t.Fatalf("valid graph with a per-head norm and rope factors: %v", err)
+	}
 	for _, tc := range []struct {
 		name   string
 		breaks func(g *Graph)
@@ -52,6 +58,12 @@ func TestValidate(t *testing.T) {
 		{"rope odd dims", func(g *Graph) { g.Ops[4].(*RopeOp).Dims = 3 }},
 		{"rope base", func(g *Graph) { g.Ops[4].(*RopeOp).Base = 0 }},
 		{"rope style unset", func(g *Graph) { g.Ops[4].(*RopeOp).Style = 0 }},
+		{"rope factors of the wrong length", func(g *Graph) { g.Ops[4].(*RopeOp).Factors = []float32{1} }},
+		{"rope factor zero", func(g *Graph) { g.Ops[4].(*RopeOp).Factors = []float32{1, 0} }},
+		{"rope scale negative", func(g *Graph) { g.Ops[4].(*RopeOp).Scale = -1 }},
+		{"head norm on a layer norm", func(g *Graph) { g.Ops[1].(*NormOp).Norm, g.Ops[1].(*NormOp).HeadDim = NormLayer, 4 }},
+		{"head norm not dividing the row", func(g *Graph) { g.Ops[1].(*NormOp).HeadDim = 3 }},
+		{"head norm weight of the row", func(g *Graph) { g.Ops[1].(*NormOp).HeadDim = 4 }},
 		{"rope on last row", func(g *Graph) { g.Ops[4].(*RopeOp).In = 5; g.Ops[4].(*RopeOp).Out = 5 }},
 		{"store wrong layer", func(g *Graph) { g.Ops[5].(*StoreKVOp).Layer = 1 }},
 		{"attention heads", func(g *Graph) { g.Ops[6].(*AttentionOp).Heads = 3 }},

@@ -72,24 +72,33 @@ func layerNorm(out, in []float32, cols, n int, w, b []float32, eps float32) {
 // ropeParams is the geometry of a Rope op.
 type ropeParams struct {
 	heads, headDim, dims int
-	base                 float64
-	halves               bool // pairs (i, i+dims/2) rather than (2i, 2i+1)
+	freq                 []float64 // angular frequency of each pair
+	scale                float32   // cos and sin multiplier (1: none)
+	halves               bool      // pairs (i, i+dims/2) rather than (2i, 2i+1)
 }
 
 func newRope(heads, headDim int, r fusion.RopeParams) ropeParams {
-	return ropeParams{heads: heads, headDim: headDim, dims: r.Dims, base: float64(r.Base), halves: r.Style == fusion.RopeHalves}
+	rp := ropeParams{heads: heads, headDim: headDim, dims: r.Dims, scale: r.Scale, halves: r.Style == fusion.RopeHalves}
+	if rp.scale == 0 {
+		rp.scale = 1
+	}
+	rp.freq = make([]float64, r.Dims/2)
+	for i := range rp.freq {
+		rp.freq[i] = r.Freq(i)
+	}
+	return rp
 }
 
 // rope rotates, in place, the first dims values of every head of row t by
-// position pos+t: pair i turns by (pos+t) * base^(-2i/dims).
+// position pos+t: pair i turns by (pos+t) * freq[i], its cos and sin
+// multiplied by scale.
 func rope(x []float32, cols, n, pos int, rp ropeParams) {
 	half := rp.dims / 2
 	for t := range n {
 		p := float64(pos + t)
 		for i := range half {
-			theta := p * math.Pow(rp.base, -2*float64(i)/float64(rp.dims))
-			sin, cos := math.Sincos(theta)
-			c, s := float32(cos), float32(sin)
+			sin, cos := math.Sincos(p * rp.freq[i])
+			c, s := float32(cos)*rp.scale, float32(sin)*rp.scale
 			for h := range rp.heads {
 				head := x[t*cols+h*rp.headDim : t*cols+(h+1)*rp.headDim]
 				a, b := 2*i, 2*i+1

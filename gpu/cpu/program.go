@@ -365,6 +365,9 @@ func (p *program) exec(s *step, tokens []int32, pos int) error {
 	case *fusion.NormOp:
 		if op.Norm == fusion.NormLayer {
 			layerNorm(out, in(0), cols, n, s.vec, s.bias, op.Eps)
+		} else if op.HeadDim > 0 {
+			// Rows are contiguous: n rows of cols are n*cols/HeadDim heads.
+			rmsNorm(out, in(0), op.HeadDim, n*cols/op.HeadDim, s.vec, op.Eps)
 		} else {
 			rmsNorm(out, in(0), cols, n, s.vec, op.Eps)
 		}

@@ -161,6 +161,9 @@ func (pl *planner) op(op fusion.Op) error {
 				gpu.Binding{Buf: pl.p.step}, gpu.Binding{Buf: c.w}, gpu.Binding{Buf: s}, pl.buf(op.Out))
 		}
 	case *fusion.NormOp:
+		if op.HeadDim != 0 {
+			return fmt.Errorf("%w: norm per head on this backend", gpu.ErrUnsupported)
+		}
 		w, _, err := pl.vector(op.Weight)
 		if err != nil {
 			return err
@@ -382,11 +385,14 @@ func (pl *planner) normPrologue(inBuf fusion.Buf, pro *fusion.RMSPrologue, ws []
 }
 
 // ropeFreq makes the frequency table of a Rope or RopeStoreKV op
-// (RopeBase^(-2i/RopeDims), in float64 on the host) and returns its style code.
+// (RopeParams.Freq, in float64 on the host) and returns its style code.
 func (pl *planner) ropeFreq(r fusion.RopeParams) (gpu.Buffer, uint32, error) {
+	if r.Scale != 0 && r.Scale != 1 {
+		return nil, 0, fmt.Errorf("%w: rope with a cos/sin scale (%g) on this backend", gpu.ErrUnsupported, r.Scale)
+	}
 	freq := make([]float32, max(r.Dims/2, 1))
 	for i := range r.Dims / 2 {
-		freq[i] = float32(math.Pow(float64(r.Base), -2*float64(i)/float64(r.Dims)))
+		freq[i] = float32(r.Freq(i))
 	}
 	fb, err := pl.p.b.newFilled(f32Bytes(freq))
 	if err != nil {
@@ -415,7 +421,7 @@ func (pl *planner) matMulRopeKV(op *fusion.MatMulRopeKVOp) error {
 	wq, wk, wv := pl.ws.byName[op.Q.Weight], pl.ws.byName[op.K.Weight], pl.ws.byName[op.V.Weight]
 	v := matVariant(wq, false)
 	ce := v.ChunkElems()
-	ok := in.Rows < 4 && op.Q.Bias == "" && op.K.Bias == "" && op.V.Bias == "" && wq.qt == shaders.BlockNone && len(wq.chunks) == 1 &&
+	ok := in.Rows < 4 && (op.Scale == 0 || op.Scale == 1) && op.Q.Bias == "" && op.K.Bias == "" && op.V.Bias == "" && wq.qt == shaders.BlockNone && len(wq.chunks) == 1 &&
 		sameType(wq, wk) && sameType(wq, wv) && len(wk.chunks) == 1 && len(wv.chunks) == 1 &&
 		in.Cols%ce == 0 && wq.block%ce == 0 && in.Cols*in.Rows*4 <= uxBytes &&
 		op.HeadDim%2 == 0 && op.Dims/2 <= 4*64 && (pl.p.b.info.MaxStorageBuffers == 0 || pl.p.b.info.MaxStorageBuffers >= 12)
@@ -462,7 +468,7 @@ func (pl *planner) matMulRopeKV(op *fusion.MatMulRopeKVOp) error {
 	rq := make([]uint32, shaders.RopeQKVBytes/4)
 	copy(rq, []uint32{u(op.Heads), u(op.KVHeads), u(op.HeadDim), u(op.Dims), style, u(c.spec.MaxLen), b2u(c.spec.F16), u(kFirst), u(vFirst), hasNorm})
 	for i := range op.Dims / 2 {
-		rq[12+i] = math.Float32bits(float32(math.Pow(float64(op.Base), -2*float64(i)/float64(op.Dims))))
+		rq[12+i] = math.Float32bits(float32(op.Freq(i)))
 	}
 	rb := make([]byte, 4*len(rq))
 	for i, w := range rq {

@@ -87,6 +87,34 @@ func Arch(t testing.TB, name string) ArchGolden {
 	return g
 }
 
+// Arch2Golden is arch2/<name>.golden.json: llama.cpp's run of one tiny
+// GGUF of today's architectures (../shared/models/arch2/README.md), with
+// the fields of ArchGolden plus the GGUF architecture, the dims and the
+// values of the tensors that are RoPE hyperparameters.
+type Arch2Golden struct {
+	ArchGolden
+	GGUFArch string `json:"gguf_arch"`
+	Dims     struct {
+		Embd    int `json:"embd"`
+		Layers  int `json:"layers"`
+		Heads   int `json:"heads"`
+		KVHeads int `json:"kv_heads"`
+		HeadDim int `json:"head_dim"`
+		FFN     int `json:"ffn"`
+	} `json:"dims"`
+	Tied bool `json:"tied_embeddings"`
+	// NonWeightTensors holds rope_freqs and rope_factors_* values.
+	NonWeightTensors map[string][]float64 `json:"non_weight_tensors"`
+}
+
+// Arch2 decodes arch2/<name>.golden.json from Dir.
+func Arch2(t testing.TB, name string) Arch2Golden {
+	t.Helper()
+	var g Arch2Golden
+	decode(t, Path(t, "arch2", name+".golden.json"), &g)
+	return g
+}
+
 func decode(t testing.TB, path string, v any) {
 	t.Helper()
 	raw, err := os.ReadFile(path)

@@ -57,6 +57,13 @@ func TestGoldensDecode(t *testing.T) {
 		t.Errorf("arch llama golden: fields missing: %d prompt ids, %d logit rows, %d greedy ids, %d greedy rows, %d hparams, %d tensors",
 			len(a.PromptIDs), len(a.Logits), len(a.GreedyIDs), len(a.GreedyLogits), len(a.Hparams), len(a.Tensors))
 	}
+	b := Arch2(t, "llama3")
+	if len(b.PromptIDs) == 0 || len(b.Logits) != len(b.PromptIDs) || len(b.GreedyIDs) == 0 ||
+		len(b.GreedyLogits) != len(b.GreedyIDs) || len(b.Hparams) == 0 || len(b.Tensors) == 0 ||
+		b.GGUFArch != "llama" || b.Dims.Embd == 0 || b.Dims.HeadDim == 0 || len(b.NonWeightTensors["rope_freqs.weight"]) == 0 {
+		t.Errorf("arch2 llama3 golden: fields missing: %+v dims, gguf_arch %q, %d prompt ids, %d logit rows, %d greedy ids, %d greedy rows, %d non-weight tensors",
+			b.Dims, b.GGUFArch, len(b.PromptIDs), len(b.Logits), len(b.GreedyIDs), len(b.GreedyLogits), len(b.NonWeightTensors))
+	}
 }
 
 func TestLogitHelpers(t *testing.T) {

@@ -3,7 +3,8 @@
 // supported architecture: the differences (norm kind, RoPE pairing and
 // partial rotary, gated or plain FFN, parallel or sequential blocks, Gemma 2
 // post-norms, soft caps and sliding windows, biases, tied heads, embedding
-// scale) are all knobs of the config.
+// scale; q/k norms per head, RoPE factor tables and attention factor,
+// per-layer RoPE bases and NoPE layers) are all knobs of the config.
 package arch
 
 import (
@@ -62,7 +63,7 @@ func Build(cfg *model.Config, opts BuildOptions) (*fusion.Graph, error) {
 	if opts.Batch && opts.Argmax {
 		return nil, fmt.Errorf("%w: a batched step has one logits row per sequence, not argmax", ErrOptions)
 	}
-	b := &builder{cfg: cfg, g: &fusion.Graph{Tokens: opts.Tokens, Batch: opts.Batch}}
+	b := &builder{cfg: cfg, g: &fusion.Graph{Tokens: opts.Tokens, Batch: opts.Batch}, maxLen: opts.MaxLen}
 	// The one place the config's parameter names become fusion's types.
 	var err error
 	if b.normKind, err = fusion.ParseNormKind(cfg.Norm); err != nil {
@@ -89,8 +90,9 @@ func Build(cfg *model.Config, opts BuildOptions) (*fusion.Graph, error) {
 
 // builder holds the graph and the activation buffers every layer reuses.
 type builder struct {
-	cfg *model.Config
-	g   *fusion.Graph
+	cfg    *model.Config
+	g      *fusion.Graph
+	maxLen int // KV cache positions: the context that picks LongRoPE's factors
 
 	normKind  fusion.NormKind  // cfg.Norm
 	act       fusion.Act       // cfg.Act
@@ -188,10 +190,17 @@ func (b *builder) attention(l int, h fusion.Buf) {
 	b.linear(b.q, h, model.Layer(l, model.WQ), model.Layer(l, model.BQ), c.QKVBias)
 	b.linear(b.k, h, model.Layer(l, model.WK), model.Layer(l, model.BK), c.QKVBias)
 	b.linear(b.v, h, model.Layer(l, model.WV), model.Layer(l, model.BV), c.QKVBias)
-	if c.RopeDims > 0 {
-		rp := fusion.RopeParams{Dims: c.RopeDims, Base: c.RopeBase, Style: b.ropeStyle}
+	if c.QKNorm {
+		g.Add(&fusion.NormOp{Out: b.q, In: b.q, Norm: fusion.NormRMS, Weight: model.Layer(l, model.QNorm), Eps: c.NormEps, HeadDim: c.HeadDim})
+		g.Add(&fusion.NormOp{Out: b.k, In: b.k, Norm: fusion.NormRMS, Weight: model.Layer(l, model.KNorm), Eps: c.NormEps, HeadDim: c.HeadDim})
+	}
+	if base, factors, scale, ok := c.LayerRope(l, b.maxLen); ok {
+		if scale == 1 {
+			scale = 0
+		}
+		rp := fusion.RopeParams{Dims: c.RopeDims, Base: base, Style: b.ropeStyle, Factors: factors, Scale: scale}
 		g.Add(&fusion.RopeOp{Out: b.q, In: b.q, Heads: c.Heads, HeadDim: c.HeadDim, RopeParams: rp})
-		g.Add(&fusion.RopeOp{Out: b.k, In: b.k, Heads: c.KVHeads, HeadDim: c.HeadDim, RopeParams: rp})
+		g.Add(&fusion.RopeOp{Out: b.k, In: b.k, Heads: c.KVHeads, HeadDim: c.HeadDim, RopeParams: rp.Clone()})
 	}
 	g.Add(&fusion.StoreKVOp{K: b.k, V: b.v, Layer: l, KVHeads: c.KVHeads, HeadDim: c.HeadDim})
 	g.Add(&fusion.AttentionOp{Out: b.att, Q: b.q, Layer: l,

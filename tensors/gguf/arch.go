@@ -18,6 +18,8 @@ type archSpec struct {
 	postNorms bool // Gemma 2 sandwich norms
 	// embedScale multiplies embeddings by sqrt(dim) (Gemma).
 	embedScale bool
+	// qkNorm: per-head RMS norms of q and k (attn_q_norm, attn_k_norm).
+	qkNorm bool
 	// activations is the precision policy: the LayerNorm GELU models drift
 	// in f16, Gemma's wide activations fit f16, Llama lets the device decide.
 	activations string
@@ -30,6 +32,12 @@ var archSpecs = map[string]archSpec{
 	model.ArchPhi2:     {norm: model.NormLayer, rope: model.RopeHalves, act: model.ActGELUTanh, parallel: true, activations: model.PolicyF32},
 	model.ArchFalcon:   {norm: model.NormLayer, rope: model.RopeHalves, act: model.ActGELUTanh, parallel: true, activations: model.PolicyF32},
 	model.ArchStableLM: {norm: model.NormLayer, rope: model.RopeHalves, act: model.ActSiLU, gated: true, activations: model.PolicyF16},
+	// Qwen 2/3 and Gemma 3 are known for activations past f16's range.
+	model.ArchQwen2:   {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActSiLU, gated: true, activations: model.PolicyF32},
+	model.ArchQwen3:   {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActSiLU, gated: true, qkNorm: true, activations: model.PolicyF32},
+	model.ArchGemma3:  {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActGELUTanh, gated: true, postNorms: true, embedScale: true, qkNorm: true, activations: model.PolicyF32},
+	model.ArchPhi3:    {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActSiLU, gated: true, activations: model.PolicyAuto},
+	model.ArchSmolLM3: {norm: model.NormRMS, rope: model.RopeInterleaved, act: model.ActSiLU, gated: true, activations: model.PolicyAuto},
 }
 
 // meta reads typed hyperparameters, failing on values of the wrong type.
@@ -120,6 +128,7 @@ func (f *File) config(arch string) (model.Config, error) {
 		GatedFFN:    spec.gated,
 		Parallel:    spec.parallel,
 		PostNorms:   spec.postNorms,
+		QKNorm:      spec.qkNorm,
 		Activations: spec.activations,
 	}
 	if m.err != nil {
@@ -168,5 +177,76 @@ func (f *File) config(arch string) (model.Config, error) {
 			c.SlidingLayers = "even"
 		}
 	}
+	switch arch {
+	case model.ArchGemma3:
+		// llama.cpp (src/models/gemma3.cpp, llama-model.cpp): layers with
+		// il % 6 < 5 slide, with their own rope base; queries scaled by
+		// 1/sqrt(head_dim), except the 27B's 1/sqrt(n_embd/n_head).
+		if c.Layers == 62 {
+			c.AttnScale = float32(1 / math.Sqrt(float64(c.Dim/c.Heads)))
+		}
+		c.SlidingWindow = m.int(".attention.sliding_window", 0, true)
+		c.RopeBaseLocal = m.float(".rope.freq_base_swa", 10000)
+		c.SlidingLayers = "list"
+		for l := range c.Layers {
+			if l%6 < 5 {
+				c.SlidingLayerList = append(c.SlidingLayerList, l)
+			}
+		}
+	case model.ArchPhi3:
+		// LongRoPE: the factor tensors come with the tensors; the
+		// attention factor scales cos and sin (llama-context.cpp:206).
+		c.RopeOrigCtx = m.int(".rope.scaling.original_context_length", 0, false)
+		c.RopeAttnFactor = m.float(".rope.scaling.attn_factor", 0)
+		// attention.sliding_window is ignored: llama.cpp forces phi3's
+		// SWA off (src/models/phi3.cpp:14-25).
+	case model.ArchSmolLM3:
+		// src/models/smollm3.cpp:5, 69: every fourth layer has no RoPE.
+		for l := range c.Layers {
+			if (l+1)%4 == 0 {
+				c.NoRopeLayers = append(c.NoRopeLayers, l)
+			}
+		}
+	}
+	if err := f.ropeScaling(m, &c); err != nil {
+		return c, err
+	}
+	if v, ok := f.Get(m.key(".attention.sliding_window_pattern")); ok && m.err == nil {
+		// Only Gemma 3's default pattern of 6 (its absent key) is known.
+		if n, _ := v.Int(); arch != model.ArchGemma3 || n != 6 {
+			return c, fmt.Errorf("%w: metadata %s = %s", ErrUnsupported, m.key(".attention.sliding_window_pattern"), v)
+		}
+	}
 	return c, m.err
+}
+
+// ropeScaling reads rope.scaling.type: none, or linear (every angle divided
+// by rope.scaling.factor); any other type is refused by name and value.
+func (f *File) ropeScaling(m *meta, c *model.Config) error {
+	key := m.key(".rope.scaling.type")
+	v, ok := f.Get(key)
+	if !ok || m.err != nil {
+		return m.err
+	}
+	typ, _ := v.Str()
+	switch typ {
+	case "none":
+		return nil
+	case "linear":
+		factor := m.float(".rope.scaling.factor", 1)
+		if m.err != nil {
+			return m.err
+		}
+		if !(factor > 0) {
+			return fmt.Errorf("%w: metadata %s = %g", ErrFormat, m.key(".rope.scaling.factor"), factor)
+		}
+		if factor != 1 {
+			c.RopeFactors = make([]float32, c.RopeDims/2)
+			for i := range c.RopeFactors {
+				c.RopeFactors[i] = factor
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("%w: metadata %s = %s", ErrUnsupported, key, v)
 }

@@ -22,7 +22,8 @@ func Load(path string) (*model.Checkpoint, error) {
 }
 
 // Checkpoint imports the parsed file: the configuration from the metadata
-// (architectures llama, gemma, gemma2, phi2, falcon, stablelm), the tensors
+// (architectures llama, including Llama 3's rope_freqs, gemma, gemma2, gemma3,
+// phi2, phi3, falcon, stablelm, qwen2, qwen3, smollm3), the tensors
 // under the names of package model, and the vocabulary.
 func (f *File) Checkpoint() (*model.Checkpoint, error) {
 	arch := f.Architecture()
@@ -74,6 +75,10 @@ func (f *File) importTensor(info *TensorInfo, c *model.Config) ([]*tensors.Tenso
 		return nil, err
 	}
 	if layer < 0 {
+		switch suffix {
+		case ropeFreqs, ropeFactorsLong, ropeFactorsShort:
+			return nil, f.ropeTable(info, c)
+		}
 		name, ok := globalNames[suffix]
 		if !ok {
 			return nil, fmt.Errorf("%w: tensor %q", ErrUnsupported, info.Name)
@@ -99,6 +104,23 @@ func (f *File) importTensor(info *TensorInfo, c *model.Config) ([]*tensors.Tenso
 			p.Name = model.Layer(layer, names[i])
 			if p.Scales != nil {
 				p.Scales.Name = model.ScaleName(p.Name)
+			}
+		}
+		return parts, nil
+	}
+	if suffix == fusedUp && c.Arch == model.ArchPhi3 {
+		fused, err := f.toTensor(info, info.Name)
+		if err != nil {
+			return nil, err
+		}
+		parts, err := splitRows(fused, []int{c.HiddenDim, c.HiddenDim})
+		if err != nil {
+			return nil, err
+		}
+		for i, name := range []string{model.WGate, model.WUp} {
+			parts[i].Name = model.Layer(layer, name)
+			if parts[i].Scales != nil {
+				parts[i].Scales.Name = model.ScaleName(parts[i].Name)
 			}
 		}
 		return parts, nil
@@ -142,4 +164,30 @@ func splitRows(t *tensors.Tensor, rows []int) ([]*tensors.Tensor, error) {
 		start += r
 	}
 	return out, nil
+}
+
+// ropeTable reads a RoPE factor tensor (rope_freqs, rope_factors_long or
+// rope_factors_short: one value per rotated pair) into the configuration.
+func (f *File) ropeTable(info *TensorInfo, c *model.Config) error {
+	t, err := f.toTensor(info, info.Name)
+	if err != nil {
+		return err
+	}
+	if len(t.Shape) != 1 || t.Shape[0] != c.RopeDims/2 {
+		return fmt.Errorf("%w: tensor %q has shape %v, want [%d] (rope dims / 2)", ErrFormat, info.Name, t.Shape, c.RopeDims/2)
+	}
+	vals, err := t.Float32()
+	if err != nil {
+		return fmt.Errorf("%w: tensor %q: %w", ErrFormat, info.Name, err)
+	}
+	switch info.Name {
+	case ropeFreqs, ropeFactorsLong:
+		if c.RopeFactors != nil {
+			return fmt.Errorf("%w: tensor %q with other rope factors (rope scaling or %s)", ErrUnsupported, info.Name, ropeFreqs)
+		}
+		c.RopeFactors = vals
+	case ropeFactorsShort:
+		c.RopeFactorsShort = vals
+	}
+	return nil
 }

@@ -20,6 +20,8 @@ var layerNames = map[string]string{
 	"attn_v.bias":                model.BV,
 	"attn_output.weight":         model.WO,
 	"attn_output.bias":           model.BO,
+	"attn_q_norm.weight":         model.QNorm,
+	"attn_k_norm.weight":         model.KNorm,
 	"post_attention_norm.weight": model.PostAttnNorm,
 	"ffn_norm.weight":            model.FFNNorm,
 	"ffn_norm.bias":              model.FFNNormBias,
@@ -43,6 +45,16 @@ var globalNames = map[string]string{
 const (
 	fusedQKV     = "attn_qkv.weight"
 	fusedQKVBias = "attn_qkv.bias"
+	// fusedUp is Phi 3's [gate | up] rows in one ffn_up (src/models/phi3.cpp:52).
+	fusedUp = "ffn_up.weight"
+)
+
+// Global tensors that are RoPE hyperparameters rather than weights: they go
+// into the configuration (Llama 3's rope_freqs, Phi 3's LongRoPE factors).
+const (
+	ropeFreqs        = "rope_freqs.weight"
+	ropeFactorsLong  = "rope_factors_long.weight"
+	ropeFactorsShort = "rope_factors_short.weight"
 )
 
 // splitName parses "blk.N.suffix" into (N, suffix); layer is -1 for a

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 )
 
 // Architectures known to the runtime.
@@ -17,6 +18,11 @@ const (
 	ArchPhi2     = "phi2"
 	ArchFalcon   = "falcon"
 	ArchStableLM = "stablelm"
+	ArchQwen2    = "qwen2"
+	ArchQwen3    = "qwen3"
+	ArchGemma3   = "gemma3"
+	ArchPhi3     = "phi3"
+	ArchSmolLM3  = "smollm3"
 )
 
 // Norm kinds.
@@ -83,7 +89,33 @@ type Config struct {
 	AttnSoftCap   float32 `json:"attn_softcap,omitempty"`   // c*tanh(s/c) on scaled scores (0: none)
 	FinalSoftCap  float32 `json:"final_softcap,omitempty"`  // c*tanh(l/c) on logits (0: none)
 	SlidingWindow int     `json:"sliding_window,omitempty"` // keys with q-p < window are visible (0: none)
-	SlidingLayers string  `json:"sliding_layers,omitempty"` // "even": window on layers 0,2,4...; "all"
+	// SlidingLayers says which layers slide: "even" (0, 2, 4...), "all",
+	// or "list" (the layers of SlidingLayerList).
+	SlidingLayers    string `json:"sliding_layers,omitempty"`
+	SlidingLayerList []int  `json:"sliding_layer_list,omitempty"`
+
+	// QKNorm: each head of q and of k is RMS-normed (eps NormEps) by the
+	// per-layer QNorm / KNorm weights of HeadDim values, before RoPE
+	// (Qwen 3, Gemma 3).
+	QKNorm bool `json:"qk_norm,omitempty"`
+	// RopeFactors divide the angle of each rotated pair, θ_i =
+	// pos·RopeBase^(-2i/RopeDims) / RopeFactors[i] (RopeDims/2 values; nil:
+	// none): Llama 3's rope_freqs, linear scaling (all = factor), LongRoPE's
+	// long factors.
+	RopeFactors []float32 `json:"rope_factors,omitempty"`
+	// RopeFactorsShort are LongRoPE's short factors, used in place of
+	// RopeFactors when the context the runtime allocates is at most
+	// RopeOrigCtx (the trained context of the short factors).
+	RopeFactorsShort []float32 `json:"rope_factors_short,omitempty"`
+	RopeOrigCtx      int       `json:"rope_orig_ctx,omitempty"`
+	// RopeAttnFactor multiplies cos and sin of the rotated dims (0: 1):
+	// LongRoPE's attention factor.
+	RopeAttnFactor float32 `json:"rope_attn_factor,omitempty"`
+	// RopeBaseLocal, when set, is the RoPE base of the sliding-window
+	// layers, which then take no factors and no attention factor (Gemma 3).
+	RopeBaseLocal float32 `json:"rope_base_local,omitempty"`
+	// NoRopeLayers lists the layers without RoPE (SmolLM3's NoPE layers).
+	NoRopeLayers []int `json:"no_rope_layers,omitempty"`
 
 	Activations string `json:"activations,omitempty"` // PolicyAuto, PolicyF32, PolicyF16
 
@@ -115,8 +147,33 @@ func (c *Config) LayerWindow(l int) int {
 		if l%2 == 0 {
 			return c.SlidingWindow
 		}
+	case "list":
+		if slices.Contains(c.SlidingLayerList, l) {
+			return c.SlidingWindow
+		}
 	}
 	return 0
+}
+
+// LayerRope is the rotation of layer l for a context of ctx positions:
+// ok false for a NoPE layer; otherwise the base, the per-pair factors (nil:
+// none) and the cos/sin scale (1: none).
+func (c *Config) LayerRope(l, ctx int) (base float32, factors []float32, scale float32, ok bool) {
+	if c.RopeDims == 0 || slices.Contains(c.NoRopeLayers, l) {
+		return 0, nil, 0, false
+	}
+	if c.RopeBaseLocal > 0 && c.LayerWindow(l) > 0 {
+		return c.RopeBaseLocal, nil, 1, true
+	}
+	factors = c.RopeFactors
+	if c.RopeFactorsShort != nil && ctx <= c.RopeOrigCtx {
+		factors = c.RopeFactorsShort
+	}
+	scale = c.RopeAttnFactor
+	if scale == 0 {
+		scale = 1
+	}
+	return c.RopeBase, factors, scale, true
 }
 
 // Validate checks that the dimensions are positive, consistent and small
@@ -159,9 +216,49 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: activations %q", ErrConfig, c.Activations)
 	}
 	switch c.SlidingLayers {
-	case "", "even", "all":
+	case "", "even", "all", "list":
 	default:
 		return fmt.Errorf("%w: sliding_layers %q", ErrConfig, c.SlidingLayers)
+	}
+	if c.SlidingWindow < 0 {
+		return fmt.Errorf("%w: sliding_window %d", ErrConfig, c.SlidingWindow)
+	}
+	for _, ls := range []struct {
+		name string
+		ls   []int
+	}{{"sliding_layer_list", c.SlidingLayerList}, {"no_rope_layers", c.NoRopeLayers}} {
+		for _, l := range ls.ls {
+			if l < 0 || l >= c.Layers {
+				return fmt.Errorf("%w: %s names layer %d of %d", ErrConfig, ls.name, l, c.Layers)
+			}
+		}
+	}
+	for _, fs := range []struct {
+		name string
+		fs   []float32
+	}{{"rope_factors", c.RopeFactors}, {"rope_factors_short", c.RopeFactorsShort}} {
+		if fs.fs == nil {
+			continue
+		}
+		if len(fs.fs) != c.RopeDims/2 {
+			return fmt.Errorf("%w: %d %s for rope_dims %d", ErrConfig, len(fs.fs), fs.name, c.RopeDims)
+		}
+		for _, f := range fs.fs {
+			if !(f > 0) || math.IsInf(float64(f), 0) {
+				return fmt.Errorf("%w: %s value %g", ErrConfig, fs.name, f)
+			}
+		}
+	}
+	if c.RopeFactorsShort != nil && (c.RopeFactors == nil || c.RopeOrigCtx <= 0) {
+		return fmt.Errorf("%w: rope_factors_short without rope_factors and rope_orig_ctx", ErrConfig)
+	}
+	for _, v := range []struct {
+		name string
+		v    float32
+	}{{"rope_attn_factor", c.RopeAttnFactor}, {"rope_base_local", c.RopeBaseLocal}} {
+		if !(v.v >= 0) || math.IsInf(float64(v.v), 0) {
+			return fmt.Errorf("%w: %s %g", ErrConfig, v.name, v.v)
+		}
 	}
 	if c.BOS >= c.VocabSize || c.EOS >= c.VocabSize {
 		return fmt.Errorf("%w: bos %d / eos %d outside vocab %d", ErrConfig, c.BOS, c.EOS, c.VocabSize)

@@ -3,6 +3,7 @@ package model
 import (
 	"errors"
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -33,6 +34,16 @@ func TestValidate(t *testing.T) {
 		{"unknown sliding layers", func(c *Config) { c.SlidingLayers = "odd" }},
 		{"bos outside vocab", func(c *Config) { c.BOS = 512 }},
 		{"stop token outside vocab", func(c *Config) { c.StopTokens = []int{-1} }},
+		{"sliding layer outside the model", func(c *Config) { c.SlidingLayers, c.SlidingLayerList = "list", []int{5} }},
+		{"no-rope layer outside the model", func(c *Config) { c.NoRopeLayers = []int{-1} }},
+		{"rope factors of the wrong length", func(c *Config) { c.RopeFactors = []float32{1, 2, 3} }},
+		{"zero rope factor", func(c *Config) { c.RopeFactors = []float32{1, 0, 1, 1} }},
+		{"short factors alone", func(c *Config) { c.RopeFactorsShort, c.RopeOrigCtx = []float32{1, 1, 1, 1}, 32 }},
+		{"short factors without original context", func(c *Config) {
+			c.RopeFactors, c.RopeFactorsShort = []float32{1, 1, 1, 1}, []float32{1, 1, 1, 1}
+		}},
+		{"negative attention factor", func(c *Config) { c.RopeAttnFactor = -1 }},
+		{"NaN local base", func(c *Config) { c.RopeBaseLocal = float32(math.NaN()) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := validConfig()
@@ -73,5 +84,40 @@ func TestNames(t *testing.T) {
 	}
 	if got := ScaleName(TokenEmbedding); got != "params.lm.token_embedding.w_quantized_scale" {
 		t.Errorf("ScaleName = %q", got)
+	}
+}
+
+func TestLayerRope(t *testing.T) {
+	long, short := []float32{1, 2, 3, 4}, []float32{1, 1.5, 2, 2.5}
+	c := validConfig()
+	c.RopeFactors, c.RopeFactorsShort, c.RopeOrigCtx, c.RopeAttnFactor = long, short, 32, 1.25
+	c.NoRopeLayers = []int{3}
+	c.SlidingWindow, c.SlidingLayers, c.SlidingLayerList, c.RopeBaseLocal = 8, "list", []int{0, 1}, 100
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		layer, ctx int
+		base       float32
+		factors    []float32
+		scale      float32
+		ok         bool
+	}{
+		{0, 128, 100, nil, 1, true},       // local layer: its own base, no factors
+		{2, 128, 10000, long, 1.25, true}, // context past the original: long factors
+		{2, 32, 10000, short, 1.25, true}, // within it: short factors
+		{3, 128, 0, nil, 0, false},        // NoPE
+	} {
+		base, factors, scale, ok := c.LayerRope(tc.layer, tc.ctx)
+		if base != tc.base || !slices.Equal(factors, tc.factors) || scale != tc.scale || ok != tc.ok {
+			t.Errorf("LayerRope(%d, %d) = %g, %v, %g, %v; want %g, %v, %g, %v", tc.layer, tc.ctx, base, factors, scale, ok,
+				tc.base, tc.factors, tc.scale, tc.ok)
+		}
+	}
+	if w := c.LayerWindow(1); w != 8 {
+		t.Errorf("listed layer 1: window %d, want 8", w)
+	}
+	if w := c.LayerWindow(2); w != 0 {
+		t.Errorf("unlisted layer 2: window %d, want 0", w)
 	}
 }

@@ -25,7 +25,9 @@ const (
 	BK           = "self_attention.k.b"
 	BV           = "self_attention.v.b"
 	BO           = "self_attention.post.b"
-	PostAttnNorm = "post_attention_norm.scale" // Gemma 2
+	QNorm        = "self_attention.q_norm.scale" // [head_dim], Qwen 3 / Gemma 3
+	KNorm        = "self_attention.k_norm.scale" // [head_dim]
+	PostAttnNorm = "post_attention_norm.scale"   // Gemma 2
 	FFNNorm      = "ff_layer.pre_layer_norm.scale"
 	FFNNormBias  = "ff_layer.pre_layer_norm.bias"
 	PostFFNNorm  = "ff_layer.post_layer_norm.scale" // Gemma 2

@@ -58,6 +58,10 @@ func Complete(ck *model.Checkpoint) error {
 		want[model.PostAttnNorm] = []int{c.Dim}
 		want[model.PostFFNNorm] = []int{c.Dim}
 	}
+	if c.QKNorm {
+		want[model.QNorm] = []int{c.HeadDim}
+		want[model.KNorm] = []int{c.HeadDim}
+	}
 	if c.Norm == model.NormLayer {
 		want[model.AttnNormBias] = []int{c.Dim}
 		if !c.Parallel {

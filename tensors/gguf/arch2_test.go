@@ -1,0 +1,170 @@
+package gguf
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gpurun/gpurun/internal/testmodels"
+	"github.com/gpurun/gpurun/tensors/model"
+)
+
+// expect2 is the arch2 README's table of what each architecture fixes.
+type expect2 struct {
+	rope          string
+	ropeDims      int
+	base          float32
+	eps           float32
+	act           string
+	qkNorm        bool
+	qkvBias       bool
+	postNorms     bool
+	embedScale    float32
+	window        int
+	slidingLayers []int
+	baseLocal     float32
+	noRope        []int
+	origCtx       int
+	attnFactor    float32
+}
+
+var arch2Table = map[string]expect2{
+	"llama3":  {rope: "interleaved", ropeDims: 16, base: 500000, eps: 1e-5, act: "silu"},
+	"qwen2":   {rope: "halves", ropeDims: 16, base: 1e6, eps: 1e-6, act: "silu", qkvBias: true},
+	"qwen3":   {rope: "halves", ropeDims: 32, base: 1e6, eps: 1e-6, act: "silu", qkNorm: true},
+	"gemma3":  {rope: "halves", ropeDims: 16, base: 1e6, eps: 1e-6, act: "gelu_tanh", qkNorm: true, postNorms: true, embedScale: 8, window: 8, slidingLayers: []int{0, 1, 2, 3, 4}, baseLocal: 10000},
+	"phi3":    {rope: "halves", ropeDims: 12, base: 10000, eps: 1e-5, act: "silu", origCtx: 32, attnFactor: 1.18322},
+	"smollm3": {rope: "interleaved", ropeDims: 16, base: 5e6, eps: 1e-6, act: "silu", noRope: []int{3}},
+}
+
+func arch2Path(t testing.TB, name string) string {
+	t.Helper()
+	return testmodels.Path(t, "arch2", name+".gguf")
+}
+
+// TestLoadArch2Config checks the import of today's architectures against
+// the README's conventions and the golden's dims and factor tensors.
+func TestLoadArch2Config(t *testing.T) {
+	for name, want := range arch2Table {
+		t.Run(name, func(t *testing.T) {
+			ck, err := Load(arch2Path(t, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, g := ck.Config, testmodels.Arch2(t, name)
+			factors := func(key string) []float32 {
+				var fs []float32
+				for _, v := range g.NonWeightTensors[key] {
+					fs = append(fs, float32(v))
+				}
+				return fs
+			}
+			long := factors("rope_freqs.weight")
+			if long == nil {
+				long = factors("rope_factors_long.weight")
+			}
+			var window []int
+			for l := range c.Layers {
+				if c.LayerWindow(l) > 0 {
+					window = append(window, l)
+				}
+			}
+			for _, f := range []struct {
+				field     string
+				got, want any
+			}{
+				{"arch", c.Arch, g.GGUFArch},
+				{"dim", c.Dim, g.Dims.Embd},
+				{"layers", c.Layers, g.Dims.Layers},
+				{"heads", c.Heads, g.Dims.Heads},
+				{"kv_heads", c.KVHeads, g.Dims.KVHeads},
+				{"head_dim", c.HeadDim, g.Dims.HeadDim},
+				{"hidden", c.HiddenDim, g.Dims.FFN},
+				{"tied", c.Tied, g.Tied},
+				{"rope", c.RopeStyle, want.rope},
+				{"rope_dims", c.RopeDims, want.ropeDims},
+				{"rope_base", c.RopeBase, want.base},
+				{"eps", c.NormEps, want.eps},
+				{"act", c.Act, want.act},
+				{"gated", c.GatedFFN, true},
+				{"qk_norm", c.QKNorm, want.qkNorm},
+				{"qkv_bias", c.QKVBias, want.qkvBias},
+				{"post_norms", c.PostNorms, want.postNorms},
+				{"embed_scale", c.EmbedScale, want.embedScale},
+				{"attn_scale", c.Scale(), float32(1 / math.Sqrt(float64(g.Dims.HeadDim)))},
+				{"window", c.SlidingWindow, want.window},
+				{"sliding layers", slices.Equal(window, want.slidingLayers), true},
+				{"rope_base_local", c.RopeBaseLocal, want.baseLocal},
+				{"no_rope_layers", slices.Equal(c.NoRopeLayers, want.noRope), true},
+				{"rope_factors", slices.Equal(c.RopeFactors, long), true},
+				{"rope_factors_short", slices.Equal(c.RopeFactorsShort, factors("rope_factors_short.weight")), true},
+				{"rope_orig_ctx", c.RopeOrigCtx, want.origCtx},
+				{"rope_attn_factor", math.Abs(float64(c.RopeAttnFactor-want.attnFactor)) < 1e-5, true},
+			} {
+				if f.got != f.want {
+					t.Errorf("%s = %v, want %v", f.field, f.got, f.want)
+				}
+			}
+		})
+	}
+}
+
+// TestPhi3FusedUpSplits checks that Phi 3's ffn_up [gate | up] becomes the
+// gate and up projections, row for row, read with the test's own walker.
+func TestPhi3FusedUpSplits(t *testing.T) {
+	path := arch2Path(t, "phi3")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, _ := walkGGUF(t, raw)
+	ck, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ff, e := ck.Config.HiddenDim, ck.Config.Dim
+	for _, rt := range ts {
+		layer, ok := strings.CutSuffix(strings.TrimPrefix(rt.name, "blk."), ".ffn_up.weight")
+		if !ok {
+			continue
+		}
+		fused := raw[rt.start : rt.start+int64(2*ff*e*4)]
+		for i, n := range []string{model.WGate, model.WUp} {
+			got := ck.Tensor("params.lm.transformer.x_layers_" + layer + "." + n)
+			if got == nil || !slices.Equal(got.Shape, []int{ff, e}) || !bytes.Equal(got.Data, fused[i*ff*e*4:(i+1)*ff*e*4]) {
+				t.Errorf("layer %s %s: not rows %d.. of ffn_up", layer, n, i*ff)
+			}
+		}
+	}
+}
+
+// TestLoadRefusesUnsupported: what the runtime does not implement fails at
+// load, naming the key (or architecture) and its value.
+func TestLoadRefusesUnsupported(t *testing.T) {
+	for _, tc := range []struct {
+		name, path string
+		want       []string
+	}{
+		{"yarn rope scaling", testmodels.GGUFWithString(t, arch2Path(t, "llama3"), "llama.rope.scaling.type", "yarn"),
+			[]string{"llama.rope.scaling.type", "yarn"}},
+		{"sliding window pattern", testmodels.GGUFWithString(t, arch2Path(t, "qwen3"), "qwen3.attention.sliding_window_pattern", "4"),
+			[]string{"qwen3.attention.sliding_window_pattern", "4"}},
+		{"mixture of experts", arch2Path(t, "qwen3moe"), []string{"architecture", "qwen3moe"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load(tc.path)
+			if !errors.Is(err, ErrUnsupported) {
+				t.Fatalf("err = %v, want ErrUnsupported", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not name %q", err, w)
+				}
+			}
+		})
+	}
+}
