@@ -31,6 +31,16 @@ type hfConfig struct {
 	HiddenAct             string          `json:"hidden_act"`
 	HiddenActivation      string          `json:"hidden_activation"`
 
+	// Qwen 2/3, Mistral, Gemma 3, Phi 3, SmolLM3.
+	AttentionBias                 *bool    `json:"attention_bias"`
+	UseSlidingWindow              *bool    `json:"use_sliding_window"`
+	SlidingWindowPattern          *int     `json:"sliding_window_pattern"`
+	LayerTypes                    []string `json:"layer_types"`
+	RopeLocalBaseFreq             *float64 `json:"rope_local_base_freq"`
+	OriginalMaxPositionEmbeddings *int     `json:"original_max_position_embeddings"`
+	NoRopeLayers                  []int    `json:"no_rope_layers"`
+	NoRopeLayerInterval           *int     `json:"no_rope_layer_interval"`
+
 	// Gemma 2.
 	QueryPreAttnScalar    *float64 `json:"query_pre_attn_scalar"`
 	AttnLogitSoftcapping  *float64 `json:"attn_logit_softcapping"`
@@ -63,6 +73,26 @@ var modelTypes = map[string]string{
 	// Falcon-7B's original remote-code config.
 	"RefinedWebModel": model.ArchFalcon,
 	"stablelm":        model.ArchStableLM,
+	// Mistral is Llama with a sliding window on every layer.
+	"mistral":     model.ArchLlama,
+	"qwen2":       model.ArchQwen2,
+	"qwen3":       model.ArchQwen3,
+	"gemma3_text": model.ArchGemma3,
+	"phi3":        model.ArchPhi3,
+	"smollm3":     model.ArchSmolLM3,
+}
+
+// ropeScaling is config.json's rope_scaling.
+type ropeScaling struct {
+	RopeType                      string    `json:"rope_type"`
+	Type                          string    `json:"type"` // older name of rope_type
+	Factor                        *float64  `json:"factor"`
+	LowFreqFactor                 *float64  `json:"low_freq_factor"`
+	HighFreqFactor                *float64  `json:"high_freq_factor"`
+	OriginalMaxPositionEmbeddings *int      `json:"original_max_position_embeddings"`
+	ShortFactor                   []float64 `json:"short_factor"`
+	LongFactor                    []float64 `json:"long_factor"`
+	AttentionFactor               *float64  `json:"attention_factor"`
 }
 
 func orFloat(p *float64, def float64) float32 {
@@ -103,8 +133,12 @@ func (h *hfConfig) config() (model.Config, error) {
 	if !ok {
 		return model.Config{}, fmt.Errorf("%w: model_type %q", ErrUnsupported, h.ModelType)
 	}
-	if h.RopeScaling != nil && string(h.RopeScaling) != "null" {
-		return model.Config{}, fmt.Errorf("%w: rope_scaling %s", ErrUnsupported, h.RopeScaling)
+	switch arch {
+	case model.ArchLlama, model.ArchQwen2, model.ArchQwen3, model.ArchSmolLM3, model.ArchPhi3, model.ArchGemma3:
+	default:
+		if rs, err := h.scaling(); err != nil || rs != nil {
+			return model.Config{}, fmt.Errorf("%w: %s rope_scaling %s", ErrUnsupported, h.ModelType, h.RopeScaling)
+		}
 	}
 	c := model.Config{
 		Arch:      arch,
@@ -141,20 +175,30 @@ func (h *hfConfig) config() (model.Config, error) {
 		c.RopeDims = int(float64(c.HeadDim) * *h.PartialRotaryFactor)
 	}
 	switch arch {
-	case model.ArchLlama:
+	case model.ArchLlama, model.ArchQwen2, model.ArchQwen3, model.ArchSmolLM3, model.ArchPhi3:
 		c.Norm, c.NormEps = model.NormRMS, orFloat(h.RMSNormEps, 1e-6)
-		// q/k rows are un-permuted on import to Meta's interleaved pairing,
-		// so every Llama source (llama2.c, GGUF, HF) has one layout.
-		c.RopeStyle = model.RopeInterleaved
 		c.Act, c.GatedFFN, c.Activations = model.ActSiLU, true, model.PolicyAuto
 		if h.HiddenAct != "" && h.HiddenAct != "silu" {
-			return c, fmt.Errorf("%w: llama hidden_act %q", ErrUnsupported, h.HiddenAct)
+			return c, fmt.Errorf("%w: %s hidden_act %q", ErrUnsupported, h.ModelType, h.HiddenAct)
 		}
-	case model.ArchGemma, model.ArchGemma2:
+		if err := h.modern(&c); err != nil {
+			return c, err
+		}
+		if arch == model.ArchLlama {
+			// q/k rows are un-permuted on import to Meta's interleaved
+			// pairing, so every Llama source (llama2.c, GGUF, HF) has one
+			// layout.
+			c.RopeStyle = model.RopeInterleaved
+		}
+	case model.ArchGemma, model.ArchGemma2, model.ArchGemma3:
 		c.Norm, c.NormEps = model.NormRMS, orFloat(h.RMSNormEps, 1e-6)
 		c.Act, c.GatedFFN, c.Activations = model.ActGELUTanh, true, model.PolicyF16
 		c.EmbedScale = float32(math.Sqrt(float64(c.Dim)))
-		if arch == model.ArchGemma2 {
+		if arch == model.ArchGemma3 {
+			if err := h.gemma3(&c); err != nil {
+				return c, err
+			}
+		} else if arch == model.ArchGemma2 {
 			c.PostNorms = true
 			c.AttnScale = float32(1 / math.Sqrt(float64(c.HeadDim)))
 			if h.QueryPreAttnScalar != nil && *h.QueryPreAttnScalar > 0 {
@@ -199,6 +243,223 @@ func (h *hfConfig) config() (model.Config, error) {
 	c.StopTokens = extra
 	// SentencePiece-tokenized families prepend BOS; GPT-NeoX/CodeGen-style
 	// tokenizers (phi, falcon, stablelm) do not.
-	c.AddBOS = c.BOS >= 0 && (arch == model.ArchLlama || arch == model.ArchGemma || arch == model.ArchGemma2)
+	c.AddBOS = c.BOS >= 0 && (arch == model.ArchLlama || arch == model.ArchGemma || arch == model.ArchGemma2 || arch == model.ArchGemma3)
 	return c, nil
+}
+
+// scaling decodes rope_scaling; nil when absent or null.
+func (h *hfConfig) scaling() (*ropeScaling, error) {
+	if len(h.RopeScaling) == 0 || string(h.RopeScaling) == "null" {
+		return nil, nil
+	}
+	var rs ropeScaling
+	if err := json.Unmarshal(h.RopeScaling, &rs); err != nil {
+		return nil, fmt.Errorf("%w: rope_scaling %s: %w", ErrFormat, h.RopeScaling, err)
+	}
+	if rs.RopeType == "" {
+		rs.RopeType = rs.Type
+	}
+	return &rs, nil
+}
+
+// modern reads what the Llama-shaped families of 2024-25 add: biases or q/k
+// norms (from the tensors), sliding windows, NoPE layers, and the RoPE
+// scaling of rope_scaling (llama3, linear, longrope; "default" is none).
+// Anything else is refused, naming the key and its value.
+func (h *hfConfig) modern(c *model.Config) error {
+	switch c.Arch {
+	case model.ArchQwen2, model.ArchQwen3:
+		c.Activations = model.PolicyF32 // activations past f16's range
+		if h.UseSlidingWindow != nil && *h.UseSlidingWindow {
+			return fmt.Errorf("%w: use_sliding_window true", ErrUnsupported)
+		}
+		c.QKNorm = c.Arch == model.ArchQwen3
+	case model.ArchLlama:
+		// Mistral's sliding_window (null in later versions) on every layer.
+		if c.SlidingWindow = orInt(h.SlidingWindow, 0); c.SlidingWindow > 0 {
+			c.SlidingLayers = "all"
+		}
+	case model.ArchSmolLM3:
+		if h.UseSlidingWindow != nil && *h.UseSlidingWindow {
+			return fmt.Errorf("%w: use_sliding_window true", ErrUnsupported)
+		}
+		if h.NoRopeLayers != nil {
+			if len(h.NoRopeLayers) != c.Layers {
+				return fmt.Errorf("%w: no_rope_layers has %d entries for %d layers", ErrFormat, len(h.NoRopeLayers), c.Layers)
+			}
+			for l, use := range h.NoRopeLayers {
+				if use == 0 {
+					c.NoRopeLayers = append(c.NoRopeLayers, l)
+				}
+			}
+		} else {
+			n := orInt(h.NoRopeLayerInterval, 4)
+			if n <= 0 {
+				return fmt.Errorf("%w: no_rope_layer_interval %d", ErrFormat, n)
+			}
+			for l := range c.Layers {
+				if (l+1)%n == 0 {
+					c.NoRopeLayers = append(c.NoRopeLayers, l)
+				}
+			}
+		}
+	case model.ArchPhi3:
+		// Phi 3's sliding_window is ignored, as llama.cpp does
+		// (src/models/phi3.cpp:14-25): Phi-4-mini's exceeds its context.
+		c.Activations = model.PolicyF32
+	}
+	rs, err := h.scaling()
+	if err != nil || rs == nil {
+		return err
+	}
+	switch rs.RopeType {
+	case "default":
+		return nil
+	case "linear":
+		return linearFactors(c, rs)
+	case "llama3":
+		if c.Arch != model.ArchLlama {
+			break
+		}
+		return llama3Factors(c, rs)
+	case "longrope", "su":
+		if c.Arch != model.ArchPhi3 {
+			break
+		}
+		return h.longRope(c, rs)
+	}
+	return fmt.Errorf("%w: rope_scaling %s", ErrUnsupported, h.RopeScaling)
+}
+
+// linearFactors: every angle divided by factor.
+func linearFactors(c *model.Config, rs *ropeScaling) error {
+	if rs.Factor == nil || !(*rs.Factor > 0) {
+		return fmt.Errorf("%w: linear rope_scaling without a positive factor", ErrFormat)
+	}
+	c.RopeFactors = make([]float32, c.RopeDims/2)
+	for i := range c.RopeFactors {
+		c.RopeFactors[i] = float32(*rs.Factor)
+	}
+	return nil
+}
+
+// llama3Factors computes Llama 3.1's per-frequency divisors as llama.cpp's
+// converter writes them into rope_freqs (conversion/llama.py:282-307):
+// wavelengths shorter than original/high_freq_factor keep their frequency,
+// longer than original/low_freq_factor are divided by factor, and those
+// between blend the two smoothly.
+func llama3Factors(c *model.Config, rs *ropeScaling) error {
+	if rs.Factor == nil || rs.LowFreqFactor == nil || rs.HighFreqFactor == nil || rs.OriginalMaxPositionEmbeddings == nil {
+		return fmt.Errorf("%w: llama3 rope_scaling %s lacks factor, low_freq_factor, high_freq_factor or original_max_position_embeddings", ErrFormat, rs.RopeType)
+	}
+	factor, low, high := *rs.Factor, *rs.LowFreqFactor, *rs.HighFreqFactor
+	orig := float64(*rs.OriginalMaxPositionEmbeddings)
+	if !(factor > 0) || !(low > 0) || !(high > low) || !(orig > 0) {
+		return fmt.Errorf("%w: llama3 rope_scaling factor %g, low %g, high %g, original %g", ErrFormat, factor, low, high, orig)
+	}
+	lowWave, highWave := orig/low, orig/high
+	c.RopeFactors = make([]float32, c.RopeDims/2)
+	for i := range c.RopeFactors {
+		freq := math.Pow(float64(c.RopeBase), -2*float64(i)/float64(c.RopeDims))
+		wave := 2 * math.Pi / freq
+		switch {
+		case wave < highWave:
+			c.RopeFactors[i] = 1
+		case wave > lowWave:
+			c.RopeFactors[i] = float32(factor)
+		default:
+			smooth := (orig/wave - low) / (high - low)
+			c.RopeFactors[i] = float32(1 / ((1-smooth)/factor + smooth))
+		}
+	}
+	return nil
+}
+
+// longRope reads Phi 3's LongRoPE: the long and short factor lists (one
+// per rotated pair), the original context (rope_scaling's or the config's
+// original_max_position_embeddings) and the attention factor: given, or
+// sqrt(1 + ln(s)/ln(original)) with s = max_position_embeddings/original
+// (1 when s <= 1), as transformers computes it.
+func (h *hfConfig) longRope(c *model.Config, rs *ropeScaling) error {
+	orig := h.OriginalMaxPositionEmbeddings
+	if rs.OriginalMaxPositionEmbeddings != nil {
+		orig = rs.OriginalMaxPositionEmbeddings
+	}
+	if orig == nil || *orig <= 1 {
+		return fmt.Errorf("%w: longrope rope_scaling without original_max_position_embeddings", ErrFormat)
+	}
+	if len(rs.LongFactor) != c.RopeDims/2 || len(rs.ShortFactor) != c.RopeDims/2 {
+		return fmt.Errorf("%w: longrope with %d long and %d short factors for %d rotated dims", ErrFormat, len(rs.LongFactor), len(rs.ShortFactor), c.RopeDims)
+	}
+	to32 := func(xs []float64) []float32 {
+		out := make([]float32, len(xs))
+		for i, x := range xs {
+			out[i] = float32(x)
+		}
+		return out
+	}
+	c.RopeFactors, c.RopeFactorsShort, c.RopeOrigCtx = to32(rs.LongFactor), to32(rs.ShortFactor), *orig
+	switch s := float64(c.MaxSeqLen) / float64(*orig); {
+	case rs.AttentionFactor != nil:
+		c.RopeAttnFactor = float32(*rs.AttentionFactor)
+	case s > 1:
+		c.RopeAttnFactor = float32(math.Sqrt(1 + math.Log(s)/math.Log(float64(*orig))))
+	}
+	return nil
+}
+
+// gemma3 reads Gemma 3's sliding layers (layer_types, or every
+// sliding_window_pattern-th layer global, 6 by default), their own rope
+// base (rope_local_base_freq), the query scale, the optional soft caps and
+// the linear rope_scaling of its global layers.
+func (h *hfConfig) gemma3(c *model.Config) error {
+	c.PostNorms, c.QKNorm = true, true
+	c.Activations = model.PolicyF32 // activations past f16's range
+	c.AttnScale = float32(1 / math.Sqrt(float64(c.HeadDim)))
+	if h.QueryPreAttnScalar != nil && *h.QueryPreAttnScalar > 0 {
+		c.AttnScale = float32(1 / math.Sqrt(*h.QueryPreAttnScalar))
+	}
+	c.AttnSoftCap = orFloat(h.AttnLogitSoftcapping, 0)
+	c.FinalSoftCap = orFloat(h.FinalLogitSoftcapping, 0)
+	c.RopeBaseLocal = orFloat(h.RopeLocalBaseFreq, 10000)
+	c.SlidingWindow = orInt(h.SlidingWindow, 0)
+	if c.SlidingWindow <= 0 {
+		return fmt.Errorf("%w: gemma3 sliding_window %d", ErrFormat, c.SlidingWindow)
+	}
+	c.SlidingLayers = "list"
+	if h.LayerTypes != nil {
+		if len(h.LayerTypes) != c.Layers {
+			return fmt.Errorf("%w: layer_types has %d entries for %d layers", ErrFormat, len(h.LayerTypes), c.Layers)
+		}
+		for l, typ := range h.LayerTypes {
+			switch typ {
+			case "sliding_attention":
+				c.SlidingLayerList = append(c.SlidingLayerList, l)
+			case "full_attention":
+			default:
+				return fmt.Errorf("%w: layer_types entry %q", ErrUnsupported, typ)
+			}
+		}
+	} else {
+		n := orInt(h.SlidingWindowPattern, 6)
+		if n <= 0 {
+			return fmt.Errorf("%w: sliding_window_pattern %d", ErrFormat, n)
+		}
+		for l := range c.Layers {
+			if (l+1)%n != 0 {
+				c.SlidingLayerList = append(c.SlidingLayerList, l)
+			}
+		}
+	}
+	rs, err := h.scaling()
+	if err != nil || rs == nil {
+		return err
+	}
+	switch rs.RopeType {
+	case "default":
+		return nil
+	case "linear":
+		return linearFactors(c, rs) // LayerRope leaves the local layers unscaled
+	}
+	return fmt.Errorf("%w: rope_scaling %s", ErrUnsupported, h.RopeScaling)
 }

@@ -2,11 +2,15 @@ package hf
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/tensors"
 	"github.com/gpurun/gpurun/tensors/safetensors"
 )
@@ -22,7 +26,15 @@ func TestLoadErrors(t *testing.T) {
 	}{
 		{"bad json", `{"model_type":`, []*tensors.Tensor{emb}, ErrFormat},
 		{"unknown model type", `{"model_type":"mamba","hidden_size":8,"num_attention_heads":2}`, []*tensors.Tensor{emb}, ErrUnsupported},
-		{"rope scaling", `{"model_type":"llama","hidden_size":8,"num_attention_heads":2,"rope_scaling":{"rope_type":"llama3"}}`, []*tensors.Tensor{emb}, ErrUnsupported},
+		{"llama3 rope scaling without its parameters", `{"model_type":"llama","hidden_size":8,"num_attention_heads":2,"rope_scaling":{"rope_type":"llama3"}}`, []*tensors.Tensor{emb}, ErrFormat},
+		{"yarn rope scaling", `{"model_type":"qwen3","hidden_size":8,"num_attention_heads":2,"rope_scaling":{"rope_type":"yarn","factor":4.0}}`, []*tensors.Tensor{emb}, ErrUnsupported},
+		{"dynamic rope scaling", `{"model_type":"llama","hidden_size":8,"num_attention_heads":2,"rope_scaling":{"type":"dynamic","factor":2.0}}`, []*tensors.Tensor{emb}, ErrUnsupported},
+		{"longrope on llama", `{"model_type":"llama","hidden_size":8,"num_attention_heads":2,"rope_scaling":{"type":"longrope","short_factor":[1,1],"long_factor":[1,1]}}`, []*tensors.Tensor{emb}, ErrUnsupported},
+		{"rope scaling on gemma2", `{"model_type":"gemma2","hidden_size":8,"num_attention_heads":2,"rope_scaling":{"rope_type":"linear","factor":2.0}}`, []*tensors.Tensor{emb}, ErrUnsupported},
+		{"qwen2 sliding window", `{"model_type":"qwen2","hidden_size":8,"num_attention_heads":2,"use_sliding_window":true}`, []*tensors.Tensor{emb}, ErrUnsupported},
+		{"gemma3 unknown layer type", `{"model_type":"gemma3_text","hidden_size":8,"num_attention_heads":2,"num_hidden_layers":1,"sliding_window":4,"layer_types":["chunked_attention"]}`, []*tensors.Tensor{emb}, ErrUnsupported},
+		{"gemma3 yarn", `{"model_type":"gemma3_text","hidden_size":8,"num_attention_heads":2,"num_hidden_layers":1,"sliding_window":4,"rope_scaling":{"rope_type":"yarn","factor":8.0}}`, []*tensors.Tensor{emb}, ErrUnsupported},
+		{"multimodal gemma3", `{"model_type":"gemma3","text_config":{"hidden_size":8}}`, []*tensors.Tensor{emb}, ErrUnsupported},
 		{"heads do not divide", `{"model_type":"llama","hidden_size":8,"num_attention_heads":3}`, []*tensors.Tensor{emb}, ErrFormat},
 		{"no safetensors", llamaCfg, nil, ErrFormat},
 		{"unknown tensor", llamaCfg, []*tensors.Tensor{emb, {Name: "model.layers.0.mystery.weight", DType: tensors.F32, Shape: []int{1}, Data: make([]byte, 4)}}, ErrUnsupported},
@@ -42,8 +54,17 @@ func TestLoadErrors(t *testing.T) {
 				}
 				os.WriteFile(filepath.Join(dir, "model.safetensors"), buf.Bytes(), 0o644)
 			}
-			if _, err := Load(dir); !errors.Is(err, tc.want) {
+			_, err := Load(dir)
+			if !errors.Is(err, tc.want) {
 				t.Fatalf("err = %v, want %v", err, tc.want)
+			}
+			// A refused rope_scaling is named with its value.
+			if tc.want == ErrUnsupported && strings.Contains(tc.config, `"rope_scaling"`) {
+				for _, w := range []string{"rope_scaling", "type\":"} {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q does not name %s", err, w)
+					}
+				}
 			}
 		})
 	}
@@ -71,5 +92,28 @@ func TestSplitFusedQKVGroups(t *testing.T) {
 	}
 	if got := rows(q) + "|" + rows(k) + "|" + rows(v); got != "qrst|KL|VW" {
 		t.Errorf("split = %s, want qrst|KL|VW", got)
+	}
+}
+
+// TestLlama3Factors: rope_scaling llama3 gives the divisors llama.cpp's
+// converter wrote into arch2/llama3.gguf's rope_freqs.
+func TestLlama3Factors(t *testing.T) {
+	g := testmodels.Arch2(t, "llama3")
+	want := g.NonWeightTensors["rope_freqs.weight"]
+	h := hfConfig{ModelType: "llama", HiddenSize: 64, NumAttentionHeads: 4, NumHiddenLayers: 2, MaxPositionEmbeddings: 128,
+		RopeScaling: json.RawMessage(`{"rope_type":"llama3","factor":8.0,"low_freq_factor":1.0,"high_freq_factor":4.0,"original_max_position_embeddings":64}`)}
+	theta := 500000.0
+	h.RopeTheta = &theta
+	c, err := h.config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.RopeFactors) != len(want) || len(want) == 0 {
+		t.Fatalf("%d factors, want %d", len(c.RopeFactors), len(want))
+	}
+	for i, w := range want {
+		if math.Abs(float64(c.RopeFactors[i])-w) > 1e-6*w {
+			t.Errorf("factor %d = %g, llama.cpp's converter wrote %g", i, c.RopeFactors[i], w)
+		}
 	}
 }

@@ -1,7 +1,8 @@
 // Package hf imports Hugging Face checkpoints: a directory with config.json,
 // one or more *.safetensors files and optionally tokenizer.model. Supported
-// model types: llama, gemma, gemma2, phi (Phi-2), falcon (7B-style) and
-// stablelm.
+// model types: llama (with Llama 3.1's rope_scaling), mistral, gemma, gemma2,
+// gemma3_text, phi (Phi-2), phi3 (LongRoPE), falcon (7B-style), stablelm,
+// qwen2, qwen3 and smollm3.
 //
 // Layout choices: Llama q_proj/k_proj rows (and biases) are un-permuted back
 // to Meta's order so the runtime uses interleaved RoPE for every Llama source;
@@ -65,7 +66,7 @@ func Load(dir string) (*model.Checkpoint, error) {
 		}
 	}
 	// A tied model may still save lm_head.weight (a copy of the embedding).
-	if hc.TieWordEmbeddings != nil && *hc.TieWordEmbeddings || cfg.Arch == model.ArchGemma || cfg.Arch == model.ArchGemma2 {
+	if hc.TieWordEmbeddings != nil && *hc.TieWordEmbeddings || isGemma(cfg.Arch) {
 		ck.Tensors = slices.DeleteFunc(ck.Tensors, func(t *tensors.Tensor) bool { return t.Name == model.LMHead })
 	}
 	if err := verify.Complete(ck); err != nil {
@@ -194,6 +195,21 @@ func (im *importer) add(f *safetensors.File, info *safetensors.TensorInfo) error
 		if t, err = addOne(t); err != nil {
 			return err
 		}
+	case splitRowsQKV, splitGateUp:
+		rows, names := []int{c.Heads * c.HeadDim, c.KVHeads * c.HeadDim, c.KVHeads * c.HeadDim}, []string{model.WQ, model.WK, model.WV}
+		if tg.xform == splitGateUp {
+			rows, names = []int{c.HiddenDim, c.HiddenDim}, []string{model.WGate, model.WUp}
+		}
+		parts, err := splitRows(t, rows)
+		if err != nil {
+			return err
+		}
+		layer, _, _ := parseLayer(info.Name, im.prefix, c.Layers)
+		for i, p := range parts {
+			p.Name = model.Layer(layer, names[i])
+			im.ck.Tensors = append(im.ck.Tensors, p)
+		}
+		return nil
 	case splitQKV:
 		q, k, v, err := splitFusedQKV(t, c.Heads, c.KVHeads, c.HeadDim)
 		if err != nil {

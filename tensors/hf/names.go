@@ -11,10 +11,12 @@ import (
 type transform int
 
 const (
-	asIs      transform = iota
-	unpermute           // HF Llama q/k rows back to Meta's interleaved order
-	plusOne             // Gemma RMSNorm weights: the file holds w, the runtime multiplies by 1+w
-	splitQKV            // Falcon fused query_key_value, grouped per KV head
+	asIs         transform = iota
+	unpermute              // HF Llama q/k rows back to Meta's interleaved order
+	plusOne                // Gemma RMSNorm weights: the file holds w, the runtime multiplies by 1+w
+	splitQKV               // Falcon fused query_key_value, grouped per KV head
+	splitRowsQKV           // Phi 3 qkv_proj: all Q rows, then K, then V
+	splitGateUp            // Phi 3 gate_up_proj: gate rows, then up
 )
 
 // target is the import of one HF tensor.
@@ -44,7 +46,7 @@ func globals(arch string) map[string]target {
 		}
 	}
 	norm := asIs
-	if arch == model.ArchGemma || arch == model.ArchGemma2 {
+	if isGemma(arch) {
 		norm = plusOne
 	}
 	return map[string]target{
@@ -97,7 +99,7 @@ func layerTargets(arch string) map[string]target {
 		qk = unpermute
 	}
 	norm := asIs
-	if arch == model.ArchGemma || arch == model.ArchGemma2 {
+	if isGemma(arch) {
 		norm = plusOne
 	}
 	m := map[string]target{
@@ -117,7 +119,15 @@ func layerTargets(arch string) map[string]target {
 		"mlp.up_proj.bias":        {name: model.BUp},
 		"mlp.down_proj.bias":      {name: model.BDown},
 	}
-	if arch == model.ArchGemma2 {
+	switch arch {
+	case model.ArchQwen3, model.ArchGemma3:
+		m["self_attn.q_norm.weight"] = target{name: model.QNorm, xform: norm}
+		m["self_attn.k_norm.weight"] = target{name: model.KNorm, xform: norm}
+	case model.ArchPhi3:
+		m["self_attn.qkv_proj.weight"] = target{name: model.WQ, xform: splitRowsQKV}
+		m["mlp.gate_up_proj.weight"] = target{name: model.WGate, xform: splitGateUp}
+	}
+	if arch == model.ArchGemma2 || arch == model.ArchGemma3 {
 		// Gemma 2's "post_attention_layernorm" really is a post-norm; its FFN
 		// pre-norm is "pre_feedforward_layernorm".
 		m["post_attention_layernorm.weight"] = target{name: model.PostAttnNorm, xform: plusOne}
@@ -150,4 +160,10 @@ func parseLayer(name, prefix string, layers int) (layer int, suffix string, ok b
 		return 0, "", false
 	}
 	return l, suffix, true
+}
+
+// isGemma reports the architectures whose HF norms store w for a 1+w
+// multiplier.
+func isGemma(arch string) bool {
+	return arch == model.ArchGemma || arch == model.ArchGemma2 || arch == model.ArchGemma3
 }

@@ -91,3 +91,24 @@ func splitFusedQKV(t *tensors.Tensor, heads, kvHeads, headDim int) (q, k, v *ten
 	}
 	return q, k, v, nil
 }
+
+// splitRows cuts t into consecutive runs of the given row counts (copies,
+// so the parts own their bytes like the other transforms' outputs).
+func splitRows(t *tensors.Tensor, rows []int) ([]*tensors.Tensor, error) {
+	total := 0
+	for _, r := range rows {
+		total += r
+	}
+	if len(t.Shape) != 2 || t.Shape[0] != total {
+		return nil, fmt.Errorf("%w: %s has shape %v, not %d rows", ErrFormat, t.Name, t.Shape, total)
+	}
+	rb := rowBytes(t)
+	var out []*tensors.Tensor
+	start := 0
+	for _, r := range rows {
+		out = append(out, &tensors.Tensor{DType: t.DType, Shape: []int{r, t.Shape[1]},
+			Data: append([]byte(nil), t.Data[start*rb:(start+r)*rb]...)})
+		start += r
+	}
+	return out, nil
+}
