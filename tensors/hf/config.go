@@ -357,21 +357,7 @@ func llama3Factors(c *model.Config, rs *ropeScaling) error {
 	if !(factor > 0) || !(low > 0) || !(high > low) || !(orig > 0) {
 		return fmt.Errorf("%w: llama3 rope_scaling factor %g, low %g, high %g, original %g", ErrFormat, factor, low, high, orig)
 	}
-	lowWave, highWave := orig/low, orig/high
-	c.RopeFactors = make([]float32, c.RopeDims/2)
-	for i := range c.RopeFactors {
-		freq := math.Pow(float64(c.RopeBase), -2*float64(i)/float64(c.RopeDims))
-		wave := 2 * math.Pi / freq
-		switch {
-		case wave < highWave:
-			c.RopeFactors[i] = 1
-		case wave > lowWave:
-			c.RopeFactors[i] = float32(factor)
-		default:
-			smooth := (orig/wave - low) / (high - low)
-			c.RopeFactors[i] = float32(1 / ((1-smooth)/factor + smooth))
-		}
-	}
+	c.RopeFactors = model.Llama3RopeFactors(c.RopeBase, c.RopeDims, factor, low, high, orig)
 	return nil
 }
 

@@ -270,3 +270,27 @@ func (c *Config) Validate() error {
 	}
 	return nil
 }
+
+// Llama3RopeFactors returns Llama 3.1's per-pair RoPE divisors (the
+// rope_scaling of type llama3) for rotary dims dims at base base, as
+// llama.cpp's converter computes rope_freqs (conversion/llama.py:282-307):
+// a pair whose wavelength 2π/base^(-2i/dims) is shorter than
+// orig/high keeps its frequency, one longer than orig/low is divided by
+// factor, and those between blend the two smoothly.
+func Llama3RopeFactors(base float32, dims int, factor, low, high, orig float64) []float32 {
+	lowWave, highWave := orig/low, orig/high
+	fs := make([]float32, dims/2)
+	for i := range fs {
+		wave := 2 * math.Pi / math.Pow(float64(base), -2*float64(i)/float64(dims))
+		switch {
+		case wave < highWave:
+			fs[i] = 1
+		case wave > lowWave:
+			fs[i] = float32(factor)
+		default:
+			smooth := (orig/wave - low) / (high - low)
+			fs[i] = float32(1 / ((1-smooth)/factor + smooth))
+		}
+	}
+	return fs
+}

@@ -29,6 +29,40 @@ func shrink(c model.Config) model.Config {
 	if c.EmbedScale != 0 {
 		s.EmbedScale = float32(math.Sqrt(float64(s.Dim)))
 	}
+	if c.AttnScale != 0 {
+		s.AttnScale = float32(1 / math.Sqrt(float64(s.HeadDim)))
+	}
+	// Factor tables keep their first entries; layer lists keep their
+	// layers below the new depth, or the last layer when none is.
+	cut := func(fs []float32) []float32 {
+		if fs == nil {
+			return nil
+		}
+		return fs[:s.RopeDims/2]
+	}
+	s.RopeFactors, s.RopeFactorsShort = cut(c.RopeFactors), cut(c.RopeFactorsShort)
+	if s.RopeOrigCtx > 0 {
+		s.RopeOrigCtx = 32
+	}
+	layers := func(ls []int) []int {
+		if ls == nil {
+			return nil
+		}
+		var out []int
+		for _, l := range ls {
+			if l < s.Layers {
+				out = append(out, l)
+			}
+		}
+		if out == nil {
+			out = []int{s.Layers - 1}
+		}
+		return out
+	}
+	s.SlidingLayerList, s.NoRopeLayers = layers(c.SlidingLayerList), layers(c.NoRopeLayers)
+	if s.SlidingWindow > 0 {
+		s.SlidingWindow = 8
+	}
 	s.BOS, s.EOS, s.StopTokens = 1, 2, nil
 	return s
 }

@@ -80,6 +80,10 @@ func layerEntries(cfg *model.Config, l int, add func(entry)) {
 	linear(model.WQ, model.BQ, cfg.QKVBias, qCols, cfg.Dim)
 	linear(model.WK, model.BK, cfg.QKVBias, kvCols, cfg.Dim)
 	linear(model.WV, model.BV, cfg.QKVBias, kvCols, cfg.Dim)
+	if cfg.QKNorm {
+		add(entry{name(model.QNorm), []int{cfg.HeadDim}, roleNorm})
+		add(entry{name(model.KNorm), []int{cfg.HeadDim}, roleNorm})
+	}
 	linear(model.WO, model.BO, cfg.OutBias, cfg.Dim, qCols)
 	if cfg.PostNorms {
 		add(entry{name(model.PostAttnNorm), []int{cfg.Dim}, roleNorm})

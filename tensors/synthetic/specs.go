@@ -29,6 +29,12 @@ func Specs() []Spec {
 		falcon1B(),
 		stableLM3B(),
 		llama110M(),
+		llama32_1B(),
+		qwen25_05B(),
+		qwen3_06B(),
+		gemma3_1B(),
+		phi4Mini(),
+		smolLM3_3B(),
 	}
 }
 
@@ -161,5 +167,130 @@ func llama110M() Spec {
 		RopeStyle: model.RopeInterleaved, RopeDims: 64, RopeBase: 10000,
 		Act: model.ActSiLU, GatedFFN: true, Tied: true,
 		BOS: 1, EOS: 2, AddBOS: true,
+	}}
+}
+
+// llama32_1B: meta-llama/Llama-3.2-1B (LlamaForCausalLM): hidden 2048,
+// intermediate 8192, 16 layers, 32 heads, 8 kv heads, head_dim 64, vocab
+// 128256, rms_norm_eps 1e-5, rope_theta 500000 with rope_scaling llama3
+// (factor 32, low_freq_factor 1, high_freq_factor 4, original 8192), tied,
+// 131072 positions, bos 128000, eos 128001. 1,235,814,400 parameters.
+func llama32_1B() Spec {
+	return Spec{Name: "llama-3.2-1b", Source: "meta-llama/Llama-3.2-1B", Config: model.Config{
+		Arch: model.ArchLlama, VocabSize: 128256, Dim: 2048, HiddenDim: 8192, Layers: 16,
+		Heads: 32, KVHeads: 8, HeadDim: 64, MaxSeqLen: 131072,
+		Norm: model.NormRMS, NormEps: 1e-5,
+		RopeStyle: model.RopeInterleaved, RopeDims: 64, RopeBase: 500000,
+		RopeFactors: model.Llama3RopeFactors(500000, 64, 32, 1, 4, 8192),
+		Act:         model.ActSiLU, GatedFFN: true, Tied: true,
+		BOS: 128000, EOS: 128001, AddBOS: true,
+	}}
+}
+
+// qwen25_05B: Qwen/Qwen2.5-0.5B (Qwen2ForCausalLM): hidden 896,
+// intermediate 4864, 24 layers, 14 heads, 2 kv heads, head_dim 64, vocab
+// 151936, rms_norm_eps 1e-6, rope_theta 1e6, q/k/v biases, tied, 32768
+// positions, eos 151643 (no BOS). 494,028,448 parameters summed from these
+// dimensions (the card says 0.49B, 0.36B without the embedding).
+func qwen25_05B() Spec {
+	return Spec{Name: "qwen2.5-0.5b", Source: "Qwen/Qwen2.5-0.5B", Config: model.Config{
+		Arch: model.ArchQwen2, VocabSize: 151936, Dim: 896, HiddenDim: 4864, Layers: 24,
+		Heads: 14, KVHeads: 2, HeadDim: 64, MaxSeqLen: 32768,
+		Norm: model.NormRMS, NormEps: 1e-6,
+		RopeStyle: model.RopeHalves, RopeDims: 64, RopeBase: 1e6,
+		Act: model.ActSiLU, GatedFFN: true, QKVBias: true, Tied: true,
+		Activations: model.PolicyF32,
+		BOS:         -1, EOS: 151643,
+	}}
+}
+
+// qwen3_06B: Qwen/Qwen3-0.6B (Qwen3ForCausalLM): hidden 1024,
+// intermediate 3072, 28 layers, 16 heads, 8 kv heads, head_dim 128 (q is
+// 2048 wide), q/k RMS norms per head, vocab 151936, rms_norm_eps 1e-6,
+// rope_theta 1e6, tied, 40960 positions, eos 151645 (no BOS).
+// 596,049,920 parameters.
+func qwen3_06B() Spec {
+	return Spec{Name: "qwen3-0.6b", Source: "Qwen/Qwen3-0.6B", Config: model.Config{
+		Arch: model.ArchQwen3, VocabSize: 151936, Dim: 1024, HiddenDim: 3072, Layers: 28,
+		Heads: 16, KVHeads: 8, HeadDim: 128, MaxSeqLen: 40960,
+		Norm: model.NormRMS, NormEps: 1e-6,
+		RopeStyle: model.RopeHalves, RopeDims: 128, RopeBase: 1e6,
+		Act: model.ActSiLU, GatedFFN: true, QKNorm: true, Tied: true,
+		Activations: model.PolicyF32,
+		BOS:         -1, EOS: 151645,
+	}}
+}
+
+// gemma3_1B: google/gemma-3-1b-pt (Gemma3ForCausalLM): hidden 1152,
+// intermediate 6912, 26 layers, 4 heads, 1 kv head, head_dim 256, vocab
+// 262144, rms_norm_eps 1e-6, q/k norms, sandwich norms, GeGLU, embeddings
+// scaled by sqrt(hidden), query_pre_attn_scalar 256; five of every six
+// layers slide over 512 positions with rope_local_base_freq 10000, the
+// others rope_theta 1e6; tied, 32768 positions, bos 2, eos 1.
+// 999,885,952 parameters.
+func gemma3_1B() Spec {
+	var sliding []int
+	for l := range 26 {
+		if l%6 < 5 {
+			sliding = append(sliding, l)
+		}
+	}
+	return Spec{Name: "gemma-3-1b", Source: "google/gemma-3-1b-pt", Config: model.Config{
+		Arch: model.ArchGemma3, VocabSize: 262144, Dim: 1152, HiddenDim: 6912, Layers: 26,
+		Heads: 4, KVHeads: 1, HeadDim: 256, MaxSeqLen: 32768,
+		Norm: model.NormRMS, NormEps: 1e-6,
+		RopeStyle: model.RopeHalves, RopeDims: 256, RopeBase: 1e6, RopeBaseLocal: 10000,
+		Act: model.ActGELUTanh, GatedFFN: true, PostNorms: true, QKNorm: true, Tied: true,
+		EmbedScale: float32(math.Sqrt(1152)), AttnScale: 1.0 / 16,
+		SlidingWindow: 512, SlidingLayers: "list", SlidingLayerList: sliding,
+		Activations: model.PolicyF32,
+		BOS:         2, EOS: 1, AddBOS: true,
+	}}
+}
+
+// phi4Mini: microsoft/Phi-4-mini-instruct (Phi3ForCausalLM): hidden 3072,
+// intermediate 8192, 32 layers, 24 heads, 8 kv heads, head_dim 128,
+// partial_rotary_factor 0.75 (96 rotated dims), vocab 200064,
+// rms_norm_eps 1e-5, rope_theta 10000, LongRoPE from 4096 to 131072
+// positions (attention factor sqrt(1+ln 32/ln 4096)), tied, bos = eos =
+// 199999. 3,836,021,760 parameters. The long and short factor lists are
+// set to 1 here: a bench shape, whose work they do not change.
+func phi4Mini() Spec {
+	ones := make([]float32, 48)
+	for i := range ones {
+		ones[i] = 1
+	}
+	return Spec{Name: "phi-4-mini", Source: "microsoft/Phi-4-mini-instruct", Config: model.Config{
+		Arch: model.ArchPhi3, VocabSize: 200064, Dim: 3072, HiddenDim: 8192, Layers: 32,
+		Heads: 24, KVHeads: 8, HeadDim: 128, MaxSeqLen: 131072,
+		Norm: model.NormRMS, NormEps: 1e-5,
+		RopeStyle: model.RopeHalves, RopeDims: 96, RopeBase: 10000,
+		RopeFactors: ones, RopeFactorsShort: ones, RopeOrigCtx: 4096,
+		RopeAttnFactor: float32(math.Sqrt(1 + math.Log(32)/math.Log(4096))),
+		Act:            model.ActSiLU, GatedFFN: true, Tied: true,
+		Activations: model.PolicyF32,
+		BOS:         199999, EOS: 199999,
+	}}
+}
+
+// smolLM3_3B: HuggingFaceTB/SmolLM3-3B (SmolLM3ForCausalLM): hidden 2048,
+// intermediate 11008, 36 layers, 16 heads, 4 kv heads, head_dim 128, vocab
+// 128256, rms_norm_eps 1e-6, rope_theta 5e6, no RoPE on every fourth
+// layer, tied, 65536 positions, eos 128012 (no BOS). 3,075,098,624
+// parameters.
+func smolLM3_3B() Spec {
+	var nope []int
+	for l := range 36 {
+		if (l+1)%4 == 0 {
+			nope = append(nope, l)
+		}
+	}
+	return Spec{Name: "smollm3-3b", Source: "HuggingFaceTB/SmolLM3-3B", Config: model.Config{
+		Arch: model.ArchSmolLM3, VocabSize: 128256, Dim: 2048, HiddenDim: 11008, Layers: 36,
+		Heads: 16, KVHeads: 4, HeadDim: 128, MaxSeqLen: 65536,
+		Norm: model.NormRMS, NormEps: 1e-6,
+		RopeStyle: model.RopeHalves, RopeDims: 128, RopeBase: 5e6, NoRopeLayers: nope,
+		Act: model.ActSiLU, GatedFFN: true, Tied: true,
+		BOS: -1, EOS: 128012,
 	}}
 }

@@ -31,6 +31,15 @@ var publishedParams = []struct {
 	// The card only says 110M: embedding 32000*768, 12 layers of
 	// 4*768*768 + 3*768*2048 + 2*768, the final norm, classifier tied.
 	{"llama-110m", 32000*768 + 12*(4*768*768+3*768*2048+2*768) + 768, "stories110M, summed from llama2.c's dimensions"},
+	{"llama-3.2-1b", 1_235_814_400, "meta-llama/Llama-3.2-1B"},
+	// The card gives 0.49B (0.36B without the embedding); summed from
+	// config.json: embedding 151936*896, 24 layers of q/o 896*896, k/v
+	// 128*896 with their biases, MLP 3*896*4864 and two norms, final norm.
+	{"qwen2.5-0.5b", 151936*896 + 24*(2*896*896+2*128*896+896+2*128+3*896*4864+2*896) + 896, "Qwen/Qwen2.5-0.5B, summed"},
+	{"qwen3-0.6b", 596_049_920, "Qwen/Qwen3-0.6B"},
+	{"gemma-3-1b", 999_885_952, "google/gemma-3-1b-pt"},
+	{"phi-4-mini", 3_836_021_760, "microsoft/Phi-4-mini-instruct"},
+	{"smollm3-3b", 3_075_098_624, "HuggingFaceTB/SmolLM3-3B"},
 }
 
 func TestSpecsMatchPublishedParameterCounts(t *testing.T) {
