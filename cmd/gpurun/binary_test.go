@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpurun/gpurun/internal/ci"
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/tensors"
 	"github.com/gpurun/gpurun/tensors/gguf"
@@ -587,10 +588,7 @@ func (x *tmux) waitFor(what string, ok func(string) bool) string {
 // chat, /reset starts over, /exit leaves with status 0.
 func TestChatInTmux(t *testing.T) {
 	if _, err := exec.LookPath("tmux"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("tmux is not installed (.ci/setup installs it)")
-		}
-		t.Skip("tmux is not installed")
+		ci.Missing(t, "tmux (.ci/setup installs it)")
 	}
 	task := storiesTask(t)
 	x := &tmux{t: t, socket: fmt.Sprintf("gpurun-test-%d", os.Getpid())}

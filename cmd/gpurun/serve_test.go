@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpurun/gpurun/internal/gputest"
+	"github.com/gpurun/gpurun/internal/ci"
 )
 
 // startServe runs gpurun serve with args on a free loopback port and
@@ -88,10 +88,7 @@ func TestServeOpenAIClient(t *testing.T) {
 		_, err = os.Stat(filepath.Join(pkg, "node_modules", "openai"))
 	}
 	if err != nil {
-		if gputest.InCI() {
-			t.Fatalf("node and the openai package are needed (bash .ci/setup installs them): %v", err)
-		}
-		t.Skipf("node or the openai package missing (bash .ci/setup installs them): %v", err)
+		ci.Missing(t, "node and the openai package of testdata/openai (bash .ci/setup installs them): %v", err)
 	}
 	task := storiesTask(t)
 	const prompt, maxTokens = "Once upon a time", "40"

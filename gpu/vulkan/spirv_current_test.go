@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/gpurun/gpurun/internal/ci"
 )
 
 // TestTestShadersCurrent regenerates the committed WGSL test SPIR-V with
@@ -14,7 +16,7 @@ import (
 func TestTestShadersCurrent(t *testing.T) {
 	naga, err := exec.LookPath("naga")
 	if err != nil {
-		t.Skip("naga not installed")
+		ci.Missing(t, "naga v30 (see README: cargo install naga-cli)")
 	}
 	for _, name := range []string{"add", "affine"} {
 		t.Run(name, func(t *testing.T) {

@@ -4,12 +4,13 @@
 package gputest
 
 import (
-	"os"
 	"testing"
+
+	"github.com/gpurun/gpurun/internal/ci"
 )
 
-// InCI reports whether the tests run under CI.
-func InCI() bool { return os.Getenv("CI") == "true" }
+// InCI reports whether the tests run under CI (ci.Enabled).
+func InCI() bool { return ci.Enabled() }
 
 // NoDevice ends the test when a device could not be opened: a failure in CI,
 // a skip elsewhere. It does nothing when err is nil.
@@ -18,8 +19,5 @@ func NoDevice(t testing.TB, backend string, err error) {
 	if err == nil {
 		return
 	}
-	if InCI() {
-		t.Fatalf("%s: no device in CI (install mesa-vulkan-drivers; see .ci/setup): %v", backend, err)
-	}
-	t.Skipf("%s: no device, skipping GPU test (install mesa-vulkan-drivers for lavapipe): %v", backend, err)
+	ci.Missing(t, "%s: no device (install mesa-vulkan-drivers for lavapipe; .ci/setup does): %v", backend, err)
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpurun/gpurun/internal/ci"
 )
 
 // SwiftShaderICD is where Debian's chromium-common package (part of
@@ -67,10 +69,7 @@ func swiftShaderICD(t *testing.T) string {
 		icd = SwiftShaderICD
 	}
 	if _, err := os.Stat(icd); err != nil {
-		if InCI() {
-			t.Fatalf("SwiftShader not installed (chromium-common; see .ci/setup): %v", err)
-		}
-		t.Skipf("SwiftShader not installed (apt-get install chromium-common): %v", err)
+		ci.Missing(t, "SwiftShader (apt-get install chromium-common; .ci/setup does): %v", err)
 	}
 	return icd
 }

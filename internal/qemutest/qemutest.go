@@ -12,6 +12,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/gpurun/gpurun/internal/ci"
 )
 
 // CPU is one emulated CPU model to run the tests on.
@@ -49,10 +51,7 @@ func Run(t *testing.T, c Config) {
 	}
 	qemu, err := exec.LookPath("qemu-aarch64-static")
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("qemu-aarch64-static not found (bash .ci/setup installs qemu-user-static): %v", err)
-		}
-		t.Skipf("qemu-aarch64-static not found (apt-get install qemu-user-static): %v", err)
+		ci.Missing(t, "qemu-aarch64-static (apt-get install qemu-user-static; .ci/setup does): %v", err)
 	}
 	goTool, err := exec.LookPath("go")
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/gpurun/gpurun/internal/ci"
 )
 
 // flatcVersion made the committed internal/tflite code.
@@ -16,13 +18,13 @@ const flatcVersion = "flatc version 2.0.8"
 func TestGeneratedCodeUpToDate(t *testing.T) {
 	flatc, err := exec.LookPath("flatc")
 	if err != nil {
-		t.Skip("flatc not installed")
+		ci.Missing(t, "flatc (apt-get install flatbuffers-compiler; .ci/setup does)")
 	}
 	// Different flatc releases format their output differently; compare only
 	// with the release that produced the committed code.
 	ver, err := exec.Command(flatc, "--version").Output()
 	if err != nil || !bytes.Contains(ver, []byte(flatcVersion)) {
-		t.Skipf("flatc %q is not %s, which generated internal/tflite", bytes.TrimSpace(ver), flatcVersion)
+		ci.Missing(t, "flatc %q is not %s, which generated internal/tflite (Debian 12's flatbuffers-compiler)", bytes.TrimSpace(ver), flatcVersion)
 	}
 	out := t.TempDir()
 	cmd := exec.Command(flatc, "--go", "--go-namespace", "tflite", "-o", out, filepath.Join("internal", "tflite", "schema.fbs"))

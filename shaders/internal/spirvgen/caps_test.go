@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/gpurun/gpurun/internal/ci"
 )
 
 // capability and extension instructions for module.
@@ -124,7 +126,7 @@ func TestDropUnusedCapabilities(t *testing.T) {
 func TestDropUnusedCapabilitiesNaga(t *testing.T) {
 	naga, err := exec.LookPath("naga")
 	if err != nil {
-		t.Skip("no naga")
+		ci.Missing(t, "naga v30 (see README: cargo install naga-cli)")
 	}
 	src := `enable f16;
 @group(0) @binding(0) var<storage, read> w: array<vec4<f16>>;
@@ -164,7 +166,7 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 	}
 	val, err := exec.LookPath("spirv-val")
 	if err != nil {
-		t.Skip("no spirv-val")
+		ci.Missing(t, "spirv-val (apt-get install spirv-tools; .ci/setup does)")
 	}
 	if err := os.WriteFile(out, got, 0o644); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,101 @@
+// Command skips reads the JSON event stream of `go test -json` (as
+// gotestsum's --jsonfile writes it) and prints how many tests each package
+// skipped. It exits 1 when a test skipped because a tool was missing
+// (internal/ci.Missing's skip message), which cannot happen under CI=true
+// unless a test bypasses ci.Missing.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+)
+
+// event is the part of test2json's record this command reads.
+type event struct {
+	Action  string
+	Package string
+	Test    string
+	Output  string
+}
+
+// result holds, per package, its skipped tests and whether any skip was for
+// a missing tool.
+type result struct {
+	skipped        map[string][]string // package -> test names
+	tool           []string            // package.test whose skip named a missing tool
+	passed, failed int                 // tests (subtests included)
+}
+
+func scan(r io.Reader) (*result, error) {
+	res := &result{skipped: map[string][]string{}}
+	toolSkip := map[string]bool{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<26)
+	for sc.Scan() {
+		var e event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			return nil, fmt.Errorf("skips: bad event %q: %w", sc.Text(), err)
+		}
+		if e.Test == "" {
+			continue
+		}
+		key := e.Package + " " + e.Test
+		switch e.Action {
+		case "output":
+			if strings.Contains(e.Output, "skipped, not installed:") {
+				toolSkip[key] = true
+			}
+		case "pass":
+			res.passed++
+		case "fail":
+			res.failed++
+		case "skip":
+			res.skipped[e.Package] = append(res.skipped[e.Package], e.Test)
+			if toolSkip[key] {
+				res.tool = append(res.tool, key)
+			}
+		}
+	}
+	return res, sc.Err()
+}
+
+func main() {
+	if len(os.Args) != 2 {
+		fmt.Fprintln(os.Stderr, "usage: skips GOTEST.json")
+		os.Exit(2)
+	}
+	f, err := os.Open(os.Args[1])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	defer f.Close()
+	res, err := scan(f)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	pkgs := make([]string, 0, len(res.skipped))
+	total := 0
+	for p, tests := range res.skipped {
+		pkgs = append(pkgs, p)
+		total += len(tests)
+	}
+	sort.Strings(pkgs)
+	fmt.Printf("skipped tests: %d in all, %d for a missing tool\n", total, len(res.tool))
+	for _, p := range pkgs {
+		fmt.Printf("  %3d  %s\n", len(res.skipped[p]), p)
+	}
+	code := 0
+	if len(res.tool) > 0 {
+		fmt.Printf("skipped for a missing tool (must be 0 under CI): %s\n", strings.Join(res.tool, ", "))
+		code = 1
+	}
+	fmt.Printf("%d passed, %d failed, %d skipped\n", res.passed, res.failed, total)
+	os.Exit(code)
+}
