@@ -161,19 +161,19 @@ type NormParams struct {
 	NRows   uint32  `wgsl:"nrows"`
 	OutF16  uint32  `wgsl:"out_f16"` // 1: out is an f16 activation: packed binary16 pairs (stores round to the nearest half)
 	XF16    uint32  `wgsl:"x_f16"`   // 1: x is an f16 activation: packed binary16 pairs
-	Pad2    uint32  `wgsl:"pad2"`
+	Heads   uint32  `wgsl:"heads"`   // rows per token: 1, or the heads of a per-head norm (Cols is then the head dim)
 }
 
 // RopeParams is the uniform block of wgsl/rope.wgsl.
 type RopeParams struct {
-	Heads    uint32 `wgsl:"heads"`
-	HeadDim  uint32 `wgsl:"head_dim"`
-	RopeDims uint32 `wgsl:"rope_dims"`
-	Style    uint32 `wgsl:"style"`
-	Cols     uint32 `wgsl:"cols"`
-	PosAt    uint32 `wgsl:"pos_at"`  // 0: row t at position step[0]+t; else at step word PosAt+t (batched steps)
-	OutF16   uint32 `wgsl:"out_f16"` // 1: x is an f16 activation: packed binary16 pairs (stores round to the nearest half)
-	Pad2     uint32 `wgsl:"pad2"`
+	Heads    uint32  `wgsl:"heads"`
+	HeadDim  uint32  `wgsl:"head_dim"`
+	RopeDims uint32  `wgsl:"rope_dims"`
+	Style    uint32  `wgsl:"style"`
+	Cols     uint32  `wgsl:"cols"`
+	PosAt    uint32  `wgsl:"pos_at"`  // 0: row t at position step[0]+t; else at step word PosAt+t (batched steps)
+	OutF16   uint32  `wgsl:"out_f16"` // 1: x is an f16 activation: packed binary16 pairs (stores round to the nearest half)
+	Scale    float32 `wgsl:"scale"`   // cos and sin multiplier (1: none)
 }
 
 // KVParams is the uniform block of wgsl/kv.wgsl.
@@ -190,18 +190,18 @@ type KVParams struct {
 
 // RopeKVParams is the uniform block of wgsl/ropekv.wgsl.
 type RopeKVParams struct {
-	Heads    uint32 `wgsl:"heads"`
-	KVHeads  uint32 `wgsl:"kv_heads"`
-	HeadDim  uint32 `wgsl:"head_dim"`
-	RopeDims uint32 `wgsl:"rope_dims"`
-	Style    uint32 `wgsl:"style"` // 0: interleaved pairs; 1: halves
-	MaxLen   uint32 `wgsl:"max_len"`
-	OutF16   uint32 `wgsl:"out_f16"` // 1: q is an f16 activation: packed binary16 pairs (stores round to the nearest half)
-	KF16     uint32 `wgsl:"k_f16"`   // 1: k is an f16 activation: packed binary16 pairs
-	VF16     uint32 `wgsl:"v_f16"`   // 1: v is an f16 activation
-	Pad2     uint32 `wgsl:"pad2"`
-	Pad3     uint32 `wgsl:"pad3"`
-	Pad4     uint32 `wgsl:"pad4"`
+	Heads    uint32  `wgsl:"heads"`
+	KVHeads  uint32  `wgsl:"kv_heads"`
+	HeadDim  uint32  `wgsl:"head_dim"`
+	RopeDims uint32  `wgsl:"rope_dims"`
+	Style    uint32  `wgsl:"style"` // 0: interleaved pairs; 1: halves
+	MaxLen   uint32  `wgsl:"max_len"`
+	OutF16   uint32  `wgsl:"out_f16"` // 1: q is an f16 activation: packed binary16 pairs (stores round to the nearest half)
+	KF16     uint32  `wgsl:"k_f16"`   // 1: k is an f16 activation: packed binary16 pairs
+	VF16     uint32  `wgsl:"v_f16"`   // 1: v is an f16 activation
+	Scale    float32 `wgsl:"scale"`   // cos and sin multiplier (1: none)
+	Pad3     uint32  `wgsl:"pad3"`
+	Pad4     uint32  `wgsl:"pad4"`
 }
 
 // AttnParams is the uniform block of wgsl/attention.wgsl.

@@ -209,11 +209,37 @@ func margin(logits []float64) float64 {
 }
 
 func archCase(t *testing.T, dev gpu.Device, dir, name string, tol float64, fused bool, opts kernels.Options, half ...bool) {
-	path := filepath.Join(dir, name+".gguf")
+	archGoldenCase(t, dev, filepath.Join(dir, name+".gguf"), testmodels.Arch(t, name), tol, fused, opts, half...)
+}
+
+// TestArch2Golden runs the models of today's architectures
+// (../shared/models/arch2: llama3's rope factors, qwen2's biases, qwen3's
+// and gemma3's per-head q/k norms, gemma3's sliding layers with their own
+// rope base, phi3's LongRoPE with its attention factor, smollm3's NoPE
+// layers) on every device, unfused, fused and fused with the GPU-class
+// kernels, as TestArchGolden does. The tolerance, 2e-4, is well below the
+// README's smallest convention effect (1.5e-3: smollm3's NoPE layers
+// ignored).
+func TestArch2Golden(t *testing.T) {
+	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
+		for _, name := range []string{"llama3", "qwen2", "qwen3", "gemma3", "phi3", "smollm3"} {
+			path := testmodels.Path(t, "arch2", name+".gguf")
+			golden := testmodels.Arch2(t, name).ArchGolden
+			const tol = 2e-4
+			t.Run(name, func(t *testing.T) { archGoldenCase(t, dev, path, golden, tol, false, kernels.Options{}) })
+			t.Run(name+"_fused", func(t *testing.T) { archGoldenCase(t, dev, path, golden, tol, true, kernels.Options{}) })
+			t.Run(name+"_fused_gpuclass", func(t *testing.T) {
+				archGoldenCase(t, dev, path, golden, tol, true, kernels.Options{Class: kernels.ClassGPU})
+			})
+		}
+	})
+}
+
+// archGoldenCase checks the GGUF at path against its llama.cpp golden.
+func archGoldenCase(t *testing.T, dev gpu.Device, path string, golden testmodels.ArchGolden, tol float64, fused bool, opts kernels.Options, half ...bool) {
 	if _, err := os.Stat(path); err != nil {
 		t.Fatalf("%s not present", path)
 	}
-	golden := testmodels.Arch(t, name)
 	ck, err := gguf.Load(path)
 	if err != nil {
 		t.Fatal(err)

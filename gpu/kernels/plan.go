@@ -161,9 +161,6 @@ func (pl *planner) op(op fusion.Op) error {
 				gpu.Binding{Buf: pl.p.step}, gpu.Binding{Buf: c.w}, gpu.Binding{Buf: s}, pl.buf(op.Out))
 		}
 	case *fusion.NormOp:
-		if op.HeadDim != 0 {
-			return fmt.Errorf("%w: norm per head on this backend", gpu.ErrUnsupported)
-		}
 		w, _, err := pl.vector(op.Weight)
 		if err != nil {
 			return err
@@ -173,8 +170,14 @@ func (pl *planner) op(op fusion.Op) error {
 			return err
 		}
 		x := pl.input(op.Out, op.In, &copied)
-		pl.dispatch("norm", shaders.NormParams{Cols: u(out.Cols), Layer: b2u(op.Norm == fusion.NormLayer), Eps: op.Eps, HasBias: b2u(hasBias), NRows: u(out.Rows), OutF16: b2u(out.F16), XF16: pl.h(x)},
-			out.Rows, 1, 1, gpu.Binding{Buf: pl.p.step}, x, w, bias, pl.buf(op.Out))
+		// A per-head norm runs on the same memory as rows of one head.
+		cols, heads := out.Cols, 1
+		if op.HeadDim > 0 {
+			cols, heads = op.HeadDim, out.Cols/op.HeadDim
+		}
+		pl.dispatch("norm", shaders.NormParams{Cols: u(cols), Layer: b2u(op.Norm == fusion.NormLayer), Eps: op.Eps, HasBias: b2u(hasBias),
+			NRows: u(out.Rows * heads), OutF16: b2u(out.F16), XF16: pl.h(x), Heads: u(heads)},
+			out.Rows*heads, 1, 1, gpu.Binding{Buf: pl.p.step}, x, w, bias, pl.buf(op.Out))
 	case *fusion.MatMulOp:
 		x := pl.input(op.Out, op.In, &copied)
 		if op.Prologue != nil {
@@ -237,7 +240,7 @@ func (pl *planner) op(op fusion.Op) error {
 		if err != nil {
 			return err
 		}
-		pl.dispatch("rope", shaders.RopeParams{Heads: u(op.Heads), HeadDim: u(op.HeadDim), RopeDims: u(op.Dims), Style: style, Cols: u(out.Cols), PosAt: u(pl.p.posAt), OutF16: b2u(out.F16)},
+		pl.dispatch("rope", shaders.RopeParams{Heads: u(op.Heads), HeadDim: u(op.HeadDim), RopeDims: u(op.Dims), Style: style, Cols: u(out.Cols), PosAt: u(pl.p.posAt), OutF16: b2u(out.F16), Scale: ropeScale(op.RopeParams)},
 			ceilDiv(op.Heads*half, 64), T, 1, gpu.Binding{Buf: pl.p.step}, gpu.Binding{Buf: fb}, pl.buf(op.Out))
 	case *fusion.StoreKVOp:
 		// A batched step stores each row into its own sequence's cache:
@@ -379,7 +382,7 @@ func (pl *planner) normPrologue(inBuf fusion.Buf, pro *fusion.RMSPrologue, ws []
 		pl.normed, pl.normLen = buf, size
 	}
 	pl.half[pl.normed] = false
-	pl.dispatch("norm", shaders.NormParams{Cols: u(in.Cols), Eps: pro.Eps, NRows: u(in.Rows), XF16: pl.h(pl.buf(inBuf))},
+	pl.dispatch("norm", shaders.NormParams{Cols: u(in.Cols), Eps: pro.Eps, NRows: u(in.Rows), XF16: pl.h(pl.buf(inBuf)), Heads: 1},
 		in.Rows, 1, 1, gpu.Binding{Buf: pl.p.step}, pl.buf(inBuf), gpu.Binding{Buf: scale.Buf}, gpu.Binding{Buf: pl.dummy}, gpu.Binding{Buf: pl.normed})
 	return gpu.Binding{Buf: pl.normed}, nil
 }
@@ -387,9 +390,6 @@ func (pl *planner) normPrologue(inBuf fusion.Buf, pro *fusion.RMSPrologue, ws []
 // ropeFreq makes the frequency table of a Rope or RopeStoreKV op
 // (RopeParams.Freq, in float64 on the host) and returns its style code.
 func (pl *planner) ropeFreq(r fusion.RopeParams) (gpu.Buffer, uint32, error) {
-	if r.Scale != 0 && r.Scale != 1 {
-		return nil, 0, fmt.Errorf("%w: rope with a cos/sin scale (%g) on this backend", gpu.ErrUnsupported, r.Scale)
-	}
 	freq := make([]float32, max(r.Dims/2, 1))
 	for i := range r.Dims / 2 {
 		freq[i] = float32(r.Freq(i))
@@ -404,6 +404,14 @@ func (pl *planner) ropeFreq(r fusion.RopeParams) (gpu.Buffer, uint32, error) {
 		style = 1
 	}
 	return fb, style, nil
+}
+
+// ropeScale is the cos/sin multiplier of r for the rope kernels.
+func ropeScale(r fusion.RopeParams) float32 {
+	if r.Scale == 0 {
+		return 1
+	}
+	return r.Scale
 }
 
 // matMulRopeKV plans a MatMulRopeKV (validation made it unbatched): one
@@ -421,6 +429,7 @@ func (pl *planner) matMulRopeKV(op *fusion.MatMulRopeKVOp) error {
 	wq, wk, wv := pl.ws.byName[op.Q.Weight], pl.ws.byName[op.K.Weight], pl.ws.byName[op.V.Weight]
 	v := matVariant(wq, false)
 	ce := v.ChunkElems()
+	// qkv.wgsl has no cos/sin scale: a scaled rope takes the split path.
 	ok := in.Rows < 4 && (op.Scale == 0 || op.Scale == 1) && op.Q.Bias == "" && op.K.Bias == "" && op.V.Bias == "" && wq.qt == shaders.BlockNone && len(wq.chunks) == 1 &&
 		sameType(wq, wk) && sameType(wq, wv) && len(wk.chunks) == 1 && len(wv.chunks) == 1 &&
 		in.Cols%ce == 0 && wq.block%ce == 0 && in.Cols*in.Rows*4 <= uxBytes &&
@@ -573,7 +582,7 @@ func (pl *planner) ropeStoreKVBind(layer int, op fusion.HeadShape, rp fusion.Rop
 	}
 	n := op.Heads*(rp.Dims/2) + op.KVHeads*words
 	pl.dispatch(kernel, shaders.RopeKVParams{Heads: u(op.Heads), KVHeads: u(op.KVHeads), HeadDim: u(op.HeadDim),
-		RopeDims: u(rp.Dims), Style: style, MaxLen: u(c.spec.MaxLen), OutF16: pl.h(q), KF16: pl.h(k), VF16: pl.h(v)},
+		RopeDims: u(rp.Dims), Style: style, MaxLen: u(c.spec.MaxLen), OutF16: pl.h(q), KF16: pl.h(k), VF16: pl.h(v), Scale: ropeScale(rp)},
 		ceilDiv(n, 64), pl.p.g.Tokens, 1, gpu.Binding{Buf: pl.p.step}, gpu.Binding{Buf: fb}, q,
 		k, v, gpu.Binding{Buf: c.k[layer]}, gpu.Binding{Buf: c.v[layer]})
 	return nil

@@ -1,6 +1,9 @@
 // Norm: out[t] = norm(x[t]) * w (+ bias). RMSNorm: x / sqrt(mean(x^2) + eps).
 // LayerNorm: (x - mean) / sqrt(var + eps), with mean and variance in two
-// passes for accuracy. One workgroup per row; dispatch (nrows, 1, 1).
+// passes for accuracy. One workgroup per row; dispatch (nrows, 1, 1). A
+// per-head norm (fusion.NormOp.HeadDim) runs on rows of one head: cols is
+// the head dim and each token has heads rows, of which step[1]*heads are
+// live.
 // Norm weights and biases are f32 (the host widens these small vectors).
 
 struct NormParams {
@@ -11,7 +14,7 @@ struct NormParams {
     nrows: u32, // rows of x and out (Tokens, or 1 after LastRow)
     out_f16: u32, // 1: out is an f16 activation (packed halves)
     x_f16: u32,   // 1: x is an f16 activation (packed halves)
-    pad2: u32,
+    heads: u32,   // rows per token: 1, or the heads of a per-head norm
 }
 
 @group(0) @binding(0) var<uniform> p: NormParams;
@@ -44,7 +47,7 @@ fn reduce(v: f32, i: u32) -> f32 {
 @compute @workgroup_size(64)
 fn norm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     let t = wid.x;
-    if t >= min(step[1], p.nrows) {
+    if t >= min(step[1] * p.heads, p.nrows) {
         return; // uniform: the whole workgroup shares t
     }
     let i = lid.x;

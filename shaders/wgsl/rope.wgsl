@@ -1,7 +1,9 @@
 // Rope, in place: rotate the first rope_dims dims of each head of row t by
-// angle (pos+t) * freq[i] for pair i. freq holds RopeBase^(-2i/RopeDims),
-// computed on the host in float64. style 0 pairs (2i, 2i+1) (interleaved),
-// style 1 pairs (i, i + rope_dims/2) (halves).
+// angle (pos+t) * freq[i] for pair i, with cos and sin multiplied by scale
+// (fusion.RopeParams.Scale; the host passes 1 for none). freq holds
+// RopeBase^(-2i/RopeDims) / Factors[i], computed on the host in float64.
+// style 0 pairs (2i, 2i+1) (interleaved), style 1 pairs (i, i + rope_dims/2)
+// (halves).
 // Dispatch: (ceil(heads*rope_dims/2 / 64), Tokens, 1).
 
 struct RopeParams {
@@ -12,7 +14,7 @@ struct RopeParams {
     cols: u32,
     pos_at: u32, // 0: row t at position step[0]+t; else at step[pos_at+t] (batched steps)
     out_f16: u32, // 1: x is an f16 activation (packed halves)
-    pad2: u32,
+    scale: f32,   // cos and sin multiplier
 }
 
 @group(0) @binding(0) var<uniform> p: RopeParams;
@@ -49,8 +51,8 @@ fn rope(@builtin(global_invocation_id) gid: vec3<u32>) {
     let base = t * p.cols + h * p.head_dim;
     let angle = f32(pos) * freq[i];
     let sc = sincos(angle);
-    let sn = sc.x;
-    let cs = sc.y;
+    let sn = sc.x * p.scale;
+    let cs = sc.y * p.scale;
     let x0 = x_at(base + a);
     let x1 = x_at(base + b);
     x_set(base + a, x0 * cs - x1 * sn);

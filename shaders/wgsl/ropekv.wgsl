@@ -5,7 +5,7 @@
 // j = i - heads*rope_dims/2 of row t's keys and values, as kv.wgsl's
 // store_kv and store_kv_f16 do; a key element is rotated on the way (its
 // pair partner read from k, which is left unchanged), with the same
-// arithmetic as rope. Row t is at position step[0]+t (unbatched steps only).
+// arithmetic as rope (scale included). Row t is at position step[0]+t (unbatched steps only).
 // Dispatch: (ceil((heads*rope_dims/2 + n)/64), Tokens, 1), n = kv_heads *
 // head_dim (f32 cache) or kv_heads * ceil(head_dim/2) (f16 cache).
 
@@ -19,7 +19,7 @@ struct RopeKVParams {
     out_f16: u32, // 1: q is an f16 activation (packed halves)
     k_f16: u32,   // 1: k is an f16 activation (packed halves)
     v_f16: u32,   // 1: v is an f16 activation
-    pad2: u32,
+    scale: f32,   // cos and sin multiplier (fusion.RopeParams.Scale; 1 for none)
     pad3: u32,
     pad4: u32,
 }
@@ -54,8 +54,8 @@ fn rope_q(i: u32, t: u32, pos: u32) {
     let ab = pair(j);
     let base = t * p.heads * p.head_dim + h * p.head_dim;
     let sc = sincos(f32(pos) * freq[j]);
-    let sn = sc.x;
-    let cs = sc.y;
+    let sn = sc.x * p.scale;
+    let cs = sc.y * p.scale;
     let x0 = q_at(base + ab.x);
     let x1 = q_at(base + ab.y);
     q_set(base + ab.x, x0 * cs - x1 * sn);
@@ -75,8 +75,8 @@ fn key(t: u32, h: u32, d: u32, pos: u32) -> f32 {
     }
     let ab = pair(j);
     let sc = sincos(f32(pos) * freq[j]);
-    let sn = sc.x;
-    let cs = sc.y;
+    let sn = sc.x * p.scale;
+    let cs = sc.y * p.scale;
     let x0 = k_at(base + ab.x);
     let x1 = k_at(base + ab.y);
     if d == ab.x {

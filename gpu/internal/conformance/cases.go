@@ -194,11 +194,17 @@ func normCases() []Case {
 		bias    bool
 		cols    int
 		inPlace bool
-	}{{"rms", false, 5, false}, {"rms", false, 300, false}, {"rms", false, 20, true}, {"layer", false, 7, false}, {"layer", true, 130, false}}
+		head    int // a per-head norm of heads of this many values (0: the whole row)
+	}{{"rms", false, 5, false, 0}, {"rms", false, 300, false, 0}, {"rms", false, 20, true, 0}, {"layer", false, 7, false, 0}, {"layer", true, 130, false, 0},
+		{"rms", false, 64, true, 16}, {"rms", false, 96, false, 32}, {"rms", false, 18, false, 6}}
 	var cs []Case
 	for _, c := range table {
+		name := fmt.Sprintf("norm/%s_bias%v_c%d_inplace%v", c.kind, c.bias, c.cols, c.inPlace)
+		if c.head > 0 {
+			name += fmt.Sprintf("_head%d", c.head)
+		}
 		cs = append(cs, Case{
-			Name: fmt.Sprintf("norm/%s_bias%v_c%d_inplace%v", c.kind, c.bias, c.cols, c.inPlace),
+			Name: name,
 			Build: func() (*fusion.Graph, []*tensors.Tensor) {
 				r := rand.New(rand.NewPCG(3, uint64(c.cols)))
 				g := &fusion.Graph{Tokens: 3}
@@ -207,8 +213,12 @@ func normCases() []Case {
 				if !c.inPlace {
 					out = g.NewBuf("n", 3, c.cols)
 				}
-				op := &fusion.NormOp{Out: out, In: x, Weight: "w", Norm: mustParse(fusion.ParseNormKind(c.kind)), Eps: 1e-5}
-				ws := []*tensors.Tensor{matrix(r, "x", vocab, c.cols, tensors.F32, 0, 0), vector(r, "w", c.cols, 0.5, 1)}
+				op := &fusion.NormOp{Out: out, In: x, Weight: "w", Norm: mustParse(fusion.ParseNormKind(c.kind)), Eps: 1e-5, HeadDim: c.head}
+				wn := c.cols
+				if c.head > 0 {
+					wn = c.head
+				}
+				ws := []*tensors.Tensor{matrix(r, "x", vocab, c.cols, tensors.F32, 0, 0), vector(r, "w", wn, 0.5, 1)}
 				if c.bias {
 					op.Bias = "b"
 					ws = append(ws, vector(r, "b", c.cols, 1, 0))
@@ -229,14 +239,17 @@ func ropeCases() []Case {
 		heads, hd, dims int
 		inPlace         bool
 		pos             int
+		factors         bool    // per-pair divisors (Llama 3, LongRoPE)
+		scale           float32 // cos/sin multiplier (LongRoPE's attention factor)
 	}{
-		{"interleaved", 2, 8, 8, true, 0}, {"interleaved", 3, 8, 4, false, 5},
-		{"halves", 2, 8, 8, false, 3}, {"halves", 3, 10, 6, true, 40},
+		{"interleaved", 2, 8, 8, true, 0, false, 0}, {"interleaved", 3, 8, 4, false, 5, false, 0},
+		{"halves", 2, 8, 8, false, 3, false, 0}, {"halves", 3, 10, 6, true, 40, false, 0},
+		{"interleaved", 2, 16, 16, true, 30, true, 0}, {"halves", 3, 16, 12, false, 20, true, 1.1832},
 	}
 	var cs []Case
 	for _, c := range table {
 		cs = append(cs, Case{
-			Name: fmt.Sprintf("rope/%s_%dx%d_r%d_inplace%v", c.style, c.heads, c.hd, c.dims, c.inPlace),
+			Name: fmt.Sprintf("rope/%s_%dx%d_r%d_inplace%v_factors%v_scale%g", c.style, c.heads, c.hd, c.dims, c.inPlace, c.factors, c.scale),
 			Build: func() (*fusion.Graph, []*tensors.Tensor) {
 				r := rand.New(rand.NewPCG(4, uint64(c.hd)))
 				g := &fusion.Graph{Tokens: 3}
@@ -246,8 +259,11 @@ func ropeCases() []Case {
 				if !c.inPlace {
 					out = g.NewBuf("r", 3, cols)
 				}
-				g.Logits = g.Add(&fusion.RopeOp{Out: out, In: x, Heads: c.heads, HeadDim: c.hd,
-					RopeParams: fusion.RopeParams{Dims: c.dims, Base: 10000, Style: mustParse(fusion.ParseRopeStyle(c.style))}})
+				rp := fusion.RopeParams{Dims: c.dims, Base: 10000, Style: mustParse(fusion.ParseRopeStyle(c.style)), Scale: c.scale}
+				if c.factors {
+					rp.Factors = ropeFactors(c.dims)
+				}
+				g.Logits = g.Add(&fusion.RopeOp{Out: out, In: x, Heads: c.heads, HeadDim: c.hd, RopeParams: rp})
 				return g, []*tensors.Tensor{matrix(r, "x", vocab, cols, tensors.F32, 0, 0)}
 			},
 			Steps: []Step{{seq(3), c.pos}, {seq(1), c.pos + 3}},
@@ -458,4 +474,14 @@ func f16RoundingCase() Case {
 		Steps: []Step{{[]int32{4}, 0}},
 		Tol:   exact,
 	}
+}
+
+// ropeFactors is a per-pair divisor table of dims/2 values from 1 up to
+// about 8, the range of Llama 3's and LongRoPE's.
+func ropeFactors(dims int) []float32 {
+	fs := make([]float32, dims/2)
+	for i := range fs {
+		fs[i] = 1 + 7*float32(i)/float32(max(len(fs)-1, 1))
+	}
+	return fs
 }

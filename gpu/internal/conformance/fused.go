@@ -219,10 +219,12 @@ func ropeKVCases() []Case {
 		style                  string
 		heads, kvHeads, hd, rd int
 		f16                    bool
+		scale                  float32 // with factors and this cos/sin scale (0: neither)
 	}
 	table := []tc{
-		{"interleaved", 4, 2, 8, 8, false}, {"halves", 4, 2, 8, 8, true},
-		{"interleaved", 2, 1, 10, 6, true}, {"halves", 3, 3, 7, 4, false}, {"halves", 3, 1, 7, 6, true},
+		{"interleaved", 4, 2, 8, 8, false, 0}, {"halves", 4, 2, 8, 8, true, 0},
+		{"interleaved", 2, 1, 10, 6, true, 0}, {"halves", 3, 3, 7, 4, false, 0}, {"halves", 3, 1, 7, 6, true, 0},
+		{"halves", 4, 2, 8, 6, false, 1.1832}, {"interleaved", 4, 2, 8, 8, true, 1.25},
 	}
 	var cs []Case
 	for _, c := range table {
@@ -236,15 +238,19 @@ func ropeKVCases() []Case {
 			}
 			const prefill, maxLen = 3, 8
 			cs = append(cs, Case{
-				Name: fmt.Sprintf("rope_store_kv/%s_h%d_kv%d_d%d_r%d_f16%v_q%v", c.style, c.heads, c.kvHeads, c.hd, c.rd, c.f16, readQ),
+				Name: fmt.Sprintf("rope_store_kv/%s_h%d_kv%d_d%d_r%d_f16%v_q%v", c.style, c.heads, c.kvHeads, c.hd, c.rd, c.f16, readQ) + scaleSuffix(c.scale),
 				Build: func() (*fusion.Graph, []*tensors.Tensor) {
 					r := rand.New(rand.NewPCG(11, uint64(c.hd*10+c.rd)))
 					g := &fusion.Graph{Tokens: prefill}
 					g.KV = fusion.KVSpec{Layers: 2, KVHeads: c.kvHeads, HeadDim: c.hd, MaxLen: maxLen, F16: c.f16}
 					qc, kc := c.heads*c.hd, c.kvHeads*c.hd
 					q, k, v := input(g, "q", qc), input(g, "k", kc), input(g, "v", kc)
+					rp := fusion.RopeParams{Dims: c.rd, Base: 10000, Style: mustParse(fusion.ParseRopeStyle(c.style))}
+					if c.scale != 0 {
+						rp.Factors, rp.Scale = ropeFactors(c.rd), c.scale
+					}
 					g.Add(&fusion.RopeStoreKVOp{Q: q, K: k, V: v, Layer: 1, HeadShape: fusion.HeadShape{Heads: c.heads, KVHeads: c.kvHeads, HeadDim: c.hd},
-						RopeParams: fusion.RopeParams{Dims: c.rd, Base: 10000, Style: mustParse(fusion.ParseRopeStyle(c.style))}})
+						RopeParams: rp})
 					g.Logits = q
 					if !readQ {
 						g.Logits = g.Add(&fusion.AttentionOp{Out: g.NewBuf("o", prefill, qc), Q: q, Layer: 1,
@@ -348,14 +354,17 @@ func matMulRopeKVCases() []Case {
 		tokens   int
 		bias     bool
 		readAttn bool
+		scale    float32 // with factors and this cos/sin scale (0: neither)
 	}
 	table := []tc{
-		{fusedTypes[0], "interleaved", 8, false, true, 1, false, false},
-		{fusedTypes[4], "halves", 4, true, true, 1, false, true},
-		{fusedTypes[6], "halves", 8, false, false, 1, false, false},
-		{fusedTypes[1], "interleaved", 6, true, true, 1, false, true},
-		{fusedTypes[1], "halves", 8, false, true, 5, false, true},
-		{fusedTypes[3], "interleaved", 8, false, false, 1, true, true},
+		{fusedTypes[0], "interleaved", 8, false, true, 1, false, false, 0},
+		{fusedTypes[4], "halves", 4, true, true, 1, false, true, 0},
+		{fusedTypes[6], "halves", 8, false, false, 1, false, false, 0},
+		{fusedTypes[1], "interleaved", 6, true, true, 1, false, true, 0},
+		{fusedTypes[1], "halves", 8, false, true, 5, false, true, 0},
+		{fusedTypes[3], "interleaved", 8, false, false, 1, true, true, 0},
+		{fusedTypes[0], "halves", 6, false, true, 1, false, false, 1.1832},
+		{fusedTypes[0], "interleaved", 8, true, false, 1, false, true, 1},
 	}
 	var cs []Case
 	for _, c := range table {
@@ -372,7 +381,7 @@ func matMulRopeKVCases() []Case {
 		}
 		const heads, kvHeads, hd, in, maxLen = 4, 2, 8, 64, 8
 		cs = append(cs, Case{
-			Name: fmt.Sprintf("matmul_rope_kv/%s_%s_r%d_f16%v_norm%v_t%d_bias_%v_%s", c.wt, c.style, c.rd, c.f16, c.norm, c.tokens, c.bias, read),
+			Name: fmt.Sprintf("matmul_rope_kv/%s_%s_r%d_f16%v_norm%v_t%d_bias_%v_%s", c.wt, c.style, c.rd, c.f16, c.norm, c.tokens, c.bias, read) + scaleSuffix(c.scale),
 			Build: func() (*fusion.Graph, []*tensors.Tensor) {
 				r := rand.New(rand.NewPCG(13, uint64(c.rd*100+c.tokens)))
 				g := &fusion.Graph{Tokens: c.tokens}
@@ -386,6 +395,9 @@ func matMulRopeKVCases() []Case {
 				op := &fusion.MatMulRopeKVOp{Out: q, In: x, Q: fusion.Projection{Weight: "wq"}, K: fusion.Projection{Weight: "wk"},
 					V: fusion.Projection{Weight: "wv"}, Layer: 1, HeadShape: fusion.HeadShape{Heads: heads, KVHeads: kvHeads, HeadDim: hd},
 					RopeParams: fusion.RopeParams{Dims: c.rd, Base: 10000, Style: mustParse(fusion.ParseRopeStyle(c.style))}}
+				if c.scale != 0 {
+					op.Factors, op.Scale = ropeFactors(c.rd), c.scale
+				}
 				if c.norm {
 					op.Prologue = &fusion.RMSPrologue{Weight: "g", Eps: 1e-5}
 					ws = append(ws, vector(r, "g", in, 0.5, 1))
@@ -406,4 +418,12 @@ func matMulRopeKVCases() []Case {
 		})
 	}
 	return cs
+}
+
+// scaleSuffix names a case's rope factors and cos/sin scale ("" for none).
+func scaleSuffix(scale float32) string {
+	if scale == 0 {
+		return ""
+	}
+	return fmt.Sprintf("_factors_scale%g", scale)
 }
