@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gpurun/gpurun/internal/testmodels"
@@ -23,6 +24,10 @@ func TestGGUFSessions(t *testing.T) {
 		{"llama", false}, {"gemma", false}, {"gemma2", false}, {"phi2", false}, {"phi2_fusedqkv", false},
 		{"falcon", false}, {"stablelm", false}, {"llama-q8_0", false},
 		{"llama", true}, {"gemma2", true}, {"phi2", true}, {"llama-q8_0", true},
+		// Today's architectures (arch2): a 64-position cache is past phi3's
+		// original 32, so its long factors apply, as in llama.cpp's run.
+		{"arch2/llama3", false}, {"arch2/qwen2", false}, {"arch2/qwen3", false}, {"arch2/gemma3", false},
+		{"arch2/phi3", false}, {"arch2/smollm3", false}, {"arch2/gemma3", true}, {"arch2/phi3", true},
 	} {
 		name := tc.name
 		label := name
@@ -30,8 +35,14 @@ func TestGGUFSessions(t *testing.T) {
 			label += "/nofusion"
 		}
 		t.Run(label, func(t *testing.T) {
-			g := testmodels.Arch(t, name)
-			ck, err := gguf.Load(filepath.Join(dir, name+".gguf"))
+			var g testmodels.ArchGolden
+			path := filepath.Join(dir, name+".gguf")
+			if base, ok := strings.CutPrefix(name, "arch2/"); ok {
+				g, path = testmodels.Arch2(t, base).ArchGolden, testmodels.Path(t, "arch2", base+".gguf")
+			} else {
+				g = testmodels.Arch(t, name)
+			}
+			ck, err := gguf.Load(path)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -132,6 +133,11 @@ func TestConvertGGUF(t *testing.T) {
 	if err != nil || len(matches) < 9 {
 		t.Fatalf("want the 9 architecture GGUFs, found %d (%v)", len(matches), err)
 	}
+	// Today's architectures (qwen3moe is not supported yet): their config
+	// carries the new fields (rope factors, q/k norms, sliding layers, NoPE).
+	for _, name := range []string{"llama3", "qwen2", "qwen3", "gemma3", "phi3", "smollm3"} {
+		matches = append(matches, filepath.Join(testmodels.Dir(t), "arch2", name+".gguf"))
+	}
 	for _, src := range matches {
 		name := filepath.Base(src)
 		t.Run(name, func(t *testing.T) {
@@ -148,6 +154,9 @@ func TestConvertGGUF(t *testing.T) {
 			defer f.Close()
 			if f.Tokenizer() == nil {
 				t.Error("the GGUF's vocabulary did not become an embedded tokenizer")
+			}
+			if got, want := f.Config(), ck.Config; !reflect.DeepEqual(got, want) {
+				t.Errorf("config\n got %+v\nwant %+v", got, want)
 			}
 			if got, want := len(f.Tensors()), len(ck.Tensors); got != want {
 				t.Errorf("%d tensors, importer gave %d", got, want)
