@@ -27,7 +27,10 @@
 // error when compiling.
 package fusion
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // Buf names an activation buffer of a graph.
 type Buf int
@@ -116,6 +119,29 @@ type KVSpec struct {
 	// half, 65504, saturate to it) and Attention reads the rounded values,
 	// computing in f32 as with an f32 cache. The zero value is an f32 cache.
 	F16 bool
+	// Ring, when not nil, has one entry per layer: a layer with Ring[l] > 0
+	// (a sliding-window layer) keeps only its last Ring[l] positions, the
+	// others all MaxLen. Every Attention of a ring layer has a window w
+	// with w + Tokens - 1 <= Ring[l] (w <= Ring[l] in a batched graph), so
+	// no position a step reads is overwritten by one it stores; the logits
+	// are those of a full cache. Backends may refuse rings
+	// (gpu.ErrUnsupported).
+	Ring []int
+}
+
+// Equal reports whether s and o describe the same cache.
+func (s KVSpec) Equal(o KVSpec) bool {
+	return s.Layers == o.Layers && s.KVHeads == o.KVHeads && s.HeadDim == o.HeadDim && s.MaxLen == o.MaxLen &&
+		s.F16 == o.F16 && slices.Equal(s.Ring, o.Ring)
+}
+
+// RingLen is the ring length of layer l (0: the layer keeps MaxLen
+// positions).
+func (s KVSpec) RingLen(l int) int {
+	if l < 0 || l >= len(s.Ring) {
+		return 0
+	}
+	return s.Ring[l]
 }
 
 // Graph is a forward step. Graph.Validate checks it against the contracts

@@ -480,6 +480,17 @@ func (o *AttentionOp) validate(g *Graph, _ WeightShape) error {
 	if !(o.Scale > 0) || !(o.Cap >= 0) || o.Window < 0 {
 		return fmt.Errorf("%w: scale %g, cap %g, window %d", ErrInvalid, o.Scale, o.Cap, o.Window)
 	}
+	if ring := g.KV.RingLen(o.Layer); ring > 0 {
+		// The step stores its rows before attending: the oldest position
+		// a row reads must outlive the newest one stored.
+		reach := o.Window + g.Tokens - 1
+		if g.Batch {
+			reach = o.Window
+		}
+		if o.Window == 0 || reach > ring {
+			return fmt.Errorf("%w: attention window %d over %d tokens on a ring of %d positions (layer %d)", ErrInvalid, o.Window, g.Tokens, ring, o.Layer)
+		}
+	}
 	return nil
 }
 

@@ -83,6 +83,14 @@ func (g *Graph) validate(shape WeightShape) error {
 	if kv.Layers < 0 || kv.KVHeads < 0 || kv.HeadDim < 0 || kv.MaxLen < 0 {
 		return fmt.Errorf("%w: kv spec %+v", ErrInvalid, kv)
 	}
+	if kv.Ring != nil && len(kv.Ring) != kv.Layers {
+		return fmt.Errorf("%w: kv ring lengths for %d of %d layers", ErrInvalid, len(kv.Ring), kv.Layers)
+	}
+	for l, r := range kv.Ring {
+		if r < 0 || r > kv.MaxLen {
+			return fmt.Errorf("%w: kv ring of layer %d holds %d of %d positions", ErrInvalid, l, r, kv.MaxLen)
+		}
+	}
 	for i, op := range g.Ops {
 		if op == nil || reflect.ValueOf(op).IsNil() {
 			return fmt.Errorf("op %d: %w: nil op", i, ErrInvalid)

@@ -38,6 +38,11 @@ func TestValidate(t *testing.T) {
 		t.Fatalf("valid graph: %v", err)
 	}
 	g := smallGraph()
+	g.KV.Ring, g.Ops[6].(*AttentionOp).Window = []int{6}, 5 // window 5 + 2 tokens - 1 fits a ring of 6
+	if err := g.Validate(shapes); err != nil {
+		t.Fatalf("valid graph with a ring layer: %v", err)
+	}
+	g = smallGraph()
 	g.Ops[1].(*NormOp).HeadDim, g.Ops[1].(*NormOp).Weight = 4, "bk" // a per-head norm of 4-value heads
 	g.Ops[4].(*RopeOp).Factors, g.Ops[4].(*RopeOp).Scale = []float32{1, 8}, 1.2
 	if err := g.Validate(shapes); err != nil {
@@ -75,6 +80,10 @@ func TestValidate(t *testing.T) {
 		{"typed nil op", func(g *Graph) { g.Ops[2] = (*MatMulOp)(nil) }},
 		{"missing weight", func(g *Graph) { g.Ops[0].(*EmbedOp).Weight = "nope" }},
 		{"kv spec negative", func(g *Graph) { g.KV.MaxLen = -1 }},
+		{"kv rings for the wrong layer count", func(g *Graph) { g.KV.Ring = []int{4, 4} }},
+		{"kv ring past the cache", func(g *Graph) { g.KV.Ring = []int{9} }},
+		{"ring layer without a window", func(g *Graph) { g.KV.Ring = []int{6} }},
+		{"window and step past the ring", func(g *Graph) { g.KV.Ring = []int{6}; g.Ops[6].(*AttentionOp).Window = 6 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := smallGraph()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -36,10 +37,25 @@ func batchedDecode(t *testing.T, backend string) {
 	if backend != "cpu" {
 		be = openBackend(t, backend)
 	}
-	for _, name := range []string{"llama", "gemma", "gemma2", "phi2", "phi2_fusedqkv", "falcon", "stablelm", "llama-q8_0"} {
+	// The "/ring" cases prefill in steps of at most 8 tokens, so that the
+	// sliding-window layers (window 8) get rings on the CPU backend (the
+	// GPU ones fall back to full caches).
+	for _, name := range []string{"llama", "gemma", "gemma2", "phi2", "phi2_fusedqkv", "falcon", "stablelm", "llama-q8_0",
+		"gemma2/ring", "arch2/gemma3/ring", "arch2/qwen3"} {
 		t.Run(name, func(t *testing.T) {
-			g := testmodels.Arch(t, name)
-			ck, err := gguf.Load(filepath.Join(dir, name+".gguf"))
+			var sizes []int
+			base, ring := strings.CutSuffix(name, "/ring")
+			if ring {
+				sizes = []int{4, 8}
+			}
+			var g testmodels.ArchGolden
+			path := filepath.Join(dir, base+".gguf")
+			if b, ok := strings.CutPrefix(base, "arch2/"); ok {
+				g, path = testmodels.Arch2(t, b).ArchGolden, testmodels.Path(t, "arch2", b+".gguf")
+			} else {
+				g = testmodels.Arch(t, base)
+			}
+			ck, err := gguf.Load(path)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -52,13 +68,16 @@ func batchedDecode(t *testing.T, backend string) {
 				{g.PromptIDs, pipeline.GenerateOptions{MaxTokens: len(g.GreedyIDs)}, g.GreedyIDs},
 				{g.PromptIDs, pipeline.GenerateOptions{MaxTokens: len(g.GreedyIDs)}, g.GreedyIDs},
 			}
-			single := load(t, ck, pipeline.Options{MaxCache: 64, Backend: be})
+			single := load(t, ck, pipeline.Options{MaxCache: 64, Backend: be, PrefillSizes: sizes})
 			for i := range 3 {
 				o := pipeline.GenerateOptions{MaxTokens: 20 + 3*i, Temperature: 0.7 + 0.2*float32(i), TopK: 10 * i, TopP: 0.9, Seed: uint64(7 + i), IgnoreStopTokens: true}
 				p := g.PromptIDs[:len(g.PromptIDs)-2*i]
 				jobs = append(jobs, job{p, o, collect(t, single.NewSession(), pipeline.Prompt{IDs: p}, o)})
 			}
-			m := load(t, ck, pipeline.Options{MaxCache: 64, Slots: 4, Backend: be, AlwaysBatch: true})
+			m := load(t, ck, pipeline.Options{MaxCache: 64, Slots: 4, Backend: be, AlwaysBatch: true, PrefillSizes: sizes})
+			if full := int64(64 * 2 * 4 * ck.Config.Layers * ck.Config.KVHeads * ck.Config.HeadDim); ring && backend == "cpu" && m.KVCacheBytes() >= full {
+				t.Errorf("KV cache of %d bytes, no rings (full: %d)", m.KVCacheBytes(), full)
+			}
 			if !m.Batching() {
 				t.Fatalf("Batching() = false on the %s backend with 4 slots", backend)
 			}

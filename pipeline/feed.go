@@ -45,6 +45,19 @@ func (m *Model) release(sl *slot) {
 	<-m.turn
 }
 
+// ringsHold reports whether a cache that held cached positions still
+// holds, in every ring layer, the window of positions a step resuming at
+// keep reads: a ring of r positions lost the positions below
+// cached - r, and the step reads back to keep - window + 1.
+func (m *Model) ringsHold(cached, keep int) bool {
+	for l, r := range m.kvSpec.Ring {
+		if r > 0 && cached-keep > r-m.cfg.LayerWindow(l) {
+			return false
+		}
+	}
+	return true
+}
+
 func commonPrefix(a, b []int) int {
 	n := 0
 	for n < len(a) && n < len(b) && a[n] == b[n] {
@@ -95,6 +108,9 @@ func (m *Model) feed(ctx context.Context, sl *slot, context []int, logits []floa
 		return 0, fmt.Errorf("%w: %d tokens, cache holds %d", ErrPromptTooLong, len(context), m.maxCache)
 	}
 	keep := min(commonPrefix(sl.cached, context), len(context)-1)
+	if !m.ringsHold(len(sl.cached), keep) {
+		keep = 0
+	}
 	sl.cached = sl.cached[:keep]
 	rest := context[keep:]
 	ran := 0

@@ -57,3 +57,29 @@ func TestGGUFSessions(t *testing.T) {
 		})
 	}
 }
+
+// TestRingKVSessions: with small prefill sizes, gemma3's five local layers
+// (window 8) keep rings of 8+8-1 positions on the CPU backend; the session
+// still generates llama.cpp's greedy ids, and the cache is smaller than
+// with Options.FullKVCache (which gives the same ids).
+func TestRingKVSessions(t *testing.T) {
+	g := testmodels.Arch2(t, "gemma3")
+	ck, err := gguf.Load(testmodels.Path(t, "arch2", "gemma3.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bytes [2]int64
+	for i, full := range []bool{false, true} {
+		m := load(t, ck, pipeline.Options{MaxCache: 64, PrefillSizes: []int{4, 8}, FullKVCache: full})
+		got := collect(t, m.NewSession(), pipeline.Prompt{IDs: g.PromptIDs}, pipeline.GenerateOptions{MaxTokens: len(g.GreedyIDs)})
+		if !slices.Equal(got, g.GreedyIDs) {
+			t.Errorf("full cache %v: ids\n got %v\nwant %v", full, got, g.GreedyIDs)
+		}
+		bytes[i] = m.KVCacheBytes()
+	}
+	// 6 layers of 1 kv head of 16 f32 values, keys and values: 128 bytes
+	// a position; five rings of 2*15 slots and one layer of 64.
+	if want := int64(128 * (5*2*15 + 64)); bytes[0] != want || bytes[1] != 128*6*64 {
+		t.Errorf("KV cache bytes %d with rings, %d full; want %d and %d", bytes[0], bytes[1], want, 128*6*64)
+	}
+}

@@ -67,6 +67,11 @@ type Options struct {
 	// kernels (for comparing the two; the results agree, bitwise on the CPU
 	// backend).
 	NoFusion bool
+	// FullKVCache keeps every position of every layer in the KV cache.
+	// Otherwise, on backends that take them (the CPU one), sliding-window
+	// layers keep only their window (plus the largest prefill size) in a
+	// ring (arch.BuildOptions.RingTokens): the same logits, less memory.
+	FullKVCache bool
 	// HostSampling reads the whole logits row back on a GPU backend too,
 	// rather than a decode program ending in fusion.Argmax (greedy) or
 	// fusion.Sample (temperature, top-k, top-p) whose only output is the
@@ -186,8 +191,10 @@ type Model struct {
 	ownsBackend bool
 	weights     gpu.Weights
 	maxCache    int
-	kvF16       bool // the cache stores binary16 (resolved activation policy)
-	actF16      bool // the activations between kernels are binary16 (actF16)
+	kvF16       bool          // the cache stores binary16 (resolved activation policy)
+	ringTokens  int           // arch.BuildOptions.RingTokens of every graph (0: full caches)
+	kvSpec      fusion.KVSpec // every slot's cache
+	actF16      bool          // the activations between kernels are binary16 (actF16)
 	fuse        bool
 	// decodeWeights is the bytes of weights one decode step reads (see
 	// DecodeBytes).
@@ -319,6 +326,15 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 	}
 	sizes = slices.Sorted(slices.Values(sizes))
 	sizes = slices.Compact(sizes)
+	if !opts.FullKVCache {
+		// Rings must hold the keys of the largest step's first row.
+		m.ringTokens = 1
+		for _, n := range sizes {
+			if n <= m.maxCache {
+				m.ringTokens = max(m.ringTokens, n)
+			}
+		}
+	}
 	for i := range nslots {
 		sl := &slot{index: i}
 		m.slots = append(m.slots, sl)
@@ -338,10 +354,18 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 // prefill programs of sizes (those above 1 and at most the cache).
 func (m *Model) newSlot(sl *slot, sizes []int) error {
 	var err error
-	spec := fusion.KVSpec{Layers: m.cfg.Layers, KVHeads: m.cfg.KVHeads, HeadDim: m.cfg.HeadDim, MaxLen: m.maxCache, F16: m.kvF16}
-	if sl.kv, err = m.backend.NewKVCache(spec); err != nil {
+	spec := arch.KVSpec(&m.cfg, arch.BuildOptions{MaxLen: m.maxCache, KVF16: m.kvF16, RingTokens: m.ringTokens})
+	sl.kv, err = m.backend.NewKVCache(spec)
+	if spec.Ring != nil && errors.Is(err, gpu.ErrUnsupported) {
+		// The backend keeps full caches only.
+		m.ringTokens = 0
+		spec = arch.KVSpec(&m.cfg, arch.BuildOptions{MaxLen: m.maxCache, KVF16: m.kvF16})
+		sl.kv, err = m.backend.NewKVCache(spec)
+	}
+	if err != nil {
 		return fmt.Errorf("pipeline: kv cache: %w", err)
 	}
+	m.kvSpec = spec
 	if sl.decode, err = m.compile(sl, 1); err != nil {
 		return err
 	}
@@ -366,7 +390,7 @@ func (m *Model) compile(sl *slot, tokens int) (gpu.Program, error) {
 // Argmax; the cache options are the model's) against sl's cache.
 func (m *Model) compileWith(sl *slot, opts arch.BuildOptions) (gpu.Program, error) {
 	tokens := opts.Tokens
-	opts.MaxLen, opts.KVF16 = m.maxCache, m.kvF16
+	opts.MaxLen, opts.KVF16, opts.RingTokens = m.maxCache, m.kvF16, m.ringTokens
 	g, err := arch.Build(&m.cfg, opts)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: graph for %d tokens: %w", tokens, err)
@@ -420,6 +444,27 @@ func (m *Model) KVDType() tensors.DType {
 		return tensors.F16
 	}
 	return tensors.F32
+}
+
+// KVCacheBytes is the size of one session slot's KV cache: keys and
+// values of every layer, MaxCache positions each, or for a sliding-window
+// layer on a ring (Options.FullKVCache unset, a backend that takes rings)
+// twice its ring's positions.
+func (m *Model) KVCacheBytes() int64 {
+	s := m.kvSpec
+	elem := int64(4)
+	if s.F16 {
+		elem = 2
+	}
+	var n int64
+	for l := range s.Layers {
+		pos := int64(s.MaxLen)
+		if r := s.RingLen(l); r > 0 {
+			pos = 2 * int64(r)
+		}
+		n += 2 * pos * int64(s.KVHeads) * int64(s.HeadDim) * elem
+	}
+	return n
 }
 
 // DecodeBytes is what one decode step reads from memory, the figures a

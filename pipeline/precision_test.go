@@ -92,7 +92,7 @@ func TestActivationPolicy(t *testing.T) {
 				t.Fatal("no graph compiled")
 			}
 			for _, spec := range be.compiled {
-				if spec != be.caches[0] {
+				if !spec.Equal(be.caches[0]) {
 					t.Errorf("graph compiled for cache %+v, cache is %+v", spec, be.caches[0])
 				}
 			}

@@ -575,6 +575,7 @@ func benchConfig(ctx context.Context, log io.Writer, bar *progressbar.ProgressBa
 	base.KVCache = m.KVDType().String()
 	base.MaxCache = m.MaxCache()
 	base.DecodeWeightBytes, base.KVBytesPerPosition = m.DecodeBytes()
+	base.KVCacheBytes = m.KVCacheBytes()
 	base.LoadSeconds = time.Since(start).Seconds()
 	var out []benchreport.Result
 	run := 0 // every run's prompt starts with a different token

@@ -109,17 +109,38 @@ type kvCache struct {
 
 // layerCache is one layer's keys and values: k and v for an f32 cache, k16
 // and v16 for an f16 one (the other pair is nil). Each is head-major,
-// [kv head][position][head dim]: a head's keys (and values) are one
-// contiguous run, so attention streams them (at = at(kh, pos)).
+// [kv head][slot][head dim]: a head's keys (and values) are one contiguous
+// run, so attention streams them (at = at(kh, pos)).
+//
+// A ring layer (KVSpec.Ring) keeps its last ring positions in a mirrored
+// ring of 2*ring slots per head: position p is stored at slot p % ring and
+// again at p % ring + ring, so any ring consecutive positions are
+// consecutive slots from at(kh, first) and attention reads a window exactly
+// as it reads a full cache (the same values in the same order).
 type layerCache struct {
 	k, v     []float32
 	k16, v16 []uint16
-	maxLen   int // positions
+	slots    int // slots per head: MaxLen, or 2*ring
+	ring     int // 0: slot = position
 	hd       int // values per head and position
 }
 
 // at is the index of kv head kh's first value at position pos.
-func (c *layerCache) at(kh, pos int) int { return (kh*c.maxLen + pos) * c.hd }
+func (c *layerCache) at(kh, pos int) int {
+	if c.ring > 0 {
+		pos %= c.ring
+	}
+	return (kh*c.slots + pos) * c.hd
+}
+
+// mirror is the index of the second copy of position pos in a ring layer
+// (-1 for a full one).
+func (c *layerCache) mirror(kh, pos int) int {
+	if c.ring == 0 {
+		return -1
+	}
+	return (kh*c.slots + pos%c.ring + c.ring) * c.hd
+}
 
 func (c *kvCache) Release() { c.layers = nil }
 
@@ -135,14 +156,25 @@ func (b *backend) NewKVCache(spec fusion.KVSpec) (gpu.KVCache, error) {
 	if per > maxKVValues/spec.MaxLen || 2*spec.Layers > maxKVValues/(per*spec.MaxLen) {
 		return nil, fmt.Errorf("cpu: kv cache spec %+v is too large: %w", spec, gpu.ErrUnsupported)
 	}
+	if spec.Ring != nil && len(spec.Ring) != spec.Layers {
+		return nil, fmt.Errorf("cpu: kv cache spec %+v: ring lengths for %d layers: %w", spec, len(spec.Ring), gpu.ErrUnsupported)
+	}
 	c := &kvCache{spec: spec, layers: make([]layerCache, spec.Layers)}
 	for l := range c.layers {
-		if spec.F16 {
-			c.layers[l] = layerCache{k16: make([]uint16, spec.MaxLen*per), v16: make([]uint16, spec.MaxLen*per)}
-		} else {
-			c.layers[l] = layerCache{k: make([]float32, spec.MaxLen*per), v: make([]float32, spec.MaxLen*per)}
+		ring := spec.RingLen(l)
+		if ring < 0 || ring > spec.MaxLen {
+			return nil, fmt.Errorf("cpu: kv cache spec %+v: ring of %d: %w", spec, ring, gpu.ErrUnsupported)
 		}
-		c.layers[l].maxLen, c.layers[l].hd = spec.MaxLen, spec.HeadDim
+		slots := spec.MaxLen
+		if ring > 0 {
+			slots = 2 * ring
+		}
+		if spec.F16 {
+			c.layers[l] = layerCache{k16: make([]uint16, slots*per), v16: make([]uint16, slots*per)}
+		} else {
+			c.layers[l] = layerCache{k: make([]float32, slots*per), v: make([]float32, slots*per)}
+		}
+		c.layers[l].slots, c.layers[l].ring, c.layers[l].hd = slots, ring, spec.HeadDim
 	}
 	return c, nil
 }

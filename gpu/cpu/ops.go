@@ -115,20 +115,25 @@ func rope(x []float32, cols, n, pos int, rp ropeParams) {
 
 // storeKV writes rows t < n of k and v (kvCols = KVHeads*HeadDim values)
 // into the layer's cache at positions pos+t, each head's values into its
-// own run (layerCache's head-major layout), rounded to binary16 for an f16
+// own run (layerCache's head-major layout; both slots of a ring layer),
+// rounded to binary16 for an f16
 // cache.
 func storeKV(c *layerCache, k, v []float32, kvCols, n, pos int) {
 	hd := c.hd
 	for t := range n {
 		for kh := range kvCols / hd {
-			src, dst := t*kvCols+kh*hd, c.at(kh, pos+t)
-			if c.k16 != nil {
-				storeF16(c.k16[dst:dst+hd], k[src:src+hd])
-				storeF16(c.v16[dst:dst+hd], v[src:src+hd])
-				continue
+			src := t*kvCols + kh*hd
+			for _, dst := range [2]int{c.at(kh, pos+t), c.mirror(kh, pos+t)} {
+				switch {
+				case dst < 0:
+				case c.k16 != nil:
+					storeF16(c.k16[dst:dst+hd], k[src:src+hd])
+					storeF16(c.v16[dst:dst+hd], v[src:src+hd])
+				default:
+					copy(c.k[dst:dst+hd], k[src:src+hd])
+					copy(c.v[dst:dst+hd], v[src:src+hd])
+				}
 			}
-			copy(c.k[dst:dst+hd], k[src:src+hd])
-			copy(c.v[dst:dst+hd], v[src:src+hd])
 		}
 	}
 }

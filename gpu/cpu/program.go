@@ -133,7 +133,7 @@ func (b *backend) compile(g *fusion.Graph, w gpu.Weights, kvs []gpu.KVCache, bat
 			if !ok || c == nil || c.layers == nil {
 				return nil, fmt.Errorf("cpu: compile: kv cache %T not made by this backend", kv)
 			}
-			if c.spec != g.KV {
+			if !c.spec.Equal(g.KV) {
 				return nil, fmt.Errorf("cpu: compile: %w: graph needs kv cache %+v, have %+v", fusion.ErrInvalid, g.KV, c.spec)
 			}
 			p.seqs = append(p.seqs, c)

@@ -51,7 +51,7 @@ func (b *backend) CompileBatch(g *fusion.Graph, w gpu.Weights, kvs []gpu.KVCache
 			if !ok || c == nil || c.k == nil {
 				return nil, fmt.Errorf("kernels: compile: kv cache %d: %T not made by this backend", i, kv)
 			}
-			if c.spec != g.KV {
+			if !c.spec.Equal(g.KV) {
 				return nil, fmt.Errorf("kernels: compile: %w: graph needs kv cache %+v, cache %d is %+v", fusion.ErrInvalid, g.KV, i, c.spec)
 			}
 			p.caches = append(p.caches, c)

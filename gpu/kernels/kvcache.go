@@ -30,6 +30,11 @@ func (b *backend) NewKVCache(spec fusion.KVSpec) (gpu.KVCache, error) {
 	if spec.Layers < 0 || spec.KVHeads <= 0 || spec.HeadDim <= 0 || spec.MaxLen <= 0 {
 		return nil, fmt.Errorf("kernels: kv cache spec %+v: %w", spec, gpu.ErrUnsupported)
 	}
+	for _, r := range spec.Ring {
+		if r > 0 {
+			return nil, fmt.Errorf("kernels: kv cache with ring layers: %w", gpu.ErrUnsupported)
+		}
+	}
 	per := int64(spec.KVHeads) * int64(kvWords(spec)) * int64(spec.MaxLen) * 4
 	if spec.KVHeads > 1<<16 || spec.HeadDim > 1<<16 || spec.MaxLen > 1<<24 || per > b.devBinding {
 		return nil, fmt.Errorf("kernels: kv cache layer of %+v exceeds one binding (%d bytes): %w", spec, b.devBinding, gpu.ErrUnsupported)

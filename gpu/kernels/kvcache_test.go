@@ -2,9 +2,11 @@ package kernels
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/gpu/webgpu"
 	"github.com/gpurun/gpurun/internal/gputest"
 )
@@ -44,5 +46,20 @@ func TestKVCacheBytes(t *testing.T) {
 			}
 		}
 		c.Release()
+	}
+}
+
+// TestKVCacheRefusesRings: the GPU backends keep full caches; a spec with
+// ring layers is refused with gpu.ErrUnsupported (the pipeline then falls
+// back to full caches).
+func TestKVCacheRefusesRings(t *testing.T) {
+	dev, err := webgpu.Open(context.Background())
+	gputest.NoDevice(t, "webgpu", err)
+	defer dev.Close()
+	be := New(dev)
+	defer be.Close()
+	spec := fusion.KVSpec{Layers: 2, KVHeads: 1, HeadDim: 8, MaxLen: 64, Ring: []int{0, 16}}
+	if _, err := be.NewKVCache(spec); !errors.Is(err, gpu.ErrUnsupported) {
+		t.Fatalf("NewKVCache(%+v) = %v, want gpu.ErrUnsupported", spec, err)
 	}
 }

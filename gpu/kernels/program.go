@@ -81,7 +81,7 @@ func (b *backend) Compile(g *fusion.Graph, w gpu.Weights, kv gpu.KVCache) (gpu.P
 		if !ok || c == nil || c.k == nil {
 			return nil, fmt.Errorf("kernels: compile: kv cache %T not made by this backend", kv)
 		}
-		if c.spec != g.KV {
+		if !c.spec.Equal(g.KV) {
 			return nil, fmt.Errorf("kernels: compile: %w: graph needs kv cache %+v, have %+v", fusion.ErrInvalid, g.KV, c.spec)
 		}
 		cache, p.maxLen = c, c.spec.MaxLen

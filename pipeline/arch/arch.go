@@ -33,6 +33,30 @@ type BuildOptions struct {
 	// rows, each one token of its own sequence, and the logits of every
 	// row. It excludes Argmax.
 	Batch bool
+	// RingTokens, when > 0, gives every sliding-window layer a ring cache
+	// of window + RingTokens - 1 positions (fusion.KVSpec.Ring) where that
+	// is less than half of MaxLen (a ring holds each position twice on the
+	// CPU backend): every graph over one cache must share it and have at
+	// most RingTokens tokens (a batched graph's rows are one token each).
+	RingTokens int
+}
+
+// KVSpec is the cache a graph of cfg with opts reads and writes: the
+// pipeline allocates it with the same options.
+func KVSpec(cfg *model.Config, opts BuildOptions) fusion.KVSpec {
+	spec := fusion.KVSpec{Layers: cfg.Layers, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim, MaxLen: opts.MaxLen, F16: opts.KVF16}
+	if opts.RingTokens <= 0 {
+		return spec
+	}
+	for l := range cfg.Layers {
+		if w := cfg.LayerWindow(l); w > 0 && 2*(w+opts.RingTokens-1) < opts.MaxLen {
+			if spec.Ring == nil {
+				spec.Ring = make([]int, cfg.Layers)
+			}
+			spec.Ring[l] = w + opts.RingTokens - 1
+		}
+	}
+	return spec
 }
 
 // ErrOptions reports unusable build options.
@@ -77,7 +101,10 @@ func Build(cfg *model.Config, opts BuildOptions) (*fusion.Graph, error) {
 			return nil, fmt.Errorf("arch: %w", err)
 		}
 	}
-	b.g.KV = fusion.KVSpec{Layers: cfg.Layers, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim, MaxLen: opts.MaxLen, F16: opts.KVF16}
+	if opts.RingTokens < 0 || opts.RingTokens > 0 && !opts.Batch && opts.Tokens > opts.RingTokens {
+		return nil, fmt.Errorf("%w: %d tokens over rings for %d", ErrOptions, opts.Tokens, opts.RingTokens)
+	}
+	b.g.KV = KVSpec(cfg, opts)
 	b.forward(opts.AllLogits || opts.Batch)
 	if opts.Argmax {
 		b.g.Logits = b.g.Add(&fusion.ArgmaxOp{Out: b.g.NewBuf("token_id", 1, 1), In: b.g.Logits})

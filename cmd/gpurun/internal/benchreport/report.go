@@ -151,8 +151,11 @@ type Result struct {
 	// attends to (the bytes-moved prediction of the decode table).
 	DecodeWeightBytes  int64 `json:"decode_weight_bytes,omitempty"`
 	KVBytesPerPosition int64 `json:"kv_bytes_per_position,omitempty"`
-	Test               Test  `json:"test"`
-	Runs               []Run `json:"runs"`
+	// KVCacheBytes is the KV cache one session holds (sliding-window
+	// layers on rings where the backend takes them).
+	KVCacheBytes int64 `json:"kv_cache_bytes,omitempty"`
+	Test         Test  `json:"test"`
+	Runs         []Run `json:"runs"`
 	// The statistics over Runs of the figures the test measures.
 	TimeToFirstTokenMS  *Stat `json:"time_to_first_token_ms,omitempty"`
 	PrefillTokensPerSec *Stat `json:"prefill_tokens_per_sec,omitempty"`

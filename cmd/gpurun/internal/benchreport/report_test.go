@@ -37,7 +37,7 @@ func sampleReport() *Report {
 					for _, t := range tests {
 						res := Result{Model: m, Source: "synthetic", Arch: "llama", Weights: w, Activations: act, KVCache: act,
 							Backend: b, Device: "dev-" + b, ModelBytes: int64(seed * 1e6), MaxCache: 1280, LoadSeconds: 1.5,
-							PeakRSSBytes: int64(seed * 3e6), Test: t, DecodeWeightBytes: 110e6, KVBytesPerPosition: 36864}
+							PeakRSSBytes: int64(seed * 3e6), Test: t, DecodeWeightBytes: 110e6, KVBytesPerPosition: 36864, KVCacheBytes: 1280 * 36864}
 						if b != "cpu" {
 							res.DeviceMemoryBytes = int64(seed * 2e6)
 						}
