@@ -95,7 +95,7 @@ func TestMatMul(t *testing.T) {
 				tc{tensors.I4, 0, st, 38, 17, tokens, false, false, 0},
 				tc{tensors.I4, 8, st, 64, 33, tokens, true, false, 0},
 				// Shapes of whole 16-byte chunks: the chunked paths and
-				// the GPU-class kernels (rows not a multiple of a tile,
+				// the tiled matmul (rows not a multiple of a tile,
 				// columns not a multiple of a tiled step).
 				tc{tensors.I4, 32, st, 96, 70, tokens, true, false, 0},
 				tc{tensors.I4, 0, st, 64, 33, tokens, false, false, 0},
