@@ -8,17 +8,15 @@ import (
 	"github.com/gpurun/gpurun/tensors"
 )
 
-// WindowCases: decode products with rows wide enough that the CPU-class
-// kernels read the weights through several 64 KiB uniform windows per
-// dispatch and several dispatches per matrix (gpu/kernels' matvec_w: an
-// f32 row of 4096 elements is 16 KiB, 4 rows per window, 32 rows per
-// dispatch; int8 rows of 2048 with f16 scales of 32, 32 rows per window),
-// the last dispatch partial: plain, with bias and residual, GLU with the
-// norm prologue, and a MatMulRopeKV whose Q, K and V each need more than one
-// dispatch (the windowed split form), read as q and as attention. On the
-// GPU class the same shapes run the lane kernels. Not in FusedCases: their
-// rows exceed the 1 KiB row blocks of its split runs.
-func WindowCases() []Case {
+// WideCases: products with rows as wide as real models' (2048-16384
+// elements; the other cases' are at most a few hundred), so every lane of
+// gpu/kernels' matvec_lanes groups (64 lanes a row) loops over many chunks
+// and the sums run long: plain, with bias and residual, GLU with the norm
+// prologue (its sum of squares over a long row), and a fused MatMulRopeKV
+// (lanes_rope_kv) read as q and as attention; decode steps and a prefill
+// of 9 tokens (matmul's tiles partly filled). Not in FusedCases: their rows
+// exceed the 1 KiB row blocks of its split runs.
+func WideCases() []Case {
 	type tc struct {
 		kind    string // matmul, acc, glu (norm prologue), rope_q, rope_attn
 		wt      weightType
@@ -31,8 +29,7 @@ func WindowCases() []Case {
 		{"matmul", f32, 4096, 70, 1}, {"acc", i8f32, 2048, 300, 1}, {"matmul", i8b32, 2048, 300, 1}, {"acc", i4b32, 2048, 600, 1},
 		{"glu", f32, 4096, 37, 1}, {"glu", i8b32, 2048, 150, 1}, {"glu", i4b32, 2048, 300, 1},
 		{"rope_q", f32, 4096, 64, 1}, {"rope_attn", i8b32, 16384, 64, 1},
-		// Prefills of 9 tokens: matmul_few_w, 4 tokens per dispatch (the
-		// last dispatch's 1), each bound at xu.
+		// Prefills of 9 tokens.
 		{"matmul", f32, 4096, 70, 9}, {"acc", i8b32, 2048, 300, 9}, {"glu", f32, 4096, 37, 9}, {"glu", i4b32, 2048, 300, 9},
 	}
 	var cs []Case
@@ -45,7 +42,7 @@ func WindowCases() []Case {
 		// row or scale is off by O(1).
 		tol := Tolerance{Abs: 1e-3, Rel: 2e-4}
 		cs = append(cs, Case{
-			Name: fmt.Sprintf("windows/%s_%s_in%d_out%d_t%d", c.kind, c.wt, c.in, c.out, c.tokens),
+			Name: fmt.Sprintf("wide/%s_%s_in%d_out%d_t%d", c.kind, c.wt, c.in, c.out, c.tokens),
 			Build: func() (*fusion.Graph, []*tensors.Tensor) {
 				r := rand.New(rand.NewPCG(14, uint64(c.in+c.out)))
 				g := &fusion.Graph{Tokens: c.tokens}
@@ -65,9 +62,7 @@ func WindowCases() []Case {
 					g.Logits = g.Add(&fusion.MatMulGLUOp{Out: g.NewBuf("o", c.tokens, c.out), In: x, Gate: fusion.Projection{Weight: "w"},
 						Up: fusion.Projection{Weight: "u"}, Act: fusion.ActSiLU, Prologue: pro})
 				case "rope_q", "rope_attn":
-					// 8 heads of 8 dims (2 KV heads): Q 64 rows, K and V 16
-					// (more than one dispatch of windows for Q only: the
-					// split form is taken when any of the three needs it).
+					// 8 heads of 8 dims (2 KV heads): Q 64 rows, K and V 16.
 					const heads, kvHeads, hd = 8, 2, 8
 					shape := fusion.HeadShape{Heads: heads, KVHeads: kvHeads, HeadDim: hd}
 					g.KV = fusion.KVSpec{Layers: 1, KVHeads: kvHeads, HeadDim: hd, MaxLen: 8}
@@ -86,18 +81,6 @@ func WindowCases() []Case {
 			Steps: []Step{{seq(c.tokens), 0}, {[]int32{4}, c.tokens}, {[]int32{2}, c.tokens + 1}},
 			Tol:   tol,
 		})
-	}
-	return cs
-}
-
-// WindowHalfCases is WindowCases under the f16 activation policy (half):
-// matvecw.wgsl's modules are specialized by the activations' type. (The
-// GPU class's f16-arithmetic decode kernel, where a device has one, rounds
-// these long rows' sums past halfTol: F16ArithCases covers it.)
-func WindowHalfCases() []Case {
-	var cs []Case
-	for _, c := range WindowCases() {
-		cs = append(cs, half(c))
 	}
 	return cs
 }
