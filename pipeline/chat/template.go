@@ -34,6 +34,7 @@ package chat
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -204,17 +205,28 @@ func renderPlain(msgs []Message, addGenerationPrompt bool) string {
 }
 
 // endOfTurnMarkers are the texts chat templates end a turn with, besides
-// the EOS token: Gemma, ChatML (Qwen, many fine-tunes), Llama 3, Phi-3.
-var endOfTurnMarkers = []string{"<end_of_turn>", "<|im_end|>", "<|eot_id|>", "<|end|>", "<|endoftext|>"}
+// the EOS token: Gemma's, ChatML's (Qwen, SmolLM3, many fine-tunes),
+// Llama 3's (<|eom_id|> ends a turn that calls a tool), Phi-3's, the
+// harmony format's (gpt-oss: <|return|> ends the final answer, <|call|> a
+// tool call) and the SentencePiece EOS text that Llama 2 and Mistral
+// templates write.
+var endOfTurnMarkers = []string{"<end_of_turn>", "<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "<|endoftext|>", "<|return|>", "<|call|>", "</s>"}
 
-// EndOfTurn lists the end-of-turn markers the template uses (the EOS token
-// aside, which ends generation anyway).
+// EndOfTurn lists the end-of-turn markers the template writes, and its
+// eos_token when it writes that (Mistral, Phi-3.5). In the harmony format
+// (a template that writes <|return|> or <|call|>), <|end|> closes each
+// message of a reply (the analysis before the final answer) rather than
+// the turn, so it is left out there, as llama.cpp does.
 func (t *Template) EndOfTurn() []string {
 	var out []string
+	harmony := strings.Contains(t.source, "<|return|>") || strings.Contains(t.source, "<|call|>")
 	for _, m := range endOfTurnMarkers {
-		if strings.Contains(t.source, m) {
+		if strings.Contains(t.source, m) && !(harmony && m == "<|end|>") {
 			out = append(out, m)
 		}
+	}
+	if t.eos != "" && strings.Contains(t.source, "eos_token") && !slices.Contains(out, t.eos) {
+		out = append(out, t.eos)
 	}
 	return out
 }

@@ -229,3 +229,45 @@ func TestPlainAndMarkers(t *testing.T) {
 		t.Errorf("a broken template: %v", err)
 	}
 }
+
+// TestEndOfTurn: each published template's end-of-turn markers are the
+// stop tokens its publisher lists (generation_config.json's eos_token_id)
+// that the template writes: Llama 3.1's <|eot_id|> and <|eom_id|>, Phi-3.5's
+// <|end|> and its EOS <|endoftext|>, gpt-oss's <|return|> and <|call|> (not
+// <|end|>, which ends the analysis message inside a reply), Mistral's EOS.
+func TestEndOfTurn(t *testing.T) {
+	dir := filepath.Join(testmodels.Root(t), "..", "shared", "chat-templates")
+	for _, tc := range []struct {
+		file, eos string
+		want      []string
+	}{
+		{"meta-llama-Llama-3.1-8B-Instruct.jinja", "<|eot_id|>", []string{"<|eot_id|>", "<|eom_id|>"}},
+		{"meta-llama-Llama-3.2-3B-Instruct.jinja", "<|eot_id|>", []string{"<|eot_id|>"}},
+		{"Qwen-Qwen2.5-7B-Instruct.jinja", "<|im_end|>", []string{"<|im_end|>"}},
+		{"Qwen-Qwen3-0.6B.jinja", "<|im_end|>", []string{"<|im_end|>"}},
+		{"HuggingFaceTB-SmolLM3-3B.jinja", "<|im_end|>", []string{"<|im_end|>"}},
+		{"microsoft-Phi-3.5-mini-instruct.jinja", "<|endoftext|>", []string{"<|end|>", "<|endoftext|>"}},
+		{"google-gemma-2-2b-it.jinja", "<eos>", []string{"<end_of_turn>"}},
+		{"google-gemma-3.jinja", "<eos>", []string{"<end_of_turn>"}},
+		{"Mistral-Small-3.2-24B-Instruct-2506.jinja", "</s>", []string{"</s>"}},
+		{"openai-gpt-oss-120b.jinja", "<|return|>", []string{"<|return|>", "<|call|>"}},
+	} {
+		src, err := os.ReadFile(filepath.Join(dir, tc.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tpl, err := Parse(string(src), "<s>", tc.eos)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := tpl.EndOfTurn()
+		slices.Sort(got)
+		slices.Sort(tc.want)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: end of turn %q, want %q", tc.file, got, tc.want)
+		}
+	}
+	if got := Plain().EndOfTurn(); len(got) != 0 {
+		t.Errorf("plain: %q", got)
+	}
+}
