@@ -23,13 +23,20 @@ import (
 // the engine decodes like Python. The engine then sees tags and nothing
 // between them.
 //
-// Two more rewrites keep transformers' behaviour: "| tojson" calls our
-// tojson (the engine's own filter would win over a variable of that
-// name), and the {% generation %} block of transformers' AssistantTracker
-// renders just its body.
+// Two more rewrites keep transformers' behaviour: the filters in
+// filterOverrides call ours (the engine's own filter would win over a
+// variable of that name): transformers' tojson and jinja2's title,
+// capitalize and abs, which the engine gets wrong; and the
+// {% generation %} block of transformers' AssistantTracker renders just
+// its body.
 
-// tojsonName is the variable that holds transformers' tojson.
-const tojsonName = "__chat_tojson"
+// filterOverrides maps a filter name to the variable that holds ours.
+var filterOverrides = map[string]string{
+	"tojson":     "__chat_tojson",
+	"title":      "__chat_title",
+	"capitalize": "__chat_capitalize",
+	"abs":        "__chat_abs",
+}
 
 // lex rewrites a jinja2 template source for the engine (see above).
 func lex(src string) (string, error) {
@@ -242,8 +249,8 @@ func tag(out *strings.Builder, src string, body int, kind byte) (int, error) {
 				j++
 			}
 			name := src[i:j]
-			if name == "tojson" && prev == '|' {
-				name = tojsonName
+			if to, ok := filterOverrides[name]; ok && prev == '|' {
+				name = to
 			}
 			inner.WriteString(name)
 			i, prev = j, 'a'

@@ -219,6 +219,22 @@ func TestTemplatesMatchJinja2(t *testing.T) {
 	compare(t, jobs)
 }
 
+// TestExpressionsMatchJinja2: each expression of
+// testdata/jinja2/expressions.txt (filters, tests, string methods,
+// slicing, operators, literals) prints as jinja2 prints it. The engine's
+// known differences are listed in the package documentation.
+func TestExpressionsMatchJinja2(t *testing.T) {
+	data, err := os.ReadFile("testdata/jinja2/expressions.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var jobs []job
+	for _, expr := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		jobs = append(jobs, job{Template: "{{ " + expr + " }}", Messages: convDone, Now: "2026-07-08T12:00:00", name: expr})
+	}
+	compare(t, jobs)
+}
+
 func TestPlainAndMarkers(t *testing.T) {
 	msgs := []Message{{System, "Be brief."}, {User, "Hi"}, {Assistant, "Hello."}, {User, "Bye"}}
 	got, _ := Plain().Render(msgs, true)

@@ -7,7 +7,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/ardanlabs/jinja"
 )
@@ -287,4 +289,76 @@ func strftime(t time.Time, format string) string {
 		}
 	}
 	return b.String()
+}
+
+// filters are ours for the names in filterOverrides.
+var filters = map[string]func([]jinja.Value, map[string]jinja.Value) (jinja.Value, error){
+	"tojson":     tojson,
+	"title":      strFilter(pyTitle),
+	"capitalize": strFilter(pyCapitalize),
+	"abs":        absFilter,
+}
+
+func strFilter(f func(string) string) func([]jinja.Value, map[string]jinja.Value) (jinja.Value, error) {
+	return func(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error) {
+		if len(args) != 1 || len(kwargs) != 0 {
+			return jinja.Undefined(), fmt.Errorf("the filter takes no arguments")
+		}
+		v := args[0]
+		if v.IsString() {
+			return jinja.NewString(f(v.AsString())), nil
+		}
+		return jinja.NewString(f(v.String())), nil
+	}
+}
+
+// pyTitle is jinja2's title filter: each word, split before runs of
+// whitespace, '-', '(', '{', '[' and '<', gets its first character upper
+// case and the rest lower case.
+func pyTitle(s string) string {
+	var b strings.Builder
+	start := true
+	for _, r := range s {
+		sep := pyIsSpace(r) || strings.ContainsRune("-({[<", r)
+		switch {
+		case sep:
+			b.WriteRune(r)
+		case start:
+			b.WriteString(strings.ToUpper(string(r)))
+		default:
+			b.WriteString(strings.ToLower(string(r)))
+		}
+		start = sep
+	}
+	return b.String()
+}
+
+// pyCapitalize is Python's str.capitalize: the first character title
+// case, the rest lower case.
+func pyCapitalize(s string) string {
+	for i, r := range s {
+		return string(unicode.ToTitle(r)) + strings.ToLower(s[i+utf8.RuneLen(r):])
+	}
+	return s
+}
+
+func absFilter(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error) {
+	if len(args) != 1 || len(kwargs) != 0 {
+		return jinja.Undefined(), fmt.Errorf("abs takes no arguments")
+	}
+	switch v := args[0]; {
+	case v.IsInt():
+		if v.AsInt() < 0 {
+			return jinja.NewInt(-v.AsInt()), nil
+		}
+		return v, nil
+	case v.IsFloat():
+		return jinja.NewFloat(math.Abs(v.AsFloat())), nil
+	case v.IsBool():
+		if v.AsBool() {
+			return jinja.NewInt(1), nil
+		}
+		return jinja.NewInt(0), nil
+	}
+	return jinja.Undefined(), fmt.Errorf("abs of %s", args[0].String())
 }
