@@ -91,7 +91,10 @@ func compare(t *testing.T, jobs []job) {
 		if !ok {
 			var err error
 			if tpl, err = Parse(j.Template, j.BOS, j.EOS); err != nil {
-				t.Fatalf("%s: %v", j.name, err)
+				if !errors.Is(err, ErrTemplate) || want[i].Text != nil {
+					fail(j, "parse: %v", err)
+				}
+				continue
 			}
 			parsed[key] = tpl
 		}
@@ -231,6 +234,39 @@ func TestExpressionsMatchJinja2(t *testing.T) {
 	var jobs []job
 	for _, expr := range strings.Split(strings.TrimSpace(string(data)), "\n") {
 		jobs = append(jobs, job{Template: "{{ " + expr + " }}", Messages: convDone, Now: "2026-07-08T12:00:00", name: expr})
+	}
+	compare(t, jobs)
+}
+
+// TestBrokenTemplatesFail: templates that jinja2 refuses, to parse or to
+// render, are errors here too (ErrTemplate), never a rendering or a panic.
+func TestBrokenTemplatesFail(t *testing.T) {
+	var jobs []job
+	for _, src := range []string{
+		"{% for m in messages %}{{ m.content }}",
+		"{{ messages[0].content ",
+		"text {# comment without an end",
+		"{% if true %}a{% else %}b",
+		"{{ (1 + 2 }}",
+		"{{ [1, 2) }}",
+		"{% raw %}never closed",
+		"{{ 'unterminated }}",
+		"{% endfor %}",
+		"{{ raise_exception('refused: ' ~ messages | length) }}",
+		"{% if messages[0].role == 'user' %}{{ raise_exception('no users') }}{% endif %}",
+		"{{ messages[0].content.nosuchmethod() }}",
+		"{{ nosuchfunction() }}",
+		"{{ messages | nosuchfilter }}",
+		"{{ messages | tojson(bad=1) }}",
+		"{{ undefined_thing | tojson }}",
+	} {
+		jobs = append(jobs, job{Template: src, Messages: convUser, AddGenerationPrompt: true, Now: "2026-07-08T12:00:00", name: src})
+	}
+	want := jinja2(t, jobs)
+	for i, j := range jobs {
+		if want[i].Text != nil {
+			t.Fatalf("%q: jinja2 rendered %q", j.Template, *want[i].Text)
+		}
 	}
 	compare(t, jobs)
 }
