@@ -44,6 +44,7 @@ package chat
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -74,6 +75,7 @@ type Template struct {
 	tpl      *jinja.Template // nil for the plain fallback
 	source   string
 	bos, eos string
+	vars     map[string]any // see WithVars
 }
 
 // Plain is the fallback for models without a chat template: a system
@@ -122,6 +124,17 @@ func (t *Template) Source() string { return t.source }
 // IsPlain reports whether t is the plain fallback.
 func (t *Template) IsPlain() bool { return t.tpl == nil }
 
+// WithVars returns a copy of t that renders with vars as further template
+// variables (such as enable_thinking: false for Qwen 3), under those of
+// RenderOptions.Vars. Conversations and Render use it.
+func (t *Template) WithVars(vars map[string]any) *Template {
+	c := *t
+	c.vars = make(map[string]any, len(t.vars)+len(vars))
+	maps.Copy(c.vars, t.vars)
+	maps.Copy(c.vars, vars)
+	return &c
+}
+
 // RenderOptions are the inputs of a rendering besides the messages.
 type RenderOptions struct {
 	// AddGenerationPrompt ends the text where the assistant's reply
@@ -153,7 +166,10 @@ func (t *Template) RenderWith(msgs []Message, opts RenderOptions) (out string, e
 	if now.IsZero() {
 		now = time.Now()
 	}
-	data := make(map[string]jinja.Value, len(opts.Vars)+10)
+	data := make(map[string]jinja.Value, len(t.vars)+len(opts.Vars)+10)
+	for k, v := range t.vars {
+		data[k] = jinja.FromGoValue(v)
+	}
 	for k, v := range opts.Vars {
 		data[k] = jinja.FromGoValue(v)
 	}

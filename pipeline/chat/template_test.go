@@ -271,6 +271,35 @@ func TestBrokenTemplatesFail(t *testing.T) {
 	compare(t, jobs)
 }
 
+// TestWithVars: a template given enable_thinking by WithVars renders Qwen
+// 3's and SmolLM3's no-thinking prompts as jinja2 does with that variable.
+func TestWithVars(t *testing.T) {
+	dir := filepath.Join(testmodels.Root(t), "..", "shared", "chat-templates")
+	var jobs []job
+	for _, file := range []string{"Qwen-Qwen3-0.6B.jinja", "HuggingFaceTB-SmolLM3-3B.jinja"} {
+		src, err := os.ReadFile(filepath.Join(dir, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs = append(jobs, job{Template: string(src), Messages: convAll, AddGenerationPrompt: true, EOS: "<|im_end|>",
+			Now: "2026-07-08T12:00:00", Vars: map[string]any{"enable_thinking": false}, name: file})
+	}
+	want := jinja2(t, jobs)
+	for i, j := range jobs {
+		tpl, err := Parse(j.Template, "", j.EOS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := tpl.WithVars(j.Vars).Render(j.Messages, true)
+		if err != nil || want[i].Text == nil || got != *want[i].Text {
+			t.Errorf("%s: got %q, %v; jinja2 %+v", j.name, got, err, want[i])
+		}
+		if plain, _ := tpl.Render(j.Messages, true); plain == got {
+			t.Errorf("%s: enable_thinking false changed nothing", j.name)
+		}
+	}
+}
+
 func TestPlainAndMarkers(t *testing.T) {
 	msgs := []Message{{System, "Be brief."}, {User, "Hi"}, {Assistant, "Hello."}, {User, "Bye"}}
 	got, _ := Plain().Render(msgs, true)
