@@ -188,7 +188,9 @@ func (t *Template) RenderWith(msgs []Message, opts RenderOptions) (out string, e
 	data["documents"] = jinja.None()
 	data["raise_exception"] = jinja.NewCallable("raise_exception", func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
 		msg := ""
-		if len(args) > 0 {
+		if len(args) > 0 && args[0].IsString() {
+			msg = args[0].AsString()
+		} else if len(args) > 0 {
 			msg = args[0].String()
 		}
 		return jinja.Undefined(), fmt.Errorf("%w: %s", errRaised, msg)

@@ -106,7 +106,7 @@ func compare(t *testing.T, jobs []job) {
 		w := want[i]
 		if w.Text == nil {
 			msg, raised := strings.CutPrefix(w.Error, "TemplateError: ")
-			if err == nil || !errors.Is(err, ErrTemplate) || raised && !strings.Contains(err.Error(), msg) {
+			if err == nil || !errors.Is(err, ErrTemplate) || raised && !strings.HasSuffix(err.Error(), "raise_exception: "+msg) {
 				fail(j, "got %q, %v; jinja2 raised %s", got, err, w.Error)
 			}
 			continue
