@@ -23,10 +23,11 @@
 // tuple, str.split with a maximum, upper case that changes length ("ß"),
 // printing floats without a fraction ("1.0" prints "1"), none (prints ""
 // rather than "None") and tuples, true division of integers, floor
-// division of negatives, round's banker's rounding, "%" formatting, list
-// repetition, a unary minus before a filter, an attribute of an undefined
-// value (empty rather than an error), and the fromjson filter (the engine
-// has one, jinja2 does not).
+// division of negatives, round (jinja2 rounds half to even, to a float),
+// "%" formatting, list repetition, a unary minus before a filter, an
+// attribute of an undefined value (empty rather than an error), select
+// without a test (an error here), and the fromjson filter (the engine has
+// one, jinja2 does not).
 //
 // A chat with a model loaded by package gpurun:
 //
