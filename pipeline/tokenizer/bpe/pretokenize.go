@@ -23,8 +23,20 @@ type regex struct{ re *regexp2.Regexp }
 // between matches, so nothing is lost.
 const matchTimeout = 2 * time.Second
 
+// compileRegex compiles a pattern written for the Rust engines (see
+// translateRegex).
 func compileRegex(expr string) (*regex, error) {
-	re, err := regexp2.Compile(expr, regexp2.None)
+	tr, err := translateRegex(expr)
+	if err != nil {
+		return nil, err
+	}
+	return compileRegexp2(tr, expr)
+}
+
+// compileRegexp2 compiles a pattern in regexp2's own syntax; expr is what
+// an error quotes.
+func compileRegexp2(pattern, expr string) (*regex, error) {
+	re, err := regexp2.Compile(pattern, regexp2.None)
 	if err != nil {
 		return nil, fmt.Errorf("%w: regex %q: %w", ErrInvalid, truncate(expr), err)
 	}
@@ -43,7 +55,7 @@ func compilePattern(p *patternJSON) (*regex, error) {
 		if *p.String == "" {
 			return nil, fmt.Errorf("%w: empty string pattern", ErrInvalid)
 		}
-		return compileRegex(regexp2.Escape(*p.String))
+		return compileRegexp2(regexp2.Escape(*p.String), *p.String)
 	}
 	return nil, fmt.Errorf("%w: pattern is neither String nor Regex", ErrInvalid)
 }
