@@ -1,9 +1,17 @@
 package bpe
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/dlclark/regexp2"
 )
@@ -128,6 +136,118 @@ func TestRegexPatternsUnchanged(t *testing.T) {
 		}
 		if got := findAll(t, expr, text); fmt.Sprintf("%q", got) != fmt.Sprintf("%q", want) {
 			t.Errorf("%q:\n got %q\nwant %q", expr, got, want)
+		}
+	}
+}
+
+// TestRegexMatchesJavaScript: on case folding and Unicode property names
+// JavaScript's RegExp with the u flag follows the same Unicode rules as
+// the Rust engines (simple case folding under i, UTS #18 property
+// classes), so node is a reference nobody here wrote for that part of the
+// rewrite: random text over letters with case orbits, digits, marks and
+// symbols must match the same ranges. (\w, \b, \s and $ are where
+// JavaScript differs from Rust; TestRustRegexSemantics covers them.)
+func TestRegexMatchesJavaScript(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("node is not installed (bash .ci/setup installs it)")
+		}
+		t.Skip("node is not installed")
+	}
+	type jsCase struct {
+		Pattern string     `json:"pattern"`
+		Flags   string     `json:"flags"`
+		Texts   []string   `json:"texts"`
+		got     [][][2]int // ours
+	}
+	// Each pattern is written once; under "i" ours gets a (?i) prefix.
+	patterns := []struct{ expr, flags string }{
+		{`'s|'t|'re|'ve|'m|'ll|'d`, "iu"},
+		{`[a-z]+`, "iu"},
+		{`[^a-zα-ω]+`, "iu"},
+		{`\p{Lu}+`, "iu"},
+		{`\p{Ll}\p{Lt}?`, "iu"},
+		{`σ+|k+|s+|i+|µ+|å+|ß`, "iu"},
+		{`\p{Lu}+|\p{Ll}+|\p{Lt}+|\p{Lm}+|\p{Lo}+`, "u"},
+		{`\p{Letter}+|\p{Number}+|\p{Mark}+|\p{Punctuation}+|\p{Symbol}+`, "u"},
+		{`\p{sc=Greek}+|\p{Script=Latin}+|\p{sc=Cyrillic}+|\p{Script=Han}+`, "u"},
+		{`\p{Alphabetic}+|\P{L}+`, "u"},
+		{`[\p{L}\p{N}]+|[^\p{L}\p{N}]+`, "u"},
+		{`[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|\p{N}{1,3}`, "u"},
+	}
+	// A pool of characters Go's Unicode tables know (so that node's newer
+	// Unicode cannot disagree on unassigned ones): every character with a
+	// case orbit, plus digits, marks, symbols and punctuation.
+	var pool []rune
+	assigned := []*unicode.RangeTable{unicode.L, unicode.M, unicode.N, unicode.P, unicode.S}
+	for r := rune(0x21); r < 0x20000; r++ {
+		if !unicode.In(r, assigned...) || unicode.Is(unicode.Co, r) {
+			continue
+		}
+		if unicode.SimpleFold(r) != r || r < 0x250 || unicode.In(r, unicode.Nl, unicode.Other_Alphabetic, unicode.Lt, unicode.Lm) && r%3 == 0 {
+			pool = append(pool, r)
+		}
+	}
+	rng := rand.New(rand.NewPCG(27, 3))
+	var texts []string
+	for range 400 {
+		var b strings.Builder
+		for range 1 + rng.IntN(16) {
+			if rng.IntN(6) == 0 {
+				b.WriteString([]string{"'", " ", "'s", "'S", "1", "'ll"}[rng.IntN(6)])
+				continue
+			}
+			b.WriteRune(pool[rng.IntN(len(pool))])
+		}
+		texts = append(texts, b.String())
+	}
+	var cases []*jsCase
+	for _, p := range patterns {
+		c := &jsCase{Pattern: p.expr, Flags: p.flags, Texts: texts}
+		expr := p.expr
+		if strings.Contains(p.flags, "i") {
+			expr = "(?i)" + expr
+		}
+		re, err := compileRegex(expr)
+		if err != nil {
+			t.Fatalf("%q: %v", expr, err)
+		}
+		for _, s := range texts {
+			c.got = append(c.got, re.matches([]rune(s)))
+		}
+		cases = append(cases, c)
+	}
+	in, err := json.Marshal(cases)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(node, filepath.Join("testdata", "jsregex.mjs"))
+	cmd.Stdin = bytes.NewReader(in)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node: %v\n%s", err, stderr.Bytes())
+	}
+	var want [][][][2]int
+	if err := json.Unmarshal(out, &want); err != nil {
+		t.Fatal(err)
+	}
+	if len(want) != len(cases) {
+		t.Fatalf("node answered %d cases, want %d", len(want), len(cases))
+	}
+	for i, c := range cases {
+		bad := 0
+		for j, s := range texts {
+			if fmt.Sprint(c.got[j]) != fmt.Sprint(want[i][j]) {
+				if bad++; bad <= 3 {
+					t.Errorf("/%s/%s on %q (%U): got %v, node %v", c.Pattern, c.Flags, s, []rune(s), c.got[j], want[i][j])
+				}
+			}
+		}
+		if bad > 0 {
+			t.Errorf("/%s/%s: %d of %d texts differ", c.Pattern, c.Flags, bad, len(texts))
 		}
 	}
 }
