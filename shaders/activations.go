@@ -18,7 +18,7 @@ import (
 // bits, or binary16 halves packed two per word when the uniform block's
 // flag p.N_f16 (or the flag named in parentheses) is set. See common.wgsl's
 // act_value and half_bits for the shared core: one word loaded, the half
-// or the f32 picked with selects (lavapipe runs both sides of a branch),
+// or the f32 picked with a select,
 // and a half written with two atomics, since the word's other half may
 // belong to another invocation.
 var (

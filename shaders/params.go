@@ -126,14 +126,10 @@ type MatParams struct {
 	Act      uint32  `wgsl:"act"`       // GLU variants: activation code
 	HasBias2 uint32  `wgsl:"has_bias2"` // GLU variants: the bias is the up projection's
 	Lanes    uint32  `wgsl:"lanes"`     // matvec_lanes: invocations per row (a power of two <= 64)
-	XT0      uint32  `wgsl:"x_t0"`      // matmul_few(_u): first token of the dispatch (xu holds tokens from it)
 	OutF16   uint32  `wgsl:"out_f16"`   // 1: out is an f16 activation (fusion.BufInfo.F16): packed binary16 pairs (stores round to the nearest half)
 	NormEps  float32 `wgsl:"norm_eps"`  // the *_norm kernels' RMS-norm epsilon
-	XF16     uint32  `wgsl:"x_f16"`     // 1: x (and xu) are f16 activations: packed binary16 pairs
-	WinRows  uint32  `wgsl:"win_rows"`  // matvec_w: rows per weight window (matvecw.wgsl)
+	XF16     uint32  `wgsl:"x_f16"`     // 1: x is an f16 activation: packed binary16 pairs
 	_        uint32  `wgsl:"pad0"`      // the block is a multiple of 16 bytes
-	_        uint32  `wgsl:"pad1"`
-	_        uint32  `wgsl:"pad2"`
 }
 
 // EmbedParams is the uniform block of wgsl/embed.wgsl.
@@ -372,51 +368,24 @@ func (v MatMulVariant) Variant() Variant {
 		{"EPW", "u32", fmt.Sprintf("%du", v.Weight.ElemsPerWord())},
 		{"QUANT", "bool", b(v.Quant)},
 		{"GLU", "bool", b(v.GLU)},
-		{"MV_ROWS", "u32", fmt.Sprintf("%du", sh.MatVecRows)},
 		{"LV_ROWS", "u32", fmt.Sprintf("%du", sh.LanesRows)},
 		{"MM_TOKENS", "u32", fmt.Sprintf("%du", sh.TileTokens)},
 		{"MM_ROWS", "u32", fmt.Sprintf("%du", sh.TileRows)},
 		{"MM_K", "u32", fmt.Sprintf("%du", sh.TileK)},
-		{"XH", "u32", "2u"}, // activations: 0 f32, 1 f16, 2 as p.x_f16 says
 	}}
 }
 
-// WindowVariant is the module of wgsl/matvecw.wgsl for v's weights (v
-// without Subgroups) and activations of one type, f16 (packed halves) or
-// f32: the module's XH constant fixes what matmul's modules read from
-// p.x_f16, so on lavapipe, which runs both sides of every branch, a module
-// loads and converts only one form.
-func (v MatMulVariant) WindowVariant(xf16 bool) Variant {
-	mv := v
-	mv.Subgroups, mv.F16 = false, false
-	r := mv.Variant()
-	r.Key += "_x32"
-	xh := "0u"
-	if xf16 {
-		r.Key, xh = strings.TrimSuffix(r.Key, "_x32")+"_x16", "1u"
-	}
-	for i, c := range r.Consts {
-		if c.Name == "XH" {
-			r.Consts[i].Value = xh
-		}
-	}
-	return r
-}
+// RopeKV is the kernel of wgsl/qkv.wgsl (fusion.MatMulRopeKV).
+const RopeKV = "lanes_rope_kv"
 
-// The kernels of wgsl/qkv.wgsl (fusion.MatMulRopeKV), CPU and GPU class.
-const (
-	RopeKVCPU = "matvec_rope_kv"
-	RopeKVGPU = "lanes_rope_kv"
-)
-
-// RopeKVVariant is the module of wgsl/qkv.wgsl holding kernel entry
-// (RopeKVCPU or RopeKVGPU) for v's weights (v without GLU or Subgroups).
-func (v MatMulVariant) RopeKVVariant(entry string) Variant {
+// RopeKVVariant is the module of wgsl/qkv.wgsl for v's weights (v without
+// GLU or Subgroups).
+func (v MatMulVariant) RopeKVVariant() Variant {
 	mv := v
 	mv.GLU, mv.Subgroups, mv.F16 = false, false, false
 	r := mv.Variant()
-	r.Key += map[string]string{RopeKVCPU: "_mv", RopeKVGPU: "_lanes"}[entry]
-	r.Entry = entry
+	r.Key += "_lanes"
+	r.Entry = RopeKV
 	return r
 }
 
@@ -433,12 +402,10 @@ func SubgroupVariantFits(n int) bool { return n >= 4 && n <= 64 && n&(n-1) == 0 
 // WGSL constants are generated from it, and the host sizes dispatches
 // with it.
 type MatMulShape struct {
-	MatVecWG   int // matvec: invocations per workgroup
-	MatVecRows int // matvec: rows per invocation
 	LanesWG    int // matvec_lanes: invocations per workgroup
 	LanesRows  int // matvec_lanes: rows per group of lanes
-	TileTokens int // matmul, matmul_direct: tokens per workgroup
-	TileRows   int // matmul, matmul_direct: output rows per workgroup
+	TileTokens int // matmul: tokens per workgroup
+	TileRows   int // matmul: output rows per workgroup
 	TileK      int // matmul: columns per staged step
 }
 
@@ -449,9 +416,9 @@ func (v MatMulVariant) Shape() MatMulShape {
 	if v.GLU {
 		rows = 32
 	}
-	return MatMulShape{MatVecWG: 16, MatVecRows: 8, LanesWG: 64, LanesRows: 2, TileTokens: 32, TileRows: rows, TileK: 32}
+	return MatMulShape{LanesWG: 64, LanesRows: 2, TileTokens: 32, TileRows: rows, TileK: 32}
 }
 
-// ChunkElems is how many weight elements one 16-byte chunk holds: the fast
-// paths need rows and scale blocks that are multiples of it.
+// ChunkElems is how many weight elements one 16-byte chunk holds: the
+// chunked paths need rows and scale blocks that are multiples of it.
 func (v MatMulVariant) ChunkElems() int { return 4 * v.Weight.ElemsPerWord() }

@@ -103,16 +103,7 @@ var specialized = map[string]func() []Variant{
 		var out []Variant
 		for _, v := range MatMulVariants() {
 			if !v.GLU && !v.Subgroups {
-				out = append(out, v.RopeKVVariant(RopeKVCPU), v.RopeKVVariant(RopeKVGPU))
-			}
-		}
-		return out
-	},
-	"matvecw": func() []Variant {
-		var out []Variant
-		for _, v := range MatMulVariants() {
-			if !v.Subgroups {
-				out = append(out, v.WindowVariant(false), v.WindowVariant(true))
+				out = append(out, v.RopeKVVariant())
 			}
 		}
 		return out

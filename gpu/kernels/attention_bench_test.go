@@ -30,7 +30,7 @@ func BenchmarkAttentionDecode(b *testing.B) {
 		for _, sh := range shapes {
 			for _, f16 := range []bool{true, false} {
 				for _, valid := range []int{16, 256, 1000} {
-					for _, kind := range []kernels.AttentionKind{kernels.AttentionPerHead, kernels.AttentionSplit, kernels.AttentionTiled, kernels.AttentionDecode} {
+					for _, kind := range []kernels.AttentionKind{kernels.AttentionPerHead, kernels.AttentionSplit, kernels.AttentionTiled} {
 						b.Run(fmt.Sprintf("%s/%s/f16=%v/len=%d/%s", d.Name, sh.name, f16, valid, kind), func(b *testing.B) {
 							be := backendOn(b, deviceAt(b, i), kernels.Options{Attention: kind})
 							benchAttention(b, be, sh.heads, sh.kvHeads, sh.hd, maxLen, valid, f16)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/gpurun/gpurun/fusion"
@@ -19,7 +18,7 @@ import (
 // every graph, prefill included, so both variants see every geometry.
 func TestAttentionConformance(t *testing.T) {
 	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
-		for _, kind := range []kernels.AttentionKind{kernels.AttentionPerHead, kernels.AttentionSplit, kernels.AttentionTiled, kernels.AttentionDecode} {
+		for _, kind := range []kernels.AttentionKind{kernels.AttentionPerHead, kernels.AttentionSplit, kernels.AttentionTiled} {
 			t.Run(fmt.Sprint(kind), func(t *testing.T) {
 				opts := kernels.Options{Attention: kind}
 				conformance.RunCases(t, conformance.AttentionCases(), func(t testing.TB) gpu.Backend {
@@ -30,40 +29,34 @@ func TestAttentionConformance(t *testing.T) {
 	})
 }
 
-// TestDecodeAttentionVariantChosen: the decode kernel (AttentionDecode)
-// reads an f16 cache through attn_dec4 exactly where its head dim is a
-// multiple of 8 and its length a multiple of 4, and through attn_dec
-// elsewhere (f32 caches included), with the variant whose loops cover the
-// head dim and, for GQA groups, the batched one; the kernel a profiled
-// step names is the one that ran. TestAttentionConformance's attn_dec4
-// cases check results only, so without this a planner that stopped
-// choosing attn_dec4 would still pass them on attn_dec.
-func TestDecodeAttentionVariantChosen(t *testing.T) {
+// TestAttentionVariantChosen: AttentionAuto splits decode steps over the
+// sequence (attn_split, attn_combine) and tiles prefills (attn_tiled), for
+// f32 and f16 caches, GQA groups and odd head dims alike, on every device;
+// the kernels a profiled step names are the ones that ran.
+// TestAttentionConformance forces each kind and checks results only, so
+// without this a planner that stopped choosing them would still pass.
+func TestAttentionVariantChosen(t *testing.T) {
 	cases := []struct {
-		heads, kvHeads, hd, maxLen int
-		f16                        bool
-		want                       string
+		tokens, heads, kvHeads, hd, maxLen int
+		f16                                bool
+		want                               []string
 	}{
-		{12, 12, 64, 1280, true, "attn_dec4_d64"},
-		{32, 4, 64, 1280, true, "attn_dec4_g4_d64"},
-		{8, 4, 8, 512, true, "attn_dec4_g4_d8"},
-		{2, 1, 8, 264, true, "attn_dec4_g4_d8"},
-		{2, 2, 8, 264, true, "attn_dec4_d8"},
-		{6, 6, 128, 16, true, "attn_dec4_d128"},
-		{4, 4, 36, 64, true, "attn_dec_d64_f16"},     // head dim not a multiple of 8
-		{12, 12, 64, 1282, true, "attn_dec_d64_f16"}, // length not a multiple of 4
-		{3, 3, 7, 64, true, "attn_dec_d8_f16"},
-		{12, 12, 64, 1280, false, "attn_dec_d64"}, // f32 cache
+		{1, 12, 12, 64, 1280, true, []string{"attn_split_f16", "attn_combine"}},
+		{1, 32, 4, 64, 1280, false, []string{"attn_split", "attn_combine"}},
+		{1, 3, 3, 7, 64, true, []string{"attn_split_f16", "attn_combine"}},
+		{4, 8, 4, 8, 512, true, []string{"attn_split_f16", "attn_combine"}},
+		{5, 8, 4, 8, 512, true, []string{"attn_tiled_f16"}},
+		{16, 12, 12, 64, 64, false, []string{"attn_tiled"}},
 	}
 	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
 		if !dev.Info().Timestamps {
 			t.Fatalf("%s: no timestamps to profile with (lavapipe and SwiftShader have them)", dev.Info().Name)
 		}
-		be := backendOn(t, dev, kernels.Options{Attention: kernels.AttentionDecode})
+		be := backendOn(t, dev, kernels.Options{})
 		for _, c := range cases {
-			t.Run(fmt.Sprintf("h%d_kv%d_d%d_max%d_f16%v", c.heads, c.kvHeads, c.hd, c.maxLen, c.f16), func(t *testing.T) {
-				p := attentionProgram(t, be, 1, c.heads, c.kvHeads, c.hd, c.maxLen, c.f16)
-				ops, err := p.(gpu.Profiler).Profile(context.Background(), []int32{1}, 5)
+			t.Run(fmt.Sprintf("t%d_h%d_kv%d_d%d_max%d_f16%v", c.tokens, c.heads, c.kvHeads, c.hd, c.maxLen, c.f16), func(t *testing.T) {
+				p := attentionProgram(t, be, c.tokens, c.heads, c.kvHeads, c.hd, c.maxLen, c.f16)
+				ops, err := p.(gpu.Profiler).Profile(context.Background(), make([]int32, c.tokens), 5)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -73,8 +66,8 @@ func TestDecodeAttentionVariantChosen(t *testing.T) {
 						ran = append(ran, op.Kernels...)
 					}
 				}
-				if !slices.ContainsFunc(ran, func(k string) bool { return k == c.want || strings.HasSuffix(k, "."+c.want) }) {
-					t.Errorf("attention kernels %v, want %s", ran, c.want)
+				if !slices.Equal(ran, c.want) {
+					t.Errorf("attention kernels %v, want %v", ran, c.want)
 				}
 			})
 		}

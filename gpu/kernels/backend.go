@@ -4,6 +4,13 @@
 // binding limit), recorded once into a command list with its parameters
 // written once; each Run only writes the small step buffer (position, token
 // count, token ids) and submits the same list again.
+//
+// Every device runs one kernel set: a software driver (lavapipe,
+// SwiftShader) gets exactly the kernels a discrete GPU gets. The planner
+// picks among variants only by what a kernel needs of the device
+// (capabilities: subgroup operations and their size, shader f16, storage
+// bindings per stage) and by the shape of the work, never by the device's
+// type (see caps).
 package kernels
 
 import (
@@ -21,20 +28,16 @@ type Options struct {
 	// weights into row blocks; activations and the cache keep the device
 	// limit.
 	MaxBinding int64
-	// Class picks the matrix kernel variants: ClassAuto (by the device
-	// type), ClassCPU or ClassGPU (forced; the conformance tests run both
-	// on any device).
-	Class DeviceClass
 	// Attention picks the attention kernels (AttentionAuto: split over
 	// the sequence for decode, tiled over queries and keys for prefill).
 	Attention AttentionKind
-	// Subgroups picks the GPU-class decode kernel's reduction:
+	// Subgroups picks the decode kernel's reduction:
 	// SubgroupsAuto uses subgroup operations where the device offers them
 	// (gpu.Info.SubgroupSize: Vulkan devices with basic and shuffle
 	// subgroup operations), SubgroupsOff keeps the portable
 	// workgroup-memory reduction everywhere.
 	Subgroups SubgroupMode
-	// F16 picks the arithmetic of the GPU-class decode kernel where it
+	// F16 picks the arithmetic of the decode kernel where it
 	// reduces through subgroups: F16Auto uses f16 arithmetic
 	// (matvec_sg_h) for f16 activations (the model's activation policy)
 	// and f16, int8 or int4 weights on devices reporting it (gpu.Info.F16:
@@ -73,55 +76,29 @@ func (m SubgroupMode) String() string {
 	return "subgroups"
 }
 
-// DeviceClass selects a family of kernel variants.
-//
-// CPU-class variants (CPU devices such as lavapipe, where a workgroup runs
-// on one thread as SIMD lanes, every storage load is a per-lane loop and a
-// barrier is expensive): matvec_w (the weights and their scales read
-// through 64 KiB uniform windows, eight per dispatch, whose loads are
-// gathers where storage loads are lane loops; the step's activations from
-// a 64 KiB uniform binding) where the device has 13 uniform bindings per
-// stage and a window holds a row, else matvec (8 rows per invocation
-// sharing each activation load, no barriers; matvec_u where the
-// activations fit the uniform binding); for prefill matmul_few_w (the same
-// windows, 4 tokens per invocation) or matmul_few_u once per 4 tokens (their
-// activations bound as a 64 KiB uniform window; matmul_direct, 4 tokens x
-// 8 rows per invocation from memory, where the window does not fit) and,
-// for batched steps of up to 4 rows, matmul_few(_u). CPU-class backends pad
-// every weight buffer by 64 KiB for the windows.
-//
-// GPU-class variants (everything else): matvec_lanes (groups of lanes read
-// consecutive 16-byte chunks of a row, coalesced; workgroup-memory
-// reduction) and matmul (weight tiles dequantized once into workgroup
-// memory, 4 tokens x 8 rows per invocation). Shapes whose rows or scale
-// blocks do not hold whole 16-byte chunks take the CPU-class kernels, which
-// have an element-wise path.
-type DeviceClass uint8
+// caps is what the planner may choose kernels by: the capabilities of the
+// device the kernels need, with the options that turn them off. It holds
+// nothing of the device's type, so a software driver that offers what a
+// GPU offers gets the GPU's kernels.
+type caps struct {
+	subgroups      bool // decode products reduce through subgroup operations (matvec_sg)
+	f16            bool // ... and may do so in f16 arithmetic (matvec_sg_h, for f16 activations)
+	storageBuffers int  // storage buffers per shader stage (0: unknown, taken as enough)
+}
 
-const (
-	ClassAuto DeviceClass = iota
-	ClassCPU
-	ClassGPU
-)
-
-func (c DeviceClass) String() string {
-	switch c {
-	case ClassAuto:
-		return "auto"
-	case ClassCPU:
-		return "cpuclass"
-	case ClassGPU:
-		return "gpuclass"
-	}
-	return fmt.Sprintf("DeviceClass(%d)", uint8(c))
+// capsOf returns the capabilities of a device as the options allow them.
+func capsOf(info gpu.Info, opts Options) caps {
+	subgroups := opts.Subgroups == SubgroupsAuto && shaders.SubgroupVariantFits(info.SubgroupSize)
+	// The f16 variants hold the subgroup reduction; WebGPU (no f16 in its
+	// naga) and SwiftShader (no f16 feature) report F16 false.
+	f16 := subgroups && info.F16 && info.Backend == "vulkan" && opts.F16 == F16Auto
+	return caps{subgroups: subgroups, f16: f16, storageBuffers: info.MaxStorageBuffers}
 }
 
 type backend struct {
 	dev        gpu.Device
 	info       gpu.Info
-	gpuClass   bool // GPU-class kernel variants
-	subgroups  bool // GPU-class decode reduces through subgroup operations
-	f16        bool // ... and may do so in f16 arithmetic (for f16 activations)
+	caps       caps
 	attention  AttentionKind
 	maxBinding int64 // bytes per weight binding
 	devBinding int64 // bytes per binding of the device
@@ -145,12 +122,7 @@ func NewWithOptions(dev gpu.Device, opts Options) gpu.Backend {
 	if opts.MaxBinding > 0 && opts.MaxBinding < mb {
 		mb = opts.MaxBinding
 	}
-	gpuClass := opts.Class == ClassGPU || (opts.Class == ClassAuto && info.Type != gpu.CPU)
-	subgroups := gpuClass && opts.Subgroups == SubgroupsAuto && shaders.SubgroupVariantFits(info.SubgroupSize)
-	// The f16 variants hold the subgroup reduction; WebGPU (no f16 in its
-	// naga) and SwiftShader (no f16 feature) report F16 false.
-	f16 := subgroups && info.F16 && info.Backend == "vulkan" && opts.F16 == F16Auto
-	return &backend{dev: dev, info: info, gpuClass: gpuClass, subgroups: subgroups, f16: f16, attention: opts.Attention, maxBinding: mb &^ 3, devBinding: dev0 &^ 3, kernels: map[string]gpu.Kernel{}}
+	return &backend{dev: dev, info: info, caps: capsOf(info, opts), attention: opts.Attention, maxBinding: mb &^ 3, devBinding: dev0 &^ 3, kernels: map[string]gpu.Kernel{}}
 }
 
 func (b *backend) Info() gpu.Info { return b.info }

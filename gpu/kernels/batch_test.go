@@ -20,8 +20,8 @@ import (
 // positions, each prefilled on its own cache with a different prefix of
 // llama.cpp's golden prompt, gives every row llama.cpp's logits for that
 // prompt position: with the rows out of order, and with only some of the
-// sequences stepping (the others' rows unused). Both device classes' matrix
-// kernels, f32 and f16 caches, and the architectures whose positional ops
+// sequences stepping (the others' rows unused). f32 and f16 caches, a
+// quantized model, and the architectures whose positional ops
 // differ (gemma2: sliding window and soft cap; phi2: partial rotary
 // dims); a plain Compile refuses the batched graph and bad rows fail.
 func TestBatchedStep(t *testing.T) {
@@ -31,19 +31,17 @@ func TestBatchedStep(t *testing.T) {
 			model string
 			tol   float64 // as TestArchGolden
 			f16   bool
-			class kernels.DeviceClass
 		}{
-			{"llama", 5e-4, false, kernels.ClassAuto},
-			{"llama", 5e-4, false, kernels.ClassGPU},
-			{"gemma2", 5e-4, false, kernels.ClassAuto},
-			{"phi2", 5e-4, false, kernels.ClassGPU},
-			{"llama-q4_0", 1e-2, false, kernels.ClassAuto},
+			{"llama", 5e-4, false},
+			{"gemma2", 5e-4, false},
+			{"phi2", 5e-4, false},
+			{"llama-q4_0", 1e-2, false},
 			// An f16 cache rounds what the golden prompt's keys were.
-			{"llama", 5e-3, true, kernels.ClassAuto},
+			{"llama", 5e-3, true},
 		} {
-			name := fmt.Sprintf("%s/class=%s/f16=%v", tc.model, tc.class, tc.f16)
+			name := fmt.Sprintf("%s/f16=%v", tc.model, tc.f16)
 			t.Run(name, func(t *testing.T) {
-				batchCase(t, dev, filepath.Join(dir, tc.model+".gguf"), tc.model, tc.tol, tc.f16, kernels.Options{Class: tc.class})
+				batchCase(t, dev, filepath.Join(dir, tc.model+".gguf"), tc.model, tc.tol, tc.f16, kernels.Options{})
 			})
 		}
 	})

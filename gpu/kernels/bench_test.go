@@ -18,7 +18,7 @@ import (
 // of gpu/cpu's BenchmarkMatMul (2048x2048; decode and a 32-token prefill) so
 // the backends compare in one run. On lavapipe these measure the CPU
 // emulation, not a GPU. Decode on a device with subgroups (Vulkan) also
-// runs the GPU class without them (matvec_lanes beside matvec_sg).
+// runs without them (matvec_lanes beside matvec_sg).
 func BenchmarkMatVec(b *testing.B) { benchOnDevices(b, 1, 2048, 2048) }
 
 func BenchmarkMatMul(b *testing.B) { benchOnDevices(b, 32, 2048, 2048) }
@@ -27,26 +27,17 @@ func benchOnDevices(b *testing.B, tokens, rows, cols int) {
 	for i, d := range devices {
 		b.Run(d.Name, func(b *testing.B) {
 			dev := deviceAt(b, i)
-			// The variants the device gets, then the other class forced
-			// (so lavapipe also measures the GPU-class kernels).
-			auto, other := kernels.ClassCPU, kernels.ClassGPU
-			if dev.Info().Type != gpu.CPU {
-				auto, other = other, auto
-			}
-			b.Run(className(auto), func(b *testing.B) { benchMatMul(b, dev, kernels.Options{Class: auto}, tokens, rows, cols) })
-			b.Run(className(other)+"-forced", func(b *testing.B) { benchMatMul(b, dev, kernels.Options{Class: other}, tokens, rows, cols) })
+			b.Run("auto", func(b *testing.B) { benchMatMul(b, dev, kernels.Options{}, tokens, rows, cols) })
 			if tokens == 1 && dev.Info().SubgroupSize > 0 {
-				// The GPU-class decode kernel's portable reduction, beside
-				// the subgroup one the runs above used.
-				b.Run("gpuclass-nosubgroups", func(b *testing.B) {
-					benchMatMul(b, dev, kernels.Options{Class: kernels.ClassGPU, Subgroups: kernels.SubgroupsOff}, tokens, rows, cols)
+				// The decode kernel's portable reduction, beside the
+				// subgroup one the run above used.
+				b.Run("nosubgroups", func(b *testing.B) {
+					benchMatMul(b, dev, kernels.Options{Subgroups: kernels.SubgroupsOff}, tokens, rows, cols)
 				})
 			}
 		})
 	}
 }
-
-func className(c kernels.DeviceClass) string { return c.String() }
 
 // reportKernel adds the profile of one step of the matrix product (device
 // time from timestamps, and the work the backend counts for it) where the
@@ -91,7 +82,7 @@ func benchMatMul(b *testing.B, dev gpu.Device, opts kernels.Options, tokens, row
 	}
 }
 
-// BenchmarkMatVecF16 times the GPU-class decode kernel for f16
+// BenchmarkMatVecF16 times the decode kernel for f16
 // activations in f16 arithmetic (matvec_sg_h) and in f32 (matvec_sg),
 // alternating per weight type, on Vulkan devices reporting f16.
 func BenchmarkMatVecF16(b *testing.B) {
@@ -105,7 +96,7 @@ func BenchmarkMatVecF16(b *testing.B) {
 				{"int8_b32_f16", tensors.I8, 32, tensors.F16}, {"int4_b32_f16", tensors.I4, 32, tensors.F16}} {
 				for _, m := range []kernels.F16Mode{kernels.F16Auto, kernels.F16Off} {
 					b.Run(fmt.Sprintf("%s/2048x2048/%s", ty.name, m), func(b *testing.B) {
-						benchOne(b, dev, kernels.Options{Class: kernels.ClassGPU, F16: m}, ty, 1, 2048, 2048, true)
+						benchOne(b, dev, kernels.Options{F16: m}, ty, 1, 2048, 2048, true)
 					})
 				}
 			}

@@ -62,8 +62,8 @@ var f16Cases = []struct {
 	{tensors.I4, tensors.F32, 64, 256},
 }
 
-// TestF16ArithmeticConformance runs the f16-arithmetic decode kernel (GPU
-// class forced) against the CPU backend, on every device: on Vulkan
+// TestF16ArithmeticConformance runs the f16-arithmetic decode kernel
+// against the CPU backend, on every device: on Vulkan
 // devices with f16 (lavapipe) it is matvec_sg_h, elsewhere the f32
 // kernels (checked by TestF16VariantChosen) held to the same tolerance.
 func TestF16ArithmeticConformance(t *testing.T) {
@@ -82,20 +82,19 @@ func TestF16ArithmeticConformance(t *testing.T) {
 				if glu {
 					tol = f16ArithGLUTol
 				}
-				compare(t, g, ws, []step{{toks(3), 0}, {toks(7), 1}}, tol, kernels.Options{Class: kernels.ClassGPU})
+				compare(t, g, ws, []step{{toks(3), 0}, {toks(7), 1}}, tol, kernels.Options{})
 			})
 		}
 	}
 }
 
-// TestF16VariantChosen holds the selection rule: GPU-class decode takes
+// TestF16VariantChosen holds the selection rule: decode takes
 // matvec_sg_h exactly on a Vulkan device reporting f16 (lavapipe; not
 // SwiftShader, which has no f16 feature), with subgroups, for f16
 // activations and f16/int8/int4 weights, unless Options turn f16 or
 // subgroups off; f32 activations (the policy of f32 models such as Falcon
 // and Phi-2) keep matvec_sg, f32 weights too, and WebGPU keeps
-// matvec_lanes. The CPU class takes matvec_w (uniform weight windows)
-// whatever the activations.
+// matvec_lanes.
 func TestF16VariantChosen(t *testing.T) {
 	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
 		info := dev.Info()
@@ -107,28 +106,24 @@ func TestF16VariantChosen(t *testing.T) {
 		}
 		sg := shaders.SubgroupVariantFits(info.SubgroupSize)
 		for _, c := range []struct {
-			opts     kernels.Options
-			half     bool
-			dt       tensors.DType
-			wantH    bool // matvec_sg_h where the device has f16 and subgroups
-			wantSG   bool // else matvec_sg where it has subgroups
-			fallback string
+			opts   kernels.Options
+			half   bool
+			dt     tensors.DType
+			wantH  bool // matvec_sg_h where the device has f16 and subgroups
+			wantSG bool // else matvec_sg where it has subgroups
 		}{
-			{kernels.Options{Class: kernels.ClassGPU}, true, tensors.I8, true, true, ""},
-			{kernels.Options{Class: kernels.ClassGPU}, true, tensors.F16, true, true, ""},
-			{kernels.Options{Class: kernels.ClassGPU}, false, tensors.I8, false, true, ""},
-			{kernels.Options{Class: kernels.ClassGPU}, true, tensors.F32, false, true, ""},
-			{kernels.Options{Class: kernels.ClassGPU, F16: kernels.F16Off}, true, tensors.I8, false, true, ""},
-			{kernels.Options{Class: kernels.ClassGPU, Subgroups: kernels.SubgroupsOff}, true, tensors.I8, false, false, ""},
-			{kernels.Options{Class: kernels.ClassCPU}, true, tensors.I8, false, false, "matvec_w"},
+			{kernels.Options{}, true, tensors.I8, true, true},
+			{kernels.Options{}, true, tensors.F16, true, true},
+			{kernels.Options{}, false, tensors.I8, false, true},
+			{kernels.Options{}, true, tensors.F32, false, true},
+			{kernels.Options{F16: kernels.F16Off}, true, tensors.I8, false, true},
+			{kernels.Options{Subgroups: kernels.SubgroupsOff}, true, tensors.I8, false, false},
 		} {
-			name := fmt.Sprintf("%s_%s_%s_%s_half%v", c.opts.Class, c.opts.Subgroups, c.opts.F16, c.dt, c.half)
+			name := fmt.Sprintf("%s_%s_%s_half%v", c.opts.Subgroups, c.opts.F16, c.dt, c.half)
 			t.Run(name, func(t *testing.T) {
 				kernel := f16ProfiledKernels(t, backendOn(t, dev, c.opts), c.dt, c.half)
 				want := "matvec_lanes."
 				switch {
-				case c.fallback != "":
-					want = c.fallback + "."
 				case c.wantH && sg && info.F16 && info.Backend == "vulkan":
 					want = "matvec_sg_h."
 				case c.wantSG && sg:

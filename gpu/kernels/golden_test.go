@@ -5,7 +5,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/gpurun/gpurun/fusion"
@@ -69,10 +68,8 @@ func newSession(t *testing.T, dev gpu.Device, ck *model.Checkpoint, prefillLen, 
 	return s
 }
 
-// TestStories260KGolden: llama2.c's stories260K on WebGPU and Vulkan, with
-// the device's own kernel class and with the GPU-class kernels forced, must
-// produce the
-// exact greedy ids llama.cpp produced for every golden prompt, and the
+// TestStories260KGolden: llama2.c's stories260K on WebGPU and Vulkan must
+// produce the exact greedy ids llama.cpp produced for every golden prompt, and the
 // logits of the first generated position within 2e-4 of llama.cpp's (f32
 // KV): run.c and llama.cpp differ by 1.1e-5 at |logit| ~18; GPU summation
 // order and transcendental functions add an order of magnitude at most.
@@ -87,9 +84,6 @@ func TestStories260KGolden(t *testing.T) {
 	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
 		for _, tc := range cases {
 			t.Run(tc.Name, func(t *testing.T) { checkStories(t, dev, ck, tc, false, kernels.Options{}) })
-			if tc.Name == cases[0].Name { // one prompt: the arch cases cover the GPU class too
-				t.Run(tc.Name+"_gpuclass", func(t *testing.T) { checkStories(t, dev, ck, tc, false, kernels.Options{Class: kernels.ClassGPU}) })
-			}
 			t.Run(tc.Name+"_f16", func(t *testing.T) { checkStories(t, dev, ck, tc, true, kernels.Options{}) })
 		}
 	})
@@ -148,8 +142,7 @@ func checkStories(t *testing.T, dev gpu.Device, ck *model.Checkpoint, tc testmod
 }
 
 // TestArchGolden runs the tiny GGUF models of ../shared/models/arch on
-// every device (unfused, fused, and fused with the GPU-class kernels
-// forced): the logits of all 12 prompt positions and of the 24 greedy decode
+// every device (unfused and fused): the logits of all 12 prompt positions and of the 24 greedy decode
 // steps must be within 5e-4 of llama.cpp's (the README's sensitivity table:
 // 5e-4 accepts f32 rounding differences, including GELU near fp16 rounding
 // boundaries, and catches every listed mistake), and every greedy id must
@@ -177,20 +170,12 @@ func TestArchGolden(t *testing.T) {
 		} {
 			t.Run(tc.name, func(t *testing.T) { archCase(t, dev, dir, tc.name, tc.tol, false, kernels.Options{}) })
 			t.Run(tc.name+"_fused", func(t *testing.T) { archCase(t, dev, dir, tc.name, tc.tol, true, kernels.Options{}) })
-			t.Run(tc.name+"_fused_gpuclass", func(t *testing.T) {
-				archCase(t, dev, dir, tc.name, tc.tol, true, kernels.Options{Class: kernels.ClassGPU})
-			})
+			// With f16 activations: on Vulkan devices with f16 (lavapipe)
+			// the quantized files' decode runs in f16 arithmetic
+			// (matvec_sg_h), held to their tolerance.
 			t.Run(tc.name+"_fused_f16", func(t *testing.T) {
 				archCase(t, dev, dir, tc.name, max(tc.tol, archHalfTol), true, kernels.Options{}, true)
 			})
-			if strings.HasPrefix(tc.name, "llama-q") {
-				// The f16 policy on the GPU class: on Vulkan devices with
-				// f16 (lavapipe) decode runs in f16 arithmetic
-				// (matvec_sg_h), held to the quantized files' tolerance.
-				t.Run(tc.name+"_fused_f16_gpuclass", func(t *testing.T) {
-					archCase(t, dev, dir, tc.name, max(tc.tol, archHalfTol), true, kernels.Options{Class: kernels.ClassGPU}, true)
-				})
-			}
 		}
 	})
 }
@@ -216,10 +201,9 @@ func archCase(t *testing.T, dev gpu.Device, dir, name string, tol float64, fused
 // (../shared/models/arch2: llama3's rope factors, qwen2's biases, qwen3's
 // and gemma3's per-head q/k norms, gemma3's sliding layers with their own
 // rope base, phi3's LongRoPE with its attention factor, smollm3's NoPE
-// layers) on every device, unfused, fused and fused with the GPU-class
-// kernels, as TestArchGolden does. The tolerance, 2e-4, is well below the
-// README's smallest convention effect (1.5e-3: smollm3's NoPE layers
-// ignored).
+// layers) on every device, unfused and fused, as TestArchGolden does. The
+// tolerance, 2e-4, is well below the README's smallest convention effect
+// (1.5e-3: smollm3's NoPE layers ignored).
 func TestArch2Golden(t *testing.T) {
 	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
 		for _, name := range []string{"llama3", "qwen2", "qwen3", "gemma3", "phi3", "smollm3"} {
@@ -228,9 +212,6 @@ func TestArch2Golden(t *testing.T) {
 			const tol = 2e-4
 			t.Run(name, func(t *testing.T) { archGoldenCase(t, dev, path, golden, tol, false, kernels.Options{}) })
 			t.Run(name+"_fused", func(t *testing.T) { archGoldenCase(t, dev, path, golden, tol, true, kernels.Options{}) })
-			t.Run(name+"_fused_gpuclass", func(t *testing.T) {
-				archGoldenCase(t, dev, path, golden, tol, true, kernels.Options{Class: kernels.ClassGPU})
-			})
 		}
 	})
 }

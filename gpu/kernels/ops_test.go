@@ -95,7 +95,7 @@ func TestMatMul(t *testing.T) {
 				tc{tensors.I4, 0, st, 38, 17, tokens, false, false, 0},
 				tc{tensors.I4, 8, st, 64, 33, tokens, true, false, 0},
 				// Shapes of whole 16-byte chunks: the chunked paths and
-				// the GPU-class kernels (rows not a multiple of a tile,
+				// the tiled matmul (rows not a multiple of a tile,
 				// columns not a multiple of a tiled step).
 				tc{tensors.I4, 32, st, 96, 70, tokens, true, false, 0},
 				tc{tensors.I4, 0, st, 64, 33, tokens, false, false, 0},
@@ -116,8 +116,8 @@ func TestMatMul(t *testing.T) {
 		tc{tensors.I4, 16, tensors.F16, 48, 33, 40, false, false, 0},
 		tc{tensors.I4, 32, tensors.F16, 64, 130, 40, true, false, 0},
 		tc{tensors.F32, 0, 0, 36, 70, 40, false, false, 36 * 4 * 20},
-		// Decode rows over the 64 KiB of activations matvec_u reads from
-		// a uniform binding: the CPU class's storage-read matvec.
+		// Decode rows of 16K elements (every lane of a row group loops
+		// over many chunks).
 		tc{tensors.I8, 32, tensors.F16, 16416, 9, 1, true, false, 0},
 		tc{tensors.F32, 0, 0, 16388, 5, 1, false, false, 0})
 	for _, c := range cases {
@@ -147,9 +147,9 @@ func TestMatMul(t *testing.T) {
 			steps := []step{{tk, 0}, {tk[:1], 0}}
 			// f32 dot products of up to 64 terms of |x|,|w| <= 1, in another
 			// order (per-element vs per-block scaling too): f32sum.
-			// The GPU class with and without subgroup operations (the same
-			// kernels on devices without them).
-			for _, o := range []kernels.Options{{Class: kernels.ClassCPU}, {Class: kernels.ClassGPU}, {Class: kernels.ClassGPU, Subgroups: kernels.SubgroupsOff}} {
+			// With and without subgroup operations (the same kernels on
+			// devices without them).
+			for _, o := range []kernels.Options{{}, {Subgroups: kernels.SubgroupsOff}} {
 				o.MaxBinding = c.maxBind
 				compare(t, g, ws, steps, tolerance{abs: 2e-5, rel: 2e-5}, o)
 			}

@@ -32,7 +32,6 @@ type planner struct {
 	ws       *weights
 	caches   []*kvCache // the program's cache, or a batched step's caches by sequence
 	dummy    gpu.Buffer // bound where a kernel's optional input is absent
-	udummy   gpu.Buffer // uxBytes, bound at the matmul family's xu where x is not
 	scratch  gpu.Buffer // holds an input that aliases the output
 	gate     gpu.Buffer // MatMulGLU's gate when its kernel cannot be used, made on demand
 	gateSize int64
@@ -59,10 +58,10 @@ type planner struct {
 // holds packed halves.
 func (pl *planner) h(b gpu.Binding) uint32 { return b2u(pl.half[b.Buf]) }
 
-// prologue is a MatMul kind's RMS-norm prologue, run by the matvec
-// kernels' _norm forms (matmul.wgsl).
+// prologue is a MatMul kind's RMS-norm prologue, run by matvec_lanes_norm
+// and lanes_rope_kv (matmul.wgsl, qkv.wgsl).
 type prologue struct {
-	scale gpu.Binding // the scale, bound at the kernel's uniform gu (64 KiB)
+	scale gpu.Binding // the scale, bound at the kernel's bias slot
 	eps   float32
 }
 
@@ -182,14 +181,7 @@ func (pl *planner) op(op fusion.Op) error {
 		x := pl.input(op.Out, op.In, &copied)
 		if op.Prologue != nil {
 			var err error
-			// CPU class: not on a matrix of many more rows than columns
-			// (an LM head): there the prologue's work in each of the many
-			// invocations costs more than the norm dispatch it saves (110M
-			// Q8_0 on lavapipe, Vulkan: the 32000-row LM head 93 ms with
-			// it, about 62 ms at the plain kernel's rate).
-			w := pl.ws.byName[op.Weight]
-			fits := op.Bias == "" && (pl.p.b.gpuClass || w.rows <= 4*g.Bufs[op.In].Cols)
-			if x, err = pl.normPrologue(op.In, op.Prologue, []string{op.Weight}, fits); err != nil {
+			if x, err = pl.normPrologue(op.In, op.Prologue, []string{op.Weight}, op.Bias == ""); err != nil {
 				return err
 			}
 			defer func() { pl.pro = nil }()
@@ -343,10 +335,9 @@ func (pl *planner) elementwise(kernel string, a fusion.Act, capv float32, o, in0
 // product runs in a decode kernel (at most 3 rows of an unbatched step, or
 // 1) on weights of the matmul family with rows and blocks of whole chunks,
 // without a bias (fits says the caller's products are of that form;
-// MatMulGLU: its one-dispatch form), and the scale fits the uniform gu,
-// the kernels run it (pl.pro) and read in, on both device classes;
-// otherwise a norm dispatch writes the normed rows to a buffer of the
-// planner's, which the products read.
+// MatMulGLU: its one-dispatch form), the kernels run it (pl.pro, the scale
+// bound at their bias slot) and read in; otherwise a norm dispatch writes
+// the normed rows to a buffer of the planner's, which the products read.
 func (pl *planner) normPrologue(inBuf fusion.Buf, pro *fusion.RMSPrologue, ws []string, fits bool) (gpu.Binding, error) {
 	g := pl.p.g
 	in := g.Bufs[inBuf]
@@ -354,15 +345,10 @@ func (pl *planner) normPrologue(inBuf fusion.Buf, pro *fusion.RMSPrologue, ws []
 	if err != nil {
 		return gpu.Binding{}, err
 	}
-	// The kernels read the scale as a 64 KiB uniform binding (gu): on
-	// lavapipe, storage loads of it in every invocation (a loop over the
-	// SIMD lanes) cost more than the norm dispatch saved (110M Q8_0
-	// decode: 0.8x on WebGPU, 0.92-0.99x on Vulkan).
-	scale.Size = uxBytes
-	ok := in.Rows < 4 && !(g.Batch && in.Rows >= 2) && fits && in.Cols*4 <= uxBytes && scale.Buf.Size() >= uxBytes
+	ok := in.Rows < 4 && !(g.Batch && in.Rows >= 2) && fits
 	for _, name := range ws {
 		// Rows and scale blocks of whole chunks: the norm kernels have no
-		// element-wise path (matmul.wgsl's mv).
+		// element-wise path.
 		w := pl.ws.byName[name]
 		ce := matVariant(w, false).ChunkElems()
 		ok = ok && w.qt == shaders.BlockNone && in.Cols%ce == 0 && w.block%ce == 0
@@ -373,9 +359,7 @@ func (pl *planner) normPrologue(inBuf fusion.Buf, pro *fusion.RMSPrologue, ws []
 	}
 	size := f32Bytes4(in) // the normed rows are f32, whatever the input
 	if pl.normed == nil || pl.normLen < size {
-		// Padded as the activation buffers are, so the prefill kernels
-		// can bind it as their uniform window.
-		buf, err := pl.p.newBuf(size + uxBytes)
+		buf, err := pl.p.newBuf(size)
 		if err != nil {
 			return gpu.Binding{}, err
 		}
@@ -415,13 +399,13 @@ func ropeScale(r fusion.RopeParams) float32 {
 }
 
 // matMulRopeKV plans a MatMulRopeKV (validation made it unbatched): one
-// qkv.wgsl dispatch where its kernels take the shapes (a decode step of
-// at most 3 rows, the three weights of one matmul-family layout in one
-// chunk each, no biases, rows and blocks of whole chunks, activations and
-// a norm scale that fit a uniform binding, even head dims; for the halves
-// rope with an f16 cache, head and rope dims multiples of 4; a device with
-// 12 storage bindings per stage), else the three products (norm prologue
-// included) into buffers of the planner's and a store_kv_rope.
+// lanes_rope_kv dispatch where the kernel takes the shapes (a decode step
+// of at most 3 rows, the three weights of one matmul-family layout in one
+// chunk each, no biases, rows and blocks of whole chunks, even head dims;
+// for the halves rope with an f16 cache, head and rope dims multiples of
+// 4) and the device binds 12 storage buffers per stage (a capability),
+// else the three products (norm prologue included) into buffers of the
+// planner's and a store_kv_rope.
 func (pl *planner) matMulRopeKV(op *fusion.MatMulRopeKVOp) error {
 	g := pl.p.g
 	in, out := g.Bufs[op.In], g.Bufs[op.Out]
@@ -432,16 +416,16 @@ func (pl *planner) matMulRopeKV(op *fusion.MatMulRopeKVOp) error {
 	// qkv.wgsl has no cos/sin scale: a scaled rope takes the split path.
 	ok := in.Rows < 4 && (op.Scale == 0 || op.Scale == 1) && op.Q.Bias == "" && op.K.Bias == "" && op.V.Bias == "" && wq.qt == shaders.BlockNone && len(wq.chunks) == 1 &&
 		sameType(wq, wk) && sameType(wq, wv) && len(wk.chunks) == 1 && len(wv.chunks) == 1 &&
-		in.Cols%ce == 0 && wq.block%ce == 0 && in.Cols*in.Rows*4 <= uxBytes &&
-		op.HeadDim%2 == 0 && op.Dims/2 <= 4*64 && (pl.p.b.info.MaxStorageBuffers == 0 || pl.p.b.info.MaxStorageBuffers >= 12)
+		in.Cols%ce == 0 && wq.block%ce == 0 &&
+		op.HeadDim%2 == 0 && op.Dims/2 <= 4*64 && (pl.p.b.caps.storageBuffers == 0 || pl.p.b.caps.storageBuffers >= 12)
 	if c.spec.F16 && op.Style == fusion.RopeHalves {
 		ok = ok && op.HeadDim%4 == 0 && op.Dims%4 == 0
 	}
-	if !ok || pl.ropeKVWindowed(v, wq, wk, wv, in.Cols) {
+	if !ok {
 		return pl.matMulRopeKVSplit(op)
 	}
 	x := pl.buf(op.In)
-	gu := gpu.Binding{Buf: pl.udummy, Size: uxBytes}
+	gs := gpu.Binding{Buf: pl.dummy} // the norm scale, at the bias slot
 	hasNorm := uint32(0)
 	var eps float32
 	if op.Prologue != nil {
@@ -449,22 +433,15 @@ func (pl *planner) matMulRopeKV(op *fusion.MatMulRopeKVOp) error {
 		if err != nil {
 			return err
 		}
-		if scale.Buf.Size() < uxBytes || in.Cols*4 > uxBytes {
-			return pl.matMulRopeKVSplit(op)
-		}
-		gu, hasNorm, eps = gpu.Binding{Buf: scale.Buf, Size: uxBytes}, 1, op.Prologue.Eps
+		gs, hasNorm, eps = scale, 1, op.Prologue.Eps
 	}
-	// Work units per segment, padded to whole workgroups.
-	gpuClass := pl.p.b.gpuClass
-	kernel, perUnit, perWG := shaders.RopeKVCPU, 4, 16
+	// Work units (2 rope pairs per lane group) per segment, padded to
+	// whole workgroups.
 	lanes := 4
-	if gpuClass {
-		chunks := in.Cols / ce
-		for lanes < 64 && lanes*2 <= chunks {
-			lanes *= 2
-		}
-		kernel, perUnit, perWG = shaders.RopeKVGPU, 2, 64/lanes
+	for lanes < 64 && lanes*2 <= in.Cols/ce {
+		lanes *= 2
 	}
+	perUnit, perWG := 2, 64/lanes
 	hp := op.HeadDim / 2
 	units := func(heads int) int { return ceilDiv(ceilDiv(heads*hp, perUnit), perWG) * perWG }
 	kFirst := units(op.Heads)
@@ -496,29 +473,12 @@ func (pl *planner) matMulRopeKV(op *fusion.MatMulRopeKVOp) error {
 	}
 	params := shaders.MatParams{InCols: u(in.Cols), OutCols: u(out.Cols), Rows: u(wq.rows), Block: u(wq.block), NBlocks: u(wq.nblk),
 		NRows: u(in.Rows), Lanes: u(lanes), NormEps: eps, OutF16: b2u(out.F16), XF16: pl.h(x)}
-	xu := gpu.Binding{Buf: x.Buf, Size: uxBytes}
-	bind := []gpu.Binding{{Buf: pl.p.step}, x, {Buf: wq.chunks[0].w}, sOf(wq), {Buf: pl.dummy}, pl.buf(op.Out),
-		{Buf: wk.chunks[0].w}, sOf(wk), xu, gu, {Buf: wv.chunks[0].w}, sOf(wv),
+	bind := []gpu.Binding{{Buf: pl.p.step}, x, {Buf: wq.chunks[0].w}, sOf(wq), gs, pl.buf(op.Out),
+		{Buf: wk.chunks[0].w}, sOf(wk), {Buf: wv.chunks[0].w}, sOf(wv),
 		{Buf: c.k[op.Layer]}, {Buf: c.v[op.Layer]}, {Buf: rbuf, Size: shaders.RopeQKVBytes}}
 	cost := matCost(wq, wq.rows+wk.rows+wv.rows, in.Cols, in.Rows, 1)
-	pl.dispatchVariant(kernel, v.RopeKVVariant(kernel), params, cost, total/perWG, in.Rows, 1, bind...)
+	pl.dispatchVariant(shaders.RopeKV, v.RopeKVVariant(), params, cost, total/perWG, in.Rows, 1, bind...)
 	return nil
-}
-
-// ropeKVWindowed reports whether a CPU-class device runs the Q, K and V
-// products of a MatMulRopeKV faster apart, as matvec_w dispatches, than in
-// the fused matvec_rope_kv (whose storage weight loads cost lavapipe 2-5x
-// matvec_w's uniform ones): when matvec_w takes the layout and one of the
-// weights fills more than one 64 KiB window. Smaller weights (small models,
-// such as stories260K) keep the single fused dispatch, where the two more
-// dispatches would cost more than the loads.
-func (pl *planner) ropeKVWindowed(v shaders.MatMulVariant, wq, wk, wv *weight, cols int) bool {
-	params := shaders.MatParams{InCols: u(cols), Block: u(wq.block), NBlocks: u(wq.nblk)}
-	if !pl.matVecWFits(v, params) {
-		return false
-	}
-	per := newWinShape(v, cols, wq.nblk).most()
-	return wq.rows > per || wk.rows > per || wv.rows > per
 }
 
 // sameType reports whether two weights share type, scales and blocks.
@@ -535,7 +495,7 @@ func (pl *planner) matMulRopeKVSplit(op *fusion.MatMulRopeKVOp) error {
 	size := int64(kv.Rows) * int64(kv.Cols) * 4
 	if pl.kvTmp[0] == nil || pl.kvTmpLen < size {
 		for i := range pl.kvTmp {
-			buf, err := pl.p.newBuf(size + uxBytes)
+			buf, err := pl.p.newBuf(size)
 			if err != nil {
 				return err
 			}
@@ -593,240 +553,60 @@ func matVariant(w *weight, glu bool) shaders.MatMulVariant {
 	return shaders.MatMulVariant{Weight: w.wt, Scale: w.st, Quant: w.quant, GLU: glu}
 }
 
-// matDispatch plans the matmul kernel of one row block: the GPU-class
-// kernels where the device class asks for them and the shape holds whole
-// 16-byte chunks, else the CPU-class ones (which also take any shape).
+// matDispatch plans the matmul kernel of one row block. Every device
+// gets the same kernels; the choice is by shape and by capability only:
+//   - matmul (tiles staged in workgroup memory, each weight chunk read once
+//     per 32 tokens) for a prefill (4+ rows) and for a batched step of 2+
+//     rows (one per sequence: one weight read serves all of them), where
+//     rows and scale blocks hold whole 16-byte chunks;
+//   - otherwise matvec_lanes, one workgroup row per token (its element-wise
+//     path takes shapes of partial chunks), or with the norm prologue
+//     matvec_lanes_norm; on a device with subgroup operations matvec_sg
+//     (no workgroup-memory reduction), and with shader f16, for f16
+//     activations and weights that convert to f16 exactly, matvec_sg_h.
 func (pl *planner) matDispatch(v shaders.MatMulVariant, w *weight, params shaders.MatParams, rows, nrows int, bind []gpu.Binding) {
-	// Binding 9 (xu): x's first uxBytes where matvec_u can read the
-	// step's activations there.
-	x := bind[1]
-	eb := int64(4) // bytes per activation: 2 for packed halves
-	if params.XF16 != 0 {
-		eb = 2
-	}
-	ux := x.Offset == 0 && x.Buf.Size() >= uxBytes && int64(params.InCols)*int64(nrows)*4 <= uxBytes
-	xu := gpu.Binding{Buf: pl.udummy, Size: uxBytes}
-	if ux {
-		xu.Buf = x.Buf
-	}
-	// Binding 10 (gu): the norm prologue's scale.
-	gu := gpu.Binding{Buf: pl.udummy, Size: uxBytes}
 	if pl.pro != nil {
-		gu = pl.pro.scale
+		bind[4] = pl.pro.scale // the bias slot: the prologue's ops have no bias
 	}
-	bind = append(bind[:8:8], xu, gu)
 	sh := v.Shape()
 	ce := v.ChunkElems()
-	gpuClass := pl.p.b.gpuClass && int(params.InCols)%ce == 0 && int(params.Block)%ce == 0
+	chunked := int(params.InCols)%ce == 0 && int(params.Block)%ce == 0
 	mats := 1
 	if v.GLU {
 		mats = 2
 	}
 	c := matCost(w, rows, int(params.InCols), nrows, mats)
-	switch {
-	case nrows >= 4 && gpuClass, pl.p.g.Batch && nrows >= 2 && gpuClass:
+	if chunked && (nrows >= 4 || pl.p.g.Batch && nrows >= 2) {
 		pl.dispatchVariant("matmul", v.Variant(), params, c, ceilDiv(rows, sh.TileRows), ceilDiv(nrows, sh.TileTokens), 1, bind...)
-	case pl.p.g.Batch && nrows >= 2 && nrows <= 4:
-		// A batched step's rows are sequences: one read of each weight
-		// chunk serves all of them.
-		kernel := "matmul_few"
-		if ux {
-			kernel = "matmul_few_u"
+		return
+	}
+	// Lanes per row group: enough to cover a row's chunks once, at least
+	// 4, at most the workgroup.
+	lanes := 4
+	for lanes < sh.LanesWG && lanes*2 <= ceilDiv(int(params.InCols), ce) {
+		lanes *= 2
+	}
+	params.Lanes = u(lanes)
+	groups := ceilDiv(rows, sh.LanesWG/lanes*sh.LanesRows)
+	switch {
+	case pl.pro != nil:
+		// The norm prologue has no subgroup form.
+		pl.dispatchVariant("matvec_lanes_norm", v.Variant(), params, c, groups, nrows, 1, bind...)
+	case pl.p.b.caps.subgroups:
+		// The same lane groups, reduced through subgroup shuffles; in f16
+		// arithmetic for f16 activations where the device has it (f32
+		// activation policies, such as Falcon's and Phi-2's, keep f32
+		// math; matvec_sg_h has no element-wise path).
+		sg := v
+		sg.Subgroups = true
+		kernel := "matvec_sg"
+		if pl.p.b.caps.f16 && params.XF16 != 0 && shaders.F16Weights(v.Weight) && chunked {
+			sg.F16, kernel = true, "matvec_sg_h"
 		}
-		pl.dispatchVariant(kernel, v.Variant(), params, c, ceilDiv(rows, 8*sh.TileRows), 1, 1, bind...)
-	case !gpuClass && nrows >= 4 && windows(x, int(params.InCols), nrows, eb) && pl.matVecWFits(v, params):
-		// Prefill on a CPU-class device where matvec_w's windows take the
-		// weights: matmul_few_w per 4 tokens and eight windows.
-		pl.matVecW(v, w, params, rows, nrows, bind, eb)
-	case !gpuClass && nrows >= 4 && windows(x, int(params.InCols), nrows, eb):
-		// Prefill on a CPU-class device: one matmul_few_u per 4 tokens,
-		// each binding its tokens' activations at xu (uniform loads there
-		// are single loads or gathers, storage loads lane loops).
-		c4 := matCost(w, rows, int(params.InCols), 4, mats)
-		for t0 := 0; t0 < nrows; t0 += 4 {
-			wp := params
-			wp.XT0 = u(t0)
-			wb := append([]gpu.Binding(nil), bind...)
-			wb[8] = gpu.Binding{Buf: x.Buf, Offset: int64(t0) * int64(params.InCols) * eb, Size: uxBytes}
-			pl.dispatchVariant("matmul_few_u", v.Variant(), wp, c4, ceilDiv(rows, 8*sh.TileRows), 1, 1, wb...)
-		}
-	case nrows >= 4, pl.p.g.Batch && nrows >= 2:
-		pl.dispatchVariant("matmul_direct", v.Variant(), params, c, ceilDiv(rows, sh.TileRows), ceilDiv(nrows, sh.TileTokens), 1, bind...)
-	case gpuClass:
-		// Lanes per row group: enough to cover a row's chunks once,
-		// at least 4, at most the workgroup.
-		chunks := int(params.InCols) / ce
-		lanes := 4
-		for lanes < sh.LanesWG && lanes*2 <= chunks {
-			lanes *= 2
-		}
-		params.Lanes = u(lanes)
-		rowsPerWG := sh.LanesWG / lanes * sh.LanesRows
-		if pl.pro != nil {
-			// The norm prologue has no subgroup form: matvec_lanes' runs.
-			pl.dispatchVariant("matvec_lanes_norm", v.Variant(), params, c, ceilDiv(rows, rowsPerWG), nrows, 1, bind...)
-			break
-		}
-		if pl.p.b.subgroups {
-			// The same lane groups, reduced through subgroup shuffles; in
-			// f16 arithmetic for f16 activations where the device has it
-			// (f32 activation policies, such as Falcon's and Phi-2's, keep
-			// f32 math).
-			sg := v
-			sg.Subgroups = true
-			kernel := "matvec_sg"
-			if pl.p.b.f16 && params.XF16 != 0 && shaders.F16Weights(v.Weight) {
-				sg.F16, kernel = true, "matvec_sg_h"
-			}
-			pl.dispatchVariant(kernel, sg.Variant(), params, c, ceilDiv(rows, rowsPerWG), nrows, 1, bind...)
-			break
-		}
-		pl.dispatchVariant("matvec_lanes", v.Variant(), params, c, ceilDiv(rows, rowsPerWG), nrows, 1, bind...)
-	case ux && pl.matVecWFits(v, params):
-		pl.matVecW(v, w, params, rows, nrows, bind, 0)
-	case ux:
-		pl.dispatchVariant("matvec_u"+pl.pro.suffix(), v.Variant(), params, c, ceilDiv(rows, sh.MatVecWG*sh.MatVecRows), nrows, 1, bind...)
+		pl.dispatchVariant(kernel, sg.Variant(), params, c, groups, nrows, 1, bind...)
 	default:
-		pl.dispatchVariant("matvec"+pl.pro.suffix(), v.Variant(), params, c, ceilDiv(rows, sh.MatVecWG*sh.MatVecRows), nrows, 1, bind...)
+		pl.dispatchVariant("matvec_lanes", v.Variant(), params, c, groups, nrows, 1, bind...)
 	}
-}
-
-// matvecWUniforms is how many uniform bindings matvecw.wgsl's kernels have:
-// the parameters, xu, gu, eight weight windows and two scale windows.
-const matvecWUniforms = 13
-
-// winShape is the layout matvec_w's windows follow for a weight: bytes
-// per row, scale bytes per row (0 unquantized) and rows per invocation
-// taken from one window each (8; GLU: 4 of W, the same 4 of W2).
-type winShape struct{ rowBytes, srb, per int }
-
-func newWinShape(v shaders.MatMulVariant, inCols, nblocks int) winShape {
-	s := winShape{rowBytes: inCols / v.ChunkElems() * 16, per: 8}
-	if v.Quant {
-		s.srb = 4 * nblocks
-		if v.Scale == shaders.ScaleF16 {
-			s.srb = 2 * nblocks
-		}
-	}
-	if v.GLU {
-		s.per = 4
-	}
-	return s
-}
-
-// fits reports whether windows of r rows fit 64 KiB, and they and the
-// scale window of a dispatch's rows start 256 bytes apart or a multiple of
-// that (WebGPU's and SwiftShader's uniform offset alignment).
-func (s winShape) fits(r int) bool {
-	return r*s.rowBytes <= uxBytes && r*s.rowBytes%256 == 0 && s.per*r*s.srb <= uxBytes && s.per*r*s.srb%256 == 0
-}
-
-// most returns the most rows per window that fit (0: none).
-func (s winShape) most() int {
-	for r := uxBytes / s.rowBytes; r > 0; r-- {
-		if s.fits(r) {
-			return r
-		}
-	}
-	return 0
-}
-
-// balanced returns the rows per window for a block of rows rows: the
-// fewest that keep most()'s dispatch count for them, so the last dispatch
-// is not mostly rows past the end (which its invocations compute all the
-// same).
-func (s winShape) balanced(rows int) int {
-	most := s.most()
-	d := ceilDiv(rows, s.per*most) // dispatches
-	for r := ceilDiv(rows, s.per*d); r < most; r++ {
-		if s.fits(r) {
-			return r
-		}
-	}
-	return most
-}
-
-// matVecWFits reports whether matvec_w takes a decode product: on a
-// CPU-class device (whose weight buffers are padded for the windows) with
-// enough uniform bindings, for rows and scale blocks of whole chunks.
-func (pl *planner) matVecWFits(v shaders.MatMulVariant, params shaders.MatParams) bool {
-	ce := v.ChunkElems()
-	return !pl.p.b.gpuClass && pl.p.b.info.MaxUniformBuffers >= matvecWUniforms &&
-		int(params.InCols)%ce == 0 && int(params.Block)%ce == 0 && newWinShape(v, int(params.InCols), int(params.NBlocks)).most() > 0
-}
-
-// matVecW plans a product on a CPU-class device as matvecw.wgsl's
-// kernels, each dispatch reading its eight weight windows (and the scales
-// of its rows) through uniform bindings. bind is matDispatch's (xu and gu
-// included). A decode step (eb 0) takes matvec_w, one dispatch per eight
-// windows for all its rows; a prefill (eb: bytes per activation)
-// matmul_few_w per eight windows and 4 tokens, the tokens bound at xu as
-// matmul_few_u's, the windows' loop outside the tokens' so a dispatch finds
-// its weights in the CPU's caches.
-func (pl *planner) matVecW(v shaders.MatMulVariant, w *weight, params shaders.MatParams, rows, nrows int, bind []gpu.Binding, eb int64) {
-	ws := newWinShape(v, int(params.InCols), int(params.NBlocks))
-	r, per := ws.balanced(rows), ws.per
-	rowBytes, srb := int64(ws.rowBytes), int64(ws.srb)
-	mats := 1
-	if v.GLU {
-		mats = 2
-	}
-	udummy := gpu.Binding{Buf: pl.udummy, Size: uxBytes}
-	for g := 0; g < rows; g += per * r {
-		wp := params
-		wp.RowBase = params.RowBase + u(g)
-		wp.Rows = u(min(per*r, rows-g))
-		wp.WinRows = u(r)
-		wb := append([]gpu.Binding(nil), bind...)
-		for k := range 8 {
-			src, row := bind[2].Buf, g+k*r
-			if v.GLU {
-				row = g + k%4*r
-				if k >= 4 {
-					src = bind[6].Buf
-				}
-			}
-			if row >= rows {
-				row = 0 // no row of this window is stored
-			}
-			wb = append(wb, gpu.Binding{Buf: src, Offset: int64(row) * rowBytes, Size: uxBytes})
-		}
-		su, su2 := udummy, udummy
-		if v.Quant {
-			su = gpu.Binding{Buf: bind[3].Buf, Offset: int64(g) * srb, Size: uxBytes}
-			if v.GLU {
-				su2 = gpu.Binding{Buf: bind[7].Buf, Offset: int64(g) * srb, Size: uxBytes}
-			}
-		}
-		wb = append(wb, su, su2)
-		if eb == 0 {
-			c := matCost(w, int(wp.Rows), int(params.InCols), nrows, mats)
-			pl.dispatchVariant("matvec_w"+pl.pro.suffix(), v.WindowVariant(params.XF16 != 0), wp, c, ceilDiv(r, 8), nrows, 1, wb...)
-			continue
-		}
-		// Tokens per dispatch: the groups of 4 whose activations fit xu
-		// (windows() checked that 4 do, from 256-byte aligned offsets).
-		td := 4 * int(uxBytes/(4*int64(params.InCols)*eb))
-		for t0 := 0; t0 < nrows; t0 += td {
-			tp, tb := wp, append([]gpu.Binding(nil), wb...)
-			tp.XT0 = u(t0)
-			tb[8] = gpu.Binding{Buf: bind[1].Buf, Offset: int64(t0) * int64(params.InCols) * eb, Size: uxBytes}
-			nt := min(td, nrows-t0)
-			c := matCost(w, int(wp.Rows), int(params.InCols), nt, mats)
-			pl.dispatchVariant("matmul_few_w", v.WindowVariant(params.XF16 != 0), tp, c, ceilDiv(r, 8), ceilDiv(nt, 4), 1, tb...)
-		}
-	}
-}
-
-// windows reports whether a prefill's activations x (nrows rows of inCols)
-// can be bound 4 tokens at a time as matmul_few_u's 64 KiB uniform window:
-// 4 rows fit it, each window starts on a 256-byte boundary (WebGPU's
-// uniform offset alignment) and the buffer holds 64 KiB from the last
-// window's start (activation buffers are padded by that much).
-func windows(x gpu.Binding, inCols, nrows int, eb int64) bool {
-	win := int64(4*inCols) * eb
-	last := int64((nrows-1)/4) * win
-	return x.Offset == 0 && win <= uxBytes && win%256 == 0 && last+uxBytes <= x.Buf.Size()
 }
 
 // matMul plans out = W·x + bias (accum: out += ...), one dispatch per row

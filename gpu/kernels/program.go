@@ -16,7 +16,6 @@ import (
 var ErrRun = errors.New("kernels: bad run arguments")
 
 const (
-	uxBytes    = 65536                  // matmul.wgsl's xu: 4096 vec4s, WebGPU's and lavapipe's uniform binding limit
 	paramSlot  = 256                    // uniform offsets must be multiples of 256 on WebGPU
 	paramBytes = shaders.MaxParamsBytes // every params struct fits
 	maxHeadDim = 256                    // attention.wgsl keeps 4 output dims per invocation
@@ -130,9 +129,7 @@ func (p *program) build(ws *weights, caches []*kvCache) error {
 		if size > p.b.devBinding {
 			return fmt.Errorf("buffer %q of %d bytes exceeds one binding: %w", bi.Name, size, gpu.ErrUnsupported)
 		}
-		// uxBytes more: any activation buffer can be bound as the
-		// matmul family's 64 KiB uniform window (xu) at any of its rows.
-		buf, err := p.newBuf(size + uxBytes)
+		buf, err := p.newBuf(size)
 		if err != nil {
 			return err
 		}
@@ -169,10 +166,7 @@ func (p *program) build(ws *weights, caches []*kvCache) error {
 	if pl.dummy, err = p.newBuf(16); err != nil {
 		return err
 	}
-	if pl.udummy, err = p.newBuf(uxBytes); err != nil {
-		return err
-	}
-	if pl.scratch, err = p.newBuf(largest + uxBytes); err != nil {
+	if pl.scratch, err = p.newBuf(largest); err != nil {
 		return err
 	}
 	for i := range g.Ops {

@@ -14,7 +14,7 @@ import (
 	"github.com/gpurun/gpurun/tensors"
 )
 
-// TestSubgroupVariantChosen: GPU-class decode takes matvec_sg exactly where
+// TestSubgroupVariantChosen: decode takes matvec_sg exactly where
 // the device reports a usable subgroup size (Vulkan on lavapipe: 8;
 // SwiftShader in the rerun) unless Options turn subgroups off, and the
 // portable matvec_lanes elsewhere (WebGPU); the kernel a profiled step
@@ -34,7 +34,7 @@ func TestSubgroupVariantChosen(t *testing.T) {
 		}
 		for _, mode := range []kernels.SubgroupMode{kernels.SubgroupsAuto, kernels.SubgroupsOff} {
 			t.Run(mode.String(), func(t *testing.T) {
-				kernel := profiledKernels(t, backendOn(t, dev, kernels.Options{Class: kernels.ClassGPU, Subgroups: mode}))
+				kernel := profiledKernels(t, backendOn(t, dev, kernels.Options{Subgroups: mode}))
 				want := "matvec_lanes.F32"
 				if mode == kernels.SubgroupsAuto && shaders.SubgroupVariantFits(info.SubgroupSize) {
 					want = "matvec_sg.F32_sg"

@@ -98,13 +98,7 @@ func (b *backend) upload(t *tensors.Tensor) (*weight, error) {
 		if err != nil {
 			return nil, err
 		}
-		data := f32Bytes(vals)
-		if len(data) <= uxBytes {
-			// Padded to 64 KiB, so that a norm prologue can bind it as
-			// the matmul family's uniform gu.
-			data = append(data, make([]byte, uxBytes-len(data))...)
-		}
-		buf, err := b.newFilled(data)
+		buf, err := b.newFilled(f32Bytes(vals))
 		if err != nil {
 			return nil, err
 		}
@@ -137,26 +131,20 @@ func (b *backend) upload(t *tensors.Tensor) (*weight, error) {
 	if rowBytes%4 != 0 {
 		step = int64(4 / gcd(int(rowBytes%4), 4))
 	}
-	// On CPU-class devices every weight buffer ends in uxBytes of padding:
-	// matvec_w binds 64 KiB uniform windows of it from any row.
-	pad := int64(0)
-	if !b.gpuClass {
-		pad = uxBytes
-	}
-	per := min(b.maxBinding, b.devBinding-pad) / rowBytes / step * step
+	per := b.maxBinding / rowBytes / step * step
 	if per == 0 {
 		return nil, fmt.Errorf("a row of %d bytes exceeds the binding limit %d: %w", rowBytes, b.maxBinding, gpu.ErrUnsupported)
 	}
 	for r0 := 0; r0 < w.rows; r0 += int(per) {
 		n := min(int(per), w.rows-r0)
-		buf, err := b.newPadded(t.Data[int64(r0)*rowBytes:int64(r0+n)*rowBytes], pad)
+		buf, err := b.newFilled(t.Data[int64(r0)*rowBytes : int64(r0+n)*rowBytes])
 		if err != nil {
 			w.release()
 			return nil, err
 		}
 		c := chunk{rowBase: r0, rows: n, w: buf}
 		if w.quant {
-			sb, err := b.newPadded(scaleBytes(t.Scales, r0*w.nblk, n*w.nblk), pad)
+			sb, err := b.newFilled(scaleBytes(t.Scales, r0*w.nblk, n*w.nblk))
 			if err != nil {
 				buf.Release()
 				w.release()
@@ -195,12 +183,9 @@ func scaleBytes(s *tensors.Tensor, first, n int) []byte {
 
 // newFilled uploads data into a new buffer (padded to whole 16-byte
 // chunks, which the matmul kernels read).
-func (b *backend) newFilled(data []byte) (gpu.Buffer, error) { return b.newPadded(data, 0) }
-
-// newPadded is newFilled with pad more bytes at the end (not written).
-func (b *backend) newPadded(data []byte, pad int64) (gpu.Buffer, error) {
+func (b *backend) newFilled(data []byte) (gpu.Buffer, error) {
 	n := int64(len(data))
-	buf, err := b.dev.NewBuffer(max(align16(n), 16) + pad)
+	buf, err := b.dev.NewBuffer(max(align16(n), 16))
 	if err != nil {
 		return nil, err
 	}

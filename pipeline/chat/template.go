@@ -7,10 +7,27 @@
 //
 // Templates are rendered the way Hugging Face transformers renders them
 // with Python's jinja2: blocks trimmed (trim_blocks, lstrip_blocks), the
-// variables messages, bos_token, eos_token and add_generation_prompt, and a
-// raise_exception function. The engine is github.com/nikolalohinski/gonja/v2;
-// testdata/gen.py renders the test templates with jinja2 itself, and the
-// tests compare.
+// variables messages, bos_token, eos_token, add_generation_prompt, tools
+// and documents (none), any others the caller passes (enable_thinking,
+// date_string, ...), raise_exception (an error), strftime_now (on a clock
+// the caller may fix) and transformers' tojson. The engine is
+// github.com/ardanlabs/jinja; source.go first does jinja2's lexing of
+// whitespace and literals itself, where the engine's differs. The tests
+// render the chat templates of Llama 3.x, Qwen 2.5 and 3, Phi-3.5,
+// SmolLM3, Gemma 2 and 3, Mistral Small 3.2 and gpt-oss with
+// testdata/render.py (jinja2 itself) and with this package, and compare
+// byte for byte.
+//
+// Known differences from jinja2, all in the engine and none used by those
+// templates: Python's str.title, str.capitalize and str.startswith with a
+// tuple, str.split with a maximum, upper case that changes length ("ß"),
+// printing floats without a fraction ("1.0" prints "1"), none (prints ""
+// rather than "None") and tuples, true division of integers, floor
+// division of negatives, round (jinja2 rounds half to even, to a float),
+// "%" formatting, list repetition, a unary minus before a filter, an
+// attribute of an undefined value (empty rather than an error), select
+// without a test (an error here), and the fromjson filter (the engine has
+// one, jinja2 does not).
 //
 // A chat with a model loaded by package gpurun:
 //
@@ -28,13 +45,12 @@ package chat
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
+	"time"
 
-	"github.com/nikolalohinski/gonja/v2"
-	"github.com/nikolalohinski/gonja/v2/builtins"
-	"github.com/nikolalohinski/gonja/v2/config"
-	"github.com/nikolalohinski/gonja/v2/exec"
-	"github.com/nikolalohinski/gonja/v2/loaders"
+	"github.com/ardanlabs/jinja"
 )
 
 // Message is one turn of a conversation. Role is "system", "user" or
@@ -52,14 +68,15 @@ const (
 )
 
 // ErrTemplate: a chat template that does not parse, or that refuses a
-// conversation (raise_exception, such as Gemma's for a system message).
+// conversation (raise_exception, such as Gemma 2's for a system message).
 var ErrTemplate = errors.New("chat: template")
 
 // Template renders conversations into prompt text.
 type Template struct {
-	tpl      *exec.Template // nil for the plain fallback
+	tpl      *jinja.Template // nil for the plain fallback
 	source   string
 	bos, eos string
+	vars     map[string]any // see WithVars
 }
 
 // Plain is the fallback for models without a chat template: a system
@@ -75,51 +92,32 @@ type Template struct {
 //	Assistant:
 func Plain() *Template { return &Template{} }
 
-func init() {
-	gonja.SetLoggerOutput(nullWriter{})
-}
-
-type nullWriter struct{}
-
-func (nullWriter) Write(p []byte) (int, error) { return len(p), nil }
-
 // Parse compiles a Jinja chat template. bos and eos are the texts of the
 // model's BOS and EOS tokens, which templates use as bos_token and
 // eos_token.
 func Parse(source, bos, eos string) (*Template, error) {
-	cfg := config.New()
-	cfg.TrimBlocks, cfg.LeftStripBlocks = true, true
-	env := &exec.Environment{
-		Context: exec.EmptyContext().Update(builtins.GlobalFunctions).Update(builtins.GlobalVariables).Update(exec.NewContext(map[string]any{
-			"raise_exception": func(msg string) (string, error) { return "", fmt.Errorf("%w: %s", errRaised, msg) },
-		})),
-		Filters:           filters(),
-		Tests:             builtins.Tests,
-		ControlStructures: builtins.ControlStructures,
-		Methods:           builtins.Methods,
-	}
-	loader, err := loaders.NewMemoryLoader(map[string]string{"/chat_template": source})
+	lexed, err := lex(source)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrTemplate, err)
 	}
-	tpl, err := safeNewTemplate(cfg, loader, env)
+	tpl, err := safeCompile(lexed)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrTemplate, err)
 	}
 	return &Template{tpl: tpl, source: source, bos: bos, eos: eos}, nil
 }
 
-var errRaised = errors.New("raise_exception")
-
-// safeNewTemplate parses, turning a panic of the engine into an error.
-func safeNewTemplate(cfg *config.Config, loader loaders.Loader, env *exec.Environment) (tpl *exec.Template, err error) {
+// safeCompile compiles, turning a panic of the engine into an error.
+func safeCompile(src string) (tpl *jinja.Template, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("parse: %v", r)
 		}
 	}()
-	return exec.NewTemplate("/chat_template", cfg, loader, env)
+	return jinja.Compile(src)
 }
+
+var errRaised = errors.New("raise_exception")
 
 // Source is the Jinja source ("" for the plain fallback).
 func (t *Template) Source() string { return t.source }
@@ -127,31 +125,92 @@ func (t *Template) Source() string { return t.source }
 // IsPlain reports whether t is the plain fallback.
 func (t *Template) IsPlain() bool { return t.tpl == nil }
 
+// WithVars returns a copy of t that renders with vars as further template
+// variables (such as enable_thinking: false for Qwen 3), under those of
+// RenderOptions.Vars. Conversations and Render use it.
+func (t *Template) WithVars(vars map[string]any) *Template {
+	c := *t
+	c.vars = make(map[string]any, len(t.vars)+len(vars))
+	maps.Copy(c.vars, t.vars)
+	maps.Copy(c.vars, vars)
+	return &c
+}
+
+// RenderOptions are the inputs of a rendering besides the messages.
+type RenderOptions struct {
+	// AddGenerationPrompt ends the text where the assistant's reply
+	// begins.
+	AddGenerationPrompt bool
+	// Vars are further template variables, such as enable_thinking
+	// (Qwen 3, SmolLM3) or date_string (Llama 3.x). Values are nil, bool,
+	// int, int64, float64, string, []any and map[string]any.
+	Vars map[string]any
+	// Now is the time strftime_now formats (the zero time: time.Now()).
+	Now time.Time
+}
+
 // Render renders msgs; with addGenerationPrompt the text ends where the
 // assistant's reply begins.
-func (t *Template) Render(msgs []Message, addGenerationPrompt bool) (out string, err error) {
+func (t *Template) Render(msgs []Message, addGenerationPrompt bool) (string, error) {
+	return t.RenderWith(msgs, RenderOptions{AddGenerationPrompt: addGenerationPrompt})
+}
+
+// RenderWith renders msgs the way transformers' apply_chat_template does:
+// the variables messages, bos_token, eos_token, add_generation_prompt,
+// tools and documents (none: no tools are passed), opts.Vars, and the
+// functions raise_exception and strftime_now.
+func (t *Template) RenderWith(msgs []Message, opts RenderOptions) (out string, err error) {
 	if t.tpl == nil {
-		return renderPlain(msgs, addGenerationPrompt), nil
+		return renderPlain(msgs, opts.AddGenerationPrompt), nil
 	}
-	list := make([]*exec.Dict, len(msgs))
+	now := opts.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	data := make(map[string]jinja.Value, len(t.vars)+len(opts.Vars)+10)
+	for k, v := range t.vars {
+		data[k] = jinja.FromGoValue(v)
+	}
+	for k, v := range opts.Vars {
+		data[k] = jinja.FromGoValue(v)
+	}
+	list := make([]jinja.Value, len(msgs))
 	for i, m := range msgs {
-		list[i] = &exec.Dict{Pairs: []*exec.Pair{
-			{Key: exec.AsValue("role"), Value: exec.AsValue(m.Role)},
-			{Key: exec.AsValue("content"), Value: exec.AsValue(m.Content)},
-		}}
+		d := jinja.NewDict()
+		d.AsDict().Set("role", jinja.NewString(m.Role))
+		d.AsDict().Set("content", jinja.NewString(m.Content))
+		list[i] = d
 	}
-	ctx := exec.NewContext(map[string]any{
-		"messages":              list,
-		"bos_token":             t.bos,
-		"eos_token":             t.eos,
-		"add_generation_prompt": addGenerationPrompt,
+	data["messages"] = jinja.NewList(list)
+	data["bos_token"] = jinja.NewString(t.bos)
+	data["eos_token"] = jinja.NewString(t.eos)
+	data["add_generation_prompt"] = jinja.NewBool(opts.AddGenerationPrompt)
+	data["tools"] = jinja.None()
+	data["documents"] = jinja.None()
+	data["raise_exception"] = jinja.NewCallable("raise_exception", func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+		msg := ""
+		if len(args) > 0 && args[0].IsString() {
+			msg = args[0].AsString()
+		} else if len(args) > 0 {
+			msg = args[0].String()
+		}
+		return jinja.Undefined(), fmt.Errorf("%w: %s", errRaised, msg)
 	})
+	data["strftime_now"] = jinja.NewCallable("strftime_now", func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+		if len(args) != 1 || !args[0].IsString() {
+			return jinja.Undefined(), fmt.Errorf("strftime_now takes one format string")
+		}
+		return jinja.NewString(strftime(now, args[0].AsString())), nil
+	})
+	for name, fn := range filters {
+		data[filterOverrides[name]] = jinja.NewCallable(name, fn)
+	}
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: render: %v", ErrTemplate, r)
+			out, err = "", fmt.Errorf("%w: render: %v", ErrTemplate, r)
 		}
 	}()
-	out, err = t.tpl.ExecuteToString(ctx)
+	out, err = t.tpl.RenderValues(data)
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", ErrTemplate, err)
 	}
@@ -177,17 +236,28 @@ func renderPlain(msgs []Message, addGenerationPrompt bool) string {
 }
 
 // endOfTurnMarkers are the texts chat templates end a turn with, besides
-// the EOS token: Gemma, ChatML (Qwen, many fine-tunes), Llama 3, Phi-3.
-var endOfTurnMarkers = []string{"<end_of_turn>", "<|im_end|>", "<|eot_id|>", "<|end|>", "<|endoftext|>"}
+// the EOS token: Gemma's, ChatML's (Qwen, SmolLM3, many fine-tunes),
+// Llama 3's (<|eom_id|> ends a turn that calls a tool), Phi-3's, the
+// harmony format's (gpt-oss: <|return|> ends the final answer, <|call|> a
+// tool call) and the SentencePiece EOS text that Llama 2 and Mistral
+// templates write.
+var endOfTurnMarkers = []string{"<end_of_turn>", "<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "<|endoftext|>", "<|return|>", "<|call|>", "</s>"}
 
-// EndOfTurn lists the end-of-turn markers the template uses (the EOS token
-// aside, which ends generation anyway).
+// EndOfTurn lists the end-of-turn markers the template writes, and its
+// eos_token when it writes that (Mistral, Phi-3.5). In the harmony format
+// (a template that writes <|return|> or <|call|>), <|end|> closes each
+// message of a reply (the analysis before the final answer) rather than
+// the turn, so it is left out there, as llama.cpp does.
 func (t *Template) EndOfTurn() []string {
 	var out []string
+	harmony := strings.Contains(t.source, "<|return|>") || strings.Contains(t.source, "<|call|>")
 	for _, m := range endOfTurnMarkers {
-		if strings.Contains(t.source, m) {
+		if strings.Contains(t.source, m) && !(harmony && m == "<|end|>") {
 			out = append(out, m)
 		}
+	}
+	if t.eos != "" && strings.Contains(t.source, "eos_token") && !slices.Contains(out, t.eos) {
+		out = append(out, t.eos)
 	}
 	return out
 }

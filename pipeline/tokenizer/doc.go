@@ -6,7 +6,11 @@
 // Load parses a serialized ModelProto (only the fields that matter for
 // encoding are interpreted; every other field is preserved, and Marshal
 // writes a model SentencePiece wrote back byte for byte). FromVocab builds
-// a ModelProto from a plain vocabulary as GGUF and llama2.c carry it.
+// a ModelProto from a plain vocabulary as GGUF and llama2.c carry it; Gemma
+// 3's vocabulary in that form encodes and decodes the test corpora as its
+// tokenizer.json does under the tokenizers library (control tokens cut out
+// of the text as package chat does), except where text holds U+2581 next
+// to a space or the unknown piece's name.
 //
 // Encoding follows SentencePieceProcessor::Encode:
 //   - normalization: the precompiled charsmap (longest match in its

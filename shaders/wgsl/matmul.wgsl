@@ -16,41 +16,39 @@
 // Weights are read a chunk at a time: one vec4<u32> (16 bytes, CW = 4*EPW
 // elements), dequantized in registers by dq (vec4 q of a chunk is elements
 // 4q..4q+3) and dotted with the EPW vec4 of activations it pairs with.
-// Chunks need rows and scale blocks that hold whole chunks (fast()); other
-// shapes take an element-wise path that only the CPU-class kernels have
-// (the host picks those for such shapes).
+// Chunks need rows and scale blocks that hold whole chunks (fast());
+// matvec_lanes also has an element-wise path for other shapes (tiny
+// models' odd widths), which the host then picks for any number of rows.
 //
-// Kernels (dispatch sizes: shaders.MatMulShape):
-//   matvec         decode, CPU class: MV_ROWS (8) rows per invocation, no
-//                  barriers; each activation load feeds MV_ROWS rows.
-//                  matvec_u: the same, activations from a uniform binding.
-//   matvec_lanes   decode, GPU class: p.lanes invocations per group of
-//                  LV_ROWS rows read consecutive chunks (coalesced 16-byte
-//                  loads), each activation chunk feeds LV_ROWS rows, then a
+// Kernels (dispatch sizes: shaders.MatMulShape). Every device runs the
+// same kernels; the host picks by shape and by what the device offers:
+//   matvec_lanes   decode (and steps whose shape is not of whole chunks):
+//                  p.lanes invocations per group of LV_ROWS rows read
+//                  consecutive chunks (coalesced 16-byte loads), each
+//                  activation chunk feeds LV_ROWS rows, then a
 //                  workgroup-memory tree reduction.
-//   matvec_sg      (Vulkan only, wgsl/ext/subgroups.wgsl) matvec_lanes
-//                  reducing through subgroup shuffles.
-//   matvec_sg_h    (Vulkan only, devices with f16, wgsl/ext/f16.wgsl)
-//                  matvec_sg in f16 arithmetic, for f16 activations.
-//   matvec_norm, matvec_u_norm, matvec_lanes_norm
-//                  the same with an RMS-norm prologue (fusion's Prologue):
-//                  the products read x[t][c] * r * g[c], the Norm op's
-//                  output, r = 1/sqrt(mean(x[t]^2) + norm_eps), the scale g
-//                  read from the uniform binding gu (the op has no bias).
+//   matvec_sg      (Vulkan only, devices with subgroup operations,
+//                  wgsl/ext/subgroups.wgsl) matvec_lanes reducing through
+//                  subgroup shuffles instead of workgroup memory.
+//   matvec_sg_h    (Vulkan only, devices with shaderFloat16,
+//                  wgsl/ext/f16.wgsl) matvec_sg in f16 arithmetic, for f16
+//                  activations.
+//   matvec_lanes_norm
+//                  matvec_lanes with an RMS-norm prologue (fusion's
+//                  Prologue): the products read x[t][c] * r * g[c], the
+//                  Norm op's output, r = 1/sqrt(mean(x[t]^2) + norm_eps),
+//                  the scale g bound at the bias slot (the op has no bias).
 //                  The sums take x * g, the sum of squares comes from the
-//                  same loads (matvec_lanes_norm: reduced with the sums)
-//                  and r scales the sums at the end. Only for rows and
-//                  blocks of whole chunks.
-//                  Separate entry points, so that the kernels without it
-//                  compile to exactly what they were.
-//   matmul_direct  prefill, CPU class: 4 tokens x 8 weight rows per
-//                  invocation straight from memory, no barriers.
-//   matmul_few     batched decode steps (<= 4 tokens), CPU class:
-//                  matmul_direct with all the tokens in every invocation.
-//   matmul         prefill, GPU class: a 32-token x 64-weight-row tile per
-//                  workgroup, weights dequantized once per tile into
-//                  workgroup memory (rows padded by one vec4 against bank
-//                  conflicts), 4 tokens x 8 weight rows per invocation.
+//                  same loads (reduced with the sums) and r scales the
+//                  sums at the end: no norm dispatch and no round trip of
+//                  the normed rows through memory. Only for rows and blocks
+//                  of whole chunks. A separate entry point, so matvec_lanes
+//                  carries no second reduction.
+//   matmul         prefill and batched decode steps: a 32-token x
+//                  64-weight-row tile per workgroup, weights dequantized
+//                  once per tile into workgroup memory (rows padded by one
+//                  vec4 against bank conflicts), 4 tokens x 8 weight rows
+//                  per invocation. Needs fast().
 // A "weight row" is a row of W, or in GLU variants a row of W (slots 0-3)
 // or of W2 (slots 4-7): GLU tiles cover half as many output rows.
 
@@ -67,14 +65,10 @@ struct MatParams {
     act: u32,     // GLU: an ACT_* code
     has_bias2: u32,
     lanes: u32,   // matvec_lanes: invocations per row group, a power of two <= 64
-    x_t0: u32,    // matmul_few(_u): first token of the dispatch (xu holds tokens from it)
     out_f16: u32, // 1: out is an f16 activation (packed halves)
     norm_eps: f32, // the *_norm kernels' RMS-norm epsilon
-    x_f16: u32,    // 1: x (and xu) are f16 activations (packed halves)
-    win_rows: u32, // matvec_w (matvecw.wgsl): rows per weight window
+    x_f16: u32,    // 1: x is an f16 activation (packed halves)
     pad0: u32,     // (the block is a multiple of 16 bytes)
-    pad1: u32,
-    pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: MatParams;
@@ -86,20 +80,9 @@ struct MatParams {
 @group(0) @binding(6) var<storage, read_write> out_w: array<atomic<u32>>;
 @group(0) @binding(7) var<storage, read> w2: array<vec4<u32>>;
 @group(0) @binding(8) var<storage, read> s2: array<u32>;
-// The activations again, as a uniform buffer (64 KiB bound from x's buffer
-// where a decode step's rows fit, else any 64 KiB buffer): matvec_u reads
-// them here. On CPU-class devices (lavapipe) a storage load is a loop over
-// the SIMD lanes, while a uniform load at an address every lane shares is
-// one load: matvec's activation loads cost as much as its weight loads.
-@group(0) @binding(9) var<uniform> xu_w: array<vec4<u32>, 4096>;
-// The RMS-norm prologue's scale g (the *_norm kernels), as a uniform
-// buffer for the same reason (a vector padded to 64 KiB on upload; any
-// 64 KiB buffer where no kernel reads it): on lavapipe every invocation
-// loading g from a storage buffer cost more than the norm dispatch saved.
-@group(0) @binding(10) var<uniform> gu: array<vec4<f32>, 4096>;
-
-// x and xu are f16 activations (packed halves) when p.x_f16 is set: vec4 i
-// (elements 4i..4i+3) is then half of vec4 word i/2.
+// x is an f16 activation (packed halves) when p.x_f16 is set: vec4 i
+// (elements 4i..4i+3) is then half of vec4 word i/2. bias holds the norm
+// scale g in the *_norm kernels (their ops have no bias).
 
 // activations: out
 
@@ -203,33 +186,16 @@ fn wword2(i: u32) -> u32 {
 }
 
 // xs is activation vec4 i (token t's vec4s start at xb) times the norm
-// scale when nm (a constant in each caller), adding its squares to ss.
-fn xs(i: u32, xb: u32, ux: bool, nm: bool, ss: ptr<function, vec4<f32>>) -> vec4<f32> {
-    let v = xv4(i, ux);
+// scale (bound at bias) when nm (a constant in each caller), adding its
+// squares to ss.
+fn xs(i: u32, xb: u32, nm: bool, ss: ptr<function, vec4<f32>>) -> vec4<f32> {
+    let v = xv4(i);
     if !nm {
         return v;
     }
     *ss += v * v;
-    return v * gu[i - xb];
-}
-
-// slow_row is the (W, W2) dot products of row r with token t, element by
-// element: any row length and block size.
-fn slow_row(r: u32, t: u32) -> vec2<f32> {
-    var acc = vec2<f32>(0.0);
-    for (var b = 0u; b < p.nblocks; b++) {
-        var part = vec2<f32>(0.0);
-        for (var c = b * p.block; c < (b + 1u) * p.block; c++) {
-            let e = r * p.in_cols + c;
-            let xv = xat(t * p.in_cols + c);
-            part.x += decode(wword(e / EPW), e, WT) * xv;
-            if GLU {
-                part.y += decode(wword2(e / EPW), e, WT) * xv;
-            }
-        }
-        acc += part * scales(r * p.nblocks + b);
-    }
-    return acc;
+    let g = 4u * (i - xb);
+    return v * vec4<f32>(bias[g], bias[g + 1u], bias[g + 2u], bias[g + 3u]);
 }
 
 // finish adds the bias (or applies the GLU) and stores one output.
@@ -257,200 +223,20 @@ fn finish(t: u32, r: u32, acc: vec2<f32>) {
     }
 }
 
-// matvec: rows r0..r0+7 of token t per invocation. Rows past the end
-// repeat the last row; their results are dropped. matvec_u is matvec with
-// the activations read from xu (its x buffer holds at most 4096 vec4s).
-@compute @workgroup_size(16)
-fn matvec(@builtin(global_invocation_id) gid: vec3<u32>) {
-    mv(gid, false, false);
-}
-
-@compute @workgroup_size(16)
-fn matvec_u(@builtin(global_invocation_id) gid: vec3<u32>) {
-    mv(gid, true, false);
-}
-
-@compute @workgroup_size(16)
-fn matvec_norm(@builtin(global_invocation_id) gid: vec3<u32>) {
-    mv(gid, false, true);
-}
-
-@compute @workgroup_size(16)
-fn matvec_u_norm(@builtin(global_invocation_id) gid: vec3<u32>) {
-    mv(gid, true, true);
-}
-
-// xv is activation vec4 i, from xu when ux (a constant in each caller, so
-// the compilers drop the other branch).
-fn xv4(i: u32, ux: bool) -> vec4<f32> {
-    // One load either way (lavapipe would run both sides of a branch).
-    // XH (a module constant) fixes the form in matvecw.wgsl's modules.
-    let h = select(XH == 1u, p.x_f16 != 0u, XH == 2u);
-    let j = select(i, i >> 1u, h);
-    var w: vec4<u32>;
-    if ux {
-        w = xu_w[j];
-    } else {
-        w = x_w[j];
+// xv4 is activation vec4 i.
+fn xv4(i: u32) -> vec4<f32> {
+    if p.x_f16 != 0u {
+        let w = x_w[i >> 1u];
+        let hw = select(w.xy, w.zw, (i & 1u) == 1u);
+        return vec4<f32>(unpack2x16float(hw.x), unpack2x16float(hw.y));
     }
-    let hw = select(w.xy, w.zw, (i & 1u) == 1u);
-    return select(bitcast<vec4<f32>>(w), vec4<f32>(unpack2x16float(hw.x), unpack2x16float(hw.y)), h);
-}
-
-// mv8 adds the products of one chunk of eight rows (v0..v7, and u0..u7
-// of W2 with GLU) with the EPW activation vec4s from vec4 xi (token's
-// vec4s start at xb) to q0 (rows 0-3) and q1 (rows 4-7). The vec4s of the
-// chunk are unrolled with constant indices so each dq folds to its one
-// decoding; each activation vec4 is loaded once for the eight rows. Shared
-// by mv and qkv.wgsl's matvec_rope_kv (which passes v as u).
-fn mv8(v0: vec4<u32>, v1: vec4<u32>, v2: vec4<u32>, v3: vec4<u32>, v4: vec4<u32>, v5: vec4<u32>, v6: vec4<u32>, v7: vec4<u32>,
-       u0: vec4<u32>, u1: vec4<u32>, u2: vec4<u32>, u3: vec4<u32>, u4: vec4<u32>, u5: vec4<u32>, u6: vec4<u32>, u7: vec4<u32>,
-       xi: u32, xb: u32, ux: bool, nm: bool, ss: ptr<function, vec4<f32>>,
-       q0: ptr<function, mat4x2<f32>>, q1: ptr<function, mat4x2<f32>>) {
-    let x0 = xs(xi, xb, ux, nm, ss);
-    *q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 0u, x0);
-    *q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 0u, x0);
-    if EPW > 1u {
-        let x1 = xs(xi + 1u, xb, ux, nm, ss);
-        *q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 1u, x1);
-        *q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 1u, x1);
-    }
-    if EPW > 2u {
-        let x2 = xs(xi + 2u, xb, ux, nm, ss);
-        *q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 2u, x2);
-        *q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 2u, x2);
-        let x3 = xs(xi + 3u, xb, ux, nm, ss);
-        *q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 3u, x3);
-        *q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 3u, x3);
-    }
-    if EPW > 4u {
-        let x4 = xs(xi + 4u, xb, ux, nm, ss);
-        *q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 4u, x4);
-        *q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 4u, x4);
-        let x5 = xs(xi + 5u, xb, ux, nm, ss);
-        *q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 5u, x5);
-        *q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 5u, x5);
-        let x6 = xs(xi + 6u, xb, ux, nm, ss);
-        *q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 6u, x6);
-        *q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 6u, x6);
-        let x7 = xs(xi + 7u, xb, ux, nm, ss);
-        *q0 += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 7u, x7);
-        *q1 += mvq(v4, v5, v6, v7, u4, u5, u6, u7, 7u, x7);
-    }
-}
-
-fn mv(gid: vec3<u32>, ux: bool, nm: bool) {
-    let t = gid.y;
-    let r0 = gid.x * MV_ROWS;
-    if r0 >= p.rows || t >= min(step[1], p.nrows) {
-        return;
-    }
-    // The norm prologue (nm): the fast path's products take x * g and
-    // gather the sum of squares of x from the same loads (ss), and r scales
-    // the sums at the end; a separate norm loop before them cost lavapipe more
-    // than the products (qkv.wgsl's kernel on stories260K: 7 ms against
-    // 0.4 ms per dispatch).
-    var ss = vec4<f32>(0.0);
-    let last = p.rows - 1u;
-    var rr = array<u32, 8>(r0, min(r0 + 1u, last), min(r0 + 2u, last), min(r0 + 3u, last),
-                           min(r0 + 4u, last), min(r0 + 5u, last), min(r0 + 6u, last), min(r0 + 7u, last));
-    var a0 = vec2<f32>(0.0);
-    var a1 = vec2<f32>(0.0);
-    var a2 = vec2<f32>(0.0);
-    var a3 = vec2<f32>(0.0);
-    var a4 = vec2<f32>(0.0);
-    var a5 = vec2<f32>(0.0);
-    var a6 = vec2<f32>(0.0);
-    var a7 = vec2<f32>(0.0);
-    // The norm kernels run only on shapes of whole chunks (the host plans a
-    // norm dispatch for others): without the element-wise path, which
-    // lavapipe executes masked even where no lane takes it, at a cost
-    // that grew past the products' with the prologue in it.
-    if nm || fast() {
-        let cpr = p.in_cols / CW; // chunks per row
-        let cpb = p.block / CW;   // chunks per scale block
-        let xb = t * (p.in_cols / 4u);
-        let ra = rr[0] * cpr;
-        let rb = rr[1] * cpr;
-        let rc = rr[2] * cpr;
-        let rd = rr[3] * cpr;
-        let re = rr[4] * cpr;
-        let rf = rr[5] * cpr;
-        let rg = rr[6] * cpr;
-        let rh = rr[7] * cpr;
-        for (var b = 0u; b < p.nblocks; b++) {
-            var q0 = mat4x2<f32>();
-            var q1 = mat4x2<f32>();
-            for (var j = b * cpb; j < (b + 1u) * cpb; j++) {
-                let v0 = w[ra + j];
-                let v1 = w[rb + j];
-                let v2 = w[rc + j];
-                let v3 = w[rd + j];
-                let v4 = w[re + j];
-                let v5 = w[rf + j];
-                let v6 = w[rg + j];
-                let v7 = w[rh + j];
-                var u0 = v0;
-                var u1 = v1;
-                var u2 = v2;
-                var u3 = v3;
-                var u4 = v4;
-                var u5 = v5;
-                var u6 = v6;
-                var u7 = v7;
-                if GLU {
-                    u0 = w2[ra + j];
-                    u1 = w2[rb + j];
-                    u2 = w2[rc + j];
-                    u3 = w2[rd + j];
-                    u4 = w2[re + j];
-                    u5 = w2[rf + j];
-                    u6 = w2[rg + j];
-                    u7 = w2[rh + j];
-                }
-                mv8(v0, v1, v2, v3, v4, v5, v6, v7, u0, u1, u2, u3, u4, u5, u6, u7, xb + j * EPW, xb, ux, nm, &ss, &q0, &q1);
-            }
-            a0 += q0[0] * scales(rr[0] * p.nblocks + b);
-            a1 += q0[1] * scales(rr[1] * p.nblocks + b);
-            a2 += q0[2] * scales(rr[2] * p.nblocks + b);
-            a3 += q0[3] * scales(rr[3] * p.nblocks + b);
-            a4 += q1[0] * scales(rr[4] * p.nblocks + b);
-            a5 += q1[1] * scales(rr[5] * p.nblocks + b);
-            a6 += q1[2] * scales(rr[6] * p.nblocks + b);
-            a7 += q1[3] * scales(rr[7] * p.nblocks + b);
-        }
-        if nm {
-            let r = 1.0 / sqrt(((ss.x + ss.y) + (ss.z + ss.w)) / f32(p.in_cols) + p.norm_eps);
-            a0 *= r;
-            a1 *= r;
-            a2 *= r;
-            a3 *= r;
-            a4 *= r;
-            a5 *= r;
-            a6 *= r;
-            a7 *= r;
-        }
-    } else {
-        a0 = slow_row(rr[0], t);
-        a1 = slow_row(rr[1], t);
-        a2 = slow_row(rr[2], t);
-        a3 = slow_row(rr[3], t);
-        a4 = slow_row(rr[4], t);
-        a5 = slow_row(rr[5], t);
-        a6 = slow_row(rr[6], t);
-        a7 = slow_row(rr[7], t);
-    }
-    var acc = array<vec2<f32>, 8>(a0, a1, a2, a3, a4, a5, a6, a7);
-    for (var k = 0u; k < 8u; k++) {
-        if r0 + k <= last {
-            finish(t, r0 + k, acc[k]);
-        }
-    }
+    return bitcast<vec4<f32>>(x_w[i]);
 }
 
 // matvec_lanes: workgroups of 64 invocations in groups of p.lanes, each
 // group LV_ROWS (2) rows of token t; lane l of a group reads chunks l,
-// l + lanes, ... of both rows. Needs fast(). (The subgroup variant,
+// l + lanes, ... of both rows (lane l takes elements l, l + lanes, ...
+// where the shape is not of whole chunks). (The subgroup variant,
 // wgsl/ext/subgroups.wgsl, shares lanes_partial and lanes_finish.)
 var<workgroup> red: array<vec4<f32>, 64>;
 // red_ss: the lane groups' sums of squares (the norm prologue's kernels).
@@ -464,11 +250,14 @@ fn lanes_partial(t: u32, r0: u32, lane: u32, lanes: u32) -> vec4<f32> {
 
 // lanes_part is lanes_partial, with the norm prologue when nm (a constant
 // in each caller): the sums then take x * g and the lane's sum of squares
-// of x goes to ss (lanes_mv reduces both and scales by r), as mv does; a
-// separate norm loop first cost lavapipe ~30 ms per stories260K GLU dispatch.
+// of x goes to ss (lanes_mv reduces both and scales by r). Shapes that
+// are not of whole chunks take lanes_slow (never with the prologue).
 fn lanes_part(t: u32, r0: u32, lane: u32, lanes: u32, nm: bool, ss: ptr<function, vec4<f32>>) -> vec4<f32> {
     var a0 = vec2<f32>(0.0);
     var a1 = vec2<f32>(0.0);
+    if r0 < p.rows && !nm && !fast() {
+        return lanes_slow(t, r0, min(r0 + 1u, p.rows - 1u), lane, lanes);
+    }
     if r0 < p.rows {
         let r1 = min(r0 + 1u, p.rows - 1u);
         let cpr = p.in_cols / CW;
@@ -483,24 +272,47 @@ fn lanes_part(t: u32, r0: u32, lane: u32, lanes: u32, nm: bool, ss: ptr<function
                 u1 = w2[r1 * cpr + j];
             }
             let xi = xb + j * EPW;
-            var m = mvq(v0, v1, v0, v1, u0, u1, u0, u1, 0u, xs(xi, xb, false, nm, ss));
+            var m = mvq(v0, v1, v0, v1, u0, u1, u0, u1, 0u, xs(xi, xb, nm, ss));
             if EPW > 1u {
-                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 1u, xs(xi + 1u, xb, false, nm, ss));
+                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 1u, xs(xi + 1u, xb, nm, ss));
             }
             if EPW > 2u {
-                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 2u, xs(xi + 2u, xb, false, nm, ss));
-                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 3u, xs(xi + 3u, xb, false, nm, ss));
+                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 2u, xs(xi + 2u, xb, nm, ss));
+                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 3u, xs(xi + 3u, xb, nm, ss));
             }
             if EPW > 4u {
-                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 4u, xs(xi + 4u, xb, false, nm, ss));
-                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 5u, xs(xi + 5u, xb, false, nm, ss));
-                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 6u, xs(xi + 6u, xb, false, nm, ss));
-                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 7u, xs(xi + 7u, xb, false, nm, ss));
+                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 4u, xs(xi + 4u, xb, nm, ss));
+                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 5u, xs(xi + 5u, xb, nm, ss));
+                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 6u, xs(xi + 6u, xb, nm, ss));
+                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 7u, xs(xi + 7u, xb, nm, ss));
             }
             let b = (j * CW) / p.block;
             a0 += m[0] * scales(r0 * p.nblocks + b);
             a1 += m[1] * scales(r1 * p.nblocks + b);
         }
+    }
+    return vec4<f32>(a0, a1);
+}
+
+// lanes_slow is lanes_partial element by element, for rows or scale
+// blocks that do not hold whole chunks (any row length and block size;
+// weights packed without row padding, as the host uploads them).
+fn lanes_slow(t: u32, r0: u32, r1: u32, lane: u32, lanes: u32) -> vec4<f32> {
+    var a0 = vec2<f32>(0.0);
+    var a1 = vec2<f32>(0.0);
+    for (var c = lane; c < p.in_cols; c += lanes) {
+        let xv = xat(t * p.in_cols + c);
+        let b = c / p.block;
+        let e0 = r0 * p.in_cols + c;
+        let e1 = r1 * p.in_cols + c;
+        var d0 = vec2<f32>(decode(wword(e0 / EPW), e0, WT), 0.0);
+        var d1 = vec2<f32>(decode(wword(e1 / EPW), e1, WT), 0.0);
+        if GLU {
+            d0.y = decode(wword2(e0 / EPW), e0, WT);
+            d1.y = decode(wword2(e1 / EPW), e1, WT);
+        }
+        a0 += d0 * xv * scales(r0 * p.nblocks + b);
+        a1 += d1 * xv * scales(r1 * p.nblocks + b);
     }
     return vec4<f32>(a0, a1);
 }
@@ -563,42 +375,6 @@ fn lanes_mv(wid: vec3<u32>, li: u32, nm: bool) {
     }
 }
 
-// Weight-row slots of the prefill kernels: slot k (0-7) of invocation
-// column lx reads output row rbase + 8k (rbase = tile row + lx), or in GLU
-// variants row rbase + 8(k % 4) of W (k < 4) or of W2 (k >= 4).
-fn slot_row(rbase: u32, k: u32) -> u32 {
-    if GLU {
-        return rbase + 8u * (k & 3u);
-    }
-    return rbase + 8u * k;
-}
-
-fn slot_chunk(k: u32, row: u32, j: u32) -> vec4<u32> {
-    let i = row * (p.in_cols / CW) + j;
-    if GLU && k >= 4u {
-        return w2[i];
-    }
-    return w[i];
-}
-
-fn slot_scale(k: u32, row: u32, b: u32) -> f32 {
-    if !QUANT {
-        return 1.0;
-    }
-    if GLU && k >= 4u {
-        return scale2(row * p.nblocks + b);
-    }
-    return scale1(row * p.nblocks + b);
-}
-
-fn slot_slow(k: u32, row: u32, t: u32) -> f32 {
-    let d = slow_row(row, t);
-    if GLU && k >= 4u {
-        return d.y;
-    }
-    return d.x;
-}
-
 // finish_tile stores the outputs of one token: acc holds slots 0-3 in lo
 // and 4-7 in hi.
 fn finish_tile(t: u32, n: u32, rbase: u32, lo: vec4<f32>, hi: vec4<f32>) {
@@ -620,196 +396,6 @@ fn finish_tile(t: u32, n: u32, rbase: u32, lo: vec4<f32>, hi: vec4<f32>) {
             }
         }
     }
-}
-
-// Tile is the products of one vec4 of a chunk: column i of lo (hi) holds
-// token i's dot products with slots 0-3 (4-7).
-struct Tile {
-    lo: mat4x4<f32>,
-    hi: mat4x4<f32>,
-}
-
-fn add_tile(a: Tile, b: Tile) -> Tile {
-    return Tile(a.lo + b.lo, a.hi + b.hi);
-}
-
-// gq multiplies vec4 q of the 8 slots' chunks v (scaled by sl, sh) with
-// the activations at vec4 indices xi of the 4 tokens. Only the first m
-// tokens' activations are loaded (the others' results are dropped): on a
-// CPU-class device every load is a loop over the SIMD lanes.
-fn gq(v: array<vec4<u32>, 8>, sl: vec4<f32>, sh: vec4<f32>, q: u32, xi: vec4<u32>, m: u32, ux: bool) -> Tile {
-    let w0 = dq(v[0], q) * sl.x;
-    let w1 = dq(v[1], q) * sl.y;
-    let w2_ = dq(v[2], q) * sl.z;
-    let w3 = dq(v[3], q) * sl.w;
-    let w4 = dq(v[4], q) * sh.x;
-    let w5 = dq(v[5], q) * sh.y;
-    let w6 = dq(v[6], q) * sh.z;
-    let w7 = dq(v[7], q) * sh.w;
-    let x0 = xv4(xi.x, ux);
-    var x1 = x0;
-    var x2 = x0;
-    var x3 = x0;
-    if m > 1u {
-        x1 = xv4(xi.y, ux);
-    }
-    if m > 2u {
-        x2 = xv4(xi.z, ux);
-    }
-    if m > 3u {
-        x3 = xv4(xi.w, ux);
-    }
-    let lo = mat4x4<f32>(vec4<f32>(dot(w0, x0), dot(w1, x0), dot(w2_, x0), dot(w3, x0)),
-                         vec4<f32>(dot(w0, x1), dot(w1, x1), dot(w2_, x1), dot(w3, x1)),
-                         vec4<f32>(dot(w0, x2), dot(w1, x2), dot(w2_, x2), dot(w3, x2)),
-                         vec4<f32>(dot(w0, x3), dot(w1, x3), dot(w2_, x3), dot(w3, x3)));
-    let hi = mat4x4<f32>(vec4<f32>(dot(w4, x0), dot(w5, x0), dot(w6, x0), dot(w7, x0)),
-                         vec4<f32>(dot(w4, x1), dot(w5, x1), dot(w6, x1), dot(w7, x1)),
-                         vec4<f32>(dot(w4, x2), dot(w5, x2), dot(w6, x2), dot(w7, x2)),
-                         vec4<f32>(dot(w4, x3), dot(w5, x3), dot(w6, x3), dot(w7, x3)));
-    return Tile(lo, hi);
-}
-
-// chunk_tile is the products of the 8 slots' chunks v with the 4 tokens'
-// activations from vec4 indices xi: gq over the chunk's EPW vec4s,
-// unrolled with constant q so each dq folds to its one decoding.
-fn chunk_tile(v: array<vec4<u32>, 8>, sl: vec4<f32>, sh: vec4<f32>, xi: vec4<u32>, m: u32, ux: bool) -> Tile {
-    var tl = gq(v, sl, sh, 0u, xi, m, ux);
-    if EPW > 1u {
-        tl = add_tile(tl, gq(v, sl, sh, 1u, xi + 1u, m, ux));
-    }
-    if EPW > 2u {
-        tl = add_tile(tl, gq(v, sl, sh, 2u, xi + 2u, m, ux));
-        tl = add_tile(tl, gq(v, sl, sh, 3u, xi + 3u, m, ux));
-    }
-    if EPW > 4u {
-        tl = add_tile(tl, gq(v, sl, sh, 4u, xi + 4u, m, ux));
-        tl = add_tile(tl, gq(v, sl, sh, 5u, xi + 5u, m, ux));
-        tl = add_tile(tl, gq(v, sl, sh, 6u, xi + 6u, m, ux));
-        tl = add_tile(tl, gq(v, sl, sh, 7u, xi + 7u, m, ux));
-    }
-    return tl;
-}
-
-// matmul_direct: invocation (lx, ly) of a workgroup computes tokens
-// ty + 8i (i < 4, ty = tile token + ly) for its 8 weight-row slots.
-@compute @workgroup_size(8, 8)
-fn matmul_direct(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
-    let n = min(step[1], p.nrows);
-    if wid.y * MM_TOKENS >= n {
-        return; // the whole tile is past T: uniform across the workgroup
-    }
-    direct(wid.x * MM_ROWS + lid.x, wid.y * MM_TOKENS + lid.y, 8u, n, false);
-}
-
-// matmul_few: matmul_direct for steps of at most 4 tokens (batched decode
-// steps, one row per sequence), CPU class: invocation (lx, ly) computes
-// tokens 0-3 for its 8 weight-row slots, the 8 rows of ly each covering
-// MM_ROWS weight rows, so a workgroup covers 8 * MM_ROWS rows and every
-// weight chunk is read once for all the tokens. (matmul_direct would give
-// 7 of every 8 invocations tokens past the end.) Dispatch:
-// (ceil(rows / (8 * MM_ROWS)), 1, 1).
-@compute @workgroup_size(8, 8)
-fn matmul_few(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
-    let n = min(min(step[1], p.nrows), p.x_t0 + 4u);
-    direct((wid.x * 8u + lid.y) * MM_ROWS + lid.x, p.x_t0, 1u, n, false);
-}
-
-// matmul_few_u is matmul_few with the activations read from xu (as
-// matvec_u), whose row 0 is token x_t0: a prefill step on a CPU-class
-// device runs as one matmul_few_u per 4 tokens, each binding its tokens'
-// activations at xu.
-@compute @workgroup_size(8, 8)
-fn matmul_few_u(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
-    let n = min(min(step[1], p.nrows), p.x_t0 + 4u);
-    direct((wid.x * 8u + lid.y) * MM_ROWS + lid.x, p.x_t0, 1u, n, true);
-}
-
-// direct computes the 8 weight-row slots of rbase (slot_row) for tokens
-// ty + dt*i, i < 4 (tokens past n repeat the last and are dropped), with
-// the activations from xu when ux.
-fn direct(rbase: u32, ty: u32, dt: u32, n: u32, ux: bool) {
-    if rbase >= p.rows {
-        return; // every slot past the last row
-    }
-    let last = p.rows - 1u;
-    // Rows and tokens past the end repeat the last; dropped when stored.
-    let r0 = min(slot_row(rbase, 0u), last);
-    let r1 = min(slot_row(rbase, 1u), last);
-    let r2 = min(slot_row(rbase, 2u), last);
-    let r3 = min(slot_row(rbase, 3u), last);
-    let r4 = min(slot_row(rbase, 4u), last);
-    let r5 = min(slot_row(rbase, 5u), last);
-    let r6 = min(slot_row(rbase, 6u), last);
-    let r7 = min(slot_row(rbase, 7u), last);
-    // m: the token slots that hold tokens (the rest repeat the last).
-    let m = min((n - min(ty, n) + dt - 1u) / dt, 4u);
-    if m == 0u {
-        return; // no token of this invocation is in the step
-    }
-    let t0 = min(ty, n - 1u);
-    let t1 = min(ty + dt, n - 1u);
-    let t2 = min(ty + 2u * dt, n - 1u);
-    let t3 = min(ty + 3u * dt, n - 1u);
-    var c0l = vec4<f32>(0.0);
-    var c0h = vec4<f32>(0.0);
-    var c1l = vec4<f32>(0.0);
-    var c1h = vec4<f32>(0.0);
-    var c2l = vec4<f32>(0.0);
-    var c2h = vec4<f32>(0.0);
-    var c3l = vec4<f32>(0.0);
-    var c3h = vec4<f32>(0.0);
-    if fast() {
-        let cpb = p.block / CW;
-        let xs = p.in_cols / 4u;
-        // xu's row 0 is token x_t0 (0 for matvec_u and batched steps).
-        var xbase = 0u;
-        if ux {
-            xbase = p.x_t0;
-        }
-        for (var b = 0u; b < p.nblocks; b++) {
-            let sl = vec4<f32>(slot_scale(0u, r0, b), slot_scale(1u, r1, b), slot_scale(2u, r2, b), slot_scale(3u, r3, b));
-            let sh = vec4<f32>(slot_scale(4u, r4, b), slot_scale(5u, r5, b), slot_scale(6u, r6, b), slot_scale(7u, r7, b));
-            for (var j = b * cpb; j < (b + 1u) * cpb; j++) {
-                let v0 = slot_chunk(0u, r0, j);
-                let v1 = slot_chunk(1u, r1, j);
-                let v2 = slot_chunk(2u, r2, j);
-                let v3 = slot_chunk(3u, r3, j);
-                let v4 = slot_chunk(4u, r4, j);
-                let v5 = slot_chunk(5u, r5, j);
-                let v6 = slot_chunk(6u, r6, j);
-                let v7 = slot_chunk(7u, r7, j);
-                let v = array<vec4<u32>, 8>(v0, v1, v2, v3, v4, v5, v6, v7);
-                let xi = (vec4<u32>(t0, t1, t2, t3) - xbase) * xs + j * EPW;
-                let tl = chunk_tile(v, sl, sh, xi, m, ux);
-                c0l += tl.lo[0];
-                c1l += tl.lo[1];
-                c2l += tl.lo[2];
-                c3l += tl.lo[3];
-                c0h += tl.hi[0];
-                c1h += tl.hi[1];
-                c2h += tl.hi[2];
-                c3h += tl.hi[3];
-            }
-        }
-    } else {
-        let rl = vec4<u32>(r0, r1, r2, r3);
-        let rh = vec4<u32>(r4, r5, r6, r7);
-        for (var k = 0u; k < 4u; k++) {
-            c0l[k] = slot_slow(k, rl[k], t0);
-            c0h[k] = slot_slow(k + 4u, rh[k], t0);
-            c1l[k] = slot_slow(k, rl[k], t1);
-            c1h[k] = slot_slow(k + 4u, rh[k], t1);
-            c2l[k] = slot_slow(k, rl[k], t2);
-            c2h[k] = slot_slow(k + 4u, rh[k], t2);
-            c3l[k] = slot_slow(k, rl[k], t3);
-            c3h[k] = slot_slow(k + 4u, rh[k], t3);
-        }
-    }
-    finish_tile(ty, n, rbase, c0l, c0h);
-    finish_tile(ty + dt, n, rbase, c1l, c1h);
-    finish_tile(ty + 2u * dt, n, rbase, c2l, c2h);
-    finish_tile(ty + 3u * dt, n, rbase, c3l, c3h);
 }
 
 // matmul (tiled): per step of MM_K (32) columns the workgroup stages the
@@ -837,7 +423,7 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) l
             let kq = m % 8u;
             var v = vec4<f32>(0.0);
             if tt + tok < n && k0 + 4u * kq < p.in_cols {
-                v = xv4((tt + tok) * xs + k0 / 4u + kq, false);
+                v = xv4((tt + tok) * xs + k0 / 4u + kq);
             }
             xtile[tok][kq] = v;
         }

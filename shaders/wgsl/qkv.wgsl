@@ -4,19 +4,19 @@
 // projections (with the RMS-norm prologue when rq.has_norm), the rope of q
 // and k and the store of k and v into the cache, in one dispatch. This
 // family is matmul.wgsl (its bindings, helpers and variant constants; the
-// "base" line above prepends it) plus the bindings and kernels below, so
-// the matmul kernels keep their 11 bindings and only these bind 16.
+// "base" line above prepends it) plus the bindings and kernel below, so
+// the matmul kernels keep their 9 bindings and only this one binds 14.
 //
-// Weights: w/s (binding 3/4) Wq, w2/s2 (7/8) Wk, wv/sv (11/12) Wv, one
+// Weights: w/s (binding 3/4) Wq, w2/s2 (7/8) Wk, wv/sv (9/10) Wv, one
 // chunk each, of one layout (the variant's type, scales and block); no
-// biases (the host plans other shapes unfused). The output rows are taken
-// in rope pairs, so that the two rows a rotation mixes are computed by one
-// invocation (matvec_rope_kv) or one lane group (lanes_rope_kv): pair j of
-// a head is (j, j + rope_dims/2) for a "halves" rope pair of q or k, else
-// (2j, 2j+1) (interleaved rope pairs, the dims past rope_dims, v). Work
-// units (an invocation of 4 pairs, or a lane group of 2 pairs) are laid
-// out q first, then k from rq.k_first, then v from rq.v_first, each
-// segment padded to whole workgroups, so a workgroup reads one weight.
+// biases (the host plans other shapes unfused), so the bias slot (5)
+// holds the norm prologue's scale. The output rows are taken in rope
+// pairs, so that the two rows a rotation mixes are computed by one lane
+// group: pair j of a head is (j, j + rope_dims/2) for a "halves" rope
+// pair of q or k, else (2j, 2j+1) (interleaved rope pairs, the dims past
+// rope_dims, v). Work units (a lane group of 2 pairs) are laid out q
+// first, then k from rq.k_first, then v from rq.v_first, each segment
+// padded to whole workgroups, so a workgroup reads one weight.
 // Then, per pair: q rotated into out (as rope.wgsl's rope), k rotated and
 // v stored at position step[0]+t as ropekv.wgsl's store_kv_rope(_f16)
 // store them (an f16 cache packs dims (2w, 2w+1) in word w: for halves
@@ -24,9 +24,8 @@
 // pairs j and j+1, j even, are in one unit and fill words j/2 and
 // (j+half)/2).
 //
-// Dispatch: matvec_rope_kv (v_first + units of v, padded to 16) / 16
-// workgroups of 16; lanes_rope_kv (total units) / (64 / p.lanes)
-// workgroups of 64; y: the step's rows.
+// Dispatch: lanes_rope_kv (total units) / (64 / p.lanes) workgroups of
+// 64; y: the step's rows.
 
 struct RopeQKV {
     heads: u32,
@@ -44,11 +43,11 @@ struct RopeQKV {
     freq: array<vec4<f32>, 64>, // rope_base^(-2i/rope_dims), i < rope_dims/2
 }
 
-@group(0) @binding(11) var<storage, read> wv: array<vec4<u32>>;
-@group(0) @binding(12) var<storage, read> sv: array<u32>;
-@group(0) @binding(13) var<storage, read_write> kc: array<u32>;
-@group(0) @binding(14) var<storage, read_write> vc: array<u32>;
-@group(0) @binding(15) var<uniform> rq: RopeQKV;
+@group(0) @binding(9) var<storage, read> wv: array<vec4<u32>>;
+@group(0) @binding(10) var<storage, read> sv: array<u32>;
+@group(0) @binding(11) var<storage, read_write> kc: array<u32>;
+@group(0) @binding(12) var<storage, read_write> vc: array<u32>;
+@group(0) @binding(13) var<uniform> rq: RopeQKV;
 
 // include: sincos
 
@@ -205,90 +204,18 @@ fn finish_unit(seg: u32, t: u32, i0: u32, np: u32, y: array<vec2<f32>, 4>, n: u3
             finish_pair(seg, t, pos, i0 + k, ys[k]);
         }
     }
-    // No loop inside a branch: on lavapipe a loop in a branch the lanes
-    // of a SIMD batch do not take costs more than the whole product.
-    let nh = select(0u, n, seg == 1u && rq.kv_f16 != 0u && rq.style == 1u);
-    for (var k = 0u; k < nh; k += 2u) {
-        if i0 + k + 1u < np {
-            store_halves(pos, i0 + k, ys[k], ys[k + 1u]);
+    if seg == 1u && rq.kv_f16 != 0u && rq.style == 1u {
+        for (var k = 0u; k < n; k += 2u) {
+            if i0 + k + 1u < np {
+                store_halves(pos, i0 + k, ys[k], ys[k + 1u]);
+            }
         }
     }
-}
-
-// matvec_rope_kv: CPU class (as matvec_u: no barriers, activations and
-// the norm scale from uniform bindings), 4 pairs (8 rows) per invocation.
-@compute @workgroup_size(16)
-fn matvec_rope_kv(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let t = gid.y;
-    if t >= min(step[1], p.nrows) {
-        return;
-    }
-    let su = seg_of(gid.x);
-    let seg = su.x;
-    let np = seg_pairs(seg);
-    // Units past the segment's pairs (its padding to whole workgroups)
-    // compute its last pairs again and store nothing: after an early
-    // return the loops below would run in a branch that whole SIMD batches
-    // do not take, which costs lavapipe more than the product itself
-    // (stories260K, whose segments are half padding: 12 ms per dispatch).
-    let i0 = min(4u * su.y, np - 1u);
-    let nv = select(0u, 4u, 4u * su.y < np);
-    let pa = pair_rows(seg, i0);
-    let pb = pair_rows(seg, min(i0 + 1u, np - 1u));
-    let pc = pair_rows(seg, min(i0 + 2u, np - 1u));
-    let pd = pair_rows(seg, min(i0 + 3u, np - 1u));
-    // The norm prologue: the products take x * g, the sum of squares of x
-    // gathers from the same loads, and the factor r scales the sums at the
-    // end (r * sum(w * x * g)). A separate norm loop here cost lavapipe
-    // 7 ms per dispatch on stories260K (0.3 ms without it), for reasons
-    // not found.
-    let nm = rq.has_norm != 0u;
-    var ss = vec4<f32>(0.0);
-    let cpr = p.in_cols / CW;
-    let cpb = p.block / CW;
-    let xb = t * (p.in_cols / 4u);
-    let ra = pa.x * cpr;
-    let rb = pa.y * cpr;
-    let rc = pb.x * cpr;
-    let rd = pb.y * cpr;
-    let re = pc.x * cpr;
-    let rf = pc.y * cpr;
-    let rg = pd.x * cpr;
-    let rh = pd.y * cpr;
-    var a0 = vec4<f32>(0.0);
-    var a1 = vec4<f32>(0.0);
-    for (var b = 0u; b < p.nblocks; b++) {
-        var q0 = mat4x2<f32>();
-        var q1 = mat4x2<f32>();
-        for (var j = b * cpb; j < (b + 1u) * cpb; j++) {
-            let v0 = wseg(seg, ra + j);
-            let v1 = wseg(seg, rb + j);
-            let v2 = wseg(seg, rc + j);
-            let v3 = wseg(seg, rd + j);
-            let v4 = wseg(seg, re + j);
-            let v5 = wseg(seg, rf + j);
-            let v6 = wseg(seg, rg + j);
-            let v7 = wseg(seg, rh + j);
-            mv8(v0, v1, v2, v3, v4, v5, v6, v7, v0, v1, v2, v3, v4, v5, v6, v7, xb + j * EPW, xb, true, nm, &ss, &q0, &q1);
-        }
-        let nb = p.nblocks;
-        a0 += vec4<f32>(q0[0].x, q0[1].x, q0[2].x, q0[3].x) *
-              vec4<f32>(sseg(seg, pa.x * nb + b), sseg(seg, pa.y * nb + b), sseg(seg, pb.x * nb + b), sseg(seg, pb.y * nb + b));
-        a1 += vec4<f32>(q1[0].x, q1[1].x, q1[2].x, q1[3].x) *
-              vec4<f32>(sseg(seg, pc.x * nb + b), sseg(seg, pc.y * nb + b), sseg(seg, pd.x * nb + b), sseg(seg, pd.y * nb + b));
-    }
-    if nm {
-        let r = 1.0 / sqrt(((ss.x + ss.y) + (ss.z + ss.w)) / f32(p.in_cols) + p.norm_eps);
-        a0 *= r;
-        a1 *= r;
-    }
-    finish_unit(seg, t, i0, np, array<vec2<f32>, 4>(a0.xy, a0.zw, a1.xy, a1.zw), nv);
 }
 
 // rope_part is lane's share of the rows of pairs pa and pb of token t
-// (xyzw: pa.x, pa.y, pb.x, pb.y), activations from storage (times the
-// norm scale with the prologue, their squares added to ss, as in
-// matvec_rope_kv).
+// (xyzw: pa.x, pa.y, pb.x, pb.y): the activations times the norm scale
+// with the prologue (their squares added to ss), as matvec_lanes_norm.
 fn rope_part(seg: u32, t: u32, pa: vec2<u32>, pb: vec2<u32>, lane: u32, lanes: u32, ss: ptr<function, vec4<f32>>) -> vec4<f32> {
     let nm = rq.has_norm != 0u;
     let cpr = p.in_cols / CW;
@@ -301,19 +228,19 @@ fn rope_part(seg: u32, t: u32, pa: vec2<u32>, pb: vec2<u32>, lane: u32, lanes: u
         let v2 = wseg(seg, pb.x * cpr + j);
         let v3 = wseg(seg, pb.y * cpr + j);
         let xi = xb + j * EPW;
-        var m = mvq(v0, v1, v2, v3, v0, v1, v2, v3, 0u, xs(xi, xb, false, nm, ss));
+        var m = mvq(v0, v1, v2, v3, v0, v1, v2, v3, 0u, xs(xi, xb, nm, ss));
         if EPW > 1u {
-            m += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 1u, xs(xi + 1u, xb, false, nm, ss));
+            m += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 1u, xs(xi + 1u, xb, nm, ss));
         }
         if EPW > 2u {
-            m += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 2u, xs(xi + 2u, xb, false, nm, ss));
-            m += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 3u, xs(xi + 3u, xb, false, nm, ss));
+            m += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 2u, xs(xi + 2u, xb, nm, ss));
+            m += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 3u, xs(xi + 3u, xb, nm, ss));
         }
         if EPW > 4u {
-            m += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 4u, xs(xi + 4u, xb, false, nm, ss));
-            m += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 5u, xs(xi + 5u, xb, false, nm, ss));
-            m += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 6u, xs(xi + 6u, xb, false, nm, ss));
-            m += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 7u, xs(xi + 7u, xb, false, nm, ss));
+            m += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 4u, xs(xi + 4u, xb, nm, ss));
+            m += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 5u, xs(xi + 5u, xb, nm, ss));
+            m += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 6u, xs(xi + 6u, xb, nm, ss));
+            m += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 7u, xs(xi + 7u, xb, nm, ss));
         }
         let b = (j * CW) / p.block;
         acc += vec4<f32>(m[0].x, m[1].x, m[2].x, m[3].x) *
@@ -322,8 +249,9 @@ fn rope_part(seg: u32, t: u32, pa: vec2<u32>, pb: vec2<u32>, lane: u32, lanes: u
     return acc;
 }
 
-// lanes_rope_kv: GPU class (as matvec_lanes), 2 pairs (4 rows) per group
-// of p.lanes lanes, reduced in workgroup memory.
+// lanes_rope_kv: as matvec_lanes, 2 pairs (4 rows) per group of p.lanes
+// lanes, reduced in workgroup memory. Needs rows and blocks of whole
+// chunks (the host checks).
 @compute @workgroup_size(64)
 fn lanes_rope_kv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
     let t = wid.y;
@@ -335,8 +263,8 @@ fn lanes_rope_kv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
     let su = seg_of(wid.x * (64u / lanes) + li / lanes);
     let seg = su.x;
     let np = seg_pairs(seg);
-    // Padding units compute the last pairs again and store nothing (see
-    // matvec_rope_kv).
+    // Padding units compute the last pairs again and store nothing: they
+    // take part in the workgroup's barriers below.
     let i0 = min(2u * su.y, np - 1u);
     let nv = select(0u, 2u, 2u * su.y < np);
     var ss = vec4<f32>(0.0);

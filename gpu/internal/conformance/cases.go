@@ -348,9 +348,9 @@ func lastRowCases() []Case {
 // chunks of 64 positions, batches of 8 query heads): several chunks, a
 // last chunk cut by the cache end, a window straddling chunk edges,
 // decode steps that open a new chunk, GQA groups past one batch, and a
-// cache much longer than the visible positions; and those of the CPU-class
-// decode kernels (attn_dec: chunks of 256 positions, 8 partials each,
-// batches of 4 query heads).
+// cache much longer than the visible positions; and of the tiled prefill
+// kernel (attn_tiled: tiles of 8 query rows over chunks of 64 positions,
+// online softmax).
 func AttentionCases() []Case {
 	type tc struct {
 		heads, kvHeads, hd int
@@ -373,23 +373,16 @@ func AttentionCases() []Case {
 			tc{2, 1, 8, 0, 70, 140, 2, f16, 0, false},   // window straddling chunk edges
 			tc{12, 1, 8, 20, 0, 5, 2, f16, 0, false},    // a group of 12: two head batches
 			tc{4, 2, 16, 0, 0, 64, 2, f16, 0, false},    // decode opens a new chunk
-			tc{2, 1, 64, 0, 0, 10, 2, f16, 1280, false}, // 10 visible positions of 1280
-			tc{2, 1, 8, 0, 3, 258, 2, f16, 0, false})    // attn_dec: a window straddling its 256-position chunks, then past the first
+			tc{2, 1, 64, 0, 0, 10, 2, f16, 1280, false}) // 10 visible positions of 1280
 	}
 	table = append(table,
 		tc{3, 3, 7, 0, 0, 3, 2, true, 0, false},      // odd head dim: a half-filled last word
 		tc{4, 2, 256, 0, 0, 3, 1, true, 0, false},    // largest head dim: two words per invocation
 		tc{2, 1, 256, 0, 0, 70, 1, false, 0, false},  // largest f32 head dim: key tiles of 8
-		tc{4, 2, 64, 30, 70, 140, 2, true, 0, false}, // attn_tiled_d64_f16: groups, caps, a window straddling chunks
-		tc{2, 2, 64, 0, 0, 130, 2, true, 0, false},   // attn_tiled_d64_f16: three chunks, a tile's rows over two
-		tc{2, 2, 64, 0, 0, 130, 2, true, 0, true},    // attn_tiled_d64_f16: running maxima raised by later chunks
-		// attn_dec4 (an f16 cache of a length divisible by 4, head dims
-		// divisible by 8): blocks of 4 positions cut by the window and by
-		// the query's position on either side of a 256-position chunk edge.
-		tc{2, 1, 8, 0, 3, 258, 2, true, 264, false},    // a window of 3 over the chunk edge
-		tc{4, 1, 16, 30, 70, 253, 5, true, 268, false}, // a group of 4 heads, caps, a window over the chunk edge
-		tc{6, 1, 128, 0, 0, 9, 2, true, 16, false},     // head dim 128, a group of 6: batches of 4 and 2
-		tc{2, 1, 8, 0, 0, 130, 2, true, 136, true})     // head dim 8: each invocation's running max raised by a later block
+		tc{4, 2, 64, 30, 70, 140, 2, true, 0, false}, // attn_tiled: groups, caps, a window straddling chunks
+		tc{2, 2, 64, 0, 0, 130, 2, true, 0, false},   // attn_tiled: three chunks, a tile's rows over two
+		tc{2, 2, 64, 0, 0, 130, 2, true, 0, true},    // attn_tiled: running maxima raised by later chunks
+		tc{6, 1, 128, 0, 0, 9, 2, true, 16, false})   // head dim 128, a group of 6
 	cs := []Case{f16RoundingCase()}
 	for _, c := range table {
 		// Both sides read the same halves from an f16 cache (rounded to

@@ -166,7 +166,8 @@ func gluCases() []Case {
 		table = append(table, tc{wt, wt, i%3 == 1, i%3 == 2, []string{"silu", "gelu_tanh"}[i%2]})
 	}
 	table = append(table, tc{fusedTypes[1], fusedTypes[6], false, true, "silu"}, tc{fusedTypes[3], fusedTypes[3], true, true, "gelu_tanh"})
-	// int4 blocks of whole 16-byte chunks: the GPU-class kernels' path.
+	// int4 blocks of whole 16-byte chunks: the kernels' chunked path (the
+	// other int4 types' blocks take the element-wise one).
 	i4b32 := weightType{tensors.I4, 32, tensors.F16}
 	table = append(table, tc{i4b32, i4b32, true, false, "silu"})
 	var cs []Case

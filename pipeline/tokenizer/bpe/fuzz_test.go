@@ -58,6 +58,41 @@ func FuzzLoad(f *testing.F) {
 	})
 }
 
+// regexSeeds are patterns covering translateRegex's syntax.
+var regexSeeds = []string{
+	gpt2Pattern,
+	`[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`,
+	`\w+|[^\w\s]+`, `(?i)[a-zσ]+\b`, `(?m)^a$|\Bb`, `\pL\PN\p{sc=Greek}\p{^Lu}[\p{Alphabetic}]`, `\x{41}\u{1F600}\U0001F600\x7F`,
+	`(?P<n>a)\1(?#c)(?<=a)(?<!b)(?>c)`, `[\W]`, `[^\S\r\n]`, `(?i-m:a)(?s).`, `[`, `(?x)`, `\p{`, `a{2,3}?`,
+}
+
+// FuzzTranslateRegex: any pattern translates or fails with an error; a
+// translation compiles with regexp2 (or fails with an error) and matches
+// anything without panicking.
+func FuzzTranslateRegex(f *testing.F) {
+	for _, s := range regexSeeds {
+		f.Add(s, "it'ſ 1234  word Ⅻ")
+	}
+	f.Fuzz(func(t *testing.T, expr, text string) {
+		if len(expr) > 512 || len(text) > 256 {
+			return
+		}
+		re, err := compileRegex(expr)
+		if err != nil {
+			if re != nil {
+				t.Fatal("a regex and an error")
+			}
+			return
+		}
+		runes := []rune(text)
+		for _, m := range re.matches(runes) {
+			if m[0] < 0 || m[1] > len(runes) || m[0] >= m[1] {
+				t.Fatalf("match %v outside %d runes", m, len(runes))
+			}
+		}
+	})
+}
+
 // FuzzEncode: with a byte-level tokenizer, Decode(Encode(s)) gives s back
 // (invalid UTF-8 as U+FFFD), and the streaming decoder agrees with Decode.
 func FuzzEncode(f *testing.F) {
@@ -124,7 +159,7 @@ func TestWriteSeedCorpus(t *testing.T) {
 			}
 			got, err := os.ReadFile(p)
 			if err != nil || string(got) != b.String() {
-				t.Errorf("%s is missing or stale: go test -run TestWriteSeedCorpus -update-seeds ./pipeline/tokenizer/bpe", p)
+				t.Errorf("%s is missing or stale: go test ./pipeline/tokenizer/bpe -run TestWriteSeedCorpus -args -update-seeds", p)
 			}
 		}
 	}
@@ -133,5 +168,10 @@ func TestWriteSeedCorpus(t *testing.T) {
 		load = append(load, []string{fmt.Sprintf("[]byte(%q)", c), fmt.Sprintf("string(%q)", "ab a<s>b 123 it'S")})
 	}
 	write("FuzzLoad", load)
+	var rx [][]string
+	for _, s := range regexSeeds {
+		rx = append(rx, []string{fmt.Sprintf("string(%q)", s), fmt.Sprintf("string(%q)", "it'ſ 1234  word Ⅻ")})
+	}
+	write("FuzzTranslateRegex", rx)
 	write("FuzzEncode", [][]string{{`string("ab ab")`}, {`string("\xff\xe3\x81 e\u0301 👩\u200d💻")`}})
 }

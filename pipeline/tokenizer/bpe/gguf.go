@@ -15,6 +15,11 @@ const (
 	reGPT2 = `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)`
 	// Llama 3's regex with its case-insensitive contractions spelled out.
 	reLlama3 = `(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	// GPT-4o's o200k (gpt-oss, Phi-4-mini), as its tokenizer.json and
+	// tiktoken have it; llama.cpp's "gpt-4o" regex approximates the case
+	// classes with ASCII ranges, which splits mixed-case non-ASCII words
+	// differently from the tokenizer the model was trained with.
+	reO200k = `[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 	// Qwen2's: Llama 3's with single digits.
 	reQwen2 = `(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 )
@@ -26,6 +31,8 @@ var ggufPre = map[string][]string{
 
 	"llama3": {reLlama3}, "llama-v3": {reLlama3}, "llama-bpe": {reLlama3}, "falcon3": {reLlama3},
 	"dbrx": {reLlama3}, "smaug-bpe": {reLlama3}, "chatglm-bpe": {reLlama3},
+
+	"gpt-4o": {reO200k},
 
 	"qwen2": {reQwen2}, "deepseek-r1-qwen": {reQwen2}, "megrez": {reQwen2}, "stablelm2": {reQwen2},
 

@@ -84,34 +84,17 @@ func (m *mismatches) done() {
 	}
 }
 
-// TestParity: every line's ids and decode equal @lenml/tokenizers' (and, for
-// GPT-2, tiktoken's, which gen.mjs checks), for the Llama 3 and Qwen3
-// tokenizer.json files as published and for GPT-2, Phi-2, Falcon and
-// StableLM configurations assembled over GPT-2's vocabulary.
+// TestParity: every line's ids and decode equal @lenml/tokenizers' (and,
+// for GPT-2, GPT-4o and gpt-oss, tiktoken's, which gen.mjs checks), for
+// the Llama 3, Qwen3, GPT-4o, gpt-oss and Gemma 3 tokenizer.json files as
+// published and for GPT-2, Phi-2, Falcon and StableLM configurations
+// assembled over GPT-2's vocabulary.
 func TestParity(t *testing.T) {
 	for _, name := range tokref.Names {
 		t.Run(name, func(t *testing.T) {
 			tok := loadParity(t, name)
 			for _, input := range tokref.Inputs {
-				lines := readLines(t, tokref.Input(t, input))
-				wantIDs := readLines(t, tokref.Expected(t, name+"."+input+".ids"))
-				wantText := readLines(t, tokref.Expected(t, name+"."+input+".decoded"))
-				if len(wantIDs) != len(lines) || len(wantText) != len(lines) {
-					t.Fatalf("%s: %d lines, %d id lines, %d decoded lines", input, len(lines), len(wantIDs), len(wantText))
-				}
-				enc := mismatches{t: t, what: input + " encode"}
-				dec := mismatches{t: t, what: input + " decode"}
-				stream := mismatches{t: t, what: input + " streamed decode"}
-				for i, line := range lines {
-					enc.check(i, line, formatIDs(tok.Encode(line)), wantIDs[i])
-					ids := parseIDLine(t, wantIDs[i])
-					want := unquote(t, wantText[i])
-					dec.check(i, line, strconv.Quote(tok.Decode(ids)), strconv.Quote(want))
-					stream.check(i, line, strconv.Quote(streamDecode(tok, ids)), strconv.Quote(want))
-				}
-				enc.done()
-				dec.done()
-				stream.done()
+				checkLines(t, tok, name, input)
 			}
 			ids := readLines(t, tokref.Expected(t, name+".randids"))
 			want := readLines(t, tokref.Expected(t, name+".randids.decoded"))
@@ -122,6 +105,43 @@ func TestParity(t *testing.T) {
 			rd.done()
 		})
 	}
+}
+
+// TestParityTiktoken: unicode.txt, whose lines the Rust regex engines split
+// differently from JavaScript's (U+0085 and U+FEFF against \s, U+017F
+// against (?i)s), encodes and decodes as tiktoken does (gpt2 and
+// o200k_base).
+func TestParityTiktoken(t *testing.T) {
+	for _, name := range tokref.TiktokenNames {
+		t.Run(name, func(t *testing.T) {
+			checkLines(t, loadParity(t, name), name, "unicode")
+		})
+	}
+}
+
+// checkLines compares the encode, decode and streamed decode of every line
+// of an input with the expectations gen.mjs wrote.
+func checkLines(t *testing.T, tok *Tokenizer, name, input string) {
+	t.Helper()
+	lines := readLines(t, tokref.Input(t, input))
+	wantIDs := readLines(t, tokref.Expected(t, name+"."+input+".ids"))
+	wantText := readLines(t, tokref.Expected(t, name+"."+input+".decoded"))
+	if len(wantIDs) != len(lines) || len(wantText) != len(lines) {
+		t.Fatalf("%s: %d lines, %d id lines, %d decoded lines", input, len(lines), len(wantIDs), len(wantText))
+	}
+	enc := mismatches{t: t, what: input + " encode"}
+	dec := mismatches{t: t, what: input + " decode"}
+	stream := mismatches{t: t, what: input + " streamed decode"}
+	for i, line := range lines {
+		enc.check(i, line, formatIDs(tok.Encode(line)), wantIDs[i])
+		ids := parseIDLine(t, wantIDs[i])
+		want := unquote(t, wantText[i])
+		dec.check(i, line, strconv.Quote(tok.Decode(ids)), strconv.Quote(want))
+		stream.check(i, line, strconv.Quote(streamDecode(tok, ids)), strconv.Quote(want))
+	}
+	enc.done()
+	dec.done()
+	stream.done()
 }
 
 // loadParity loads a reference tokenizer.json. For Falcon, whose Digits
@@ -177,7 +197,7 @@ func TestParitySpecial(t *testing.T) {
 			}
 			m.done()
 			bos, ok := tok.BOS()
-			wantBOS := map[string]int{"llama3-bos": 128000, "spm-legacy": 1, "spm-metaspace": 1}
+			wantBOS := map[string]int{"llama3-bos": 128000, "spm-legacy": 1, "spm-metaspace": 1, "gemma3": 2}
 			if want, has := wantBOS[name]; ok != has || ok && bos != want {
 				t.Errorf("BOS() = %d, %v", bos, ok)
 			}

@@ -3,6 +3,7 @@ package bpe
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -22,8 +23,20 @@ type regex struct{ re *regexp2.Regexp }
 // between matches, so nothing is lost.
 const matchTimeout = 2 * time.Second
 
+// compileRegex compiles a pattern written for the Rust engines (see
+// translateRegex).
 func compileRegex(expr string) (*regex, error) {
-	re, err := regexp2.Compile(expr, regexp2.None)
+	tr, err := translateRegex(expr)
+	if err != nil {
+		return nil, err
+	}
+	return compileRegexp2(tr, expr)
+}
+
+// compileRegexp2 compiles a pattern in regexp2's own syntax; expr is what
+// an error quotes.
+func compileRegexp2(pattern, expr string) (*regex, error) {
+	re, err := regexp2.Compile(pattern, regexp2.None)
 	if err != nil {
 		return nil, fmt.Errorf("%w: regex %q: %w", ErrInvalid, truncate(expr), err)
 	}
@@ -42,7 +55,7 @@ func compilePattern(p *patternJSON) (*regex, error) {
 		if *p.String == "" {
 			return nil, fmt.Errorf("%w: empty string pattern", ErrInvalid)
 		}
-		return compileRegex(regexp2.Escape(*p.String))
+		return compileRegexp2(regexp2.Escape(*p.String), *p.String)
 	}
 	return nil, fmt.Errorf("%w: pattern is neither String nor Regex", ErrInvalid)
 }
@@ -94,84 +107,103 @@ func parseBehavior(s string, def splitBehavior) (splitBehavior, error) {
 	return 0, fmt.Errorf("%w: split behavior %q", ErrUnsupported, s)
 }
 
-// segment is a run of runes, a delimiter (match) or not.
+// segment is a run of runes that a pattern matched (delim) or not.
+// Segments cover the text in order; two matches may be adjacent.
 type segment struct {
 	start, end int
 	delim      bool
 }
 
-// splitRunes applies a behavior to delimiter ranges within runes.
-func splitRunes(runes []rune, delims [][2]int, b splitBehavior, out []string) []string {
+// segments turns the match ranges within n runes into segments covering
+// them all: each match is its own segment and so is each gap between
+// matches. With invert, matches are the pieces and gaps the delimiters
+// (the tokenizers library flips the flag the same way, so adjacent matches
+// stay separate pieces).
+func segments(matches [][2]int, n int, invert bool) []segment {
 	var segs []segment
 	prev := 0
-	for _, d := range delims {
-		if d[0] > prev {
-			segs = append(segs, segment{prev, d[0], false})
+	for _, m := range matches {
+		if m[0] > prev {
+			segs = append(segs, segment{prev, m[0], invert})
 		}
-		segs = append(segs, segment{d[0], d[1], true})
-		prev = d[1]
+		segs = append(segs, segment{m[0], m[1], !invert})
+		prev = m[1]
 	}
-	if prev < len(runes) {
-		segs = append(segs, segment{prev, len(runes), false})
+	if prev < n {
+		segs = append(segs, segment{prev, n, invert})
 	}
-	emit := func(a, z int) {
-		if z > a {
-			out = append(out, string(runes[a:z]))
-		}
-	}
+	return segs
+}
+
+// splitRunes applies a behavior to the segments of runes, as the
+// tokenizers library's NormalizedString::split does: Removed drops the
+// delimiters, Isolated keeps every segment, MergedWithPrevious joins a
+// delimiter to the segment before it and MergedWithNext to the one after
+// it (unless that one is a delimiter too), Contiguous joins consecutive
+// segments of the same kind.
+func splitRunes(runes []rune, segs []segment, b splitBehavior, out []string) []string {
+	type span struct{ start, end int }
+	var spans []span
+	prevDelim := false
 	switch b {
 	case removed:
 		for _, s := range segs {
 			if !s.delim {
-				emit(s.start, s.end)
+				spans = append(spans, span{s.start, s.end})
 			}
 		}
 	case isolated:
 		for _, s := range segs {
-			emit(s.start, s.end)
+			spans = append(spans, span{s.start, s.end})
 		}
 	case contiguous:
-		for i := 0; i < len(segs); {
-			j := i + 1
-			if segs[i].delim {
-				for j < len(segs) && segs[j].delim && segs[j].start == segs[j-1].end {
-					j++
-				}
+		for _, s := range segs {
+			if s.delim == prevDelim && len(spans) > 0 {
+				spans[len(spans)-1].end = s.end
+			} else {
+				spans = append(spans, span{s.start, s.end})
 			}
-			emit(segs[i].start, segs[j-1].end)
-			i = j
+			prevDelim = s.delim
 		}
 	case mergedWithPrevious:
-		start := 0
 		for _, s := range segs {
-			if s.delim {
-				emit(start, s.end)
-				start = s.end
+			if s.delim && !prevDelim && len(spans) > 0 {
+				spans[len(spans)-1].end = s.end
+			} else {
+				spans = append(spans, span{s.start, s.end})
 			}
+			prevDelim = s.delim
 		}
-		emit(start, len(runes))
 	case mergedWithNext:
-		start := 0
-		for _, s := range segs {
-			if s.delim {
-				emit(start, s.start)
-				start = s.start
+		for i := len(segs) - 1; i >= 0; i-- {
+			s := segs[i]
+			if s.delim && !prevDelim && len(spans) > 0 {
+				spans[len(spans)-1].start = s.start
+			} else {
+				spans = append(spans, span{s.start, s.end})
 			}
+			prevDelim = s.delim
 		}
-		emit(start, len(runes))
+		slices.Reverse(spans)
+	}
+	for _, s := range spans {
+		if s.end > s.start {
+			out = append(out, string(runes[s.start:s.end]))
+		}
 	}
 	return out
 }
 
-// charDelims returns one delimiter range per rune for which is reports true.
-func charDelims(runes []rune, is func(rune) bool) [][2]int {
+// charDelims returns the segments of runes with one delimiter per rune for
+// which is reports true.
+func charDelims(runes []rune, is func(rune) bool) []segment {
 	var d [][2]int
 	for i, r := range runes {
 		if is(r) {
 			d = append(d, [2]int{i, i + 1})
 		}
 	}
-	return d
+	return segments(d, len(runes), false)
 }
 
 // eachPiece lifts a one-piece splitter to a pre-tokenizer.
@@ -248,11 +280,7 @@ func buildPreTokenizer(raw json.RawMessage) (preTokenizer, error) {
 		}
 		invert := c.Invert
 		return eachPiece(func(runes []rune, out []string) []string {
-			d := re.matches(runes)
-			if invert {
-				d = complement(d, len(runes))
-			}
-			return splitRunes(runes, d, b, out)
+			return splitRunes(runes, segments(re.matches(runes), len(runes), invert), b, out)
 		}), nil
 	case "Digits":
 		b := contiguous
@@ -286,22 +314,6 @@ func buildPreTokenizer(raw json.RawMessage) (preTokenizer, error) {
 		return buildMetaspace(c)
 	}
 	return nil, fmt.Errorf("%w: pre_tokenizer type %q", ErrUnsupported, c.Type)
-}
-
-// complement returns the ranges of [0, n) not covered by d.
-func complement(d [][2]int, n int) [][2]int {
-	var out [][2]int
-	prev := 0
-	for _, m := range d {
-		if m[0] > prev {
-			out = append(out, [2]int{prev, m[0]})
-		}
-		prev = m[1]
-	}
-	if prev < n {
-		out = append(out, [2]int{prev, n})
-	}
-	return out
 }
 
 // metaspaceScheme tells when Metaspace prepends its replacement.

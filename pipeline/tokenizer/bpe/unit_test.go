@@ -41,6 +41,12 @@ func TestPreTokenizers(t *testing.T) {
 		{"split merged next", `{"type": "Split", "pattern": {"String": "-"}, "behavior": "MergedWithNext"}`, "a-b-", []string{"a", "-b", "-"}},
 		{"split contiguous", `{"type": "Split", "pattern": {"String": "-"}, "behavior": "Contiguous"}`, "a--b", []string{"a", "--", "b"}},
 		{"split invert", `{"type": "Split", "pattern": {"Regex": "\\d+"}, "behavior": "Removed", "invert": true}`, "a12b3", []string{"12", "3"}},
+		// Adjacent matches stay separate pieces when inverted (o200k's
+		// \p{N}{1,3} on 1234 gives 123 and 4, as tiktoken splits it).
+		{"split invert adjacent", `{"type": "Split", "pattern": {"Regex": "\\p{N}{1,3}"}, "behavior": "Removed", "invert": true}`, "x1234", []string{"123", "4"}},
+		{"split invert contiguous", `{"type": "Split", "pattern": {"Regex": "\\p{N}{1,3}"}, "behavior": "Contiguous", "invert": true}`, "x1234y5", []string{"x", "1234", "y", "5"}},
+		{"split merged previous adjacent", `{"type": "Split", "pattern": {"String": "-"}, "behavior": "MergedWithPrevious"}`, "a--b", []string{"a-", "-", "b"}},
+		{"split merged next adjacent", `{"type": "Split", "pattern": {"String": "-"}, "behavior": "MergedWithNext"}`, "a--b", []string{"a", "-", "-b"}},
 		{"lookahead", `{"type": "Split", "pattern": {"Regex": "\\s+(?!\\S)|\\s+"}, "behavior": "Isolated"}`, "a   b", []string{"a", "  ", " ", "b"}},
 		{"case-insensitive group", `{"type": "Split", "pattern": {"Regex": "(?i:'s)"}, "behavior": "Isolated"}`, "it'S", []string{"it", "'S"}},
 		{"metaspace", `{"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": true}`, "hi  there", []string{"▁hi", "▁", "▁there"}},
