@@ -7,11 +7,13 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/tensors"
+	"github.com/gpurun/gpurun/tensors/model"
 	"github.com/gpurun/gpurun/tensors/safetensors"
 )
 
@@ -115,5 +117,54 @@ func TestLlama3Factors(t *testing.T) {
 		if math.Abs(float64(c.RopeFactors[i])-w) > 1e-6*w {
 			t.Errorf("factor %d = %g, llama.cpp's converter wrote %g", i, c.RopeFactors[i], w)
 		}
+	}
+}
+
+// TestModernConfigs: config.json keys of today's model types map onto the
+// config as transformers reads them.
+func TestModernConfigs(t *testing.T) {
+	const dims = `"hidden_size":64,"num_attention_heads":4,"num_key_value_heads":2,"num_hidden_layers":8,"intermediate_size":128,"max_position_embeddings":128`
+	for _, tc := range []struct {
+		name, config string
+		check        func(c *model.Config) bool
+	}{
+		{"mistral window on every layer", `{"model_type":"mistral",` + dims + `,"sliding_window":16}`,
+			func(c *model.Config) bool { return c.LayerWindow(0) == 16 && c.LayerWindow(7) == 16 }},
+		{"smollm3 default interval", `{"model_type":"smollm3",` + dims + `}`,
+			func(c *model.Config) bool { return slices.Equal(c.NoRopeLayers, []int{3, 7}) }},
+		{"smollm3 interval", `{"model_type":"smollm3",` + dims + `,"no_rope_layer_interval":2}`,
+			func(c *model.Config) bool { return slices.Equal(c.NoRopeLayers, []int{1, 3, 5, 7}) }},
+		{"gemma3 layer_types", `{"model_type":"gemma3_text",` + dims + `,"sliding_window":4,"layer_types":["sliding_attention","full_attention","sliding_attention","sliding_attention","full_attention","full_attention","full_attention","sliding_attention"]}`,
+			func(c *model.Config) bool {
+				return c.LayerWindow(0) == 4 && c.LayerWindow(1) == 0 && c.LayerWindow(7) == 4 && c.RopeBaseLocal == 10000
+			}},
+		{"gemma3 linear scaling on global layers only", `{"model_type":"gemma3_text",` + dims + `,"sliding_window":4,"rope_scaling":{"rope_type":"linear","factor":8.0}}`,
+			func(c *model.Config) bool {
+				_, local, _, _ := c.LayerRope(0, 128)
+				_, global, _, _ := c.LayerRope(5, 128)
+				return local == nil && len(global) == c.RopeDims/2 && global[0] == 8
+			}},
+		{"phi3 attention factor from the contexts", `{"model_type":"phi3",` + dims + `,"partial_rotary_factor":0.75,"original_max_position_embeddings":32,"rope_scaling":{"type":"longrope","long_factor":[1,2,3,4,5,6],"short_factor":[1,1,1,1,1,1]}}`,
+			func(c *model.Config) bool {
+				return c.RopeDims == 12 && c.RopeOrigCtx == 32 && math.Abs(float64(c.RopeAttnFactor)-math.Sqrt(1+math.Log(4)/math.Log(32))) < 1e-6
+			}},
+		{"phi3 attention factor given", `{"model_type":"phi3",` + dims + `,"rope_scaling":{"type":"longrope","original_max_position_embeddings":32,"attention_factor":1.5,"long_factor":[1,2,3,4,5,6,7,8],"short_factor":[1,1,1,1,1,1,1,1]}}`,
+			func(c *model.Config) bool { return c.RopeAttnFactor == 1.5 && c.RopeFactors[7] == 8 }},
+		{"qwen3 q/k norms", `{"model_type":"qwen3",` + dims + `,"head_dim":32}`,
+			func(c *model.Config) bool { return c.QKNorm && c.HeadDim == 32 && c.RopeStyle == model.RopeHalves }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var h hfConfig
+			if err := json.Unmarshal([]byte(tc.config), &h); err != nil {
+				t.Fatal(err)
+			}
+			c, err := h.config()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.check(&c) {
+				t.Errorf("config %+v", c)
+			}
+		})
 	}
 }
