@@ -184,10 +184,10 @@ func (h *hfConfig) config() (model.Config, error) {
 		if err := h.modern(&c); err != nil {
 			return c, err
 		}
-		if arch == model.ArchLlama {
+		if arch == model.ArchLlama || arch == model.ArchSmolLM3 {
 			// q/k rows are un-permuted on import to Meta's interleaved
-			// pairing, so every Llama source (llama2.c, GGUF, HF) has one
-			// layout.
+			// pairing, so every Llama-family source (llama2.c, GGUF, HF)
+			// has one layout (llama.cpp's converter permutes both).
 			c.RopeStyle = model.RopeInterleaved
 		}
 	case model.ArchGemma, model.ArchGemma2, model.ArchGemma3:
@@ -306,7 +306,6 @@ func (h *hfConfig) modern(c *model.Config) error {
 	case model.ArchPhi3:
 		// Phi 3's sliding_window is ignored, as llama.cpp does
 		// (src/models/phi3.cpp:14-25): Phi-4-mini's exceeds its context.
-		c.Activations = model.PolicyF32
 	}
 	rs, err := h.scaling()
 	if err != nil || rs == nil {

@@ -95,7 +95,7 @@ func layerTargets(arch string) map[string]target {
 		}
 	}
 	qk := asIs
-	if arch == model.ArchLlama {
+	if arch == model.ArchLlama || arch == model.ArchSmolLM3 {
 		qk = unpermute
 	}
 	norm := asIs
