@@ -2,6 +2,7 @@ package arch_test
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/gpurun/gpurun/fusion"
@@ -34,6 +35,7 @@ func TestBuildErrors(t *testing.T) {
 		{"tokens above cache", &good, arch.BuildOptions{Tokens: 9, MaxLen: 8}, arch.ErrOptions},
 		{"zero cache", &good, arch.BuildOptions{Tokens: 1, MaxLen: 0}, arch.ErrOptions},
 		{"argmax of all logits", &good, arch.BuildOptions{Tokens: 2, MaxLen: 8, AllLogits: true, Argmax: true}, arch.ErrOptions},
+		{"more tokens than the rings take", &good, arch.BuildOptions{Tokens: 4, MaxLen: 8, RingTokens: 2}, arch.ErrOptions},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := arch.Build(tc.cfg, tc.opts); !errors.Is(err, tc.want) {
@@ -122,5 +124,70 @@ func TestBuildArgmax(t *testing.T) {
 				t.Errorf("argmax input %dx%d, want 1x%d", b.Rows, b.Cols, cfg.VocabSize)
 			}
 		})
+	}
+}
+
+// TestLayerRopes: each layer's RopeOps carry its rotation: LongRoPE's short
+// factors for a context within the original one and the long ones past
+// it, the attention factor, a sliding layer's own base without factors,
+// and no RoPE at all on a NoPE layer; q and k are normed per head first.
+func TestLayerRopes(t *testing.T) {
+	long, short := []float32{1, 2}, []float32{1, 1.5}
+	c := baseConfig()
+	c.Layers = 4
+	c.RopeFactors, c.RopeFactorsShort, c.RopeOrigCtx, c.RopeAttnFactor = long, short, 8, 1.25
+	c.SlidingWindow, c.SlidingLayers, c.SlidingLayerList, c.RopeBaseLocal = 4, "list", []int{1}, 100
+	c.NoRopeLayers, c.QKNorm = []int{2}, true
+	type rope struct {
+		base    float32
+		factors []float32
+		scale   float32
+	}
+	for _, tc := range []struct {
+		maxLen int
+		want   map[int]rope // per layer; absent: no RoPE
+	}{
+		{8, map[int]rope{0: {1e4, short, 1.25}, 1: {100, nil, 0}, 3: {1e4, short, 1.25}}},
+		{9, map[int]rope{0: {1e4, long, 1.25}, 1: {100, nil, 0}, 3: {1e4, long, 1.25}}},
+	} {
+		g, err := arch.Build(&c, arch.BuildOptions{Tokens: 1, MaxLen: tc.maxLen})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[int][]fusion.RopeParams{}
+		norms := map[int]int{}
+		layer := -1
+		for _, op := range g.Ops {
+			switch o := op.(type) {
+			case *fusion.StoreKVOp:
+				layer = o.Layer
+			case *fusion.RopeOp:
+				got[layer+1] = append(got[layer+1], o.RopeParams)
+			case *fusion.NormOp:
+				if o.HeadDim == c.HeadDim {
+					norms[layer+1]++
+				}
+			}
+		}
+		for l := range c.Layers {
+			if norms[l] != 2 {
+				t.Errorf("max len %d, layer %d: %d per-head norms, want 2", tc.maxLen, l, norms[l])
+			}
+			w, ok := tc.want[l]
+			if !ok {
+				if len(got[l]) != 0 {
+					t.Errorf("max len %d, NoPE layer %d has ropes %+v", tc.maxLen, l, got[l])
+				}
+				continue
+			}
+			if len(got[l]) != 2 {
+				t.Fatalf("max len %d, layer %d: %d ropes, want 2 (q and k)", tc.maxLen, l, len(got[l]))
+			}
+			for _, r := range got[l] {
+				if r.Base != w.base || !slices.Equal(r.Factors, w.factors) || r.Scale != w.scale {
+					t.Errorf("max len %d, layer %d: rope %+v, want base %g factors %v scale %g", tc.maxLen, l, r, w.base, w.factors, w.scale)
+				}
+			}
+		}
 	}
 }
