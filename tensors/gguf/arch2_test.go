@@ -168,3 +168,72 @@ func TestLoadRefusesUnsupported(t *testing.T) {
 		})
 	}
 }
+
+// tinyModern writes a one-layer GGUF of arch with today's tensors: Phi 3's
+// fused attn_qkv and ffn_up [gate | up] with LongRoPE factor tensors and
+// partial rotary, or Qwen 3's separate projections with q/k norms and a
+// head dim apart from embd/heads. It seeds FuzzGGUF with the import paths
+// of these architectures.
+func tinyModern(arch string) []byte {
+	w := &ggufWriter{}
+	w.string("general.architecture", arch)
+	d, f, hd := uint64(32), uint64(64), uint64(16)
+	for k, v := range map[string]uint32{".embedding_length": 32, ".feed_forward_length": 64, ".block_count": 1,
+		".attention.head_count": 2, ".context_length": 16} {
+		w.u32(arch+k, v)
+	}
+	w.f32(arch+".attention.layer_norm_rms_epsilon", 1e-6)
+	w.string("tokenizer.ggml.model", "llama")
+	w.strings("tokenizer.ggml.tokens", []string{"<unk>", "<s>", "</s>", "▁a"})
+	w.tensor("token_embd.weight", GGMLF32, []uint64{d, 4}, f32Bytes(int(d*4), 0, 0.01))
+	w.tensor("output_norm.weight", GGMLF32, []uint64{d}, f32Bytes(int(d), 1, 0))
+	w.tensor("blk.0.attn_norm.weight", GGMLF32, []uint64{d}, f32Bytes(int(d), 1, 0))
+	w.tensor("blk.0.ffn_norm.weight", GGMLF32, []uint64{d}, f32Bytes(int(d), 1, 0))
+	w.tensor("blk.0.ffn_down.weight", GGMLF16, []uint64{f, d}, make([]byte, 2*d*f))
+	switch arch {
+	case "phi3":
+		w.u32("phi3.rope.dimension_count", 12)
+		w.u32("phi3.rope.scaling.original_context_length", 8)
+		w.f32("phi3.rope.scaling.attn_factor", 1.1)
+		w.tensor("rope_factors_long.weight", GGMLF32, []uint64{6}, f32Bytes(6, 1, 2))
+		w.tensor("rope_factors_short.weight", GGMLF32, []uint64{6}, f32Bytes(6, 1, 0.1))
+		w.tensor("blk.0.attn_qkv.weight", GGMLF32, []uint64{d, 3 * d}, f32Bytes(int(3*d*d), -1, 0.001))
+		w.tensor("blk.0.attn_output.weight", GGMLF32, []uint64{d, d}, f32Bytes(int(d*d), -1, 0.001))
+		w.tensor("blk.0.ffn_up.weight", GGMLF32, []uint64{d, 2 * f}, f32Bytes(int(2*d*f), -1, 0.0005))
+	case "qwen3":
+		w.u32("qwen3.attention.key_length", uint32(hd*2))
+		w.u32("qwen3.attention.value_length", uint32(hd*2))
+		q := 2 * 2 * hd
+		w.tensor("blk.0.attn_q.weight", GGMLF32, []uint64{d, q}, f32Bytes(int(d*q), -1, 0.001))
+		w.tensor("blk.0.attn_k.weight", GGMLF32, []uint64{d, q}, f32Bytes(int(d*q), -1, 0.001))
+		w.tensor("blk.0.attn_v.weight", GGMLF32, []uint64{d, q}, f32Bytes(int(d*q), -1, 0.001))
+		w.tensor("blk.0.attn_output.weight", GGMLF32, []uint64{q, d}, f32Bytes(int(d*q), -1, 0.001))
+		w.tensor("blk.0.attn_q_norm.weight", GGMLF32, []uint64{2 * hd}, f32Bytes(int(2*hd), 1, 0))
+		w.tensor("blk.0.attn_k_norm.weight", GGMLF32, []uint64{2 * hd}, f32Bytes(int(2*hd), 1, 0))
+		w.tensor("blk.0.ffn_gate.weight", GGMLF32, []uint64{d, f}, f32Bytes(int(d*f), -1, 0.001))
+		w.tensor("blk.0.ffn_up.weight", GGMLF32, []uint64{d, f}, f32Bytes(int(d*f), -1, 0.001))
+	}
+	return w.bytes()
+}
+
+// The fuzz seeds of today's architectures import as they should.
+func TestTinyModernSeeds(t *testing.T) {
+	for _, arch := range []string{"phi3", "qwen3"} {
+		f, err := Parse(tinyModern(arch))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ck, err := f.Checkpoint()
+		if err != nil {
+			t.Fatalf("%s: %v", arch, err)
+		}
+		c := ck.Config
+		if arch == "phi3" && (c.RopeDims != 12 || len(c.RopeFactors) != 6 || c.RopeFactorsShort[5] != 1.5 || c.RopeOrigCtx != 8 ||
+			ck.Tensor(model.Layer(0, model.WGate)) == nil || ck.Tensor(model.Layer(0, model.WK)) == nil) {
+			t.Errorf("phi3 seed: %+v", c)
+		}
+		if arch == "qwen3" && (!c.QKNorm || c.HeadDim != 32 || ck.Tensor(model.Layer(0, model.KNorm)) == nil) {
+			t.Errorf("qwen3 seed: %+v", c)
+		}
+	}
+}

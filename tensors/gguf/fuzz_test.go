@@ -177,6 +177,8 @@ func FuzzGGUF(f *testing.F) {
 	f.Add(blockTensors())
 	f.Add(good[:len(good)/2])
 	f.Add(good[:40])
+	f.Add(tinyModern("phi3"))
+	f.Add(tinyModern("qwen3"))
 	if b, err := os.ReadFile(filepath.Join(archDir(f), "falcon.gguf")); err == nil {
 		f.Add(b[:4096])
 	}
@@ -200,6 +202,8 @@ func TestWriteSeedCorpus(t *testing.T) {
 		"tiny_llama_truncated": good[:len(good)*2/3],
 		"header_only":          good[:24],
 		"block_tensors":        blockTensors(),
+		"tiny_phi3":            tinyModern("phi3"),
+		"tiny_qwen3":           tinyModern("qwen3"),
 	})
 }
 
