@@ -81,6 +81,7 @@ const (
 	Sample                       // SampleOp
 	RopeStoreKV                  // RopeStoreKVOp
 	MatMulRopeKV                 // MatMulRopeKVOp
+	MoE                          // MoEOp
 )
 
 // Sampling is the rule of a Sample op (pipeline/sampler.Options' fields):
@@ -98,7 +99,7 @@ var kindNames = map[Kind]string{Embed: "embed", Norm: "norm", MatMul: "matmul", 
 	StoreKV: "store_kv", Attention: "attention", GLU: "glu", Activation: "activation", Add: "add",
 	SoftCap: "softcap", LastRow: "last_row",
 	MultiMatMul: "multi_matmul", MatMulGLU: "matmul_glu", Argmax: "argmax", Sample: "sample",
-	RopeStoreKV: "rope_store_kv", MatMulRopeKV: "matmul_rope_kv"}
+	RopeStoreKV: "rope_store_kv", MatMulRopeKV: "matmul_rope_kv", MoE: "moe"}
 
 func (k Kind) String() string {
 	if s, ok := kindNames[k]; ok {

@@ -45,6 +45,8 @@ func HalfActivations(g *Graph) {
 			}
 		case *MatMulRopeKVOp:
 			mark(o.Out)
+		case *MoEOp:
+			mark(o.In, o.Out) // its products stay f32 from router to sum
 		case *SoftCapOp, *ArgmaxOp, *SampleOp:
 			mark(op.Inputs()...)
 			mark(op.Outputs()...)

@@ -599,6 +599,8 @@ func Weights(op Op) []string {
 	case *MatMulRopeKVOp:
 		add(o.Q.Weight, o.Q.Bias, o.K.Weight, o.K.Bias, o.V.Weight, o.V.Bias)
 		pro(o.Prologue)
+	case *MoEOp:
+		add(o.Router, o.Gate, o.Up, o.Down)
 	}
 	return ns
 }

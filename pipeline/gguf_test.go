@@ -28,6 +28,7 @@ func TestGGUFSessions(t *testing.T) {
 		// original 32, so its long factors apply, as in llama.cpp's run.
 		{"arch2/llama3", false}, {"arch2/qwen2", false}, {"arch2/qwen3", false}, {"arch2/gemma3", false},
 		{"arch2/phi3", false}, {"arch2/smollm3", false}, {"arch2/gemma3", true}, {"arch2/phi3", true},
+		{"arch2/qwen3moe", false}, {"arch2/qwen3moe", true},
 	} {
 		name := tc.name
 		label := name

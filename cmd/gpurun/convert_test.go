@@ -133,9 +133,9 @@ func TestConvertGGUF(t *testing.T) {
 	if err != nil || len(matches) < 9 {
 		t.Fatalf("want the 9 architecture GGUFs, found %d (%v)", len(matches), err)
 	}
-	// Today's architectures (qwen3moe is not supported yet): their config
-	// carries the new fields (rope factors, q/k norms, sliding layers, NoPE).
-	for _, name := range []string{"llama3", "qwen2", "qwen3", "gemma3", "phi3", "smollm3"} {
+	// Today's architectures: their config carries the new fields (rope
+	// factors, q/k norms, sliding layers, NoPE, experts).
+	for _, name := range []string{"llama3", "qwen2", "qwen3", "gemma3", "phi3", "smollm3", "qwen3moe"} {
 		matches = append(matches, filepath.Join(testmodels.Dir(t), "arch2", name+".gguf"))
 	}
 	for _, src := range matches {

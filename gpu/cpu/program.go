@@ -84,6 +84,7 @@ type step struct {
 	norm   []float32  // the norm prologue's scale (MatMul kinds with a Prologue)
 	normed []float32  // the norm prologue's output
 	attn   attnParams
+	moe    *moeStep // MoE
 }
 
 // Compile validates g against the weights and cache and prepares it.
@@ -206,6 +207,13 @@ func (b *backend) compile(g *fusion.Graph, w gpu.Weights, kvs []gpu.KVCache, bat
 		case *fusion.AttentionOp:
 			s.attn = attnParams{heads: op.Heads, kvHeads: op.KVHeads, headDim: op.HeadDim,
 				scale: op.Scale, cap: op.Cap, window: op.Window}
+		case *fusion.MoEOp:
+			s.act, s.silu = activations[op.Act], op.Act == fusion.ActSiLU
+			var err error
+			if s.moe, err = newMoEStep(ws, op, g.Tokens, g.Bufs[op.In].Cols); err != nil {
+				return nil, err
+			}
+			s.ws = []*matrix{s.moe.router, s.moe.gate[0], s.moe.down[0]} // sizes the scratch
 		case *fusion.StoreKVOp, *fusion.AddOp, *fusion.SoftCapOp, *fusion.LastRowOp, *fusion.ArgmaxOp, *fusion.SampleOp:
 		default:
 			return nil, fmt.Errorf("cpu: compile: %w: op kind %s", gpu.ErrUnsupported, op.Kind())
@@ -237,6 +245,10 @@ func (p *program) allocScratch() {
 		case *fusion.MatMulOp, *fusion.MultiMatMulOp, *fusion.MatMulGLUOp, *fusion.MatMulRopeKVOp:
 			in := g.Bufs[s.ins[0]]
 			maxIn = max(maxIn, in.Rows*in.Cols)
+			prefill = prefill || in.Rows >= prefillMin
+		case *fusion.MoEOp:
+			in := g.Bufs[s.ins[0]]
+			maxIn = max(maxIn, in.Rows*in.Cols, s.moe.down[0].cols)
 			prefill = prefill || in.Rows >= prefillMin
 		}
 	}
@@ -441,6 +453,8 @@ func (p *program) exec(s *step, tokens []int32, pos int) error {
 			p.at.layer, p.at.rowPos, p.at.rowSeq = op.Layer, p.rowPos[:n], p.rowSeq[:n]
 		}
 		p.attention(&p.at)
+	case *fusion.MoEOp:
+		p.moe(s, op, out, in(0), cols, n)
 	case *fusion.GLUOp:
 		glu(out, in(0), in(1), n*cols, s.act)
 	case *fusion.ActivationOp:

@@ -150,9 +150,11 @@ func (b *builder) forward(allLogits bool) {
 	b.v = g.NewBuf("v", T, kvCols)
 	b.att = g.NewBuf("att", T, b.qCols)
 	b.proj = g.NewBuf("attn_out", T, c.Dim)
-	b.up = g.NewBuf("ffn_up", T, c.HiddenDim)
-	if c.GatedFFN {
-		b.gate = g.NewBuf("ffn_gate", T, c.HiddenDim)
+	if c.Experts == 0 {
+		b.up = g.NewBuf("ffn_up", T, c.HiddenDim)
+		if c.GatedFFN {
+			b.gate = g.NewBuf("ffn_gate", T, c.HiddenDim)
+		}
 	}
 	b.ffn = g.NewBuf("ffn_out", T, c.Dim)
 
@@ -237,9 +239,16 @@ func (b *builder) attention(l int, h fusion.Buf) {
 }
 
 // feedForward emits the FFN of layer l on input h into b.ffn:
-// down(act(gate·h) * (up·h)) when gated, else down(act(up·h + b_up)) + b_down.
+// down(act(gate·h) * (up·h)) when gated, else down(act(up·h + b_up)) + b_down;
+// with experts, one MoE op.
 func (b *builder) feedForward(l int, h fusion.Buf) {
 	c, g := b.cfg, b.g
+	if c.Experts > 0 {
+		g.Add(&fusion.MoEOp{Out: b.ffn, In: h, Router: model.Layer(l, model.Router),
+			Gate: model.Layer(l, model.ExpertsGate), Up: model.Layer(l, model.ExpertsUp), Down: model.Layer(l, model.ExpertsDown),
+			Experts: c.Experts, Used: c.ExpertsUsed, Hidden: c.ExpertHidden, Act: b.act, NormTopK: c.NormTopK})
+		return
+	}
 	b.linear(b.up, h, model.Layer(l, model.WUp), model.Layer(l, model.BUp), c.FFNBias)
 	if c.GatedFFN {
 		b.linear(b.gate, h, model.Layer(l, model.WGate), "", false)

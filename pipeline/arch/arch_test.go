@@ -71,8 +71,8 @@ func TestGGUFGoldens(t *testing.T) {
 	}
 }
 
-// Arch2Models are the arch2 models gpurun runs (qwen3moe is not yet).
-var Arch2Models = []string{"llama3", "qwen2", "qwen3", "gemma3", "phi3", "smollm3"}
+// Arch2Models are the arch2 models gpurun runs: all of them.
+var Arch2Models = []string{"llama3", "qwen2", "qwen3", "gemma3", "phi3", "smollm3", "qwen3moe"}
 
 // checkGolden runs one model against its llama.cpp golden, from the graph
 // arch.Build makes or from its fusion.Fuse rewrite.
@@ -163,4 +163,86 @@ func stepName(s int) string {
 		return "never (24/24 equal)"
 	}
 	return fmt.Sprintf("step %d", s)
+}
+
+// TestMoEGating shows the qwen3moe golden pins the gating convention:
+// each variant of the MoE op's rule (no renormalization of the top-k
+// probabilities; one expert fewer or more than expert_used_count) moves
+// the prompt logits past the 1e-4 tolerance, while the op as built is
+// within it. (Softmax over the selected logits only is not among them:
+// it equals softmax, top-k and renormalization exactly.)
+func TestMoEGating(t *testing.T) {
+	g := testmodels.Arch2(t, "qwen3moe")
+	ck, err := gguf.Load(testmodels.Path(t, "arch2", "qwen3moe.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(*fusion.MoEOp)
+		far  bool
+	}{
+		{"as built", func(*fusion.MoEOp) {}, false},
+		{"no renormalization", func(o *fusion.MoEOp) { o.NormTopK = false }, true},
+		{"top-1", func(o *fusion.MoEOp) { o.Used-- }, true},
+		{"top-3", func(o *fusion.MoEOp) { o.Used++ }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := promptDiff(t, ck, g.ArchGolden, func(graph *fusion.Graph) {
+				n := 0
+				for _, op := range graph.Ops {
+					if o, ok := op.(*fusion.MoEOp); ok {
+						tc.edit(o)
+						n++
+					}
+				}
+				if n != ck.Config.Layers {
+					t.Fatalf("%d MoE ops for %d layers", n, ck.Config.Layers)
+				}
+			})
+			t.Logf("prompt logits max|Δ| from llama.cpp: %.3g", d)
+			if tc.far != (d > 1e-4) {
+				t.Errorf("max|Δ| %.3g: want it past 1e-4: %t", d, tc.far)
+			}
+		})
+	}
+}
+
+// promptDiff runs the prompt through the graph of ck edited by edit on the
+// CPU backend and returns the largest logit difference from the golden.
+func promptDiff(t *testing.T, ck *model.Checkpoint, g testmodels.ArchGolden, edit func(*fusion.Graph)) float64 {
+	t.Helper()
+	ctx := context.Background()
+	be := cpu.New(cpu.Options{})
+	w, err := be.LoadWeights(ctx, ck.Tensors)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(g.PromptIDs)
+	graph, err := arch.Build(&ck.Config, arch.BuildOptions{Tokens: n, MaxLen: 128, AllLogits: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit(graph)
+	kv, err := be.NewKVCache(graph.KV)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := be.Compile(graph, w, kv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Run(ctx, testmodels.IDs32(g.PromptIDs), 0); err != nil {
+		t.Fatal(err)
+	}
+	vocab := ck.Config.VocabSize
+	all := make([]float32, n*vocab)
+	if _, err := p.Logits(all); err != nil {
+		t.Fatal(err)
+	}
+	var d float64
+	for i := range n {
+		d = max(d, testmodels.MaxAbsDiff(all[i*vocab:(i+1)*vocab], g.Logits[i]))
+	}
+	return d
 }

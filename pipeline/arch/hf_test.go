@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -40,6 +41,13 @@ var hfLayerNames = map[string]string{
 	model.BQ: "self_attn.q_proj.bias", model.BK: "self_attn.k_proj.bias", model.BV: "self_attn.v_proj.bias",
 	model.WO: "self_attn.o_proj.weight", model.QNorm: "self_attn.q_norm.weight", model.KNorm: "self_attn.k_norm.weight",
 	model.WGate: "mlp.gate_proj.weight", model.WUp: "mlp.up_proj.weight", model.WDown: "mlp.down_proj.weight",
+	model.Router: "mlp.gate.weight",
+}
+
+// hfExpertNames are Qwen 3 MoE's per-expert projections
+// (model.layers.N.mlp.experts.K.<name>), one slab of our stacked tensors.
+var hfExpertNames = map[string]string{
+	model.ExpertsGate: "gate_proj.weight", model.ExpertsUp: "up_proj.weight", model.ExpertsDown: "down_proj.weight",
 }
 
 var hfGlobalNames = map[string]string{
@@ -81,6 +89,11 @@ func hfExports(g testmodels.Arch2Golden) map[string]hfExport {
 			"hidden_act": "silu", "tie_word_embeddings": true, "sliding_window": 262144,
 			"rope_scaling": map[string]any{"type": "longrope", "long_factor": factors("rope_factors_long.weight"),
 				"short_factor": factors("rope_factors_short.weight")}})},
+		"qwen3moe": {config: base(map[string]any{"model_type": "qwen3_moe", "num_hidden_layers": 2, "num_key_value_heads": 2,
+			"head_dim": 32, "attention_bias": false, "rms_norm_eps": 1e-6, "rope_theta": 1e6, "hidden_act": "silu",
+			"tie_word_embeddings": false, "use_sliding_window": false, "rope_scaling": nil, "num_experts": 4,
+			"num_experts_per_tok": 2, "moe_intermediate_size": 64, "norm_topk_prob": true, "decoder_sparse_step": 1,
+			"mlp_only_layers": []int{}})},
 		"smollm3": {permute: true, config: base(map[string]any{"model_type": "smollm3", "num_hidden_layers": 4, "num_key_value_heads": 1,
 			"rms_norm_eps": 1e-6, "rope_theta": 5e6, "hidden_act": "silu", "tie_word_embeddings": true,
 			"no_rope_layers": []int{1, 1, 1, 0}, "use_sliding_window": false, "rope_scaling": nil})},
@@ -153,6 +166,15 @@ func writeHFExport(t *testing.T, ex hfExport, ref *model.Checkpoint) string {
 				if hn == "" {
 					hn, known = hfLayerNames[suffix]
 				}
+			}
+			if ex, ok := hfExpertNames[suffix]; ok {
+				n := shape[0]
+				sz := len(data) / n
+				for e := range n {
+					out = append(out, &tensors.Tensor{Name: "model.layers." + l + ".mlp.experts." + strconv.Itoa(e) + "." + ex,
+						DType: rt.DType, Shape: shape[1:], Data: data[e*sz : (e+1)*sz]})
+				}
+				continue
 			}
 			layer := func(s string) []byte { return ref.Tensor(model.Layer(atoi(t, l), s)).Data }
 			switch {

@@ -33,11 +33,12 @@ var archSpecs = map[string]archSpec{
 	model.ArchFalcon:   {norm: model.NormLayer, rope: model.RopeHalves, act: model.ActGELUTanh, parallel: true, activations: model.PolicyF32},
 	model.ArchStableLM: {norm: model.NormLayer, rope: model.RopeHalves, act: model.ActSiLU, gated: true, activations: model.PolicyF16},
 	// Qwen 2/3 and Gemma 3 are known for activations past f16's range.
-	model.ArchQwen2:   {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActSiLU, gated: true, activations: model.PolicyF32},
-	model.ArchQwen3:   {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActSiLU, gated: true, qkNorm: true, activations: model.PolicyF32},
-	model.ArchGemma3:  {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActGELUTanh, gated: true, postNorms: true, embedScale: true, qkNorm: true, activations: model.PolicyF32},
-	model.ArchPhi3:    {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActSiLU, gated: true, activations: model.PolicyAuto},
-	model.ArchSmolLM3: {norm: model.NormRMS, rope: model.RopeInterleaved, act: model.ActSiLU, gated: true, activations: model.PolicyAuto},
+	model.ArchQwen2:    {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActSiLU, gated: true, activations: model.PolicyF32},
+	model.ArchQwen3:    {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActSiLU, gated: true, qkNorm: true, activations: model.PolicyF32},
+	model.ArchGemma3:   {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActGELUTanh, gated: true, postNorms: true, embedScale: true, qkNorm: true, activations: model.PolicyF32},
+	model.ArchPhi3:     {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActSiLU, gated: true, activations: model.PolicyAuto},
+	model.ArchQwen3MoE: {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActSiLU, gated: true, qkNorm: true, activations: model.PolicyF32},
+	model.ArchSmolLM3:  {norm: model.NormRMS, rope: model.RopeInterleaved, act: model.ActSiLU, gated: true, activations: model.PolicyAuto},
 }
 
 // meta reads typed hyperparameters, failing on values of the wrong type.
@@ -200,6 +201,21 @@ func (f *File) config(arch string) (model.Config, error) {
 		c.RopeAttnFactor = m.float(".rope.scaling.attn_factor", 0)
 		// attention.sliding_window is ignored: llama.cpp forces phi3's
 		// SWA off (src/models/phi3.cpp:14-25).
+	case model.ArchQwen3MoE:
+		// src/models/qwen3moe.cpp: softmax gating over expert_count
+		// experts, expert_used_count of them renormalized (norm_w), each
+		// of expert_feed_forward_length units; feed_forward_length is
+		// unused.
+		c.Experts = m.int(".expert_count", 0, true)
+		c.ExpertsUsed = m.int(".expert_used_count", 0, true)
+		c.ExpertHidden = m.int(".expert_feed_forward_length", 0, true)
+		c.NormTopK = true
+		if m.err == nil && (c.Experts == 0 || c.ExpertsUsed == 0 || c.ExpertsUsed > c.Experts) {
+			return c, fmt.Errorf("%w: metadata %s = %d with %s = %d", ErrFormat, m.key(".expert_used_count"), c.ExpertsUsed, m.key(".expert_count"), c.Experts)
+		}
+		if n := m.int(".expert_shared_count", 0, false); n != 0 && m.err == nil {
+			return c, fmt.Errorf("%w: metadata %s = %d (shared experts)", ErrUnsupported, m.key(".expert_shared_count"), n)
+		}
 	case model.ArchSmolLM3:
 		// src/models/smollm3.cpp:5, 69: every fourth layer has no RoPE.
 		for l := range c.Layers {

@@ -153,7 +153,6 @@ func TestLoadRefusesUnsupported(t *testing.T) {
 			[]string{"llama.rope.scaling.type", "yarn"}},
 		{"sliding window pattern", testmodels.GGUFWithString(t, arch2Path(t, "qwen3"), "qwen3.attention.sliding_window_pattern", "4"),
 			[]string{"qwen3.attention.sliding_window_pattern", "4"}},
-		{"mixture of experts", arch2Path(t, "qwen3moe"), []string{"architecture", "qwen3moe"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Load(tc.path)
@@ -166,6 +165,24 @@ func TestLoadRefusesUnsupported(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestQwen3MoEMetadata: qwen3moe's expert counts are checked at load,
+// naming the key and value.
+func TestQwen3MoEMetadata(t *testing.T) {
+	ck, err := Load(arch2Path(t, "qwen3moe"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := ck.Config; c.Experts != 4 || c.ExpertsUsed != 2 || c.ExpertHidden != 64 || !c.NormTopK {
+		t.Errorf("experts %d, used %d, hidden %d, norm %t; want 4, 2, 64, true (README.md)", c.Experts, c.ExpertsUsed, c.ExpertHidden, c.NormTopK)
+	}
+	for _, key := range []string{"qwen3moe.expert_shared_count"} {
+		_, err := Load(testmodels.GGUFWithString(t, arch2Path(t, "qwen3moe"), key, "two"))
+		if err == nil || !strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), "two") {
+			t.Errorf("%s = \"two\": err %v, want one naming the key and value", key, err)
+		}
 	}
 }
 

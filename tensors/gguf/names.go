@@ -31,6 +31,10 @@ var layerNames = map[string]string{
 	"ffn_down.weight":            model.WDown,
 	"ffn_up.bias":                model.BUp,
 	"ffn_down.bias":              model.BDown,
+	"ffn_gate_inp.weight":        model.Router,
+	"ffn_gate_exps.weight":       model.ExpertsGate,
+	"ffn_up_exps.weight":         model.ExpertsUp,
+	"ffn_down_exps.weight":       model.ExpertsDown,
 }
 
 var globalNames = map[string]string{

@@ -41,6 +41,15 @@ type hfConfig struct {
 	NoRopeLayers                  []int    `json:"no_rope_layers"`
 	NoRopeLayerInterval           *int     `json:"no_rope_layer_interval"`
 
+	// Qwen 3 MoE.
+	NumExperts          *int  `json:"num_experts"`
+	NumExpertsPerTok    *int  `json:"num_experts_per_tok"`
+	MoEIntermediateSize *int  `json:"moe_intermediate_size"`
+	NormTopKProb        *bool `json:"norm_topk_prob"`
+	DecoderSparseStep   *int  `json:"decoder_sparse_step"`
+	MLPOnlyLayers       []int `json:"mlp_only_layers"`
+	SharedExpertSize    *int  `json:"shared_expert_intermediate_size"`
+
 	// Gemma 2.
 	QueryPreAttnScalar    *float64 `json:"query_pre_attn_scalar"`
 	AttnLogitSoftcapping  *float64 `json:"attn_logit_softcapping"`
@@ -77,6 +86,7 @@ var modelTypes = map[string]string{
 	"mistral":     model.ArchLlama,
 	"qwen2":       model.ArchQwen2,
 	"qwen3":       model.ArchQwen3,
+	"qwen3_moe":   model.ArchQwen3MoE,
 	"gemma3_text": model.ArchGemma3,
 	"phi3":        model.ArchPhi3,
 	"smollm3":     model.ArchSmolLM3,
@@ -134,7 +144,7 @@ func (h *hfConfig) config() (model.Config, error) {
 		return model.Config{}, fmt.Errorf("%w: model_type %q", ErrUnsupported, h.ModelType)
 	}
 	switch arch {
-	case model.ArchLlama, model.ArchQwen2, model.ArchQwen3, model.ArchSmolLM3, model.ArchPhi3, model.ArchGemma3:
+	case model.ArchLlama, model.ArchQwen2, model.ArchQwen3, model.ArchQwen3MoE, model.ArchSmolLM3, model.ArchPhi3, model.ArchGemma3:
 	default:
 		if rs, err := h.scaling(); err != nil || rs != nil {
 			return model.Config{}, fmt.Errorf("%w: %s rope_scaling %s", ErrUnsupported, h.ModelType, h.RopeScaling)
@@ -175,7 +185,7 @@ func (h *hfConfig) config() (model.Config, error) {
 		c.RopeDims = int(float64(c.HeadDim) * *h.PartialRotaryFactor)
 	}
 	switch arch {
-	case model.ArchLlama, model.ArchQwen2, model.ArchQwen3, model.ArchSmolLM3, model.ArchPhi3:
+	case model.ArchLlama, model.ArchQwen2, model.ArchQwen3, model.ArchQwen3MoE, model.ArchSmolLM3, model.ArchPhi3:
 		c.Norm, c.NormEps = model.NormRMS, orFloat(h.RMSNormEps, 1e-6)
 		c.Act, c.GatedFFN, c.Activations = model.ActSiLU, true, model.PolicyAuto
 		if h.HiddenAct != "" && h.HiddenAct != "silu" {
@@ -268,12 +278,17 @@ func (h *hfConfig) scaling() (*ropeScaling, error) {
 // Anything else is refused, naming the key and its value.
 func (h *hfConfig) modern(c *model.Config) error {
 	switch c.Arch {
-	case model.ArchQwen2, model.ArchQwen3:
+	case model.ArchQwen2, model.ArchQwen3, model.ArchQwen3MoE:
 		c.Activations = model.PolicyF32 // activations past f16's range
 		if h.UseSlidingWindow != nil && *h.UseSlidingWindow {
 			return fmt.Errorf("%w: use_sliding_window true", ErrUnsupported)
 		}
-		c.QKNorm = c.Arch == model.ArchQwen3
+		c.QKNorm = c.Arch != model.ArchQwen2
+		if c.Arch == model.ArchQwen3MoE {
+			if err := h.experts(c); err != nil {
+				return err
+			}
+		}
 	case model.ArchLlama:
 		// Mistral's sliding_window (null in later versions) on every layer.
 		if c.SlidingWindow = orInt(h.SlidingWindow, 0); c.SlidingWindow > 0 {
@@ -447,4 +462,34 @@ func (h *hfConfig) gemma3(c *model.Config) error {
 		return linearFactors(c, rs) // LayerRope leaves the local layers unscaled
 	}
 	return fmt.Errorf("%w: rope_scaling %s", ErrUnsupported, h.RopeScaling)
+}
+
+// experts reads Qwen 3 MoE's expert keys: every layer sparse
+// (decoder_sparse_step 1, no mlp_only_layers), no shared expert. Other
+// values are refused, naming the key and the value.
+func (h *hfConfig) experts(c *model.Config) error {
+	for _, k := range []struct {
+		key string
+		p   *int
+	}{{"num_experts", h.NumExperts}, {"num_experts_per_tok", h.NumExpertsPerTok}, {"moe_intermediate_size", h.MoEIntermediateSize}} {
+		if k.p == nil || *k.p <= 0 {
+			return fmt.Errorf("%w: qwen3_moe %s missing or not positive", ErrFormat, k.key)
+		}
+	}
+	c.Experts, c.ExpertsUsed, c.ExpertHidden = *h.NumExperts, *h.NumExpertsPerTok, *h.MoEIntermediateSize
+	if c.ExpertsUsed > c.Experts {
+		return fmt.Errorf("%w: num_experts_per_tok %d of num_experts %d", ErrFormat, c.ExpertsUsed, c.Experts)
+	}
+	// Qwen3MoeConfig's default is false; every released Qwen 3 MoE sets true.
+	c.NormTopK = h.NormTopKProb != nil && *h.NormTopKProb
+	if s := orInt(h.DecoderSparseStep, 1); s != 1 {
+		return fmt.Errorf("%w: decoder_sparse_step %d (only every layer sparse, 1)", ErrUnsupported, s)
+	}
+	if len(h.MLPOnlyLayers) > 0 {
+		return fmt.Errorf("%w: mlp_only_layers %v (dense layers among experts)", ErrUnsupported, h.MLPOnlyLayers)
+	}
+	if n := orInt(h.SharedExpertSize, 0); n != 0 {
+		return fmt.Errorf("%w: shared_expert_intermediate_size %d (shared experts)", ErrUnsupported, n)
+	}
+	return nil
 }

@@ -43,6 +43,11 @@ func TestLoadErrors(t *testing.T) {
 		{"layer out of range", llamaCfg, []*tensors.Tensor{emb, {Name: "model.layers.7.input_layernorm.weight", DType: tensors.F32, Shape: []int{8}, Data: make([]byte, 32)}}, ErrUnsupported},
 		{"incomplete", llamaCfg, []*tensors.Tensor{emb}, ErrFormat},
 		{"falcon alibi", `{"model_type":"falcon","hidden_size":8,"num_attention_heads":2,"alibi":true}`, []*tensors.Tensor{emb}, ErrUnsupported},
+		{"qwen3_moe decoder_sparse_step 2", `{"model_type":"qwen3_moe","hidden_size":8,"num_attention_heads":2,"num_hidden_layers":2,"num_experts":4,"num_experts_per_tok":2,"moe_intermediate_size":4,"decoder_sparse_step":2}`, []*tensors.Tensor{emb}, ErrUnsupported},
+		{"qwen3_moe mlp_only_layers", `{"model_type":"qwen3_moe","hidden_size":8,"num_attention_heads":2,"num_hidden_layers":2,"num_experts":4,"num_experts_per_tok":2,"moe_intermediate_size":4,"mlp_only_layers":[1]}`, []*tensors.Tensor{emb}, ErrUnsupported},
+		{"qwen3_moe shared expert", `{"model_type":"qwen3_moe","hidden_size":8,"num_attention_heads":2,"num_hidden_layers":2,"num_experts":4,"num_experts_per_tok":2,"moe_intermediate_size":4,"shared_expert_intermediate_size":16}`, []*tensors.Tensor{emb}, ErrUnsupported},
+		{"qwen3_moe more used than experts", `{"model_type":"qwen3_moe","hidden_size":8,"num_attention_heads":2,"num_experts":2,"num_experts_per_tok":3,"moe_intermediate_size":4}`, []*tensors.Tensor{emb}, ErrFormat},
+		{"qwen3_moe without num_experts", `{"model_type":"qwen3_moe","hidden_size":8,"num_attention_heads":2,"num_experts_per_tok":3,"moe_intermediate_size":4}`, []*tensors.Tensor{emb}, ErrFormat},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()

@@ -65,6 +65,9 @@ func Load(dir string) (*model.Checkpoint, error) {
 			}
 		}
 	}
+	if err := im.stack(); err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
 	// A tied model may still save lm_head.weight (a copy of the embedding).
 	if hc.TieWordEmbeddings != nil && *hc.TieWordEmbeddings || isGemma(cfg.Arch) {
 		ck.Tensors = slices.DeleteFunc(ck.Tensors, func(t *tensors.Tensor) bool { return t.Name == model.LMHead })
@@ -159,6 +162,9 @@ type importer struct {
 	globals map[string]target
 	layers  map[string]target
 	prefix  string
+	// experts holds Qwen 3 MoE's per-expert matrices by stacked name
+	// until stack makes each set one [experts, rows, cols] tensor.
+	experts map[string][]*tensors.Tensor
 }
 
 func (im *importer) add(f *safetensors.File, info *safetensors.TensorInfo) error {
@@ -167,6 +173,9 @@ func (im *importer) add(f *safetensors.File, info *safetensors.TensorInfo) error
 	name := tg.name
 	if !ok {
 		layer, suffix, isLayer := parseLayer(info.Name, im.prefix, c.Layers)
+		if e, stacked, isExpert := expertTarget(suffix); isLayer && isExpert && c.Experts > 0 {
+			return im.addExpert(f, info, model.Layer(layer, stacked), e)
+		}
 		if tg, ok = im.layers[suffix]; !isLayer || !ok {
 			if isRotaryBuffer(suffix) {
 				return nil // recomputed at run time
@@ -227,6 +236,65 @@ func (im *importer) add(f *safetensors.File, info *safetensors.TensorInfo) error
 		return nil
 	}
 	im.ck.Tensors = append(im.ck.Tensors, t)
+	return nil
+}
+
+// addExpert keeps expert e's matrix of the stacked tensor name.
+func (im *importer) addExpert(f *safetensors.File, info *safetensors.TensorInfo, name string, e int) error {
+	n := im.ck.Config.Experts
+	if e >= n {
+		return fmt.Errorf("%w: tensor %q: expert %d of %d", ErrFormat, info.Name, e, n)
+	}
+	t, err := f.ToTensor(info, info.Name)
+	if err != nil {
+		return err
+	}
+	if len(t.Shape) != 2 || t.Scales != nil {
+		return fmt.Errorf("%w: expert tensor %q has shape %v", ErrFormat, info.Name, t.Shape)
+	}
+	if im.experts == nil {
+		im.experts = map[string][]*tensors.Tensor{}
+	}
+	set := im.experts[name]
+	if set == nil {
+		set = make([]*tensors.Tensor, n)
+		im.experts[name] = set
+	}
+	if set[e] != nil {
+		return fmt.Errorf("%w: tensor %q given twice", ErrFormat, info.Name)
+	}
+	set[e] = t
+	return nil
+}
+
+// stack makes each set of expert matrices one tensor [experts, rows, cols]
+// in expert order. The safetensors files interleave the experts' gate, up
+// and down matrices, so this copies them once, at load.
+func (im *importer) stack() error {
+	names := make([]string, 0, len(im.experts))
+	for name := range im.experts {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		set := im.experts[name]
+		first := set[0]
+		for e, t := range set {
+			if t == nil {
+				return fmt.Errorf("%w: %s: expert %d missing", ErrFormat, name, e)
+			}
+			if t.DType != first.DType || !slices.Equal(t.Shape, first.Shape) {
+				return fmt.Errorf("%w: %s: expert %d is %s %v, expert 0 %s %v", ErrFormat, name, e, t.DType, t.Shape, first.DType, first.Shape)
+			}
+		}
+		data := make([]byte, 0, len(set)*len(first.Data))
+		for _, t := range set {
+			data = append(data, t.Data...)
+		}
+		im.ck.Tensors = append(im.ck.Tensors, &tensors.Tensor{Name: name, DType: first.DType,
+			Shape: []int{len(set), first.Shape[0], first.Shape[1]}, Data: data})
+	}
+	im.experts = nil
 	return nil
 }
 

@@ -120,9 +120,12 @@ func layerTargets(arch string) map[string]target {
 		"mlp.down_proj.bias":      {name: model.BDown},
 	}
 	switch arch {
-	case model.ArchQwen3, model.ArchGemma3:
+	case model.ArchQwen3, model.ArchQwen3MoE, model.ArchGemma3:
 		m["self_attn.q_norm.weight"] = target{name: model.QNorm, xform: norm}
 		m["self_attn.k_norm.weight"] = target{name: model.KNorm, xform: norm}
+		if arch == model.ArchQwen3MoE {
+			m["mlp.gate.weight"] = target{name: model.Router}
+		}
 	case model.ArchPhi3:
 		m["self_attn.qkv_proj.weight"] = target{name: model.WQ, xform: splitRowsQKV}
 		m["mlp.gate_up_proj.weight"] = target{name: model.WGate, xform: splitGateUp}
@@ -138,6 +141,24 @@ func layerTargets(arch string) map[string]target {
 		m["post_attention_layernorm.bias"] = target{name: model.FFNNormBias}
 	}
 	return m
+}
+
+// expertTarget parses Qwen 3 MoE's per-expert suffix
+// "mlp.experts.K.{gate,up,down}_proj.weight" into the expert and our
+// stacked tensor's suffix.
+func expertTarget(suffix string) (expert int, name string, ok bool) {
+	rest, found := strings.CutPrefix(suffix, "mlp.experts.")
+	if !found {
+		return 0, "", false
+	}
+	num, proj, found := strings.Cut(rest, ".")
+	e, err := strconv.Atoi(num)
+	if !found || err != nil || e < 0 || strconv.Itoa(e) != num {
+		return 0, "", false
+	}
+	name, ok = map[string]string{"gate_proj.weight": model.ExpertsGate, "up_proj.weight": model.ExpertsUp,
+		"down_proj.weight": model.ExpertsDown}[proj]
+	return e, name, ok
 }
 
 // layerPrefix is where per-layer tensors live.

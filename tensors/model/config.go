@@ -23,6 +23,7 @@ const (
 	ArchGemma3   = "gemma3"
 	ArchPhi3     = "phi3"
 	ArchSmolLM3  = "smollm3"
+	ArchQwen3MoE = "qwen3moe"
 )
 
 // Norm kinds.
@@ -117,6 +118,17 @@ type Config struct {
 	// NoRopeLayers lists the layers without RoPE (SmolLM3's NoPE layers).
 	NoRopeLayers []int `json:"no_rope_layers,omitempty"`
 
+	// Experts > 0 makes every layer's FFN a mixture of experts (Qwen 3
+	// MoE): router logits Router·x over Experts experts, softmax, the
+	// ExpertsUsed most probable experts (their probabilities renormalized
+	// to sum 1 with NormTopK), each a gated FFN of ExpertHidden units
+	// (act per Act) whose outputs are summed weighted by those
+	// probabilities. HiddenDim is then unused (but still positive).
+	Experts      int  `json:"experts,omitempty"`
+	ExpertsUsed  int  `json:"experts_used,omitempty"`
+	ExpertHidden int  `json:"expert_hidden,omitempty"`
+	NormTopK     bool `json:"norm_top_k,omitempty"`
+
 	Activations string `json:"activations,omitempty"` // PolicyAuto, PolicyF32, PolicyF16
 
 	BOS          int    `json:"bos"` // -1: none
@@ -188,6 +200,14 @@ func (c *Config) Validate() error {
 		if d.v <= 0 || d.v > limit {
 			return fmt.Errorf("%w: %s = %d", ErrConfig, d.name, d.v)
 		}
+	}
+	if c.Experts != 0 {
+		if c.Experts < 0 || c.Experts > 1<<16 || c.ExpertsUsed <= 0 || c.ExpertsUsed > c.Experts ||
+			c.ExpertHidden <= 0 || c.ExpertHidden > limit || !c.GatedFFN {
+			return fmt.Errorf("%w: %d experts, %d used, expert_hidden %d, gated %t", ErrConfig, c.Experts, c.ExpertsUsed, c.ExpertHidden, c.GatedFFN)
+		}
+	} else if c.ExpertsUsed != 0 || c.ExpertHidden != 0 || c.NormTopK {
+		return fmt.Errorf("%w: experts_used %d, expert_hidden %d without experts", ErrConfig, c.ExpertsUsed, c.ExpertHidden)
 	}
 	if c.Heads%c.KVHeads != 0 {
 		return fmt.Errorf("%w: heads %d not a multiple of kv_heads %d", ErrConfig, c.Heads, c.KVHeads)

@@ -36,6 +36,12 @@ const (
 	WDown        = "ff_layer.ffn_layer2.w"          // [dim, hidden]
 	BUp          = "ff_layer.ffn_layer1.b"
 	BDown        = "ff_layer.ffn_layer2.b"
+	// Mixture of experts (Config.Experts): the router and the experts'
+	// gate, up and down projections, one 3-D tensor each, expert-major.
+	Router      = "ff_layer.moe.router.w" // [experts, dim]
+	ExpertsGate = "ff_layer.moe.gate.w"   // [experts, expert_hidden, dim]
+	ExpertsUp   = "ff_layer.moe.up.w"     // [experts, expert_hidden, dim]
+	ExpertsDown = "ff_layer.moe.down.w"   // [experts, dim, expert_hidden]
 )
 
 // Layer returns the full name of a per-layer tensor.

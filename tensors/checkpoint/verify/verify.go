@@ -51,6 +51,16 @@ func Complete(ck *model.Checkpoint) error {
 	if c.GatedFFN {
 		want[model.WGate] = []int{c.HiddenDim, c.Dim}
 	}
+	if c.Experts > 0 {
+		delete(want, model.WUp)
+		delete(want, model.WDown)
+		delete(want, model.WGate)
+		e, h := c.Experts, c.ExpertHidden
+		want[model.Router] = []int{e, c.Dim}
+		want[model.ExpertsGate] = []int{e, h, c.Dim}
+		want[model.ExpertsUp] = []int{e, h, c.Dim}
+		want[model.ExpertsDown] = []int{e, c.Dim, h}
+	}
 	if !c.Parallel {
 		want[model.FFNNorm] = []int{c.Dim}
 	}
