@@ -14,7 +14,7 @@ import (
 // experts 3 and 2 of 4 with the bytes of experts 0 and 1 (values and
 // scales) overwritten by NaN patterns: the output must be finite and equal
 // the float64 reference, so only the selected experts' rows are read. It
-// covers each stored type the dense products take (the same kernels), the
+// covers each kind of stored type the dense products take (the same kernels), the
 // decode path (1 token) and the prefill path (5 tokens), and the weights
 // with and without renormalization.
 func TestMoEReadsSelectedExperts(t *testing.T) {
@@ -44,8 +44,23 @@ func TestMoEReadsSelectedExperts(t *testing.T) {
 			return tensors.Quantize(n, s, v, dt, 32, tensors.F16)
 		}
 	}
+	// llama.cpp's block types (Q5_0 here: f16 d, 4 bytes of high bits, 16
+	// of nibbles per 32 values) take the path of the K-quants: random
+	// blocks with a small d, whatever the values.
+	q5 := func(n string, s []int, v []float32) (*tensors.Tensor, error) {
+		b := make([]byte, len(v)/32*22)
+		for i := range len(v) / 32 {
+			blk := b[i*22 : (i+1)*22]
+			for j := range blk {
+				blk[j] = byte(rng.Uint32())
+			}
+			d := tensors.F16Bits(0.004)
+			blk[0], blk[1] = byte(d), byte(d>>8)
+		}
+		return &tensors.Tensor{Name: n, DType: tensors.Q5_0, Shape: s, Data: b}, nil
+	}
 	for _, st := range []stored{{"f32", plain(tensors.F32)}, {"f16", plain(tensors.F16)},
-		{"int8 block32", quant(tensors.I8)}, {"int4 block32", quant(tensors.I4)}} {
+		{"int8 block32", quant(tensors.I8)}, {"int4 block32", quant(tensors.I4)}, {"q5_0 blocks", q5}} {
 		for _, norm := range []bool{true, false} {
 			for _, n := range []int{1, 5} {
 				ws := []*tensors.Tensor{f32Tensor(t, "emb", []int{5, dim}, emb), f32Tensor(t, "router", []int{experts, dim}, router)}
