@@ -128,3 +128,30 @@ func TestGGUFChatTemplate(t *testing.T) {
 		t.Errorf("chat template %q, want %q", got, tpl)
 	}
 }
+
+// TestMemoryCheckMoE: a mixture of experts counts every expert's weights
+// (all are stored, though a token reads only its experts'): the weights
+// the check names are the sum of llama.cpp's tensor list for the tiny
+// qwen3moe (all F32), rope tables aside.
+func TestMemoryCheckMoE(t *testing.T) {
+	g := testmodels.Arch2(t, "qwen3moe")
+	var want int64
+	for name, dims := range g.Tensors {
+		if strings.HasPrefix(name, "rope_") {
+			continue
+		}
+		n := int64(4)
+		for _, d := range dims {
+			n *= int64(d)
+		}
+		want += n
+	}
+	dev := &smallDevice{Backend: cpu.New(cpu.Options{}), memory: 1 << 20}
+	_, err := Open(context.Background(), testmodels.Path(t, "arch2", "qwen3moe.gguf"), WithGPUBackend(dev))
+	if !errors.Is(err, ErrTooBig) || dev.loaded {
+		t.Fatalf("1 MiB device: %v (allocated: %v)", err, dev.loaded)
+	}
+	if s := "weights " + humanBytes(want); !strings.Contains(err.Error(), s) {
+		t.Errorf("error %q lacks %q (%d bytes)", err, s, want)
+	}
+}

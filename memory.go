@@ -51,7 +51,14 @@ func estimateMemory(cfg *model.Config, weightBytes int64, maxCache int, kvF16 bo
 	// token the residual stream, attention and feed-forward intermediates
 	// and the attention scores over the cache, plus one logits row.
 	qdim := int64(cfg.Heads) * int64(cfg.HeadDim)
-	perToken := (6*int64(cfg.Dim) + 3*qdim + 3*int64(cfg.HiddenDim) + int64(cfg.Heads)*int64(maxCache)) * 4
+	ffn := 3 * int64(cfg.HiddenDim)
+	if cfg.Experts > 0 {
+		// A MoE block keeps per token its router logits; one expert's
+		// hidden row at a time (counted as one token's worth). Every
+		// expert's weights are in weightBytes: all are stored, k are read.
+		ffn = int64(cfg.Experts) + int64(cfg.ExpertHidden)
+	}
+	perToken := (6*int64(cfg.Dim) + 3*qdim + ffn + int64(cfg.Heads)*int64(maxCache)) * 4
 	tokens := 1
 	for _, size := range pipeline.DefaultPrefillSizes {
 		if size <= maxCache {
