@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/gpurun/gpurun/fusion"
@@ -493,9 +494,20 @@ func kvBytesPerPosition(cfg *model.Config, kvF16 bool) int64 {
 	return 2 * int64(cfg.Layers) * int64(cfg.KVHeads) * int64(cfg.HeadDim) * elem
 }
 
-// decodeWeightBytes is DecodeBytes' weights of the tensors ws.
+// decodeWeightBytes is DecodeBytes' weights of the tensors ws: all but
+// the embedding's other rows and, in a mixture of experts, the experts a
+// token does not use (each token reads ExpertsUsed of Experts: its active
+// bytes).
 func decodeWeightBytes(cfg *model.Config, ws []*tensors.Tensor) int64 {
 	n := weightBytes(ws)
+	if cfg.Experts > 0 {
+		for _, t := range ws {
+			if t != nil && isExperts(t.Name) {
+				b := weightBytes([]*tensors.Tensor{t})
+				n -= b - b/int64(cfg.Experts)*int64(cfg.ExpertsUsed)
+			}
+		}
+	}
 	if cfg.Tied {
 		return n
 	}
@@ -508,6 +520,16 @@ func decodeWeightBytes(cfg *model.Config, ws []*tensors.Tensor) int64 {
 		}
 	}
 	return n
+}
+
+// isExperts reports whether name is a layer's stacked experts tensor.
+func isExperts(name string) bool {
+	for _, suffix := range []string{model.ExpertsGate, model.ExpertsUp, model.ExpertsDown} {
+		if strings.HasSuffix(name, "."+suffix) {
+			return true
+		}
+	}
+	return false
 }
 
 // HasTokenizer reports whether text prompts and pieces are available.

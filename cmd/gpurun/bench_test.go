@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpurun/gpurun/cmd/gpurun/internal/benchreport"
 	"github.com/gpurun/gpurun/cmd/gpurun/internal/benchreport/reporttest"
+	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/tensors/convert"
 	"github.com/gpurun/gpurun/tensors/synthetic"
@@ -368,5 +369,34 @@ func TestBenchDecodeBytes(t *testing.T) {
 	}
 	if _, _, err := runCLI(t, "", "bench", "-m", task, "--prefill-chunk", "0"); err == nil {
 		t.Error("--prefill-chunk 0 accepted")
+	}
+}
+
+// TestBenchDecodeBytesMoE: a mixture of experts reports its active bytes
+// per token: of the tiny qwen3moe (llama.cpp's tensor list, all F32), every
+// tensor but the embedding's other rows and, of the expert tensors, the
+// share of the 2 experts of 4 a token uses.
+func TestBenchDecodeBytesMoE(t *testing.T) {
+	g := testmodels.Arch2(t, "qwen3moe")
+	var want int64
+	for name, dims := range g.Tensors {
+		n := int64(4)
+		for _, d := range dims {
+			n *= int64(d)
+		}
+		switch {
+		case name == "token_embd.weight":
+			n /= int64(dims[1]) // one row of [embd, vocab]
+		case strings.Contains(name, "_exps."):
+			n = n / int64(g.Dims.NExpert) * int64(g.Dims.NExpertUsed)
+		}
+		want += n
+	}
+	rep := benchJSON(t, "-m", testmodels.Path(t, "arch2", "qwen3moe.gguf"), "--backend", "cpu", "--tests", "pp4+tg3",
+		"--reps", "1", "--warmup", "0")
+	for i, r := range rep.Results {
+		if r.Error != "" || r.DecodeWeightBytes != want {
+			t.Errorf("result %d: %s, decode weight bytes %d, want %d", i, r.Error, r.DecodeWeightBytes, want)
+		}
 	}
 }

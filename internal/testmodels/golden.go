@@ -101,6 +101,9 @@ type Arch2Golden struct {
 		KVHeads int `json:"kv_heads"`
 		HeadDim int `json:"head_dim"`
 		FFN     int `json:"ffn"`
+		// NExpert and NExpertUsed: qwen3moe's experts and experts per token.
+		NExpert     int `json:"n_expert"`
+		NExpertUsed int `json:"n_expert_used"`
 	} `json:"dims"`
 	Tied bool `json:"tied_embeddings"`
 	// NonWeightTensors holds rope_freqs and rope_factors_* values.

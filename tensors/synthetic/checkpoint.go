@@ -178,7 +178,7 @@ type format struct {
 // that any valid config can be built.
 func formatFor(e entry, quant string) format {
 	switch e.role {
-	case roleNorm, roleBias:
+	case roleNorm, roleBias, roleRouter:
 		return format{dtype: tensors.F32}
 	}
 	cols := e.shape[len(e.shape)-1]

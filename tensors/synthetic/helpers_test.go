@@ -25,6 +25,10 @@ func shrink(c model.Config) model.Config {
 	}
 	// The FFN keeps its width ratio, rounded up to whole int4 blocks.
 	s.HiddenDim = (c.HiddenDim*s.Dim/c.Dim + Int4Block - 1) / Int4Block * Int4Block
+	if c.Experts > 0 {
+		s.ExpertHidden = (c.ExpertHidden*s.Dim/c.Dim + Int4Block - 1) / Int4Block * Int4Block
+		s.Experts, s.ExpertsUsed = min(c.Experts, 8), min(c.ExpertsUsed, 3)
+	}
 	s.RopeDims = int(math.Round(float64(c.RopeDims)*float64(s.HeadDim)/float64(c.HeadDim)/2)) * 2
 	if c.EmbedScale != 0 {
 		s.EmbedScale = float32(math.Sqrt(float64(s.Dim)))

@@ -14,6 +14,7 @@ const (
 	roleEmbed              // token embedding or LM head [vocab, dim]
 	roleNorm               // norm scale: f32 near 1
 	roleBias               // linear or LayerNorm bias: small f32
+	roleRouter             // MoE router [experts, dim]: f32, as llama.cpp's quantizations keep it
 )
 
 // entry is one tensor of the checkpoint before its data exists.
@@ -91,11 +92,19 @@ func layerEntries(cfg *model.Config, l int, add func(entry)) {
 	if !cfg.Parallel {
 		norm(model.FFNNorm, model.FFNNormBias)
 	}
-	if cfg.GatedFFN {
-		add(entry{name(model.WGate), []int{cfg.HiddenDim, cfg.Dim}, roleMatrix})
+	if cfg.Experts > 0 {
+		e, h := cfg.Experts, cfg.ExpertHidden
+		add(entry{name(model.Router), []int{e, cfg.Dim}, roleRouter})
+		add(entry{name(model.ExpertsGate), []int{e, h, cfg.Dim}, roleMatrix})
+		add(entry{name(model.ExpertsUp), []int{e, h, cfg.Dim}, roleMatrix})
+		add(entry{name(model.ExpertsDown), []int{e, cfg.Dim, h}, roleMatrix})
+	} else {
+		if cfg.GatedFFN {
+			add(entry{name(model.WGate), []int{cfg.HiddenDim, cfg.Dim}, roleMatrix})
+		}
+		linear(model.WUp, model.BUp, cfg.FFNBias, cfg.HiddenDim, cfg.Dim)
+		linear(model.WDown, model.BDown, cfg.FFNBias, cfg.Dim, cfg.HiddenDim)
 	}
-	linear(model.WUp, model.BUp, cfg.FFNBias, cfg.HiddenDim, cfg.Dim)
-	linear(model.WDown, model.BDown, cfg.FFNBias, cfg.Dim, cfg.HiddenDim)
 	if cfg.PostNorms {
 		add(entry{name(model.PostFFNNorm), []int{cfg.Dim}, roleNorm})
 	}

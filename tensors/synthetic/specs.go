@@ -35,6 +35,9 @@ func Specs() []Spec {
 		gemma3_1B(),
 		phi4Mini(),
 		smolLM3_3B(),
+		qwen3_30B_A3B(),
+		qwen3MoESmall(),
+		qwen3DenseSmall(),
 	}
 }
 
@@ -293,4 +296,48 @@ func smolLM3_3B() Spec {
 		Act: model.ActSiLU, GatedFFN: true, Tied: true,
 		BOS: -1, EOS: 128012,
 	}}
+}
+
+// qwen3_30B_A3B: Qwen/Qwen3-30B-A3B (Qwen3MoeForCausalLM): hidden 2048,
+// 48 layers, 32 heads, 4 kv heads, head_dim 128, vocab 151936, every
+// layer a mixture of 128 experts of moe_intermediate_size 768, 8 per
+// token, norm_topk_prob, rms_norm_eps 1e-6, rope_theta 1e6, untied, 40960
+// positions, eos 151645 (no BOS). intermediate_size 6144 is unused.
+// 30,532,122,624 parameters, about 3.3B of them read per token.
+func qwen3_30B_A3B() Spec {
+	return Spec{Name: "qwen3-30b-a3b", Source: "Qwen/Qwen3-30B-A3B", Config: qwen3MoEConfig(48, 128, 8)}
+}
+
+// qwen3MoESmall: Qwen3-30B-A3B's layer shapes with 24 layers of 32
+// experts (8 per token): 3.6B expert parameters, 2.0 GB at int4, so that
+// a MoE model fits a small machine. Not a published model.
+func qwen3MoESmall() Spec {
+	return Spec{Name: "qwen3-moe-small", Source: "Qwen/Qwen3-30B-A3B scaled down (24 layers, 32 experts)", Config: qwen3MoEConfig(24, 32, 8)}
+}
+
+// qwen3DenseSmall: qwen3-moe-small with a dense SwiGLU of 6144 units (its
+// 8 used experts of 768) in place of the experts, so that a decode step
+// reads the same bytes as qwen3-moe-small's: the dense baseline of the
+// mixture. Not a published model.
+func qwen3DenseSmall() Spec {
+	c := qwen3MoEConfig(24, 0, 0)
+	c.Arch = model.ArchQwen3
+	c.HiddenDim = 8 * 768
+	return Spec{Name: "qwen3-dense-small", Source: "qwen3-moe-small's dense twin (FFN 8 x 768)", Config: c}
+}
+
+func qwen3MoEConfig(layers, experts, used int) model.Config {
+	c := model.Config{
+		Arch: model.ArchQwen3MoE, VocabSize: 151936, Dim: 2048, HiddenDim: 6144, Layers: layers,
+		Heads: 32, KVHeads: 4, HeadDim: 128, MaxSeqLen: 40960,
+		Norm: model.NormRMS, NormEps: 1e-6,
+		RopeStyle: model.RopeHalves, RopeDims: 128, RopeBase: 1e6,
+		Act: model.ActSiLU, GatedFFN: true, QKNorm: true,
+		Activations: model.PolicyF32,
+		BOS:         -1, EOS: 151645,
+	}
+	if experts > 0 {
+		c.Experts, c.ExpertsUsed, c.ExpertHidden, c.NormTopK = experts, used, 768, true
+	}
+	return c
 }

@@ -40,6 +40,13 @@ var publishedParams = []struct {
 	{"gemma-3-1b", 999_885_952, "google/gemma-3-1b-pt"},
 	{"phi-4-mini", 3_836_021_760, "microsoft/Phi-4-mini-instruct"},
 	{"smollm3-3b", 3_075_098_624, "HuggingFaceTB/SmolLM3-3B"},
+	// Summed from config.json: embedding and head 151936*2048 each; 48
+	// layers of q/o 4096*2048, k/v 512*2048, q/k norms 128, two norms
+	// 2048, router 128*2048 and 128 experts of 3*768*2048; final norm.
+	// The card gives 30.5B.
+	{"qwen3-30b-a3b", 2*151936*2048 + 48*(2*4096*2048+2*512*2048+2*128+2*2048+128*2048+128*3*768*2048) + 2048, "Qwen/Qwen3-30B-A3B, summed"},
+	{"qwen3-moe-small", 2*151936*2048 + 24*(2*4096*2048+2*512*2048+2*128+2*2048+32*2048+32*3*768*2048) + 2048, "summed"},
+	{"qwen3-dense-small", 2*151936*2048 + 24*(2*4096*2048+2*512*2048+2*128+2*2048+3*6144*2048) + 2048, "summed"},
 }
 
 func TestSpecsMatchPublishedParameterCounts(t *testing.T) {
