@@ -1,12 +1,14 @@
 package cpu_test
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
 
 	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/gpu/cpu"
 	"github.com/gpurun/gpurun/tensors"
 )
 
@@ -100,9 +102,22 @@ func TestMoEReadsSelectedExperts(t *testing.T) {
 				g.Add(&fusion.MoEOp{Out: out, In: x, Router: "router", Gate: "gate", Up: "up", Down: "down",
 					Experts: experts, Used: used, Hidden: hidden, Act: fusion.ActSiLU, NormTopK: norm})
 				g.Logits = out
-				got := compile(t, g, ws, 2).run(t, seq(n), 0)
 				want := moeRef(emb[:n*dim], router, ref["gate"], ref["up"], ref["down"], dim, hidden, experts, used, norm)
+				got := compile(t, g, ws, 2).run(t, seq(n), 0)
 				assertClose(t, st.name, got, want, 1e-5)
+				// Dynamic math quantizes each product's input to int8
+				// (int8 and int4 weights): the expert products too.
+				dyn := cpu.New(cpu.Options{Threads: 2, Math: cpu.MathDynamic})
+				w, err := dyn.LoadWeights(context.Background(), ws)
+				if err != nil {
+					t.Fatal(err)
+				}
+				p, err := dyn.Compile(g, w, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				h := &harness{be: dyn, prog: p}
+				assertClose(t, st.name+" dynamic", h.run(t, seq(n), 0), want, 2e-2)
 			}
 		}
 	}
