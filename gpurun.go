@@ -93,8 +93,9 @@ type openOptions struct {
 }
 
 // WithBackend picks the backend by name: "auto" (the default: a real GPU
-// through Vulkan when there is one, otherwise the CPU), "cpu", "webgpu" or
-// "vulkan". The model opens it and closes it with itself.
+// through Vulkan when there is one, otherwise the CPU; the CPU for a
+// mixture of experts, which the GPU backends do not run yet), "cpu",
+// "webgpu" or "vulkan". The model opens it and closes it with itself.
 func WithBackend(name string) Option { return func(o *openOptions) { o.backendName = name } }
 
 // WithDevice picks the device within the backend WithBackend names
@@ -261,7 +262,12 @@ func open(ctx context.Context, src *source, o *openOptions) (*Model, error) {
 		return nil, fmt.Errorf("%w: %w", ErrOptions, err)
 	}
 	if b == nil {
-		if b, err = backends.OpenWith(ctx, o.backendName, backends.Options{Device: o.device, CPU: cpu.Options{Math: math}}); err != nil {
+		name := o.backendName
+		if (name == "" || name == "auto") && cfg.Experts > 0 {
+			// The GPU kernels have no mixture-of-experts op yet.
+			name = "cpu"
+		}
+		if b, err = backends.OpenWith(ctx, name, backends.Options{Device: o.device, CPU: cpu.Options{Math: math}}); err != nil {
 			return nil, fmt.Errorf("backend %s: %w", o.backendName, err)
 		}
 		m.backend = b
