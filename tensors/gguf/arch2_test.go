@@ -188,8 +188,8 @@ func TestQwen3MoEMetadata(t *testing.T) {
 
 // tinyModern writes a one-layer GGUF of arch with today's tensors: Phi 3's
 // fused attn_qkv and ffn_up [gate | up] with LongRoPE factor tensors and
-// partial rotary, or Qwen 3's separate projections with q/k norms and a
-// head dim apart from embd/heads. It seeds FuzzGGUF with the import paths
+// partial rotary, Qwen 3's separate projections with q/k norms and a
+// head dim apart from embd/heads, or Qwen 3 MoE's router and 3-D experts. It seeds FuzzGGUF with the import paths
 // of these architectures.
 func tinyModern(arch string) []byte {
 	w := &ggufWriter{}
@@ -206,7 +206,9 @@ func tinyModern(arch string) []byte {
 	w.tensor("output_norm.weight", GGMLF32, []uint64{d}, f32Bytes(int(d), 1, 0))
 	w.tensor("blk.0.attn_norm.weight", GGMLF32, []uint64{d}, f32Bytes(int(d), 1, 0))
 	w.tensor("blk.0.ffn_norm.weight", GGMLF32, []uint64{d}, f32Bytes(int(d), 1, 0))
-	w.tensor("blk.0.ffn_down.weight", GGMLF16, []uint64{f, d}, make([]byte, 2*d*f))
+	if arch != "qwen3moe" {
+		w.tensor("blk.0.ffn_down.weight", GGMLF16, []uint64{f, d}, make([]byte, 2*d*f))
+	}
 	switch arch {
 	case "phi3":
 		w.u32("phi3.rope.dimension_count", 12)
@@ -229,13 +231,33 @@ func tinyModern(arch string) []byte {
 		w.tensor("blk.0.attn_k_norm.weight", GGMLF32, []uint64{2 * hd}, f32Bytes(int(2*hd), 1, 0))
 		w.tensor("blk.0.ffn_gate.weight", GGMLF32, []uint64{d, f}, f32Bytes(int(d*f), -1, 0.001))
 		w.tensor("blk.0.ffn_up.weight", GGMLF32, []uint64{d, f}, f32Bytes(int(d*f), -1, 0.001))
+	case "qwen3moe":
+		// Three experts of 32 units, two per token: the router and the
+		// 3-D expert tensors (gate and up in Q8_0 blocks, down F32), in
+		// place of the dense ffn_down written above, which the MoE
+		// import refuses to leave out: it is dropped below.
+		e, ef := uint64(3), uint64(32)
+		w.u32("qwen3moe.expert_count", uint32(e))
+		w.u32("qwen3moe.expert_used_count", 2)
+		w.u32("qwen3moe.expert_feed_forward_length", uint32(ef))
+		w.tensor("blk.0.attn_q.weight", GGMLF32, []uint64{d, d}, f32Bytes(int(d*d), -1, 0.001))
+		w.tensor("blk.0.attn_k.weight", GGMLF32, []uint64{d, d}, f32Bytes(int(d*d), -1, 0.001))
+		w.tensor("blk.0.attn_v.weight", GGMLF32, []uint64{d, d}, f32Bytes(int(d*d), -1, 0.001))
+		w.tensor("blk.0.attn_output.weight", GGMLF32, []uint64{d, d}, f32Bytes(int(d*d), -1, 0.001))
+		w.tensor("blk.0.attn_q_norm.weight", GGMLF32, []uint64{hd}, f32Bytes(int(hd), 1, 0))
+		w.tensor("blk.0.attn_k_norm.weight", GGMLF32, []uint64{hd}, f32Bytes(int(hd), 1, 0))
+		w.tensor("blk.0.ffn_gate_inp.weight", GGMLF32, []uint64{d, e}, f32Bytes(int(d*e), -1, 0.01))
+		q8 := func(n uint64) []byte { return make([]byte, n/32*34) }
+		w.tensor("blk.0.ffn_gate_exps.weight", GGMLQ8_0, []uint64{d, ef, e}, q8(d*ef*e))
+		w.tensor("blk.0.ffn_up_exps.weight", GGMLQ8_0, []uint64{d, ef, e}, q8(d*ef*e))
+		w.tensor("blk.0.ffn_down_exps.weight", GGMLF32, []uint64{ef, d, e}, f32Bytes(int(d*ef*e), -1, 0.001))
 	}
 	return w.bytes()
 }
 
 // The fuzz seeds of today's architectures import as they should.
 func TestTinyModernSeeds(t *testing.T) {
-	for _, arch := range []string{"phi3", "qwen3"} {
+	for _, arch := range []string{"phi3", "qwen3", "qwen3moe"} {
 		f, err := Parse(tinyModern(arch))
 		if err != nil {
 			t.Fatal(err)
@@ -251,6 +273,12 @@ func TestTinyModernSeeds(t *testing.T) {
 		}
 		if arch == "qwen3" && (!c.QKNorm || c.HeadDim != 32 || ck.Tensor(model.Layer(0, model.KNorm)) == nil) {
 			t.Errorf("qwen3 seed: %+v", c)
+		}
+		if arch == "qwen3moe" {
+			g := ck.Tensor(model.Layer(0, model.ExpertsGate))
+			if c.Experts != 3 || c.ExpertsUsed != 2 || c.ExpertHidden != 32 || g == nil || !slices.Equal(g.Shape, []int{3, 32, 32}) {
+				t.Errorf("qwen3moe seed: %+v, gate experts %v", c, g)
+			}
 		}
 	}
 }

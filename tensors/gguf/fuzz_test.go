@@ -204,6 +204,7 @@ func TestWriteSeedCorpus(t *testing.T) {
 		"block_tensors":        blockTensors(),
 		"tiny_phi3":            tinyModern("phi3"),
 		"tiny_qwen3":           tinyModern("qwen3"),
+		"tiny_qwen3moe":        tinyModern("qwen3moe"),
 	})
 }
 
