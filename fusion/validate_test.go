@@ -217,3 +217,58 @@ func TestParse(t *testing.T) {
 		t.Errorf("zero or unknown value valid")
 	}
 }
+
+// TestValidateMoE: a MoE op as the builder makes it validates; each case
+// breaks one part of its contract.
+func TestValidateMoE(t *testing.T) {
+	moeShapes := func(name string) ([]int, bool) {
+		s, ok := map[string][]int{"emb": {10, 8}, "router": {4, 8}, "gate": {4, 6, 8}, "up": {4, 6, 8}, "down": {4, 8, 6}}[name]
+		return s, ok
+	}
+	build := func() *Graph {
+		g := &Graph{Tokens: 2}
+		x, out := g.NewBuf("x", 2, 8), g.NewBuf("out", 2, 8)
+		g.Add(&EmbedOp{Out: x, Weight: "emb"})
+		g.Add(&MoEOp{Out: out, In: x, Router: "router", Gate: "gate", Up: "up", Down: "down",
+			Experts: 4, Used: 2, Hidden: 6, Act: ActSiLU, NormTopK: true})
+		g.Logits = out
+		return g
+	}
+	if err := build().Validate(moeShapes); err != nil {
+		t.Fatalf("valid graph: %v", err)
+	}
+	moe := func(g *Graph) *MoEOp { return g.Ops[1].(*MoEOp) }
+	for _, tc := range []struct {
+		name   string
+		breaks func(g *Graph)
+	}{
+		{"aliased", func(g *Graph) { moe(g).Out = moe(g).In }},
+		{"more used than experts", func(g *Graph) { moe(g).Used = 5 }},
+		{"none used", func(g *Graph) { moe(g).Used = 0 }},
+		{"expert count of the weights", func(g *Graph) { moe(g).Experts = 3 }},
+		{"hidden width", func(g *Graph) { moe(g).Hidden = 5 }},
+		{"down transposed", func(g *Graph) { moe(g).Down = "gate" }},
+		{"router missing", func(g *Graph) { moe(g).Router = "wr" }},
+		{"2-D experts", func(g *Graph) { moe(g).Up = "router" }},
+		{"activation unset", func(g *Graph) { moe(g).Act = 0 }},
+		{"f16 input", func(g *Graph) { g.Bufs[0].F16 = true }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := build()
+			tc.breaks(g)
+			if err := g.Validate(moeShapes); !errors.Is(err, ErrInvalid) {
+				t.Errorf("err = %v, want ErrInvalid", err)
+			}
+		})
+	}
+	// Clone is deep and Weights lists the router and the experts.
+	g := build()
+	c := Clone(g.Ops[1]).(*MoEOp)
+	c.Used = 3
+	if moe(g).Used != 2 {
+		t.Error("Clone shares the op")
+	}
+	if w := Weights(g.Ops[1]); len(w) != 4 || w[0] != "router" || w[3] != "down" {
+		t.Errorf("Weights = %v", w)
+	}
+}
