@@ -147,7 +147,7 @@ func chatLoop(ctx context.Context, conv *chat.Conversation, gen pipeline.Generat
 	out := &checkedWriter{w: stdout}
 	lines := bufio.NewScanner(in)
 	lines.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	delay := testStepDelay()
+	delay := testDelay("GPURUN_TEST_STEP_DELAY")
 	for {
 		io.WriteString(out, "> ")
 		if !lines.Scan() {
