@@ -138,6 +138,36 @@ func TestVersion(t *testing.T) {
 	}
 }
 
+// TestVersionWithoutStamp: a binary without version control stamps (go
+// run, go test, a git worktree) takes the revision from git when it runs
+// in a gpurun checkout, and says why there is none elsewhere.
+func TestVersionWithoutStamp(t *testing.T) {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				t.Skip("this test binary carries a revision stamp")
+			}
+		}
+	}
+	head, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Fatalf("git rev-parse HEAD: %v", err)
+	}
+	r := mustExe(t, "", "--version")
+	if want := "revision " + string(head[:12]); !strings.Contains(r.stdout, want) || !strings.Contains(r.stdout, "from git") {
+		t.Errorf("--version in a checkout printed %q, want %q from git", r.stdout, want)
+	}
+	cmd := gpurunCmd("--version")
+	cmd.Dir = t.TempDir()
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), "no revision") || !regexp.MustCompile(`^gpurun \S.*, go1\.\d+`).Match(out) {
+		t.Errorf("--version outside a checkout printed %q", out)
+	}
+}
+
 // TestBadArguments: every flag is checked before anything is loaded, and
 // the error names the flag and its valid range.
 func TestBadArguments(t *testing.T) {

@@ -15,6 +15,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/gpurun/gpurun/cmd/gpurun/internal/benchreport"
 )
 
 func main() {
@@ -39,14 +41,17 @@ func main() {
 }
 
 func newRoot() *cobra.Command {
+	bi, ok := debug.ReadBuildInfo()
 	root := &cobra.Command{
 		Use:           "gpurun",
 		Short:         "Run large language models on the GPU (WebGPU, Vulkan) or the CPU",
-		Version:       version(debug.ReadBuildInfo()),
+		Version:       version(bi, ok),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.SetVersionTemplate("gpurun {{.Version}}\n")
+	// The git fallback runs only when --version is asked for.
+	cobra.AddTemplateFunc("gitRevision", func() string { return gitRevision(bi, ok) })
+	root.SetVersionTemplate("gpurun {{.Version}}{{gitRevision}}\n")
 	root.AddCommand(newConvert(), newBundle(), newInspect(), newTokenize(), newRun(), newChat(), newServe(), newDevices(), newBench())
 	for _, c := range root.Commands() {
 		nameErrors(c)
@@ -104,6 +109,39 @@ func version(bi *debug.BuildInfo, ok bool) string {
 		}
 	}
 	return v + ", " + bi.GoVersion
+}
+
+// gitRevision is what --version adds for a build without a VCS revision
+// stamp (go run, go test, a build in a git worktree, which cmd/go does not
+// recognize): the revision of the gpurun checkout the working directory is
+// in, read with git, or why there is none.
+func gitRevision(bi *debug.BuildInfo, ok bool) string {
+	if ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				return ""
+			}
+		}
+		if v := bi.Main.Version; v != "" && v != "(devel)" {
+			return "" // a released module version names the source
+		}
+	}
+	c, found := benchreport.GitCheckout()
+	if !found {
+		return " (no revision: built without version control stamps, outside a gpurun checkout)"
+	}
+	rev := c.Revision
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	s := " (revision " + rev
+	if c.Modified {
+		s += " with local changes"
+	}
+	if c.Time != "" {
+		s += " of " + c.Time
+	}
+	return s + ", from git in the working directory)"
 }
 
 // packagePrefixes are the prefixes the project's packages put on their
