@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -117,4 +119,25 @@ func interruptAfterLoad(t *testing.T, cmd *exec.Cmd) (runResult, string, int) {
 		t.Fatalf("no JSON result after the interrupt: %v\nstdout %q\nstderr %s", err, out.String(), stderr.String())
 	}
 	return res, stderr.String(), code
+}
+
+// TestLlama2cStopsAtBOS: llama2.c's run.c ends a generation when it samples
+// BOS (id 1), its story separator; so does a llama2.c model here, read
+// directly or converted, instead of running into a second story. Greedy
+// from the golden prompt reaches BOS before the 512-token cache is full.
+func TestLlama2cStopsAtBOS(t *testing.T) {
+	dir := testmodels.Dir(t)
+	c := testmodels.StoriesCases(t)[0]
+	for _, args := range [][]string{
+		{filepath.Join(dir, "stories260K.bin"), "--tokenizer", filepath.Join(dir, "tok512.bin")},
+		{storiesTask(t)},
+	} {
+		res, _ := runJSONExe(t, "", append(args, "--backend", "cpu", "-p", c.Prompt, "--temperature", "0", "--max-tokens", "-1")...)
+		if res.Metrics.StopReason != "stop_token" || slices.Contains(res.GeneratedIDs, 1) {
+			t.Errorf("%s: stop %q after %d tokens, BOS generated: %v", args[0], res.Metrics.StopReason, len(res.GeneratedIDs), slices.Contains(res.GeneratedIDs, 1))
+		}
+		if len(res.GeneratedIDs) < len(c.GeneratedIDs) || fmt.Sprint(res.GeneratedIDs[:len(c.GeneratedIDs)]) != fmt.Sprint(c.GeneratedIDs) {
+			t.Errorf("%s: generated %v, golden starts %v", args[0], res.GeneratedIDs, c.GeneratedIDs)
+		}
+	}
 }
