@@ -48,7 +48,7 @@ the oldest turns are dropped (the system message is kept).
 
 Commands: /reset starts over, /exit (or Ctrl-D) leaves. Ctrl-C stops the
 current reply and returns to the prompt.`,
-		Args: cobra.MaximumNArgs(1),
+		Args: nArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := mf.takeModelArg(args); err != nil {
 				return err

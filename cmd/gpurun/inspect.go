@@ -33,7 +33,7 @@ A GGUF file shows its metadata and its tensors as stored (shapes row-major,
 GGUF's ggml order reversed) and the configuration gpurun runs it with; a
 llama2.c .bin or a Hugging Face directory shows the configuration and the
 tensors as gpurun imports them.`,
-		Args: cobra.ExactArgs(1),
+		Args: nArgs(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := inspect(args[0], tok)
 			if err != nil {

@@ -48,6 +48,20 @@ func newRoot() *cobra.Command {
 		Version:       version(bi, ok),
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// An unknown command is an error in the usual form.
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cmd.Help()
+			}
+			var names []string
+			for _, c := range cmd.Commands() {
+				if c.IsAvailableCommand() {
+					names = append(names, c.Name())
+				}
+			}
+			return fmt.Errorf("%s: unknown command (the commands: %s; see gpurun --help)", args[0], strings.Join(names, ", "))
+		},
 	}
 	// The git fallback runs only when --version is asked for.
 	cobra.AddTemplateFunc("gitRevision", func() string { return gitRevision(bi, ok) })
@@ -73,6 +87,39 @@ func nameErrors(c *cobra.Command) {
 	c.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return fmt.Errorf("%s: %w", cmd.Name(), flagError(cmd, err))
 	})
+}
+
+// nArgs accepts min to max positional arguments (max < 0: no limit); other
+// counts are an error naming the command, what was given and its usage:
+// "run: 2 arguments given (a b), want at most 1; usage: gpurun run [MODEL] ...".
+func nArgs(min, max int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) >= min && (max < 0 || len(args) <= max) {
+			return nil
+		}
+		given := "no argument given"
+		switch len(args) {
+		case 0:
+		case 1:
+			given = fmt.Sprintf("1 argument given (%s)", args[0])
+		default:
+			given = fmt.Sprintf("%d arguments given (%s)", len(args), strings.Join(args, " "))
+		}
+		var want string
+		switch {
+		case max == 0:
+			want = "none"
+		case min == max:
+			want = fmt.Sprint(min)
+		case min == 0:
+			want = fmt.Sprintf("at most %d", max)
+		case max < 0:
+			want = fmt.Sprintf("at least %d", min)
+		default:
+			want = fmt.Sprintf("%d to %d", min, max)
+		}
+		return fmt.Errorf("%s: %s, want %s; usage: %s", cmd.Name(), given, want, cmd.UseLine())
+	}
 }
 
 // version describes the build: the module version ("(devel)" for a build

@@ -223,7 +223,7 @@ used exactly as given. --temperature 0 means greedy decoding. --max-tokens 0
 generates nothing, -1 generates until a stop token or a full cache. On an
 interrupt (Ctrl-C) the text so far, the metrics and the --json result (with
 stop_reason "cancelled") are still printed.`,
-		Args: cobra.MaximumNArgs(1),
+		Args: nArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := mf.takeModelArg(args); err != nil {
 				return err

@@ -35,7 +35,7 @@ No BOS or EOS is added. TOKENIZER is a SentencePiece .model, a Hugging Face
 tokenizer.json (byte-level BPE), a llama2.c tokenizer.bin, a .task bundle,
 a model file that embeds a tokenizer, or a checkpoint that carries one (a
 GGUF file's vocabulary, a Hugging Face directory's tokenizer).`,
-		Args: cobra.NoArgs,
+		Args: nArgs(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if tokPath == "" {
 				return errors.New("tokenize: -t TOKENIZER is required")

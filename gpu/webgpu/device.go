@@ -170,7 +170,7 @@ func (d *Device) init() error {
 	// struct; we use no push constants.
 	limits.MaxPushConstantSize = 0
 	desc := &wgpu.DeviceDescriptor{Label: "gpurun", RequiredLimits: &wgpu.RequiredLimits{Limits: limits}}
-	timestamps := d.adapter.HasFeature(wgpu.FeatureNameTimestampQuery)
+	f16, subgroups, timestamps := usedFeatures(d.adapter)
 	if timestamps {
 		desc.RequiredFeatures = []wgpu.FeatureName{wgpu.FeatureNameTimestampQuery}
 	}
@@ -188,8 +188,8 @@ func (d *Device) init() error {
 		Name:                name,
 		Type:                deviceType(ai.AdapterType),
 		Driver:              driver,
-		F16:                 false, // wgpu-native's WGSL has no f16: packed u32 storage only
-		Subgroups:           false,
+		F16:                 f16,
+		Subgroups:           subgroups,
 		Timestamps:          timestamps,
 		MaxBufferSize:       int64(d.limits.MaxBufferSize),
 		MaxStorageBinding:   int64(d.limits.MaxStorageBufferBindingSize),
