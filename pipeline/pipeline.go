@@ -222,13 +222,13 @@ type slot struct {
 	kv      gpu.KVCache
 	decode  gpu.Program
 	prefill []prefillProgram // ascending by size
-	// greedy is the decode graph ending in fusion.Argmax, compiled on the
-	// slot's first greedy generation (so sampling-only use pays no memory
-	// for it).
+	// greedy is the decode graph ending in fusion.Argmax, compiled at
+	// load where the device picks the tokens (see compilePickers).
 	greedy gpu.Program
 	// sample is the decode graph ending in fusion.Sample with rule,
-	// compiled on the slot's first sampling generation and again when the
-	// rule changes; step is the one the running generation uses.
+	// compiled at load too; a generation with another rule sets it in the
+	// step tensor (gpu.SamplingSetter) or, on a backend without that,
+	// compiles it again. step is the one the running generation uses.
 	sample gpu.Program
 	rule   fusion.Sampling
 	step   gpu.Program
@@ -331,7 +331,35 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 			return nil, err
 		}
 	}
+	if !m.greedyOff && m.batch == nil {
+		for _, sl := range m.slots {
+			if err := m.compilePickers(sl); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return m, nil
+}
+
+// compilePickers compiles sl's token-picking decode programs, greedy and
+// sampling, so that no generation waits for a compile (a sampled first
+// generation on Vulkan waited seconds for the sampling kernels, with no
+// progress shown and an interrupt unheard). The sampling program starts
+// with a placeholder rule that generations replace. A backend without the
+// ops turns device picking off.
+func (m *Model) compilePickers(sl *slot) error {
+	p, err := m.compileWith(sl, arch.BuildOptions{Tokens: 1, Argmax: true})
+	if ok, err := m.deviceOp(err); !ok {
+		return err
+	}
+	sl.greedy = p
+	rule := fusion.Sampling{Temperature: 1}
+	p, err = m.compileWith(sl, arch.BuildOptions{Tokens: 1, Sample: &rule})
+	if ok, err := m.deviceOp(err); !ok {
+		return err
+	}
+	sl.sample, sl.rule = p, rule
+	return nil
 }
 
 // newSlot gives sl its KV cache and compiles its decode program and the

@@ -209,16 +209,13 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 		}
 		defer m.release(sl)
 		// The first token comes from the prefill's logits on the host; with
-		// device greedy the later ones come from the argmax program. Its
-		// compilation on first use is one-time setup, so the clock of time
-		// to first token skips it.
-		setup := time.Now()
+		// device picking the later ones come from the argmax or sampling
+		// program, compiled at load.
 		onDevice, err := m.deviceGreedy(sl, &opts)
 		if err != nil {
 			fail(err)
 			return
 		}
-		start = start.Add(time.Since(setup))
 		logits := make([]float32, m.cfg.VocabSize)
 		prefillStart := time.Now()
 		ran, err := m.feed(ctx, sl, context, logits)
