@@ -253,6 +253,24 @@ func (d *Device) Close() error {
 	return nil
 }
 
+// WaitContext implements gpu.ContextWaiter: Wait, returning as soon as
+// ctx is done. wgpu-native's blocking poll cannot be interrupted, so it
+// runs on a goroutine of its own, holding the device until the work
+// finishes: later calls wait for it there.
+func (d *Device) WaitContext(ctx context.Context) error {
+	if ctx.Done() == nil {
+		return d.Wait()
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("webgpu: waiting for submitted work: %w", ctx.Err())
+	}
+}
+
 // Wait blocks until all submitted work has finished.
 func (d *Device) Wait() error {
 	d.mu.Lock()
