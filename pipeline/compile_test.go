@@ -1,7 +1,13 @@
 package pipeline_test
 
 import (
+	"context"
+	"errors"
 	"testing"
+
+	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/gpu/cpu"
+	"github.com/gpurun/gpurun/tensors"
 
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline"
@@ -34,5 +40,34 @@ func TestNoCompileAfterLoad(t *testing.T) {
 				t.Errorf("%d programs compiled at load, %d more by the generations: want none", loaded, sc.compiles-loaded)
 			}
 		})
+	}
+}
+
+// cancelAfterWeights cancels a context once the weights are uploaded, as a
+// Ctrl-C during the compiles of a load does.
+type cancelAfterWeights struct {
+	stepCounter
+	cancel func()
+}
+
+func (b *cancelAfterWeights) LoadWeights(ctx context.Context, ws []*tensors.Tensor) (gpu.Weights, error) {
+	w, err := b.stepCounter.LoadWeights(ctx, ws)
+	b.cancel()
+	return w, err
+}
+
+// TestLoadCancelledBetweenCompiles: a context cancelled during a load's
+// compiles ends the load after the compile in progress, with the
+// context's error.
+func TestLoadCancelledBetweenCompiles(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b := &cancelAfterWeights{stepCounter: stepCounter{Backend: cpu.New(cpu.Options{})}, cancel: cancel}
+	m, err := pipeline.FromCheckpoint(ctx, storiesCheckpoint(t), pipeline.Options{Backend: b})
+	if err == nil {
+		m.Close()
+	}
+	if !errors.Is(err, context.Canceled) || b.compiles > 1 {
+		t.Errorf("error %v after %d compiles, want cancellation after at most 1", err, b.compiles)
 	}
 }

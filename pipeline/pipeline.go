@@ -322,18 +322,21 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 	for i := range nslots {
 		sl := &slot{index: i}
 		m.slots = append(m.slots, sl)
-		if err := m.newSlot(sl, sizes); err != nil {
+		if err := m.newSlot(ctx, sl, sizes); err != nil {
 			return nil, err
 		}
 	}
 	if nslots > 1 && !opts.NoBatching && (opts.AlwaysBatch || batchPays(m.backend.Info(), weightBytes(ws))) {
+		if err := loadCancelled(ctx); err != nil {
+			return nil, err
+		}
 		if m.batch, err = m.newBatcher(); err != nil {
 			return nil, err
 		}
 	}
 	if !m.greedyOff && m.batch == nil {
 		for _, sl := range m.slots {
-			if err := m.compilePickers(sl); err != nil {
+			if err := m.compilePickers(ctx, sl); err != nil {
 				return nil, err
 			}
 		}
@@ -347,12 +350,18 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 // progress shown and an interrupt unheard). The sampling program starts
 // with a placeholder rule that generations replace. A backend without the
 // ops turns device picking off.
-func (m *Model) compilePickers(sl *slot) error {
+func (m *Model) compilePickers(ctx context.Context, sl *slot) error {
+	if err := loadCancelled(ctx); err != nil {
+		return err
+	}
 	p, err := m.compileWith(sl, arch.BuildOptions{Tokens: 1, Argmax: true})
 	if ok, err := m.deviceOp(err); !ok {
 		return err
 	}
 	sl.greedy = p
+	if err := loadCancelled(ctx); err != nil {
+		return err
+	}
 	rule := fusion.Sampling{Temperature: 1}
 	p, err = m.compileWith(sl, arch.BuildOptions{Tokens: 1, Sample: &rule})
 	if ok, err := m.deviceOp(err); !ok {
@@ -364,11 +373,14 @@ func (m *Model) compilePickers(sl *slot) error {
 
 // newSlot gives sl its KV cache and compiles its decode program and the
 // prefill programs of sizes (those above 1 and at most the cache).
-func (m *Model) newSlot(sl *slot, sizes []int) error {
+func (m *Model) newSlot(ctx context.Context, sl *slot, sizes []int) error {
 	var err error
 	spec := fusion.KVSpec{Layers: m.cfg.Layers, KVHeads: m.cfg.KVHeads, HeadDim: m.cfg.HeadDim, MaxLen: m.maxCache, F16: m.kvF16}
 	if sl.kv, err = m.backend.NewKVCache(spec); err != nil {
 		return fmt.Errorf("pipeline: kv cache: %w", err)
+	}
+	if err := loadCancelled(ctx); err != nil {
+		return err
 	}
 	if sl.decode, err = m.compile(sl, 1); err != nil {
 		return err
@@ -377,11 +389,23 @@ func (m *Model) newSlot(sl *slot, sizes []int) error {
 		if n <= 1 || n > m.maxCache {
 			continue
 		}
+		if err := loadCancelled(ctx); err != nil {
+			return err
+		}
 		p, err := m.compile(sl, n)
 		if err != nil {
 			return err
 		}
 		sl.prefill = append(sl.prefill, prefillProgram{size: n, prog: p})
+	}
+	return nil
+}
+
+// loadCancelled is ctx's error once it is done, checked between a load's
+// compiles (a compile itself cannot be interrupted).
+func loadCancelled(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("pipeline: load: %w", err)
 	}
 	return nil
 }
