@@ -149,12 +149,13 @@ func TestVersionWithoutStamp(t *testing.T) {
 			}
 		}
 	}
-	head, err := exec.Command("git", "rev-parse", "HEAD").Output()
-	if err != nil {
-		t.Fatalf("git rev-parse HEAD: %v", err)
-	}
 	r := mustExe(t, "", "--version")
-	if want := "revision " + string(head[:12]); !strings.Contains(r.stdout, want) || !strings.Contains(r.stdout, "from git") {
+	if head, err := exec.Command("git", "rev-parse", "HEAD").Output(); err != nil {
+		// Sources without git (an unpacked archive): no revision either.
+		if !strings.Contains(r.stdout, "no revision") {
+			t.Errorf("--version without git (%v) printed %q", err, r.stdout)
+		}
+	} else if want := "revision " + string(head[:12]); !strings.Contains(r.stdout, want) || !strings.Contains(r.stdout, "from git") {
 		t.Errorf("--version in a checkout printed %q, want %q from git", r.stdout, want)
 	}
 	cmd := gpurunCmd("--version")
