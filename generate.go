@@ -171,6 +171,10 @@ func (s *Session) Seed() uint64 { return s.seed }
 // History is the conversation so far as token ids.
 func (s *Session) History() []int { return s.s.History() }
 
+// LastPrompt is the ids the last Generate added for its prompt (see
+// pipeline.Session.LastPrompt).
+func (s *Session) LastPrompt() []int { return s.s.LastPrompt() }
+
 // Reset forgets the conversation.
 func (s *Session) Reset() { s.s.Reset() }
 

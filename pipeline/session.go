@@ -66,10 +66,13 @@ func (o *GenerateOptions) Validate() error {
 	return nil
 }
 
-// Token is one streamed step. Piece is the text released with it: the
-// token's text, possibly empty while an incomplete UTF-8 sequence or a
-// possible stop-string start is held back, plus earlier held-back text.
-// A final Token with ID -1 carries held-back text when generation ends on a
+// Token is one streamed step. Every generated token (Metrics.GeneratedTokens
+// counts them) is streamed once, in order, with its ID; stop tokens are not.
+// Piece is the text released with it: the token's text, possibly empty
+// while an incomplete UTF-8 sequence or a possible stop-string start is
+// held back, plus earlier held-back text. The token that completes a stop
+// string comes with only the text before the stop string (often none). A
+// final Token with ID -1 carries held-back text when generation ends on a
 // stop token or a full cache.
 type Token struct {
 	ID    int
@@ -96,7 +99,7 @@ type Metrics struct {
 	PromptTokens        int           // tokens of the prompt (including BOS)
 	PrefillTokens       int           // tokens actually run to prefill (context not reused from the cache)
 	GeneratedTokens     int           // tokens sampled and streamed (stop tokens excluded)
-	TimeToFirstToken    time.Duration // from the Generate call to the first sampled token
+	TimeToFirstToken    time.Duration // from the Generate call to the first sampled token; 0 when none was sampled
 	PrefillTime         time.Duration // running the prompt (after waiting for the model)
 	DecodeTime          time.Duration // decode steps after the first token
 	PrefillTokensPerSec float64
@@ -111,6 +114,7 @@ type Metrics struct {
 type Session struct {
 	m       *Model
 	history []int // every token of the conversation, from position 0
+	prompt  []int // the ids the last Generate added for its prompt
 	metrics Metrics
 }
 
@@ -121,10 +125,17 @@ func (m *Model) NewSession() *Session { return &Session{m: m} }
 func (s *Session) Metrics() Metrics { return s.metrics }
 
 // Reset forgets the conversation; the next Generate starts a new one.
-func (s *Session) Reset() { s.history, s.metrics = nil, Metrics{} }
+func (s *Session) Reset() { s.history, s.prompt, s.metrics = nil, nil, Metrics{} }
 
 // History returns the conversation's token ids.
 func (s *Session) History() []int { return append([]int(nil), s.history...) }
+
+// LastPrompt returns the ids the last Generate added to the conversation
+// for its prompt: the tokenized text (with BOS at the start of a
+// conversation when the config says so) or the given IDs. They are known
+// once the prompt is checked, so a Generate cancelled or failing before its
+// first token still has them; nil when the prompt or options were invalid.
+func (s *Session) LastPrompt() []int { return append([]int(nil), s.prompt...) }
 
 // promptIDs turns a prompt into the ids to append to the conversation.
 func (s *Session) promptIDs(p Prompt, opts *GenerateOptions) ([]int, error) {
@@ -166,7 +177,7 @@ func (s *Session) promptIDs(p Prompt, opts *GenerateOptions) ([]int, error) {
 func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOptions) iter.Seq2[Token, error] {
 	return func(yield func(Token, error) bool) {
 		start := time.Now()
-		s.metrics = Metrics{}
+		s.metrics, s.prompt = Metrics{}, nil
 		fail := func(err error) {
 			s.metrics.StopReason = StopError
 			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -183,11 +194,13 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 			fail(err)
 			return
 		}
+		s.prompt = ids
 		m := s.m
 		if len(s.history)+len(ids) > m.maxCache {
 			fail(fmt.Errorf("%w: %d tokens with the conversation so far, cache holds %d", ErrPromptTooLong, len(s.history)+len(ids), m.maxCache))
 			return
 		}
+		s.metrics.PromptTokens = len(ids)
 		context := append(append([]int(nil), s.history...), ids...)
 		sl, err := m.acquire(ctx, context)
 		if err != nil {
@@ -196,17 +209,13 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 		}
 		defer m.release(sl)
 		// The first token comes from the prefill's logits on the host; with
-		// device greedy the later ones come from the argmax program. Its
-		// compilation on first use is one-time setup, so the clock of time
-		// to first token skips it.
-		setup := time.Now()
+		// device picking the later ones come from the argmax or sampling
+		// program, compiled at load.
 		onDevice, err := m.deviceGreedy(sl, &opts)
 		if err != nil {
 			fail(err)
 			return
 		}
-		start = start.Add(time.Since(setup))
-		s.metrics.PromptTokens = len(ids)
 		logits := make([]float32, m.cfg.VocabSize)
 		prefillStart := time.Now()
 		ran, err := m.feed(ctx, sl, context, logits)
@@ -253,7 +262,7 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 				id = g.sampler.SampleAt(logits, uint32(len(s.history)))
 			}
 			if s.metrics.GeneratedTokens == 0 {
-				s.metrics.TimeToFirstToken = time.Since(start)
+				s.metrics.TimeToFirstToken = max(time.Since(start), time.Nanosecond)
 				decodeStart = time.Now()
 			}
 			if g.isStop(id) {
@@ -267,9 +276,7 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 			piece, stopped := g.piece(id, last)
 			if stopped {
 				s.metrics.StopReason = StopString
-				if piece != "" {
-					yield(Token{ID: id, Piece: piece}, nil)
-				}
+				yield(Token{ID: id, Piece: piece}, nil)
 				return
 			}
 			if !yield(Token{ID: id, Piece: piece}, nil) {

@@ -50,7 +50,7 @@ the oldest turns are dropped (the system message is kept).
 
 Commands: /reset starts over, /exit (or Ctrl-D) leaves. Ctrl-C stops the
 current reply and returns to the prompt.`,
-		Args: cobra.MaximumNArgs(1),
+		Args: nArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := mf.takeModelArg(args); err != nil {
 				return err
@@ -186,7 +186,7 @@ func chatLoop(ctx context.Context, conv *chat.Conversation, gen pipeline.Generat
 	out := &checkedWriter{w: stdout}
 	lines := bufio.NewScanner(in)
 	lines.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	delay := testStepDelay()
+	delay := testDelay("GPURUN_TEST_STEP_DELAY")
 	for {
 		io.WriteString(out, "> ")
 		if !lines.Scan() {

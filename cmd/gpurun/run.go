@@ -223,7 +223,7 @@ used exactly as given. --temperature 0 means greedy decoding. --max-tokens 0
 generates nothing, -1 generates until a stop token or a full cache. On an
 interrupt (Ctrl-C) the text so far, the metrics and the --json result (with
 stop_reason "cancelled") are still printed.`,
-		Args: cobra.MaximumNArgs(1),
+		Args: nArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := mf.takeModelArg(args); err != nil {
 				return err
@@ -297,7 +297,8 @@ func generate(ctx context.Context, m *gpurun.Model, prompt pipeline.Prompt, gen 
 	s := m.Model.NewSession()
 	var text strings.Builder
 	var genErr error
-	delay := testStepDelay()
+	delay := testDelay("GPURUN_TEST_STEP_DELAY")
+	waitOrDone(ctx, testDelay("GPURUN_TEST_START_DELAY"))
 	for tok, err := range s.Generate(ctx, prompt, gen) {
 		if err != nil {
 			genErr = err
@@ -313,12 +314,15 @@ func generate(ctx context.Context, m *gpurun.Model, prompt pipeline.Prompt, gen 
 		}
 	}
 	met := s.Metrics()
-	if genErr != nil && met.PromptTokens == 0 {
+	cancelled := errors.Is(genErr, context.Canceled)
+	if genErr != nil && met.PromptTokens == 0 && !cancelled {
 		return nil, fmt.Errorf("generate: %w", genErr) // nothing ran: a bad prompt or options
 	}
 	io.WriteString(out, "\n")
-	hist := s.History()
-	res.PromptIDs = hist[:len(hist)-len(res.GeneratedIDs)]
+	res.PromptIDs = s.LastPrompt()
+	if res.PromptIDs == nil {
+		res.PromptIDs = []int{}
+	}
 	res.Text = text.String()
 	res.Metrics = jsonMetrics(met)
 	label := info.Backend + ", kv " + res.KVCache
@@ -326,7 +330,7 @@ func generate(ctx context.Context, m *gpurun.Model, prompt pipeline.Prompt, gen 
 		label += fmt.Sprintf(", seed %d", gen.Seed)
 	}
 	printMetrics(errOut, label, met)
-	if genErr != nil && errors.Is(genErr, context.Canceled) {
+	if cancelled {
 		return res, fmt.Errorf("generation interrupted: %w", context.Canceled)
 	}
 	if genErr != nil {
@@ -351,16 +355,20 @@ func promptIDs(m *gpurun.Model, p pipeline.Prompt) ([]int, error) {
 	return ids, nil
 }
 
-// testStepDelay is a pause after each streamed token, for the tests that
-// interrupt a generation half-way (GPURUN_TEST_STEP_DELAY, a Go duration);
-// zero otherwise.
-func testStepDelay() time.Duration {
-	d, _ := time.ParseDuration(os.Getenv("GPURUN_TEST_STEP_DELAY"))
+// testDelay is a pause the tests that interrupt a generation set in the
+// environment variable env (a Go duration), zero otherwise:
+// GPURUN_TEST_STEP_DELAY after each streamed token, GPURUN_TEST_START_DELAY
+// before the generation starts.
+func testDelay(env string) time.Duration {
+	d, _ := time.ParseDuration(os.Getenv(env))
 	return d
 }
 
 // waitOrDone sleeps for d or until ctx is done.
 func waitOrDone(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
 	select {
 	case <-time.After(d):
 	case <-ctx.Done():
@@ -396,11 +404,13 @@ type runResult struct {
 }
 
 type metricsJSON struct {
-	PromptTokens        int     `json:"prompt_tokens"`
-	PrefillTokens       int     `json:"prefill_tokens"`
-	GeneratedTokens     int     `json:"generated_tokens"`
-	TimeToFirstTokenMS  float64 `json:"time_to_first_token_ms"`
-	PrefillTokensPerSec float64 `json:"prefill_tokens_per_sec"`
+	PromptTokens    int `json:"prompt_tokens"`
+	PrefillTokens   int `json:"prefill_tokens"`
+	GeneratedTokens int `json:"generated_tokens"`
+	// TimeToFirstTokenMS and PrefillTokensPerSec are absent when no token
+	// was sampled (an interrupt during the prefill).
+	TimeToFirstTokenMS  float64 `json:"time_to_first_token_ms,omitempty"`
+	PrefillTokensPerSec float64 `json:"prefill_tokens_per_sec,omitempty"`
 	// DecodeTokensPerSec is absent when no token was decoded after the
 	// first (the first comes from the prefill).
 	DecodeTokensPerSec float64 `json:"decode_tokens_per_sec,omitempty"`
@@ -409,12 +419,14 @@ type metricsJSON struct {
 
 func jsonMetrics(m pipeline.Metrics) metricsJSON {
 	j := metricsJSON{
-		PromptTokens:        m.PromptTokens,
-		PrefillTokens:       m.PrefillTokens,
-		GeneratedTokens:     m.GeneratedTokens,
-		TimeToFirstTokenMS:  float64(m.TimeToFirstToken.Microseconds()) / 1000,
-		PrefillTokensPerSec: m.PrefillTokensPerSec,
-		StopReason:          string(m.StopReason),
+		PromptTokens:    m.PromptTokens,
+		PrefillTokens:   m.PrefillTokens,
+		GeneratedTokens: m.GeneratedTokens,
+		StopReason:      string(m.StopReason),
+	}
+	if m.TimeToFirstToken > 0 {
+		j.TimeToFirstTokenMS = float64(m.TimeToFirstToken.Microseconds()) / 1000
+		j.PrefillTokensPerSec = m.PrefillTokensPerSec
 	}
 	if m.DecodeSteps > 0 {
 		j.DecodeTokensPerSec = m.DecodeTokensPerSec
@@ -423,6 +435,10 @@ func jsonMetrics(m pipeline.Metrics) metricsJSON {
 }
 
 func printMetrics(w io.Writer, label string, m pipeline.Metrics) {
+	if m.TimeToFirstToken == 0 {
+		fmt.Fprintf(w, "[%s] prompt %d tokens, %d prefilled, no token generated (stop: %s)\n", label, m.PromptTokens, m.PrefillTokens, m.StopReason)
+		return
+	}
 	decode := fmt.Sprintf("decode %d tokens at %.1f tok/s", m.GeneratedTokens, m.DecodeTokensPerSec)
 	if m.DecodeSteps == 0 {
 		decode = fmt.Sprintf("%d tokens generated, no decode step", m.GeneratedTokens)

@@ -62,7 +62,7 @@ The model's name in the API is --name, by default the file name without
 its extension. --api-key requires "Authorization: Bearer KEY" (the key can
 also come from GPURUN_API_KEY); --cors ORIGIN ("*" for any) lets browser
 pages at ORIGIN call the server.`,
-		Args: cobra.MaximumNArgs(1),
+		Args: nArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := mf.takeModelArg(args); err != nil {
 				return err

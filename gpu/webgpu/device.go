@@ -170,7 +170,7 @@ func (d *Device) init() error {
 	// struct; we use no push constants.
 	limits.MaxPushConstantSize = 0
 	desc := &wgpu.DeviceDescriptor{Label: "gpurun", RequiredLimits: &wgpu.RequiredLimits{Limits: limits}}
-	timestamps := d.adapter.HasFeature(wgpu.FeatureNameTimestampQuery)
+	f16, subgroups, timestamps := usedFeatures(d.adapter)
 	if timestamps {
 		desc.RequiredFeatures = []wgpu.FeatureName{wgpu.FeatureNameTimestampQuery}
 	}
@@ -188,8 +188,8 @@ func (d *Device) init() error {
 		Name:                name,
 		Type:                deviceType(ai.AdapterType),
 		Driver:              driver,
-		F16:                 false, // wgpu-native's WGSL has no f16: packed u32 storage only
-		Subgroups:           false,
+		F16:                 f16,
+		Subgroups:           subgroups,
 		Timestamps:          timestamps,
 		MaxBufferSize:       int64(d.limits.MaxBufferSize),
 		MaxStorageBinding:   int64(d.limits.MaxStorageBufferBindingSize),
@@ -251,6 +251,24 @@ func (d *Device) Close() error {
 		d.inst.Release()
 	}
 	return nil
+}
+
+// WaitContext implements gpu.ContextWaiter: Wait, returning as soon as
+// ctx is done. wgpu-native's blocking poll cannot be interrupted, so it
+// runs on a goroutine of its own, holding the device until the work
+// finishes: later calls wait for it there.
+func (d *Device) WaitContext(ctx context.Context) error {
+	if ctx.Done() == nil {
+		return d.Wait()
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("webgpu: waiting for submitted work: %w", ctx.Err())
+	}
 }
 
 // Wait blocks until all submitted work has finished.

@@ -220,7 +220,10 @@ func (c *Conversation) Send(ctx context.Context, text string, gen pipeline.Gener
 		}
 		c.msgs = append(c.msgs, user, Message{Assistant, content})
 		c.covered = ""
-		if r := c.s.Metrics().StopReason; r == pipeline.StopToken || r == pipeline.StopMaxTokens || r == pipeline.StopCancelled || r == pipeline.StopByConsumer {
+		// A token was sampled only after the prompt ran and joined the
+		// history (an interrupt during the prefill leaves it out).
+		met := c.s.Metrics()
+		if r := met.StopReason; met.TimeToFirstToken > 0 && (r == pipeline.StopToken || r == pipeline.StopMaxTokens || r == pipeline.StopCancelled || r == pipeline.StopByConsumer) {
 			// The history holds exactly the prompt and the streamed reply.
 			c.covered = full + out
 		}

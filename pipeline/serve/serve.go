@@ -249,7 +249,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	p, err := chat.Render(s.cfg.Model, s.tpl, msgs)
 	if err != nil {
-		writeError(w, generationError(err))
+		writeError(w, generationError(err, kindChat))
 		return
 	}
 	gen := smp.options()
@@ -296,12 +296,12 @@ func (smp *sampling) options() pipeline.GenerateOptions {
 	return o
 }
 
-// generationError maps an error from rendering or generating to a
-// response.
-func generationError(err error) *apiError {
+// generationError maps an error from rendering or generating a request of
+// kind k to a response.
+func generationError(err error, k kind) *apiError {
 	switch {
 	case errors.Is(err, pipeline.ErrPromptTooLong):
-		return badRequest("messages", "context_length_exceeded", err.Error())
+		return badRequest(k.promptParam(), "context_length_exceeded", err.Error())
 	case errors.Is(err, pipeline.ErrPrompt), errors.Is(err, pipeline.ErrOptions), errors.Is(err, chat.ErrTemplate):
 		return badRequest("", "invalid_value", err.Error())
 	case errors.Is(err, pipeline.ErrNoTokenizer):
@@ -318,6 +318,14 @@ const (
 	kindChat kind = iota
 	kindText
 )
+
+// promptParam names the request field that holds the prompt.
+func (k kind) promptParam() string {
+	if k == kindText {
+		return "prompt"
+	}
+	return "messages"
+}
 
 // finishReason is OpenAI's name for why a generation ended.
 func finishReason(r pipeline.StopReason) string {
@@ -398,7 +406,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, k kind, prompt
 		if s.cfg.Log != nil {
 			s.cfg.Log("serve: %s: %v", id, genErr)
 		}
-		aerr := generationError(genErr)
+		aerr := generationError(genErr, k)
 		if st != nil && st.started {
 			st.error(aerr)
 			return
