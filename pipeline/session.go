@@ -93,8 +93,12 @@ const (
 
 // Metrics describe the last generation of a session.
 type Metrics struct {
-	PromptTokens        int           // tokens of the prompt (including BOS)
-	PrefillTokens       int           // tokens actually run to prefill (context not reused from the cache)
+	PromptTokens  int // tokens of the prompt (including BOS)
+	PrefillTokens int // tokens actually run to prefill (context not reused from the cache)
+	// CachedTokens are the tokens of the prompt (not of the conversation
+	// before it) whose keys and values were reused from the slot's cache
+	// or the prefix cache rather than run.
+	CachedTokens        int
 	GeneratedTokens     int           // tokens sampled and streamed (stop tokens excluded)
 	TimeToFirstToken    time.Duration // from the Generate call to the first sampled token
 	PrefillTime         time.Duration // running the prompt (after waiting for the model)
@@ -209,8 +213,10 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 		s.metrics.PromptTokens = len(ids)
 		logits := make([]float32, m.cfg.VocabSize)
 		prefillStart := time.Now()
+		m.preparePrefix(sl, context)
 		ran, err := m.feed(ctx, sl, context, logits)
 		s.metrics.PrefillTokens = ran
+		s.metrics.CachedTokens = max(0, len(context)-ran-len(s.history))
 		s.metrics.PrefillTime = time.Since(prefillStart)
 		if s.metrics.PrefillTime > 0 {
 			s.metrics.PrefillTokensPerSec = float64(ran) / s.metrics.PrefillTime.Seconds()

@@ -110,6 +110,7 @@ current reply and returns to the prompt.`,
 		},
 	}
 	mf.register(cmd)
+	mf.registerPrefixCache(cmd)
 	gf.register(cmd, "maximum tokens per reply; -1 for no limit but the cache")
 	f := cmd.Flags()
 	f.StringVar(&system, "system", "", "system message, kept for the whole conversation")

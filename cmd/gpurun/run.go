@@ -34,6 +34,15 @@ type modelFlags struct {
 	hostSample  bool
 	steps       int
 	cpuMath     string
+	prefixMB    int // --prefix-cache-mb (chat and serve)
+}
+
+// registerPrefixCache adds --prefix-cache-mb (chat and serve).
+func (r *modelFlags) registerPrefixCache(cmd *cobra.Command) {
+	r.prefixMB = pipeline.DefaultPrefixCacheBytes >> 20
+	cmd.Flags().Var(&intFlag{&r.prefixMB, 0, 1 << 20, "an integer in 0..1048576"}, "prefix-cache-mb",
+		"MiB of memory (device memory on a GPU) that keep the KV caches of earlier requests or turns, least recently used dropped first, "+
+			"so that a prompt starting with kept tokens prefills only the rest; 0 keeps none")
 }
 
 func (r *modelFlags) register(cmd *cobra.Command) {
@@ -90,6 +99,9 @@ func (r *modelFlags) options(cmd *cobra.Command) []gpurun.Option {
 	}
 	if r.hostSample {
 		opts = append(opts, gpurun.WithHostSampling())
+	}
+	if r.prefixMB > 0 {
+		opts = append(opts, gpurun.WithPrefixCache(int64(r.prefixMB)<<20))
 	}
 	return append(opts, gpurun.WithProgress(stageSpinner(cmd.ErrOrStderr())))
 }

@@ -141,6 +141,7 @@ pages at ORIGIN call the server.`,
 		},
 	}
 	mf.register(cmd)
+	mf.registerPrefixCache(cmd)
 	parallel, queue = 1, serve.DefaultMaxQueue
 	f := cmd.Flags()
 	f.StringVar(&addr, "addr", "127.0.0.1:8080", "address to listen on (host:port; 0.0.0.0:PORT exposes the server beyond this machine)")

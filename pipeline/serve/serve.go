@@ -9,8 +9,10 @@
 // finding the queue full gets 429 with Retry-After. A client that
 // disconnects cancels its generation. Chat messages are rendered with the
 // model's chat template, or package chat's plain fallback, the same as
-// `gpurun chat`; the server keeps no conversation state between requests
-// (each slot's cache still reuses a common prefix with the request before).
+// `gpurun chat`; the server keeps no conversation state between requests,
+// but a prompt's tokens already in a KV cache (the slot's own, or the
+// model's prefix cache, pipeline.Options.PrefixCacheBytes) are not run
+// again: usage.prompt_tokens_details.cached_tokens counts them.
 //
 // Requests take OpenAI's fields model, messages or prompt, stream,
 // stream_options.include_usage, temperature (0 to 2, default 1; 0 is
@@ -329,13 +331,21 @@ func finishReason(r pipeline.StopReason) string {
 }
 
 type usage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
+	PromptTokens        int           `json:"prompt_tokens"`
+	CompletionTokens    int           `json:"completion_tokens"`
+	TotalTokens         int           `json:"total_tokens"`
+	PromptTokensDetails promptDetails `json:"prompt_tokens_details"`
+}
+
+// promptDetails is OpenAI's breakdown of the prompt tokens: CachedTokens
+// were not run again, their keys and values reused from a cache.
+type promptDetails struct {
+	CachedTokens int `json:"cached_tokens"`
 }
 
 func usageOf(m pipeline.Metrics) *usage {
-	return &usage{PromptTokens: m.PromptTokens, CompletionTokens: m.GeneratedTokens, TotalTokens: m.PromptTokens + m.GeneratedTokens}
+	return &usage{PromptTokens: m.PromptTokens, CompletionTokens: m.GeneratedTokens, TotalTokens: m.PromptTokens + m.GeneratedTokens,
+		PromptTokensDetails: promptDetails{CachedTokens: m.CachedTokens}}
 }
 
 func newID(prefix string) string {
