@@ -16,6 +16,7 @@ import (
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/gpu/cpu"
 	"github.com/gpurun/gpurun/pipeline/arch"
+	"github.com/gpurun/gpurun/pipeline/constrain"
 	"github.com/gpurun/gpurun/tensors"
 	"github.com/gpurun/gpurun/tensors/model"
 )
@@ -218,6 +219,12 @@ type Model struct {
 	// back) of concurrent slots on GPU backends, whose device queue is
 	// shared; nil on the CPU backend, whose programs run concurrently.
 	device *sync.Mutex
+	// vocab is each token's bytes for constrained generation, computed
+	// once; maskers caches the token masks of grammars.
+	vocabOnce sync.Once
+	vocab     [][]byte
+	maskMu    sync.Mutex
+	maskers   map[maskerKey]*constrain.Masker
 	// prefix keeps the caches of earlier sessions; nil without
 	// Options.PrefixCacheBytes.
 	prefix *prefixCache
