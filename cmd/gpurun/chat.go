@@ -58,7 +58,7 @@ current reply and returns to the prompt.`,
 			if gf.maxTokens == 0 {
 				return fmt.Errorf("--max-tokens 0: a reply needs at least 1 token (or -1 for no limit but the cache)")
 			}
-			gen, err := gf.options().Resolve()
+			gen, err := gf.resolve()
 			if err != nil {
 				return err
 			}

@@ -19,6 +19,7 @@ import (
 	"github.com/gpurun/gpurun/gpu/backends"
 	"github.com/gpurun/gpurun/gpu/cpu"
 	"github.com/gpurun/gpurun/pipeline"
+	"github.com/gpurun/gpurun/pipeline/constrain"
 	"github.com/gpurun/gpurun/tensors/model"
 )
 
@@ -139,6 +140,7 @@ type genFlags struct {
 	topP        float32
 	seed        uint64
 	stops       []string
+	jsonSchema  string // --json-schema FILE
 }
 
 func (g *genFlags) register(cmd *cobra.Command, maxTokensHelp string) {
@@ -150,6 +152,26 @@ func (g *genFlags) register(cmd *cobra.Command, maxTokensHelp string) {
 	f.Var(&floatFlag{&g.topP, func(v float64) bool { return v > 0 && v <= 1 }, "a number in (0, 1] (1 for no limit)"}, "top-p", "nucleus sampling threshold in (0, 1]; 1 for no limit")
 	f.Var(&seedFlag{&g.seed}, "seed", "random seed (same seed, same text); 0 or -1 picks one, which is reported on stderr")
 	f.StringArrayVar(&g.stops, "stop", nil, "stop when the text contains this string (repeatable)")
+	f.StringVar(&g.jsonSchema, "json-schema", "", `constrain the output to JSON valid against the JSON schema in FILE (a subset: see package pipeline/constrain), or "object" for any JSON object`)
+}
+
+// resolve is options().Resolve() with the grammar of --json-schema.
+func (g *genFlags) resolve() (pipeline.GenerateOptions, error) {
+	o := g.options()
+	switch g.jsonSchema {
+	case "":
+	case "object":
+		o.Grammar = constrain.JSONObject()
+	default:
+		data, err := os.ReadFile(g.jsonSchema)
+		if err != nil {
+			return pipeline.GenerateOptions{}, fmt.Errorf("--json-schema: %w", err)
+		}
+		if o.Grammar, err = constrain.Compile(data); err != nil {
+			return pipeline.GenerateOptions{}, fmt.Errorf("--json-schema %s: %w", g.jsonSchema, err)
+		}
+	}
+	return o.Resolve()
 }
 
 // options turns the flags into the library's options. MaxTokens 0 (generate
@@ -244,7 +266,7 @@ stop_reason "cancelled") are still printed.`,
 			if err != nil {
 				return err
 			}
-			gen, err := gf.options().Resolve()
+			gen, err := gf.resolve()
 			if err != nil {
 				return err
 			}

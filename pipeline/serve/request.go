@@ -28,6 +28,19 @@ type samplingFields struct {
 	Stop                json.RawMessage `json:"stop"`
 	Seed                *int64          `json:"seed"`
 	N                   *int            `json:"n"`
+	ResponseFormat      *responseFormat `json:"response_format"`
+}
+
+// responseFormat is OpenAI's response_format: {"type": "text"},
+// {"type": "json_object"} or {"type": "json_schema", "json_schema":
+// {"name", "schema", "strict"}}.
+type responseFormat struct {
+	Type       string `json:"type"`
+	JSONSchema *struct {
+		Name   string          `json:"name"`
+		Schema json.RawMessage `json:"schema"`
+		Strict *bool           `json:"strict"`
+	} `json:"json_schema"`
 }
 
 type streamOptions struct {
@@ -62,6 +75,7 @@ type sampling struct {
 	stops       []string
 	stream      bool
 	usage       bool // stream_options.include_usage
+	format      *responseFormat
 }
 
 // decodeJSON decodes one JSON value from body into v, rejecting trailing
@@ -138,6 +152,7 @@ func (f *samplingFields) validate(modelID string) (sampling, *apiError) {
 	}
 	s.stops = stops
 	s.stream = f.Stream
+	s.format = f.ResponseFormat
 	s.usage = f.StreamOptions != nil && f.StreamOptions.IncludeUsage
 	// temperature 0 or top_k 1 leave one candidate: greedy.
 	s.greedy = temp == 0 || s.topK == 1

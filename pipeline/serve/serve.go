@@ -18,7 +18,9 @@
 // stream_options.include_usage, temperature (0 to 2, default 1; 0 is
 // greedy), top_p, top_k (an extension; 0 for no limit), max_tokens or
 // max_completion_tokens (default: until a stop or a full cache), stop (a
-// string or up to 4), seed and n (1 only); other fields are ignored. Errors
+// string or up to 4), seed, n (1 only) and response_format (json_object,
+// or json_schema with a schema of package constrain's subset; the output
+// is constrained token by token); other fields are ignored. Errors
 // are OpenAI-shaped JSON with the HTTP status that fits.
 package serve
 
@@ -75,6 +77,7 @@ type Config struct {
 
 // Server serves one model. Create it with New.
 type Server struct {
+	grammars grammarCache
 	cfg      Config
 	tpl      *chat.Template
 	created  int64
@@ -249,12 +252,18 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
+	grammar, aerr := s.grammars.get(smp.format)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
 	p, err := chat.Render(s.cfg.Model, s.tpl, msgs)
 	if err != nil {
 		writeError(w, generationError(err))
 		return
 	}
 	gen := smp.options()
+	gen.Grammar = grammar
 	gen.StopTokens = p.StopTokens
 	gen.StopStrings = append(gen.StopStrings, p.StopStrings...)
 	s.generate(w, r, kindChat, pipeline.Prompt{IDs: p.IDs}, gen, smp, s.tpl.IsPlain())
@@ -271,6 +280,11 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
+	grammar, aerr := s.grammars.get(smp.format)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
 	p := pipeline.Prompt{Text: prompt.text, IDs: prompt.ids}
 	if p.IDs == nil && p.Text == "" {
 		// An empty text prompt is BOS alone (when the model uses one).
@@ -278,7 +292,9 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 			p.IDs = []int{cfg.BOS}
 		}
 	}
-	s.generate(w, r, kindText, p, smp.options(), smp, false)
+	gen := smp.options()
+	gen.Grammar = grammar
+	s.generate(w, r, kindText, p, gen, smp, false)
 }
 
 // options are the pipeline's options for the request's sampling.
