@@ -139,7 +139,7 @@ func (c *Conversation) Reset() {
 func (c *Conversation) all(extra *Message) []Message {
 	var out []Message
 	if c.opts.System != "" {
-		out = append(out, Message{System, c.opts.System})
+		out = append(out, Message{Role: System, Content: c.opts.System})
 	}
 	out = append(out, c.msgs...)
 	if extra != nil {
@@ -186,7 +186,7 @@ func encodeControls(m *pipeline.Model, control []string, controls map[string]int
 // strings are extended with the template's.
 func (c *Conversation) Send(ctx context.Context, text string, gen pipeline.GenerateOptions) iter.Seq2[pipeline.Token, error] {
 	return func(yield func(pipeline.Token, error) bool) {
-		user := Message{User, text}
+		user := Message{Role: User, Content: text}
 		prompt, full, err := c.fit(&user)
 		if err != nil {
 			yield(pipeline.Token{}, err)
@@ -218,7 +218,7 @@ func (c *Conversation) Send(ctx context.Context, text string, gen pipeline.Gener
 		if c.tpl.IsPlain() {
 			content = strings.TrimPrefix(content, " ")
 		}
-		c.msgs = append(c.msgs, user, Message{Assistant, content})
+		c.msgs = append(c.msgs, user, Message{Role: Assistant, Content: content})
 		c.covered = ""
 		if r := c.s.Metrics().StopReason; r == pipeline.StopToken || r == pipeline.StopMaxTokens || r == pipeline.StopCancelled || r == pipeline.StopByConsumer {
 			// The history holds exactly the prompt and the streamed reply.
