@@ -20,13 +20,13 @@ import (
 // A job is one rendering, given to testdata/render.py (Python's jinja2 with
 // transformers' settings) and to Template.RenderWith.
 type job struct {
-	Template            string         `json:"template"`
-	Messages            []Message      `json:"messages"`
-	AddGenerationPrompt bool           `json:"add_generation_prompt"`
-	BOS                 string         `json:"bos_token"`
-	EOS                 string         `json:"eos_token"`
-	Now                 string         `json:"now"`
-	Vars                map[string]any `json:"vars"`
+	Template            string            `json:"template"`
+	Messages            []Message         `json:"messages"`
+	AddGenerationPrompt bool              `json:"add_generation_prompt"`
+	BOS                 string            `json:"bos_token"`
+	EOS                 string            `json:"eos_token"`
+	Now                 string            `json:"now"`
+	Vars                map[string]any    `json:"vars"`
 	Tools               []json.RawMessage `json:"tools,omitempty"`
 	PyMessages          any               `json:"py_messages,omitempty"`
 	name                string
