@@ -2,6 +2,7 @@ package chat
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
@@ -100,10 +101,15 @@ type Prompt struct {
 // out by the template become their ids, BOS is prepended when the model
 // asks for it and the template did not write it.
 func Render(m *pipeline.Model, tpl *Template, msgs []Message) (Prompt, error) {
+	return RenderTools(m, tpl, msgs, nil)
+}
+
+// RenderTools is Render offering the model tools (RenderOptions.Tools).
+func RenderTools(m *pipeline.Model, tpl *Template, msgs []Message, tools []json.RawMessage) (Prompt, error) {
 	if !m.HasTokenizer() {
 		return Prompt{}, fmt.Errorf("chat: %w", pipeline.ErrNoTokenizer)
 	}
-	text, err := tpl.Render(msgs, true)
+	text, err := tpl.RenderWith(msgs, RenderOptions{AddGenerationPrompt: true, Tools: tools})
 	if err != nil {
 		return Prompt{}, err
 	}

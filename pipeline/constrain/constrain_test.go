@@ -51,7 +51,7 @@ func byteVocab() *Vocabulary {
 	for b := 0x20; b < 0x7f; b++ {
 		v.Tokens = append(v.Tokens, []byte{byte(b)})
 	}
-	for _, s := range []string{`":"`, `","`, `"}`, `},{"`, `true`, `12`, `"name":`, `]}`, `null,`, `{"`, `":[`, `fast`, `er"`, `1.5`} {
+	for _, s := range []string{`":"`, `","`, `"}`, `},{"`, `true`, `12`, `"name":`, `]}`, `null,`, `{"`, `":[`, `fast`, `er"`, `1.5`, "\n"} {
 		v.Tokens = append(v.Tokens, []byte(s))
 	}
 	return v
@@ -189,4 +189,63 @@ func FuzzMatcher(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestRandomToolCalls: calls drawn uniformly among the allowed tokens are
+// the prefix, a JSON object naming one of the tools with arguments valid
+// against its parameters (jsonschema), and the suffix.
+func TestRandomToolCalls(t *testing.T) {
+	params := map[string]string{
+		"get_weather": `{"type":"object","properties":{"city":{"type":"string","maxLength":10},"unit":{"enum":["c","f"]}},"required":["city"]}`,
+		"get":         `{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`,
+	}
+	tools := []Tool{{"get_weather", json.RawMessage(params["get_weather"])}, {"get", json.RawMessage(params["get"])}}
+	vocab := byteVocab()
+	for _, f := range []struct{ prefix, key, suffix string }{{"", "parameters", ""}, {"<tool_call>\n", "arguments", "\n</tool_call>"}} {
+		g, err := ToolCall(tools, f.prefix, f.key, f.suffix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := NewMasker(g, vocab)
+		rng := rand.New(rand.NewPCG(3, 4))
+		for range 40 {
+			m := g.Matcher()
+			var doc []byte
+			for !m.Done() {
+				mask := k.Mask(m)
+				var allowed []int
+				for id := range vocab.Tokens {
+					if id != 0 && mask.Allowed(id) {
+						allowed = append(allowed, id)
+					}
+				}
+				if len(allowed) == 0 {
+					t.Fatalf("nothing allowed after %q", doc)
+				}
+				id := allowed[rng.IntN(len(allowed))]
+				if !m.FeedBytes(vocab.Tokens[id]) {
+					t.Fatalf("allowed %q rejected after %q", vocab.Tokens[id], doc)
+				}
+				doc = append(doc, vocab.Tokens[id]...)
+			}
+			body, ok := bytes.CutPrefix(doc, []byte(f.prefix))
+			body, ok2 := bytes.CutSuffix(body, []byte(f.suffix))
+			var call map[string]json.RawMessage
+			if !ok || !ok2 || json.Unmarshal(body, &call) != nil || len(call) != 2 {
+				t.Fatalf("%q is not a call", doc)
+			}
+			var name string
+			json.Unmarshal(call["name"], &name)
+			if params[name] == "" {
+				t.Fatalf("%q names no tool", doc)
+			}
+			v, err := jsonschema.UnmarshalJSON(bytes.NewReader(call[f.key]))
+			if err != nil {
+				t.Fatalf("%q: %v", doc, err)
+			}
+			if err := validator(t, []byte(params[name])).Validate(v); err != nil {
+				t.Errorf("%q: %v", doc, err)
+			}
+		}
+	}
 }

@@ -137,6 +137,12 @@ func (m *Matcher) pop() {
 		return
 	}
 	p := &m.stack[len(m.stack)-1]
+	switch {
+	case p.n.kind == kSeq && int(p.i) == len(p.n.parts), p.n.kind == kSwitch && p.phase == pValue:
+		// Its last part closed: so does it.
+		m.pop()
+		return
+	}
 	switch p.phase {
 	case pKeyOpen:
 		p.phase = pColon
@@ -178,6 +184,25 @@ func (m *Matcher) step(i int, b byte) result {
 		return m.stepArray(n, f, b)
 	case kObject:
 		return m.stepObject(n, f, b)
+	case kSeq:
+		if int(f.i) >= len(n.parts) {
+			return ended
+		}
+		f.i++
+		m.push(n.parts[f.i-1])
+		return pushed
+	case kSwitch:
+		switch f.phase {
+		case pStart:
+			f.phase = pKeyOpen
+			m.stack = append(m.stack, frame{n: n.keys, phase: pIn, set: 1<<len(n.next) - 1})
+			return pushed
+		case pColon:
+			f.phase = pValue
+			m.push(n.next[f.k])
+			return pushed
+		}
+		return ended
 	}
 	return reject
 }

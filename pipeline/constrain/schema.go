@@ -60,6 +60,8 @@ const (
 	kNumber
 	kInteger
 	kLiteral // enum, const, boolean, null
+	kSeq     // parts one after another
+	kSwitch  // one of keys' literals, then the node of the one matched
 )
 
 // node is a compiled schema.
@@ -80,6 +82,8 @@ type node struct {
 	anyVal   *node    // kAny containers: the member value (depth-1)
 	objOnly  bool     // kAny: an object only (JSONObject's root)
 	obj, arr *node    // kAny with depth > 0: its object and array forms
+	parts    []*node  // kSeq
+	next     []*node  // kSwitch: the node after each of keys' literals
 }
 
 type prop struct {

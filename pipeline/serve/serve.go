@@ -20,7 +20,9 @@
 // max_completion_tokens (default: until a stop or a full cache), stop (a
 // string or up to 4), seed, n (1 only) and response_format (json_object,
 // or json_schema with a schema of package constrain's subset; the output
-// is constrained token by token); other fields are ignored. Errors
+// is constrained token by token), and for chat tools and tool_choice (the
+// template's tool-call syntax read back into tool_calls; a forced call is
+// constrained to the tools' schemas); other fields are ignored. Errors
 // are OpenAI-shaped JSON with the HTTP status that fits.
 package serve
 
@@ -257,7 +259,23 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
-	p, err := chat.Render(s.cfg.Model, s.tpl, msgs)
+	var tools *toolMode
+	if spec := smp.tools; spec != nil && spec.choice != "none" {
+		tools = &toolMode{format: s.tpl.ToolFormat()}
+		forced, aerr := s.grammars.tools(spec, tools.format)
+		if aerr != nil {
+			writeError(w, aerr)
+			return
+		}
+		if forced != nil {
+			grammar = forced
+		}
+	}
+	var offered []json.RawMessage
+	if smp.tools != nil {
+		offered = smp.tools.raw
+	}
+	p, err := chat.RenderTools(s.cfg.Model, s.tpl, msgs, offered)
 	if err != nil {
 		writeError(w, generationError(err))
 		return
@@ -266,7 +284,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	gen.Grammar = grammar
 	gen.StopTokens = p.StopTokens
 	gen.StopStrings = append(gen.StopStrings, p.StopStrings...)
-	s.generate(w, r, kindChat, pipeline.Prompt{IDs: p.IDs}, gen, smp, s.tpl.IsPlain())
+	s.generate(w, r, kindChat, pipeline.Prompt{IDs: p.IDs}, gen, smp, s.tpl.IsPlain(), tools)
 }
 
 func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
@@ -294,7 +312,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	}
 	gen := smp.options()
 	gen.Grammar = grammar
-	s.generate(w, r, kindText, p, gen, smp, false)
+	s.generate(w, r, kindText, p, gen, smp, false, nil)
 }
 
 // options are the pipeline's options for the request's sampling.
@@ -328,6 +346,12 @@ func generationError(err error) *apiError {
 		return &apiError{Status: http.StatusServiceUnavailable, RetryAfter: 5, Type: "server_error", Code: "shutting_down", Message: err.Error()}
 	}
 	return &apiError{Status: http.StatusInternalServerError, Type: "server_error", Code: "internal_error", Message: err.Error()}
+}
+
+// toolMode is a chat request's tools: its reply is read back for calls in
+// the template's format (and held back while streaming to do so).
+type toolMode struct {
+	format chat.ToolFormat
 }
 
 type kind int
@@ -375,7 +399,7 @@ func newID(prefix string) string {
 // piece (so that errors before it, such as a prompt too long, still get
 // their status). trimLead drops the reply's leading spaces (the plain chat
 // format's "Assistant: ").
-func (s *Server) generate(w http.ResponseWriter, r *http.Request, k kind, prompt pipeline.Prompt, gen pipeline.GenerateOptions, smp sampling, trimLead bool) {
+func (s *Server) generate(w http.ResponseWriter, r *http.Request, k kind, prompt pipeline.Prompt, gen pipeline.GenerateOptions, smp sampling, trimLead bool, tools *toolMode) {
 	if aerr := s.enter(); aerr != nil {
 		writeError(w, aerr)
 		return
@@ -409,7 +433,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, k kind, prompt
 			continue
 		}
 		text.WriteString(piece)
-		if st != nil {
+		if st != nil && tools == nil {
 			if err := st.piece(piece); err != nil {
 				// The client is gone: leaving the loop ends the generation.
 				return
@@ -433,13 +457,51 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, k kind, prompt
 		return
 	}
 	reason := finishReason(m.StopReason)
+	content := any(text.String())
+	var calls []map[string]any
+	if tools != nil {
+		var parsed []chat.ToolCall
+		content, parsed = chat.ParseToolCalls(tools.format, text.String())
+		for _, c := range parsed {
+			calls = append(calls, map[string]any{"id": newID("call_"), "type": "function",
+				"function": map[string]any{"name": c.Name, "arguments": c.Arguments}})
+		}
+		if len(calls) > 0 {
+			reason = "tool_calls"
+			if content == "" {
+				content = nil
+			}
+		}
+	}
 	if st != nil {
+		if tools != nil {
+			// The reply was held back to tell a call from text: now it goes
+			// out as content, or as the calls, each its name and then its
+			// arguments, as OpenAI streams them.
+			if c, ok := content.(string); ok && c != "" && st.piece(c) != nil {
+				return
+			}
+			for i, c := range calls {
+				fn := c["function"].(map[string]any)
+				if st.delta(map[string]any{"tool_calls": []any{map[string]any{"index": i, "id": c["id"], "type": "function",
+					"function": map[string]any{"name": fn["name"], "arguments": ""}}}}) != nil {
+					return
+				}
+				if st.delta(map[string]any{"tool_calls": []any{map[string]any{"index": i, "function": map[string]any{"arguments": fn["arguments"]}}}}) != nil {
+					return
+				}
+			}
+		}
 		st.finish(reason, usageOf(m), smp.usage)
 		return
 	}
 	var choice any
 	if k == kindChat {
-		choice = map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": text.String()}, "logprobs": nil, "finish_reason": reason}
+		msg := map[string]any{"role": "assistant", "content": content}
+		if len(calls) > 0 {
+			msg["tool_calls"] = calls
+		}
+		choice = map[string]any{"index": 0, "message": msg, "logprobs": nil, "finish_reason": reason}
 	} else {
 		choice = map[string]any{"index": 0, "text": text.String(), "logprobs": nil, "finish_reason": reason}
 	}
@@ -502,6 +564,14 @@ func (e *eventStream) event(data []byte) error {
 		return err
 	}
 	return http.NewResponseController(e.w).Flush()
+}
+
+// delta sends one chat delta.
+func (e *eventStream) delta(d map[string]any) error {
+	if err := e.start(); err != nil {
+		return err
+	}
+	return e.send(d, nil, nil, false)
 }
 
 func (e *eventStream) piece(p string) error {

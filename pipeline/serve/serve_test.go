@@ -293,7 +293,7 @@ func TestErrors(t *testing.T) {
 		{"no model", "/v1/completions", `{"prompt":"a"}`, 400, "missing_model"},
 		{"unknown model", "/v1/chat/completions", `{"model":"gpt-4","messages":[{"role":"user","content":"hi"}]}`, 404, "model_not_found"},
 		{"no messages", "/v1/chat/completions", `{"model":"stories260K","messages":[]}`, 400, "invalid_value"},
-		{"bad role", "/v1/chat/completions", `{"model":"stories260K","messages":[{"role":"tool","content":"x"}]}`, 400, "invalid_value"},
+		{"bad role", "/v1/chat/completions", `{"model":"stories260K","messages":[{"role":"function","content":"x"}]}`, 400, "invalid_value"},
 		{"image part", "/v1/chat/completions", `{"model":"stories260K","messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, 400, "invalid_value"},
 		{"no prompt", "/v1/completions", `{"model":"stories260K"}`, 400, "missing_prompt"},
 		{"two prompts", "/v1/completions", `{"model":"stories260K","prompt":["a","b"]}`, 400, "invalid_value"},
