@@ -178,7 +178,7 @@ func (t *Template) Render(msgs []Message, addGenerationPrompt bool) (string, err
 
 // RenderWith renders msgs the way transformers' apply_chat_template does:
 // the variables messages, bos_token, eos_token, add_generation_prompt,
-// tools and documents (none: no tools are passed), opts.Vars, and the
+// tools (opts.Tools, or None) and documents (None), opts.Vars, and the
 // functions raise_exception and strftime_now.
 func (t *Template) RenderWith(msgs []Message, opts RenderOptions) (out string, err error) {
 	if t.tpl == nil {
