@@ -147,3 +147,35 @@ func TestConstrainedSpeed(t *testing.T) {
 		t.Logf("decode tok/s: without a schema %.0f, with %.0f (%.2fx)", plain, con, con/plain)
 	}
 }
+
+// TestConstrainedGPU: on the GPU backends, where greedy and sampled
+// decoding otherwise pick on the device, a constrained generation samples
+// on the host and validates too.
+func TestConstrainedGPU(t *testing.T) {
+	ck := storiesCheckpoint(t)
+	var err error
+	if ck.Tokenizer, err = os.ReadFile(testmodels.Path(t, "tok512.model")); err != nil {
+		t.Fatal(err)
+	}
+	raw := readSchemas(t)[0]
+	g, err := constrain.Compile(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	val := compileSchema(t, raw)
+	for _, backend := range []string{"webgpu", "vulkan"} {
+		t.Run(backend, func(t *testing.T) {
+			m := load(t, ck, pipeline.Options{MaxCache: 512, Backend: openBackend(t, backend)})
+			for seed := range 3 {
+				text, reason := generateText(t, m, g, uint64(seed+1))
+				v, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
+				if reason != pipeline.StopToken || err != nil {
+					t.Fatalf("seed %d: %s, %q: %v", seed, reason, text, err)
+				}
+				if err := val.Validate(v); err != nil {
+					t.Errorf("seed %d: %q: %v", seed, text, err)
+				}
+			}
+		})
+	}
+}
