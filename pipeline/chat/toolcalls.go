@@ -20,11 +20,17 @@ const (
 	// ToolsHermes: each call is <tool_call>\n{"name": NAME, "arguments":
 	// ARGS}\n</tool_call> (Qwen 2.5, Qwen 3, Hermes).
 	ToolsHermes
+	// ToolsMistral: each call is [TOOL_CALLS]NAME[ARGS]ARGS, optionally
+	// with [CALL_ID]ID before [ARGS] (Mistral Small 3.2; call ids are 9
+	// letters and digits).
+	ToolsMistral
 )
 
 // ToolFormat tells the template's tool-call format from its source.
 func (t *Template) ToolFormat() ToolFormat {
 	switch {
+	case strings.Contains(t.source, "[TOOL_CALLS]"):
+		return ToolsMistral
 	case strings.Contains(t.source, "<tool_call>"):
 		return ToolsHermes
 	case strings.Contains(t.source, `"parameters": `) && strings.Contains(t.source, "tool_call.name"):
@@ -36,8 +42,11 @@ func (t *Template) ToolFormat() ToolFormat {
 // ToolGrammar is the grammar of one call of one of tools in format f, for
 // generation forced to call a tool.
 func ToolGrammar(f ToolFormat, tools []constrain.Tool) (*constrain.Grammar, error) {
-	if f == ToolsHermes {
+	switch f {
+	case ToolsHermes:
 		return constrain.ToolCall(tools, "<tool_call>\n", "arguments", "\n</tool_call>")
+	case ToolsMistral:
+		return constrain.ToolCallLayout(tools, "[TOOL_CALLS]", func(name string) string { return name + "[ARGS]" }, "", "")
 	}
 	return constrain.ToolCall(tools, "", "parameters", "")
 }
@@ -72,6 +81,21 @@ func ParseToolCalls(f ToolFormat, reply string) (content string, calls []ToolCal
 		}
 		out.WriteString(rest)
 		return strings.TrimSpace(out.String()), calls
+	case ToolsMistral:
+		i := strings.Index(reply, "[TOOL_CALLS]")
+		if i < 0 {
+			return reply, nil
+		}
+		for _, seg := range strings.Split(reply[i+len("[TOOL_CALLS]"):], "[TOOL_CALLS]") {
+			name, args, ok := strings.Cut(seg, "[ARGS]")
+			name, _, _ = strings.Cut(name, "[CALL_ID]")
+			var buf bytes.Buffer
+			if !ok || name == "" || !strings.HasPrefix(strings.TrimSpace(args), "{") || json.Compact(&buf, []byte(strings.TrimSpace(args))) != nil {
+				return reply, nil
+			}
+			calls = append(calls, ToolCall{Name: name, Arguments: buf.String()})
+		}
+		return strings.TrimSpace(reply[:i]), calls
 	case ToolsLlama3:
 		text := strings.TrimPrefix(strings.TrimSpace(reply), "<|python_tag|>")
 		if c, ok := parseCall(text, "parameters"); ok {

@@ -24,6 +24,9 @@ func TestParseToolCalls(t *testing.T) {
 			[]ToolCall{{Name: "a", Arguments: `{}`}, {Name: "b", Arguments: `{"x":true}`}}},
 		{ToolsHermes, "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1}", "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1}", nil},
 		{ToolsHermes, "<tool_call>not json</tool_call>", "<tool_call>not json</tool_call>", nil},
+		{ToolsMistral, `[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}`, "", []ToolCall{{Name: "get_weather", Arguments: `{"city":"Paris"}`}}},
+		{ToolsMistral, `Sure.[TOOL_CALLS]a[CALL_ID]abc123XYZ[ARGS]{}[TOOL_CALLS]b[ARGS]{"x": 1}`, "Sure.", []ToolCall{{Name: "a", Arguments: `{}`}, {Name: "b", Arguments: `{"x":1}`}}},
+		{ToolsMistral, `[TOOL_CALLS]a[ARGS]{"x": `, `[TOOL_CALLS]a[ARGS]{"x": `, nil},
 		{NoTools, `{"name": "f", "parameters": {}}`, `{"name": "f", "parameters": {}}`, nil},
 	} {
 		content, calls := ParseToolCalls(tc.f, tc.reply)
@@ -45,8 +48,9 @@ func FuzzParseToolCalls(f *testing.F) {
 	f.Add(`{"name": "f", "parameters": {"a": 1}}`)
 	f.Add("<tool_call>\n{\"name\": \"a\", \"arguments\": {}}\n</tool_call>")
 	f.Add("<tool_call><tool_call></tool_call>")
+	f.Add(`x[TOOL_CALLS]a[CALL_ID]123456789[ARGS]{"b": [1]}[TOOL_CALLS]`)
 	f.Fuzz(func(t *testing.T, reply string) {
-		for _, fm := range []ToolFormat{ToolsLlama3, ToolsHermes} {
+		for _, fm := range []ToolFormat{ToolsLlama3, ToolsHermes, ToolsMistral} {
 			_, calls := ParseToolCalls(fm, reply)
 			for _, c := range calls {
 				var obj map[string]any

@@ -201,8 +201,12 @@ func TestRandomToolCalls(t *testing.T) {
 	}
 	tools := []Tool{{"get_weather", json.RawMessage(params["get_weather"])}, {"get", json.RawMessage(params["get"])}}
 	vocab := byteVocab()
-	for _, f := range []struct{ prefix, key, suffix string }{{"", "parameters", ""}, {"<tool_call>\n", "arguments", "\n</tool_call>"}} {
+	for _, f := range []struct{ prefix, key, suffix string }{{"", "parameters", ""}, {"<tool_call>\n", "arguments", "\n</tool_call>"}, {"[TOOL_CALLS]", "", ""}} {
 		g, err := ToolCall(tools, f.prefix, f.key, f.suffix)
+		if f.key == "" {
+			// Mistral's layout: NAME[ARGS]ARGUMENTS.
+			g, err = ToolCallLayout(tools, f.prefix, func(name string) string { return name + "[ARGS]" }, "", "")
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -230,6 +234,12 @@ func TestRandomToolCalls(t *testing.T) {
 			}
 			body, ok := bytes.CutPrefix(doc, []byte(f.prefix))
 			body, ok2 := bytes.CutSuffix(body, []byte(f.suffix))
+			key := f.key
+			if key == "" {
+				name, args, found := bytes.Cut(body, []byte("[ARGS]"))
+				n, _ := json.Marshal(string(name))
+				body, ok2, key = []byte(`{"name":`+string(n)+`,"args":`+string(args)+`}`), ok2 && found, "args"
+			}
 			var call map[string]json.RawMessage
 			if !ok || !ok2 || json.Unmarshal(body, &call) != nil || len(call) != 2 {
 				t.Fatalf("%q is not a call", doc)
@@ -239,7 +249,7 @@ func TestRandomToolCalls(t *testing.T) {
 			if params[name] == "" {
 				t.Fatalf("%q names no tool", doc)
 			}
-			v, err := jsonschema.UnmarshalJSON(bytes.NewReader(call[f.key]))
+			v, err := jsonschema.UnmarshalJSON(bytes.NewReader(call[key]))
 			if err != nil {
 				t.Fatalf("%q: %v", doc, err)
 			}

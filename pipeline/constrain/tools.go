@@ -18,6 +18,17 @@ type Tool struct {
 // ARGS_KEY "parameters"; Hermes and Qwen: "<tool_call>\n", "arguments",
 // "\n</tool_call>").
 func ToolCall(tools []Tool, prefix, argsKey, suffix string) (*Grammar, error) {
+	head := func(name string) string {
+		return `{"name":` + string(mustJSON(name)) + `,` + string(mustJSON(argsKey)) + `:`
+	}
+	return ToolCallLayout(tools, prefix, head, "}", suffix)
+}
+
+// ToolCallLayout is ToolCall for any layout: prefix, then for the tool
+// called head(name), its arguments and tail, then suffix (Mistral:
+// "[TOOL_CALLS]", name + "[ARGS]", "", ""). The heads of two tools must
+// differ before either ends.
+func ToolCallLayout(tools []Tool, prefix string, head func(name string) string, tail, suffix string) (*Grammar, error) {
 	if len(tools) == 0 || len(tools) > maxEnum {
 		return nil, fmt.Errorf("%w: %d tools, want 1 to %d", ErrSchema, len(tools), maxEnum)
 	}
@@ -41,8 +52,12 @@ func ToolCall(tools []Tool, prefix, argsKey, suffix string) (*Grammar, error) {
 				return nil, err
 			}
 		}
-		keys.lits = append(keys.lits, []byte(`{"name":`+string(mustJSON(t.Name))+`,`+string(mustJSON(argsKey))+`:`))
-		sw.next = append(sw.next, g.newNode(&node{kind: kSeq, parts: []*node{params, g.literal("}")}}))
+		keys.lits = append(keys.lits, []byte(head(t.Name)))
+		parts := []*node{params}
+		if tail != "" {
+			parts = append(parts, g.literal(tail))
+		}
+		sw.next = append(sw.next, g.newNode(&node{kind: kSeq, parts: parts}))
 	}
 	sw.keys = g.newNode(keys)
 	g.newNode(sw)

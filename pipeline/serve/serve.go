@@ -354,6 +354,21 @@ type toolMode struct {
 	format chat.ToolFormat
 }
 
+// callID is a new tool call id: OpenAI's form, or the 9 letters and
+// digits Mistral's template requires.
+func (t *toolMode) callID() string {
+	if t.format != chat.ToolsMistral {
+		return newID("call_")
+	}
+	const alnum = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+	var b [9]byte
+	rand.Read(b[:])
+	for i := range b {
+		b[i] = alnum[int(b[i])%len(alnum)]
+	}
+	return string(b[:])
+}
+
 type kind int
 
 const (
@@ -463,7 +478,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, k kind, prompt
 		var parsed []chat.ToolCall
 		content, parsed = chat.ParseToolCalls(tools.format, text.String())
 		for _, c := range parsed {
-			calls = append(calls, map[string]any{"id": newID("call_"), "type": "function",
+			calls = append(calls, map[string]any{"id": tools.callID(), "type": "function",
 				"function": map[string]any{"name": c.Name, "arguments": c.Arguments}})
 		}
 		if len(calls) > 0 {

@@ -46,7 +46,8 @@ func randomChatModel(t *testing.T, tokenizer string, vocab, bos, eos int) *pipel
 }
 
 // TestToolCallsOpenAIClient: with the Llama 3.1 and Qwen 3 templates on
-// random-weight models of their tokenizers, the official openai npm client
+// random-weight models of their tokenizers (and Mistral Small 3.2's on
+// Llama 3's), the official openai npm client
 // sends tools with tool_choice required (and a named function): it gets
 // tool calls, whole and streamed, naming a tool, their arguments valid
 // against the tool's parameters (jsonschema), finish_reason tool_calls;
@@ -72,6 +73,9 @@ func TestToolCallsOpenAIClient(t *testing.T) {
 	}{
 		{"meta-llama-Llama-3.1-8B-Instruct.jinja", "tokenizer-llama3", "<|begin_of_text|>", "<|eot_id|>", 128256, 128000, 128009, chat.ToolsLlama3},
 		{"Qwen-Qwen3-0.6B.jinja", "tokenizer-qwen3", "", "<|im_end|>", 151669, -1, 151645, chat.ToolsHermes},
+		// Mistral's syntax, its markers written out as text in Llama 3's
+		// tokens (no Mistral tokenizer here).
+		{"Mistral-Small-3.2-24B-Instruct-2506.jinja", "tokenizer-llama3", "<s>", "</s>", 128256, 128000, 128009, chat.ToolsMistral},
 	} {
 		t.Run(tc.template, func(t *testing.T) {
 			src, err := os.ReadFile(filepath.Join(dir, tc.template))
