@@ -29,7 +29,8 @@ func (m *Model) deviceGreedy(sl *slot, opts *GenerateOptions) (bool, error) {
 	m.mu.Lock()
 	off := m.greedyOff
 	m.mu.Unlock()
-	if off {
+	if off || opts.Grammar != nil {
+		// A grammar masks the logits on the host (constrained.go).
 		return false, nil
 	}
 	if m.batch != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/gpu/cpu"
 	"github.com/gpurun/gpurun/pipeline/arch"
+	"github.com/gpurun/gpurun/pipeline/constrain"
 	"github.com/gpurun/gpurun/tensors"
 	"github.com/gpurun/gpurun/tensors/model"
 )
@@ -123,6 +124,15 @@ type Options struct {
 	// graphs; for tests and comparisons. It cannot be combined with
 	// NoBatching.
 	AlwaysBatch bool
+	// PrefixCacheBytes is the budget of the prefix cache (see prefix.go):
+	// the keys and values a slot held are kept up to this many bytes (of
+	// device memory on a GPU) when another session takes the slot over, the
+	// least recently used dropped first, and a later session whose context
+	// starts with kept tokens prefills only the rest. 0 keeps none (only
+	// each slot's own cache is reused); DefaultPrefixCacheBytes is the
+	// command line's default. A backend that copies no cache rows
+	// (gpu.KVCopier) keeps none.
+	PrefixCacheBytes int64
 }
 
 // BatchMinWeightBytes is the size of the weights from which a model on the
@@ -216,6 +226,15 @@ type Model struct {
 	// back) of concurrent slots on GPU backends, whose device queue is
 	// shared; nil on the CPU backend, whose programs run concurrently.
 	device *sync.Mutex
+	// vocab is each token's bytes for constrained generation, computed
+	// once; maskers caches the token masks of grammars.
+	vocabOnce sync.Once
+	vocab     [][]byte
+	maskMu    sync.Mutex
+	maskers   map[maskerKey]*constrain.Masker
+	// prefix keeps the caches of earlier sessions; nil without
+	// Options.PrefixCacheBytes.
+	prefix *prefixCache
 	// batch gathers concurrent sessions' decode steps into batched steps;
 	// nil with one slot, NoBatching, a model on the CPU backend too small
 	// for batching to pay (see Options.NoBatching), or a backend without
@@ -341,6 +360,12 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 		if err := m.newSlot(ctx, sl, sizes); err != nil {
 			return nil, err
 		}
+	}
+	if opts.PrefixCacheBytes < 0 {
+		return nil, fmt.Errorf("%w: prefix cache of %d bytes", ErrOptions, opts.PrefixCacheBytes)
+	}
+	if opts.PrefixCacheBytes > 0 && gpu.CanCopyKV(m.backend) {
+		m.prefix = newPrefixCache(m, opts.PrefixCacheBytes)
 	}
 	if nslots > 1 && !opts.NoBatching && (opts.AlwaysBatch || batchPays(m.backend.Info(), weightBytes(ws))) {
 		if err := loadCancelled(ctx); err != nil {
@@ -602,6 +627,10 @@ func (m *Model) Close() error {
 	}
 	for _, sl := range m.slots {
 		sl.release()
+	}
+	if m.prefix != nil {
+		m.prefix.release()
+		m.prefix = nil
 	}
 	m.slots = nil
 	if m.weights != nil {

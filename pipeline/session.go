@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"iter"
 	"math"
+	"slices"
 	"time"
 
+	"github.com/gpurun/gpurun/pipeline/constrain"
 	"github.com/gpurun/gpurun/pipeline/sampler"
 )
 
@@ -44,6 +46,13 @@ type GenerateOptions struct {
 	// IgnoreStopTokens keeps generating through EOS and the stop tokens
 	// (benchmarks use it to generate exactly MaxTokens).
 	IgnoreStopTokens bool
+	// Grammar, when set, constrains the output to its JSON documents
+	// (package constrain: a JSON schema or any JSON object): only tokens
+	// that continue a valid document are drawn, an end token only where
+	// the document may end, and generation stops when it is complete
+	// (StopToken). The masks are applied on the host. It needs a
+	// tokenizer.
+	Grammar *constrain.Grammar
 }
 
 // ErrOptions: GenerateOptions out of range (see Validate).
@@ -96,8 +105,12 @@ const (
 
 // Metrics describe the last generation of a session.
 type Metrics struct {
-	PromptTokens        int           // tokens of the prompt (including BOS)
-	PrefillTokens       int           // tokens actually run to prefill (context not reused from the cache)
+	PromptTokens  int // tokens of the prompt (including BOS)
+	PrefillTokens int // tokens actually run to prefill (context not reused from the cache)
+	// CachedTokens are the tokens of the prompt (not of the conversation
+	// before it) whose keys and values were reused from the slot's cache
+	// or the prefix cache rather than run.
+	CachedTokens        int
 	GeneratedTokens     int           // tokens sampled and streamed (stop tokens excluded)
 	TimeToFirstToken    time.Duration // from the Generate call to the first sampled token; 0 when none was sampled
 	PrefillTime         time.Duration // running the prompt (after waiting for the model)
@@ -164,6 +177,9 @@ func (s *Session) promptIDs(p Prompt, opts *GenerateOptions) ([]int, error) {
 			return nil, fmt.Errorf("%w: id %d at %d outside the vocabulary of %d", ErrPrompt, id, i, cfg.VocabSize)
 		}
 	}
+	if opts.Grammar != nil && s.m.tok == nil {
+		return nil, fmt.Errorf("%w: constrained output needs one", ErrNoTokenizer)
+	}
 	if len(opts.StopStrings) > 0 && s.m.tok == nil {
 		return nil, fmt.Errorf("%w: stop strings need one", ErrNoTokenizer)
 	}
@@ -218,8 +234,10 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 		}
 		logits := make([]float32, m.cfg.VocabSize)
 		prefillStart := time.Now()
+		m.preparePrefix(sl, context)
 		ran, err := m.feed(ctx, sl, context, logits)
 		s.metrics.PrefillTokens = ran
+		s.metrics.CachedTokens = max(0, len(context)-ran-len(s.history))
 		s.metrics.PrefillTime = time.Since(prefillStart)
 		if s.metrics.PrefillTime > 0 {
 			s.metrics.PrefillTokensPerSec = float64(ran) / s.metrics.PrefillTime.Seconds()
@@ -257,6 +275,12 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 		for {
 			id := next
 			if id < 0 {
+				if g.con != nil {
+					if err := g.con.mask(logits); err != nil {
+						fail(err)
+						return
+					}
+				}
 				// The step of the draw is the position the token takes, as
 				// on the device (fusion.Sample).
 				id = g.sampler.SampleAt(logits, uint32(len(s.history)))
@@ -270,10 +294,17 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 				g.flush(yield)
 				return
 			}
+			complete := false
+			if g.con != nil {
+				if complete, err = g.con.accept(id); err != nil {
+					fail(err)
+					return
+				}
+			}
 			s.history = append(s.history, id)
 			s.metrics.GeneratedTokens++
 			last := opts.MaxTokens > 0 && s.metrics.GeneratedTokens >= opts.MaxTokens
-			piece, stopped := g.piece(id, last)
+			piece, stopped := g.piece(id, last || complete)
 			if stopped {
 				s.metrics.StopReason = StopString
 				yield(Token{ID: id, Piece: piece}, nil)
@@ -281,6 +312,10 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 			}
 			if !yield(Token{ID: id, Piece: piece}, nil) {
 				s.metrics.StopReason = StopByConsumer
+				return
+			}
+			if complete {
+				s.metrics.StopReason = StopToken
 				return
 			}
 			if last {
@@ -344,6 +379,7 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 
 // generation is the per-call state: sampler, detokenizer, stop rules.
 type generation struct {
+	con     *constraint // nil without GenerateOptions.Grammar
 	sampler *sampler.Sampler
 	stops   map[int]bool
 	text    *stopText
@@ -367,6 +403,14 @@ func newGeneration(s *Session, opts *GenerateOptions) *generation {
 		for _, id := range opts.StopTokens {
 			g.stops[id] = true
 		}
+	}
+	if opts.Grammar != nil {
+		ends := make([]int, 0, len(g.stops))
+		for id := range g.stops {
+			ends = append(ends, id)
+		}
+		slices.Sort(ends)
+		g.con = &constraint{masker: s.m.masker(opts.Grammar, ends), match: opts.Grammar.Matcher(), vocab: s.m.tokenVocabulary()}
 	}
 	if s.m.tok != nil {
 		// Prime the decoder with the conversation so far: the first

@@ -58,7 +58,7 @@ current reply and returns to the prompt.`,
 			if gf.maxTokens == 0 {
 				return fmt.Errorf("--max-tokens 0: a reply needs at least 1 token (or -1 for no limit but the cache)")
 			}
-			gen, err := gf.options().Resolve()
+			gen, err := gf.resolve()
 			if err != nil {
 				return err
 			}
@@ -110,6 +110,7 @@ current reply and returns to the prompt.`,
 		},
 	}
 	mf.register(cmd)
+	mf.registerPrefixCache(cmd)
 	gf.register(cmd, "maximum tokens per reply; -1 for no limit but the cache")
 	f := cmd.Flags()
 	f.StringVar(&system, "system", "", "system message, kept for the whole conversation")

@@ -19,6 +19,7 @@ import (
 	"github.com/gpurun/gpurun/gpu/backends"
 	"github.com/gpurun/gpurun/gpu/cpu"
 	"github.com/gpurun/gpurun/pipeline"
+	"github.com/gpurun/gpurun/pipeline/constrain"
 	"github.com/gpurun/gpurun/tensors/model"
 )
 
@@ -34,6 +35,15 @@ type modelFlags struct {
 	hostSample  bool
 	steps       int
 	cpuMath     string
+	prefixMB    int // --prefix-cache-mb (chat and serve)
+}
+
+// registerPrefixCache adds --prefix-cache-mb (chat and serve).
+func (r *modelFlags) registerPrefixCache(cmd *cobra.Command) {
+	r.prefixMB = pipeline.DefaultPrefixCacheBytes >> 20
+	cmd.Flags().Var(&intFlag{&r.prefixMB, 0, 1 << 20, "an integer in 0..1048576"}, "prefix-cache-mb",
+		"MiB of memory (device memory on a GPU) that keep the KV caches of earlier requests or turns, least recently used dropped first, "+
+			"so that a prompt starting with kept tokens prefills only the rest; 0 keeps none")
 }
 
 func (r *modelFlags) register(cmd *cobra.Command) {
@@ -91,6 +101,9 @@ func (r *modelFlags) options(cmd *cobra.Command) []gpurun.Option {
 	if r.hostSample {
 		opts = append(opts, gpurun.WithHostSampling())
 	}
+	if r.prefixMB > 0 {
+		opts = append(opts, gpurun.WithPrefixCache(int64(r.prefixMB)<<20))
+	}
 	return append(opts, gpurun.WithProgress(stageSpinner(cmd.ErrOrStderr())))
 }
 
@@ -127,6 +140,7 @@ type genFlags struct {
 	topP        float32
 	seed        uint64
 	stops       []string
+	jsonSchema  string // --json-schema FILE
 }
 
 func (g *genFlags) register(cmd *cobra.Command, maxTokensHelp string) {
@@ -138,6 +152,26 @@ func (g *genFlags) register(cmd *cobra.Command, maxTokensHelp string) {
 	f.Var(&floatFlag{&g.topP, func(v float64) bool { return v > 0 && v <= 1 }, "a number in (0, 1] (1 for no limit)"}, "top-p", "nucleus sampling threshold in (0, 1]; 1 for no limit")
 	f.Var(&seedFlag{&g.seed}, "seed", "random seed (same seed, same text); 0 or -1 picks one, which is reported on stderr")
 	f.StringArrayVar(&g.stops, "stop", nil, "stop when the text contains this string (repeatable)")
+	f.StringVar(&g.jsonSchema, "json-schema", "", `constrain the output to JSON valid against the JSON schema in FILE (a subset: see package pipeline/constrain), or "object" for any JSON object`)
+}
+
+// resolve is options().Resolve() with the grammar of --json-schema.
+func (g *genFlags) resolve() (pipeline.GenerateOptions, error) {
+	o := g.options()
+	switch g.jsonSchema {
+	case "":
+	case "object":
+		o.Grammar = constrain.JSONObject()
+	default:
+		data, err := os.ReadFile(g.jsonSchema)
+		if err != nil {
+			return pipeline.GenerateOptions{}, fmt.Errorf("--json-schema: %w", err)
+		}
+		if o.Grammar, err = constrain.Compile(data); err != nil {
+			return pipeline.GenerateOptions{}, fmt.Errorf("--json-schema %s: %w", g.jsonSchema, err)
+		}
+	}
+	return o.Resolve()
 }
 
 // options turns the flags into the library's options. MaxTokens 0 (generate
@@ -232,7 +266,7 @@ stop_reason "cancelled") are still printed.`,
 			if err != nil {
 				return err
 			}
-			gen, err := gf.options().Resolve()
+			gen, err := gf.resolve()
 			if err != nil {
 				return err
 			}

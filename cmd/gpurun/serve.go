@@ -45,8 +45,13 @@ Responses are whole JSON objects, or server-sent events with "stream": true.
 Chat messages are rendered with the model's chat template, or the plain
 format of gpurun chat for models without one. Requests take temperature
 (0 to 2, default 1; 0 is greedy), top_p, top_k (an extension), max_tokens or
-max_completion_tokens (default: until a stop or a full cache), stop, seed
-and n (1 only).
+max_completion_tokens (default: until a stop or a full cache), stop, seed,
+n (1 only), response_format (json_object or json_schema: the output is
+constrained to valid JSON) and, for chat, tools and tool_choice (calls in
+the template's syntax come back as tool_calls). A prompt that starts with
+tokens an earlier request left in the prefix cache (--prefix-cache-mb)
+prefills only the rest; usage.prompt_tokens_details.cached_tokens counts
+them.
 
 The weights are loaded once; --parallel N gives them N KV caches of
 --max-cache positions each, so that N requests generate at once, their
@@ -141,6 +146,7 @@ pages at ORIGIN call the server.`,
 		},
 	}
 	mf.register(cmd)
+	mf.registerPrefixCache(cmd)
 	parallel, queue = 1, serve.DefaultMaxQueue
 	f := cmd.Flags()
 	f.StringVar(&addr, "addr", "127.0.0.1:8080", "address to listen on (host:port; 0.0.0.0:PORT exposes the server beyond this machine)")

@@ -154,10 +154,17 @@ func TestCompletionsGolden(t *testing.T) {
 			if r := c.Choices[0].FinishReason; r == nil || *r != "length" {
 				t.Errorf("finish_reason %v, want length", r)
 			}
-			want := usage{len(tc.PromptIDs), len(tc.GeneratedIDs), len(tc.PromptIDs) + len(tc.GeneratedIDs)}
+			want := usage{PromptTokens: len(tc.PromptIDs), CompletionTokens: len(tc.GeneratedIDs), TotalTokens: len(tc.PromptIDs) + len(tc.GeneratedIDs)}
+			if c.Usage != nil && c.Usage.PromptTokensDetails.CachedTokens <= 1 {
+				// The slot held another prompt, which shares BOS at most.
+				want.PromptTokensDetails = c.Usage.PromptTokensDetails
+			}
 			if c.Usage == nil || *c.Usage != want {
 				t.Errorf("usage %+v, want %+v", c.Usage, want)
 			}
+			// The stream repeats the prompt: all but its last token come
+			// from the slot's cache.
+			want.PromptTokensDetails.CachedTokens = len(tc.PromptIDs) - 1
 
 			stream := strings.TrimSuffix(req, "}") + `,"stream":true,"stream_options":{"include_usage":true}}`
 			resp2, err := http.Post(ts.URL+"/v1/completions", "application/json", strings.NewReader(stream))
@@ -211,6 +218,12 @@ func TestChatPlain(t *testing.T) {
 	if got, w := c.Choices[0].Message.Content, strings.TrimLeft(want.Choices[0].Text, " "); got != w || got == "" {
 		t.Errorf("chat content %q, want %q", got, w)
 	}
+	// The same prompt again: all its tokens but the last come from the
+	// slot's cache.
+	if n := want.Usage.PromptTokensDetails.CachedTokens; n != want.Usage.PromptTokens-1 {
+		t.Errorf("the repeated prompt had %d cached tokens, want %d", n, want.Usage.PromptTokens-1)
+	}
+	want.Usage.PromptTokensDetails = c.Usage.PromptTokensDetails
 	if c.Object != "chat.completion" || c.Choices[0].Message.Role != "assistant" || *c.Usage != *want.Usage {
 		t.Errorf("chat response %s, usage want %+v", data, want.Usage)
 	}
@@ -281,7 +294,7 @@ func TestErrors(t *testing.T) {
 		{"no model", "/v1/completions", `{"prompt":"a"}`, 400, "missing_model", ""},
 		{"unknown model", "/v1/chat/completions", `{"model":"gpt-4","messages":[{"role":"user","content":"hi"}]}`, 404, "model_not_found", ""},
 		{"no messages", "/v1/chat/completions", `{"model":"stories260K","messages":[]}`, 400, "invalid_value", ""},
-		{"bad role", "/v1/chat/completions", `{"model":"stories260K","messages":[{"role":"tool","content":"x"}]}`, 400, "invalid_value", ""},
+		{"bad role", "/v1/chat/completions", `{"model":"stories260K","messages":[{"role":"function","content":"x"}]}`, 400, "invalid_value", ""},
 		{"image part", "/v1/chat/completions", `{"model":"stories260K","messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, 400, "invalid_value", ""},
 		{"no prompt", "/v1/completions", `{"model":"stories260K"}`, 400, "missing_prompt", ""},
 		{"two prompts", "/v1/completions", `{"model":"stories260K","prompt":["a","b"]}`, 400, "invalid_value", ""},
