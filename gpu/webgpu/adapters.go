@@ -78,7 +78,7 @@ func describe(a *wgpu.Adapter) AdapterInfo {
 		Type:    deviceType(info.AdapterType),
 		Driver:  driver,
 		Backend: info.BackendType.String(),
-		Usable:  info.BackendType == wgpu.BackendTypeVulkan,
+		Usable:  usableBackend(info),
 		Limits: map[string]uint64{
 			"maxBufferSize":                     l.MaxBufferSize,
 			"maxStorageBufferBindingSize":       l.MaxStorageBufferBindingSize,
@@ -91,9 +91,7 @@ func describe(a *wgpu.Adapter) AdapterInfo {
 			"minUniformBufferOffsetAlignment":   uint64(l.MinUniformBufferOffsetAlignment),
 		},
 	}
-	for _, f := range a.EnumerateFeatures() {
-		ai.Features = append(ai.Features, f.String())
-	}
+	ai.Features = adapterFeatures(a)
 	sort.Strings(ai.Features)
 	return ai
 }
