@@ -36,8 +36,8 @@ type Device struct {
 	staging     *wgpu.Buffer // map-readable, grown on demand
 	stagingSize int64
 
-	queries  *querySet // timestamps, when supported
-	resolved *wgpu.Buffer   // resolve target of the query set
+	queries  *querySet    // timestamps, when supported
+	resolved *wgpu.Buffer // resolve target of the query set
 
 	mem memcount.Counter // bytes of buffers allocated
 }
