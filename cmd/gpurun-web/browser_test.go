@@ -53,6 +53,11 @@ type genResult struct {
 // tokens is how many greedy tokens each model generates in the browser.
 const tokens = 6
 
+// testCache is the KV cache of the test's loads: room for the prompts and
+// tokens, and few prefill programs to compile (each costs seconds on
+// SwiftShader).
+const testCache = 32
+
 func browserCases(t *testing.T) []browserCase {
 	st := testmodels.StoriesCases(t)[0]
 	cases := []browserCase{{
@@ -247,7 +252,7 @@ func TestBrowser(t *testing.T) {
 					Backend string `json:"backend"`
 					Device  string `json:"device"`
 				}
-				info, err := eval[loadInfo](tab, fmt.Sprintf("gpurunPage.loadServed(%q, 'auto')", c.name))
+				info, err := eval[loadInfo](tab, fmt.Sprintf("gpurunPage.loadServed(%q, 'auto', %d)", c.name, testCache))
 				if err != nil {
 					t.Fatalf("%s: load: %v", c.name, err)
 				}
