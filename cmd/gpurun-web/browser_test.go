@@ -132,9 +132,6 @@ func eval[T any](tab context.Context, expr string) (T, error) {
 // navigator.gpu, and the ids must equal llama.cpp's and the native run's.
 func TestBrowser(t *testing.T) {
 	browser := chromium(t)
-	if testing.Short() {
-		t.Skip("builds a wasm and runs a browser")
-	}
 	cases := browserCases(t)
 	dir := t.TempDir()
 	wasm := filepath.Join(dir, "gpurun.wasm")
