@@ -1,3 +1,5 @@
+//go:build !js
+
 package main
 
 import (
@@ -24,6 +26,7 @@ import (
 	"github.com/gpurun/gpurun/internal/ci"
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline"
+	"github.com/gpurun/gpurun/pipeline/chat"
 )
 
 var updateScreenshot = flag.Bool("update-screenshot", false, "write the mid-generation screenshot to docs/browser.png")
@@ -77,9 +80,12 @@ func browserCases(t *testing.T) []browserCase {
 	return cases
 }
 
+// chatText is the user's message of the chat check.
+const chatText = "Tell me a story about a cat."
+
 // nativeIDs runs the case through the same loader natively, on the CPU
-// backend's reference math.
-func nativeIDs(t *testing.T, c browserCase) []int {
+// backend's reference math (as a one-message chat with chatMode).
+func nativeIDs(t *testing.T, c browserCase, chatMode bool) []int {
 	t.Helper()
 	data, err := os.ReadFile(c.file)
 	if err != nil {
@@ -93,13 +99,24 @@ func nativeIDs(t *testing.T, c browserCase) []int {
 	}
 	b := cpu.New(cpu.Options{})
 	defer b.Close()
-	m, err := loadModel(context.Background(), data, tok, b, 0)
+	m, source, err := loadModel(context.Background(), data, tok, b, 0)
 	if err != nil {
 		t.Fatalf("%s: %v", c.name, err)
 	}
 	defer m.Close()
+	prompt := pipeline.Prompt{Text: c.prompt, IDs: c.promptIDs}
+	g := pipeline.GenerateOptions{MaxTokens: tokens}
+	if chatMode {
+		tpl, err := chatTemplate(m, source)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if prompt, err = chatPrompt(m, tpl, []chat.Message{{Role: chat.User, Content: chatText}}, &g); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var ids []int
-	for tk, err := range m.NewSession().Generate(context.Background(), pipeline.Prompt{Text: c.prompt, IDs: c.promptIDs}, pipeline.GenerateOptions{MaxTokens: tokens}) {
+	for tk, err := range m.NewSession().Generate(context.Background(), prompt, g) {
 		if err != nil {
 			t.Fatalf("%s native: %v", c.name, err)
 		}
@@ -161,8 +178,9 @@ func TestBrowser(t *testing.T) {
 	defer srv.Close()
 
 	native := map[string][]int{}
+	chatWant := nativeIDs(t, cases[0], true)
 	for _, c := range cases {
-		native[c.name] = nativeIDs(t, c)
+		native[c.name] = nativeIDs(t, c, false)
 		if !slices.Equal(native[c.name], c.want) {
 			t.Fatalf("%s: native ids %v, llama.cpp's %v", c.name, native[c.name], c.want)
 		}
@@ -268,8 +286,23 @@ func TestBrowser(t *testing.T) {
 				t.Logf("%s on %s (%s): %v, first token %.0f ms after the call (%.0f ms after page load), decode %.1f tok/s",
 					c.name, info.Backend, info.Device, r.IDs, r.FirstTokenMs, r.SincePageLoadMs, r.DecodeTokPerSec)
 			}
+			// A chat turn through the page's template rendering (stories
+			// has no template: gpurun chat's plain format) and tokenizer,
+			// on the CPU only: rendering does not depend on the backend,
+			// and a WebGPU load costs seconds of shader compilation.
 			if !mode.noGPU {
 				screenshotAndStop(t, tab)
+				return
+			}
+			if _, err := eval[chromedp.Void](tab, fmt.Sprintf("gpurunPage.loadServed(%q, 'auto', %d).then(() => null)", cases[0].name, 2*testCache)); err != nil {
+				t.Fatal(err)
+			}
+			r, err := eval[genResult](tab, fmt.Sprintf("gpurun.chat([{role: 'user', content: %q}], {maxTokens: %d})", chatText, tokens))
+			if err != nil {
+				t.Fatalf("chat: %v", err)
+			}
+			if !slices.Equal(r.IDs, chatWant) {
+				t.Errorf("chat reply ids %v (%s), native %v", r.IDs, r.StopReason, chatWant)
 			}
 		})
 	}

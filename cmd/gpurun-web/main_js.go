@@ -15,6 +15,7 @@ import (
 	"github.com/gpurun/gpurun/gpu/kernels"
 	"github.com/gpurun/gpurun/gpu/webgpu"
 	"github.com/gpurun/gpurun/pipeline"
+	"github.com/gpurun/gpurun/pipeline/chat"
 )
 
 // yieldEvery is how often a generation on a backend that never waits for
@@ -28,6 +29,7 @@ const chunkBytes = 8 << 20
 type state struct {
 	mu      sync.Mutex
 	model   *pipeline.Model
+	tpl     *chat.Template
 	backend gpu.Backend
 	cancel  context.CancelFunc // the running generation's
 	cmu     sync.Mutex         // guards cancel (stop must not wait for mu)
@@ -38,6 +40,7 @@ func main() {
 	api := js.Global().Get("Object").New()
 	api.Set("load", promiseFunc(s.load))
 	api.Set("generate", promiseFunc(s.generate))
+	api.Set("chat", promiseFunc(s.chat))
 	api.Set("stop", js.FuncOf(func(js.Value, []js.Value) any {
 		s.cmu.Lock()
 		if s.cancel != nil {
@@ -218,12 +221,18 @@ func (s *state) load(args []js.Value) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load: %w", err)
 	}
-	m, err := loadModel(ctx, data, tok, b, int(num(opts, "maxCache", 0)))
+	m, source, err := loadModel(ctx, data, tok, b, int(num(opts, "maxCache", 0)))
 	if err != nil {
 		b.Close()
 		return nil, fmt.Errorf("load: %w", err)
 	}
-	s.model, s.backend = m, b
+	tpl, err := chatTemplate(m, source)
+	if err != nil {
+		m.Close()
+		b.Close()
+		return nil, fmt.Errorf("load: chat template: %w", err)
+	}
+	s.model, s.backend, s.tpl = m, b, tpl
 	info := m.BackendInfo()
 	return map[string]any{
 		"backend":  info.Backend,
@@ -231,6 +240,7 @@ func (s *state) load(args []js.Value) (any, error) {
 		"vocab":    m.Config().VocabSize,
 		"maxCache": m.MaxCache(),
 		"bytes":    len(data),
+		"chat":     map[bool]string{true: "plain", false: "template"}[tpl.IsPlain()],
 	}, nil
 }
 
@@ -259,13 +269,53 @@ func (s *state) generate(args []js.Value) (any, error) {
 			}
 		}
 	}
-	g := pipeline.GenerateOptions{
+	g := genOptions(opts)
+	return s.run(prompt, g, onToken)
+}
+
+// chat(messages, opts, onToken): messages is [{role, content}], ending
+// with the user's turn.
+func (s *state) chat(args []js.Value) (any, error) {
+	if len(args) < 1 || args[0].Type() != js.TypeObject {
+		return nil, errors.New("chat: want an array of {role, content} messages")
+	}
+	var opts, onToken js.Value
+	if len(args) > 1 {
+		opts = args[1]
+	}
+	if len(args) > 2 {
+		onToken = args[2]
+	}
+	var msgs []chat.Message
+	for i := range args[0].Length() {
+		m := args[0].Index(i)
+		msgs = append(msgs, chat.Message{Role: str(m, "role"), Content: str(m, "content")})
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.model == nil {
+		return nil, errors.New("chat: no model loaded")
+	}
+	g := genOptions(opts)
+	prompt, err := chatPrompt(s.model, s.tpl, msgs, &g)
+	if err != nil {
+		return nil, fmt.Errorf("chat: %w", err)
+	}
+	return s.run(prompt, g, onToken)
+}
+
+func genOptions(opts js.Value) pipeline.GenerateOptions {
+	return pipeline.GenerateOptions{
 		MaxTokens:   int(num(opts, "maxTokens", 128)),
 		Temperature: float32(num(opts, "temperature", 0)),
 		TopK:        int(num(opts, "topK", 0)),
 		TopP:        float32(num(opts, "topP", 0)),
 		Seed:        uint64(num(opts, "seed", 0)),
 	}
+}
+
+// run generates on a fresh session, streaming to onToken. s.mu is held.
+func (s *state) run(prompt pipeline.Prompt, g pipeline.GenerateOptions, onToken js.Value) (any, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cmu.Lock()
 	s.cancel = cancel
