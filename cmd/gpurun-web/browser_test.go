@@ -294,6 +294,21 @@ func TestBrowser(t *testing.T) {
 				screenshotAndStop(t, tab)
 				return
 			}
+			// A file over the wasm32 limit is refused before anything is
+			// read, by the page and by gpurun.load itself (a Blob-like
+			// object whose slice must never be called).
+			for _, call := range []string{"gpurunPage.load(huge)", "gpurun.load(huge)"} {
+				msg, err := eval[string](tab, fmt.Sprintf(`(async () => {
+					const huge = {size: 5 * 2**30, slice() { throw new Error("read a refused file"); }};
+					try { await %s; return "loaded"; } catch (e) { return String(e); }
+				})()`, call))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !strings.Contains(msg, "4 GiB") || strings.Contains(msg, "read a refused file") {
+					t.Errorf("%s of a 5 GiB file: %q, want the wasm32 limit stated", call, msg)
+				}
+			}
 			if _, err := eval[chromedp.Void](tab, fmt.Sprintf("gpurunPage.loadServed(%q, 'auto', %d).then(() => null)", cases[0].name, 2*testCache)); err != nil {
 				t.Fatal(err)
 			}
