@@ -33,6 +33,7 @@ func newServe() *cobra.Command {
 		template string
 		tvars    []string
 		grace    time.Duration
+		web      bool
 	)
 	cmd := &cobra.Command{
 		Use:   "serve [MODEL] [--addr 127.0.0.1:8080] [--parallel N] [--api-key KEY] [--cors ORIGIN]",
@@ -66,9 +67,26 @@ them.
 The model's name in the API is --name, by default the file name without
 its extension. --api-key requires "Authorization: Bearer KEY" (the key can
 also come from GPURUN_API_KEY); --cors ORIGIN ("*" for any) lets browser
-pages at ORIGIN call the server.`,
+pages at ORIGIN call the server.
+
+--web serves gpurun's browser page instead of the API: gpurun compiled to
+WebAssembly, running models on the page's WebGPU adapter (or its CPU
+backend where the browser has no WebGPU), with MODEL (and --tokenizer)
+offered to the page and any file the user picks. It builds the wasm from
+source at start-up, so run it inside the gpurun repository.`,
 		Args: nArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if web {
+				if len(args) == 1 {
+					mf.model = args[0]
+				}
+				ln, err := net.Listen("tcp", addr)
+				if err != nil {
+					return fmt.Errorf("--addr %s: %w", addr, err)
+				}
+				defer ln.Close()
+				return serveWeb(cmd.Context(), cmd.ErrOrStderr(), ln, mf.model, mf.tokenizer)
+			}
 			if err := mf.takeModelArg(args); err != nil {
 				return err
 			}
@@ -158,6 +176,7 @@ pages at ORIGIN call the server.`,
 	f.StringVar(&name, "name", "", "the model's id in the API (default: the file name without its extension)")
 	f.StringVar(&template, "chat-template", "", `a Jinja chat template file to use instead of the model's, or "plain" for the plain format`)
 	f.StringArrayVar(&tvars, "chat-template-var", nil, templateVarUsage)
+	f.BoolVar(&web, "web", false, "serve the browser page (gpurun in WebAssembly on the page's WebGPU) instead of the API; MODEL is optional")
 	f.DurationVar(&grace, "grace", 30*time.Second, "how long running requests may finish after SIGTERM before they are cancelled")
 	return cmd
 }

@@ -37,7 +37,7 @@ type AdapterInfo struct {
 // queries where it has them; never f16 (wgpu-native's WGSL has no f16:
 // activations are packed halves in u32 words) or subgroups.
 func usedFeatures(a *wgpu.Adapter) (f16, subgroups, timestamps bool) {
-	return false, false, a.HasFeature(wgpu.FeatureNameTimestampQuery)
+	return false, false, hasTimestamps(a)
 }
 
 var logOnce sync.Once
@@ -88,7 +88,7 @@ func describe(a *wgpu.Adapter) AdapterInfo {
 		Type:    deviceType(info.AdapterType),
 		Driver:  driver,
 		Backend: info.BackendType.String(),
-		Usable:  info.BackendType == wgpu.BackendTypeVulkan,
+		Usable:  usableBackend(info),
 		Limits: map[string]uint64{
 			"maxBufferSize":                     l.MaxBufferSize,
 			"maxStorageBufferBindingSize":       l.MaxStorageBufferBindingSize,
@@ -102,9 +102,7 @@ func describe(a *wgpu.Adapter) AdapterInfo {
 		},
 	}
 	ai.F16, ai.Subgroups, ai.Timestamps = usedFeatures(a)
-	for _, f := range a.EnumerateFeatures() {
-		ai.Features = append(ai.Features, f.String())
-	}
+	ai.Features = adapterFeatures(a)
 	sort.Strings(ai.Features)
 	return ai
 }
