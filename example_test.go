@@ -2,12 +2,14 @@ package gpurun_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log"
 	"strings"
 
 	"github.com/gpurun/gpurun"
+	"github.com/gpurun/gpurun/pipeline/constrain"
 )
 
 // Open a llama2.c checkpoint directly (no conversion), with the tokenizer it
@@ -120,4 +122,36 @@ func ExampleWithStepsPerSubmit() {
 		fmt.Print(tok.Piece)
 	}
 	fmt.Println()
+}
+
+// Constrain the output to a JSON schema: compile it once (its token masks
+// are cached with it) and pass it in GenerateOptions.Grammar; generation
+// ends when the document is complete.
+func ExampleGenerateOptions_grammar() {
+	ctx := context.Background()
+	m, err := gpurun.Open(ctx, "../shared/models/stories260K.bin",
+		gpurun.WithTokenizer("../shared/models/tok512.model"), gpurun.WithBackend("cpu"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	g, err := constrain.Compile([]byte(`{"type":"object","properties":{"name":{"type":"string","maxLength":16},"age":{"type":"integer"}},"required":["name","age"]}`))
+	if err != nil {
+		log.Fatal(err)
+	}
+	s := m.NewSession()
+	var text strings.Builder
+	for tok, err := range s.Generate(ctx, gpurun.Text("Once upon a time"), gpurun.GenerateOptions{Seed: 1, MaxTokens: gpurun.NoLimit, Grammar: g}) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		text.WriteString(tok.Piece)
+	}
+	var v struct {
+		Name *string
+		Age  *int
+	}
+	err = json.Unmarshal([]byte(text.String()), &v)
+	fmt.Println(err == nil && v.Name != nil && v.Age != nil, s.Metrics().StopReason)
+	// Output: true stop_token
 }

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/gpurun/gpurun/pipeline"
+	"github.com/gpurun/gpurun/pipeline/constrain"
 )
 
 // Defaults of GenerateOptions' zero fields; the command line uses the same.
@@ -54,6 +55,11 @@ type GenerateOptions struct {
 	// IgnoreStopTokens keeps generating through EOS and the model's stop
 	// tokens (benchmarks use it to generate exactly MaxTokens).
 	IgnoreStopTokens bool
+	// Grammar constrains the output to JSON: constrain.Compile(schema) for
+	// a JSON schema (a subset; compile it once and reuse it, so its token
+	// masks are computed once), constrain.JSONObject() for any object.
+	// Generation ends when the document is complete.
+	Grammar *constrain.Grammar
 }
 
 // Resolve validates o and fills in the defaults, returning the explicit
@@ -101,6 +107,7 @@ func (o GenerateOptions) Resolve() (pipeline.GenerateOptions, error) {
 	p.StopStrings = o.StopStrings
 	p.StopTokens = o.StopTokens
 	p.IgnoreStopTokens = o.IgnoreStopTokens
+	p.Grammar = o.Grammar
 	return p, nil
 }
 
@@ -170,6 +177,10 @@ func (s *Session) Seed() uint64 { return s.seed }
 
 // History is the conversation so far as token ids.
 func (s *Session) History() []int { return s.s.History() }
+
+// LastPrompt is the ids the last Generate added for its prompt (see
+// pipeline.Session.LastPrompt).
+func (s *Session) LastPrompt() []int { return s.s.LastPrompt() }
 
 // Reset forgets the conversation.
 func (s *Session) Reset() { s.s.Reset() }

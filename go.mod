@@ -4,6 +4,8 @@ go 1.26.0
 
 require (
 	github.com/ardanlabs/jinja v1.8.0
+	github.com/chromedp/cdproto v0.159.0
+	github.com/chromedp/chromedp v0.23.0
 	github.com/cogentcore/webgpu v0.23.0
 	github.com/dlclark/regexp2 v1.11.5
 	github.com/google/flatbuffers v25.12.19+incompatible
@@ -25,6 +27,7 @@ require (
 	github.com/dnephin/pflag v1.0.7 // indirect
 	github.com/fatih/color v1.18.0 // indirect
 	github.com/fsnotify/fsnotify v1.9.0 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/google/shlex v0.0.0-20191202100458-e7afc7fbc510 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/mattn/go-colorable v0.1.13 // indirect

@@ -89,6 +89,7 @@ type openOptions struct {
 	steps        int
 	prefill      []int
 	cpuMath      string
+	prefixCache  int64
 	progress     func(Progress)
 }
 
@@ -116,6 +117,14 @@ func WithMaxCache(n int) Option { return func(o *openOptions) { o.maxCache = n }
 // one copy of the weights, so that n sessions generate at once, each on its
 // own cache; more wait their turn. Without it the model has one.
 func WithParallel(n int) Option { return func(o *openOptions) { o.parallel = n } }
+
+// WithPrefixCache keeps the KV caches of finished generations up to bytes
+// (device memory on a GPU; pipeline.DefaultPrefixCacheBytes is the command
+// line's default), the least recently used dropped first, so that a later
+// session whose context starts with kept tokens, such as a shared system
+// prompt, prefills only the rest (pipeline.Options.PrefixCacheBytes).
+// Without it only each slot's own cache is reused.
+func WithPrefixCache(bytes int64) Option { return func(o *openOptions) { o.prefixCache = bytes } }
 
 // WithActivations overrides the model's activation precision policy:
 // "auto" (f16 KV cache on GPU backends, f32 on the CPU), "f32" or "f16".
@@ -290,7 +299,7 @@ func open(ctx context.Context, src *source, o *openOptions) (*Model, error) {
 		}
 		return nil, err
 	}
-	popts := pipeline.Options{Backend: b, MaxCache: o.maxCache, Slots: o.parallel, Activations: o.activations, NoFusion: o.noFusion, HostSampling: o.hostSampling, StepsPerSubmit: o.steps, CPUMath: math, PrefillSizes: o.prefill}
+	popts := pipeline.Options{Backend: b, MaxCache: o.maxCache, Slots: o.parallel, Activations: o.activations, NoFusion: o.noFusion, HostSampling: o.hostSampling, StepsPerSubmit: o.steps, CPUMath: math, PrefillSizes: o.prefill, PrefixCacheBytes: o.prefixCache}
 	if src.file != nil {
 		m.Model, err = pipeline.FromModelFile(ctx, src.file, popts)
 	} else {

@@ -1,6 +1,9 @@
 package gpu
 
-import "fmt"
+import (
+	"context"
+	"fmt"
+)
 
 // Device is the small GPU abstraction: storage buffers, compute kernels,
 // recorded command lists, submission and readback. gpu/webgpu and gpu/vulkan
@@ -29,6 +32,15 @@ type Device interface {
 	// Wait blocks until all submitted work has finished.
 	Wait() error
 	Close() error
+}
+
+// ContextWaiter is implemented by devices whose wait for submitted work
+// can be cancelled (gpu/vulkan, gpu/webgpu): WaitContext waits as Wait
+// does, or returns an error wrapping ctx's as soon as ctx is done (within
+// milliseconds, however long the submission runs). The work still runs:
+// later Read, Write and Wait calls wait for it.
+type ContextWaiter interface {
+	WaitContext(ctx context.Context) error
 }
 
 // HostBufferDevice is implemented by devices that can place a buffer in

@@ -19,16 +19,18 @@ var ErrDeviceID = errors.New("pipeline: device returned an invalid token id")
 // deviceGreedy reports whether decoding with opts picks its tokens on the
 // device: greedy decoding by a program ending in fusion.Argmax, sampling
 // (temperature > 0) by one ending in fusion.Sample with opts' rule, which
-// draws the token pipeline/sampler would from the same logits. It compiles
-// the program on first use (a sampling program again when the rule
-// changes, unless the program takes a new rule in its step tensor:
-// gpu.SamplingSetter) and makes it sl.step. The caller holds sl. A backend without
-// the op falls back to host sampling.
+// draws the token pipeline/sampler would from the same logits, and makes
+// it sl.step. Both programs are compiled at load (compilePickers); a new
+// rule goes into the sampling program's step tensor (gpu.SamplingSetter),
+// or on a backend whose program cannot take it, into a program compiled
+// again. The caller holds sl. A backend without the op falls back to host
+// sampling.
 func (m *Model) deviceGreedy(sl *slot, opts *GenerateOptions) (bool, error) {
 	m.mu.Lock()
 	off := m.greedyOff
 	m.mu.Unlock()
-	if off {
+	if off || opts.Grammar != nil {
+		// A grammar masks the logits on the host (constrained.go).
 		return false, nil
 	}
 	if m.batch != nil {
@@ -52,10 +54,12 @@ func (m *Model) deviceGreedy(sl *slot, opts *GenerateOptions) (bool, error) {
 	rule := fusion.Sampling{Temperature: opts.Temperature, TopK: opts.TopK, TopP: opts.TopP, Seed: opts.Seed}
 	if ss, ok := sl.sample.(gpu.SamplingSetter); ok && sl.rule != rule {
 		// The rule lives in the program's step tensor: no recompiling.
-		if err := ss.SetSampling(rule); err != nil {
+		switch err := ss.SetSampling(rule); {
+		case err == nil:
+			sl.rule = rule
+		case !errors.Is(err, gpu.ErrUnsupported):
 			return false, fmt.Errorf("pipeline: sampling rule: %w", err)
 		}
-		sl.rule = rule
 	}
 	if sl.sample == nil || sl.rule != rule {
 		if sl.sample != nil {

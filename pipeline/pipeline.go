@@ -17,6 +17,7 @@ import (
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/gpu/cpu"
 	"github.com/gpurun/gpurun/pipeline/arch"
+	"github.com/gpurun/gpurun/pipeline/constrain"
 	"github.com/gpurun/gpurun/tensors"
 	"github.com/gpurun/gpurun/tensors/model"
 )
@@ -124,6 +125,15 @@ type Options struct {
 	// graphs; for tests and comparisons. It cannot be combined with
 	// NoBatching.
 	AlwaysBatch bool
+	// PrefixCacheBytes is the budget of the prefix cache (see prefix.go):
+	// the keys and values a slot held are kept up to this many bytes (of
+	// device memory on a GPU) when another session takes the slot over, the
+	// least recently used dropped first, and a later session whose context
+	// starts with kept tokens prefills only the rest. 0 keeps none (only
+	// each slot's own cache is reused); DefaultPrefixCacheBytes is the
+	// command line's default. A backend that copies no cache rows
+	// (gpu.KVCopier) keeps none.
+	PrefixCacheBytes int64
 }
 
 // BatchMinWeightBytes is the size of the weights from which a model on the
@@ -217,6 +227,15 @@ type Model struct {
 	// back) of concurrent slots on GPU backends, whose device queue is
 	// shared; nil on the CPU backend, whose programs run concurrently.
 	device *sync.Mutex
+	// vocab is each token's bytes for constrained generation, computed
+	// once; maskers caches the token masks of grammars.
+	vocabOnce sync.Once
+	vocab     [][]byte
+	maskMu    sync.Mutex
+	maskers   map[maskerKey]*constrain.Masker
+	// prefix keeps the caches of earlier sessions; nil without
+	// Options.PrefixCacheBytes.
+	prefix *prefixCache
 	// batch gathers concurrent sessions' decode steps into batched steps;
 	// nil with one slot, NoBatching, a model on the CPU backend too small
 	// for batching to pay (see Options.NoBatching), or a backend without
@@ -230,13 +249,13 @@ type slot struct {
 	kv      gpu.KVCache
 	decode  gpu.Program
 	prefill []prefillProgram // ascending by size
-	// greedy is the decode graph ending in fusion.Argmax, compiled on the
-	// slot's first greedy generation (so sampling-only use pays no memory
-	// for it).
+	// greedy is the decode graph ending in fusion.Argmax, compiled at
+	// load where the device picks the tokens (see compilePickers).
 	greedy gpu.Program
 	// sample is the decode graph ending in fusion.Sample with rule,
-	// compiled on the slot's first sampling generation and again when the
-	// rule changes; step is the one the running generation uses.
+	// compiled at load too; a generation with another rule sets it in the
+	// step tensor (gpu.SamplingSetter) or, on a backend without that,
+	// compiles it again. step is the one the running generation uses.
 	sample gpu.Program
 	rule   fusion.Sampling
 	step   gpu.Program
@@ -339,21 +358,64 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 	for i := range nslots {
 		sl := &slot{index: i}
 		m.slots = append(m.slots, sl)
-		if err := m.newSlot(sl, sizes); err != nil {
+		if err := m.newSlot(ctx, sl, sizes); err != nil {
 			return nil, err
 		}
 	}
+	if opts.PrefixCacheBytes < 0 {
+		return nil, fmt.Errorf("%w: prefix cache of %d bytes", ErrOptions, opts.PrefixCacheBytes)
+	}
+	if opts.PrefixCacheBytes > 0 && gpu.CanCopyKV(m.backend) {
+		m.prefix = newPrefixCache(m, opts.PrefixCacheBytes)
+	}
 	if nslots > 1 && !opts.NoBatching && (opts.AlwaysBatch || batchPays(m.backend.Info(), weightBytes(ws))) {
+		if err := loadCancelled(ctx); err != nil {
+			return nil, err
+		}
 		if m.batch, err = m.newBatcher(); err != nil {
 			return nil, err
+		}
+	}
+	if !m.greedyOff && m.batch == nil {
+		for _, sl := range m.slots {
+			if err := m.compilePickers(ctx, sl); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return m, nil
 }
 
+// compilePickers compiles sl's token-picking decode programs, greedy and
+// sampling, so that no generation waits for a compile (a sampled first
+// generation on Vulkan waited seconds for the sampling kernels, with no
+// progress shown and an interrupt unheard). The sampling program starts
+// with a placeholder rule that generations replace. A backend without the
+// ops turns device picking off.
+func (m *Model) compilePickers(ctx context.Context, sl *slot) error {
+	if err := loadCancelled(ctx); err != nil {
+		return err
+	}
+	p, err := m.compileWith(sl, arch.BuildOptions{Tokens: 1, Argmax: true})
+	if ok, err := m.deviceOp(err); !ok {
+		return err
+	}
+	sl.greedy = p
+	if err := loadCancelled(ctx); err != nil {
+		return err
+	}
+	rule := fusion.Sampling{Temperature: 1}
+	p, err = m.compileWith(sl, arch.BuildOptions{Tokens: 1, Sample: &rule})
+	if ok, err := m.deviceOp(err); !ok {
+		return err
+	}
+	sl.sample, sl.rule = p, rule
+	return nil
+}
+
 // newSlot gives sl its KV cache and compiles its decode program and the
 // prefill programs of sizes (those above 1 and at most the cache).
-func (m *Model) newSlot(sl *slot, sizes []int) error {
+func (m *Model) newSlot(ctx context.Context, sl *slot, sizes []int) error {
 	var err error
 	spec := arch.KVSpec(&m.cfg, arch.BuildOptions{MaxLen: m.maxCache, KVF16: m.kvF16, RingTokens: m.ringTokens})
 	sl.kv, err = m.backend.NewKVCache(spec)
@@ -367,6 +429,9 @@ func (m *Model) newSlot(sl *slot, sizes []int) error {
 		return fmt.Errorf("pipeline: kv cache: %w", err)
 	}
 	m.kvSpec = spec
+	if err := loadCancelled(ctx); err != nil {
+		return err
+	}
 	if sl.decode, err = m.compile(sl, 1); err != nil {
 		return err
 	}
@@ -374,11 +439,23 @@ func (m *Model) newSlot(sl *slot, sizes []int) error {
 		if n <= 1 || n > m.maxCache {
 			continue
 		}
+		if err := loadCancelled(ctx); err != nil {
+			return err
+		}
 		p, err := m.compile(sl, n)
 		if err != nil {
 			return err
 		}
 		sl.prefill = append(sl.prefill, prefillProgram{size: n, prog: p})
+	}
+	return nil
+}
+
+// loadCancelled is ctx's error once it is done, checked between a load's
+// compiles (a compile itself cannot be interrupted).
+func loadCancelled(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("pipeline: load: %w", err)
 	}
 	return nil
 }
@@ -572,6 +649,10 @@ func (m *Model) Close() error {
 	}
 	for _, sl := range m.slots {
 		sl.release()
+	}
+	if m.prefix != nil {
+		m.prefix.release()
+		m.prefix = nil
 	}
 	m.slots = nil
 	if m.weights != nil {

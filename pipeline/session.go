@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"iter"
 	"math"
+	"slices"
 	"time"
 
+	"github.com/gpurun/gpurun/pipeline/constrain"
 	"github.com/gpurun/gpurun/pipeline/sampler"
 )
 
@@ -44,6 +46,13 @@ type GenerateOptions struct {
 	// IgnoreStopTokens keeps generating through EOS and the stop tokens
 	// (benchmarks use it to generate exactly MaxTokens).
 	IgnoreStopTokens bool
+	// Grammar, when set, constrains the output to its JSON documents
+	// (package constrain: a JSON schema or any JSON object): only tokens
+	// that continue a valid document are drawn, an end token only where
+	// the document may end, and generation stops when it is complete
+	// (StopToken). The masks are applied on the host. It needs a
+	// tokenizer.
+	Grammar *constrain.Grammar
 }
 
 // ErrOptions: GenerateOptions out of range (see Validate).
@@ -66,10 +75,13 @@ func (o *GenerateOptions) Validate() error {
 	return nil
 }
 
-// Token is one streamed step. Piece is the text released with it: the
-// token's text, possibly empty while an incomplete UTF-8 sequence or a
-// possible stop-string start is held back, plus earlier held-back text.
-// A final Token with ID -1 carries held-back text when generation ends on a
+// Token is one streamed step. Every generated token (Metrics.GeneratedTokens
+// counts them) is streamed once, in order, with its ID; stop tokens are not.
+// Piece is the text released with it: the token's text, possibly empty
+// while an incomplete UTF-8 sequence or a possible stop-string start is
+// held back, plus earlier held-back text. The token that completes a stop
+// string comes with only the text before the stop string (often none). A
+// final Token with ID -1 carries held-back text when generation ends on a
 // stop token or a full cache.
 type Token struct {
 	ID    int
@@ -93,10 +105,14 @@ const (
 
 // Metrics describe the last generation of a session.
 type Metrics struct {
-	PromptTokens        int           // tokens of the prompt (including BOS)
-	PrefillTokens       int           // tokens actually run to prefill (context not reused from the cache)
+	PromptTokens  int // tokens of the prompt (including BOS)
+	PrefillTokens int // tokens actually run to prefill (context not reused from the cache)
+	// CachedTokens are the tokens of the prompt (not of the conversation
+	// before it) whose keys and values were reused from the slot's cache
+	// or the prefix cache rather than run.
+	CachedTokens        int
 	GeneratedTokens     int           // tokens sampled and streamed (stop tokens excluded)
-	TimeToFirstToken    time.Duration // from the Generate call to the first sampled token
+	TimeToFirstToken    time.Duration // from the Generate call to the first sampled token; 0 when none was sampled
 	PrefillTime         time.Duration // running the prompt (after waiting for the model)
 	DecodeTime          time.Duration // decode steps after the first token
 	PrefillTokensPerSec float64
@@ -111,6 +127,7 @@ type Metrics struct {
 type Session struct {
 	m       *Model
 	history []int // every token of the conversation, from position 0
+	prompt  []int // the ids the last Generate added for its prompt
 	metrics Metrics
 }
 
@@ -121,10 +138,17 @@ func (m *Model) NewSession() *Session { return &Session{m: m} }
 func (s *Session) Metrics() Metrics { return s.metrics }
 
 // Reset forgets the conversation; the next Generate starts a new one.
-func (s *Session) Reset() { s.history, s.metrics = nil, Metrics{} }
+func (s *Session) Reset() { s.history, s.prompt, s.metrics = nil, nil, Metrics{} }
 
 // History returns the conversation's token ids.
 func (s *Session) History() []int { return append([]int(nil), s.history...) }
+
+// LastPrompt returns the ids the last Generate added to the conversation
+// for its prompt: the tokenized text (with BOS at the start of a
+// conversation when the config says so) or the given IDs. They are known
+// once the prompt is checked, so a Generate cancelled or failing before its
+// first token still has them; nil when the prompt or options were invalid.
+func (s *Session) LastPrompt() []int { return append([]int(nil), s.prompt...) }
 
 // promptIDs turns a prompt into the ids to append to the conversation.
 func (s *Session) promptIDs(p Prompt, opts *GenerateOptions) ([]int, error) {
@@ -153,6 +177,9 @@ func (s *Session) promptIDs(p Prompt, opts *GenerateOptions) ([]int, error) {
 			return nil, fmt.Errorf("%w: id %d at %d outside the vocabulary of %d", ErrPrompt, id, i, cfg.VocabSize)
 		}
 	}
+	if opts.Grammar != nil && s.m.tok == nil {
+		return nil, fmt.Errorf("%w: constrained output needs one", ErrNoTokenizer)
+	}
 	if len(opts.StopStrings) > 0 && s.m.tok == nil {
 		return nil, fmt.Errorf("%w: stop strings need one", ErrNoTokenizer)
 	}
@@ -166,7 +193,7 @@ func (s *Session) promptIDs(p Prompt, opts *GenerateOptions) ([]int, error) {
 func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOptions) iter.Seq2[Token, error] {
 	return func(yield func(Token, error) bool) {
 		start := time.Now()
-		s.metrics = Metrics{}
+		s.metrics, s.prompt = Metrics{}, nil
 		fail := func(err error) {
 			s.metrics.StopReason = StopError
 			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -183,11 +210,13 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 			fail(err)
 			return
 		}
+		s.prompt = ids
 		m := s.m
 		if len(s.history)+len(ids) > m.maxCache {
 			fail(fmt.Errorf("%w: %d tokens with the conversation so far, cache holds %d", ErrPromptTooLong, len(s.history)+len(ids), m.maxCache))
 			return
 		}
+		s.metrics.PromptTokens = len(ids)
 		context := append(append([]int(nil), s.history...), ids...)
 		sl, err := m.acquire(ctx, context)
 		if err != nil {
@@ -196,21 +225,19 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 		}
 		defer m.release(sl)
 		// The first token comes from the prefill's logits on the host; with
-		// device greedy the later ones come from the argmax program. Its
-		// compilation on first use is one-time setup, so the clock of time
-		// to first token skips it.
-		setup := time.Now()
+		// device picking the later ones come from the argmax or sampling
+		// program, compiled at load.
 		onDevice, err := m.deviceGreedy(sl, &opts)
 		if err != nil {
 			fail(err)
 			return
 		}
-		start = start.Add(time.Since(setup))
-		s.metrics.PromptTokens = len(ids)
 		logits := make([]float32, m.cfg.VocabSize)
 		prefillStart := time.Now()
+		m.preparePrefix(sl, context)
 		ran, err := m.feed(ctx, sl, context, logits)
 		s.metrics.PrefillTokens = ran
+		s.metrics.CachedTokens = max(0, len(context)-ran-len(s.history))
 		s.metrics.PrefillTime = time.Since(prefillStart)
 		if s.metrics.PrefillTime > 0 {
 			s.metrics.PrefillTokensPerSec = float64(ran) / s.metrics.PrefillTime.Seconds()
@@ -248,12 +275,18 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 		for {
 			id := next
 			if id < 0 {
+				if g.con != nil {
+					if err := g.con.mask(logits); err != nil {
+						fail(err)
+						return
+					}
+				}
 				// The step of the draw is the position the token takes, as
 				// on the device (fusion.Sample).
 				id = g.sampler.SampleAt(logits, uint32(len(s.history)))
 			}
 			if s.metrics.GeneratedTokens == 0 {
-				s.metrics.TimeToFirstToken = time.Since(start)
+				s.metrics.TimeToFirstToken = max(time.Since(start), time.Nanosecond)
 				decodeStart = time.Now()
 			}
 			if g.isStop(id) {
@@ -261,19 +294,28 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 				g.flush(yield)
 				return
 			}
+			complete := false
+			if g.con != nil {
+				if complete, err = g.con.accept(id); err != nil {
+					fail(err)
+					return
+				}
+			}
 			s.history = append(s.history, id)
 			s.metrics.GeneratedTokens++
 			last := opts.MaxTokens > 0 && s.metrics.GeneratedTokens >= opts.MaxTokens
-			piece, stopped := g.piece(id, last)
+			piece, stopped := g.piece(id, last || complete)
 			if stopped {
 				s.metrics.StopReason = StopString
-				if piece != "" {
-					yield(Token{ID: id, Piece: piece}, nil)
-				}
+				yield(Token{ID: id, Piece: piece}, nil)
 				return
 			}
 			if !yield(Token{ID: id, Piece: piece}, nil) {
 				s.metrics.StopReason = StopByConsumer
+				return
+			}
+			if complete {
+				s.metrics.StopReason = StopToken
 				return
 			}
 			if last {
@@ -337,6 +379,7 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 
 // generation is the per-call state: sampler, detokenizer, stop rules.
 type generation struct {
+	con     *constraint // nil without GenerateOptions.Grammar
 	sampler *sampler.Sampler
 	stops   map[int]bool
 	text    *stopText
@@ -360,6 +403,14 @@ func newGeneration(s *Session, opts *GenerateOptions) *generation {
 		for _, id := range opts.StopTokens {
 			g.stops[id] = true
 		}
+	}
+	if opts.Grammar != nil {
+		ends := make([]int, 0, len(g.stops))
+		for id := range g.stops {
+			ends = append(ends, id)
+		}
+		slices.Sort(ends)
+		g.con = &constraint{masker: s.m.masker(opts.Grammar, ends), match: opts.Grammar.Matcher(), vocab: s.m.tokenVocabulary()}
 	}
 	if s.m.tok != nil {
 		// Prime the decoder with the conversation so far: the first

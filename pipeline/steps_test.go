@@ -20,9 +20,11 @@ type stepCounter struct {
 	gpu.Backend
 	asked, got []int
 	samplers   int // graphs ending in fusion.Sample compiled
+	compiles   int // graphs compiled
 }
 
 func (b *stepCounter) Compile(g *fusion.Graph, w gpu.Weights, kv gpu.KVCache) (gpu.Program, error) {
+	b.compiles++
 	if slices.ContainsFunc(g.Ops, func(op fusion.Op) bool { return op.Kind() == fusion.Sample }) {
 		b.samplers++
 	}

@@ -511,14 +511,14 @@ func benchConfig(ctx context.Context, log io.Writer, bar *progressbar.ProgressBa
 		base.Source = src.file
 	}
 	if policy == "" {
-		base.Activations = "model"
+		base.Activations = benchreport.PolicyModel
 	}
 	if ck != nil {
 		base.Arch = ck.Config.Arch
 	}
 	runsPer := int64(bf.warmup + bf.reps)
 	fail := func(err error) []benchreport.Result {
-		fmt.Fprintf(log, "bench: %s on %s, activations %s: %v\n", src.name+" "+src.weight, info.Backend, base.Activations, err)
+		fmt.Fprintf(log, "bench: %s on %s, activations: %s: %v\n", src.name+" "+src.weight, info.Backend, base.ActivationsText(), err)
 		out := make([]benchreport.Result, len(tests))
 		for i, t := range tests {
 			out[i] = base
@@ -573,6 +573,7 @@ func benchConfig(ctx context.Context, log io.Writer, bar *progressbar.ProgressBa
 	cfg := m.Config()
 	base.Arch = cfg.Arch
 	base.KVCache = m.KVDType().String()
+	base.ActivationDType = m.ActivationDType().String()
 	base.MaxCache = m.MaxCache()
 	base.DecodeWeightBytes, base.KVBytesPerPosition = m.DecodeBytes()
 	base.KVCacheBytes = m.KVCacheBytes()
@@ -582,7 +583,7 @@ func benchConfig(ctx context.Context, log io.Writer, bar *progressbar.ProgressBa
 	for _, t := range tests {
 		res := base
 		res.Test = t
-		bar.Describe(fmt.Sprintf("%s %s %s act %s %s", src.name, src.weight, info.Backend, base.Activations, t.Name))
+		bar.Describe(fmt.Sprintf("%s, %s", base.Label(), t.Name))
 		done := 0 // runs finished, warm-up included
 		err := func() error {
 			if t.MaxCache != 0 && m.MaxCache() != t.MaxCache {
@@ -628,7 +629,7 @@ func benchConfig(ctx context.Context, log io.Writer, bar *progressbar.ProgressBa
 			if errors.Is(err, context.Canceled) {
 				return out
 			}
-			fmt.Fprintf(log, "bench: %s %s on %s, activations %s, %s: %v\n", src.name, src.weight, info.Backend, base.Activations, t.Name, err)
+			fmt.Fprintf(log, "bench: %s, %s: %v\n", base.Label(), t.Name, err)
 			bar.Add64(runsPer - int64(done)) // the runs the failure skipped
 			res.Runs = []benchreport.Run{}
 			res.Error = err.Error()

@@ -139,6 +139,37 @@ func TestVersion(t *testing.T) {
 	}
 }
 
+// TestVersionWithoutStamp: a binary without version control stamps (go
+// run, go test, a git worktree) takes the revision from git when it runs
+// in a gpurun checkout, and says why there is none elsewhere.
+func TestVersionWithoutStamp(t *testing.T) {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				t.Skip("this test binary carries a revision stamp")
+			}
+		}
+	}
+	r := mustExe(t, "", "--version")
+	if head, err := exec.Command("git", "rev-parse", "HEAD").Output(); err != nil {
+		// Sources without git (an unpacked archive): no revision either.
+		if !strings.Contains(r.stdout, "no revision") {
+			t.Errorf("--version without git (%v) printed %q", err, r.stdout)
+		}
+	} else if want := "revision " + string(head[:12]); !strings.Contains(r.stdout, want) || !strings.Contains(r.stdout, "from git") {
+		t.Errorf("--version in a checkout printed %q, want %q from git", r.stdout, want)
+	}
+	cmd := gpurunCmd("--version")
+	cmd.Dir = t.TempDir()
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), "no revision") || !regexp.MustCompile(`^gpurun \S.*, go1\.\d+`).Match(out) {
+		t.Errorf("--version outside a checkout printed %q", out)
+	}
+}
+
 // TestBadArguments: every flag is checked before anything is loaded, and
 // the error names the flag and its valid range.
 func TestBadArguments(t *testing.T) {
@@ -177,6 +208,13 @@ func TestBadArguments(t *testing.T) {
 		{[]string{"convert", task, "-o", "x.tflite", "--activations", "bf16"}, "--activations bf16: want one of auto, f32, f16"},
 		{[]string{"chat", task, "--max-tokens", "0"}, "--max-tokens 0: a reply needs at least 1 token"},
 		{[]string{"chat", task, "--top-p", "1.5"}, "--top-p 1.5: want a number in (0, 1]"},
+		// Argument counts and commands, in the same form.
+		{[]string{"frobnicate"}, "gpurun: frobnicate: unknown command (the commands: bench, bundle, chat, "},
+		{[]string{"run", task, "extra"}, "gpurun: run: 2 arguments given (" + task + " extra), want at most 1; usage: gpurun run [MODEL]"},
+		{[]string{"inspect"}, "gpurun: inspect: no argument given, want 1; usage: gpurun inspect FILE"},
+		{[]string{"tokenize", "x"}, `gpurun: tokenize: 1 argument given (x), want none; usage: gpurun tokenize -t TOKENIZER`},
+		{[]string{"devices", "x", "y"}, `gpurun: devices: 2 arguments given (x y), want none`},
+		{[]string{"convert", "a", "b"}, `gpurun: convert: 2 arguments given (a b), want 1`},
 	} {
 		r := exe(t, "", tc.args...)
 		last := checkErrorLine(t, tc.args, r)

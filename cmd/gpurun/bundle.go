@@ -19,7 +19,7 @@ func newBundle() *cobra.Command {
 tokenizer.json, a llama2.c tokenizer.bin, or any file gpurun tokenize
 accepts) and the model's
 configuration into a .task bundle whose entries can be memory-mapped in place.`,
-		Args: cobra.ExactArgs(1),
+		Args: nArgs(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" || tok == "" {
 				return errors.New("-t TOKENIZER and -o OUT.task are required")

@@ -50,7 +50,7 @@ the oldest turns are dropped (the system message is kept).
 
 Commands: /reset starts over, /exit (or Ctrl-D) leaves. Ctrl-C stops the
 current reply and returns to the prompt.`,
-		Args: cobra.MaximumNArgs(1),
+		Args: nArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := mf.takeModelArg(args); err != nil {
 				return err
@@ -58,7 +58,7 @@ current reply and returns to the prompt.`,
 			if gf.maxTokens == 0 {
 				return fmt.Errorf("--max-tokens 0: a reply needs at least 1 token (or -1 for no limit but the cache)")
 			}
-			gen, err := gf.options().Resolve()
+			gen, err := gf.resolve()
 			if err != nil {
 				return err
 			}
@@ -110,6 +110,7 @@ current reply and returns to the prompt.`,
 		},
 	}
 	mf.register(cmd)
+	mf.registerPrefixCache(cmd)
 	gf.register(cmd, "maximum tokens per reply; -1 for no limit but the cache")
 	f := cmd.Flags()
 	f.StringVar(&system, "system", "", "system message, kept for the whole conversation")
@@ -186,7 +187,7 @@ func chatLoop(ctx context.Context, conv *chat.Conversation, gen pipeline.Generat
 	out := &checkedWriter{w: stdout}
 	lines := bufio.NewScanner(in)
 	lines.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	delay := testStepDelay()
+	delay := testDelay("GPURUN_TEST_STEP_DELAY")
 	for {
 		io.WriteString(out, "> ")
 		if !lines.Scan() {

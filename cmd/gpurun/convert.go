@@ -28,7 +28,7 @@ TFLite-flatbuffer model file, or a .task bundle when OUT ends in .task.
 
 Recipes: ` + strings.Join(convert.Recipes, ", ") + `. "keep" stores every tensor in
 its imported type (GGUF Q8_0/Q4_0 blocks stay bit-exact).`,
-		Args: cobra.ExactArgs(1),
+		Args: nArgs(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
 				return fmt.Errorf("-o OUT is required")

@@ -17,15 +17,19 @@ import (
 // deviceReport is one entry of `gpurun devices`. Limits use WebGPU's limit
 // names for every backend so reports compare across backends.
 type deviceReport struct {
-	Backend  string            `json:"backend"`
-	Name     string            `json:"name"`
-	Type     gpu.DeviceType    `json:"type"`
-	Driver   string            `json:"driver"`
-	Usable   bool              `json:"usable"`
-	Device   string            `json:"device,omitempty"`       // what --device takes to pick it (with --backend)
-	Memory   int64             `json:"memory_bytes,omitempty"` // device memory, where known
-	Features []string          `json:"features"`
-	Limits   map[string]uint64 `json:"limits"`
+	Backend string         `json:"backend"`
+	Name    string         `json:"name"`
+	Type    gpu.DeviceType `json:"type"`
+	Driver  string         `json:"driver"`
+	Usable  bool           `json:"usable"`
+	Device  string         `json:"device,omitempty"`       // what --device takes to pick it (with --backend)
+	Memory  int64          `json:"memory_bytes,omitempty"` // device memory, where known
+	// Features are those gpurun uses on the device: f16, subgroups,
+	// timestamps (gpu.Info's), or for the CPU what it computes in.
+	Features []string `json:"features"`
+	// AdapterFeatures are a WebGPU adapter's own features, used or not.
+	AdapterFeatures []string          `json:"adapter_features,omitempty"`
+	Limits          map[string]uint64 `json:"limits"`
 }
 
 type devicesReport struct {
@@ -38,7 +42,7 @@ func newDevices() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "devices",
 		Short: "List the devices each backend (cpu, webgpu, vulkan) can use, with features and key limits",
-		Args:  cobra.NoArgs,
+		Args:  nArgs(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			rep := listDevices()
 			if asJSON {
@@ -76,7 +80,8 @@ func listDevices() devicesReport {
 		for _, a := range ads {
 			r := deviceReport{
 				Backend: "webgpu/" + a.Backend, Name: a.Name, Type: a.Type, Driver: a.Driver, Usable: a.Usable,
-				Features: a.Features, Limits: a.Limits,
+				Features:        infoFeatures(gpu.Info{F16: a.F16, Subgroups: a.Subgroups, Timestamps: a.Timestamps}),
+				AdapterFeatures: a.Features, Limits: a.Limits,
 			}
 			if a.Usable {
 				// --device counts the Vulkan adapters webgpu uses.
@@ -93,7 +98,7 @@ func listDevices() devicesReport {
 }
 
 func infoFeatures(i gpu.Info) []string {
-	var fs []string
+	fs := []string{}
 	for _, f := range []struct {
 		on   bool
 		name string
@@ -134,6 +139,11 @@ func (r devicesReport) writeText(w io.Writer) error {
 		}
 		if len(d.Features) > 0 {
 			fmt.Fprintf(w, "%14s features: %s\n", "", strings.Join(d.Features, ", "))
+		} else if d.Backend != "cpu" {
+			fmt.Fprintf(w, "%14s features: none of f16, subgroups, timestamps\n", "")
+		}
+		if len(d.AdapterFeatures) > 0 {
+			fmt.Fprintf(w, "%14s adapter features (WebGPU's, used or not): %s\n", "", strings.Join(d.AdapterFeatures, ", "))
 		}
 		if l := d.Limits; l != nil {
 			fmt.Fprintf(w, "%14s max storage binding %s, max buffer %s, workgroup storage %s, invocations %d\n", "",

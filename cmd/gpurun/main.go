@@ -15,6 +15,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/gpurun/gpurun/cmd/gpurun/internal/benchreport"
 )
 
 func main() {
@@ -39,14 +41,31 @@ func main() {
 }
 
 func newRoot() *cobra.Command {
+	bi, ok := debug.ReadBuildInfo()
 	root := &cobra.Command{
 		Use:           "gpurun",
 		Short:         "Run large language models on the GPU (WebGPU, Vulkan) or the CPU",
-		Version:       version(debug.ReadBuildInfo()),
+		Version:       version(bi, ok),
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// An unknown command is an error in the usual form.
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cmd.Help()
+			}
+			var names []string
+			for _, c := range cmd.Commands() {
+				if c.IsAvailableCommand() {
+					names = append(names, c.Name())
+				}
+			}
+			return fmt.Errorf("%s: unknown command (the commands: %s; see gpurun --help)", args[0], strings.Join(names, ", "))
+		},
 	}
-	root.SetVersionTemplate("gpurun {{.Version}}\n")
+	// The git fallback runs only when --version is asked for.
+	cobra.AddTemplateFunc("gitRevision", func() string { return gitRevision(bi, ok) })
+	root.SetVersionTemplate("gpurun {{.Version}}{{gitRevision}}\n")
 	root.AddCommand(newConvert(), newBundle(), newInspect(), newTokenize(), newRun(), newChat(), newServe(), newDevices(), newBench())
 	for _, c := range root.Commands() {
 		nameErrors(c)
@@ -68,6 +87,39 @@ func nameErrors(c *cobra.Command) {
 	c.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return fmt.Errorf("%s: %w", cmd.Name(), flagError(cmd, err))
 	})
+}
+
+// nArgs accepts min to max positional arguments (max < 0: no limit); other
+// counts are an error naming the command, what was given and its usage:
+// "run: 2 arguments given (a b), want at most 1; usage: gpurun run [MODEL] ...".
+func nArgs(min, max int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) >= min && (max < 0 || len(args) <= max) {
+			return nil
+		}
+		given := "no argument given"
+		switch len(args) {
+		case 0:
+		case 1:
+			given = fmt.Sprintf("1 argument given (%s)", args[0])
+		default:
+			given = fmt.Sprintf("%d arguments given (%s)", len(args), strings.Join(args, " "))
+		}
+		var want string
+		switch {
+		case max == 0:
+			want = "none"
+		case min == max:
+			want = fmt.Sprint(min)
+		case min == 0:
+			want = fmt.Sprintf("at most %d", max)
+		case max < 0:
+			want = fmt.Sprintf("at least %d", min)
+		default:
+			want = fmt.Sprintf("%d to %d", min, max)
+		}
+		return fmt.Errorf("%s: %s, want %s; usage: %s", cmd.Name(), given, want, cmd.UseLine())
+	}
 }
 
 // version describes the build: the module version ("(devel)" for a build
@@ -104,6 +156,39 @@ func version(bi *debug.BuildInfo, ok bool) string {
 		}
 	}
 	return v + ", " + bi.GoVersion
+}
+
+// gitRevision is what --version adds for a build without a VCS revision
+// stamp (go run, go test, a build in a git worktree, which cmd/go does not
+// recognize): the revision of the gpurun checkout the working directory is
+// in, read with git, or why there is none.
+func gitRevision(bi *debug.BuildInfo, ok bool) string {
+	if ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				return ""
+			}
+		}
+		if v := bi.Main.Version; v != "" && v != "(devel)" {
+			return "" // a released module version names the source
+		}
+	}
+	c, found := benchreport.GitCheckout()
+	if !found {
+		return " (no revision: built without version control stamps, outside a gpurun checkout)"
+	}
+	rev := c.Revision
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	s := " (revision " + rev
+	if c.Modified {
+		s += " with local changes"
+	}
+	if c.Time != "" {
+		s += " of " + c.Time
+	}
+	return s + ", from git in the working directory)"
 }
 
 // packagePrefixes are the prefixes the project's packages put on their

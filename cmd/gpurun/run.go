@@ -19,6 +19,7 @@ import (
 	"github.com/gpurun/gpurun/gpu/backends"
 	"github.com/gpurun/gpurun/gpu/cpu"
 	"github.com/gpurun/gpurun/pipeline"
+	"github.com/gpurun/gpurun/pipeline/constrain"
 	"github.com/gpurun/gpurun/tensors/model"
 )
 
@@ -34,6 +35,15 @@ type modelFlags struct {
 	hostSample  bool
 	steps       int
 	cpuMath     string
+	prefixMB    int // --prefix-cache-mb (chat and serve)
+}
+
+// registerPrefixCache adds --prefix-cache-mb (chat and serve).
+func (r *modelFlags) registerPrefixCache(cmd *cobra.Command) {
+	r.prefixMB = pipeline.DefaultPrefixCacheBytes >> 20
+	cmd.Flags().Var(&intFlag{&r.prefixMB, 0, 1 << 20, "an integer in 0..1048576"}, "prefix-cache-mb",
+		"MiB of memory (device memory on a GPU) that keep the KV caches of earlier requests or turns, least recently used dropped first, "+
+			"so that a prompt starting with kept tokens prefills only the rest; 0 keeps none")
 }
 
 func (r *modelFlags) register(cmd *cobra.Command) {
@@ -91,6 +101,9 @@ func (r *modelFlags) options(cmd *cobra.Command) []gpurun.Option {
 	if r.hostSample {
 		opts = append(opts, gpurun.WithHostSampling())
 	}
+	if r.prefixMB > 0 {
+		opts = append(opts, gpurun.WithPrefixCache(int64(r.prefixMB)<<20))
+	}
 	return append(opts, gpurun.WithProgress(stageSpinner(cmd.ErrOrStderr())))
 }
 
@@ -127,6 +140,7 @@ type genFlags struct {
 	topP        float32
 	seed        uint64
 	stops       []string
+	jsonSchema  string // --json-schema FILE
 }
 
 func (g *genFlags) register(cmd *cobra.Command, maxTokensHelp string) {
@@ -138,6 +152,26 @@ func (g *genFlags) register(cmd *cobra.Command, maxTokensHelp string) {
 	f.Var(&floatFlag{&g.topP, func(v float64) bool { return v > 0 && v <= 1 }, "a number in (0, 1] (1 for no limit)"}, "top-p", "nucleus sampling threshold in (0, 1]; 1 for no limit")
 	f.Var(&seedFlag{&g.seed}, "seed", "random seed (same seed, same text); 0 or -1 picks one, which is reported on stderr")
 	f.StringArrayVar(&g.stops, "stop", nil, "stop when the text contains this string (repeatable)")
+	f.StringVar(&g.jsonSchema, "json-schema", "", `constrain the output to JSON valid against the JSON schema in FILE (a subset: see package pipeline/constrain), or "object" for any JSON object`)
+}
+
+// resolve is options().Resolve() with the grammar of --json-schema.
+func (g *genFlags) resolve() (pipeline.GenerateOptions, error) {
+	o := g.options()
+	switch g.jsonSchema {
+	case "":
+	case "object":
+		o.Grammar = constrain.JSONObject()
+	default:
+		data, err := os.ReadFile(g.jsonSchema)
+		if err != nil {
+			return pipeline.GenerateOptions{}, fmt.Errorf("--json-schema: %w", err)
+		}
+		if o.Grammar, err = constrain.Compile(data); err != nil {
+			return pipeline.GenerateOptions{}, fmt.Errorf("--json-schema %s: %w", g.jsonSchema, err)
+		}
+	}
+	return o.Resolve()
 }
 
 // options turns the flags into the library's options. MaxTokens 0 (generate
@@ -223,7 +257,7 @@ used exactly as given. --temperature 0 means greedy decoding. --max-tokens 0
 generates nothing, -1 generates until a stop token or a full cache. On an
 interrupt (Ctrl-C) the text so far, the metrics and the --json result (with
 stop_reason "cancelled") are still printed.`,
-		Args: cobra.MaximumNArgs(1),
+		Args: nArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := mf.takeModelArg(args); err != nil {
 				return err
@@ -232,7 +266,7 @@ stop_reason "cancelled") are still printed.`,
 			if err != nil {
 				return err
 			}
-			gen, err := gf.options().Resolve()
+			gen, err := gf.resolve()
 			if err != nil {
 				return err
 			}
@@ -297,7 +331,8 @@ func generate(ctx context.Context, m *gpurun.Model, prompt pipeline.Prompt, gen 
 	s := m.Model.NewSession()
 	var text strings.Builder
 	var genErr error
-	delay := testStepDelay()
+	delay := testDelay("GPURUN_TEST_STEP_DELAY")
+	waitOrDone(ctx, testDelay("GPURUN_TEST_START_DELAY"))
 	for tok, err := range s.Generate(ctx, prompt, gen) {
 		if err != nil {
 			genErr = err
@@ -313,12 +348,15 @@ func generate(ctx context.Context, m *gpurun.Model, prompt pipeline.Prompt, gen 
 		}
 	}
 	met := s.Metrics()
-	if genErr != nil && met.PromptTokens == 0 {
+	cancelled := errors.Is(genErr, context.Canceled)
+	if genErr != nil && met.PromptTokens == 0 && !cancelled {
 		return nil, fmt.Errorf("generate: %w", genErr) // nothing ran: a bad prompt or options
 	}
 	io.WriteString(out, "\n")
-	hist := s.History()
-	res.PromptIDs = hist[:len(hist)-len(res.GeneratedIDs)]
+	res.PromptIDs = s.LastPrompt()
+	if res.PromptIDs == nil {
+		res.PromptIDs = []int{}
+	}
 	res.Text = text.String()
 	res.Metrics = jsonMetrics(met)
 	label := info.Backend + ", kv " + res.KVCache
@@ -326,7 +364,7 @@ func generate(ctx context.Context, m *gpurun.Model, prompt pipeline.Prompt, gen 
 		label += fmt.Sprintf(", seed %d", gen.Seed)
 	}
 	printMetrics(errOut, label, met)
-	if genErr != nil && errors.Is(genErr, context.Canceled) {
+	if cancelled {
 		return res, fmt.Errorf("generation interrupted: %w", context.Canceled)
 	}
 	if genErr != nil {
@@ -351,16 +389,20 @@ func promptIDs(m *gpurun.Model, p pipeline.Prompt) ([]int, error) {
 	return ids, nil
 }
 
-// testStepDelay is a pause after each streamed token, for the tests that
-// interrupt a generation half-way (GPURUN_TEST_STEP_DELAY, a Go duration);
-// zero otherwise.
-func testStepDelay() time.Duration {
-	d, _ := time.ParseDuration(os.Getenv("GPURUN_TEST_STEP_DELAY"))
+// testDelay is a pause the tests that interrupt a generation set in the
+// environment variable env (a Go duration), zero otherwise:
+// GPURUN_TEST_STEP_DELAY after each streamed token, GPURUN_TEST_START_DELAY
+// before the generation starts.
+func testDelay(env string) time.Duration {
+	d, _ := time.ParseDuration(os.Getenv(env))
 	return d
 }
 
 // waitOrDone sleeps for d or until ctx is done.
 func waitOrDone(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
 	select {
 	case <-time.After(d):
 	case <-ctx.Done():
@@ -396,11 +438,13 @@ type runResult struct {
 }
 
 type metricsJSON struct {
-	PromptTokens        int     `json:"prompt_tokens"`
-	PrefillTokens       int     `json:"prefill_tokens"`
-	GeneratedTokens     int     `json:"generated_tokens"`
-	TimeToFirstTokenMS  float64 `json:"time_to_first_token_ms"`
-	PrefillTokensPerSec float64 `json:"prefill_tokens_per_sec"`
+	PromptTokens    int `json:"prompt_tokens"`
+	PrefillTokens   int `json:"prefill_tokens"`
+	GeneratedTokens int `json:"generated_tokens"`
+	// TimeToFirstTokenMS and PrefillTokensPerSec are absent when no token
+	// was sampled (an interrupt during the prefill).
+	TimeToFirstTokenMS  float64 `json:"time_to_first_token_ms,omitempty"`
+	PrefillTokensPerSec float64 `json:"prefill_tokens_per_sec,omitempty"`
 	// DecodeTokensPerSec is absent when no token was decoded after the
 	// first (the first comes from the prefill).
 	DecodeTokensPerSec float64 `json:"decode_tokens_per_sec,omitempty"`
@@ -409,12 +453,14 @@ type metricsJSON struct {
 
 func jsonMetrics(m pipeline.Metrics) metricsJSON {
 	j := metricsJSON{
-		PromptTokens:        m.PromptTokens,
-		PrefillTokens:       m.PrefillTokens,
-		GeneratedTokens:     m.GeneratedTokens,
-		TimeToFirstTokenMS:  float64(m.TimeToFirstToken.Microseconds()) / 1000,
-		PrefillTokensPerSec: m.PrefillTokensPerSec,
-		StopReason:          string(m.StopReason),
+		PromptTokens:    m.PromptTokens,
+		PrefillTokens:   m.PrefillTokens,
+		GeneratedTokens: m.GeneratedTokens,
+		StopReason:      string(m.StopReason),
+	}
+	if m.TimeToFirstToken > 0 {
+		j.TimeToFirstTokenMS = float64(m.TimeToFirstToken.Microseconds()) / 1000
+		j.PrefillTokensPerSec = m.PrefillTokensPerSec
 	}
 	if m.DecodeSteps > 0 {
 		j.DecodeTokensPerSec = m.DecodeTokensPerSec
@@ -423,6 +469,10 @@ func jsonMetrics(m pipeline.Metrics) metricsJSON {
 }
 
 func printMetrics(w io.Writer, label string, m pipeline.Metrics) {
+	if m.TimeToFirstToken == 0 {
+		fmt.Fprintf(w, "[%s] prompt %d tokens, %d prefilled, no token generated (stop: %s)\n", label, m.PromptTokens, m.PrefillTokens, m.StopReason)
+		return
+	}
 	decode := fmt.Sprintf("decode %d tokens at %.1f tok/s", m.GeneratedTokens, m.DecodeTokensPerSec)
 	if m.DecodeSteps == 0 {
 		decode = fmt.Sprintf("%d tokens generated, no decode step", m.GeneratedTokens)

@@ -33,6 +33,7 @@ func newServe() *cobra.Command {
 		template string
 		tvars    []string
 		grace    time.Duration
+		web      bool
 	)
 	cmd := &cobra.Command{
 		Use:   "serve [MODEL] [--addr 127.0.0.1:8080] [--parallel N] [--api-key KEY] [--cors ORIGIN]",
@@ -45,8 +46,13 @@ Responses are whole JSON objects, or server-sent events with "stream": true.
 Chat messages are rendered with the model's chat template, or the plain
 format of gpurun chat for models without one. Requests take temperature
 (0 to 2, default 1; 0 is greedy), top_p, top_k (an extension), max_tokens or
-max_completion_tokens (default: until a stop or a full cache), stop, seed
-and n (1 only).
+max_completion_tokens (default: until a stop or a full cache), stop, seed,
+n (1 only), response_format (json_object or json_schema: the output is
+constrained to valid JSON) and, for chat, tools and tool_choice (calls in
+the template's syntax come back as tool_calls). A prompt that starts with
+tokens an earlier request left in the prefix cache (--prefix-cache-mb)
+prefills only the rest; usage.prompt_tokens_details.cached_tokens counts
+them.
 
 The weights are loaded once; --parallel N gives them N KV caches of
 --max-cache positions each, so that N requests generate at once, their
@@ -61,9 +67,26 @@ them.
 The model's name in the API is --name, by default the file name without
 its extension. --api-key requires "Authorization: Bearer KEY" (the key can
 also come from GPURUN_API_KEY); --cors ORIGIN ("*" for any) lets browser
-pages at ORIGIN call the server.`,
-		Args: cobra.MaximumNArgs(1),
+pages at ORIGIN call the server.
+
+--web serves gpurun's browser page instead of the API: gpurun compiled to
+WebAssembly, running models on the page's WebGPU adapter (or its CPU
+backend where the browser has no WebGPU), with MODEL (and --tokenizer)
+offered to the page and any file the user picks. It builds the wasm from
+source at start-up, so run it inside the gpurun repository.`,
+		Args: nArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if web {
+				if len(args) == 1 {
+					mf.model = args[0]
+				}
+				ln, err := net.Listen("tcp", addr)
+				if err != nil {
+					return fmt.Errorf("--addr %s: %w", addr, err)
+				}
+				defer ln.Close()
+				return serveWeb(cmd.Context(), cmd.ErrOrStderr(), ln, mf.model, mf.tokenizer)
+			}
 			if err := mf.takeModelArg(args); err != nil {
 				return err
 			}
@@ -141,6 +164,7 @@ pages at ORIGIN call the server.`,
 		},
 	}
 	mf.register(cmd)
+	mf.registerPrefixCache(cmd)
 	parallel, queue = 1, serve.DefaultMaxQueue
 	f := cmd.Flags()
 	f.StringVar(&addr, "addr", "127.0.0.1:8080", "address to listen on (host:port; 0.0.0.0:PORT exposes the server beyond this machine)")
@@ -152,6 +176,7 @@ pages at ORIGIN call the server.`,
 	f.StringVar(&name, "name", "", "the model's id in the API (default: the file name without its extension)")
 	f.StringVar(&template, "chat-template", "", `a Jinja chat template file to use instead of the model's, or "plain" for the plain format`)
 	f.StringArrayVar(&tvars, "chat-template-var", nil, templateVarUsage)
+	f.BoolVar(&web, "web", false, "serve the browser page (gpurun in WebAssembly on the page's WebGPU) instead of the API; MODEL is optional")
 	f.DurationVar(&grace, "grace", 30*time.Second, "how long running requests may finish after SIGTERM before they are cancelled")
 	return cmd
 }

@@ -11,8 +11,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/pipeline/tokenizer"
 	"github.com/gpurun/gpurun/pipeline/tokenizer/bpe"
+	"github.com/gpurun/gpurun/tensors/checkpoint"
 	"github.com/gpurun/gpurun/tensors/llama2c"
 	"github.com/gpurun/gpurun/tensors/model"
 	"github.com/gpurun/gpurun/tensors/modelfile"
@@ -31,8 +33,9 @@ the token ids separated by spaces (as spm_encode --output_format=id), or with
 --decode the text of space-separated ids (as spm_decode --input_format=id).
 No BOS or EOS is added. TOKENIZER is a SentencePiece .model, a Hugging Face
 tokenizer.json (byte-level BPE), a llama2.c tokenizer.bin, a .task bundle,
-or a model file that embeds a tokenizer.`,
-		Args: cobra.NoArgs,
+a model file that embeds a tokenizer, or a checkpoint that carries one (a
+GGUF file's vocabulary, a Hugging Face directory's tokenizer).`,
+		Args: nArgs(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if tokPath == "" {
 				return errors.New("tokenize: -t TOKENIZER is required")
@@ -44,7 +47,7 @@ or a model file that embeds a tokenizer.`,
 			return tokenizeLines(cmd.InOrStdin(), cmd.OutOrStdout(), tok, decode)
 		},
 	}
-	cmd.Flags().StringVarP(&tokPath, "tokenizer", "t", "", "tokenizer file (.model, tokenizer.json, tokenizer.bin, .task or model file)")
+	cmd.Flags().StringVarP(&tokPath, "tokenizer", "t", "", "tokenizer file (.model, tokenizer.json, tokenizer.bin, .task, model file, GGUF file or Hugging Face directory)")
 	cmd.Flags().BoolVar(&decode, "decode", false, "decode ids to text instead of encoding")
 	return cmd
 }
@@ -115,16 +118,31 @@ type textTokenizer interface {
 }
 
 // openTokenizer loads a tokenizer from any file that holds one, telling the
-// kinds apart by content: a model file or .task bundle, a tokenizer.json, a
-// SentencePiece ModelProto, or a llama2.c tokenizer.bin.
+// kinds apart by content: a model file or .task bundle, a GGUF file or
+// Hugging Face directory (the tokenizer run would use), a tokenizer.json,
+// a SentencePiece ModelProto, or a llama2.c tokenizer.bin.
 func openTokenizer(path string) (textTokenizer, error) {
-	if f, err := modelfile.Open(path); err == nil {
+	isModel, err := modelFileKind(path)
+	if err != nil {
+		return nil, err
+	}
+	if isModel {
+		f, err := modelfile.Open(path)
+		if err != nil {
+			return nil, err
+		}
 		defer f.Close()
 		b := f.Tokenizer()
 		if b == nil {
 			return nil, fmt.Errorf("%s: the model file has no tokenizer", path)
 		}
 		return loadTokenizerBytes(path, append([]byte(nil), b...))
+	}
+	// Tokenizer files come before llama2.c checkpoints: a tokenizer.bin
+	// can pass for a checkpoint's header.
+	format, _ := checkpoint.Detect(path)
+	if format == checkpoint.FormatGGUF || format == checkpoint.FormatHF {
+		return tokenizerOfCheckpoint(path, format)
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -138,6 +156,9 @@ func openTokenizer(path string) (textTokenizer, error) {
 		return tok, nil
 	}
 	v, binErr := llama2c.ParseTokenizer(data, 0)
+	if binErr != nil && format == checkpoint.FormatLlama2c {
+		return nil, fmt.Errorf("%s: a llama2.c checkpoint carries no tokenizer: give its tokenizer (tokenizer.bin or a SentencePiece .model)", path)
+	}
 	if binErr != nil {
 		return nil, fmt.Errorf("%s: not a model file, tokenizer.json, SentencePiece model (%v) or llama2.c tokenizer.bin (%v)", path, protoErr, binErr)
 	}
@@ -146,6 +167,24 @@ func openTokenizer(path string) (textTokenizer, error) {
 		return nil, err
 	}
 	return tokenizer.Load(b)
+}
+
+// tokenizerOfCheckpoint is the tokenizer of the checkpoint at path as run
+// would use it: a GGUF file's vocabulary, a Hugging Face directory's
+// tokenizer.model or tokenizer.json.
+func tokenizerOfCheckpoint(path, format string) (textTokenizer, error) {
+	ck, err := checkpoint.Load(path, checkpoint.Options{Format: format})
+	if err != nil {
+		return nil, err
+	}
+	b, err := pipeline.TokenizerBytes(ck)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if b == nil {
+		return nil, fmt.Errorf("%s: the %s checkpoint carries no tokenizer gpurun reads", path, format)
+	}
+	return loadTokenizerBytes(path, b)
 }
 
 // loadTokenizerBytes loads a stored tokenizer of either kind.

@@ -215,3 +215,9 @@ func (o *owned) ResetPeakMemory() {
 func (o *owned) Close() error {
 	return errors.Join(o.Backend.Close(), o.dev.Close())
 }
+
+// CopyKV passes cache copies on to the backend (gpu.KVCopier), failing
+// with gpu.ErrUnsupported where it makes none.
+func (o *owned) CopyKV(dst, src gpu.KVCache, n int) error {
+	return gpu.CopyKV(o.Backend, dst, src, n)
+}

@@ -111,6 +111,9 @@ func (p *program) RunBatch(ctx context.Context, rows []gpu.Row) error {
 	if err := p.b.dev.Submit(p.cmds); err != nil {
 		return fmt.Errorf("kernels: run: %w", err)
 	}
+	if err := waitSubmitted(ctx, p.b.dev); err != nil {
+		return fmt.Errorf("kernels: run: %w", err)
+	}
 	p.lastRows = append(p.lastRows[:0], rows...)
 	p.lastT = len(rows)
 	return nil

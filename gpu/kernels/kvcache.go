@@ -74,3 +74,56 @@ func storeKernel(spec fusion.KVSpec) string {
 	}
 	return "store_kv"
 }
+
+// CopyKV copies positions [0, n) of every layer from src to dst
+// (gpu.KVCopier) with one command list of buffer copies: per head one run
+// of keys, and per head and word one run of values (the value cache is
+// transposed, positions innermost).
+func (b *backend) CopyKV(dst, src gpu.KVCache, n int) error {
+	d, ok1 := dst.(*kvCache)
+	s, ok2 := src.(*kvCache)
+	if !ok1 || !ok2 || d.k == nil || s.k == nil {
+		return fmt.Errorf("kernels: copy kv: %w: caches of another backend or released", gpu.ErrStep)
+	}
+	ds, ss := d.spec, s.spec
+	if ds.Layers != ss.Layers || ds.KVHeads != ss.KVHeads || ds.HeadDim != ss.HeadDim || ds.F16 != ss.F16 {
+		return fmt.Errorf("kernels: copy kv: %w: cache %+v into %+v", gpu.ErrStep, ss, ds)
+	}
+	if n < 0 || n > ds.MaxLen || n > ss.MaxLen {
+		return fmt.Errorf("kernels: copy kv: %d positions between caches of %d and %d: %w", n, ss.MaxLen, ds.MaxLen, gpu.ErrCacheFull)
+	}
+	if n == 0 {
+		return nil
+	}
+	cmds, err := b.dev.NewCommands()
+	if err != nil {
+		return fmt.Errorf("kernels: copy kv: %w", err)
+	}
+	defer cmds.Release()
+	words := int64(kvWords(ds))
+	dl, sl, cnt := int64(ds.MaxLen), int64(ss.MaxLen), int64(n)
+	for l := range d.k {
+		for h := range int64(ds.KVHeads) {
+			if err := cmds.Copy(d.k[l], h*dl*words*4, s.k[l], h*sl*words*4, cnt*words*4); err != nil {
+				return fmt.Errorf("kernels: copy kv: %w", err)
+			}
+			for w := range words {
+				row := h*words + w
+				if err := cmds.Copy(d.v[l], row*dl*4, s.v[l], row*sl*4, cnt*4); err != nil {
+					return fmt.Errorf("kernels: copy kv: %w", err)
+				}
+			}
+		}
+	}
+	if err := cmds.Finish(); err != nil {
+		return fmt.Errorf("kernels: copy kv: %w", err)
+	}
+	if err := b.dev.Submit(cmds); err != nil {
+		return fmt.Errorf("kernels: copy kv: %w", err)
+	}
+	// The list is released on return: wait for it to run.
+	if err := b.dev.Wait(); err != nil {
+		return fmt.Errorf("kernels: copy kv: %w", err)
+	}
+	return nil
+}

@@ -218,6 +218,9 @@ func (p *program) run(ctx context.Context, tokens []int32, pos int, cmds gpu.Com
 	if err := p.b.dev.Submit(cmds); err != nil {
 		return fmt.Errorf("kernels: run: %w", err)
 	}
+	if err := waitSubmitted(ctx, p.b.dev); err != nil {
+		return fmt.Errorf("kernels: run: %w", err)
+	}
 	p.lastT = n
 	return nil
 }

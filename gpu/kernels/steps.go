@@ -130,6 +130,9 @@ func (p *program) RunSteps(ctx context.Context, token int32, pos, n int, stops [
 	if err := p.b.dev.Submit(cmds); err != nil {
 		return nil, fmt.Errorf("kernels: run steps: %w", err)
 	}
+	if err := waitSubmitted(ctx, p.b.dev); err != nil {
+		return nil, fmt.Errorf("kernels: run steps: %w", err)
+	}
 	raw := make([]byte, shaders.DecodeStepHeader+4*n)
 	if err := p.b.dev.Read(p.step, 0, raw); err != nil {
 		return nil, fmt.Errorf("kernels: run steps: %w", err)

@@ -1,6 +1,7 @@
 package vulkan
 
 import (
+	"context"
 	"fmt"
 	"sync/atomic"
 	"unsafe"
@@ -230,7 +231,7 @@ func (d *Device) transfer(gb gpu.Buffer, off, n int64, what string, move func(vi
 	if b.ptr != nil {
 		// Mapped memory: only the submissions using b must finish first
 		// (no wait for unrelated work).
-		if err := d.waitForLocked(b); err != nil {
+		if err := d.waitForLocked(context.Background(), b); err != nil {
 			return err
 		}
 		if n > 0 {

@@ -29,6 +29,8 @@ import (
 const (
 	waitTimeout     = 5 * time.Minute
 	maxSoftwareWait = time.Hour
+	// pollSlice is how often a cancellable wait checks its context.
+	pollSlice = 10 * time.Millisecond
 )
 
 // timestampSlots is the capacity of the device's timestamp query pool.
@@ -317,14 +319,24 @@ func (d *Device) Wait() error {
 }
 
 func (d *Device) waitLocked() error {
-	return d.waitForLocked(nil)
+	return d.waitForLocked(context.Background(), nil)
+}
+
+// WaitContext implements gpu.ContextWaiter: Wait, ending early with ctx.
+func (d *Device) WaitContext(ctx context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
+	return d.waitForLocked(ctx, nil)
 }
 
 // waitForLocked waits for the pending submissions that may use b (every
 // one when b is nil), not for unrelated work submitted after them. It waits
 // for each submission in turn up to the last one that may use b, each with
-// its own limit (waitSubmissions).
-func (d *Device) waitForLocked(b *buffer) error {
+// its own limit (waitSubmissions), and returns early when ctx is done.
+func (d *Device) waitForLocked(ctx context.Context, b *buffer) error {
 	last := -1
 	for i, s := range d.pending {
 		if b == nil || s.touches(b) {
@@ -336,19 +348,18 @@ func (d *Device) waitForLocked(b *buffer) error {
 	}
 	done := d.pending[:last+1]
 	software := d.info.Type == gpu.CPU
-	err := waitSubmissions(len(done), func(i int, limit time.Duration) vk.Result {
+	finished, err := waitSubmissions(ctx, len(done), func(i int, limit time.Duration) vk.Result {
 		return vk.WaitForFences(d.dev, 1, []vk.Fence{done[i].fence}, vk.True, uint64(limit.Nanoseconds()))
 	}, software, processCPUTime)
-	if err != nil {
-		return err
-	}
-	for _, s := range done {
+	// The submissions that finished (all, or those before a cancellation
+	// or a failure) are done with.
+	for _, s := range done[:finished] {
 		d.recycleLocked(s.fence)
 	}
-	n := copy(d.pending, d.pending[last+1:])
+	n := copy(d.pending, d.pending[finished:])
 	clear(d.pending[n:])
 	d.pending = d.pending[:n]
-	return nil
+	return err
 }
 
 // waitSubmissions waits for n submissions in submission order: wait(i,
@@ -358,16 +369,38 @@ func (d *Device) waitForLocked(b *buffer) error {
 // each) as long as cpuTime (the process's CPU time, false where unknown)
 // advanced by a tenth of a core over the slice before, up to
 // maxSoftwareWait in all. cpuTime is read only after a timeout: a wait that
-// succeeds (every decode step's) costs one fence wait, nothing more.
-func waitSubmissions(n int, wait func(i int, limit time.Duration) vk.Result, software bool, cpuTime func() (time.Duration, bool)) error {
+// succeeds (every decode step's) costs one fence wait, nothing more. A ctx
+// that can be cancelled is checked every pollSlice of a wait, which then
+// returns an error wrapping ctx's. finished counts the submissions that
+// finished.
+func waitSubmissions(ctx context.Context, n int, wait func(i int, limit time.Duration) vk.Result, software bool, cpuTime func() (time.Duration, bool)) (finished int, _ error) {
+	// waitSlice waits for submission i up to waitTimeout, in slices of
+	// pollSlice between which it checks ctx.
+	waitSlice := func(i int) (vk.Result, error) {
+		if ctx.Done() == nil {
+			return wait(i, waitTimeout), nil
+		}
+		for left := waitTimeout; ; left -= pollSlice {
+			res := wait(i, min(pollSlice, left))
+			if res != vk.Timeout || left <= pollSlice {
+				return res, nil
+			}
+			if err := ctx.Err(); err != nil {
+				return res, fmt.Errorf("vulkan: waiting for submission %d of %d: %w", i+1, n, err)
+			}
+		}
+	}
 	for i := 0; i < n; i++ {
 		var waited, before time.Duration
 		known := false
 		for {
-			res := wait(i, waitTimeout)
+			res, err := waitSlice(i)
+			if err != nil {
+				return i, err
+			}
 			if res != vk.Timeout {
 				if err := check("vkWaitForFences", res); err != nil {
-					return err
+					return i, err
 				}
 				break
 			}
@@ -380,12 +413,12 @@ func waitSubmissions(n int, wait func(i int, limit time.Duration) vk.Result, sof
 			}
 			// The first slice past the limit is granted to measure progress.
 			if !software || waited >= maxSoftwareWait || (waited > waitTimeout && !busy) {
-				return fmt.Errorf("vulkan: submission %d of %d did not finish within %v of the previous one (%s): %w",
+				return i, fmt.Errorf("vulkan: submission %d of %d did not finish within %v of the previous one (%s): %w",
 					i+1, n, waited, progressNote(software, busy), ErrTimeout)
 			}
 		}
 	}
-	return nil
+	return n, nil
 }
 
 func progressNote(software, busy bool) string {

@@ -1,6 +1,7 @@
 package vulkan
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -61,7 +62,7 @@ func TestWaitSubmissions(t *testing.T) {
 				return vk.Success
 			}
 			cpuTime := func() (time.Duration, bool) { cpuReads++; return cpu, tc.cpuKnown }
-			err := waitSubmissions(tc.n, wait, tc.software, cpuTime)
+			_, err := waitSubmissions(context.Background(), tc.n, wait, tc.software, cpuTime)
 			if len(calls) != tc.calls {
 				t.Fatalf("%d waits %v, want %d", len(calls), calls, tc.calls)
 			}
@@ -89,7 +90,7 @@ func TestWaitSubmissions(t *testing.T) {
 		})
 	}
 	// A failure other than a timeout (a lost device) is reported as such.
-	err := waitSubmissions(2, func(int, time.Duration) vk.Result { return vk.ErrorDeviceLost }, true,
+	_, err := waitSubmissions(context.Background(), 2, func(int, time.Duration) vk.Result { return vk.ErrorDeviceLost }, true,
 		func() (time.Duration, bool) { return 0, true })
 	if err == nil || errors.Is(err, ErrTimeout) {
 		t.Fatalf("device lost: %v", err)
@@ -102,4 +103,28 @@ func repeat(r vk.Result, n int) []vk.Result {
 		out[i] = r
 	}
 	return out
+}
+
+// TestWaitSubmissionsCancel: with a context that can be cancelled, a wait
+// polls in slices of pollSlice and returns the context's error once it is
+// done, counting the submissions that finished before.
+func TestWaitSubmissionsCancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	polls := 0
+	wait := func(i int, limit time.Duration) vk.Result {
+		if limit > pollSlice {
+			t.Errorf("wait of %v with a cancellable context, want at most %v", limit, pollSlice)
+		}
+		if i == 0 {
+			return vk.Success
+		}
+		if polls++; polls == 3 {
+			cancel()
+		}
+		return vk.Timeout
+	}
+	finished, err := waitSubmissions(ctx, 2, wait, false, func() (time.Duration, bool) { return 0, false })
+	if !errors.Is(err, context.Canceled) || finished != 1 || polls != 3 {
+		t.Errorf("finished %d, error %v after %d polls; want 1, cancellation after 3", finished, err, polls)
+	}
 }

@@ -20,14 +20,24 @@ import (
 
 // AdapterInfo describes one adapter, for `gpurun devices`.
 type AdapterInfo struct {
-	Name     string
-	Vendor   string
-	Type     gpu.DeviceType
-	Driver   string
-	Backend  string // "vulkan", "opengl", ...
-	Usable   bool   // gpurun can open it (Vulkan only)
-	Features []string
-	Limits   map[string]uint64
+	Name    string
+	Vendor  string
+	Type    gpu.DeviceType
+	Driver  string
+	Backend string // "vulkan", "opengl", ...
+	Usable  bool   // gpurun can open it (Vulkan only)
+	// F16, Subgroups and Timestamps are what gpu.Info reports for a device
+	// opened on the adapter: the features gpurun uses.
+	F16, Subgroups, Timestamps bool
+	Features                   []string // the adapter's own WebGPU features, used or not
+	Limits                     map[string]uint64
+}
+
+// usedFeatures are the features gpurun uses on adapter a: timestamp
+// queries where it has them; never f16 (wgpu-native's WGSL has no f16:
+// activations are packed halves in u32 words) or subgroups.
+func usedFeatures(a *wgpu.Adapter) (f16, subgroups, timestamps bool) {
+	return false, false, hasTimestamps(a)
 }
 
 var logOnce sync.Once
@@ -78,7 +88,7 @@ func describe(a *wgpu.Adapter) AdapterInfo {
 		Type:    deviceType(info.AdapterType),
 		Driver:  driver,
 		Backend: info.BackendType.String(),
-		Usable:  info.BackendType == wgpu.BackendTypeVulkan,
+		Usable:  usableBackend(info),
 		Limits: map[string]uint64{
 			"maxBufferSize":                     l.MaxBufferSize,
 			"maxStorageBufferBindingSize":       l.MaxStorageBufferBindingSize,
@@ -91,9 +101,8 @@ func describe(a *wgpu.Adapter) AdapterInfo {
 			"minUniformBufferOffsetAlignment":   uint64(l.MinUniformBufferOffsetAlignment),
 		},
 	}
-	for _, f := range a.EnumerateFeatures() {
-		ai.Features = append(ai.Features, f.String())
-	}
+	ai.F16, ai.Subgroups, ai.Timestamps = usedFeatures(a)
+	ai.Features = adapterFeatures(a)
 	sort.Strings(ai.Features)
 	return ai
 }

@@ -252,7 +252,7 @@ func (d *Device) Submit(lists ...gpu.Commands) error {
 		if pass == nil {
 			return nil
 		}
-		err := pass.End()
+		err := endComputePass(pass)
 		// The binding requires releasing the pass before Finish.
 		pass.Release()
 		pass = nil
@@ -288,7 +288,7 @@ func (d *Device) Submit(lists ...gpu.Commands) error {
 				if err := endPass(); err != nil {
 					return fmt.Errorf("webgpu: submit: %w", err)
 				}
-				if err := enc.WriteTimestamp(d.queries, cmd.slot); err != nil {
+				if err := writeTimestamp(enc, d.queries, cmd.slot); err != nil {
 					return fmt.Errorf("webgpu: submit timestamp: %w", err)
 				}
 			}
@@ -332,7 +332,7 @@ func (d *Device) ReadTimestamps(n int) ([]uint64, error) {
 		return nil, fmt.Errorf("webgpu: timestamps: %w", err)
 	}
 	defer enc.Release()
-	if err := enc.ResolveQuerySet(d.queries, 0, uint32(n), d.resolved, 0); err != nil {
+	if err := resolveTimestamps(enc, d.queries, uint32(n), d.resolved); err != nil {
 		return nil, fmt.Errorf("webgpu: resolve timestamps: %w", err)
 	}
 	if err := enc.CopyBufferToBuffer(d.resolved, 0, d.staging, 0, uint64(n)*8); err != nil {

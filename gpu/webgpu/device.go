@@ -36,8 +36,8 @@ type Device struct {
 	staging     *wgpu.Buffer // map-readable, grown on demand
 	stagingSize int64
 
-	queries  *wgpu.QuerySet // timestamps, when supported
-	resolved *wgpu.Buffer   // resolve target of the query set
+	queries  *querySet    // timestamps, when supported
+	resolved *wgpu.Buffer // resolve target of the query set
 
 	mem memcount.Counter // bytes of buffers allocated
 }
@@ -119,7 +119,7 @@ func pickAdapter(inst *wgpu.Instance) (*wgpu.Adapter, error) {
 	for _, a := range inst.EnumerateAdapters(&wgpu.InstanceEnumerateAdapterOptons{Backends: wgpu.InstanceBackendVulkan}) {
 		info := a.GetInfo()
 		seen = append(seen, fmt.Sprintf("%s (%s)", info.Name, info.BackendType))
-		if info.BackendType != wgpu.BackendTypeVulkan || rank(info.AdapterType) >= bestRank {
+		if !usableBackend(info) || rank(info.AdapterType) >= bestRank {
 			a.Release()
 			continue
 		}
@@ -145,7 +145,7 @@ func selectAdapter(inst *wgpu.Instance, sel string) (*wgpu.Adapter, error) {
 	n := 0
 	for _, a := range inst.EnumerateAdapters(&wgpu.InstanceEnumerateAdapterOptons{Backends: wgpu.InstanceBackendVulkan}) {
 		info := a.GetInfo()
-		if info.BackendType != wgpu.BackendTypeVulkan {
+		if !usableBackend(info) {
 			a.Release()
 			continue
 		}
@@ -170,26 +170,26 @@ func (d *Device) init() error {
 	// struct; we use no push constants.
 	limits.MaxPushConstantSize = 0
 	desc := &wgpu.DeviceDescriptor{Label: "gpurun", RequiredLimits: &wgpu.RequiredLimits{Limits: limits}}
-	timestamps := d.adapter.HasFeature(wgpu.FeatureNameTimestampQuery)
+	f16, subgroups, timestamps := usedFeatures(d.adapter)
 	if timestamps {
 		desc.RequiredFeatures = []wgpu.FeatureName{wgpu.FeatureNameTimestampQuery}
 	}
-	dev, err := d.adapter.RequestDevice(desc)
+	dev, err := requestDevice(d.adapter, desc)
 	if err != nil {
 		return fmt.Errorf("webgpu: request device: %w (%w)", err, gpu.ErrNoDevice)
 	}
 	d.dev = dev
 	d.queue = dev.GetQueue()
 	d.limits = dev.GetLimits().Limits
-	ai := d.adapter.GetInfo()
+	ai := adapterInfo(d.adapter)
 	name, driver := adapterName(ai)
 	d.info = gpu.Info{
 		Backend:             "webgpu",
 		Name:                name,
 		Type:                deviceType(ai.AdapterType),
 		Driver:              driver,
-		F16:                 false, // wgpu-native's WGSL has no f16: packed u32 storage only
-		Subgroups:           false,
+		F16:                 f16,
+		Subgroups:           subgroups,
 		Timestamps:          timestamps,
 		MaxBufferSize:       int64(d.limits.MaxBufferSize),
 		MaxStorageBinding:   int64(d.limits.MaxStorageBufferBindingSize),
@@ -200,7 +200,7 @@ func (d *Device) init() error {
 		MaxUniformBuffers:   int(d.limits.MaxUniformBuffersPerShaderStage),
 	}
 	if timestamps {
-		qs, err := dev.CreateQuerySet(&wgpu.QuerySetDescriptor{Type: wgpu.QueryTypeTimestamp, Count: timestampSlots})
+		qs, err := createTimestamps(dev, timestampSlots)
 		if err != nil {
 			return fmt.Errorf("webgpu: timestamp query set: %w", err)
 		}
@@ -251,6 +251,24 @@ func (d *Device) Close() error {
 		d.inst.Release()
 	}
 	return nil
+}
+
+// WaitContext implements gpu.ContextWaiter: Wait, returning as soon as
+// ctx is done. wgpu-native's blocking poll cannot be interrupted, so it
+// runs on a goroutine of its own, holding the device until the work
+// finishes: later calls wait for it there.
+func (d *Device) WaitContext(ctx context.Context) error {
+	if ctx.Done() == nil {
+		return d.Wait()
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("webgpu: waiting for submitted work: %w", ctx.Err())
+	}
 }
 
 // Wait blocks until all submitted work has finished.

@@ -87,11 +87,7 @@ func (d *Device) NewKernel(spec gpu.KernelSpec) (gpu.Kernel, error) {
 		k.module.Release()
 		return nil, fmt.Errorf("webgpu: pipeline layout of %q: %w", spec.Name, err)
 	}
-	k.pipeline, err = d.dev.CreateComputePipeline(&wgpu.ComputePipelineDescriptor{
-		Label:   spec.Name,
-		Layout:  k.pipeLay,
-		Compute: wgpu.ProgrammableStageDescriptor{Module: k.module, EntryPoint: entry},
-	})
+	k.pipeline, err = d.dev.CreateComputePipeline(computePipeline(spec.Name, k.pipeLay, wgpu.ProgrammableStageDescriptor{Module: k.module, EntryPoint: entry}))
 	if err != nil {
 		k.pipeLay.Release()
 		k.layout.Release()

@@ -1,3 +1,5 @@
+//go:build !js
+
 package webgpu
 
 // The binding's Buffer.MapAsync hands C the address of a Go-local cgo.Handle

@@ -2,6 +2,7 @@ package chat
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
@@ -100,10 +101,15 @@ type Prompt struct {
 // out by the template become their ids, BOS is prepended when the model
 // asks for it and the template did not write it.
 func Render(m *pipeline.Model, tpl *Template, msgs []Message) (Prompt, error) {
+	return RenderTools(m, tpl, msgs, nil)
+}
+
+// RenderTools is Render offering the model tools (RenderOptions.Tools).
+func RenderTools(m *pipeline.Model, tpl *Template, msgs []Message, tools []json.RawMessage) (Prompt, error) {
 	if !m.HasTokenizer() {
 		return Prompt{}, fmt.Errorf("chat: %w", pipeline.ErrNoTokenizer)
 	}
-	text, err := tpl.Render(msgs, true)
+	text, err := tpl.RenderWith(msgs, RenderOptions{AddGenerationPrompt: true, Tools: tools})
 	if err != nil {
 		return Prompt{}, err
 	}
@@ -139,7 +145,7 @@ func (c *Conversation) Reset() {
 func (c *Conversation) all(extra *Message) []Message {
 	var out []Message
 	if c.opts.System != "" {
-		out = append(out, Message{System, c.opts.System})
+		out = append(out, Message{Role: System, Content: c.opts.System})
 	}
 	out = append(out, c.msgs...)
 	if extra != nil {
@@ -186,7 +192,7 @@ func encodeControls(m *pipeline.Model, control []string, controls map[string]int
 // strings are extended with the template's.
 func (c *Conversation) Send(ctx context.Context, text string, gen pipeline.GenerateOptions) iter.Seq2[pipeline.Token, error] {
 	return func(yield func(pipeline.Token, error) bool) {
-		user := Message{User, text}
+		user := Message{Role: User, Content: text}
 		prompt, full, err := c.fit(&user)
 		if err != nil {
 			yield(pipeline.Token{}, err)
@@ -218,9 +224,12 @@ func (c *Conversation) Send(ctx context.Context, text string, gen pipeline.Gener
 		if c.tpl.IsPlain() {
 			content = strings.TrimPrefix(content, " ")
 		}
-		c.msgs = append(c.msgs, user, Message{Assistant, content})
+		c.msgs = append(c.msgs, user, Message{Role: Assistant, Content: content})
 		c.covered = ""
-		if r := c.s.Metrics().StopReason; r == pipeline.StopToken || r == pipeline.StopMaxTokens || r == pipeline.StopCancelled || r == pipeline.StopByConsumer {
+		// A token was sampled only after the prompt ran and joined the
+		// history (an interrupt during the prefill leaves it out).
+		met := c.s.Metrics()
+		if r := met.StopReason; met.TimeToFirstToken > 0 && (r == pipeline.StopToken || r == pipeline.StopMaxTokens || r == pipeline.StopCancelled || r == pipeline.StopByConsumer) {
 			// The history holds exactly the prompt and the streamed reply.
 			c.covered = full + out
 		}

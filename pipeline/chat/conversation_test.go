@@ -104,7 +104,7 @@ func TestDropOldTurns(t *testing.T) {
 		t.Error("no turn was dropped")
 	}
 	msgs := c.Messages()
-	if msgs[0] != (Message{System, "Stories."}) || msgs[len(msgs)-2].Content != "Turn 5: tell me more about the dog." {
+	if msgs[0].Role != System || msgs[0].Content != "Stories." || msgs[len(msgs)-2].Content != "Turn 5: tell me more about the dog." {
 		t.Errorf("messages after dropping: %+v", msgs)
 	}
 	c.Reset()
@@ -170,7 +170,7 @@ func TestTemplateStopTokens(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := Render(m, tpl, []Message{{User, "Hello"}})
+		p, err := Render(m, tpl, []Message{{Role: User, Content: "Hello"}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -23,7 +23,7 @@ func FuzzTemplate(f *testing.F) {
 	f.Add("{% for m in messages %}{{ m.content | upper }}{% endfor %}")
 	f.Add("{{ messages[5]['content'] }}{% if %}")
 	f.Add("{{ 0x_1f + 1_0.5e-3 }}{{ '\\x4' }}{% raw %}{{ {% endraw -%} {#- x +#}{{ {'a': {'b': 1}} }}")
-	msgs := []Message{{System, "s"}, {User, "u"}, {Assistant, "a"}, {User, "{{ x }}"}}
+	msgs := []Message{{Role: System, Content: "s"}, {Role: User, Content: "u"}, {Role: Assistant, Content: "a"}, {Role: User, Content: "{{ x }}"}}
 	f.Fuzz(func(t *testing.T, src string) {
 		tpl, err := Parse(src, "<s>", "</s>")
 		if err != nil {

@@ -43,6 +43,7 @@
 package chat
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -58,6 +59,20 @@ import (
 type Message struct {
 	Role    string `json:"role"`
 	Content string `json:"content"`
+	// ToolCalls are an assistant message's calls (rendered as the
+	// template writes them; Content may then be empty).
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// ToolCallID is the call a tool message answers.
+	ToolCallID string `json:"tool_call_id,omitempty"`
+}
+
+// ToolCall is a function call of an assistant message, as OpenAI's API
+// gives it: Arguments is the JSON text of the arguments object (passed to
+// the template as that object, as transformers users pass a dict).
+type ToolCall struct {
+	ID        string
+	Name      string
+	Arguments string
 }
 
 // Roles.
@@ -65,6 +80,7 @@ const (
 	System    = "system"
 	User      = "user"
 	Assistant = "assistant"
+	Tool      = "tool"
 )
 
 // ErrTemplate: a chat template that does not parse, or that refuses a
@@ -147,6 +163,11 @@ type RenderOptions struct {
 	Vars map[string]any
 	// Now is the time strftime_now formats (the zero time: time.Now()).
 	Now time.Time
+	// Tools are the tools the template offers the model: each the JSON
+	// text of an OpenAI tool ({"type": "function", "function": {"name",
+	// "description", "parameters"}}), passed as the template's tools
+	// variable with its keys in order (none: tools is None).
+	Tools []json.RawMessage
 }
 
 // Render renders msgs; with addGenerationPrompt the text ends where the
@@ -157,7 +178,7 @@ func (t *Template) Render(msgs []Message, addGenerationPrompt bool) (string, err
 
 // RenderWith renders msgs the way transformers' apply_chat_template does:
 // the variables messages, bos_token, eos_token, add_generation_prompt,
-// tools and documents (none: no tools are passed), opts.Vars, and the
+// tools (opts.Tools, or None) and documents (None), opts.Vars, and the
 // functions raise_exception and strftime_now.
 func (t *Template) RenderWith(msgs []Message, opts RenderOptions) (out string, err error) {
 	if t.tpl == nil {
@@ -178,7 +199,30 @@ func (t *Template) RenderWith(msgs []Message, opts RenderOptions) (out string, e
 	for i, m := range msgs {
 		d := jinja.NewDict()
 		d.AsDict().Set("role", jinja.NewString(m.Role))
+		// An assistant message of tool calls alone gets "" (OpenAI's null
+		// content breaks Qwen 3's template, which tests "in" on it).
 		d.AsDict().Set("content", jinja.NewString(m.Content))
+		if len(m.ToolCalls) > 0 {
+			calls := make([]jinja.Value, len(m.ToolCalls))
+			for j, c := range m.ToolCalls {
+				args, err := JSONValue([]byte(c.Arguments))
+				if err != nil {
+					args = jinja.NewString(c.Arguments)
+				}
+				fn := jinja.NewDict()
+				fn.AsDict().Set("name", jinja.NewString(c.Name))
+				fn.AsDict().Set("arguments", args)
+				call := jinja.NewDict()
+				call.AsDict().Set("id", jinja.NewString(c.ID))
+				call.AsDict().Set("type", jinja.NewString("function"))
+				call.AsDict().Set("function", fn)
+				calls[j] = call
+			}
+			d.AsDict().Set("tool_calls", jinja.NewList(calls))
+		}
+		if m.ToolCallID != "" {
+			d.AsDict().Set("tool_call_id", jinja.NewString(m.ToolCallID))
+		}
 		list[i] = d
 	}
 	data["messages"] = jinja.NewList(list)
@@ -186,6 +230,17 @@ func (t *Template) RenderWith(msgs []Message, opts RenderOptions) (out string, e
 	data["eos_token"] = jinja.NewString(t.eos)
 	data["add_generation_prompt"] = jinja.NewBool(opts.AddGenerationPrompt)
 	data["tools"] = jinja.None()
+	if len(opts.Tools) > 0 {
+		tools := make([]jinja.Value, len(opts.Tools))
+		for i, raw := range opts.Tools {
+			v, err := JSONValue(raw)
+			if err != nil {
+				return "", fmt.Errorf("%w: tool %d: %w", ErrTemplate, i, err)
+			}
+			tools[i] = v
+		}
+		data["tools"] = jinja.NewList(tools)
+	}
 	data["documents"] = jinja.None()
 	data["raise_exception"] = jinja.NewCallable("raise_exception", func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
 		msg := ""

@@ -20,13 +20,15 @@ import (
 // A job is one rendering, given to testdata/render.py (Python's jinja2 with
 // transformers' settings) and to Template.RenderWith.
 type job struct {
-	Template            string         `json:"template"`
-	Messages            []Message      `json:"messages"`
-	AddGenerationPrompt bool           `json:"add_generation_prompt"`
-	BOS                 string         `json:"bos_token"`
-	EOS                 string         `json:"eos_token"`
-	Now                 string         `json:"now"`
-	Vars                map[string]any `json:"vars"`
+	Template            string            `json:"template"`
+	Messages            []Message         `json:"messages"`
+	AddGenerationPrompt bool              `json:"add_generation_prompt"`
+	BOS                 string            `json:"bos_token"`
+	EOS                 string            `json:"eos_token"`
+	Now                 string            `json:"now"`
+	Vars                map[string]any    `json:"vars"`
+	Tools               []json.RawMessage `json:"tools,omitempty"`
+	PyMessages          any               `json:"py_messages,omitempty"`
 	name                string
 }
 
@@ -102,7 +104,7 @@ func compare(t *testing.T, jobs []job) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := tpl.RenderWith(j.Messages, RenderOptions{AddGenerationPrompt: j.AddGenerationPrompt, Vars: j.Vars, Now: now})
+		got, err := tpl.RenderWith(j.Messages, RenderOptions{AddGenerationPrompt: j.AddGenerationPrompt, Vars: j.Vars, Now: now, Tools: j.Tools})
 		w := want[i]
 		if w.Text == nil {
 			msg, raised := strings.CutPrefix(w.Error, "TemplateError: ")
@@ -120,18 +122,18 @@ func compare(t *testing.T, jobs []job) {
 }
 
 var (
-	convUser   = []Message{{User, "Hello!"}}
-	convSystem = []Message{{System, "You are a terse assistant."}, {User, "What is 2+2?"}}
-	convMulti  = []Message{{User, "What is 2+2?"}, {Assistant, "4"}, {User, "And 3+3?"}}
-	convAll    = []Message{{System, "Be brief."}, {User, "Hi"}, {Assistant, "Hello."}, {User, "Bye"}}
-	convDone   = []Message{{User, "Say hi."}, {Assistant, "Hi."}}
+	convUser   = []Message{{Role: User, Content: "Hello!"}}
+	convSystem = []Message{{Role: System, Content: "You are a terse assistant."}, {Role: User, Content: "What is 2+2?"}}
+	convMulti  = []Message{{Role: User, Content: "What is 2+2?"}, {Role: Assistant, Content: "4"}, {Role: User, Content: "And 3+3?"}}
+	convAll    = []Message{{Role: System, Content: "Be brief."}, {Role: User, Content: "Hi"}, {Role: Assistant, Content: "Hello."}, {Role: User, Content: "Bye"}}
+	convDone   = []Message{{Role: User, Content: "Say hi."}, {Role: Assistant, Content: "Hi."}}
 	convOdd    = []Message{
-		{User, "  Ünïcödé «quotes» \"double\" 'single' \\ back\n\ttabbed line\n  "},
-		{Assistant, "\n日本語 and emoji 🙂 </s> \n"},
-		{User, "{{ not a template }} {% raw %} <|im_end|>"}}
-	convThink = []Message{{System, "Think first. /no_think"}, {User, "2+2?"},
-		{Assistant, "<think>\nadd them\n</think>\n\n4"}, {User, "3+3?"}}
-	convOrder = []Message{{User, "a"}, {User, "b"}}
+		{Role: User, Content: "  Ünïcödé «quotes» \"double\" 'single' \\ back\n\ttabbed line\n  "},
+		{Role: Assistant, Content: "\n日本語 and emoji 🙂 </s> \n"},
+		{Role: User, Content: "{{ not a template }} {% raw %} <|im_end|>"}}
+	convThink = []Message{{Role: System, Content: "Think first. /no_think"}, {Role: User, Content: "2+2?"},
+		{Role: Assistant, Content: "<think>\nadd them\n</think>\n\n4"}, {Role: User, Content: "3+3?"}}
+	convOrder = []Message{{Role: User, Content: "a"}, {Role: User, Content: "b"}}
 )
 
 // jobsFor is every conversation, with and without the generation prompt,
@@ -301,7 +303,7 @@ func TestWithVars(t *testing.T) {
 }
 
 func TestPlainAndMarkers(t *testing.T) {
-	msgs := []Message{{System, "Be brief."}, {User, "Hi"}, {Assistant, "Hello."}, {User, "Bye"}}
+	msgs := []Message{{Role: System, Content: "Be brief."}, {Role: User, Content: "Hi"}, {Role: Assistant, Content: "Hello."}, {Role: User, Content: "Bye"}}
 	got, _ := Plain().Render(msgs, true)
 	if want := "Be brief.\n\nUser: Hi\nAssistant: Hello.\nUser: Bye\nAssistant:"; got != want {
 		t.Errorf("plain: %q, want %q", got, want)

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/gpurun/gpurun/pipeline/chat"
+	"github.com/gpurun/gpurun/pipeline/constrain"
 )
 
 // MaxStops is how many stop strings a request may give (as OpenAI's API).
@@ -28,6 +29,19 @@ type samplingFields struct {
 	Stop                json.RawMessage `json:"stop"`
 	Seed                *int64          `json:"seed"`
 	N                   *int            `json:"n"`
+	ResponseFormat      *responseFormat `json:"response_format"`
+}
+
+// responseFormat is OpenAI's response_format: {"type": "text"},
+// {"type": "json_object"} or {"type": "json_schema", "json_schema":
+// {"name", "schema", "strict"}}.
+type responseFormat struct {
+	Type       string `json:"type"`
+	JSONSchema *struct {
+		Name   string          `json:"name"`
+		Schema json.RawMessage `json:"schema"`
+		Strict *bool           `json:"strict"`
+	} `json:"json_schema"`
 }
 
 type streamOptions struct {
@@ -37,12 +51,90 @@ type streamOptions struct {
 // chatRequest is the body of POST /v1/chat/completions.
 type chatRequest struct {
 	samplingFields
-	Messages []chatMessage `json:"messages"`
+	Messages   []chatMessage     `json:"messages"`
+	Tools      []json.RawMessage `json:"tools"`
+	ToolChoice json.RawMessage   `json:"tool_choice"`
 }
 
 type chatMessage struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	ToolCalls  []wireToolCall  `json:"tool_calls"`
+	ToolCallID string          `json:"tool_call_id"`
+}
+
+// wireToolCall is a tool call as OpenAI's API writes it.
+type wireToolCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+// toolSpec is a request's tools, checked: the raw objects for the
+// template, their names and parameters for the grammar, and tool_choice
+// ("none", "auto", "required", or the name of the one to call).
+type toolSpec struct {
+	raw    []json.RawMessage
+	tools  []constrain.Tool
+	choice string // "none", "auto", "required" or "function"
+	name   string // choice "function": the tool to call
+}
+
+// decodeTools checks tools and tool_choice.
+func decodeTools(rawTools []json.RawMessage, rawChoice json.RawMessage) (*toolSpec, *apiError) {
+	spec := &toolSpec{raw: rawTools, choice: "auto"}
+	seen := map[string]bool{}
+	for i, raw := range rawTools {
+		var t struct {
+			Type     string `json:"type"`
+			Function *struct {
+				Name       string          `json:"name"`
+				Parameters json.RawMessage `json:"parameters"`
+			} `json:"function"`
+		}
+		param := fmt.Sprintf("tools[%d]", i)
+		if err := json.Unmarshal(raw, &t); err != nil || t.Type != "function" || t.Function == nil || t.Function.Name == "" {
+			return nil, badRequest(param, "invalid_value", param+`: want {"type": "function", "function": {"name": ..., "parameters": ...}}`)
+		}
+		if seen[t.Function.Name] {
+			return nil, badRequest(param, "invalid_value", fmt.Sprintf("%s: the name %q is given twice", param, t.Function.Name))
+		}
+		seen[t.Function.Name] = true
+		spec.tools = append(spec.tools, constrain.Tool{Name: t.Function.Name, Parameters: t.Function.Parameters})
+	}
+	if len(rawChoice) == 0 || string(rawChoice) == "null" {
+		if len(rawTools) == 0 {
+			spec.choice = "none"
+		}
+		return spec, nil
+	}
+	var word string
+	if json.Unmarshal(rawChoice, &word) == nil {
+		switch word {
+		case "none", "auto", "required":
+			spec.choice = word
+		default:
+			return nil, badRequest("tool_choice", "invalid_value", fmt.Sprintf("tool_choice %q: want none, auto, required or a function", word))
+		}
+	} else {
+		var named struct {
+			Type     string `json:"type"`
+			Function struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		}
+		if json.Unmarshal(rawChoice, &named) != nil || named.Type != "function" || !seen[named.Function.Name] {
+			return nil, badRequest("tool_choice", "invalid_value", `tool_choice: want none, auto, required or {"type": "function", "function": {"name": NAME}} naming one of tools`)
+		}
+		spec.choice, spec.name = "function", named.Function.Name
+	}
+	if spec.choice != "none" && len(rawTools) == 0 {
+		return nil, badRequest("tool_choice", "invalid_value", "tool_choice "+spec.choice+" without tools")
+	}
+	return spec, nil
 }
 
 // completionRequest is the body of POST /v1/completions.
@@ -62,6 +154,8 @@ type sampling struct {
 	stops       []string
 	stream      bool
 	usage       bool // stream_options.include_usage
+	format      *responseFormat
+	tools       *toolSpec // chat requests
 }
 
 // decodeJSON decodes one JSON value from body into v, rejecting trailing
@@ -138,6 +232,7 @@ func (f *samplingFields) validate(modelID string) (sampling, *apiError) {
 	}
 	s.stops = stops
 	s.stream = f.Stream
+	s.format = f.ResponseFormat
 	s.usage = f.StreamOptions != nil && f.StreamOptions.IncludeUsage
 	// temperature 0 or top_k 1 leave one candidate: greedy.
 	s.greedy = temp == 0 || s.topK == 1
@@ -170,6 +265,17 @@ func decodeStops(raw json.RawMessage) ([]string, *apiError) {
 
 // decodeChat decodes and validates a chat completion request.
 func decodeChat(body []byte, modelID string) (*chatRequest, []chat.Message, sampling, *apiError) {
+	req, msgs, s, err := decodeChatMessages(body, modelID)
+	if err != nil {
+		return nil, nil, s, err
+	}
+	if s.tools, err = decodeTools(req.Tools, req.ToolChoice); err != nil {
+		return nil, nil, s, err
+	}
+	return req, msgs, s, nil
+}
+
+func decodeChatMessages(body []byte, modelID string) (*chatRequest, []chat.Message, sampling, *apiError) {
 	var req chatRequest
 	if err := decodeJSON(body, &req); err != nil {
 		return nil, nil, sampling{}, err
@@ -185,12 +291,25 @@ func decodeChat(body []byte, modelID string) (*chatRequest, []chat.Message, samp
 	for i, m := range req.Messages {
 		param := fmt.Sprintf("messages[%d]", i)
 		switch m.Role {
-		case chat.System, chat.User, chat.Assistant:
+		case chat.System, chat.User, chat.Assistant, chat.Tool:
 			msgs[i].Role = m.Role
 		case "developer":
 			msgs[i].Role = chat.System
 		default:
-			return nil, nil, s, badRequest(param+".role", "invalid_value", fmt.Sprintf("%s.role %q: want system, developer, user or assistant", param, m.Role))
+			return nil, nil, s, badRequest(param+".role", "invalid_value", fmt.Sprintf("%s.role %q: want system, developer, user, assistant or tool", param, m.Role))
+		}
+		if len(m.ToolCalls) > 0 && m.Role != chat.Assistant {
+			return nil, nil, s, badRequest(param+".tool_calls", "invalid_value", param+".tool_calls: only assistant messages make tool calls")
+		}
+		for j, c := range m.ToolCalls {
+			if c.Function.Name == "" {
+				return nil, nil, s, badRequest(fmt.Sprintf("%s.tool_calls[%d]", param, j), "invalid_value", fmt.Sprintf("%s.tool_calls[%d]: a function name is required", param, j))
+			}
+			msgs[i].ToolCalls = append(msgs[i].ToolCalls, chat.ToolCall{ID: c.ID, Name: c.Function.Name, Arguments: c.Function.Arguments})
+		}
+		msgs[i].ToolCallID = m.ToolCallID
+		if len(m.ToolCalls) > 0 && (len(m.Content) == 0 || string(m.Content) == "null") {
+			continue // tool calls alone
 		}
 		text, err := messageText(m.Content)
 		if err != nil {

@@ -9,14 +9,20 @@
 // finding the queue full gets 429 with Retry-After. A client that
 // disconnects cancels its generation. Chat messages are rendered with the
 // model's chat template, or package chat's plain fallback, the same as
-// `gpurun chat`; the server keeps no conversation state between requests
-// (each slot's cache still reuses a common prefix with the request before).
+// `gpurun chat`; the server keeps no conversation state between requests,
+// but a prompt's tokens already in a KV cache (the slot's own, or the
+// model's prefix cache, pipeline.Options.PrefixCacheBytes) are not run
+// again: usage.prompt_tokens_details.cached_tokens counts them.
 //
 // Requests take OpenAI's fields model, messages or prompt, stream,
 // stream_options.include_usage, temperature (0 to 2, default 1; 0 is
 // greedy), top_p, top_k (an extension; 0 for no limit), max_tokens or
 // max_completion_tokens (default: until a stop or a full cache), stop (a
-// string or up to 4), seed and n (1 only); other fields are ignored. Errors
+// string or up to 4), seed, n (1 only) and response_format (json_object,
+// or json_schema with a schema of package constrain's subset; the output
+// is constrained token by token), and for chat tools and tool_choice (the
+// template's tool-call syntax read back into tool_calls; a forced call is
+// constrained to the tools' schemas); other fields are ignored. Errors
 // are OpenAI-shaped JSON with the HTTP status that fits.
 package serve
 
@@ -73,6 +79,7 @@ type Config struct {
 
 // Server serves one model. Create it with New.
 type Server struct {
+	grammars grammarCache
 	cfg      Config
 	tpl      *chat.Template
 	created  int64
@@ -247,15 +254,37 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
-	p, err := chat.Render(s.cfg.Model, s.tpl, msgs)
+	grammar, aerr := s.grammars.get(smp.format)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	var tools *toolMode
+	if spec := smp.tools; spec != nil && spec.choice != "none" {
+		tools = &toolMode{format: s.tpl.ToolFormat()}
+		forced, aerr := s.grammars.tools(spec, tools.format)
+		if aerr != nil {
+			writeError(w, aerr)
+			return
+		}
+		if forced != nil {
+			grammar = forced
+		}
+	}
+	var offered []json.RawMessage
+	if smp.tools != nil {
+		offered = smp.tools.raw
+	}
+	p, err := chat.RenderTools(s.cfg.Model, s.tpl, msgs, offered)
 	if err != nil {
-		writeError(w, generationError(err))
+		writeError(w, generationError(err, kindChat))
 		return
 	}
 	gen := smp.options()
+	gen.Grammar = grammar
 	gen.StopTokens = p.StopTokens
 	gen.StopStrings = append(gen.StopStrings, p.StopStrings...)
-	s.generate(w, r, kindChat, pipeline.Prompt{IDs: p.IDs}, gen, smp, s.tpl.IsPlain())
+	s.generate(w, r, kindChat, pipeline.Prompt{IDs: p.IDs}, gen, smp, s.tpl.IsPlain(), tools)
 }
 
 func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
@@ -269,6 +298,11 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
+	grammar, aerr := s.grammars.get(smp.format)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
 	p := pipeline.Prompt{Text: prompt.text, IDs: prompt.ids}
 	if p.IDs == nil && p.Text == "" {
 		// An empty text prompt is BOS alone (when the model uses one).
@@ -276,7 +310,9 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 			p.IDs = []int{cfg.BOS}
 		}
 	}
-	s.generate(w, r, kindText, p, smp.options(), smp, false)
+	gen := smp.options()
+	gen.Grammar = grammar
+	s.generate(w, r, kindText, p, gen, smp, false, nil)
 }
 
 // options are the pipeline's options for the request's sampling.
@@ -296,12 +332,12 @@ func (smp *sampling) options() pipeline.GenerateOptions {
 	return o
 }
 
-// generationError maps an error from rendering or generating to a
-// response.
-func generationError(err error) *apiError {
+// generationError maps an error from rendering or generating a request of
+// kind k to a response.
+func generationError(err error, k kind) *apiError {
 	switch {
 	case errors.Is(err, pipeline.ErrPromptTooLong):
-		return badRequest("messages", "context_length_exceeded", err.Error())
+		return badRequest(k.promptParam(), "context_length_exceeded", err.Error())
 	case errors.Is(err, pipeline.ErrPrompt), errors.Is(err, pipeline.ErrOptions), errors.Is(err, chat.ErrTemplate):
 		return badRequest("", "invalid_value", err.Error())
 	case errors.Is(err, pipeline.ErrNoTokenizer):
@@ -312,12 +348,41 @@ func generationError(err error) *apiError {
 	return &apiError{Status: http.StatusInternalServerError, Type: "server_error", Code: "internal_error", Message: err.Error()}
 }
 
+// toolMode is a chat request's tools: its reply is read back for calls in
+// the template's format (and held back while streaming to do so).
+type toolMode struct {
+	format chat.ToolFormat
+}
+
+// callID is a new tool call id: OpenAI's form, or the 9 letters and
+// digits Mistral's template requires.
+func (t *toolMode) callID() string {
+	if t.format != chat.ToolsMistral {
+		return newID("call_")
+	}
+	const alnum = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+	var b [9]byte
+	rand.Read(b[:])
+	for i := range b {
+		b[i] = alnum[int(b[i])%len(alnum)]
+	}
+	return string(b[:])
+}
+
 type kind int
 
 const (
 	kindChat kind = iota
 	kindText
 )
+
+// promptParam names the request field that holds the prompt.
+func (k kind) promptParam() string {
+	if k == kindText {
+		return "prompt"
+	}
+	return "messages"
+}
 
 // finishReason is OpenAI's name for why a generation ended.
 func finishReason(r pipeline.StopReason) string {
@@ -329,13 +394,21 @@ func finishReason(r pipeline.StopReason) string {
 }
 
 type usage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
+	PromptTokens        int           `json:"prompt_tokens"`
+	CompletionTokens    int           `json:"completion_tokens"`
+	TotalTokens         int           `json:"total_tokens"`
+	PromptTokensDetails promptDetails `json:"prompt_tokens_details"`
+}
+
+// promptDetails is OpenAI's breakdown of the prompt tokens: CachedTokens
+// were not run again, their keys and values reused from a cache.
+type promptDetails struct {
+	CachedTokens int `json:"cached_tokens"`
 }
 
 func usageOf(m pipeline.Metrics) *usage {
-	return &usage{PromptTokens: m.PromptTokens, CompletionTokens: m.GeneratedTokens, TotalTokens: m.PromptTokens + m.GeneratedTokens}
+	return &usage{PromptTokens: m.PromptTokens, CompletionTokens: m.GeneratedTokens, TotalTokens: m.PromptTokens + m.GeneratedTokens,
+		PromptTokensDetails: promptDetails{CachedTokens: m.CachedTokens}}
 }
 
 func newID(prefix string) string {
@@ -349,7 +422,7 @@ func newID(prefix string) string {
 // piece (so that errors before it, such as a prompt too long, still get
 // their status). trimLead drops the reply's leading spaces (the plain chat
 // format's "Assistant: ").
-func (s *Server) generate(w http.ResponseWriter, r *http.Request, k kind, prompt pipeline.Prompt, gen pipeline.GenerateOptions, smp sampling, trimLead bool) {
+func (s *Server) generate(w http.ResponseWriter, r *http.Request, k kind, prompt pipeline.Prompt, gen pipeline.GenerateOptions, smp sampling, trimLead bool, tools *toolMode) {
 	if aerr := s.enter(); aerr != nil {
 		writeError(w, aerr)
 		return
@@ -383,7 +456,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, k kind, prompt
 			continue
 		}
 		text.WriteString(piece)
-		if st != nil {
+		if st != nil && tools == nil {
 			if err := st.piece(piece); err != nil {
 				// The client is gone: leaving the loop ends the generation.
 				return
@@ -398,7 +471,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, k kind, prompt
 		if s.cfg.Log != nil {
 			s.cfg.Log("serve: %s: %v", id, genErr)
 		}
-		aerr := generationError(genErr)
+		aerr := generationError(genErr, k)
 		if st != nil && st.started {
 			st.error(aerr)
 			return
@@ -407,13 +480,51 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, k kind, prompt
 		return
 	}
 	reason := finishReason(m.StopReason)
+	content := any(text.String())
+	var calls []map[string]any
+	if tools != nil {
+		var parsed []chat.ToolCall
+		content, parsed = chat.ParseToolCalls(tools.format, text.String())
+		for _, c := range parsed {
+			calls = append(calls, map[string]any{"id": tools.callID(), "type": "function",
+				"function": map[string]any{"name": c.Name, "arguments": c.Arguments}})
+		}
+		if len(calls) > 0 {
+			reason = "tool_calls"
+			if content == "" {
+				content = nil
+			}
+		}
+	}
 	if st != nil {
+		if tools != nil {
+			// The reply was held back to tell a call from text: now it goes
+			// out as content, or as the calls, each its name and then its
+			// arguments, as OpenAI streams them.
+			if c, ok := content.(string); ok && c != "" && st.piece(c) != nil {
+				return
+			}
+			for i, c := range calls {
+				fn := c["function"].(map[string]any)
+				if st.delta(map[string]any{"tool_calls": []any{map[string]any{"index": i, "id": c["id"], "type": "function",
+					"function": map[string]any{"name": fn["name"], "arguments": ""}}}}) != nil {
+					return
+				}
+				if st.delta(map[string]any{"tool_calls": []any{map[string]any{"index": i, "function": map[string]any{"arguments": fn["arguments"]}}}}) != nil {
+					return
+				}
+			}
+		}
 		st.finish(reason, usageOf(m), smp.usage)
 		return
 	}
 	var choice any
 	if k == kindChat {
-		choice = map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": text.String()}, "logprobs": nil, "finish_reason": reason}
+		msg := map[string]any{"role": "assistant", "content": content}
+		if len(calls) > 0 {
+			msg["tool_calls"] = calls
+		}
+		choice = map[string]any{"index": 0, "message": msg, "logprobs": nil, "finish_reason": reason}
 	} else {
 		choice = map[string]any{"index": 0, "text": text.String(), "logprobs": nil, "finish_reason": reason}
 	}
@@ -476,6 +587,14 @@ func (e *eventStream) event(data []byte) error {
 		return err
 	}
 	return http.NewResponseController(e.w).Flush()
+}
+
+// delta sends one chat delta.
+func (e *eventStream) delta(d map[string]any) error {
+	if err := e.start(); err != nil {
+		return err
+	}
+	return e.send(d, nil, nil, false)
 }
 
 func (e *eventStream) piece(p string) error {

@@ -154,10 +154,17 @@ func TestCompletionsGolden(t *testing.T) {
 			if r := c.Choices[0].FinishReason; r == nil || *r != "length" {
 				t.Errorf("finish_reason %v, want length", r)
 			}
-			want := usage{len(tc.PromptIDs), len(tc.GeneratedIDs), len(tc.PromptIDs) + len(tc.GeneratedIDs)}
+			want := usage{PromptTokens: len(tc.PromptIDs), CompletionTokens: len(tc.GeneratedIDs), TotalTokens: len(tc.PromptIDs) + len(tc.GeneratedIDs)}
+			if c.Usage != nil && c.Usage.PromptTokensDetails.CachedTokens <= 1 {
+				// The slot held another prompt, which shares BOS at most.
+				want.PromptTokensDetails = c.Usage.PromptTokensDetails
+			}
 			if c.Usage == nil || *c.Usage != want {
 				t.Errorf("usage %+v, want %+v", c.Usage, want)
 			}
+			// The stream repeats the prompt: all but its last token come
+			// from the slot's cache.
+			want.PromptTokensDetails.CachedTokens = len(tc.PromptIDs) - 1
 
 			stream := strings.TrimSuffix(req, "}") + `,"stream":true,"stream_options":{"include_usage":true}}`
 			resp2, err := http.Post(ts.URL+"/v1/completions", "application/json", strings.NewReader(stream))
@@ -211,6 +218,12 @@ func TestChatPlain(t *testing.T) {
 	if got, w := c.Choices[0].Message.Content, strings.TrimLeft(want.Choices[0].Text, " "); got != w || got == "" {
 		t.Errorf("chat content %q, want %q", got, w)
 	}
+	// The same prompt again: all its tokens but the last come from the
+	// slot's cache.
+	if n := want.Usage.PromptTokensDetails.CachedTokens; n != want.Usage.PromptTokens-1 {
+		t.Errorf("the repeated prompt had %d cached tokens, want %d", n, want.Usage.PromptTokens-1)
+	}
+	want.Usage.PromptTokensDetails = c.Usage.PromptTokensDetails
 	if c.Object != "chat.completion" || c.Choices[0].Message.Role != "assistant" || *c.Usage != *want.Usage {
 		t.Errorf("chat response %s, usage want %+v", data, want.Usage)
 	}
@@ -272,32 +285,34 @@ func TestErrors(t *testing.T) {
 		name, path, body string
 		status           int
 		code             string
+		param            string // when the error must name one
 	}{
-		{"malformed", "/v1/chat/completions", `{"model":`, 400, "invalid_json"},
-		{"two values", "/v1/completions", `{"model":"stories260K","prompt":"a"} {}`, 400, "invalid_json"},
-		{"not an object", "/v1/completions", `[1,2]`, 400, "invalid_json"},
-		{"wrong type", "/v1/completions", `{"model":"stories260K","prompt":"a","max_tokens":"ten"}`, 400, "invalid_type"},
-		{"no model", "/v1/completions", `{"prompt":"a"}`, 400, "missing_model"},
-		{"unknown model", "/v1/chat/completions", `{"model":"gpt-4","messages":[{"role":"user","content":"hi"}]}`, 404, "model_not_found"},
-		{"no messages", "/v1/chat/completions", `{"model":"stories260K","messages":[]}`, 400, "invalid_value"},
-		{"bad role", "/v1/chat/completions", `{"model":"stories260K","messages":[{"role":"tool","content":"x"}]}`, 400, "invalid_value"},
-		{"image part", "/v1/chat/completions", `{"model":"stories260K","messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, 400, "invalid_value"},
-		{"no prompt", "/v1/completions", `{"model":"stories260K"}`, 400, "missing_prompt"},
-		{"two prompts", "/v1/completions", `{"model":"stories260K","prompt":["a","b"]}`, 400, "invalid_value"},
-		{"bad id", "/v1/completions", `{"model":"stories260K","prompt":[1,99999]}`, 400, "invalid_value"},
-		{"temperature", "/v1/completions", `{"model":"stories260K","prompt":"a","temperature":-1}`, 400, "invalid_value"},
-		{"temperature high", "/v1/completions", `{"model":"stories260K","prompt":"a","temperature":2.5}`, 400, "invalid_value"},
-		{"top_p", "/v1/completions", `{"model":"stories260K","prompt":"a","top_p":1.5}`, 400, "invalid_value"},
-		{"top_p 0", "/v1/completions", `{"model":"stories260K","prompt":"a","top_p":0}`, 400, "invalid_value"},
-		{"top_k", "/v1/completions", `{"model":"stories260K","prompt":"a","top_k":-2}`, 400, "invalid_value"},
-		{"max_tokens", "/v1/completions", `{"model":"stories260K","prompt":"a","max_tokens":0}`, 400, "invalid_value"},
-		{"max_completion_tokens", "/v1/chat/completions", `{"model":"stories260K","messages":[{"role":"user","content":"a"}],"max_completion_tokens":-5}`, 400, "invalid_value"},
-		{"n", "/v1/completions", `{"model":"stories260K","prompt":"a","n":2}`, 400, "invalid_value"},
-		{"stops", "/v1/completions", `{"model":"stories260K","prompt":"a","stop":["a","b","c","d","e"]}`, 400, "invalid_value"},
-		{"stop type", "/v1/completions", `{"model":"stories260K","prompt":"a","stop":7}`, 400, "invalid_type"},
-		{"too long", "/v1/completions", fmt.Sprintf(`{"model":"stories260K","prompt":%q}`, long), 400, "context_length_exceeded"},
-		{"too long chat", "/v1/chat/completions", fmt.Sprintf(`{"model":"stories260K","messages":[{"role":"user","content":%q}],"stream":true}`, long), 400, "context_length_exceeded"},
-		{"too big", "/v1/completions", fmt.Sprintf(`{"model":"stories260K","prompt":%q}`, strings.Repeat("x", 5000)), 413, "request_too_large"},
+		{"malformed", "/v1/chat/completions", `{"model":`, 400, "invalid_json", ""},
+		{"two values", "/v1/completions", `{"model":"stories260K","prompt":"a"} {}`, 400, "invalid_json", ""},
+		{"not an object", "/v1/completions", `[1,2]`, 400, "invalid_json", ""},
+		{"wrong type", "/v1/completions", `{"model":"stories260K","prompt":"a","max_tokens":"ten"}`, 400, "invalid_type", ""},
+		{"no model", "/v1/completions", `{"prompt":"a"}`, 400, "missing_model", ""},
+		{"unknown model", "/v1/chat/completions", `{"model":"gpt-4","messages":[{"role":"user","content":"hi"}]}`, 404, "model_not_found", ""},
+		{"no messages", "/v1/chat/completions", `{"model":"stories260K","messages":[]}`, 400, "invalid_value", ""},
+		{"bad role", "/v1/chat/completions", `{"model":"stories260K","messages":[{"role":"function","content":"x"}]}`, 400, "invalid_value", ""},
+		{"image part", "/v1/chat/completions", `{"model":"stories260K","messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, 400, "invalid_value", ""},
+		{"no prompt", "/v1/completions", `{"model":"stories260K"}`, 400, "missing_prompt", ""},
+		{"two prompts", "/v1/completions", `{"model":"stories260K","prompt":["a","b"]}`, 400, "invalid_value", ""},
+		{"bad id", "/v1/completions", `{"model":"stories260K","prompt":[1,99999]}`, 400, "invalid_value", ""},
+		{"temperature", "/v1/completions", `{"model":"stories260K","prompt":"a","temperature":-1}`, 400, "invalid_value", ""},
+		{"temperature high", "/v1/completions", `{"model":"stories260K","prompt":"a","temperature":2.5}`, 400, "invalid_value", ""},
+		{"top_p", "/v1/completions", `{"model":"stories260K","prompt":"a","top_p":1.5}`, 400, "invalid_value", ""},
+		{"top_p 0", "/v1/completions", `{"model":"stories260K","prompt":"a","top_p":0}`, 400, "invalid_value", ""},
+		{"top_k", "/v1/completions", `{"model":"stories260K","prompt":"a","top_k":-2}`, 400, "invalid_value", ""},
+		{"max_tokens", "/v1/completions", `{"model":"stories260K","prompt":"a","max_tokens":0}`, 400, "invalid_value", ""},
+		{"max_completion_tokens", "/v1/chat/completions", `{"model":"stories260K","messages":[{"role":"user","content":"a"}],"max_completion_tokens":-5}`, 400, "invalid_value", ""},
+		{"n", "/v1/completions", `{"model":"stories260K","prompt":"a","n":2}`, 400, "invalid_value", ""},
+		{"stops", "/v1/completions", `{"model":"stories260K","prompt":"a","stop":["a","b","c","d","e"]}`, 400, "invalid_value", ""},
+		{"stop type", "/v1/completions", `{"model":"stories260K","prompt":"a","stop":7}`, 400, "invalid_type", ""},
+		{"too long", "/v1/completions", fmt.Sprintf(`{"model":"stories260K","prompt":%q}`, long), 400, "context_length_exceeded", "prompt"},
+		{"too long ids", "/v1/completions", fmt.Sprintf(`{"model":"stories260K","prompt":[%s]}`, strings.Repeat("1,", 600)+"1"), 400, "context_length_exceeded", "prompt"},
+		{"too long chat", "/v1/chat/completions", fmt.Sprintf(`{"model":"stories260K","messages":[{"role":"user","content":%q}],"stream":true}`, long), 400, "context_length_exceeded", "messages"},
+		{"too big", "/v1/completions", fmt.Sprintf(`{"model":"stories260K","prompt":%q}`, strings.Repeat("x", 5000)), 413, "request_too_large", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp, data := post(t, ts.URL+tc.path, tc.body)
@@ -309,6 +324,9 @@ func TestErrors(t *testing.T) {
 			}
 			if resp.StatusCode != tc.status || e.Error.Code != tc.code || e.Error.Message == "" || e.Error.Type == "" {
 				t.Errorf("status %d, error %+v; want %d %s", resp.StatusCode, e.Error, tc.status, tc.code)
+			}
+			if tc.param != "" && e.Error.Param != tc.param {
+				t.Errorf("param %v, want %q", e.Error.Param, tc.param)
 			}
 		})
 	}

@@ -18,13 +18,22 @@ func attachTokenizer(ck *model.Checkpoint, path string) error {
 	if err != nil {
 		return fmt.Errorf("checkpoint: tokenizer: %w", err)
 	}
+	if err := AttachTokenizer(ck, data); err != nil {
+		return fmt.Errorf("checkpoint: tokenizer %s: %w", path, err)
+	}
+	return nil
+}
+
+// AttachTokenizer is attachTokenizer on the file's content (data), for
+// callers without a file system such as the browser build.
+func AttachTokenizer(ck *model.Checkpoint, data []byte) error {
 	if isSentencePieceProto(data) || modelfile.IsTokenizerJSON(data) {
 		ck.Tokenizer = data
 		return nil
 	}
 	v, err := llama2c.ParseTokenizer(data, ck.Config.VocabSize)
 	if err != nil {
-		return fmt.Errorf("checkpoint: tokenizer %s is neither a SentencePiece model, a tokenizer.json nor a llama2.c tokenizer.bin for %d tokens: %w", path, ck.Config.VocabSize, err)
+		return fmt.Errorf("neither a SentencePiece model, a tokenizer.json nor a llama2.c tokenizer.bin for %d tokens: %w", ck.Config.VocabSize, err)
 	}
 	ck.Vocab = v
 	return nil

@@ -80,3 +80,7 @@ func (t GGMLType) Known() bool {
 	_, ok := ggmlTypes[t]
 	return ok
 }
+
+// BlockLen is the number of elements of one block of t (1 for the plain
+// float types), or 0 for a type the package does not know.
+func (t GGMLType) BlockLen() int { return ggmlTypes[t].blockLen }

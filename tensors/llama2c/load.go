@@ -113,6 +113,9 @@ func (h Header) Config() model.Config {
 		Activations: model.PolicyAuto,
 		BOS:         1,
 		EOS:         2,
-		AddBOS:      true,
+		// run.c ends a generation when it samples BOS, which separates
+		// the stories llama2.c's models were trained on.
+		StopTokens: []int{1},
+		AddBOS:     true,
 	}
 }

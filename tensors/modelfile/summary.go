@@ -48,31 +48,33 @@ type QuantSummary struct {
 
 // Summary collects per-tensor facts and totals.
 func (f *File) Summary() Summary {
-	s := Summary{
-		Format:         f.format,
-		FileBytes:      f.size,
-		Metadata:       f.MetadataNames(),
-		TokenizerBytes: len(f.tokenizer),
-		BytesByDType:   map[string]int64{},
-		Tensors:        make([]TensorSummary, 0, len(f.weights)),
-	}
+	s := SummarizeTensors(f.weights)
+	s.Format, s.FileBytes, s.Metadata, s.TokenizerBytes = f.format, f.size, f.MetadataNames(), len(f.tokenizer)
 	if f.hasConfig {
 		cfg := f.cfg
 		s.Config = &cfg
 	}
-	for _, t := range f.weights {
-		ts := TensorSummary{Name: t.Name, DType: t.DType.String(), Shape: slices.Clone(t.Shape), Bytes: int64(len(t.Data))}
+	return s
+}
+
+// SummarizeTensors fills a Summary's tensor facts and totals from ts (the
+// weights, quantized ones carrying their Scales), for weights read from
+// elsewhere than a model file (an imported checkpoint).
+func SummarizeTensors(ts []*tensors.Tensor) Summary {
+	s := Summary{BytesByDType: map[string]int64{}, Tensors: make([]TensorSummary, 0, len(ts))}
+	for _, t := range ts {
+		sum := TensorSummary{Name: t.Name, DType: t.DType.String(), Shape: slices.Clone(t.Shape), Bytes: int64(len(t.Data))}
 		s.Params += int64(t.NumElements())
-		s.TensorBytes += ts.Bytes
-		s.BytesByDType[ts.DType] += ts.Bytes
+		s.TensorBytes += sum.Bytes
+		s.BytesByDType[sum.DType] += sum.Bytes
 		if t.Scales != nil {
-			ts.Quantization = quantSummary(t)
-			s.TensorBytes += ts.Quantization.ScaleBytes
-			s.BytesByDType["scales"] += ts.Quantization.ScaleBytes
+			sum.Quantization = quantSummary(t)
+			s.TensorBytes += sum.Quantization.ScaleBytes
+			s.BytesByDType["scales"] += sum.Quantization.ScaleBytes
 		} else if t.DType.Block() {
-			ts.Quantization = &QuantSummary{Block: t.DType.BlockLen(), InBlock: true}
+			sum.Quantization = &QuantSummary{Block: t.DType.BlockLen(), InBlock: true}
 		}
-		s.Tensors = append(s.Tensors, ts)
+		s.Tensors = append(s.Tensors, sum)
 	}
 	return s
 }

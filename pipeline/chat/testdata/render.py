@@ -9,7 +9,8 @@ transformers' tojson filter (json.dumps with ensure_ascii=False).
 Reads a JSON list of jobs from standard input, each
   {"template": source, "messages": [...], "add_generation_prompt": bool,
    "bos_token": str, "eos_token": str, "now": "YYYY-MM-DDTHH:MM:SS",
-   "vars": {extra template variables}}
+   "vars": {extra template variables}, "tools": [...] or null,
+   "py_messages": the messages as transformers takes them, when set}
 and writes a JSON list of results in the same order, each {"text": str} or
 {"error": str}. "now" fixes the time strftime_now reads, so that a
 rendering can be compared with another renderer's. As in transformers,
@@ -57,7 +58,7 @@ def render(env, compiled, job):
         compiled[source] = env.from_string(source)
     tpl = compiled[source]
     args = dict(job.get("vars") or {})
-    args.update(messages=job["messages"], tools=None, documents=None,
+    args.update(messages=job.get("py_messages") or job["messages"], tools=job.get("tools"), documents=None,
                 add_generation_prompt=job["add_generation_prompt"],
                 bos_token=job["bos_token"], eos_token=job["eos_token"])
     return tpl.render(**args)

@@ -60,28 +60,43 @@ func HostEnvironment() Environment {
 // gitRevision fills the revision from git in the working directory when it
 // is a checkout of Module.
 func gitRevision(e *Environment) {
+	if c, ok := GitCheckout(); ok {
+		e.Revision, e.Modified, e.RevisionTime, e.RevisionSource = c.Revision, c.Modified, c.Time, RevisionGit
+	}
+}
+
+// Checkout is the state of a git checkout.
+type Checkout struct {
+	Revision string // the commit checked out (HEAD)
+	Modified bool   // tracked files differ from it
+	Time     string // its commit time, RFC 3339
+}
+
+// GitCheckout reads the checkout of Module the working directory is in
+// with git; ok is false outside one, or without git.
+func GitCheckout() (c Checkout, ok bool) {
 	git := func(args ...string) (string, bool) {
 		out, err := exec.Command("git", args...).Output()
 		return string(bytes.TrimSpace(out)), err == nil
 	}
 	top, ok := git("rev-parse", "--show-toplevel")
 	if !ok {
-		return
+		return c, false
 	}
 	mod, err := os.ReadFile(filepath.Join(top, "go.mod"))
 	if err != nil || !bytes.HasPrefix(mod, []byte("module "+Module+"\n")) {
-		return
+		return c, false
 	}
 	rev, ok := git("rev-parse", "HEAD")
 	if !ok || rev == "" {
-		return
+		return c, false
 	}
 	status, ok := git("status", "--porcelain", "--untracked-files=no")
 	if !ok {
-		return
+		return c, false
 	}
 	when, _ := git("log", "-1", "--format=%cI")
-	e.Revision, e.Modified, e.RevisionTime, e.RevisionSource = rev, status != "", when, RevisionGit
+	return Checkout{Revision: rev, Modified: status != "", Time: when}, true
 }
 
 // cpuModel is the first "model name" of /proc/cpuinfo, or GOARCH where

@@ -97,7 +97,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		if res.Error != "" {
 			continue
 		}
-		htmlRow(bw, "td", []string{res.Model, res.Weights, res.Backend, res.Activations, res.KVCache, res.Test.Name,
+		htmlRow(bw, "td", []string{res.Model, res.Weights, res.Backend, res.ActivationsText(), res.KVCache, res.Test.Name,
 			mib(res.ModelBytes), mib(res.PeakRSSBytes), deviceMiB(res.DeviceMemoryBytes),
 			statCell(res.TimeToFirstTokenMS), statCell(res.PrefillTokensPerSec), statCell(res.DecodeTokensPerSec)})
 	}
@@ -118,7 +118,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 				continue
 			}
 			io.WriteString(bw, "<tr>")
-			for _, s := range []string{res.Model, res.Weights, res.Backend, res.Activations, res.Test.Name} {
+			for _, s := range []string{res.Model, res.Weights, res.Backend, res.ActivationsText(), res.Test.Name} {
 				fmt.Fprintf(bw, "<td>%s</td>", e(s))
 			}
 			for _, p := range []struct {

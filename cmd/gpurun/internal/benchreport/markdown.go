@@ -13,7 +13,7 @@ import (
 // "median ± half the range", "-" when the test does not measure it.
 var (
 	DecodeBytesHeader = []string{"configuration", "test", "ref", "weights MB", "KV kB/position", "positions", "MB/token", "decode tok/s", "predicted", "measured", "of prediction"}
-	ResultsHeader     = []string{"model", "weights", "backend", "activations", "kv", "test", "model MiB", "peak RSS MiB", "device MiB", "TTFT ms", "prefill tok/s", "decode tok/s"}
+	ResultsHeader     = []string{"model", "weights", "backend", "activations", "KV cache", "test", "model MiB", "peak RSS MiB", "device MiB", "TTFT ms", "prefill tok/s", "decode tok/s"}
 	CompareHeader     = []string{"model", "weights", "backend", "activations", "test", "TTFT ms", "TTFT ratio", "prefill tok/s", "prefill ratio", "decode tok/s", "decode ratio"}
 	KernelHeader      = []string{"kernel", "calls", "time ms", "share", "MB", "GB/s", "MFLOP", "GFLOP/s"}
 )
@@ -115,7 +115,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 			if res.Error != "" {
 				continue
 			}
-			row(res.Model, res.Weights, res.Backend, res.Activations, res.KVCache, res.Test.Name,
+			row(res.Model, res.Weights, res.Backend, res.ActivationsText(), res.KVCache, res.Test.Name,
 				mib(res.ModelBytes), mib(res.PeakRSSBytes), deviceMiB(res.DeviceMemoryBytes),
 				statCell(res.TimeToFirstTokenMS), statCell(res.PrefillTokensPerSec), statCell(res.DecodeTokensPerSec))
 		}
@@ -134,7 +134,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 				if c == nil || res.Error != "" {
 					continue
 				}
-				row(res.Model, res.Weights, res.Backend, res.Activations, res.Test.Name,
+				row(res.Model, res.Weights, res.Backend, res.ActivationsText(), res.Test.Name,
 					statCell(res.TimeToFirstTokenMS), ratioCell(c.TimeToFirstTokenMS),
 					statCell(res.PrefillTokensPerSec), ratioCell(c.PrefillTokensPerSec),
 					statCell(res.DecodeTokensPerSec), ratioCell(c.DecodeTokensPerSec))

@@ -129,14 +129,17 @@ type Result struct {
 	Arch   string `json:"arch"`
 	// Weights is the stored type of the weight matrices: f32, f16, int8,
 	// int4, or for a file the type holding most of its matrix bytes.
-	Weights     string  `json:"weights"`
-	Activations string  `json:"activations"` // the policy asked for: auto, f32, f16, or "model" (its own policy)
-	KVCache     string  `json:"kv_cache"`    // the resulting KV cache type
-	Backend     string  `json:"backend"`
-	Device      string  `json:"device"`
-	ModelBytes  int64   `json:"model_bytes"`
-	MaxCache    int     `json:"max_cache"`
-	LoadSeconds float64 `json:"load_seconds"`
+	Weights     string `json:"weights"`
+	Activations string `json:"activations"` // the policy asked for: auto, f32, f16, or "model" (its own policy)
+	// ActivationDType is the type the policy gave the activations between
+	// kernels (f32 or f16); empty when the model did not load.
+	ActivationDType string  `json:"activation_dtype,omitempty"`
+	KVCache         string  `json:"kv_cache"` // the resulting KV cache type
+	Backend         string  `json:"backend"`
+	Device          string  `json:"device"`
+	ModelBytes      int64   `json:"model_bytes"`
+	MaxCache        int     `json:"max_cache"`
+	LoadSeconds     float64 `json:"load_seconds"`
 	// PeakRSSBytes is the process's peak resident memory while this
 	// configuration was loaded and run (on Linux the high-water mark is
 	// reset before loading; elsewhere it is the process peak so far).
@@ -240,10 +243,34 @@ func (r *Result) Key() string {
 	return strings.Join([]string{r.Model, r.Weights, r.Backend, r.Activations, r.Test.Name}, " | ")
 }
 
-// Label names the configuration (without the test) for charts and tables.
+// Label names the configuration (without the test) for charts and tables:
+// "stories260K int8 · vulkan · activations: model default (f32) · KV cache f16".
 func (r *Result) Label() string {
-	return fmt.Sprintf("%s %s · %s · act %s (kv %s)", r.Model, r.Weights, r.Backend, r.Activations, r.KVCache)
+	return fmt.Sprintf("%s %s · %s · activations: %s · KV cache %s", r.Model, r.Weights, r.Backend, r.ActivationsText(), r.KVCache)
 }
+
+// ActivationsText spells out the activation policy and the type it gave:
+// "model default (f32)" (the model's own policy), "auto (f16)", "f16".
+func (r *Result) ActivationsText() string {
+	return ActivationsText(r.Activations, r.ActivationDType)
+}
+
+// ActivationsText spells out an activation policy (PolicyModel for the
+// model's own) and, when known and not the policy itself, the type it gave.
+func ActivationsText(policy, dtype string) string {
+	text := policy
+	if policy == PolicyModel {
+		text = "model default"
+	}
+	if dtype != "" && dtype != policy {
+		text += " (" + dtype + ")"
+	}
+	return text
+}
+
+// PolicyModel is Result.Activations for a model run with its own policy
+// (no --activations).
+const PolicyModel = "model"
 
 // Tests lists the distinct tests of the results in first-seen order.
 func (r *Report) Tests() []Test {

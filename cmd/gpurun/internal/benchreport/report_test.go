@@ -35,7 +35,7 @@ func sampleReport() *Report {
 			for _, b := range []string{"cpu", "vulkan", "webgpu"} {
 				for _, act := range []string{"f32", "f16"} {
 					for _, t := range tests {
-						res := Result{Model: m, Source: "synthetic", Arch: "llama", Weights: w, Activations: act, KVCache: act,
+						res := Result{Model: m, Source: "synthetic", Arch: "llama", Weights: w, Activations: act, ActivationDType: act, KVCache: act,
 							Backend: b, Device: "dev-" + b, ModelBytes: int64(seed * 1e6), MaxCache: 1280, LoadSeconds: 1.5,
 							PeakRSSBytes: int64(seed * 3e6), Test: t, DecodeWeightBytes: 110e6, KVBytesPerPosition: 36864, KVCacheBytes: 1280 * 36864}
 						if b != "cpu" {
@@ -181,6 +181,28 @@ func TestNiceAxis(t *testing.T) {
 		top, step := niceAxis(tc.hi)
 		if math.Abs(top-tc.top) > 1e-9 || math.Abs(step-tc.step) > 1e-9 || top < tc.hi {
 			t.Errorf("niceAxis(%g) = %g, %g; want %g, %g", tc.hi, top, step, tc.top, tc.step)
+		}
+	}
+}
+
+// TestLabelsSayWhatTheyMean: a configuration's label and activations cell
+// spell the policy out, with the type it gave where known.
+func TestLabelsSayWhatTheyMean(t *testing.T) {
+	for _, tc := range []struct {
+		policy, dtype, text string
+	}{
+		{"model", "f32", "model default (f32)"},
+		{"model", "", "model default"},
+		{"auto", "f16", "auto (f16)"},
+		{"f16", "f16", "f16"},
+	} {
+		r := Result{Model: "stories260K", Weights: "int8", Backend: "vulkan", Activations: tc.policy, ActivationDType: tc.dtype, KVCache: "f16"}
+		if got := r.ActivationsText(); got != tc.text {
+			t.Errorf("%s/%s: %q, want %q", tc.policy, tc.dtype, got, tc.text)
+		}
+		want := "stories260K int8 · vulkan · activations: " + tc.text + " · KV cache f16"
+		if got := r.Label(); got != want {
+			t.Errorf("label %q, want %q", got, want)
 		}
 	}
 }

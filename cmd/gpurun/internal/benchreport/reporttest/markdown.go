@@ -97,7 +97,7 @@ func CheckResultsTable(t testing.TB, r *benchreport.Report, md string) {
 		if len(row) != len(benchreport.ResultsHeader) {
 			t.Fatalf("%s: %d cells: %q", where, len(row), row)
 		}
-		if got, want := strings.Join(row[:6], " | "), strings.Join([]string{res.Model, res.Weights, res.Backend, res.Activations, res.KVCache, res.Test.Name}, " | "); got != want {
+		if got, want := strings.Join(row[:6], " | "), strings.Join([]string{res.Model, res.Weights, res.Backend, res.ActivationsText(), res.KVCache, res.Test.Name}, " | "); got != want {
 			t.Errorf("row %d is %q, want %q", i, got, want)
 		}
 		for j, v := range []int64{res.ModelBytes, res.PeakRSSBytes} {

@@ -1,0 +1,365 @@
+//go:build js
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"syscall/js"
+	"time"
+
+	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/gpu/cpu"
+	"github.com/gpurun/gpurun/gpu/kernels"
+	"github.com/gpurun/gpurun/gpu/webgpu"
+	"github.com/gpurun/gpurun/pipeline"
+	"github.com/gpurun/gpurun/pipeline/chat"
+)
+
+// yieldEvery is how often a generation on a backend that never waits for
+// the browser (the CPU) hands the event loop a turn.
+const yieldEvery = 15 * time.Millisecond
+
+// chunkBytes is how much of the file one read brings into wasm memory.
+const chunkBytes = 8 << 20
+
+// state is the page's one model; calls take turns on mu.
+type state struct {
+	mu      sync.Mutex
+	model   *pipeline.Model
+	tpl     *chat.Template
+	backend gpu.Backend
+	cancel  context.CancelFunc // the running generation's
+	cmu     sync.Mutex         // guards cancel (stop must not wait for mu)
+}
+
+func main() {
+	s := &state{}
+	api := js.Global().Get("Object").New()
+	api.Set("load", promiseFunc(s.load))
+	api.Set("generate", promiseFunc(s.generate))
+	api.Set("chat", promiseFunc(s.chat))
+	api.Set("stop", js.FuncOf(func(js.Value, []js.Value) any {
+		s.cmu.Lock()
+		if s.cancel != nil {
+			s.cancel()
+		}
+		s.cmu.Unlock()
+		return nil
+	}))
+	api.Set("maxModelBytes", MaxModelBytes)
+	js.Global().Set("gpurun", api)
+	if ready := js.Global().Get("gpurunReady"); ready.Type() == js.TypeFunction {
+		ready.Invoke()
+	}
+	select {} // serve calls until the page goes away
+}
+
+// promiseFunc wraps f as a JS function returning a Promise that f settles
+// from a goroutine of its own, off the event loop.
+func promiseFunc(f func(args []js.Value) (any, error)) js.Func {
+	return js.FuncOf(func(_ js.Value, args []js.Value) any {
+		var resolve, reject js.Value
+		executor := js.FuncOf(func(_ js.Value, a []js.Value) any {
+			resolve, reject = a[0], a[1]
+			return nil
+		})
+		p := js.Global().Get("Promise").New(executor)
+		executor.Release()
+		go func() {
+			var v any
+			var err error
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						err = fmt.Errorf("gpurun: internal error: %v", r)
+					}
+				}()
+				v, err = f(args)
+			}()
+			if err != nil {
+				reject.Invoke(js.Global().Get("Error").New(err.Error()))
+				return
+			}
+			resolve.Invoke(v)
+		}()
+		return p
+	})
+}
+
+// await blocks the calling goroutine (never the event loop's) until the
+// promise settles.
+func await(p js.Value) (js.Value, error) {
+	type result struct {
+		v   js.Value
+		err error
+	}
+	ch := make(chan result, 1)
+	ok := js.FuncOf(func(_ js.Value, a []js.Value) any { ch <- result{v: a[0]}; return nil })
+	fail := js.FuncOf(func(_ js.Value, a []js.Value) any {
+		ch <- result{err: errors.New(a[0].Call("toString").String())}
+		return nil
+	})
+	defer ok.Release()
+	defer fail.Release()
+	p.Call("then", ok, fail)
+	r := <-ch
+	return r.v, r.err
+}
+
+// yieldToLoop lets the JS event loop run a turn (a setTimeout of 0).
+func yieldToLoop() {
+	ch := make(chan struct{})
+	f := js.FuncOf(func(js.Value, []js.Value) any { close(ch); return nil })
+	js.Global().Call("setTimeout", f, 0)
+	<-ch
+	f.Release()
+}
+
+// readBlob copies the blob into one Go slice, chunk by chunk, reporting
+// progress: the only copy of the file the page keeps.
+func readBlob(blob js.Value, progress js.Value) ([]byte, error) {
+	size := int64(blob.Get("size").Float())
+	if err := checkSize(size); err != nil {
+		return nil, err
+	}
+	data := make([]byte, size)
+	for off := int64(0); off < size; {
+		end := min(off+chunkBytes, size)
+		ab, err := await(blob.Call("slice", off, end).Call("arrayBuffer"))
+		if err != nil {
+			return nil, fmt.Errorf("read bytes %d..%d: %w", off, end, err)
+		}
+		if n := js.CopyBytesToGo(data[off:end], js.Global().Get("Uint8Array").New(ab)); int64(n) != end-off {
+			return nil, fmt.Errorf("read bytes %d..%d: got %d", off, end, n)
+		}
+		off = end
+		if progress.Type() == js.TypeFunction {
+			progress.Invoke(off, size)
+		}
+	}
+	return data, nil
+}
+
+// openBackend opens the page's WebGPU adapter, or the CPU backend when the
+// page has none (or name is "cpu").
+func openBackend(ctx context.Context, name string) (gpu.Backend, error) {
+	switch name {
+	case "cpu":
+		return cpu.New(cpu.Options{}), nil
+	case "webgpu", "auto", "":
+		dev, err := webgpu.Open(ctx)
+		if err == nil {
+			return kernels.New(dev), nil
+		}
+		if name == "webgpu" {
+			return nil, err
+		}
+		js.Global().Get("console").Call("log", "gpurun: no WebGPU ("+err.Error()+"), using the CPU backend")
+		return cpu.New(cpu.Options{}), nil
+	}
+	return nil, fmt.Errorf("unknown backend %q (want auto, webgpu or cpu)", name)
+}
+
+func str(o js.Value, k string) string {
+	if o.Type() != js.TypeObject {
+		return ""
+	}
+	if v := o.Get(k); v.Type() == js.TypeString {
+		return v.String()
+	}
+	return ""
+}
+
+func num(o js.Value, k string, def float64) float64 {
+	if o.Type() != js.TypeObject {
+		return def
+	}
+	if v := o.Get(k); v.Type() == js.TypeNumber {
+		return v.Float()
+	}
+	return def
+}
+
+// load(blob, {tokenizer, backend, maxCache, onProgress})
+func (s *state) load(args []js.Value) (any, error) {
+	if len(args) < 1 || args[0].Type() != js.TypeObject {
+		return nil, errors.New("load: want a File or Blob")
+	}
+	var opts js.Value
+	if len(args) > 1 {
+		opts = args[1]
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.model != nil {
+		s.model.Close()
+		s.model = nil
+	}
+	if s.backend != nil {
+		s.backend.Close()
+		s.backend = nil
+	}
+	var progress, tokBlob js.Value
+	if opts.Type() == js.TypeObject {
+		progress, tokBlob = opts.Get("onProgress"), opts.Get("tokenizer")
+	}
+	data, err := readBlob(args[0], progress)
+	if err != nil {
+		return nil, fmt.Errorf("load: %w", err)
+	}
+	var tok []byte
+	if tokBlob.Type() == js.TypeObject {
+		if tok, err = readBlob(tokBlob, js.Undefined()); err != nil {
+			return nil, fmt.Errorf("load tokenizer: %w", err)
+		}
+	}
+	ctx := context.Background()
+	b, err := openBackend(ctx, str(opts, "backend"))
+	if err != nil {
+		return nil, fmt.Errorf("load: %w", err)
+	}
+	m, source, err := loadModel(ctx, data, tok, b, int(num(opts, "maxCache", 0)))
+	if err != nil {
+		b.Close()
+		return nil, fmt.Errorf("load: %w", err)
+	}
+	tpl, err := chatTemplate(m, source)
+	if err != nil {
+		m.Close()
+		b.Close()
+		return nil, fmt.Errorf("load: chat template: %w", err)
+	}
+	s.model, s.backend, s.tpl = m, b, tpl
+	info := m.BackendInfo()
+	return map[string]any{
+		"backend":  info.Backend,
+		"device":   info.Name,
+		"vocab":    m.Config().VocabSize,
+		"maxCache": m.MaxCache(),
+		"bytes":    len(data),
+		"chat":     map[bool]string{true: "plain", false: "template"}[tpl.IsPlain()],
+	}, nil
+}
+
+// generate(prompt, {maxTokens, temperature, topK, topP, seed, promptIds}, onToken)
+func (s *state) generate(args []js.Value) (any, error) {
+	if len(args) < 1 {
+		return nil, errors.New("generate: want a prompt")
+	}
+	var opts, onToken js.Value
+	if len(args) > 1 {
+		opts = args[1]
+	}
+	if len(args) > 2 {
+		onToken = args[2]
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.model == nil {
+		return nil, errors.New("generate: no model loaded")
+	}
+	prompt := pipeline.Prompt{Text: args[0].String()}
+	if opts.Type() == js.TypeObject {
+		if ids := opts.Get("promptIds"); ids.Type() == js.TypeObject && ids.Length() > 0 {
+			for i := range ids.Length() {
+				prompt.IDs = append(prompt.IDs, ids.Index(i).Int())
+			}
+		}
+	}
+	g := genOptions(opts)
+	return s.run(prompt, g, onToken)
+}
+
+// chat(messages, opts, onToken): messages is [{role, content}], ending
+// with the user's turn.
+func (s *state) chat(args []js.Value) (any, error) {
+	if len(args) < 1 || args[0].Type() != js.TypeObject {
+		return nil, errors.New("chat: want an array of {role, content} messages")
+	}
+	var opts, onToken js.Value
+	if len(args) > 1 {
+		opts = args[1]
+	}
+	if len(args) > 2 {
+		onToken = args[2]
+	}
+	var msgs []chat.Message
+	for i := range args[0].Length() {
+		m := args[0].Index(i)
+		msgs = append(msgs, chat.Message{Role: str(m, "role"), Content: str(m, "content")})
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.model == nil {
+		return nil, errors.New("chat: no model loaded")
+	}
+	g := genOptions(opts)
+	prompt, err := chatPrompt(s.model, s.tpl, msgs, &g)
+	if err != nil {
+		return nil, fmt.Errorf("chat: %w", err)
+	}
+	return s.run(prompt, g, onToken)
+}
+
+func genOptions(opts js.Value) pipeline.GenerateOptions {
+	return pipeline.GenerateOptions{
+		MaxTokens:   int(num(opts, "maxTokens", 128)),
+		Temperature: float32(num(opts, "temperature", 0)),
+		TopK:        int(num(opts, "topK", 0)),
+		TopP:        float32(num(opts, "topP", 0)),
+		Seed:        uint64(num(opts, "seed", 0)),
+	}
+}
+
+// run generates on a fresh session, streaming to onToken. s.mu is held.
+func (s *state) run(prompt pipeline.Prompt, g pipeline.GenerateOptions, onToken js.Value) (any, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cmu.Lock()
+	s.cancel = cancel
+	s.cmu.Unlock()
+	defer func() {
+		s.cmu.Lock()
+		s.cancel = nil
+		s.cmu.Unlock()
+		cancel()
+	}()
+	sess := s.model.NewSession()
+	var ids []any
+	start := time.Now()
+	lastYield := start
+	for tok, err := range sess.Generate(ctx, prompt, g) {
+		if err != nil {
+			if errors.Is(err, context.Canceled) {
+				break
+			}
+			return nil, fmt.Errorf("generate: %w", err)
+		}
+		if tok.ID >= 0 {
+			ids = append(ids, tok.ID)
+		}
+		if onToken.Type() == js.TypeFunction {
+			onToken.Invoke(tok.ID, tok.Piece)
+		}
+		// Let the page paint and see a stop click about once a frame: the
+		// event loop runs only while every goroutine waits, and a
+		// setTimeout per token would cap the CPU backend near 250 tok/s
+		// (browsers clamp nested timeouts to 4 ms).
+		if time.Since(lastYield) >= yieldEvery {
+			yieldToLoop()
+			lastYield = time.Now()
+		}
+	}
+	m := sess.Metrics()
+	return map[string]any{
+		"ids":              ids,
+		"stopReason":       string(m.StopReason),
+		"promptTokens":     m.PromptTokens,
+		"ttftMs":           float64(m.TimeToFirstToken) / float64(time.Millisecond),
+		"prefillTokPerSec": m.PrefillTokensPerSec,
+		"decodeTokPerSec":  m.DecodeTokensPerSec,
+		"wallMs":           float64(time.Since(start)) / float64(time.Millisecond),
+	}, nil
+}

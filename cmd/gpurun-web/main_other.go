@@ -1,0 +1,13 @@
+//go:build !js
+
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+func main() {
+	fmt.Fprintln(os.Stderr, "gpurun-web runs in the browser: build it with GOOS=js GOARCH=wasm go build -o gpurun.wasm ./cmd/gpurun-web and serve it with its page (see package cmd/gpurun-web/page)")
+	os.Exit(2)
+}

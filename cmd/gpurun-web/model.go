@@ -1,0 +1,129 @@
+// Command gpurun-web is gpurun in the browser: built with GOOS=js
+// GOARCH=wasm it runs models on the page's WebGPU adapter (navigator.gpu)
+// through gpu/webgpu, or on the pure-Go CPU backend when the page has no
+// WebGPU, and exposes a small JavaScript API on globalThis.gpurun:
+//
+//	await gpurun.load(blob, {tokenizer: blob2, backend: "auto", onProgress: (done, total) => {}})
+//	    -> {backend, device, vocab, maxCache}
+//	await gpurun.generate(prompt, {maxTokens, temperature, topK, topP, seed, promptIds},
+//	    (id, piece) => {}) -> {ids, stopReason, ttftMs, decodeTokPerSec, prefillTokPerSec}
+//	await gpurun.chat([{role: "user", content: "Hi"}], {maxTokens, ...}, (id, piece) => {}) -> as generate
+//	gpurun.stop()
+//
+// blob is a File (picked by the user) or any Blob (a model the server
+// offers, fetched); it is a model file or .task bundle, a GGUF file, or a
+// llama2.c .bin with its tokenizer. chat renders the whole conversation
+// with the model's chat template (or gpurun chat's plain format) as the
+// desktop does and generates the reply, stopping at the end of the turn.
+// Every call returns a Promise and runs
+// in a goroutine of its own: gpurun waits for the GPU (buffer maps) by
+// awaiting promises, which would deadlock on the event loop's goroutine.
+//
+// Package page serves the page (index.html), wasm_exec.js and the built
+// wasm; see its doc for the build command.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/pipeline"
+	"github.com/gpurun/gpurun/pipeline/chat"
+	"github.com/gpurun/gpurun/tensors/checkpoint"
+	"github.com/gpurun/gpurun/tensors/convert"
+	"github.com/gpurun/gpurun/tensors/gguf"
+	"github.com/gpurun/gpurun/tensors/modelfile"
+)
+
+// MaxModelBytes is the largest model file the page loads: wasm32 addresses
+// at most 4 GiB, and the first version copies the whole file into that
+// memory (once) and needs room for the KV cache, activations and Go's heap
+// besides.
+const MaxModelBytes = 3 << 30
+
+// ErrTooLarge: a model file over MaxModelBytes.
+var ErrTooLarge = errors.New("model too large for the browser")
+
+// checkSize refuses a file that cannot fit before anything is read.
+func checkSize(size int64) error {
+	if size > MaxModelBytes {
+		return fmt.Errorf("%w: the file is %.2f GiB; a wasm32 page addresses at most 4 GiB and gpurun-web holds the whole file in it, so files over %.0f GiB cannot load (use the native gpurun)",
+			ErrTooLarge, float64(size)/(1<<30), float64(MaxModelBytes)/(1<<30))
+	}
+	return nil
+}
+
+// isModelFile reports a gpurun model flatbuffer or .task bundle.
+func isModelFile(data []byte) bool {
+	return len(data) >= 8 && (string(data[:4]) == "PK\x03\x04" || string(data[4:8]) == "TFL3")
+}
+
+// loadModel prepares the model in data (a model file, a .task, a GGUF or a
+// llama2.c checkpoint with tokenizer) on b. The weights alias data on the
+// CPU backend and are uploaded from it on a GPU backend. It returns the
+// model's chat template too (Jinja source, "" for none), as gpurun.Open
+// finds it: a model file's gpurun.chat_template, a GGUF's
+// tokenizer.chat_template.
+func loadModel(ctx context.Context, data, tokenizer []byte, b gpu.Backend, maxCache int) (*pipeline.Model, string, error) {
+	opts := pipeline.Options{Backend: b, MaxCache: maxCache}
+	if isModelFile(data) {
+		f, err := modelfile.Parse(data)
+		if err != nil {
+			return nil, "", err
+		}
+		var template string
+		if t, ok := f.Metadata(convert.MetaChatTemplate); ok {
+			template = string(t)
+		}
+		m, err := pipeline.FromModelFile(ctx, f, opts)
+		if err != nil {
+			f.Close()
+			return nil, "", err
+		}
+		return m, template, nil
+	}
+	var template string
+	if len(data) >= 4 && string(data[:4]) == gguf.Magic {
+		if f, err := gguf.Parse(data); err == nil {
+			if v, ok := f.Get("tokenizer.chat_template"); ok {
+				template, _ = v.Str()
+			}
+		}
+	}
+	ck, err := checkpoint.Parse(data, tokenizer)
+	if err != nil {
+		return nil, "", err
+	}
+	m, err := pipeline.FromCheckpoint(ctx, ck, opts)
+	return m, template, err
+}
+
+// chatTemplate parses the model's template, or the plain format for "".
+func chatTemplate(m *pipeline.Model, source string) (*chat.Template, error) {
+	if source == "" {
+		return chat.Plain(), nil
+	}
+	text := func(id int) string {
+		for s, i := range m.ControlTokens() {
+			if i == id {
+				return s
+			}
+		}
+		return ""
+	}
+	return chat.Parse(source, text(m.Config().BOS), text(m.Config().EOS))
+}
+
+// chatPrompt renders a conversation (ending with the user's turn) with the
+// template into the prompt and stops of its reply.
+func chatPrompt(m *pipeline.Model, tpl *chat.Template, msgs []chat.Message, g *pipeline.GenerateOptions) (pipeline.Prompt, error) {
+	p, err := chat.Render(m, tpl, msgs)
+	if err != nil {
+		return pipeline.Prompt{}, err
+	}
+	g.StopTokens = append(g.StopTokens, p.StopTokens...)
+	g.StopStrings = append(g.StopStrings, p.StopStrings...)
+	return pipeline.Prompt{IDs: p.IDs}, nil
+}

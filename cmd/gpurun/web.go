@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/gpurun/gpurun/cmd/gpurun-web/page"
+)
+
+// serveWeb is `gpurun serve --web`: it builds gpurun-web for the browser
+// from the module's source (so run it from the repository, where `go
+// build` finds it) and serves the page on ln, offering model (and its
+// tokenizer) for the page to load; the page can also open any file the user
+// picks. The models run in the browser, not in this process.
+func serveWeb(ctx context.Context, errOut io.Writer, ln net.Listener, model, tokenizer string) error {
+	dir, err := os.MkdirTemp("", "gpurun-web-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	wasm := filepath.Join(dir, "gpurun.wasm")
+	start := time.Now()
+	fmt.Fprintln(errOut, "building the page's wasm (GOOS=js GOARCH=wasm go build ./cmd/gpurun-web)...")
+	if err := page.Build(ctx, "", wasm); err != nil {
+		return fmt.Errorf("--web: %w (run gpurun serve --web inside the gpurun repository)", err)
+	}
+	wasmExec, err := page.WasmExecJS()
+	if err != nil {
+		return fmt.Errorf("--web: %w", err)
+	}
+	models := map[string]string{}
+	if model != "" {
+		fi, err := os.Stat(model)
+		if err != nil {
+			return fmt.Errorf("model %w", err)
+		}
+		if fi.IsDir() {
+			return fmt.Errorf("--web: the page loads one file (a model file, .task, GGUF or llama2.c .bin), not the directory %s", model)
+		}
+		name := filepath.Base(model)
+		models[name] = model
+		if tokenizer != "" {
+			models[name+".tokenizer"] = tokenizer
+		}
+	}
+	srv := &http.Server{Handler: page.Handler(page.Config{Wasm: wasm, WasmExec: wasmExec, Models: models}), ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(errOut, "wasm built in %v; serving the browser page on http://%s/\n", time.Since(start).Round(time.Millisecond), ln.Addr())
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(shut)
+	}()
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	fmt.Fprintln(errOut, "server stopped")
+	return nil
+}

@@ -1,0 +1,39 @@
+package cpu
+
+import (
+	"fmt"
+
+	"github.com/gpurun/gpurun/gpu"
+)
+
+// CopyKV copies positions [0, n) of every layer and head from src to dst
+// (gpu.KVCopier).
+func (b *backend) CopyKV(dst, src gpu.KVCache, n int) error {
+	d, ok1 := dst.(*kvCache)
+	s, ok2 := src.(*kvCache)
+	if !ok1 || !ok2 || d.layers == nil || s.layers == nil {
+		return fmt.Errorf("cpu: copy kv: %w: caches of another backend or released", gpu.ErrStep)
+	}
+	ds, ss := d.spec, s.spec
+	if ds.Layers != ss.Layers || ds.KVHeads != ss.KVHeads || ds.HeadDim != ss.HeadDim || ds.F16 != ss.F16 {
+		return fmt.Errorf("cpu: copy kv: %w: cache %+v into %+v", gpu.ErrStep, ss, ds)
+	}
+	if n < 0 || n > ds.MaxLen || n > ss.MaxLen {
+		return fmt.Errorf("cpu: copy kv: %d positions between caches of %d and %d: %w", n, ss.MaxLen, ds.MaxLen, gpu.ErrCacheFull)
+	}
+	for l := range d.layers {
+		dl, sl := &d.layers[l], &s.layers[l]
+		run := n * sl.hd
+		for h := range ds.KVHeads {
+			di, si := dl.at(h, 0), sl.at(h, 0)
+			if ds.F16 {
+				copy(dl.k16[di:di+run], sl.k16[si:si+run])
+				copy(dl.v16[di:di+run], sl.v16[si:si+run])
+			} else {
+				copy(dl.k[di:di+run], sl.k[si:si+run])
+				copy(dl.v[di:di+run], sl.v[si:si+run])
+			}
+		}
+	}
+	return nil
+}

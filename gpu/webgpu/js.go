@@ -1,0 +1,153 @@
+//go:build js
+
+package webgpu
+
+// The browser side (GOOS=js) of what differs between the binding's
+// wgpu-native and navigator.gpu implementations (native.go is the other).
+// The page's WebGPU has no timestamp queries through the binding, reports
+// its adapter through adapter.info, and maps buffers with a promise that
+// mapRead awaits: the calling goroutine blocks on a channel while the JS
+// event loop runs, so gpurun must never be called from a JS callback's own
+// goroutine (cmd/gpurun-web runs every request in a goroutine of its own).
+
+import (
+	"errors"
+	"fmt"
+	"syscall/js"
+	"unsafe"
+
+	"github.com/cogentcore/webgpu/jsx"
+	"github.com/cogentcore/webgpu/wgpu"
+
+	"github.com/gpurun/gpurun/gpu"
+)
+
+// querySet stands in for the timestamp query set the browser binding lacks;
+// hasTimestamps is false, so none is ever made.
+type querySet struct{}
+
+func (*querySet) Release() {}
+
+var errNoTimestamps = fmt.Errorf("webgpu: timestamps in the browser: %w", gpu.ErrUnsupported)
+
+// usableBackend: the page's one adapter is whatever the browser offers.
+func usableBackend(wgpu.AdapterInfo) bool { return true }
+
+func hasTimestamps(*wgpu.Adapter) bool { return false }
+
+func createTimestamps(*wgpu.Device, uint32) (*querySet, error) { return nil, errNoTimestamps }
+
+func writeTimestamp(*wgpu.CommandEncoder, *querySet, uint32) error { return errNoTimestamps }
+
+func resolveTimestamps(*wgpu.CommandEncoder, *querySet, uint32, *wgpu.Buffer) error {
+	return errNoTimestamps
+}
+
+func endComputePass(p *wgpu.ComputePassEncoder) error {
+	p.End()
+	return nil
+}
+
+func computePipeline(_ string, layout *wgpu.PipelineLayout, stage wgpu.ProgrammableStageDescriptor) *wgpu.ComputePipelineDescriptor {
+	return &wgpu.ComputePipelineDescriptor{Layout: layout, Compute: stage}
+}
+
+// jsValue is the GPUAdapter behind the binding's Adapter, whose only field
+// is that js.Value (v0.23.0's adapter_js.go).
+func jsValue(a *wgpu.Adapter) js.Value { return *(*js.Value)(unsafe.Pointer(a)) }
+
+func adapterFeatures(a *wgpu.Adapter) []string {
+	var out []string
+	jsValue(a).Get("features").Call("forEach", js.FuncOf(func(_ js.Value, args []js.Value) any {
+		out = append(out, args[0].String())
+		return nil
+	}))
+	return out
+}
+
+// adapterInfo fills the binding's AdapterInfo (left empty by its browser
+// side) from GPUAdapter.info: vendor and architecture name the adapter
+// ("google swiftshader" on Chromium's software adapter).
+func adapterInfo(a *wgpu.Adapter) wgpu.AdapterInfo {
+	info := jsValue(a).Get("info")
+	if !info.Truthy() {
+		return wgpu.AdapterInfo{Name: "browser WebGPU adapter"}
+	}
+	str := func(k string) string {
+		if v := info.Get(k); v.Type() == js.TypeString {
+			return v.String()
+		}
+		return ""
+	}
+	name := str("vendor")
+	if arch := str("architecture"); arch != "" {
+		name += " " + arch
+	}
+	if d := str("device"); d != "" {
+		name += " " + d
+	}
+	if name == "" {
+		name = "browser WebGPU adapter"
+	}
+	ai := wgpu.AdapterInfo{Name: name, VendorName: str("vendor"), DriverDescription: str("description")}
+	if jsValue(a).Get("isFallbackAdapter").Truthy() || str("architecture") == "swiftshader" {
+		ai.AdapterType = wgpu.AdapterTypeCPU
+	}
+	return ai
+}
+
+// requestDevice asks for the adapter's own limits: the binding's browser
+// side drops RequiredLimits, which would leave the WebGPU defaults (128 MiB
+// storage bindings, 8 storage buffers per stage).
+func requestDevice(a *wgpu.Adapter, desc *wgpu.DeviceDescriptor) (*wgpu.Device, error) {
+	av := jsValue(a)
+	limits := js.Global().Get("Object").New()
+	al := av.Get("limits")
+	for _, k := range []string{
+		"maxBufferSize", "maxStorageBufferBindingSize", "maxStorageBuffersPerShaderStage",
+		"maxUniformBuffersPerShaderStage", "maxComputeWorkgroupStorageSize",
+		"maxComputeInvocationsPerWorkgroup", "maxComputeWorkgroupSizeX", "maxComputeWorkgroupSizeY",
+		"maxComputeWorkgroupSizeZ", "maxComputeWorkgroupsPerDimension", "maxBindGroups",
+		"maxUniformBufferBindingSize",
+	} {
+		if v := al.Get(k); v.Type() == js.TypeNumber {
+			limits.Set(k, v)
+		}
+	}
+	d := js.Global().Get("Object").New()
+	d.Set("label", desc.Label)
+	d.Set("requiredLimits", limits)
+	dev, ok := jsx.Await(av.Call("requestDevice", d))
+	if !ok || !dev.Truthy() {
+		return nil, fmt.Errorf("webgpu: the browser refused a device: %s", dev.Call("toString").String())
+	}
+	wd := wgpu.NewDevice(dev)
+	return &wd, nil
+}
+
+// mapRead copies the first len(dst) bytes of the map-readable buffer b into
+// dst through GPUBuffer.mapAsync, which waits for the work submitted before
+// it. The binding's MapAsync awaits the promise but reports success even on
+// a rejection; a rejected map unmaps nothing and getMappedRange throws, which
+// this turns into an error.
+func mapRead(_ *wgpu.Device, b *wgpu.Buffer, dst []byte) (err error) {
+	if len(dst) == 0 {
+		return nil
+	}
+	bv := *(*js.Value)(unsafe.Pointer(b)) // Buffer's only field (buffer_js.go)
+	_, ok := jsx.Await(bv.Call("mapAsync", 1 /* GPUMapMode.READ */, 0, len(dst)))
+	if !ok {
+		return errors.New("webgpu: buffer map failed (mapAsync rejected)")
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("webgpu: mapped range: %v", r)
+		}
+		bv.Call("unmap")
+	}()
+	ab := bv.Call("getMappedRange", 0, len(dst))
+	if n := js.CopyBytesToGo(dst, js.Global().Get("Uint8Array").New(ab)); n != len(dst) {
+		return fmt.Errorf("webgpu: mapped %d bytes, want %d", n, len(dst))
+	}
+	return nil
+}

@@ -1,0 +1,52 @@
+//go:build !js
+
+package webgpu
+
+import "github.com/cogentcore/webgpu/wgpu"
+
+// The native (wgpu-native) side of what differs between the binding's cgo
+// and browser implementations; js.go is the browser's.
+
+// querySet is the timestamp query set.
+type querySet = wgpu.QuerySet
+
+// usableBackend: gpurun opens wgpu-native's Vulkan adapters only.
+func usableBackend(info wgpu.AdapterInfo) bool {
+	return info.BackendType == wgpu.BackendTypeVulkan
+}
+
+func hasTimestamps(a *wgpu.Adapter) bool {
+	return a.HasFeature(wgpu.FeatureNameTimestampQuery)
+}
+
+func createTimestamps(dev *wgpu.Device, n uint32) (*querySet, error) {
+	return dev.CreateQuerySet(&wgpu.QuerySetDescriptor{Type: wgpu.QueryTypeTimestamp, Count: n})
+}
+
+func writeTimestamp(enc *wgpu.CommandEncoder, qs *querySet, slot uint32) error {
+	return enc.WriteTimestamp(qs, slot)
+}
+
+func resolveTimestamps(enc *wgpu.CommandEncoder, qs *querySet, n uint32, dst *wgpu.Buffer) error {
+	return enc.ResolveQuerySet(qs, 0, n, dst, 0)
+}
+
+func endComputePass(p *wgpu.ComputePassEncoder) error { return p.End() }
+
+func computePipeline(name string, layout *wgpu.PipelineLayout, stage wgpu.ProgrammableStageDescriptor) *wgpu.ComputePipelineDescriptor {
+	return &wgpu.ComputePipelineDescriptor{Label: name, Layout: layout, Compute: stage}
+}
+
+func adapterFeatures(a *wgpu.Adapter) []string {
+	var out []string
+	for _, f := range a.EnumerateFeatures() {
+		out = append(out, f.String())
+	}
+	return out
+}
+
+func requestDevice(a *wgpu.Adapter, desc *wgpu.DeviceDescriptor) (*wgpu.Device, error) {
+	return a.RequestDevice(desc)
+}
+
+func adapterInfo(a *wgpu.Adapter) wgpu.AdapterInfo { return a.GetInfo() }

@@ -1,0 +1,103 @@
+package pipeline
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/gpurun/gpurun/pipeline/constrain"
+)
+
+// Constrained generation (GenerateOptions.Grammar): before each draw the
+// logits of the tokens that cannot continue the document (package
+// constrain: the grammar's matcher walks each token's bytes; masks are
+// cached per matcher state) are set to -Inf, so the sampler, at any
+// temperature, top-k or top-p, picks among those that can; end tokens are
+// allowed only where the document may end, and generation stops when it
+// is complete. The logits are masked on the host: a constrained
+// generation samples there on every backend (the device's argmax and
+// sampling programs take no mask).
+
+// tokenVocabulary is each token's bytes as it continues a text (see
+// constrain.Vocabulary), computed once per model.
+func (m *Model) tokenVocabulary() [][]byte {
+	m.vocabOnce.Do(func() {
+		toks := make([][]byte, m.cfg.VocabSize)
+		if m.tok == nil {
+			m.vocab = toks
+			return
+		}
+		// After an anchor token that yields text, a token's text is what it
+		// adds to a document already started (SentencePiece's dummy
+		// prefix space is kept, as in generation, whose decoder is primed
+		// with the prompt).
+		anchor := -1
+		if ids := m.tok.Encode("a"); len(ids) > 0 {
+			anchor = ids[len(ids)-1]
+		}
+		for id := range toks {
+			d := m.tok.newDecoder()
+			if anchor >= 0 {
+				d.Add(anchor)
+				d.Flush()
+			}
+			if s := d.Add(id) + d.Flush(); s != "" {
+				toks[id] = []byte(s)
+			}
+		}
+		m.vocab = toks
+	})
+	return m.vocab
+}
+
+// masker returns the cached masker of g with the given end tokens.
+func (m *Model) masker(g *constrain.Grammar, ends []int) *constrain.Masker {
+	m.maskMu.Lock()
+	defer m.maskMu.Unlock()
+	key := maskerKey{g: g, ends: fmt.Sprint(ends)}
+	if k, ok := m.maskers[key]; ok {
+		return k
+	}
+	if m.maskers == nil || len(m.maskers) >= 64 {
+		m.maskers = map[maskerKey]*constrain.Masker{}
+	}
+	k := constrain.NewMasker(g, &constrain.Vocabulary{Tokens: m.tokenVocabulary(), Ends: ends})
+	m.maskers[key] = k
+	return k
+}
+
+type maskerKey struct {
+	g    *constrain.Grammar
+	ends string
+}
+
+// constraint is one generation's grammar state.
+type constraint struct {
+	masker *constrain.Masker
+	match  *constrain.Matcher
+	vocab  [][]byte
+}
+
+// mask sets the logits of the tokens the document cannot take next to
+// -Inf; it fails when none can (a vocabulary lacking the bytes needed).
+func (c *constraint) mask(logits []float32) error {
+	k := c.masker.Mask(c.match)
+	if k.Count() == 0 {
+		return fmt.Errorf("%w: no token of the vocabulary continues the constrained output", ErrOptions)
+	}
+	inf := float32(math.Inf(-1))
+	for id := range logits {
+		if !k.Allowed(id) {
+			logits[id] = inf
+		}
+	}
+	return nil
+}
+
+// accept advances the document by the bytes of id (an allowed token that
+// is not an end token) and reports whether it is complete.
+func (c *constraint) accept(id int) (bool, error) {
+	if id < 0 || id >= len(c.vocab) || !c.match.FeedBytes(c.vocab[id]) {
+		return false, fmt.Errorf("pipeline: constrained output: token %d does not continue the document", id)
+	}
+	return c.match.Done(), nil
+}
