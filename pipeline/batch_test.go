@@ -41,7 +41,7 @@ func batchedDecode(t *testing.T, backend string) {
 	// sliding-window layers (window 8) get rings on the CPU backend (the
 	// GPU ones fall back to full caches).
 	for _, name := range []string{"llama", "gemma", "gemma2", "phi2", "phi2_fusedqkv", "falcon", "stablelm", "llama-q8_0",
-		"gemma2/ring", "arch2/gemma3/ring", "arch2/qwen3"} {
+		"gemma2/ring", "arch2/gemma3/ring", "arch2/qwen3", "arch2/qwen3moe"} {
 		if strings.Contains(name, "/") && backend != "cpu" {
 			// Rings are the CPU backend's; the GPU backends' batched and
 			// single-sequence logits are not bit for bit equal (main's
