@@ -63,6 +63,8 @@ type Device struct {
 	forceCopy bool // tests: exercise the staging path on unified memory
 
 	mem memcount.Counter // bytes of device memory allocated
+
+	pcache *pipelineCache // set by init
 }
 
 var (
@@ -158,6 +160,9 @@ func (d *Device) init() error {
 		d.bufferType, d.stagingType = t, s
 	}
 	d.info.UnifiedMemory = d.mapped
+	if err := d.openPipelineCache(); err != nil {
+		return err
+	}
 
 	poolInfo := vk.CommandPoolCreateInfo{
 		SType:            vk.StructureTypeCommandPoolCreateInfo,
@@ -481,6 +486,7 @@ func (d *Device) Close() error {
 	}
 	d.closed = true
 	d.mu.Unlock()
+	d.savePipelineCache()
 	d.destroy()
 	return err
 }
@@ -511,6 +517,9 @@ func (d *Device) destroy() {
 	}
 	if d.xferPool != vk.NullCommandPool {
 		vk.DestroyCommandPool(d.dev, d.xferPool, nil)
+	}
+	if d.pcache != nil && d.pcache.handle != vk.NullPipelineCache {
+		vk.DestroyPipelineCache(d.dev, d.pcache.handle, nil)
 	}
 	vk.DestroyDevice(d.dev, nil)
 }

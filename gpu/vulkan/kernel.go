@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	vk "github.com/vulkan-go/vulkan"
 
@@ -121,11 +122,13 @@ func (d *Device) NewKernel(spec gpu.KernelSpec) (gpu.Kernel, error) {
 		BasePipelineIndex: -1,
 	}}
 	pipes := make([]vk.Pipeline, 1)
+	start := time.Now()
 	if err := check("vkCreateComputePipelines", noGC(func() vk.Result {
-		return vk.CreateComputePipelines(d.dev, vk.NullPipelineCache, 1, pipeInfo, nil, pipes)
+		return vk.CreateComputePipelines(d.dev, d.pcache.handle, 1, pipeInfo, nil, pipes)
 	})); err != nil {
 		return fail(err)
 	}
+	d.pcache.created(time.Since(start))
 	k.pipeline = pipes[0]
 	d.kernels[k] = struct{}{}
 	return k, nil
