@@ -80,7 +80,8 @@ func (d *Device) MemoryUse() gpu.MemoryUse { return d.mem.Use() }
 // ResetPeakMemory makes the peak the current allocation.
 func (d *Device) ResetPeakMemory() { d.mem.ResetPeak() }
 
-// Open opens the best Vulkan device (discrete, then integrated, virtual,
+// Open opens the device gpu.DeviceEnv (GPURUN_DEVICE) names where it is
+// set, else the best Vulkan device (discrete, then integrated, virtual,
 // CPU). Without a loader, driver or device the error wraps gpu.ErrNoDevice.
 func Open(ctx context.Context) (gpu.Device, error) {
 	d, err := OpenDevice(ctx, -1)
@@ -91,7 +92,7 @@ func Open(ctx context.Context) (gpu.Device, error) {
 }
 
 // OpenDevice opens the physical device at index (as listed by Devices), or
-// the best one when index < 0.
+// Open's choice when index < 0.
 func OpenDevice(ctx context.Context, index int) (*Device, error) {
 	return openDevice(ctx, index, false)
 }
