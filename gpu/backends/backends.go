@@ -215,3 +215,18 @@ func (o *owned) ResetPeakMemory() {
 func (o *owned) Close() error {
 	return errors.Join(o.Backend.Close(), o.dev.Close())
 }
+
+// PipelineCacheStats reports the pipeline cache of b's device where it
+// keeps one (a Vulkan device: see vulkan.PipelineCacheStats); false
+// otherwise (the CPU backend, WebGPU, which has none).
+func PipelineCacheStats(b gpu.Backend) (vulkan.PipelineCacheStats, bool) {
+	o, ok := b.(*owned)
+	if !ok {
+		return vulkan.PipelineCacheStats{}, false
+	}
+	d, ok := o.dev.(*vulkan.Device)
+	if !ok {
+		return vulkan.PipelineCacheStats{}, false
+	}
+	return d.PipelineCacheStats(), true
+}
