@@ -84,6 +84,7 @@ type pipelineCache struct {
 	handle vk.PipelineCache
 	path   string
 	loaded [sha256.Size]byte // checksum of the data loaded, to skip unchanged saves
+	bad    bool              // the file failed its checks: replace or remove it
 
 	mu    sync.Mutex
 	stats PipelineCacheStats
@@ -225,7 +226,7 @@ func (d *Device) openPipelineCache() error {
 		default:
 			if initial, err = checkCacheFile(b, props); err != nil {
 				pc.warn("ignoring pipeline cache %s: %v", pc.path, err)
-				initial = nil
+				initial, pc.bad = nil, true
 			} else if vkHeaderOnly(initial) {
 				initial = nil // holds no pipelines: nothing to warm
 			}
@@ -246,7 +247,7 @@ func (d *Device) openPipelineCache() error {
 		}
 		// A driver may refuse data it cannot use: start empty instead.
 		pc.warn("ignoring pipeline cache %s: %v", pc.path, err)
-		initial = nil
+		initial, pc.bad = nil, true
 		info.InitialDataSize, info.PInitialData = 0, nil
 		if err := check("vkCreatePipelineCache", vk.CreatePipelineCache(d.dev, &info, nil, &h)); err != nil {
 			return err
@@ -301,7 +302,8 @@ func (pc *pipelineCache) created(dt time.Duration) {
 
 // save writes the cache's data to its file (under a temporary name, then
 // renamed, so readers see the old file or the new one, never a part) when
-// pipelines were created since it was loaded and the data changed.
+// pipelines were created since it was loaded and the data changed. A file
+// that failed its checks is removed first, so that it warns once.
 func (d *Device) savePipelineCache() {
 	pc := d.pcache
 	if pc == nil {
@@ -309,6 +311,11 @@ func (d *Device) savePipelineCache() {
 	}
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
+	if pc.bad {
+		if err := os.Remove(pc.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			pc.warn("removing pipeline cache %s: %v", pc.path, err)
+		}
+	}
 	if pc.path == "" || pc.stats.Pipelines == 0 {
 		return
 	}
