@@ -110,8 +110,11 @@ func (d *Device) NewKernel(spec gpu.KernelSpec) (gpu.Kernel, error) {
 	}
 	k.layout = layout
 
+	fb := d.newFeedback()
+	defer fb.free()
 	pipeInfo := []vk.ComputePipelineCreateInfo{{
 		SType: vk.StructureTypeComputePipelineCreateInfo,
+		PNext: fb.next(),
 		Stage: vk.PipelineShaderStageCreateInfo{
 			SType:  vk.StructureTypePipelineShaderStageCreateInfo,
 			Stage:  vk.ShaderStageComputeBit,
@@ -128,7 +131,7 @@ func (d *Device) NewKernel(spec gpu.KernelSpec) (gpu.Kernel, error) {
 	})); err != nil {
 		return fail(err)
 	}
-	d.pcache.created(time.Since(start))
+	d.pcache.created(time.Since(start), fb)
 	k.pipeline = pipes[0]
 	d.kernels[k] = struct{}{}
 	return k, nil

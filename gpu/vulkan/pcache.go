@@ -2,6 +2,7 @@ package vulkan
 
 /*
 #include <stdlib.h>
+#include "vkext.h"
 */
 import "C"
 
@@ -67,6 +68,13 @@ type PipelineCacheStats struct {
 	// created while the cache held loaded data (each a potential hit: the
 	// driver may skip compiling it).
 	Pipelines, WarmPipelines int
+	// Feedback: the driver reports pipeline creation feedback (Vulkan
+	// 1.3), and Hits counts the pipelines it reported as found in the
+	// application's pipeline cache (0 without feedback): loaded from the
+	// file, or created earlier in this process from the same shader
+	// (SwiftShader reports those too).
+	Feedback bool
+	Hits     int
 	// CompileTime is the time spent in vkCreateComputePipelines.
 	CompileTime time.Duration
 	// SavedBytes is the size of the Vulkan data last written to the file.
@@ -289,8 +297,8 @@ func (pc *pipelineCache) warn(format string, args ...any) {
 	fmt.Fprintln(os.Stderr, "gpurun: vulkan: "+msg)
 }
 
-// created records a pipeline creation that took dt.
-func (pc *pipelineCache) created(dt time.Duration) {
+// created records a pipeline creation that took dt, with its feedback.
+func (pc *pipelineCache) created(dt time.Duration, fb feedback) {
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
 	pc.stats.Pipelines++
@@ -298,6 +306,42 @@ func (pc *pipelineCache) created(dt time.Duration) {
 		pc.stats.WarmPipelines++
 	}
 	pc.stats.CompileTime += dt
+	if fb.c != nil {
+		flags := uint32(C.gr_feedback_flags(fb.c))
+		if flags&C.gr_creation_feedback_valid != 0 {
+			pc.stats.Feedback = true
+			if flags&C.gr_creation_feedback_cache_hit != 0 {
+				pc.stats.Hits++
+			}
+		}
+	}
+}
+
+// feedback is a pipeline's creation feedback in C memory (nil c: none
+// asked for, on devices before Vulkan 1.3).
+type feedback struct{ c *C.gr_feedback }
+
+// newFeedback allocates the feedback of one pipeline creation where the
+// device has Vulkan 1.3; free it with free.
+func (d *Device) newFeedback() feedback {
+	if d.phys.api < vk.MakeVersion(1, 3, 0) {
+		return feedback{}
+	}
+	return feedback{C.gr_feedback_new()}
+}
+
+// next is the pNext link of a VkComputePipelineCreateInfo (nil for none).
+func (f feedback) next() unsafe.Pointer {
+	if f.c == nil {
+		return nil
+	}
+	return C.gr_feedback_info(f.c)
+}
+
+func (f feedback) free() {
+	if f.c != nil {
+		C.free(unsafe.Pointer(f.c))
+	}
 }
 
 // save writes the cache's data to its file (under a temporary name, then

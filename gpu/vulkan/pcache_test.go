@@ -199,7 +199,8 @@ func TestPipelineCacheAcrossProcesses(t *testing.T) {
 		if len(files) != 0 || cold.SavedBytes != 0 || warm.LoadedBytes != 0 || warm.WarmPipelines != 0 {
 			t.Fatalf("driver keeps no pipelines, yet files %v, cold %+v, warm %+v", files, cold, warm)
 		}
-		t.Logf("this driver's pipeline cache data holds no pipelines: nothing saved (compile %v, then %v)", cold.CompileTime, warm.CompileTime)
+		t.Logf("this driver's pipeline cache data holds no pipelines: nothing saved (compile %v, then %v; creation feedback %v, %d and %d in-process hits)",
+			cold.CompileTime, warm.CompileTime, warm.Feedback, cold.Hits, warm.Hits)
 		return
 	}
 	if cold.SavedBytes <= vkHeaderSize || len(files) != 1 || files[0] != cold.Path {
@@ -208,7 +209,10 @@ func TestPipelineCacheAcrossProcesses(t *testing.T) {
 	if warm.LoadedBytes != cold.SavedBytes || warm.WarmPipelines != cacheKernels || warm.Warning != "" {
 		t.Fatalf("second process: %+v, want %d bytes loaded and %d warm pipelines", warm, cold.SavedBytes, cacheKernels)
 	}
-	t.Logf("compile time of %d pipelines: cold %v, warm %v (%d bytes of cache)", cacheKernels, cold.CompileTime, warm.CompileTime, warm.LoadedBytes)
+	t.Logf("compile time of %d pipelines: cold %v, warm %v (%d bytes of cache; creation feedback %v, %d hits)", cacheKernels, cold.CompileTime, warm.CompileTime, warm.LoadedBytes, warm.Feedback, warm.Hits)
+	if warm.Feedback && warm.Hits != cacheKernels {
+		t.Errorf("the driver reports %d of %d pipelines found in the loaded cache", warm.Hits, cacheKernels)
+	}
 	if warm.CompileTime >= cold.CompileTime {
 		t.Errorf("warm compile %v not faster than cold %v", warm.CompileTime, cold.CompileTime)
 	}
