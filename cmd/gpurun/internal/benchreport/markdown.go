@@ -112,7 +112,9 @@ func (r *Report) LoadRows() [][]string {
 		cold, cache, hits := "-", "-", "-"
 		if res.LoadColdSeconds > 0 {
 			cold = num(res.LoadColdSeconds)
-			cache, hits = "0.00", "0"
+			if res.Backend == "vulkan" { // the backend with a pipeline cache
+				cache, hits = "0.00", "0"
+			}
 		}
 		if res.PipelineCacheBytes > 0 {
 			cache = num(float64(res.PipelineCacheBytes) / 1024)
