@@ -3,7 +3,19 @@ package gpu
 import (
 	"context"
 	"fmt"
+	"os"
 )
+
+// DeviceEnv names the environment variable that changes the default
+// device choice of vulkan.Open and webgpu.Open (and so of every GPU test
+// and of backends.Open without a selection): a device index as `gpurun
+// devices` lists it, or a case-insensitive part of the device's name
+// ("llvmpipe", "nvidia"). A value no device matches is an error wrapping
+// ErrNoDevice, not a silent fallback. scripts/gpu-check sets it.
+const DeviceEnv = "GPURUN_DEVICE"
+
+// DefaultDevice is the selection DeviceEnv holds, "" when unset.
+func DefaultDevice() string { return os.Getenv(DeviceEnv) }
 
 // Device is the small GPU abstraction: storage buffers, compute kernels,
 // recorded command lists, submission and readback. gpu/webgpu and gpu/vulkan

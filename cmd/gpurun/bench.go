@@ -23,6 +23,7 @@ import (
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/gpu/backends"
 	"github.com/gpurun/gpurun/gpu/cpu"
+	"github.com/gpurun/gpurun/gpu/vulkan"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/tensors/model"
 	"github.com/gpurun/gpurun/tensors/modelfile"
@@ -68,6 +69,7 @@ type benchFlags struct {
 	promptLen, genLen, reps int
 	warmup, prefillChunk    int
 	asJSON, profile         bool
+	coldLoad                bool
 	reportDir               string
 	compare                 string
 	from                    string
@@ -150,6 +152,7 @@ is listed as not measured; bench fails only when nothing could be measured.`,
 	f.Var(&intFlag{&bf.prefillChunk, 1, pipeline.MaxCacheLimit, "an integer >= 1"}, "prefill-chunk",
 		"largest prefill chunk (one submission each; default the largest of the prefill programs, 512): long prompts on a slow device in shorter submissions")
 	f.BoolVar(&bf.profile, "profile", false, "after each test's runs, profile its prefill and/or decode step: device time, bytes, FLOPs per kernel (GPU backends with timestamps)")
+	f.BoolVar(&bf.coldLoad, "cold-load", true, "GPU backends: load each configuration first on a fresh device with an empty pipeline cache (load_cold_seconds), then again on another fresh device with the cache that load left, which the tests run on (load_seconds); false: one load on the shared device")
 	f.StringVar(&bf.reportDir, "report", "", "write report.json, report.md and report.html to this directory")
 	f.StringVar(&bf.compare, "compare", "", "an earlier JSON report (bench --json or report.json) to compare with")
 	f.StringVar(&bf.from, "from", "", "measure nothing: render this JSON report (with --compare, --report, --json)")
@@ -327,15 +330,18 @@ func runBench(cmd *cobra.Command, rf *benchModelFlags, bf *benchFlags) error {
 			b.Close()
 		}
 	}()
+	math, err := cpu.ParseMath(rf.cpuMath)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	openBackend := func(name string) (gpu.Backend, error) {
+		return backends.OpenWith(ctx, name, backends.Options{CPU: cpu.Options{Math: math}})
+	}
 	for _, name := range backendNames {
 		if _, ok := opened[name]; ok {
 			continue
 		}
-		math, err := cpu.ParseMath(rf.cpuMath)
-		if err != nil {
-			return fmt.Errorf("bench: %w", err)
-		}
-		b, err := backends.OpenWith(ctx, name, backends.Options{CPU: cpu.Options{Math: math}})
+		b, err := openBackend(name)
 		if err != nil {
 			return fmt.Errorf("bench: backend %s: %w", name, err)
 		}
@@ -387,7 +393,11 @@ func runBench(cmd *cobra.Command, rf *benchModelFlags, bf *benchFlags) error {
 					}
 				}
 				for _, policy := range policies {
-					results := benchConfig(ctx, cmd.ErrOrStderr(), bar, rf, bf, tests, src, ck, ckErr, opened[bname], policy, modelBytes, &processPeak)
+					var fresh func() (gpu.Backend, error)
+					if bf.coldLoad && opened[bname].Info().Backend != "cpu" {
+						fresh = func() (gpu.Backend, error) { return openBackend(bname) }
+					}
+					results := benchConfig(ctx, cmd.ErrOrStderr(), bar, rf, bf, tests, src, ck, ckErr, opened[bname], fresh, policy, modelBytes, &processPeak)
 					rep.Results = append(rep.Results, results...)
 					if bf.reportDir != "" {
 						// An interrupted sweep leaves the report of what it measured.
@@ -502,8 +512,12 @@ func renderBench(cmd *cobra.Command, bf *benchFlags) error {
 
 // benchConfig loads one configuration and runs every test on it. A failure
 // becomes the Error of the configuration's results, so the sweep goes on.
+// With fresh (GPU backends, --cold-load), the configuration is loaded on a
+// backend fresh opens with an empty pipeline cache directory (the cold
+// load), which is closed, then on another with the cache it left (the warm
+// load): the tests run on that one; otherwise on b.
 func benchConfig(ctx context.Context, log io.Writer, bar *progressbar.ProgressBar, rf *benchModelFlags, bf *benchFlags, tests []benchreport.Test,
-	src benchSource, ck *model.Checkpoint, ckErr error, b gpu.Backend, policy string, modelBytes int64, processPeak *int64) []benchreport.Result {
+	src benchSource, ck *model.Checkpoint, ckErr error, b gpu.Backend, fresh func() (gpu.Backend, error), policy string, modelBytes int64, processPeak *int64) []benchreport.Result {
 	info := b.Info()
 	base := benchreport.Result{Model: src.name, Source: "synthetic", Weights: src.weight, Activations: policy,
 		Backend: info.Backend, Device: info.Name, ModelBytes: modelBytes, Runs: []benchreport.Run{}}
@@ -533,38 +547,50 @@ func benchConfig(ctx context.Context, log io.Writer, bar *progressbar.ProgressBa
 	}
 	*processPeak = max(*processPeak, benchreport.PeakRSS())
 	benchreport.ResetPeakRSS()
+	var coldSeconds float64
+	if fresh != nil {
+		dir, err := os.MkdirTemp("", "gpurun-bench-pcache-")
+		if err != nil {
+			return fail(err)
+		}
+		defer os.RemoveAll(dir)
+		// The devices read the variable when they open: both see dir.
+		prev, had := os.LookupEnv(vulkan.PipelineCacheEnv)
+		os.Setenv(vulkan.PipelineCacheEnv, dir)
+		defer func() {
+			if had {
+				os.Setenv(vulkan.PipelineCacheEnv, prev)
+			} else {
+				os.Unsetenv(vulkan.PipelineCacheEnv)
+			}
+		}()
+		bar.Describe(fmt.Sprintf("cold load of %s %s on %s", src.name, src.weight, info.Backend))
+		cold, err := fresh()
+		if err != nil {
+			return fail(err)
+		}
+		gm, secs, err := benchLoad(ctx, rf, bf, src, ck, cold, policy)
+		if err == nil {
+			coldSeconds = secs
+			gm.Close()
+		}
+		if cerr := cold.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fail(err)
+		}
+		if b, err = fresh(); err != nil {
+			return fail(err)
+		}
+		defer b.Close()
+	}
 	devMem, _ := b.(gpu.MemoryReporter)
 	if devMem != nil {
 		devMem.ResetPeakMemory()
 	}
-	opts := []gpurun.Option{gpurun.WithGPUBackend(b), gpurun.WithMaxCache(rf.maxCache), gpurun.WithActivations(policy), gpurun.WithStepsPerSubmit(rf.steps)}
-	if bf.prefillChunk > 0 {
-		var sizes []int
-		for _, s := range pipeline.DefaultPrefillSizes {
-			if s < bf.prefillChunk {
-				sizes = append(sizes, s)
-			}
-		}
-		opts = append(opts, gpurun.WithPrefillSizes(append(sizes, bf.prefillChunk)...))
-	}
-	if rf.noFusion {
-		opts = append(opts, gpurun.WithoutFusion())
-	}
-	if rf.hostSample {
-		opts = append(opts, gpurun.WithHostSampling())
-	}
 	bar.Describe(fmt.Sprintf("loading %s %s on %s", src.name, src.weight, info.Backend))
-	start := time.Now()
-	var gm *gpurun.Model
-	var err error
-	if ck != nil {
-		gm, err = gpurun.OpenCheckpoint(ctx, ck, opts...)
-	} else {
-		if rf.tokenizer != "" {
-			opts = append(opts, gpurun.WithTokenizer(rf.tokenizer))
-		}
-		gm, err = gpurun.Open(ctx, src.file, opts...)
-	}
+	gm, loadSeconds, err := benchLoad(ctx, rf, bf, src, ck, b, policy)
 	if err != nil {
 		return fail(err)
 	}
@@ -577,7 +603,14 @@ func benchConfig(ctx context.Context, log io.Writer, bar *progressbar.ProgressBa
 	base.MaxCache = m.MaxCache()
 	base.DecodeWeightBytes, base.KVBytesPerPosition = m.DecodeBytes()
 	base.KVCacheBytes = m.KVCacheBytes()
-	base.LoadSeconds = time.Since(start).Seconds()
+	base.LoadSeconds = loadSeconds
+	if fresh != nil {
+		base.LoadColdSeconds = coldSeconds
+		if st, ok := backends.PipelineCacheStats(b); ok {
+			base.PipelineCacheBytes = int64(st.LoadedBytes)
+			base.PipelineCacheHits = st.WarmPipelines
+		}
+	}
 	var out []benchreport.Result
 	run := 0 // every run's prompt starts with a different token
 	for _, t := range tests {
@@ -649,6 +682,42 @@ func benchConfig(ctx context.Context, log io.Writer, bar *progressbar.ProgressBa
 	}
 	*processPeak = max(*processPeak, peak)
 	return out
+}
+
+// benchLoad loads src onto b with the model flags and returns it with the
+// seconds the load took.
+func benchLoad(ctx context.Context, rf *benchModelFlags, bf *benchFlags, src benchSource, ck *model.Checkpoint, b gpu.Backend, policy string) (*gpurun.Model, float64, error) {
+	opts := []gpurun.Option{gpurun.WithGPUBackend(b), gpurun.WithMaxCache(rf.maxCache), gpurun.WithActivations(policy), gpurun.WithStepsPerSubmit(rf.steps)}
+	if bf.prefillChunk > 0 {
+		var sizes []int
+		for _, s := range pipeline.DefaultPrefillSizes {
+			if s < bf.prefillChunk {
+				sizes = append(sizes, s)
+			}
+		}
+		opts = append(opts, gpurun.WithPrefillSizes(append(sizes, bf.prefillChunk)...))
+	}
+	if rf.noFusion {
+		opts = append(opts, gpurun.WithoutFusion())
+	}
+	if rf.hostSample {
+		opts = append(opts, gpurun.WithHostSampling())
+	}
+	start := time.Now()
+	var gm *gpurun.Model
+	var err error
+	if ck != nil {
+		gm, err = gpurun.OpenCheckpoint(ctx, ck, opts...)
+	} else {
+		if rf.tokenizer != "" {
+			opts = append(opts, gpurun.WithTokenizer(rf.tokenizer))
+		}
+		gm, err = gpurun.Open(ctx, src.file, opts...)
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	return gm, time.Since(start).Seconds(), nil
 }
 
 // writeReport writes report.json, report.md and report.html into dir.

@@ -231,6 +231,14 @@ func TestBenchBackends(t *testing.T) {
 		if gpuBackend := r.Backend != "cpu"; gpuBackend != (r.DeviceMemoryBytes >= r.ModelBytes/2) || (!gpuBackend && r.DeviceMemoryBytes != 0) {
 			t.Errorf("result %d on %s: device memory %d bytes for a %d-byte model", i, r.Backend, r.DeviceMemoryBytes, r.ModelBytes)
 		}
+		// GPU configurations are loaded cold (empty pipeline cache), then
+		// warm; the CPU backend has no pipelines and loads once.
+		if gpuBackend := r.Backend != "cpu"; gpuBackend != (r.LoadColdSeconds > 0) || r.LoadSeconds <= 0 {
+			t.Errorf("result %d on %s: load %gs, cold load %gs", i, r.Backend, r.LoadSeconds, r.LoadColdSeconds)
+		}
+		if r.Backend != "vulkan" && (r.PipelineCacheBytes != 0 || r.PipelineCacheHits != 0) {
+			t.Errorf("result %d on %s: a pipeline cache (%d bytes, %d hits) on a backend without one", i, r.Backend, r.PipelineCacheBytes, r.PipelineCacheHits)
+		}
 	}
 	reporttest.Check(t, rep, filepath.Join(dir, "report.html"))
 }

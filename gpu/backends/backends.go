@@ -221,3 +221,18 @@ func (o *owned) Close() error {
 func (o *owned) CopyKV(dst, src gpu.KVCache, n int) error {
 	return gpu.CopyKV(o.Backend, dst, src, n)
 }
+
+// PipelineCacheStats reports the pipeline cache of b's device where it
+// keeps one (a Vulkan device: see vulkan.PipelineCacheStats); false
+// otherwise (the CPU backend, WebGPU, which has none).
+func PipelineCacheStats(b gpu.Backend) (vulkan.PipelineCacheStats, bool) {
+	o, ok := b.(*owned)
+	if !ok {
+		return vulkan.PipelineCacheStats{}, false
+	}
+	d, ok := o.dev.(*vulkan.Device)
+	if !ok {
+		return vulkan.PipelineCacheStats{}, false
+	}
+	return d.PipelineCacheStats(), true
+}

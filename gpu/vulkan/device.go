@@ -63,6 +63,8 @@ type Device struct {
 	forceCopy bool // tests: exercise the staging path on unified memory
 
 	mem memcount.Counter // bytes of device memory allocated
+
+	pcache *pipelineCache // set by init
 }
 
 var (
@@ -78,7 +80,8 @@ func (d *Device) MemoryUse() gpu.MemoryUse { return d.mem.Use() }
 // ResetPeakMemory makes the peak the current allocation.
 func (d *Device) ResetPeakMemory() { d.mem.ResetPeak() }
 
-// Open opens the best Vulkan device (discrete, then integrated, virtual,
+// Open opens the device gpu.DeviceEnv (GPURUN_DEVICE) names where it is
+// set, else the best Vulkan device (discrete, then integrated, virtual,
 // CPU). Without a loader, driver or device the error wraps gpu.ErrNoDevice.
 func Open(ctx context.Context) (gpu.Device, error) {
 	d, err := OpenDevice(ctx, -1)
@@ -89,7 +92,7 @@ func Open(ctx context.Context) (gpu.Device, error) {
 }
 
 // OpenDevice opens the physical device at index (as listed by Devices), or
-// the best one when index < 0.
+// Open's choice when index < 0.
 func OpenDevice(ctx context.Context, index int) (*Device, error) {
 	return openDevice(ctx, index, false)
 }
@@ -158,6 +161,9 @@ func (d *Device) init() error {
 		d.bufferType, d.stagingType = t, s
 	}
 	d.info.UnifiedMemory = d.mapped
+	if err := d.openPipelineCache(); err != nil {
+		return err
+	}
 
 	poolInfo := vk.CommandPoolCreateInfo{
 		SType:            vk.StructureTypeCommandPoolCreateInfo,
@@ -481,6 +487,7 @@ func (d *Device) Close() error {
 	}
 	d.closed = true
 	d.mu.Unlock()
+	d.savePipelineCache()
 	d.destroy()
 	return err
 }
@@ -511,6 +518,9 @@ func (d *Device) destroy() {
 	}
 	if d.xferPool != vk.NullCommandPool {
 		vk.DestroyCommandPool(d.dev, d.xferPool, nil)
+	}
+	if d.pcache != nil && d.pcache.handle != vk.NullPipelineCache {
+		vk.DestroyPipelineCache(d.dev, d.pcache.handle, nil)
 	}
 	vk.DestroyDevice(d.dev, nil)
 }

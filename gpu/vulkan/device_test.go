@@ -3,6 +3,7 @@ package vulkan
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -98,5 +99,30 @@ func TestOpenByIndex(t *testing.T) {
 	cancel()
 	if _, err := Open(ctx); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled context: got %v", err)
+	}
+}
+
+// TestDeviceEnv: GPURUN_DEVICE picks Open's device by a part of its name
+// or its index, and a name no device has is an error, not a fallback.
+func TestDeviceEnv(t *testing.T) {
+	devs, err := Devices()
+	gputest.NoDevice(t, "vulkan", err)
+	last := devs[len(devs)-1]
+	for _, sel := range []string{strings.ToUpper(last.Name), strconv.Itoa(last.Index)} {
+		t.Setenv(gpu.DeviceEnv, sel)
+		d, err := OpenDevice(context.Background(), -1)
+		if err != nil {
+			t.Fatalf("%s=%s: %v", gpu.DeviceEnv, sel, err)
+		}
+		if got := d.Info().Name; got != last.Name {
+			t.Errorf("%s=%s opened %q, want %q", gpu.DeviceEnv, sel, got, last.Name)
+		}
+		d.Close()
+	}
+	for _, sel := range []string{"no such device anywhere", "99"} {
+		t.Setenv(gpu.DeviceEnv, sel)
+		if _, err := OpenDevice(context.Background(), -1); !errors.Is(err, gpu.ErrNoDevice) || !strings.Contains(err.Error(), gpu.DeviceEnv) {
+			t.Errorf("%s=%q: err = %v, want ErrNoDevice naming the variable", gpu.DeviceEnv, sel, err)
+		}
 	}
 }

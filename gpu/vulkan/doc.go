@@ -19,4 +19,17 @@
 // host-visible staging buffer with transfer copies. Copies have no size or
 // alignment restriction in either mode; kernels that address u32 words see
 // buffers rounded up to a multiple of 4 bytes (the tail is zero).
+//
+// Pipeline cache: compute pipelines are created through a VkPipelineCache
+// seeded from a file in os.UserCacheDir()/gpurun/vulkan (the directory
+// GPURUN_PIPELINE_CACHE names instead; "off" keeps nothing on disk), one
+// file per device, driver (vendor and device id, pipelineCacheUUID, driver
+// version) and gpurun revision. Close writes the driver's cache data back
+// when pipelines were created, under a temporary name renamed into place,
+// so concurrent processes never read a partial file. A file that fails its
+// checks (our magic, length and SHA-256, then the Vulkan header's length,
+// version, vendor, device and UUID) is ignored with a warning on stderr
+// and replaced. Drivers that keep nothing in a pipeline cache (Mesa 22's
+// lavapipe, SwiftShader return only the header) get no file.
+// Device.PipelineCacheStats counts what was loaded and created warm.
 package vulkan

@@ -8,6 +8,8 @@ import "C"
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -235,6 +237,13 @@ func Devices() ([]DeviceInfo, error) {
 // pick returns the physical device Open uses: index >= 0 selects by index,
 // otherwise the best by type (discrete, integrated, virtual, CPU).
 func pick(phys []*physical, index int) (*physical, error) {
+	if sel := gpu.DefaultDevice(); index < 0 && sel != "" {
+		i, err := selectPhysical(phys, sel)
+		if err != nil {
+			return nil, err
+		}
+		index = i
+	}
 	if index >= 0 {
 		if index >= len(phys) {
 			return nil, fmt.Errorf("vulkan: device index %d out of range (%d devices): %w", index, len(phys), ErrInvalid)
@@ -258,4 +267,25 @@ func pick(phys []*physical, index int) (*physical, error) {
 		return nil, fmt.Errorf("vulkan: no device with a compute queue: %w", gpu.ErrNoDevice)
 	}
 	return best, nil
+}
+
+// selectPhysical resolves a gpu.DeviceEnv selection: an index, or a
+// case-insensitive part of a device's name (the first that has it).
+func selectPhysical(phys []*physical, sel string) (int, error) {
+	var names []string
+	for i, p := range phys {
+		names = append(names, fmt.Sprintf("%d: %s", i, p.info.Name))
+	}
+	if i, err := strconv.Atoi(sel); err == nil {
+		if i < 0 || i >= len(phys) {
+			return 0, fmt.Errorf("vulkan: %s=%s: no device %d among %s: %w", gpu.DeviceEnv, sel, i, strings.Join(names, ", "), gpu.ErrNoDevice)
+		}
+		return i, nil
+	}
+	for i, p := range phys {
+		if strings.Contains(strings.ToLower(p.info.Name), strings.ToLower(sel)) {
+			return i, nil
+		}
+	}
+	return 0, fmt.Errorf("vulkan: %s=%s: no device of that name among %s: %w", gpu.DeviceEnv, sel, strings.Join(names, ", "), gpu.ErrNoDevice)
 }

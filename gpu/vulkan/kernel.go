@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	vk "github.com/vulkan-go/vulkan"
 
@@ -109,8 +110,11 @@ func (d *Device) NewKernel(spec gpu.KernelSpec) (gpu.Kernel, error) {
 	}
 	k.layout = layout
 
+	fb := d.newFeedback()
+	defer fb.free()
 	pipeInfo := []vk.ComputePipelineCreateInfo{{
 		SType: vk.StructureTypeComputePipelineCreateInfo,
+		PNext: fb.next(),
 		Stage: vk.PipelineShaderStageCreateInfo{
 			SType:  vk.StructureTypePipelineShaderStageCreateInfo,
 			Stage:  vk.ShaderStageComputeBit,
@@ -121,11 +125,13 @@ func (d *Device) NewKernel(spec gpu.KernelSpec) (gpu.Kernel, error) {
 		BasePipelineIndex: -1,
 	}}
 	pipes := make([]vk.Pipeline, 1)
+	start := time.Now()
 	if err := check("vkCreateComputePipelines", noGC(func() vk.Result {
-		return vk.CreateComputePipelines(d.dev, vk.NullPipelineCache, 1, pipeInfo, nil, pipes)
+		return vk.CreateComputePipelines(d.dev, d.pcache.handle, 1, pipeInfo, nil, pipes)
 	})); err != nil {
 		return fail(err)
 	}
+	d.pcache.created(time.Since(start), fb)
 	k.pipeline = pipes[0]
 	d.kernels[k] = struct{}{}
 	return k, nil

@@ -27,6 +27,7 @@ func TestValidationClean(t *testing.T) {
 	if os.Getenv(validationChildEnv) != "" {
 		t.Skip("inside the validation run")
 	}
+	gputest.SkipReruns(t)
 	if testing.Short() {
 		t.Skip("reruns the package under the validation layer")
 	}

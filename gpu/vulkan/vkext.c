@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "vkext.h"
@@ -172,3 +173,25 @@ int32_t gr_create_device(gr_instance inst, gr_physical_device phys, uint32_t api
 	}
 	return create(phys, &ci, NULL, out);
 }
+
+struct gr_feedback {
+	gr_creation_feedback_info info;
+	gr_creation_feedback pipeline;
+	gr_creation_feedback stage;
+};
+
+gr_feedback* gr_feedback_new(void) {
+	gr_feedback* f = calloc(1, sizeof *f);
+	if (f == NULL) {
+		return NULL;
+	}
+	f->info.sType = gr_st_creation_feedback_info;
+	f->info.pPipelineCreationFeedback = &f->pipeline;
+	f->info.pipelineStageCreationFeedbackCount = 1;
+	f->info.pPipelineStageCreationFeedbacks = &f->stage;
+	return f;
+}
+
+void* gr_feedback_info(gr_feedback* f) { return &f->info; }
+
+uint32_t gr_feedback_flags(gr_feedback* f) { return f->pipeline.flags; }

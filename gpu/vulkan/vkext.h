@@ -57,4 +57,15 @@ void gr_query(gr_instance inst, gr_physical_device phys, uint32_t api, gr_caps* 
 // It returns the VkResult.
 int32_t gr_create_device(gr_instance inst, gr_physical_device phys, uint32_t api, uint32_t queue_family, gr_device* out);
 
+// gr_feedback is a pipeline's creation feedback (Vulkan 1.3) in C memory,
+// for the pNext of a VkComputePipelineCreateInfo: gr_feedback_new links
+// info to pipeline and stage; free it with free.
+enum { gr_creation_feedback_valid = 1, gr_creation_feedback_cache_hit = 2 };
+typedef struct gr_feedback gr_feedback;
+gr_feedback* gr_feedback_new(void);
+// gr_feedback_info is the chain link (a VkPipelineCreationFeedbackCreateInfo).
+void* gr_feedback_info(gr_feedback* f);
+// gr_feedback_flags is the pipeline's VkPipelineCreationFeedbackFlags.
+uint32_t gr_feedback_flags(gr_feedback* f);
+
 #endif

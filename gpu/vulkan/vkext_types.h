@@ -20,10 +20,12 @@ enum {
 	gr_st_subgroup_props = 1000094000,
 	gr_st_driver_props = 1000196000,
 	gr_st_maintenance3_props = 1000168000,
+	gr_st_creation_feedback_info = 1000192000,
 };
 
 #define GR_API_1_1 ((1u << 22) | (1u << 12))
 #define GR_API_1_2 ((1u << 22) | (2u << 12))
+#define GR_API_1_3 ((1u << 22) | (3u << 12))
 
 // Shapes of the Vulkan structures (see vkext_check.c for the layout guard).
 typedef struct { int32_t sType; void* pNext; } gr_base;
@@ -56,5 +58,13 @@ typedef struct {
 	uint32_t enabledExtensionCount; const char* const* ppEnabledExtensionNames;
 	const void* pEnabledFeatures;
 } gr_device_create_info;
+
+// Pipeline creation feedback (Vulkan 1.3): whether the pipeline came from
+// the application's pipeline cache.
+typedef struct { uint32_t flags; uint64_t duration; } gr_creation_feedback;
+typedef struct {
+	int32_t sType; const void* pNext; gr_creation_feedback* pPipelineCreationFeedback;
+	uint32_t pipelineStageCreationFeedbackCount; gr_creation_feedback* pPipelineStageCreationFeedbacks;
+} gr_creation_feedback_info;
 
 #endif

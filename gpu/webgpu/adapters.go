@@ -4,6 +4,13 @@
 // descriptor, an explicit Vulkan adapter (never the GL fallback), device
 // limits sanitized before RequestDevice, buffer reads mapped by a small cgo
 // helper of ours, and resources validated before every Submit.
+//
+// No persistent pipeline cache: neither the binding nor the webgpu.h and
+// wgpu.h of that wgpu-native release expose one (no pipeline cache object,
+// no way to read back or seed the driver's cache), so every process
+// compiles its pipelines again (WGSL through naga, then the driver). The
+// driver's own on-disk shader cache, where it keeps one (Mesa's, NVIDIA's),
+// is all that carries over. gpu/vulkan keeps a persistent VkPipelineCache.
 package webgpu
 
 import (

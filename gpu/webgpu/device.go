@@ -68,10 +68,14 @@ func OpenDevice(ctx context.Context) (*Device, error) { return OpenSelected(ctx,
 
 // OpenSelected opens the Vulkan adapter sel names: its position among the
 // Vulkan adapters ("0", "1", ...), or a case-insensitive part of its name;
-// "" picks the best (discrete, then integrated, then CPU).
+// "" picks the device gpu.DeviceEnv names where it is set, else the best
+// (discrete, then integrated, then CPU).
 func OpenSelected(ctx context.Context, sel string) (*Device, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if sel == "" {
+		sel = gpu.DefaultDevice()
 	}
 	quiet()
 	// CreateInstance with a descriptor mallocs an unzeroed extras struct

@@ -269,3 +269,22 @@ func TestDispatchReplay(t *testing.T) {
 		}
 	}
 }
+
+// TestDeviceEnv: GPURUN_DEVICE picks Open's adapter by a part of its name;
+// a name no adapter has is an error, not a fallback.
+func TestDeviceEnv(t *testing.T) {
+	name := open(t).Info().Name
+	t.Setenv(gpu.DeviceEnv, name[:min(len(name), 8)])
+	d, err := OpenDevice(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := d.Info().Name; got != name {
+		t.Errorf("opened %q, want %q", got, name)
+	}
+	d.Close()
+	t.Setenv(gpu.DeviceEnv, "no such adapter anywhere")
+	if _, err := OpenDevice(context.Background()); !errors.Is(err, gpu.ErrNoDevice) {
+		t.Errorf("err = %v, want ErrNoDevice", err)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/internal/ci"
 )
 
@@ -21,6 +22,19 @@ const SwiftShaderICD = "/usr/lib/chromium/vk_swiftshader_icd.json"
 // must carry this text in its name (CheckDriver), so a rerun that silently
 // fell back to another driver fails.
 const driverEnv = "GPURUN_TEST_DRIVER"
+
+// SkipRerunsEnv names the environment variable that, set to 1, skips the
+// reruns of GPU tests on other drivers or layers (SwiftShader, the Khronos
+// validation layer): scripts/gpu-check sets it to test one real GPU.
+const SkipRerunsEnv = "GPURUN_SKIP_RERUNS"
+
+// SkipReruns skips the test when SkipRerunsEnv is 1.
+func SkipReruns(t testing.TB) {
+	t.Helper()
+	if os.Getenv(SkipRerunsEnv) == "1" {
+		t.Skip(SkipRerunsEnv + "=1: no reruns on other drivers or layers")
+	}
+}
 
 // RerunOnSwiftShader runs the current test binary again with the tests
 // matching run, with the Vulkan loader pointed at SwiftShader only
@@ -61,6 +75,7 @@ func swiftShaderICD(t *testing.T) string {
 	if RerunDriver() != "" {
 		t.Skip("inside a driver rerun")
 	}
+	SkipReruns(t)
 	if testing.Short() {
 		t.Skip("reruns GPU tests on SwiftShader")
 	}
@@ -77,7 +92,15 @@ func swiftShaderICD(t *testing.T) string {
 // rerun runs cmd (a test binary) on SwiftShader and fails unless it passes.
 func rerun(t *testing.T, cmd *exec.Cmd, icd, run string) {
 	t.Helper()
-	cmd.Env = append(os.Environ(), "VK_ICD_FILENAMES="+icd, driverEnv+"=SwiftShader")
+	// The rerun has one driver: a device selection (gpu.DeviceEnv) of the
+	// run around it does not apply.
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, gpu.DeviceEnv+"=") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = append(env, "VK_ICD_FILENAMES="+icd, driverEnv+"=SwiftShader")
 	if deadline, ok := t.Deadline(); ok {
 		// The rerun gets what is left of this test's time, less a minute to
 		// report, so a hang inside it fails here with its output instead of

@@ -102,6 +102,14 @@ func (r *Report) WriteHTML(w io.Writer) error {
 			statCell(res.TimeToFirstTokenMS), statCell(res.PrefillTokensPerSec), statCell(res.DecodeTokensPerSec)})
 	}
 	io.WriteString(bw, "</table>\n")
+	if rows := r.LoadRows(); len(rows) > 0 {
+		fmt.Fprintf(bw, "<h2>Load</h2>\n<p class=\"note\">%s</p>\n<table class=\"load\">\n", e(loadNote))
+		htmlRow(bw, "th", LoadHeader)
+		for _, cells := range rows {
+			htmlRow(bw, "td", cells)
+		}
+		io.WriteString(bw, "</table>\n")
+	}
 
 	if b := r.Baseline; b != nil {
 		fmt.Fprintf(bw, "<h2>Compared with %s</h2>\n<p class=\"note\">Baseline revision %s, created %s. Ratio = this run's median / the baseline's; "+

@@ -15,6 +15,7 @@ var (
 	DecodeBytesHeader = []string{"configuration", "test", "ref", "weights MB", "KV kB/position", "positions", "MB/token", "decode tok/s", "predicted", "measured", "of prediction"}
 	ResultsHeader     = []string{"model", "weights", "backend", "activations", "KV cache", "test", "model MiB", "peak RSS MiB", "device MiB", "TTFT ms", "prefill tok/s", "decode tok/s"}
 	CompareHeader     = []string{"model", "weights", "backend", "activations", "test", "TTFT ms", "TTFT ratio", "prefill tok/s", "prefill ratio", "decode tok/s", "decode ratio"}
+	LoadHeader        = []string{"model", "weights", "backend", "activations", "load s", "cold load s", "pipeline cache KiB", "pipeline cache hits"}
 	KernelHeader      = []string{"kernel", "calls", "time ms", "share", "MB", "GB/s", "MFLOP", "GFLOP/s"}
 )
 
@@ -97,6 +98,39 @@ func (r *Report) EnvironmentRows() [][2]string {
 	return rows
 }
 
+// LoadRows gives one row per measured configuration (LoadHeader): its load
+// time, the cold load's where bench measured one, and the pipeline cache
+// the load started from ("-" for none).
+func (r *Report) LoadRows() [][]string {
+	var out [][]string
+	seen := map[string]bool{}
+	for _, res := range r.Results {
+		if res.Error != "" || seen[res.Label()] {
+			continue
+		}
+		seen[res.Label()] = true
+		cold, cache, hits := "-", "-", "-"
+		if res.LoadColdSeconds > 0 {
+			cold = num(res.LoadColdSeconds)
+			if res.Backend == "vulkan" { // the backend with a pipeline cache
+				cache, hits = "0.00", "0"
+			}
+		}
+		if res.PipelineCacheBytes > 0 {
+			cache = num(float64(res.PipelineCacheBytes) / 1024)
+			hits = strconv.Itoa(res.PipelineCacheHits)
+		}
+		out = append(out, []string{res.Model, res.Weights, res.Backend, res.ActivationsText(), num(res.LoadSeconds), cold, cache, hits})
+	}
+	return out
+}
+
+// loadNote explains the load table.
+const loadNote = "Load: weight upload and program compilation, on the device the tests ran on. " +
+	"Cold load (GPU backends, bench --cold-load): on a fresh device with an empty pipeline cache; the load beside it then ran on " +
+	"another fresh device with the cache the cold load left (Vulkan; a driver that keeps nothing in a pipeline cache leaves 0 KiB, " +
+	"and WebGPU has no persistent cache). The driver's own shader cache, where it keeps one, is not cleared."
+
 // WriteMarkdown writes the report as Markdown: the environment, one results
 // table (median ± half the range of every figure), the comparison with a
 // baseline if any, per-kernel tables of profiled results, and the
@@ -120,6 +154,14 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 				statCell(res.TimeToFirstTokenMS), statCell(res.PrefillTokensPerSec), statCell(res.DecodeTokensPerSec))
 		}
 	})
+	if rows := r.LoadRows(); len(rows) > 0 {
+		fmt.Fprintf(bw, "\n## Load\n\n%s\n\n", loadNote)
+		table(bw, LoadHeader, func(row func(...string)) {
+			for _, cells := range rows {
+				row(cells...)
+			}
+		})
+	}
 	if b := r.Baseline; b != nil {
 		fmt.Fprintf(bw, "\n## Compared with %s\n\nBaseline revision %s, created %s. Ratio = this run's median / the baseline's; "+
 			"**bold** when the two runs' ranges do not overlap (for TTFT lower is faster).\n\n",

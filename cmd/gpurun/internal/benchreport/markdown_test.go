@@ -101,6 +101,30 @@ func TestJSONMatchesSchema(t *testing.T) {
 // TestMarkdownParsesBack: every number of the Markdown tables, parsed back,
 // is the report's number at the printed precision, in the right row and
 // column.
+// TestLoadTable: the Load table has one row per configuration with its
+// load, cold load and pipeline cache as the results hold them.
+func TestLoadTable(t *testing.T) {
+	r := benchreport.Sample()
+	var buf bytes.Buffer
+	if err := r.WriteMarkdown(&buf); err != nil {
+		t.Fatal(err)
+	}
+	md := buf.String()
+	header := "| " + strings.Join(benchreport.LoadHeader, " | ") + " |"
+	if !strings.Contains(md, header) {
+		t.Fatalf("no load table (%s) in\n%s", header, md)
+	}
+	for _, want := range []string{
+		"| llama-110m | f32 | vulkan | f32 | 1.50 | 2.75 | 3072.00 | 40 |",
+		"| llama-110m | f32 | webgpu | f32 | 1.50 | 2.75 | - | - |",
+		"| llama-110m | f32 | cpu | f32 | 1.50 | - | - | - |",
+	} {
+		if n := strings.Count(md, want); n != 1 {
+			t.Errorf("row %q appears %d times, want once", want, n)
+		}
+	}
+}
+
 func TestMarkdownParsesBack(t *testing.T) {
 	r := benchreport.Sample()
 	old := benchreport.Sample()

@@ -133,13 +133,25 @@ type Result struct {
 	Activations string `json:"activations"` // the policy asked for: auto, f32, f16, or "model" (its own policy)
 	// ActivationDType is the type the policy gave the activations between
 	// kernels (f32 or f16); empty when the model did not load.
-	ActivationDType string  `json:"activation_dtype,omitempty"`
-	KVCache         string  `json:"kv_cache"` // the resulting KV cache type
-	Backend         string  `json:"backend"`
-	Device          string  `json:"device"`
-	ModelBytes      int64   `json:"model_bytes"`
-	MaxCache        int     `json:"max_cache"`
+	ActivationDType string `json:"activation_dtype,omitempty"`
+	KVCache         string `json:"kv_cache"` // the resulting KV cache type
+	Backend         string `json:"backend"`
+	Device          string `json:"device"`
+	ModelBytes      int64  `json:"model_bytes"`
+	MaxCache        int    `json:"max_cache"`
+	// LoadSeconds is the time the model took to load on the backend the
+	// tests ran on. With LoadColdSeconds (GPU backends, bench
+	// --cold-load), that was a fresh device whose pipeline cache held what
+	// a first load, on another fresh device with an empty cache, left
+	// (the warm load); LoadColdSeconds is that first load's.
 	LoadSeconds     float64 `json:"load_seconds"`
+	LoadColdSeconds float64 `json:"load_cold_seconds,omitempty"`
+	// PipelineCacheBytes is the pipeline cache data the warm load started
+	// from, and PipelineCacheHits the pipelines it created with that data
+	// (Vulkan; 0 where the driver keeps nothing in a pipeline cache, and
+	// on WebGPU, which has no persistent cache).
+	PipelineCacheBytes int64 `json:"pipeline_cache_bytes,omitempty"`
+	PipelineCacheHits  int   `json:"pipeline_cache_hits,omitempty"`
 	// PeakRSSBytes is the process's peak resident memory while this
 	// configuration was loaded and run (on Linux the high-water mark is
 	// reset before loading; elsewhere it is the process peak so far).

@@ -40,6 +40,10 @@ func sampleReport() *Report {
 							PeakRSSBytes: int64(seed * 3e6), Test: t, DecodeWeightBytes: 110e6, KVBytesPerPosition: 36864, KVCacheBytes: 1280 * 36864}
 						if b != "cpu" {
 							res.DeviceMemoryBytes = int64(seed * 2e6)
+							res.LoadColdSeconds = 2.75
+						}
+						if b == "vulkan" {
+							res.PipelineCacheBytes, res.PipelineCacheHits = 3<<20, 40
 						}
 						for k := range 3 {
 							seed++
