@@ -23,11 +23,28 @@ import "slices"
 //     when they are all of h's readers until h is overwritten, x is not
 //     written before the last of them and h is dead after it.
 //
+// FuseFor also asks the backend which of these fused ops it runs whole.
+//
 // A buffer is dead after an op when the next op that touches it, scanning
 // forward and wrapping around to the start of the next step, writes it
 // without reading it; the logits buffer is never dead. Buffers no op uses
 // any more are dropped and the rest renumbered. Fuse(nil) is nil.
-func Fuse(g *Graph) *Graph {
+func Fuse(g *Graph) *Graph { return FuseFor(g, nil) }
+
+// Support tells the fusion pass which fused ops a backend runs whole, as
+// one kernel (or the dispatches its kind always takes), so that the
+// backend never has to split a fused op back into its parts.
+type Support interface {
+	// Fuses reports whether the backend runs op whole in graph g (op is
+	// the fused op a rule is about to write; g holds its buffers).
+	Fuses(g *Graph, op Op) bool
+}
+
+// FuseFor is Fuse asking s before every rewrite: a rule whose fused op s
+// does not run whole does not fire there, and the ops stay as they were
+// (a norm folds into its readers only if every one of them takes it). A
+// nil s takes every rewrite (Fuse).
+func FuseFor(g *Graph, s Support) *Graph {
 	if g == nil {
 		return nil
 	}
@@ -36,14 +53,17 @@ func Fuse(g *Graph) *Graph {
 	for i, op := range g.Ops {
 		ops[i] = Clone(op)
 	}
-	ops = fuseGLU(ops, g.Logits)
-	ops = fuseMulti(ops)
-	ops = fuseAccumulate(ops, g.Logits)
+	// The candidates are asked about in out, whose buffers are g's until
+	// dropUnused renumbers them at the end.
+	ok := func(op Op) bool { return s == nil || s.Fuses(out, op) }
+	ops = fuseGLU(ops, g.Logits, ok)
+	ops = fuseMulti(ops, ok)
+	ops = fuseAccumulate(ops, g.Logits, ok)
 	if !g.Batch {
-		ops = fuseRopeKV(ops, g.Logits)
-		ops = fuseProjRopeKV(ops, g.Logits)
+		ops = fuseRopeKV(ops, g.Logits, ok)
+		ops = fuseProjRopeKV(ops, g.Logits, ok)
 	}
-	ops = fuseNorm(ops, g.Logits)
+	ops = fuseNorm(ops, g.Logits, ok)
 	out.Ops = ops
 	out.dropUnused()
 	return out
@@ -89,11 +109,11 @@ func plainMatMul(op Op) *MatMulOp {
 
 // fuseGLU rewrites MatMul a, MatMul b (same input), GLU(gate, up) where
 // {gate, up} are the outputs of a and b.
-func fuseGLU(ops []Op, logits Buf) []Op {
+func fuseGLU(ops []Op, logits Buf, ok func(Op) bool) []Op {
 	var out []Op
 	for i := 0; i < len(ops); i++ {
 		if i+2 < len(ops) {
-			if f := matchGLU(ops, i, logits); f != nil {
+			if f := matchGLU(ops, i, logits); f != nil && ok(f) {
 				out = append(out, f)
 				i += 2
 				continue
@@ -130,7 +150,7 @@ func matchGLU(ops []Op, i int, logits Buf) *MatMulGLUOp {
 
 // fuseMulti rewrites runs of 2 to 4 consecutive MatMuls of one input into
 // distinct outputs.
-func fuseMulti(ops []Op) []Op {
+func fuseMulti(ops []Op, ok func(Op) bool) []Op {
 	var out []Op
 	for i := 0; i < len(ops); {
 		var run []Product
@@ -145,19 +165,23 @@ func fuseMulti(ops []Op) []Op {
 				run = append(run, Product{Out: op.Out, Projection: op.Projection})
 			}
 		}
-		if len(run) < 2 {
+		var f *MultiMatMulOp
+		if len(run) >= 2 {
+			f = &MultiMatMulOp{In: ops[i].(*MatMulOp).In, Outs: run}
+		}
+		if f == nil || !ok(f) {
 			out = append(out, ops[i])
 			i++
 			continue
 		}
-		out = append(out, &MultiMatMulOp{In: ops[i].(*MatMulOp).In, Outs: run})
+		out = append(out, f)
 		i += len(run)
 	}
 	return out
 }
 
 // fuseAccumulate folds Add x = x + p into the MatMul that wrote p.
-func fuseAccumulate(ops []Op, logits Buf) []Op {
+func fuseAccumulate(ops []Op, logits Buf, accept func(Op) bool) []Op {
 	removed := map[int]bool{}
 	for i := range ops {
 		m := plainMatMul(ops[i])
@@ -175,8 +199,10 @@ func fuseAccumulate(ops []Op, logits Buf) []Op {
 				if other == p {
 					other = a.B
 				}
+				f := *m
+				f.Out, f.Accumulate = x, true
 				if other == x && x != p && x != in && residualFree(ops, i, j, x, removed) &&
-					deadAfter(ops, j, p, logits, append(removedList(removed), i)...) {
+					deadAfter(ops, j, p, logits, append(removedList(removed), i)...) && accept(&f) {
 					m.Out, m.Accumulate = x, true
 					removed[j] = true
 				}
@@ -198,11 +224,11 @@ func fuseAccumulate(ops []Op, logits Buf) []Op {
 
 // fuseRopeKV rewrites Rope(q), Rope(k), StoreKV(k, v) (the ropes in either
 // order) into one RopeStoreKV.
-func fuseRopeKV(ops []Op, logits Buf) []Op {
+func fuseRopeKV(ops []Op, logits Buf, ok func(Op) bool) []Op {
 	var out []Op
 	for i := 0; i < len(ops); i++ {
 		if i+2 < len(ops) {
-			if f := matchRopeKV(ops, i, logits); f != nil {
+			if f := matchRopeKV(ops, i, logits); f != nil && ok(f) {
 				out = append(out, f)
 				i += 2
 				continue
@@ -242,11 +268,11 @@ func matchRopeKV(ops []Op, i int, logits Buf) *RopeStoreKVOp {
 
 // fuseProjRopeKV rewrites MultiMatMul(x -> q, k, v) + RopeStoreKV(q, k,
 // v) into one MatMulRopeKV.
-func fuseProjRopeKV(ops []Op, logits Buf) []Op {
+func fuseProjRopeKV(ops []Op, logits Buf, ok func(Op) bool) []Op {
 	var out []Op
 	for i := 0; i < len(ops); i++ {
 		if i+1 < len(ops) {
-			if f := matchProjRopeKV(ops, i, logits); f != nil {
+			if f := matchProjRopeKV(ops, i, logits); f != nil && ok(f) {
 				out = append(out, f)
 				i++
 				continue
@@ -296,7 +322,7 @@ func product(op Op) (in *Buf, pro **RMSPrologue, ok bool) {
 }
 
 // fuseNorm folds RMS norms into the products that read them.
-func fuseNorm(ops []Op, logits Buf) []Op {
+func fuseNorm(ops []Op, logits Buf, accept func(Op) bool) []Op {
 	removed := map[int]bool{}
 	for i := range ops {
 		n, ok := ops[i].(*NormOp)
@@ -326,9 +352,21 @@ func fuseNorm(ops []Op, logits Buf) []Op {
 		if !ok || len(users) == 0 || !deadAfter(ops, users[len(users)-1], h, logits, skip...) {
 			continue
 		}
-		for _, j := range users {
-			in, pro, _ := product(ops[j])
+		fused := make([]Op, len(users))
+		for k, j := range users {
+			f := Clone(ops[j])
+			in, pro, _ := product(f)
 			*in, *pro = x, &RMSPrologue{Weight: n.Weight, Eps: n.Eps}
+			if ok = accept(f); !ok {
+				break
+			}
+			fused[k] = f
+		}
+		if !ok {
+			continue
+		}
+		for k, j := range users {
+			ops[j] = fused[k]
 		}
 		removed[i] = true
 	}

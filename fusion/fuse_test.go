@@ -269,3 +269,41 @@ func TestValidateFused(t *testing.T) {
 		})
 	}
 }
+
+// refuse is a Support that runs every fused op whole except those its
+// predicate names.
+type refuse func(op Op) bool
+
+func (r refuse) Fuses(_ *Graph, op Op) bool { return !r(op) }
+
+// TestFuseFor: a rule whose fused op the backend would not run whole does
+// not fire, and the graph keeps the ops it had; the rules the backend
+// takes still do.
+func TestFuseFor(t *testing.T) {
+	layer := func() *Graph {
+		return fuseGraph(rms(bh, bx), mm(bb, bh, "up"), mm(ba, bh, "gate"), glu(bb, ba, bb), mm(bc, bb, "down"), add(bx, bx, bc))
+	}
+	for _, tc := range []struct {
+		name string
+		s    Support
+		want []Kind
+	}{
+		{"every rewrite", nil, []Kind{MatMulGLU, MatMul}},
+		{"no GLU", refuse(func(op Op) bool { return op.Kind() == MatMulGLU }),
+			[]Kind{MultiMatMul, GLU, MatMul}},
+		{"no prologue", refuse(func(op Op) bool {
+			in, pro, ok := product(op)
+			return ok && in != nil && *pro != nil
+		}), []Kind{Norm, MatMulGLU, MatMul}},
+		{"no accumulate", refuse(func(op Op) bool { m, ok := op.(*MatMulOp); return ok && m.Accumulate }),
+			[]Kind{MatMulGLU, MatMul, Add}},
+		{"nothing", refuse(func(Op) bool { return true }), []Kind{Norm, MatMul, MatMul, GLU, MatMul, Add}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := FuseFor(layer(), tc.s)
+			if got := kinds(f.Ops); !slices.Equal(got, tc.want) {
+				t.Errorf("ops %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

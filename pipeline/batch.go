@@ -64,7 +64,7 @@ func (m *Model) newBatcher() (*batcher, error) {
 		return nil, fmt.Errorf("pipeline: batched graph: %w", err)
 	}
 	if m.fuse {
-		g = fusion.Fuse(g)
+		g = gpu.Fuse(m.backend, m.weights, g)
 	}
 	if m.actF16 {
 		fusion.HalfActivations(g)

@@ -474,7 +474,7 @@ func (m *Model) compileWith(sl *slot, opts arch.BuildOptions) (gpu.Program, erro
 		return nil, fmt.Errorf("pipeline: graph for %d tokens: %w", tokens, err)
 	}
 	if m.fuse {
-		g = fusion.Fuse(g)
+		g = gpu.Fuse(m.backend, m.weights, g)
 	}
 	if m.actF16 {
 		fusion.HalfActivations(g)

@@ -168,6 +168,15 @@ func (o *owned) CompileBatch(g *fusion.Graph, w gpu.Weights, kvs []gpu.KVCache) 
 	return gpu.CompileBatch(o.Backend, g, w, kvs)
 }
 
+// FusionSupport passes the backend's answer to the fusion pass on
+// (gpu.FusionBackend, gpu.Fuse); nil (every rewrite) where it has none.
+func (o *owned) FusionSupport(w gpu.Weights) fusion.Support {
+	if fb, ok := o.Backend.(gpu.FusionBackend); ok {
+		return fb.FusionSupport(w)
+	}
+	return nil
+}
+
 // withWebGPUMemory fills in Info.MemoryBytes, which WebGPU does not
 // report, from the Vulkan device of the same name (WebGPU runs on a Vulkan
 // adapter here).

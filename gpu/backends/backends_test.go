@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/internal/gputest"
 )
@@ -57,3 +58,28 @@ func TestBadNames(t *testing.T) {
 		t.Errorf("cpu device 1: %v", err)
 	}
 }
+
+// TestFusionSupportForwarded: a backend opened here answers the fusion
+// pass as the backend under it does (gpu.Fuse sees through the wrapper).
+func TestFusionSupportForwarded(t *testing.T) {
+	b := withDevice(fusionBackend{}, nil)
+	if _, ok := gpu.Backend(b).(gpu.FusionBackend); !ok {
+		t.Fatal("the wrapper hides gpu.FusionBackend")
+	}
+	if s := b.FusionSupport(nil); s == nil || s.Fuses(nil, nil) {
+		t.Errorf("FusionSupport %v: not the wrapped backend's", s)
+	}
+	if s := withDevice(plainBackend{}, nil).FusionSupport(nil); s != nil {
+		t.Errorf("FusionSupport of a backend without one: %v, want nil", s)
+	}
+}
+
+type plainBackend struct{ gpu.Backend }
+
+type fusionBackend struct{ gpu.Backend }
+
+func (fusionBackend) FusionSupport(gpu.Weights) fusion.Support { return refuseAll{} }
+
+type refuseAll struct{}
+
+func (refuseAll) Fuses(*fusion.Graph, fusion.Op) bool { return false }

@@ -114,20 +114,46 @@ func (pl *planner) attention(op *fusion.AttentionOp) error {
 }
 
 // batchAttention plans the Attention op of a batched step: row r reads
-// sequence r's cache, so each row is its own per-head dispatch binding
-// that cache (an unused row's workgroups return at once).
+// sequence r's cache, so each row is its own dispatches binding that cache
+// (an unused row's workgroups return at once): attn_split + attn_combine,
+// the kernels of a one-row decode step, so that each row's attention is
+// its sequence's step alone, bit for bit (AttentionPerHead, or partials
+// past one binding or dispatch: the per-head kernel).
 func (pl *planner) batchAttention(op *fusion.AttentionOp, ap shaders.AttnParams, step, q gpu.Binding) error {
 	sink, err := pl.sinkBuf()
 	if err != nil {
 		return err
 	}
-	name := "attention"
-	if pl.caches[0].spec.F16 {
-		name = "attention_f16"
+	spec := pl.caches[0].spec
+	T := pl.p.g.Tokens
+	chunks := ceilDiv(spec.MaxLen, attnChunk)
+	batches := ceilDiv(op.Heads/op.KVHeads, attnGroupBatch)
+	partBytes := int64(T) * int64(op.Heads) * int64(chunks) * int64(op.HeadDim+2) * 4
+	if pl.p.b.attention == AttentionPerHead || chunks > maxDispatch || op.KVHeads*batches > maxDispatch || partBytes > pl.p.b.devBinding {
+		name := "attention"
+		if spec.F16 {
+			name = "attention_f16"
+		}
+		for r, c := range pl.caches {
+			ap.Row0 = u(r)
+			pl.dispatch(name, ap, op.Heads, 1, 1, step, q, gpu.Binding{Buf: c.k[op.Layer]}, gpu.Binding{Buf: c.v[op.Layer]}, pl.buf(op.Out), sink)
+		}
+		return nil
 	}
+	part, err := pl.partBuf(partBytes)
+	if err != nil {
+		return err
+	}
+	ap.Chunks, ap.Batches = u(chunks), u(batches)
+	name := "attn_split"
+	if spec.F16 {
+		name = "attn_split_f16"
+	}
+	none := gpu.Binding{Buf: pl.dummy}
 	for r, c := range pl.caches {
 		ap.Row0 = u(r)
-		pl.dispatch(name, ap, op.Heads, 1, 1, step, q, gpu.Binding{Buf: c.k[op.Layer]}, gpu.Binding{Buf: c.v[op.Layer]}, pl.buf(op.Out), sink)
+		pl.dispatch(name, ap, op.KVHeads*batches, chunks, 1, step, q, gpu.Binding{Buf: c.k[op.Layer]}, gpu.Binding{Buf: c.v[op.Layer]}, sink, part)
+		pl.dispatch("attn_combine", ap, op.Heads, 1, 1, step, none, none, none, pl.buf(op.Out), part)
 	}
 	return nil
 }

@@ -66,7 +66,7 @@ func batchCase(t *testing.T, dev gpu.Device, path, model string, tol float64, f1
 		if err != nil {
 			t.Fatal(err)
 		}
-		return fusion.Fuse(g)
+		return gpu.Fuse(be, w, g)
 	}
 	const seqs = 4
 	vocab := ck.Config.VocabSize

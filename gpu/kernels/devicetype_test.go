@@ -121,7 +121,7 @@ func planAll(t *testing.T, ctx context.Context, dev gpu.Device, m *model.Checkpo
 			if err != nil {
 				t.Fatal(err)
 			}
-			g = fusion.Fuse(g)
+			g = gpu.Fuse(be, w, g)
 			if half {
 				fusion.HalfActivations(g)
 			}
@@ -160,10 +160,12 @@ func planAll(t *testing.T, ctx context.Context, dev gpu.Device, m *model.Checkpo
 // the sizes asked for, kernels and command lists that do nothing.
 type planDevice struct{ info gpu.Info }
 
-type planBuffer int64
+// planBuffer is a pointer, so that every buffer is its own map key (the
+// planner keys buffers' activation types by them).
+type planBuffer struct{ size int64 }
 
-func (b planBuffer) Size() int64 { return int64(b) }
-func (planBuffer) Release()      {}
+func (b *planBuffer) Size() int64 { return b.size }
+func (*planBuffer) Release()      {}
 
 type planKernel struct{}
 
@@ -178,7 +180,7 @@ func (planCommands) Finish() error                                           { r
 func (planCommands) Release()                                                {}
 
 func (d *planDevice) Info() gpu.Info                                 { return d.info }
-func (d *planDevice) NewBuffer(size int64) (gpu.Buffer, error)       { return planBuffer(size), nil }
+func (d *planDevice) NewBuffer(size int64) (gpu.Buffer, error)       { return &planBuffer{size}, nil }
 func (d *planDevice) Write(gpu.Buffer, int64, []byte) error          { return nil }
 func (d *planDevice) Read(gpu.Buffer, int64, []byte) error           { return nil }
 func (d *planDevice) NewKernel(s gpu.KernelSpec) (gpu.Kernel, error) { return planKernel{}, nil }

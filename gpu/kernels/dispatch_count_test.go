@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/internal/gputest"
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline/arch"
@@ -20,7 +21,7 @@ import (
 const maxLayerDispatches = 6
 
 // TestFusedDispatches counts the dispatches per layer of one stories260K
-// decode step before and after fusion.Fuse, on Vulkan and WebGPU: the
+// decode step before and after gpu.Fuse, on Vulkan and WebGPU: the
 // fused layer must have at most
 // maxLayerDispatches and at least 8 fewer than the unfused one (the two
 // residual adds, the gate projection and GLU, the two ropes, the two
@@ -77,7 +78,7 @@ func TestFusedDispatches(t *testing.T) {
 				}
 				return float64(n) / float64(ck.Config.Layers)
 			}
-			before, after := perLayer(g), perLayer(fusion.Fuse(g))
+			before, after := perLayer(g), perLayer(gpu.Fuse(be, w, g))
 			t.Logf("stories260K decode step, %.1f dispatches per layer unfused, %.1f fused", before, after)
 			if after > maxLayerDispatches || after > before-8 {
 				t.Errorf("fused layer has %.1f dispatches, want at most %d and at most %.1f", after, maxLayerDispatches, before-8)

@@ -24,7 +24,7 @@ type session struct {
 }
 
 // newSession compiles the prefill and decode graphs, rewritten by
-// fusion.Fuse when fused is set (as the pipeline runs them), with f16
+// gpu.Fuse when fused is set (as the pipeline runs them), with f16
 // activations (fusion.HalfActivations) when half is set, on a backend
 // with opts.
 func newSession(t *testing.T, dev gpu.Device, ck *model.Checkpoint, prefillLen, maxLen int, allLogits, fused, half bool, opts kernels.Options) *session {
@@ -53,7 +53,7 @@ func newSession(t *testing.T, dev gpu.Device, ck *model.Checkpoint, prefillLen, 
 			t.Fatal(err)
 		}
 		if fused {
-			g = fusion.Fuse(g)
+			g = gpu.Fuse(be, w, g)
 		}
 		if half {
 			fusion.HalfActivations(g)

@@ -331,13 +331,12 @@ func (pl *planner) elementwise(kernel string, a fusion.Act, capv float32, o, in0
 }
 
 // normPrologue plans the RMS-norm prologue pro of products of input in
-// with weights ws and returns the binding the products read. Where every
-// product runs in a decode kernel (at most 3 rows of an unbatched step, or
-// 1) on weights of the matmul family with rows and blocks of whole chunks,
-// without a bias (fits says the caller's products are of that form;
-// MatMulGLU: its one-dispatch form), the kernels run it (pl.pro, the scale
-// bound at their bias slot) and read in; otherwise a norm dispatch writes
-// the normed rows to a buffer of the planner's, which the products read.
+// with weights ws and returns the binding the products read. Where the
+// decode kernels take it (prologueWhole; fits says the caller's products
+// have no bias and, for MatMulGLU, run whole), they run it (pl.pro, the
+// scale bound at their bias slot) and read in; otherwise (a graph fused
+// without FusionSupport) a norm dispatch writes the normed rows to a
+// buffer of the planner's, which the products read.
 func (pl *planner) normPrologue(inBuf fusion.Buf, pro *fusion.RMSPrologue, ws []string, fits bool) (gpu.Binding, error) {
 	g := pl.p.g
 	in := g.Bufs[inBuf]
@@ -345,18 +344,15 @@ func (pl *planner) normPrologue(inBuf fusion.Buf, pro *fusion.RMSPrologue, ws []
 	if err != nil {
 		return gpu.Binding{}, err
 	}
-	ok := in.Rows < 4 && !(g.Batch && in.Rows >= 2) && fits
+	var weights []*weight
 	for _, name := range ws {
-		// Rows and scale blocks of whole chunks: the norm kernels have no
-		// element-wise path.
-		w := pl.ws.byName[name]
-		ce := matVariant(w, false).ChunkElems()
-		ok = ok && w.qt == shaders.BlockNone && in.Cols%ce == 0 && w.block%ce == 0
+		weights = append(weights, pl.ws.byName[name])
 	}
-	if ok {
+	if fits && prologueWhole(g, inBuf, true, weights...) {
 		pl.pro = &prologue{scale: scale, eps: pro.Eps}
 		return pl.buf(inBuf), nil
 	}
+	pl.p.splits++
 	size := f32Bytes4(in) // the normed rows are f32, whatever the input
 	if pl.normed == nil || pl.normLen < size {
 		buf, err := pl.p.newBuf(size)
@@ -399,13 +395,9 @@ func ropeScale(r fusion.RopeParams) float32 {
 }
 
 // matMulRopeKV plans a MatMulRopeKV (validation made it unbatched): one
-// lanes_rope_kv dispatch where the kernel takes the shapes (a decode step
-// of at most 3 rows, the three weights of one matmul-family layout in one
-// chunk each, no biases, rows and blocks of whole chunks, even head dims;
-// for the halves rope with an f16 cache, head and rope dims multiples of
-// 4) and the device binds 12 storage buffers per stage (a capability),
-// else the three products (norm prologue included) into buffers of the
-// planner's and a store_kv_rope.
+// lanes_rope_kv dispatch where the kernel takes it (ropeKVWhole), else
+// (a graph fused without FusionSupport) the three products (norm prologue
+// included) into buffers of the planner's and a store_kv_rope.
 func (pl *planner) matMulRopeKV(op *fusion.MatMulRopeKVOp) error {
 	g := pl.p.g
 	in, out := g.Bufs[op.In], g.Bufs[op.Out]
@@ -413,15 +405,8 @@ func (pl *planner) matMulRopeKV(op *fusion.MatMulRopeKVOp) error {
 	wq, wk, wv := pl.ws.byName[op.Q.Weight], pl.ws.byName[op.K.Weight], pl.ws.byName[op.V.Weight]
 	v := matVariant(wq, false)
 	ce := v.ChunkElems()
-	// qkv.wgsl has no cos/sin scale: a scaled rope takes the split path.
-	ok := in.Rows < 4 && (op.Scale == 0 || op.Scale == 1) && op.Q.Bias == "" && op.K.Bias == "" && op.V.Bias == "" && wq.qt == shaders.BlockNone && len(wq.chunks) == 1 &&
-		sameType(wq, wk) && sameType(wq, wv) && len(wk.chunks) == 1 && len(wv.chunks) == 1 &&
-		in.Cols%ce == 0 && wq.block%ce == 0 &&
-		op.HeadDim%2 == 0 && op.Dims/2 <= 4*64 && (pl.p.b.caps.storageBuffers == 0 || pl.p.b.caps.storageBuffers >= 12)
-	if c.spec.F16 && op.Style == fusion.RopeHalves {
-		ok = ok && op.HeadDim%4 == 0 && op.Dims%4 == 0
-	}
-	if !ok {
+	if !ropeKVWhole(pl.p.b.caps, g, op, wq, wk, wv) {
+		pl.p.splits++
 		return pl.matMulRopeKVSplit(op)
 	}
 	x := pl.buf(op.In)
@@ -556,14 +541,19 @@ func matVariant(w *weight, glu bool) shaders.MatMulVariant {
 // matDispatch plans the matmul kernel of one row block. Every device
 // gets the same kernels; the choice is by shape and by capability only:
 //   - matmul (tiles staged in workgroup memory, each weight chunk read once
-//     per 32 tokens) for a prefill (4+ rows) and for a batched step of 2+
-//     rows (one per sequence: one weight read serves all of them), where
+//     per 32 tokens) for a prefill (4+ rows of an unbatched step), where
 //     rows and scale blocks hold whole 16-byte chunks;
-//   - otherwise matvec_lanes, one workgroup row per token (its element-wise
-//     path takes shapes of partial chunks), or with the norm prologue
-//     matvec_lanes_norm; on a device with subgroup operations matvec_sg
-//     (no workgroup-memory reduction), and with shader f16, for f16
-//     activations and weights that convert to f16 exactly, matvec_sg_h.
+//   - otherwise the decode kernels, MatVecTokens (4) rows of the step per
+//     workgroup: matvec_lanes (its element-wise path takes shapes of
+//     partial chunks), or with the norm prologue matvec_lanes_norm; on a
+//     device with subgroup operations matvec_sg (no workgroup-memory
+//     reduction), and with shader f16, for f16 activations and weights
+//     that convert to f16 exactly, matvec_sg_h.
+//
+// A batched step (one row per sequence) is a decode step of R rows: the
+// same kernels, each row computed exactly as that sequence's step alone
+// (so seeded sampling gives the same tokens batched or not), each weight
+// read from memory about once per 4 sequences.
 func (pl *planner) matDispatch(v shaders.MatMulVariant, w *weight, params shaders.MatParams, rows, nrows int, bind []gpu.Binding) {
 	if pl.pro != nil {
 		bind[4] = pl.pro.scale // the bias slot: the prologue's ops have no bias
@@ -576,7 +566,7 @@ func (pl *planner) matDispatch(v shaders.MatMulVariant, w *weight, params shader
 		mats = 2
 	}
 	c := matCost(w, rows, int(params.InCols), nrows, mats)
-	if chunked && (nrows >= 4 || pl.p.g.Batch && nrows >= 2) {
+	if chunked && nrows >= 4 && !pl.p.g.Batch {
 		pl.dispatchVariant("matmul", v.Variant(), params, c, ceilDiv(rows, sh.TileRows), ceilDiv(nrows, sh.TileTokens), 1, bind...)
 		return
 	}
@@ -587,11 +577,11 @@ func (pl *planner) matDispatch(v shaders.MatMulVariant, w *weight, params shader
 		lanes *= 2
 	}
 	params.Lanes = u(lanes)
-	groups := ceilDiv(rows, sh.LanesWG/lanes*sh.LanesRows)
+	groups, tokens := ceilDiv(rows, sh.LanesWG/lanes*sh.LanesRows), ceilDiv(nrows, sh.MatVecTokens)
 	switch {
 	case pl.pro != nil:
 		// The norm prologue has no subgroup form.
-		pl.dispatchVariant("matvec_lanes_norm", v.Variant(), params, c, groups, nrows, 1, bind...)
+		pl.dispatchVariant("matvec_lanes_norm", v.Variant(), params, c, groups, tokens, 1, bind...)
 	case pl.p.b.caps.subgroups:
 		// The same lane groups, reduced through subgroup shuffles; in f16
 		// arithmetic for f16 activations where the device has it (f32
@@ -603,9 +593,9 @@ func (pl *planner) matDispatch(v shaders.MatMulVariant, w *weight, params shader
 		if pl.p.b.caps.f16 && params.XF16 != 0 && shaders.F16Weights(v.Weight) && chunked {
 			sg.F16, kernel = true, "matvec_sg_h"
 		}
-		pl.dispatchVariant(kernel, sg.Variant(), params, c, groups, nrows, 1, bind...)
+		pl.dispatchVariant(kernel, sg.Variant(), params, c, groups, tokens, 1, bind...)
 	default:
-		pl.dispatchVariant("matvec_lanes", v.Variant(), params, c, groups, nrows, 1, bind...)
+		pl.dispatchVariant("matvec_lanes", v.Variant(), params, c, groups, tokens, 1, bind...)
 	}
 }
 
@@ -640,9 +630,9 @@ func (pl *planner) matMul(w *weight, biasName string, x gpu.Binding, inCols int,
 }
 
 // matMulGLU plans out = act(G·x + bias) * (U·x + upBias): one dispatch per
-// row block when the gate and up weights share type, scales and row blocks
-// and at most one has a bias (the kernel binds one bias), else the gate
-// projection into the scratch buffer, the up projection into out and a glu.
+// row block where the kernel takes it (gluWhole), else (a graph fused
+// without FusionSupport) the gate projection into the scratch buffer, the
+// up projection into out and a glu.
 func (pl *planner) matMulGLU(op *fusion.MatMulGLUOp, out fusion.BufInfo, x gpu.Binding) error {
 	g := pl.p.g
 	gw, uw := pl.ws.byName[op.Gate.Weight], pl.ws.byName[op.Up.Weight]
@@ -651,7 +641,8 @@ func (pl *planner) matMulGLU(op *fusion.MatMulGLUOp, out fusion.BufInfo, x gpu.B
 	if !ok {
 		return fmt.Errorf("activation %s: %w", op.Act, gpu.ErrUnsupported)
 	}
-	if !sameLayout(gw, uw) || (op.Gate.Bias != "" && op.Up.Bias != "") || gw.qt != shaders.BlockNone {
+	if !gluWhole(gw, uw, op.Gate.Bias, op.Up.Bias) {
+		pl.p.splits++
 		size := f32Bytes4(out) // the gate products are f32
 		if pl.gate == nil || pl.gateSize < size {
 			buf, err := pl.p.newBuf(size)

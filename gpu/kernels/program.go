@@ -51,6 +51,9 @@ type program struct {
 	// rule is the sampling rule of a decode program ending in
 	// fusion.Sample, written into its step tensor (SetSampling).
 	rule *fusion.Sampling
+	// splits counts the fused ops the planner ran as their parts, which a
+	// graph fused with the backend's FusionSupport never has.
+	splits int
 }
 
 // Compile validates g against the weights and cache and records its

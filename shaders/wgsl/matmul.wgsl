@@ -22,11 +22,12 @@
 //
 // Kernels (dispatch sizes: shaders.MatMulShape). Every device runs the
 // same kernels; the host picks by shape and by what the device offers:
-//   matvec_lanes   decode (and steps whose shape is not of whole chunks):
-//                  p.lanes invocations per group of LV_ROWS rows read
-//                  consecutive chunks (coalesced 16-byte loads), each
-//                  activation chunk feeds LV_ROWS rows, then a
-//                  workgroup-memory tree reduction.
+//   matvec_lanes   decode, batched decode (and steps whose shape is not
+//                  of whole chunks): p.lanes invocations per group of
+//                  LV_ROWS rows read consecutive chunks (coalesced 16-byte
+//                  loads), each activation chunk feeds LV_ROWS rows, then
+//                  a workgroup-memory tree reduction; MV_TOKENS rows of
+//                  the step per workgroup, one after the other.
 //   matvec_sg      (Vulkan only, devices with subgroup operations,
 //                  wgsl/ext/subgroups.wgsl) matvec_lanes reducing through
 //                  subgroup shuffles instead of workgroup memory.
@@ -44,7 +45,7 @@
 //                  the normed rows through memory. Only for rows and blocks
 //                  of whole chunks. A separate entry point, so matvec_lanes
 //                  carries no second reduction.
-//   matmul         prefill and batched decode steps: a 32-token x
+//   matmul         prefill (4+ tokens): a 32-token x
 //                  64-weight-row tile per workgroup, weights dequantized
 //                  once per tile into workgroup memory (rows padded by one
 //                  vec4 against bank conflicts), 4 tokens x 8 weight rows
@@ -337,11 +338,25 @@ fn matvec_lanes_norm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
     lanes_mv(wid, li, true);
 }
 
+// lanes_mv computes rows wid.y * MV_TOKENS .. + MV_TOKENS - 1 of the step
+// one after the other (dispatch y: ceil(rows / MV_TOKENS)): a row's
+// weights come from L1/L2 after the first, so a batched step of a few
+// sequences reads each weight from memory about once, and every row is
+// computed exactly as a one-row step computes it (the same code, the same
+// order), so a sequence gets the same results batched or alone. (After a
+// row's last barrier only lane 0 of a group reads red, its own slot, so
+// the next row may write red at once.)
 fn lanes_mv(wid: vec3<u32>, li: u32, nm: bool) {
-    let t = wid.y;
-    if t >= min(step[1], p.nrows) {
-        return; // uniform: the whole workgroup shares t
+    let n = min(step[1], p.nrows);
+    for (var k = 0u; k < MV_TOKENS; k++) {
+        let t = wid.y * MV_TOKENS + k;
+        if t < n { // uniform: the whole workgroup shares t
+            lanes_row(t, wid, li, nm);
+        }
     }
+}
+
+fn lanes_row(t: u32, wid: vec3<u32>, li: u32, nm: bool) {
     let lanes = p.lanes;
     let lane = li & (lanes - 1u);
     let r0 = (wid.x * (64u / lanes) + li / lanes) * LV_ROWS;
