@@ -58,6 +58,18 @@ fn pack_pair(x: f32, y: f32) -> u32 {
     return pack2x16float(clamp(vec2<f32>(x, y), vec2<f32>(-HALF_MAX), vec2<f32>(HALF_MAX)));
 }
 
+// act_round is y as the unfused ops leave it between them: rounded to
+// binary16 where the step's activations are f16 (p.out_f16), so that a
+// fused step and its unfused form (a batched step runs the latter) round
+// q, k and v at the same points: after the product, and after the
+// rotation.
+fn act_round(y: vec2<f32>) -> vec2<f32> {
+    if p.out_f16 == 0u {
+        return y;
+    }
+    return unpack2x16float(pack_pair(y.x, y.y));
+}
+
 // wseg is chunk i of segment seg's weight (0: Wq, 1: Wk, 2: Wv).
 fn wseg(seg: u32, i: u32) -> vec4<u32> {
     if seg == 1u {
@@ -135,7 +147,7 @@ fn finish_pair(seg: u32, t: u32, pos: u32, i: u32, y: vec2<f32>) {
     let h = i / hp;
     let j = i % hp;
     let d = pair_dims(seg, j);
-    let r = rotated(seg, pos, i, y);
+    let r = act_round(rotated(seg, pos, i, y));
     if seg == 0u {
         let o = t * p.out_cols + h * rq.head_dim;
         out_set(o + d.x, r.x);
@@ -199,6 +211,9 @@ fn store_halves(pos: u32, i: u32, y0: vec2<f32>, y1: vec2<f32>) {
 fn finish_unit(seg: u32, t: u32, i0: u32, np: u32, y: array<vec2<f32>, 4>, n: u32) {
     let pos = step[0] + t;
     var ys = y; // a variable: naga 0.19 indexes only those dynamically
+    for (var k = 0u; k < 4u; k++) {
+        ys[k] = act_round(ys[k]);
+    }
     for (var k = 0u; k < n; k++) {
         if i0 + k < np {
             finish_pair(seg, t, pos, i0 + k, ys[k]);
