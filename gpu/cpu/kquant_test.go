@@ -185,4 +185,3 @@ func TestKQuantDynamicVsLlamaCpp(t *testing.T) {
 		})
 	}
 }
-

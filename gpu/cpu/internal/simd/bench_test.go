@@ -3,6 +3,8 @@ package simd
 import (
 	"fmt"
 	"testing"
+
+	"github.com/gpurun/gpurun/tensors"
 )
 
 // Kernel benchmarks: one 4096-element row, per implementation.
@@ -69,6 +71,43 @@ func BenchmarkRows(b *testing.B) {
 					k.DotQ8Rows(w8, ws, x, xd, out)
 				}
 			})
+		}
+	}
+}
+
+// BenchmarkKQuantRows runs the K-quant decode kernels over 768-wide rows
+// (the 110M shape; 3 blocks per row), 64 rows that stay in L2 and 32000
+// that stream from memory, per implementation, against the path they
+// replace ("decode-f32": each row dequantized by tensors.DecodeBlocks into
+// an f32 row, then DotF32). Bytes are the weight bytes streamed.
+func BenchmarkKQuantRows(b *testing.B) {
+	const cols = 768
+	r := rngFor(b)
+	x := randF32(r, cols)
+	q, d, s := quantK(x)
+	row := make([]float32, cols)
+	for _, kt := range kTypes {
+		for _, rows := range []int{64, 32000} {
+			w := randKBlocks(r, kt.t, rows*cols/QK, 0)
+			rb := cols / QK * kt.t.BlockBytes()
+			out := make([]float32, rows)
+			b.Run(fmt.Sprintf("%s/rows=%d/decode-f32", kt.t, rows), func(b *testing.B) {
+				b.SetBytes(int64(len(w)))
+				for b.Loop() {
+					for i := range out {
+						_ = tensors.DecodeBlocks(kt.dt, w[i*rb:(i+1)*rb], row)
+						out[i] = DotF32(row, x)
+					}
+				}
+			})
+			for _, k := range Impls() {
+				b.Run(fmt.Sprintf("%s/rows=%d/%s", kt.t, rows, k.Name), func(b *testing.B) {
+					b.SetBytes(int64(len(w)))
+					for b.Loop() {
+						k.DotKRows(kt.t, w, q, d, s, out)
+					}
+				})
+			}
 		}
 	}
 }

@@ -108,3 +108,28 @@ func weightedSumF32AVX2(out *float32, v *float32, stride int, w *float32, n int,
 //
 //go:noescape
 func weightedSumF16AVX2(out *float32, v *uint16, stride int, w *float32, n int, d int)
+
+// dotQ4KAVX2 returns the dot product of nb Q4_K blocks at w with QuantizeQ8K activations (x, xd, xs). The 6-bit scales and mins are unpacked in general registers, widened to 16 bits on the stack and broadcast per 32-value sub-block; the mins meet the pair sums of the 16-value activation sums.
+//
+//go:noescape
+func dotQ4KAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+
+// dotQ5KAVX2 is dotQ4KAVX2 for Q5_K blocks: each value gains its fifth bit from qh, moved to bit 4 by a word shift and a mask.
+//
+//go:noescape
+func dotQ5KAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+
+// dotQ6KAVX2 returns the dot product of nb Q6_K blocks at w with QuantizeQ8K activations. Values are taken unsigned (0..63); the offset of 32 comes off as 32·Σ_j sc_j·xs_j.
+//
+//go:noescape
+func dotQ6KAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+
+// dotQ2KAVX2 returns the dot product of nb Q2_K blocks at w with QuantizeQ8K activations: 4-bit scales per 16 values, mins against the activation sums.
+//
+//go:noescape
+func dotQ2KAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+
+// dotQ3KAVX2 returns the dot product of nb Q3_K blocks at w with QuantizeQ8K activations. Values are taken unsigned, the two low bits plus 4 where the high bit is set (0..7); the offset of 4 comes off as 4·Σ_j sc_j·xs_j.
+//
+//go:noescape
+func dotQ3KAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32

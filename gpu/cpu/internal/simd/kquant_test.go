@@ -190,8 +190,9 @@ func checkKParity(t *testing.T, k *Impl, kt KQuant, r *rand.Rand, nb, off int, e
 	}
 	w := randKBlocks(r, kt, rows*nb+1, ext)[off : off+rows*nb*kt.BlockBytes()]
 	xs := n + QK // the four token rows do not touch
-	q, d, s := quantK(randActs(r, 4*xs+QK, extreme))
-	q = q[off:]
+	q0, d, s := quantK(randActs(r, 4*xs+QK, extreme))
+	q := make([]int8, len(q0)+off)[off:] // misaligned by off
+	copy(q, q0)
 	same := func(a, b float32) bool { return a == b || a != a && b != b }
 	rb := nb * kt.BlockBytes()
 	out := make([]float32, rows)

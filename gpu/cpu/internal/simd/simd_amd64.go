@@ -24,6 +24,20 @@ var AVX2 = &Impl{
 	dotQ4Rows:  dotQ4RowsA,
 	expSub:     expSubA,
 	swiglu:     swigluA,
+	dotK: [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16) float32{
+		Q4K: kernelKA(dotQ4KAVX2), Q5K: kernelKA(dotQ5KAVX2), Q6K: kernelKA(dotQ6KAVX2),
+		Q2K: kernelKA(dotQ2KAVX2), Q3K: kernelKA(dotQ3KAVX2),
+	},
+}
+
+// kernelKA wraps a K-quant kernel (the slices already checked by DotK).
+func kernelKA(f func(w *byte, x *int8, xd *float32, xs *int16, nb int) float32) func(w []byte, x []int8, xd []float32, xs []int16) float32 {
+	return func(w []byte, x []int8, xd []float32, xs []int16) float32 {
+		if len(xd) == 0 {
+			return 0
+		}
+		return f(&w[0], &x[0], &xd[0], &xs[0], len(xd))
+	}
 }
 
 func init() {
