@@ -39,6 +39,16 @@ var benchTypes = []weightType{
 	{"int4-block32", tensors.I4, 32},
 }
 
+// forwardTypes adds the K-quant types of llama.cpp's common mixes (Q4_K_M
+// is mostly Q4_K and Q6_K) to benchTypes for the whole-model forms.
+var forwardTypes = append(benchTypes[:len(benchTypes):len(benchTypes)],
+	weightType{"q4_k", tensors.Q4K, 0}, weightType{"q5_k", tensors.Q5K, 0}, weightType{"q6_k", tensors.Q6K, 0})
+
+// dynamicApplies reports whether MathDynamic changes how wt is used.
+func dynamicApplies(wt weightType) bool {
+	return wt.dtype.Quantized() || wt.dtype == tensors.Q4K || wt.dtype == tensors.Q5K || wt.dtype == tensors.Q6K
+}
+
 // storeAs builds a [rows, cols] tensor of random values in the given type.
 func storeAs(b testing.TB, name string, rows, cols int, wt weightType, rng *rand.Rand) *tensors.Tensor {
 	b.Helper()
@@ -94,10 +104,10 @@ func syntheticModel(b testing.TB, wt weightType) (*model.Config, []*tensors.Tens
 // prefill (64 tokens in one step) of the synthetic model, per weight type
 // and, for quantized weights, per math (allocs/op of decode must be 0).
 func BenchmarkForward(b *testing.B) {
-	for _, wt := range benchTypes {
+	for _, wt := range forwardTypes {
 		cfg, ws := syntheticModel(b, wt)
 		maths := []cpu.Math{cpu.MathExact}
-		if wt.dtype.Quantized() {
+		if dynamicApplies(wt) {
 			maths = append(maths, cpu.MathDynamic)
 		}
 		for _, m := range maths {
@@ -154,7 +164,7 @@ func forwardProgram(b testing.TB, cfg *model.Config, ws []*tensors.Tensor, token
 // TestDecodeAllocatesNothing runs decode steps of the synthetic model in
 // every weight type and math and counts heap allocations.
 func TestDecodeAllocatesNothing(t *testing.T) {
-	for _, wt := range benchTypes {
+	for _, wt := range forwardTypes {
 		cfg, ws := syntheticModel(t, wt)
 		for _, m := range []cpu.Math{cpu.MathExact, cpu.MathDynamic} {
 			p, toks := forwardProgram(t, cfg, ws, 1, m)
