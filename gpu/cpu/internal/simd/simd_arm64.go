@@ -26,6 +26,7 @@ var NEON = &Impl{
 	wsumF16:   wsumF16N,
 	expSub:    expSubN,
 	swiglu:    swigluN,
+	dotK:      [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16) float32{Q4K: kernelKN(dotQ4KNEON), Q6K: kernelKN(dotQ6KNEON)},
 }
 
 // NEONDot is NEON with the integer kernels on SDOT, for cores with the
@@ -49,6 +50,18 @@ var NEONDot = &Impl{
 	wsumF16:   wsumF16N,
 	expSub:    expSubN,
 	swiglu:    swigluN,
+	dotK:      [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16) float32{Q4K: kernelKN(dotQ4KSDOT), Q6K: kernelKN(dotQ6KSDOT)},
+}
+
+// kernelKN wraps a K-quant kernel (the slices already checked by DotK); the
+// types without one run the pure-Go kernel.
+func kernelKN(f func(w *byte, x *int8, xd *float32, xs *int16, nb int) float32) func(w []byte, x []int8, xd []float32, xs []int16) float32 {
+	return func(w []byte, x []int8, xd []float32, xs []int16) float32 {
+		if len(xd) == 0 {
+			return 0
+		}
+		return f(&w[0], &x[0], &xd[0], &xs[0], len(xd))
+	}
 }
 
 func init() {

@@ -1,0 +1,186 @@
+package main
+
+import "fmt"
+
+// The K-quant kernels: one weight row of nb Q4_K or Q6_K blocks (GGUF
+// layout) against activations quantized by QuantizeQ8K. Each sub-block's
+// values are unpacked to bytes (0..15 or 0..63, which SDOT and SMULL take
+// as signed), their products with the activations summed into int32 lanes
+// by the variant's dot, and multiplied by the sub-block's scale into the
+// block's int32 sums (MLA by element); the mins (Q4_K) and the offset of 32
+// (Q6_K) come through the activation sums. The block's float operations are
+// the Go form's, one rounding each, so every result has its bits.
+//
+// Registers: R0 w, R1 x, R2 xd, R3 xs, R4 nb; V0 the float total, V1-V7
+// the scales, V8-V11 the neon variant's products, V12 one sub-block's sums,
+// V13 the block's, V14-V15 byte masks, V16-V23 weights, V24-V31
+// activations.
+
+var kArgs = []arg{{"w", "*byte"}, {"x", "*int8"}, {"xd", "*float32"}, {"xs", "*int16"}, {"nb", "int"}}
+
+// kEpilogue adds the block's float terms to F0: float32(d*dx*Σi), minus
+// float32(dmin*dx*Σm) when withMin, with Σi in R12, Σm in R11, d the f16
+// at off(R0) and dmin the one after it; dx is loaded from R2 (advanced).
+func kEpilogue(f *file, off int, withMin bool) {
+	f.ins("MOVHU %d(R0), R13", off)
+	f.ins("FMOVS R13, F1")
+	f.ins("FCVTHS F1, F1")
+	f.ins("FMOVS.P 4(R2), F3")
+	f.ins("FMULS F3, F1, F1")
+	f.ins("SCVTFWS R12, F4")
+	f.ins("FMULS F4, F1, F4")
+	if withMin {
+		f.ins("MOVHU %d(R0), R13", off+2)
+		f.ins("FMOVS R13, F2")
+		f.ins("FCVTHS F2, F2")
+		f.ins("FMULS F3, F2, F2")
+		f.ins("SCVTFWS R11, F5")
+		f.ins("FMULS F5, F2, F5")
+		f.ins("FSUBS F5, F4, F4")
+	}
+	f.ins("FADDS F4, F0, F0")
+}
+
+func kName(t string, v variant) string { return "dot" + t + v.name }
+
+// dotQ4KArm writes the Q4_K kernel.
+func dotQ4KArm(f *file, v variant) {
+	f.fn(kName("Q4K", v), fmt.Sprintf("returns the dot product of nb Q4_K blocks at w with QuantizeQ8K activations (x, xd, xs), %s per 32-value sub-block.", v.doc),
+		kArgs, true, 0, 1, 2, 3, 4)
+	f.zero(0)
+	f.word(moviB(14, 0x0f))
+	f.label("block")
+	f.ins("CBZ R4, done")
+	// llama.cpp's unpacking of the 12 scale bytes: scales 0..3, 4..7 and
+	// mins 0..3, 4..7 as four words of V1.
+	f.ins("MOVWU 4(R0), R5")
+	f.ins("MOVWU 8(R0), R6")
+	f.ins("MOVWU 12(R0), R7")
+	f.ins("LSRW $4, R7, R8")
+	f.ins("ANDW $0x0f0f0f0f, R8")
+	f.ins("LSRW $6, R6, R9")
+	f.ins("ANDW $0x03030303, R9")
+	f.ins("ORRW R9<<4, R8, R8")
+	f.ins("ANDW $0x3f3f3f3f, R6")
+	f.ins("LSRW $6, R5, R9")
+	f.ins("ANDW $0x03030303, R9")
+	f.ins("ANDW $0x0f0f0f0f, R7")
+	f.ins("ORRW R9<<4, R7, R7")
+	f.ins("ANDW $0x3f3f3f3f, R5")
+	f.ins("VMOV R5, V1.S[0]")
+	f.ins("VMOV R7, V1.S[1]")
+	f.ins("VMOV R6, V1.S[2]")
+	f.ins("VMOV R8, V1.S[3]")
+	f.word(uxtlB(2, 1))  // scales as int16
+	f.word(uxtl2B(3, 1)) // mins as int16
+	f.word(uxtlH(4, 2))  // scales 0..3 as int32
+	f.word(uxtl2H(5, 2)) // scales 4..7
+	// Σm: the mins against the pair sums of the 16 activation sums.
+	f.ins("VLD1.P 32(R3), %s", vlist(24, 2, "H8"))
+	f.word(addp8h(26, 24, 25))
+	f.word(smullH(12, 3, 26))
+	f.word(smlal2H(12, 3, 26))
+	f.word(addv4s(12, 12))
+	f.ins("FMOVS F12, R11")
+	f.ins("ADD $16, R0, R10")
+	f.zero(13)
+	for g := range 4 {
+		f.ins("VLD1.P 32(R10), %s", vlist(16, 2, "B16"))
+		f.ins("VLD1.P 64(R1), %s", vlist(24, 4, "B16"))
+		f.word(andB(18, 16, 14))
+		f.word(andB(19, 17, 14))
+		f.word(ushrB(20, 16, 4))
+		f.word(ushrB(21, 17, 4))
+		for i := range 2 {
+			s := 2*g + i
+			f.zero(12)
+			v.dot(f, 12, 18+2*i, 24+2*i, 0)
+			v.dot(f, 12, 19+2*i, 25+2*i, 1)
+			f.word(mlaElem(13, 12, 4+s/4, s%4))
+		}
+	}
+	f.word(addv4s(13, 13))
+	f.ins("FMOVS F13, R12")
+	kEpilogue(f, 0, true)
+	f.ins("ADD $144, R0")
+	f.ins("SUB $1, R4")
+	f.ins("B block")
+	f.label("done")
+	f.ret(5, 0)
+}
+
+// dotQ6KArm writes the Q6_K kernel: every 16-byte register of unpacked
+// values is one sub-block.
+func dotQ6KArm(f *file, v variant) {
+	f.fn(kName("Q6K", v), fmt.Sprintf("returns the dot product of nb Q6_K blocks at w with QuantizeQ8K activations (x, xd, xs), %s per 16-value sub-block; the offset of 32 comes off as 32·Σ_j sc_j·xs_j.", v.doc),
+		kArgs, true, 0, 1, 2, 3, 4)
+	f.zero(0)
+	f.word(moviB(14, 0x0f))
+	f.word(moviB(15, 0x30))
+	f.label("block")
+	f.ins("CBZ R4, done")
+	f.ins("ADD $192, R0, R10")
+	f.ins("VLD1 (R10), [V1.B16]")
+	f.word(sxtlB(2, 1))
+	f.word(sxtl2B(3, 1))
+	f.word(sxtlH(4, 2))
+	f.word(sxtl2H(5, 2))
+	f.word(sxtlH(6, 3))
+	f.word(sxtl2H(7, 3))
+	// Σ sc_j·xs_j
+	f.ins("VLD1.P 32(R3), %s", vlist(24, 2, "H8"))
+	f.word(smullH(12, 2, 24))
+	f.word(smlal2H(12, 2, 24))
+	f.word(smlalH(12, 3, 25))
+	f.word(smlal2H(12, 3, 25))
+	f.word(addv4s(12, 12))
+	f.ins("FMOVS F12, R11")
+	f.ins("MOVD R0, R10")
+	f.ins("ADD $128, R0, R9")
+	f.zero(13)
+	for h := range 2 {
+		f.ins("VLD1.P 64(R10), %s", vlist(16, 4, "B16")) // ql0 in V16-V17, ql1 in V18-V19
+		f.ins("VLD1.P 32(R9), %s", vlist(20, 2, "B16"))  // qh
+		f.ins("VLD1.P 64(R1), %s", vlist(24, 4, "B16"))
+		f.ins("VLD1.P 64(R1), %s", vlist(28, 4, "B16"))
+		for k := range 4 {
+			for p := range 2 {
+				src := []int{16, 18}[k&1] + p
+				if k < 2 {
+					f.word(andB(22, src, 14))
+				} else {
+					f.word(ushrB(22, src, 4))
+				}
+				// bits 2k..2k+1 of qh to bits 4..5
+				qh := 20 + p
+				switch k {
+				case 0:
+					f.word(shlB(23, qh, 4))
+					f.word(andB(23, 23, 15))
+				case 1:
+					f.word(shlB(23, qh, 2))
+					f.word(andB(23, 23, 15))
+				case 2:
+					f.word(andB(23, qh, 15))
+				case 3:
+					f.word(ushrB(23, qh, 2))
+					f.word(andB(23, 23, 15))
+				}
+				f.word(orrB(22, 22, 23))
+				s := 8*h + 2*k + p
+				f.zero(12)
+				v.dot(f, 12, 22, 24+2*k+p, 0)
+				f.word(mlaElem(13, 12, 4+s/4, s%4))
+			}
+		}
+	}
+	f.word(addv4s(13, 13))
+	f.ins("FMOVS F13, R12")
+	f.ins("SUBW R11<<5, R12, R12")
+	kEpilogue(f, 208, false)
+	f.ins("ADD $210, R0")
+	f.ins("SUB $1, R4")
+	f.ins("B block")
+	f.label("done")
+	f.ret(5, 0)
+}
