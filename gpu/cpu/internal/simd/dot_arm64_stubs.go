@@ -89,10 +89,25 @@ func dotQ4Q8BlocksRowsNEON(w *byte, ws *uint16, x *int8, xd *float32, nb int, ro
 //go:noescape
 func dotQ4KNEON(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
 
+// dotQ5KNEON returns the dot product of nb Q5_K blocks at w with QuantizeQ8K activations (x, xd, xs), SMULL/SMULL2 into int16 and SADALP into int32 per 32-value sub-block.
+//
+//go:noescape
+func dotQ5KNEON(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+
 // dotQ6KNEON returns the dot product of nb Q6_K blocks at w with QuantizeQ8K activations (x, xd, xs), SMULL/SMULL2 into int16 and SADALP into int32 per 16-value sub-block; the offset of 32 comes off as 32·Σ_j sc_j·xs_j.
 //
 //go:noescape
 func dotQ6KNEON(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+
+// dotQ2KNEON returns the dot product of nb Q2_K blocks at w with QuantizeQ8K activations (x, xd, xs), SMULL/SMULL2 into int16 and SADALP into int32 per 16-value sub-block.
+//
+//go:noescape
+func dotQ2KNEON(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+
+// dotQ3KNEON returns the dot product of nb Q3_K blocks at w with QuantizeQ8K activations (x, xd, xs), SMULL/SMULL2 into int16 and SADALP into int32 per 16-value sub-block.
+//
+//go:noescape
+func dotQ3KNEON(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
 
 // dotQ8Q8BlocksSDOT returns Σ_b ws[b]*xd[b]*Σ_{i<32} w[32b+i]*x[32b+i] over nb blocks (nb a positive multiple of 4): int8 weights with one binary16 scale per block times int8 activations with f32 block scales, SDOT (the dot product extension).
 //
@@ -129,7 +144,22 @@ func dotQ4Q8BlocksRowsSDOT(w *byte, ws *uint16, x *int8, xd *float32, nb int, ro
 //go:noescape
 func dotQ4KSDOT(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
 
+// dotQ5KSDOT returns the dot product of nb Q5_K blocks at w with QuantizeQ8K activations (x, xd, xs), SDOT (the dot product extension) per 32-value sub-block.
+//
+//go:noescape
+func dotQ5KSDOT(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+
 // dotQ6KSDOT returns the dot product of nb Q6_K blocks at w with QuantizeQ8K activations (x, xd, xs), SDOT (the dot product extension) per 16-value sub-block; the offset of 32 comes off as 32·Σ_j sc_j·xs_j.
 //
 //go:noescape
 func dotQ6KSDOT(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+
+// dotQ2KSDOT returns the dot product of nb Q2_K blocks at w with QuantizeQ8K activations (x, xd, xs), SDOT (the dot product extension) per 16-value sub-block.
+//
+//go:noescape
+func dotQ2KSDOT(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+
+// dotQ3KSDOT returns the dot product of nb Q3_K blocks at w with QuantizeQ8K activations (x, xd, xs), SDOT (the dot product extension) per 16-value sub-block.
+//
+//go:noescape
+func dotQ3KSDOT(w *byte, x *int8, xd *float32, xs *int16, nb int) float32

@@ -26,7 +26,9 @@ var NEON = &Impl{
 	wsumF16:   wsumF16N,
 	expSub:    expSubN,
 	swiglu:    swigluN,
-	dotK:      [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16) float32{Q4K: kernelKN(dotQ4KNEON), Q6K: kernelKN(dotQ6KNEON)},
+	dotK: [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16) float32{
+		Q4K: kernelKN(dotQ4KNEON), Q5K: kernelKN(dotQ5KNEON), Q6K: kernelKN(dotQ6KNEON), Q2K: kernelKN(dotQ2KNEON), Q3K: kernelKN(dotQ3KNEON),
+	},
 }
 
 // NEONDot is NEON with the integer kernels on SDOT, for cores with the
@@ -50,11 +52,12 @@ var NEONDot = &Impl{
 	wsumF16:   wsumF16N,
 	expSub:    expSubN,
 	swiglu:    swigluN,
-	dotK:      [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16) float32{Q4K: kernelKN(dotQ4KSDOT), Q6K: kernelKN(dotQ6KSDOT)},
+	dotK: [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16) float32{
+		Q4K: kernelKN(dotQ4KSDOT), Q5K: kernelKN(dotQ5KSDOT), Q6K: kernelKN(dotQ6KSDOT), Q2K: kernelKN(dotQ2KSDOT), Q3K: kernelKN(dotQ3KSDOT),
+	},
 }
 
-// kernelKN wraps a K-quant kernel (the slices already checked by DotK); the
-// types without one run the pure-Go kernel.
+// kernelKN wraps a K-quant kernel (the slices already checked by DotK).
 func kernelKN(f func(w *byte, x *int8, xd *float32, xs *int16, nb int) float32) func(w []byte, x []int8, xd []float32, xs []int16) float32 {
 	return func(w []byte, x []int8, xd []float32, xs []int16) float32 {
 		if len(xd) == 0 {

@@ -147,3 +147,6 @@ func moviB(d int, imm uint8) word {
 
 // ADDV Sd, Vn.4S.
 func addv4s(d, n int) word { return rr(0x4eb1b800, d, n, "addv s%d, v%d.4s") }
+
+// SUB Vd.16B, Vn.16B, Vm.16B.
+func subB(d, n, m int) word { return rrr(0x6e208400, d, n, m, "sub v%d.16b, v%d.16b, v%d.16b") }

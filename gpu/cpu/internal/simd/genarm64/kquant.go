@@ -43,12 +43,17 @@ func kEpilogue(f *file, off int, withMin bool) {
 
 func kName(t string, v variant) string { return "dot" + t + v.name }
 
-// dotQ4KArm writes the Q4_K kernel.
-func dotQ4KArm(f *file, v variant) {
-	f.fn(kName("Q4K", v), fmt.Sprintf("returns the dot product of nb Q4_K blocks at w with QuantizeQ8K activations (x, xd, xs), %s per 32-value sub-block.", v.doc),
+// dotQ4KArm writes the Q4_K kernel, or with q5 the Q5_K one.
+func dotQ4KArm(f *file, v variant, q5 bool) {
+	name, what, bytes, qs := "Q4K", "Q4_K", 144, 16
+	if q5 {
+		name, what, bytes, qs = "Q5K", "Q5_K", 176, 48
+	}
+	f.fn(kName(name, v), fmt.Sprintf("returns the dot product of nb %s blocks at w with QuantizeQ8K activations (x, xd, xs), %s per 32-value sub-block.", what, v.doc),
 		kArgs, true, 0, 1, 2, 3, 4)
 	f.zero(0)
 	f.word(moviB(14, 0x0f))
+	f.word(moviB(15, 0x10))
 	f.label("block")
 	f.ins("CBZ R4, done")
 	// llama.cpp's unpacking of the 12 scale bytes: scales 0..3, 4..7 and
@@ -82,7 +87,11 @@ func dotQ4KArm(f *file, v variant) {
 	f.word(smlal2H(12, 3, 26))
 	f.word(addv4s(12, 12))
 	f.ins("FMOVS F12, R11")
-	f.ins("ADD $16, R0, R10")
+	if q5 {
+		f.ins("ADD $16, R0, R9")
+		f.ins("VLD1 (R9), %s", vlist(22, 2, "B16"))
+	}
+	f.ins("ADD $%d, R0, R10", qs)
 	f.zero(13)
 	for g := range 4 {
 		f.ins("VLD1.P 32(R10), %s", vlist(16, 2, "B16"))
@@ -91,6 +100,23 @@ func dotQ4KArm(f *file, v variant) {
 		f.word(andB(19, 17, 14))
 		f.word(ushrB(20, 16, 4))
 		f.word(ushrB(21, 17, 4))
+		for i := 0; q5 && i < 2; i++ {
+			// Bit 2g+i of qh to bit 4 of every value of sub-block 2g+i.
+			b := 2*g + i
+			for p := range 2 {
+				switch {
+				case b < 4:
+					f.word(shlB(12, 22+p, 4-b))
+					f.word(andB(12, 12, 15))
+				case b > 4:
+					f.word(ushrB(12, 22+p, b-4))
+					f.word(andB(12, 12, 15))
+				default:
+					f.word(andB(12, 22+p, 15))
+				}
+				f.word(orrB(18+2*i+p, 18+2*i+p, 12))
+			}
+		}
 		for i := range 2 {
 			s := 2*g + i
 			f.zero(12)
@@ -102,7 +128,7 @@ func dotQ4KArm(f *file, v variant) {
 	f.word(addv4s(13, 13))
 	f.ins("FMOVS F13, R12")
 	kEpilogue(f, 0, true)
-	f.ins("ADD $144, R0")
+	f.ins("ADD $%d, R0", bytes)
 	f.ins("SUB $1, R4")
 	f.ins("B block")
 	f.label("done")
@@ -179,6 +205,162 @@ func dotQ6KArm(f *file, v variant) {
 	f.ins("SUBW R11<<5, R12, R12")
 	kEpilogue(f, 208, false)
 	f.ins("ADD $210, R0")
+	f.ins("SUB $1, R4")
+	f.ins("B block")
+	f.label("done")
+	f.ret(5, 0)
+}
+
+// dotQ2KArm writes the Q2_K kernel: sub-blocks of 16 with 4-bit scales and
+// mins, 2-bit values.
+func dotQ2KArm(f *file, v variant) {
+	f.fn(kName("Q2K", v), fmt.Sprintf("returns the dot product of nb Q2_K blocks at w with QuantizeQ8K activations (x, xd, xs), %s per 16-value sub-block.", v.doc),
+		kArgs, true, 0, 1, 2, 3, 4)
+	f.zero(0)
+	f.word(moviB(14, 3))
+	f.word(moviB(15, 0x0f))
+	f.label("block")
+	f.ins("CBZ R4, done")
+	f.ins("VLD1 (R0), [V1.B16]")
+	f.word(andB(2, 1, 15))
+	f.word(uxtlB(3, 2))
+	f.word(uxtl2B(2, 2))
+	f.word(uxtlH(4, 3))
+	f.word(uxtl2H(5, 3))
+	f.word(uxtlH(6, 2))
+	f.word(uxtl2H(7, 2))
+	f.word(ushrB(1, 1, 4)) // the mins
+	f.word(uxtlB(2, 1))
+	f.word(uxtl2B(3, 1))
+	f.ins("VLD1.P 32(R3), %s", vlist(24, 2, "H8"))
+	f.word(smullH(12, 2, 24))
+	f.word(smlal2H(12, 2, 24))
+	f.word(smlalH(12, 3, 25))
+	f.word(smlal2H(12, 3, 25))
+	f.word(addv4s(12, 12))
+	f.ins("FMOVS F12, R11")
+	f.ins("ADD $16, R0, R10")
+	f.zero(13)
+	for h := range 2 {
+		f.ins("VLD1.P 32(R10), %s", vlist(16, 2, "B16"))
+		f.ins("VLD1.P 64(R1), %s", vlist(24, 4, "B16"))
+		f.ins("VLD1.P 64(R1), %s", vlist(28, 4, "B16"))
+		for j := range 4 {
+			for u := range 2 {
+				if j == 0 {
+					f.word(andB(22, 16+u, 14))
+				} else {
+					f.word(ushrB(22, 16+u, 2*j))
+					f.word(andB(22, 22, 14))
+				}
+				s := 8*h + 2*j + u
+				f.zero(12)
+				v.dot(f, 12, 22, 24+2*j+u, 0)
+				f.word(mlaElem(13, 12, 4+s/4, s%4))
+			}
+		}
+	}
+	f.word(addv4s(13, 13))
+	f.ins("FMOVS F13, R12")
+	kEpilogue(f, 80, true)
+	f.ins("ADD $84, R0")
+	f.ins("SUB $1, R4")
+	f.ins("B block")
+	f.label("done")
+	f.ret(5, 0)
+}
+
+// dotQ3KArm writes the Q3_K kernel: values taken unsigned (two low bits
+// plus 4 where the high bit is set), the offset of 4 taken off as
+// 4·Σ_j sc_j·xs_j.
+func dotQ3KArm(f *file, v variant) {
+	f.fn(kName("Q3K", v), fmt.Sprintf("returns the dot product of nb Q3_K blocks at w with QuantizeQ8K activations (x, xd, xs), %s per 16-value sub-block.", v.doc),
+		kArgs, true, 0, 1, 2, 3, 4)
+	f.zero(0)
+	f.word(moviB(14, 3))
+	f.word(moviB(15, 4))
+	f.label("block")
+	f.ins("CBZ R4, done")
+	// llama.cpp's unpacking of the twelve scale bytes into sixteen 6-bit
+	// scales (plus 32).
+	f.ins("MOVWU 96(R0), R5")
+	f.ins("MOVWU 100(R0), R6")
+	f.ins("MOVWU 104(R0), R7")
+	f.ins("LSRW $4, R5, R8")
+	f.ins("ANDW $0x0f0f0f0f, R8")
+	f.ins("LSRW $4, R7, R12")
+	f.ins("ANDW $0x03030303, R12")
+	f.ins("ORRW R12<<4, R8, R8")
+	f.ins("LSRW $4, R6, R9")
+	f.ins("ANDW $0x0f0f0f0f, R9")
+	f.ins("LSRW $6, R7, R12")
+	f.ins("ANDW $0x03030303, R12")
+	f.ins("ORRW R12<<4, R9, R9")
+	f.ins("ANDW $0x0f0f0f0f, R5")
+	f.ins("ANDW $0x03030303, R7, R12")
+	f.ins("ORRW R12<<4, R5, R5")
+	f.ins("ANDW $0x0f0f0f0f, R6")
+	f.ins("LSRW $2, R7, R12")
+	f.ins("ANDW $0x03030303, R12")
+	f.ins("ORRW R12<<4, R6, R6")
+	f.ins("VMOV R5, V1.S[0]")
+	f.ins("VMOV R6, V1.S[1]")
+	f.ins("VMOV R8, V1.S[2]")
+	f.ins("VMOV R9, V1.S[3]")
+	f.word(moviB(2, 32))
+	f.word(subB(1, 1, 2))
+	f.word(sxtlB(2, 1))
+	f.word(sxtl2B(3, 1))
+	f.word(sxtlH(4, 2))
+	f.word(sxtl2H(5, 2))
+	f.word(sxtlH(6, 3))
+	f.word(sxtl2H(7, 3))
+	f.ins("VLD1.P 32(R3), %s", vlist(24, 2, "H8"))
+	f.word(smullH(12, 2, 24))
+	f.word(smlal2H(12, 2, 24))
+	f.word(smlalH(12, 3, 25))
+	f.word(smlal2H(12, 3, 25))
+	f.word(addv4s(12, 12))
+	f.ins("FMOVS F12, R11")
+	f.ins("VLD1 (R0), %s", vlist(20, 2, "B16")) // hmask
+	f.ins("ADD $32, R0, R10")
+	f.zero(13)
+	for h := range 2 {
+		f.ins("VLD1.P 32(R10), %s", vlist(16, 2, "B16"))
+		f.ins("VLD1.P 64(R1), %s", vlist(24, 4, "B16"))
+		f.ins("VLD1.P 64(R1), %s", vlist(28, 4, "B16"))
+		for j := range 4 {
+			for u := range 2 {
+				if j == 0 {
+					f.word(andB(22, 16+u, 14))
+				} else {
+					f.word(ushrB(22, 16+u, 2*j))
+					f.word(andB(22, 22, 14))
+				}
+				// bit 4h+j of hmask to bit 2
+				switch b := 4*h + j; {
+				case b < 2:
+					f.word(shlB(23, 20+u, 2-b))
+					f.word(andB(23, 23, 15))
+				case b > 2:
+					f.word(ushrB(23, 20+u, b-2))
+					f.word(andB(23, 23, 15))
+				default:
+					f.word(andB(23, 20+u, 15))
+				}
+				f.word(orrB(22, 22, 23))
+				s := 8*h + 2*j + u
+				f.zero(12)
+				v.dot(f, 12, 22, 24+2*j+u, 0)
+				f.word(mlaElem(13, 12, 4+s/4, s%4))
+			}
+		}
+	}
+	f.word(addv4s(13, 13))
+	f.ins("FMOVS F13, R12")
+	f.ins("SUBW R11<<2, R12, R12")
+	kEpilogue(f, 108, false)
+	f.ins("ADD $110, R0")
 	f.ins("SUB $1, R4")
 	f.ins("B block")
 	f.label("done")
