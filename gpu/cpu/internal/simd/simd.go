@@ -2,7 +2,9 @@
 // row in its stored type (f32, f16, bf16, int8, int4 with per-block
 // scales) with f32 inputs, and the dynamic-range kernels that take
 // activations quantized to int8 per 32-element block (QuantizeQ8) and sum
-// integer products, as llama.cpp does with its Q8_0 activation blocks.
+// integer products, as llama.cpp does with its Q8_0 activation blocks, or,
+// for weights in llama.cpp's K-quant blocks (kquant.go), per 256-element
+// block with sums of every 16 (QuantizeQ8K, llama.cpp's Q8_K).
 //
 // Every kernel has a pure-Go form (the reference, and the fallback on
 // architectures without assembly) and, where the CPU allows, an assembly
