@@ -172,7 +172,8 @@ func kquantLP(t *testing.T, name string, m cpu.Math) (prefill, decode float64) {
 // decode (measured: dynamic 0.016 to 0.018, exact 0.013 to 0.022).
 func TestKQuantDynamicVsLlamaCpp(t *testing.T) {
 	const tol = 0.05
-	for _, name := range []string{"k256-Q4_K_M", "k256-Q5_K_M", "k256-Q6_K", "k256-Q2_K", "k256-Q4_0"} {
+	for _, name := range []string{"k256-Q4_K_M", "k256-Q5_K_M", "k256-Q6_K", "k256-Q2_K", "k256-Q4_0",
+		"llama-Q4_K_M", "llama-Q5_K_M", "gemma2-Q4_K_M", "phi2-Q4_K_M", "falcon-Q5_K_M"} {
 		t.Run(name, func(t *testing.T) {
 			ep, ed := kquantLP(t, name, cpu.MathExact)
 			dp, dd := kquantLP(t, name, cpu.MathDynamic)

@@ -96,6 +96,9 @@ func (m *mmTask) rowsOK() bool {
 		if m.w.kq >= 0 {
 			return !m.glu || m.up.kq == m.w.kq
 		}
+		if m.w.q32 >= 0 {
+			return !m.glu || m.up.q32 == m.w.q32
+		}
 		return m.w.blockRows() && (!m.glu || m.up.blockRows())
 	}
 	return m.w.dtype == tensors.F32 && (!m.glu || m.up.dtype == tensors.F32)
@@ -108,6 +111,10 @@ func (m *mmTask) dotRows(w *matrix, r0, r1, t int, out []float32) {
 		if w.kq >= 0 {
 			x, xd, xs := m.kInput(w, t)
 			simd.DotKRows(w.kq, w.blk[r0*w.rowBytes():r1*w.rowBytes()], x, xd, xs, out)
+			return
+		}
+		if w.q32 >= 0 {
+			simd.DotQ32Rows(w.q32, w.blk[r0*w.rowBytes():r1*w.rowBytes()], m.q[k:k+w.cols], m.d[k/simd.QBlock:(k+w.cols)/simd.QBlock], out)
 			return
 		}
 		w.qdotRows(r0, r1, m.q[k:k+w.cols], m.d[k/simd.QBlock:], out)
@@ -188,6 +195,10 @@ func (m *mmTask) dot(s *scratch, w *matrix, r, t int) float32 {
 			return simd.DotK(w.kq, w.blk[r*rb:(r+1)*rb], x, xd, xs)
 		}
 		k := t * m.inCols
+		if w.q32 >= 0 {
+			rb := w.rowBytes()
+			return simd.DotQ32(w.q32, w.blk[r*rb:(r+1)*rb], m.q[k:k+w.cols], m.d[k/simd.QBlock:(k+w.cols)/simd.QBlock])
+		}
 		return w.qdot(r, m.q[k:k+w.cols], m.d[k/simd.QBlock:])
 	}
 	x := m.in[t*m.inCols : t*m.inCols+w.cols]
@@ -325,12 +336,14 @@ const (
 
 // layout returns the input layout of m's dynamic kernel: int8 or int4 rows
 // and blocks of whole 32-value activation blocks with block scales in
-// binary16 unless there is one scale per row, or K-quant blocks;
-// layoutExact for every other matrix.
+// binary16 unless there is one scale per row, Q4_1, Q5_0 or Q5_1 blocks,
+// or K-quant blocks; layoutExact for every other matrix.
 func (m *matrix) layout() layout {
 	switch {
 	case m.kq >= 0:
 		return layoutQ8K
+	case m.q32 >= 0:
+		return layoutQ8
 	case (m.dtype == tensors.I8 || m.dtype == tensors.I4) && m.cols%simd.QBlock == 0 &&
 		m.block%simd.QBlock == 0 && (m.scalesF16 != nil || m.block == m.cols):
 		if m.dtype == tensors.I4 {
@@ -355,6 +368,11 @@ func (m *mmTask) qdot4(w *matrix, r, t int, out *[4]float32) {
 	if w.kq >= 0 {
 		k, rb := t*m.inCols, w.rowBytes()
 		simd.DotKx4(w.kq, w.blk[r*rb:(r+1)*rb], m.q[k:], m.d[k/simd.QK:], m.qs[k/simd.QKSum:], m.inCols, out)
+		return
+	}
+	if w.q32 >= 0 {
+		k, rb := t*m.inCols, w.rowBytes()
+		simd.DotQ32x4(w.q32, w.blk[r*rb:(r+1)*rb], m.q[k:], m.d[k/simd.QBlock:], m.inCols, out)
 		return
 	}
 	w.qdot4(r, m.q, m.d, t, m.inCols, out)

@@ -111,3 +111,36 @@ func BenchmarkKQuantRows(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkQ32Rows is BenchmarkKQuantRows for Q4_1, Q5_0 and Q5_1.
+func BenchmarkQ32Rows(b *testing.B) {
+	const cols = 768
+	r := rngFor(b)
+	x := randF32(r, cols)
+	q, d := quant32(x)
+	row := make([]float32, cols)
+	for _, qt := range q32Types {
+		for _, rows := range []int{64, 32000} {
+			w := randQ32Blocks(r, qt.t, qt.scales, rows*cols/QBlock, 0)
+			rb := cols / QBlock * qt.t.BlockBytes()
+			out := make([]float32, rows)
+			b.Run(fmt.Sprintf("%s/rows=%d/decode-f32", qt.t, rows), func(b *testing.B) {
+				b.SetBytes(int64(len(w)))
+				for b.Loop() {
+					for i := range out {
+						_ = tensors.DecodeBlocks(qt.dt, w[i*rb:(i+1)*rb], row)
+						out[i] = DotF32(row, x)
+					}
+				}
+			})
+			for _, k := range Impls() {
+				b.Run(fmt.Sprintf("%s/rows=%d/%s", qt.t, rows, k.Name), func(b *testing.B) {
+					b.SetBytes(int64(len(w)))
+					for b.Loop() {
+						k.DotQ32Rows(qt.t, w, q, d, out)
+					}
+				})
+			}
+		}
+	}
+}

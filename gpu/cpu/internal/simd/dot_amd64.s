@@ -3710,3 +3710,257 @@ q3kdone:
 	VZEROUPPER
 	MOVSS X3, ret+40(FP)
 	RET
+
+// func dotQ4_1AVX2(w *byte, x *int8, xd *float32, nb int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotQ4_1AVX2(SB), NOSPLIT, $0-36
+	MOVQ         w+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         xd+16(FP), DX
+	MOVQ         nb+24(FP), BX
+	MOVL         $0x0f0f0f0f, SI
+	VMOVD        SI, X0
+	VPBROADCASTB X0, Y0
+	MOVL         $0x01010101, SI
+	VMOVD        SI, X1
+	VPBROADCASTB X1, Y1
+	MOVL         $0x00010001, SI
+	VMOVD        SI, X2
+	VPBROADCASTW X2, Y2
+	VXORPS       X3, X3, X3
+
+q41block:
+	TESTQ        BX, BX
+	JZ           q41done
+	VMOVDQU      4(AX), X4
+	VPSRLW       $0x04, X4, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPAND        Y0, Y5, Y5
+	VPMADDUBSW   (CX), Y5, Y5
+	VPMADDWD     Y2, Y5, Y5
+	VPMADDUBSW   (CX), Y1, Y6
+	VPMADDWD     Y2, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPSUBD       Y6, Y7, Y6
+	VEXTRACTI128 $0x01, Y6, X4
+	VPADDD       X4, X6, X6
+	VEXTRACTI128 $0x01, Y5, X4
+	VPADDD       X4, X5, X5
+	VPHADDD      X6, X5, X4
+	VPHADDD      X4, X4, X4
+	VMOVD        (AX), X5
+	VCVTDQ2PS    X4, X4
+	VCVTPH2PS    X5, X5
+	VBROADCASTSS (DX), X6
+	VMULPS       X6, X5, X5
+	VMULPS       X4, X5, X4
+	VMOVSHDUP    X4, X6
+	VSUBSS       X6, X4, X4
+	VADDSS       X4, X3, X3
+	ADDQ         $0x14, AX
+	ADDQ         $0x20, CX
+	ADDQ         $0x04, DX
+	DECQ         BX
+	JMP          q41block
+
+q41done:
+	VZEROUPPER
+	MOVSS X3, ret+32(FP)
+	RET
+
+// func dotQ5_0AVX2(w *byte, x *int8, xd *float32, nb int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotQ5_0AVX2(SB), NOSPLIT, $0-36
+	MOVQ         w+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         xd+16(FP), DX
+	MOVQ         nb+24(FP), BX
+	MOVL         $0x0f0f0f0f, SI
+	VMOVD        SI, X0
+	VPBROADCASTB X0, Y0
+	MOVL         $0x01010101, SI
+	VMOVD        SI, X1
+	VPBROADCASTB X1, Y1
+	MOVL         $0x00010001, SI
+	VMOVD        SI, X2
+	VPBROADCASTW X2, Y2
+	MOVL         $0x10101010, SI
+	VMOVD        SI, X3
+	VPBROADCASTB X3, Y3
+	VPCMPEQB     Y4, Y4, Y4
+	VXORPS       X5, X5, X5
+
+q50block:
+	TESTQ        BX, BX
+	JZ           q50done
+	VMOVDQU      6(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y0, Y7, Y7
+	VPBROADCASTD 2(AX), Y8
+	VPSHUFB      q5consts<>+0(SB), Y8, Y8
+	VPOR         q5consts<>+32(SB), Y8, Y8
+	VPCMPEQB     Y4, Y8, Y8
+	VPAND        Y3, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDUBSW   (CX), Y7, Y7
+	VPMADDWD     Y2, Y7, Y7
+	VPMADDUBSW   (CX), Y1, Y8
+	VPMADDWD     Y2, Y8, Y8
+	VPSLLD       $0x04, Y8, Y8
+	VPSUBD       Y8, Y7, Y7
+	VEXTRACTI128 $0x01, Y7, X6
+	VPADDD       X6, X7, X7
+	VPHADDD      X7, X7, X6
+	VPHADDD      X6, X6, X6
+	MOVWLZX      (AX), SI
+	VMOVD        SI, X7
+	VCVTDQ2PS    X6, X6
+	VCVTPH2PS    X7, X7
+	VBROADCASTSS (DX), X8
+	VMULPS       X8, X7, X7
+	VMULPS       X6, X7, X6
+	VADDSS       X6, X5, X5
+	ADDQ         $0x16, AX
+	ADDQ         $0x20, CX
+	ADDQ         $0x04, DX
+	DECQ         BX
+	JMP          q50block
+
+q50done:
+	VZEROUPPER
+	MOVSS X5, ret+32(FP)
+	RET
+
+DATA q5consts<>+0(SB)/1, $0x00
+DATA q5consts<>+1(SB)/1, $0x00
+DATA q5consts<>+2(SB)/1, $0x00
+DATA q5consts<>+3(SB)/1, $0x00
+DATA q5consts<>+4(SB)/1, $0x00
+DATA q5consts<>+5(SB)/1, $0x00
+DATA q5consts<>+6(SB)/1, $0x00
+DATA q5consts<>+7(SB)/1, $0x00
+DATA q5consts<>+8(SB)/1, $0x01
+DATA q5consts<>+9(SB)/1, $0x01
+DATA q5consts<>+10(SB)/1, $0x01
+DATA q5consts<>+11(SB)/1, $0x01
+DATA q5consts<>+12(SB)/1, $0x01
+DATA q5consts<>+13(SB)/1, $0x01
+DATA q5consts<>+14(SB)/1, $0x01
+DATA q5consts<>+15(SB)/1, $0x01
+DATA q5consts<>+16(SB)/1, $0x02
+DATA q5consts<>+17(SB)/1, $0x02
+DATA q5consts<>+18(SB)/1, $0x02
+DATA q5consts<>+19(SB)/1, $0x02
+DATA q5consts<>+20(SB)/1, $0x02
+DATA q5consts<>+21(SB)/1, $0x02
+DATA q5consts<>+22(SB)/1, $0x02
+DATA q5consts<>+23(SB)/1, $0x02
+DATA q5consts<>+24(SB)/1, $0x03
+DATA q5consts<>+25(SB)/1, $0x03
+DATA q5consts<>+26(SB)/1, $0x03
+DATA q5consts<>+27(SB)/1, $0x03
+DATA q5consts<>+28(SB)/1, $0x03
+DATA q5consts<>+29(SB)/1, $0x03
+DATA q5consts<>+30(SB)/1, $0x03
+DATA q5consts<>+31(SB)/1, $0x03
+DATA q5consts<>+32(SB)/1, $0xfe
+DATA q5consts<>+33(SB)/1, $0xfd
+DATA q5consts<>+34(SB)/1, $0xfb
+DATA q5consts<>+35(SB)/1, $0xf7
+DATA q5consts<>+36(SB)/1, $0xef
+DATA q5consts<>+37(SB)/1, $0xdf
+DATA q5consts<>+38(SB)/1, $0xbf
+DATA q5consts<>+39(SB)/1, $0x7f
+DATA q5consts<>+40(SB)/1, $0xfe
+DATA q5consts<>+41(SB)/1, $0xfd
+DATA q5consts<>+42(SB)/1, $0xfb
+DATA q5consts<>+43(SB)/1, $0xf7
+DATA q5consts<>+44(SB)/1, $0xef
+DATA q5consts<>+45(SB)/1, $0xdf
+DATA q5consts<>+46(SB)/1, $0xbf
+DATA q5consts<>+47(SB)/1, $0x7f
+DATA q5consts<>+48(SB)/1, $0xfe
+DATA q5consts<>+49(SB)/1, $0xfd
+DATA q5consts<>+50(SB)/1, $0xfb
+DATA q5consts<>+51(SB)/1, $0xf7
+DATA q5consts<>+52(SB)/1, $0xef
+DATA q5consts<>+53(SB)/1, $0xdf
+DATA q5consts<>+54(SB)/1, $0xbf
+DATA q5consts<>+55(SB)/1, $0x7f
+DATA q5consts<>+56(SB)/1, $0xfe
+DATA q5consts<>+57(SB)/1, $0xfd
+DATA q5consts<>+58(SB)/1, $0xfb
+DATA q5consts<>+59(SB)/1, $0xf7
+DATA q5consts<>+60(SB)/1, $0xef
+DATA q5consts<>+61(SB)/1, $0xdf
+DATA q5consts<>+62(SB)/1, $0xbf
+DATA q5consts<>+63(SB)/1, $0x7f
+GLOBL q5consts<>(SB), RODATA|NOPTR, $64
+
+// func dotQ5_1AVX2(w *byte, x *int8, xd *float32, nb int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotQ5_1AVX2(SB), NOSPLIT, $0-36
+	MOVQ         w+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         xd+16(FP), DX
+	MOVQ         nb+24(FP), BX
+	MOVL         $0x0f0f0f0f, SI
+	VMOVD        SI, X0
+	VPBROADCASTB X0, Y0
+	MOVL         $0x01010101, SI
+	VMOVD        SI, X1
+	VPBROADCASTB X1, Y1
+	MOVL         $0x00010001, SI
+	VMOVD        SI, X2
+	VPBROADCASTW X2, Y2
+	MOVL         $0x10101010, SI
+	VMOVD        SI, X3
+	VPBROADCASTB X3, Y3
+	VPCMPEQB     Y4, Y4, Y4
+	VXORPS       X5, X5, X5
+
+q51block:
+	TESTQ        BX, BX
+	JZ           q51done
+	VMOVDQU      8(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y0, Y7, Y7
+	VPBROADCASTD 4(AX), Y8
+	VPSHUFB      q5consts<>+0(SB), Y8, Y8
+	VPOR         q5consts<>+32(SB), Y8, Y8
+	VPCMPEQB     Y4, Y8, Y8
+	VPAND        Y3, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDUBSW   (CX), Y7, Y7
+	VPMADDWD     Y2, Y7, Y7
+	VPMADDUBSW   (CX), Y1, Y8
+	VPMADDWD     Y2, Y8, Y8
+	VPXOR        Y9, Y9, Y9
+	VPSUBD       Y8, Y9, Y8
+	VEXTRACTI128 $0x01, Y8, X6
+	VPADDD       X6, X8, X8
+	VEXTRACTI128 $0x01, Y7, X6
+	VPADDD       X6, X7, X7
+	VPHADDD      X8, X7, X6
+	VPHADDD      X6, X6, X6
+	VMOVD        (AX), X7
+	VCVTDQ2PS    X6, X6
+	VCVTPH2PS    X7, X7
+	VBROADCASTSS (DX), X8
+	VMULPS       X8, X7, X7
+	VMULPS       X6, X7, X6
+	VMOVSHDUP    X6, X8
+	VSUBSS       X8, X6, X6
+	VADDSS       X6, X5, X5
+	ADDQ         $0x18, AX
+	ADDQ         $0x20, CX
+	ADDQ         $0x04, DX
+	DECQ         BX
+	JMP          q51block
+
+q51done:
+	VZEROUPPER
+	MOVSS X5, ret+32(FP)
+	RET

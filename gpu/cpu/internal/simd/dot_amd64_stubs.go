@@ -133,3 +133,18 @@ func dotQ2KAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
 //
 //go:noescape
 func dotQ3KAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+
+// dotQ4_1AVX2 returns the dot product of nb Q4_1 blocks at w with QuantizeQ8 activations in natural order (x, xd).
+//
+//go:noescape
+func dotQ4_1AVX2(w *byte, x *int8, xd *float32, nb int) float32
+
+// dotQ5_0AVX2 returns the dot product of nb Q5_0 blocks at w with QuantizeQ8 activations in natural order (x, xd).
+//
+//go:noescape
+func dotQ5_0AVX2(w *byte, x *int8, xd *float32, nb int) float32
+
+// dotQ5_1AVX2 returns the dot product of nb Q5_1 blocks at w with QuantizeQ8 activations in natural order (x, xd).
+//
+//go:noescape
+func dotQ5_1AVX2(w *byte, x *int8, xd *float32, nb int) float32

@@ -237,3 +237,122 @@ func FuzzDotK(f *testing.F) {
 		}
 	})
 }
+
+// q32Types pairs each Q32 with the tensors type whose blocks it reads and
+// its f16 scale offsets (d, m).
+var q32Types = []struct {
+	t      Q32
+	dt     tensors.DType
+	scales []int
+}{{Q4_1, tensors.Q4_1, []int{0, 2}}, {Q5_0, tensors.Q5_0, []int{0}}, {Q5_1, tensors.Q5_1, []int{0, 2}}}
+
+// randQ32Blocks is randKBlocks for the 32-value types.
+func randQ32Blocks(r *rand.Rand, t Q32, scales []int, nb int, extreme float64) []byte {
+	b := randBytes(r, nb*t.BlockBytes())
+	for i := range nb {
+		for _, o := range scales {
+			k := 0
+			if r.Float64() < extreme {
+				k = r.IntN(len(kScaleKinds))
+			}
+			binary.LittleEndian.PutUint16(b[i*t.BlockBytes()+o:], kScaleKinds[k](r))
+		}
+	}
+	return b
+}
+
+// quant32 quantizes x with QuantizeQ8 (natural order) into new buffers.
+func quant32(x []float32) ([]int8, []float32) {
+	q, d := make([]int8, len(x)), make([]float32, len(x)/QBlock)
+	QuantizeQ8(q, d, x, false)
+	return q, d
+}
+
+// TestQ32Reference is TestKQuantReference for Q4_1, Q5_0 and Q5_1.
+func TestQ32Reference(t *testing.T) {
+	r := rngFor(t)
+	for _, qt := range q32Types {
+		for _, nb := range []int{1, 5} {
+			for trial := range 20 {
+				extreme := trial%2 == 1
+				w := randQ32Blocks(r, qt.t, qt.scales, nb, map[bool]float64{false: 0, true: 0.5}[extreme])
+				q, d := quant32(randActs(r, nb*QBlock, extreme))
+				wf := make([]float32, nb*QBlock)
+				if err := tensors.DecodeBlocks(qt.dt, w, wf); err != nil {
+					t.Fatal(err)
+				}
+				var want, mag float64
+				for i, v := range wf {
+					p := float64(v) * float64(q[i]) * float64(d[i/QBlock])
+					want += p
+					mag += math.Abs(p)
+				}
+				got := Generic.DotQ32(qt.t, w, q, d)
+				if !(mag < math.MaxFloat32) {
+					continue
+				}
+				if math.Abs(float64(got)-want) > 1e-5*mag+1e-30 {
+					t.Errorf("%s nb=%d trial %d: %g, want %g (Σ|w·x| %g)", qt.t, nb, trial, got, want, mag)
+				}
+			}
+		}
+	}
+}
+
+// TestQ32Parity is TestKParity for Q4_1, Q5_0 and Q5_1.
+func TestQ32Parity(t *testing.T) {
+	r := rngFor(t)
+	same := func(a, b float32) bool { return a == b || a != a && b != b }
+	for _, k := range asm(t) {
+		for _, qt := range q32Types {
+			for _, nb := range []int{1, 2, 3, 8, 9} {
+				for off := range 8 {
+					const rows = 3
+					bb := qt.t.BlockBytes()
+					w := randQ32Blocks(r, qt.t, qt.scales, rows*nb+1, 0.3*float64(off%2))[off : off+rows*nb*bb]
+					xs := nb*QBlock + QBlock
+					q0, d := quant32(randActs(r, 4*xs, off%2 == 1))
+					q := make([]int8, len(q0)+off)[off:]
+					copy(q, q0)
+					rb := nb * bb
+					out := make([]float32, rows)
+					k.DotQ32Rows(qt.t, w, q, d[:nb], out)
+					for i := range rows {
+						want := Generic.DotQ32(qt.t, w[i*rb:], q, d[:nb])
+						if got := k.DotQ32(qt.t, w[i*rb:], q, d[:nb]); !same(got, want) || !same(out[i], want) {
+							t.Errorf("%s %s nb=%d off=%d row %d: DotQ32 %g, DotQ32Rows %g, want exactly %g", k.Name, qt.t, nb, off, i, got, out[i], want)
+						}
+					}
+					var got4 [4]float32
+					k.DotQ32x4(qt.t, w[:rb], q, d, xs, &got4)
+					for j := range 4 {
+						o := j * xs
+						if want := Generic.DotQ32(qt.t, w[:rb], q[o:], d[o/QBlock:o/QBlock+nb]); !same(got4[j], want) {
+							t.Errorf("%s %s nb=%d off=%d DotQ32x4 token %d: %g, want exactly %g", k.Name, qt.t, nb, off, j, got4[j], want)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// FuzzDotQ32 is FuzzDotK for Q4_1, Q5_0 and Q5_1.
+func FuzzDotQ32(f *testing.F) {
+	f.Add(uint8(0), []byte{1, 2, 3}, int64(1))
+	f.Add(uint8(1), make([]byte, 3*22), int64(2))
+	f.Add(uint8(2), []byte("\xff\xff\x7c\x00\xff\xff\xff\xff any bytes at all"), int64(3))
+	f.Fuzz(func(t *testing.T, typ uint8, blocks []byte, seed int64) {
+		qt := Q32(int(typ) % int(NumQ32))
+		nb := min(len(blocks)/qt.BlockBytes(), 9)
+		r := rand.New(rand.NewPCG(uint64(seed), 1))
+		q, d := quant32(randActs(r, nb*QBlock, seed%2 == 0))
+		w := blocks[:nb*qt.BlockBytes()]
+		want := Generic.DotQ32(qt, w, q, d)
+		for _, k := range Impls() {
+			if got := k.DotQ32(qt, w, q, d); got != want && !(got != got && want != want) {
+				t.Errorf("%s %s: %g, want exactly %g", k.Name, qt, got, want)
+			}
+		}
+	})
+}

@@ -28,6 +28,19 @@ var AVX2 = &Impl{
 		Q4K: kernelKA(dotQ4KAVX2), Q5K: kernelKA(dotQ5KAVX2), Q6K: kernelKA(dotQ6KAVX2),
 		Q2K: kernelKA(dotQ2KAVX2), Q3K: kernelKA(dotQ3KAVX2),
 	},
+	dotQ32: [NumQ32]func(w []byte, x []int8, xd []float32) float32{
+		Q4_1: kernelQ32A(dotQ4_1AVX2), Q5_0: kernelQ32A(dotQ5_0AVX2), Q5_1: kernelQ32A(dotQ5_1AVX2),
+	},
+}
+
+// kernelQ32A wraps a Q4_1/Q5_0/Q5_1 kernel (the slices already checked).
+func kernelQ32A(f func(w *byte, x *int8, xd *float32, nb int) float32) func(w []byte, x []int8, xd []float32) float32 {
+	return func(w []byte, x []int8, xd []float32) float32 {
+		if len(xd) == 0 {
+			return 0
+		}
+		return f(&w[0], &x[0], &xd[0], len(xd))
+	}
 }
 
 // kernelKA wraps a K-quant kernel (the slices already checked by DotK).
