@@ -2394,6 +2394,208 @@ done:
 	FMOVS F0, ret+40(FP)
 	RET
 
+// func dotQ4_1NEON(w *byte, x *int8, xd *float32, nb int) float32
+TEXT ·dotQ4_1NEON(SB), NOSPLIT, $0-36
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD nb+24(FP), R4
+	WORD $0x6f00e400 // movi v0.2d, #0
+	WORD $0x4f00e5ee // movi v14.16b, #15
+	WORD $0x4f00e42f // movi v15.16b, #1
+block:
+	CBZ R4, done
+	ADD $4, R0, R10
+	VLD1 (R10), [V16.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x6f0c0613 // ushr v19.16b, v16.16b, #4
+	VLD1.P 32(R1), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x6f00e40d // movi v13.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x0e38c1e8 // smull v8.8h, v15.8b, v24.8b
+	WORD $0x4e38c1e9 // smull2 v9.8h, v15.16b, v24.16b
+	WORD $0x4e60690d // sadalp v13.4s, v8.8h
+	WORD $0x4e60692d // sadalp v13.4s, v9.8h
+	WORD $0x0e39c1ea // smull v10.8h, v15.8b, v25.8b
+	WORD $0x4e39c1eb // smull2 v11.8h, v15.16b, v25.16b
+	WORD $0x4e60694d // sadalp v13.4s, v10.8h
+	WORD $0x4e60696d // sadalp v13.4s, v11.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	WORD $0x4eb1b9ad // addv s13, v13.4s
+	FMOVS F12, R12
+	FMOVS F13, R11
+	NEGW R11, R11
+	MOVHU 0(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS.P 4(R2), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	MOVHU 2(R0), R13
+	FMOVS R13, F2
+	FCVTHS F2, F2
+	FMULS F3, F2, F2
+	SCVTFWS R11, F5
+	FMULS F5, F2, F5
+	FSUBS F5, F4, F4
+	FADDS F4, F0, F0
+	ADD $20, R0
+	SUB $1, R4
+	B block
+done:
+	FMOVS F0, ret+32(FP)
+	RET
+
+// func dotQ5_0NEON(w *byte, x *int8, xd *float32, nb int) float32
+TEXT ·dotQ5_0NEON(SB), NOSPLIT, $0-36
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD nb+24(FP), R4
+	WORD $0x6f00e400 // movi v0.2d, #0
+	WORD $0x4f00e5ee // movi v14.16b, #15
+	WORD $0x4f00e42f // movi v15.16b, #1
+	MOVD $q5tbl<>(SB), R9
+	VLD1 (R9), [V26.B16, V27.B16, V28.B16]
+	WORD $0x4f00e61d // movi v29.16b, #16
+block:
+	CBZ R4, done
+	ADD $6, R0, R10
+	VLD1 (R10), [V16.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x6f0c0613 // ushr v19.16b, v16.16b, #4
+	MOVWU 2(R0), R5
+	VDUP R5, V20.S4
+	VTBL V26.B16, [V20.B16], V21.B16
+	WORD $0x4e3c8eb5 // cmtst v21.16b, v21.16b, v28.16b
+	WORD $0x4e3d1eb5 // and v21.16b, v21.16b, v29.16b
+	WORD $0x4eb51e52 // orr v18.16b, v18.16b, v21.16b
+	VTBL V27.B16, [V20.B16], V21.B16
+	WORD $0x4e3c8eb5 // cmtst v21.16b, v21.16b, v28.16b
+	WORD $0x4e3d1eb5 // and v21.16b, v21.16b, v29.16b
+	WORD $0x4eb51e73 // orr v19.16b, v19.16b, v21.16b
+	VLD1.P 32(R1), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x6f00e40d // movi v13.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x0e38c1e8 // smull v8.8h, v15.8b, v24.8b
+	WORD $0x4e38c1e9 // smull2 v9.8h, v15.16b, v24.16b
+	WORD $0x4e60690d // sadalp v13.4s, v8.8h
+	WORD $0x4e60692d // sadalp v13.4s, v9.8h
+	WORD $0x0e39c1ea // smull v10.8h, v15.8b, v25.8b
+	WORD $0x4e39c1eb // smull2 v11.8h, v15.16b, v25.16b
+	WORD $0x4e60694d // sadalp v13.4s, v10.8h
+	WORD $0x4e60696d // sadalp v13.4s, v11.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	WORD $0x4eb1b9ad // addv s13, v13.4s
+	FMOVS F12, R12
+	FMOVS F13, R11
+	SUBW R11<<4, R12, R12
+	MOVHU 0(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS.P 4(R2), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	FADDS F4, F0, F0
+	ADD $22, R0
+	SUB $1, R4
+	B block
+done:
+	FMOVS F0, ret+32(FP)
+	RET
+
+// func dotQ5_1NEON(w *byte, x *int8, xd *float32, nb int) float32
+TEXT ·dotQ5_1NEON(SB), NOSPLIT, $0-36
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD nb+24(FP), R4
+	WORD $0x6f00e400 // movi v0.2d, #0
+	WORD $0x4f00e5ee // movi v14.16b, #15
+	WORD $0x4f00e42f // movi v15.16b, #1
+	MOVD $q5tbl<>(SB), R9
+	VLD1 (R9), [V26.B16, V27.B16, V28.B16]
+	WORD $0x4f00e61d // movi v29.16b, #16
+block:
+	CBZ R4, done
+	ADD $8, R0, R10
+	VLD1 (R10), [V16.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x6f0c0613 // ushr v19.16b, v16.16b, #4
+	MOVWU 4(R0), R5
+	VDUP R5, V20.S4
+	VTBL V26.B16, [V20.B16], V21.B16
+	WORD $0x4e3c8eb5 // cmtst v21.16b, v21.16b, v28.16b
+	WORD $0x4e3d1eb5 // and v21.16b, v21.16b, v29.16b
+	WORD $0x4eb51e52 // orr v18.16b, v18.16b, v21.16b
+	VTBL V27.B16, [V20.B16], V21.B16
+	WORD $0x4e3c8eb5 // cmtst v21.16b, v21.16b, v28.16b
+	WORD $0x4e3d1eb5 // and v21.16b, v21.16b, v29.16b
+	WORD $0x4eb51e73 // orr v19.16b, v19.16b, v21.16b
+	VLD1.P 32(R1), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x6f00e40d // movi v13.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x0e38c1e8 // smull v8.8h, v15.8b, v24.8b
+	WORD $0x4e38c1e9 // smull2 v9.8h, v15.16b, v24.16b
+	WORD $0x4e60690d // sadalp v13.4s, v8.8h
+	WORD $0x4e60692d // sadalp v13.4s, v9.8h
+	WORD $0x0e39c1ea // smull v10.8h, v15.8b, v25.8b
+	WORD $0x4e39c1eb // smull2 v11.8h, v15.16b, v25.16b
+	WORD $0x4e60694d // sadalp v13.4s, v10.8h
+	WORD $0x4e60696d // sadalp v13.4s, v11.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	WORD $0x4eb1b9ad // addv s13, v13.4s
+	FMOVS F12, R12
+	FMOVS F13, R11
+	NEGW R11, R11
+	MOVHU 0(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS.P 4(R2), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	MOVHU 2(R0), R13
+	FMOVS R13, F2
+	FCVTHS F2, F2
+	FMULS F3, F2, F2
+	SCVTFWS R11, F5
+	FMULS F5, F2, F5
+	FSUBS F5, F4, F4
+	FADDS F4, F0, F0
+	ADD $24, R0
+	SUB $1, R4
+	B block
+done:
+	FMOVS F0, ret+32(FP)
+	RET
+
 // func dotQ8Q8BlocksSDOT(w *int8, ws *uint16, x *int8, xd *float32, nb int) float32
 TEXT ·dotQ8Q8BlocksSDOT(SB), NOSPLIT, $0-44
 	MOVD w+0(FP), R0
@@ -3648,3 +3850,176 @@ block:
 done:
 	FMOVS F0, ret+40(FP)
 	RET
+
+// func dotQ4_1SDOT(w *byte, x *int8, xd *float32, nb int) float32
+TEXT ·dotQ4_1SDOT(SB), NOSPLIT, $0-36
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD nb+24(FP), R4
+	WORD $0x6f00e400 // movi v0.2d, #0
+	WORD $0x4f00e5ee // movi v14.16b, #15
+	WORD $0x4f00e42f // movi v15.16b, #1
+block:
+	CBZ R4, done
+	ADD $4, R0, R10
+	VLD1 (R10), [V16.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x6f0c0613 // ushr v19.16b, v16.16b, #4
+	VLD1.P 32(R1), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x6f00e40d // movi v13.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x4e9895ed // sdot v13.4s, v15.16b, v24.16b
+	WORD $0x4e9995ed // sdot v13.4s, v15.16b, v25.16b
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	WORD $0x4eb1b9ad // addv s13, v13.4s
+	FMOVS F12, R12
+	FMOVS F13, R11
+	NEGW R11, R11
+	MOVHU 0(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS.P 4(R2), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	MOVHU 2(R0), R13
+	FMOVS R13, F2
+	FCVTHS F2, F2
+	FMULS F3, F2, F2
+	SCVTFWS R11, F5
+	FMULS F5, F2, F5
+	FSUBS F5, F4, F4
+	FADDS F4, F0, F0
+	ADD $20, R0
+	SUB $1, R4
+	B block
+done:
+	FMOVS F0, ret+32(FP)
+	RET
+
+// func dotQ5_0SDOT(w *byte, x *int8, xd *float32, nb int) float32
+TEXT ·dotQ5_0SDOT(SB), NOSPLIT, $0-36
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD nb+24(FP), R4
+	WORD $0x6f00e400 // movi v0.2d, #0
+	WORD $0x4f00e5ee // movi v14.16b, #15
+	WORD $0x4f00e42f // movi v15.16b, #1
+	MOVD $q5tbl<>(SB), R9
+	VLD1 (R9), [V26.B16, V27.B16, V28.B16]
+	WORD $0x4f00e61d // movi v29.16b, #16
+block:
+	CBZ R4, done
+	ADD $6, R0, R10
+	VLD1 (R10), [V16.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x6f0c0613 // ushr v19.16b, v16.16b, #4
+	MOVWU 2(R0), R5
+	VDUP R5, V20.S4
+	VTBL V26.B16, [V20.B16], V21.B16
+	WORD $0x4e3c8eb5 // cmtst v21.16b, v21.16b, v28.16b
+	WORD $0x4e3d1eb5 // and v21.16b, v21.16b, v29.16b
+	WORD $0x4eb51e52 // orr v18.16b, v18.16b, v21.16b
+	VTBL V27.B16, [V20.B16], V21.B16
+	WORD $0x4e3c8eb5 // cmtst v21.16b, v21.16b, v28.16b
+	WORD $0x4e3d1eb5 // and v21.16b, v21.16b, v29.16b
+	WORD $0x4eb51e73 // orr v19.16b, v19.16b, v21.16b
+	VLD1.P 32(R1), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x6f00e40d // movi v13.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x4e9895ed // sdot v13.4s, v15.16b, v24.16b
+	WORD $0x4e9995ed // sdot v13.4s, v15.16b, v25.16b
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	WORD $0x4eb1b9ad // addv s13, v13.4s
+	FMOVS F12, R12
+	FMOVS F13, R11
+	SUBW R11<<4, R12, R12
+	MOVHU 0(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS.P 4(R2), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	FADDS F4, F0, F0
+	ADD $22, R0
+	SUB $1, R4
+	B block
+done:
+	FMOVS F0, ret+32(FP)
+	RET
+
+// func dotQ5_1SDOT(w *byte, x *int8, xd *float32, nb int) float32
+TEXT ·dotQ5_1SDOT(SB), NOSPLIT, $0-36
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD nb+24(FP), R4
+	WORD $0x6f00e400 // movi v0.2d, #0
+	WORD $0x4f00e5ee // movi v14.16b, #15
+	WORD $0x4f00e42f // movi v15.16b, #1
+	MOVD $q5tbl<>(SB), R9
+	VLD1 (R9), [V26.B16, V27.B16, V28.B16]
+	WORD $0x4f00e61d // movi v29.16b, #16
+block:
+	CBZ R4, done
+	ADD $8, R0, R10
+	VLD1 (R10), [V16.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x6f0c0613 // ushr v19.16b, v16.16b, #4
+	MOVWU 4(R0), R5
+	VDUP R5, V20.S4
+	VTBL V26.B16, [V20.B16], V21.B16
+	WORD $0x4e3c8eb5 // cmtst v21.16b, v21.16b, v28.16b
+	WORD $0x4e3d1eb5 // and v21.16b, v21.16b, v29.16b
+	WORD $0x4eb51e52 // orr v18.16b, v18.16b, v21.16b
+	VTBL V27.B16, [V20.B16], V21.B16
+	WORD $0x4e3c8eb5 // cmtst v21.16b, v21.16b, v28.16b
+	WORD $0x4e3d1eb5 // and v21.16b, v21.16b, v29.16b
+	WORD $0x4eb51e73 // orr v19.16b, v19.16b, v21.16b
+	VLD1.P 32(R1), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x6f00e40d // movi v13.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x4e9895ed // sdot v13.4s, v15.16b, v24.16b
+	WORD $0x4e9995ed // sdot v13.4s, v15.16b, v25.16b
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	WORD $0x4eb1b9ad // addv s13, v13.4s
+	FMOVS F12, R12
+	FMOVS F13, R11
+	NEGW R11, R11
+	MOVHU 0(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS.P 4(R2), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	MOVHU 2(R0), R13
+	FMOVS R13, F2
+	FCVTHS F2, F2
+	FMULS F3, F2, F2
+	SCVTFWS R11, F5
+	FMULS F5, F2, F5
+	FSUBS F5, F4, F4
+	FADDS F4, F0, F0
+	ADD $24, R0
+	SUB $1, R4
+	B block
+done:
+	FMOVS F0, ret+32(FP)
+	RET
+DATA q5tbl<>+0(SB)/8, $0x0000000000000000
+DATA q5tbl<>+8(SB)/8, $0x0101010101010101
+DATA q5tbl<>+16(SB)/8, $0x0202020202020202
+DATA q5tbl<>+24(SB)/8, $0x0303030303030303
+DATA q5tbl<>+32(SB)/8, $0x8040201008040201
+DATA q5tbl<>+40(SB)/8, $0x8040201008040201
+GLOBL q5tbl<>(SB), (NOPTR+RODATA), $48

@@ -109,6 +109,21 @@ func dotQ2KNEON(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
 //go:noescape
 func dotQ3KNEON(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
 
+// dotQ4_1NEON returns the dot product of nb Q4_1 blocks at w with QuantizeQ8 activations in natural order (x, xd), SMULL/SMULL2 into int16 and SADALP into int32.
+//
+//go:noescape
+func dotQ4_1NEON(w *byte, x *int8, xd *float32, nb int) float32
+
+// dotQ5_0NEON returns the dot product of nb Q5_0 blocks at w with QuantizeQ8 activations in natural order (x, xd), SMULL/SMULL2 into int16 and SADALP into int32.
+//
+//go:noescape
+func dotQ5_0NEON(w *byte, x *int8, xd *float32, nb int) float32
+
+// dotQ5_1NEON returns the dot product of nb Q5_1 blocks at w with QuantizeQ8 activations in natural order (x, xd), SMULL/SMULL2 into int16 and SADALP into int32.
+//
+//go:noescape
+func dotQ5_1NEON(w *byte, x *int8, xd *float32, nb int) float32
+
 // dotQ8Q8BlocksSDOT returns Σ_b ws[b]*xd[b]*Σ_{i<32} w[32b+i]*x[32b+i] over nb blocks (nb a positive multiple of 4): int8 weights with one binary16 scale per block times int8 activations with f32 block scales, SDOT (the dot product extension).
 //
 //go:noescape
@@ -163,3 +178,18 @@ func dotQ2KSDOT(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
 //
 //go:noescape
 func dotQ3KSDOT(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+
+// dotQ4_1SDOT returns the dot product of nb Q4_1 blocks at w with QuantizeQ8 activations in natural order (x, xd), SDOT (the dot product extension).
+//
+//go:noescape
+func dotQ4_1SDOT(w *byte, x *int8, xd *float32, nb int) float32
+
+// dotQ5_0SDOT returns the dot product of nb Q5_0 blocks at w with QuantizeQ8 activations in natural order (x, xd), SDOT (the dot product extension).
+//
+//go:noescape
+func dotQ5_0SDOT(w *byte, x *int8, xd *float32, nb int) float32
+
+// dotQ5_1SDOT returns the dot product of nb Q5_1 blocks at w with QuantizeQ8 activations in natural order (x, xd), SDOT (the dot product extension).
+//
+//go:noescape
+func dotQ5_1SDOT(w *byte, x *int8, xd *float32, nb int) float32

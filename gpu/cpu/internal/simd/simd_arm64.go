@@ -29,6 +29,7 @@ var NEON = &Impl{
 	dotK: [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16) float32{
 		Q4K: kernelKN(dotQ4KNEON), Q5K: kernelKN(dotQ5KNEON), Q6K: kernelKN(dotQ6KNEON), Q2K: kernelKN(dotQ2KNEON), Q3K: kernelKN(dotQ3KNEON),
 	},
+	dotQ32: [NumQ32]func(w []byte, x []int8, xd []float32) float32{Q4_1: kernelQ32N(dotQ4_1NEON), Q5_0: kernelQ32N(dotQ5_0NEON), Q5_1: kernelQ32N(dotQ5_1NEON)},
 }
 
 // NEONDot is NEON with the integer kernels on SDOT, for cores with the
@@ -55,6 +56,17 @@ var NEONDot = &Impl{
 	dotK: [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16) float32{
 		Q4K: kernelKN(dotQ4KSDOT), Q5K: kernelKN(dotQ5KSDOT), Q6K: kernelKN(dotQ6KSDOT), Q2K: kernelKN(dotQ2KSDOT), Q3K: kernelKN(dotQ3KSDOT),
 	},
+	dotQ32: [NumQ32]func(w []byte, x []int8, xd []float32) float32{Q4_1: kernelQ32N(dotQ4_1SDOT), Q5_0: kernelQ32N(dotQ5_0SDOT), Q5_1: kernelQ32N(dotQ5_1SDOT)},
+}
+
+// kernelQ32N wraps a Q4_1/Q5_0/Q5_1 kernel (the slices already checked).
+func kernelQ32N(f func(w *byte, x *int8, xd *float32, nb int) float32) func(w []byte, x []int8, xd []float32) float32 {
+	return func(w []byte, x []int8, xd []float32) float32 {
+		if len(xd) == 0 {
+			return 0
+		}
+		return f(&w[0], &x[0], &xd[0], len(xd))
+	}
 }
 
 // kernelKN wraps a K-quant kernel (the slices already checked by DotK).

@@ -150,3 +150,6 @@ func addv4s(d, n int) word { return rr(0x4eb1b800, d, n, "addv s%d, v%d.4s") }
 
 // SUB Vd.16B, Vn.16B, Vm.16B.
 func subB(d, n, m int) word { return rrr(0x6e208400, d, n, m, "sub v%d.16b, v%d.16b, v%d.16b") }
+
+// CMTST Vd.16B, Vn.16B, Vm.16B: all ones where Vn AND Vm is not zero.
+func cmtstB(d, n, m int) word { return rrr(0x4e208c00, d, n, m, "cmtst v%d.16b, v%d.16b, v%d.16b") }

@@ -77,6 +77,8 @@ func TestEncodings(t *testing.T) {
 		{moviB(14, 48), "movi v14.16b, #48", 0x4f01e60e},
 		{addv4s(1, 13), "addv s1, v13.4s", 0x4eb1b9a1},
 		{subB(1, 2, 3), "sub v1.16b, v2.16b, v3.16b", 0x6e238441},
+		{cmtstB(21, 21, 28), "cmtst v21.16b, v21.16b, v28.16b", 0x4e3c8eb5},
+		{moviB(15, 1), "movi v15.16b, #1", 0x4f00e42f},
 		{moviB(15, 3), "movi v15.16b, #3", 0x4f00e46f},
 		{moviB(15, 32), "movi v15.16b, #32", 0x4f01e40f},
 	} {

@@ -366,3 +366,68 @@ func dotQ3KArm(f *file, v variant) {
 	f.label("done")
 	f.ret(5, 0)
 }
+
+// q32Table emits the constants of the Q5_0/Q5_1 kernels: TBL indexes giving
+// byte l/8 of a 32-bit word to lane l of the low (bits 0..15) and high
+// (bits 16..31) halves, and the bit 1<<(l%8) of each lane.
+func q32Table(f *file) {
+	for i, v := range []uint64{0, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303, 0x8040201008040201, 0x8040201008040201} {
+		fmt.Fprintf(&f.asm, "DATA q5tbl<>+%d(SB)/8, $0x%016x\n", 8*i, v)
+	}
+	fmt.Fprintf(&f.asm, "GLOBL q5tbl<>(SB), (NOPTR+RODATA), $48\n")
+}
+
+// dotQ32Arm writes the kernel of one 32-value block type with an offset:
+// nibbles at qs, fifth bits at qh (-1: none), an f16 m after d when
+// withMin (value d*q + m; without, d*(q-16)). Registers: V12 Σq·x, V13 Σx
+// (the variant's dot against ones in V15), V14 the nibble mask, V16-V21
+// the weights, V24-V25 the activations, V26-V29 the fifth bits' constants.
+func dotQ32Arm(f *file, v variant, name, what string, bytes, qs, qh int, withMin bool) {
+	f.fn(name+v.name, fmt.Sprintf("returns the dot product of nb %s blocks at w with QuantizeQ8 activations in natural order (x, xd), %s.", what, v.doc),
+		[]arg{{"w", "*byte"}, {"x", "*int8"}, {"xd", "*float32"}, {"nb", "int"}}, true, 0, 1, 2, 4)
+	f.zero(0)
+	f.word(moviB(14, 0x0f))
+	f.word(moviB(15, 1))
+	if qh >= 0 {
+		f.ins("MOVD $q5tbl<>(SB), R9")
+		f.ins("VLD1 (R9), %s", vlist(26, 3, "B16"))
+		f.word(moviB(29, 0x10))
+	}
+	f.label("block")
+	f.ins("CBZ R4, done")
+	f.ins("ADD $%d, R0, R10", qs)
+	f.ins("VLD1 (R10), [V16.B16]")
+	f.word(andB(18, 16, 14))
+	f.word(ushrB(19, 16, 4))
+	if qh >= 0 {
+		f.ins("MOVWU %d(R0), R5", qh)
+		f.ins("VDUP R5, V20.S4")
+		for i := range 2 {
+			f.ins("VTBL V%d.B16, [V20.B16], V21.B16", 26+i)
+			f.word(cmtstB(21, 21, 28))
+			f.word(andB(21, 21, 29))
+			f.word(orrB(18+i, 18+i, 21))
+		}
+	}
+	f.ins("VLD1.P 32(R1), %s", vlist(24, 2, "B16"))
+	f.zero(12, 13)
+	v.dot(f, 12, 18, 24, 0)
+	v.dot(f, 12, 19, 25, 1)
+	v.dot(f, 13, 15, 24, 0)
+	v.dot(f, 13, 15, 25, 1)
+	f.word(addv4s(12, 12))
+	f.word(addv4s(13, 13))
+	f.ins("FMOVS F12, R12")
+	f.ins("FMOVS F13, R11")
+	if withMin {
+		f.ins("NEGW R11, R11") // the Go form's "- dmin*dx*(-Σx)"
+	} else {
+		f.ins("SUBW R11<<4, R12, R12")
+	}
+	kEpilogue(f, 0, withMin)
+	f.ins("ADD $%d, R0", bytes)
+	f.ins("SUB $1, R4")
+	f.ins("B block")
+	f.label("done")
+	f.ret(4, 0)
+}
