@@ -144,3 +144,37 @@ func BenchmarkQ32Rows(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkKQuantX4 compares the four-token form of the prefill tiles with
+// four one-token calls, per weight row (768 wide, 64 rows), per
+// implementation; bytes are weight bytes times four tokens.
+func BenchmarkKQuantX4(b *testing.B) {
+	const cols, rows = 768, 64
+	r := rngFor(b)
+	q, d, s := quantK(randF32(r, 4*cols))
+	for _, kt := range kTypes {
+		w := randKBlocks(r, kt.t, rows*cols/QK, 0)
+		rb := cols / QK * kt.t.BlockBytes()
+		for _, k := range Impls() {
+			var out [4]float32
+			b.Run(fmt.Sprintf("%s/x4/%s", kt.t, k.Name), func(b *testing.B) {
+				b.SetBytes(int64(4 * len(w)))
+				for b.Loop() {
+					for i := range rows {
+						k.DotKx4(kt.t, w[i*rb:(i+1)*rb], q, d, s, cols, &out)
+					}
+				}
+			})
+			b.Run(fmt.Sprintf("%s/4x1/%s", kt.t, k.Name), func(b *testing.B) {
+				b.SetBytes(int64(4 * len(w)))
+				for b.Loop() {
+					for i := range rows {
+						for j := range 4 {
+							out[j] = k.DotK(kt.t, w[i*rb:(i+1)*rb], q[j*cols:], d[j*cols/QK:(j+1)*cols/QK], s[j*cols/QKSum:])
+						}
+					}
+				}
+			})
+		}
+	}
+}

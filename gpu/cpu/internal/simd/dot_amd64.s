@@ -3711,6 +3711,927 @@ q3kdone:
 	MOVSS X3, ret+40(FP)
 	RET
 
+// func dotQ4Kx4AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotQ4Kx4AVX2(SB), NOSPLIT, $64-56
+	MOVQ         w+0(FP), AX
+	MOVQ         nb+32(FP), CX
+	MOVQ         x+8(FP), DX
+	MOVQ         xstride+40(FP), BX
+	LEAQ         (DX)(BX*2), SI
+	MOVQ         xd+16(FP), DI
+	MOVQ         xs+24(FP), R8
+	MOVQ         BX, R9
+	SHRQ         $0x06, R9
+	MOVQ         BX, R10
+	SHRQ         $0x03, R10
+	MOVQ         DI, (SP)
+	MOVQ         R8, 32(SP)
+	ADDQ         R9, DI
+	ADDQ         R10, R8
+	MOVQ         DI, 8(SP)
+	MOVQ         R8, 40(SP)
+	ADDQ         R9, DI
+	ADDQ         R10, R8
+	MOVQ         DI, 16(SP)
+	MOVQ         R8, 48(SP)
+	ADDQ         R9, DI
+	ADDQ         R10, R8
+	MOVQ         DI, 24(SP)
+	MOVQ         R8, 56(SP)
+	MOVQ         out+48(FP), DI
+	VXORPS       X0, X0, X0
+	VMOVUPS      X0, (DI)
+	MOVL         $0x0f0f0f0f, DI
+	VMOVD        DI, X0
+	VPBROADCASTB X0, Y0
+
+q4kx4block:
+	TESTQ        CX, CX
+	JZ           q4kx4done
+	MOVL         4(AX), DI
+	MOVL         8(AX), R8
+	MOVL         12(AX), R9
+	MOVL         R9, R11
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R8, R10
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, R11
+	ANDL         $0x3f3f3f3f, R8
+	MOVL         DI, R10
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ANDL         $0x0f0f0f0f, R9
+	ORL          R10, R9
+	ANDL         $0x3f3f3f3f, DI
+	VMOVD        DI, X1
+	VPINSRD      $0x01, R9, X1, X1
+	VPINSRD      $0x02, R8, X1, X1
+	VPINSRD      $0x03, R11, X1, X1
+	VPMOVZXBW    X1, Y1
+	VPERMQ       $0x44, Y1, Y2
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VMOVDQU      16(AX), Y7
+	VPAND        Y0, Y7, Y8
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSHUFB      kwordmasks<>+0(SB), Y2, Y9
+	VPMADDUBSW   (DX), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	VPMADDUBSW   (DX)(BX*1), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMADDUBSW   (SI), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDUBSW   (SI)(BX*1), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPSHUFB      kwordmasks<>+32(SB), Y2, Y8
+	VPMADDUBSW   32(DX), Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VPMADDUBSW   32(DX)(BX*1), Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   32(SI), Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   32(SI)(BX*1), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      48(AX), Y7
+	VPAND        Y0, Y7, Y8
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSHUFB      kwordmasks<>+64(SB), Y2, Y9
+	VPMADDUBSW   64(DX), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	VPMADDUBSW   64(DX)(BX*1), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMADDUBSW   64(SI), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDUBSW   64(SI)(BX*1), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPSHUFB      kwordmasks<>+96(SB), Y2, Y8
+	VPMADDUBSW   96(DX), Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VPMADDUBSW   96(DX)(BX*1), Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   96(SI), Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   96(SI)(BX*1), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      80(AX), Y7
+	VPAND        Y0, Y7, Y8
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSHUFB      kwordmasks<>+128(SB), Y2, Y9
+	VPMADDUBSW   128(DX), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	VPMADDUBSW   128(DX)(BX*1), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMADDUBSW   128(SI), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDUBSW   128(SI)(BX*1), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPSHUFB      kwordmasks<>+160(SB), Y2, Y8
+	VPMADDUBSW   160(DX), Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VPMADDUBSW   160(DX)(BX*1), Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   160(SI), Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   160(SI)(BX*1), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      112(AX), Y7
+	VPAND        Y0, Y7, Y8
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSHUFB      kwordmasks<>+192(SB), Y2, Y9
+	VPMADDUBSW   192(DX), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	VPMADDUBSW   192(DX)(BX*1), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMADDUBSW   192(SI), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDUBSW   192(SI)(BX*1), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPSHUFB      kwordmasks<>+224(SB), Y2, Y2
+	VPMADDUBSW   224(DX), Y7, Y8
+	VPMADDWD     Y2, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	VPMADDUBSW   224(DX)(BX*1), Y7, Y8
+	VPMADDWD     Y2, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	VPMADDUBSW   224(SI), Y7, Y8
+	VPMADDWD     Y2, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPMADDUBSW   224(SI)(BX*1), Y7, Y7
+	VPMADDWD     Y2, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	MOVQ         out+48(FP), R9
+	MOVQ         32(SP), DI
+	MOVQ         (SP), R8
+	VMOVDQU      (DI), X2
+	VPHADDW      16(DI), X2, X2
+	VEXTRACTI128 $0x01, Y1, X7
+	VPMADDWD     X2, X7, X7
+	VMOVSS       (R9), X2
+	VEXTRACTI128 $0x01, Y3, X8
+	VPADDD       X8, X3, X3
+	VPHADDD      X7, X3, X3
+	VPHADDD      X3, X3, X3
+	VMOVD        (AX), X7
+	VCVTDQ2PS    X3, X3
+	VCVTPH2PS    X7, X7
+	VBROADCASTSS (R8), X8
+	VMULPS       X8, X7, X7
+	VMULPS       X3, X7, X3
+	VMOVSHDUP    X3, X8
+	VSUBSS       X8, X3, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, (R9)
+	ADDQ         $0x04, (SP)
+	ADDQ         $0x20, 32(SP)
+	MOVQ         out+48(FP), R9
+	MOVQ         40(SP), DI
+	MOVQ         8(SP), R8
+	VMOVDQU      (DI), X2
+	VPHADDW      16(DI), X2, X2
+	VEXTRACTI128 $0x01, Y1, X3
+	VPMADDWD     X2, X3, X3
+	VMOVSS       4(R9), X2
+	VEXTRACTI128 $0x01, Y4, X7
+	VPADDD       X7, X4, X4
+	VPHADDD      X3, X4, X3
+	VPHADDD      X3, X3, X3
+	VMOVD        (AX), X4
+	VCVTDQ2PS    X3, X3
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS (R8), X7
+	VMULPS       X7, X4, X4
+	VMULPS       X3, X4, X3
+	VMOVSHDUP    X3, X7
+	VSUBSS       X7, X3, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, 4(R9)
+	ADDQ         $0x04, 8(SP)
+	ADDQ         $0x20, 40(SP)
+	MOVQ         out+48(FP), R9
+	MOVQ         48(SP), DI
+	MOVQ         16(SP), R8
+	VMOVDQU      (DI), X2
+	VPHADDW      16(DI), X2, X2
+	VEXTRACTI128 $0x01, Y1, X3
+	VPMADDWD     X2, X3, X3
+	VMOVSS       8(R9), X2
+	VEXTRACTI128 $0x01, Y5, X4
+	VPADDD       X4, X5, X5
+	VPHADDD      X3, X5, X3
+	VPHADDD      X3, X3, X3
+	VMOVD        (AX), X4
+	VCVTDQ2PS    X3, X3
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS (R8), X5
+	VMULPS       X5, X4, X4
+	VMULPS       X3, X4, X3
+	VMOVSHDUP    X3, X5
+	VSUBSS       X5, X3, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, 8(R9)
+	ADDQ         $0x04, 16(SP)
+	ADDQ         $0x20, 48(SP)
+	MOVQ         out+48(FP), R9
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	VMOVDQU      (DI), X2
+	VPHADDW      16(DI), X2, X2
+	VEXTRACTI128 $0x01, Y1, X1
+	VPMADDWD     X2, X1, X1
+	VMOVSS       12(R9), X2
+	VEXTRACTI128 $0x01, Y6, X3
+	VPADDD       X3, X6, X6
+	VPHADDD      X1, X6, X1
+	VPHADDD      X1, X1, X1
+	VMOVD        (AX), X3
+	VCVTDQ2PS    X1, X1
+	VCVTPH2PS    X3, X3
+	VBROADCASTSS (R8), X4
+	VMULPS       X4, X3, X3
+	VMULPS       X1, X3, X1
+	VMOVSHDUP    X1, X4
+	VSUBSS       X4, X1, X1
+	VADDSS       X1, X2, X2
+	VMOVSS       X2, 12(R9)
+	ADDQ         $0x04, 24(SP)
+	ADDQ         $0x20, 56(SP)
+	ADDQ         $0x90, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000100, SI
+	DECQ         CX
+	JMP          q4kx4block
+
+q4kx4done:
+	VZEROUPPER
+	RET
+
+// func dotQ5Kx4AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotQ5Kx4AVX2(SB), NOSPLIT, $64-56
+	MOVQ         w+0(FP), AX
+	MOVQ         nb+32(FP), CX
+	MOVQ         x+8(FP), DX
+	MOVQ         xstride+40(FP), BX
+	LEAQ         (DX)(BX*2), SI
+	MOVQ         xd+16(FP), DI
+	MOVQ         xs+24(FP), R8
+	MOVQ         BX, R9
+	SHRQ         $0x06, R9
+	MOVQ         BX, R10
+	SHRQ         $0x03, R10
+	MOVQ         DI, (SP)
+	MOVQ         R8, 32(SP)
+	ADDQ         R9, DI
+	ADDQ         R10, R8
+	MOVQ         DI, 8(SP)
+	MOVQ         R8, 40(SP)
+	ADDQ         R9, DI
+	ADDQ         R10, R8
+	MOVQ         DI, 16(SP)
+	MOVQ         R8, 48(SP)
+	ADDQ         R9, DI
+	ADDQ         R10, R8
+	MOVQ         DI, 24(SP)
+	MOVQ         R8, 56(SP)
+	MOVQ         out+48(FP), DI
+	VXORPS       X0, X0, X0
+	VMOVUPS      X0, (DI)
+	MOVL         $0x0f0f0f0f, DI
+	VMOVD        DI, X0
+	VPBROADCASTB X0, Y0
+	MOVL         $0x10101010, DI
+	VMOVD        DI, X1
+	VPBROADCASTB X1, Y1
+
+q5kx4block:
+	TESTQ        CX, CX
+	JZ           q5kx4done
+	MOVL         4(AX), DI
+	MOVL         8(AX), R8
+	MOVL         12(AX), R9
+	MOVL         R9, R11
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R8, R10
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, R11
+	ANDL         $0x3f3f3f3f, R8
+	MOVL         DI, R10
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ANDL         $0x0f0f0f0f, R9
+	ORL          R10, R9
+	ANDL         $0x3f3f3f3f, DI
+	VMOVD        DI, X2
+	VPINSRD      $0x01, R9, X2, X2
+	VPINSRD      $0x02, R8, X2, X2
+	VPINSRD      $0x03, R11, X2, X2
+	VPMOVZXBW    X2, Y2
+	VPERMQ       $0x44, Y2, Y3
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VMOVDQU      48(AX), Y8
+	VPAND        Y0, Y8, Y9
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      16(AX), Y10
+	VPSLLW       $0x04, Y10, Y11
+	VPAND        Y1, Y11, Y11
+	VPSLLW       $0x03, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y11, Y9, Y9
+	VPOR         Y10, Y8, Y8
+	VPSHUFB      kwordmasks<>+0(SB), Y3, Y10
+	VPMADDUBSW   (DX), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   (DX)(BX*1), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   (SI), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   (SI)(BX*1), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VPSHUFB      kwordmasks<>+32(SB), Y3, Y9
+	VPMADDUBSW   32(DX), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMADDUBSW   32(DX)(BX*1), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDUBSW   32(SI), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VPMADDUBSW   32(SI)(BX*1), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VMOVDQU      80(AX), Y8
+	VPAND        Y0, Y8, Y9
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      16(AX), Y10
+	VPSLLW       $0x02, Y10, Y11
+	VPAND        Y1, Y11, Y11
+	VPSLLW       $0x01, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y11, Y9, Y9
+	VPOR         Y10, Y8, Y8
+	VPSHUFB      kwordmasks<>+64(SB), Y3, Y10
+	VPMADDUBSW   64(DX), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   64(DX)(BX*1), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   64(SI), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   64(SI)(BX*1), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VPSHUFB      kwordmasks<>+96(SB), Y3, Y9
+	VPMADDUBSW   96(DX), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMADDUBSW   96(DX)(BX*1), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDUBSW   96(SI), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VPMADDUBSW   96(SI)(BX*1), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VMOVDQU      112(AX), Y8
+	VPAND        Y0, Y8, Y9
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      16(AX), Y10
+	VMOVDQA      Y10, Y11
+	VPAND        Y1, Y11, Y11
+	VPSRLW       $0x01, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y11, Y9, Y9
+	VPOR         Y10, Y8, Y8
+	VPSHUFB      kwordmasks<>+128(SB), Y3, Y10
+	VPMADDUBSW   128(DX), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   128(DX)(BX*1), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   128(SI), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   128(SI)(BX*1), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VPSHUFB      kwordmasks<>+160(SB), Y3, Y9
+	VPMADDUBSW   160(DX), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMADDUBSW   160(DX)(BX*1), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDUBSW   160(SI), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VPMADDUBSW   160(SI)(BX*1), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VMOVDQU      144(AX), Y8
+	VPAND        Y0, Y8, Y9
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      16(AX), Y10
+	VPSRLW       $0x02, Y10, Y11
+	VPAND        Y1, Y11, Y11
+	VPSRLW       $0x03, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y11, Y9, Y9
+	VPOR         Y10, Y8, Y8
+	VPSHUFB      kwordmasks<>+192(SB), Y3, Y10
+	VPMADDUBSW   192(DX), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   192(DX)(BX*1), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   192(SI), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   192(SI)(BX*1), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VPSHUFB      kwordmasks<>+224(SB), Y3, Y3
+	VPMADDUBSW   224(DX), Y8, Y9
+	VPMADDWD     Y3, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   224(DX)(BX*1), Y8, Y9
+	VPMADDWD     Y3, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   224(SI), Y8, Y9
+	VPMADDWD     Y3, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   224(SI)(BX*1), Y8, Y8
+	VPMADDWD     Y3, Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	MOVQ         out+48(FP), R9
+	MOVQ         32(SP), DI
+	MOVQ         (SP), R8
+	VMOVDQU      (DI), X3
+	VPHADDW      16(DI), X3, X3
+	VEXTRACTI128 $0x01, Y2, X8
+	VPMADDWD     X3, X8, X8
+	VMOVSS       (R9), X3
+	VEXTRACTI128 $0x01, Y4, X9
+	VPADDD       X9, X4, X4
+	VPHADDD      X8, X4, X4
+	VPHADDD      X4, X4, X4
+	VMOVD        (AX), X8
+	VCVTDQ2PS    X4, X4
+	VCVTPH2PS    X8, X8
+	VBROADCASTSS (R8), X9
+	VMULPS       X9, X8, X8
+	VMULPS       X4, X8, X4
+	VMOVSHDUP    X4, X9
+	VSUBSS       X9, X4, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, (R9)
+	ADDQ         $0x04, (SP)
+	ADDQ         $0x20, 32(SP)
+	MOVQ         out+48(FP), R9
+	MOVQ         40(SP), DI
+	MOVQ         8(SP), R8
+	VMOVDQU      (DI), X3
+	VPHADDW      16(DI), X3, X3
+	VEXTRACTI128 $0x01, Y2, X4
+	VPMADDWD     X3, X4, X4
+	VMOVSS       4(R9), X3
+	VEXTRACTI128 $0x01, Y5, X8
+	VPADDD       X8, X5, X5
+	VPHADDD      X4, X5, X4
+	VPHADDD      X4, X4, X4
+	VMOVD        (AX), X5
+	VCVTDQ2PS    X4, X4
+	VCVTPH2PS    X5, X5
+	VBROADCASTSS (R8), X8
+	VMULPS       X8, X5, X5
+	VMULPS       X4, X5, X4
+	VMOVSHDUP    X4, X8
+	VSUBSS       X8, X4, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, 4(R9)
+	ADDQ         $0x04, 8(SP)
+	ADDQ         $0x20, 40(SP)
+	MOVQ         out+48(FP), R9
+	MOVQ         48(SP), DI
+	MOVQ         16(SP), R8
+	VMOVDQU      (DI), X3
+	VPHADDW      16(DI), X3, X3
+	VEXTRACTI128 $0x01, Y2, X4
+	VPMADDWD     X3, X4, X4
+	VMOVSS       8(R9), X3
+	VEXTRACTI128 $0x01, Y6, X5
+	VPADDD       X5, X6, X6
+	VPHADDD      X4, X6, X4
+	VPHADDD      X4, X4, X4
+	VMOVD        (AX), X5
+	VCVTDQ2PS    X4, X4
+	VCVTPH2PS    X5, X5
+	VBROADCASTSS (R8), X6
+	VMULPS       X6, X5, X5
+	VMULPS       X4, X5, X4
+	VMOVSHDUP    X4, X6
+	VSUBSS       X6, X4, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, 8(R9)
+	ADDQ         $0x04, 16(SP)
+	ADDQ         $0x20, 48(SP)
+	MOVQ         out+48(FP), R9
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	VMOVDQU      (DI), X3
+	VPHADDW      16(DI), X3, X3
+	VEXTRACTI128 $0x01, Y2, X2
+	VPMADDWD     X3, X2, X2
+	VMOVSS       12(R9), X3
+	VEXTRACTI128 $0x01, Y7, X4
+	VPADDD       X4, X7, X7
+	VPHADDD      X2, X7, X2
+	VPHADDD      X2, X2, X2
+	VMOVD        (AX), X4
+	VCVTDQ2PS    X2, X2
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS (R8), X5
+	VMULPS       X5, X4, X4
+	VMULPS       X2, X4, X2
+	VMOVSHDUP    X2, X5
+	VSUBSS       X5, X2, X2
+	VADDSS       X2, X3, X3
+	VMOVSS       X3, 12(R9)
+	ADDQ         $0x04, 24(SP)
+	ADDQ         $0x20, 56(SP)
+	ADDQ         $0xb0, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000100, SI
+	DECQ         CX
+	JMP          q5kx4block
+
+q5kx4done:
+	VZEROUPPER
+	RET
+
+// func dotQ6Kx4AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotQ6Kx4AVX2(SB), NOSPLIT, $64-56
+	MOVQ         w+0(FP), AX
+	MOVQ         nb+32(FP), CX
+	MOVQ         x+8(FP), DX
+	MOVQ         xstride+40(FP), BX
+	LEAQ         (DX)(BX*2), SI
+	MOVQ         xd+16(FP), DI
+	MOVQ         xs+24(FP), R8
+	MOVQ         BX, R9
+	SHRQ         $0x06, R9
+	MOVQ         BX, R10
+	SHRQ         $0x03, R10
+	MOVQ         DI, (SP)
+	MOVQ         R8, 32(SP)
+	ADDQ         R9, DI
+	ADDQ         R10, R8
+	MOVQ         DI, 8(SP)
+	MOVQ         R8, 40(SP)
+	ADDQ         R9, DI
+	ADDQ         R10, R8
+	MOVQ         DI, 16(SP)
+	MOVQ         R8, 48(SP)
+	ADDQ         R9, DI
+	ADDQ         R10, R8
+	MOVQ         DI, 24(SP)
+	MOVQ         R8, 56(SP)
+	MOVQ         out+48(FP), DI
+	VXORPS       X0, X0, X0
+	VMOVUPS      X0, (DI)
+	MOVL         $0x0f0f0f0f, DI
+	VMOVD        DI, X0
+	VPBROADCASTB X0, Y0
+	MOVL         $0x30303030, DI
+	VMOVD        DI, X1
+	VPBROADCASTB X1, Y1
+
+q6kx4block:
+	TESTQ        CX, CX
+	JZ           q6kx4done
+	VPMOVSXBW    192(AX), Y2
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPERMQ       $0x44, Y2, Y7
+	VMOVDQU      (AX), Y8
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      128(AX), Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPSHUFB      kpairmasks<>+0(SB), Y7, Y9
+	VPMADDUBSW   (DX), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	VPMADDUBSW   (DX)(BX*1), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMADDUBSW   (SI), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDUBSW   (SI)(BX*1), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VMOVDQU      32(AX), Y8
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      128(AX), Y9
+	VPSLLW       $0x02, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPSHUFB      kpairmasks<>+32(SB), Y7, Y9
+	VPMADDUBSW   32(DX), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	VPMADDUBSW   32(DX)(BX*1), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMADDUBSW   32(SI), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDUBSW   32(SI)(BX*1), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VMOVDQU      (AX), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      128(AX), Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPSHUFB      kpairmasks<>+64(SB), Y7, Y9
+	VPMADDUBSW   64(DX), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	VPMADDUBSW   64(DX)(BX*1), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMADDUBSW   64(SI), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDUBSW   64(SI)(BX*1), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VMOVDQU      32(AX), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      128(AX), Y9
+	VPSRLW       $0x02, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPSHUFB      kpairmasks<>+96(SB), Y7, Y7
+	VPMADDUBSW   96(DX), Y8, Y9
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VPMADDUBSW   96(DX)(BX*1), Y8, Y9
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   96(SI), Y8, Y9
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   96(SI)(BX*1), Y8, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPERMQ       $0xee, Y2, Y7
+	VMOVDQU      64(AX), Y8
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      160(AX), Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPSHUFB      kpairmasks<>+0(SB), Y7, Y9
+	VPMADDUBSW   128(DX), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	VPMADDUBSW   128(DX)(BX*1), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMADDUBSW   128(SI), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDUBSW   128(SI)(BX*1), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VMOVDQU      96(AX), Y8
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      160(AX), Y9
+	VPSLLW       $0x02, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPSHUFB      kpairmasks<>+32(SB), Y7, Y9
+	VPMADDUBSW   160(DX), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	VPMADDUBSW   160(DX)(BX*1), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMADDUBSW   160(SI), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDUBSW   160(SI)(BX*1), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VMOVDQU      64(AX), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      160(AX), Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPSHUFB      kpairmasks<>+64(SB), Y7, Y9
+	VPMADDUBSW   192(DX), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	VPMADDUBSW   192(DX)(BX*1), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMADDUBSW   192(SI), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDUBSW   192(SI)(BX*1), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VMOVDQU      96(AX), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      160(AX), Y9
+	VPSRLW       $0x02, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPSHUFB      kpairmasks<>+96(SB), Y7, Y7
+	VPMADDUBSW   224(DX), Y8, Y9
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VPMADDUBSW   224(DX)(BX*1), Y8, Y9
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   224(SI), Y8, Y9
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   224(SI)(BX*1), Y8, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	MOVQ         32(SP), DI
+	VPMADDWD     (DI), Y2, Y7
+	VPSLLD       $0x05, Y7, Y7
+	VPSUBD       Y7, Y3, Y3
+	MOVQ         out+48(FP), R8
+	MOVQ         32(SP), DI
+	MOVQ         (SP), DI
+	VMOVSS       (R8), X7
+	VEXTRACTI128 $0x01, Y3, X8
+	VPADDD       X8, X3, X3
+	VPHADDD      X3, X3, X3
+	VPHADDD      X3, X3, X3
+	MOVWLZX      208(AX), R9
+	VMOVD        R9, X8
+	VCVTDQ2PS    X3, X3
+	VCVTPH2PS    X8, X8
+	VBROADCASTSS (DI), X9
+	VMULPS       X9, X8, X8
+	VMULPS       X3, X8, X3
+	VADDSS       X3, X7, X7
+	VMOVSS       X7, (R8)
+	ADDQ         $0x04, (SP)
+	ADDQ         $0x20, 32(SP)
+	MOVQ         40(SP), DI
+	VPMADDWD     (DI), Y2, Y3
+	VPSLLD       $0x05, Y3, Y3
+	VPSUBD       Y3, Y4, Y4
+	MOVQ         out+48(FP), R8
+	MOVQ         40(SP), DI
+	MOVQ         8(SP), DI
+	VMOVSS       4(R8), X3
+	VEXTRACTI128 $0x01, Y4, X7
+	VPADDD       X7, X4, X4
+	VPHADDD      X4, X4, X4
+	VPHADDD      X4, X4, X4
+	MOVWLZX      208(AX), R9
+	VMOVD        R9, X7
+	VCVTDQ2PS    X4, X4
+	VCVTPH2PS    X7, X7
+	VBROADCASTSS (DI), X8
+	VMULPS       X8, X7, X7
+	VMULPS       X4, X7, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, 4(R8)
+	ADDQ         $0x04, 8(SP)
+	ADDQ         $0x20, 40(SP)
+	MOVQ         48(SP), DI
+	VPMADDWD     (DI), Y2, Y3
+	VPSLLD       $0x05, Y3, Y3
+	VPSUBD       Y3, Y5, Y5
+	MOVQ         out+48(FP), R8
+	MOVQ         48(SP), DI
+	MOVQ         16(SP), DI
+	VMOVSS       8(R8), X3
+	VEXTRACTI128 $0x01, Y5, X4
+	VPADDD       X4, X5, X5
+	VPHADDD      X5, X5, X4
+	VPHADDD      X4, X4, X4
+	MOVWLZX      208(AX), R9
+	VMOVD        R9, X5
+	VCVTDQ2PS    X4, X4
+	VCVTPH2PS    X5, X5
+	VBROADCASTSS (DI), X7
+	VMULPS       X7, X5, X5
+	VMULPS       X4, X5, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, 8(R8)
+	ADDQ         $0x04, 16(SP)
+	ADDQ         $0x20, 48(SP)
+	MOVQ         56(SP), DI
+	VPMADDWD     (DI), Y2, Y2
+	VPSLLD       $0x05, Y2, Y2
+	VPSUBD       Y2, Y6, Y6
+	MOVQ         out+48(FP), R8
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), DI
+	VMOVSS       12(R8), X2
+	VEXTRACTI128 $0x01, Y6, X3
+	VPADDD       X3, X6, X6
+	VPHADDD      X6, X6, X3
+	VPHADDD      X3, X3, X3
+	MOVWLZX      208(AX), R9
+	VMOVD        R9, X4
+	VCVTDQ2PS    X3, X3
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS (DI), X5
+	VMULPS       X5, X4, X4
+	VMULPS       X3, X4, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, 12(R8)
+	ADDQ         $0x04, 24(SP)
+	ADDQ         $0x20, 56(SP)
+	ADDQ         $0xd2, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000100, SI
+	DECQ         CX
+	JMP          q6kx4block
+
+q6kx4done:
+	VZEROUPPER
+	RET
+
 // func dotQ4_1AVX2(w *byte, x *int8, xd *float32, nb int) float32
 // Requires: AVX, AVX2, F16C, SSE
 TEXT ·dotQ4_1AVX2(SB), NOSPLIT, $0-36

@@ -134,6 +134,21 @@ func dotQ2KAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
 //go:noescape
 func dotQ3KAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
 
+// dotQ4Kx4AVX2 sets out[t] to dotQ4KAVX2 of the row against token t's activations (x + t*xstride, xd + t*xstride/256, xs + t*xstride/16) for t < 4, with its bits.
+//
+//go:noescape
+func dotQ4Kx4AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32)
+
+// dotQ5Kx4AVX2 sets out[t] to dotQ5KAVX2 of the row against token t's activations (x + t*xstride, xd + t*xstride/256, xs + t*xstride/16) for t < 4, with its bits.
+//
+//go:noescape
+func dotQ5Kx4AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32)
+
+// dotQ6Kx4AVX2 sets out[t] to dotQ6KAVX2 of the row against token t's activations (x + t*xstride, xd + t*xstride/256, xs + t*xstride/16) for t < 4, with its bits.
+//
+//go:noescape
+func dotQ6Kx4AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32)
+
 // dotQ4_1AVX2 returns the dot product of nb Q4_1 blocks at w with QuantizeQ8 activations in natural order (x, xd).
 //
 //go:noescape

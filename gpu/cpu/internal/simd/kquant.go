@@ -113,6 +113,10 @@ func (k *Impl) DotKx4(t KQuant, w []byte, x []int8, xd []float32, xs []int16, xs
 	nb := len(w) / t.BlockBytes()
 	n := nb * QK
 	_, _, _ = x[3*xstride+n-1], xd[(3*xstride+n)/QK-1], xs[(3*xstride+n)/QKSum-1]
+	if f := k.dotKx4[t]; f != nil {
+		f(w[:nb*t.BlockBytes()], x, xd, xs, xstride, out)
+		return
+	}
 	f := k.kernelK(t)
 	for j := range out {
 		o := j * xstride

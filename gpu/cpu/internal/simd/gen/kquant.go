@@ -21,6 +21,236 @@ func kquantKernels() {
 	dotQ6K()
 	dotQ2K()
 	dotQ3K()
+	dotQ4Kx4(false)
+	dotQ4Kx4(true)
+	dotQ6Kx4()
+}
+
+// kx4 holds the four-token kernels' addressing: token t's activations at
+// x (t = 0, 1) or x2 (t = 2, 3), plus xstride for odd t; its xd and xs
+// pointers in a stack table (8t and 32+8t), advanced per block.
+type kx4 struct {
+	x, x2, xst Register
+	ptrs       Mem
+}
+
+// kx4Params loads the arguments of a four-token kernel and zeroes out.
+func kx4Params() (w, nb Register, a kx4) {
+	w, nb = Load(Param("w"), GP64()), Load(Param("nb"), GP64())
+	a.x, a.xst = Load(Param("x"), GP64()), Load(Param("xstride"), GP64())
+	a.x2 = GP64()
+	LEAQ(Mem{Base: a.x, Index: a.xst, Scale: 2}, a.x2)
+	a.ptrs = AllocLocal(64)
+	xd, xs, ds, ss := Load(Param("xd"), GP64()), Load(Param("xs"), GP64()), GP64(), GP64()
+	MOVQ(a.xst, ds)
+	SHRQ(Imm(6), ds) // QK activations per 4-byte scale
+	MOVQ(a.xst, ss)
+	SHRQ(Imm(3), ss) // QKSum activations per 2-byte sum
+	for t := range 4 {
+		MOVQ(xd, a.ptrs.Offset(8*t))
+		MOVQ(xs, a.ptrs.Offset(32+8*t))
+		if t < 3 {
+			ADDQ(ds, xd)
+			ADDQ(ss, xs)
+		}
+	}
+	out, z := Load(Param("out"), GP64()), XMM()
+	VXORPS(z, z, z)
+	VMOVUPS(z, Mem{Base: out})
+	return w, nb, a
+}
+
+// xm is token t's activations at byte offset off.
+func (a kx4) xm(t, off int) Mem {
+	m := Mem{Base: a.x, Disp: off}
+	if t >= 2 {
+		m.Base = a.x2
+	}
+	if t%2 == 1 {
+		m.Index, m.Scale = a.xst, 1
+	}
+	return m
+}
+
+// epilogue runs kEpilogueDx for token t with the running sum in out[t];
+// mins(xs) returns the four int32 lanes of Σm given token t's sums at xs
+// (nil: none). The token's pointers advance.
+func (a kx4) epilogue(t int, acc VecVirtual, mins func(xs Mem) Register, dm Mem) {
+	xsp, xdp, out := GP64(), GP64(), Load(Param("out"), GP64())
+	MOVQ(a.ptrs.Offset(32+8*t), xsp)
+	MOVQ(a.ptrs.Offset(8*t), xdp)
+	var m Register
+	if mins != nil {
+		m = mins(Mem{Base: xsp})
+	}
+	s := XMM()
+	VMOVSS(Mem{Base: out, Disp: 4 * t}, s)
+	kEpilogueDx(acc, m, dm, Mem{Base: xdp}, s)
+	VMOVSS(s, Mem{Base: out, Disp: 4 * t})
+	ADDQ(Imm(4), a.ptrs.Offset(8*t))
+	ADDQ(Imm(32), a.ptrs.Offset(32+8*t))
+}
+
+// dotQ4Kx4 writes the four-token Q4_K (Q5_K with q5) kernel: each block's
+// scales, values and sub-block scale vectors are unpacked once for the
+// four tokens.
+func dotQ4Kx4(q5 bool) {
+	name, bytes, qs, what := "q4kx4", 144, 16, "dotQ4KAVX2"
+	if q5 {
+		name, bytes, qs, what = "q5kx4", 176, 48, "dotQ5KAVX2"
+	}
+	fn := "dotQ4Kx4AVX2"
+	if q5 {
+		fn = "dotQ5Kx4AVX2"
+	}
+	TEXT(fn, NOSPLIT, "func(w *byte, x *int8, xd *float32, xs *int16, nb, xstride int, out *float32)")
+	Pragma("noescape")
+	Doc(fn + " sets out[t] to " + what + " of the row against token t's activations (x + t*xstride, xd + t*xstride/256, xs + t*xstride/16) for t < 4, with its bits.")
+	w, nb, a := kx4Params()
+	mask, bit4 := YMM(), YMM()
+	broadcastB(0x0f, mask)
+	if q5 {
+		broadcastB(0x10, bit4)
+	}
+	Label(name + "block")
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "done"))
+	u0, u1, u2, tt, m47 := GP32(), GP32(), GP32(), GP32(), GP32()
+	MOVL(Mem{Base: w, Disp: 4}, u0)
+	MOVL(Mem{Base: w, Disp: 8}, u1)
+	MOVL(Mem{Base: w, Disp: 12}, u2)
+	MOVL(u2, m47)
+	SHRL(Imm(4), m47)
+	ANDL(U32(0x0f0f0f0f), m47)
+	MOVL(u1, tt)
+	SHRL(Imm(6), tt)
+	ANDL(U32(0x03030303), tt)
+	SHLL(Imm(4), tt)
+	ORL(tt, m47)
+	ANDL(U32(0x3f3f3f3f), u1)
+	MOVL(u0, tt)
+	SHRL(Imm(6), tt)
+	ANDL(U32(0x03030303), tt)
+	SHLL(Imm(4), tt)
+	ANDL(U32(0x0f0f0f0f), u2)
+	ORL(tt, u2)
+	ANDL(U32(0x3f3f3f3f), u0)
+	sm, sc8 := YMM(), YMM()
+	VPMOVZXBW(fourWords(u0, u2, u1, m47), sm)
+	VPERMQ(Imm(0x44), sm, sc8)
+	acc := [4]VecVirtual{YMM(), YMM(), YMM(), YMM()}
+	for _, r := range acc {
+		VPXOR(r, r, r)
+	}
+	for g := range 4 {
+		q, lo, hi := YMM(), YMM(), YMM()
+		VMOVDQU(Mem{Base: w, Disp: qs + 32*g}, q)
+		VPAND(mask, q, lo)
+		VPSRLW(Imm(4), q, hi)
+		VPAND(mask, hi, hi)
+		if q5 {
+			qh := YMM()
+			VMOVDQU(Mem{Base: w, Disp: 16}, qh)
+			lo5, hi5 := fifthBit(qh, 2*g, bit4), fifthBit(qh, 2*g+1, bit4)
+			VPOR(lo5, lo, lo)
+			VPOR(hi5, hi, hi)
+		}
+		for i, v := range []VecVirtual{lo, hi} {
+			sc := YMM()
+			VPSHUFB(kWordMask(2*g+i), sc8, sc)
+			for t := range 4 {
+				p := YMM()
+				VPMADDUBSW(a.xm(t, 64*g+32*i), v, p)
+				VPMADDWD(sc, p, p)
+				VPADDD(p, acc[t], acc[t])
+			}
+		}
+	}
+	for t := range 4 {
+		a.epilogue(t, acc[t], func(xs Mem) Register {
+			ps, mins := XMM(), XMM()
+			VMOVDQU(xs, ps)
+			VPHADDW(xs.Offset(16), ps, ps)
+			VEXTRACTI128(Imm(1), sm, mins)
+			VPMADDWD(ps, mins, mins)
+			return mins
+		}, Mem{Base: w})
+	}
+	ADDQ(Imm(uint64(bytes)), w)
+	ADDQ(U32(256), a.x)
+	ADDQ(U32(256), a.x2)
+	DECQ(nb)
+	JMP(LabelRef(name + "block"))
+	Label(name + "done")
+	VZEROUPPER()
+	RET()
+}
+
+func dotQ6Kx4() {
+	TEXT("dotQ6Kx4AVX2", NOSPLIT, "func(w *byte, x *int8, xd *float32, xs *int16, nb, xstride int, out *float32)")
+	Pragma("noescape")
+	Doc("dotQ6Kx4AVX2 sets out[t] to dotQ6KAVX2 of the row against token t's activations (x + t*xstride, xd + t*xstride/256, xs + t*xstride/16) for t < 4, with its bits.")
+	w, nb, a := kx4Params()
+	mask, m30 := YMM(), YMM()
+	broadcastB(0x0f, mask)
+	broadcastB(0x30, m30)
+	Label("q6kx4block")
+	TESTQ(nb, nb)
+	JZ(LabelRef("q6kx4done"))
+	sc16 := YMM()
+	VPMOVSXBW(Mem{Base: w, Disp: 192}, sc16)
+	acc := [4]VecVirtual{YMM(), YMM(), YMM(), YMM()}
+	for _, r := range acc {
+		VPXOR(r, r, r)
+	}
+	for h := range 2 {
+		sc8 := YMM()
+		VPERMQ(Imm([]uint64{0x44, 0xee}[h]), sc16, sc8)
+		for k := range 4 {
+			q, hb := YMM(), YMM()
+			VMOVDQU(Mem{Base: w, Disp: 64*h + 32*(k&1)}, q)
+			if k >= 2 {
+				VPSRLW(Imm(4), q, q)
+			}
+			VPAND(mask, q, q)
+			VMOVDQU(Mem{Base: w, Disp: 128 + 32*h}, hb)
+			switch k {
+			case 0:
+				VPSLLW(Imm(4), hb, hb)
+			case 1:
+				VPSLLW(Imm(2), hb, hb)
+			case 3:
+				VPSRLW(Imm(2), hb, hb)
+			}
+			VPAND(m30, hb, hb)
+			VPOR(hb, q, q)
+			sc := YMM()
+			VPSHUFB(kPairMask(k), sc8, sc)
+			for t := range 4 {
+				p := YMM()
+				VPMADDUBSW(a.xm(t, 128*h+32*k), q, p)
+				VPMADDWD(sc, p, p)
+				VPADDD(p, acc[t], acc[t])
+			}
+		}
+	}
+	for t := range 4 {
+		xsp := GP64()
+		MOVQ(a.ptrs.Offset(32+8*t), xsp)
+		off := YMM()
+		VPMADDWD(Mem{Base: xsp}, sc16, off)
+		VPSLLD(Imm(5), off, off)
+		VPSUBD(off, acc[t], acc[t])
+		a.epilogue(t, acc[t], nil, Mem{Base: w, Disp: 208})
+	}
+	ADDQ(Imm(210), w)
+	ADDQ(U32(256), a.x)
+	ADDQ(U32(256), a.x2)
+	DECQ(nb)
+	JMP(LabelRef("q6kx4block"))
+	Label("q6kx4done")
+	VZEROUPPER()
+	RET()
 }
 
 // kParams loads the common arguments.
@@ -61,6 +291,11 @@ func foldD(y VecVirtual) {
 // dmin are the f16 pair at dm; without, float32(d*dx*Σi), d the f16 at
 // dm. acc holds eight int32 lanes summing to Σi.
 func kEpilogue(acc VecVirtual, mins Register, dm Mem, xd Register, s VecVirtual) {
+	kEpilogueDx(acc, mins, dm, Mem{Base: xd}, s)
+}
+
+// kEpilogueDx is kEpilogue with dx at dxm.
+func kEpilogueDx(acc VecVirtual, mins Register, dm Mem, dxm Mem, s VecVirtual) {
 	foldD(acc)
 	r, dd, t := XMM(), XMM(), XMM()
 	if mins != nil {
@@ -76,7 +311,7 @@ func kEpilogue(acc VecVirtual, mins Register, dm Mem, xd Register, s VecVirtual)
 	}
 	VCVTDQ2PS(r, r)
 	VCVTPH2PS(dd, dd)
-	VBROADCASTSS(Mem{Base: xd}, t)
+	VBROADCASTSS(dxm, t)
 	VMULPS(t, dd, dd) // [d*dx, dmin*dx]
 	VMULPS(r, dd, r)
 	if mins != nil {
