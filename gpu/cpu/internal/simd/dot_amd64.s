@@ -3711,6 +3711,728 @@ q3kdone:
 	MOVSS X3, ret+40(FP)
 	RET
 
+// func dotQ4KRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotQ4KRowsAVX2(SB), NOSPLIT, $16-56
+	MOVQ         w+0(FP), AX
+	MOVL         $0x0f0f0f0f, CX
+	VMOVD        CX, X0
+	VPBROADCASTB X0, Y0
+	MOVQ         rows+40(FP), CX
+	MOVQ         out+48(FP), DX
+	MOVQ         CX, (SP)
+	MOVQ         DX, 8(SP)
+
+q4krrow:
+	CMPQ   (SP), $0x00
+	JE     q4krend
+	MOVQ   x+8(FP), CX
+	MOVQ   xd+16(FP), DX
+	MOVQ   xs+24(FP), BX
+	MOVQ   nb+32(FP), SI
+	VXORPS X1, X1, X1
+
+q4krblock:
+	TESTQ        SI, SI
+	JZ           q4krdone
+	MOVL         4(AX), DI
+	MOVL         8(AX), R8
+	MOVL         12(AX), R9
+	MOVL         R9, R11
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R8, R10
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, R11
+	ANDL         $0x3f3f3f3f, R8
+	MOVL         DI, R10
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ANDL         $0x0f0f0f0f, R9
+	ORL          R10, R9
+	ANDL         $0x3f3f3f3f, DI
+	VMOVD        DI, X2
+	VPINSRD      $0x01, R9, X2, X2
+	VPINSRD      $0x02, R8, X2, X2
+	VPINSRD      $0x03, R11, X2, X2
+	VPMOVZXBW    X2, Y2
+	VPERMQ       $0x44, Y2, Y3
+	VPXOR        Y4, Y4, Y4
+	VMOVDQU      16(AX), Y5
+	VPAND        Y0, Y5, Y6
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VPMADDUBSW   (CX), Y6, Y6
+	VPSHUFB      kwordmasks<>+0(SB), Y3, Y7
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPMADDUBSW   32(CX), Y5, Y5
+	VPSHUFB      kwordmasks<>+32(SB), Y3, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VMOVDQU      48(AX), Y5
+	VPAND        Y0, Y5, Y6
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VPMADDUBSW   64(CX), Y6, Y6
+	VPSHUFB      kwordmasks<>+64(SB), Y3, Y7
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPMADDUBSW   96(CX), Y5, Y5
+	VPSHUFB      kwordmasks<>+96(SB), Y3, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VMOVDQU      80(AX), Y5
+	VPAND        Y0, Y5, Y6
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VPMADDUBSW   128(CX), Y6, Y6
+	VPSHUFB      kwordmasks<>+128(SB), Y3, Y7
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPMADDUBSW   160(CX), Y5, Y5
+	VPSHUFB      kwordmasks<>+160(SB), Y3, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VMOVDQU      112(AX), Y5
+	VPAND        Y0, Y5, Y6
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VPMADDUBSW   192(CX), Y6, Y6
+	VPSHUFB      kwordmasks<>+192(SB), Y3, Y7
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPMADDUBSW   224(CX), Y5, Y5
+	VPSHUFB      kwordmasks<>+224(SB), Y3, Y3
+	VPMADDWD     Y3, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VMOVDQU      (BX), X3
+	VPHADDW      16(BX), X3, X3
+	VEXTRACTI128 $0x01, Y2, X2
+	VPMADDWD     X3, X2, X2
+	VEXTRACTI128 $0x01, Y4, X3
+	VPADDD       X3, X4, X4
+	VPHADDD      X2, X4, X2
+	VPHADDD      X2, X2, X2
+	VMOVD        (AX), X3
+	VCVTDQ2PS    X2, X2
+	VCVTPH2PS    X3, X3
+	VBROADCASTSS (DX), X4
+	VMULPS       X4, X3, X3
+	VMULPS       X2, X3, X2
+	VMOVSHDUP    X2, X4
+	VSUBSS       X4, X2, X2
+	VADDSS       X2, X1, X1
+	ADDQ         $0x90, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x04, DX
+	ADDQ         $0x20, BX
+	DECQ         SI
+	JMP          q4krblock
+
+q4krdone:
+	MOVQ   8(SP), CX
+	VMOVSS X1, (CX)
+	ADDQ   $0x04, 8(SP)
+	DECQ   (SP)
+	JMP    q4krrow
+
+q4krend:
+	VZEROUPPER
+	RET
+
+// func dotQ5KRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotQ5KRowsAVX2(SB), NOSPLIT, $16-56
+	MOVQ         w+0(FP), AX
+	MOVL         $0x0f0f0f0f, CX
+	VMOVD        CX, X0
+	VPBROADCASTB X0, Y0
+	MOVL         $0x10101010, CX
+	VMOVD        CX, X1
+	VPBROADCASTB X1, Y1
+	MOVQ         rows+40(FP), CX
+	MOVQ         out+48(FP), DX
+	MOVQ         CX, (SP)
+	MOVQ         DX, 8(SP)
+
+q5krrow:
+	CMPQ   (SP), $0x00
+	JE     q5krend
+	MOVQ   x+8(FP), CX
+	MOVQ   xd+16(FP), DX
+	MOVQ   xs+24(FP), BX
+	MOVQ   nb+32(FP), SI
+	VXORPS X2, X2, X2
+
+q5krblock:
+	TESTQ        SI, SI
+	JZ           q5krdone
+	MOVL         4(AX), DI
+	MOVL         8(AX), R8
+	MOVL         12(AX), R9
+	MOVL         R9, R11
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R8, R10
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, R11
+	ANDL         $0x3f3f3f3f, R8
+	MOVL         DI, R10
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ANDL         $0x0f0f0f0f, R9
+	ORL          R10, R9
+	ANDL         $0x3f3f3f3f, DI
+	VMOVD        DI, X3
+	VPINSRD      $0x01, R9, X3, X3
+	VPINSRD      $0x02, R8, X3, X3
+	VPINSRD      $0x03, R11, X3, X3
+	VPMOVZXBW    X3, Y3
+	VPERMQ       $0x44, Y3, Y4
+	VMOVDQU      16(AX), Y5
+	VPXOR        Y6, Y6, Y6
+	VMOVDQU      48(AX), Y7
+	VPAND        Y0, Y7, Y8
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLW       $0x04, Y5, Y9
+	VPAND        Y1, Y9, Y9
+	VPSLLW       $0x03, Y5, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y9, Y8, Y8
+	VPOR         Y10, Y7, Y7
+	VPMADDUBSW   (CX), Y8, Y8
+	VPSHUFB      kwordmasks<>+0(SB), Y4, Y9
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPMADDUBSW   32(CX), Y7, Y7
+	VPSHUFB      kwordmasks<>+32(SB), Y4, Y8
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      80(AX), Y7
+	VPAND        Y0, Y7, Y8
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLW       $0x02, Y5, Y9
+	VPAND        Y1, Y9, Y9
+	VPSLLW       $0x01, Y5, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y9, Y8, Y8
+	VPOR         Y10, Y7, Y7
+	VPMADDUBSW   64(CX), Y8, Y8
+	VPSHUFB      kwordmasks<>+64(SB), Y4, Y9
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPMADDUBSW   96(CX), Y7, Y7
+	VPSHUFB      kwordmasks<>+96(SB), Y4, Y8
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      112(AX), Y7
+	VPAND        Y0, Y7, Y8
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQA      Y5, Y9
+	VPAND        Y1, Y9, Y9
+	VPSRLW       $0x01, Y5, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y9, Y8, Y8
+	VPOR         Y10, Y7, Y7
+	VPMADDUBSW   128(CX), Y8, Y8
+	VPSHUFB      kwordmasks<>+128(SB), Y4, Y9
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPMADDUBSW   160(CX), Y7, Y7
+	VPSHUFB      kwordmasks<>+160(SB), Y4, Y8
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      144(AX), Y7
+	VPAND        Y0, Y7, Y8
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSRLW       $0x02, Y5, Y9
+	VPAND        Y1, Y9, Y9
+	VPSRLW       $0x03, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPOR         Y9, Y8, Y8
+	VPOR         Y5, Y7, Y7
+	VPMADDUBSW   192(CX), Y8, Y8
+	VPSHUFB      kwordmasks<>+192(SB), Y4, Y5
+	VPMADDWD     Y5, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPMADDUBSW   224(CX), Y7, Y7
+	VPSHUFB      kwordmasks<>+224(SB), Y4, Y4
+	VPMADDWD     Y4, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      (BX), X4
+	VPHADDW      16(BX), X4, X4
+	VEXTRACTI128 $0x01, Y3, X3
+	VPMADDWD     X4, X3, X3
+	VEXTRACTI128 $0x01, Y6, X4
+	VPADDD       X4, X6, X6
+	VPHADDD      X3, X6, X3
+	VPHADDD      X3, X3, X3
+	VMOVD        (AX), X4
+	VCVTDQ2PS    X3, X3
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS (DX), X5
+	VMULPS       X5, X4, X4
+	VMULPS       X3, X4, X3
+	VMOVSHDUP    X3, X5
+	VSUBSS       X5, X3, X3
+	VADDSS       X3, X2, X2
+	ADDQ         $0xb0, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x04, DX
+	ADDQ         $0x20, BX
+	DECQ         SI
+	JMP          q5krblock
+
+q5krdone:
+	MOVQ   8(SP), CX
+	VMOVSS X2, (CX)
+	ADDQ   $0x04, 8(SP)
+	DECQ   (SP)
+	JMP    q5krrow
+
+q5krend:
+	VZEROUPPER
+	RET
+
+// func dotQ6KRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotQ6KRowsAVX2(SB), NOSPLIT, $16-56
+	MOVQ         w+0(FP), AX
+	MOVL         $0x0f0f0f0f, CX
+	VMOVD        CX, X0
+	VPBROADCASTB X0, Y0
+	MOVL         $0x30303030, CX
+	VMOVD        CX, X1
+	VPBROADCASTB X1, Y1
+	MOVQ         rows+40(FP), CX
+	MOVQ         out+48(FP), DX
+	MOVQ         CX, (SP)
+	MOVQ         DX, 8(SP)
+
+q6krrow:
+	CMPQ   (SP), $0x00
+	JE     q6krend
+	MOVQ   x+8(FP), CX
+	MOVQ   xd+16(FP), DX
+	MOVQ   xs+24(FP), BX
+	MOVQ   nb+32(FP), SI
+	VXORPS X2, X2, X2
+
+q6krblock:
+	TESTQ        SI, SI
+	JZ           q6krdone
+	VPMOVSXBW    192(AX), Y3
+	VPXOR        Y4, Y4, Y4
+	VPERMQ       $0x44, Y3, Y5
+	VMOVDQU      (AX), Y6
+	VMOVDQU      32(AX), Y7
+	VMOVDQU      128(AX), Y8
+	VPAND        Y0, Y6, Y9
+	VPSLLW       $0x04, Y8, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   (CX), Y9, Y9
+	VPSHUFB      kpairmasks<>+0(SB), Y5, Y10
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPAND        Y0, Y7, Y9
+	VPSLLW       $0x02, Y8, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   32(CX), Y9, Y9
+	VPSHUFB      kpairmasks<>+32(SB), Y5, Y10
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQA      Y8, Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y6, Y6
+	VPMADDUBSW   64(CX), Y6, Y6
+	VPSHUFB      kpairmasks<>+64(SB), Y5, Y9
+	VPMADDWD     Y9, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPSRLW       $0x04, Y7, Y6
+	VPAND        Y0, Y6, Y6
+	VPSRLW       $0x02, Y8, Y7
+	VPAND        Y1, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPMADDUBSW   96(CX), Y6, Y6
+	VPSHUFB      kpairmasks<>+96(SB), Y5, Y5
+	VPMADDWD     Y5, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPERMQ       $0xee, Y3, Y5
+	VMOVDQU      64(AX), Y6
+	VMOVDQU      96(AX), Y7
+	VMOVDQU      160(AX), Y8
+	VPAND        Y0, Y6, Y9
+	VPSLLW       $0x04, Y8, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   128(CX), Y9, Y9
+	VPSHUFB      kpairmasks<>+0(SB), Y5, Y10
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPAND        Y0, Y7, Y9
+	VPSLLW       $0x02, Y8, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   160(CX), Y9, Y9
+	VPSHUFB      kpairmasks<>+32(SB), Y5, Y10
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQA      Y8, Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y6, Y6
+	VPMADDUBSW   192(CX), Y6, Y6
+	VPSHUFB      kpairmasks<>+64(SB), Y5, Y9
+	VPMADDWD     Y9, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPSRLW       $0x04, Y7, Y6
+	VPAND        Y0, Y6, Y6
+	VPSRLW       $0x02, Y8, Y7
+	VPAND        Y1, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPMADDUBSW   224(CX), Y6, Y6
+	VPSHUFB      kpairmasks<>+96(SB), Y5, Y5
+	VPMADDWD     Y5, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPMADDWD     (BX), Y3, Y3
+	VPSLLD       $0x05, Y3, Y3
+	VPSUBD       Y3, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPADDD       X3, X4, X4
+	VPHADDD      X4, X4, X3
+	VPHADDD      X3, X3, X3
+	MOVWLZX      208(AX), DI
+	VMOVD        DI, X4
+	VCVTDQ2PS    X3, X3
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS (DX), X5
+	VMULPS       X5, X4, X4
+	VMULPS       X3, X4, X3
+	VADDSS       X3, X2, X2
+	ADDQ         $0xd2, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x04, DX
+	ADDQ         $0x20, BX
+	DECQ         SI
+	JMP          q6krblock
+
+q6krdone:
+	MOVQ   8(SP), CX
+	VMOVSS X2, (CX)
+	ADDQ   $0x04, 8(SP)
+	DECQ   (SP)
+	JMP    q6krrow
+
+q6krend:
+	VZEROUPPER
+	RET
+
+// func dotQ2KRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotQ2KRowsAVX2(SB), NOSPLIT, $16-56
+	MOVQ         w+0(FP), AX
+	MOVL         $0x03030303, CX
+	VMOVD        CX, X0
+	VPBROADCASTB X0, Y0
+	MOVL         $0x000f000f, CX
+	VMOVD        CX, X1
+	VPBROADCASTW X1, Y1
+	MOVQ         rows+40(FP), CX
+	MOVQ         out+48(FP), DX
+	MOVQ         CX, (SP)
+	MOVQ         DX, 8(SP)
+
+q2krrow:
+	CMPQ   (SP), $0x00
+	JE     q2krend
+	MOVQ   x+8(FP), CX
+	MOVQ   xd+16(FP), DX
+	MOVQ   xs+24(FP), BX
+	MOVQ   nb+32(FP), SI
+	VXORPS X2, X2, X2
+
+q2krblock:
+	TESTQ        SI, SI
+	JZ           q2krdone
+	VPMOVZXBW    (AX), Y3
+	VPAND        Y1, Y3, Y4
+	VPSRLW       $0x04, Y3, Y3
+	VPXOR        Y5, Y5, Y5
+	VPERMQ       $0x44, Y4, Y6
+	VMOVDQU      16(AX), Y7
+	VPAND        Y0, Y7, Y8
+	VPMADDUBSW   (CX), Y8, Y8
+	VPSHUFB      kpairmasks<>+0(SB), Y6, Y9
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPSRLW       $0x02, Y7, Y8
+	VPAND        Y0, Y8, Y8
+	VPMADDUBSW   32(CX), Y8, Y8
+	VPSHUFB      kpairmasks<>+32(SB), Y6, Y9
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y0, Y8, Y8
+	VPMADDUBSW   64(CX), Y8, Y8
+	VPSHUFB      kpairmasks<>+64(SB), Y6, Y9
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPMADDUBSW   96(CX), Y7, Y7
+	VPSHUFB      kpairmasks<>+96(SB), Y6, Y6
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPERMQ       $0xee, Y4, Y4
+	VMOVDQU      48(AX), Y6
+	VPAND        Y0, Y6, Y7
+	VPMADDUBSW   128(CX), Y7, Y7
+	VPSHUFB      kpairmasks<>+0(SB), Y4, Y8
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPSRLW       $0x02, Y6, Y7
+	VPAND        Y0, Y7, Y7
+	VPMADDUBSW   160(CX), Y7, Y7
+	VPSHUFB      kpairmasks<>+32(SB), Y4, Y8
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y0, Y7, Y7
+	VPMADDUBSW   192(CX), Y7, Y7
+	VPSHUFB      kpairmasks<>+64(SB), Y4, Y8
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPSRLW       $0x06, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPMADDUBSW   224(CX), Y6, Y6
+	VPSHUFB      kpairmasks<>+96(SB), Y4, Y4
+	VPMADDWD     Y4, Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VPMADDWD     (BX), Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPADDD       X4, X3, X3
+	VEXTRACTI128 $0x01, Y5, X4
+	VPADDD       X4, X5, X5
+	VPHADDD      X3, X5, X3
+	VPHADDD      X3, X3, X3
+	VMOVD        80(AX), X4
+	VCVTDQ2PS    X3, X3
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS (DX), X5
+	VMULPS       X5, X4, X4
+	VMULPS       X3, X4, X3
+	VMOVSHDUP    X3, X5
+	VSUBSS       X5, X3, X3
+	VADDSS       X3, X2, X2
+	ADDQ         $0x54, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x04, DX
+	ADDQ         $0x20, BX
+	DECQ         SI
+	JMP          q2krblock
+
+q2krdone:
+	MOVQ   8(SP), CX
+	VMOVSS X2, (CX)
+	ADDQ   $0x04, 8(SP)
+	DECQ   (SP)
+	JMP    q2krrow
+
+q2krend:
+	VZEROUPPER
+	RET
+
+// func dotQ3KRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotQ3KRowsAVX2(SB), NOSPLIT, $16-56
+	MOVQ         w+0(FP), AX
+	MOVL         $0x03030303, CX
+	VMOVD        CX, X0
+	VPBROADCASTB X0, Y0
+	MOVL         $0x04040404, CX
+	VMOVD        CX, X1
+	VPBROADCASTB X1, Y1
+	MOVL         $0x00200020, CX
+	VMOVD        CX, X2
+	VPBROADCASTW X2, Y2
+	MOVQ         rows+40(FP), CX
+	MOVQ         out+48(FP), DX
+	MOVQ         CX, (SP)
+	MOVQ         DX, 8(SP)
+
+q3krrow:
+	CMPQ   (SP), $0x00
+	JE     q3krend
+	MOVQ   x+8(FP), CX
+	MOVQ   xd+16(FP), DX
+	MOVQ   xs+24(FP), BX
+	MOVQ   nb+32(FP), SI
+	VXORPS X3, X3, X3
+
+q3krblock:
+	TESTQ        SI, SI
+	JZ           q3krdone
+	MOVL         96(AX), DI
+	MOVL         100(AX), R8
+	MOVL         104(AX), R9
+	MOVL         DI, R11
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R9, R10
+	SHRL         $0x04, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, R11
+	MOVL         R8, R12
+	SHRL         $0x04, R12
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         R9, R10
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, R12
+	ANDL         $0x0f0f0f0f, DI
+	MOVL         R9, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, DI
+	ANDL         $0x0f0f0f0f, R8
+	MOVL         R9, R10
+	SHRL         $0x02, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, R8
+	VMOVD        DI, X4
+	VPINSRD      $0x01, R8, X4, X4
+	VPINSRD      $0x02, R11, X4, X4
+	VPINSRD      $0x03, R12, X4, X4
+	VPMOVZXBW    X4, Y4
+	VPSUBW       Y2, Y4, Y4
+	VMOVDQU      (AX), Y5
+	VPXOR        Y6, Y6, Y6
+	VPERMQ       $0x44, Y4, Y7
+	VMOVDQU      32(AX), Y8
+	VPAND        Y0, Y8, Y9
+	VPSLLW       $0x02, Y5, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   (CX), Y9, Y9
+	VPSHUFB      kpairmasks<>+0(SB), Y7, Y10
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPSRLW       $0x02, Y8, Y9
+	VPAND        Y0, Y9, Y9
+	VPSLLW       $0x01, Y5, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   32(CX), Y9, Y9
+	VPSHUFB      kpairmasks<>+32(SB), Y7, Y10
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPSRLW       $0x04, Y8, Y9
+	VPAND        Y0, Y9, Y9
+	VMOVDQA      Y5, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   64(CX), Y9, Y9
+	VPSHUFB      kpairmasks<>+64(SB), Y7, Y10
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPSRLW       $0x06, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VPSRLW       $0x01, Y5, Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMADDUBSW   96(CX), Y8, Y8
+	VPSHUFB      kpairmasks<>+96(SB), Y7, Y7
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPERMQ       $0xee, Y4, Y7
+	VMOVDQU      64(AX), Y8
+	VPAND        Y0, Y8, Y9
+	VPSRLW       $0x02, Y5, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   128(CX), Y9, Y9
+	VPSHUFB      kpairmasks<>+0(SB), Y7, Y10
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPSRLW       $0x02, Y8, Y9
+	VPAND        Y0, Y9, Y9
+	VPSRLW       $0x03, Y5, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   160(CX), Y9, Y9
+	VPSHUFB      kpairmasks<>+32(SB), Y7, Y10
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPSRLW       $0x04, Y8, Y9
+	VPAND        Y0, Y9, Y9
+	VPSRLW       $0x04, Y5, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   192(CX), Y9, Y9
+	VPSHUFB      kpairmasks<>+64(SB), Y7, Y10
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPSRLW       $0x06, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VPSRLW       $0x05, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPOR         Y5, Y8, Y8
+	VPMADDUBSW   224(CX), Y8, Y8
+	VPSHUFB      kpairmasks<>+96(SB), Y7, Y5
+	VPMADDWD     Y5, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPMADDWD     (BX), Y4, Y4
+	VPSLLD       $0x02, Y4, Y4
+	VPSUBD       Y4, Y6, Y6
+	VEXTRACTI128 $0x01, Y6, X4
+	VPADDD       X4, X6, X6
+	VPHADDD      X6, X6, X4
+	VPHADDD      X4, X4, X4
+	MOVWLZX      108(AX), DI
+	VMOVD        DI, X5
+	VCVTDQ2PS    X4, X4
+	VCVTPH2PS    X5, X5
+	VBROADCASTSS (DX), X6
+	VMULPS       X6, X5, X5
+	VMULPS       X4, X5, X4
+	VADDSS       X4, X3, X3
+	ADDQ         $0x6e, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x04, DX
+	ADDQ         $0x20, BX
+	DECQ         SI
+	JMP          q3krblock
+
+q3krdone:
+	MOVQ   8(SP), CX
+	VMOVSS X3, (CX)
+	ADDQ   $0x04, 8(SP)
+	DECQ   (SP)
+	JMP    q3krrow
+
+q3krend:
+	VZEROUPPER
+	RET
+
 // func dotQ4Kx4AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32)
 // Requires: AVX, AVX2, F16C
 TEXT ·dotQ4Kx4AVX2(SB), NOSPLIT, $64-56

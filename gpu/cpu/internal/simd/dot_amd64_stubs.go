@@ -134,6 +134,31 @@ func dotQ2KAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
 //go:noescape
 func dotQ3KAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
 
+// dotQ4KRowsAVX2 sets out[r] to dotQ4KAVX2 of weight row r (the rows consecutive at w) for r < rows.
+//
+//go:noescape
+func dotQ4KRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+
+// dotQ5KRowsAVX2 sets out[r] to dotQ5KAVX2 of weight row r (the rows consecutive at w) for r < rows.
+//
+//go:noescape
+func dotQ5KRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+
+// dotQ6KRowsAVX2 sets out[r] to dotQ6KAVX2 of weight row r (the rows consecutive at w) for r < rows.
+//
+//go:noescape
+func dotQ6KRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+
+// dotQ2KRowsAVX2 sets out[r] to dotQ2KAVX2 of weight row r (the rows consecutive at w) for r < rows.
+//
+//go:noescape
+func dotQ2KRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+
+// dotQ3KRowsAVX2 sets out[r] to dotQ3KAVX2 of weight row r (the rows consecutive at w) for r < rows.
+//
+//go:noescape
+func dotQ3KRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+
 // dotQ4Kx4AVX2 sets out[t] to dotQ4KAVX2 of the row against token t's activations (x + t*xstride, xd + t*xstride/256, xs + t*xstride/16) for t < 4, with its bits.
 //
 //go:noescape

@@ -100,6 +100,10 @@ func (k *Impl) DotKRows(t KQuant, w []byte, x []int8, xd []float32, xs []int16, 
 	nb := len(xd)
 	rb := nb * t.BlockBytes()
 	w, x, xs = w[:len(out)*rb], x[:nb*QK], xs[:nb*QK/QKSum]
+	if f := k.dotKRows[t]; f != nil {
+		f(w, x, xd, xs, out)
+		return
+	}
 	f := k.kernelK(t)
 	for i := range out {
 		out[i] = f(w[i*rb:(i+1)*rb], x, xd, xs)

@@ -51,11 +51,12 @@ type Impl struct {
 	dotQ8Rows func(w []int8, ws []uint16, x []int8, xd []float32, out []float32, wsStride int)
 	dotQ4Rows func(w []byte, ws []uint16, x []int8, xd []float32, out []float32, wsStride int)
 	// Optional (nil: the pure-Go forms, which give the same bits).
-	dotK   [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16) float32
-	dotKx4 [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16, xstride int, out *[4]float32)
-	dotQ32 [NumQ32]func(w []byte, x []int8, xd []float32) float32
-	expSub func(out, in []float32, sub float32)
-	swiglu func(out, g, u []float32)
+	dotK     [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16) float32
+	dotKRows [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16, out []float32)
+	dotKx4   [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16, xstride int, out *[4]float32)
+	dotQ32   [NumQ32]func(w []byte, x []int8, xd []float32) float32
+	expSub   func(out, in []float32, sub float32)
+	swiglu   func(out, g, u []float32)
 }
 
 // Generic is the pure-Go implementation, the reference for the others.

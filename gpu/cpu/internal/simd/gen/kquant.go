@@ -16,11 +16,13 @@ import (
 // are those of the Go form and the results its bits.
 
 func kquantKernels() {
-	dotQ4K(false)
-	dotQ4K(true)
-	dotQ6K()
-	dotQ2K()
-	dotQ3K()
+	for _, rows := range []bool{false, true} {
+		dotQ4K(false, rows)
+		dotQ4K(true, rows)
+		dotQ6K(rows)
+		dotQ2K(rows)
+		dotQ3K(rows)
+	}
 	dotQ4Kx4(false)
 	dotQ4Kx4(true)
 	dotQ6Kx4()
@@ -253,14 +255,50 @@ func dotQ6Kx4() {
 	RET()
 }
 
-// kParams loads the common arguments.
-func kParams() (w, x, xd, xs, nb Register) {
+// kText starts a one-row kernel name+"AVX2" or, with rows, its rows form
+// name+"RowsAVX2", which runs the one-row kernel's instructions for each
+// of rows consecutive weight rows (each result has its bits).
+func kText(name, doc string, rows bool) {
+	if rows {
+		TEXT(name+"RowsAVX2", NOSPLIT, "func(w *byte, x *int8, xd *float32, xs *int16, nb, rows int, out *float32)")
+		Pragma("noescape")
+		Doc(name + "RowsAVX2 sets out[r] to " + name + "AVX2 of weight row r (the rows consecutive at w) for r < rows.")
+		return
+	}
+	TEXT(name+"AVX2", NOSPLIT, "func(w *byte, x *int8, xd *float32, xs *int16, nb int) float32")
+	Pragma("noescape")
+	Doc(name + "AVX2 " + doc)
+}
+
+// kParams loads the common arguments (with rows, only w: kLoop loads the
+// others at each row).
+func kParams(rows bool) (w, x, xd, xs, nb Register) {
+	if rows {
+		return Load(Param("w"), GP64()), GP64(), GP64(), GP64(), GP64()
+	}
 	return Load(Param("w"), GP64()), Load(Param("x"), GP64()), Load(Param("xd"), GP64()),
 		Load(Param("xs"), GP64()), Load(Param("nb"), GP64())
 }
 
-// kLoop emits the block loop: body per block, then the pointers advance.
-func kLoop(name string, bytes int, w, x, xd, xs, nb Register, body func(s VecVirtual)) {
+// kLoop emits the block loop: body per block, then the pointers advance;
+// with rows, around it the row loop (its count and out pointer on the
+// stack, the activations' pointers reloaded per row).
+func kLoop(name string, bytes int, w, x, xd, xs, nb Register, rows bool, body func(s VecVirtual)) {
+	var cnt, outp Mem
+	if rows {
+		name += "r"
+		cnt, outp = AllocLocal(8), AllocLocal(8)
+		r, o := Load(Param("rows"), GP64()), Load(Param("out"), GP64())
+		MOVQ(r, cnt)
+		MOVQ(o, outp)
+		Label(name + "row")
+		CMPQ(cnt, Imm(0))
+		JE(LabelRef(name + "end"))
+		Load(Param("x"), x)
+		Load(Param("xd"), xd)
+		Load(Param("xs"), xs)
+		Load(Param("nb"), nb)
+	}
 	s := XMM()
 	VXORPS(s, s, s)
 	Label(name + "block")
@@ -274,6 +312,18 @@ func kLoop(name string, bytes int, w, x, xd, xs, nb Register, body func(s VecVir
 	DECQ(nb)
 	JMP(LabelRef(name + "block"))
 	Label(name + "done")
+	if rows {
+		o := GP64()
+		MOVQ(outp, o)
+		VMOVSS(s, Mem{Base: o})
+		ADDQ(Imm(4), outp)
+		DECQ(cnt)
+		JMP(LabelRef(name + "row"))
+		Label(name + "end")
+		VZEROUPPER()
+		RET()
+		return
+	}
 	VZEROUPPER()
 	Store(s, ReturnIndex(0))
 	RET()
@@ -384,25 +434,21 @@ func kScaled(q VecVirtual, xm Mem, sc8 VecVirtual, m int, acc VecVirtual) {
 }
 
 // dotQ4K writes the Q4_K (q5 false) or Q5_K (q5 true) kernel.
-func dotQ4K(q5 bool) {
+func dotQ4K(q5, rows bool) {
 	name, bytes, qs := "q4k", 144, 16
 	if q5 {
 		name, bytes, qs = "q5k", 176, 48
-		TEXT("dotQ5KAVX2", NOSPLIT, "func(w *byte, x *int8, xd *float32, xs *int16, nb int) float32")
-		Pragma("noescape")
-		Doc("dotQ5KAVX2 is dotQ4KAVX2 for Q5_K blocks: each value gains its fifth bit from qh, moved to bit 4 by a word shift and a mask.")
+		kText("dotQ5K", "is dotQ4KAVX2 for Q5_K blocks: each value gains its fifth bit from qh, moved to bit 4 by a word shift and a mask.", rows)
 	} else {
-		TEXT("dotQ4KAVX2", NOSPLIT, "func(w *byte, x *int8, xd *float32, xs *int16, nb int) float32")
-		Pragma("noescape")
-		Doc("dotQ4KAVX2 returns the dot product of nb Q4_K blocks at w with QuantizeQ8K activations (x, xd, xs). The 6-bit scales and mins are unpacked in general registers, widened to 16 bits on the stack and broadcast per 32-value sub-block; the mins meet the pair sums of the 16-value activation sums.")
+		kText("dotQ4K", "returns the dot product of nb Q4_K blocks at w with QuantizeQ8K activations (x, xd, xs). The 6-bit scales and mins are unpacked in general registers, widened to 16 bits on the stack and broadcast per 32-value sub-block; the mins meet the pair sums of the 16-value activation sums.", rows)
 	}
-	w, x, xd, xs, nb := kParams()
+	w, x, xd, xs, nb := kParams(rows)
 	mask, bit4 := YMM(), YMM()
 	broadcastB(0x0f, mask)
 	if q5 {
 		broadcastB(0x10, bit4)
 	}
-	kLoop(name, bytes, w, x, xd, xs, nb, func(s VecVirtual) {
+	kLoop(name, bytes, w, x, xd, xs, nb, rows, func(s VecVirtual) {
 		// llama.cpp's unpacking: u0..u2 the 12 scale bytes, giving
 		// scales 0..3, 4..7 and mins 0..3, 4..7 as four words.
 		u0, u1, u2, t, m47 := GP32(), GP32(), GP32(), GP32(), GP32()
@@ -480,15 +526,13 @@ func fifthBit(qh VecVirtual, b int, bit4 VecVirtual) VecVirtual {
 	return h
 }
 
-func dotQ6K() {
-	TEXT("dotQ6KAVX2", NOSPLIT, "func(w *byte, x *int8, xd *float32, xs *int16, nb int) float32")
-	Pragma("noescape")
-	Doc("dotQ6KAVX2 returns the dot product of nb Q6_K blocks at w with QuantizeQ8K activations. Values are taken unsigned (0..63); the offset of 32 comes off as 32·Σ_j sc_j·xs_j.")
-	w, x, xd, xs, nb := kParams()
+func dotQ6K(rows bool) {
+	kText("dotQ6K", "returns the dot product of nb Q6_K blocks at w with QuantizeQ8K activations. Values are taken unsigned (0..63); the offset of 32 comes off as 32·Σ_j sc_j·xs_j.", rows)
+	w, x, xd, xs, nb := kParams(rows)
 	mask, m30 := YMM(), YMM()
 	broadcastB(0x0f, mask)
 	broadcastB(0x30, m30)
-	kLoop("q6k", 210, w, x, xd, xs, nb, func(s VecVirtual) {
+	kLoop("q6k", 210, w, x, xd, xs, nb, rows, func(s VecVirtual) {
 		sc16 := YMM()
 		VPMOVSXBW(Mem{Base: w, Disp: 192}, sc16)
 		acc := YMM()
@@ -533,15 +577,13 @@ func dotQ6K() {
 	})
 }
 
-func dotQ2K() {
-	TEXT("dotQ2KAVX2", NOSPLIT, "func(w *byte, x *int8, xd *float32, xs *int16, nb int) float32")
-	Pragma("noescape")
-	Doc("dotQ2KAVX2 returns the dot product of nb Q2_K blocks at w with QuantizeQ8K activations: 4-bit scales per 16 values, mins against the activation sums.")
-	w, x, xd, xs, nb := kParams()
+func dotQ2K(rows bool) {
+	kText("dotQ2K", "returns the dot product of nb Q2_K blocks at w with QuantizeQ8K activations: 4-bit scales per 16 values, mins against the activation sums.", rows)
+	w, x, xd, xs, nb := kParams(rows)
 	m3, low4 := YMM(), YMM()
 	broadcastB(3, m3)
 	broadcastW(0x0f, low4)
-	kLoop("q2k", 84, w, x, xd, xs, nb, func(s VecVirtual) {
+	kLoop("q2k", 84, w, x, xd, xs, nb, rows, func(s VecVirtual) {
 		b16, sc16, mins := YMM(), YMM(), YMM()
 		VPMOVZXBW(Mem{Base: w}, b16)
 		VPAND(low4, b16, sc16)
@@ -569,16 +611,14 @@ func dotQ2K() {
 	})
 }
 
-func dotQ3K() {
-	TEXT("dotQ3KAVX2", NOSPLIT, "func(w *byte, x *int8, xd *float32, xs *int16, nb int) float32")
-	Pragma("noescape")
-	Doc("dotQ3KAVX2 returns the dot product of nb Q3_K blocks at w with QuantizeQ8K activations. Values are taken unsigned, the two low bits plus 4 where the high bit is set (0..7); the offset of 4 comes off as 4·Σ_j sc_j·xs_j.")
-	w, x, xd, xs, nb := kParams()
+func dotQ3K(rows bool) {
+	kText("dotQ3K", "returns the dot product of nb Q3_K blocks at w with QuantizeQ8K activations. Values are taken unsigned, the two low bits plus 4 where the high bit is set (0..7); the offset of 4 comes off as 4·Σ_j sc_j·xs_j.", rows)
+	w, x, xd, xs, nb := kParams(rows)
 	m3, bit2, w32 := YMM(), YMM(), YMM()
 	broadcastB(3, m3)
 	broadcastB(4, bit2)
 	broadcastW(32, w32)
-	kLoop("q3k", 110, w, x, xd, xs, nb, func(s VecVirtual) {
+	kLoop("q3k", 110, w, x, xd, xs, nb, rows, func(s VecVirtual) {
 		// llama.cpp's unpacking of the twelve scale bytes into sixteen
 		// 6-bit scales (plus 32).
 		a0, a1, tmp, t, r2, r3 := GP32(), GP32(), GP32(), GP32(), GP32(), GP32()
