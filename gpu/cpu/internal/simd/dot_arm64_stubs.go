@@ -109,6 +109,31 @@ func dotQ2KNEON(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
 //go:noescape
 func dotQ3KNEON(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
 
+// dotQ4KRowsNEON sets out[r] to the one-row kernel's result for weight row r (the rows consecutive at w) for r < rows: it returns the dot product of nb Q4_K blocks at w with QuantizeQ8K activations (x, xd, xs), SMULL/SMULL2 into int16 and SADALP into int32 per 32-value sub-block.
+//
+//go:noescape
+func dotQ4KRowsNEON(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+
+// dotQ5KRowsNEON sets out[r] to the one-row kernel's result for weight row r (the rows consecutive at w) for r < rows: it returns the dot product of nb Q5_K blocks at w with QuantizeQ8K activations (x, xd, xs), SMULL/SMULL2 into int16 and SADALP into int32 per 32-value sub-block.
+//
+//go:noescape
+func dotQ5KRowsNEON(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+
+// dotQ6KRowsNEON sets out[r] to the one-row kernel's result for weight row r (the rows consecutive at w) for r < rows: it returns the dot product of nb Q6_K blocks at w with QuantizeQ8K activations (x, xd, xs), SMULL/SMULL2 into int16 and SADALP into int32 per 16-value sub-block; the offset of 32 comes off as 32·Σ_j sc_j·xs_j.
+//
+//go:noescape
+func dotQ6KRowsNEON(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+
+// dotQ2KRowsNEON sets out[r] to the one-row kernel's result for weight row r (the rows consecutive at w) for r < rows: it returns the dot product of nb Q2_K blocks at w with QuantizeQ8K activations (x, xd, xs), SMULL/SMULL2 into int16 and SADALP into int32 per 16-value sub-block.
+//
+//go:noescape
+func dotQ2KRowsNEON(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+
+// dotQ3KRowsNEON sets out[r] to the one-row kernel's result for weight row r (the rows consecutive at w) for r < rows: it returns the dot product of nb Q3_K blocks at w with QuantizeQ8K activations (x, xd, xs), SMULL/SMULL2 into int16 and SADALP into int32 per 16-value sub-block.
+//
+//go:noescape
+func dotQ3KRowsNEON(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+
 // dotQ4_1NEON returns the dot product of nb Q4_1 blocks at w with QuantizeQ8 activations in natural order (x, xd), SMULL/SMULL2 into int16 and SADALP into int32.
 //
 //go:noescape
@@ -178,6 +203,31 @@ func dotQ2KSDOT(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
 //
 //go:noescape
 func dotQ3KSDOT(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+
+// dotQ4KRowsSDOT sets out[r] to the one-row kernel's result for weight row r (the rows consecutive at w) for r < rows: it returns the dot product of nb Q4_K blocks at w with QuantizeQ8K activations (x, xd, xs), SDOT (the dot product extension) per 32-value sub-block.
+//
+//go:noescape
+func dotQ4KRowsSDOT(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+
+// dotQ5KRowsSDOT sets out[r] to the one-row kernel's result for weight row r (the rows consecutive at w) for r < rows: it returns the dot product of nb Q5_K blocks at w with QuantizeQ8K activations (x, xd, xs), SDOT (the dot product extension) per 32-value sub-block.
+//
+//go:noescape
+func dotQ5KRowsSDOT(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+
+// dotQ6KRowsSDOT sets out[r] to the one-row kernel's result for weight row r (the rows consecutive at w) for r < rows: it returns the dot product of nb Q6_K blocks at w with QuantizeQ8K activations (x, xd, xs), SDOT (the dot product extension) per 16-value sub-block; the offset of 32 comes off as 32·Σ_j sc_j·xs_j.
+//
+//go:noescape
+func dotQ6KRowsSDOT(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+
+// dotQ2KRowsSDOT sets out[r] to the one-row kernel's result for weight row r (the rows consecutive at w) for r < rows: it returns the dot product of nb Q2_K blocks at w with QuantizeQ8K activations (x, xd, xs), SDOT (the dot product extension) per 16-value sub-block.
+//
+//go:noescape
+func dotQ2KRowsSDOT(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+
+// dotQ3KRowsSDOT sets out[r] to the one-row kernel's result for weight row r (the rows consecutive at w) for r < rows: it returns the dot product of nb Q3_K blocks at w with QuantizeQ8K activations (x, xd, xs), SDOT (the dot product extension) per 16-value sub-block.
+//
+//go:noescape
+func dotQ3KRowsSDOT(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
 
 // dotQ4_1SDOT returns the dot product of nb Q4_1 blocks at w with QuantizeQ8 activations in natural order (x, xd), SDOT (the dot product extension).
 //

@@ -41,19 +41,68 @@ func kEpilogue(f *file, off int, withMin bool) {
 	f.ins("FADDS F4, F0, F0")
 }
 
-func kName(t string, v variant) string { return "dot" + t + v.name }
+func kName(t string, v variant, rows bool) string {
+	if rows {
+		return "dot" + t + "Rows" + v.name
+	}
+	return "dot" + t + v.name
+}
+
+// kFn starts a K-quant kernel: the one-row form (returning the dot
+// product) or the rows form, which runs the same instructions for each of
+// rows consecutive weight rows and stores row r's result in out[r]; it
+// keeps x, xd, xs and nb in R14, R15, R19 and R20 to restart each row,
+// rows in R21 and out in R22.
+func kFn(f *file, name, doc string, rows bool) {
+	if !rows {
+		f.fn(name, doc, kArgs, true, 0, 1, 2, 3, 4)
+		return
+	}
+	f.fn(name, "sets out[r] to the one-row kernel's result for weight row r (the rows consecutive at w) for r < rows: it "+doc,
+		append(kArgs[:len(kArgs):len(kArgs)], arg{"rows", "int"}, arg{"out", "*float32"}), false, 0, 1, 2, 3, 4, 21, 22)
+	f.ins("MOVD R1, R14")
+	f.ins("MOVD R2, R15")
+	f.ins("MOVD R3, R19")
+	f.ins("MOVD R4, R20")
+}
+
+// kRow starts a row (with rows: the row loop's test and the restart of the
+// activation pointers) and clears the float total.
+func kRow(f *file, rows bool) {
+	if rows {
+		f.label("row")
+		f.ins("CBZ R21, end")
+		f.ins("MOVD R14, R1")
+		f.ins("MOVD R15, R2")
+		f.ins("MOVD R19, R3")
+		f.ins("MOVD R20, R4")
+	}
+	f.zero(0)
+}
+
+// kEnd returns the total, or with rows stores it and goes to the next row.
+func kEnd(f *file, rows bool) {
+	if !rows {
+		f.ret(5, 0)
+		return
+	}
+	f.ins("FMOVS.P F0, 4(R22)")
+	f.ins("SUB $1, R21")
+	f.ins("B row")
+	f.label("end")
+	f.ins("RET")
+}
 
 // dotQ4KArm writes the Q4_K kernel, or with q5 the Q5_K one.
-func dotQ4KArm(f *file, v variant, q5 bool) {
+func dotQ4KArm(f *file, v variant, q5, rows bool) {
 	name, what, bytes, qs := "Q4K", "Q4_K", 144, 16
 	if q5 {
 		name, what, bytes, qs = "Q5K", "Q5_K", 176, 48
 	}
-	f.fn(kName(name, v), fmt.Sprintf("returns the dot product of nb %s blocks at w with QuantizeQ8K activations (x, xd, xs), %s per 32-value sub-block.", what, v.doc),
-		kArgs, true, 0, 1, 2, 3, 4)
-	f.zero(0)
+	kFn(f, kName(name, v, rows), fmt.Sprintf("returns the dot product of nb %s blocks at w with QuantizeQ8K activations (x, xd, xs), %s per 32-value sub-block.", what, v.doc), rows)
 	f.word(moviB(14, 0x0f))
 	f.word(moviB(15, 0x10))
+	kRow(f, rows)
 	f.label("block")
 	f.ins("CBZ R4, done")
 	// llama.cpp's unpacking of the 12 scale bytes: scales 0..3, 4..7 and
@@ -132,17 +181,16 @@ func dotQ4KArm(f *file, v variant, q5 bool) {
 	f.ins("SUB $1, R4")
 	f.ins("B block")
 	f.label("done")
-	f.ret(5, 0)
+	kEnd(f, rows)
 }
 
 // dotQ6KArm writes the Q6_K kernel: every 16-byte register of unpacked
 // values is one sub-block.
-func dotQ6KArm(f *file, v variant) {
-	f.fn(kName("Q6K", v), fmt.Sprintf("returns the dot product of nb Q6_K blocks at w with QuantizeQ8K activations (x, xd, xs), %s per 16-value sub-block; the offset of 32 comes off as 32·Σ_j sc_j·xs_j.", v.doc),
-		kArgs, true, 0, 1, 2, 3, 4)
-	f.zero(0)
+func dotQ6KArm(f *file, v variant, rows bool) {
+	kFn(f, kName("Q6K", v, rows), fmt.Sprintf("returns the dot product of nb Q6_K blocks at w with QuantizeQ8K activations (x, xd, xs), %s per 16-value sub-block; the offset of 32 comes off as 32·Σ_j sc_j·xs_j.", v.doc), rows)
 	f.word(moviB(14, 0x0f))
 	f.word(moviB(15, 0x30))
+	kRow(f, rows)
 	f.label("block")
 	f.ins("CBZ R4, done")
 	f.ins("ADD $192, R0, R10")
@@ -208,17 +256,16 @@ func dotQ6KArm(f *file, v variant) {
 	f.ins("SUB $1, R4")
 	f.ins("B block")
 	f.label("done")
-	f.ret(5, 0)
+	kEnd(f, rows)
 }
 
 // dotQ2KArm writes the Q2_K kernel: sub-blocks of 16 with 4-bit scales and
 // mins, 2-bit values.
-func dotQ2KArm(f *file, v variant) {
-	f.fn(kName("Q2K", v), fmt.Sprintf("returns the dot product of nb Q2_K blocks at w with QuantizeQ8K activations (x, xd, xs), %s per 16-value sub-block.", v.doc),
-		kArgs, true, 0, 1, 2, 3, 4)
-	f.zero(0)
+func dotQ2KArm(f *file, v variant, rows bool) {
+	kFn(f, kName("Q2K", v, rows), fmt.Sprintf("returns the dot product of nb Q2_K blocks at w with QuantizeQ8K activations (x, xd, xs), %s per 16-value sub-block.", v.doc), rows)
 	f.word(moviB(14, 3))
 	f.word(moviB(15, 0x0f))
+	kRow(f, rows)
 	f.label("block")
 	f.ins("CBZ R4, done")
 	f.ins("VLD1 (R0), [V1.B16]")
@@ -267,18 +314,17 @@ func dotQ2KArm(f *file, v variant) {
 	f.ins("SUB $1, R4")
 	f.ins("B block")
 	f.label("done")
-	f.ret(5, 0)
+	kEnd(f, rows)
 }
 
 // dotQ3KArm writes the Q3_K kernel: values taken unsigned (two low bits
 // plus 4 where the high bit is set), the offset of 4 taken off as
 // 4·Σ_j sc_j·xs_j.
-func dotQ3KArm(f *file, v variant) {
-	f.fn(kName("Q3K", v), fmt.Sprintf("returns the dot product of nb Q3_K blocks at w with QuantizeQ8K activations (x, xd, xs), %s per 16-value sub-block.", v.doc),
-		kArgs, true, 0, 1, 2, 3, 4)
-	f.zero(0)
+func dotQ3KArm(f *file, v variant, rows bool) {
+	kFn(f, kName("Q3K", v, rows), fmt.Sprintf("returns the dot product of nb Q3_K blocks at w with QuantizeQ8K activations (x, xd, xs), %s per 16-value sub-block.", v.doc), rows)
 	f.word(moviB(14, 3))
 	f.word(moviB(15, 4))
+	kRow(f, rows)
 	f.label("block")
 	f.ins("CBZ R4, done")
 	// llama.cpp's unpacking of the twelve scale bytes into sixteen 6-bit
@@ -364,7 +410,7 @@ func dotQ3KArm(f *file, v variant) {
 	f.ins("SUB $1, R4")
 	f.ins("B block")
 	f.label("done")
-	f.ret(5, 0)
+	kEnd(f, rows)
 }
 
 // q32Table emits the constants of the Q5_0/Q5_1 kernels: TBL indexes giving

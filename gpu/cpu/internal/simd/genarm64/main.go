@@ -63,11 +63,13 @@ func Generate(pkg string) (asm, stubs []byte) {
 		qBlocksX4(&f, v, true)
 		qRows(&f, v, false)
 		qRows(&f, v, true)
-		dotQ4KArm(&f, v, false)
-		dotQ4KArm(&f, v, true)
-		dotQ6KArm(&f, v)
-		dotQ2KArm(&f, v)
-		dotQ3KArm(&f, v)
+		for _, rows := range []bool{false, true} {
+			dotQ4KArm(&f, v, false, rows)
+			dotQ4KArm(&f, v, true, rows)
+			dotQ6KArm(&f, v, rows)
+			dotQ2KArm(&f, v, rows)
+			dotQ3KArm(&f, v, rows)
+		}
 		dotQ32Arm(&f, v, "dotQ4_1", "Q4_1", 20, 4, -1, true)
 		dotQ32Arm(&f, v, "dotQ5_0", "Q5_0", 22, 6, 2, false)
 		dotQ32Arm(&f, v, "dotQ5_1", "Q5_1", 24, 8, 4, true)
