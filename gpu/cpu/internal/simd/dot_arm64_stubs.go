@@ -134,6 +134,21 @@ func dotQ2KRowsNEON(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, 
 //go:noescape
 func dotQ3KRowsNEON(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
 
+// dotQ4Kx4NEON sets out[t] to dotQ4KNEON of the row against token t's activations (x + t*xstride, xd + t*xstride/256, xs + t*xstride/16) for t < 4, with its bits.
+//
+//go:noescape
+func dotQ4Kx4NEON(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32)
+
+// dotQ5Kx4NEON sets out[t] to dotQ5KNEON of the row against token t's activations (x + t*xstride, xd + t*xstride/256, xs + t*xstride/16) for t < 4, with its bits.
+//
+//go:noescape
+func dotQ5Kx4NEON(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32)
+
+// dotQ6Kx4NEON sets out[t] to dotQ6KNEON of the row against token t's activations (x + t*xstride, xd + t*xstride/256, xs + t*xstride/16) for t < 4, with its bits.
+//
+//go:noescape
+func dotQ6Kx4NEON(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32)
+
 // dotQ4_1NEON returns the dot product of nb Q4_1 blocks at w with QuantizeQ8 activations in natural order (x, xd), SMULL/SMULL2 into int16 and SADALP into int32.
 //
 //go:noescape
@@ -228,6 +243,21 @@ func dotQ2KRowsSDOT(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, 
 //
 //go:noescape
 func dotQ3KRowsSDOT(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+
+// dotQ4Kx4SDOT sets out[t] to dotQ4KSDOT of the row against token t's activations (x + t*xstride, xd + t*xstride/256, xs + t*xstride/16) for t < 4, with its bits.
+//
+//go:noescape
+func dotQ4Kx4SDOT(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32)
+
+// dotQ5Kx4SDOT sets out[t] to dotQ5KSDOT of the row against token t's activations (x + t*xstride, xd + t*xstride/256, xs + t*xstride/16) for t < 4, with its bits.
+//
+//go:noescape
+func dotQ5Kx4SDOT(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32)
+
+// dotQ6Kx4SDOT sets out[t] to dotQ6KSDOT of the row against token t's activations (x + t*xstride, xd + t*xstride/256, xs + t*xstride/16) for t < 4, with its bits.
+//
+//go:noescape
+func dotQ6Kx4SDOT(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32)
 
 // dotQ4_1SDOT returns the dot product of nb Q4_1 blocks at w with QuantizeQ8 activations in natural order (x, xd), SDOT (the dot product extension).
 //

@@ -477,3 +477,244 @@ func dotQ32Arm(f *file, v variant, name, what string, bytes, qs, qh int, withMin
 	f.label("done")
 	f.ret(4, 0)
 }
+
+// The four-token kernels (DotKx4): each block's scales and values are
+// unpacked once and meet the four token rows in turn. Registers as above,
+// plus: token t's activations at R1, R19, R20, R21 (advanced as read),
+// xstride in R23 (then the scale and sum strides in R24 and R25), out in
+// R22 (holding the four running totals), token t's int32 block sums in
+// V28+t and its Σm or offset term in R6+t.
+
+// kx4Fn starts a four-token kernel.
+func kx4Fn(f *file, name, one string) {
+	f.fn(name, "sets out[t] to "+one+" of the row against token t's activations (x + t*xstride, xd + t*xstride/256, xs + t*xstride/16) for t < 4, with its bits.",
+		append(kArgs[:len(kArgs):len(kArgs)], arg{"xstride", "int"}, arg{"out", "*float32"}), false, 0, 1, 2, 3, 4, 23, 22)
+	f.ins("ADD R1, R23, R19")
+	f.ins("ADD R19, R23, R20")
+	f.ins("ADD R20, R23, R21")
+	f.ins("LSR $6, R23, R24")
+	f.ins("LSR $3, R23, R25")
+	f.zero(0)
+	f.ins("VST1 [V0.S4], (R22)")
+}
+
+// kx4X is the register holding token t's activation pointer.
+func kx4X(t int) string { return []string{"R1", "R19", "R20", "R21"}[t] }
+
+// kx4Addr sets dst to base + t*stride.
+func kx4Addr(f *file, dst, base, stride string, t int) {
+	switch t {
+	case 0:
+		f.ins("MOVD %s, %s", base, dst)
+	case 1:
+		f.ins("ADD %s, %s, %s", stride, base, dst)
+	case 2:
+		f.ins("ADD %s<<1, %s, %s", stride, base, dst)
+	case 3:
+		f.ins("ADD %s<<1, %s, %s", stride, base, dst)
+		f.ins("ADD %s, %s, %s", stride, dst, dst)
+	}
+}
+
+// kx4Epilogues adds each token's block terms to its total in out: the
+// int32 sums in V28+t, the min or offset term in R6+t (withMin: Σm; else
+// the offset off·Σ, subtracted from the sums when shift > 0 as Σ<<shift),
+// d (and dmin) the f16 at dm(R0), dx token t's at R2 + t*R24.
+func kx4Epilogues(f *file, dm int, withMin bool, shift int) {
+	for t := range 4 {
+		f.word(addv4s(12, 28+t))
+		f.ins("FMOVS F12, R12")
+		if shift > 0 {
+			f.ins("SUBW R%d<<%d, R12, R12", 6+t, shift)
+		}
+		kx4Addr(f, "R15", "R2", "R24", t)
+		f.ins("MOVHU %d(R0), R13", dm)
+		f.ins("FMOVS R13, F1")
+		f.ins("FCVTHS F1, F1")
+		f.ins("FMOVS (R15), F3")
+		f.ins("FMULS F3, F1, F1")
+		f.ins("SCVTFWS R12, F4")
+		f.ins("FMULS F4, F1, F4")
+		if withMin {
+			f.ins("MOVHU %d(R0), R13", dm+2)
+			f.ins("FMOVS R13, F2")
+			f.ins("FCVTHS F2, F2")
+			f.ins("FMULS F3, F2, F2")
+			f.ins("SCVTFWS R%d, F5", 6+t)
+			f.ins("FMULS F5, F2, F5")
+			f.ins("FSUBS F5, F4, F4")
+		}
+		f.ins("FMOVS %d(R22), F0", 4*t)
+		f.ins("FADDS F4, F0, F0")
+		f.ins("FMOVS F0, %d(R22)", 4*t)
+	}
+	f.ins("ADD $4, R2")
+	f.ins("ADD $32, R3")
+}
+
+// dotQ4Kx4Arm writes the four-token Q4_K (q5: Q5_K) kernel.
+func dotQ4Kx4Arm(f *file, v variant, q5 bool) {
+	name, bytes, qs := "Q4K", 144, 16
+	if q5 {
+		name, bytes, qs = "Q5K", 176, 48
+	}
+	kx4Fn(f, "dot"+name+"x4"+v.name, kName(name, v, false))
+	f.word(moviB(14, 0x0f))
+	f.word(moviB(15, 0x10))
+	f.label("block")
+	f.ins("CBZ R4, done")
+	f.ins("MOVWU 4(R0), R5")
+	f.ins("MOVWU 8(R0), R6")
+	f.ins("MOVWU 12(R0), R7")
+	f.ins("LSRW $4, R7, R8")
+	f.ins("ANDW $0x0f0f0f0f, R8")
+	f.ins("LSRW $6, R6, R9")
+	f.ins("ANDW $0x03030303, R9")
+	f.ins("ORRW R9<<4, R8, R8")
+	f.ins("ANDW $0x3f3f3f3f, R6")
+	f.ins("LSRW $6, R5, R9")
+	f.ins("ANDW $0x03030303, R9")
+	f.ins("ANDW $0x0f0f0f0f, R7")
+	f.ins("ORRW R9<<4, R7, R7")
+	f.ins("ANDW $0x3f3f3f3f, R5")
+	f.ins("VMOV R5, V1.S[0]")
+	f.ins("VMOV R7, V1.S[1]")
+	f.ins("VMOV R6, V1.S[2]")
+	f.ins("VMOV R8, V1.S[3]")
+	f.word(uxtlB(2, 1))
+	f.word(uxtl2B(3, 1))
+	f.word(uxtlH(4, 2))
+	f.word(uxtl2H(5, 2))
+	// Each token's Σm into R6+t.
+	for t := range 4 {
+		kx4Addr(f, "R14", "R3", "R25", t)
+		f.ins("VLD1 (R14), %s", vlist(24, 2, "H8"))
+		f.word(addp8h(26, 24, 25))
+		f.word(smullH(12, 3, 26))
+		f.word(smlal2H(12, 3, 26))
+		f.word(addv4s(12, 12))
+		f.ins("FMOVS F12, R%d", 6+t)
+	}
+	if q5 {
+		f.ins("ADD $16, R0, R10")
+		f.ins("VLD1 (R10), %s", vlist(22, 2, "B16"))
+	}
+	f.ins("ADD $%d, R0, R10", qs)
+	f.zero(28, 29, 30, 31)
+	for g := range 4 {
+		f.ins("VLD1.P 32(R10), %s", vlist(16, 2, "B16"))
+		f.word(andB(18, 16, 14))
+		f.word(andB(19, 17, 14))
+		f.word(ushrB(20, 16, 4))
+		f.word(ushrB(21, 17, 4))
+		for i := 0; q5 && i < 2; i++ {
+			b := 2*g + i
+			for p := range 2 {
+				switch {
+				case b < 4:
+					f.word(shlB(12, 22+p, 4-b))
+					f.word(andB(12, 12, 15))
+				case b > 4:
+					f.word(ushrB(12, 22+p, b-4))
+					f.word(andB(12, 12, 15))
+				default:
+					f.word(andB(12, 22+p, 15))
+				}
+				f.word(orrB(18+2*i+p, 18+2*i+p, 12))
+			}
+		}
+		for t := range 4 {
+			f.ins("VLD1.P 64(%s), %s", kx4X(t), vlist(24, 4, "B16"))
+			for i := range 2 {
+				s := 2*g + i
+				f.zero(12)
+				v.dot(f, 12, 18+2*i, 24+2*i, 0)
+				v.dot(f, 12, 19+2*i, 25+2*i, 1)
+				f.word(mlaElem(28+t, 12, 4+s/4, s%4))
+			}
+		}
+	}
+	kx4Epilogues(f, 0, true, 0)
+	f.ins("ADD $%d, R0", bytes)
+	f.ins("SUB $1, R4")
+	f.ins("B block")
+	f.label("done")
+	f.ins("RET")
+}
+
+// dotQ6Kx4Arm writes the four-token Q6_K kernel.
+func dotQ6Kx4Arm(f *file, v variant) {
+	kx4Fn(f, "dotQ6Kx4"+v.name, kName("Q6K", v, false))
+	f.word(moviB(14, 0x0f))
+	f.word(moviB(15, 0x30))
+	f.label("block")
+	f.ins("CBZ R4, done")
+	f.ins("ADD $192, R0, R10")
+	f.ins("VLD1 (R10), [V1.B16]")
+	f.word(sxtlB(2, 1))
+	f.word(sxtl2B(3, 1))
+	f.word(sxtlH(4, 2))
+	f.word(sxtl2H(5, 2))
+	f.word(sxtlH(6, 3))
+	f.word(sxtl2H(7, 3))
+	// Each token's Σ sc_j·xs_j into R6+t.
+	for t := range 4 {
+		kx4Addr(f, "R14", "R3", "R25", t)
+		f.ins("VLD1 (R14), %s", vlist(24, 2, "H8"))
+		f.word(smullH(12, 2, 24))
+		f.word(smlal2H(12, 2, 24))
+		f.word(smlalH(12, 3, 25))
+		f.word(smlal2H(12, 3, 25))
+		f.word(addv4s(12, 12))
+		f.ins("FMOVS F12, R%d", 6+t)
+	}
+	f.ins("MOVD R0, R10")
+	f.ins("ADD $128, R0, R11") // R6-R9 hold the offset terms
+	f.zero(28, 29, 30, 31)
+	for h := range 2 {
+		f.ins("VLD1.P 64(R10), %s", vlist(16, 4, "B16"))
+		f.ins("VLD1.P 32(R11), %s", vlist(20, 2, "B16"))
+		for k := range 4 {
+			// The quarter's two sub-blocks in V22 and V23, then each
+			// token's 32 activations.
+			for p := range 2 {
+				src := []int{16, 18}[k&1] + p
+				if k < 2 {
+					f.word(andB(22+p, src, 14))
+				} else {
+					f.word(ushrB(22+p, src, 4))
+				}
+				qh := 20 + p
+				switch k {
+				case 0:
+					f.word(shlB(12, qh, 4))
+					f.word(andB(12, 12, 15))
+				case 1:
+					f.word(shlB(12, qh, 2))
+					f.word(andB(12, 12, 15))
+				case 2:
+					f.word(andB(12, qh, 15))
+				case 3:
+					f.word(ushrB(12, qh, 2))
+					f.word(andB(12, 12, 15))
+				}
+				f.word(orrB(22+p, 22+p, 12))
+			}
+			for t := range 4 {
+				f.ins("VLD1.P 32(%s), %s", kx4X(t), vlist(24, 2, "B16"))
+				for p := range 2 {
+					s := 8*h + 2*k + p
+					f.zero(12)
+					v.dot(f, 12, 22+p, 24+p, 0)
+					f.word(mlaElem(28+t, 12, 4+s/4, s%4))
+				}
+			}
+		}
+	}
+	kx4Epilogues(f, 208, false, 5)
+	f.ins("ADD $210, R0")
+	f.ins("SUB $1, R4")
+	f.ins("B block")
+	f.label("done")
+	f.ins("RET")
+}

@@ -70,6 +70,9 @@ func Generate(pkg string) (asm, stubs []byte) {
 			dotQ2KArm(&f, v, rows)
 			dotQ3KArm(&f, v, rows)
 		}
+		dotQ4Kx4Arm(&f, v, false)
+		dotQ4Kx4Arm(&f, v, true)
+		dotQ6Kx4Arm(&f, v)
 		dotQ32Arm(&f, v, "dotQ4_1", "Q4_1", 20, 4, -1, true)
 		dotQ32Arm(&f, v, "dotQ5_0", "Q5_0", 22, 6, 2, false)
 		dotQ32Arm(&f, v, "dotQ5_1", "Q5_1", 24, 8, 4, true)
