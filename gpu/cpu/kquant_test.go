@@ -13,7 +13,9 @@ import (
 	"github.com/gpurun/gpurun/gpu/cpu"
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline/arch"
+	"github.com/gpurun/gpurun/tensors"
 	"github.com/gpurun/gpurun/tensors/gguf"
+	"github.com/gpurun/gpurun/tensors/model"
 )
 
 // kld is what llama-perplexity --kl-divergence-base writes
@@ -185,4 +187,80 @@ func TestKQuantDynamicVsLlamaCpp(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestKQuantExactIsF32: exact math on a K-quant file gives bit for bit the
+// logits of the same model with every tensor dequantized to f32 (what
+// TestMixDequantizationMatchesLlamaCpp holds to llama.cpp's own F32
+// dequantization), in prefill and decode: the dynamic kernels leave the
+// reference untouched.
+func TestKQuantExactIsF32(t *testing.T) {
+	for _, name := range []string{"k256-Q4_K_M", "k256-Q2_K"} {
+		t.Run(name, func(t *testing.T) {
+			ck, err := gguf.Load(filepath.Join(testmodels.Root(t), "testdata", "gguf", name+".gguf"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var f32 []*tensors.Tensor
+			for _, w := range ck.Tensors {
+				vals, err := w.Float32()
+				if err != nil {
+					t.Fatal(err)
+				}
+				ft, err := tensors.FromF32(w.Name, w.Shape, vals, tensors.F32)
+				if err != nil {
+					t.Fatal(err)
+				}
+				f32 = append(f32, ft)
+			}
+			ids := []int32{1, 17, 300, 42, 5, 99, 256, 7}
+			q, d := exactLogits(t, &ck.Config, ck.Tensors, ids), exactLogits(t, &ck.Config, f32, ids)
+			if !slices.Equal(q, d) {
+				t.Errorf("exact logits of the quantized file differ from those of its f32 dequantization")
+			}
+		})
+	}
+}
+
+// exactLogits runs ids as one prefill (every position's logits) and then
+// again one decode step per id, in exact math, and returns all the logits.
+func exactLogits(t *testing.T, c *model.Config, ws []*tensors.Tensor, ids []int32) []float32 {
+	t.Helper()
+	ctx := context.Background()
+	be := cpu.New(cpu.Options{Threads: 2})
+	defer be.Close()
+	w, err := be.LoadWeights(ctx, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []float32
+	for _, tokens := range []int{len(ids), 1} {
+		g, err := arch.Build(c, arch.BuildOptions{Tokens: tokens, MaxLen: len(ids), AllLogits: tokens > 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		kv, err := be.NewKVCache(g.KV)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := be.Compile(g, w, kv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for pos := 0; pos < len(ids); pos += tokens {
+			if err := p.Run(ctx, ids[pos:pos+tokens], pos); err != nil {
+				t.Fatal(err)
+			}
+			n := c.VocabSize
+			if tokens > 1 {
+				n *= tokens
+			}
+			l := make([]float32, n)
+			if _, err := p.Logits(l); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, l...)
+		}
+	}
+	return out
 }
