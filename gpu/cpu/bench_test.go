@@ -40,13 +40,15 @@ var benchTypes = []weightType{
 }
 
 // forwardTypes adds the K-quant types of llama.cpp's common mixes (Q4_K_M
-// is mostly Q4_K and Q6_K) to benchTypes for the whole-model forms.
+// is mostly Q4_K and Q6_K) and their most common fallback type (Q5_0) to
+// benchTypes for the whole-model forms.
 var forwardTypes = append(benchTypes[:len(benchTypes):len(benchTypes)],
-	weightType{"q4_k", tensors.Q4K, 0}, weightType{"q5_k", tensors.Q5K, 0}, weightType{"q6_k", tensors.Q6K, 0})
+	weightType{"q4_k", tensors.Q4K, 0}, weightType{"q5_k", tensors.Q5K, 0}, weightType{"q6_k", tensors.Q6K, 0},
+	weightType{"q5_0", tensors.Q5_0, 0})
 
 // dynamicApplies reports whether MathDynamic changes how wt is used.
 func dynamicApplies(wt weightType) bool {
-	return wt.dtype.Quantized() || wt.dtype == tensors.Q4K || wt.dtype == tensors.Q5K || wt.dtype == tensors.Q6K
+	return wt.dtype.Quantized() || wt.dtype.Block()
 }
 
 // storeAs builds a [rows, cols] tensor of random values in the given type.

@@ -41,8 +41,11 @@ const (
 	// values for int8 and int4 weights whose rows and blocks are multiples
 	// of 32 (as llama.cpp does with its Q8_0 activation blocks), per block
 	// of 256 with the sums of every 16 for llama.cpp's K-quant blocks
-	// (Q2_K ... Q6_K, read in their GGUF layout; llama.cpp's Q8_K). Other
-	// weights are used exactly.
+	// (Q2_K ... Q6_K, read in their GGUF layout; llama.cpp's Q8_K), and
+	// per block of 32 for Q4_1, Q5_0 and Q5_1. Prefill steps (4 or more
+	// tokens) use it only where a four-token kernel exists (int8, int4,
+	// and Q4_K, Q5_K and Q6_K on amd64 and arm64) and run the other types
+	// exactly, which is faster for them. Other weights are used exactly.
 	MathDynamic
 )
 

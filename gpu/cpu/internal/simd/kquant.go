@@ -128,6 +128,10 @@ func (k *Impl) DotKx4(t KQuant, w []byte, x []int8, xd []float32, xs []int16, xs
 	}
 }
 
+// HasKx4 reports whether the fastest implementation has a four-token
+// kernel for t (DotKx4 otherwise loops over the one-token kernel).
+func HasKx4(t KQuant) bool { return best.dotKx4[t] != nil }
+
 // kernelK is k's kernel for t, or the pure-Go one where k has none.
 func (k *Impl) kernelK(t KQuant) func(w []byte, x []int8, xd []float32, xs []int16) float32 {
 	if f := k.dotK[t]; f != nil {
