@@ -161,7 +161,7 @@ func WithPrefillSizes(sizes ...int) Option {
 	return func(o *openOptions) { o.prefill = append([]int(nil), sizes...) }
 }
 
-// WithCPUMath sets the CPU backend's arithmetic for int8/int4 weights:
+// WithCPUMath sets the CPU backend's arithmetic for int8/int4 and K-quant weights:
 // "dynamic" (the default, pipeline.DefaultCPUMath: inputs quantized to
 // int8 blocks as llama.cpp does, integer dot products) or "exact" (f32
 // inputs times dequantized weights, the reference). A backend given with

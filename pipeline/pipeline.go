@@ -101,8 +101,8 @@ type Options struct {
 	// CPUMath is the arithmetic of the CPU backend the model makes when
 	// Backend is nil (a backend passed in keeps its own; see
 	// backends.OpenWith): cpu.MathExact (the zero value, the reference) or
-	// cpu.MathDynamic, which quantizes the inputs of int8/int4 matrix
-	// products to int8 blocks as llama.cpp does. DefaultCPUMath is the
+	// cpu.MathDynamic, which quantizes the inputs of int8/int4 and K-quant
+	// matrix products to int8 blocks as llama.cpp does. DefaultCPUMath is the
 	// faster of the two as measured (gpurun's default).
 	CPUMath cpu.Math
 	// NoBatching steps each session with its own decode program rather

@@ -134,7 +134,7 @@ is listed as not measured; bench fails only when nothing could be measured.`,
 		"max-cache", fmt.Sprintf("KV cache length in tokens (default %d, or the model's context length if shorter)", pipeline.DefaultMaxCache))
 	f.StringVar(&rf.activations, "activations", "", "activation precision policies, comma-separated: auto|f32|f16 (default: the model's own); it sets the KV cache type and the activations' (see run -h)")
 	rf.cpuMath = pipeline.DefaultCPUMath.String()
-	f.Var(&choiceFlag{&rf.cpuMath, cpu.MathNames}, "cpu-math", "CPU backend arithmetic for int8/int4 weights: "+strings.Join(cpu.MathNames, "|")+" (as gpurun run)")
+	f.Var(&choiceFlag{&rf.cpuMath, cpu.MathNames}, "cpu-math", "CPU backend arithmetic for quantized weights (int8/int4, K-quants): "+strings.Join(cpu.MathNames, "|")+" (as gpurun run)")
 	f.BoolVar(&rf.noFusion, "no-fusion", false, "run the graphs unfused, one op per kernel (for comparison)")
 	f.BoolVar(&rf.hostSample, "host-sampling", false, "decoding on a GPU (greedy or sampled) reads back every logit and picks on the host (for comparison)")
 	rf.steps = pipeline.DefaultStepsPerSubmit

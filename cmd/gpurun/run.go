@@ -66,7 +66,7 @@ func (r *modelFlags) register(cmd *cobra.Command) {
 	f.Var(&intFlag{&r.steps, 1, gpu.MaxStepsPerSubmit, fmt.Sprintf("an integer in 1..%d", gpu.MaxStepsPerSubmit)}, "steps-per-submit",
 		"decode steps per GPU submission when the device picks the tokens (the ids are still streamed one by one)")
 	r.cpuMath = pipeline.DefaultCPUMath.String()
-	f.Var(&choiceFlag{&r.cpuMath, cpu.MathNames}, "cpu-math", "CPU backend arithmetic for int8/int4 weights: "+strings.Join(cpu.MathNames, "|")+
+	f.Var(&choiceFlag{&r.cpuMath, cpu.MathNames}, "cpu-math", "CPU backend arithmetic for quantized weights (int8/int4, K-quants): "+strings.Join(cpu.MathNames, "|")+
 		" (dynamic quantizes activations to int8 blocks as llama.cpp does; exact is the reference)")
 }
 

@@ -39,6 +39,18 @@ var benchTypes = []weightType{
 	{"int4-block32", tensors.I4, 32},
 }
 
+// forwardTypes adds the K-quant types of llama.cpp's common mixes (Q4_K_M
+// is mostly Q4_K and Q6_K) and their most common fallback type (Q5_0) to
+// benchTypes for the whole-model forms.
+var forwardTypes = append(benchTypes[:len(benchTypes):len(benchTypes)],
+	weightType{"q4_k", tensors.Q4K, 0}, weightType{"q5_k", tensors.Q5K, 0}, weightType{"q6_k", tensors.Q6K, 0},
+	weightType{"q5_0", tensors.Q5_0, 0})
+
+// dynamicApplies reports whether MathDynamic changes how wt is used.
+func dynamicApplies(wt weightType) bool {
+	return wt.dtype.Quantized() || wt.dtype.Block()
+}
+
 // storeAs builds a [rows, cols] tensor of random values in the given type.
 func storeAs(b testing.TB, name string, rows, cols int, wt weightType, rng *rand.Rand) *tensors.Tensor {
 	b.Helper()
@@ -68,6 +80,12 @@ func syntheticModel(b testing.TB, wt weightType) (*model.Config, []*tensors.Tens
 	cfg := &model.Config{Arch: model.ArchLlama, VocabSize: 4096, Dim: 512, HiddenDim: 1536, Layers: 4, Heads: 8,
 		KVHeads: 8, HeadDim: 64, Norm: model.NormRMS, NormEps: 1e-5, RopeStyle: model.RopeInterleaved,
 		RopeDims: 64, RopeBase: 10000, Act: model.ActSiLU, GatedFFN: true, Tied: true, BOS: 1, EOS: 2}
+	return cfg, syntheticWeights(b, cfg, wt)
+}
+
+// syntheticWeights builds random weights for a llama-style cfg, every
+// matrix in the given type.
+func syntheticWeights(b testing.TB, cfg *model.Config, wt weightType) []*tensors.Tensor {
 	rng := rand.New(rand.NewPCG(1, 1))
 	ones := func(name string) *tensors.Tensor {
 		v := make([]float32, cfg.Dim)
@@ -82,22 +100,49 @@ func syntheticModel(b testing.TB, wt weightType) (*model.Config, []*tensors.Tens
 		for _, m := range []struct {
 			suffix     string
 			rows, cols int
-		}{{model.WQ, 512, 512}, {model.WK, 512, 512}, {model.WV, 512, 512}, {model.WO, 512, 512},
-			{model.WGate, 1536, 512}, {model.WUp, 1536, 512}, {model.WDown, 512, 1536}} {
+		}{{model.WQ, cfg.Dim, cfg.Dim}, {model.WK, cfg.Dim, cfg.Dim}, {model.WV, cfg.Dim, cfg.Dim}, {model.WO, cfg.Dim, cfg.Dim},
+			{model.WGate, cfg.HiddenDim, cfg.Dim}, {model.WUp, cfg.HiddenDim, cfg.Dim}, {model.WDown, cfg.Dim, cfg.HiddenDim}} {
 			ws = append(ws, storeAs(b, model.Layer(l, m.suffix), m.rows, m.cols, wt, rng))
 		}
 	}
-	return cfg, ws
+	return ws
+}
+
+// BenchmarkDecode110M measures decode at the llama 110M shape (dim 768,
+// 12 layers, FFN 2048, vocabulary 32000; the shape issue 28 quotes
+// llama.cpp's K-quant figures at) with every matrix Q4_K or Q6_K, in exact
+// and dynamic math.
+func BenchmarkDecode110M(b *testing.B) {
+	cfg := &model.Config{Arch: model.ArchLlama, VocabSize: 32000, Dim: 768, HiddenDim: 2048, Layers: 12, Heads: 12,
+		KVHeads: 12, HeadDim: 64, Norm: model.NormRMS, NormEps: 1e-5, RopeStyle: model.RopeInterleaved,
+		RopeDims: 64, RopeBase: 10000, Act: model.ActSiLU, GatedFFN: true, Tied: true, BOS: 1, EOS: 2}
+	for _, wt := range []weightType{{"q4_k", tensors.Q4K, 0}, {"q6_k", tensors.Q6K, 0}} {
+		ws := syntheticWeights(b, cfg, wt)
+		for _, m := range []cpu.Math{cpu.MathExact, cpu.MathDynamic} {
+			b.Run(wt.name+"/"+m.String(), func(b *testing.B) {
+				p, toks := forwardProgram(b, cfg, ws, 1, m)
+				ctx := context.Background()
+				b.ReportAllocs()
+				b.ResetTimer()
+				for b.Loop() {
+					if err := p.Run(ctx, toks, 64); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tok/s")
+			})
+		}
+	}
 }
 
 // BenchmarkForward measures decode (one token per step at position 64) and
 // prefill (64 tokens in one step) of the synthetic model, per weight type
 // and, for quantized weights, per math (allocs/op of decode must be 0).
 func BenchmarkForward(b *testing.B) {
-	for _, wt := range benchTypes {
+	for _, wt := range forwardTypes {
 		cfg, ws := syntheticModel(b, wt)
 		maths := []cpu.Math{cpu.MathExact}
-		if wt.dtype.Quantized() {
+		if dynamicApplies(wt) {
 			maths = append(maths, cpu.MathDynamic)
 		}
 		for _, m := range maths {
@@ -154,9 +199,19 @@ func forwardProgram(b testing.TB, cfg *model.Config, ws []*tensors.Tensor, token
 // TestDecodeAllocatesNothing runs decode steps of the synthetic model in
 // every weight type and math and counts heap allocations.
 func TestDecodeAllocatesNothing(t *testing.T) {
-	for _, wt := range benchTypes {
+	for _, wt := range forwardTypes {
+		maths := []cpu.Math{cpu.MathExact, cpu.MathDynamic}
+		if testing.Short() && wt.dtype.Block() {
+			// Under qemu (-short) the block types' exact decode, which
+			// dequantizes every row, costs minutes: one K-quant type and
+			// one 32-value type, dynamic math only.
+			if wt.dtype != tensors.Q4K && wt.dtype != tensors.Q5_0 {
+				continue
+			}
+			maths = maths[1:]
+		}
 		cfg, ws := syntheticModel(t, wt)
-		for _, m := range []cpu.Math{cpu.MathExact, cpu.MathDynamic} {
+		for _, m := range maths {
 			p, toks := forwardProgram(t, cfg, ws, 1, m)
 			ctx := context.Background()
 			pos := 0

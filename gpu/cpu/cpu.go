@@ -23,8 +23,8 @@ type Options struct {
 	// goroutines, started once) a matrix product or attention is split
 	// across; 0 means runtime.NumCPU().
 	Threads int
-	// Math is how matrix products with int8 and int4 weights treat their
-	// inputs; the zero value, MathExact, is the reference.
+	// Math is how matrix products with int8, int4 and K-quant weights
+	// treat their inputs; the zero value, MathExact, is the reference.
 	Math Math
 }
 
@@ -35,12 +35,17 @@ const (
 	// MathExact multiplies the f32 inputs by the dequantized weights: the
 	// reference the GPU backends are tested against.
 	MathExact Math = iota
-	// MathDynamic quantizes each input row to int8 per block of 32 values
-	// once per matrix product (dynamic-range quantization, as llama.cpp
-	// does with its Q8_0 activation blocks) and sums integer products,
-	// applying the weight and input scales per block. It applies to int8
-	// and int4 weights whose rows and blocks are multiples of 32 values;
-	// other weights are used exactly.
+	// MathDynamic quantizes each input row to int8 once per matrix
+	// product (dynamic-range quantization) and sums integer products,
+	// applying the weight and input scales per block: per block of 32
+	// values for int8 and int4 weights whose rows and blocks are multiples
+	// of 32 (as llama.cpp does with its Q8_0 activation blocks), per block
+	// of 256 with the sums of every 16 for llama.cpp's K-quant blocks
+	// (Q2_K ... Q6_K, read in their GGUF layout; llama.cpp's Q8_K), and
+	// per block of 32 for Q4_1, Q5_0 and Q5_1. Prefill steps (4 or more
+	// tokens) use it only where a four-token kernel exists (int8, int4,
+	// and Q4_K, Q5_K and Q6_K on amd64 and arm64) and run the other types
+	// exactly, which is faster for them. Other weights are used exactly.
 	MathDynamic
 )
 

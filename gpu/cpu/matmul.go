@@ -46,9 +46,10 @@ type mmTask struct {
 	acc     bool // Accumulate
 	glu     bool // MatMulGLU: w is the gate, up the up projection
 	// Dynamic math: the n input rows quantized in w's layout (nil when
-	// w is used exactly).
-	q []int8
-	d []float32
+	// w is used exactly), with the per-16 sums of layoutQ8K.
+	q  []int8
+	d  []float32
+	qs []int16
 }
 
 // matMul dispatches the product described by m (m.n rows of input).
@@ -92,6 +93,12 @@ func (m *mmTask) run(wk, lo, hi int) {
 // weights of one scale per 32-value block in dynamic math.
 func (m *mmTask) rowsOK() bool {
 	if m.q != nil {
+		if m.w.kq >= 0 {
+			return !m.glu || m.up.kq == m.w.kq
+		}
+		if m.w.q32 >= 0 {
+			return !m.glu || m.up.q32 == m.w.q32
+		}
 		return m.w.blockRows() && (!m.glu || m.up.blockRows())
 	}
 	return m.w.dtype == tensors.F32 && (!m.glu || m.up.dtype == tensors.F32)
@@ -101,6 +108,15 @@ func (m *mmTask) rowsOK() bool {
 func (m *mmTask) dotRows(w *matrix, r0, r1, t int, out []float32) {
 	k := t * m.inCols
 	if m.q != nil {
+		if w.kq >= 0 {
+			x, xd, xs := m.kInput(w, t)
+			simd.DotKRows(w.kq, w.blk[r0*w.rowBytes():r1*w.rowBytes()], x, xd, xs, out)
+			return
+		}
+		if w.q32 >= 0 {
+			simd.DotQ32Rows(w.q32, w.blk[r0*w.rowBytes():r1*w.rowBytes()], m.q[k:k+w.cols], m.d[k/simd.QBlock:(k+w.cols)/simd.QBlock], out)
+			return
+		}
 		w.qdotRows(r0, r1, m.q[k:k+w.cols], m.d[k/simd.QBlock:], out)
 		return
 	}
@@ -173,7 +189,16 @@ func (m *mmTask) store(r, t int, g, u float32) {
 // dot is W[r] · in[t], the decode form.
 func (m *mmTask) dot(s *scratch, w *matrix, r, t int) float32 {
 	if m.q != nil {
+		if w.kq >= 0 {
+			x, xd, xs := m.kInput(w, t)
+			rb := w.rowBytes()
+			return simd.DotK(w.kq, w.blk[r*rb:(r+1)*rb], x, xd, xs)
+		}
 		k := t * m.inCols
+		if w.q32 >= 0 {
+			rb := w.rowBytes()
+			return simd.DotQ32(w.q32, w.blk[r*rb:(r+1)*rb], m.q[k:k+w.cols], m.d[k/simd.QBlock:(k+w.cols)/simd.QBlock])
+		}
 		return w.qdot(r, m.q[k:k+w.cols], m.d[k/simd.QBlock:])
 	}
 	x := m.in[t*m.inCols : t*m.inCols+w.cols]
@@ -275,9 +300,9 @@ func (m *mmTask) tileDynamic(s *scratch, r0, r1 int) {
 			i := r - r0
 			t := t0
 			for ; t+4 <= t1; t += 4 {
-				m.w.qdot4(r, m.q, m.d, t, m.inCols, gs)
+				m.qdot4(m.w, r, t, gs)
 				if m.glu {
-					m.up.qdot4(r, m.q, m.d, t, m.inCols, us)
+					m.qdot4(m.up, r, t, us)
 				}
 				for j := range 4 {
 					tg[(t-t0+j)*rowTile+i], tu[(t-t0+j)*rowTile+i] = gs[j], us[j]
@@ -298,16 +323,76 @@ func (m *mmTask) tileDynamic(s *scratch, r0, r1 int) {
 // dynamic kernels, whose row scale is applied afterwards.
 var unitScale = []uint16{0x3c00}
 
-// dynamicOK reports whether the dynamic kernels can take m: int8 or int4
-// rows and blocks of whole 32-value activation blocks, and block scales in
-// binary16 unless there is one scale per row.
-func (m *matrix) dynamicOK() bool {
-	return (m.dtype == tensors.I8 || m.dtype == tensors.I4) && m.cols%simd.QBlock == 0 &&
-		m.block%simd.QBlock == 0 && (m.scalesF16 != nil || m.block == m.cols)
+// layout is the form in which a dynamic kernel takes its input.
+type layout int
+
+const (
+	layoutExact   layout = iota - 1 // no dynamic kernel: the f32 input
+	layoutQ8                        // simd.QuantizeQ8, natural order (int8)
+	layoutQ8Evens                   // simd.QuantizeQ8, evens first (int4)
+	layoutQ8K                       // simd.QuantizeQ8K (K-quant blocks)
+	numLayouts
+)
+
+// layout returns the input layout of m's dynamic kernel: int8 or int4 rows
+// and blocks of whole 32-value activation blocks with block scales in
+// binary16 unless there is one scale per row, Q4_1, Q5_0 or Q5_1 blocks,
+// or K-quant blocks; layoutExact for every other matrix.
+func (m *matrix) layout() layout {
+	switch {
+	case m.kq >= 0:
+		return layoutQ8K
+	case m.q32 >= 0:
+		return layoutQ8
+	case (m.dtype == tensors.I8 || m.dtype == tensors.I4) && m.cols%simd.QBlock == 0 &&
+		m.block%simd.QBlock == 0 && (m.scalesF16 != nil || m.block == m.cols):
+		if m.dtype == tensors.I4 {
+			return layoutQ8Evens
+		}
+		return layoutQ8
+	}
+	return layoutExact
 }
 
-// evensFirst reports the activation layout m's dynamic kernel needs.
-func (m *matrix) evensFirst() bool { return m.dtype == tensors.I4 }
+// dynamicPrefill reports whether prefill tiles take m's dynamic kernel:
+// int8 and int4 weights, and the K-quant types with a four-token kernel on
+// this CPU. The others (Q4_1, Q5_0, Q5_1, and K-quant types whose
+// four-token form would be four one-token calls) run their prefill tiles
+// exactly, each row dequantized once per tile: for them that is faster
+// (about twice, measured on Q5_0) than four one-token products.
+func (m *matrix) dynamicPrefill() bool {
+	switch {
+	case m.kq >= 0:
+		return simd.HasKx4(m.kq)
+	case m.q32 >= 0:
+		return false
+	}
+	return true
+}
+
+// rowBytes is the size of one row of a block-type matrix.
+func (m *matrix) rowBytes() int { return m.dtype.ByteSize(m.cols) }
+
+// kInput returns token t's input quantized by simd.QuantizeQ8K for w.
+func (m *mmTask) kInput(w *matrix, t int) ([]int8, []float32, []int16) {
+	k := t * m.inCols
+	return m.q[k : k+w.cols], m.d[k/simd.QK : (k+w.cols)/simd.QK], m.qs[k/simd.QKSum : (k+w.cols)/simd.QKSum]
+}
+
+// qdot4 sets out[j] = W[r] · in[t+j] for j < 4 in dynamic math.
+func (m *mmTask) qdot4(w *matrix, r, t int, out *[4]float32) {
+	if w.kq >= 0 {
+		k, rb := t*m.inCols, w.rowBytes()
+		simd.DotKx4(w.kq, w.blk[r*rb:(r+1)*rb], m.q[k:], m.d[k/simd.QK:], m.qs[k/simd.QKSum:], m.inCols, out)
+		return
+	}
+	if w.q32 >= 0 {
+		k, rb := t*m.inCols, w.rowBytes()
+		simd.DotQ32x4(w.q32, w.blk[r*rb:(r+1)*rb], m.q[k:], m.d[k/simd.QBlock:], m.inCols, out)
+		return
+	}
+	w.qdot4(r, m.q, m.d, t, m.inCols, out)
+}
 
 // groups returns the scales DotQ8/DotQ4 apply to row r and the number of
 // activation blocks per scale; with a per-row f32 scale it returns
@@ -339,7 +424,7 @@ func (m *matrix) qdot(r int, x []int8, d []float32) float32 {
 // the dynamic kernels with one binary16 scale per 32-value block or one f32
 // scale per row.
 func (m *matrix) blockRows() bool {
-	return m.dynamicOK() && (m.block == simd.QBlock && m.scalesF16 != nil || m.units != nil)
+	return m.layout() >= layoutQ8 && m.layout() <= layoutQ8Evens && (m.block == simd.QBlock && m.scalesF16 != nil || m.units != nil)
 }
 
 // qdotRows sets out[i] = qdot(r0+i, x, d) for rows [r0, r1) of a matrix
@@ -381,37 +466,43 @@ func (m *matrix) qdot4(r int, q []int8, d []float32, t, stride int, out *[4]floa
 
 // quantTask quantizes input rows for the dynamic kernels.
 type quantTask struct {
-	in    []float32
-	cols  int
-	q     []int8
-	d     []float32
-	evens bool
+	in   []float32
+	cols int
+	q    []int8
+	d    []float32
+	s    []int16
+	l    layout
 }
 
 func (qt *quantTask) run(_, lo, hi int) {
 	for t := lo; t < hi; t++ {
 		k := t * qt.cols
-		simd.QuantizeQ8(qt.q[k:k+qt.cols], qt.d[k/simd.QBlock:(k+qt.cols)/simd.QBlock], qt.in[k:k+qt.cols], qt.evens)
+		if qt.l == layoutQ8K {
+			simd.QuantizeQ8K(qt.q[k:k+qt.cols], qt.d[k/simd.QK:(k+qt.cols)/simd.QK], qt.s[k/simd.QKSum:(k+qt.cols)/simd.QKSum], qt.in[k:k+qt.cols])
+			continue
+		}
+		simd.QuantizeQ8(qt.q[k:k+qt.cols], qt.d[k/simd.QBlock:(k+qt.cols)/simd.QBlock], qt.in[k:k+qt.cols], qt.l == layoutQ8Evens)
 	}
 }
 
-// quantized returns the step's input (n rows of cols) quantized in the
-// layout w needs, or nil when w is used exactly. Each layout is quantized
-// once per step (MultiMatMul and MatMulGLU share it).
-func (p *program) quantized(w *matrix, in []float32, cols, n int) ([]int8, []float32) {
-	if p.math != MathDynamic || !w.dynamicOK() || cols%simd.QBlock != 0 {
-		return nil, nil
+// quantize sets m's quantized input (q, d, qs) for the step's input (n
+// rows of cols) in the layout m.w needs, or leaves it nil when m.w is used
+// exactly (also in prefill unless dynamicPrefill). Each layout is
+// quantized once per step (MultiMatMul and MatMulGLU share it).
+func (p *program) quantize(m *mmTask, in []float32, cols, n int) {
+	l := m.w.layout()
+	if p.math != MathDynamic || l == layoutExact || cols%simd.QBlock != 0 || l == layoutQ8K && cols%simd.QK != 0 {
+		return
 	}
-	l := 0
-	if w.evensFirst() {
-		l = 1
+	if n >= prefillMin && (!m.w.dynamicPrefill() || m.up != nil && !m.up.dynamicPrefill()) {
+		return
 	}
 	qb := &p.qbufs[l]
 	if qb.step != p.stepID {
 		qb.step = p.stepID
 		qt := &p.qt
-		*qt = quantTask{in: in, cols: cols, q: qb.q[:n*cols], d: qb.d[:n*cols/simd.QBlock], evens: l == 1}
+		*qt = quantTask{in: in, cols: cols, q: qb.q[:n*cols], d: qb.d[:n*cols/simd.QBlock], s: qb.s[:n*cols/simd.QKSum], l: l}
 		p.pool.run(n, 8*n*cols, 1, qt)
 	}
-	return qb.q[:n*cols], qb.d[:n*cols/simd.QBlock]
+	m.q, m.d, m.qs = qb.q[:n*cols], qb.d[:n*cols/simd.QBlock], qb.s[:n*cols/simd.QKSum]
 }

@@ -87,7 +87,7 @@ func (p *program) moe(s *step, op *fusion.MoEOp, out, x []float32, cols, n int) 
 	E := op.Experts
 	p.stepID++
 	p.mm = mmTask{p: p, out: m.logits, outCols: E, in: x, inCols: cols, n: n, w: m.router}
-	p.mm.q, p.mm.d = p.quantized(m.router, x, cols, n)
+	p.quantize(&p.mm, x, cols, n)
 	p.matMul(&p.mm)
 	for t := range n {
 		route(m, m.logits[t*E:(t+1)*E], op.Used, op.NormTopK)
@@ -99,13 +99,13 @@ func (p *program) moe(s *step, op *fusion.MoEOp, out, x []float32, cols, n int) 
 			p.stepID++
 			p.mm = mmTask{p: p, out: m.hid, outCols: op.Hidden, in: xt, inCols: cols, n: 1, w: g, up: u,
 				act: s.act, silu: s.silu, glu: true}
-			if g.dynamicOK() == u.dynamicOK() && g.evensFirst() == u.evensFirst() {
-				p.mm.q, p.mm.d = p.quantized(g, xt, cols, 1)
+			if g.layout() == u.layout() {
+				p.quantize(&p.mm, xt, cols, 1)
 			}
 			p.matMul(&p.mm)
 			p.stepID++
 			p.mm = mmTask{p: p, out: m.eo, outCols: cols, in: m.hid, inCols: op.Hidden, n: 1, w: d}
-			p.mm.q, p.mm.d = p.quantized(d, m.hid, op.Hidden, 1)
+			p.quantize(&p.mm, m.hid, op.Hidden, 1)
 			p.matMul(&p.mm)
 			w := m.w[i]
 			for j, v := range m.eo {

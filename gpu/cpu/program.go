@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/gpu/cpu/internal/simd"
 	"github.com/gpurun/gpurun/pipeline/sampler"
 	"github.com/gpurun/gpurun/tensors"
 )
@@ -32,8 +33,8 @@ type program struct {
 	mm      mmTask
 	at      attnTask
 	qt      quantTask
-	qbufs   [2]qbuf // dynamic math: the input quantized (natural, evens-first)
-	stepID  int     // counts executed steps; tells qbufs' contents apart
+	qbufs   [numLayouts]qbuf // dynamic math: the input quantized in each layout
+	stepID  int              // counts executed steps; tells qbufs' contents apart
 
 	// A batched program (fusion.Graph.Batch) has the caches of its
 	// sequences, and during a RunBatch its rows' positions and caches.
@@ -55,10 +56,12 @@ type scratch struct {
 	tg, tu            [tokTile * rowTile]float32 // a prefill tile's products (gate, up)
 }
 
-// qbuf holds a step's input quantized by simd.QuantizeQ8.
+// qbuf holds a step's input quantized by simd.QuantizeQ8 or QuantizeQ8K
+// (s: the sums of every 16 values).
 type qbuf struct {
 	q    []int8
 	d    []float32
+	s    []int16
 	step int
 }
 
@@ -269,7 +272,7 @@ func (p *program) allocScratch() {
 	}
 	if p.math == MathDynamic {
 		for i := range p.qbufs {
-			p.qbufs[i] = qbuf{q: make([]int8, maxIn), d: make([]float32, maxIn/32+1), step: -1}
+			p.qbufs[i] = qbuf{q: make([]int8, maxIn), d: make([]float32, maxIn/32+1), s: make([]int16, maxIn/simd.QKSum+1), step: -1}
 		}
 	}
 	p.mm.p, p.at.p = p, p
@@ -386,22 +389,22 @@ func (p *program) exec(s *step, tokens []int32, pos int) error {
 	case *fusion.MatMulOp:
 		x := p.prologue(s, in(0), inCols(0), n)
 		p.mm = mmTask{p: p, out: out, outCols: cols, in: x, inCols: inCols(0), n: n, w: s.w, bias: s.bias, acc: op.Accumulate}
-		p.mm.q, p.mm.d = p.quantized(s.w, x, inCols(0), n)
+		p.quantize(&p.mm, x, inCols(0), n)
 		p.matMul(&p.mm)
 	case *fusion.MultiMatMulOp:
 		x := p.prologue(s, in(0), inCols(0), n)
 		for i, pr := range op.Outs {
 			o := pr.Out
 			p.mm = mmTask{p: p, out: p.bufs[o], outCols: g.Bufs[o].Cols, in: x, inCols: inCols(0), n: n, w: s.ws[i], bias: s.bs[i]}
-			p.mm.q, p.mm.d = p.quantized(s.ws[i], x, inCols(0), n)
+			p.quantize(&p.mm, x, inCols(0), n)
 			p.matMul(&p.mm)
 		}
 	case *fusion.MatMulGLUOp:
 		x := p.prologue(s, in(0), inCols(0), n)
 		p.mm = mmTask{p: p, out: out, outCols: cols, in: x, inCols: inCols(0), n: n, w: s.w, up: s.up,
 			bias: s.bias, upBias: s.upBias, act: s.act, silu: s.silu, glu: true}
-		if s.w.dynamicOK() == s.up.dynamicOK() && s.w.evensFirst() == s.up.evensFirst() {
-			p.mm.q, p.mm.d = p.quantized(s.w, x, inCols(0), n)
+		if s.w.layout() == s.up.layout() {
+			p.quantize(&p.mm, x, inCols(0), n)
 		}
 		p.matMul(&p.mm)
 	case *fusion.RopeOp:
@@ -441,7 +444,7 @@ func (p *program) exec(s *step, tokens []int32, pos int) error {
 		for i, o := range [][]float32{out, s.kbuf, s.vbuf} {
 			oc := []int{cols, kc, kc}[i]
 			p.mm = mmTask{p: p, out: o, outCols: oc, in: x, inCols: inCols(0), n: n, w: s.ws[i], bias: s.bs[i]}
-			p.mm.q, p.mm.d = p.quantized(s.ws[i], x, inCols(0), n)
+			p.quantize(&p.mm, x, inCols(0), n)
 			p.matMul(&p.mm)
 		}
 		rope(out, cols, n, pos, s.rope)
@@ -517,6 +520,6 @@ func (p *program) Logits(dst []float32) (int, error) {
 
 func (p *program) Release() {
 	p.graph, p.bufs, p.steps, p.lastT = nil, nil, nil, 0
-	p.scratch, p.qbufs, p.mm, p.at, p.qt = nil, [2]qbuf{}, mmTask{}, attnTask{}, quantTask{}
+	p.scratch, p.qbufs, p.mm, p.at, p.qt = nil, [numLayouts]qbuf{}, mmTask{}, attnTask{}, quantTask{}
 	p.kv, p.seqs, p.rowSeq = nil, nil, nil
 }

@@ -34,6 +34,10 @@ type matrix struct {
 	i8  []int8    // I8
 	u8  []byte    // I4, two values per byte, element 0 in the low nibble
 	blk []byte    // block types (Q4_1 ... Q3K): rows of whole blocks
+	// kq is the K-quant kernel type of K-quant blocks and q32 the kernel
+	// type of Q4_1, Q5_0 and Q5_1 blocks, -1 for any other type.
+	kq  simd.KQuant
+	q32 simd.Q32
 
 	// Block scales of I8 and I4: rows * (cols/block) values, in their
 	// stored type so they alias the model bytes like the weights (a
@@ -75,7 +79,13 @@ func newMatrix(t *tensors.Tensor) (*matrix, error) {
 	if err := t.Check(); err != nil {
 		return nil, err
 	}
-	m := &matrix{name: t.Name, dtype: t.DType, shape: t.Shape, rows: t.Rows(), cols: t.Cols()}
+	m := &matrix{name: t.Name, dtype: t.DType, shape: t.Shape, rows: t.Rows(), cols: t.Cols(), kq: -1, q32: -1}
+	if k, ok := kquants[t.DType]; ok {
+		m.kq = k
+	}
+	if k, ok := q32s[t.DType]; ok {
+		m.q32 = k
+	}
 	switch t.DType {
 	case tensors.F32:
 		m.f32 = viewF32(t.Data)
@@ -108,6 +118,14 @@ func newMatrix(t *tensors.Tensor) (*matrix, error) {
 	}
 	return m, nil
 }
+
+// kquants maps the K-quant block types to their dynamic kernels.
+var kquants = map[tensors.DType]simd.KQuant{
+	tensors.Q4K: simd.Q4K, tensors.Q5K: simd.Q5K, tensors.Q6K: simd.Q6K, tensors.Q2K: simd.Q2K, tensors.Q3K: simd.Q3K,
+}
+
+// q32s maps the 32-value block types with offsets to their dynamic kernels.
+var q32s = map[tensors.DType]simd.Q32{tensors.Q4_1: simd.Q4_1, tensors.Q5_0: simd.Q5_0, tensors.Q5_1: simd.Q5_1}
 
 // littleEndian is true on hosts whose memory order matches the stored order,
 // which lets typed views alias the bytes.

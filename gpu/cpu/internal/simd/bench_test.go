@@ -3,6 +3,8 @@ package simd
 import (
 	"fmt"
 	"testing"
+
+	"github.com/gpurun/gpurun/tensors"
 )
 
 // Kernel benchmarks: one 4096-element row, per implementation.
@@ -67,6 +69,110 @@ func BenchmarkRows(b *testing.B) {
 				b.SetBytes(int64(len(w8) + 2*len(ws)))
 				for b.Loop() {
 					k.DotQ8Rows(w8, ws, x, xd, out)
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkKQuantRows runs the K-quant decode kernels over 768-wide rows
+// (the 110M shape; 3 blocks per row), 64 rows that stay in L2 and 32000
+// that stream from memory, per implementation, against the path they
+// replace ("decode-f32": each row dequantized by tensors.DecodeBlocks into
+// an f32 row, then DotF32). Bytes are the weight bytes streamed.
+func BenchmarkKQuantRows(b *testing.B) {
+	const cols = 768
+	r := rngFor(b)
+	x := randF32(r, cols)
+	q, d, s := quantK(x)
+	row := make([]float32, cols)
+	for _, kt := range kTypes {
+		for _, rows := range []int{64, 32000} {
+			w := randKBlocks(r, kt.t, rows*cols/QK, 0)
+			rb := cols / QK * kt.t.BlockBytes()
+			out := make([]float32, rows)
+			b.Run(fmt.Sprintf("%s/rows=%d/decode-f32", kt.t, rows), func(b *testing.B) {
+				b.SetBytes(int64(len(w)))
+				for b.Loop() {
+					for i := range out {
+						_ = tensors.DecodeBlocks(kt.dt, w[i*rb:(i+1)*rb], row)
+						out[i] = DotF32(row, x)
+					}
+				}
+			})
+			for _, k := range Impls() {
+				b.Run(fmt.Sprintf("%s/rows=%d/%s", kt.t, rows, k.Name), func(b *testing.B) {
+					b.SetBytes(int64(len(w)))
+					for b.Loop() {
+						k.DotKRows(kt.t, w, q, d, s, out)
+					}
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkQ32Rows is BenchmarkKQuantRows for Q4_1, Q5_0 and Q5_1.
+func BenchmarkQ32Rows(b *testing.B) {
+	const cols = 768
+	r := rngFor(b)
+	x := randF32(r, cols)
+	q, d := quant32(x)
+	row := make([]float32, cols)
+	for _, qt := range q32Types {
+		for _, rows := range []int{64, 32000} {
+			w := randQ32Blocks(r, qt.t, qt.scales, rows*cols/QBlock, 0)
+			rb := cols / QBlock * qt.t.BlockBytes()
+			out := make([]float32, rows)
+			b.Run(fmt.Sprintf("%s/rows=%d/decode-f32", qt.t, rows), func(b *testing.B) {
+				b.SetBytes(int64(len(w)))
+				for b.Loop() {
+					for i := range out {
+						_ = tensors.DecodeBlocks(qt.dt, w[i*rb:(i+1)*rb], row)
+						out[i] = DotF32(row, x)
+					}
+				}
+			})
+			for _, k := range Impls() {
+				b.Run(fmt.Sprintf("%s/rows=%d/%s", qt.t, rows, k.Name), func(b *testing.B) {
+					b.SetBytes(int64(len(w)))
+					for b.Loop() {
+						k.DotQ32Rows(qt.t, w, q, d, out)
+					}
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkKQuantX4 compares the four-token form of the prefill tiles with
+// four one-token calls, per weight row (768 wide, 64 rows), per
+// implementation; bytes are weight bytes times four tokens.
+func BenchmarkKQuantX4(b *testing.B) {
+	const cols, rows = 768, 64
+	r := rngFor(b)
+	q, d, s := quantK(randF32(r, 4*cols))
+	for _, kt := range kTypes {
+		w := randKBlocks(r, kt.t, rows*cols/QK, 0)
+		rb := cols / QK * kt.t.BlockBytes()
+		for _, k := range Impls() {
+			var out [4]float32
+			b.Run(fmt.Sprintf("%s/x4/%s", kt.t, k.Name), func(b *testing.B) {
+				b.SetBytes(int64(4 * len(w)))
+				for b.Loop() {
+					for i := range rows {
+						k.DotKx4(kt.t, w[i*rb:(i+1)*rb], q, d, s, cols, &out)
+					}
+				}
+			})
+			b.Run(fmt.Sprintf("%s/4x1/%s", kt.t, k.Name), func(b *testing.B) {
+				b.SetBytes(int64(4 * len(w)))
+				for b.Loop() {
+					for i := range rows {
+						for j := range 4 {
+							out[j] = k.DotK(kt.t, w[i*rb:(i+1)*rb], q[j*cols:], d[j*cols/QK:(j+1)*cols/QK], s[j*cols/QKSum:])
+						}
+					}
 				}
 			})
 		}

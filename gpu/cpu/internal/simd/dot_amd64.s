@@ -2670,3 +2670,2940 @@ weightedSumF16AVX2row8:
 weightedSumF16AVX2after8:
 	VZEROUPPER
 	RET
+
+// func dotQ4KAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotQ4KAVX2(SB), NOSPLIT, $0-44
+	MOVQ         w+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         xd+16(FP), DX
+	MOVQ         xs+24(FP), BX
+	MOVQ         nb+32(FP), SI
+	MOVL         $0x0f0f0f0f, DI
+	VMOVD        DI, X0
+	VPBROADCASTB X0, Y0
+	VXORPS       X1, X1, X1
+
+q4kblock:
+	TESTQ        SI, SI
+	JZ           q4kdone
+	MOVL         4(AX), DI
+	MOVL         8(AX), R8
+	MOVL         12(AX), R9
+	MOVL         R9, R11
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R8, R10
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, R11
+	ANDL         $0x3f3f3f3f, R8
+	MOVL         DI, R10
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ANDL         $0x0f0f0f0f, R9
+	ORL          R10, R9
+	ANDL         $0x3f3f3f3f, DI
+	VMOVD        DI, X2
+	VPINSRD      $0x01, R9, X2, X2
+	VPINSRD      $0x02, R8, X2, X2
+	VPINSRD      $0x03, R11, X2, X2
+	VPMOVZXBW    X2, Y2
+	VPERMQ       $0x44, Y2, Y3
+	VPXOR        Y4, Y4, Y4
+	VMOVDQU      16(AX), Y5
+	VPAND        Y0, Y5, Y6
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VPMADDUBSW   (CX), Y6, Y6
+	VPSHUFB      kwordmasks<>+0(SB), Y3, Y7
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPMADDUBSW   32(CX), Y5, Y5
+	VPSHUFB      kwordmasks<>+32(SB), Y3, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VMOVDQU      48(AX), Y5
+	VPAND        Y0, Y5, Y6
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VPMADDUBSW   64(CX), Y6, Y6
+	VPSHUFB      kwordmasks<>+64(SB), Y3, Y7
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPMADDUBSW   96(CX), Y5, Y5
+	VPSHUFB      kwordmasks<>+96(SB), Y3, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VMOVDQU      80(AX), Y5
+	VPAND        Y0, Y5, Y6
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VPMADDUBSW   128(CX), Y6, Y6
+	VPSHUFB      kwordmasks<>+128(SB), Y3, Y7
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPMADDUBSW   160(CX), Y5, Y5
+	VPSHUFB      kwordmasks<>+160(SB), Y3, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VMOVDQU      112(AX), Y5
+	VPAND        Y0, Y5, Y6
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VPMADDUBSW   192(CX), Y6, Y6
+	VPSHUFB      kwordmasks<>+192(SB), Y3, Y7
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPMADDUBSW   224(CX), Y5, Y5
+	VPSHUFB      kwordmasks<>+224(SB), Y3, Y3
+	VPMADDWD     Y3, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VMOVDQU      (BX), X3
+	VPHADDW      16(BX), X3, X3
+	VEXTRACTI128 $0x01, Y2, X2
+	VPMADDWD     X3, X2, X2
+	VEXTRACTI128 $0x01, Y4, X3
+	VPADDD       X3, X4, X4
+	VPHADDD      X2, X4, X2
+	VPHADDD      X2, X2, X2
+	VMOVD        (AX), X3
+	VCVTDQ2PS    X2, X2
+	VCVTPH2PS    X3, X3
+	VBROADCASTSS (DX), X4
+	VMULPS       X4, X3, X3
+	VMULPS       X2, X3, X2
+	VMOVSHDUP    X2, X4
+	VSUBSS       X4, X2, X2
+	VADDSS       X2, X1, X1
+	ADDQ         $0x90, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x04, DX
+	ADDQ         $0x20, BX
+	DECQ         SI
+	JMP          q4kblock
+
+q4kdone:
+	VZEROUPPER
+	MOVSS X1, ret+40(FP)
+	RET
+
+DATA kwordmasks<>+0(SB)/1, $0x00
+DATA kwordmasks<>+1(SB)/1, $0x01
+DATA kwordmasks<>+2(SB)/1, $0x00
+DATA kwordmasks<>+3(SB)/1, $0x01
+DATA kwordmasks<>+4(SB)/1, $0x00
+DATA kwordmasks<>+5(SB)/1, $0x01
+DATA kwordmasks<>+6(SB)/1, $0x00
+DATA kwordmasks<>+7(SB)/1, $0x01
+DATA kwordmasks<>+8(SB)/1, $0x00
+DATA kwordmasks<>+9(SB)/1, $0x01
+DATA kwordmasks<>+10(SB)/1, $0x00
+DATA kwordmasks<>+11(SB)/1, $0x01
+DATA kwordmasks<>+12(SB)/1, $0x00
+DATA kwordmasks<>+13(SB)/1, $0x01
+DATA kwordmasks<>+14(SB)/1, $0x00
+DATA kwordmasks<>+15(SB)/1, $0x01
+DATA kwordmasks<>+16(SB)/1, $0x00
+DATA kwordmasks<>+17(SB)/1, $0x01
+DATA kwordmasks<>+18(SB)/1, $0x00
+DATA kwordmasks<>+19(SB)/1, $0x01
+DATA kwordmasks<>+20(SB)/1, $0x00
+DATA kwordmasks<>+21(SB)/1, $0x01
+DATA kwordmasks<>+22(SB)/1, $0x00
+DATA kwordmasks<>+23(SB)/1, $0x01
+DATA kwordmasks<>+24(SB)/1, $0x00
+DATA kwordmasks<>+25(SB)/1, $0x01
+DATA kwordmasks<>+26(SB)/1, $0x00
+DATA kwordmasks<>+27(SB)/1, $0x01
+DATA kwordmasks<>+28(SB)/1, $0x00
+DATA kwordmasks<>+29(SB)/1, $0x01
+DATA kwordmasks<>+30(SB)/1, $0x00
+DATA kwordmasks<>+31(SB)/1, $0x01
+DATA kwordmasks<>+32(SB)/1, $0x02
+DATA kwordmasks<>+33(SB)/1, $0x03
+DATA kwordmasks<>+34(SB)/1, $0x02
+DATA kwordmasks<>+35(SB)/1, $0x03
+DATA kwordmasks<>+36(SB)/1, $0x02
+DATA kwordmasks<>+37(SB)/1, $0x03
+DATA kwordmasks<>+38(SB)/1, $0x02
+DATA kwordmasks<>+39(SB)/1, $0x03
+DATA kwordmasks<>+40(SB)/1, $0x02
+DATA kwordmasks<>+41(SB)/1, $0x03
+DATA kwordmasks<>+42(SB)/1, $0x02
+DATA kwordmasks<>+43(SB)/1, $0x03
+DATA kwordmasks<>+44(SB)/1, $0x02
+DATA kwordmasks<>+45(SB)/1, $0x03
+DATA kwordmasks<>+46(SB)/1, $0x02
+DATA kwordmasks<>+47(SB)/1, $0x03
+DATA kwordmasks<>+48(SB)/1, $0x02
+DATA kwordmasks<>+49(SB)/1, $0x03
+DATA kwordmasks<>+50(SB)/1, $0x02
+DATA kwordmasks<>+51(SB)/1, $0x03
+DATA kwordmasks<>+52(SB)/1, $0x02
+DATA kwordmasks<>+53(SB)/1, $0x03
+DATA kwordmasks<>+54(SB)/1, $0x02
+DATA kwordmasks<>+55(SB)/1, $0x03
+DATA kwordmasks<>+56(SB)/1, $0x02
+DATA kwordmasks<>+57(SB)/1, $0x03
+DATA kwordmasks<>+58(SB)/1, $0x02
+DATA kwordmasks<>+59(SB)/1, $0x03
+DATA kwordmasks<>+60(SB)/1, $0x02
+DATA kwordmasks<>+61(SB)/1, $0x03
+DATA kwordmasks<>+62(SB)/1, $0x02
+DATA kwordmasks<>+63(SB)/1, $0x03
+DATA kwordmasks<>+64(SB)/1, $0x04
+DATA kwordmasks<>+65(SB)/1, $0x05
+DATA kwordmasks<>+66(SB)/1, $0x04
+DATA kwordmasks<>+67(SB)/1, $0x05
+DATA kwordmasks<>+68(SB)/1, $0x04
+DATA kwordmasks<>+69(SB)/1, $0x05
+DATA kwordmasks<>+70(SB)/1, $0x04
+DATA kwordmasks<>+71(SB)/1, $0x05
+DATA kwordmasks<>+72(SB)/1, $0x04
+DATA kwordmasks<>+73(SB)/1, $0x05
+DATA kwordmasks<>+74(SB)/1, $0x04
+DATA kwordmasks<>+75(SB)/1, $0x05
+DATA kwordmasks<>+76(SB)/1, $0x04
+DATA kwordmasks<>+77(SB)/1, $0x05
+DATA kwordmasks<>+78(SB)/1, $0x04
+DATA kwordmasks<>+79(SB)/1, $0x05
+DATA kwordmasks<>+80(SB)/1, $0x04
+DATA kwordmasks<>+81(SB)/1, $0x05
+DATA kwordmasks<>+82(SB)/1, $0x04
+DATA kwordmasks<>+83(SB)/1, $0x05
+DATA kwordmasks<>+84(SB)/1, $0x04
+DATA kwordmasks<>+85(SB)/1, $0x05
+DATA kwordmasks<>+86(SB)/1, $0x04
+DATA kwordmasks<>+87(SB)/1, $0x05
+DATA kwordmasks<>+88(SB)/1, $0x04
+DATA kwordmasks<>+89(SB)/1, $0x05
+DATA kwordmasks<>+90(SB)/1, $0x04
+DATA kwordmasks<>+91(SB)/1, $0x05
+DATA kwordmasks<>+92(SB)/1, $0x04
+DATA kwordmasks<>+93(SB)/1, $0x05
+DATA kwordmasks<>+94(SB)/1, $0x04
+DATA kwordmasks<>+95(SB)/1, $0x05
+DATA kwordmasks<>+96(SB)/1, $0x06
+DATA kwordmasks<>+97(SB)/1, $0x07
+DATA kwordmasks<>+98(SB)/1, $0x06
+DATA kwordmasks<>+99(SB)/1, $0x07
+DATA kwordmasks<>+100(SB)/1, $0x06
+DATA kwordmasks<>+101(SB)/1, $0x07
+DATA kwordmasks<>+102(SB)/1, $0x06
+DATA kwordmasks<>+103(SB)/1, $0x07
+DATA kwordmasks<>+104(SB)/1, $0x06
+DATA kwordmasks<>+105(SB)/1, $0x07
+DATA kwordmasks<>+106(SB)/1, $0x06
+DATA kwordmasks<>+107(SB)/1, $0x07
+DATA kwordmasks<>+108(SB)/1, $0x06
+DATA kwordmasks<>+109(SB)/1, $0x07
+DATA kwordmasks<>+110(SB)/1, $0x06
+DATA kwordmasks<>+111(SB)/1, $0x07
+DATA kwordmasks<>+112(SB)/1, $0x06
+DATA kwordmasks<>+113(SB)/1, $0x07
+DATA kwordmasks<>+114(SB)/1, $0x06
+DATA kwordmasks<>+115(SB)/1, $0x07
+DATA kwordmasks<>+116(SB)/1, $0x06
+DATA kwordmasks<>+117(SB)/1, $0x07
+DATA kwordmasks<>+118(SB)/1, $0x06
+DATA kwordmasks<>+119(SB)/1, $0x07
+DATA kwordmasks<>+120(SB)/1, $0x06
+DATA kwordmasks<>+121(SB)/1, $0x07
+DATA kwordmasks<>+122(SB)/1, $0x06
+DATA kwordmasks<>+123(SB)/1, $0x07
+DATA kwordmasks<>+124(SB)/1, $0x06
+DATA kwordmasks<>+125(SB)/1, $0x07
+DATA kwordmasks<>+126(SB)/1, $0x06
+DATA kwordmasks<>+127(SB)/1, $0x07
+DATA kwordmasks<>+128(SB)/1, $0x08
+DATA kwordmasks<>+129(SB)/1, $0x09
+DATA kwordmasks<>+130(SB)/1, $0x08
+DATA kwordmasks<>+131(SB)/1, $0x09
+DATA kwordmasks<>+132(SB)/1, $0x08
+DATA kwordmasks<>+133(SB)/1, $0x09
+DATA kwordmasks<>+134(SB)/1, $0x08
+DATA kwordmasks<>+135(SB)/1, $0x09
+DATA kwordmasks<>+136(SB)/1, $0x08
+DATA kwordmasks<>+137(SB)/1, $0x09
+DATA kwordmasks<>+138(SB)/1, $0x08
+DATA kwordmasks<>+139(SB)/1, $0x09
+DATA kwordmasks<>+140(SB)/1, $0x08
+DATA kwordmasks<>+141(SB)/1, $0x09
+DATA kwordmasks<>+142(SB)/1, $0x08
+DATA kwordmasks<>+143(SB)/1, $0x09
+DATA kwordmasks<>+144(SB)/1, $0x08
+DATA kwordmasks<>+145(SB)/1, $0x09
+DATA kwordmasks<>+146(SB)/1, $0x08
+DATA kwordmasks<>+147(SB)/1, $0x09
+DATA kwordmasks<>+148(SB)/1, $0x08
+DATA kwordmasks<>+149(SB)/1, $0x09
+DATA kwordmasks<>+150(SB)/1, $0x08
+DATA kwordmasks<>+151(SB)/1, $0x09
+DATA kwordmasks<>+152(SB)/1, $0x08
+DATA kwordmasks<>+153(SB)/1, $0x09
+DATA kwordmasks<>+154(SB)/1, $0x08
+DATA kwordmasks<>+155(SB)/1, $0x09
+DATA kwordmasks<>+156(SB)/1, $0x08
+DATA kwordmasks<>+157(SB)/1, $0x09
+DATA kwordmasks<>+158(SB)/1, $0x08
+DATA kwordmasks<>+159(SB)/1, $0x09
+DATA kwordmasks<>+160(SB)/1, $0x0a
+DATA kwordmasks<>+161(SB)/1, $0x0b
+DATA kwordmasks<>+162(SB)/1, $0x0a
+DATA kwordmasks<>+163(SB)/1, $0x0b
+DATA kwordmasks<>+164(SB)/1, $0x0a
+DATA kwordmasks<>+165(SB)/1, $0x0b
+DATA kwordmasks<>+166(SB)/1, $0x0a
+DATA kwordmasks<>+167(SB)/1, $0x0b
+DATA kwordmasks<>+168(SB)/1, $0x0a
+DATA kwordmasks<>+169(SB)/1, $0x0b
+DATA kwordmasks<>+170(SB)/1, $0x0a
+DATA kwordmasks<>+171(SB)/1, $0x0b
+DATA kwordmasks<>+172(SB)/1, $0x0a
+DATA kwordmasks<>+173(SB)/1, $0x0b
+DATA kwordmasks<>+174(SB)/1, $0x0a
+DATA kwordmasks<>+175(SB)/1, $0x0b
+DATA kwordmasks<>+176(SB)/1, $0x0a
+DATA kwordmasks<>+177(SB)/1, $0x0b
+DATA kwordmasks<>+178(SB)/1, $0x0a
+DATA kwordmasks<>+179(SB)/1, $0x0b
+DATA kwordmasks<>+180(SB)/1, $0x0a
+DATA kwordmasks<>+181(SB)/1, $0x0b
+DATA kwordmasks<>+182(SB)/1, $0x0a
+DATA kwordmasks<>+183(SB)/1, $0x0b
+DATA kwordmasks<>+184(SB)/1, $0x0a
+DATA kwordmasks<>+185(SB)/1, $0x0b
+DATA kwordmasks<>+186(SB)/1, $0x0a
+DATA kwordmasks<>+187(SB)/1, $0x0b
+DATA kwordmasks<>+188(SB)/1, $0x0a
+DATA kwordmasks<>+189(SB)/1, $0x0b
+DATA kwordmasks<>+190(SB)/1, $0x0a
+DATA kwordmasks<>+191(SB)/1, $0x0b
+DATA kwordmasks<>+192(SB)/1, $0x0c
+DATA kwordmasks<>+193(SB)/1, $0x0d
+DATA kwordmasks<>+194(SB)/1, $0x0c
+DATA kwordmasks<>+195(SB)/1, $0x0d
+DATA kwordmasks<>+196(SB)/1, $0x0c
+DATA kwordmasks<>+197(SB)/1, $0x0d
+DATA kwordmasks<>+198(SB)/1, $0x0c
+DATA kwordmasks<>+199(SB)/1, $0x0d
+DATA kwordmasks<>+200(SB)/1, $0x0c
+DATA kwordmasks<>+201(SB)/1, $0x0d
+DATA kwordmasks<>+202(SB)/1, $0x0c
+DATA kwordmasks<>+203(SB)/1, $0x0d
+DATA kwordmasks<>+204(SB)/1, $0x0c
+DATA kwordmasks<>+205(SB)/1, $0x0d
+DATA kwordmasks<>+206(SB)/1, $0x0c
+DATA kwordmasks<>+207(SB)/1, $0x0d
+DATA kwordmasks<>+208(SB)/1, $0x0c
+DATA kwordmasks<>+209(SB)/1, $0x0d
+DATA kwordmasks<>+210(SB)/1, $0x0c
+DATA kwordmasks<>+211(SB)/1, $0x0d
+DATA kwordmasks<>+212(SB)/1, $0x0c
+DATA kwordmasks<>+213(SB)/1, $0x0d
+DATA kwordmasks<>+214(SB)/1, $0x0c
+DATA kwordmasks<>+215(SB)/1, $0x0d
+DATA kwordmasks<>+216(SB)/1, $0x0c
+DATA kwordmasks<>+217(SB)/1, $0x0d
+DATA kwordmasks<>+218(SB)/1, $0x0c
+DATA kwordmasks<>+219(SB)/1, $0x0d
+DATA kwordmasks<>+220(SB)/1, $0x0c
+DATA kwordmasks<>+221(SB)/1, $0x0d
+DATA kwordmasks<>+222(SB)/1, $0x0c
+DATA kwordmasks<>+223(SB)/1, $0x0d
+DATA kwordmasks<>+224(SB)/1, $0x0e
+DATA kwordmasks<>+225(SB)/1, $0x0f
+DATA kwordmasks<>+226(SB)/1, $0x0e
+DATA kwordmasks<>+227(SB)/1, $0x0f
+DATA kwordmasks<>+228(SB)/1, $0x0e
+DATA kwordmasks<>+229(SB)/1, $0x0f
+DATA kwordmasks<>+230(SB)/1, $0x0e
+DATA kwordmasks<>+231(SB)/1, $0x0f
+DATA kwordmasks<>+232(SB)/1, $0x0e
+DATA kwordmasks<>+233(SB)/1, $0x0f
+DATA kwordmasks<>+234(SB)/1, $0x0e
+DATA kwordmasks<>+235(SB)/1, $0x0f
+DATA kwordmasks<>+236(SB)/1, $0x0e
+DATA kwordmasks<>+237(SB)/1, $0x0f
+DATA kwordmasks<>+238(SB)/1, $0x0e
+DATA kwordmasks<>+239(SB)/1, $0x0f
+DATA kwordmasks<>+240(SB)/1, $0x0e
+DATA kwordmasks<>+241(SB)/1, $0x0f
+DATA kwordmasks<>+242(SB)/1, $0x0e
+DATA kwordmasks<>+243(SB)/1, $0x0f
+DATA kwordmasks<>+244(SB)/1, $0x0e
+DATA kwordmasks<>+245(SB)/1, $0x0f
+DATA kwordmasks<>+246(SB)/1, $0x0e
+DATA kwordmasks<>+247(SB)/1, $0x0f
+DATA kwordmasks<>+248(SB)/1, $0x0e
+DATA kwordmasks<>+249(SB)/1, $0x0f
+DATA kwordmasks<>+250(SB)/1, $0x0e
+DATA kwordmasks<>+251(SB)/1, $0x0f
+DATA kwordmasks<>+252(SB)/1, $0x0e
+DATA kwordmasks<>+253(SB)/1, $0x0f
+DATA kwordmasks<>+254(SB)/1, $0x0e
+DATA kwordmasks<>+255(SB)/1, $0x0f
+GLOBL kwordmasks<>(SB), RODATA|NOPTR, $256
+
+// func dotQ5KAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotQ5KAVX2(SB), NOSPLIT, $0-44
+	MOVQ         w+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         xd+16(FP), DX
+	MOVQ         xs+24(FP), BX
+	MOVQ         nb+32(FP), SI
+	MOVL         $0x0f0f0f0f, DI
+	VMOVD        DI, X0
+	VPBROADCASTB X0, Y0
+	MOVL         $0x10101010, DI
+	VMOVD        DI, X1
+	VPBROADCASTB X1, Y1
+	VXORPS       X2, X2, X2
+
+q5kblock:
+	TESTQ        SI, SI
+	JZ           q5kdone
+	MOVL         4(AX), DI
+	MOVL         8(AX), R8
+	MOVL         12(AX), R9
+	MOVL         R9, R11
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R8, R10
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, R11
+	ANDL         $0x3f3f3f3f, R8
+	MOVL         DI, R10
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ANDL         $0x0f0f0f0f, R9
+	ORL          R10, R9
+	ANDL         $0x3f3f3f3f, DI
+	VMOVD        DI, X3
+	VPINSRD      $0x01, R9, X3, X3
+	VPINSRD      $0x02, R8, X3, X3
+	VPINSRD      $0x03, R11, X3, X3
+	VPMOVZXBW    X3, Y3
+	VPERMQ       $0x44, Y3, Y4
+	VMOVDQU      16(AX), Y5
+	VPXOR        Y6, Y6, Y6
+	VMOVDQU      48(AX), Y7
+	VPAND        Y0, Y7, Y8
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLW       $0x04, Y5, Y9
+	VPAND        Y1, Y9, Y9
+	VPSLLW       $0x03, Y5, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y9, Y8, Y8
+	VPOR         Y10, Y7, Y7
+	VPMADDUBSW   (CX), Y8, Y8
+	VPSHUFB      kwordmasks<>+0(SB), Y4, Y9
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPMADDUBSW   32(CX), Y7, Y7
+	VPSHUFB      kwordmasks<>+32(SB), Y4, Y8
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      80(AX), Y7
+	VPAND        Y0, Y7, Y8
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLW       $0x02, Y5, Y9
+	VPAND        Y1, Y9, Y9
+	VPSLLW       $0x01, Y5, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y9, Y8, Y8
+	VPOR         Y10, Y7, Y7
+	VPMADDUBSW   64(CX), Y8, Y8
+	VPSHUFB      kwordmasks<>+64(SB), Y4, Y9
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPMADDUBSW   96(CX), Y7, Y7
+	VPSHUFB      kwordmasks<>+96(SB), Y4, Y8
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      112(AX), Y7
+	VPAND        Y0, Y7, Y8
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQA      Y5, Y9
+	VPAND        Y1, Y9, Y9
+	VPSRLW       $0x01, Y5, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y9, Y8, Y8
+	VPOR         Y10, Y7, Y7
+	VPMADDUBSW   128(CX), Y8, Y8
+	VPSHUFB      kwordmasks<>+128(SB), Y4, Y9
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPMADDUBSW   160(CX), Y7, Y7
+	VPSHUFB      kwordmasks<>+160(SB), Y4, Y8
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      144(AX), Y7
+	VPAND        Y0, Y7, Y8
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSRLW       $0x02, Y5, Y9
+	VPAND        Y1, Y9, Y9
+	VPSRLW       $0x03, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPOR         Y9, Y8, Y8
+	VPOR         Y5, Y7, Y7
+	VPMADDUBSW   192(CX), Y8, Y8
+	VPSHUFB      kwordmasks<>+192(SB), Y4, Y5
+	VPMADDWD     Y5, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPMADDUBSW   224(CX), Y7, Y7
+	VPSHUFB      kwordmasks<>+224(SB), Y4, Y4
+	VPMADDWD     Y4, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      (BX), X4
+	VPHADDW      16(BX), X4, X4
+	VEXTRACTI128 $0x01, Y3, X3
+	VPMADDWD     X4, X3, X3
+	VEXTRACTI128 $0x01, Y6, X4
+	VPADDD       X4, X6, X6
+	VPHADDD      X3, X6, X3
+	VPHADDD      X3, X3, X3
+	VMOVD        (AX), X4
+	VCVTDQ2PS    X3, X3
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS (DX), X5
+	VMULPS       X5, X4, X4
+	VMULPS       X3, X4, X3
+	VMOVSHDUP    X3, X5
+	VSUBSS       X5, X3, X3
+	VADDSS       X3, X2, X2
+	ADDQ         $0xb0, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x04, DX
+	ADDQ         $0x20, BX
+	DECQ         SI
+	JMP          q5kblock
+
+q5kdone:
+	VZEROUPPER
+	MOVSS X2, ret+40(FP)
+	RET
+
+// func dotQ6KAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotQ6KAVX2(SB), NOSPLIT, $0-44
+	MOVQ         w+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         xd+16(FP), DX
+	MOVQ         xs+24(FP), BX
+	MOVQ         nb+32(FP), SI
+	MOVL         $0x0f0f0f0f, DI
+	VMOVD        DI, X0
+	VPBROADCASTB X0, Y0
+	MOVL         $0x30303030, DI
+	VMOVD        DI, X1
+	VPBROADCASTB X1, Y1
+	VXORPS       X2, X2, X2
+
+q6kblock:
+	TESTQ        SI, SI
+	JZ           q6kdone
+	VPMOVSXBW    192(AX), Y3
+	VPXOR        Y4, Y4, Y4
+	VPERMQ       $0x44, Y3, Y5
+	VMOVDQU      (AX), Y6
+	VMOVDQU      32(AX), Y7
+	VMOVDQU      128(AX), Y8
+	VPAND        Y0, Y6, Y9
+	VPSLLW       $0x04, Y8, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   (CX), Y9, Y9
+	VPSHUFB      kpairmasks<>+0(SB), Y5, Y10
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPAND        Y0, Y7, Y9
+	VPSLLW       $0x02, Y8, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   32(CX), Y9, Y9
+	VPSHUFB      kpairmasks<>+32(SB), Y5, Y10
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQA      Y8, Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y6, Y6
+	VPMADDUBSW   64(CX), Y6, Y6
+	VPSHUFB      kpairmasks<>+64(SB), Y5, Y9
+	VPMADDWD     Y9, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPSRLW       $0x04, Y7, Y6
+	VPAND        Y0, Y6, Y6
+	VPSRLW       $0x02, Y8, Y7
+	VPAND        Y1, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPMADDUBSW   96(CX), Y6, Y6
+	VPSHUFB      kpairmasks<>+96(SB), Y5, Y5
+	VPMADDWD     Y5, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPERMQ       $0xee, Y3, Y5
+	VMOVDQU      64(AX), Y6
+	VMOVDQU      96(AX), Y7
+	VMOVDQU      160(AX), Y8
+	VPAND        Y0, Y6, Y9
+	VPSLLW       $0x04, Y8, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   128(CX), Y9, Y9
+	VPSHUFB      kpairmasks<>+0(SB), Y5, Y10
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPAND        Y0, Y7, Y9
+	VPSLLW       $0x02, Y8, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   160(CX), Y9, Y9
+	VPSHUFB      kpairmasks<>+32(SB), Y5, Y10
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQA      Y8, Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y6, Y6
+	VPMADDUBSW   192(CX), Y6, Y6
+	VPSHUFB      kpairmasks<>+64(SB), Y5, Y9
+	VPMADDWD     Y9, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPSRLW       $0x04, Y7, Y6
+	VPAND        Y0, Y6, Y6
+	VPSRLW       $0x02, Y8, Y7
+	VPAND        Y1, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPMADDUBSW   224(CX), Y6, Y6
+	VPSHUFB      kpairmasks<>+96(SB), Y5, Y5
+	VPMADDWD     Y5, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPMADDWD     (BX), Y3, Y3
+	VPSLLD       $0x05, Y3, Y3
+	VPSUBD       Y3, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPADDD       X3, X4, X4
+	VPHADDD      X4, X4, X3
+	VPHADDD      X3, X3, X3
+	MOVWLZX      208(AX), DI
+	VMOVD        DI, X4
+	VCVTDQ2PS    X3, X3
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS (DX), X5
+	VMULPS       X5, X4, X4
+	VMULPS       X3, X4, X3
+	VADDSS       X3, X2, X2
+	ADDQ         $0xd2, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x04, DX
+	ADDQ         $0x20, BX
+	DECQ         SI
+	JMP          q6kblock
+
+q6kdone:
+	VZEROUPPER
+	MOVSS X2, ret+40(FP)
+	RET
+
+DATA kpairmasks<>+0(SB)/1, $0x00
+DATA kpairmasks<>+1(SB)/1, $0x01
+DATA kpairmasks<>+2(SB)/1, $0x00
+DATA kpairmasks<>+3(SB)/1, $0x01
+DATA kpairmasks<>+4(SB)/1, $0x00
+DATA kpairmasks<>+5(SB)/1, $0x01
+DATA kpairmasks<>+6(SB)/1, $0x00
+DATA kpairmasks<>+7(SB)/1, $0x01
+DATA kpairmasks<>+8(SB)/1, $0x00
+DATA kpairmasks<>+9(SB)/1, $0x01
+DATA kpairmasks<>+10(SB)/1, $0x00
+DATA kpairmasks<>+11(SB)/1, $0x01
+DATA kpairmasks<>+12(SB)/1, $0x00
+DATA kpairmasks<>+13(SB)/1, $0x01
+DATA kpairmasks<>+14(SB)/1, $0x00
+DATA kpairmasks<>+15(SB)/1, $0x01
+DATA kpairmasks<>+16(SB)/1, $0x02
+DATA kpairmasks<>+17(SB)/1, $0x03
+DATA kpairmasks<>+18(SB)/1, $0x02
+DATA kpairmasks<>+19(SB)/1, $0x03
+DATA kpairmasks<>+20(SB)/1, $0x02
+DATA kpairmasks<>+21(SB)/1, $0x03
+DATA kpairmasks<>+22(SB)/1, $0x02
+DATA kpairmasks<>+23(SB)/1, $0x03
+DATA kpairmasks<>+24(SB)/1, $0x02
+DATA kpairmasks<>+25(SB)/1, $0x03
+DATA kpairmasks<>+26(SB)/1, $0x02
+DATA kpairmasks<>+27(SB)/1, $0x03
+DATA kpairmasks<>+28(SB)/1, $0x02
+DATA kpairmasks<>+29(SB)/1, $0x03
+DATA kpairmasks<>+30(SB)/1, $0x02
+DATA kpairmasks<>+31(SB)/1, $0x03
+DATA kpairmasks<>+32(SB)/1, $0x04
+DATA kpairmasks<>+33(SB)/1, $0x05
+DATA kpairmasks<>+34(SB)/1, $0x04
+DATA kpairmasks<>+35(SB)/1, $0x05
+DATA kpairmasks<>+36(SB)/1, $0x04
+DATA kpairmasks<>+37(SB)/1, $0x05
+DATA kpairmasks<>+38(SB)/1, $0x04
+DATA kpairmasks<>+39(SB)/1, $0x05
+DATA kpairmasks<>+40(SB)/1, $0x04
+DATA kpairmasks<>+41(SB)/1, $0x05
+DATA kpairmasks<>+42(SB)/1, $0x04
+DATA kpairmasks<>+43(SB)/1, $0x05
+DATA kpairmasks<>+44(SB)/1, $0x04
+DATA kpairmasks<>+45(SB)/1, $0x05
+DATA kpairmasks<>+46(SB)/1, $0x04
+DATA kpairmasks<>+47(SB)/1, $0x05
+DATA kpairmasks<>+48(SB)/1, $0x06
+DATA kpairmasks<>+49(SB)/1, $0x07
+DATA kpairmasks<>+50(SB)/1, $0x06
+DATA kpairmasks<>+51(SB)/1, $0x07
+DATA kpairmasks<>+52(SB)/1, $0x06
+DATA kpairmasks<>+53(SB)/1, $0x07
+DATA kpairmasks<>+54(SB)/1, $0x06
+DATA kpairmasks<>+55(SB)/1, $0x07
+DATA kpairmasks<>+56(SB)/1, $0x06
+DATA kpairmasks<>+57(SB)/1, $0x07
+DATA kpairmasks<>+58(SB)/1, $0x06
+DATA kpairmasks<>+59(SB)/1, $0x07
+DATA kpairmasks<>+60(SB)/1, $0x06
+DATA kpairmasks<>+61(SB)/1, $0x07
+DATA kpairmasks<>+62(SB)/1, $0x06
+DATA kpairmasks<>+63(SB)/1, $0x07
+DATA kpairmasks<>+64(SB)/1, $0x08
+DATA kpairmasks<>+65(SB)/1, $0x09
+DATA kpairmasks<>+66(SB)/1, $0x08
+DATA kpairmasks<>+67(SB)/1, $0x09
+DATA kpairmasks<>+68(SB)/1, $0x08
+DATA kpairmasks<>+69(SB)/1, $0x09
+DATA kpairmasks<>+70(SB)/1, $0x08
+DATA kpairmasks<>+71(SB)/1, $0x09
+DATA kpairmasks<>+72(SB)/1, $0x08
+DATA kpairmasks<>+73(SB)/1, $0x09
+DATA kpairmasks<>+74(SB)/1, $0x08
+DATA kpairmasks<>+75(SB)/1, $0x09
+DATA kpairmasks<>+76(SB)/1, $0x08
+DATA kpairmasks<>+77(SB)/1, $0x09
+DATA kpairmasks<>+78(SB)/1, $0x08
+DATA kpairmasks<>+79(SB)/1, $0x09
+DATA kpairmasks<>+80(SB)/1, $0x0a
+DATA kpairmasks<>+81(SB)/1, $0x0b
+DATA kpairmasks<>+82(SB)/1, $0x0a
+DATA kpairmasks<>+83(SB)/1, $0x0b
+DATA kpairmasks<>+84(SB)/1, $0x0a
+DATA kpairmasks<>+85(SB)/1, $0x0b
+DATA kpairmasks<>+86(SB)/1, $0x0a
+DATA kpairmasks<>+87(SB)/1, $0x0b
+DATA kpairmasks<>+88(SB)/1, $0x0a
+DATA kpairmasks<>+89(SB)/1, $0x0b
+DATA kpairmasks<>+90(SB)/1, $0x0a
+DATA kpairmasks<>+91(SB)/1, $0x0b
+DATA kpairmasks<>+92(SB)/1, $0x0a
+DATA kpairmasks<>+93(SB)/1, $0x0b
+DATA kpairmasks<>+94(SB)/1, $0x0a
+DATA kpairmasks<>+95(SB)/1, $0x0b
+DATA kpairmasks<>+96(SB)/1, $0x0c
+DATA kpairmasks<>+97(SB)/1, $0x0d
+DATA kpairmasks<>+98(SB)/1, $0x0c
+DATA kpairmasks<>+99(SB)/1, $0x0d
+DATA kpairmasks<>+100(SB)/1, $0x0c
+DATA kpairmasks<>+101(SB)/1, $0x0d
+DATA kpairmasks<>+102(SB)/1, $0x0c
+DATA kpairmasks<>+103(SB)/1, $0x0d
+DATA kpairmasks<>+104(SB)/1, $0x0c
+DATA kpairmasks<>+105(SB)/1, $0x0d
+DATA kpairmasks<>+106(SB)/1, $0x0c
+DATA kpairmasks<>+107(SB)/1, $0x0d
+DATA kpairmasks<>+108(SB)/1, $0x0c
+DATA kpairmasks<>+109(SB)/1, $0x0d
+DATA kpairmasks<>+110(SB)/1, $0x0c
+DATA kpairmasks<>+111(SB)/1, $0x0d
+DATA kpairmasks<>+112(SB)/1, $0x0e
+DATA kpairmasks<>+113(SB)/1, $0x0f
+DATA kpairmasks<>+114(SB)/1, $0x0e
+DATA kpairmasks<>+115(SB)/1, $0x0f
+DATA kpairmasks<>+116(SB)/1, $0x0e
+DATA kpairmasks<>+117(SB)/1, $0x0f
+DATA kpairmasks<>+118(SB)/1, $0x0e
+DATA kpairmasks<>+119(SB)/1, $0x0f
+DATA kpairmasks<>+120(SB)/1, $0x0e
+DATA kpairmasks<>+121(SB)/1, $0x0f
+DATA kpairmasks<>+122(SB)/1, $0x0e
+DATA kpairmasks<>+123(SB)/1, $0x0f
+DATA kpairmasks<>+124(SB)/1, $0x0e
+DATA kpairmasks<>+125(SB)/1, $0x0f
+DATA kpairmasks<>+126(SB)/1, $0x0e
+DATA kpairmasks<>+127(SB)/1, $0x0f
+GLOBL kpairmasks<>(SB), RODATA|NOPTR, $128
+
+// func dotQ2KAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotQ2KAVX2(SB), NOSPLIT, $0-44
+	MOVQ         w+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         xd+16(FP), DX
+	MOVQ         xs+24(FP), BX
+	MOVQ         nb+32(FP), SI
+	MOVL         $0x03030303, DI
+	VMOVD        DI, X0
+	VPBROADCASTB X0, Y0
+	MOVL         $0x000f000f, DI
+	VMOVD        DI, X1
+	VPBROADCASTW X1, Y1
+	VXORPS       X2, X2, X2
+
+q2kblock:
+	TESTQ        SI, SI
+	JZ           q2kdone
+	VPMOVZXBW    (AX), Y3
+	VPAND        Y1, Y3, Y4
+	VPSRLW       $0x04, Y3, Y3
+	VPXOR        Y5, Y5, Y5
+	VPERMQ       $0x44, Y4, Y6
+	VMOVDQU      16(AX), Y7
+	VPAND        Y0, Y7, Y8
+	VPMADDUBSW   (CX), Y8, Y8
+	VPSHUFB      kpairmasks<>+0(SB), Y6, Y9
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPSRLW       $0x02, Y7, Y8
+	VPAND        Y0, Y8, Y8
+	VPMADDUBSW   32(CX), Y8, Y8
+	VPSHUFB      kpairmasks<>+32(SB), Y6, Y9
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y0, Y8, Y8
+	VPMADDUBSW   64(CX), Y8, Y8
+	VPSHUFB      kpairmasks<>+64(SB), Y6, Y9
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPMADDUBSW   96(CX), Y7, Y7
+	VPSHUFB      kpairmasks<>+96(SB), Y6, Y6
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPERMQ       $0xee, Y4, Y4
+	VMOVDQU      48(AX), Y6
+	VPAND        Y0, Y6, Y7
+	VPMADDUBSW   128(CX), Y7, Y7
+	VPSHUFB      kpairmasks<>+0(SB), Y4, Y8
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPSRLW       $0x02, Y6, Y7
+	VPAND        Y0, Y7, Y7
+	VPMADDUBSW   160(CX), Y7, Y7
+	VPSHUFB      kpairmasks<>+32(SB), Y4, Y8
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y0, Y7, Y7
+	VPMADDUBSW   192(CX), Y7, Y7
+	VPSHUFB      kpairmasks<>+64(SB), Y4, Y8
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPSRLW       $0x06, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPMADDUBSW   224(CX), Y6, Y6
+	VPSHUFB      kpairmasks<>+96(SB), Y4, Y4
+	VPMADDWD     Y4, Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VPMADDWD     (BX), Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPADDD       X4, X3, X3
+	VEXTRACTI128 $0x01, Y5, X4
+	VPADDD       X4, X5, X5
+	VPHADDD      X3, X5, X3
+	VPHADDD      X3, X3, X3
+	VMOVD        80(AX), X4
+	VCVTDQ2PS    X3, X3
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS (DX), X5
+	VMULPS       X5, X4, X4
+	VMULPS       X3, X4, X3
+	VMOVSHDUP    X3, X5
+	VSUBSS       X5, X3, X3
+	VADDSS       X3, X2, X2
+	ADDQ         $0x54, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x04, DX
+	ADDQ         $0x20, BX
+	DECQ         SI
+	JMP          q2kblock
+
+q2kdone:
+	VZEROUPPER
+	MOVSS X2, ret+40(FP)
+	RET
+
+// func dotQ3KAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotQ3KAVX2(SB), NOSPLIT, $0-44
+	MOVQ         w+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         xd+16(FP), DX
+	MOVQ         xs+24(FP), BX
+	MOVQ         nb+32(FP), SI
+	MOVL         $0x03030303, DI
+	VMOVD        DI, X0
+	VPBROADCASTB X0, Y0
+	MOVL         $0x04040404, DI
+	VMOVD        DI, X1
+	VPBROADCASTB X1, Y1
+	MOVL         $0x00200020, DI
+	VMOVD        DI, X2
+	VPBROADCASTW X2, Y2
+	VXORPS       X3, X3, X3
+
+q3kblock:
+	TESTQ        SI, SI
+	JZ           q3kdone
+	MOVL         96(AX), DI
+	MOVL         100(AX), R8
+	MOVL         104(AX), R9
+	MOVL         DI, R11
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R9, R10
+	SHRL         $0x04, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, R11
+	MOVL         R8, R12
+	SHRL         $0x04, R12
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         R9, R10
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, R12
+	ANDL         $0x0f0f0f0f, DI
+	MOVL         R9, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, DI
+	ANDL         $0x0f0f0f0f, R8
+	MOVL         R9, R10
+	SHRL         $0x02, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, R8
+	VMOVD        DI, X4
+	VPINSRD      $0x01, R8, X4, X4
+	VPINSRD      $0x02, R11, X4, X4
+	VPINSRD      $0x03, R12, X4, X4
+	VPMOVZXBW    X4, Y4
+	VPSUBW       Y2, Y4, Y4
+	VMOVDQU      (AX), Y5
+	VPXOR        Y6, Y6, Y6
+	VPERMQ       $0x44, Y4, Y7
+	VMOVDQU      32(AX), Y8
+	VPAND        Y0, Y8, Y9
+	VPSLLW       $0x02, Y5, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   (CX), Y9, Y9
+	VPSHUFB      kpairmasks<>+0(SB), Y7, Y10
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPSRLW       $0x02, Y8, Y9
+	VPAND        Y0, Y9, Y9
+	VPSLLW       $0x01, Y5, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   32(CX), Y9, Y9
+	VPSHUFB      kpairmasks<>+32(SB), Y7, Y10
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPSRLW       $0x04, Y8, Y9
+	VPAND        Y0, Y9, Y9
+	VMOVDQA      Y5, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   64(CX), Y9, Y9
+	VPSHUFB      kpairmasks<>+64(SB), Y7, Y10
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPSRLW       $0x06, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VPSRLW       $0x01, Y5, Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMADDUBSW   96(CX), Y8, Y8
+	VPSHUFB      kpairmasks<>+96(SB), Y7, Y7
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPERMQ       $0xee, Y4, Y7
+	VMOVDQU      64(AX), Y8
+	VPAND        Y0, Y8, Y9
+	VPSRLW       $0x02, Y5, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   128(CX), Y9, Y9
+	VPSHUFB      kpairmasks<>+0(SB), Y7, Y10
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPSRLW       $0x02, Y8, Y9
+	VPAND        Y0, Y9, Y9
+	VPSRLW       $0x03, Y5, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   160(CX), Y9, Y9
+	VPSHUFB      kpairmasks<>+32(SB), Y7, Y10
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPSRLW       $0x04, Y8, Y9
+	VPAND        Y0, Y9, Y9
+	VPSRLW       $0x04, Y5, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   192(CX), Y9, Y9
+	VPSHUFB      kpairmasks<>+64(SB), Y7, Y10
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPSRLW       $0x06, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VPSRLW       $0x05, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPOR         Y5, Y8, Y8
+	VPMADDUBSW   224(CX), Y8, Y8
+	VPSHUFB      kpairmasks<>+96(SB), Y7, Y5
+	VPMADDWD     Y5, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPMADDWD     (BX), Y4, Y4
+	VPSLLD       $0x02, Y4, Y4
+	VPSUBD       Y4, Y6, Y6
+	VEXTRACTI128 $0x01, Y6, X4
+	VPADDD       X4, X6, X6
+	VPHADDD      X6, X6, X4
+	VPHADDD      X4, X4, X4
+	MOVWLZX      108(AX), DI
+	VMOVD        DI, X5
+	VCVTDQ2PS    X4, X4
+	VCVTPH2PS    X5, X5
+	VBROADCASTSS (DX), X6
+	VMULPS       X6, X5, X5
+	VMULPS       X4, X5, X4
+	VADDSS       X4, X3, X3
+	ADDQ         $0x6e, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x04, DX
+	ADDQ         $0x20, BX
+	DECQ         SI
+	JMP          q3kblock
+
+q3kdone:
+	VZEROUPPER
+	MOVSS X3, ret+40(FP)
+	RET
+
+// func dotQ4KRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotQ4KRowsAVX2(SB), NOSPLIT, $16-56
+	MOVQ         w+0(FP), AX
+	MOVL         $0x0f0f0f0f, CX
+	VMOVD        CX, X0
+	VPBROADCASTB X0, Y0
+	MOVQ         rows+40(FP), CX
+	MOVQ         out+48(FP), DX
+	MOVQ         CX, (SP)
+	MOVQ         DX, 8(SP)
+
+q4krrow:
+	CMPQ   (SP), $0x00
+	JE     q4krend
+	MOVQ   x+8(FP), CX
+	MOVQ   xd+16(FP), DX
+	MOVQ   xs+24(FP), BX
+	MOVQ   nb+32(FP), SI
+	VXORPS X1, X1, X1
+
+q4krblock:
+	TESTQ        SI, SI
+	JZ           q4krdone
+	MOVL         4(AX), DI
+	MOVL         8(AX), R8
+	MOVL         12(AX), R9
+	MOVL         R9, R11
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R8, R10
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, R11
+	ANDL         $0x3f3f3f3f, R8
+	MOVL         DI, R10
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ANDL         $0x0f0f0f0f, R9
+	ORL          R10, R9
+	ANDL         $0x3f3f3f3f, DI
+	VMOVD        DI, X2
+	VPINSRD      $0x01, R9, X2, X2
+	VPINSRD      $0x02, R8, X2, X2
+	VPINSRD      $0x03, R11, X2, X2
+	VPMOVZXBW    X2, Y2
+	VPERMQ       $0x44, Y2, Y3
+	VPXOR        Y4, Y4, Y4
+	VMOVDQU      16(AX), Y5
+	VPAND        Y0, Y5, Y6
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VPMADDUBSW   (CX), Y6, Y6
+	VPSHUFB      kwordmasks<>+0(SB), Y3, Y7
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPMADDUBSW   32(CX), Y5, Y5
+	VPSHUFB      kwordmasks<>+32(SB), Y3, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VMOVDQU      48(AX), Y5
+	VPAND        Y0, Y5, Y6
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VPMADDUBSW   64(CX), Y6, Y6
+	VPSHUFB      kwordmasks<>+64(SB), Y3, Y7
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPMADDUBSW   96(CX), Y5, Y5
+	VPSHUFB      kwordmasks<>+96(SB), Y3, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VMOVDQU      80(AX), Y5
+	VPAND        Y0, Y5, Y6
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VPMADDUBSW   128(CX), Y6, Y6
+	VPSHUFB      kwordmasks<>+128(SB), Y3, Y7
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPMADDUBSW   160(CX), Y5, Y5
+	VPSHUFB      kwordmasks<>+160(SB), Y3, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VMOVDQU      112(AX), Y5
+	VPAND        Y0, Y5, Y6
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VPMADDUBSW   192(CX), Y6, Y6
+	VPSHUFB      kwordmasks<>+192(SB), Y3, Y7
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPMADDUBSW   224(CX), Y5, Y5
+	VPSHUFB      kwordmasks<>+224(SB), Y3, Y3
+	VPMADDWD     Y3, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VMOVDQU      (BX), X3
+	VPHADDW      16(BX), X3, X3
+	VEXTRACTI128 $0x01, Y2, X2
+	VPMADDWD     X3, X2, X2
+	VEXTRACTI128 $0x01, Y4, X3
+	VPADDD       X3, X4, X4
+	VPHADDD      X2, X4, X2
+	VPHADDD      X2, X2, X2
+	VMOVD        (AX), X3
+	VCVTDQ2PS    X2, X2
+	VCVTPH2PS    X3, X3
+	VBROADCASTSS (DX), X4
+	VMULPS       X4, X3, X3
+	VMULPS       X2, X3, X2
+	VMOVSHDUP    X2, X4
+	VSUBSS       X4, X2, X2
+	VADDSS       X2, X1, X1
+	ADDQ         $0x90, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x04, DX
+	ADDQ         $0x20, BX
+	DECQ         SI
+	JMP          q4krblock
+
+q4krdone:
+	MOVQ   8(SP), CX
+	VMOVSS X1, (CX)
+	ADDQ   $0x04, 8(SP)
+	DECQ   (SP)
+	JMP    q4krrow
+
+q4krend:
+	VZEROUPPER
+	RET
+
+// func dotQ5KRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotQ5KRowsAVX2(SB), NOSPLIT, $16-56
+	MOVQ         w+0(FP), AX
+	MOVL         $0x0f0f0f0f, CX
+	VMOVD        CX, X0
+	VPBROADCASTB X0, Y0
+	MOVL         $0x10101010, CX
+	VMOVD        CX, X1
+	VPBROADCASTB X1, Y1
+	MOVQ         rows+40(FP), CX
+	MOVQ         out+48(FP), DX
+	MOVQ         CX, (SP)
+	MOVQ         DX, 8(SP)
+
+q5krrow:
+	CMPQ   (SP), $0x00
+	JE     q5krend
+	MOVQ   x+8(FP), CX
+	MOVQ   xd+16(FP), DX
+	MOVQ   xs+24(FP), BX
+	MOVQ   nb+32(FP), SI
+	VXORPS X2, X2, X2
+
+q5krblock:
+	TESTQ        SI, SI
+	JZ           q5krdone
+	MOVL         4(AX), DI
+	MOVL         8(AX), R8
+	MOVL         12(AX), R9
+	MOVL         R9, R11
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R8, R10
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, R11
+	ANDL         $0x3f3f3f3f, R8
+	MOVL         DI, R10
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ANDL         $0x0f0f0f0f, R9
+	ORL          R10, R9
+	ANDL         $0x3f3f3f3f, DI
+	VMOVD        DI, X3
+	VPINSRD      $0x01, R9, X3, X3
+	VPINSRD      $0x02, R8, X3, X3
+	VPINSRD      $0x03, R11, X3, X3
+	VPMOVZXBW    X3, Y3
+	VPERMQ       $0x44, Y3, Y4
+	VMOVDQU      16(AX), Y5
+	VPXOR        Y6, Y6, Y6
+	VMOVDQU      48(AX), Y7
+	VPAND        Y0, Y7, Y8
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLW       $0x04, Y5, Y9
+	VPAND        Y1, Y9, Y9
+	VPSLLW       $0x03, Y5, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y9, Y8, Y8
+	VPOR         Y10, Y7, Y7
+	VPMADDUBSW   (CX), Y8, Y8
+	VPSHUFB      kwordmasks<>+0(SB), Y4, Y9
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPMADDUBSW   32(CX), Y7, Y7
+	VPSHUFB      kwordmasks<>+32(SB), Y4, Y8
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      80(AX), Y7
+	VPAND        Y0, Y7, Y8
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLW       $0x02, Y5, Y9
+	VPAND        Y1, Y9, Y9
+	VPSLLW       $0x01, Y5, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y9, Y8, Y8
+	VPOR         Y10, Y7, Y7
+	VPMADDUBSW   64(CX), Y8, Y8
+	VPSHUFB      kwordmasks<>+64(SB), Y4, Y9
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPMADDUBSW   96(CX), Y7, Y7
+	VPSHUFB      kwordmasks<>+96(SB), Y4, Y8
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      112(AX), Y7
+	VPAND        Y0, Y7, Y8
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQA      Y5, Y9
+	VPAND        Y1, Y9, Y9
+	VPSRLW       $0x01, Y5, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y9, Y8, Y8
+	VPOR         Y10, Y7, Y7
+	VPMADDUBSW   128(CX), Y8, Y8
+	VPSHUFB      kwordmasks<>+128(SB), Y4, Y9
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPMADDUBSW   160(CX), Y7, Y7
+	VPSHUFB      kwordmasks<>+160(SB), Y4, Y8
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      144(AX), Y7
+	VPAND        Y0, Y7, Y8
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSRLW       $0x02, Y5, Y9
+	VPAND        Y1, Y9, Y9
+	VPSRLW       $0x03, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPOR         Y9, Y8, Y8
+	VPOR         Y5, Y7, Y7
+	VPMADDUBSW   192(CX), Y8, Y8
+	VPSHUFB      kwordmasks<>+192(SB), Y4, Y5
+	VPMADDWD     Y5, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPMADDUBSW   224(CX), Y7, Y7
+	VPSHUFB      kwordmasks<>+224(SB), Y4, Y4
+	VPMADDWD     Y4, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      (BX), X4
+	VPHADDW      16(BX), X4, X4
+	VEXTRACTI128 $0x01, Y3, X3
+	VPMADDWD     X4, X3, X3
+	VEXTRACTI128 $0x01, Y6, X4
+	VPADDD       X4, X6, X6
+	VPHADDD      X3, X6, X3
+	VPHADDD      X3, X3, X3
+	VMOVD        (AX), X4
+	VCVTDQ2PS    X3, X3
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS (DX), X5
+	VMULPS       X5, X4, X4
+	VMULPS       X3, X4, X3
+	VMOVSHDUP    X3, X5
+	VSUBSS       X5, X3, X3
+	VADDSS       X3, X2, X2
+	ADDQ         $0xb0, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x04, DX
+	ADDQ         $0x20, BX
+	DECQ         SI
+	JMP          q5krblock
+
+q5krdone:
+	MOVQ   8(SP), CX
+	VMOVSS X2, (CX)
+	ADDQ   $0x04, 8(SP)
+	DECQ   (SP)
+	JMP    q5krrow
+
+q5krend:
+	VZEROUPPER
+	RET
+
+// func dotQ6KRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotQ6KRowsAVX2(SB), NOSPLIT, $16-56
+	MOVQ         w+0(FP), AX
+	MOVL         $0x0f0f0f0f, CX
+	VMOVD        CX, X0
+	VPBROADCASTB X0, Y0
+	MOVL         $0x30303030, CX
+	VMOVD        CX, X1
+	VPBROADCASTB X1, Y1
+	MOVQ         rows+40(FP), CX
+	MOVQ         out+48(FP), DX
+	MOVQ         CX, (SP)
+	MOVQ         DX, 8(SP)
+
+q6krrow:
+	CMPQ   (SP), $0x00
+	JE     q6krend
+	MOVQ   x+8(FP), CX
+	MOVQ   xd+16(FP), DX
+	MOVQ   xs+24(FP), BX
+	MOVQ   nb+32(FP), SI
+	VXORPS X2, X2, X2
+
+q6krblock:
+	TESTQ        SI, SI
+	JZ           q6krdone
+	VPMOVSXBW    192(AX), Y3
+	VPXOR        Y4, Y4, Y4
+	VPERMQ       $0x44, Y3, Y5
+	VMOVDQU      (AX), Y6
+	VMOVDQU      32(AX), Y7
+	VMOVDQU      128(AX), Y8
+	VPAND        Y0, Y6, Y9
+	VPSLLW       $0x04, Y8, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   (CX), Y9, Y9
+	VPSHUFB      kpairmasks<>+0(SB), Y5, Y10
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPAND        Y0, Y7, Y9
+	VPSLLW       $0x02, Y8, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   32(CX), Y9, Y9
+	VPSHUFB      kpairmasks<>+32(SB), Y5, Y10
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQA      Y8, Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y6, Y6
+	VPMADDUBSW   64(CX), Y6, Y6
+	VPSHUFB      kpairmasks<>+64(SB), Y5, Y9
+	VPMADDWD     Y9, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPSRLW       $0x04, Y7, Y6
+	VPAND        Y0, Y6, Y6
+	VPSRLW       $0x02, Y8, Y7
+	VPAND        Y1, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPMADDUBSW   96(CX), Y6, Y6
+	VPSHUFB      kpairmasks<>+96(SB), Y5, Y5
+	VPMADDWD     Y5, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPERMQ       $0xee, Y3, Y5
+	VMOVDQU      64(AX), Y6
+	VMOVDQU      96(AX), Y7
+	VMOVDQU      160(AX), Y8
+	VPAND        Y0, Y6, Y9
+	VPSLLW       $0x04, Y8, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   128(CX), Y9, Y9
+	VPSHUFB      kpairmasks<>+0(SB), Y5, Y10
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPAND        Y0, Y7, Y9
+	VPSLLW       $0x02, Y8, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   160(CX), Y9, Y9
+	VPSHUFB      kpairmasks<>+32(SB), Y5, Y10
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQA      Y8, Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y6, Y6
+	VPMADDUBSW   192(CX), Y6, Y6
+	VPSHUFB      kpairmasks<>+64(SB), Y5, Y9
+	VPMADDWD     Y9, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPSRLW       $0x04, Y7, Y6
+	VPAND        Y0, Y6, Y6
+	VPSRLW       $0x02, Y8, Y7
+	VPAND        Y1, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPMADDUBSW   224(CX), Y6, Y6
+	VPSHUFB      kpairmasks<>+96(SB), Y5, Y5
+	VPMADDWD     Y5, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPMADDWD     (BX), Y3, Y3
+	VPSLLD       $0x05, Y3, Y3
+	VPSUBD       Y3, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPADDD       X3, X4, X4
+	VPHADDD      X4, X4, X3
+	VPHADDD      X3, X3, X3
+	MOVWLZX      208(AX), DI
+	VMOVD        DI, X4
+	VCVTDQ2PS    X3, X3
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS (DX), X5
+	VMULPS       X5, X4, X4
+	VMULPS       X3, X4, X3
+	VADDSS       X3, X2, X2
+	ADDQ         $0xd2, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x04, DX
+	ADDQ         $0x20, BX
+	DECQ         SI
+	JMP          q6krblock
+
+q6krdone:
+	MOVQ   8(SP), CX
+	VMOVSS X2, (CX)
+	ADDQ   $0x04, 8(SP)
+	DECQ   (SP)
+	JMP    q6krrow
+
+q6krend:
+	VZEROUPPER
+	RET
+
+// func dotQ2KRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotQ2KRowsAVX2(SB), NOSPLIT, $16-56
+	MOVQ         w+0(FP), AX
+	MOVL         $0x03030303, CX
+	VMOVD        CX, X0
+	VPBROADCASTB X0, Y0
+	MOVL         $0x000f000f, CX
+	VMOVD        CX, X1
+	VPBROADCASTW X1, Y1
+	MOVQ         rows+40(FP), CX
+	MOVQ         out+48(FP), DX
+	MOVQ         CX, (SP)
+	MOVQ         DX, 8(SP)
+
+q2krrow:
+	CMPQ   (SP), $0x00
+	JE     q2krend
+	MOVQ   x+8(FP), CX
+	MOVQ   xd+16(FP), DX
+	MOVQ   xs+24(FP), BX
+	MOVQ   nb+32(FP), SI
+	VXORPS X2, X2, X2
+
+q2krblock:
+	TESTQ        SI, SI
+	JZ           q2krdone
+	VPMOVZXBW    (AX), Y3
+	VPAND        Y1, Y3, Y4
+	VPSRLW       $0x04, Y3, Y3
+	VPXOR        Y5, Y5, Y5
+	VPERMQ       $0x44, Y4, Y6
+	VMOVDQU      16(AX), Y7
+	VPAND        Y0, Y7, Y8
+	VPMADDUBSW   (CX), Y8, Y8
+	VPSHUFB      kpairmasks<>+0(SB), Y6, Y9
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPSRLW       $0x02, Y7, Y8
+	VPAND        Y0, Y8, Y8
+	VPMADDUBSW   32(CX), Y8, Y8
+	VPSHUFB      kpairmasks<>+32(SB), Y6, Y9
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y0, Y8, Y8
+	VPMADDUBSW   64(CX), Y8, Y8
+	VPSHUFB      kpairmasks<>+64(SB), Y6, Y9
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPMADDUBSW   96(CX), Y7, Y7
+	VPSHUFB      kpairmasks<>+96(SB), Y6, Y6
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPERMQ       $0xee, Y4, Y4
+	VMOVDQU      48(AX), Y6
+	VPAND        Y0, Y6, Y7
+	VPMADDUBSW   128(CX), Y7, Y7
+	VPSHUFB      kpairmasks<>+0(SB), Y4, Y8
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPSRLW       $0x02, Y6, Y7
+	VPAND        Y0, Y7, Y7
+	VPMADDUBSW   160(CX), Y7, Y7
+	VPSHUFB      kpairmasks<>+32(SB), Y4, Y8
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y0, Y7, Y7
+	VPMADDUBSW   192(CX), Y7, Y7
+	VPSHUFB      kpairmasks<>+64(SB), Y4, Y8
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPSRLW       $0x06, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPMADDUBSW   224(CX), Y6, Y6
+	VPSHUFB      kpairmasks<>+96(SB), Y4, Y4
+	VPMADDWD     Y4, Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VPMADDWD     (BX), Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPADDD       X4, X3, X3
+	VEXTRACTI128 $0x01, Y5, X4
+	VPADDD       X4, X5, X5
+	VPHADDD      X3, X5, X3
+	VPHADDD      X3, X3, X3
+	VMOVD        80(AX), X4
+	VCVTDQ2PS    X3, X3
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS (DX), X5
+	VMULPS       X5, X4, X4
+	VMULPS       X3, X4, X3
+	VMOVSHDUP    X3, X5
+	VSUBSS       X5, X3, X3
+	VADDSS       X3, X2, X2
+	ADDQ         $0x54, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x04, DX
+	ADDQ         $0x20, BX
+	DECQ         SI
+	JMP          q2krblock
+
+q2krdone:
+	MOVQ   8(SP), CX
+	VMOVSS X2, (CX)
+	ADDQ   $0x04, 8(SP)
+	DECQ   (SP)
+	JMP    q2krrow
+
+q2krend:
+	VZEROUPPER
+	RET
+
+// func dotQ3KRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotQ3KRowsAVX2(SB), NOSPLIT, $16-56
+	MOVQ         w+0(FP), AX
+	MOVL         $0x03030303, CX
+	VMOVD        CX, X0
+	VPBROADCASTB X0, Y0
+	MOVL         $0x04040404, CX
+	VMOVD        CX, X1
+	VPBROADCASTB X1, Y1
+	MOVL         $0x00200020, CX
+	VMOVD        CX, X2
+	VPBROADCASTW X2, Y2
+	MOVQ         rows+40(FP), CX
+	MOVQ         out+48(FP), DX
+	MOVQ         CX, (SP)
+	MOVQ         DX, 8(SP)
+
+q3krrow:
+	CMPQ   (SP), $0x00
+	JE     q3krend
+	MOVQ   x+8(FP), CX
+	MOVQ   xd+16(FP), DX
+	MOVQ   xs+24(FP), BX
+	MOVQ   nb+32(FP), SI
+	VXORPS X3, X3, X3
+
+q3krblock:
+	TESTQ        SI, SI
+	JZ           q3krdone
+	MOVL         96(AX), DI
+	MOVL         100(AX), R8
+	MOVL         104(AX), R9
+	MOVL         DI, R11
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R9, R10
+	SHRL         $0x04, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, R11
+	MOVL         R8, R12
+	SHRL         $0x04, R12
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         R9, R10
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, R12
+	ANDL         $0x0f0f0f0f, DI
+	MOVL         R9, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, DI
+	ANDL         $0x0f0f0f0f, R8
+	MOVL         R9, R10
+	SHRL         $0x02, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, R8
+	VMOVD        DI, X4
+	VPINSRD      $0x01, R8, X4, X4
+	VPINSRD      $0x02, R11, X4, X4
+	VPINSRD      $0x03, R12, X4, X4
+	VPMOVZXBW    X4, Y4
+	VPSUBW       Y2, Y4, Y4
+	VMOVDQU      (AX), Y5
+	VPXOR        Y6, Y6, Y6
+	VPERMQ       $0x44, Y4, Y7
+	VMOVDQU      32(AX), Y8
+	VPAND        Y0, Y8, Y9
+	VPSLLW       $0x02, Y5, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   (CX), Y9, Y9
+	VPSHUFB      kpairmasks<>+0(SB), Y7, Y10
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPSRLW       $0x02, Y8, Y9
+	VPAND        Y0, Y9, Y9
+	VPSLLW       $0x01, Y5, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   32(CX), Y9, Y9
+	VPSHUFB      kpairmasks<>+32(SB), Y7, Y10
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPSRLW       $0x04, Y8, Y9
+	VPAND        Y0, Y9, Y9
+	VMOVDQA      Y5, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   64(CX), Y9, Y9
+	VPSHUFB      kpairmasks<>+64(SB), Y7, Y10
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPSRLW       $0x06, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VPSRLW       $0x01, Y5, Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMADDUBSW   96(CX), Y8, Y8
+	VPSHUFB      kpairmasks<>+96(SB), Y7, Y7
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPERMQ       $0xee, Y4, Y7
+	VMOVDQU      64(AX), Y8
+	VPAND        Y0, Y8, Y9
+	VPSRLW       $0x02, Y5, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   128(CX), Y9, Y9
+	VPSHUFB      kpairmasks<>+0(SB), Y7, Y10
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPSRLW       $0x02, Y8, Y9
+	VPAND        Y0, Y9, Y9
+	VPSRLW       $0x03, Y5, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   160(CX), Y9, Y9
+	VPSHUFB      kpairmasks<>+32(SB), Y7, Y10
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPSRLW       $0x04, Y8, Y9
+	VPAND        Y0, Y9, Y9
+	VPSRLW       $0x04, Y5, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   192(CX), Y9, Y9
+	VPSHUFB      kpairmasks<>+64(SB), Y7, Y10
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPSRLW       $0x06, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VPSRLW       $0x05, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPOR         Y5, Y8, Y8
+	VPMADDUBSW   224(CX), Y8, Y8
+	VPSHUFB      kpairmasks<>+96(SB), Y7, Y5
+	VPMADDWD     Y5, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPMADDWD     (BX), Y4, Y4
+	VPSLLD       $0x02, Y4, Y4
+	VPSUBD       Y4, Y6, Y6
+	VEXTRACTI128 $0x01, Y6, X4
+	VPADDD       X4, X6, X6
+	VPHADDD      X6, X6, X4
+	VPHADDD      X4, X4, X4
+	MOVWLZX      108(AX), DI
+	VMOVD        DI, X5
+	VCVTDQ2PS    X4, X4
+	VCVTPH2PS    X5, X5
+	VBROADCASTSS (DX), X6
+	VMULPS       X6, X5, X5
+	VMULPS       X4, X5, X4
+	VADDSS       X4, X3, X3
+	ADDQ         $0x6e, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x04, DX
+	ADDQ         $0x20, BX
+	DECQ         SI
+	JMP          q3krblock
+
+q3krdone:
+	MOVQ   8(SP), CX
+	VMOVSS X3, (CX)
+	ADDQ   $0x04, 8(SP)
+	DECQ   (SP)
+	JMP    q3krrow
+
+q3krend:
+	VZEROUPPER
+	RET
+
+// func dotQ4Kx4AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotQ4Kx4AVX2(SB), NOSPLIT, $64-56
+	MOVQ         w+0(FP), AX
+	MOVQ         nb+32(FP), CX
+	MOVQ         x+8(FP), DX
+	MOVQ         xstride+40(FP), BX
+	LEAQ         (DX)(BX*2), SI
+	MOVQ         xd+16(FP), DI
+	MOVQ         xs+24(FP), R8
+	MOVQ         BX, R9
+	SHRQ         $0x06, R9
+	MOVQ         BX, R10
+	SHRQ         $0x03, R10
+	MOVQ         DI, (SP)
+	MOVQ         R8, 32(SP)
+	ADDQ         R9, DI
+	ADDQ         R10, R8
+	MOVQ         DI, 8(SP)
+	MOVQ         R8, 40(SP)
+	ADDQ         R9, DI
+	ADDQ         R10, R8
+	MOVQ         DI, 16(SP)
+	MOVQ         R8, 48(SP)
+	ADDQ         R9, DI
+	ADDQ         R10, R8
+	MOVQ         DI, 24(SP)
+	MOVQ         R8, 56(SP)
+	MOVQ         out+48(FP), DI
+	VXORPS       X0, X0, X0
+	VMOVUPS      X0, (DI)
+	MOVL         $0x0f0f0f0f, DI
+	VMOVD        DI, X0
+	VPBROADCASTB X0, Y0
+
+q4kx4block:
+	TESTQ        CX, CX
+	JZ           q4kx4done
+	MOVL         4(AX), DI
+	MOVL         8(AX), R8
+	MOVL         12(AX), R9
+	MOVL         R9, R11
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R8, R10
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, R11
+	ANDL         $0x3f3f3f3f, R8
+	MOVL         DI, R10
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ANDL         $0x0f0f0f0f, R9
+	ORL          R10, R9
+	ANDL         $0x3f3f3f3f, DI
+	VMOVD        DI, X1
+	VPINSRD      $0x01, R9, X1, X1
+	VPINSRD      $0x02, R8, X1, X1
+	VPINSRD      $0x03, R11, X1, X1
+	VPMOVZXBW    X1, Y1
+	VPERMQ       $0x44, Y1, Y2
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VMOVDQU      16(AX), Y7
+	VPAND        Y0, Y7, Y8
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSHUFB      kwordmasks<>+0(SB), Y2, Y9
+	VPMADDUBSW   (DX), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	VPMADDUBSW   (DX)(BX*1), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMADDUBSW   (SI), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDUBSW   (SI)(BX*1), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPSHUFB      kwordmasks<>+32(SB), Y2, Y8
+	VPMADDUBSW   32(DX), Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VPMADDUBSW   32(DX)(BX*1), Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   32(SI), Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   32(SI)(BX*1), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      48(AX), Y7
+	VPAND        Y0, Y7, Y8
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSHUFB      kwordmasks<>+64(SB), Y2, Y9
+	VPMADDUBSW   64(DX), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	VPMADDUBSW   64(DX)(BX*1), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMADDUBSW   64(SI), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDUBSW   64(SI)(BX*1), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPSHUFB      kwordmasks<>+96(SB), Y2, Y8
+	VPMADDUBSW   96(DX), Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VPMADDUBSW   96(DX)(BX*1), Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   96(SI), Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   96(SI)(BX*1), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      80(AX), Y7
+	VPAND        Y0, Y7, Y8
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSHUFB      kwordmasks<>+128(SB), Y2, Y9
+	VPMADDUBSW   128(DX), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	VPMADDUBSW   128(DX)(BX*1), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMADDUBSW   128(SI), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDUBSW   128(SI)(BX*1), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPSHUFB      kwordmasks<>+160(SB), Y2, Y8
+	VPMADDUBSW   160(DX), Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VPMADDUBSW   160(DX)(BX*1), Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   160(SI), Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   160(SI)(BX*1), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      112(AX), Y7
+	VPAND        Y0, Y7, Y8
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSHUFB      kwordmasks<>+192(SB), Y2, Y9
+	VPMADDUBSW   192(DX), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	VPMADDUBSW   192(DX)(BX*1), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMADDUBSW   192(SI), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDUBSW   192(SI)(BX*1), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPSHUFB      kwordmasks<>+224(SB), Y2, Y2
+	VPMADDUBSW   224(DX), Y7, Y8
+	VPMADDWD     Y2, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	VPMADDUBSW   224(DX)(BX*1), Y7, Y8
+	VPMADDWD     Y2, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	VPMADDUBSW   224(SI), Y7, Y8
+	VPMADDWD     Y2, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPMADDUBSW   224(SI)(BX*1), Y7, Y7
+	VPMADDWD     Y2, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	MOVQ         out+48(FP), R9
+	MOVQ         32(SP), DI
+	MOVQ         (SP), R8
+	VMOVDQU      (DI), X2
+	VPHADDW      16(DI), X2, X2
+	VEXTRACTI128 $0x01, Y1, X7
+	VPMADDWD     X2, X7, X7
+	VMOVSS       (R9), X2
+	VEXTRACTI128 $0x01, Y3, X8
+	VPADDD       X8, X3, X3
+	VPHADDD      X7, X3, X3
+	VPHADDD      X3, X3, X3
+	VMOVD        (AX), X7
+	VCVTDQ2PS    X3, X3
+	VCVTPH2PS    X7, X7
+	VBROADCASTSS (R8), X8
+	VMULPS       X8, X7, X7
+	VMULPS       X3, X7, X3
+	VMOVSHDUP    X3, X8
+	VSUBSS       X8, X3, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, (R9)
+	ADDQ         $0x04, (SP)
+	ADDQ         $0x20, 32(SP)
+	MOVQ         out+48(FP), R9
+	MOVQ         40(SP), DI
+	MOVQ         8(SP), R8
+	VMOVDQU      (DI), X2
+	VPHADDW      16(DI), X2, X2
+	VEXTRACTI128 $0x01, Y1, X3
+	VPMADDWD     X2, X3, X3
+	VMOVSS       4(R9), X2
+	VEXTRACTI128 $0x01, Y4, X7
+	VPADDD       X7, X4, X4
+	VPHADDD      X3, X4, X3
+	VPHADDD      X3, X3, X3
+	VMOVD        (AX), X4
+	VCVTDQ2PS    X3, X3
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS (R8), X7
+	VMULPS       X7, X4, X4
+	VMULPS       X3, X4, X3
+	VMOVSHDUP    X3, X7
+	VSUBSS       X7, X3, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, 4(R9)
+	ADDQ         $0x04, 8(SP)
+	ADDQ         $0x20, 40(SP)
+	MOVQ         out+48(FP), R9
+	MOVQ         48(SP), DI
+	MOVQ         16(SP), R8
+	VMOVDQU      (DI), X2
+	VPHADDW      16(DI), X2, X2
+	VEXTRACTI128 $0x01, Y1, X3
+	VPMADDWD     X2, X3, X3
+	VMOVSS       8(R9), X2
+	VEXTRACTI128 $0x01, Y5, X4
+	VPADDD       X4, X5, X5
+	VPHADDD      X3, X5, X3
+	VPHADDD      X3, X3, X3
+	VMOVD        (AX), X4
+	VCVTDQ2PS    X3, X3
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS (R8), X5
+	VMULPS       X5, X4, X4
+	VMULPS       X3, X4, X3
+	VMOVSHDUP    X3, X5
+	VSUBSS       X5, X3, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, 8(R9)
+	ADDQ         $0x04, 16(SP)
+	ADDQ         $0x20, 48(SP)
+	MOVQ         out+48(FP), R9
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	VMOVDQU      (DI), X2
+	VPHADDW      16(DI), X2, X2
+	VEXTRACTI128 $0x01, Y1, X1
+	VPMADDWD     X2, X1, X1
+	VMOVSS       12(R9), X2
+	VEXTRACTI128 $0x01, Y6, X3
+	VPADDD       X3, X6, X6
+	VPHADDD      X1, X6, X1
+	VPHADDD      X1, X1, X1
+	VMOVD        (AX), X3
+	VCVTDQ2PS    X1, X1
+	VCVTPH2PS    X3, X3
+	VBROADCASTSS (R8), X4
+	VMULPS       X4, X3, X3
+	VMULPS       X1, X3, X1
+	VMOVSHDUP    X1, X4
+	VSUBSS       X4, X1, X1
+	VADDSS       X1, X2, X2
+	VMOVSS       X2, 12(R9)
+	ADDQ         $0x04, 24(SP)
+	ADDQ         $0x20, 56(SP)
+	ADDQ         $0x90, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000100, SI
+	DECQ         CX
+	JMP          q4kx4block
+
+q4kx4done:
+	VZEROUPPER
+	RET
+
+// func dotQ5Kx4AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotQ5Kx4AVX2(SB), NOSPLIT, $64-56
+	MOVQ         w+0(FP), AX
+	MOVQ         nb+32(FP), CX
+	MOVQ         x+8(FP), DX
+	MOVQ         xstride+40(FP), BX
+	LEAQ         (DX)(BX*2), SI
+	MOVQ         xd+16(FP), DI
+	MOVQ         xs+24(FP), R8
+	MOVQ         BX, R9
+	SHRQ         $0x06, R9
+	MOVQ         BX, R10
+	SHRQ         $0x03, R10
+	MOVQ         DI, (SP)
+	MOVQ         R8, 32(SP)
+	ADDQ         R9, DI
+	ADDQ         R10, R8
+	MOVQ         DI, 8(SP)
+	MOVQ         R8, 40(SP)
+	ADDQ         R9, DI
+	ADDQ         R10, R8
+	MOVQ         DI, 16(SP)
+	MOVQ         R8, 48(SP)
+	ADDQ         R9, DI
+	ADDQ         R10, R8
+	MOVQ         DI, 24(SP)
+	MOVQ         R8, 56(SP)
+	MOVQ         out+48(FP), DI
+	VXORPS       X0, X0, X0
+	VMOVUPS      X0, (DI)
+	MOVL         $0x0f0f0f0f, DI
+	VMOVD        DI, X0
+	VPBROADCASTB X0, Y0
+	MOVL         $0x10101010, DI
+	VMOVD        DI, X1
+	VPBROADCASTB X1, Y1
+
+q5kx4block:
+	TESTQ        CX, CX
+	JZ           q5kx4done
+	MOVL         4(AX), DI
+	MOVL         8(AX), R8
+	MOVL         12(AX), R9
+	MOVL         R9, R11
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R8, R10
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, R11
+	ANDL         $0x3f3f3f3f, R8
+	MOVL         DI, R10
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ANDL         $0x0f0f0f0f, R9
+	ORL          R10, R9
+	ANDL         $0x3f3f3f3f, DI
+	VMOVD        DI, X2
+	VPINSRD      $0x01, R9, X2, X2
+	VPINSRD      $0x02, R8, X2, X2
+	VPINSRD      $0x03, R11, X2, X2
+	VPMOVZXBW    X2, Y2
+	VPERMQ       $0x44, Y2, Y3
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VMOVDQU      48(AX), Y8
+	VPAND        Y0, Y8, Y9
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      16(AX), Y10
+	VPSLLW       $0x04, Y10, Y11
+	VPAND        Y1, Y11, Y11
+	VPSLLW       $0x03, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y11, Y9, Y9
+	VPOR         Y10, Y8, Y8
+	VPSHUFB      kwordmasks<>+0(SB), Y3, Y10
+	VPMADDUBSW   (DX), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   (DX)(BX*1), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   (SI), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   (SI)(BX*1), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VPSHUFB      kwordmasks<>+32(SB), Y3, Y9
+	VPMADDUBSW   32(DX), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMADDUBSW   32(DX)(BX*1), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDUBSW   32(SI), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VPMADDUBSW   32(SI)(BX*1), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VMOVDQU      80(AX), Y8
+	VPAND        Y0, Y8, Y9
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      16(AX), Y10
+	VPSLLW       $0x02, Y10, Y11
+	VPAND        Y1, Y11, Y11
+	VPSLLW       $0x01, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y11, Y9, Y9
+	VPOR         Y10, Y8, Y8
+	VPSHUFB      kwordmasks<>+64(SB), Y3, Y10
+	VPMADDUBSW   64(DX), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   64(DX)(BX*1), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   64(SI), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   64(SI)(BX*1), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VPSHUFB      kwordmasks<>+96(SB), Y3, Y9
+	VPMADDUBSW   96(DX), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMADDUBSW   96(DX)(BX*1), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDUBSW   96(SI), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VPMADDUBSW   96(SI)(BX*1), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VMOVDQU      112(AX), Y8
+	VPAND        Y0, Y8, Y9
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      16(AX), Y10
+	VMOVDQA      Y10, Y11
+	VPAND        Y1, Y11, Y11
+	VPSRLW       $0x01, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y11, Y9, Y9
+	VPOR         Y10, Y8, Y8
+	VPSHUFB      kwordmasks<>+128(SB), Y3, Y10
+	VPMADDUBSW   128(DX), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   128(DX)(BX*1), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   128(SI), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   128(SI)(BX*1), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VPSHUFB      kwordmasks<>+160(SB), Y3, Y9
+	VPMADDUBSW   160(DX), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMADDUBSW   160(DX)(BX*1), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDUBSW   160(SI), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VPMADDUBSW   160(SI)(BX*1), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VMOVDQU      144(AX), Y8
+	VPAND        Y0, Y8, Y9
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      16(AX), Y10
+	VPSRLW       $0x02, Y10, Y11
+	VPAND        Y1, Y11, Y11
+	VPSRLW       $0x03, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y11, Y9, Y9
+	VPOR         Y10, Y8, Y8
+	VPSHUFB      kwordmasks<>+192(SB), Y3, Y10
+	VPMADDUBSW   192(DX), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   192(DX)(BX*1), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   192(SI), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   192(SI)(BX*1), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VPSHUFB      kwordmasks<>+224(SB), Y3, Y3
+	VPMADDUBSW   224(DX), Y8, Y9
+	VPMADDWD     Y3, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   224(DX)(BX*1), Y8, Y9
+	VPMADDWD     Y3, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   224(SI), Y8, Y9
+	VPMADDWD     Y3, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   224(SI)(BX*1), Y8, Y8
+	VPMADDWD     Y3, Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	MOVQ         out+48(FP), R9
+	MOVQ         32(SP), DI
+	MOVQ         (SP), R8
+	VMOVDQU      (DI), X3
+	VPHADDW      16(DI), X3, X3
+	VEXTRACTI128 $0x01, Y2, X8
+	VPMADDWD     X3, X8, X8
+	VMOVSS       (R9), X3
+	VEXTRACTI128 $0x01, Y4, X9
+	VPADDD       X9, X4, X4
+	VPHADDD      X8, X4, X4
+	VPHADDD      X4, X4, X4
+	VMOVD        (AX), X8
+	VCVTDQ2PS    X4, X4
+	VCVTPH2PS    X8, X8
+	VBROADCASTSS (R8), X9
+	VMULPS       X9, X8, X8
+	VMULPS       X4, X8, X4
+	VMOVSHDUP    X4, X9
+	VSUBSS       X9, X4, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, (R9)
+	ADDQ         $0x04, (SP)
+	ADDQ         $0x20, 32(SP)
+	MOVQ         out+48(FP), R9
+	MOVQ         40(SP), DI
+	MOVQ         8(SP), R8
+	VMOVDQU      (DI), X3
+	VPHADDW      16(DI), X3, X3
+	VEXTRACTI128 $0x01, Y2, X4
+	VPMADDWD     X3, X4, X4
+	VMOVSS       4(R9), X3
+	VEXTRACTI128 $0x01, Y5, X8
+	VPADDD       X8, X5, X5
+	VPHADDD      X4, X5, X4
+	VPHADDD      X4, X4, X4
+	VMOVD        (AX), X5
+	VCVTDQ2PS    X4, X4
+	VCVTPH2PS    X5, X5
+	VBROADCASTSS (R8), X8
+	VMULPS       X8, X5, X5
+	VMULPS       X4, X5, X4
+	VMOVSHDUP    X4, X8
+	VSUBSS       X8, X4, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, 4(R9)
+	ADDQ         $0x04, 8(SP)
+	ADDQ         $0x20, 40(SP)
+	MOVQ         out+48(FP), R9
+	MOVQ         48(SP), DI
+	MOVQ         16(SP), R8
+	VMOVDQU      (DI), X3
+	VPHADDW      16(DI), X3, X3
+	VEXTRACTI128 $0x01, Y2, X4
+	VPMADDWD     X3, X4, X4
+	VMOVSS       8(R9), X3
+	VEXTRACTI128 $0x01, Y6, X5
+	VPADDD       X5, X6, X6
+	VPHADDD      X4, X6, X4
+	VPHADDD      X4, X4, X4
+	VMOVD        (AX), X5
+	VCVTDQ2PS    X4, X4
+	VCVTPH2PS    X5, X5
+	VBROADCASTSS (R8), X6
+	VMULPS       X6, X5, X5
+	VMULPS       X4, X5, X4
+	VMOVSHDUP    X4, X6
+	VSUBSS       X6, X4, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, 8(R9)
+	ADDQ         $0x04, 16(SP)
+	ADDQ         $0x20, 48(SP)
+	MOVQ         out+48(FP), R9
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	VMOVDQU      (DI), X3
+	VPHADDW      16(DI), X3, X3
+	VEXTRACTI128 $0x01, Y2, X2
+	VPMADDWD     X3, X2, X2
+	VMOVSS       12(R9), X3
+	VEXTRACTI128 $0x01, Y7, X4
+	VPADDD       X4, X7, X7
+	VPHADDD      X2, X7, X2
+	VPHADDD      X2, X2, X2
+	VMOVD        (AX), X4
+	VCVTDQ2PS    X2, X2
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS (R8), X5
+	VMULPS       X5, X4, X4
+	VMULPS       X2, X4, X2
+	VMOVSHDUP    X2, X5
+	VSUBSS       X5, X2, X2
+	VADDSS       X2, X3, X3
+	VMOVSS       X3, 12(R9)
+	ADDQ         $0x04, 24(SP)
+	ADDQ         $0x20, 56(SP)
+	ADDQ         $0xb0, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000100, SI
+	DECQ         CX
+	JMP          q5kx4block
+
+q5kx4done:
+	VZEROUPPER
+	RET
+
+// func dotQ6Kx4AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotQ6Kx4AVX2(SB), NOSPLIT, $64-56
+	MOVQ         w+0(FP), AX
+	MOVQ         nb+32(FP), CX
+	MOVQ         x+8(FP), DX
+	MOVQ         xstride+40(FP), BX
+	LEAQ         (DX)(BX*2), SI
+	MOVQ         xd+16(FP), DI
+	MOVQ         xs+24(FP), R8
+	MOVQ         BX, R9
+	SHRQ         $0x06, R9
+	MOVQ         BX, R10
+	SHRQ         $0x03, R10
+	MOVQ         DI, (SP)
+	MOVQ         R8, 32(SP)
+	ADDQ         R9, DI
+	ADDQ         R10, R8
+	MOVQ         DI, 8(SP)
+	MOVQ         R8, 40(SP)
+	ADDQ         R9, DI
+	ADDQ         R10, R8
+	MOVQ         DI, 16(SP)
+	MOVQ         R8, 48(SP)
+	ADDQ         R9, DI
+	ADDQ         R10, R8
+	MOVQ         DI, 24(SP)
+	MOVQ         R8, 56(SP)
+	MOVQ         out+48(FP), DI
+	VXORPS       X0, X0, X0
+	VMOVUPS      X0, (DI)
+	MOVL         $0x0f0f0f0f, DI
+	VMOVD        DI, X0
+	VPBROADCASTB X0, Y0
+	MOVL         $0x30303030, DI
+	VMOVD        DI, X1
+	VPBROADCASTB X1, Y1
+
+q6kx4block:
+	TESTQ        CX, CX
+	JZ           q6kx4done
+	VPMOVSXBW    192(AX), Y2
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPERMQ       $0x44, Y2, Y7
+	VMOVDQU      (AX), Y8
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      128(AX), Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPSHUFB      kpairmasks<>+0(SB), Y7, Y9
+	VPMADDUBSW   (DX), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	VPMADDUBSW   (DX)(BX*1), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMADDUBSW   (SI), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDUBSW   (SI)(BX*1), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VMOVDQU      32(AX), Y8
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      128(AX), Y9
+	VPSLLW       $0x02, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPSHUFB      kpairmasks<>+32(SB), Y7, Y9
+	VPMADDUBSW   32(DX), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	VPMADDUBSW   32(DX)(BX*1), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMADDUBSW   32(SI), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDUBSW   32(SI)(BX*1), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VMOVDQU      (AX), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      128(AX), Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPSHUFB      kpairmasks<>+64(SB), Y7, Y9
+	VPMADDUBSW   64(DX), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	VPMADDUBSW   64(DX)(BX*1), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMADDUBSW   64(SI), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDUBSW   64(SI)(BX*1), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VMOVDQU      32(AX), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      128(AX), Y9
+	VPSRLW       $0x02, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPSHUFB      kpairmasks<>+96(SB), Y7, Y7
+	VPMADDUBSW   96(DX), Y8, Y9
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VPMADDUBSW   96(DX)(BX*1), Y8, Y9
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   96(SI), Y8, Y9
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   96(SI)(BX*1), Y8, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPERMQ       $0xee, Y2, Y7
+	VMOVDQU      64(AX), Y8
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      160(AX), Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPSHUFB      kpairmasks<>+0(SB), Y7, Y9
+	VPMADDUBSW   128(DX), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	VPMADDUBSW   128(DX)(BX*1), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMADDUBSW   128(SI), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDUBSW   128(SI)(BX*1), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VMOVDQU      96(AX), Y8
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      160(AX), Y9
+	VPSLLW       $0x02, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPSHUFB      kpairmasks<>+32(SB), Y7, Y9
+	VPMADDUBSW   160(DX), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	VPMADDUBSW   160(DX)(BX*1), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMADDUBSW   160(SI), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDUBSW   160(SI)(BX*1), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VMOVDQU      64(AX), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      160(AX), Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPSHUFB      kpairmasks<>+64(SB), Y7, Y9
+	VPMADDUBSW   192(DX), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	VPMADDUBSW   192(DX)(BX*1), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMADDUBSW   192(SI), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDUBSW   192(SI)(BX*1), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VMOVDQU      96(AX), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      160(AX), Y9
+	VPSRLW       $0x02, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPSHUFB      kpairmasks<>+96(SB), Y7, Y7
+	VPMADDUBSW   224(DX), Y8, Y9
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VPMADDUBSW   224(DX)(BX*1), Y8, Y9
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   224(SI), Y8, Y9
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   224(SI)(BX*1), Y8, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	MOVQ         32(SP), DI
+	VPMADDWD     (DI), Y2, Y7
+	VPSLLD       $0x05, Y7, Y7
+	VPSUBD       Y7, Y3, Y3
+	MOVQ         out+48(FP), R8
+	MOVQ         32(SP), DI
+	MOVQ         (SP), DI
+	VMOVSS       (R8), X7
+	VEXTRACTI128 $0x01, Y3, X8
+	VPADDD       X8, X3, X3
+	VPHADDD      X3, X3, X3
+	VPHADDD      X3, X3, X3
+	MOVWLZX      208(AX), R9
+	VMOVD        R9, X8
+	VCVTDQ2PS    X3, X3
+	VCVTPH2PS    X8, X8
+	VBROADCASTSS (DI), X9
+	VMULPS       X9, X8, X8
+	VMULPS       X3, X8, X3
+	VADDSS       X3, X7, X7
+	VMOVSS       X7, (R8)
+	ADDQ         $0x04, (SP)
+	ADDQ         $0x20, 32(SP)
+	MOVQ         40(SP), DI
+	VPMADDWD     (DI), Y2, Y3
+	VPSLLD       $0x05, Y3, Y3
+	VPSUBD       Y3, Y4, Y4
+	MOVQ         out+48(FP), R8
+	MOVQ         40(SP), DI
+	MOVQ         8(SP), DI
+	VMOVSS       4(R8), X3
+	VEXTRACTI128 $0x01, Y4, X7
+	VPADDD       X7, X4, X4
+	VPHADDD      X4, X4, X4
+	VPHADDD      X4, X4, X4
+	MOVWLZX      208(AX), R9
+	VMOVD        R9, X7
+	VCVTDQ2PS    X4, X4
+	VCVTPH2PS    X7, X7
+	VBROADCASTSS (DI), X8
+	VMULPS       X8, X7, X7
+	VMULPS       X4, X7, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, 4(R8)
+	ADDQ         $0x04, 8(SP)
+	ADDQ         $0x20, 40(SP)
+	MOVQ         48(SP), DI
+	VPMADDWD     (DI), Y2, Y3
+	VPSLLD       $0x05, Y3, Y3
+	VPSUBD       Y3, Y5, Y5
+	MOVQ         out+48(FP), R8
+	MOVQ         48(SP), DI
+	MOVQ         16(SP), DI
+	VMOVSS       8(R8), X3
+	VEXTRACTI128 $0x01, Y5, X4
+	VPADDD       X4, X5, X5
+	VPHADDD      X5, X5, X4
+	VPHADDD      X4, X4, X4
+	MOVWLZX      208(AX), R9
+	VMOVD        R9, X5
+	VCVTDQ2PS    X4, X4
+	VCVTPH2PS    X5, X5
+	VBROADCASTSS (DI), X7
+	VMULPS       X7, X5, X5
+	VMULPS       X4, X5, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, 8(R8)
+	ADDQ         $0x04, 16(SP)
+	ADDQ         $0x20, 48(SP)
+	MOVQ         56(SP), DI
+	VPMADDWD     (DI), Y2, Y2
+	VPSLLD       $0x05, Y2, Y2
+	VPSUBD       Y2, Y6, Y6
+	MOVQ         out+48(FP), R8
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), DI
+	VMOVSS       12(R8), X2
+	VEXTRACTI128 $0x01, Y6, X3
+	VPADDD       X3, X6, X6
+	VPHADDD      X6, X6, X3
+	VPHADDD      X3, X3, X3
+	MOVWLZX      208(AX), R9
+	VMOVD        R9, X4
+	VCVTDQ2PS    X3, X3
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS (DI), X5
+	VMULPS       X5, X4, X4
+	VMULPS       X3, X4, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, 12(R8)
+	ADDQ         $0x04, 24(SP)
+	ADDQ         $0x20, 56(SP)
+	ADDQ         $0xd2, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000100, SI
+	DECQ         CX
+	JMP          q6kx4block
+
+q6kx4done:
+	VZEROUPPER
+	RET
+
+// func dotQ4_1AVX2(w *byte, x *int8, xd *float32, nb int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotQ4_1AVX2(SB), NOSPLIT, $0-36
+	MOVQ         w+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         xd+16(FP), DX
+	MOVQ         nb+24(FP), BX
+	MOVL         $0x0f0f0f0f, SI
+	VMOVD        SI, X0
+	VPBROADCASTB X0, Y0
+	MOVL         $0x01010101, SI
+	VMOVD        SI, X1
+	VPBROADCASTB X1, Y1
+	MOVL         $0x00010001, SI
+	VMOVD        SI, X2
+	VPBROADCASTW X2, Y2
+	VXORPS       X3, X3, X3
+
+q41block:
+	TESTQ        BX, BX
+	JZ           q41done
+	VMOVDQU      4(AX), X4
+	VPSRLW       $0x04, X4, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPAND        Y0, Y5, Y5
+	VPMADDUBSW   (CX), Y5, Y5
+	VPMADDWD     Y2, Y5, Y5
+	VPMADDUBSW   (CX), Y1, Y6
+	VPMADDWD     Y2, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPSUBD       Y6, Y7, Y6
+	VEXTRACTI128 $0x01, Y6, X4
+	VPADDD       X4, X6, X6
+	VEXTRACTI128 $0x01, Y5, X4
+	VPADDD       X4, X5, X5
+	VPHADDD      X6, X5, X4
+	VPHADDD      X4, X4, X4
+	VMOVD        (AX), X5
+	VCVTDQ2PS    X4, X4
+	VCVTPH2PS    X5, X5
+	VBROADCASTSS (DX), X6
+	VMULPS       X6, X5, X5
+	VMULPS       X4, X5, X4
+	VMOVSHDUP    X4, X6
+	VSUBSS       X6, X4, X4
+	VADDSS       X4, X3, X3
+	ADDQ         $0x14, AX
+	ADDQ         $0x20, CX
+	ADDQ         $0x04, DX
+	DECQ         BX
+	JMP          q41block
+
+q41done:
+	VZEROUPPER
+	MOVSS X3, ret+32(FP)
+	RET
+
+// func dotQ5_0AVX2(w *byte, x *int8, xd *float32, nb int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotQ5_0AVX2(SB), NOSPLIT, $0-36
+	MOVQ         w+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         xd+16(FP), DX
+	MOVQ         nb+24(FP), BX
+	MOVL         $0x0f0f0f0f, SI
+	VMOVD        SI, X0
+	VPBROADCASTB X0, Y0
+	MOVL         $0x01010101, SI
+	VMOVD        SI, X1
+	VPBROADCASTB X1, Y1
+	MOVL         $0x00010001, SI
+	VMOVD        SI, X2
+	VPBROADCASTW X2, Y2
+	MOVL         $0x10101010, SI
+	VMOVD        SI, X3
+	VPBROADCASTB X3, Y3
+	VPCMPEQB     Y4, Y4, Y4
+	VXORPS       X5, X5, X5
+
+q50block:
+	TESTQ        BX, BX
+	JZ           q50done
+	VMOVDQU      6(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y0, Y7, Y7
+	VPBROADCASTD 2(AX), Y8
+	VPSHUFB      q5consts<>+0(SB), Y8, Y8
+	VPOR         q5consts<>+32(SB), Y8, Y8
+	VPCMPEQB     Y4, Y8, Y8
+	VPAND        Y3, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDUBSW   (CX), Y7, Y7
+	VPMADDWD     Y2, Y7, Y7
+	VPMADDUBSW   (CX), Y1, Y8
+	VPMADDWD     Y2, Y8, Y8
+	VPSLLD       $0x04, Y8, Y8
+	VPSUBD       Y8, Y7, Y7
+	VEXTRACTI128 $0x01, Y7, X6
+	VPADDD       X6, X7, X7
+	VPHADDD      X7, X7, X6
+	VPHADDD      X6, X6, X6
+	MOVWLZX      (AX), SI
+	VMOVD        SI, X7
+	VCVTDQ2PS    X6, X6
+	VCVTPH2PS    X7, X7
+	VBROADCASTSS (DX), X8
+	VMULPS       X8, X7, X7
+	VMULPS       X6, X7, X6
+	VADDSS       X6, X5, X5
+	ADDQ         $0x16, AX
+	ADDQ         $0x20, CX
+	ADDQ         $0x04, DX
+	DECQ         BX
+	JMP          q50block
+
+q50done:
+	VZEROUPPER
+	MOVSS X5, ret+32(FP)
+	RET
+
+DATA q5consts<>+0(SB)/1, $0x00
+DATA q5consts<>+1(SB)/1, $0x00
+DATA q5consts<>+2(SB)/1, $0x00
+DATA q5consts<>+3(SB)/1, $0x00
+DATA q5consts<>+4(SB)/1, $0x00
+DATA q5consts<>+5(SB)/1, $0x00
+DATA q5consts<>+6(SB)/1, $0x00
+DATA q5consts<>+7(SB)/1, $0x00
+DATA q5consts<>+8(SB)/1, $0x01
+DATA q5consts<>+9(SB)/1, $0x01
+DATA q5consts<>+10(SB)/1, $0x01
+DATA q5consts<>+11(SB)/1, $0x01
+DATA q5consts<>+12(SB)/1, $0x01
+DATA q5consts<>+13(SB)/1, $0x01
+DATA q5consts<>+14(SB)/1, $0x01
+DATA q5consts<>+15(SB)/1, $0x01
+DATA q5consts<>+16(SB)/1, $0x02
+DATA q5consts<>+17(SB)/1, $0x02
+DATA q5consts<>+18(SB)/1, $0x02
+DATA q5consts<>+19(SB)/1, $0x02
+DATA q5consts<>+20(SB)/1, $0x02
+DATA q5consts<>+21(SB)/1, $0x02
+DATA q5consts<>+22(SB)/1, $0x02
+DATA q5consts<>+23(SB)/1, $0x02
+DATA q5consts<>+24(SB)/1, $0x03
+DATA q5consts<>+25(SB)/1, $0x03
+DATA q5consts<>+26(SB)/1, $0x03
+DATA q5consts<>+27(SB)/1, $0x03
+DATA q5consts<>+28(SB)/1, $0x03
+DATA q5consts<>+29(SB)/1, $0x03
+DATA q5consts<>+30(SB)/1, $0x03
+DATA q5consts<>+31(SB)/1, $0x03
+DATA q5consts<>+32(SB)/1, $0xfe
+DATA q5consts<>+33(SB)/1, $0xfd
+DATA q5consts<>+34(SB)/1, $0xfb
+DATA q5consts<>+35(SB)/1, $0xf7
+DATA q5consts<>+36(SB)/1, $0xef
+DATA q5consts<>+37(SB)/1, $0xdf
+DATA q5consts<>+38(SB)/1, $0xbf
+DATA q5consts<>+39(SB)/1, $0x7f
+DATA q5consts<>+40(SB)/1, $0xfe
+DATA q5consts<>+41(SB)/1, $0xfd
+DATA q5consts<>+42(SB)/1, $0xfb
+DATA q5consts<>+43(SB)/1, $0xf7
+DATA q5consts<>+44(SB)/1, $0xef
+DATA q5consts<>+45(SB)/1, $0xdf
+DATA q5consts<>+46(SB)/1, $0xbf
+DATA q5consts<>+47(SB)/1, $0x7f
+DATA q5consts<>+48(SB)/1, $0xfe
+DATA q5consts<>+49(SB)/1, $0xfd
+DATA q5consts<>+50(SB)/1, $0xfb
+DATA q5consts<>+51(SB)/1, $0xf7
+DATA q5consts<>+52(SB)/1, $0xef
+DATA q5consts<>+53(SB)/1, $0xdf
+DATA q5consts<>+54(SB)/1, $0xbf
+DATA q5consts<>+55(SB)/1, $0x7f
+DATA q5consts<>+56(SB)/1, $0xfe
+DATA q5consts<>+57(SB)/1, $0xfd
+DATA q5consts<>+58(SB)/1, $0xfb
+DATA q5consts<>+59(SB)/1, $0xf7
+DATA q5consts<>+60(SB)/1, $0xef
+DATA q5consts<>+61(SB)/1, $0xdf
+DATA q5consts<>+62(SB)/1, $0xbf
+DATA q5consts<>+63(SB)/1, $0x7f
+GLOBL q5consts<>(SB), RODATA|NOPTR, $64
+
+// func dotQ5_1AVX2(w *byte, x *int8, xd *float32, nb int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotQ5_1AVX2(SB), NOSPLIT, $0-36
+	MOVQ         w+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         xd+16(FP), DX
+	MOVQ         nb+24(FP), BX
+	MOVL         $0x0f0f0f0f, SI
+	VMOVD        SI, X0
+	VPBROADCASTB X0, Y0
+	MOVL         $0x01010101, SI
+	VMOVD        SI, X1
+	VPBROADCASTB X1, Y1
+	MOVL         $0x00010001, SI
+	VMOVD        SI, X2
+	VPBROADCASTW X2, Y2
+	MOVL         $0x10101010, SI
+	VMOVD        SI, X3
+	VPBROADCASTB X3, Y3
+	VPCMPEQB     Y4, Y4, Y4
+	VXORPS       X5, X5, X5
+
+q51block:
+	TESTQ        BX, BX
+	JZ           q51done
+	VMOVDQU      8(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y0, Y7, Y7
+	VPBROADCASTD 4(AX), Y8
+	VPSHUFB      q5consts<>+0(SB), Y8, Y8
+	VPOR         q5consts<>+32(SB), Y8, Y8
+	VPCMPEQB     Y4, Y8, Y8
+	VPAND        Y3, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDUBSW   (CX), Y7, Y7
+	VPMADDWD     Y2, Y7, Y7
+	VPMADDUBSW   (CX), Y1, Y8
+	VPMADDWD     Y2, Y8, Y8
+	VPXOR        Y9, Y9, Y9
+	VPSUBD       Y8, Y9, Y8
+	VEXTRACTI128 $0x01, Y8, X6
+	VPADDD       X6, X8, X8
+	VEXTRACTI128 $0x01, Y7, X6
+	VPADDD       X6, X7, X7
+	VPHADDD      X8, X7, X6
+	VPHADDD      X6, X6, X6
+	VMOVD        (AX), X7
+	VCVTDQ2PS    X6, X6
+	VCVTPH2PS    X7, X7
+	VBROADCASTSS (DX), X8
+	VMULPS       X8, X7, X7
+	VMULPS       X6, X7, X6
+	VMOVSHDUP    X6, X8
+	VSUBSS       X8, X6, X6
+	VADDSS       X6, X5, X5
+	ADDQ         $0x18, AX
+	ADDQ         $0x20, CX
+	ADDQ         $0x04, DX
+	DECQ         BX
+	JMP          q51block
+
+q51done:
+	VZEROUPPER
+	MOVSS X5, ret+32(FP)
+	RET

@@ -108,3 +108,83 @@ func weightedSumF32AVX2(out *float32, v *float32, stride int, w *float32, n int,
 //
 //go:noescape
 func weightedSumF16AVX2(out *float32, v *uint16, stride int, w *float32, n int, d int)
+
+// dotQ4KAVX2 returns the dot product of nb Q4_K blocks at w with QuantizeQ8K activations (x, xd, xs). The 6-bit scales and mins are unpacked in general registers, widened to 16 bits on the stack and broadcast per 32-value sub-block; the mins meet the pair sums of the 16-value activation sums.
+//
+//go:noescape
+func dotQ4KAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+
+// dotQ5KAVX2 is dotQ4KAVX2 for Q5_K blocks: each value gains its fifth bit from qh, moved to bit 4 by a word shift and a mask.
+//
+//go:noescape
+func dotQ5KAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+
+// dotQ6KAVX2 returns the dot product of nb Q6_K blocks at w with QuantizeQ8K activations. Values are taken unsigned (0..63); the offset of 32 comes off as 32·Σ_j sc_j·xs_j.
+//
+//go:noescape
+func dotQ6KAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+
+// dotQ2KAVX2 returns the dot product of nb Q2_K blocks at w with QuantizeQ8K activations: 4-bit scales per 16 values, mins against the activation sums.
+//
+//go:noescape
+func dotQ2KAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+
+// dotQ3KAVX2 returns the dot product of nb Q3_K blocks at w with QuantizeQ8K activations. Values are taken unsigned, the two low bits plus 4 where the high bit is set (0..7); the offset of 4 comes off as 4·Σ_j sc_j·xs_j.
+//
+//go:noescape
+func dotQ3KAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+
+// dotQ4KRowsAVX2 sets out[r] to dotQ4KAVX2 of weight row r (the rows consecutive at w) for r < rows.
+//
+//go:noescape
+func dotQ4KRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+
+// dotQ5KRowsAVX2 sets out[r] to dotQ5KAVX2 of weight row r (the rows consecutive at w) for r < rows.
+//
+//go:noescape
+func dotQ5KRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+
+// dotQ6KRowsAVX2 sets out[r] to dotQ6KAVX2 of weight row r (the rows consecutive at w) for r < rows.
+//
+//go:noescape
+func dotQ6KRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+
+// dotQ2KRowsAVX2 sets out[r] to dotQ2KAVX2 of weight row r (the rows consecutive at w) for r < rows.
+//
+//go:noescape
+func dotQ2KRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+
+// dotQ3KRowsAVX2 sets out[r] to dotQ3KAVX2 of weight row r (the rows consecutive at w) for r < rows.
+//
+//go:noescape
+func dotQ3KRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+
+// dotQ4Kx4AVX2 sets out[t] to dotQ4KAVX2 of the row against token t's activations (x + t*xstride, xd + t*xstride/256, xs + t*xstride/16) for t < 4, with its bits.
+//
+//go:noescape
+func dotQ4Kx4AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32)
+
+// dotQ5Kx4AVX2 sets out[t] to dotQ5KAVX2 of the row against token t's activations (x + t*xstride, xd + t*xstride/256, xs + t*xstride/16) for t < 4, with its bits.
+//
+//go:noescape
+func dotQ5Kx4AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32)
+
+// dotQ6Kx4AVX2 sets out[t] to dotQ6KAVX2 of the row against token t's activations (x + t*xstride, xd + t*xstride/256, xs + t*xstride/16) for t < 4, with its bits.
+//
+//go:noescape
+func dotQ6Kx4AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32)
+
+// dotQ4_1AVX2 returns the dot product of nb Q4_1 blocks at w with QuantizeQ8 activations in natural order (x, xd).
+//
+//go:noescape
+func dotQ4_1AVX2(w *byte, x *int8, xd *float32, nb int) float32
+
+// dotQ5_0AVX2 returns the dot product of nb Q5_0 blocks at w with QuantizeQ8 activations in natural order (x, xd).
+//
+//go:noescape
+func dotQ5_0AVX2(w *byte, x *int8, xd *float32, nb int) float32
+
+// dotQ5_1AVX2 returns the dot product of nb Q5_1 blocks at w with QuantizeQ8 activations in natural order (x, xd).
+//
+//go:noescape
+func dotQ5_1AVX2(w *byte, x *int8, xd *float32, nb int) float32

@@ -1360,6 +1360,4053 @@ loop:
 	BNE row
 	RET
 
+// func dotQ4KNEON(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+TEXT ·dotQ4KNEON(SB), NOSPLIT, $0-44
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD xs+24(FP), R3
+	MOVD nb+32(FP), R4
+	WORD $0x4f00e5ee // movi v14.16b, #15
+	WORD $0x4f00e60f // movi v15.16b, #16
+	WORD $0x6f00e400 // movi v0.2d, #0
+block:
+	CBZ R4, done
+	MOVWU 4(R0), R5
+	MOVWU 8(R0), R6
+	MOVWU 12(R0), R7
+	LSRW $4, R7, R8
+	ANDW $0x0f0f0f0f, R8
+	LSRW $6, R6, R9
+	ANDW $0x03030303, R9
+	ORRW R9<<4, R8, R8
+	ANDW $0x3f3f3f3f, R6
+	LSRW $6, R5, R9
+	ANDW $0x03030303, R9
+	ANDW $0x0f0f0f0f, R7
+	ORRW R9<<4, R7, R7
+	ANDW $0x3f3f3f3f, R5
+	VMOV R5, V1.S[0]
+	VMOV R7, V1.S[1]
+	VMOV R6, V1.S[2]
+	VMOV R8, V1.S[3]
+	WORD $0x2f08a422 // ushll v2.8h, v1.8b, #0
+	WORD $0x6f08a423 // ushll2 v3.8h, v1.16b, #0
+	WORD $0x2f10a444 // ushll v4.4s, v2.4h, #0
+	WORD $0x6f10a445 // ushll2 v5.4s, v2.8h, #0
+	VLD1.P 32(R3), [V24.H8, V25.H8]
+	WORD $0x4e79bf1a // addp v26.8h, v24.8h, v25.8h
+	WORD $0x0e7ac06c // smull v12.4s, v3.4h, v26.4h
+	WORD $0x4e7a806c // smlal2 v12.4s, v3.8h, v26.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R11
+	ADD $16, R0, R10
+	WORD $0x6f00e40d // movi v13.2d, #0
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f84018d // mla v13.4s, v12.4s, v4.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa4018d // mla v13.4s, v12.4s, v4.s[1]
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f84098d // mla v13.4s, v12.4s, v4.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa4098d // mla v13.4s, v12.4s, v4.s[3]
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f85018d // mla v13.4s, v12.4s, v5.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa5018d // mla v13.4s, v12.4s, v5.s[1]
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f85098d // mla v13.4s, v12.4s, v5.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa5098d // mla v13.4s, v12.4s, v5.s[3]
+	WORD $0x4eb1b9ad // addv s13, v13.4s
+	FMOVS F13, R12
+	MOVHU 0(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS.P 4(R2), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	MOVHU 2(R0), R13
+	FMOVS R13, F2
+	FCVTHS F2, F2
+	FMULS F3, F2, F2
+	SCVTFWS R11, F5
+	FMULS F5, F2, F5
+	FSUBS F5, F4, F4
+	FADDS F4, F0, F0
+	ADD $144, R0
+	SUB $1, R4
+	B block
+done:
+	FMOVS F0, ret+40(FP)
+	RET
+
+// func dotQ5KNEON(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+TEXT ·dotQ5KNEON(SB), NOSPLIT, $0-44
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD xs+24(FP), R3
+	MOVD nb+32(FP), R4
+	WORD $0x4f00e5ee // movi v14.16b, #15
+	WORD $0x4f00e60f // movi v15.16b, #16
+	WORD $0x6f00e400 // movi v0.2d, #0
+block:
+	CBZ R4, done
+	MOVWU 4(R0), R5
+	MOVWU 8(R0), R6
+	MOVWU 12(R0), R7
+	LSRW $4, R7, R8
+	ANDW $0x0f0f0f0f, R8
+	LSRW $6, R6, R9
+	ANDW $0x03030303, R9
+	ORRW R9<<4, R8, R8
+	ANDW $0x3f3f3f3f, R6
+	LSRW $6, R5, R9
+	ANDW $0x03030303, R9
+	ANDW $0x0f0f0f0f, R7
+	ORRW R9<<4, R7, R7
+	ANDW $0x3f3f3f3f, R5
+	VMOV R5, V1.S[0]
+	VMOV R7, V1.S[1]
+	VMOV R6, V1.S[2]
+	VMOV R8, V1.S[3]
+	WORD $0x2f08a422 // ushll v2.8h, v1.8b, #0
+	WORD $0x6f08a423 // ushll2 v3.8h, v1.16b, #0
+	WORD $0x2f10a444 // ushll v4.4s, v2.4h, #0
+	WORD $0x6f10a445 // ushll2 v5.4s, v2.8h, #0
+	VLD1.P 32(R3), [V24.H8, V25.H8]
+	WORD $0x4e79bf1a // addp v26.8h, v24.8h, v25.8h
+	WORD $0x0e7ac06c // smull v12.4s, v3.4h, v26.4h
+	WORD $0x4e7a806c // smlal2 v12.4s, v3.8h, v26.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R11
+	ADD $16, R0, R9
+	VLD1 (R9), [V22.B16, V23.B16]
+	ADD $48, R0, R10
+	WORD $0x6f00e40d // movi v13.2d, #0
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	WORD $0x4f0c56cc // shl v12.16b, v22.16b, #4
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e52 // orr v18.16b, v18.16b, v12.16b
+	WORD $0x4f0c56ec // shl v12.16b, v23.16b, #4
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e73 // orr v19.16b, v19.16b, v12.16b
+	WORD $0x4f0b56cc // shl v12.16b, v22.16b, #3
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e94 // orr v20.16b, v20.16b, v12.16b
+	WORD $0x4f0b56ec // shl v12.16b, v23.16b, #3
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1eb5 // orr v21.16b, v21.16b, v12.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f84018d // mla v13.4s, v12.4s, v4.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa4018d // mla v13.4s, v12.4s, v4.s[1]
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	WORD $0x4f0a56cc // shl v12.16b, v22.16b, #2
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e52 // orr v18.16b, v18.16b, v12.16b
+	WORD $0x4f0a56ec // shl v12.16b, v23.16b, #2
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e73 // orr v19.16b, v19.16b, v12.16b
+	WORD $0x4f0956cc // shl v12.16b, v22.16b, #1
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e94 // orr v20.16b, v20.16b, v12.16b
+	WORD $0x4f0956ec // shl v12.16b, v23.16b, #1
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1eb5 // orr v21.16b, v21.16b, v12.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f84098d // mla v13.4s, v12.4s, v4.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa4098d // mla v13.4s, v12.4s, v4.s[3]
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	WORD $0x4e2f1ecc // and v12.16b, v22.16b, v15.16b
+	WORD $0x4eac1e52 // orr v18.16b, v18.16b, v12.16b
+	WORD $0x4e2f1eec // and v12.16b, v23.16b, v15.16b
+	WORD $0x4eac1e73 // orr v19.16b, v19.16b, v12.16b
+	WORD $0x6f0f06cc // ushr v12.16b, v22.16b, #1
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e94 // orr v20.16b, v20.16b, v12.16b
+	WORD $0x6f0f06ec // ushr v12.16b, v23.16b, #1
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1eb5 // orr v21.16b, v21.16b, v12.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f85018d // mla v13.4s, v12.4s, v5.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa5018d // mla v13.4s, v12.4s, v5.s[1]
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	WORD $0x6f0e06cc // ushr v12.16b, v22.16b, #2
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e52 // orr v18.16b, v18.16b, v12.16b
+	WORD $0x6f0e06ec // ushr v12.16b, v23.16b, #2
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e73 // orr v19.16b, v19.16b, v12.16b
+	WORD $0x6f0d06cc // ushr v12.16b, v22.16b, #3
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e94 // orr v20.16b, v20.16b, v12.16b
+	WORD $0x6f0d06ec // ushr v12.16b, v23.16b, #3
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1eb5 // orr v21.16b, v21.16b, v12.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f85098d // mla v13.4s, v12.4s, v5.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa5098d // mla v13.4s, v12.4s, v5.s[3]
+	WORD $0x4eb1b9ad // addv s13, v13.4s
+	FMOVS F13, R12
+	MOVHU 0(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS.P 4(R2), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	MOVHU 2(R0), R13
+	FMOVS R13, F2
+	FCVTHS F2, F2
+	FMULS F3, F2, F2
+	SCVTFWS R11, F5
+	FMULS F5, F2, F5
+	FSUBS F5, F4, F4
+	FADDS F4, F0, F0
+	ADD $176, R0
+	SUB $1, R4
+	B block
+done:
+	FMOVS F0, ret+40(FP)
+	RET
+
+// func dotQ6KNEON(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+TEXT ·dotQ6KNEON(SB), NOSPLIT, $0-44
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD xs+24(FP), R3
+	MOVD nb+32(FP), R4
+	WORD $0x4f00e5ee // movi v14.16b, #15
+	WORD $0x4f01e60f // movi v15.16b, #48
+	WORD $0x6f00e400 // movi v0.2d, #0
+block:
+	CBZ R4, done
+	ADD $192, R0, R10
+	VLD1 (R10), [V1.B16]
+	WORD $0x0f08a422 // sshll v2.8h, v1.8b, #0
+	WORD $0x4f08a423 // sshll2 v3.8h, v1.16b, #0
+	WORD $0x0f10a444 // sshll v4.4s, v2.4h, #0
+	WORD $0x4f10a445 // sshll2 v5.4s, v2.8h, #0
+	WORD $0x0f10a466 // sshll v6.4s, v3.4h, #0
+	WORD $0x4f10a467 // sshll2 v7.4s, v3.8h, #0
+	VLD1.P 32(R3), [V24.H8, V25.H8]
+	WORD $0x0e78c04c // smull v12.4s, v2.4h, v24.4h
+	WORD $0x4e78804c // smlal2 v12.4s, v2.8h, v24.8h
+	WORD $0x0e79806c // smlal v12.4s, v3.4h, v25.4h
+	WORD $0x4e79806c // smlal2 v12.4s, v3.8h, v25.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R11
+	MOVD R0, R10
+	ADD $128, R0, R9
+	WORD $0x6f00e40d // movi v13.2d, #0
+	VLD1.P 64(R10), [V16.B16, V17.B16, V18.B16, V19.B16]
+	VLD1.P 32(R9), [V20.B16, V21.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	VLD1.P 64(R1), [V28.B16, V29.B16, V30.B16, V31.B16]
+	WORD $0x4e2e1e16 // and v22.16b, v16.16b, v14.16b
+	WORD $0x4f0c5697 // shl v23.16b, v20.16b, #4
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c2c8 // smull v8.8h, v22.8b, v24.8b
+	WORD $0x4e38c2c9 // smull2 v9.8h, v22.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f84018d // mla v13.4s, v12.4s, v4.s[0]
+	WORD $0x4e2e1e36 // and v22.16b, v17.16b, v14.16b
+	WORD $0x4f0c56b7 // shl v23.16b, v21.16b, #4
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e39c2c8 // smull v8.8h, v22.8b, v25.8b
+	WORD $0x4e39c2c9 // smull2 v9.8h, v22.16b, v25.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa4018d // mla v13.4s, v12.4s, v4.s[1]
+	WORD $0x4e2e1e56 // and v22.16b, v18.16b, v14.16b
+	WORD $0x4f0a5697 // shl v23.16b, v20.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac2c8 // smull v8.8h, v22.8b, v26.8b
+	WORD $0x4e3ac2c9 // smull2 v9.8h, v22.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f84098d // mla v13.4s, v12.4s, v4.s[2]
+	WORD $0x4e2e1e76 // and v22.16b, v19.16b, v14.16b
+	WORD $0x4f0a56b7 // shl v23.16b, v21.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3bc2c8 // smull v8.8h, v22.8b, v27.8b
+	WORD $0x4e3bc2c9 // smull2 v9.8h, v22.16b, v27.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa4098d // mla v13.4s, v12.4s, v4.s[3]
+	WORD $0x6f0c0616 // ushr v22.16b, v16.16b, #4
+	WORD $0x4e2f1e97 // and v23.16b, v20.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3cc2c8 // smull v8.8h, v22.8b, v28.8b
+	WORD $0x4e3cc2c9 // smull2 v9.8h, v22.16b, v28.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f85018d // mla v13.4s, v12.4s, v5.s[0]
+	WORD $0x6f0c0636 // ushr v22.16b, v17.16b, #4
+	WORD $0x4e2f1eb7 // and v23.16b, v21.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3dc2c8 // smull v8.8h, v22.8b, v29.8b
+	WORD $0x4e3dc2c9 // smull2 v9.8h, v22.16b, v29.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa5018d // mla v13.4s, v12.4s, v5.s[1]
+	WORD $0x6f0c0656 // ushr v22.16b, v18.16b, #4
+	WORD $0x6f0e0697 // ushr v23.16b, v20.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ec2c8 // smull v8.8h, v22.8b, v30.8b
+	WORD $0x4e3ec2c9 // smull2 v9.8h, v22.16b, v30.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f85098d // mla v13.4s, v12.4s, v5.s[2]
+	WORD $0x6f0c0676 // ushr v22.16b, v19.16b, #4
+	WORD $0x6f0e06b7 // ushr v23.16b, v21.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3fc2c8 // smull v8.8h, v22.8b, v31.8b
+	WORD $0x4e3fc2c9 // smull2 v9.8h, v22.16b, v31.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa5098d // mla v13.4s, v12.4s, v5.s[3]
+	VLD1.P 64(R10), [V16.B16, V17.B16, V18.B16, V19.B16]
+	VLD1.P 32(R9), [V20.B16, V21.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	VLD1.P 64(R1), [V28.B16, V29.B16, V30.B16, V31.B16]
+	WORD $0x4e2e1e16 // and v22.16b, v16.16b, v14.16b
+	WORD $0x4f0c5697 // shl v23.16b, v20.16b, #4
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c2c8 // smull v8.8h, v22.8b, v24.8b
+	WORD $0x4e38c2c9 // smull2 v9.8h, v22.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f86018d // mla v13.4s, v12.4s, v6.s[0]
+	WORD $0x4e2e1e36 // and v22.16b, v17.16b, v14.16b
+	WORD $0x4f0c56b7 // shl v23.16b, v21.16b, #4
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e39c2c8 // smull v8.8h, v22.8b, v25.8b
+	WORD $0x4e39c2c9 // smull2 v9.8h, v22.16b, v25.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa6018d // mla v13.4s, v12.4s, v6.s[1]
+	WORD $0x4e2e1e56 // and v22.16b, v18.16b, v14.16b
+	WORD $0x4f0a5697 // shl v23.16b, v20.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac2c8 // smull v8.8h, v22.8b, v26.8b
+	WORD $0x4e3ac2c9 // smull2 v9.8h, v22.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f86098d // mla v13.4s, v12.4s, v6.s[2]
+	WORD $0x4e2e1e76 // and v22.16b, v19.16b, v14.16b
+	WORD $0x4f0a56b7 // shl v23.16b, v21.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3bc2c8 // smull v8.8h, v22.8b, v27.8b
+	WORD $0x4e3bc2c9 // smull2 v9.8h, v22.16b, v27.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa6098d // mla v13.4s, v12.4s, v6.s[3]
+	WORD $0x6f0c0616 // ushr v22.16b, v16.16b, #4
+	WORD $0x4e2f1e97 // and v23.16b, v20.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3cc2c8 // smull v8.8h, v22.8b, v28.8b
+	WORD $0x4e3cc2c9 // smull2 v9.8h, v22.16b, v28.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f87018d // mla v13.4s, v12.4s, v7.s[0]
+	WORD $0x6f0c0636 // ushr v22.16b, v17.16b, #4
+	WORD $0x4e2f1eb7 // and v23.16b, v21.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3dc2c8 // smull v8.8h, v22.8b, v29.8b
+	WORD $0x4e3dc2c9 // smull2 v9.8h, v22.16b, v29.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa7018d // mla v13.4s, v12.4s, v7.s[1]
+	WORD $0x6f0c0656 // ushr v22.16b, v18.16b, #4
+	WORD $0x6f0e0697 // ushr v23.16b, v20.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ec2c8 // smull v8.8h, v22.8b, v30.8b
+	WORD $0x4e3ec2c9 // smull2 v9.8h, v22.16b, v30.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f87098d // mla v13.4s, v12.4s, v7.s[2]
+	WORD $0x6f0c0676 // ushr v22.16b, v19.16b, #4
+	WORD $0x6f0e06b7 // ushr v23.16b, v21.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3fc2c8 // smull v8.8h, v22.8b, v31.8b
+	WORD $0x4e3fc2c9 // smull2 v9.8h, v22.16b, v31.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa7098d // mla v13.4s, v12.4s, v7.s[3]
+	WORD $0x4eb1b9ad // addv s13, v13.4s
+	FMOVS F13, R12
+	SUBW R11<<5, R12, R12
+	MOVHU 208(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS.P 4(R2), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	FADDS F4, F0, F0
+	ADD $210, R0
+	SUB $1, R4
+	B block
+done:
+	FMOVS F0, ret+40(FP)
+	RET
+
+// func dotQ2KNEON(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+TEXT ·dotQ2KNEON(SB), NOSPLIT, $0-44
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD xs+24(FP), R3
+	MOVD nb+32(FP), R4
+	WORD $0x4f00e46e // movi v14.16b, #3
+	WORD $0x4f00e5ef // movi v15.16b, #15
+	WORD $0x6f00e400 // movi v0.2d, #0
+block:
+	CBZ R4, done
+	VLD1 (R0), [V1.B16]
+	WORD $0x4e2f1c22 // and v2.16b, v1.16b, v15.16b
+	WORD $0x2f08a443 // ushll v3.8h, v2.8b, #0
+	WORD $0x6f08a442 // ushll2 v2.8h, v2.16b, #0
+	WORD $0x2f10a464 // ushll v4.4s, v3.4h, #0
+	WORD $0x6f10a465 // ushll2 v5.4s, v3.8h, #0
+	WORD $0x2f10a446 // ushll v6.4s, v2.4h, #0
+	WORD $0x6f10a447 // ushll2 v7.4s, v2.8h, #0
+	WORD $0x6f0c0421 // ushr v1.16b, v1.16b, #4
+	WORD $0x2f08a422 // ushll v2.8h, v1.8b, #0
+	WORD $0x6f08a423 // ushll2 v3.8h, v1.16b, #0
+	VLD1.P 32(R3), [V24.H8, V25.H8]
+	WORD $0x0e78c04c // smull v12.4s, v2.4h, v24.4h
+	WORD $0x4e78804c // smlal2 v12.4s, v2.8h, v24.8h
+	WORD $0x0e79806c // smlal v12.4s, v3.4h, v25.4h
+	WORD $0x4e79806c // smlal2 v12.4s, v3.8h, v25.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R11
+	ADD $16, R0, R10
+	WORD $0x6f00e40d // movi v13.2d, #0
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	VLD1.P 64(R1), [V28.B16, V29.B16, V30.B16, V31.B16]
+	WORD $0x4e2e1e16 // and v22.16b, v16.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c2c8 // smull v8.8h, v22.8b, v24.8b
+	WORD $0x4e38c2c9 // smull2 v9.8h, v22.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f84018d // mla v13.4s, v12.4s, v4.s[0]
+	WORD $0x4e2e1e36 // and v22.16b, v17.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e39c2c8 // smull v8.8h, v22.8b, v25.8b
+	WORD $0x4e39c2c9 // smull2 v9.8h, v22.16b, v25.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa4018d // mla v13.4s, v12.4s, v4.s[1]
+	WORD $0x6f0e0616 // ushr v22.16b, v16.16b, #2
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac2c8 // smull v8.8h, v22.8b, v26.8b
+	WORD $0x4e3ac2c9 // smull2 v9.8h, v22.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f84098d // mla v13.4s, v12.4s, v4.s[2]
+	WORD $0x6f0e0636 // ushr v22.16b, v17.16b, #2
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3bc2c8 // smull v8.8h, v22.8b, v27.8b
+	WORD $0x4e3bc2c9 // smull2 v9.8h, v22.16b, v27.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa4098d // mla v13.4s, v12.4s, v4.s[3]
+	WORD $0x6f0c0616 // ushr v22.16b, v16.16b, #4
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3cc2c8 // smull v8.8h, v22.8b, v28.8b
+	WORD $0x4e3cc2c9 // smull2 v9.8h, v22.16b, v28.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f85018d // mla v13.4s, v12.4s, v5.s[0]
+	WORD $0x6f0c0636 // ushr v22.16b, v17.16b, #4
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3dc2c8 // smull v8.8h, v22.8b, v29.8b
+	WORD $0x4e3dc2c9 // smull2 v9.8h, v22.16b, v29.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa5018d // mla v13.4s, v12.4s, v5.s[1]
+	WORD $0x6f0a0616 // ushr v22.16b, v16.16b, #6
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ec2c8 // smull v8.8h, v22.8b, v30.8b
+	WORD $0x4e3ec2c9 // smull2 v9.8h, v22.16b, v30.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f85098d // mla v13.4s, v12.4s, v5.s[2]
+	WORD $0x6f0a0636 // ushr v22.16b, v17.16b, #6
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3fc2c8 // smull v8.8h, v22.8b, v31.8b
+	WORD $0x4e3fc2c9 // smull2 v9.8h, v22.16b, v31.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa5098d // mla v13.4s, v12.4s, v5.s[3]
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	VLD1.P 64(R1), [V28.B16, V29.B16, V30.B16, V31.B16]
+	WORD $0x4e2e1e16 // and v22.16b, v16.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c2c8 // smull v8.8h, v22.8b, v24.8b
+	WORD $0x4e38c2c9 // smull2 v9.8h, v22.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f86018d // mla v13.4s, v12.4s, v6.s[0]
+	WORD $0x4e2e1e36 // and v22.16b, v17.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e39c2c8 // smull v8.8h, v22.8b, v25.8b
+	WORD $0x4e39c2c9 // smull2 v9.8h, v22.16b, v25.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa6018d // mla v13.4s, v12.4s, v6.s[1]
+	WORD $0x6f0e0616 // ushr v22.16b, v16.16b, #2
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac2c8 // smull v8.8h, v22.8b, v26.8b
+	WORD $0x4e3ac2c9 // smull2 v9.8h, v22.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f86098d // mla v13.4s, v12.4s, v6.s[2]
+	WORD $0x6f0e0636 // ushr v22.16b, v17.16b, #2
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3bc2c8 // smull v8.8h, v22.8b, v27.8b
+	WORD $0x4e3bc2c9 // smull2 v9.8h, v22.16b, v27.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa6098d // mla v13.4s, v12.4s, v6.s[3]
+	WORD $0x6f0c0616 // ushr v22.16b, v16.16b, #4
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3cc2c8 // smull v8.8h, v22.8b, v28.8b
+	WORD $0x4e3cc2c9 // smull2 v9.8h, v22.16b, v28.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f87018d // mla v13.4s, v12.4s, v7.s[0]
+	WORD $0x6f0c0636 // ushr v22.16b, v17.16b, #4
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3dc2c8 // smull v8.8h, v22.8b, v29.8b
+	WORD $0x4e3dc2c9 // smull2 v9.8h, v22.16b, v29.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa7018d // mla v13.4s, v12.4s, v7.s[1]
+	WORD $0x6f0a0616 // ushr v22.16b, v16.16b, #6
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ec2c8 // smull v8.8h, v22.8b, v30.8b
+	WORD $0x4e3ec2c9 // smull2 v9.8h, v22.16b, v30.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f87098d // mla v13.4s, v12.4s, v7.s[2]
+	WORD $0x6f0a0636 // ushr v22.16b, v17.16b, #6
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3fc2c8 // smull v8.8h, v22.8b, v31.8b
+	WORD $0x4e3fc2c9 // smull2 v9.8h, v22.16b, v31.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa7098d // mla v13.4s, v12.4s, v7.s[3]
+	WORD $0x4eb1b9ad // addv s13, v13.4s
+	FMOVS F13, R12
+	MOVHU 80(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS.P 4(R2), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	MOVHU 82(R0), R13
+	FMOVS R13, F2
+	FCVTHS F2, F2
+	FMULS F3, F2, F2
+	SCVTFWS R11, F5
+	FMULS F5, F2, F5
+	FSUBS F5, F4, F4
+	FADDS F4, F0, F0
+	ADD $84, R0
+	SUB $1, R4
+	B block
+done:
+	FMOVS F0, ret+40(FP)
+	RET
+
+// func dotQ3KNEON(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+TEXT ·dotQ3KNEON(SB), NOSPLIT, $0-44
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD xs+24(FP), R3
+	MOVD nb+32(FP), R4
+	WORD $0x4f00e46e // movi v14.16b, #3
+	WORD $0x4f00e48f // movi v15.16b, #4
+	WORD $0x6f00e400 // movi v0.2d, #0
+block:
+	CBZ R4, done
+	MOVWU 96(R0), R5
+	MOVWU 100(R0), R6
+	MOVWU 104(R0), R7
+	LSRW $4, R5, R8
+	ANDW $0x0f0f0f0f, R8
+	LSRW $4, R7, R12
+	ANDW $0x03030303, R12
+	ORRW R12<<4, R8, R8
+	LSRW $4, R6, R9
+	ANDW $0x0f0f0f0f, R9
+	LSRW $6, R7, R12
+	ANDW $0x03030303, R12
+	ORRW R12<<4, R9, R9
+	ANDW $0x0f0f0f0f, R5
+	ANDW $0x03030303, R7, R12
+	ORRW R12<<4, R5, R5
+	ANDW $0x0f0f0f0f, R6
+	LSRW $2, R7, R12
+	ANDW $0x03030303, R12
+	ORRW R12<<4, R6, R6
+	VMOV R5, V1.S[0]
+	VMOV R6, V1.S[1]
+	VMOV R8, V1.S[2]
+	VMOV R9, V1.S[3]
+	WORD $0x4f01e402 // movi v2.16b, #32
+	WORD $0x6e228421 // sub v1.16b, v1.16b, v2.16b
+	WORD $0x0f08a422 // sshll v2.8h, v1.8b, #0
+	WORD $0x4f08a423 // sshll2 v3.8h, v1.16b, #0
+	WORD $0x0f10a444 // sshll v4.4s, v2.4h, #0
+	WORD $0x4f10a445 // sshll2 v5.4s, v2.8h, #0
+	WORD $0x0f10a466 // sshll v6.4s, v3.4h, #0
+	WORD $0x4f10a467 // sshll2 v7.4s, v3.8h, #0
+	VLD1.P 32(R3), [V24.H8, V25.H8]
+	WORD $0x0e78c04c // smull v12.4s, v2.4h, v24.4h
+	WORD $0x4e78804c // smlal2 v12.4s, v2.8h, v24.8h
+	WORD $0x0e79806c // smlal v12.4s, v3.4h, v25.4h
+	WORD $0x4e79806c // smlal2 v12.4s, v3.8h, v25.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R11
+	VLD1 (R0), [V20.B16, V21.B16]
+	ADD $32, R0, R10
+	WORD $0x6f00e40d // movi v13.2d, #0
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	VLD1.P 64(R1), [V28.B16, V29.B16, V30.B16, V31.B16]
+	WORD $0x4e2e1e16 // and v22.16b, v16.16b, v14.16b
+	WORD $0x4f0a5697 // shl v23.16b, v20.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c2c8 // smull v8.8h, v22.8b, v24.8b
+	WORD $0x4e38c2c9 // smull2 v9.8h, v22.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f84018d // mla v13.4s, v12.4s, v4.s[0]
+	WORD $0x4e2e1e36 // and v22.16b, v17.16b, v14.16b
+	WORD $0x4f0a56b7 // shl v23.16b, v21.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e39c2c8 // smull v8.8h, v22.8b, v25.8b
+	WORD $0x4e39c2c9 // smull2 v9.8h, v22.16b, v25.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa4018d // mla v13.4s, v12.4s, v4.s[1]
+	WORD $0x6f0e0616 // ushr v22.16b, v16.16b, #2
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x4f095697 // shl v23.16b, v20.16b, #1
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac2c8 // smull v8.8h, v22.8b, v26.8b
+	WORD $0x4e3ac2c9 // smull2 v9.8h, v22.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f84098d // mla v13.4s, v12.4s, v4.s[2]
+	WORD $0x6f0e0636 // ushr v22.16b, v17.16b, #2
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x4f0956b7 // shl v23.16b, v21.16b, #1
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3bc2c8 // smull v8.8h, v22.8b, v27.8b
+	WORD $0x4e3bc2c9 // smull2 v9.8h, v22.16b, v27.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa4098d // mla v13.4s, v12.4s, v4.s[3]
+	WORD $0x6f0c0616 // ushr v22.16b, v16.16b, #4
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x4e2f1e97 // and v23.16b, v20.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3cc2c8 // smull v8.8h, v22.8b, v28.8b
+	WORD $0x4e3cc2c9 // smull2 v9.8h, v22.16b, v28.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f85018d // mla v13.4s, v12.4s, v5.s[0]
+	WORD $0x6f0c0636 // ushr v22.16b, v17.16b, #4
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x4e2f1eb7 // and v23.16b, v21.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3dc2c8 // smull v8.8h, v22.8b, v29.8b
+	WORD $0x4e3dc2c9 // smull2 v9.8h, v22.16b, v29.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa5018d // mla v13.4s, v12.4s, v5.s[1]
+	WORD $0x6f0a0616 // ushr v22.16b, v16.16b, #6
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f0f0697 // ushr v23.16b, v20.16b, #1
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ec2c8 // smull v8.8h, v22.8b, v30.8b
+	WORD $0x4e3ec2c9 // smull2 v9.8h, v22.16b, v30.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f85098d // mla v13.4s, v12.4s, v5.s[2]
+	WORD $0x6f0a0636 // ushr v22.16b, v17.16b, #6
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f0f06b7 // ushr v23.16b, v21.16b, #1
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3fc2c8 // smull v8.8h, v22.8b, v31.8b
+	WORD $0x4e3fc2c9 // smull2 v9.8h, v22.16b, v31.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa5098d // mla v13.4s, v12.4s, v5.s[3]
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	VLD1.P 64(R1), [V28.B16, V29.B16, V30.B16, V31.B16]
+	WORD $0x4e2e1e16 // and v22.16b, v16.16b, v14.16b
+	WORD $0x6f0e0697 // ushr v23.16b, v20.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c2c8 // smull v8.8h, v22.8b, v24.8b
+	WORD $0x4e38c2c9 // smull2 v9.8h, v22.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f86018d // mla v13.4s, v12.4s, v6.s[0]
+	WORD $0x4e2e1e36 // and v22.16b, v17.16b, v14.16b
+	WORD $0x6f0e06b7 // ushr v23.16b, v21.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e39c2c8 // smull v8.8h, v22.8b, v25.8b
+	WORD $0x4e39c2c9 // smull2 v9.8h, v22.16b, v25.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa6018d // mla v13.4s, v12.4s, v6.s[1]
+	WORD $0x6f0e0616 // ushr v22.16b, v16.16b, #2
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f0d0697 // ushr v23.16b, v20.16b, #3
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac2c8 // smull v8.8h, v22.8b, v26.8b
+	WORD $0x4e3ac2c9 // smull2 v9.8h, v22.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f86098d // mla v13.4s, v12.4s, v6.s[2]
+	WORD $0x6f0e0636 // ushr v22.16b, v17.16b, #2
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f0d06b7 // ushr v23.16b, v21.16b, #3
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3bc2c8 // smull v8.8h, v22.8b, v27.8b
+	WORD $0x4e3bc2c9 // smull2 v9.8h, v22.16b, v27.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa6098d // mla v13.4s, v12.4s, v6.s[3]
+	WORD $0x6f0c0616 // ushr v22.16b, v16.16b, #4
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f0c0697 // ushr v23.16b, v20.16b, #4
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3cc2c8 // smull v8.8h, v22.8b, v28.8b
+	WORD $0x4e3cc2c9 // smull2 v9.8h, v22.16b, v28.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f87018d // mla v13.4s, v12.4s, v7.s[0]
+	WORD $0x6f0c0636 // ushr v22.16b, v17.16b, #4
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f0c06b7 // ushr v23.16b, v21.16b, #4
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3dc2c8 // smull v8.8h, v22.8b, v29.8b
+	WORD $0x4e3dc2c9 // smull2 v9.8h, v22.16b, v29.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa7018d // mla v13.4s, v12.4s, v7.s[1]
+	WORD $0x6f0a0616 // ushr v22.16b, v16.16b, #6
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f0b0697 // ushr v23.16b, v20.16b, #5
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ec2c8 // smull v8.8h, v22.8b, v30.8b
+	WORD $0x4e3ec2c9 // smull2 v9.8h, v22.16b, v30.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f87098d // mla v13.4s, v12.4s, v7.s[2]
+	WORD $0x6f0a0636 // ushr v22.16b, v17.16b, #6
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f0b06b7 // ushr v23.16b, v21.16b, #5
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3fc2c8 // smull v8.8h, v22.8b, v31.8b
+	WORD $0x4e3fc2c9 // smull2 v9.8h, v22.16b, v31.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa7098d // mla v13.4s, v12.4s, v7.s[3]
+	WORD $0x4eb1b9ad // addv s13, v13.4s
+	FMOVS F13, R12
+	SUBW R11<<2, R12, R12
+	MOVHU 108(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS.P 4(R2), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	FADDS F4, F0, F0
+	ADD $110, R0
+	SUB $1, R4
+	B block
+done:
+	FMOVS F0, ret+40(FP)
+	RET
+
+// func dotQ4KRowsNEON(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+TEXT ·dotQ4KRowsNEON(SB), NOSPLIT, $0-56
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD xs+24(FP), R3
+	MOVD nb+32(FP), R4
+	MOVD rows+40(FP), R21
+	MOVD out+48(FP), R22
+	MOVD R1, R14
+	MOVD R2, R15
+	MOVD R3, R19
+	MOVD R4, R20
+	WORD $0x4f00e5ee // movi v14.16b, #15
+	WORD $0x4f00e60f // movi v15.16b, #16
+row:
+	CBZ R21, end
+	MOVD R14, R1
+	MOVD R15, R2
+	MOVD R19, R3
+	MOVD R20, R4
+	WORD $0x6f00e400 // movi v0.2d, #0
+block:
+	CBZ R4, done
+	MOVWU 4(R0), R5
+	MOVWU 8(R0), R6
+	MOVWU 12(R0), R7
+	LSRW $4, R7, R8
+	ANDW $0x0f0f0f0f, R8
+	LSRW $6, R6, R9
+	ANDW $0x03030303, R9
+	ORRW R9<<4, R8, R8
+	ANDW $0x3f3f3f3f, R6
+	LSRW $6, R5, R9
+	ANDW $0x03030303, R9
+	ANDW $0x0f0f0f0f, R7
+	ORRW R9<<4, R7, R7
+	ANDW $0x3f3f3f3f, R5
+	VMOV R5, V1.S[0]
+	VMOV R7, V1.S[1]
+	VMOV R6, V1.S[2]
+	VMOV R8, V1.S[3]
+	WORD $0x2f08a422 // ushll v2.8h, v1.8b, #0
+	WORD $0x6f08a423 // ushll2 v3.8h, v1.16b, #0
+	WORD $0x2f10a444 // ushll v4.4s, v2.4h, #0
+	WORD $0x6f10a445 // ushll2 v5.4s, v2.8h, #0
+	VLD1.P 32(R3), [V24.H8, V25.H8]
+	WORD $0x4e79bf1a // addp v26.8h, v24.8h, v25.8h
+	WORD $0x0e7ac06c // smull v12.4s, v3.4h, v26.4h
+	WORD $0x4e7a806c // smlal2 v12.4s, v3.8h, v26.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R11
+	ADD $16, R0, R10
+	WORD $0x6f00e40d // movi v13.2d, #0
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f84018d // mla v13.4s, v12.4s, v4.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa4018d // mla v13.4s, v12.4s, v4.s[1]
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f84098d // mla v13.4s, v12.4s, v4.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa4098d // mla v13.4s, v12.4s, v4.s[3]
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f85018d // mla v13.4s, v12.4s, v5.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa5018d // mla v13.4s, v12.4s, v5.s[1]
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f85098d // mla v13.4s, v12.4s, v5.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa5098d // mla v13.4s, v12.4s, v5.s[3]
+	WORD $0x4eb1b9ad // addv s13, v13.4s
+	FMOVS F13, R12
+	MOVHU 0(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS.P 4(R2), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	MOVHU 2(R0), R13
+	FMOVS R13, F2
+	FCVTHS F2, F2
+	FMULS F3, F2, F2
+	SCVTFWS R11, F5
+	FMULS F5, F2, F5
+	FSUBS F5, F4, F4
+	FADDS F4, F0, F0
+	ADD $144, R0
+	SUB $1, R4
+	B block
+done:
+	FMOVS.P F0, 4(R22)
+	SUB $1, R21
+	B row
+end:
+	RET
+
+// func dotQ5KRowsNEON(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+TEXT ·dotQ5KRowsNEON(SB), NOSPLIT, $0-56
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD xs+24(FP), R3
+	MOVD nb+32(FP), R4
+	MOVD rows+40(FP), R21
+	MOVD out+48(FP), R22
+	MOVD R1, R14
+	MOVD R2, R15
+	MOVD R3, R19
+	MOVD R4, R20
+	WORD $0x4f00e5ee // movi v14.16b, #15
+	WORD $0x4f00e60f // movi v15.16b, #16
+row:
+	CBZ R21, end
+	MOVD R14, R1
+	MOVD R15, R2
+	MOVD R19, R3
+	MOVD R20, R4
+	WORD $0x6f00e400 // movi v0.2d, #0
+block:
+	CBZ R4, done
+	MOVWU 4(R0), R5
+	MOVWU 8(R0), R6
+	MOVWU 12(R0), R7
+	LSRW $4, R7, R8
+	ANDW $0x0f0f0f0f, R8
+	LSRW $6, R6, R9
+	ANDW $0x03030303, R9
+	ORRW R9<<4, R8, R8
+	ANDW $0x3f3f3f3f, R6
+	LSRW $6, R5, R9
+	ANDW $0x03030303, R9
+	ANDW $0x0f0f0f0f, R7
+	ORRW R9<<4, R7, R7
+	ANDW $0x3f3f3f3f, R5
+	VMOV R5, V1.S[0]
+	VMOV R7, V1.S[1]
+	VMOV R6, V1.S[2]
+	VMOV R8, V1.S[3]
+	WORD $0x2f08a422 // ushll v2.8h, v1.8b, #0
+	WORD $0x6f08a423 // ushll2 v3.8h, v1.16b, #0
+	WORD $0x2f10a444 // ushll v4.4s, v2.4h, #0
+	WORD $0x6f10a445 // ushll2 v5.4s, v2.8h, #0
+	VLD1.P 32(R3), [V24.H8, V25.H8]
+	WORD $0x4e79bf1a // addp v26.8h, v24.8h, v25.8h
+	WORD $0x0e7ac06c // smull v12.4s, v3.4h, v26.4h
+	WORD $0x4e7a806c // smlal2 v12.4s, v3.8h, v26.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R11
+	ADD $16, R0, R9
+	VLD1 (R9), [V22.B16, V23.B16]
+	ADD $48, R0, R10
+	WORD $0x6f00e40d // movi v13.2d, #0
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	WORD $0x4f0c56cc // shl v12.16b, v22.16b, #4
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e52 // orr v18.16b, v18.16b, v12.16b
+	WORD $0x4f0c56ec // shl v12.16b, v23.16b, #4
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e73 // orr v19.16b, v19.16b, v12.16b
+	WORD $0x4f0b56cc // shl v12.16b, v22.16b, #3
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e94 // orr v20.16b, v20.16b, v12.16b
+	WORD $0x4f0b56ec // shl v12.16b, v23.16b, #3
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1eb5 // orr v21.16b, v21.16b, v12.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f84018d // mla v13.4s, v12.4s, v4.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa4018d // mla v13.4s, v12.4s, v4.s[1]
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	WORD $0x4f0a56cc // shl v12.16b, v22.16b, #2
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e52 // orr v18.16b, v18.16b, v12.16b
+	WORD $0x4f0a56ec // shl v12.16b, v23.16b, #2
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e73 // orr v19.16b, v19.16b, v12.16b
+	WORD $0x4f0956cc // shl v12.16b, v22.16b, #1
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e94 // orr v20.16b, v20.16b, v12.16b
+	WORD $0x4f0956ec // shl v12.16b, v23.16b, #1
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1eb5 // orr v21.16b, v21.16b, v12.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f84098d // mla v13.4s, v12.4s, v4.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa4098d // mla v13.4s, v12.4s, v4.s[3]
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	WORD $0x4e2f1ecc // and v12.16b, v22.16b, v15.16b
+	WORD $0x4eac1e52 // orr v18.16b, v18.16b, v12.16b
+	WORD $0x4e2f1eec // and v12.16b, v23.16b, v15.16b
+	WORD $0x4eac1e73 // orr v19.16b, v19.16b, v12.16b
+	WORD $0x6f0f06cc // ushr v12.16b, v22.16b, #1
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e94 // orr v20.16b, v20.16b, v12.16b
+	WORD $0x6f0f06ec // ushr v12.16b, v23.16b, #1
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1eb5 // orr v21.16b, v21.16b, v12.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f85018d // mla v13.4s, v12.4s, v5.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa5018d // mla v13.4s, v12.4s, v5.s[1]
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	WORD $0x6f0e06cc // ushr v12.16b, v22.16b, #2
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e52 // orr v18.16b, v18.16b, v12.16b
+	WORD $0x6f0e06ec // ushr v12.16b, v23.16b, #2
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e73 // orr v19.16b, v19.16b, v12.16b
+	WORD $0x6f0d06cc // ushr v12.16b, v22.16b, #3
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e94 // orr v20.16b, v20.16b, v12.16b
+	WORD $0x6f0d06ec // ushr v12.16b, v23.16b, #3
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1eb5 // orr v21.16b, v21.16b, v12.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f85098d // mla v13.4s, v12.4s, v5.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa5098d // mla v13.4s, v12.4s, v5.s[3]
+	WORD $0x4eb1b9ad // addv s13, v13.4s
+	FMOVS F13, R12
+	MOVHU 0(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS.P 4(R2), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	MOVHU 2(R0), R13
+	FMOVS R13, F2
+	FCVTHS F2, F2
+	FMULS F3, F2, F2
+	SCVTFWS R11, F5
+	FMULS F5, F2, F5
+	FSUBS F5, F4, F4
+	FADDS F4, F0, F0
+	ADD $176, R0
+	SUB $1, R4
+	B block
+done:
+	FMOVS.P F0, 4(R22)
+	SUB $1, R21
+	B row
+end:
+	RET
+
+// func dotQ6KRowsNEON(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+TEXT ·dotQ6KRowsNEON(SB), NOSPLIT, $0-56
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD xs+24(FP), R3
+	MOVD nb+32(FP), R4
+	MOVD rows+40(FP), R21
+	MOVD out+48(FP), R22
+	MOVD R1, R14
+	MOVD R2, R15
+	MOVD R3, R19
+	MOVD R4, R20
+	WORD $0x4f00e5ee // movi v14.16b, #15
+	WORD $0x4f01e60f // movi v15.16b, #48
+row:
+	CBZ R21, end
+	MOVD R14, R1
+	MOVD R15, R2
+	MOVD R19, R3
+	MOVD R20, R4
+	WORD $0x6f00e400 // movi v0.2d, #0
+block:
+	CBZ R4, done
+	ADD $192, R0, R10
+	VLD1 (R10), [V1.B16]
+	WORD $0x0f08a422 // sshll v2.8h, v1.8b, #0
+	WORD $0x4f08a423 // sshll2 v3.8h, v1.16b, #0
+	WORD $0x0f10a444 // sshll v4.4s, v2.4h, #0
+	WORD $0x4f10a445 // sshll2 v5.4s, v2.8h, #0
+	WORD $0x0f10a466 // sshll v6.4s, v3.4h, #0
+	WORD $0x4f10a467 // sshll2 v7.4s, v3.8h, #0
+	VLD1.P 32(R3), [V24.H8, V25.H8]
+	WORD $0x0e78c04c // smull v12.4s, v2.4h, v24.4h
+	WORD $0x4e78804c // smlal2 v12.4s, v2.8h, v24.8h
+	WORD $0x0e79806c // smlal v12.4s, v3.4h, v25.4h
+	WORD $0x4e79806c // smlal2 v12.4s, v3.8h, v25.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R11
+	MOVD R0, R10
+	ADD $128, R0, R9
+	WORD $0x6f00e40d // movi v13.2d, #0
+	VLD1.P 64(R10), [V16.B16, V17.B16, V18.B16, V19.B16]
+	VLD1.P 32(R9), [V20.B16, V21.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	VLD1.P 64(R1), [V28.B16, V29.B16, V30.B16, V31.B16]
+	WORD $0x4e2e1e16 // and v22.16b, v16.16b, v14.16b
+	WORD $0x4f0c5697 // shl v23.16b, v20.16b, #4
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c2c8 // smull v8.8h, v22.8b, v24.8b
+	WORD $0x4e38c2c9 // smull2 v9.8h, v22.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f84018d // mla v13.4s, v12.4s, v4.s[0]
+	WORD $0x4e2e1e36 // and v22.16b, v17.16b, v14.16b
+	WORD $0x4f0c56b7 // shl v23.16b, v21.16b, #4
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e39c2c8 // smull v8.8h, v22.8b, v25.8b
+	WORD $0x4e39c2c9 // smull2 v9.8h, v22.16b, v25.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa4018d // mla v13.4s, v12.4s, v4.s[1]
+	WORD $0x4e2e1e56 // and v22.16b, v18.16b, v14.16b
+	WORD $0x4f0a5697 // shl v23.16b, v20.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac2c8 // smull v8.8h, v22.8b, v26.8b
+	WORD $0x4e3ac2c9 // smull2 v9.8h, v22.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f84098d // mla v13.4s, v12.4s, v4.s[2]
+	WORD $0x4e2e1e76 // and v22.16b, v19.16b, v14.16b
+	WORD $0x4f0a56b7 // shl v23.16b, v21.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3bc2c8 // smull v8.8h, v22.8b, v27.8b
+	WORD $0x4e3bc2c9 // smull2 v9.8h, v22.16b, v27.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa4098d // mla v13.4s, v12.4s, v4.s[3]
+	WORD $0x6f0c0616 // ushr v22.16b, v16.16b, #4
+	WORD $0x4e2f1e97 // and v23.16b, v20.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3cc2c8 // smull v8.8h, v22.8b, v28.8b
+	WORD $0x4e3cc2c9 // smull2 v9.8h, v22.16b, v28.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f85018d // mla v13.4s, v12.4s, v5.s[0]
+	WORD $0x6f0c0636 // ushr v22.16b, v17.16b, #4
+	WORD $0x4e2f1eb7 // and v23.16b, v21.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3dc2c8 // smull v8.8h, v22.8b, v29.8b
+	WORD $0x4e3dc2c9 // smull2 v9.8h, v22.16b, v29.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa5018d // mla v13.4s, v12.4s, v5.s[1]
+	WORD $0x6f0c0656 // ushr v22.16b, v18.16b, #4
+	WORD $0x6f0e0697 // ushr v23.16b, v20.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ec2c8 // smull v8.8h, v22.8b, v30.8b
+	WORD $0x4e3ec2c9 // smull2 v9.8h, v22.16b, v30.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f85098d // mla v13.4s, v12.4s, v5.s[2]
+	WORD $0x6f0c0676 // ushr v22.16b, v19.16b, #4
+	WORD $0x6f0e06b7 // ushr v23.16b, v21.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3fc2c8 // smull v8.8h, v22.8b, v31.8b
+	WORD $0x4e3fc2c9 // smull2 v9.8h, v22.16b, v31.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa5098d // mla v13.4s, v12.4s, v5.s[3]
+	VLD1.P 64(R10), [V16.B16, V17.B16, V18.B16, V19.B16]
+	VLD1.P 32(R9), [V20.B16, V21.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	VLD1.P 64(R1), [V28.B16, V29.B16, V30.B16, V31.B16]
+	WORD $0x4e2e1e16 // and v22.16b, v16.16b, v14.16b
+	WORD $0x4f0c5697 // shl v23.16b, v20.16b, #4
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c2c8 // smull v8.8h, v22.8b, v24.8b
+	WORD $0x4e38c2c9 // smull2 v9.8h, v22.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f86018d // mla v13.4s, v12.4s, v6.s[0]
+	WORD $0x4e2e1e36 // and v22.16b, v17.16b, v14.16b
+	WORD $0x4f0c56b7 // shl v23.16b, v21.16b, #4
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e39c2c8 // smull v8.8h, v22.8b, v25.8b
+	WORD $0x4e39c2c9 // smull2 v9.8h, v22.16b, v25.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa6018d // mla v13.4s, v12.4s, v6.s[1]
+	WORD $0x4e2e1e56 // and v22.16b, v18.16b, v14.16b
+	WORD $0x4f0a5697 // shl v23.16b, v20.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac2c8 // smull v8.8h, v22.8b, v26.8b
+	WORD $0x4e3ac2c9 // smull2 v9.8h, v22.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f86098d // mla v13.4s, v12.4s, v6.s[2]
+	WORD $0x4e2e1e76 // and v22.16b, v19.16b, v14.16b
+	WORD $0x4f0a56b7 // shl v23.16b, v21.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3bc2c8 // smull v8.8h, v22.8b, v27.8b
+	WORD $0x4e3bc2c9 // smull2 v9.8h, v22.16b, v27.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa6098d // mla v13.4s, v12.4s, v6.s[3]
+	WORD $0x6f0c0616 // ushr v22.16b, v16.16b, #4
+	WORD $0x4e2f1e97 // and v23.16b, v20.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3cc2c8 // smull v8.8h, v22.8b, v28.8b
+	WORD $0x4e3cc2c9 // smull2 v9.8h, v22.16b, v28.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f87018d // mla v13.4s, v12.4s, v7.s[0]
+	WORD $0x6f0c0636 // ushr v22.16b, v17.16b, #4
+	WORD $0x4e2f1eb7 // and v23.16b, v21.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3dc2c8 // smull v8.8h, v22.8b, v29.8b
+	WORD $0x4e3dc2c9 // smull2 v9.8h, v22.16b, v29.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa7018d // mla v13.4s, v12.4s, v7.s[1]
+	WORD $0x6f0c0656 // ushr v22.16b, v18.16b, #4
+	WORD $0x6f0e0697 // ushr v23.16b, v20.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ec2c8 // smull v8.8h, v22.8b, v30.8b
+	WORD $0x4e3ec2c9 // smull2 v9.8h, v22.16b, v30.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f87098d // mla v13.4s, v12.4s, v7.s[2]
+	WORD $0x6f0c0676 // ushr v22.16b, v19.16b, #4
+	WORD $0x6f0e06b7 // ushr v23.16b, v21.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3fc2c8 // smull v8.8h, v22.8b, v31.8b
+	WORD $0x4e3fc2c9 // smull2 v9.8h, v22.16b, v31.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa7098d // mla v13.4s, v12.4s, v7.s[3]
+	WORD $0x4eb1b9ad // addv s13, v13.4s
+	FMOVS F13, R12
+	SUBW R11<<5, R12, R12
+	MOVHU 208(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS.P 4(R2), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	FADDS F4, F0, F0
+	ADD $210, R0
+	SUB $1, R4
+	B block
+done:
+	FMOVS.P F0, 4(R22)
+	SUB $1, R21
+	B row
+end:
+	RET
+
+// func dotQ2KRowsNEON(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+TEXT ·dotQ2KRowsNEON(SB), NOSPLIT, $0-56
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD xs+24(FP), R3
+	MOVD nb+32(FP), R4
+	MOVD rows+40(FP), R21
+	MOVD out+48(FP), R22
+	MOVD R1, R14
+	MOVD R2, R15
+	MOVD R3, R19
+	MOVD R4, R20
+	WORD $0x4f00e46e // movi v14.16b, #3
+	WORD $0x4f00e5ef // movi v15.16b, #15
+row:
+	CBZ R21, end
+	MOVD R14, R1
+	MOVD R15, R2
+	MOVD R19, R3
+	MOVD R20, R4
+	WORD $0x6f00e400 // movi v0.2d, #0
+block:
+	CBZ R4, done
+	VLD1 (R0), [V1.B16]
+	WORD $0x4e2f1c22 // and v2.16b, v1.16b, v15.16b
+	WORD $0x2f08a443 // ushll v3.8h, v2.8b, #0
+	WORD $0x6f08a442 // ushll2 v2.8h, v2.16b, #0
+	WORD $0x2f10a464 // ushll v4.4s, v3.4h, #0
+	WORD $0x6f10a465 // ushll2 v5.4s, v3.8h, #0
+	WORD $0x2f10a446 // ushll v6.4s, v2.4h, #0
+	WORD $0x6f10a447 // ushll2 v7.4s, v2.8h, #0
+	WORD $0x6f0c0421 // ushr v1.16b, v1.16b, #4
+	WORD $0x2f08a422 // ushll v2.8h, v1.8b, #0
+	WORD $0x6f08a423 // ushll2 v3.8h, v1.16b, #0
+	VLD1.P 32(R3), [V24.H8, V25.H8]
+	WORD $0x0e78c04c // smull v12.4s, v2.4h, v24.4h
+	WORD $0x4e78804c // smlal2 v12.4s, v2.8h, v24.8h
+	WORD $0x0e79806c // smlal v12.4s, v3.4h, v25.4h
+	WORD $0x4e79806c // smlal2 v12.4s, v3.8h, v25.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R11
+	ADD $16, R0, R10
+	WORD $0x6f00e40d // movi v13.2d, #0
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	VLD1.P 64(R1), [V28.B16, V29.B16, V30.B16, V31.B16]
+	WORD $0x4e2e1e16 // and v22.16b, v16.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c2c8 // smull v8.8h, v22.8b, v24.8b
+	WORD $0x4e38c2c9 // smull2 v9.8h, v22.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f84018d // mla v13.4s, v12.4s, v4.s[0]
+	WORD $0x4e2e1e36 // and v22.16b, v17.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e39c2c8 // smull v8.8h, v22.8b, v25.8b
+	WORD $0x4e39c2c9 // smull2 v9.8h, v22.16b, v25.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa4018d // mla v13.4s, v12.4s, v4.s[1]
+	WORD $0x6f0e0616 // ushr v22.16b, v16.16b, #2
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac2c8 // smull v8.8h, v22.8b, v26.8b
+	WORD $0x4e3ac2c9 // smull2 v9.8h, v22.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f84098d // mla v13.4s, v12.4s, v4.s[2]
+	WORD $0x6f0e0636 // ushr v22.16b, v17.16b, #2
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3bc2c8 // smull v8.8h, v22.8b, v27.8b
+	WORD $0x4e3bc2c9 // smull2 v9.8h, v22.16b, v27.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa4098d // mla v13.4s, v12.4s, v4.s[3]
+	WORD $0x6f0c0616 // ushr v22.16b, v16.16b, #4
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3cc2c8 // smull v8.8h, v22.8b, v28.8b
+	WORD $0x4e3cc2c9 // smull2 v9.8h, v22.16b, v28.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f85018d // mla v13.4s, v12.4s, v5.s[0]
+	WORD $0x6f0c0636 // ushr v22.16b, v17.16b, #4
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3dc2c8 // smull v8.8h, v22.8b, v29.8b
+	WORD $0x4e3dc2c9 // smull2 v9.8h, v22.16b, v29.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa5018d // mla v13.4s, v12.4s, v5.s[1]
+	WORD $0x6f0a0616 // ushr v22.16b, v16.16b, #6
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ec2c8 // smull v8.8h, v22.8b, v30.8b
+	WORD $0x4e3ec2c9 // smull2 v9.8h, v22.16b, v30.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f85098d // mla v13.4s, v12.4s, v5.s[2]
+	WORD $0x6f0a0636 // ushr v22.16b, v17.16b, #6
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3fc2c8 // smull v8.8h, v22.8b, v31.8b
+	WORD $0x4e3fc2c9 // smull2 v9.8h, v22.16b, v31.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa5098d // mla v13.4s, v12.4s, v5.s[3]
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	VLD1.P 64(R1), [V28.B16, V29.B16, V30.B16, V31.B16]
+	WORD $0x4e2e1e16 // and v22.16b, v16.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c2c8 // smull v8.8h, v22.8b, v24.8b
+	WORD $0x4e38c2c9 // smull2 v9.8h, v22.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f86018d // mla v13.4s, v12.4s, v6.s[0]
+	WORD $0x4e2e1e36 // and v22.16b, v17.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e39c2c8 // smull v8.8h, v22.8b, v25.8b
+	WORD $0x4e39c2c9 // smull2 v9.8h, v22.16b, v25.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa6018d // mla v13.4s, v12.4s, v6.s[1]
+	WORD $0x6f0e0616 // ushr v22.16b, v16.16b, #2
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac2c8 // smull v8.8h, v22.8b, v26.8b
+	WORD $0x4e3ac2c9 // smull2 v9.8h, v22.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f86098d // mla v13.4s, v12.4s, v6.s[2]
+	WORD $0x6f0e0636 // ushr v22.16b, v17.16b, #2
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3bc2c8 // smull v8.8h, v22.8b, v27.8b
+	WORD $0x4e3bc2c9 // smull2 v9.8h, v22.16b, v27.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa6098d // mla v13.4s, v12.4s, v6.s[3]
+	WORD $0x6f0c0616 // ushr v22.16b, v16.16b, #4
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3cc2c8 // smull v8.8h, v22.8b, v28.8b
+	WORD $0x4e3cc2c9 // smull2 v9.8h, v22.16b, v28.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f87018d // mla v13.4s, v12.4s, v7.s[0]
+	WORD $0x6f0c0636 // ushr v22.16b, v17.16b, #4
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3dc2c8 // smull v8.8h, v22.8b, v29.8b
+	WORD $0x4e3dc2c9 // smull2 v9.8h, v22.16b, v29.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa7018d // mla v13.4s, v12.4s, v7.s[1]
+	WORD $0x6f0a0616 // ushr v22.16b, v16.16b, #6
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ec2c8 // smull v8.8h, v22.8b, v30.8b
+	WORD $0x4e3ec2c9 // smull2 v9.8h, v22.16b, v30.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f87098d // mla v13.4s, v12.4s, v7.s[2]
+	WORD $0x6f0a0636 // ushr v22.16b, v17.16b, #6
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3fc2c8 // smull v8.8h, v22.8b, v31.8b
+	WORD $0x4e3fc2c9 // smull2 v9.8h, v22.16b, v31.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa7098d // mla v13.4s, v12.4s, v7.s[3]
+	WORD $0x4eb1b9ad // addv s13, v13.4s
+	FMOVS F13, R12
+	MOVHU 80(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS.P 4(R2), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	MOVHU 82(R0), R13
+	FMOVS R13, F2
+	FCVTHS F2, F2
+	FMULS F3, F2, F2
+	SCVTFWS R11, F5
+	FMULS F5, F2, F5
+	FSUBS F5, F4, F4
+	FADDS F4, F0, F0
+	ADD $84, R0
+	SUB $1, R4
+	B block
+done:
+	FMOVS.P F0, 4(R22)
+	SUB $1, R21
+	B row
+end:
+	RET
+
+// func dotQ3KRowsNEON(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+TEXT ·dotQ3KRowsNEON(SB), NOSPLIT, $0-56
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD xs+24(FP), R3
+	MOVD nb+32(FP), R4
+	MOVD rows+40(FP), R21
+	MOVD out+48(FP), R22
+	MOVD R1, R14
+	MOVD R2, R15
+	MOVD R3, R19
+	MOVD R4, R20
+	WORD $0x4f00e46e // movi v14.16b, #3
+	WORD $0x4f00e48f // movi v15.16b, #4
+row:
+	CBZ R21, end
+	MOVD R14, R1
+	MOVD R15, R2
+	MOVD R19, R3
+	MOVD R20, R4
+	WORD $0x6f00e400 // movi v0.2d, #0
+block:
+	CBZ R4, done
+	MOVWU 96(R0), R5
+	MOVWU 100(R0), R6
+	MOVWU 104(R0), R7
+	LSRW $4, R5, R8
+	ANDW $0x0f0f0f0f, R8
+	LSRW $4, R7, R12
+	ANDW $0x03030303, R12
+	ORRW R12<<4, R8, R8
+	LSRW $4, R6, R9
+	ANDW $0x0f0f0f0f, R9
+	LSRW $6, R7, R12
+	ANDW $0x03030303, R12
+	ORRW R12<<4, R9, R9
+	ANDW $0x0f0f0f0f, R5
+	ANDW $0x03030303, R7, R12
+	ORRW R12<<4, R5, R5
+	ANDW $0x0f0f0f0f, R6
+	LSRW $2, R7, R12
+	ANDW $0x03030303, R12
+	ORRW R12<<4, R6, R6
+	VMOV R5, V1.S[0]
+	VMOV R6, V1.S[1]
+	VMOV R8, V1.S[2]
+	VMOV R9, V1.S[3]
+	WORD $0x4f01e402 // movi v2.16b, #32
+	WORD $0x6e228421 // sub v1.16b, v1.16b, v2.16b
+	WORD $0x0f08a422 // sshll v2.8h, v1.8b, #0
+	WORD $0x4f08a423 // sshll2 v3.8h, v1.16b, #0
+	WORD $0x0f10a444 // sshll v4.4s, v2.4h, #0
+	WORD $0x4f10a445 // sshll2 v5.4s, v2.8h, #0
+	WORD $0x0f10a466 // sshll v6.4s, v3.4h, #0
+	WORD $0x4f10a467 // sshll2 v7.4s, v3.8h, #0
+	VLD1.P 32(R3), [V24.H8, V25.H8]
+	WORD $0x0e78c04c // smull v12.4s, v2.4h, v24.4h
+	WORD $0x4e78804c // smlal2 v12.4s, v2.8h, v24.8h
+	WORD $0x0e79806c // smlal v12.4s, v3.4h, v25.4h
+	WORD $0x4e79806c // smlal2 v12.4s, v3.8h, v25.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R11
+	VLD1 (R0), [V20.B16, V21.B16]
+	ADD $32, R0, R10
+	WORD $0x6f00e40d // movi v13.2d, #0
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	VLD1.P 64(R1), [V28.B16, V29.B16, V30.B16, V31.B16]
+	WORD $0x4e2e1e16 // and v22.16b, v16.16b, v14.16b
+	WORD $0x4f0a5697 // shl v23.16b, v20.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c2c8 // smull v8.8h, v22.8b, v24.8b
+	WORD $0x4e38c2c9 // smull2 v9.8h, v22.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f84018d // mla v13.4s, v12.4s, v4.s[0]
+	WORD $0x4e2e1e36 // and v22.16b, v17.16b, v14.16b
+	WORD $0x4f0a56b7 // shl v23.16b, v21.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e39c2c8 // smull v8.8h, v22.8b, v25.8b
+	WORD $0x4e39c2c9 // smull2 v9.8h, v22.16b, v25.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa4018d // mla v13.4s, v12.4s, v4.s[1]
+	WORD $0x6f0e0616 // ushr v22.16b, v16.16b, #2
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x4f095697 // shl v23.16b, v20.16b, #1
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac2c8 // smull v8.8h, v22.8b, v26.8b
+	WORD $0x4e3ac2c9 // smull2 v9.8h, v22.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f84098d // mla v13.4s, v12.4s, v4.s[2]
+	WORD $0x6f0e0636 // ushr v22.16b, v17.16b, #2
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x4f0956b7 // shl v23.16b, v21.16b, #1
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3bc2c8 // smull v8.8h, v22.8b, v27.8b
+	WORD $0x4e3bc2c9 // smull2 v9.8h, v22.16b, v27.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa4098d // mla v13.4s, v12.4s, v4.s[3]
+	WORD $0x6f0c0616 // ushr v22.16b, v16.16b, #4
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x4e2f1e97 // and v23.16b, v20.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3cc2c8 // smull v8.8h, v22.8b, v28.8b
+	WORD $0x4e3cc2c9 // smull2 v9.8h, v22.16b, v28.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f85018d // mla v13.4s, v12.4s, v5.s[0]
+	WORD $0x6f0c0636 // ushr v22.16b, v17.16b, #4
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x4e2f1eb7 // and v23.16b, v21.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3dc2c8 // smull v8.8h, v22.8b, v29.8b
+	WORD $0x4e3dc2c9 // smull2 v9.8h, v22.16b, v29.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa5018d // mla v13.4s, v12.4s, v5.s[1]
+	WORD $0x6f0a0616 // ushr v22.16b, v16.16b, #6
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f0f0697 // ushr v23.16b, v20.16b, #1
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ec2c8 // smull v8.8h, v22.8b, v30.8b
+	WORD $0x4e3ec2c9 // smull2 v9.8h, v22.16b, v30.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f85098d // mla v13.4s, v12.4s, v5.s[2]
+	WORD $0x6f0a0636 // ushr v22.16b, v17.16b, #6
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f0f06b7 // ushr v23.16b, v21.16b, #1
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3fc2c8 // smull v8.8h, v22.8b, v31.8b
+	WORD $0x4e3fc2c9 // smull2 v9.8h, v22.16b, v31.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa5098d // mla v13.4s, v12.4s, v5.s[3]
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	VLD1.P 64(R1), [V28.B16, V29.B16, V30.B16, V31.B16]
+	WORD $0x4e2e1e16 // and v22.16b, v16.16b, v14.16b
+	WORD $0x6f0e0697 // ushr v23.16b, v20.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c2c8 // smull v8.8h, v22.8b, v24.8b
+	WORD $0x4e38c2c9 // smull2 v9.8h, v22.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f86018d // mla v13.4s, v12.4s, v6.s[0]
+	WORD $0x4e2e1e36 // and v22.16b, v17.16b, v14.16b
+	WORD $0x6f0e06b7 // ushr v23.16b, v21.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e39c2c8 // smull v8.8h, v22.8b, v25.8b
+	WORD $0x4e39c2c9 // smull2 v9.8h, v22.16b, v25.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa6018d // mla v13.4s, v12.4s, v6.s[1]
+	WORD $0x6f0e0616 // ushr v22.16b, v16.16b, #2
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f0d0697 // ushr v23.16b, v20.16b, #3
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac2c8 // smull v8.8h, v22.8b, v26.8b
+	WORD $0x4e3ac2c9 // smull2 v9.8h, v22.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f86098d // mla v13.4s, v12.4s, v6.s[2]
+	WORD $0x6f0e0636 // ushr v22.16b, v17.16b, #2
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f0d06b7 // ushr v23.16b, v21.16b, #3
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3bc2c8 // smull v8.8h, v22.8b, v27.8b
+	WORD $0x4e3bc2c9 // smull2 v9.8h, v22.16b, v27.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa6098d // mla v13.4s, v12.4s, v6.s[3]
+	WORD $0x6f0c0616 // ushr v22.16b, v16.16b, #4
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f0c0697 // ushr v23.16b, v20.16b, #4
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3cc2c8 // smull v8.8h, v22.8b, v28.8b
+	WORD $0x4e3cc2c9 // smull2 v9.8h, v22.16b, v28.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f87018d // mla v13.4s, v12.4s, v7.s[0]
+	WORD $0x6f0c0636 // ushr v22.16b, v17.16b, #4
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f0c06b7 // ushr v23.16b, v21.16b, #4
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3dc2c8 // smull v8.8h, v22.8b, v29.8b
+	WORD $0x4e3dc2c9 // smull2 v9.8h, v22.16b, v29.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa7018d // mla v13.4s, v12.4s, v7.s[1]
+	WORD $0x6f0a0616 // ushr v22.16b, v16.16b, #6
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f0b0697 // ushr v23.16b, v20.16b, #5
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ec2c8 // smull v8.8h, v22.8b, v30.8b
+	WORD $0x4e3ec2c9 // smull2 v9.8h, v22.16b, v30.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f87098d // mla v13.4s, v12.4s, v7.s[2]
+	WORD $0x6f0a0636 // ushr v22.16b, v17.16b, #6
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f0b06b7 // ushr v23.16b, v21.16b, #5
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3fc2c8 // smull v8.8h, v22.8b, v31.8b
+	WORD $0x4e3fc2c9 // smull2 v9.8h, v22.16b, v31.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa7098d // mla v13.4s, v12.4s, v7.s[3]
+	WORD $0x4eb1b9ad // addv s13, v13.4s
+	FMOVS F13, R12
+	SUBW R11<<2, R12, R12
+	MOVHU 108(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS.P 4(R2), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	FADDS F4, F0, F0
+	ADD $110, R0
+	SUB $1, R4
+	B block
+done:
+	FMOVS.P F0, 4(R22)
+	SUB $1, R21
+	B row
+end:
+	RET
+
+// func dotQ4Kx4NEON(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32)
+TEXT ·dotQ4Kx4NEON(SB), NOSPLIT, $0-56
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD xs+24(FP), R3
+	MOVD nb+32(FP), R4
+	MOVD xstride+40(FP), R23
+	MOVD out+48(FP), R22
+	ADD R1, R23, R19
+	ADD R19, R23, R20
+	ADD R20, R23, R21
+	LSR $6, R23, R24
+	LSR $3, R23, R25
+	WORD $0x6f00e400 // movi v0.2d, #0
+	VST1 [V0.S4], (R22)
+	WORD $0x4f00e5ee // movi v14.16b, #15
+	WORD $0x4f00e60f // movi v15.16b, #16
+block:
+	CBZ R4, done
+	MOVWU 4(R0), R5
+	MOVWU 8(R0), R6
+	MOVWU 12(R0), R7
+	LSRW $4, R7, R8
+	ANDW $0x0f0f0f0f, R8
+	LSRW $6, R6, R9
+	ANDW $0x03030303, R9
+	ORRW R9<<4, R8, R8
+	ANDW $0x3f3f3f3f, R6
+	LSRW $6, R5, R9
+	ANDW $0x03030303, R9
+	ANDW $0x0f0f0f0f, R7
+	ORRW R9<<4, R7, R7
+	ANDW $0x3f3f3f3f, R5
+	VMOV R5, V1.S[0]
+	VMOV R7, V1.S[1]
+	VMOV R6, V1.S[2]
+	VMOV R8, V1.S[3]
+	WORD $0x2f08a422 // ushll v2.8h, v1.8b, #0
+	WORD $0x6f08a423 // ushll2 v3.8h, v1.16b, #0
+	WORD $0x2f10a444 // ushll v4.4s, v2.4h, #0
+	WORD $0x6f10a445 // ushll2 v5.4s, v2.8h, #0
+	MOVD R3, R14
+	VLD1 (R14), [V24.H8, V25.H8]
+	WORD $0x4e79bf1a // addp v26.8h, v24.8h, v25.8h
+	WORD $0x0e7ac06c // smull v12.4s, v3.4h, v26.4h
+	WORD $0x4e7a806c // smlal2 v12.4s, v3.8h, v26.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R6
+	ADD R25, R3, R14
+	VLD1 (R14), [V24.H8, V25.H8]
+	WORD $0x4e79bf1a // addp v26.8h, v24.8h, v25.8h
+	WORD $0x0e7ac06c // smull v12.4s, v3.4h, v26.4h
+	WORD $0x4e7a806c // smlal2 v12.4s, v3.8h, v26.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R7
+	ADD R25<<1, R3, R14
+	VLD1 (R14), [V24.H8, V25.H8]
+	WORD $0x4e79bf1a // addp v26.8h, v24.8h, v25.8h
+	WORD $0x0e7ac06c // smull v12.4s, v3.4h, v26.4h
+	WORD $0x4e7a806c // smlal2 v12.4s, v3.8h, v26.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R8
+	ADD R25<<1, R3, R14
+	ADD R25, R14, R14
+	VLD1 (R14), [V24.H8, V25.H8]
+	WORD $0x4e79bf1a // addp v26.8h, v24.8h, v25.8h
+	WORD $0x0e7ac06c // smull v12.4s, v3.4h, v26.4h
+	WORD $0x4e7a806c // smlal2 v12.4s, v3.8h, v26.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R9
+	ADD $16, R0, R10
+	WORD $0x6f00e41c // movi v28.2d, #0
+	WORD $0x6f00e41d // movi v29.2d, #0
+	WORD $0x6f00e41e // movi v30.2d, #0
+	WORD $0x6f00e41f // movi v31.2d, #0
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f84019c // mla v28.4s, v12.4s, v4.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa4019c // mla v28.4s, v12.4s, v4.s[1]
+	VLD1.P 64(R19), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f84019d // mla v29.4s, v12.4s, v4.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa4019d // mla v29.4s, v12.4s, v4.s[1]
+	VLD1.P 64(R20), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f84019e // mla v30.4s, v12.4s, v4.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa4019e // mla v30.4s, v12.4s, v4.s[1]
+	VLD1.P 64(R21), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f84019f // mla v31.4s, v12.4s, v4.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa4019f // mla v31.4s, v12.4s, v4.s[1]
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f84099c // mla v28.4s, v12.4s, v4.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa4099c // mla v28.4s, v12.4s, v4.s[3]
+	VLD1.P 64(R19), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f84099d // mla v29.4s, v12.4s, v4.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa4099d // mla v29.4s, v12.4s, v4.s[3]
+	VLD1.P 64(R20), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f84099e // mla v30.4s, v12.4s, v4.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa4099e // mla v30.4s, v12.4s, v4.s[3]
+	VLD1.P 64(R21), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f84099f // mla v31.4s, v12.4s, v4.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa4099f // mla v31.4s, v12.4s, v4.s[3]
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f85019c // mla v28.4s, v12.4s, v5.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa5019c // mla v28.4s, v12.4s, v5.s[1]
+	VLD1.P 64(R19), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f85019d // mla v29.4s, v12.4s, v5.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa5019d // mla v29.4s, v12.4s, v5.s[1]
+	VLD1.P 64(R20), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f85019e // mla v30.4s, v12.4s, v5.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa5019e // mla v30.4s, v12.4s, v5.s[1]
+	VLD1.P 64(R21), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f85019f // mla v31.4s, v12.4s, v5.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa5019f // mla v31.4s, v12.4s, v5.s[1]
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f85099c // mla v28.4s, v12.4s, v5.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa5099c // mla v28.4s, v12.4s, v5.s[3]
+	VLD1.P 64(R19), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f85099d // mla v29.4s, v12.4s, v5.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa5099d // mla v29.4s, v12.4s, v5.s[3]
+	VLD1.P 64(R20), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f85099e // mla v30.4s, v12.4s, v5.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa5099e // mla v30.4s, v12.4s, v5.s[3]
+	VLD1.P 64(R21), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f85099f // mla v31.4s, v12.4s, v5.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa5099f // mla v31.4s, v12.4s, v5.s[3]
+	WORD $0x4eb1bb8c // addv s12, v28.4s
+	FMOVS F12, R12
+	MOVD R2, R15
+	MOVHU 0(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS (R15), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	MOVHU 2(R0), R13
+	FMOVS R13, F2
+	FCVTHS F2, F2
+	FMULS F3, F2, F2
+	SCVTFWS R6, F5
+	FMULS F5, F2, F5
+	FSUBS F5, F4, F4
+	FMOVS 0(R22), F0
+	FADDS F4, F0, F0
+	FMOVS F0, 0(R22)
+	WORD $0x4eb1bbac // addv s12, v29.4s
+	FMOVS F12, R12
+	ADD R24, R2, R15
+	MOVHU 0(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS (R15), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	MOVHU 2(R0), R13
+	FMOVS R13, F2
+	FCVTHS F2, F2
+	FMULS F3, F2, F2
+	SCVTFWS R7, F5
+	FMULS F5, F2, F5
+	FSUBS F5, F4, F4
+	FMOVS 4(R22), F0
+	FADDS F4, F0, F0
+	FMOVS F0, 4(R22)
+	WORD $0x4eb1bbcc // addv s12, v30.4s
+	FMOVS F12, R12
+	ADD R24<<1, R2, R15
+	MOVHU 0(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS (R15), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	MOVHU 2(R0), R13
+	FMOVS R13, F2
+	FCVTHS F2, F2
+	FMULS F3, F2, F2
+	SCVTFWS R8, F5
+	FMULS F5, F2, F5
+	FSUBS F5, F4, F4
+	FMOVS 8(R22), F0
+	FADDS F4, F0, F0
+	FMOVS F0, 8(R22)
+	WORD $0x4eb1bbec // addv s12, v31.4s
+	FMOVS F12, R12
+	ADD R24<<1, R2, R15
+	ADD R24, R15, R15
+	MOVHU 0(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS (R15), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	MOVHU 2(R0), R13
+	FMOVS R13, F2
+	FCVTHS F2, F2
+	FMULS F3, F2, F2
+	SCVTFWS R9, F5
+	FMULS F5, F2, F5
+	FSUBS F5, F4, F4
+	FMOVS 12(R22), F0
+	FADDS F4, F0, F0
+	FMOVS F0, 12(R22)
+	ADD $4, R2
+	ADD $32, R3
+	ADD $144, R0
+	SUB $1, R4
+	B block
+done:
+	RET
+
+// func dotQ5Kx4NEON(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32)
+TEXT ·dotQ5Kx4NEON(SB), NOSPLIT, $0-56
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD xs+24(FP), R3
+	MOVD nb+32(FP), R4
+	MOVD xstride+40(FP), R23
+	MOVD out+48(FP), R22
+	ADD R1, R23, R19
+	ADD R19, R23, R20
+	ADD R20, R23, R21
+	LSR $6, R23, R24
+	LSR $3, R23, R25
+	WORD $0x6f00e400 // movi v0.2d, #0
+	VST1 [V0.S4], (R22)
+	WORD $0x4f00e5ee // movi v14.16b, #15
+	WORD $0x4f00e60f // movi v15.16b, #16
+block:
+	CBZ R4, done
+	MOVWU 4(R0), R5
+	MOVWU 8(R0), R6
+	MOVWU 12(R0), R7
+	LSRW $4, R7, R8
+	ANDW $0x0f0f0f0f, R8
+	LSRW $6, R6, R9
+	ANDW $0x03030303, R9
+	ORRW R9<<4, R8, R8
+	ANDW $0x3f3f3f3f, R6
+	LSRW $6, R5, R9
+	ANDW $0x03030303, R9
+	ANDW $0x0f0f0f0f, R7
+	ORRW R9<<4, R7, R7
+	ANDW $0x3f3f3f3f, R5
+	VMOV R5, V1.S[0]
+	VMOV R7, V1.S[1]
+	VMOV R6, V1.S[2]
+	VMOV R8, V1.S[3]
+	WORD $0x2f08a422 // ushll v2.8h, v1.8b, #0
+	WORD $0x6f08a423 // ushll2 v3.8h, v1.16b, #0
+	WORD $0x2f10a444 // ushll v4.4s, v2.4h, #0
+	WORD $0x6f10a445 // ushll2 v5.4s, v2.8h, #0
+	MOVD R3, R14
+	VLD1 (R14), [V24.H8, V25.H8]
+	WORD $0x4e79bf1a // addp v26.8h, v24.8h, v25.8h
+	WORD $0x0e7ac06c // smull v12.4s, v3.4h, v26.4h
+	WORD $0x4e7a806c // smlal2 v12.4s, v3.8h, v26.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R6
+	ADD R25, R3, R14
+	VLD1 (R14), [V24.H8, V25.H8]
+	WORD $0x4e79bf1a // addp v26.8h, v24.8h, v25.8h
+	WORD $0x0e7ac06c // smull v12.4s, v3.4h, v26.4h
+	WORD $0x4e7a806c // smlal2 v12.4s, v3.8h, v26.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R7
+	ADD R25<<1, R3, R14
+	VLD1 (R14), [V24.H8, V25.H8]
+	WORD $0x4e79bf1a // addp v26.8h, v24.8h, v25.8h
+	WORD $0x0e7ac06c // smull v12.4s, v3.4h, v26.4h
+	WORD $0x4e7a806c // smlal2 v12.4s, v3.8h, v26.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R8
+	ADD R25<<1, R3, R14
+	ADD R25, R14, R14
+	VLD1 (R14), [V24.H8, V25.H8]
+	WORD $0x4e79bf1a // addp v26.8h, v24.8h, v25.8h
+	WORD $0x0e7ac06c // smull v12.4s, v3.4h, v26.4h
+	WORD $0x4e7a806c // smlal2 v12.4s, v3.8h, v26.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R9
+	ADD $16, R0, R10
+	VLD1 (R10), [V22.B16, V23.B16]
+	ADD $48, R0, R10
+	WORD $0x6f00e41c // movi v28.2d, #0
+	WORD $0x6f00e41d // movi v29.2d, #0
+	WORD $0x6f00e41e // movi v30.2d, #0
+	WORD $0x6f00e41f // movi v31.2d, #0
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	WORD $0x4f0c56cc // shl v12.16b, v22.16b, #4
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e52 // orr v18.16b, v18.16b, v12.16b
+	WORD $0x4f0c56ec // shl v12.16b, v23.16b, #4
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e73 // orr v19.16b, v19.16b, v12.16b
+	WORD $0x4f0b56cc // shl v12.16b, v22.16b, #3
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e94 // orr v20.16b, v20.16b, v12.16b
+	WORD $0x4f0b56ec // shl v12.16b, v23.16b, #3
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1eb5 // orr v21.16b, v21.16b, v12.16b
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f84019c // mla v28.4s, v12.4s, v4.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa4019c // mla v28.4s, v12.4s, v4.s[1]
+	VLD1.P 64(R19), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f84019d // mla v29.4s, v12.4s, v4.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa4019d // mla v29.4s, v12.4s, v4.s[1]
+	VLD1.P 64(R20), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f84019e // mla v30.4s, v12.4s, v4.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa4019e // mla v30.4s, v12.4s, v4.s[1]
+	VLD1.P 64(R21), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f84019f // mla v31.4s, v12.4s, v4.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa4019f // mla v31.4s, v12.4s, v4.s[1]
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	WORD $0x4f0a56cc // shl v12.16b, v22.16b, #2
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e52 // orr v18.16b, v18.16b, v12.16b
+	WORD $0x4f0a56ec // shl v12.16b, v23.16b, #2
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e73 // orr v19.16b, v19.16b, v12.16b
+	WORD $0x4f0956cc // shl v12.16b, v22.16b, #1
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e94 // orr v20.16b, v20.16b, v12.16b
+	WORD $0x4f0956ec // shl v12.16b, v23.16b, #1
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1eb5 // orr v21.16b, v21.16b, v12.16b
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f84099c // mla v28.4s, v12.4s, v4.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa4099c // mla v28.4s, v12.4s, v4.s[3]
+	VLD1.P 64(R19), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f84099d // mla v29.4s, v12.4s, v4.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa4099d // mla v29.4s, v12.4s, v4.s[3]
+	VLD1.P 64(R20), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f84099e // mla v30.4s, v12.4s, v4.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa4099e // mla v30.4s, v12.4s, v4.s[3]
+	VLD1.P 64(R21), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f84099f // mla v31.4s, v12.4s, v4.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa4099f // mla v31.4s, v12.4s, v4.s[3]
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	WORD $0x4e2f1ecc // and v12.16b, v22.16b, v15.16b
+	WORD $0x4eac1e52 // orr v18.16b, v18.16b, v12.16b
+	WORD $0x4e2f1eec // and v12.16b, v23.16b, v15.16b
+	WORD $0x4eac1e73 // orr v19.16b, v19.16b, v12.16b
+	WORD $0x6f0f06cc // ushr v12.16b, v22.16b, #1
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e94 // orr v20.16b, v20.16b, v12.16b
+	WORD $0x6f0f06ec // ushr v12.16b, v23.16b, #1
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1eb5 // orr v21.16b, v21.16b, v12.16b
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f85019c // mla v28.4s, v12.4s, v5.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa5019c // mla v28.4s, v12.4s, v5.s[1]
+	VLD1.P 64(R19), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f85019d // mla v29.4s, v12.4s, v5.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa5019d // mla v29.4s, v12.4s, v5.s[1]
+	VLD1.P 64(R20), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f85019e // mla v30.4s, v12.4s, v5.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa5019e // mla v30.4s, v12.4s, v5.s[1]
+	VLD1.P 64(R21), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f85019f // mla v31.4s, v12.4s, v5.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa5019f // mla v31.4s, v12.4s, v5.s[1]
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	WORD $0x6f0e06cc // ushr v12.16b, v22.16b, #2
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e52 // orr v18.16b, v18.16b, v12.16b
+	WORD $0x6f0e06ec // ushr v12.16b, v23.16b, #2
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e73 // orr v19.16b, v19.16b, v12.16b
+	WORD $0x6f0d06cc // ushr v12.16b, v22.16b, #3
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e94 // orr v20.16b, v20.16b, v12.16b
+	WORD $0x6f0d06ec // ushr v12.16b, v23.16b, #3
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1eb5 // orr v21.16b, v21.16b, v12.16b
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f85099c // mla v28.4s, v12.4s, v5.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa5099c // mla v28.4s, v12.4s, v5.s[3]
+	VLD1.P 64(R19), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f85099d // mla v29.4s, v12.4s, v5.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa5099d // mla v29.4s, v12.4s, v5.s[3]
+	VLD1.P 64(R20), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f85099e // mla v30.4s, v12.4s, v5.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa5099e // mla v30.4s, v12.4s, v5.s[3]
+	VLD1.P 64(R21), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6f85099f // mla v31.4s, v12.4s, v5.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e3ac288 // smull v8.8h, v20.8b, v26.8b
+	WORD $0x4e3ac289 // smull2 v9.8h, v20.16b, v26.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e3bc2aa // smull v10.8h, v21.8b, v27.8b
+	WORD $0x4e3bc2ab // smull2 v11.8h, v21.16b, v27.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x6fa5099f // mla v31.4s, v12.4s, v5.s[3]
+	WORD $0x4eb1bb8c // addv s12, v28.4s
+	FMOVS F12, R12
+	MOVD R2, R15
+	MOVHU 0(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS (R15), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	MOVHU 2(R0), R13
+	FMOVS R13, F2
+	FCVTHS F2, F2
+	FMULS F3, F2, F2
+	SCVTFWS R6, F5
+	FMULS F5, F2, F5
+	FSUBS F5, F4, F4
+	FMOVS 0(R22), F0
+	FADDS F4, F0, F0
+	FMOVS F0, 0(R22)
+	WORD $0x4eb1bbac // addv s12, v29.4s
+	FMOVS F12, R12
+	ADD R24, R2, R15
+	MOVHU 0(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS (R15), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	MOVHU 2(R0), R13
+	FMOVS R13, F2
+	FCVTHS F2, F2
+	FMULS F3, F2, F2
+	SCVTFWS R7, F5
+	FMULS F5, F2, F5
+	FSUBS F5, F4, F4
+	FMOVS 4(R22), F0
+	FADDS F4, F0, F0
+	FMOVS F0, 4(R22)
+	WORD $0x4eb1bbcc // addv s12, v30.4s
+	FMOVS F12, R12
+	ADD R24<<1, R2, R15
+	MOVHU 0(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS (R15), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	MOVHU 2(R0), R13
+	FMOVS R13, F2
+	FCVTHS F2, F2
+	FMULS F3, F2, F2
+	SCVTFWS R8, F5
+	FMULS F5, F2, F5
+	FSUBS F5, F4, F4
+	FMOVS 8(R22), F0
+	FADDS F4, F0, F0
+	FMOVS F0, 8(R22)
+	WORD $0x4eb1bbec // addv s12, v31.4s
+	FMOVS F12, R12
+	ADD R24<<1, R2, R15
+	ADD R24, R15, R15
+	MOVHU 0(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS (R15), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	MOVHU 2(R0), R13
+	FMOVS R13, F2
+	FCVTHS F2, F2
+	FMULS F3, F2, F2
+	SCVTFWS R9, F5
+	FMULS F5, F2, F5
+	FSUBS F5, F4, F4
+	FMOVS 12(R22), F0
+	FADDS F4, F0, F0
+	FMOVS F0, 12(R22)
+	ADD $4, R2
+	ADD $32, R3
+	ADD $176, R0
+	SUB $1, R4
+	B block
+done:
+	RET
+
+// func dotQ6Kx4NEON(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32)
+TEXT ·dotQ6Kx4NEON(SB), NOSPLIT, $0-56
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD xs+24(FP), R3
+	MOVD nb+32(FP), R4
+	MOVD xstride+40(FP), R23
+	MOVD out+48(FP), R22
+	ADD R1, R23, R19
+	ADD R19, R23, R20
+	ADD R20, R23, R21
+	LSR $6, R23, R24
+	LSR $3, R23, R25
+	WORD $0x6f00e400 // movi v0.2d, #0
+	VST1 [V0.S4], (R22)
+	WORD $0x4f00e5ee // movi v14.16b, #15
+	WORD $0x4f01e60f // movi v15.16b, #48
+block:
+	CBZ R4, done
+	ADD $192, R0, R10
+	VLD1 (R10), [V1.B16]
+	WORD $0x0f08a422 // sshll v2.8h, v1.8b, #0
+	WORD $0x4f08a423 // sshll2 v3.8h, v1.16b, #0
+	WORD $0x0f10a444 // sshll v4.4s, v2.4h, #0
+	WORD $0x4f10a445 // sshll2 v5.4s, v2.8h, #0
+	WORD $0x0f10a466 // sshll v6.4s, v3.4h, #0
+	WORD $0x4f10a467 // sshll2 v7.4s, v3.8h, #0
+	MOVD R3, R14
+	VLD1 (R14), [V24.H8, V25.H8]
+	WORD $0x0e78c04c // smull v12.4s, v2.4h, v24.4h
+	WORD $0x4e78804c // smlal2 v12.4s, v2.8h, v24.8h
+	WORD $0x0e79806c // smlal v12.4s, v3.4h, v25.4h
+	WORD $0x4e79806c // smlal2 v12.4s, v3.8h, v25.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R6
+	ADD R25, R3, R14
+	VLD1 (R14), [V24.H8, V25.H8]
+	WORD $0x0e78c04c // smull v12.4s, v2.4h, v24.4h
+	WORD $0x4e78804c // smlal2 v12.4s, v2.8h, v24.8h
+	WORD $0x0e79806c // smlal v12.4s, v3.4h, v25.4h
+	WORD $0x4e79806c // smlal2 v12.4s, v3.8h, v25.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R7
+	ADD R25<<1, R3, R14
+	VLD1 (R14), [V24.H8, V25.H8]
+	WORD $0x0e78c04c // smull v12.4s, v2.4h, v24.4h
+	WORD $0x4e78804c // smlal2 v12.4s, v2.8h, v24.8h
+	WORD $0x0e79806c // smlal v12.4s, v3.4h, v25.4h
+	WORD $0x4e79806c // smlal2 v12.4s, v3.8h, v25.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R8
+	ADD R25<<1, R3, R14
+	ADD R25, R14, R14
+	VLD1 (R14), [V24.H8, V25.H8]
+	WORD $0x0e78c04c // smull v12.4s, v2.4h, v24.4h
+	WORD $0x4e78804c // smlal2 v12.4s, v2.8h, v24.8h
+	WORD $0x0e79806c // smlal v12.4s, v3.4h, v25.4h
+	WORD $0x4e79806c // smlal2 v12.4s, v3.8h, v25.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R9
+	MOVD R0, R10
+	ADD $128, R0, R11
+	WORD $0x6f00e41c // movi v28.2d, #0
+	WORD $0x6f00e41d // movi v29.2d, #0
+	WORD $0x6f00e41e // movi v30.2d, #0
+	WORD $0x6f00e41f // movi v31.2d, #0
+	VLD1.P 64(R10), [V16.B16, V17.B16, V18.B16, V19.B16]
+	VLD1.P 32(R11), [V20.B16, V21.B16]
+	WORD $0x4e2e1e16 // and v22.16b, v16.16b, v14.16b
+	WORD $0x4f0c568c // shl v12.16b, v20.16b, #4
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1ed6 // orr v22.16b, v22.16b, v12.16b
+	WORD $0x4e2e1e37 // and v23.16b, v17.16b, v14.16b
+	WORD $0x4f0c56ac // shl v12.16b, v21.16b, #4
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1ef7 // orr v23.16b, v23.16b, v12.16b
+	VLD1.P 32(R1), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c2c8 // smull v8.8h, v22.8b, v24.8b
+	WORD $0x4e38c2c9 // smull2 v9.8h, v22.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f84019c // mla v28.4s, v12.4s, v4.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e39c2e8 // smull v8.8h, v23.8b, v25.8b
+	WORD $0x4e39c2e9 // smull2 v9.8h, v23.16b, v25.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa4019c // mla v28.4s, v12.4s, v4.s[1]
+	VLD1.P 32(R19), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c2c8 // smull v8.8h, v22.8b, v24.8b
+	WORD $0x4e38c2c9 // smull2 v9.8h, v22.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f84019d // mla v29.4s, v12.4s, v4.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e39c2e8 // smull v8.8h, v23.8b, v25.8b
+	WORD $0x4e39c2e9 // smull2 v9.8h, v23.16b, v25.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa4019d // mla v29.4s, v12.4s, v4.s[1]
+	VLD1.P 32(R20), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c2c8 // smull v8.8h, v22.8b, v24.8b
+	WORD $0x4e38c2c9 // smull2 v9.8h, v22.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f84019e // mla v30.4s, v12.4s, v4.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e39c2e8 // smull v8.8h, v23.8b, v25.8b
+	WORD $0x4e39c2e9 // smull2 v9.8h, v23.16b, v25.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa4019e // mla v30.4s, v12.4s, v4.s[1]
+	VLD1.P 32(R21), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c2c8 // smull v8.8h, v22.8b, v24.8b
+	WORD $0x4e38c2c9 // smull2 v9.8h, v22.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f84019f // mla v31.4s, v12.4s, v4.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e39c2e8 // smull v8.8h, v23.8b, v25.8b
+	WORD $0x4e39c2e9 // smull2 v9.8h, v23.16b, v25.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa4019f // mla v31.4s, v12.4s, v4.s[1]
+	WORD $0x4e2e1e56 // and v22.16b, v18.16b, v14.16b
+	WORD $0x4f0a568c // shl v12.16b, v20.16b, #2
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1ed6 // orr v22.16b, v22.16b, v12.16b
+	WORD $0x4e2e1e77 // and v23.16b, v19.16b, v14.16b
+	WORD $0x4f0a56ac // shl v12.16b, v21.16b, #2
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1ef7 // orr v23.16b, v23.16b, v12.16b
+	VLD1.P 32(R1), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c2c8 // smull v8.8h, v22.8b, v24.8b
+	WORD $0x4e38c2c9 // smull2 v9.8h, v22.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f84099c // mla v28.4s, v12.4s, v4.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e39c2e8 // smull v8.8h, v23.8b, v25.8b
+	WORD $0x4e39c2e9 // smull2 v9.8h, v23.16b, v25.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa4099c // mla v28.4s, v12.4s, v4.s[3]
+	VLD1.P 32(R19), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c2c8 // smull v8.8h, v22.8b, v24.8b
+	WORD $0x4e38c2c9 // smull2 v9.8h, v22.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f84099d // mla v29.4s, v12.4s, v4.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e39c2e8 // smull v8.8h, v23.8b, v25.8b
+	WORD $0x4e39c2e9 // smull2 v9.8h, v23.16b, v25.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa4099d // mla v29.4s, v12.4s, v4.s[3]
+	VLD1.P 32(R20), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c2c8 // smull v8.8h, v22.8b, v24.8b
+	WORD $0x4e38c2c9 // smull2 v9.8h, v22.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f84099e // mla v30.4s, v12.4s, v4.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e39c2e8 // smull v8.8h, v23.8b, v25.8b
+	WORD $0x4e39c2e9 // smull2 v9.8h, v23.16b, v25.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa4099e // mla v30.4s, v12.4s, v4.s[3]
+	VLD1.P 32(R21), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c2c8 // smull v8.8h, v22.8b, v24.8b
+	WORD $0x4e38c2c9 // smull2 v9.8h, v22.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f84099f // mla v31.4s, v12.4s, v4.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e39c2e8 // smull v8.8h, v23.8b, v25.8b
+	WORD $0x4e39c2e9 // smull2 v9.8h, v23.16b, v25.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa4099f // mla v31.4s, v12.4s, v4.s[3]
+	WORD $0x6f0c0616 // ushr v22.16b, v16.16b, #4
+	WORD $0x4e2f1e8c // and v12.16b, v20.16b, v15.16b
+	WORD $0x4eac1ed6 // orr v22.16b, v22.16b, v12.16b
+	WORD $0x6f0c0637 // ushr v23.16b, v17.16b, #4
+	WORD $0x4e2f1eac // and v12.16b, v21.16b, v15.16b
+	WORD $0x4eac1ef7 // orr v23.16b, v23.16b, v12.16b
+	VLD1.P 32(R1), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c2c8 // smull v8.8h, v22.8b, v24.8b
+	WORD $0x4e38c2c9 // smull2 v9.8h, v22.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f85019c // mla v28.4s, v12.4s, v5.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e39c2e8 // smull v8.8h, v23.8b, v25.8b
+	WORD $0x4e39c2e9 // smull2 v9.8h, v23.16b, v25.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa5019c // mla v28.4s, v12.4s, v5.s[1]
+	VLD1.P 32(R19), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c2c8 // smull v8.8h, v22.8b, v24.8b
+	WORD $0x4e38c2c9 // smull2 v9.8h, v22.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f85019d // mla v29.4s, v12.4s, v5.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e39c2e8 // smull v8.8h, v23.8b, v25.8b
+	WORD $0x4e39c2e9 // smull2 v9.8h, v23.16b, v25.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa5019d // mla v29.4s, v12.4s, v5.s[1]
+	VLD1.P 32(R20), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c2c8 // smull v8.8h, v22.8b, v24.8b
+	WORD $0x4e38c2c9 // smull2 v9.8h, v22.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f85019e // mla v30.4s, v12.4s, v5.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e39c2e8 // smull v8.8h, v23.8b, v25.8b
+	WORD $0x4e39c2e9 // smull2 v9.8h, v23.16b, v25.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa5019e // mla v30.4s, v12.4s, v5.s[1]
+	VLD1.P 32(R21), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c2c8 // smull v8.8h, v22.8b, v24.8b
+	WORD $0x4e38c2c9 // smull2 v9.8h, v22.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f85019f // mla v31.4s, v12.4s, v5.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e39c2e8 // smull v8.8h, v23.8b, v25.8b
+	WORD $0x4e39c2e9 // smull2 v9.8h, v23.16b, v25.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa5019f // mla v31.4s, v12.4s, v5.s[1]
+	WORD $0x6f0c0656 // ushr v22.16b, v18.16b, #4
+	WORD $0x6f0e068c // ushr v12.16b, v20.16b, #2
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1ed6 // orr v22.16b, v22.16b, v12.16b
+	WORD $0x6f0c0677 // ushr v23.16b, v19.16b, #4
+	WORD $0x6f0e06ac // ushr v12.16b, v21.16b, #2
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1ef7 // orr v23.16b, v23.16b, v12.16b
+	VLD1.P 32(R1), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c2c8 // smull v8.8h, v22.8b, v24.8b
+	WORD $0x4e38c2c9 // smull2 v9.8h, v22.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f85099c // mla v28.4s, v12.4s, v5.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e39c2e8 // smull v8.8h, v23.8b, v25.8b
+	WORD $0x4e39c2e9 // smull2 v9.8h, v23.16b, v25.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa5099c // mla v28.4s, v12.4s, v5.s[3]
+	VLD1.P 32(R19), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c2c8 // smull v8.8h, v22.8b, v24.8b
+	WORD $0x4e38c2c9 // smull2 v9.8h, v22.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f85099d // mla v29.4s, v12.4s, v5.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e39c2e8 // smull v8.8h, v23.8b, v25.8b
+	WORD $0x4e39c2e9 // smull2 v9.8h, v23.16b, v25.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa5099d // mla v29.4s, v12.4s, v5.s[3]
+	VLD1.P 32(R20), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c2c8 // smull v8.8h, v22.8b, v24.8b
+	WORD $0x4e38c2c9 // smull2 v9.8h, v22.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f85099e // mla v30.4s, v12.4s, v5.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e39c2e8 // smull v8.8h, v23.8b, v25.8b
+	WORD $0x4e39c2e9 // smull2 v9.8h, v23.16b, v25.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa5099e // mla v30.4s, v12.4s, v5.s[3]
+	VLD1.P 32(R21), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c2c8 // smull v8.8h, v22.8b, v24.8b
+	WORD $0x4e38c2c9 // smull2 v9.8h, v22.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f85099f // mla v31.4s, v12.4s, v5.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e39c2e8 // smull v8.8h, v23.8b, v25.8b
+	WORD $0x4e39c2e9 // smull2 v9.8h, v23.16b, v25.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa5099f // mla v31.4s, v12.4s, v5.s[3]
+	VLD1.P 64(R10), [V16.B16, V17.B16, V18.B16, V19.B16]
+	VLD1.P 32(R11), [V20.B16, V21.B16]
+	WORD $0x4e2e1e16 // and v22.16b, v16.16b, v14.16b
+	WORD $0x4f0c568c // shl v12.16b, v20.16b, #4
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1ed6 // orr v22.16b, v22.16b, v12.16b
+	WORD $0x4e2e1e37 // and v23.16b, v17.16b, v14.16b
+	WORD $0x4f0c56ac // shl v12.16b, v21.16b, #4
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1ef7 // orr v23.16b, v23.16b, v12.16b
+	VLD1.P 32(R1), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c2c8 // smull v8.8h, v22.8b, v24.8b
+	WORD $0x4e38c2c9 // smull2 v9.8h, v22.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f86019c // mla v28.4s, v12.4s, v6.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e39c2e8 // smull v8.8h, v23.8b, v25.8b
+	WORD $0x4e39c2e9 // smull2 v9.8h, v23.16b, v25.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa6019c // mla v28.4s, v12.4s, v6.s[1]
+	VLD1.P 32(R19), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c2c8 // smull v8.8h, v22.8b, v24.8b
+	WORD $0x4e38c2c9 // smull2 v9.8h, v22.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f86019d // mla v29.4s, v12.4s, v6.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e39c2e8 // smull v8.8h, v23.8b, v25.8b
+	WORD $0x4e39c2e9 // smull2 v9.8h, v23.16b, v25.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa6019d // mla v29.4s, v12.4s, v6.s[1]
+	VLD1.P 32(R20), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c2c8 // smull v8.8h, v22.8b, v24.8b
+	WORD $0x4e38c2c9 // smull2 v9.8h, v22.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f86019e // mla v30.4s, v12.4s, v6.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e39c2e8 // smull v8.8h, v23.8b, v25.8b
+	WORD $0x4e39c2e9 // smull2 v9.8h, v23.16b, v25.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa6019e // mla v30.4s, v12.4s, v6.s[1]
+	VLD1.P 32(R21), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c2c8 // smull v8.8h, v22.8b, v24.8b
+	WORD $0x4e38c2c9 // smull2 v9.8h, v22.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f86019f // mla v31.4s, v12.4s, v6.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e39c2e8 // smull v8.8h, v23.8b, v25.8b
+	WORD $0x4e39c2e9 // smull2 v9.8h, v23.16b, v25.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa6019f // mla v31.4s, v12.4s, v6.s[1]
+	WORD $0x4e2e1e56 // and v22.16b, v18.16b, v14.16b
+	WORD $0x4f0a568c // shl v12.16b, v20.16b, #2
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1ed6 // orr v22.16b, v22.16b, v12.16b
+	WORD $0x4e2e1e77 // and v23.16b, v19.16b, v14.16b
+	WORD $0x4f0a56ac // shl v12.16b, v21.16b, #2
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1ef7 // orr v23.16b, v23.16b, v12.16b
+	VLD1.P 32(R1), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c2c8 // smull v8.8h, v22.8b, v24.8b
+	WORD $0x4e38c2c9 // smull2 v9.8h, v22.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f86099c // mla v28.4s, v12.4s, v6.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e39c2e8 // smull v8.8h, v23.8b, v25.8b
+	WORD $0x4e39c2e9 // smull2 v9.8h, v23.16b, v25.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa6099c // mla v28.4s, v12.4s, v6.s[3]
+	VLD1.P 32(R19), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c2c8 // smull v8.8h, v22.8b, v24.8b
+	WORD $0x4e38c2c9 // smull2 v9.8h, v22.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f86099d // mla v29.4s, v12.4s, v6.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e39c2e8 // smull v8.8h, v23.8b, v25.8b
+	WORD $0x4e39c2e9 // smull2 v9.8h, v23.16b, v25.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa6099d // mla v29.4s, v12.4s, v6.s[3]
+	VLD1.P 32(R20), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c2c8 // smull v8.8h, v22.8b, v24.8b
+	WORD $0x4e38c2c9 // smull2 v9.8h, v22.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f86099e // mla v30.4s, v12.4s, v6.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e39c2e8 // smull v8.8h, v23.8b, v25.8b
+	WORD $0x4e39c2e9 // smull2 v9.8h, v23.16b, v25.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa6099e // mla v30.4s, v12.4s, v6.s[3]
+	VLD1.P 32(R21), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c2c8 // smull v8.8h, v22.8b, v24.8b
+	WORD $0x4e38c2c9 // smull2 v9.8h, v22.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f86099f // mla v31.4s, v12.4s, v6.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e39c2e8 // smull v8.8h, v23.8b, v25.8b
+	WORD $0x4e39c2e9 // smull2 v9.8h, v23.16b, v25.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa6099f // mla v31.4s, v12.4s, v6.s[3]
+	WORD $0x6f0c0616 // ushr v22.16b, v16.16b, #4
+	WORD $0x4e2f1e8c // and v12.16b, v20.16b, v15.16b
+	WORD $0x4eac1ed6 // orr v22.16b, v22.16b, v12.16b
+	WORD $0x6f0c0637 // ushr v23.16b, v17.16b, #4
+	WORD $0x4e2f1eac // and v12.16b, v21.16b, v15.16b
+	WORD $0x4eac1ef7 // orr v23.16b, v23.16b, v12.16b
+	VLD1.P 32(R1), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c2c8 // smull v8.8h, v22.8b, v24.8b
+	WORD $0x4e38c2c9 // smull2 v9.8h, v22.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f87019c // mla v28.4s, v12.4s, v7.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e39c2e8 // smull v8.8h, v23.8b, v25.8b
+	WORD $0x4e39c2e9 // smull2 v9.8h, v23.16b, v25.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa7019c // mla v28.4s, v12.4s, v7.s[1]
+	VLD1.P 32(R19), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c2c8 // smull v8.8h, v22.8b, v24.8b
+	WORD $0x4e38c2c9 // smull2 v9.8h, v22.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f87019d // mla v29.4s, v12.4s, v7.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e39c2e8 // smull v8.8h, v23.8b, v25.8b
+	WORD $0x4e39c2e9 // smull2 v9.8h, v23.16b, v25.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa7019d // mla v29.4s, v12.4s, v7.s[1]
+	VLD1.P 32(R20), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c2c8 // smull v8.8h, v22.8b, v24.8b
+	WORD $0x4e38c2c9 // smull2 v9.8h, v22.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f87019e // mla v30.4s, v12.4s, v7.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e39c2e8 // smull v8.8h, v23.8b, v25.8b
+	WORD $0x4e39c2e9 // smull2 v9.8h, v23.16b, v25.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa7019e // mla v30.4s, v12.4s, v7.s[1]
+	VLD1.P 32(R21), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c2c8 // smull v8.8h, v22.8b, v24.8b
+	WORD $0x4e38c2c9 // smull2 v9.8h, v22.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f87019f // mla v31.4s, v12.4s, v7.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e39c2e8 // smull v8.8h, v23.8b, v25.8b
+	WORD $0x4e39c2e9 // smull2 v9.8h, v23.16b, v25.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa7019f // mla v31.4s, v12.4s, v7.s[1]
+	WORD $0x6f0c0656 // ushr v22.16b, v18.16b, #4
+	WORD $0x6f0e068c // ushr v12.16b, v20.16b, #2
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1ed6 // orr v22.16b, v22.16b, v12.16b
+	WORD $0x6f0c0677 // ushr v23.16b, v19.16b, #4
+	WORD $0x6f0e06ac // ushr v12.16b, v21.16b, #2
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1ef7 // orr v23.16b, v23.16b, v12.16b
+	VLD1.P 32(R1), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c2c8 // smull v8.8h, v22.8b, v24.8b
+	WORD $0x4e38c2c9 // smull2 v9.8h, v22.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f87099c // mla v28.4s, v12.4s, v7.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e39c2e8 // smull v8.8h, v23.8b, v25.8b
+	WORD $0x4e39c2e9 // smull2 v9.8h, v23.16b, v25.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa7099c // mla v28.4s, v12.4s, v7.s[3]
+	VLD1.P 32(R19), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c2c8 // smull v8.8h, v22.8b, v24.8b
+	WORD $0x4e38c2c9 // smull2 v9.8h, v22.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f87099d // mla v29.4s, v12.4s, v7.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e39c2e8 // smull v8.8h, v23.8b, v25.8b
+	WORD $0x4e39c2e9 // smull2 v9.8h, v23.16b, v25.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa7099d // mla v29.4s, v12.4s, v7.s[3]
+	VLD1.P 32(R20), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c2c8 // smull v8.8h, v22.8b, v24.8b
+	WORD $0x4e38c2c9 // smull2 v9.8h, v22.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f87099e // mla v30.4s, v12.4s, v7.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e39c2e8 // smull v8.8h, v23.8b, v25.8b
+	WORD $0x4e39c2e9 // smull2 v9.8h, v23.16b, v25.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa7099e // mla v30.4s, v12.4s, v7.s[3]
+	VLD1.P 32(R21), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c2c8 // smull v8.8h, v22.8b, v24.8b
+	WORD $0x4e38c2c9 // smull2 v9.8h, v22.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6f87099f // mla v31.4s, v12.4s, v7.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e39c2e8 // smull v8.8h, v23.8b, v25.8b
+	WORD $0x4e39c2e9 // smull2 v9.8h, v23.16b, v25.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x6fa7099f // mla v31.4s, v12.4s, v7.s[3]
+	WORD $0x4eb1bb8c // addv s12, v28.4s
+	FMOVS F12, R12
+	SUBW R6<<5, R12, R12
+	MOVD R2, R15
+	MOVHU 208(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS (R15), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	FMOVS 0(R22), F0
+	FADDS F4, F0, F0
+	FMOVS F0, 0(R22)
+	WORD $0x4eb1bbac // addv s12, v29.4s
+	FMOVS F12, R12
+	SUBW R7<<5, R12, R12
+	ADD R24, R2, R15
+	MOVHU 208(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS (R15), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	FMOVS 4(R22), F0
+	FADDS F4, F0, F0
+	FMOVS F0, 4(R22)
+	WORD $0x4eb1bbcc // addv s12, v30.4s
+	FMOVS F12, R12
+	SUBW R8<<5, R12, R12
+	ADD R24<<1, R2, R15
+	MOVHU 208(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS (R15), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	FMOVS 8(R22), F0
+	FADDS F4, F0, F0
+	FMOVS F0, 8(R22)
+	WORD $0x4eb1bbec // addv s12, v31.4s
+	FMOVS F12, R12
+	SUBW R9<<5, R12, R12
+	ADD R24<<1, R2, R15
+	ADD R24, R15, R15
+	MOVHU 208(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS (R15), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	FMOVS 12(R22), F0
+	FADDS F4, F0, F0
+	FMOVS F0, 12(R22)
+	ADD $4, R2
+	ADD $32, R3
+	ADD $210, R0
+	SUB $1, R4
+	B block
+done:
+	RET
+
+// func dotQ4_1NEON(w *byte, x *int8, xd *float32, nb int) float32
+TEXT ·dotQ4_1NEON(SB), NOSPLIT, $0-36
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD nb+24(FP), R4
+	WORD $0x6f00e400 // movi v0.2d, #0
+	WORD $0x4f00e5ee // movi v14.16b, #15
+	WORD $0x4f00e42f // movi v15.16b, #1
+block:
+	CBZ R4, done
+	ADD $4, R0, R10
+	VLD1 (R10), [V16.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x6f0c0613 // ushr v19.16b, v16.16b, #4
+	VLD1.P 32(R1), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x6f00e40d // movi v13.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x0e38c1e8 // smull v8.8h, v15.8b, v24.8b
+	WORD $0x4e38c1e9 // smull2 v9.8h, v15.16b, v24.16b
+	WORD $0x4e60690d // sadalp v13.4s, v8.8h
+	WORD $0x4e60692d // sadalp v13.4s, v9.8h
+	WORD $0x0e39c1ea // smull v10.8h, v15.8b, v25.8b
+	WORD $0x4e39c1eb // smull2 v11.8h, v15.16b, v25.16b
+	WORD $0x4e60694d // sadalp v13.4s, v10.8h
+	WORD $0x4e60696d // sadalp v13.4s, v11.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	WORD $0x4eb1b9ad // addv s13, v13.4s
+	FMOVS F12, R12
+	FMOVS F13, R11
+	NEGW R11, R11
+	MOVHU 0(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS.P 4(R2), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	MOVHU 2(R0), R13
+	FMOVS R13, F2
+	FCVTHS F2, F2
+	FMULS F3, F2, F2
+	SCVTFWS R11, F5
+	FMULS F5, F2, F5
+	FSUBS F5, F4, F4
+	FADDS F4, F0, F0
+	ADD $20, R0
+	SUB $1, R4
+	B block
+done:
+	FMOVS F0, ret+32(FP)
+	RET
+
+// func dotQ5_0NEON(w *byte, x *int8, xd *float32, nb int) float32
+TEXT ·dotQ5_0NEON(SB), NOSPLIT, $0-36
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD nb+24(FP), R4
+	WORD $0x6f00e400 // movi v0.2d, #0
+	WORD $0x4f00e5ee // movi v14.16b, #15
+	WORD $0x4f00e42f // movi v15.16b, #1
+	MOVD $q5tbl<>(SB), R9
+	VLD1 (R9), [V26.B16, V27.B16, V28.B16]
+	WORD $0x4f00e61d // movi v29.16b, #16
+block:
+	CBZ R4, done
+	ADD $6, R0, R10
+	VLD1 (R10), [V16.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x6f0c0613 // ushr v19.16b, v16.16b, #4
+	MOVWU 2(R0), R5
+	VDUP R5, V20.S4
+	VTBL V26.B16, [V20.B16], V21.B16
+	WORD $0x4e3c8eb5 // cmtst v21.16b, v21.16b, v28.16b
+	WORD $0x4e3d1eb5 // and v21.16b, v21.16b, v29.16b
+	WORD $0x4eb51e52 // orr v18.16b, v18.16b, v21.16b
+	VTBL V27.B16, [V20.B16], V21.B16
+	WORD $0x4e3c8eb5 // cmtst v21.16b, v21.16b, v28.16b
+	WORD $0x4e3d1eb5 // and v21.16b, v21.16b, v29.16b
+	WORD $0x4eb51e73 // orr v19.16b, v19.16b, v21.16b
+	VLD1.P 32(R1), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x6f00e40d // movi v13.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x0e38c1e8 // smull v8.8h, v15.8b, v24.8b
+	WORD $0x4e38c1e9 // smull2 v9.8h, v15.16b, v24.16b
+	WORD $0x4e60690d // sadalp v13.4s, v8.8h
+	WORD $0x4e60692d // sadalp v13.4s, v9.8h
+	WORD $0x0e39c1ea // smull v10.8h, v15.8b, v25.8b
+	WORD $0x4e39c1eb // smull2 v11.8h, v15.16b, v25.16b
+	WORD $0x4e60694d // sadalp v13.4s, v10.8h
+	WORD $0x4e60696d // sadalp v13.4s, v11.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	WORD $0x4eb1b9ad // addv s13, v13.4s
+	FMOVS F12, R12
+	FMOVS F13, R11
+	SUBW R11<<4, R12, R12
+	MOVHU 0(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS.P 4(R2), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	FADDS F4, F0, F0
+	ADD $22, R0
+	SUB $1, R4
+	B block
+done:
+	FMOVS F0, ret+32(FP)
+	RET
+
+// func dotQ5_1NEON(w *byte, x *int8, xd *float32, nb int) float32
+TEXT ·dotQ5_1NEON(SB), NOSPLIT, $0-36
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD nb+24(FP), R4
+	WORD $0x6f00e400 // movi v0.2d, #0
+	WORD $0x4f00e5ee // movi v14.16b, #15
+	WORD $0x4f00e42f // movi v15.16b, #1
+	MOVD $q5tbl<>(SB), R9
+	VLD1 (R9), [V26.B16, V27.B16, V28.B16]
+	WORD $0x4f00e61d // movi v29.16b, #16
+block:
+	CBZ R4, done
+	ADD $8, R0, R10
+	VLD1 (R10), [V16.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x6f0c0613 // ushr v19.16b, v16.16b, #4
+	MOVWU 4(R0), R5
+	VDUP R5, V20.S4
+	VTBL V26.B16, [V20.B16], V21.B16
+	WORD $0x4e3c8eb5 // cmtst v21.16b, v21.16b, v28.16b
+	WORD $0x4e3d1eb5 // and v21.16b, v21.16b, v29.16b
+	WORD $0x4eb51e52 // orr v18.16b, v18.16b, v21.16b
+	VTBL V27.B16, [V20.B16], V21.B16
+	WORD $0x4e3c8eb5 // cmtst v21.16b, v21.16b, v28.16b
+	WORD $0x4e3d1eb5 // and v21.16b, v21.16b, v29.16b
+	WORD $0x4eb51e73 // orr v19.16b, v19.16b, v21.16b
+	VLD1.P 32(R1), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x6f00e40d // movi v13.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x0e38c1e8 // smull v8.8h, v15.8b, v24.8b
+	WORD $0x4e38c1e9 // smull2 v9.8h, v15.16b, v24.16b
+	WORD $0x4e60690d // sadalp v13.4s, v8.8h
+	WORD $0x4e60692d // sadalp v13.4s, v9.8h
+	WORD $0x0e39c1ea // smull v10.8h, v15.8b, v25.8b
+	WORD $0x4e39c1eb // smull2 v11.8h, v15.16b, v25.16b
+	WORD $0x4e60694d // sadalp v13.4s, v10.8h
+	WORD $0x4e60696d // sadalp v13.4s, v11.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	WORD $0x4eb1b9ad // addv s13, v13.4s
+	FMOVS F12, R12
+	FMOVS F13, R11
+	NEGW R11, R11
+	MOVHU 0(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS.P 4(R2), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	MOVHU 2(R0), R13
+	FMOVS R13, F2
+	FCVTHS F2, F2
+	FMULS F3, F2, F2
+	SCVTFWS R11, F5
+	FMULS F5, F2, F5
+	FSUBS F5, F4, F4
+	FADDS F4, F0, F0
+	ADD $24, R0
+	SUB $1, R4
+	B block
+done:
+	FMOVS F0, ret+32(FP)
+	RET
+
 // func dotQ8Q8BlocksSDOT(w *int8, ws *uint16, x *int8, xd *float32, nb int) float32
 TEXT ·dotQ8Q8BlocksSDOT(SB), NOSPLIT, $0-44
 	MOVD w+0(FP), R0
@@ -1820,3 +5867,2965 @@ loop:
 	SUBS $1, R5
 	BNE row
 	RET
+
+// func dotQ4KSDOT(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+TEXT ·dotQ4KSDOT(SB), NOSPLIT, $0-44
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD xs+24(FP), R3
+	MOVD nb+32(FP), R4
+	WORD $0x4f00e5ee // movi v14.16b, #15
+	WORD $0x4f00e60f // movi v15.16b, #16
+	WORD $0x6f00e400 // movi v0.2d, #0
+block:
+	CBZ R4, done
+	MOVWU 4(R0), R5
+	MOVWU 8(R0), R6
+	MOVWU 12(R0), R7
+	LSRW $4, R7, R8
+	ANDW $0x0f0f0f0f, R8
+	LSRW $6, R6, R9
+	ANDW $0x03030303, R9
+	ORRW R9<<4, R8, R8
+	ANDW $0x3f3f3f3f, R6
+	LSRW $6, R5, R9
+	ANDW $0x03030303, R9
+	ANDW $0x0f0f0f0f, R7
+	ORRW R9<<4, R7, R7
+	ANDW $0x3f3f3f3f, R5
+	VMOV R5, V1.S[0]
+	VMOV R7, V1.S[1]
+	VMOV R6, V1.S[2]
+	VMOV R8, V1.S[3]
+	WORD $0x2f08a422 // ushll v2.8h, v1.8b, #0
+	WORD $0x6f08a423 // ushll2 v3.8h, v1.16b, #0
+	WORD $0x2f10a444 // ushll v4.4s, v2.4h, #0
+	WORD $0x6f10a445 // ushll2 v5.4s, v2.8h, #0
+	VLD1.P 32(R3), [V24.H8, V25.H8]
+	WORD $0x4e79bf1a // addp v26.8h, v24.8h, v25.8h
+	WORD $0x0e7ac06c // smull v12.4s, v3.4h, v26.4h
+	WORD $0x4e7a806c // smlal2 v12.4s, v3.8h, v26.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R11
+	ADD $16, R0, R10
+	WORD $0x6f00e40d // movi v13.2d, #0
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f84018d // mla v13.4s, v12.4s, v4.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa4018d // mla v13.4s, v12.4s, v4.s[1]
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f84098d // mla v13.4s, v12.4s, v4.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa4098d // mla v13.4s, v12.4s, v4.s[3]
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f85018d // mla v13.4s, v12.4s, v5.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa5018d // mla v13.4s, v12.4s, v5.s[1]
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f85098d // mla v13.4s, v12.4s, v5.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa5098d // mla v13.4s, v12.4s, v5.s[3]
+	WORD $0x4eb1b9ad // addv s13, v13.4s
+	FMOVS F13, R12
+	MOVHU 0(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS.P 4(R2), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	MOVHU 2(R0), R13
+	FMOVS R13, F2
+	FCVTHS F2, F2
+	FMULS F3, F2, F2
+	SCVTFWS R11, F5
+	FMULS F5, F2, F5
+	FSUBS F5, F4, F4
+	FADDS F4, F0, F0
+	ADD $144, R0
+	SUB $1, R4
+	B block
+done:
+	FMOVS F0, ret+40(FP)
+	RET
+
+// func dotQ5KSDOT(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+TEXT ·dotQ5KSDOT(SB), NOSPLIT, $0-44
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD xs+24(FP), R3
+	MOVD nb+32(FP), R4
+	WORD $0x4f00e5ee // movi v14.16b, #15
+	WORD $0x4f00e60f // movi v15.16b, #16
+	WORD $0x6f00e400 // movi v0.2d, #0
+block:
+	CBZ R4, done
+	MOVWU 4(R0), R5
+	MOVWU 8(R0), R6
+	MOVWU 12(R0), R7
+	LSRW $4, R7, R8
+	ANDW $0x0f0f0f0f, R8
+	LSRW $6, R6, R9
+	ANDW $0x03030303, R9
+	ORRW R9<<4, R8, R8
+	ANDW $0x3f3f3f3f, R6
+	LSRW $6, R5, R9
+	ANDW $0x03030303, R9
+	ANDW $0x0f0f0f0f, R7
+	ORRW R9<<4, R7, R7
+	ANDW $0x3f3f3f3f, R5
+	VMOV R5, V1.S[0]
+	VMOV R7, V1.S[1]
+	VMOV R6, V1.S[2]
+	VMOV R8, V1.S[3]
+	WORD $0x2f08a422 // ushll v2.8h, v1.8b, #0
+	WORD $0x6f08a423 // ushll2 v3.8h, v1.16b, #0
+	WORD $0x2f10a444 // ushll v4.4s, v2.4h, #0
+	WORD $0x6f10a445 // ushll2 v5.4s, v2.8h, #0
+	VLD1.P 32(R3), [V24.H8, V25.H8]
+	WORD $0x4e79bf1a // addp v26.8h, v24.8h, v25.8h
+	WORD $0x0e7ac06c // smull v12.4s, v3.4h, v26.4h
+	WORD $0x4e7a806c // smlal2 v12.4s, v3.8h, v26.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R11
+	ADD $16, R0, R9
+	VLD1 (R9), [V22.B16, V23.B16]
+	ADD $48, R0, R10
+	WORD $0x6f00e40d // movi v13.2d, #0
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	WORD $0x4f0c56cc // shl v12.16b, v22.16b, #4
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e52 // orr v18.16b, v18.16b, v12.16b
+	WORD $0x4f0c56ec // shl v12.16b, v23.16b, #4
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e73 // orr v19.16b, v19.16b, v12.16b
+	WORD $0x4f0b56cc // shl v12.16b, v22.16b, #3
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e94 // orr v20.16b, v20.16b, v12.16b
+	WORD $0x4f0b56ec // shl v12.16b, v23.16b, #3
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1eb5 // orr v21.16b, v21.16b, v12.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f84018d // mla v13.4s, v12.4s, v4.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa4018d // mla v13.4s, v12.4s, v4.s[1]
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	WORD $0x4f0a56cc // shl v12.16b, v22.16b, #2
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e52 // orr v18.16b, v18.16b, v12.16b
+	WORD $0x4f0a56ec // shl v12.16b, v23.16b, #2
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e73 // orr v19.16b, v19.16b, v12.16b
+	WORD $0x4f0956cc // shl v12.16b, v22.16b, #1
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e94 // orr v20.16b, v20.16b, v12.16b
+	WORD $0x4f0956ec // shl v12.16b, v23.16b, #1
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1eb5 // orr v21.16b, v21.16b, v12.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f84098d // mla v13.4s, v12.4s, v4.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa4098d // mla v13.4s, v12.4s, v4.s[3]
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	WORD $0x4e2f1ecc // and v12.16b, v22.16b, v15.16b
+	WORD $0x4eac1e52 // orr v18.16b, v18.16b, v12.16b
+	WORD $0x4e2f1eec // and v12.16b, v23.16b, v15.16b
+	WORD $0x4eac1e73 // orr v19.16b, v19.16b, v12.16b
+	WORD $0x6f0f06cc // ushr v12.16b, v22.16b, #1
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e94 // orr v20.16b, v20.16b, v12.16b
+	WORD $0x6f0f06ec // ushr v12.16b, v23.16b, #1
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1eb5 // orr v21.16b, v21.16b, v12.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f85018d // mla v13.4s, v12.4s, v5.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa5018d // mla v13.4s, v12.4s, v5.s[1]
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	WORD $0x6f0e06cc // ushr v12.16b, v22.16b, #2
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e52 // orr v18.16b, v18.16b, v12.16b
+	WORD $0x6f0e06ec // ushr v12.16b, v23.16b, #2
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e73 // orr v19.16b, v19.16b, v12.16b
+	WORD $0x6f0d06cc // ushr v12.16b, v22.16b, #3
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e94 // orr v20.16b, v20.16b, v12.16b
+	WORD $0x6f0d06ec // ushr v12.16b, v23.16b, #3
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1eb5 // orr v21.16b, v21.16b, v12.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f85098d // mla v13.4s, v12.4s, v5.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa5098d // mla v13.4s, v12.4s, v5.s[3]
+	WORD $0x4eb1b9ad // addv s13, v13.4s
+	FMOVS F13, R12
+	MOVHU 0(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS.P 4(R2), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	MOVHU 2(R0), R13
+	FMOVS R13, F2
+	FCVTHS F2, F2
+	FMULS F3, F2, F2
+	SCVTFWS R11, F5
+	FMULS F5, F2, F5
+	FSUBS F5, F4, F4
+	FADDS F4, F0, F0
+	ADD $176, R0
+	SUB $1, R4
+	B block
+done:
+	FMOVS F0, ret+40(FP)
+	RET
+
+// func dotQ6KSDOT(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+TEXT ·dotQ6KSDOT(SB), NOSPLIT, $0-44
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD xs+24(FP), R3
+	MOVD nb+32(FP), R4
+	WORD $0x4f00e5ee // movi v14.16b, #15
+	WORD $0x4f01e60f // movi v15.16b, #48
+	WORD $0x6f00e400 // movi v0.2d, #0
+block:
+	CBZ R4, done
+	ADD $192, R0, R10
+	VLD1 (R10), [V1.B16]
+	WORD $0x0f08a422 // sshll v2.8h, v1.8b, #0
+	WORD $0x4f08a423 // sshll2 v3.8h, v1.16b, #0
+	WORD $0x0f10a444 // sshll v4.4s, v2.4h, #0
+	WORD $0x4f10a445 // sshll2 v5.4s, v2.8h, #0
+	WORD $0x0f10a466 // sshll v6.4s, v3.4h, #0
+	WORD $0x4f10a467 // sshll2 v7.4s, v3.8h, #0
+	VLD1.P 32(R3), [V24.H8, V25.H8]
+	WORD $0x0e78c04c // smull v12.4s, v2.4h, v24.4h
+	WORD $0x4e78804c // smlal2 v12.4s, v2.8h, v24.8h
+	WORD $0x0e79806c // smlal v12.4s, v3.4h, v25.4h
+	WORD $0x4e79806c // smlal2 v12.4s, v3.8h, v25.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R11
+	MOVD R0, R10
+	ADD $128, R0, R9
+	WORD $0x6f00e40d // movi v13.2d, #0
+	VLD1.P 64(R10), [V16.B16, V17.B16, V18.B16, V19.B16]
+	VLD1.P 32(R9), [V20.B16, V21.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	VLD1.P 64(R1), [V28.B16, V29.B16, V30.B16, V31.B16]
+	WORD $0x4e2e1e16 // and v22.16b, v16.16b, v14.16b
+	WORD $0x4f0c5697 // shl v23.16b, v20.16b, #4
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9896cc // sdot v12.4s, v22.16b, v24.16b
+	WORD $0x6f84018d // mla v13.4s, v12.4s, v4.s[0]
+	WORD $0x4e2e1e36 // and v22.16b, v17.16b, v14.16b
+	WORD $0x4f0c56b7 // shl v23.16b, v21.16b, #4
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9996cc // sdot v12.4s, v22.16b, v25.16b
+	WORD $0x6fa4018d // mla v13.4s, v12.4s, v4.s[1]
+	WORD $0x4e2e1e56 // and v22.16b, v18.16b, v14.16b
+	WORD $0x4f0a5697 // shl v23.16b, v20.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a96cc // sdot v12.4s, v22.16b, v26.16b
+	WORD $0x6f84098d // mla v13.4s, v12.4s, v4.s[2]
+	WORD $0x4e2e1e76 // and v22.16b, v19.16b, v14.16b
+	WORD $0x4f0a56b7 // shl v23.16b, v21.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9b96cc // sdot v12.4s, v22.16b, v27.16b
+	WORD $0x6fa4098d // mla v13.4s, v12.4s, v4.s[3]
+	WORD $0x6f0c0616 // ushr v22.16b, v16.16b, #4
+	WORD $0x4e2f1e97 // and v23.16b, v20.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9c96cc // sdot v12.4s, v22.16b, v28.16b
+	WORD $0x6f85018d // mla v13.4s, v12.4s, v5.s[0]
+	WORD $0x6f0c0636 // ushr v22.16b, v17.16b, #4
+	WORD $0x4e2f1eb7 // and v23.16b, v21.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9d96cc // sdot v12.4s, v22.16b, v29.16b
+	WORD $0x6fa5018d // mla v13.4s, v12.4s, v5.s[1]
+	WORD $0x6f0c0656 // ushr v22.16b, v18.16b, #4
+	WORD $0x6f0e0697 // ushr v23.16b, v20.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9e96cc // sdot v12.4s, v22.16b, v30.16b
+	WORD $0x6f85098d // mla v13.4s, v12.4s, v5.s[2]
+	WORD $0x6f0c0676 // ushr v22.16b, v19.16b, #4
+	WORD $0x6f0e06b7 // ushr v23.16b, v21.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9f96cc // sdot v12.4s, v22.16b, v31.16b
+	WORD $0x6fa5098d // mla v13.4s, v12.4s, v5.s[3]
+	VLD1.P 64(R10), [V16.B16, V17.B16, V18.B16, V19.B16]
+	VLD1.P 32(R9), [V20.B16, V21.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	VLD1.P 64(R1), [V28.B16, V29.B16, V30.B16, V31.B16]
+	WORD $0x4e2e1e16 // and v22.16b, v16.16b, v14.16b
+	WORD $0x4f0c5697 // shl v23.16b, v20.16b, #4
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9896cc // sdot v12.4s, v22.16b, v24.16b
+	WORD $0x6f86018d // mla v13.4s, v12.4s, v6.s[0]
+	WORD $0x4e2e1e36 // and v22.16b, v17.16b, v14.16b
+	WORD $0x4f0c56b7 // shl v23.16b, v21.16b, #4
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9996cc // sdot v12.4s, v22.16b, v25.16b
+	WORD $0x6fa6018d // mla v13.4s, v12.4s, v6.s[1]
+	WORD $0x4e2e1e56 // and v22.16b, v18.16b, v14.16b
+	WORD $0x4f0a5697 // shl v23.16b, v20.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a96cc // sdot v12.4s, v22.16b, v26.16b
+	WORD $0x6f86098d // mla v13.4s, v12.4s, v6.s[2]
+	WORD $0x4e2e1e76 // and v22.16b, v19.16b, v14.16b
+	WORD $0x4f0a56b7 // shl v23.16b, v21.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9b96cc // sdot v12.4s, v22.16b, v27.16b
+	WORD $0x6fa6098d // mla v13.4s, v12.4s, v6.s[3]
+	WORD $0x6f0c0616 // ushr v22.16b, v16.16b, #4
+	WORD $0x4e2f1e97 // and v23.16b, v20.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9c96cc // sdot v12.4s, v22.16b, v28.16b
+	WORD $0x6f87018d // mla v13.4s, v12.4s, v7.s[0]
+	WORD $0x6f0c0636 // ushr v22.16b, v17.16b, #4
+	WORD $0x4e2f1eb7 // and v23.16b, v21.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9d96cc // sdot v12.4s, v22.16b, v29.16b
+	WORD $0x6fa7018d // mla v13.4s, v12.4s, v7.s[1]
+	WORD $0x6f0c0656 // ushr v22.16b, v18.16b, #4
+	WORD $0x6f0e0697 // ushr v23.16b, v20.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9e96cc // sdot v12.4s, v22.16b, v30.16b
+	WORD $0x6f87098d // mla v13.4s, v12.4s, v7.s[2]
+	WORD $0x6f0c0676 // ushr v22.16b, v19.16b, #4
+	WORD $0x6f0e06b7 // ushr v23.16b, v21.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9f96cc // sdot v12.4s, v22.16b, v31.16b
+	WORD $0x6fa7098d // mla v13.4s, v12.4s, v7.s[3]
+	WORD $0x4eb1b9ad // addv s13, v13.4s
+	FMOVS F13, R12
+	SUBW R11<<5, R12, R12
+	MOVHU 208(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS.P 4(R2), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	FADDS F4, F0, F0
+	ADD $210, R0
+	SUB $1, R4
+	B block
+done:
+	FMOVS F0, ret+40(FP)
+	RET
+
+// func dotQ2KSDOT(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+TEXT ·dotQ2KSDOT(SB), NOSPLIT, $0-44
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD xs+24(FP), R3
+	MOVD nb+32(FP), R4
+	WORD $0x4f00e46e // movi v14.16b, #3
+	WORD $0x4f00e5ef // movi v15.16b, #15
+	WORD $0x6f00e400 // movi v0.2d, #0
+block:
+	CBZ R4, done
+	VLD1 (R0), [V1.B16]
+	WORD $0x4e2f1c22 // and v2.16b, v1.16b, v15.16b
+	WORD $0x2f08a443 // ushll v3.8h, v2.8b, #0
+	WORD $0x6f08a442 // ushll2 v2.8h, v2.16b, #0
+	WORD $0x2f10a464 // ushll v4.4s, v3.4h, #0
+	WORD $0x6f10a465 // ushll2 v5.4s, v3.8h, #0
+	WORD $0x2f10a446 // ushll v6.4s, v2.4h, #0
+	WORD $0x6f10a447 // ushll2 v7.4s, v2.8h, #0
+	WORD $0x6f0c0421 // ushr v1.16b, v1.16b, #4
+	WORD $0x2f08a422 // ushll v2.8h, v1.8b, #0
+	WORD $0x6f08a423 // ushll2 v3.8h, v1.16b, #0
+	VLD1.P 32(R3), [V24.H8, V25.H8]
+	WORD $0x0e78c04c // smull v12.4s, v2.4h, v24.4h
+	WORD $0x4e78804c // smlal2 v12.4s, v2.8h, v24.8h
+	WORD $0x0e79806c // smlal v12.4s, v3.4h, v25.4h
+	WORD $0x4e79806c // smlal2 v12.4s, v3.8h, v25.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R11
+	ADD $16, R0, R10
+	WORD $0x6f00e40d // movi v13.2d, #0
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	VLD1.P 64(R1), [V28.B16, V29.B16, V30.B16, V31.B16]
+	WORD $0x4e2e1e16 // and v22.16b, v16.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9896cc // sdot v12.4s, v22.16b, v24.16b
+	WORD $0x6f84018d // mla v13.4s, v12.4s, v4.s[0]
+	WORD $0x4e2e1e36 // and v22.16b, v17.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9996cc // sdot v12.4s, v22.16b, v25.16b
+	WORD $0x6fa4018d // mla v13.4s, v12.4s, v4.s[1]
+	WORD $0x6f0e0616 // ushr v22.16b, v16.16b, #2
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a96cc // sdot v12.4s, v22.16b, v26.16b
+	WORD $0x6f84098d // mla v13.4s, v12.4s, v4.s[2]
+	WORD $0x6f0e0636 // ushr v22.16b, v17.16b, #2
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9b96cc // sdot v12.4s, v22.16b, v27.16b
+	WORD $0x6fa4098d // mla v13.4s, v12.4s, v4.s[3]
+	WORD $0x6f0c0616 // ushr v22.16b, v16.16b, #4
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9c96cc // sdot v12.4s, v22.16b, v28.16b
+	WORD $0x6f85018d // mla v13.4s, v12.4s, v5.s[0]
+	WORD $0x6f0c0636 // ushr v22.16b, v17.16b, #4
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9d96cc // sdot v12.4s, v22.16b, v29.16b
+	WORD $0x6fa5018d // mla v13.4s, v12.4s, v5.s[1]
+	WORD $0x6f0a0616 // ushr v22.16b, v16.16b, #6
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9e96cc // sdot v12.4s, v22.16b, v30.16b
+	WORD $0x6f85098d // mla v13.4s, v12.4s, v5.s[2]
+	WORD $0x6f0a0636 // ushr v22.16b, v17.16b, #6
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9f96cc // sdot v12.4s, v22.16b, v31.16b
+	WORD $0x6fa5098d // mla v13.4s, v12.4s, v5.s[3]
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	VLD1.P 64(R1), [V28.B16, V29.B16, V30.B16, V31.B16]
+	WORD $0x4e2e1e16 // and v22.16b, v16.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9896cc // sdot v12.4s, v22.16b, v24.16b
+	WORD $0x6f86018d // mla v13.4s, v12.4s, v6.s[0]
+	WORD $0x4e2e1e36 // and v22.16b, v17.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9996cc // sdot v12.4s, v22.16b, v25.16b
+	WORD $0x6fa6018d // mla v13.4s, v12.4s, v6.s[1]
+	WORD $0x6f0e0616 // ushr v22.16b, v16.16b, #2
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a96cc // sdot v12.4s, v22.16b, v26.16b
+	WORD $0x6f86098d // mla v13.4s, v12.4s, v6.s[2]
+	WORD $0x6f0e0636 // ushr v22.16b, v17.16b, #2
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9b96cc // sdot v12.4s, v22.16b, v27.16b
+	WORD $0x6fa6098d // mla v13.4s, v12.4s, v6.s[3]
+	WORD $0x6f0c0616 // ushr v22.16b, v16.16b, #4
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9c96cc // sdot v12.4s, v22.16b, v28.16b
+	WORD $0x6f87018d // mla v13.4s, v12.4s, v7.s[0]
+	WORD $0x6f0c0636 // ushr v22.16b, v17.16b, #4
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9d96cc // sdot v12.4s, v22.16b, v29.16b
+	WORD $0x6fa7018d // mla v13.4s, v12.4s, v7.s[1]
+	WORD $0x6f0a0616 // ushr v22.16b, v16.16b, #6
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9e96cc // sdot v12.4s, v22.16b, v30.16b
+	WORD $0x6f87098d // mla v13.4s, v12.4s, v7.s[2]
+	WORD $0x6f0a0636 // ushr v22.16b, v17.16b, #6
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9f96cc // sdot v12.4s, v22.16b, v31.16b
+	WORD $0x6fa7098d // mla v13.4s, v12.4s, v7.s[3]
+	WORD $0x4eb1b9ad // addv s13, v13.4s
+	FMOVS F13, R12
+	MOVHU 80(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS.P 4(R2), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	MOVHU 82(R0), R13
+	FMOVS R13, F2
+	FCVTHS F2, F2
+	FMULS F3, F2, F2
+	SCVTFWS R11, F5
+	FMULS F5, F2, F5
+	FSUBS F5, F4, F4
+	FADDS F4, F0, F0
+	ADD $84, R0
+	SUB $1, R4
+	B block
+done:
+	FMOVS F0, ret+40(FP)
+	RET
+
+// func dotQ3KSDOT(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+TEXT ·dotQ3KSDOT(SB), NOSPLIT, $0-44
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD xs+24(FP), R3
+	MOVD nb+32(FP), R4
+	WORD $0x4f00e46e // movi v14.16b, #3
+	WORD $0x4f00e48f // movi v15.16b, #4
+	WORD $0x6f00e400 // movi v0.2d, #0
+block:
+	CBZ R4, done
+	MOVWU 96(R0), R5
+	MOVWU 100(R0), R6
+	MOVWU 104(R0), R7
+	LSRW $4, R5, R8
+	ANDW $0x0f0f0f0f, R8
+	LSRW $4, R7, R12
+	ANDW $0x03030303, R12
+	ORRW R12<<4, R8, R8
+	LSRW $4, R6, R9
+	ANDW $0x0f0f0f0f, R9
+	LSRW $6, R7, R12
+	ANDW $0x03030303, R12
+	ORRW R12<<4, R9, R9
+	ANDW $0x0f0f0f0f, R5
+	ANDW $0x03030303, R7, R12
+	ORRW R12<<4, R5, R5
+	ANDW $0x0f0f0f0f, R6
+	LSRW $2, R7, R12
+	ANDW $0x03030303, R12
+	ORRW R12<<4, R6, R6
+	VMOV R5, V1.S[0]
+	VMOV R6, V1.S[1]
+	VMOV R8, V1.S[2]
+	VMOV R9, V1.S[3]
+	WORD $0x4f01e402 // movi v2.16b, #32
+	WORD $0x6e228421 // sub v1.16b, v1.16b, v2.16b
+	WORD $0x0f08a422 // sshll v2.8h, v1.8b, #0
+	WORD $0x4f08a423 // sshll2 v3.8h, v1.16b, #0
+	WORD $0x0f10a444 // sshll v4.4s, v2.4h, #0
+	WORD $0x4f10a445 // sshll2 v5.4s, v2.8h, #0
+	WORD $0x0f10a466 // sshll v6.4s, v3.4h, #0
+	WORD $0x4f10a467 // sshll2 v7.4s, v3.8h, #0
+	VLD1.P 32(R3), [V24.H8, V25.H8]
+	WORD $0x0e78c04c // smull v12.4s, v2.4h, v24.4h
+	WORD $0x4e78804c // smlal2 v12.4s, v2.8h, v24.8h
+	WORD $0x0e79806c // smlal v12.4s, v3.4h, v25.4h
+	WORD $0x4e79806c // smlal2 v12.4s, v3.8h, v25.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R11
+	VLD1 (R0), [V20.B16, V21.B16]
+	ADD $32, R0, R10
+	WORD $0x6f00e40d // movi v13.2d, #0
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	VLD1.P 64(R1), [V28.B16, V29.B16, V30.B16, V31.B16]
+	WORD $0x4e2e1e16 // and v22.16b, v16.16b, v14.16b
+	WORD $0x4f0a5697 // shl v23.16b, v20.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9896cc // sdot v12.4s, v22.16b, v24.16b
+	WORD $0x6f84018d // mla v13.4s, v12.4s, v4.s[0]
+	WORD $0x4e2e1e36 // and v22.16b, v17.16b, v14.16b
+	WORD $0x4f0a56b7 // shl v23.16b, v21.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9996cc // sdot v12.4s, v22.16b, v25.16b
+	WORD $0x6fa4018d // mla v13.4s, v12.4s, v4.s[1]
+	WORD $0x6f0e0616 // ushr v22.16b, v16.16b, #2
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x4f095697 // shl v23.16b, v20.16b, #1
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a96cc // sdot v12.4s, v22.16b, v26.16b
+	WORD $0x6f84098d // mla v13.4s, v12.4s, v4.s[2]
+	WORD $0x6f0e0636 // ushr v22.16b, v17.16b, #2
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x4f0956b7 // shl v23.16b, v21.16b, #1
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9b96cc // sdot v12.4s, v22.16b, v27.16b
+	WORD $0x6fa4098d // mla v13.4s, v12.4s, v4.s[3]
+	WORD $0x6f0c0616 // ushr v22.16b, v16.16b, #4
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x4e2f1e97 // and v23.16b, v20.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9c96cc // sdot v12.4s, v22.16b, v28.16b
+	WORD $0x6f85018d // mla v13.4s, v12.4s, v5.s[0]
+	WORD $0x6f0c0636 // ushr v22.16b, v17.16b, #4
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x4e2f1eb7 // and v23.16b, v21.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9d96cc // sdot v12.4s, v22.16b, v29.16b
+	WORD $0x6fa5018d // mla v13.4s, v12.4s, v5.s[1]
+	WORD $0x6f0a0616 // ushr v22.16b, v16.16b, #6
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f0f0697 // ushr v23.16b, v20.16b, #1
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9e96cc // sdot v12.4s, v22.16b, v30.16b
+	WORD $0x6f85098d // mla v13.4s, v12.4s, v5.s[2]
+	WORD $0x6f0a0636 // ushr v22.16b, v17.16b, #6
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f0f06b7 // ushr v23.16b, v21.16b, #1
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9f96cc // sdot v12.4s, v22.16b, v31.16b
+	WORD $0x6fa5098d // mla v13.4s, v12.4s, v5.s[3]
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	VLD1.P 64(R1), [V28.B16, V29.B16, V30.B16, V31.B16]
+	WORD $0x4e2e1e16 // and v22.16b, v16.16b, v14.16b
+	WORD $0x6f0e0697 // ushr v23.16b, v20.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9896cc // sdot v12.4s, v22.16b, v24.16b
+	WORD $0x6f86018d // mla v13.4s, v12.4s, v6.s[0]
+	WORD $0x4e2e1e36 // and v22.16b, v17.16b, v14.16b
+	WORD $0x6f0e06b7 // ushr v23.16b, v21.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9996cc // sdot v12.4s, v22.16b, v25.16b
+	WORD $0x6fa6018d // mla v13.4s, v12.4s, v6.s[1]
+	WORD $0x6f0e0616 // ushr v22.16b, v16.16b, #2
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f0d0697 // ushr v23.16b, v20.16b, #3
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a96cc // sdot v12.4s, v22.16b, v26.16b
+	WORD $0x6f86098d // mla v13.4s, v12.4s, v6.s[2]
+	WORD $0x6f0e0636 // ushr v22.16b, v17.16b, #2
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f0d06b7 // ushr v23.16b, v21.16b, #3
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9b96cc // sdot v12.4s, v22.16b, v27.16b
+	WORD $0x6fa6098d // mla v13.4s, v12.4s, v6.s[3]
+	WORD $0x6f0c0616 // ushr v22.16b, v16.16b, #4
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f0c0697 // ushr v23.16b, v20.16b, #4
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9c96cc // sdot v12.4s, v22.16b, v28.16b
+	WORD $0x6f87018d // mla v13.4s, v12.4s, v7.s[0]
+	WORD $0x6f0c0636 // ushr v22.16b, v17.16b, #4
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f0c06b7 // ushr v23.16b, v21.16b, #4
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9d96cc // sdot v12.4s, v22.16b, v29.16b
+	WORD $0x6fa7018d // mla v13.4s, v12.4s, v7.s[1]
+	WORD $0x6f0a0616 // ushr v22.16b, v16.16b, #6
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f0b0697 // ushr v23.16b, v20.16b, #5
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9e96cc // sdot v12.4s, v22.16b, v30.16b
+	WORD $0x6f87098d // mla v13.4s, v12.4s, v7.s[2]
+	WORD $0x6f0a0636 // ushr v22.16b, v17.16b, #6
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f0b06b7 // ushr v23.16b, v21.16b, #5
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9f96cc // sdot v12.4s, v22.16b, v31.16b
+	WORD $0x6fa7098d // mla v13.4s, v12.4s, v7.s[3]
+	WORD $0x4eb1b9ad // addv s13, v13.4s
+	FMOVS F13, R12
+	SUBW R11<<2, R12, R12
+	MOVHU 108(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS.P 4(R2), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	FADDS F4, F0, F0
+	ADD $110, R0
+	SUB $1, R4
+	B block
+done:
+	FMOVS F0, ret+40(FP)
+	RET
+
+// func dotQ4KRowsSDOT(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+TEXT ·dotQ4KRowsSDOT(SB), NOSPLIT, $0-56
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD xs+24(FP), R3
+	MOVD nb+32(FP), R4
+	MOVD rows+40(FP), R21
+	MOVD out+48(FP), R22
+	MOVD R1, R14
+	MOVD R2, R15
+	MOVD R3, R19
+	MOVD R4, R20
+	WORD $0x4f00e5ee // movi v14.16b, #15
+	WORD $0x4f00e60f // movi v15.16b, #16
+row:
+	CBZ R21, end
+	MOVD R14, R1
+	MOVD R15, R2
+	MOVD R19, R3
+	MOVD R20, R4
+	WORD $0x6f00e400 // movi v0.2d, #0
+block:
+	CBZ R4, done
+	MOVWU 4(R0), R5
+	MOVWU 8(R0), R6
+	MOVWU 12(R0), R7
+	LSRW $4, R7, R8
+	ANDW $0x0f0f0f0f, R8
+	LSRW $6, R6, R9
+	ANDW $0x03030303, R9
+	ORRW R9<<4, R8, R8
+	ANDW $0x3f3f3f3f, R6
+	LSRW $6, R5, R9
+	ANDW $0x03030303, R9
+	ANDW $0x0f0f0f0f, R7
+	ORRW R9<<4, R7, R7
+	ANDW $0x3f3f3f3f, R5
+	VMOV R5, V1.S[0]
+	VMOV R7, V1.S[1]
+	VMOV R6, V1.S[2]
+	VMOV R8, V1.S[3]
+	WORD $0x2f08a422 // ushll v2.8h, v1.8b, #0
+	WORD $0x6f08a423 // ushll2 v3.8h, v1.16b, #0
+	WORD $0x2f10a444 // ushll v4.4s, v2.4h, #0
+	WORD $0x6f10a445 // ushll2 v5.4s, v2.8h, #0
+	VLD1.P 32(R3), [V24.H8, V25.H8]
+	WORD $0x4e79bf1a // addp v26.8h, v24.8h, v25.8h
+	WORD $0x0e7ac06c // smull v12.4s, v3.4h, v26.4h
+	WORD $0x4e7a806c // smlal2 v12.4s, v3.8h, v26.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R11
+	ADD $16, R0, R10
+	WORD $0x6f00e40d // movi v13.2d, #0
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f84018d // mla v13.4s, v12.4s, v4.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa4018d // mla v13.4s, v12.4s, v4.s[1]
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f84098d // mla v13.4s, v12.4s, v4.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa4098d // mla v13.4s, v12.4s, v4.s[3]
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f85018d // mla v13.4s, v12.4s, v5.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa5018d // mla v13.4s, v12.4s, v5.s[1]
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f85098d // mla v13.4s, v12.4s, v5.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa5098d // mla v13.4s, v12.4s, v5.s[3]
+	WORD $0x4eb1b9ad // addv s13, v13.4s
+	FMOVS F13, R12
+	MOVHU 0(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS.P 4(R2), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	MOVHU 2(R0), R13
+	FMOVS R13, F2
+	FCVTHS F2, F2
+	FMULS F3, F2, F2
+	SCVTFWS R11, F5
+	FMULS F5, F2, F5
+	FSUBS F5, F4, F4
+	FADDS F4, F0, F0
+	ADD $144, R0
+	SUB $1, R4
+	B block
+done:
+	FMOVS.P F0, 4(R22)
+	SUB $1, R21
+	B row
+end:
+	RET
+
+// func dotQ5KRowsSDOT(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+TEXT ·dotQ5KRowsSDOT(SB), NOSPLIT, $0-56
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD xs+24(FP), R3
+	MOVD nb+32(FP), R4
+	MOVD rows+40(FP), R21
+	MOVD out+48(FP), R22
+	MOVD R1, R14
+	MOVD R2, R15
+	MOVD R3, R19
+	MOVD R4, R20
+	WORD $0x4f00e5ee // movi v14.16b, #15
+	WORD $0x4f00e60f // movi v15.16b, #16
+row:
+	CBZ R21, end
+	MOVD R14, R1
+	MOVD R15, R2
+	MOVD R19, R3
+	MOVD R20, R4
+	WORD $0x6f00e400 // movi v0.2d, #0
+block:
+	CBZ R4, done
+	MOVWU 4(R0), R5
+	MOVWU 8(R0), R6
+	MOVWU 12(R0), R7
+	LSRW $4, R7, R8
+	ANDW $0x0f0f0f0f, R8
+	LSRW $6, R6, R9
+	ANDW $0x03030303, R9
+	ORRW R9<<4, R8, R8
+	ANDW $0x3f3f3f3f, R6
+	LSRW $6, R5, R9
+	ANDW $0x03030303, R9
+	ANDW $0x0f0f0f0f, R7
+	ORRW R9<<4, R7, R7
+	ANDW $0x3f3f3f3f, R5
+	VMOV R5, V1.S[0]
+	VMOV R7, V1.S[1]
+	VMOV R6, V1.S[2]
+	VMOV R8, V1.S[3]
+	WORD $0x2f08a422 // ushll v2.8h, v1.8b, #0
+	WORD $0x6f08a423 // ushll2 v3.8h, v1.16b, #0
+	WORD $0x2f10a444 // ushll v4.4s, v2.4h, #0
+	WORD $0x6f10a445 // ushll2 v5.4s, v2.8h, #0
+	VLD1.P 32(R3), [V24.H8, V25.H8]
+	WORD $0x4e79bf1a // addp v26.8h, v24.8h, v25.8h
+	WORD $0x0e7ac06c // smull v12.4s, v3.4h, v26.4h
+	WORD $0x4e7a806c // smlal2 v12.4s, v3.8h, v26.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R11
+	ADD $16, R0, R9
+	VLD1 (R9), [V22.B16, V23.B16]
+	ADD $48, R0, R10
+	WORD $0x6f00e40d // movi v13.2d, #0
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	WORD $0x4f0c56cc // shl v12.16b, v22.16b, #4
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e52 // orr v18.16b, v18.16b, v12.16b
+	WORD $0x4f0c56ec // shl v12.16b, v23.16b, #4
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e73 // orr v19.16b, v19.16b, v12.16b
+	WORD $0x4f0b56cc // shl v12.16b, v22.16b, #3
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e94 // orr v20.16b, v20.16b, v12.16b
+	WORD $0x4f0b56ec // shl v12.16b, v23.16b, #3
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1eb5 // orr v21.16b, v21.16b, v12.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f84018d // mla v13.4s, v12.4s, v4.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa4018d // mla v13.4s, v12.4s, v4.s[1]
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	WORD $0x4f0a56cc // shl v12.16b, v22.16b, #2
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e52 // orr v18.16b, v18.16b, v12.16b
+	WORD $0x4f0a56ec // shl v12.16b, v23.16b, #2
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e73 // orr v19.16b, v19.16b, v12.16b
+	WORD $0x4f0956cc // shl v12.16b, v22.16b, #1
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e94 // orr v20.16b, v20.16b, v12.16b
+	WORD $0x4f0956ec // shl v12.16b, v23.16b, #1
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1eb5 // orr v21.16b, v21.16b, v12.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f84098d // mla v13.4s, v12.4s, v4.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa4098d // mla v13.4s, v12.4s, v4.s[3]
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	WORD $0x4e2f1ecc // and v12.16b, v22.16b, v15.16b
+	WORD $0x4eac1e52 // orr v18.16b, v18.16b, v12.16b
+	WORD $0x4e2f1eec // and v12.16b, v23.16b, v15.16b
+	WORD $0x4eac1e73 // orr v19.16b, v19.16b, v12.16b
+	WORD $0x6f0f06cc // ushr v12.16b, v22.16b, #1
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e94 // orr v20.16b, v20.16b, v12.16b
+	WORD $0x6f0f06ec // ushr v12.16b, v23.16b, #1
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1eb5 // orr v21.16b, v21.16b, v12.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f85018d // mla v13.4s, v12.4s, v5.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa5018d // mla v13.4s, v12.4s, v5.s[1]
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	WORD $0x6f0e06cc // ushr v12.16b, v22.16b, #2
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e52 // orr v18.16b, v18.16b, v12.16b
+	WORD $0x6f0e06ec // ushr v12.16b, v23.16b, #2
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e73 // orr v19.16b, v19.16b, v12.16b
+	WORD $0x6f0d06cc // ushr v12.16b, v22.16b, #3
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e94 // orr v20.16b, v20.16b, v12.16b
+	WORD $0x6f0d06ec // ushr v12.16b, v23.16b, #3
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1eb5 // orr v21.16b, v21.16b, v12.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f85098d // mla v13.4s, v12.4s, v5.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa5098d // mla v13.4s, v12.4s, v5.s[3]
+	WORD $0x4eb1b9ad // addv s13, v13.4s
+	FMOVS F13, R12
+	MOVHU 0(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS.P 4(R2), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	MOVHU 2(R0), R13
+	FMOVS R13, F2
+	FCVTHS F2, F2
+	FMULS F3, F2, F2
+	SCVTFWS R11, F5
+	FMULS F5, F2, F5
+	FSUBS F5, F4, F4
+	FADDS F4, F0, F0
+	ADD $176, R0
+	SUB $1, R4
+	B block
+done:
+	FMOVS.P F0, 4(R22)
+	SUB $1, R21
+	B row
+end:
+	RET
+
+// func dotQ6KRowsSDOT(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+TEXT ·dotQ6KRowsSDOT(SB), NOSPLIT, $0-56
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD xs+24(FP), R3
+	MOVD nb+32(FP), R4
+	MOVD rows+40(FP), R21
+	MOVD out+48(FP), R22
+	MOVD R1, R14
+	MOVD R2, R15
+	MOVD R3, R19
+	MOVD R4, R20
+	WORD $0x4f00e5ee // movi v14.16b, #15
+	WORD $0x4f01e60f // movi v15.16b, #48
+row:
+	CBZ R21, end
+	MOVD R14, R1
+	MOVD R15, R2
+	MOVD R19, R3
+	MOVD R20, R4
+	WORD $0x6f00e400 // movi v0.2d, #0
+block:
+	CBZ R4, done
+	ADD $192, R0, R10
+	VLD1 (R10), [V1.B16]
+	WORD $0x0f08a422 // sshll v2.8h, v1.8b, #0
+	WORD $0x4f08a423 // sshll2 v3.8h, v1.16b, #0
+	WORD $0x0f10a444 // sshll v4.4s, v2.4h, #0
+	WORD $0x4f10a445 // sshll2 v5.4s, v2.8h, #0
+	WORD $0x0f10a466 // sshll v6.4s, v3.4h, #0
+	WORD $0x4f10a467 // sshll2 v7.4s, v3.8h, #0
+	VLD1.P 32(R3), [V24.H8, V25.H8]
+	WORD $0x0e78c04c // smull v12.4s, v2.4h, v24.4h
+	WORD $0x4e78804c // smlal2 v12.4s, v2.8h, v24.8h
+	WORD $0x0e79806c // smlal v12.4s, v3.4h, v25.4h
+	WORD $0x4e79806c // smlal2 v12.4s, v3.8h, v25.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R11
+	MOVD R0, R10
+	ADD $128, R0, R9
+	WORD $0x6f00e40d // movi v13.2d, #0
+	VLD1.P 64(R10), [V16.B16, V17.B16, V18.B16, V19.B16]
+	VLD1.P 32(R9), [V20.B16, V21.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	VLD1.P 64(R1), [V28.B16, V29.B16, V30.B16, V31.B16]
+	WORD $0x4e2e1e16 // and v22.16b, v16.16b, v14.16b
+	WORD $0x4f0c5697 // shl v23.16b, v20.16b, #4
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9896cc // sdot v12.4s, v22.16b, v24.16b
+	WORD $0x6f84018d // mla v13.4s, v12.4s, v4.s[0]
+	WORD $0x4e2e1e36 // and v22.16b, v17.16b, v14.16b
+	WORD $0x4f0c56b7 // shl v23.16b, v21.16b, #4
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9996cc // sdot v12.4s, v22.16b, v25.16b
+	WORD $0x6fa4018d // mla v13.4s, v12.4s, v4.s[1]
+	WORD $0x4e2e1e56 // and v22.16b, v18.16b, v14.16b
+	WORD $0x4f0a5697 // shl v23.16b, v20.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a96cc // sdot v12.4s, v22.16b, v26.16b
+	WORD $0x6f84098d // mla v13.4s, v12.4s, v4.s[2]
+	WORD $0x4e2e1e76 // and v22.16b, v19.16b, v14.16b
+	WORD $0x4f0a56b7 // shl v23.16b, v21.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9b96cc // sdot v12.4s, v22.16b, v27.16b
+	WORD $0x6fa4098d // mla v13.4s, v12.4s, v4.s[3]
+	WORD $0x6f0c0616 // ushr v22.16b, v16.16b, #4
+	WORD $0x4e2f1e97 // and v23.16b, v20.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9c96cc // sdot v12.4s, v22.16b, v28.16b
+	WORD $0x6f85018d // mla v13.4s, v12.4s, v5.s[0]
+	WORD $0x6f0c0636 // ushr v22.16b, v17.16b, #4
+	WORD $0x4e2f1eb7 // and v23.16b, v21.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9d96cc // sdot v12.4s, v22.16b, v29.16b
+	WORD $0x6fa5018d // mla v13.4s, v12.4s, v5.s[1]
+	WORD $0x6f0c0656 // ushr v22.16b, v18.16b, #4
+	WORD $0x6f0e0697 // ushr v23.16b, v20.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9e96cc // sdot v12.4s, v22.16b, v30.16b
+	WORD $0x6f85098d // mla v13.4s, v12.4s, v5.s[2]
+	WORD $0x6f0c0676 // ushr v22.16b, v19.16b, #4
+	WORD $0x6f0e06b7 // ushr v23.16b, v21.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9f96cc // sdot v12.4s, v22.16b, v31.16b
+	WORD $0x6fa5098d // mla v13.4s, v12.4s, v5.s[3]
+	VLD1.P 64(R10), [V16.B16, V17.B16, V18.B16, V19.B16]
+	VLD1.P 32(R9), [V20.B16, V21.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	VLD1.P 64(R1), [V28.B16, V29.B16, V30.B16, V31.B16]
+	WORD $0x4e2e1e16 // and v22.16b, v16.16b, v14.16b
+	WORD $0x4f0c5697 // shl v23.16b, v20.16b, #4
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9896cc // sdot v12.4s, v22.16b, v24.16b
+	WORD $0x6f86018d // mla v13.4s, v12.4s, v6.s[0]
+	WORD $0x4e2e1e36 // and v22.16b, v17.16b, v14.16b
+	WORD $0x4f0c56b7 // shl v23.16b, v21.16b, #4
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9996cc // sdot v12.4s, v22.16b, v25.16b
+	WORD $0x6fa6018d // mla v13.4s, v12.4s, v6.s[1]
+	WORD $0x4e2e1e56 // and v22.16b, v18.16b, v14.16b
+	WORD $0x4f0a5697 // shl v23.16b, v20.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a96cc // sdot v12.4s, v22.16b, v26.16b
+	WORD $0x6f86098d // mla v13.4s, v12.4s, v6.s[2]
+	WORD $0x4e2e1e76 // and v22.16b, v19.16b, v14.16b
+	WORD $0x4f0a56b7 // shl v23.16b, v21.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9b96cc // sdot v12.4s, v22.16b, v27.16b
+	WORD $0x6fa6098d // mla v13.4s, v12.4s, v6.s[3]
+	WORD $0x6f0c0616 // ushr v22.16b, v16.16b, #4
+	WORD $0x4e2f1e97 // and v23.16b, v20.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9c96cc // sdot v12.4s, v22.16b, v28.16b
+	WORD $0x6f87018d // mla v13.4s, v12.4s, v7.s[0]
+	WORD $0x6f0c0636 // ushr v22.16b, v17.16b, #4
+	WORD $0x4e2f1eb7 // and v23.16b, v21.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9d96cc // sdot v12.4s, v22.16b, v29.16b
+	WORD $0x6fa7018d // mla v13.4s, v12.4s, v7.s[1]
+	WORD $0x6f0c0656 // ushr v22.16b, v18.16b, #4
+	WORD $0x6f0e0697 // ushr v23.16b, v20.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9e96cc // sdot v12.4s, v22.16b, v30.16b
+	WORD $0x6f87098d // mla v13.4s, v12.4s, v7.s[2]
+	WORD $0x6f0c0676 // ushr v22.16b, v19.16b, #4
+	WORD $0x6f0e06b7 // ushr v23.16b, v21.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9f96cc // sdot v12.4s, v22.16b, v31.16b
+	WORD $0x6fa7098d // mla v13.4s, v12.4s, v7.s[3]
+	WORD $0x4eb1b9ad // addv s13, v13.4s
+	FMOVS F13, R12
+	SUBW R11<<5, R12, R12
+	MOVHU 208(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS.P 4(R2), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	FADDS F4, F0, F0
+	ADD $210, R0
+	SUB $1, R4
+	B block
+done:
+	FMOVS.P F0, 4(R22)
+	SUB $1, R21
+	B row
+end:
+	RET
+
+// func dotQ2KRowsSDOT(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+TEXT ·dotQ2KRowsSDOT(SB), NOSPLIT, $0-56
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD xs+24(FP), R3
+	MOVD nb+32(FP), R4
+	MOVD rows+40(FP), R21
+	MOVD out+48(FP), R22
+	MOVD R1, R14
+	MOVD R2, R15
+	MOVD R3, R19
+	MOVD R4, R20
+	WORD $0x4f00e46e // movi v14.16b, #3
+	WORD $0x4f00e5ef // movi v15.16b, #15
+row:
+	CBZ R21, end
+	MOVD R14, R1
+	MOVD R15, R2
+	MOVD R19, R3
+	MOVD R20, R4
+	WORD $0x6f00e400 // movi v0.2d, #0
+block:
+	CBZ R4, done
+	VLD1 (R0), [V1.B16]
+	WORD $0x4e2f1c22 // and v2.16b, v1.16b, v15.16b
+	WORD $0x2f08a443 // ushll v3.8h, v2.8b, #0
+	WORD $0x6f08a442 // ushll2 v2.8h, v2.16b, #0
+	WORD $0x2f10a464 // ushll v4.4s, v3.4h, #0
+	WORD $0x6f10a465 // ushll2 v5.4s, v3.8h, #0
+	WORD $0x2f10a446 // ushll v6.4s, v2.4h, #0
+	WORD $0x6f10a447 // ushll2 v7.4s, v2.8h, #0
+	WORD $0x6f0c0421 // ushr v1.16b, v1.16b, #4
+	WORD $0x2f08a422 // ushll v2.8h, v1.8b, #0
+	WORD $0x6f08a423 // ushll2 v3.8h, v1.16b, #0
+	VLD1.P 32(R3), [V24.H8, V25.H8]
+	WORD $0x0e78c04c // smull v12.4s, v2.4h, v24.4h
+	WORD $0x4e78804c // smlal2 v12.4s, v2.8h, v24.8h
+	WORD $0x0e79806c // smlal v12.4s, v3.4h, v25.4h
+	WORD $0x4e79806c // smlal2 v12.4s, v3.8h, v25.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R11
+	ADD $16, R0, R10
+	WORD $0x6f00e40d // movi v13.2d, #0
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	VLD1.P 64(R1), [V28.B16, V29.B16, V30.B16, V31.B16]
+	WORD $0x4e2e1e16 // and v22.16b, v16.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9896cc // sdot v12.4s, v22.16b, v24.16b
+	WORD $0x6f84018d // mla v13.4s, v12.4s, v4.s[0]
+	WORD $0x4e2e1e36 // and v22.16b, v17.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9996cc // sdot v12.4s, v22.16b, v25.16b
+	WORD $0x6fa4018d // mla v13.4s, v12.4s, v4.s[1]
+	WORD $0x6f0e0616 // ushr v22.16b, v16.16b, #2
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a96cc // sdot v12.4s, v22.16b, v26.16b
+	WORD $0x6f84098d // mla v13.4s, v12.4s, v4.s[2]
+	WORD $0x6f0e0636 // ushr v22.16b, v17.16b, #2
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9b96cc // sdot v12.4s, v22.16b, v27.16b
+	WORD $0x6fa4098d // mla v13.4s, v12.4s, v4.s[3]
+	WORD $0x6f0c0616 // ushr v22.16b, v16.16b, #4
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9c96cc // sdot v12.4s, v22.16b, v28.16b
+	WORD $0x6f85018d // mla v13.4s, v12.4s, v5.s[0]
+	WORD $0x6f0c0636 // ushr v22.16b, v17.16b, #4
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9d96cc // sdot v12.4s, v22.16b, v29.16b
+	WORD $0x6fa5018d // mla v13.4s, v12.4s, v5.s[1]
+	WORD $0x6f0a0616 // ushr v22.16b, v16.16b, #6
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9e96cc // sdot v12.4s, v22.16b, v30.16b
+	WORD $0x6f85098d // mla v13.4s, v12.4s, v5.s[2]
+	WORD $0x6f0a0636 // ushr v22.16b, v17.16b, #6
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9f96cc // sdot v12.4s, v22.16b, v31.16b
+	WORD $0x6fa5098d // mla v13.4s, v12.4s, v5.s[3]
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	VLD1.P 64(R1), [V28.B16, V29.B16, V30.B16, V31.B16]
+	WORD $0x4e2e1e16 // and v22.16b, v16.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9896cc // sdot v12.4s, v22.16b, v24.16b
+	WORD $0x6f86018d // mla v13.4s, v12.4s, v6.s[0]
+	WORD $0x4e2e1e36 // and v22.16b, v17.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9996cc // sdot v12.4s, v22.16b, v25.16b
+	WORD $0x6fa6018d // mla v13.4s, v12.4s, v6.s[1]
+	WORD $0x6f0e0616 // ushr v22.16b, v16.16b, #2
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a96cc // sdot v12.4s, v22.16b, v26.16b
+	WORD $0x6f86098d // mla v13.4s, v12.4s, v6.s[2]
+	WORD $0x6f0e0636 // ushr v22.16b, v17.16b, #2
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9b96cc // sdot v12.4s, v22.16b, v27.16b
+	WORD $0x6fa6098d // mla v13.4s, v12.4s, v6.s[3]
+	WORD $0x6f0c0616 // ushr v22.16b, v16.16b, #4
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9c96cc // sdot v12.4s, v22.16b, v28.16b
+	WORD $0x6f87018d // mla v13.4s, v12.4s, v7.s[0]
+	WORD $0x6f0c0636 // ushr v22.16b, v17.16b, #4
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9d96cc // sdot v12.4s, v22.16b, v29.16b
+	WORD $0x6fa7018d // mla v13.4s, v12.4s, v7.s[1]
+	WORD $0x6f0a0616 // ushr v22.16b, v16.16b, #6
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9e96cc // sdot v12.4s, v22.16b, v30.16b
+	WORD $0x6f87098d // mla v13.4s, v12.4s, v7.s[2]
+	WORD $0x6f0a0636 // ushr v22.16b, v17.16b, #6
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9f96cc // sdot v12.4s, v22.16b, v31.16b
+	WORD $0x6fa7098d // mla v13.4s, v12.4s, v7.s[3]
+	WORD $0x4eb1b9ad // addv s13, v13.4s
+	FMOVS F13, R12
+	MOVHU 80(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS.P 4(R2), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	MOVHU 82(R0), R13
+	FMOVS R13, F2
+	FCVTHS F2, F2
+	FMULS F3, F2, F2
+	SCVTFWS R11, F5
+	FMULS F5, F2, F5
+	FSUBS F5, F4, F4
+	FADDS F4, F0, F0
+	ADD $84, R0
+	SUB $1, R4
+	B block
+done:
+	FMOVS.P F0, 4(R22)
+	SUB $1, R21
+	B row
+end:
+	RET
+
+// func dotQ3KRowsSDOT(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+TEXT ·dotQ3KRowsSDOT(SB), NOSPLIT, $0-56
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD xs+24(FP), R3
+	MOVD nb+32(FP), R4
+	MOVD rows+40(FP), R21
+	MOVD out+48(FP), R22
+	MOVD R1, R14
+	MOVD R2, R15
+	MOVD R3, R19
+	MOVD R4, R20
+	WORD $0x4f00e46e // movi v14.16b, #3
+	WORD $0x4f00e48f // movi v15.16b, #4
+row:
+	CBZ R21, end
+	MOVD R14, R1
+	MOVD R15, R2
+	MOVD R19, R3
+	MOVD R20, R4
+	WORD $0x6f00e400 // movi v0.2d, #0
+block:
+	CBZ R4, done
+	MOVWU 96(R0), R5
+	MOVWU 100(R0), R6
+	MOVWU 104(R0), R7
+	LSRW $4, R5, R8
+	ANDW $0x0f0f0f0f, R8
+	LSRW $4, R7, R12
+	ANDW $0x03030303, R12
+	ORRW R12<<4, R8, R8
+	LSRW $4, R6, R9
+	ANDW $0x0f0f0f0f, R9
+	LSRW $6, R7, R12
+	ANDW $0x03030303, R12
+	ORRW R12<<4, R9, R9
+	ANDW $0x0f0f0f0f, R5
+	ANDW $0x03030303, R7, R12
+	ORRW R12<<4, R5, R5
+	ANDW $0x0f0f0f0f, R6
+	LSRW $2, R7, R12
+	ANDW $0x03030303, R12
+	ORRW R12<<4, R6, R6
+	VMOV R5, V1.S[0]
+	VMOV R6, V1.S[1]
+	VMOV R8, V1.S[2]
+	VMOV R9, V1.S[3]
+	WORD $0x4f01e402 // movi v2.16b, #32
+	WORD $0x6e228421 // sub v1.16b, v1.16b, v2.16b
+	WORD $0x0f08a422 // sshll v2.8h, v1.8b, #0
+	WORD $0x4f08a423 // sshll2 v3.8h, v1.16b, #0
+	WORD $0x0f10a444 // sshll v4.4s, v2.4h, #0
+	WORD $0x4f10a445 // sshll2 v5.4s, v2.8h, #0
+	WORD $0x0f10a466 // sshll v6.4s, v3.4h, #0
+	WORD $0x4f10a467 // sshll2 v7.4s, v3.8h, #0
+	VLD1.P 32(R3), [V24.H8, V25.H8]
+	WORD $0x0e78c04c // smull v12.4s, v2.4h, v24.4h
+	WORD $0x4e78804c // smlal2 v12.4s, v2.8h, v24.8h
+	WORD $0x0e79806c // smlal v12.4s, v3.4h, v25.4h
+	WORD $0x4e79806c // smlal2 v12.4s, v3.8h, v25.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R11
+	VLD1 (R0), [V20.B16, V21.B16]
+	ADD $32, R0, R10
+	WORD $0x6f00e40d // movi v13.2d, #0
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	VLD1.P 64(R1), [V28.B16, V29.B16, V30.B16, V31.B16]
+	WORD $0x4e2e1e16 // and v22.16b, v16.16b, v14.16b
+	WORD $0x4f0a5697 // shl v23.16b, v20.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9896cc // sdot v12.4s, v22.16b, v24.16b
+	WORD $0x6f84018d // mla v13.4s, v12.4s, v4.s[0]
+	WORD $0x4e2e1e36 // and v22.16b, v17.16b, v14.16b
+	WORD $0x4f0a56b7 // shl v23.16b, v21.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9996cc // sdot v12.4s, v22.16b, v25.16b
+	WORD $0x6fa4018d // mla v13.4s, v12.4s, v4.s[1]
+	WORD $0x6f0e0616 // ushr v22.16b, v16.16b, #2
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x4f095697 // shl v23.16b, v20.16b, #1
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a96cc // sdot v12.4s, v22.16b, v26.16b
+	WORD $0x6f84098d // mla v13.4s, v12.4s, v4.s[2]
+	WORD $0x6f0e0636 // ushr v22.16b, v17.16b, #2
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x4f0956b7 // shl v23.16b, v21.16b, #1
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9b96cc // sdot v12.4s, v22.16b, v27.16b
+	WORD $0x6fa4098d // mla v13.4s, v12.4s, v4.s[3]
+	WORD $0x6f0c0616 // ushr v22.16b, v16.16b, #4
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x4e2f1e97 // and v23.16b, v20.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9c96cc // sdot v12.4s, v22.16b, v28.16b
+	WORD $0x6f85018d // mla v13.4s, v12.4s, v5.s[0]
+	WORD $0x6f0c0636 // ushr v22.16b, v17.16b, #4
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x4e2f1eb7 // and v23.16b, v21.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9d96cc // sdot v12.4s, v22.16b, v29.16b
+	WORD $0x6fa5018d // mla v13.4s, v12.4s, v5.s[1]
+	WORD $0x6f0a0616 // ushr v22.16b, v16.16b, #6
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f0f0697 // ushr v23.16b, v20.16b, #1
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9e96cc // sdot v12.4s, v22.16b, v30.16b
+	WORD $0x6f85098d // mla v13.4s, v12.4s, v5.s[2]
+	WORD $0x6f0a0636 // ushr v22.16b, v17.16b, #6
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f0f06b7 // ushr v23.16b, v21.16b, #1
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9f96cc // sdot v12.4s, v22.16b, v31.16b
+	WORD $0x6fa5098d // mla v13.4s, v12.4s, v5.s[3]
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	VLD1.P 64(R1), [V28.B16, V29.B16, V30.B16, V31.B16]
+	WORD $0x4e2e1e16 // and v22.16b, v16.16b, v14.16b
+	WORD $0x6f0e0697 // ushr v23.16b, v20.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9896cc // sdot v12.4s, v22.16b, v24.16b
+	WORD $0x6f86018d // mla v13.4s, v12.4s, v6.s[0]
+	WORD $0x4e2e1e36 // and v22.16b, v17.16b, v14.16b
+	WORD $0x6f0e06b7 // ushr v23.16b, v21.16b, #2
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9996cc // sdot v12.4s, v22.16b, v25.16b
+	WORD $0x6fa6018d // mla v13.4s, v12.4s, v6.s[1]
+	WORD $0x6f0e0616 // ushr v22.16b, v16.16b, #2
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f0d0697 // ushr v23.16b, v20.16b, #3
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a96cc // sdot v12.4s, v22.16b, v26.16b
+	WORD $0x6f86098d // mla v13.4s, v12.4s, v6.s[2]
+	WORD $0x6f0e0636 // ushr v22.16b, v17.16b, #2
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f0d06b7 // ushr v23.16b, v21.16b, #3
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9b96cc // sdot v12.4s, v22.16b, v27.16b
+	WORD $0x6fa6098d // mla v13.4s, v12.4s, v6.s[3]
+	WORD $0x6f0c0616 // ushr v22.16b, v16.16b, #4
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f0c0697 // ushr v23.16b, v20.16b, #4
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9c96cc // sdot v12.4s, v22.16b, v28.16b
+	WORD $0x6f87018d // mla v13.4s, v12.4s, v7.s[0]
+	WORD $0x6f0c0636 // ushr v22.16b, v17.16b, #4
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f0c06b7 // ushr v23.16b, v21.16b, #4
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9d96cc // sdot v12.4s, v22.16b, v29.16b
+	WORD $0x6fa7018d // mla v13.4s, v12.4s, v7.s[1]
+	WORD $0x6f0a0616 // ushr v22.16b, v16.16b, #6
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f0b0697 // ushr v23.16b, v20.16b, #5
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9e96cc // sdot v12.4s, v22.16b, v30.16b
+	WORD $0x6f87098d // mla v13.4s, v12.4s, v7.s[2]
+	WORD $0x6f0a0636 // ushr v22.16b, v17.16b, #6
+	WORD $0x4e2e1ed6 // and v22.16b, v22.16b, v14.16b
+	WORD $0x6f0b06b7 // ushr v23.16b, v21.16b, #5
+	WORD $0x4e2f1ef7 // and v23.16b, v23.16b, v15.16b
+	WORD $0x4eb71ed6 // orr v22.16b, v22.16b, v23.16b
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9f96cc // sdot v12.4s, v22.16b, v31.16b
+	WORD $0x6fa7098d // mla v13.4s, v12.4s, v7.s[3]
+	WORD $0x4eb1b9ad // addv s13, v13.4s
+	FMOVS F13, R12
+	SUBW R11<<2, R12, R12
+	MOVHU 108(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS.P 4(R2), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	FADDS F4, F0, F0
+	ADD $110, R0
+	SUB $1, R4
+	B block
+done:
+	FMOVS.P F0, 4(R22)
+	SUB $1, R21
+	B row
+end:
+	RET
+
+// func dotQ4Kx4SDOT(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32)
+TEXT ·dotQ4Kx4SDOT(SB), NOSPLIT, $0-56
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD xs+24(FP), R3
+	MOVD nb+32(FP), R4
+	MOVD xstride+40(FP), R23
+	MOVD out+48(FP), R22
+	ADD R1, R23, R19
+	ADD R19, R23, R20
+	ADD R20, R23, R21
+	LSR $6, R23, R24
+	LSR $3, R23, R25
+	WORD $0x6f00e400 // movi v0.2d, #0
+	VST1 [V0.S4], (R22)
+	WORD $0x4f00e5ee // movi v14.16b, #15
+	WORD $0x4f00e60f // movi v15.16b, #16
+block:
+	CBZ R4, done
+	MOVWU 4(R0), R5
+	MOVWU 8(R0), R6
+	MOVWU 12(R0), R7
+	LSRW $4, R7, R8
+	ANDW $0x0f0f0f0f, R8
+	LSRW $6, R6, R9
+	ANDW $0x03030303, R9
+	ORRW R9<<4, R8, R8
+	ANDW $0x3f3f3f3f, R6
+	LSRW $6, R5, R9
+	ANDW $0x03030303, R9
+	ANDW $0x0f0f0f0f, R7
+	ORRW R9<<4, R7, R7
+	ANDW $0x3f3f3f3f, R5
+	VMOV R5, V1.S[0]
+	VMOV R7, V1.S[1]
+	VMOV R6, V1.S[2]
+	VMOV R8, V1.S[3]
+	WORD $0x2f08a422 // ushll v2.8h, v1.8b, #0
+	WORD $0x6f08a423 // ushll2 v3.8h, v1.16b, #0
+	WORD $0x2f10a444 // ushll v4.4s, v2.4h, #0
+	WORD $0x6f10a445 // ushll2 v5.4s, v2.8h, #0
+	MOVD R3, R14
+	VLD1 (R14), [V24.H8, V25.H8]
+	WORD $0x4e79bf1a // addp v26.8h, v24.8h, v25.8h
+	WORD $0x0e7ac06c // smull v12.4s, v3.4h, v26.4h
+	WORD $0x4e7a806c // smlal2 v12.4s, v3.8h, v26.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R6
+	ADD R25, R3, R14
+	VLD1 (R14), [V24.H8, V25.H8]
+	WORD $0x4e79bf1a // addp v26.8h, v24.8h, v25.8h
+	WORD $0x0e7ac06c // smull v12.4s, v3.4h, v26.4h
+	WORD $0x4e7a806c // smlal2 v12.4s, v3.8h, v26.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R7
+	ADD R25<<1, R3, R14
+	VLD1 (R14), [V24.H8, V25.H8]
+	WORD $0x4e79bf1a // addp v26.8h, v24.8h, v25.8h
+	WORD $0x0e7ac06c // smull v12.4s, v3.4h, v26.4h
+	WORD $0x4e7a806c // smlal2 v12.4s, v3.8h, v26.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R8
+	ADD R25<<1, R3, R14
+	ADD R25, R14, R14
+	VLD1 (R14), [V24.H8, V25.H8]
+	WORD $0x4e79bf1a // addp v26.8h, v24.8h, v25.8h
+	WORD $0x0e7ac06c // smull v12.4s, v3.4h, v26.4h
+	WORD $0x4e7a806c // smlal2 v12.4s, v3.8h, v26.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R9
+	ADD $16, R0, R10
+	WORD $0x6f00e41c // movi v28.2d, #0
+	WORD $0x6f00e41d // movi v29.2d, #0
+	WORD $0x6f00e41e // movi v30.2d, #0
+	WORD $0x6f00e41f // movi v31.2d, #0
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f84019c // mla v28.4s, v12.4s, v4.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa4019c // mla v28.4s, v12.4s, v4.s[1]
+	VLD1.P 64(R19), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f84019d // mla v29.4s, v12.4s, v4.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa4019d // mla v29.4s, v12.4s, v4.s[1]
+	VLD1.P 64(R20), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f84019e // mla v30.4s, v12.4s, v4.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa4019e // mla v30.4s, v12.4s, v4.s[1]
+	VLD1.P 64(R21), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f84019f // mla v31.4s, v12.4s, v4.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa4019f // mla v31.4s, v12.4s, v4.s[1]
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f84099c // mla v28.4s, v12.4s, v4.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa4099c // mla v28.4s, v12.4s, v4.s[3]
+	VLD1.P 64(R19), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f84099d // mla v29.4s, v12.4s, v4.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa4099d // mla v29.4s, v12.4s, v4.s[3]
+	VLD1.P 64(R20), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f84099e // mla v30.4s, v12.4s, v4.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa4099e // mla v30.4s, v12.4s, v4.s[3]
+	VLD1.P 64(R21), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f84099f // mla v31.4s, v12.4s, v4.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa4099f // mla v31.4s, v12.4s, v4.s[3]
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f85019c // mla v28.4s, v12.4s, v5.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa5019c // mla v28.4s, v12.4s, v5.s[1]
+	VLD1.P 64(R19), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f85019d // mla v29.4s, v12.4s, v5.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa5019d // mla v29.4s, v12.4s, v5.s[1]
+	VLD1.P 64(R20), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f85019e // mla v30.4s, v12.4s, v5.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa5019e // mla v30.4s, v12.4s, v5.s[1]
+	VLD1.P 64(R21), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f85019f // mla v31.4s, v12.4s, v5.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa5019f // mla v31.4s, v12.4s, v5.s[1]
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f85099c // mla v28.4s, v12.4s, v5.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa5099c // mla v28.4s, v12.4s, v5.s[3]
+	VLD1.P 64(R19), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f85099d // mla v29.4s, v12.4s, v5.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa5099d // mla v29.4s, v12.4s, v5.s[3]
+	VLD1.P 64(R20), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f85099e // mla v30.4s, v12.4s, v5.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa5099e // mla v30.4s, v12.4s, v5.s[3]
+	VLD1.P 64(R21), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f85099f // mla v31.4s, v12.4s, v5.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa5099f // mla v31.4s, v12.4s, v5.s[3]
+	WORD $0x4eb1bb8c // addv s12, v28.4s
+	FMOVS F12, R12
+	MOVD R2, R15
+	MOVHU 0(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS (R15), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	MOVHU 2(R0), R13
+	FMOVS R13, F2
+	FCVTHS F2, F2
+	FMULS F3, F2, F2
+	SCVTFWS R6, F5
+	FMULS F5, F2, F5
+	FSUBS F5, F4, F4
+	FMOVS 0(R22), F0
+	FADDS F4, F0, F0
+	FMOVS F0, 0(R22)
+	WORD $0x4eb1bbac // addv s12, v29.4s
+	FMOVS F12, R12
+	ADD R24, R2, R15
+	MOVHU 0(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS (R15), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	MOVHU 2(R0), R13
+	FMOVS R13, F2
+	FCVTHS F2, F2
+	FMULS F3, F2, F2
+	SCVTFWS R7, F5
+	FMULS F5, F2, F5
+	FSUBS F5, F4, F4
+	FMOVS 4(R22), F0
+	FADDS F4, F0, F0
+	FMOVS F0, 4(R22)
+	WORD $0x4eb1bbcc // addv s12, v30.4s
+	FMOVS F12, R12
+	ADD R24<<1, R2, R15
+	MOVHU 0(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS (R15), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	MOVHU 2(R0), R13
+	FMOVS R13, F2
+	FCVTHS F2, F2
+	FMULS F3, F2, F2
+	SCVTFWS R8, F5
+	FMULS F5, F2, F5
+	FSUBS F5, F4, F4
+	FMOVS 8(R22), F0
+	FADDS F4, F0, F0
+	FMOVS F0, 8(R22)
+	WORD $0x4eb1bbec // addv s12, v31.4s
+	FMOVS F12, R12
+	ADD R24<<1, R2, R15
+	ADD R24, R15, R15
+	MOVHU 0(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS (R15), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	MOVHU 2(R0), R13
+	FMOVS R13, F2
+	FCVTHS F2, F2
+	FMULS F3, F2, F2
+	SCVTFWS R9, F5
+	FMULS F5, F2, F5
+	FSUBS F5, F4, F4
+	FMOVS 12(R22), F0
+	FADDS F4, F0, F0
+	FMOVS F0, 12(R22)
+	ADD $4, R2
+	ADD $32, R3
+	ADD $144, R0
+	SUB $1, R4
+	B block
+done:
+	RET
+
+// func dotQ5Kx4SDOT(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32)
+TEXT ·dotQ5Kx4SDOT(SB), NOSPLIT, $0-56
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD xs+24(FP), R3
+	MOVD nb+32(FP), R4
+	MOVD xstride+40(FP), R23
+	MOVD out+48(FP), R22
+	ADD R1, R23, R19
+	ADD R19, R23, R20
+	ADD R20, R23, R21
+	LSR $6, R23, R24
+	LSR $3, R23, R25
+	WORD $0x6f00e400 // movi v0.2d, #0
+	VST1 [V0.S4], (R22)
+	WORD $0x4f00e5ee // movi v14.16b, #15
+	WORD $0x4f00e60f // movi v15.16b, #16
+block:
+	CBZ R4, done
+	MOVWU 4(R0), R5
+	MOVWU 8(R0), R6
+	MOVWU 12(R0), R7
+	LSRW $4, R7, R8
+	ANDW $0x0f0f0f0f, R8
+	LSRW $6, R6, R9
+	ANDW $0x03030303, R9
+	ORRW R9<<4, R8, R8
+	ANDW $0x3f3f3f3f, R6
+	LSRW $6, R5, R9
+	ANDW $0x03030303, R9
+	ANDW $0x0f0f0f0f, R7
+	ORRW R9<<4, R7, R7
+	ANDW $0x3f3f3f3f, R5
+	VMOV R5, V1.S[0]
+	VMOV R7, V1.S[1]
+	VMOV R6, V1.S[2]
+	VMOV R8, V1.S[3]
+	WORD $0x2f08a422 // ushll v2.8h, v1.8b, #0
+	WORD $0x6f08a423 // ushll2 v3.8h, v1.16b, #0
+	WORD $0x2f10a444 // ushll v4.4s, v2.4h, #0
+	WORD $0x6f10a445 // ushll2 v5.4s, v2.8h, #0
+	MOVD R3, R14
+	VLD1 (R14), [V24.H8, V25.H8]
+	WORD $0x4e79bf1a // addp v26.8h, v24.8h, v25.8h
+	WORD $0x0e7ac06c // smull v12.4s, v3.4h, v26.4h
+	WORD $0x4e7a806c // smlal2 v12.4s, v3.8h, v26.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R6
+	ADD R25, R3, R14
+	VLD1 (R14), [V24.H8, V25.H8]
+	WORD $0x4e79bf1a // addp v26.8h, v24.8h, v25.8h
+	WORD $0x0e7ac06c // smull v12.4s, v3.4h, v26.4h
+	WORD $0x4e7a806c // smlal2 v12.4s, v3.8h, v26.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R7
+	ADD R25<<1, R3, R14
+	VLD1 (R14), [V24.H8, V25.H8]
+	WORD $0x4e79bf1a // addp v26.8h, v24.8h, v25.8h
+	WORD $0x0e7ac06c // smull v12.4s, v3.4h, v26.4h
+	WORD $0x4e7a806c // smlal2 v12.4s, v3.8h, v26.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R8
+	ADD R25<<1, R3, R14
+	ADD R25, R14, R14
+	VLD1 (R14), [V24.H8, V25.H8]
+	WORD $0x4e79bf1a // addp v26.8h, v24.8h, v25.8h
+	WORD $0x0e7ac06c // smull v12.4s, v3.4h, v26.4h
+	WORD $0x4e7a806c // smlal2 v12.4s, v3.8h, v26.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R9
+	ADD $16, R0, R10
+	VLD1 (R10), [V22.B16, V23.B16]
+	ADD $48, R0, R10
+	WORD $0x6f00e41c // movi v28.2d, #0
+	WORD $0x6f00e41d // movi v29.2d, #0
+	WORD $0x6f00e41e // movi v30.2d, #0
+	WORD $0x6f00e41f // movi v31.2d, #0
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	WORD $0x4f0c56cc // shl v12.16b, v22.16b, #4
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e52 // orr v18.16b, v18.16b, v12.16b
+	WORD $0x4f0c56ec // shl v12.16b, v23.16b, #4
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e73 // orr v19.16b, v19.16b, v12.16b
+	WORD $0x4f0b56cc // shl v12.16b, v22.16b, #3
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e94 // orr v20.16b, v20.16b, v12.16b
+	WORD $0x4f0b56ec // shl v12.16b, v23.16b, #3
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1eb5 // orr v21.16b, v21.16b, v12.16b
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f84019c // mla v28.4s, v12.4s, v4.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa4019c // mla v28.4s, v12.4s, v4.s[1]
+	VLD1.P 64(R19), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f84019d // mla v29.4s, v12.4s, v4.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa4019d // mla v29.4s, v12.4s, v4.s[1]
+	VLD1.P 64(R20), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f84019e // mla v30.4s, v12.4s, v4.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa4019e // mla v30.4s, v12.4s, v4.s[1]
+	VLD1.P 64(R21), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f84019f // mla v31.4s, v12.4s, v4.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa4019f // mla v31.4s, v12.4s, v4.s[1]
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	WORD $0x4f0a56cc // shl v12.16b, v22.16b, #2
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e52 // orr v18.16b, v18.16b, v12.16b
+	WORD $0x4f0a56ec // shl v12.16b, v23.16b, #2
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e73 // orr v19.16b, v19.16b, v12.16b
+	WORD $0x4f0956cc // shl v12.16b, v22.16b, #1
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e94 // orr v20.16b, v20.16b, v12.16b
+	WORD $0x4f0956ec // shl v12.16b, v23.16b, #1
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1eb5 // orr v21.16b, v21.16b, v12.16b
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f84099c // mla v28.4s, v12.4s, v4.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa4099c // mla v28.4s, v12.4s, v4.s[3]
+	VLD1.P 64(R19), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f84099d // mla v29.4s, v12.4s, v4.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa4099d // mla v29.4s, v12.4s, v4.s[3]
+	VLD1.P 64(R20), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f84099e // mla v30.4s, v12.4s, v4.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa4099e // mla v30.4s, v12.4s, v4.s[3]
+	VLD1.P 64(R21), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f84099f // mla v31.4s, v12.4s, v4.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa4099f // mla v31.4s, v12.4s, v4.s[3]
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	WORD $0x4e2f1ecc // and v12.16b, v22.16b, v15.16b
+	WORD $0x4eac1e52 // orr v18.16b, v18.16b, v12.16b
+	WORD $0x4e2f1eec // and v12.16b, v23.16b, v15.16b
+	WORD $0x4eac1e73 // orr v19.16b, v19.16b, v12.16b
+	WORD $0x6f0f06cc // ushr v12.16b, v22.16b, #1
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e94 // orr v20.16b, v20.16b, v12.16b
+	WORD $0x6f0f06ec // ushr v12.16b, v23.16b, #1
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1eb5 // orr v21.16b, v21.16b, v12.16b
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f85019c // mla v28.4s, v12.4s, v5.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa5019c // mla v28.4s, v12.4s, v5.s[1]
+	VLD1.P 64(R19), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f85019d // mla v29.4s, v12.4s, v5.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa5019d // mla v29.4s, v12.4s, v5.s[1]
+	VLD1.P 64(R20), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f85019e // mla v30.4s, v12.4s, v5.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa5019e // mla v30.4s, v12.4s, v5.s[1]
+	VLD1.P 64(R21), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f85019f // mla v31.4s, v12.4s, v5.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa5019f // mla v31.4s, v12.4s, v5.s[1]
+	VLD1.P 32(R10), [V16.B16, V17.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x4e2e1e33 // and v19.16b, v17.16b, v14.16b
+	WORD $0x6f0c0614 // ushr v20.16b, v16.16b, #4
+	WORD $0x6f0c0635 // ushr v21.16b, v17.16b, #4
+	WORD $0x6f0e06cc // ushr v12.16b, v22.16b, #2
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e52 // orr v18.16b, v18.16b, v12.16b
+	WORD $0x6f0e06ec // ushr v12.16b, v23.16b, #2
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e73 // orr v19.16b, v19.16b, v12.16b
+	WORD $0x6f0d06cc // ushr v12.16b, v22.16b, #3
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1e94 // orr v20.16b, v20.16b, v12.16b
+	WORD $0x6f0d06ec // ushr v12.16b, v23.16b, #3
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1eb5 // orr v21.16b, v21.16b, v12.16b
+	VLD1.P 64(R1), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f85099c // mla v28.4s, v12.4s, v5.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa5099c // mla v28.4s, v12.4s, v5.s[3]
+	VLD1.P 64(R19), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f85099d // mla v29.4s, v12.4s, v5.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa5099d // mla v29.4s, v12.4s, v5.s[3]
+	VLD1.P 64(R20), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f85099e // mla v30.4s, v12.4s, v5.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa5099e // mla v30.4s, v12.4s, v5.s[3]
+	VLD1.P 64(R21), [V24.B16, V25.B16, V26.B16, V27.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x6f85099f // mla v31.4s, v12.4s, v5.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9a968c // sdot v12.4s, v20.16b, v26.16b
+	WORD $0x4e9b96ac // sdot v12.4s, v21.16b, v27.16b
+	WORD $0x6fa5099f // mla v31.4s, v12.4s, v5.s[3]
+	WORD $0x4eb1bb8c // addv s12, v28.4s
+	FMOVS F12, R12
+	MOVD R2, R15
+	MOVHU 0(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS (R15), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	MOVHU 2(R0), R13
+	FMOVS R13, F2
+	FCVTHS F2, F2
+	FMULS F3, F2, F2
+	SCVTFWS R6, F5
+	FMULS F5, F2, F5
+	FSUBS F5, F4, F4
+	FMOVS 0(R22), F0
+	FADDS F4, F0, F0
+	FMOVS F0, 0(R22)
+	WORD $0x4eb1bbac // addv s12, v29.4s
+	FMOVS F12, R12
+	ADD R24, R2, R15
+	MOVHU 0(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS (R15), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	MOVHU 2(R0), R13
+	FMOVS R13, F2
+	FCVTHS F2, F2
+	FMULS F3, F2, F2
+	SCVTFWS R7, F5
+	FMULS F5, F2, F5
+	FSUBS F5, F4, F4
+	FMOVS 4(R22), F0
+	FADDS F4, F0, F0
+	FMOVS F0, 4(R22)
+	WORD $0x4eb1bbcc // addv s12, v30.4s
+	FMOVS F12, R12
+	ADD R24<<1, R2, R15
+	MOVHU 0(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS (R15), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	MOVHU 2(R0), R13
+	FMOVS R13, F2
+	FCVTHS F2, F2
+	FMULS F3, F2, F2
+	SCVTFWS R8, F5
+	FMULS F5, F2, F5
+	FSUBS F5, F4, F4
+	FMOVS 8(R22), F0
+	FADDS F4, F0, F0
+	FMOVS F0, 8(R22)
+	WORD $0x4eb1bbec // addv s12, v31.4s
+	FMOVS F12, R12
+	ADD R24<<1, R2, R15
+	ADD R24, R15, R15
+	MOVHU 0(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS (R15), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	MOVHU 2(R0), R13
+	FMOVS R13, F2
+	FCVTHS F2, F2
+	FMULS F3, F2, F2
+	SCVTFWS R9, F5
+	FMULS F5, F2, F5
+	FSUBS F5, F4, F4
+	FMOVS 12(R22), F0
+	FADDS F4, F0, F0
+	FMOVS F0, 12(R22)
+	ADD $4, R2
+	ADD $32, R3
+	ADD $176, R0
+	SUB $1, R4
+	B block
+done:
+	RET
+
+// func dotQ6Kx4SDOT(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32)
+TEXT ·dotQ6Kx4SDOT(SB), NOSPLIT, $0-56
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD xs+24(FP), R3
+	MOVD nb+32(FP), R4
+	MOVD xstride+40(FP), R23
+	MOVD out+48(FP), R22
+	ADD R1, R23, R19
+	ADD R19, R23, R20
+	ADD R20, R23, R21
+	LSR $6, R23, R24
+	LSR $3, R23, R25
+	WORD $0x6f00e400 // movi v0.2d, #0
+	VST1 [V0.S4], (R22)
+	WORD $0x4f00e5ee // movi v14.16b, #15
+	WORD $0x4f01e60f // movi v15.16b, #48
+block:
+	CBZ R4, done
+	ADD $192, R0, R10
+	VLD1 (R10), [V1.B16]
+	WORD $0x0f08a422 // sshll v2.8h, v1.8b, #0
+	WORD $0x4f08a423 // sshll2 v3.8h, v1.16b, #0
+	WORD $0x0f10a444 // sshll v4.4s, v2.4h, #0
+	WORD $0x4f10a445 // sshll2 v5.4s, v2.8h, #0
+	WORD $0x0f10a466 // sshll v6.4s, v3.4h, #0
+	WORD $0x4f10a467 // sshll2 v7.4s, v3.8h, #0
+	MOVD R3, R14
+	VLD1 (R14), [V24.H8, V25.H8]
+	WORD $0x0e78c04c // smull v12.4s, v2.4h, v24.4h
+	WORD $0x4e78804c // smlal2 v12.4s, v2.8h, v24.8h
+	WORD $0x0e79806c // smlal v12.4s, v3.4h, v25.4h
+	WORD $0x4e79806c // smlal2 v12.4s, v3.8h, v25.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R6
+	ADD R25, R3, R14
+	VLD1 (R14), [V24.H8, V25.H8]
+	WORD $0x0e78c04c // smull v12.4s, v2.4h, v24.4h
+	WORD $0x4e78804c // smlal2 v12.4s, v2.8h, v24.8h
+	WORD $0x0e79806c // smlal v12.4s, v3.4h, v25.4h
+	WORD $0x4e79806c // smlal2 v12.4s, v3.8h, v25.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R7
+	ADD R25<<1, R3, R14
+	VLD1 (R14), [V24.H8, V25.H8]
+	WORD $0x0e78c04c // smull v12.4s, v2.4h, v24.4h
+	WORD $0x4e78804c // smlal2 v12.4s, v2.8h, v24.8h
+	WORD $0x0e79806c // smlal v12.4s, v3.4h, v25.4h
+	WORD $0x4e79806c // smlal2 v12.4s, v3.8h, v25.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R8
+	ADD R25<<1, R3, R14
+	ADD R25, R14, R14
+	VLD1 (R14), [V24.H8, V25.H8]
+	WORD $0x0e78c04c // smull v12.4s, v2.4h, v24.4h
+	WORD $0x4e78804c // smlal2 v12.4s, v2.8h, v24.8h
+	WORD $0x0e79806c // smlal v12.4s, v3.4h, v25.4h
+	WORD $0x4e79806c // smlal2 v12.4s, v3.8h, v25.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R9
+	MOVD R0, R10
+	ADD $128, R0, R11
+	WORD $0x6f00e41c // movi v28.2d, #0
+	WORD $0x6f00e41d // movi v29.2d, #0
+	WORD $0x6f00e41e // movi v30.2d, #0
+	WORD $0x6f00e41f // movi v31.2d, #0
+	VLD1.P 64(R10), [V16.B16, V17.B16, V18.B16, V19.B16]
+	VLD1.P 32(R11), [V20.B16, V21.B16]
+	WORD $0x4e2e1e16 // and v22.16b, v16.16b, v14.16b
+	WORD $0x4f0c568c // shl v12.16b, v20.16b, #4
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1ed6 // orr v22.16b, v22.16b, v12.16b
+	WORD $0x4e2e1e37 // and v23.16b, v17.16b, v14.16b
+	WORD $0x4f0c56ac // shl v12.16b, v21.16b, #4
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1ef7 // orr v23.16b, v23.16b, v12.16b
+	VLD1.P 32(R1), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9896cc // sdot v12.4s, v22.16b, v24.16b
+	WORD $0x6f84019c // mla v28.4s, v12.4s, v4.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9996ec // sdot v12.4s, v23.16b, v25.16b
+	WORD $0x6fa4019c // mla v28.4s, v12.4s, v4.s[1]
+	VLD1.P 32(R19), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9896cc // sdot v12.4s, v22.16b, v24.16b
+	WORD $0x6f84019d // mla v29.4s, v12.4s, v4.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9996ec // sdot v12.4s, v23.16b, v25.16b
+	WORD $0x6fa4019d // mla v29.4s, v12.4s, v4.s[1]
+	VLD1.P 32(R20), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9896cc // sdot v12.4s, v22.16b, v24.16b
+	WORD $0x6f84019e // mla v30.4s, v12.4s, v4.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9996ec // sdot v12.4s, v23.16b, v25.16b
+	WORD $0x6fa4019e // mla v30.4s, v12.4s, v4.s[1]
+	VLD1.P 32(R21), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9896cc // sdot v12.4s, v22.16b, v24.16b
+	WORD $0x6f84019f // mla v31.4s, v12.4s, v4.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9996ec // sdot v12.4s, v23.16b, v25.16b
+	WORD $0x6fa4019f // mla v31.4s, v12.4s, v4.s[1]
+	WORD $0x4e2e1e56 // and v22.16b, v18.16b, v14.16b
+	WORD $0x4f0a568c // shl v12.16b, v20.16b, #2
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1ed6 // orr v22.16b, v22.16b, v12.16b
+	WORD $0x4e2e1e77 // and v23.16b, v19.16b, v14.16b
+	WORD $0x4f0a56ac // shl v12.16b, v21.16b, #2
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1ef7 // orr v23.16b, v23.16b, v12.16b
+	VLD1.P 32(R1), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9896cc // sdot v12.4s, v22.16b, v24.16b
+	WORD $0x6f84099c // mla v28.4s, v12.4s, v4.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9996ec // sdot v12.4s, v23.16b, v25.16b
+	WORD $0x6fa4099c // mla v28.4s, v12.4s, v4.s[3]
+	VLD1.P 32(R19), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9896cc // sdot v12.4s, v22.16b, v24.16b
+	WORD $0x6f84099d // mla v29.4s, v12.4s, v4.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9996ec // sdot v12.4s, v23.16b, v25.16b
+	WORD $0x6fa4099d // mla v29.4s, v12.4s, v4.s[3]
+	VLD1.P 32(R20), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9896cc // sdot v12.4s, v22.16b, v24.16b
+	WORD $0x6f84099e // mla v30.4s, v12.4s, v4.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9996ec // sdot v12.4s, v23.16b, v25.16b
+	WORD $0x6fa4099e // mla v30.4s, v12.4s, v4.s[3]
+	VLD1.P 32(R21), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9896cc // sdot v12.4s, v22.16b, v24.16b
+	WORD $0x6f84099f // mla v31.4s, v12.4s, v4.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9996ec // sdot v12.4s, v23.16b, v25.16b
+	WORD $0x6fa4099f // mla v31.4s, v12.4s, v4.s[3]
+	WORD $0x6f0c0616 // ushr v22.16b, v16.16b, #4
+	WORD $0x4e2f1e8c // and v12.16b, v20.16b, v15.16b
+	WORD $0x4eac1ed6 // orr v22.16b, v22.16b, v12.16b
+	WORD $0x6f0c0637 // ushr v23.16b, v17.16b, #4
+	WORD $0x4e2f1eac // and v12.16b, v21.16b, v15.16b
+	WORD $0x4eac1ef7 // orr v23.16b, v23.16b, v12.16b
+	VLD1.P 32(R1), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9896cc // sdot v12.4s, v22.16b, v24.16b
+	WORD $0x6f85019c // mla v28.4s, v12.4s, v5.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9996ec // sdot v12.4s, v23.16b, v25.16b
+	WORD $0x6fa5019c // mla v28.4s, v12.4s, v5.s[1]
+	VLD1.P 32(R19), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9896cc // sdot v12.4s, v22.16b, v24.16b
+	WORD $0x6f85019d // mla v29.4s, v12.4s, v5.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9996ec // sdot v12.4s, v23.16b, v25.16b
+	WORD $0x6fa5019d // mla v29.4s, v12.4s, v5.s[1]
+	VLD1.P 32(R20), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9896cc // sdot v12.4s, v22.16b, v24.16b
+	WORD $0x6f85019e // mla v30.4s, v12.4s, v5.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9996ec // sdot v12.4s, v23.16b, v25.16b
+	WORD $0x6fa5019e // mla v30.4s, v12.4s, v5.s[1]
+	VLD1.P 32(R21), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9896cc // sdot v12.4s, v22.16b, v24.16b
+	WORD $0x6f85019f // mla v31.4s, v12.4s, v5.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9996ec // sdot v12.4s, v23.16b, v25.16b
+	WORD $0x6fa5019f // mla v31.4s, v12.4s, v5.s[1]
+	WORD $0x6f0c0656 // ushr v22.16b, v18.16b, #4
+	WORD $0x6f0e068c // ushr v12.16b, v20.16b, #2
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1ed6 // orr v22.16b, v22.16b, v12.16b
+	WORD $0x6f0c0677 // ushr v23.16b, v19.16b, #4
+	WORD $0x6f0e06ac // ushr v12.16b, v21.16b, #2
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1ef7 // orr v23.16b, v23.16b, v12.16b
+	VLD1.P 32(R1), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9896cc // sdot v12.4s, v22.16b, v24.16b
+	WORD $0x6f85099c // mla v28.4s, v12.4s, v5.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9996ec // sdot v12.4s, v23.16b, v25.16b
+	WORD $0x6fa5099c // mla v28.4s, v12.4s, v5.s[3]
+	VLD1.P 32(R19), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9896cc // sdot v12.4s, v22.16b, v24.16b
+	WORD $0x6f85099d // mla v29.4s, v12.4s, v5.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9996ec // sdot v12.4s, v23.16b, v25.16b
+	WORD $0x6fa5099d // mla v29.4s, v12.4s, v5.s[3]
+	VLD1.P 32(R20), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9896cc // sdot v12.4s, v22.16b, v24.16b
+	WORD $0x6f85099e // mla v30.4s, v12.4s, v5.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9996ec // sdot v12.4s, v23.16b, v25.16b
+	WORD $0x6fa5099e // mla v30.4s, v12.4s, v5.s[3]
+	VLD1.P 32(R21), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9896cc // sdot v12.4s, v22.16b, v24.16b
+	WORD $0x6f85099f // mla v31.4s, v12.4s, v5.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9996ec // sdot v12.4s, v23.16b, v25.16b
+	WORD $0x6fa5099f // mla v31.4s, v12.4s, v5.s[3]
+	VLD1.P 64(R10), [V16.B16, V17.B16, V18.B16, V19.B16]
+	VLD1.P 32(R11), [V20.B16, V21.B16]
+	WORD $0x4e2e1e16 // and v22.16b, v16.16b, v14.16b
+	WORD $0x4f0c568c // shl v12.16b, v20.16b, #4
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1ed6 // orr v22.16b, v22.16b, v12.16b
+	WORD $0x4e2e1e37 // and v23.16b, v17.16b, v14.16b
+	WORD $0x4f0c56ac // shl v12.16b, v21.16b, #4
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1ef7 // orr v23.16b, v23.16b, v12.16b
+	VLD1.P 32(R1), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9896cc // sdot v12.4s, v22.16b, v24.16b
+	WORD $0x6f86019c // mla v28.4s, v12.4s, v6.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9996ec // sdot v12.4s, v23.16b, v25.16b
+	WORD $0x6fa6019c // mla v28.4s, v12.4s, v6.s[1]
+	VLD1.P 32(R19), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9896cc // sdot v12.4s, v22.16b, v24.16b
+	WORD $0x6f86019d // mla v29.4s, v12.4s, v6.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9996ec // sdot v12.4s, v23.16b, v25.16b
+	WORD $0x6fa6019d // mla v29.4s, v12.4s, v6.s[1]
+	VLD1.P 32(R20), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9896cc // sdot v12.4s, v22.16b, v24.16b
+	WORD $0x6f86019e // mla v30.4s, v12.4s, v6.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9996ec // sdot v12.4s, v23.16b, v25.16b
+	WORD $0x6fa6019e // mla v30.4s, v12.4s, v6.s[1]
+	VLD1.P 32(R21), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9896cc // sdot v12.4s, v22.16b, v24.16b
+	WORD $0x6f86019f // mla v31.4s, v12.4s, v6.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9996ec // sdot v12.4s, v23.16b, v25.16b
+	WORD $0x6fa6019f // mla v31.4s, v12.4s, v6.s[1]
+	WORD $0x4e2e1e56 // and v22.16b, v18.16b, v14.16b
+	WORD $0x4f0a568c // shl v12.16b, v20.16b, #2
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1ed6 // orr v22.16b, v22.16b, v12.16b
+	WORD $0x4e2e1e77 // and v23.16b, v19.16b, v14.16b
+	WORD $0x4f0a56ac // shl v12.16b, v21.16b, #2
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1ef7 // orr v23.16b, v23.16b, v12.16b
+	VLD1.P 32(R1), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9896cc // sdot v12.4s, v22.16b, v24.16b
+	WORD $0x6f86099c // mla v28.4s, v12.4s, v6.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9996ec // sdot v12.4s, v23.16b, v25.16b
+	WORD $0x6fa6099c // mla v28.4s, v12.4s, v6.s[3]
+	VLD1.P 32(R19), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9896cc // sdot v12.4s, v22.16b, v24.16b
+	WORD $0x6f86099d // mla v29.4s, v12.4s, v6.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9996ec // sdot v12.4s, v23.16b, v25.16b
+	WORD $0x6fa6099d // mla v29.4s, v12.4s, v6.s[3]
+	VLD1.P 32(R20), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9896cc // sdot v12.4s, v22.16b, v24.16b
+	WORD $0x6f86099e // mla v30.4s, v12.4s, v6.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9996ec // sdot v12.4s, v23.16b, v25.16b
+	WORD $0x6fa6099e // mla v30.4s, v12.4s, v6.s[3]
+	VLD1.P 32(R21), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9896cc // sdot v12.4s, v22.16b, v24.16b
+	WORD $0x6f86099f // mla v31.4s, v12.4s, v6.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9996ec // sdot v12.4s, v23.16b, v25.16b
+	WORD $0x6fa6099f // mla v31.4s, v12.4s, v6.s[3]
+	WORD $0x6f0c0616 // ushr v22.16b, v16.16b, #4
+	WORD $0x4e2f1e8c // and v12.16b, v20.16b, v15.16b
+	WORD $0x4eac1ed6 // orr v22.16b, v22.16b, v12.16b
+	WORD $0x6f0c0637 // ushr v23.16b, v17.16b, #4
+	WORD $0x4e2f1eac // and v12.16b, v21.16b, v15.16b
+	WORD $0x4eac1ef7 // orr v23.16b, v23.16b, v12.16b
+	VLD1.P 32(R1), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9896cc // sdot v12.4s, v22.16b, v24.16b
+	WORD $0x6f87019c // mla v28.4s, v12.4s, v7.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9996ec // sdot v12.4s, v23.16b, v25.16b
+	WORD $0x6fa7019c // mla v28.4s, v12.4s, v7.s[1]
+	VLD1.P 32(R19), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9896cc // sdot v12.4s, v22.16b, v24.16b
+	WORD $0x6f87019d // mla v29.4s, v12.4s, v7.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9996ec // sdot v12.4s, v23.16b, v25.16b
+	WORD $0x6fa7019d // mla v29.4s, v12.4s, v7.s[1]
+	VLD1.P 32(R20), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9896cc // sdot v12.4s, v22.16b, v24.16b
+	WORD $0x6f87019e // mla v30.4s, v12.4s, v7.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9996ec // sdot v12.4s, v23.16b, v25.16b
+	WORD $0x6fa7019e // mla v30.4s, v12.4s, v7.s[1]
+	VLD1.P 32(R21), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9896cc // sdot v12.4s, v22.16b, v24.16b
+	WORD $0x6f87019f // mla v31.4s, v12.4s, v7.s[0]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9996ec // sdot v12.4s, v23.16b, v25.16b
+	WORD $0x6fa7019f // mla v31.4s, v12.4s, v7.s[1]
+	WORD $0x6f0c0656 // ushr v22.16b, v18.16b, #4
+	WORD $0x6f0e068c // ushr v12.16b, v20.16b, #2
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1ed6 // orr v22.16b, v22.16b, v12.16b
+	WORD $0x6f0c0677 // ushr v23.16b, v19.16b, #4
+	WORD $0x6f0e06ac // ushr v12.16b, v21.16b, #2
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1ef7 // orr v23.16b, v23.16b, v12.16b
+	VLD1.P 32(R1), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9896cc // sdot v12.4s, v22.16b, v24.16b
+	WORD $0x6f87099c // mla v28.4s, v12.4s, v7.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9996ec // sdot v12.4s, v23.16b, v25.16b
+	WORD $0x6fa7099c // mla v28.4s, v12.4s, v7.s[3]
+	VLD1.P 32(R19), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9896cc // sdot v12.4s, v22.16b, v24.16b
+	WORD $0x6f87099d // mla v29.4s, v12.4s, v7.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9996ec // sdot v12.4s, v23.16b, v25.16b
+	WORD $0x6fa7099d // mla v29.4s, v12.4s, v7.s[3]
+	VLD1.P 32(R20), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9896cc // sdot v12.4s, v22.16b, v24.16b
+	WORD $0x6f87099e // mla v30.4s, v12.4s, v7.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9996ec // sdot v12.4s, v23.16b, v25.16b
+	WORD $0x6fa7099e // mla v30.4s, v12.4s, v7.s[3]
+	VLD1.P 32(R21), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9896cc // sdot v12.4s, v22.16b, v24.16b
+	WORD $0x6f87099f // mla v31.4s, v12.4s, v7.s[2]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e9996ec // sdot v12.4s, v23.16b, v25.16b
+	WORD $0x6fa7099f // mla v31.4s, v12.4s, v7.s[3]
+	WORD $0x4eb1bb8c // addv s12, v28.4s
+	FMOVS F12, R12
+	SUBW R6<<5, R12, R12
+	MOVD R2, R15
+	MOVHU 208(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS (R15), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	FMOVS 0(R22), F0
+	FADDS F4, F0, F0
+	FMOVS F0, 0(R22)
+	WORD $0x4eb1bbac // addv s12, v29.4s
+	FMOVS F12, R12
+	SUBW R7<<5, R12, R12
+	ADD R24, R2, R15
+	MOVHU 208(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS (R15), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	FMOVS 4(R22), F0
+	FADDS F4, F0, F0
+	FMOVS F0, 4(R22)
+	WORD $0x4eb1bbcc // addv s12, v30.4s
+	FMOVS F12, R12
+	SUBW R8<<5, R12, R12
+	ADD R24<<1, R2, R15
+	MOVHU 208(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS (R15), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	FMOVS 8(R22), F0
+	FADDS F4, F0, F0
+	FMOVS F0, 8(R22)
+	WORD $0x4eb1bbec // addv s12, v31.4s
+	FMOVS F12, R12
+	SUBW R9<<5, R12, R12
+	ADD R24<<1, R2, R15
+	ADD R24, R15, R15
+	MOVHU 208(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS (R15), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	FMOVS 12(R22), F0
+	FADDS F4, F0, F0
+	FMOVS F0, 12(R22)
+	ADD $4, R2
+	ADD $32, R3
+	ADD $210, R0
+	SUB $1, R4
+	B block
+done:
+	RET
+
+// func dotQ4_1SDOT(w *byte, x *int8, xd *float32, nb int) float32
+TEXT ·dotQ4_1SDOT(SB), NOSPLIT, $0-36
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD nb+24(FP), R4
+	WORD $0x6f00e400 // movi v0.2d, #0
+	WORD $0x4f00e5ee // movi v14.16b, #15
+	WORD $0x4f00e42f // movi v15.16b, #1
+block:
+	CBZ R4, done
+	ADD $4, R0, R10
+	VLD1 (R10), [V16.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x6f0c0613 // ushr v19.16b, v16.16b, #4
+	VLD1.P 32(R1), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x6f00e40d // movi v13.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x4e9895ed // sdot v13.4s, v15.16b, v24.16b
+	WORD $0x4e9995ed // sdot v13.4s, v15.16b, v25.16b
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	WORD $0x4eb1b9ad // addv s13, v13.4s
+	FMOVS F12, R12
+	FMOVS F13, R11
+	NEGW R11, R11
+	MOVHU 0(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS.P 4(R2), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	MOVHU 2(R0), R13
+	FMOVS R13, F2
+	FCVTHS F2, F2
+	FMULS F3, F2, F2
+	SCVTFWS R11, F5
+	FMULS F5, F2, F5
+	FSUBS F5, F4, F4
+	FADDS F4, F0, F0
+	ADD $20, R0
+	SUB $1, R4
+	B block
+done:
+	FMOVS F0, ret+32(FP)
+	RET
+
+// func dotQ5_0SDOT(w *byte, x *int8, xd *float32, nb int) float32
+TEXT ·dotQ5_0SDOT(SB), NOSPLIT, $0-36
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD nb+24(FP), R4
+	WORD $0x6f00e400 // movi v0.2d, #0
+	WORD $0x4f00e5ee // movi v14.16b, #15
+	WORD $0x4f00e42f // movi v15.16b, #1
+	MOVD $q5tbl<>(SB), R9
+	VLD1 (R9), [V26.B16, V27.B16, V28.B16]
+	WORD $0x4f00e61d // movi v29.16b, #16
+block:
+	CBZ R4, done
+	ADD $6, R0, R10
+	VLD1 (R10), [V16.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x6f0c0613 // ushr v19.16b, v16.16b, #4
+	MOVWU 2(R0), R5
+	VDUP R5, V20.S4
+	VTBL V26.B16, [V20.B16], V21.B16
+	WORD $0x4e3c8eb5 // cmtst v21.16b, v21.16b, v28.16b
+	WORD $0x4e3d1eb5 // and v21.16b, v21.16b, v29.16b
+	WORD $0x4eb51e52 // orr v18.16b, v18.16b, v21.16b
+	VTBL V27.B16, [V20.B16], V21.B16
+	WORD $0x4e3c8eb5 // cmtst v21.16b, v21.16b, v28.16b
+	WORD $0x4e3d1eb5 // and v21.16b, v21.16b, v29.16b
+	WORD $0x4eb51e73 // orr v19.16b, v19.16b, v21.16b
+	VLD1.P 32(R1), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x6f00e40d // movi v13.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x4e9895ed // sdot v13.4s, v15.16b, v24.16b
+	WORD $0x4e9995ed // sdot v13.4s, v15.16b, v25.16b
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	WORD $0x4eb1b9ad // addv s13, v13.4s
+	FMOVS F12, R12
+	FMOVS F13, R11
+	SUBW R11<<4, R12, R12
+	MOVHU 0(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS.P 4(R2), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	FADDS F4, F0, F0
+	ADD $22, R0
+	SUB $1, R4
+	B block
+done:
+	FMOVS F0, ret+32(FP)
+	RET
+
+// func dotQ5_1SDOT(w *byte, x *int8, xd *float32, nb int) float32
+TEXT ·dotQ5_1SDOT(SB), NOSPLIT, $0-36
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD nb+24(FP), R4
+	WORD $0x6f00e400 // movi v0.2d, #0
+	WORD $0x4f00e5ee // movi v14.16b, #15
+	WORD $0x4f00e42f // movi v15.16b, #1
+	MOVD $q5tbl<>(SB), R9
+	VLD1 (R9), [V26.B16, V27.B16, V28.B16]
+	WORD $0x4f00e61d // movi v29.16b, #16
+block:
+	CBZ R4, done
+	ADD $8, R0, R10
+	VLD1 (R10), [V16.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x6f0c0613 // ushr v19.16b, v16.16b, #4
+	MOVWU 4(R0), R5
+	VDUP R5, V20.S4
+	VTBL V26.B16, [V20.B16], V21.B16
+	WORD $0x4e3c8eb5 // cmtst v21.16b, v21.16b, v28.16b
+	WORD $0x4e3d1eb5 // and v21.16b, v21.16b, v29.16b
+	WORD $0x4eb51e52 // orr v18.16b, v18.16b, v21.16b
+	VTBL V27.B16, [V20.B16], V21.B16
+	WORD $0x4e3c8eb5 // cmtst v21.16b, v21.16b, v28.16b
+	WORD $0x4e3d1eb5 // and v21.16b, v21.16b, v29.16b
+	WORD $0x4eb51e73 // orr v19.16b, v19.16b, v21.16b
+	VLD1.P 32(R1), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x6f00e40d // movi v13.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x4e9895ed // sdot v13.4s, v15.16b, v24.16b
+	WORD $0x4e9995ed // sdot v13.4s, v15.16b, v25.16b
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	WORD $0x4eb1b9ad // addv s13, v13.4s
+	FMOVS F12, R12
+	FMOVS F13, R11
+	NEGW R11, R11
+	MOVHU 0(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS.P 4(R2), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	MOVHU 2(R0), R13
+	FMOVS R13, F2
+	FCVTHS F2, F2
+	FMULS F3, F2, F2
+	SCVTFWS R11, F5
+	FMULS F5, F2, F5
+	FSUBS F5, F4, F4
+	FADDS F4, F0, F0
+	ADD $24, R0
+	SUB $1, R4
+	B block
+done:
+	FMOVS F0, ret+32(FP)
+	RET
+DATA q5tbl<>+0(SB)/8, $0x0000000000000000
+DATA q5tbl<>+8(SB)/8, $0x0101010101010101
+DATA q5tbl<>+16(SB)/8, $0x0202020202020202
+DATA q5tbl<>+24(SB)/8, $0x0303030303030303
+DATA q5tbl<>+32(SB)/8, $0x8040201008040201
+DATA q5tbl<>+40(SB)/8, $0x8040201008040201
+GLOBL q5tbl<>(SB), (NOPTR+RODATA), $48

@@ -84,6 +84,86 @@ func dotQ8Q8BlocksRowsNEON(w *int8, ws *uint16, x *int8, xd *float32, nb int, ro
 //go:noescape
 func dotQ4Q8BlocksRowsNEON(w *byte, ws *uint16, x *int8, xd *float32, nb int, rows int, out *float32, wsstride int)
 
+// dotQ4KNEON returns the dot product of nb Q4_K blocks at w with QuantizeQ8K activations (x, xd, xs), SMULL/SMULL2 into int16 and SADALP into int32 per 32-value sub-block.
+//
+//go:noescape
+func dotQ4KNEON(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+
+// dotQ5KNEON returns the dot product of nb Q5_K blocks at w with QuantizeQ8K activations (x, xd, xs), SMULL/SMULL2 into int16 and SADALP into int32 per 32-value sub-block.
+//
+//go:noescape
+func dotQ5KNEON(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+
+// dotQ6KNEON returns the dot product of nb Q6_K blocks at w with QuantizeQ8K activations (x, xd, xs), SMULL/SMULL2 into int16 and SADALP into int32 per 16-value sub-block; the offset of 32 comes off as 32·Σ_j sc_j·xs_j.
+//
+//go:noescape
+func dotQ6KNEON(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+
+// dotQ2KNEON returns the dot product of nb Q2_K blocks at w with QuantizeQ8K activations (x, xd, xs), SMULL/SMULL2 into int16 and SADALP into int32 per 16-value sub-block.
+//
+//go:noescape
+func dotQ2KNEON(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+
+// dotQ3KNEON returns the dot product of nb Q3_K blocks at w with QuantizeQ8K activations (x, xd, xs), SMULL/SMULL2 into int16 and SADALP into int32 per 16-value sub-block.
+//
+//go:noescape
+func dotQ3KNEON(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+
+// dotQ4KRowsNEON sets out[r] to the one-row kernel's result for weight row r (the rows consecutive at w) for r < rows: it returns the dot product of nb Q4_K blocks at w with QuantizeQ8K activations (x, xd, xs), SMULL/SMULL2 into int16 and SADALP into int32 per 32-value sub-block.
+//
+//go:noescape
+func dotQ4KRowsNEON(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+
+// dotQ5KRowsNEON sets out[r] to the one-row kernel's result for weight row r (the rows consecutive at w) for r < rows: it returns the dot product of nb Q5_K blocks at w with QuantizeQ8K activations (x, xd, xs), SMULL/SMULL2 into int16 and SADALP into int32 per 32-value sub-block.
+//
+//go:noescape
+func dotQ5KRowsNEON(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+
+// dotQ6KRowsNEON sets out[r] to the one-row kernel's result for weight row r (the rows consecutive at w) for r < rows: it returns the dot product of nb Q6_K blocks at w with QuantizeQ8K activations (x, xd, xs), SMULL/SMULL2 into int16 and SADALP into int32 per 16-value sub-block; the offset of 32 comes off as 32·Σ_j sc_j·xs_j.
+//
+//go:noescape
+func dotQ6KRowsNEON(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+
+// dotQ2KRowsNEON sets out[r] to the one-row kernel's result for weight row r (the rows consecutive at w) for r < rows: it returns the dot product of nb Q2_K blocks at w with QuantizeQ8K activations (x, xd, xs), SMULL/SMULL2 into int16 and SADALP into int32 per 16-value sub-block.
+//
+//go:noescape
+func dotQ2KRowsNEON(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+
+// dotQ3KRowsNEON sets out[r] to the one-row kernel's result for weight row r (the rows consecutive at w) for r < rows: it returns the dot product of nb Q3_K blocks at w with QuantizeQ8K activations (x, xd, xs), SMULL/SMULL2 into int16 and SADALP into int32 per 16-value sub-block.
+//
+//go:noescape
+func dotQ3KRowsNEON(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+
+// dotQ4Kx4NEON sets out[t] to dotQ4KNEON of the row against token t's activations (x + t*xstride, xd + t*xstride/256, xs + t*xstride/16) for t < 4, with its bits.
+//
+//go:noescape
+func dotQ4Kx4NEON(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32)
+
+// dotQ5Kx4NEON sets out[t] to dotQ5KNEON of the row against token t's activations (x + t*xstride, xd + t*xstride/256, xs + t*xstride/16) for t < 4, with its bits.
+//
+//go:noescape
+func dotQ5Kx4NEON(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32)
+
+// dotQ6Kx4NEON sets out[t] to dotQ6KNEON of the row against token t's activations (x + t*xstride, xd + t*xstride/256, xs + t*xstride/16) for t < 4, with its bits.
+//
+//go:noescape
+func dotQ6Kx4NEON(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32)
+
+// dotQ4_1NEON returns the dot product of nb Q4_1 blocks at w with QuantizeQ8 activations in natural order (x, xd), SMULL/SMULL2 into int16 and SADALP into int32.
+//
+//go:noescape
+func dotQ4_1NEON(w *byte, x *int8, xd *float32, nb int) float32
+
+// dotQ5_0NEON returns the dot product of nb Q5_0 blocks at w with QuantizeQ8 activations in natural order (x, xd), SMULL/SMULL2 into int16 and SADALP into int32.
+//
+//go:noescape
+func dotQ5_0NEON(w *byte, x *int8, xd *float32, nb int) float32
+
+// dotQ5_1NEON returns the dot product of nb Q5_1 blocks at w with QuantizeQ8 activations in natural order (x, xd), SMULL/SMULL2 into int16 and SADALP into int32.
+//
+//go:noescape
+func dotQ5_1NEON(w *byte, x *int8, xd *float32, nb int) float32
+
 // dotQ8Q8BlocksSDOT returns Σ_b ws[b]*xd[b]*Σ_{i<32} w[32b+i]*x[32b+i] over nb blocks (nb a positive multiple of 4): int8 weights with one binary16 scale per block times int8 activations with f32 block scales, SDOT (the dot product extension).
 //
 //go:noescape
@@ -113,3 +193,83 @@ func dotQ8Q8BlocksRowsSDOT(w *int8, ws *uint16, x *int8, xd *float32, nb int, ro
 //
 //go:noescape
 func dotQ4Q8BlocksRowsSDOT(w *byte, ws *uint16, x *int8, xd *float32, nb int, rows int, out *float32, wsstride int)
+
+// dotQ4KSDOT returns the dot product of nb Q4_K blocks at w with QuantizeQ8K activations (x, xd, xs), SDOT (the dot product extension) per 32-value sub-block.
+//
+//go:noescape
+func dotQ4KSDOT(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+
+// dotQ5KSDOT returns the dot product of nb Q5_K blocks at w with QuantizeQ8K activations (x, xd, xs), SDOT (the dot product extension) per 32-value sub-block.
+//
+//go:noescape
+func dotQ5KSDOT(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+
+// dotQ6KSDOT returns the dot product of nb Q6_K blocks at w with QuantizeQ8K activations (x, xd, xs), SDOT (the dot product extension) per 16-value sub-block; the offset of 32 comes off as 32·Σ_j sc_j·xs_j.
+//
+//go:noescape
+func dotQ6KSDOT(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+
+// dotQ2KSDOT returns the dot product of nb Q2_K blocks at w with QuantizeQ8K activations (x, xd, xs), SDOT (the dot product extension) per 16-value sub-block.
+//
+//go:noescape
+func dotQ2KSDOT(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+
+// dotQ3KSDOT returns the dot product of nb Q3_K blocks at w with QuantizeQ8K activations (x, xd, xs), SDOT (the dot product extension) per 16-value sub-block.
+//
+//go:noescape
+func dotQ3KSDOT(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+
+// dotQ4KRowsSDOT sets out[r] to the one-row kernel's result for weight row r (the rows consecutive at w) for r < rows: it returns the dot product of nb Q4_K blocks at w with QuantizeQ8K activations (x, xd, xs), SDOT (the dot product extension) per 32-value sub-block.
+//
+//go:noescape
+func dotQ4KRowsSDOT(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+
+// dotQ5KRowsSDOT sets out[r] to the one-row kernel's result for weight row r (the rows consecutive at w) for r < rows: it returns the dot product of nb Q5_K blocks at w with QuantizeQ8K activations (x, xd, xs), SDOT (the dot product extension) per 32-value sub-block.
+//
+//go:noescape
+func dotQ5KRowsSDOT(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+
+// dotQ6KRowsSDOT sets out[r] to the one-row kernel's result for weight row r (the rows consecutive at w) for r < rows: it returns the dot product of nb Q6_K blocks at w with QuantizeQ8K activations (x, xd, xs), SDOT (the dot product extension) per 16-value sub-block; the offset of 32 comes off as 32·Σ_j sc_j·xs_j.
+//
+//go:noescape
+func dotQ6KRowsSDOT(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+
+// dotQ2KRowsSDOT sets out[r] to the one-row kernel's result for weight row r (the rows consecutive at w) for r < rows: it returns the dot product of nb Q2_K blocks at w with QuantizeQ8K activations (x, xd, xs), SDOT (the dot product extension) per 16-value sub-block.
+//
+//go:noescape
+func dotQ2KRowsSDOT(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+
+// dotQ3KRowsSDOT sets out[r] to the one-row kernel's result for weight row r (the rows consecutive at w) for r < rows: it returns the dot product of nb Q3_K blocks at w with QuantizeQ8K activations (x, xd, xs), SDOT (the dot product extension) per 16-value sub-block.
+//
+//go:noescape
+func dotQ3KRowsSDOT(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+
+// dotQ4Kx4SDOT sets out[t] to dotQ4KSDOT of the row against token t's activations (x + t*xstride, xd + t*xstride/256, xs + t*xstride/16) for t < 4, with its bits.
+//
+//go:noescape
+func dotQ4Kx4SDOT(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32)
+
+// dotQ5Kx4SDOT sets out[t] to dotQ5KSDOT of the row against token t's activations (x + t*xstride, xd + t*xstride/256, xs + t*xstride/16) for t < 4, with its bits.
+//
+//go:noescape
+func dotQ5Kx4SDOT(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32)
+
+// dotQ6Kx4SDOT sets out[t] to dotQ6KSDOT of the row against token t's activations (x + t*xstride, xd + t*xstride/256, xs + t*xstride/16) for t < 4, with its bits.
+//
+//go:noescape
+func dotQ6Kx4SDOT(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32)
+
+// dotQ4_1SDOT returns the dot product of nb Q4_1 blocks at w with QuantizeQ8 activations in natural order (x, xd), SDOT (the dot product extension).
+//
+//go:noescape
+func dotQ4_1SDOT(w *byte, x *int8, xd *float32, nb int) float32
+
+// dotQ5_0SDOT returns the dot product of nb Q5_0 blocks at w with QuantizeQ8 activations in natural order (x, xd), SDOT (the dot product extension).
+//
+//go:noescape
+func dotQ5_0SDOT(w *byte, x *int8, xd *float32, nb int) float32
+
+// dotQ5_1SDOT returns the dot product of nb Q5_1 blocks at w with QuantizeQ8 activations in natural order (x, xd), SDOT (the dot product extension).
+//
+//go:noescape
+func dotQ5_1SDOT(w *byte, x *int8, xd *float32, nb int) float32

@@ -2,7 +2,9 @@
 // row in its stored type (f32, f16, bf16, int8, int4 with per-block
 // scales) with f32 inputs, and the dynamic-range kernels that take
 // activations quantized to int8 per 32-element block (QuantizeQ8) and sum
-// integer products, as llama.cpp does with its Q8_0 activation blocks.
+// integer products, as llama.cpp does with its Q8_0 activation blocks, or,
+// for weights in llama.cpp's K-quant blocks (kquant.go), per 256-element
+// block with sums of every 16 (QuantizeQ8K, llama.cpp's Q8_K).
 //
 // Every kernel has a pure-Go form (the reference, and the fallback on
 // architectures without assembly) and, where the CPU allows, an assembly
@@ -49,8 +51,12 @@ type Impl struct {
 	dotQ8Rows func(w []int8, ws []uint16, x []int8, xd []float32, out []float32, wsStride int)
 	dotQ4Rows func(w []byte, ws []uint16, x []int8, xd []float32, out []float32, wsStride int)
 	// Optional (nil: the pure-Go forms, which give the same bits).
-	expSub func(out, in []float32, sub float32)
-	swiglu func(out, g, u []float32)
+	dotK     [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16) float32
+	dotKRows [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16, out []float32)
+	dotKx4   [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16, xstride int, out *[4]float32)
+	dotQ32   [NumQ32]func(w []byte, x []int8, xd []float32) float32
+	expSub   func(out, in []float32, sub float32)
+	swiglu   func(out, g, u []float32)
 }
 
 // Generic is the pure-Go implementation, the reference for the others.

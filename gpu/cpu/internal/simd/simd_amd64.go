@@ -24,6 +24,67 @@ var AVX2 = &Impl{
 	dotQ4Rows:  dotQ4RowsA,
 	expSub:     expSubA,
 	swiglu:     swigluA,
+	dotK: [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16) float32{
+		Q4K: kernelKA(dotQ4KAVX2), Q5K: kernelKA(dotQ5KAVX2), Q6K: kernelKA(dotQ6KAVX2),
+		Q2K: kernelKA(dotQ2KAVX2), Q3K: kernelKA(dotQ3KAVX2),
+	},
+	dotKRows: [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16, out []float32){
+		Q4K: kernelKRowsA(dotQ4KRowsAVX2), Q5K: kernelKRowsA(dotQ5KRowsAVX2), Q6K: kernelKRowsA(dotQ6KRowsAVX2),
+		Q2K: kernelKRowsA(dotQ2KRowsAVX2), Q3K: kernelKRowsA(dotQ3KRowsAVX2),
+	},
+	dotKx4: [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16, xstride int, out *[4]float32){
+		Q4K: kernelKx4A(Q4K, dotQ4Kx4AVX2), Q5K: kernelKx4A(Q5K, dotQ5Kx4AVX2), Q6K: kernelKx4A(Q6K, dotQ6Kx4AVX2),
+	},
+	dotQ32: [NumQ32]func(w []byte, x []int8, xd []float32) float32{
+		Q4_1: kernelQ32A(dotQ4_1AVX2), Q5_0: kernelQ32A(dotQ5_0AVX2), Q5_1: kernelQ32A(dotQ5_1AVX2),
+	},
+}
+
+// kernelKRowsA wraps a several-rows K-quant kernel (DotKRows checked the
+// slices).
+func kernelKRowsA(f func(w *byte, x *int8, xd *float32, xs *int16, nb, rows int, out *float32)) func(w []byte, x []int8, xd []float32, xs []int16, out []float32) {
+	return func(w []byte, x []int8, xd []float32, xs []int16, out []float32) {
+		if len(out) == 0 {
+			return
+		}
+		if len(xd) == 0 {
+			clear(out)
+			return
+		}
+		f(&w[0], &x[0], &xd[0], &xs[0], len(xd), len(out), &out[0])
+	}
+}
+
+// kernelKx4A wraps a four-token K-quant kernel (DotKx4 checked the
+// slices: xstride is a multiple of QK).
+func kernelKx4A(t KQuant, f func(w *byte, x *int8, xd *float32, xs *int16, nb, xstride int, out *float32)) func(w []byte, x []int8, xd []float32, xs []int16, xstride int, out *[4]float32) {
+	return func(w []byte, x []int8, xd []float32, xs []int16, xstride int, out *[4]float32) {
+		if len(w) == 0 {
+			*out = [4]float32{}
+			return
+		}
+		f(&w[0], &x[0], &xd[0], &xs[0], len(w)/t.BlockBytes(), xstride, &out[0])
+	}
+}
+
+// kernelQ32A wraps a Q4_1/Q5_0/Q5_1 kernel (the slices already checked).
+func kernelQ32A(f func(w *byte, x *int8, xd *float32, nb int) float32) func(w []byte, x []int8, xd []float32) float32 {
+	return func(w []byte, x []int8, xd []float32) float32 {
+		if len(xd) == 0 {
+			return 0
+		}
+		return f(&w[0], &x[0], &xd[0], len(xd))
+	}
+}
+
+// kernelKA wraps a K-quant kernel (the slices already checked by DotK).
+func kernelKA(f func(w *byte, x *int8, xd *float32, xs *int16, nb int) float32) func(w []byte, x []int8, xd []float32, xs []int16) float32 {
+	return func(w []byte, x []int8, xd []float32, xs []int16) float32 {
+		if len(xd) == 0 {
+			return 0
+		}
+		return f(&w[0], &x[0], &xd[0], &xs[0], len(xd))
+	}
 }
 
 func init() {

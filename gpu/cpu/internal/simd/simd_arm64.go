@@ -26,6 +26,16 @@ var NEON = &Impl{
 	wsumF16:   wsumF16N,
 	expSub:    expSubN,
 	swiglu:    swigluN,
+	dotK: [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16) float32{
+		Q4K: kernelKN(dotQ4KNEON), Q5K: kernelKN(dotQ5KNEON), Q6K: kernelKN(dotQ6KNEON), Q2K: kernelKN(dotQ2KNEON), Q3K: kernelKN(dotQ3KNEON),
+	},
+	dotKx4: [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16, xstride int, out *[4]float32){
+		Q4K: kernelKx4N(Q4K, dotQ4Kx4NEON), Q5K: kernelKx4N(Q5K, dotQ5Kx4NEON), Q6K: kernelKx4N(Q6K, dotQ6Kx4NEON),
+	},
+	dotKRows: [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16, out []float32){
+		Q4K: kernelKRowsN(dotQ4KRowsNEON), Q5K: kernelKRowsN(dotQ5KRowsNEON), Q6K: kernelKRowsN(dotQ6KRowsNEON), Q2K: kernelKRowsN(dotQ2KRowsNEON), Q3K: kernelKRowsN(dotQ3KRowsNEON),
+	},
+	dotQ32: [NumQ32]func(w []byte, x []int8, xd []float32) float32{Q4_1: kernelQ32N(dotQ4_1NEON), Q5_0: kernelQ32N(dotQ5_0NEON), Q5_1: kernelQ32N(dotQ5_1NEON)},
 }
 
 // NEONDot is NEON with the integer kernels on SDOT, for cores with the
@@ -49,6 +59,63 @@ var NEONDot = &Impl{
 	wsumF16:   wsumF16N,
 	expSub:    expSubN,
 	swiglu:    swigluN,
+	dotK: [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16) float32{
+		Q4K: kernelKN(dotQ4KSDOT), Q5K: kernelKN(dotQ5KSDOT), Q6K: kernelKN(dotQ6KSDOT), Q2K: kernelKN(dotQ2KSDOT), Q3K: kernelKN(dotQ3KSDOT),
+	},
+	dotKx4: [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16, xstride int, out *[4]float32){
+		Q4K: kernelKx4N(Q4K, dotQ4Kx4SDOT), Q5K: kernelKx4N(Q5K, dotQ5Kx4SDOT), Q6K: kernelKx4N(Q6K, dotQ6Kx4SDOT),
+	},
+	dotKRows: [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16, out []float32){
+		Q4K: kernelKRowsN(dotQ4KRowsSDOT), Q5K: kernelKRowsN(dotQ5KRowsSDOT), Q6K: kernelKRowsN(dotQ6KRowsSDOT), Q2K: kernelKRowsN(dotQ2KRowsSDOT), Q3K: kernelKRowsN(dotQ3KRowsSDOT),
+	},
+	dotQ32: [NumQ32]func(w []byte, x []int8, xd []float32) float32{Q4_1: kernelQ32N(dotQ4_1SDOT), Q5_0: kernelQ32N(dotQ5_0SDOT), Q5_1: kernelQ32N(dotQ5_1SDOT)},
+}
+
+// kernelKx4N wraps a four-token K-quant kernel (DotKx4 checked the
+// slices: xstride is a multiple of QK).
+func kernelKx4N(t KQuant, f func(w *byte, x *int8, xd *float32, xs *int16, nb, xstride int, out *float32)) func(w []byte, x []int8, xd []float32, xs []int16, xstride int, out *[4]float32) {
+	return func(w []byte, x []int8, xd []float32, xs []int16, xstride int, out *[4]float32) {
+		if len(w) == 0 {
+			*out = [4]float32{}
+			return
+		}
+		f(&w[0], &x[0], &xd[0], &xs[0], len(w)/t.BlockBytes(), xstride, &out[0])
+	}
+}
+
+// kernelKRowsN wraps a several-rows K-quant kernel (DotKRows checked the
+// slices).
+func kernelKRowsN(f func(w *byte, x *int8, xd *float32, xs *int16, nb, rows int, out *float32)) func(w []byte, x []int8, xd []float32, xs []int16, out []float32) {
+	return func(w []byte, x []int8, xd []float32, xs []int16, out []float32) {
+		if len(out) == 0 {
+			return
+		}
+		if len(xd) == 0 {
+			clear(out)
+			return
+		}
+		f(&w[0], &x[0], &xd[0], &xs[0], len(xd), len(out), &out[0])
+	}
+}
+
+// kernelQ32N wraps a Q4_1/Q5_0/Q5_1 kernel (the slices already checked).
+func kernelQ32N(f func(w *byte, x *int8, xd *float32, nb int) float32) func(w []byte, x []int8, xd []float32) float32 {
+	return func(w []byte, x []int8, xd []float32) float32 {
+		if len(xd) == 0 {
+			return 0
+		}
+		return f(&w[0], &x[0], &xd[0], len(xd))
+	}
+}
+
+// kernelKN wraps a K-quant kernel (the slices already checked by DotK).
+func kernelKN(f func(w *byte, x *int8, xd *float32, xs *int16, nb int) float32) func(w []byte, x []int8, xd []float32, xs []int16) float32 {
+	return func(w []byte, x []int8, xd []float32, xs []int16) float32 {
+		if len(xd) == 0 {
+			return 0
+		}
+		return f(&w[0], &x[0], &xd[0], &xs[0], len(xd))
+	}
 }
 
 func init() {

@@ -40,6 +40,8 @@ func main() {
 	swiglu()
 	weightedSum("weightedSumF32AVX2", 4, "f32 rows.", func(m Mem, y VecVirtual) { VMOVUPS(m, y) })
 	weightedSum("weightedSumF16AVX2", 2, "binary16 rows.", func(m Mem, y VecVirtual) { VCVTPH2PS(m, y) })
+	kquantKernels()
+	q32Kernels()
 	Generate()
 }
 

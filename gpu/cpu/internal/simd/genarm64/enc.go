@@ -102,3 +102,54 @@ func sxtl2H(d, n int) word { return rr(0x4f10a400, d, n, "sshll2 v%d.4s, v%d.8h,
 // ZIP1 and ZIP2 Vd.16B, Vn.16B, Vm.16B.
 func zip1b(d, n, m int) word { return rrr(0x4e003800, d, n, m, "zip1 v%d.16b, v%d.16b, v%d.16b") }
 func zip2b(d, n, m int) word { return rrr(0x4e007800, d, n, m, "zip2 v%d.16b, v%d.16b, v%d.16b") }
+
+// The K-quant kernels' instructions.
+
+// MLA Vd.4S, Vn.4S, Vm.S[i] (Vm in V0-V15).
+func mlaElem(d, n, m, i int) word {
+	if m > 15 || i > 3 {
+		panic("mla by element: Vm must be V0-V15, i 0..3")
+	}
+	return word{0x6f800000 | uint32(i&1)<<21 | uint32(m)<<16 | uint32(i>>1)<<11 | uint32(n&31)<<5 | uint32(d&31),
+		fmt.Sprintf("mla v%d.4s, v%d.4s, v%d.s[%d]", d, n, m, i)}
+}
+
+// SMULL Vd.4S, Vn.4H, Vm.4H; SMLAL Vd.4S, Vn.4H, Vm.4H; SMLAL2 Vd.4S, Vn.8H, Vm.8H.
+func smullH(d, n, m int) word  { return rrr(0x0e60c000, d, n, m, "smull v%d.4s, v%d.4h, v%d.4h") }
+func smlalH(d, n, m int) word  { return rrr(0x0e608000, d, n, m, "smlal v%d.4s, v%d.4h, v%d.4h") }
+func smlal2H(d, n, m int) word { return rrr(0x4e608000, d, n, m, "smlal2 v%d.4s, v%d.8h, v%d.8h") }
+
+// USHLL (UXTL) Vd.8H, Vn.8B / USHLL2 Vd.8H, Vn.16B / Vd.4S, Vn.4H / USHLL2 Vd.4S, Vn.8H, #0.
+func uxtlB(d, n int) word  { return rr(0x2f08a400, d, n, "ushll v%d.8h, v%d.8b, #0") }
+func uxtl2B(d, n int) word { return rr(0x6f08a400, d, n, "ushll2 v%d.8h, v%d.16b, #0") }
+func uxtlH(d, n int) word  { return rr(0x2f10a400, d, n, "ushll v%d.4s, v%d.4h, #0") }
+func uxtl2H(d, n int) word { return rr(0x6f10a400, d, n, "ushll2 v%d.4s, v%d.8h, #0") }
+
+// ADDP Vd.8H, Vn.8H, Vm.8H.
+func addp8h(d, n, m int) word { return rrr(0x4e60bc00, d, n, m, "addp v%d.8h, v%d.8h, v%d.8h") }
+
+// USHR Vd.16B, Vn.16B, #s and SHL Vd.16B, Vn.16B, #s (s 1..7).
+func ushrB(d, n, s int) word {
+	return word{0x6f000400 | uint32(16-s)<<16 | uint32(n&31)<<5 | uint32(d&31), fmt.Sprintf("ushr v%d.16b, v%d.16b, #%d", d, n, s)}
+}
+func shlB(d, n, s int) word {
+	return word{0x4f005400 | uint32(8+s)<<16 | uint32(n&31)<<5 | uint32(d&31), fmt.Sprintf("shl v%d.16b, v%d.16b, #%d", d, n, s)}
+}
+
+// AND and ORR Vd.16B, Vn.16B, Vm.16B.
+func andB(d, n, m int) word { return rrr(0x4e201c00, d, n, m, "and v%d.16b, v%d.16b, v%d.16b") }
+func orrB(d, n, m int) word { return rrr(0x4ea01c00, d, n, m, "orr v%d.16b, v%d.16b, v%d.16b") }
+
+// MOVI Vd.16B, #imm.
+func moviB(d int, imm uint8) word {
+	return word{0x4f00e400 | uint32(imm>>5)<<16 | uint32(imm&31)<<5 | uint32(d&31), fmt.Sprintf("movi v%d.16b, #%d", d, imm)}
+}
+
+// ADDV Sd, Vn.4S.
+func addv4s(d, n int) word { return rr(0x4eb1b800, d, n, "addv s%d, v%d.4s") }
+
+// SUB Vd.16B, Vn.16B, Vm.16B.
+func subB(d, n, m int) word { return rrr(0x6e208400, d, n, m, "sub v%d.16b, v%d.16b, v%d.16b") }
+
+// CMTST Vd.16B, Vn.16B, Vm.16B: all ones where Vn AND Vm is not zero.
+func cmtstB(d, n, m int) word { return rrr(0x4e208c00, d, n, m, "cmtst v%d.16b, v%d.16b, v%d.16b") }

@@ -1,0 +1,358 @@
+package simd
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gpurun/gpurun/tensors"
+	"github.com/x448/float16"
+)
+
+// kTypes pairs each KQuant with the tensors type whose blocks it reads.
+var kTypes = []struct {
+	t  KQuant
+	dt tensors.DType
+}{{Q4K, tensors.Q4K}, {Q5K, tensors.Q5K}, {Q6K, tensors.Q6K}, {Q2K, tensors.Q2K}, {Q3K, tensors.Q3K}}
+
+// kScaleOffsets are the byte offsets of a block's f16 scales (d, dmin).
+var kScaleOffsets = map[KQuant][]int{Q4K: {0, 2}, Q5K: {0, 2}, Q6K: {208}, Q2K: {80, 82}, Q3K: {108}}
+
+// kScaleKinds are the f16 super-block scales the tests draw from: ordinary
+// ones of both signs, zero, the smallest subnormal and the largest finite.
+var kScaleKinds = []func(r *rand.Rand) uint16{
+	func(r *rand.Rand) uint16 { return float16.Fromfloat32(float32(r.Float64()*0.01 + 1e-4)).Bits() },
+	func(r *rand.Rand) uint16 { return float16.Fromfloat32(-float32(r.Float64()*0.01 + 1e-4)).Bits() },
+	func(*rand.Rand) uint16 { return 0 },
+	func(*rand.Rand) uint16 { return 1 },
+	func(*rand.Rand) uint16 { return 0x7bff },
+	func(r *rand.Rand) uint16 { return float16.Fromfloat32(float32(r.Float64() * 4)).Bits() },
+}
+
+// randKBlocks returns nb random blocks of t: random bits everywhere except
+// the f16 scales, drawn from kScaleKinds (extreme ones with probability
+// extreme).
+func randKBlocks(r *rand.Rand, t KQuant, nb int, extreme float64) []byte {
+	b := randBytes(r, nb*t.BlockBytes())
+	for i := range nb {
+		for _, o := range kScaleOffsets[t] {
+			k := 0
+			if r.Float64() < extreme {
+				k = r.IntN(len(kScaleKinds))
+			}
+			binary.LittleEndian.PutUint16(b[i*t.BlockBytes()+o:], kScaleKinds[k](r))
+		}
+	}
+	return b
+}
+
+// randActs returns n activations: normal values, or with extreme set a mix
+// of large, tiny, zero and constant runs.
+func randActs(r *rand.Rand, n int, extreme bool) []float32 {
+	x := randF32(r, n)
+	if !extreme {
+		return x
+	}
+	for i := range x {
+		switch r.IntN(6) {
+		case 0:
+			x[i] *= 1e30
+		case 1:
+			x[i] *= 1e-30
+		case 2:
+			x[i] = 0
+		case 3:
+			x[i] = -1
+		}
+	}
+	return x
+}
+
+// quantK quantizes x with QuantizeQ8K into new buffers.
+func quantK(x []float32) ([]int8, []float32, []int16) {
+	q, d, s := make([]int8, len(x)), make([]float32, len(x)/QK), make([]int16, len(x)/QKSum)
+	QuantizeQ8K(q, d, s, x)
+	return q, d, s
+}
+
+// TestQuantizeQ8K checks QuantizeQ8K's blocks against llama.cpp's Q8_K
+// contract: the value of largest magnitude becomes -127, every q is x/d
+// rounded to the nearest integer within [-127, 127], the sums are the sums
+// of q, and an all-zero block is all zero.
+func TestQuantizeQ8K(t *testing.T) {
+	r := rngFor(t)
+	for _, extreme := range []bool{false, true} {
+		for _, nb := range []int{1, 2, 5} {
+			x := randActs(r, nb*QK, extreme)
+			if nb == 2 {
+				clear(x[QK : 2*QK])
+			}
+			q, d, s := quantK(x)
+			for b := range nb {
+				xb, qb := x[b*QK:(b+1)*QK], q[b*QK:(b+1)*QK]
+				im := 0
+				for i, v := range xb {
+					if math.Abs(float64(v)) > math.Abs(float64(xb[im])) {
+						im = i
+					}
+				}
+				if xb[im] == 0 {
+					if d[b] != 0 || qb[im] != 0 {
+						t.Errorf("zero block %d: d %g, q %d", b, d[b], qb[im])
+					}
+					continue
+				}
+				if qb[im] != -127 {
+					t.Errorf("block %d: the largest value %g quantized to %d, want -127", b, xb[im], qb[im])
+				}
+				for i, v := range xb {
+					exact := float64(v) / float64(d[b])
+					if math.Abs(float64(qb[i])-exact) > 0.5+1e-4 || qb[i] < -127 {
+						t.Errorf("block %d value %d: %g quantized to %d (x/d = %g)", b, i, v, qb[i], exact)
+					}
+				}
+				for j := range QK / QKSum {
+					var sum int
+					for _, v := range qb[QKSum*j : QKSum*(j+1)] {
+						sum += int(v)
+					}
+					if int(s[b*QK/QKSum+j]) != sum {
+						t.Errorf("block %d sum %d: %d, want %d", b, j, s[b*QK/QKSum+j], sum)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestKQuantReference checks the pure-Go kernels against the weights
+// dequantized by tensors.DecodeBlocks (which TestMixDequantizationMatchesLlamaCpp
+// holds to llama.cpp's own dequantization bit for bit) dotted in float64
+// with the dequantized activations q*d.
+func TestKQuantReference(t *testing.T) {
+	r := rngFor(t)
+	for _, kt := range kTypes {
+		for _, nb := range []int{1, 3} {
+			for trial := range 20 {
+				extreme := trial%2 == 1
+				w := randKBlocks(r, kt.t, nb, map[bool]float64{false: 0, true: 0.5}[extreme])
+				x := randActs(r, nb*QK, extreme)
+				q, d, s := quantK(x)
+				wf := make([]float32, nb*QK)
+				if err := tensors.DecodeBlocks(kt.dt, w, wf); err != nil {
+					t.Fatal(err)
+				}
+				var want, mag float64
+				for i, v := range wf {
+					p := float64(v) * float64(q[i]) * float64(d[i/QK])
+					want += p
+					mag += math.Abs(p)
+				}
+				got := Generic.DotK(kt.t, w, q, d, s)
+				if !(mag < math.MaxFloat32) {
+					continue // extreme scales times extreme activations overflow float32
+				}
+				if math.Abs(float64(got)-want) > 1e-5*mag+1e-30 {
+					t.Errorf("%s nb=%d trial %d: %g, want %g (Σ|w·x| %g)", kt.t, nb, trial, got, want, mag)
+				}
+			}
+		}
+	}
+}
+
+// TestKParity checks every implementation against the pure-Go kernels bit
+// for bit (the integer sums are exact and the per-block float operations
+// the same), one row, several rows and four token rows, at every alignment
+// of weights and activations within a vector.
+func TestKParity(t *testing.T) {
+	r := rngFor(t)
+	for _, k := range asm(t) {
+		for _, kt := range kTypes {
+			for _, nb := range []int{1, 2, 3, 5} {
+				for off := range 8 {
+					t.Run(fmt.Sprintf("%s/%s/nb=%d/off=%d", k.Name, kt.t, nb, off), func(t *testing.T) {
+						checkKParity(t, k, kt.t, r, nb, off, off%2 == 1)
+					})
+				}
+			}
+		}
+	}
+}
+
+func checkKParity(t *testing.T, k *Impl, kt KQuant, r *rand.Rand, nb, off int, extreme bool) {
+	const rows = 3
+	n := nb * QK
+	ext := 0.0
+	if extreme {
+		ext = 0.3
+	}
+	w := randKBlocks(r, kt, rows*nb+1, ext)[off : off+rows*nb*kt.BlockBytes()]
+	xs := n + QK // the four token rows do not touch
+	q0, d, s := quantK(randActs(r, 4*xs+QK, extreme))
+	q := make([]int8, len(q0)+off)[off:] // misaligned by off
+	copy(q, q0)
+	same := func(a, b float32) bool { return a == b || a != a && b != b }
+	rb := nb * kt.BlockBytes()
+	out := make([]float32, rows)
+	k.DotKRows(kt, w, q, d[:nb], s, out)
+	for i := range rows {
+		want := Generic.DotK(kt, w[i*rb:], q, d[:nb], s)
+		if got := k.DotK(kt, w[i*rb:], q, d[:nb], s); !same(got, want) {
+			t.Errorf("DotK row %d: %g, want exactly %g", i, got, want)
+		}
+		if !same(out[i], want) {
+			t.Errorf("DotKRows row %d: %g, want exactly %g", i, out[i], want)
+		}
+	}
+	var got4 [4]float32
+	k.DotKx4(kt, w[:rb], q, d, s, xs, &got4)
+	for j := range 4 {
+		o := j * xs
+		if want := Generic.DotK(kt, w[:rb], q[o:], d[o/QK:o/QK+nb], s[o/QKSum:]); !same(got4[j], want) {
+			t.Errorf("DotKx4 token %d: %g, want exactly %g", j, got4[j], want)
+		}
+	}
+}
+
+// FuzzDotK runs every implementation on arbitrary block bytes (NaN and
+// infinite scales included) and activations: no panics, and the same bits
+// as the pure-Go kernels.
+func FuzzDotK(f *testing.F) {
+	f.Add(uint8(0), []byte{1, 2, 3}, int64(1))
+	f.Add(uint8(2), make([]byte, 2*210), int64(2))
+	f.Add(uint8(4), []byte("\xff\xff\x7c\x00 any bytes at all"), int64(3))
+	f.Fuzz(func(t *testing.T, typ uint8, blocks []byte, seed int64) {
+		kt := KQuant(int(typ) % int(NumKQuant))
+		nb := min(len(blocks)/kt.BlockBytes(), 4)
+		r := rand.New(rand.NewPCG(uint64(seed), 1))
+		q, d, s := quantK(randActs(r, nb*QK, seed%2 == 0))
+		w := blocks[:nb*kt.BlockBytes()]
+		want := Generic.DotK(kt, w, q, d, s)
+		for _, k := range Impls() {
+			if got := k.DotK(kt, w, q, d, s); got != want && !(got != got && want != want) {
+				t.Errorf("%s %s: %g, want exactly %g", k.Name, kt, got, want)
+			}
+		}
+	})
+}
+
+// q32Types pairs each Q32 with the tensors type whose blocks it reads and
+// its f16 scale offsets (d, m).
+var q32Types = []struct {
+	t      Q32
+	dt     tensors.DType
+	scales []int
+}{{Q4_1, tensors.Q4_1, []int{0, 2}}, {Q5_0, tensors.Q5_0, []int{0}}, {Q5_1, tensors.Q5_1, []int{0, 2}}}
+
+// randQ32Blocks is randKBlocks for the 32-value types.
+func randQ32Blocks(r *rand.Rand, t Q32, scales []int, nb int, extreme float64) []byte {
+	b := randBytes(r, nb*t.BlockBytes())
+	for i := range nb {
+		for _, o := range scales {
+			k := 0
+			if r.Float64() < extreme {
+				k = r.IntN(len(kScaleKinds))
+			}
+			binary.LittleEndian.PutUint16(b[i*t.BlockBytes()+o:], kScaleKinds[k](r))
+		}
+	}
+	return b
+}
+
+// quant32 quantizes x with QuantizeQ8 (natural order) into new buffers.
+func quant32(x []float32) ([]int8, []float32) {
+	q, d := make([]int8, len(x)), make([]float32, len(x)/QBlock)
+	QuantizeQ8(q, d, x, false)
+	return q, d
+}
+
+// TestQ32Reference is TestKQuantReference for Q4_1, Q5_0 and Q5_1.
+func TestQ32Reference(t *testing.T) {
+	r := rngFor(t)
+	for _, qt := range q32Types {
+		for _, nb := range []int{1, 5} {
+			for trial := range 20 {
+				extreme := trial%2 == 1
+				w := randQ32Blocks(r, qt.t, qt.scales, nb, map[bool]float64{false: 0, true: 0.5}[extreme])
+				q, d := quant32(randActs(r, nb*QBlock, extreme))
+				wf := make([]float32, nb*QBlock)
+				if err := tensors.DecodeBlocks(qt.dt, w, wf); err != nil {
+					t.Fatal(err)
+				}
+				var want, mag float64
+				for i, v := range wf {
+					p := float64(v) * float64(q[i]) * float64(d[i/QBlock])
+					want += p
+					mag += math.Abs(p)
+				}
+				got := Generic.DotQ32(qt.t, w, q, d)
+				if !(mag < math.MaxFloat32) {
+					continue
+				}
+				if math.Abs(float64(got)-want) > 1e-5*mag+1e-30 {
+					t.Errorf("%s nb=%d trial %d: %g, want %g (Σ|w·x| %g)", qt.t, nb, trial, got, want, mag)
+				}
+			}
+		}
+	}
+}
+
+// TestQ32Parity is TestKParity for Q4_1, Q5_0 and Q5_1.
+func TestQ32Parity(t *testing.T) {
+	r := rngFor(t)
+	same := func(a, b float32) bool { return a == b || a != a && b != b }
+	for _, k := range asm(t) {
+		for _, qt := range q32Types {
+			for _, nb := range []int{1, 2, 3, 8, 9} {
+				for off := range 8 {
+					const rows = 3
+					bb := qt.t.BlockBytes()
+					w := randQ32Blocks(r, qt.t, qt.scales, rows*nb+1, 0.3*float64(off%2))[off : off+rows*nb*bb]
+					xs := nb*QBlock + QBlock
+					q0, d := quant32(randActs(r, 4*xs, off%2 == 1))
+					q := make([]int8, len(q0)+off)[off:]
+					copy(q, q0)
+					rb := nb * bb
+					out := make([]float32, rows)
+					k.DotQ32Rows(qt.t, w, q, d[:nb], out)
+					for i := range rows {
+						want := Generic.DotQ32(qt.t, w[i*rb:], q, d[:nb])
+						if got := k.DotQ32(qt.t, w[i*rb:], q, d[:nb]); !same(got, want) || !same(out[i], want) {
+							t.Errorf("%s %s nb=%d off=%d row %d: DotQ32 %g, DotQ32Rows %g, want exactly %g", k.Name, qt.t, nb, off, i, got, out[i], want)
+						}
+					}
+					var got4 [4]float32
+					k.DotQ32x4(qt.t, w[:rb], q, d, xs, &got4)
+					for j := range 4 {
+						o := j * xs
+						if want := Generic.DotQ32(qt.t, w[:rb], q[o:], d[o/QBlock:o/QBlock+nb]); !same(got4[j], want) {
+							t.Errorf("%s %s nb=%d off=%d DotQ32x4 token %d: %g, want exactly %g", k.Name, qt.t, nb, off, j, got4[j], want)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// FuzzDotQ32 is FuzzDotK for Q4_1, Q5_0 and Q5_1.
+func FuzzDotQ32(f *testing.F) {
+	f.Add(uint8(0), []byte{1, 2, 3}, int64(1))
+	f.Add(uint8(1), make([]byte, 3*22), int64(2))
+	f.Add(uint8(2), []byte("\xff\xff\x7c\x00\xff\xff\xff\xff any bytes at all"), int64(3))
+	f.Fuzz(func(t *testing.T, typ uint8, blocks []byte, seed int64) {
+		qt := Q32(int(typ) % int(NumQ32))
+		nb := min(len(blocks)/qt.BlockBytes(), 9)
+		r := rand.New(rand.NewPCG(uint64(seed), 1))
+		q, d := quant32(randActs(r, nb*QBlock, seed%2 == 0))
+		w := blocks[:nb*qt.BlockBytes()]
+		want := Generic.DotQ32(qt, w, q, d)
+		for _, k := range Impls() {
+			if got := k.DotQ32(qt, w, q, d); got != want && !(got != got && want != want) {
+				t.Errorf("%s %s: %g, want exactly %g", k.Name, qt, got, want)
+			}
+		}
+	})
+}

@@ -1,0 +1,133 @@
+package simd
+
+import "encoding/binary"
+
+// The kernels of llama.cpp's 32-value block types with offsets (Q4_1,
+// Q5_0, Q5_1: K-quant mixes store them where a row is not a multiple of
+// 256 values), kept in their GGUF layout, against activations quantized by
+// QuantizeQ8 in natural order (llama.cpp's Q8_0 blocks; Q8_1's block sums
+// are taken inside the kernels). Per block the integer sums Σq·x and Σx
+// are exact and the block adds float32(d*dx*Σq·x) + float32(m*dx*Σx) (Q4_1,
+// Q5_1) or float32(d*dx*Σ(q-16)·x) (Q5_0) in every implementation.
+
+// Q32 is one of the 32-value block types with an offset.
+type Q32 int
+
+const (
+	Q4_1 Q32 = iota // 20 bytes: d, m, 16 bytes of nibbles; d*q + m
+	Q5_0            // 22 bytes: d, 32 high bits, nibbles; d*(q-16)
+	Q5_1            // 24 bytes: d, m, 32 high bits, nibbles; d*q + m
+	NumQ32
+)
+
+var q32Info = [NumQ32]struct {
+	name  string
+	bytes int
+}{{"q4_1", 20}, {"q5_0", 22}, {"q5_1", 24}}
+
+func (t Q32) String() string { return q32Info[t].name }
+
+// BlockBytes is the size of one block of t.
+func (t Q32) BlockBytes() int { return q32Info[t].bytes }
+
+// DotQ32 returns the dot product of the weight row w (len(xd) blocks of
+// type t) with activations quantized by QuantizeQ8 in natural order (x,
+// len(xd)*QBlock values, and xd).
+func (k *Impl) DotQ32(t Q32, w []byte, x []int8, xd []float32) float32 {
+	nb := len(xd)
+	return k.kernelQ32(t)(w[:nb*t.BlockBytes()], x[:nb*QBlock], xd)
+}
+
+// DotQ32Rows sets out[i] = DotQ32(t, row i, x, xd) for i < len(out), the
+// rows consecutive in w.
+func (k *Impl) DotQ32Rows(t Q32, w []byte, x []int8, xd []float32, out []float32) {
+	nb := len(xd)
+	rb := nb * t.BlockBytes()
+	w, x = w[:len(out)*rb], x[:nb*QBlock]
+	f := k.kernelQ32(t)
+	for i := range out {
+		out[i] = f(w[i*rb:(i+1)*rb], x, xd)
+	}
+}
+
+// DotQ32x4 sets out[j] = DotQ32(t, w, x[j*xstride:], xd[j*xstride/QBlock:])
+// for j < 4 (xstride a multiple of QBlock).
+func (k *Impl) DotQ32x4(t Q32, w []byte, x []int8, xd []float32, xstride int, out *[4]float32) {
+	nb := len(w) / t.BlockBytes()
+	n := nb * QBlock
+	_, _ = x[3*xstride+n-1], xd[(3*xstride+n)/QBlock-1]
+	f := k.kernelQ32(t)
+	for j := range out {
+		o := j * xstride
+		out[j] = f(w[:nb*t.BlockBytes()], x[o:o+n], xd[o/QBlock:(o+n)/QBlock])
+	}
+}
+
+func (k *Impl) kernelQ32(t Q32) func(w []byte, x []int8, xd []float32) float32 {
+	if f := k.dotQ32[t]; f != nil {
+		return f
+	}
+	return kernelsQ32Go[t]
+}
+
+func DotQ32(t Q32, w []byte, x []int8, xd []float32) float32 { return best.DotQ32(t, w, x, xd) }
+func DotQ32Rows(t Q32, w []byte, x []int8, xd []float32, out []float32) {
+	best.DotQ32Rows(t, w, x, xd, out)
+}
+func DotQ32x4(t Q32, w []byte, x []int8, xd []float32, xstride int, out *[4]float32) {
+	best.DotQ32x4(t, w, x, xd, xstride, out)
+}
+
+var kernelsQ32Go = [NumQ32]func(w []byte, x []int8, xd []float32) float32{
+	Q4_1: dotQ4_1Go, Q5_0: dotQ5_0Go, Q5_1: dotQ5_1Go,
+}
+
+// The Go forms add m*dx*Σx as blockSum's "- dmin*dx*(-Σx)", which has the
+// same bits (negation is exact).
+
+func dotQ4_1Go(w []byte, x []int8, xd []float32) float32 {
+	var s float32
+	for i, dx := range xd {
+		b := (*[20]byte)(w[i*20:])
+		xb := (*[QBlock]int8)(x[i*QBlock:])
+		var sumi, sumx int32
+		for j, c := range (*[16]byte)(b[4:]) {
+			sumi += int32(c&0xf)*int32(xb[j]) + int32(c>>4)*int32(xb[j+16])
+			sumx += int32(xb[j]) + int32(xb[j+16])
+		}
+		s = blockSum(s, float32(f16Scale(b[0:])*dx), float32(f16Scale(b[2:])*dx), sumi, -sumx)
+	}
+	return s
+}
+
+// q5Sums returns Σ q·x and Σ x of one block of nibbles qs with fifth bits
+// qh (bit j for element j) and activations xb.
+func q5Sums(qs *[16]byte, qh uint32, xb *[QBlock]int8) (sumi, sumx int32) {
+	for j, c := range qs {
+		lo := int32(c&0xf) | int32(qh>>j&1)<<4
+		hi := int32(c>>4) | int32(qh>>(j+16)&1)<<4
+		sumi += lo*int32(xb[j]) + hi*int32(xb[j+16])
+		sumx += int32(xb[j]) + int32(xb[j+16])
+	}
+	return sumi, sumx
+}
+
+func dotQ5_0Go(w []byte, x []int8, xd []float32) float32 {
+	var s float32
+	for i, dx := range xd {
+		b := (*[22]byte)(w[i*22:])
+		sumi, sumx := q5Sums((*[16]byte)(b[6:]), binary.LittleEndian.Uint32(b[2:]), (*[QBlock]int8)(x[i*QBlock:]))
+		s = blockSum(s, float32(f16Scale(b[0:])*dx), 0, sumi-16*sumx, 0)
+	}
+	return s
+}
+
+func dotQ5_1Go(w []byte, x []int8, xd []float32) float32 {
+	var s float32
+	for i, dx := range xd {
+		b := (*[24]byte)(w[i*24:])
+		sumi, sumx := q5Sums((*[16]byte)(b[8:]), binary.LittleEndian.Uint32(b[4:]), (*[QBlock]int8)(x[i*QBlock:]))
+		s = blockSum(s, float32(f16Scale(b[0:])*dx), float32(f16Scale(b[2:])*dx), sumi, -sumx)
+	}
+	return s
+}
