@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/cogentcore/webgpu/wgpu"
 
@@ -259,19 +260,28 @@ func (d *Device) Close() error {
 
 // WaitContext implements gpu.ContextWaiter: Wait, returning as soon as
 // ctx is done. wgpu-native's blocking poll cannot be interrupted, so it
-// runs on a goroutine of its own, holding the device until the work
-// finishes: later calls wait for it there.
+// polls without blocking, checking ctx between polls, on the caller's
+// goroutine and under the device's lock (a blocking poll on a goroutine of
+// its own raced the device's other calls: lavapipe crashed executing a
+// submission whose buffers wgpu was freeing). After a cancelled wait the
+// work still runs on the device; later calls wait for it.
 func (d *Device) WaitContext(ctx context.Context) error {
 	if ctx.Done() == nil {
 		return d.Wait()
 	}
-	done := make(chan error, 1)
-	go func() { done <- d.Wait() }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return fmt.Errorf("webgpu: waiting for submitted work: %w", ctx.Err())
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
+	for delay := 10 * time.Microsecond; ; delay = min(2*delay, time.Millisecond) {
+		if d.dev.Poll(false, nil) {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("webgpu: waiting for submitted work: %w", err)
+		}
+		time.Sleep(delay)
 	}
 }
 
