@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpurun/gpurun/internal/gputest"
+	"github.com/gpurun/gpurun/internal/ci"
 	"github.com/gpurun/gpurun/internal/testmodels"
 )
 
@@ -53,10 +53,7 @@ func jinja2(t *testing.T, jobs []job) []jinja2Result {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		if gputest.InCI() {
-			t.Fatalf("python3 testdata/render.py: %v\n%s", err, stderr.String())
-		}
-		t.Skipf("python3 with jinja2 not available: %v %s", err, stderr.String())
+		ci.Missing(t, "python3 with jinja2 for testdata/render.py (python3-jinja2; .ci/setup installs it): %v\n%s", err, stderr.String())
 	}
 	var res []jinja2Result
 	if err := json.Unmarshal(out, &res); err != nil {
