@@ -258,6 +258,12 @@ func (d *Device) Close() error {
 	return nil
 }
 
+// maxPollDelay bounds the sleep between WaitContext's polls: the kernel
+// backend waits this way after every decode step's submission, so a step
+// that finishes just after a poll costs at most this much (a desktop GPU's
+// decode step takes milliseconds), and a cancel is seen as soon.
+const maxPollDelay = 100 * time.Microsecond
+
 // WaitContext implements gpu.ContextWaiter: Wait, returning as soon as
 // ctx is done. wgpu-native's blocking poll cannot be interrupted, so it
 // polls without blocking, checking ctx between polls, on the caller's
@@ -274,7 +280,7 @@ func (d *Device) WaitContext(ctx context.Context) error {
 	if d.closed {
 		return ErrClosed
 	}
-	for delay := 10 * time.Microsecond; ; delay = min(2*delay, time.Millisecond) {
+	for delay := 5 * time.Microsecond; ; delay = min(2*delay, maxPollDelay) {
 		if d.dev.Poll(false, nil) {
 			return nil
 		}
