@@ -281,7 +281,7 @@ func (d *Device) WaitContext(ctx context.Context) error {
 		return ErrClosed
 	}
 	for delay := 5 * time.Microsecond; ; delay = min(2*delay, maxPollDelay) {
-		if d.dev.Poll(false, nil) {
+		if queueIdle(d.dev) {
 			return nil
 		}
 		if err := ctx.Err(); err != nil {

@@ -50,3 +50,7 @@ func requestDevice(a *wgpu.Adapter, desc *wgpu.DeviceDescriptor) (*wgpu.Device, 
 }
 
 func adapterInfo(a *wgpu.Adapter) wgpu.AdapterInfo { return a.GetInfo() }
+
+// queueIdle polls wgpu-native without blocking: true once every submission
+// has finished.
+func queueIdle(dev *wgpu.Device) bool { return dev.Poll(false, nil) }
