@@ -59,7 +59,7 @@ type BufInfo struct {
 }
 
 // Kind names an op kind: each has its own op type (EmbedOp for Embed, and
-// so on), whose comment is the kind's contract; the CPU backend (gpu/cpu)
+// so on), whose comment is the kind's contract; the CPU backend (gpu/backend/cpu)
 // is the reference implementation.
 type Kind uint8
 
@@ -84,7 +84,7 @@ const (
 	MoE                          // MoEOp
 )
 
-// Sampling is the rule of a Sample op (pipeline/sampler.Options' fields):
+// Sampling is the rule of a Sample op (gpu/sampler.Options' fields):
 // Temperature > 0 and finite, TopK 0 (all) or at least 1 (at least the
 // row's width keeps all), TopP 0 (all) or in (0, 1], and the seed keying
 // the draws.

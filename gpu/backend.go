@@ -1,5 +1,5 @@
 // Package gpu defines the two interfaces every compute backend implements:
-// Backend, which compiles and runs fusion graphs (the CPU fallback in gpu/cpu
+// Backend, which compiles and runs fusion graphs (the CPU fallback in gpu/backend/cpu
 // implements it directly in Go), and Device, the small GPU abstraction that
 // gpu/webgpu and gpu/vulkan implement and the shared kernel backend runs on.
 package gpu

@@ -20,7 +20,7 @@ type Row struct {
 // BatchBackend is implemented by backends that run batched graphs
 // (continuous batching: one step, one row per active sequence, each with
 // its own position and KV cache, reading the weights once for all rows).
-// The CPU backend and the GPU backends (gpu/kernels) implement it; where a
+// The CPU backend and the GPU backends (gpu/backend/compute) implement it; where a
 // backend does not, CompileBatch fails with ErrUnsupported and callers step
 // each sequence with its own Program.
 type BatchBackend interface {

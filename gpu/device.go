@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+
+	"github.com/gpurun/gpurun/shaders"
 )
 
 // DeviceEnv names the environment variable that changes the default
@@ -35,7 +37,7 @@ type Device interface {
 	// copies b[off:off+len(dst)] into dst.
 	Read(b Buffer, off int64, dst []byte) error
 	// NewKernel builds a compute pipeline.
-	NewKernel(spec KernelSpec) (Kernel, error)
+	NewKernel(spec shaders.KernelSpec) (Kernel, error)
 	// NewCommands starts a command list. A finished list may be submitted
 	// any number of times.
 	NewCommands() (Commands, error)
@@ -63,25 +65,6 @@ type ContextWaiter interface {
 type HostBufferDevice interface {
 	// NewHostBuffer is NewBuffer in host-visible, coherent memory.
 	NewHostBuffer(size int64) (Buffer, error)
-}
-
-// BindingKind is how a kernel reads a binding.
-type BindingKind uint8
-
-const (
-	StorageRead BindingKind = iota // read-only storage buffer
-	StorageRW                      // read-write storage buffer
-	Uniform                        // uniform buffer (small parameters)
-)
-
-// KernelSpec describes a compute kernel. WGSL feeds WebGPU, SPIRV feeds
-// Vulkan; both come from the shaders package.
-type KernelSpec struct {
-	Name     string
-	WGSL     string
-	SPIRV    []byte
-	Entry    string        // entry point, "main" if empty
-	Bindings []BindingKind // group 0, binding i
 }
 
 // Kernel is a compiled compute pipeline.
@@ -137,10 +120,10 @@ type MemoryReporter interface {
 // CheckBindingLimits reports, wrapping ErrUnsupported, a kernel that has
 // more storage or uniform buffer bindings than info allows (limits of 0:
 // unknown, not checked).
-func CheckBindingLimits(info Info, spec KernelSpec) error {
+func CheckBindingLimits(info Info, spec shaders.KernelSpec) error {
 	var storage, uniform int
 	for _, k := range spec.Bindings {
-		if k == Uniform {
+		if k == shaders.Uniform {
 			uniform++
 		} else {
 			storage++

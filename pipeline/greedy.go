@@ -19,7 +19,7 @@ var ErrDeviceID = errors.New("pipeline: device returned an invalid token id")
 // deviceGreedy reports whether decoding with opts picks its tokens on the
 // device: greedy decoding by a program ending in fusion.Argmax, sampling
 // (temperature > 0) by one ending in fusion.Sample with opts' rule, which
-// draws the token pipeline/sampler would from the same logits, and makes
+// draws the token gpu/sampler would from the same logits, and makes
 // it sl.step. Both programs are compiled at load (compilePickers); a new
 // rule goes into the sampling program's step tensor (gpu.SamplingSetter),
 // or on a backend whose program cannot take it, into a program compiled

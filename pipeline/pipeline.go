@@ -15,7 +15,7 @@ import (
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
-	"github.com/gpurun/gpurun/gpu/cpu"
+	"github.com/gpurun/gpurun/gpu/backend/cpu"
 	"github.com/gpurun/gpurun/pipeline/arch"
 	"github.com/gpurun/gpurun/pipeline/constrain"
 	"github.com/gpurun/gpurun/tensors"
@@ -557,7 +557,7 @@ func (m *Model) DecodeBytes() (weights, kvPerPosition int64) {
 // DecodeBytesOf is Model.DecodeBytes for the configuration cfg, its
 // weight tensors ws and a KV cache of binary16 (kvF16) or f32, for
 // measurements that run a backend's programs without a Model (the
-// valid-length benchmark of gpu/kernels).
+// valid-length benchmark of gpu/backend/compute).
 func DecodeBytesOf(cfg *model.Config, ws []*tensors.Tensor, kvF16 bool) (weights, kvPerPosition int64) {
 	return decodeWeightBytes(cfg, ws), kvBytesPerPosition(cfg, kvF16)
 }

@@ -9,8 +9,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gpurun/gpurun/gpu/sampler"
 	"github.com/gpurun/gpurun/pipeline/constrain"
-	"github.com/gpurun/gpurun/pipeline/sampler"
 )
 
 // Prompt is either text (tokenized, with BOS prepended at the start of a

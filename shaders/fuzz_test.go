@@ -2,8 +2,6 @@ package shaders
 
 import (
 	"testing"
-
-	"github.com/gpurun/gpurun/gpu"
 )
 
 // FuzzParseFamily: any source either parses into dense bindings of known
@@ -22,7 +20,7 @@ func FuzzParseFamily(f *testing.F) {
 			t.Fatal("family without kernels accepted")
 		}
 		for i, k := range fam.Bindings {
-			if k != gpu.StorageRead && k != gpu.StorageRW && k != gpu.Uniform {
+			if k != StorageRead && k != StorageRW && k != Uniform {
 				t.Fatalf("binding %d: kind %d", i, k)
 			}
 		}

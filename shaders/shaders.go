@@ -35,8 +35,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-
-	"github.com/gpurun/gpurun/gpu"
 )
 
 //go:embed wgsl/*.wgsl wgsl/ext/*.wgsl wgsl/lib/*.wgsl
@@ -57,7 +55,7 @@ type Family struct {
 	Name     string
 	WGSL     string
 	Kernels  []string
-	Bindings []gpu.BindingKind
+	Bindings []BindingKind
 	// Variants lists the specializations of a specialized family (nil for
 	// a plain one); WGSL then lacks the variant constants.
 	Variants []Variant
@@ -298,18 +296,18 @@ var (
 // Bindings must be numbered densely from 0 in group 0.
 func parseFamily(name, src string) (*Family, error) {
 	f := &Family{Name: name, WGSL: src}
-	kinds := map[int]gpu.BindingKind{}
+	kinds := map[int]BindingKind{}
 	for _, m := range bindingRE.FindAllStringSubmatch(src, -1) {
 		i, err := strconv.Atoi(m[1])
 		if err != nil {
 			return nil, fmt.Errorf("shaders: %s: binding %q: %w", name, m[1], err)
 		}
-		k := gpu.StorageRead
+		k := StorageRead
 		switch {
 		case m[2] == "uniform":
-			k = gpu.Uniform
+			k = Uniform
 		case strings.HasSuffix(m[2], "read_write"):
-			k = gpu.StorageRW
+			k = StorageRW
 		}
 		if _, dup := kinds[i]; dup {
 			return nil, fmt.Errorf("shaders: %s: binding %d declared twice", name, i)
@@ -360,59 +358,59 @@ func Names() []string {
 // Get returns the kernel spec of a kernel: the WGSL source of its family, the
 // family's SPIR-V module (all entry points; pick Entry), the entry point and
 // the binding kinds of group 0 (binding i is Bindings[i]).
-func Get(name string) (gpu.KernelSpec, error) {
+func Get(name string) (KernelSpec, error) {
 	r := load()
 	if r.err != nil {
-		return gpu.KernelSpec{}, r.err
+		return KernelSpec{}, r.err
 	}
 	f, ok := r.kernels[name]
 	if !ok {
-		return gpu.KernelSpec{}, fmt.Errorf("%w: %q", ErrUnknown, name)
+		return KernelSpec{}, fmt.Errorf("%w: %q", ErrUnknown, name)
 	}
 	if f.Variants != nil {
-		return gpu.KernelSpec{}, fmt.Errorf("%w: %q is specialized: use GetVariant", ErrUnknown, name)
+		return KernelSpec{}, fmt.Errorf("%w: %q is specialized: use GetVariant", ErrUnknown, name)
 	}
 	return spec(name, f.Name, f.WGSL, f.Bindings)
 }
 
 // GetVariant is Get for a kernel of a specialized family, in variant v.
-func GetVariant(name string, v Variant) (gpu.KernelSpec, error) {
+func GetVariant(name string, v Variant) (KernelSpec, error) {
 	r := load()
 	if r.err != nil {
-		return gpu.KernelSpec{}, r.err
+		return KernelSpec{}, r.err
 	}
 	f, ok := r.kernels[name]
 	if !ok {
-		return gpu.KernelSpec{}, fmt.Errorf("%w: %q", ErrUnknown, name)
+		return KernelSpec{}, fmt.Errorf("%w: %q", ErrUnknown, name)
 	}
 	for _, fv := range f.Variants {
 		if fv.Key == v.Key {
 			if !fv.holds(f, name) {
-				return gpu.KernelSpec{}, fmt.Errorf("%w: variant %q of %s has no kernel %q", ErrUnknown, v.Key, f.Name, name)
+				return KernelSpec{}, fmt.Errorf("%w: variant %q of %s has no kernel %q", ErrUnknown, v.Key, f.Name, name)
 			}
 			src, err := variantWGSL(f, fv)
 			if err != nil {
-				return gpu.KernelSpec{}, err
+				return KernelSpec{}, err
 			}
 			s, err := spec(name, f.Name+"."+v.Key, src, f.Bindings)
 			s.Name = name + "." + v.Key
 			return s, err
 		}
 	}
-	return gpu.KernelSpec{}, fmt.Errorf("%w: %q has no variant %q", ErrUnknown, name, v.Key)
+	return KernelSpec{}, fmt.Errorf("%w: %q has no variant %q", ErrUnknown, name, v.Key)
 }
 
-func spec(name, module, wgsl string, bindings []gpu.BindingKind) (gpu.KernelSpec, error) {
+func spec(name, module, wgsl string, bindings []BindingKind) (KernelSpec, error) {
 	spv, err := SPIRV(module)
 	if err != nil {
-		return gpu.KernelSpec{}, err
+		return KernelSpec{}, err
 	}
-	return gpu.KernelSpec{
+	return KernelSpec{
 		Name:     name,
 		WGSL:     wgsl,
 		SPIRV:    spv,
 		Entry:    name,
-		Bindings: append([]gpu.BindingKind(nil), bindings...),
+		Bindings: append([]BindingKind(nil), bindings...),
 	}, nil
 }
 
@@ -427,18 +425,18 @@ func SPIRV(module string) ([]byte, error) {
 
 // Specs returns the spec of every kernel in every variant, sorted by
 // name: what a device test compiles to check it accepts them all.
-func Specs() ([]gpu.KernelSpec, error) { return specs(true) }
+func Specs() ([]KernelSpec, error) { return specs(true) }
 
 // PortableSpecs is Specs without the Vulkan-only variants: what the WebGPU
 // backend may be asked to compile.
-func PortableSpecs() ([]gpu.KernelSpec, error) { return specs(false) }
+func PortableSpecs() ([]KernelSpec, error) { return specs(false) }
 
-func specs(vulkan bool) ([]gpu.KernelSpec, error) {
+func specs(vulkan bool) ([]KernelSpec, error) {
 	fams, err := Families()
 	if err != nil {
 		return nil, err
 	}
-	var out []gpu.KernelSpec
+	var out []KernelSpec
 	for _, f := range fams {
 		for _, k := range f.Kernels {
 			if f.Variants == nil {

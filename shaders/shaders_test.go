@@ -14,7 +14,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/internal/ci"
 	"github.com/gpurun/gpurun/shaders/internal/spirvgen"
 )
@@ -23,37 +22,37 @@ import (
 // The table is written from the kernel contracts, not read back from the
 // parser, so a changed declaration fails here.
 func TestGetBindings(t *testing.T) {
-	R, W, U := gpu.StorageRead, gpu.StorageRW, gpu.Uniform
+	R, W, U := StorageRead, StorageRW, Uniform
 	tests := []struct {
 		name string
-		want []gpu.BindingKind
+		want []BindingKind
 	}{
-		{"embed", []gpu.BindingKind{U, R, R, R, W}},
-		{"norm", []gpu.BindingKind{U, R, R, R, R, W}},
-		{"rope", []gpu.BindingKind{U, R, R, W}},
-		{"store_kv", []gpu.BindingKind{U, R, R, R, W, W}},
-		{"store_kv_f16", []gpu.BindingKind{U, R, R, R, W, W}},
-		{"store_kv_rope", []gpu.BindingKind{U, R, R, W, R, R, W, W}},
-		{"store_kv_rope_f16", []gpu.BindingKind{U, R, R, W, R, R, W, W}},
-		{"attention", []gpu.BindingKind{U, R, R, R, R, W, W}},
-		{"attn_split", []gpu.BindingKind{U, R, R, R, R, W, W}},
-		{"attn_split_f16", []gpu.BindingKind{U, R, R, R, R, W, W}},
-		{"attn_tiled", []gpu.BindingKind{U, R, R, R, R, W, W}},
-		{"attn_tiled_f16", []gpu.BindingKind{U, R, R, R, R, W, W}},
-		{"attn_combine", []gpu.BindingKind{U, R, R, R, R, W, W}},
-		{"attention_f16", []gpu.BindingKind{U, R, R, R, R, W, W}},
-		{"glu", []gpu.BindingKind{U, R, R, R, W}},
-		{"act", []gpu.BindingKind{U, R, R, R, W}},
-		{"add", []gpu.BindingKind{U, R, R, R, W}},
-		{"add_inplace", []gpu.BindingKind{U, R, R, R, W}},
-		{"softcap", []gpu.BindingKind{U, R, R, R, W}},
-		{"last_row", []gpu.BindingKind{U, R, R, R, W}},
-		{"argmax", []gpu.BindingKind{U, R, R, W}},
-		{"sample", []gpu.BindingKind{U, R, R, W}},
-		{"advance", []gpu.BindingKind{U, R, W}},
-		{"qmatvec", []gpu.BindingKind{U, R, R, R, R, W}},
-		{"qmatmul", []gpu.BindingKind{U, R, R, R, R, W}},
-		{"qembed", []gpu.BindingKind{U, R, R, R, R, W}},
+		{"embed", []BindingKind{U, R, R, R, W}},
+		{"norm", []BindingKind{U, R, R, R, R, W}},
+		{"rope", []BindingKind{U, R, R, W}},
+		{"store_kv", []BindingKind{U, R, R, R, W, W}},
+		{"store_kv_f16", []BindingKind{U, R, R, R, W, W}},
+		{"store_kv_rope", []BindingKind{U, R, R, W, R, R, W, W}},
+		{"store_kv_rope_f16", []BindingKind{U, R, R, W, R, R, W, W}},
+		{"attention", []BindingKind{U, R, R, R, R, W, W}},
+		{"attn_split", []BindingKind{U, R, R, R, R, W, W}},
+		{"attn_split_f16", []BindingKind{U, R, R, R, R, W, W}},
+		{"attn_tiled", []BindingKind{U, R, R, R, R, W, W}},
+		{"attn_tiled_f16", []BindingKind{U, R, R, R, R, W, W}},
+		{"attn_combine", []BindingKind{U, R, R, R, R, W, W}},
+		{"attention_f16", []BindingKind{U, R, R, R, R, W, W}},
+		{"glu", []BindingKind{U, R, R, R, W}},
+		{"act", []BindingKind{U, R, R, R, W}},
+		{"add", []BindingKind{U, R, R, R, W}},
+		{"add_inplace", []BindingKind{U, R, R, R, W}},
+		{"softcap", []BindingKind{U, R, R, R, W}},
+		{"last_row", []BindingKind{U, R, R, R, W}},
+		{"argmax", []BindingKind{U, R, R, W}},
+		{"sample", []BindingKind{U, R, R, W}},
+		{"advance", []BindingKind{U, R, W}},
+		{"qmatvec", []BindingKind{U, R, R, R, R, W}},
+		{"qmatmul", []BindingKind{U, R, R, R, R, W}},
+		{"qembed", []BindingKind{U, R, R, R, R, W}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -104,8 +103,8 @@ func variantEntry(v MatMulVariant) string {
 }
 
 func TestGetVariantBindings(t *testing.T) {
-	R, W, U := gpu.StorageRead, gpu.StorageRW, gpu.Uniform
-	want := []gpu.BindingKind{U, R, R, R, R, R, W, R, R}
+	R, W, U := StorageRead, StorageRW, Uniform
+	want := []BindingKind{U, R, R, R, R, R, W, R, R}
 	for _, name := range matmulKernels {
 		if _, err := Get(name); !errors.Is(err, ErrUnknown) {
 			t.Errorf("Get(%s) of a specialized kernel: err = %v, want ErrUnknown", name, err)
@@ -378,8 +377,8 @@ func TestExpandActivations(t *testing.T) {
 // TestRopeKVVariants checks qkv.wgsl's modules: matmul.wgsl's bindings and
 // 5 more, one kernel per module, for every weight layout.
 func TestRopeKVVariants(t *testing.T) {
-	R, W, U := gpu.StorageRead, gpu.StorageRW, gpu.Uniform
-	want := []gpu.BindingKind{U, R, R, R, R, R, W, R, R, R, R, W, W, U}
+	R, W, U := StorageRead, StorageRW, Uniform
+	want := []BindingKind{U, R, R, R, R, R, W, R, R, R, R, W, W, U}
 	n := 0
 	for _, v := range MatMulVariants() {
 		if v.GLU || v.Subgroups {

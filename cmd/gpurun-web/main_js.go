@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/gpurun/gpurun/gpu"
-	"github.com/gpurun/gpurun/gpu/cpu"
-	"github.com/gpurun/gpurun/gpu/kernels"
+	"github.com/gpurun/gpurun/gpu/backend/compute"
+	"github.com/gpurun/gpurun/gpu/backend/cpu"
 	"github.com/gpurun/gpurun/gpu/webgpu"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/pipeline/chat"
@@ -152,7 +152,7 @@ func openBackend(ctx context.Context, name string) (gpu.Backend, error) {
 	case "webgpu", "auto", "":
 		dev, err := webgpu.Open(ctx)
 		if err == nil {
-			return kernels.New(dev), nil
+			return compute.New(dev), nil
 		}
 		if name == "webgpu" {
 			return nil, err

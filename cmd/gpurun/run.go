@@ -16,8 +16,8 @@ import (
 
 	"github.com/gpurun/gpurun"
 	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/gpu/backend/cpu"
 	"github.com/gpurun/gpurun/gpu/backends"
-	"github.com/gpurun/gpurun/gpu/cpu"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/pipeline/constrain"
 	"github.com/gpurun/gpurun/tensors/model"

@@ -11,8 +11,8 @@ import (
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
-	"github.com/gpurun/gpurun/gpu/cpu"
-	"github.com/gpurun/gpurun/gpu/kernels"
+	"github.com/gpurun/gpurun/gpu/backend/compute"
+	"github.com/gpurun/gpurun/gpu/backend/cpu"
 	"github.com/gpurun/gpurun/gpu/vulkan"
 	"github.com/gpurun/gpurun/gpu/webgpu"
 )
@@ -59,7 +59,7 @@ func OpenWith(ctx context.Context, name string, opts Options) (gpu.Backend, erro
 			if err != nil {
 				return nil, err
 			}
-			return withWebGPUMemory(withDevice(kernels.New(dev), dev)), nil
+			return withWebGPUMemory(withDevice(compute.New(dev), dev)), nil
 		case "vulkan":
 			index, err := vulkanIndex(sel)
 			if err != nil {
@@ -69,7 +69,7 @@ func OpenWith(ctx context.Context, name string, opts Options) (gpu.Backend, erro
 			if err != nil {
 				return nil, err
 			}
-			return withDevice(kernels.New(dev), dev), nil
+			return withDevice(compute.New(dev), dev), nil
 		case "auto", "":
 			return nil, fmt.Errorf("backends: a device is chosen within a backend: name cpu, webgpu or vulkan with it: %w", gpu.ErrUnsupported)
 		}
@@ -83,13 +83,13 @@ func OpenWith(ctx context.Context, name string, opts Options) (gpu.Backend, erro
 		if err != nil {
 			return nil, err
 		}
-		return withWebGPUMemory(withDevice(kernels.New(dev), dev)), nil
+		return withWebGPUMemory(withDevice(compute.New(dev), dev)), nil
 	case "vulkan":
 		dev, err := vulkan.Open(ctx)
 		if err != nil {
 			return nil, err
 		}
-		return withDevice(kernels.New(dev), dev), nil
+		return withDevice(compute.New(dev), dev), nil
 	case "auto", "":
 		if hasRealGPU() {
 			if b, err := OpenWith(ctx, "vulkan", opts); err == nil {

@@ -7,12 +7,12 @@ import (
 	"testing"
 
 	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/gpu/backend/compute"
 	"github.com/gpurun/gpurun/gpu/internal/conformance"
-	"github.com/gpurun/gpurun/gpu/kernels"
 	"github.com/gpurun/gpurun/internal/gputest"
 )
 
-// One device serves every backend test of the binary: kernels.New builds
+// One device serves every backend test of the binary: compute.New builds
 // its pipelines per backend, the device itself is shared.
 var (
 	backendDevOnce sync.Once
@@ -29,10 +29,10 @@ func backendDevice(t testing.TB) *Device {
 }
 
 // TestKernelBackendConformance runs the shared kernel backend on this
-// device through the per-op parity table against gpu/cpu and the
+// device through the per-op parity table against gpu/backend/cpu and the
 // stories260K golden generation.
 func TestKernelBackendConformance(t *testing.T) {
-	conformance.Run(t, func(t testing.TB) gpu.Backend { return kernels.New(backendDevice(t)) })
+	conformance.Run(t, func(t testing.TB) gpu.Backend { return compute.New(backendDevice(t)) })
 }
 
 // TestKernelBackendStagingConformance runs the op table on a device whose
@@ -40,7 +40,7 @@ func TestKernelBackendConformance(t *testing.T) {
 // transfers through a host-visible buffer).
 func TestKernelBackendStagingConformance(t *testing.T) {
 	d := openTest(t, true)
-	conformance.RunOps(t, func(t testing.TB) gpu.Backend { return kernels.New(d) })
+	conformance.RunOps(t, func(t testing.TB) gpu.Backend { return compute.New(d) })
 }
 
 // TestKernelBackendVariants runs the op table with the kernel variants the
@@ -51,19 +51,19 @@ func TestKernelBackendStagingConformance(t *testing.T) {
 // every kernel runs here and under the validation layer
 // (TestValidationClean).
 func TestKernelBackendVariants(t *testing.T) {
-	for _, opts := range []kernels.Options{
-		{Attention: kernels.AttentionSplit},
-		{Subgroups: kernels.SubgroupsOff, Attention: kernels.AttentionPerHead},
+	for _, opts := range []compute.Options{
+		{Attention: compute.AttentionSplit},
+		{Subgroups: compute.SubgroupsOff, Attention: compute.AttentionPerHead},
 	} {
 		t.Run(fmt.Sprintf("%s_%s", opts.Subgroups, opts.Attention), func(t *testing.T) {
-			conformance.RunOps(t, func(t testing.TB) gpu.Backend { return kernels.NewWithOptions(backendDevice(t), opts) })
+			conformance.RunOps(t, func(t testing.TB) gpu.Backend { return compute.NewWithOptions(backendDevice(t), opts) })
 		})
 	}
 	// The f16 activation policy: on devices with f16 arithmetic
 	// (lavapipe) its decode kernel is matvec_sg_h.
 	t.Run("f16arith", func(t *testing.T) {
 		conformance.RunCases(t, conformance.F16ArithCases(), func(t testing.TB) gpu.Backend {
-			return kernels.NewWithOptions(backendDevice(t), kernels.Options{})
+			return compute.NewWithOptions(backendDevice(t), compute.Options{})
 		})
 	})
 }

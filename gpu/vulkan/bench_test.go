@@ -8,7 +8,7 @@ import (
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
-	"github.com/gpurun/gpurun/gpu/kernels"
+	"github.com/gpurun/gpurun/gpu/backend/compute"
 	"github.com/gpurun/gpurun/tensors"
 )
 
@@ -59,7 +59,7 @@ func BenchmarkMatMul(b *testing.B) {
 			in := g.Add(&fusion.EmbedOp{Out: g.NewBuf("x", c.tk, c.cols), Weight: "x"})
 			g.Logits = g.Add(&fusion.MatMulOp{Out: g.NewBuf("y", c.tk, c.rows), In: in, Projection: fusion.Projection{Weight: "w"}})
 
-			be := kernels.New(d)
+			be := compute.New(d)
 			defer be.Close()
 			ws, err := be.LoadWeights(ctx, []*tensors.Tensor{x, w})
 			if err != nil {

@@ -7,6 +7,7 @@ import (
 	vk "github.com/vulkan-go/vulkan"
 
 	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/shaders"
 )
 
 // Descriptor pools are allocated in blocks of this many sets; a command list
@@ -146,7 +147,7 @@ func (c *commands) Dispatch(gk gpu.Kernel, bindings []gpu.Binding, x, y, z int) 
 			return err
 		}
 		bufs[i], infos[i] = b, info
-		if k.bindings[i] == gpu.Uniform {
+		if k.bindings[i] == shaders.Uniform {
 			uniforms++
 		} else {
 			storage++
@@ -182,7 +183,7 @@ func (c *commands) Dispatch(gk gpu.Kernel, bindings []gpu.Binding, x, y, z int) 
 	}
 	var reads, writes []*buffer
 	for i, b := range bufs {
-		if k.bindings[i] == gpu.StorageRW {
+		if k.bindings[i] == shaders.StorageRW {
 			writes = append(writes, b)
 		} else {
 			reads = append(reads, b)
@@ -221,7 +222,7 @@ func (c *commands) bufferInfo(k *kernel, i int, bind gpu.Binding) (*buffer, vk.D
 		return nil, vk.DescriptorBufferInfo{}, fmt.Errorf("vulkan: %s: empty window at the end of the buffer: %w", what, ErrInvalid)
 	}
 	limit, align, kind := int64(d.phys.limits.MaxStorageBufferRange), int64(d.phys.limits.MinStorageBufferOffsetAlignment), "maxStorageBufferRange"
-	if k.bindings[i] == gpu.Uniform {
+	if k.bindings[i] == shaders.Uniform {
 		limit, align, kind = int64(d.phys.limits.MaxUniformBufferRange), int64(d.phys.limits.MinUniformBufferOffsetAlignment), "maxUniformBufferRange"
 	}
 	if align > 1 && off%align != 0 {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/internal/gputest"
+	"github.com/gpurun/gpurun/shaders"
 )
 
 func TestDispatchAffine(t *testing.T) {
@@ -21,7 +22,7 @@ func TestDispatchAffine(t *testing.T) {
 		{"many groups", 1000, 0.25, -7},
 	}
 	memoryModes(t, func(t *testing.T, d *Device) {
-		k := testKernel(t, d, "affine", gpu.Uniform, gpu.StorageRead, gpu.StorageRW)
+		k := testKernel(t, d, "affine", shaders.Uniform, shaders.StorageRead, shaders.StorageRW)
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
 				r := rand.New(rand.NewPCG(uint64(tc.n), 2))
@@ -117,7 +118,7 @@ func TestResubmit(t *testing.T) {
 // previous one's writes (the barriers between them).
 func TestDependentDispatches(t *testing.T) {
 	d := openTest(t, false)
-	k := testKernel(t, d, "affine", gpu.Uniform, gpu.StorageRead, gpu.StorageRW)
+	k := testKernel(t, d, "affine", shaders.Uniform, shaders.StorageRead, shaders.StorageRW)
 	const n, steps = 256, 6
 	p := newBuffer(t, d, 16)
 	if err := d.Write(p, 0, words(n, math.Float32bits(2), math.Float32bits(1))); err != nil {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/shaders"
 )
 
 func TestInvalidUseIsAnError(t *testing.T) {
@@ -107,16 +108,16 @@ func TestInvalidUseIsAnError(t *testing.T) {
 		}},
 		{"timestamp slot out of range", ErrInvalid, func(t *testing.T) error { return newList(t).Timestamp(-1) }},
 		{"SPIR-V not whole words", ErrInvalid, func(t *testing.T) error {
-			_, err := d.NewKernel(gpu.KernelSpec{Name: "bad", SPIRV: make([]byte, 22)})
+			_, err := d.NewKernel(shaders.KernelSpec{Name: "bad", SPIRV: make([]byte, 22)})
 			return err
 		}},
 		{"SPIR-V without magic", ErrInvalid, func(t *testing.T) error {
-			_, err := d.NewKernel(gpu.KernelSpec{Name: "bad", SPIRV: make([]byte, 40)})
+			_, err := d.NewKernel(shaders.KernelSpec{Name: "bad", SPIRV: make([]byte, 40)})
 			return err
 		}},
 		{"unknown binding kind", ErrInvalid, func(t *testing.T) error {
 			spv := words(spirvMagic, 0x10300, 0, 10, 0)
-			_, err := d.NewKernel(gpu.KernelSpec{Name: "bad", SPIRV: spv, Bindings: []gpu.BindingKind{9}})
+			_, err := d.NewKernel(shaders.KernelSpec{Name: "bad", SPIRV: spv, Bindings: []shaders.BindingKind{9}})
 			return err
 		}},
 		{"foreign buffer", ErrInvalid, func(t *testing.T) error { return d.Write(foreignBuffer{}, 0, nil) }},

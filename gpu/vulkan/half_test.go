@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/shaders"
 	"github.com/gpurun/gpurun/tensors"
 )
 
@@ -17,7 +18,7 @@ func TestF16Kernel(t *testing.T) {
 	if info := d.DeviceInfo(); !info.ShaderFloat16 || !info.Storage16Bit {
 		t.Skip("device lacks f16 arithmetic or 16-bit storage")
 	}
-	k := testKernel(t, d, "half", gpu.Uniform, gpu.StorageRead, gpu.StorageRW)
+	k := testKernel(t, d, "half", shaders.Uniform, shaders.StorageRead, shaders.StorageRW)
 	const n = 101 // odd: the last half shares a word with padding
 	in := make([]byte, 2*n)
 	want := make([]float32, n)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/internal/gputest"
+	"github.com/gpurun/gpurun/shaders"
 )
 
 // openTest opens the default device, or a device whose buffers go through
@@ -37,13 +38,13 @@ func memoryModes(t *testing.T, fn func(t *testing.T, d *Device)) {
 }
 
 // testKernel loads a committed test shader (see generate.go).
-func testKernel(t testing.TB, d *Device, name string, bindings ...gpu.BindingKind) gpu.Kernel {
+func testKernel(t testing.TB, d *Device, name string, bindings ...shaders.BindingKind) gpu.Kernel {
 	t.Helper()
 	spv, err := os.ReadFile(filepath.Join("testdata", name+".spv"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := d.NewKernel(gpu.KernelSpec{Name: name, SPIRV: spv, Bindings: bindings})
+	k, err := d.NewKernel(shaders.KernelSpec{Name: name, SPIRV: spv, Bindings: bindings})
 	if err != nil {
 		t.Fatalf("NewKernel(%s): %v", name, err)
 	}
@@ -52,7 +53,7 @@ func testKernel(t testing.TB, d *Device, name string, bindings ...gpu.BindingKin
 }
 
 func addKernel(t testing.TB, d *Device) gpu.Kernel {
-	return testKernel(t, d, "add", gpu.Uniform, gpu.StorageRW)
+	return testKernel(t, d, "add", shaders.Uniform, shaders.StorageRW)
 }
 
 func newBuffer(t testing.TB, d *Device, size int64) gpu.Buffer {

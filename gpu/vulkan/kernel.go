@@ -9,6 +9,7 @@ import (
 	vk "github.com/vulkan-go/vulkan"
 
 	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/shaders"
 )
 
 // spirvMagic is the first word of every SPIR-V module.
@@ -18,7 +19,7 @@ const spirvMagic = 0x07230203
 type kernel struct {
 	d         *Device
 	name      string
-	bindings  []gpu.BindingKind
+	bindings  []shaders.BindingKind
 	module    vk.ShaderModule
 	setLayout vk.DescriptorSetLayout
 	layout    vk.PipelineLayout
@@ -29,11 +30,11 @@ type kernel struct {
 var _ gpu.Kernel = (*kernel)(nil)
 
 // descriptorType maps a binding kind to its Vulkan descriptor type.
-func descriptorType(k gpu.BindingKind) (vk.DescriptorType, bool) {
+func descriptorType(k shaders.BindingKind) (vk.DescriptorType, bool) {
 	switch k {
-	case gpu.StorageRead, gpu.StorageRW:
+	case shaders.StorageRead, shaders.StorageRW:
 		return vk.DescriptorTypeStorageBuffer, true
-	case gpu.Uniform:
+	case shaders.Uniform:
 		return vk.DescriptorTypeUniformBuffer, true
 	}
 	return 0, false
@@ -41,7 +42,7 @@ func descriptorType(k gpu.BindingKind) (vk.DescriptorType, bool) {
 
 // NewKernel builds a compute pipeline from spec.SPIRV; binding i of
 // spec.Bindings is descriptor set 0, binding i.
-func (d *Device) NewKernel(spec gpu.KernelSpec) (gpu.Kernel, error) {
+func (d *Device) NewKernel(spec shaders.KernelSpec) (gpu.Kernel, error) {
 	if err := gpu.CheckBindingLimits(d.Info(), spec); err != nil {
 		return nil, fmt.Errorf("vulkan: %w", err)
 	}
@@ -71,7 +72,7 @@ func (d *Device) NewKernel(spec gpu.KernelSpec) (gpu.Kernel, error) {
 	if d.closed {
 		return nil, ErrClosed
 	}
-	k := &kernel{d: d, name: spec.Name, bindings: append([]gpu.BindingKind(nil), spec.Bindings...)}
+	k := &kernel{d: d, name: spec.Name, bindings: append([]shaders.BindingKind(nil), spec.Bindings...)}
 	fail := func(err error) (gpu.Kernel, error) {
 		k.destroy()
 		return nil, fmt.Errorf("vulkan: kernel %q: %w", spec.Name, err)

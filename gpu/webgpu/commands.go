@@ -8,6 +8,7 @@ import (
 	"github.com/cogentcore/webgpu/wgpu"
 
 	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/shaders"
 )
 
 // ErrNotFinished reports submitting a command list before Finish.
@@ -99,7 +100,7 @@ func (c *commands) Dispatch(k gpu.Kernel, bindings []gpu.Binding, x, y, z int) e
 			size = wb.alloc - bd.Offset
 		}
 		align, limit := int64(d.limits.MinStorageBufferOffsetAlignment), int64(d.limits.MaxStorageBufferBindingSize)
-		if wk.kinds[i] == gpu.Uniform {
+		if wk.kinds[i] == shaders.Uniform {
 			align, limit = int64(d.limits.MinUniformBufferOffsetAlignment), int64(d.limits.MaxUniformBufferBindingSize)
 		}
 		switch {
@@ -117,7 +118,7 @@ func (c *commands) Dispatch(k gpu.Kernel, bindings []gpu.Binding, x, y, z int) e
 	}
 	// A buffer bound writable must not be bound again in the same dispatch.
 	for i, kind := range wk.kinds {
-		if kind != gpu.StorageRW {
+		if kind != shaders.StorageRW {
 			continue
 		}
 		for j := range used {

@@ -126,7 +126,7 @@ func TestBadInput(t *testing.T) {
 	if err := d.Submit(cmds); !errors.Is(err, ErrNotFinished) {
 		t.Errorf("submit unfinished: %v", err)
 	}
-	if _, err := d.NewKernel(gpu.KernelSpec{Name: "broken", WGSL: "fn nope( {"}); err == nil {
+	if _, err := d.NewKernel(shaders.KernelSpec{Name: "broken", WGSL: "fn nope( {"}); err == nil {
 		t.Error("broken WGSL compiled")
 	}
 	// A released buffer makes a recorded list fail to submit instead of aborting.

@@ -7,6 +7,7 @@ import (
 	"github.com/cogentcore/webgpu/wgpu"
 
 	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/shaders"
 )
 
 // kernel is a compute pipeline with an explicit bind group layout (group 0,
@@ -15,7 +16,7 @@ import (
 type kernel struct {
 	dev      *Device
 	name     string
-	kinds    []gpu.BindingKind
+	kinds    []shaders.BindingKind
 	module   *wgpu.ShaderModule
 	layout   *wgpu.BindGroupLayout
 	pipeLay  *wgpu.PipelineLayout
@@ -33,20 +34,20 @@ func (k *kernel) Release() {
 	k.module.Release()
 }
 
-func bindingType(k gpu.BindingKind) (wgpu.BufferBindingType, error) {
+func bindingType(k shaders.BindingKind) (wgpu.BufferBindingType, error) {
 	switch k {
-	case gpu.StorageRead:
+	case shaders.StorageRead:
 		return wgpu.BufferBindingTypeReadOnlyStorage, nil
-	case gpu.StorageRW:
+	case shaders.StorageRW:
 		return wgpu.BufferBindingTypeStorage, nil
-	case gpu.Uniform:
+	case shaders.Uniform:
 		return wgpu.BufferBindingTypeUniform, nil
 	}
 	return 0, fmt.Errorf("webgpu: binding kind %d: %w", k, gpu.ErrUnsupported)
 }
 
 // NewKernel compiles spec.WGSL.
-func (d *Device) NewKernel(spec gpu.KernelSpec) (gpu.Kernel, error) {
+func (d *Device) NewKernel(spec shaders.KernelSpec) (gpu.Kernel, error) {
 	if spec.WGSL == "" {
 		return nil, fmt.Errorf("webgpu: kernel %q has no WGSL: %w", spec.Name, gpu.ErrUnsupported)
 	}
@@ -70,7 +71,7 @@ func (d *Device) NewKernel(spec gpu.KernelSpec) (gpu.Kernel, error) {
 	if d.closed {
 		return nil, ErrClosed
 	}
-	k := &kernel{dev: d, name: spec.Name, kinds: append([]gpu.BindingKind(nil), spec.Bindings...)}
+	k := &kernel{dev: d, name: spec.Name, kinds: append([]shaders.BindingKind(nil), spec.Bindings...)}
 	var err error
 	k.module, err = d.dev.CreateShaderModule(&wgpu.ShaderModuleDescriptor{Label: spec.Name, WGSLDescriptor: &wgpu.ShaderModuleWGSLDescriptor{Code: spec.WGSL}})
 	if err != nil {

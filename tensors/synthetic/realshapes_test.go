@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpurun/gpurun/gpu/cpu"
+	"github.com/gpurun/gpurun/gpu/backend/cpu"
 	"github.com/gpurun/gpurun/pipeline"
 )
 

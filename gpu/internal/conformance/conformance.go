@@ -1,5 +1,5 @@
 // Package conformance checks a gpu.Backend against the CPU reference
-// (gpu/cpu), op by op, and against llama.cpp's greedy stories260K output.
+// (gpu/backend/cpu), op by op, and against llama.cpp's greedy stories260K output.
 // Device packages call Run from a test with a factory for their backend, e.g.
 // kernels.New(dev) on a WebGPU or Vulkan device, so every device is held to
 // the same tables.
@@ -12,7 +12,7 @@ import (
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
-	"github.com/gpurun/gpurun/gpu/cpu"
+	"github.com/gpurun/gpurun/gpu/backend/cpu"
 	"github.com/gpurun/gpurun/tensors"
 )
 
@@ -25,11 +25,11 @@ func Run(t *testing.T, newBackend Factory) {
 	t.Run("stories260K", func(t *testing.T) { RunStories260K(t, newBackend) })
 }
 
-// RunOps runs every op case of Cases on the backend and on gpu/cpu and
+// RunOps runs every op case of Cases on the backend and on gpu/backend/cpu and
 // compares the logits of each step.
 func RunOps(t *testing.T, newBackend Factory) { RunCases(t, Cases(), newBackend) }
 
-// RunCases runs the given cases on the backend and on gpu/cpu and compares
+// RunCases runs the given cases on the backend and on gpu/backend/cpu and compares
 // the logits of each step.
 func RunCases(t *testing.T, cases []Case, newBackend Factory) {
 	for _, c := range cases {

@@ -27,7 +27,7 @@ func FusedCases() []Case {
 
 // fusedSample is a few of FusedCases for the op table: every fused kind and
 // kernel (decode and tiled, fused and fallback GLU) at least once. Device
-// packages that compile kernels per case run these; gpu/kernels, which
+// packages that compile kernels per case run these; gpu/backend/compute, which
 // shares its backends, runs all of FusedCases on both devices.
 func fusedSample() []Case {
 	keep := map[string]bool{
@@ -154,7 +154,7 @@ func multiCases() []Case {
 
 // gluCases: act(G·x + bg) * (U·x + bu) with gate and up of one layout (the
 // fused kernel), of two layouts and with two biases (planned unfused by
-// gpu/kernels), for silu and gelu_tanh.
+// gpu/backend/compute), for silu and gelu_tanh.
 func gluCases() []Case {
 	type tc struct {
 		gate, up         weightType

@@ -10,7 +10,7 @@ import (
 )
 
 // sampleRules are the rules of the sampling cases: each mode of
-// pipeline/sampler alone and together, and top-k 1 (greedy).
+// gpu/sampler alone and together, and top-k 1 (greedy).
 var sampleRules = []fusion.Sampling{
 	{Temperature: 0.8, TopK: 40, TopP: 0.9, Seed: 42},
 	{Temperature: 1, Seed: 1},

@@ -10,7 +10,7 @@ import (
 
 // WideCases: products with rows as wide as real models' (2048-16384
 // elements; the other cases' are at most a few hundred), so every lane of
-// gpu/kernels' matvec_lanes groups (64 lanes a row) loops over many chunks
+// gpu/backend/compute' matvec_lanes groups (64 lanes a row) loops over many chunks
 // and the sums run long: plain, with bias and residual, GLU with the norm
 // prologue (its sum of squares over a long row), and a fused MatMulRopeKV
 // (lanes_rope_kv) read as q and as attention; decode steps and a prefill

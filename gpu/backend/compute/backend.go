@@ -1,0 +1,169 @@
+// Package kernels implements gpu.Backend on any gpu.Device with the kernels
+// of the shaders package: every op of a fusion graph becomes one or more
+// dispatches (one per row block of a weight split under the device's
+// binding limit), recorded once into a command list with its parameters
+// written once; each Run only writes the small step buffer (position, token
+// count, token ids) and submits the same list again.
+//
+// Every device runs one kernel set: a software driver (lavapipe,
+// SwiftShader) gets exactly the kernels a discrete GPU gets. The planner
+// picks among variants only by what a kernel needs of the device
+// (capabilities: subgroup operations and their size, shader f16, storage
+// bindings per stage) and by the shape of the work, never by the device's
+// type (see caps).
+package compute
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/shaders"
+)
+
+// Options tunes the backend.
+type Options struct {
+	// MaxBinding caps the bytes one weight binding covers; 0 means the
+	// device's MaxStorageBinding. Tests lower it to exercise the split of
+	// weights into row blocks; activations and the cache keep the device
+	// limit.
+	MaxBinding int64
+	// Attention picks the attention kernels (AttentionAuto: split over
+	// the sequence for decode, tiled over queries and keys for prefill).
+	Attention AttentionKind
+	// Subgroups picks the decode kernel's reduction:
+	// SubgroupsAuto uses subgroup operations where the device offers them
+	// (gpu.Info.SubgroupSize: Vulkan devices with basic and shuffle
+	// subgroup operations), SubgroupsOff keeps the portable
+	// workgroup-memory reduction everywhere.
+	Subgroups SubgroupMode
+	// F16 picks the arithmetic of the decode kernel where it
+	// reduces through subgroups: F16Auto uses f16 arithmetic
+	// (matvec_sg_h) for f16 activations (the model's activation policy)
+	// and f16, int8 or int4 weights on devices reporting it (gpu.Info.F16:
+	// Vulkan with shaderFloat16 and 16-bit storage), F16Off keeps f32
+	// arithmetic everywhere.
+	F16 F16Mode
+}
+
+// F16Mode selects whether kernels may use f16 arithmetic.
+type F16Mode uint8
+
+const (
+	F16Auto F16Mode = iota
+	F16Off
+)
+
+func (m F16Mode) String() string {
+	if m == F16Off {
+		return "nof16"
+	}
+	return "f16"
+}
+
+// SubgroupMode selects whether kernels use subgroup operations.
+type SubgroupMode uint8
+
+const (
+	SubgroupsAuto SubgroupMode = iota
+	SubgroupsOff
+)
+
+func (m SubgroupMode) String() string {
+	if m == SubgroupsOff {
+		return "nosubgroups"
+	}
+	return "subgroups"
+}
+
+// caps is what the planner may choose kernels by: the capabilities of the
+// device the kernels need, with the options that turn them off. It holds
+// nothing of the device's type, so a software driver that offers what a
+// GPU offers gets the GPU's kernels.
+type caps struct {
+	subgroups      bool // decode products reduce through subgroup operations (matvec_sg)
+	f16            bool // ... and may do so in f16 arithmetic (matvec_sg_h, for f16 activations)
+	storageBuffers int  // storage buffers per shader stage (0: unknown, taken as enough)
+}
+
+// capsOf returns the capabilities of a device as the options allow them.
+func capsOf(info gpu.Info, opts Options) caps {
+	subgroups := opts.Subgroups == SubgroupsAuto && shaders.SubgroupVariantFits(info.SubgroupSize)
+	// The f16 variants hold the subgroup reduction; WebGPU (no f16 in its
+	// naga) and SwiftShader (no f16 feature) report F16 false.
+	f16 := subgroups && info.F16 && info.Backend == "vulkan" && opts.F16 == F16Auto
+	return caps{subgroups: subgroups, f16: f16, storageBuffers: info.MaxStorageBuffers}
+}
+
+type backend struct {
+	dev        gpu.Device
+	info       gpu.Info
+	caps       caps
+	attention  AttentionKind
+	maxBinding int64 // bytes per weight binding
+	devBinding int64 // bytes per binding of the device
+
+	mu      sync.Mutex
+	kernels map[string]gpu.Kernel
+}
+
+// New returns a backend running on dev. The backend does not own dev:
+// Close releases the compiled kernels, not the device.
+func New(dev gpu.Device) gpu.Backend { return NewWithOptions(dev, Options{}) }
+
+// NewWithOptions is New with options.
+func NewWithOptions(dev gpu.Device, opts Options) gpu.Backend {
+	info := dev.Info()
+	mb := info.MaxStorageBinding
+	if mb <= 0 {
+		mb = 128 << 20
+	}
+	dev0 := mb
+	if opts.MaxBinding > 0 && opts.MaxBinding < mb {
+		mb = opts.MaxBinding
+	}
+	return &backend{dev: dev, info: info, caps: capsOf(info, opts), attention: opts.Attention, maxBinding: mb &^ 3, devBinding: dev0 &^ 3, kernels: map[string]gpu.Kernel{}}
+}
+
+func (b *backend) Info() gpu.Info { return b.info }
+
+// kernel compiles a shaders kernel (of variant v when v.Key is set) once
+// per backend.
+func (b *backend) kernel(name string, v shaders.Variant) (gpu.Kernel, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	key := name
+	if v.Key != "" {
+		key += "." + v.Key
+	}
+	if k, ok := b.kernels[key]; ok {
+		return k, nil
+	}
+	var spec shaders.KernelSpec
+	var err error
+	if v.Key != "" {
+		spec, err = shaders.GetVariant(name, v)
+	} else {
+		spec, err = shaders.Get(name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kernels: %w", err)
+	}
+	k, err := b.dev.NewKernel(spec)
+	if err != nil {
+		return nil, fmt.Errorf("kernels: compile %s: %w", key, err)
+	}
+	b.kernels[key] = k
+	return k, nil
+}
+
+// Close releases the compiled kernels.
+func (b *backend) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, k := range b.kernels {
+		k.Release()
+	}
+	b.kernels = map[string]gpu.Kernel{}
+	return nil
+}

@@ -1,0 +1,145 @@
+package compute
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/gpu"
+)
+
+// noRow is the position of a row a batched step leaves unused: past every
+// cache, so the kernels store and attend nothing for it.
+const noRow = math.MaxUint32
+
+// CompileBatch compiles a batched decode step (gpu.BatchBackend). Program
+// row r is always sequence r, so each row's KV-cache store and attention
+// are dispatches of their own binding that sequence's cache (recorded
+// once, like every command list here); every other op runs all the rows
+// at once, reading the weights once per step. It needs a row per
+// sequence: len(kvs) <= g.Tokens.
+func (b *backend) CompileBatch(g *fusion.Graph, w gpu.Weights, kvs []gpu.KVCache) (gpu.BatchProgram, error) {
+	if g == nil {
+		return nil, fmt.Errorf("kernels: compile: nil graph")
+	}
+	ws, ok := w.(*weights)
+	if !ok || ws == nil || ws.byName == nil {
+		return nil, fmt.Errorf("kernels: compile: weights %T not loaded by this backend", w)
+	}
+	shape := func(name string) ([]int, bool) {
+		t, ok := ws.byName[name]
+		if !ok {
+			return nil, false
+		}
+		return t.shape, true
+	}
+	if err := g.ValidateBatch(shape); err != nil {
+		return nil, fmt.Errorf("kernels: compile: %w", err)
+	}
+	if len(kvs) == 0 {
+		return nil, fmt.Errorf("kernels: compile: a batched graph without sequences: %w", fusion.ErrInvalid)
+	}
+	if len(kvs) > g.Tokens {
+		return nil, fmt.Errorf("kernels: compile: %d sequences for a batched graph of %d rows (one row per sequence): %w", len(kvs), g.Tokens, gpu.ErrUnsupported)
+	}
+	p := &program{b: b, g: g}
+	if g.UsesKV() {
+		for i, kv := range kvs {
+			c, ok := kv.(*kvCache)
+			if !ok || c == nil || c.k == nil {
+				return nil, fmt.Errorf("kernels: compile: kv cache %d: %T not made by this backend", i, kv)
+			}
+			if !c.spec.Equal(g.KV) {
+				return nil, fmt.Errorf("kernels: compile: %w: graph needs kv cache %+v, cache %d is %+v", fusion.ErrInvalid, g.KV, i, c.spec)
+			}
+			p.caches = append(p.caches, c)
+		}
+		p.maxLen = g.KV.MaxLen
+	}
+	if err := p.build(ws, p.caches); err != nil {
+		p.Release()
+		return nil, fmt.Errorf("kernels: compile: %w", err)
+	}
+	return p, nil
+}
+
+// RunBatch writes the step buffer (each row's token and position at the
+// row of its sequence, the rows no sequence uses at noRow) and submits the
+// recorded list. Rows past the highest sequence named are not computed.
+func (p *program) RunBatch(ctx context.Context, rows []gpu.Row) error {
+	if p.cmds == nil {
+		return fmt.Errorf("%w: program released", ErrRun)
+	}
+	g := p.g
+	if !g.Batch {
+		return fmt.Errorf("%w: RunBatch of a graph without Batch", ErrRun)
+	}
+	p.lastT = 0
+	maxLen := p.maxLen
+	if len(p.caches) == 0 {
+		maxLen = math.MaxInt32
+	}
+	if err := gpu.CheckBatch(g, rows, max(len(p.caches), 1), maxLen); err != nil {
+		return fmt.Errorf("%w: %w", ErrRun, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("kernels: run: %w", err)
+	}
+	T := g.Tokens
+	used := 0
+	for _, r := range rows {
+		used = max(used, r.Seq+1)
+	}
+	step := make([]byte, 4*(2+2*T))
+	put := func(word int, v uint32) { binary.LittleEndian.PutUint32(step[4*word:], v) }
+	put(1, uint32(used))
+	for t := range T {
+		put(p.posAt+t, noRow)
+	}
+	for i, r := range rows {
+		if p.vocab > 0 && (r.Token < 0 || int(r.Token) >= p.vocab) {
+			return fmt.Errorf("%w: token %d at row %d outside the vocabulary of %d", ErrRun, r.Token, i, p.vocab)
+		}
+		put(2+r.Seq, uint32(r.Token))
+		put(p.posAt+r.Seq, uint32(r.Pos))
+	}
+	if err := p.b.dev.Write(p.step, 0, step); err != nil {
+		return fmt.Errorf("kernels: run: %w", err)
+	}
+	if err := p.b.dev.Submit(p.cmds); err != nil {
+		return fmt.Errorf("kernels: run: %w", err)
+	}
+	if err := waitSubmitted(ctx, p.b.dev); err != nil {
+		return fmt.Errorf("kernels: run: %w", err)
+	}
+	p.lastRows = append(p.lastRows[:0], rows...)
+	p.lastT = len(rows)
+	return nil
+}
+
+// batchLogits copies the logits of the last RunBatch's rows, in the order
+// of its rows, from the program rows of their sequences.
+func (p *program) batchLogits(dst []float32) (int, error) {
+	cols := p.g.Bufs[p.g.Logits].Cols
+	n := len(p.lastRows) * cols
+	if len(dst) < n {
+		return 0, fmt.Errorf("%w: logits: destination holds %d values, need %d", ErrRun, len(dst), n)
+	}
+	used := 0
+	for _, r := range p.lastRows {
+		used = max(used, r.Seq+1)
+	}
+	raw := make([]byte, 4*used*cols)
+	if err := p.b.dev.Read(p.bufs[p.g.Logits], 0, raw); err != nil {
+		return 0, fmt.Errorf("kernels: logits: %w", err)
+	}
+	for i, r := range p.lastRows {
+		src := raw[4*r.Seq*cols:]
+		for j := range cols {
+			dst[i*cols+j] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*j:]))
+		}
+	}
+	return n, nil
+}

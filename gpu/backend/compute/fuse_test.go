@@ -1,0 +1,108 @@
+package compute
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/internal/testmodels"
+	"github.com/gpurun/gpurun/pipeline/arch"
+	"github.com/gpurun/gpurun/tensors/gguf"
+	"github.com/gpurun/gpurun/tensors/llama2c"
+	"github.com/gpurun/gpurun/tensors/model"
+)
+
+// TestFusionDecidedOnce: graphs fused for the backend (gpu.Fuse, which
+// asks FusionSupport) never make the planner split a fused op back into
+// its parts, for every model of the test data (stories260K, the arch
+// models, the llama.cpp block-type mixes) in decode, prefill and batched
+// steps, on a device with subgroups and f16 and on one without, and on a
+// device under 12 storage buffers per stage (no fused QKV kernel); yet
+// they are fused (fewer ops than unfused). The same graphs fused without
+// asking (fusion.Fuse) do reach the fallbacks for some models (block-type
+// weights: no GLU kernel, no norm prologue), which is what the support
+// keeps out. Planned on planDevice: no GPU needed.
+func TestFusionDecidedOnce(t *testing.T) {
+	ctx := context.Background()
+	models := map[string]*model.Checkpoint{}
+	ck, err := llama2c.Load(testmodels.Path(t, "stories260K.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	models["stories260K"] = ck
+	archFiles, _ := filepath.Glob(filepath.Join(testmodels.Path(t, "arch"), "*.gguf"))
+	mixFiles, _ := filepath.Glob(filepath.Join(testmodels.Root(t), "testdata", "gguf", "*.gguf"))
+	if len(archFiles) < 5 || len(mixFiles) < 5 {
+		t.Fatalf("%d arch models, %d block-type mixes: test data missing", len(archFiles), len(mixFiles))
+	}
+	for _, f := range append(archFiles, mixFiles...) {
+		ck, err := gguf.Load(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		models[strings.TrimSuffix(filepath.Base(f), ".gguf")] = ck
+	}
+	unasked := 0
+	for _, info := range []gpu.Info{
+		{Backend: "vulkan", SubgroupSize: 32, F16: true, MaxStorageBuffers: 16},
+		{Backend: "webgpu", MaxStorageBuffers: 10},
+	} {
+		be := New(&planDevice{info: info})
+		for name, ck := range models {
+			w, err := be.LoadWeights(ctx, ck.Tensors)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range []arch.BuildOptions{{Tokens: 1}, {Tokens: 7}, {Tokens: 3, Batch: true}} {
+				o.MaxLen = 32
+				g, err := arch.Build(&ck.Config, o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				fused := gpu.Fuse(be, w, g)
+				if len(fused.Ops) >= len(g.Ops) {
+					t.Errorf("%s %+v on %s: %d ops fused, %d unfused", name, o, info.Backend, len(fused.Ops), len(g.Ops))
+				}
+				if n := planSplits(t, be, w, fused, o.Batch); n != 0 {
+					t.Errorf("%s %+v on %s: the planner split %d fused ops of a graph fused for it", name, o, info.Backend, n)
+				}
+				unasked += planSplits(t, be, w, fusion.Fuse(g), o.Batch)
+			}
+			w.Release()
+		}
+		be.Close()
+	}
+	t.Logf("%d models; fused without asking the backend, their graphs would have had %d fused ops split", len(models), unasked)
+	if unasked == 0 {
+		t.Errorf("no graph fused without the backend's support reached a planner fallback: the test checks nothing")
+	}
+}
+
+// planSplits compiles g on be and returns the fused ops its plan split.
+func planSplits(t *testing.T, be gpu.Backend, w gpu.Weights, g *fusion.Graph, batch bool) int {
+	t.Helper()
+	var kvs []gpu.KVCache
+	for range g.Tokens {
+		kv, err := be.NewKVCache(g.KV)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer kv.Release()
+		kvs = append(kvs, kv)
+	}
+	var p interface{ Release() }
+	var err error
+	if batch {
+		p, err = gpu.CompileBatch(be, g, w, kvs)
+	} else {
+		p, err = be.Compile(g, w, kvs[0])
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Release()
+	return p.(*program).splits
+}

@@ -1,0 +1,65 @@
+package compute
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/gpu/webgpu"
+	"github.com/gpurun/gpurun/internal/gputest"
+)
+
+// TestKVCacheBytes: an f16 cache takes half the bytes of an f32 one (for an
+// odd head dim, the padded last half included), layer by layer.
+func TestKVCacheBytes(t *testing.T) {
+	dev, err := webgpu.Open(context.Background())
+	gputest.NoDevice(t, "webgpu", err)
+	defer dev.Close()
+	be := New(dev)
+	defer be.Close()
+	tests := []struct {
+		kvHeads, headDim, maxLen int
+		f16                      bool
+		want                     int64 // bytes of each layer's K (and V) buffer
+	}{
+		{4, 8, 512, false, 4 * 8 * 512 * 4},
+		{4, 8, 512, true, 4 * 8 * 512 * 2},
+		{2, 7, 100, false, 2 * 7 * 100 * 4},
+		{2, 7, 100, true, 2 * 8 * 100 * 2}, // 7 halves padded to 4 words
+		{1, 256, 33, true, 256 * 33 * 2},
+	}
+	for _, tc := range tests {
+		spec := fusion.KVSpec{Layers: 3, KVHeads: tc.kvHeads, HeadDim: tc.headDim, MaxLen: tc.maxLen, F16: tc.f16}
+		c, err := be.NewKVCache(spec)
+		if err != nil {
+			t.Fatalf("%+v: %v", spec, err)
+		}
+		kv := c.(*kvCache)
+		if len(kv.k) != spec.Layers || len(kv.v) != spec.Layers {
+			t.Errorf("%+v: %d K and %d V buffers, want %d", spec, len(kv.k), len(kv.v), spec.Layers)
+		}
+		for l := range kv.k {
+			if kv.k[l].Size() != tc.want || kv.v[l].Size() != tc.want {
+				t.Errorf("%+v: layer %d: K %d bytes, V %d, want %d", spec, l, kv.k[l].Size(), kv.v[l].Size(), tc.want)
+			}
+		}
+		c.Release()
+	}
+}
+
+// TestKVCacheRefusesRings: the GPU backends keep full caches; a spec with
+// ring layers is refused with gpu.ErrUnsupported (the pipeline then falls
+// back to full caches).
+func TestKVCacheRefusesRings(t *testing.T) {
+	dev, err := webgpu.Open(context.Background())
+	gputest.NoDevice(t, "webgpu", err)
+	defer dev.Close()
+	be := New(dev)
+	defer be.Close()
+	spec := fusion.KVSpec{Layers: 2, KVHeads: 1, HeadDim: 8, MaxLen: 64, Ring: []int{0, 16}}
+	if _, err := be.NewKVCache(spec); !errors.Is(err, gpu.ErrUnsupported) {
+		t.Fatalf("NewKVCache(%+v) = %v, want gpu.ErrUnsupported", spec, err)
+	}
+}

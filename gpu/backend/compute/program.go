@@ -1,0 +1,273 @@
+package compute
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/shaders"
+)
+
+// ErrRun reports bad Run or Logits arguments.
+var ErrRun = errors.New("kernels: bad run arguments")
+
+const (
+	paramSlot  = 256                    // uniform offsets must be multiples of 256 on WebGPU
+	paramBytes = shaders.MaxParamsBytes // every params struct fits
+	maxHeadDim = 256                    // attention.wgsl keeps 4 output dims per invocation
+)
+
+// program is a compiled graph: its buffers, its recorded command list and
+// the parameters that list reads. Not safe for concurrent use.
+type program struct {
+	b      *backend
+	g      *fusion.Graph
+	bufs   []gpu.Buffer // activations, by fusion.Buf
+	step   gpu.Buffer   // [pos, T, tokens...] u32
+	owned  []gpu.Buffer // everything Release frees
+	cmds   gpu.Commands
+	items  []item     // the planned commands, for re-recording with timestamps
+	params gpu.Buffer // every dispatch's parameters
+	vocab  int        // smallest embedding table, for token checks; 0 without Embed
+	maxLen int        // cache positions, 0 when the graph uses no cache
+	lastT  int
+
+	// A batched step (fusion.Graph.Batch, CompileBatch): program row r is
+	// always sequence r, whose cache is caches[r]; the step buffer holds
+	// [0, rows used, tokens[Tokens], positions[Tokens]] (posAt is the word
+	// of the first position), unused rows at position noRow.
+	caches   []*kvCache
+	posAt    int
+	lastRows []gpu.Row
+
+	profile      gpu.Commands // recorded with timestamps on first Profile
+	profileSlots []int
+
+	multi multiStep // RunSteps' lists (steps.go)
+	// rule is the sampling rule of a decode program ending in
+	// fusion.Sample, written into its step tensor (SetSampling).
+	rule *fusion.Sampling
+	// splits counts the fused ops the planner ran as their parts, which a
+	// graph fused with the backend's FusionSupport never has.
+	splits int
+}
+
+// Compile validates g against the weights and cache and records its
+// command list.
+func (b *backend) Compile(g *fusion.Graph, w gpu.Weights, kv gpu.KVCache) (gpu.Program, error) {
+	if g == nil {
+		return nil, fmt.Errorf("kernels: compile: nil graph")
+	}
+	ws, ok := w.(*weights)
+	if !ok || ws == nil || ws.byName == nil {
+		return nil, fmt.Errorf("kernels: compile: weights %T not loaded by this backend", w)
+	}
+	shape := func(name string) ([]int, bool) {
+		t, ok := ws.byName[name]
+		if !ok {
+			return nil, false
+		}
+		return t.shape, true
+	}
+	if err := g.Validate(shape); err != nil {
+		return nil, fmt.Errorf("kernels: compile: %w", err)
+	}
+	p := &program{b: b, g: g}
+	var cache *kvCache
+	if g.UsesKV() {
+		c, ok := kv.(*kvCache)
+		if !ok || c == nil || c.k == nil {
+			return nil, fmt.Errorf("kernels: compile: kv cache %T not made by this backend", kv)
+		}
+		if !c.spec.Equal(g.KV) {
+			return nil, fmt.Errorf("kernels: compile: %w: graph needs kv cache %+v, have %+v", fusion.ErrInvalid, g.KV, c.spec)
+		}
+		cache, p.maxLen = c, c.spec.MaxLen
+	}
+	var caches []*kvCache
+	if cache != nil {
+		caches = []*kvCache{cache}
+	}
+	if err := p.build(ws, caches); err != nil {
+		p.Release()
+		return nil, fmt.Errorf("kernels: compile: %w", err)
+	}
+	return p, nil
+}
+
+func (p *program) newBuf(size int64) (gpu.Buffer, error) {
+	buf, err := p.b.dev.NewBuffer(max(align16(size), 16)) // whole vec4s for the matmul kernels
+	if err != nil {
+		return nil, err
+	}
+	p.owned = append(p.owned, buf)
+	return buf, nil
+}
+
+// actBytes is the size of an activation buffer: f32 words, or for an f16
+// activation (fusion.BufInfo.F16) binary16 halves packed two per u32 word,
+// the flat buffer packed (a row of odd width starts mid-word).
+func actBytes(bi fusion.BufInfo) int64 {
+	n := int64(bi.Rows) * int64(bi.Cols)
+	if bi.F16 {
+		return (n + 1) / 2 * 4
+	}
+	return n * 4
+}
+
+// f32Bytes4 is the size of bi's values as f32.
+func f32Bytes4(bi fusion.BufInfo) int64 { return int64(bi.Rows) * int64(bi.Cols) * 4 }
+
+// build allocates the buffers, plans every op and records the list.
+func (p *program) build(ws *weights, caches []*kvCache) error {
+	g := p.g
+	p.bufs = make([]gpu.Buffer, len(g.Bufs))
+	var largest int64
+	for i, bi := range g.Bufs {
+		size := actBytes(bi)
+		if size > p.b.devBinding {
+			return fmt.Errorf("buffer %q of %d bytes exceeds one binding: %w", bi.Name, size, gpu.ErrUnsupported)
+		}
+		buf, err := p.newBuf(size)
+		if err != nil {
+			return err
+		}
+		p.bufs[i] = buf
+		// As f32: the scratch buffer also takes f32 values of an f16
+		// activation's shape (MatMulGLU's up products).
+		largest = max(largest, f32Bytes4(bi))
+	}
+	var err error
+	stepWords := 2 + g.Tokens
+	if g.Batch {
+		p.posAt = stepWords
+		stepWords += g.Tokens
+	}
+	stepBytes := int64(stepWords) * 4
+	if stepTensor(g) {
+		// A decode program's step buffer is the step tensor (RunSteps).
+		stepBytes = int64(binary.Size(shaders.DecodeStep{}))
+	}
+	if hb, ok := p.b.dev.(gpu.HostBufferDevice); ok {
+		// Written and read every step: in place, waiting for no other
+		// program's work.
+		if p.step, err = hb.NewHostBuffer(max(align16(stepBytes), 16)); err != nil {
+			return err
+		}
+		p.owned = append(p.owned, p.step)
+	} else if p.step, err = p.newBuf(stepBytes); err != nil {
+		return err
+	}
+	pl := &planner{p: p, ws: ws, caches: caches, half: map[gpu.Buffer]bool{}}
+	for i, bi := range g.Bufs {
+		pl.half[p.bufs[i]] = bi.F16
+	}
+	if pl.dummy, err = p.newBuf(16); err != nil {
+		return err
+	}
+	if pl.scratch, err = p.newBuf(largest); err != nil {
+		return err
+	}
+	for i := range g.Ops {
+		pl.cur = i
+		if err := pl.op(g.Ops[i]); err != nil {
+			return fmt.Errorf("op %d (%s): %w", i, g.Ops[i].Kind(), err)
+		}
+	}
+	return pl.record()
+}
+
+// Run writes the step buffer and submits the recorded list.
+func (p *program) Run(ctx context.Context, tokens []int32, pos int) error {
+	return p.run(ctx, tokens, pos, p.cmds)
+}
+
+func (p *program) run(ctx context.Context, tokens []int32, pos int, cmds gpu.Commands) error {
+	if p.cmds == nil {
+		return fmt.Errorf("%w: program released", ErrRun)
+	}
+	n := len(tokens)
+	if err := gpu.CheckStep(p.g, n, pos, p.maxLen); err != nil {
+		return fmt.Errorf("%w: %w", ErrRun, err)
+	}
+	if p.g.Batch {
+		return fmt.Errorf("%w: Run of a batched graph (RunBatch runs it)", ErrRun)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("kernels: run: %w", err)
+	}
+	step := make([]byte, 4*(2+n))
+	binary.LittleEndian.PutUint32(step[0:], uint32(pos))
+	binary.LittleEndian.PutUint32(step[4:], uint32(n))
+	for i, t := range tokens {
+		if p.vocab > 0 && (t < 0 || int(t) >= p.vocab) {
+			return fmt.Errorf("%w: token %d at row %d outside the vocabulary of %d", ErrRun, t, i, p.vocab)
+		}
+		binary.LittleEndian.PutUint32(step[8+4*i:], uint32(t))
+	}
+	if p.rule != nil {
+		// A decode program sampling on the device: the step tensor's
+		// header, rule included.
+		step = p.stepHeader(shaders.DecodeStep{Pos: uint32(pos), Tokens: 1, Token: uint32(tokens[0])})
+	}
+	p.lastT = 0
+	if err := p.b.dev.Write(p.step, 0, step); err != nil {
+		return fmt.Errorf("kernels: run: %w", err)
+	}
+	if err := p.b.dev.Submit(cmds); err != nil {
+		return fmt.Errorf("kernels: run: %w", err)
+	}
+	if err := waitSubmitted(ctx, p.b.dev); err != nil {
+		return fmt.Errorf("kernels: run: %w", err)
+	}
+	p.lastT = n
+	return nil
+}
+
+// Logits waits for the last Run and copies its logits rows into dst.
+func (p *program) Logits(dst []float32) (int, error) {
+	if p.cmds == nil {
+		return 0, fmt.Errorf("%w: program released", ErrRun)
+	}
+	if p.lastT == 0 {
+		return 0, fmt.Errorf("%w: logits: no successful run yet", ErrRun)
+	}
+	if p.g.Batch {
+		return p.batchLogits(dst)
+	}
+	info := p.g.Bufs[p.g.Logits]
+	n := min(p.lastT, info.Rows) * info.Cols
+	if len(dst) < n {
+		return 0, fmt.Errorf("%w: logits: destination holds %d values, need %d", ErrRun, len(dst), n)
+	}
+	raw := make([]byte, 4*n)
+	if err := p.b.dev.Read(p.bufs[p.g.Logits], 0, raw); err != nil {
+		return 0, fmt.Errorf("kernels: logits: %w", err)
+	}
+	for i := range n {
+		dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+	}
+	return n, nil
+}
+
+// Release frees the program's buffers and command list (not the weights or
+// the cache).
+func (p *program) Release() {
+	p.releaseSteps()
+	if p.cmds != nil {
+		p.cmds.Release()
+		p.cmds = nil
+	}
+	if p.profile != nil {
+		p.profile.Release()
+		p.profile = nil
+	}
+	for _, b := range p.owned {
+		b.Release()
+	}
+	p.owned, p.bufs, p.lastT, p.caches = nil, nil, 0, nil
+}

@@ -1,0 +1,249 @@
+package compute
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/gpu/sampler"
+	"github.com/gpurun/gpurun/shaders"
+)
+
+// The gpu limits are the step tensor's.
+var (
+	_ = [1]struct{}{}[gpu.MaxStepsPerSubmit-shaders.MaxSteps]
+	_ = [1]struct{}{}[shaders.MaxSteps-gpu.MaxStepsPerSubmit]
+	_ = [1]struct{}{}[gpu.MaxStopIDs-shaders.MaxStops]
+	_ = [1]struct{}{}[shaders.MaxStops-gpu.MaxStopIDs]
+)
+
+var (
+	_ gpu.StepRunner     = (*program)(nil)
+	_ gpu.SamplingSetter = (*program)(nil)
+)
+
+// stepHeader returns the bytes of st's header (without the ids) with the
+// program's sampling rule, if it has one.
+func (p *program) stepHeader(st shaders.DecodeStep) []byte {
+	if r := p.rule; r != nil {
+		st.InvTemperature = sampler.InvTemperature(r.Temperature)
+		st.TopK, st.TopP = uint32(r.TopK), r.TopP
+		st.SeedLo, st.SeedHi = uint32(r.Seed), uint32(r.Seed>>32)
+	}
+	b, _ := binary.Append(nil, binary.LittleEndian, st) // a fixed-size struct: no error
+	return b[:shaders.DecodeStepHeader]
+}
+
+// SetSampling implements gpu.SamplingSetter for a decode program ending in
+// fusion.Sample: the rule goes into the step tensor with the next run.
+func (p *program) SetSampling(r fusion.Sampling) error {
+	if p.rule == nil {
+		return fmt.Errorf("kernels: set sampling: the program does not sample from its step tensor: %w", gpu.ErrUnsupported)
+	}
+	if t := float64(r.Temperature); !(t > 0) || math.IsInf(t, 0) || r.TopK < 0 || r.TopK > math.MaxInt32 || !(r.TopP >= 0 && r.TopP <= 1) {
+		return fmt.Errorf("kernels: set sampling: %w: rule %+v (want temperature > 0 and finite, top-k in 0..2^31-1, top-p in [0, 1])", fusion.ErrInvalid, r)
+	}
+	*p.rule = r
+	return nil
+}
+
+// multiStep holds what RunSteps adds to a one-token decode program: the
+// advance kernel's parameters
+// (one slot per step index) and a command list per step count, recorded
+// on first use.
+type multiStep struct {
+	params gpu.Buffer
+	lists  map[stepsKey]gpu.Commands
+	// stamps makes the lists recorded from now on bracket their steps
+	// with timestamps 0 and 1 (device time of the whole submission), for
+	// the host-overhead benchmark.
+	stamps bool
+}
+
+// stepsKey names a recorded multi-step list.
+type stepsKey struct {
+	n      int
+	stamps bool
+}
+
+// stepTensor reports whether g's step buffer is a shaders.DecodeStep: a
+// one-token, unbatched graph.
+func stepTensor(g *fusion.Graph) bool { return g.Tokens == 1 && !g.Batch }
+
+// pickedBuf returns the output of g's picking op (Argmax or Sample).
+func pickedBuf(g *fusion.Graph) (fusion.Buf, bool) {
+	for i := len(g.Ops) - 1; i >= 0; i-- {
+		switch op := g.Ops[i].(type) {
+		case *fusion.ArgmaxOp:
+			return op.Out, true
+		case *fusion.SampleOp:
+			return op.Out, true
+		}
+	}
+	return 0, false
+}
+
+// RunSteps implements gpu.StepRunner: the step tensor is written once, the
+// decode items are recorded n times, each copy followed by the advance
+// kernel (wgsl/step.wgsl), and the tensor is read back once.
+func (p *program) RunSteps(ctx context.Context, token int32, pos, n int, stops []int32) ([]int32, error) {
+	if p.cmds == nil {
+		return nil, fmt.Errorf("%w: program released", ErrRun)
+	}
+	out, ok := pickedBuf(p.g)
+	if !stepTensor(p.g) || !ok {
+		return nil, fmt.Errorf("%w: RunSteps needs a one-token graph ending in Argmax or Sample: %w", ErrRun, gpu.ErrUnsupported)
+	}
+	if n < 1 || n > gpu.MaxStepsPerSubmit {
+		return nil, fmt.Errorf("%w: %d steps, want 1..%d", ErrRun, n, gpu.MaxStepsPerSubmit)
+	}
+	if len(stops) > gpu.MaxStopIDs {
+		return nil, fmt.Errorf("%w: %d stop ids, the device checks at most %d", ErrRun, len(stops), gpu.MaxStopIDs)
+	}
+	if err := gpu.CheckStep(p.g, 1, pos, p.maxLen); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrRun, err)
+	}
+	if err := gpu.CheckStep(p.g, 1, pos+n-1, p.maxLen); err != nil {
+		return nil, fmt.Errorf("%w: %d steps: %w", ErrRun, n, err)
+	}
+	if p.vocab > 0 && (token < 0 || int(token) >= p.vocab) {
+		return nil, fmt.Errorf("%w: token %d outside the vocabulary of %d", ErrRun, token, p.vocab)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("kernels: run steps: %w", err)
+	}
+	cmds, err := p.stepList(out, n)
+	if err != nil {
+		return nil, fmt.Errorf("kernels: run steps: %w", err)
+	}
+	st := shaders.DecodeStep{Pos: uint32(pos), Tokens: 1, Token: uint32(token), ValidLen: uint32(pos), Steps: uint32(n), NStops: uint32(len(stops))}
+	for i, s := range stops {
+		st.Stops[i] = uint32(s)
+	}
+	p.lastT = 0
+	if err := p.b.dev.Write(p.step, 0, p.stepHeader(st)); err != nil {
+		return nil, fmt.Errorf("kernels: run steps: %w", err)
+	}
+	if err := p.b.dev.Submit(cmds); err != nil {
+		return nil, fmt.Errorf("kernels: run steps: %w", err)
+	}
+	if err := waitSubmitted(ctx, p.b.dev); err != nil {
+		return nil, fmt.Errorf("kernels: run steps: %w", err)
+	}
+	raw := make([]byte, shaders.DecodeStepHeader+4*n)
+	if err := p.b.dev.Read(p.step, 0, raw); err != nil {
+		return nil, fmt.Errorf("kernels: run steps: %w", err)
+	}
+	var got shaders.DecodeStep
+	full := make([]byte, binary.Size(got))
+	copy(full, raw)
+	if _, err := binary.Decode(full, binary.LittleEndian, &got); err != nil {
+		return nil, err
+	}
+	if got.Count < 1 || int(got.Count) > n || got.ValidLen != uint32(pos)+got.Count {
+		return nil, fmt.Errorf("kernels: run steps: the device reports %d ids and %d valid positions after %d steps from %d", got.Count, got.ValidLen, n, pos)
+	}
+	ids := make([]int32, got.Count)
+	for i := range ids {
+		ids[i] = int32(got.IDs[i])
+	}
+	// Logits (the picked id's buffer) holds the last step's pick.
+	p.lastT = 1
+	return ids, nil
+}
+
+// stepList returns the command list of n steps, recording it on first use.
+func (p *program) stepList(out fusion.Buf, n int) (gpu.Commands, error) {
+	ms := &p.multi
+	key := stepsKey{n: n, stamps: ms.stamps}
+	if c, ok := ms.lists[key]; ok {
+		return c, nil
+	}
+	if ms.params == nil {
+		params := make([]byte, gpu.MaxStepsPerSubmit*paramSlot)
+		for i := range gpu.MaxStepsPerSubmit {
+			b, err := shaders.Encode(shaders.AdvanceParams{Index: uint32(i)})
+			if err != nil {
+				return nil, err
+			}
+			copy(params[i*paramSlot:], b)
+		}
+		buf, err := p.b.newFilled(params)
+		if err != nil {
+			return nil, err
+		}
+		p.owned = append(p.owned, buf)
+		ms.params, ms.lists = buf, map[stepsKey]gpu.Commands{}
+	}
+	adv, err := p.b.kernel("advance", shaders.Variant{})
+	if err != nil {
+		return nil, err
+	}
+	cmds, err := p.b.dev.NewCommands()
+	if err != nil {
+		return nil, err
+	}
+	if key.stamps {
+		if err := cmds.Timestamp(0); err != nil {
+			cmds.Release()
+			return nil, err
+		}
+	}
+	for s := range n {
+		if err := p.appendItems(cmds); err != nil {
+			cmds.Release()
+			return nil, err
+		}
+		bind := []gpu.Binding{{Buf: ms.params, Offset: int64(s * paramSlot), Size: paramBytes}, {Buf: p.bufs[out]}, {Buf: p.step}}
+		if err := cmds.Dispatch(adv, bind, 1, 1, 1); err != nil {
+			cmds.Release()
+			return nil, fmt.Errorf("advance: %w", err)
+		}
+	}
+	if key.stamps {
+		if err := cmds.Timestamp(1); err != nil {
+			cmds.Release()
+			return nil, err
+		}
+	}
+	if err := cmds.Finish(); err != nil {
+		cmds.Release()
+		return nil, err
+	}
+	ms.lists[key] = cmds
+	return cmds, nil
+}
+
+// appendItems records the planned items (no timestamps) into cmds.
+func (p *program) appendItems(cmds gpu.Commands) error {
+	slot := 0
+	for _, it := range p.items {
+		if it.kernel == "" {
+			if err := cmds.Copy(it.copyDst, 0, it.copySrc, 0, it.copySize); err != nil {
+				return err
+			}
+			continue
+		}
+		k, err := p.b.kernel(it.kernel, it.variant)
+		if err != nil {
+			return err
+		}
+		bind := append([]gpu.Binding{{Buf: p.params, Offset: int64(slot * paramSlot), Size: paramBytes}}, it.bindings...)
+		if err := cmds.Dispatch(k, bind, it.x, it.y, it.z); err != nil {
+			return fmt.Errorf("%s: %w", it.kernel, err)
+		}
+		slot++
+	}
+	return nil
+}
+
+// releaseSteps frees the multi-step command lists.
+func (p *program) releaseSteps() {
+	for _, c := range p.multi.lists {
+		c.Release()
+	}
+	p.multi = multiStep{stamps: p.multi.stamps}
+}

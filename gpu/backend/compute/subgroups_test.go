@@ -1,0 +1,83 @@
+package compute_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/gpu/backend/compute"
+	"github.com/gpurun/gpurun/shaders"
+	"github.com/gpurun/gpurun/tensors"
+)
+
+// TestSubgroupVariantChosen: decode takes matvec_sg exactly where
+// the device reports a usable subgroup size (Vulkan on lavapipe: 8;
+// SwiftShader in the rerun) unless Options turn subgroups off, and the
+// portable matvec_lanes elsewhere (WebGPU); the kernel a profiled step
+// names is the one that ran. TestMatMul and TestFusedConformance check the
+// results of both against the CPU backend.
+func TestSubgroupVariantChosen(t *testing.T) {
+	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
+		info := dev.Info()
+		if info.Backend == "vulkan" && info.SubgroupSize == 0 {
+			t.Errorf("%s: Vulkan device without basic and shuffle subgroup operations (lavapipe and SwiftShader have them)", info.Name)
+		}
+		if info.Backend == "webgpu" && info.SubgroupSize != 0 {
+			t.Errorf("WebGPU reports subgroup size %d; its kernels cannot use subgroups", info.SubgroupSize)
+		}
+		if info.Backend == "vulkan" && strings.Contains(info.Name, "llvmpipe") && info.SubgroupSize != 8 {
+			t.Errorf("lavapipe reports subgroup size %d, want 8", info.SubgroupSize)
+		}
+		for _, mode := range []compute.SubgroupMode{compute.SubgroupsAuto, compute.SubgroupsOff} {
+			t.Run(mode.String(), func(t *testing.T) {
+				kernel := profiledKernels(t, backendOn(t, dev, compute.Options{Subgroups: mode}))
+				want := "matvec_lanes.F32"
+				if mode == compute.SubgroupsAuto && shaders.SubgroupVariantFits(info.SubgroupSize) {
+					want = "matvec_sg.F32_sg"
+				}
+				if !slices.Contains(kernel, want) {
+					t.Errorf("kernels %v, want %s", kernel, want)
+				}
+			})
+		}
+	})
+}
+
+// profiledKernels compiles a one-token f32 MatMul (128 columns: 32 chunks,
+// lane groups of 32, so subgroups of 8 take the combining path too) and
+// returns the kernels its profiled step ran.
+func profiledKernels(t *testing.T, be gpu.Backend) []string {
+	t.Helper()
+	if !be.Info().Timestamps {
+		t.Skipf("%s: no timestamps to profile with", be.Info().Name)
+	}
+	r := rand.New(rand.NewPCG(5, 5))
+	g := &fusion.Graph{Tokens: 1}
+	x := g.NewBuf("x", 1, 128)
+	g.Add(&fusion.EmbedOp{Out: x, Weight: "x"})
+	g.Logits = g.Add(&fusion.MatMulOp{Out: g.NewBuf("y", 1, 40), In: x, Projection: fusion.Projection{Weight: "w"}})
+	ctx := context.Background()
+	ws, err := be.LoadWeights(ctx, []*tensors.Tensor{tensorOf(t, r, "x", vocab, 128, tensors.F32, 0, 0), tensorOf(t, r, "w", 40, 128, tensors.F32, 0, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Release()
+	p, err := be.Compile(g, ws, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Release()
+	ops, err := p.(gpu.Profiler).Profile(ctx, []int32{3}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, op := range ops {
+		out = append(out, op.Kernels...)
+	}
+	return out
+}
