@@ -369,7 +369,6 @@ func (v MatMulVariant) Variant() Variant {
 		{"QUANT", "bool", b(v.Quant)},
 		{"GLU", "bool", b(v.GLU)},
 		{"LV_ROWS", "u32", fmt.Sprintf("%du", sh.LanesRows)},
-		{"MV_TOKENS", "u32", fmt.Sprintf("%du", sh.MatVecTokens)},
 		{"MM_TOKENS", "u32", fmt.Sprintf("%du", sh.TileTokens)},
 		{"MM_ROWS", "u32", fmt.Sprintf("%du", sh.TileRows)},
 		{"MM_K", "u32", fmt.Sprintf("%du", sh.TileK)},
@@ -403,14 +402,11 @@ func SubgroupVariantFits(n int) bool { return n >= 4 && n <= 64 && n&(n-1) == 0 
 // WGSL constants are generated from it, and the host sizes dispatches
 // with it.
 type MatMulShape struct {
-	LanesWG   int // matvec_lanes: invocations per workgroup
-	LanesRows int // matvec_lanes: rows per group of lanes
-	// MatVecTokens is the step rows (tokens) a workgroup of matvec_lanes,
-	// matvec_sg and matvec_sg_h computes, one after the other.
-	MatVecTokens int
-	TileTokens   int // matmul: tokens per workgroup
-	TileRows     int // matmul: output rows per workgroup
-	TileK        int // matmul: columns per staged step
+	LanesWG    int // matvec_lanes: invocations per workgroup
+	LanesRows  int // matvec_lanes: rows per group of lanes
+	TileTokens int // matmul: tokens per workgroup
+	TileRows   int // matmul: output rows per workgroup
+	TileK      int // matmul: columns per staged step
 }
 
 // Shape returns the work split of v's kernels: GLU tiles hold half the
@@ -420,7 +416,7 @@ func (v MatMulVariant) Shape() MatMulShape {
 	if v.GLU {
 		rows = 32
 	}
-	return MatMulShape{LanesWG: 64, LanesRows: 2, MatVecTokens: 4, TileTokens: 32, TileRows: rows, TileK: 32}
+	return MatMulShape{LanesWG: 64, LanesRows: 2, TileTokens: 32, TileRows: rows, TileK: 32}
 }
 
 // ChunkElems is how many weight elements one 16-byte chunk holds: the

@@ -26,8 +26,8 @@
 //                  of whole chunks): p.lanes invocations per group of
 //                  LV_ROWS rows read consecutive chunks (coalesced 16-byte
 //                  loads), each activation chunk feeds LV_ROWS rows, then
-//                  a workgroup-memory tree reduction; MV_TOKENS rows of
-//                  the step per workgroup, one after the other.
+//                  a workgroup-memory tree reduction; one row of the
+//                  step per workgroup, the step's rows side by side.
 //   matvec_sg      (Vulkan only, devices with subgroup operations,
 //                  wgsl/ext/subgroups.wgsl) matvec_lanes reducing through
 //                  subgroup shuffles instead of workgroup memory.
@@ -338,28 +338,25 @@ fn matvec_lanes_norm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
     lanes_mv(wid, li, true);
 }
 
-// lanes_mv computes rows wid.y * MV_TOKENS .. + MV_TOKENS - 1 of the step
-// one after the other (dispatch y: ceil(rows / MV_TOKENS)): a row's
-// weights come from L1/L2 after the first, so a batched step of a few
-// sequences reads each weight from memory about once, and every row is
-// computed exactly as a one-row step computes it (the same code, the same
-// order), so a sequence gets the same results batched or alone. (After a
-// row's last barrier only lane 0 of a group reads red, its own slot, so
-// the next row may write red at once.)
+// lanes_mv computes row t = wid.x of the step for the weight rows of
+// workgroup row wid.y (dispatch: step rows x row groups). The step rows
+// are the fastest-varying dimension, so the workgroups that read the same
+// weight rows for the R rows of a batched step run side by side and all
+// but the first find those weights in cache: a batched step of a few
+// sequences reads each weight from memory about once. Every row is
+// computed by the same code in the same order as a one-row step, so a
+// sequence gets the same results batched or alone. (One row per workgroup
+// and no loop around the barriers: a loop over several rows per workgroup
+// made lavapipe's one-row decode matvecs 1.6-2.5x slower, since it runs
+// uniform control flow under an execution mask.)
 fn lanes_mv(wid: vec3<u32>, li: u32, nm: bool) {
-    let n = min(step[1], p.nrows);
-    for (var k = 0u; k < MV_TOKENS; k++) {
-        let t = wid.y * MV_TOKENS + k;
-        if t < n { // uniform: the whole workgroup shares t
-            lanes_row(t, wid, li, nm);
-        }
+    let t = wid.x;
+    if t >= min(step[1], p.nrows) {
+        return; // uniform: the whole workgroup shares t
     }
-}
-
-fn lanes_row(t: u32, wid: vec3<u32>, li: u32, nm: bool) {
     let lanes = p.lanes;
     let lane = li & (lanes - 1u);
-    let r0 = (wid.x * (64u / lanes) + li / lanes) * LV_ROWS;
+    let r0 = (wid.y * (64u / lanes) + li / lanes) * LV_ROWS;
     if !nm {
         red[li] = lanes_partial(t, r0, lane, lanes);
         workgroupBarrier();

@@ -543,8 +543,8 @@ func matVariant(w *weight, glu bool) shaders.MatMulVariant {
 //   - matmul (tiles staged in workgroup memory, each weight chunk read once
 //     per 32 tokens) for a prefill (4+ rows of an unbatched step), where
 //     rows and scale blocks hold whole 16-byte chunks;
-//   - otherwise the decode kernels, MatVecTokens (4) rows of the step per
-//     workgroup: matvec_lanes (its element-wise path takes shapes of
+//   - otherwise the decode kernels, one row of the step per workgroup with
+//     the step's rows as the fastest-varying dispatch dimension: matvec_lanes (its element-wise path takes shapes of
 //     partial chunks), or with the norm prologue matvec_lanes_norm; on a
 //     device with subgroup operations matvec_sg (no workgroup-memory
 //     reduction), and with shader f16, for f16 activations and weights
@@ -552,8 +552,9 @@ func matVariant(w *weight, glu bool) shaders.MatMulVariant {
 //
 // A batched step (one row per sequence) is a decode step of R rows: the
 // same kernels, each row computed exactly as that sequence's step alone
-// (so seeded sampling gives the same tokens batched or not), each weight
-// read from memory about once per 4 sequences.
+// (so seeded sampling gives the same tokens batched or not); the
+// workgroups of the R rows that read the same weights run side by side,
+// so the weights come from memory about once per step.
 func (pl *planner) matDispatch(v shaders.MatMulVariant, w *weight, params shaders.MatParams, rows, nrows int, bind []gpu.Binding) {
 	if pl.pro != nil {
 		bind[4] = pl.pro.scale // the bias slot: the prologue's ops have no bias
@@ -577,11 +578,11 @@ func (pl *planner) matDispatch(v shaders.MatMulVariant, w *weight, params shader
 		lanes *= 2
 	}
 	params.Lanes = u(lanes)
-	groups, tokens := ceilDiv(rows, sh.LanesWG/lanes*sh.LanesRows), ceilDiv(nrows, sh.MatVecTokens)
+	groups := ceilDiv(rows, sh.LanesWG/lanes*sh.LanesRows)
 	switch {
 	case pl.pro != nil:
 		// The norm prologue has no subgroup form.
-		pl.dispatchVariant("matvec_lanes_norm", v.Variant(), params, c, groups, tokens, 1, bind...)
+		pl.dispatchVariant("matvec_lanes_norm", v.Variant(), params, c, nrows, groups, 1, bind...)
 	case pl.p.b.caps.subgroups:
 		// The same lane groups, reduced through subgroup shuffles; in f16
 		// arithmetic for f16 activations where the device has it (f32
@@ -593,9 +594,9 @@ func (pl *planner) matDispatch(v shaders.MatMulVariant, w *weight, params shader
 		if pl.p.b.caps.f16 && params.XF16 != 0 && shaders.F16Weights(v.Weight) && chunked {
 			sg.F16, kernel = true, "matvec_sg_h"
 		}
-		pl.dispatchVariant(kernel, sg.Variant(), params, c, groups, tokens, 1, bind...)
+		pl.dispatchVariant(kernel, sg.Variant(), params, c, nrows, groups, 1, bind...)
 	default:
-		pl.dispatchVariant("matvec_lanes", v.Variant(), params, c, groups, tokens, 1, bind...)
+		pl.dispatchVariant("matvec_lanes", v.Variant(), params, c, nrows, groups, 1, bind...)
 	}
 }
 

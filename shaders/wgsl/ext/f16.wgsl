@@ -82,12 +82,10 @@ fn lanes_partial_h(t: u32, r0: u32, lane: u32, lanes: u32) -> vec4<f32> {
 @compute @workgroup_size(64)
 fn matvec_sg_h(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_invocation_id) sgi: u32,
                @builtin(subgroup_size) sgs: u32, @builtin(subgroup_id) sgid: u32) {
-    let n = min(step[1], p.nrows);
-    let g = sg_group(wid, sgi, sgs, sgid);
-    for (var k = 0u; k < MV_TOKENS; k++) {
-        let t = wid.y * MV_TOKENS + k;
-        if t < n { // uniform: the whole workgroup shares t
-            sg_finish(t, g, lanes_partial_h(t, g.x, g.y, g.z), sgi, sgs, sgid, k * (64u / sgs));
-        }
+    let t = wid.x; // as matvec_lanes (lanes_mv): one row of the step
+    if t >= min(step[1], p.nrows) {
+        return; // uniform: the whole workgroup shares t
     }
+    let g = sg_group(wid, sgi, sgs, sgid);
+    sg_finish(t, g, lanes_partial_h(t, g.x, g.y, g.z), sgi, sgs, sgid);
 }

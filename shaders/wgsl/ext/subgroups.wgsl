@@ -16,16 +16,12 @@
 @compute @workgroup_size(64)
 fn matvec_sg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_invocation_id) sgi: u32,
              @builtin(subgroup_size) sgs: u32, @builtin(subgroup_id) sgid: u32) {
-    let n = min(step[1], p.nrows);
-    let g = sg_group(wid, sgi, sgs, sgid);
-    // MV_TOKENS rows of the step, as matvec_lanes (lanes_mv); each row
-    // reduces through its own slots of red.
-    for (var k = 0u; k < MV_TOKENS; k++) {
-        let t = wid.y * MV_TOKENS + k;
-        if t < n { // uniform: the whole workgroup shares t
-            sg_finish(t, g, lanes_partial(t, g.x, g.y, g.z), sgi, sgs, sgid, k * (64u / sgs));
-        }
+    let t = wid.x; // as matvec_lanes (lanes_mv): one row of the step
+    if t >= min(step[1], p.nrows) {
+        return; // uniform: the whole workgroup shares t
     }
+    let g = sg_group(wid, sgi, sgs, sgid);
+    sg_finish(t, g, lanes_partial(t, g.x, g.y, g.z), sgi, sgs, sgid);
 }
 
 // sg_group is the (first row, lane, lanes) of invocation sgi of subgroup
@@ -33,16 +29,14 @@ fn matvec_sg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_invocation
 fn sg_group(wid: vec3<u32>, sgi: u32, sgs: u32, sgid: u32) -> vec3<u32> {
     let vi = sgid * sgs + sgi;
     let lanes = p.lanes;
-    let r0 = (wid.x * (64u / lanes) + vi / lanes) * LV_ROWS;
+    let r0 = (wid.y * (64u / lanes) + vi / lanes) * LV_ROWS;
     return vec3<u32>(r0, vi & (lanes - 1u), lanes);
 }
 
 // sg_finish adds the partial sums v of lane group g (sg_group) and writes
 // its rows of token t; a lane group larger than a subgroup adds its
-// subgroups' sums through red[slot + subgroup] (slot: 0, or distinct per
-// row where a workgroup finishes several, so no barrier has to separate
-// them).
-fn sg_finish(t: u32, g: vec3<u32>, part: vec4<f32>, sgi: u32, sgs: u32, sgid: u32, slot: u32) {
+// subgroups' sums through red[subgroup].
+fn sg_finish(t: u32, g: vec3<u32>, part: vec4<f32>, sgi: u32, sgs: u32, sgid: u32) {
     let lane = g.y;
     let lanes = g.z;
     var v = part;
@@ -54,14 +48,14 @@ fn sg_finish(t: u32, g: vec3<u32>, part: vec4<f32>, sgi: u32, sgs: u32, sgid: u3
         // Each subgroup's sum is in its first lane; lane group g spans
         // subgroups [g * lanes / sgs, (g + 1) * lanes / sgs).
         if sgi == 0u {
-            red[slot + sgid] = v;
+            red[sgid] = v;
         }
         workgroupBarrier();
         if lane == 0u {
             let per = lanes / sgs;
             var sum = vec4<f32>(0.0);
             for (var k = 0u; k < per; k++) {
-                sum += red[slot + sgid + k];
+                sum += red[sgid + k];
             }
             v = sum;
         }
