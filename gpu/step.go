@@ -60,3 +60,16 @@ type StepRunner interface {
 type SamplingSetter interface {
 	SetSampling(r fusion.Sampling) error
 }
+
+// TokenMasker is implemented by decode programs that pick their token on
+// the device or in the backend (one-token graphs ending in fusion.Argmax or
+// fusion.Sample): SetTokenMask(allowed) makes the following runs pick only
+// among the tokens allowed (bit i % 64 of allowed[i / 64] allows token i;
+// len(allowed) is (vocabulary + 63) / 64), exactly as if the logits of
+// the others were -inf; nil allows every token again. Constrained
+// generation (a grammar) sets the mask of each step before running it, so
+// a masked program runs one step per Run (RunSteps refuses while a mask is
+// set).
+type TokenMasker interface {
+	SetTokenMask(allowed []uint64) error
+}

@@ -13,9 +13,11 @@ import (
 // cached per matcher state) are set to -Inf, so the sampler, at any
 // temperature, top-k or top-p, picks among those that can; end tokens are
 // allowed only where the document may end, and generation stops when it
-// is complete. The logits are masked on the host: a constrained
-// generation samples there on every backend (the device's argmax and
-// sampling programs take no mask).
+// is complete. Where the token is picked on the device (or by the CPU
+// backend's picking program), the mask goes to the program
+// (gpu.TokenMasker) before each step and only the id comes back; the first
+// token, picked from the prefill's logits, and the host-sampling paths
+// mask the logits on the host.
 
 // tokenVocabulary is each token's bytes as it continues a text (see
 // constrain.Vocabulary), computed once per model.
@@ -75,6 +77,16 @@ type constraint struct {
 	masker *constrain.Masker
 	match  *constrain.Matcher
 	vocab  [][]byte
+}
+
+// allowed returns the mask of the tokens the document can take next, as
+// gpu.TokenMasker takes it; it fails when none can.
+func (c *constraint) allowed() ([]uint64, error) {
+	k := c.masker.Mask(c.match)
+	if k.Count() == 0 {
+		return nil, fmt.Errorf("%w: no token of the vocabulary continues the constrained output", ErrOptions)
+	}
+	return k.Bits(), nil
 }
 
 // mask sets the logits of the tokens the document cannot take next to

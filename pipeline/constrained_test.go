@@ -3,8 +3,10 @@ package pipeline_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -120,38 +122,54 @@ func generateText(t testing.TB, m *pipeline.Model, g *constrain.Grammar, seed ui
 	return text.String(), s.Metrics().StopReason
 }
 
-// TestConstrainedSpeed logs decode tok/s with and without a schema on
-// stories260K (greedy, host sampling on the CPU either way).
-func TestConstrainedSpeed(t *testing.T) {
-	ck := storiesCheckpoint(t)
+// BenchmarkConstrainedDecode measures decode tok/s with and without a
+// schema on stories260K, sampled: on the CPU the host samples either way;
+// on the GPU backends the program picks, with the grammar's mask set on it
+// each step, against multi-step submissions without one.
+//
+//	go test -run X -bench ConstrainedDecode -benchtime 3x ./pipeline
+func BenchmarkConstrainedDecode(b *testing.B) {
+	ck := storiesCheckpoint(b)
 	var err error
-	if ck.Tokenizer, err = os.ReadFile(testmodels.Path(t, "tok512.model")); err != nil {
-		t.Fatal(err)
+	if ck.Tokenizer, err = os.ReadFile(testmodels.Path(b, "tok512.model")); err != nil {
+		b.Fatal(err)
 	}
-	m := load(t, ck, pipeline.Options{MaxCache: 2048})
 	g, err := constrain.Compile([]byte(`{"type":"array","items":{"type":"string","maxLength":1000},"minItems":3,"maxItems":3}`))
 	if err != nil {
-		t.Fatal(err)
+		b.Fatal(err)
 	}
-	run := func(g *constrain.Grammar) float64 {
-		s := m.NewSession()
-		for _, err := range s.Generate(t.Context(), pipeline.Prompt{Text: "Once upon a time"}, pipeline.GenerateOptions{Temperature: 1, Seed: 7, MaxTokens: 400, Grammar: g, IgnoreStopTokens: g == nil}) {
-			if err != nil {
-				t.Fatal(err)
-			}
+	for _, backend := range []string{"cpu", "webgpu", "vulkan"} {
+		for _, schema := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/schema=%v", backend, schema), func(b *testing.B) {
+				m := load(b, ck, pipeline.Options{MaxCache: 2048, Backend: openBackend(b, backend)})
+				var gr *constrain.Grammar
+				if schema {
+					gr = g
+				}
+				var tokS float64
+				for b.Loop() {
+					s := m.NewSession()
+					for _, err := range s.Generate(b.Context(), pipeline.Prompt{Text: "Once upon a time"}, pipeline.GenerateOptions{Temperature: 1, Seed: 7, MaxTokens: 400, Grammar: gr, IgnoreStopTokens: !schema}) {
+						if err != nil {
+							b.Fatal(err)
+						}
+					}
+					tokS += s.Metrics().DecodeTokensPerSec
+				}
+				b.ReportMetric(tokS/float64(b.N), "decode-tok/s")
+			})
 		}
-		return s.Metrics().DecodeTokensPerSec
-	}
-	for range 3 {
-		plain, con := run(nil), run(g)
-		t.Logf("decode tok/s: without a schema %.0f, with %.0f (%.2fx)", plain, con, con/plain)
 	}
 }
 
-// TestConstrainedGPU: on the GPU backends, where greedy and sampled
-// decoding otherwise pick on the device, a constrained generation samples
-// on the host and validates too.
-func TestConstrainedGPU(t *testing.T) {
+// TestConstrainedOnDevice: a constrained generation picks its tokens in
+// the GPU backend's argmax or sampling program, with the grammar's token
+// mask set on the program before each step (gpu.TokenMasker), on WebGPU
+// and Vulkan; the ids equal those of host sampling
+// (HostSampling: the whole logits row read back, masked on the host and
+// drawn by gpu/sampler), greedy and sampled with several seeds, and every
+// output validates against the schema.
+func TestConstrainedOnDevice(t *testing.T) {
 	ck := storiesCheckpoint(t)
 	var err error
 	if ck.Tokenizer, err = os.ReadFile(testmodels.Path(t, "tok512.model")); err != nil {
@@ -163,17 +181,45 @@ func TestConstrainedGPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	val := compileSchema(t, raw)
+	gen := func(t *testing.T, m *pipeline.Model, temp float32, seed uint64) ([]int, string, pipeline.Metrics) {
+		t.Helper()
+		s := m.NewSession()
+		var ids []int
+		var text strings.Builder
+		for tok, err := range s.Generate(t.Context(), pipeline.Prompt{Text: "Once upon a time"}, pipeline.GenerateOptions{Temperature: temp, Seed: seed, Grammar: g, MaxTokens: 300}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, tok.ID)
+			text.WriteString(tok.Piece)
+		}
+		return ids, text.String(), s.Metrics()
+	}
 	for _, backend := range []string{"webgpu", "vulkan"} {
 		t.Run(backend, func(t *testing.T) {
-			m := load(t, ck, pipeline.Options{MaxCache: 512, Backend: openBackend(t, backend)})
-			for seed := range 3 {
-				text, reason := generateText(t, m, g, uint64(seed+1))
+			device := load(t, ck, pipeline.Options{MaxCache: 512, Backend: openBackend(t, backend)})
+			host := load(t, ck, pipeline.Options{MaxCache: 512, Backend: openBackend(t, backend), HostSampling: true})
+			for _, c := range []struct {
+				temp float32
+				seed uint64
+			}{{0, 0}, {1, 1}, {0.8, 3}} {
+				got, text, met := gen(t, device, c.temp, c.seed)
+				want, _, hostMet := gen(t, host, c.temp, c.seed)
+				if met.DevicePicked == 0 || met.DevicePicked < met.GeneratedTokens-1 {
+					t.Errorf("temperature %v seed %d: %d of %d tokens picked by the program, want all but the first", c.temp, c.seed, met.DevicePicked, met.GeneratedTokens)
+				}
+				if hostMet.DevicePicked != 0 {
+					t.Errorf("host sampling: %d tokens picked by the program", hostMet.DevicePicked)
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("temperature %v seed %d: masked program picked %v, host %v", c.temp, c.seed, got, want)
+				}
 				v, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
-				if reason != pipeline.StopToken || err != nil {
-					t.Fatalf("seed %d: %s, %q: %v", seed, reason, text, err)
+				if met.StopReason != pipeline.StopToken || err != nil {
+					t.Fatalf("temperature %v seed %d: %s, %q: %v", c.temp, c.seed, met.StopReason, text, err)
 				}
 				if err := val.Validate(v); err != nil {
-					t.Errorf("seed %d: %q: %v", seed, text, err)
+					t.Errorf("temperature %v seed %d: %q: %v", c.temp, c.seed, text, err)
 				}
 			}
 		})

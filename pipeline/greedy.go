@@ -24,13 +24,12 @@ var ErrDeviceID = errors.New("pipeline: device returned an invalid token id")
 // rule goes into the sampling program's step tensor (gpu.SamplingSetter),
 // or on a backend whose program cannot take it, into a program compiled
 // again. The caller holds sl. A backend without the op falls back to host
-// sampling.
+// sampling, and so does a grammar on a program that takes no token mask.
 func (m *Model) deviceGreedy(sl *slot, opts *GenerateOptions) (bool, error) {
 	m.mu.Lock()
 	off := m.greedyOff
 	m.mu.Unlock()
-	if off || opts.Grammar != nil {
-		// A grammar masks the logits on the host (constrained.go).
+	if off {
 		return false, nil
 	}
 	if m.batch != nil {
@@ -49,7 +48,7 @@ func (m *Model) deviceGreedy(sl *slot, opts *GenerateOptions) (bool, error) {
 			sl.greedy = p
 		}
 		sl.step = sl.greedy
-		return true, nil
+		return masks(sl.step, opts), nil
 	}
 	rule := fusion.Sampling{Temperature: opts.Temperature, TopK: opts.TopK, TopP: opts.TopP, Seed: opts.Seed}
 	if ss, ok := sl.sample.(gpu.SamplingSetter); ok && sl.rule != rule {
@@ -73,7 +72,18 @@ func (m *Model) deviceGreedy(sl *slot, opts *GenerateOptions) (bool, error) {
 		sl.sample, sl.rule = p, rule
 	}
 	sl.step = sl.sample
-	return true, nil
+	return masks(sl.step, opts), nil
+}
+
+// masks reports whether program p can pick opts' tokens: any program
+// without a grammar, one that takes a token mask with one
+// (constrained.go); otherwise the host picks.
+func masks(p gpu.Program, opts *GenerateOptions) bool {
+	if opts.Grammar == nil {
+		return true
+	}
+	_, ok := p.(gpu.TokenMasker)
+	return ok
 }
 
 // deviceOp sorts the error of compiling a token-picking program: ok when

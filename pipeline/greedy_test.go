@@ -65,7 +65,7 @@ func (p *countedProgram) Logits(dst []float32) (int, error) {
 }
 
 // openBackend opens a GPU backend, skipping without a driver (failing in CI).
-func openBackend(t *testing.T, name string) gpu.Backend {
+func openBackend(t testing.TB, name string) gpu.Backend {
 	t.Helper()
 	b, err := backends.Open(context.Background(), name)
 	if err != nil && !errors.Is(err, gpu.ErrNoDevice) {

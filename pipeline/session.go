@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/gpu/sampler"
 	"github.com/gpurun/gpurun/pipeline/constrain"
 )
@@ -50,7 +51,9 @@ type GenerateOptions struct {
 	// (package constrain: a JSON schema or any JSON object): only tokens
 	// that continue a valid document are drawn, an end token only where
 	// the document may end, and generation stops when it is complete
-	// (StopToken). The masks are applied on the host. It needs a
+	// (StopToken). The masks are computed on the host; where the backend
+	// picks tokens in its program (a GPU), each step's mask is set on the
+	// program (gpu.TokenMasker) and only the id comes back. It needs a
 	// tokenizer.
 	Grammar *constrain.Grammar
 }
@@ -118,7 +121,12 @@ type Metrics struct {
 	PrefillTokensPerSec float64
 	DecodeTokensPerSec  float64 // decode steps per second; 0 when there was no decode step
 	DecodeSteps         int     // tokens run through the decode program after the first one
-	StopReason          StopReason
+	// DevicePicked counts the tokens (a stop token included) the backend's argmax or
+	// sampling program picked (only the id read back; under a grammar,
+	// with the token mask set on the program); the others were picked on
+	// the host from a row of logits.
+	DevicePicked int
+	StopReason   StopReason
 }
 
 // Session is one conversation: the tokens so far. Generate continues it.
@@ -249,6 +257,11 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 		s.history = context
 
 		g := newGeneration(s, &opts)
+		if onDevice && g.con != nil {
+			// Each step's mask goes to the picking program; the next
+			// generation on this slot starts without one.
+			defer sl.step.(gpu.TokenMasker).SetTokenMask(nil)
+		}
 		var req *stepReq // this session's decode step in batched rounds
 		if m.batch != nil && !onDevice {
 			req = &stepReq{done: make(chan struct{}, 1)}
@@ -274,7 +287,9 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 		}()
 		for {
 			id := next
-			if id < 0 {
+			if id >= 0 {
+				s.metrics.DevicePicked++
+			} else {
 				if g.con != nil {
 					if err := g.con.mask(logits); err != nil {
 						fail(err)
@@ -332,7 +347,7 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 				return
 			}
 			next = -1
-			if onDevice && len(queue) == 0 {
+			if onDevice && len(queue) == 0 && g.con == nil {
 				// Several steps in one submission: the ids come back
 				// together and are streamed one per turn of this loop.
 				n := min(m.stepsPerSubmit, m.maxCache-len(s.history)+1)
@@ -353,6 +368,16 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 			if len(queue) > 0 {
 				next, queue = queue[0], queue[1:]
 			} else if onDevice {
+				if g.con != nil {
+					allowed, err := g.con.allowed()
+					if err == nil {
+						err = sl.step.(gpu.TokenMasker).SetTokenMask(allowed)
+					}
+					if err != nil {
+						fail(err)
+						return
+					}
+				}
 				var stepped bool
 				if next, stepped, err = m.stepGreedy(ctx, sl, s.history); err != nil {
 					fail(err)

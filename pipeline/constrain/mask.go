@@ -35,6 +35,11 @@ func (k *Mask) Allowed(id int) bool {
 	return id >= 0 && id/64 < len(k.bits) && k.bits[id/64]&(1<<(id%64)) != 0
 }
 
+// Bits is the mask as bits: bit id % 64 of word id / 64 allows id (the
+// layout gpu.TokenMasker takes). The caller must not change it: masks are
+// shared through the masker's cache.
+func (k *Mask) Bits() []uint64 { return k.bits }
+
 // Count is how many tokens are allowed.
 func (k *Mask) Count() int { return k.count }
 

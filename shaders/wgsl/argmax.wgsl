@@ -7,6 +7,8 @@
 // to run (step word 1 is 0: a step of a multi-step submission that its
 // advance kernel turned into a no-op after a stop id, wgsl/step.wgsl) it
 // returns at once and leaves out as it was, as the sample kernel does.
+// The tokens the program's mask rules out (lib/token_mask.wgsl) read as
+// -inf.
 
 struct ArgmaxParams {
     n: u32,
@@ -19,6 +21,9 @@ struct ArgmaxParams {
 @group(0) @binding(1) var<storage, read> step: array<u32>;
 @group(0) @binding(2) var<storage, read> x: array<f32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
+@group(0) @binding(4) var<storage, read> mask: array<u32>;
+
+// include: token_mask
 
 const WG: u32 = 64u;
 // NONE marks "no candidate yet": every real index is below it.
@@ -36,11 +41,12 @@ fn argmax(@builtin(local_invocation_id) lid: vec3<u32>) {
     if step[1] == 0u {
         return; // uniform: no row to scan
     }
+    load_mask();
     let l = lid.x;
     var bv = 0.0;
     var bi = NONE;
     for (var i = l; i < p.n; i += WG) {
-        let v = x[i];
+        let v = logit(i);
         // v == v is false only for NaN.
         if v == v && better(v, i, bv, bi) {
             bv = v;

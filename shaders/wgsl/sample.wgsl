@@ -21,7 +21,8 @@
 // invocation 0. When at most CAP ids survive top-k, their ids are gathered
 // in id order (chunk by chunk) into workgroup memory and steps 3-5 visit
 // only them: the sums are the same, as the skipped q are all 0. One
-// workgroup; dispatch (1, 1, 1).
+// workgroup; dispatch (1, 1, 1). The tokens the program's mask rules out
+// (lib/token_mask.wgsl) read as -inf, as the host masks them.
 
 struct SampleParams {
     n: u32,
@@ -51,6 +52,9 @@ var<private> rule: Rule;
 @group(0) @binding(1) var<storage, read> step: array<u32>;
 @group(0) @binding(2) var<storage, read> x: array<f32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
+@group(0) @binding(4) var<storage, read> mask: array<u32>;
+
+// include: token_mask
 
 // WG is gpu/sampler.Chunks.
 const WG: u32 = 256u;
@@ -118,7 +122,7 @@ fn at(j: u32, compact: bool) -> u32 {
 
 // prob is q of step 3, 0 below the top-p cut pmin (0: none).
 fn prob(i: u32, hi: f32, kmin: u32, pmin: u32) -> f32 {
-    let y = x[i] * rule.inv_temperature;
+    let y = logit(i) * rule.inv_temperature;
     if !(y == y) || okey(y) < kmin {
         return 0.0;
     }
@@ -163,6 +167,7 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
     if step[1] == 0u {
         return;
     }
+    load_mask();
     rule = Rule(p.inv_temperature, p.top_k, p.top_p, p.seed_lo, p.seed_hi);
     if p.rule_at != 0u {
         let a = p.rule_at;
@@ -183,7 +188,7 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
     var bv = 0.0;
     var bi = NONE;
     for (var i = l; i < n; i += WG) {
-        let v = x[i];
+        let v = logit(i);
         if v == v && (bi == NONE || v > bv) {
             bv = v;
             bi = i;
@@ -220,7 +225,7 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
             // The digits above shift must match s0.x's (none for d = 0).
             let mask = select(0xffffffffu << min(shift + 8u, 31u), 0u, d == 0u);
             for (var i = l; i < n; i += WG) {
-                let y = x[i] * rule.inv_temperature;
+                let y = logit(i) * rule.inv_temperature;
                 if y == y {
                     let key = okey(y);
                     if (key & mask) == (s0.x & mask) {
@@ -255,7 +260,7 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
     // count, their running sum, then each chunk's ids at its offset.
     var cnt = 0u;
     for (var i = lo; i < hi_i; i++) {
-        let y = x[i] * rule.inv_temperature;
+        let y = logit(i) * rule.inv_temperature;
         if y == y && okey(y) >= kmin {
             cnt++;
         }
@@ -279,7 +284,7 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
         e = offs[l + 1u];
         var o = a;
         for (var i = lo; i < hi_i; i++) {
-            let y = x[i] * rule.inv_temperature;
+            let y = logit(i) * rule.inv_temperature;
             if y == y && okey(y) >= kmin {
                 kept[o] = i;
                 o++;

@@ -30,3 +30,14 @@ func TestSampleConformance(t *testing.T) {
 		})
 	})
 }
+
+// TestMaskConformance runs the token-mask cases (gpu.TokenMasker: argmax
+// and sampling under masks set, changed and cleared between steps) against
+// gpu/backend/cpu on WebGPU and Vulkan.
+func TestMaskConformance(t *testing.T) {
+	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
+		conformance.RunCases(t, conformance.MaskCases(), func(t testing.TB) gpu.Backend {
+			return sharedBackend{backendOn(t, dev, compute.Options{})}
+		})
+	})
+}

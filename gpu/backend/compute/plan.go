@@ -289,8 +289,16 @@ func (pl *planner) op(op fusion.Op) error {
 		// One workgroup scans the row (validation made it one row that
 		// Out does not alias) and writes the id as an f32; none when the
 		// step has no rows (a no-op step after a stop id).
-		pl.dispatch("argmax", shaders.ArgmaxParams{N: u(g.Bufs[op.In].Cols)}, 1, 1, 1, gpu.Binding{Buf: pl.p.step}, pl.buf(op.In), pl.buf(op.Out))
+		mask, err := pl.tokenMask(g.Bufs[op.In].Cols)
+		if err != nil {
+			return err
+		}
+		pl.dispatch("argmax", shaders.ArgmaxParams{N: u(g.Bufs[op.In].Cols)}, 1, 1, 1, gpu.Binding{Buf: pl.p.step}, pl.buf(op.In), pl.buf(op.Out), mask)
 	case *fusion.SampleOp:
+		mask, err := pl.tokenMask(g.Bufs[op.In].Cols)
+		if err != nil {
+			return err
+		}
 		r := op.Sampling
 		ruleAt := uint32(0)
 		if stepTensor(g) {
@@ -301,7 +309,7 @@ func (pl *planner) op(op fusion.Op) error {
 		}
 		pl.dispatch("sample", shaders.SampleParams{N: u(g.Bufs[op.In].Cols), InvTemperature: sampler.InvTemperature(r.Temperature),
 			TopK: u(r.TopK), TopP: r.TopP, SeedLo: uint32(r.Seed), SeedHi: uint32(r.Seed >> 32), RuleAt: ruleAt},
-			1, 1, 1, gpu.Binding{Buf: pl.p.step}, pl.buf(op.In), pl.buf(op.Out))
+			1, 1, 1, gpu.Binding{Buf: pl.p.step}, pl.buf(op.In), pl.buf(op.Out), mask)
 	default:
 		return fmt.Errorf("op kind %s: %w", op.Kind(), gpu.ErrUnsupported)
 	}
@@ -797,4 +805,21 @@ func (p *program) recordList(timestamps bool) (gpu.Commands, []int, error) {
 		return fail(err)
 	}
 	return cmds, slots, nil
+}
+
+// tokenMask returns the program's token mask buffer for a vocabulary of n
+// tokens (gpu.TokenMasker), made on first use with no mask set.
+func (pl *planner) tokenMask(n int) (gpu.Binding, error) {
+	p := pl.p
+	if p.mask == nil {
+		buf, err := p.newBuf(shaders.TokenMaskBytes(n))
+		if err != nil {
+			return gpu.Binding{}, err
+		}
+		if err := p.b.dev.Write(buf, 0, shaders.EncodeTokenMask(n, nil)); err != nil {
+			return gpu.Binding{}, err
+		}
+		p.mask, p.maskN = buf, n
+	}
+	return gpu.Binding{Buf: p.mask}, nil
 }

@@ -51,6 +51,12 @@ type program struct {
 	// rule is the sampling rule of a decode program ending in
 	// fusion.Sample, written into its step tensor (SetSampling).
 	rule *fusion.Sampling
+	// mask is the token mask of a program ending in fusion.Argmax or
+	// fusion.Sample (SetTokenMask) over a vocabulary of maskN tokens;
+	// masked: one is set.
+	mask   gpu.Buffer
+	maskN  int
+	masked bool
 	// splits counts the fused ops the planner ran as their parts, which a
 	// graph fused with the backend's FusionSupport never has.
 	splits int

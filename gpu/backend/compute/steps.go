@@ -50,6 +50,23 @@ func (p *program) SetSampling(r fusion.Sampling) error {
 	return nil
 }
 
+// SetTokenMask implements gpu.TokenMasker for a program ending in
+// fusion.Argmax or fusion.Sample: the mask buffer the picking kernel reads
+// is written now, before the next run.
+func (p *program) SetTokenMask(allowed []uint64) error {
+	if p.mask == nil {
+		return fmt.Errorf("kernels: set token mask: the program picks no token: %w", gpu.ErrUnsupported)
+	}
+	if allowed != nil && len(allowed) != (p.maskN+63)/64 {
+		return fmt.Errorf("kernels: set token mask: %w: %d words for a vocabulary of %d (want %d)", fusion.ErrInvalid, len(allowed), p.maskN, (p.maskN+63)/64)
+	}
+	if err := p.b.dev.Write(p.mask, 0, shaders.EncodeTokenMask(p.maskN, allowed)); err != nil {
+		return fmt.Errorf("kernels: set token mask: %w", err)
+	}
+	p.masked = allowed != nil
+	return nil
+}
+
 // multiStep holds what RunSteps adds to a one-token decode program: the
 // advance kernel's parameters
 // (one slot per step index) and a command list per step count, recorded
@@ -96,6 +113,9 @@ func (p *program) RunSteps(ctx context.Context, token int32, pos, n int, stops [
 	out, ok := pickedBuf(p.g)
 	if !stepTensor(p.g) || !ok {
 		return nil, fmt.Errorf("%w: RunSteps needs a one-token graph ending in Argmax or Sample: %w", ErrRun, gpu.ErrUnsupported)
+	}
+	if p.masked && n > 1 {
+		return nil, fmt.Errorf("%w: %d steps under a token mask (each step's mask depends on the token before it: Run one at a time)", ErrRun, n)
 	}
 	if n < 1 || n > gpu.MaxStepsPerSubmit {
 		return nil, fmt.Errorf("%w: %d steps, want 1..%d", ErrRun, n, gpu.MaxStepsPerSubmit)

@@ -42,6 +42,10 @@ type program struct {
 	rowPos []int
 	rowSeq []*kvCache
 	tokens []int32
+
+	// allowed is the token mask of a program ending in fusion.Argmax or
+	// fusion.Sample (SetTokenMask); nil: none.
+	allowed []uint64
 }
 
 // scratch is one thread's working memory.
@@ -469,11 +473,11 @@ func (p *program) exec(s *step, tokens []int32, pos int) error {
 	case *fusion.LastRowOp:
 		lastRow(out, in(0), cols, len(tokens))
 	case *fusion.ArgmaxOp:
-		out[0] = float32(argmax(in(0)[:inCols(0)]))
+		out[0] = float32(argmax(p.maskLogits(in(0)[:inCols(0)])))
 	case *fusion.SampleOp:
 		r := op.Sampling
 		sm := sampler.New(sampler.Options{Temperature: r.Temperature, TopK: r.TopK, TopP: r.TopP, Seed: r.Seed})
-		out[0] = float32(sm.SampleAt(in(0)[:inCols(0)], uint32(pos+len(tokens))))
+		out[0] = float32(sm.SampleAt(p.maskLogits(in(0)[:inCols(0)]), uint32(pos+len(tokens))))
 	default:
 		return fmt.Errorf("%w: unknown op kind %s", gpu.ErrUnsupported, s.op.Kind())
 	}
@@ -522,4 +526,51 @@ func (p *program) Release() {
 	p.graph, p.bufs, p.steps, p.lastT = nil, nil, nil, 0
 	p.scratch, p.qbufs, p.mm, p.at, p.qt = nil, [numLayouts]qbuf{}, mmTask{}, attnTask{}, quantTask{}
 	p.kv, p.seqs, p.rowSeq = nil, nil, nil
+}
+
+// pickedCols is the vocabulary of the token a program picks (the row its
+// fusion.Argmax or fusion.Sample reads); ok is false for other programs.
+func (p *program) pickedCols() (int, bool) {
+	for _, op := range p.graph.Ops {
+		switch op := op.(type) {
+		case *fusion.ArgmaxOp:
+			return p.graph.Bufs[op.In].Cols, true
+		case *fusion.SampleOp:
+			return p.graph.Bufs[op.In].Cols, true
+		}
+	}
+	return 0, false
+}
+
+// SetTokenMask implements gpu.TokenMasker for a program ending in
+// fusion.Argmax or fusion.Sample.
+func (p *program) SetTokenMask(allowed []uint64) error {
+	n, ok := p.pickedCols()
+	if !ok {
+		return fmt.Errorf("cpu: set token mask: the program picks no token: %w", gpu.ErrUnsupported)
+	}
+	if allowed == nil {
+		p.allowed = nil
+		return nil
+	}
+	if len(allowed) != (n+63)/64 {
+		return fmt.Errorf("cpu: set token mask: %w: %d words for a vocabulary of %d (want %d)", fusion.ErrInvalid, len(allowed), n, (n+63)/64)
+	}
+	p.allowed = append(p.allowed[:0], allowed...)
+	return nil
+}
+
+// maskLogits sets the logits of the tokens the mask rules out to -inf, in
+// place (the row is the program's own buffer), and returns the row.
+func (p *program) maskLogits(row []float32) []float32 {
+	if p.allowed == nil {
+		return row
+	}
+	inf := float32(math.Inf(-1))
+	for i := range row {
+		if p.allowed[i/64]&(1<<(i%64)) == 0 {
+			row[i] = inf
+		}
+	}
+	return row
 }

@@ -398,7 +398,7 @@ func AttentionCases() []Case {
 		}
 		steps := []Step{{prompt, 0}}
 		for d := range c.decode {
-			steps = append(steps, Step{[]int32{int32((5*d + 2) % vocab)}, c.prefill + d})
+			steps = append(steps, Step{Tokens: []int32{int32((5*d + 2) % vocab)}, Pos: c.prefill + d})
 		}
 		maxLen := c.maxLen
 		if maxLen == 0 {

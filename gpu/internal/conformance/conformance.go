@@ -37,9 +37,16 @@ func RunCases(t *testing.T, cases []Case, newBackend Factory) {
 			g, ws := c.Build()
 			be := newBackend(t)
 			defer be.Close()
-			ref := runSteps(t, cpu.New(cpu.Options{Threads: 1}), g, ws, c.Steps)
-			got := runSteps(t, be, g, ws, c.Steps)
+			ref := runSteps(t, cpu.New(cpu.Options{Threads: 1}), g, ws, c.Steps, c.Masks)
+			got := runSteps(t, be, g, ws, c.Steps, c.Masks)
+			var mask []uint64 // the token mask in effect (Case.Masks)
 			for s := range c.Steps {
+				if s < len(c.Masks) && c.Masks[s].Set {
+					mask = c.Masks[s].Allowed
+				}
+				if id := int(ref[s][0]); mask != nil && (id < 0 || id/64 >= len(mask) || mask[id/64]&(1<<(id%64)) == 0) {
+					t.Fatalf("step %d: the cpu reference picked %d, which the mask rules out", s, id)
+				}
 				if len(got[s]) != len(ref[s]) {
 					t.Fatalf("step %d: %d logits, cpu %d", s, len(got[s]), len(ref[s]))
 				}
@@ -65,6 +72,14 @@ type Step struct {
 	Pos    int
 }
 
+// StepMask is what a step does to the program's token mask
+// (gpu.TokenMasker) before it runs: with Set, Allowed becomes the mask (nil
+// clears it); without, the mask stays as it is.
+type StepMask struct {
+	Set     bool
+	Allowed []uint64
+}
+
 // Tolerance accepts |got - cpu| <= Abs + Rel*|cpu|.
 type Tolerance struct{ Abs, Rel float64 }
 
@@ -77,10 +92,13 @@ type Case struct {
 	// Half marks an f16-activation case (HalfCases): every logit must be
 	// twice a binary16 value on both backends.
 	Half bool
+	// Masks, when set, has one entry per step: the token mask set before
+	// it (MaskCases).
+	Masks []StepMask
 }
 
 // runSteps loads, compiles and runs g on be and returns each step's logits.
-func runSteps(t *testing.T, be gpu.Backend, g *fusion.Graph, ws []*tensors.Tensor, steps []Step) [][]float32 {
+func runSteps(t *testing.T, be gpu.Backend, g *fusion.Graph, ws []*tensors.Tensor, steps []Step, masks []StepMask) [][]float32 {
 	t.Helper()
 	ctx := context.Background()
 	name := be.Info().Backend
@@ -104,6 +122,15 @@ func runSteps(t *testing.T, be gpu.Backend, g *fusion.Graph, ws []*tensors.Tenso
 	info := g.Bufs[g.Logits]
 	out := make([][]float32, 0, len(steps))
 	for i, s := range steps {
+		if i < len(masks) && masks[i].Set {
+			tm, ok := p.(gpu.TokenMasker)
+			if !ok {
+				t.Fatalf("%s: step %d: program %T takes no token mask", name, i, p)
+			}
+			if err := tm.SetTokenMask(masks[i].Allowed); err != nil {
+				t.Fatalf("%s: step %d: set token mask: %v", name, i, err)
+			}
+		}
 		if err := p.Run(ctx, s.Tokens, s.Pos); err != nil {
 			t.Fatalf("%s: step %d: run: %v", name, i, err)
 		}
