@@ -29,6 +29,9 @@ func WideCases() []Case {
 		{"matmul", f32, 4096, 70, 1}, {"acc", i8f32, 2048, 300, 1}, {"matmul", i8b32, 2048, 300, 1}, {"acc", i4b32, 2048, 600, 1},
 		{"glu", f32, 4096, 37, 1}, {"glu", i8b32, 2048, 150, 1}, {"glu", i4b32, 2048, 300, 1},
 		{"rope_q", f32, 4096, 64, 1}, {"rope_attn", i8b32, 16384, 64, 1},
+		// More rows than one dispatch's 65535 row groups of 2 rows cover:
+		// the weights are bound in row blocks (as a 262144-row vocabulary).
+		{"matmul", i8b32, 64, 140000, 1},
 		// Prefills of 9 tokens.
 		{"matmul", f32, 4096, 70, 9}, {"acc", i8b32, 2048, 300, 9}, {"glu", f32, 4096, 37, 9}, {"glu", i4b32, 2048, 300, 9},
 	}
