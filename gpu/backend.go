@@ -89,7 +89,7 @@ type Info struct {
 	MaxUniformBuffers int
 
 	// MemoryBytes is the device's memory for buffers (Vulkan: its largest
-	// device-local heap; gpu/backends gives WebGPU the Vulkan device's of
+	// device-local heap; gpurun.OpenBackend gives WebGPU the Vulkan device's of
 	// the same name); 0 when unknown (the CPU backend: callers look at the
 	// host's memory).
 	MemoryBytes int64

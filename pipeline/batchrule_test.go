@@ -61,7 +61,7 @@ func TestBatchingRule(t *testing.T) {
 			t.Errorf("%s: Batching() = %v, want %v", tc.name, got, tc.want)
 		}
 	}
-	if _, err := pipeline.FromCheckpoint(context.Background(), ck, pipeline.Options{Slots: 4, NoBatching: true, AlwaysBatch: true}); !errors.Is(err, pipeline.ErrOptions) {
+	if _, err := pipeline.FromCheckpoint(context.Background(), ck, pipeline.Options{Backend: cpuBackend(t), Slots: 4, NoBatching: true, AlwaysBatch: true}); !errors.Is(err, pipeline.ErrOptions) {
 		t.Errorf("NoBatching with AlwaysBatch: %v, want ErrOptions", err)
 	}
 }

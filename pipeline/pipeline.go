@@ -15,7 +15,6 @@ import (
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
-	"github.com/gpurun/gpurun/gpu/backend/cpu"
 	"github.com/gpurun/gpurun/pipeline/arch"
 	"github.com/gpurun/gpurun/pipeline/constrain"
 	"github.com/gpurun/gpurun/tensors"
@@ -49,8 +48,8 @@ var DefaultPrefillSizes = []int{8, 32, 128, 512}
 
 // Options configures loading.
 type Options struct {
-	// Backend runs the graphs; nil means the CPU backend. The model does
-	// not close a backend it was given.
+	// Backend runs the graphs; it is required (package gpurun's
+	// OpenBackend opens one by name). The model does not close it.
 	Backend gpu.Backend
 	// MaxCache is the KV cache length in positions; 0 means 1280, or the
 	// model's trained context (Config.MaxSeqLen) when that is shorter.
@@ -98,13 +97,6 @@ type Options struct {
 	// least BatchMinWeightBytes; smaller ones step each session alone,
 	// concurrently). 0 means 1.
 	Slots int
-	// CPUMath is the arithmetic of the CPU backend the model makes when
-	// Backend is nil (a backend passed in keeps its own; see
-	// backends.OpenWith): cpu.MathExact (the zero value, the reference) or
-	// cpu.MathDynamic, which quantizes the inputs of int8/int4 and K-quant
-	// matrix products to int8 blocks as llama.cpp does. DefaultCPUMath is the
-	// faster of the two as measured (gpurun's default).
-	CPUMath cpu.Math
 	// NoBatching steps each session with its own decode program rather
 	// than gathering the decode steps of concurrent sessions into one
 	// batched step per round (continuous batching, see batch.go; used
@@ -171,11 +163,6 @@ func weightBytes(ws []*tensors.Tensor) int64 {
 	return n
 }
 
-// DefaultCPUMath is the CPU math gpurun uses unless told otherwise: dynamic
-// quantization, measured several times faster than exact math for Q8_0 and
-// Q4_0 models on AVX2 and closer to llama.cpp's logits.
-const DefaultCPUMath = cpu.MathDynamic
-
 // DefaultStepsPerSubmit is Options.StepsPerSubmit's default, chosen by
 // measurement: on lavapipe, stories260K greedy decoding (128 tokens, one
 // process alternating models of N = 1, 4, 8, 16 on one backend, 4 rounds)
@@ -196,17 +183,16 @@ const MaxSlots = 256
 // replays it (reusing the longest common prefix with what that slot holds;
 // sessions go back to the slot holding most of their context).
 type Model struct {
-	cfg         model.Config
-	tok         textCodec // nil without a tokenizer
-	backend     gpu.Backend
-	ownsBackend bool
-	weights     gpu.Weights
-	maxCache    int
-	kvF16       bool          // the cache stores binary16 (resolved activation policy)
-	ringTokens  int           // arch.BuildOptions.RingTokens of every graph (0: full caches)
-	kvSpec      fusion.KVSpec // every slot's cache
-	actF16      bool          // the activations between kernels are binary16 (actF16)
-	fuse        bool
+	cfg        model.Config
+	tok        textCodec // nil without a tokenizer
+	backend    gpu.Backend
+	weights    gpu.Weights
+	maxCache   int
+	kvF16      bool          // the cache stores binary16 (resolved activation policy)
+	ringTokens int           // arch.BuildOptions.RingTokens of every graph (0: full caches)
+	kvSpec     fusion.KVSpec // every slot's cache
+	actF16     bool          // the activations between kernels are binary16 (actF16)
+	fuse       bool
 	// decodeWeights is the bytes of weights one decode step reads (see
 	// DecodeBytes).
 	decodeWeights int64
@@ -283,6 +269,9 @@ func FromCheckpoint(ctx context.Context, ck *model.Checkpoint, opts Options) (*M
 }
 
 func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok textCodec, opts Options) (_ *Model, err error) {
+	if opts.Backend == nil {
+		return nil, fmt.Errorf("%w: no Backend (gpurun.OpenBackend opens one by name)", ErrOptions)
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
@@ -313,9 +302,6 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 	}
 	if m.maxCache < 1 || m.maxCache > MaxCacheLimit {
 		return nil, fmt.Errorf("%w: max cache %d outside 1..%d", ErrOptions, m.maxCache, MaxCacheLimit)
-	}
-	if m.backend == nil {
-		m.backend, m.ownsBackend = cpu.New(cpu.Options{Math: opts.CPUMath}), true
 	}
 	if m.backend.Info().Backend == "cpu" {
 		// The logits are already in host memory: nothing to save.
@@ -660,10 +646,6 @@ func (m *Model) Close() error {
 		m.weights = nil
 	}
 	var errs []error
-	if m.ownsBackend && m.backend != nil {
-		errs = append(errs, m.backend.Close())
-		m.backend = nil
-	}
 	if m.file != nil {
 		errs = append(errs, m.file.Close())
 		m.file = nil

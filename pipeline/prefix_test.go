@@ -119,7 +119,7 @@ func TestPrefixCacheBudget(t *testing.T) {
 	if _, ran, _ := pipeline.PrefillLogits(m, cat(p1, []int{9})); ran != 40 {
 		t.Errorf("p1 after eviction ran %d tokens, want 40 (all but BOS)", ran)
 	}
-	if _, err := pipeline.FromCheckpoint(context.Background(), ck, pipeline.Options{PrefixCacheBytes: -1}); err == nil {
+	if _, err := pipeline.FromCheckpoint(context.Background(), ck, pipeline.Options{Backend: cpuBackend(t), PrefixCacheBytes: -1}); err == nil {
 		t.Error("a negative budget was accepted")
 	}
 }

@@ -82,7 +82,7 @@ func TestSlotsConcurrent(t *testing.T) {
 func TestSlotsOption(t *testing.T) {
 	ck := storiesCheckpoint(t)
 	for _, n := range []int{-1, pipeline.MaxSlots + 1} {
-		if _, err := pipeline.FromCheckpoint(context.Background(), ck, pipeline.Options{Slots: n}); !errors.Is(err, pipeline.ErrOptions) {
+		if _, err := pipeline.FromCheckpoint(context.Background(), ck, pipeline.Options{Backend: cpuBackend(t), Slots: n}); !errors.Is(err, pipeline.ErrOptions) {
 			t.Errorf("Slots %d: %v, want ErrOptions", n, err)
 		}
 	}

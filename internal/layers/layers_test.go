@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"slices"
 	"strings"
 	"testing"
 )
@@ -76,23 +75,9 @@ func TestModuleLayers(t *testing.T) {
 	if len(edges) < 100 {
 		t.Fatalf("go list found only %d imports: is the module listed?", len(edges))
 	}
-	edges = slices.DeleteFunc(edges, func(e Edge) bool {
-		return slices.Contains(knownWrongWay, Edge{From: e.From, To: e.To})
-	})
 	for _, err := range Check(Table, edges) {
 		t.Error(err)
 	}
-}
-
-// knownWrongWay are the imports that still point the wrong way, to be
-// removed by the next commit (issue 26, point 4): pipeline's default CPU
-// backend and gpu/backends, which moves to the module root.
-var knownWrongWay = []Edge{
-	{From: Module + "/pipeline", To: Module + "/gpu/backend/cpu"},
-	{From: Module + "/gpu/backends", To: Module + "/gpu/backend/compute"},
-	{From: Module + "/gpu/backends", To: Module + "/gpu/backend/cpu"},
-	{From: Module + "/gpu/backends", To: Module + "/gpu/vulkan"},
-	{From: Module + "/gpu/backends", To: Module + "/gpu/webgpu"},
 }
 
 // TestCheck: Check allows the edges the table allows and reports the ones it
