@@ -21,7 +21,8 @@ func DefaultDevice() string { return os.Getenv(DeviceEnv) }
 
 // Device is the small GPU abstraction: storage buffers, compute kernels,
 // recorded command lists, submission and readback. gpu/webgpu and gpu/vulkan
-// implement it; the kernel backend (built on it) implements Backend.
+// implement it; the GPU backend (gpu/backend/compute, built on it)
+// implements Backend.
 //
 // Kernels take parameters through their bindings only (a small uniform or
 // storage buffer), never push constants, so one WGSL source serves both the

@@ -1,8 +1,9 @@
 // Package pipeline runs a model end to end: it builds the forward graphs of
-// an architecture, compiles one decode graph and a few prefill graphs on a
-// backend (sharing the weights; one KV cache per slot, Options.Slots), and
-// drives sessions that prefill a prompt, sample, detokenize, stream, stop
-// and measure.
+// an architecture, compiles one decode graph and a few prefill graphs on the
+// gpu.Backend its caller gives it (Options.Backend; sharing the weights; one
+// KV cache per slot, Options.Slots), and drives sessions that prefill a
+// prompt, sample, detokenize, stream, stop and measure. It chooses no
+// backend itself: package gpurun at the module root does (OpenBackend).
 package pipeline
 
 import (

@@ -28,8 +28,8 @@ func backendDevice(t testing.TB) *Device {
 	return backendDev
 }
 
-// TestKernelBackendConformance runs the shared kernel backend on this
-// device through the per-op parity table against gpu/backend/cpu and the
+// TestKernelBackendConformance runs the GPU backend (gpu/backend/compute)
+// on this device through the per-op parity table against gpu/backend/cpu and the
 // stories260K golden generation.
 func TestKernelBackendConformance(t *testing.T) {
 	conformance.Run(t, func(t testing.TB) gpu.Backend { return compute.New(backendDevice(t)) })
@@ -68,7 +68,7 @@ func TestKernelBackendVariants(t *testing.T) {
 	})
 }
 
-// TestSwiftShader runs the kernel backend's conformance tests again on
+// TestSwiftShader runs the GPU backend's conformance tests again on
 // SwiftShader, the second Vulkan driver CI installs.
 func TestSwiftShader(t *testing.T) {
 	gputest.RerunOnSwiftShader(t, "^TestKernelBackendConformance$")

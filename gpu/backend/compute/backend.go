@@ -1,5 +1,6 @@
-// Package kernels implements gpu.Backend on any gpu.Device with the kernels
-// of the shaders package: every op of a fusion graph becomes one or more
+// Package compute is the GPU backend: it implements gpu.Backend on any
+// gpu.Device (gpu/vulkan, gpu/webgpu) with the kernels of the shaders
+// package. Every op of a fusion graph becomes one or more
 // dispatches (one per row block of a weight split under the device's
 // binding limit), recorded once into a command list with its parameters
 // written once; each Run only writes the small step buffer (position, token
