@@ -9,6 +9,7 @@ import (
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/gpu/backend/compute"
 	"github.com/gpurun/gpurun/gpu/internal/conformance"
+	"github.com/gpurun/gpurun/gpu/internal/tuning"
 	"github.com/gpurun/gpurun/internal/gputest"
 )
 
@@ -51,9 +52,9 @@ func TestKernelBackendStagingConformance(t *testing.T) {
 // every kernel runs here and under the validation layer
 // (TestValidationClean).
 func TestKernelBackendVariants(t *testing.T) {
-	for _, opts := range []compute.Options{
-		{Attention: compute.AttentionSplit},
-		{Subgroups: compute.SubgroupsOff, Attention: compute.AttentionPerHead},
+	for _, opts := range []tuning.Options{
+		{Attention: tuning.AttentionSplit},
+		{Subgroups: tuning.SubgroupsOff, Attention: tuning.AttentionPerHead},
 	} {
 		t.Run(fmt.Sprintf("%s_%s", opts.Subgroups, opts.Attention), func(t *testing.T) {
 			conformance.RunOps(t, func(t testing.TB) gpu.Backend { return compute.NewWithOptions(backendDevice(t), opts) })
@@ -63,7 +64,7 @@ func TestKernelBackendVariants(t *testing.T) {
 	// (lavapipe) its decode kernel is matvec_sg_h.
 	t.Run("f16arith", func(t *testing.T) {
 		conformance.RunCases(t, conformance.F16ArithCases(), func(t testing.TB) gpu.Backend {
-			return compute.NewWithOptions(backendDevice(t), compute.Options{})
+			return compute.NewWithOptions(backendDevice(t), tuning.Options{})
 		})
 	})
 }
