@@ -10,6 +10,7 @@ import (
 	"github.com/gpurun/gpurun/gpu/backend/cpu"
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline"
+	"github.com/gpurun/gpurun/pipeline/internal/tuning"
 )
 
 // TestSlotsConcurrent: sessions generating at once on a model with several
@@ -23,7 +24,7 @@ func TestSlotsConcurrent(t *testing.T) {
 	cases := testmodels.StoriesCases(t)
 	for _, backend := range []string{"cpu", "cpu-as-gpu", "webgpu", "vulkan"} {
 		t.Run(backend, func(t *testing.T) {
-			opts := pipeline.Options{MaxCache: 128, Slots: 3, AlwaysBatch: true}
+			opts := pipeline.Options{MaxCache: 128, Slots: 3}.WithTuning(tuning.Options{AlwaysBatch: true})
 			switch backend {
 			case "cpu":
 			case "cpu-as-gpu":
