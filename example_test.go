@@ -9,7 +9,10 @@ import (
 	"strings"
 
 	"github.com/gpurun/gpurun"
+	"github.com/gpurun/gpurun/gpu/backend/cpu"
+	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/pipeline/constrain"
+	"github.com/gpurun/gpurun/tensors/checkpoint"
 )
 
 // Open a llama2.c checkpoint directly (no conversion), with the tokenizer it
@@ -37,6 +40,39 @@ func Example() {
 	// llama2c llama
 	// , there was a little girl named Lily. She loved to play outside in the p
 	// max_tokens
+}
+
+// The lower layer: package pipeline runs a model on a backend its caller
+// opens (it chooses none itself), with its own options and defaults (the
+// zero GenerateOptions is greedy decoding until a stop token).
+func ExampleOpenBackend() {
+	ctx := context.Background()
+	b, err := gpurun.OpenBackend(ctx, "cpu", gpurun.BackendOptions{CPU: cpu.Options{Math: gpurun.DefaultCPUMath}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer b.Close()
+	ck, err := checkpoint.Load("../shared/models/stories260K.bin", checkpoint.Options{Tokenizer: "../shared/models/tok512.model"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	m, err := pipeline.FromCheckpoint(ctx, ck, pipeline.Options{Backend: b, MaxCache: 128})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	var text strings.Builder
+	for tok, err := range m.NewSession().Generate(ctx, pipeline.Prompt{Text: "Once upon a time"}, pipeline.GenerateOptions{MaxTokens: 24}) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		text.WriteString(tok.Piece)
+	}
+	fmt.Println(b.Info().Backend)
+	fmt.Println(text.String())
+	// Output:
+	// cpu
+	// , there was a little girl named Lily. She loved to play outside in the p
 }
 
 // A session continues the conversation: the second Generate runs only the

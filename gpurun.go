@@ -26,10 +26,11 @@
 // session. For chat models, package pipeline/chat renders the model's
 // chat template and manages the turns.
 //
-// Lower layers are public too: package pipeline (the same sessions with
-// explicit options and a gpu.Backend you open yourself), gpu/backends
-// (backends by name), tensors/checkpoint (importers) and tensors/convert
-// (writing model files).
+// OpenBackend opens a backend by name, the choice WithBackend makes, for
+// the lower layers, which are public too: package pipeline (the same
+// sessions with explicit options, on a gpu.Backend the caller gives it),
+// tensors/checkpoint (importers) and tensors/convert (writing model
+// files).
 package gpurun
 
 import (
@@ -43,7 +44,6 @@ import (
 
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/gpu/backend/cpu"
-	"github.com/gpurun/gpurun/gpu/backends"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/tensors"
 	"github.com/gpurun/gpurun/tensors/checkpoint"
@@ -105,7 +105,7 @@ func WithBackend(name string) Option { return func(o *openOptions) { o.backendNa
 func WithDevice(sel string) Option { return func(o *openOptions) { o.device = sel } }
 
 // WithGPUBackend runs the model on a backend the caller opened (see
-// gpu/backends) and closes; several models can share it.
+// OpenBackend) and closes; several models can share it.
 func WithGPUBackend(b gpu.Backend) Option { return func(o *openOptions) { o.backend = b } }
 
 // WithMaxCache sets the KV cache length in tokens: at least 1 and at most
@@ -162,7 +162,7 @@ func WithPrefillSizes(sizes ...int) Option {
 }
 
 // WithCPUMath sets the CPU backend's arithmetic for int8/int4 and K-quant weights:
-// "dynamic" (the default, pipeline.DefaultCPUMath: inputs quantized to
+// "dynamic" (the default, DefaultCPUMath: inputs quantized to
 // int8 blocks as llama.cpp does, integer dot products) or "exact" (f32
 // inputs times dequantized weights, the reference). A backend given with
 // WithGPUBackend keeps its own.
@@ -233,7 +233,7 @@ func (o *openOptions) report(stage string) {
 }
 
 func newOpenOptions(opts []Option) (openOptions, error) {
-	o := openOptions{backendName: "auto", cpuMath: pipeline.DefaultCPUMath.String()}
+	o := openOptions{backendName: "auto", cpuMath: DefaultCPUMath.String()}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -244,7 +244,7 @@ func newOpenOptions(opts []Option) (openOptions, error) {
 		return o, fmt.Errorf("%w: parallel %d outside 1..%d", ErrOptions, o.parallel, pipeline.MaxSlots)
 	}
 	if !validBackend(o.backendName) && o.backend == nil {
-		return o, fmt.Errorf("%w: backend %q, want one of %s", ErrOptions, o.backendName, strings.Join(backends.Names, ", "))
+		return o, fmt.Errorf("%w: backend %q, want one of %s", ErrOptions, o.backendName, strings.Join(BackendNames, ", "))
 	}
 	if _, err := cpu.ParseMath(o.cpuMath); err != nil {
 		return o, fmt.Errorf("%w: cpu math %q, want one of %s", ErrOptions, o.cpuMath, strings.Join(cpu.MathNames, ", "))
@@ -276,7 +276,7 @@ func open(ctx context.Context, src *source, o *openOptions) (*Model, error) {
 			// The GPU kernels have no mixture-of-experts op yet.
 			name = "cpu"
 		}
-		if b, err = backends.OpenWith(ctx, name, backends.Options{Device: o.device, CPU: cpu.Options{Math: math}}); err != nil {
+		if b, err = OpenBackend(ctx, name, BackendOptions{Device: o.device, CPU: cpu.Options{Math: math}}); err != nil {
 			return nil, fmt.Errorf("backend %s: %w", o.backendName, err)
 		}
 		m.backend = b
@@ -299,7 +299,7 @@ func open(ctx context.Context, src *source, o *openOptions) (*Model, error) {
 		}
 		return nil, err
 	}
-	popts := pipeline.Options{Backend: b, MaxCache: o.maxCache, Slots: o.parallel, Activations: o.activations, NoFusion: o.noFusion, HostSampling: o.hostSampling, StepsPerSubmit: o.steps, CPUMath: math, PrefillSizes: o.prefill, PrefixCacheBytes: o.prefixCache}
+	popts := pipeline.Options{Backend: b, MaxCache: o.maxCache, Slots: o.parallel, Activations: o.activations, NoFusion: o.noFusion, HostSampling: o.hostSampling, StepsPerSubmit: o.steps, PrefillSizes: o.prefill, PrefixCacheBytes: o.prefixCache}
 	if src.file != nil {
 		m.Model, err = pipeline.FromModelFile(ctx, src.file, popts)
 	} else {
@@ -315,7 +315,7 @@ func open(ctx context.Context, src *source, o *openOptions) (*Model, error) {
 }
 
 func validBackend(name string) bool {
-	for _, n := range backends.Names {
+	for _, n := range BackendNames {
 		if n == name {
 			return true
 		}

@@ -1,7 +1,10 @@
-// Package gpu defines the two interfaces every compute backend implements:
-// Backend, which compiles and runs fusion graphs (the CPU fallback in gpu/backend/cpu
-// implements it directly in Go), and Device, the small GPU abstraction that
-// gpu/webgpu and gpu/vulkan implement and the shared kernel backend runs on.
+// Package gpu defines the two interfaces below the pipeline: Backend, which
+// compiles and runs fusion graphs (implemented by the CPU backend,
+// gpu/backend/cpu, directly in Go, and by the GPU backend,
+// gpu/backend/compute), and Device, the small GPU abstraction that
+// gpu/webgpu and gpu/vulkan implement and the GPU backend runs on. Which
+// backend runs a model is chosen above the pipeline, at the module root
+// (gpurun.OpenBackend).
 package gpu
 
 import (
@@ -89,7 +92,7 @@ type Info struct {
 	MaxUniformBuffers int
 
 	// MemoryBytes is the device's memory for buffers (Vulkan: its largest
-	// device-local heap; gpu/backends gives WebGPU the Vulkan device's of
+	// device-local heap; gpurun.OpenBackend gives WebGPU the Vulkan device's of
 	// the same name); 0 when unknown (the CPU backend: callers look at the
 	// host's memory).
 	MemoryBytes int64

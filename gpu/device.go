@@ -10,7 +10,7 @@ import (
 
 // DeviceEnv names the environment variable that changes the default
 // device choice of vulkan.Open and webgpu.Open (and so of every GPU test
-// and of backends.Open without a selection): a device index as `gpurun
+// and of gpurun.OpenBackend without a selection): a device index as `gpurun
 // devices` lists it, or a case-insensitive part of the device's name
 // ("llvmpipe", "nvidia"). A value no device matches is an error wrapping
 // ErrNoDevice, not a silent fallback. scripts/gpu-check sets it.
@@ -21,7 +21,8 @@ func DefaultDevice() string { return os.Getenv(DeviceEnv) }
 
 // Device is the small GPU abstraction: storage buffers, compute kernels,
 // recorded command lists, submission and readback. gpu/webgpu and gpu/vulkan
-// implement it; the kernel backend (built on it) implements Backend.
+// implement it; the GPU backend (gpu/backend/compute, built on it)
+// implements Backend.
 //
 // Kernels take parameters through their bindings only (a small uniform or
 // storage buffer), never push constants, so one WGSL source serves both the
@@ -109,7 +110,7 @@ type MemoryUse struct {
 }
 
 // MemoryReporter is implemented by devices that count the memory they
-// allocate, and by the backends package gpu/backends opens on them.
+// allocate, and by the backends gpurun.OpenBackend opens on them.
 type MemoryReporter interface {
 	MemoryUse() MemoryUse
 	// ResetPeakMemory makes the peak the current allocation, so the next

@@ -14,6 +14,7 @@ import (
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline"
+	"github.com/gpurun/gpurun/pipeline/internal/tuning"
 	"github.com/gpurun/gpurun/tensors/gguf"
 )
 
@@ -81,7 +82,7 @@ func batchedDecode(t *testing.T, backend string) {
 				p := g.PromptIDs[:len(g.PromptIDs)-2*i]
 				jobs = append(jobs, job{p, o, collect(t, single.NewSession(), pipeline.Prompt{IDs: p}, o)})
 			}
-			m := load(t, ck, pipeline.Options{MaxCache: 64, Slots: 4, Backend: be, AlwaysBatch: true, PrefillSizes: sizes})
+			m := load(t, ck, pipeline.Options{MaxCache: 64, Slots: 4, Backend: be, PrefillSizes: sizes}.WithTuning(tuning.Options{AlwaysBatch: true}))
 			if full := int64(64 * 2 * 4 * ck.Config.Layers * ck.Config.KVHeads * ck.Config.HeadDim); ring && backend == "cpu" && m.KVCacheBytes() >= full {
 				t.Errorf("KV cache of %d bytes, no rings (full: %d)", m.KVCacheBytes(), full)
 			}

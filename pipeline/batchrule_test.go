@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/pipeline"
+	"github.com/gpurun/gpurun/pipeline/internal/tuning"
 )
 
 // TestBatchingRule: by default a model batches where it pays (on a GPU
@@ -51,9 +52,9 @@ func TestBatchingRule(t *testing.T) {
 		want bool
 	}{
 		{"default", pipeline.Options{Slots: 4}, false},
-		{"AlwaysBatch", pipeline.Options{Slots: 4, AlwaysBatch: true}, true},
-		{"NoBatching", pipeline.Options{Slots: 4, NoBatching: true}, false},
-		{"one slot", pipeline.Options{Slots: 1, AlwaysBatch: true}, false},
+		{"AlwaysBatch", pipeline.Options{Slots: 4}.WithTuning(tuning.Options{AlwaysBatch: true}), true},
+		{"NoBatching", pipeline.Options{Slots: 4}.WithTuning(tuning.Options{NoBatching: true}), false},
+		{"one slot", pipeline.Options{Slots: 1}.WithTuning(tuning.Options{AlwaysBatch: true}), false},
 	} {
 		tc.opts.MaxCache = 32
 		m := load(t, ck, tc.opts)
@@ -61,7 +62,7 @@ func TestBatchingRule(t *testing.T) {
 			t.Errorf("%s: Batching() = %v, want %v", tc.name, got, tc.want)
 		}
 	}
-	if _, err := pipeline.FromCheckpoint(context.Background(), ck, pipeline.Options{Slots: 4, NoBatching: true, AlwaysBatch: true}); !errors.Is(err, pipeline.ErrOptions) {
+	if _, err := pipeline.FromCheckpoint(context.Background(), ck, pipeline.Options{Backend: cpuBackend(t), Slots: 4}.WithTuning(tuning.Options{NoBatching: true, AlwaysBatch: true})); !errors.Is(err, pipeline.ErrOptions) {
 		t.Errorf("NoBatching with AlwaysBatch: %v, want ErrOptions", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline"
+	"github.com/gpurun/gpurun/pipeline/internal/tuning"
 	"github.com/gpurun/gpurun/tensors/gguf"
 )
 
@@ -62,7 +63,7 @@ func TestGGUFSessions(t *testing.T) {
 // TestRingKVSessions: with small prefill sizes, gemma3's five local layers
 // (window 8) keep rings of 8+8-1 positions on the CPU backend; the session
 // still generates llama.cpp's greedy ids, and the cache is smaller than
-// with Options.FullKVCache (which gives the same ids).
+// with tuning.Options.FullKVCache (which gives the same ids).
 func TestRingKVSessions(t *testing.T) {
 	g := testmodels.Arch2(t, "gemma3")
 	ck, err := gguf.Load(testmodels.Path(t, "arch2", "gemma3.gguf"))
@@ -71,7 +72,7 @@ func TestRingKVSessions(t *testing.T) {
 	}
 	var bytes [2]int64
 	for i, full := range []bool{false, true} {
-		m := load(t, ck, pipeline.Options{MaxCache: 64, PrefillSizes: []int{4, 8}, FullKVCache: full})
+		m := load(t, ck, pipeline.Options{MaxCache: 64, PrefillSizes: []int{4, 8}}.WithTuning(tuning.Options{FullKVCache: full}))
 		got := collect(t, m.NewSession(), pipeline.Prompt{IDs: g.PromptIDs}, pipeline.GenerateOptions{MaxTokens: len(g.GreedyIDs)})
 		if !slices.Equal(got, g.GreedyIDs) {
 			t.Errorf("full cache %v: ids\n got %v\nwant %v", full, got, g.GreedyIDs)

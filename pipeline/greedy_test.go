@@ -6,10 +6,10 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/gpurun/gpurun"
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/gpu/backend/cpu"
-	"github.com/gpurun/gpurun/gpu/backends"
 	"github.com/gpurun/gpurun/internal/gputest"
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline"
@@ -67,7 +67,7 @@ func (p *countedProgram) Logits(dst []float32) (int, error) {
 // openBackend opens a GPU backend, skipping without a driver (failing in CI).
 func openBackend(t testing.TB, name string) gpu.Backend {
 	t.Helper()
-	b, err := backends.Open(context.Background(), name)
+	b, err := gpurun.OpenBackend(context.Background(), name, gpurun.BackendOptions{})
 	if err != nil && !errors.Is(err, gpu.ErrNoDevice) {
 		t.Fatalf("%s: %v", name, err)
 	}

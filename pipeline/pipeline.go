@@ -1,8 +1,9 @@
 // Package pipeline runs a model end to end: it builds the forward graphs of
-// an architecture, compiles one decode graph and a few prefill graphs on a
-// backend (sharing the weights; one KV cache per slot, Options.Slots), and
-// drives sessions that prefill a prompt, sample, detokenize, stream, stop
-// and measure.
+// an architecture, compiles one decode graph and a few prefill graphs on the
+// gpu.Backend its caller gives it (Options.Backend; sharing the weights; one
+// KV cache per slot, Options.Slots), and drives sessions that prefill a
+// prompt, sample, detokenize, stream, stop and measure. It chooses no
+// backend itself: package gpurun at the module root does (OpenBackend).
 package pipeline
 
 import (
@@ -15,9 +16,9 @@ import (
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
-	"github.com/gpurun/gpurun/gpu/backend/cpu"
 	"github.com/gpurun/gpurun/pipeline/arch"
 	"github.com/gpurun/gpurun/pipeline/constrain"
+	"github.com/gpurun/gpurun/pipeline/internal/tuning"
 	"github.com/gpurun/gpurun/tensors"
 	"github.com/gpurun/gpurun/tensors/model"
 )
@@ -49,8 +50,8 @@ var DefaultPrefillSizes = []int{8, 32, 128, 512}
 
 // Options configures loading.
 type Options struct {
-	// Backend runs the graphs; nil means the CPU backend. The model does
-	// not close a backend it was given.
+	// Backend runs the graphs; it is required (package gpurun's
+	// OpenBackend opens one by name). The model does not close it.
 	Backend gpu.Backend
 	// MaxCache is the KV cache length in positions; 0 means 1280, or the
 	// model's trained context (Config.MaxSeqLen) when that is shorter.
@@ -69,11 +70,6 @@ type Options struct {
 	// kernels (for comparing the two; the results agree, bitwise on the CPU
 	// backend).
 	NoFusion bool
-	// FullKVCache keeps every position of every layer in the KV cache.
-	// Otherwise, on backends that take them (the CPU one), sliding-window
-	// layers keep only their window (plus the largest prefill size) in a
-	// ring (arch.BuildOptions.RingTokens): the same logits, less memory.
-	FullKVCache bool
 	// HostSampling reads the whole logits row back on a GPU backend too,
 	// rather than a decode program ending in fusion.Argmax (greedy) or
 	// fusion.Sample (temperature, top-k, top-p) whose only output is the
@@ -94,37 +90,10 @@ type Options struct {
 	// generate at once, the others wait. With more than one slot on a
 	// backend that runs batched graphs (the CPU and GPU backends) their
 	// decode steps are batched where that pays, one round step for all of
-	// them (see NoBatching: always on a GPU, on the CPU for models of at
-	// least BatchMinWeightBytes; smaller ones step each session alone,
+	// them (always on a GPU, on the CPU for models of at least
+	// BatchMinWeightBytes; smaller ones step each session alone,
 	// concurrently). 0 means 1.
 	Slots int
-	// CPUMath is the arithmetic of the CPU backend the model makes when
-	// Backend is nil (a backend passed in keeps its own; see
-	// backends.OpenWith): cpu.MathExact (the zero value, the reference) or
-	// cpu.MathDynamic, which quantizes the inputs of int8/int4 and K-quant
-	// matrix products to int8 blocks as llama.cpp does. DefaultCPUMath is the
-	// faster of the two as measured (gpurun's default).
-	CPUMath cpu.Math
-	// NoBatching steps each session with its own decode program rather
-	// than gathering the decode steps of concurrent sessions into one
-	// batched step per round (continuous batching, see batch.go; used
-	// with Slots > 1 on backends that run batched graphs).
-	// The results agree; this is for comparing the two.
-	//
-	// By default a model batches only where it pays: on the CPU backend,
-	// only when its weights take at least BatchMinWeightBytes. A smaller
-	// model's weights stay in the processor's caches, so a batched step
-	// saves no memory traffic, while it runs as one step whose small ops
-	// are shared out between the cores one at a time; concurrent per-slot
-	// steps keep every core busy with no synchronization (stories260K, 4
-	// sessions on 2 cores: batched 0.57-0.68x the per-slot steps'
-	// aggregate tok/s). AlwaysBatch overrides the rule.
-	NoBatching bool
-	// AlwaysBatch batches the decode steps of concurrent sessions whatever
-	// the size of the model (see NoBatching), on backends that run batched
-	// graphs; for tests and comparisons. It cannot be combined with
-	// NoBatching.
-	AlwaysBatch bool
 	// PrefixCacheBytes is the budget of the prefix cache (see prefix.go):
 	// the keys and values a slot held are kept up to this many bytes (of
 	// device memory on a GPU) when another session takes the slot over, the
@@ -134,12 +103,26 @@ type Options struct {
 	// command line's default. A backend that copies no cache rows
 	// (gpu.KVCopier) keeps none.
 	PrefixCacheBytes int64
+
+	// tuning holds the knobs only tests turn (WithTuning).
+	tuning tuning.Options
+}
+
+// WithTuning returns o with the knobs of pipeline/internal/tuning (the KV
+// cache's rings and the batching rule overridden), which only the
+// module's tests turn: a package outside the module cannot name them.
+func (o Options) WithTuning(t tuning.Options) Options {
+	o.tuning = t
+	return o
 }
 
 // BatchMinWeightBytes is the size of the weights from which a model on the
-// CPU backend batches the decode steps of concurrent sessions by default
-// (see Options.NoBatching). Measured on 2 cores (AMD EPYC, 1 MiB L2 per
-// core, 32 MiB L3), batched / per-slot aggregate decode tok/s with 4
+// CPU backend batches the decode steps of concurrent sessions
+// (Options.Slots). A smaller model's weights stay in the processor's
+// caches, so a batched step saves no memory traffic, while it runs as one
+// step whose small ops are shared out between the cores one at a time;
+// concurrent per-slot steps keep every core busy with no synchronization.
+// Measured on 2 cores (AMD EPYC, 1 MiB L2 per core, 32 MiB L3), batched / per-slot aggregate decode tok/s with 4
 // sessions (2 sessions), alternated in one run: stories260K (1 MiB, f32)
 // 0.57-0.68x (0.63-0.67x); random llama2.c checkpoints, f32: 5.3 MiB 0.68x
 // (0.67x), 16.2 MiB 0.76-1.02x (0.83-0.87x), 20.9 MiB 1.10-1.31x
@@ -171,11 +154,6 @@ func weightBytes(ws []*tensors.Tensor) int64 {
 	return n
 }
 
-// DefaultCPUMath is the CPU math gpurun uses unless told otherwise: dynamic
-// quantization, measured several times faster than exact math for Q8_0 and
-// Q4_0 models on AVX2 and closer to llama.cpp's logits.
-const DefaultCPUMath = cpu.MathDynamic
-
 // DefaultStepsPerSubmit is Options.StepsPerSubmit's default, chosen by
 // measurement: on lavapipe, stories260K greedy decoding (128 tokens, one
 // process alternating models of N = 1, 4, 8, 16 on one backend, 4 rounds)
@@ -196,17 +174,16 @@ const MaxSlots = 256
 // replays it (reusing the longest common prefix with what that slot holds;
 // sessions go back to the slot holding most of their context).
 type Model struct {
-	cfg         model.Config
-	tok         textCodec // nil without a tokenizer
-	backend     gpu.Backend
-	ownsBackend bool
-	weights     gpu.Weights
-	maxCache    int
-	kvF16       bool          // the cache stores binary16 (resolved activation policy)
-	ringTokens  int           // arch.BuildOptions.RingTokens of every graph (0: full caches)
-	kvSpec      fusion.KVSpec // every slot's cache
-	actF16      bool          // the activations between kernels are binary16 (actF16)
-	fuse        bool
+	cfg        model.Config
+	tok        textCodec // nil without a tokenizer
+	backend    gpu.Backend
+	weights    gpu.Weights
+	maxCache   int
+	kvF16      bool          // the cache stores binary16 (resolved activation policy)
+	ringTokens int           // arch.BuildOptions.RingTokens of every graph (0: full caches)
+	kvSpec     fusion.KVSpec // every slot's cache
+	actF16     bool          // the activations between kernels are binary16 (actF16)
+	fuse       bool
 	// decodeWeights is the bytes of weights one decode step reads (see
 	// DecodeBytes).
 	decodeWeights int64
@@ -237,8 +214,8 @@ type Model struct {
 	// Options.PrefixCacheBytes.
 	prefix *prefixCache
 	// batch gathers concurrent sessions' decode steps into batched steps;
-	// nil with one slot, NoBatching, a model on the CPU backend too small
-	// for batching to pay (see Options.NoBatching), or a backend without
+	// nil with one slot, tuning.NoBatching, a model on the CPU backend too small
+	// for batching to pay (see BatchMinWeightBytes), or a backend without
 	// batched graphs.
 	batch *batcher
 }
@@ -283,6 +260,9 @@ func FromCheckpoint(ctx context.Context, ck *model.Checkpoint, opts Options) (*M
 }
 
 func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok textCodec, opts Options) (_ *Model, err error) {
+	if opts.Backend == nil {
+		return nil, fmt.Errorf("%w: no Backend (gpurun.OpenBackend opens one by name)", ErrOptions)
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
@@ -293,7 +273,7 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 	if nslots < 1 || nslots > MaxSlots {
 		return nil, fmt.Errorf("%w: slots %d outside 1..%d", ErrOptions, opts.Slots, MaxSlots)
 	}
-	if opts.NoBatching && opts.AlwaysBatch {
+	if opts.tuning.NoBatching && opts.tuning.AlwaysBatch {
 		return nil, fmt.Errorf("%w: NoBatching and AlwaysBatch together", ErrOptions)
 	}
 	m := &Model{cfg: *cfg, tok: tok, backend: opts.Backend, maxCache: opts.MaxCache, turn: make(chan struct{}, nslots), fuse: !opts.NoFusion}
@@ -313,9 +293,6 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 	}
 	if m.maxCache < 1 || m.maxCache > MaxCacheLimit {
 		return nil, fmt.Errorf("%w: max cache %d outside 1..%d", ErrOptions, m.maxCache, MaxCacheLimit)
-	}
-	if m.backend == nil {
-		m.backend, m.ownsBackend = cpu.New(cpu.Options{Math: opts.CPUMath}), true
 	}
 	if m.backend.Info().Backend == "cpu" {
 		// The logits are already in host memory: nothing to save.
@@ -346,7 +323,7 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 	}
 	sizes = slices.Sorted(slices.Values(sizes))
 	sizes = slices.Compact(sizes)
-	if !opts.FullKVCache {
+	if !opts.tuning.FullKVCache {
 		// Rings must hold the keys of the largest step's first row.
 		m.ringTokens = 1
 		for _, n := range sizes {
@@ -368,7 +345,7 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 	if opts.PrefixCacheBytes > 0 && gpu.CanCopyKV(m.backend) {
 		m.prefix = newPrefixCache(m, opts.PrefixCacheBytes)
 	}
-	if nslots > 1 && !opts.NoBatching && (opts.AlwaysBatch || batchPays(m.backend.Info(), weightBytes(ws))) {
+	if nslots > 1 && !opts.tuning.NoBatching && (opts.tuning.AlwaysBatch || batchPays(m.backend.Info(), weightBytes(ws))) {
 		if err := loadCancelled(ctx); err != nil {
 			return nil, err
 		}
@@ -499,7 +476,7 @@ func (m *Model) BackendInfo() gpu.Info { return m.backend.Info() }
 func (m *Model) Slots() int { return len(m.slots) }
 
 // Batching reports whether the decode steps of concurrent sessions run as
-// one batched step per round (continuous batching; see Options.NoBatching).
+// one batched step per round (continuous batching; see BatchMinWeightBytes).
 func (m *Model) Batching() bool { return m.batch != nil }
 
 // MaxCache is the KV cache length in positions (of each slot).
@@ -526,8 +503,8 @@ func (m *Model) KVDType() tensors.DType {
 
 // KVCacheBytes is the size of one session slot's KV cache: keys and
 // values of every layer, MaxCache positions each, or for a sliding-window
-// layer on a ring (Options.FullKVCache unset, a backend that takes rings)
-// twice its ring's positions.
+// layer on a ring (tuning.Options.FullKVCache unset, a backend that takes
+// rings) twice its ring's positions.
 func (m *Model) KVCacheBytes() int64 {
 	s := m.kvSpec
 	elem := int64(4)
@@ -660,10 +637,6 @@ func (m *Model) Close() error {
 		m.weights = nil
 	}
 	var errs []error
-	if m.ownsBackend && m.backend != nil {
-		errs = append(errs, m.backend.Close())
-		m.backend = nil
-	}
 	if m.file != nil {
 		errs = append(errs, m.file.Close())
 		m.file = nil

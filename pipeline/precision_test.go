@@ -103,7 +103,7 @@ func TestActivationPolicy(t *testing.T) {
 func TestActivationPolicyErrors(t *testing.T) {
 	for _, policy := range []string{"bf16", "F16", "fp16", " auto"} {
 		t.Run(policy, func(t *testing.T) {
-			_, err := pipeline.FromCheckpoint(context.Background(), storiesCheckpoint(t), pipeline.Options{MaxCache: 32, Activations: policy})
+			_, err := pipeline.FromCheckpoint(context.Background(), storiesCheckpoint(t), pipeline.Options{Backend: cpuBackend(t), MaxCache: 32, Activations: policy})
 			if !errors.Is(err, pipeline.ErrActivations) {
 				t.Errorf("Activations %q: error %v, want ErrActivations", policy, err)
 			}

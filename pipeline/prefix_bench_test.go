@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpurun/gpurun/gpu/backend/cpu"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/tensors/synthetic"
 )
@@ -24,7 +25,9 @@ func BenchmarkPrefixCacheTTFT(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	m := load(b, ck, pipeline.Options{MaxCache: 1100, CPUMath: pipeline.DefaultCPUMath, PrefixCacheBytes: pipeline.DefaultPrefixCacheBytes})
+	be := cpu.New(cpu.Options{Math: cpu.MathDynamic}) // gpurun's default math
+	b.Cleanup(func() { be.Close() })
+	m := load(b, ck, pipeline.Options{MaxCache: 1100, Backend: be, PrefixCacheBytes: pipeline.DefaultPrefixCacheBytes})
 	vocab := m.Config().VocabSize
 	prompt := func(seed, n int) []int {
 		p := make([]int, n)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline"
+	"github.com/gpurun/gpurun/pipeline/internal/tuning"
 	"github.com/gpurun/gpurun/tensors/model"
 )
 
@@ -119,7 +120,7 @@ func TestPrefixCacheBudget(t *testing.T) {
 	if _, ran, _ := pipeline.PrefillLogits(m, cat(p1, []int{9})); ran != 40 {
 		t.Errorf("p1 after eviction ran %d tokens, want 40 (all but BOS)", ran)
 	}
-	if _, err := pipeline.FromCheckpoint(context.Background(), ck, pipeline.Options{PrefixCacheBytes: -1}); err == nil {
+	if _, err := pipeline.FromCheckpoint(context.Background(), ck, pipeline.Options{Backend: cpuBackend(t), PrefixCacheBytes: -1}); err == nil {
 		t.Error("a negative budget was accepted")
 	}
 }
@@ -142,7 +143,7 @@ func TestPrefixCacheConcurrent(t *testing.T) {
 	}
 	for _, batch := range []bool{false, true} {
 		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) {
-			m := load(t, ck, pipeline.Options{MaxCache: 128, Slots: 3, AlwaysBatch: batch, NoBatching: !batch, PrefixCacheBytes: 32 << 20})
+			m := load(t, ck, pipeline.Options{MaxCache: 128, Slots: 3, PrefixCacheBytes: 32 << 20}.WithTuning(tuning.Options{AlwaysBatch: batch, NoBatching: !batch}))
 			for round := range 3 {
 				var wg sync.WaitGroup
 				got := make([][]int, sessions)

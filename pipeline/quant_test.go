@@ -75,7 +75,7 @@ func writeModel(t testing.TB, ck *model.Checkpoint) string {
 // back generates the golden ids.
 func TestLoadModelFile(t *testing.T) {
 	tc := testmodels.StoriesCases(t)[1]
-	m, err := pipeline.Load(context.Background(), writeModel(t, storiesCheckpoint(t)), pipeline.Options{MaxCache: 128})
+	m, err := pipeline.Load(context.Background(), writeModel(t, storiesCheckpoint(t)), pipeline.Options{Backend: cpuBackend(t), MaxCache: 128})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestLoadModelFile(t *testing.T) {
 	if !slices.Equal(got, tc.GeneratedIDs) {
 		t.Errorf("ids\n got %v\nwant %v", got, tc.GeneratedIDs)
 	}
-	if _, err := pipeline.Load(context.Background(), filepath.Join(t.TempDir(), "missing"), pipeline.Options{}); err == nil {
+	if _, err := pipeline.Load(context.Background(), filepath.Join(t.TempDir(), "missing"), pipeline.Options{Backend: cpuBackend(t)}); err == nil {
 		t.Error("loading a missing file succeeded")
 	}
 }
@@ -107,7 +107,7 @@ func TestQuantizedDivergence(t *testing.T) {
 	} {
 		t.Run(r.name, func(t *testing.T) {
 			qck := convert(t, ck, r)
-			m, err := pipeline.Load(context.Background(), writeModel(t, qck), pipeline.Options{MaxCache: 128})
+			m, err := pipeline.Load(context.Background(), writeModel(t, qck), pipeline.Options{Backend: cpuBackend(t), MaxCache: 128})
 			if err != nil {
 				t.Fatal(err)
 			}

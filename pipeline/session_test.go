@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/gpu/backend/cpu"
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/tensors/llama2c"
@@ -22,8 +24,19 @@ func storiesCheckpoint(t testing.TB) *model.Checkpoint {
 	return ck
 }
 
+// cpuBackend is a CPU backend (exact math) closed when the test ends.
+func cpuBackend(t testing.TB) gpu.Backend {
+	b := cpu.New(cpu.Options{})
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// load loads ck with opts, on a CPU backend where opts names no Backend.
 func load(t testing.TB, ck *model.Checkpoint, opts pipeline.Options) *pipeline.Model {
 	t.Helper()
+	if opts.Backend == nil {
+		opts.Backend = cpuBackend(t)
+	}
 	m, err := pipeline.FromCheckpoint(context.Background(), ck, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -286,7 +299,7 @@ func TestResetAndInfo(t *testing.T) {
 }
 
 func TestGenerateAfterClose(t *testing.T) {
-	m, err := pipeline.FromCheckpoint(context.Background(), storiesCheckpoint(t), pipeline.Options{MaxCache: 32})
+	m, err := pipeline.FromCheckpoint(context.Background(), storiesCheckpoint(t), pipeline.Options{Backend: cpuBackend(t), MaxCache: 32})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/gpurun/gpurun/gpu/backend/cpu"
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline"
+	"github.com/gpurun/gpurun/pipeline/internal/tuning"
 )
 
 // TestSlotsConcurrent: sessions generating at once on a model with several
@@ -23,7 +24,7 @@ func TestSlotsConcurrent(t *testing.T) {
 	cases := testmodels.StoriesCases(t)
 	for _, backend := range []string{"cpu", "cpu-as-gpu", "webgpu", "vulkan"} {
 		t.Run(backend, func(t *testing.T) {
-			opts := pipeline.Options{MaxCache: 128, Slots: 3, AlwaysBatch: true}
+			opts := pipeline.Options{MaxCache: 128, Slots: 3}.WithTuning(tuning.Options{AlwaysBatch: true})
 			switch backend {
 			case "cpu":
 			case "cpu-as-gpu":
@@ -82,7 +83,7 @@ func TestSlotsConcurrent(t *testing.T) {
 func TestSlotsOption(t *testing.T) {
 	ck := storiesCheckpoint(t)
 	for _, n := range []int{-1, pipeline.MaxSlots + 1} {
-		if _, err := pipeline.FromCheckpoint(context.Background(), ck, pipeline.Options{Slots: n}); !errors.Is(err, pipeline.ErrOptions) {
+		if _, err := pipeline.FromCheckpoint(context.Background(), ck, pipeline.Options{Backend: cpuBackend(t), Slots: n}); !errors.Is(err, pipeline.ErrOptions) {
 			t.Errorf("Slots %d: %v, want ErrOptions", n, err)
 		}
 	}

@@ -1,4 +1,5 @@
-// Package shaders holds the compute kernels of the GPU backends. The WGSL
+// Package shaders holds the compute kernels of the GPU backend
+// (gpu/backend/compute), and imports nothing of the module. The WGSL
 // sources under wgsl/ are the single source of truth: WebGPU compiles them at
 // run time, and the SPIR-V under spirv/ (for the Vulkan device) is generated
 // from the same files by `go generate ./shaders` with naga.

@@ -22,7 +22,6 @@ import (
 	"github.com/gpurun/gpurun/cmd/gpurun/internal/benchreport"
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/gpu/backend/cpu"
-	"github.com/gpurun/gpurun/gpu/backends"
 	"github.com/gpurun/gpurun/gpu/vulkan"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/tensors/model"
@@ -129,11 +128,11 @@ is listed as not measured; bench fails only when nothing could be measured.`,
 	f := cmd.Flags()
 	f.StringVarP(&rf.model, "model", "m", "", "models, comma-separated (or as arguments): model files, .task bundles, GGUF, llama2.c .bin, Hugging Face directories")
 	f.StringVar(&rf.tokenizer, "tokenizer", "", "tokenizer for checkpoints that carry none")
-	f.StringVar(&rf.backend, "backend", "auto", "backends, comma-separated: "+strings.Join(backends.Names, "|"))
+	f.StringVar(&rf.backend, "backend", "auto", "backends, comma-separated: "+strings.Join(gpurun.BackendNames, "|"))
 	f.Var(&intFlag{&rf.maxCache, 1, pipeline.MaxCacheLimit, fmt.Sprintf("an integer in 1..%d (and at most the model's context length)", pipeline.MaxCacheLimit)},
 		"max-cache", fmt.Sprintf("KV cache length in tokens (default %d, or the model's context length if shorter)", pipeline.DefaultMaxCache))
 	f.StringVar(&rf.activations, "activations", "", "activation precision policies, comma-separated: auto|f32|f16 (default: the model's own); it sets the KV cache type and the activations' (see run -h)")
-	rf.cpuMath = pipeline.DefaultCPUMath.String()
+	rf.cpuMath = gpurun.DefaultCPUMath.String()
 	f.Var(&choiceFlag{&rf.cpuMath, cpu.MathNames}, "cpu-math", "CPU backend arithmetic for quantized weights (int8/int4, K-quants): "+strings.Join(cpu.MathNames, "|")+" (as gpurun run)")
 	f.BoolVar(&rf.noFusion, "no-fusion", false, "run the graphs unfused, one op per kernel (for comparison)")
 	f.BoolVar(&rf.hostSample, "host-sampling", false, "decoding on a GPU (greedy or sampled) reads back every logit and picks on the host (for comparison)")
@@ -290,8 +289,8 @@ func runBench(cmd *cobra.Command, rf *benchModelFlags, bf *benchFlags) error {
 		return fmt.Errorf("bench: --backend is empty")
 	}
 	for _, b := range backendNames {
-		if !slices.Contains(backends.Names, b) {
-			return fmt.Errorf("--backend %s: want one of %s", b, strings.Join(backends.Names, ", "))
+		if !slices.Contains(gpurun.BackendNames, b) {
+			return fmt.Errorf("--backend %s: want one of %s", b, strings.Join(gpurun.BackendNames, ", "))
 		}
 	}
 	policies := splitList(rf.activations)
@@ -335,7 +334,7 @@ func runBench(cmd *cobra.Command, rf *benchModelFlags, bf *benchFlags) error {
 		return fmt.Errorf("bench: %w", err)
 	}
 	openBackend := func(name string) (gpu.Backend, error) {
-		return backends.OpenWith(ctx, name, backends.Options{CPU: cpu.Options{Math: math}})
+		return gpurun.OpenBackend(ctx, name, gpurun.BackendOptions{CPU: cpu.Options{Math: math}})
 	}
 	for _, name := range backendNames {
 		if _, ok := opened[name]; ok {
@@ -606,7 +605,7 @@ func benchConfig(ctx context.Context, log io.Writer, bar *progressbar.ProgressBa
 	base.LoadSeconds = loadSeconds
 	if fresh != nil {
 		base.LoadColdSeconds = coldSeconds
-		if st, ok := backends.PipelineCacheStats(b); ok {
+		if st, ok := gpurun.PipelineCacheStats(b); ok {
 			base.PipelineCacheBytes = int64(st.LoadedBytes)
 			base.PipelineCacheHits = st.WarmPipelines
 		}

@@ -8,10 +8,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpurun/gpurun"
+
 	"github.com/gpurun/gpurun/cmd/gpurun/internal/benchreport"
 	"github.com/gpurun/gpurun/cmd/gpurun/internal/benchreport/reporttest"
 	"github.com/gpurun/gpurun/internal/testmodels"
-	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/tensors/convert"
 	"github.com/gpurun/gpurun/tensors/synthetic"
 )
@@ -338,7 +339,7 @@ func TestBenchCPUMath(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, pipeline.DefaultCPUMath.String() + " math"},
+		{nil, gpurun.DefaultCPUMath.String() + " math"},
 		{[]string{"--cpu-math", "exact"}, "exact math"},
 		{[]string{"--cpu-math", "dynamic"}, "dynamic math"},
 	} {

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/gpurun/gpurun/gpu/backends"
+	"github.com/gpurun/gpurun"
 )
 
 // TestDevicesFeaturesAsUsed: the features `gpurun devices` lists for a GPU
@@ -22,7 +22,7 @@ func TestDevicesFeaturesAsUsed(t *testing.T) {
 	for _, backend := range []string{"vulkan", "webgpu"} {
 		t.Run(backend, func(t *testing.T) {
 			requireBackend(t, backend)
-			b, err := backends.OpenWith(context.Background(), backend, backends.Options{Device: "0"})
+			b, err := gpurun.OpenBackend(context.Background(), backend, gpurun.BackendOptions{Device: "0"})
 			if err != nil {
 				t.Fatal(err)
 			}

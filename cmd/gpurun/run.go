@@ -17,7 +17,6 @@ import (
 	"github.com/gpurun/gpurun"
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/gpu/backend/cpu"
-	"github.com/gpurun/gpurun/gpu/backends"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/pipeline/constrain"
 	"github.com/gpurun/gpurun/tensors/model"
@@ -51,7 +50,7 @@ func (r *modelFlags) register(cmd *cobra.Command) {
 	r.backend = "auto"
 	f.StringVarP(&r.model, "model", "m", "", "model: a .tflite model file or .task bundle, a GGUF file, a llama2.c .bin, or a Hugging Face directory (or give it as the argument)")
 	f.StringVar(&r.tokenizer, "tokenizer", "", "tokenizer (SentencePiece .model, tokenizer.json or llama2.c tokenizer.bin) for a checkpoint that carries none")
-	f.Var(&choiceFlag{&r.backend, backends.Names}, "backend", "backend: "+strings.Join(backends.Names, "|"))
+	f.Var(&choiceFlag{&r.backend, gpurun.BackendNames}, "backend", "backend: "+strings.Join(gpurun.BackendNames, "|"))
 	f.StringVar(&r.device, "device", "", "device within --backend cpu|webgpu|vulkan: its index as `gpurun devices` lists them, or part of its name (default: the best)")
 	f.Var(&intFlag{&r.maxCache, 1, pipeline.MaxCacheLimit, fmt.Sprintf("an integer in 1..%d (and at most the model's context length)", pipeline.MaxCacheLimit)},
 		"max-cache", fmt.Sprintf("KV cache length in tokens, 1 up to the model's context length (default %d, or the model's context length if shorter)", pipeline.DefaultMaxCache))
@@ -65,7 +64,7 @@ func (r *modelFlags) register(cmd *cobra.Command) {
 	r.steps = pipeline.DefaultStepsPerSubmit
 	f.Var(&intFlag{&r.steps, 1, gpu.MaxStepsPerSubmit, fmt.Sprintf("an integer in 1..%d", gpu.MaxStepsPerSubmit)}, "steps-per-submit",
 		"decode steps per GPU submission when the device picks the tokens (the ids are still streamed one by one)")
-	r.cpuMath = pipeline.DefaultCPUMath.String()
+	r.cpuMath = gpurun.DefaultCPUMath.String()
 	f.Var(&choiceFlag{&r.cpuMath, cpu.MathNames}, "cpu-math", "CPU backend arithmetic for quantized weights (int8/int4, K-quants): "+strings.Join(cpu.MathNames, "|")+
 		" (dynamic quantizes activations to int8 blocks as llama.cpp does; exact is the reference)")
 }

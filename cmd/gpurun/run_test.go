@@ -10,8 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpurun/gpurun"
+
 	"github.com/gpurun/gpurun/gpu"
-	"github.com/gpurun/gpurun/gpu/backends"
 	"github.com/gpurun/gpurun/internal/gputest"
 	"github.com/gpurun/gpurun/internal/testmodels"
 )
@@ -47,7 +48,7 @@ func requireBackend(t *testing.T, name string) {
 	if name == "cpu" {
 		return
 	}
-	b, err := backends.Open(context.Background(), name)
+	b, err := gpurun.OpenBackend(context.Background(), name, gpurun.BackendOptions{})
 	if err == nil {
 		b.Close()
 		return

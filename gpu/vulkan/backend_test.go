@@ -9,6 +9,7 @@ import (
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/gpu/backend/compute"
 	"github.com/gpurun/gpurun/gpu/internal/conformance"
+	"github.com/gpurun/gpurun/gpu/internal/tuning"
 	"github.com/gpurun/gpurun/internal/gputest"
 )
 
@@ -28,8 +29,8 @@ func backendDevice(t testing.TB) *Device {
 	return backendDev
 }
 
-// TestKernelBackendConformance runs the shared kernel backend on this
-// device through the per-op parity table against gpu/backend/cpu and the
+// TestKernelBackendConformance runs the GPU backend (gpu/backend/compute)
+// on this device through the per-op parity table against gpu/backend/cpu and the
 // stories260K golden generation.
 func TestKernelBackendConformance(t *testing.T) {
 	conformance.Run(t, func(t testing.TB) gpu.Backend { return compute.New(backendDevice(t)) })
@@ -51,9 +52,9 @@ func TestKernelBackendStagingConformance(t *testing.T) {
 // every kernel runs here and under the validation layer
 // (TestValidationClean).
 func TestKernelBackendVariants(t *testing.T) {
-	for _, opts := range []compute.Options{
-		{Attention: compute.AttentionSplit},
-		{Subgroups: compute.SubgroupsOff, Attention: compute.AttentionPerHead},
+	for _, opts := range []tuning.Options{
+		{Attention: tuning.AttentionSplit},
+		{Subgroups: tuning.SubgroupsOff, Attention: tuning.AttentionPerHead},
 	} {
 		t.Run(fmt.Sprintf("%s_%s", opts.Subgroups, opts.Attention), func(t *testing.T) {
 			conformance.RunOps(t, func(t testing.TB) gpu.Backend { return compute.NewWithOptions(backendDevice(t), opts) })
@@ -63,12 +64,12 @@ func TestKernelBackendVariants(t *testing.T) {
 	// (lavapipe) its decode kernel is matvec_sg_h.
 	t.Run("f16arith", func(t *testing.T) {
 		conformance.RunCases(t, conformance.F16ArithCases(), func(t testing.TB) gpu.Backend {
-			return compute.NewWithOptions(backendDevice(t), compute.Options{})
+			return compute.NewWithOptions(backendDevice(t), tuning.Options{})
 		})
 	})
 }
 
-// TestSwiftShader runs the kernel backend's conformance tests again on
+// TestSwiftShader runs the GPU backend's conformance tests again on
 // SwiftShader, the second Vulkan driver CI installs.
 func TestSwiftShader(t *testing.T) {
 	gputest.RerunOnSwiftShader(t, "^TestKernelBackendConformance$")

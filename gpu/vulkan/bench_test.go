@@ -12,7 +12,7 @@ import (
 	"github.com/gpurun/gpurun/tensors"
 )
 
-// BenchmarkMatMul times the kernel backend's matrix kernels on this device:
+// BenchmarkMatMul times the GPU backend's matrix kernels on this device:
 // one step of Embed -> MatMul per iteration, including the small logits
 // readback that waits for it. Reports weight bandwidth (GB/s) and
 // arithmetic rate (GFLOP/s, 2 flops per multiply-add).

@@ -20,7 +20,7 @@ const validationChildEnv = "GPURUN_VULKAN_VALIDATION_CHILD"
 // CI a missing layer fails the test) and fails on any validation message:
 // lavapipe tolerates API misuse that real drivers do not (missing
 // features, bad descriptor ranges, leaked objects). The rerun covers the
-// device tests, the kernel backend's parity table with every kernel
+// device tests, the GPU backend's parity table with every kernel
 // variant (TestKernelBackendVariants) and stories260K generated through
 // the whole pipeline.
 func TestValidationClean(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/gpurun/gpurun/gpu/backend/cpu"
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/tensors/checkpoint"
@@ -20,7 +21,9 @@ func stories(t *testing.T, maxCache int) *pipeline.Model {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := pipeline.FromCheckpoint(context.Background(), ck, pipeline.Options{MaxCache: maxCache})
+	b := cpu.New(cpu.Options{})
+	t.Cleanup(func() { b.Close() })
+	m, err := pipeline.FromCheckpoint(context.Background(), ck, pipeline.Options{Backend: b, MaxCache: maxCache})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline"
+	"github.com/gpurun/gpurun/pipeline/internal/tuning"
 )
 
 // loadStats summarize one load run.
@@ -57,7 +58,7 @@ func TestLoad(t *testing.T) {
 			name += "/batched"
 		}
 		t.Run(name, func(t *testing.T) {
-			m := storiesModelWith(t, pipeline.Options{MaxCache: 128, Slots: slots, AlwaysBatch: run.batched})
+			m := storiesModelWith(t, pipeline.Options{MaxCache: 128, Slots: slots}.WithTuning(tuning.Options{AlwaysBatch: run.batched}))
 			if m.Batching() != run.batched {
 				t.Fatalf("Batching() = %v, want %v", m.Batching(), run.batched)
 			}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/gpurun/gpurun/pipeline"
+	"github.com/gpurun/gpurun/pipeline/internal/tuning"
 )
 
 // TestLoadSharedPrefix: clients send prompts (token ids) that share long
@@ -75,7 +76,7 @@ func TestLoadSharedPrefix(t *testing.T) {
 	}
 	for _, batched := range []bool{false, true} {
 		t.Run(fmt.Sprintf("batched=%v", batched), func(t *testing.T) {
-			m := storiesModelWith(t, pipeline.Options{MaxCache: 128, Slots: 3, AlwaysBatch: batched, NoBatching: !batched, PrefixCacheBytes: 16 << 20})
+			m := storiesModelWith(t, pipeline.Options{MaxCache: 128, Slots: 3, PrefixCacheBytes: 16 << 20}.WithTuning(tuning.Options{AlwaysBatch: batched, NoBatching: !batched}))
 			s, err := New(Config{Model: m, ModelID: modelID})
 			if err != nil {
 				t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpurun/gpurun/gpu/backend/cpu"
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/tensors/llama2c"
@@ -39,6 +40,11 @@ func storiesModelWith(t testing.TB, opts pipeline.Options) *pipeline.Model {
 	}
 	if ck.Tokenizer, err = os.ReadFile(testmodels.Path(t, "tok512.model")); err != nil {
 		t.Fatal(err)
+	}
+	if opts.Backend == nil {
+		b := cpu.New(cpu.Options{})
+		t.Cleanup(func() { b.Close() })
+		opts.Backend = b
 	}
 	m, err := pipeline.FromCheckpoint(context.Background(), ck, opts)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/gpurun/gpurun/gpu/backend/cpu"
 	"github.com/gpurun/gpurun/internal/ci"
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline"
@@ -37,7 +38,9 @@ func randomChatModel(t *testing.T, tokenizer string, vocab, bos, eos int) *pipel
 		t.Fatal(err)
 	}
 	ck.Tokenizer = tok
-	m, err := pipeline.FromCheckpoint(t.Context(), ck, pipeline.Options{MaxCache: 2048})
+	b := cpu.New(cpu.Options{})
+	t.Cleanup(func() { b.Close() })
+	m, err := pipeline.FromCheckpoint(t.Context(), ck, pipeline.Options{Backend: b, MaxCache: 2048})
 	if err != nil {
 		t.Fatal(err)
 	}

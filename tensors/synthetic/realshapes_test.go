@@ -79,6 +79,9 @@ func runRealShape(t *testing.T, s Spec) {
 	if *realShapesDefaults {
 		popts = pipeline.Options{}
 	}
+	be := cpu.New(cpu.Options{})
+	defer be.Close()
+	popts.Backend = be
 	m, err := pipeline.FromCheckpoint(ctx, ck, popts)
 	if err != nil {
 		t.Fatal(err)
@@ -110,8 +113,6 @@ func runRealShape(t *testing.T, s Spec) {
 	// The pipeline does not expose logits: check those of one decode step
 	// through a program of its own (the CPU backend aliases the weights, so
 	// this costs one token).
-	be := cpu.New(cpu.Options{})
-	defer be.Close()
 	runSteps(ctx, t, be, ck, ids[:1], 0)
 }
 

@@ -136,7 +136,9 @@ func TestShrunkSpecsThroughPipeline(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			m, err := pipeline.FromCheckpoint(ctx, ck, pipeline.Options{MaxCache: 32, PrefillSizes: []int{8}})
+			b := cpu.New(cpu.Options{})
+			defer b.Close()
+			m, err := pipeline.FromCheckpoint(ctx, ck, pipeline.Options{Backend: b, MaxCache: 32, PrefillSizes: []int{8}})
 			if err != nil {
 				t.Fatal(err)
 			}

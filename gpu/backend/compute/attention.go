@@ -5,37 +5,15 @@ import (
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/gpu/internal/tuning"
 	"github.com/gpurun/gpurun/shaders"
-)
-
-// AttentionKind selects the attention kernels.
-type AttentionKind uint8
-
-const (
-	// AttentionAuto runs prefill graphs (more than attnSplitTokens
-	// tokens) tiled (attn_tiled: each key and value chunk staged once for
-	// a tile of query rows) and splits decode graphs over the sequence
-	// (attn_split + attn_combine: a decode step has one query row per
-	// head, too few workgroups to fill a GPU unless the sequence is split
-	// across them, flash-decoding), on every device.
-	AttentionAuto AttentionKind = iota
-	// AttentionPerHead runs one workgroup per (head, token) over the whole
-	// visible sequence (attention / attention_f16).
-	AttentionPerHead
-	// AttentionSplit always splits over the sequence: attn_split per
-	// (kv head, head batch, chunk, token), then attn_combine.
-	AttentionSplit
-	// AttentionTiled runs attn_tiled for every graph: one workgroup per
-	// (kv head, tile of attnQueryRows (token, head) rows), each key and
-	// value chunk staged once for the whole tile, online softmax.
-	AttentionTiled
 )
 
 // The geometry attn_split is written for (shaders/wgsl/attention.wgsl).
 const (
 	attnChunk       = 64 // CHUNK: positions per attn_split workgroup
 	attnGroupBatch  = 8  // GB: query heads per attn_split workgroup
-	attnSplitTokens = 4  // AttentionAuto splits graphs of up to this many tokens
+	attnSplitTokens = 4  // tuning.AttentionAuto splits graphs of up to this many tokens
 	attnQueryRows   = 8  // QR: query rows per attn_tiled workgroup
 	maxDispatch     = 65535
 )
@@ -59,17 +37,17 @@ func (pl *planner) attention(op *fusion.AttentionOp) error {
 	batches := ceilDiv(op.Heads/op.KVHeads, attnGroupBatch)
 	partBytes := int64(T) * int64(op.Heads) * int64(chunks) * int64(op.HeadDim+2) * 4
 	kind := pl.p.b.attention
-	if kind == AttentionAuto {
-		kind = AttentionSplit
+	if kind == tuning.AttentionAuto {
+		kind = tuning.AttentionSplit
 		if T > attnSplitTokens {
-			kind = AttentionTiled
+			kind = tuning.AttentionTiled
 		}
 	}
 	sink, err := pl.sinkBuf()
 	if err != nil {
 		return err
 	}
-	if kind == AttentionTiled {
+	if kind == tuning.AttentionTiled {
 		rows := T * (op.Heads / op.KVHeads)
 		ap.Rows = u(rows)
 		name := "attn_tiled"
@@ -85,12 +63,12 @@ func (pl *planner) attention(op *fusion.AttentionOp) error {
 			pl.dispatch(name, ap, op.KVHeads, tiles, 1, step, q, k, v, pl.buf(op.Out), acc)
 			return nil
 		}
-		kind = AttentionPerHead
+		kind = tuning.AttentionPerHead
 	}
-	if kind == AttentionSplit && (chunks > maxDispatch || op.KVHeads*batches > maxDispatch || partBytes > pl.p.b.devBinding) {
-		kind = AttentionPerHead // the partials would not fit one binding or one dispatch
+	if kind == tuning.AttentionSplit && (chunks > maxDispatch || op.KVHeads*batches > maxDispatch || partBytes > pl.p.b.devBinding) {
+		kind = tuning.AttentionPerHead // the partials would not fit one binding or one dispatch
 	}
-	if kind == AttentionPerHead {
+	if kind == tuning.AttentionPerHead {
 		name := "attention"
 		if spec.F16 {
 			name = "attention_f16"
@@ -117,7 +95,7 @@ func (pl *planner) attention(op *fusion.AttentionOp) error {
 // sequence r's cache, so each row is its own dispatches binding that cache
 // (an unused row's workgroups return at once): attn_split + attn_combine,
 // the kernels of a one-row decode step, so that each row's attention is
-// its sequence's step alone, bit for bit (AttentionPerHead, or partials
+// its sequence's step alone, bit for bit (tuning.AttentionPerHead, or partials
 // past one binding or dispatch: the per-head kernel).
 func (pl *planner) batchAttention(op *fusion.AttentionOp, ap shaders.AttnParams, step, q gpu.Binding) error {
 	sink, err := pl.sinkBuf()
@@ -129,7 +107,7 @@ func (pl *planner) batchAttention(op *fusion.AttentionOp, ap shaders.AttnParams,
 	chunks := ceilDiv(spec.MaxLen, attnChunk)
 	batches := ceilDiv(op.Heads/op.KVHeads, attnGroupBatch)
 	partBytes := int64(T) * int64(op.Heads) * int64(chunks) * int64(op.HeadDim+2) * 4
-	if pl.p.b.attention == AttentionPerHead || chunks > maxDispatch || op.KVHeads*batches > maxDispatch || partBytes > pl.p.b.devBinding {
+	if pl.p.b.attention == tuning.AttentionPerHead || chunks > maxDispatch || op.KVHeads*batches > maxDispatch || partBytes > pl.p.b.devBinding {
 		name := "attention"
 		if spec.F16 {
 			name = "attention_f16"
@@ -182,18 +160,4 @@ func (pl *planner) partBuf(size int64) (gpu.Binding, error) {
 		pl.part, pl.partSize = b, size
 	}
 	return gpu.Binding{Buf: pl.part, Size: align4(size)}, nil
-}
-
-func (k AttentionKind) String() string {
-	switch k {
-	case AttentionAuto:
-		return "auto"
-	case AttentionPerHead:
-		return "perhead"
-	case AttentionSplit:
-		return "split"
-	case AttentionTiled:
-		return "tiled"
-	}
-	return fmt.Sprintf("AttentionKind(%d)", uint8(k))
 }

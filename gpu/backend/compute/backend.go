@@ -1,5 +1,6 @@
-// Package kernels implements gpu.Backend on any gpu.Device with the kernels
-// of the shaders package: every op of a fusion graph becomes one or more
+// Package compute is the GPU backend: it implements gpu.Backend on any
+// gpu.Device (gpu/vulkan, gpu/webgpu) with the kernels of the shaders
+// package. Every op of a fusion graph becomes one or more
 // dispatches (one per row block of a weight split under the device's
 // binding limit), recorded once into a command list with its parameters
 // written once; each Run only writes the small step buffer (position, token
@@ -18,63 +19,9 @@ import (
 	"sync"
 
 	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/gpu/internal/tuning"
 	"github.com/gpurun/gpurun/shaders"
 )
-
-// Options tunes the backend.
-type Options struct {
-	// MaxBinding caps the bytes one weight binding covers; 0 means the
-	// device's MaxStorageBinding. Tests lower it to exercise the split of
-	// weights into row blocks; activations and the cache keep the device
-	// limit.
-	MaxBinding int64
-	// Attention picks the attention kernels (AttentionAuto: split over
-	// the sequence for decode, tiled over queries and keys for prefill).
-	Attention AttentionKind
-	// Subgroups picks the decode kernel's reduction:
-	// SubgroupsAuto uses subgroup operations where the device offers them
-	// (gpu.Info.SubgroupSize: Vulkan devices with basic and shuffle
-	// subgroup operations), SubgroupsOff keeps the portable
-	// workgroup-memory reduction everywhere.
-	Subgroups SubgroupMode
-	// F16 picks the arithmetic of the decode kernel where it
-	// reduces through subgroups: F16Auto uses f16 arithmetic
-	// (matvec_sg_h) for f16 activations (the model's activation policy)
-	// and f16, int8 or int4 weights on devices reporting it (gpu.Info.F16:
-	// Vulkan with shaderFloat16 and 16-bit storage), F16Off keeps f32
-	// arithmetic everywhere.
-	F16 F16Mode
-}
-
-// F16Mode selects whether kernels may use f16 arithmetic.
-type F16Mode uint8
-
-const (
-	F16Auto F16Mode = iota
-	F16Off
-)
-
-func (m F16Mode) String() string {
-	if m == F16Off {
-		return "nof16"
-	}
-	return "f16"
-}
-
-// SubgroupMode selects whether kernels use subgroup operations.
-type SubgroupMode uint8
-
-const (
-	SubgroupsAuto SubgroupMode = iota
-	SubgroupsOff
-)
-
-func (m SubgroupMode) String() string {
-	if m == SubgroupsOff {
-		return "nosubgroups"
-	}
-	return "subgroups"
-}
 
 // caps is what the planner may choose kernels by: the capabilities of the
 // device the kernels need, with the options that turn them off. It holds
@@ -87,11 +34,11 @@ type caps struct {
 }
 
 // capsOf returns the capabilities of a device as the options allow them.
-func capsOf(info gpu.Info, opts Options) caps {
-	subgroups := opts.Subgroups == SubgroupsAuto && shaders.SubgroupVariantFits(info.SubgroupSize)
+func capsOf(info gpu.Info, opts tuning.Options) caps {
+	subgroups := opts.Subgroups == tuning.SubgroupsAuto && shaders.SubgroupVariantFits(info.SubgroupSize)
 	// The f16 variants hold the subgroup reduction; WebGPU (no f16 in its
 	// naga) and SwiftShader (no f16 feature) report F16 false.
-	f16 := subgroups && info.F16 && info.Backend == "vulkan" && opts.F16 == F16Auto
+	f16 := subgroups && info.F16 && info.Backend == "vulkan" && opts.F16 == tuning.F16Auto
 	return caps{subgroups: subgroups, f16: f16, storageBuffers: info.MaxStorageBuffers}
 }
 
@@ -99,7 +46,7 @@ type backend struct {
 	dev        gpu.Device
 	info       gpu.Info
 	caps       caps
-	attention  AttentionKind
+	attention  tuning.AttentionKind
 	maxBinding int64 // bytes per weight binding
 	devBinding int64 // bytes per binding of the device
 
@@ -109,10 +56,11 @@ type backend struct {
 
 // New returns a backend running on dev. The backend does not own dev:
 // Close releases the compiled kernels, not the device.
-func New(dev gpu.Device) gpu.Backend { return NewWithOptions(dev, Options{}) }
+func New(dev gpu.Device) gpu.Backend { return NewWithOptions(dev, tuning.Options{}) }
 
-// NewWithOptions is New with options.
-func NewWithOptions(dev gpu.Device, opts Options) gpu.Backend {
+// NewWithOptions is New with the knobs of gpu/internal/tuning, which only
+// the module's tests turn (a package outside the module cannot name them).
+func NewWithOptions(dev gpu.Device, opts tuning.Options) gpu.Backend {
 	info := dev.Info()
 	mb := info.MaxStorageBinding
 	if mb <= 0 {

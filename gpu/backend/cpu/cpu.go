@@ -1,5 +1,6 @@
-// Package cpu is the reference backend: it interprets fusion graphs in plain
-// Go, one small function per op kind, in f32 with an f32 KV cache (or an
+// Package cpu is the CPU backend, and the reference the GPU backend
+// (gpu/backend/compute) is tested against: it interprets fusion graphs in
+// plain Go, one small function per op kind, in f32 with an f32 KV cache (or an
 // f16 one when the graph's KVSpec asks for it). Matrix
 // products read the weights in their stored type (f32, f16, bf16, int8,
 // int4 with per-channel or block scales) and dequantize inside the dot

@@ -1,4 +1,4 @@
-// Package swiftshader holds no code: its test reruns gpu/backend/compute'
+// Package swiftshader holds no code: its test reruns gpu/backend/compute's
 // conformance and golden tests on SwiftShader, the second Vulkan driver CI
 // installs, through both GPU backends, so kernel variants chosen by device
 // features (no f16, 256 invocations per workgroup there) run both ways.

@@ -1,4 +1,4 @@
-package backends
+package gpurun
 
 import (
 	"context"
@@ -23,7 +23,7 @@ func TestMemoryUse(t *testing.T) {
 	}
 	for _, name := range []string{"vulkan", "webgpu"} {
 		t.Run(name, func(t *testing.T) {
-			b, err := Open(ctx, name)
+			b, err := OpenBackend(ctx, name, BackendOptions{})
 			if err != nil {
 				if errors.Is(err, gpu.ErrNoDevice) {
 					gputest.NoDevice(t, name, err)

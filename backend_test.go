@@ -1,4 +1,4 @@
-package backends
+package gpurun
 
 import (
 	"context"
@@ -18,7 +18,7 @@ func TestDevicesAndMemory(t *testing.T) {
 	ctx := context.Background()
 	for _, name := range []string{"vulkan", "webgpu"} {
 		t.Run(name, func(t *testing.T) {
-			b, err := Open(ctx, name)
+			b, err := OpenBackend(ctx, name, BackendOptions{})
 			if err != nil {
 				if errors.Is(err, gpu.ErrNoDevice) {
 					gputest.NoDevice(t, name, err)
@@ -30,7 +30,7 @@ func TestDevicesAndMemory(t *testing.T) {
 			if info.MemoryBytes <= 0 {
 				t.Errorf("%s: %s reports no memory size", name, info.Name)
 			}
-			b, err = OpenDevice(ctx, name, "0")
+			b, err = OpenBackend(ctx, name, BackendOptions{Device: "0"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -38,7 +38,7 @@ func TestDevicesAndMemory(t *testing.T) {
 				t.Errorf("device 0 is %q, the default %q (one device here)", got, info.Name)
 			}
 			b.Close()
-			if _, err := OpenDevice(ctx, name, "no such device"); !errors.Is(err, gpu.ErrNoDevice) || !strings.Contains(err.Error(), info.Name) {
+			if _, err := OpenBackend(ctx, name, BackendOptions{Device: "no such device"}); !errors.Is(err, gpu.ErrNoDevice) || !strings.Contains(err.Error(), info.Name) {
 				t.Errorf("unknown device: %v (want a list naming %s)", err, info.Name)
 			}
 		})
@@ -47,14 +47,14 @@ func TestDevicesAndMemory(t *testing.T) {
 
 func TestBadNames(t *testing.T) {
 	ctx := context.Background()
-	_, err := Open(ctx, "gpu")
+	_, err := OpenBackend(ctx, "gpu", BackendOptions{})
 	if !errors.Is(err, gpu.ErrUnsupported) || err.Error() != `unknown backend "gpu" (want one of auto, cpu, webgpu, vulkan)` {
 		t.Errorf("unknown backend: %v", err)
 	}
-	if _, err := OpenDevice(ctx, "auto", "0"); err == nil {
+	if _, err := OpenBackend(ctx, "auto", BackendOptions{Device: "0"}); err == nil {
 		t.Error("auto with a device: want an error")
 	}
-	if _, err := OpenDevice(ctx, "cpu", "1"); !errors.Is(err, gpu.ErrNoDevice) {
+	if _, err := OpenBackend(ctx, "cpu", BackendOptions{Device: "1"}); !errors.Is(err, gpu.ErrNoDevice) {
 		t.Errorf("cpu device 1: %v", err)
 	}
 }

@@ -1,0 +1,28 @@
+// Package tuning holds the knobs of package pipeline that only tests turn
+// (pipeline.Options.WithTuning): a full KV cache where rings would do, and
+// the batching rule overridden both ways, so that tests compare the two
+// forms on small models. Being internal, they are not part of the API.
+package tuning
+
+// Options are pipeline's test-only options; the zero value is what
+// pipeline.Options runs without WithTuning.
+type Options struct {
+	// FullKVCache keeps every position of every layer in the KV cache.
+	// Otherwise, on backends that take them (the CPU one), sliding-window
+	// layers keep only their window (plus the largest prefill size) in a
+	// ring (arch.BuildOptions.RingTokens): the same logits, less memory.
+	FullKVCache bool
+	// NoBatching steps each session with its own decode program rather
+	// than gathering the decode steps of concurrent sessions into one
+	// batched step per round (continuous batching, see pipeline/batch.go; used
+	// with Slots > 1 on backends that run batched graphs).
+	// The results agree; this is for comparing the two. By default a
+	// model batches only where it pays (pipeline.BatchMinWeightBytes);
+	// AlwaysBatch overrides the rule.
+	NoBatching bool
+	// AlwaysBatch batches the decode steps of concurrent sessions whatever
+	// the size of the model (see NoBatching), on backends that run batched
+	// graphs; for tests and comparisons. It cannot be combined with
+	// NoBatching.
+	AlwaysBatch bool
+}
