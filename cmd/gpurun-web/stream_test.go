@@ -4,11 +4,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"os"
 	"slices"
 	"testing"
 
+	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/gpu/backend/cpu"
+	"github.com/gpurun/gpurun/gpu/backends"
+	"github.com/gpurun/gpurun/internal/gputest"
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/tensors/gguf"
@@ -16,11 +20,17 @@ import (
 
 // TestStreamedGGUF loads GGUF files the way the page does, from the
 // header with each tensor read when the backend takes it (here from an
-// os.File rather than a Blob), and checks the greedy ids equal
-// llama.cpp's (phi2_fusedqkv: its fused QKV split at fill time).
+// os.File rather than a Blob), on the CPU backend and on a GPU backend
+// (the page's WebGPU, natively on lavapipe), and checks the greedy ids
+// equal llama.cpp's (phi2_fusedqkv: its fused QKV split at fill time) and
+// that the GPU backend let every tensor's bytes go after the upload.
 func TestStreamedGGUF(t *testing.T) {
-	for _, arch := range []string{"llama", "phi2_fusedqkv", "llama-q8_0"} {
-		t.Run(arch, func(t *testing.T) {
+	for _, tc := range []struct{ arch, backend string }{
+		{"llama", "cpu"}, {"phi2_fusedqkv", "cpu"}, {"llama-q8_0", "cpu"},
+		{"llama", "webgpu"}, {"phi2_fusedqkv", "webgpu"},
+	} {
+		arch := tc.arch
+		t.Run(arch+"/"+tc.backend, func(t *testing.T) {
 			g := testmodels.Arch(t, arch)
 			file, err := os.Open(testmodels.Path(t, "arch", arch+".gguf"))
 			if err != nil {
@@ -46,13 +56,31 @@ func TestStreamedGGUF(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			b := cpu.New(cpu.Options{})
+			var b gpu.Backend = cpu.New(cpu.Options{})
+			if tc.backend != "cpu" {
+				b.Close()
+				var err error
+				b, err = backends.Open(context.Background(), tc.backend)
+				if err != nil && !errors.Is(err, gpu.ErrNoDevice) {
+					t.Fatal(err)
+				}
+				gputest.NoDevice(t, tc.backend, err)
+			}
 			defer b.Close()
-			m, _, err := loadGGUF(context.Background(), f, b, testCache)
+			ck, err := f.Checkpoint()
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := pipeline.FromCheckpoint(context.Background(), ck, pipeline.Options{Backend: b, MaxCache: testCache})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer m.Close()
+			for _, w := range ck.Tensors {
+				if w.Deferred() != (tc.backend != "cpu") {
+					t.Fatalf("%s on %s: deferred %v after the load", w.Name, tc.backend, w.Deferred())
+				}
+			}
 			if read < fi.Size()-f.DataOffset {
 				t.Errorf("read %d bytes of a %d-byte data section", read, fi.Size()-f.DataOffset)
 			}
