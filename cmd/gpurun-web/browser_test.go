@@ -292,6 +292,8 @@ const bigName = "synthetic.gguf"
 // the file's size and a margin: never twice).
 func checkStreamed(t *testing.T, tab *browser.Tab, cpuOnly bool, modelBytes int64) {
 	t.Helper()
+	start := time.Now()
+	defer func() { t.Logf("the streaming check took %v", time.Since(start).Round(time.Millisecond)) }()
 	before, err := eval[int64](tab, "gpurunPage.wasmMemoryBytes()")
 	if err != nil {
 		t.Fatal(err)
