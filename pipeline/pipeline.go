@@ -146,6 +146,11 @@ func weightBytes(ws []*tensors.Tensor) int64 {
 		if t == nil {
 			continue
 		}
+		if t.Deferred() {
+			// Not read yet (streamed): its stored size, scales aside.
+			n += int64(t.DType.ByteSize(t.NumElements()))
+			continue
+		}
 		n += int64(len(t.Data))
 		if t.Scales != nil {
 			n += int64(len(t.Scales.Data))

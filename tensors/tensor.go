@@ -24,6 +24,39 @@ type Tensor struct {
 	// q * scale. Its shape is [rows] for per-output-channel scales or
 	// [rows, cols/block] for block-wise scales; its DType is F32 or F16.
 	Scales *Tensor
+
+	// Source, when set on a tensor whose Data is nil, produces Data (and
+	// Scales): a loader that streams weights (gpurun-web reading the page's
+	// file) defers each tensor's bytes until a backend takes it. Backends
+	// call Fill before they read Data; a GPU backend drops the bytes again
+	// once they are on the device, so the file never sits whole in host
+	// memory.
+	Source func(*Tensor) error
+}
+
+// Deferred reports a tensor whose Source has yet to produce its Data.
+func (t *Tensor) Deferred() bool { return t.Data == nil && t.Source != nil }
+
+// Fill runs Source when the tensor is deferred, then checks the result.
+func (t *Tensor) Fill() error {
+	if !t.Deferred() {
+		return nil
+	}
+	if err := t.Source(t); err != nil {
+		return fmt.Errorf("tensors: reading %s: %w", t.Name, err)
+	}
+	if t.Data == nil {
+		return fmt.Errorf("%w: %s: its source produced no data", ErrShape, t.Name)
+	}
+	return t.Check()
+}
+
+// Drop releases the bytes Fill read (Data and Scales) of a tensor with a
+// Source, leaving it deferred again; it does nothing to other tensors.
+func (t *Tensor) Drop() {
+	if t.Source != nil {
+		t.Data, t.Scales = nil, nil
+	}
 }
 
 // NumElements is the product of the shape (1 for a scalar).

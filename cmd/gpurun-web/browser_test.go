@@ -5,24 +5,20 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
-	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	cdpage "github.com/chromedp/cdproto/page"
-	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
-	"github.com/gpurun/gpurun/cmd/gpurun-web/page"
 	"github.com/gpurun/gpurun/gpu/backend/cpu"
+	"github.com/gpurun/gpurun/internal/browser"
 	"github.com/gpurun/gpurun/internal/ci"
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline"
@@ -128,19 +124,18 @@ func nativeIDs(t *testing.T, c browserCase, chatMode bool) []int {
 }
 
 func chromium(t *testing.T) string {
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
+	p, err := browser.Find()
+	if errors.Is(err, browser.ErrNoChromium) {
+		ci.Missing(t, "chromium (bash .ci/setup installs it)")
 	}
-	ci.Missing(t, "chromium (bash .ci/setup installs it)")
-	return ""
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // eval evaluates a JS expression in the tab, awaiting a promise.
-func eval[T any](tab context.Context, expr string) (T, error) {
-	return chromedp.Run(tab, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
-}
+func eval[T any](tab *browser.Tab, expr string) (T, error) { return browser.Eval[T](tab, expr) }
 
 // TestBrowser builds gpurun-web, serves its page from a loopback test server
 // and drives headless Chromium through the DevTools protocol: each model
@@ -148,34 +143,32 @@ func eval[T any](tab context.Context, expr string) (T, error) {
 // adapter (SwiftShader) and on the CPU fallback of a page without
 // navigator.gpu, and the ids must equal llama.cpp's and the native run's.
 func TestBrowser(t *testing.T) {
-	browser := chromium(t)
+	chromiumPath := chromium(t)
 	cases := browserCases(t)
-	dir := t.TempDir()
-	wasm := filepath.Join(dir, "gpurun.wasm")
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	start := time.Now()
-	if err := page.Build(ctx, "", wasm); err != nil {
-		t.Fatal(err)
-	}
-	fi, err := os.Stat(wasm)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("wasm built in %v: %d bytes", time.Since(start).Round(time.Millisecond), fi.Size())
-	wasmExec, err := page.WasmExecJS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	models := map[string]string{}
+	// A GGUF large enough for the page's wasm memory to tell whether the
+	// weights passed through it whole.
+	bigShape := testmodels.LlamaShape{Layers: 16, Dim: 256, FFN: 1024, Heads: 4}
+	big := testmodels.LlamaGGUF(t, bigShape)
+	models := map[string]string{bigName: big}
 	for _, c := range cases {
 		models[c.name] = c.file
 		if c.tok != "" {
 			models[c.name+".tokenizer"] = c.tok
 		}
 	}
-	srv := httptest.NewServer(page.Handler(page.Config{Wasm: wasm, WasmExec: wasmExec, Models: models}))
+	start := time.Now()
+	srv, err := browser.Serve(ctx, models)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer srv.Close()
+	fi, err := os.Stat(srv.Wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wasm built in %v: %d bytes", time.Since(start).Round(time.Millisecond), fi.Size())
 
 	native := map[string][]int{}
 	chatWant := nativeIDs(t, cases[0], true)
@@ -186,23 +179,11 @@ func TestBrowser(t *testing.T) {
 		}
 	}
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(browser),
-		chromedp.NoSandbox,
-		chromedp.Flag("disable-gpu", false),
-		// WebGPU headless on Linux without a GPU: Dawn on SwiftShader's
-		// Vulkan.
-		chromedp.Flag("enable-unsafe-webgpu", true),
-		chromedp.Flag("enable-features", "Vulkan"),
-		chromedp.Flag("use-vulkan", "swiftshader"),
-		chromedp.Flag("use-angle", "swiftshader"),
-		chromedp.Flag("disable-vulkan-surface", true),
-		chromedp.WindowSize(900, 760),
-	)
-	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(alloc)
-	defer cancelBrowser()
+	br, err := browser.Start(ctx, chromiumPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer br.Close()
 
 	for _, mode := range []struct {
 		name    string
@@ -213,55 +194,32 @@ func TestBrowser(t *testing.T) {
 		{"cpu-fallback", true, "cpu"},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
-			tab, closeTab := chromedp.NewContext(bctx)
-			defer closeTab()
-			var (
-				mu   sync.Mutex
-				logs []string
-			)
-			if err := chromedp.Listen(tab, func(ev any) {
-				if e, ok := ev.(*runtime.EventConsoleAPICalled); ok {
-					var parts []string
-					for _, a := range e.Args {
-						parts = append(parts, string(a.Value))
-					}
-					mu.Lock()
-					logs = append(logs, strings.Join(parts, " "))
-					mu.Unlock()
-				}
-			}); err != nil {
+			tab, err := br.NewTab(mode.noGPU)
+			if err != nil {
 				t.Fatal(err)
 			}
+			defer tab.Close()
 			defer func() {
 				if t.Failed() {
-					mu.Lock()
-					t.Logf("page console:\n%s", strings.Join(logs, "\n"))
-					mu.Unlock()
+					t.Logf("page console:\n%s", strings.Join(tab.Console(), "\n"))
 				}
 			}()
-			if mode.noGPU {
-				if _, err := chromedp.Call(tab, cdpage.AddScriptToEvaluateOnNewDocument, cdpage.AddScriptToEvaluateOnNewDocumentParams{Source: "delete Navigator.prototype.gpu"}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := chromedp.Do(tab, chromedp.Navigate(srv.URL+"/")); err != nil {
+			if err := tab.Open(srv.URL); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := eval[chromedp.Void](tab, "gpurunPage.ready().then(() => null)"); err != nil {
-				t.Fatalf("page start: %v", err)
-			}
-			adapter, err := eval[*string](tab, "gpurunPage.adapter()")
+			adapter, err := tab.Adapter()
 			if err != nil {
 				t.Fatal(err)
 			}
 			switch {
-			case mode.noGPU && adapter != nil:
-				t.Fatalf("the page without navigator.gpu found adapter %q", *adapter)
-			case !mode.noGPU && adapter == nil:
+			case mode.noGPU && adapter != "":
+				t.Fatalf("the page without navigator.gpu found adapter %q", adapter)
+			case !mode.noGPU && adapter == "":
 				t.Fatal("navigator.gpu.requestAdapter found no adapter: the WebGPU flags no longer work headless")
-			case adapter != nil:
-				t.Logf("page's WebGPU adapter: %s", *adapter)
+			case adapter != "":
+				t.Logf("page's WebGPU adapter: %s", adapter)
 			}
+			checkStreamed(t, tab, mode.noGPU, bigShape.Bytes())
 			for _, c := range cases {
 				type loadInfo struct {
 					Backend string `json:"backend"`
@@ -323,33 +281,79 @@ func TestBrowser(t *testing.T) {
 	}
 }
 
+// bigName is the test's large GGUF, as the server offers it.
+const bigName = "synthetic.gguf"
+
+// checkStreamed loads the large GGUF first in a fresh tab and checks how
+// much the page's wasm memory grew (a WebAssembly.Memory only grows, so
+// this is the load's peak): on WebGPU the weights stream tensor by tensor
+// into GPU buffers and must never sit whole in wasm memory (under a
+// quarter of the file), on the CPU backend they are held there once (under
+// the file's size and a margin: never twice).
+func checkStreamed(t *testing.T, tab *browser.Tab, cpuOnly bool, modelBytes int64) {
+	t.Helper()
+	start := time.Now()
+	defer func() { t.Logf("the streaming check took %v", time.Since(start).Round(time.Millisecond)) }()
+	before, err := eval[int64](tab, "gpurunPage.wasmMemoryBytes()")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type loadInfo struct {
+		Backend         string `json:"backend"`
+		WasmMemoryBytes int64  `json:"wasmMemoryBytes"`
+	}
+	info, err := eval[loadInfo](tab, fmt.Sprintf("gpurunPage.loadServed(%q, 'auto', 4)", bigName))
+	if err != nil {
+		t.Fatalf("%s: load: %v", bigName, err)
+	}
+	progress, err := eval[float64](tab, `document.getElementById("progress").value`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grew := info.WasmMemoryBytes - before
+	limit := modelBytes / 4
+	if cpuOnly {
+		limit = modelBytes + 32<<20
+	}
+	t.Logf("%s (%.1f MiB) on %s: wasm memory %.1f -> %.1f MiB (+%.1f MiB, limit +%.1f MiB), progress bar at %.2f",
+		bigName, float64(modelBytes)/(1<<20), info.Backend, float64(before)/(1<<20), float64(info.WasmMemoryBytes)/(1<<20),
+		float64(grew)/(1<<20), float64(limit)/(1<<20), progress)
+	if grew > limit {
+		t.Errorf("loading %s (%d bytes) on %s grew wasm memory by %d bytes, over %d", bigName, modelBytes, info.Backend, grew, limit)
+	}
+	if progress != 1 {
+		t.Errorf("the progress bar ends at %v, want 1", progress)
+	}
+}
+
 // screenshotAndStop drives the page's controls: the stories model runs from
 // the Generate button, the test captures the page while tokens stream, and
 // the Stop button must end the generation as cancelled.
-func screenshotAndStop(t *testing.T, tab context.Context) {
+func screenshotAndStop(t *testing.T, tab *browser.Tab) {
+	ctx := tab.Context()
 	if _, err := eval[chromedp.Void](tab, `gpurunPage.loadServed("stories260K.bin", "auto").then(() => null)`); err != nil {
 		t.Fatal(err)
 	}
-	if err := chromedp.Do(tab,
+	if err := chromedp.Do(ctx,
 		chromedp.SetValue(chromedp.ID("max"), "400"),
 		chromedp.Click(chromedp.ID("gen")),
 	); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := chromedp.Run(tab, chromedp.Poll[chromedp.Void](`document.getElementById("stats").textContent.match(/^(\d+) tokens…/)?.[1] >= 24`, chromedp.WithPollingTimeout(2*time.Minute))); err != nil {
+	if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](`document.getElementById("stats").textContent.match(/^(\d+) tokens…/)?.[1] >= 24`, chromedp.WithPollingTimeout(2*time.Minute))); err != nil {
 		t.Fatalf("waiting for streamed tokens: %v", err)
 	}
-	png, err := chromedp.Run(tab, chromedp.CaptureScreenshot())
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := chromedp.Do(tab, chromedp.Click(chromedp.ID("stop"))); err != nil {
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("stop"))); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := chromedp.Run(tab, chromedp.Poll[chromedp.Void](`document.getElementById("gen").disabled === false`, chromedp.WithPollingTimeout(time.Minute))); err != nil {
+	if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](`document.getElementById("gen").disabled === false`, chromedp.WithPollingTimeout(time.Minute))); err != nil {
 		t.Fatalf("waiting for the generation to stop: %v", err)
 	}
-	stats, err := chromedp.Run(tab, chromedp.Text(chromedp.ID("stats")))
+	stats, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("stats")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"syscall/js"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/gpurun/gpurun/gpu/webgpu"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/pipeline/chat"
+	"github.com/gpurun/gpurun/tensors/gguf"
 )
 
 // yieldEvery is how often a generation on a backend that never waits for
@@ -143,6 +145,61 @@ func readBlob(blob js.Value, progress js.Value) ([]byte, error) {
 	return data, nil
 }
 
+// headBytes is the first read of a GGUF file's header; it doubles until the
+// header (metadata, vocabulary, tensor infos) parses.
+const headBytes = 1 << 20
+
+// blobReader reads byte ranges of a Blob into new Go slices, chunkBytes at a
+// time, counting the bytes read for the progress bar.
+type blobReader struct {
+	blob     js.Value
+	progress js.Value
+	done     int64
+	total    int64 // what progress counts up to
+}
+
+func (r *blobReader) read(off, n int64) ([]byte, error) {
+	out := make([]byte, n)
+	for at := int64(0); at < n; {
+		end := min(at+chunkBytes, n)
+		ab, err := await(r.blob.Call("slice", off+at, off+end).Call("arrayBuffer"))
+		if err != nil {
+			return nil, fmt.Errorf("read bytes %d..%d: %w", off+at, off+end, err)
+		}
+		if got := js.CopyBytesToGo(out[at:end], js.Global().Get("Uint8Array").New(ab)); int64(got) != end-at {
+			return nil, fmt.Errorf("read bytes %d..%d: got %d", off+at, off+end, got)
+		}
+		r.done += end - at
+		at = end
+		if r.total > 0 && r.progress.Type() == js.TypeFunction {
+			r.progress.Invoke(min(r.done, r.total), r.total)
+		}
+	}
+	return out, nil
+}
+
+// openGGUF parses a GGUF blob from its head, its tensors left in the blob
+// until the backend takes them.
+func openGGUF(blob, progress js.Value) (*gguf.File, error) {
+	size := int64(blob.Get("size").Float())
+	r := &blobReader{blob: blob, progress: progress}
+	for n := min(int64(headBytes), size); ; n = min(2*n, size) {
+		head, err := r.read(0, n)
+		if err != nil {
+			return nil, err
+		}
+		f, err := gguf.ParseHead(head, size, r.read)
+		if errors.Is(err, io.ErrUnexpectedEOF) && n < size {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		r.done, r.total = 0, size-f.DataOffset
+		return f, nil
+	}
+}
+
 // openBackend opens the page's WebGPU adapter, or the CPU backend when the
 // page has none (or name is "cpu").
 func openBackend(ctx context.Context, name string) (gpu.Backend, error) {
@@ -206,6 +263,29 @@ func (s *state) load(args []js.Value) (any, error) {
 	if opts.Type() == js.TypeObject {
 		progress, tokBlob = opts.Get("onProgress"), opts.Get("tokenizer")
 	}
+	size := int64(args[0].Get("size").Float())
+	if err := checkSize(size); err != nil {
+		return nil, fmt.Errorf("load: %w", err)
+	}
+	ctx := context.Background()
+	if isGGUF(args[0]) {
+		// A GGUF streams: its header now, each tensor when the backend
+		// takes it (into GPU buffers, dropped from wasm memory after).
+		f, err := openGGUF(args[0], progress)
+		if err != nil {
+			return nil, fmt.Errorf("load: %w", err)
+		}
+		b, err := openBackend(ctx, str(opts, "backend"))
+		if err != nil {
+			return nil, fmt.Errorf("load: %w", err)
+		}
+		m, source, err := loadGGUF(ctx, f, b, int(num(opts, "maxCache", 0)))
+		if err != nil {
+			b.Close()
+			return nil, fmt.Errorf("load: %w", err)
+		}
+		return s.loaded(m, b, source, size)
+	}
 	data, err := readBlob(args[0], progress)
 	if err != nil {
 		return nil, fmt.Errorf("load: %w", err)
@@ -216,7 +296,6 @@ func (s *state) load(args []js.Value) (any, error) {
 			return nil, fmt.Errorf("load tokenizer: %w", err)
 		}
 	}
-	ctx := context.Background()
 	b, err := openBackend(ctx, str(opts, "backend"))
 	if err != nil {
 		return nil, fmt.Errorf("load: %w", err)
@@ -226,6 +305,22 @@ func (s *state) load(args []js.Value) (any, error) {
 		b.Close()
 		return nil, fmt.Errorf("load: %w", err)
 	}
+	return s.loaded(m, b, source, size)
+}
+
+// isGGUF reports a blob that starts with GGUF's magic.
+func isGGUF(blob js.Value) bool {
+	ab, err := await(blob.Call("slice", 0, 4).Call("arrayBuffer"))
+	if err != nil {
+		return false
+	}
+	var head [4]byte
+	n := js.CopyBytesToGo(head[:], js.Global().Get("Uint8Array").New(ab))
+	return n == 4 && string(head[:]) == gguf.Magic
+}
+
+// loaded makes m the page's model (s.mu is held).
+func (s *state) loaded(m *pipeline.Model, b gpu.Backend, source string, size int64) (any, error) {
 	tpl, err := chatTemplate(m, source)
 	if err != nil {
 		m.Close()
@@ -239,12 +334,12 @@ func (s *state) load(args []js.Value) (any, error) {
 		"device":   info.Name,
 		"vocab":    m.Config().VocabSize,
 		"maxCache": m.MaxCache(),
-		"bytes":    len(data),
+		"bytes":    size,
 		"chat":     map[bool]string{true: "plain", false: "template"}[tpl.IsPlain()],
 	}, nil
 }
 
-// generate(prompt, {maxTokens, temperature, topK, topP, seed, promptIds}, onToken)
+// generate(prompt, {maxTokens, temperature, topK, topP, seed, promptIds, ignoreStop}, onToken)
 func (s *state) generate(args []js.Value) (any, error) {
 	if len(args) < 1 {
 		return nil, errors.New("generate: want a prompt")
@@ -311,6 +406,8 @@ func genOptions(opts js.Value) pipeline.GenerateOptions {
 		TopK:        int(num(opts, "topK", 0)),
 		TopP:        float32(num(opts, "topP", 0)),
 		Seed:        uint64(num(opts, "seed", 0)),
+		// ignoreStop: generate maxTokens whatever comes (gpurun bench).
+		IgnoreStopTokens: opts.Type() == js.TypeObject && opts.Get("ignoreStop").Truthy(),
 	}
 }
 
@@ -357,6 +454,8 @@ func (s *state) run(prompt pipeline.Prompt, g pipeline.GenerateOptions, onToken 
 		"ids":              ids,
 		"stopReason":       string(m.StopReason),
 		"promptTokens":     m.PromptTokens,
+		"prefillTokens":    m.PrefillTokens,
+		"generatedTokens":  m.GeneratedTokens,
 		"ttftMs":           float64(m.TimeToFirstToken) / float64(time.Millisecond),
 		"prefillTokPerSec": m.PrefillTokensPerSec,
 		"decodeTokPerSec":  m.DecodeTokensPerSec,

@@ -5,14 +5,19 @@
 //
 //	await gpurun.load(blob, {tokenizer: blob2, backend: "auto", onProgress: (done, total) => {}})
 //	    -> {backend, device, vocab, maxCache}
-//	await gpurun.generate(prompt, {maxTokens, temperature, topK, topP, seed, promptIds},
-//	    (id, piece) => {}) -> {ids, stopReason, ttftMs, decodeTokPerSec, prefillTokPerSec}
+//	await gpurun.generate(prompt, {maxTokens, temperature, topK, topP, seed, promptIds, ignoreStop},
+//	    (id, piece) => {}) -> {ids, stopReason, promptTokens, prefillTokens, generatedTokens,
+//	    ttftMs, decodeTokPerSec, prefillTokPerSec, wallMs}
 //	await gpurun.chat([{role: "user", content: "Hi"}], {maxTokens, ...}, (id, piece) => {}) -> as generate
 //	gpurun.stop()
 //
 // blob is a File (picked by the user) or any Blob (a model the server
 // offers, fetched); it is a model file or .task bundle, a GGUF file, or a
-// llama2.c .bin with its tokenizer. chat renders the whole conversation
+// llama2.c .bin with its tokenizer. A GGUF streams: gpurun reads its
+// header, then each tensor (8 MiB slices at a time) just before the backend
+// takes it, so on WebGPU the weights go into GPU buffers a tensor at a time
+// and never sit whole in wasm memory (onProgress counts those bytes); the
+// other formats are read whole into wasm memory, once. chat renders the whole conversation
 // with the model's chat template (or gpurun chat's plain format) as the
 // desktop does and generates the reply, stopping at the end of the turn.
 // Every call returns a Promise and runs
@@ -38,9 +43,9 @@ import (
 )
 
 // MaxModelBytes is the largest model file the page loads: wasm32 addresses
-// at most 4 GiB, and the first version copies the whole file into that
-// memory (once) and needs room for the KV cache, activations and Go's heap
-// besides.
+// at most 4 GiB, the CPU backend and the non-GGUF formats hold the whole
+// file in that memory (once), and the KV cache, activations and Go's heap
+// need room besides.
 const MaxModelBytes = 3 << 30
 
 // ErrTooLarge: a model file over MaxModelBytes.
@@ -49,7 +54,7 @@ var ErrTooLarge = errors.New("model too large for the browser")
 // checkSize refuses a file that cannot fit before anything is read.
 func checkSize(size int64) error {
 	if size > MaxModelBytes {
-		return fmt.Errorf("%w: the file is %.2f GiB; a wasm32 page addresses at most 4 GiB and gpurun-web holds the whole file in it, so files over %.0f GiB cannot load (use the native gpurun)",
+		return fmt.Errorf("%w: the file is %.2f GiB; a wasm32 page addresses at most 4 GiB and gpurun-web may hold the whole file in it, so files over %.0f GiB cannot load (use the native gpurun)",
 			ErrTooLarge, float64(size)/(1<<30), float64(MaxModelBytes)/(1<<30))
 	}
 	return nil
@@ -97,6 +102,23 @@ func loadModel(ctx context.Context, data, tokenizer []byte, b gpu.Backend, maxCa
 		return nil, "", err
 	}
 	m, err := pipeline.FromCheckpoint(ctx, ck, opts)
+	return m, template, err
+}
+
+// loadGGUF prepares a GGUF file parsed whole (gguf.Parse) or from its head
+// (gguf.ParseHead: its tensors are read one by one as b takes them, so on a
+// GPU backend the weights pass through host memory a tensor at a time). It
+// returns the model's chat template source too.
+func loadGGUF(ctx context.Context, f *gguf.File, b gpu.Backend, maxCache int) (*pipeline.Model, string, error) {
+	ck, err := f.Checkpoint()
+	if err != nil {
+		return nil, "", err
+	}
+	var template string
+	if v, ok := f.Get("tokenizer.chat_template"); ok {
+		template, _ = v.Str()
+	}
+	m, err := pipeline.FromCheckpoint(ctx, ck, pipeline.Options{Backend: b, MaxCache: maxCache})
 	return m, template, err
 }
 

@@ -128,7 +128,7 @@ is listed as not measured; bench fails only when nothing could be measured.`,
 	f := cmd.Flags()
 	f.StringVarP(&rf.model, "model", "m", "", "models, comma-separated (or as arguments): model files, .task bundles, GGUF, llama2.c .bin, Hugging Face directories")
 	f.StringVar(&rf.tokenizer, "tokenizer", "", "tokenizer for checkpoints that carry none")
-	f.StringVar(&rf.backend, "backend", "auto", "backends, comma-separated: "+strings.Join(gpurun.BackendNames, "|"))
+	f.StringVar(&rf.backend, "backend", "auto", "backends, comma-separated: "+strings.Join(gpurun.BackendNames, "|")+"|browser (gpurun-web's page in headless Chromium, on its WebGPU adapter; run from the repository)")
 	f.Var(&intFlag{&rf.maxCache, 1, pipeline.MaxCacheLimit, fmt.Sprintf("an integer in 1..%d (and at most the model's context length)", pipeline.MaxCacheLimit)},
 		"max-cache", fmt.Sprintf("KV cache length in tokens (default %d, or the model's context length if shorter)", pipeline.DefaultMaxCache))
 	f.StringVar(&rf.activations, "activations", "", "activation precision policies, comma-separated: auto|f32|f16 (default: the model's own); it sets the KV cache type and the activations' (see run -h)")
@@ -288,9 +288,11 @@ func runBench(cmd *cobra.Command, rf *benchModelFlags, bf *benchFlags) error {
 	if len(backendNames) == 0 {
 		return fmt.Errorf("bench: --backend is empty")
 	}
+	inBrowser := slices.Contains(backendNames, browserBackend)
+	backendNames = slices.DeleteFunc(backendNames, func(b string) bool { return b == browserBackend })
 	for _, b := range backendNames {
 		if !slices.Contains(gpurun.BackendNames, b) {
-			return fmt.Errorf("--backend %s: want one of %s", b, strings.Join(gpurun.BackendNames, ", "))
+			return fmt.Errorf("--backend %s: want one of %s", b, strings.Join(append(slices.Clone(gpurun.BackendNames), browserBackend), ", "))
 		}
 	}
 	policies := splitList(rf.activations)
@@ -355,6 +357,9 @@ func runBench(cmd *cobra.Command, rf *benchModelFlags, bf *benchFlags) error {
 		rep.Environment.LoadAverage = []float64{l}
 	}
 	total := int64(len(sources) * len(backendNames) * len(policies) * len(tests) * (bf.warmup + bf.reps))
+	if inBrowser {
+		total += int64(len(sources) * len(tests) * (bf.warmup + bf.reps))
+	}
 	bar := benchBar(cmd.ErrOrStderr(), total)
 	processPeak := benchreport.PeakRSS()
 	// Sweep order: model, backend, weights, activations, so that a
@@ -413,6 +418,16 @@ func runBench(cmd *cobra.Command, rf *benchModelFlags, bf *benchFlags) error {
 				}
 				debug.FreeOSMemory()
 			}
+		}
+	}
+	if inBrowser {
+		results, dev := benchBrowser(ctx, cmd.ErrOrStderr(), bar, rf, bf, tests, sources)
+		rep.Results = append(rep.Results, results...)
+		if dev != nil {
+			rep.Environment.Devices = append(rep.Environment.Devices, *dev)
+		}
+		if err := ctx.Err(); err != nil {
+			return err
 		}
 	}
 	bar.Finish()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpurun/gpurun/cmd/gpurun/internal/benchreport"
 	"github.com/gpurun/gpurun/cmd/gpurun/internal/benchreport/reporttest"
+	"github.com/gpurun/gpurun/internal/browser"
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/tensors/convert"
 	"github.com/gpurun/gpurun/tensors/synthetic"
@@ -407,5 +408,25 @@ func TestBenchDecodeBytesMoE(t *testing.T) {
 		if r.Error != "" || r.DecodeWeightBytes != want {
 			t.Errorf("result %d: %s, decode weight bytes %d, want %d", i, r.Error, r.DecodeWeightBytes, want)
 		}
+	}
+}
+
+// TestBenchBrowserWithoutChromium: --backend browser beside a native
+// backend, with no Chromium to drive, measures the native rows and lists
+// the browser's as not measured, saying why (the browser rows themselves
+// run in cmd/gpurun-web's TestBrowser's driver, internal/browser).
+func TestBenchBrowserWithoutChromium(t *testing.T) {
+	task := convertStories(t, "int8")
+	t.Setenv(browser.Env, filepath.Join(t.TempDir(), "no-chromium"))
+	rep := benchJSON(t, "-m", task, "--backend", "cpu,browser", "--tests", "pp4", "--reps", "1", "--warmup", "0")
+	if len(rep.Results) != 2 {
+		t.Fatalf("%d results, want a cpu and a browser row", len(rep.Results))
+	}
+	cpuRow, browserRow := rep.Results[0], rep.Results[1]
+	if cpuRow.Backend != "cpu" || cpuRow.Error != "" || len(cpuRow.Runs) != 1 {
+		t.Errorf("cpu row: backend %s, error %q, %d runs", cpuRow.Backend, cpuRow.Error, len(cpuRow.Runs))
+	}
+	if browserRow.Backend != "browser" || !strings.Contains(browserRow.Error, "no Chromium") || len(browserRow.Runs) != 0 {
+		t.Errorf("browser row: backend %s, error %q, %d runs", browserRow.Backend, browserRow.Error, len(browserRow.Runs))
 	}
 }

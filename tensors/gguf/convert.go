@@ -15,6 +15,42 @@ import (
 // Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K keep their blocks as they
 // are (tensors block types), aliasing the file.
 func (f *File) toTensor(info *TensorInfo, name string) (*tensors.Tensor, error) {
+	if f.read == nil {
+		return f.readTensor(info, name)
+	}
+	// A header-only parse: the tensor is read and converted when a backend
+	// takes it.
+	var dt tensors.DType
+	switch info.Type {
+	case GGMLF32:
+		dt = tensors.F32
+	case GGMLF16:
+		dt = tensors.F16
+	case GGMLBF16:
+		dt = tensors.BF16
+	case GGMLQ8_0:
+		dt = tensors.I8
+	case GGMLQ4_0:
+		dt = tensors.I4
+	default:
+		if dt = ggmlTypes[info.Type].dtype; !dt.Block() {
+			return nil, fmt.Errorf("%w: tensor %q has ggml type %s", ErrUnsupported, info.Name, info.Type)
+		}
+	}
+	shape := slices.Clone(info.Dims)
+	slices.Reverse(shape)
+	return &tensors.Tensor{Name: name, DType: dt, Shape: shape, Source: func(t *tensors.Tensor) error {
+		r, err := f.readTensor(info, t.Name)
+		if err != nil {
+			return err
+		}
+		t.Data, t.Scales = r.Data, r.Scales
+		return nil
+	}}, nil
+}
+
+// readTensor reads and converts one tensor now.
+func (f *File) readTensor(info *TensorInfo, name string) (*tensors.Tensor, error) {
 	data, err := f.TensorData(info)
 	if err != nil {
 		return nil, err

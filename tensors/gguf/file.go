@@ -65,8 +65,13 @@ type File struct {
 	DataOffset int64 // absolute offset of the data section
 
 	data  []byte
+	size  int64    // the file's size: len(data), or more for a header-only parse
+	read  ReadFunc // a header-only parse's source of tensor bytes
 	index map[string]int
 }
+
+// ReadFunc reads n bytes of the file from offset off into a new slice.
+type ReadFunc func(off, n int64) ([]byte, error)
 
 // Open memory-maps and parses the file at path. The mapping stays open for
 // the life of the process because tensors alias it.
@@ -85,6 +90,26 @@ func Open(path string) (*File, error) {
 
 // Parse decodes a whole GGUF file held in data.
 func Parse(data []byte) (*File, error) {
+	return parse(data, int64(len(data)), nil)
+}
+
+// ParseHead decodes a GGUF file of size bytes from its head, which must
+// reach the data section (a shorter head fails with an error wrapping
+// io.ErrUnexpectedEOF: read more and retry), and reads tensor bytes with
+// read when they are needed. Its checkpoint's tensors are deferred
+// (tensors.Tensor.Source): each is read, and converted, when a backend
+// takes it, so a loader can stream a file larger than it could hold.
+func ParseHead(head []byte, size int64, read ReadFunc) (*File, error) {
+	if read == nil {
+		return nil, fmt.Errorf("gguf: ParseHead without a read function")
+	}
+	if int64(len(head)) > size {
+		return nil, fmt.Errorf("%w: a %d-byte head of a %d-byte file", ErrFormat, len(head), size)
+	}
+	return parse(head, size, read)
+}
+
+func parse(data []byte, size int64, read ReadFunc) (*File, error) {
 	r := &reader{data: data}
 	magic, err := r.bytes(4, "magic")
 	if err != nil {
@@ -93,7 +118,7 @@ func Parse(data []byte) (*File, error) {
 	if string(magic) != Magic {
 		return nil, fmt.Errorf("%w: bad magic %q", ErrFormat, magic)
 	}
-	f := &File{data: data, Alignment: DefaultAlignment}
+	f := &File{data: data, size: size, read: read, Alignment: DefaultAlignment}
 	if f.Version, err = r.u32("version"); err != nil {
 		return nil, err
 	}
@@ -128,8 +153,8 @@ func Parse(data []byte) (*File, error) {
 	}
 	// The data section starts at the next multiple of the alignment.
 	f.DataOffset = alignUp(int64(r.off), int64(f.Alignment))
-	if f.DataOffset > int64(len(data)) && len(f.Tensors) > 0 {
-		return nil, fmt.Errorf("%w: %w: data section at %d beyond the %d-byte file", ErrFormat, io.ErrUnexpectedEOF, f.DataOffset, len(data))
+	if f.DataOffset > size && len(f.Tensors) > 0 {
+		return nil, fmt.Errorf("%w: %w: data section at %d beyond the %d-byte file", ErrFormat, io.ErrUnexpectedEOF, f.DataOffset, size)
 	}
 	return f, f.checkTensors()
 }
@@ -197,7 +222,7 @@ func (f *File) readTensorInfos(r *reader, n int) error {
 			}
 			// No dimension can exceed the file's byte count (every type
 			// takes at least 2 bytes per block of at most 32 elements).
-			if v == 0 || v > uint64(len(r.data))*QK {
+			if v == 0 || v > uint64(f.size)*QK {
 				return fmt.Errorf("%w: tensor %q dim %d = %d", ErrFormat, t.Name, d, v)
 			}
 			t.Dims[d] = int(v)
@@ -211,7 +236,7 @@ func (f *File) readTensorInfos(r *reader, n int) error {
 		if err != nil {
 			return fmt.Errorf("tensor %q: %w", t.Name, err)
 		}
-		if off > uint64(len(r.data)) {
+		if off > uint64(f.size) {
 			return fmt.Errorf("%w: tensor %q offset %d beyond the file", ErrFormat, t.Name, off)
 		}
 		t.Offset = int64(off)
@@ -222,7 +247,7 @@ func (f *File) readTensorInfos(r *reader, n int) error {
 // checkTensors sizes every tensor of a known type and checks that it lies,
 // aligned, inside the data section.
 func (f *File) checkTensors() error {
-	avail := int64(len(f.data)) - f.DataOffset
+	avail := f.size - f.DataOffset
 	for i := range f.Tensors {
 		t := &f.Tensors[i]
 		if t.Offset%int64(f.Alignment) != 0 {
@@ -273,6 +298,16 @@ func (f *File) TensorData(t *TensorInfo) ([]byte, error) {
 		return nil, fmt.Errorf("%w: tensor %q has ggml type %s", ErrUnsupported, t.Name, t.Type)
 	}
 	start := f.DataOffset + t.Offset
+	if f.read != nil {
+		b, err := f.read(start, t.Size)
+		if err != nil {
+			return nil, fmt.Errorf("gguf: tensor %q: %w", t.Name, err)
+		}
+		if int64(len(b)) != t.Size {
+			return nil, fmt.Errorf("%w: %w: tensor %q: read %d of %d bytes", ErrFormat, io.ErrUnexpectedEOF, t.Name, len(b), t.Size)
+		}
+		return b, nil
+	}
 	return f.data[start : start+t.Size : start+t.Size], nil
 }
 

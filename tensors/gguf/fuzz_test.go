@@ -36,6 +36,27 @@ func parseAll(data []byte) error {
 	return err
 }
 
+// parseStreamed imports data through ParseHead from head and fills every
+// tensor of the checkpoint.
+func parseStreamed(head, data []byte) error {
+	f, err := ParseHead(head, int64(len(data)), func(off, n int64) ([]byte, error) {
+		return data[off : off+n], nil
+	})
+	if err != nil {
+		return err
+	}
+	ck, err := f.Checkpoint()
+	if err != nil {
+		return err
+	}
+	for _, t := range ck.Tensors {
+		if err := t.Fill(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // blockTensors writes one two-row tensor of every imported block type.
 func blockTensors() []byte {
 	w := &ggufWriter{}
@@ -186,6 +207,14 @@ func FuzzGGUF(f *testing.F) {
 		err := parseAll(data)
 		if err != nil && !errors.Is(err, ErrFormat) && !errors.Is(err, ErrUnsupported) {
 			t.Fatalf("error wraps neither ErrFormat nor ErrUnsupported: %v", err)
+		}
+		// The same file streamed (ParseHead, every tensor filled), from the
+		// whole of it and from its first half as the head.
+		for _, head := range [][]byte{data, data[:len(data)/2]} {
+			err := parseStreamed(head, data)
+			if err != nil && !errors.Is(err, ErrFormat) && !errors.Is(err, ErrUnsupported) {
+				t.Fatalf("streamed from a %d-byte head: error wraps neither ErrFormat nor ErrUnsupported: %v", len(head), err)
+			}
 		}
 	})
 }

@@ -96,7 +96,7 @@ func (f *File) importTensor(info *TensorInfo, c *model.Config) ([]*tensors.Tenso
 			names = []string{model.BQ, model.BK, model.BV}
 		}
 		q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
-		parts, err := splitRows(fused, []int{q, kv, kv})
+		parts, err := splitFused(fused, []int{q, kv, kv})
 		if err != nil {
 			return nil, err
 		}
@@ -113,7 +113,7 @@ func (f *File) importTensor(info *TensorInfo, c *model.Config) ([]*tensors.Tenso
 		if err != nil {
 			return nil, err
 		}
-		parts, err := splitRows(fused, []int{c.HiddenDim, c.HiddenDim})
+		parts, err := splitFused(fused, []int{c.HiddenDim, c.HiddenDim})
 		if err != nil {
 			return nil, err
 		}
@@ -131,6 +131,38 @@ func (f *File) importTensor(info *TensorInfo, c *model.Config) ([]*tensors.Tenso
 	}
 	t, err := f.toTensor(info, model.Layer(layer, name))
 	return []*tensors.Tensor{t}, err
+}
+
+// splitFused is splitRows, deferred for a deferred t: each part reads the
+// fused tensor when a backend takes it and keeps its own rows.
+func splitFused(t *tensors.Tensor, rows []int) ([]*tensors.Tensor, error) {
+	if !t.Deferred() {
+		return splitRows(t, rows)
+	}
+	// The shapes (and the checks), from a stand-in with no bytes.
+	shapes, err := splitRows(&tensors.Tensor{Name: t.Name, DType: t.DType, Shape: t.Shape}, rows)
+	if err != nil {
+		return nil, err
+	}
+	for i, p := range shapes {
+		p.Scales = nil
+		p.Source = func(p *tensors.Tensor) error {
+			whole := &tensors.Tensor{Name: t.Name, DType: t.DType, Shape: t.Shape, Source: t.Source}
+			if err := whole.Fill(); err != nil {
+				return err
+			}
+			parts, err := splitRows(whole, rows)
+			if err != nil {
+				return err
+			}
+			p.Data, p.Scales = parts[i].Data, parts[i].Scales
+			if p.Scales != nil {
+				p.Scales.Name = model.ScaleName(p.Name)
+			}
+			return nil
+		}
+	}
+	return shapes, nil
 }
 
 // splitRows cuts t along its first dimension into parts of the given row
@@ -155,7 +187,9 @@ func splitRows(t *tensors.Tensor, rows []int) ([]*tensors.Tensor, error) {
 	start := 0
 	for _, r := range rows {
 		p := &tensors.Tensor{DType: t.DType, Shape: append([]int{r}, t.Shape[1:]...)}
-		p.Data = t.Data[start*rowBytes : (start+r)*rowBytes]
+		if t.Data != nil { // nil: splitFused's stand-in, shapes only
+			p.Data = t.Data[start*rowBytes : (start+r)*rowBytes]
+		}
 		if s := t.Scales; s != nil {
 			sb := len(s.Data) / total
 			p.Scales = &tensors.Tensor{DType: s.DType, Shape: append([]int{r}, s.Shape[1:]...), Data: s.Data[start*sb : (start+r)*sb]}
@@ -169,7 +203,7 @@ func splitRows(t *tensors.Tensor, rows []int) ([]*tensors.Tensor, error) {
 // ropeTable reads a RoPE factor tensor (rope_freqs, rope_factors_long or
 // rope_factors_short: one value per rotated pair) into the configuration.
 func (f *File) ropeTable(info *TensorInfo, c *model.Config) error {
-	t, err := f.toTensor(info, info.Name)
+	t, err := f.readTensor(info, info.Name)
 	if err != nil {
 		return err
 	}

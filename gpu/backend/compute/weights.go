@@ -83,6 +83,14 @@ func (b *backend) LoadWeights(ctx context.Context, ts []*tensors.Tensor) (gpu.We
 }
 
 func (b *backend) upload(t *tensors.Tensor) (*weight, error) {
+	if t.Deferred() {
+		// A streamed tensor: read it now, and let its bytes go once they
+		// are in device buffers.
+		if err := t.Fill(); err != nil {
+			return nil, err
+		}
+		defer t.Drop()
+	}
 	if err := t.Check(); err != nil {
 		return nil, err
 	}

@@ -66,6 +66,10 @@ func (b *backend) LoadWeights(ctx context.Context, ws []*tensors.Tensor) (gpu.We
 		if _, dup := out.byName[t.Name]; dup {
 			return nil, fmt.Errorf("cpu: duplicate tensor %q", t.Name)
 		}
+		// A streamed tensor is read now and kept: the CPU computes on it.
+		if err := t.Fill(); err != nil {
+			return nil, fmt.Errorf("cpu: %w", err)
+		}
 		m, err := newMatrix(t)
 		if err != nil {
 			return nil, fmt.Errorf("cpu: tensor %q: %w", t.Name, err)

@@ -33,7 +33,8 @@ func statCell(s *Stat) string {
 
 func mib(b int64) string { return num(float64(b) / (1 << 20)) }
 
-// deviceMiB is mib, or "-" for a backend that reports no device memory.
+// deviceMiB is mib, or "-" for a backend that reports no device memory (and
+// for the peak RSS of a browser row: the page runs in another process).
 func deviceMiB(b int64) string {
 	if b == 0 {
 		return "-"
@@ -150,7 +151,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 				continue
 			}
 			row(res.Model, res.Weights, res.Backend, res.ActivationsText(), res.KVCache, res.Test.Name,
-				mib(res.ModelBytes), mib(res.PeakRSSBytes), deviceMiB(res.DeviceMemoryBytes),
+				mib(res.ModelBytes), deviceMiB(res.PeakRSSBytes), deviceMiB(res.DeviceMemoryBytes),
 				statCell(res.TimeToFirstTokenMS), statCell(res.PrefillTokensPerSec), statCell(res.DecodeTokensPerSec))
 		}
 	})

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/gpurun/gpurun/cmd/gpurun/internal/benchreport"
+	"github.com/gpurun/gpurun/internal/browser"
+)
+
+// browserBackend is bench's --backend name for gpurun in the browser:
+// gpurun-web's page in headless Chromium, on the page's WebGPU adapter.
+const browserBackend = "browser"
+
+// browserGen is what the page's gpurun.generate resolves with.
+type browserGen struct {
+	PromptTokens     int     `json:"promptTokens"`
+	PrefillTokens    int     `json:"prefillTokens"`
+	GeneratedTokens  int     `json:"generatedTokens"`
+	TTFTMs           float64 `json:"ttftMs"`
+	PrefillTokPerSec float64 `json:"prefillTokPerSec"`
+	DecodeTokPerSec  float64 `json:"decodeTokPerSec"`
+}
+
+// benchBrowser runs the tests on every model file in gpurun-web's page in
+// headless Chromium (WebGPU on SwiftShader where there is no GPU), as
+// fresh greedy generations like the native rows, and returns their rows
+// (backend "browser", device the page's WebGPU adapter) and the device.
+// Synthetic models are not offered to the page: their rows say so.
+func benchBrowser(ctx context.Context, log io.Writer, bar *progressbar.ProgressBar, rf *benchModelFlags, bf *benchFlags,
+	tests []benchreport.Test, sources []benchSource) ([]benchreport.Result, *benchreport.Device) {
+	runsPer := int64(bf.warmup + bf.reps)
+	var out []benchreport.Result
+	fail := func(base benchreport.Result, err error) {
+		fmt.Fprintf(log, "bench: %s in the browser: %v\n", base.Model, err)
+		for _, t := range tests {
+			r := base
+			r.Test, r.Error, r.Runs = t, err.Error(), []benchreport.Run{}
+			out = append(out, r)
+		}
+		bar.Add64(runsPer * int64(len(tests)))
+	}
+	bases := make([]benchreport.Result, len(sources))
+	models := map[string]string{}
+	for i, src := range sources {
+		bases[i] = benchreport.Result{Model: src.name, Source: src.file, Weights: src.weight, Activations: benchreport.PolicyModel,
+			Backend: browserBackend, Runs: []benchreport.Run{}}
+		if src.file == "" {
+			continue
+		}
+		if st, err := os.Stat(src.file); err == nil {
+			bases[i].ModelBytes = st.Size()
+		}
+		name := filepath.Base(src.file)
+		models[name] = src.file
+		if rf.tokenizer != "" {
+			models[name+".tokenizer"] = rf.tokenizer
+		}
+	}
+	failAll := func(err error) ([]benchreport.Result, *benchreport.Device) {
+		for _, b := range bases {
+			fail(b, err)
+		}
+		return out, nil
+	}
+	path, err := browser.Find()
+	if err != nil {
+		return failAll(err)
+	}
+	bar.Describe("building gpurun-web for the browser")
+	page, err := browser.Serve(ctx, models)
+	if err != nil {
+		return failAll(err)
+	}
+	defer page.Close()
+	br, err := browser.Start(ctx, path)
+	if err != nil {
+		return failAll(err)
+	}
+	defer br.Close()
+	tab, err := br.NewTab(false)
+	if err != nil {
+		return failAll(err)
+	}
+	defer tab.Close()
+	if err := tab.Open(page.URL); err != nil {
+		return failAll(err)
+	}
+	adapter, err := tab.Adapter()
+	if err == nil && adapter == "" {
+		err = fmt.Errorf("the page has no WebGPU adapter (navigator.gpu)")
+	}
+	if err != nil {
+		return failAll(err)
+	}
+	dev := &benchreport.Device{Backend: browserBackend, Name: adapter, Type: "browser", Driver: br.Version()}
+	run := 0
+	for i, src := range sources {
+		base := bases[i]
+		base.Device = adapter
+		if src.file == "" {
+			fail(base, fmt.Errorf("synthetic models are not offered to the browser (give a model file)"))
+			continue
+		}
+		bar.Describe(fmt.Sprintf("loading %s in the browser", src.name))
+		type loadInfo struct {
+			Backend  string `json:"backend"`
+			Vocab    int    `json:"vocab"`
+			MaxCache int    `json:"maxCache"`
+		}
+		start := time.Now()
+		info, err := browser.Eval[loadInfo](tab, fmt.Sprintf("gpurunPage.loadServed(%q, 'webgpu', %d)", filepath.Base(src.file), rf.maxCache))
+		if err != nil {
+			fail(base, fmt.Errorf("load: %w", err))
+			continue
+		}
+		base.LoadSeconds = time.Since(start).Seconds()
+		base.MaxCache = info.MaxCache
+		for _, t := range tests {
+			res := base
+			res.Test = t
+			bar.Describe(fmt.Sprintf("%s in the browser, %s", src.name, t.Name))
+			done := 0
+			err := func() error {
+				if t.MaxCache != 0 && info.MaxCache != t.MaxCache {
+					return fmt.Errorf("%s needs a %d-token KV cache, the page loaded the model with %d (--max-cache)", t.Name, t.MaxCache, info.MaxCache)
+				}
+				if t.PromptTokens+t.GenerateTokens > info.MaxCache {
+					return fmt.Errorf("%s: %d prompt + %d generated tokens exceed the KV cache of %d (raise --max-cache)", t.Name, t.PromptTokens, t.GenerateTokens, info.MaxCache)
+				}
+				for r := -bf.warmup; r < bf.reps; r++ {
+					run++
+					ids, _ := json.Marshal(benchPrompt(t.PromptTokens, info.Vocab, run))
+					g, err := browser.Eval[browserGen](tab, fmt.Sprintf("gpurun.generate('', {promptIds: %s, maxTokens: %d, ignoreStop: true})", ids, t.GenerateTokens))
+					if err != nil {
+						return err
+					}
+					bar.Add(1)
+					done++
+					if g.PrefillTokens != t.PromptTokens || g.GeneratedTokens != t.GenerateTokens {
+						return fmt.Errorf("run %d prefilled %d of %d prompt tokens and generated %d of %d", run, g.PrefillTokens, t.PromptTokens, g.GeneratedTokens, t.GenerateTokens)
+					}
+					if r >= 0 {
+						res.Runs = append(res.Runs, benchreport.Run{PromptTokens: g.PromptTokens, GeneratedTokens: g.GeneratedTokens,
+							TimeToFirstTokenMS: g.TTFTMs, PrefillTokensPerSec: g.PrefillTokPerSec, DecodeTokensPerSec: g.DecodeTokPerSec})
+					}
+				}
+				return nil
+			}()
+			if err != nil {
+				fmt.Fprintf(log, "bench: %s in the browser, %s: %v\n", src.name, t.Name, err)
+				bar.Add64(runsPer - int64(done))
+				res.Runs, res.Error = []benchreport.Run{}, err.Error()
+			} else {
+				res.Summarize()
+			}
+			out = append(out, res)
+		}
+	}
+	return out, dev
+}
