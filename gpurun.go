@@ -39,6 +39,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/gpurun/gpurun/gpu"
@@ -49,6 +50,7 @@ import (
 	"github.com/gpurun/gpurun/tensors/checkpoint"
 	"github.com/gpurun/gpurun/tensors/convert"
 	"github.com/gpurun/gpurun/tensors/gguf"
+	"github.com/gpurun/gpurun/tensors/lora"
 	"github.com/gpurun/gpurun/tensors/model"
 	"github.com/gpurun/gpurun/tensors/modelfile"
 )
@@ -91,6 +93,8 @@ type openOptions struct {
 	cpuMath      string
 	prefixCache  int64
 	progress     func(Progress)
+	lora         []lora.Spec // WithLoRA, in order
+	loraRequant  bool
 }
 
 // WithBackend picks the backend by name: "auto" (the default: a real GPU
@@ -169,7 +173,7 @@ func WithPrefillSizes(sizes ...int) Option {
 func WithCPUMath(name string) Option { return func(o *openOptions) { o.cpuMath = name } }
 
 // Progress reports Open's stages: "import" (reading a checkpoint into
-// memory), "load" (uploading weights and compiling) and, last, "done"
+// memory), "lora" (merging WithLoRA's adapters), "load" (uploading weights and compiling) and, last, "done"
 // (whether Open succeeded or not).
 type Progress struct {
 	Stage string
@@ -203,6 +207,10 @@ func Open(ctx context.Context, path string, opts ...Option) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := mergeLoRA(src, &o); err != nil {
+		src.close()
+		return nil, err
+	}
 	m, err := open(ctx, src, &o)
 	if err != nil {
 		src.close()
@@ -223,7 +231,17 @@ func OpenCheckpoint(ctx context.Context, ck *model.Checkpoint, opts ...Option) (
 		return nil, fmt.Errorf("%w: nil checkpoint", ErrOptions)
 	}
 	defer o.report("done")
-	return open(ctx, &source{ck: ck}, &o)
+	src := &source{ck: ck}
+	if len(o.lora) > 0 {
+		// Merging replaces tensors: the caller's checkpoint stays as it is.
+		c := *ck
+		c.Tensors = slices.Clone(ck.Tensors)
+		src.ck = &c
+		if err := mergeLoRA(src, &o); err != nil {
+			return nil, err
+		}
+	}
+	return open(ctx, src, &o)
 }
 
 func (o *openOptions) report(stage string) {
