@@ -21,6 +21,7 @@ func TestParseSpec(t *testing.T) {
 		{"C:/a.gguf:-1", Spec{Path: "C:/a.gguf", Scale: -1}, false},
 		{"a.gguf:inf", Spec{}, true},
 		{"", Spec{}, true},
+		{":2", Spec{}, true},
 	} {
 		got, err := ParseSpec(tc.in)
 		if (err != nil) != tc.err || got != tc.want {

@@ -16,18 +16,19 @@ type Spec struct {
 // ParseSpec parses FILE[:SCALE]; the scale defaults to 1. Only a suffix that
 // parses as a number is a scale, so a path may itself contain colons.
 func ParseSpec(s string) (Spec, error) {
-	if i := strings.LastIndexByte(s, ':'); i > 0 {
+	spec := Spec{Path: s, Scale: 1}
+	if i := strings.LastIndexByte(s, ':'); i >= 0 {
 		if x, err := strconv.ParseFloat(s[i+1:], 32); err == nil {
 			if math.IsNaN(x) || math.IsInf(x, 0) {
 				return Spec{}, fmt.Errorf("%w: %q: scale is not finite", ErrFormat, s)
 			}
-			return Spec{Path: s[:i], Scale: float32(x)}, nil
+			spec = Spec{Path: s[:i], Scale: float32(x)}
 		}
 	}
-	if s == "" {
+	if spec.Path == "" {
 		return Spec{}, fmt.Errorf("%w: empty adapter path", ErrFormat)
 	}
-	return Spec{Path: s, Scale: 1}, nil
+	return spec, nil
 }
 
 // String is the FILE:SCALE form.

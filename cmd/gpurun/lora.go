@@ -1,0 +1,54 @@
+package main
+
+import (
+	"strings"
+
+	"github.com/gpurun/gpurun"
+	"github.com/gpurun/gpurun/tensors/lora"
+	"github.com/spf13/pflag"
+)
+
+// loraFlags are --lora (repeatable) and --lora-requantize, shared by run,
+// chat, serve, bench and convert.
+type loraFlags struct {
+	specs   []lora.Spec
+	requant bool
+}
+
+// loraList is the repeatable --lora FILE[:SCALE] value.
+type loraList struct{ p *[]lora.Spec }
+
+func (l loraList) Type() string { return "FILE[:SCALE]" }
+func (l loraList) String() string {
+	var parts []string
+	for _, s := range *l.p {
+		parts = append(parts, s.String())
+	}
+	return strings.Join(parts, ",")
+}
+func (l loraList) Set(s string) error {
+	spec, err := lora.ParseSpec(s)
+	if err != nil {
+		return err
+	}
+	*l.p = append(*l.p, spec)
+	return nil
+}
+
+func (r *loraFlags) register(f *pflag.FlagSet) {
+	f.Var(loraList{&r.specs}, "lora", "LoRA adapter to merge into the weights at load, with an optional scale (default 1): a GGUF adapter "+
+		"(llama.cpp's convert_lora_to_gguf.py) or a Hugging Face PEFT directory; repeat for several (their updates add up)")
+	f.BoolVar(&r.requant, "lora-requantize", false, "store Q8_0/Q4_0 (int8/int4) weights an adapter changes in their type again "+
+		"instead of f32: as small as the base, one more rounding of each merged weight")
+}
+
+func (r *loraFlags) options() []gpurun.Option {
+	var opts []gpurun.Option
+	for _, s := range r.specs {
+		opts = append(opts, gpurun.WithLoRA(s.Path, s.Scale))
+	}
+	if r.requant {
+		opts = append(opts, gpurun.WithLoRARequantize())
+	}
+	return opts
+}

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpurun/gpurun/internal/testmodels"
+)
+
+// TestRunLoRA: run --lora FILE[:SCALE] (GGUF adapters and PEFT
+// directories, repeated) reproduces llama.cpp's greedy ids with the same
+// adapters (testdata/lora); a wrong adapter is an error naming it.
+func TestRunLoRA(t *testing.T) {
+	dir := filepath.Join(testmodels.Root(t), "testdata", "lora")
+	for _, tc := range []struct {
+		golden, base string
+		lora         []string
+	}{
+		{"llama_two", "arch/llama.gguf", []string{"llama_r4.peft", "llama_r16.gguf:0.5"}},
+		{"qwen2_r16", "arch2/qwen2.gguf", []string{"qwen2_r16.peft/adapter_config.json:1"}},
+	} {
+		t.Run(tc.golden, func(t *testing.T) {
+			var g testmodels.ArchGolden
+			testmodels.DecodeJSON(t, filepath.Join(dir, tc.golden+".golden.json"), &g)
+			args := []string{"run", "--json", testmodels.Path(t, tc.base), "--backend", "cpu", "--prompt-ids", idList(g.PromptIDs),
+				"--temperature", "0", "--max-tokens", fmt.Sprint(len(g.GreedyIDs))}
+			for _, l := range tc.lora {
+				args = append(args, "--lora", filepath.Join(dir, l))
+			}
+			out := mustRun(t, "", args...)
+			lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+			var res runResult
+			if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			if fmt.Sprint(res.GeneratedIDs) != fmt.Sprint(g.GreedyIDs) {
+				t.Errorf("greedy ids %v\nllama.cpp  %v", res.GeneratedIDs, g.GreedyIDs)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", testmodels.Path(t, "arch", "phi2.gguf"), "--prompt-ids", "1", "--lora", filepath.Join(dir, "llama_r4.gguf")},
+			`llama_r4.gguf: lora: adapter does not fit the model: adapter for architecture "llama", model is "phi2"`},
+		{[]string{"run", testmodels.Path(t, "arch", "llama.gguf"), "--prompt-ids", "1", "--lora", ":2"}, "--lora :2: lora: malformed adapter: empty adapter path"},
+		{[]string{"bench", testmodels.Path(t, "arch", "phi2.gguf"), "--backend", "cpu", "--tests", "tg2", "--lora", filepath.Join(dir, "qwen2_r16.peft")},
+			"qwen2_r16.peft: lora: adapter does not fit the model"},
+	} {
+		_, errOut, err := runCLI(t, "", tc.args...)
+		if err == nil || !strings.Contains(err.Error()+errOut, tc.want) {
+			t.Errorf("gpurun %s: err %v, want %q\n%s", strings.Join(tc.args, " "), err, tc.want, errOut)
+		}
+	}
+}
