@@ -4,7 +4,9 @@ import (
 	"strings"
 
 	"github.com/gpurun/gpurun"
+	"github.com/gpurun/gpurun/tensors/checkpoint"
 	"github.com/gpurun/gpurun/tensors/lora"
+	"github.com/gpurun/gpurun/tensors/model"
 	"github.com/spf13/pflag"
 )
 
@@ -51,4 +53,20 @@ func (r *loraFlags) options() []gpurun.Option {
 		opts = append(opts, gpurun.WithLoRARequantize())
 	}
 	return opts
+}
+
+// merge merges the adapters into ck (convert --lora).
+func (r *loraFlags) merge(ck *model.Checkpoint) error {
+	if len(r.specs) == 0 {
+		return nil
+	}
+	list := make([]lora.Applied, 0, len(r.specs))
+	for _, s := range r.specs {
+		a, err := checkpoint.LoadLoRA(s.Path, &ck.Config)
+		if err != nil {
+			return err
+		}
+		list = append(list, lora.Applied{Adapter: a, Scale: s.Scale})
+	}
+	return lora.Merge(ck, list, lora.Options{Requantize: r.requant})
 }

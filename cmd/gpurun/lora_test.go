@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -25,26 +24,31 @@ func TestRunLoRA(t *testing.T) {
 		t.Run(tc.golden, func(t *testing.T) {
 			var g testmodels.ArchGolden
 			testmodels.DecodeJSON(t, filepath.Join(dir, tc.golden+".golden.json"), &g)
-			args := []string{"run", "--json", testmodels.Path(t, tc.base), "--backend", "cpu", "--prompt-ids", idList(g.PromptIDs),
+			args := []string{testmodels.Path(t, tc.base), "--backend", "cpu", "--prompt-ids", idList(g.PromptIDs),
 				"--temperature", "0", "--max-tokens", fmt.Sprint(len(g.GreedyIDs))}
 			for _, l := range tc.lora {
 				args = append(args, "--lora", filepath.Join(dir, l))
 			}
-			out := mustRun(t, "", args...)
-			lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
-			var res runResult
-			if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
-				t.Fatalf("%v\n%s", err, out)
-			}
+			res := runJSON(t, args...)
 			if fmt.Sprint(res.GeneratedIDs) != fmt.Sprint(g.GreedyIDs) {
 				t.Errorf("greedy ids %v\nllama.cpp  %v", res.GeneratedIDs, g.GreedyIDs)
 			}
 		})
 	}
+	// convert --lora writes the merged model; it runs without adapters.
+	var g testmodels.ArchGolden
+	testmodels.DecodeJSON(t, filepath.Join(dir, "llama_r4.golden.json"), &g)
+	out := filepath.Join(t.TempDir(), "llama_r4.tflite")
+	mustRun(t, "", "convert", "-q", testmodels.Path(t, "arch", "llama.gguf"), "--lora", filepath.Join(dir, "llama_r4.gguf"), "-o", out)
+	res := runJSON(t, out, "--backend", "cpu", "--prompt-ids", idList(g.PromptIDs), "--temperature", "0", "--max-tokens", fmt.Sprint(len(g.GreedyIDs)))
+	if fmt.Sprint(res.GeneratedIDs) != fmt.Sprint(g.GreedyIDs) {
+		t.Errorf("converted: greedy ids %v\nllama.cpp  %v", res.GeneratedIDs, g.GreedyIDs)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
+		{[]string{"run", out, "--prompt-ids", "1", "--lora", filepath.Join(dir, "llama_r4.gguf")}, "not to a tflite model file: merge them with gpurun convert --lora"},
 		{[]string{"run", testmodels.Path(t, "arch", "phi2.gguf"), "--prompt-ids", "1", "--lora", filepath.Join(dir, "llama_r4.gguf")},
 			`llama_r4.gguf: lora: adapter does not fit the model: adapter for architecture "llama", model is "phi2"`},
 		{[]string{"run", testmodels.Path(t, "arch", "llama.gguf"), "--prompt-ids", "1", "--lora", ":2"}, "--lora :2: lora: malformed adapter: empty adapter path"},
