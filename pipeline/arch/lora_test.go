@@ -3,9 +3,11 @@ package arch_test
 import (
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/gpurun/gpurun/internal/testmodels"
+	"github.com/gpurun/gpurun/pipeline/arch"
 	"github.com/gpurun/gpurun/tensors"
 	"github.com/gpurun/gpurun/tensors/checkpoint"
 	"github.com/gpurun/gpurun/tensors/gguf"
@@ -37,10 +39,12 @@ func loraDir(t *testing.T) string {
 	return filepath.Join(testmodels.Root(t), "testdata", "lora")
 }
 
-// TestLoRAGoldens merges each case's adapters into its base model and
-// compares the CPU backend's logits and greedy ids with llama.cpp's, which
-// applies the same adapters unmerged (llama_set_adapters_lora); the PEFT
-// form of an adapter must give the same. Each golden is first shown to be
+// TestLoRAGoldens applies each case's adapters to its base model, merged
+// into the weights and unmerged (BuildOptions.LoRA: W·x + B·(A·x)), with
+// and without fusion, and compares the CPU backend's logits and greedy ids
+// with llama.cpp's, which applies the same adapters unmerged
+// (llama_set_adapters_lora); the PEFT form of an adapter must give the
+// same. Each golden is first shown to be
 // far (> 0.1, and > 10 tolerances) from the base model's own golden, so a merge
 // that did nothing could not pass.
 func TestLoRAGoldens(t *testing.T) {
@@ -58,11 +62,9 @@ func TestLoRAGoldens(t *testing.T) {
 			forms = append(forms, "peft")
 		}
 		for _, form := range forms {
-			for _, fused := range []bool{false, true} {
-				sub := tc.name + "/" + form
-				if fused {
-					sub += "/fused"
-				}
+			for _, mode := range []string{"merged", "merged/fused", "unmerged", "unmerged/fused"} {
+				sub := tc.name + "/" + form + "/" + mode
+				fused := strings.HasSuffix(mode, "fused")
 				t.Run(sub, func(t *testing.T) {
 					ck, err := gguf.Load(testmodels.Path(t, tc.base+".gguf"))
 					if err != nil {
@@ -77,10 +79,23 @@ func TestLoRAGoldens(t *testing.T) {
 						}
 						list = append(list, lora.Applied{Adapter: a, Scale: s.Scale})
 					}
-					if err := lora.Merge(ck, list, lora.Options{}); err != nil {
+					if strings.HasPrefix(mode, "merged") {
+						if err := lora.Merge(ck, list, lora.Options{}); err != nil {
+							t.Fatal(err)
+						}
+						checkCheckpoint(t, tc.name, ck, g, tc.tol, tc.exact, fused)
+						return
+					}
+					ts, pairs, err := lora.Unmerged(ck.Config.Arch, ck.Tensors, list)
+					if err != nil {
 						t.Fatal(err)
 					}
-					checkCheckpoint(t, tc.name, ck, g, tc.tol, tc.exact, fused)
+					ck.Tensors = append(ck.Tensors, ts...)
+					byWeight := map[string][]arch.LoRAPair{}
+					for _, p := range pairs {
+						byWeight[p.Target] = append(byWeight[p.Target], arch.LoRAPair{A: p.A, B: p.B, Rank: p.Rank})
+					}
+					checkCheckpointLoRA(t, tc.name, ck, g, tc.tol, tc.exact, fused, byWeight)
 				})
 			}
 		}

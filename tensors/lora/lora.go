@@ -84,36 +84,16 @@ type Options struct {
 // adapter against ck (architecture, targets, shapes) before changing
 // anything. Merged tensors are new: the originals may alias a mapped file.
 func Merge(ck *model.Checkpoint, list []Applied, opts Options) error {
-	index := map[string]int{}
-	for i, t := range ck.Tensors {
-		index[t.Name] = i
+	index, err := check(ck.Config.Arch, ck.Tensors, list)
+	if err != nil {
+		return err
 	}
 	deltas := map[string][]float32{}
 	var order []string
 	for _, ap := range list {
 		a := ap.Adapter
-		if a == nil {
-			return fmt.Errorf("%w: nil adapter", ErrFormat)
-		}
-		if a.Arch != "" && a.Arch != ck.Config.Arch {
-			return fmt.Errorf("%w: adapter for architecture %q, model is %q", ErrMismatch, a.Arch, ck.Config.Arch)
-		}
-		if math.IsNaN(float64(ap.Scale)) || math.IsInf(float64(ap.Scale), 0) {
-			return fmt.Errorf("%w: scale %v", ErrFormat, ap.Scale)
-		}
 		for i := range a.Pairs {
 			p := &a.Pairs[i]
-			if err := p.Check(); err != nil {
-				return err
-			}
-			ti, ok := index[p.Target]
-			if !ok {
-				return fmt.Errorf("%w: target %s: the model has no such weight", ErrMismatch, p.Target)
-			}
-			w := ck.Tensors[ti]
-			if len(w.Shape) != 2 || w.Shape[0] != p.Out || w.Shape[1] != p.In {
-				return fmt.Errorf("%w: target %s: the model's weight is %v, the adapter's update [%d %d]", ErrMismatch, p.Target, w.Shape, p.Out, p.In)
-			}
 			d, ok := deltas[p.Target]
 			if !ok {
 				d = make([]float32, p.Out*p.In)
@@ -132,6 +112,85 @@ func Merge(ck *model.Checkpoint, list []Applied, opts Options) error {
 		ck.Tensors[ti] = merged
 	}
 	return nil
+}
+
+// check verifies the adapters against a model of architecture arch with
+// the given weights, returning the weights' index by name.
+func check(arch string, weights []*tensors.Tensor, list []Applied) (map[string]int, error) {
+	index := map[string]int{}
+	for i, t := range weights {
+		index[t.Name] = i
+	}
+	for _, ap := range list {
+		a := ap.Adapter
+		if a == nil {
+			return nil, fmt.Errorf("%w: nil adapter", ErrFormat)
+		}
+		if a.Arch != "" && a.Arch != arch {
+			return nil, fmt.Errorf("%w: adapter for architecture %q, model is %q", ErrMismatch, a.Arch, arch)
+		}
+		if math.IsNaN(float64(ap.Scale)) || math.IsInf(float64(ap.Scale), 0) {
+			return nil, fmt.Errorf("%w: scale %v", ErrFormat, ap.Scale)
+		}
+		for i := range a.Pairs {
+			p := &a.Pairs[i]
+			if err := p.Check(); err != nil {
+				return nil, err
+			}
+			ti, ok := index[p.Target]
+			if !ok {
+				return nil, fmt.Errorf("%w: target %s: the model has no such weight", ErrMismatch, p.Target)
+			}
+			w := weights[ti]
+			if len(w.Shape) != 2 || w.Shape[0] != p.Out || w.Shape[1] != p.In {
+				return nil, fmt.Errorf("%w: target %s: the model's weight is %v, the adapter's update [%d %d]", ErrMismatch, p.Target, w.Shape, p.Out, p.In)
+			}
+		}
+	}
+	return index, nil
+}
+
+// UnmergedPair names the weights of one pair kept apart from its target:
+// A [Rank, in] and B [out, Rank], B already multiplied by the scale.
+type UnmergedPair struct {
+	Target, A, B string
+	Rank         int
+}
+
+// Unmerged checks the adapters against a model of architecture arch with
+// the given weights, like Merge, and returns their pairs as F32 tensors to
+// load beside the weights (named "<target>.lora_a.<n>.<i>" and
+// ".lora_b.<n>.<i>", n the adapter's index in list and i the pair's) with the pairs that name them, for a
+// runtime that computes W·x + B·(A·x).
+func Unmerged(arch string, weights []*tensors.Tensor, list []Applied) ([]*tensors.Tensor, []UnmergedPair, error) {
+	if _, err := check(arch, weights, list); err != nil {
+		return nil, nil, err
+	}
+	var ts []*tensors.Tensor
+	var pairs []UnmergedPair
+	for n, ap := range list {
+		a := ap.Adapter
+		for i := range a.Pairs {
+			p := &a.Pairs[i]
+			s := a.Scale(p, ap.Scale)
+			b := make([]float32, len(p.B))
+			for j, v := range p.B {
+				b[j] = s * v
+			}
+			up := UnmergedPair{Target: p.Target, A: fmt.Sprintf("%s.lora_a.%d.%d", p.Target, n, i), B: fmt.Sprintf("%s.lora_b.%d.%d", p.Target, n, i), Rank: p.Rank}
+			ta, err := tensors.FromF32(up.A, []int{p.Rank, p.In}, p.A, tensors.F32)
+			if err != nil {
+				return nil, nil, err
+			}
+			tb, err := tensors.FromF32(up.B, []int{p.Out, p.Rank}, b, tensors.F32)
+			if err != nil {
+				return nil, nil, err
+			}
+			ts = append(ts, ta, tb)
+			pairs = append(pairs, up)
+		}
+	}
+	return ts, pairs, nil
 }
 
 // addProduct adds s·B·A to d ([Out, In]).

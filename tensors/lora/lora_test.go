@@ -118,3 +118,24 @@ func TestMergeErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestUnmerged: the pairs come out as F32 tensors with B scaled, after the
+// same checks as Merge.
+func TestUnmerged(t *testing.T) {
+	ck := checkpointOf(t, tensors.F32)
+	name := ck.Tensors[0].Name
+	ts, pairs, err := Unmerged(model.ArchLlama, ck.Tensors, []Applied{{Adapter: rank1(name), Scale: 0.5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ts) != 2 || len(pairs) != 1 || pairs[0].Target != name || pairs[0].A != ts[0].Name || pairs[0].B != ts[1].Name || pairs[0].Rank != 1 {
+		t.Fatalf("tensors %d, pairs %+v", len(ts), pairs)
+	}
+	b, _ := ts[1].Float32()
+	if b[0] != 0.5 || b[1] != 1 {
+		t.Errorf("scaled B %v, want [0.5 1]", b)
+	}
+	if _, _, err := Unmerged(model.ArchQwen2, ck.Tensors, []Applied{{Adapter: rank1(name), Scale: 1}}); !errors.Is(err, ErrMismatch) {
+		t.Errorf("other architecture: %v", err)
+	}
+}
