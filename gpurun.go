@@ -95,6 +95,8 @@ type openOptions struct {
 	progress     func(Progress)
 	lora         []lora.Spec // WithLoRA, in order
 	loraRequant  bool
+	loraUnmerged bool
+	loraApplied  []lora.Applied // the adapters loaded, when unmerged
 }
 
 // WithBackend picks the backend by name: "auto" (the default: a real GPU
@@ -317,7 +319,7 @@ func open(ctx context.Context, src *source, o *openOptions) (*Model, error) {
 		}
 		return nil, err
 	}
-	popts := pipeline.Options{Backend: b, MaxCache: o.maxCache, Slots: o.parallel, Activations: o.activations, NoFusion: o.noFusion, HostSampling: o.hostSampling, StepsPerSubmit: o.steps, CPUMath: math, PrefillSizes: o.prefill, PrefixCacheBytes: o.prefixCache}
+	popts := pipeline.Options{Backend: b, MaxCache: o.maxCache, Slots: o.parallel, Activations: o.activations, NoFusion: o.noFusion, HostSampling: o.hostSampling, StepsPerSubmit: o.steps, CPUMath: math, PrefillSizes: o.prefill, PrefixCacheBytes: o.prefixCache, LoRA: o.loraApplied}
 	if src.file != nil {
 		m.Model, err = pipeline.FromModelFile(ctx, src.file, popts)
 	} else {

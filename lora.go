@@ -14,12 +14,21 @@ import (
 // weights when the model loads (W' = W + scale·B·A, no cost per token), so
 // they are fixed for the model's life. Weights stored as I8/I4 (GGUF Q8_0,
 // Q4_0) or K-quant blocks become F32 where an adapter changes them, unless
-// WithLoRARequantize. Adapters apply to checkpoints (GGUF, Hugging Face,
-// llama2.c), not to converted .tflite/.task files: merge them with
-// `gpurun convert --lora` instead.
+// WithLoRARequantize. Merged adapters apply to checkpoints (GGUF, Hugging
+// Face, llama2.c), not to converted .tflite/.task files: merge them with
+// `gpurun convert --lora` instead, or apply them unmerged
+// (WithUnmergedLoRA).
 func WithLoRA(path string, scale float32) Option {
 	return func(o *openOptions) { o.lora = append(o.lora, lora.Spec{Path: path, Scale: scale}) }
 }
+
+// WithUnmergedLoRA keeps WithLoRA's adapters apart from the weights and
+// applies them at run time, y = W·x + s·B·(A·x) after each adapted
+// projection (two small products more per projection, on every backend),
+// instead of merging them at load. The base weights are untouched, so
+// quantized weights stay as they are and converted model files take
+// adapters too.
+func WithUnmergedLoRA() Option { return func(o *openOptions) { o.loraUnmerged = true } }
 
 // WithLoRARequantize stores the I8/I4 weights an adapter changes in their
 // type again (same blocks, same scale type) instead of F32: the model stays
@@ -28,22 +37,28 @@ func WithLoRA(path string, scale float32) Option {
 // unmerged run, against 0.006 for the F32 merge).
 func WithLoRARequantize() Option { return func(o *openOptions) { o.loraRequant = true } }
 
-// mergeLoRA loads the adapters of o and merges them into src.
+// mergeLoRA loads the adapters of o and merges them into src, or keeps
+// them in o.loraApplied with WithUnmergedLoRA.
 func mergeLoRA(src *source, o *openOptions) error {
 	if len(o.lora) == 0 {
 		return nil
 	}
-	if src.ck == nil {
-		return fmt.Errorf("%w: LoRA adapters apply to checkpoints (GGUF, Hugging Face, llama2.c), not to a %s model file: merge them with gpurun convert --lora", ErrOptions, src.format)
+	if src.ck == nil && !o.loraUnmerged {
+		return fmt.Errorf("%w: LoRA adapters apply to checkpoints (GGUF, Hugging Face, llama2.c), not to a %s model file: merge them with gpurun convert --lora, or apply them unmerged", ErrOptions, src.format)
 	}
 	o.report("lora")
+	cfg := src.config()
 	list := make([]lora.Applied, 0, len(o.lora))
 	for _, s := range o.lora {
-		a, err := checkpoint.LoadLoRA(s.Path, &src.ck.Config)
+		a, err := checkpoint.LoadLoRA(s.Path, &cfg)
 		if err != nil {
 			return err
 		}
 		list = append(list, lora.Applied{Adapter: a, Scale: s.Scale})
+	}
+	if o.loraUnmerged {
+		o.loraApplied = list
+		return nil
 	}
 	return lora.Merge(src.ck, list, lora.Options{Requantize: o.loraRequant})
 }

@@ -11,20 +11,31 @@ import (
 	"github.com/gpurun/gpurun/internal/testmodels"
 )
 
-// TestLoRABackends opens the tiny llama with two adapters merged at load
-// (WithLoRA) on every backend and generates llama.cpp's greedy ids with the
+// TestLoRABackends opens the tiny llama with two adapters, merged at load
+// (WithLoRA) and unmerged (WithUnmergedLoRA), on every backend and
+// generates llama.cpp's greedy ids with the
 // same adapters (testdata/lora/llama_two.golden.json: llama.cpp applies
 // them unmerged). pipeline/arch's TestLoRAGoldens compares the logits.
 func TestLoRABackends(t *testing.T) {
 	dir := filepath.Join(testmodels.Root(t), "testdata", "lora")
 	var g testmodels.ArchGolden
 	testmodels.DecodeJSON(t, filepath.Join(dir, "llama_two.golden.json"), &g)
-	for _, backend := range []string{"cpu", "vulkan", "webgpu"} {
-		t.Run(backend, func(t *testing.T) {
-			m, err := gpurun.Open(context.Background(), testmodels.Path(t, "arch", "llama.gguf"),
-				gpurun.WithBackend(backend), gpurun.WithActivations("f32"), gpurun.WithMaxCache(64),
+	for _, tc := range []struct {
+		backend  string
+		unmerged bool
+	}{{"cpu", false}, {"cpu", true}, {"vulkan", false}, {"vulkan", true}, {"webgpu", false}, {"webgpu", true}} {
+		name := tc.backend
+		if tc.unmerged {
+			name += "/unmerged"
+		}
+		t.Run(name, func(t *testing.T) {
+			opts := []gpurun.Option{gpurun.WithBackend(tc.backend), gpurun.WithActivations("f32"), gpurun.WithMaxCache(64),
 				gpurun.WithLoRA(filepath.Join(dir, "llama_r4.gguf"), 1),
-				gpurun.WithLoRA(filepath.Join(dir, "llama_r16.gguf"), 0.5))
+				gpurun.WithLoRA(filepath.Join(dir, "llama_r16.gguf"), 0.5)}
+			if tc.unmerged {
+				opts = append(opts, gpurun.WithUnmergedLoRA())
+			}
+			m, err := gpurun.Open(context.Background(), testmodels.Path(t, "arch", "llama.gguf"), opts...)
 			if err != nil {
 				t.Fatal(err)
 			}

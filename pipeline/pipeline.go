@@ -19,6 +19,7 @@ import (
 	"github.com/gpurun/gpurun/pipeline/arch"
 	"github.com/gpurun/gpurun/pipeline/constrain"
 	"github.com/gpurun/gpurun/tensors"
+	"github.com/gpurun/gpurun/tensors/lora"
 	"github.com/gpurun/gpurun/tensors/model"
 )
 
@@ -134,6 +135,11 @@ type Options struct {
 	// command line's default. A backend that copies no cache rows
 	// (gpu.KVCopier) keeps none.
 	PrefixCacheBytes int64
+	// LoRA are adapters applied unmerged, at run time, in every graph:
+	// y = W·x + s·B·(A·x) after each adapted projection (see
+	// arch.BuildOptions.LoRA). Merging them into the weights instead
+	// (lora.Merge) costs nothing per token.
+	LoRA []lora.Applied
 }
 
 // BatchMinWeightBytes is the size of the weights from which a model on the
@@ -207,6 +213,7 @@ type Model struct {
 	kvSpec      fusion.KVSpec // every slot's cache
 	actF16      bool          // the activations between kernels are binary16 (actF16)
 	fuse        bool
+	lora        map[string][]arch.LoRAPair // Options.LoRA, by projection
 	// decodeWeights is the bytes of weights one decode step reads (see
 	// DecodeBytes).
 	decodeWeights int64
@@ -334,6 +341,9 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 	}
 	m.kvF16 = kvType == tensors.F16
 	if m.actF16, err = actF16(opts.Activations, cfg.Activations, m.backend.Info(), cfg.Arch); err != nil {
+		return nil, err
+	}
+	if ws, m.lora, err = unmergedLoRA(cfg, ws, opts.LoRA); err != nil {
 		return nil, err
 	}
 	if m.weights, err = m.backend.LoadWeights(ctx, ws); err != nil {
@@ -468,7 +478,7 @@ func (m *Model) compile(sl *slot, tokens int) (gpu.Program, error) {
 // Argmax; the cache options are the model's) against sl's cache.
 func (m *Model) compileWith(sl *slot, opts arch.BuildOptions) (gpu.Program, error) {
 	tokens := opts.Tokens
-	opts.MaxLen, opts.KVF16, opts.RingTokens = m.maxCache, m.kvF16, m.ringTokens
+	opts.MaxLen, opts.KVF16, opts.RingTokens, opts.LoRA = m.maxCache, m.kvF16, m.ringTokens, m.lora
 	g, err := arch.Build(&m.cfg, opts)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: graph for %d tokens: %w", tokens, err)

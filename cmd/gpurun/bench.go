@@ -137,6 +137,7 @@ is listed as not measured; bench fails only when nothing could be measured.`,
 	rf.cpuMath = pipeline.DefaultCPUMath.String()
 	f.Var(&choiceFlag{&rf.cpuMath, cpu.MathNames}, "cpu-math", "CPU backend arithmetic for quantized weights (int8/int4, K-quants): "+strings.Join(cpu.MathNames, "|")+" (as gpurun run)")
 	rf.lora.register(f)
+	rf.lora.registerUnmerged(f)
 	f.BoolVar(&rf.noFusion, "no-fusion", false, "run the graphs unfused, one op per kernel (for comparison)")
 	f.BoolVar(&rf.hostSample, "host-sampling", false, "decoding on a GPU (greedy or sampled) reads back every logit and picks on the host (for comparison)")
 	rf.steps = pipeline.DefaultStepsPerSubmit

@@ -13,8 +13,9 @@ import (
 // loraFlags are --lora (repeatable) and --lora-requantize, shared by run,
 // chat, serve, bench and convert.
 type loraFlags struct {
-	specs   []lora.Spec
-	requant bool
+	specs    []lora.Spec
+	requant  bool
+	unmerged bool
 }
 
 // loraList is the repeatable --lora FILE[:SCALE] value.
@@ -44,6 +45,13 @@ func (r *loraFlags) register(f *pflag.FlagSet) {
 		"instead of f32: as small as the base, one more rounding of each merged weight")
 }
 
+// registerUnmerged adds --lora-unmerged (not to convert, which merges).
+func (r *loraFlags) registerUnmerged(f *pflag.FlagSet) {
+	f.BoolVar(&r.unmerged, "lora-unmerged", false, "apply the --lora adapters at run time (W·x + s·B·(A·x), two small products more per "+
+		"adapted projection) instead of merging them into the weights at load: the base weights stay as they are (quantized ones too), "+
+		"and converted model files take adapters")
+}
+
 func (r *loraFlags) options() []gpurun.Option {
 	var opts []gpurun.Option
 	for _, s := range r.specs {
@@ -51,6 +59,9 @@ func (r *loraFlags) options() []gpurun.Option {
 	}
 	if r.requant {
 		opts = append(opts, gpurun.WithLoRARequantize())
+	}
+	if r.unmerged {
+		opts = append(opts, gpurun.WithUnmergedLoRA())
 	}
 	return opts
 }

@@ -17,11 +17,18 @@ func TestRunLoRA(t *testing.T) {
 	for _, tc := range []struct {
 		golden, base string
 		lora         []string
+		unmerged     bool
 	}{
-		{"llama_two", "arch/llama.gguf", []string{"llama_r4.peft", "llama_r16.gguf:0.5"}},
-		{"qwen2_r16", "arch2/qwen2.gguf", []string{"qwen2_r16.peft/adapter_config.json:1"}},
+		{"llama_two", "arch/llama.gguf", []string{"llama_r4.peft", "llama_r16.gguf:0.5"}, false},
+		{"llama_two", "arch/llama.gguf", []string{"llama_r4.peft", "llama_r16.gguf:0.5"}, true},
+		{"qwen2_r16", "arch2/qwen2.gguf", []string{"qwen2_r16.peft/adapter_config.json:1"}, false},
+		{"llama-q8_0_r4", "arch/llama-q8_0.gguf", []string{"llama_r4.gguf"}, true},
 	} {
-		t.Run(tc.golden, func(t *testing.T) {
+		name := tc.golden
+		if tc.unmerged {
+			name += "/unmerged"
+		}
+		t.Run(name, func(t *testing.T) {
 			var g testmodels.ArchGolden
 			testmodels.DecodeJSON(t, filepath.Join(dir, tc.golden+".golden.json"), &g)
 			args := []string{testmodels.Path(t, tc.base), "--backend", "cpu", "--prompt-ids", idList(g.PromptIDs),
@@ -29,13 +36,17 @@ func TestRunLoRA(t *testing.T) {
 			for _, l := range tc.lora {
 				args = append(args, "--lora", filepath.Join(dir, l))
 			}
+			if tc.unmerged {
+				args = append(args, "--lora-unmerged")
+			}
 			res := runJSON(t, args...)
 			if fmt.Sprint(res.GeneratedIDs) != fmt.Sprint(g.GreedyIDs) {
 				t.Errorf("greedy ids %v\nllama.cpp  %v", res.GeneratedIDs, g.GreedyIDs)
 			}
 		})
 	}
-	// convert --lora writes the merged model; it runs without adapters.
+	// convert --lora writes the merged model; it runs without adapters,
+	// and unmerged adapters apply to it as to the checkpoint.
 	var g testmodels.ArchGolden
 	testmodels.DecodeJSON(t, filepath.Join(dir, "llama_r4.golden.json"), &g)
 	out := filepath.Join(t.TempDir(), "llama_r4.tflite")
@@ -43,6 +54,13 @@ func TestRunLoRA(t *testing.T) {
 	res := runJSON(t, out, "--backend", "cpu", "--prompt-ids", idList(g.PromptIDs), "--temperature", "0", "--max-tokens", fmt.Sprint(len(g.GreedyIDs)))
 	if fmt.Sprint(res.GeneratedIDs) != fmt.Sprint(g.GreedyIDs) {
 		t.Errorf("converted: greedy ids %v\nllama.cpp  %v", res.GeneratedIDs, g.GreedyIDs)
+	}
+	var g2 testmodels.ArchGolden
+	testmodels.DecodeJSON(t, filepath.Join(dir, "llama_two.golden.json"), &g2)
+	res = runJSON(t, out, "--backend", "cpu", "--prompt-ids", idList(g2.PromptIDs), "--temperature", "0", "--max-tokens", fmt.Sprint(len(g2.GreedyIDs)),
+		"--lora", filepath.Join(dir, "llama_r16.gguf:0.5"), "--lora-unmerged")
+	if fmt.Sprint(res.GeneratedIDs) != fmt.Sprint(g2.GreedyIDs) {
+		t.Errorf("converted with r4, r16 unmerged: greedy ids %v\nllama.cpp  %v", res.GeneratedIDs, g2.GreedyIDs)
 	}
 	for _, tc := range []struct {
 		args []string

@@ -70,6 +70,7 @@ func (r *modelFlags) register(cmd *cobra.Command) {
 	f.Var(&choiceFlag{&r.cpuMath, cpu.MathNames}, "cpu-math", "CPU backend arithmetic for quantized weights (int8/int4, K-quants): "+strings.Join(cpu.MathNames, "|")+
 		" (dynamic quantizes activations to int8 blocks as llama.cpp does; exact is the reference)")
 	r.lora.register(f)
+	r.lora.registerUnmerged(f)
 }
 
 // takeModelArg accepts the model as the optional positional argument.
