@@ -119,5 +119,31 @@ def main(models):
                 f.write("\n")
 
 
+def bench_adapter(path, rank=16):
+    """A random rank-16 adapter on every projection of the llama-110m
+    synthetic shape (dim 768, hidden 2048, 12 layers, 12 heads), for
+    measuring unmerged adapters' cost (not committed: 11 MB):
+    /usr/bin/python3 testdata/lora/gen.py --bench110m /tmp/lora110m.gguf"""
+    rng = np.random.default_rng(110)
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_type(gguf.GGUFType.ADAPTER)
+    w.add_string(gguf.Keys.Adapter.TYPE, "lora")
+    w.add_float32(gguf.Keys.Adapter.LORA_ALPHA, float(rank))
+    dims = {"attn_q": (768, 768), "attn_k": (768, 768), "attn_v": (768, 768), "attn_output": (768, 768),
+            "ffn_gate": (768, 2048), "ffn_up": (768, 2048), "ffn_down": (2048, 768)}
+    for layer in range(12):
+        for name, (n_in, n_out) in dims.items():
+            t = f"blk.{layer}.{name}.weight"
+            w.add_tensor(t + ".lora_a", rng.normal(0, 0.02, (rank, n_in)).astype(np.float32))
+            w.add_tensor(t + ".lora_b", rng.normal(0, 0.02, (n_out, rank)).astype(np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "../shared/models")
+    if len(sys.argv) == 3 and sys.argv[1] == "--bench110m":
+        bench_adapter(sys.argv[2])
+    else:
+        main(sys.argv[1] if len(sys.argv) > 1 else "../shared/models")
