@@ -222,7 +222,7 @@ func apply(w *tensors.Tensor, d []float32, opts Options) (*tensors.Tensor, error
 	switch {
 	case w.DType == tensors.F32 || w.DType == tensors.F16 || w.DType == tensors.BF16:
 		return tensors.FromF32(w.Name, w.Shape, vals, w.DType)
-	case w.DType.Quantized() && opts.Requantize:
+	case w.DType.Quantized() && opts.Requantize && w.Scales != nil:
 		block := 0
 		if len(w.Scales.Shape) == 2 {
 			block = w.BlockSize()
