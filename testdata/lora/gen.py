@@ -32,7 +32,12 @@ HF = {
     "phi3": {"attn_qkv": "self_attn.qkv_proj", "attn_output": "self_attn.o_proj",
              "ffn_up": "mlp.gate_up_proj", "ffn_down": "mlp.down_proj"},
 }
-HF["qwen2"] = HF["llama"]
+HF["falcon"] = {"attn_qkv": "self_attention.query_key_value", "attn_output": "self_attention.dense",
+                "ffn_up": "mlp.dense_h_to_4h", "ffn_down": "mlp.dense_4h_to_h"}
+for _arch in ("qwen2", "gemma", "qwen3", "smollm3"):
+    HF[_arch] = HF["llama"]
+# Where a Hugging Face model keeps its layers.
+LAYERS = {"falcon": "transformer.h"}
 
 # name, base model (under ../shared/models), rank, alpha, seed, write PEFT form
 ADAPTERS = [
@@ -41,6 +46,16 @@ ADAPTERS = [
     ("phi2_fusedqkv_r4", "arch/phi2_fusedqkv.gguf", 4, 4.0, 3, False),
     ("phi3_r4", "arch2/phi3.gguf", 4, 8.0, 4, True),
     ("qwen2_r16", "arch2/qwen2.gguf", 16, 16.0, 5, True),
+    # Rank 4 over the other architectures (falcon: fused QKV of one KV
+    # head, whose Hugging Face layout is the same as GGUF's).
+    ("gemma_r4", "arch/gemma.gguf", 4, 8.0, 6, True),
+    ("gemma2_r4", "arch/gemma2.gguf", 4, 8.0, 7, False),
+    ("falcon_r4", "arch/falcon.gguf", 4, 8.0, 8, True),
+    ("stablelm_r4", "arch/stablelm.gguf", 4, 8.0, 9, False),
+    ("llama3_r4", "arch2/llama3.gguf", 4, 8.0, 10, False),
+    ("qwen3_r4", "arch2/qwen3.gguf", 4, 8.0, 11, False),
+    ("gemma3_r4", "arch2/gemma3.gguf", 4, 8.0, 12, False),
+    ("smollm3_r4", "arch2/smollm3.gguf", 4, 8.0, 13, True),
 ]
 
 
@@ -97,10 +112,10 @@ def main(models):
                 mod = HF[arch][parts[2]]
                 modules.add(mod.split(".")[-1])
                 hb = b
-                if arch == "llama" and parts[2] in ("attn_q", "attn_k"):
+                if arch in ("llama", "smollm3") and parts[2] in ("attn_q", "attn_k"):
                     hb = hf_rows(b, heads if parts[2] == "attn_q" else kv_heads)
                     assert np.array_equal(gguf_rows(hb, heads if parts[2] == "attn_q" else kv_heads), b)
-                key = f"base_model.model.model.layers.{parts[1]}.{mod}"
+                key = f"base_model.model.{LAYERS.get(arch, 'model.layers')}.{parts[1]}.{mod}"
                 peft_tensors[key + ".lora_A.weight"] = a
                 peft_tensors[key + ".lora_B.weight"] = hb
         w.write_header_to_file()

@@ -19,3 +19,11 @@ g llama-q8_0_r4  "$M/arch/llama-q8_0.gguf"        24 $D/llama_r4.gguf 1
 g phi2_fusedqkv_r4 "$M/arch/phi2_fusedqkv.gguf"   24 $D/phi2_fusedqkv_r4.gguf 1
 g phi3_r4        "$M/arch2/phi3.gguf"             24 $D/phi3_r4.gguf 1
 g qwen2_r16      "$M/arch2/qwen2.gguf"            24 $D/qwen2_r16.gguf 1
+g gemma_r4       "$M/arch/gemma.gguf"             8 $D/gemma_r4.gguf 1
+g gemma2_r4      "$M/arch/gemma2.gguf"            8 $D/gemma2_r4.gguf 1
+g falcon_r4      "$M/arch/falcon.gguf"            8 $D/falcon_r4.gguf 1
+g stablelm_r4    "$M/arch/stablelm.gguf"          8 $D/stablelm_r4.gguf 1
+g llama3_r4      "$M/arch2/llama3.gguf"           8 $D/llama3_r4.gguf 1
+g qwen3_r4       "$M/arch2/qwen3.gguf"            8 $D/qwen3_r4.gguf 1
+g gemma3_r4      "$M/arch2/gemma3.gguf"           8 $D/gemma3_r4.gguf 1
+g smollm3_r4     "$M/arch2/smollm3.gguf"          8 $D/smollm3_r4.gguf 1
