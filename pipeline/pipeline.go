@@ -140,6 +140,10 @@ type Options struct {
 	// arch.BuildOptions.LoRA). Merging them into the weights instead
 	// (lora.Merge) costs nothing per token.
 	LoRA []lora.Applied
+
+	// shared, set by FromCheckpointVariants, gives weights already loaded
+	// (with the adapters' tensors) and the pairs of this model's set.
+	shared *sharedWeights
 }
 
 // BatchMinWeightBytes is the size of the weights from which a model on the
@@ -214,6 +218,7 @@ type Model struct {
 	actF16      bool          // the activations between kernels are binary16 (actF16)
 	fuse        bool
 	lora        map[string][]arch.LoRAPair // Options.LoRA, by projection
+	shared      *sharedWeights             // weights shared with other variants
 	// decodeWeights is the bytes of weights one decode step reads (see
 	// DecodeBytes).
 	decodeWeights int64
@@ -343,11 +348,16 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 	if m.actF16, err = actF16(opts.Activations, cfg.Activations, m.backend.Info(), cfg.Arch); err != nil {
 		return nil, err
 	}
-	if ws, m.lora, err = unmergedLoRA(cfg, ws, opts.LoRA); err != nil {
-		return nil, err
-	}
-	if m.weights, err = m.backend.LoadWeights(ctx, ws); err != nil {
-		return nil, fmt.Errorf("pipeline: weights: %w", err)
+	if opts.shared != nil {
+		m.weights, m.lora, m.shared = opts.shared.w, opts.shared.pairs, opts.shared
+		m.shared.hold()
+	} else {
+		if ws, m.lora, err = unmergedLoRA(cfg, ws, opts.LoRA); err != nil {
+			return nil, err
+		}
+		if m.weights, err = m.backend.LoadWeights(ctx, ws); err != nil {
+			return nil, fmt.Errorf("pipeline: weights: %w", err)
+		}
 	}
 	m.decodeWeights = decodeWeightBytes(cfg, ws)
 	sizes := opts.PrefillSizes
@@ -665,6 +675,10 @@ func (m *Model) Close() error {
 		m.prefix = nil
 	}
 	m.slots = nil
+	if m.shared != nil {
+		m.shared.drop()
+		m.shared, m.weights = nil, nil
+	}
 	if m.weights != nil {
 		m.weights.Release()
 		m.weights = nil
