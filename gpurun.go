@@ -97,6 +97,7 @@ type openOptions struct {
 	loraRequant  bool
 	loraUnmerged bool
 	loraApplied  []lora.Applied // the adapters loaded, when unmerged
+	adapters     []namedAdapter // WithAdapter, in order
 }
 
 // WithBackend picks the backend by name: "auto" (the default: a real GPU
@@ -194,6 +195,7 @@ type Model struct {
 	template    string
 	noTokReason string
 	backend     gpu.Backend // closed with the model, nil when the caller owns it
+	variants    map[string]*pipeline.Model
 }
 
 // Open loads the model at path (any format Open reads: see the package
@@ -320,7 +322,9 @@ func open(ctx context.Context, src *source, o *openOptions) (*Model, error) {
 		return nil, err
 	}
 	popts := pipeline.Options{Backend: b, MaxCache: o.maxCache, Slots: o.parallel, Activations: o.activations, NoFusion: o.noFusion, HostSampling: o.hostSampling, StepsPerSubmit: o.steps, CPUMath: math, PrefillSizes: o.prefill, PrefixCacheBytes: o.prefixCache, LoRA: o.loraApplied}
-	if src.file != nil {
+	if len(o.adapters) > 0 {
+		err = m.openVariants(ctx, src, o, popts)
+	} else if src.file != nil {
 		m.Model, err = pipeline.FromModelFile(ctx, src.file, popts)
 	} else {
 		m.Model, err = pipeline.FromCheckpoint(ctx, src.ck, popts)
@@ -346,6 +350,10 @@ func validBackend(name string) bool {
 // Close releases the model and the backend Open opened for it.
 func (m *Model) Close() error {
 	err := m.Model.Close()
+	for _, v := range m.variants {
+		err = errors.Join(err, v.Close())
+	}
+	m.variants = nil
 	if m.backend != nil {
 		err = errors.Join(err, m.backend.Close())
 		m.backend = nil

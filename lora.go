@@ -1,8 +1,11 @@
 package gpurun
 
 import (
+	"context"
 	"fmt"
+	"strings"
 
+	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/tensors/checkpoint"
 	"github.com/gpurun/gpurun/tensors/lora"
 )
@@ -61,4 +64,62 @@ func mergeLoRA(src *source, o *openOptions) error {
 		return nil
 	}
 	return lora.Merge(src.ck, list, lora.Options{Requantize: o.loraRequant})
+}
+
+// namedAdapter is one WithAdapter.
+type namedAdapter struct {
+	name string
+	spec lora.Spec
+}
+
+// WithAdapter adds a variant of the model named name: the model with the
+// adapter at path applied unmerged at scale, over the same copy of the base
+// weights (pipeline.FromCheckpointVariants). Variants returns them; gpurun
+// serve offers each as "MODEL:name". Each variant has its own slots
+// (WithParallel each) and KV caches. Adapters need a checkpoint (GGUF,
+// Hugging Face, llama2.c); WithLoRA's adapters apply to the base and to
+// every variant.
+func WithAdapter(name, path string, scale float32) Option {
+	return func(o *openOptions) {
+		o.adapters = append(o.adapters, namedAdapter{name: name, spec: lora.Spec{Path: path, Scale: scale}})
+	}
+}
+
+// Variants are the WithAdapter models by name (nil without any). The
+// Model closes them with itself.
+func (m *Model) Variants() map[string]*pipeline.Model { return m.variants }
+
+// openVariants loads src once with the base set (WithLoRA's unmerged
+// adapters, if any) and one set more per WithAdapter.
+func (m *Model) openVariants(ctx context.Context, src *source, o *openOptions, popts pipeline.Options) error {
+	if src.ck == nil {
+		return fmt.Errorf("%w: adapters served beside the model need a checkpoint (GGUF, Hugging Face, llama2.c), not a %s model file", ErrOptions, src.format)
+	}
+	sets := [][]lora.Applied{o.loraApplied}
+	seen := map[string]bool{}
+	for _, na := range o.adapters {
+		if na.name == "" || seen[na.name] || strings.ContainsAny(na.name, " \t\n") {
+			return fmt.Errorf("%w: adapter name %q: empty, repeated or with white space", ErrOptions, na.name)
+		}
+		seen[na.name] = true
+		a, err := checkpoint.LoadLoRA(na.spec.Path, &src.ck.Config)
+		if err != nil {
+			return err
+		}
+		sets = append(sets, append(append([]lora.Applied(nil), o.loraApplied...), lora.Applied{Adapter: a, Scale: na.spec.Scale}))
+	}
+	popts.LoRA = nil
+	if popts.Backend == nil {
+		return fmt.Errorf("%w: no backend", ErrOptions)
+	}
+	models, err := pipeline.FromCheckpointVariants(ctx, src.ck, popts, sets)
+	if err != nil {
+		return err
+	}
+	m.Model = models[0]
+	m.variants = map[string]*pipeline.Model{}
+	for i, na := range o.adapters {
+		m.variants[na.name] = models[i+1]
+	}
+	return nil
 }

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"errors"
+	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/gpurun/gpurun"
@@ -80,4 +83,42 @@ func (r *loraFlags) merge(ck *model.Checkpoint) error {
 		list = append(list, lora.Applied{Adapter: a, Scale: s.Scale})
 	}
 	return lora.Merge(ck, list, lora.Options{Requantize: r.requant})
+}
+
+// adapterFlag is serve's repeatable --adapter NAME=FILE[:SCALE].
+type adapterFlag struct {
+	names []string
+	specs []lora.Spec
+}
+
+func (a *adapterFlag) Type() string { return "NAME=FILE[:SCALE]" }
+func (a *adapterFlag) String() string {
+	var parts []string
+	for i, n := range a.names {
+		parts = append(parts, n+"="+a.specs[i].String())
+	}
+	return strings.Join(parts, ",")
+}
+func (a *adapterFlag) Set(s string) error {
+	name, file, ok := strings.Cut(s, "=")
+	if !ok || name == "" || strings.ContainsAny(name, ": \t") {
+		return errors.New("want NAME=FILE[:SCALE], NAME without colons or spaces")
+	}
+	if slices.Contains(a.names, name) {
+		return fmt.Errorf("adapter %q given twice", name)
+	}
+	spec, err := lora.ParseSpec(file)
+	if err != nil {
+		return err
+	}
+	a.names, a.specs = append(a.names, name), append(a.specs, spec)
+	return nil
+}
+
+func (a *adapterFlag) options() []gpurun.Option {
+	var opts []gpurun.Option
+	for i, n := range a.names {
+		opts = append(opts, gpurun.WithAdapter(n, a.specs[i].Path, a.specs[i].Scale))
+	}
+	return opts
 }

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -76,6 +78,58 @@ func TestRunLoRA(t *testing.T) {
 		_, errOut, err := runCLI(t, "", tc.args...)
 		if err == nil || !strings.Contains(err.Error()+errOut, tc.want) {
 			t.Errorf("gpurun %s: err %v, want %q\n%s", strings.Join(tc.args, " "), err, tc.want, errOut)
+		}
+	}
+}
+
+// TestServeAdapters: serve --adapter offers the model with each adapter as
+// MODEL:NAME beside the bare model, and a request naming one gets the
+// greedy text run gives with that adapter (which TestRunLoRA ties to
+// llama.cpp's ids).
+func TestServeAdapters(t *testing.T) {
+	dir := filepath.Join(testmodels.Root(t), "testdata", "lora")
+	base := testmodels.Path(t, "arch", "llama.gguf")
+	url := startServe(t, base, "--backend", "cpu", "--name", "llama",
+		"--adapter", "r4="+filepath.Join(dir, "llama_r4.gguf"), "--adapter", "r16="+filepath.Join(dir, "llama_r16.gguf")+":0.5")
+	resp, err := http.Get(url + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&list)
+	resp.Body.Close()
+	if err != nil || fmt.Sprint(list.Data) != "[{llama} {llama:r16} {llama:r4}]" {
+		t.Fatalf("/v1/models: %v %+v", err, list)
+	}
+	g := testmodels.Arch(t, "llama")
+	for _, tc := range []struct {
+		model string
+		lora  []string
+	}{
+		{"llama", nil},
+		{"llama:r4", []string{"--lora", filepath.Join(dir, "llama_r4.gguf")}},
+		{"llama:r16", []string{"--lora", filepath.Join(dir, "llama_r16.gguf:0.5")}},
+	} {
+		want := runJSON(t, append([]string{base, "--backend", "cpu", "--prompt-ids", idList(g.PromptIDs), "--temperature", "0", "--max-tokens", "12"}, tc.lora...)...)
+		req := fmt.Sprintf(`{"model":%q,"prompt":[%s],"temperature":0,"max_tokens":12}`, tc.model, idList(g.PromptIDs))
+		resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(req))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c struct {
+			Model   string `json:"model"`
+			Choices []struct {
+				Text string `json:"text"`
+			} `json:"choices"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&c)
+		resp.Body.Close()
+		if err != nil || c.Model != tc.model || len(c.Choices) != 1 || c.Choices[0].Text != want.Text {
+			t.Errorf("%s: %v %+v, want text %q", tc.model, err, c, want.Text)
 		}
 	}
 }
