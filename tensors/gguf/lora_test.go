@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gpurun/gpurun/tensors/lora"
@@ -152,8 +153,16 @@ func TestLoRAErrors(t *testing.T) {
 			}
 		})
 	}
+	// An adapter is no model.
+	f, err := Parse(tinyAdapter(loraEdit{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Checkpoint(); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "LoRA adapter") {
+		t.Errorf("adapter as a model: %v", err)
+	}
 	// No alpha: the user's scale alone, as llama.cpp.
-	f, _ := Parse(tinyAdapter(loraEdit{noAlpha: true}))
+	f, _ = Parse(tinyAdapter(loraEdit{noAlpha: true}))
 	a, err := f.LoRA(&loraConfig)
 	if err != nil || a.Alpha != 0 || a.Scale(&a.Pairs[0], 0.5) != 0.5 {
 		t.Errorf("no alpha: %v, %+v", err, a)
