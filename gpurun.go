@@ -40,6 +40,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/gpurun/gpurun/gpu"
@@ -49,6 +50,7 @@ import (
 	"github.com/gpurun/gpurun/tensors/checkpoint"
 	"github.com/gpurun/gpurun/tensors/convert"
 	"github.com/gpurun/gpurun/tensors/gguf"
+	"github.com/gpurun/gpurun/tensors/lora"
 	"github.com/gpurun/gpurun/tensors/model"
 	"github.com/gpurun/gpurun/tensors/modelfile"
 )
@@ -91,6 +93,11 @@ type openOptions struct {
 	cpuMath      string
 	prefixCache  int64
 	progress     func(Progress)
+	lora         []lora.Spec // WithLoRA, in order
+	loraRequant  bool
+	loraUnmerged bool
+	loraApplied  []lora.Applied // the adapters loaded, when unmerged
+	adapters     []namedAdapter // WithAdapter, in order
 }
 
 // WithBackend picks the backend by name: "auto" (the default: a real GPU
@@ -169,7 +176,7 @@ func WithPrefillSizes(sizes ...int) Option {
 func WithCPUMath(name string) Option { return func(o *openOptions) { o.cpuMath = name } }
 
 // Progress reports Open's stages: "import" (reading a checkpoint into
-// memory), "load" (uploading weights and compiling) and, last, "done"
+// memory), "lora" (merging WithLoRA's adapters), "load" (uploading weights and compiling) and, last, "done"
 // (whether Open succeeded or not).
 type Progress struct {
 	Stage string
@@ -188,6 +195,7 @@ type Model struct {
 	template    string
 	noTokReason string
 	backend     gpu.Backend // closed with the model, nil when the caller owns it
+	variants    map[string]*pipeline.Model
 }
 
 // Open loads the model at path (any format Open reads: see the package
@@ -201,6 +209,10 @@ func Open(ctx context.Context, path string, opts ...Option) (*Model, error) {
 	defer o.report("done")
 	src, err := readSource(path, &o)
 	if err != nil {
+		return nil, err
+	}
+	if err := mergeLoRA(src, &o); err != nil {
+		src.close()
 		return nil, err
 	}
 	m, err := open(ctx, src, &o)
@@ -223,7 +235,17 @@ func OpenCheckpoint(ctx context.Context, ck *model.Checkpoint, opts ...Option) (
 		return nil, fmt.Errorf("%w: nil checkpoint", ErrOptions)
 	}
 	defer o.report("done")
-	return open(ctx, &source{ck: ck}, &o)
+	src := &source{ck: ck}
+	if len(o.lora) > 0 {
+		// Merging replaces tensors: the caller's checkpoint stays as it is.
+		c := *ck
+		c.Tensors = slices.Clone(ck.Tensors)
+		src.ck = &c
+		if err := mergeLoRA(src, &o); err != nil {
+			return nil, err
+		}
+	}
+	return open(ctx, src, &o)
 }
 
 func (o *openOptions) report(stage string) {
@@ -299,8 +321,10 @@ func open(ctx context.Context, src *source, o *openOptions) (*Model, error) {
 		}
 		return nil, err
 	}
-	popts := pipeline.Options{Backend: b, MaxCache: o.maxCache, Slots: o.parallel, Activations: o.activations, NoFusion: o.noFusion, HostSampling: o.hostSampling, StepsPerSubmit: o.steps, PrefillSizes: o.prefill, PrefixCacheBytes: o.prefixCache}
-	if src.file != nil {
+	popts := pipeline.Options{Backend: b, MaxCache: o.maxCache, Slots: o.parallel, Activations: o.activations, NoFusion: o.noFusion, HostSampling: o.hostSampling, StepsPerSubmit: o.steps, PrefillSizes: o.prefill, PrefixCacheBytes: o.prefixCache, LoRA: o.loraApplied}
+	if len(o.adapters) > 0 {
+		err = m.openVariants(ctx, src, o, popts)
+	} else if src.file != nil {
 		m.Model, err = pipeline.FromModelFile(ctx, src.file, popts)
 	} else {
 		m.Model, err = pipeline.FromCheckpoint(ctx, src.ck, popts)
@@ -326,6 +350,10 @@ func validBackend(name string) bool {
 // Close releases the model and the backend Open opened for it.
 func (m *Model) Close() error {
 	err := m.Model.Close()
+	for _, v := range m.variants {
+		err = errors.Join(err, v.Close())
+	}
+	m.variants = nil
 	if m.backend != nil {
 		err = errors.Join(err, m.backend.Close())
 		m.backend = nil

@@ -59,7 +59,7 @@ type stepReq struct {
 // graphs (gpu.ErrUnsupported).
 func (m *Model) newBatcher() (*batcher, error) {
 	n := len(m.slots)
-	g, err := arch.Build(&m.cfg, arch.BuildOptions{Tokens: n, MaxLen: m.maxCache, KVF16: m.kvF16, Batch: true, RingTokens: m.ringTokens})
+	g, err := arch.Build(&m.cfg, arch.BuildOptions{Tokens: n, MaxLen: m.maxCache, KVF16: m.kvF16, Batch: true, RingTokens: m.ringTokens, LoRA: m.lora})
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: batched graph: %w", err)
 	}

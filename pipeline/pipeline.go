@@ -20,6 +20,7 @@ import (
 	"github.com/gpurun/gpurun/pipeline/constrain"
 	"github.com/gpurun/gpurun/pipeline/internal/tuning"
 	"github.com/gpurun/gpurun/tensors"
+	"github.com/gpurun/gpurun/tensors/lora"
 	"github.com/gpurun/gpurun/tensors/model"
 )
 
@@ -103,6 +104,15 @@ type Options struct {
 	// command line's default. A backend that copies no cache rows
 	// (gpu.KVCopier) keeps none.
 	PrefixCacheBytes int64
+	// LoRA are adapters applied unmerged, at run time, in every graph:
+	// y = W·x + s·B·(A·x) after each adapted projection (see
+	// arch.BuildOptions.LoRA). Merging them into the weights instead
+	// (lora.Merge) costs nothing per token.
+	LoRA []lora.Applied
+
+	// shared, set by FromCheckpointVariants, gives weights already loaded
+	// (with the adapters' tensors) and the pairs of this model's set.
+	shared *sharedWeights
 
 	// tuning holds the knobs only tests turn (WithTuning).
 	tuning tuning.Options
@@ -189,6 +199,8 @@ type Model struct {
 	kvSpec     fusion.KVSpec // every slot's cache
 	actF16     bool          // the activations between kernels are binary16 (actF16)
 	fuse       bool
+	lora       map[string][]arch.LoRAPair // Options.LoRA, by projection
+	shared     *sharedWeights             // weights shared with other variants
 	// decodeWeights is the bytes of weights one decode step reads (see
 	// DecodeBytes).
 	decodeWeights int64
@@ -318,8 +330,16 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 	if m.actF16, err = actF16(opts.Activations, cfg.Activations, m.backend.Info(), cfg.Arch); err != nil {
 		return nil, err
 	}
-	if m.weights, err = m.backend.LoadWeights(ctx, ws); err != nil {
-		return nil, fmt.Errorf("pipeline: weights: %w", err)
+	if opts.shared != nil {
+		m.weights, m.lora, m.shared = opts.shared.w, opts.shared.pairs, opts.shared
+		m.shared.hold()
+	} else {
+		if ws, m.lora, err = unmergedLoRA(cfg, ws, opts.LoRA); err != nil {
+			return nil, err
+		}
+		if m.weights, err = m.backend.LoadWeights(ctx, ws); err != nil {
+			return nil, fmt.Errorf("pipeline: weights: %w", err)
+		}
 	}
 	m.decodeWeights = decodeWeightBytes(cfg, ws)
 	sizes := opts.PrefillSizes
@@ -450,7 +470,7 @@ func (m *Model) compile(sl *slot, tokens int) (gpu.Program, error) {
 // Argmax; the cache options are the model's) against sl's cache.
 func (m *Model) compileWith(sl *slot, opts arch.BuildOptions) (gpu.Program, error) {
 	tokens := opts.Tokens
-	opts.MaxLen, opts.KVF16, opts.RingTokens = m.maxCache, m.kvF16, m.ringTokens
+	opts.MaxLen, opts.KVF16, opts.RingTokens, opts.LoRA = m.maxCache, m.kvF16, m.ringTokens, m.lora
 	g, err := arch.Build(&m.cfg, opts)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: graph for %d tokens: %w", tokens, err)
@@ -637,6 +657,10 @@ func (m *Model) Close() error {
 		m.prefix = nil
 	}
 	m.slots = nil
+	if m.shared != nil {
+		m.shared.drop()
+		m.shared, m.weights = nil, nil
+	}
 	if m.weights != nil {
 		m.weights.Release()
 		m.weights = nil

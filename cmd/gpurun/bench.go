@@ -61,6 +61,7 @@ type benchModelFlags struct {
 	steps                     int
 	synthetic, syntheticQuant string // comma-separated
 	cpuMath                   string
+	lora                      loraFlags
 }
 
 type benchFlags struct {
@@ -134,6 +135,8 @@ is listed as not measured; bench fails only when nothing could be measured.`,
 	f.StringVar(&rf.activations, "activations", "", "activation precision policies, comma-separated: auto|f32|f16 (default: the model's own); it sets the KV cache type and the activations' (see run -h)")
 	rf.cpuMath = gpurun.DefaultCPUMath.String()
 	f.Var(&choiceFlag{&rf.cpuMath, cpu.MathNames}, "cpu-math", "CPU backend arithmetic for quantized weights (int8/int4, K-quants): "+strings.Join(cpu.MathNames, "|")+" (as gpurun run)")
+	rf.lora.register(f)
+	rf.lora.registerUnmerged(f)
 	f.BoolVar(&rf.noFusion, "no-fusion", false, "run the graphs unfused, one op per kernel (for comparison)")
 	f.BoolVar(&rf.hostSample, "host-sampling", false, "decoding on a GPU (greedy or sampled) reads back every logit and picks on the host (for comparison)")
 	rf.steps = pipeline.DefaultStepsPerSubmit
@@ -717,6 +720,7 @@ func benchLoad(ctx context.Context, rf *benchModelFlags, bf *benchFlags, src ben
 	if rf.hostSample {
 		opts = append(opts, gpurun.WithHostSampling())
 	}
+	opts = append(opts, rf.lora.options()...)
 	start := time.Now()
 	var gm *gpurun.Model
 	var err error

@@ -17,6 +17,7 @@ func newConvert() *cobra.Command {
 	var (
 		out, tok, quant, format, acts string
 		quiet                         bool
+		lf                            loraFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "convert INPUT -o OUT.tflite|OUT.task",
@@ -27,7 +28,10 @@ content unless --format says otherwise), quantizes it per --quant and writes a
 TFLite-flatbuffer model file, or a .task bundle when OUT ends in .task.
 
 Recipes: ` + strings.Join(convert.Recipes, ", ") + `. "keep" stores every tensor in
-its imported type (GGUF Q8_0/Q4_0 blocks stay bit-exact).`,
+its imported type (GGUF Q8_0/Q4_0 blocks stay bit-exact).
+
+--lora FILE[:SCALE] (repeatable) merges LoRA adapters into the weights
+before quantizing, so the output runs the adapted model with no adapter.`,
 		Args: nArgs(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
@@ -39,6 +43,9 @@ its imported type (GGUF Q8_0/Q4_0 blocks stay bit-exact).`,
 			ctx := cmd.Context()
 			ck, err := checkpoint.Load(args[0], checkpoint.Options{Format: format, Tokenizer: tok})
 			if err != nil {
+				return err
+			}
+			if err := lf.merge(ck); err != nil {
 				return err
 			}
 			notef := func(f string, a ...any) {
@@ -87,6 +94,7 @@ its imported type (GGUF Q8_0/Q4_0 blocks stay bit-exact).`,
 	f.Var(&choiceFlag{&format, []string{checkpoint.FormatLlama2c, checkpoint.FormatGGUF, checkpoint.FormatHF}}, "format", "input format: llama2c|gguf|hf (default: detect from content)")
 	f.Var(&choiceFlag{&acts, []string{model.PolicyAuto, model.PolicyF32, model.PolicyF16}}, "activations", "activation precision policy stored in the model: auto|f32|f16 (default: the architecture's)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress or summary on stderr")
+	lf.register(f)
 	return cmd
 }
 

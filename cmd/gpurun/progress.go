@@ -50,7 +50,7 @@ func stageSpinner(w io.Writer) func(gpurun.Progress) {
 			return
 		}
 		stop = make(chan struct{})
-		desc := map[string]string{"import": "importing the checkpoint", "load": "loading"}[p.Stage]
+		desc := map[string]string{"import": "importing the checkpoint", "lora": "merging LoRA adapters", "load": "loading"}[p.Stage]
 		done.Add(1)
 		go func(stop chan struct{}) {
 			defer done.Done()

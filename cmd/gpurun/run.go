@@ -35,6 +35,7 @@ type modelFlags struct {
 	steps       int
 	cpuMath     string
 	prefixMB    int // --prefix-cache-mb (chat and serve)
+	lora        loraFlags
 }
 
 // registerPrefixCache adds --prefix-cache-mb (chat and serve).
@@ -67,6 +68,8 @@ func (r *modelFlags) register(cmd *cobra.Command) {
 	r.cpuMath = gpurun.DefaultCPUMath.String()
 	f.Var(&choiceFlag{&r.cpuMath, cpu.MathNames}, "cpu-math", "CPU backend arithmetic for quantized weights (int8/int4, K-quants): "+strings.Join(cpu.MathNames, "|")+
 		" (dynamic quantizes activations to int8 blocks as llama.cpp does; exact is the reference)")
+	r.lora.register(f)
+	r.lora.registerUnmerged(f)
 }
 
 // takeModelArg accepts the model as the optional positional argument.
@@ -103,6 +106,7 @@ func (r *modelFlags) options(cmd *cobra.Command) []gpurun.Option {
 	if r.prefixMB > 0 {
 		opts = append(opts, gpurun.WithPrefixCache(int64(r.prefixMB)<<20))
 	}
+	opts = append(opts, r.lora.options()...)
 	return append(opts, gpurun.WithProgress(stageSpinner(cmd.ErrOrStderr())))
 }
 

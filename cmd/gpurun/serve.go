@@ -34,6 +34,7 @@ func newServe() *cobra.Command {
 		tvars    []string
 		grace    time.Duration
 		web      bool
+		adapters adapterFlag
 	)
 	cmd := &cobra.Command{
 		Use:   "serve [MODEL] [--addr 127.0.0.1:8080] [--parallel N] [--api-key KEY] [--cors ORIGIN]",
@@ -115,7 +116,7 @@ source at start-up, so run it inside the gpurun repository.`,
 			}
 			defer ln.Close()
 			start := time.Now()
-			m, err := gpurun.Open(cmd.Context(), mf.model, append(mf.options(cmd), gpurun.WithParallel(parallel))...)
+			m, err := gpurun.Open(cmd.Context(), mf.model, append(append(mf.options(cmd), adapters.options()...), gpurun.WithParallel(parallel))...)
 			if err != nil {
 				return fmt.Errorf("load %s: %w", mf.model, err)
 			}
@@ -136,7 +137,14 @@ source at start-up, so run it inside the gpurun repository.`,
 				tpl = tpl.WithVars(vars)
 			}
 			errOut := cmd.ErrOrStderr()
-			srv, err := serve.New(serve.Config{Model: m.Model, ModelID: name, Template: tpl, APIKey: apiKey, CORSOrigin: cors, MaxQueue: cmp.Or(queue, -1),
+			var variants map[string]*pipeline.Model
+			for n, v := range m.Variants() {
+				if variants == nil {
+					variants = map[string]*pipeline.Model{}
+				}
+				variants[name+":"+n] = v
+			}
+			srv, err := serve.New(serve.Config{Model: m.Model, ModelID: name, Variants: variants, Template: tpl, APIKey: apiKey, CORSOrigin: cors, MaxQueue: cmp.Or(queue, -1),
 				Log: func(format string, args ...any) { fmt.Fprintf(errOut, format+"\n", args...) }})
 			if err != nil {
 				return err
@@ -153,6 +161,9 @@ source at start-up, so run it inside the gpurun repository.`,
 				}
 			}
 			fmt.Fprintf(errOut, "serving %q on http://%s (%d parallel, queue %d, %s)\n", name, ln.Addr(), m.Slots(), queue, kind)
+			for _, n := range adapters.names {
+				fmt.Fprintf(errOut, "serving %q: %s with adapter %s\n", name+":"+n, name, n)
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
 			err = srv.Serve(ctx, ln, grace)
@@ -167,6 +178,8 @@ source at start-up, so run it inside the gpurun repository.`,
 	mf.registerPrefixCache(cmd)
 	parallel, queue = 1, serve.DefaultMaxQueue
 	f := cmd.Flags()
+	f.Var(&adapters, "adapter", "serve the model with a LoRA adapter applied at run time as model NAME beside it "+
+		"(requests give \"model\": \"MODEL:NAME\"; /v1/models lists it), over the same copy of the base weights, with --parallel slots of its own; repeatable")
 	f.StringVar(&addr, "addr", "127.0.0.1:8080", "address to listen on (host:port; 0.0.0.0:PORT exposes the server beyond this machine)")
 	f.Var(&intFlag{&parallel, 1, pipeline.MaxSlots, fmt.Sprintf("an integer in 1..%d", pipeline.MaxSlots)}, "parallel",
 		"requests generating at once, each with its own KV cache over the shared weights")

@@ -128,3 +128,9 @@ func decode(t testing.TB, path string, v any) {
 		t.Fatalf("testmodels: %s: %v", path, err)
 	}
 }
+
+// DecodeJSON decodes the JSON file at path into v, failing the test on error.
+func DecodeJSON(t testing.TB, path string, v any) {
+	t.Helper()
+	decode(t, path, v)
+}

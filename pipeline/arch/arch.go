@@ -39,6 +39,9 @@ type BuildOptions struct {
 	// CPU backend): every graph over one cache must share it and have at
 	// most RingTokens tokens (a batched graph's rows are one token each).
 	RingTokens int
+	// LoRA applies adapters unmerged: for each projection weight name, the
+	// pairs whose updates are added to its output (see LoRAPair).
+	LoRA map[string][]LoRAPair
 }
 
 // KVSpec is the cache a graph of cfg with opts reads and writes: the
@@ -87,7 +90,10 @@ func Build(cfg *model.Config, opts BuildOptions) (*fusion.Graph, error) {
 	if opts.Batch && opts.Argmax {
 		return nil, fmt.Errorf("%w: a batched step has one logits row per sequence, not argmax", ErrOptions)
 	}
-	b := &builder{cfg: cfg, g: &fusion.Graph{Tokens: opts.Tokens, Batch: opts.Batch}, maxLen: opts.MaxLen}
+	if err := checkLoRA(opts.LoRA); err != nil {
+		return nil, err
+	}
+	b := &builder{cfg: cfg, g: &fusion.Graph{Tokens: opts.Tokens, Batch: opts.Batch}, maxLen: opts.MaxLen, lora: opts.LoRA}
 	// The one place the config's parameter names become fusion's types.
 	var err error
 	if b.normKind, err = fusion.ParseNormKind(cfg.Norm); err != nil {
@@ -134,6 +140,9 @@ type builder struct {
 	ffn        fusion.Buf // FFN block output [T, dim]
 	h2         fusion.Buf // normed input of the FFN in sequential blocks
 	dim, qCols int
+
+	lora     map[string][]LoRAPair // BuildOptions.LoRA
+	loraBufs map[[2]int]fusion.Buf // A·x per (rows, rank)
 }
 
 // forward emits the whole step, reading like llama2.c's forward().
@@ -265,6 +274,7 @@ func (b *builder) linear(out, in fusion.Buf, w, bias string, hasBias bool) {
 		bias = ""
 	}
 	b.g.Add(&fusion.MatMulOp{Out: out, In: in, Projection: fusion.Projection{Weight: w, Bias: bias}})
+	b.loraUpdates(out, in, w)
 }
 
 // norm emits out = norm(in) with the config's norm kind; LayerNorm carries

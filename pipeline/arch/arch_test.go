@@ -88,6 +88,13 @@ func checkGolden(t *testing.T, path string, g testmodels.ArchGolden, tol float64
 // checkCheckpoint runs an imported checkpoint against a llama.cpp golden.
 func checkCheckpoint(t *testing.T, name string, ck *model.Checkpoint, g testmodels.ArchGolden, tol float64, exact, fused bool) {
 	t.Helper()
+	checkCheckpointLoRA(t, name, ck, g, tol, exact, fused, nil)
+}
+
+// checkCheckpointLoRA is checkCheckpoint with unmerged adapters
+// (BuildOptions.LoRA, their weights among ck's tensors).
+func checkCheckpointLoRA(t *testing.T, name string, ck *model.Checkpoint, g testmodels.ArchGolden, tol float64, exact, fused bool, lora map[string][]arch.LoRAPair) {
+	t.Helper()
 	ctx := context.Background()
 	be := cpu.New(cpu.Options{})
 	w, err := be.LoadWeights(ctx, ck.Tensors)
@@ -98,7 +105,7 @@ func checkCheckpoint(t *testing.T, name string, ck *model.Checkpoint, g testmode
 	var kv gpu.KVCache
 	n := len(g.PromptIDs)
 	compile := func(tokens int, all bool) gpu.Program {
-		graph, err := arch.Build(&ck.Config, arch.BuildOptions{Tokens: tokens, MaxLen: maxLen, AllLogits: all})
+		graph, err := arch.Build(&ck.Config, arch.BuildOptions{Tokens: tokens, MaxLen: maxLen, AllLogits: all, LoRA: lora})
 		if err != nil {
 			t.Fatal(err)
 		}

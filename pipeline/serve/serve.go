@@ -58,6 +58,12 @@ type Config struct {
 	Model *pipeline.Model
 	// ModelID is the name /v1/models lists and requests must give.
 	ModelID string
+	// Variants are further models by id, served beside Model and listed
+	// after it: a request runs on the one its "model" field names (gpurun
+	// serve --adapter gives the base model with LoRA adapters, ids
+	// "base:adapter", over one copy of the base weights). Each has its
+	// own slots.
+	Variants map[string]*pipeline.Model
 	// Template renders chat messages; nil means chat.Plain().
 	Template *chat.Template
 	// APIKey, when set, is required as "Authorization: Bearer KEY" on the
@@ -110,7 +116,7 @@ func New(cfg Config) (*Server, error) {
 	if s.tpl == nil {
 		s.tpl = chat.Plain()
 	}
-	s.admit = make(chan struct{}, cfg.Model.Slots()+cfg.MaxQueue)
+	s.admit = make(chan struct{}, s.slots()+cfg.MaxQueue)
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.auth(s.chatCompletions))
 	mux.HandleFunc("POST /v1/completions", s.auth(s.completions))
@@ -176,7 +182,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "shutting_down", Message: "the server is shutting down"})
 		return
 	}
-	writeJSON(w, map[string]any{"status": "ok", "model": s.cfg.ModelID, "slots": s.cfg.Model.Slots(), "in_flight": s.inFlight.Load()})
+	writeJSON(w, map[string]any{"status": "ok", "model": s.cfg.ModelID, "slots": s.slots(), "in_flight": s.inFlight.Load()})
 }
 
 type modelObject struct {
@@ -186,21 +192,30 @@ type modelObject struct {
 	OwnedBy string `json:"owned_by"`
 }
 
-func (s *Server) modelObject() modelObject {
-	return modelObject{ID: s.cfg.ModelID, Object: "model", Created: s.created, OwnedBy: "gpurun"}
+func (s *Server) modelObject(id string) modelObject {
+	return modelObject{ID: id, Object: "model", Created: s.created, OwnedBy: "gpurun"}
 }
 
 func (s *Server) models(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, map[string]any{"object": "list", "data": []modelObject{s.modelObject()}})
+	var list []modelObject
+	for _, id := range s.ids() {
+		list = append(list, s.modelObject(id))
+	}
+	writeJSON(w, map[string]any{"object": "list", "data": list})
 }
 
 func (s *Server) model(w http.ResponseWriter, r *http.Request) {
-	if id := r.PathValue("id"); id != s.cfg.ModelID {
+	id := r.PathValue("id")
+	if _, ok := s.cfg.Variants[id]; ok {
+		writeJSON(w, s.modelObject(id))
+		return
+	}
+	if id != s.cfg.ModelID {
 		writeError(w, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Param: "model", Code: "model_not_found",
 			Message: fmt.Sprintf("the model %q does not exist; this server serves %q", id, s.cfg.ModelID)})
 		return
 	}
-	writeJSON(w, s.modelObject())
+	writeJSON(w, s.modelObject(id))
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
@@ -249,7 +264,8 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
-	_, msgs, smp, aerr := decodeChat(body, s.cfg.ModelID)
+	r, m, id := s.route(r, body)
+	_, msgs, smp, aerr := decodeChat(body, id)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -275,7 +291,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	if smp.tools != nil {
 		offered = smp.tools.raw
 	}
-	p, err := chat.RenderTools(s.cfg.Model, s.tpl, msgs, offered)
+	p, err := chat.RenderTools(m, s.tpl, msgs, offered)
 	if err != nil {
 		writeError(w, generationError(err, kindChat))
 		return
@@ -293,7 +309,8 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
-	_, prompt, smp, aerr := decodeCompletion(body, s.cfg.ModelID)
+	r, m, id := s.route(r, body)
+	_, prompt, smp, aerr := decodeCompletion(body, id)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -306,7 +323,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	p := pipeline.Prompt{Text: prompt.text, IDs: prompt.ids}
 	if p.IDs == nil && p.Text == "" {
 		// An empty text prompt is BOS alone (when the model uses one).
-		if cfg := s.cfg.Model.Config(); cfg.AddBOS && cfg.BOS >= 0 {
+		if cfg := m.Config(); cfg.AddBOS && cfg.BOS >= 0 {
 			p.IDs = []int{cfg.BOS}
 		}
 	}
@@ -434,10 +451,11 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, k kind, prompt
 		id, object = newID("cmpl-"), "text_completion"
 	}
 	created := time.Now().Unix()
-	sess := s.cfg.Model.NewSession()
+	model, modelID := routed(r, s)
+	sess := model.NewSession()
 	var st *eventStream
 	if smp.stream {
-		st = &eventStream{w: w, k: k, id: id, created: created, model: s.cfg.ModelID}
+		st = &eventStream{w: w, k: k, id: id, created: created, model: modelID}
 	}
 	var text strings.Builder
 	started := !trimLead
@@ -528,7 +546,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, k kind, prompt
 	} else {
 		choice = map[string]any{"index": 0, "text": text.String(), "logprobs": nil, "finish_reason": reason}
 	}
-	writeJSON(w, map[string]any{"id": id, "object": object, "created": created, "model": s.cfg.ModelID,
+	writeJSON(w, map[string]any{"id": id, "object": object, "created": created, "model": modelID,
 		"choices": []any{choice}, "usage": usageOf(m)})
 }
 

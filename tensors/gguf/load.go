@@ -26,6 +26,9 @@ func Load(path string) (*model.Checkpoint, error) {
 // phi2, phi3, falcon, stablelm, qwen2, qwen3, qwen3moe, smollm3), the tensors
 // under the names of package model, and the vocabulary.
 func (f *File) Checkpoint() (*model.Checkpoint, error) {
+	if f.IsAdapter() {
+		return nil, fmt.Errorf("%w: a LoRA adapter (general.type adapter), not a model: apply it to its base model (--lora, gpurun.WithLoRA)", ErrUnsupported)
+	}
 	arch := f.Architecture()
 	c, err := f.config(arch)
 	if err != nil {

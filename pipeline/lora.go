@@ -1,0 +1,120 @@
+package pipeline
+
+import (
+	"context"
+	"sync"
+
+	"fmt"
+	"github.com/gpurun/gpurun/gpu"
+	"slices"
+
+	"github.com/gpurun/gpurun/pipeline/arch"
+	"github.com/gpurun/gpurun/tensors"
+	"github.com/gpurun/gpurun/tensors/lora"
+	"github.com/gpurun/gpurun/tensors/model"
+)
+
+// unmergedLoRA checks the adapters against the weights and returns the
+// weights with the adapters' tensors added, and the pairs by projection.
+func unmergedLoRA(cfg *model.Config, ws []*tensors.Tensor, list []lora.Applied) ([]*tensors.Tensor, map[string][]arch.LoRAPair, error) {
+	if len(list) == 0 {
+		return ws, nil, nil
+	}
+	ts, pairs, err := lora.Unmerged(cfg.Arch, ws, list)
+	if err != nil {
+		return nil, nil, fmt.Errorf("pipeline: %w", err)
+	}
+	byWeight := map[string][]arch.LoRAPair{}
+	for _, p := range pairs {
+		byWeight[p.Target] = append(byWeight[p.Target], arch.LoRAPair{A: p.A, B: p.B, Rank: p.Rank})
+	}
+	return append(slices.Clip(ws), ts...), byWeight, nil
+}
+
+// sharedWeights are weights several variants of a model run on: released
+// when the last of them closes.
+type sharedWeights struct {
+	w     gpu.Weights
+	pairs map[string][]arch.LoRAPair // the holder's adapter set
+	refs  *sharedRefs
+}
+
+type sharedRefs struct {
+	mu sync.Mutex
+	n  int
+	w  gpu.Weights
+}
+
+func (s *sharedWeights) hold() {
+	s.refs.mu.Lock()
+	s.refs.n++
+	s.refs.mu.Unlock()
+}
+
+func (s *sharedWeights) drop() {
+	s.refs.mu.Lock()
+	defer s.refs.mu.Unlock()
+	if s.refs.n--; s.refs.n == 0 && s.refs.w != nil {
+		s.refs.w.Release()
+		s.refs.w = nil
+	}
+}
+
+// FromCheckpointVariants loads ck's weights once on opts.Backend (which
+// must be set), with the tensors of every adapter set, and returns one
+// Model per set over them: sets[i]'s adapters applied unmerged (an empty
+// set is the bare base model). Each variant has its own slots (opts.Slots
+// each), KV caches and programs; the weights are released when the last
+// variant closes. opts.LoRA must be empty.
+func FromCheckpointVariants(ctx context.Context, ck *model.Checkpoint, opts Options, sets [][]lora.Applied) (_ []*Model, err error) {
+	if ck == nil || opts.Backend == nil || len(opts.LoRA) > 0 || len(sets) == 0 {
+		return nil, fmt.Errorf("%w: variants need a checkpoint, a backend, adapter sets and no Options.LoRA", ErrOptions)
+	}
+	tok, err := checkpointTokenizer(ck)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: tokenizer: %w", err)
+	}
+	all := slices.Clip(ck.Tensors)
+	pairs := make([]map[string][]arch.LoRAPair, len(sets))
+	for i, set := range sets {
+		ts, ps, err := lora.Unmerged(ck.Config.Arch, ck.Tensors, set)
+		if err != nil {
+			return nil, fmt.Errorf("pipeline: adapter set %d: %w", i, err)
+		}
+		// Each set's tensors under its own names.
+		suffix := fmt.Sprintf(".set%d", i)
+		for _, t := range ts {
+			c := *t
+			c.Name += suffix
+			all = append(all, &c)
+		}
+		pairs[i] = map[string][]arch.LoRAPair{}
+		for _, p := range ps {
+			pairs[i][p.Target] = append(pairs[i][p.Target], arch.LoRAPair{A: p.A + suffix, B: p.B + suffix, Rank: p.Rank})
+		}
+	}
+	w, err := opts.Backend.LoadWeights(ctx, all)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: weights: %w", err)
+	}
+	refs := &sharedRefs{n: 1, w: w} // the 1 is ours until the variants hold it
+	var models []*Model
+	defer func() {
+		if err != nil {
+			for _, m := range models {
+				m.Close()
+			}
+		}
+		(&sharedWeights{refs: refs}).drop()
+	}()
+	for i := range sets {
+		o := opts
+		o.shared = &sharedWeights{w: w, pairs: pairs[i], refs: refs}
+		m, err := newModel(ctx, &ck.Config, ck.Tensors, tok, o)
+		if err != nil {
+			return nil, err
+		}
+		models = append(models, m)
+	}
+	return models, nil
+}
