@@ -1,0 +1,78 @@
+package compute_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/gpu/backend/compute"
+	"github.com/gpurun/gpurun/gpu/internal/conformance"
+)
+
+// TestMoEConformance runs the MoE op's parity cases (conformance.MoECases:
+// router, top-k, renormalization and the expert products on the device)
+// against gpu/backend/cpu on WebGPU and Vulkan.
+func TestMoEConformance(t *testing.T) {
+	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
+		conformance.RunCases(t, conformance.MoECases(), func(t testing.TB) gpu.Backend {
+			return sharedBackend{backendOn(t, dev, compute.Options{})}
+		})
+	})
+}
+
+// TestMoERuleSwapFails shows the MoE cases can fail: the device running
+// the op with its renormalization switched, or one expert fewer or more
+// than the CPU reference, is past the tolerance on every case (while the
+// op as built is within it).
+func TestMoERuleSwapFails(t *testing.T) {
+	edits := []struct {
+		name string
+		edit func(*fusion.MoEOp)
+		far  bool
+	}{
+		{"as built", func(*fusion.MoEOp) {}, false},
+		{"renormalization switched", func(o *fusion.MoEOp) { o.NormTopK = !o.NormTopK }, true},
+		{"one expert fewer", func(o *fusion.MoEOp) { o.Used-- }, true},
+		{"one expert more", func(o *fusion.MoEOp) { o.Used++ }, true},
+	}
+	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
+		for _, c := range conformance.MoECases() {
+			if !strings.HasPrefix(c.Name, "moe/f32_") && !strings.HasPrefix(c.Name, "moe/int4_") {
+				continue // the rule is the kernels' whatever the weight type: two types keep the test short
+			}
+			// Cases where the edit is a valid op of another rule: top-1
+			// has no fewer, top-8 of 8 no more, and renormalizing all 8
+			// changes nothing.
+			var op *fusion.MoEOp
+			g, _ := c.Build()
+			for _, o := range g.Ops {
+				if m, ok := o.(*fusion.MoEOp); ok {
+					op = m
+				}
+			}
+			for _, e := range edits {
+				probe := *op
+				e.edit(&probe)
+				if probe.Used < 1 || probe.Used > probe.Experts || (e.far && op.Used == op.Experts) {
+					continue
+				}
+				t.Run(c.Name+"/"+e.name, func(t *testing.T) {
+					w := conformance.Worst(t, c, func(t testing.TB) gpu.Backend {
+						return sharedBackend{backendOn(t, dev, compute.Options{})}
+					}, func(g *fusion.Graph) {
+						for _, o := range g.Ops {
+							if m, ok := o.(*fusion.MoEOp); ok {
+								e.edit(m)
+							}
+						}
+					})
+					t.Logf("worst |Δ| / tolerance: %.3g", w)
+					if e.far != (w > 1) {
+						t.Errorf("worst |Δ| / tolerance %.3g: want past the tolerance: %t", w, e.far)
+					}
+				})
+			}
+		}
+	})
+}
