@@ -269,7 +269,7 @@ type MoEParams struct {
 	NormTopK uint32 `wgsl:"norm_topk"` // moe_route: 1: the selected probabilities renormalized to sum 1
 	XF16     uint32 `wgsl:"x_f16"`     // 1: x is an f16 activation: packed binary16 pairs
 	OutF16   uint32 `wgsl:"out_f16"`   // 1: out is an f16 activation
-	Pad0     uint32 `wgsl:"pad0"`
+	Grouped  uint32 `wgsl:"grouped"`   // 1: the slots grouped by expert (prefill: each expert's rows read once per step)
 	Pad1     uint32 `wgsl:"pad1"`
 	Pad2     uint32 `wgsl:"pad2"`
 }

@@ -56,6 +56,7 @@ func TestGetBindings(t *testing.T) {
 		{"moe_route", []BindingKind{U, R, R, R, R, R, R, W, W}},
 		{"moe_glu", []BindingKind{U, R, R, R, R, R, R, W, W}},
 		{"moe_down", []BindingKind{U, R, R, R, R, R, R, W, W}},
+		{"moe_sum", []BindingKind{U, R, R, R, R, R, R, W, W}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

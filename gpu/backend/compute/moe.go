@@ -12,10 +12,11 @@ import (
 // every layer (the ops run one after another): the router logits [rows,
 // experts], the routes [rows, used] of (expert, weight) word pairs that
 // moe_route writes and the expert kernels read on the device, and the
-// selected experts' gated hidden rows [rows, used, hidden].
+// selected experts' gated hidden rows [rows, used, hidden] and, grouped,
+// their unweighted down products [rows, used, cols].
 type moeBufs struct {
-	logits, route, hidden          gpu.Buffer
-	logitsLen, routeLen, hiddenLen int64
+	logits, route, hidden, y             gpu.Buffer
+	logitsLen, routeLen, hiddenLen, yLen int64
 }
 
 // grow returns *buf, made anew when it holds fewer than size bytes.
@@ -58,8 +59,10 @@ func moeParams(p shaders.MoEParams, w *weight) shaders.MoEParams {
 // the logits buffer (the matmul kernels), moe_route's top-k selection into
 // the route buffer, then one moe_glu and one moe_down dispatch over every
 // row's selected experts (wgsl/moe.wgsl), each workgroup reading only the
-// rows of the expert its route names. Prefill rows are not grouped by
-// expert: each (row, expert) pair reads that expert's rows on its own.
+// rows of the expert its route names. A prefill groups the rows' (row,
+// expert) slots by expert on the device (moe_route), and its moe_glu and
+// moe_down workgroups run each expert's slots, so an expert's rows are
+// read once per step; moe_sum then weighs and sums each row's products.
 func (pl *planner) moe(op *fusion.MoEOp) error {
 	g := pl.p.g
 	in, out := g.Bufs[op.In], g.Bufs[op.Out]
@@ -82,19 +85,23 @@ func (pl *planner) moe(op *fusion.MoEOp) error {
 	if !ok {
 		return fmt.Errorf("activation %s: %w", op.Act, gpu.ErrUnsupported)
 	}
-	if op.Hidden > maxDispatch || out.Cols > maxDispatch || op.Used > maxDispatch || in.Rows > maxDispatch {
-		return fmt.Errorf("moe of %d hidden, %d columns, %d used, %d rows: over a dispatch: %w", op.Hidden, out.Cols, op.Used, in.Rows, gpu.ErrUnsupported)
+	if op.Hidden > maxDispatch || out.Cols > maxDispatch || op.Experts > maxDispatch || in.Rows > maxDispatch {
+		return fmt.Errorf("moe of %d hidden, %d columns, %d experts, %d rows: over a dispatch: %w", op.Hidden, out.Cols, op.Experts, in.Rows, gpu.ErrUnsupported)
 	}
-	rows := int64(in.Rows)
+	// Prefill (4+ rows of an unbatched step, as the tiled matmul): the
+	// slots grouped by expert, each expert's rows read once per step.
+	grouped := in.Rows >= 4 && !g.Batch
+	rows, used := int64(in.Rows), int64(op.Used)
 	logits, err := pl.grow(&pl.moeB.logits, &pl.moeB.logitsLen, rows*int64(op.Experts)*4)
 	if err != nil {
 		return err
 	}
-	route, err := pl.grow(&pl.moeB.route, &pl.moeB.routeLen, rows*int64(op.Used)*8)
+	// The (expert, weight) pairs, then the grouped offsets and lists.
+	route, err := pl.grow(&pl.moeB.route, &pl.moeB.routeLen, (3*rows*used+int64(op.Experts)+1)*4)
 	if err != nil {
 		return err
 	}
-	hidden, err := pl.grow(&pl.moeB.hidden, &pl.moeB.hiddenLen, rows*int64(op.Used)*int64(op.Hidden)*4)
+	hidden, err := pl.grow(&pl.moeB.hidden, &pl.moeB.hiddenLen, rows*used*int64(op.Hidden)*4)
 	if err != nil {
 		return err
 	}
@@ -108,8 +115,8 @@ func (pl *planner) moe(op *fusion.MoEOp) error {
 	}
 	step, none := gpu.Binding{Buf: pl.p.step}, gpu.Binding{Buf: pl.dummy}
 	base := shaders.MoEParams{Cols: u(in.Cols), Hidden: u(op.Hidden), Experts: u(op.Experts), Used: u(op.Used), NRows: u(in.Rows),
-		Act: uint32(act), NormTopK: b2u(op.NormTopK)}
-	pl.dispatch("moe_route", base, ceilDiv(in.Rows, 64), 1, 1, step, logits, none, none, none, none, route, sink)
+		Act: uint32(act), NormTopK: b2u(op.NormTopK), Grouped: b2u(grouped)}
+	pl.dispatch("moe_route", base, 1, 1, 1, step, logits, none, none, none, none, route, sink)
 	scale := func(w *weight) gpu.Binding {
 		if w.quant {
 			return gpu.Binding{Buf: w.chunks[0].s}
@@ -118,11 +125,27 @@ func (pl *planner) moe(op *fusion.MoEOp) error {
 	}
 	glu := moeParams(base, gw)
 	glu.XF16 = pl.h(x)
-	pl.dispatch("moe_glu", glu, op.Hidden, op.Used, in.Rows, step, x, gpu.Binding{Buf: gw.chunks[0].w}, scale(gw),
+	gy, gz := op.Used, in.Rows
+	if grouped {
+		gy, gz = op.Experts, 1
+	}
+	pl.dispatch("moe_glu", glu, op.Hidden, gy, gz, step, x, gpu.Binding{Buf: gw.chunks[0].w}, scale(gw),
 		gpu.Binding{Buf: uw.chunks[0].w}, scale(uw), route, hidden)
 	down := moeParams(base, dw)
-	down.OutF16 = b2u(out.F16)
-	pl.dispatch("moe_down", down, out.Cols, in.Rows, 1, step, hidden, gpu.Binding{Buf: dw.chunks[0].w}, scale(dw),
-		none, none, route, pl.buf(op.Out))
+	if !grouped {
+		down.OutF16 = b2u(out.F16)
+		pl.dispatch("moe_down", down, out.Cols, in.Rows, 1, step, hidden, gpu.Binding{Buf: dw.chunks[0].w}, scale(dw),
+			none, none, route, pl.buf(op.Out))
+		return nil
+	}
+	y, err := pl.grow(&pl.moeB.y, &pl.moeB.yLen, rows*used*int64(out.Cols)*4)
+	if err != nil {
+		return err
+	}
+	pl.dispatch("moe_down", down, out.Cols, op.Experts, 1, step, hidden, gpu.Binding{Buf: dw.chunks[0].w}, scale(dw),
+		none, none, route, y)
+	sum := base
+	sum.OutF16 = b2u(out.F16)
+	pl.dispatch("moe_sum", sum, ceilDiv(out.Cols, 64), in.Rows, 1, step, y, none, none, none, none, route, pl.buf(op.Out))
 	return nil
 }

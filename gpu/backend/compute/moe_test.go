@@ -1,6 +1,9 @@
 package compute_test
 
 import (
+	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -73,6 +76,57 @@ func TestMoERuleSwapFails(t *testing.T) {
 					}
 				})
 			}
+		}
+	})
+}
+
+// TestMoEKernelsChosen: a decode step (1 row) and a batched-size step of
+// 3 rows run the per-slot expert kernels; a prefill of 4+ rows groups the
+// slots by expert (moe_sum adds each row's products). Read from a profile
+// of the op's kernels.
+func TestMoEKernelsChosen(t *testing.T) {
+	ctx := context.Background()
+	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
+		be := backendOn(t, dev, compute.Options{})
+		for _, tc := range []struct {
+			tokens int
+			want   []string
+		}{
+			{1, []string{"moe_route", "moe_glu", "moe_down"}},
+			{3, []string{"moe_route", "moe_glu", "moe_down"}},
+			{4, []string{"moe_route", "moe_glu", "moe_down", "moe_sum"}},
+			{40, []string{"moe_route", "moe_glu", "moe_down", "moe_sum"}},
+		} {
+			t.Run(fmt.Sprintf("t%d", tc.tokens), func(t *testing.T) {
+				g, ws := conformance.MoEGraph(tc.tokens)
+				w, err := be.LoadWeights(ctx, ws)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer w.Release()
+				p, err := be.Compile(g, w, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer p.Release()
+				ops, err := p.(gpu.Profiler).Profile(ctx, make([]int32, tc.tokens), 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var ran []string
+				for _, op := range ops {
+					if op.Kind == fusion.MoE {
+						for _, k := range op.Kernels {
+							if strings.HasPrefix(k, "moe_") {
+								ran = append(ran, k)
+							}
+						}
+					}
+				}
+				if !slices.Equal(ran, tc.want) {
+					t.Errorf("moe kernels %v, want %v", ran, tc.want)
+				}
+			})
 		}
 	})
 }

@@ -75,6 +75,12 @@ func moeBuild(wt weightType, experts, used int, norm bool, act string, tokens in
 	}
 }
 
+// MoEGraph is a MoE case's graph (f32 weights, top-2 of 4 experts,
+// renormalized) for the given rows, and its weights.
+func MoEGraph(tokens int) (*fusion.Graph, []*tensors.Tensor) {
+	return moeBuild(weightType{tensors.F32, 0, 0}, 4, 2, true, "silu", tokens, 0)()
+}
+
 // Worst runs case c on gpu/backend/cpu and, with its graph edited by edit
 // (nil: as built), on the backend, and returns the largest
 // |got - cpu| / (Abs + Rel*|cpu|) over every step's logits: at most 1 where
