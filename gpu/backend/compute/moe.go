@@ -129,12 +129,24 @@ func (pl *planner) moe(op *fusion.MoEOp) error {
 	if grouped {
 		gy, gz = op.Experts, 1
 	}
-	pl.dispatch("moe_glu", glu, op.Hidden, gy, gz, step, x, gpu.Binding{Buf: gw.chunks[0].w}, scale(gw),
+	// Expert rows read: each slot's (per row), or at most each expert's
+	// once (grouped); the FLOPs of every slot either way.
+	slots := in.Rows * op.Used
+	read := slots
+	if grouped {
+		read = min(slots, op.Experts)
+	}
+	moeCost := func(w *weight, rows, cols, mats int) cost {
+		c := matCost(w, read*rows, cols, 1, mats)
+		c.FLOPs = 2 * int64(mats) * int64(slots) * int64(rows) * int64(cols)
+		return c
+	}
+	pl.dispatchVariant("moe_glu", shaders.Variant{}, glu, moeCost(gw, op.Hidden, in.Cols, 2), op.Hidden, gy, gz, step, x, gpu.Binding{Buf: gw.chunks[0].w}, scale(gw),
 		gpu.Binding{Buf: uw.chunks[0].w}, scale(uw), route, hidden)
 	down := moeParams(base, dw)
 	if !grouped {
 		down.OutF16 = b2u(out.F16)
-		pl.dispatch("moe_down", down, out.Cols, in.Rows, 1, step, hidden, gpu.Binding{Buf: dw.chunks[0].w}, scale(dw),
+		pl.dispatchVariant("moe_down", shaders.Variant{}, down, moeCost(dw, out.Cols, op.Hidden, 1), out.Cols, in.Rows, 1, step, hidden, gpu.Binding{Buf: dw.chunks[0].w}, scale(dw),
 			none, none, route, pl.buf(op.Out))
 		return nil
 	}
@@ -142,7 +154,7 @@ func (pl *planner) moe(op *fusion.MoEOp) error {
 	if err != nil {
 		return err
 	}
-	pl.dispatch("moe_down", down, out.Cols, op.Experts, 1, step, hidden, gpu.Binding{Buf: dw.chunks[0].w}, scale(dw),
+	pl.dispatchVariant("moe_down", shaders.Variant{}, down, moeCost(dw, out.Cols, op.Hidden, 1), out.Cols, op.Experts, 1, step, hidden, gpu.Binding{Buf: dw.chunks[0].w}, scale(dw),
 		none, none, route, y)
 	sum := base
 	sum.OutF16 = b2u(out.F16)
