@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/gpurun/gpurun/fusion"
@@ -581,7 +580,7 @@ func decodeWeightBytes(cfg *model.Config, ws []*tensors.Tensor) int64 {
 	n := weightBytes(ws)
 	if cfg.Experts > 0 {
 		for _, t := range ws {
-			if t != nil && isExperts(t.Name) {
+			if t != nil && model.IsExperts(t.Name) {
 				b := weightBytes([]*tensors.Tensor{t})
 				n -= b - b/int64(cfg.Experts)*int64(cfg.ExpertsUsed)
 			}
@@ -599,16 +598,6 @@ func decodeWeightBytes(cfg *model.Config, ws []*tensors.Tensor) int64 {
 		}
 	}
 	return n
-}
-
-// isExperts reports whether name is a layer's stacked experts tensor.
-func isExperts(name string) bool {
-	for _, suffix := range []string{model.ExpertsGate, model.ExpertsUp, model.ExpertsDown} {
-		if strings.HasSuffix(name, "."+suffix) {
-			return true
-		}
-	}
-	return false
 }
 
 // HasTokenizer reports whether text prompts and pieces are available.

@@ -34,7 +34,7 @@ func Encode(p Params) ([]byte, error) {
 
 // paramTypes lists the Go twin of every family's uniform struct.
 var paramTypes = []Params{
-	MatParams{}, EmbedParams{}, NormParams{}, RopeParams{}, KVParams{}, RopeKVParams{}, AttnParams{}, EltParams{}, ArgmaxParams{}, SampleParams{}, QParams{}, AdvanceParams{},
+	MatParams{}, EmbedParams{}, NormParams{}, RopeParams{}, KVParams{}, RopeKVParams{}, AttnParams{}, EltParams{}, ArgmaxParams{}, SampleParams{}, QParams{}, AdvanceParams{}, MoEParams{},
 }
 
 var (
@@ -253,6 +253,27 @@ type EltParams struct {
 	Pad2   uint32  `wgsl:"pad2"`
 }
 
+// MoEParams is the uniform block of wgsl/moe.wgsl (fusion.MoEOp after its
+// router product).
+type MoEParams struct {
+	Cols     uint32 `wgsl:"cols"`      // columns of x (moe_glu) and of out (moe_down)
+	Hidden   uint32 `wgsl:"hidden"`    // rows per expert of gate and up, columns of down
+	Experts  uint32 `wgsl:"experts"`   // router logits per row
+	Used     uint32 `wgsl:"used"`      // experts per row
+	NRows    uint32 `wgsl:"nrows"`     // rows of x and out
+	WT       uint32 `wgsl:"wt"`        // a WeightType: the bound expert weights'
+	ST       uint32 `wgsl:"st"`        // a ScaleType
+	Block    uint32 `wgsl:"block"`     // elements per scale (0: unquantized)
+	NBlocks  uint32 `wgsl:"nblocks"`   // scales per row
+	Act      uint32 `wgsl:"act"`       // moe_glu: an Activation
+	NormTopK uint32 `wgsl:"norm_topk"` // moe_route: 1: the selected probabilities renormalized to sum 1
+	XF16     uint32 `wgsl:"x_f16"`     // 1: x is an f16 activation: packed binary16 pairs
+	OutF16   uint32 `wgsl:"out_f16"`   // 1: out is an f16 activation
+	Grouped  uint32 `wgsl:"grouped"`   // 1: the slots grouped by expert (prefill: each expert's rows read once per step)
+	Pad1     uint32 `wgsl:"pad1"`
+	Pad2     uint32 `wgsl:"pad2"`
+}
+
 // ArgmaxParams is the uniform block of wgsl/argmax.wgsl.
 type ArgmaxParams struct {
 	N    uint32 `wgsl:"n"`
@@ -287,6 +308,7 @@ func (EltParams) params()    {}
 func (ArgmaxParams) params() {}
 func (SampleParams) params() {}
 func (QParams) params()      {}
+func (MoEParams) params()    {}
 
 // MatMulVariant selects the module of wgsl/matmul.wgsl: the weight type,
 // the scale type (when Quant) and whether the kernels compute MatMulGLU

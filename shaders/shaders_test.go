@@ -53,6 +53,10 @@ func TestGetBindings(t *testing.T) {
 		{"qmatvec", []BindingKind{U, R, R, R, R, W}},
 		{"qmatmul", []BindingKind{U, R, R, R, R, W}},
 		{"qembed", []BindingKind{U, R, R, R, R, W}},
+		{"moe_route", []BindingKind{U, R, R, R, R, R, R, W, W}},
+		{"moe_glu", []BindingKind{U, R, R, R, R, R, R, W, W}},
+		{"moe_down", []BindingKind{U, R, R, R, R, R, R, W, W}},
+		{"moe_sum", []BindingKind{U, R, R, R, R, R, R, W, W}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,6 +1,9 @@
 package model
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Tensor names follow MediaPipe's GPU weight naming. Linear weights end in
 // ".w" ([out, in]), their biases in ".b"; norms carry ".scale" and, for
@@ -47,6 +50,17 @@ const (
 // Layer returns the full name of a per-layer tensor.
 func Layer(i int, suffix string) string {
 	return fmt.Sprintf("params.lm.transformer.x_layers_%d.%s", i, suffix)
+}
+
+// IsExperts reports whether name is a layer's stacked experts tensor
+// (ExpertsGate, ExpertsUp or ExpertsDown).
+func IsExperts(name string) bool {
+	for _, suffix := range []string{ExpertsGate, ExpertsUp, ExpertsDown} {
+		if strings.HasSuffix(name, "."+suffix) {
+			return true
+		}
+	}
+	return false
 }
 
 // ScaleName is the name of the scales tensor of a quantized tensor.

@@ -201,13 +201,14 @@ func archCase(t *testing.T, dev gpu.Device, dir, name string, tol float64, fused
 // (../shared/models/arch2: llama3's rope factors, qwen2's biases, qwen3's
 // and gemma3's per-head q/k norms, gemma3's sliding layers with their own
 // rope base, phi3's LongRoPE with its attention factor, smollm3's NoPE
-// layers) on every device, unfused, fused, and fused with f16 activations,
-// as TestArchGolden does. The f32 tolerance, 2e-4, is well below the
+// layers, qwen3moe's mixture of experts: router, top-2, renormalization
+// and the expert products on the device) on every device, unfused, fused,
+// and fused with f16 activations, as TestArchGolden does. The f32 tolerance, 2e-4, is well below the
 // README's smallest convention effect (1.5e-3: smollm3's NoPE layers
 // ignored).
 func TestArch2Golden(t *testing.T) {
 	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
-		for _, name := range []string{"llama3", "qwen2", "qwen3", "gemma3", "phi3", "smollm3"} {
+		for _, name := range []string{"llama3", "qwen2", "qwen3", "gemma3", "phi3", "smollm3", "qwen3moe"} {
 			path := testmodels.Path(t, "arch2", name+".gguf")
 			golden := testmodels.Arch2(t, name).ArchGolden
 			const tol = 2e-4

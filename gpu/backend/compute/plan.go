@@ -52,6 +52,7 @@ type planner struct {
 	// kvTmp holds k and v of a MatMulRopeKV planned as its parts, made on demand.
 	kvTmp    [2]gpu.Buffer
 	kvTmpLen int64
+	moeB     moeBufs // the MoE ops' buffers (moe.go)
 }
 
 // h is the f16 flag of a kernel's activation binding: 1 when b's buffer
@@ -258,6 +259,8 @@ func (pl *planner) op(op fusion.Op) error {
 		return pl.matMulRopeKV(op)
 	case *fusion.AttentionOp:
 		return pl.attention(op)
+	case *fusion.MoEOp:
+		return pl.moe(op)
 	case *fusion.AddOp:
 		// A residual add into one of its inputs (addition commutes) runs
 		// in place; out = out + out goes through the scratch copy.

@@ -1,0 +1,163 @@
+package compute_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/gpu/backend/compute"
+	"github.com/gpurun/gpurun/gpu/internal/conformance"
+	"github.com/gpurun/gpurun/tensors"
+)
+
+// TestMoEConformance runs the MoE op's parity cases (conformance.MoECases:
+// router, top-k, renormalization and the expert products on the device)
+// against gpu/backend/cpu on WebGPU and Vulkan.
+func TestMoEConformance(t *testing.T) {
+	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
+		conformance.RunCases(t, conformance.MoECases(), func(t testing.TB) gpu.Backend {
+			return sharedBackend{backendOn(t, dev, compute.Options{})}
+		})
+	})
+}
+
+// TestMoERuleSwapFails shows the MoE cases can fail: the device running
+// the op with its renormalization switched, or one expert fewer or more
+// than the CPU reference, is past the tolerance on every case (while the
+// op as built is within it).
+func TestMoERuleSwapFails(t *testing.T) {
+	edits := []struct {
+		name string
+		edit func(*fusion.MoEOp)
+		far  bool
+	}{
+		{"as built", func(*fusion.MoEOp) {}, false},
+		{"renormalization switched", func(o *fusion.MoEOp) { o.NormTopK = !o.NormTopK }, true},
+		{"one expert fewer", func(o *fusion.MoEOp) { o.Used-- }, true},
+		{"one expert more", func(o *fusion.MoEOp) { o.Used++ }, true},
+	}
+	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
+		for _, c := range conformance.MoECases() {
+			if !strings.HasPrefix(c.Name, "moe/f32_") && !strings.HasPrefix(c.Name, "moe/int4_") {
+				continue // the rule is the kernels' whatever the weight type: two types keep the test short
+			}
+			// Cases where the edit is a valid op of another rule: top-1
+			// has no fewer, top-8 of 8 no more, and renormalizing all 8
+			// changes nothing.
+			var op *fusion.MoEOp
+			g, _ := c.Build()
+			for _, o := range g.Ops {
+				if m, ok := o.(*fusion.MoEOp); ok {
+					op = m
+				}
+			}
+			for _, e := range edits {
+				probe := *op
+				e.edit(&probe)
+				if probe.Used < 1 || probe.Used > probe.Experts || (e.far && op.Used == op.Experts) {
+					continue
+				}
+				t.Run(c.Name+"/"+e.name, func(t *testing.T) {
+					w := conformance.Worst(t, c, func(t testing.TB) gpu.Backend {
+						return sharedBackend{backendOn(t, dev, compute.Options{})}
+					}, func(g *fusion.Graph) {
+						for _, o := range g.Ops {
+							if m, ok := o.(*fusion.MoEOp); ok {
+								e.edit(m)
+							}
+						}
+					})
+					t.Logf("worst |Δ| / tolerance: %.3g", w)
+					if e.far != (w > 1) {
+						t.Errorf("worst |Δ| / tolerance %.3g: want past the tolerance: %t", w, e.far)
+					}
+				})
+			}
+		}
+	})
+}
+
+// TestMoEKernelsChosen: a decode step (1 row) and a batched-size step of
+// 3 rows run the per-slot expert kernels; a prefill of 4+ rows groups the
+// slots by expert (moe_sum adds each row's products). Read from a profile
+// of the op's kernels.
+func TestMoEKernelsChosen(t *testing.T) {
+	ctx := context.Background()
+	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
+		be := backendOn(t, dev, compute.Options{})
+		for _, tc := range []struct {
+			tokens int
+			want   []string
+		}{
+			{1, []string{"moe_route", "moe_glu", "moe_down"}},
+			{3, []string{"moe_route", "moe_glu", "moe_down"}},
+			{4, []string{"moe_route", "moe_glu", "moe_down", "moe_sum"}},
+			{40, []string{"moe_route", "moe_glu", "moe_down", "moe_sum"}},
+		} {
+			t.Run(fmt.Sprintf("t%d", tc.tokens), func(t *testing.T) {
+				g, ws := conformance.MoEGraph(tc.tokens)
+				w, err := be.LoadWeights(ctx, ws)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer w.Release()
+				p, err := be.Compile(g, w, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer p.Release()
+				ops, err := p.(gpu.Profiler).Profile(ctx, make([]int32, tc.tokens), 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var ran []string
+				for _, op := range ops {
+					if op.Kind == fusion.MoE {
+						for _, k := range op.Kernels {
+							if strings.HasPrefix(k, "moe_") {
+								ran = append(ran, k)
+							}
+						}
+					}
+				}
+				if !slices.Equal(ran, tc.want) {
+					t.Errorf("moe kernels %v, want %v", ran, tc.want)
+				}
+			})
+		}
+	})
+}
+
+// TestMoERefusesBlockExperts: experts in a llama.cpp block type, which the
+// moe kernels do not decode, fail Compile with gpu.ErrUnsupported (what
+// gpurun's auto backend avoids by sending such models to the CPU).
+func TestMoERefusesBlockExperts(t *testing.T) {
+	ctx := context.Background()
+	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
+		be := backendOn(t, dev, compute.Options{})
+		g, ws := conformance.MoEGraph(1)
+		for i, w := range ws {
+			if w.Name == "up" { // [experts, hidden, 64] as Q5_0 blocks of 32
+				b := conformance.BlockMatrix(rand.New(rand.NewPCG(1, 2)), "up", w.Shape[0]*w.Shape[1], w.Shape[2], tensors.Q5_0)
+				b.Shape = w.Shape
+				ws[i] = b
+			}
+		}
+		w, err := be.LoadWeights(ctx, ws)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Release()
+		_, err = be.Compile(g, w, nil)
+		if !errors.Is(err, gpu.ErrUnsupported) {
+			t.Fatalf("compile: %v, want gpu.ErrUnsupported", err)
+		}
+		t.Log(err)
+	})
+}

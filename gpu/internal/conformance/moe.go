@@ -1,0 +1,113 @@
+package conformance
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/gpu/backend/cpu"
+	"github.com/gpurun/gpurun/tensors"
+)
+
+// moeTol: a MoE row is a sum of up to 8 weighted down products (40 terms)
+// of GLU rows (64-term dot products), summed in another order than the
+// CPU's, after a softmax through the device's exp.
+var moeTol = Tolerance{Abs: 5e-5, Rel: 5e-5}
+
+// MoECases returns the parity cases of fusion.MoEOp: every stored type the
+// GPU's expert kernels read (f32, f16, bf16, int8 and int4 with f16 block
+// scales), several top-k counts (1, 2, 3 of 4 or 8 experts, and all 8),
+// renormalization on and off, SiLU and GELU-tanh, decode (1 row) and
+// prefill (5 and 40 rows) steps.
+func MoECases() []Case {
+	type route struct {
+		experts, used int
+		norm          bool
+		act           string
+	}
+	routes := []route{{4, 1, false, "silu"}, {4, 2, true, "silu"}, {8, 3, true, "gelu_tanh"}, {8, 3, false, "silu"}, {8, 8, true, "silu"}}
+	types := []weightType{
+		{tensors.F32, 0, 0}, {tensors.F16, 0, 0}, {tensors.BF16, 0, 0},
+		{tensors.I8, 8, tensors.F16}, {tensors.I4, 8, tensors.F16}, {tensors.I8, 0, tensors.F32},
+	}
+	var cs []Case
+	for i, wt := range types {
+		for j, rt := range routes {
+			tokens := fusedTokens[(i+j)%len(fusedTokens)]
+			tol := moeTol
+			if rt.act == "gelu_tanh" {
+				// gelu_tanh rounds its input to binary16 (gluCases).
+				tol = Tolerance{Abs: 5e-5, Rel: 1e-3}
+			}
+			cs = append(cs, Case{
+				Name:  fmt.Sprintf("moe/%s_e%d_k%d_norm%v_%s_t%d", wt, rt.experts, rt.used, rt.norm, rt.act, tokens),
+				Build: moeBuild(wt, rt.experts, rt.used, rt.norm, rt.act, tokens, uint64(10*i+j)),
+				Steps: []Step{{seq(tokens), 0}, {seq(1), 0}},
+				Tol:   tol,
+			})
+		}
+	}
+	return cs
+}
+
+// moeBuild makes a graph of one MoE op over embedded rows (64 wide, 40
+// hidden units per expert) with random weights of type wt.
+func moeBuild(wt weightType, experts, used int, norm bool, act string, tokens int, seed uint64) func() (*fusion.Graph, []*tensors.Tensor) {
+	return func() (*fusion.Graph, []*tensors.Tensor) {
+		const dim, hidden = 64, 40
+		r := rand.New(rand.NewPCG(17, seed))
+		g := &fusion.Graph{Tokens: tokens}
+		x := input(g, "x", dim)
+		g.Logits = g.Add(&fusion.MoEOp{Out: g.NewBuf("y", tokens, dim), In: x, Router: "router", Gate: "gate", Up: "up", Down: "down",
+			Experts: experts, Used: used, Hidden: hidden, Act: mustParse(fusion.ParseAct(act)), NormTopK: norm})
+		stack := func(name string, rows, cols int) *tensors.Tensor {
+			shape := []int{experts, rows, cols}
+			vals := uniform(r, experts*rows*cols, 0.5)
+			if wt.dt.Quantized() {
+				return mustTensor(tensors.Quantize(name, shape, vals, wt.dt, wt.block, wt.scale))
+			}
+			return mustTensor(tensors.FromF32(name, shape, vals, wt.dt))
+		}
+		return g, []*tensors.Tensor{matrix(r, "x", vocab, dim, tensors.F32, 0, 0), matrix(r, "router", experts, dim, tensors.F32, 0, 0),
+			stack("gate", hidden, dim), stack("up", hidden, dim), stack("down", dim, hidden)}
+	}
+}
+
+// MoEGraph is a MoE case's graph (f32 weights, top-2 of 4 experts,
+// renormalized) for the given rows, and its weights.
+func MoEGraph(tokens int) (*fusion.Graph, []*tensors.Tensor) {
+	return moeBuild(weightType{tensors.F32, 0, 0}, 4, 2, true, "silu", tokens, 0)()
+}
+
+// Worst runs case c on gpu/backend/cpu and, with its graph edited by edit
+// (nil: as built), on the backend, and returns the largest
+// |got - cpu| / (Abs + Rel*|cpu|) over every step's logits: at most 1 where
+// RunCases would pass. It shows a case can fail: an edit of the rule the
+// op computes (its top-k count, its renormalization) must move the result
+// past the tolerance.
+func Worst(t *testing.T, c Case, newBackend Factory, edit func(*fusion.Graph)) float64 {
+	t.Helper()
+	g, ws := c.Build()
+	ref := runSteps(t, cpu.New(cpu.Options{Threads: 1}), g, ws, c.Steps, c.Masks)
+	g2, ws2 := c.Build()
+	if edit != nil {
+		edit(g2)
+	}
+	be := newBackend(t)
+	defer be.Close()
+	got := runSteps(t, be, g2, ws2, c.Steps, c.Masks)
+	var worst float64
+	for s := range c.Steps {
+		for i := range ref[s] {
+			d := math.Abs(float64(got[s][i]) - float64(ref[s][i]))
+			lim := c.Tol.Abs + c.Tol.Rel*math.Abs(float64(ref[s][i]))
+			if math.IsNaN(d) {
+				return math.Inf(1)
+			}
+			worst = max(worst, d/lim)
+		}
+	}
+	return worst
+}

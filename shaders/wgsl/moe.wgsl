@@ -1,0 +1,359 @@
+// Mixture of experts (fusion.MoEOp) after its router product: the planner
+// computes the router logits [rows, experts] with the matmul kernels into a
+// buffer of its own, then these kernels run on the device with no host
+// round trip between them. A slot is one (row t, k-th selected expert)
+// pair, numbered t * used + k.
+//
+//   moe_route: per row t, softmax over the experts' logits (x), the `used`
+//     most probable experts in decreasing probability (the lower index
+//     first on ties), their probabilities (renormalized to sum 1 when
+//     norm_topk is set) into route[t] = (expert, weight bits) pairs. With
+//     grouped set it then lists each expert's slots (offs_at, list_at).
+//     One workgroup; dispatch (1, 1, 1).
+//   moe_glu: hidden[slot][r] = act(G_e[r]·x[t]) * (U_e[r]·x[t]) for the
+//     slot's expert e: one workgroup per row r and slot, its 64
+//     invocations over the columns, so each workgroup reads only its
+//     expert's two rows. Dispatch (hidden, used, nrows); grouped (prefill):
+//     one workgroup per row r and expert running all of that expert's
+//     slots, so each expert row is read from memory once per step, and an
+//     expert no row selected costs one empty workgroup per row.
+//     Dispatch (hidden, experts, 1).
+//   moe_down: out[t][j] = sum over k in order of weight_k * (D_e[j]·
+//     hidden[slot]): one workgroup per (j, t). Dispatch (cols, nrows, 1).
+//     Grouped: one workgroup per (j, expert) writing each of its slots'
+//     unweighted product to out = y[slot][j]; dispatch (cols, experts, 1).
+//   moe_sum (grouped only): out[t][j] = sum over k in order of weight_k *
+//     y[slot][j], the per-token moe_down's sum. Dispatch (ceil(cols/64),
+//     nrows, 1).
+//
+// The expert weights are 3-D tensors [experts, rows, in] uploaded as one
+// matrix of experts*rows rows (expert e's rows start at row e*rows), of any
+// type common.wgsl decodes (f32, f16, bf16, int8 and int4 with scales),
+// read element by element with word_of/decode as embed does: each family
+// module holds one decoding path per weight type only where a kernel is
+// bandwidth-bound on a dense matrix (matmul.wgsl); here the kernels read
+// used/experts of the expert bytes, and a plain family keeps the kernel set
+// at 4 entry points and 4 pipelines (shaders.TestKernelBudget) instead of
+// one module per weight type.
+//
+// One kernel per step of the op, each for its reason: the selection needs
+// every logit of a row before any expert is known (moe_route), the down
+// product needs the whole hidden row of each selected expert (moe_glu
+// before moe_down), and a down product per selected expert summed in slot
+// order gives the CPU reference's order of the weighted sum; grouped, the
+// products of different experts for one row come from different
+// workgroups, and WGSL has no float atomics to sum them there, so moe_sum
+// adds them in that order.
+
+struct MoEParams {
+    cols: u32,      // columns of x (moe_glu) and of out (moe_down)
+    hidden: u32,    // rows per expert of gate and up, columns of down
+    experts: u32,
+    used: u32,      // experts per row (route holds 2*used words per row)
+    nrows: u32,     // rows of x and out (Tokens, or 1 after LastRow)
+    wt: u32,        // weight type of the bound expert weights (gate and up share it)
+    st: u32,        // their scale type
+    block: u32,     // elements per scale (0: unquantized)
+    nblocks: u32,   // scales per row
+    act: u32,       // moe_glu: activation code
+    norm_topk: u32, // moe_route: 1: renormalize the selected probabilities
+    x_f16: u32,     // 1: x is an f16 activation (packed halves)
+    out_f16: u32,   // 1: out is an f16 activation (packed halves)
+    grouped: u32,   // 1: the rows' slots grouped by expert (prefill), see above
+    pad1: u32,
+    pad2: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: MoEParams;
+@group(0) @binding(1) var<storage, read> step: array<u32>; // [pos, T, tokens...]
+@group(0) @binding(2) var<storage, read> x_w: array<u32>;   // moe_route: router logits; moe_glu: the op's input; moe_down: hidden
+@group(0) @binding(3) var<storage, read> w: array<u32>;     // gate (moe_glu) or down (moe_down) experts
+@group(0) @binding(4) var<storage, read> s: array<u32>;     // their scales
+@group(0) @binding(5) var<storage, read> w2: array<u32>;    // up experts (moe_glu)
+@group(0) @binding(6) var<storage, read> s2: array<u32>;    // their scales
+@group(0) @binding(7) var<storage, read_write> route: array<u32>; // [nrows][used] (expert, weight bits)
+@group(0) @binding(8) var<storage, read_write> out_w: array<atomic<u32>>; // moe_glu: hidden; moe_down: the op's output
+
+// activations: x, out
+
+const WG: u32 = 64u;
+var<workgroup> red: array<f32, 128>;
+
+// live reports whether row t runs in this step.
+fn live(t: u32) -> bool {
+    return t < min(step[1], p.nrows);
+}
+
+// expert_at is W[row][c] of a stacked expert matrix whose rows are n
+// elements long: the first bound weight (w, s), or the second (w2, s2)
+// when second is set.
+fn expert_at(second: bool, row: u32, c: u32, n: u32) -> f32 {
+    let e = row * n + c;
+    let i = word_of(e, p.wt);
+    // Branches, not selects: a kernel binding only w reads nothing of w2.
+    var word = 0u;
+    if second {
+        word = w2[i];
+    } else {
+        word = w[i];
+    }
+    var v = decode(word, e, p.wt);
+    if p.block > 0u {
+        let si = row * p.nblocks + c / p.block;
+        let j = scale_word(si, p.st);
+        var sw = 0u;
+        if second {
+            sw = s2[j];
+        } else {
+            sw = s[j];
+        }
+        v = v * decode_scale(sw, si, p.st);
+    }
+    return v;
+}
+
+// chosen reports whether expert e is among the first k selected of row t.
+fn chosen(t: u32, k: u32, e: u32) -> bool {
+    for (var j = 0u; j < k; j++) {
+        if route[(t * p.used + j) * 2u] == e {
+            return true;
+        }
+    }
+    return false;
+}
+
+// route_row selects row t's experts into route[t] (see moe_route).
+fn route_row(t: u32) {
+    let base = t * p.experts;
+    var mx = x_at(base);
+    for (var e = 1u; e < p.experts; e++) {
+        mx = max(mx, x_at(base + e));
+    }
+    var sum = 0.0;
+    for (var e = 0u; e < p.experts; e++) {
+        sum += exp(x_at(base + e) - mx);
+    }
+    let inv = 1.0 / sum;
+    var total = 0.0;
+    for (var k = 0u; k < p.used; k++) {
+        var best = 0xffffffffu;
+        var bv = 0.0;
+        for (var e = 0u; e < p.experts; e++) {
+            if chosen(t, k, e) {
+                continue;
+            }
+            let v = exp(x_at(base + e) - mx) * inv;
+            if best == 0xffffffffu || v > bv {
+                best = e;
+                bv = v;
+            }
+        }
+        route[(t * p.used + k) * 2u] = best;
+        route[(t * p.used + k) * 2u + 1u] = bitcast<u32>(bv);
+        total += bv;
+    }
+    if p.norm_topk != 0u {
+        for (var k = 0u; k < p.used; k++) {
+            let i = (t * p.used + k) * 2u + 1u;
+            route[i] = bitcast<u32>(bitcast<f32>(route[i]) / total);
+        }
+    }
+}
+
+// The grouped lists follow the (expert, weight) pairs in route: offsets
+// [experts + 1] (expert e's slots are list[offs[e] .. offs[e+1]]), then
+// the list of slots (t * used + k), in increasing slot order per expert.
+fn offs_at() -> u32 {
+    return 2u * p.nrows * p.used;
+}
+
+fn list_at() -> u32 {
+    return offs_at() + p.experts + 1u;
+}
+
+@compute @workgroup_size(64)
+fn moe_route(@builtin(local_invocation_id) lid: vec3<u32>) {
+    let l = lid.x;
+    let rows = min(step[1], p.nrows);
+    for (var t = l; t < rows; t += WG) {
+        route_row(t);
+    }
+    if p.grouped == 0u {
+        return; // uniform
+    }
+    // Group the slots by expert: counts, their prefix sums (one
+    // invocation: experts are few), then each expert's slots in order.
+    storageBarrier();
+    let slots = rows * p.used;
+    let offs = offs_at();
+    for (var e = l; e < p.experts; e += WG) {
+        var n = 0u;
+        for (var s = 0u; s < slots; s++) {
+            n += select(0u, 1u, route[2u * s] == e);
+        }
+        route[offs + e + 1u] = n;
+    }
+    storageBarrier();
+    if l == 0u {
+        route[offs] = 0u;
+        for (var e = 0u; e < p.experts; e++) {
+            route[offs + e + 1u] += route[offs + e];
+        }
+    }
+    storageBarrier();
+    let list = list_at();
+    for (var e = l; e < p.experts; e += WG) {
+        var at = route[offs + e];
+        for (var s = 0u; s < slots; s++) {
+            if route[2u * s] == e {
+                route[list + at] = s;
+                at++;
+            }
+        }
+    }
+}
+
+// wg_first and wg_n are the slots of a workgroup of moe_glu or moe_down
+// (pairs): one slot per token mode, an expert's list when grouped.
+var<workgroup> wg_first: u32;
+var<workgroup> wg_n: u32;
+
+// pairs returns how many slots the workgroup runs, uniformly, with their
+// first position in wg_first: the slot (k, t) alone, or with grouped the
+// list of expert g's slots (positions in the list).
+fn pairs(l: u32, k: u32, t: u32, g: u32) -> u32 {
+    if p.grouped == 0u {
+        if !live(t) {
+            return 0u;
+        }
+        if l == 0u {
+            wg_first = t * p.used + k;
+        }
+        return 1u;
+    }
+    if l == 0u {
+        let offs = offs_at();
+        wg_first = list_at() + route[offs + g];
+        wg_n = route[offs + g + 1u] - route[offs + g];
+    }
+    return workgroupUniformLoad(&wg_n);
+}
+
+// slot_at is the i-th slot of the workgroup.
+fn slot_at(i: u32) -> u32 {
+    if p.grouped == 0u {
+        return wg_first;
+    }
+    return route[wg_first + i];
+}
+
+// reduce2 sums a and b over the workgroup: red[0] and red[WG] hold the
+// sums after it returns (to every invocation).
+fn reduce2(l: u32, a: f32, b: f32) {
+    red[l] = a;
+    red[WG + l] = b;
+    workgroupBarrier();
+    for (var n = WG / 2u; n > 0u; n >>= 1u) {
+        if l < n {
+            red[l] += red[l + n];
+            red[WG + l] += red[WG + l + n];
+        }
+        workgroupBarrier();
+    }
+}
+
+@compute @workgroup_size(64)
+fn moe_glu(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let r = wid.x;
+    let l = lid.x;
+    if r >= p.hidden {
+        return; // uniform: the workgroup's row
+    }
+    let n = pairs(l, wid.y, wid.z, wid.y);
+    workgroupBarrier(); // wg_first
+    for (var i = 0u; i < n; i++) {
+        let slot = slot_at(i);
+        let t = slot / p.used;
+        let row = route[slot * 2u] * p.hidden + r;
+        var g = 0.0;
+        var u = 0.0;
+        for (var c = l; c < p.cols; c += WG) {
+            let xv = x_at(t * p.cols + c);
+            g += expert_at(false, row, c, p.cols) * xv;
+            u += expert_at(true, row, c, p.cols) * xv;
+        }
+        reduce2(l, g, u);
+        if l == 0u {
+            out_set(slot * p.hidden + r, apply_act(p.act, red[0]) * red[WG]);
+        }
+        workgroupBarrier(); // red is written again by the next slot's reduce2
+    }
+}
+
+@compute @workgroup_size(64)
+fn moe_down(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let j = wid.x;
+    let l = lid.x;
+    if j >= p.cols {
+        return; // uniform: the workgroup's column
+    }
+    if p.grouped != 0u {
+        // Expert wid.y's slots: out holds one row per slot, its
+        // unweighted product (moe_sum weighs and sums them).
+        let n = pairs(l, 0u, 0u, wid.y);
+        workgroupBarrier();
+        for (var i = 0u; i < n; i++) {
+            let slot = slot_at(i);
+            let d = down_dot(l, slot, j);
+            if l == 0u {
+                out_set(slot * p.cols + j, d);
+            }
+            workgroupBarrier();
+        }
+        return;
+    }
+    let t = wid.y;
+    if !live(t) {
+        return; // uniform: the workgroup's token
+    }
+    var acc = 0.0;
+    for (var k = 0u; k < p.used; k++) {
+        let slot = t * p.used + k;
+        acc += bitcast<f32>(route[slot * 2u + 1u]) * down_dot(l, slot, j);
+        workgroupBarrier(); // red is written again by the next slot's reduce2
+    }
+    if l == 0u {
+        out_set(t * p.cols + j, acc);
+    }
+}
+
+// down_dot is D_e[j]·hidden[slot] for the slot's expert e, to every
+// invocation of the workgroup.
+fn down_dot(l: u32, slot: u32, j: u32) -> f32 {
+    let row = route[slot * 2u] * p.cols + j;
+    var d = 0.0;
+    for (var c = l; c < p.hidden; c += WG) {
+        d += expert_at(false, row, c, p.hidden) * x_at(slot * p.hidden + c);
+    }
+    reduce2(l, d, 0.0);
+    return red[0];
+}
+
+// moe_sum (grouped mode's last step): out[t][j] = sum over k in order of
+// weight_k * y[t][k][j], y (bound at x) being moe_down's per-slot
+// products: the order and operations of moe_down's per-token sum.
+// Dispatch (ceil(cols/64), nrows, 1).
+@compute @workgroup_size(64)
+fn moe_sum(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let j = gid.x;
+    let t = gid.y;
+    if j >= p.cols || !live(t) {
+        return;
+    }
+    var acc = 0.0;
+    for (var k = 0u; k < p.used; k++) {
+        let slot = t * p.used + k;
+        acc += bitcast<f32>(route[slot * 2u + 1u]) * x_at(slot * p.cols + j);
+    }
+    out_set(t * p.cols + j, acc);
+}
