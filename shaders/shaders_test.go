@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -432,5 +433,40 @@ func TestStepLayout(t *testing.T) {
 	}
 	if got := binary.Size(DecodeStep{}); got != DecodeStepHeader+4*MaxSteps {
 		t.Errorf("DecodeStep is %d bytes, want the header %d + ids %d", got, DecodeStepHeader, 4*MaxSteps)
+	}
+}
+
+// qkv.wgsl's second uniform block agrees with its Go twin, and the check
+// catches drift: a renamed field, a resized frequency table, a dropped word.
+func TestRopeQKVLayout(t *testing.T) {
+	if err := CheckRopeQKVLayout(); err != nil {
+		t.Fatal(err)
+	}
+	if got := binary.Size(RopeQKV{}); got != RopeQKVBytes {
+		t.Errorf("RopeQKV is %d bytes, RopeQKVBytes says %d", got, RopeQKVBytes)
+	}
+	src := load().families["qkv"].WGSL
+	for name, bad := range map[string]string{
+		"renamed": strings.Replace(src, "k_first: u32", "kfirst: u32", 1),
+		"resized": strings.Replace(src, "freq: array<vec4<f32>, 64>", "freq: array<vec4<f32>, 32>", 1),
+		"retyped": strings.Replace(src, "freq: array<vec4<f32>, 64>", "freq: array<vec4<u32>, 64>", 1),
+		"dropped": strings.Replace(src, "    pad2: u32,\n    freq", "    freq", 1),
+	} {
+		if bad == src {
+			t.Fatalf("%s: the edit did not apply", name)
+		}
+		if err := checkBlock("qkv", bad, "RopeQKV", reflect.TypeOf(RopeQKV{})); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+	var r RopeQKV
+	r.Heads = 7
+	r.SetFreq(5, 0.5)
+	b, err := r.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) != RopeQKVBytes || binary.LittleEndian.Uint32(b) != 7 || math.Float32frombits(binary.LittleEndian.Uint32(b[48+4*5:])) != 0.5 {
+		t.Errorf("RopeQKV bytes: heads or freq[5] not at words 0 and 12+5")
 	}
 }

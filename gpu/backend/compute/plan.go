@@ -1,9 +1,7 @@
 package compute
 
 import (
-	"encoding/binary"
 	"fmt"
-	"math"
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
@@ -436,14 +434,14 @@ func (pl *planner) matMulRopeKV(op *fusion.MatMulRopeKVOp) error {
 	if op.Style == fusion.RopeHalves {
 		style = 1
 	}
-	rq := make([]uint32, shaders.RopeQKVBytes/4)
-	copy(rq, []uint32{u(op.Heads), u(op.KVHeads), u(op.HeadDim), u(op.Dims), style, u(c.spec.MaxLen), b2u(c.spec.F16), u(kFirst), u(vFirst), hasNorm})
+	rq := shaders.RopeQKV{Heads: u(op.Heads), KVHeads: u(op.KVHeads), HeadDim: u(op.HeadDim), RopeDims: u(op.Dims), Style: style,
+		MaxLen: u(c.spec.MaxLen), KVF16: b2u(c.spec.F16), KFirst: u(kFirst), VFirst: u(vFirst), HasNorm: hasNorm}
 	for i := range op.Dims / 2 {
-		rq[12+i] = math.Float32bits(float32(op.Freq(i)))
+		rq.SetFreq(i, float32(op.Freq(i)))
 	}
-	rb := make([]byte, 4*len(rq))
-	for i, w := range rq {
-		binary.LittleEndian.PutUint32(rb[4*i:], w)
+	rb, err := rq.Bytes()
+	if err != nil {
+		return err
 	}
 	rbuf, err := pl.p.b.newFilled(rb)
 	if err != nil {
