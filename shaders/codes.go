@@ -135,7 +135,8 @@ func (q BlockType) BlockLayout() (elems, bytes int) {
 	return 0, 0
 }
 
-// codesWGSL is the WGSL declaration of every type and activation code, prepended to every
+// codesWGSL is the WGSL declaration of every type and activation code and
+// of the step words (step.go), prepended to every
 // family before common.wgsl.
 func codesWGSL() string {
 	var b strings.Builder
@@ -153,6 +154,9 @@ func codesWGSL() string {
 	}
 	for _, a := range activations {
 		fmt.Fprintf(&b, "const ACT_%s: u32 = %du;\n", strings.ToUpper(a.name), uint32(a.code))
+	}
+	for _, w := range stepWords {
+		fmt.Fprintf(&b, "const %s: u32 = %du;\n", w.name, w.word)
 	}
 	return b.String()
 }

@@ -470,3 +470,70 @@ func TestRopeQKVLayout(t *testing.T) {
 		t.Errorf("RopeQKV bytes: heads or freq[5] not at words 0 and 12+5")
 	}
 }
+
+// Kernels index the step buffer only through the generated step-word
+// constants (STEP_*, RULE_*), never a literal: a raw step[N] fails here.
+func TestNoRawStepIndex(t *testing.T) {
+	raw := regexp.MustCompile(`\bstep\s*\[[^\]]*\b[0-9]`)
+	comment := regexp.MustCompile(`//[^\n]*`)
+	err := fs.WalkDir(wgslFS, "wgsl", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		src, err := wgslFS.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for i, line := range strings.Split(string(src), "\n") {
+			if m := raw.FindString(comment.ReplaceAllString(line, "")); m != "" {
+				t.Errorf("%s:%d: raw step index %q: use a STEP_* or RULE_* constant (shaders/step.go)", path, i+1, m)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw.FindString("let n = min(step[1], p.nrows);") == "" || raw.FindString("step[a + 2u]") == "" {
+		t.Error("the raw-index pattern misses a raw index")
+	}
+	if m := raw.FindString("step[STEP_TOKEN + t] + step[p.pos_at + t]"); m != "" {
+		t.Errorf("the raw-index pattern flags named words: %q", m)
+	}
+}
+
+// The step words are where DecodeStep (the step tensor's Go and WGSL
+// layout) has them, the rule words in SampleParams' and DecodeStep's order,
+// and the generated WGSL declares every one.
+func TestStepWords(t *testing.T) {
+	ds := reflect.TypeOf(DecodeStep{})
+	for _, tc := range []struct {
+		field string
+		word  int
+	}{
+		{"Pos", StepPos}, {"Tokens", StepRows}, {"Token", StepToken},
+		{"InvTemperature", DecodeStepRuleAt + RuleInvTemperature}, {"TopK", DecodeStepRuleAt + RuleTopK},
+		{"TopP", DecodeStepRuleAt + RuleTopP}, {"SeedLo", DecodeStepRuleAt + RuleSeedLo}, {"SeedHi", DecodeStepRuleAt + RuleSeedHi},
+	} {
+		f, ok := ds.FieldByName(tc.field)
+		if !ok || f.Offset != uintptr(4*tc.word) {
+			t.Errorf("DecodeStep.%s at byte %d, its constant says word %d", tc.field, f.Offset, tc.word)
+		}
+	}
+	sp := reflect.TypeOf(SampleParams{})
+	first, _ := sp.FieldByName("InvTemperature")
+	for _, tc := range []struct {
+		field string
+		word  int
+	}{{"TopK", RuleTopK}, {"TopP", RuleTopP}, {"SeedLo", RuleSeedLo}, {"SeedHi", RuleSeedHi}} {
+		if f, _ := sp.FieldByName(tc.field); f.Offset-first.Offset != uintptr(4*tc.word) {
+			t.Errorf("SampleParams.%s at word %d of the rule, its constant says %d", tc.field, (f.Offset-first.Offset)/4, tc.word)
+		}
+	}
+	src := codesWGSL()
+	for _, w := range stepWords {
+		if decl := fmt.Sprintf("const %s: u32 = %du;", w.name, w.word); !strings.Contains(src, decl) {
+			t.Errorf("generated WGSL lacks %q", decl)
+		}
+	}
+}

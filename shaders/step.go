@@ -13,6 +13,38 @@ const (
 	MaxStops = 8
 )
 
+// Words of the step buffer (binding step, array<u32>) every kernel reads:
+// the host writes them for each run, a decode program's advance kernel
+// updates them between steps (DecodeStep's first words). The WGSL
+// constants STEP_POS, STEP_ROWS and STEP_TOKEN are generated from these
+// (codesWGSL), and kernels index the buffer only through them.
+const (
+	StepPos   = 0 // cache position of row 0 (row t's is StepPos+t, unless a batched step's pos_at)
+	StepRows  = 1 // rows to run: the step's tokens, 0 for a no-op step
+	StepToken = 2 // token id of row 0; row t's at StepToken+t
+)
+
+// Words of a sampling rule in the step buffer, from the rule's first word
+// (SampleParams.RuleAt, DecodeStepRuleAt in a decode program): the WGSL
+// constants RULE_INV_TEMPERATURE ... RULE_SEED_HI.
+const (
+	RuleInvTemperature = iota
+	RuleTopK
+	RuleTopP
+	RuleSeedLo
+	RuleSeedHi
+)
+
+// stepWords is the table of the generated step-word constants.
+var stepWords = []struct {
+	name string
+	word uint32
+}{
+	{"STEP_POS", StepPos}, {"STEP_ROWS", StepRows}, {"STEP_TOKEN", StepToken},
+	{"RULE_INV_TEMPERATURE", RuleInvTemperature}, {"RULE_TOP_K", RuleTopK}, {"RULE_TOP_P", RuleTopP},
+	{"RULE_SEED_LO", RuleSeedLo}, {"RULE_SEED_HI", RuleSeedHi},
+}
+
 // AdvanceParams is the uniform block of wgsl/step.wgsl: the index of the
 // step an advance dispatch ends.
 type AdvanceParams struct {

@@ -347,7 +347,7 @@ fn matvec_lanes_norm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
 // row's last barrier only lane 0 of a group reads red, its own slot, so
 // the next row may write red at once.)
 fn lanes_mv(wid: vec3<u32>, li: u32, nm: bool) {
-    let n = min(step[1], p.nrows);
+    let n = min(step[STEP_ROWS], p.nrows);
     for (var k = 0u; k < MV_TOKENS; k++) {
         let t = wid.y * MV_TOKENS + k;
         if t < n { // uniform: the whole workgroup shares t
@@ -423,7 +423,7 @@ var<workgroup> wtile: array<array<vec4<f32>, 9>, 64>; // [weight row][k/4]
 @compute @workgroup_size(8, 8)
 fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>,
           @builtin(local_invocation_index) li: u32) {
-    let n = min(step[1], p.nrows);
+    let n = min(step[STEP_ROWS], p.nrows);
     let tt = wid.y * MM_TOKENS;
     if tt >= n {
         return;

@@ -12,7 +12,7 @@ struct RopeParams {
     rope_dims: u32,
     style: u32,
     cols: u32,
-    pos_at: u32, // 0: row t at position step[0]+t; else at step[pos_at+t] (batched steps)
+    pos_at: u32, // 0: row t at position step[STEP_POS]+t; else at step[pos_at+t] (batched steps)
     out_f16: u32, // 1: x is an f16 activation (packed halves)
     scale: f32,   // cos and sin multiplier
 }
@@ -30,10 +30,10 @@ struct RopeParams {
 fn rope(@builtin(global_invocation_id) gid: vec3<u32>) {
     let half = p.rope_dims / 2u;
     let t = gid.y;
-    if gid.x >= p.heads * half || t >= step[1] {
+    if gid.x >= p.heads * half || t >= step[STEP_ROWS] {
         return;
     }
-    var pos = step[0] + t;
+    var pos = step[STEP_POS] + t;
     if p.pos_at != 0u {
         pos = step[p.pos_at + t];
         if pos == 0xffffffffu {

@@ -82,7 +82,7 @@ fn lanes_partial_h(t: u32, r0: u32, lane: u32, lanes: u32) -> vec4<f32> {
 @compute @workgroup_size(64)
 fn matvec_sg_h(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_invocation_id) sgi: u32,
                @builtin(subgroup_size) sgs: u32, @builtin(subgroup_id) sgid: u32) {
-    let n = min(step[1], p.nrows);
+    let n = min(step[STEP_ROWS], p.nrows);
     let g = sg_group(wid, sgi, sgs, sgid);
     for (var k = 0u; k < MV_TOKENS; k++) {
         let t = wid.y * MV_TOKENS + k;

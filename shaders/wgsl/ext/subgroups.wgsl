@@ -16,7 +16,7 @@
 @compute @workgroup_size(64)
 fn matvec_sg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_invocation_id) sgi: u32,
              @builtin(subgroup_size) sgs: u32, @builtin(subgroup_id) sgid: u32) {
-    let n = min(step[1], p.nrows);
+    let n = min(step[STEP_ROWS], p.nrows);
     let g = sg_group(wid, sgi, sgs, sgid);
     // MV_TOKENS rows of the step, as matvec_lanes (lanes_mv); each row
     // reduces through its own slots of red.
