@@ -54,7 +54,7 @@ func (pl *planner) attention(op *fusion.AttentionOp) error {
 	if pl.p.g.Batch {
 		return pl.batchAttention(op, ap, step, q)
 	}
-	k, v := gpu.Binding{Buf: pl.caches[0].k[op.Layer]}, gpu.Binding{Buf: pl.caches[0].v[op.Layer]}
+	kc, vc := gpu.Binding{Buf: pl.caches[0].k[op.Layer]}, gpu.Binding{Buf: pl.caches[0].v[op.Layer]}
 	chunks := ceilDiv(spec.MaxLen, attnChunk)
 	batches := ceilDiv(op.Heads/op.KVHeads, attnGroupBatch)
 	partBytes := int64(T) * int64(op.Heads) * int64(chunks) * int64(op.HeadDim+2) * 4
@@ -72,9 +72,9 @@ func (pl *planner) attention(op *fusion.AttentionOp) error {
 	if kind == AttentionTiled {
 		rows := T * (op.Heads / op.KVHeads)
 		ap.Rows = u(rows)
-		name := "attn_tiled"
+		k := kAttnTiled
 		if spec.F16 {
-			name = "attn_tiled_f16"
+			k = kAttnTiledF16
 		}
 		// The running sums live in part (f32) until the last chunk.
 		acc, err := pl.partBuf(int64(T) * int64(op.Heads) * int64(op.HeadDim) * 4)
@@ -82,7 +82,7 @@ func (pl *planner) attention(op *fusion.AttentionOp) error {
 			return err
 		}
 		if tiles := ceilDiv(rows, attnQueryRows); tiles <= maxDispatch {
-			pl.dispatch(name, ap, op.KVHeads, tiles, 1, step, q, k, v, pl.buf(op.Out), acc)
+			k.dispatch(pl, ap, op.KVHeads, tiles, 1, attentionBindings{Step: step, QW: q, Kc: kc, Vc: vc, OutW: pl.buf(op.Out), Part: acc})
 			return nil
 		}
 		kind = AttentionPerHead
@@ -91,11 +91,11 @@ func (pl *planner) attention(op *fusion.AttentionOp) error {
 		kind = AttentionPerHead // the partials would not fit one binding or one dispatch
 	}
 	if kind == AttentionPerHead {
-		name := "attention"
+		k := kAttention
 		if spec.F16 {
-			name = "attention_f16"
+			k = kAttentionF16
 		}
-		pl.dispatch(name, ap, op.Heads, T, 1, step, q, k, v, pl.buf(op.Out), sink)
+		k.dispatch(pl, ap, op.Heads, T, 1, attentionBindings{Step: step, QW: q, Kc: kc, Vc: vc, OutW: pl.buf(op.Out), Part: sink})
 		return nil
 	}
 	part, err := pl.partBuf(partBytes)
@@ -103,13 +103,13 @@ func (pl *planner) attention(op *fusion.AttentionOp) error {
 		return err
 	}
 	ap.Chunks, ap.Batches = u(chunks), u(batches)
-	name := "attn_split"
+	k := kAttnSplit
 	if spec.F16 {
-		name = "attn_split_f16"
+		k = kAttnSplitF16
 	}
-	none := gpu.Binding{Buf: pl.dummy}
-	pl.dispatch(name, ap, op.KVHeads*batches, chunks, T, step, q, k, v, sink, part)
-	pl.dispatch("attn_combine", ap, op.Heads, T, 1, step, none, none, none, pl.buf(op.Out), part)
+	none := pl.none()
+	k.dispatch(pl, ap, op.KVHeads*batches, chunks, T, attentionBindings{Step: step, QW: q, Kc: kc, Vc: vc, OutW: sink, Part: part})
+	kAttnCombine.dispatch(pl, ap, op.Heads, T, 1, attentionBindings{Step: step, QW: none, Kc: none, Vc: none, OutW: pl.buf(op.Out), Part: part})
 	return nil
 }
 
@@ -130,13 +130,13 @@ func (pl *planner) batchAttention(op *fusion.AttentionOp, ap shaders.AttnParams,
 	batches := ceilDiv(op.Heads/op.KVHeads, attnGroupBatch)
 	partBytes := int64(T) * int64(op.Heads) * int64(chunks) * int64(op.HeadDim+2) * 4
 	if pl.p.b.attention == AttentionPerHead || chunks > maxDispatch || op.KVHeads*batches > maxDispatch || partBytes > pl.p.b.devBinding {
-		name := "attention"
+		k := kAttention
 		if spec.F16 {
-			name = "attention_f16"
+			k = kAttentionF16
 		}
 		for r, c := range pl.caches {
 			ap.Row0 = u(r)
-			pl.dispatch(name, ap, op.Heads, 1, 1, step, q, gpu.Binding{Buf: c.k[op.Layer]}, gpu.Binding{Buf: c.v[op.Layer]}, pl.buf(op.Out), sink)
+			k.dispatch(pl, ap, op.Heads, 1, 1, attentionBindings{Step: step, QW: q, Kc: gpu.Binding{Buf: c.k[op.Layer]}, Vc: gpu.Binding{Buf: c.v[op.Layer]}, OutW: pl.buf(op.Out), Part: sink})
 		}
 		return nil
 	}
@@ -145,15 +145,15 @@ func (pl *planner) batchAttention(op *fusion.AttentionOp, ap shaders.AttnParams,
 		return err
 	}
 	ap.Chunks, ap.Batches = u(chunks), u(batches)
-	name := "attn_split"
+	k := kAttnSplit
 	if spec.F16 {
-		name = "attn_split_f16"
+		k = kAttnSplitF16
 	}
-	none := gpu.Binding{Buf: pl.dummy}
+	none := pl.none()
 	for r, c := range pl.caches {
 		ap.Row0 = u(r)
-		pl.dispatch(name, ap, op.KVHeads*batches, chunks, 1, step, q, gpu.Binding{Buf: c.k[op.Layer]}, gpu.Binding{Buf: c.v[op.Layer]}, sink, part)
-		pl.dispatch("attn_combine", ap, op.Heads, 1, 1, step, none, none, none, pl.buf(op.Out), part)
+		k.dispatch(pl, ap, op.KVHeads*batches, chunks, 1, attentionBindings{Step: step, QW: q, Kc: gpu.Binding{Buf: c.k[op.Layer]}, Vc: gpu.Binding{Buf: c.v[op.Layer]}, OutW: sink, Part: part})
+		kAttnCombine.dispatch(pl, ap, op.Heads, 1, 1, attentionBindings{Step: step, QW: none, Kc: none, Vc: none, OutW: pl.buf(op.Out), Part: part})
 	}
 	return nil
 }
