@@ -58,19 +58,16 @@ func (pl *planner) attention(op *fusion.AttentionOp) error {
 	chunks := ceilDiv(spec.MaxLen, attnChunk)
 	batches := ceilDiv(op.Heads/op.KVHeads, attnGroupBatch)
 	partBytes := int64(T) * int64(op.Heads) * int64(chunks) * int64(op.HeadDim+2) * 4
-	kind := pl.p.b.attention
-	if kind == AttentionAuto {
-		kind = AttentionSplit
-		if T > attnSplitTokens {
-			kind = AttentionTiled
-		}
-	}
+	splitFits := chunks <= maxDispatch && op.KVHeads*batches <= maxDispatch && partBytes <= pl.p.b.devBinding
+	rows := T * (op.Heads / op.KVHeads)
+	tiles := ceilDiv(rows, attnQueryRows)
+	kind := chooseAttention(pl.p.b.attention, attnShape{tokens: T, tiles: tiles, splitFits: splitFits})
 	sink, err := pl.sinkBuf()
 	if err != nil {
 		return err
 	}
-	if kind == AttentionTiled {
-		rows := T * (op.Heads / op.KVHeads)
+	switch kind {
+	case AttentionTiled:
 		ap.Rows = u(rows)
 		k := kAttnTiled
 		if spec.F16 {
@@ -81,16 +78,9 @@ func (pl *planner) attention(op *fusion.AttentionOp) error {
 		if err != nil {
 			return err
 		}
-		if tiles := ceilDiv(rows, attnQueryRows); tiles <= maxDispatch {
-			k.dispatch(pl, ap, op.KVHeads, tiles, 1, attentionBindings{Step: step, QW: q, Kc: kc, Vc: vc, OutW: pl.buf(op.Out), Part: acc})
-			return nil
-		}
-		kind = AttentionPerHead
-	}
-	if kind == AttentionSplit && (chunks > maxDispatch || op.KVHeads*batches > maxDispatch || partBytes > pl.p.b.devBinding) {
-		kind = AttentionPerHead // the partials would not fit one binding or one dispatch
-	}
-	if kind == AttentionPerHead {
+		k.dispatch(pl, ap, op.KVHeads, tiles, 1, attentionBindings{Step: step, QW: q, Kc: kc, Vc: vc, OutW: pl.buf(op.Out), Part: acc})
+		return nil
+	case AttentionPerHead:
 		k := kAttention
 		if spec.F16 {
 			k = kAttentionF16
@@ -113,6 +103,41 @@ func (pl *planner) attention(op *fusion.AttentionOp) error {
 	return nil
 }
 
+// attnShape is what the choice of attention kernels depends on besides
+// Options.Attention.
+type attnShape struct {
+	tokens    int  // query tokens of the step
+	batch     bool // a batched step (one row per sequence)
+	tiles     int  // attn_tiled's workgroups along y (tiles of query rows)
+	splitFits bool // attn_split's partials fit one binding and its grid one dispatch
+}
+
+// chooseAttention resolves the attention kernels of an op: a pure
+// function of the option and the shape (TestChooseAttention). Auto splits
+// steps of up to attnSplitTokens tokens (attn_split + attn_combine) and
+// tiles longer ones (attn_tiled); a batched step always splits, each row
+// as its one-row step. Where the chosen kernels' grid or partials do not
+// fit, the per-head kernel runs.
+func chooseAttention(opt AttentionKind, s attnShape) AttentionKind {
+	if s.batch {
+		if opt == AttentionPerHead || !s.splitFits {
+			return AttentionPerHead
+		}
+		return AttentionSplit
+	}
+	kind := opt
+	if kind == AttentionAuto {
+		kind = AttentionSplit
+		if s.tokens > attnSplitTokens {
+			kind = AttentionTiled
+		}
+	}
+	if kind == AttentionTiled && s.tiles > maxDispatch || kind == AttentionSplit && !s.splitFits {
+		kind = AttentionPerHead
+	}
+	return kind
+}
+
 // batchAttention plans the Attention op of a batched step: row r reads
 // sequence r's cache, so each row is its own dispatches binding that cache
 // (an unused row's workgroups return at once): attn_split + attn_combine,
@@ -129,7 +154,8 @@ func (pl *planner) batchAttention(op *fusion.AttentionOp, ap shaders.AttnParams,
 	chunks := ceilDiv(spec.MaxLen, attnChunk)
 	batches := ceilDiv(op.Heads/op.KVHeads, attnGroupBatch)
 	partBytes := int64(T) * int64(op.Heads) * int64(chunks) * int64(op.HeadDim+2) * 4
-	if pl.p.b.attention == AttentionPerHead || chunks > maxDispatch || op.KVHeads*batches > maxDispatch || partBytes > pl.p.b.devBinding {
+	splitFits := chunks <= maxDispatch && op.KVHeads*batches <= maxDispatch && partBytes <= pl.p.b.devBinding
+	if chooseAttention(pl.p.b.attention, attnShape{tokens: T, batch: true, splitFits: splitFits}) == AttentionPerHead {
 		k := kAttention
 		if spec.F16 {
 			k = kAttentionF16

@@ -139,3 +139,33 @@ func TestChooseMatKernel(t *testing.T) {
 		}
 	}
 }
+
+// The choice of attention kernels is a function of the option and the
+// shape alone: no device needed.
+func TestChooseAttention(t *testing.T) {
+	fits := attnShape{tiles: 1, splitFits: true}
+	with := func(s attnShape, tokens int) attnShape { s.tokens = tokens; return s }
+	for _, tc := range []struct {
+		name string
+		opt  AttentionKind
+		s    attnShape
+		want AttentionKind
+	}{
+		{"decode", AttentionAuto, with(fits, 1), AttentionSplit},
+		{"4 tokens", AttentionAuto, with(fits, attnSplitTokens), AttentionSplit},
+		{"prefill", AttentionAuto, with(fits, attnSplitTokens+1), AttentionTiled},
+		{"prefill, too many tiles", AttentionAuto, attnShape{tokens: 1 << 20, tiles: maxDispatch + 1, splitFits: true}, AttentionPerHead},
+		{"decode, partials too big", AttentionAuto, attnShape{tokens: 1, tiles: 1}, AttentionPerHead},
+		{"forced per head", AttentionPerHead, with(fits, 1), AttentionPerHead},
+		{"forced split, prefill", AttentionSplit, with(fits, 64), AttentionSplit},
+		{"forced tiled, decode", AttentionTiled, with(fits, 1), AttentionTiled},
+		{"batched", AttentionAuto, attnShape{tokens: 8, batch: true, splitFits: true}, AttentionSplit},
+		{"batched, forced tiled", AttentionTiled, attnShape{tokens: 8, batch: true, splitFits: true}, AttentionSplit},
+		{"batched, partials too big", AttentionAuto, attnShape{tokens: 8, batch: true}, AttentionPerHead},
+		{"batched, forced per head", AttentionPerHead, attnShape{tokens: 8, batch: true, splitFits: true}, AttentionPerHead},
+	} {
+		if got := chooseAttention(tc.opt, tc.s); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}

@@ -63,14 +63,6 @@ type prologue struct {
 	eps   float32
 }
 
-// suffix is the kernel name suffix of the prologue: "_norm", or "" for none.
-func (p *prologue) suffix() string {
-	if p == nil {
-		return ""
-	}
-	return "_norm"
-}
-
 func u(v int) uint32 { return uint32(v) }
 func b2u(b bool) uint32 {
 	if b {
