@@ -162,14 +162,14 @@ type NormParams struct {
 
 // RopeParams is the uniform block of wgsl/rope.wgsl.
 type RopeParams struct {
-	Heads    uint32  `wgsl:"heads"`
-	HeadDim  uint32  `wgsl:"head_dim"`
-	RopeDims uint32  `wgsl:"rope_dims"`
-	Style    uint32  `wgsl:"style"`
-	Cols     uint32  `wgsl:"cols"`
-	PosAt    uint32  `wgsl:"pos_at"`  // 0: row t at position step[0]+t; else at step word PosAt+t (batched steps)
-	OutF16   uint32  `wgsl:"out_f16"` // 1: x is an f16 activation: packed binary16 pairs (stores round to the nearest half)
-	Scale    float32 `wgsl:"scale"`   // cos and sin multiplier (1: none)
+	Heads    uint32    `wgsl:"heads"`
+	HeadDim  uint32    `wgsl:"head_dim"`
+	RopeDims uint32    `wgsl:"rope_dims"`
+	Style    RopeStyle `wgsl:"style"`
+	Cols     uint32    `wgsl:"cols"`
+	PosAt    uint32    `wgsl:"pos_at"`  // 0: row t at position step[0]+t; else at step word PosAt+t (batched steps)
+	OutF16   uint32    `wgsl:"out_f16"` // 1: x is an f16 activation: packed binary16 pairs (stores round to the nearest half)
+	Scale    float32   `wgsl:"scale"`   // cos and sin multiplier (1: none)
 }
 
 // KVParams is the uniform block of wgsl/kv.wgsl.
@@ -186,18 +186,18 @@ type KVParams struct {
 
 // RopeKVParams is the uniform block of wgsl/ropekv.wgsl.
 type RopeKVParams struct {
-	Heads    uint32  `wgsl:"heads"`
-	KVHeads  uint32  `wgsl:"kv_heads"`
-	HeadDim  uint32  `wgsl:"head_dim"`
-	RopeDims uint32  `wgsl:"rope_dims"`
-	Style    uint32  `wgsl:"style"` // 0: interleaved pairs; 1: halves
-	MaxLen   uint32  `wgsl:"max_len"`
-	OutF16   uint32  `wgsl:"out_f16"` // 1: q is an f16 activation: packed binary16 pairs (stores round to the nearest half)
-	KF16     uint32  `wgsl:"k_f16"`   // 1: k is an f16 activation: packed binary16 pairs
-	VF16     uint32  `wgsl:"v_f16"`   // 1: v is an f16 activation
-	Scale    float32 `wgsl:"scale"`   // cos and sin multiplier (1: none)
-	Pad3     uint32  `wgsl:"pad3"`
-	Pad4     uint32  `wgsl:"pad4"`
+	Heads    uint32    `wgsl:"heads"`
+	KVHeads  uint32    `wgsl:"kv_heads"`
+	HeadDim  uint32    `wgsl:"head_dim"`
+	RopeDims uint32    `wgsl:"rope_dims"`
+	Style    RopeStyle `wgsl:"style"` // RopePairs or RopeHalves
+	MaxLen   uint32    `wgsl:"max_len"`
+	OutF16   uint32    `wgsl:"out_f16"` // 1: q is an f16 activation: packed binary16 pairs (stores round to the nearest half)
+	KF16     uint32    `wgsl:"k_f16"`   // 1: k is an f16 activation: packed binary16 pairs
+	VF16     uint32    `wgsl:"v_f16"`   // 1: v is an f16 activation
+	Scale    float32   `wgsl:"scale"`   // cos and sin multiplier (1: none)
+	Pad3     uint32    `wgsl:"pad3"`
+	Pad4     uint32    `wgsl:"pad4"`
 }
 
 // AttnParams is the uniform block of wgsl/attention.wgsl.
@@ -394,18 +394,18 @@ func (v MatMulVariant) RopeKVVariant() Variant {
 // what lanes_rope_kv needs beyond MatParams, the rope and the cache store
 // (TestRopeQKVLayout holds it to the WGSL struct).
 type RopeQKV struct {
-	Heads    uint32 `wgsl:"heads"`
-	KVHeads  uint32 `wgsl:"kv_heads"`
-	HeadDim  uint32 `wgsl:"head_dim"`
-	RopeDims uint32 `wgsl:"rope_dims"`
-	Style    uint32 `wgsl:"style"` // 0: interleaved pairs; 1: halves
-	MaxLen   uint32 `wgsl:"max_len"`
-	KVF16    uint32 `wgsl:"kv_f16"`   // 1: the cache holds binary16 pairs
-	KFirst   uint32 `wgsl:"k_first"`  // first work unit of k
-	VFirst   uint32 `wgsl:"v_first"`  // first work unit of v
-	HasNorm  uint32 `wgsl:"has_norm"` // 1: the norm prologue
-	Pad1     uint32 `wgsl:"pad1"`
-	Pad2     uint32 `wgsl:"pad2"`
+	Heads    uint32    `wgsl:"heads"`
+	KVHeads  uint32    `wgsl:"kv_heads"`
+	HeadDim  uint32    `wgsl:"head_dim"`
+	RopeDims uint32    `wgsl:"rope_dims"`
+	Style    RopeStyle `wgsl:"style"` // RopePairs or RopeHalves
+	MaxLen   uint32    `wgsl:"max_len"`
+	KVF16    uint32    `wgsl:"kv_f16"`   // 1: the cache holds binary16 pairs
+	KFirst   uint32    `wgsl:"k_first"`  // first work unit of k
+	VFirst   uint32    `wgsl:"v_first"`  // first work unit of v
+	HasNorm  uint32    `wgsl:"has_norm"` // 1: the norm prologue
+	Pad1     uint32    `wgsl:"pad1"`
+	Pad2     uint32    `wgsl:"pad2"`
 	// Freq holds rope_base^(-2i/rope_dims) for i < RopeDims/2, four to a
 	// vec4 (a uniform array's stride is 16 bytes).
 	Freq [RopeQKVFreqs / 4][4]float32 `wgsl:"freq"`

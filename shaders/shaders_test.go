@@ -192,6 +192,7 @@ func TestCodesWGSL(t *testing.T) {
 		{"WT_F32", uint32(WeightF32)}, {"WT_F16", uint32(WeightF16)}, {"WT_BF16", uint32(WeightBF16)},
 		{"WT_I8", uint32(WeightI8)}, {"WT_I4", uint32(WeightI4)}, {"ST_F32", uint32(ScaleF32)}, {"ST_F16", uint32(ScaleF16)},
 		{"ACT_SILU", uint32(ActSiLU)}, {"ACT_GELU_TANH", uint32(ActGELUTanh)}, {"ACT_GELU", uint32(ActGELU)}, {"ACT_RELU", uint32(ActReLU)},
+		{"ROPE_PAIRS", uint32(RopePairs)}, {"ROPE_HALVES", uint32(RopeHalves)},
 	} {
 		if want := fmt.Sprintf("const %s: u32 = %du;", tc.name, tc.v); !strings.Contains(src, want) {
 			t.Errorf("missing %q", want)
@@ -472,9 +473,12 @@ func TestRopeQKVLayout(t *testing.T) {
 }
 
 // Kernels index the step buffer only through the generated step-word
-// constants (STEP_*, RULE_*), never a literal: a raw step[N] fails here.
+// constants (STEP_*, RULE_*), and compare activation and rope style codes
+// only with ACT_* and ROPE_*, never a literal: a raw step[N] fails here.
 func TestNoRawStepIndex(t *testing.T) {
-	raw := regexp.MustCompile(`\bstep\s*\[[^\]]*\b[0-9]`)
+	// A step index with a literal, or an activation or rope style code
+	// compared with a literal.
+	raw := regexp.MustCompile(`\bstep\s*\[[^\]]*\b[0-9]|\b(act|style)\s*[!=]=\s*[0-9]`)
 	comment := regexp.MustCompile(`//[^\n]*`)
 	err := fs.WalkDir(wgslFS, "wgsl", func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -486,7 +490,7 @@ func TestNoRawStepIndex(t *testing.T) {
 		}
 		for i, line := range strings.Split(string(src), "\n") {
 			if m := raw.FindString(comment.ReplaceAllString(line, "")); m != "" {
-				t.Errorf("%s:%d: raw step index %q: use a STEP_* or RULE_* constant (shaders/step.go)", path, i+1, m)
+				t.Errorf("%s:%d: raw index or code %q: use a STEP_*, RULE_*, ACT_* or ROPE_* constant (shaders/step.go, codes.go)", path, i+1, m)
 			}
 		}
 		return nil
@@ -494,7 +498,7 @@ func TestNoRawStepIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if raw.FindString("let n = min(step[1], p.nrows);") == "" || raw.FindString("step[a + 2u]") == "" {
+	if raw.FindString("let n = min(step[1], p.nrows);") == "" || raw.FindString("step[a + 2u]") == "" || raw.FindString("if p.style == 1u {") == "" {
 		t.Error("the raw-index pattern misses a raw index")
 	}
 	if m := raw.FindString("step[STEP_TOKEN + t] + step[p.pos_at + t]"); m != "" {

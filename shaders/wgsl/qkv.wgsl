@@ -122,7 +122,7 @@ fn seg_pairs(seg: u32) -> u32 {
 // halves_pair reports whether pair j of a head of segment seg is a
 // "halves" rope pair.
 fn halves_pair(seg: u32, j: u32) -> bool {
-    return seg < 2u && rq.style == 1u && j < rq.rope_dims / 2u;
+    return seg < 2u && rq.style == ROPE_HALVES && j < rq.rope_dims / 2u;
 }
 
 // pair_dims is the dims of pair j of a head of segment seg.
@@ -219,7 +219,7 @@ fn finish_unit(seg: u32, t: u32, i0: u32, np: u32, y: array<vec2<f32>, 4>, n: u3
             finish_pair(seg, t, pos, i0 + k, ys[k]);
         }
     }
-    if seg == 1u && rq.kv_f16 != 0u && rq.style == 1u {
+    if seg == 1u && rq.kv_f16 != 0u && rq.style == ROPE_HALVES {
         for (var k = 0u; k < n; k += 2u) {
             if i0 + k + 1u < np {
                 store_halves(pos, i0 + k, ys[k], ys[k + 1u]);

@@ -2,7 +2,7 @@
 // angle (pos+t) * freq[i] for pair i, with cos and sin multiplied by scale
 // (fusion.RopeParams.Scale; the host passes 1 for none). freq holds
 // RopeBase^(-2i/RopeDims) / Factors[i], computed on the host in float64.
-// style 0 pairs (2i, 2i+1) (interleaved), style 1 pairs (i, i + rope_dims/2)
+// style ROPE_PAIRS pairs (2i, 2i+1) (interleaved), ROPE_HALVES (i, i + rope_dims/2)
 // (halves).
 // Dispatch: (ceil(heads*rope_dims/2 / 64), Tokens, 1).
 
@@ -44,7 +44,7 @@ fn rope(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = gid.x % half;
     var a = 2u * i;
     var b = 2u * i + 1u;
-    if p.style == 1u {
+    if p.style == ROPE_HALVES {
         a = i;
         b = i + half;
     }

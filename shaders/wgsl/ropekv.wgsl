@@ -40,7 +40,7 @@ struct RopeKVParams {
 // pair returns pair i's dims (a, b) per p.style.
 fn pair(i: u32) -> vec2<u32> {
     let half = p.rope_dims / 2u;
-    if p.style == 1u {
+    if p.style == ROPE_HALVES {
         return vec2<u32>(i, i + half);
     }
     return vec2<u32>(2u * i, 2u * i + 1u);
@@ -70,7 +70,7 @@ fn key(t: u32, h: u32, d: u32, pos: u32) -> f32 {
     }
     let half = p.rope_dims / 2u;
     var j = d / 2u;
-    if p.style == 1u {
+    if p.style == ROPE_HALVES {
         j = d % half;
     }
     let ab = pair(j);

@@ -355,7 +355,7 @@ func (pl *planner) normPrologue(inBuf fusion.Buf, pro *fusion.RMSPrologue, ws []
 
 // ropeFreq makes the frequency table of a Rope or RopeStoreKV op
 // (RopeParams.Freq, in float64 on the host) and returns its style code.
-func (pl *planner) ropeFreq(r fusion.RopeParams) (gpu.Buffer, uint32, error) {
+func (pl *planner) ropeFreq(r fusion.RopeParams) (gpu.Buffer, shaders.RopeStyle, error) {
 	freq := make([]float32, max(r.Dims/2, 1))
 	for i := range r.Dims / 2 {
 		freq[i] = float32(r.Freq(i))
@@ -365,11 +365,15 @@ func (pl *planner) ropeFreq(r fusion.RopeParams) (gpu.Buffer, uint32, error) {
 		return nil, 0, err
 	}
 	pl.p.owned = append(pl.p.owned, fb)
-	style := uint32(0)
-	if r.Style == fusion.RopeHalves {
-		style = 1
+	return fb, ropeStyle(r.Style), nil
+}
+
+// ropeStyle is the kernels' code of a rope style.
+func ropeStyle(s fusion.RopeStyle) shaders.RopeStyle {
+	if s == fusion.RopeHalves {
+		return shaders.RopeHalves
 	}
-	return fb, style, nil
+	return shaders.RopePairs
 }
 
 // ropeScale is the cos/sin multiplier of r for the rope kernels.
@@ -418,10 +422,7 @@ func (pl *planner) matMulRopeKV(op *fusion.MatMulRopeKVOp) error {
 	kFirst := units(op.Heads)
 	vFirst := kFirst + units(op.KVHeads)
 	total := vFirst + units(op.KVHeads)
-	style := uint32(0)
-	if op.Style == fusion.RopeHalves {
-		style = 1
-	}
+	style := ropeStyle(op.Style)
 	rq := shaders.RopeQKV{Heads: u(op.Heads), KVHeads: u(op.KVHeads), HeadDim: u(op.HeadDim), RopeDims: u(op.Dims), Style: style,
 		MaxLen: u(c.spec.MaxLen), KVF16: b2u(c.spec.F16), KFirst: u(kFirst), VFirst: u(vFirst), HasNorm: hasNorm}
 	for i := range op.Dims / 2 {
