@@ -135,7 +135,8 @@ func (q BlockType) BlockLayout() (elems, bytes int) {
 	return 0, 0
 }
 
-// codesWGSL is the WGSL declaration of every type and activation code, prepended to every
+// codesWGSL is the WGSL declaration of every type and activation code and
+// of the step words (step.go), prepended to every
 // family before common.wgsl.
 func codesWGSL() string {
 	var b strings.Builder
@@ -153,6 +154,12 @@ func codesWGSL() string {
 	}
 	for _, a := range activations {
 		fmt.Fprintf(&b, "const ACT_%s: u32 = %du;\n", strings.ToUpper(a.name), uint32(a.code))
+	}
+	for _, r := range ropeStyles {
+		fmt.Fprintf(&b, "const ROPE_%s: u32 = %du;\n", r.name, uint32(r.code))
+	}
+	for _, w := range stepWords {
+		fmt.Fprintf(&b, "const %s: u32 = %du;\n", w.name, w.word)
 	}
 	return b.String()
 }
@@ -173,6 +180,21 @@ var activations = []struct {
 	code Activation
 	name string // fusion's name and, upper-cased, the WGSL constant's
 }{{ActSiLU, "silu"}, {ActGELUTanh, "gelu_tanh"}, {ActGELU, "gelu"}, {ActReLU, "relu"}}
+
+// RopeStyle is the code of a rope's pairing of dimensions (the style
+// field of RopeParams, RopeKVParams and RopeQKV; ROPE_* in the WGSL).
+type RopeStyle uint32
+
+// Rope styles.
+const (
+	RopePairs  RopeStyle = iota // pairs (2i, 2i+1): fusion.RopeInterleaved
+	RopeHalves                  // pairs (i, i + rope_dims/2): fusion.RopeHalves
+)
+
+var ropeStyles = []struct {
+	code RopeStyle
+	name string
+}{{RopePairs, "PAIRS"}, {RopeHalves, "HALVES"}}
 
 // ActivationByName returns the code of a fusion activation name.
 func ActivationByName(name string) (Activation, bool) {

@@ -39,7 +39,7 @@ var paramTypes = []Params{
 
 var (
 	uniformRE = regexp.MustCompile(`var<\s*uniform\s*>\s*p\s*:\s*([A-Za-z_][A-Za-z0-9_]*)\s*;`)
-	fieldRE   = regexp.MustCompile(`^\s*([A-Za-z_][A-Za-z0-9_]*)\s*:\s*([A-Za-z0-9_]+(?:<[A-Za-z0-9_, ]+>)?)\s*,?\s*(//.*)?$`)
+	fieldRE   = regexp.MustCompile(`^\s*([A-Za-z_][A-Za-z0-9_]*)\s*:\s*([A-Za-z0-9_]+(?:<[A-Za-z0-9_, ]+(?:<[A-Za-z0-9_]+>)?[A-Za-z0-9_, ]*>)?)\s*,?\s*(//.*)?$`)
 )
 
 // structFields returns the fields (name, type) of WGSL struct name in src.
@@ -162,14 +162,14 @@ type NormParams struct {
 
 // RopeParams is the uniform block of wgsl/rope.wgsl.
 type RopeParams struct {
-	Heads    uint32  `wgsl:"heads"`
-	HeadDim  uint32  `wgsl:"head_dim"`
-	RopeDims uint32  `wgsl:"rope_dims"`
-	Style    uint32  `wgsl:"style"`
-	Cols     uint32  `wgsl:"cols"`
-	PosAt    uint32  `wgsl:"pos_at"`  // 0: row t at position step[0]+t; else at step word PosAt+t (batched steps)
-	OutF16   uint32  `wgsl:"out_f16"` // 1: x is an f16 activation: packed binary16 pairs (stores round to the nearest half)
-	Scale    float32 `wgsl:"scale"`   // cos and sin multiplier (1: none)
+	Heads    uint32    `wgsl:"heads"`
+	HeadDim  uint32    `wgsl:"head_dim"`
+	RopeDims uint32    `wgsl:"rope_dims"`
+	Style    RopeStyle `wgsl:"style"`
+	Cols     uint32    `wgsl:"cols"`
+	PosAt    uint32    `wgsl:"pos_at"`  // 0: row t at position step[0]+t; else at step word PosAt+t (batched steps)
+	OutF16   uint32    `wgsl:"out_f16"` // 1: x is an f16 activation: packed binary16 pairs (stores round to the nearest half)
+	Scale    float32   `wgsl:"scale"`   // cos and sin multiplier (1: none)
 }
 
 // KVParams is the uniform block of wgsl/kv.wgsl.
@@ -186,18 +186,18 @@ type KVParams struct {
 
 // RopeKVParams is the uniform block of wgsl/ropekv.wgsl.
 type RopeKVParams struct {
-	Heads    uint32  `wgsl:"heads"`
-	KVHeads  uint32  `wgsl:"kv_heads"`
-	HeadDim  uint32  `wgsl:"head_dim"`
-	RopeDims uint32  `wgsl:"rope_dims"`
-	Style    uint32  `wgsl:"style"` // 0: interleaved pairs; 1: halves
-	MaxLen   uint32  `wgsl:"max_len"`
-	OutF16   uint32  `wgsl:"out_f16"` // 1: q is an f16 activation: packed binary16 pairs (stores round to the nearest half)
-	KF16     uint32  `wgsl:"k_f16"`   // 1: k is an f16 activation: packed binary16 pairs
-	VF16     uint32  `wgsl:"v_f16"`   // 1: v is an f16 activation
-	Scale    float32 `wgsl:"scale"`   // cos and sin multiplier (1: none)
-	Pad3     uint32  `wgsl:"pad3"`
-	Pad4     uint32  `wgsl:"pad4"`
+	Heads    uint32    `wgsl:"heads"`
+	KVHeads  uint32    `wgsl:"kv_heads"`
+	HeadDim  uint32    `wgsl:"head_dim"`
+	RopeDims uint32    `wgsl:"rope_dims"`
+	Style    RopeStyle `wgsl:"style"` // RopePairs or RopeHalves
+	MaxLen   uint32    `wgsl:"max_len"`
+	OutF16   uint32    `wgsl:"out_f16"` // 1: q is an f16 activation: packed binary16 pairs (stores round to the nearest half)
+	KF16     uint32    `wgsl:"k_f16"`   // 1: k is an f16 activation: packed binary16 pairs
+	VF16     uint32    `wgsl:"v_f16"`   // 1: v is an f16 activation
+	Scale    float32   `wgsl:"scale"`   // cos and sin multiplier (1: none)
+	Pad3     uint32    `wgsl:"pad3"`
+	Pad4     uint32    `wgsl:"pad4"`
 }
 
 // AttnParams is the uniform block of wgsl/attention.wgsl.
@@ -411,9 +411,59 @@ func (v MatMulVariant) RopeKVVariant() Variant {
 	return r
 }
 
-// RopeQKVBytes is the size of qkv.wgsl's uniform RopeQKV: 12 words, then
-// 64 vec4s of rope frequencies.
-const RopeQKVBytes = 48 + 64*16
+// RopeQKV is the second uniform block of wgsl/qkv.wgsl (binding rq):
+// what lanes_rope_kv needs beyond MatParams, the rope and the cache store
+// (TestRopeQKVLayout holds it to the WGSL struct).
+type RopeQKV struct {
+	Heads    uint32    `wgsl:"heads"`
+	KVHeads  uint32    `wgsl:"kv_heads"`
+	HeadDim  uint32    `wgsl:"head_dim"`
+	RopeDims uint32    `wgsl:"rope_dims"`
+	Style    RopeStyle `wgsl:"style"` // RopePairs or RopeHalves
+	MaxLen   uint32    `wgsl:"max_len"`
+	KVF16    uint32    `wgsl:"kv_f16"`   // 1: the cache holds binary16 pairs
+	KFirst   uint32    `wgsl:"k_first"`  // first work unit of k
+	VFirst   uint32    `wgsl:"v_first"`  // first work unit of v
+	HasNorm  uint32    `wgsl:"has_norm"` // 1: the norm prologue
+	Pad1     uint32    `wgsl:"pad1"`
+	Pad2     uint32    `wgsl:"pad2"`
+	// Freq holds rope_base^(-2i/rope_dims) for i < RopeDims/2, four to a
+	// vec4 (a uniform array's stride is 16 bytes).
+	Freq [RopeQKVFreqs / 4][4]float32 `wgsl:"freq"`
+}
+
+// RopeQKVFreqs is the most rope frequencies RopeQKV holds (rope dims up
+// to twice as many).
+const RopeQKVFreqs = 256
+
+// RopeQKVBytes is the size of RopeQKV: 12 words, then 64 vec4s of rope
+// frequencies.
+const RopeQKVBytes = 48 + RopeQKVFreqs*4
+
+// SetFreq stores frequency i (i < RopeQKVFreqs).
+func (r *RopeQKV) SetFreq(i int, f float32) { r.Freq[i/4][i%4] = f }
+
+// Bytes is the little-endian encoding of r.
+func (r *RopeQKV) Bytes() ([]byte, error) {
+	b, err := binary.Append(make([]byte, 0, RopeQKVBytes), binary.LittleEndian, r)
+	if err != nil {
+		return nil, fmt.Errorf("shaders: encode RopeQKV: %w", err)
+	}
+	return b, nil
+}
+
+// CheckRopeQKVLayout holds wgsl/qkv.wgsl's struct RopeQKV to its Go twin.
+func CheckRopeQKVLayout() error {
+	r := load()
+	if r.err != nil {
+		return r.err
+	}
+	f, ok := r.families["qkv"]
+	if !ok {
+		return fmt.Errorf("%w: family qkv", ErrUnknown)
+	}
+	return checkBlock("qkv", f.WGSL, "RopeQKV", reflect.TypeOf(RopeQKV{}))
+}
 
 // SubgroupVariantFits reports whether the subgroup variants run on a device
 // of subgroup size n: a power of two from 4 (the smallest Vulkan allows) to

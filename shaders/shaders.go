@@ -6,9 +6,13 @@
 //
 // Kernels are grouped in families, one WGSL file each (wgsl/<family>.wgsl);
 // every kernel is one entry point of its family and its name is the entry
-// point's name. The type codes of codes.go (generated WGSL constants) and
-// wgsl/common.wgsl are prepended to every family before it is compiled,
-// because WGSL has no include mechanism.
+// point's name. The type and activation codes of codes.go and the step
+// buffer's words of step.go (generated WGSL constants: kernels index the
+// step buffer only as step[STEP_ROWS] and the like) and wgsl/common.wgsl
+// are prepended to every family before it is compiled, because WGSL has no
+// include mechanism. The registry also reports each family's binding
+// names and uniform struct, from which the GPU backend generates its typed
+// kernel contracts (gpu/backend/compute).
 //
 // A specialized family (matmul) is compiled once per Variant: the variant's
 // module-scope constants are prepended too, so each module holds one code
@@ -57,6 +61,12 @@ type Family struct {
 	WGSL     string
 	Kernels  []string
 	Bindings []BindingKind
+	// BindingNames holds the WGSL name of each binding (binding i is
+	// BindingNames[i]), Params the type name of the uniform block bound
+	// as p (a Go struct of this package of that name mirrors it):
+	// what the GPU backend's generated kernel contracts are made of.
+	BindingNames []string
+	Params       string
 	// Variants lists the specializations of a specialized family (nil for
 	// a plain one); WGSL then lacks the variant constants.
 	Variants []Variant
@@ -287,7 +297,7 @@ func build() registry {
 }
 
 var (
-	bindingRE = regexp.MustCompile(`@group\(0\)\s*@binding\((\d+)\)\s*var<\s*(uniform|storage\s*,\s*read_write|storage\s*,\s*read|storage)\s*>`)
+	bindingRE = regexp.MustCompile(`@group\(0\)\s*@binding\((\d+)\)\s*var<\s*(uniform|storage\s*,\s*read_write|storage\s*,\s*read|storage)\s*>\s*([A-Za-z_][A-Za-z0-9_]*)`)
 	baseRE    = regexp.MustCompile(`^// base: ([a-z0-9_]+)\n`)
 	enableRE  = regexp.MustCompile(`(?m)^enable [a-z0-9_, ]+;\n`)
 	entryRE   = regexp.MustCompile(`@compute[^\n]*\n\s*fn\s+([A-Za-z_][A-Za-z0-9_]*)`)
@@ -298,6 +308,7 @@ var (
 func parseFamily(name, src string) (*Family, error) {
 	f := &Family{Name: name, WGSL: src}
 	kinds := map[int]BindingKind{}
+	names := map[int]string{}
 	for _, m := range bindingRE.FindAllStringSubmatch(src, -1) {
 		i, err := strconv.Atoi(m[1])
 		if err != nil {
@@ -314,6 +325,7 @@ func parseFamily(name, src string) (*Family, error) {
 			return nil, fmt.Errorf("shaders: %s: binding %d declared twice", name, i)
 		}
 		kinds[i] = k
+		names[i] = m[3]
 	}
 	for i := 0; i < len(kinds); i++ {
 		k, ok := kinds[i]
@@ -321,6 +333,10 @@ func parseFamily(name, src string) (*Family, error) {
 			return nil, fmt.Errorf("shaders: %s: bindings are not dense (missing %d)", name, i)
 		}
 		f.Bindings = append(f.Bindings, k)
+		f.BindingNames = append(f.BindingNames, names[i])
+	}
+	if m := uniformRE.FindStringSubmatch(src); m != nil {
+		f.Params = m[1]
 	}
 	for _, m := range entryRE.FindAllStringSubmatch(src, -1) {
 		f.Kernels = append(f.Kernels, m[1])

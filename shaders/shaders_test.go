@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -195,6 +196,7 @@ func TestCodesWGSL(t *testing.T) {
 		{"WT_F32", uint32(WeightF32)}, {"WT_F16", uint32(WeightF16)}, {"WT_BF16", uint32(WeightBF16)},
 		{"WT_I8", uint32(WeightI8)}, {"WT_I4", uint32(WeightI4)}, {"ST_F32", uint32(ScaleF32)}, {"ST_F16", uint32(ScaleF16)},
 		{"ACT_SILU", uint32(ActSiLU)}, {"ACT_GELU_TANH", uint32(ActGELUTanh)}, {"ACT_GELU", uint32(ActGELU)}, {"ACT_RELU", uint32(ActReLU)},
+		{"ROPE_PAIRS", uint32(RopePairs)}, {"ROPE_HALVES", uint32(RopeHalves)},
 	} {
 		if want := fmt.Sprintf("const %s: u32 = %du;", tc.name, tc.v); !strings.Contains(src, want) {
 			t.Errorf("missing %q", want)
@@ -436,5 +438,110 @@ func TestStepLayout(t *testing.T) {
 	}
 	if got := binary.Size(DecodeStep{}); got != DecodeStepHeader+4*MaxSteps {
 		t.Errorf("DecodeStep is %d bytes, want the header %d + ids %d", got, DecodeStepHeader, 4*MaxSteps)
+	}
+}
+
+// qkv.wgsl's second uniform block agrees with its Go twin, and the check
+// catches drift: a renamed field, a resized frequency table, a dropped word.
+func TestRopeQKVLayout(t *testing.T) {
+	if err := CheckRopeQKVLayout(); err != nil {
+		t.Fatal(err)
+	}
+	if got := binary.Size(RopeQKV{}); got != RopeQKVBytes {
+		t.Errorf("RopeQKV is %d bytes, RopeQKVBytes says %d", got, RopeQKVBytes)
+	}
+	src := load().families["qkv"].WGSL
+	for name, bad := range map[string]string{
+		"renamed": strings.Replace(src, "k_first: u32", "kfirst: u32", 1),
+		"resized": strings.Replace(src, "freq: array<vec4<f32>, 64>", "freq: array<vec4<f32>, 32>", 1),
+		"retyped": strings.Replace(src, "freq: array<vec4<f32>, 64>", "freq: array<vec4<u32>, 64>", 1),
+		"dropped": strings.Replace(src, "    pad2: u32,\n    freq", "    freq", 1),
+	} {
+		if bad == src {
+			t.Fatalf("%s: the edit did not apply", name)
+		}
+		if err := checkBlock("qkv", bad, "RopeQKV", reflect.TypeOf(RopeQKV{})); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+	var r RopeQKV
+	r.Heads = 7
+	r.SetFreq(5, 0.5)
+	b, err := r.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) != RopeQKVBytes || binary.LittleEndian.Uint32(b) != 7 || math.Float32frombits(binary.LittleEndian.Uint32(b[48+4*5:])) != 0.5 {
+		t.Errorf("RopeQKV bytes: heads or freq[5] not at words 0 and 12+5")
+	}
+}
+
+// Kernels index the step buffer only through the generated step-word
+// constants (STEP_*, RULE_*), and compare activation and rope style codes
+// only with ACT_* and ROPE_*, never a literal: a raw step[N] fails here.
+func TestNoRawStepIndex(t *testing.T) {
+	// A step index with a literal, or an activation or rope style code
+	// compared with a literal.
+	raw := regexp.MustCompile(`\bstep\s*\[[^\]]*\b[0-9]|\b(act|style)\s*[!=]=\s*[0-9]`)
+	comment := regexp.MustCompile(`//[^\n]*`)
+	err := fs.WalkDir(wgslFS, "wgsl", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		src, err := wgslFS.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for i, line := range strings.Split(string(src), "\n") {
+			if m := raw.FindString(comment.ReplaceAllString(line, "")); m != "" {
+				t.Errorf("%s:%d: raw index or code %q: use a STEP_*, RULE_*, ACT_* or ROPE_* constant (shaders/step.go, codes.go)", path, i+1, m)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw.FindString("let n = min(step[1], p.nrows);") == "" || raw.FindString("step[a + 2u]") == "" || raw.FindString("if p.style == 1u {") == "" {
+		t.Error("the raw-index pattern misses a raw index")
+	}
+	if m := raw.FindString("step[STEP_TOKEN + t] + step[p.pos_at + t]"); m != "" {
+		t.Errorf("the raw-index pattern flags named words: %q", m)
+	}
+}
+
+// The step words are where DecodeStep (the step tensor's Go and WGSL
+// layout) has them, the rule words in SampleParams' and DecodeStep's order,
+// and the generated WGSL declares every one.
+func TestStepWords(t *testing.T) {
+	ds := reflect.TypeOf(DecodeStep{})
+	for _, tc := range []struct {
+		field string
+		word  int
+	}{
+		{"Pos", StepPos}, {"Tokens", StepRows}, {"Token", StepToken},
+		{"InvTemperature", DecodeStepRuleAt + RuleInvTemperature}, {"TopK", DecodeStepRuleAt + RuleTopK},
+		{"TopP", DecodeStepRuleAt + RuleTopP}, {"SeedLo", DecodeStepRuleAt + RuleSeedLo}, {"SeedHi", DecodeStepRuleAt + RuleSeedHi},
+	} {
+		f, ok := ds.FieldByName(tc.field)
+		if !ok || f.Offset != uintptr(4*tc.word) {
+			t.Errorf("DecodeStep.%s at byte %d, its constant says word %d", tc.field, f.Offset, tc.word)
+		}
+	}
+	sp := reflect.TypeOf(SampleParams{})
+	first, _ := sp.FieldByName("InvTemperature")
+	for _, tc := range []struct {
+		field string
+		word  int
+	}{{"TopK", RuleTopK}, {"TopP", RuleTopP}, {"SeedLo", RuleSeedLo}, {"SeedHi", RuleSeedHi}} {
+		if f, _ := sp.FieldByName(tc.field); f.Offset-first.Offset != uintptr(4*tc.word) {
+			t.Errorf("SampleParams.%s at word %d of the rule, its constant says %d", tc.field, (f.Offset-first.Offset)/4, tc.word)
+		}
+	}
+	src := codesWGSL()
+	for _, w := range stepWords {
+		if decl := fmt.Sprintf("const %s: u32 = %du;", w.name, w.word); !strings.Contains(src, decl) {
+			t.Errorf("generated WGSL lacks %q", decl)
+		}
 	}
 }

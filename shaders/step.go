@@ -13,6 +13,38 @@ const (
 	MaxStops = 8
 )
 
+// Words of the step buffer (binding step, array<u32>) every kernel reads:
+// the host writes them for each run, a decode program's advance kernel
+// updates them between steps (DecodeStep's first words). The WGSL
+// constants STEP_POS, STEP_ROWS and STEP_TOKEN are generated from these
+// (codesWGSL), and kernels index the buffer only through them.
+const (
+	StepPos   = 0 // cache position of row 0 (row t's is StepPos+t, unless a batched step's pos_at)
+	StepRows  = 1 // rows to run: the step's tokens, 0 for a no-op step
+	StepToken = 2 // token id of row 0; row t's at StepToken+t
+)
+
+// Words of a sampling rule in the step buffer, from the rule's first word
+// (SampleParams.RuleAt, DecodeStepRuleAt in a decode program): the WGSL
+// constants RULE_INV_TEMPERATURE ... RULE_SEED_HI.
+const (
+	RuleInvTemperature = iota
+	RuleTopK
+	RuleTopP
+	RuleSeedLo
+	RuleSeedHi
+)
+
+// stepWords is the table of the generated step-word constants.
+var stepWords = []struct {
+	name string
+	word uint32
+}{
+	{"STEP_POS", StepPos}, {"STEP_ROWS", StepRows}, {"STEP_TOKEN", StepToken},
+	{"RULE_INV_TEMPERATURE", RuleInvTemperature}, {"RULE_TOP_K", RuleTopK}, {"RULE_TOP_P", RuleTopP},
+	{"RULE_SEED_LO", RuleSeedLo}, {"RULE_SEED_HI", RuleSeedHi},
+}
+
 // AdvanceParams is the uniform block of wgsl/step.wgsl: the index of the
 // step an advance dispatch ends.
 type AdvanceParams struct {
@@ -84,31 +116,56 @@ func CheckStepLayout() error {
 }
 
 func checkStepStruct(src string) error {
-	fields, err := structFields(src, "DecodeStep")
+	return checkBlock("step", src, "DecodeStep", reflect.TypeOf(DecodeStep{}))
+}
+
+// checkBlock holds WGSL struct name in src to its Go twin t field by field:
+// names (wgsl tags), types and offsets. Fields are 4-byte scalars (u32,
+// i32, f32) or arrays of them or of 4-vectors of them (array<u32, N>,
+// array<vec4<f32>, N>), laid out without padding.
+func checkBlock(family, src, name string, t reflect.Type) error {
+	fields, err := structFields(src, name)
 	if err != nil {
-		return fmt.Errorf("shaders: step: %w", err)
+		return fmt.Errorf("shaders: %s: %w", family, err)
 	}
-	t := reflect.TypeOf(DecodeStep{})
 	if t.NumField() != len(fields) {
-		return fmt.Errorf("shaders: step: Go DecodeStep has %d fields, WGSL %d", t.NumField(), len(fields))
+		return fmt.Errorf("shaders: %s: Go %s has %d fields, WGSL %d", family, name, t.NumField(), len(fields))
 	}
 	off := uintptr(0)
 	for i, wf := range fields {
 		gf := t.Field(i)
 		if tag := gf.Tag.Get("wgsl"); tag != wf[0] {
-			return fmt.Errorf("shaders: step: field %d: Go %s (wgsl %q), WGSL %s", i, gf.Name, tag, wf[0])
+			return fmt.Errorf("shaders: %s: %s field %d: Go %s (wgsl %q), WGSL %s", family, name, i, gf.Name, tag, wf[0])
 		}
-		want := map[reflect.Kind]string{reflect.Uint32: "u32", reflect.Int32: "i32", reflect.Float32: "f32"}[gf.Type.Kind()]
-		if gf.Type.Kind() == reflect.Array && gf.Type.Elem().Kind() == reflect.Uint32 {
-			want = fmt.Sprintf("array<u32,%d>", gf.Type.Len())
-		}
-		if got := strings.ReplaceAll(wf[1], " ", ""); want == "" || got != want {
-			return fmt.Errorf("shaders: step: field %s: Go %s, WGSL %s", wf[0], gf.Type, wf[1])
+		if got, want := strings.ReplaceAll(wf[1], " ", ""), wgslTypeOf(gf.Type); want == "" || got != want {
+			return fmt.Errorf("shaders: %s: %s field %s: Go %s, WGSL %s", family, name, wf[0], gf.Type, wf[1])
 		}
 		if gf.Offset != off {
-			return fmt.Errorf("shaders: step: field %s at Go offset %d, WGSL %d", wf[0], gf.Offset, off)
+			return fmt.Errorf("shaders: %s: %s field %s at Go offset %d, WGSL %d", family, name, wf[0], gf.Offset, off)
 		}
 		off += gf.Type.Size()
 	}
 	return nil
+}
+
+// wgslTypeOf is the WGSL spelling (no spaces) of a Go field type, "" for
+// one a block may not hold.
+func wgslTypeOf(t reflect.Type) string {
+	scalar := map[reflect.Kind]string{reflect.Uint32: "u32", reflect.Int32: "i32", reflect.Float32: "f32"}
+	if s, ok := scalar[t.Kind()]; ok {
+		return s
+	}
+	if t.Kind() != reflect.Array {
+		return ""
+	}
+	e := t.Elem()
+	if s, ok := scalar[e.Kind()]; ok {
+		return fmt.Sprintf("array<%s,%d>", s, t.Len())
+	}
+	if e.Kind() == reflect.Array && e.Len() == 4 {
+		if s, ok := scalar[e.Elem().Kind()]; ok {
+			return fmt.Sprintf("array<vec4<%s>,%d>", s, t.Len())
+		}
+	}
+	return ""
 }

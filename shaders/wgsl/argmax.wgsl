@@ -38,7 +38,7 @@ fn better(v: f32, i: u32, bv: f32, bi: u32) -> bool {
 
 @compute @workgroup_size(64)
 fn argmax(@builtin(local_invocation_id) lid: vec3<u32>) {
-    if step[1] == 0u {
+    if step[STEP_ROWS] == 0u {
         return; // uniform: no row to scan
     }
     load_mask();

@@ -144,7 +144,7 @@ fn out_dim(i: u32, a: u32, packed: bool) -> u32 {
 }
 
 fn attend(h: u32, t: u32, i: u32, packed: bool) {
-    if t >= step[1] || row_pos(t) == NO_ROW {
+    if t >= step[STEP_ROWS] || row_pos(t) == NO_ROW {
         return; // uniform across the workgroup
     }
     let qp = min(row_pos(t), p.max_len - 1u);
@@ -272,7 +272,7 @@ fn tile_dot(qb: u32, kr: u32, width: u32, packed: bool) -> f32 {
 
 fn split(wid: vec3<u32>, i: u32, packed: bool) {
     let t = p.row0 + wid.z;
-    if t >= step[1] || row_pos(t) == NO_ROW {
+    if t >= step[STEP_ROWS] || row_pos(t) == NO_ROW {
         return; // uniform across the workgroup, as are all the exits below
     }
     let vis = visible(t);
@@ -392,7 +392,7 @@ fn attn_combine(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
     let h = wid.x;
     let t = p.row0 + wid.y;
     let i = lid.x;
-    if t >= step[1] || row_pos(t) == NO_ROW {
+    if t >= step[STEP_ROWS] || row_pos(t) == NO_ROW {
         return;
     }
     let vis = visible(t);
@@ -454,7 +454,7 @@ fn tile_row(tile0: u32, kvh: u32, g: u32) -> TRow {
     let rho = tile0 + g;
     let t = p.row0 + rho / group;
     var r = TRow(t, kvh * group + rho % group, 1u, 0u);
-    if rho < p.rows && t < step[1] && row_pos(t) != NO_ROW {
+    if rho < p.rows && t < step[STEP_ROWS] && row_pos(t) != NO_ROW {
         let v = visible(t);
         r.lo = v.x;
         r.hi = v.y;

@@ -29,7 +29,7 @@ fn activate(v: f32) -> f32 {
 
 // in_range reports whether (gid.x, gid.y) is a column and row < T to compute.
 fn in_range(gid: vec3<u32>) -> bool {
-    return gid.x < p.cols && gid.y < min(step[1], p.nrows);
+    return gid.x < p.cols && gid.y < min(step[STEP_ROWS], p.nrows);
 }
 
 @compute @workgroup_size(64)
@@ -81,7 +81,7 @@ fn softcap(@builtin(global_invocation_id) gid: vec3<u32>) {
 
 @compute @workgroup_size(64)
 fn last_row(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let n = step[1];
+    let n = step[STEP_ROWS];
     if gid.x >= p.cols || n == 0u {
         return;
     }

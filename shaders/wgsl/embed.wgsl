@@ -30,10 +30,10 @@ struct EmbedParams {
 fn embed(@builtin(global_invocation_id) gid: vec3<u32>) {
     let c = gid.x;
     let t = gid.y;
-    if c >= p.cols || t >= step[1] {
+    if c >= p.cols || t >= step[STEP_ROWS] {
         return;
     }
-    let tok = step[2u + t];
+    let tok = step[STEP_TOKEN + t];
     if tok < p.row_base || tok >= p.row_base + p.rows {
         return;
     }

@@ -42,7 +42,7 @@ fn store_kv(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = gid.x;
     let t = p.row0 + gid.y;
     let pos = row_pos(t);
-    if i >= p.kv_cols || t >= step[1] || pos >= p.max_len {
+    if i >= p.kv_cols || t >= step[STEP_ROWS] || pos >= p.max_len {
         return;
     }
     let h = i / p.head_dim;
@@ -70,7 +70,7 @@ fn store_kv_f16(@builtin(global_invocation_id) gid: vec3<u32>) {
     let pos = row_pos(t);
     let hw = (p.head_dim + 1u) / 2u;
     let kv_heads = p.kv_cols / p.head_dim;
-    if i >= kv_heads * hw || t >= step[1] || pos >= p.max_len {
+    if i >= kv_heads * hw || t >= step[STEP_ROWS] || pos >= p.max_len {
         return;
     }
     let h = i / hw;

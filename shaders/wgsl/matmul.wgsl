@@ -351,7 +351,7 @@ fn matvec_lanes_norm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
 // uniform control flow under an execution mask.)
 fn lanes_mv(wid: vec3<u32>, li: u32, nm: bool) {
     let t = wid.x;
-    if t >= min(step[1], p.nrows) {
+    if t >= min(step[STEP_ROWS], p.nrows) {
         return; // uniform: the whole workgroup shares t
     }
     let lanes = p.lanes;
@@ -420,7 +420,7 @@ var<workgroup> wtile: array<array<vec4<f32>, 9>, 64>; // [weight row][k/4]
 @compute @workgroup_size(8, 8)
 fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>,
           @builtin(local_invocation_index) li: u32) {
-    let n = min(step[1], p.nrows);
+    let n = min(step[STEP_ROWS], p.nrows);
     let tt = wid.y * MM_TOKENS;
     if tt >= n {
         return;

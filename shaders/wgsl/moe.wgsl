@@ -81,7 +81,7 @@ var<workgroup> red: array<f32, 128>;
 
 // live reports whether row t runs in this step.
 fn live(t: u32) -> bool {
-    return t < min(step[1], p.nrows);
+    return t < min(step[STEP_ROWS], p.nrows);
 }
 
 // expert_at is W[row][c] of a stacked expert matrix whose rows are n
@@ -174,7 +174,7 @@ fn list_at() -> u32 {
 @compute @workgroup_size(64)
 fn moe_route(@builtin(local_invocation_id) lid: vec3<u32>) {
     let l = lid.x;
-    let rows = min(step[1], p.nrows);
+    let rows = min(step[STEP_ROWS], p.nrows);
     for (var t = l; t < rows; t += WG) {
         route_row(t);
     }

@@ -2,7 +2,7 @@
 // LayerNorm: (x - mean) / sqrt(var + eps), with mean and variance in two
 // passes for accuracy. One workgroup per row; dispatch (nrows, 1, 1). A
 // per-head norm (fusion.NormOp.HeadDim) runs on rows of one head: cols is
-// the head dim and each token has heads rows, of which step[1]*heads are
+// the head dim and each token has heads rows, of which step[STEP_ROWS]*heads are
 // live.
 // Norm weights and biases are f32 (the host widens these small vectors).
 
@@ -47,7 +47,7 @@ fn reduce(v: f32, i: u32) -> f32 {
 @compute @workgroup_size(64)
 fn norm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     let t = wid.x;
-    if t >= min(step[1] * p.heads, p.nrows) {
+    if t >= min(step[STEP_ROWS] * p.heads, p.nrows) {
         return; // uniform: the whole workgroup shares t
     }
     let i = lid.x;

@@ -272,7 +272,7 @@ fn qsub_dot(qt: u32, b: u32, j: u32, xi: u32) -> f32 {
 fn qmatvec(@builtin(global_invocation_id) gid: vec3<u32>) {
     let r = gid.x;
     let t = gid.y;
-    if r >= p.rows || t >= min(step[1], p.nrows) {
+    if r >= p.rows || t >= min(step[STEP_ROWS], p.nrows) {
         return;
     }
     let bl = qblock_len(p.qt);
@@ -306,7 +306,7 @@ var<workgroup> qws: array<array<f32, 16>, 32>; // [row][k]
 @compute @workgroup_size(8, 8)
 fn qmatmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>,
            @builtin(local_invocation_index) li: u32) {
-    let n = min(step[1], p.nrows);
+    let n = min(step[STEP_ROWS], p.nrows);
     let t0 = wid.y * QTM;
     if t0 >= n {
         return; // uniform across the workgroup
@@ -365,10 +365,10 @@ fn qmatmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
 fn qembed(@builtin(global_invocation_id) gid: vec3<u32>) {
     let c = gid.x;
     let t = gid.y;
-    if c >= p.in_cols || t >= step[1] {
+    if c >= p.in_cols || t >= step[STEP_ROWS] {
         return;
     }
-    let tok = step[2u + t];
+    let tok = step[STEP_TOKEN + t];
     if tok < p.row_base || tok >= p.row_base + p.rows {
         return;
     }

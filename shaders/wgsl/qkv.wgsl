@@ -18,7 +18,7 @@
 // first, then k from rq.k_first, then v from rq.v_first, each segment
 // padded to whole workgroups, so a workgroup reads one weight.
 // Then, per pair: q rotated into out (as rope.wgsl's rope), k rotated and
-// v stored at position step[0]+t as ropekv.wgsl's store_kv_rope(_f16)
+// v stored at position step[STEP_POS]+t as ropekv.wgsl's store_kv_rope(_f16)
 // store them (an f16 cache packs dims (2w, 2w+1) in word w: for halves
 // pairs of k the host needs head_dim and rope_dims multiples of 4, so that
 // pairs j and j+1, j even, are in one unit and fill words j/2 and
@@ -122,7 +122,7 @@ fn seg_pairs(seg: u32) -> u32 {
 // halves_pair reports whether pair j of a head of segment seg is a
 // "halves" rope pair.
 fn halves_pair(seg: u32, j: u32) -> bool {
-    return seg < 2u && rq.style == 1u && j < rq.rope_dims / 2u;
+    return seg < 2u && rq.style == ROPE_HALVES && j < rq.rope_dims / 2u;
 }
 
 // pair_dims is the dims of pair j of a head of segment seg.
@@ -209,7 +209,7 @@ fn store_halves(pos: u32, i: u32, y0: vec2<f32>, y1: vec2<f32>) {
 // finish_unit finishes the n pairs i0.. of a unit (y[k]: pair i0+k), of
 // the seg's np pairs.
 fn finish_unit(seg: u32, t: u32, i0: u32, np: u32, y: array<vec2<f32>, 4>, n: u32) {
-    let pos = step[0] + t;
+    let pos = step[STEP_POS] + t;
     var ys = y; // a variable: naga 0.19 indexes only those dynamically
     for (var k = 0u; k < 4u; k++) {
         ys[k] = act_round(ys[k]);
@@ -219,7 +219,7 @@ fn finish_unit(seg: u32, t: u32, i0: u32, np: u32, y: array<vec2<f32>, 4>, n: u3
             finish_pair(seg, t, pos, i0 + k, ys[k]);
         }
     }
-    if seg == 1u && rq.kv_f16 != 0u && rq.style == 1u {
+    if seg == 1u && rq.kv_f16 != 0u && rq.style == ROPE_HALVES {
         for (var k = 0u; k < n; k += 2u) {
             if i0 + k + 1u < np {
                 store_halves(pos, i0 + k, ys[k], ys[k + 1u]);
@@ -270,7 +270,7 @@ fn rope_part(seg: u32, t: u32, pa: vec2<u32>, pb: vec2<u32>, lane: u32, lanes: u
 @compute @workgroup_size(64)
 fn lanes_rope_kv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
     let t = wid.y;
-    if t >= min(step[1], p.nrows) {
+    if t >= min(step[STEP_ROWS], p.nrows) {
         return; // uniform: the whole workgroup shares t
     }
     let lanes = p.lanes;

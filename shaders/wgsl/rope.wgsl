@@ -2,7 +2,7 @@
 // angle (pos+t) * freq[i] for pair i, with cos and sin multiplied by scale
 // (fusion.RopeParams.Scale; the host passes 1 for none). freq holds
 // RopeBase^(-2i/RopeDims) / Factors[i], computed on the host in float64.
-// style 0 pairs (2i, 2i+1) (interleaved), style 1 pairs (i, i + rope_dims/2)
+// style ROPE_PAIRS pairs (2i, 2i+1) (interleaved), ROPE_HALVES (i, i + rope_dims/2)
 // (halves).
 // Dispatch: (ceil(heads*rope_dims/2 / 64), Tokens, 1).
 
@@ -12,7 +12,7 @@ struct RopeParams {
     rope_dims: u32,
     style: u32,
     cols: u32,
-    pos_at: u32, // 0: row t at position step[0]+t; else at step[pos_at+t] (batched steps)
+    pos_at: u32, // 0: row t at position step[STEP_POS]+t; else at step[pos_at+t] (batched steps)
     out_f16: u32, // 1: x is an f16 activation (packed halves)
     scale: f32,   // cos and sin multiplier
 }
@@ -30,10 +30,10 @@ struct RopeParams {
 fn rope(@builtin(global_invocation_id) gid: vec3<u32>) {
     let half = p.rope_dims / 2u;
     let t = gid.y;
-    if gid.x >= p.heads * half || t >= step[1] {
+    if gid.x >= p.heads * half || t >= step[STEP_ROWS] {
         return;
     }
-    var pos = step[0] + t;
+    var pos = step[STEP_POS] + t;
     if p.pos_at != 0u {
         pos = step[p.pos_at + t];
         if pos == 0xffffffffu {
@@ -44,7 +44,7 @@ fn rope(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = gid.x % half;
     var a = 2u * i;
     var b = 2u * i + 1u;
-    if p.style == 1u {
+    if p.style == ROPE_HALVES {
         a = i;
         b = i + half;
     }

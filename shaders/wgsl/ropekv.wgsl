@@ -5,7 +5,7 @@
 // j = i - heads*rope_dims/2 of row t's keys and values, as kv.wgsl's
 // store_kv and store_kv_f16 do; a key element is rotated on the way (its
 // pair partner read from k, which is left unchanged), with the same
-// arithmetic as rope (scale included). Row t is at position step[0]+t (unbatched steps only).
+// arithmetic as rope (scale included). Row t is at position step[STEP_POS]+t (unbatched steps only).
 // Dispatch: (ceil((heads*rope_dims/2 + n)/64), Tokens, 1), n = kv_heads *
 // head_dim (f32 cache) or kv_heads * ceil(head_dim/2) (f16 cache).
 
@@ -40,7 +40,7 @@ struct RopeKVParams {
 // pair returns pair i's dims (a, b) per p.style.
 fn pair(i: u32) -> vec2<u32> {
     let half = p.rope_dims / 2u;
-    if p.style == 1u {
+    if p.style == ROPE_HALVES {
         return vec2<u32>(i, i + half);
     }
     return vec2<u32>(2u * i, 2u * i + 1u);
@@ -70,7 +70,7 @@ fn key(t: u32, h: u32, d: u32, pos: u32) -> f32 {
     }
     let half = p.rope_dims / 2u;
     var j = d / 2u;
-    if p.style == 1u {
+    if p.style == ROPE_HALVES {
         j = d % half;
     }
     let ab = pair(j);
@@ -88,10 +88,10 @@ fn key(t: u32, h: u32, d: u32, pos: u32) -> f32 {
 @compute @workgroup_size(64)
 fn store_kv_rope(@builtin(global_invocation_id) gid: vec3<u32>) {
     let t = gid.y;
-    if t >= step[1] {
+    if t >= step[STEP_ROWS] {
         return;
     }
-    let pos = step[0] + t;
+    let pos = step[STEP_POS] + t;
     let nq = p.heads * (p.rope_dims / 2u);
     if gid.x < nq {
         rope_q(gid.x, t, pos);
@@ -119,10 +119,10 @@ fn pack_pair(x: f32, y: f32) -> u32 {
 @compute @workgroup_size(64)
 fn store_kv_rope_f16(@builtin(global_invocation_id) gid: vec3<u32>) {
     let t = gid.y;
-    if t >= step[1] {
+    if t >= step[STEP_ROWS] {
         return;
     }
-    let pos = step[0] + t;
+    let pos = step[STEP_POS] + t;
     let nq = p.heads * (p.rope_dims / 2u);
     if gid.x < nq {
         rope_q(gid.x, t, pos);

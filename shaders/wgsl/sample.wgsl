@@ -13,7 +13,7 @@
 //   4. top-p: pmin = the largest bit pattern P with S(P) >= top_p * S(0),
 //      S(P) the sum of the q whose bits are >= P (31 passes); kept: those.
 //   5. u = Philox4x32-10(counter (step, 0, 0, 0), key (seed_lo, seed_hi))
-//      word 0 >> 8, times 2^-24, with step = step[0] + step[1] (the
+//      word 0 >> 8, times 2^-24, with step = step[STEP_POS] + step[STEP_ROWS] (the
 //      position the new token takes); r = u * total; the id is the first
 //      whose running sum passes r, the last kept id if none does.
 // Every sum is split into WG chunks of ceil(n / WG) consecutive ids, one per
@@ -164,14 +164,14 @@ fn chunked(l: u32, a: u32, e: u32, compact: bool, hi: f32, kmin: u32, pcand: u32
 fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
     // No rows: a step a multi-step submission's advance kernel turned into
     // a no-op (wgsl/step.wgsl).
-    if step[1] == 0u {
+    if step[STEP_ROWS] == 0u {
         return;
     }
     load_mask();
     rule = Rule(p.inv_temperature, p.top_k, p.top_p, p.seed_lo, p.seed_hi);
     if p.rule_at != 0u {
         let a = p.rule_at;
-        rule = Rule(bitcast<f32>(step[a]), step[a + 1u], bitcast<f32>(step[a + 2u]), step[a + 3u], step[a + 4u]);
+        rule = Rule(bitcast<f32>(step[a + RULE_INV_TEMPERATURE]), step[a + RULE_TOP_K], bitcast<f32>(step[a + RULE_TOP_P]), step[a + RULE_SEED_LO], step[a + RULE_SEED_HI]);
     }
     let l = lid.x;
     let n = p.n;
@@ -319,7 +319,7 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
         red_f[WG] = base;
     }
     workgroupBarrier();
-    let b = philox(vec4<u32>(step[0] + step[1], 0u, 0u, 0u), vec2<u32>(rule.seed_lo, rule.seed_hi));
+    let b = philox(vec4<u32>(step[STEP_POS] + step[STEP_ROWS], 0u, 0u, 0u), vec2<u32>(rule.seed_lo, rule.seed_hi));
     let r = f32(b.x >> 8u) * (1.0 / 16777216.0) * red_f[WG];
     var acc = red_f[l];
     var lastLocal = 0u;

@@ -32,48 +32,38 @@ func (pl *planner) attention(op *fusion.AttentionOp) error {
 	if pl.p.g.Batch {
 		return pl.batchAttention(op, ap, step, q)
 	}
-	k, v := gpu.Binding{Buf: pl.caches[0].k[op.Layer]}, gpu.Binding{Buf: pl.caches[0].v[op.Layer]}
+	kc, vc := gpu.Binding{Buf: pl.caches[0].k[op.Layer]}, gpu.Binding{Buf: pl.caches[0].v[op.Layer]}
 	chunks := ceilDiv(spec.MaxLen, attnChunk)
 	batches := ceilDiv(op.Heads/op.KVHeads, attnGroupBatch)
 	partBytes := int64(T) * int64(op.Heads) * int64(chunks) * int64(op.HeadDim+2) * 4
-	kind := pl.p.b.attention
-	if kind == tuning.AttentionAuto {
-		kind = tuning.AttentionSplit
-		if T > attnSplitTokens {
-			kind = tuning.AttentionTiled
-		}
-	}
+	splitFits := chunks <= maxDispatch && op.KVHeads*batches <= maxDispatch && partBytes <= pl.p.b.devBinding
+	rows := T * (op.Heads / op.KVHeads)
+	tiles := ceilDiv(rows, attnQueryRows)
+	kind := chooseAttention(pl.p.b.attention, attnShape{tokens: T, tiles: tiles, splitFits: splitFits})
 	sink, err := pl.sinkBuf()
 	if err != nil {
 		return err
 	}
-	if kind == tuning.AttentionTiled {
-		rows := T * (op.Heads / op.KVHeads)
+	switch kind {
+	case tuning.AttentionTiled:
 		ap.Rows = u(rows)
-		name := "attn_tiled"
+		k := kAttnTiled
 		if spec.F16 {
-			name = "attn_tiled_f16"
+			k = kAttnTiledF16
 		}
 		// The running sums live in part (f32) until the last chunk.
 		acc, err := pl.partBuf(int64(T) * int64(op.Heads) * int64(op.HeadDim) * 4)
 		if err != nil {
 			return err
 		}
-		if tiles := ceilDiv(rows, attnQueryRows); tiles <= maxDispatch {
-			pl.dispatch(name, ap, op.KVHeads, tiles, 1, step, q, k, v, pl.buf(op.Out), acc)
-			return nil
-		}
-		kind = tuning.AttentionPerHead
-	}
-	if kind == tuning.AttentionSplit && (chunks > maxDispatch || op.KVHeads*batches > maxDispatch || partBytes > pl.p.b.devBinding) {
-		kind = tuning.AttentionPerHead // the partials would not fit one binding or one dispatch
-	}
-	if kind == tuning.AttentionPerHead {
-		name := "attention"
+		k.dispatch(pl, ap, op.KVHeads, tiles, 1, attentionBindings{Step: step, QW: q, Kc: kc, Vc: vc, OutW: pl.buf(op.Out), Part: acc})
+		return nil
+	case tuning.AttentionPerHead:
+		k := kAttention
 		if spec.F16 {
-			name = "attention_f16"
+			k = kAttentionF16
 		}
-		pl.dispatch(name, ap, op.Heads, T, 1, step, q, k, v, pl.buf(op.Out), sink)
+		k.dispatch(pl, ap, op.Heads, T, 1, attentionBindings{Step: step, QW: q, Kc: kc, Vc: vc, OutW: pl.buf(op.Out), Part: sink})
 		return nil
 	}
 	part, err := pl.partBuf(partBytes)
@@ -81,14 +71,49 @@ func (pl *planner) attention(op *fusion.AttentionOp) error {
 		return err
 	}
 	ap.Chunks, ap.Batches = u(chunks), u(batches)
-	name := "attn_split"
+	k := kAttnSplit
 	if spec.F16 {
-		name = "attn_split_f16"
+		k = kAttnSplitF16
 	}
-	none := gpu.Binding{Buf: pl.dummy}
-	pl.dispatch(name, ap, op.KVHeads*batches, chunks, T, step, q, k, v, sink, part)
-	pl.dispatch("attn_combine", ap, op.Heads, T, 1, step, none, none, none, pl.buf(op.Out), part)
+	none := pl.none()
+	k.dispatch(pl, ap, op.KVHeads*batches, chunks, T, attentionBindings{Step: step, QW: q, Kc: kc, Vc: vc, OutW: sink, Part: part})
+	kAttnCombine.dispatch(pl, ap, op.Heads, T, 1, attentionBindings{Step: step, QW: none, Kc: none, Vc: none, OutW: pl.buf(op.Out), Part: part})
 	return nil
+}
+
+// attnShape is what the choice of attention kernels depends on besides
+// Options.Attention.
+type attnShape struct {
+	tokens    int  // query tokens of the step
+	batch     bool // a batched step (one row per sequence)
+	tiles     int  // attn_tiled's workgroups along y (tiles of query rows)
+	splitFits bool // attn_split's partials fit one binding and its grid one dispatch
+}
+
+// chooseAttention resolves the attention kernels of an op: a pure
+// function of the option and the shape (TestChooseAttention). Auto splits
+// steps of up to attnSplitTokens tokens (attn_split + attn_combine) and
+// tiles longer ones (attn_tiled); a batched step always splits, each row
+// as its one-row step. Where the chosen kernels' grid or partials do not
+// fit, the per-head kernel runs.
+func chooseAttention(opt tuning.AttentionKind, s attnShape) tuning.AttentionKind {
+	if s.batch {
+		if opt == tuning.AttentionPerHead || !s.splitFits {
+			return tuning.AttentionPerHead
+		}
+		return tuning.AttentionSplit
+	}
+	kind := opt
+	if kind == tuning.AttentionAuto {
+		kind = tuning.AttentionSplit
+		if s.tokens > attnSplitTokens {
+			kind = tuning.AttentionTiled
+		}
+	}
+	if kind == tuning.AttentionTiled && s.tiles > maxDispatch || kind == tuning.AttentionSplit && !s.splitFits {
+		kind = tuning.AttentionPerHead
+	}
+	return kind
 }
 
 // batchAttention plans the Attention op of a batched step: row r reads
@@ -107,14 +132,15 @@ func (pl *planner) batchAttention(op *fusion.AttentionOp, ap shaders.AttnParams,
 	chunks := ceilDiv(spec.MaxLen, attnChunk)
 	batches := ceilDiv(op.Heads/op.KVHeads, attnGroupBatch)
 	partBytes := int64(T) * int64(op.Heads) * int64(chunks) * int64(op.HeadDim+2) * 4
-	if pl.p.b.attention == tuning.AttentionPerHead || chunks > maxDispatch || op.KVHeads*batches > maxDispatch || partBytes > pl.p.b.devBinding {
-		name := "attention"
+	splitFits := chunks <= maxDispatch && op.KVHeads*batches <= maxDispatch && partBytes <= pl.p.b.devBinding
+	if chooseAttention(pl.p.b.attention, attnShape{tokens: T, batch: true, splitFits: splitFits}) == tuning.AttentionPerHead {
+		k := kAttention
 		if spec.F16 {
-			name = "attention_f16"
+			k = kAttentionF16
 		}
 		for r, c := range pl.caches {
 			ap.Row0 = u(r)
-			pl.dispatch(name, ap, op.Heads, 1, 1, step, q, gpu.Binding{Buf: c.k[op.Layer]}, gpu.Binding{Buf: c.v[op.Layer]}, pl.buf(op.Out), sink)
+			k.dispatch(pl, ap, op.Heads, 1, 1, attentionBindings{Step: step, QW: q, Kc: gpu.Binding{Buf: c.k[op.Layer]}, Vc: gpu.Binding{Buf: c.v[op.Layer]}, OutW: pl.buf(op.Out), Part: sink})
 		}
 		return nil
 	}
@@ -123,15 +149,15 @@ func (pl *planner) batchAttention(op *fusion.AttentionOp, ap shaders.AttnParams,
 		return err
 	}
 	ap.Chunks, ap.Batches = u(chunks), u(batches)
-	name := "attn_split"
+	k := kAttnSplit
 	if spec.F16 {
-		name = "attn_split_f16"
+		k = kAttnSplitF16
 	}
-	none := gpu.Binding{Buf: pl.dummy}
+	none := pl.none()
 	for r, c := range pl.caches {
 		ap.Row0 = u(r)
-		pl.dispatch(name, ap, op.KVHeads*batches, chunks, 1, step, q, gpu.Binding{Buf: c.k[op.Layer]}, gpu.Binding{Buf: c.v[op.Layer]}, sink, part)
-		pl.dispatch("attn_combine", ap, op.Heads, 1, 1, step, none, none, none, pl.buf(op.Out), part)
+		k.dispatch(pl, ap, op.KVHeads*batches, chunks, 1, attentionBindings{Step: step, QW: q, Kc: gpu.Binding{Buf: c.k[op.Layer]}, Vc: gpu.Binding{Buf: c.v[op.Layer]}, OutW: sink, Part: part})
+		kAttnCombine.dispatch(pl, ap, op.Heads, 1, 1, attentionBindings{Step: step, QW: none, Kc: none, Vc: none, OutW: pl.buf(op.Out), Part: part})
 	}
 	return nil
 }

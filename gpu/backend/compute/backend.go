@@ -1,7 +1,6 @@
 // Package compute is the GPU backend: it implements gpu.Backend on any
 // gpu.Device (gpu/vulkan, gpu/webgpu) with the kernels of the shaders
-// package. Every op of a fusion graph becomes one or more
-// dispatches (one per row block of a weight split under the device's
+// package. Every op of a fusion graph becomes one or more dispatches (one per row block of a weight split under the device's
 // binding limit), recorded once into a command list with its parameters
 // written once; each Run only writes the small step buffer (position, token
 // count, token ids) and submits the same list again.
@@ -11,7 +10,19 @@
 // picks among variants only by what a kernel needs of the device
 // (capabilities: subgroup operations and their size, shader f16, storage
 // bindings per stage) and by the shape of the work, never by the device's
-// type (see caps).
+// type (see caps); chooseMatKernel is that choice for the matrix products,
+// a pure function of the capabilities and the shape.
+//
+// The planner dispatches through kernel contracts generated from the WGSL
+// (kernels_gen.go, by `go generate ./gpu/backend/compute`, held current by
+// a test): one value per entry point, typed by its family's uniform struct
+// (package shaders) and a bindings struct named after the family's WGSL
+// bindings, so the compiler checks every dispatch's parameters and
+// buffers; no kernel name is built from strings and no binding list is
+// positional. The bindings structs live here, not in package shaders,
+// because they hold gpu.Binding values and shaders is a leaf that does not
+// import gpu: shaders reports the WGSL names (Family.BindingNames,
+// Family.Params) and internal/kernelgen turns them into Go.
 package compute
 
 import (

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/shaders"
 )
 
 // noRow is the position of a row a batched step leaves unused: past every
@@ -92,9 +93,9 @@ func (p *program) RunBatch(ctx context.Context, rows []gpu.Row) error {
 	for _, r := range rows {
 		used = max(used, r.Seq+1)
 	}
-	step := make([]byte, 4*(2+2*T))
+	step := make([]byte, 4*(shaders.StepToken+2*T))
 	put := func(word int, v uint32) { binary.LittleEndian.PutUint32(step[4*word:], v) }
-	put(1, uint32(used))
+	put(shaders.StepRows, uint32(used))
 	for t := range T {
 		put(p.posAt+t, noRow)
 	}
@@ -102,7 +103,7 @@ func (p *program) RunBatch(ctx context.Context, rows []gpu.Row) error {
 		if p.vocab > 0 && (r.Token < 0 || int(r.Token) >= p.vocab) {
 			return fmt.Errorf("%w: token %d at row %d outside the vocabulary of %d", ErrRun, r.Token, i, p.vocab)
 		}
-		put(2+r.Seq, uint32(r.Token))
+		put(shaders.StepToken+r.Seq, uint32(r.Token))
 		put(p.posAt+r.Seq, uint32(r.Pos))
 	}
 	if err := p.b.dev.Write(p.step, 0, step); err != nil {

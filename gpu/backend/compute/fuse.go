@@ -101,7 +101,7 @@ func ropeKVWhole(c caps, g *fusion.Graph, op *fusion.MatMulRopeKVOp, wq, wk, wv 
 	ok := in.Rows < 4 && (op.Scale == 0 || op.Scale == 1) && op.Q.Bias == "" && op.K.Bias == "" && op.V.Bias == "" && wq.qt == shaders.BlockNone && len(wq.chunks) == 1 &&
 		sameType(wq, wk) && sameType(wq, wv) && len(wk.chunks) == 1 && len(wv.chunks) == 1 &&
 		in.Cols%ce == 0 && wq.block%ce == 0 &&
-		op.HeadDim%2 == 0 && op.Dims/2 <= 4*64 && (c.storageBuffers == 0 || c.storageBuffers >= 12)
+		op.HeadDim%2 == 0 && op.Dims/2 <= shaders.RopeQKVFreqs && (c.storageBuffers == 0 || c.storageBuffers >= 12)
 	if g.KV.F16 && op.Style == fusion.RopeHalves {
 		ok = ok && op.HeadDim%4 == 0 && op.Dims%4 == 0
 	}

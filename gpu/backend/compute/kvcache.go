@@ -5,6 +5,7 @@ import (
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/shaders"
 )
 
 // kvCache holds per layer a K cache [kv_heads][max_len][head_dim] and a V
@@ -68,11 +69,11 @@ func kvWords(spec fusion.KVSpec) int {
 }
 
 // storeKernel is the store kernel of the cache's storage type.
-func storeKernel(spec fusion.KVSpec) string {
+func storeKernel(spec fusion.KVSpec) contract[shaders.KVParams, kvBindings] {
 	if spec.F16 {
-		return "store_kv_f16"
+		return kStoreKvF16
 	}
-	return "store_kv"
+	return kStoreKv
 }
 
 // CopyKV copies positions [0, n) of every layer from src to dst

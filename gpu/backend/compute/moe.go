@@ -113,10 +113,10 @@ func (pl *planner) moe(op *fusion.MoEOp) error {
 	if err := pl.matMul(pl.ws.byName[op.Router], "", x, in.Cols, logits, fusion.BufInfo{Rows: in.Rows, Cols: op.Experts}, false); err != nil {
 		return err
 	}
-	step, none := gpu.Binding{Buf: pl.p.step}, gpu.Binding{Buf: pl.dummy}
+	step, none := pl.stepB(), pl.none()
 	base := shaders.MoEParams{Cols: u(in.Cols), Hidden: u(op.Hidden), Experts: u(op.Experts), Used: u(op.Used), NRows: u(in.Rows),
 		Act: uint32(act), NormTopK: b2u(op.NormTopK), Grouped: b2u(grouped)}
-	pl.dispatch("moe_route", base, 1, 1, 1, step, logits, none, none, none, none, route, sink)
+	kMoeRoute.dispatch(pl, base, 1, 1, 1, moeBindings{Step: step, XW: logits, W: none, S: none, W2: none, S2: none, Route: route, OutW: sink})
 	scale := func(w *weight) gpu.Binding {
 		if w.quant {
 			return gpu.Binding{Buf: w.chunks[0].s}
@@ -141,23 +141,23 @@ func (pl *planner) moe(op *fusion.MoEOp) error {
 		c.FLOPs = 2 * int64(mats) * int64(slots) * int64(rows) * int64(cols)
 		return c
 	}
-	pl.dispatchVariant("moe_glu", shaders.Variant{}, glu, moeCost(gw, op.Hidden, in.Cols, 2), op.Hidden, gy, gz, step, x, gpu.Binding{Buf: gw.chunks[0].w}, scale(gw),
-		gpu.Binding{Buf: uw.chunks[0].w}, scale(uw), route, hidden)
+	kMoeGlu.dispatchVariant(pl, shaders.Variant{}, glu, moeCost(gw, op.Hidden, in.Cols, 2), op.Hidden, gy, gz,
+		moeBindings{Step: step, XW: x, W: gpu.Binding{Buf: gw.chunks[0].w}, S: scale(gw), W2: gpu.Binding{Buf: uw.chunks[0].w}, S2: scale(uw), Route: route, OutW: hidden})
 	down := moeParams(base, dw)
 	if !grouped {
 		down.OutF16 = b2u(out.F16)
-		pl.dispatchVariant("moe_down", shaders.Variant{}, down, moeCost(dw, out.Cols, op.Hidden, 1), out.Cols, in.Rows, 1, step, hidden, gpu.Binding{Buf: dw.chunks[0].w}, scale(dw),
-			none, none, route, pl.buf(op.Out))
+		kMoeDown.dispatchVariant(pl, shaders.Variant{}, down, moeCost(dw, out.Cols, op.Hidden, 1), out.Cols, in.Rows, 1,
+			moeBindings{Step: step, XW: hidden, W: gpu.Binding{Buf: dw.chunks[0].w}, S: scale(dw), W2: none, S2: none, Route: route, OutW: pl.buf(op.Out)})
 		return nil
 	}
 	y, err := pl.grow(&pl.moeB.y, &pl.moeB.yLen, rows*used*int64(out.Cols)*4)
 	if err != nil {
 		return err
 	}
-	pl.dispatchVariant("moe_down", shaders.Variant{}, down, moeCost(dw, out.Cols, op.Hidden, 1), out.Cols, op.Experts, 1, step, hidden, gpu.Binding{Buf: dw.chunks[0].w}, scale(dw),
-		none, none, route, y)
+	kMoeDown.dispatchVariant(pl, shaders.Variant{}, down, moeCost(dw, out.Cols, op.Hidden, 1), out.Cols, op.Experts, 1,
+		moeBindings{Step: step, XW: hidden, W: gpu.Binding{Buf: dw.chunks[0].w}, S: scale(dw), W2: none, S2: none, Route: route, OutW: y})
 	sum := base
 	sum.OutF16 = b2u(out.F16)
-	pl.dispatch("moe_sum", sum, ceilDiv(out.Cols, 64), in.Rows, 1, step, y, none, none, none, none, route, pl.buf(op.Out))
+	kMoeSum.dispatch(pl, sum, ceilDiv(out.Cols, 64), in.Rows, 1, moeBindings{Step: step, XW: y, W: none, S: none, W2: none, S2: none, Route: route, OutW: pl.buf(op.Out)})
 	return nil
 }

@@ -1,9 +1,7 @@
 package compute
 
 import (
-	"encoding/binary"
 	"fmt"
-	"math"
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
@@ -13,8 +11,8 @@ import (
 
 // item is one recorded command: a dispatch (kernel set) or a copy.
 type item struct {
-	op       int // index of the graph op the item belongs to
-	kernel   string
+	op       int             // index of the graph op the item belongs to
+	kernel   string          // entry point, from a contract (kernels_gen.go)
 	variant  shaders.Variant // of a specialized kernel
 	params   shaders.Params
 	bindings []gpu.Binding // after the params binding
@@ -66,14 +64,6 @@ type prologue struct {
 	eps   float32
 }
 
-// suffix is the kernel name suffix of the prologue: "_norm", or "" for none.
-func (p *prologue) suffix() string {
-	if p == nil {
-		return ""
-	}
-	return "_norm"
-}
-
 func u(v int) uint32 { return uint32(v) }
 func b2u(b bool) uint32 {
 	if b {
@@ -83,21 +73,17 @@ func b2u(b bool) uint32 {
 }
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
-func (pl *planner) dispatch(kernel string, params shaders.Params, x, y, z int, bindings ...gpu.Binding) {
-	pl.items = append(pl.items, item{op: pl.cur, kernel: kernel, params: params, bindings: bindings, x: x, y: y, z: z})
-}
-
-// dispatchVariant is dispatch for a kernel of a specialized family, with
-// the work it does.
-func (pl *planner) dispatchVariant(kernel string, v shaders.Variant, params shaders.Params, c cost, x, y, z int, bindings ...gpu.Binding) {
-	pl.items = append(pl.items, item{op: pl.cur, kernel: kernel, variant: v, params: params, bindings: bindings, x: x, y: y, z: z, cost: c})
-}
-
 func (pl *planner) copyBuf(dst, src gpu.Buffer, size int64) {
 	pl.items = append(pl.items, item{op: pl.cur, copyDst: dst, copySrc: src, copySize: align4(size)})
 }
 
 func (pl *planner) buf(b fusion.Buf) gpu.Binding { return gpu.Binding{Buf: pl.p.bufs[b]} }
+
+// stepB binds the step buffer.
+func (pl *planner) stepB() gpu.Binding { return gpu.Binding{Buf: pl.p.step} }
+
+// none binds the dummy buffer, at a read slot a dispatch leaves unused.
+func (pl *planner) none() gpu.Binding { return gpu.Binding{Buf: pl.dummy} }
 
 func (pl *planner) bytes(b fusion.Buf) int64 { return actBytes(pl.p.g.Bufs[b]) }
 
@@ -155,10 +141,10 @@ func (pl *planner) op(op fusion.Op) error {
 			if w.quant {
 				block, s = w.block, c.s
 			}
-			pl.dispatch("embed", shaders.EmbedParams{Cols: u(out.Cols), RowBase: u(c.rowBase), Rows: u(c.rows), WT: uint32(w.wt), ST: uint32(w.st),
+			kEmbed.dispatch(pl, shaders.EmbedParams{Cols: u(out.Cols), RowBase: u(c.rowBase), Rows: u(c.rows), WT: uint32(w.wt), ST: uint32(w.st),
 				Block: u(block), NBlocks: u(w.nblk), Scale: scale, OutF16: b2u(out.F16)},
 				ceilDiv(out.Cols, 64), T, 1,
-				gpu.Binding{Buf: pl.p.step}, gpu.Binding{Buf: c.w}, gpu.Binding{Buf: s}, pl.buf(op.Out))
+				embedBindings{Step: pl.stepB(), W: gpu.Binding{Buf: c.w}, S: gpu.Binding{Buf: s}, OutW: pl.buf(op.Out)})
 		}
 	case *fusion.NormOp:
 		w, _, err := pl.vector(op.Weight)
@@ -175,9 +161,9 @@ func (pl *planner) op(op fusion.Op) error {
 		if op.HeadDim > 0 {
 			cols, heads = op.HeadDim, out.Cols/op.HeadDim
 		}
-		pl.dispatch("norm", shaders.NormParams{Cols: u(cols), Layer: b2u(op.Norm == fusion.NormLayer), Eps: op.Eps, HasBias: b2u(hasBias),
+		kNorm.dispatch(pl, shaders.NormParams{Cols: u(cols), Layer: b2u(op.Norm == fusion.NormLayer), Eps: op.Eps, HasBias: b2u(hasBias),
 			NRows: u(out.Rows * heads), OutF16: b2u(out.F16), XF16: pl.h(x), Heads: u(heads)},
-			out.Rows*heads, 1, 1, gpu.Binding{Buf: pl.p.step}, x, w, bias, pl.buf(op.Out))
+			out.Rows*heads, 1, 1, normBindings{Step: pl.stepB(), XW: x, W: w, Bias: bias, OutW: pl.buf(op.Out)})
 	case *fusion.MatMulOp:
 		x := pl.input(op.Out, op.In, &copied)
 		if op.Prologue != nil {
@@ -233,8 +219,8 @@ func (pl *planner) op(op fusion.Op) error {
 		if err != nil {
 			return err
 		}
-		pl.dispatch("rope", shaders.RopeParams{Heads: u(op.Heads), HeadDim: u(op.HeadDim), RopeDims: u(op.Dims), Style: style, Cols: u(out.Cols), PosAt: u(pl.p.posAt), OutF16: b2u(out.F16), Scale: ropeScale(op.RopeParams)},
-			ceilDiv(op.Heads*half, 64), T, 1, gpu.Binding{Buf: pl.p.step}, gpu.Binding{Buf: fb}, pl.buf(op.Out))
+		kRope.dispatch(pl, shaders.RopeParams{Heads: u(op.Heads), HeadDim: u(op.HeadDim), RopeDims: u(op.Dims), Style: style, Cols: u(out.Cols), PosAt: u(pl.p.posAt), OutF16: b2u(out.F16), Scale: ropeScale(op.RopeParams)},
+			ceilDiv(op.Heads*half, 64), T, 1, ropeBindings{Step: pl.stepB(), Freq: gpu.Binding{Buf: fb}, XW: pl.buf(op.Out)})
 	case *fusion.StoreKVOp:
 		// A batched step stores each row into its own sequence's cache:
 		// one dispatch per row, binding that sequence's cache.
@@ -250,8 +236,8 @@ func (pl *planner) op(op fusion.Op) error {
 			if g.Batch {
 				params.Row0 = u(r)
 			}
-			pl.dispatch(storeKernel(spec), params, ceilDiv(op.KVHeads*kvWords(spec), 64), rows, 1, gpu.Binding{Buf: pl.p.step},
-				pl.buf(op.K), pl.buf(op.V), gpu.Binding{Buf: c.k[op.Layer]}, gpu.Binding{Buf: c.v[op.Layer]})
+			storeKernel(spec).dispatch(pl, params, ceilDiv(op.KVHeads*kvWords(spec), 64), rows, 1, kvBindings{Step: pl.stepB(),
+				KW: pl.buf(op.K), VW: pl.buf(op.V), Kc: gpu.Binding{Buf: c.k[op.Layer]}, Vc: gpu.Binding{Buf: c.v[op.Layer]}})
 		}
 	case *fusion.RopeStoreKVOp:
 		return pl.ropeStoreKV(op)
@@ -269,25 +255,25 @@ func (pl *planner) op(op fusion.Op) error {
 			in0, in1 = in1, in0
 		}
 		if in0 == op.Out && in1 != op.Out {
-			pl.dispatch("add_inplace", shaders.EltParams{Cols: u(out.Cols), NRows: u(out.Rows), OutF16: b2u(out.F16), BF16: pl.h(pl.buf(in1))},
-				ceilDiv(out.Cols, 64), out.Rows, 1, gpu.Binding{Buf: pl.p.step}, gpu.Binding{Buf: pl.dummy}, pl.buf(in1), pl.buf(op.Out))
+			kAddInplace.dispatch(pl, shaders.EltParams{Cols: u(out.Cols), NRows: u(out.Rows), OutF16: b2u(out.F16), BF16: pl.h(pl.buf(in1))},
+				ceilDiv(out.Cols, 64), out.Rows, 1, elementwiseBindings{Step: pl.stepB(), AW: pl.none(), BW: pl.buf(in1), OutW: pl.buf(op.Out)})
 			return nil
 		}
 		a, b := pl.input(op.Out, op.A, &copied), pl.input(op.Out, op.B, &copied)
-		pl.dispatch("add", shaders.EltParams{Cols: u(out.Cols), NRows: u(out.Rows), OutF16: b2u(out.F16), AF16: pl.h(a), BF16: pl.h(b)},
-			ceilDiv(out.Cols, 64), out.Rows, 1, gpu.Binding{Buf: pl.p.step}, a, b, pl.buf(op.Out))
+		kAdd.dispatch(pl, shaders.EltParams{Cols: u(out.Cols), NRows: u(out.Rows), OutF16: b2u(out.F16), AF16: pl.h(a), BF16: pl.h(b)},
+			ceilDiv(out.Cols, 64), out.Rows, 1, elementwiseBindings{Step: pl.stepB(), AW: a, BW: b, OutW: pl.buf(op.Out)})
 	case *fusion.GLUOp:
-		return pl.elementwise("glu", op.Act, 0, op.Out, op.Gate, op.Up, out)
+		return pl.elementwise(kGlu, op.Act, 0, op.Out, op.Gate, op.Up, out)
 	case *fusion.ActivationOp:
-		return pl.elementwise("act", op.Act, 0, op.Out, op.In, -1, out)
+		return pl.elementwise(kAct, op.Act, 0, op.Out, op.In, -1, out)
 	case *fusion.SoftCapOp:
-		return pl.elementwise("softcap", 0, op.Cap, op.Out, op.In, -1, out)
+		return pl.elementwise(kSoftcap, 0, op.Cap, op.Out, op.In, -1, out)
 	case *fusion.LastRowOp:
 		if op.In == op.Out {
 			return nil // validation allows this only for one-token graphs: the identity
 		}
-		pl.dispatch("last_row", shaders.EltParams{Cols: u(out.Cols), NRows: 1, OutF16: b2u(out.F16), AF16: pl.h(pl.buf(op.In))}, ceilDiv(out.Cols, 64), 1, 1,
-			gpu.Binding{Buf: pl.p.step}, pl.buf(op.In), gpu.Binding{Buf: pl.dummy}, pl.buf(op.Out))
+		kLastRow.dispatch(pl, shaders.EltParams{Cols: u(out.Cols), NRows: 1, OutF16: b2u(out.F16), AF16: pl.h(pl.buf(op.In))}, ceilDiv(out.Cols, 64), 1, 1,
+			elementwiseBindings{Step: pl.stepB(), AW: pl.buf(op.In), BW: pl.none(), OutW: pl.buf(op.Out)})
 	case *fusion.ArgmaxOp:
 		// One workgroup scans the row (validation made it one row that
 		// Out does not alias) and writes the id as an f32; none when the
@@ -296,7 +282,7 @@ func (pl *planner) op(op fusion.Op) error {
 		if err != nil {
 			return err
 		}
-		pl.dispatch("argmax", shaders.ArgmaxParams{N: u(g.Bufs[op.In].Cols)}, 1, 1, 1, gpu.Binding{Buf: pl.p.step}, pl.buf(op.In), pl.buf(op.Out), mask)
+		kArgmax.dispatch(pl, shaders.ArgmaxParams{N: u(g.Bufs[op.In].Cols)}, 1, 1, 1, argmaxBindings{Step: pl.stepB(), X: pl.buf(op.In), Out: pl.buf(op.Out), Mask: mask})
 	case *fusion.SampleOp:
 		mask, err := pl.tokenMask(g.Bufs[op.In].Cols)
 		if err != nil {
@@ -310,9 +296,9 @@ func (pl *planner) op(op fusion.Op) error {
 			ruleAt = shaders.DecodeStepRuleAt
 			pl.p.rule = &r
 		}
-		pl.dispatch("sample", shaders.SampleParams{N: u(g.Bufs[op.In].Cols), InvTemperature: sampler.InvTemperature(r.Temperature),
+		kSample.dispatch(pl, shaders.SampleParams{N: u(g.Bufs[op.In].Cols), InvTemperature: sampler.InvTemperature(r.Temperature),
 			TopK: u(r.TopK), TopP: r.TopP, SeedLo: uint32(r.Seed), SeedHi: uint32(r.Seed >> 32), RuleAt: ruleAt},
-			1, 1, 1, gpu.Binding{Buf: pl.p.step}, pl.buf(op.In), pl.buf(op.Out), mask)
+			1, 1, 1, sampleBindings{Step: pl.stepB(), X: pl.buf(op.In), Out: pl.buf(op.Out), Mask: mask})
 	default:
 		return fmt.Errorf("op kind %s: %w", op.Kind(), gpu.ErrUnsupported)
 	}
@@ -321,7 +307,7 @@ func (pl *planner) op(op fusion.Op) error {
 
 // elementwise plans a GLU (act(a) * b), an Activation (act(a), b -1) or a
 // SoftCap (act 0, cap > 0) into out.
-func (pl *planner) elementwise(kernel string, a fusion.Act, capv float32, o, in0, in1 fusion.Buf, out fusion.BufInfo) error {
+func (pl *planner) elementwise(k contract[shaders.EltParams, elementwiseBindings], a fusion.Act, capv float32, o, in0, in1 fusion.Buf, out fusion.BufInfo) error {
 	code := shaders.Activation(0)
 	if a != 0 {
 		var ok bool
@@ -331,13 +317,13 @@ func (pl *planner) elementwise(kernel string, a fusion.Act, capv float32, o, in0
 	}
 	copied := false
 	x := pl.input(o, in0, &copied)
-	y := gpu.Binding{Buf: pl.dummy}
+	y := pl.none()
 	if in1 >= 0 {
 		y = pl.input(o, in1, &copied)
 	}
-	pl.dispatch(kernel, shaders.EltParams{Cols: u(out.Cols), Act: uint32(code), Cap: capv, NRows: u(out.Rows),
+	k.dispatch(pl, shaders.EltParams{Cols: u(out.Cols), Act: uint32(code), Cap: capv, NRows: u(out.Rows),
 		OutF16: b2u(out.F16), AF16: pl.h(x), BF16: pl.h(y)},
-		ceilDiv(out.Cols, 64), out.Rows, 1, gpu.Binding{Buf: pl.p.step}, x, y, pl.buf(o))
+		ceilDiv(out.Cols, 64), out.Rows, 1, elementwiseBindings{Step: pl.stepB(), AW: x, BW: y, OutW: pl.buf(o)})
 	return nil
 }
 
@@ -373,14 +359,14 @@ func (pl *planner) normPrologue(inBuf fusion.Buf, pro *fusion.RMSPrologue, ws []
 		pl.normed, pl.normLen = buf, size
 	}
 	pl.half[pl.normed] = false
-	pl.dispatch("norm", shaders.NormParams{Cols: u(in.Cols), Eps: pro.Eps, NRows: u(in.Rows), XF16: pl.h(pl.buf(inBuf)), Heads: 1},
-		in.Rows, 1, 1, gpu.Binding{Buf: pl.p.step}, pl.buf(inBuf), gpu.Binding{Buf: scale.Buf}, gpu.Binding{Buf: pl.dummy}, gpu.Binding{Buf: pl.normed})
+	kNorm.dispatch(pl, shaders.NormParams{Cols: u(in.Cols), Eps: pro.Eps, NRows: u(in.Rows), XF16: pl.h(pl.buf(inBuf)), Heads: 1},
+		in.Rows, 1, 1, normBindings{Step: pl.stepB(), XW: pl.buf(inBuf), W: gpu.Binding{Buf: scale.Buf}, Bias: pl.none(), OutW: gpu.Binding{Buf: pl.normed}})
 	return gpu.Binding{Buf: pl.normed}, nil
 }
 
 // ropeFreq makes the frequency table of a Rope or RopeStoreKV op
 // (RopeParams.Freq, in float64 on the host) and returns its style code.
-func (pl *planner) ropeFreq(r fusion.RopeParams) (gpu.Buffer, uint32, error) {
+func (pl *planner) ropeFreq(r fusion.RopeParams) (gpu.Buffer, shaders.RopeStyle, error) {
 	freq := make([]float32, max(r.Dims/2, 1))
 	for i := range r.Dims / 2 {
 		freq[i] = float32(r.Freq(i))
@@ -390,11 +376,15 @@ func (pl *planner) ropeFreq(r fusion.RopeParams) (gpu.Buffer, uint32, error) {
 		return nil, 0, err
 	}
 	pl.p.owned = append(pl.p.owned, fb)
-	style := uint32(0)
-	if r.Style == fusion.RopeHalves {
-		style = 1
+	return fb, ropeStyle(r.Style), nil
+}
+
+// ropeStyle is the kernels' code of a rope style.
+func ropeStyle(s fusion.RopeStyle) shaders.RopeStyle {
+	if s == fusion.RopeHalves {
+		return shaders.RopeHalves
 	}
-	return fb, style, nil
+	return shaders.RopePairs
 }
 
 // ropeScale is the cos/sin multiplier of r for the rope kernels.
@@ -443,18 +433,15 @@ func (pl *planner) matMulRopeKV(op *fusion.MatMulRopeKVOp) error {
 	kFirst := units(op.Heads)
 	vFirst := kFirst + units(op.KVHeads)
 	total := vFirst + units(op.KVHeads)
-	style := uint32(0)
-	if op.Style == fusion.RopeHalves {
-		style = 1
-	}
-	rq := make([]uint32, shaders.RopeQKVBytes/4)
-	copy(rq, []uint32{u(op.Heads), u(op.KVHeads), u(op.HeadDim), u(op.Dims), style, u(c.spec.MaxLen), b2u(c.spec.F16), u(kFirst), u(vFirst), hasNorm})
+	style := ropeStyle(op.Style)
+	rq := shaders.RopeQKV{Heads: u(op.Heads), KVHeads: u(op.KVHeads), HeadDim: u(op.HeadDim), RopeDims: u(op.Dims), Style: style,
+		MaxLen: u(c.spec.MaxLen), KVF16: b2u(c.spec.F16), KFirst: u(kFirst), VFirst: u(vFirst), HasNorm: hasNorm}
 	for i := range op.Dims / 2 {
-		rq[12+i] = math.Float32bits(float32(op.Freq(i)))
+		rq.SetFreq(i, float32(op.Freq(i)))
 	}
-	rb := make([]byte, 4*len(rq))
-	for i, w := range rq {
-		binary.LittleEndian.PutUint32(rb[4*i:], w)
+	rb, err := rq.Bytes()
+	if err != nil {
+		return err
 	}
 	rbuf, err := pl.p.b.newFilled(rb)
 	if err != nil {
@@ -469,11 +456,11 @@ func (pl *planner) matMulRopeKV(op *fusion.MatMulRopeKVOp) error {
 	}
 	params := shaders.MatParams{InCols: u(in.Cols), OutCols: u(out.Cols), Rows: u(wq.rows), Block: u(wq.block), NBlocks: u(wq.nblk),
 		NRows: u(in.Rows), Lanes: u(lanes), NormEps: eps, OutF16: b2u(out.F16), XF16: pl.h(x)}
-	bind := []gpu.Binding{{Buf: pl.p.step}, x, {Buf: wq.chunks[0].w}, sOf(wq), gs, pl.buf(op.Out),
-		{Buf: wk.chunks[0].w}, sOf(wk), {Buf: wv.chunks[0].w}, sOf(wv),
-		{Buf: c.k[op.Layer]}, {Buf: c.v[op.Layer]}, {Buf: rbuf, Size: shaders.RopeQKVBytes}}
+	bind := qkvBindings{Step: pl.stepB(), XW: x, W: gpu.Binding{Buf: wq.chunks[0].w}, S: sOf(wq), Bias: gs, OutW: pl.buf(op.Out),
+		W2: gpu.Binding{Buf: wk.chunks[0].w}, S2: sOf(wk), Wv: gpu.Binding{Buf: wv.chunks[0].w}, Sv: sOf(wv),
+		Kc: gpu.Binding{Buf: c.k[op.Layer]}, Vc: gpu.Binding{Buf: c.v[op.Layer]}, Rq: gpu.Binding{Buf: rbuf, Size: shaders.RopeQKVBytes}}
 	cost := matCost(wq, wq.rows+wk.rows+wv.rows, in.Cols, in.Rows, 1)
-	pl.dispatchVariant(shaders.RopeKV, v.RopeKVVariant(), params, cost, total/perWG, in.Rows, 1, bind...)
+	kLanesRopeKv.dispatchVariant(pl, v.RopeKVVariant(), params, cost, total/perWG, in.Rows, 1, bind)
 	return nil
 }
 
@@ -507,16 +494,19 @@ func (pl *planner) matMulRopeKVSplit(op *fusion.MatMulRopeKVOp) error {
 			return err
 		}
 	}
-	outs := []gpu.Binding{pl.buf(op.Out), {Buf: pl.kvTmp[0]}, {Buf: pl.kvTmp[1]}}
-	infos := []fusion.BufInfo{g.Bufs[op.Out], kv, kv}
-	for i, pr := range []fusion.Projection{op.Q, op.K, op.V} {
-		if err := pl.matMul(pl.ws.byName[pr.Weight], pr.Bias, x, in.Cols, outs[i], infos[i], false); err != nil {
+	q, k, v := pl.buf(op.Out), gpu.Binding{Buf: pl.kvTmp[0]}, gpu.Binding{Buf: pl.kvTmp[1]}
+	for _, pr := range []struct {
+		fusion.Projection
+		out  gpu.Binding
+		info fusion.BufInfo
+	}{{op.Q, q, g.Bufs[op.Out]}, {op.K, k, kv}, {op.V, v, kv}} {
+		if err := pl.matMul(pl.ws.byName[pr.Weight], pr.Bias, x, in.Cols, pr.out, pr.info, false); err != nil {
 			pl.pro = nil
 			return err
 		}
 	}
 	pl.pro = nil
-	return pl.ropeStoreKVBind(op.Layer, op.HeadShape, op.RopeParams, outs[0], outs[1], outs[2])
+	return pl.ropeStoreKVBind(op.Layer, op.HeadShape, op.RopeParams, q, k, v)
 }
 
 // ropeStoreKV plans a RopeStoreKV (validation made it unbatched): one
@@ -526,21 +516,21 @@ func (pl *planner) ropeStoreKV(op *fusion.RopeStoreKVOp) error {
 }
 
 // ropeStoreKVBind is ropeStoreKV with q, k and v bound as given.
-func (pl *planner) ropeStoreKVBind(layer int, op fusion.HeadShape, rp fusion.RopeParams, q, k, v gpu.Binding) error {
+func (pl *planner) ropeStoreKVBind(layer int, op fusion.HeadShape, rp fusion.RopeParams, q, kb, vb gpu.Binding) error {
 	fb, style, err := pl.ropeFreq(rp)
 	if err != nil {
 		return err
 	}
 	c := pl.caches[0]
-	kernel, words := "store_kv_rope", op.HeadDim
+	k, words := kStoreKvRope, op.HeadDim
 	if c.spec.F16 {
-		kernel, words = "store_kv_rope_f16", kvWords(c.spec)
+		k, words = kStoreKvRopeF16, kvWords(c.spec)
 	}
 	n := op.Heads*(rp.Dims/2) + op.KVHeads*words
-	pl.dispatch(kernel, shaders.RopeKVParams{Heads: u(op.Heads), KVHeads: u(op.KVHeads), HeadDim: u(op.HeadDim),
-		RopeDims: u(rp.Dims), Style: style, MaxLen: u(c.spec.MaxLen), OutF16: pl.h(q), KF16: pl.h(k), VF16: pl.h(v), Scale: ropeScale(rp)},
-		ceilDiv(n, 64), pl.p.g.Tokens, 1, gpu.Binding{Buf: pl.p.step}, gpu.Binding{Buf: fb}, q,
-		k, v, gpu.Binding{Buf: c.k[layer]}, gpu.Binding{Buf: c.v[layer]})
+	k.dispatch(pl, shaders.RopeKVParams{Heads: u(op.Heads), KVHeads: u(op.KVHeads), HeadDim: u(op.HeadDim),
+		RopeDims: u(rp.Dims), Style: style, MaxLen: u(c.spec.MaxLen), OutF16: pl.h(q), KF16: pl.h(kb), VF16: pl.h(vb), Scale: ropeScale(rp)},
+		ceilDiv(n, 64), pl.p.g.Tokens, 1, ropekvBindings{Step: pl.stepB(), Freq: gpu.Binding{Buf: fb}, QW: q,
+			KW: kb, VW: vb, Kc: gpu.Binding{Buf: c.k[layer]}, Vc: gpu.Binding{Buf: c.v[layer]}})
 	return nil
 }
 
@@ -549,14 +539,26 @@ func matVariant(w *weight, glu bool) shaders.MatMulVariant {
 	return shaders.MatMulVariant{Weight: w.wt, Scale: w.st, Quant: w.quant, GLU: glu}
 }
 
-// matDispatch plans the matmul kernel of one row block. Every device
-// gets the same kernels; the choice is by shape and by capability only:
+// matShape is what the choice of a matmul-family kernel depends on besides
+// the device's capabilities: the product's shape and operands.
+type matShape struct {
+	rows     int  // rows of x and out (the step's tokens)
+	batch    bool // a batched step (one row per sequence)
+	chunked  bool // input columns and scale blocks hold whole 16-byte chunks
+	prologue bool // the product runs the op's RMS-norm prologue
+	xF16     bool // x is an f16 activation
+}
+
+// chooseMatKernel picks the matmul-family kernel and module of a product
+// with weights of variant v: a pure function of the device's capabilities
+// and the shape (TestChooseMatKernel). Every device gets the same kernels;
+// the choice is by shape and by capability only:
 //   - matmul (tiles staged in workgroup memory, each weight chunk read once
 //     per 32 tokens) for a prefill (4+ rows of an unbatched step), where
 //     rows and scale blocks hold whole 16-byte chunks;
 //   - otherwise the decode kernels, one row of the step per workgroup with
-//     the step's rows as the fastest-varying dispatch dimension: matvec_lanes (its element-wise path takes shapes of
-//     partial chunks), or with the norm prologue matvec_lanes_norm; on a
+//     the step's rows as the fastest-varying dispatch dimension:
+//     matvec_lanes (its element-wise path takes shapes of partial chunks), or with the norm prologue matvec_lanes_norm; on a
 //     device with subgroup operations matvec_sg (no workgroup-memory
 //     reduction), and with shader f16, for f16 activations and weights
 //     that convert to f16 exactly, matvec_sg_h.
@@ -566,9 +568,33 @@ func matVariant(w *weight, glu bool) shaders.MatMulVariant {
 // (so seeded sampling gives the same tokens batched or not); the
 // workgroups of the R rows that read the same weights run side by side,
 // so the weights come from memory about once per step.
-func (pl *planner) matDispatch(v shaders.MatMulVariant, w *weight, params shaders.MatParams, rows, nrows int, bind []gpu.Binding) {
+func chooseMatKernel(c caps, v shaders.MatMulVariant, s matShape) (contract[shaders.MatParams, matmulBindings], shaders.MatMulVariant) {
+	switch {
+	case s.chunked && s.rows >= 4 && !s.batch:
+		return kMatmul, v
+	case s.prologue:
+		// The norm prologue has no subgroup form.
+		return kMatvecLanesNorm, v
+	case c.subgroups:
+		// The same lane groups, reduced through subgroup shuffles; in f16
+		// arithmetic for f16 activations where the device has it (f32
+		// activation policies, such as Falcon's and Phi-2's, keep f32
+		// math; matvec_sg_h has no element-wise path).
+		v.Subgroups = true
+		if c.f16 && s.xF16 && shaders.F16Weights(v.Weight) && s.chunked {
+			v.F16 = true
+			return kMatvecSgH, v
+		}
+		return kMatvecSg, v
+	}
+	return kMatvecLanes, v
+}
+
+// matDispatch plans the matmul-family kernel of one row block (see
+// chooseMatKernel).
+func (pl *planner) matDispatch(v shaders.MatMulVariant, w *weight, params shaders.MatParams, rows, nrows int, bind matmulBindings) {
 	if pl.pro != nil {
-		bind[4] = pl.pro.scale // the bias slot: the prologue's ops have no bias
+		bind.Bias = pl.pro.scale // the prologue's ops have no bias
 	}
 	sh := v.Shape()
 	ce := v.ChunkElems()
@@ -578,8 +604,9 @@ func (pl *planner) matDispatch(v shaders.MatMulVariant, w *weight, params shader
 		mats = 2
 	}
 	c := matCost(w, rows, int(params.InCols), nrows, mats)
-	if chunked && nrows >= 4 && !pl.p.g.Batch {
-		pl.dispatchVariant("matmul", v.Variant(), params, c, ceilDiv(rows, sh.TileRows), ceilDiv(nrows, sh.TileTokens), 1, bind...)
+	k, kv := chooseMatKernel(pl.p.b.caps, v, matShape{rows: nrows, batch: pl.p.g.Batch, chunked: chunked, prologue: pl.pro != nil, xF16: params.XF16 != 0})
+	if k == kMatmul {
+		k.dispatchVariant(pl, kv.Variant(), params, c, ceilDiv(rows, sh.TileRows), ceilDiv(nrows, sh.TileTokens), 1, bind)
 		return
 	}
 	// Lanes per row group: enough to cover a row's chunks once, at least
@@ -590,25 +617,7 @@ func (pl *planner) matDispatch(v shaders.MatMulVariant, w *weight, params shader
 	}
 	params.Lanes = u(lanes)
 	groups := ceilDiv(rows, sh.LanesWG/lanes*sh.LanesRows)
-	switch {
-	case pl.pro != nil:
-		// The norm prologue has no subgroup form.
-		pl.dispatchVariant("matvec_lanes_norm", v.Variant(), params, c, nrows, groups, 1, bind...)
-	case pl.p.b.caps.subgroups:
-		// The same lane groups, reduced through subgroup shuffles; in f16
-		// arithmetic for f16 activations where the device has it (f32
-		// activation policies, such as Falcon's and Phi-2's, keep f32
-		// math; matvec_sg_h has no element-wise path).
-		sg := v
-		sg.Subgroups = true
-		kernel := "matvec_sg"
-		if pl.p.b.caps.f16 && params.XF16 != 0 && shaders.F16Weights(v.Weight) && chunked {
-			sg.F16, kernel = true, "matvec_sg_h"
-		}
-		pl.dispatchVariant(kernel, sg.Variant(), params, c, nrows, groups, 1, bind...)
-	default:
-		pl.dispatchVariant("matvec_lanes", v.Variant(), params, c, nrows, groups, 1, bind...)
-	}
+	k.dispatchVariant(pl, kv.Variant(), params, c, nrows, groups, 1, bind)
 }
 
 // matMul plans out = W·x + bias (accum: out += ...), one dispatch per row
@@ -621,7 +630,7 @@ func (pl *planner) matMul(w *weight, biasName string, x gpu.Binding, inCols int,
 	if err != nil {
 		return err
 	}
-	none := gpu.Binding{Buf: pl.dummy}
+	none := pl.none()
 	v := matVariant(w, false)
 	for _, c := range w.chunks {
 		s := pl.dummy
@@ -635,7 +644,7 @@ func (pl *planner) matMul(w *weight, biasName string, x gpu.Binding, inCols int,
 		if pl.pro != nil {
 			params.NormEps = pl.pro.eps
 		}
-		bind := []gpu.Binding{{Buf: pl.p.step}, x, {Buf: c.w}, {Buf: s}, bias, outB, none, none}
+		bind := matmulBindings{Step: pl.stepB(), XW: x, W: gpu.Binding{Buf: c.w}, S: gpu.Binding{Buf: s}, Bias: bias, OutW: outB, W2: none, S2: none}
 		pl.matDispatch(v, w, params, c.rows, out.Rows, bind)
 	}
 	return nil
@@ -675,8 +684,8 @@ func (pl *planner) matMulGLU(op *fusion.MatMulGLUOp, out fusion.BufInfo, x gpu.B
 		if err := pl.matMul(uw, op.Up.Bias, x, inCols, up, inner, false); err != nil {
 			return err
 		}
-		pl.dispatch("glu", shaders.EltParams{Cols: u(out.Cols), Act: uint32(act), NRows: u(out.Rows), OutF16: b2u(out.F16)}, ceilDiv(out.Cols, 64), out.Rows, 1,
-			gpu.Binding{Buf: pl.p.step}, gate, up, pl.buf(op.Out))
+		kGlu.dispatch(pl, shaders.EltParams{Cols: u(out.Cols), Act: uint32(act), NRows: u(out.Rows), OutF16: b2u(out.F16)}, ceilDiv(out.Cols, 64), out.Rows, 1,
+			elementwiseBindings{Step: pl.stepB(), AW: gate, BW: up, OutW: pl.buf(op.Out)})
 		return nil
 	}
 	biasName := op.Gate.Bias
@@ -700,7 +709,7 @@ func (pl *planner) matMulGLU(op *fusion.MatMulGLUOp, out fusion.BufInfo, x gpu.B
 		if pl.pro != nil {
 			params.NormEps = pl.pro.eps
 		}
-		bind := []gpu.Binding{{Buf: pl.p.step}, x, {Buf: c.w}, {Buf: s}, bias, pl.buf(op.Out), {Buf: uc.w}, {Buf: s2}}
+		bind := matmulBindings{Step: pl.stepB(), XW: x, W: gpu.Binding{Buf: c.w}, S: gpu.Binding{Buf: s}, Bias: bias, OutW: pl.buf(op.Out), W2: gpu.Binding{Buf: uc.w}, S2: gpu.Binding{Buf: s2}}
 		pl.matDispatch(v, gw, params, c.rows, out.Rows, bind)
 	}
 	return nil

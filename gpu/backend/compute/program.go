@@ -148,7 +148,7 @@ func (p *program) build(ws *weights, caches []*kvCache) error {
 		largest = max(largest, f32Bytes4(bi))
 	}
 	var err error
-	stepWords := 2 + g.Tokens
+	stepWords := shaders.StepToken + g.Tokens
 	if g.Batch {
 		p.posAt = stepWords
 		stepWords += g.Tokens
@@ -206,14 +206,14 @@ func (p *program) run(ctx context.Context, tokens []int32, pos int, cmds gpu.Com
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("kernels: run: %w", err)
 	}
-	step := make([]byte, 4*(2+n))
-	binary.LittleEndian.PutUint32(step[0:], uint32(pos))
-	binary.LittleEndian.PutUint32(step[4:], uint32(n))
+	step := make([]byte, 4*(shaders.StepToken+n))
+	binary.LittleEndian.PutUint32(step[4*shaders.StepPos:], uint32(pos))
+	binary.LittleEndian.PutUint32(step[4*shaders.StepRows:], uint32(n))
 	for i, t := range tokens {
 		if p.vocab > 0 && (t < 0 || int(t) >= p.vocab) {
 			return fmt.Errorf("%w: token %d at row %d outside the vocabulary of %d", ErrRun, t, i, p.vocab)
 		}
-		binary.LittleEndian.PutUint32(step[8+4*i:], uint32(t))
+		binary.LittleEndian.PutUint32(step[4*(shaders.StepToken+i):], uint32(t))
 	}
 	if p.rule != nil {
 		// A decode program sampling on the device: the step tensor's

@@ -32,11 +32,11 @@ func (pl *planner) qMatMul(w *weight, biasName string, x gpu.Binding, inCols int
 	for _, c := range w.chunks {
 		params := shaders.QParams{InCols: u(inCols), OutCols: u(out.Cols), RowBase: u(c.rowBase), Rows: u(c.rows), QT: w.qt,
 			HasBias: b2u(hasBias), NRows: u(out.Rows), Accum: b2u(accum), OutF16: b2u(out.F16), XF16: pl.h(x)}
-		bind := []gpu.Binding{{Buf: pl.p.step}, x, {Buf: c.w}, bias, outB}
+		bind := qblocksBindings{Step: pl.stepB(), XW: x, W: gpu.Binding{Buf: c.w}, Bias: bias, OutW: outB}
 		if out.Rows >= 4 {
-			pl.dispatch("qmatmul", params, ceilDiv(c.rows, 32), ceilDiv(out.Rows, 32), 1, bind...)
+			kQmatmul.dispatch(pl, params, ceilDiv(c.rows, 32), ceilDiv(out.Rows, 32), 1, bind)
 		} else {
-			pl.dispatch("qmatvec", params, ceilDiv(c.rows, 64), out.Rows, 1, bind...)
+			kQmatvec.dispatch(pl, params, ceilDiv(c.rows, 64), out.Rows, 1, bind)
 		}
 	}
 	return nil
@@ -44,10 +44,9 @@ func (pl *planner) qMatMul(w *weight, biasName string, x gpu.Binding, inCols int
 
 // qEmbed plans out[t] = scale * W[tokens[t]] for a block-type table.
 func (pl *planner) qEmbed(w *weight, out fusion.BufInfo, outB gpu.Binding, scale float32, tokens int) {
-	none := gpu.Binding{Buf: pl.dummy}
 	for _, c := range w.chunks {
 		params := shaders.QParams{InCols: u(out.Cols), OutCols: u(out.Cols), RowBase: u(c.rowBase), Rows: u(c.rows), QT: w.qt, Scale: scale, OutF16: b2u(out.F16)}
-		pl.dispatch("qembed", params, ceilDiv(out.Cols, 64), tokens, 1,
-			gpu.Binding{Buf: pl.p.step}, none, gpu.Binding{Buf: c.w}, none, outB)
+		kQembed.dispatch(pl, params, ceilDiv(out.Cols, 64), tokens, 1,
+			qblocksBindings{Step: pl.stepB(), XW: pl.none(), W: gpu.Binding{Buf: c.w}, Bias: pl.none(), OutW: outB})
 	}
 }

@@ -198,7 +198,7 @@ func (p *program) stepList(out fusion.Buf, n int) (gpu.Commands, error) {
 		p.owned = append(p.owned, buf)
 		ms.params, ms.lists = buf, map[stepsKey]gpu.Commands{}
 	}
-	adv, err := p.b.kernel("advance", shaders.Variant{})
+	adv, err := p.b.kernel(kAdvance.Name(), shaders.Variant{})
 	if err != nil {
 		return nil, err
 	}
@@ -217,7 +217,8 @@ func (p *program) stepList(out fusion.Buf, n int) (gpu.Commands, error) {
 			cmds.Release()
 			return nil, err
 		}
-		bind := []gpu.Binding{{Buf: ms.params, Offset: int64(s * paramSlot), Size: paramBytes}, {Buf: p.bufs[out]}, {Buf: p.step}}
+		bind := append([]gpu.Binding{{Buf: ms.params, Offset: int64(s * paramSlot), Size: paramBytes}},
+			stepBindings{Picked: gpu.Binding{Buf: p.bufs[out]}, St: gpu.Binding{Buf: p.step}}.list()...)
 		if err := cmds.Dispatch(adv, bind, 1, 1, 1); err != nil {
 			cmds.Release()
 			return nil, fmt.Errorf("advance: %w", err)

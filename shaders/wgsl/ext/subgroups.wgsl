@@ -17,7 +17,7 @@
 fn matvec_sg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_invocation_id) sgi: u32,
              @builtin(subgroup_size) sgs: u32, @builtin(subgroup_id) sgid: u32) {
     let t = wid.x; // as matvec_lanes (lanes_mv): one row of the step
-    if t >= min(step[1], p.nrows) {
+    if t >= min(step[STEP_ROWS], p.nrows) {
         return; // uniform: the whole workgroup shares t
     }
     let g = sg_group(wid, sgi, sgs, sgid);

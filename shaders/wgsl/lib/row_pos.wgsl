@@ -2,13 +2,13 @@
 // is replaced by what follows (shaders.expandIncludes). It reads the
 // family's step binding and p.pos_at.
 
-// row_pos is the cache position of row t: step[0] + t for an unbatched
+// row_pos is the cache position of row t: step[STEP_POS] + t for an unbatched
 // step, else the row's own position in the step buffer from p.pos_at on;
 // a batched step's unused rows are at 0xffffffff, past every cache, so
 // nothing is stored or attended for them.
 fn row_pos(t: u32) -> u32 {
     if p.pos_at == 0u {
-        return step[0] + t;
+        return step[STEP_POS] + t;
     }
     return step[p.pos_at + t];
 }
