@@ -75,6 +75,9 @@ type Config struct {
 	MaxBody int64
 	// Log, when set, gets one line per failed generation.
 	Log func(format string, args ...any)
+	// Speculation, when set, decodes every request speculatively (see
+	// pipeline.Speculation; its draft model needs as many slots as Model).
+	Speculation *pipeline.Speculation
 }
 
 // Server serves one model. Create it with New.
@@ -435,6 +438,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, k kind, prompt
 	}
 	created := time.Now().Unix()
 	sess := s.cfg.Model.NewSession()
+	gen.Speculation = s.cfg.Speculation
 	var st *eventStream
 	if smp.stream {
 		st = &eventStream{w: w, k: k, id: id, created: created, model: s.cfg.ModelID}
