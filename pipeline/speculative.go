@@ -296,19 +296,49 @@ func (s *speculator) propose(ctx context.Context, history []int, k int) error {
 
 // lookupDrafts appends to dst up to k tokens that followed the latest
 // earlier occurrence in ctx of ctx's last n tokens, for the largest n
-// from maxN down to 1 that occurs.
+// from maxN down to 1 that occurs. Where fewer than k follow it (a
+// repetition close to the end), the lookup goes on from the context with
+// the drafts so far appended, so a run such as "a b a b" proposes "a b a
+// b ..." rather than one token.
 func lookupDrafts(dst, ctx []int, maxN, k int) []int {
-	l := len(ctx)
-	for n := min(maxN, l-1); n >= 1; n-- {
-		tail := ctx[l-n:]
-		for j := l - n - 1; j >= 0; j-- {
-			if slices.Equal(ctx[j:j+n], tail) {
-				end := min(j+n+k, l)
-				return append(dst, ctx[j+n:end]...)
-			}
+	start := len(dst)
+	for len(dst)-start < k {
+		got := lookupOnce(ctx, dst[start:], maxN, k-(len(dst)-start))
+		if len(got) == 0 {
+			break
 		}
+		dst = append(dst, got...)
 	}
 	return dst
+}
+
+// lookupOnce is one lookup over ctx followed by ext: the up to k tokens
+// after the latest earlier occurrence of the longest matching n-gram.
+func lookupOnce(ctx, ext []int, maxN, k int) []int {
+	l := len(ctx) + len(ext)
+	at := func(i int) int {
+		if i < len(ctx) {
+			return ctx[i]
+		}
+		return ext[i-len(ctx)]
+	}
+	for n := min(maxN, l-1); n >= 1; n-- {
+	search:
+		for j := l - n - 1; j >= 0; j-- {
+			for i := range n {
+				if at(j+i) != at(l-n+i) {
+					continue search
+				}
+			}
+			end := min(j+n+k, l)
+			out := make([]int, 0, end-j-n)
+			for i := j + n; i < end; i++ {
+				out = append(out, at(i))
+			}
+			return out
+		}
+	}
+	return nil
 }
 
 // acceptDraft applies the speculative sampling rule to draft d drawn from

@@ -78,7 +78,8 @@ func TestLookupDrafts(t *testing.T) {
 		{[]int{1, 2, 3, 9, 2, 5, 6, 2}, 2, 2, []int{5, 6}}, // latest 1-gram "2"
 		{[]int{7, 2, 8, 1, 2, 9, 1, 2}, 2, 2, []int{9, 1}}, // 2-gram "1 2" beats the later "2"
 		{[]int{1, 2, 3, 4}, 3, 4, nil},                     // no repeat
-		{[]int{5, 5, 5}, 2, 4, []int{5}},                   // clipped at the context's end
+		{[]int{5, 5, 5}, 2, 4, []int{5, 5, 5, 5}},          // a run goes on
+		{[]int{1, 2, 3, 1, 2}, 2, 5, []int{3, 1, 2, 3, 1}}, // extended by the drafts so far
 		{[]int{5}, 2, 4, nil},
 	} {
 		if got := lookupDrafts(nil, tc.ctx, tc.maxN, tc.k); !slices.Equal(got, tc.want) {
