@@ -1,11 +1,15 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"path/filepath"
 	"time"
 
 	"github.com/gpurun/gpurun"
+	"github.com/gpurun/gpurun/cmd/gpurun/internal/benchreport"
+	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/spf13/cobra"
 )
@@ -67,4 +71,41 @@ func printSpeculation(w io.Writer, m pipeline.Metrics) {
 	}
 	fmt.Fprintf(w, "[speculative] %d of %d drafted tokens accepted (%.1f%%), %.2f tokens per model step\n",
 		m.AcceptedTokens, m.DraftTokens, 100*rate, float64(m.DecodeSteps)/float64(m.TargetSteps))
+}
+
+// benchSpeculation returns the speculation bench's flags ask for on
+// backend b (a --draft model loaded there with the configuration's cache
+// and activations; the caller closes it), nil for none, and names it in
+// base.
+func benchSpeculation(ctx context.Context, rf *benchModelFlags, bf *benchFlags, b gpu.Backend, policy string, base *benchreport.Result) (*pipeline.Speculation, error) {
+	sf := &bf.spec
+	switch {
+	case sf.draft != "" && sf.lookup > 0:
+		return nil, fmt.Errorf("--draft and --lookup: give one")
+	case sf.lookup > 0:
+		base.Speculation = fmt.Sprintf("lookup %d, K %d", sf.lookup, sf.tokens)
+		return &pipeline.Speculation{Lookup: sf.lookup, Tokens: sf.tokens}, nil
+	case sf.draft == "":
+		return nil, nil
+	}
+	opts := []gpurun.Option{gpurun.WithGPUBackend(b), gpurun.WithMaxCache(rf.maxCache), gpurun.WithActivations(policy), gpurun.WithCPUMath(rf.cpuMath)}
+	if rf.tokenizer != "" {
+		opts = append(opts, gpurun.WithTokenizer(rf.tokenizer))
+	}
+	d, err := gpurun.Open(ctx, sf.draft, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("--draft %s: %w", sf.draft, err)
+	}
+	base.Speculation = fmt.Sprintf("draft %s, K %d", filepath.Base(sf.draft), sf.tokens)
+	return &pipeline.Speculation{Draft: d.Model, Tokens: sf.tokens}, nil
+}
+
+// repeatPrompt makes ids repeat their first n (none when n is 0).
+func repeatPrompt(ids []int, n int) []int {
+	if n > 0 {
+		for i := n; i < len(ids); i++ {
+			ids[i] = ids[i%n]
+		}
+	}
+	return ids
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -46,5 +47,38 @@ func TestRunSpeculative(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error()+stderr, tc.want) {
 			t.Errorf("%v: error %v, stderr %q, want %q", tc.args, err, stderr, tc.want)
 		}
+	}
+}
+
+// TestBenchSpeculative: bench --lookup on a repetitive prompt and bench
+// --draft report each run's drafts, and the acceptance and tokens per
+// model step over the runs, in JSON the schema takes; the counts agree
+// with the tokens generated.
+func TestBenchSpeculative(t *testing.T) {
+	dir := testmodels.Dir(t)
+	model := filepath.Join(dir, "stories260K.bin")
+	tok := filepath.Join(dir, "tok512.model")
+	for _, args := range [][]string{
+		{"--lookup", "2", "--prompt-repeat", "8"},
+		{"--draft", model, "--draft-tokens", "3"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			rep := benchJSON(t, append([]string{"-m", model, "--tokenizer", tok, "--backend", "cpu", "--tests", "pp32+tg32", "--reps", "2", "--warmup", "0"}, args...)...)
+			if len(rep.Results) != 1 || rep.Results[0].Error != "" {
+				t.Fatalf("results %+v", rep.Results)
+			}
+			res := rep.Results[0]
+			if res.Speculation == "" || res.Acceptance == nil || res.TokensPerStep == nil || len(res.Runs) != 2 {
+				t.Fatalf("result %+v", res)
+			}
+			for _, r := range res.Runs {
+				if r.DraftTokens == 0 || r.TargetSteps+r.AcceptedTokens != r.GeneratedTokens-1 {
+					t.Errorf("run %+v", r)
+				}
+			}
+			if res.TokensPerStep.Median <= 1 {
+				t.Errorf("tokens per step %+v", res.TokensPerStep)
+			}
+		})
 	}
 }
