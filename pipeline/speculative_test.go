@@ -3,9 +3,11 @@ package pipeline_test
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/gpurun/gpurun/gpu"
@@ -178,5 +180,44 @@ func TestSpeculativeSamplingReproducible(t *testing.T) {
 				t.Errorf("seeds 1 and 2 give the same ids %v", a)
 			}
 		})
+	}
+}
+
+// TestSpeculativeConcurrent: sessions speculating at once on a model with
+// batched decode rounds (two slots, AlwaysBatch), beside one that does
+// not, each give llama.cpp's golden greedy ids.
+func TestSpeculativeConcurrent(t *testing.T) {
+	ck := storiesCheckpoint(t)
+	cases := testmodels.StoriesCases(t)
+	m := load(t, ck, pipeline.Options{MaxCache: 256, Slots: 3, AlwaysBatch: true})
+	draft := load(t, randomDraft(ck), pipeline.Options{MaxCache: 256, Slots: 3})
+	specs := []*pipeline.Speculation{{Lookup: 2}, {Draft: draft, Tokens: 3}, nil}
+	errs := make(chan error, len(specs)*len(cases))
+	var wg sync.WaitGroup
+	for i, spec := range specs {
+		wg.Go(func() {
+			for j := range cases {
+				tc := cases[(i+j)%len(cases)]
+				s := m.NewSession()
+				var got []int
+				for tok, err := range s.Generate(t.Context(), pipeline.Prompt{IDs: tc.PromptIDs}, pipeline.GenerateOptions{MaxTokens: len(tc.GeneratedIDs), Speculation: spec}) {
+					if err != nil {
+						errs <- err
+						return
+					}
+					if tok.ID >= 0 {
+						got = append(got, tok.ID)
+					}
+				}
+				if !slices.Equal(got, tc.GeneratedIDs) {
+					errs <- fmt.Errorf("session %d, %s: ids\n got %v\nwant %v", i, tc.Name, got, tc.GeneratedIDs)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
