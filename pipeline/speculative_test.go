@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/tensors"
+	"github.com/gpurun/gpurun/tensors/gguf"
 	"github.com/gpurun/gpurun/tensors/model"
 )
 
@@ -219,5 +221,47 @@ func TestSpeculativeConcurrent(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+}
+
+// TestSpeculativeArchitectures: over the GGUF architecture models,
+// speculative greedy decoding (prompt lookup, and the model loaded again
+// as its own draft, K = 4 and 8: 7 on gemma3's rings) gives llama.cpp's greedy ids; gemma3 with small
+// prefill sizes keeps its local layers on rings (window 8, ring of 15),
+// which the rolled-back drafts must not disturb.
+func TestSpeculativeArchitectures(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		sizes []int
+	}{
+		{"llama", nil}, {"gemma2", nil}, {"phi2", nil}, {"falcon", nil}, {"llama-q8_0", nil},
+		{"arch2/qwen3", nil}, {"arch2/gemma3", nil}, {"arch2/gemma3", []int{4, 8}}, {"arch2/qwen3moe", nil},
+	} {
+		t.Run(fmt.Sprint(tc.name, tc.sizes), func(t *testing.T) {
+			var g testmodels.ArchGolden
+			path := testmodels.Path(t, "arch", tc.name+".gguf")
+			if base, ok := strings.CutPrefix(tc.name, "arch2/"); ok {
+				g, path = testmodels.Arch2(t, base).ArchGolden, testmodels.Path(t, "arch2", base+".gguf")
+			} else {
+				g = testmodels.Arch(t, tc.name)
+			}
+			ck, err := gguf.Load(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts := pipeline.Options{MaxCache: 64, PrefillSizes: tc.sizes}
+			m := load(t, ck, opts)
+			self := load(t, ck, opts)
+			for _, spec := range []pipeline.Speculation{{Lookup: 2, Tokens: 4}, {Draft: self, Tokens: 4}, {Draft: self, Tokens: 8}} {
+				s := m.NewSession()
+				got := collect(t, s, pipeline.Prompt{IDs: g.PromptIDs}, pipeline.GenerateOptions{MaxTokens: len(g.GreedyIDs), Speculation: &spec})
+				if !slices.Equal(got, g.GreedyIDs) {
+					t.Errorf("%+v: ids\n got %v\nwant %v", spec, got, g.GreedyIDs)
+				}
+				if mt := s.Metrics(); spec.Draft != nil && mt.AcceptedTokens == 0 {
+					t.Errorf("%+v: metrics %+v", spec, mt)
+				}
+			}
+		})
 	}
 }
