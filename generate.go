@@ -60,6 +60,10 @@ type GenerateOptions struct {
 	// masks are computed once), constrain.JSONObject() for any object.
 	// Generation ends when the document is complete.
 	Grammar *constrain.Grammar
+	// Speculation, when set, decodes speculatively: a draft model or
+	// prompt lookup proposes tokens the model verifies several per step
+	// (see pipeline.Speculation).
+	Speculation *pipeline.Speculation
 }
 
 // Resolve validates o and fills in the defaults, returning the explicit
@@ -108,6 +112,7 @@ func (o GenerateOptions) Resolve() (pipeline.GenerateOptions, error) {
 	p.StopTokens = o.StopTokens
 	p.IgnoreStopTokens = o.IgnoreStopTokens
 	p.Grammar = o.Grammar
+	p.Speculation = o.Speculation
 	return p, nil
 }
 

@@ -254,6 +254,9 @@ type slot struct {
 	step   gpu.Program
 	cached []int // tokens whose keys and values the cache holds, from position 0
 	busy   bool
+	// verify holds the speculative verifiers by tokens per step
+	// (speculative.go).
+	verify map[int]gpu.Program
 }
 
 type prefillProgram struct {
@@ -680,6 +683,7 @@ func (sl *slot) release() {
 		sl.sample = nil
 	}
 	sl.step = nil
+	sl.releaseVerifiers()
 	if sl.kv != nil {
 		sl.kv.Release()
 		sl.kv = nil

@@ -56,6 +56,12 @@ type GenerateOptions struct {
 	// program (gpu.TokenMasker) and only the id comes back. It needs a
 	// tokenizer.
 	Grammar *constrain.Grammar
+	// Speculation, when set, decodes speculatively (speculative.go): a
+	// draft model or prompt lookup proposes tokens that the model checks
+	// several in one step; greedy output is unchanged, sampled output
+	// keeps the model's distribution. A constrained generation (Grammar)
+	// decodes without it.
+	Speculation *Speculation
 }
 
 // ErrOptions: GenerateOptions out of range (see Validate).
@@ -74,6 +80,8 @@ func (o *GenerateOptions) Validate() error {
 		return fmt.Errorf("%w: top-k %d is negative", ErrOptions, o.TopK)
 	case math.IsNaN(p) || p < 0 || p > 1:
 		return fmt.Errorf("%w: top-p %v, want a number in [0, 1]", ErrOptions, o.TopP)
+	case o.Speculation != nil:
+		return o.Speculation.validate()
 	}
 	return nil
 }
@@ -121,12 +129,18 @@ type Metrics struct {
 	PrefillTokensPerSec float64
 	DecodeTokensPerSec  float64 // decode steps per second; 0 when there was no decode step
 	DecodeSteps         int     // tokens run through the decode program after the first one
-	// DevicePicked counts the tokens (a stop token included) the backend's argmax or
-	// sampling program picked (only the id read back; under a grammar,
-	// with the token mask set on the program); the others were picked on
-	// the host from a row of logits.
+	// DevicePicked counts the tokens (a stop token included) the
+	// backend's argmax or sampling program picked (only the id read back;
+	// under a grammar, with the token mask set on the program); the others
+	// were picked on the host from a row of logits.
 	DevicePicked int
-	StopReason   StopReason
+	// Speculative decoding (GenerateOptions.Speculation): the tokens
+	// drafted, the drafts the model kept, and the model's steps after the
+	// first token (verifications and plain decode steps), so that
+	// AcceptedTokens/DraftTokens is the acceptance rate and
+	// DecodeSteps/TargetSteps the tokens per model step.
+	DraftTokens, AcceptedTokens, TargetSteps int
+	StopReason                               StopReason
 }
 
 // Session is one conversation: the tokens so far. Generate continues it.
@@ -257,6 +271,17 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 		s.history = context
 
 		g := newGeneration(s, &opts)
+		spec, err := m.newSpeculator(ctx, &opts, g.sampler, context)
+		if err != nil {
+			fail(err)
+			return
+		}
+		if spec != nil {
+			// The verifier's logits come back for the host's picks.
+			onDevice = false
+			defer spec.close()
+			defer spec.report(&s.metrics)
+		}
 		if onDevice && g.con != nil {
 			// Each step's mask goes to the picking program; the next
 			// generation on this slot starts without one.
@@ -288,7 +313,9 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 		for {
 			id := next
 			if id >= 0 {
-				s.metrics.DevicePicked++
+				if onDevice {
+					s.metrics.DevicePicked++
+				}
 			} else {
 				if g.con != nil {
 					if err := g.con.mask(logits); err != nil {
@@ -347,6 +374,20 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 				return
 			}
 			next = -1
+			if spec != nil && len(queue) == 0 {
+				limit := m.maxCache
+				if opts.MaxTokens > 0 {
+					limit = opts.MaxTokens - s.metrics.GeneratedTokens
+				}
+				ids, stepped, err := spec.step(ctx, sl, s.history, limit)
+				if err != nil {
+					fail(err)
+					return
+				}
+				if stepped {
+					queue = ids
+				}
+			}
 			if onDevice && len(queue) == 0 && g.con == nil {
 				// Several steps in one submission: the ids come back
 				// together and are streamed one per turn of this loop.

@@ -73,6 +73,11 @@ type benchFlags struct {
 	reportDir               string
 	compare                 string
 	from                    string
+	// Speculative decoding (--lookup, --draft, --draft-tokens) and the
+	// repetition of the prompts (--prompt-repeat) that gives lookup
+	// something to find.
+	spec         specFlags
+	promptRepeat int
 }
 
 // benchSource is one model with one weight type.
@@ -158,6 +163,9 @@ is listed as not measured; bench fails only when nothing could be measured.`,
 	f.StringVar(&bf.reportDir, "report", "", "write report.json, report.md and report.html to this directory")
 	f.StringVar(&bf.compare, "compare", "", "an earlier JSON report (bench --json or report.json) to compare with")
 	f.StringVar(&bf.from, "from", "", "measure nothing: render this JSON report (with --compare, --report, --json)")
+	bf.spec.register(cmd)
+	f.Var(&intFlag{&bf.promptRepeat, 0, pipeline.MaxCacheLimit, "an integer >= 0"}, "prompt-repeat",
+		"each prompt repeats its first N ids (a repetitive prompt, for --lookup); 0: random ids throughout")
 	return cmd
 }
 
@@ -613,6 +621,13 @@ func benchConfig(ctx context.Context, log io.Writer, bar *progressbar.ProgressBa
 	}
 	m := gm.Model
 	defer gm.Close()
+	spec, err := benchSpeculation(ctx, rf, bf, b, policy, &base)
+	if err != nil {
+		return fail(err)
+	}
+	if spec != nil && spec.Draft != nil {
+		defer spec.Draft.Close()
+	}
 	cfg := m.Config()
 	base.Arch = cfg.Arch
 	base.KVCache = m.KVDType().String()
@@ -645,8 +660,8 @@ func benchConfig(ctx context.Context, log io.Writer, bar *progressbar.ProgressBa
 			for r := -bf.warmup; r < bf.reps; r++ {
 				run++
 				s := m.NewSession()
-				p := pipeline.Prompt{IDs: benchPrompt(t.PromptTokens, cfg.VocabSize, run)}
-				for _, err := range s.Generate(ctx, p, pipeline.GenerateOptions{MaxTokens: t.GenerateTokens, IgnoreStopTokens: true}) {
+				p := pipeline.Prompt{IDs: repeatPrompt(benchPrompt(t.PromptTokens, cfg.VocabSize, run), bf.promptRepeat)}
+				for _, err := range s.Generate(ctx, p, pipeline.GenerateOptions{MaxTokens: t.GenerateTokens, IgnoreStopTokens: true, Speculation: spec}) {
 					if err != nil {
 						return err
 					}
@@ -662,6 +677,7 @@ func benchConfig(ctx context.Context, log io.Writer, bar *progressbar.ProgressBa
 						PromptTokens: met.PromptTokens, GeneratedTokens: met.GeneratedTokens,
 						TimeToFirstTokenMS:  float64(met.TimeToFirstToken.Microseconds()) / 1000,
 						PrefillTokensPerSec: met.PrefillTokensPerSec, DecodeTokensPerSec: met.DecodeTokensPerSec,
+						DraftTokens: met.DraftTokens, AcceptedTokens: met.AcceptedTokens, TargetSteps: met.TargetSteps,
 					})
 				}
 			}

@@ -23,6 +23,7 @@ func newChat() *cobra.Command {
 	var (
 		mf       modelFlags
 		gf       genFlags
+		sf       specFlags
 		system   string
 		template string
 		tvars    []string
@@ -82,6 +83,12 @@ current reply and returns to the prompt.`,
 			if !m.HasTokenizer() {
 				return noTokenizer(m)
 			}
+			spec, closeDraft, err := sf.open(cmd, &mf, m, 1)
+			if err != nil {
+				return err
+			}
+			defer closeDraft()
+			gen.Speculation = spec
 			if template == "" {
 				source = m.ChatTemplate()
 			}
@@ -112,6 +119,7 @@ current reply and returns to the prompt.`,
 	mf.register(cmd)
 	mf.registerPrefixCache(cmd)
 	gf.register(cmd, "maximum tokens per reply; -1 for no limit but the cache")
+	sf.register(cmd)
 	f := cmd.Flags()
 	f.StringVar(&system, "system", "", "system message, kept for the whole conversation")
 	f.StringVar(&template, "chat-template", "", `a Jinja chat template file to use instead of the model's, or "plain" for the plain format`)
@@ -253,6 +261,7 @@ func chatLoop(ctx context.Context, conv *chat.Conversation, gen pipeline.Generat
 		}
 		if metrics {
 			printMetrics(errOut, "chat", conv.Metrics())
+			printSpeculation(errOut, conv.Metrics())
 		}
 	}
 	if err := lines.Err(); err != nil {

@@ -244,6 +244,7 @@ func newRun() *cobra.Command {
 		mf     modelFlags
 		gf     genFlags
 		pf     promptFlags
+		sf     specFlags
 		asJSON bool
 	)
 	cmd := &cobra.Command{
@@ -281,6 +282,12 @@ stop_reason "cancelled") are still printed.`,
 			if prompt.IDs == nil && !m.HasTokenizer() {
 				return noTokenizer(m)
 			}
+			spec, closeDraft, err := sf.open(cmd, &mf, m, 1)
+			if err != nil {
+				return err
+			}
+			defer closeDraft()
+			gen.Speculation = spec
 			out := &checkedWriter{w: cmd.OutOrStdout()}
 			res, runErr := generate(cmd.Context(), m, prompt, gen, gf.maxTokens == 0, out, cmd.ErrOrStderr())
 			if asJSON && res != nil {
@@ -297,6 +304,7 @@ stop_reason "cancelled") are still printed.`,
 	mf.register(cmd)
 	gf.register(cmd, "maximum tokens to generate; 0 generates nothing, -1 until a stop token or a full cache")
 	pf.register(cmd)
+	sf.register(cmd)
 	f := cmd.Flags()
 	f.BoolVar(&asJSON, "json", false, "print a JSON result object as the last line of stdout")
 	return cmd
@@ -367,6 +375,7 @@ func generate(ctx context.Context, m *gpurun.Model, prompt pipeline.Prompt, gen 
 		label += fmt.Sprintf(", seed %d", gen.Seed)
 	}
 	printMetrics(errOut, label, met)
+	printSpeculation(errOut, met)
 	if cancelled {
 		return res, fmt.Errorf("generation interrupted: %w", context.Canceled)
 	}
@@ -452,6 +461,11 @@ type metricsJSON struct {
 	// first (the first comes from the prefill).
 	DecodeTokensPerSec float64 `json:"decode_tokens_per_sec,omitempty"`
 	StopReason         string  `json:"stop_reason"`
+	// Speculative decoding (--draft, --lookup): the tokens drafted, those
+	// accepted, and the model's decode steps.
+	DraftTokens    int `json:"draft_tokens,omitempty"`
+	AcceptedTokens int `json:"accepted_tokens,omitempty"`
+	TargetSteps    int `json:"target_steps,omitempty"`
 }
 
 func jsonMetrics(m pipeline.Metrics) metricsJSON {
@@ -460,6 +474,9 @@ func jsonMetrics(m pipeline.Metrics) metricsJSON {
 		PrefillTokens:   m.PrefillTokens,
 		GeneratedTokens: m.GeneratedTokens,
 		StopReason:      string(m.StopReason),
+		DraftTokens:     m.DraftTokens,
+		AcceptedTokens:  m.AcceptedTokens,
+		TargetSteps:     m.TargetSteps,
 	}
 	if m.TimeToFirstToken > 0 {
 		j.TimeToFirstTokenMS = float64(m.TimeToFirstToken.Microseconds()) / 1000

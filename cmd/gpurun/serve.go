@@ -24,6 +24,7 @@ import (
 func newServe() *cobra.Command {
 	var (
 		mf       modelFlags
+		sf       specFlags
 		addr     string
 		parallel int
 		queue    int
@@ -125,6 +126,11 @@ source at start-up, so run it inside the gpurun repository.`,
 			if !m.HasTokenizer() {
 				return noTokenizer(m)
 			}
+			spec, closeDraft, err := sf.open(cmd, &mf, m, parallel)
+			if err != nil {
+				return err
+			}
+			defer closeDraft()
 			if template == "" {
 				source = m.ChatTemplate()
 			}
@@ -144,7 +150,7 @@ source at start-up, so run it inside the gpurun repository.`,
 				}
 				variants[name+":"+n] = v
 			}
-			srv, err := serve.New(serve.Config{Model: m.Model, ModelID: name, Variants: variants, Template: tpl, APIKey: apiKey, CORSOrigin: cors, MaxQueue: cmp.Or(queue, -1),
+			srv, err := serve.New(serve.Config{Model: m.Model, ModelID: name, Variants: variants, Template: tpl, APIKey: apiKey, CORSOrigin: cors, MaxQueue: cmp.Or(queue, -1), Speculation: spec,
 				Log: func(format string, args ...any) { fmt.Fprintf(errOut, format+"\n", args...) }})
 			if err != nil {
 				return err
@@ -174,6 +180,7 @@ source at start-up, so run it inside the gpurun repository.`,
 			return err
 		},
 	}
+	sf.register(cmd)
 	mf.register(cmd)
 	mf.registerPrefixCache(cmd)
 	parallel, queue = 1, serve.DefaultMaxQueue

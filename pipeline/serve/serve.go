@@ -81,6 +81,9 @@ type Config struct {
 	MaxBody int64
 	// Log, when set, gets one line per failed generation.
 	Log func(format string, args ...any)
+	// Speculation, when set, decodes every request speculatively (see
+	// pipeline.Speculation; its draft model needs as many slots as Model).
+	Speculation *pipeline.Speculation
 }
 
 // Server serves one model. Create it with New.
@@ -453,6 +456,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, k kind, prompt
 	created := time.Now().Unix()
 	model, modelID := routed(r, s)
 	sess := model.NewSession()
+	gen.Speculation = s.cfg.Speculation
 	var st *eventStream
 	if smp.stream {
 		st = &eventStream{w: w, k: k, id: id, created: created, model: modelID}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -155,6 +156,16 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 				statCell(res.TimeToFirstTokenMS), statCell(res.PrefillTokensPerSec), statCell(res.DecodeTokensPerSec))
 		}
 	})
+	if slices.ContainsFunc(r.Results, func(res Result) bool { return res.Speculation != "" && res.Error == "" }) {
+		fmt.Fprintf(bw, "\n## Speculative decoding\n\nDrafts accepted per drafted token, and decoded tokens per model step (a step verifies the drafts and adds one token).\n\n")
+		table(bw, []string{"Model", "Backend", "Test", "Speculation", "Acceptance", "Tokens per step", "Decode tok/s"}, func(row func(...string)) {
+			for _, res := range r.Results {
+				if res.Speculation != "" && res.Error == "" {
+					row(res.Model+" "+res.Weights, res.Backend, res.Test.Name, res.Speculation, statCell(res.Acceptance), statCell(res.TokensPerStep), statCell(res.DecodeTokensPerSec))
+				}
+			}
+		})
+	}
 	if rows := r.LoadRows(); len(rows) > 0 {
 		fmt.Fprintf(bw, "\n## Load\n\n%s\n\n", loadNote)
 		table(bw, LoadHeader, func(row func(...string)) {

@@ -175,6 +175,13 @@ type Result struct {
 	TimeToFirstTokenMS  *Stat `json:"time_to_first_token_ms,omitempty"`
 	PrefillTokensPerSec *Stat `json:"prefill_tokens_per_sec,omitempty"`
 	DecodeTokensPerSec  *Stat `json:"decode_tokens_per_sec,omitempty"`
+	// Speculation names the speculative decoding the runs used (bench
+	// --lookup or --draft), "" for none; Acceptance (drafts accepted per
+	// drafted token) and TokensPerStep (decoded tokens per model step)
+	// summarize its runs.
+	Speculation   string `json:"speculation,omitempty"`
+	Acceptance    *Stat  `json:"acceptance,omitempty"`
+	TokensPerStep *Stat  `json:"tokens_per_step,omitempty"`
 	// Kernels is the per-kernel time breakdown (bench --profile).
 	Kernels []Kernel `json:"kernels,omitempty"`
 	// Error says why the configuration could not be measured (for example
@@ -189,6 +196,11 @@ type Run struct {
 	TimeToFirstTokenMS  float64 `json:"time_to_first_token_ms"`
 	PrefillTokensPerSec float64 `json:"prefill_tokens_per_sec"`
 	DecodeTokensPerSec  float64 `json:"decode_tokens_per_sec"`
+	// Speculative decoding (Result.Speculation): tokens drafted, drafts
+	// accepted, and the model's steps after the first token.
+	DraftTokens    int `json:"draft_tokens,omitempty"`
+	AcceptedTokens int `json:"accepted_tokens,omitempty"`
+	TargetSteps    int `json:"target_steps,omitempty"`
 }
 
 // Stat summarizes repeated measurements: the median, and the range as the
@@ -246,19 +258,41 @@ func (r *Result) Summarize() {
 	r.TimeToFirstTokenMS = pick(ttft, func(r Run) float64 { return r.TimeToFirstTokenMS })
 	r.PrefillTokensPerSec = pick(prefill, func(r Run) float64 { return r.PrefillTokensPerSec })
 	r.DecodeTokensPerSec = pick(decode, func(r Run) float64 { return r.DecodeTokensPerSec })
+	if r.Speculation != "" {
+		r.Acceptance = pick(true, func(r Run) float64 {
+			if r.DraftTokens == 0 {
+				return 0
+			}
+			return float64(r.AcceptedTokens) / float64(r.DraftTokens)
+		})
+		r.TokensPerStep = pick(true, func(r Run) float64 {
+			if r.TargetSteps == 0 {
+				return 0
+			}
+			return float64(r.GeneratedTokens-1) / float64(r.TargetSteps)
+		})
+	}
 }
 
 // Key identifies a configuration and test across reports: the same key in
 // two reports means the same measurement, possibly on another machine or
 // revision.
 func (r *Result) Key() string {
-	return strings.Join([]string{r.Model, r.Weights, r.Backend, r.Activations, r.Test.Name}, " | ")
+	k := []string{r.Model, r.Weights, r.Backend, r.Activations, r.Test.Name}
+	if r.Speculation != "" {
+		k = append(k, r.Speculation)
+	}
+	return strings.Join(k, " | ")
 }
 
 // Label names the configuration (without the test) for charts and tables:
 // "stories260K int8 · vulkan · activations: model default (f32) · KV cache f16".
 func (r *Result) Label() string {
-	return fmt.Sprintf("%s %s · %s · activations: %s · KV cache %s", r.Model, r.Weights, r.Backend, r.ActivationsText(), r.KVCache)
+	l := fmt.Sprintf("%s %s · %s · activations: %s · KV cache %s", r.Model, r.Weights, r.Backend, r.ActivationsText(), r.KVCache)
+	if r.Speculation != "" {
+		l += " · speculative: " + r.Speculation
+	}
+	return l
 }
 
 // ActivationsText spells out the activation policy and the type it gave:
