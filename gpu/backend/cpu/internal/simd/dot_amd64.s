@@ -5607,3 +5607,695 @@ q51done:
 	VZEROUPPER
 	MOVSS X5, ret+32(FP)
 	RET
+
+// func gemmQ8T1VNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, FMA3
+TEXT ·gemmQ8T1VNNI(SB), NOSPLIT, $0-64
+	MOVQ   w+0(FP), AX
+	MOVQ   x+8(FP), CX
+	MOVQ   xd+16(FP), DX
+	MOVQ   xs+24(FP), BX
+	MOVQ   nb+32(FP), SI
+	MOVQ   xstride+40(FP), DI
+	MOVQ   DI, R8
+	SHRQ   $0x03, R8
+	LEAQ   (DI)(DI*2), DI
+	LEAQ   (R8)(R8*2), DI
+	VXORPS Y0, Y0, Y0
+
+gemmQ8T1VNNIblock:
+	TESTQ         SI, SI
+	JZ            gemmQ8T1VNNIdone
+	VPBROADCASTD  (BX), Y1
+	VPSLLD        $0x07, Y1, Y1
+	VMOVDQU       32(AX), Y2
+	VPDPBUSD.BCST (CX), Y2, Y1
+	VMOVDQU       64(AX), Y2
+	VPDPBUSD.BCST 4(CX), Y2, Y1
+	VMOVDQU       96(AX), Y2
+	VPDPBUSD.BCST 8(CX), Y2, Y1
+	VMOVDQU       128(AX), Y2
+	VPDPBUSD.BCST 12(CX), Y2, Y1
+	VMOVDQU       160(AX), Y2
+	VPDPBUSD.BCST 16(CX), Y2, Y1
+	VMOVDQU       192(AX), Y2
+	VPDPBUSD.BCST 20(CX), Y2, Y1
+	VMOVDQU       224(AX), Y2
+	VPDPBUSD.BCST 24(CX), Y2, Y1
+	VMOVDQU       256(AX), Y2
+	VPDPBUSD.BCST 28(CX), Y2, Y1
+	VMOVUPS       (AX), Y2
+	VCVTDQ2PS     Y1, Y1
+	VBROADCASTSS  (DX), Y3
+	VMULPS        Y2, Y3, Y3
+	VFMADD231PS   Y1, Y3, Y0
+	ADDQ          $0x00000120, AX
+	ADDQ          $0x20, CX
+	ADDQ          $0x04, DX
+	ADDQ          $0x04, BX
+	DECQ          SI
+	JMP           gemmQ8T1VNNIblock
+
+gemmQ8T1VNNIdone:
+	MOVQ    out+48(FP), AX
+	MOVQ    ostride+56(FP), CX
+	SHLQ    $0x02, CX
+	LEAQ    (CX)(CX*2), CX
+	VMOVUPS Y0, (AX)
+	VZEROUPPER
+	RET
+
+// func gemmQ4T1VNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, FMA3
+TEXT ·gemmQ4T1VNNI(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         xd+16(FP), DX
+	MOVQ         xs+24(FP), BX
+	MOVQ         nb+32(FP), SI
+	MOVQ         xstride+40(FP), DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	LEAQ         (DI)(DI*2), DI
+	LEAQ         (R8)(R8*2), DI
+	MOVL         $0x0f0f0f0f, DI
+	VMOVD        DI, X0
+	VPBROADCASTB X0, Y0
+	VXORPS       Y1, Y1, Y1
+
+gemmQ4T1VNNIblock:
+	TESTQ         SI, SI
+	JZ            gemmQ4T1VNNIdone
+	VPBROADCASTD  (BX), Y2
+	VPSLLD        $0x03, Y2, Y2
+	VMOVDQU       32(AX), Y3
+	VPAND         Y0, Y3, Y4
+	VPSRLW        $0x04, Y3, Y3
+	VPAND         Y0, Y3, Y3
+	VPDPBUSD.BCST (CX), Y4, Y2
+	VPDPBUSD.BCST 16(CX), Y3, Y2
+	VMOVDQU       64(AX), Y3
+	VPAND         Y0, Y3, Y4
+	VPSRLW        $0x04, Y3, Y3
+	VPAND         Y0, Y3, Y3
+	VPDPBUSD.BCST 4(CX), Y4, Y2
+	VPDPBUSD.BCST 20(CX), Y3, Y2
+	VMOVDQU       96(AX), Y3
+	VPAND         Y0, Y3, Y4
+	VPSRLW        $0x04, Y3, Y3
+	VPAND         Y0, Y3, Y3
+	VPDPBUSD.BCST 8(CX), Y4, Y2
+	VPDPBUSD.BCST 24(CX), Y3, Y2
+	VMOVDQU       128(AX), Y3
+	VPAND         Y0, Y3, Y4
+	VPSRLW        $0x04, Y3, Y3
+	VPAND         Y0, Y3, Y3
+	VPDPBUSD.BCST 12(CX), Y4, Y2
+	VPDPBUSD.BCST 28(CX), Y3, Y2
+	VMOVUPS       (AX), Y3
+	VCVTDQ2PS     Y2, Y2
+	VBROADCASTSS  (DX), Y4
+	VMULPS        Y3, Y4, Y4
+	VFMADD231PS   Y2, Y4, Y1
+	ADDQ          $0x000000a0, AX
+	ADDQ          $0x20, CX
+	ADDQ          $0x04, DX
+	ADDQ          $0x04, BX
+	DECQ          SI
+	JMP           gemmQ4T1VNNIblock
+
+gemmQ4T1VNNIdone:
+	MOVQ    out+48(FP), AX
+	MOVQ    ostride+56(FP), CX
+	SHLQ    $0x02, CX
+	LEAQ    (CX)(CX*2), CX
+	VMOVUPS Y1, (AX)
+	VZEROUPPER
+	RET
+
+// func gemmQ8T2VNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, FMA3
+TEXT ·gemmQ8T2VNNI(SB), NOSPLIT, $0-64
+	MOVQ   w+0(FP), AX
+	MOVQ   x+8(FP), CX
+	MOVQ   xd+16(FP), DX
+	MOVQ   xs+24(FP), BX
+	MOVQ   nb+32(FP), SI
+	MOVQ   xstride+40(FP), DI
+	MOVQ   DI, R8
+	SHRQ   $0x03, R8
+	LEAQ   (DI)(DI*2), R9
+	LEAQ   (R8)(R8*2), R9
+	VXORPS Y0, Y0, Y0
+	VXORPS Y2, Y2, Y2
+
+gemmQ8T2VNNIblock:
+	TESTQ         SI, SI
+	JZ            gemmQ8T2VNNIdone
+	VPBROADCASTD  (BX), Y1
+	VPSLLD        $0x07, Y1, Y1
+	VPBROADCASTD  (BX)(R8*1), Y3
+	VPSLLD        $0x07, Y3, Y3
+	VMOVDQU       32(AX), Y4
+	VPDPBUSD.BCST (CX), Y4, Y1
+	VPDPBUSD.BCST (CX)(DI*1), Y4, Y3
+	VMOVDQU       64(AX), Y4
+	VPDPBUSD.BCST 4(CX), Y4, Y1
+	VPDPBUSD.BCST 4(CX)(DI*1), Y4, Y3
+	VMOVDQU       96(AX), Y4
+	VPDPBUSD.BCST 8(CX), Y4, Y1
+	VPDPBUSD.BCST 8(CX)(DI*1), Y4, Y3
+	VMOVDQU       128(AX), Y4
+	VPDPBUSD.BCST 12(CX), Y4, Y1
+	VPDPBUSD.BCST 12(CX)(DI*1), Y4, Y3
+	VMOVDQU       160(AX), Y4
+	VPDPBUSD.BCST 16(CX), Y4, Y1
+	VPDPBUSD.BCST 16(CX)(DI*1), Y4, Y3
+	VMOVDQU       192(AX), Y4
+	VPDPBUSD.BCST 20(CX), Y4, Y1
+	VPDPBUSD.BCST 20(CX)(DI*1), Y4, Y3
+	VMOVDQU       224(AX), Y4
+	VPDPBUSD.BCST 24(CX), Y4, Y1
+	VPDPBUSD.BCST 24(CX)(DI*1), Y4, Y3
+	VMOVDQU       256(AX), Y4
+	VPDPBUSD.BCST 28(CX), Y4, Y1
+	VPDPBUSD.BCST 28(CX)(DI*1), Y4, Y3
+	VMOVUPS       (AX), Y4
+	VCVTDQ2PS     Y1, Y1
+	VBROADCASTSS  (DX), Y5
+	VMULPS        Y4, Y5, Y5
+	VFMADD231PS   Y1, Y5, Y0
+	VCVTDQ2PS     Y3, Y3
+	VBROADCASTSS  (DX)(R8*1), Y1
+	VMULPS        Y4, Y1, Y1
+	VFMADD231PS   Y3, Y1, Y2
+	ADDQ          $0x00000120, AX
+	ADDQ          $0x20, CX
+	ADDQ          $0x04, DX
+	ADDQ          $0x04, BX
+	DECQ          SI
+	JMP           gemmQ8T2VNNIblock
+
+gemmQ8T2VNNIdone:
+	MOVQ    out+48(FP), AX
+	MOVQ    ostride+56(FP), CX
+	SHLQ    $0x02, CX
+	LEAQ    (CX)(CX*2), DX
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y2, (AX)(CX*1)
+	VZEROUPPER
+	RET
+
+// func gemmQ4T2VNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, FMA3
+TEXT ·gemmQ4T2VNNI(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         xd+16(FP), DX
+	MOVQ         xs+24(FP), BX
+	MOVQ         nb+32(FP), SI
+	MOVQ         xstride+40(FP), DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	LEAQ         (DI)(DI*2), R9
+	LEAQ         (R8)(R8*2), R9
+	MOVL         $0x0f0f0f0f, R9
+	VMOVD        R9, X0
+	VPBROADCASTB X0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y3, Y3, Y3
+
+gemmQ4T2VNNIblock:
+	TESTQ         SI, SI
+	JZ            gemmQ4T2VNNIdone
+	VPBROADCASTD  (BX), Y2
+	VPSLLD        $0x03, Y2, Y2
+	VPBROADCASTD  (BX)(R8*1), Y4
+	VPSLLD        $0x03, Y4, Y4
+	VMOVDQU       32(AX), Y5
+	VPAND         Y0, Y5, Y6
+	VPSRLW        $0x04, Y5, Y5
+	VPAND         Y0, Y5, Y5
+	VPDPBUSD.BCST (CX), Y6, Y2
+	VPDPBUSD.BCST (CX)(DI*1), Y6, Y4
+	VPDPBUSD.BCST 16(CX), Y5, Y2
+	VPDPBUSD.BCST 16(CX)(DI*1), Y5, Y4
+	VMOVDQU       64(AX), Y5
+	VPAND         Y0, Y5, Y6
+	VPSRLW        $0x04, Y5, Y5
+	VPAND         Y0, Y5, Y5
+	VPDPBUSD.BCST 4(CX), Y6, Y2
+	VPDPBUSD.BCST 4(CX)(DI*1), Y6, Y4
+	VPDPBUSD.BCST 20(CX), Y5, Y2
+	VPDPBUSD.BCST 20(CX)(DI*1), Y5, Y4
+	VMOVDQU       96(AX), Y5
+	VPAND         Y0, Y5, Y6
+	VPSRLW        $0x04, Y5, Y5
+	VPAND         Y0, Y5, Y5
+	VPDPBUSD.BCST 8(CX), Y6, Y2
+	VPDPBUSD.BCST 8(CX)(DI*1), Y6, Y4
+	VPDPBUSD.BCST 24(CX), Y5, Y2
+	VPDPBUSD.BCST 24(CX)(DI*1), Y5, Y4
+	VMOVDQU       128(AX), Y5
+	VPAND         Y0, Y5, Y6
+	VPSRLW        $0x04, Y5, Y5
+	VPAND         Y0, Y5, Y5
+	VPDPBUSD.BCST 12(CX), Y6, Y2
+	VPDPBUSD.BCST 12(CX)(DI*1), Y6, Y4
+	VPDPBUSD.BCST 28(CX), Y5, Y2
+	VPDPBUSD.BCST 28(CX)(DI*1), Y5, Y4
+	VMOVUPS       (AX), Y5
+	VCVTDQ2PS     Y2, Y2
+	VBROADCASTSS  (DX), Y6
+	VMULPS        Y5, Y6, Y6
+	VFMADD231PS   Y2, Y6, Y1
+	VCVTDQ2PS     Y4, Y4
+	VBROADCASTSS  (DX)(R8*1), Y2
+	VMULPS        Y5, Y2, Y2
+	VFMADD231PS   Y4, Y2, Y3
+	ADDQ          $0x000000a0, AX
+	ADDQ          $0x20, CX
+	ADDQ          $0x04, DX
+	ADDQ          $0x04, BX
+	DECQ          SI
+	JMP           gemmQ4T2VNNIblock
+
+gemmQ4T2VNNIdone:
+	MOVQ    out+48(FP), AX
+	MOVQ    ostride+56(FP), CX
+	SHLQ    $0x02, CX
+	LEAQ    (CX)(CX*2), DX
+	VMOVUPS Y1, (AX)
+	VMOVUPS Y3, (AX)(CX*1)
+	VZEROUPPER
+	RET
+
+// func gemmQ8T3VNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, FMA3
+TEXT ·gemmQ8T3VNNI(SB), NOSPLIT, $0-64
+	MOVQ   w+0(FP), AX
+	MOVQ   x+8(FP), CX
+	MOVQ   xd+16(FP), DX
+	MOVQ   xs+24(FP), BX
+	MOVQ   nb+32(FP), SI
+	MOVQ   xstride+40(FP), DI
+	MOVQ   DI, R8
+	SHRQ   $0x03, R8
+	LEAQ   (DI)(DI*2), R9
+	LEAQ   (R8)(R8*2), R9
+	VXORPS Y0, Y0, Y0
+	VXORPS Y2, Y2, Y2
+	VXORPS Y4, Y4, Y4
+
+gemmQ8T3VNNIblock:
+	TESTQ         SI, SI
+	JZ            gemmQ8T3VNNIdone
+	VPBROADCASTD  (BX), Y1
+	VPSLLD        $0x07, Y1, Y1
+	VPBROADCASTD  (BX)(R8*1), Y3
+	VPSLLD        $0x07, Y3, Y3
+	VPBROADCASTD  (BX)(R8*2), Y5
+	VPSLLD        $0x07, Y5, Y5
+	VMOVDQU       32(AX), Y6
+	VPDPBUSD.BCST (CX), Y6, Y1
+	VPDPBUSD.BCST (CX)(DI*1), Y6, Y3
+	VPDPBUSD.BCST (CX)(DI*2), Y6, Y5
+	VMOVDQU       64(AX), Y6
+	VPDPBUSD.BCST 4(CX), Y6, Y1
+	VPDPBUSD.BCST 4(CX)(DI*1), Y6, Y3
+	VPDPBUSD.BCST 4(CX)(DI*2), Y6, Y5
+	VMOVDQU       96(AX), Y6
+	VPDPBUSD.BCST 8(CX), Y6, Y1
+	VPDPBUSD.BCST 8(CX)(DI*1), Y6, Y3
+	VPDPBUSD.BCST 8(CX)(DI*2), Y6, Y5
+	VMOVDQU       128(AX), Y6
+	VPDPBUSD.BCST 12(CX), Y6, Y1
+	VPDPBUSD.BCST 12(CX)(DI*1), Y6, Y3
+	VPDPBUSD.BCST 12(CX)(DI*2), Y6, Y5
+	VMOVDQU       160(AX), Y6
+	VPDPBUSD.BCST 16(CX), Y6, Y1
+	VPDPBUSD.BCST 16(CX)(DI*1), Y6, Y3
+	VPDPBUSD.BCST 16(CX)(DI*2), Y6, Y5
+	VMOVDQU       192(AX), Y6
+	VPDPBUSD.BCST 20(CX), Y6, Y1
+	VPDPBUSD.BCST 20(CX)(DI*1), Y6, Y3
+	VPDPBUSD.BCST 20(CX)(DI*2), Y6, Y5
+	VMOVDQU       224(AX), Y6
+	VPDPBUSD.BCST 24(CX), Y6, Y1
+	VPDPBUSD.BCST 24(CX)(DI*1), Y6, Y3
+	VPDPBUSD.BCST 24(CX)(DI*2), Y6, Y5
+	VMOVDQU       256(AX), Y6
+	VPDPBUSD.BCST 28(CX), Y6, Y1
+	VPDPBUSD.BCST 28(CX)(DI*1), Y6, Y3
+	VPDPBUSD.BCST 28(CX)(DI*2), Y6, Y5
+	VMOVUPS       (AX), Y6
+	VCVTDQ2PS     Y1, Y1
+	VBROADCASTSS  (DX), Y7
+	VMULPS        Y6, Y7, Y7
+	VFMADD231PS   Y1, Y7, Y0
+	VCVTDQ2PS     Y3, Y3
+	VBROADCASTSS  (DX)(R8*1), Y1
+	VMULPS        Y6, Y1, Y1
+	VFMADD231PS   Y3, Y1, Y2
+	VCVTDQ2PS     Y5, Y5
+	VBROADCASTSS  (DX)(R8*2), Y1
+	VMULPS        Y6, Y1, Y1
+	VFMADD231PS   Y5, Y1, Y4
+	ADDQ          $0x00000120, AX
+	ADDQ          $0x20, CX
+	ADDQ          $0x04, DX
+	ADDQ          $0x04, BX
+	DECQ          SI
+	JMP           gemmQ8T3VNNIblock
+
+gemmQ8T3VNNIdone:
+	MOVQ    out+48(FP), AX
+	MOVQ    ostride+56(FP), CX
+	SHLQ    $0x02, CX
+	LEAQ    (CX)(CX*2), DX
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y2, (AX)(CX*1)
+	VMOVUPS Y4, (AX)(CX*2)
+	VZEROUPPER
+	RET
+
+// func gemmQ4T3VNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, FMA3
+TEXT ·gemmQ4T3VNNI(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         xd+16(FP), DX
+	MOVQ         xs+24(FP), BX
+	MOVQ         nb+32(FP), SI
+	MOVQ         xstride+40(FP), DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	LEAQ         (DI)(DI*2), R9
+	LEAQ         (R8)(R8*2), R9
+	MOVL         $0x0f0f0f0f, R9
+	VMOVD        R9, X0
+	VPBROADCASTB X0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Y5, Y5, Y5
+
+gemmQ4T3VNNIblock:
+	TESTQ         SI, SI
+	JZ            gemmQ4T3VNNIdone
+	VPBROADCASTD  (BX), Y2
+	VPSLLD        $0x03, Y2, Y2
+	VPBROADCASTD  (BX)(R8*1), Y4
+	VPSLLD        $0x03, Y4, Y4
+	VPBROADCASTD  (BX)(R8*2), Y6
+	VPSLLD        $0x03, Y6, Y6
+	VMOVDQU       32(AX), Y7
+	VPAND         Y0, Y7, Y8
+	VPSRLW        $0x04, Y7, Y7
+	VPAND         Y0, Y7, Y7
+	VPDPBUSD.BCST (CX), Y8, Y2
+	VPDPBUSD.BCST (CX)(DI*1), Y8, Y4
+	VPDPBUSD.BCST (CX)(DI*2), Y8, Y6
+	VPDPBUSD.BCST 16(CX), Y7, Y2
+	VPDPBUSD.BCST 16(CX)(DI*1), Y7, Y4
+	VPDPBUSD.BCST 16(CX)(DI*2), Y7, Y6
+	VMOVDQU       64(AX), Y7
+	VPAND         Y0, Y7, Y8
+	VPSRLW        $0x04, Y7, Y7
+	VPAND         Y0, Y7, Y7
+	VPDPBUSD.BCST 4(CX), Y8, Y2
+	VPDPBUSD.BCST 4(CX)(DI*1), Y8, Y4
+	VPDPBUSD.BCST 4(CX)(DI*2), Y8, Y6
+	VPDPBUSD.BCST 20(CX), Y7, Y2
+	VPDPBUSD.BCST 20(CX)(DI*1), Y7, Y4
+	VPDPBUSD.BCST 20(CX)(DI*2), Y7, Y6
+	VMOVDQU       96(AX), Y7
+	VPAND         Y0, Y7, Y8
+	VPSRLW        $0x04, Y7, Y7
+	VPAND         Y0, Y7, Y7
+	VPDPBUSD.BCST 8(CX), Y8, Y2
+	VPDPBUSD.BCST 8(CX)(DI*1), Y8, Y4
+	VPDPBUSD.BCST 8(CX)(DI*2), Y8, Y6
+	VPDPBUSD.BCST 24(CX), Y7, Y2
+	VPDPBUSD.BCST 24(CX)(DI*1), Y7, Y4
+	VPDPBUSD.BCST 24(CX)(DI*2), Y7, Y6
+	VMOVDQU       128(AX), Y7
+	VPAND         Y0, Y7, Y8
+	VPSRLW        $0x04, Y7, Y7
+	VPAND         Y0, Y7, Y7
+	VPDPBUSD.BCST 12(CX), Y8, Y2
+	VPDPBUSD.BCST 12(CX)(DI*1), Y8, Y4
+	VPDPBUSD.BCST 12(CX)(DI*2), Y8, Y6
+	VPDPBUSD.BCST 28(CX), Y7, Y2
+	VPDPBUSD.BCST 28(CX)(DI*1), Y7, Y4
+	VPDPBUSD.BCST 28(CX)(DI*2), Y7, Y6
+	VMOVUPS       (AX), Y7
+	VCVTDQ2PS     Y2, Y2
+	VBROADCASTSS  (DX), Y8
+	VMULPS        Y7, Y8, Y8
+	VFMADD231PS   Y2, Y8, Y1
+	VCVTDQ2PS     Y4, Y4
+	VBROADCASTSS  (DX)(R8*1), Y2
+	VMULPS        Y7, Y2, Y2
+	VFMADD231PS   Y4, Y2, Y3
+	VCVTDQ2PS     Y6, Y6
+	VBROADCASTSS  (DX)(R8*2), Y2
+	VMULPS        Y7, Y2, Y2
+	VFMADD231PS   Y6, Y2, Y5
+	ADDQ          $0x000000a0, AX
+	ADDQ          $0x20, CX
+	ADDQ          $0x04, DX
+	ADDQ          $0x04, BX
+	DECQ          SI
+	JMP           gemmQ4T3VNNIblock
+
+gemmQ4T3VNNIdone:
+	MOVQ    out+48(FP), AX
+	MOVQ    ostride+56(FP), CX
+	SHLQ    $0x02, CX
+	LEAQ    (CX)(CX*2), DX
+	VMOVUPS Y1, (AX)
+	VMOVUPS Y3, (AX)(CX*1)
+	VMOVUPS Y5, (AX)(CX*2)
+	VZEROUPPER
+	RET
+
+// func gemmQ8T4VNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, FMA3
+TEXT ·gemmQ8T4VNNI(SB), NOSPLIT, $0-64
+	MOVQ   w+0(FP), AX
+	MOVQ   x+8(FP), CX
+	MOVQ   xd+16(FP), DX
+	MOVQ   xs+24(FP), BX
+	MOVQ   nb+32(FP), SI
+	MOVQ   xstride+40(FP), DI
+	MOVQ   DI, R8
+	SHRQ   $0x03, R8
+	LEAQ   (DI)(DI*2), R9
+	LEAQ   (R8)(R8*2), R10
+	VXORPS Y0, Y0, Y0
+	VXORPS Y2, Y2, Y2
+	VXORPS Y4, Y4, Y4
+	VXORPS Y6, Y6, Y6
+
+gemmQ8T4VNNIblock:
+	TESTQ         SI, SI
+	JZ            gemmQ8T4VNNIdone
+	VPBROADCASTD  (BX), Y1
+	VPSLLD        $0x07, Y1, Y1
+	VPBROADCASTD  (BX)(R8*1), Y3
+	VPSLLD        $0x07, Y3, Y3
+	VPBROADCASTD  (BX)(R8*2), Y5
+	VPSLLD        $0x07, Y5, Y5
+	VPBROADCASTD  (BX)(R10*1), Y7
+	VPSLLD        $0x07, Y7, Y7
+	VMOVDQU       32(AX), Y8
+	VPDPBUSD.BCST (CX), Y8, Y1
+	VPDPBUSD.BCST (CX)(DI*1), Y8, Y3
+	VPDPBUSD.BCST (CX)(DI*2), Y8, Y5
+	VPDPBUSD.BCST (CX)(R9*1), Y8, Y7
+	VMOVDQU       64(AX), Y8
+	VPDPBUSD.BCST 4(CX), Y8, Y1
+	VPDPBUSD.BCST 4(CX)(DI*1), Y8, Y3
+	VPDPBUSD.BCST 4(CX)(DI*2), Y8, Y5
+	VPDPBUSD.BCST 4(CX)(R9*1), Y8, Y7
+	VMOVDQU       96(AX), Y8
+	VPDPBUSD.BCST 8(CX), Y8, Y1
+	VPDPBUSD.BCST 8(CX)(DI*1), Y8, Y3
+	VPDPBUSD.BCST 8(CX)(DI*2), Y8, Y5
+	VPDPBUSD.BCST 8(CX)(R9*1), Y8, Y7
+	VMOVDQU       128(AX), Y8
+	VPDPBUSD.BCST 12(CX), Y8, Y1
+	VPDPBUSD.BCST 12(CX)(DI*1), Y8, Y3
+	VPDPBUSD.BCST 12(CX)(DI*2), Y8, Y5
+	VPDPBUSD.BCST 12(CX)(R9*1), Y8, Y7
+	VMOVDQU       160(AX), Y8
+	VPDPBUSD.BCST 16(CX), Y8, Y1
+	VPDPBUSD.BCST 16(CX)(DI*1), Y8, Y3
+	VPDPBUSD.BCST 16(CX)(DI*2), Y8, Y5
+	VPDPBUSD.BCST 16(CX)(R9*1), Y8, Y7
+	VMOVDQU       192(AX), Y8
+	VPDPBUSD.BCST 20(CX), Y8, Y1
+	VPDPBUSD.BCST 20(CX)(DI*1), Y8, Y3
+	VPDPBUSD.BCST 20(CX)(DI*2), Y8, Y5
+	VPDPBUSD.BCST 20(CX)(R9*1), Y8, Y7
+	VMOVDQU       224(AX), Y8
+	VPDPBUSD.BCST 24(CX), Y8, Y1
+	VPDPBUSD.BCST 24(CX)(DI*1), Y8, Y3
+	VPDPBUSD.BCST 24(CX)(DI*2), Y8, Y5
+	VPDPBUSD.BCST 24(CX)(R9*1), Y8, Y7
+	VMOVDQU       256(AX), Y8
+	VPDPBUSD.BCST 28(CX), Y8, Y1
+	VPDPBUSD.BCST 28(CX)(DI*1), Y8, Y3
+	VPDPBUSD.BCST 28(CX)(DI*2), Y8, Y5
+	VPDPBUSD.BCST 28(CX)(R9*1), Y8, Y7
+	VMOVUPS       (AX), Y8
+	VCVTDQ2PS     Y1, Y1
+	VBROADCASTSS  (DX), Y9
+	VMULPS        Y8, Y9, Y9
+	VFMADD231PS   Y1, Y9, Y0
+	VCVTDQ2PS     Y3, Y3
+	VBROADCASTSS  (DX)(R8*1), Y1
+	VMULPS        Y8, Y1, Y1
+	VFMADD231PS   Y3, Y1, Y2
+	VCVTDQ2PS     Y5, Y5
+	VBROADCASTSS  (DX)(R8*2), Y1
+	VMULPS        Y8, Y1, Y1
+	VFMADD231PS   Y5, Y1, Y4
+	VCVTDQ2PS     Y7, Y7
+	VBROADCASTSS  (DX)(R10*1), Y1
+	VMULPS        Y8, Y1, Y1
+	VFMADD231PS   Y7, Y1, Y6
+	ADDQ          $0x00000120, AX
+	ADDQ          $0x20, CX
+	ADDQ          $0x04, DX
+	ADDQ          $0x04, BX
+	DECQ          SI
+	JMP           gemmQ8T4VNNIblock
+
+gemmQ8T4VNNIdone:
+	MOVQ    out+48(FP), AX
+	MOVQ    ostride+56(FP), CX
+	SHLQ    $0x02, CX
+	LEAQ    (CX)(CX*2), DX
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y2, (AX)(CX*1)
+	VMOVUPS Y4, (AX)(CX*2)
+	VMOVUPS Y6, (AX)(DX*1)
+	VZEROUPPER
+	RET
+
+// func gemmQ4T4VNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, FMA3
+TEXT ·gemmQ4T4VNNI(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         xd+16(FP), DX
+	MOVQ         xs+24(FP), BX
+	MOVQ         nb+32(FP), SI
+	MOVQ         xstride+40(FP), DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	LEAQ         (DI)(DI*2), R9
+	LEAQ         (R8)(R8*2), R10
+	MOVL         $0x0f0f0f0f, R11
+	VMOVD        R11, X0
+	VPBROADCASTB X0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Y5, Y5, Y5
+	VXORPS       Y7, Y7, Y7
+
+gemmQ4T4VNNIblock:
+	TESTQ         SI, SI
+	JZ            gemmQ4T4VNNIdone
+	VPBROADCASTD  (BX), Y2
+	VPSLLD        $0x03, Y2, Y2
+	VPBROADCASTD  (BX)(R8*1), Y4
+	VPSLLD        $0x03, Y4, Y4
+	VPBROADCASTD  (BX)(R8*2), Y6
+	VPSLLD        $0x03, Y6, Y6
+	VPBROADCASTD  (BX)(R10*1), Y8
+	VPSLLD        $0x03, Y8, Y8
+	VMOVDQU       32(AX), Y9
+	VPAND         Y0, Y9, Y10
+	VPSRLW        $0x04, Y9, Y9
+	VPAND         Y0, Y9, Y9
+	VPDPBUSD.BCST (CX), Y10, Y2
+	VPDPBUSD.BCST (CX)(DI*1), Y10, Y4
+	VPDPBUSD.BCST (CX)(DI*2), Y10, Y6
+	VPDPBUSD.BCST (CX)(R9*1), Y10, Y8
+	VPDPBUSD.BCST 16(CX), Y9, Y2
+	VPDPBUSD.BCST 16(CX)(DI*1), Y9, Y4
+	VPDPBUSD.BCST 16(CX)(DI*2), Y9, Y6
+	VPDPBUSD.BCST 16(CX)(R9*1), Y9, Y8
+	VMOVDQU       64(AX), Y9
+	VPAND         Y0, Y9, Y10
+	VPSRLW        $0x04, Y9, Y9
+	VPAND         Y0, Y9, Y9
+	VPDPBUSD.BCST 4(CX), Y10, Y2
+	VPDPBUSD.BCST 4(CX)(DI*1), Y10, Y4
+	VPDPBUSD.BCST 4(CX)(DI*2), Y10, Y6
+	VPDPBUSD.BCST 4(CX)(R9*1), Y10, Y8
+	VPDPBUSD.BCST 20(CX), Y9, Y2
+	VPDPBUSD.BCST 20(CX)(DI*1), Y9, Y4
+	VPDPBUSD.BCST 20(CX)(DI*2), Y9, Y6
+	VPDPBUSD.BCST 20(CX)(R9*1), Y9, Y8
+	VMOVDQU       96(AX), Y9
+	VPAND         Y0, Y9, Y10
+	VPSRLW        $0x04, Y9, Y9
+	VPAND         Y0, Y9, Y9
+	VPDPBUSD.BCST 8(CX), Y10, Y2
+	VPDPBUSD.BCST 8(CX)(DI*1), Y10, Y4
+	VPDPBUSD.BCST 8(CX)(DI*2), Y10, Y6
+	VPDPBUSD.BCST 8(CX)(R9*1), Y10, Y8
+	VPDPBUSD.BCST 24(CX), Y9, Y2
+	VPDPBUSD.BCST 24(CX)(DI*1), Y9, Y4
+	VPDPBUSD.BCST 24(CX)(DI*2), Y9, Y6
+	VPDPBUSD.BCST 24(CX)(R9*1), Y9, Y8
+	VMOVDQU       128(AX), Y9
+	VPAND         Y0, Y9, Y10
+	VPSRLW        $0x04, Y9, Y9
+	VPAND         Y0, Y9, Y9
+	VPDPBUSD.BCST 12(CX), Y10, Y2
+	VPDPBUSD.BCST 12(CX)(DI*1), Y10, Y4
+	VPDPBUSD.BCST 12(CX)(DI*2), Y10, Y6
+	VPDPBUSD.BCST 12(CX)(R9*1), Y10, Y8
+	VPDPBUSD.BCST 28(CX), Y9, Y2
+	VPDPBUSD.BCST 28(CX)(DI*1), Y9, Y4
+	VPDPBUSD.BCST 28(CX)(DI*2), Y9, Y6
+	VPDPBUSD.BCST 28(CX)(R9*1), Y9, Y8
+	VMOVUPS       (AX), Y9
+	VCVTDQ2PS     Y2, Y2
+	VBROADCASTSS  (DX), Y10
+	VMULPS        Y9, Y10, Y10
+	VFMADD231PS   Y2, Y10, Y1
+	VCVTDQ2PS     Y4, Y4
+	VBROADCASTSS  (DX)(R8*1), Y2
+	VMULPS        Y9, Y2, Y2
+	VFMADD231PS   Y4, Y2, Y3
+	VCVTDQ2PS     Y6, Y6
+	VBROADCASTSS  (DX)(R8*2), Y2
+	VMULPS        Y9, Y2, Y2
+	VFMADD231PS   Y6, Y2, Y5
+	VCVTDQ2PS     Y8, Y8
+	VBROADCASTSS  (DX)(R10*1), Y2
+	VMULPS        Y9, Y2, Y2
+	VFMADD231PS   Y8, Y2, Y7
+	ADDQ          $0x000000a0, AX
+	ADDQ          $0x20, CX
+	ADDQ          $0x04, DX
+	ADDQ          $0x04, BX
+	DECQ          SI
+	JMP           gemmQ4T4VNNIblock
+
+gemmQ4T4VNNIdone:
+	MOVQ    out+48(FP), AX
+	MOVQ    ostride+56(FP), CX
+	SHLQ    $0x02, CX
+	LEAQ    (CX)(CX*2), DX
+	VMOVUPS Y1, (AX)
+	VMOVUPS Y3, (AX)(CX*1)
+	VMOVUPS Y5, (AX)(CX*2)
+	VMOVUPS Y7, (AX)(DX*1)
+	VZEROUPPER
+	RET

@@ -188,3 +188,43 @@ func dotQ5_0AVX2(w *byte, x *int8, xd *float32, nb int) float32
 //
 //go:noescape
 func dotQ5_1AVX2(w *byte, x *int8, xd *float32, nb int) float32
+
+// gemmQ8T1VNNI is the Q8 GEMM kernel for 1 tokens (simd.Impl.Gemm).
+//
+//go:noescape
+func gemmQ8T1VNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ4T1VNNI is the Q4 GEMM kernel for 1 tokens (simd.Impl.Gemm).
+//
+//go:noescape
+func gemmQ4T1VNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ8T2VNNI is the Q8 GEMM kernel for 2 tokens (simd.Impl.Gemm).
+//
+//go:noescape
+func gemmQ8T2VNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ4T2VNNI is the Q4 GEMM kernel for 2 tokens (simd.Impl.Gemm).
+//
+//go:noescape
+func gemmQ4T2VNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ8T3VNNI is the Q8 GEMM kernel for 3 tokens (simd.Impl.Gemm).
+//
+//go:noescape
+func gemmQ8T3VNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ4T3VNNI is the Q4 GEMM kernel for 3 tokens (simd.Impl.Gemm).
+//
+//go:noescape
+func gemmQ4T3VNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ8T4VNNI is the Q8 GEMM kernel for 4 tokens (simd.Impl.Gemm).
+//
+//go:noescape
+func gemmQ8T4VNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ4T4VNNI is the Q4 GEMM kernel for 4 tokens (simd.Impl.Gemm).
+//
+//go:noescape
+func gemmQ4T4VNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)

@@ -57,6 +57,8 @@ type Impl struct {
 	dotQ32   [NumQ32]func(w []byte, x []int8, xd []float32) float32
 	expSub   func(out, in []float32, sub float32)
 	swiglu   func(out, g, u []float32)
+	// Optional (nil: the pure-Go form): the prefill GEMM per packed kind.
+	gemm [NumGemmKinds]gemmFunc
 }
 
 // Generic is the pure-Go implementation, the reference for the others.

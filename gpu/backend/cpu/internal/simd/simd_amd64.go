@@ -87,9 +87,34 @@ func kernelKA(f func(w *byte, x *int8, xd *float32, xs *int16, nb int) float32) 
 	}
 }
 
+// VNNI is AVX2 with the prefill GEMM kernels of AVX-512 VNNI (on 256-bit
+// vectors, which need AVX512VL).
+var VNNI = func() *Impl {
+	k := *AVX2
+	k.Name = "avx512vnni"
+	k.gemm = [NumGemmKinds]gemmFunc{
+		GemmQ8: gemmA([4]gemmKernel{gemmQ8T1VNNI, gemmQ8T2VNNI, gemmQ8T3VNNI, gemmQ8T4VNNI}),
+		GemmQ4: gemmA([4]gemmKernel{gemmQ4T1VNNI, gemmQ4T2VNNI, gemmQ4T3VNNI, gemmQ4T4VNNI}),
+	}
+	return &k
+}()
+
+type gemmKernel func(w *byte, x *int8, xd *float32, xs *int32, nb, xstride int, out *float32, ostride int)
+
+// gemmA wraps the GEMM kernels for 1 to 4 tokens (Gemm checked the
+// slices).
+func gemmA(ks [4]gemmKernel) gemmFunc {
+	return func(w []byte, x []int8, xd []float32, xs []int32, nb, xstride, ntok int, out []float32, ostride int) {
+		ks[ntok-1](&w[0], &x[0], &xd[0], &xs[0], nb, xstride, &out[0], ostride)
+	}
+}
+
 func init() {
 	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
 		impls = append(impls, AVX2)
+		if cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VNNI {
+			impls = append(impls, VNNI)
+		}
 	}
 	best = Best()
 }
