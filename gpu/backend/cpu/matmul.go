@@ -244,10 +244,27 @@ func (m *mmTask) tile(s *scratch, r0, r1 int) {
 		u = tileRows(m.up, r0, r1, s.upRows, s.upViews[:0])
 	}
 	gs, us := &s.gs, &s.us // in scratch: a local would escape through the kernels
+	g2 := &s.g2
 	tg, tu := &s.tg, &s.tu // the tile's products, token-major
 	for t0 := 0; t0 < m.n; t0 += tokTile {
 		t1 := min(t0+tokTile, m.n)
-		for i, row := range g {
+		i := 0
+		for ; i+2 <= len(g) && !m.glu; i += 2 {
+			// Two rows at a time: each input vector loaded once for both.
+			t := t0
+			for ; t+4 <= t1; t += 4 {
+				simd.DotF32x2x4(g[i], g[i+1], m.in[t*m.inCols:], m.inCols, g2)
+				for j := range 4 {
+					tg[(t-t0+j)*rowTile+i], tg[(t-t0+j)*rowTile+i+1] = g2[j], g2[4+j]
+				}
+			}
+			for ; t < t1; t++ {
+				x := m.in[t*m.inCols:]
+				tg[(t-t0)*rowTile+i], tg[(t-t0)*rowTile+i+1] = simd.DotF32(g[i], x), simd.DotF32(g[i+1], x)
+			}
+		}
+		for ; i < len(g); i++ {
+			row := g[i]
 			t := t0
 			for ; t+4 <= t1; t += 4 {
 				simd.DotF32x4(row, m.in[t*m.inCols:], m.inCols, gs)

@@ -54,6 +54,7 @@ type scratch struct {
 	gs, us            [4]float32                 // four tokens' products (gate, up)
 	rg, ru            [rowRun]float32            // a run of decode rows' products (gate, up)
 	tg, tu            [tokTile * rowTile]float32 // a prefill tile's products (gate, up)
+	g2                [8]float32                 // two rows' products with four tokens
 }
 
 // qbuf holds a step's input quantized by simd.QuantizeQ8 or QuantizeQ8K

@@ -228,3 +228,8 @@ func gemmQ8T4VNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int,
 //
 //go:noescape
 func gemmQ4T4VNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+
+// dotF32x2x4AVX512 sets out[4r+j] = dotF32x4AVX2(a_r, x, stride, n)[j] for rows r < 2, bit for bit.
+//
+//go:noescape
+func dotF32x2x4AVX512(a0 *float32, a1 *float32, x *float32, stride int, n int, out *float32)

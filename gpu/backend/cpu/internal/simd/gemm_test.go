@@ -142,6 +142,8 @@ func BenchmarkPrefill(b *testing.B) {
 	}
 	out := make([]float32, ntok*GemmRows)
 	var o4 [4]float32
+	var o8 [8]float32
+	af, xf := randF32(r, rows*cols), randF32(r, ntok*cols)
 	for _, k := range Impls() {
 		run := func(name string, f func()) {
 			b.Run(fmt.Sprintf("%s/%s", name, k.Name), func(b *testing.B) {
@@ -151,6 +153,20 @@ func BenchmarkPrefill(b *testing.B) {
 				b.ReportMetric(float64(rows*cols*ntok)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GMAC/s")
 			})
 		}
+		run("f32-x4", func() {
+			for i := range rows {
+				for t := 0; t < ntok; t += 4 {
+					k.DotF32x4(af[i*cols:(i+1)*cols], xf[t*cols:], cols, &o4)
+				}
+			}
+		})
+		run("f32-2x4", func() {
+			for i := 0; i < rows; i += 2 {
+				for t := 0; t < ntok; t += 4 {
+					k.DotF32x2x4(af[i*cols:(i+1)*cols], af[(i+1)*cols:(i+2)*cols], xf[t*cols:], cols, &o8)
+				}
+			}
+		})
 		run("q8-x4", func() {
 			for i := range rows {
 				for t := 0; t < ntok; t += 4 {
@@ -181,6 +197,30 @@ func BenchmarkPrefill(b *testing.B) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// TestDotF32x2x4Bits: the two-row f32 tile gives DotF32x4's bits for each
+// row, for every length (vector tails included).
+func TestDotF32x2x4Bits(t *testing.T) {
+	r := rngFor(t)
+	for _, k := range Impls() {
+		for _, n := range lengths {
+			if n == 0 {
+				continue
+			}
+			a0, a1 := randF32(r, n), randF32(r, n)
+			stride := n + 5
+			x := randF32(r, 3*stride+n)
+			var got [8]float32
+			var w0, w1 [4]float32
+			k.DotF32x2x4(a0, a1, x, stride, &got)
+			k.DotF32x4(a0, x, stride, &w0)
+			k.DotF32x4(a1, x, stride, &w1)
+			if [4]float32(got[:4]) != w0 || [4]float32(got[4:]) != w1 {
+				t.Errorf("%s n=%d: %v, want %v %v", k.Name, n, got, w0, w1)
+			}
 		}
 	}
 }

@@ -92,6 +92,7 @@ func kernelKA(f func(w *byte, x *int8, xd *float32, xs *int16, nb int) float32) 
 var VNNI = func() *Impl {
 	k := *AVX2
 	k.Name = "avx512vnni"
+	k.dotF32x2x4 = dotF32x2x4A
 	k.gemm = [NumGemmKinds]gemmFunc{
 		GemmQ8: gemmA([4]gemmKernel{gemmQ8T1VNNI, gemmQ8T2VNNI, gemmQ8T3VNNI, gemmQ8T4VNNI}),
 		GemmQ4: gemmA([4]gemmKernel{gemmQ4T1VNNI, gemmQ4T2VNNI, gemmQ4T3VNNI, gemmQ4T4VNNI}),
@@ -144,6 +145,24 @@ func dotF32x4A(a, x []float32, stride int, out *[4]float32) {
 		xj := x[j*stride:]
 		for i := n; i < len(a); i++ {
 			out[j] += a[i] * xj[i]
+		}
+	}
+}
+
+func dotF32x2x4A(a0, a1, x []float32, stride int, out *[8]float32) {
+	n := len(a0) &^ 7
+	if n == 0 {
+		dotF32x4Go(a0, x, stride, (*[4]float32)(out[:4]))
+		dotF32x4Go(a1, x, stride, (*[4]float32)(out[4:]))
+		return
+	}
+	dotF32x2x4AVX512(&a0[0], &a1[0], &x[0], stride, n, &out[0])
+	for r, a := range [2][]float32{a0, a1} {
+		for j := range 4 {
+			xj := x[j*stride:]
+			for i := n; i < len(a); i++ {
+				out[4*r+j] += a[i] * xj[i]
+			}
 		}
 	}
 }

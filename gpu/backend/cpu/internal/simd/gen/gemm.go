@@ -112,3 +112,76 @@ func gemm(kind string, tokens, blockBytes, shift int, blocks func(w Register, ma
 	VZEROUPPER()
 	RET()
 }
+
+// dotF32x2x4 is dotF32x4 for two weight rows at once (32 vector
+// registers: AVX-512VL encodings): each x vector is loaded once for both
+// rows, and each (row, token) keeps dotF32x4AVX2's two accumulators and
+// order of operations, so the results are its bits.
+func dotF32x2x4() {
+	TEXT("dotF32x2x4AVX512", NOSPLIT, "func(a0, a1, x *float32, stride, n int, out *float32)")
+	Pragma("noescape")
+	Doc("dotF32x2x4AVX512 sets out[4r+j] = dotF32x4AVX2(a_r, x, stride, n)[j] for rows r < 2, bit for bit.")
+	a := [2]Register{Load(Param("a0"), GP64()), Load(Param("a1"), GP64())}
+	x, n := Load(Param("x"), GP64()), Load(Param("n"), GP64())
+	stride := Load(Param("stride"), GP64())
+	SHLQ(Imm(2), stride)
+	x1, x2, x3 := GP64(), GP64(), GP64()
+	LEAQ(Mem{Base: x, Index: stride, Scale: 1}, x1)
+	LEAQ(Mem{Base: x1, Index: stride, Scale: 1}, x2)
+	LEAQ(Mem{Base: x2, Index: stride, Scale: 1}, x3)
+	xs := []Register{x, x1, x2, x3}
+	var acc [2][8]VecVirtual
+	for r := range acc {
+		for i := range acc[r] {
+			acc[r][i] = YMM()
+			VXORPS(acc[r][i], acc[r][i], acc[r][i])
+		}
+	}
+	i := GP64()
+	XORQ(i, i)
+	Label("f32x2x4loop16")
+	t := GP64()
+	MOVQ(i, t)
+	ADDQ(Imm(16), t)
+	CMPQ(t, n)
+	JG(LabelRef("f32x2x4loop8"))
+	for h := range 2 {
+		var xv [4]VecVirtual
+		for j, xp := range xs {
+			xv[j] = YMM()
+			VMOVUPS(Mem{Base: xp, Index: i, Scale: 4, Disp: 32 * h}, xv[j])
+		}
+		for r := range 2 {
+			w := YMM()
+			VMOVUPS(Mem{Base: a[r], Index: i, Scale: 4, Disp: 32 * h}, w)
+			for j := range 4 {
+				VFMADD231PS(xv[j], w, acc[r][j+4*h])
+			}
+		}
+	}
+	ADDQ(Imm(16), i)
+	JMP(LabelRef("f32x2x4loop16"))
+	Label("f32x2x4loop8")
+	CMPQ(i, n)
+	JGE(LabelRef("f32x2x4done"))
+	for r := range 2 {
+		w := YMM()
+		VMOVUPS(Mem{Base: a[r], Index: i, Scale: 4}, w)
+		for j, xp := range xs {
+			VFMADD231PS(Mem{Base: xp, Index: i, Scale: 4}, w, acc[r][j])
+		}
+	}
+	ADDQ(Imm(8), i)
+	JMP(LabelRef("f32x2x4loop8"))
+	Label("f32x2x4done")
+	out := Load(Param("out"), GP64())
+	for r := range 2 {
+		for j := range 4 {
+			VADDPS(acc[r][j+4], acc[r][j], acc[r][j])
+			hsum(acc[r][j])
+			VMOVSS(acc[r][j].AsX(), Mem{Base: out, Disp: 4 * (4*r + j)})
+		}
+	}
+	VZEROUPPER()
+	RET()
+}
