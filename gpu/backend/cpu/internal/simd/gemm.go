@@ -3,6 +3,8 @@ package simd
 import (
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
 )
 
 // The prefill GEMM: int8 or int4 weights with one binary16 scale per
@@ -114,27 +116,41 @@ func packRows(k GemmKind, dst []byte, rows, cols int, ws []uint16, put func(blk 
 	if k == GemmQ4 {
 		zero = 0x88
 	}
-	for g := 0; g*GemmRows < rows; g++ {
-		for b := range nb {
-			blk := dst[g*gb+b*bb : g*gb+(b+1)*bb]
-			for l := range GemmRows {
-				r := g*GemmRows + l
-				if r >= rows {
-					putF32(blk[4*l:], 0)
-					for j := 4 * GemmRows; j < bb; j += 4 * GemmRows {
-						c := blk[j+4*l : j+4*l+4]
-						c[0], c[1], c[2], c[3] = zero, zero, zero, zero
-					}
-					continue
-				}
-				putF32(blk[4*l:], F16ToF32[ws[r*nb+b]])
-				put(blk[4*GemmRows+4*l:], r, b)
+	groups := (rows + GemmRows - 1) / GemmRows
+	// Large matrices pack on every CPU (at load, once).
+	workers := min(runtime.GOMAXPROCS(0), max(1, groups/64))
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for g := w * groups / workers; g < (w+1)*groups/workers; g++ {
+				packGroup(dst[g*gb:(g+1)*gb], g, rows, nb, bb, zero, ws, put)
 			}
+		})
+	}
+	wg.Wait()
+}
+
+// packGroup packs group g into dst.
+func packGroup(dst []byte, g, rows, nb, bb int, zero byte, ws []uint16, put func(blk []byte, r, b int)) {
+	for b := range nb {
+		blk := dst[b*bb : (b+1)*bb]
+		for l := range GemmRows {
+			r := g*GemmRows + l
+			if r >= rows {
+				putF32(blk[4*l:], 0)
+				for j := 4 * GemmRows; j < bb; j += 4 * GemmRows {
+					c := blk[j+4*l : j+4*l+4]
+					c[0], c[1], c[2], c[3] = zero, zero, zero, zero
+				}
+				continue
+			}
+			putF32(blk[4*l:], F16ToF32[ws[r*nb+b]])
+			put(blk[4*GemmRows+4*l:], r, b)
 		}
 	}
 }
 
-// packedWeight is the unsigned weight of lane l, element i (putPacked's
+// packedWeight is the unsigned weight of lane l, element i (the packing's
 // inverse).
 func packedWeight(k GemmKind, blk []byte, l, i int) int32 {
 	if k == GemmQ8 {

@@ -224,3 +224,48 @@ func TestDotF32x2x4Bits(t *testing.T) {
 		}
 	}
 }
+
+// TestPackLayout reads every weight and scale of large packed matrices
+// (several packing goroutines) back against the source.
+func TestPackLayout(t *testing.T) {
+	r := rngFor(t)
+	const rows, cols = 1029, 64
+	nb := cols / QBlock
+	w8, w4 := randI8(r, rows*cols), randBytes(r, rows*cols/2)
+	ws := make([]uint16, rows*nb)
+	for i := range ws {
+		ws[i] = float16.Fromfloat32(float32(r.Float64())).Bits()
+	}
+	for _, kind := range []GemmKind{GemmQ8, GemmQ4} {
+		p := make([]byte, kind.PackedBytes(rows, cols))
+		var err error
+		if kind == GemmQ8 {
+			err = PackQ8(p, w8, ws, rows, cols)
+		} else {
+			err = PackQ4(p, w4, ws, rows, cols)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		gb, bb := kind.GroupBytes(cols), kind.blockBytes()
+		for row := range rows {
+			g, l := row/GemmRows, row%GemmRows
+			for b := range nb {
+				blk := p[g*gb+b*bb:]
+				if got, want := getF32(blk[4*l:]), F16ToF32[ws[row*nb+b]]; got != want {
+					t.Fatalf("kind %d row %d block %d: scale %g, want %g", kind, row, b, got, want)
+				}
+				for i := range QBlock {
+					e := row*cols + b*QBlock + i
+					want := int32(w8[e])
+					if kind == GemmQ4 {
+						want = int32(int8(w4[e/2]<<(4*(1-e&1))) >> 4)
+					}
+					if got := packedWeight(kind, blk[4*GemmRows:], l, i) - kind.offset(); got != want {
+						t.Fatalf("kind %d row %d element %d: %d, want %d", kind, row, b*QBlock+i, got, want)
+					}
+				}
+			}
+		}
+	}
+}
