@@ -71,7 +71,7 @@ func (b *backend) LoadWeights(ctx context.Context, ws []*tensors.Tensor) (gpu.We
 		if _, dup := out.byName[t.Name]; dup {
 			return nil, fmt.Errorf("cpu: duplicate tensor %q", t.Name)
 		}
-		m, err := newMatrix(t)
+		m, err := newMatrix(t, b.math == MathDynamic)
 		if err != nil {
 			return nil, fmt.Errorf("cpu: tensor %q: %w", t.Name, err)
 		}
@@ -80,7 +80,9 @@ func (b *backend) LoadWeights(ctx context.Context, ws []*tensors.Tensor) (gpu.We
 	return out, nil
 }
 
-func newMatrix(t *tensors.Tensor) (*matrix, error) {
+// newMatrix views t; with gemm, weights the prefill GEMM takes (dynamic
+// math only) are also repacked for it.
+func newMatrix(t *tensors.Tensor, gemm bool) (*matrix, error) {
 	if err := t.Check(); err != nil {
 		return nil, err
 	}
@@ -120,8 +122,10 @@ func newMatrix(t *tensors.Tensor) (*matrix, error) {
 				m.units[i] = unitScale[0]
 			}
 		}
-		if err := m.pack(); err != nil {
-			return nil, err
+		if gemm {
+			if err := m.pack(); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return m, nil
