@@ -46,7 +46,10 @@ const (
 	// per block of 32 for Q4_1, Q5_0 and Q5_1. Prefill steps (4 or more
 	// tokens) use it only where a four-token kernel exists (int8, int4,
 	// and Q4_K, Q5_K and Q6_K on amd64 and arm64) and run the other types
-	// exactly, which is faster for them. Other weights are used exactly.
+	// exactly, which is faster for them. On CPUs with AVX-512 VNNI, int8
+	// and int4 weights with one binary16 scale per 32 values (GGUF Q8_0,
+	// Q4_0) are also repacked at load for the prefill GEMM (a second copy
+	// of those weights in memory). Other weights are used exactly.
 	MathDynamic
 )
 

@@ -19,6 +19,9 @@ import (
 // tokTile tokens, each weight row of a tile unpacked once (dequantized to
 // f32 in exact math; kept packed and decoded in registers once per four
 // tokens in dynamic math) and used for every token of the tile.
+// With weights repacked for the GEMM (matrix.gemm), a tile runs groups of
+// simd.GemmRows interleaved rows over four tokens at a time instead; f32
+// rows go two at a time through a kernel that keeps DotF32x4's bits.
 const (
 	rowTile    = 16
 	tokTile    = 64
@@ -50,6 +53,7 @@ type mmTask struct {
 	q  []int8
 	d  []float32
 	qs []int16
+	xs []int32 // the block sums of q for the GEMM (gemmOK)
 }
 
 // matMul dispatches the product described by m (m.n rows of input).
@@ -229,6 +233,10 @@ func (m *mmTask) dot(s *scratch, w *matrix, r, t int) float32 {
 // tile computes rows [r0, r1) (at most rowTile) for every token.
 func (m *mmTask) tile(s *scratch, r0, r1 int) {
 	if m.q != nil {
+		if m.gemmOK() {
+			m.tileGemm(s, r0, r1)
+			return
+		}
 		m.tileDynamic(s, r0, r1)
 		return
 	}
@@ -239,10 +247,27 @@ func (m *mmTask) tile(s *scratch, r0, r1 int) {
 		u = tileRows(m.up, r0, r1, s.upRows, s.upViews[:0])
 	}
 	gs, us := &s.gs, &s.us // in scratch: a local would escape through the kernels
+	g2 := &s.g2
 	tg, tu := &s.tg, &s.tu // the tile's products, token-major
 	for t0 := 0; t0 < m.n; t0 += tokTile {
 		t1 := min(t0+tokTile, m.n)
-		for i, row := range g {
+		i := 0
+		for ; i+2 <= len(g) && !m.glu; i += 2 {
+			// Two rows at a time: each input vector loaded once for both.
+			t := t0
+			for ; t+4 <= t1; t += 4 {
+				simd.DotF32x2x4(g[i], g[i+1], m.in[t*m.inCols:], m.inCols, g2)
+				for j := range 4 {
+					tg[(t-t0+j)*rowTile+i], tg[(t-t0+j)*rowTile+i+1] = g2[j], g2[4+j]
+				}
+			}
+			for ; t < t1; t++ {
+				x := m.in[t*m.inCols:]
+				tg[(t-t0)*rowTile+i], tg[(t-t0)*rowTile+i+1] = simd.DotF32(g[i], x), simd.DotF32(g[i+1], x)
+			}
+		}
+		for ; i < len(g); i++ {
+			row := g[i]
 			t := t0
 			for ; t+4 <= t1; t += 4 {
 				simd.DotF32x4(row, m.in[t*m.inCols:], m.inCols, gs)
@@ -271,6 +296,37 @@ func (m *mmTask) storeTile(tg, tu *[tokTile * rowTile]float32, t0, t1, r0, r1 in
 	for t := t0; t < t1; t++ {
 		k := (t - t0) * rowTile
 		m.storeRun(t, r0, tg[k:k+r1-r0], tu[k:k+r1-r0])
+	}
+}
+
+// gemmOK reports whether m's prefill runs the GEMM over packed weights.
+func (m *mmTask) gemmOK() bool {
+	return m.w.gemm != nil && (!m.glu || m.up.gemm != nil && m.up.gk == m.w.gk)
+}
+
+// tileGemm is tile for packed weights (gemmOK): each group of
+// simd.GemmRows rows meets the tokens four at a time, the group's packed
+// bytes (a few KiB) staying in L1 across a token tile.
+func (m *mmTask) tileGemm(s *scratch, r0, r1 int) {
+	tg, tu := &s.tg, &s.tu
+	gb := m.w.gk.GroupBytes(m.w.cols)
+	for t0 := 0; t0 < m.n; t0 += tokTile {
+		t1 := min(t0+tokTile, m.n)
+		for g0 := r0; g0 < r1; g0 += simd.GemmRows {
+			g := g0 / simd.GemmRows
+			i := g0 - r0
+			for t := t0; t < t1; t += 4 {
+				nt := min(4, t1-t)
+				k := t * m.inCols
+				x, xd, xs := m.q[k:], m.d[k/simd.QBlock:], m.xs[k/simd.QBlock:]
+				o := (t-t0)*rowTile + i
+				simd.Gemm(m.w.gk, m.w.gemm[g*gb:(g+1)*gb], x, xd, xs, m.inCols, nt, tg[o:], rowTile)
+				if m.glu {
+					simd.Gemm(m.up.gk, m.up.gemm[g*gb:(g+1)*gb], x, xd, xs, m.inCols, nt, tu[o:], rowTile)
+				}
+			}
+		}
+		m.storeTile(tg, tu, t0, t1, r0, r1)
 	}
 }
 
@@ -471,6 +527,7 @@ type quantTask struct {
 	q    []int8
 	d    []float32
 	s    []int16
+	xs   []int32 // when set, simd.BlockSums of q
 	l    layout
 }
 
@@ -482,6 +539,9 @@ func (qt *quantTask) run(_, lo, hi int) {
 			continue
 		}
 		simd.QuantizeQ8(qt.q[k:k+qt.cols], qt.d[k/simd.QBlock:(k+qt.cols)/simd.QBlock], qt.in[k:k+qt.cols], qt.l == layoutQ8Evens)
+		if qt.xs != nil {
+			simd.BlockSums(qt.xs[k/simd.QBlock:(k+qt.cols)/simd.QBlock], qt.q[k:k+qt.cols])
+		}
 	}
 }
 
@@ -494,6 +554,10 @@ func (p *program) quantize(m *mmTask, in []float32, cols, n int) {
 	if p.math != MathDynamic || l == layoutExact || cols%simd.QBlock != 0 || l == layoutQ8K && cols%simd.QK != 0 {
 		return
 	}
+	gemm := n >= prefillMin && m.gemmOK()
+	if gemm {
+		l = layoutQ8 // natural order, with block sums
+	}
 	if n >= prefillMin && (!m.w.dynamicPrefill() || m.up != nil && !m.up.dynamicPrefill()) {
 		return
 	}
@@ -502,7 +566,13 @@ func (p *program) quantize(m *mmTask, in []float32, cols, n int) {
 		qb.step = p.stepID
 		qt := &p.qt
 		*qt = quantTask{in: in, cols: cols, q: qb.q[:n*cols], d: qb.d[:n*cols/simd.QBlock], s: qb.s[:n*cols/simd.QKSum], l: l}
+		if l == layoutQ8 && n >= prefillMin {
+			qt.xs = qb.xs[:n*cols/simd.QBlock]
+		}
 		p.pool.run(n, 8*n*cols, 1, qt)
 	}
 	m.q, m.d, m.qs = qb.q[:n*cols], qb.d[:n*cols/simd.QBlock], qb.s[:n*cols/simd.QKSum]
+	if gemm {
+		m.xs = qb.xs[:n*cols/simd.QBlock]
+	}
 }

@@ -58,6 +58,7 @@ type scratch struct {
 	gs, us            [4]float32                 // four tokens' products (gate, up)
 	rg, ru            [rowRun]float32            // a run of decode rows' products (gate, up)
 	tg, tu            [tokTile * rowTile]float32 // a prefill tile's products (gate, up)
+	g2                [8]float32                 // two rows' products with four tokens
 }
 
 // qbuf holds a step's input quantized by simd.QuantizeQ8 or QuantizeQ8K
@@ -66,6 +67,7 @@ type qbuf struct {
 	q    []int8
 	d    []float32
 	s    []int16
+	xs   []int32 // layoutQ8 in prefill: simd.BlockSums, for the GEMM
 	step int
 }
 
@@ -276,7 +278,7 @@ func (p *program) allocScratch() {
 	}
 	if p.math == MathDynamic {
 		for i := range p.qbufs {
-			p.qbufs[i] = qbuf{q: make([]int8, maxIn), d: make([]float32, maxIn/32+1), s: make([]int16, maxIn/simd.QKSum+1), step: -1}
+			p.qbufs[i] = qbuf{q: make([]int8, maxIn), d: make([]float32, maxIn/32+1), s: make([]int16, maxIn/simd.QKSum+1), xs: make([]int32, maxIn/simd.QBlock+1), step: -1}
 		}
 	}
 	p.mm.p, p.at.p = p, p

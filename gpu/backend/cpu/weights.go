@@ -49,6 +49,11 @@ type matrix struct {
 	// units are cols/32 binary16 ones: the block scales the decode rows
 	// kernels apply to weights with one f32 scale per row (set for those).
 	units []uint16
+	// gemm is the matrix repacked for the prefill GEMM (simd.PackQ8 or
+	// PackQ4, kind gk): int8 and int4 weights with one binary16 scale per
+	// 32 values, on CPUs with a GEMM kernel; nil otherwise.
+	gemm []byte
+	gk   simd.GemmKind
 }
 
 // LoadWeights checks every tensor and builds views of its bytes. The tensor
@@ -70,7 +75,7 @@ func (b *backend) LoadWeights(ctx context.Context, ws []*tensors.Tensor) (gpu.We
 		if err := t.Fill(); err != nil {
 			return nil, fmt.Errorf("cpu: %w", err)
 		}
-		m, err := newMatrix(t)
+		m, err := newMatrix(t, b.math == MathDynamic)
 		if err != nil {
 			return nil, fmt.Errorf("cpu: tensor %q: %w", t.Name, err)
 		}
@@ -79,7 +84,9 @@ func (b *backend) LoadWeights(ctx context.Context, ws []*tensors.Tensor) (gpu.We
 	return out, nil
 }
 
-func newMatrix(t *tensors.Tensor) (*matrix, error) {
+// newMatrix views t; with gemm, weights the prefill GEMM takes (dynamic
+// math only) are also repacked for it.
+func newMatrix(t *tensors.Tensor, gemm bool) (*matrix, error) {
 	if err := t.Check(); err != nil {
 		return nil, err
 	}
@@ -119,8 +126,37 @@ func newMatrix(t *tensors.Tensor) (*matrix, error) {
 				m.units[i] = unitScale[0]
 			}
 		}
+		if gemm {
+			if err := m.pack(); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return m, nil
+}
+
+// pack repacks int8 and int4 weights with one binary16 scale per 32 values
+// for the prefill GEMM when the CPU has its kernel (a second copy of the
+// weights, streamed in order by the kernel).
+func (m *matrix) pack() error {
+	if m.scalesF16 == nil || m.block != simd.QBlock || m.cols%simd.QBlock != 0 {
+		return nil
+	}
+	var err error
+	switch {
+	case m.dtype == tensors.I8 && simd.HasGemm(simd.GemmQ8):
+		m.gk = simd.GemmQ8
+		m.gemm = make([]byte, m.gk.PackedBytes(m.rows, m.cols))
+		err = simd.PackQ8(m.gemm, m.i8, m.scalesF16, m.rows, m.cols)
+	case m.dtype == tensors.I4 && simd.HasGemm(simd.GemmQ4):
+		m.gk = simd.GemmQ4
+		m.gemm = make([]byte, m.gk.PackedBytes(m.rows, m.cols))
+		err = simd.PackQ4(m.gemm, m.u8, m.scalesF16, m.rows, m.cols)
+	}
+	if err != nil {
+		return fmt.Errorf("packing for the GEMM: %w", err)
+	}
+	return nil
 }
 
 // kquants maps the K-quant block types to their dynamic kernels.

@@ -188,3 +188,48 @@ func dotQ5_0AVX2(w *byte, x *int8, xd *float32, nb int) float32
 //
 //go:noescape
 func dotQ5_1AVX2(w *byte, x *int8, xd *float32, nb int) float32
+
+// gemmQ8T1VNNI is the Q8 GEMM kernel for 1 tokens (simd.Impl.Gemm).
+//
+//go:noescape
+func gemmQ8T1VNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ4T1VNNI is the Q4 GEMM kernel for 1 tokens (simd.Impl.Gemm).
+//
+//go:noescape
+func gemmQ4T1VNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ8T2VNNI is the Q8 GEMM kernel for 2 tokens (simd.Impl.Gemm).
+//
+//go:noescape
+func gemmQ8T2VNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ4T2VNNI is the Q4 GEMM kernel for 2 tokens (simd.Impl.Gemm).
+//
+//go:noescape
+func gemmQ4T2VNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ8T3VNNI is the Q8 GEMM kernel for 3 tokens (simd.Impl.Gemm).
+//
+//go:noescape
+func gemmQ8T3VNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ4T3VNNI is the Q4 GEMM kernel for 3 tokens (simd.Impl.Gemm).
+//
+//go:noescape
+func gemmQ4T3VNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ8T4VNNI is the Q8 GEMM kernel for 4 tokens (simd.Impl.Gemm).
+//
+//go:noescape
+func gemmQ8T4VNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ4T4VNNI is the Q4 GEMM kernel for 4 tokens (simd.Impl.Gemm).
+//
+//go:noescape
+func gemmQ4T4VNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+
+// dotF32x2x4AVX512 sets out[4r+j] = dotF32x4AVX2(a_r, x, stride, n)[j] for rows r < 2, bit for bit.
+//
+//go:noescape
+func dotF32x2x4AVX512(a0 *float32, a1 *float32, x *float32, stride int, n int, out *float32)

@@ -57,6 +57,10 @@ type Impl struct {
 	dotQ32   [NumQ32]func(w []byte, x []int8, xd []float32) float32
 	expSub   func(out, in []float32, sub float32)
 	swiglu   func(out, g, u []float32)
+	// Optional (nil: two dotF32x4 calls, the same bits).
+	dotF32x2x4 func(a0, a1, x []float32, stride int, out *[8]float32)
+	// Optional (nil: the pure-Go form): the prefill GEMM per packed kind.
+	gemm [NumGemmKinds]gemmFunc
 }
 
 // Generic is the pure-Go implementation, the reference for the others.
@@ -94,6 +98,20 @@ func (k *Impl) DotF32(a, x []float32) float32 { return k.dotF32(a, x[:len(a)]) }
 func (k *Impl) DotF32x4(a, x []float32, stride int, out *[4]float32) {
 	_ = x[3*stride+len(a)-1]
 	k.dotF32x4(a, x, stride, out)
+}
+
+// DotF32x2x4 sets out[4r+j] = DotF32x4(a_r, x, stride)[j] for the two rows
+// a0 and a1 (of one length), bit for bit: a register tile of the f32
+// prefill.
+func (k *Impl) DotF32x2x4(a0, a1, x []float32, stride int, out *[8]float32) {
+	a1 = a1[:len(a0)]
+	_ = x[3*stride+len(a0)-1]
+	if k.dotF32x2x4 != nil {
+		k.dotF32x2x4(a0, a1, x, stride, out)
+		return
+	}
+	k.dotF32x4(a0, x, stride, (*[4]float32)(out[:4]))
+	k.dotF32x4(a1, x, stride, (*[4]float32)(out[4:]))
 }
 
 // DotF16 returns Σ a[i]*x[i] with a binary16 bit patterns.
@@ -266,6 +284,9 @@ func (k *Impl) WeightedSumF16(out []float32, v []uint16, stride int, w []float32
 func DotF32(a, x []float32) float32 { return best.DotF32(a, x) }
 func DotF32x4(a, x []float32, stride int, out *[4]float32) {
 	best.DotF32x4(a, x, stride, out)
+}
+func DotF32x2x4(a0, a1, x []float32, stride int, out *[8]float32) {
+	best.DotF32x2x4(a0, a1, x, stride, out)
 }
 func DotF16(a []uint16, x []float32) float32  { return best.DotF16(a, x) }
 func DotBF16(a []uint16, x []float32) float32 { return best.DotBF16(a, x) }

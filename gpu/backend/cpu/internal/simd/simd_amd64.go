@@ -87,9 +87,35 @@ func kernelKA(f func(w *byte, x *int8, xd *float32, xs *int16, nb int) float32) 
 	}
 }
 
+// VNNI is AVX2 with the prefill GEMM kernels of AVX-512 VNNI (on 256-bit
+// vectors, which need AVX512VL).
+var VNNI = func() *Impl {
+	k := *AVX2
+	k.Name = "avx512vnni"
+	k.dotF32x2x4 = dotF32x2x4A
+	k.gemm = [NumGemmKinds]gemmFunc{
+		GemmQ8: gemmA([4]gemmKernel{gemmQ8T1VNNI, gemmQ8T2VNNI, gemmQ8T3VNNI, gemmQ8T4VNNI}),
+		GemmQ4: gemmA([4]gemmKernel{gemmQ4T1VNNI, gemmQ4T2VNNI, gemmQ4T3VNNI, gemmQ4T4VNNI}),
+	}
+	return &k
+}()
+
+type gemmKernel func(w *byte, x *int8, xd *float32, xs *int32, nb, xstride int, out *float32, ostride int)
+
+// gemmA wraps the GEMM kernels for 1 to 4 tokens (Gemm checked the
+// slices).
+func gemmA(ks [4]gemmKernel) gemmFunc {
+	return func(w []byte, x []int8, xd []float32, xs []int32, nb, xstride, ntok int, out []float32, ostride int) {
+		ks[ntok-1](&w[0], &x[0], &xd[0], &xs[0], nb, xstride, &out[0], ostride)
+	}
+}
+
 func init() {
 	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
 		impls = append(impls, AVX2)
+		if cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VNNI {
+			impls = append(impls, VNNI)
+		}
 	}
 	best = Best()
 }
@@ -119,6 +145,24 @@ func dotF32x4A(a, x []float32, stride int, out *[4]float32) {
 		xj := x[j*stride:]
 		for i := n; i < len(a); i++ {
 			out[j] += a[i] * xj[i]
+		}
+	}
+}
+
+func dotF32x2x4A(a0, a1, x []float32, stride int, out *[8]float32) {
+	n := len(a0) &^ 7
+	if n == 0 {
+		dotF32x4Go(a0, x, stride, (*[4]float32)(out[:4]))
+		dotF32x4Go(a1, x, stride, (*[4]float32)(out[4:]))
+		return
+	}
+	dotF32x2x4AVX512(&a0[0], &a1[0], &x[0], stride, n, &out[0])
+	for r, a := range [2][]float32{a0, a1} {
+		for j := range 4 {
+			xj := x[j*stride:]
+			for i := n; i < len(a); i++ {
+				out[4*r+j] += a[i] * xj[i]
+			}
 		}
 	}
 }

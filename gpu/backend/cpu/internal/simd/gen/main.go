@@ -42,6 +42,8 @@ func main() {
 	weightedSum("weightedSumF16AVX2", 2, "binary16 rows.", func(m Mem, y VecVirtual) { VCVTPH2PS(m, y) })
 	kquantKernels()
 	q32Kernels()
+	gemmKernels()
+	dotF32x2x4()
 	Generate()
 }
 
