@@ -47,6 +47,13 @@
 // line below tells shaders/internal/spirvgen:
 // spirvgen: no-workgroup-zero-init
 //
+// A ring cache (p.ring = R > 0, kv.wgsl) holds R positions in 2R slots
+// per head; every kernel reads position pos at slot pos % R (kv_slot), the
+// first of its two copies, and kv_slots() (2R) replaces max_len as the
+// per-head stride. A step's rows never read a position older than the
+// newest it stored minus R (fusion validates window + Tokens - 1 <= R),
+// so each slot read holds the position asked for.
+//
 // The cache is bound as u32 words in either layout of kv.wgsl: the plain
 // kernels read f32 bit patterns, the _f16 ones binary16 halves packed two
 // per word along head_dim. In attention, with f32 words invocation i owns
@@ -70,7 +77,7 @@ struct AttnParams {
     rows: u32,    // attn_tiled: query rows, Tokens * (heads / kv_heads)
     out_f16: u32, // 1: out is an f16 activation (packed halves)
     q_f16: u32,   // 1: q is an f16 activation (packed halves)
-    pad1: u32,
+    ring: u32,    // 0: slot = position; else kv.wgsl's mirrored ring of 2*ring slots
     pad2: u32,
 }
 
@@ -104,6 +111,17 @@ const WG: u32 = 64u;
 const NO_ROW: u32 = 0xffffffffu; // the position of a batched step's unused row
 
 // include: row_pos
+
+// kv_slots is the slots per head of the cache: max_len, or 2*ring.
+fn kv_slots() -> u32 {
+    return select(p.max_len, 2u * p.ring, p.ring > 0u);
+}
+
+// kv_slot is the slot of cache position pos.
+fn kv_slot(pos: u32) -> u32 {
+    return select(pos, pos % max(p.ring, 1u), p.ring > 0u);
+}
+
 var<workgroup> sc: array<f32, 64>;
 
 @compute @workgroup_size(64)
@@ -159,8 +177,9 @@ fn attend(h: u32, t: u32, i: u32, packed: bool) {
     }
     let kvh = h / (p.heads / p.kv_heads);
     let qb = (t * p.heads + h) * p.head_dim;
-    let kb = kvh * p.max_len * width;
-    let vb = kvh * width * p.max_len;
+    let ns = kv_slots();
+    let kb = kvh * ns * width;
+    let vb = kvh * width * ns;
 
     var m = -3.0e38;
     var l = 0.0;
@@ -169,7 +188,7 @@ fn attend(h: u32, t: u32, i: u32, packed: bool) {
         let pi = c0 + i;
         var s = -3.0e38;
         if pi <= qp {
-            s = key_dot(qb, kb + pi * width, packed) * p.scale;
+            s = key_dot(qb, kb + kv_slot(pi) * width, packed) * p.scale;
             if p.cap > 0.0 {
                 s = p.cap * tanh_safe(s / p.cap);
             }
@@ -189,12 +208,12 @@ fn attend(h: u32, t: u32, i: u32, packed: bool) {
         for (var j = 0u; j < n; j++) {
             let e = exp(sc[j] - cm);
             l += e;
-            let pos = c0 + j;
+            let pos = kv_slot(c0 + j);
             if packed {
                 for (var b = 0u; b < 2u; b++) {
                     let w = i + b * WG;
                     if w < width {
-                        let v2 = unpack2x16float(vc[vb + w * p.max_len + pos]);
+                        let v2 = unpack2x16float(vc[vb + w * ns + pos]);
                         acc[2u * b] += e * v2.x;
                         acc[2u * b + 1u] += e * v2.y;
                     }
@@ -203,7 +222,7 @@ fn attend(h: u32, t: u32, i: u32, packed: bool) {
                 for (var a = 0u; a < 4u; a++) {
                     let d = i + a * WG;
                     if d < p.head_dim {
-                        acc[a] += e * bitcast<f32>(vc[vb + d * p.max_len + pos]);
+                        acc[a] += e * bitcast<f32>(vc[vb + d * ns + pos]);
                     }
                 }
             }
@@ -295,13 +314,14 @@ fn split(wid: vec3<u32>, i: u32, packed: bool) {
     let qb = (t * p.heads + h0) * p.head_dim; // query row of head h0; the batch's rows follow
 
     // Scores, a tile of kt keys at a time.
-    let kb = (kvh * p.max_len + c0) * width;
+    let ns = kv_slots();
+    let kb = kvh * ns * width;
     let kt = min(CHUNK, TILE / (width + 1u));
     for (var k0 = jlo - jlo % kt; k0 <= jhi; k0 += kt) {
         let nk = min(k0 + kt, jhi + 1u) - k0;
         for (var e = i; e < nk * width; e += WG) {
             let r = e / width;
-            tile[r * (width + 1u) + e - r * width] = kc[kb + k0 * width + e];
+            tile[r * (width + 1u) + e - r * width] = kc[kb + kv_slot(c0 + k0 + r) * width + e - r * width];
         }
         workgroupBarrier();
         for (var e = i; e < nb * nk; e += WG) {
@@ -347,7 +367,7 @@ fn split(wid: vec3<u32>, i: u32, packed: bool) {
     }
 
     // Weighted values, a tile of vt value rows (words of head_dim) at a time.
-    let vb = kvh * width * p.max_len + c0;
+    let vb = kvh * width * ns;
     let vt = TILE / (CHUNK + 1u);
     let span = jhi + 1u - jlo;
     for (var w0 = 0u; w0 < width; w0 += vt) {
@@ -355,7 +375,7 @@ fn split(wid: vec3<u32>, i: u32, packed: bool) {
         for (var e = i; e < nr * span; e += WG) {
             let r = e / span;
             let j = jlo + e - r * span;
-            tile[r * (CHUNK + 1u) + j] = vc[vb + (w0 + r) * p.max_len + j];
+            tile[r * (CHUNK + 1u) + j] = vc[vb + (w0 + r) * ns + kv_slot(c0 + j)];
         }
         workgroupBarrier();
         for (var e = i; e < nb * nr; e += WG) {
@@ -517,12 +537,13 @@ fn tiled(wid: vec3<u32>, i: u32, packed: bool) {
         let n = min(CHUNK, hi + 1u - c0); // positions of this chunk
         let last = c0 + n > hi;           // the walk's last chunk: divide by the sums
         // Scores, a tile of kt keys at a time; ws[g*CHUNK + j] for position c0+j.
-        let kb = (kvh * p.max_len + c0) * width;
+        let ns = kv_slots();
+        let kb = kvh * ns * width;
         for (var k0 = 0u; k0 < n; k0 += kt) {
             let nk = min(kt, n - k0);
             for (var e = i; e < nk * width; e += WG) {
                 let r = e / width;
-                tile[r * (width + 1u) + e - r * width] = kc[kb + k0 * width + e];
+                tile[r * (width + 1u) + e - r * width] = kc[kb + kv_slot(c0 + k0 + r) * width + e - r * width];
             }
             workgroupBarrier();
             // Invocation i scores key k0+i against every row: each staged
@@ -600,13 +621,13 @@ fn tiled(wid: vec3<u32>, i: u32, packed: bool) {
             rl[i] = rl[i] * rf[i] + l;
         }
         // Weighted values, a tile of vt value rows (words of head_dim) at a time.
-        let vb = kvh * width * p.max_len + c0;
+        let vb = kvh * width * ns;
         for (var w0 = 0u; w0 < width; w0 += vt) {
             let nr = min(vt, width - w0);
             for (var e = i; e < nr * n; e += WG) {
                 let r = e / n;
                 let j = e - r * n;
-                tile[r * (CHUNK + 1u) + j] = vc[vb + (w0 + r) * p.max_len + j];
+                tile[r * (CHUNK + 1u) + j] = vc[vb + (w0 + r) * ns + kv_slot(c0 + j)];
             }
             workgroupBarrier();
             // Invocation i owns value word w0+i of every row: each staged

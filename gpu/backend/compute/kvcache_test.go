@@ -49,17 +49,39 @@ func TestKVCacheBytes(t *testing.T) {
 	}
 }
 
-// TestKVCacheRefusesRings: the GPU backends keep full caches; a spec with
-// ring layers is refused with gpu.ErrUnsupported (the pipeline then falls
-// back to full caches).
-func TestKVCacheRefusesRings(t *testing.T) {
+// TestKVCacheRings: a ring layer's K and V buffers hold 2*ring slots per
+// head (the CPU backend's mirrored ring), a full layer MaxLen; specs the
+// CPU backend refuses (a ring past MaxLen or negative, ring lengths for
+// another number of layers) are refused with gpu.ErrUnsupported.
+func TestKVCacheRings(t *testing.T) {
 	dev, err := webgpu.Open(context.Background())
 	gputest.NoDevice(t, "webgpu", err)
 	defer dev.Close()
 	be := New(dev)
 	defer be.Close()
-	spec := fusion.KVSpec{Layers: 2, KVHeads: 1, HeadDim: 8, MaxLen: 64, Ring: []int{0, 16}}
-	if _, err := be.NewKVCache(spec); !errors.Is(err, gpu.ErrUnsupported) {
-		t.Fatalf("NewKVCache(%+v) = %v, want gpu.ErrUnsupported", spec, err)
+	for _, f16 := range []bool{false, true} {
+		spec := fusion.KVSpec{Layers: 3, KVHeads: 2, HeadDim: 8, MaxLen: 64, F16: f16, Ring: []int{0, 16, 5}}
+		c, err := be.NewKVCache(spec)
+		if err != nil {
+			t.Fatalf("%+v: %v", spec, err)
+		}
+		elem := int64(4)
+		if f16 {
+			elem = 2
+		}
+		kv := c.(*kvCache)
+		for l, slots := range []int64{64, 32, 10} {
+			want := 2 * 8 * slots * elem
+			if kv.k[l].Size() != want || kv.v[l].Size() != want {
+				t.Errorf("%+v: layer %d: K %d bytes, V %d, want %d", spec, l, kv.k[l].Size(), kv.v[l].Size(), want)
+			}
+		}
+		c.Release()
+	}
+	for _, ring := range [][]int{{0, 65}, {0, -1}, {16}} {
+		spec := fusion.KVSpec{Layers: 2, KVHeads: 1, HeadDim: 8, MaxLen: 64, Ring: ring}
+		if _, err := be.NewKVCache(spec); !errors.Is(err, gpu.ErrUnsupported) {
+			t.Errorf("NewKVCache(%+v) = %v, want gpu.ErrUnsupported", spec, err)
+		}
 	}
 }

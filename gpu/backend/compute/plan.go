@@ -245,7 +245,7 @@ func (pl *planner) op(op fusion.Op) error {
 		}
 		for r, c := range pl.caches {
 			params := shaders.KVParams{KVCols: u(kvCols), HeadDim: u(op.HeadDim), MaxLen: u(spec.MaxLen), PosAt: u(pl.p.posAt),
-				KF16: pl.h(pl.buf(op.K)), VF16: pl.h(pl.buf(op.V))}
+				Ring: u(spec.RingLen(op.Layer)), KF16: pl.h(pl.buf(op.K)), VF16: pl.h(pl.buf(op.V))}
 			if g.Batch {
 				params.Row0 = u(r)
 			}
@@ -437,7 +437,7 @@ func (pl *planner) matMulRopeKV(op *fusion.MatMulRopeKVOp) error {
 		style = 1
 	}
 	rq := make([]uint32, shaders.RopeQKVBytes/4)
-	copy(rq, []uint32{u(op.Heads), u(op.KVHeads), u(op.HeadDim), u(op.Dims), style, u(c.spec.MaxLen), b2u(c.spec.F16), u(kFirst), u(vFirst), hasNorm})
+	copy(rq, []uint32{u(op.Heads), u(op.KVHeads), u(op.HeadDim), u(op.Dims), style, u(c.spec.MaxLen), b2u(c.spec.F16), u(kFirst), u(vFirst), hasNorm, u(c.spec.RingLen(op.Layer))})
 	for i := range op.Dims / 2 {
 		rq[12+i] = math.Float32bits(float32(op.Freq(i)))
 	}
@@ -527,7 +527,7 @@ func (pl *planner) ropeStoreKVBind(layer int, op fusion.HeadShape, rp fusion.Rop
 	}
 	n := op.Heads*(rp.Dims/2) + op.KVHeads*words
 	pl.dispatch(kernel, shaders.RopeKVParams{Heads: u(op.Heads), KVHeads: u(op.KVHeads), HeadDim: u(op.HeadDim),
-		RopeDims: u(rp.Dims), Style: style, MaxLen: u(c.spec.MaxLen), OutF16: pl.h(q), KF16: pl.h(k), VF16: pl.h(v), Scale: ropeScale(rp)},
+		RopeDims: u(rp.Dims), Style: style, MaxLen: u(c.spec.MaxLen), OutF16: pl.h(q), KF16: pl.h(k), VF16: pl.h(v), Scale: ropeScale(rp), Ring: u(c.spec.RingLen(layer))},
 		ceilDiv(n, 64), pl.p.g.Tokens, 1, gpu.Binding{Buf: pl.p.step}, gpu.Binding{Buf: fb}, q,
 		k, v, gpu.Binding{Buf: c.k[layer]}, gpu.Binding{Buf: c.v[layer]})
 	return nil
