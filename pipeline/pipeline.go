@@ -70,9 +70,10 @@ type Options struct {
 	// backend).
 	NoFusion bool
 	// FullKVCache keeps every position of every layer in the KV cache.
-	// Otherwise, on backends that take them (the CPU one), sliding-window
-	// layers keep only their window (plus the largest prefill size) in a
-	// ring (arch.BuildOptions.RingTokens): the same logits, less memory.
+	// Otherwise, on backends that take them (the CPU, WebGPU and Vulkan
+	// ones), sliding-window layers keep only their window (plus the
+	// largest prefill size) in a ring (arch.BuildOptions.RingTokens): the
+	// same logits, less memory.
 	FullKVCache bool
 	// HostSampling reads the whole logits row back on a GPU backend too,
 	// rather than a decode program ending in fusion.Argmax (greedy) or
@@ -420,7 +421,8 @@ func (m *Model) newSlot(ctx context.Context, sl *slot, sizes []int) error {
 	spec := arch.KVSpec(&m.cfg, arch.BuildOptions{MaxLen: m.maxCache, KVF16: m.kvF16, RingTokens: m.ringTokens})
 	sl.kv, err = m.backend.NewKVCache(spec)
 	if spec.Ring != nil && errors.Is(err, gpu.ErrUnsupported) {
-		// The backend keeps full caches only.
+		// The backend keeps full caches only (every backend here takes
+		// rings; another gpu.Backend may not).
 		m.ringTokens = 0
 		spec = arch.KVSpec(&m.cfg, arch.BuildOptions{MaxLen: m.maxCache, KVF16: m.kvF16})
 		sl.kv, err = m.backend.NewKVCache(spec)
