@@ -1,6 +1,7 @@
 package compute
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"testing"
@@ -83,5 +84,84 @@ func TestKVCacheRings(t *testing.T) {
 		if _, err := be.NewKVCache(spec); !errors.Is(err, gpu.ErrUnsupported) {
 			t.Errorf("NewKVCache(%+v) = %v, want gpu.ErrUnsupported", spec, err)
 		}
+	}
+}
+
+// TestCopyKVRings: CopyKV copies a ring layer whole (its 2R slots hold the
+// last R positions, wherever the ring stands) between caches of the same
+// rings, positions [0, n) of a full layer, and refuses caches whose rings
+// differ (a full cache cannot be filled from a ring) with gpu.ErrStep.
+func TestCopyKVRings(t *testing.T) {
+	dev, err := webgpu.Open(context.Background())
+	gputest.NoDevice(t, "webgpu", err)
+	defer dev.Close()
+	be := New(dev)
+	defer be.Close()
+	spec := fusion.KVSpec{Layers: 2, KVHeads: 2, HeadDim: 4, MaxLen: 32, Ring: []int{0, 5}}
+	src, err := be.NewKVCache(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Release()
+	dst, err := be.NewKVCache(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Release()
+	s, d := src.(*kvCache), dst.(*kvCache)
+	fill := func(b gpu.Buffer, seed byte) []byte {
+		data := make([]byte, b.Size())
+		for i := range data {
+			data[i] = seed + byte(i*7)
+		}
+		if err := dev.Write(b, 0, data); err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	var want [2][2][]byte
+	for l := range 2 {
+		want[l][0], want[l][1] = fill(s.k[l], byte(l)), fill(s.v[l], byte(l+9))
+	}
+	const n = 17 // past the ring of 5: its 10 slots all live
+	if err := gpu.CopyKV(be, dst, src, n); err != nil {
+		t.Fatal(err)
+	}
+	read := func(b gpu.Buffer) []byte {
+		out := make([]byte, b.Size())
+		if err := dev.Read(b, 0, out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	// Layer 1 (the ring) whole; layer 0 (full) positions [0, n) of each
+	// head's keys, and of each value row.
+	if k, v := read(d.k[1]), read(d.v[1]); !bytes.Equal(k, want[1][0]) || !bytes.Equal(v, want[1][1]) {
+		t.Error("ring layer not copied whole")
+	}
+	k, v := read(d.k[0]), read(d.v[0])
+	for h := range 2 {
+		run := n * 4 * 4
+		at := h * 32 * 4 * 4
+		if !bytes.Equal(k[at:at+run], want[0][0][at:at+run]) {
+			t.Errorf("full layer, head %d: keys of [0, %d) not copied", h, n)
+		}
+		for w := range 4 {
+			at := (h*4 + w) * 32 * 4
+			if !bytes.Equal(v[at:at+n*4], want[0][1][at:at+n*4]) {
+				t.Errorf("full layer, head %d, dim %d: values of [0, %d) not copied", h, w, n)
+			}
+		}
+	}
+	full, err := be.NewKVCache(fusion.KVSpec{Layers: 2, KVHeads: 2, HeadDim: 4, MaxLen: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer full.Release()
+	if err := gpu.CopyKV(be, full, src, n); !errors.Is(err, gpu.ErrStep) {
+		t.Errorf("CopyKV(full cache, ring cache) = %v, want gpu.ErrStep", err)
+	}
+	if err := gpu.CopyKV(be, src, full, n); !errors.Is(err, gpu.ErrStep) {
+		t.Errorf("CopyKV(ring cache, full cache) = %v, want gpu.ErrStep", err)
 	}
 }
