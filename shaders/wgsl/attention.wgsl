@@ -112,15 +112,7 @@ const NO_ROW: u32 = 0xffffffffu; // the position of a batched step's unused row
 
 // include: row_pos
 
-// kv_slots is the slots per head of the cache: max_len, or 2*ring.
-fn kv_slots() -> u32 {
-    return select(p.max_len, 2u * p.ring, p.ring > 0u);
-}
-
-// kv_slot is the slot of cache position pos.
-fn kv_slot(pos: u32) -> u32 {
-    return select(pos, pos % max(p.ring, 1u), p.ring > 0u);
-}
+// include: kv_ring
 
 var<workgroup> sc: array<f32, 64>;
 

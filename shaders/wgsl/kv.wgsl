@@ -43,21 +43,7 @@ struct KVParams {
 
 // include: row_pos
 
-// kv_slots is the slots per head: max_len, or 2*ring for a ring.
-fn kv_slots() -> u32 {
-    return select(p.max_len, 2u * p.ring, p.ring > 0u);
-}
-
-// kv_slot is the first slot of pos (pos % ring on a ring); a ring stores
-// a second copy ring slots further.
-fn kv_slot(pos: u32) -> u32 {
-    return select(pos, pos % max(p.ring, 1u), p.ring > 0u);
-}
-
-// kv_copies is 2 on a ring (the mirrored slot), else 1.
-fn kv_copies() -> u32 {
-    return select(1u, 2u, p.ring > 0u);
-}
+// include: kv_ring
 
 @compute @workgroup_size(64)
 fn store_kv(@builtin(global_invocation_id) gid: vec3<u32>) {

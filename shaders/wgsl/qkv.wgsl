@@ -187,7 +187,10 @@ fn kv_slots() -> u32 {
 }
 
 fn kv_slot(pos: u32) -> u32 {
-    return select(pos, pos % max(rq.ring, 1u), rq.ring > 0u);
+    if rq.ring == 0u {
+        return pos; // uniform: no modulo on full layers
+    }
+    return pos % rq.ring;
 }
 
 fn kv_copies() -> u32 {

@@ -114,18 +114,7 @@ fn store_kv_rope(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
 }
 
-// kv_slots, kv_slot and kv_copies are kv.wgsl's: the ring layout.
-fn kv_slots() -> u32 {
-    return select(p.max_len, 2u * p.ring, p.ring > 0u);
-}
-
-fn kv_slot(pos: u32) -> u32 {
-    return select(pos, pos % max(p.ring, 1u), p.ring > 0u);
-}
-
-fn kv_copies() -> u32 {
-    return select(1u, 2u, p.ring > 0u);
-}
+// include: kv_ring
 
 // HALF_MAX and pack_pair are kv.wgsl's: saturate to the binary16 range,
 // then pack x low and y high.
