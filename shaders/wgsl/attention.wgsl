@@ -48,11 +48,14 @@
 // spirvgen: no-workgroup-zero-init
 //
 // A ring cache (p.ring = R > 0, kv.wgsl) holds R positions in 2R slots
-// per head; every kernel reads position pos at slot pos % R (kv_slot), the
-// first of its two copies, and kv_slots() (2R) replaces max_len as the
-// per-head stride. A step's rows never read a position older than the
-// newest it stored minus R (fusion validates window + Tokens - 1 <= R),
-// so each slot read holds the position asked for.
+// per head (position pos at slot pos % R and pos % R + R), and
+// kv_slots() (2R) replaces max_len as the per-head stride. A step's rows
+// read positions at most R apart (fusion validates window + Tokens - 1 <=
+// R), none older than the newest stored minus R, so, as on the CPU, the
+// positions a kernel reads from first on are consecutive slots from
+// kv_slot(first): position pos at slot off + pos with off = kv_slot(first)
+// - first (u32 arithmetic wraps; off = 0 on a full layer), the same
+// addressing as a full cache.
 //
 // The cache is bound as u32 words in either layout of kv.wgsl: the plain
 // kernels read f32 bit patterns, the _f16 ones binary16 halves packed two
@@ -170,8 +173,9 @@ fn attend(h: u32, t: u32, i: u32, packed: bool) {
     let kvh = h / (p.heads / p.kv_heads);
     let qb = (t * p.heads + h) * p.head_dim;
     let ns = kv_slots();
+    let off = kv_slot(lo) - lo; // slot of position pos: off + pos (the mirror; wraps in u32)
     let kb = kvh * ns * width;
-    let vb = kvh * width * ns;
+    let vb = kvh * width * ns + off;
 
     var m = -3.0e38;
     var l = 0.0;
@@ -180,7 +184,7 @@ fn attend(h: u32, t: u32, i: u32, packed: bool) {
         let pi = c0 + i;
         var s = -3.0e38;
         if pi <= qp {
-            s = key_dot(qb, kb + kv_slot(pi) * width, packed) * p.scale;
+            s = key_dot(qb, kb + (off + pi) * width, packed) * p.scale;
             if p.cap > 0.0 {
                 s = p.cap * tanh_safe(s / p.cap);
             }
@@ -200,7 +204,7 @@ fn attend(h: u32, t: u32, i: u32, packed: bool) {
         for (var j = 0u; j < n; j++) {
             let e = exp(sc[j] - cm);
             l += e;
-            let pos = kv_slot(c0 + j);
+            let pos = c0 + j;
             if packed {
                 for (var b = 0u; b < 2u; b++) {
                     let w = i + b * WG;
@@ -306,14 +310,19 @@ fn split(wid: vec3<u32>, i: u32, packed: bool) {
     let qb = (t * p.heads + h0) * p.head_dim; // query row of head h0; the batch's rows follow
 
     // Scores, a tile of kt keys at a time.
+    // On a ring the row's visible positions are consecutive slots from
+    // kv_slot(vis.x) (the mirror), position c0+j at slot off + c0 + j; no
+    // key tile starts before jlo there (a slot before the window's first
+    // may lie outside the ring).
     let ns = kv_slots();
-    let kb = kvh * ns * width;
+    let off = kv_slot(vis.x) - vis.x;
+    let kb = (kvh * ns + c0 + off) * width;
     let kt = min(CHUNK, TILE / (width + 1u));
-    for (var k0 = jlo - jlo % kt; k0 <= jhi; k0 += kt) {
+    for (var k0 = select(jlo - jlo % kt, jlo, p.ring > 0u); k0 <= jhi; k0 += kt) {
         let nk = min(k0 + kt, jhi + 1u) - k0;
         for (var e = i; e < nk * width; e += WG) {
             let r = e / width;
-            tile[r * (width + 1u) + e - r * width] = kc[kb + kv_slot(c0 + k0 + r) * width + e - r * width];
+            tile[r * (width + 1u) + e - r * width] = kc[kb + k0 * width + e];
         }
         workgroupBarrier();
         for (var e = i; e < nb * nk; e += WG) {
@@ -359,7 +368,7 @@ fn split(wid: vec3<u32>, i: u32, packed: bool) {
     }
 
     // Weighted values, a tile of vt value rows (words of head_dim) at a time.
-    let vb = kvh * width * ns;
+    let vb = kvh * width * ns + c0 + off;
     let vt = TILE / (CHUNK + 1u);
     let span = jhi + 1u - jlo;
     for (var w0 = 0u; w0 < width; w0 += vt) {
@@ -367,7 +376,7 @@ fn split(wid: vec3<u32>, i: u32, packed: bool) {
         for (var e = i; e < nr * span; e += WG) {
             let r = e / span;
             let j = jlo + e - r * span;
-            tile[r * (CHUNK + 1u) + j] = vc[vb + (w0 + r) * ns + kv_slot(c0 + j)];
+            tile[r * (CHUNK + 1u) + j] = vc[vb + (w0 + r) * ns + j];
         }
         workgroupBarrier();
         for (var e = i; e < nb * nr; e += WG) {
@@ -500,6 +509,11 @@ fn tiled(wid: vec3<u32>, i: u32, packed: bool) {
     }
     let lo = span.x;
     let hi = span.y;
+    // The tile's positions [lo, hi] are those of one step's rows, at most
+    // ring apart: on a ring, consecutive slots from kv_slot(lo) (the
+    // mirror), position pos at slot off + pos.
+    let ns = kv_slots();
+    let off = kv_slot(lo) - lo;
     var width = p.head_dim;
     if packed {
         width = (p.head_dim + 1u) / 2u;
@@ -529,13 +543,12 @@ fn tiled(wid: vec3<u32>, i: u32, packed: bool) {
         let n = min(CHUNK, hi + 1u - c0); // positions of this chunk
         let last = c0 + n > hi;           // the walk's last chunk: divide by the sums
         // Scores, a tile of kt keys at a time; ws[g*CHUNK + j] for position c0+j.
-        let ns = kv_slots();
-        let kb = kvh * ns * width;
+        let kb = (kvh * ns + c0 + off) * width;
         for (var k0 = 0u; k0 < n; k0 += kt) {
             let nk = min(kt, n - k0);
             for (var e = i; e < nk * width; e += WG) {
                 let r = e / width;
-                tile[r * (width + 1u) + e - r * width] = kc[kb + kv_slot(c0 + k0 + r) * width + e - r * width];
+                tile[r * (width + 1u) + e - r * width] = kc[kb + k0 * width + e];
             }
             workgroupBarrier();
             // Invocation i scores key k0+i against every row: each staged
@@ -613,13 +626,13 @@ fn tiled(wid: vec3<u32>, i: u32, packed: bool) {
             rl[i] = rl[i] * rf[i] + l;
         }
         // Weighted values, a tile of vt value rows (words of head_dim) at a time.
-        let vb = kvh * width * ns;
+        let vb = kvh * width * ns + c0 + off;
         for (var w0 = 0u; w0 < width; w0 += vt) {
             let nr = min(vt, width - w0);
             for (var e = i; e < nr * n; e += WG) {
                 let r = e / n;
                 let j = e - r * n;
-                tile[r * (CHUNK + 1u) + j] = vc[vb + (w0 + r) * ns + kv_slot(c0 + j)];
+                tile[r * (CHUNK + 1u) + j] = vc[vb + (w0 + r) * ns + j];
             }
             workgroupBarrier();
             // Invocation i owns value word w0+i of every row: each staged
