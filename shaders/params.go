@@ -216,7 +216,7 @@ type AttnParams struct {
 	Rows    uint32  `wgsl:"rows"`    // attn_tiled: query rows, Tokens * (Heads / KVHeads)
 	OutF16  uint32  `wgsl:"out_f16"` // 1: out is an f16 activation: final packed binary16 pairs (stores round to the nearest half)
 	QF16    uint32  `wgsl:"q_f16"`   // 1: q is an f16 activation: packed binary16 pairs
-	Ring    uint32  `wgsl:"ring"`    // 0: slot = position; else KVParams.Ring's mirrored ring (read at slot p%R)
+	Ring    uint32  `wgsl:"ring"`    // 0: slot = position; else KVParams.Ring's mirrored ring (a window read as consecutive slots)
 	Pad2    uint32  `wgsl:"pad2"`
 }
 

@@ -15,7 +15,8 @@ import (
 // sliding-window layer) keeps its last R = spec.RingLen(l) positions in 2R
 // slots in place of max_len, the CPU backend's mirrored ring: position p
 // at slot p % R and again at p % R + R (kv.wgsl's store kernels write
-// both; the attention kernels read slot p % R).
+// both; the attention kernels read a window as consecutive slots from
+// the slot of its first position).
 type kvCache struct {
 	spec fusion.KVSpec
 	k, v []gpu.Buffer
