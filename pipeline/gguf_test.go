@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/pipeline/internal/tuning"
@@ -61,27 +62,57 @@ func TestGGUFSessions(t *testing.T) {
 }
 
 // TestRingKVSessions: with small prefill sizes, gemma3's five local layers
-// (window 8) keep rings of 8+8-1 positions on the CPU backend; the session
-// still generates llama.cpp's greedy ids, and the cache is smaller than
-// with tuning.Options.FullKVCache (which gives the same ids).
+// (window 8) keep rings of 8+8-1 positions, on the CPU backend and on the
+// GPU ones alike; the session still generates llama.cpp's greedy ids, the
+// cache is smaller than with tuning.Options.FullKVCache (which gives the same
+// ids), and a generation running far past the rings (12 prompt positions
+// and 100 generated, the rings of 15 wrapped 7 times) gives, on every
+// backend, the ids of a full cache and of the CPU backend's rings.
 func TestRingKVSessions(t *testing.T) {
 	g := testmodels.Arch2(t, "gemma3")
 	ck, err := gguf.Load(testmodels.Path(t, "arch2", "gemma3.gguf"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var bytes [2]int64
-	for i, full := range []bool{false, true} {
-		m := load(t, ck, pipeline.Options{MaxCache: 64, PrefillSizes: []int{4, 8}}.WithTuning(tuning.Options{FullKVCache: full}))
-		got := collect(t, m.NewSession(), pipeline.Prompt{IDs: g.PromptIDs}, pipeline.GenerateOptions{MaxTokens: len(g.GreedyIDs)})
-		if !slices.Equal(got, g.GreedyIDs) {
-			t.Errorf("full cache %v: ids\n got %v\nwant %v", full, got, g.GreedyIDs)
-		}
-		bytes[i] = m.KVCacheBytes()
-	}
-	// 6 layers of 1 kv head of 16 f32 values, keys and values: 128 bytes
-	// a position; five rings of 2*15 slots and one layer of 64.
-	if want := int64(128 * (5*2*15 + 64)); bytes[0] != want || bytes[1] != 128*6*64 {
-		t.Errorf("KV cache bytes %d with rings, %d full; want %d and %d", bytes[0], bytes[1], want, 128*6*64)
+	const long = 100
+	var cpuLong []int
+	for _, backend := range []string{"cpu", "webgpu", "vulkan"} {
+		t.Run(backend, func(t *testing.T) {
+			if backend != "cpu" && cpuLong == nil {
+				t.Fatal("no CPU ids to compare with")
+			}
+			var be gpu.Backend // nil: the model's own CPU backend
+			if backend != "cpu" {
+				be = openBackend(t, backend)
+			}
+			var bytes [2]int64
+			var longIDs [2][]int
+			for i, full := range []bool{false, true} {
+				m := load(t, ck, pipeline.Options{Backend: be, MaxCache: 128, PrefillSizes: []int{4, 8}}.WithTuning(tuning.Options{FullKVCache: full}))
+				got := collect(t, m.NewSession(), pipeline.Prompt{IDs: g.PromptIDs}, pipeline.GenerateOptions{MaxTokens: len(g.GreedyIDs)})
+				if !slices.Equal(got, g.GreedyIDs) {
+					t.Errorf("full cache %v: ids\n got %v\nwant %v", full, got, g.GreedyIDs)
+				}
+				longIDs[i] = collect(t, m.NewSession(), pipeline.Prompt{IDs: g.PromptIDs}, pipeline.GenerateOptions{MaxTokens: long})
+				// Keys and values of 1 kv head of 16 values (f32 on the
+				// CPU, binary16 on the GPUs) per layer and slot: five
+				// rings of 2*15 slots and one layer of 128.
+				bytes[i] = m.KVCacheBytes() / int64(2*16*m.KVDType().Bits()/8)
+			}
+			if bytes[0] != 5*2*15+128 || bytes[1] != 6*128 {
+				t.Errorf("KV cache positions %d with rings, %d full; want %d and %d", bytes[0], bytes[1], 5*2*15+128, 6*128)
+			}
+			if len(longIDs[0]) < 2*15 {
+				t.Fatalf("%d ids generated: the rings do not wrap twice", len(longIDs[0]))
+			}
+			if !slices.Equal(longIDs[0], longIDs[1]) {
+				t.Errorf("long generation: ids with rings\n%v\nwith full caches\n%v", longIDs[0], longIDs[1])
+			}
+			if backend == "cpu" {
+				cpuLong = longIDs[0]
+			} else if !slices.Equal(longIDs[0], cpuLong) {
+				t.Errorf("long generation: ids with rings\n%v\non the CPU backend\n%v", longIDs[0], cpuLong)
+			}
+		})
 	}
 }

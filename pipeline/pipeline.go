@@ -424,7 +424,8 @@ func (m *Model) newSlot(ctx context.Context, sl *slot, sizes []int) error {
 	spec := arch.KVSpec(&m.cfg, arch.BuildOptions{MaxLen: m.maxCache, KVF16: m.kvF16, RingTokens: m.ringTokens})
 	sl.kv, err = m.backend.NewKVCache(spec)
 	if spec.Ring != nil && errors.Is(err, gpu.ErrUnsupported) {
-		// The backend keeps full caches only.
+		// The backend keeps full caches only (every backend here takes
+		// rings; another gpu.Backend may not).
 		m.ringTokens = 0
 		spec = arch.KVSpec(&m.cfg, arch.BuildOptions{MaxLen: m.maxCache, KVF16: m.kvF16})
 		sl.kv, err = m.backend.NewKVCache(spec)

@@ -11,6 +11,7 @@ import (
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/pipeline/internal/tuning"
+	"github.com/gpurun/gpurun/tensors/gguf"
 	"github.com/gpurun/gpurun/tensors/model"
 )
 
@@ -188,3 +189,47 @@ func TestPrefixCacheConcurrent(t *testing.T) {
 }
 
 var _ = testmodels.Path
+
+// TestPrefixCacheRings: on a model whose sliding-window layers keep rings
+// (gemma3, window 8, rings of 15), a prefix cache never hands a context
+// keys and values its rings lost: contexts far longer than the rings, one
+// taking the slot after another and then the first's prefix again, give
+// the logits of a model without a prefix cache, on every backend (a ring
+// cannot be copied into an entry of positions [0, n), so such reuse fails
+// cleanly and the context runs in full).
+func TestPrefixCacheRings(t *testing.T) {
+	ck, err := gguf.Load(testmodels.Path(t, "arch2", "gemma3.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := ids(5, 50)
+	a := cat([]int{2}, prefix, ids(6, 9))
+	other := cat([]int{2}, ids(7, 44))
+	c := cat([]int{2}, prefix, ids(8, 6))
+	for _, backend := range []string{"cpu", "webgpu", "vulkan"} {
+		t.Run(backend, func(t *testing.T) {
+			opts := pipeline.Options{MaxCache: 128, PrefillSizes: []int{4, 8}}
+			if backend != "cpu" {
+				opts.Backend = openBackend(t, backend)
+			}
+			cold := load(t, ck, opts)
+			opts.PrefixCacheBytes = 64 << 20
+			warm := load(t, ck, opts)
+			for _, ctx := range [][]int{a, other, c} {
+				want, _, err := pipeline.PrefillLogits(cold, ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, _, err := pipeline.PrefillLogits(warm, ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range want {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("context of %d tokens: logit %d: %v, without a prefix cache %v", len(ctx), i, got[i], want[i])
+					}
+				}
+			}
+		})
+	}
+}

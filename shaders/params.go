@@ -181,7 +181,7 @@ type KVParams struct {
 	Row0    uint32 `wgsl:"row0"`   // first row of the dispatch (batched steps: one dispatch per row)
 	KF16    uint32 `wgsl:"k_f16"`  // 1: k is an f16 activation: packed binary16 pairs
 	VF16    uint32 `wgsl:"v_f16"`  // 1: v is an f16 activation
-	Pad2    uint32 `wgsl:"pad2"`
+	Ring    uint32 `wgsl:"ring"`   // 0: slot = position; R > 0: a mirrored ring of 2R slots per head (position p at p%R and p%R+R)
 }
 
 // RopeKVParams is the uniform block of wgsl/ropekv.wgsl.
@@ -196,7 +196,7 @@ type RopeKVParams struct {
 	KF16     uint32    `wgsl:"k_f16"`   // 1: k is an f16 activation: packed binary16 pairs
 	VF16     uint32    `wgsl:"v_f16"`   // 1: v is an f16 activation
 	Scale    float32   `wgsl:"scale"`   // cos and sin multiplier (1: none)
-	Pad3     uint32    `wgsl:"pad3"`
+	Ring     uint32    `wgsl:"ring"`    // 0: slot = position; else KVParams.Ring's mirrored ring
 	Pad4     uint32    `wgsl:"pad4"`
 }
 
@@ -216,7 +216,7 @@ type AttnParams struct {
 	Rows    uint32  `wgsl:"rows"`    // attn_tiled: query rows, Tokens * (Heads / KVHeads)
 	OutF16  uint32  `wgsl:"out_f16"` // 1: out is an f16 activation: final packed binary16 pairs (stores round to the nearest half)
 	QF16    uint32  `wgsl:"q_f16"`   // 1: q is an f16 activation: packed binary16 pairs
-	Pad1    uint32  `wgsl:"pad1"`
+	Ring    uint32  `wgsl:"ring"`    // 0: slot = position; else KVParams.Ring's mirrored ring (a window read as consecutive slots)
 	Pad2    uint32  `wgsl:"pad2"`
 }
 
@@ -425,7 +425,7 @@ type RopeQKV struct {
 	KFirst   uint32    `wgsl:"k_first"`  // first work unit of k
 	VFirst   uint32    `wgsl:"v_first"`  // first work unit of v
 	HasNorm  uint32    `wgsl:"has_norm"` // 1: the norm prologue
-	Pad1     uint32    `wgsl:"pad1"`
+	Ring     uint32    `wgsl:"ring"`     // 0: slot = position; else KVParams.Ring's mirrored ring
 	Pad2     uint32    `wgsl:"pad2"`
 	// Freq holds rope_base^(-2i/rope_dims) for i < RopeDims/2, four to a
 	// vec4 (a uniform array's stride is 16 bytes).

@@ -169,7 +169,7 @@ func TestParamsLayout(t *testing.T) {
 // The layout check catches each kind of drift: a renamed, retyped, missing
 // or reordered field.
 func TestParamsLayoutMismatch(t *testing.T) {
-	good := "struct KVParams {\n    kv_cols: u32,\n    head_dim: u32,\n    max_len: u32,\n    pos_at: u32,\n    row0: u32,\n    k_f16: u32,\n    v_f16: u32,\n    pad2: u32,\n}\n@group(0) @binding(0) var<uniform> p: KVParams;\n"
+	good := "struct KVParams {\n    kv_cols: u32,\n    head_dim: u32,\n    max_len: u32,\n    pos_at: u32,\n    row0: u32,\n    k_f16: u32,\n    v_f16: u32,\n    ring: u32,\n}\n@group(0) @binding(0) var<uniform> p: KVParams;\n"
 	if err := CheckLayout(&Family{Name: "good", WGSL: good}); err != nil {
 		t.Fatalf("matching struct: %v", err)
 	}

@@ -47,6 +47,16 @@
 // line below tells shaders/internal/spirvgen:
 // spirvgen: no-workgroup-zero-init
 //
+// A ring cache (p.ring = R > 0, kv.wgsl) holds R positions in 2R slots
+// per head (position pos at slot pos % R and pos % R + R), and
+// kv_slots() (2R) replaces max_len as the per-head stride. A step's rows
+// read positions at most R apart (fusion validates window + Tokens - 1 <=
+// R), none older than the newest stored minus R, so, as on the CPU, the
+// positions a kernel reads from first on are consecutive slots from
+// kv_slot(first): position pos at slot off + pos with off = kv_slot(first)
+// - first (u32 arithmetic wraps; off = 0 on a full layer), the same
+// addressing as a full cache.
+//
 // The cache is bound as u32 words in either layout of kv.wgsl: the plain
 // kernels read f32 bit patterns, the _f16 ones binary16 halves packed two
 // per word along head_dim. In attention, with f32 words invocation i owns
@@ -70,7 +80,7 @@ struct AttnParams {
     rows: u32,    // attn_tiled: query rows, Tokens * (heads / kv_heads)
     out_f16: u32, // 1: out is an f16 activation (packed halves)
     q_f16: u32,   // 1: q is an f16 activation (packed halves)
-    pad1: u32,
+    ring: u32,    // 0: slot = position; else kv.wgsl's mirrored ring of 2*ring slots
     pad2: u32,
 }
 
@@ -104,6 +114,9 @@ const WG: u32 = 64u;
 const NO_ROW: u32 = 0xffffffffu; // the position of a batched step's unused row
 
 // include: row_pos
+
+// include: kv_ring
+
 var<workgroup> sc: array<f32, 64>;
 
 @compute @workgroup_size(64)
@@ -159,8 +172,10 @@ fn attend(h: u32, t: u32, i: u32, packed: bool) {
     }
     let kvh = h / (p.heads / p.kv_heads);
     let qb = (t * p.heads + h) * p.head_dim;
-    let kb = kvh * p.max_len * width;
-    let vb = kvh * width * p.max_len;
+    let ns = kv_slots();
+    let off = kv_slot(lo) - lo; // slot of position pos: off + pos (the mirror; wraps in u32)
+    let kb = kvh * ns * width;
+    let vb = kvh * width * ns + off;
 
     var m = -3.0e38;
     var l = 0.0;
@@ -169,7 +184,7 @@ fn attend(h: u32, t: u32, i: u32, packed: bool) {
         let pi = c0 + i;
         var s = -3.0e38;
         if pi <= qp {
-            s = key_dot(qb, kb + pi * width, packed) * p.scale;
+            s = key_dot(qb, kb + (off + pi) * width, packed) * p.scale;
             if p.cap > 0.0 {
                 s = p.cap * tanh_safe(s / p.cap);
             }
@@ -194,7 +209,7 @@ fn attend(h: u32, t: u32, i: u32, packed: bool) {
                 for (var b = 0u; b < 2u; b++) {
                     let w = i + b * WG;
                     if w < width {
-                        let v2 = unpack2x16float(vc[vb + w * p.max_len + pos]);
+                        let v2 = unpack2x16float(vc[vb + w * ns + pos]);
                         acc[2u * b] += e * v2.x;
                         acc[2u * b + 1u] += e * v2.y;
                     }
@@ -203,7 +218,7 @@ fn attend(h: u32, t: u32, i: u32, packed: bool) {
                 for (var a = 0u; a < 4u; a++) {
                     let d = i + a * WG;
                     if d < p.head_dim {
-                        acc[a] += e * bitcast<f32>(vc[vb + d * p.max_len + pos]);
+                        acc[a] += e * bitcast<f32>(vc[vb + d * ns + pos]);
                     }
                 }
             }
@@ -295,9 +310,15 @@ fn split(wid: vec3<u32>, i: u32, packed: bool) {
     let qb = (t * p.heads + h0) * p.head_dim; // query row of head h0; the batch's rows follow
 
     // Scores, a tile of kt keys at a time.
-    let kb = (kvh * p.max_len + c0) * width;
+    // On a ring the row's visible positions are consecutive slots from
+    // kv_slot(vis.x) (the mirror), position c0+j at slot off + c0 + j; no
+    // key tile starts before jlo there (a slot before the window's first
+    // may lie outside the ring).
+    let ns = kv_slots();
+    let off = kv_slot(vis.x) - vis.x;
+    let kb = (kvh * ns + c0 + off) * width;
     let kt = min(CHUNK, TILE / (width + 1u));
-    for (var k0 = jlo - jlo % kt; k0 <= jhi; k0 += kt) {
+    for (var k0 = select(jlo - jlo % kt, jlo, p.ring > 0u); k0 <= jhi; k0 += kt) {
         let nk = min(k0 + kt, jhi + 1u) - k0;
         for (var e = i; e < nk * width; e += WG) {
             let r = e / width;
@@ -347,7 +368,7 @@ fn split(wid: vec3<u32>, i: u32, packed: bool) {
     }
 
     // Weighted values, a tile of vt value rows (words of head_dim) at a time.
-    let vb = kvh * width * p.max_len + c0;
+    let vb = kvh * width * ns + c0 + off;
     let vt = TILE / (CHUNK + 1u);
     let span = jhi + 1u - jlo;
     for (var w0 = 0u; w0 < width; w0 += vt) {
@@ -355,7 +376,7 @@ fn split(wid: vec3<u32>, i: u32, packed: bool) {
         for (var e = i; e < nr * span; e += WG) {
             let r = e / span;
             let j = jlo + e - r * span;
-            tile[r * (CHUNK + 1u) + j] = vc[vb + (w0 + r) * p.max_len + j];
+            tile[r * (CHUNK + 1u) + j] = vc[vb + (w0 + r) * ns + j];
         }
         workgroupBarrier();
         for (var e = i; e < nb * nr; e += WG) {
@@ -488,6 +509,11 @@ fn tiled(wid: vec3<u32>, i: u32, packed: bool) {
     }
     let lo = span.x;
     let hi = span.y;
+    // The tile's positions [lo, hi] are those of one step's rows, at most
+    // ring apart: on a ring, consecutive slots from kv_slot(lo) (the
+    // mirror), position pos at slot off + pos.
+    let ns = kv_slots();
+    let off = kv_slot(lo) - lo;
     var width = p.head_dim;
     if packed {
         width = (p.head_dim + 1u) / 2u;
@@ -517,7 +543,7 @@ fn tiled(wid: vec3<u32>, i: u32, packed: bool) {
         let n = min(CHUNK, hi + 1u - c0); // positions of this chunk
         let last = c0 + n > hi;           // the walk's last chunk: divide by the sums
         // Scores, a tile of kt keys at a time; ws[g*CHUNK + j] for position c0+j.
-        let kb = (kvh * p.max_len + c0) * width;
+        let kb = (kvh * ns + c0 + off) * width;
         for (var k0 = 0u; k0 < n; k0 += kt) {
             let nk = min(kt, n - k0);
             for (var e = i; e < nk * width; e += WG) {
@@ -600,13 +626,13 @@ fn tiled(wid: vec3<u32>, i: u32, packed: bool) {
             rl[i] = rl[i] * rf[i] + l;
         }
         // Weighted values, a tile of vt value rows (words of head_dim) at a time.
-        let vb = kvh * width * p.max_len + c0;
+        let vb = kvh * width * ns + c0 + off;
         for (var w0 = 0u; w0 < width; w0 += vt) {
             let nr = min(vt, width - w0);
             for (var e = i; e < nr * n; e += WG) {
                 let r = e / n;
                 let j = e - r * n;
-                tile[r * (CHUNK + 1u) + j] = vc[vb + (w0 + r) * p.max_len + j];
+                tile[r * (CHUNK + 1u) + j] = vc[vb + (w0 + r) * ns + j];
             }
             workgroupBarrier();
             // Invocation i owns value word w0+i of every row: each staged

@@ -14,6 +14,12 @@
 // share it, so the store needs neither atomics nor read-modify-write.
 // Dispatch: store_kv (ceil(kv_cols/64), Tokens, 1); store_kv_f16
 // (ceil(kv_heads*hw/64), Tokens, 1).
+//
+// A sliding-window layer's cache may be a ring (p.ring = R > 0, the CPU
+// backend's layout): R positions kept in 2R slots per head, position pos
+// stored at slot pos % R and again at pos % R + R, so slots stand in for
+// max_len as the per-head length of both layouts. max_len stays the
+// sequence's bound on positions.
 
 struct KVParams {
     kv_cols: u32,
@@ -23,7 +29,7 @@ struct KVParams {
     row0: u32,   // first row of the dispatch (batched steps: one dispatch per row)
     k_f16: u32, // 1: k is an f16 activation (packed halves)
     v_f16: u32, // 1: v is an f16 activation
-    pad2: u32,
+    ring: u32,  // 0: slot = position; else a mirrored ring (see kv_slots)
 }
 
 @group(0) @binding(0) var<uniform> p: KVParams;
@@ -37,6 +43,8 @@ struct KVParams {
 
 // include: row_pos
 
+// include: kv_ring
+
 @compute @workgroup_size(64)
 fn store_kv(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = gid.x;
@@ -47,8 +55,14 @@ fn store_kv(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     let h = i / p.head_dim;
     let d = i % p.head_dim;
-    kc[(h * p.max_len + pos) * p.head_dim + d] = bitcast<u32>(k_at(t * p.kv_cols + i));
-    vc[(h * p.head_dim + d) * p.max_len + pos] = bitcast<u32>(v_at(t * p.kv_cols + i));
+    let kw = bitcast<u32>(k_at(t * p.kv_cols + i));
+    let vw = bitcast<u32>(v_at(t * p.kv_cols + i));
+    let n = kv_slots();
+    for (var c = 0u; c < kv_copies(); c++) {
+        let s = kv_slot(pos) + c * p.ring;
+        kc[(h * n + s) * p.head_dim + d] = kw;
+        vc[(h * p.head_dim + d) * n + s] = vw;
+    }
 }
 
 // HALF_MAX is the largest finite binary16. Packing a value beyond it is
@@ -82,6 +96,12 @@ fn store_kv_f16(@builtin(global_invocation_id) gid: vec3<u32>) {
         k1 = k_at(e + 1u);
         v1 = v_at(e + 1u);
     }
-    kc[(h * p.max_len + pos) * hw + w] = pack_pair(k_at(e), k1);
-    vc[(h * hw + w) * p.max_len + pos] = pack_pair(v_at(e), v1);
+    let kw = pack_pair(k_at(e), k1);
+    let vw = pack_pair(v_at(e), v1);
+    let n = kv_slots();
+    for (var c = 0u; c < kv_copies(); c++) {
+        let s = kv_slot(pos) + c * p.ring;
+        kc[(h * n + s) * hw + w] = kw;
+        vc[(h * hw + w) * n + s] = vw;
+    }
 }

@@ -38,7 +38,7 @@ struct RopeQKV {
     k_first: u32, // first work unit of k
     v_first: u32, // first work unit of v
     has_norm: u32, // 1: the norm prologue (in RopeQKV: MatParams has no room left for it)
-    pad1: u32,
+    ring: u32,     // 0: slot = position; else kv.wgsl's mirrored ring of 2*ring slots
     pad2: u32,
     freq: array<vec4<f32>, 64>, // rope_base^(-2i/rope_dims), i < rope_dims/2
 }
@@ -158,25 +158,43 @@ fn finish_pair(seg: u32, t: u32, pos: u32, i: u32, y: vec2<f32>) {
         return;
     }
     let hd = rq.head_dim;
-    if rq.kv_f16 == 0u {
-        if seg == 1u {
-            let b = (h * rq.max_len + pos) * hd;
-            kc[b + d.x] = bitcast<u32>(r.x);
-            kc[b + d.y] = bitcast<u32>(r.y);
-        } else {
-            vc[(h * hd + d.x) * rq.max_len + pos] = bitcast<u32>(r.x);
-            vc[(h * hd + d.y) * rq.max_len + pos] = bitcast<u32>(r.y);
-        }
-        return;
-    }
     let hw = hd / 2u;
-    if seg == 1u {
-        if !halves_pair(seg, j) {
-            kc[(h * rq.max_len + pos) * hw + j] = pack_pair(r.x, r.y);
+    let n = kv_slots();
+    for (var c = 0u; c < kv_copies(); c++) {
+        let s = kv_slot(pos) + c * rq.ring;
+        if rq.kv_f16 == 0u {
+            if seg == 1u {
+                let b = (h * n + s) * hd;
+                kc[b + d.x] = bitcast<u32>(r.x);
+                kc[b + d.y] = bitcast<u32>(r.y);
+            } else {
+                vc[(h * hd + d.x) * n + s] = bitcast<u32>(r.x);
+                vc[(h * hd + d.y) * n + s] = bitcast<u32>(r.y);
+            }
+        } else if seg == 1u {
+            if !halves_pair(seg, j) {
+                kc[(h * n + s) * hw + j] = pack_pair(r.x, r.y);
+            }
+        } else {
+            vc[(h * hw + j) * n + s] = pack_pair(r.x, r.y);
         }
-    } else {
-        vc[(h * hw + j) * rq.max_len + pos] = pack_pair(r.x, r.y);
     }
+}
+
+// kv_slots, kv_slot and kv_copies are kv.wgsl's: the ring layout.
+fn kv_slots() -> u32 {
+    return select(rq.max_len, 2u * rq.ring, rq.ring > 0u);
+}
+
+fn kv_slot(pos: u32) -> u32 {
+    if rq.ring == 0u {
+        return pos; // uniform: no modulo on full layers
+    }
+    return pos % rq.ring;
+}
+
+fn kv_copies() -> u32 {
+    return select(1u, 2u, rq.ring > 0u);
 }
 
 // rotated is pair i's values y rotated at pos (rope.wgsl's arithmetic)
@@ -201,9 +219,11 @@ fn store_halves(pos: u32, i: u32, y0: vec2<f32>, y1: vec2<f32>) {
     }
     let a = rotated(1u, pos, i, y0);
     let b = rotated(1u, pos, i + 1u, y1);
-    let base = (h * rq.max_len + pos) * (rq.head_dim / 2u);
-    kc[base + j / 2u] = pack_pair(a.x, b.x);
-    kc[base + (j + rq.rope_dims / 2u) / 2u] = pack_pair(a.y, b.y);
+    for (var c = 0u; c < kv_copies(); c++) {
+        let base = (h * kv_slots() + kv_slot(pos) + c * rq.ring) * (rq.head_dim / 2u);
+        kc[base + j / 2u] = pack_pair(a.x, b.x);
+        kc[base + (j + rq.rope_dims / 2u) / 2u] = pack_pair(a.y, b.y);
+    }
 }
 
 // finish_unit finishes the n pairs i0.. of a unit (y[k]: pair i0+k), of

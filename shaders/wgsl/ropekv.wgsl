@@ -20,7 +20,7 @@ struct RopeKVParams {
     k_f16: u32,   // 1: k is an f16 activation (packed halves)
     v_f16: u32,   // 1: v is an f16 activation
     scale: f32,   // cos and sin multiplier (fusion.RopeParams.Scale; 1 for none)
-    pad3: u32,
+    ring: u32,    // 0: slot = position; else kv.wgsl's mirrored ring of 2*ring slots
     pad4: u32,
 }
 
@@ -104,9 +104,17 @@ fn store_kv_rope(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     let h = i / p.head_dim;
     let d = i % p.head_dim;
-    kc[(h * p.max_len + pos) * p.head_dim + d] = bitcast<u32>(key(t, h, d, pos));
-    vc[(h * p.head_dim + d) * p.max_len + pos] = bitcast<u32>(v_at(t * kv_cols + i));
+    let kw = bitcast<u32>(key(t, h, d, pos));
+    let vw = bitcast<u32>(v_at(t * kv_cols + i));
+    let n = kv_slots();
+    for (var c = 0u; c < kv_copies(); c++) {
+        let s = kv_slot(pos) + c * p.ring;
+        kc[(h * n + s) * p.head_dim + d] = kw;
+        vc[(h * p.head_dim + d) * n + s] = vw;
+    }
 }
+
+// include: kv_ring
 
 // HALF_MAX and pack_pair are kv.wgsl's: saturate to the binary16 range,
 // then pack x low and y high.
@@ -143,6 +151,12 @@ fn store_kv_rope_f16(@builtin(global_invocation_id) gid: vec3<u32>) {
         k1 = key(t, h, d + 1u, pos);
         v1 = v_at(e + 1u);
     }
-    kc[(h * p.max_len + pos) * hw + w] = pack_pair(key(t, h, d, pos), k1);
-    vc[(h * hw + w) * p.max_len + pos] = pack_pair(v_at(e), v1);
+    let kw = pack_pair(key(t, h, d, pos), k1);
+    let vw = pack_pair(v_at(e), v1);
+    let n = kv_slots();
+    for (var c = 0u; c < kv_copies(); c++) {
+        let s = kv_slot(pos) + c * p.ring;
+        kc[(h * n + s) * hw + w] = kw;
+        vc[(h * hw + w) * n + s] = vw;
+    }
 }

@@ -26,7 +26,7 @@ func (pl *planner) attention(op *fusion.AttentionOp) error {
 	spec := pl.caches[0].spec
 	T := pl.p.g.Tokens
 	ap := shaders.AttnParams{Heads: u(op.Heads), KVHeads: u(op.KVHeads), HeadDim: u(op.HeadDim), MaxLen: u(spec.MaxLen),
-		Scale: op.Scale, Cap: op.Cap, Window: u(op.Window), PosAt: u(pl.p.posAt),
+		Scale: op.Scale, Cap: op.Cap, Window: u(op.Window), PosAt: u(pl.p.posAt), Ring: u(spec.RingLen(op.Layer)),
 		OutF16: b2u(pl.p.g.Bufs[op.Out].F16), QF16: pl.h(pl.buf(op.Q))}
 	step, q := gpu.Binding{Buf: pl.p.step}, pl.buf(op.Q)
 	if pl.p.g.Batch {

@@ -29,6 +29,23 @@ func TestAttentionConformance(t *testing.T) {
 	})
 }
 
+// TestRingConformance runs the ring-cache cases (conformance.RingCases:
+// sliding-window layers keeping 2*ring mirrored slots, read well past
+// several wraps) against gpu/backend/cpu with full caches, on WebGPU and
+// Vulkan, with each attention variant forced.
+func TestRingConformance(t *testing.T) {
+	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
+		for _, kind := range []compute.AttentionKind{compute.AttentionPerHead, compute.AttentionSplit, compute.AttentionTiled} {
+			t.Run(fmt.Sprint(kind), func(t *testing.T) {
+				opts := compute.Options{Attention: kind}
+				conformance.RunCases(t, conformance.RingCases(), func(t testing.TB) gpu.Backend {
+					return sharedBackend{backendOn(t, dev, opts)}
+				})
+			})
+		}
+	})
+}
+
 // TestAttentionVariantChosen: AttentionAuto splits decode steps over the
 // sequence (attn_split, attn_combine) and tiles prefills (attn_tiled), for
 // f32 and f16 caches, GQA groups and odd head dims alike, on every device;

@@ -28,6 +28,13 @@ type session struct {
 // activations (fusion.HalfActivations) when half is set, on a backend
 // with opts.
 func newSession(t *testing.T, dev gpu.Device, ck *model.Checkpoint, prefillLen, maxLen int, allLogits, fused, half bool, opts compute.Options) *session {
+	return newRingSession(t, dev, ck, prefillLen, maxLen, 0, false, allLogits, fused, half, opts)
+}
+
+// newRingSession is newSession with the sliding-window layers on ring
+// caches for ringTokens (arch.BuildOptions.RingTokens; 0: full caches) and
+// a cache of binary16 values when kv16.
+func newRingSession(t *testing.T, dev gpu.Device, ck *model.Checkpoint, prefillLen, maxLen, ringTokens int, kv16, allLogits, fused, half bool, opts compute.Options) *session {
 	t.Helper()
 	be := backendOn(t, dev, opts)
 	ctx := context.Background()
@@ -37,7 +44,14 @@ func newSession(t *testing.T, dev gpu.Device, ck *model.Checkpoint, prefillLen, 
 	}
 	t.Cleanup(w.Release)
 	c := &ck.Config
-	kv, err := be.NewKVCache(fusion.KVSpec{Layers: c.Layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim, MaxLen: maxLen})
+	spec := fusion.KVSpec{Layers: c.Layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim, MaxLen: maxLen, F16: kv16}
+	if ringTokens > 0 {
+		spec = arch.KVSpec(c, arch.BuildOptions{MaxLen: maxLen, RingTokens: ringTokens, KVF16: kv16})
+		if spec.Ring == nil {
+			t.Fatalf("no ring layers for %d ring tokens", ringTokens)
+		}
+	}
+	kv, err := be.NewKVCache(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +62,7 @@ func newSession(t *testing.T, dev gpu.Device, ck *model.Checkpoint, prefillLen, 
 		all    bool
 		dst    *gpu.Program
 	}{{prefillLen, allLogits, &s.prefill}, {1, false, &s.decode}} {
-		g, err := arch.Build(c, arch.BuildOptions{Tokens: spec.tokens, MaxLen: maxLen, AllLogits: spec.all})
+		g, err := arch.Build(c, arch.BuildOptions{Tokens: spec.tokens, MaxLen: maxLen, AllLogits: spec.all, RingTokens: ringTokens, KVF16: kv16})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -219,6 +233,31 @@ func TestArch2Golden(t *testing.T) {
 			// as f32), held to archHalfTol: 8.1e-4 at most on lavapipe.
 			t.Run(name+"_fused_f16", func(t *testing.T) { archGoldenCase(t, dev, path, golden, archHalfTol, true, compute.Options{}, true) })
 		}
+		// gemma3's five local layers (window 8) on ring caches of the
+		// window plus the prompt (rings of 8+n-1 positions, which the
+		// prompt and 24 decode steps wrap), with f32 caches (held to the
+		// f32 tolerance) and binary16 ones (to archHalfTol: the cached
+		// keys and values are rounded).
+		path := testmodels.Path(t, "arch2", "gemma3.gguf")
+		golden := testmodels.Arch2(t, "gemma3").ArchGolden
+		for _, fused := range []bool{false, true} {
+			for _, kv16 := range []bool{false, true} {
+				name := "gemma3_ring"
+				if fused {
+					name += "_fused"
+				}
+				if kv16 {
+					name += "_kv16"
+				}
+				t.Run(name, func(t *testing.T) {
+					tol := 2e-4
+					if kv16 {
+						tol = archHalfTol
+					}
+					ringGoldenCase(t, dev, path, golden, tol, fused, kv16)
+				})
+			}
+		}
 	})
 }
 
@@ -231,9 +270,32 @@ func archGoldenCase(t *testing.T, dev gpu.Device, path string, golden testmodels
 	if err != nil {
 		t.Fatal(err)
 	}
+	s := newSession(t, dev, ck, len(golden.PromptIDs), 128, true, fused, len(half) > 0 && half[0], opts)
+	checkGoldenSession(t, s, golden, tol)
+}
+
+// ringGoldenCase is archGoldenCase with the sliding-window layers on ring
+// caches (arch.BuildOptions.RingTokens: the prompt's length), of f32 or
+// binary16 (kv16) values.
+func ringGoldenCase(t *testing.T, dev gpu.Device, path string, golden testmodels.ArchGolden, tol float64, fused, kv16 bool) {
+	ck, err := gguf.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(golden.PromptIDs)
+	if w := ck.Config.SlidingWindow; w == 0 || w+n-1 >= n+len(golden.GreedyIDs) {
+		t.Fatalf("window %d: rings of the window and %d prompt tokens would not wrap in %d steps", w, n, n+len(golden.GreedyIDs))
+	}
+	s := newRingSession(t, dev, ck, n, 128, n, kv16, true, fused, false, compute.Options{})
+	checkGoldenSession(t, s, golden, tol)
+}
+
+// checkGoldenSession runs the golden's prompt and its greedy ids on s and
+// holds every logit to tol of llama.cpp's.
+func checkGoldenSession(t *testing.T, s *session, golden testmodels.ArchGolden, tol float64) {
+	t.Helper()
 	ctx := context.Background()
 	n := len(golden.PromptIDs)
-	s := newSession(t, dev, ck, n, 128, true, fused, len(half) > 0 && half[0], opts)
 	if err := s.prefill.Run(ctx, testmodels.IDs32(golden.PromptIDs), 0); err != nil {
 		t.Fatal(err)
 	}

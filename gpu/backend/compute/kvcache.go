@@ -12,7 +12,12 @@ import (
 // cache [kv_heads][head_dim][max_len] of f32 values, or for spec.F16 of
 // binary16 pairs packed along head_dim into u32 words (K
 // [kv_heads][max_len][ceil(head_dim/2)], V [kv_heads][ceil(head_dim/2)][max_len]
-// words; see shaders/wgsl/kv.wgsl).
+// words; see shaders/wgsl/kv.wgsl). A ring layer (spec.Ring, a
+// sliding-window layer) keeps its last R = spec.RingLen(l) positions in 2R
+// slots in place of max_len, the CPU backend's mirrored ring: position p
+// at slot p % R and again at p % R + R (kv.wgsl's store kernels write
+// both; the attention kernels read a window as consecutive slots from
+// the slot of its first position).
 type kvCache struct {
 	spec fusion.KVSpec
 	k, v []gpu.Buffer
@@ -31,17 +36,21 @@ func (b *backend) NewKVCache(spec fusion.KVSpec) (gpu.KVCache, error) {
 	if spec.Layers < 0 || spec.KVHeads <= 0 || spec.HeadDim <= 0 || spec.MaxLen <= 0 {
 		return nil, fmt.Errorf("kernels: kv cache spec %+v: %w", spec, gpu.ErrUnsupported)
 	}
-	for _, r := range spec.Ring {
-		if r > 0 {
-			return nil, fmt.Errorf("kernels: kv cache with ring layers: %w", gpu.ErrUnsupported)
+	if spec.Ring != nil && len(spec.Ring) != spec.Layers {
+		return nil, fmt.Errorf("kernels: kv cache spec %+v: ring lengths for %d layers: %w", spec, len(spec.Ring), gpu.ErrUnsupported)
+	}
+	for l := range spec.Layers {
+		if r := spec.RingLen(l); r < 0 || r > spec.MaxLen {
+			return nil, fmt.Errorf("kernels: kv cache spec %+v: ring of %d: %w", spec, r, gpu.ErrUnsupported)
 		}
 	}
-	per := int64(spec.KVHeads) * int64(kvWords(spec)) * int64(spec.MaxLen) * 4
-	if spec.KVHeads > 1<<16 || spec.HeadDim > 1<<16 || spec.MaxLen > 1<<24 || per > b.devBinding {
+	if spec.KVHeads > 1<<16 || spec.HeadDim > 1<<16 || spec.MaxLen > 1<<24 ||
+		int64(spec.KVHeads)*int64(kvWords(spec))*int64(spec.MaxLen)*4 > b.devBinding {
 		return nil, fmt.Errorf("kernels: kv cache layer of %+v exceeds one binding (%d bytes): %w", spec, b.devBinding, gpu.ErrUnsupported)
 	}
 	c := &kvCache{spec: spec}
 	for l := 0; l < spec.Layers; l++ {
+		per := int64(spec.KVHeads) * int64(kvWords(spec)) * int64(kvSlots(spec, l)) * 4
 		k, err := b.dev.NewBuffer(per)
 		if err != nil {
 			c.Release()
@@ -68,6 +77,15 @@ func kvWords(spec fusion.KVSpec) int {
 	return spec.HeadDim
 }
 
+// kvSlots is the positions layer l's cache holds per head: MaxLen, or
+// twice the ring of a ring layer.
+func kvSlots(spec fusion.KVSpec, l int) int {
+	if r := spec.RingLen(l); r > 0 {
+		return 2 * r
+	}
+	return spec.MaxLen
+}
+
 // storeKernel is the store kernel of the cache's storage type.
 func storeKernel(spec fusion.KVSpec) contract[shaders.KVParams, kvBindings] {
 	if spec.F16 {
@@ -79,7 +97,8 @@ func storeKernel(spec fusion.KVSpec) contract[shaders.KVParams, kvBindings] {
 // CopyKV copies positions [0, n) of every layer from src to dst
 // (gpu.KVCopier) with one command list of buffer copies: per head one run
 // of keys, and per head and word one run of values (the value cache is
-// transposed, positions innermost).
+// transposed, positions innermost). A ring layer (rings of one length in
+// both caches) is copied whole, its 2R slots holding the last R positions.
 func (b *backend) CopyKV(dst, src gpu.KVCache, n int) error {
 	d, ok1 := dst.(*kvCache)
 	s, ok2 := src.(*kvCache)
@@ -89,6 +108,11 @@ func (b *backend) CopyKV(dst, src gpu.KVCache, n int) error {
 	ds, ss := d.spec, s.spec
 	if ds.Layers != ss.Layers || ds.KVHeads != ss.KVHeads || ds.HeadDim != ss.HeadDim || ds.F16 != ss.F16 {
 		return fmt.Errorf("kernels: copy kv: %w: cache %+v into %+v", gpu.ErrStep, ss, ds)
+	}
+	for l := range ds.Layers {
+		if ds.RingLen(l) != ss.RingLen(l) {
+			return fmt.Errorf("kernels: copy kv: %w: layer %d: ring of %d into one of %d", gpu.ErrStep, l, ss.RingLen(l), ds.RingLen(l))
+		}
 	}
 	if n < 0 || n > ds.MaxLen || n > ss.MaxLen {
 		return fmt.Errorf("kernels: copy kv: %d positions between caches of %d and %d: %w", n, ss.MaxLen, ds.MaxLen, gpu.ErrCacheFull)
@@ -102,8 +126,11 @@ func (b *backend) CopyKV(dst, src gpu.KVCache, n int) error {
 	}
 	defer cmds.Release()
 	words := int64(kvWords(ds))
-	dl, sl, cnt := int64(ds.MaxLen), int64(ss.MaxLen), int64(n)
 	for l := range d.k {
+		dl, sl, cnt := int64(kvSlots(ds, l)), int64(kvSlots(ss, l)), int64(n)
+		if ds.RingLen(l) > 0 {
+			cnt = dl
+		}
 		for h := range int64(ds.KVHeads) {
 			if err := cmds.Copy(d.k[l], h*dl*words*4, s.k[l], h*sl*words*4, cnt*words*4); err != nil {
 				return fmt.Errorf("kernels: copy kv: %w", err)

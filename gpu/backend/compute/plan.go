@@ -232,7 +232,7 @@ func (pl *planner) op(op fusion.Op) error {
 		}
 		for r, c := range pl.caches {
 			params := shaders.KVParams{KVCols: u(kvCols), HeadDim: u(op.HeadDim), MaxLen: u(spec.MaxLen), PosAt: u(pl.p.posAt),
-				KF16: pl.h(pl.buf(op.K)), VF16: pl.h(pl.buf(op.V))}
+				Ring: u(spec.RingLen(op.Layer)), KF16: pl.h(pl.buf(op.K)), VF16: pl.h(pl.buf(op.V))}
 			if g.Batch {
 				params.Row0 = u(r)
 			}
@@ -435,7 +435,7 @@ func (pl *planner) matMulRopeKV(op *fusion.MatMulRopeKVOp) error {
 	total := vFirst + units(op.KVHeads)
 	style := ropeStyle(op.Style)
 	rq := shaders.RopeQKV{Heads: u(op.Heads), KVHeads: u(op.KVHeads), HeadDim: u(op.HeadDim), RopeDims: u(op.Dims), Style: style,
-		MaxLen: u(c.spec.MaxLen), KVF16: b2u(c.spec.F16), KFirst: u(kFirst), VFirst: u(vFirst), HasNorm: hasNorm}
+		MaxLen: u(c.spec.MaxLen), KVF16: b2u(c.spec.F16), KFirst: u(kFirst), VFirst: u(vFirst), HasNorm: hasNorm, Ring: u(c.spec.RingLen(op.Layer))}
 	for i := range op.Dims / 2 {
 		rq.SetFreq(i, float32(op.Freq(i)))
 	}
@@ -528,7 +528,7 @@ func (pl *planner) ropeStoreKVBind(layer int, op fusion.HeadShape, rp fusion.Rop
 	}
 	n := op.Heads*(rp.Dims/2) + op.KVHeads*words
 	k.dispatch(pl, shaders.RopeKVParams{Heads: u(op.Heads), KVHeads: u(op.KVHeads), HeadDim: u(op.HeadDim),
-		RopeDims: u(rp.Dims), Style: style, MaxLen: u(c.spec.MaxLen), OutF16: pl.h(q), KF16: pl.h(kb), VF16: pl.h(vb), Scale: ropeScale(rp)},
+		RopeDims: u(rp.Dims), Style: style, MaxLen: u(c.spec.MaxLen), OutF16: pl.h(q), KF16: pl.h(kb), VF16: pl.h(vb), Scale: ropeScale(rp), Ring: u(c.spec.RingLen(layer))},
 		ceilDiv(n, 64), pl.p.g.Tokens, 1, ropekvBindings{Step: pl.stepB(), Freq: gpu.Binding{Buf: fb}, QW: q,
 			KW: kb, VW: vb, Kc: gpu.Binding{Buf: c.k[layer]}, Vc: gpu.Binding{Buf: c.v[layer]}})
 	return nil

@@ -7,7 +7,10 @@ import (
 )
 
 // CopyKV copies positions [0, n) of every layer and head from src to dst
-// (gpu.KVCopier).
+// (gpu.KVCopier). A ring layer keeps only its last positions, so it is
+// copied whole into a ring of the same length, and refused (gpu.ErrStep)
+// between caches whose rings differ: a full cache cannot be filled from a
+// ring, nor a ring from positions [0, n) alone.
 func (b *backend) CopyKV(dst, src gpu.KVCache, n int) error {
 	d, ok1 := dst.(*kvCache)
 	s, ok2 := src.(*kvCache)
@@ -21,9 +24,17 @@ func (b *backend) CopyKV(dst, src gpu.KVCache, n int) error {
 	if n < 0 || n > ds.MaxLen || n > ss.MaxLen {
 		return fmt.Errorf("cpu: copy kv: %d positions between caches of %d and %d: %w", n, ss.MaxLen, ds.MaxLen, gpu.ErrCacheFull)
 	}
+	for l := range ds.Layers {
+		if ds.RingLen(l) != ss.RingLen(l) {
+			return fmt.Errorf("cpu: copy kv: %w: layer %d: ring of %d into one of %d", gpu.ErrStep, l, ss.RingLen(l), ds.RingLen(l))
+		}
+	}
 	for l := range d.layers {
 		dl, sl := &d.layers[l], &s.layers[l]
 		run := n * sl.hd
+		if sl.ring > 0 {
+			run = sl.slots * sl.hd
+		}
 		for h := range ds.KVHeads {
 			di, si := dl.at(h, 0), sl.at(h, 0)
 			if ds.F16 {

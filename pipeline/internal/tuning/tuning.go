@@ -8,7 +8,8 @@ package tuning
 // pipeline.Options runs without WithTuning.
 type Options struct {
 	// FullKVCache keeps every position of every layer in the KV cache.
-	// Otherwise, on backends that take them (the CPU one), sliding-window
+	// Otherwise, on backends that take them (the CPU, WebGPU and Vulkan
+	// ones), sliding-window
 	// layers keep only their window (plus the largest prefill size) in a
 	// ring (arch.BuildOptions.RingTokens): the same logits, less memory.
 	FullKVCache bool
