@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/internal/gputest"
+	"github.com/gpurun/gpurun/shaders"
 )
 
 // TestArgmaxKernel checks the argmax kernel against a host scan: the first
@@ -79,6 +80,12 @@ func TestArgmaxKernel(t *testing.T) {
 			params := mustBuf(t, d, 16)
 			x := mustBuf(t, d, int64(4*len(vals)))
 			out := mustBuf(t, d, 4)
+			// No token mask set (shaders.EncodeTokenMask of nil).
+			mask := mustBuf(t, d, shaders.TokenMaskBytes(tc.n))
+			defer mask.Release()
+			if err := d.Write(mask, 0, shaders.EncodeTokenMask(tc.n, nil)); err != nil {
+				t.Fatal(err)
+			}
 			defer params.Release()
 			defer x.Release()
 			defer out.Release()
@@ -98,7 +105,7 @@ func TestArgmaxKernel(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer cmds.Release()
-			if err := cmds.Dispatch(k, []gpu.Binding{{Buf: params}, {Buf: step}, {Buf: x}, {Buf: out}}, 1, 1, 1); err != nil {
+			if err := cmds.Dispatch(k, []gpu.Binding{{Buf: params}, {Buf: step}, {Buf: x}, {Buf: out}, {Buf: mask}}, 1, 1, 1); err != nil {
 				t.Fatal(err)
 			}
 			if err := cmds.Finish(); err != nil {
