@@ -18,12 +18,19 @@ func TokenMaskBytes(n int) int64 {
 }
 
 // EncodeTokenMask returns the mask buffer's contents for a vocabulary of n
-// tokens: allowed nil sets no mask (every token may be picked), else bit
-// i % 64 of allowed[i / 64] allows token i (len(allowed) is (n + 63) / 64,
-// which the caller checks). Little-endian 64-bit words are the 32-bit
-// words the kernels index, low word first.
-func EncodeTokenMask(n int, allowed []uint64) []byte {
-	b := make([]byte, TokenMaskBytes(n))
+// tokens, in dst's storage when it is large enough (a decode loop setting
+// a mask each step reuses one slice): allowed nil sets no mask (every
+// token may be picked), else bit i % 64 of allowed[i / 64] allows token i
+// (len(allowed) is (n + 63) / 64, which the caller checks). Little-endian
+// 64-bit words are the 32-bit words the kernels index, low word first.
+func EncodeTokenMask(dst []byte, n int, allowed []uint64) []byte {
+	b := dst[:0]
+	if size := int(TokenMaskBytes(n)); cap(b) >= size {
+		b = b[:size]
+		clear(b)
+	} else {
+		b = make([]byte, size)
+	}
 	binary.LittleEndian.PutUint32(b[4:], math.Float32bits(float32(math.Inf(-1))))
 	if allowed == nil {
 		return b

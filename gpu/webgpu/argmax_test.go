@@ -83,7 +83,7 @@ func TestArgmaxKernel(t *testing.T) {
 			// No token mask set (shaders.EncodeTokenMask of nil).
 			mask := mustBuf(t, d, shaders.TokenMaskBytes(tc.n))
 			defer mask.Release()
-			if err := d.Write(mask, 0, shaders.EncodeTokenMask(tc.n, nil)); err != nil {
+			if err := d.Write(mask, 0, shaders.EncodeTokenMask(nil, tc.n, nil)); err != nil {
 				t.Fatal(err)
 			}
 			defer params.Release()

@@ -828,7 +828,7 @@ func (pl *planner) tokenMask(n int) (gpu.Binding, error) {
 		if err != nil {
 			return gpu.Binding{}, err
 		}
-		if err := p.b.dev.Write(buf, 0, shaders.EncodeTokenMask(n, nil)); err != nil {
+		if err := p.b.dev.Write(buf, 0, shaders.EncodeTokenMask(nil, n, nil)); err != nil {
 			return gpu.Binding{}, err
 		}
 		p.mask, p.maskN = buf, n

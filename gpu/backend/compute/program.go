@@ -54,9 +54,10 @@ type program struct {
 	// mask is the token mask of a program ending in fusion.Argmax or
 	// fusion.Sample (SetTokenMask) over a vocabulary of maskN tokens;
 	// masked: one is set.
-	mask   gpu.Buffer
-	maskN  int
-	masked bool
+	mask      gpu.Buffer
+	maskN     int
+	masked    bool
+	maskBytes []byte // the last mask written, reused for the next
 	// splits counts the fused ops the planner ran as their parts, which a
 	// graph fused with the backend's FusionSupport never has.
 	splits int

@@ -60,7 +60,8 @@ func (p *program) SetTokenMask(allowed []uint64) error {
 	if allowed != nil && len(allowed) != (p.maskN+63)/64 {
 		return fmt.Errorf("kernels: set token mask: %w: %d words for a vocabulary of %d (want %d)", fusion.ErrInvalid, len(allowed), p.maskN, (p.maskN+63)/64)
 	}
-	if err := p.b.dev.Write(p.mask, 0, shaders.EncodeTokenMask(p.maskN, allowed)); err != nil {
+	p.maskBytes = shaders.EncodeTokenMask(p.maskBytes, p.maskN, allowed)
+	if err := p.b.dev.Write(p.mask, 0, p.maskBytes); err != nil {
 		return fmt.Errorf("kernels: set token mask: %w", err)
 	}
 	p.masked = allowed != nil
