@@ -7,7 +7,7 @@
 #
 # GENCKPT is ../shared/tools/genckpt.c built with `cc -O2 -o genckpt genckpt.c -lm`.
 set -eu
-: "${LLAMA_BIN:?set LLAMA_BIN to the bin directory of a llama.cpp CPU build (commit c392e50)}"
+: "${LLAMA_BIN:?set LLAMA_BIN to the bin directory of a llama.cpp CPU build (upstream commit 81ff7abe5)}"
 : "${GENCKPT:?set GENCKPT to ../shared/tools/genckpt, built}"
 here=$(cd "$(dirname "$0")" && pwd)
 shared=${SHARED:-$here/../../../shared}
