@@ -76,9 +76,8 @@ type namedAdapter struct {
 // adapter at path applied unmerged at scale, over the same copy of the base
 // weights (pipeline.FromCheckpointVariants). Variants returns them; gpurun
 // serve offers each as "MODEL:name". Each variant has its own slots
-// (WithParallel each) and KV caches; where the backend runs adapters
-// chosen per row (the CPU), the variants' sessions share batched decode
-// steps. Adapters need a checkpoint (GGUF,
+// (WithParallel each) and KV caches; the variants' sessions share batched
+// decode steps, each row applying its own adapter. Adapters need a checkpoint (GGUF,
 // Hugging Face, llama2.c); WithLoRA's adapters apply to the base and to
 // every variant.
 func WithAdapter(name, path string, scale float32) Option {

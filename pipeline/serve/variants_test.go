@@ -3,6 +3,7 @@ package serve
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,7 +13,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/gpurun/gpurun"
+	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/gpu/backend/cpu"
+	"github.com/gpurun/gpurun/internal/gputest"
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/pipeline/internal/tuning"
@@ -28,6 +32,12 @@ import (
 // /v1/models lists the three ids. The variants share their decode rounds
 // (AlwaysBatch): some round must have run rows of different adapters.
 func TestVariants(t *testing.T) {
+	for _, name := range []string{"cpu", "vulkan", "webgpu"} {
+		t.Run(name, func(t *testing.T) { variantsCase(t, name) })
+	}
+}
+
+func variantsCase(t *testing.T, backend string) {
 	ck, err := gguf.Load(testmodels.Path(t, "arch", "llama.gguf"))
 	if err != nil {
 		t.Fatal(err)
@@ -40,9 +50,18 @@ func TestVariants(t *testing.T) {
 		}
 		return []lora.Applied{{Adapter: a, Scale: scale}}
 	}
-	be := cpu.New(cpu.Options{})
+	var be gpu.Backend = cpu.New(cpu.Options{})
+	if backend != "cpu" {
+		var err error
+		be, err = gpurun.OpenBackend(context.Background(), backend, gpurun.BackendOptions{})
+		if err != nil && !errors.Is(err, gpu.ErrNoDevice) {
+			t.Fatalf("%s: %v", backend, err)
+		}
+		gputest.NoDevice(t, backend, err)
+	}
 	t.Cleanup(func() { be.Close() })
-	models, err := pipeline.FromCheckpointVariants(context.Background(), ck, pipeline.Options{Backend: be, MaxCache: 64}.WithTuning(tuning.Options{AlwaysBatch: true}),
+	// f32 activations: llama.cpp's goldens are f32 runs.
+	models, err := pipeline.FromCheckpointVariants(context.Background(), ck, pipeline.Options{Backend: be, MaxCache: 64, Activations: "f32"}.WithTuning(tuning.Options{AlwaysBatch: true}),
 		[][]lora.Applied{nil, adapter("llama_r4", 1), adapter("llama_r16", 0.5)})
 	if err != nil {
 		t.Fatal(err)
