@@ -304,11 +304,27 @@ func open(ctx context.Context, src *source, o *openOptions) (*Model, error) {
 		policy = cfg.Activations
 	}
 	kvF16 := policy == model.PolicyF16 || (policy != model.PolicyF32 && info.Backend != "cpu")
+	var sets [][]lora.Applied // the variants' adapter sets (WithAdapter)
+	if len(o.adapters) > 0 {
+		if sets, err = adapterSets(src, o); err != nil {
+			if m.backend != nil {
+				m.backend.Close()
+			}
+			return nil, err
+		}
+	}
 	need := estimateMemory(&cfg, weightBytes(src.tensors()), o.maxCache, kvF16)
-	if o.parallel > 1 {
-		// Every slot has its own cache and programs.
-		need.KVCache *= int64(o.parallel)
-		need.Activations *= int64(o.parallel)
+	// Every slot has its own cache and programs, and so does every slot
+	// of every variant.
+	copies := int64(max(o.parallel, 1)) * int64(max(len(sets), 1))
+	need.KVCache *= copies
+	need.Activations *= copies
+	need.Adapters = adapterBytes(o.loraApplied)
+	if sets != nil {
+		need.Adapters = 0
+		for _, set := range sets {
+			need.Adapters += adapterBytes(set)
+		}
 	}
 	if err := checkMemory(info, need, src.file == nil); err != nil {
 		if m.backend != nil {
@@ -318,7 +334,7 @@ func open(ctx context.Context, src *source, o *openOptions) (*Model, error) {
 	}
 	popts := pipeline.Options{Backend: b, MaxCache: o.maxCache, Slots: o.parallel, Activations: o.activations, NoFusion: o.noFusion, HostSampling: o.hostSampling, StepsPerSubmit: o.steps, PrefillSizes: o.prefill, PrefixCacheBytes: o.prefixCache, LoRA: o.loraApplied}
 	if len(o.adapters) > 0 {
-		err = m.openVariants(ctx, src, o, popts)
+		err = m.openVariants(ctx, src, o, popts, sets)
 	} else if src.file != nil {
 		m.Model, err = pipeline.FromModelFile(ctx, src.file, popts)
 	} else {

@@ -3,6 +3,7 @@ package gpurun
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/gpurun/gpurun/gpu/backend/cpu"
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/tensors"
+	"github.com/gpurun/gpurun/tensors/checkpoint"
 	"github.com/gpurun/gpurun/tensors/gguf"
 	"github.com/gpurun/gpurun/tensors/model"
 )
@@ -184,5 +186,46 @@ func TestAutoBackendMoE(t *testing.T) {
 		if got := backendFor(tc.asked, tc.ts); got != tc.want {
 			t.Errorf("%s, backend %q: %q, want %q", tc.name, tc.asked, got, tc.want)
 		}
+	}
+}
+
+// TestMemoryCheckAdapters: served adapters (WithAdapter) count in the load
+// check: every variant's KV caches (three variants of the tiny llama with
+// two slots each: six caches) and the adapters' F32 matrices, as loaded.
+func TestMemoryCheckAdapters(t *testing.T) {
+	dir := filepath.Join(testmodels.Root(t), "testdata", "lora")
+	path := testmodels.Path(t, "arch", "llama.gguf")
+	ck, err := gguf.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var adapters int64
+	for _, name := range []string{"llama_r4", "llama_r16"} {
+		a, err := checkpoint.LoadLoRA(filepath.Join(dir, name+".gguf"), &ck.Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range a.Pairs {
+			adapters += 4 * int64(len(p.A)+len(p.B))
+		}
+	}
+	c := ck.Config
+	const maxCache, slots = 64, 2
+	kv := int64(c.Layers) * 2 * int64(c.KVHeads*c.HeadDim) * maxCache * 2 // f16, the GPU default
+	dev := &smallDevice{Backend: cpu.New(cpu.Options{}), memory: 1 << 10}
+	_, err = Open(context.Background(), path, WithGPUBackend(dev), WithMaxCache(maxCache), WithParallel(slots),
+		WithAdapter("a", filepath.Join(dir, "llama_r4.gguf"), 1), WithAdapter("b", filepath.Join(dir, "llama_r16.gguf"), 0.5))
+	if !errors.Is(err, ErrTooBig) || dev.loaded {
+		t.Fatalf("1 KiB device: %v (allocated: %v)", err, dev.loaded)
+	}
+	for _, want := range []string{"KV cache " + humanBytes(3*slots*kv), "unmerged adapters " + humanBytes(adapters)} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	// The bare model alone needs neither.
+	_, err = Open(context.Background(), path, WithGPUBackend(dev), WithMaxCache(maxCache), WithParallel(slots))
+	if !errors.Is(err, ErrTooBig) || !strings.Contains(err.Error(), "KV cache "+humanBytes(slots*kv)) || strings.Contains(err.Error(), "adapters") {
+		t.Errorf("bare model: %v", err)
 	}
 }

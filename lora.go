@@ -76,7 +76,8 @@ type namedAdapter struct {
 // adapter at path applied unmerged at scale, over the same copy of the base
 // weights (pipeline.FromCheckpointVariants). Variants returns them; gpurun
 // serve offers each as "MODEL:name". Each variant has its own slots
-// (WithParallel each) and KV caches. Adapters need a checkpoint (GGUF,
+// (WithParallel each) and KV caches; the variants' sessions share batched
+// decode steps, each row applying its own adapter. Adapters need a checkpoint (GGUF,
 // Hugging Face, llama2.c); WithLoRA's adapters apply to the base and to
 // every variant.
 func WithAdapter(name, path string, scale float32) Option {
@@ -89,25 +90,31 @@ func WithAdapter(name, path string, scale float32) Option {
 // Model closes them with itself.
 func (m *Model) Variants() map[string]*pipeline.Model { return m.variants }
 
-// openVariants loads src once with the base set (WithLoRA's unmerged
-// adapters, if any) and one set more per WithAdapter.
-func (m *Model) openVariants(ctx context.Context, src *source, o *openOptions, popts pipeline.Options) error {
+// adapterSets loads the WithAdapter adapters: the base set (WithLoRA's
+// unmerged adapters, if any), then one set per WithAdapter with the base
+// set's adapters and its own.
+func adapterSets(src *source, o *openOptions) ([][]lora.Applied, error) {
 	if src.ck == nil {
-		return fmt.Errorf("%w: adapters served beside the model need a checkpoint (GGUF, Hugging Face, llama2.c), not a %s model file", ErrOptions, src.format)
+		return nil, fmt.Errorf("%w: adapters served beside the model need a checkpoint (GGUF, Hugging Face, llama2.c), not a %s model file", ErrOptions, src.format)
 	}
 	sets := [][]lora.Applied{o.loraApplied}
 	seen := map[string]bool{}
 	for _, na := range o.adapters {
 		if na.name == "" || seen[na.name] || strings.ContainsAny(na.name, " \t\n") {
-			return fmt.Errorf("%w: adapter name %q: empty, repeated or with white space", ErrOptions, na.name)
+			return nil, fmt.Errorf("%w: adapter name %q: empty, repeated or with white space", ErrOptions, na.name)
 		}
 		seen[na.name] = true
 		a, err := checkpoint.LoadLoRA(na.spec.Path, &src.ck.Config)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		sets = append(sets, append(append([]lora.Applied(nil), o.loraApplied...), lora.Applied{Adapter: a, Scale: na.spec.Scale}))
 	}
+	return sets, nil
+}
+
+// openVariants loads src once with the adapter sets of adapterSets.
+func (m *Model) openVariants(ctx context.Context, src *source, o *openOptions, popts pipeline.Options, sets [][]lora.Applied) error {
 	popts.LoRA = nil
 	if popts.Backend == nil {
 		return fmt.Errorf("%w: no backend", ErrOptions)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/pipeline"
+	"github.com/gpurun/gpurun/tensors/lora"
 	"github.com/gpurun/gpurun/tensors/model"
 )
 
@@ -23,13 +24,32 @@ type memoryNeed struct {
 	Weights     int64 // as stored (quantized types at their packed size)
 	KVCache     int64
 	Activations int64 // the decode and prefill graphs' intermediate buffers (an estimate)
+	// Adapters is the unmerged LoRA adapters' F32 matrices (every
+	// variant's set: WithAdapter variants each hold WithLoRA's too).
+	Adapters int64
 }
 
 // Total is the sum.
-func (n memoryNeed) Total() int64 { return n.Weights + n.KVCache + n.Activations }
+func (n memoryNeed) Total() int64 { return n.Weights + n.KVCache + n.Activations + n.Adapters }
 
 func (n memoryNeed) String() string {
-	return fmt.Sprintf("%s (weights %s, KV cache %s, activations about %s)", humanBytes(n.Total()), humanBytes(n.Weights), humanBytes(n.KVCache), humanBytes(n.Activations))
+	s := fmt.Sprintf("%s (weights %s, KV cache %s, activations about %s", humanBytes(n.Total()), humanBytes(n.Weights), humanBytes(n.KVCache), humanBytes(n.Activations))
+	if n.Adapters > 0 {
+		s += ", unmerged adapters " + humanBytes(n.Adapters)
+	}
+	return s + ")"
+}
+
+// adapterBytes is what lora.Unmerged adds to the weights for list: each
+// pair's A and B in F32.
+func adapterBytes(list []lora.Applied) int64 {
+	var n int64
+	for _, a := range list {
+		for _, p := range a.Adapter.Pairs {
+			n += 4 * int64(p.Rank) * int64(p.In+p.Out)
+		}
+	}
+	return n
 }
 
 // estimateMemory sizes a model of cfg with weights of weightBytes, a cache

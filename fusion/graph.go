@@ -82,6 +82,7 @@ const (
 	RopeStoreKV                  // RopeStoreKVOp
 	MatMulRopeKV                 // MatMulRopeKVOp
 	MoE                          // MoEOp
+	RowLoRA                      // RowLoRAOp
 )
 
 // Sampling is the rule of a Sample op (gpu/sampler.Options' fields):
@@ -99,7 +100,8 @@ var kindNames = map[Kind]string{Embed: "embed", Norm: "norm", MatMul: "matmul", 
 	StoreKV: "store_kv", Attention: "attention", GLU: "glu", Activation: "activation", Add: "add",
 	SoftCap: "softcap", LastRow: "last_row",
 	MultiMatMul: "multi_matmul", MatMulGLU: "matmul_glu", Argmax: "argmax", Sample: "sample",
-	RopeStoreKV: "rope_store_kv", MatMulRopeKV: "matmul_rope_kv", MoE: "moe"}
+	RopeStoreKV: "rope_store_kv", MatMulRopeKV: "matmul_rope_kv", MoE: "moe",
+	RowLoRA: "row_lora"}
 
 func (k Kind) String() string {
 	if s, ok := kindNames[k]; ok {

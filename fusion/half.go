@@ -47,6 +47,8 @@ func HalfActivations(g *Graph) {
 			mark(o.Out)
 		case *MoEOp:
 			mark(o.In, o.Out) // its products stay f32 from router to sum
+		case *RowLoRAOp:
+			mark(o.In, o.Out)
 		case *SoftCapOp, *ArgmaxOp, *SampleOp:
 			mark(op.Inputs()...)
 			mark(op.Outputs()...)

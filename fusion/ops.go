@@ -601,6 +601,12 @@ func Weights(op Op) []string {
 		pro(o.Prologue)
 	case *MoEOp:
 		add(o.Router, o.Gate, o.Up, o.Down)
+	case *RowLoRAOp:
+		for _, set := range o.Sets {
+			for _, p := range set {
+				add(p.A, p.B)
+			}
+		}
 	}
 	return ns
 }

@@ -272,3 +272,60 @@ func TestValidateMoE(t *testing.T) {
 		t.Errorf("Weights = %v", w)
 	}
 }
+
+func TestValidateRowLoRA(t *testing.T) {
+	shapes := func(name string) ([]int, bool) {
+		s, ok := map[string][]int{"emb": {10, 8}, "w": {6, 8}, "a1": {2, 8}, "b1": {6, 2}, "a2": {4, 8}, "b2": {6, 4}}[name]
+		return s, ok
+	}
+	build := func() *Graph {
+		g := &Graph{Tokens: 3, Batch: true}
+		x, y := g.NewBuf("x", 3, 8), g.NewBuf("y", 3, 6)
+		g.Add(&EmbedOp{Out: x, Weight: "emb"})
+		g.Add(&MatMulOp{Out: y, In: x, Projection: Projection{Weight: "w"}})
+		g.Add(&RowLoRAOp{Out: y, In: x, Sets: [][]LoRAWeights{nil, {{A: "a1", B: "b1", Rank: 2}}, {{A: "a2", B: "b2", Rank: 4}, {A: "a1", B: "b1", Rank: 2}}}})
+		g.Logits = y
+		return g
+	}
+	if err := build().ValidateBatch(shapes); err != nil {
+		t.Fatalf("valid graph: %v", err)
+	}
+	op := func(g *Graph) *RowLoRAOp { return g.Ops[2].(*RowLoRAOp) }
+	for _, tc := range []struct {
+		name   string
+		breaks func(g *Graph)
+	}{
+		{"aliased", func(g *Graph) { op(g).Out = op(g).In }},
+		{"rank of the weights", func(g *Graph) { op(g).Sets[1][0].Rank = 3 }},
+		{"no rank", func(g *Graph) { op(g).Sets[1][0].Rank = 0 }},
+		{"A and B swapped", func(g *Graph) { op(g).Sets[1][0].A, op(g).Sets[1][0].B = "b1", "a1" }},
+		{"missing weight", func(g *Graph) { op(g).Sets[2][1].B = "nope" }},
+		{"f16 output", func(g *Graph) { g.Bufs[1].F16 = true }},
+		{"too many sets", func(g *Graph) { op(g).Sets = make([][]LoRAWeights, MaxRowLoRASets+1) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := build()
+			tc.breaks(g)
+			if err := g.ValidateBatch(shapes); !errors.Is(err, ErrInvalid) {
+				t.Errorf("err = %v, want ErrInvalid", err)
+			}
+		})
+	}
+	t.Run("unbatched", func(t *testing.T) {
+		g := build()
+		g.Batch = false
+		if err := g.Validate(shapes); !errors.Is(err, ErrInvalid) {
+			t.Errorf("err = %v, want ErrInvalid", err)
+		}
+	})
+	// Clone is deep and Weights lists every set's matrices.
+	g := build()
+	c := Clone(g.Ops[2]).(*RowLoRAOp)
+	c.Sets[1][0].Rank = 9
+	if op(g).Sets[1][0].Rank != 2 {
+		t.Error("Clone shares the sets")
+	}
+	if w := Weights(g.Ops[2]); len(w) != 6 || w[0] != "a1" || w[5] != "b1" {
+		t.Errorf("Weights = %v", w)
+	}
+}

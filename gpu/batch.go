@@ -10,11 +10,15 @@ import (
 
 // Row is one row of a batched step (fusion.Graph.Batch): a token of
 // sequence Seq (an index into the KV caches the program was compiled
-// against) at position Pos of that sequence.
+// against) at position Pos of that sequence. Adapter picks the row's set
+// of unmerged LoRA updates in the graph's fusion.RowLoRAOp ops (an index
+// into their Sets; an index past them, or a graph without those ops,
+// applies none).
 type Row struct {
-	Token int32
-	Pos   int
-	Seq   int
+	Token   int32
+	Pos     int
+	Seq     int
+	Adapter int
 }
 
 // BatchBackend is implemented by backends that run batched graphs
@@ -72,6 +76,9 @@ func CheckBatch(g *fusion.Graph, rows []Row, seqs, maxLen int) error {
 		}
 		if r.Pos < 0 || r.Pos >= math.MaxInt32 {
 			return fmt.Errorf("%w: row %d: position %d", ErrStep, i, r.Pos)
+		}
+		if r.Adapter < 0 {
+			return fmt.Errorf("%w: row %d: adapter %d", ErrStep, i, r.Adapter)
 		}
 		if r.Pos >= maxLen {
 			return fmt.Errorf("row %d: position %d: %w (%d positions)", i, r.Pos, ErrCacheFull, maxLen)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,9 +30,13 @@ import (
 // its own decode program, serialized on the device.
 
 // batcher runs the rounds in its own goroutine (started with the model,
-// stopped by Close).
+// stopped by Close). The variants of a model (FromCheckpointVariants) share
+// one: its rows are the slots of all of them, each row applying its
+// variant's adapters (arch.BuildOptions.RowLoRA).
 type batcher struct {
-	m      *Model
+	slots  []*slot      // by row sequence (slot.seq)
+	device *sync.Mutex  // the models' device lock (nil on the CPU)
+	users  atomic.Int32 // models holding it; the last to close stops it
 	prog   gpu.BatchProgram
 	vocab  int
 	reqs   chan *stepReq // capacity: one per slot, so a send never blocks
@@ -42,8 +47,26 @@ type batcher struct {
 	rows   []gpu.Row
 	batch  []*stepReq
 	logits []float32
-	// rounds and rowsRun count the rounds run and their rows (tests).
-	rounds, rowsRun atomic.Int64
+	// rounds and rowsRun count the rounds run and their rows; mixed the
+	// rounds whose rows applied more than one adapter set.
+	rounds, rowsRun, mixed atomic.Int64
+}
+
+// RoundStats counts a model's batched decode rounds (of all its variants
+// when they share them: FromCheckpointVariants).
+type RoundStats struct {
+	Rounds int64 // rounds run (a round of one row included)
+	Rows   int64 // their rows in all
+	// Mixed is the rounds whose rows applied different adapter sets.
+	Mixed int64
+}
+
+// Rounds reports the batched rounds so far (zeros without batching).
+func (m *Model) Rounds() RoundStats {
+	if m.batch == nil {
+		return RoundStats{}
+	}
+	return RoundStats{Rounds: m.batch.rounds.Load(), Rows: m.batch.rowsRun.Load(), Mixed: m.batch.mixed.Load()}
 }
 
 // stepReq is one session's decode step in a round.
@@ -58,8 +81,20 @@ type stepReq struct {
 // starts the rounds; it returns nil, nil when the backend runs no batched
 // graphs (gpu.ErrUnsupported).
 func (m *Model) newBatcher() (*batcher, error) {
-	n := len(m.slots)
-	g, err := arch.Build(&m.cfg, arch.BuildOptions{Tokens: n, MaxLen: m.maxCache, KVF16: m.kvF16, Batch: true, RingTokens: m.ringTokens, LoRA: m.lora})
+	for i, sl := range m.slots {
+		sl.seq, sl.adapter = i, 0
+	}
+	return startBatcher(m, m.slots, arch.BuildOptions{LoRA: m.lora})
+}
+
+// startBatcher compiles the batched decode graph of m's config over the
+// caches of slots (each at its seq), with opts' adapters, and starts the
+// rounds; nil, nil when the backend runs no such graph
+// (gpu.ErrUnsupported).
+func startBatcher(m *Model, slots []*slot, opts arch.BuildOptions) (*batcher, error) {
+	n := len(slots)
+	opts.Tokens, opts.MaxLen, opts.KVF16, opts.Batch, opts.RingTokens = n, m.maxCache, m.kvF16, true, m.ringTokens
+	g, err := arch.Build(&m.cfg, opts)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: batched graph: %w", err)
 	}
@@ -70,7 +105,7 @@ func (m *Model) newBatcher() (*batcher, error) {
 		fusion.HalfActivations(g)
 	}
 	kvs := make([]gpu.KVCache, n)
-	for i, sl := range m.slots {
+	for i, sl := range slots {
 		kvs[i] = sl.kv
 	}
 	m.lockDevice()
@@ -82,17 +117,22 @@ func (m *Model) newBatcher() (*batcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: compile batched graph of %d rows: %w", n, err)
 	}
-	b := &batcher{m: m, prog: prog, vocab: m.cfg.VocabSize,
+	b := &batcher{slots: slots, device: m.device, prog: prog, vocab: m.cfg.VocabSize,
 		reqs: make(chan *stepReq, n), wake: make(chan struct{}, 1),
 		quit: make(chan struct{}), done: make(chan struct{}),
 		logits: make([]float32, n*m.cfg.VocabSize)}
+	b.users.Store(1)
 	go b.loop()
 	return b, nil
 }
 
-// stop ends the rounds and releases the program. No session may be
-// decoding (Close holds every turn).
+// stop ends the rounds and releases the program once its last user
+// stops it. No session of that user may be decoding (Close holds every
+// turn).
 func (b *batcher) stop() {
+	if b.users.Add(-1) > 0 {
+		return
+	}
 	close(b.quit)
 	<-b.done
 	b.prog.Release()
@@ -156,6 +196,12 @@ func (b *batcher) run() {
 	err := b.step()
 	b.rounds.Add(1)
 	b.rowsRun.Add(int64(len(b.rows)))
+	for _, r := range b.rows[1:] {
+		if r.Adapter != b.rows[0].Adapter {
+			b.mixed.Add(1)
+			break
+		}
+	}
 	for t, r := range b.batch {
 		r.err = err
 		if err == nil {
@@ -166,8 +212,10 @@ func (b *batcher) run() {
 }
 
 func (b *batcher) step() error {
-	b.m.lockDevice()
-	defer b.m.unlockDevice()
+	if b.device != nil {
+		b.device.Lock()
+		defer b.device.Unlock()
+	}
 	// A round serves several sessions: no one session's context cancels
 	// it (each waits at most one round after its own cancellation).
 	if len(b.rows) == 1 {
@@ -175,7 +223,7 @@ func (b *batcher) step() error {
 		// with their one-token kernels (a batched step computes its rows
 		// with kernels for several tokens, slower for one).
 		r := b.rows[0]
-		prog := b.m.slots[r.Seq].decode
+		prog := b.slots[r.Seq].decode
 		if err := prog.Run(context.Background(), []int32{r.Token}, r.Pos); err != nil {
 			return fmt.Errorf("pipeline: decode step: %w", err)
 		}
@@ -198,7 +246,7 @@ func (b *batcher) step() error {
 // session's reusable request.
 func (b *batcher) decodeStep(sl *slot, history []int, logits []float32, req *stepReq) error {
 	pos := len(history) - 1
-	*req = stepReq{row: gpu.Row{Token: int32(history[pos]), Pos: pos, Seq: sl.index}, logits: logits, done: req.done}
+	*req = stepReq{row: gpu.Row{Token: int32(history[pos]), Pos: pos, Seq: sl.seq, Adapter: sl.adapter}, logits: logits, done: req.done}
 	b.reqs <- req
 	<-req.done
 	if req.err != nil {

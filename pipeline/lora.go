@@ -34,9 +34,10 @@ func unmergedLoRA(cfg *model.Config, ws []*tensors.Tensor, list []lora.Applied) 
 // sharedWeights are weights several variants of a model run on: released
 // when the last of them closes.
 type sharedWeights struct {
-	w     gpu.Weights
-	pairs map[string][]arch.LoRAPair // the holder's adapter set
-	refs  *sharedRefs
+	w      gpu.Weights
+	device *sync.Mutex                // the variants' device lock
+	pairs  map[string][]arch.LoRAPair // the holder's adapter set
+	refs   *sharedRefs
 }
 
 type sharedRefs struct {
@@ -107,14 +108,63 @@ func FromCheckpointVariants(ctx context.Context, ck *model.Checkpoint, opts Opti
 		}
 		(&sharedWeights{refs: refs}).drop()
 	}()
+	device := new(sync.Mutex)
 	for i := range sets {
 		o := opts
-		o.shared = &sharedWeights{w: w, pairs: pairs[i], refs: refs}
+		o.shared = &sharedWeights{w: w, device: device, pairs: pairs[i], refs: refs}
 		m, err := newModel(ctx, &ck.Config, ck.Tensors, tok, o)
 		if err != nil {
 			return nil, err
 		}
 		models = append(models, m)
 	}
+	if err := batchVariants(ctx, models, pairs, opts, all); err != nil {
+		return nil, err
+	}
+	for _, m := range models {
+		if err := m.finish(ctx); err != nil {
+			return nil, err
+		}
+	}
 	return models, nil
+}
+
+// batchVariants gives the variants one batcher whose rows are all their
+// slots, each applying its variant's adapter set (arch.BuildOptions.RowLoRA),
+// so that requests for different adapters share decode steps. On a backend
+// without those steps (gpu.ErrUnsupported), each variant of several slots
+// batches its own.
+func batchVariants(ctx context.Context, models []*Model, pairs []map[string][]arch.LoRAPair, opts Options, ws []*tensors.Tensor) error {
+	var slots []*slot
+	for i, m := range models {
+		for _, sl := range m.slots {
+			sl.seq, sl.adapter = len(slots), i
+			slots = append(slots, sl)
+		}
+	}
+	if len(slots) < 2 || !batching(opts, models[0].backend, ws) {
+		return nil
+	}
+	if err := loadCancelled(ctx); err != nil {
+		return err
+	}
+	b, err := startBatcher(models[0], slots, arch.BuildOptions{RowLoRA: pairs})
+	if err != nil {
+		return err
+	}
+	if b != nil {
+		b.users.Store(int32(len(models)))
+		for _, m := range models {
+			m.batch = b
+		}
+		return nil
+	}
+	for _, m := range models {
+		if len(m.slots) > 1 {
+			if m.batch, err = m.newBatcher(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

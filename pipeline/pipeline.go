@@ -238,7 +238,9 @@ type Model struct {
 
 // slot is one KV cache and the programs compiled against it.
 type slot struct {
-	index   int // in Model.slots: the sequence index of a batched step
+	index   int // in Model.slots
+	seq     int // the row sequence (gpu.Row.Seq) of a batched step
+	adapter int // the row's adapter set (gpu.Row.Adapter)
 	kv      gpu.KVCache
 	decode  gpu.Program
 	prefill []prefillProgram // ascending by size
@@ -316,6 +318,9 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 	if m.backend.Info().Backend == "cpu" {
 		// The logits are already in host memory: nothing to save.
 		m.greedyOff = true
+	} else if opts.shared != nil {
+		// Variants over one copy of the weights share the device.
+		m.device = opts.shared.device
 	} else {
 		m.device = new(sync.Mutex)
 	}
@@ -372,7 +377,12 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 	if opts.PrefixCacheBytes > 0 && gpu.CanCopyKV(m.backend) {
 		m.prefix = newPrefixCache(m, opts.PrefixCacheBytes)
 	}
-	if nslots > 1 && !opts.tuning.NoBatching && (opts.tuning.AlwaysBatch || batchPays(m.backend.Info(), weightBytes(ws))) {
+	if opts.shared != nil {
+		// FromCheckpointVariants batches the variants together, then
+		// calls finish.
+		return m, nil
+	}
+	if nslots > 1 && batching(opts, m.backend, ws) {
 		if err := loadCancelled(ctx); err != nil {
 			return nil, err
 		}
@@ -380,14 +390,29 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 			return nil, err
 		}
 	}
+	if err := m.finish(ctx); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// batching is whether the slots of a model with weights ws step in
+// batched rounds (where the backend runs them).
+func batching(opts Options, be gpu.Backend, ws []*tensors.Tensor) bool {
+	return !opts.tuning.NoBatching && (opts.tuning.AlwaysBatch || batchPays(be.Info(), weightBytes(ws)))
+}
+
+// finish compiles the device pickers of a model that steps its slots
+// apart (with batching, the host picks).
+func (m *Model) finish(ctx context.Context) error {
 	if !m.greedyOff && m.batch == nil {
 		for _, sl := range m.slots {
 			if err := m.compilePickers(ctx, sl); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
-	return m, nil
+	return nil
 }
 
 // compilePickers compiles sl's token-picking decode programs, greedy and

@@ -129,7 +129,14 @@ type MatParams struct {
 	OutF16   uint32  `wgsl:"out_f16"`   // 1: out is an f16 activation (fusion.BufInfo.F16): packed binary16 pairs (stores round to the nearest half)
 	NormEps  float32 `wgsl:"norm_eps"`  // the *_norm kernels' RMS-norm epsilon
 	XF16     uint32  `wgsl:"x_f16"`     // 1: x is an f16 activation: packed binary16 pairs
-	_        uint32  `wgsl:"pad0"`      // the block is a multiple of 16 bytes
+	// RowSetAt, when not 0, is the step word of row 0's adapter set
+	// (gpu.Row.Adapter; row t's at RowSetAt+t): matvec_lanes then computes
+	// only the rows whose set is RowSet (fusion.RowLoRAOp's products).
+	RowSetAt uint32 `wgsl:"row_set_at"`
+	RowSet   uint32 `wgsl:"row_set"`
+	_        uint32 `wgsl:"pad0"` // the block is a multiple of 16 bytes
+	_        uint32 `wgsl:"pad1"`
+	_        uint32 `wgsl:"pad2"`
 }
 
 // EmbedParams is the uniform block of wgsl/embed.wgsl.

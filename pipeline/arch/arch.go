@@ -42,6 +42,12 @@ type BuildOptions struct {
 	// LoRA applies adapters unmerged: for each projection weight name, the
 	// pairs whose updates are added to its output (see LoRAPair).
 	LoRA map[string][]LoRAPair
+	// RowLoRA, in a batched graph, gives its rows a choice of adapter
+	// sets: after each projection that a set adapts, a fusion.RowLoRAOp
+	// adds to each row the updates of its set (gpu.Row.Adapter indexes
+	// RowLoRA; an empty set applies none). LoRA's pairs, if any, apply to
+	// every row besides.
+	RowLoRA []map[string][]LoRAPair
 }
 
 // KVSpec is the cache a graph of cfg with opts reads and writes: the
@@ -93,7 +99,15 @@ func Build(cfg *model.Config, opts BuildOptions) (*fusion.Graph, error) {
 	if err := checkLoRA(opts.LoRA); err != nil {
 		return nil, err
 	}
-	b := &builder{cfg: cfg, g: &fusion.Graph{Tokens: opts.Tokens, Batch: opts.Batch}, maxLen: opts.MaxLen, lora: opts.LoRA}
+	for _, set := range opts.RowLoRA {
+		if err := checkLoRA(set); err != nil {
+			return nil, err
+		}
+	}
+	if len(opts.RowLoRA) > 0 && !opts.Batch {
+		return nil, fmt.Errorf("%w: adapters chosen per row need a batched graph", ErrOptions)
+	}
+	b := &builder{cfg: cfg, g: &fusion.Graph{Tokens: opts.Tokens, Batch: opts.Batch}, maxLen: opts.MaxLen, lora: opts.LoRA, rowLoRA: opts.RowLoRA}
 	// The one place the config's parameter names become fusion's types.
 	var err error
 	if b.normKind, err = fusion.ParseNormKind(cfg.Norm); err != nil {
@@ -141,8 +155,9 @@ type builder struct {
 	h2         fusion.Buf // normed input of the FFN in sequential blocks
 	dim, qCols int
 
-	lora     map[string][]LoRAPair // BuildOptions.LoRA
-	loraBufs map[[2]int]fusion.Buf // A·x per (rows, rank)
+	lora     map[string][]LoRAPair   // BuildOptions.LoRA
+	rowLoRA  []map[string][]LoRAPair // BuildOptions.RowLoRA
+	loraBufs map[[2]int]fusion.Buf   // A·x per (rows, rank)
 }
 
 // forward emits the whole step, reading like llama2.c's forward().

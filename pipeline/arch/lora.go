@@ -33,6 +33,17 @@ func (b *builder) loraUpdates(out, in fusion.Buf, w string) {
 		b.g.Add(&fusion.MatMulOp{Out: t, In: in, Projection: fusion.Projection{Weight: p.A}})
 		b.g.Add(&fusion.MatMulOp{Out: out, In: t, Projection: fusion.Projection{Weight: p.B}, Accumulate: true})
 	}
+	sets := make([][]fusion.LoRAWeights, len(b.rowLoRA))
+	any := false
+	for j, set := range b.rowLoRA {
+		for _, p := range set[w] {
+			sets[j] = append(sets[j], fusion.LoRAWeights{A: p.A, B: p.B, Rank: p.Rank})
+			any = true
+		}
+	}
+	if any {
+		b.g.Add(&fusion.RowLoRAOp{Out: out, In: in, Sets: sets})
+	}
 }
 
 // checkLoRA rejects pairs that cannot build.

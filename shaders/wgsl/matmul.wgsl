@@ -69,7 +69,12 @@ struct MatParams {
     out_f16: u32, // 1: out is an f16 activation (packed halves)
     norm_eps: f32, // the *_norm kernels' RMS-norm epsilon
     x_f16: u32,    // 1: x is an f16 activation (packed halves)
+    row_set_at: u32, // not 0: matvec_lanes computes only the rows t whose
+                     // step word row_set_at + t is row_set (RowLoRA)
+    row_set: u32,
     pad0: u32,     // (the block is a multiple of 16 bytes)
+    pad1: u32,
+    pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: MatParams;
@@ -353,6 +358,9 @@ fn lanes_mv(wid: vec3<u32>, li: u32, nm: bool) {
     let t = wid.x;
     if t >= min(step[STEP_ROWS], p.nrows) {
         return; // uniform: the whole workgroup shares t
+    }
+    if p.row_set_at != 0u && step[p.row_set_at + t] != p.row_set {
+        return; // uniform too: a row of another adapter set
     }
     let lanes = p.lanes;
     let lane = li & (lanes - 1u);

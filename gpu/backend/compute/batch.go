@@ -66,8 +66,8 @@ func (b *backend) CompileBatch(g *fusion.Graph, w gpu.Weights, kvs []gpu.KVCache
 	return p, nil
 }
 
-// RunBatch writes the step buffer (each row's token and position at the
-// row of its sequence, the rows no sequence uses at noRow) and submits the
+// RunBatch writes the step buffer (each row's token, position and adapter
+// set at the row of its sequence, the rows no sequence uses at noRow) and submits the
 // recorded list. Rows past the highest sequence named are not computed.
 func (p *program) RunBatch(ctx context.Context, rows []gpu.Row) error {
 	if p.cmds == nil {
@@ -93,11 +93,12 @@ func (p *program) RunBatch(ctx context.Context, rows []gpu.Row) error {
 	for _, r := range rows {
 		used = max(used, r.Seq+1)
 	}
-	step := make([]byte, 4*(shaders.StepToken+2*T))
+	step := make([]byte, 4*(shaders.StepToken+3*T))
 	put := func(word int, v uint32) { binary.LittleEndian.PutUint32(step[4*word:], v) }
 	put(shaders.StepRows, uint32(used))
 	for t := range T {
 		put(p.posAt+t, noRow)
+		put(p.setAt+t, noRow)
 	}
 	for i, r := range rows {
 		if p.vocab > 0 && (r.Token < 0 || int(r.Token) >= p.vocab) {
@@ -105,6 +106,7 @@ func (p *program) RunBatch(ctx context.Context, rows []gpu.Row) error {
 		}
 		put(shaders.StepToken+r.Seq, uint32(r.Token))
 		put(p.posAt+r.Seq, uint32(r.Pos))
+		put(p.setAt+r.Seq, uint32(min(r.Adapter, math.MaxUint32-1)))
 	}
 	if err := p.b.dev.Write(p.step, 0, step); err != nil {
 		return fmt.Errorf("kernels: run: %w", err)

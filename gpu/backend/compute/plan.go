@@ -51,6 +51,9 @@ type planner struct {
 	kvTmp    [2]gpu.Buffer
 	kvTmpLen int64
 	moeB     moeBufs // the MoE ops' buffers (moe.go)
+	// loraT holds the RowLoRA ops' A·x rows (rowlora.go), made on demand.
+	loraT    gpu.Buffer
+	loraTLen int64
 }
 
 // h is the f16 flag of a kernel's activation binding: 1 when b's buffer
@@ -247,6 +250,8 @@ func (pl *planner) op(op fusion.Op) error {
 		return pl.attention(op)
 	case *fusion.MoEOp:
 		return pl.moe(op)
+	case *fusion.RowLoRAOp:
+		return pl.rowLoRA(op)
 	case *fusion.AddOp:
 		// A residual add into one of its inputs (addition commutes) runs
 		// in place; out = out + out goes through the scratch copy.

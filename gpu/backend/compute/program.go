@@ -40,8 +40,11 @@ type program struct {
 	// always sequence r, whose cache is caches[r]; the step buffer holds
 	// [0, rows used, tokens[Tokens], positions[Tokens]] (posAt is the word
 	// of the first position), unused rows at position noRow.
-	caches   []*kvCache
-	posAt    int
+	caches []*kvCache
+	posAt  int
+	// setAt is the word of row 0's adapter set (gpu.Row.Adapter) in a
+	// batched step, after the positions (fusion.RowLoRAOp).
+	setAt    int
 	lastRows []gpu.Row
 
 	profile      gpu.Commands // recorded with timestamps on first Profile
@@ -152,7 +155,8 @@ func (p *program) build(ws *weights, caches []*kvCache) error {
 	stepWords := shaders.StepToken + g.Tokens
 	if g.Batch {
 		p.posAt = stepWords
-		stepWords += g.Tokens
+		p.setAt = stepWords + g.Tokens
+		stepWords += 2 * g.Tokens
 	}
 	stepBytes := int64(stepWords) * 4
 	if stepTensor(g) {

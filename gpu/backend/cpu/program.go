@@ -41,7 +41,10 @@ type program struct {
 	seqs   []*kvCache
 	rowPos []int
 	rowSeq []*kvCache
-	tokens []int32
+	// rowAdapter is each row's gpu.Row.Adapter during a RunBatch.
+	rowAdapter []int
+	loraT      []float32 // RowLoRA: a row's A·x
+	tokens     []int32
 
 	// allowed is the token mask of a program ending in fusion.Argmax or
 	// fusion.Sample (SetTokenMask); nil: none.
@@ -93,7 +96,8 @@ type step struct {
 	norm   []float32  // the norm prologue's scale (MatMul kinds with a Prologue)
 	normed []float32  // the norm prologue's output
 	attn   attnParams
-	moe    *moeStep // MoE
+	moe    *moeStep     // MoE
+	lora   [][]loraMats // RowLoRA: each adapter set's pairs
 }
 
 // Compile validates g against the weights and cache and prepares it.
@@ -223,6 +227,13 @@ func (b *backend) compile(g *fusion.Graph, w gpu.Weights, kvs []gpu.KVCache, bat
 				return nil, err
 			}
 			s.ws = []*matrix{s.moe.router, s.moe.gate[0], s.moe.down[0]} // sizes the scratch
+		case *fusion.RowLoRAOp:
+			s.lora = newRowLoRA(ws, op)
+			for _, set := range s.lora {
+				for _, m := range set {
+					s.ws = append(s.ws, m.a, m.b) // sizes the scratch
+				}
+			}
 		case *fusion.StoreKVOp, *fusion.AddOp, *fusion.SoftCapOp, *fusion.LastRowOp, *fusion.ArgmaxOp, *fusion.SampleOp:
 		default:
 			return nil, fmt.Errorf("cpu: compile: %w: op kind %s", gpu.ErrUnsupported, op.Kind())
@@ -334,9 +345,10 @@ func (p *program) RunBatch(ctx context.Context, rows []gpu.Row) error {
 	if err := gpu.CheckBatch(g, rows, max(len(p.seqs), 1), maxLen); err != nil {
 		return fmt.Errorf("%w: %w", errRun, err)
 	}
-	p.tokens, p.rowPos, p.rowSeq = p.tokens[:0], p.rowPos[:0], p.rowSeq[:0]
+	p.tokens, p.rowPos, p.rowSeq, p.rowAdapter = p.tokens[:0], p.rowPos[:0], p.rowSeq[:0], p.rowAdapter[:0]
 	for _, r := range rows {
 		p.tokens = append(p.tokens, r.Token)
+		p.rowAdapter = append(p.rowAdapter, r.Adapter)
 		p.rowPos = append(p.rowPos, r.Pos)
 		if p.seqs != nil {
 			p.rowSeq = append(p.rowSeq, p.seqs[r.Seq])
@@ -464,6 +476,8 @@ func (p *program) exec(s *step, tokens []int32, pos int) error {
 		p.attention(&p.at)
 	case *fusion.MoEOp:
 		p.moe(s, op, out, in(0), cols, n)
+	case *fusion.RowLoRAOp:
+		p.rowLoRA(s, out, in(0), inCols(0), cols, n)
 	case *fusion.GLUOp:
 		glu(out, in(0), in(1), n*cols, s.act)
 	case *fusion.ActivationOp:
