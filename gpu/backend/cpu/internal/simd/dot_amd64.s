@@ -807,7 +807,7 @@ q8q8x4done:
 	RET
 
 // func dotQ8Q8BlocksAVX2(w *int8, ws *uint16, x *int8, xd *float32, nb int) float32
-// Requires: AVX, AVX2, F16C, FMA3, SSE
+// Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
 TEXT ·dotQ8Q8BlocksAVX2(SB), NOSPLIT, $32-44
 	MOVL         $0x00010001, AX
 	VMOVD        AX, X0
@@ -823,6 +823,11 @@ TEXT ·dotQ8Q8BlocksAVX2(SB), NOSPLIT, $32-44
 q8beight:
 	CMPQ         SI, $0x08
 	JL           q8btail
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	PREFETCHT0   2240(AX)
+	PREFETCHT0   128(CX)
 	VCVTPH2PS    (CX), Y3
 	VMULPS       (BX), Y3, Y3
 	VMOVUPS      Y3, (SP)
@@ -942,7 +947,7 @@ q8bdone:
 	RET
 
 // func dotQ4Q8BlocksAVX2(w *byte, ws *uint16, x *int8, xd *float32, nb int) float32
-// Requires: AVX, AVX2, F16C, FMA3, SSE
+// Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
 TEXT ·dotQ4Q8BlocksAVX2(SB), NOSPLIT, $32-44
 	MOVL         $0x00010001, AX
 	VMOVD        AX, X0
@@ -964,6 +969,9 @@ TEXT ·dotQ4Q8BlocksAVX2(SB), NOSPLIT, $32-44
 q4beight:
 	CMPQ         SI, $0x08
 	JL           q4btail
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   256(CX)
 	VCVTPH2PS    (CX), Y5
 	VMULPS       (BX), Y5, Y5
 	VMOVUPS      Y5, (SP)
@@ -1110,7 +1118,7 @@ q4bdone:
 	RET
 
 // func dotQ8Q8BlocksRowsAVX2(w *int8, ws *uint16, x *int8, xd *float32, nb int, rows int, out *float32, wsstride int)
-// Requires: AVX, AVX2, F16C, FMA3
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
 TEXT ·dotQ8Q8BlocksRowsAVX2(SB), NOSPLIT, $32-64
 	MOVL         $0x00010001, AX
 	VMOVD        AX, X0
@@ -1139,6 +1147,11 @@ q8rrow:
 q8reight:
 	CMPQ         R13, $0x08
 	JL           q8rtail
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	PREFETCHT0   2240(AX)
+	PREFETCHT0   128(CX)
 	VCVTPH2PS    (CX), Y3
 	VMULPS       (R12), Y3, Y3
 	VMOVUPS      Y3, (SP)
@@ -1263,7 +1276,7 @@ q8rend:
 	RET
 
 // func dotQ4Q8BlocksRowsAVX2(w *byte, ws *uint16, x *int8, xd *float32, nb int, rows int, out *float32, wsstride int)
-// Requires: AVX, AVX2, F16C, FMA3
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
 TEXT ·dotQ4Q8BlocksRowsAVX2(SB), NOSPLIT, $32-64
 	MOVL         $0x00010001, AX
 	VMOVD        AX, X0
@@ -1298,6 +1311,9 @@ q4rrow:
 q4reight:
 	CMPQ         R13, $0x08
 	JL           q4rtail
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   256(CX)
 	VCVTPH2PS    (CX), Y5
 	VMULPS       (R12), Y5, Y5
 	VMOVUPS      Y5, (SP)
