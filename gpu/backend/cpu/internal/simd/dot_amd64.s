@@ -2688,7 +2688,7 @@ weightedSumF16AVX2after8:
 	RET
 
 // func dotQ4KAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
-// Requires: AVX, AVX2, F16C, SSE
+// Requires: AVX, AVX2, F16C, MMX+, SSE
 TEXT ·dotQ4KAVX2(SB), NOSPLIT, $0-44
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -2703,6 +2703,9 @@ TEXT ·dotQ4KAVX2(SB), NOSPLIT, $0-44
 q4kblock:
 	TESTQ        SI, SI
 	JZ           q4kdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
 	MOVL         4(AX), DI
 	MOVL         8(AX), R8
 	MOVL         12(AX), R9
@@ -3065,7 +3068,7 @@ DATA kwordmasks<>+255(SB)/1, $0x0f
 GLOBL kwordmasks<>(SB), RODATA|NOPTR, $256
 
 // func dotQ5KAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
-// Requires: AVX, AVX2, F16C, SSE
+// Requires: AVX, AVX2, F16C, MMX+, SSE
 TEXT ·dotQ5KAVX2(SB), NOSPLIT, $0-44
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -3083,6 +3086,9 @@ TEXT ·dotQ5KAVX2(SB), NOSPLIT, $0-44
 q5kblock:
 	TESTQ        SI, SI
 	JZ           q5kdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
 	MOVL         4(AX), DI
 	MOVL         8(AX), R8
 	MOVL         12(AX), R9
@@ -3212,7 +3218,7 @@ q5kdone:
 	RET
 
 // func dotQ6KAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
-// Requires: AVX, AVX2, F16C, SSE
+// Requires: AVX, AVX2, F16C, MMX+, SSE
 TEXT ·dotQ6KAVX2(SB), NOSPLIT, $0-44
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -3230,6 +3236,10 @@ TEXT ·dotQ6KAVX2(SB), NOSPLIT, $0-44
 q6kblock:
 	TESTQ        SI, SI
 	JZ           q6kdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	PREFETCHT0   2240(AX)
 	VPMOVSXBW    192(AX), Y3
 	VPXOR        Y4, Y4, Y4
 	VPERMQ       $0x44, Y3, Y5
@@ -3466,7 +3476,7 @@ DATA kpairmasks<>+127(SB)/1, $0x0f
 GLOBL kpairmasks<>(SB), RODATA|NOPTR, $128
 
 // func dotQ2KAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
-// Requires: AVX, AVX2, F16C, SSE
+// Requires: AVX, AVX2, F16C, MMX+, SSE
 TEXT ·dotQ2KAVX2(SB), NOSPLIT, $0-44
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -3484,6 +3494,8 @@ TEXT ·dotQ2KAVX2(SB), NOSPLIT, $0-44
 q2kblock:
 	TESTQ        SI, SI
 	JZ           q2kdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
 	VPMOVZXBW    (AX), Y3
 	VPAND        Y1, Y3, Y4
 	VPSRLW       $0x04, Y3, Y3
@@ -3567,7 +3579,7 @@ q2kdone:
 	RET
 
 // func dotQ3KAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
-// Requires: AVX, AVX2, F16C, SSE
+// Requires: AVX, AVX2, F16C, MMX+, SSE
 TEXT ·dotQ3KAVX2(SB), NOSPLIT, $0-44
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -3588,6 +3600,8 @@ TEXT ·dotQ3KAVX2(SB), NOSPLIT, $0-44
 q3kblock:
 	TESTQ        SI, SI
 	JZ           q3kdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
 	MOVL         96(AX), DI
 	MOVL         100(AX), R8
 	MOVL         104(AX), R9
@@ -3728,7 +3742,7 @@ q3kdone:
 	RET
 
 // func dotQ4KRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
-// Requires: AVX, AVX2, F16C
+// Requires: AVX, AVX2, F16C, MMX+
 TEXT ·dotQ4KRowsAVX2(SB), NOSPLIT, $16-56
 	MOVQ         w+0(FP), AX
 	MOVL         $0x0f0f0f0f, CX
@@ -3751,6 +3765,9 @@ q4krrow:
 q4krblock:
 	TESTQ        SI, SI
 	JZ           q4krdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
 	MOVL         4(AX), DI
 	MOVL         8(AX), R8
 	MOVL         12(AX), R9
@@ -3861,7 +3878,7 @@ q4krend:
 	RET
 
 // func dotQ5KRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
-// Requires: AVX, AVX2, F16C
+// Requires: AVX, AVX2, F16C, MMX+
 TEXT ·dotQ5KRowsAVX2(SB), NOSPLIT, $16-56
 	MOVQ         w+0(FP), AX
 	MOVL         $0x0f0f0f0f, CX
@@ -3887,6 +3904,9 @@ q5krrow:
 q5krblock:
 	TESTQ        SI, SI
 	JZ           q5krdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
 	MOVL         4(AX), DI
 	MOVL         8(AX), R8
 	MOVL         12(AX), R9
@@ -4022,7 +4042,7 @@ q5krend:
 	RET
 
 // func dotQ6KRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
-// Requires: AVX, AVX2, F16C
+// Requires: AVX, AVX2, F16C, MMX+
 TEXT ·dotQ6KRowsAVX2(SB), NOSPLIT, $16-56
 	MOVQ         w+0(FP), AX
 	MOVL         $0x0f0f0f0f, CX
@@ -4048,6 +4068,10 @@ q6krrow:
 q6krblock:
 	TESTQ        SI, SI
 	JZ           q6krdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	PREFETCHT0   2240(AX)
 	VPMOVSXBW    192(AX), Y3
 	VPXOR        Y4, Y4, Y4
 	VPERMQ       $0x44, Y3, Y5
@@ -4160,7 +4184,7 @@ q6krend:
 	RET
 
 // func dotQ2KRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
-// Requires: AVX, AVX2, F16C
+// Requires: AVX, AVX2, F16C, MMX+
 TEXT ·dotQ2KRowsAVX2(SB), NOSPLIT, $16-56
 	MOVQ         w+0(FP), AX
 	MOVL         $0x03030303, CX
@@ -4186,6 +4210,8 @@ q2krrow:
 q2krblock:
 	TESTQ        SI, SI
 	JZ           q2krdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
 	VPMOVZXBW    (AX), Y3
 	VPAND        Y1, Y3, Y4
 	VPSRLW       $0x04, Y3, Y3
@@ -4275,7 +4301,7 @@ q2krend:
 	RET
 
 // func dotQ3KRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
-// Requires: AVX, AVX2, F16C
+// Requires: AVX, AVX2, F16C, MMX+
 TEXT ·dotQ3KRowsAVX2(SB), NOSPLIT, $16-56
 	MOVQ         w+0(FP), AX
 	MOVL         $0x03030303, CX
@@ -4304,6 +4330,8 @@ q3krrow:
 q3krblock:
 	TESTQ        SI, SI
 	JZ           q3krdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
 	MOVL         96(AX), DI
 	MOVL         100(AX), R8
 	MOVL         104(AX), R9
@@ -6589,7 +6617,7 @@ dotQ6KRows4VNNIend:
 	RET
 
 // func dotQ4_1AVX2(w *byte, x *int8, xd *float32, nb int) float32
-// Requires: AVX, AVX2, F16C, SSE
+// Requires: AVX, AVX2, F16C, MMX+, SSE
 TEXT ·dotQ4_1AVX2(SB), NOSPLIT, $0-36
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -6609,6 +6637,7 @@ TEXT ·dotQ4_1AVX2(SB), NOSPLIT, $0-36
 q41block:
 	TESTQ        BX, BX
 	JZ           q41done
+	PREFETCHT0   2048(AX)
 	VMOVDQU      4(AX), X4
 	VPSRLW       $0x04, X4, X5
 	VINSERTI128  $0x01, X5, Y4, Y5
@@ -6646,7 +6675,7 @@ q41done:
 	RET
 
 // func dotQ5_0AVX2(w *byte, x *int8, xd *float32, nb int) float32
-// Requires: AVX, AVX2, F16C, SSE
+// Requires: AVX, AVX2, F16C, MMX+, SSE
 TEXT ·dotQ5_0AVX2(SB), NOSPLIT, $0-36
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -6670,6 +6699,7 @@ TEXT ·dotQ5_0AVX2(SB), NOSPLIT, $0-36
 q50block:
 	TESTQ        BX, BX
 	JZ           q50done
+	PREFETCHT0   2048(AX)
 	VMOVDQU      6(AX), X6
 	VPSRLW       $0x04, X6, X7
 	VINSERTI128  $0x01, X7, Y6, Y7
@@ -6776,7 +6806,7 @@ DATA q5consts<>+63(SB)/1, $0x7f
 GLOBL q5consts<>(SB), RODATA|NOPTR, $64
 
 // func dotQ5_1AVX2(w *byte, x *int8, xd *float32, nb int) float32
-// Requires: AVX, AVX2, F16C, SSE
+// Requires: AVX, AVX2, F16C, MMX+, SSE
 TEXT ·dotQ5_1AVX2(SB), NOSPLIT, $0-36
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -6800,6 +6830,7 @@ TEXT ·dotQ5_1AVX2(SB), NOSPLIT, $0-36
 q51block:
 	TESTQ        BX, BX
 	JZ           q51done
+	PREFETCHT0   2048(AX)
 	VMOVDQU      8(AX), X6
 	VPSRLW       $0x04, X6, X7
 	VINSERTI128  $0x01, X7, Y6, Y7

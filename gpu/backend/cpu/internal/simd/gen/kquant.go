@@ -307,6 +307,9 @@ func kLoop(name string, bytes int, w, x, xd, xs, nb Register, rows bool, body fu
 	Label(name + "block")
 	TESTQ(nb, nb)
 	JZ(LabelRef(name + "done"))
+	for off := 0; off < bytes; off += 64 {
+		PREFETCHT0(Mem{Base: w, Disp: blockPrefetch + off}) // see blockScaled
+	}
 	body(s)
 	ADDQ(Imm(uint64(bytes)), w)
 	ADDQ(U32(256), x)
