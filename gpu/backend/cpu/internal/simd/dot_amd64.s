@@ -807,7 +807,7 @@ q8q8x4done:
 	RET
 
 // func dotQ8Q8BlocksAVX2(w *int8, ws *uint16, x *int8, xd *float32, nb int) float32
-// Requires: AVX, AVX2, F16C, FMA3, SSE
+// Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
 TEXT ·dotQ8Q8BlocksAVX2(SB), NOSPLIT, $32-44
 	MOVL         $0x00010001, AX
 	VMOVD        AX, X0
@@ -823,6 +823,11 @@ TEXT ·dotQ8Q8BlocksAVX2(SB), NOSPLIT, $32-44
 q8beight:
 	CMPQ         SI, $0x08
 	JL           q8btail
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	PREFETCHT0   2240(AX)
+	PREFETCHT0   128(CX)
 	VCVTPH2PS    (CX), Y3
 	VMULPS       (BX), Y3, Y3
 	VMOVUPS      Y3, (SP)
@@ -942,7 +947,7 @@ q8bdone:
 	RET
 
 // func dotQ4Q8BlocksAVX2(w *byte, ws *uint16, x *int8, xd *float32, nb int) float32
-// Requires: AVX, AVX2, F16C, FMA3, SSE
+// Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
 TEXT ·dotQ4Q8BlocksAVX2(SB), NOSPLIT, $32-44
 	MOVL         $0x00010001, AX
 	VMOVD        AX, X0
@@ -964,6 +969,9 @@ TEXT ·dotQ4Q8BlocksAVX2(SB), NOSPLIT, $32-44
 q4beight:
 	CMPQ         SI, $0x08
 	JL           q4btail
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   256(CX)
 	VCVTPH2PS    (CX), Y5
 	VMULPS       (BX), Y5, Y5
 	VMOVUPS      Y5, (SP)
@@ -1110,7 +1118,7 @@ q4bdone:
 	RET
 
 // func dotQ8Q8BlocksRowsAVX2(w *int8, ws *uint16, x *int8, xd *float32, nb int, rows int, out *float32, wsstride int)
-// Requires: AVX, AVX2, F16C, FMA3
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
 TEXT ·dotQ8Q8BlocksRowsAVX2(SB), NOSPLIT, $32-64
 	MOVL         $0x00010001, AX
 	VMOVD        AX, X0
@@ -1139,6 +1147,11 @@ q8rrow:
 q8reight:
 	CMPQ         R13, $0x08
 	JL           q8rtail
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	PREFETCHT0   2240(AX)
+	PREFETCHT0   128(CX)
 	VCVTPH2PS    (CX), Y3
 	VMULPS       (R12), Y3, Y3
 	VMOVUPS      Y3, (SP)
@@ -1263,7 +1276,7 @@ q8rend:
 	RET
 
 // func dotQ4Q8BlocksRowsAVX2(w *byte, ws *uint16, x *int8, xd *float32, nb int, rows int, out *float32, wsstride int)
-// Requires: AVX, AVX2, F16C, FMA3
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
 TEXT ·dotQ4Q8BlocksRowsAVX2(SB), NOSPLIT, $32-64
 	MOVL         $0x00010001, AX
 	VMOVD        AX, X0
@@ -1298,6 +1311,9 @@ q4rrow:
 q4reight:
 	CMPQ         R13, $0x08
 	JL           q4rtail
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   256(CX)
 	VCVTPH2PS    (CX), Y5
 	VMULPS       (R12), Y5, Y5
 	VMOVUPS      Y5, (SP)
@@ -2672,7 +2688,7 @@ weightedSumF16AVX2after8:
 	RET
 
 // func dotQ4KAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
-// Requires: AVX, AVX2, F16C, SSE
+// Requires: AVX, AVX2, F16C, MMX+, SSE
 TEXT ·dotQ4KAVX2(SB), NOSPLIT, $0-44
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -2687,6 +2703,9 @@ TEXT ·dotQ4KAVX2(SB), NOSPLIT, $0-44
 q4kblock:
 	TESTQ        SI, SI
 	JZ           q4kdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
 	MOVL         4(AX), DI
 	MOVL         8(AX), R8
 	MOVL         12(AX), R9
@@ -3049,7 +3068,7 @@ DATA kwordmasks<>+255(SB)/1, $0x0f
 GLOBL kwordmasks<>(SB), RODATA|NOPTR, $256
 
 // func dotQ5KAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
-// Requires: AVX, AVX2, F16C, SSE
+// Requires: AVX, AVX2, F16C, MMX+, SSE
 TEXT ·dotQ5KAVX2(SB), NOSPLIT, $0-44
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -3067,6 +3086,9 @@ TEXT ·dotQ5KAVX2(SB), NOSPLIT, $0-44
 q5kblock:
 	TESTQ        SI, SI
 	JZ           q5kdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
 	MOVL         4(AX), DI
 	MOVL         8(AX), R8
 	MOVL         12(AX), R9
@@ -3196,7 +3218,7 @@ q5kdone:
 	RET
 
 // func dotQ6KAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
-// Requires: AVX, AVX2, F16C, SSE
+// Requires: AVX, AVX2, F16C, MMX+, SSE
 TEXT ·dotQ6KAVX2(SB), NOSPLIT, $0-44
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -3214,6 +3236,10 @@ TEXT ·dotQ6KAVX2(SB), NOSPLIT, $0-44
 q6kblock:
 	TESTQ        SI, SI
 	JZ           q6kdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	PREFETCHT0   2240(AX)
 	VPMOVSXBW    192(AX), Y3
 	VPXOR        Y4, Y4, Y4
 	VPERMQ       $0x44, Y3, Y5
@@ -3450,7 +3476,7 @@ DATA kpairmasks<>+127(SB)/1, $0x0f
 GLOBL kpairmasks<>(SB), RODATA|NOPTR, $128
 
 // func dotQ2KAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
-// Requires: AVX, AVX2, F16C, SSE
+// Requires: AVX, AVX2, F16C, MMX+, SSE
 TEXT ·dotQ2KAVX2(SB), NOSPLIT, $0-44
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -3468,6 +3494,8 @@ TEXT ·dotQ2KAVX2(SB), NOSPLIT, $0-44
 q2kblock:
 	TESTQ        SI, SI
 	JZ           q2kdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
 	VPMOVZXBW    (AX), Y3
 	VPAND        Y1, Y3, Y4
 	VPSRLW       $0x04, Y3, Y3
@@ -3551,7 +3579,7 @@ q2kdone:
 	RET
 
 // func dotQ3KAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
-// Requires: AVX, AVX2, F16C, SSE
+// Requires: AVX, AVX2, F16C, MMX+, SSE
 TEXT ·dotQ3KAVX2(SB), NOSPLIT, $0-44
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -3572,6 +3600,8 @@ TEXT ·dotQ3KAVX2(SB), NOSPLIT, $0-44
 q3kblock:
 	TESTQ        SI, SI
 	JZ           q3kdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
 	MOVL         96(AX), DI
 	MOVL         100(AX), R8
 	MOVL         104(AX), R9
@@ -3712,7 +3742,7 @@ q3kdone:
 	RET
 
 // func dotQ4KRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
-// Requires: AVX, AVX2, F16C
+// Requires: AVX, AVX2, F16C, MMX+
 TEXT ·dotQ4KRowsAVX2(SB), NOSPLIT, $16-56
 	MOVQ         w+0(FP), AX
 	MOVL         $0x0f0f0f0f, CX
@@ -3735,6 +3765,9 @@ q4krrow:
 q4krblock:
 	TESTQ        SI, SI
 	JZ           q4krdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
 	MOVL         4(AX), DI
 	MOVL         8(AX), R8
 	MOVL         12(AX), R9
@@ -3845,7 +3878,7 @@ q4krend:
 	RET
 
 // func dotQ5KRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
-// Requires: AVX, AVX2, F16C
+// Requires: AVX, AVX2, F16C, MMX+
 TEXT ·dotQ5KRowsAVX2(SB), NOSPLIT, $16-56
 	MOVQ         w+0(FP), AX
 	MOVL         $0x0f0f0f0f, CX
@@ -3871,6 +3904,9 @@ q5krrow:
 q5krblock:
 	TESTQ        SI, SI
 	JZ           q5krdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
 	MOVL         4(AX), DI
 	MOVL         8(AX), R8
 	MOVL         12(AX), R9
@@ -4006,7 +4042,7 @@ q5krend:
 	RET
 
 // func dotQ6KRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
-// Requires: AVX, AVX2, F16C
+// Requires: AVX, AVX2, F16C, MMX+
 TEXT ·dotQ6KRowsAVX2(SB), NOSPLIT, $16-56
 	MOVQ         w+0(FP), AX
 	MOVL         $0x0f0f0f0f, CX
@@ -4032,6 +4068,10 @@ q6krrow:
 q6krblock:
 	TESTQ        SI, SI
 	JZ           q6krdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	PREFETCHT0   2240(AX)
 	VPMOVSXBW    192(AX), Y3
 	VPXOR        Y4, Y4, Y4
 	VPERMQ       $0x44, Y3, Y5
@@ -4144,7 +4184,7 @@ q6krend:
 	RET
 
 // func dotQ2KRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
-// Requires: AVX, AVX2, F16C
+// Requires: AVX, AVX2, F16C, MMX+
 TEXT ·dotQ2KRowsAVX2(SB), NOSPLIT, $16-56
 	MOVQ         w+0(FP), AX
 	MOVL         $0x03030303, CX
@@ -4170,6 +4210,8 @@ q2krrow:
 q2krblock:
 	TESTQ        SI, SI
 	JZ           q2krdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
 	VPMOVZXBW    (AX), Y3
 	VPAND        Y1, Y3, Y4
 	VPSRLW       $0x04, Y3, Y3
@@ -4259,7 +4301,7 @@ q2krend:
 	RET
 
 // func dotQ3KRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
-// Requires: AVX, AVX2, F16C
+// Requires: AVX, AVX2, F16C, MMX+
 TEXT ·dotQ3KRowsAVX2(SB), NOSPLIT, $16-56
 	MOVQ         w+0(FP), AX
 	MOVL         $0x03030303, CX
@@ -4288,6 +4330,8 @@ q3krrow:
 q3krblock:
 	TESTQ        SI, SI
 	JZ           q3krdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
 	MOVL         96(AX), DI
 	MOVL         100(AX), R8
 	MOVL         104(AX), R9
@@ -5354,8 +5398,1226 @@ q6kx4done:
 	VZEROUPPER
 	RET
 
+// func dotQ4KRows4VNNI(w *byte, x *int8, xd *float32, xs *int16, nb int, groups int, out *float32)
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, F16C, MMX+
+TEXT ·dotQ4KRows4VNNI(SB), NOSPLIT, $184-56
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTB X0, Y0
+	MOVQ         nb+32(FP), AX
+	IMUL3Q       $0x90, AX, CX
+	LEAQ         (CX)(CX*2), DX
+	MOVQ         groups+40(FP), AX
+	MOVQ         out+48(FP), BX
+	MOVQ         w+0(FP), SI
+	MOVQ         AX, 160(SP)
+	MOVQ         BX, 168(SP)
+	MOVQ         SI, 176(SP)
+
+dotQ4KRows4VNNIgroup:
+	CMPQ   160(SP), $0x00
+	JE     dotQ4KRows4VNNIend
+	MOVQ   176(SP), AX
+	MOVQ   x+8(FP), BX
+	MOVQ   xd+16(FP), SI
+	MOVQ   xs+24(FP), DI
+	MOVQ   nb+32(FP), R8
+	VXORPS Y1, Y1, Y1
+
+dotQ4KRows4VNNIblock:
+	TESTQ         R8, R8
+	JZ            dotQ4KRows4VNNIdone
+	LEAQ          (DX)(CX*1), R9
+	ADDQ          AX, R9
+	PREFETCHT0    (R9)
+	PREFETCHT0    64(R9)
+	PREFETCHT0    128(R9)
+	PREFETCHT0    (R9)(CX*1)
+	PREFETCHT0    64(R9)(CX*1)
+	PREFETCHT0    128(R9)(CX*1)
+	PREFETCHT0    (R9)(CX*2)
+	PREFETCHT0    64(R9)(CX*2)
+	PREFETCHT0    128(R9)(CX*2)
+	PREFETCHT0    (R9)(DX*1)
+	PREFETCHT0    64(R9)(DX*1)
+	PREFETCHT0    128(R9)(DX*1)
+	MOVL          4(AX), R9
+	MOVL          8(AX), R10
+	MOVL          12(AX), R11
+	MOVL          R11, R13
+	SHRL          $0x04, R13
+	ANDL          $0x0f0f0f0f, R13
+	MOVL          R10, R12
+	SHRL          $0x06, R12
+	ANDL          $0x03030303, R12
+	SHLL          $0x04, R12
+	ORL           R12, R13
+	ANDL          $0x3f3f3f3f, R10
+	MOVL          R9, R12
+	SHRL          $0x06, R12
+	ANDL          $0x03030303, R12
+	SHLL          $0x04, R12
+	ANDL          $0x0f0f0f0f, R11
+	ORL           R12, R11
+	ANDL          $0x3f3f3f3f, R9
+	SHLQ          $0x20, R11
+	ORQ           R11, R9
+	SHLQ          $0x20, R13
+	ORQ           R13, R10
+	MOVQ          R9, 128(SP)
+	VPMOVZXBD     128(SP), Y2
+	VPSLLD        $0x10, Y2, Y3
+	VPOR          Y3, Y2, Y2
+	VMOVDQU       Y2, (SP)
+	MOVQ          R10, 128(SP)
+	MOVL          4(AX)(CX*1), R9
+	MOVL          8(AX)(CX*1), R10
+	MOVL          12(AX)(CX*1), R11
+	MOVL          R11, R13
+	SHRL          $0x04, R13
+	ANDL          $0x0f0f0f0f, R13
+	MOVL          R10, R12
+	SHRL          $0x06, R12
+	ANDL          $0x03030303, R12
+	SHLL          $0x04, R12
+	ORL           R12, R13
+	ANDL          $0x3f3f3f3f, R10
+	MOVL          R9, R12
+	SHRL          $0x06, R12
+	ANDL          $0x03030303, R12
+	SHLL          $0x04, R12
+	ANDL          $0x0f0f0f0f, R11
+	ORL           R12, R11
+	ANDL          $0x3f3f3f3f, R9
+	SHLQ          $0x20, R11
+	ORQ           R11, R9
+	SHLQ          $0x20, R13
+	ORQ           R13, R10
+	MOVQ          R9, 136(SP)
+	VPMOVZXBD     136(SP), Y2
+	VPSLLD        $0x10, Y2, Y3
+	VPOR          Y3, Y2, Y2
+	VMOVDQU       Y2, 32(SP)
+	MOVQ          R10, 136(SP)
+	MOVL          4(AX)(CX*2), R9
+	MOVL          8(AX)(CX*2), R10
+	MOVL          12(AX)(CX*2), R11
+	MOVL          R11, R13
+	SHRL          $0x04, R13
+	ANDL          $0x0f0f0f0f, R13
+	MOVL          R10, R12
+	SHRL          $0x06, R12
+	ANDL          $0x03030303, R12
+	SHLL          $0x04, R12
+	ORL           R12, R13
+	ANDL          $0x3f3f3f3f, R10
+	MOVL          R9, R12
+	SHRL          $0x06, R12
+	ANDL          $0x03030303, R12
+	SHLL          $0x04, R12
+	ANDL          $0x0f0f0f0f, R11
+	ORL           R12, R11
+	ANDL          $0x3f3f3f3f, R9
+	SHLQ          $0x20, R11
+	ORQ           R11, R9
+	SHLQ          $0x20, R13
+	ORQ           R13, R10
+	MOVQ          R9, 144(SP)
+	VPMOVZXBD     144(SP), Y2
+	VPSLLD        $0x10, Y2, Y3
+	VPOR          Y3, Y2, Y2
+	VMOVDQU       Y2, 64(SP)
+	MOVQ          R10, 144(SP)
+	MOVL          4(AX)(DX*1), R9
+	MOVL          8(AX)(DX*1), R10
+	MOVL          12(AX)(DX*1), R11
+	MOVL          R11, R13
+	SHRL          $0x04, R13
+	ANDL          $0x0f0f0f0f, R13
+	MOVL          R10, R12
+	SHRL          $0x06, R12
+	ANDL          $0x03030303, R12
+	SHLL          $0x04, R12
+	ORL           R12, R13
+	ANDL          $0x3f3f3f3f, R10
+	MOVL          R9, R12
+	SHRL          $0x06, R12
+	ANDL          $0x03030303, R12
+	SHLL          $0x04, R12
+	ANDL          $0x0f0f0f0f, R11
+	ORL           R12, R11
+	ANDL          $0x3f3f3f3f, R9
+	SHLQ          $0x20, R11
+	ORQ           R11, R9
+	SHLQ          $0x20, R13
+	ORQ           R13, R10
+	MOVQ          R9, 152(SP)
+	VPMOVZXBD     152(SP), Y2
+	VPSLLD        $0x10, Y2, Y3
+	VPOR          Y3, Y2, Y2
+	VMOVDQU       Y2, 96(SP)
+	MOVQ          R10, 152(SP)
+	VPXOR         Y2, Y2, Y2
+	VPXOR         Y3, Y3, Y3
+	VPXOR         Y5, Y5, Y5
+	VPXOR         Y6, Y6, Y6
+	VMOVDQU       16(AX), Y7
+	VPAND         Y0, Y7, Y8
+	VPSRLW        $0x04, Y7, Y7
+	VPAND         Y0, Y7, Y7
+	VPMADDUBSW    (BX), Y8, Y8
+	VPDPWSSD.BCST (SP), Y8, Y2
+	VPMADDUBSW    32(BX), Y7, Y7
+	VPDPWSSD.BCST 4(SP), Y7, Y2
+	VMOVDQU       16(AX)(CX*1), Y7
+	VPAND         Y0, Y7, Y8
+	VPSRLW        $0x04, Y7, Y7
+	VPAND         Y0, Y7, Y7
+	VPMADDUBSW    (BX), Y8, Y8
+	VPDPWSSD.BCST 32(SP), Y8, Y3
+	VPMADDUBSW    32(BX), Y7, Y7
+	VPDPWSSD.BCST 36(SP), Y7, Y3
+	VMOVDQU       16(AX)(CX*2), Y7
+	VPAND         Y0, Y7, Y8
+	VPSRLW        $0x04, Y7, Y7
+	VPAND         Y0, Y7, Y7
+	VPMADDUBSW    (BX), Y8, Y8
+	VPDPWSSD.BCST 64(SP), Y8, Y5
+	VPMADDUBSW    32(BX), Y7, Y7
+	VPDPWSSD.BCST 68(SP), Y7, Y5
+	VMOVDQU       16(AX)(DX*1), Y7
+	VPAND         Y0, Y7, Y8
+	VPSRLW        $0x04, Y7, Y7
+	VPAND         Y0, Y7, Y7
+	VPMADDUBSW    (BX), Y8, Y8
+	VPDPWSSD.BCST 96(SP), Y8, Y6
+	VPMADDUBSW    32(BX), Y7, Y7
+	VPDPWSSD.BCST 100(SP), Y7, Y6
+	VMOVDQU       48(AX), Y7
+	VPAND         Y0, Y7, Y8
+	VPSRLW        $0x04, Y7, Y7
+	VPAND         Y0, Y7, Y7
+	VPMADDUBSW    64(BX), Y8, Y8
+	VPDPWSSD.BCST 8(SP), Y8, Y2
+	VPMADDUBSW    96(BX), Y7, Y7
+	VPDPWSSD.BCST 12(SP), Y7, Y2
+	VMOVDQU       48(AX)(CX*1), Y7
+	VPAND         Y0, Y7, Y8
+	VPSRLW        $0x04, Y7, Y7
+	VPAND         Y0, Y7, Y7
+	VPMADDUBSW    64(BX), Y8, Y8
+	VPDPWSSD.BCST 40(SP), Y8, Y3
+	VPMADDUBSW    96(BX), Y7, Y7
+	VPDPWSSD.BCST 44(SP), Y7, Y3
+	VMOVDQU       48(AX)(CX*2), Y7
+	VPAND         Y0, Y7, Y8
+	VPSRLW        $0x04, Y7, Y7
+	VPAND         Y0, Y7, Y7
+	VPMADDUBSW    64(BX), Y8, Y8
+	VPDPWSSD.BCST 72(SP), Y8, Y5
+	VPMADDUBSW    96(BX), Y7, Y7
+	VPDPWSSD.BCST 76(SP), Y7, Y5
+	VMOVDQU       48(AX)(DX*1), Y7
+	VPAND         Y0, Y7, Y8
+	VPSRLW        $0x04, Y7, Y7
+	VPAND         Y0, Y7, Y7
+	VPMADDUBSW    64(BX), Y8, Y8
+	VPDPWSSD.BCST 104(SP), Y8, Y6
+	VPMADDUBSW    96(BX), Y7, Y7
+	VPDPWSSD.BCST 108(SP), Y7, Y6
+	VMOVDQU       80(AX), Y7
+	VPAND         Y0, Y7, Y8
+	VPSRLW        $0x04, Y7, Y7
+	VPAND         Y0, Y7, Y7
+	VPMADDUBSW    128(BX), Y8, Y8
+	VPDPWSSD.BCST 16(SP), Y8, Y2
+	VPMADDUBSW    160(BX), Y7, Y7
+	VPDPWSSD.BCST 20(SP), Y7, Y2
+	VMOVDQU       80(AX)(CX*1), Y7
+	VPAND         Y0, Y7, Y8
+	VPSRLW        $0x04, Y7, Y7
+	VPAND         Y0, Y7, Y7
+	VPMADDUBSW    128(BX), Y8, Y8
+	VPDPWSSD.BCST 48(SP), Y8, Y3
+	VPMADDUBSW    160(BX), Y7, Y7
+	VPDPWSSD.BCST 52(SP), Y7, Y3
+	VMOVDQU       80(AX)(CX*2), Y7
+	VPAND         Y0, Y7, Y8
+	VPSRLW        $0x04, Y7, Y7
+	VPAND         Y0, Y7, Y7
+	VPMADDUBSW    128(BX), Y8, Y8
+	VPDPWSSD.BCST 80(SP), Y8, Y5
+	VPMADDUBSW    160(BX), Y7, Y7
+	VPDPWSSD.BCST 84(SP), Y7, Y5
+	VMOVDQU       80(AX)(DX*1), Y7
+	VPAND         Y0, Y7, Y8
+	VPSRLW        $0x04, Y7, Y7
+	VPAND         Y0, Y7, Y7
+	VPMADDUBSW    128(BX), Y8, Y8
+	VPDPWSSD.BCST 112(SP), Y8, Y6
+	VPMADDUBSW    160(BX), Y7, Y7
+	VPDPWSSD.BCST 116(SP), Y7, Y6
+	VMOVDQU       112(AX), Y7
+	VPAND         Y0, Y7, Y8
+	VPSRLW        $0x04, Y7, Y7
+	VPAND         Y0, Y7, Y7
+	VPMADDUBSW    192(BX), Y8, Y8
+	VPDPWSSD.BCST 24(SP), Y8, Y2
+	VPMADDUBSW    224(BX), Y7, Y7
+	VPDPWSSD.BCST 28(SP), Y7, Y2
+	VMOVDQU       112(AX)(CX*1), Y7
+	VPAND         Y0, Y7, Y8
+	VPSRLW        $0x04, Y7, Y7
+	VPAND         Y0, Y7, Y7
+	VPMADDUBSW    192(BX), Y8, Y8
+	VPDPWSSD.BCST 56(SP), Y8, Y3
+	VPMADDUBSW    224(BX), Y7, Y7
+	VPDPWSSD.BCST 60(SP), Y7, Y3
+	VMOVDQU       112(AX)(CX*2), Y7
+	VPAND         Y0, Y7, Y8
+	VPSRLW        $0x04, Y7, Y7
+	VPAND         Y0, Y7, Y7
+	VPMADDUBSW    192(BX), Y8, Y8
+	VPDPWSSD.BCST 88(SP), Y8, Y5
+	VPMADDUBSW    224(BX), Y7, Y7
+	VPDPWSSD.BCST 92(SP), Y7, Y5
+	VMOVDQU       112(AX)(DX*1), Y7
+	VPAND         Y0, Y7, Y8
+	VPSRLW        $0x04, Y7, Y7
+	VPAND         Y0, Y7, Y7
+	VPMADDUBSW    192(BX), Y8, Y8
+	VPDPWSSD.BCST 120(SP), Y8, Y6
+	VPMADDUBSW    224(BX), Y7, Y7
+	VPDPWSSD.BCST 124(SP), Y7, Y6
+	VPHADDD       Y3, Y2, Y2
+	VPHADDD       Y6, Y5, Y5
+	VPHADDD       Y5, Y2, Y2
+	VEXTRACTI128  $0x01, Y2, X3
+	VPADDD        X3, X2, X2
+	VMOVDQU       (DI), X4
+	VPHADDW       16(DI), X4, X4
+	VPMOVZXBW     128(SP), X3
+	VPMADDWD      X4, X3, X3
+	VPMOVZXBW     136(SP), X5
+	VPMADDWD      X4, X5, X5
+	VPMOVZXBW     144(SP), X6
+	VPMADDWD      X4, X6, X6
+	VPMOVZXBW     152(SP), X7
+	VPMADDWD      X4, X7, X7
+	VPHADDD       X5, X3, X3
+	VPHADDD       X7, X6, X6
+	VPHADDD       X6, X3, X3
+	VPUNPCKLDQ    X3, X2, X4
+	VPUNPCKHDQ    X3, X2, X2
+	VINSERTI128   $0x01, X2, Y4, Y2
+	VMOVD         (AX), X3
+	VPINSRD       $0x01, (AX)(CX*1), X3, X3
+	VPINSRD       $0x02, (AX)(CX*2), X3, X3
+	VPINSRD       $0x03, (AX)(DX*1), X3, X3
+	VCVTPH2PS     X3, Y3
+	VBROADCASTSS  (SI), Y5
+	VMULPS        Y5, Y3, Y3
+	VCVTDQ2PS     Y2, Y2
+	VMULPS        Y2, Y3, Y2
+	VMOVSHDUP     Y2, Y5
+	VSUBPS        Y5, Y2, Y2
+	VADDPS        Y2, Y1, Y1
+	ADDQ          $0x90, AX
+	ADDQ          $0x00000100, BX
+	ADDQ          $0x04, SI
+	ADDQ          $0x20, DI
+	DECQ          R8
+	JMP           dotQ4KRows4VNNIblock
+
+dotQ4KRows4VNNIdone:
+	MOVQ         168(SP), AX
+	VEXTRACTF128 $0x01, Y1, X2
+	VSHUFPS      $0x88, X2, X1, X2
+	VMOVUPS      X2, (AX)
+	ADDQ         $0x10, 168(SP)
+	LEAQ         (DX)(CX*1), AX
+	ADDQ         AX, 176(SP)
+	DECQ         160(SP)
+	JMP          dotQ4KRows4VNNIgroup
+
+dotQ4KRows4VNNIend:
+	VZEROUPPER
+	RET
+
+// func dotQ5KRows4VNNI(w *byte, x *int8, xd *float32, xs *int16, nb int, groups int, out *float32)
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, F16C, MMX+
+TEXT ·dotQ5KRows4VNNI(SB), NOSPLIT, $184-56
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTB X0, Y0
+	MOVL         $0x10101010, AX
+	VMOVD        AX, X1
+	VPBROADCASTB X1, Y1
+	MOVQ         nb+32(FP), AX
+	IMUL3Q       $0xb0, AX, CX
+	LEAQ         (CX)(CX*2), DX
+	MOVQ         groups+40(FP), AX
+	MOVQ         out+48(FP), BX
+	MOVQ         w+0(FP), SI
+	MOVQ         AX, 160(SP)
+	MOVQ         BX, 168(SP)
+	MOVQ         SI, 176(SP)
+
+dotQ5KRows4VNNIgroup:
+	CMPQ   160(SP), $0x00
+	JE     dotQ5KRows4VNNIend
+	MOVQ   176(SP), AX
+	MOVQ   x+8(FP), BX
+	MOVQ   xd+16(FP), SI
+	MOVQ   xs+24(FP), DI
+	MOVQ   nb+32(FP), R8
+	VXORPS Y2, Y2, Y2
+
+dotQ5KRows4VNNIblock:
+	TESTQ         R8, R8
+	JZ            dotQ5KRows4VNNIdone
+	LEAQ          (DX)(CX*1), R9
+	ADDQ          AX, R9
+	PREFETCHT0    (R9)
+	PREFETCHT0    64(R9)
+	PREFETCHT0    128(R9)
+	PREFETCHT0    (R9)(CX*1)
+	PREFETCHT0    64(R9)(CX*1)
+	PREFETCHT0    128(R9)(CX*1)
+	PREFETCHT0    (R9)(CX*2)
+	PREFETCHT0    64(R9)(CX*2)
+	PREFETCHT0    128(R9)(CX*2)
+	PREFETCHT0    (R9)(DX*1)
+	PREFETCHT0    64(R9)(DX*1)
+	PREFETCHT0    128(R9)(DX*1)
+	MOVL          4(AX), R9
+	MOVL          8(AX), R10
+	MOVL          12(AX), R11
+	MOVL          R11, R13
+	SHRL          $0x04, R13
+	ANDL          $0x0f0f0f0f, R13
+	MOVL          R10, R12
+	SHRL          $0x06, R12
+	ANDL          $0x03030303, R12
+	SHLL          $0x04, R12
+	ORL           R12, R13
+	ANDL          $0x3f3f3f3f, R10
+	MOVL          R9, R12
+	SHRL          $0x06, R12
+	ANDL          $0x03030303, R12
+	SHLL          $0x04, R12
+	ANDL          $0x0f0f0f0f, R11
+	ORL           R12, R11
+	ANDL          $0x3f3f3f3f, R9
+	SHLQ          $0x20, R11
+	ORQ           R11, R9
+	SHLQ          $0x20, R13
+	ORQ           R13, R10
+	MOVQ          R9, 128(SP)
+	VPMOVZXBD     128(SP), Y3
+	VPSLLD        $0x10, Y3, Y4
+	VPOR          Y4, Y3, Y3
+	VMOVDQU       Y3, (SP)
+	MOVQ          R10, 128(SP)
+	MOVL          4(AX)(CX*1), R9
+	MOVL          8(AX)(CX*1), R10
+	MOVL          12(AX)(CX*1), R11
+	MOVL          R11, R13
+	SHRL          $0x04, R13
+	ANDL          $0x0f0f0f0f, R13
+	MOVL          R10, R12
+	SHRL          $0x06, R12
+	ANDL          $0x03030303, R12
+	SHLL          $0x04, R12
+	ORL           R12, R13
+	ANDL          $0x3f3f3f3f, R10
+	MOVL          R9, R12
+	SHRL          $0x06, R12
+	ANDL          $0x03030303, R12
+	SHLL          $0x04, R12
+	ANDL          $0x0f0f0f0f, R11
+	ORL           R12, R11
+	ANDL          $0x3f3f3f3f, R9
+	SHLQ          $0x20, R11
+	ORQ           R11, R9
+	SHLQ          $0x20, R13
+	ORQ           R13, R10
+	MOVQ          R9, 136(SP)
+	VPMOVZXBD     136(SP), Y3
+	VPSLLD        $0x10, Y3, Y4
+	VPOR          Y4, Y3, Y3
+	VMOVDQU       Y3, 32(SP)
+	MOVQ          R10, 136(SP)
+	MOVL          4(AX)(CX*2), R9
+	MOVL          8(AX)(CX*2), R10
+	MOVL          12(AX)(CX*2), R11
+	MOVL          R11, R13
+	SHRL          $0x04, R13
+	ANDL          $0x0f0f0f0f, R13
+	MOVL          R10, R12
+	SHRL          $0x06, R12
+	ANDL          $0x03030303, R12
+	SHLL          $0x04, R12
+	ORL           R12, R13
+	ANDL          $0x3f3f3f3f, R10
+	MOVL          R9, R12
+	SHRL          $0x06, R12
+	ANDL          $0x03030303, R12
+	SHLL          $0x04, R12
+	ANDL          $0x0f0f0f0f, R11
+	ORL           R12, R11
+	ANDL          $0x3f3f3f3f, R9
+	SHLQ          $0x20, R11
+	ORQ           R11, R9
+	SHLQ          $0x20, R13
+	ORQ           R13, R10
+	MOVQ          R9, 144(SP)
+	VPMOVZXBD     144(SP), Y3
+	VPSLLD        $0x10, Y3, Y4
+	VPOR          Y4, Y3, Y3
+	VMOVDQU       Y3, 64(SP)
+	MOVQ          R10, 144(SP)
+	MOVL          4(AX)(DX*1), R9
+	MOVL          8(AX)(DX*1), R10
+	MOVL          12(AX)(DX*1), R11
+	MOVL          R11, R13
+	SHRL          $0x04, R13
+	ANDL          $0x0f0f0f0f, R13
+	MOVL          R10, R12
+	SHRL          $0x06, R12
+	ANDL          $0x03030303, R12
+	SHLL          $0x04, R12
+	ORL           R12, R13
+	ANDL          $0x3f3f3f3f, R10
+	MOVL          R9, R12
+	SHRL          $0x06, R12
+	ANDL          $0x03030303, R12
+	SHLL          $0x04, R12
+	ANDL          $0x0f0f0f0f, R11
+	ORL           R12, R11
+	ANDL          $0x3f3f3f3f, R9
+	SHLQ          $0x20, R11
+	ORQ           R11, R9
+	SHLQ          $0x20, R13
+	ORQ           R13, R10
+	MOVQ          R9, 152(SP)
+	VPMOVZXBD     152(SP), Y3
+	VPSLLD        $0x10, Y3, Y4
+	VPOR          Y4, Y3, Y3
+	VMOVDQU       Y3, 96(SP)
+	MOVQ          R10, 152(SP)
+	VPXOR         Y3, Y3, Y3
+	VPXOR         Y4, Y4, Y4
+	VPXOR         Y6, Y6, Y6
+	VPXOR         Y7, Y7, Y7
+	VMOVDQU       48(AX), Y8
+	VPAND         Y0, Y8, Y9
+	VPSRLW        $0x04, Y8, Y8
+	VPAND         Y0, Y8, Y8
+	VMOVDQU       16(AX), Y10
+	VPSLLW        $0x04, Y10, Y11
+	VPAND         Y1, Y11, Y11
+	VPSLLW        $0x03, Y10, Y10
+	VPAND         Y1, Y10, Y10
+	VPOR          Y11, Y9, Y9
+	VPOR          Y10, Y8, Y8
+	VPMADDUBSW    (BX), Y9, Y9
+	VPDPWSSD.BCST (SP), Y9, Y3
+	VPMADDUBSW    32(BX), Y8, Y8
+	VPDPWSSD.BCST 4(SP), Y8, Y3
+	VMOVDQU       48(AX)(CX*1), Y8
+	VPAND         Y0, Y8, Y9
+	VPSRLW        $0x04, Y8, Y8
+	VPAND         Y0, Y8, Y8
+	VMOVDQU       16(AX)(CX*1), Y10
+	VPSLLW        $0x04, Y10, Y11
+	VPAND         Y1, Y11, Y11
+	VPSLLW        $0x03, Y10, Y10
+	VPAND         Y1, Y10, Y10
+	VPOR          Y11, Y9, Y9
+	VPOR          Y10, Y8, Y8
+	VPMADDUBSW    (BX), Y9, Y9
+	VPDPWSSD.BCST 32(SP), Y9, Y4
+	VPMADDUBSW    32(BX), Y8, Y8
+	VPDPWSSD.BCST 36(SP), Y8, Y4
+	VMOVDQU       48(AX)(CX*2), Y8
+	VPAND         Y0, Y8, Y9
+	VPSRLW        $0x04, Y8, Y8
+	VPAND         Y0, Y8, Y8
+	VMOVDQU       16(AX)(CX*2), Y10
+	VPSLLW        $0x04, Y10, Y11
+	VPAND         Y1, Y11, Y11
+	VPSLLW        $0x03, Y10, Y10
+	VPAND         Y1, Y10, Y10
+	VPOR          Y11, Y9, Y9
+	VPOR          Y10, Y8, Y8
+	VPMADDUBSW    (BX), Y9, Y9
+	VPDPWSSD.BCST 64(SP), Y9, Y6
+	VPMADDUBSW    32(BX), Y8, Y8
+	VPDPWSSD.BCST 68(SP), Y8, Y6
+	VMOVDQU       48(AX)(DX*1), Y8
+	VPAND         Y0, Y8, Y9
+	VPSRLW        $0x04, Y8, Y8
+	VPAND         Y0, Y8, Y8
+	VMOVDQU       16(AX)(DX*1), Y10
+	VPSLLW        $0x04, Y10, Y11
+	VPAND         Y1, Y11, Y11
+	VPSLLW        $0x03, Y10, Y10
+	VPAND         Y1, Y10, Y10
+	VPOR          Y11, Y9, Y9
+	VPOR          Y10, Y8, Y8
+	VPMADDUBSW    (BX), Y9, Y9
+	VPDPWSSD.BCST 96(SP), Y9, Y7
+	VPMADDUBSW    32(BX), Y8, Y8
+	VPDPWSSD.BCST 100(SP), Y8, Y7
+	VMOVDQU       80(AX), Y8
+	VPAND         Y0, Y8, Y9
+	VPSRLW        $0x04, Y8, Y8
+	VPAND         Y0, Y8, Y8
+	VMOVDQU       16(AX), Y10
+	VPSLLW        $0x02, Y10, Y11
+	VPAND         Y1, Y11, Y11
+	VPSLLW        $0x01, Y10, Y10
+	VPAND         Y1, Y10, Y10
+	VPOR          Y11, Y9, Y9
+	VPOR          Y10, Y8, Y8
+	VPMADDUBSW    64(BX), Y9, Y9
+	VPDPWSSD.BCST 8(SP), Y9, Y3
+	VPMADDUBSW    96(BX), Y8, Y8
+	VPDPWSSD.BCST 12(SP), Y8, Y3
+	VMOVDQU       80(AX)(CX*1), Y8
+	VPAND         Y0, Y8, Y9
+	VPSRLW        $0x04, Y8, Y8
+	VPAND         Y0, Y8, Y8
+	VMOVDQU       16(AX)(CX*1), Y10
+	VPSLLW        $0x02, Y10, Y11
+	VPAND         Y1, Y11, Y11
+	VPSLLW        $0x01, Y10, Y10
+	VPAND         Y1, Y10, Y10
+	VPOR          Y11, Y9, Y9
+	VPOR          Y10, Y8, Y8
+	VPMADDUBSW    64(BX), Y9, Y9
+	VPDPWSSD.BCST 40(SP), Y9, Y4
+	VPMADDUBSW    96(BX), Y8, Y8
+	VPDPWSSD.BCST 44(SP), Y8, Y4
+	VMOVDQU       80(AX)(CX*2), Y8
+	VPAND         Y0, Y8, Y9
+	VPSRLW        $0x04, Y8, Y8
+	VPAND         Y0, Y8, Y8
+	VMOVDQU       16(AX)(CX*2), Y10
+	VPSLLW        $0x02, Y10, Y11
+	VPAND         Y1, Y11, Y11
+	VPSLLW        $0x01, Y10, Y10
+	VPAND         Y1, Y10, Y10
+	VPOR          Y11, Y9, Y9
+	VPOR          Y10, Y8, Y8
+	VPMADDUBSW    64(BX), Y9, Y9
+	VPDPWSSD.BCST 72(SP), Y9, Y6
+	VPMADDUBSW    96(BX), Y8, Y8
+	VPDPWSSD.BCST 76(SP), Y8, Y6
+	VMOVDQU       80(AX)(DX*1), Y8
+	VPAND         Y0, Y8, Y9
+	VPSRLW        $0x04, Y8, Y8
+	VPAND         Y0, Y8, Y8
+	VMOVDQU       16(AX)(DX*1), Y10
+	VPSLLW        $0x02, Y10, Y11
+	VPAND         Y1, Y11, Y11
+	VPSLLW        $0x01, Y10, Y10
+	VPAND         Y1, Y10, Y10
+	VPOR          Y11, Y9, Y9
+	VPOR          Y10, Y8, Y8
+	VPMADDUBSW    64(BX), Y9, Y9
+	VPDPWSSD.BCST 104(SP), Y9, Y7
+	VPMADDUBSW    96(BX), Y8, Y8
+	VPDPWSSD.BCST 108(SP), Y8, Y7
+	VMOVDQU       112(AX), Y8
+	VPAND         Y0, Y8, Y9
+	VPSRLW        $0x04, Y8, Y8
+	VPAND         Y0, Y8, Y8
+	VMOVDQU       16(AX), Y10
+	VMOVDQA       Y10, Y11
+	VPAND         Y1, Y11, Y11
+	VPSRLW        $0x01, Y10, Y10
+	VPAND         Y1, Y10, Y10
+	VPOR          Y11, Y9, Y9
+	VPOR          Y10, Y8, Y8
+	VPMADDUBSW    128(BX), Y9, Y9
+	VPDPWSSD.BCST 16(SP), Y9, Y3
+	VPMADDUBSW    160(BX), Y8, Y8
+	VPDPWSSD.BCST 20(SP), Y8, Y3
+	VMOVDQU       112(AX)(CX*1), Y8
+	VPAND         Y0, Y8, Y9
+	VPSRLW        $0x04, Y8, Y8
+	VPAND         Y0, Y8, Y8
+	VMOVDQU       16(AX)(CX*1), Y10
+	VMOVDQA       Y10, Y11
+	VPAND         Y1, Y11, Y11
+	VPSRLW        $0x01, Y10, Y10
+	VPAND         Y1, Y10, Y10
+	VPOR          Y11, Y9, Y9
+	VPOR          Y10, Y8, Y8
+	VPMADDUBSW    128(BX), Y9, Y9
+	VPDPWSSD.BCST 48(SP), Y9, Y4
+	VPMADDUBSW    160(BX), Y8, Y8
+	VPDPWSSD.BCST 52(SP), Y8, Y4
+	VMOVDQU       112(AX)(CX*2), Y8
+	VPAND         Y0, Y8, Y9
+	VPSRLW        $0x04, Y8, Y8
+	VPAND         Y0, Y8, Y8
+	VMOVDQU       16(AX)(CX*2), Y10
+	VMOVDQA       Y10, Y11
+	VPAND         Y1, Y11, Y11
+	VPSRLW        $0x01, Y10, Y10
+	VPAND         Y1, Y10, Y10
+	VPOR          Y11, Y9, Y9
+	VPOR          Y10, Y8, Y8
+	VPMADDUBSW    128(BX), Y9, Y9
+	VPDPWSSD.BCST 80(SP), Y9, Y6
+	VPMADDUBSW    160(BX), Y8, Y8
+	VPDPWSSD.BCST 84(SP), Y8, Y6
+	VMOVDQU       112(AX)(DX*1), Y8
+	VPAND         Y0, Y8, Y9
+	VPSRLW        $0x04, Y8, Y8
+	VPAND         Y0, Y8, Y8
+	VMOVDQU       16(AX)(DX*1), Y10
+	VMOVDQA       Y10, Y11
+	VPAND         Y1, Y11, Y11
+	VPSRLW        $0x01, Y10, Y10
+	VPAND         Y1, Y10, Y10
+	VPOR          Y11, Y9, Y9
+	VPOR          Y10, Y8, Y8
+	VPMADDUBSW    128(BX), Y9, Y9
+	VPDPWSSD.BCST 112(SP), Y9, Y7
+	VPMADDUBSW    160(BX), Y8, Y8
+	VPDPWSSD.BCST 116(SP), Y8, Y7
+	VMOVDQU       144(AX), Y8
+	VPAND         Y0, Y8, Y9
+	VPSRLW        $0x04, Y8, Y8
+	VPAND         Y0, Y8, Y8
+	VMOVDQU       16(AX), Y10
+	VPSRLW        $0x02, Y10, Y11
+	VPAND         Y1, Y11, Y11
+	VPSRLW        $0x03, Y10, Y10
+	VPAND         Y1, Y10, Y10
+	VPOR          Y11, Y9, Y9
+	VPOR          Y10, Y8, Y8
+	VPMADDUBSW    192(BX), Y9, Y9
+	VPDPWSSD.BCST 24(SP), Y9, Y3
+	VPMADDUBSW    224(BX), Y8, Y8
+	VPDPWSSD.BCST 28(SP), Y8, Y3
+	VMOVDQU       144(AX)(CX*1), Y8
+	VPAND         Y0, Y8, Y9
+	VPSRLW        $0x04, Y8, Y8
+	VPAND         Y0, Y8, Y8
+	VMOVDQU       16(AX)(CX*1), Y10
+	VPSRLW        $0x02, Y10, Y11
+	VPAND         Y1, Y11, Y11
+	VPSRLW        $0x03, Y10, Y10
+	VPAND         Y1, Y10, Y10
+	VPOR          Y11, Y9, Y9
+	VPOR          Y10, Y8, Y8
+	VPMADDUBSW    192(BX), Y9, Y9
+	VPDPWSSD.BCST 56(SP), Y9, Y4
+	VPMADDUBSW    224(BX), Y8, Y8
+	VPDPWSSD.BCST 60(SP), Y8, Y4
+	VMOVDQU       144(AX)(CX*2), Y8
+	VPAND         Y0, Y8, Y9
+	VPSRLW        $0x04, Y8, Y8
+	VPAND         Y0, Y8, Y8
+	VMOVDQU       16(AX)(CX*2), Y10
+	VPSRLW        $0x02, Y10, Y11
+	VPAND         Y1, Y11, Y11
+	VPSRLW        $0x03, Y10, Y10
+	VPAND         Y1, Y10, Y10
+	VPOR          Y11, Y9, Y9
+	VPOR          Y10, Y8, Y8
+	VPMADDUBSW    192(BX), Y9, Y9
+	VPDPWSSD.BCST 88(SP), Y9, Y6
+	VPMADDUBSW    224(BX), Y8, Y8
+	VPDPWSSD.BCST 92(SP), Y8, Y6
+	VMOVDQU       144(AX)(DX*1), Y8
+	VPAND         Y0, Y8, Y9
+	VPSRLW        $0x04, Y8, Y8
+	VPAND         Y0, Y8, Y8
+	VMOVDQU       16(AX)(DX*1), Y10
+	VPSRLW        $0x02, Y10, Y11
+	VPAND         Y1, Y11, Y11
+	VPSRLW        $0x03, Y10, Y10
+	VPAND         Y1, Y10, Y10
+	VPOR          Y11, Y9, Y9
+	VPOR          Y10, Y8, Y8
+	VPMADDUBSW    192(BX), Y9, Y9
+	VPDPWSSD.BCST 120(SP), Y9, Y7
+	VPMADDUBSW    224(BX), Y8, Y8
+	VPDPWSSD.BCST 124(SP), Y8, Y7
+	VPHADDD       Y4, Y3, Y3
+	VPHADDD       Y7, Y6, Y6
+	VPHADDD       Y6, Y3, Y3
+	VEXTRACTI128  $0x01, Y3, X4
+	VPADDD        X4, X3, X3
+	VMOVDQU       (DI), X5
+	VPHADDW       16(DI), X5, X5
+	VPMOVZXBW     128(SP), X4
+	VPMADDWD      X5, X4, X4
+	VPMOVZXBW     136(SP), X6
+	VPMADDWD      X5, X6, X6
+	VPMOVZXBW     144(SP), X7
+	VPMADDWD      X5, X7, X7
+	VPMOVZXBW     152(SP), X8
+	VPMADDWD      X5, X8, X8
+	VPHADDD       X6, X4, X4
+	VPHADDD       X8, X7, X7
+	VPHADDD       X7, X4, X4
+	VPUNPCKLDQ    X4, X3, X5
+	VPUNPCKHDQ    X4, X3, X3
+	VINSERTI128   $0x01, X3, Y5, Y3
+	VMOVD         (AX), X4
+	VPINSRD       $0x01, (AX)(CX*1), X4, X4
+	VPINSRD       $0x02, (AX)(CX*2), X4, X4
+	VPINSRD       $0x03, (AX)(DX*1), X4, X4
+	VCVTPH2PS     X4, Y4
+	VBROADCASTSS  (SI), Y6
+	VMULPS        Y6, Y4, Y4
+	VCVTDQ2PS     Y3, Y3
+	VMULPS        Y3, Y4, Y3
+	VMOVSHDUP     Y3, Y6
+	VSUBPS        Y6, Y3, Y3
+	VADDPS        Y3, Y2, Y2
+	ADDQ          $0xb0, AX
+	ADDQ          $0x00000100, BX
+	ADDQ          $0x04, SI
+	ADDQ          $0x20, DI
+	DECQ          R8
+	JMP           dotQ5KRows4VNNIblock
+
+dotQ5KRows4VNNIdone:
+	MOVQ         168(SP), AX
+	VEXTRACTF128 $0x01, Y2, X3
+	VSHUFPS      $0x88, X3, X2, X3
+	VMOVUPS      X3, (AX)
+	ADDQ         $0x10, 168(SP)
+	LEAQ         (DX)(CX*1), AX
+	ADDQ         AX, 176(SP)
+	DECQ         160(SP)
+	JMP          dotQ5KRows4VNNIgroup
+
+dotQ5KRows4VNNIend:
+	VZEROUPPER
+	RET
+
+// func dotQ6KRows4VNNI(w *byte, x *int8, xd *float32, xs *int16, nb int, groups int, out *float32)
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, F16C, MMX+
+TEXT ·dotQ6KRows4VNNI(SB), NOSPLIT, $24-56
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTB X0, Y0
+	MOVL         $0x30303030, AX
+	VMOVD        AX, X1
+	VPBROADCASTB X1, Y1
+	MOVQ         nb+32(FP), AX
+	IMUL3Q       $0xd2, AX, CX
+	LEAQ         (CX)(CX*2), DX
+	MOVQ         groups+40(FP), AX
+	MOVQ         out+48(FP), BX
+	MOVQ         w+0(FP), SI
+	MOVQ         AX, (SP)
+	MOVQ         BX, 8(SP)
+	MOVQ         SI, 16(SP)
+
+dotQ6KRows4VNNIgroup:
+	CMPQ   (SP), $0x00
+	JE     dotQ6KRows4VNNIend
+	MOVQ   16(SP), AX
+	MOVQ   x+8(FP), BX
+	MOVQ   xd+16(FP), SI
+	MOVQ   xs+24(FP), DI
+	MOVQ   nb+32(FP), R8
+	VXORPS Y2, Y2, Y2
+
+dotQ6KRows4VNNIblock:
+	TESTQ        R8, R8
+	JZ           dotQ6KRows4VNNIdone
+	LEAQ         (DX)(CX*1), R9
+	ADDQ         AX, R9
+	PREFETCHT0   (R9)
+	PREFETCHT0   64(R9)
+	PREFETCHT0   128(R9)
+	PREFETCHT0   192(R9)
+	PREFETCHT0   (R9)(CX*1)
+	PREFETCHT0   64(R9)(CX*1)
+	PREFETCHT0   128(R9)(CX*1)
+	PREFETCHT0   192(R9)(CX*1)
+	PREFETCHT0   (R9)(CX*2)
+	PREFETCHT0   64(R9)(CX*2)
+	PREFETCHT0   128(R9)(CX*2)
+	PREFETCHT0   192(R9)(CX*2)
+	PREFETCHT0   (R9)(DX*1)
+	PREFETCHT0   64(R9)(DX*1)
+	PREFETCHT0   128(R9)(DX*1)
+	PREFETCHT0   192(R9)(DX*1)
+	VPMOVSXBW    192(AX), Y4
+	VPMADDWD     (DI), Y4, Y3
+	VPSLLD       $0x05, Y3, Y3
+	VPXOR        Y5, Y5, Y5
+	VPSUBD       Y3, Y5, Y3
+	VPERMQ       $0x44, Y4, Y5
+	VMOVDQU      (AX), Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      128(AX), Y7
+	VPSLLW       $0x04, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPSHUFB      kpairmasks<>+0(SB), Y5, Y7
+	VPMADDUBSW   (BX), Y6, Y6
+	VPDPWSSD     Y7, Y6, Y3
+	VMOVDQU      32(AX), Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      128(AX), Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPSHUFB      kpairmasks<>+32(SB), Y5, Y7
+	VPMADDUBSW   32(BX), Y6, Y6
+	VPDPWSSD     Y7, Y6, Y3
+	VMOVDQU      (AX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      128(AX), Y7
+	VPAND        Y1, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPSHUFB      kpairmasks<>+64(SB), Y5, Y7
+	VPMADDUBSW   64(BX), Y6, Y6
+	VPDPWSSD     Y7, Y6, Y3
+	VMOVDQU      32(AX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      128(AX), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPSHUFB      kpairmasks<>+96(SB), Y5, Y5
+	VPMADDUBSW   96(BX), Y6, Y6
+	VPDPWSSD     Y5, Y6, Y3
+	VPERMQ       $0xee, Y4, Y4
+	VMOVDQU      64(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      160(AX), Y6
+	VPSLLW       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPSHUFB      kpairmasks<>+0(SB), Y4, Y6
+	VPMADDUBSW   128(BX), Y5, Y5
+	VPDPWSSD     Y6, Y5, Y3
+	VMOVDQU      96(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      160(AX), Y6
+	VPSLLW       $0x02, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPSHUFB      kpairmasks<>+32(SB), Y4, Y6
+	VPMADDUBSW   160(BX), Y5, Y5
+	VPDPWSSD     Y6, Y5, Y3
+	VMOVDQU      64(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      160(AX), Y6
+	VPAND        Y1, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPSHUFB      kpairmasks<>+64(SB), Y4, Y6
+	VPMADDUBSW   192(BX), Y5, Y5
+	VPDPWSSD     Y6, Y5, Y3
+	VMOVDQU      96(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      160(AX), Y6
+	VPSRLW       $0x02, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPSHUFB      kpairmasks<>+96(SB), Y4, Y4
+	VPMADDUBSW   224(BX), Y5, Y5
+	VPDPWSSD     Y4, Y5, Y3
+	VPMOVSXBW    192(AX)(CX*1), Y5
+	VPMADDWD     (DI), Y5, Y4
+	VPSLLD       $0x05, Y4, Y4
+	VPXOR        Y6, Y6, Y6
+	VPSUBD       Y4, Y6, Y4
+	VPERMQ       $0x44, Y5, Y6
+	VMOVDQU      (AX)(CX*1), Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      128(AX)(CX*1), Y8
+	VPSLLW       $0x04, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      kpairmasks<>+0(SB), Y6, Y8
+	VPMADDUBSW   (BX), Y7, Y7
+	VPDPWSSD     Y8, Y7, Y4
+	VMOVDQU      32(AX)(CX*1), Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      128(AX)(CX*1), Y8
+	VPSLLW       $0x02, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      kpairmasks<>+32(SB), Y6, Y8
+	VPMADDUBSW   32(BX), Y7, Y7
+	VPDPWSSD     Y8, Y7, Y4
+	VMOVDQU      (AX)(CX*1), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      128(AX)(CX*1), Y8
+	VPAND        Y1, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      kpairmasks<>+64(SB), Y6, Y8
+	VPMADDUBSW   64(BX), Y7, Y7
+	VPDPWSSD     Y8, Y7, Y4
+	VMOVDQU      32(AX)(CX*1), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      128(AX)(CX*1), Y8
+	VPSRLW       $0x02, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      kpairmasks<>+96(SB), Y6, Y6
+	VPMADDUBSW   96(BX), Y7, Y7
+	VPDPWSSD     Y6, Y7, Y4
+	VPERMQ       $0xee, Y5, Y5
+	VMOVDQU      64(AX)(CX*1), Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      160(AX)(CX*1), Y7
+	VPSLLW       $0x04, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPSHUFB      kpairmasks<>+0(SB), Y5, Y7
+	VPMADDUBSW   128(BX), Y6, Y6
+	VPDPWSSD     Y7, Y6, Y4
+	VMOVDQU      96(AX)(CX*1), Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      160(AX)(CX*1), Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPSHUFB      kpairmasks<>+32(SB), Y5, Y7
+	VPMADDUBSW   160(BX), Y6, Y6
+	VPDPWSSD     Y7, Y6, Y4
+	VMOVDQU      64(AX)(CX*1), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      160(AX)(CX*1), Y7
+	VPAND        Y1, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPSHUFB      kpairmasks<>+64(SB), Y5, Y7
+	VPMADDUBSW   192(BX), Y6, Y6
+	VPDPWSSD     Y7, Y6, Y4
+	VMOVDQU      96(AX)(CX*1), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      160(AX)(CX*1), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPSHUFB      kpairmasks<>+96(SB), Y5, Y5
+	VPMADDUBSW   224(BX), Y6, Y6
+	VPDPWSSD     Y5, Y6, Y4
+	VPMOVSXBW    192(AX)(CX*2), Y6
+	VPMADDWD     (DI), Y6, Y5
+	VPSLLD       $0x05, Y5, Y5
+	VPXOR        Y7, Y7, Y7
+	VPSUBD       Y5, Y7, Y5
+	VPERMQ       $0x44, Y6, Y7
+	VMOVDQU      (AX)(CX*2), Y8
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      128(AX)(CX*2), Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPSHUFB      kpairmasks<>+0(SB), Y7, Y9
+	VPMADDUBSW   (BX), Y8, Y8
+	VPDPWSSD     Y9, Y8, Y5
+	VMOVDQU      32(AX)(CX*2), Y8
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      128(AX)(CX*2), Y9
+	VPSLLW       $0x02, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPSHUFB      kpairmasks<>+32(SB), Y7, Y9
+	VPMADDUBSW   32(BX), Y8, Y8
+	VPDPWSSD     Y9, Y8, Y5
+	VMOVDQU      (AX)(CX*2), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      128(AX)(CX*2), Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPSHUFB      kpairmasks<>+64(SB), Y7, Y9
+	VPMADDUBSW   64(BX), Y8, Y8
+	VPDPWSSD     Y9, Y8, Y5
+	VMOVDQU      32(AX)(CX*2), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      128(AX)(CX*2), Y9
+	VPSRLW       $0x02, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPSHUFB      kpairmasks<>+96(SB), Y7, Y7
+	VPMADDUBSW   96(BX), Y8, Y8
+	VPDPWSSD     Y7, Y8, Y5
+	VPERMQ       $0xee, Y6, Y6
+	VMOVDQU      64(AX)(CX*2), Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      160(AX)(CX*2), Y8
+	VPSLLW       $0x04, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      kpairmasks<>+0(SB), Y6, Y8
+	VPMADDUBSW   128(BX), Y7, Y7
+	VPDPWSSD     Y8, Y7, Y5
+	VMOVDQU      96(AX)(CX*2), Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      160(AX)(CX*2), Y8
+	VPSLLW       $0x02, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      kpairmasks<>+32(SB), Y6, Y8
+	VPMADDUBSW   160(BX), Y7, Y7
+	VPDPWSSD     Y8, Y7, Y5
+	VMOVDQU      64(AX)(CX*2), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      160(AX)(CX*2), Y8
+	VPAND        Y1, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      kpairmasks<>+64(SB), Y6, Y8
+	VPMADDUBSW   192(BX), Y7, Y7
+	VPDPWSSD     Y8, Y7, Y5
+	VMOVDQU      96(AX)(CX*2), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      160(AX)(CX*2), Y8
+	VPSRLW       $0x02, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      kpairmasks<>+96(SB), Y6, Y6
+	VPMADDUBSW   224(BX), Y7, Y7
+	VPDPWSSD     Y6, Y7, Y5
+	VPMOVSXBW    192(AX)(DX*1), Y7
+	VPMADDWD     (DI), Y7, Y6
+	VPSLLD       $0x05, Y6, Y6
+	VPXOR        Y8, Y8, Y8
+	VPSUBD       Y6, Y8, Y6
+	VPERMQ       $0x44, Y7, Y8
+	VMOVDQU      (AX)(DX*1), Y9
+	VPAND        Y0, Y9, Y9
+	VMOVDQU      128(AX)(DX*1), Y10
+	VPSLLW       $0x04, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSHUFB      kpairmasks<>+0(SB), Y8, Y10
+	VPMADDUBSW   (BX), Y9, Y9
+	VPDPWSSD     Y10, Y9, Y6
+	VMOVDQU      32(AX)(DX*1), Y9
+	VPAND        Y0, Y9, Y9
+	VMOVDQU      128(AX)(DX*1), Y10
+	VPSLLW       $0x02, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSHUFB      kpairmasks<>+32(SB), Y8, Y10
+	VPMADDUBSW   32(BX), Y9, Y9
+	VPDPWSSD     Y10, Y9, Y6
+	VMOVDQU      (AX)(DX*1), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VMOVDQU      128(AX)(DX*1), Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSHUFB      kpairmasks<>+64(SB), Y8, Y10
+	VPMADDUBSW   64(BX), Y9, Y9
+	VPDPWSSD     Y10, Y9, Y6
+	VMOVDQU      32(AX)(DX*1), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VMOVDQU      128(AX)(DX*1), Y10
+	VPSRLW       $0x02, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSHUFB      kpairmasks<>+96(SB), Y8, Y8
+	VPMADDUBSW   96(BX), Y9, Y9
+	VPDPWSSD     Y8, Y9, Y6
+	VPERMQ       $0xee, Y7, Y7
+	VMOVDQU      64(AX)(DX*1), Y8
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      160(AX)(DX*1), Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPSHUFB      kpairmasks<>+0(SB), Y7, Y9
+	VPMADDUBSW   128(BX), Y8, Y8
+	VPDPWSSD     Y9, Y8, Y6
+	VMOVDQU      96(AX)(DX*1), Y8
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      160(AX)(DX*1), Y9
+	VPSLLW       $0x02, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPSHUFB      kpairmasks<>+32(SB), Y7, Y9
+	VPMADDUBSW   160(BX), Y8, Y8
+	VPDPWSSD     Y9, Y8, Y6
+	VMOVDQU      64(AX)(DX*1), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      160(AX)(DX*1), Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPSHUFB      kpairmasks<>+64(SB), Y7, Y9
+	VPMADDUBSW   192(BX), Y8, Y8
+	VPDPWSSD     Y9, Y8, Y6
+	VMOVDQU      96(AX)(DX*1), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      160(AX)(DX*1), Y9
+	VPSRLW       $0x02, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPSHUFB      kpairmasks<>+96(SB), Y7, Y7
+	VPMADDUBSW   224(BX), Y8, Y8
+	VPDPWSSD     Y7, Y8, Y6
+	VPHADDD      Y4, Y3, Y3
+	VPHADDD      Y6, Y5, Y5
+	VPHADDD      Y5, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPADDD       X4, X3, X3
+	VMOVD        206(AX), X4
+	VPINSRD      $0x01, 206(AX)(CX*1), X4, X4
+	VPINSRD      $0x02, 206(AX)(CX*2), X4, X4
+	VPINSRD      $0x03, 206(AX)(DX*1), X4, X4
+	VPSRLD       $0x10, X4, X4
+	VPACKUSDW    X4, X4, X4
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS (SI), X5
+	VMULPS       X5, X4, X4
+	VCVTDQ2PS    X3, X3
+	VMULPS       X3, X4, X3
+	VADDPS       X3, X2, X2
+	ADDQ         $0xd2, AX
+	ADDQ         $0x00000100, BX
+	ADDQ         $0x04, SI
+	ADDQ         $0x20, DI
+	DECQ         R8
+	JMP          dotQ6KRows4VNNIblock
+
+dotQ6KRows4VNNIdone:
+	MOVQ    8(SP), AX
+	VMOVUPS X2, (AX)
+	ADDQ    $0x10, 8(SP)
+	LEAQ    (DX)(CX*1), AX
+	ADDQ    AX, 16(SP)
+	DECQ    (SP)
+	JMP     dotQ6KRows4VNNIgroup
+
+dotQ6KRows4VNNIend:
+	VZEROUPPER
+	RET
+
 // func dotQ4_1AVX2(w *byte, x *int8, xd *float32, nb int) float32
-// Requires: AVX, AVX2, F16C, SSE
+// Requires: AVX, AVX2, F16C, MMX+, SSE
 TEXT ·dotQ4_1AVX2(SB), NOSPLIT, $0-36
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -5375,6 +6637,7 @@ TEXT ·dotQ4_1AVX2(SB), NOSPLIT, $0-36
 q41block:
 	TESTQ        BX, BX
 	JZ           q41done
+	PREFETCHT0   2048(AX)
 	VMOVDQU      4(AX), X4
 	VPSRLW       $0x04, X4, X5
 	VINSERTI128  $0x01, X5, Y4, Y5
@@ -5412,7 +6675,7 @@ q41done:
 	RET
 
 // func dotQ5_0AVX2(w *byte, x *int8, xd *float32, nb int) float32
-// Requires: AVX, AVX2, F16C, SSE
+// Requires: AVX, AVX2, F16C, MMX+, SSE
 TEXT ·dotQ5_0AVX2(SB), NOSPLIT, $0-36
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -5436,6 +6699,7 @@ TEXT ·dotQ5_0AVX2(SB), NOSPLIT, $0-36
 q50block:
 	TESTQ        BX, BX
 	JZ           q50done
+	PREFETCHT0   2048(AX)
 	VMOVDQU      6(AX), X6
 	VPSRLW       $0x04, X6, X7
 	VINSERTI128  $0x01, X7, Y6, Y7
@@ -5542,7 +6806,7 @@ DATA q5consts<>+63(SB)/1, $0x7f
 GLOBL q5consts<>(SB), RODATA|NOPTR, $64
 
 // func dotQ5_1AVX2(w *byte, x *int8, xd *float32, nb int) float32
-// Requires: AVX, AVX2, F16C, SSE
+// Requires: AVX, AVX2, F16C, MMX+, SSE
 TEXT ·dotQ5_1AVX2(SB), NOSPLIT, $0-36
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -5566,6 +6830,7 @@ TEXT ·dotQ5_1AVX2(SB), NOSPLIT, $0-36
 q51block:
 	TESTQ        BX, BX
 	JZ           q51done
+	PREFETCHT0   2048(AX)
 	VMOVDQU      8(AX), X6
 	VPSRLW       $0x04, X6, X7
 	VINSERTI128  $0x01, X7, Y6, Y7

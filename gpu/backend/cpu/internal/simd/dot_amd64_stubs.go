@@ -174,6 +174,21 @@ func dotQ5Kx4AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int,
 //go:noescape
 func dotQ6Kx4AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32)
 
+// dotQ4KRows4VNNI sets out[r] for r < 4*groups to dotQ4KAVX2 of weight row r (the rows consecutive at w, nb blocks each).
+//
+//go:noescape
+func dotQ4KRows4VNNI(w *byte, x *int8, xd *float32, xs *int16, nb int, groups int, out *float32)
+
+// dotQ5KRows4VNNI sets out[r] for r < 4*groups to dotQ5KAVX2 of weight row r (the rows consecutive at w, nb blocks each).
+//
+//go:noescape
+func dotQ5KRows4VNNI(w *byte, x *int8, xd *float32, xs *int16, nb int, groups int, out *float32)
+
+// dotQ6KRows4VNNI sets out[r] for r < 4*groups to dotQ6KAVX2 of weight row r (the rows consecutive at w, nb blocks each).
+//
+//go:noescape
+func dotQ6KRows4VNNI(w *byte, x *int8, xd *float32, xs *int16, nb int, groups int, out *float32)
+
 // dotQ4_1AVX2 returns the dot product of nb Q4_1 blocks at w with QuantizeQ8 activations in natural order (x, xd).
 //
 //go:noescape

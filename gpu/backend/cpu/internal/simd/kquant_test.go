@@ -182,7 +182,7 @@ func TestKParity(t *testing.T) {
 }
 
 func checkKParity(t *testing.T, k *Impl, kt KQuant, r *rand.Rand, nb, off int, extreme bool) {
-	const rows = 3
+	const rows = 9 // two groups of the four-row kernels and one row more
 	n := nb * QK
 	ext := 0.0
 	if extreme {

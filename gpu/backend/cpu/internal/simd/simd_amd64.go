@@ -55,6 +55,29 @@ func kernelKRowsA(f func(w *byte, x *int8, xd *float32, xs *int16, nb, rows int,
 	}
 }
 
+// kernelKRows4A wraps a four-row K-quant kernel, the rows past a multiple
+// of four going to the several-rows kernel one.
+func kernelKRows4A(four func(w *byte, x *int8, xd *float32, xs *int16, nb, groups int, out *float32),
+	one func(w *byte, x *int8, xd *float32, xs *int16, nb, rows int, out *float32)) func(w []byte, x []int8, xd []float32, xs []int16, out []float32) {
+	return func(w []byte, x []int8, xd []float32, xs []int16, out []float32) {
+		if len(out) == 0 {
+			return
+		}
+		if len(xd) == 0 {
+			clear(out)
+			return
+		}
+		g := len(out) / 4
+		if g > 0 {
+			four(&w[0], &x[0], &xd[0], &xs[0], len(xd), g, &out[0])
+		}
+		if n := 4 * g; n < len(out) {
+			rb := len(w) / len(out)
+			one(&w[n*rb], &x[0], &xd[0], &xs[0], len(xd), len(out)-n, &out[n])
+		}
+	}
+}
+
 // kernelKx4A wraps a four-token K-quant kernel (DotKx4 checked the
 // slices: xstride is a multiple of QK).
 func kernelKx4A(t KQuant, f func(w *byte, x *int8, xd *float32, xs *int16, nb, xstride int, out *float32)) func(w []byte, x []int8, xd []float32, xs []int16, xstride int, out *[4]float32) {
@@ -88,11 +111,15 @@ func kernelKA(f func(w *byte, x *int8, xd *float32, xs *int16, nb int) float32) 
 }
 
 // VNNI is AVX2 with the prefill GEMM kernels of AVX-512 VNNI (on 256-bit
-// vectors, which need AVX512VL).
+// vectors, which need AVX512VL) and its four-row decode kernels for Q4_K,
+// Q5_K and Q6_K (same bits as AVX2's).
 var VNNI = func() *Impl {
 	k := *AVX2
 	k.Name = "avx512vnni"
 	k.dotF32x2x4 = dotF32x2x4A
+	k.dotKRows[Q4K] = kernelKRows4A(dotQ4KRows4VNNI, dotQ4KRowsAVX2)
+	k.dotKRows[Q5K] = kernelKRows4A(dotQ5KRows4VNNI, dotQ5KRowsAVX2)
+	k.dotKRows[Q6K] = kernelKRows4A(dotQ6KRows4VNNI, dotQ6KRowsAVX2)
 	k.gemm = [NumGemmKinds]gemmFunc{
 		GemmQ8: gemmA([4]gemmKernel{gemmQ8T1VNNI, gemmQ8T2VNNI, gemmQ8T3VNNI, gemmQ8T4VNNI}),
 		GemmQ4: gemmA([4]gemmKernel{gemmQ4T1VNNI, gemmQ4T2VNNI, gemmQ4T3VNNI, gemmQ4T4VNNI}),

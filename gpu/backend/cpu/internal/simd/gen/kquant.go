@@ -26,6 +26,9 @@ func kquantKernels() {
 	dotQ4Kx4(false)
 	dotQ4Kx4(true)
 	dotQ6Kx4()
+	dotQ4KRows4(false)
+	dotQ4KRows4(true)
+	dotQ6KRows4()
 }
 
 // kx4 holds the four-token kernels' addressing: token t's activations at
@@ -304,6 +307,9 @@ func kLoop(name string, bytes int, w, x, xd, xs, nb Register, rows bool, body fu
 	Label(name + "block")
 	TESTQ(nb, nb)
 	JZ(LabelRef(name + "done"))
+	for off := 0; off < bytes; off += 64 {
+		PREFETCHT0(Mem{Base: w, Disp: blockPrefetch + off}) // see blockScaled
+	}
 	body(s)
 	ADDQ(Imm(uint64(bytes)), w)
 	ADDQ(U32(256), x)
@@ -681,5 +687,300 @@ func dotQ3K(rows bool) {
 		VPSLLD(Imm(2), off, off)
 		VPSUBD(off, acc, acc)
 		kEpilogue(acc, nil, Mem{Base: w, Disp: 108}, xd, s)
+	})
+}
+
+// The four-row kernels of AVX-512 VNNI (256-bit vectors): four consecutive
+// weight rows against one token, each block of the four rows unpacked and
+// multiplied in turn, VPDPWSSD applying the sub-block scales and adding in
+// one instruction (Q4_K and Q5_K read each scale as a dword broadcast from
+// a table on the stack, so no shuffle), and the four rows' block
+// epilogues run as one: the integer sums reduced together, the float terms
+// of the four rows in the lanes of one vector. The integer sums are exact
+// and every lane's float operations are kEpilogue's, so each result has
+// the bits of the one-row kernel.
+
+// k4 holds a four-row kernel's addressing: w the current block of row 0,
+// rows r at w + r*rb (rb, 2*rb, rb3 = 3*rb).
+type k4 struct {
+	w, rb, rb3 Register
+}
+
+func (a k4) row(r, disp int) Mem {
+	switch r {
+	case 0:
+		return Mem{Base: a.w, Disp: disp}
+	case 1:
+		return Mem{Base: a.w, Index: a.rb, Scale: 1, Disp: disp}
+	case 2:
+		return Mem{Base: a.w, Index: a.rb, Scale: 2, Disp: disp}
+	}
+	return Mem{Base: a.w, Index: a.rb3, Scale: 1, Disp: disp}
+}
+
+// k4Loop emits the group loop (four rows at a time, groups of them) around
+// the block loop; body runs per block with the activations at x, xd, xs
+// and the group's running sums in s, and finish stores a group's sums at
+// out (rows 0..3).
+func k4Loop(name string, bytes int, body func(a k4, x, xd, xs Register, s VecVirtual), finish func(s VecVirtual, out Register)) {
+	cnt, outp, grp := AllocLocal(8), AllocLocal(8), AllocLocal(8)
+	a := k4{w: GP64(), rb: GP64(), rb3: GP64()}
+	nb := Load(Param("nb"), GP64())
+	IMUL3Q(Imm(uint64(bytes)), nb, a.rb)
+	LEAQ(Mem{Base: a.rb, Index: a.rb, Scale: 2}, a.rb3)
+	g, o, w0 := Load(Param("groups"), GP64()), Load(Param("out"), GP64()), Load(Param("w"), GP64())
+	MOVQ(g, cnt)
+	MOVQ(o, outp)
+	MOVQ(w0, grp)
+	x, xd, xs := GP64(), GP64(), GP64()
+	Label(name + "group")
+	CMPQ(cnt, Imm(0))
+	JE(LabelRef(name + "end"))
+	MOVQ(grp, a.w)
+	Load(Param("x"), x)
+	Load(Param("xd"), xd)
+	Load(Param("xs"), xs)
+	n := Load(Param("nb"), GP64())
+	s := YMM()
+	VXORPS(s, s, s)
+	Label(name + "block")
+	TESTQ(n, n)
+	JZ(LabelRef(name + "done"))
+	// The next group's block, for the memory to stream ahead of the
+	// hardware prefetcher's ramp across the four row streams.
+	pn := GP64()
+	LEAQ(Mem{Base: a.rb3, Index: a.rb, Scale: 1}, pn)
+	ADDQ(a.w, pn)
+	for r := range 4 {
+		for off := 0; off < bytes; off += 64 {
+			m := k4{w: pn, rb: a.rb, rb3: a.rb3}.row(r, off)
+			PREFETCHT0(m)
+		}
+	}
+	body(a, x, xd, xs, s)
+	ADDQ(Imm(uint64(bytes)), a.w)
+	ADDQ(U32(256), x)
+	ADDQ(Imm(4), xd)
+	ADDQ(Imm(32), xs)
+	DECQ(n)
+	JMP(LabelRef(name + "block"))
+	Label(name + "done")
+	op := GP64()
+	MOVQ(outp, op)
+	finish(s, op)
+	ADDQ(Imm(16), outp)
+	LEAQ(Mem{Base: a.rb3, Index: a.rb, Scale: 1}, op) // 4*rb
+	ADDQ(op, grp)
+	DECQ(cnt)
+	JMP(LabelRef(name + "group"))
+	Label(name + "end")
+	VZEROUPPER()
+	RET()
+}
+
+// k4Text starts the four-row kernel name, which has the bits of kernel
+// one.
+func k4Text(name, one string) {
+	TEXT(name, NOSPLIT, "func(w *byte, x *int8, xd *float32, xs *int16, nb, groups int, out *float32)")
+	Pragma("noescape")
+	Doc(name + " sets out[r] for r < 4*groups to " + one + " of weight row r (the rows consecutive at w, nb blocks each).")
+}
+
+// sum4 reduces the eight int32 lanes of each of acc[0..3] to one: lane r
+// of the returned xmm register is the sum of acc[r].
+func sum4(acc [4]VecVirtual) Register {
+	VPHADDD(acc[1], acc[0], acc[0])
+	VPHADDD(acc[3], acc[2], acc[2])
+	VPHADDD(acc[2], acc[0], acc[0])
+	t := XMM()
+	VEXTRACTI128(Imm(1), acc[0], t)
+	VPADDD(t, acc[0].AsX(), acc[0].AsX())
+	return acc[0].AsX()
+}
+
+// dotQ4KRows4 writes the four-row Q4_K (Q5_K with q5) kernel of VNNI.
+func dotQ4KRows4(q5 bool) {
+	name, bytes, qs := "dotQ4KRows4VNNI", 144, 16
+	if q5 {
+		name, bytes, qs = "dotQ5KRows4VNNI", 176, 48
+	}
+	one := "dotQ4KAVX2"
+	if q5 {
+		one = "dotQ5KAVX2"
+	}
+	k4Text(name, one)
+	tbl := AllocLocal(4 * 32) // per row: the eight scales s as dwords s | s<<16
+	mn := AllocLocal(4 * 8)   // per row: the eight scales, then mins, as bytes
+	mask, bit4 := YMM(), YMM()
+	broadcastB(0x0f, mask)
+	if q5 {
+		broadcastB(0x10, bit4)
+	}
+	k4Loop(name, bytes, func(a k4, x, xd, xs Register, s VecVirtual) {
+		for r := range 4 {
+			// kernel dotQ4K's unpacking of the scale bytes
+			u0, u1, u2, t, m47 := GP64(), GP64(), GP64(), GP64(), GP64()
+			MOVL(a.row(r, 4), u0.As32())
+			MOVL(a.row(r, 8), u1.As32())
+			MOVL(a.row(r, 12), u2.As32())
+			MOVL(u2.As32(), m47.As32())
+			SHRL(Imm(4), m47.As32())
+			ANDL(U32(0x0f0f0f0f), m47.As32())
+			MOVL(u1.As32(), t.As32())
+			SHRL(Imm(6), t.As32())
+			ANDL(U32(0x03030303), t.As32())
+			SHLL(Imm(4), t.As32())
+			ORL(t.As32(), m47.As32())
+			ANDL(U32(0x3f3f3f3f), u1.As32()) // mins 0..3
+			MOVL(u0.As32(), t.As32())
+			SHRL(Imm(6), t.As32())
+			ANDL(U32(0x03030303), t.As32())
+			SHLL(Imm(4), t.As32())
+			ANDL(U32(0x0f0f0f0f), u2.As32())
+			ORL(t.As32(), u2.As32()) // scales 4..7
+			ANDL(U32(0x3f3f3f3f), u0.As32())
+			SHLQ(Imm(32), u2)
+			ORQ(u2, u0)
+			SHLQ(Imm(32), m47)
+			ORQ(m47, u1)
+			MOVQ(u0, mn.Offset(8*r)) // the scales, then their dwords
+			sd, sh := YMM(), YMM()
+			VPMOVZXBD(mn.Offset(8*r), sd)
+			VPSLLD(Imm(16), sd, sh)
+			VPOR(sh, sd, sd)
+			VMOVDQU(sd, tbl.Offset(32*r))
+			MOVQ(u1, mn.Offset(8*r))
+		}
+		acc := [4]VecVirtual{YMM(), YMM(), YMM(), YMM()}
+		for _, v := range acc {
+			VPXOR(v, v, v)
+		}
+		for g := range 4 {
+			for r := range 4 {
+				q, lo, hi := YMM(), YMM(), YMM()
+				VMOVDQU(a.row(r, qs+32*g), q)
+				VPAND(mask, q, lo)
+				VPSRLW(Imm(4), q, hi)
+				VPAND(mask, hi, hi)
+				if q5 {
+					qh := YMM()
+					VMOVDQU(a.row(r, 16), qh)
+					lo5, hi5 := fifthBit(qh, 2*g, bit4), fifthBit(qh, 2*g+1, bit4)
+					VPOR(lo5, lo, lo)
+					VPOR(hi5, hi, hi)
+				}
+				VPMADDUBSW(Mem{Base: x, Disp: 64 * g}, lo, lo)
+				VPDPWSSD_BCST(tbl.Offset(32*r+4*(2*g)), lo, acc[r])
+				VPMADDUBSW(Mem{Base: x, Disp: 64*g + 32}, hi, hi)
+				VPDPWSSD_BCST(tbl.Offset(32*r+4*(2*g+1)), hi, acc[r])
+			}
+		}
+		sumi := sum4(acc)
+		// Σ m_j (sums 2j and 2j+1) per row: pair sums of the 16
+		// activation sums against the row's eight mins.
+		ps := XMM()
+		VMOVDQU(Mem{Base: xs}, ps)
+		VPHADDW(Mem{Base: xs, Disp: 16}, ps, ps)
+		var m [4]VecVirtual
+		for r := range 4 {
+			m[r] = XMM()
+			VPMOVZXBW(mn.Offset(8*r), m[r])
+			VPMADDWD(ps, m[r], m[r])
+		}
+		VPHADDD(m[1], m[0], m[0])
+		VPHADDD(m[3], m[2], m[2])
+		VPHADDD(m[2], m[0], m[0]) // [Σm0, Σm1, Σm2, Σm3]
+		lo, hi := XMM(), XMM()
+		VPUNPCKLDQ(m[0], sumi, lo)
+		VPUNPCKHDQ(m[0], sumi, hi)
+		r8 := YMM()
+		VINSERTI128(Imm(1), hi, lo.AsY(), r8) // [Σi0, Σm0, ..., Σi3, Σm3]
+		dm := XMM()
+		VMOVD(a.row(0, 0), dm)
+		for r := 1; r < 4; r++ {
+			VPINSRD(Imm(uint64(r)), a.row(r, 0), dm, dm)
+		}
+		dd, t := YMM(), YMM()
+		VCVTPH2PS(dm, dd)
+		VBROADCASTSS(Mem{Base: xd}, t)
+		VMULPS(t, dd, dd) // [d*dx, dmin*dx] per row
+		VCVTDQ2PS(r8, r8)
+		VMULPS(r8, dd, r8)
+		VMOVSHDUP(r8, t)
+		VSUBPS(t, r8, r8)
+		VADDPS(r8, s, s) // lanes 0, 2, 4, 6
+	}, func(s VecVirtual, out Register) {
+		h := XMM()
+		VEXTRACTF128(Imm(1), s, h)
+		VSHUFPS(Imm(0x88), h, s.AsX(), h)
+		VMOVUPS(h, Mem{Base: out})
+	})
+}
+
+// dotQ6KRows4 writes the four-row Q6_K kernel of VNNI: the scales per 16
+// values are shuffled into place as in dotQ6K, VPDPWSSD applies and adds
+// them.
+func dotQ6KRows4() {
+	const name = "dotQ6KRows4VNNI"
+	k4Text(name, "dotQ6KAVX2")
+	mask, m30 := YMM(), YMM()
+	broadcastB(0x0f, mask)
+	broadcastB(0x30, m30)
+	k4Loop(name, 210, func(a k4, x, xd, xs Register, s VecVirtual) {
+		acc := [4]VecVirtual{YMM(), YMM(), YMM(), YMM()}
+		for r := range 4 {
+			sc16 := YMM()
+			VPMOVSXBW(a.row(r, 192), sc16)
+			// the offset of 32: acc starts at -32·Σ_j sc_j·xs_j
+			VPMADDWD(Mem{Base: xs}, sc16, acc[r])
+			VPSLLD(Imm(5), acc[r], acc[r])
+			z := YMM()
+			VPXOR(z, z, z)
+			VPSUBD(acc[r], z, acc[r])
+			for h := range 2 {
+				sc8 := YMM()
+				VPERMQ(Imm([]uint64{0x44, 0xee}[h]), sc16, sc8)
+				for k := range 4 {
+					q, hb := YMM(), YMM()
+					VMOVDQU(a.row(r, 64*h+32*(k&1)), q)
+					if k >= 2 {
+						VPSRLW(Imm(4), q, q)
+					}
+					VPAND(mask, q, q)
+					VMOVDQU(a.row(r, 128+32*h), hb)
+					switch k {
+					case 0:
+						VPSLLW(Imm(4), hb, hb)
+					case 1:
+						VPSLLW(Imm(2), hb, hb)
+					case 3:
+						VPSRLW(Imm(2), hb, hb)
+					}
+					VPAND(m30, hb, hb)
+					VPOR(hb, q, q)
+					sc := YMM()
+					VPSHUFB(kPairMask(k), sc8, sc)
+					VPMADDUBSW(Mem{Base: x, Disp: 128*h + 32*k}, q, q)
+					VPDPWSSD(sc, q, acc[r])
+				}
+			}
+		}
+		sumi := sum4(acc)
+		dm := XMM()
+		VMOVD(a.row(0, 206), dm) // d in the high half
+		for r := 1; r < 4; r++ {
+			VPINSRD(Imm(uint64(r)), a.row(r, 206), dm, dm)
+		}
+		VPSRLD(Imm(16), dm, dm)
+		VPACKUSDW(dm, dm, dm)
+		dd, t, f := XMM(), XMM(), XMM()
+		VCVTPH2PS(dm, dd)
+		VBROADCASTSS(Mem{Base: xd}, t)
+		VMULPS(t, dd, dd) // d*dx per row
+		VCVTDQ2PS(sumi, f)
+		VMULPS(f, dd, f)
+		VADDPS(f, s.AsX(), s.AsX())
+	}, func(s VecVirtual, out Register) {
+		VMOVUPS(s.AsX(), Mem{Base: out})
 	})
 }

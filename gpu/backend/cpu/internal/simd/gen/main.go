@@ -683,6 +683,10 @@ func dotQ4Q8x4() {
 // latency chain does not bound the loop. wStep is the weight bytes of a
 // block; body adds block j (its weights at w+j*wStep, activations at
 // x+32j) times the scale d to acc.
+// blockPrefetch is how far ahead (bytes of weights) blockScaled
+// prefetches.
+const blockPrefetch = 2048
+
 func blockScaled(name string, wStep int, rows bool, body func(w, x Register, j int, d, acc VecVirtual)) {
 	w, ws := Load(Param("w"), GP64()), Load(Param("ws"), GP64())
 	x0, xd0 := Load(Param("x"), GP64()), Load(Param("xd"), GP64())
@@ -719,6 +723,12 @@ func blockScaled(name string, wStep int, rows bool, body func(w, x Register, j i
 	Label(name + "eight")
 	CMPQ(nb, Imm(8))
 	JL(LabelRef(name + "tail"))
+	// Weights and scales some way ahead, for the memory to stream ahead
+	// of the hardware prefetcher (decode reads every row once).
+	for off := 0; off < 8*wStep; off += 64 {
+		PREFETCHT0(Mem{Base: w, Disp: blockPrefetch + off})
+	}
+	PREFETCHT0(Mem{Base: ws, Disp: blockPrefetch / wStep * 2})
 	sv := YMM()
 	VCVTPH2PS(Mem{Base: ws}, sv)
 	VMULPS(Mem{Base: xd}, sv, sv)

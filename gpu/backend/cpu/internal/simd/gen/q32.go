@@ -59,6 +59,7 @@ func dotQ32(name, label string, bytes, qs, qh int, withMin bool, what string) {
 	Label(label + "block")
 	TESTQ(nb, nb)
 	JZ(LabelRef(label + "done"))
+	PREFETCHT0(Mem{Base: w, Disp: blockPrefetch}) // see blockScaled
 	b, h, u := XMM(), XMM(), YMM()
 	VMOVDQU(Mem{Base: w, Disp: qs}, b)
 	VPSRLW(Imm(4), b, h)
