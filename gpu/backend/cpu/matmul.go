@@ -21,7 +21,9 @@ import (
 // tokens in dynamic math) and used for every token of the tile.
 // With weights repacked for the GEMM (matrix.gemm), a tile runs groups of
 // simd.GemmRows interleaved rows over four tokens at a time instead; f32
-// rows go two at a time through a kernel that keeps DotF32x4's bits.
+// rows go two at a time through a kernel that keeps DotF32x4's bits, or,
+// in dynamic math where the CPU has it, through the f32 GEMM
+// (simd.GemmF32: register tiles of 4 rows by 6 tokens).
 const (
 	rowTile    = 16
 	tokTile    = 64
@@ -246,6 +248,10 @@ func (m *mmTask) tile(s *scratch, r0, r1 int) {
 	if m.glu {
 		u = tileRows(m.up, r0, r1, s.upRows, s.upViews[:0])
 	}
+	if m.p.math == MathDynamic && simd.HasGemmF32() {
+		m.tileGemmF32(s, g, u, r0, r1)
+		return
+	}
 	gs, us := &s.gs, &s.us // in scratch: a local would escape through the kernels
 	g2 := &s.g2
 	tg, tu := &s.tg, &s.tu // the tile's products, token-major
@@ -288,6 +294,35 @@ func (m *mmTask) tile(s *scratch, r0, r1 int) {
 		}
 		m.storeTile(tg, tu, t0, t1, r0, r1)
 	}
+}
+
+// tileGemmF32 is tile for f32 rows (g and u, the tile's rows of w and up
+// as tileRows gives them) in dynamic math: simd.GemmF32 over the tile,
+// whose summation order is not DotF32's (the results agree within
+// rounding).
+func (m *mmTask) tileGemmF32(s *scratch, g, u [][]float32, r0, r1 int) {
+	tg, tu := &s.tg, &s.tu
+	n := r1 - r0
+	gw := contiguous(g, m.w.cols)
+	var uw []float32
+	if m.glu {
+		uw = contiguous(u, m.up.cols)
+	}
+	for t0 := 0; t0 < m.n; t0 += tokTile {
+		t1 := min(t0+tokTile, m.n)
+		x := m.in[t0*m.inCols:]
+		simd.GemmF32(gw, m.w.cols, n, x, m.inCols, t1-t0, m.w.cols, tg[:], rowTile)
+		if m.glu {
+			simd.GemmF32(uw, m.up.cols, n, x, m.inCols, t1-t0, m.up.cols, tu[:], rowTile)
+		}
+		m.storeTile(tg, tu, t0, t1, r0, r1)
+	}
+}
+
+// contiguous returns the rows of views (each cols long, one after another
+// in memory, as tileRows gives them) as one slice.
+func contiguous(views [][]float32, cols int) []float32 {
+	return views[0][: len(views)*cols : len(views)*cols]
 }
 
 // storeTile applies the epilogue to a tile's products (token-major, rowTile

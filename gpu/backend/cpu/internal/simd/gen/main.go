@@ -44,6 +44,7 @@ func main() {
 	q32Kernels()
 	gemmKernels()
 	dotF32x2x4()
+	gemmF32Kernels()
 	Generate()
 }
 

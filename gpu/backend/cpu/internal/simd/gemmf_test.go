@@ -1,0 +1,97 @@
+package simd
+
+import (
+	"fmt"
+	"math"
+	"testing"
+)
+
+// TestGemmF32MatchesFloat64 runs every implementation's f32 GEMM (where it
+// has one) over ragged shapes (row counts that leave a partial register
+// tile, token counts that leave a partial token group, column counts off
+// a multiple of 16, strides wider than the rows) against a float64 sum of
+// the same products, within f32 rounding of the sum of magnitudes.
+func TestGemmF32MatchesFloat64(t *testing.T) {
+	r := rngFor(t)
+	ran := false
+	for _, k := range Impls() {
+		if !k.HasGemmF32() {
+			continue
+		}
+		ran = true
+		for _, n := range []int{5, 16, 37, 768} {
+			for _, rows := range []int{1, 4, 7, 16} {
+				for _, ntok := range []int{1, 5, 6, 13} {
+					t.Run(fmt.Sprintf("%s/n=%d/rows=%d/tokens=%d", k.Name, n, rows, ntok), func(t *testing.T) {
+						wstride, xstride, ostride := n+3, n+17, rows+2
+						w, x := randF32(r, rows*wstride), randF32(r, ntok*xstride)
+						out := make([]float32, ntok*ostride)
+						for i := range out {
+							out[i] = float32(math.NaN()) // every output must be written
+						}
+						k.GemmF32(w, wstride, rows, x, xstride, ntok, n, out, ostride)
+						for tk := range ntok {
+							for row := range rows {
+								var want, mag float64
+								for i := range n {
+									p := float64(w[row*wstride+i]) * float64(x[tk*xstride+i])
+									want += p
+									mag += math.Abs(p)
+								}
+								got := float64(out[tk*ostride+row])
+								if d := math.Abs(got - want); !(d <= 4e-7*float64(n)*mag+1e-30) {
+									t.Fatalf("token %d row %d: got %g, want %g (diff %g, Σ|p| %g)", tk, row, got, want, d, mag)
+								}
+							}
+							for i := rows; i < ostride; i++ {
+								if v := out[tk*ostride+i]; !math.IsNaN(float64(v)) {
+									t.Fatalf("token %d: wrote beyond the rows at %d", tk, i)
+								}
+							}
+						}
+					})
+				}
+			}
+		}
+	}
+	if !ran {
+		t.Skip("no implementation with the f32 GEMM on this CPU")
+	}
+}
+
+// BenchmarkGemmF32 measures the f32 prefill kernels on a 110M-shape tile
+// (16 rows by 64 tokens of 768 columns, and of 2048 for the FFN's down
+// projection) in GFLOP/s: the GEMM where there is one, else (and for
+// comparison) the two-row kernel the exact prefill uses.
+func BenchmarkGemmF32(b *testing.B) {
+	const rows, ntok = 16, 64
+	r := rngFor(b)
+	for _, n := range []int{768, 2048} {
+		w, x := randF32(r, rows*n), randF32(r, ntok*n)
+		out := make([]float32, ntok*rows)
+		flops := func(b *testing.B) {
+			b.ReportMetric(float64(2*rows*ntok*n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		}
+		for _, k := range Impls() {
+			if k.HasGemmF32() {
+				b.Run(fmt.Sprintf("gemm/n=%d/%s", n, k.Name), func(b *testing.B) {
+					for b.Loop() {
+						k.GemmF32(w, n, rows, x, n, ntok, n, out, rows)
+					}
+					flops(b)
+				})
+			}
+			b.Run(fmt.Sprintf("x2x4/n=%d/%s", n, k.Name), func(b *testing.B) {
+				var o [8]float32
+				for b.Loop() {
+					for i := 0; i < rows; i += 2 {
+						for t := 0; t < ntok; t += 4 {
+							k.DotF32x2x4(w[i*n:(i+1)*n], w[(i+1)*n:(i+2)*n], x[t*n:], n, &o)
+						}
+					}
+				}
+				flops(b)
+			})
+		}
+	}
+}
