@@ -95,3 +95,20 @@ func BenchmarkGemmF32(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkF32Rows runs the f32 decode kernel over a 32000 x 768 matrix
+// (the 110M shape's output layer, streamed from memory), in bytes/s.
+func BenchmarkF32Rows(b *testing.B) {
+	const rows, cols = 32000, 768
+	r := rngFor(b)
+	w, x := randF32(r, rows*cols), randF32(r, cols)
+	out := make([]float32, rows)
+	for _, k := range Impls() {
+		b.Run(k.Name, func(b *testing.B) {
+			b.SetBytes(4 * rows * cols)
+			for b.Loop() {
+				k.DotF32Rows(w, x, out)
+			}
+		})
+	}
+}

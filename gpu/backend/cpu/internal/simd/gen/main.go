@@ -45,6 +45,7 @@ func main() {
 	gemmKernels()
 	dotF32x2x4()
 	gemmF32Kernels()
+	dotF32Rows4()
 	Generate()
 }
 
