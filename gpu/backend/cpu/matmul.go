@@ -90,9 +90,31 @@ func (m *mmTask) run(wk, lo, hi int) {
 		}
 		return
 	}
+	if m.gemmF32InPlace() {
+		// Token blocks outside the row tiles: a block's inputs stay in L2
+		// while the weights stream past once per block.
+		for t0 := 0; t0 < m.n; t0 += tokTile {
+			for r0 := lo; r0 < hi; r0 += rowTile {
+				m.tileGemmF32(s, r0, min(r0+rowTile, hi), t0, min(t0+tokTile, m.n))
+			}
+		}
+		return
+	}
 	for r0 := lo; r0 < hi; r0 += rowTile {
 		m.tile(s, r0, min(r0+rowTile, hi))
 	}
+}
+
+// gemmF32OK reports whether m's prefill tiles take the f32 GEMM (on f32
+// rows, in dynamic math, where the CPU has it).
+func (m *mmTask) gemmF32OK() bool {
+	return m.q == nil && m.p.math == MathDynamic && simd.HasGemmF32()
+}
+
+// gemmF32InPlace reports whether m takes the f32 GEMM on f32 weights in
+// place (nothing to unpack per tile).
+func (m *mmTask) gemmF32InPlace() bool {
+	return m.gemmF32OK() && m.w.dtype == tensors.F32 && (!m.glu || m.up.dtype == tensors.F32)
 }
 
 // rowsOK reports whether runRows can take m: f32 weights used exactly, or
@@ -248,8 +270,10 @@ func (m *mmTask) tile(s *scratch, r0, r1 int) {
 	if m.glu {
 		u = tileRows(m.up, r0, r1, s.upRows, s.upViews[:0])
 	}
-	if m.p.math == MathDynamic && simd.HasGemmF32() {
-		m.tileGemmF32(s, g, u, r0, r1)
+	if m.gemmF32OK() {
+		for t0 := 0; t0 < m.n; t0 += tokTile {
+			m.gemmF32(s, g, u, r0, r1, t0, min(t0+tokTile, m.n))
+		}
 		return
 	}
 	gs, us := &s.gs, &s.us // in scratch: a local would escape through the kernels
@@ -296,27 +320,28 @@ func (m *mmTask) tile(s *scratch, r0, r1 int) {
 	}
 }
 
-// tileGemmF32 is tile for f32 rows (g and u, the tile's rows of w and up
-// as tileRows gives them) in dynamic math: simd.GemmF32 over the tile,
-// whose summation order is not DotF32's (the results agree within
-// rounding).
-func (m *mmTask) tileGemmF32(s *scratch, g, u [][]float32, r0, r1 int) {
-	tg, tu := &s.tg, &s.tu
-	n := r1 - r0
-	gw := contiguous(g, m.w.cols)
-	var uw []float32
+// tileGemmF32 is gemmF32 for rows [r0, r1) of f32 weights, in place.
+func (m *mmTask) tileGemmF32(s *scratch, r0, r1, t0, t1 int) {
+	g := tileRows(m.w, r0, r1, nil, s.rowViews[:0])
+	var u [][]float32
 	if m.glu {
-		uw = contiguous(u, m.up.cols)
+		u = tileRows(m.up, r0, r1, nil, s.upViews[:0])
 	}
-	for t0 := 0; t0 < m.n; t0 += tokTile {
-		t1 := min(t0+tokTile, m.n)
-		x := m.in[t0*m.inCols:]
-		simd.GemmF32(gw, m.w.cols, n, x, m.inCols, t1-t0, m.w.cols, tg[:], rowTile)
-		if m.glu {
-			simd.GemmF32(uw, m.up.cols, n, x, m.inCols, t1-t0, m.up.cols, tu[:], rowTile)
-		}
-		m.storeTile(tg, tu, t0, t1, r0, r1)
+	m.gemmF32(s, g, u, r0, r1, t0, t1)
+}
+
+// gemmF32 computes tokens [t0, t1) (at most tokTile) of the tile of rows
+// [r0, r1) given as f32 rows g and u (as tileRows gives them) in dynamic
+// math: simd.GemmF32, whose summation order is not DotF32's (the results
+// agree within rounding).
+func (m *mmTask) gemmF32(s *scratch, g, u [][]float32, r0, r1, t0, t1 int) {
+	tg, tu := &s.tg, &s.tu
+	x := m.in[t0*m.inCols:]
+	simd.GemmF32(contiguous(g, m.w.cols), m.w.cols, r1-r0, x, m.inCols, t1-t0, m.w.cols, tg[:], rowTile)
+	if m.glu {
+		simd.GemmF32(contiguous(u, m.up.cols), m.up.cols, r1-r0, x, m.inCols, t1-t0, m.up.cols, tu[:], rowTile)
 	}
+	m.storeTile(tg, tu, t0, t1, r0, r1)
 }
 
 // contiguous returns the rows of views (each cols long, one after another
