@@ -49,11 +49,7 @@ const (
 	// exactly, which is faster for them. On CPUs with AVX-512 VNNI, int8
 	// and int4 weights with one binary16 scale per 32 values (GGUF Q8_0,
 	// Q4_0) are also repacked at load for the prefill GEMM (a second copy
-	// of those weights in memory). Other weights are used exactly, except
-	// that on CPUs with AVX-512 the prefill steps of weights used as f32
-	// rows (f32, f16 and bf16 weights, and rows dequantized once per tile)
-	// run a blocked f32 GEMM that sums each product in another order than
-	// the row kernels (the same within rounding, not bit for bit).
+	// of those weights in memory). Other weights are used exactly.
 	MathDynamic
 )
 

@@ -84,8 +84,8 @@ func ggufDiff(t *testing.T, name string, m cpu.Math, fused bool) float64 {
 // the dot products of Q8_0 and Q4_0 weights, as MathDynamic does, so the
 // dynamic logits must agree with llama.cpp's within the bound pipeline/arch
 // sets for f32 models (1e-4; exact math is ~5e-3 away on these models,
-// dynamic 5e-7), closer than the exact ones; f32 weights change only in
-// the summation order of the prefill GEMM, and stay within the bound.
+// dynamic 5e-7), closer than the exact ones; f32 weights are untouched by
+// the mode.
 func TestDynamicMathGGUF(t *testing.T) {
 	for _, tc := range []struct {
 		name   string

@@ -22,8 +22,8 @@ import (
 // With weights repacked for the GEMM (matrix.gemm), a tile runs groups of
 // simd.GemmRows interleaved rows over four tokens at a time instead; f32
 // rows go two at a time through a kernel that keeps DotF32x4's bits, or,
-// in dynamic math where the CPU has it, through the f32 GEMM
-// (simd.GemmF32: register tiles of 4 rows by 6 tokens).
+// where the CPU has it, through the f32 GEMM (simd.GemmF32: register
+// tiles of 4 rows by 6 tokens, with the same bits).
 const (
 	rowTile    = 16
 	tokTile    = 64
@@ -105,10 +105,11 @@ func (m *mmTask) run(wk, lo, hi int) {
 	}
 }
 
-// gemmF32OK reports whether m's prefill tiles take the f32 GEMM (on f32
-// rows, in dynamic math, where the CPU has it).
+// gemmF32OK reports whether m's prefill tiles take the f32 GEMM: weights
+// used as f32 rows, of a multiple of 16 values (where the GEMM gives
+// DotF32x4's bits, as the two-row kernels do), where the CPU has it.
 func (m *mmTask) gemmF32OK() bool {
-	return m.q == nil && m.p.math == MathDynamic && simd.HasGemmF32()
+	return m.q == nil && m.w.cols%16 == 0 && simd.HasGemmF32()
 }
 
 // gemmF32InPlace reports whether m takes the f32 GEMM on f32 weights in
@@ -331,15 +332,26 @@ func (m *mmTask) tileGemmF32(s *scratch, r0, r1, t0, t1 int) {
 }
 
 // gemmF32 computes tokens [t0, t1) (at most tokTile) of the tile of rows
-// [r0, r1) given as f32 rows g and u (as tileRows gives them) in dynamic
-// math: simd.GemmF32, whose summation order is not DotF32's (the results
-// agree within rounding).
+// [r0, r1) given as f32 rows g and u (as tileRows gives them) with
+// simd.GemmF32, which gives the bits of the two-row kernels: DotF32x4's
+// for tokens in fours, DotF32's for the last tokens of a block short of
+// four (as tile computes them).
 func (m *mmTask) gemmF32(s *scratch, g, u [][]float32, r0, r1, t0, t1 int) {
 	tg, tu := &s.tg, &s.tu
 	x := m.in[t0*m.inCols:]
-	simd.GemmF32(contiguous(g, m.w.cols), m.w.cols, r1-r0, x, m.inCols, t1-t0, m.w.cols, tg[:], rowTile)
+	n4 := (t1 - t0) &^ 3
+	simd.GemmF32(contiguous(g, m.w.cols), m.w.cols, r1-r0, x, m.inCols, n4, m.w.cols, tg[:], rowTile)
 	if m.glu {
-		simd.GemmF32(contiguous(u, m.up.cols), m.up.cols, r1-r0, x, m.inCols, t1-t0, m.up.cols, tu[:], rowTile)
+		simd.GemmF32(contiguous(u, m.up.cols), m.up.cols, r1-r0, x, m.inCols, n4, m.up.cols, tu[:], rowTile)
+	}
+	for t := t0 + n4; t < t1; t++ {
+		xt := m.in[t*m.inCols:]
+		for i := range g {
+			tg[(t-t0)*rowTile+i] = simd.DotF32(g[i], xt)
+			if m.glu {
+				tu[(t-t0)*rowTile+i] = simd.DotF32(u[i], xt)
+			}
+		}
 	}
 	m.storeTile(tg, tu, t0, t1, r0, r1)
 }

@@ -59,6 +59,34 @@ func TestGemmF32MatchesFloat64(t *testing.T) {
 	}
 }
 
+// TestGemmF32IsDotF32x4: with rows of a multiple of 16 values the GEMM
+// gives every output DotF32x4's bits (the CPU backend's prefill tiles rely
+// on it), whole register tiles and the last partial one alike.
+func TestGemmF32IsDotF32x4(t *testing.T) {
+	r := rngFor(t)
+	for _, k := range Impls() {
+		if !k.HasGemmF32() {
+			continue
+		}
+		for _, n := range []int{16, 64, 768} {
+			const rows, ntok = 7, 9
+			wstride, xstride, ostride := n+5, n+3, rows+1
+			w, x := randF32(r, rows*wstride), randF32(r, (ntok+3)*xstride)
+			out := make([]float32, ntok*ostride)
+			k.GemmF32(w, wstride, rows, x, xstride, ntok, n, out, ostride)
+			var want [4]float32
+			for row := range rows {
+				for tk := range ntok {
+					k.DotF32x4(w[row*wstride:row*wstride+n], x[tk*xstride:], xstride, &want)
+					if got := out[tk*ostride+row]; got != want[0] {
+						t.Errorf("%s n=%d row %d token %d: %g, want exactly %g", k.Name, n, row, tk, got, want[0])
+					}
+				}
+			}
+		}
+	}
+}
+
 // BenchmarkGemmF32 measures the f32 prefill kernels on a 110M-shape tile
 // (16 rows by 64 tokens of 768 columns, and of 2048 for the FFN's down
 // projection) in GFLOP/s: the GEMM where there is one, else (and for

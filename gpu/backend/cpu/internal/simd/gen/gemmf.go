@@ -18,8 +18,10 @@ const (
 // gemmF32Kernels writes the f32 prefill GEMM kernels (AVX-512): a
 // register tile of 4 weight rows by 1 to 6 tokens, one 16-lane
 // accumulator per output (each lane sums the columns congruent to it mod
-// 16), so per 16 columns 4 weight and up to 6 input vectors are loaded for
-// up to 24 FMAs; the lanes are reduced once at the end.
+// 16, in order: the lanes of dotF32x4AVX2's two 8-lane accumulators), so
+// per 16 columns 4 weight and up to 6 input vectors are loaded for up to
+// 24 FMAs; the lanes are reduced once at the end, in dotF32x4AVX2's
+// order, so every output has its bits.
 func gemmF32Kernels() {
 	for t := 1; t <= gemmF32MaxTokens; t++ {
 		gemmF32(t)
@@ -81,28 +83,30 @@ func gemmF32(tokens int) {
 	out, os := Load(Param("out"), GP64()), Load(Param("ostride"), GP64())
 	SHLQ(Imm(2), os)
 	for t := range tokens {
-		// Fold each accumulator to 8 lanes, then transpose-add the four
-		// rows' vectors into one: lane r of the result is row r's sum.
-		var y [gemmF32Rows]VecVirtual
-		for r := range y {
-			y[r] = YMM()
-			VEXTRACTF64X4(Imm(1), acc[t][r], y[r])
-			VADDPS(acc[t][r].AsY(), y[r], y[r])
+		// Fold each accumulator to 8 lanes, then 4 (as dotF32x4AVX2 adds
+		// its two accumulators and hsum its halves), then transpose-add
+		// the four rows' vectors into one whose lane r is row r's
+		// (a0+a2)+(a1+a3), hsum's last two steps: dotF32x4AVX2's bits.
+		var h [gemmF32Rows]VecVirtual
+		for r := range h {
+			y := YMM()
+			VEXTRACTF64X4(Imm(1), acc[t][r], y)
+			VADDPS(y, acc[t][r].AsY(), y)
+			h[r] = XMM()
+			VEXTRACTF32X4(Imm(1), y, h[r])
+			VADDPS(h[r], y.AsX(), h[r])
 		}
-		lo, hi := YMM(), YMM()
-		VUNPCKLPS(y[1], y[0], lo) // y0_0 y1_0 y0_1 y1_1 per 128 bits
-		VUNPCKHPS(y[1], y[0], hi) // y0_2 y1_2 y0_3 y1_3
-		VADDPS(hi, lo, y[0])      // (r0, r1, r0, r1)
-		VUNPCKLPS(y[3], y[2], lo)
-		VUNPCKHPS(y[3], y[2], hi)
-		VADDPS(hi, lo, y[2]) // (r2, r3, r2, r3)
-		VUNPCKLPD(y[2], y[0], lo)
-		VUNPCKHPD(y[2], y[0], hi)
-		VADDPS(hi, lo, lo) // (r0, r1, r2, r3) per 128 bits
-		h := XMM()
-		VEXTRACTF32X4(Imm(1), lo, h)
-		VADDPS(lo.AsX(), h, h)
-		VMOVUPS(h, Mem{Base: out})
+		lo, hi := XMM(), XMM()
+		VUNPCKLPS(h[1], h[0], lo) // a0 b0 a1 b1
+		VUNPCKHPS(h[1], h[0], hi) // a2 b2 a3 b3
+		VADDPS(hi, lo, h[0])      // a0+a2 b0+b2 a1+a3 b1+b3
+		VUNPCKLPS(h[3], h[2], lo)
+		VUNPCKHPS(h[3], h[2], hi)
+		VADDPS(hi, lo, h[2]) // c0+c2 d0+d2 c1+c3 d1+d3
+		VUNPCKLPD(h[2], h[0], lo)
+		VUNPCKHPD(h[2], h[0], hi)
+		VADDPS(hi, lo, lo)
+		VMOVUPS(lo, Mem{Base: out})
 		if t+1 < tokens {
 			ADDQ(os, out)
 		}
