@@ -268,3 +268,8 @@ func gemmF32T6AVX512(w *float32, wstride int, x *float32, xstride int, n int, ou
 //
 //go:noescape
 func dotF32Rows4AVX512(a *float32, x *float32, n int, rows int, out *float32)
+
+// dotF32Rows8AVX512 sets out[r] = dotF32AVX2(a+r*n, x, n) for r < rows, n a multiple of 32, rows of 8, bit for bit.
+//
+//go:noescape
+func dotF32Rows8AVX512(a *float32, x *float32, n int, rows int, out *float32)

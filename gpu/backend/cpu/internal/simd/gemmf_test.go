@@ -140,3 +140,24 @@ func BenchmarkF32Rows(b *testing.B) {
 		})
 	}
 }
+
+// TestF32RowsRagged: DotF32Rows gives DotF32's bits row by row for row
+// counts that leave partial groups of the several-row kernels (8, then 4,
+// then one row at a time).
+func TestF32RowsRagged(t *testing.T) {
+	r := rngFor(t)
+	for _, k := range Impls() {
+		for _, n := range []int{32, 96, 768, 776} {
+			for _, rows := range []int{5, 8, 12, 13, 67} {
+				a, x := randF32(r, rows*n), randF32(r, n)
+				got := make([]float32, rows)
+				k.DotF32Rows(a, x, got)
+				for i := range rows {
+					if want := k.DotF32(a[i*n:(i+1)*n], x); got[i] != want {
+						t.Errorf("%s n=%d rows=%d row %d: %g, want exactly %g", k.Name, n, rows, i, got[i], want)
+					}
+				}
+			}
+		}
+	}
+}

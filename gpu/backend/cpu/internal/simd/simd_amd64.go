@@ -93,7 +93,7 @@ var VNNI = func() *Impl {
 	k := *AVX2
 	k.Name = "avx512vnni"
 	k.dotF32x2x4 = dotF32x2x4A
-	k.dotF32Rows = dotF32Rows4A
+	k.dotF32Rows = dotF32Rows8A
 	k.gemmF32 = &[GemmF32Tokens]gemmF32Kernel{gemmF32T1AVX512, gemmF32T2AVX512, gemmF32T3AVX512, gemmF32T4AVX512, gemmF32T5AVX512, gemmF32T6AVX512}
 	k.gemm = [NumGemmKinds]gemmFunc{
 		GemmQ8: gemmA([4]gemmKernel{gemmQ8T1VNNI, gemmQ8T2VNNI, gemmQ8T3VNNI, gemmQ8T4VNNI}),

@@ -176,3 +176,86 @@ func dotF32Rows4() {
 	VZEROUPPER()
 	RET()
 }
+
+// dotF32RowsZ writes dotF32Rows8AVX512: dotF32RowsAVX2 eight rows at a
+// time (n a multiple of 32, rows a multiple of 8) on 512-bit vectors. A
+// row's two accumulators hold dotF32AVX2's four (lanes 0-15: its first
+// two, 16-31 its last two), each lane summing the same products in the
+// same order, and are reduced as it reduces them: the same bits.
+func dotF32RowsZ() {
+	const per = 8
+	name := "dotF32Rows8AVX512"
+	TEXT(name, NOSPLIT, "func(a, x *float32, n, rows int, out *float32)")
+	Pragma("noescape")
+	Doc(name + " sets out[r] = dotF32AVX2(a+r*n, x, n) for r < rows, n a multiple of 32, rows of 8, bit for bit.")
+	a, x0, n0 := Load(Param("a"), GP64()), Load(Param("x"), GP64()), Load(Param("n"), GP64())
+	nrows, out := Load(Param("rows"), GP64()), Load(Param("out"), GP64())
+	SHLQ(Imm(2), n0) // row bytes
+	n3 := GP64()
+	LEAQ(Mem{Base: n0, Index: n0, Scale: 2}, n3)
+	// Rows a, a+n, a+2n, a+3n, and b = a+4n, b+n, b+2n, b+3n.
+	b := GP64()
+	i := GP64()
+	var acc [per][2]VecVirtual
+	Label(name + "row")
+	CMPQ(nrows, Imm(per))
+	JL(LabelRef(name + "end"))
+	LEAQ(Mem{Base: a, Index: n0, Scale: 4}, b)
+	for r := range acc {
+		for k := range acc[r] {
+			acc[r][k] = ZMM()
+			VXORPS(acc[r][k], acc[r][k], acc[r][k])
+		}
+	}
+	XORQ(i, i)
+	Label(name + "loop")
+	xv := [2]VecVirtual{ZMM(), ZMM()}
+	VMOVUPS(Mem{Base: x0, Index: i, Scale: 1}, xv[0])
+	VMOVUPS(Mem{Base: x0, Index: i, Scale: 1, Disp: 64}, xv[1])
+	row := func(r int) Mem {
+		base := a
+		if r >= 4 {
+			base = b
+		}
+		switch r % 4 {
+		case 0:
+			return Mem{Base: base}
+		case 1:
+			return Mem{Base: base, Index: n0, Scale: 1}
+		case 2:
+			return Mem{Base: base, Index: n0, Scale: 2}
+		}
+		return Mem{Base: base, Index: n3, Scale: 1}
+	}
+	for r := range per {
+		for k := range 2 {
+			m := row(r)
+			m.Disp = 64 * k
+			VFMADD231PS(m, xv[k], acc[r][k])
+		}
+	}
+	ADDQ(Imm(128), a)
+	ADDQ(Imm(128), b)
+	ADDQ(Imm(128), i)
+	CMPQ(i, n0)
+	JL(LabelRef(name + "loop"))
+	for r := range per {
+		lo, hi := YMM(), YMM()
+		VEXTRACTF64X4(Imm(1), acc[r][0], hi)
+		VADDPS(hi, acc[r][0].AsY(), lo) // acc0 + acc1
+		t := YMM()
+		VEXTRACTF64X4(Imm(1), acc[r][1], t)
+		VADDPS(t, acc[r][1].AsY(), hi) // acc2 + acc3
+		VADDPS(hi, lo, lo)
+		hsum(lo)
+		VMOVSS(lo.AsX(), Mem{Base: out, Disp: 4 * r})
+	}
+	ADDQ(Imm(4*per), out)
+	// a has advanced by one row: on past the other seven.
+	LEAQ(Mem{Base: b, Index: n3, Scale: 1}, a)
+	SUBQ(Imm(per), nrows)
+	JMP(LabelRef(name + "row"))
+	Label(name + "end")
+	VZEROUPPER()
+	RET()
+}

@@ -46,6 +46,7 @@ func main() {
 	dotF32x2x4()
 	gemmF32Kernels()
 	dotF32Rows4()
+	dotF32RowsZ()
 	Generate()
 }
 
