@@ -171,13 +171,18 @@ func BenchmarkForward(b *testing.B) {
 // forwardProgram compiles the synthetic model's step for the given token
 // count on a fresh backend.
 func forwardProgram(b testing.TB, cfg *model.Config, ws []*tensors.Tensor, tokens int, m cpu.Math) (gpu.Program, []int32) {
+	return forwardProgramLen(b, cfg, ws, tokens, m, 256)
+}
+
+// forwardProgramLen is forwardProgram with a KV cache of maxLen positions.
+func forwardProgramLen(b testing.TB, cfg *model.Config, ws []*tensors.Tensor, tokens int, m cpu.Math, maxLen int) (gpu.Program, []int32) {
 	ctx := context.Background()
 	be := cpu.New(cpu.Options{Math: m})
 	w, err := be.LoadWeights(ctx, ws)
 	if err != nil {
 		b.Fatal(err)
 	}
-	g, err := arch.Build(cfg, arch.BuildOptions{Tokens: tokens, MaxLen: 256})
+	g, err := arch.Build(cfg, arch.BuildOptions{Tokens: tokens, MaxLen: maxLen})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -279,3 +284,34 @@ func benchProduct(b *testing.B, rows, cols int, types []weightType, tokenCounts 
 }
 
 var _ gpu.Backend = cpu.New(cpu.Options{})
+
+// BenchmarkF32Model110M measures the llama 110M shape with f32 and f16
+// weights (issue 28's F32 comparison with llama.cpp): prefill of 512
+// tokens from position 0 and decode at position 64, two threads, in the
+// math gpurun bench uses by default (dynamic) and exact math.
+func BenchmarkF32Model110M(b *testing.B) {
+	cfg := &model.Config{Arch: model.ArchLlama, VocabSize: 32000, Dim: 768, HiddenDim: 2048, Layers: 12, Heads: 12,
+		KVHeads: 12, HeadDim: 64, Norm: model.NormRMS, NormEps: 1e-5, RopeStyle: model.RopeInterleaved,
+		RopeDims: 64, RopeBase: 10000, Act: model.ActSiLU, GatedFFN: true, Tied: true, BOS: 1, EOS: 2}
+	for _, wt := range []weightType{{"f32", tensors.F32, 0}, {"f16", tensors.F16, 0}} {
+		ws := syntheticWeights(b, cfg, wt)
+		for _, m := range []cpu.Math{cpu.MathExact, cpu.MathDynamic} {
+			for _, tc := range []struct {
+				name        string
+				tokens, pos int
+			}{{"pp512", 512, 0}, {"decode", 1, 64}} {
+				b.Run(wt.name+"/"+m.String()+"/"+tc.name, func(b *testing.B) {
+					p, toks := forwardProgramLen(b, cfg, ws, tc.tokens, m, 1024)
+					ctx := context.Background()
+					b.ResetTimer()
+					for b.Loop() {
+						if err := p.Run(ctx, toks, tc.pos); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.ReportMetric(float64(tc.tokens*b.N)/b.Elapsed().Seconds(), "tok/s")
+				})
+			}
+		}
+	}
+}

@@ -13,14 +13,15 @@ import (
 
 // TestPrefillGEMMMatchesDecode: in dynamic math a prefill product of int8
 // and int4 weights with binary16 scales per 32 (the GEMM over repacked
-// rows, where the CPU has it) gives every token the values of that token's
-// own decode product (the row kernels), within rounding, for ragged token
-// counts, a row count that fills neither a packed group nor a tile, and
-// one or two threads.
+// rows, where the CPU has it), and of f32 and f16 weights (the f32 GEMM,
+// where the CPU has it), gives every token the values of that token's own
+// decode product (the row kernels), within rounding, for ragged token
+// counts, a row count that fills neither a packed group, a register tile
+// nor a tile, and one or two threads.
 func TestPrefillGEMMMatchesDecode(t *testing.T) {
 	const rows, cols = 37, 96
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, wt := range []weightType{{"int8-block32", tensors.I8, 32}, {"int4-block32", tensors.I4, 32}} {
+	for _, wt := range []weightType{{"int8-block32", tensors.I8, 32}, {"int4-block32", tensors.I4, 32}, {"f32", tensors.F32, 0}, {"f16", tensors.F16, 0}} {
 		w := storeAs(t, "w", rows, cols, wt, rng)
 		for _, n := range []int{4, 7, 13} {
 			x := f32Tensor(t, "x", []int{n, cols}, randVals(rng, n*cols, 1))

@@ -21,7 +21,9 @@ import (
 // tokens in dynamic math) and used for every token of the tile.
 // With weights repacked for the GEMM (matrix.gemm), a tile runs groups of
 // simd.GemmRows interleaved rows over four tokens at a time instead; f32
-// rows go two at a time through a kernel that keeps DotF32x4's bits.
+// rows go two at a time through a kernel that keeps DotF32x4's bits, or,
+// where the CPU has it, through the f32 GEMM (simd.GemmF32: register
+// tiles of 4 rows by 6 tokens, with the same bits).
 const (
 	rowTile    = 16
 	tokTile    = 64
@@ -88,9 +90,32 @@ func (m *mmTask) run(wk, lo, hi int) {
 		}
 		return
 	}
+	if m.gemmF32InPlace() {
+		// Token blocks outside the row tiles: a block's inputs stay in L2
+		// while the weights stream past once per block.
+		for t0 := 0; t0 < m.n; t0 += tokTile {
+			for r0 := lo; r0 < hi; r0 += rowTile {
+				m.tileGemmF32(s, r0, min(r0+rowTile, hi), t0, min(t0+tokTile, m.n))
+			}
+		}
+		return
+	}
 	for r0 := lo; r0 < hi; r0 += rowTile {
 		m.tile(s, r0, min(r0+rowTile, hi))
 	}
+}
+
+// gemmF32OK reports whether m's prefill tiles take the f32 GEMM: weights
+// used as f32 rows, of a multiple of 16 values (where the GEMM gives
+// DotF32x4's bits, as the two-row kernels do), where the CPU has it.
+func (m *mmTask) gemmF32OK() bool {
+	return m.q == nil && m.w.cols%16 == 0 && simd.HasGemmF32()
+}
+
+// gemmF32InPlace reports whether m takes the f32 GEMM on f32 weights in
+// place (nothing to unpack per tile).
+func (m *mmTask) gemmF32InPlace() bool {
+	return m.gemmF32OK() && m.w.dtype == tensors.F32 && (!m.glu || m.up.dtype == tensors.F32)
 }
 
 // rowsOK reports whether runRows can take m: f32 weights used exactly, or
@@ -246,6 +271,12 @@ func (m *mmTask) tile(s *scratch, r0, r1 int) {
 	if m.glu {
 		u = tileRows(m.up, r0, r1, s.upRows, s.upViews[:0])
 	}
+	if m.gemmF32OK() {
+		for t0 := 0; t0 < m.n; t0 += tokTile {
+			m.gemmF32(s, g, u, r0, r1, t0, min(t0+tokTile, m.n))
+		}
+		return
+	}
 	gs, us := &s.gs, &s.us // in scratch: a local would escape through the kernels
 	g2 := &s.g2
 	tg, tu := &s.tg, &s.tu // the tile's products, token-major
@@ -288,6 +319,47 @@ func (m *mmTask) tile(s *scratch, r0, r1 int) {
 		}
 		m.storeTile(tg, tu, t0, t1, r0, r1)
 	}
+}
+
+// tileGemmF32 is gemmF32 for rows [r0, r1) of f32 weights, in place.
+func (m *mmTask) tileGemmF32(s *scratch, r0, r1, t0, t1 int) {
+	g := tileRows(m.w, r0, r1, nil, s.rowViews[:0])
+	var u [][]float32
+	if m.glu {
+		u = tileRows(m.up, r0, r1, nil, s.upViews[:0])
+	}
+	m.gemmF32(s, g, u, r0, r1, t0, t1)
+}
+
+// gemmF32 computes tokens [t0, t1) (at most tokTile) of the tile of rows
+// [r0, r1) given as f32 rows g and u (as tileRows gives them) with
+// simd.GemmF32, which gives the bits of the two-row kernels: DotF32x4's
+// for tokens in fours, DotF32's for the last tokens of a block short of
+// four (as tile computes them).
+func (m *mmTask) gemmF32(s *scratch, g, u [][]float32, r0, r1, t0, t1 int) {
+	tg, tu := &s.tg, &s.tu
+	x := m.in[t0*m.inCols:]
+	n4 := (t1 - t0) &^ 3
+	simd.GemmF32(contiguous(g, m.w.cols), m.w.cols, r1-r0, x, m.inCols, n4, m.w.cols, tg[:], rowTile)
+	if m.glu {
+		simd.GemmF32(contiguous(u, m.up.cols), m.up.cols, r1-r0, x, m.inCols, n4, m.up.cols, tu[:], rowTile)
+	}
+	for t := t0 + n4; t < t1; t++ {
+		xt := m.in[t*m.inCols:]
+		for i := range g {
+			tg[(t-t0)*rowTile+i] = simd.DotF32(g[i], xt)
+			if m.glu {
+				tu[(t-t0)*rowTile+i] = simd.DotF32(u[i], xt)
+			}
+		}
+	}
+	m.storeTile(tg, tu, t0, t1, r0, r1)
+}
+
+// contiguous returns the rows of views (each cols long, one after another
+// in memory, as tileRows gives them) as one slice.
+func contiguous(views [][]float32, cols int) []float32 {
+	return views[0][: len(views)*cols : len(views)*cols]
 }
 
 // storeTile applies the epilogue to a tile's products (token-major, rowTile

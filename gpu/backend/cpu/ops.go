@@ -247,9 +247,10 @@ func (a *attnTask) row(wk, t, h int, c *layerCache, qpos int) {
 }
 
 // tile is attention for the attnTile query rows t.. of a prompt, head h
-// (f32 cache): each key is dotted with the tile's rows in one call (the
-// products are those row gives, so the scores are the same), then each
-// row's softmax and value sum.
+// (f32 cache): each key is dotted with the tile's rows in one pass (the
+// products are those row gives, so the scores are the same: DotF32x4's,
+// or the f32 GEMM's, which has its bits), then each row's softmax and
+// value sum.
 func (a *attnTask) tile(wk, t, h int) {
 	ap, c := a.ap, a.c
 	cols := ap.heads * ap.headDim
@@ -260,12 +261,26 @@ func (a *attnTask) tile(wk, t, h int) {
 	span := qn + 1 - lo
 	sc := a.p.scratch[wk].scores[:attnTile*span]
 	qs := a.q[t*cols+h*ap.headDim:]
-	d4 := &a.p.scratch[wk].gs
-	for i := range span {
-		k := c.at(kh, lo+i)
-		simd.DotF32x4(c.k[k:k+hd], qs, cols, d4)
-		for j, d := range d4 {
-			sc[j*span+i] = d
+	if hd%16 == 0 && simd.HasGemmF32() {
+		// The f32 GEMM, keys as its rows and the tile's queries as its
+		// tokens, gives DotF32x4's bits; keys in runs of consecutive
+		// slots (at most ring of them in a ring layer).
+		for i := 0; i < span; {
+			n := span - i
+			if c.ring > 0 {
+				n = min(n, c.ring)
+			}
+			simd.GemmF32(c.k[c.at(kh, lo+i):], hd, n, qs, cols, attnTile, hd, sc[i:], span)
+			i += n
+		}
+	} else {
+		d4 := &a.p.scratch[wk].gs
+		for i := range span {
+			k := c.at(kh, lo+i)
+			simd.DotF32x4(c.k[k:k+hd], qs, cols, d4)
+			for j, d := range d4 {
+				sc[j*span+i] = d
+			}
 		}
 	}
 	for j := range attnTile {

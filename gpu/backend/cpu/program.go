@@ -88,7 +88,7 @@ type step struct {
 	vec    []float32    // Norm scale
 	bias   []float32    // Norm (layer), MatMul
 	act    func(float32) float32
-	silu   bool       // act is silu: the vector SwiGLU kernel may run it
+	silu   bool       // act is silu: the vector SwiGLU kernel may run it (GLU, MatMulGLU)
 	rope   ropeParams // Rope, RopeStoreKV (q)
 	ropeK  ropeParams // RopeStoreKV (k)
 	kbuf   []float32  // RopeStoreKV: the rotated k rows, stored but not written back; MatMulRopeKV: the k rows
@@ -185,7 +185,7 @@ func (b *backend) compile(g *fusion.Graph, w gpu.Weights, kvs []gpu.KVCache, bat
 		case *fusion.NormOp:
 			s.vec, s.bias = vector(op.Weight), vector(op.Bias)
 		case *fusion.GLUOp:
-			s.act = activations[op.Act]
+			s.act, s.silu = activations[op.Act], op.Act == fusion.ActSiLU
 		case *fusion.ActivationOp:
 			s.act = activations[op.Act]
 		case *fusion.MatMulGLUOp:
@@ -479,6 +479,10 @@ func (p *program) exec(s *step, tokens []int32, pos int) error {
 	case *fusion.RowLoRAOp:
 		p.rowLoRA(s, out, in(0), inCols(0), cols, n)
 	case *fusion.GLUOp:
+		if s.silu {
+			simd.SwiGLU(out[:n*cols], in(0)[:n*cols], in(1)[:n*cols]) // silu's bits
+			break
+		}
 		glu(out, in(0), in(1), n*cols, s.act)
 	case *fusion.ActivationOp:
 		activate(out, in(0), n*cols, s.act)

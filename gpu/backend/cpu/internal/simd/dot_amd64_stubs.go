@@ -248,3 +248,43 @@ func gemmQ4T4VNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int,
 //
 //go:noescape
 func dotF32x2x4AVX512(a0 *float32, a1 *float32, x *float32, stride int, n int, out *float32)
+
+// gemmF32T1AVX512 sets out[t*ostride+r] = Σ_{i<n} w[r*wstride+i]*x[t*xstride+i] for r < 4 and t < 1, n a multiple of 16 (simd.GemmF32).
+//
+//go:noescape
+func gemmF32T1AVX512(w *float32, wstride int, x *float32, xstride int, n int, out *float32, ostride int)
+
+// gemmF32T2AVX512 sets out[t*ostride+r] = Σ_{i<n} w[r*wstride+i]*x[t*xstride+i] for r < 4 and t < 2, n a multiple of 16 (simd.GemmF32).
+//
+//go:noescape
+func gemmF32T2AVX512(w *float32, wstride int, x *float32, xstride int, n int, out *float32, ostride int)
+
+// gemmF32T3AVX512 sets out[t*ostride+r] = Σ_{i<n} w[r*wstride+i]*x[t*xstride+i] for r < 4 and t < 3, n a multiple of 16 (simd.GemmF32).
+//
+//go:noescape
+func gemmF32T3AVX512(w *float32, wstride int, x *float32, xstride int, n int, out *float32, ostride int)
+
+// gemmF32T4AVX512 sets out[t*ostride+r] = Σ_{i<n} w[r*wstride+i]*x[t*xstride+i] for r < 4 and t < 4, n a multiple of 16 (simd.GemmF32).
+//
+//go:noescape
+func gemmF32T4AVX512(w *float32, wstride int, x *float32, xstride int, n int, out *float32, ostride int)
+
+// gemmF32T5AVX512 sets out[t*ostride+r] = Σ_{i<n} w[r*wstride+i]*x[t*xstride+i] for r < 4 and t < 5, n a multiple of 16 (simd.GemmF32).
+//
+//go:noescape
+func gemmF32T5AVX512(w *float32, wstride int, x *float32, xstride int, n int, out *float32, ostride int)
+
+// gemmF32T6AVX512 sets out[t*ostride+r] = Σ_{i<n} w[r*wstride+i]*x[t*xstride+i] for r < 4 and t < 6, n a multiple of 16 (simd.GemmF32).
+//
+//go:noescape
+func gemmF32T6AVX512(w *float32, wstride int, x *float32, xstride int, n int, out *float32, ostride int)
+
+// dotF32Rows4AVX512 sets out[r] = dotF32AVX2(a+r*n, x, n) for r < rows, n a multiple of 32, rows of 4, bit for bit.
+//
+//go:noescape
+func dotF32Rows4AVX512(a *float32, x *float32, n int, rows int, out *float32)
+
+// dotF32Rows8AVX512 sets out[r] = dotF32AVX2(a+r*n, x, n) for r < rows, n a multiple of 32, rows of 8, bit for bit.
+//
+//go:noescape
+func dotF32Rows8AVX512(a *float32, x *float32, n int, rows int, out *float32)

@@ -61,6 +61,9 @@ type Impl struct {
 	dotF32x2x4 func(a0, a1, x []float32, stride int, out *[8]float32)
 	// Optional (nil: the pure-Go form): the prefill GEMM per packed kind.
 	gemm [NumGemmKinds]gemmFunc
+	// Optional (nil: HasGemmF32 is false): the f32 GEMM kernels for 1 to
+	// GemmF32Tokens tokens (gemmf.go).
+	gemmF32 *[GemmF32Tokens]gemmF32Kernel
 }
 
 // Generic is the pure-Go implementation, the reference for the others.

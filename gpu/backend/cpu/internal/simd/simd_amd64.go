@@ -120,6 +120,8 @@ var VNNI = func() *Impl {
 	k.dotKRows[Q4K] = kernelKRows4A(dotQ4KRows4VNNI, dotQ4KRowsAVX2)
 	k.dotKRows[Q5K] = kernelKRows4A(dotQ5KRows4VNNI, dotQ5KRowsAVX2)
 	k.dotKRows[Q6K] = kernelKRows4A(dotQ6KRows4VNNI, dotQ6KRowsAVX2)
+	k.dotF32Rows = dotF32Rows8A
+	k.gemmF32 = &[GemmF32Tokens]gemmF32Kernel{gemmF32T1AVX512, gemmF32T2AVX512, gemmF32T3AVX512, gemmF32T4AVX512, gemmF32T5AVX512, gemmF32T6AVX512}
 	k.gemm = [NumGemmKinds]gemmFunc{
 		GemmQ8: gemmA([4]gemmKernel{gemmQ8T1VNNI, gemmQ8T2VNNI, gemmQ8T3VNNI, gemmQ8T4VNNI}),
 		GemmQ4: gemmA([4]gemmKernel{gemmQ4T1VNNI, gemmQ4T2VNNI, gemmQ4T3VNNI, gemmQ4T4VNNI}),

@@ -44,6 +44,9 @@ func main() {
 	q32Kernels()
 	gemmKernels()
 	dotF32x2x4()
+	gemmF32Kernels()
+	dotF32Rows4()
+	dotF32RowsZ()
 	Generate()
 }
 
