@@ -61,6 +61,8 @@ type Impl struct {
 	dotF32x2x4 func(a0, a1, x []float32, stride int, out *[8]float32)
 	// Optional (nil: the pure-Go form): the prefill GEMM per packed kind.
 	gemm [NumGemmKinds]gemmFunc
+	// Optional (nil: the pure-Go form): the K-quant prefill GEMM per type.
+	gemmK [NumKQuant]gemmKFunc
 }
 
 // Generic is the pure-Go implementation, the reference for the others.
