@@ -43,6 +43,37 @@ func TestPrefillGEMMMatchesDecode(t *testing.T) {
 	}
 }
 
+// TestPrefillKGEMMMatchesDecode: in dynamic math a prefill product of
+// Q4_K, Q5_K and Q6_K weights (the K-quant GEMM over repacked rows, where
+// the CPU has it) gives every token exactly the bits of that token's own
+// decode product (the K-quant row kernels), for ragged token counts, a
+// row count that fills neither a packed group nor a tile, two blocks per
+// row and one or two threads.
+func TestPrefillKGEMMMatchesDecode(t *testing.T) {
+	const rows, cols = 37, 512
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, wt := range []weightType{{"q4_k", tensors.Q4K, 0}, {"q5_k", tensors.Q5K, 0}, {"q6_k", tensors.Q6K, 0}} {
+		w := storeAs(t, "w", rows, cols, wt, rng)
+		for _, n := range []int{4, 7, 13} {
+			x := f32Tensor(t, "x", []int{n, cols}, randVals(rng, n*cols, 1))
+			for _, threads := range []int{1, 2} {
+				t.Run(fmt.Sprintf("%s/T=%d/threads=%d", wt.name, n, threads), func(t *testing.T) {
+					got := dynamicProduct(t, n, rows, cols, []*tensors.Tensor{w, x}, threads).run(t, seq(n), 0)
+					decode := dynamicProduct(t, 1, rows, cols, []*tensors.Tensor{w, x}, threads)
+					for tok := range n {
+						one := decode.run(t, []int32{int32(tok)}, 0)
+						for i, v := range one {
+							if g := got[tok*rows+i]; g != v {
+								t.Fatalf("token %d row %d: prefill %g, decode %g", tok, i, g, v)
+							}
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
 // dynamicProduct compiles y = W·x for tokens rows of x (embedded from the
 // f32 table "x") in dynamic math.
 func dynamicProduct(t *testing.T, tokens, rows, cols int, ws []*tensors.Tensor, threads int) *harness {

@@ -237,6 +237,10 @@ func (m *mmTask) tile(s *scratch, r0, r1 int) {
 			m.tileGemm(s, r0, r1)
 			return
 		}
+		if m.gemmKOK() {
+			m.tileGemmK(s, r0, r1)
+			return
+		}
 		m.tileDynamic(s, r0, r1)
 		return
 	}
@@ -323,6 +327,38 @@ func (m *mmTask) tileGemm(s *scratch, r0, r1 int) {
 				simd.Gemm(m.w.gk, m.w.gemm[g*gb:(g+1)*gb], x, xd, xs, m.inCols, nt, tg[o:], rowTile)
 				if m.glu {
 					simd.Gemm(m.up.gk, m.up.gemm[g*gb:(g+1)*gb], x, xd, xs, m.inCols, nt, tu[o:], rowTile)
+				}
+			}
+		}
+		m.storeTile(tg, tu, t0, t1, r0, r1)
+	}
+}
+
+// gemmKOK reports whether m's prefill runs the K-quant GEMM over packed
+// weights.
+func (m *mmTask) gemmKOK() bool {
+	return m.w.kgemm != nil && (!m.glu || m.up.kgemm != nil && m.up.kq == m.w.kq)
+}
+
+// tileGemmK is tileGemm for K-quant weights (gemmKOK), over the input
+// quantized by simd.QuantizeQ8K; it gives DotKx4's bits.
+func (m *mmTask) tileGemmK(s *scratch, r0, r1 int) {
+	tg, tu := &s.tg, &s.tu
+	kq := m.w.kq
+	gb := kq.GemmGroupBytes(m.w.cols)
+	for t0 := 0; t0 < m.n; t0 += tokTile {
+		t1 := min(t0+tokTile, m.n)
+		for g0 := r0; g0 < r1; g0 += simd.GemmRows {
+			g := g0 / simd.GemmRows
+			i := g0 - r0
+			for t := t0; t < t1; t += 4 {
+				nt := min(4, t1-t)
+				k := t * m.inCols
+				x, xd, xs := m.q[k:], m.d[k/simd.QK:], m.qs[k/simd.QKSum:]
+				o := (t-t0)*rowTile + i
+				simd.GemmK(kq, m.w.kgemm[g*gb:(g+1)*gb], x, xd, xs, m.inCols, nt, tg[o:], rowTile)
+				if m.glu {
+					simd.GemmK(kq, m.up.kgemm[g*gb:(g+1)*gb], x, xd, xs, m.inCols, nt, tu[o:], rowTile)
 				}
 			}
 		}
