@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu/backend/cpu"
+	"github.com/gpurun/gpurun/gpu/backend/cpu/internal/simd"
 	"github.com/gpurun/gpurun/tensors"
 )
 
@@ -43,28 +44,40 @@ func TestPrefillGEMMMatchesDecode(t *testing.T) {
 	}
 }
 
-// TestPrefillKGEMMMatchesDecode: in dynamic math a prefill product of
-// Q4_K, Q5_K and Q6_K weights (the K-quant GEMM over repacked rows, where
-// the CPU has it) gives every token exactly the bits of that token's own
-// decode product (the K-quant row kernels), for ragged token counts, a
-// row count that fills neither a packed group nor a tile, two blocks per
-// row and one or two threads.
-func TestPrefillKGEMMMatchesDecode(t *testing.T) {
+// TestKGEMMMatchesDotK: in dynamic math, products of Q4_K, Q5_K and Q6_K
+// weights (the K-quant GEMM over repacked rows where the CPU has it: four
+// tokens at a time in prefill, one in decode) give every token exactly the
+// bits of the pure-Go one-row kernel DotK on the stored rows and that
+// token's Q8_K activations, for ragged token counts, a row count that
+// fills neither a packed group nor a tile, two blocks per row and one or
+// two threads.
+func TestKGEMMMatchesDotK(t *testing.T) {
 	const rows, cols = 37, 512
 	rng := rand.New(rand.NewPCG(5, 6))
-	for _, wt := range []weightType{{"q4_k", tensors.Q4K, 0}, {"q5_k", tensors.Q5K, 0}, {"q6_k", tensors.Q6K, 0}} {
-		w := storeAs(t, "w", rows, cols, wt, rng)
+	for _, wt := range []struct {
+		weightType
+		kq simd.KQuant
+	}{{weightType{"q4_k", tensors.Q4K, 0}, simd.Q4K}, {weightType{"q5_k", tensors.Q5K, 0}, simd.Q5K}, {weightType{"q6_k", tensors.Q6K, 0}, simd.Q6K}} {
+		w := storeAs(t, "w", rows, cols, wt.weightType, rng)
+		rb := len(w.Data) / rows
 		for _, n := range []int{4, 7, 13} {
-			x := f32Tensor(t, "x", []int{n, cols}, randVals(rng, n*cols, 1))
+			xv := randVals(rng, n*cols, 1)
+			x := f32Tensor(t, "x", []int{n, cols}, xv)
+			q, d, qs := make([]int8, n*cols), make([]float32, n*cols/simd.QK), make([]int16, n*cols/simd.QKSum)
+			simd.QuantizeQ8K(q, d, qs, xv)
+			want := func(tok, r int) float32 {
+				k := tok * cols
+				return simd.Generic.DotK(wt.kq, w.Data[r*rb:(r+1)*rb], q[k:k+cols], d[k/simd.QK:(k+cols)/simd.QK], qs[k/simd.QKSum:(k+cols)/simd.QKSum])
+			}
 			for _, threads := range []int{1, 2} {
 				t.Run(fmt.Sprintf("%s/T=%d/threads=%d", wt.name, n, threads), func(t *testing.T) {
 					got := dynamicProduct(t, n, rows, cols, []*tensors.Tensor{w, x}, threads).run(t, seq(n), 0)
 					decode := dynamicProduct(t, 1, rows, cols, []*tensors.Tensor{w, x}, threads)
 					for tok := range n {
 						one := decode.run(t, []int32{int32(tok)}, 0)
-						for i, v := range one {
-							if g := got[tok*rows+i]; g != v {
-								t.Fatalf("token %d row %d: prefill %g, decode %g", tok, i, g, v)
+						for r := range rows {
+							if v := want(tok, r); got[tok*rows+r] != v || one[r] != v {
+								t.Fatalf("token %d row %d: prefill %g, decode %g, want exactly %g", tok, r, got[tok*rows+r], one[r], v)
 							}
 						}
 					}

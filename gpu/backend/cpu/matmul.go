@@ -63,8 +63,11 @@ func (p *program) matMul(m *mmTask) {
 		factor = 2
 	}
 	grain := 1
-	if m.n >= prefillMin {
+	switch {
+	case m.n >= prefillMin:
 		grain = rowTile
+	case m.w.kgemm != nil:
+		grain = simd.GemmRows // whole packed groups (dotRows)
 	}
 	p.pool.run(m.w.rows, factor*m.w.rows*m.w.cols*m.n, grain, m)
 }
@@ -114,6 +117,16 @@ func (m *mmTask) dotRows(w *matrix, r0, r1, t int, out []float32) {
 	if m.q != nil {
 		if w.kq >= 0 {
 			x, xd, xs := m.kInput(w, t)
+			if w.kgemm != nil && r0%simd.GemmRows == 0 && cap(out) >= (r1-r0+simd.GemmRows-1)/simd.GemmRows*simd.GemmRows {
+				// The packed groups, one token at a time (DotKRows'
+				// bits); a last partial group writes past len(out).
+				gb := w.kq.GemmGroupBytes(w.cols)
+				for g0 := r0; g0 < r1; g0 += simd.GemmRows {
+					g := g0 / simd.GemmRows
+					simd.GemmK(w.kq, w.kgemm[g*gb:(g+1)*gb], x, xd, xs, w.cols, 1, out[g0-r0:g0-r0+simd.GemmRows], simd.GemmRows)
+				}
+				return
+			}
 			simd.DotKRows(w.kq, w.blk[r0*w.rowBytes():r1*w.rowBytes()], x, xd, xs, out)
 			return
 		}
