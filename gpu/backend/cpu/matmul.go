@@ -19,9 +19,11 @@ import (
 // tokTile tokens, each weight row of a tile unpacked once (dequantized to
 // f32 in exact math; kept packed and decoded in registers once per four
 // tokens in dynamic math) and used for every token of the tile.
-// With weights repacked for the GEMM (matrix.gemm), a tile runs groups of
-// simd.GemmRows interleaved rows over four tokens at a time instead; f32
-// rows go two at a time through a kernel that keeps DotF32x4's bits.
+// With weights repacked for the GEMM (matrix.gemm, or matrix.kgemm for
+// K-quants, which decode also reads, one token per call), a tile runs
+// groups of simd.GemmRows interleaved rows over four tokens at a time
+// instead; f32 rows go two at a time through a kernel that keeps
+// DotF32x4's bits.
 const (
 	rowTile    = 16
 	tokTile    = 64
