@@ -44,7 +44,7 @@ func TestPrefillGEMMMatchesDecode(t *testing.T) {
 	}
 }
 
-// TestKGEMMMatchesDotK: in dynamic math, products of Q4_K, Q5_K and Q6_K
+// TestKGEMMMatchesDotK: in dynamic math, products of Q2_K ... Q6_K
 // weights (the K-quant GEMM over repacked rows where the CPU has it: four
 // tokens at a time in prefill, one in decode) give every token exactly the
 // bits of the pure-Go one-row kernel DotK on the stored rows and that
@@ -57,7 +57,8 @@ func TestKGEMMMatchesDotK(t *testing.T) {
 	for _, wt := range []struct {
 		weightType
 		kq simd.KQuant
-	}{{weightType{"q4_k", tensors.Q4K, 0}, simd.Q4K}, {weightType{"q5_k", tensors.Q5K, 0}, simd.Q5K}, {weightType{"q6_k", tensors.Q6K, 0}, simd.Q6K}} {
+	}{{weightType{"q4_k", tensors.Q4K, 0}, simd.Q4K}, {weightType{"q5_k", tensors.Q5K, 0}, simd.Q5K}, {weightType{"q6_k", tensors.Q6K, 0}, simd.Q6K},
+		{weightType{"q2_k", tensors.Q2K, 0}, simd.Q2K}, {weightType{"q3_k", tensors.Q3K, 0}, simd.Q3K}} {
 		w := storeAs(t, "w", rows, cols, wt.weightType, rng)
 		rb := len(w.Data) / rows
 		for _, n := range []int{4, 7, 13} {

@@ -470,7 +470,7 @@ func (m *matrix) layout() layout {
 func (m *matrix) dynamicPrefill() bool {
 	switch {
 	case m.kq >= 0:
-		return simd.HasKx4(m.kq)
+		return simd.HasKx4(m.kq) || m.kgemm != nil
 	case m.q32 >= 0:
 		return false
 	}

@@ -20,6 +20,10 @@ import (
 //	Q6_K: d[8] f32, scales[8 pairs][8 lanes][2] i8 (sub-blocks 2k, 2k+1),
 //	      32 chunks of the rows' low 4 bits and 16 of their high 2 bits,
 //	      each chunk the rows' dwords of the GGUF byte arrays in turn
+//	Q2_K: d[8] f32, dmin[8] f32, the GGUF scale/min bytes in pairs as
+//	      Q6_K's scales, 16 chunks of the rows' 2-bit values
+//	Q3_K: d[8] f32, the 6-bit scales less 32 as Q6_K's, 16 chunks of the
+//	      rows' 2-bit values and 8 of their high bits
 //
 // so that one 32-byte load gives every row of the group four values of
 // the same activations. The values stay unsigned; a kernel (gen/gemmk.go)
@@ -27,13 +31,15 @@ import (
 // block with blockSum, so every lane gets DotK's bits for its row.
 
 // kgemmBlockBytes is the packed block size of a K-quant type (0: no GEMM).
-var kgemmBlockBytes = [NumKQuant]int{Q4K: 1216, Q5K: 1472, Q6K: 1696}
+var kgemmBlockBytes = [NumKQuant]int{Q4K: 1216, Q5K: 1472, Q6K: 1696, Q2K: 704, Q3K: 928}
 
 // Offsets in a packed block.
 const (
 	kq4D, kq4Min, kq4Sc, kq4M, kq4Q = 0, 32, 64, 128, 192
 	kq5QH                           = 1216
 	kq6D, kq6Sc, kq6QL, kq6QH       = 0, 32, 160, 1184
+	kq2D, kq2Min, kq2Sc, kq2Q       = 0, 32, 64, 192
+	kq3D, kq3Sc, kq3Q, kq3H         = 0, 32, 160, 672
 )
 
 // HasGemmLayout reports whether t has a packed GEMM layout.
@@ -53,7 +59,7 @@ func (t KQuant) GemmPackedBytes(rows, cols int) int {
 // consecutive in w) into dst (t.GemmPackedBytes(rows, cols)).
 func PackK(t KQuant, dst, w []byte, rows, cols int) error {
 	if !t.HasGemmLayout() {
-		return fmt.Errorf("simd: packing %v weights: no GEMM layout", t)
+		return fmt.Errorf("simd: packing K-quant type %d: no GEMM layout", int(t))
 	}
 	if cols%QK != 0 || rows < 0 || len(w) < rows*cols/QK*t.BlockBytes() || len(dst) < t.GemmPackedBytes(rows, cols) {
 		return fmt.Errorf("simd: packing %d×%d %v weights: sizes do not match", rows, cols, t)
@@ -107,6 +113,23 @@ func packKBlock(t KQuant, dst []byte, l int, src []byte) {
 		}
 		chunks(kq5QH, src[16:48], 8)
 		chunks(kq4Q, src[48:176], 32)
+	case Q2K:
+		putF32(dst[kq2D+4*l:], f16Scale(src[80:]))
+		putF32(dst[kq2Min+4*l:], f16Scale(src[82:]))
+		for s := range 16 {
+			dst[kq2Sc+16*(s/2)+2*l+s%2] = src[s]
+		}
+		chunks(kq2Q, src[16:80], 16)
+	case Q3K:
+		putF32(dst[kq3D+4*l:], f16Scale(src[108:]))
+		sc := src[96:108]
+		for s := range 16 {
+			lo := sc[s%8] >> (4 * (s / 8)) & 0xf
+			hi := sc[8+s%4] >> (2 * (s / 4)) & 3
+			dst[kq3Sc+16*(s/2)+2*l+s%2] = byte(int8(lo|hi<<4) - 32)
+		}
+		chunks(kq3Q, src[32:96], 16)
+		chunks(kq3H, src[0:32], 8)
 	case Q6K:
 		putF32(dst[kq6D+4*l:], f16Scale(src[208:]))
 		for s := range 16 {
@@ -129,6 +152,17 @@ func kgemmValue(t KQuant, blk []byte, l, e int) int32 {
 		}
 		if t == Q5K {
 			v |= int32(blk[kq5QH+32*(c/4)+4*l+c%4]>>(2*g+hi)&1) << 4
+		}
+		return v
+	case Q2K, Q3K:
+		h, j, c := e/128, e%128/32, e%32
+		off := kq2Q
+		if t == Q3K {
+			off = kq3Q
+		}
+		v := int32(blk[off+32*(8*h+c/4)+4*l+c%4] >> (2 * j) & 3)
+		if t == Q3K {
+			v |= int32(blk[kq3H+32*(c/4)+4*l+c%4]>>(4*h+j)&1) << 2
 		}
 		return v
 	}
@@ -194,7 +228,29 @@ func gemmKGo(t KQuant, w []byte, x []int8, xd []float32, xs []int16, nb, xstride
 			for l := range GemmRows {
 				var sumi, summ int32
 				var d, dmin float32
-				if t == Q6K {
+				switch t {
+				case Q2K:
+					for s := range 16 {
+						var p int32
+						for i := 16 * s; i < 16*s+16; i++ {
+							p += kgemmValue(t, blk, l, i) * int32(xb[i])
+						}
+						sm := blk[kq2Sc+16*(s/2)+2*l+s%2]
+						sumi += int32(sm&15) * p
+						summ += int32(sm>>4) * int32(sb[s])
+					}
+					d = getF32(blk[kq2D+4*l:]) * dt[b]
+					dmin = getF32(blk[kq2Min+4*l:]) * dt[b]
+				case Q3K:
+					for s := range 16 {
+						var p int32
+						for i := 16 * s; i < 16*s+16; i++ {
+							p += kgemmValue(t, blk, l, i) * int32(xb[i])
+						}
+						sumi += int32(int8(blk[kq3Sc+16*(s/2)+2*l+s%2])) * (p - 4*int32(sb[s]))
+					}
+					d = getF32(blk[kq3D+4*l:]) * dt[b]
+				case Q6K:
 					for s := range 16 {
 						var p int32
 						for i := 16 * s; i < 16*s+16; i++ {
@@ -203,7 +259,7 @@ func gemmKGo(t KQuant, w []byte, x []int8, xd []float32, xs []int16, nb, xstride
 						sumi += int32(int8(blk[kq6Sc+16*(s/2)+2*l+s%2])) * (p - 32*int32(sb[s]))
 					}
 					d = getF32(blk[kq6D+4*l:]) * dt[b]
-				} else {
+				default:
 					for s := range 8 {
 						var p int32
 						for i := 32 * s; i < 32*s+32; i++ {

@@ -16,7 +16,7 @@ func TestGemmKMatchesDotK(t *testing.T) {
 	r := rngFor(t)
 	same := func(a, b float32) bool { return a == b || a != a && b != b }
 	for _, k := range Impls() {
-		for _, kt := range []KQuant{Q4K, Q5K, Q6K} {
+		for _, kt := range []KQuant{Q4K, Q5K, Q6K, Q2K, Q3K} {
 			for _, nb := range []int{1, 3, 11} {
 				for _, rows := range []int{1, 5, 8, 9, 17} {
 					for _, pad := range []int{0, QK} {
@@ -83,7 +83,7 @@ func TestPackKRejectsBadInput(t *testing.T) {
 		{"cols not whole blocks", Q4K, 1 << 14, 1, 300},
 		{"too few weights", Q4K, 1 << 14, 3, QK},
 		{"dst too small", Q4K, 10, 2, QK},
-		{"no layout", Q2K, 1 << 14, 1, QK},
+		{"no layout", NumKQuant, 1 << 14, 1, QK},
 	} {
 		if err := PackK(c.kt, make([]byte, c.dst), w, c.rows, c.cols); err == nil {
 			t.Errorf("%s: no error", c.name)
@@ -96,7 +96,7 @@ func TestPackKRejectsBadInput(t *testing.T) {
 func TestPackKManyGroups(t *testing.T) {
 	r := rngFor(t)
 	const rows, nb = 1029, 1
-	for _, kt := range []KQuant{Q4K, Q5K, Q6K} {
+	for _, kt := range []KQuant{Q4K, Q5K, Q6K, Q2K, Q3K} {
 		w := randKBlocks(r, kt, rows*nb, 0)
 		x, xd, xs := quantK(randActs(r, nb*QK, false))
 		p := make([]byte, kt.GemmPackedBytes(rows, nb*QK))
@@ -134,7 +134,7 @@ func BenchmarkPrefillK(b *testing.B) {
 	rowOut := make([]float32, rows)
 	var o4 [4]float32
 	k := best
-	for _, kt := range []KQuant{Q4K, Q5K, Q6K} {
+	for _, kt := range []KQuant{Q4K, Q5K, Q6K, Q2K, Q3K} {
 		w := randKBlocks(r, kt, rows*nb, 0)
 		p := make([]byte, kt.GemmPackedBytes(rows, cols))
 		if PackK(kt, p, w, rows, cols) != nil {

@@ -101,6 +101,8 @@ var VNNI = func() *Impl {
 		Q4K: gemmKA([4]gemmKKernel{gemmQ4KT1VNNI, gemmQ4KT2VNNI, gemmQ4KT3VNNI, gemmQ4KT4VNNI}),
 		Q5K: gemmKA([4]gemmKKernel{gemmQ5KT1VNNI, gemmQ5KT2VNNI, gemmQ5KT3VNNI, gemmQ5KT4VNNI}),
 		Q6K: gemmKA([4]gemmKKernel{gemmQ6KT1VNNI, gemmQ6KT2VNNI, gemmQ6KT3VNNI, gemmQ6KT4VNNI}),
+		Q2K: gemmKA([4]gemmKKernel{gemmQ2KT1VNNI, gemmQ2KT2VNNI, gemmQ2KT3VNNI, gemmQ2KT4VNNI}),
+		Q3K: gemmKA([4]gemmKKernel{gemmQ3KT1VNNI, gemmQ3KT2VNNI, gemmQ3KT3VNNI, gemmQ3KT4VNNI}),
 	}
 	return &k
 }()

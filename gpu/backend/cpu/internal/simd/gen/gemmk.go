@@ -30,6 +30,8 @@ func gemmKKernels() {
 		gemmQ45K(false, t)
 		gemmQ45K(true, t)
 		gemmQ6K(t)
+		gemmQ23K(false, t)
+		gemmQ23K(true, t)
 	}
 }
 
@@ -287,4 +289,133 @@ func gemmQ6K(tokens int) {
 		VADDPS(dx, accf[t], accf[t])
 	}
 	kgemmEnd(name, a, kq6Bytes, accf)
+}
+
+// Packed block offsets of Q2_K and Q3_K (gemmk.go).
+const (
+	kq2D, kq2Min, kq2Sc, kq2Q, kq2Bytes = 0, 32, 64, 192, 704
+	kq3D, kq3Sc, kq3Q, kq3H, kq3Bytes   = 0, 32, 160, 672, 928
+)
+
+// gemmQ23K writes gemmQ2KT<tokens>VNNI (gemmQ3KT... with q3): 2-bit
+// values (Q3_K: plus the high bit, 0..7, the offset of 4 removed as
+// 4·Σ_s sc_s·xs_s), sub-blocks of 16 whose scales (Q2_K: and mins) come
+// in pairs per lane.
+func gemmQ23K(q3 bool, tokens int) {
+	kind, bytes := "Q2K", kq2Bytes
+	if q3 {
+		kind, bytes = "Q3K", kq3Bytes
+	}
+	name := fmt.Sprintf("gemm%sT%dVNNI", kind, tokens)
+	TEXT(name, NOSPLIT, kgemmSig)
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s is the %s GEMM kernel for %d tokens (simd.Impl.GemmK).", name, kind, tokens))
+	a := kgemmParams(tokens)
+	z := newZero()
+	m03, m04, m0f := YMM(), YMM(), YMM()
+	broadcastB(0x03, m03)
+	if q3 {
+		broadcastB(0x04, m04)
+	} else {
+		broadcastB(0x0f, m0f)
+	}
+	accf := zeroVecs(z, tokens)
+	Label(name + "block")
+	TESTQ(a.nb, a.nb)
+	JZ(LabelRef(name + "done"))
+	sumi, other := zeroVecs(z, tokens), zeroVecs(z, tokens) // other: Σm·xs (Q2_K), Σsc·xs (Q3_K)
+	scOff, qOff := kq2Sc, kq2Q
+	if q3 {
+		scOff, qOff = kq3Sc, kq3Q
+	}
+	for h := range 2 {
+		for j := range 4 {
+			k := 4*h + j // the pair of sub-blocks 2k, 2k+1
+			pv, sv := YMM(), YMM()
+			if q3 {
+				VPMOVSXBW(Mem{Base: a.w, Disp: scOff + 16*k}, pv)
+				for t := range tokens {
+					VPDPWSSD_BCST(a.xsm(t, 4*k), pv, other[t])
+				}
+				sv = pv
+			} else {
+				VPMOVZXBW(Mem{Base: a.w, Disp: scOff + 16*k}, pv)
+				mins := YMM()
+				VPSRLW(Imm(4), pv, mins)
+				for t := range tokens {
+					VPDPWSSD_BCST(a.xsm(t, 4*k), mins, other[t])
+				}
+				VPANDD(m0f, pv, sv)
+			}
+			for u := range 2 {
+				p := zeroVecs(z, tokens)
+				for c := 4 * u; c < 4*u+4; c++ {
+					wv := YMM()
+					VMOVDQU32(Mem{Base: a.w, Disp: qOff + 32*(8*h+c)}, wv)
+					if j > 0 {
+						VPSRLW(Imm(uint64(2*j)), wv, wv)
+					}
+					VPANDD(m03, wv, wv)
+					if q3 {
+						hb := YMM()
+						VMOVDQU32(Mem{Base: a.w, Disp: kq3H + 32*c}, hb)
+						switch b := 4*h + j; {
+						case b < 2:
+							VPSLLW(Imm(uint64(2-b)), hb, hb)
+						case b > 2:
+							VPSRLW(Imm(uint64(b-2)), hb, hb)
+						}
+						VPANDD(m04, hb, hb)
+						VPORD(hb, wv, wv)
+					}
+					for t := range tokens {
+						VPDPBUSD_BCST(a.xm(t, 128*h+32*j+4*c), wv, p[t])
+					}
+				}
+				sc := YMM()
+				if u == 0 {
+					VPSLLD(Imm(16), sv, sc)
+					VPSRAD(Imm(16), sc, sc)
+				} else {
+					VPSRAD(Imm(16), sv, sc)
+				}
+				for t := range tokens {
+					VPMULLD(sc, p[t], p[t])
+					VPADDD(p[t], sumi[t], sumi[t])
+				}
+			}
+		}
+	}
+	if q3 {
+		dw := YMM()
+		VMOVUPS(Mem{Base: a.w, Disp: kq3D}, dw)
+		for t := range tokens {
+			dx := YMM()
+			VPSLLD(Imm(2), other[t], other[t])
+			VPSUBD(other[t], sumi[t], sumi[t])
+			VCVTDQ2PS(sumi[t], sumi[t])
+			VBROADCASTSS(a.xdm(t), dx)
+			VMULPS(dx, dw, dx)
+			VMULPS(sumi[t], dx, dx)
+			VADDPS(dx, accf[t], accf[t])
+		}
+		kgemmEnd(name, a, bytes, accf)
+		return
+	}
+	dw, dm := YMM(), YMM()
+	VMOVUPS(Mem{Base: a.w, Disp: kq2D}, dw)
+	VMOVUPS(Mem{Base: a.w, Disp: kq2Min}, dm)
+	for t := range tokens {
+		dx, d, dmin := YMM(), YMM(), YMM()
+		VBROADCASTSS(a.xdm(t), dx)
+		VMULPS(dx, dw, d)
+		VMULPS(dx, dm, dmin)
+		VCVTDQ2PS(sumi[t], sumi[t])
+		VCVTDQ2PS(other[t], other[t])
+		VMULPS(sumi[t], d, d)
+		VMULPS(other[t], dmin, dmin)
+		VSUBPS(dmin, d, d)
+		VADDPS(d, accf[t], accf[t])
+	}
+	kgemmEnd(name, a, bytes, accf)
 }
