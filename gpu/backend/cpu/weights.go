@@ -54,9 +54,10 @@ type matrix struct {
 	// 32 values, on CPUs with a GEMM kernel; nil otherwise.
 	gemm []byte
 	gk   simd.GemmKind
-	// kgemm is a K-quant matrix (Q4_K, Q5_K, Q6_K; kind kq) repacked for
-	// the K-quant prefill GEMM (simd.PackK), on CPUs with its kernel; nil
-	// otherwise. A second copy of the weights, a few percent larger.
+	// kgemm is a 2-D K-quant matrix (Q2_K ... Q6_K; kind kq) repacked for
+	// the K-quant GEMM (simd.PackK) in dynamic math, on CPUs with its
+	// kernel; nil otherwise. Prefill and decode read it; blk (the mapped
+	// GGUF rows, 1-6% smaller) stays for row gathers and fallbacks.
 	kgemm []byte
 }
 

@@ -6,7 +6,7 @@ import (
 	"sync"
 )
 
-// The K-quant prefill GEMM: Q4_K, Q5_K and Q6_K weight rows repacked once,
+// The K-quant GEMM: Q2_K ... Q6_K weight rows repacked once,
 // at load, into groups of GemmRows rows whose blocks lie side by side,
 // times activations quantized by QuantizeQ8K. One packed block of a group
 // (256 values of each of its rows) holds, lane l being the group's row l:

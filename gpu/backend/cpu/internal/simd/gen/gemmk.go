@@ -15,8 +15,9 @@ import (
 // sub-block sum is multiplied by the lane's scale (VPMULLD) into the
 // block's exact int32 sum, and the mins (Q4_K, Q5_K) or the value offset
 // of 32 (Q6_K) are taken through the activations' 16-value sums by
-// VPDPWSSD. The block's float operations are kquant.go's blockSum, per
-// lane, so each lane's result is DotK's bits for its row.
+// VPDPWSSD (Q2_K and Q3_K likewise, over sub-blocks of 16). The block's
+// float operations are kquant.go's blockSum, per lane, so each lane's
+// result is DotK's bits for its row.
 
 // Packed block offsets (bytes within one group's block; gemmk.go).
 const (
