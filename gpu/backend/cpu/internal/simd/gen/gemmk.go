@@ -157,42 +157,45 @@ func gemmQ45K(q5 bool, tokens int) {
 	TESTQ(a.nb, a.nb)
 	JZ(LabelRef(name + "done"))
 	sumi, summ := zeroVecs(z, tokens), zeroVecs(z, tokens)
-	for s := range 8 {
-		g, hi := s/2, s%2
-		p := zeroVecs(z, tokens)
+	// Sub-blocks 2g (low nibbles) and 2g+1 (high ones) share each load.
+	for g := range 4 {
+		p := [2][]VecVirtual{zeroVecs(z, tokens), zeroVecs(z, tokens)}
 		for j := range 8 {
-			wv := YMM()
-			if hi == 1 {
-				VMOVDQU32(Mem{Base: a.w, Disp: kq4Q + 32*(8*g+j)}, wv)
-				VPSRLW(Imm(4), wv, wv)
-				VPANDD(mask, wv, wv)
-			} else {
-				VPANDD(Mem{Base: a.w, Disp: kq4Q + 32*(8*g+j)}, mask, wv)
+			raw, lo, hi := YMM(), YMM(), YMM()
+			VMOVDQU32(Mem{Base: a.w, Disp: kq4Q + 32*(8*g+j)}, raw)
+			VPANDD(mask, raw, lo)
+			VPSRLW(Imm(4), raw, hi)
+			VPANDD(mask, hi, hi)
+			for i, wv := range []VecVirtual{lo, hi} {
+				s := 2*g + i
+				if q5 {
+					h := YMM()
+					VMOVDQU32(Mem{Base: a.w, Disp: kq5QH + 32*j}, h)
+					shiftTo4(h, s)
+					VPANDD(bit4, h, h)
+					VPORD(h, wv, wv)
+				}
+				for t := range tokens {
+					VPDPBUSD_BCST(a.xm(t, 32*s+4*j), wv, p[i][t])
+				}
 			}
-			if q5 {
-				h := YMM()
-				VMOVDQU32(Mem{Base: a.w, Disp: kq5QH + 32*j}, h)
-				shiftTo4(h, s)
-				VPANDD(bit4, h, h)
-				VPORD(h, wv, wv)
-			}
+		}
+		for i := range 2 {
+			s := 2*g + i
+			sc := YMM()
+			VPMOVZXBD(Mem{Base: a.w, Disp: kq4Sc + 8*s}, sc)
 			for t := range tokens {
-				VPDPBUSD_BCST(a.xm(t, 32*s+4*j), wv, p[t])
+				VPMULLD(sc, p[i][t], p[i][t])
+				VPADDD(p[i][t], sumi[t], sumi[t])
 			}
-		}
-		sc := YMM()
-		VPMOVZXBD(Mem{Base: a.w, Disp: kq4Sc + 8*s}, sc)
-		for t := range tokens {
-			VPMULLD(sc, p[t], p[t])
-			VPADDD(p[t], sumi[t], sumi[t])
-		}
-		// The min, in both 16-bit halves, meets the sub-block's two sums.
-		m, m2 := YMM(), YMM()
-		VPMOVZXBD(Mem{Base: a.w, Disp: kq4M + 8*s}, m)
-		VPSLLD(Imm(16), m, m2)
-		VPORD(m2, m, m)
-		for t := range tokens {
-			VPDPWSSD_BCST(a.xsm(t, 4*s), m, summ[t])
+			// The min, in both 16-bit halves, meets the sub-block's two sums.
+			m, m2 := YMM(), YMM()
+			VPMOVZXBD(Mem{Base: a.w, Disp: kq4M + 8*s}, m)
+			VPSLLD(Imm(16), m, m2)
+			VPORD(m2, m, m)
+			for t := range tokens {
+				VPDPWSSD_BCST(a.xsm(t, 4*s), m, summ[t])
+			}
 		}
 	}
 	dw, dm := YMM(), YMM()
