@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu/backend/cpu"
+	"github.com/gpurun/gpurun/gpu/backend/cpu/internal/simd"
 	"github.com/gpurun/gpurun/tensors"
 )
 
@@ -37,6 +38,53 @@ func TestPrefillGEMMMatchesDecode(t *testing.T) {
 							want[i] = float64(v)
 						}
 						assertClose(t, fmt.Sprintf("token %d", tok), got[tok*rows:(tok+1)*rows], want, 1e-5)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestKGEMMMatchesDotK: in dynamic math, products of Q2_K ... Q6_K
+// weights (the K-quant GEMM over repacked rows where the CPU has it: four
+// tokens at a time in prefill, one in decode) give every token exactly the
+// bits of the pure-Go one-row kernel DotK on the stored rows and that
+// token's Q8_K activations (prefill where it is dynamic), for ragged token
+// counts, a row count that fills neither a packed group nor a tile, two
+// blocks per row and one or two threads.
+func TestKGEMMMatchesDotK(t *testing.T) {
+	const rows, cols = 37, 512
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, wt := range []struct {
+		weightType
+		kq simd.KQuant
+	}{{weightType{"q4_k", tensors.Q4K, 0}, simd.Q4K}, {weightType{"q5_k", tensors.Q5K, 0}, simd.Q5K}, {weightType{"q6_k", tensors.Q6K, 0}, simd.Q6K},
+		{weightType{"q2_k", tensors.Q2K, 0}, simd.Q2K}, {weightType{"q3_k", tensors.Q3K, 0}, simd.Q3K}} {
+		w := storeAs(t, "w", rows, cols, wt.weightType, rng)
+		rb := len(w.Data) / rows
+		for _, n := range []int{4, 7, 13} {
+			xv := randVals(rng, n*cols, 1)
+			x := f32Tensor(t, "x", []int{n, cols}, xv)
+			q, d, qs := make([]int8, n*cols), make([]float32, n*cols/simd.QK), make([]int16, n*cols/simd.QKSum)
+			simd.QuantizeQ8K(q, d, qs, xv)
+			want := func(tok, r int) float32 {
+				k := tok * cols
+				return simd.Generic.DotK(wt.kq, w.Data[r*rb:(r+1)*rb], q[k:k+cols], d[k/simd.QK:(k+cols)/simd.QK], qs[k/simd.QKSum:(k+cols)/simd.QKSum])
+			}
+			// Without either kernel (Q2_K and Q3_K off AVX-512 VNNI)
+			// prefill takes the weights exactly.
+			dynPrefill := simd.HasGemmK(wt.kq) || simd.HasKx4(wt.kq)
+			for _, threads := range []int{1, 2} {
+				t.Run(fmt.Sprintf("%s/T=%d/threads=%d", wt.name, n, threads), func(t *testing.T) {
+					got := dynamicProduct(t, n, rows, cols, []*tensors.Tensor{w, x}, threads).run(t, seq(n), 0)
+					decode := dynamicProduct(t, 1, rows, cols, []*tensors.Tensor{w, x}, threads)
+					for tok := range n {
+						one := decode.run(t, []int32{int32(tok)}, 0)
+						for r := range rows {
+							if v := want(tok, r); dynPrefill && got[tok*rows+r] != v || one[r] != v {
+								t.Fatalf("token %d row %d: prefill %g, decode %g, want exactly %g", tok, r, got[tok*rows+r], one[r], v)
+							}
+						}
 					}
 				})
 			}

@@ -19,11 +19,12 @@ import (
 // tokTile tokens, each weight row of a tile unpacked once (dequantized to
 // f32 in exact math; kept packed and decoded in registers once per four
 // tokens in dynamic math) and used for every token of the tile.
-// With weights repacked for the GEMM (matrix.gemm), a tile runs groups of
-// simd.GemmRows interleaved rows over four tokens at a time instead; f32
-// rows go two at a time through a kernel that keeps DotF32x4's bits, or,
-// where the CPU has it, through the f32 GEMM (simd.GemmF32: register
-// tiles of 4 rows by 6 tokens, with the same bits).
+// With weights repacked for the GEMM (matrix.gemm, or matrix.kgemm for
+// K-quants, which decode also reads, one token per call), a tile runs
+// groups of simd.GemmRows interleaved rows over four tokens at a time
+// instead; f32 rows go two at a time through a kernel that keeps
+// DotF32x4's bits, or, where the CPU has it, through the f32 GEMM
+// (simd.GemmF32: register tiles of 4 rows by 6 tokens, with the same bits).
 const (
 	rowTile    = 16
 	tokTile    = 64
@@ -65,8 +66,11 @@ func (p *program) matMul(m *mmTask) {
 		factor = 2
 	}
 	grain := 1
-	if m.n >= prefillMin {
+	switch {
+	case m.n >= prefillMin:
 		grain = rowTile
+	case m.w.kgemm != nil:
+		grain = simd.GemmRows // whole packed groups (dotRows)
 	}
 	p.pool.run(m.w.rows, factor*m.w.rows*m.w.cols*m.n, grain, m)
 }
@@ -139,6 +143,16 @@ func (m *mmTask) dotRows(w *matrix, r0, r1, t int, out []float32) {
 	if m.q != nil {
 		if w.kq >= 0 {
 			x, xd, xs := m.kInput(w, t)
+			if w.kgemm != nil && r0%simd.GemmRows == 0 && cap(out) >= (r1-r0+simd.GemmRows-1)/simd.GemmRows*simd.GemmRows {
+				// The packed groups, one token at a time (DotKRows'
+				// bits); a last partial group writes past len(out).
+				gb := w.kq.GemmGroupBytes(w.cols)
+				for g0 := r0; g0 < r1; g0 += simd.GemmRows {
+					g := g0 / simd.GemmRows
+					simd.GemmK(w.kq, w.kgemm[g*gb:(g+1)*gb], x, xd, xs, w.cols, 1, out[g0-r0:g0-r0+simd.GemmRows], simd.GemmRows)
+				}
+				return
+			}
 			simd.DotKRows(w.kq, w.blk[r0*w.rowBytes():r1*w.rowBytes()], x, xd, xs, out)
 			return
 		}
@@ -260,6 +274,10 @@ func (m *mmTask) tile(s *scratch, r0, r1 int) {
 	if m.q != nil {
 		if m.gemmOK() {
 			m.tileGemm(s, r0, r1)
+			return
+		}
+		if m.gemmKOK() {
+			m.tileGemmK(s, r0, r1)
 			return
 		}
 		m.tileDynamic(s, r0, r1)
@@ -402,6 +420,38 @@ func (m *mmTask) tileGemm(s *scratch, r0, r1 int) {
 	}
 }
 
+// gemmKOK reports whether m's prefill runs the K-quant GEMM over packed
+// weights.
+func (m *mmTask) gemmKOK() bool {
+	return m.w.kgemm != nil && (!m.glu || m.up.kgemm != nil && m.up.kq == m.w.kq)
+}
+
+// tileGemmK is tileGemm for K-quant weights (gemmKOK), over the input
+// quantized by simd.QuantizeQ8K; it gives DotKx4's bits.
+func (m *mmTask) tileGemmK(s *scratch, r0, r1 int) {
+	tg, tu := &s.tg, &s.tu
+	kq := m.w.kq
+	gb := kq.GemmGroupBytes(m.w.cols)
+	for t0 := 0; t0 < m.n; t0 += tokTile {
+		t1 := min(t0+tokTile, m.n)
+		for g0 := r0; g0 < r1; g0 += simd.GemmRows {
+			g := g0 / simd.GemmRows
+			i := g0 - r0
+			for t := t0; t < t1; t += 4 {
+				nt := min(4, t1-t)
+				k := t * m.inCols
+				x, xd, xs := m.q[k:], m.d[k/simd.QK:], m.qs[k/simd.QKSum:]
+				o := (t-t0)*rowTile + i
+				simd.GemmK(kq, m.w.kgemm[g*gb:(g+1)*gb], x, xd, xs, m.inCols, nt, tg[o:], rowTile)
+				if m.glu {
+					simd.GemmK(kq, m.up.kgemm[g*gb:(g+1)*gb], x, xd, xs, m.inCols, nt, tu[o:], rowTile)
+				}
+			}
+		}
+		m.storeTile(tg, tu, t0, t1, r0, r1)
+	}
+}
+
 // tileRows returns rows [r0, r1) of w as f32: views of f32 weights, else
 // the rows dequantized into buf.
 func tileRows(w *matrix, r0, r1 int, buf []float32, views [][]float32) [][]float32 {
@@ -491,7 +541,7 @@ func (m *matrix) layout() layout {
 func (m *matrix) dynamicPrefill() bool {
 	switch {
 	case m.kq >= 0:
-		return simd.HasKx4(m.kq)
+		return simd.HasKx4(m.kq) || m.kgemm != nil
 	case m.q32 >= 0:
 		return false
 	}

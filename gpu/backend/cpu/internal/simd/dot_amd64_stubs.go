@@ -244,6 +244,106 @@ func gemmQ8T4VNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int,
 //go:noescape
 func gemmQ4T4VNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
 
+// gemmQ4KT1VNNI is the Q4K GEMM kernel for 1 tokens (simd.Impl.GemmK).
+//
+//go:noescape
+func gemmQ4KT1VNNI(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ5KT1VNNI is the Q5K GEMM kernel for 1 tokens (simd.Impl.GemmK).
+//
+//go:noescape
+func gemmQ5KT1VNNI(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ6KT1VNNI is the Q6K GEMM kernel for 1 tokens (simd.Impl.GemmK).
+//
+//go:noescape
+func gemmQ6KT1VNNI(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ2KT1VNNI is the Q2K GEMM kernel for 1 tokens (simd.Impl.GemmK).
+//
+//go:noescape
+func gemmQ2KT1VNNI(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ3KT1VNNI is the Q3K GEMM kernel for 1 tokens (simd.Impl.GemmK).
+//
+//go:noescape
+func gemmQ3KT1VNNI(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ4KT2VNNI is the Q4K GEMM kernel for 2 tokens (simd.Impl.GemmK).
+//
+//go:noescape
+func gemmQ4KT2VNNI(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ5KT2VNNI is the Q5K GEMM kernel for 2 tokens (simd.Impl.GemmK).
+//
+//go:noescape
+func gemmQ5KT2VNNI(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ6KT2VNNI is the Q6K GEMM kernel for 2 tokens (simd.Impl.GemmK).
+//
+//go:noescape
+func gemmQ6KT2VNNI(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ2KT2VNNI is the Q2K GEMM kernel for 2 tokens (simd.Impl.GemmK).
+//
+//go:noescape
+func gemmQ2KT2VNNI(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ3KT2VNNI is the Q3K GEMM kernel for 2 tokens (simd.Impl.GemmK).
+//
+//go:noescape
+func gemmQ3KT2VNNI(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ4KT3VNNI is the Q4K GEMM kernel for 3 tokens (simd.Impl.GemmK).
+//
+//go:noescape
+func gemmQ4KT3VNNI(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ5KT3VNNI is the Q5K GEMM kernel for 3 tokens (simd.Impl.GemmK).
+//
+//go:noescape
+func gemmQ5KT3VNNI(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ6KT3VNNI is the Q6K GEMM kernel for 3 tokens (simd.Impl.GemmK).
+//
+//go:noescape
+func gemmQ6KT3VNNI(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ2KT3VNNI is the Q2K GEMM kernel for 3 tokens (simd.Impl.GemmK).
+//
+//go:noescape
+func gemmQ2KT3VNNI(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ3KT3VNNI is the Q3K GEMM kernel for 3 tokens (simd.Impl.GemmK).
+//
+//go:noescape
+func gemmQ3KT3VNNI(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ4KT4VNNI is the Q4K GEMM kernel for 4 tokens (simd.Impl.GemmK).
+//
+//go:noescape
+func gemmQ4KT4VNNI(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ5KT4VNNI is the Q5K GEMM kernel for 4 tokens (simd.Impl.GemmK).
+//
+//go:noescape
+func gemmQ5KT4VNNI(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ6KT4VNNI is the Q6K GEMM kernel for 4 tokens (simd.Impl.GemmK).
+//
+//go:noescape
+func gemmQ6KT4VNNI(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ2KT4VNNI is the Q2K GEMM kernel for 4 tokens (simd.Impl.GemmK).
+//
+//go:noescape
+func gemmQ2KT4VNNI(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ3KT4VNNI is the Q3K GEMM kernel for 4 tokens (simd.Impl.GemmK).
+//
+//go:noescape
+func gemmQ3KT4VNNI(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
+
 // dotF32x2x4AVX512 sets out[4r+j] = dotF32x4AVX2(a_r, x, stride, n)[j] for rows r < 2, bit for bit.
 //
 //go:noescape

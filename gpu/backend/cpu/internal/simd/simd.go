@@ -64,6 +64,8 @@ type Impl struct {
 	// Optional (nil: HasGemmF32 is false): the f32 GEMM kernels for 1 to
 	// GemmF32Tokens tokens (gemmf.go).
 	gemmF32 *[GemmF32Tokens]gemmF32Kernel
+	// Optional (nil: the pure-Go form): the K-quant prefill GEMM per type.
+	gemmK [NumKQuant]gemmKFunc
 }
 
 // Generic is the pure-Go implementation, the reference for the others.

@@ -126,6 +126,13 @@ var VNNI = func() *Impl {
 		GemmQ8: gemmA([4]gemmKernel{gemmQ8T1VNNI, gemmQ8T2VNNI, gemmQ8T3VNNI, gemmQ8T4VNNI}),
 		GemmQ4: gemmA([4]gemmKernel{gemmQ4T1VNNI, gemmQ4T2VNNI, gemmQ4T3VNNI, gemmQ4T4VNNI}),
 	}
+	k.gemmK = [NumKQuant]gemmKFunc{
+		Q4K: gemmKA([4]gemmKKernel{gemmQ4KT1VNNI, gemmQ4KT2VNNI, gemmQ4KT3VNNI, gemmQ4KT4VNNI}),
+		Q5K: gemmKA([4]gemmKKernel{gemmQ5KT1VNNI, gemmQ5KT2VNNI, gemmQ5KT3VNNI, gemmQ5KT4VNNI}),
+		Q6K: gemmKA([4]gemmKKernel{gemmQ6KT1VNNI, gemmQ6KT2VNNI, gemmQ6KT3VNNI, gemmQ6KT4VNNI}),
+		Q2K: gemmKA([4]gemmKKernel{gemmQ2KT1VNNI, gemmQ2KT2VNNI, gemmQ2KT3VNNI, gemmQ2KT4VNNI}),
+		Q3K: gemmKA([4]gemmKKernel{gemmQ3KT1VNNI, gemmQ3KT2VNNI, gemmQ3KT3VNNI, gemmQ3KT4VNNI}),
+	}
 	return &k
 }()
 
@@ -135,6 +142,16 @@ type gemmKernel func(w *byte, x *int8, xd *float32, xs *int32, nb, xstride int, 
 // slices).
 func gemmA(ks [4]gemmKernel) gemmFunc {
 	return func(w []byte, x []int8, xd []float32, xs []int32, nb, xstride, ntok int, out []float32, ostride int) {
+		ks[ntok-1](&w[0], &x[0], &xd[0], &xs[0], nb, xstride, &out[0], ostride)
+	}
+}
+
+type gemmKKernel func(w *byte, x *int8, xd *float32, xs *int16, nb, xstride int, out *float32, ostride int)
+
+// gemmKA wraps the K-quant GEMM kernels for 1 to 4 tokens (GemmK checked
+// the slices).
+func gemmKA(ks [4]gemmKKernel) gemmKFunc {
+	return func(w []byte, x []int8, xd []float32, xs []int16, nb, xstride, ntok int, out []float32, ostride int) {
 		ks[ntok-1](&w[0], &x[0], &xd[0], &xs[0], nb, xstride, &out[0], ostride)
 	}
 }

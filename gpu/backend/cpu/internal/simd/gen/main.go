@@ -43,6 +43,7 @@ func main() {
 	kquantKernels()
 	q32Kernels()
 	gemmKernels()
+	gemmKKernels()
 	dotF32x2x4()
 	gemmF32Kernels()
 	dotF32Rows4()
