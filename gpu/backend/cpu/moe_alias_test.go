@@ -5,7 +5,9 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/gpurun/gpurun/gpu/backend/cpu/internal/simd"
 	"github.com/gpurun/gpurun/internal/testmodels"
+	"github.com/gpurun/gpurun/tensors"
 	"github.com/gpurun/gpurun/tensors/gguf"
 	"github.com/gpurun/gpurun/tensors/model"
 )
@@ -50,5 +52,38 @@ func TestExpertsStayMapped(t *testing.T) {
 				t.Errorf("%s expert %d views %d bytes, want %d", x.gguf, e, len(s.f32)*4, per)
 			}
 		}
+	}
+}
+
+// TestExpertsNotPackedForGemm: under dynamic math an int8 matrix gets a
+// second copy repacked for the prefill GEMM (where the CPU has the
+// kernel), but stacked experts, whose products run one row at a time,
+// do not: a MoE model's experts are most of its bytes.
+func TestExpertsNotPackedForGemm(t *testing.T) {
+	if !simd.HasGemm(simd.GemmQ8) {
+		t.Skip("no int8 GEMM kernel on this CPU: nothing is packed")
+	}
+	vals := make([]float32, 4*64*64)
+	for i := range vals {
+		vals[i] = float32(i%13) - 6
+	}
+	dense, err := tensors.Quantize("dense", []int{256, 64}, vals, tensors.I8, 32, tensors.F16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	experts, err := tensors.Quantize("experts", []int{4, 64, 64}, vals, tensors.I8, 32, tensors.F16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := New(Options{Math: MathDynamic}).LoadWeights(context.Background(), []*tensors.Tensor{dense, experts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Release()
+	if m := w.(*weights).byName["dense"]; m.gemm == nil {
+		t.Error("dense int8 matrix not packed for the GEMM")
+	}
+	if m := w.(*weights).byName["experts"]; m.gemm != nil {
+		t.Errorf("stacked experts packed for the GEMM (%d bytes)", len(m.gemm))
 	}
 }

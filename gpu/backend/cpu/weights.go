@@ -80,7 +80,9 @@ func (b *backend) LoadWeights(ctx context.Context, ws []*tensors.Tensor) (gpu.We
 		if err := t.Fill(); err != nil {
 			return nil, fmt.Errorf("cpu: %w", err)
 		}
-		m, err := newMatrix(t, b.math == MathDynamic)
+		// Stacked experts (3-D: fusion.MoEOp) run one row at a time,
+		// never through the prefill GEMM: no packed second copy of them.
+		m, err := newMatrix(t, b.math == MathDynamic && len(t.Shape) < 3)
 		if err != nil {
 			return nil, fmt.Errorf("cpu: tensor %q: %w", t.Name, err)
 		}
