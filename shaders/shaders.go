@@ -117,6 +117,13 @@ var specialized = map[string]func() []Variant{
 		}
 		return out
 	},
+	"qblocks": func() []Variant {
+		var out []Variant
+		for _, v := range QBlockVariants() {
+			out = append(out, v.Variant())
+		}
+		return out
+	},
 	"matmul": func() []Variant {
 		vs := MatMulVariants()
 		out := make([]Variant, len(vs))
