@@ -9,8 +9,10 @@ import (
 
 // Weights of llama.cpp's block types (tensors.Q4_1 ... Q3K) keep their
 // blocks bit for bit on the device and have kernels of their own
-// (shaders/wgsl/qblocks.wgsl), which dequantize them exactly as the CPU
-// reference does. A weight with a non-zero qt takes these paths: qEmbed for
+// (shaders/wgsl/qblocks.wgsl, one module per sub-block layout), which
+// compute every weight with the CPU reference's f32 operations (the sums
+// run in another order: results agree within the conformance tolerance,
+// Embed bitwise). A weight with a non-zero qt takes these paths: qEmbed for
 // Embed, qMatMul for MatMul and MultiMatMul, and MatMulGLU as two qMatMul
 // dispatches and a glu.
 
