@@ -19,10 +19,11 @@ import (
 // TestBlockTypeConformance runs the block-type parity cases (llama.cpp's
 // Q2_K ... Q6_K, Q4_1, Q5_0, Q5_1 weights) against gpu/backend/cpu on WebGPU and Vulkan, also with
 // weights split into row blocks of at most 4 KiB (Q5_0 rows of 110 bytes
-// do not end on words).
+// do not end on words) and, there, subgroups off, so Vulkan runs both
+// qmatvec_sg and qmatvec.
 func TestBlockTypeConformance(t *testing.T) {
 	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
-		for _, opts := range []compute.Options{{}, {MaxBinding: 4096}} {
+		for _, opts := range []compute.Options{{}, {MaxBinding: 4096, Subgroups: compute.SubgroupsOff}} {
 			t.Run(fmt.Sprintf("split%d", opts.MaxBinding), func(t *testing.T) {
 				conformance.RunCases(t, conformance.BlockCases(), func(t testing.TB) gpu.Backend {
 					return sharedBackend{backendOn(t, dev, opts)}
