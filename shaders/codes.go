@@ -97,22 +97,74 @@ const (
 	BlockQ3K
 )
 
+// BlockLayout is a family of block types that share how a block splits
+// into sub-blocks (the elements one scale, or scale and min, covers):
+// qblocks.wgsl is compiled once per layout (QBlockVariant), so each module
+// decodes one layout's sub-blocks. The WGSL constants QL_* are generated
+// from this table.
+type BlockLayout uint32
+
+// Block layouts.
+const (
+	LayoutB32 BlockLayout = iota // Q4_1, Q5_0, Q5_1: one 32-element block, one scale (and min)
+	LayoutK45                    // Q4_K, Q5_K: 8 sub-blocks of 32, 6-bit scales and mins
+	LayoutK6                     // Q6_K: 16 sub-blocks of 16, int8 scales
+	LayoutK23                    // Q2_K, Q3_K: 16 sub-blocks of 16, 4-bit (Q2_K: and min) or 6-bit scales
+)
+
+var blockLayouts = []struct {
+	code BlockLayout
+	name string
+	sub  uint32 // elements per sub-block
+}{{LayoutB32, "B32", 32}, {LayoutK45, "K45", 32}, {LayoutK6, "K6", 16}, {LayoutK23, "K23", 16}}
+
+func (l BlockLayout) String() string {
+	for _, t := range blockLayouts {
+		if t.code == l {
+			return t.name
+		}
+	}
+	return fmt.Sprintf("BlockLayout(%d)", uint32(l))
+}
+
+// SubLen is the elements per sub-block of the layout (0 for an unknown code).
+func (l BlockLayout) SubLen() int {
+	for _, t := range blockLayouts {
+		if t.code == l {
+			return int(t.sub)
+		}
+	}
+	return 0
+}
+
 // blockTypes is the table of block types: the WGSL constant suffix, the
 // elements per block and the bytes per block (llama.cpp's layouts, see
-// tensors/blocks.go).
+// tensors/blocks.go), and the sub-block layout.
 var blockTypes = []struct {
 	code         BlockType
 	name         string
 	elems, bytes uint32
+	layout       BlockLayout
 }{
-	{BlockQ4_1, "Q4_1", 32, 20},
-	{BlockQ5_0, "Q5_0", 32, 22},
-	{BlockQ5_1, "Q5_1", 32, 24},
-	{BlockQ4K, "Q4K", 256, 144},
-	{BlockQ5K, "Q5K", 256, 176},
-	{BlockQ6K, "Q6K", 256, 210},
-	{BlockQ2K, "Q2K", 256, 84},
-	{BlockQ3K, "Q3K", 256, 110},
+	{BlockQ4_1, "Q4_1", 32, 20, LayoutB32},
+	{BlockQ5_0, "Q5_0", 32, 22, LayoutB32},
+	{BlockQ5_1, "Q5_1", 32, 24, LayoutB32},
+	{BlockQ4K, "Q4K", 256, 144, LayoutK45},
+	{BlockQ5K, "Q5K", 256, 176, LayoutK45},
+	{BlockQ6K, "Q6K", 256, 210, LayoutK6},
+	{BlockQ2K, "Q2K", 256, 84, LayoutK23},
+	{BlockQ3K, "Q3K", 256, 110, LayoutK23},
+}
+
+// Layout is the sub-block layout of the type (LayoutB32 for an unknown
+// code).
+func (q BlockType) Layout() BlockLayout {
+	for _, t := range blockTypes {
+		if t.code == q {
+			return t.layout
+		}
+	}
+	return LayoutB32
 }
 
 func (q BlockType) String() string {
@@ -151,6 +203,9 @@ func codesWGSL() string {
 		fmt.Fprintf(&b, "const QT_%s: u32 = %du;\n", t.name, uint32(t.code))
 		fmt.Fprintf(&b, "const QT_%s_ELEMS: u32 = %du;\n", t.name, t.elems)
 		fmt.Fprintf(&b, "const QT_%s_BYTES: u32 = %du;\n", t.name, t.bytes)
+	}
+	for _, l := range blockLayouts {
+		fmt.Fprintf(&b, "const QL_%s: u32 = %du;\n", l.name, uint32(l.code))
 	}
 	for _, a := range activations {
 		fmt.Fprintf(&b, "const ACT_%s: u32 = %du;\n", strings.ToUpper(a.name), uint32(a.code))

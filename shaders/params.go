@@ -241,7 +241,7 @@ type QParams struct {
 	Scale   float32   `wgsl:"scale"`   // qembed
 	OutF16  uint32    `wgsl:"out_f16"` // 1: out is an f16 activation: packed binary16 pairs (stores round to the nearest half)
 	XF16    uint32    `wgsl:"x_f16"`   // 1: x is an f16 activation: packed binary16 pairs
-	Pad2    uint32    `wgsl:"pad2"`
+	Lanes   uint32    `wgsl:"lanes"`   // qmatvec: invocations per row, a power of two <= 64
 	Pad3    uint32    `wgsl:"pad3"`
 	Pad4    uint32    `wgsl:"pad4"`
 	Pad5    uint32    `wgsl:"pad5"`
@@ -402,6 +402,39 @@ func (v MatMulVariant) Variant() Variant {
 		{"MM_ROWS", "u32", fmt.Sprintf("%du", sh.TileRows)},
 		{"MM_K", "u32", fmt.Sprintf("%du", sh.TileK)},
 	}}
+}
+
+// QBlockVariant is a module of wgsl/qblocks.wgsl: the kernels of one
+// sub-block layout (every block type of that layout), and with Subgroups
+// the Vulkan-only module of qmatvec_sg (wgsl/ext/qsubgroups.wgsl).
+type QBlockVariant struct {
+	Layout    BlockLayout
+	Subgroups bool
+}
+
+// QBlockVariants lists the modules of wgsl/qblocks.wgsl.
+func QBlockVariants() []QBlockVariant {
+	var out []QBlockVariant
+	for _, sg := range []bool{false, true} {
+		for _, l := range blockLayouts {
+			out = append(out, QBlockVariant{Layout: l.code, Subgroups: sg})
+		}
+	}
+	return out
+}
+
+// Variant is the module specialization of v: the constants QL (the
+// layout) and QSUB (elements per sub-block).
+func (v QBlockVariant) Variant() Variant {
+	r := Variant{Key: v.Layout.String(), Consts: []Const{
+		{"QL", "u32", fmt.Sprintf("%du", uint32(v.Layout))},
+		{"QSUB", "u32", fmt.Sprintf("%du", v.Layout.SubLen())},
+	}}
+	if v.Subgroups {
+		r.Key += "_sg"
+		r.Ext, r.Entry = []string{"qsubgroups"}, "qmatvec_sg"
+	}
+	return r
 }
 
 // RopeKV is the kernel of wgsl/qkv.wgsl (fusion.MatMulRopeKV).

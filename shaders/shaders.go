@@ -14,7 +14,7 @@
 // names and uniform struct, from which the GPU backend generates its typed
 // kernel contracts (gpu/backend/compute).
 //
-// A specialized family (matmul) is compiled once per Variant: the variant's
+// A specialized family (matmul, qblocks) is compiled once per Variant: the variant's
 // module-scope constants are prepended too, so each module holds one code
 // path (one weight type, say) that the compilers fold at pipeline creation,
 // instead of a switch per element. Its kernels are looked up with
@@ -114,6 +114,13 @@ var specialized = map[string]func() []Variant{
 			if !v.GLU && !v.Subgroups {
 				out = append(out, v.RopeKVVariant())
 			}
+		}
+		return out
+	},
+	"qblocks": func() []Variant {
+		var out []Variant
+		for _, v := range QBlockVariants() {
+			out = append(out, v.Variant())
 		}
 		return out
 	},

@@ -51,9 +51,6 @@ func TestGetBindings(t *testing.T) {
 		{"argmax", []BindingKind{U, R, R, W, R}},
 		{"sample", []BindingKind{U, R, R, W, R}},
 		{"advance", []BindingKind{U, R, W}},
-		{"qmatvec", []BindingKind{U, R, R, R, R, W}},
-		{"qmatmul", []BindingKind{U, R, R, R, R, W}},
-		{"qembed", []BindingKind{U, R, R, R, R, W}},
 		{"moe_route", []BindingKind{U, R, R, R, R, R, R, W, W}},
 		{"moe_glu", []BindingKind{U, R, R, R, R, R, R, W, W}},
 		{"moe_down", []BindingKind{U, R, R, R, R, R, R, W, W}},
@@ -85,7 +82,7 @@ func TestGetBindings(t *testing.T) {
 			}
 		})
 	}
-	if got, want := len(Names()), len(tests)+len(matmulKernels)+1; got != want { // + qkv.wgsl's one
+	if got, want := len(Names()), len(tests)+len(matmulKernels)+len(qblockKernels)+1; got != want { // + qkv.wgsl's one
 		t.Errorf("%d kernels, the table knows %d: %v", got, want, Names())
 	}
 }
@@ -105,6 +102,56 @@ func variantEntry(v MatMulVariant) string {
 		return "matvec_sg"
 	}
 	return ""
+}
+
+// The kernels of the specialized qblocks family: the portable ones in
+// every layout's module, qmatvec_sg (alone) in the Vulkan-only ones.
+var qblockKernels = []string{"qmatvec", "qmatmul", "qembed", "qmatvec_sg"}
+
+func TestGetQBlockVariantBindings(t *testing.T) {
+	R, W, U := StorageRead, StorageRW, Uniform
+	want := []BindingKind{U, R, R, R, R, W}
+	layouts := map[BlockLayout]bool{}
+	for _, v := range QBlockVariants() {
+		layouts[v.Layout] = true
+		for _, name := range qblockKernels {
+			if _, err := Get(name); !errors.Is(err, ErrUnknown) {
+				t.Errorf("Get(%s) of a specialized kernel: err = %v, want ErrUnknown", name, err)
+			}
+			spec, err := GetVariant(name, v.Variant())
+			if v.Subgroups != (name == "qmatvec_sg") {
+				if !errors.Is(err, ErrUnknown) {
+					t.Errorf("%s in variant %s: err = %v, want ErrUnknown", name, v.Variant().Key, err)
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v.Subgroups != v.Variant().Vulkan() {
+				t.Errorf("%s: Vulkan-only %v, want %v", spec.Name, v.Variant().Vulkan(), v.Subgroups)
+			}
+			if spec.Entry != name || !bytes.Equal(spec.SPIRV[:4], []byte{0x03, 0x02, 0x23, 0x07}) {
+				t.Errorf("%s: entry %q, SPIR-V magic %x", spec.Name, spec.Entry, spec.SPIRV[:4])
+			}
+			if fmt.Sprint(spec.Bindings) != fmt.Sprint(want) {
+				t.Errorf("%s: bindings %v, want %v", spec.Name, spec.Bindings, want)
+			}
+			for _, c := range v.Variant().Consts {
+				if !strings.Contains(spec.WGSL, "const "+c.Name+": "+c.Type+" = "+c.Value+";") {
+					t.Errorf("%s: WGSL lacks constant %s = %s", spec.Name, c.Name, c.Value)
+				}
+			}
+		}
+	}
+	// Every block type's layout has its modules, of sub-blocks that
+	// divide the block.
+	for _, bt := range []BlockType{BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ2K, BlockQ3K} {
+		elems, _ := bt.BlockLayout()
+		if l := bt.Layout(); !layouts[l] || l.SubLen() == 0 || elems%l.SubLen() != 0 {
+			t.Errorf("%s: layout %s (sub-blocks of %d) has no module or does not divide blocks of %d", bt, l, l.SubLen(), elems)
+		}
+	}
 }
 
 func TestGetVariantBindings(t *testing.T) {
@@ -197,6 +244,7 @@ func TestCodesWGSL(t *testing.T) {
 		{"WT_I8", uint32(WeightI8)}, {"WT_I4", uint32(WeightI4)}, {"ST_F32", uint32(ScaleF32)}, {"ST_F16", uint32(ScaleF16)},
 		{"ACT_SILU", uint32(ActSiLU)}, {"ACT_GELU_TANH", uint32(ActGELUTanh)}, {"ACT_GELU", uint32(ActGELU)}, {"ACT_RELU", uint32(ActReLU)},
 		{"ROPE_PAIRS", uint32(RopePairs)}, {"ROPE_HALVES", uint32(RopeHalves)},
+		{"QL_B32", uint32(LayoutB32)}, {"QL_K45", uint32(LayoutK45)}, {"QL_K6", uint32(LayoutK6)}, {"QL_K23", uint32(LayoutK23)},
 	} {
 		if want := fmt.Sprintf("const %s: u32 = %du;", tc.name, tc.v); !strings.Contains(src, want) {
 			t.Errorf("missing %q", want)

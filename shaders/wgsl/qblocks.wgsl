@@ -1,18 +1,35 @@
 // Kernels for weights of llama.cpp's block types (tensors.Q4_1 ... Q3K),
-// kept bit for bit as GGUF stores them (layouts: tensors/blocks.go) and
-// dequantized here, element by element, with the same f32 operations as
-// tensors.DecodeBlocks, so every weight equals the CPU reference's bitwise.
+// kept bit for bit as GGUF stores them (layouts: tensors/blocks.go).
+//
+// The family is compiled once per sub-block layout (shaders.QBlockVariant:
+// module constants QL, one of QL_B32, QL_K45, QL_K6, QL_K23, and QSUB, the
+// elements per sub-block), so a module decodes one layout's sub-blocks and
+// the compilers fold the others away; p.qt picks among the layout's types
+// (a uniform branch). A sub-block's constants (scale, min, Q5's high-bit
+// word) are read once (qsub), its quants four at a time from one or two
+// u32 loads, unpacked in registers (qquant4); each weight is a * q + c
+// with the same f32 values as tensors.DecodeBlocks computes (a product
+// and a sum, which a compiler may fuse).
 //
 // The weights of one row block [row_base, row_base+rows) of the matrix are
 // bound as u32 words: row r (relative to the block) starts at byte
 // r * (in_cols / block length) * block bytes, blocks in order.
 //
-// qmatvec (decode): one invocation per output row and token,
-//   dispatch (ceil(rows/64), nrows, 1).
-// qmatmul (prefill): 32x32 tiles of tokens x rows, dequantized weight tiles
-//   in workgroup memory, dispatch (ceil(rows/32), ceil(nrows/32), 1).
+// qmatvec (decode): workgroups of 64 invocations in groups of p.lanes
+//   per weight row; lane l of a row's group takes sub-blocks l, l + lanes,
+//   ... (neighbouring lanes read neighbouring bytes), then a
+//   workgroup-memory tree reduction. Dispatch (nrows, ceil(rows /
+//   (64 / lanes)), 1): the step's rows are the fastest dimension, as
+//   matmul.wgsl's matvec_lanes. qmatvec_sg (Vulkan, devices with subgroup
+//   operations, wgsl/ext/qsubgroups.wgsl) reduces through subgroup
+//   shuffles instead.
+// qmatmul (prefill): 32x32 tiles of tokens x rows, per step of 32 columns
+//   each invocation dequantizes 16 weights of one row (its sub-block's
+//   constants read once) into workgroup memory, dispatch (ceil(rows/32),
+//   ceil(nrows/32), 1).
 //   Both: out[t][row_base + r] = W[r]·x[t] (+ bias), added to out when accum.
 // qembed: out[t] = scale * W[tokens[t]] for the tokens in the row block,
+//   element by element (qweight: bitwise the CPU reference's values),
 //   dispatch (ceil(in_cols/64), T, 1).
 
 // The block type codes QT_* (and each type's QT_*_ELEMS, QT_*_BYTES) are
@@ -30,7 +47,7 @@ struct QParams {
     scale: f32,    // qembed
     out_f16: u32,  // 1: out is an f16 activation (packed halves)
     x_f16: u32,    // 1: x is an f16 activation (packed halves)
-    pad2: u32,
+    lanes: u32,    // qmatvec: invocations per row, a power of two <= 64
     pad3: u32,
     pad4: u32,
     pad5: u32,
@@ -184,124 +201,189 @@ fn qstore(i: u32, v: f32) {
     }
 }
 
-// qsub_dot is the dot product of sub-block j (elements 32j .. 32j+31) of
-// the block of type qt at byte b with x[xi ..]: the block's constants are
-// read once, each weight computed as qvalue computes it.
-fn qsub_dot(qt: u32, b: u32, j: u32, xi: u32) -> f32 {
-    var acc = 0.0;
-    switch qt {
-        case QT_Q4K, QT_Q5K: { // Q4_K, Q5_K: blocks of 144 and 176 bytes start on words
-            let sm = qscale_min(b + 4u, j);
-            let d1 = qhalf(b) * sm.x;
-            let m1 = qhalf(b + 2u) * sm.y;
+// QSub is the constants of one sub-block: its weights are a * q + c for
+// the quants q of qquant4; h is Q5_0's and Q5_1's word of high bits.
+struct QSub {
+    a: f32,
+    c: f32,
+    h: u32,
+}
+
+// qsub reads the constants of sub-block s of the block of type qt (of
+// layout ql) at byte b.
+fn qsub(ql: u32, qt: u32, b: u32, s: u32) -> QSub {
+    var r = QSub(0.0, 0.0, 0u);
+    switch ql {
+        case QL_B32: { // Q4_1 d, m, qs; Q5_0 d, qh, qs; Q5_1 d, m, qh, qs
+            r.a = qhalf(b);
+            if qt == QT_Q5_0 {
+                r.h = qword4(b + 2u);
+            } else {
+                r.c = qhalf(b + 2u);
+                if qt == QT_Q5_1 {
+                    r.h = w[(b + 4u) >> 2u]; // blocks of 24 bytes start on words
+                }
+            }
+        }
+        case QL_K45: { // d, dmin, 12 scale bytes, (Q5_K: 32 bytes of high bits), qs
+            let sm = qscale_min(b + 4u, s);
+            r.a = qhalf(b) * sm.x;
+            r.c = -(qhalf(b + 2u) * sm.y);
+        }
+        case QL_K6: { // ql 128, qh 64, int8 scales 16, d
+            r.a = qhalf(b + 208u) * f32(extractBits(bitcast<i32>(qbyte(b + 192u + s)), 0u, 8u));
+        }
+        default: { // Q2_K: scales 16, qs 64, d, dmin; Q3_K: hmask 32, qs 64, scales 12, d
+            if qt == QT_Q2K {
+                let sc = qbyte(b + s);
+                r.a = qhalf(b + 80u) * f32(sc & 15u);
+                r.c = -(qhalf(b + 82u) * f32(sc >> 4u));
+            } else {
+                let lo = (qbyte(b + 96u + (s & 7u)) >> (4u * (s >> 3u))) & 15u;
+                let hi = (qbyte(b + 104u + (s & 3u)) >> (2u * (s >> 2u))) & 3u;
+                r.a = qhalf(b + 108u) * f32(i32(lo | (hi << 4u)) - 32);
+            }
+        }
+    }
+    return r;
+}
+
+// qquant4 is the quants of elements l .. l+3 (l a multiple of 4) of
+// sub-block s (constants sub) of the block of type qt (layout ql) at byte
+// b, offsets applied (Q5_0's 16, Q6_K's 32, Q3_K's 4 where the high bit is
+// clear): one or two u32 loads per array, unpacked in registers.
+fn qquant4(ql: u32, qt: u32, b: u32, s: u32, sub: QSub, l: u32) -> vec4<f32> {
+    let by = vec4<u32>(0u, 8u, 16u, 24u);
+    var q = vec4<i32>(0);
+    switch ql {
+        case QL_B32: { // low nibbles are elements 0..15, high nibbles 16..31
+            var qs = b + 4u;
+            if qt == QT_Q5_0 {
+                qs = b + 6u;
+            } else if qt == QT_Q5_1 {
+                qs = b + 8u;
+            }
+            let n = (vec4<u32>(qword4(qs + (l & 15u))) >> (by + vec4<u32>((l >> 4u) * 4u))) & vec4<u32>(15u);
+            let hb = ((vec4<u32>(sub.h) >> (vec4<u32>(l) + vec4<u32>(0u, 1u, 2u, 3u))) & vec4<u32>(1u)) << vec4<u32>(4u);
+            q = vec4<i32>(n | hb);
+            if qt == QT_Q5_0 {
+                q -= vec4<i32>(16);
+            }
+        }
+        case QL_K45: { // sub-blocks 2i and 2i+1: low and high nibbles of qs bytes 32i ..
             var qs = b + 16u;
             if qt == QT_Q5K {
                 qs = b + 48u;
             }
-            let qw = (qs + 32u * (j >> 1u)) >> 2u;
-            let sh = vec4<u32>(0u, 8u, 16u, 24u) + vec4<u32>((j & 1u) * 4u);
-            let hsh = vec4<u32>(0u, 8u, 16u, 24u) + vec4<u32>(j);
-            for (var k = 0u; k < 8u; k++) {
-                var q = (vec4<u32>(w[qw + k]) >> sh) & vec4<u32>(15u);
-                if qt == QT_Q5K {
-                    q |= ((vec4<u32>(w[((b + 16u) >> 2u) + k]) >> hsh) & vec4<u32>(1u)) << vec4<u32>(4u);
-                }
-                let v = d1 * vec4<f32>(q) - m1;
-                acc += dot(v, vec4<f32>(x_at(xi + 4u * k), x_at(xi + 4u * k + 1u), x_at(xi + 4u * k + 2u), x_at(xi + 4u * k + 3u)));
+            var n = (vec4<u32>(w[(qs + 32u * (s >> 1u) + l) >> 2u]) >> (by + vec4<u32>((s & 1u) * 4u))) & vec4<u32>(15u);
+            if qt == QT_Q5K { // bit s of high-bit byte l
+                n |= ((vec4<u32>(w[(b + 16u + l) >> 2u]) >> (by + vec4<u32>(s))) & vec4<u32>(1u)) << vec4<u32>(4u);
+            }
+            q = vec4<i32>(n);
+        }
+        case QL_K6: { // element 128h + 32k + e (e = 16 (s & 1) + l): s = 8h + 2k + (s & 1)
+            let h = s >> 3u;
+            let k = (s >> 1u) & 3u;
+            let e = 16u * (s & 1u) + l;
+            let lo = (vec4<u32>(qword4(b + 64u * h + 32u * (k & 1u) + e)) >> (by + vec4<u32>((k >> 1u) * 4u))) & vec4<u32>(15u);
+            let hi = (vec4<u32>(qword4(b + 128u + 32u * h + e)) >> (by + vec4<u32>(2u * k))) & vec4<u32>(3u);
+            q = vec4<i32>(lo | (hi << vec4<u32>(4u))) - vec4<i32>(32);
+        }
+        default: { // element 128h + 32j + 16u + l: s = 8h + 2j + u, 2 bits at 2j
+            let h = s >> 3u;
+            let j = (s >> 1u) & 3u;
+            let u = s & 1u;
+            var qs = b + 16u;
+            if qt == QT_Q3K {
+                qs = b + 32u;
+            }
+            q = vec4<i32>((vec4<u32>(qword4(qs + 32u * h + 16u * u + l)) >> (by + vec4<u32>(2u * j))) & vec4<u32>(3u));
+            if qt == QT_Q3K { // minus 4 where bit 4h + j of hmask byte 16u + l is clear
+                let m = (vec4<u32>(qword4(b + 16u * u + l)) >> (by + vec4<u32>(4u * h + j))) & vec4<u32>(1u);
+                q -= vec4<i32>(4) * vec4<i32>(vec4<u32>(1u) - m);
             }
         }
-        case QT_Q6K: { // Q6_K: blocks of 210 bytes start on even bytes
-            let d = qhalf(b + 208u);
-            let h = j >> 2u;
-            let k = j & 3u;
-            let lo0 = b + 64u * h + 32u * (k & 1u);
-            let hi0 = b + 128u + 32u * h;
-            let lsh = vec4<u32>(0u, 8u, 16u, 24u) + vec4<u32>((k >> 1u) * 4u);
-            let hsh = vec4<u32>(0u, 8u, 16u, 24u) + vec4<u32>(2u * k);
-            for (var half = 0u; half < 2u; half++) {
-                let ds = d * f32(extractBits(bitcast<i32>(qbyte(b + 192u + 8u * h + 2u * k + half)), 0u, 8u));
-                for (var l = 16u * half; l < 16u * half + 16u; l += 4u) {
-                    let q = ((vec4<u32>(qword4(lo0 + l)) >> lsh) & vec4<u32>(15u)) |
-                            (((vec4<u32>(qword4(hi0 + l)) >> hsh) & vec4<u32>(3u)) << vec4<u32>(4u));
-                    let v = ds * vec4<f32>(vec4<i32>(q) - vec4<i32>(32));
-                    acc += dot(v, vec4<f32>(x_at(xi + l), x_at(xi + l + 1u), x_at(xi + l + 2u), x_at(xi + l + 3u)));
-                }
-            }
-        }
-        case QT_Q2K, QT_Q3K: { // Q2_K, Q3_K
-            for (var i = 0u; i < 32u; i++) {
-                acc += qvalue(qt, b, 32u * j + i) * x_at(xi + i);
-            }
-        }
-        default: { // Q4_1, Q5_0, Q5_1: one 32-element block
-            let d = qhalf(b);
-            var m = 0.0;
-            var qh = 0u;
-            var qs = b + 4u;
-            if qt == QT_Q5_0 {
-                qh = qword4(b + 2u);
-                qs = b + 6u;
-            } else if qt == QT_Q5_1 {
-                m = qhalf(b + 2u);
-                qh = qword4(b + 4u);
-                qs = b + 8u;
-            } else {
-                m = qhalf(b + 2u);
-            }
-            for (var l = 0u; l < 16u; l++) {
-                let c = qbyte(qs + l);
-                let lo = (c & 15u) | (((qh >> l) & 1u) << 4u);
-                let hi = (c >> 4u) | (((qh >> (l + 16u)) & 1u) << 4u);
-                var v0 = 0.0;
-                var v1 = 0.0;
-                if qt == QT_Q5_0 {
-                    v0 = f32(i32(lo) - 16) * d;
-                    v1 = f32(i32(hi) - 16) * d;
-                } else {
-                    v0 = f32(lo) * d + m;
-                    v1 = f32(hi) * d + m;
-                }
-                acc += v0 * x_at(xi + l) + v1 * x_at(xi + l + 16u);
-            }
+    }
+    return vec4<f32>(q);
+}
+
+// qx4 is activations x[i .. i+3] (i even).
+fn qx4(i: u32) -> vec4<f32> {
+    if p.x_f16 != 0u {
+        let j = i >> 1u;
+        return vec4<f32>(unpack2x16float(x_w[j]), unpack2x16float(x_w[j + 1u]));
+    }
+    return bitcast<vec4<f32>>(vec4<u32>(x_w[i], x_w[i + 1u], x_w[i + 2u], x_w[i + 3u]));
+}
+
+// qrow_part is lane's share (of lanes) of W[r]·x[t]: sub-blocks lane,
+// lane + lanes, ... of row r, each one's constants read once.
+fn qrow_part(t: u32, r: u32, lane: u32, lanes: u32) -> f32 {
+    let bl = qblock_len(p.qt);
+    let bb = qblock_bytes(p.qt);
+    let spb = bl / QSUB; // sub-blocks per block
+    let rb = r * (p.in_cols / bl); // the row's first block
+    let xb = t * p.in_cols;
+    var acc = 0.0;
+    for (var u = lane; u < p.in_cols / QSUB; u += lanes) {
+        let b = (rb + u / spb) * bb;
+        let s = u % spb;
+        let sub = qsub(QL, p.qt, b, s);
+        let xi = xb + u * QSUB;
+        for (var l = 0u; l < QSUB; l += 4u) {
+            acc += dot(sub.a * qquant4(QL, p.qt, b, s, sub, l) + sub.c, qx4(xi + l));
         }
     }
     return acc;
 }
 
-@compute @workgroup_size(64)
-fn qmatvec(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let r = gid.x;
-    let t = gid.y;
-    if r >= p.rows || t >= min(step[STEP_ROWS], p.nrows) {
-        return;
-    }
-    let bl = qblock_len(p.qt);
-    let bb = qblock_bytes(p.qt);
-    let nb = p.in_cols / bl;
-    let subs = bl / 32u;
-    let xb = t * p.in_cols;
-    var acc = 0.0;
-    for (var k = 0u; k < nb; k++) {
-        let base = (r * nb + k) * bb;
-        for (var j = 0u; j < subs; j++) {
-            acc += qsub_dot(p.qt, base, j, xb + k * bl + 32u * j);
-        }
-    }
+// qfinish adds the bias to row r's sum v for token t and stores it.
+fn qfinish(t: u32, r: u32, v: f32) {
     let o = p.row_base + r;
+    var acc = v;
     if p.has_bias != 0u {
         acc += bias[o];
     }
     qstore(t * p.out_cols + o, acc);
 }
 
+var<workgroup> qred: array<f32, 64>;
+
+@compute @workgroup_size(64)
+fn qmatvec(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+    let t = wid.x;
+    if t >= min(step[STEP_ROWS], p.nrows) {
+        return; // uniform: the whole workgroup shares t
+    }
+    let lanes = p.lanes;
+    let lane = li & (lanes - 1u);
+    let r = wid.y * (64u / lanes) + li / lanes;
+    var v = 0.0;
+    if r < p.rows {
+        v = qrow_part(t, r, lane, lanes);
+    }
+    qred[li] = v;
+    workgroupBarrier();
+    for (var h = lanes / 2u; h > 0u; h = h / 2u) {
+        if lane < h {
+            qred[li] += qred[li + h];
+        }
+        workgroupBarrier();
+    }
+    if lane == 0u && r < p.rows {
+        qfinish(t, r, qred[li]);
+    }
+}
+
 // qmatmul tiles as matmul.wgsl's matmul: a workgroup of 8x8 invocations
 // computes 32 rows x 32 tokens, each invocation 4x4 outputs, stepping
-// through k 16 at a time with activations and dequantized weights staged
-// in workgroup memory.
+// through k 32 at a time (a whole number of sub-blocks: rows are whole
+// blocks of 32 or 256) with activations and dequantized weights staged in
+// workgroup memory (rows padded to 33 words against bank conflicts).
 const QTM: u32 = 32u;
-const QTK: u32 = 16u;
-var<workgroup> qxs: array<array<f32, 16>, 32>; // [token][k]
-var<workgroup> qws: array<array<f32, 16>, 32>; // [row][k]
+const QTK: u32 = 32u;
+var<workgroup> qxs: array<array<f32, 33>, 32>; // [token][k]
+var<workgroup> qws: array<array<f32, 33>, 32>; // [row][k]
 
 @compute @workgroup_size(8, 8)
 fn qmatmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>,
@@ -312,34 +394,57 @@ fn qmatmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
         return; // uniform across the workgroup
     }
     let r0 = wid.x * QTM;
+    let bl = qblock_len(p.qt);
+    let bb = qblock_bytes(p.qt);
+    let nb = p.in_cols / bl;
+    // This invocation's weights: 16 of row wr per step.
+    let wr = li >> 1u;
+    let wh = 16u * (li & 1u);
     var acc: array<array<f32, 4>, 4>; // [token i][row j]
     for (var k0 = 0u; k0 < p.in_cols; k0 += QTK) {
-        for (var m = 0u; m < 8u; m++) {
-            let idx = li + 64u * m;
-            let row = idx / QTK;
-            let k = k0 + idx % QTK;
-            var xv = 0.0;
-            if k < p.in_cols && t0 + row < n {
-                xv = x_at((t0 + row) * p.in_cols + k);
+        // Activations: 32 tokens x 8 vec4, 4 per invocation.
+        for (var m = li; m < 256u; m += 64u) {
+            let tok = m / 8u;
+            let kq = 4u * (m % 8u);
+            var xv = vec4<f32>(0.0);
+            if t0 + tok < n {
+                xv = qx4((t0 + tok) * p.in_cols + k0 + kq);
             }
-            qxs[row][idx % QTK] = xv;
-            var wv = 0.0;
-            if k < p.in_cols && r0 + row < p.rows {
-                wv = qweight(r0 + row, k);
+            qxs[tok][kq] = xv.x;
+            qxs[tok][kq + 1u] = xv.y;
+            qxs[tok][kq + 2u] = xv.z;
+            qxs[tok][kq + 3u] = xv.w;
+        }
+        // Weights: elements k0 + wh .. +15 of row r0 + wr, within one sub-block.
+        let e = k0 + wh;
+        let b = ((r0 + wr) * nb + e / bl) * bb;
+        let s = (e % bl) / QSUB;
+        let l0 = e % QSUB;
+        var sub = QSub(0.0, 0.0, 0u);
+        if r0 + wr < p.rows {
+            sub = qsub(QL, p.qt, b, s);
+        }
+        for (var l = 0u; l < 16u; l += 4u) {
+            var v = vec4<f32>(0.0);
+            if r0 + wr < p.rows {
+                v = sub.a * qquant4(QL, p.qt, b, s, sub, l0 + l) + sub.c;
             }
-            qws[row][idx % QTK] = wv;
+            qws[wr][wh + l] = v.x;
+            qws[wr][wh + l + 1u] = v.y;
+            qws[wr][wh + l + 2u] = v.z;
+            qws[wr][wh + l + 3u] = v.w;
         }
         workgroupBarrier();
         for (var kk = 0u; kk < QTK; kk++) {
             var xr: array<f32, 4>;
-            var wr: array<f32, 4>;
+            var wv: array<f32, 4>;
             for (var i = 0u; i < 4u; i++) {
                 xr[i] = qxs[lid.y + 8u * i][kk];
-                wr[i] = qws[lid.x + 8u * i][kk];
+                wv[i] = qws[lid.x + 8u * i][kk];
             }
             for (var i = 0u; i < 4u; i++) {
                 for (var j = 0u; j < 4u; j++) {
-                    acc[i][j] += xr[i] * wr[j];
+                    acc[i][j] += xr[i] * wv[j];
                 }
             }
         }
@@ -350,12 +455,7 @@ fn qmatmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
         for (var j = 0u; j < 4u; j++) {
             let r = r0 + lid.x + 8u * j;
             if t < n && r < p.rows {
-                let o = p.row_base + r;
-                var v = acc[i][j];
-                if p.has_bias != 0u {
-                    v += bias[o];
-                }
-                qstore(t * p.out_cols + o, v);
+                qfinish(t, r, acc[i][j]);
             }
         }
     }

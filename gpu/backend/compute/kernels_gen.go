@@ -207,9 +207,10 @@ func (b qblocksBindings) list() []gpu.Binding {
 
 // The kernels of wgsl/qblocks.wgsl.
 var (
-	kQmatvec = contract[shaders.QParams, qblocksBindings]{name: "qmatvec"}
-	kQmatmul = contract[shaders.QParams, qblocksBindings]{name: "qmatmul"}
-	kQembed  = contract[shaders.QParams, qblocksBindings]{name: "qembed"}
+	kQmatvec   = contract[shaders.QParams, qblocksBindings]{name: "qmatvec"}
+	kQmatmul   = contract[shaders.QParams, qblocksBindings]{name: "qmatmul"}
+	kQembed    = contract[shaders.QParams, qblocksBindings]{name: "qembed"}
+	kQmatvecSg = contract[shaders.QParams, qblocksBindings]{name: "qmatvec_sg"}
 )
 
 // qkvBindings are the bindings of wgsl/qkv.wgsl after its uniform block p

@@ -9,8 +9,10 @@ import (
 
 // Weights of llama.cpp's block types (tensors.Q4_1 ... Q3K) keep their
 // blocks bit for bit on the device and have kernels of their own
-// (shaders/wgsl/qblocks.wgsl), which dequantize them exactly as the CPU
-// reference does. A weight with a non-zero qt takes these paths: qEmbed for
+// (shaders/wgsl/qblocks.wgsl, one module per sub-block layout), which
+// compute every weight with the CPU reference's f32 operations (the sums
+// run in another order: results agree within the conformance tolerance,
+// Embed bitwise). A weight with a non-zero qt takes these paths: qEmbed for
 // Embed, qMatMul for MatMul and MultiMatMul, and MatMulGLU as two qMatMul
 // dispatches and a glu.
 
@@ -23,30 +25,54 @@ var qtCodes = map[tensors.DType]shaders.BlockType{
 }
 
 // qMatMul plans out = W·x + bias (accum: out += ...) for a block-type W,
-// one dispatch per row block.
+// one dispatch per row block, in W's layout's module of qblocks.wgsl:
+// qmatmul for prefill (4+ rows), else qmatvec, or qmatvec_sg on a device
+// with subgroup operations.
 func (pl *planner) qMatMul(w *weight, biasName string, x gpu.Binding, inCols int, outB gpu.Binding, out fusion.BufInfo, accum bool) error {
 	bias, hasBias, err := pl.vector(biasName)
 	if err != nil {
 		return err
 	}
+	v := shaders.QBlockVariant{Layout: w.qt.Layout()}
+	// Lanes per row: enough to cover a row's sub-blocks once, at least 4,
+	// at most the workgroup (64).
+	lanes := 4
+	for lanes < 64 && lanes*2 <= inCols/v.Layout.SubLen() {
+		lanes *= 2
+	}
 	for _, c := range w.chunks {
 		params := shaders.QParams{InCols: u(inCols), OutCols: u(out.Cols), RowBase: u(c.rowBase), Rows: u(c.rows), QT: w.qt,
-			HasBias: b2u(hasBias), NRows: u(out.Rows), Accum: b2u(accum), OutF16: b2u(out.F16), XF16: pl.h(x)}
+			HasBias: b2u(hasBias), NRows: u(out.Rows), Accum: b2u(accum), OutF16: b2u(out.F16), XF16: pl.h(x), Lanes: u(lanes)}
 		bind := qblocksBindings{Step: pl.stepB(), XW: x, W: gpu.Binding{Buf: c.w}, Bias: bias, OutW: outB}
-		if out.Rows >= 4 {
-			kQmatmul.dispatch(pl, params, ceilDiv(c.rows, 32), ceilDiv(out.Rows, 32), 1, bind)
-		} else {
-			kQmatvec.dispatch(pl, params, ceilDiv(c.rows, 64), out.Rows, 1, bind)
+		cst := qCost(w.qt, c.rows, inCols, out.Rows)
+		switch {
+		case out.Rows >= 4:
+			kQmatmul.dispatchVariant(pl, v.Variant(), params, cst, ceilDiv(c.rows, 32), ceilDiv(out.Rows, 32), 1, bind)
+		case pl.p.b.caps.subgroups:
+			sv := v
+			sv.Subgroups = true
+			kQmatvecSg.dispatchVariant(pl, sv.Variant(), params, cst, out.Rows, ceilDiv(c.rows, 64/lanes), 1, bind)
+		default:
+			kQmatvec.dispatchVariant(pl, v.Variant(), params, cst, out.Rows, ceilDiv(c.rows, 64/lanes), 1, bind)
 		}
 	}
 	return nil
+}
+
+// qCost is the work of a block-type product over rows rows of cols
+// inputs for tokens tokens: every block once, the activations once per
+// token, the outputs once.
+func qCost(qt shaders.BlockType, rows, cols, tokens int) cost {
+	elems, bytes := qt.BlockLayout()
+	wb := int64(rows) * int64(cols/elems) * int64(bytes)
+	return cost{Bytes: wb + int64(tokens)*(int64(cols)+int64(rows))*4, FLOPs: 2 * int64(rows) * int64(cols) * int64(tokens)}
 }
 
 // qEmbed plans out[t] = scale * W[tokens[t]] for a block-type table.
 func (pl *planner) qEmbed(w *weight, out fusion.BufInfo, outB gpu.Binding, scale float32, tokens int) {
 	for _, c := range w.chunks {
 		params := shaders.QParams{InCols: u(out.Cols), OutCols: u(out.Cols), RowBase: u(c.rowBase), Rows: u(c.rows), QT: w.qt, Scale: scale, OutF16: b2u(out.F16)}
-		kQembed.dispatch(pl, params, ceilDiv(out.Cols, 64), tokens, 1,
+		kQembed.dispatchVariant(pl, shaders.QBlockVariant{Layout: w.qt.Layout()}.Variant(), params, cost{}, ceilDiv(out.Cols, 64), tokens, 1,
 			qblocksBindings{Step: pl.stepB(), XW: pl.none(), W: gpu.Binding{Buf: c.w}, Bias: pl.none(), OutW: outB})
 	}
 }

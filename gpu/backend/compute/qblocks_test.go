@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/shaders"
 	"github.com/gpurun/gpurun/tensors"
 
 	"github.com/gpurun/gpurun/gpu"
@@ -17,10 +19,11 @@ import (
 // TestBlockTypeConformance runs the block-type parity cases (llama.cpp's
 // Q2_K ... Q6_K, Q4_1, Q5_0, Q5_1 weights) against gpu/backend/cpu on WebGPU and Vulkan, also with
 // weights split into row blocks of at most 4 KiB (Q5_0 rows of 110 bytes
-// do not end on words).
+// do not end on words) and, there, subgroups off, so Vulkan runs both
+// qmatvec_sg and qmatvec.
 func TestBlockTypeConformance(t *testing.T) {
 	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
-		for _, opts := range []compute.Options{{}, {MaxBinding: 4096}} {
+		for _, opts := range []compute.Options{{}, {MaxBinding: 4096, Subgroups: compute.SubgroupsOff}} {
 			t.Run(fmt.Sprintf("split%d", opts.MaxBinding), func(t *testing.T) {
 				conformance.RunCases(t, conformance.BlockCases(), func(t testing.TB) gpu.Backend {
 					return sharedBackend{backendOn(t, dev, opts)}
@@ -95,4 +98,73 @@ func benchBlocksOnDevices(b *testing.B, tokens int) {
 			}
 		})
 	}
+}
+
+// TestBlockVariantChosen: a block-type product runs in its layout's module
+// of qblocks.wgsl: qmatmul for prefill, qmatvec_sg for decode where the
+// device reports a usable subgroup size and Options allow subgroups,
+// qmatvec otherwise (WebGPU); the kernel a profiled step names is the one
+// that ran. TestBlockTypeConformance checks the results of each against
+// the CPU backend.
+func TestBlockVariantChosen(t *testing.T) {
+	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
+		info := dev.Info()
+		for _, tc := range []struct {
+			dt     tensors.DType
+			layout string
+		}{{tensors.Q4K, "K45"}, {tensors.Q6K, "K6"}, {tensors.Q3K, "K23"}, {tensors.Q5_0, "B32"}} {
+			for _, mode := range []compute.SubgroupMode{compute.SubgroupsAuto, compute.SubgroupsOff} {
+				for _, tokens := range []int{1, 8} {
+					t.Run(fmt.Sprintf("%s/%s/t%d", tc.dt, mode, tokens), func(t *testing.T) {
+						be := backendOn(t, dev, compute.Options{Subgroups: mode})
+						want := "qmatvec." + tc.layout
+						switch {
+						case tokens >= 4:
+							want = "qmatmul." + tc.layout
+						case mode == compute.SubgroupsAuto && shaders.SubgroupVariantFits(info.SubgroupSize):
+							want = "qmatvec_sg." + tc.layout + "_sg"
+						}
+						if k := blockKernels(t, be, tc.dt, tokens); !slices.Contains(k, want) {
+							t.Errorf("kernels %v, want %s", k, want)
+						}
+					})
+				}
+			}
+		}
+	})
+}
+
+// blockKernels compiles a MatMul of 512 columns of block type dt over
+// tokens tokens and returns the kernels its profiled step ran.
+func blockKernels(t *testing.T, be gpu.Backend, dt tensors.DType, tokens int) []string {
+	t.Helper()
+	if !be.Info().Timestamps {
+		t.Skipf("%s: no timestamps to profile with", be.Info().Name)
+	}
+	const cols = 512
+	r := rand.New(rand.NewPCG(6, 6))
+	g := &fusion.Graph{Tokens: tokens}
+	x := g.NewBuf("x", tokens, cols)
+	g.Add(&fusion.EmbedOp{Out: x, Weight: "x"})
+	g.Logits = g.Add(&fusion.MatMulOp{Out: g.NewBuf("y", tokens, 40), In: x, Projection: fusion.Projection{Weight: "w"}})
+	ctx := context.Background()
+	ws, err := be.LoadWeights(ctx, []*tensors.Tensor{tensorOf(t, r, "x", vocab, cols, tensors.F32, 0, 0), conformance.BlockMatrix(r, "w", 40, cols, dt)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Release()
+	p, err := be.Compile(g, ws, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Release()
+	ops, err := p.(gpu.Profiler).Profile(ctx, make([]int32, tokens), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, op := range ops {
+		out = append(out, op.Kernels...)
+	}
+	return out
 }
