@@ -15,8 +15,9 @@ import (
 )
 
 // unmergedLoRA checks the adapters against the weights and returns the
-// weights with the adapters' tensors added, and the pairs by projection.
-func unmergedLoRA(cfg *model.Config, ws []*tensors.Tensor, list []lora.Applied) ([]*tensors.Tensor, map[string][]arch.LoRAPair, error) {
+// weights with the adapters' tensors added (in the storage backend wants:
+// loraStorage), and the pairs by projection.
+func unmergedLoRA(cfg *model.Config, ws []*tensors.Tensor, list []lora.Applied, backend gpu.Backend) ([]*tensors.Tensor, map[string][]arch.LoRAPair, error) {
 	if len(list) == 0 {
 		return ws, nil, nil
 	}
@@ -24,11 +25,55 @@ func unmergedLoRA(cfg *model.Config, ws []*tensors.Tensor, list []lora.Applied) 
 	if err != nil {
 		return nil, nil, fmt.Errorf("pipeline: %w", err)
 	}
+	if ts, err = loraStorage(ts, pairs, ws, backend); err != nil {
+		return nil, nil, err
+	}
 	byWeight := map[string][]arch.LoRAPair{}
 	for _, p := range pairs {
 		byWeight[p.Target] = append(byWeight[p.Target], arch.LoRAPair{A: p.A, B: p.B, Rank: p.Rank})
 	}
 	return append(slices.Clip(ws), ts...), byWeight, nil
+}
+
+// loraStorage returns the f32 adapter matrices ts (lora.Unmerged's, of
+// pairs over the weights ws) as backend takes them: when it is a
+// gpu.LoRAHalf that asks for it, the A matrices ([rank, in]) of pairs
+// whose target weight is quantized (so its products already approximate)
+// become binary16; B matrices ([out, rank], read a row of rank values per
+// kernel call, where f16 saves less than it costs) and the pairs of f32
+// weights stay f32 (an f32 model stays exact).
+func loraStorage(ts []*tensors.Tensor, pairs []lora.UnmergedPair, ws []*tensors.Tensor, backend gpu.Backend) ([]*tensors.Tensor, error) {
+	q, ok := backend.(gpu.LoRAHalf)
+	if !ok || !q.HalfLoRA() {
+		return ts, nil
+	}
+	dtypes := make(map[string]tensors.DType, len(ws))
+	for _, w := range ws {
+		dtypes[w.Name] = w.DType
+	}
+	half := map[string]bool{}
+	for _, p := range pairs {
+		switch dtypes[p.Target] {
+		case tensors.F32, tensors.F16, tensors.BF16:
+		default:
+			half[p.A] = true
+		}
+	}
+	out := make([]*tensors.Tensor, len(ts))
+	for i, t := range ts {
+		out[i] = t
+		if !half[t.Name] || t.DType != tensors.F32 {
+			continue
+		}
+		vals, err := t.Float32()
+		if err != nil {
+			return nil, fmt.Errorf("pipeline: adapter matrix %s: %w", t.Name, err)
+		}
+		if out[i], err = tensors.FromF32(t.Name, t.Shape, vals, tensors.F16); err != nil {
+			return nil, fmt.Errorf("pipeline: adapter matrix %s: %w", t.Name, err)
+		}
+	}
+	return out, nil
 }
 
 // sharedWeights are weights several variants of a model run on: released
@@ -80,6 +125,9 @@ func FromCheckpointVariants(ctx context.Context, ck *model.Checkpoint, opts Opti
 	for i, set := range sets {
 		ts, ps, err := lora.Unmerged(ck.Config.Arch, ck.Tensors, set)
 		if err != nil {
+			return nil, fmt.Errorf("pipeline: adapter set %d: %w", i, err)
+		}
+		if ts, err = loraStorage(ts, ps, ck.Tensors, opts.Backend); err != nil {
 			return nil, fmt.Errorf("pipeline: adapter set %d: %w", i, err)
 		}
 		// Each set's tensors under its own names.

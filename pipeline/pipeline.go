@@ -341,7 +341,7 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 		m.weights, m.lora, m.shared = opts.shared.w, opts.shared.pairs, opts.shared
 		m.shared.hold()
 	} else {
-		if ws, m.lora, err = unmergedLoRA(cfg, ws, opts.LoRA); err != nil {
+		if ws, m.lora, err = unmergedLoRA(cfg, ws, opts.LoRA, m.backend); err != nil {
 			return nil, err
 		}
 		if m.weights, err = m.backend.LoadWeights(ctx, ws); err != nil {

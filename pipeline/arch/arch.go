@@ -157,7 +157,7 @@ type builder struct {
 
 	lora     map[string][]LoRAPair   // BuildOptions.LoRA
 	rowLoRA  []map[string][]LoRAPair // BuildOptions.RowLoRA
-	loraBufs map[[2]int]fusion.Buf   // A·x per (rows, rank)
+	loraBufs map[[3]int]fusion.Buf   // A·x per (rows, rank, index in a linears run)
 }
 
 // forward emits the whole step, reading like llama2.c's forward().
@@ -240,9 +240,9 @@ func (b *builder) layer(l int) {
 // attention emits the attention block of layer l on input h into b.proj.
 func (b *builder) attention(l int, h fusion.Buf) {
 	c, g := b.cfg, b.g
-	b.linear(b.q, h, model.Layer(l, model.WQ), model.Layer(l, model.BQ), c.QKVBias)
-	b.linear(b.k, h, model.Layer(l, model.WK), model.Layer(l, model.BK), c.QKVBias)
-	b.linear(b.v, h, model.Layer(l, model.WV), model.Layer(l, model.BV), c.QKVBias)
+	b.linears(h, c.QKVBias, proj{b.q, model.Layer(l, model.WQ), model.Layer(l, model.BQ)},
+		proj{b.k, model.Layer(l, model.WK), model.Layer(l, model.BK)},
+		proj{b.v, model.Layer(l, model.WV), model.Layer(l, model.BV)})
 	if c.QKNorm {
 		g.Add(&fusion.NormOp{Out: b.q, In: b.q, Norm: fusion.NormRMS, Weight: model.Layer(l, model.QNorm), Eps: c.NormEps, HeadDim: c.HeadDim})
 		g.Add(&fusion.NormOp{Out: b.k, In: b.k, Norm: fusion.NormRMS, Weight: model.Layer(l, model.KNorm), Eps: c.NormEps, HeadDim: c.HeadDim})
@@ -273,11 +273,12 @@ func (b *builder) feedForward(l int, h fusion.Buf) {
 			Experts: c.Experts, Used: c.ExpertsUsed, Hidden: c.ExpertHidden, Act: b.act, NormTopK: c.NormTopK})
 		return
 	}
-	b.linear(b.up, h, model.Layer(l, model.WUp), model.Layer(l, model.BUp), c.FFNBias)
+	up := proj{b.up, model.Layer(l, model.WUp), model.Layer(l, model.BUp)}
 	if c.GatedFFN {
-		b.linear(b.gate, h, model.Layer(l, model.WGate), "", false)
+		b.linears(h, c.FFNBias, up, proj{b.gate, model.Layer(l, model.WGate), ""})
 		g.Add(&fusion.GLUOp{Out: b.up, Gate: b.gate, Up: b.up, Act: b.act})
 	} else {
+		b.linears(h, c.FFNBias, up)
 		g.Add(&fusion.ActivationOp{Out: b.up, In: b.up, Act: b.act})
 	}
 	b.linear(b.ffn, b.up, model.Layer(l, model.WDown), model.Layer(l, model.BDown), c.FFNBias)
@@ -285,11 +286,29 @@ func (b *builder) feedForward(l int, h fusion.Buf) {
 
 // linear emits out = W·in (+ bias when hasBias).
 func (b *builder) linear(out, in fusion.Buf, w, bias string, hasBias bool) {
-	if !hasBias {
-		bias = ""
+	b.linears(in, hasBias, proj{out, w, bias})
+}
+
+// proj is one projection of linears: out = W·in + bias.
+type proj struct {
+	out     fusion.Buf
+	w, bias string
+}
+
+// linears emits the projections ps of one input (biases when hasBias):
+// their products first, then their adapters' updates (loraUpdates), so
+// that the products of a run, and the adapters' A products, stay
+// consecutive products of one input that fusion.Fuse can make one
+// MultiMatMul.
+func (b *builder) linears(in fusion.Buf, hasBias bool, ps ...proj) {
+	for _, p := range ps {
+		bias := p.bias
+		if !hasBias {
+			bias = ""
+		}
+		b.g.Add(&fusion.MatMulOp{Out: p.out, In: in, Projection: fusion.Projection{Weight: p.w, Bias: bias}})
 	}
-	b.g.Add(&fusion.MatMulOp{Out: out, In: in, Projection: fusion.Projection{Weight: w, Bias: bias}})
-	b.loraUpdates(out, in, w)
+	b.loraUpdates(in, ps)
 }
 
 // norm emits out = norm(in) with the config's norm kind; LayerNorm carries

@@ -16,33 +16,48 @@ type LoRAPair struct {
 	Rank int
 }
 
-// loraUpdates emits the unmerged adapter updates of projection w (out =
-// w·in was just emitted).
-func (b *builder) loraUpdates(out, in fusion.Buf, w string) {
-	for _, p := range b.lora[w] {
-		rows := b.g.Bufs[in].Rows
-		key := [2]int{rows, p.Rank}
-		t, ok := b.loraBufs[key]
-		if !ok {
-			if b.loraBufs == nil {
-				b.loraBufs = map[[2]int]fusion.Buf{}
+// loraUpdates emits the unmerged adapter updates of projections ps of
+// input in (their products were just emitted): every pair's t = A·in (each
+// into a buffer of its own), then every out += B·t in the same order, so
+// each output gets its pairs' updates in order, as one pair after another
+// would give them.
+func (b *builder) loraUpdates(in fusion.Buf, ps []proj) {
+	rows := b.g.Bufs[in].Rows
+	type update struct {
+		out, t fusion.Buf
+		b      string
+	}
+	var ups []update
+	for _, pr := range ps {
+		for _, p := range b.lora[pr.w] {
+			key := [3]int{rows, p.Rank, len(ups)}
+			t, ok := b.loraBufs[key]
+			if !ok {
+				if b.loraBufs == nil {
+					b.loraBufs = map[[3]int]fusion.Buf{}
+				}
+				t = b.g.NewBuf(fmt.Sprintf("lora_r%d_t%d_%d", p.Rank, rows, len(ups)), rows, p.Rank)
+				b.loraBufs[key] = t
 			}
-			t = b.g.NewBuf(fmt.Sprintf("lora_r%d_t%d", p.Rank, rows), rows, p.Rank)
-			b.loraBufs[key] = t
-		}
-		b.g.Add(&fusion.MatMulOp{Out: t, In: in, Projection: fusion.Projection{Weight: p.A}})
-		b.g.Add(&fusion.MatMulOp{Out: out, In: t, Projection: fusion.Projection{Weight: p.B}, Accumulate: true})
-	}
-	sets := make([][]fusion.LoRAWeights, len(b.rowLoRA))
-	any := false
-	for j, set := range b.rowLoRA {
-		for _, p := range set[w] {
-			sets[j] = append(sets[j], fusion.LoRAWeights{A: p.A, B: p.B, Rank: p.Rank})
-			any = true
+			b.g.Add(&fusion.MatMulOp{Out: t, In: in, Projection: fusion.Projection{Weight: p.A}})
+			ups = append(ups, update{pr.out, t, p.B})
 		}
 	}
-	if any {
-		b.g.Add(&fusion.RowLoRAOp{Out: out, In: in, Sets: sets})
+	for _, u := range ups {
+		b.g.Add(&fusion.MatMulOp{Out: u.out, In: u.t, Projection: fusion.Projection{Weight: u.b}, Accumulate: true})
+	}
+	for _, pr := range ps {
+		sets := make([][]fusion.LoRAWeights, len(b.rowLoRA))
+		any := false
+		for j, set := range b.rowLoRA {
+			for _, p := range set[pr.w] {
+				sets[j] = append(sets[j], fusion.LoRAWeights{A: p.A, B: p.B, Rank: p.Rank})
+				any = true
+			}
+		}
+		if any {
+			b.g.Add(&fusion.RowLoRAOp{Out: pr.out, In: in, Sets: sets})
+		}
 	}
 }
 

@@ -187,3 +187,9 @@ func (b *backend) NewKVCache(spec fusion.KVSpec) (gpu.KVCache, error) {
 	}
 	return c, nil
 }
+
+// HalfLoRA (gpu.LoRAHalf) is true in dynamic math: there the
+// matrices of the unmerged adapters of quantized weights are taken as
+// binary16 (half the bytes of f32; their products stay exact in f32 over
+// the f16 values).
+func (b *backend) HalfLoRA() bool { return b.math == MathDynamic }
