@@ -407,8 +407,10 @@ func weightBytes(ts []*tensors.Tensor) int64 {
 // caller asked for name: name, except that `auto` (or "") gives a mixture
 // of experts whose experts are in one of llama.cpp's block types
 // (tensors.DType.Block: Q4_K, ...) the CPU backend. The GPU's expert
-// kernels (shaders/wgsl/moe.wgsl) read f32, f16, bf16, int8 and int4
-// experts, so other MoE models go where auto sends dense ones.
+// kernels (shaders/wgsl/moe.wgsl) read those too (an explicit webgpu or
+// vulkan runs them), but only the op's conformance cases cover them, no
+// whole K-quant MoE model against llama.cpp yet; other MoE models go where
+// auto sends dense ones.
 func backendFor(name string, ts []*tensors.Tensor) string {
 	if name != "" && name != "auto" {
 		return name

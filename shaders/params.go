@@ -277,7 +277,7 @@ type MoEParams struct {
 	XF16     uint32 `wgsl:"x_f16"`     // 1: x is an f16 activation: packed binary16 pairs
 	OutF16   uint32 `wgsl:"out_f16"`   // 1: out is an f16 activation
 	Grouped  uint32 `wgsl:"grouped"`   // 1: the slots grouped by expert (prefill: each expert's rows read once per step)
-	Pad1     uint32 `wgsl:"pad1"`
+	QT       uint32 `wgsl:"qt"`        // a BlockType: the bound expert weights' llama.cpp block type (0: none, then WT and ST)
 	Pad2     uint32 `wgsl:"pad2"`
 }
 

@@ -29,7 +29,8 @@
 // The expert weights are 3-D tensors [experts, rows, in] uploaded as one
 // matrix of experts*rows rows (expert e's rows start at row e*rows), of any
 // type common.wgsl decodes (f32, f16, bf16, int8 and int4 with scales),
-// read element by element with word_of/decode as embed does: each family
+// read element by element with word_of/decode as embed does, or of one of
+// llama.cpp's block types (K-quants, Q4_1, Q5_0, Q5_1: mq_value): each family
 // module holds one decoding path per weight type only where a kernel is
 // bandwidth-bound on a dense matrix (matmul.wgsl); here the kernels read
 // used/experts of the expert bytes, and a plain family keeps the kernel set
@@ -60,7 +61,7 @@ struct MoEParams {
     x_f16: u32,     // 1: x is an f16 activation (packed halves)
     out_f16: u32,   // 1: out is an f16 activation (packed halves)
     grouped: u32,   // 1: the rows' slots grouped by expert (prefill), see above
-    pad1: u32,
+    qt: u32,        // block type (QT_*) of the bound expert weights, 0: none (then wt, st)
     pad2: u32,
 }
 
@@ -110,6 +111,231 @@ fn expert_at(second: bool, row: u32, c: u32, n: u32) -> f32 {
         v = v * decode_scale(sw, si, p.st);
     }
     return v;
+}
+
+// Block-type experts (p.qt != 0): the rows in llama.cpp's blocks, kept
+// bit for bit as GGUF stores them (tensors/blocks.go; expert e's row r
+// starts at block (e*rows + r) * n/block), each element dequantized with
+// the f32 operations of tensors.DecodeBlocks, as qblocks.wgsl's qvalue
+// does, so every weight equals the CPU reference's. Every word is read
+// through mq_word, bounds-checked against the bound array: the Vulkan
+// backend runs its SPIR-V without robust buffer access.
+
+// mq_word is word i of the first bound weight (w) or, with second, of
+// the second (w2); 0 past its end.
+fn mq_word(second: bool, i: u32) -> u32 {
+    var v = 0u;
+    if second {
+        if i < arrayLength(&w2) {
+            v = w2[i];
+        }
+    } else if i < arrayLength(&w) {
+        v = w[i];
+    }
+    return v;
+}
+
+fn mq_byte(second: bool, b: u32) -> u32 {
+    return (mq_word(second, b >> 2u) >> ((b & 3u) * 8u)) & 0xffu;
+}
+
+// mq_half is the f16 at byte b (even in every block layout).
+fn mq_half(second: bool, b: u32) -> f32 {
+    return unpack2x16float(mq_word(second, b >> 2u) >> ((b & 2u) * 8u)).x;
+}
+
+fn mq_len(qt: u32) -> u32 {
+    return select(QT_Q4_1_ELEMS, QT_Q4K_ELEMS, qt >= QT_Q4K);
+}
+
+fn mq_bytes(qt: u32) -> u32 {
+    var n = QT_Q6K_BYTES;
+    switch qt {
+        case QT_Q4_1: { n = QT_Q4_1_BYTES; }
+        case QT_Q5_0: { n = QT_Q5_0_BYTES; }
+        case QT_Q5_1: { n = QT_Q5_1_BYTES; }
+        case QT_Q4K: { n = QT_Q4K_BYTES; }
+        case QT_Q5K: { n = QT_Q5K_BYTES; }
+        case QT_Q2K: { n = QT_Q2K_BYTES; }
+        case QT_Q3K: { n = QT_Q3K_BYTES; }
+        default: {}
+    }
+    return n;
+}
+
+// mq_nibble is element i (< 32) of the 16 bytes of nibbles at byte q: the
+// low nibbles are elements 0..15, the high ones 16..31.
+fn mq_nibble(second: bool, q: u32, i: u32) -> u32 {
+    return (mq_byte(second, q + (i & 15u)) >> ((i >> 4u) * 4u)) & 15u;
+}
+
+// mq_scale_min is the 6-bit scale and min of sub-block j (< 8) of a Q4_K
+// or Q5_K block whose 12 bytes of scales start at byte s.
+fn mq_scale_min(second: bool, s: u32, j: u32) -> vec2<f32> {
+    if j < 4u {
+        return vec2<f32>(f32(mq_byte(second, s + j) & 63u), f32(mq_byte(second, s + j + 4u) & 63u));
+    }
+    let b = mq_byte(second, s + j + 4u);
+    return vec2<f32>(f32((b & 15u) | ((mq_byte(second, s + j - 4u) >> 6u) << 4u)),
+                     f32((b >> 4u) | ((mq_byte(second, s + j) >> 6u) << 4u)));
+}
+
+// mq_value is element i of the block of type qt at byte b.
+fn mq_value(second: bool, qt: u32, b: u32, i: u32) -> f32 {
+    var v = 0.0;
+    switch qt {
+        case QT_Q4_1: {
+            v = f32(mq_nibble(second, b + 4u, i)) * mq_half(second, b) + mq_half(second, b + 2u);
+        }
+        case QT_Q5_0: {
+            let hb = (mq_byte(second, b + 2u + (i >> 3u)) >> (i & 7u)) & 1u;
+            v = f32(i32(mq_nibble(second, b + 6u, i) | (hb << 4u)) - 16) * mq_half(second, b);
+        }
+        case QT_Q5_1: {
+            let hb = (mq_byte(second, b + 4u + (i >> 3u)) >> (i & 7u)) & 1u;
+            v = f32(mq_nibble(second, b + 8u, i) | (hb << 4u)) * mq_half(second, b) + mq_half(second, b + 2u);
+        }
+        case QT_Q4K, QT_Q5K: { // 8 sub-blocks of 32, each with a 6-bit scale and min
+            let j = i >> 5u;
+            let l = i & 31u;
+            let sm = mq_scale_min(second, b + 4u, j);
+            let qs = select(b + 16u, b + 48u, qt == QT_Q5K);
+            var q = (mq_byte(second, qs + 32u * (j >> 1u) + l) >> ((j & 1u) * 4u)) & 15u;
+            if qt == QT_Q5K {
+                q |= ((mq_byte(second, b + 16u + l) >> j) & 1u) << 4u;
+            }
+            let d1 = mq_half(second, b) * sm.x;
+            let m1 = mq_half(second, b + 2u) * sm.y;
+            v = d1 * f32(q) - m1;
+        }
+        case QT_Q2K, QT_Q3K: { // element l of sub-block 8h + 2j + u (16 each)
+            let h = i >> 7u;
+            let j = (i >> 5u) & 3u;
+            let u = (i >> 4u) & 1u;
+            let l = i & 15u;
+            let s = 8u * h + 2u * j + u;
+            if qt == QT_Q2K {
+                let q = (mq_byte(second, b + 16u + 32u * h + 16u * u + l) >> (2u * j)) & 3u;
+                let sc = mq_byte(second, b + s);
+                let dl = mq_half(second, b + 80u) * f32(sc & 15u);
+                let ml = mq_half(second, b + 82u) * f32(sc >> 4u);
+                v = dl * f32(q) - ml;
+            } else {
+                var q = i32((mq_byte(second, b + 32u + 32u * h + 16u * u + l) >> (2u * j)) & 3u);
+                if ((mq_byte(second, b + 16u * u + l) >> (4u * h + j)) & 1u) == 0u {
+                    q -= 4;
+                }
+                let lo = (mq_byte(second, b + 96u + (s & 7u)) >> (4u * (s >> 3u))) & 15u;
+                let hi = (mq_byte(second, b + 104u + (s & 3u)) >> (2u * (s >> 2u))) & 3u;
+                v = mq_half(second, b + 108u) * f32(i32(lo | (hi << 4u)) - 32) * f32(q);
+            }
+        }
+        default: { // Q6_K: 16 sub-blocks of 16 with signed 8-bit scales
+            let h = i >> 7u;
+            let k = (i >> 5u) & 3u;
+            let l = i & 31u;
+            let lo = (mq_byte(second, b + 64u * h + l + 32u * (k & 1u)) >> ((k >> 1u) * 4u)) & 15u;
+            let hi = (mq_byte(second, b + 128u + 32u * h + l) >> (2u * k)) & 3u;
+            let sc = f32(extractBits(bitcast<i32>(mq_byte(second, b + 192u + 8u * h + 2u * k + (l >> 4u))), 0u, 8u));
+            v = mq_half(second, b + 208u) * sc * f32(i32(lo | (hi << 4u)) - 32);
+        }
+    }
+    return v;
+}
+
+// mq_dot32 is the dot product of the 32 weights of sub-block j of the
+// block of type qt at byte b with x[xi ..]: each weight computed as
+// mq_value computes it, the block's constants read once.
+fn mq_dot32(second: bool, qt: u32, b: u32, j: u32, xi: u32) -> f32 {
+    var acc = 0.0;
+    switch qt {
+        case QT_Q4K, QT_Q5K: { // blocks of 144 and 176 bytes: whole words
+            let sm = mq_scale_min(second, b + 4u, j);
+            let d1 = mq_half(second, b) * sm.x;
+            let m1 = mq_half(second, b + 2u) * sm.y;
+            let qw = (select(b + 16u, b + 48u, qt == QT_Q5K) + 32u * (j >> 1u)) >> 2u;
+            let sh = vec4<u32>(0u, 8u, 16u, 24u) + vec4<u32>((j & 1u) * 4u);
+            let hsh = vec4<u32>(0u, 8u, 16u, 24u) + vec4<u32>(j);
+            for (var k = 0u; k < 8u; k++) {
+                var q = (vec4<u32>(mq_word(second, qw + k)) >> sh) & vec4<u32>(15u);
+                if qt == QT_Q5K {
+                    q |= ((vec4<u32>(mq_word(second, ((b + 16u) >> 2u) + k)) >> hsh) & vec4<u32>(1u)) << vec4<u32>(4u);
+                }
+                let v = d1 * vec4<f32>(q) - m1;
+                let i = xi + 4u * k;
+                acc += dot(v, vec4<f32>(x_at(i), x_at(i + 1u), x_at(i + 2u), x_at(i + 3u)));
+            }
+        }
+        case QT_Q6K: { // elements l of sub-block (h, k): two 16-element scales
+            let d = mq_half(second, b + 208u);
+            let h = j >> 2u;
+            let k = j & 3u;
+            for (var half = 0u; half < 2u; half++) {
+                let ds = d * f32(extractBits(bitcast<i32>(mq_byte(second, b + 192u + 8u * h + 2u * k + half)), 0u, 8u));
+                for (var l = 16u * half; l < 16u * half + 16u; l++) {
+                    let lo = (mq_byte(second, b + 64u * h + l + 32u * (k & 1u)) >> ((k >> 1u) * 4u)) & 15u;
+                    let hi = (mq_byte(second, b + 128u + 32u * h + l) >> (2u * k)) & 3u;
+                    acc += ds * f32(i32(lo | (hi << 4u)) - 32) * x_at(xi + l);
+                }
+            }
+        }
+        case QT_Q2K, QT_Q3K: {
+            for (var i = 0u; i < 32u; i++) {
+                acc += mq_value(second, qt, b, 32u * j + i) * x_at(xi + i);
+            }
+        }
+        default: { // Q4_1, Q5_0, Q5_1: one block of 32
+            let d = mq_half(second, b);
+            var m = 0.0;
+            var qh = 0u;
+            var qs = b + 4u;
+            if qt == QT_Q5_0 {
+                for (var i = 0u; i < 4u; i++) {
+                    qh |= mq_byte(second, b + 2u + i) << (8u * i);
+                }
+                qs = b + 6u;
+            } else if qt == QT_Q5_1 {
+                m = mq_half(second, b + 2u);
+                qh = mq_word(second, (b + 4u) >> 2u); // 24-byte blocks: b + 4 is a word
+                qs = b + 8u;
+            } else {
+                m = mq_half(second, b + 2u);
+            }
+            for (var l = 0u; l < 16u; l++) {
+                let c = mq_byte(second, qs + l);
+                var lo = c & 15u;
+                var hi = c >> 4u;
+                if qt == QT_Q5_0 {
+                    lo |= ((qh >> l) & 1u) << 4u;
+                    hi |= ((qh >> (l + 16u)) & 1u) << 4u;
+                    acc += f32(i32(lo) - 16) * d * x_at(xi + l) + f32(i32(hi) - 16) * d * x_at(xi + l + 16u);
+                } else {
+                    if qt == QT_Q5_1 {
+                        lo |= ((qh >> l) & 1u) << 4u;
+                        hi |= ((qh >> (l + 16u)) & 1u) << 4u;
+                    }
+                    acc += (f32(lo) * d + m) * x_at(xi + l) + (f32(hi) * d + m) * x_at(xi + l + 16u);
+                }
+            }
+        }
+    }
+    return acc;
+}
+
+// mq_row_dot is this invocation's part of W[row]·x[xi ..] for a
+// block-type expert matrix of n columns: the 32-element sub-blocks
+// l, l + WG, ... (the workgroup's sum is the row's dot product).
+fn mq_row_dot(second: bool, row: u32, n: u32, xi: u32, l: u32) -> f32 {
+    let bl = mq_len(p.qt);
+    let bb = mq_bytes(p.qt);
+    let nb = n / bl;
+    let per = bl / 32u;
+    var acc = 0.0;
+    for (var sb = l; sb < n / 32u; sb += WG) {
+        let blk = sb / per;
+        acc += mq_dot32(second, p.qt, (row * nb + blk) * bb, sb % per, xi + 32u * sb);
+    }
+    return acc;
 }
 
 // chosen reports whether expert e is among the first k selected of row t.
@@ -277,10 +503,15 @@ fn moe_glu(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
         let row = route[slot * 2u] * p.hidden + r;
         var g = 0.0;
         var u = 0.0;
-        for (var c = l; c < p.cols; c += WG) {
-            let xv = x_at(t * p.cols + c);
-            g += expert_at(false, row, c, p.cols) * xv;
-            u += expert_at(true, row, c, p.cols) * xv;
+        if p.qt != 0u {
+            g = mq_row_dot(false, row, p.cols, t * p.cols, l);
+            u = mq_row_dot(true, row, p.cols, t * p.cols, l);
+        } else {
+            for (var c = l; c < p.cols; c += WG) {
+                let xv = x_at(t * p.cols + c);
+                g += expert_at(false, row, c, p.cols) * xv;
+                u += expert_at(true, row, c, p.cols) * xv;
+            }
         }
         reduce2(l, g, u);
         if l == 0u {
@@ -332,8 +563,12 @@ fn moe_down(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id)
 fn down_dot(l: u32, slot: u32, j: u32) -> f32 {
     let row = route[slot * 2u] * p.cols + j;
     var d = 0.0;
-    for (var c = l; c < p.hidden; c += WG) {
-        d += expert_at(false, row, c, p.hidden) * x_at(slot * p.hidden + c);
+    if p.qt != 0u {
+        d = mq_row_dot(false, row, p.hidden, slot * p.hidden, l);
+    } else {
+        for (var c = l; c < p.hidden; c += WG) {
+            d += expert_at(false, row, c, p.hidden) * x_at(slot * p.hidden + c);
+        }
     }
     reduce2(l, d, 0.0);
     return red[0];

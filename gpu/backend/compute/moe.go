@@ -34,12 +34,10 @@ func (pl *planner) grow(buf *gpu.Buffer, have *int64, size int64) (gpu.Binding, 
 
 // expertWeight returns a stacked expert weight the moe kernels read: one
 // binding (its rows are addressed as expert*rows + row, so it may not be
-// split over bindings) of a type common.wgsl decodes.
+// split over bindings) of a type common.wgsl decodes or of a llama.cpp
+// block type (moe.wgsl's mq_value).
 func (pl *planner) expertWeight(name string) (*weight, error) {
 	w := pl.ws.byName[name]
-	if w.qt != shaders.BlockNone {
-		return nil, fmt.Errorf("moe expert weight %q of a llama.cpp block type: %w", name, gpu.ErrUnsupported)
-	}
 	if len(w.chunks) != 1 {
 		return nil, fmt.Errorf("moe expert weight %q over the binding limit (%d chunks): %w", name, len(w.chunks), gpu.ErrUnsupported)
 	}
@@ -48,7 +46,7 @@ func (pl *planner) expertWeight(name string) (*weight, error) {
 
 // moeParams fills the weight fields of the moe kernels' parameters.
 func moeParams(p shaders.MoEParams, w *weight) shaders.MoEParams {
-	p.WT, p.ST = uint32(w.wt), uint32(w.st)
+	p.WT, p.ST, p.QT = uint32(w.wt), uint32(w.st), uint32(w.qt)
 	if w.quant {
 		p.Block, p.NBlocks = u(w.block), u(w.nblk)
 	}

@@ -20,7 +20,8 @@ var moeTol = Tolerance{Abs: 5e-5, Rel: 5e-5}
 // GPU's expert kernels read (f32, f16, bf16, int8 and int4 with f16 block
 // scales), several top-k counts (1, 2, 3 of 4 or 8 experts, and all 8),
 // renormalization on and off, SiLU and GELU-tanh, decode (1 row) and
-// prefill (5 and 40 rows) steps.
+// prefill (5 and 40 rows) steps; and llama.cpp's block types (K-quants,
+// Q4_1, Q5_0, Q5_1) kept in their blocks.
 func MoECases() []Case {
 	type route struct {
 		experts, used int
@@ -43,20 +44,53 @@ func MoECases() []Case {
 			}
 			cs = append(cs, Case{
 				Name:  fmt.Sprintf("moe/%s_e%d_k%d_norm%v_%s_t%d", wt, rt.experts, rt.used, rt.norm, rt.act, tokens),
-				Build: moeBuild(wt, rt.experts, rt.used, rt.norm, rt.act, tokens, uint64(10*i+j)),
+				Build: moeBuild(wt, rt.experts, rt.used, rt.norm, rt.act, tokens, uint64(10*i+j), 64, 40),
 				Steps: []Step{{seq(tokens), 0}, {seq(1), 0}},
 				Tol:   tol,
 			})
 		}
 	}
+	// llama.cpp's block types (BlockTypes), experts 256 wide and of 256
+	// units (one K-quant block per row of gate, up and down), each type
+	// with a route and a step size in turn: 1 row runs the per-slot
+	// kernels, 5 and 40 rows the grouped ones (and each case's second
+	// step, of 1 row, the per-slot ones).
+	// Prefill steps stay at 5 rows: see moeBlockTokens.
+	for i, dt := range BlockTypes {
+		rt := routes[i%len(routes)]
+		tokens := moeBlockTokens[i%len(moeBlockTokens)]
+		tol := moeBlockTol
+		if rt.act == "gelu_tanh" {
+			tol.Rel = 1e-3 // its input rounded to binary16, as above
+		}
+		cs = append(cs, Case{
+			Name:  fmt.Sprintf("moe/%s_e%d_k%d_norm%v_%s_t%d", dt, rt.experts, rt.used, rt.norm, rt.act, tokens),
+			Build: moeBuild(weightType{dt, 0, 0}, rt.experts, rt.used, rt.norm, rt.act, tokens, uint64(100+i), 256, 256),
+			Steps: []Step{{seq(tokens), 0}, {seq(1), 0}},
+			Tol:   tol,
+		})
+	}
 	return cs
 }
 
-// moeBuild makes a graph of one MoE op over embedded rows (64 wide, 40
-// hidden units per expert) with random weights of type wt.
-func moeBuild(wt weightType, experts, used int, norm bool, act string, tokens int, seed uint64) func() (*fusion.Graph, []*tensors.Tensor) {
+// moeBlockTokens are the block cases' first steps: decode (per-slot
+// kernels) and a 5-row prefill (grouped). Not 40 rows: with experts 256
+// wide and 256 units, a 40-row grouped step of 3 of 8 experts makes the
+// process segfault inside lavapipe under WebGPU, with f32 experts and the
+// kernels before the block types alike (raw Vulkan runs it); the dense
+// cases cover 40-row grouped steps at 64 x 40.
+var moeBlockTokens = []int{1, 5}
+
+// moeBlockTol: block-type weights are dequantized bit for bit, but their
+// rows are 256 long (sums of 256 products in another order than the
+// CPU's) and reach about 1 in magnitude.
+var moeBlockTol = Tolerance{Abs: 1e-4, Rel: 1e-4}
+
+// moeBuild makes a graph of one MoE op over embedded rows (dim wide,
+// hidden units per expert) with random weights of type wt (a llama.cpp
+// block type: BlockMatrix's values).
+func moeBuild(wt weightType, experts, used int, norm bool, act string, tokens int, seed uint64, dim, hidden int) func() (*fusion.Graph, []*tensors.Tensor) {
 	return func() (*fusion.Graph, []*tensors.Tensor) {
-		const dim, hidden = 64, 40
 		r := rand.New(rand.NewPCG(17, seed))
 		g := &fusion.Graph{Tokens: tokens}
 		x := input(g, "x", dim)
@@ -64,6 +98,11 @@ func moeBuild(wt weightType, experts, used int, norm bool, act string, tokens in
 			Experts: experts, Used: used, Hidden: hidden, Act: mustParse(fusion.ParseAct(act)), NormTopK: norm})
 		stack := func(name string, rows, cols int) *tensors.Tensor {
 			shape := []int{experts, rows, cols}
+			if wt.dt.Block() {
+				t := BlockMatrix(r, name, experts*rows, cols, wt.dt)
+				t.Shape = shape
+				return t
+			}
 			vals := uniform(r, experts*rows*cols, 0.5)
 			if wt.dt.Quantized() {
 				return mustTensor(tensors.Quantize(name, shape, vals, wt.dt, wt.block, wt.scale))
@@ -78,7 +117,7 @@ func moeBuild(wt weightType, experts, used int, norm bool, act string, tokens in
 // MoEGraph is a MoE case's graph (f32 weights, top-2 of 4 experts,
 // renormalized) for the given rows, and its weights.
 func MoEGraph(tokens int) (*fusion.Graph, []*tensors.Tensor) {
-	return moeBuild(weightType{tensors.F32, 0, 0}, 4, 2, true, "silu", tokens, 0)()
+	return moeBuild(weightType{tensors.F32, 0, 0}, 4, 2, true, "silu", tokens, 0, 64, 40)()
 }
 
 // Worst runs case c on gpu/backend/cpu and, with its graph edited by edit
