@@ -182,6 +182,10 @@ func (m *matrix) packK() error {
 	if err := simd.PackK(m.kq, m.kgemm, m.blk, m.rows, m.cols); err != nil {
 		return fmt.Errorf("packing for the GEMM: %w", err)
 	}
+	// Prefill and decode read the packed copy from now on: let the
+	// stored rows leave memory (only embedding lookups and fallback paths
+	// read them again), so the weights are not resident twice.
+	pageOut(m.blk)
 	return nil
 }
 
