@@ -114,3 +114,53 @@ func dynamicProduct(t *testing.T, tokens, rows, cols int, ws []*tensors.Tensor, 
 	}
 	return &harness{be: be, prog: p}
 }
+
+// TestPackedDecodeMatchesRowKernels: in dynamic math a decode product of
+// int8 and int4 weights with binary16 scales per 32 (the SIMD row kernels,
+// whether or not the weights were also repacked for the prefill GEMM)
+// gives each row the value of the pure-Go row kernel (DotQ8 / DotQ4) on
+// the stored weights and the token's int8 activations, within rounding,
+// for a row count that fills no packed group and one or two threads.
+func TestPackedDecodeMatchesRowKernels(t *testing.T) {
+	const rows, cols = 37, 96
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, wt := range []weightType{{"int8-block32", tensors.I8, 32}, {"int4-block32", tensors.I4, 32}} {
+		w := storeAs(t, "w", rows, cols, wt, rng)
+		ws := make([]uint16, len(w.Scales.Data)/2)
+		for i := range ws {
+			ws[i] = uint16(w.Scales.Data[2*i]) | uint16(w.Scales.Data[2*i+1])<<8
+		}
+		const n = 3
+		xv := randVals(rng, n*cols, 1)
+		x := f32Tensor(t, "x", []int{n, cols}, xv)
+		nb := cols / simd.QBlock
+		for _, threads := range []int{1, 2} {
+			t.Run(fmt.Sprintf("%s/threads=%d", wt.name, threads), func(t *testing.T) {
+				decode := dynamicProduct(t, 1, rows, cols, []*tensors.Tensor{w, x}, threads)
+				for tok := range n {
+					q, d := make([]int8, cols), make([]float32, nb)
+					simd.QuantizeQ8(q, d, xv[tok*cols:(tok+1)*cols], wt.dtype == tensors.I4)
+					want := make([]float64, rows)
+					for r := range rows {
+						s := ws[r*nb : (r+1)*nb]
+						if wt.dtype == tensors.I4 {
+							want[r] = float64(simd.Generic.DotQ4(w.Data[r*cols/2:(r+1)*cols/2], s, 1, q, d))
+						} else {
+							wr := w.Data[r*cols : (r+1)*cols]
+							want[r] = float64(simd.Generic.DotQ8(unsafeInt8(wr), s, 1, q, d))
+						}
+					}
+					assertClose(t, fmt.Sprintf("token %d", tok), decode.run(t, []int32{int32(tok)}, 0), want, 1e-5)
+				}
+			})
+		}
+	}
+}
+
+func unsafeInt8(b []byte) []int8 {
+	out := make([]int8, len(b))
+	for i, v := range b {
+		out[i] = int8(v)
+	}
+	return out
+}
