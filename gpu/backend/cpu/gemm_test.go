@@ -116,9 +116,9 @@ func dynamicProduct(t *testing.T, tokens, rows, cols int, ws []*tensors.Tensor, 
 }
 
 // TestPackedDecodeMatchesRowKernels: in dynamic math a decode product of
-// int8 and int4 weights with binary16 scales per 32 (the SIMD row kernels,
-// whether or not the weights were also repacked for the prefill GEMM)
-// gives each row the value of the pure-Go row kernel (DotQ8 / DotQ4) on
+// int8 and int4 weights with binary16 scales per 32 (int4: the one-token
+// GEMM over the packed copy where the CPU has it, a partial last group
+// included; int8: the SIMD row kernels) gives each row the value of the pure-Go row kernel (DotQ8 / DotQ4) on
 // the stored weights and the token's int8 activations, within rounding,
 // for a row count that fills no packed group and one or two threads.
 func TestPackedDecodeMatchesRowKernels(t *testing.T) {

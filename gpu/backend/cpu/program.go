@@ -62,6 +62,7 @@ type scratch struct {
 	rg, ru            [rowRun]float32            // a run of decode rows' products (gate, up)
 	tg, tu            [tokTile * rowTile]float32 // a prefill tile's products (gate, up)
 	g2                [8]float32                 // two rows' products with four tokens
+	gr                [simd.GemmRows]float32     // a packed group's products (gemmRows)
 }
 
 // qbuf holds a step's input quantized by simd.QuantizeQ8 or QuantizeQ8K
