@@ -53,17 +53,6 @@ func gemm(kind string, tokens, blockBytes, shift int, blocks func(w Register, ma
 	s3, ds3 := GP64(), GP64()
 	LEAQ(Mem{Base: s, Index: s, Scale: 2}, s3)
 	LEAQ(Mem{Base: ds, Index: ds, Scale: 2}, ds3)
-	at := func(base, str, str3 Register, t, disp int) Mem {
-		switch t {
-		case 0:
-			return Mem{Base: base, Disp: disp}
-		case 1:
-			return Mem{Base: base, Index: str, Scale: 1, Disp: disp}
-		case 2:
-			return Mem{Base: base, Index: str, Scale: 2, Disp: disp}
-		}
-		return Mem{Base: base, Index: str3, Scale: 1, Disp: disp}
-	}
 	var mask VecVirtual
 	if kind == "Q4" {
 		mask = YMM()
@@ -78,12 +67,12 @@ func gemm(kind string, tokens, blockBytes, shift int, blocks func(w Register, ma
 	TESTQ(nb, nb)
 	JZ(LabelRef(name + "done"))
 	for t := range tokens {
-		VPBROADCASTD(at(xs, ds, ds3, t, 0), acci[t])
+		VPBROADCASTD(tokMem(xs, ds, ds3, t, 0), acci[t])
 		VPSLLD(Imm(uint64(shift)), acci[t], acci[t])
 	}
 	blocks(w, mask, func(wv VecVirtual, xoff int) {
 		for t := range tokens {
-			VPDPBUSD_BCST(at(x, s, s3, t, xoff), wv, acci[t])
+			VPDPBUSD_BCST(tokMem(x, s, s3, t, xoff), wv, acci[t])
 		}
 	})
 	dw := YMM()
@@ -91,7 +80,7 @@ func gemm(kind string, tokens, blockBytes, shift int, blocks func(w Register, ma
 	for t := range tokens {
 		sc := YMM()
 		VCVTDQ2PS(acci[t], acci[t])
-		VBROADCASTSS(at(xd, ds, ds3, t, 0), sc)
+		VBROADCASTSS(tokMem(xd, ds, ds3, t, 0), sc)
 		VMULPS(dw, sc, sc)
 		VFMADD231PS(acci[t], sc, accf[t])
 	}
@@ -107,7 +96,7 @@ func gemm(kind string, tokens, blockBytes, shift int, blocks func(w Register, ma
 	os3 := GP64()
 	LEAQ(Mem{Base: os, Index: os, Scale: 2}, os3)
 	for t := range tokens {
-		VMOVUPS(accf[t], at(out, os, os3, t, 0))
+		VMOVUPS(accf[t], tokMem(out, os, os3, t, 0))
 	}
 	VZEROUPPER()
 	RET()

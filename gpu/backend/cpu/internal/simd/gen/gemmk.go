@@ -122,6 +122,29 @@ func kgemmEnd(name string, a kgemmArgs, blockBytes int, accf []VecVirtual) {
 	RET()
 }
 
+// kgemmEndScaleMin ends a block of a type with scales and mins (Q4_K,
+// Q5_K, Q2_K): per token, accf += dx·d·sumi - dx·dmin·summ, with d and dmin
+// the group's eight rows' f32 values at offsets dOff and minOff, then
+// kgemmEnd.
+func kgemmEndScaleMin(name string, a kgemmArgs, bytes, tokens, dOff, minOff int, sumi, summ, accf []VecVirtual) {
+	dw, dm := YMM(), YMM()
+	VMOVUPS(Mem{Base: a.w, Disp: dOff}, dw)
+	VMOVUPS(Mem{Base: a.w, Disp: minOff}, dm)
+	for t := range tokens {
+		dx, d, dmin := YMM(), YMM(), YMM()
+		VBROADCASTSS(a.xdm(t), dx)
+		VMULPS(dx, dw, d)
+		VMULPS(dx, dm, dmin)
+		VCVTDQ2PS(sumi[t], sumi[t])
+		VCVTDQ2PS(summ[t], summ[t])
+		VMULPS(sumi[t], d, d)
+		VMULPS(summ[t], dmin, dmin)
+		VSUBPS(dmin, d, d)
+		VADDPS(d, accf[t], accf[t])
+	}
+	kgemmEnd(name, a, bytes, accf)
+}
+
 // shiftTo4 moves bit b of every byte of v to bit 4 (other bits left as
 // they come).
 func shiftTo4(v VecVirtual, b int) {
@@ -198,22 +221,7 @@ func gemmQ45K(q5 bool, tokens int) {
 			}
 		}
 	}
-	dw, dm := YMM(), YMM()
-	VMOVUPS(Mem{Base: a.w, Disp: kq4D}, dw)
-	VMOVUPS(Mem{Base: a.w, Disp: kq4Min}, dm)
-	for t := range tokens {
-		dx, d, dmin := YMM(), YMM(), YMM()
-		VBROADCASTSS(a.xdm(t), dx)
-		VMULPS(dx, dw, d)
-		VMULPS(dx, dm, dmin)
-		VCVTDQ2PS(sumi[t], sumi[t])
-		VCVTDQ2PS(summ[t], summ[t])
-		VMULPS(sumi[t], d, d)
-		VMULPS(summ[t], dmin, dmin)
-		VSUBPS(dmin, d, d)
-		VADDPS(d, accf[t], accf[t])
-	}
-	kgemmEnd(name, a, bytes, accf)
+	kgemmEndScaleMin(name, a, bytes, tokens, kq4D, kq4Min, sumi, summ, accf)
 }
 
 // gemmQ6K writes gemmQ6KT<tokens>VNNI: values unsigned (0..63), the offset
@@ -406,20 +414,5 @@ func gemmQ23K(q3 bool, tokens int) {
 		kgemmEnd(name, a, bytes, accf)
 		return
 	}
-	dw, dm := YMM(), YMM()
-	VMOVUPS(Mem{Base: a.w, Disp: kq2D}, dw)
-	VMOVUPS(Mem{Base: a.w, Disp: kq2Min}, dm)
-	for t := range tokens {
-		dx, d, dmin := YMM(), YMM(), YMM()
-		VBROADCASTSS(a.xdm(t), dx)
-		VMULPS(dx, dw, d)
-		VMULPS(dx, dm, dmin)
-		VCVTDQ2PS(sumi[t], sumi[t])
-		VCVTDQ2PS(other[t], other[t])
-		VMULPS(sumi[t], d, d)
-		VMULPS(other[t], dmin, dmin)
-		VSUBPS(dmin, d, d)
-		VADDPS(d, accf[t], accf[t])
-	}
-	kgemmEnd(name, a, bytes, accf)
+	kgemmEndScaleMin(name, a, bytes, tokens, kq2D, kq2Min, sumi, other, accf)
 }

@@ -212,23 +212,7 @@ func dotQ6Kx4() {
 		sc8 := YMM()
 		VPERMQ(Imm([]uint64{0x44, 0xee}[h]), sc16, sc8)
 		for k := range 4 {
-			q, hb := YMM(), YMM()
-			VMOVDQU(Mem{Base: w, Disp: 64*h + 32*(k&1)}, q)
-			if k >= 2 {
-				VPSRLW(Imm(4), q, q)
-			}
-			VPAND(mask, q, q)
-			VMOVDQU(Mem{Base: w, Disp: 128 + 32*h}, hb)
-			switch k {
-			case 0:
-				VPSLLW(Imm(4), hb, hb)
-			case 1:
-				VPSLLW(Imm(2), hb, hb)
-			case 3:
-				VPSRLW(Imm(2), hb, hb)
-			}
-			VPAND(m30, hb, hb)
-			VPOR(hb, q, q)
+			q := q6kQuants(Mem{Base: w, Disp: 64*h + 32*(k&1)}, Mem{Base: w, Disp: 128 + 32*h}, k, mask, m30)
 			sc := YMM()
 			VPSHUFB(kPairMask(k), sc8, sc)
 			for t := range 4 {
@@ -700,6 +684,30 @@ func dotQ3K(rows bool) {
 // and every lane's float operations are kEpilogue's, so each result has
 // the bits of the one-row kernel.
 
+// q6kQuants loads 32 6-bit Q6_K values of quarter k of a half block: the
+// low four bits from the nibbles at low (high nibbles for k >= 2), the top
+// two from bit pair k of the bytes at high (m30 keeps bits 4-5).
+func q6kQuants(low, high Mem, k int, mask, m30 VecVirtual) VecVirtual {
+	q, hb := YMM(), YMM()
+	VMOVDQU(low, q)
+	if k >= 2 {
+		VPSRLW(Imm(4), q, q)
+	}
+	VPAND(mask, q, q)
+	VMOVDQU(high, hb)
+	switch k {
+	case 0:
+		VPSLLW(Imm(4), hb, hb)
+	case 1:
+		VPSLLW(Imm(2), hb, hb)
+	case 3:
+		VPSRLW(Imm(2), hb, hb)
+	}
+	VPAND(m30, hb, hb)
+	VPOR(hb, q, q)
+	return q
+}
+
 // k4 holds a four-row kernel's addressing: w the current block of row 0,
 // rows r at w + r*rb (rb, 2*rb, rb3 = 3*rb).
 type k4 struct {
@@ -941,23 +949,7 @@ func dotQ6KRows4() {
 				sc8 := YMM()
 				VPERMQ(Imm([]uint64{0x44, 0xee}[h]), sc16, sc8)
 				for k := range 4 {
-					q, hb := YMM(), YMM()
-					VMOVDQU(a.row(r, 64*h+32*(k&1)), q)
-					if k >= 2 {
-						VPSRLW(Imm(4), q, q)
-					}
-					VPAND(mask, q, q)
-					VMOVDQU(a.row(r, 128+32*h), hb)
-					switch k {
-					case 0:
-						VPSLLW(Imm(4), hb, hb)
-					case 1:
-						VPSLLW(Imm(2), hb, hb)
-					case 3:
-						VPSRLW(Imm(2), hb, hb)
-					}
-					VPAND(m30, hb, hb)
-					VPOR(hb, q, q)
+					q := q6kQuants(a.row(r, 64*h+32*(k&1)), a.row(r, 128+32*h), k, mask, m30)
 					sc := YMM()
 					VPSHUFB(kPairMask(k), sc8, sc)
 					VPMADDUBSW(Mem{Base: x, Disp: 128*h + 32*k}, q, q)
