@@ -1,13 +1,10 @@
 package main
 
 import (
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/gpurun/gpurun/cmd/gpurun/internal/benchreport"
 	"github.com/gpurun/gpurun/internal/ci"
 	"github.com/gpurun/gpurun/internal/gputest"
 )
@@ -29,27 +26,7 @@ func TestBenchReportQuick(t *testing.T) {
 	if _, err := exec.LookPath("chromium"); err != nil {
 		ci.Missing(t, "scripts/bench-report draws report.png with chromium: %v", err)
 	}
-	out := t.TempDir()
-	cmd := exec.Command(filepath.Join("..", "..", "scripts", "bench-report"), "--quick", "--out", out)
-	cmd.Env = os.Environ()
-	log, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("bench-report: %v\n%s", err, log)
-	}
-	for _, name := range []string{"report.json", "report.md", "report.html", "report.png"} {
-		if st, err := os.Stat(filepath.Join(out, name)); err != nil || st.Size() == 0 {
-			t.Errorf("%s: %v (size %v)", name, err, st)
-		}
-	}
-	f, err := os.Open(filepath.Join(out, "report.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rep, err := benchreport.ReadJSON(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep, _, _ := runScript(t, "bench-report", []string{"--quick"}, "report.json", "report.md", "report.html", "report.png")
 	if rep.Incomplete {
 		t.Errorf("report incomplete")
 	}

@@ -26,29 +26,10 @@ func TestGPUCheckQuick(t *testing.T) {
 	if _, err := exec.LookPath("bash"); err != nil {
 		t.Fatalf("scripts/gpu-check needs bash: %v", err)
 	}
-	out := t.TempDir()
-	cmd := exec.Command(filepath.Join("..", "..", "scripts", "gpu-check"), "--quick", "--device", "llvmpipe", "--out", out)
 	// The script selects the device and skips the reruns itself.
-	cmd.Env = os.Environ()
-	log, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("gpu-check: %v\n%s", err, log)
-	}
+	rep, out, log := runScript(t, "gpu-check", []string{"--quick", "--device", "llvmpipe"},
+		"report.json", "report.md", "report.html", "devices.txt", "tests.log")
 	t.Logf("%s", stageLines(log))
-	for _, name := range []string{"report.json", "report.md", "report.html", "devices.txt", "tests.log"} {
-		if st, err := os.Stat(filepath.Join(out, name)); err != nil || st.Size() == 0 {
-			t.Errorf("%s: %v (size %v)", name, err, st)
-		}
-	}
-	f, err := os.Open(filepath.Join(out, "report.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rep, err := benchreport.ReadJSON(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if rep.Incomplete || len(rep.Results) == 0 {
 		t.Fatalf("report incomplete or empty: %d results", len(rep.Results))
 	}
@@ -75,4 +56,34 @@ func stageLines(log []byte) string {
 		}
 	}
 	return strings.Join(keep, "\n")
+}
+
+// runScript runs scripts/NAME with args and --out DIR (a new temporary
+// directory), fails the test if it fails or leaves any of files missing or
+// empty in DIR, and returns the bench report it wrote (DIR/report.json),
+// DIR and its output.
+func runScript(t *testing.T, name string, args []string, files ...string) (*benchreport.Report, string, []byte) {
+	t.Helper()
+	out := t.TempDir()
+	cmd := exec.Command(filepath.Join("..", "..", "scripts", name), append(args, "--out", out)...)
+	cmd.Env = os.Environ()
+	log, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", name, err, log)
+	}
+	for _, f := range files {
+		if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v (size %v)", f, err, st)
+		}
+	}
+	f, err := os.Open(filepath.Join(out, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rep, err := benchreport.ReadJSON(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep, out, log
 }
