@@ -10,6 +10,7 @@ import (
 	"github.com/gpurun/gpurun/gpu/backend/cpu"
 	"github.com/gpurun/gpurun/gpu/backend/cpu/internal/simd"
 	"github.com/gpurun/gpurun/tensors"
+	"github.com/gpurun/gpurun/tensors/model"
 )
 
 // TestPrefillGEMMMatchesDecode: in dynamic math a prefill product of int8
@@ -163,4 +164,57 @@ func unsafeInt8(b []byte) []int8 {
 		out[i] = int8(v)
 	}
 	return out
+}
+
+// TestMixedLayoutStep: in one decode step whose input first meets an int8
+// matrix with one scale per row (row kernels, natural order, no block
+// sums) and then an int4 matrix repacked for the GEMM (natural order, block
+// sums), the second product still gets its block sums: each output equals
+// its matrix's product alone.
+func TestMixedLayoutStep(t *testing.T) {
+	const rows, cols, n = 37, 96, 3
+	rng := rand.New(rand.NewPCG(9, 10))
+	w8 := storeAs(t, "w8", rows, cols, weightType{"int8-row", tensors.I8, cols}, rng)
+	w4 := storeAs(t, "w4", rows, cols, weightType{"int4-block32", tensors.I4, 32}, rng)
+	x := f32Tensor(t, "x", []int{n, cols}, randVals(rng, n*cols, 1))
+	g := &fusion.Graph{Tokens: 1}
+	xb := g.NewBuf("x", 1, cols)
+	y8, y4 := g.NewBuf("y8", 1, rows), g.NewBuf("y4", 1, rows)
+	g.Add(&fusion.EmbedOp{Out: xb, Weight: "x"})
+	g.Add(&fusion.MultiMatMulOp{In: xb, Outs: []fusion.Product{
+		{Out: y8, Projection: fusion.Projection{Weight: "w8"}},
+		{Out: y4, Projection: fusion.Projection{Weight: "w4"}},
+	}})
+	g.Logits = y4
+	be := cpu.New(cpu.Options{Threads: 1, Math: cpu.MathDynamic})
+	t.Cleanup(func() { be.Close() })
+	ws, err := be.LoadWeights(context.Background(), []*tensors.Tensor{w8, w4, x})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := be.Compile(g, ws, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mixed := &harness{be: be, prog: p}
+	alone := dynamicProduct(t, 1, rows, cols, []*tensors.Tensor{renamed(w4, "w"), x}, 1)
+	for tok := range n {
+		want := alone.run(t, []int32{int32(tok)}, 0)
+		w64 := make([]float64, rows)
+		for i, v := range want {
+			w64[i] = float64(v)
+		}
+		assertClose(t, fmt.Sprintf("token %d", tok), mixed.run(t, []int32{int32(tok)}, 0), w64, 0)
+	}
+}
+
+func renamed(t *tensors.Tensor, name string) *tensors.Tensor {
+	c := *t
+	c.Name = name
+	if t.Scales != nil {
+		s := *t.Scales
+		s.Name = model.ScaleName(name)
+		c.Scales = &s
+	}
+	return &c
 }

@@ -724,13 +724,20 @@ func (p *program) quantize(m *mmTask, in []float32, cols, n int) {
 		qb.step = p.stepID
 		qt := &p.qt
 		*qt = quantTask{in: in, cols: cols, q: qb.q[:n*cols], d: qb.d[:n*cols/simd.QBlock], s: qb.s[:n*cols/simd.QKSum], l: l}
-		if l == layoutQ8 {
+		if gemm {
 			qt.xs = qb.xs[:n*cols/simd.QBlock]
+			qb.xsStep = p.stepID
 		}
 		p.pool.run(n, 8*n*cols, 1, qt)
 	}
 	m.q, m.d, m.qs = qb.q[:n*cols], qb.d[:n*cols/simd.QBlock], qb.s[:n*cols/simd.QKSum]
 	if gemm {
+		if qb.xsStep != p.stepID {
+			// Quantized earlier in this step for a row kernel, which
+			// needs no block sums.
+			simd.BlockSums(qb.xs[:n*cols/simd.QBlock], qb.q[:n*cols])
+			qb.xsStep = p.stepID
+		}
 		m.xs = qb.xs[:n*cols/simd.QBlock]
 	}
 }

@@ -71,8 +71,10 @@ type qbuf struct {
 	q    []int8
 	d    []float32
 	s    []int16
-	xs   []int32 // layoutQ8 in prefill: simd.BlockSums, for the GEMM
-	step int
+	xs   []int32 // layoutQ8: simd.BlockSums of q, for the GEMM
+	step int     // the step q holds
+	// xsStep is the step xs holds: the sums are made only for a GEMM.
+	xsStep int
 }
 
 // step is one op with everything it reads resolved.
@@ -290,7 +292,7 @@ func (p *program) allocScratch() {
 	}
 	if p.math == MathDynamic {
 		for i := range p.qbufs {
-			p.qbufs[i] = qbuf{q: make([]int8, maxIn), d: make([]float32, maxIn/32+1), s: make([]int16, maxIn/simd.QKSum+1), xs: make([]int32, maxIn/simd.QBlock+1), step: -1}
+			p.qbufs[i] = qbuf{q: make([]int8, maxIn), d: make([]float32, maxIn/32+1), s: make([]int16, maxIn/simd.QKSum+1), xs: make([]int32, maxIn/simd.QBlock+1), step: -1, xsStep: -1}
 		}
 	}
 	p.mm.p, p.at.p = p, p
