@@ -24,8 +24,8 @@ The tokenizer is a stand-in SentencePiece ("llama") vocabulary: <unk>,
 real model's, its text is not. The qwen3-moe-small file is about 4.7 GB at
 Q8_0 (2.7 GB at Q4_K_M), the dense twin 1.9 GB: never commit them.
 
-Needs numpy and llama.cpp's gguf-py (found at $GGUF_PY, default
-/work/llama/gguf-py, or installed as the gguf package).
+Needs numpy and llama.cpp's gguf-py (the directory in $GGUF_PY, or
+installed as the gguf package).
 """
 
 import argparse
@@ -34,8 +34,13 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.environ.get("GGUF_PY", "/work/llama/gguf-py"))
-import gguf  # noqa: E402
+if os.environ.get("GGUF_PY"):
+    sys.path.insert(0, os.environ["GGUF_PY"])
+try:
+    import gguf  # noqa: E402
+except ImportError:
+    sys.exit("moe-gguf.py: needs llama.cpp's gguf-py: set GGUF_PY to the gguf-py "
+             "directory of a llama.cpp checkout, or install the gguf package")
 
 EMBD, HEADS, KV_HEADS, HEAD_DIM = 2048, 32, 4, 128
 VOCAB, EXPERT_FF, USED = 151936, 768, 8
