@@ -67,7 +67,7 @@ func (p *program) matMul(m *mmTask) {
 	}
 	grain := 1
 	switch {
-	case m.n >= prefillMin:
+	case !m.rowwise():
 		grain = rowTile
 	case m.w.kgemm != nil || m.w.gemm != nil && m.xs != nil:
 		grain = simd.GemmRows // whole packed groups (dotRows)
@@ -77,7 +77,7 @@ func (p *program) matMul(m *mmTask) {
 
 func (m *mmTask) run(wk, lo, hi int) {
 	s := &m.p.scratch[wk]
-	if m.n < prefillMin {
+	if m.rowwise() {
 		if m.rowsOK() {
 			m.runRows(s, lo, hi)
 			return
@@ -191,6 +191,12 @@ func (m *mmTask) gemmRows(s *scratch, w *matrix, r0, r1, t int, out []float32) {
 		}
 	}
 }
+
+// rowwise reports whether m runs as decode does, token by token over runs
+// of rows: steps of fewer than prefillMin tokens, and every step of a
+// batched program, whose rows are tokens of different sequences that must
+// each get the values of that sequence's step alone.
+func (m *mmTask) rowwise() bool { return m.n < prefillMin || m.p.seqs != nil }
 
 // decodeGemm reports whether m's decode reads the packed copy: int4
 // weights only. The one-token GEMM measured 2x DotQ4Rows in L2 and 1.6x
@@ -712,11 +718,11 @@ func (p *program) quantize(m *mmTask, in []float32, cols, n int) {
 	if p.math != MathDynamic || l == layoutExact || cols%simd.QBlock != 0 || l == layoutQ8K && cols%simd.QK != 0 {
 		return
 	}
-	gemm := m.gemmOK() && (n >= prefillMin || m.decodeGemm())
+	gemm := m.gemmOK() && (!m.rowwise() || m.decodeGemm())
 	if gemm {
 		l = layoutQ8 // natural order, with block sums
 	}
-	if n >= prefillMin && (!m.w.dynamicPrefill() || m.up != nil && !m.up.dynamicPrefill()) {
+	if !m.rowwise() && (!m.w.dynamicPrefill() || m.up != nil && !m.up.dynamicPrefill()) {
 		return
 	}
 	qb := &p.qbufs[l]
