@@ -272,32 +272,46 @@ const maxPollDelay = 100 * time.Microsecond
 // submission whose buffers wgpu was freeing). After a cancelled wait the
 // work still runs on the device; later calls wait for it.
 func (d *Device) WaitContext(ctx context.Context) error {
-	if ctx.Done() == nil {
-		return d.Wait()
-	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
 		return ErrClosed
 	}
+	if err := pollUntil(ctx, 0, func() bool { return queueIdle(d.dev) }); err != nil {
+		return fmt.Errorf("webgpu: waiting for submitted work: %w", err)
+	}
+	return nil
+}
+
+// pollUntil calls done, sleeping between calls (from 5µs, doubling up to
+// maxPollDelay), until it reports true, ctx is done or, when limit is not
+// zero, limit has passed (context.DeadlineExceeded).
+//
+// The device is only ever polled without blocking: the bundled wgpu-core's
+// blocking poll waits at most five seconds for its fence and then treats
+// the submission as finished whether or not it is, freeing command buffers
+// and buffers the driver is still executing (SwiftShader crashed in its
+// queue thread that way, on a prefill submission of over five seconds;
+// a slow GPU's long prefill would too).
+func pollUntil(ctx context.Context, limit time.Duration, done func() bool) error {
+	var deadline time.Time
+	if limit > 0 {
+		deadline = time.Now().Add(limit)
+	}
 	for delay := 5 * time.Microsecond; ; delay = min(2*delay, maxPollDelay) {
-		if queueIdle(d.dev) {
+		if done() {
 			return nil
 		}
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("webgpu: waiting for submitted work: %w", err)
+			return err
+		}
+		if !deadline.IsZero() && time.Now().After(deadline) {
+			return context.DeadlineExceeded
 		}
 		time.Sleep(delay)
 	}
 }
 
-// Wait blocks until all submitted work has finished.
-func (d *Device) Wait() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		return ErrClosed
-	}
-	d.dev.Poll(true, nil)
-	return nil
-}
+// Wait blocks until all submitted work has finished (WaitContext without
+// a cancel).
+func (d *Device) Wait() error { return d.WaitContext(context.Background()) }

@@ -18,6 +18,7 @@ func open(t testing.TB) *Device {
 	d, err := OpenDevice(context.Background())
 	gputest.NoDevice(t, "webgpu", err)
 	t.Cleanup(func() { d.Close() })
+	gputest.CheckDriver(t, d.Info().Name, d.Info().Driver)
 	return d
 }
 

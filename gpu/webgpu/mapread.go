@@ -5,8 +5,8 @@ package webgpu
 // The binding's Buffer.MapAsync hands C the address of a Go-local cgo.Handle
 // that the callback later dereferences, which crashes once the local is gone
 // (platform-notes.md). mapRead does the whole map-copy-unmap cycle in C with a
-// C callback writing its status into C memory, polling the device until it
-// ran. The declarations below mirror the few wgpu-native entry points it
+// C callback writing its status into C memory, polling the device (without
+// blocking) until it ran. The declarations below mirror the few wgpu-native entry points it
 // needs (webgpu.h / wgpu.h of the bundled wgpu-native); the binding's cgo
 // flags link the library.
 
@@ -34,24 +34,32 @@ static void gpurun_map_done(WGPUBufferMapAsyncStatus status, void* userdata) {
 	*(volatile int*)userdata = (int)status;
 }
 
-// gpurun_map_read maps [0,size) of buf for reading, copies it to dst and
-// unmaps. It returns the map status (0 is success), or GPURUN_PENDING when
-// the callback did not run within max_polls polls; the status slot is then
-// leaked on purpose, because the callback may still write it.
-static int gpurun_map_read(WGPUDevice dev, WGPUBuffer buf, size_t size, void* dst, int max_polls) {
+// gpurun_map_start asks for [0,size) of buf to be mapped for reading and
+// returns the status slot its callback writes (GPURUN_PENDING until then),
+// or NULL when out of memory. A slot whose callback never ran is leaked on
+// purpose, because the callback may still write it.
+static volatile int* gpurun_map_start(WGPUBuffer buf, size_t size) {
 	volatile int* status = (volatile int*)malloc(sizeof(int));
 	if (status == NULL) {
-		return -2;
+		return NULL;
 	}
 	*status = GPURUN_PENDING;
 	wgpuBufferMapAsync(buf, 1, 0, size, gpurun_map_done, (void*)status);
-	for (int i = 0; i < max_polls && *status == GPURUN_PENDING; i++) {
-		wgpuDevicePoll(dev, 1, NULL);
-	}
+	return status;
+}
+
+// gpurun_map_poll polls the device without blocking (callbacks run inside
+// it) and returns the status slot's value.
+static int gpurun_map_poll(WGPUDevice dev, volatile int* status) {
+	wgpuDevicePoll(dev, 0, NULL);
+	return *status;
+}
+
+// gpurun_map_finish frees the slot of a map whose callback ran with status
+// st and, when the map succeeded, copies the range to dst and unmaps. It
+// returns st, or -3 when the mapped range is missing.
+static int gpurun_map_finish(WGPUBuffer buf, size_t size, void* dst, volatile int* status) {
 	int st = *status;
-	if (st == GPURUN_PENDING) {
-		return st;
-	}
 	free((void*)status);
 	if (st != 0) {
 		return st;
@@ -69,8 +77,10 @@ static int gpurun_map_read(WGPUDevice dev, WGPUBuffer buf, size_t size, void* ds
 import "C"
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"time"
 	"unsafe"
 
 	"github.com/cogentcore/webgpu/wgpu"
@@ -79,12 +89,18 @@ import (
 // errMapTimeout reports a map callback that never ran.
 var errMapTimeout = errors.New("webgpu: buffer map did not complete")
 
-// maxMapPolls bounds the blocking polls of one map (each waits for the
-// queue), so a lost device fails instead of hanging.
-const maxMapPolls = 10000
+// maxMapWait bounds the wait for one map's callback, so a device that
+// never finishes fails instead of hanging.
+const maxMapWait = 10 * time.Minute
 
 // mapRead copies the first len(dst) bytes of the map-readable buffer b into
 // dst. b must not be mapped and all work writing it must be submitted.
+//
+// It polls without blocking (pollUntil), never with wgpuDevicePoll's wait:
+// the bundled wgpu-core's blocking poll gives up on its fence after five
+// seconds and then treats the submission as finished, freeing command
+// buffers and buffers the driver is still executing (SwiftShader crashed
+// that way on a submission of over five seconds).
 func mapRead(dev *wgpu.Device, b *wgpu.Buffer, dst []byte) error {
 	if len(dst) == 0 {
 		return nil
@@ -94,12 +110,19 @@ func mapRead(dev *wgpu.Device, b *wgpu.Buffer, dst []byte) error {
 	if d == nil || r == nil {
 		return fmt.Errorf("webgpu: map read: nil handle")
 	}
-	st := C.gpurun_map_read(C.WGPUDevice(d), C.WGPUBuffer(r), C.size_t(len(dst)), unsafe.Pointer(&dst[0]), C.int(maxMapPolls))
-	switch st {
+	status := C.gpurun_map_start(C.WGPUBuffer(r), C.size_t(len(dst)))
+	if status == nil {
+		return fmt.Errorf("webgpu: map read: out of memory")
+	}
+	done := pollUntil(context.Background(), maxMapWait, func() bool {
+		return C.gpurun_map_poll(C.WGPUDevice(d), status) != C.GPURUN_PENDING
+	})
+	if done != nil {
+		return errMapTimeout // the status slot stays allocated: see gpurun_map_start
+	}
+	switch st := C.gpurun_map_finish(C.WGPUBuffer(r), C.size_t(len(dst)), unsafe.Pointer(&dst[0]), status); st {
 	case 0:
 		return nil
-	case -1:
-		return errMapTimeout
 	default:
 		return fmt.Errorf("webgpu: buffer map failed with status %d", int(st))
 	}

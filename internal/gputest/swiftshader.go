@@ -45,7 +45,7 @@ func SkipReruns(t testing.TB) {
 func RerunOnSwiftShader(t *testing.T, run string) {
 	t.Helper()
 	icd := swiftShaderICD(t)
-	rerun(t, exec.Command(os.Args[0], "-test.run="+run, "-test.count=1"), icd, run)
+	rerun(t, exec.Command(os.Args[0], "-test.run="+run, "-test.count=1", "-test.v"), icd, run)
 }
 
 // RerunPackageOnSwiftShader is RerunOnSwiftShader for the tests of another
@@ -63,7 +63,7 @@ func RerunPackageOnSwiftShader(t *testing.T, dir, run string) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the tests of %s: %v\n%s", dir, err, tail(out))
 	}
-	cmd := exec.Command(bin, "-test.run="+run, "-test.count=1")
+	cmd := exec.Command(bin, "-test.run="+run, "-test.count=1", "-test.v")
 	cmd.Dir = dir
 	rerun(t, cmd, icd, run)
 }
@@ -90,6 +90,9 @@ func swiftShaderICD(t *testing.T) string {
 }
 
 // rerun runs cmd (a test binary) on SwiftShader and fails unless it passes.
+// The rerun is verbose: a driver that crashes the process (SwiftShader's
+// threads are not Go's, so nothing of Go's is printed) leaves the name of
+// the test it crashed in as the last lines of the tail.
 func rerun(t *testing.T, cmd *exec.Cmd, icd, run string) {
 	t.Helper()
 	// The rerun has one driver: a device selection (gpu.DeviceEnv) of the
