@@ -130,7 +130,7 @@ func safeCompile(src string) (tpl *jinja.Template, err error) {
 			err = fmt.Errorf("parse: %v", r)
 		}
 	}()
-	return jinja.Compile(src)
+	return jinja.Compile(orderedDicts(src))
 }
 
 var errRaised = errors.New("raise_exception")
