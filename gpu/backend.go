@@ -121,11 +121,12 @@ type Profiler interface {
 }
 
 // LoRAHalf is implemented by a backend that wants the matrices of
-// unmerged LoRA updates of quantized weights stored as binary16 rather
-// than f32 (A, [rank, in]; B, [out, rank], stays f32): one whose products with quantized weights round their
-// inputs anyway (the CPU backend's dynamic math), and for which the f32
-// adapters of a Q8_0 weight would stream a sixth as many bytes more as the
-// weight itself at rank 16 (f16 A matrices take a quarter of that off).
+// unmerged LoRA updates of quantized weights (A, [rank, in], and B, [out,
+// rank]) stored as binary16 rather than f32: one whose products with
+// quantized weights round their inputs anyway (the CPU backend's dynamic
+// math), and for which the f32 adapters of a Q8_0 weight would stream a
+// sixth as many bytes more as the weight itself at rank 16 (f16 halves
+// that).
 type LoRAHalf interface {
 	HalfLoRA() bool
 }

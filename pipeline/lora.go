@@ -37,11 +37,10 @@ func unmergedLoRA(cfg *model.Config, ws []*tensors.Tensor, list []lora.Applied, 
 
 // loraStorage returns the f32 adapter matrices ts (lora.Unmerged's, of
 // pairs over the weights ws) as backend takes them: when it is a
-// gpu.LoRAHalf that asks for it, the A matrices ([rank, in]) of pairs
-// whose target weight is quantized (so its products already approximate)
-// become binary16; B matrices ([out, rank], read a row of rank values per
-// kernel call, where f16 saves less than it costs) and the pairs of f32
-// weights stay f32 (an f32 model stays exact).
+// gpu.LoRAHalf that asks for it, the A ([rank, in]) and B ([out, rank])
+// matrices of pairs whose target weight is quantized (so its products
+// already approximate) become binary16, half the bytes a decode step
+// reads; the pairs of f32 weights stay f32 (an f32 model stays exact).
 func loraStorage(ts []*tensors.Tensor, pairs []lora.UnmergedPair, ws []*tensors.Tensor, backend gpu.Backend) ([]*tensors.Tensor, error) {
 	q, ok := backend.(gpu.LoRAHalf)
 	if !ok || !q.HalfLoRA() {
@@ -56,7 +55,7 @@ func loraStorage(ts []*tensors.Tensor, pairs []lora.UnmergedPair, ws []*tensors.
 		switch dtypes[p.Target] {
 		case tensors.F32, tensors.F16, tensors.BF16:
 		default:
-			half[p.A] = true
+			half[p.A], half[p.B] = true, true
 		}
 	}
 	out := make([]*tensors.Tensor, len(ts))

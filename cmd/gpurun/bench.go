@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -71,6 +72,7 @@ type benchFlags struct {
 	asJSON, profile         bool
 	coldLoad                bool
 	reportDir               string
+	cpuProfile              string
 	compare                 string
 	from                    string
 	// Speculative decoding (--lookup, --draft, --draft-tokens) and the
@@ -160,6 +162,7 @@ is listed as not measured; bench fails only when nothing could be measured.`,
 		"largest prefill chunk (one submission each; default the largest of the prefill programs, 512): long prompts on a slow device in shorter submissions")
 	f.BoolVar(&bf.profile, "profile", false, "after each test's runs, profile its prefill and/or decode step: device time, bytes, FLOPs per kernel (GPU backends with timestamps)")
 	f.BoolVar(&bf.coldLoad, "cold-load", true, "GPU backends: load each configuration first on a fresh device with an empty pipeline cache (load_cold_seconds), then again on another fresh device with the cache that load left, which the tests run on (load_seconds); false: one load on the shared device")
+	f.StringVar(&bf.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the whole run to this file (go tool pprof reads it): where the CPU backend's time goes")
 	f.StringVar(&bf.reportDir, "report", "", "write report.json, report.md and report.html to this directory")
 	f.StringVar(&bf.compare, "compare", "", "an earlier JSON report (bench --json or report.json) to compare with")
 	f.StringVar(&bf.from, "from", "", "measure nothing: render this JSON report (with --compare, --report, --json)")
@@ -290,6 +293,17 @@ func runBench(cmd *cobra.Command, rf *benchModelFlags, bf *benchFlags) error {
 	tests, err := parseTests(testList)
 	if err != nil {
 		return err
+	}
+	if bf.cpuProfile != "" {
+		stop, err := startCPUProfile(bf.cpuProfile)
+		if err != nil {
+			return fmt.Errorf("bench: --cpuprofile: %w", err)
+		}
+		defer func() {
+			if err := stop(); err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "bench: --cpuprofile: %v\n", err)
+			}
+		}()
 	}
 	sources, err := benchSources(rf)
 	if err != nil {
@@ -857,4 +871,21 @@ func profileKernels(ctx context.Context, m *pipeline.Model, t benchreport.Test, 
 		return nil, fmt.Errorf("profile: no step of %s profiled", t.Name)
 	}
 	return out, nil
+}
+
+// startCPUProfile starts a Go CPU profile written to path; stop ends it
+// and closes the file.
+func startCPUProfile(path string) (stop func() error, err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
 }

@@ -78,6 +78,10 @@ func (p *program) matMul(m *mmTask) {
 func (m *mmTask) run(wk, lo, hi int) {
 	s := &m.p.scratch[wk]
 	if m.rowwise() {
+		if m.w.colsT != nil && !m.glu && m.q == nil {
+			m.runCols(s, lo, hi)
+			return
+		}
 		if m.rowsOK() {
 			m.runRows(s, lo, hi)
 			return
@@ -221,6 +225,22 @@ func (m *mmTask) runRows(s *scratch, lo, hi int) {
 				m.dotRows(s, m.up, r0, r1, t, u)
 			}
 			m.storeRun(t, r0, g, u)
+		}
+	}
+}
+
+// runCols is the decode form of a narrow matrix kept transposed (colsT):
+// outputs [lo, hi) of each token as the weighted sum of w's columns by the
+// token's inputs, in runs of rowRun outputs, then the epilogue over the
+// run.
+func (m *mmTask) runCols(s *scratch, lo, hi int) {
+	w := m.w
+	for t := range m.n {
+		x := m.in[t*m.inCols : t*m.inCols+w.cols]
+		for r0 := lo; r0 < hi; r0 += rowRun {
+			g := s.rg[:min(r0+rowRun, hi)-r0]
+			simd.WeightedSumF16(g, w.colsT[r0:], w.rows, x)
+			m.storeRun(t, r0, g, nil)
 		}
 	}
 }

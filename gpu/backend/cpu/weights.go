@@ -59,7 +59,17 @@ type matrix struct {
 	// kernel; nil otherwise. Prefill and decode read it; blk (the mapped
 	// GGUF rows, 1-6% smaller) stays for row gathers and fallbacks.
 	kgemm []byte
+	// colsT is a narrow binary16 matrix (narrowCols or fewer columns, a
+	// LoRA B matrix [out, rank]) transposed, [cols][rows], in dynamic
+	// math: a decode product is then a weighted sum of its columns
+	// (simd.WeightedSumF16), streaming long rows instead of one short
+	// dot per output. nil otherwise.
+	colsT []uint16
 }
+
+// narrowCols is the most columns of a matrix kept transposed (colsT);
+// such a matrix has at least four times as many rows.
+const narrowCols = 64
 
 // LoadWeights checks every tensor and builds views of its bytes. The tensor
 // data is aliased, not copied (except f32/f16 data that is not aligned for
@@ -109,6 +119,14 @@ func newMatrix(t *tensors.Tensor, gemm bool) (*matrix, error) {
 		m.f32 = viewF32(t.Data)
 	case tensors.F16, tensors.BF16:
 		m.u16 = viewU16(t.Data)
+		if gemm && t.DType == tensors.F16 && len(t.Shape) == 2 && m.cols <= narrowCols && m.rows >= 4*m.cols {
+			m.colsT = make([]uint16, len(m.u16))
+			for r := range m.rows {
+				for c := range m.cols {
+					m.colsT[c*m.rows+r] = m.u16[r*m.cols+c]
+				}
+			}
+		}
 	case tensors.I8:
 		m.i8 = unsafe.Slice((*int8)(unsafe.Pointer(unsafe.SliceData(t.Data))), len(t.Data))
 	case tensors.I4:
