@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -428,5 +430,38 @@ func TestBenchBrowserWithoutChromium(t *testing.T) {
 	}
 	if browserRow.Backend != "browser" || !strings.Contains(browserRow.Error, "no Chromium") || len(browserRow.Runs) != 0 {
 		t.Errorf("browser row: backend %s, error %q, %d runs", browserRow.Backend, browserRow.Error, len(browserRow.Runs))
+	}
+}
+
+// TestBenchCPUProfile: --cpuprofile writes a Go CPU profile of the run
+// (gzipped protobuf, what go tool pprof reads); a path it cannot create is an error before any
+// measuring.
+func TestBenchCPUProfile(t *testing.T) {
+	task := convertStories(t, "int8")
+	path := filepath.Join(t.TempDir(), "cpu.prof")
+	benchJSON(t, "-m", task, "--backend", "cpu", "--tests", "tg8", "--reps", "1", "--warmup", "0", "--cpuprofile", path)
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(raw) < 2 || raw[0] != 0x1f || raw[1] != 0x8b {
+		t.Fatalf("--cpuprofile wrote %d bytes that are not gzip", len(raw))
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A profile of a run this short may hold no sample; its header names
+	// the sampling period's unit.
+	if !bytes.Contains(body, []byte("nanoseconds")) {
+		t.Errorf("the profile (%d bytes) has no CPU sampling header", len(body))
+	}
+	_, _, err = runCLI(t, "", "bench", "-m", task, "--backend", "cpu", "--tests", "tg1", "--cpuprofile", filepath.Join(t.TempDir(), "no", "such", "dir", "p"))
+	if err == nil || !strings.Contains(err.Error(), "--cpuprofile") {
+		t.Errorf("an uncreatable profile path: %v, want an error naming --cpuprofile", err)
 	}
 }
