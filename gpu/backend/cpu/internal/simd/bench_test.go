@@ -178,3 +178,26 @@ func BenchmarkKQuantX4(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkQuantizeQ8 quantizes a 768-wide row (the 110M shape's inputs
+// of a prefill product) in natural order: the Go form block by block, and
+// QuantizeQ8 (the vector passes where the CPU has them).
+func BenchmarkQuantizeQ8(b *testing.B) {
+	const n = 768
+	x := randF32(rngFor(b), n)
+	q, d := make([]int8, n), make([]float32, n/QBlock)
+	b.Run("go", func(b *testing.B) {
+		b.SetBytes(4 * n)
+		for b.Loop() {
+			for blk := range n / QBlock {
+				quantizeQ8Block(q[blk*QBlock:], &d[blk], x[blk*QBlock:], false)
+			}
+		}
+	})
+	b.Run("best", func(b *testing.B) {
+		b.SetBytes(4 * n)
+		for b.Loop() {
+			QuantizeQ8(q, d, x, false)
+		}
+	})
+}

@@ -22479,3 +22479,91 @@ dotF32Rows8AVX512loop:
 dotF32Rows8AVX512end:
 	VZEROUPPER
 	RET
+
+// func absMaxBlocksAVX2(x *float32, nb int, amax *float32)
+// Requires: AVX, AVX2
+TEXT ·absMaxBlocksAVX2(SB), NOSPLIT, $0-24
+	MOVQ         x+0(FP), AX
+	MOVQ         nb+8(FP), CX
+	MOVQ         amax+16(FP), DX
+	MOVL         $0x7fffffff, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+
+amaxloop:
+	VANDPS       (AX), Y0, Y1
+	VANDPS       32(AX), Y0, Y2
+	VANDPS       64(AX), Y0, Y3
+	VANDPS       96(AX), Y0, Y4
+	VMAXPS       Y2, Y1, Y1
+	VMAXPS       Y4, Y3, Y3
+	VMAXPS       Y3, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X2
+	VMAXPS       X2, X1, X1
+	VMOVHLPS     X1, X1, X2
+	VMAXPS       X2, X1, X1
+	VMOVSHDUP    X1, X2
+	VMAXSS       X2, X1, X1
+	VMOVSS       X1, (DX)
+	ADDQ         $0x80, AX
+	ADDQ         $0x04, DX
+	DECQ         CX
+	JNZ          amaxloop
+	VZEROUPPER
+	RET
+
+// func quantQ8BlocksAVX2(x *float32, id *float32, q *int8, nb int)
+// Requires: AVX, AVX2
+TEXT ·quantQ8BlocksAVX2(SB), NOSPLIT, $0-32
+	MOVQ         x+0(FP), AX
+	MOVQ         id+8(FP), CX
+	MOVQ         q+16(FP), DX
+	MOVQ         nb+24(FP), BX
+	MOVL         $0x42fe0000, SI
+	VMOVD        SI, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0xc2fe0000, SI
+	VMOVD        SI, X1
+	VPBROADCASTD X1, Y1
+	VMOVDQU      q8perm<>+0(SB), Y2
+
+quantloop:
+	VBROADCASTSS (CX), Y3
+	VMULPS       (AX), Y3, Y4
+	VMINPS       Y0, Y4, Y4
+	VMAXPS       Y1, Y4, Y4
+	VCVTPS2DQ    Y4, Y4
+	VMULPS       32(AX), Y3, Y5
+	VMINPS       Y0, Y5, Y5
+	VMAXPS       Y1, Y5, Y5
+	VCVTPS2DQ    Y5, Y5
+	VMULPS       64(AX), Y3, Y6
+	VMINPS       Y0, Y6, Y6
+	VMAXPS       Y1, Y6, Y6
+	VCVTPS2DQ    Y6, Y6
+	VMULPS       96(AX), Y3, Y3
+	VMINPS       Y0, Y3, Y3
+	VMAXPS       Y1, Y3, Y3
+	VCVTPS2DQ    Y3, Y3
+	VPACKSSDW    Y5, Y4, Y4
+	VPACKSSDW    Y3, Y6, Y6
+	VPACKSSWB    Y6, Y4, Y4
+	VPERMD       Y4, Y2, Y4
+	VMOVDQU      Y4, (DX)
+	ADDQ         $0x80, AX
+	ADDQ         $0x04, CX
+	ADDQ         $0x20, DX
+	DECQ         BX
+	JNZ          quantloop
+	VZEROUPPER
+	RET
+
+DATA q8perm<>+0(SB)/4, $0x00000000
+DATA q8perm<>+4(SB)/4, $0x00000004
+DATA q8perm<>+8(SB)/4, $0x00000001
+DATA q8perm<>+12(SB)/4, $0x00000005
+DATA q8perm<>+16(SB)/4, $0x00000002
+DATA q8perm<>+20(SB)/4, $0x00000006
+DATA q8perm<>+24(SB)/4, $0x00000003
+DATA q8perm<>+28(SB)/4, $0x00000007
+GLOBL q8perm<>(SB), RODATA|NOPTR, $32

@@ -388,3 +388,13 @@ func dotF32Rows4AVX512(a *float32, x *float32, n int, rows int, out *float32)
 //
 //go:noescape
 func dotF32Rows8AVX512(a *float32, x *float32, n int, rows int, out *float32)
+
+// absMaxBlocksAVX2 sets amax[b] = max |x[32b+i]| over i < 32 for b < nb (nb >= 1; finite x).
+//
+//go:noescape
+func absMaxBlocksAVX2(x *float32, nb int, amax *float32)
+
+// quantQ8BlocksAVX2 sets q[32b+i] = round-half-even(clamp(x[32b+i]*id[b], ±127)) for i < 32, b < nb (nb >= 1; finite products).
+//
+//go:noescape
+func quantQ8BlocksAVX2(x *float32, id *float32, q *int8, nb int)

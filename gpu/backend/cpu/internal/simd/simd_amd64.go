@@ -24,6 +24,8 @@ var AVX2 = &Impl{
 	dotQ4Rows:  dotQ4RowsA,
 	expSub:     expSubA,
 	swiglu:     swigluA,
+	absMax:     absMaxA,
+	quantQ8:    quantQ8A,
 	dotK: [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16) float32{
 		Q4K: kernelKA(dotQ4KAVX2), Q5K: kernelKA(dotQ5KAVX2), Q6K: kernelKA(dotQ6KAVX2),
 		Q2K: kernelKA(dotQ2KAVX2), Q3K: kernelKA(dotQ3KAVX2),
@@ -354,4 +356,17 @@ func wsumF16A(out []float32, v []uint16, stride int, w []float32) {
 	if d < len(out) {
 		wsumF16Go(out[d:], v[d:], stride, w)
 	}
+}
+
+// absMaxA and quantQ8A wrap QuantizeQ8's vector passes (quantizeQ8Vec
+// passes whole blocks, at least one).
+func absMaxA(x []float32, amax []float32) {
+	_ = x[len(amax)*QBlock-1]
+	absMaxBlocksAVX2(&x[0], len(amax), &amax[0])
+}
+
+func quantQ8A(x []float32, id []float32, q []int8) {
+	_ = x[len(id)*QBlock-1]
+	_ = q[len(id)*QBlock-1]
+	quantQ8BlocksAVX2(&x[0], &id[0], &q[0], len(id))
 }

@@ -503,3 +503,47 @@ func TestKernelsAllocateNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestQuantizeQ8VectorBits: QuantizeQ8's vector passes (where the CPU has
+// them) give the Go form's bits: random blocks of several magnitudes, ties
+// to even (values at half steps), an all-zero block, a block of one value,
+// tiny blocks whose inverse scale overflows, and more blocks than one
+// batch of the passes (64).
+func TestQuantizeQ8VectorBits(t *testing.T) {
+	if best.absMax == nil {
+		t.Skipf("%s has no vector QuantizeQ8", best.Name)
+	}
+	r := rand.New(rand.NewPCG(11, 12))
+	const nb = 150
+	x := make([]float32, nb*QBlock)
+	for b := range nb {
+		scale := float32(math.Pow(10, float64(r.IntN(12)-6)))
+		for i := range QBlock {
+			x[b*QBlock+i] = float32(r.NormFloat64()) * scale
+		}
+	}
+	for i := range QBlock {
+		x[QBlock+i] = 0                                   // block 1: zeros
+		x[2*QBlock+i] = float32(i%8) - 3.5                // block 2: halves (127/3.5 scaled)
+		x[3*QBlock+i] = 127                               // block 3: one value
+		x[4*QBlock+i] = float32(i) * 1e-45                // block 4: denormals, id overflows
+		x[5*QBlock+i] = float32(i%3-1) * 3e-38            // block 5: id near the limit
+		x[70*QBlock+i] = float32(int(i)-16) * (0.5 / 127) // block 70: exact half steps
+	}
+	q, d := make([]int8, len(x)), make([]float32, nb)
+	QuantizeQ8(q, d, x, false)
+	wq, wd := make([]int8, len(x)), make([]float32, nb)
+	for b := range nb {
+		quantizeQ8Block(wq[b*QBlock:], &wd[b], x[b*QBlock:], false)
+	}
+	for b := range nb {
+		if math.Float32bits(d[b]) != math.Float32bits(wd[b]) {
+			t.Fatalf("block %d: d = %g, want %g", b, d[b], wd[b])
+		}
+		for i := range QBlock {
+			if q[b*QBlock+i] != wq[b*QBlock+i] {
+				t.Fatalf("block %d: q[%d] = %d, want %d (x %g)", b, i, q[b*QBlock+i], wq[b*QBlock+i], x[b*QBlock+i])
+			}
+		}
+	}
+}

@@ -48,6 +48,7 @@ func main() {
 	gemmF32Kernels()
 	dotF32Rows4()
 	dotF32RowsZ()
+	quantKernels()
 	Generate()
 }
 
