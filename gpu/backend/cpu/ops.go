@@ -294,23 +294,38 @@ func (a *attnTask) tile(wk, t, h int) {
 
 // softmax turns the raw scores s into the attention weights: scaled,
 // soft-capped when cap > 0, then exponentiated against their maximum and
-// normalized (the sum in float64).
+// normalized (the sum in float64, four partial sums of every fourth
+// weight added at the end, so the additions do not wait on each other).
 func (ap *attnParams) softmax(s []float32) {
-	best := float32(math.Inf(-1))
-	for i, v := range s {
-		v *= ap.scale
-		if ap.cap > 0 {
-			v = ap.cap * float32(math.Tanh(float64(v/ap.cap)))
+	scale := ap.scale
+	if c := ap.cap; c > 0 {
+		for i, v := range s {
+			s[i] = c * float32(math.Tanh(float64(v*scale/c)))
 		}
-		s[i] = v
-		best = max(best, v)
+	} else {
+		for i := range s {
+			s[i] *= scale
+		}
+	}
+	best := float32(math.Inf(-1))
+	for _, v := range s {
+		if v > best || v != v {
+			best = v
+		}
 	}
 	simd.ExpSub(s, s, best)
-	var sum float64
-	for _, e := range s {
-		sum += float64(e)
+	var s0, s1, s2, s3 float64
+	i := 0
+	for ; i+4 <= len(s); i += 4 {
+		s0 += float64(s[i])
+		s1 += float64(s[i+1])
+		s2 += float64(s[i+2])
+		s3 += float64(s[i+3])
 	}
-	inv := float32(1 / sum)
+	for ; i < len(s); i++ {
+		s0 += float64(s[i])
+	}
+	inv := float32(1 / ((s0 + s1) + (s2 + s3)))
 	for i, e := range s {
 		s[i] = e * inv
 	}

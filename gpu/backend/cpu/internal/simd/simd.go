@@ -57,11 +57,9 @@ type Impl struct {
 	dotQ32   [NumQ32]func(w []byte, x []int8, xd []float32) float32
 	expSub   func(out, in []float32, sub float32)
 	swiglu   func(out, g, u []float32)
-	// Optional (nil: the pure-Go form): QuantizeQ8's two passes in
-	// natural order over nb whole blocks, the largest magnitudes into
-	// amax, then q from the inverse scales id.
-	absMax  func(x []float32, amax []float32)
-	quantQ8 func(x []float32, id []float32, q []int8)
+	// Optional (nil: the pure-Go form): QuantizeQ8 in natural order over
+	// whole blocks, at least one, with the Go form's bits.
+	quantQ8 func(q []int8, d []float32, x []float32)
 	// Optional (nil: two dotF32x4 calls, the same bits).
 	dotF32x2x4 func(a0, a1, x []float32, stride int, out *[8]float32)
 	// Optional (nil: the pure-Go form): the prefill GEMM per packed kind.
@@ -345,8 +343,8 @@ var best = Generic
 func QuantizeQ8(q []int8, d []float32, x []float32, evensFirst bool) {
 	nb := len(x) / QBlock
 	q, d = q[:nb*QBlock], d[:nb]
-	if k := best; !evensFirst && k.absMax != nil && nb > 0 {
-		quantizeQ8Vec(k, q, d, x[:nb*QBlock])
+	if k := best; !evensFirst && k.quantQ8 != nil && nb > 0 {
+		k.quantQ8(q, d, x[:nb*QBlock])
 		return
 	}
 	for b := range nb {
@@ -376,43 +374,6 @@ func quantizeQ8Block(q []int8, d *float32, x []float32, evensFirst bool) {
 	}
 	for i, v := range xb {
 		qb[i] = q8(v * id)
-	}
-}
-
-// quantizeQ8Vec is QuantizeQ8 in natural order with k's vector passes:
-// the largest magnitudes, the scales (d as binary16, id = 127/amax) here,
-// then the values, 64 blocks at a time. A block whose id overflows (amax
-// below about 4e-37) goes through the Go form, so the bits are the same
-// as its (the vector rounding saturates infinities differently from q8).
-// Inputs are finite: a NaN may give other values than the Go form's.
-func quantizeQ8Vec(k *Impl, q []int8, d []float32, x []float32) {
-	nb := len(d)
-	var amax, ids [64]float32
-	for b0 := 0; b0 < nb; b0 += len(ids) {
-		b1 := min(b0+len(ids), nb)
-		xs := x[b0*QBlock : b1*QBlock]
-		k.absMax(xs, amax[:b1-b0])
-		special := false
-		for b := b0; b < b1; b++ {
-			a := amax[b-b0]
-			var id float32
-			if a != 0 {
-				id = 127 / a
-			}
-			if math.IsInf(float64(id), 0) {
-				special, id = true, 0
-			}
-			ids[b-b0] = id
-			d[b] = float16.Fromfloat32(a / 127).Float32()
-		}
-		k.quantQ8(xs, ids[:b1-b0], q[b0*QBlock:b1*QBlock])
-		if special {
-			for b := b0; b < b1; b++ {
-				if ids[b-b0] == 0 && amax[b-b0] != 0 {
-					quantizeQ8Block(q[b*QBlock:], &d[b], x[b*QBlock:], false)
-				}
-			}
-		}
 	}
 }
 

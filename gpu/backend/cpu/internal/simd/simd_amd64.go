@@ -1,6 +1,11 @@
 package simd
 
-import "golang.org/x/sys/cpu"
+import (
+	"math"
+
+	"github.com/x448/float16"
+	"golang.org/x/sys/cpu"
+)
 
 // AVX2 is the amd64 assembly implementation (AVX2, FMA, F16C; x/sys/cpu
 // does not report F16C, which every AVX2 processor has).
@@ -24,8 +29,7 @@ var AVX2 = &Impl{
 	dotQ4Rows:  dotQ4RowsA,
 	expSub:     expSubA,
 	swiglu:     swigluA,
-	absMax:     absMaxA,
-	quantQ8:    quantQ8A,
+	quantQ8:    quantizeQ8A,
 	dotK: [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16) float32{
 		Q4K: kernelKA(dotQ4KAVX2), Q5K: kernelKA(dotQ5KAVX2), Q6K: kernelKA(dotQ6KAVX2),
 		Q2K: kernelKA(dotQ2KAVX2), Q3K: kernelKA(dotQ3KAVX2),
@@ -358,15 +362,41 @@ func wsumF16A(out []float32, v []uint16, stride int, w []float32) {
 	}
 }
 
-// absMaxA and quantQ8A wrap QuantizeQ8's vector passes (quantizeQ8Vec
-// passes whole blocks, at least one).
-func absMaxA(x []float32, amax []float32) {
-	_ = x[len(amax)*QBlock-1]
-	absMaxBlocksAVX2(&x[0], len(amax), &amax[0])
-}
-
-func quantQ8A(x []float32, id []float32, q []int8) {
-	_ = x[len(id)*QBlock-1]
-	_ = q[len(id)*QBlock-1]
-	quantQ8BlocksAVX2(&x[0], &id[0], &q[0], len(id))
+// quantizeQ8A is QuantizeQ8 in natural order with the AVX2 passes:
+// the largest magnitudes, the scales (d as binary16, id = 127/amax) here,
+// then the values, 64 blocks at a time. A block whose id overflows (amax
+// below about 4e-37) goes through the Go form, so the bits are the same
+// as its (the vector rounding saturates infinities differently from q8).
+// Inputs are finite: a NaN may give other values than the Go form's.
+// The arrays stay on the stack: the kernels are called directly.
+func quantizeQ8A(q []int8, d []float32, x []float32) {
+	nb := len(d)
+	var amax, ids [64]float32
+	for b0 := 0; b0 < nb; b0 += len(ids) {
+		b1 := min(b0+len(ids), nb)
+		xs := x[b0*QBlock : b1*QBlock]
+		absMaxBlocksAVX2(&xs[0], b1-b0, &amax[0])
+		special := false
+		for b := b0; b < b1; b++ {
+			a := amax[b-b0]
+			var id float32
+			if a != 0 {
+				id = 127 / a
+			}
+			if math.IsInf(float64(id), 0) {
+				special, id = true, 0
+			}
+			ids[b-b0] = id
+			d[b] = float16.Fromfloat32(a / 127).Float32()
+		}
+		_ = q[b1*QBlock-1]
+		quantQ8BlocksAVX2(&xs[0], &ids[0], &q[b0*QBlock], b1-b0)
+		if special {
+			for b := b0; b < b1; b++ {
+				if ids[b-b0] == 0 && amax[b-b0] != 0 {
+					quantizeQ8Block(q[b*QBlock:], &d[b], x[b*QBlock:], false)
+				}
+			}
+		}
+	}
 }

@@ -510,7 +510,7 @@ func TestKernelsAllocateNothing(t *testing.T) {
 // tiny blocks whose inverse scale overflows, and more blocks than one
 // batch of the passes (64).
 func TestQuantizeQ8VectorBits(t *testing.T) {
-	if best.absMax == nil {
+	if best.quantQ8 == nil {
 		t.Skipf("%s has no vector QuantizeQ8", best.Name)
 	}
 	r := rand.New(rand.NewPCG(11, 12))
