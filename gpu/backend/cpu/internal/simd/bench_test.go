@@ -201,3 +201,26 @@ func BenchmarkQuantizeQ8(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkQuantizeQ8K quantizes a 768-wide row in blocks of QK: the Go
+// form block by block, and QuantizeQ8K (the vector passes where the CPU
+// has them).
+func BenchmarkQuantizeQ8K(b *testing.B) {
+	const n = 768
+	x := randF32(rngFor(b), n)
+	q, d, s := make([]int8, n), make([]float32, n/QK), make([]int16, n/QKSum)
+	b.Run("go", func(b *testing.B) {
+		b.SetBytes(4 * n)
+		for b.Loop() {
+			for blk := range n / QK {
+				quantizeQ8KBlock(q[blk*QK:], &d[blk], s[blk*QK/QKSum:], x[blk*QK:])
+			}
+		}
+	})
+	b.Run("best", func(b *testing.B) {
+		b.SetBytes(4 * n)
+		for b.Loop() {
+			QuantizeQ8K(q, d, s, x)
+		}
+	})
+}

@@ -54,34 +54,48 @@ func (t KQuant) BlockBytes() int { return kquantInfo[t].bytes }
 func QuantizeQ8K(q []int8, d []float32, sums []int16, x []float32) {
 	nb := len(x) / QK
 	q, d, sums = q[:nb*QK], d[:nb], sums[:nb*QK/QKSum]
+	if k := best; k.quantQ8K != nil && nb > 0 {
+		k.quantQ8K(q, d, sums, x[:nb*QK])
+		return
+	}
 	for b := range nb {
-		xb := (*[QK]float32)(x[b*QK:])
-		qb := (*[QK]int8)(q[b*QK:])
-		sb := (*[QK / QKSum]int16)(sums[b*QK/QKSum:])
-		var amax, vmax float32
-		for _, v := range xb {
-			if a := abs32(v); a > amax {
-				amax, vmax = a, v
-			}
+		quantizeQ8KBlock(q[b*QK:], &d[b], sums[b*QK/QKSum:], x[b*QK:])
+	}
+}
+
+// quantizeQ8KBlock is QuantizeQ8K of the block at x.
+func quantizeQ8KBlock(q []int8, d *float32, sums []int16, x []float32) {
+	xb := (*[QK]float32)(x)
+	qb := (*[QK]int8)(q)
+	sb := (*[QK / QKSum]int16)(sums)
+	var amax, vmax float32
+	for _, v := range xb {
+		if a := abs32(v); a > amax {
+			amax, vmax = a, v
 		}
-		if amax == 0 {
-			clear(qb[:])
-			clear(sb[:])
-			d[b] = 0
-			continue
+	}
+	if amax == 0 {
+		clear(qb[:])
+		clear(sb[:])
+		*d = 0
+		return
+	}
+	iscale := -127 / vmax
+	for i, v := range xb {
+		qb[i] = q8(iscale * v)
+	}
+	*d = 1 / iscale
+	blockSums16(sb, qb)
+}
+
+// blockSums16 sets sb[s] to the sum of qb's values [QKSum*s, QKSum*(s+1)).
+func blockSums16(sb *[QK / QKSum]int16, qb *[QK]int8) {
+	for s := range sb {
+		var sum int16
+		for _, v := range qb[QKSum*s : QKSum*(s+1)] {
+			sum += int16(v)
 		}
-		iscale := -127 / vmax
-		for i, v := range xb {
-			qb[i] = q8(iscale * v)
-		}
-		d[b] = 1 / iscale
-		for s := range sb {
-			var sum int16
-			for _, v := range qb[QKSum*s : QKSum*(s+1)] {
-				sum += int16(v)
-			}
-			sb[s] = sum
-		}
+		sb[s] = sum
 	}
 }
 

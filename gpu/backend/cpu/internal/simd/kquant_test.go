@@ -356,3 +356,51 @@ func FuzzDotQ32(f *testing.F) {
 		}
 	})
 }
+
+// TestQuantizeQ8KVectorBits: QuantizeQ8K's vector form (where the CPU has
+// it) gives the Go block form's bits: blocks of several magnitudes, a zero
+// block, a block whose largest magnitude appears twice with both signs
+// (the first one sets the sign of the scale), ties, denormals whose
+// inverse scale overflows.
+func TestQuantizeQ8KVectorBits(t *testing.T) {
+	if best.quantQ8K == nil {
+		t.Skipf("%s has no vector QuantizeQ8K", best.Name)
+	}
+	r := rand.New(rand.NewPCG(13, 14))
+	const nb = 40
+	x := make([]float32, nb*QK)
+	for b := range nb {
+		scale := float32(math.Pow(10, float64(r.IntN(12)-6)))
+		for i := range QK {
+			x[b*QK+i] = float32(r.NormFloat64()) * scale
+		}
+	}
+	for i := range QK {
+		x[QK+i] = 0                             // block 1: zeros
+		x[2*QK+i] = float32(i%16) - 7.5         // block 2: ties
+		x[3*QK+i] = float32(i%5) * 1e-45        // block 3: denormals
+		x[4*QK+i] = float32(i%7-3) * (1.0 / 64) // block 4: the largest, -3/64 and 3/64, first negative
+	}
+	x[5*QK+200], x[5*QK+9] = 1e3, -1e3 // block 5: the largest twice, the first one negative
+	q, d, s := make([]int8, len(x)), make([]float32, nb), make([]int16, nb*QK/QKSum)
+	QuantizeQ8K(q, d, s, x)
+	wq, wd, ws := make([]int8, len(x)), make([]float32, nb), make([]int16, nb*QK/QKSum)
+	for b := range nb {
+		quantizeQ8KBlock(wq[b*QK:], &wd[b], ws[b*QK/QKSum:], x[b*QK:])
+	}
+	for b := range nb {
+		if math.Float32bits(d[b]) != math.Float32bits(wd[b]) {
+			t.Fatalf("block %d: d = %g, want %g", b, d[b], wd[b])
+		}
+		for i := range QK {
+			if q[b*QK+i] != wq[b*QK+i] {
+				t.Fatalf("block %d: q[%d] = %d, want %d", b, i, q[b*QK+i], wq[b*QK+i])
+			}
+		}
+		for i := range QK / QKSum {
+			if s[b*QK/QKSum+i] != ws[b*QK/QKSum+i] {
+				t.Fatalf("block %d: sum %d = %d, want %d", b, i, s[b*QK/QKSum+i], ws[b*QK/QKSum+i])
+			}
+		}
+	}
+}

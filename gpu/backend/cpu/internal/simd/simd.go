@@ -60,6 +60,9 @@ type Impl struct {
 	// Optional (nil: the pure-Go form): QuantizeQ8 in natural order over
 	// whole blocks, at least one, with the Go form's bits.
 	quantQ8 func(q []int8, d []float32, x []float32)
+	// Optional (nil: the pure-Go form): QuantizeQ8K over whole blocks, at
+	// least one, with the Go form's bits.
+	quantQ8K func(q []int8, d []float32, sums []int16, x []float32)
 	// Optional (nil: two dotF32x4 calls, the same bits).
 	dotF32x2x4 func(a0, a1, x []float32, stride int, out *[8]float32)
 	// Optional (nil: the pure-Go form): the prefill GEMM per packed kind.

@@ -30,6 +30,7 @@ var AVX2 = &Impl{
 	expSub:     expSubA,
 	swiglu:     swigluA,
 	quantQ8:    quantizeQ8A,
+	quantQ8K:   quantizeQ8KA,
 	dotK: [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16) float32{
 		Q4K: kernelKA(dotQ4KAVX2), Q5K: kernelKA(dotQ5KAVX2), Q6K: kernelKA(dotQ6KAVX2),
 		Q2K: kernelKA(dotQ2KAVX2), Q3K: kernelKA(dotQ3KAVX2),
@@ -398,5 +399,47 @@ func quantizeQ8A(q []int8, d []float32, x []float32) {
 				}
 			}
 		}
+	}
+}
+
+// quantizeQ8KA is QuantizeQ8K with the AVX2 passes of QuantizeQ8 per block
+// of QK: the largest magnitude of each 32 values, the first value of the
+// block's largest magnitude found from it (the Go form keeps the first),
+// then the values scaled by one inverse scale, clamped and rounded as q8
+// does. A block whose inverse scale overflows goes through the Go form.
+// Inputs are finite, as for quantizeQ8A.
+func quantizeQ8KA(q []int8, d []float32, sums []int16, x []float32) {
+	const per = QK / QBlock
+	var amax, ids [per]float32
+	for b := range d {
+		xb := (*[QK]float32)(x[b*QK:])
+		absMaxBlocksAVX2(&xb[0], per, &amax[0])
+		m := amax[0]
+		for _, a := range amax[1:] {
+			m = max(m, a)
+		}
+		if m == 0 {
+			quantizeQ8KBlock(q[b*QK:], &d[b], sums[b*QK/QKSum:], xb[:])
+			continue
+		}
+		var vmax float32
+		for _, v := range xb {
+			if abs32(v) == m {
+				vmax = v
+				break
+			}
+		}
+		iscale := -127 / vmax
+		if math.IsInf(float64(iscale), 0) {
+			quantizeQ8KBlock(q[b*QK:], &d[b], sums[b*QK/QKSum:], xb[:])
+			continue
+		}
+		for i := range ids {
+			ids[i] = iscale
+		}
+		qb := (*[QK]int8)(q[b*QK:])
+		quantQ8BlocksAVX2(&xb[0], &ids[0], &qb[0], per)
+		d[b] = 1 / iscale
+		blockSums16((*[QK / QKSum]int16)(sums[b*QK/QKSum:]), qb)
 	}
 }
