@@ -50,6 +50,7 @@ type batcher struct {
 	// rounds and rowsRun count the rounds run and their rows; mixed the
 	// rounds whose rows applied more than one adapter set.
 	rounds, rowsRun, mixed atomic.Int64
+	gather                 int // tuning.Options.GatherRows
 }
 
 // RoundStats counts a model's batched decode rounds (of all its variants
@@ -120,7 +121,7 @@ func startBatcher(m *Model, slots []*slot, opts arch.BuildOptions) (*batcher, er
 	b := &batcher{slots: slots, device: m.device, prog: prog, vocab: m.cfg.VocabSize,
 		reqs: make(chan *stepReq, n), wake: make(chan struct{}, 1),
 		quit: make(chan struct{}), done: make(chan struct{}),
-		logits: make([]float32, n*m.cfg.VocabSize)}
+		logits: make([]float32, n*m.cfg.VocabSize), gather: m.gatherRows}
 	b.users.Store(1)
 	go b.loop()
 	return b, nil
@@ -156,6 +157,8 @@ func (b *batcher) leave() {
 const (
 	minWait = 10 * time.Microsecond
 	maxWait = 100 * time.Millisecond
+	// gatherWait bounds a round's wait for tuning.Options.GatherRows.
+	gatherWait = 2 * time.Second
 )
 
 func (b *batcher) loop() {
@@ -169,9 +172,13 @@ func (b *batcher) loop() {
 		case <-b.quit:
 			return
 		}
-		timer := time.NewTimer(min(max(last, minWait), maxWait))
+		wait, least := min(max(last, minWait), maxWait), 0
+		if b.gather > 0 && b.mixed.Load() == 0 {
+			wait, least = gatherWait, b.gather // tuning.Options.GatherRows
+		}
+		timer := time.NewTimer(wait)
 	gather:
-		for len(b.batch) < int(b.active.Load()) {
+		for len(b.batch) < max(int(b.active.Load()), least) {
 			select {
 			case r := <-b.reqs:
 				b.batch = append(b.batch, r)

@@ -195,6 +195,7 @@ type Model struct {
 	maxCache   int
 	kvF16      bool          // the cache stores binary16 (resolved activation policy)
 	ringTokens int           // arch.BuildOptions.RingTokens of every graph (0: full caches)
+	gatherRows int           // tuning.Options.GatherRows
 	kvSpec     fusion.KVSpec // every slot's cache
 	actF16     bool          // the activations between kernels are binary16 (actF16)
 	fuse       bool
@@ -299,6 +300,7 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 	}
 	m := &Model{cfg: *cfg, tok: tok, backend: opts.Backend, maxCache: opts.MaxCache, turn: make(chan struct{}, nslots), fuse: !opts.NoFusion}
 	m.greedyOff = opts.HostSampling
+	m.gatherRows = opts.tuning.GatherRows
 	m.stepsPerSubmit = opts.StepsPerSubmit
 	if m.stepsPerSubmit == 0 {
 		m.stepsPerSubmit = DefaultStepsPerSubmit

@@ -61,7 +61,7 @@ func variantsCase(t *testing.T, backend string) {
 	}
 	t.Cleanup(func() { be.Close() })
 	// f32 activations: llama.cpp's goldens are f32 runs.
-	models, err := pipeline.FromCheckpointVariants(context.Background(), ck, pipeline.Options{Backend: be, MaxCache: 64, Activations: "f32"}.WithTuning(tuning.Options{AlwaysBatch: true}),
+	models, err := pipeline.FromCheckpointVariants(context.Background(), ck, pipeline.Options{Backend: be, MaxCache: 64, Activations: "f32"}.WithTuning(tuning.Options{AlwaysBatch: true, GatherRows: 3}),
 		[][]lora.Applied{nil, adapter("llama_r4", 1), adapter("llama_r16", 0.5)})
 	if err != nil {
 		t.Fatal(err)
@@ -83,9 +83,11 @@ func variantsCase(t *testing.T, backend string) {
 		testmodels.DecodeJSON(t, filepath.Join(dir, name+".golden.json"), &g)
 		goldens = append(goldens, g)
 	}
-	// Each round sends the three at once; their decode steps overlap in
-	// most rounds, but goroutine scheduling decides, so a few more rounds
-	// run until one mixed adapters (at most 8).
+	// Each round sends the three at once. The model is so small that one
+	// request's generation can end before the next one's arrives (a CI
+	// run saw 8 rounds of 552 one-row steps), so until a round has mixed
+	// adapters the batcher waits for three rows (GatherRows, at most 2 s
+	// a round); a few more rounds run if none did (at most 8).
 	for round := 0; round < 2 || models[0].Rounds().Mixed == 0 && round < 8; round++ {
 		var wg sync.WaitGroup
 		for i, id := range ids {

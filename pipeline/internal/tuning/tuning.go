@@ -26,4 +26,11 @@ type Options struct {
 	// graphs; for tests and comparisons. It cannot be combined with
 	// NoBatching.
 	AlwaysBatch bool
+	// GatherRows makes a batched decode round wait (up to two seconds)
+	// until it has this many rows, whatever the number of sessions
+	// decoding, until the model's first round of rows of different
+	// adapter sets has run; then rounds gather as usual. A test of mixed
+	// rounds over a model so small that one request's whole generation
+	// can finish before the next request's arrives needs it.
+	GatherRows int
 }
