@@ -37,6 +37,7 @@ import (
 //	     taking its low four bits from the nibble s/8 of byte s%8 and its
 //	     top two bits from bits 2(s/4)..2(s/4)+1 of byte 8 + s%4; value
 //	     (d*(sc-32))*(q - 4 if the high bit is clear).
+//	Q8_0 (32, 34): d f16, qs[32] int8; value d*q.
 //
 // The arithmetic (products in this order, rounded to float32 after each
 // operation) reproduces llama.cpp's own dequantization to F32 exactly.
@@ -52,6 +53,7 @@ var blockGeometry = map[DType]geometry{
 	Q6K:  {256, 210},
 	Q2K:  {256, 84},
 	Q3K:  {256, 110},
+	Q8_0: {32, 34},
 }
 
 // DecodeBlocks dequantizes whole blocks of type dt from src into dst:
@@ -82,6 +84,14 @@ var blockDecoders = map[DType]func([]byte, []float32){
 	Q6K:  decodeQ6K,
 	Q2K:  decodeQ2K,
 	Q3K:  decodeQ3K,
+	Q8_0: decodeQ8_0,
+}
+
+func decodeQ8_0(b []byte, y []float32) {
+	d := f16At(b)
+	for j, c := range (*[32]byte)(b[2:]) {
+		y[j] = float32(int8(c)) * d
+	}
 }
 
 func f16At(b []byte) float32 { return F16Float(binary.LittleEndian.Uint16(b)) }

@@ -22,6 +22,8 @@ func refValue(dt DType, blk []byte, i int) float32 {
 	switch dt {
 	case Q4_1:
 		return float32(float32(nibble(blk[4:], i))*half(0)) + half(2)
+	case Q8_0:
+		return float32(int8(blk[2+i])) * half(0)
 	case Q5_0:
 		hb := int(binary.LittleEndian.Uint32(blk[2:])>>uint(i)) & 1
 		return float32(nibble(blk[6:], i)+16*hb-16) * half(0)
@@ -113,7 +115,7 @@ func refHalf(h uint16) float32 {
 	return float32(sign * math.Ldexp(1+f/1024, e-15))
 }
 
-var blockTypes = []DType{Q4_1, Q5_0, Q5_1, Q4K, Q5K, Q6K, Q2K, Q3K}
+var blockTypes = []DType{Q4_1, Q5_0, Q5_1, Q4K, Q5K, Q6K, Q2K, Q3K, Q8_0}
 
 // randomBlocks fills n blocks with random bytes, keeping f16 fields finite
 // unless wild is set.
@@ -125,7 +127,7 @@ func randomBlocks(rng *rand.Rand, dt DType, n int, wild bool) []byte {
 	if wild {
 		return b
 	}
-	halves := map[DType][]int{Q4_1: {0, 2}, Q5_0: {0}, Q5_1: {0, 2}, Q4K: {0, 2}, Q5K: {0, 2}, Q6K: {208}, Q2K: {80, 82}, Q3K: {108}}[dt]
+	halves := map[DType][]int{Q4_1: {0, 2}, Q5_0: {0}, Q5_1: {0, 2}, Q4K: {0, 2}, Q5K: {0, 2}, Q6K: {208}, Q2K: {80, 82}, Q3K: {108}, Q8_0: {0}}[dt]
 	for k := range n {
 		for _, off := range halves {
 			p := k*dt.BlockBytes() + off

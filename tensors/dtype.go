@@ -29,10 +29,14 @@ const (
 	Q6K  // 256 elements in 16 sub-blocks of 16 with int8 scales, 6-bit values
 	Q2K  // 256 elements in 16 sub-blocks of 16 with 4-bit scales and mins, 2-bit values
 	Q3K  // 256 elements in 16 sub-blocks of 16 with 6-bit scales, 3-bit values
+	// Q8_0 is 32 elements: f16 d, 32 int8; d*q. A GGUF's Q8_0 matrices
+	// become I8 with separate scales (the fast paths of every backend);
+	// only stacked experts keep these blocks, so they can stay mapped.
+	Q8_0
 )
 
 var dtypeNames = [...]string{InvalidDType: "invalid", F32: "f32", F16: "f16", BF16: "bf16", I8: "int8", I4: "int4", I32: "int32",
-	Q4_1: "q4_1", Q5_0: "q5_0", Q5_1: "q5_1", Q4K: "q4_k", Q5K: "q5_k", Q6K: "q6_k", Q2K: "q2_k", Q3K: "q3_k"}
+	Q4_1: "q4_1", Q5_0: "q5_0", Q5_1: "q5_1", Q4K: "q4_k", Q5K: "q5_k", Q6K: "q6_k", Q2K: "q2_k", Q3K: "q3_k", Q8_0: "q8_0"}
 
 func (d DType) String() string {
 	if int(d) < len(dtypeNames) {
@@ -42,7 +46,7 @@ func (d DType) String() string {
 }
 
 // Valid reports whether d is one of the defined types.
-func (d DType) Valid() bool { return d > InvalidDType && d <= Q3K }
+func (d DType) Valid() bool { return d > InvalidDType && d <= Q8_0 }
 
 // Bits is the storage size of one element in bits (0 for block types, whose
 // elements have no whole-bit size: see BlockLen and BlockBytes).
@@ -72,7 +76,7 @@ func (d DType) ByteSize(n int) int {
 	return (n*d.Bits() + 7) / 8
 }
 
-// Block reports whether d is a block type (Q4_1 ... Q3K).
+// Block reports whether d is a block type (Q4_1 ... Q3K, Q8_0).
 func (d DType) Block() bool {
 	_, ok := blockGeometry[d]
 	return ok

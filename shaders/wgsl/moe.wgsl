@@ -30,7 +30,7 @@
 // matrix of experts*rows rows (expert e's rows start at row e*rows), of any
 // type common.wgsl decodes (f32, f16, bf16, int8 and int4 with scales),
 // read element by element with word_of/decode as embed does, or of one of
-// llama.cpp's block types (K-quants, Q4_1, Q5_0, Q5_1: mq_value): each family
+// llama.cpp's block types (K-quants, Q4_1, Q5_0, Q5_1, Q8_0: mq_value): each family
 // module holds one decoding path per weight type only where a kernel is
 // bandwidth-bound on a dense matrix (matmul.wgsl); here the kernels read
 // used/experts of the expert bytes, and a plain family keeps the kernel set
@@ -154,6 +154,7 @@ fn mq_bytes(qt: u32) -> u32 {
         case QT_Q4_1: { n = QT_Q4_1_BYTES; }
         case QT_Q5_0: { n = QT_Q5_0_BYTES; }
         case QT_Q5_1: { n = QT_Q5_1_BYTES; }
+        case QT_Q8_0: { n = QT_Q8_0_BYTES; }
         case QT_Q4K: { n = QT_Q4K_BYTES; }
         case QT_Q5K: { n = QT_Q5K_BYTES; }
         case QT_Q2K: { n = QT_Q2K_BYTES; }
@@ -194,6 +195,9 @@ fn mq_value(second: bool, qt: u32, b: u32, i: u32) -> f32 {
         case QT_Q5_1: {
             let hb = (mq_byte(second, b + 4u + (i >> 3u)) >> (i & 7u)) & 1u;
             v = f32(mq_nibble(second, b + 8u, i) | (hb << 4u)) * mq_half(second, b) + mq_half(second, b + 2u);
+        }
+        case QT_Q8_0: {
+            v = f32(extractBits(bitcast<i32>(mq_byte(second, b + 2u + i)), 0u, 8u)) * mq_half(second, b);
         }
         case QT_Q4K, QT_Q5K: { // 8 sub-blocks of 32, each with a 6-bit scale and min
             let j = i >> 5u;
@@ -282,6 +286,12 @@ fn mq_dot32(second: bool, qt: u32, b: u32, j: u32, xi: u32) -> f32 {
         case QT_Q2K, QT_Q3K: {
             for (var i = 0u; i < 32u; i++) {
                 acc += mq_value(second, qt, b, 32u * j + i) * x_at(xi + i);
+            }
+        }
+        case QT_Q8_0: { // d, 32 int8 (34-byte blocks: b is even)
+            let d = mq_half(second, b);
+            for (var i = 0u; i < 32u; i++) {
+                acc += f32(extractBits(bitcast<i32>(mq_byte(second, b + 2u + i)), 0u, 8u)) * d * x_at(xi + i);
             }
         }
         default: { // Q4_1, Q5_0, Q5_1: one block of 32

@@ -73,6 +73,7 @@ fn qblock_bytes(qt: u32) -> u32 {
         case QT_Q4_1: { n = QT_Q4_1_BYTES; }
         case QT_Q5_0: { n = QT_Q5_0_BYTES; }
         case QT_Q5_1: { n = QT_Q5_1_BYTES; }
+        case QT_Q8_0: { n = QT_Q8_0_BYTES; }
         case QT_Q4K: { n = QT_Q4K_BYTES; }
         case QT_Q5K: { n = QT_Q5K_BYTES; }
         case QT_Q2K: { n = QT_Q2K_BYTES; }
@@ -133,6 +134,9 @@ fn qvalue(qt: u32, b: u32, i: u32) -> f32 {
         case QT_Q5_1: { // Q5_1
             let hb = (qbyte(b + 4u + (i >> 3u)) >> (i & 7u)) & 1u;
             v = f32(qnibble32(b + 8u, i) | (hb << 4u)) * qhalf(b) + qhalf(b + 2u);
+        }
+        case QT_Q8_0: { // Q8_0: d, 32 int8
+            v = f32(extractBits(bitcast<i32>(qbyte(b + 2u + i)), 0u, 8u)) * qhalf(b);
         }
         case QT_Q4K, QT_Q5K: { // Q4_K, Q5_K
             let j = i >> 5u; // sub-block
@@ -214,9 +218,11 @@ struct QSub {
 fn qsub(ql: u32, qt: u32, b: u32, s: u32) -> QSub {
     var r = QSub(0.0, 0.0, 0u);
     switch ql {
-        case QL_B32: { // Q4_1 d, m, qs; Q5_0 d, qh, qs; Q5_1 d, m, qh, qs
+        case QL_B32: { // Q4_1 d, m, qs; Q5_0 d, qh, qs; Q5_1 d, m, qh, qs; Q8_0 d, qs
             r.a = qhalf(b);
-            if qt == QT_Q5_0 {
+            if qt == QT_Q8_0 {
+                // d*q: no offset, no high bits
+            } else if qt == QT_Q5_0 {
                 r.h = qword4(b + 2u);
             } else {
                 r.c = qhalf(b + 2u);
@@ -257,6 +263,9 @@ fn qquant4(ql: u32, qt: u32, b: u32, s: u32, sub: QSub, l: u32) -> vec4<f32> {
     var q = vec4<i32>(0);
     switch ql {
         case QL_B32: { // low nibbles are elements 0..15, high nibbles 16..31
+            if qt == QT_Q8_0 { // signed bytes l .. l+3 after d
+                return vec4<f32>(extractBits(bitcast<vec4<i32>>(vec4<u32>(qword4(b + 2u + l)) >> by), 0u, 8u));
+            }
             var qs = b + 4u;
             if qt == QT_Q5_0 {
                 qs = b + 6u;

@@ -10,10 +10,13 @@ import (
 
 // toTensor converts a GGUF tensor into ours, named name. Shapes reverse ggml's
 // [ne0=in, ne1=out] into row-major [out, in]. F32, F16 and BF16 data alias the
-// file. Q8_0 and Q4_0 become I8 / I4 with block-32 F16 scales; the values are
-// regrouped (blocks interleave scales and values) but not changed. Q4_1,
-// Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K keep their blocks as they
-// are (tensors block types), aliasing the file.
+// file. Q8_0 and Q4_0 matrices become I8 / I4 with block-32 F16 scales; the
+// values are regrouped (blocks interleave scales and values) but not
+// changed. Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K keep their
+// blocks as they are (tensors block types), aliasing the file, and so do
+// Q8_0 tensors of three dimensions (stacked experts, tensors.Q8_0): a
+// regrouped copy of them would hold a mixture of experts in memory, where
+// the mapped file lets the OS page in only the experts a token uses.
 func (f *File) toTensor(info *TensorInfo, name string) (*tensors.Tensor, error) {
 	if f.read == nil {
 		return f.readTensor(info, name)
@@ -30,6 +33,9 @@ func (f *File) toTensor(info *TensorInfo, name string) (*tensors.Tensor, error) 
 		dt = tensors.BF16
 	case GGMLQ8_0:
 		dt = tensors.I8
+		if len(info.Dims) == 3 {
+			dt = tensors.Q8_0
+		}
 	case GGMLQ4_0:
 		dt = tensors.I4
 	default:
@@ -66,6 +72,10 @@ func (f *File) readTensor(info *TensorInfo, name string) (*tensors.Tensor, error
 	case GGMLBF16:
 		t.DType, t.Data = tensors.BF16, data
 	case GGMLQ8_0:
+		if len(info.Dims) == 3 {
+			t.DType, t.Data = tensors.Q8_0, data // stacked experts: kept mapped
+			break
+		}
 		t.DType = tensors.I8
 		t.Data, t.Scales = splitQ8_0(data, info.Dims[0])
 	case GGMLQ4_0:

@@ -46,23 +46,29 @@ func TestMoEReadsSelectedExperts(t *testing.T) {
 			return tensors.Quantize(n, s, v, dt, 32, tensors.F16)
 		}
 	}
-	// llama.cpp's block types (Q5_0 here: f16 d, 4 bytes of high bits, 16
-	// of nibbles per 32 values) take the path of the K-quants: random
-	// blocks with a small d, whatever the values.
-	q5 := func(n string, s []int, v []float32) (*tensors.Tensor, error) {
-		b := make([]byte, len(v)/32*22)
-		for i := range len(v) / 32 {
-			blk := b[i*22 : (i+1)*22]
-			for j := range blk {
-				blk[j] = byte(rng.Uint32())
+	// llama.cpp's block types (Q5_0: f16 d, 4 bytes of high bits, 16 of
+	// nibbles per 32 values; Q8_0: f16 d, 32 int8, the type a GGUF's Q8_0
+	// experts keep) take the path of the K-quants: random blocks with a
+	// small d (weights up to 16d and 128d: about 0.06 both), whatever the
+	// values.
+	blocks := func(dt tensors.DType, dv float32) func(string, []int, []float32) (*tensors.Tensor, error) {
+		return func(n string, s []int, v []float32) (*tensors.Tensor, error) {
+			bb := dt.BlockBytes()
+			b := make([]byte, len(v)/32*bb)
+			for i := range len(v) / 32 {
+				blk := b[i*bb : (i+1)*bb]
+				for j := range blk {
+					blk[j] = byte(rng.Uint32())
+				}
+				d := tensors.F16Bits(dv)
+				blk[0], blk[1] = byte(d), byte(d>>8)
 			}
-			d := tensors.F16Bits(0.004)
-			blk[0], blk[1] = byte(d), byte(d>>8)
+			return &tensors.Tensor{Name: n, DType: dt, Shape: s, Data: b}, nil
 		}
-		return &tensors.Tensor{Name: n, DType: tensors.Q5_0, Shape: s, Data: b}, nil
 	}
 	for _, st := range []stored{{"f32", plain(tensors.F32)}, {"f16", plain(tensors.F16)},
-		{"int8 block32", quant(tensors.I8)}, {"int4 block32", quant(tensors.I4)}, {"q5_0 blocks", q5}} {
+		{"int8 block32", quant(tensors.I8)}, {"int4 block32", quant(tensors.I4)},
+		{"q5_0 blocks", blocks(tensors.Q5_0, 0.004)}, {"q8_0 blocks", blocks(tensors.Q8_0, 0.0005)}} {
 		for _, norm := range []bool{true, false} {
 			for _, n := range []int{1, 5} {
 				ws := []*tensors.Tensor{f32Tensor(t, "emb", []int{5, dim}, emb), f32Tensor(t, "router", []int{experts, dim}, router)}

@@ -10,8 +10,8 @@ import (
 )
 
 // BlockTypes are llama.cpp's block types the backends run (tensors.Q4_1 ...
-// Q3K, kept bit for bit).
-var BlockTypes = []tensors.DType{tensors.Q4_1, tensors.Q5_0, tensors.Q5_1, tensors.Q4K, tensors.Q5K, tensors.Q6K, tensors.Q2K, tensors.Q3K}
+// Q3K and Q8_0, kept bit for bit).
+var BlockTypes = []tensors.DType{tensors.Q4_1, tensors.Q5_0, tensors.Q5_1, tensors.Q4K, tensors.Q5K, tensors.Q6K, tensors.Q2K, tensors.Q3K, tensors.Q8_0}
 
 // blockHalves lists, per block type, the byte offsets of its f16 fields and
 // the largest magnitude each may take so that weights stay within about
@@ -25,6 +25,7 @@ var blockHalves = map[tensors.DType][][2]float32{
 	tensors.Q6K:  {{208, 1.0 / (127 * 32)}},
 	tensors.Q2K:  {{80, 1.0 / (15 * 3)}, {82, 1.0 / 15}},
 	tensors.Q3K:  {{108, 1.0 / (32 * 4)}},
+	tensors.Q8_0: {{0, 1.0 / 128}},
 }
 
 // BlockMatrix is a [rows, cols] tensor of block type dt: random values,

@@ -6873,6 +6873,51 @@ q51done:
 	MOVSS X5, ret+32(FP)
 	RET
 
+// func dotQ8_0AVX2(w *byte, x *int8, xd *float32, nb int) float32
+// Requires: AVX, AVX2, F16C, MMX+, SSE
+TEXT ·dotQ8_0AVX2(SB), NOSPLIT, $0-36
+	MOVQ         w+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         xd+16(FP), DX
+	MOVQ         nb+24(FP), BX
+	MOVL         $0x00010001, SI
+	VMOVD        SI, X0
+	VPBROADCASTW X0, Y0
+	VXORPS       X1, X1, X1
+
+q80block:
+	TESTQ        BX, BX
+	JZ           q80done
+	PREFETCHT0   2048(AX)
+	VMOVDQU      2(AX), Y2
+	VMOVDQU      (CX), Y3
+	VPSIGNB      Y2, Y3, Y3
+	VPABSB       Y2, Y2
+	VPMADDUBSW   Y3, Y2, Y2
+	VPMADDWD     Y0, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X3
+	VPADDD       X3, X2, X2
+	VPHADDD      X2, X2, X2
+	VPHADDD      X2, X2, X2
+	MOVWLZX      (AX), SI
+	VMOVD        SI, X3
+	VCVTDQ2PS    X2, X2
+	VCVTPH2PS    X3, X3
+	VBROADCASTSS (DX), X4
+	VMULPS       X4, X3, X3
+	VMULPS       X2, X3, X2
+	VADDSS       X2, X1, X1
+	ADDQ         $0x22, AX
+	ADDQ         $0x20, CX
+	ADDQ         $0x04, DX
+	DECQ         BX
+	JMP          q80block
+
+q80done:
+	VZEROUPPER
+	MOVSS X1, ret+32(FP)
+	RET
+
 // func gemmQ8T1VNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512VL, AVX512VNNI, FMA3
 TEXT ·gemmQ8T1VNNI(SB), NOSPLIT, $0-64

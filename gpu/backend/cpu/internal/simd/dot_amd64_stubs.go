@@ -204,6 +204,11 @@ func dotQ5_0AVX2(w *byte, x *int8, xd *float32, nb int) float32
 //go:noescape
 func dotQ5_1AVX2(w *byte, x *int8, xd *float32, nb int) float32
 
+// dotQ8_0AVX2 returns the dot product of nb Q8_0 blocks at w with QuantizeQ8 activations in natural order (x, xd).
+//
+//go:noescape
+func dotQ8_0AVX2(w *byte, x *int8, xd *float32, nb int) float32
+
 // gemmQ8T1VNNI is the Q8 GEMM kernel for 1 tokens (simd.Impl.Gemm).
 //
 //go:noescape

@@ -5407,6 +5407,44 @@ done:
 	FMOVS F0, ret+32(FP)
 	RET
 
+// func dotQ8_0NEON(w *byte, x *int8, xd *float32, nb int) float32
+TEXT ·dotQ8_0NEON(SB), NOSPLIT, $0-36
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD nb+24(FP), R4
+	WORD $0x6f00e400 // movi v0.2d, #0
+block:
+	CBZ R4, done
+	ADD $2, R0, R10
+	VLD1 (R10), [V18.B16, V19.B16]
+	VLD1.P 32(R1), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R12
+	MOVHU 0(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS.P 4(R2), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	FADDS F4, F0, F0
+	ADD $34, R0
+	SUB $1, R4
+	B block
+done:
+	FMOVS F0, ret+32(FP)
+	RET
+
 // func dotQ8Q8BlocksSDOT(w *int8, ws *uint16, x *int8, xd *float32, nb int) float32
 TEXT ·dotQ8Q8BlocksSDOT(SB), NOSPLIT, $0-44
 	MOVD w+0(FP), R0
@@ -8817,6 +8855,38 @@ block:
 	FSUBS F5, F4, F4
 	FADDS F4, F0, F0
 	ADD $24, R0
+	SUB $1, R4
+	B block
+done:
+	FMOVS F0, ret+32(FP)
+	RET
+
+// func dotQ8_0SDOT(w *byte, x *int8, xd *float32, nb int) float32
+TEXT ·dotQ8_0SDOT(SB), NOSPLIT, $0-36
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD nb+24(FP), R4
+	WORD $0x6f00e400 // movi v0.2d, #0
+block:
+	CBZ R4, done
+	ADD $2, R0, R10
+	VLD1 (R10), [V18.B16, V19.B16]
+	VLD1.P 32(R1), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R12
+	MOVHU 0(R0), R13
+	FMOVS R13, F1
+	FCVTHS F1, F1
+	FMOVS.P 4(R2), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	FADDS F4, F0, F0
+	ADD $34, R0
 	SUB $1, R4
 	B block
 done:

@@ -244,7 +244,7 @@ var q32Types = []struct {
 	t      Q32
 	dt     tensors.DType
 	scales []int
-}{{Q4_1, tensors.Q4_1, []int{0, 2}}, {Q5_0, tensors.Q5_0, []int{0}}, {Q5_1, tensors.Q5_1, []int{0, 2}}}
+}{{Q4_1, tensors.Q4_1, []int{0, 2}}, {Q5_0, tensors.Q5_0, []int{0}}, {Q5_1, tensors.Q5_1, []int{0, 2}}, {Q8_0, tensors.Q8_0, []int{0}}}
 
 // randQ32Blocks is randKBlocks for the 32-value types.
 func randQ32Blocks(r *rand.Rand, t Q32, scales []int, nb int, extreme float64) []byte {
@@ -268,7 +268,7 @@ func quant32(x []float32) ([]int8, []float32) {
 	return q, d
 }
 
-// TestQ32Reference is TestKQuantReference for Q4_1, Q5_0 and Q5_1.
+// TestQ32Reference is TestKQuantReference for Q4_1, Q5_0, Q5_1 and Q8_0.
 func TestQ32Reference(t *testing.T) {
 	r := rngFor(t)
 	for _, qt := range q32Types {
@@ -299,7 +299,7 @@ func TestQ32Reference(t *testing.T) {
 	}
 }
 
-// TestQ32Parity is TestKParity for Q4_1, Q5_0 and Q5_1.
+// TestQ32Parity is TestKParity for Q4_1, Q5_0, Q5_1 and Q8_0.
 func TestQ32Parity(t *testing.T) {
 	r := rngFor(t)
 	same := func(a, b float32) bool { return a == b || a != a && b != b }
@@ -337,11 +337,12 @@ func TestQ32Parity(t *testing.T) {
 	}
 }
 
-// FuzzDotQ32 is FuzzDotK for Q4_1, Q5_0 and Q5_1.
+// FuzzDotQ32 is FuzzDotK for Q4_1, Q5_0, Q5_1 and Q8_0.
 func FuzzDotQ32(f *testing.F) {
 	f.Add(uint8(0), []byte{1, 2, 3}, int64(1))
 	f.Add(uint8(1), make([]byte, 3*22), int64(2))
 	f.Add(uint8(2), []byte("\xff\xff\x7c\x00\xff\xff\xff\xff any bytes at all"), int64(3))
+	f.Add(uint8(3), make([]byte, 2*34), int64(4))
 	f.Fuzz(func(t *testing.T, typ uint8, blocks []byte, seed int64) {
 		qt := Q32(int(typ) % int(NumQ32))
 		nb := min(len(blocks)/qt.BlockBytes(), 9)

@@ -2,28 +2,30 @@ package simd
 
 import "encoding/binary"
 
-// The kernels of llama.cpp's 32-value block types with offsets (Q4_1,
-// Q5_0, Q5_1: K-quant mixes store them where a row is not a multiple of
-// 256 values), kept in their GGUF layout, against activations quantized by
+// The kernels of llama.cpp's 32-value block types (Q4_1, Q5_0, Q5_1:
+// K-quant mixes store them where a row is not a multiple of 256 values;
+// Q8_0: stacked experts, which stay mapped), kept in their GGUF layout, against activations quantized by
 // QuantizeQ8 in natural order (llama.cpp's Q8_0 blocks; Q8_1's block sums
 // are taken inside the kernels). Per block the integer sums Σq·x and Σx
 // are exact and the block adds float32(d*dx*Σq·x) + float32(m*dx*Σx) (Q4_1,
-// Q5_1) or float32(d*dx*Σ(q-16)·x) (Q5_0) in every implementation.
+// Q5_1), float32(d*dx*Σ(q-16)·x) (Q5_0) or float32(d*dx*Σq·x) (Q8_0) in
+// every implementation.
 
-// Q32 is one of the 32-value block types with an offset.
+// Q32 is one of the 32-value block types.
 type Q32 int
 
 const (
 	Q4_1 Q32 = iota // 20 bytes: d, m, 16 bytes of nibbles; d*q + m
 	Q5_0            // 22 bytes: d, 32 high bits, nibbles; d*(q-16)
 	Q5_1            // 24 bytes: d, m, 32 high bits, nibbles; d*q + m
+	Q8_0            // 34 bytes: d, 32 int8; d*q
 	NumQ32
 )
 
 var q32Info = [NumQ32]struct {
 	name  string
 	bytes int
-}{{"q4_1", 20}, {"q5_0", 22}, {"q5_1", 24}}
+}{{"q4_1", 20}, {"q5_0", 22}, {"q5_1", 24}, {"q8_0", 34}}
 
 func (t Q32) String() string { return q32Info[t].name }
 
@@ -79,7 +81,7 @@ func DotQ32x4(t Q32, w []byte, x []int8, xd []float32, xstride int, out *[4]floa
 }
 
 var kernelsQ32Go = [NumQ32]func(w []byte, x []int8, xd []float32) float32{
-	Q4_1: dotQ4_1Go, Q5_0: dotQ5_0Go, Q5_1: dotQ5_1Go,
+	Q4_1: dotQ4_1Go, Q5_0: dotQ5_0Go, Q5_1: dotQ5_1Go, Q8_0: dotQ8_0Go,
 }
 
 // The Go forms add m*dx*Σx as blockSum's "- dmin*dx*(-Σx)", which has the
@@ -128,6 +130,20 @@ func dotQ5_1Go(w []byte, x []int8, xd []float32) float32 {
 		b := (*[24]byte)(w[i*24:])
 		sumi, sumx := q5Sums((*[16]byte)(b[8:]), binary.LittleEndian.Uint32(b[4:]), (*[QBlock]int8)(x[i*QBlock:]))
 		s = blockSum(s, float32(f16Scale(b[0:])*dx), float32(f16Scale(b[2:])*dx), sumi, -sumx)
+	}
+	return s
+}
+
+func dotQ8_0Go(w []byte, x []int8, xd []float32) float32 {
+	var s float32
+	for i, dx := range xd {
+		b := (*[34]byte)(w[i*34:])
+		xb := (*[QBlock]int8)(x[i*QBlock:])
+		var sumi int32
+		for j, c := range (*[QBlock]byte)(b[2:]) {
+			sumi += int32(int8(c)) * int32(xb[j])
+		}
+		s = blockSum(s, float32(f16Scale(b[0:])*dx), 0, sumi, 0)
 	}
 	return s
 }

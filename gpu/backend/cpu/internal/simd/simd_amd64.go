@@ -43,7 +43,7 @@ var AVX2 = &Impl{
 		Q4K: kernelKx4A(Q4K, dotQ4Kx4AVX2), Q5K: kernelKx4A(Q5K, dotQ5Kx4AVX2), Q6K: kernelKx4A(Q6K, dotQ6Kx4AVX2),
 	},
 	dotQ32: [NumQ32]func(w []byte, x []int8, xd []float32) float32{
-		Q4_1: kernelQ32A(dotQ4_1AVX2), Q5_0: kernelQ32A(dotQ5_0AVX2), Q5_1: kernelQ32A(dotQ5_1AVX2),
+		Q4_1: kernelQ32A(dotQ4_1AVX2), Q5_0: kernelQ32A(dotQ5_0AVX2), Q5_1: kernelQ32A(dotQ5_1AVX2), Q8_0: kernelQ32A(dotQ8_0AVX2),
 	},
 }
 
@@ -97,7 +97,7 @@ func kernelKx4A(t KQuant, f func(w *byte, x *int8, xd *float32, xs *int16, nb, x
 	}
 }
 
-// kernelQ32A wraps a Q4_1/Q5_0/Q5_1 kernel (the slices already checked).
+// kernelQ32A wraps a Q4_1/Q5_0/Q5_1/Q8_0 kernel (the slices already checked).
 func kernelQ32A(f func(w *byte, x *int8, xd *float32, nb int) float32) func(w []byte, x []int8, xd []float32) float32 {
 	return func(w []byte, x []int8, xd []float32) float32 {
 		if len(xd) == 0 {

@@ -16,6 +16,45 @@ func q32Kernels() {
 	dotQ32("dotQ4_1AVX2", "q41", 20, 4, -1, true, "Q4_1")
 	dotQ32("dotQ5_0AVX2", "q50", 22, 6, 2, false, "Q5_0")
 	dotQ32("dotQ5_1AVX2", "q51", 24, 8, 4, true, "Q5_1")
+	dotQ8_0()
+}
+
+// dotQ8_0 writes the Q8_0 kernel: per block the 32 signed weights meet
+// the activations through VPSIGNB (|w| as unsigned bytes against x with
+// w's sign, exact: |w|·|x| <= 128·128 and a pair sum fits int16), then
+// VPMADDUBSW and VPMADDWD give Σq·x in eight int32 lanes, and the block's
+// float operations are kEpilogue's.
+func dotQ8_0() {
+	const name = "dotQ8_0AVX2"
+	TEXT(name, NOSPLIT, "func(w *byte, x *int8, xd *float32, nb int) float32")
+	Pragma("noescape")
+	Doc(name + " returns the dot product of nb Q8_0 blocks at w with QuantizeQ8 activations in natural order (x, xd).")
+	w, x, xd, nb := Load(Param("w"), GP64()), Load(Param("x"), GP64()), Load(Param("xd"), GP64()), Load(Param("nb"), GP64())
+	ones16 := YMM()
+	broadcastW(1, ones16)
+	s := XMM()
+	VXORPS(s, s, s)
+	Label("q80block")
+	TESTQ(nb, nb)
+	JZ(LabelRef("q80done"))
+	PREFETCHT0(Mem{Base: w, Disp: blockPrefetch}) // see blockScaled
+	q, xv, p := YMM(), YMM(), YMM()
+	VMOVDQU(Mem{Base: w, Disp: 2}, q)
+	VMOVDQU(Mem{Base: x}, xv)
+	VPSIGNB(q, xv, xv) // x with w's sign (0 where w is 0)
+	VPABSB(q, q)
+	VPMADDUBSW(xv, q, p)
+	VPMADDWD(ones16, p, p)
+	kEpilogue(p, nil, Mem{Base: w}, xd, s)
+	ADDQ(Imm(34), w)
+	ADDQ(Imm(32), x)
+	ADDQ(Imm(4), xd)
+	DECQ(nb)
+	JMP(LabelRef("q80block"))
+	Label("q80done")
+	VZEROUPPER()
+	Store(s, ReturnIndex(0))
+	RET()
 }
 
 // q5Table holds the VPSHUFB control that gives byte j of a broadcast

@@ -478,6 +478,32 @@ func dotQ32Arm(f *file, v variant, name, what string, bytes, qs, qh int, withMin
 	f.ret(4, 0)
 }
 
+// dotQ8_0Arm writes the Q8_0 kernel: per block the 32 signed weights (after
+// the f16 d) and 32 activations meet in v.dot (signed by signed: a product
+// fits int16 in the neon variant), and the block's float operations are
+// kEpilogue's.
+func dotQ8_0Arm(f *file, v variant) {
+	f.fn("dotQ8_0"+v.name, fmt.Sprintf("returns the dot product of nb Q8_0 blocks at w with QuantizeQ8 activations in natural order (x, xd), %s.", v.doc),
+		[]arg{{"w", "*byte"}, {"x", "*int8"}, {"xd", "*float32"}, {"nb", "int"}}, true, 0, 1, 2, 4)
+	f.zero(0)
+	f.label("block")
+	f.ins("CBZ R4, done")
+	f.ins("ADD $2, R0, R10")
+	f.ins("VLD1 (R10), %s", vlist(18, 2, "B16"))
+	f.ins("VLD1.P 32(R1), %s", vlist(24, 2, "B16"))
+	f.zero(12)
+	v.dot(f, 12, 18, 24, 0)
+	v.dot(f, 12, 19, 25, 1)
+	f.word(addv4s(12, 12))
+	f.ins("FMOVS F12, R12")
+	kEpilogue(f, 0, false)
+	f.ins("ADD $34, R0")
+	f.ins("SUB $1, R4")
+	f.ins("B block")
+	f.label("done")
+	f.ret(4, 0)
+}
+
 // The four-token kernels (DotKx4): each block's scales and values are
 // unpacked once and meet the four token rows in turn. Registers as above,
 // plus: token t's activations at R1, R19, R20, R21 (advanced as read),

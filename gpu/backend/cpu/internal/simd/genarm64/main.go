@@ -76,6 +76,7 @@ func Generate(pkg string) (asm, stubs []byte) {
 		dotQ32Arm(&f, v, "dotQ4_1", "Q4_1", 20, 4, -1, true)
 		dotQ32Arm(&f, v, "dotQ5_0", "Q5_0", 22, 6, 2, false)
 		dotQ32Arm(&f, v, "dotQ5_1", "Q5_1", 24, 8, 4, true)
+		dotQ8_0Arm(&f, v)
 	}
 	q32Table(&f)
 	var a bytes.Buffer
