@@ -6873,49 +6873,164 @@ q51done:
 	MOVSS X5, ret+32(FP)
 	RET
 
-// func dotQ8_0AVX2(w *byte, x *int8, xd *float32, nb int) float32
-// Requires: AVX, AVX2, F16C, MMX+, SSE
-TEXT ·dotQ8_0AVX2(SB), NOSPLIT, $0-36
+// func dotQ8_0RowsAVX2(w *byte, x *int8, xd *float32, nb int, rows int, out *float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotQ8_0RowsAVX2(SB), NOSPLIT, $32-48
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
 	MOVQ         xd+16(FP), DX
 	MOVQ         nb+24(FP), BX
-	MOVL         $0x00010001, SI
-	VMOVD        SI, X0
+	MOVQ         rows+32(FP), SI
+	MOVQ         out+40(FP), DI
+	MOVL         $0x00010001, R8
+	VMOVD        R8, X0
 	VPBROADCASTW X0, Y0
-	VXORPS       X1, X1, X1
 
-q80block:
-	TESTQ        BX, BX
-	JZ           q80done
+q80row:
+	TESTQ  SI, SI
+	JZ     q80end
+	MOVQ   CX, R8
+	MOVQ   DX, R9
+	MOVQ   BX, R10
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+
+q80eight:
+	CMPQ         R10, $0x08
+	JL           q80tail
 	PREFETCHT0   2048(AX)
-	VMOVDQU      2(AX), Y2
-	VMOVDQU      (CX), Y3
-	VPSIGNB      Y2, Y3, Y3
-	VPABSB       Y2, Y2
-	VPMADDUBSW   Y3, Y2, Y2
-	VPMADDWD     Y0, Y2, Y2
-	VEXTRACTI128 $0x01, Y2, X3
-	VPADDD       X3, X2, X2
-	VPHADDD      X2, X2, X2
-	VPHADDD      X2, X2, X2
-	MOVWLZX      (AX), SI
-	VMOVD        SI, X3
-	VCVTDQ2PS    X2, X2
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	PREFETCHT0   2240(AX)
+	PREFETCHT0   2304(AX)
+	VPXOR        X3, X3, X3
+	VPINSRW      $0x00, (AX), X3, X3
+	VPINSRW      $0x01, 34(AX), X3, X3
+	VPINSRW      $0x02, 68(AX), X3, X3
+	VPINSRW      $0x03, 102(AX), X3, X3
+	VPINSRW      $0x04, 136(AX), X3, X3
+	VPINSRW      $0x05, 170(AX), X3, X3
+	VPINSRW      $0x06, 204(AX), X3, X3
+	VPINSRW      $0x07, 238(AX), X3, X3
+	VCVTPH2PS    X3, Y3
+	VMULPS       (R9), Y3, Y3
+	VMOVUPS      Y3, (SP)
+	VBROADCASTSS (SP), Y3
+	VMOVDQU      2(AX), Y4
+	VPABSB       Y4, Y5
+	VMOVDQU      (R8), Y6
+	VPSIGNB      Y4, Y6, Y6
+	VPMADDUBSW   Y6, Y5, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y3, Y1
+	VBROADCASTSS 4(SP), Y3
+	VMOVDQU      36(AX), Y4
+	VPABSB       Y4, Y5
+	VMOVDQU      32(R8), Y6
+	VPSIGNB      Y4, Y6, Y6
+	VPMADDUBSW   Y6, Y5, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y3, Y2
+	VBROADCASTSS 8(SP), Y3
+	VMOVDQU      70(AX), Y4
+	VPABSB       Y4, Y5
+	VMOVDQU      64(R8), Y6
+	VPSIGNB      Y4, Y6, Y6
+	VPMADDUBSW   Y6, Y5, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y3, Y1
+	VBROADCASTSS 12(SP), Y3
+	VMOVDQU      104(AX), Y4
+	VPABSB       Y4, Y5
+	VMOVDQU      96(R8), Y6
+	VPSIGNB      Y4, Y6, Y6
+	VPMADDUBSW   Y6, Y5, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y3, Y2
+	VBROADCASTSS 16(SP), Y3
+	VMOVDQU      138(AX), Y4
+	VPABSB       Y4, Y5
+	VMOVDQU      128(R8), Y6
+	VPSIGNB      Y4, Y6, Y6
+	VPMADDUBSW   Y6, Y5, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y3, Y1
+	VBROADCASTSS 20(SP), Y3
+	VMOVDQU      172(AX), Y4
+	VPABSB       Y4, Y5
+	VMOVDQU      160(R8), Y6
+	VPSIGNB      Y4, Y6, Y6
+	VPMADDUBSW   Y6, Y5, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y3, Y2
+	VBROADCASTSS 24(SP), Y3
+	VMOVDQU      206(AX), Y4
+	VPABSB       Y4, Y5
+	VMOVDQU      192(R8), Y6
+	VPSIGNB      Y4, Y6, Y6
+	VPMADDUBSW   Y6, Y5, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y3, Y1
+	VBROADCASTSS 28(SP), Y3
+	VMOVDQU      240(AX), Y4
+	VPABSB       Y4, Y5
+	VMOVDQU      224(R8), Y6
+	VPSIGNB      Y4, Y6, Y6
+	VPMADDUBSW   Y6, Y5, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y3, Y2
+	ADDQ         $0x00000110, AX
+	ADDQ         $0x00000100, R8
+	ADDQ         $0x20, R9
+	SUBQ         $0x08, R10
+	JMP          q80eight
+
+q80tail:
+	TESTQ        R10, R10
+	JZ           q80done
+	MOVWLZX      (AX), R11
+	VMOVD        R11, X3
 	VCVTPH2PS    X3, X3
-	VBROADCASTSS (DX), X4
-	VMULPS       X4, X3, X3
-	VMULPS       X2, X3, X2
-	VADDSS       X2, X1, X1
+	VBROADCASTSS X3, Y3
+	VMULPS       (R9), Y3, Y3
+	VBROADCASTSS X3, Y3
+	VMOVDQU      2(AX), Y4
+	VPABSB       Y4, Y5
+	VMOVDQU      (R8), Y6
+	VPSIGNB      Y4, Y6, Y6
+	VPMADDUBSW   Y6, Y5, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y3, Y1
 	ADDQ         $0x22, AX
-	ADDQ         $0x20, CX
-	ADDQ         $0x04, DX
-	DECQ         BX
-	JMP          q80block
+	ADDQ         $0x20, R8
+	ADDQ         $0x04, R9
+	DECQ         R10
+	JMP          q80tail
 
 q80done:
+	VADDPS       Y2, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X1
+	VMOVHLPS     X1, X1, X2
+	VADDPS       X2, X1, X1
+	VMOVSHDUP    X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (DI)
+	ADDQ         $0x04, DI
+	DECQ         SI
+	JMP          q80row
+
+q80end:
 	VZEROUPPER
-	MOVSS X1, ret+32(FP)
 	RET
 
 // func gemmQ8T1VNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)

@@ -204,10 +204,10 @@ func dotQ5_0AVX2(w *byte, x *int8, xd *float32, nb int) float32
 //go:noescape
 func dotQ5_1AVX2(w *byte, x *int8, xd *float32, nb int) float32
 
-// dotQ8_0AVX2 returns the dot product of nb Q8_0 blocks at w with QuantizeQ8 activations in natural order (x, xd).
+// dotQ8_0RowsAVX2 sets out[i] to the dot product of Q8_0 weight row i (nb blocks, the rows consecutive at w) with QuantizeQ8 activations in natural order (x, xd), for i < rows.
 //
 //go:noescape
-func dotQ8_0AVX2(w *byte, x *int8, xd *float32, nb int) float32
+func dotQ8_0RowsAVX2(w *byte, x *int8, xd *float32, nb int, rows int, out *float32)
 
 // gemmQ8T1VNNI is the Q8 GEMM kernel for 1 tokens (simd.Impl.Gemm).
 //

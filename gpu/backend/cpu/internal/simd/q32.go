@@ -46,6 +46,10 @@ func (k *Impl) DotQ32Rows(t Q32, w []byte, x []int8, xd []float32, out []float32
 	nb := len(xd)
 	rb := nb * t.BlockBytes()
 	w, x = w[:len(out)*rb], x[:nb*QBlock]
+	if f := k.dotQ32Rows[t]; f != nil && len(out) > 0 && nb > 0 {
+		f(w, x, xd, out)
+		return
+	}
 	f := k.kernelQ32(t)
 	for i := range out {
 		out[i] = f(w[i*rb:(i+1)*rb], x, xd)
@@ -64,6 +68,9 @@ func (k *Impl) DotQ32x4(t Q32, w []byte, x []int8, xd []float32, xstride int, ou
 		out[j] = f(w[:nb*t.BlockBytes()], x[o:o+n], xd[o/QBlock:(o+n)/QBlock])
 	}
 }
+
+// Q32Exact reports whether k's kernels for t give the Go form's bits.
+func (k *Impl) Q32Exact(t Q32) bool { return k.dotQ32Rows[t] == nil }
 
 func (k *Impl) kernelQ32(t Q32) func(w []byte, x []int8, xd []float32) float32 {
 	if f := k.dotQ32[t]; f != nil {

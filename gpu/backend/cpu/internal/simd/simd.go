@@ -55,8 +55,12 @@ type Impl struct {
 	dotKRows [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16, out []float32)
 	dotKx4   [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16, xstride int, out *[4]float32)
 	dotQ32   [NumQ32]func(w []byte, x []int8, xd []float32) float32
-	expSub   func(out, in []float32, sub float32)
-	swiglu   func(out, g, u []float32)
+	// Optional: several consecutive rows in one call, with the bits of
+	// dotQ32 (which must be set with it: a kernel whose block sums run in
+	// another order than the Go form's, as rowsExact reports).
+	dotQ32Rows [NumQ32]func(w []byte, x []int8, xd []float32, out []float32)
+	expSub     func(out, in []float32, sub float32)
+	swiglu     func(out, g, u []float32)
 	// Optional (nil: the pure-Go form): QuantizeQ8 in natural order over
 	// whole blocks, at least one, with the Go form's bits.
 	quantQ8 func(q []int8, d []float32, x []float32)

@@ -43,8 +43,9 @@ var AVX2 = &Impl{
 		Q4K: kernelKx4A(Q4K, dotQ4Kx4AVX2), Q5K: kernelKx4A(Q5K, dotQ5Kx4AVX2), Q6K: kernelKx4A(Q6K, dotQ6Kx4AVX2),
 	},
 	dotQ32: [NumQ32]func(w []byte, x []int8, xd []float32) float32{
-		Q4_1: kernelQ32A(dotQ4_1AVX2), Q5_0: kernelQ32A(dotQ5_0AVX2), Q5_1: kernelQ32A(dotQ5_1AVX2), Q8_0: kernelQ32A(dotQ8_0AVX2),
+		Q4_1: kernelQ32A(dotQ4_1AVX2), Q5_0: kernelQ32A(dotQ5_0AVX2), Q5_1: kernelQ32A(dotQ5_1AVX2), Q8_0: q8_0A,
 	},
+	dotQ32Rows: [NumQ32]func(w []byte, x []int8, xd []float32, out []float32){Q8_0: q8_0RowsA},
 }
 
 // kernelKRowsA wraps a several-rows K-quant kernel (DotKRows checked the
@@ -97,7 +98,7 @@ func kernelKx4A(t KQuant, f func(w *byte, x *int8, xd *float32, xs *int16, nb, x
 	}
 }
 
-// kernelQ32A wraps a Q4_1/Q5_0/Q5_1/Q8_0 kernel (the slices already checked).
+// kernelQ32A wraps a Q4_1/Q5_0/Q5_1 kernel (the slices already checked).
 func kernelQ32A(f func(w *byte, x *int8, xd *float32, nb int) float32) func(w []byte, x []int8, xd []float32) float32 {
 	return func(w []byte, x []int8, xd []float32) float32 {
 		if len(xd) == 0 {
@@ -105,6 +106,21 @@ func kernelQ32A(f func(w *byte, x *int8, xd *float32, nb int) float32) func(w []
 		}
 		return f(&w[0], &x[0], &xd[0], len(xd))
 	}
+}
+
+// q8_0RowsA and q8_0A run the Q8_0 rows kernel (the slices already
+// checked; q8_0A's with at least one block).
+func q8_0RowsA(w []byte, x []int8, xd []float32, out []float32) {
+	dotQ8_0RowsAVX2(&w[0], &x[0], &xd[0], len(xd), len(out), &out[0])
+}
+
+func q8_0A(w []byte, x []int8, xd []float32) float32 {
+	if len(xd) == 0 {
+		return 0
+	}
+	var out [1]float32
+	dotQ8_0RowsAVX2(&w[0], &x[0], &xd[0], len(xd), 1, &out[0])
+	return out[0]
 }
 
 // kernelKA wraps a K-quant kernel (the slices already checked by DotK).

@@ -19,41 +19,95 @@ func q32Kernels() {
 	dotQ8_0()
 }
 
-// dotQ8_0 writes the Q8_0 kernel: per block the 32 signed weights meet
-// the activations through VPSIGNB (|w| as unsigned bytes against x with
-// w's sign, exact: |w|·|x| <= 128·128 and a pair sum fits int16), then
-// VPMADDUBSW and VPMADDWD give Σq·x in eight int32 lanes, and the block's
-// float operations are kEpilogue's.
+// dotQ8_0 writes the Q8_0 kernel, rows consecutive weight rows of nb
+// blocks against one activation row, as dotQ8Q8BlocksRowsAVX2 computes
+// int8 rows with separate scales: per eight blocks their f16 scales are
+// gathered from the blocks (VPINSRW), converted and multiplied by the
+// activation scales at once, and each block's Σq·x (|w| as unsigned bytes
+// against x with w's sign: VPSIGNB, VPABSB, VPMADDUBSW, VPMADDWD) is
+// converted and added with VFMADD231PS into one of two vector
+// accumulators, summed across lanes at the end of the row. The blocks'
+// sums run in another order than the Go form's (agreeing within
+// rounding), the same for one row or many.
 func dotQ8_0() {
-	const name = "dotQ8_0AVX2"
-	TEXT(name, NOSPLIT, "func(w *byte, x *int8, xd *float32, nb int) float32")
+	const name = "dotQ8_0RowsAVX2"
+	TEXT(name, NOSPLIT, "func(w *byte, x *int8, xd *float32, nb, rows int, out *float32)")
 	Pragma("noescape")
-	Doc(name + " returns the dot product of nb Q8_0 blocks at w with QuantizeQ8 activations in natural order (x, xd).")
-	w, x, xd, nb := Load(Param("w"), GP64()), Load(Param("x"), GP64()), Load(Param("xd"), GP64()), Load(Param("nb"), GP64())
-	ones16 := YMM()
-	broadcastW(1, ones16)
-	s := XMM()
-	VXORPS(s, s, s)
-	Label("q80block")
+	Doc(name + " sets out[i] to the dot product of Q8_0 weight row i (nb blocks, the rows consecutive at w) with QuantizeQ8 activations in natural order (x, xd), for i < rows.")
+	w := Load(Param("w"), GP64())
+	x0, xd0, nb0 := Load(Param("x"), GP64()), Load(Param("xd"), GP64()), Load(Param("nb"), GP64())
+	nrows, out := Load(Param("rows"), GP64()), Load(Param("out"), GP64())
+	ones := YMM()
+	broadcastW(1, ones)
+	scales := AllocLocal(32)
+	x, xd, nb := GP64(), GP64(), GP64()
+	acc := [2]VecVirtual{YMM(), YMM()}
+	block := func(j int, d VecVirtual, acc VecVirtual) {
+		wv, u, sx := YMM(), YMM(), YMM()
+		VMOVDQU(Mem{Base: w, Disp: 34*j + 2}, wv)
+		VPABSB(wv, u)
+		VMOVDQU(Mem{Base: x, Disp: 32 * j}, sx)
+		VPSIGNB(wv, sx, sx)
+		VPMADDUBSW(sx, u, u)
+		VPMADDWD(ones, u, u)
+		VCVTDQ2PS(u, u)
+		VFMADD231PS(u, d, acc)
+	}
+	Label("q80row")
+	TESTQ(nrows, nrows)
+	JZ(LabelRef("q80end"))
+	MOVQ(x0, x)
+	MOVQ(xd0, xd)
+	MOVQ(nb0, nb)
+	for _, r := range acc {
+		VXORPS(r, r, r)
+	}
+	Label("q80eight")
+	CMPQ(nb, Imm(8))
+	JL(LabelRef("q80tail"))
+	for off := 0; off < 8*34; off += 64 {
+		PREFETCHT0(Mem{Base: w, Disp: blockPrefetch + off}) // see blockScaled
+	}
+	sh, sv := XMM(), YMM()
+	VPXOR(sh, sh, sh)
+	for j := range 8 {
+		VPINSRW(Imm(uint64(j)), Mem{Base: w, Disp: 34 * j}, sh, sh)
+	}
+	VCVTPH2PS(sh, sv)
+	VMULPS(Mem{Base: xd}, sv, sv)
+	VMOVUPS(sv, scales)
+	for j := range 8 {
+		d := YMM()
+		VBROADCASTSS(scales.Offset(4*j), d)
+		block(j, d, acc[j%2])
+	}
+	ADDQ(U32(8*34), w)
+	ADDQ(U32(256), x)
+	ADDQ(Imm(32), xd)
+	SUBQ(Imm(8), nb)
+	JMP(LabelRef("q80eight"))
+	Label("q80tail")
 	TESTQ(nb, nb)
 	JZ(LabelRef("q80done"))
-	PREFETCHT0(Mem{Base: w, Disp: blockPrefetch}) // see blockScaled
-	q, xv, p := YMM(), YMM(), YMM()
-	VMOVDQU(Mem{Base: w, Disp: 2}, q)
-	VMOVDQU(Mem{Base: x}, xv)
-	VPSIGNB(q, xv, xv) // x with w's sign (0 where w is 0)
-	VPABSB(q, q)
-	VPMADDUBSW(xv, q, p)
-	VPMADDWD(ones16, p, p)
-	kEpilogue(p, nil, Mem{Base: w}, xd, s)
+	dw, d := YMM(), YMM()
+	halfScale(Mem{Base: w}, dw)
+	VMULPS(Mem{Base: xd}, dw, d) // lane 0 only matters before the broadcast
+	VBROADCASTSS(d.AsX(), d)
+	block(0, d, acc[0])
 	ADDQ(Imm(34), w)
 	ADDQ(Imm(32), x)
 	ADDQ(Imm(4), xd)
 	DECQ(nb)
-	JMP(LabelRef("q80block"))
+	JMP(LabelRef("q80tail"))
 	Label("q80done")
+	VADDPS(acc[1], acc[0], acc[0])
+	hsum(acc[0])
+	VMOVSS(acc[0].AsX(), Mem{Base: out})
+	ADDQ(Imm(4), out)
+	DECQ(nrows)
+	JMP(LabelRef("q80row"))
+	Label("q80end")
 	VZEROUPPER()
-	Store(s, ReturnIndex(0))
 	RET()
 }
 
