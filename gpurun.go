@@ -293,7 +293,7 @@ func open(ctx context.Context, src *source, o *openOptions) (*Model, error) {
 		return nil, fmt.Errorf("%w: %w", ErrOptions, err)
 	}
 	if b == nil {
-		if b, err = OpenBackend(ctx, backendFor(o.backendName, src.tensors()), BackendOptions{Device: o.device, CPU: cpu.Options{Math: math}}); err != nil {
+		if b, err = OpenBackend(ctx, o.backendName, BackendOptions{Device: o.device, CPU: cpu.Options{Math: math}}); err != nil {
 			return nil, fmt.Errorf("backend %s: %w", o.backendName, err)
 		}
 		m.backend = b
@@ -401,26 +401,6 @@ func weightBytes(ts []*tensors.Tensor) int64 {
 		}
 	}
 	return n
-}
-
-// backendFor is the backend to open for a model of tensors ts when the
-// caller asked for name: name, except that `auto` (or "") gives a mixture
-// of experts whose experts are in one of llama.cpp's block types
-// (tensors.DType.Block: Q4_K, ...) the CPU backend. The GPU's expert
-// kernels (shaders/wgsl/moe.wgsl) read those too (an explicit webgpu or
-// vulkan runs them), but only the op's conformance cases cover them, no
-// whole K-quant MoE model against llama.cpp yet; other MoE models go where
-// auto sends dense ones.
-func backendFor(name string, ts []*tensors.Tensor) string {
-	if name != "" && name != "auto" {
-		return name
-	}
-	for _, t := range ts {
-		if t != nil && t.DType.Block() && model.IsExperts(t.Name) {
-			return "cpu"
-		}
-	}
-	return name
 }
 
 // source is what Open read: a mapped model file or an imported checkpoint.

@@ -13,7 +13,6 @@ import (
 	"github.com/gpurun/gpurun/tensors"
 	"github.com/gpurun/gpurun/tensors/checkpoint"
 	"github.com/gpurun/gpurun/tensors/gguf"
-	"github.com/gpurun/gpurun/tensors/model"
 )
 
 // smallDevice is the CPU backend posing as a device with little memory; it
@@ -157,35 +156,6 @@ func TestMemoryCheckMoE(t *testing.T) {
 	}
 	if s := "weights " + humanBytes(want); !strings.Contains(err.Error(), s) {
 		t.Errorf("error %q lacks %q (%d bytes)", err, s, want)
-	}
-}
-
-// TestAutoBackendMoE: `auto` sends a mixture of experts where it sends a
-// dense model (the GPU kernels run the MoE op), except one whose experts
-// are in a llama.cpp block type, which the GPU's expert kernels do not
-// read: that one gets the CPU backend. A named backend is kept.
-func TestAutoBackendMoE(t *testing.T) {
-	ck, err := gguf.Load(testmodels.Path(t, "arch2", "qwen3moe.gguf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	kquant := []*tensors.Tensor{{Name: model.Layer(0, model.ExpertsGate), DType: tensors.F32}, {Name: model.Layer(1, model.ExpertsDown), DType: tensors.Q4K}}
-	kquantDense := []*tensors.Tensor{{Name: model.Layer(0, model.WDown), DType: tensors.Q4K}, {Name: model.Layer(1, model.ExpertsUp), DType: tensors.I4}}
-	for _, tc := range []struct {
-		name, asked string
-		ts          []*tensors.Tensor
-		want        string
-	}{
-		{"qwen3moe.gguf", "auto", ck.Tensors, "auto"},
-		{"qwen3moe.gguf", "", ck.Tensors, ""},
-		{"q4_k experts", "auto", kquant, "cpu"},
-		{"q4_k experts", "", kquant, "cpu"},
-		{"q4_k experts", "vulkan", kquant, "vulkan"},
-		{"q4_k dense, int4 experts", "auto", kquantDense, "auto"},
-	} {
-		if got := backendFor(tc.asked, tc.ts); got != tc.want {
-			t.Errorf("%s, backend %q: %q, want %q", tc.name, tc.asked, got, tc.want)
-		}
 	}
 }
 

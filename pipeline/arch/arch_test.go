@@ -95,8 +95,15 @@ func checkCheckpoint(t *testing.T, name string, ck *model.Checkpoint, g testmode
 // (BuildOptions.LoRA, their weights among ck's tensors).
 func checkCheckpointLoRA(t *testing.T, name string, ck *model.Checkpoint, g testmodels.ArchGolden, tol float64, exact, fused bool, lora map[string][]arch.LoRAPair) {
 	t.Helper()
+	checkCheckpointMath(t, name, ck, g, tol, exact, fused, lora, cpu.MathExact)
+}
+
+// checkCheckpointMath is checkCheckpointLoRA under the CPU backend's
+// arithmetic math.
+func checkCheckpointMath(t *testing.T, name string, ck *model.Checkpoint, g testmodels.ArchGolden, tol float64, exact, fused bool, lora map[string][]arch.LoRAPair, math cpu.Math) {
+	t.Helper()
 	ctx := context.Background()
-	be := cpu.New(cpu.Options{})
+	be := cpu.New(cpu.Options{Math: math})
 	w, err := be.LoadWeights(ctx, ck.Tensors)
 	if err != nil {
 		t.Fatal(err)

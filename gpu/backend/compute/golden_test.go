@@ -233,6 +233,18 @@ func TestArch2Golden(t *testing.T) {
 			// as f32), held to archHalfTol: 8.1e-4 at most on lavapipe.
 			t.Run(name+"_fused_f16", func(t *testing.T) { archGoldenCase(t, dev, path, golden, archHalfTol, true, compute.Options{}, true) })
 		}
+		// qwen3moe quantized by llama-quantize (testdata/moe/gen.sh):
+		// Q8_0 experts kept in their blocks, Q5_0 ones, the two mixed in
+		// one layer, through the MoE kernels' block paths. llama.cpp
+		// quantizes the activations to 8 bits for these weights, the GPU
+		// keeps them f32: held to the CPU's exact math's bound (the
+		// pipeline/arch TestQuantizedMoEGoldens; 3.7e-2 there).
+		for _, name := range []string{"qwen3moe-q8_0", "qwen3moe-q4_k_m"} {
+			path := filepath.Join(testmodels.Root(t), "testdata", "moe", name+".gguf")
+			var golden testmodels.ArchGolden
+			testmodels.DecodeJSON(t, filepath.Join(testmodels.Root(t), "testdata", "moe", name+".golden.json"), &golden)
+			t.Run(name+"_fused", func(t *testing.T) { archGoldenCase(t, dev, path, golden, 5e-2, true, compute.Options{}) })
+		}
 		// gemma3's five local layers (window 8) on ring caches of the
 		// window plus the prompt (rings of 8+n-1 positions, which the
 		// prompt and 24 decode steps wrap), with f32 caches (held to the
