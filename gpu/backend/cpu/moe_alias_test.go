@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 	"unsafe"
 
@@ -14,9 +15,17 @@ import (
 
 // TestExpertsStayMapped: the expert views of a GGUF's 3-D expert tensors
 // point into the file's memory mapping (expert e at its byte offset), so
-// loading a MoE model copies no expert weights.
+// loading a MoE model copies no expert weights: F32 experts and Q8_0 ones
+// (kept in their blocks), under either arithmetic.
 func TestExpertsStayMapped(t *testing.T) {
-	f, err := gguf.Open(testmodels.Path(t, "arch2", "qwen3moe.gguf"))
+	for _, path := range []string{testmodels.Path(t, "arch2", "qwen3moe.gguf"), // F32 experts
+		filepath.Join(testmodels.Root(t), "testdata", "moe", "qwen3moe-q8_0.gguf")} { // Q8_0 blocks
+		t.Run(filepath.Base(path), func(t *testing.T) { expertsStayMapped(t, path) })
+	}
+}
+
+func expertsStayMapped(t *testing.T, path string) {
+	f, err := gguf.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,32 +33,38 @@ func TestExpertsStayMapped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := New(Options{}).LoadWeights(context.Background(), ck.Tensors)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, x := range []struct{ gguf, ours string }{{"ffn_gate_exps", model.ExpertsGate},
-		{"ffn_up_exps", model.ExpertsUp}, {"ffn_down_exps", model.ExpertsDown}} {
-		info := f.Tensor("blk.1." + x.gguf + ".weight")
-		if info == nil {
-			t.Fatalf("no %s", x.gguf)
-		}
-		mapped, err := f.TensorData(info)
+	for _, math := range []Math{MathExact, MathDynamic} {
+		w, err := New(Options{Math: math}).LoadWeights(context.Background(), ck.Tensors)
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := w.(*weights).byName[model.Layer(1, x.ours)]
-		slabs, err := m.slabs(ck.Config.Experts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		per := len(mapped) / len(slabs)
-		for e, s := range slabs {
-			if got, want := unsafe.Pointer(unsafe.SliceData(s.f32)), unsafe.Pointer(&mapped[e*per]); got != want {
-				t.Errorf("%s expert %d at %p, the mapping holds it at %p", x.gguf, e, got, want)
+		for _, x := range []struct{ gguf, ours string }{{"ffn_gate_exps", model.ExpertsGate},
+			{"ffn_up_exps", model.ExpertsUp}, {"ffn_down_exps", model.ExpertsDown}} {
+			info := f.Tensor("blk.1." + x.gguf + ".weight")
+			if info == nil {
+				t.Fatalf("no %s", x.gguf)
 			}
-			if len(s.f32)*4 != per {
-				t.Errorf("%s expert %d views %d bytes, want %d", x.gguf, e, len(s.f32)*4, per)
+			mapped, err := f.TensorData(info)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := w.(*weights).byName[model.Layer(1, x.ours)]
+			slabs, err := m.slabs(ck.Config.Experts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			per := len(mapped) / len(slabs)
+			for e, s := range slabs {
+				p, n := unsafe.Pointer(unsafe.SliceData(s.blk)), len(s.blk)
+				if s.f32 != nil {
+					p, n = unsafe.Pointer(unsafe.SliceData(s.f32)), 4*len(s.f32)
+				}
+				if want := unsafe.Pointer(&mapped[e*per]); p != want {
+					t.Errorf("%s (%s) expert %d at %p, the mapping holds it at %p", x.gguf, m.dtype, e, p, want)
+				}
+				if n != per {
+					t.Errorf("%s expert %d views %d bytes, want %d", x.gguf, e, n, per)
+				}
 			}
 		}
 	}
