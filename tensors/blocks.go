@@ -3,6 +3,7 @@ package tensors
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 )
 
 // Block layouts of the block types, as llama.cpp's GGUF files store them
@@ -38,6 +39,11 @@ import (
 //	     top two bits from bits 2(s/4)..2(s/4)+1 of byte 8 + s%4; value
 //	     (d*(sc-32))*(q - 4 if the high bit is clear).
 //	Q8_0 (32, 34): d f16, qs[32] int8; value d*q.
+//	MXFP4 (32, 17): e u8 (E8M0), qs[16]; element j < 16 is the low nibble of
+//	     qs[j], element j+16 its high nibble, each a code of the E2M1 table
+//	     (held doubled, as the integers of mxfp4Values); value
+//	     mxfp4Values[q]*h with h = 2^(e-128), the half of e's scale
+//	     (ggml_e8m0_to_fp32_half: subnormal for e < 2).
 //
 // The arithmetic (products in this order, rounded to float32 after each
 // operation) reproduces llama.cpp's own dequantization to F32 exactly.
@@ -45,15 +51,16 @@ import (
 type geometry struct{ len, bytes int }
 
 var blockGeometry = map[DType]geometry{
-	Q4_1: {32, 20},
-	Q5_0: {32, 22},
-	Q5_1: {32, 24},
-	Q4K:  {256, 144},
-	Q5K:  {256, 176},
-	Q6K:  {256, 210},
-	Q2K:  {256, 84},
-	Q3K:  {256, 110},
-	Q8_0: {32, 34},
+	Q4_1:  {32, 20},
+	Q5_0:  {32, 22},
+	Q5_1:  {32, 24},
+	Q4K:   {256, 144},
+	Q5K:   {256, 176},
+	Q6K:   {256, 210},
+	Q2K:   {256, 84},
+	Q3K:   {256, 110},
+	Q8_0:  {32, 34},
+	MXFP4: {32, 17},
 }
 
 // DecodeBlocks dequantizes whole blocks of type dt from src into dst:
@@ -76,15 +83,44 @@ func DecodeBlocks(dt DType, src []byte, dst []float32) error {
 }
 
 var blockDecoders = map[DType]func([]byte, []float32){
-	Q4_1: decodeQ4_1,
-	Q5_0: decodeQ5_0,
-	Q5_1: decodeQ5_1,
-	Q4K:  decodeQ4K,
-	Q5K:  decodeQ5K,
-	Q6K:  decodeQ6K,
-	Q2K:  decodeQ2K,
-	Q3K:  decodeQ3K,
-	Q8_0: decodeQ8_0,
+	Q4_1:  decodeQ4_1,
+	Q5_0:  decodeQ5_0,
+	Q5_1:  decodeQ5_1,
+	Q4K:   decodeQ4K,
+	Q5K:   decodeQ5K,
+	Q6K:   decodeQ6K,
+	Q2K:   decodeQ2K,
+	Q3K:   decodeQ3K,
+	Q8_0:  decodeQ8_0,
+	MXFP4: decodeMXFP4,
+}
+
+// mxfp4Values are the E2M1 (FP4) values, doubled so that they are
+// integers: code q is sign bit 3, exponent bits 1..2, mantissa bit 0.
+var mxfp4Values = [16]int8{0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12}
+
+// MXFP4Values returns the doubled E2M1 values of the 16 MXFP4 codes: an
+// MXFP4 weight is MXFP4Values()[q]*MXFP4Half(e).
+func MXFP4Values() [16]int8 { return mxfp4Values }
+
+// MXFP4Half is half the scale of the E8M0 exponent byte e, 2^(e-128), as
+// llama.cpp's ggml_e8m0_to_fp32_half computes it: the float32 with
+// exponent field e-1 for e >= 2, and the subnormals 2^-128 and 2^-127 for
+// e = 0 and 1. (e = 255 gives 2^127, not a NaN.)
+func MXFP4Half(e byte) float32 {
+	if e < 2 {
+		return math.Float32frombits(0x00200000 << e)
+	}
+	return math.Float32frombits(uint32(e-1) << 23)
+}
+
+func decodeMXFP4(b []byte, y []float32) {
+	d := MXFP4Half(b[0])
+	y = y[:32]
+	for j, c := range (*[16]byte)(b[1:]) {
+		y[j] = float32(mxfp4Values[c&0xf]) * d
+		y[j+16] = float32(mxfp4Values[c>>4]) * d
+	}
 }
 
 func decodeQ8_0(b []byte, y []float32) {

@@ -24,6 +24,19 @@ func refValue(dt DType, blk []byte, i int) float32 {
 		return float32(float32(nibble(blk[4:], i))*half(0)) + half(2)
 	case Q8_0:
 		return float32(int8(blk[2+i])) * half(0)
+	case MXFP4:
+		// E2M1 code: sign bit 3, exponent bits 1..2 (bias 1), mantissa
+		// bit 0; exponent 0 is subnormal (0 or 0.5). Scale 2^(e-127).
+		q := nibble(blk[1:], i)
+		m, ex := float64(q&1), (q>>1)&3
+		v := math.Ldexp(m, -1) // subnormal: m/2
+		if ex > 0 {
+			v = math.Ldexp(1+m/2, ex-1)
+		}
+		if q&8 != 0 {
+			v = -v + 0 // ggml's table holds code 8 as 0, not -0
+		}
+		return float32(v * math.Ldexp(1, int(blk[0])-127))
 	case Q5_0:
 		hb := int(binary.LittleEndian.Uint32(blk[2:])>>uint(i)) & 1
 		return float32(nibble(blk[6:], i)+16*hb-16) * half(0)
@@ -115,7 +128,7 @@ func refHalf(h uint16) float32 {
 	return float32(sign * math.Ldexp(1+f/1024, e-15))
 }
 
-var blockTypes = []DType{Q4_1, Q5_0, Q5_1, Q4K, Q5K, Q6K, Q2K, Q3K, Q8_0}
+var blockTypes = []DType{Q4_1, Q5_0, Q5_1, Q4K, Q5K, Q6K, Q2K, Q3K, Q8_0, MXFP4}
 
 // randomBlocks fills n blocks with random bytes, keeping f16 fields finite
 // unless wild is set.

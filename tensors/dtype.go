@@ -33,10 +33,13 @@ const (
 	// become I8 with separate scales (the fast paths of every backend);
 	// only stacked experts keep these blocks, so they can stay mapped.
 	Q8_0
+	// MXFP4 is 32 elements: an E8M0 exponent byte e, then 16 bytes of
+	// 4-bit E2M1 codes (gpt-oss's expert weights); value fp4(q)*2^(e-127).
+	MXFP4
 )
 
 var dtypeNames = [...]string{InvalidDType: "invalid", F32: "f32", F16: "f16", BF16: "bf16", I8: "int8", I4: "int4", I32: "int32",
-	Q4_1: "q4_1", Q5_0: "q5_0", Q5_1: "q5_1", Q4K: "q4_k", Q5K: "q5_k", Q6K: "q6_k", Q2K: "q2_k", Q3K: "q3_k", Q8_0: "q8_0"}
+	Q4_1: "q4_1", Q5_0: "q5_0", Q5_1: "q5_1", Q4K: "q4_k", Q5K: "q5_k", Q6K: "q6_k", Q2K: "q2_k", Q3K: "q3_k", Q8_0: "q8_0", MXFP4: "mxfp4"}
 
 func (d DType) String() string {
 	if int(d) < len(dtypeNames) {
@@ -46,7 +49,7 @@ func (d DType) String() string {
 }
 
 // Valid reports whether d is one of the defined types.
-func (d DType) Valid() bool { return d > InvalidDType && d <= Q8_0 }
+func (d DType) Valid() bool { return d > InvalidDType && d <= MXFP4 }
 
 // Bits is the storage size of one element in bits (0 for block types, whose
 // elements have no whole-bit size: see BlockLen and BlockBytes).
@@ -76,7 +79,7 @@ func (d DType) ByteSize(n int) int {
 	return (n*d.Bits() + 7) / 8
 }
 
-// Block reports whether d is a block type (Q4_1 ... Q3K, Q8_0).
+// Block reports whether d is a block type (Q4_1 ... Q3K, Q8_0, MXFP4).
 func (d DType) Block() bool {
 	_, ok := blockGeometry[d]
 	return ok

@@ -61,7 +61,7 @@ func parseStreamed(head, data []byte) error {
 func blockTensors() []byte {
 	w := &ggufWriter{}
 	w.string("general.architecture", "llama")
-	for i, typ := range []GGMLType{GGMLQ4_1, GGMLQ5_0, GGMLQ5_1, GGMLQ4_K, GGMLQ5_K, GGMLQ6_K, GGMLQ2_K, GGMLQ3_K} {
+	for i, typ := range []GGMLType{GGMLQ4_1, GGMLQ5_0, GGMLQ5_1, GGMLQ4_K, GGMLQ5_K, GGMLQ6_K, GGMLQ2_K, GGMLQ3_K, GGMLMXFP4} {
 		ti := ggmlTypes[typ]
 		data := make([]byte, 2*ti.blockBytes)
 		for j := range data {

@@ -25,6 +25,9 @@ const (
 	GGMLQ5_K GGMLType = 13
 	GGMLQ6_K GGMLType = 14
 	GGMLBF16 GGMLType = 30
+	// GGMLMXFP4 is OCP's MXFP4 (gpt-oss's expert weights): an E8M0
+	// exponent byte and 16 bytes of E2M1 codes per 32 values.
+	GGMLMXFP4 GGMLType = 39
 )
 
 // QK is the block length of Q4_0 and Q8_0: 32 elements share one f16 scale.
@@ -42,19 +45,20 @@ type typeInfo struct {
 }
 
 var ggmlTypes = map[GGMLType]typeInfo{
-	GGMLF32:  {"F32", 1, 4, 0},
-	GGMLF16:  {"F16", 1, 2, 0},
-	GGMLBF16: {"BF16", 1, 2, 0},
-	GGMLQ4_0: {"Q4_0", QK, 2 + QK/2, 0},
-	GGMLQ8_0: {"Q8_0", QK, 2 + QK, 0},
-	GGMLQ4_1: {"Q4_1", 32, 20, tensors.Q4_1},
-	GGMLQ5_0: {"Q5_0", 32, 22, tensors.Q5_0},
-	GGMLQ5_1: {"Q5_1", 32, 24, tensors.Q5_1},
-	GGMLQ4_K: {"Q4_K", 256, 144, tensors.Q4K},
-	GGMLQ5_K: {"Q5_K", 256, 176, tensors.Q5K},
-	GGMLQ6_K: {"Q6_K", 256, 210, tensors.Q6K},
-	GGMLQ2_K: {"Q2_K", 256, 84, tensors.Q2K},
-	GGMLQ3_K: {"Q3_K", 256, 110, tensors.Q3K},
+	GGMLF32:   {"F32", 1, 4, 0},
+	GGMLF16:   {"F16", 1, 2, 0},
+	GGMLBF16:  {"BF16", 1, 2, 0},
+	GGMLQ4_0:  {"Q4_0", QK, 2 + QK/2, 0},
+	GGMLQ8_0:  {"Q8_0", QK, 2 + QK, 0},
+	GGMLQ4_1:  {"Q4_1", 32, 20, tensors.Q4_1},
+	GGMLQ5_0:  {"Q5_0", 32, 22, tensors.Q5_0},
+	GGMLQ5_1:  {"Q5_1", 32, 24, tensors.Q5_1},
+	GGMLQ4_K:  {"Q4_K", 256, 144, tensors.Q4K},
+	GGMLQ5_K:  {"Q5_K", 256, 176, tensors.Q5K},
+	GGMLQ6_K:  {"Q6_K", 256, 210, tensors.Q6K},
+	GGMLQ2_K:  {"Q2_K", 256, 84, tensors.Q2K},
+	GGMLQ3_K:  {"Q3_K", 256, 110, tensors.Q3K},
+	GGMLMXFP4: {"MXFP4", 32, 17, tensors.MXFP4},
 }
 
 // otherTypeNames names the ggml types the package cannot import, so that

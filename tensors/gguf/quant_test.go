@@ -148,7 +148,7 @@ func TestLoadQuantized(t *testing.T) {
 	}
 }
 
-// TestBlockTypesImportBitForBit: Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K
+// TestBlockTypesImportBitForBit: Q4_1, Q5_0, Q5_1, Q2_K ... Q6_K and MXFP4
 // tensors become the tensors block types with the file's bytes unchanged
 // and the shape reversed into [rows, cols].
 func TestBlockTypesImportBitForBit(t *testing.T) {
@@ -157,7 +157,7 @@ func TestBlockTypesImportBitForBit(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]tensors.DType{"Q4_1": tensors.Q4_1, "Q5_0": tensors.Q5_0, "Q5_1": tensors.Q5_1, "Q4_K": tensors.Q4K, "Q5_K": tensors.Q5K, "Q6_K": tensors.Q6K,
-		"Q2_K": tensors.Q2K, "Q3_K": tensors.Q3K}
+		"Q2_K": tensors.Q2K, "Q3_K": tensors.Q3K, "MXFP4": tensors.MXFP4}
 	for i := range f.Tensors {
 		info := &f.Tensors[i]
 		raw, err := f.TensorData(info)
@@ -170,6 +170,56 @@ func TestBlockTypesImportBitForBit(t *testing.T) {
 		}
 		if got.DType != want[info.Name] || !slices.Equal(got.Shape, []int{2, info.Dims[0]}) || !bytes.Equal(got.Data, raw) || got.Scales != nil {
 			t.Errorf("%s: %s%v", info.Name, got.DType, got.Shape)
+		}
+	}
+}
+
+// TestMXFP4AnyRank: MXFP4 tensors of one, two and three dimensions (a
+// bias-like vector, a matrix, stacked experts) keep their 17-byte blocks,
+// aliasing the file, read whole and streamed.
+func TestMXFP4AnyRank(t *testing.T) {
+	w := &ggufWriter{}
+	w.string("general.architecture", "llama")
+	dims := map[string][]uint64{"v": {64}, "m": {32, 3}, "e": {64, 2, 3}}
+	for _, name := range []string{"v", "m", "e"} {
+		n := 1
+		for _, d := range dims[name] {
+			n *= int(d)
+		}
+		data := make([]byte, n/32*17)
+		for j := range data {
+			data[j] = byte(j*13 + len(name))
+		}
+		w.tensor(name, GGMLMXFP4, dims[name], data)
+	}
+	b := w.bytes()
+	whole, err := Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	streamed, err := ParseHead(b, int64(len(b)), func(off, n int64) ([]byte, error) { return b[off : off+n], nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []*File{whole, streamed} {
+		for i := range f.Tensors {
+			info := &f.Tensors[i]
+			raw, err := f.TensorData(info)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := f.toTensor(info, info.Name)
+			if err != nil {
+				t.Fatalf("%s: %v", info.Name, err)
+			}
+			if err := got.Fill(); err != nil {
+				t.Fatalf("%s: %v", info.Name, err)
+			}
+			want := slices.Clone(info.Dims)
+			slices.Reverse(want)
+			if got.DType != tensors.MXFP4 || !slices.Equal(got.Shape, want) || !bytes.Equal(got.Data, raw) || got.Scales != nil {
+				t.Errorf("%s: %s%v, want mxfp4%v with the file's bytes", info.Name, got.DType, got.Shape, want)
+			}
 		}
 	}
 }

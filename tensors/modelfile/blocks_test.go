@@ -16,7 +16,7 @@ import (
 func blockTensors() []*tensors.Tensor {
 	rng := rand.New(rand.NewPCG(3, 4))
 	var out []*tensors.Tensor
-	for _, dt := range []tensors.DType{tensors.Q4_1, tensors.Q5_0, tensors.Q5_1, tensors.Q4K, tensors.Q5K, tensors.Q6K, tensors.Q2K, tensors.Q3K, tensors.Q8_0} {
+	for _, dt := range []tensors.DType{tensors.Q4_1, tensors.Q5_0, tensors.Q5_1, tensors.Q4K, tensors.Q5K, tensors.Q6K, tensors.Q2K, tensors.Q3K, tensors.Q8_0, tensors.MXFP4} {
 		b := make([]byte, dt.ByteSize(2*256))
 		for i := range b {
 			b[i] = byte(rng.Uint32())
