@@ -576,7 +576,7 @@ const (
 
 // layout returns the input layout of m's dynamic kernel: int8 or int4 rows
 // and blocks of whole 32-value activation blocks with block scales in
-// binary16 unless there is one scale per row, Q4_1, Q5_0, Q5_1 or Q8_0 blocks,
+// binary16 unless there is one scale per row, Q4_1, Q5_0, Q5_1, Q8_0 or MXFP4 blocks,
 // or K-quant blocks; layoutExact for every other matrix.
 func (m *matrix) layout() layout {
 	switch {
@@ -596,7 +596,7 @@ func (m *matrix) layout() layout {
 
 // dynamicPrefill reports whether prefill tiles take m's dynamic kernel:
 // int8 and int4 weights, and the K-quant types with a four-token kernel on
-// this CPU. The others (Q4_1, Q5_0, Q5_1, Q8_0, and K-quant types whose
+// this CPU. The others (Q4_1, Q5_0, Q5_1, Q8_0, MXFP4, and K-quant types whose
 // four-token form would be four one-token calls) run their prefill tiles
 // exactly, each row dequantized once per tile: for them that is faster
 // (about twice, measured on Q5_0) than four one-token products.

@@ -48,10 +48,12 @@ func TestMoEReadsSelectedExperts(t *testing.T) {
 	}
 	// llama.cpp's block types (Q5_0: f16 d, 4 bytes of high bits, 16 of
 	// nibbles per 32 values; Q8_0: f16 d, 32 int8, the type a GGUF's Q8_0
-	// experts keep) take the path of the K-quants: random blocks with a
-	// small d (weights up to 16d and 128d: about 0.06 both), whatever the
-	// values.
-	blocks := func(dt tensors.DType, dv float32) func(string, []int, []float32) (*tensors.Tensor, error) {
+	// experts keep; MXFP4: an E8M0 exponent byte, 16 bytes of E2M1 codes,
+	// gpt-oss's experts) take the path of the K-quants: random blocks
+	// whose leading scale bytes are head (weights up to 16d, 128d and
+	// 6*2^(e-127): about 0.06, 0.06 and 0.05), whatever the values.
+	half := func(v float32) []byte { d := tensors.F16Bits(v); return []byte{byte(d), byte(d >> 8)} }
+	blocks := func(dt tensors.DType, head []byte) func(string, []int, []float32) (*tensors.Tensor, error) {
 		return func(n string, s []int, v []float32) (*tensors.Tensor, error) {
 			bb := dt.BlockBytes()
 			b := make([]byte, len(v)/32*bb)
@@ -60,15 +62,15 @@ func TestMoEReadsSelectedExperts(t *testing.T) {
 				for j := range blk {
 					blk[j] = byte(rng.Uint32())
 				}
-				d := tensors.F16Bits(dv)
-				blk[0], blk[1] = byte(d), byte(d>>8)
+				copy(blk, head)
 			}
 			return &tensors.Tensor{Name: n, DType: dt, Shape: s, Data: b}, nil
 		}
 	}
 	for _, st := range []stored{{"f32", plain(tensors.F32)}, {"f16", plain(tensors.F16)},
 		{"int8 block32", quant(tensors.I8)}, {"int4 block32", quant(tensors.I4)},
-		{"q5_0 blocks", blocks(tensors.Q5_0, 0.004)}, {"q8_0 blocks", blocks(tensors.Q8_0, 0.0005)}} {
+		{"q5_0 blocks", blocks(tensors.Q5_0, half(0.004))}, {"q8_0 blocks", blocks(tensors.Q8_0, half(0.0005))},
+		{"mxfp4 blocks", blocks(tensors.MXFP4, []byte{120})}} {
 		for _, norm := range []bool{true, false} {
 			for _, n := range []int{1, 5} {
 				ws := []*tensors.Tensor{f32Tensor(t, "emb", []int{5, dim}, emb), f32Tensor(t, "router", []int{experts, dim}, router)}

@@ -33,9 +33,9 @@ type matrix struct {
 	u16 []uint16  // F16, BF16 bit patterns
 	i8  []int8    // I8
 	u8  []byte    // I4, two values per byte, element 0 in the low nibble
-	blk []byte    // block types (Q4_1 ... Q3K, Q8_0): rows of whole blocks
+	blk []byte    // block types (Q4_1 ... Q3K, Q8_0, MXFP4): rows of whole blocks
 	// kq is the K-quant kernel type of K-quant blocks and q32 the kernel
-	// type of Q4_1, Q5_0, Q5_1 and Q8_0 blocks, -1 for any other type.
+	// type of Q4_1, Q5_0, Q5_1, Q8_0 and MXFP4 blocks, -1 for any other type.
 	kq  simd.KQuant
 	q32 simd.Q32
 
@@ -213,7 +213,7 @@ var kquants = map[tensors.DType]simd.KQuant{
 }
 
 // q32s maps the 32-value block types to their dynamic kernels.
-var q32s = map[tensors.DType]simd.Q32{tensors.Q4_1: simd.Q4_1, tensors.Q5_0: simd.Q5_0, tensors.Q5_1: simd.Q5_1, tensors.Q8_0: simd.Q8_0}
+var q32s = map[tensors.DType]simd.Q32{tensors.Q4_1: simd.Q4_1, tensors.Q5_0: simd.Q5_0, tensors.Q5_1: simd.Q5_1, tensors.Q8_0: simd.Q8_0, tensors.MXFP4: simd.MXFP4}
 
 // littleEndian is true on hosts whose memory order matches the stored order,
 // which lets typed views alias the bytes.

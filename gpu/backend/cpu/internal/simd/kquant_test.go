@@ -244,12 +244,17 @@ var q32Types = []struct {
 	t      Q32
 	dt     tensors.DType
 	scales []int
-}{{Q4_1, tensors.Q4_1, []int{0, 2}}, {Q5_0, tensors.Q5_0, []int{0}}, {Q5_1, tensors.Q5_1, []int{0, 2}}, {Q8_0, tensors.Q8_0, []int{0}}}
+}{{Q4_1, tensors.Q4_1, []int{0, 2}}, {Q5_0, tensors.Q5_0, []int{0}}, {Q5_1, tensors.Q5_1, []int{0, 2}}, {Q8_0, tensors.Q8_0, []int{0}}, {MXFP4, tensors.MXFP4, nil}}
 
 // randQ32Blocks is randKBlocks for the 32-value types.
+// MXFP4's exponent bytes are 2^-10 ... 2^-4 halves (weights up to about
+// 0.75), or any byte at all when extreme.
 func randQ32Blocks(r *rand.Rand, t Q32, scales []int, nb int, extreme float64) []byte {
 	b := randBytes(r, nb*t.BlockBytes())
 	for i := range nb {
+		if t == MXFP4 && r.Float64() >= extreme {
+			b[i*t.BlockBytes()] = byte(118 + r.IntN(7))
+		}
 		for _, o := range scales {
 			k := 0
 			if r.Float64() < extreme {
@@ -268,7 +273,7 @@ func quant32(x []float32) ([]int8, []float32) {
 	return q, d
 }
 
-// TestQ32Reference is TestKQuantReference for Q4_1, Q5_0, Q5_1 and Q8_0.
+// TestQ32Reference is TestKQuantReference for Q4_1, Q5_0, Q5_1, Q8_0 and MXFP4.
 func TestQ32Reference(t *testing.T) {
 	r := rngFor(t)
 	for _, qt := range q32Types {
@@ -299,7 +304,7 @@ func TestQ32Reference(t *testing.T) {
 	}
 }
 
-// TestQ32Parity is TestKParity for Q4_1, Q5_0, Q5_1 and Q8_0.
+// TestQ32Parity is TestKParity for Q4_1, Q5_0, Q5_1, Q8_0 and MXFP4.
 func TestQ32Parity(t *testing.T) {
 	r := rngFor(t)
 	same := func(a, b float32) bool { return a == b || a != a && b != b }
@@ -352,12 +357,13 @@ func TestQ32Parity(t *testing.T) {
 	}
 }
 
-// FuzzDotQ32 is FuzzDotK for Q4_1, Q5_0, Q5_1 and Q8_0.
+// FuzzDotQ32 is FuzzDotK for Q4_1, Q5_0, Q5_1, Q8_0 and MXFP4.
 func FuzzDotQ32(f *testing.F) {
 	f.Add(uint8(0), []byte{1, 2, 3}, int64(1))
 	f.Add(uint8(1), make([]byte, 3*22), int64(2))
 	f.Add(uint8(2), []byte("\xff\xff\x7c\x00\xff\xff\xff\xff any bytes at all"), int64(3))
 	f.Add(uint8(3), make([]byte, 2*34), int64(4))
+	f.Add(uint8(4), []byte("\x7f\x01\x23\x45\x67\x89\xab\xcd\xef\xfe\xdc\xba\x98\x76\x54\x32\x10\x00\x88\x88\x88\x88\x88\x88\x88\x88\x77\x77\x77\x77\x77\x77\x77\x77\xff\xff\xff"), int64(5))
 	f.Fuzz(func(t *testing.T, typ uint8, blocks []byte, seed int64) {
 		qt := Q32(int(typ) % int(NumQ32))
 		nb := min(len(blocks)/qt.BlockBytes(), 9)

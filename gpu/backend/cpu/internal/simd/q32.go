@@ -1,6 +1,9 @@
 package simd
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"math"
+)
 
 // The kernels of llama.cpp's 32-value block types (Q4_1, Q5_0, Q5_1:
 // K-quant mixes store them where a row is not a multiple of 256 values;
@@ -8,24 +11,27 @@ import "encoding/binary"
 // QuantizeQ8 in natural order (llama.cpp's Q8_0 blocks; Q8_1's block sums
 // are taken inside the kernels). Per block the integer sums Σq·x and Σx
 // are exact and the block adds float32(d*dx*Σq·x) + float32(m*dx*Σx) (Q4_1,
-// Q5_1), float32(d*dx*Σ(q-16)·x) (Q5_0) or float32(d*dx*Σq·x) (Q8_0) in
-// every implementation.
+// Q5_1), float32(d*dx*Σ(q-16)·x) (Q5_0), float32(d*dx*Σq·x) (Q8_0) or
+// float32(float32(dx*h)*Σ fp4[q]·x) (MXFP4, as llama.cpp's
+// ggml_vec_dot_mxfp4_q8_0: fp4 the doubled E2M1 values, h half the E8M0
+// scale) in every implementation without its own rows kernel.
 
 // Q32 is one of the 32-value block types.
 type Q32 int
 
 const (
-	Q4_1 Q32 = iota // 20 bytes: d, m, 16 bytes of nibbles; d*q + m
-	Q5_0            // 22 bytes: d, 32 high bits, nibbles; d*(q-16)
-	Q5_1            // 24 bytes: d, m, 32 high bits, nibbles; d*q + m
-	Q8_0            // 34 bytes: d, 32 int8; d*q
+	Q4_1  Q32 = iota // 20 bytes: d, m, 16 bytes of nibbles; d*q + m
+	Q5_0             // 22 bytes: d, 32 high bits, nibbles; d*(q-16)
+	Q5_1             // 24 bytes: d, m, 32 high bits, nibbles; d*q + m
+	Q8_0             // 34 bytes: d, 32 int8; d*q
+	MXFP4            // 17 bytes: E8M0 exponent e, 16 bytes of E2M1 codes; fp4[q]*h(e)
 	NumQ32
 )
 
 var q32Info = [NumQ32]struct {
 	name  string
 	bytes int
-}{{"q4_1", 20}, {"q5_0", 22}, {"q5_1", 24}, {"q8_0", 34}}
+}{{"q4_1", 20}, {"q5_0", 22}, {"q5_1", 24}, {"q8_0", 34}, {"mxfp4", 17}}
 
 func (t Q32) String() string { return q32Info[t].name }
 
@@ -88,7 +94,7 @@ func DotQ32x4(t Q32, w []byte, x []int8, xd []float32, xstride int, out *[4]floa
 }
 
 var kernelsQ32Go = [NumQ32]func(w []byte, x []int8, xd []float32) float32{
-	Q4_1: dotQ4_1Go, Q5_0: dotQ5_0Go, Q5_1: dotQ5_1Go, Q8_0: dotQ8_0Go,
+	Q4_1: dotQ4_1Go, Q5_0: dotQ5_0Go, Q5_1: dotQ5_1Go, Q8_0: dotQ8_0Go, MXFP4: dotMXFP4Go,
 }
 
 // The Go forms add m*dx*Σx as blockSum's "- dmin*dx*(-Σx)", which has the
@@ -151,6 +157,33 @@ func dotQ8_0Go(w []byte, x []int8, xd []float32) float32 {
 			sumi += int32(int8(c)) * int32(xb[j])
 		}
 		s = blockSum(s, float32(f16Scale(b[0:])*dx), 0, sumi, 0)
+	}
+	return s
+}
+
+// fp4Values are the E2M1 values of the 16 MXFP4 codes, doubled so that
+// they are integers (llama.cpp's kvalues_mxfp4).
+var fp4Values = [16]int8{0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12}
+
+// e8m0Half is half the scale of the E8M0 byte e, 2^(e-128), with
+// ggml_e8m0_to_fp32_half's bits (subnormal for e < 2).
+func e8m0Half(e byte) float32 {
+	if e < 2 {
+		return math.Float32frombits(0x00200000 << e)
+	}
+	return math.Float32frombits(uint32(e-1) << 23)
+}
+
+func dotMXFP4Go(w []byte, x []int8, xd []float32) float32 {
+	var s float32
+	for i, dx := range xd {
+		b := (*[17]byte)(w[i*17:])
+		xb := (*[QBlock]int8)(x[i*QBlock:])
+		var sumi int32
+		for j, c := range (*[16]byte)(b[1:]) {
+			sumi += int32(fp4Values[c&0xf])*int32(xb[j]) + int32(fp4Values[c>>4])*int32(xb[j+16])
+		}
+		s = blockSum(s, float32(dx*e8m0Half(b[0])), 0, sumi, 0)
 	}
 	return s
 }
