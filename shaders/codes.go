@@ -79,7 +79,7 @@ func (s ScaleType) String() string {
 	return fmt.Sprintf("ScaleType(%d)", uint32(s))
 }
 
-// BlockType is the code of one of llama.cpp's block types (Q4_1 ... Q3_K, Q8_0),
+// BlockType is the code of one of llama.cpp's block types (Q4_1 ... Q3_K, Q8_0, MXFP4),
 // which keep their blocks bit for bit on the device and have a kernel
 // family of their own (wgsl/qblocks.wgsl). 0 is none.
 type BlockType uint32
@@ -91,6 +91,7 @@ const (
 	BlockQ5_0
 	BlockQ5_1
 	BlockQ8_0 // before the K-quants: the WGSL takes codes >= QT_Q4K as 256-element blocks
+	BlockMXFP4
 	BlockQ4K
 	BlockQ5K
 	BlockQ6K
@@ -107,7 +108,7 @@ type BlockLayout uint32
 
 // Block layouts.
 const (
-	LayoutB32 BlockLayout = iota // Q4_1, Q5_0, Q5_1, Q8_0: one 32-element block, one scale (and min)
+	LayoutB32 BlockLayout = iota // Q4_1, Q5_0, Q5_1, Q8_0, MXFP4: one 32-element block, one scale (and min)
 	LayoutK45                    // Q4_K, Q5_K: 8 sub-blocks of 32, 6-bit scales and mins
 	LayoutK6                     // Q6_K: 16 sub-blocks of 16, int8 scales
 	LayoutK23                    // Q2_K, Q3_K: 16 sub-blocks of 16, 4-bit (Q2_K: and min) or 6-bit scales
@@ -151,6 +152,7 @@ var blockTypes = []struct {
 	{BlockQ5_0, "Q5_0", 32, 22, LayoutB32},
 	{BlockQ5_1, "Q5_1", 32, 24, LayoutB32},
 	{BlockQ8_0, "Q8_0", 32, 34, LayoutB32},
+	{BlockMXFP4, "MXFP4", 32, 17, LayoutB32},
 	{BlockQ4K, "Q4K", 256, 144, LayoutK45},
 	{BlockQ5K, "Q5K", 256, 176, LayoutK45},
 	{BlockQ6K, "Q6K", 256, 210, LayoutK6},

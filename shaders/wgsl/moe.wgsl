@@ -30,7 +30,7 @@
 // matrix of experts*rows rows (expert e's rows start at row e*rows), of any
 // type common.wgsl decodes (f32, f16, bf16, int8 and int4 with scales),
 // read element by element with word_of/decode as embed does, or of one of
-// llama.cpp's block types (K-quants, Q4_1, Q5_0, Q5_1, Q8_0: mq_value): each family
+// llama.cpp's block types (K-quants, Q4_1, Q5_0, Q5_1, Q8_0, MXFP4: mq_value): each family
 // module holds one decoding path per weight type only where a kernel is
 // bandwidth-bound on a dense matrix (matmul.wgsl); here the kernels read
 // used/experts of the expert bytes, and a plain family keeps the kernel set
@@ -155,6 +155,7 @@ fn mq_bytes(qt: u32) -> u32 {
         case QT_Q5_0: { n = QT_Q5_0_BYTES; }
         case QT_Q5_1: { n = QT_Q5_1_BYTES; }
         case QT_Q8_0: { n = QT_Q8_0_BYTES; }
+        case QT_MXFP4: { n = QT_MXFP4_BYTES; }
         case QT_Q4K: { n = QT_Q4K_BYTES; }
         case QT_Q5K: { n = QT_Q5K_BYTES; }
         case QT_Q2K: { n = QT_Q2K_BYTES; }
@@ -168,6 +169,23 @@ fn mq_bytes(qt: u32) -> u32 {
 // low nibbles are elements 0..15, the high ones 16..31.
 fn mq_nibble(second: bool, q: u32, i: u32) -> u32 {
     return (mq_byte(second, q + (i & 15u)) >> ((i >> 4u) * 4u)) & 15u;
+}
+
+// mq_e8m0_half is half the scale of the E8M0 byte e, 2^(e-128), with the
+// CPU's bits (tensors.MXFP4Half): exponent field e-1, or the subnormals
+// 2^-128 and 2^-127 for e < 2.
+fn mq_e8m0_half(e: u32) -> f32 {
+    return bitcast<f32>(select((e - 1u) << 23u, 0x00200000u << e, e < 2u));
+}
+
+// mq_fp4 is the doubled E2M1 value of the code c (< 16): sign bit 3,
+// exponent bits 1..2, mantissa bit 0 (llama.cpp's kvalues_mxfp4: 0, 1, 2,
+// 3, 4, 6, 8, 12, then the same negated; code 8 is 0).
+fn mq_fp4(c: u32) -> f32 {
+    let m = c & 1u;
+    let e = (c >> 1u) & 3u;
+    let v = i32(select(((2u + m) << e) >> 1u, m, e == 0u));
+    return f32(select(v, -v, (c & 8u) != 0u));
 }
 
 // mq_scale_min is the 6-bit scale and min of sub-block j (< 8) of a Q4_K
@@ -198,6 +216,9 @@ fn mq_value(second: bool, qt: u32, b: u32, i: u32) -> f32 {
         }
         case QT_Q8_0: {
             v = f32(extractBits(bitcast<i32>(mq_byte(second, b + 2u + i)), 0u, 8u)) * mq_half(second, b);
+        }
+        case QT_MXFP4: {
+            v = mq_fp4(mq_nibble(second, b + 1u, i)) * mq_e8m0_half(mq_byte(second, b));
         }
         case QT_Q4K, QT_Q5K: { // 8 sub-blocks of 32, each with a 6-bit scale and min
             let j = i >> 5u;
@@ -292,6 +313,14 @@ fn mq_dot32(second: bool, qt: u32, b: u32, j: u32, xi: u32) -> f32 {
             let d = mq_half(second, b);
             for (var i = 0u; i < 32u; i++) {
                 acc += f32(extractBits(bitcast<i32>(mq_byte(second, b + 2u + i)), 0u, 8u)) * d * x_at(xi + i);
+            }
+        }
+        case QT_MXFP4: { // e, 16 bytes of E2M1 codes (17-byte blocks: any b)
+            let h = mq_e8m0_half(mq_byte(second, b));
+            for (var l = 0u; l < 16u; l++) {
+                let c = mq_byte(second, b + 1u + l);
+                acc += mq_fp4(c & 15u) * h * x_at(xi + l);
+                acc += mq_fp4(c >> 4u) * h * x_at(xi + l + 16u);
             }
         }
         default: { // Q4_1, Q5_0, Q5_1: one block of 32

@@ -74,6 +74,7 @@ fn qblock_bytes(qt: u32) -> u32 {
         case QT_Q5_0: { n = QT_Q5_0_BYTES; }
         case QT_Q5_1: { n = QT_Q5_1_BYTES; }
         case QT_Q8_0: { n = QT_Q8_0_BYTES; }
+        case QT_MXFP4: { n = QT_MXFP4_BYTES; }
         case QT_Q4K: { n = QT_Q4K_BYTES; }
         case QT_Q5K: { n = QT_Q5K_BYTES; }
         case QT_Q2K: { n = QT_Q2K_BYTES; }
@@ -109,6 +110,23 @@ fn qnibble32(q: u32, i: u32) -> u32 {
     return (qbyte(q + (i & 15u)) >> ((i >> 4u) * 4u)) & 15u;
 }
 
+// qe8m0_half is half the scale of the E8M0 byte e, 2^(e-128), with the
+// CPU's bits (tensors.MXFP4Half): exponent field e-1, or the subnormals
+// 2^-128 and 2^-127 for e < 2.
+fn qe8m0_half(e: u32) -> f32 {
+    return bitcast<f32>(select((e - 1u) << 23u, 0x00200000u << e, e < 2u));
+}
+
+// qfp4 is the doubled E2M1 value of the codes c (< 16): sign bit 3,
+// exponent bits 1..2, mantissa bit 0 (llama.cpp's kvalues_mxfp4: 0, 1, 2,
+// 3, 4, 6, 8, 12, then the same negated; code 8 is 0).
+fn qfp4(c: vec4<u32>) -> vec4<i32> {
+    let m = c & vec4<u32>(1u);
+    let e = (c >> vec4<u32>(1u)) & vec4<u32>(3u);
+    let v = vec4<i32>(select(((vec4<u32>(2u) + m) << e) >> vec4<u32>(1u), m, e == vec4<u32>(0u)));
+    return select(v, -v, (c & vec4<u32>(8u)) != vec4<u32>(0u));
+}
+
 // qscale_min is the 6-bit scale and min of sub-block j of a Q4_K/Q5_K block
 // whose 12 scale bytes start at byte s.
 fn qscale_min(s: u32, j: u32) -> vec2<f32> {
@@ -137,6 +155,9 @@ fn qvalue(qt: u32, b: u32, i: u32) -> f32 {
         }
         case QT_Q8_0: { // Q8_0: d, 32 int8
             v = f32(extractBits(bitcast<i32>(qbyte(b + 2u + i)), 0u, 8u)) * qhalf(b);
+        }
+        case QT_MXFP4: { // MXFP4: E8M0 e, 16 bytes of E2M1 codes
+            v = f32(qfp4(vec4<u32>(qnibble32(b + 1u, i))).x) * qe8m0_half(qbyte(b));
         }
         case QT_Q4K, QT_Q5K: { // Q4_K, Q5_K
             let j = i >> 5u; // sub-block
@@ -218,7 +239,11 @@ struct QSub {
 fn qsub(ql: u32, qt: u32, b: u32, s: u32) -> QSub {
     var r = QSub(0.0, 0.0, 0u);
     switch ql {
-        case QL_B32: { // Q4_1 d, m, qs; Q5_0 d, qh, qs; Q5_1 d, m, qh, qs; Q8_0 d, qs
+        case QL_B32: { // Q4_1 d, m, qs; Q5_0 d, qh, qs; Q5_1 d, m, qh, qs; Q8_0 d, qs; MXFP4 e, qs
+            if qt == QT_MXFP4 {
+                r.a = qe8m0_half(qbyte(b)); // h*fp4(q): no offset
+                return r;
+            }
             r.a = qhalf(b);
             if qt == QT_Q8_0 {
                 // d*q: no offset, no high bits
@@ -265,6 +290,9 @@ fn qquant4(ql: u32, qt: u32, b: u32, s: u32, sub: QSub, l: u32) -> vec4<f32> {
         case QL_B32: { // low nibbles are elements 0..15, high nibbles 16..31
             if qt == QT_Q8_0 { // signed bytes l .. l+3 after d
                 return vec4<f32>(extractBits(bitcast<vec4<i32>>(vec4<u32>(qword4(b + 2u + l)) >> by), 0u, 8u));
+            }
+            if qt == QT_MXFP4 { // E2M1 codes in nibbles after e
+                return vec4<f32>(qfp4((vec4<u32>(qword4(b + 1u + (l & 15u))) >> (by + vec4<u32>((l >> 4u) * 4u))) & vec4<u32>(15u)));
             }
             var qs = b + 4u;
             if qt == QT_Q5_0 {

@@ -7,7 +7,7 @@ import (
 	"github.com/gpurun/gpurun/tensors"
 )
 
-// Weights of llama.cpp's block types (tensors.Q4_1 ... Q3K, Q8_0) keep their
+// Weights of llama.cpp's block types (tensors.Q4_1 ... Q3K, Q8_0, MXFP4) keep their
 // blocks bit for bit on the device and have kernels of their own
 // (shaders/wgsl/qblocks.wgsl, one module per sub-block layout), which
 // compute every weight with the CPU reference's f32 operations (the sums
@@ -19,7 +19,8 @@ import (
 // qtCodes maps stored dtypes to the block type codes (shaders.BlockType,
 // the QT_* constants of qblocks.wgsl).
 var qtCodes = map[tensors.DType]shaders.BlockType{
-	tensors.Q4_1: shaders.BlockQ4_1, tensors.Q5_0: shaders.BlockQ5_0, tensors.Q5_1: shaders.BlockQ5_1, tensors.Q8_0: shaders.BlockQ8_0,
+	tensors.Q4_1: shaders.BlockQ4_1, tensors.Q5_0: shaders.BlockQ5_0, tensors.Q5_1: shaders.BlockQ5_1,
+	tensors.Q8_0: shaders.BlockQ8_0, tensors.MXFP4: shaders.BlockMXFP4,
 	tensors.Q4K: shaders.BlockQ4K, tensors.Q5K: shaders.BlockQ5K, tensors.Q6K: shaders.BlockQ6K,
 	tensors.Q2K: shaders.BlockQ2K, tensors.Q3K: shaders.BlockQ3K,
 }

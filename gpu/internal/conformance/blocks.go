@@ -10,8 +10,8 @@ import (
 )
 
 // BlockTypes are llama.cpp's block types the backends run (tensors.Q4_1 ...
-// Q3K and Q8_0, kept bit for bit).
-var BlockTypes = []tensors.DType{tensors.Q4_1, tensors.Q5_0, tensors.Q5_1, tensors.Q4K, tensors.Q5K, tensors.Q6K, tensors.Q2K, tensors.Q3K, tensors.Q8_0}
+// Q3K, Q8_0 and MXFP4, kept bit for bit).
+var BlockTypes = []tensors.DType{tensors.Q4_1, tensors.Q5_0, tensors.Q5_1, tensors.Q4K, tensors.Q5K, tensors.Q6K, tensors.Q2K, tensors.Q3K, tensors.Q8_0, tensors.MXFP4}
 
 // blockHalves lists, per block type, the byte offsets of its f16 fields and
 // the largest magnitude each may take so that weights stay within about
@@ -28,8 +28,17 @@ var blockHalves = map[tensors.DType][][2]float32{
 	tensors.Q8_0: {{0, 1.0 / 128}},
 }
 
+// blockScaleBytes sets, per block type whose scales are not f16 fields,
+// the scale bytes of one block blk so that weights stay within about
+// [-1, 1]: MXFP4's E8M0 exponent byte (weights up to 6*2^(e-127)) from
+// 118 ... 124, at most 0.75.
+var blockScaleBytes = map[tensors.DType]func(r *rand.Rand, blk []byte){
+	tensors.MXFP4: func(r *rand.Rand, blk []byte) { blk[0] = byte(118 + r.IntN(7)) },
+}
+
 // BlockMatrix is a [rows, cols] tensor of block type dt: random values,
-// scales and mins with f16 fields of either sign within blockHalves.
+// scales and mins with f16 fields of either sign within blockHalves (or
+// scale bytes from blockScaleBytes).
 func BlockMatrix(r *rand.Rand, name string, rows, cols int, dt tensors.DType) *tensors.Tensor {
 	data := make([]byte, dt.ByteSize(rows*cols))
 	for i := range data {
@@ -39,6 +48,9 @@ func BlockMatrix(r *rand.Rand, name string, rows, cols int, dt tensors.DType) *t
 		for _, h := range blockHalves[dt] {
 			v := (r.Float32()*2 - 1) * h[1]
 			binary.LittleEndian.PutUint16(data[b+int(h[0]):], tensors.F16Bits(v))
+		}
+		if set := blockScaleBytes[dt]; set != nil {
+			set(r, data[b:b+dt.BlockBytes()])
 		}
 	}
 	t := &tensors.Tensor{Name: name, DType: dt, Shape: []int{rows, cols}, Data: data}
