@@ -7033,6 +7033,505 @@ q80end:
 	VZEROUPPER
 	RET
 
+// func dotMXFP4RowsAVX2(w *byte, x *int8, xd *float32, nb int, rows int, out *float32)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·dotMXFP4RowsAVX2(SB), NOSPLIT, $0-48
+	MOVQ         w+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         xd+16(FP), DX
+	MOVQ         nb+24(FP), BX
+	MOVQ         rows+32(FP), SI
+	MOVQ         out+40(FP), DI
+	LEAQ         mxfp4consts<>+0(SB), R8
+	MOVL         $0x00010001, R9
+	VMOVD        R9, X0
+	VPBROADCASTW X0, Y0
+	MOVL         $0x0f0f0f0f, R9
+	VMOVD        R9, X1
+	VPBROADCASTB X1, Y1
+	VMOVDQU      (R8), Y2
+
+mxrow:
+	TESTQ  SI, SI
+	JZ     mxend
+	MOVQ   CX, R9
+	MOVQ   DX, R10
+	MOVQ   BX, R11
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+
+mxeight:
+	CMPQ         R11, $0x08
+	JL           mxtail
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	MOVBQZX      (AX), R12
+	VMOVSS       (R10), X5
+	VMULSS       32(R8)(R12*4), X5, X5
+	VBROADCASTSS X5, Y5
+	VMOVDQU      1(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPSHUFB      Y7, Y2, Y8
+	VPABSB       Y8, Y7
+	VMOVDQU      (R9), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y3
+	MOVBQZX      17(AX), R12
+	VMOVSS       4(R10), X5
+	VMULSS       32(R8)(R12*4), X5, X5
+	VBROADCASTSS X5, Y5
+	VMOVDQU      18(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPSHUFB      Y7, Y2, Y8
+	VPABSB       Y8, Y7
+	VMOVDQU      32(R9), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y4
+	MOVBQZX      34(AX), R12
+	VMOVSS       8(R10), X5
+	VMULSS       32(R8)(R12*4), X5, X5
+	VBROADCASTSS X5, Y5
+	VMOVDQU      35(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPSHUFB      Y7, Y2, Y8
+	VPABSB       Y8, Y7
+	VMOVDQU      64(R9), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y3
+	MOVBQZX      51(AX), R12
+	VMOVSS       12(R10), X5
+	VMULSS       32(R8)(R12*4), X5, X5
+	VBROADCASTSS X5, Y5
+	VMOVDQU      52(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPSHUFB      Y7, Y2, Y8
+	VPABSB       Y8, Y7
+	VMOVDQU      96(R9), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y4
+	MOVBQZX      68(AX), R12
+	VMOVSS       16(R10), X5
+	VMULSS       32(R8)(R12*4), X5, X5
+	VBROADCASTSS X5, Y5
+	VMOVDQU      69(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPSHUFB      Y7, Y2, Y8
+	VPABSB       Y8, Y7
+	VMOVDQU      128(R9), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y3
+	MOVBQZX      85(AX), R12
+	VMOVSS       20(R10), X5
+	VMULSS       32(R8)(R12*4), X5, X5
+	VBROADCASTSS X5, Y5
+	VMOVDQU      86(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPSHUFB      Y7, Y2, Y8
+	VPABSB       Y8, Y7
+	VMOVDQU      160(R9), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y4
+	MOVBQZX      102(AX), R12
+	VMOVSS       24(R10), X5
+	VMULSS       32(R8)(R12*4), X5, X5
+	VBROADCASTSS X5, Y5
+	VMOVDQU      103(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPSHUFB      Y7, Y2, Y8
+	VPABSB       Y8, Y7
+	VMOVDQU      192(R9), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y3
+	MOVBQZX      119(AX), R12
+	VMOVSS       28(R10), X5
+	VMULSS       32(R8)(R12*4), X5, X5
+	VBROADCASTSS X5, Y5
+	VMOVDQU      120(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPSHUFB      Y7, Y2, Y8
+	VPABSB       Y8, Y7
+	VMOVDQU      224(R9), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y4
+	ADDQ         $0x00000088, AX
+	ADDQ         $0x00000100, R9
+	ADDQ         $0x20, R10
+	SUBQ         $0x08, R11
+	JMP          mxeight
+
+mxtail:
+	TESTQ        R11, R11
+	JZ           mxdone
+	MOVBQZX      (AX), R12
+	VMOVSS       (R10), X5
+	VMULSS       32(R8)(R12*4), X5, X5
+	VBROADCASTSS X5, Y5
+	VMOVDQU      1(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPSHUFB      Y7, Y2, Y8
+	VPABSB       Y8, Y7
+	VMOVDQU      (R9), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y3
+	ADDQ         $0x11, AX
+	ADDQ         $0x20, R9
+	ADDQ         $0x04, R10
+	DECQ         R11
+	JMP          mxtail
+
+mxdone:
+	VADDPS       Y4, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X4
+	VADDPS       X4, X3, X3
+	VMOVHLPS     X3, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, (DI)
+	ADDQ         $0x04, DI
+	DECQ         SI
+	JMP          mxrow
+
+mxend:
+	VZEROUPPER
+	RET
+
+DATA mxfp4consts<>+0(SB)/1, $0x00
+DATA mxfp4consts<>+1(SB)/1, $0x01
+DATA mxfp4consts<>+2(SB)/1, $0x02
+DATA mxfp4consts<>+3(SB)/1, $0x03
+DATA mxfp4consts<>+4(SB)/1, $0x04
+DATA mxfp4consts<>+5(SB)/1, $0x06
+DATA mxfp4consts<>+6(SB)/1, $0x08
+DATA mxfp4consts<>+7(SB)/1, $0x0c
+DATA mxfp4consts<>+8(SB)/1, $0x00
+DATA mxfp4consts<>+9(SB)/1, $0xff
+DATA mxfp4consts<>+10(SB)/1, $0xfe
+DATA mxfp4consts<>+11(SB)/1, $0xfd
+DATA mxfp4consts<>+12(SB)/1, $0xfc
+DATA mxfp4consts<>+13(SB)/1, $0xfa
+DATA mxfp4consts<>+14(SB)/1, $0xf8
+DATA mxfp4consts<>+15(SB)/1, $0xf4
+DATA mxfp4consts<>+16(SB)/1, $0x00
+DATA mxfp4consts<>+17(SB)/1, $0x01
+DATA mxfp4consts<>+18(SB)/1, $0x02
+DATA mxfp4consts<>+19(SB)/1, $0x03
+DATA mxfp4consts<>+20(SB)/1, $0x04
+DATA mxfp4consts<>+21(SB)/1, $0x06
+DATA mxfp4consts<>+22(SB)/1, $0x08
+DATA mxfp4consts<>+23(SB)/1, $0x0c
+DATA mxfp4consts<>+24(SB)/1, $0x00
+DATA mxfp4consts<>+25(SB)/1, $0xff
+DATA mxfp4consts<>+26(SB)/1, $0xfe
+DATA mxfp4consts<>+27(SB)/1, $0xfd
+DATA mxfp4consts<>+28(SB)/1, $0xfc
+DATA mxfp4consts<>+29(SB)/1, $0xfa
+DATA mxfp4consts<>+30(SB)/1, $0xf8
+DATA mxfp4consts<>+31(SB)/1, $0xf4
+DATA mxfp4consts<>+32(SB)/4, $0x00200000
+DATA mxfp4consts<>+36(SB)/4, $0x00400000
+DATA mxfp4consts<>+40(SB)/4, $0x00800000
+DATA mxfp4consts<>+44(SB)/4, $0x01000000
+DATA mxfp4consts<>+48(SB)/4, $0x01800000
+DATA mxfp4consts<>+52(SB)/4, $0x02000000
+DATA mxfp4consts<>+56(SB)/4, $0x02800000
+DATA mxfp4consts<>+60(SB)/4, $0x03000000
+DATA mxfp4consts<>+64(SB)/4, $0x03800000
+DATA mxfp4consts<>+68(SB)/4, $0x04000000
+DATA mxfp4consts<>+72(SB)/4, $0x04800000
+DATA mxfp4consts<>+76(SB)/4, $0x05000000
+DATA mxfp4consts<>+80(SB)/4, $0x05800000
+DATA mxfp4consts<>+84(SB)/4, $0x06000000
+DATA mxfp4consts<>+88(SB)/4, $0x06800000
+DATA mxfp4consts<>+92(SB)/4, $0x07000000
+DATA mxfp4consts<>+96(SB)/4, $0x07800000
+DATA mxfp4consts<>+100(SB)/4, $0x08000000
+DATA mxfp4consts<>+104(SB)/4, $0x08800000
+DATA mxfp4consts<>+108(SB)/4, $0x09000000
+DATA mxfp4consts<>+112(SB)/4, $0x09800000
+DATA mxfp4consts<>+116(SB)/4, $0x0a000000
+DATA mxfp4consts<>+120(SB)/4, $0x0a800000
+DATA mxfp4consts<>+124(SB)/4, $0x0b000000
+DATA mxfp4consts<>+128(SB)/4, $0x0b800000
+DATA mxfp4consts<>+132(SB)/4, $0x0c000000
+DATA mxfp4consts<>+136(SB)/4, $0x0c800000
+DATA mxfp4consts<>+140(SB)/4, $0x0d000000
+DATA mxfp4consts<>+144(SB)/4, $0x0d800000
+DATA mxfp4consts<>+148(SB)/4, $0x0e000000
+DATA mxfp4consts<>+152(SB)/4, $0x0e800000
+DATA mxfp4consts<>+156(SB)/4, $0x0f000000
+DATA mxfp4consts<>+160(SB)/4, $0x0f800000
+DATA mxfp4consts<>+164(SB)/4, $0x10000000
+DATA mxfp4consts<>+168(SB)/4, $0x10800000
+DATA mxfp4consts<>+172(SB)/4, $0x11000000
+DATA mxfp4consts<>+176(SB)/4, $0x11800000
+DATA mxfp4consts<>+180(SB)/4, $0x12000000
+DATA mxfp4consts<>+184(SB)/4, $0x12800000
+DATA mxfp4consts<>+188(SB)/4, $0x13000000
+DATA mxfp4consts<>+192(SB)/4, $0x13800000
+DATA mxfp4consts<>+196(SB)/4, $0x14000000
+DATA mxfp4consts<>+200(SB)/4, $0x14800000
+DATA mxfp4consts<>+204(SB)/4, $0x15000000
+DATA mxfp4consts<>+208(SB)/4, $0x15800000
+DATA mxfp4consts<>+212(SB)/4, $0x16000000
+DATA mxfp4consts<>+216(SB)/4, $0x16800000
+DATA mxfp4consts<>+220(SB)/4, $0x17000000
+DATA mxfp4consts<>+224(SB)/4, $0x17800000
+DATA mxfp4consts<>+228(SB)/4, $0x18000000
+DATA mxfp4consts<>+232(SB)/4, $0x18800000
+DATA mxfp4consts<>+236(SB)/4, $0x19000000
+DATA mxfp4consts<>+240(SB)/4, $0x19800000
+DATA mxfp4consts<>+244(SB)/4, $0x1a000000
+DATA mxfp4consts<>+248(SB)/4, $0x1a800000
+DATA mxfp4consts<>+252(SB)/4, $0x1b000000
+DATA mxfp4consts<>+256(SB)/4, $0x1b800000
+DATA mxfp4consts<>+260(SB)/4, $0x1c000000
+DATA mxfp4consts<>+264(SB)/4, $0x1c800000
+DATA mxfp4consts<>+268(SB)/4, $0x1d000000
+DATA mxfp4consts<>+272(SB)/4, $0x1d800000
+DATA mxfp4consts<>+276(SB)/4, $0x1e000000
+DATA mxfp4consts<>+280(SB)/4, $0x1e800000
+DATA mxfp4consts<>+284(SB)/4, $0x1f000000
+DATA mxfp4consts<>+288(SB)/4, $0x1f800000
+DATA mxfp4consts<>+292(SB)/4, $0x20000000
+DATA mxfp4consts<>+296(SB)/4, $0x20800000
+DATA mxfp4consts<>+300(SB)/4, $0x21000000
+DATA mxfp4consts<>+304(SB)/4, $0x21800000
+DATA mxfp4consts<>+308(SB)/4, $0x22000000
+DATA mxfp4consts<>+312(SB)/4, $0x22800000
+DATA mxfp4consts<>+316(SB)/4, $0x23000000
+DATA mxfp4consts<>+320(SB)/4, $0x23800000
+DATA mxfp4consts<>+324(SB)/4, $0x24000000
+DATA mxfp4consts<>+328(SB)/4, $0x24800000
+DATA mxfp4consts<>+332(SB)/4, $0x25000000
+DATA mxfp4consts<>+336(SB)/4, $0x25800000
+DATA mxfp4consts<>+340(SB)/4, $0x26000000
+DATA mxfp4consts<>+344(SB)/4, $0x26800000
+DATA mxfp4consts<>+348(SB)/4, $0x27000000
+DATA mxfp4consts<>+352(SB)/4, $0x27800000
+DATA mxfp4consts<>+356(SB)/4, $0x28000000
+DATA mxfp4consts<>+360(SB)/4, $0x28800000
+DATA mxfp4consts<>+364(SB)/4, $0x29000000
+DATA mxfp4consts<>+368(SB)/4, $0x29800000
+DATA mxfp4consts<>+372(SB)/4, $0x2a000000
+DATA mxfp4consts<>+376(SB)/4, $0x2a800000
+DATA mxfp4consts<>+380(SB)/4, $0x2b000000
+DATA mxfp4consts<>+384(SB)/4, $0x2b800000
+DATA mxfp4consts<>+388(SB)/4, $0x2c000000
+DATA mxfp4consts<>+392(SB)/4, $0x2c800000
+DATA mxfp4consts<>+396(SB)/4, $0x2d000000
+DATA mxfp4consts<>+400(SB)/4, $0x2d800000
+DATA mxfp4consts<>+404(SB)/4, $0x2e000000
+DATA mxfp4consts<>+408(SB)/4, $0x2e800000
+DATA mxfp4consts<>+412(SB)/4, $0x2f000000
+DATA mxfp4consts<>+416(SB)/4, $0x2f800000
+DATA mxfp4consts<>+420(SB)/4, $0x30000000
+DATA mxfp4consts<>+424(SB)/4, $0x30800000
+DATA mxfp4consts<>+428(SB)/4, $0x31000000
+DATA mxfp4consts<>+432(SB)/4, $0x31800000
+DATA mxfp4consts<>+436(SB)/4, $0x32000000
+DATA mxfp4consts<>+440(SB)/4, $0x32800000
+DATA mxfp4consts<>+444(SB)/4, $0x33000000
+DATA mxfp4consts<>+448(SB)/4, $0x33800000
+DATA mxfp4consts<>+452(SB)/4, $0x34000000
+DATA mxfp4consts<>+456(SB)/4, $0x34800000
+DATA mxfp4consts<>+460(SB)/4, $0x35000000
+DATA mxfp4consts<>+464(SB)/4, $0x35800000
+DATA mxfp4consts<>+468(SB)/4, $0x36000000
+DATA mxfp4consts<>+472(SB)/4, $0x36800000
+DATA mxfp4consts<>+476(SB)/4, $0x37000000
+DATA mxfp4consts<>+480(SB)/4, $0x37800000
+DATA mxfp4consts<>+484(SB)/4, $0x38000000
+DATA mxfp4consts<>+488(SB)/4, $0x38800000
+DATA mxfp4consts<>+492(SB)/4, $0x39000000
+DATA mxfp4consts<>+496(SB)/4, $0x39800000
+DATA mxfp4consts<>+500(SB)/4, $0x3a000000
+DATA mxfp4consts<>+504(SB)/4, $0x3a800000
+DATA mxfp4consts<>+508(SB)/4, $0x3b000000
+DATA mxfp4consts<>+512(SB)/4, $0x3b800000
+DATA mxfp4consts<>+516(SB)/4, $0x3c000000
+DATA mxfp4consts<>+520(SB)/4, $0x3c800000
+DATA mxfp4consts<>+524(SB)/4, $0x3d000000
+DATA mxfp4consts<>+528(SB)/4, $0x3d800000
+DATA mxfp4consts<>+532(SB)/4, $0x3e000000
+DATA mxfp4consts<>+536(SB)/4, $0x3e800000
+DATA mxfp4consts<>+540(SB)/4, $0x3f000000
+DATA mxfp4consts<>+544(SB)/4, $0x3f800000
+DATA mxfp4consts<>+548(SB)/4, $0x40000000
+DATA mxfp4consts<>+552(SB)/4, $0x40800000
+DATA mxfp4consts<>+556(SB)/4, $0x41000000
+DATA mxfp4consts<>+560(SB)/4, $0x41800000
+DATA mxfp4consts<>+564(SB)/4, $0x42000000
+DATA mxfp4consts<>+568(SB)/4, $0x42800000
+DATA mxfp4consts<>+572(SB)/4, $0x43000000
+DATA mxfp4consts<>+576(SB)/4, $0x43800000
+DATA mxfp4consts<>+580(SB)/4, $0x44000000
+DATA mxfp4consts<>+584(SB)/4, $0x44800000
+DATA mxfp4consts<>+588(SB)/4, $0x45000000
+DATA mxfp4consts<>+592(SB)/4, $0x45800000
+DATA mxfp4consts<>+596(SB)/4, $0x46000000
+DATA mxfp4consts<>+600(SB)/4, $0x46800000
+DATA mxfp4consts<>+604(SB)/4, $0x47000000
+DATA mxfp4consts<>+608(SB)/4, $0x47800000
+DATA mxfp4consts<>+612(SB)/4, $0x48000000
+DATA mxfp4consts<>+616(SB)/4, $0x48800000
+DATA mxfp4consts<>+620(SB)/4, $0x49000000
+DATA mxfp4consts<>+624(SB)/4, $0x49800000
+DATA mxfp4consts<>+628(SB)/4, $0x4a000000
+DATA mxfp4consts<>+632(SB)/4, $0x4a800000
+DATA mxfp4consts<>+636(SB)/4, $0x4b000000
+DATA mxfp4consts<>+640(SB)/4, $0x4b800000
+DATA mxfp4consts<>+644(SB)/4, $0x4c000000
+DATA mxfp4consts<>+648(SB)/4, $0x4c800000
+DATA mxfp4consts<>+652(SB)/4, $0x4d000000
+DATA mxfp4consts<>+656(SB)/4, $0x4d800000
+DATA mxfp4consts<>+660(SB)/4, $0x4e000000
+DATA mxfp4consts<>+664(SB)/4, $0x4e800000
+DATA mxfp4consts<>+668(SB)/4, $0x4f000000
+DATA mxfp4consts<>+672(SB)/4, $0x4f800000
+DATA mxfp4consts<>+676(SB)/4, $0x50000000
+DATA mxfp4consts<>+680(SB)/4, $0x50800000
+DATA mxfp4consts<>+684(SB)/4, $0x51000000
+DATA mxfp4consts<>+688(SB)/4, $0x51800000
+DATA mxfp4consts<>+692(SB)/4, $0x52000000
+DATA mxfp4consts<>+696(SB)/4, $0x52800000
+DATA mxfp4consts<>+700(SB)/4, $0x53000000
+DATA mxfp4consts<>+704(SB)/4, $0x53800000
+DATA mxfp4consts<>+708(SB)/4, $0x54000000
+DATA mxfp4consts<>+712(SB)/4, $0x54800000
+DATA mxfp4consts<>+716(SB)/4, $0x55000000
+DATA mxfp4consts<>+720(SB)/4, $0x55800000
+DATA mxfp4consts<>+724(SB)/4, $0x56000000
+DATA mxfp4consts<>+728(SB)/4, $0x56800000
+DATA mxfp4consts<>+732(SB)/4, $0x57000000
+DATA mxfp4consts<>+736(SB)/4, $0x57800000
+DATA mxfp4consts<>+740(SB)/4, $0x58000000
+DATA mxfp4consts<>+744(SB)/4, $0x58800000
+DATA mxfp4consts<>+748(SB)/4, $0x59000000
+DATA mxfp4consts<>+752(SB)/4, $0x59800000
+DATA mxfp4consts<>+756(SB)/4, $0x5a000000
+DATA mxfp4consts<>+760(SB)/4, $0x5a800000
+DATA mxfp4consts<>+764(SB)/4, $0x5b000000
+DATA mxfp4consts<>+768(SB)/4, $0x5b800000
+DATA mxfp4consts<>+772(SB)/4, $0x5c000000
+DATA mxfp4consts<>+776(SB)/4, $0x5c800000
+DATA mxfp4consts<>+780(SB)/4, $0x5d000000
+DATA mxfp4consts<>+784(SB)/4, $0x5d800000
+DATA mxfp4consts<>+788(SB)/4, $0x5e000000
+DATA mxfp4consts<>+792(SB)/4, $0x5e800000
+DATA mxfp4consts<>+796(SB)/4, $0x5f000000
+DATA mxfp4consts<>+800(SB)/4, $0x5f800000
+DATA mxfp4consts<>+804(SB)/4, $0x60000000
+DATA mxfp4consts<>+808(SB)/4, $0x60800000
+DATA mxfp4consts<>+812(SB)/4, $0x61000000
+DATA mxfp4consts<>+816(SB)/4, $0x61800000
+DATA mxfp4consts<>+820(SB)/4, $0x62000000
+DATA mxfp4consts<>+824(SB)/4, $0x62800000
+DATA mxfp4consts<>+828(SB)/4, $0x63000000
+DATA mxfp4consts<>+832(SB)/4, $0x63800000
+DATA mxfp4consts<>+836(SB)/4, $0x64000000
+DATA mxfp4consts<>+840(SB)/4, $0x64800000
+DATA mxfp4consts<>+844(SB)/4, $0x65000000
+DATA mxfp4consts<>+848(SB)/4, $0x65800000
+DATA mxfp4consts<>+852(SB)/4, $0x66000000
+DATA mxfp4consts<>+856(SB)/4, $0x66800000
+DATA mxfp4consts<>+860(SB)/4, $0x67000000
+DATA mxfp4consts<>+864(SB)/4, $0x67800000
+DATA mxfp4consts<>+868(SB)/4, $0x68000000
+DATA mxfp4consts<>+872(SB)/4, $0x68800000
+DATA mxfp4consts<>+876(SB)/4, $0x69000000
+DATA mxfp4consts<>+880(SB)/4, $0x69800000
+DATA mxfp4consts<>+884(SB)/4, $0x6a000000
+DATA mxfp4consts<>+888(SB)/4, $0x6a800000
+DATA mxfp4consts<>+892(SB)/4, $0x6b000000
+DATA mxfp4consts<>+896(SB)/4, $0x6b800000
+DATA mxfp4consts<>+900(SB)/4, $0x6c000000
+DATA mxfp4consts<>+904(SB)/4, $0x6c800000
+DATA mxfp4consts<>+908(SB)/4, $0x6d000000
+DATA mxfp4consts<>+912(SB)/4, $0x6d800000
+DATA mxfp4consts<>+916(SB)/4, $0x6e000000
+DATA mxfp4consts<>+920(SB)/4, $0x6e800000
+DATA mxfp4consts<>+924(SB)/4, $0x6f000000
+DATA mxfp4consts<>+928(SB)/4, $0x6f800000
+DATA mxfp4consts<>+932(SB)/4, $0x70000000
+DATA mxfp4consts<>+936(SB)/4, $0x70800000
+DATA mxfp4consts<>+940(SB)/4, $0x71000000
+DATA mxfp4consts<>+944(SB)/4, $0x71800000
+DATA mxfp4consts<>+948(SB)/4, $0x72000000
+DATA mxfp4consts<>+952(SB)/4, $0x72800000
+DATA mxfp4consts<>+956(SB)/4, $0x73000000
+DATA mxfp4consts<>+960(SB)/4, $0x73800000
+DATA mxfp4consts<>+964(SB)/4, $0x74000000
+DATA mxfp4consts<>+968(SB)/4, $0x74800000
+DATA mxfp4consts<>+972(SB)/4, $0x75000000
+DATA mxfp4consts<>+976(SB)/4, $0x75800000
+DATA mxfp4consts<>+980(SB)/4, $0x76000000
+DATA mxfp4consts<>+984(SB)/4, $0x76800000
+DATA mxfp4consts<>+988(SB)/4, $0x77000000
+DATA mxfp4consts<>+992(SB)/4, $0x77800000
+DATA mxfp4consts<>+996(SB)/4, $0x78000000
+DATA mxfp4consts<>+1000(SB)/4, $0x78800000
+DATA mxfp4consts<>+1004(SB)/4, $0x79000000
+DATA mxfp4consts<>+1008(SB)/4, $0x79800000
+DATA mxfp4consts<>+1012(SB)/4, $0x7a000000
+DATA mxfp4consts<>+1016(SB)/4, $0x7a800000
+DATA mxfp4consts<>+1020(SB)/4, $0x7b000000
+DATA mxfp4consts<>+1024(SB)/4, $0x7b800000
+DATA mxfp4consts<>+1028(SB)/4, $0x7c000000
+DATA mxfp4consts<>+1032(SB)/4, $0x7c800000
+DATA mxfp4consts<>+1036(SB)/4, $0x7d000000
+DATA mxfp4consts<>+1040(SB)/4, $0x7d800000
+DATA mxfp4consts<>+1044(SB)/4, $0x7e000000
+DATA mxfp4consts<>+1048(SB)/4, $0x7e800000
+DATA mxfp4consts<>+1052(SB)/4, $0x7f000000
+GLOBL mxfp4consts<>(SB), RODATA|NOPTR, $1056
+
 // func gemmQ8T1VNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512VL, AVX512VNNI, FMA3
 TEXT ·gemmQ8T1VNNI(SB), NOSPLIT, $0-64

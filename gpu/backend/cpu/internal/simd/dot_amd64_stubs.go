@@ -209,6 +209,11 @@ func dotQ5_1AVX2(w *byte, x *int8, xd *float32, nb int) float32
 //go:noescape
 func dotQ8_0RowsAVX2(w *byte, x *int8, xd *float32, nb int, rows int, out *float32)
 
+// dotMXFP4RowsAVX2 sets out[i] to the dot product of MXFP4 weight row i (nb blocks, the rows consecutive at w) with QuantizeQ8 activations in natural order (x, xd), for i < rows.
+//
+//go:noescape
+func dotMXFP4RowsAVX2(w *byte, x *int8, xd *float32, nb int, rows int, out *float32)
+
 // gemmQ8T1VNNI is the Q8 GEMM kernel for 1 tokens (simd.Impl.Gemm).
 //
 //go:noescape

@@ -7,14 +7,16 @@ import (
 
 // The kernels of llama.cpp's 32-value block types (Q4_1, Q5_0, Q5_1:
 // K-quant mixes store them where a row is not a multiple of 256 values;
-// Q8_0: stacked experts, which stay mapped), kept in their GGUF layout, against activations quantized by
-// QuantizeQ8 in natural order (llama.cpp's Q8_0 blocks; Q8_1's block sums
+// Q8_0 and MXFP4: stacked experts, which stay mapped, MXFP4 gpt-oss's),
+// kept in their GGUF layout, against activations quantized by QuantizeQ8
+// in natural order (llama.cpp's Q8_0 blocks; Q8_1's block sums
 // are taken inside the kernels). Per block the integer sums Σq·x and Σx
 // are exact and the block adds float32(d*dx*Σq·x) + float32(m*dx*Σx) (Q4_1,
 // Q5_1), float32(d*dx*Σ(q-16)·x) (Q5_0), float32(d*dx*Σq·x) (Q8_0) or
 // float32(float32(dx*h)*Σ fp4[q]·x) (MXFP4, as llama.cpp's
 // ggml_vec_dot_mxfp4_q8_0: fp4 the doubled E2M1 values, h half the E8M0
-// scale) in every implementation without its own rows kernel.
+// scale) in every implementation without its own rows kernel (AVX2's Q8_0
+// and MXFP4 kernels sum the blocks in vector lanes: Impl.Q32Exact).
 
 // Q32 is one of the 32-value block types.
 type Q32 int

@@ -44,8 +44,9 @@ var AVX2 = &Impl{
 	},
 	dotQ32: [NumQ32]func(w []byte, x []int8, xd []float32) float32{
 		Q4_1: kernelQ32A(dotQ4_1AVX2), Q5_0: kernelQ32A(dotQ5_0AVX2), Q5_1: kernelQ32A(dotQ5_1AVX2), Q8_0: q8_0A,
+		MXFP4: mxfp4A,
 	},
-	dotQ32Rows: [NumQ32]func(w []byte, x []int8, xd []float32, out []float32){Q8_0: q8_0RowsA},
+	dotQ32Rows: [NumQ32]func(w []byte, x []int8, xd []float32, out []float32){Q8_0: q8_0RowsA, MXFP4: mxfp4RowsA},
 }
 
 // kernelKRowsA wraps a several-rows K-quant kernel (DotKRows checked the
@@ -120,6 +121,21 @@ func q8_0A(w []byte, x []int8, xd []float32) float32 {
 	}
 	var out [1]float32
 	dotQ8_0RowsAVX2(&w[0], &x[0], &xd[0], len(xd), 1, &out[0])
+	return out[0]
+}
+
+// mxfp4RowsA and mxfp4A run the MXFP4 rows kernel (the slices already
+// checked; mxfp4A's with at least one block).
+func mxfp4RowsA(w []byte, x []int8, xd []float32, out []float32) {
+	dotMXFP4RowsAVX2(&w[0], &x[0], &xd[0], len(xd), len(out), &out[0])
+}
+
+func mxfp4A(w []byte, x []int8, xd []float32) float32 {
+	if len(xd) == 0 {
+		return 0
+	}
+	var out [1]float32
+	dotMXFP4RowsAVX2(&w[0], &x[0], &xd[0], len(xd), 1, &out[0])
 	return out[0]
 }
 

@@ -17,6 +17,122 @@ func q32Kernels() {
 	dotQ32("dotQ5_0AVX2", "q50", 22, 6, 2, false, "Q5_0")
 	dotQ32("dotQ5_1AVX2", "q51", 24, 8, 4, true, "Q5_1")
 	dotQ8_0()
+	dotMXFP4()
+}
+
+// mxfp4Table holds the doubled E2M1 values of the 16 codes in both 128-bit
+// lanes (the VPSHUFB table: llama.cpp's kvalues_mxfp4) and then, per E8M0
+// byte e, half its scale as float32 bits (ggml_e8m0_to_fp32_half: exponent
+// field e-1, the subnormals 2^-128 and 2^-127 for e < 2).
+var mxfp4Table Mem
+
+func mxfp4Consts() Mem {
+	if mxfp4Table.Symbol.Name == "" {
+		mxfp4Table = GLOBL("mxfp4consts", RODATA|NOPTR)
+		fp4 := [16]int8{0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12}
+		for l := range 32 {
+			DATA(l, U8(uint8(fp4[l%16])))
+		}
+		for e := range 256 {
+			bits := uint32(e-1) << 23
+			if e < 2 {
+				bits = 0x00200000 << e
+			}
+			DATA(32+4*e, U32(bits))
+		}
+	}
+	return mxfp4Table
+}
+
+// dotMXFP4 writes the MXFP4 kernel, rows consecutive weight rows of nb
+// blocks against one activation row, as dotQ8_0RowsAVX2 and llama.cpp's
+// AVX2 ggml_vec_dot_mxfp4_q8_0 do: per block the 32 codes (low nibbles
+// elements 0..15, high nibbles 16..31) become their doubled E2M1 values
+// by VPSHUFB, meet the activations as signed bytes (VPSIGNB, VPABSB,
+// VPMADDUBSW, VPMADDWD: |w| <= 12), and the eight int32 lanes are
+// converted and added with VFMADD231PS, times float32(dx*h) (h from the
+// table by e), into one of two vector accumulators, summed across lanes at
+// the end of the row. The blocks' sums run in another order than the Go
+// form's (agreeing within rounding), the same for one row or many.
+func dotMXFP4() {
+	const name = "dotMXFP4RowsAVX2"
+	TEXT(name, NOSPLIT, "func(w *byte, x *int8, xd *float32, nb, rows int, out *float32)")
+	Pragma("noescape")
+	Doc(name + " sets out[i] to the dot product of MXFP4 weight row i (nb blocks, the rows consecutive at w) with QuantizeQ8 activations in natural order (x, xd), for i < rows.")
+	w := Load(Param("w"), GP64())
+	x0, xd0, nb0 := Load(Param("x"), GP64()), Load(Param("xd"), GP64()), Load(Param("nb"), GP64())
+	nrows, out := Load(Param("rows"), GP64()), Load(Param("out"), GP64())
+	tab := GP64()
+	LEAQ(mxfp4Consts(), tab)
+	ones, mask, fp4 := YMM(), YMM(), YMM()
+	broadcastW(1, ones)
+	broadcastB(0x0f, mask)
+	VMOVDQU(Mem{Base: tab}, fp4)
+	x, xd, nb, e := GP64(), GP64(), GP64(), GP64()
+	acc := [2]VecVirtual{YMM(), YMM()}
+	block := func(j int, acc VecVirtual) {
+		d := XMM()
+		MOVBQZX(Mem{Base: w, Disp: 17 * j}, e)
+		VMOVSS(Mem{Base: xd, Disp: 4 * j}, d)
+		VMULSS(Mem{Base: tab, Index: e, Scale: 4, Disp: 32}, d, d) // float32(dx*h)
+		dv := YMM()
+		VBROADCASTSS(d, dv)
+		b, h, u, q, sx := XMM(), XMM(), YMM(), YMM(), YMM()
+		VMOVDQU(Mem{Base: w, Disp: 17*j + 1}, b)
+		VPSRLW(Imm(4), b, h)
+		VINSERTI128(Imm(1), h, b.AsY(), u)
+		VPAND(mask, u, u)
+		VPSHUFB(u, fp4, q) // doubled E2M1 values in element order
+		VPABSB(q, u)
+		VMOVDQU(Mem{Base: x, Disp: 32 * j}, sx)
+		VPSIGNB(q, sx, sx)
+		VPMADDUBSW(sx, u, u)
+		VPMADDWD(ones, u, u)
+		VCVTDQ2PS(u, u)
+		VFMADD231PS(u, dv, acc)
+	}
+	Label("mxrow")
+	TESTQ(nrows, nrows)
+	JZ(LabelRef("mxend"))
+	MOVQ(x0, x)
+	MOVQ(xd0, xd)
+	MOVQ(nb0, nb)
+	for _, r := range acc {
+		VXORPS(r, r, r)
+	}
+	Label("mxeight")
+	CMPQ(nb, Imm(8))
+	JL(LabelRef("mxtail"))
+	for off := 0; off < 8*17; off += 64 {
+		PREFETCHT0(Mem{Base: w, Disp: blockPrefetch + off}) // see blockScaled
+	}
+	for j := range 8 {
+		block(j, acc[j%2])
+	}
+	ADDQ(U32(8*17), w)
+	ADDQ(U32(256), x)
+	ADDQ(Imm(32), xd)
+	SUBQ(Imm(8), nb)
+	JMP(LabelRef("mxeight"))
+	Label("mxtail")
+	TESTQ(nb, nb)
+	JZ(LabelRef("mxdone"))
+	block(0, acc[0])
+	ADDQ(Imm(17), w)
+	ADDQ(Imm(32), x)
+	ADDQ(Imm(4), xd)
+	DECQ(nb)
+	JMP(LabelRef("mxtail"))
+	Label("mxdone")
+	VADDPS(acc[1], acc[0], acc[0])
+	hsum(acc[0])
+	VMOVSS(acc[0].AsX(), Mem{Base: out})
+	ADDQ(Imm(4), out)
+	DECQ(nrows)
+	JMP(LabelRef("mxrow"))
+	Label("mxend")
+	VZEROUPPER()
+	RET()
 }
 
 // dotQ8_0 writes the Q8_0 kernel, rows consecutive weight rows of nb
