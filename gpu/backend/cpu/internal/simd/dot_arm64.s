@@ -5445,6 +5445,56 @@ done:
 	FMOVS F0, ret+32(FP)
 	RET
 
+// func dotMXFP4NEON(w *byte, x *int8, xd *float32, nb int) float32
+TEXT ·dotMXFP4NEON(SB), NOSPLIT, $0-36
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD nb+24(FP), R4
+	WORD $0x6f00e400 // movi v0.2d, #0
+	WORD $0x4f00e5ee // movi v14.16b, #15
+	MOVD $mxfp4tbl<>(SB), R9
+	VLD1 (R9), [V20.B16]
+block:
+	CBZ R4, done
+	ADD $1, R0, R10
+	VLD1 (R10), [V16.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x6f0c0613 // ushr v19.16b, v16.16b, #4
+	VTBL V18.B16, [V20.B16], V18.B16
+	VTBL V19.B16, [V20.B16], V19.B16
+	VLD1.P 32(R1), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x0e38c248 // smull v8.8h, v18.8b, v24.8b
+	WORD $0x4e38c249 // smull2 v9.8h, v18.16b, v24.16b
+	WORD $0x4e60690c // sadalp v12.4s, v8.8h
+	WORD $0x4e60692c // sadalp v12.4s, v9.8h
+	WORD $0x0e39c26a // smull v10.8h, v19.8b, v25.8b
+	WORD $0x4e39c26b // smull2 v11.8h, v19.16b, v25.16b
+	WORD $0x4e60694c // sadalp v12.4s, v10.8h
+	WORD $0x4e60696c // sadalp v12.4s, v11.8h
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R12
+	MOVBU (R0), R13
+	SUBW $1, R13, R5
+	LSLW $23, R5, R5
+	MOVW $0x00200000, R6
+	LSLW R13, R6, R6
+	CMPW $2, R13
+	CSELW LO, R6, R5, R5
+	FMOVS R5, F1
+	FMOVS.P 4(R2), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	FADDS F4, F0, F0
+	ADD $17, R0
+	SUB $1, R4
+	B block
+done:
+	FMOVS F0, ret+32(FP)
+	RET
+
 // func dotQ8Q8BlocksSDOT(w *int8, ws *uint16, x *int8, xd *float32, nb int) float32
 TEXT ·dotQ8Q8BlocksSDOT(SB), NOSPLIT, $0-44
 	MOVD w+0(FP), R0
@@ -8892,6 +8942,50 @@ block:
 done:
 	FMOVS F0, ret+32(FP)
 	RET
+
+// func dotMXFP4SDOT(w *byte, x *int8, xd *float32, nb int) float32
+TEXT ·dotMXFP4SDOT(SB), NOSPLIT, $0-36
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD nb+24(FP), R4
+	WORD $0x6f00e400 // movi v0.2d, #0
+	WORD $0x4f00e5ee // movi v14.16b, #15
+	MOVD $mxfp4tbl<>(SB), R9
+	VLD1 (R9), [V20.B16]
+block:
+	CBZ R4, done
+	ADD $1, R0, R10
+	VLD1 (R10), [V16.B16]
+	WORD $0x4e2e1e12 // and v18.16b, v16.16b, v14.16b
+	WORD $0x6f0c0613 // ushr v19.16b, v16.16b, #4
+	VTBL V18.B16, [V20.B16], V18.B16
+	VTBL V19.B16, [V20.B16], V19.B16
+	VLD1.P 32(R1), [V24.B16, V25.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x4e98964c // sdot v12.4s, v18.16b, v24.16b
+	WORD $0x4e99966c // sdot v12.4s, v19.16b, v25.16b
+	WORD $0x4eb1b98c // addv s12, v12.4s
+	FMOVS F12, R12
+	MOVBU (R0), R13
+	SUBW $1, R13, R5
+	LSLW $23, R5, R5
+	MOVW $0x00200000, R6
+	LSLW R13, R6, R6
+	CMPW $2, R13
+	CSELW LO, R6, R5, R5
+	FMOVS R5, F1
+	FMOVS.P 4(R2), F3
+	FMULS F3, F1, F1
+	SCVTFWS R12, F4
+	FMULS F4, F1, F4
+	FADDS F4, F0, F0
+	ADD $17, R0
+	SUB $1, R4
+	B block
+done:
+	FMOVS F0, ret+32(FP)
+	RET
 DATA q5tbl<>+0(SB)/8, $0x0000000000000000
 DATA q5tbl<>+8(SB)/8, $0x0101010101010101
 DATA q5tbl<>+16(SB)/8, $0x0202020202020202
@@ -8899,3 +8993,6 @@ DATA q5tbl<>+24(SB)/8, $0x0303030303030303
 DATA q5tbl<>+32(SB)/8, $0x8040201008040201
 DATA q5tbl<>+40(SB)/8, $0x8040201008040201
 GLOBL q5tbl<>(SB), (NOPTR+RODATA), $48
+DATA mxfp4tbl<>+0(SB)/8, $0x0c08060403020100
+DATA mxfp4tbl<>+8(SB)/8, $0xf4f8fafcfdfeff00
+GLOBL mxfp4tbl<>(SB), (NOPTR+RODATA), $16

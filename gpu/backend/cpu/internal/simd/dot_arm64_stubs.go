@@ -169,6 +169,11 @@ func dotQ5_1NEON(w *byte, x *int8, xd *float32, nb int) float32
 //go:noescape
 func dotQ8_0NEON(w *byte, x *int8, xd *float32, nb int) float32
 
+// dotMXFP4NEON returns the dot product of nb MXFP4 blocks at w with QuantizeQ8 activations in natural order (x, xd), SMULL/SMULL2 into int16 and SADALP into int32.
+//
+//go:noescape
+func dotMXFP4NEON(w *byte, x *int8, xd *float32, nb int) float32
+
 // dotQ8Q8BlocksSDOT returns Σ_b ws[b]*xd[b]*Σ_{i<32} w[32b+i]*x[32b+i] over nb blocks (nb a positive multiple of 4): int8 weights with one binary16 scale per block times int8 activations with f32 block scales, SDOT (the dot product extension).
 //
 //go:noescape
@@ -283,3 +288,8 @@ func dotQ5_1SDOT(w *byte, x *int8, xd *float32, nb int) float32
 //
 //go:noescape
 func dotQ8_0SDOT(w *byte, x *int8, xd *float32, nb int) float32
+
+// dotMXFP4SDOT returns the dot product of nb MXFP4 blocks at w with QuantizeQ8 activations in natural order (x, xd), SDOT (the dot product extension).
+//
+//go:noescape
+func dotMXFP4SDOT(w *byte, x *int8, xd *float32, nb int) float32

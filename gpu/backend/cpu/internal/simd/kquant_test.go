@@ -248,12 +248,20 @@ var q32Types = []struct {
 
 // randQ32Blocks is randKBlocks for the 32-value types.
 // MXFP4's exponent bytes are 2^-10 ... 2^-4 halves (weights up to about
-// 0.75), or any byte at all when extreme.
+// 0.75), or when extreme the edges of ggml_e8m0_to_fp32_half (subnormal
+// for 0 and 1, 255 infinite with the largest codes) half the time and any
+// byte at all the other half.
 func randQ32Blocks(r *rand.Rand, t Q32, scales []int, nb int, extreme float64) []byte {
 	b := randBytes(r, nb*t.BlockBytes())
 	for i := range nb {
-		if t == MXFP4 && r.Float64() >= extreme {
-			b[i*t.BlockBytes()] = byte(118 + r.IntN(7))
+		if t == MXFP4 {
+			e := &b[i*t.BlockBytes()]
+			switch {
+			case r.Float64() >= extreme:
+				*e = byte(118 + r.IntN(7))
+			case r.IntN(2) == 0:
+				*e = []byte{0, 1, 2, 3, 254, 255}[r.IntN(6)]
+			}
 		}
 		for _, o := range scales {
 			k := 0
@@ -458,4 +466,43 @@ func withinQ32(got, want float32, nb int, mag float64) bool {
 		return got != got && want != want
 	}
 	return within(got, want, nb*QBlock, mag)
+}
+
+// TestMXFP4Exponents: one-block MXFP4 products for every exponent byte (0
+// and 1 give ggml_e8m0_to_fp32_half's subnormal scales, 255 2^127) in
+// every implementation, against llama.cpp's formula
+// float32(float32(dx*h)*Σ fp4[q]·x) with h = 2^(e-128) from math.Ldexp and
+// the codes' values from tensors: exactly where Impl.Q32Exact, else
+// within rounding (a few subnormal steps apart for tiny sums).
+func TestMXFP4Exponents(t *testing.T) {
+	r := rngFor(t)
+	fp4 := tensors.MXFP4Values()
+	for e := range 256 {
+		blk := randBytes(r, MXFP4.BlockBytes())
+		blk[0] = byte(e)
+		q, d := quant32(randActs(r, QBlock, false))
+		var sumi int32
+		var mag float64
+		for j, c := range blk[1:] {
+			lo, hi := int32(fp4[c&15])*int32(q[j]), int32(fp4[c>>4])*int32(q[j+16])
+			sumi += lo + hi
+			mag += math.Abs(float64(lo)) + math.Abs(float64(hi))
+		}
+		h := float32(math.Ldexp(1, e-128))
+		want := float32(float32(d[0]*h) * float32(sumi))
+		mag *= float64(d[0]) * float64(h)
+		for _, k := range Impls() {
+			got := k.DotQ32(MXFP4, blk, q, d)
+			if k.Q32Exact(MXFP4) {
+				if math.Float32bits(got) != math.Float32bits(want) {
+					t.Errorf("%s e=%d: %g, want exactly %g", k.Name, e, got, want)
+				}
+				continue
+			}
+			// Lane sums near the float32 limit overflow in their own order.
+			if mag < math.MaxFloat32/16 && math.Abs(float64(got)-float64(want)) > 1e-6*40*mag+8*math.Ldexp(1, -149) {
+				t.Errorf("%s e=%d: %g, want %g within rounding", k.Name, e, got, want)
+			}
+		}
+	}
 }

@@ -35,7 +35,7 @@ var NEON = &Impl{
 	dotKRows: [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16, out []float32){
 		Q4K: kernelKRowsN(dotQ4KRowsNEON), Q5K: kernelKRowsN(dotQ5KRowsNEON), Q6K: kernelKRowsN(dotQ6KRowsNEON), Q2K: kernelKRowsN(dotQ2KRowsNEON), Q3K: kernelKRowsN(dotQ3KRowsNEON),
 	},
-	dotQ32: [NumQ32]func(w []byte, x []int8, xd []float32) float32{Q4_1: kernelQ32N(dotQ4_1NEON), Q5_0: kernelQ32N(dotQ5_0NEON), Q5_1: kernelQ32N(dotQ5_1NEON), Q8_0: kernelQ32N(dotQ8_0NEON)},
+	dotQ32: [NumQ32]func(w []byte, x []int8, xd []float32) float32{Q4_1: kernelQ32N(dotQ4_1NEON), Q5_0: kernelQ32N(dotQ5_0NEON), Q5_1: kernelQ32N(dotQ5_1NEON), Q8_0: kernelQ32N(dotQ8_0NEON), MXFP4: kernelQ32N(dotMXFP4NEON)},
 }
 
 // NEONDot is NEON with the integer kernels on SDOT, for cores with the
@@ -68,7 +68,7 @@ var NEONDot = &Impl{
 	dotKRows: [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16, out []float32){
 		Q4K: kernelKRowsN(dotQ4KRowsSDOT), Q5K: kernelKRowsN(dotQ5KRowsSDOT), Q6K: kernelKRowsN(dotQ6KRowsSDOT), Q2K: kernelKRowsN(dotQ2KRowsSDOT), Q3K: kernelKRowsN(dotQ3KRowsSDOT),
 	},
-	dotQ32: [NumQ32]func(w []byte, x []int8, xd []float32) float32{Q4_1: kernelQ32N(dotQ4_1SDOT), Q5_0: kernelQ32N(dotQ5_0SDOT), Q5_1: kernelQ32N(dotQ5_1SDOT), Q8_0: kernelQ32N(dotQ8_0SDOT)},
+	dotQ32: [NumQ32]func(w []byte, x []int8, xd []float32) float32{Q4_1: kernelQ32N(dotQ4_1SDOT), Q5_0: kernelQ32N(dotQ5_0SDOT), Q5_1: kernelQ32N(dotQ5_1SDOT), Q8_0: kernelQ32N(dotQ8_0SDOT), MXFP4: kernelQ32N(dotMXFP4SDOT)},
 }
 
 // kernelKx4N wraps a four-token K-quant kernel (DotKx4 checked the
@@ -98,7 +98,7 @@ func kernelKRowsN(f func(w *byte, x *int8, xd *float32, xs *int16, nb, rows int,
 	}
 }
 
-// kernelQ32N wraps a Q4_1/Q5_0/Q5_1/Q8_0 kernel (the slices already checked).
+// kernelQ32N wraps a Q4_1/Q5_0/Q5_1/Q8_0/MXFP4 kernel (the slices already checked).
 func kernelQ32N(f func(w *byte, x *int8, xd *float32, nb int) float32) func(w []byte, x []int8, xd []float32) float32 {
 	return func(w []byte, x []int8, xd []float32) float32 {
 		if len(xd) == 0 {

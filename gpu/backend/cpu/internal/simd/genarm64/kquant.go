@@ -504,6 +504,62 @@ func dotQ8_0Arm(f *file, v variant) {
 	f.ret(4, 0)
 }
 
+// mxfp4Table emits the doubled E2M1 values of the 16 MXFP4 codes (the TBL
+// table: llama.cpp's kvalues_mxfp4).
+func mxfp4Table(f *file) {
+	for i, v := range []uint64{0x0c08060403020100, 0xf4f8fafcfdfeff00} {
+		fmt.Fprintf(&f.asm, "DATA mxfp4tbl<>+%d(SB)/8, $0x%016x\n", 8*i, v)
+	}
+	fmt.Fprintf(&f.asm, "GLOBL mxfp4tbl<>(SB), (NOPTR+RODATA), $16\n")
+}
+
+// dotMXFP4Arm writes the MXFP4 kernel: per block the 32 codes (low nibbles
+// elements 0..15 in V18, high nibbles 16..31 in V19) become their doubled
+// E2M1 values by TBL against V20, meet the activations in v.dot (|w| <=
+// 12), and the block adds float32(float32(dx*h)*Σ) with h, half the E8M0
+// scale, built from e's bits (exponent field e-1; 0x00200000<<e for e <
+// 2, CSEL): the Go form's operations, so its bits.
+func dotMXFP4Arm(f *file, v variant) {
+	f.fn("dotMXFP4"+v.name, fmt.Sprintf("returns the dot product of nb MXFP4 blocks at w with QuantizeQ8 activations in natural order (x, xd), %s.", v.doc),
+		[]arg{{"w", "*byte"}, {"x", "*int8"}, {"xd", "*float32"}, {"nb", "int"}}, true, 0, 1, 2, 4)
+	f.zero(0)
+	f.word(moviB(14, 0x0f))
+	f.ins("MOVD $mxfp4tbl<>(SB), R9")
+	f.ins("VLD1 (R9), [V20.B16]")
+	f.label("block")
+	f.ins("CBZ R4, done")
+	f.ins("ADD $1, R0, R10")
+	f.ins("VLD1 (R10), [V16.B16]")
+	f.word(andB(18, 16, 14))
+	f.word(ushrB(19, 16, 4))
+	f.ins("VTBL V18.B16, [V20.B16], V18.B16")
+	f.ins("VTBL V19.B16, [V20.B16], V19.B16")
+	f.ins("VLD1.P 32(R1), %s", vlist(24, 2, "B16"))
+	f.zero(12)
+	v.dot(f, 12, 18, 24, 0)
+	v.dot(f, 12, 19, 25, 1)
+	f.word(addv4s(12, 12))
+	f.ins("FMOVS F12, R12")
+	f.ins("MOVBU (R0), R13")
+	f.ins("SUBW $1, R13, R5")
+	f.ins("LSLW $23, R5, R5")
+	f.ins("MOVW $0x00200000, R6")
+	f.ins("LSLW R13, R6, R6")
+	f.ins("CMPW $2, R13")
+	f.ins("CSELW LO, R6, R5, R5")
+	f.ins("FMOVS R5, F1")
+	f.ins("FMOVS.P 4(R2), F3")
+	f.ins("FMULS F3, F1, F1")
+	f.ins("SCVTFWS R12, F4")
+	f.ins("FMULS F4, F1, F4")
+	f.ins("FADDS F4, F0, F0")
+	f.ins("ADD $17, R0")
+	f.ins("SUB $1, R4")
+	f.ins("B block")
+	f.label("done")
+	f.ret(4, 0)
+}
+
 // The four-token kernels (DotKx4): each block's scales and values are
 // unpacked once and meet the four token rows in turn. Registers as above,
 // plus: token t's activations at R1, R19, R20, R21 (advanced as read),
