@@ -2,8 +2,12 @@ package tensors
 
 import (
 	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -229,4 +233,43 @@ func FuzzDecodeBlocks(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestMXFP4MatchesLlamaCpp: DecodeBlocks gives llama.cpp's own
+// dequantize_row_mxfp4 values bit for bit (testdata/mxfp4.golden.json,
+// written by scripts/mxfp4-golden.py from a llama.cpp build: every
+// exponent byte, random codes).
+func TestMXFP4MatchesLlamaCpp(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("testdata", "mxfp4.golden.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g struct {
+		LlamaCpp       string `json:"llama_cpp"`
+		Blocks, Values string
+	}
+	if err := json.Unmarshal(raw, &g); err != nil {
+		t.Fatal(err)
+	}
+	blocks, err := hex.DecodeString(g.Blocks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := hex.DecodeString(g.Values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(blocks) == 0 || len(blocks)%17 != 0 || len(want) != len(blocks)/17*32*4 {
+		t.Fatalf("golden of %d block bytes and %d value bytes", len(blocks), len(want))
+	}
+	got := make([]float32, len(want)/4)
+	if err := DecodeBlocks(MXFP4, blocks, got); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range got {
+		if w := binary.LittleEndian.Uint32(want[4*i:]); math.Float32bits(v) != w {
+			t.Fatalf("block %d (e = %d) element %d = %g (%#08x), llama.cpp %s gives %g (%#08x)",
+				i/32, blocks[i/32*17], i%32, v, math.Float32bits(v), g.LlamaCpp, math.Float32frombits(w), w)
+		}
+	}
 }

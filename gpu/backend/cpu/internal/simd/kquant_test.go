@@ -2,9 +2,13 @@ package simd
 
 import (
 	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/gpurun/gpurun/tensors"
@@ -504,5 +508,64 @@ func TestMXFP4Exponents(t *testing.T) {
 				t.Errorf("%s e=%d: %g, want %g within rounding", k.Name, e, got, want)
 			}
 		}
+	}
+}
+
+// TestMXFP4MatchesLlamaCpp: rows of 1 to 9 MXFP4 blocks against Q8_0
+// activation blocks (f16 d, 32 int8), against llama.cpp's own
+// ggml_vec_dot_mxfp4_q8_0_generic (testdata/mxfp4_dot.golden.json, written
+// by scripts/mxfp4-golden.py; a fifth of the rows with extreme exponent
+// bytes). llama.cpp's build fuses each block's "sumf += d*sumi" into an
+// FMA where our forms round the product first (the C source's order), so
+// every implementation is held within rounding; rows whose products reach
+// the float32 limit (where fused and separate roundings overflow
+// differently) are left out, and the rest must be most of them.
+func TestMXFP4MatchesLlamaCpp(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("testdata", "mxfp4_dot.golden.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g struct {
+		LlamaCpp string `json:"llama_cpp"`
+		Rows     []struct{ W, X, Dot string }
+	}
+	if err := json.Unmarshal(raw, &g); err != nil {
+		t.Fatal(err)
+	}
+	unhex := func(s string) []byte {
+		b, err := hex.DecodeString(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	checked := 0
+	for i, row := range g.Rows {
+		w, xb, dot := unhex(row.W), unhex(row.X), unhex(row.Dot)
+		nb := len(w) / 17
+		if nb == 0 || len(w) != 17*nb || len(xb) != 34*nb || len(dot) != 4 {
+			t.Fatalf("row %d: %d weight bytes, %d activation bytes", i, len(w), len(xb))
+		}
+		x, xd := make([]int8, 32*nb), make([]float32, nb)
+		for b := range nb {
+			xd[b] = float16.Frombits(binary.LittleEndian.Uint16(xb[34*b:])).Float32()
+			for j := range 32 {
+				x[32*b+j] = int8(xb[34*b+2+j])
+			}
+		}
+		want := math.Float32frombits(binary.LittleEndian.Uint32(dot))
+		if mag := q32Magnitude(tensors.MXFP4, w, x, xd); !(mag < math.MaxFloat32/16) {
+			continue
+		}
+		checked++
+		for _, k := range Impls() {
+			// (The sum's magnitude: within 1e-6*(n+8) of Σ|w·x|.)
+			if got := k.DotQ32(MXFP4, w, x, xd); !withinQ32(got, want, nb, q32Magnitude(tensors.MXFP4, w, x, xd)) {
+				t.Errorf("%s row %d (%d blocks): %g, llama.cpp %s gives %g", k.Name, i, nb, got, g.LlamaCpp, want)
+			}
+		}
+	}
+	if checked < len(g.Rows)*3/4 {
+		t.Errorf("%d of %d golden rows checked", checked, len(g.Rows))
 	}
 }
