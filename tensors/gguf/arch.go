@@ -236,8 +236,9 @@ func (f *File) config(arch string) (model.Config, error) {
 	return c, m.err
 }
 
-// ropeScaling reads rope.scaling.type: none, or linear (every angle divided
-// by rope.scaling.factor); any other type is refused by name and value.
+// ropeScaling reads rope.scaling.type: none, linear (every angle divided
+// by rope.scaling.factor) or yarn; any other type is refused by name and
+// value.
 func (f *File) ropeScaling(m *meta, c *model.Config) error {
 	key := m.key(".rope.scaling.type")
 	v, ok := f.Get(key)
@@ -248,7 +249,7 @@ func (f *File) ropeScaling(m *meta, c *model.Config) error {
 	switch typ {
 	case "none":
 		return nil
-	case "linear":
+	case "linear", "yarn":
 		factor := m.float(".rope.scaling.factor", 1)
 		if m.err != nil {
 			return m.err
@@ -256,13 +257,52 @@ func (f *File) ropeScaling(m *meta, c *model.Config) error {
 		if !(factor > 0) {
 			return fmt.Errorf("%w: metadata %s = %g", ErrFormat, m.key(".rope.scaling.factor"), factor)
 		}
-		if factor != 1 {
-			c.RopeFactors = make([]float32, c.RopeDims/2)
+		if factor == 1 {
+			return nil
+		}
+		c.RopeFactors = make([]float32, c.RopeDims/2)
+		if typ == "linear" {
 			for i := range c.RopeFactors {
 				c.RopeFactors[i] = factor
 			}
+			return nil
 		}
-		return nil
+		return f.yarn(m, c, factor)
 	}
 	return fmt.Errorf("%w: metadata %s = %s", ErrUnsupported, key, v)
+}
+
+// YaRN's defaults in llama.cpp (src/llama-hparams.h: yarn_beta_fast,
+// yarn_beta_slow; llama-context.cpp: ext_factor 1 for yarn), which reads
+// no other values from a GGUF but the DeepSeek models' log multiplier.
+const (
+	yarnBetaFast = 32
+	yarnBetaSlow = 1
+)
+
+// yarn sets c's RoPE to YaRN with scaling factor s > 0 (s != 1), as
+// llama.cpp computes it (model.YaRNRope with its default betas; for s > 1
+// cos and sin are scaled by 1 + 0.1·ln(s): llama-context.cpp cancels its
+// own get_mscale against ggml's, leaving ggml's), times
+// rope.scaling.attn_factor.
+func (f *File) yarn(m *meta, c *model.Config, s float32) error {
+	if v, ok := f.Get(m.key(".rope.scaling.yarn_log_multiplier")); ok {
+		if x, _ := v.Float(); x != 0 {
+			return fmt.Errorf("%w: metadata %s = %s", ErrUnsupported, m.key(".rope.scaling.yarn_log_multiplier"), v)
+		}
+	}
+	orig := m.int(".rope.scaling.original_context_length", c.MaxSeqLen, false)
+	attn := m.float(".rope.scaling.attn_factor", 1)
+	if m.err != nil {
+		return m.err
+	}
+	if orig <= 0 || !(c.RopeBase > 1) {
+		return fmt.Errorf("%w: yarn with original context %d and rope base %g", ErrFormat, orig, c.RopeBase)
+	}
+	factors, mscale := model.YaRNRope(c.RopeBase, c.RopeDims, float64(s), orig, yarnBetaFast, yarnBetaSlow)
+	c.RopeFactors, c.RopeAttnFactor = factors, attn
+	if s > 1 {
+		c.RopeAttnFactor = attn * mscale
+	}
+	return nil
 }

@@ -149,8 +149,8 @@ func TestLoadRefusesUnsupported(t *testing.T) {
 		name, path string
 		want       []string
 	}{
-		{"yarn rope scaling", testmodels.GGUFWithString(t, arch2Path(t, "llama3"), "llama.rope.scaling.type", "yarn"),
-			[]string{"llama.rope.scaling.type", "yarn"}},
+		{"unknown rope scaling", testmodels.GGUFWithString(t, arch2Path(t, "llama3"), "llama.rope.scaling.type", "dynamic"),
+			[]string{"llama.rope.scaling.type", "dynamic"}},
 		{"sliding window pattern", testmodels.GGUFWithString(t, arch2Path(t, "qwen3"), "qwen3.attention.sliding_window_pattern", "4"),
 			[]string{"qwen3.attention.sliding_window_pattern", "4"}},
 	} {

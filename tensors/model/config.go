@@ -314,3 +314,28 @@ func Llama3RopeFactors(base float32, dims int, factor, low, high, orig float64) 
 	}
 	return fs
 }
+
+// YaRNRope returns YaRN's RoPE scaling by factor (> 1) for a model trained
+// on orig positions, as llama.cpp computes it (ggml's rope_yarn with
+// ext_factor 1, ggml_rope_yarn_corr_dims): pair i's angle θ_i =
+// pos·base^(-2i/dims) becomes θ_i·(r_i + (1 - r_i)/factor), where the ramp
+// r_i is 1 up to the dimension whose wavelength fits betaFast times in the
+// original context (rounded down), 0 from the one that fits betaSlow times
+// (rounded up), linear between: factors[i] = 1/(r_i + (1 - r_i)/factor),
+// the divisors of RopeFactors. mscale is YaRN's magnitude correction of
+// cos and sin, 1 + 0.1·ln(factor) (RopeAttnFactor, times any attention
+// factor of the model's own).
+func YaRNRope(base float32, dims int, factor float64, orig int, betaFast, betaSlow float64) (factors []float32, mscale float32) {
+	d := float64(dims)
+	corr := func(beta float64) float64 {
+		return d * math.Log(float64(orig)/(beta*2*math.Pi)) / (2 * math.Log(float64(base)))
+	}
+	lo := math.Max(0, math.Floor(corr(betaFast)))
+	hi := math.Min(d-1, math.Ceil(corr(betaSlow)))
+	factors = make([]float32, dims/2)
+	for i := range factors {
+		r := 1 - math.Min(1, math.Max(0, (float64(i)-lo)/math.Max(0.001, hi-lo)))
+		factors[i] = float32(1 / ((1-r)/factor + r))
+	}
+	return factors, float32(1 + 0.1*math.Log(factor))
+}
