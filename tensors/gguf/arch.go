@@ -39,6 +39,7 @@ var archSpecs = map[string]archSpec{
 	model.ArchPhi3:     {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActSiLU, gated: true, activations: model.PolicyAuto},
 	model.ArchQwen3MoE: {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActSiLU, gated: true, qkNorm: true, activations: model.PolicyF32},
 	model.ArchSmolLM3:  {norm: model.NormRMS, rope: model.RopeInterleaved, act: model.ActSiLU, gated: true, activations: model.PolicyAuto},
+	model.ArchGPTOSS:   {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActSwiGLUOAI, gated: true, activations: model.PolicyF32},
 }
 
 // meta reads typed hyperparameters, failing on values of the wrong type.
@@ -216,6 +217,29 @@ func (f *File) config(arch string) (model.Config, error) {
 		if n := m.int(".expert_shared_count", 0, false); n != 0 && m.err == nil {
 			return c, fmt.Errorf("%w: metadata %s = %d (shared experts)", ErrUnsupported, m.key(".expert_shared_count"), n)
 		}
+	case model.ArchGPTOSS:
+		// src/models/openai-moe.cpp: layers with il % 2 == 0 slide (its
+		// default pattern of 2), both kinds with one rope base; experts
+		// chosen by their largest router logits (router bias included)
+		// and weighted by the softmax of those (softmax_weight), each with
+		// biases and swiglu_oai; attention sinks and biases on q, k, v and
+		// o (the tensors say which).
+		c.Experts = m.int(".expert_count", 0, true)
+		c.ExpertsUsed = m.int(".expert_used_count", 0, true)
+		c.ExpertHidden = m.int(".expert_feed_forward_length", 0, true)
+		c.ExpertGating = model.GatingTopKSoftmax
+		if m.err == nil && (c.Experts == 0 || c.ExpertsUsed == 0 || c.ExpertsUsed > c.Experts) {
+			return c, fmt.Errorf("%w: metadata %s = %d with %s = %d", ErrFormat, m.key(".expert_used_count"), c.ExpertsUsed, m.key(".expert_count"), c.Experts)
+		}
+		c.SlidingWindow = m.int(".attention.sliding_window", 0, true)
+		if c.SlidingWindow > 0 {
+			c.SlidingLayers = "even"
+		}
+		if v, ok := f.Get(m.key(".rope.freq_base_swa")); ok {
+			if x, _ := v.Float(); float32(x) != c.RopeBase {
+				return c, fmt.Errorf("%w: metadata %s = %s differs from rope.freq_base", ErrUnsupported, m.key(".rope.freq_base_swa"), v)
+			}
+		}
 	case model.ArchSmolLM3:
 		// src/models/smollm3.cpp:5, 69: every fourth layer has no RoPE.
 		for l := range c.Layers {
@@ -228,8 +252,9 @@ func (f *File) config(arch string) (model.Config, error) {
 		return c, err
 	}
 	if v, ok := f.Get(m.key(".attention.sliding_window_pattern")); ok && m.err == nil {
-		// Only Gemma 3's default pattern of 6 (its absent key) is known.
-		if n, _ := v.Int(); arch != model.ArchGemma3 || n != 6 {
+		// Only Gemma 3's default pattern of 6 and gpt-oss's of 2 (their
+		// absent keys) are known.
+		if n, _ := v.Int(); !(arch == model.ArchGemma3 && n == 6 || arch == model.ArchGPTOSS && n == 2) {
 			return c, fmt.Errorf("%w: metadata %s = %s", ErrUnsupported, m.key(".attention.sliding_window_pattern"), v)
 		}
 	}
