@@ -19,7 +19,9 @@ import (
 // few units), so they take a good share of each head's mass; one case's
 // sinks are far above every score (exp overflows unless the max takes
 // them in). Each case's Ablate drops the sinks: RunCases then checks that
-// the backend's output is far from the CPU's without them.
+// the backend's output is far from the CPU's without them. They are a
+// family of their own ("attention_sinks/"), so HalfCases picks three of
+// them and the attention cases it picked before.
 func sinkCases() []Case {
 	type tc struct {
 		heads, kvHeads, hd int
@@ -64,7 +66,7 @@ func sinkCases() []Case {
 			tol = Tolerance{Abs: 1e-30}
 		}
 		cs = append(cs, Case{
-			Name: fmt.Sprintf("attention/sinks_h%d_kv%d_d%d_cap%g_w%d_t%d_p%d_d%d_ring%d_f16%v_sink%g",
+			Name: fmt.Sprintf("attention_sinks/h%d_kv%d_d%d_cap%g_w%d_t%d_p%d_d%d_ring%d_f16%v_sink%g",
 				c.heads, c.kvHeads, c.hd, c.capv, c.window, c.tokens, c.prefill, c.decode, c.ring, c.f16, c.offset),
 			Build: func() (*fusion.Graph, []*tensors.Tensor) {
 				r := rand.New(rand.NewPCG(23, uint64(c.hd*1000+c.prefill*10+c.heads)))
