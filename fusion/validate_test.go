@@ -29,7 +29,7 @@ func smallGraph() *Graph {
 }
 
 func shapes(name string) ([]int, bool) {
-	s, ok := map[string][]int{"emb": {10, 8}, "norm": {8}, "wq": {8, 8}, "wk": {4, 8}, "bk": {4}}[name]
+	s, ok := map[string][]int{"emb": {10, 8}, "norm": {8}, "wq": {8, 8}, "wk": {4, 8}, "bk": {4}, "sinks": {2}, "sinks2d": {1, 2}}[name]
 	return s, ok
 }
 
@@ -47,6 +47,17 @@ func TestValidate(t *testing.T) {
 	g.Ops[4].(*RopeOp).Factors, g.Ops[4].(*RopeOp).Scale = []float32{1, 8}, 1.2
 	if err := g.Validate(shapes); err != nil {
 		t.Fatalf("valid graph with a per-head norm and rope factors: %v", err)
+	}
+	g = smallGraph()
+	g.Ops[6].(*AttentionOp).Sinks = "sinks"
+	if err := g.Validate(shapes); err != nil {
+		t.Fatalf("valid graph with attention sinks: %v", err)
+	}
+	if w := Weights(g.Ops[6]); len(w) != 1 || w[0] != "sinks" {
+		t.Errorf("Weights(attention with sinks) = %v", w)
+	}
+	if c := Clone(g.Ops[6]).(*AttentionOp); c.Sinks != "sinks" {
+		t.Errorf("Clone lost the sinks: %q", c.Sinks)
 	}
 	for _, tc := range []struct {
 		name   string
@@ -74,6 +85,9 @@ func TestValidate(t *testing.T) {
 		{"attention heads", func(g *Graph) { g.Ops[6].(*AttentionOp).Heads = 3 }},
 		{"attention window", func(g *Graph) { g.Ops[6].(*AttentionOp).Window = -1 }},
 		{"attention cap", func(g *Graph) { g.Ops[6].(*AttentionOp).Cap = -1 }},
+		{"attention sinks missing", func(g *Graph) { g.Ops[6].(*AttentionOp).Sinks = "nope" }},
+		{"attention sinks per kv head", func(g *Graph) { g.Ops[6].(*AttentionOp).Sinks = "bk" }},
+		{"attention sinks 2-D", func(g *Graph) { g.Ops[6].(*AttentionOp).Sinks = "sinks2d" }},
 		{"last row into many rows", func(g *Graph) { g.Ops[7].(*LastRowOp).Out = 4 }},
 		{"rows mismatch", func(g *Graph) { g.Ops[2].(*MatMulOp).Out = 5 }},
 		{"input out of range", func(g *Graph) { g.Ops[2].(*MatMulOp).In = 9 }},

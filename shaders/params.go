@@ -224,7 +224,9 @@ type AttnParams struct {
 	OutF16  uint32  `wgsl:"out_f16"` // 1: out is an f16 activation: final packed binary16 pairs (stores round to the nearest half)
 	QF16    uint32  `wgsl:"q_f16"`   // 1: q is an f16 activation: packed binary16 pairs
 	Ring    uint32  `wgsl:"ring"`    // 0: slot = position; else KVParams.Ring's mirrored ring (a window read as consecutive slots)
-	Pad2    uint32  `wgsl:"pad2"`
+	// HasSinks is 1 when the sinks binding holds a sink logit per query
+	// head (fusion.AttentionOp.Sinks), joining each head's softmax.
+	HasSinks uint32 `wgsl:"has_sinks"`
 }
 
 // QParams is the uniform block of wgsl/qblocks.wgsl (llama.cpp's block
