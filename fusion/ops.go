@@ -429,8 +429,8 @@ func (o *MatMulGLUOp) validate(g *Graph, shape WeightShape) error {
 	if o.Out == o.In {
 		return fmt.Errorf("%w: matmul_glu output aliases its input %q", ErrInvalid, out.Name)
 	}
-	if !o.Act.Valid() {
-		return fmt.Errorf("%w: activation %s", ErrInvalid, o.Act)
+	if !o.Act.Elementwise() {
+		return fmt.Errorf("%w: activation %s (not elementwise)", ErrInvalid, o.Act)
 	}
 	return firstErr(o.Prologue.check(g, o.In, shape), g.sameRows(o.Out, o.In),
 		checkWeight(shape, o.Gate.Weight, out.Cols, in.Cols), checkWeight(shape, o.Up.Weight, out.Cols, in.Cols),
@@ -495,15 +495,15 @@ func (o *AttentionOp) validate(g *Graph, _ WeightShape) error {
 }
 
 func (o *GLUOp) validate(g *Graph, _ WeightShape) error {
-	if !o.Act.Valid() {
-		return fmt.Errorf("%w: activation %s", ErrInvalid, o.Act)
+	if !o.Act.Elementwise() {
+		return fmt.Errorf("%w: activation %s (not elementwise)", ErrInvalid, o.Act)
 	}
 	return firstErr(g.sameRows(o.Out, o.Gate, o.Up), g.sameCols(o.Out, o.Gate, o.Up))
 }
 
 func (o *ActivationOp) validate(g *Graph, _ WeightShape) error {
-	if !o.Act.Valid() {
-		return fmt.Errorf("%w: activation %s", ErrInvalid, o.Act)
+	if !o.Act.Elementwise() {
+		return fmt.Errorf("%w: activation %s (not elementwise)", ErrInvalid, o.Act)
 	}
 	return firstErr(g.sameRows(o.Out, o.In), g.sameCols(o.Out, o.In))
 }
@@ -600,7 +600,7 @@ func Weights(op Op) []string {
 		add(o.Q.Weight, o.Q.Bias, o.K.Weight, o.K.Bias, o.V.Weight, o.V.Bias)
 		pro(o.Prologue)
 	case *MoEOp:
-		add(o.Router, o.Gate, o.Up, o.Down)
+		add(o.Router, o.RouterBias, o.Gate, o.GateBias, o.Up, o.UpBias, o.Down, o.DownBias)
 	case *RowLoRAOp:
 		for _, set := range o.Sets {
 			for _, p := range set {
