@@ -27,21 +27,33 @@ func TestMoEConformance(t *testing.T) {
 // TestMoERuleSwapFails shows the MoE cases can fail: the device running
 // the op with its renormalization switched, or one expert fewer or more
 // than the CPU reference, is past the tolerance on every case (while the
-// op as built is within it).
+// op as built is within it); and on gpt-oss's cases (_oai_), the device
+// running qwen3moe's gating, dropping one of the biases or taking silu
+// for swiglu_oai.
 func TestMoERuleSwapFails(t *testing.T) {
+	const both, qwen, oai = 0, 1, 2 // the cases an edit applies to
 	edits := []struct {
-		name string
-		edit func(*fusion.MoEOp)
-		far  bool
+		name  string
+		cases int
+		edit  func(*fusion.MoEOp)
+		far   bool
 	}{
-		{"as built", func(*fusion.MoEOp) {}, false},
-		{"renormalization switched", func(o *fusion.MoEOp) { o.NormTopK = !o.NormTopK }, true},
-		{"one expert fewer", func(o *fusion.MoEOp) { o.Used-- }, true},
-		{"one expert more", func(o *fusion.MoEOp) { o.Used++ }, true},
+		{"as built", both, func(*fusion.MoEOp) {}, false},
+		// softmax_weight's weights already sum to 1.
+		{"renormalization switched", qwen, func(o *fusion.MoEOp) { o.NormTopK = !o.NormTopK }, true},
+		{"one expert fewer", both, func(o *fusion.MoEOp) { o.Used-- }, true},
+		{"one expert more", both, func(o *fusion.MoEOp) { o.Used++ }, true},
+		{"qwen3moe gating", oai, func(o *fusion.MoEOp) { o.Gating = fusion.GatingSoftmax }, true},
+		{"no router bias", oai, func(o *fusion.MoEOp) { o.RouterBias = "" }, true},
+		{"no gate bias", oai, func(o *fusion.MoEOp) { o.GateBias = "" }, true},
+		{"no up bias", oai, func(o *fusion.MoEOp) { o.UpBias = "" }, true},
+		{"no down bias", oai, func(o *fusion.MoEOp) { o.DownBias = "" }, true},
+		{"silu for swiglu_oai", oai, func(o *fusion.MoEOp) { o.Act, o.SwiGLUOAI = fusion.ActSiLU, fusion.SwiGLUOAIParams{} }, true},
 	}
 	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
 		for _, c := range conformance.MoECases() {
-			if !strings.HasPrefix(c.Name, "moe/f32_") && !strings.HasPrefix(c.Name, "moe/int4_") {
+			isOAI := strings.Contains(c.Name, "_oai_")
+			if !strings.HasPrefix(c.Name, "moe/f32_") && !strings.HasPrefix(c.Name, "moe/int4_") && !isOAI {
 				continue // the rule is the kernels' whatever the weight type: two types keep the test short
 			}
 			// Cases where the edit is a valid op of another rule: top-1
@@ -55,6 +67,9 @@ func TestMoERuleSwapFails(t *testing.T) {
 				}
 			}
 			for _, e := range edits {
+				if e.cases == qwen && isOAI || e.cases == oai && !isOAI {
+					continue
+				}
 				probe := *op
 				e.edit(&probe)
 				if probe.Used < 1 || probe.Used > probe.Experts || (e.far && op.Used == op.Experts) {
