@@ -2,6 +2,7 @@ package compute_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/gpu/backend/compute"
 	"github.com/gpurun/gpurun/gpu/internal/conformance"
+	"github.com/gpurun/gpurun/tensors"
 )
 
 // TestMoEConformance runs the MoE op's parity cases (conformance.MoECases:
@@ -72,8 +74,8 @@ func TestMoERuleSwapFails(t *testing.T) {
 				}
 				probe := *op
 				e.edit(&probe)
-				if probe.Used < 1 || probe.Used > probe.Experts || (e.far && op.Used == op.Experts) {
-					continue
+				if probe.Used < 1 || probe.Used > probe.Experts || (e.far && op.Used == op.Experts) || (e.far && probe == *op) {
+					continue // not a valid op, or the same (a bias the case has not)
 				}
 				t.Run(c.Name+"/"+e.name, func(t *testing.T) {
 					w := conformance.Worst(t, c, func(t testing.TB) gpu.Backend {
@@ -140,6 +142,52 @@ func TestMoEKernelsChosen(t *testing.T) {
 				}
 				if !slices.Equal(ran, tc.want) {
 					t.Errorf("moe kernels %v, want %v", ran, tc.want)
+				}
+			})
+		}
+	})
+}
+
+// TestMoEBiasTypes: expert biases that are not f32 values in one binding
+// (here f16, as a converter might store a 2-D tensor) are refused with
+// ErrUnsupported at compile, naming the tensor; f32 ones compile.
+func TestMoEBiasTypes(t *testing.T) {
+	ctx := context.Background()
+	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
+		be := backendOn(t, dev, compute.Options{})
+		for _, name := range []string{"", "gate_b", "up_b", "down_b"} {
+			sub := "f16_" + name
+			if name == "" {
+				sub = "all_f32"
+			}
+			t.Run(sub, func(t *testing.T) {
+				g, ws := conformance.MoEOAIGraph(5)
+				for i, w := range ws {
+					if w.Name == name {
+						v, err := w.Float32()
+						if err != nil {
+							t.Fatal(err)
+						}
+						if ws[i], err = tensors.FromF32(name, w.Shape, v, tensors.F16); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				w, err := be.LoadWeights(ctx, ws)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer w.Release()
+				p, err := be.Compile(g, w, nil)
+				if name == "" {
+					if err != nil {
+						t.Fatalf("f32 biases: %v", err)
+					}
+					p.Release()
+					return
+				}
+				if !errors.Is(err, gpu.ErrUnsupported) || !strings.Contains(err.Error(), name) {
+					t.Fatalf("err = %v, want ErrUnsupported naming %q", err, name)
 				}
 			})
 		}
