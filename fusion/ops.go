@@ -438,8 +438,8 @@ func (o *MatMulGLUOp) validate(g *Graph, shape WeightShape) error {
 	if o.Out == o.In {
 		return fmt.Errorf("%w: matmul_glu output aliases its input %q", ErrInvalid, out.Name)
 	}
-	if !o.Act.Valid() {
-		return fmt.Errorf("%w: activation %s", ErrInvalid, o.Act)
+	if !o.Act.Elementwise() {
+		return fmt.Errorf("%w: activation %s (not elementwise)", ErrInvalid, o.Act)
 	}
 	return firstErr(o.Prologue.check(g, o.In, shape), g.sameRows(o.Out, o.In),
 		checkWeight(shape, o.Gate.Weight, out.Cols, in.Cols), checkWeight(shape, o.Up.Weight, out.Cols, in.Cols),
@@ -507,15 +507,15 @@ func (o *AttentionOp) validate(g *Graph, shape WeightShape) error {
 }
 
 func (o *GLUOp) validate(g *Graph, _ WeightShape) error {
-	if !o.Act.Valid() {
-		return fmt.Errorf("%w: activation %s", ErrInvalid, o.Act)
+	if !o.Act.Elementwise() {
+		return fmt.Errorf("%w: activation %s (not elementwise)", ErrInvalid, o.Act)
 	}
 	return firstErr(g.sameRows(o.Out, o.Gate, o.Up), g.sameCols(o.Out, o.Gate, o.Up))
 }
 
 func (o *ActivationOp) validate(g *Graph, _ WeightShape) error {
-	if !o.Act.Valid() {
-		return fmt.Errorf("%w: activation %s", ErrInvalid, o.Act)
+	if !o.Act.Elementwise() {
+		return fmt.Errorf("%w: activation %s (not elementwise)", ErrInvalid, o.Act)
 	}
 	return firstErr(g.sameRows(o.Out, o.In), g.sameCols(o.Out, o.In))
 }
@@ -614,7 +614,7 @@ func Weights(op Op) []string {
 	case *AttentionOp:
 		add(o.Sinks)
 	case *MoEOp:
-		add(o.Router, o.Gate, o.Up, o.Down)
+		add(o.Router, o.RouterBias, o.Gate, o.GateBias, o.Up, o.UpBias, o.Down, o.DownBias)
 	case *RowLoRAOp:
 		for _, set := range o.Sets {
 			for _, p := range set {

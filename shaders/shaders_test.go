@@ -244,6 +244,7 @@ func TestCodesWGSL(t *testing.T) {
 		{"WT_I8", uint32(WeightI8)}, {"WT_I4", uint32(WeightI4)}, {"ST_F32", uint32(ScaleF32)}, {"ST_F16", uint32(ScaleF16)},
 		{"ACT_SILU", uint32(ActSiLU)}, {"ACT_GELU_TANH", uint32(ActGELUTanh)}, {"ACT_GELU", uint32(ActGELU)}, {"ACT_RELU", uint32(ActReLU)},
 		{"ROPE_PAIRS", uint32(RopePairs)}, {"ROPE_HALVES", uint32(RopeHalves)},
+		{"MOE_BIAS_GATE", MoEBiasGate}, {"MOE_BIAS_UP", MoEBiasUp}, {"MOE_BIAS_DOWN", MoEBiasDown}, {"MOE_BIAS_S2", MoEBiasS2},
 		{"QL_B32", uint32(LayoutB32)}, {"QL_K45", uint32(LayoutK45)}, {"QL_K6", uint32(LayoutK6)}, {"QL_K23", uint32(LayoutK23)},
 	} {
 		if want := fmt.Sprintf("const %s: u32 = %du;", tc.name, tc.v); !strings.Contains(src, want) {
