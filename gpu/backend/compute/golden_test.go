@@ -239,12 +239,15 @@ func TestArch2Golden(t *testing.T) {
 		// quantizes the activations to 8 bits for these weights, the GPU
 		// keeps them f32: held to the CPU's exact math's bound (the
 		// pipeline/arch TestQuantizedMoEGoldens; 3.7e-2 there).
-		// And qwen3 with YaRN RoPE scaling (testdata/yarn/gen.sh), held to
+		// And qwen3 with YaRN RoPE scaling (testdata/yarn/gen.sh) and the
+		// tiny gpt-oss (testdata/gptoss/gen.sh: sliding and full layers,
+		// YaRN, sinks, biases, softmax_weight gating, swiglu_oai), held to
 		// the f32 files' 2e-4.
 		for _, tc := range []struct {
 			dir, name string
 			tol       float64
-		}{{"moe", "qwen3moe-q8_0", 5e-2}, {"moe", "qwen3moe-q4_k_m", 5e-2}, {"yarn", "qwen3-yarn", 2e-4}} {
+		}{{"moe", "qwen3moe-q8_0", 5e-2}, {"moe", "qwen3moe-q4_k_m", 5e-2}, {"yarn", "qwen3-yarn", 2e-4},
+			{"gptoss", "gpt-oss", 2e-4}} {
 			dir := filepath.Join(testmodels.Root(t), "testdata", tc.dir)
 			var golden testmodels.ArchGolden
 			testmodels.DecodeJSON(t, filepath.Join(dir, tc.name+".golden.json"), &golden)
