@@ -87,6 +87,14 @@ type StoreKVOp struct {
 // cache positions p of Layer with p <= Pos+t and, when Window > 0,
 // Pos+t-p < Window; cap(s) = Cap*tanh(s/Cap) when Cap > 0. Scale must be
 // > 0. Out must not alias Q.
+//
+// Sinks, when set, names an F32 [Heads] weight of per-head sink logits
+// (gpt-oss): head h's softmax gains one more logit Sinks[h], taken as it
+// is (neither scaled nor capped), which takes its share of the
+// probability mass and adds no value:
+//
+//	m = max(max_p s_p, Sinks[h])
+//	Out[t] = sum_p exp(s_p - m) V[p] / (sum_p exp(s_p - m) + exp(Sinks[h] - m))
 type AttentionOp struct {
 	Out, Q Buf
 	Layer  int
@@ -94,6 +102,7 @@ type AttentionOp struct {
 	Scale  float32
 	Cap    float32 // 0: none
 	Window int     // 0: none
+	Sinks  string  // "": none
 }
 
 // GLUOp: Out = act(Gate) * Up, act per Act.
@@ -429,8 +438,8 @@ func (o *MatMulGLUOp) validate(g *Graph, shape WeightShape) error {
 	if o.Out == o.In {
 		return fmt.Errorf("%w: matmul_glu output aliases its input %q", ErrInvalid, out.Name)
 	}
-	if !o.Act.Valid() {
-		return fmt.Errorf("%w: activation %s", ErrInvalid, o.Act)
+	if !o.Act.Elementwise() {
+		return fmt.Errorf("%w: activation %s (not elementwise)", ErrInvalid, o.Act)
 	}
 	return firstErr(o.Prologue.check(g, o.In, shape), g.sameRows(o.Out, o.In),
 		checkWeight(shape, o.Gate.Weight, out.Cols, in.Cols), checkWeight(shape, o.Up.Weight, out.Cols, in.Cols),
@@ -465,7 +474,7 @@ func (o *StoreKVOp) validate(g *Graph, _ WeightShape) error {
 		checkHeads(o.KVHeads, o.HeadDim, k), checkHeads(o.KVHeads, o.HeadDim, v))
 }
 
-func (o *AttentionOp) validate(g *Graph, _ WeightShape) error {
+func (o *AttentionOp) validate(g *Graph, shape WeightShape) error {
 	out, q := g.Bufs[o.Out], g.Bufs[o.Q]
 	if o.Out == o.Q {
 		return fmt.Errorf("%w: attention output aliases its input %q", ErrInvalid, out.Name)
@@ -479,6 +488,9 @@ func (o *AttentionOp) validate(g *Graph, _ WeightShape) error {
 	}
 	if !(o.Scale > 0) || !(o.Cap >= 0) || o.Window < 0 {
 		return fmt.Errorf("%w: scale %g, cap %g, window %d", ErrInvalid, o.Scale, o.Cap, o.Window)
+	}
+	if err := checkSinks(shape, o.Sinks, o.Heads); err != nil {
+		return err
 	}
 	if ring := g.KV.RingLen(o.Layer); ring > 0 {
 		// The step stores its rows before attending: the oldest position
@@ -495,15 +507,15 @@ func (o *AttentionOp) validate(g *Graph, _ WeightShape) error {
 }
 
 func (o *GLUOp) validate(g *Graph, _ WeightShape) error {
-	if !o.Act.Valid() {
-		return fmt.Errorf("%w: activation %s", ErrInvalid, o.Act)
+	if !o.Act.Elementwise() {
+		return fmt.Errorf("%w: activation %s (not elementwise)", ErrInvalid, o.Act)
 	}
 	return firstErr(g.sameRows(o.Out, o.Gate, o.Up), g.sameCols(o.Out, o.Gate, o.Up))
 }
 
 func (o *ActivationOp) validate(g *Graph, _ WeightShape) error {
-	if !o.Act.Valid() {
-		return fmt.Errorf("%w: activation %s", ErrInvalid, o.Act)
+	if !o.Act.Elementwise() {
+		return fmt.Errorf("%w: activation %s (not elementwise)", ErrInvalid, o.Act)
 	}
 	return firstErr(g.sameRows(o.Out, o.In), g.sameCols(o.Out, o.In))
 }
@@ -564,8 +576,8 @@ func (g *Graph) checkPick(k Kind, o, i Buf) error {
 	return nil
 }
 
-// Weights returns the names of the tensors op reads (matrices, biases and
-// norm scales; "" left out), in the order of its fields.
+// Weights returns the names of the tensors op reads (matrices, biases,
+// norm scales and attention sinks; "" left out), in the order of its fields.
 func Weights(op Op) []string {
 	var ns []string
 	add := func(names ...string) {
@@ -599,8 +611,10 @@ func Weights(op Op) []string {
 	case *MatMulRopeKVOp:
 		add(o.Q.Weight, o.Q.Bias, o.K.Weight, o.K.Bias, o.V.Weight, o.V.Bias)
 		pro(o.Prologue)
+	case *AttentionOp:
+		add(o.Sinks)
 	case *MoEOp:
-		add(o.Router, o.Gate, o.Up, o.Down)
+		add(o.Router, o.RouterBias, o.Gate, o.GateBias, o.Up, o.UpBias, o.Down, o.DownBias)
 	case *RowLoRAOp:
 		for _, set := range o.Sets {
 			for _, p := range set {

@@ -14,7 +14,7 @@ const (
 	NormLayer                     // (x - mean) / sqrt(var + eps) * w + b
 )
 
-// Act is the activation of the GLU, Activation and MatMulGLU ops.
+// Act is the activation of the GLU, Activation, MatMulGLU and MoE ops.
 type Act uint8
 
 const (
@@ -26,7 +26,31 @@ const (
 	ActGELUTanh
 	ActGELU // erf form
 	ActReLU
+	// ActSwiGLUOAI is gpt-oss's clamped gated unit (llama.cpp's
+	// swiglu_oai), of a gate g and an up projection u, with the
+	// parameters of SwiGLUOAIParams (MoEOp.SwiGLUOAI):
+	//
+	//	x = min(g, Limit); y = clamp(u, -Limit, Limit)
+	//	out = x / (1 + exp(-Alpha*x)) * (y + 1)
+	//
+	// It is not of the form act(g) * u, so only the MoE op takes it.
+	ActSwiGLUOAI
 )
+
+// SwiGLUOAIParams are the parameters of ActSwiGLUOAI: both positive and
+// finite.
+type SwiGLUOAIParams struct {
+	Alpha, Limit float32
+}
+
+// SwiGLUOAIDefault are gpt-oss's parameters: llama.cpp's constants
+// (build_moe_ffn, LLM_FFN_SWIGLU_OAI_MOE), not read from the GGUF.
+var SwiGLUOAIDefault = SwiGLUOAIParams{Alpha: 1.702, Limit: 7}
+
+func (p SwiGLUOAIParams) valid() bool {
+	ok := func(v float32) bool { return v > 0 && !math.IsInf(float64(v), 0) }
+	return ok(p.Alpha) && ok(p.Limit)
+}
 
 // RopeStyle is how a Rope op pairs the dims it rotates.
 type RopeStyle uint8
@@ -42,7 +66,7 @@ const (
 // strings become these types.
 var (
 	normNames = [...]string{NormRMS: "rms", NormLayer: "layer"}
-	actNames  = [...]string{ActSiLU: "silu", ActGELUTanh: "gelu_tanh", ActGELU: "gelu", ActReLU: "relu"}
+	actNames  = [...]string{ActSiLU: "silu", ActGELUTanh: "gelu_tanh", ActGELU: "gelu", ActReLU: "relu", ActSwiGLUOAI: "swiglu_oai"}
 	ropeNames = [...]string{RopeInterleaved: "interleaved", RopeHalves: "halves"}
 )
 
@@ -70,7 +94,12 @@ func (s RopeStyle) String() string { return name(ropeNames[:], s, "rope_style") 
 func (k NormKind) Valid() bool { return k == NormRMS || k == NormLayer }
 
 // Valid reports whether a is one of the constants.
-func (a Act) Valid() bool { return a >= ActSiLU && a <= ActReLU }
+func (a Act) Valid() bool { return a >= ActSiLU && a <= ActSwiGLUOAI }
+
+// Elementwise reports whether a is a function of one value (every
+// constant but ActSwiGLUOAI): the activations of the GLU, Activation and
+// MatMulGLU ops.
+func (a Act) Elementwise() bool { return a >= ActSiLU && a <= ActReLU }
 
 // Valid reports whether s is one of the constants.
 func (s RopeStyle) Valid() bool { return s == RopeInterleaved || s == RopeHalves }
@@ -80,7 +109,7 @@ func (s RopeStyle) Valid() bool { return s == RopeInterleaved || s == RopeHalves
 func ParseNormKind(s string) (NormKind, error) { return parse[NormKind](normNames[:], s, "norm kind") }
 
 // ParseAct returns the activation of a model config's name ("silu",
-// "gelu_tanh", "gelu", "relu"); an unknown name is an ErrInvalid.
+// "gelu_tanh", "gelu", "relu", "swiglu_oai"); an unknown name is an ErrInvalid.
 func ParseAct(s string) (Act, error) { return parse[Act](actNames[:], s, "activation") }
 
 // ParseRopeStyle returns the rope style of a model config's name

@@ -214,6 +214,22 @@ func checkVector(shape WeightShape, name string, n int) error {
 	return nil
 }
 
+// checkSinks checks an attention sink weight: exactly [heads] (one logit
+// per query head; "" for none).
+func checkSinks(shape WeightShape, name string, heads int) error {
+	if name == "" || shape == nil {
+		return nil
+	}
+	s, ok := shape(name)
+	if !ok {
+		return fmt.Errorf("%w: missing weight %q", ErrInvalid, name)
+	}
+	if len(s) != 1 || s[0] != heads {
+		return fmt.Errorf("%w: attention sinks %q have shape %v, want [%d]", ErrInvalid, name, s, heads)
+	}
+	return nil
+}
+
 func firstErr(errs ...error) error {
 	for _, err := range errs {
 		if err != nil {

@@ -3,6 +3,7 @@ package fusion
 import (
 	"errors"
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -29,7 +30,7 @@ func smallGraph() *Graph {
 }
 
 func shapes(name string) ([]int, bool) {
-	s, ok := map[string][]int{"emb": {10, 8}, "norm": {8}, "wq": {8, 8}, "wk": {4, 8}, "bk": {4}}[name]
+	s, ok := map[string][]int{"emb": {10, 8}, "norm": {8}, "wq": {8, 8}, "wk": {4, 8}, "bk": {4}, "sinks": {2}, "sinks2d": {1, 2}}[name]
 	return s, ok
 }
 
@@ -47,6 +48,17 @@ func TestValidate(t *testing.T) {
 	g.Ops[4].(*RopeOp).Factors, g.Ops[4].(*RopeOp).Scale = []float32{1, 8}, 1.2
 	if err := g.Validate(shapes); err != nil {
 		t.Fatalf("valid graph with a per-head norm and rope factors: %v", err)
+	}
+	g = smallGraph()
+	g.Ops[6].(*AttentionOp).Sinks = "sinks"
+	if err := g.Validate(shapes); err != nil {
+		t.Fatalf("valid graph with attention sinks: %v", err)
+	}
+	if w := Weights(g.Ops[6]); len(w) != 1 || w[0] != "sinks" {
+		t.Errorf("Weights(attention with sinks) = %v", w)
+	}
+	if c := Clone(g.Ops[6]).(*AttentionOp); c.Sinks != "sinks" {
+		t.Errorf("Clone lost the sinks: %q", c.Sinks)
 	}
 	for _, tc := range []struct {
 		name   string
@@ -74,6 +86,9 @@ func TestValidate(t *testing.T) {
 		{"attention heads", func(g *Graph) { g.Ops[6].(*AttentionOp).Heads = 3 }},
 		{"attention window", func(g *Graph) { g.Ops[6].(*AttentionOp).Window = -1 }},
 		{"attention cap", func(g *Graph) { g.Ops[6].(*AttentionOp).Cap = -1 }},
+		{"attention sinks missing", func(g *Graph) { g.Ops[6].(*AttentionOp).Sinks = "nope" }},
+		{"attention sinks per kv head", func(g *Graph) { g.Ops[6].(*AttentionOp).Sinks = "bk" }},
+		{"attention sinks 2-D", func(g *Graph) { g.Ops[6].(*AttentionOp).Sinks = "sinks2d" }},
 		{"last row into many rows", func(g *Graph) { g.Ops[7].(*LastRowOp).Out = 4 }},
 		{"rows mismatch", func(g *Graph) { g.Ops[2].(*MatMulOp).Out = 5 }},
 		{"input out of range", func(g *Graph) { g.Ops[2].(*MatMulOp).In = 9 }},
@@ -194,8 +209,8 @@ func TestParse(t *testing.T) {
 			t.Errorf("norm %q: %v, %v", n, k, err)
 		}
 	}
-	for _, n := range []string{"silu", "gelu_tanh", "gelu", "relu"} {
-		if a, err := ParseAct(n); err != nil || a.String() != n || !a.Valid() {
+	for _, n := range []string{"silu", "gelu_tanh", "gelu", "relu", "swiglu_oai"} {
+		if a, err := ParseAct(n); err != nil || a.String() != n || !a.Valid() || a.Elementwise() != (n != "swiglu_oai") {
 			t.Errorf("act %q: %v, %v", n, a, err)
 		}
 	}
@@ -213,7 +228,7 @@ func TestParse(t *testing.T) {
 	if _, err := ParseRopeStyle("neox"); !errors.Is(err, ErrInvalid) {
 		t.Errorf("neox: %v", err)
 	}
-	if Act(0).Valid() || Act(5).Valid() || NormKind(3).Valid() || RopeStyle(0).Valid() {
+	if Act(0).Valid() || Act(6).Valid() || Act(6).Elementwise() || Gating(2).Valid() || NormKind(3).Valid() || RopeStyle(0).Valid() {
 		t.Errorf("zero or unknown value valid")
 	}
 }
@@ -222,54 +237,90 @@ func TestParse(t *testing.T) {
 // breaks one part of its contract.
 func TestValidateMoE(t *testing.T) {
 	moeShapes := func(name string) ([]int, bool) {
-		s, ok := map[string][]int{"emb": {10, 8}, "router": {4, 8}, "gate": {4, 6, 8}, "up": {4, 6, 8}, "down": {4, 8, 6}}[name]
+		s, ok := map[string][]int{"emb": {10, 8}, "router": {4, 8}, "gate": {4, 6, 8}, "up": {4, 6, 8}, "down": {4, 8, 6},
+			"rb": {4}, "gb": {4, 6}, "ub": {4, 6}, "db": {4, 8}}[name]
 		return s, ok
 	}
-	build := func() *Graph {
+	build := func(oai bool) *Graph {
 		g := &Graph{Tokens: 2}
 		x, out := g.NewBuf("x", 2, 8), g.NewBuf("out", 2, 8)
 		g.Add(&EmbedOp{Out: x, Weight: "emb"})
-		g.Add(&MoEOp{Out: out, In: x, Router: "router", Gate: "gate", Up: "up", Down: "down",
-			Experts: 4, Used: 2, Hidden: 6, Act: ActSiLU, NormTopK: true})
+		op := &MoEOp{Out: out, In: x, Router: "router", Gate: "gate", Up: "up", Down: "down",
+			Experts: 4, Used: 2, Hidden: 6, Act: ActSiLU, NormTopK: true}
+		if oai {
+			op.Act, op.SwiGLUOAI, op.Gating, op.NormTopK = ActSwiGLUOAI, SwiGLUOAIDefault, GatingSoftmaxWeight, false
+			op.RouterBias, op.GateBias, op.UpBias, op.DownBias = "rb", "gb", "ub", "db"
+		}
+		g.Add(op)
 		g.Logits = out
 		return g
 	}
-	if err := build().Validate(moeShapes); err != nil {
-		t.Fatalf("valid graph: %v", err)
+	for _, oai := range []bool{false, true} {
+		if err := build(oai).Validate(moeShapes); err != nil {
+			t.Fatalf("valid graph (gpt-oss %v): %v", oai, err)
+		}
 	}
 	moe := func(g *Graph) *MoEOp { return g.Ops[1].(*MoEOp) }
 	for _, tc := range []struct {
 		name   string
+		oai    bool // the gpt-oss form
 		breaks func(g *Graph)
 	}{
-		{"aliased", func(g *Graph) { moe(g).Out = moe(g).In }},
-		{"more used than experts", func(g *Graph) { moe(g).Used = 5 }},
-		{"none used", func(g *Graph) { moe(g).Used = 0 }},
-		{"expert count of the weights", func(g *Graph) { moe(g).Experts = 3 }},
-		{"hidden width", func(g *Graph) { moe(g).Hidden = 5 }},
-		{"down transposed", func(g *Graph) { moe(g).Down = "gate" }},
-		{"router missing", func(g *Graph) { moe(g).Router = "wr" }},
-		{"2-D experts", func(g *Graph) { moe(g).Up = "router" }},
-		{"activation unset", func(g *Graph) { moe(g).Act = 0 }},
-		{"f16 input", func(g *Graph) { g.Bufs[0].F16 = true }},
+		{"aliased", false, func(g *Graph) { moe(g).Out = moe(g).In }},
+		{"more used than experts", false, func(g *Graph) { moe(g).Used = 5 }},
+		{"none used", false, func(g *Graph) { moe(g).Used = 0 }},
+		{"expert count of the weights", false, func(g *Graph) { moe(g).Experts = 3 }},
+		{"hidden width", false, func(g *Graph) { moe(g).Hidden = 5 }},
+		{"down transposed", false, func(g *Graph) { moe(g).Down = "gate" }},
+		{"router missing", false, func(g *Graph) { moe(g).Router = "wr" }},
+		{"2-D experts", false, func(g *Graph) { moe(g).Up = "router" }},
+		{"activation unset", false, func(g *Graph) { moe(g).Act = 0 }},
+		{"f16 input", false, func(g *Graph) { g.Bufs[0].F16 = true }},
+		{"unknown gating", false, func(g *Graph) { moe(g).Gating = 2 }},
+		{"swiglu_oai parameters with silu", false, func(g *Graph) { moe(g).SwiGLUOAI = SwiGLUOAIDefault }},
+		{"swiglu_oai without parameters", true, func(g *Graph) { moe(g).SwiGLUOAI = SwiGLUOAIParams{} }},
+		{"swiglu_oai without a limit", true, func(g *Graph) { moe(g).SwiGLUOAI.Limit = 0 }},
+		{"swiglu_oai of negative alpha", true, func(g *Graph) { moe(g).SwiGLUOAI.Alpha = -1 }},
+		{"swiglu_oai of infinite limit", true, func(g *Graph) { moe(g).SwiGLUOAI.Limit = float32(math.Inf(1)) }},
+		{"router bias missing", true, func(g *Graph) { moe(g).RouterBias = "nb" }},
+		{"router bias of the hidden width", true, func(g *Graph) { moe(g).RouterBias = "gb" }},
+		{"gate bias missing", true, func(g *Graph) { moe(g).GateBias = "nb" }},
+		{"gate bias of the output width", true, func(g *Graph) { moe(g).GateBias = "db" }},
+		{"up bias a vector", true, func(g *Graph) { moe(g).UpBias = "rb" }},
+		{"down bias of the hidden width", true, func(g *Graph) { moe(g).DownBias = "ub" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g := build()
+			g := build(tc.oai)
 			tc.breaks(g)
 			if err := g.Validate(moeShapes); !errors.Is(err, ErrInvalid) {
 				t.Errorf("err = %v, want ErrInvalid", err)
 			}
 		})
 	}
-	// Clone is deep and Weights lists the router and the experts.
-	g := build()
+	// swiglu_oai is the MoE op's alone: the elementwise ops refuse it.
+	g := &Graph{Tokens: 1}
+	a, b := g.NewBuf("a", 1, 8), g.NewBuf("b", 1, 8)
+	g.Add(&EmbedOp{Out: a, Weight: "emb"})
+	g.Add(&EmbedOp{Out: b, Weight: "emb"})
+	g.Logits = g.Add(&GLUOp{Out: g.NewBuf("o", 1, 8), Gate: a, Up: b, Act: ActSwiGLUOAI})
+	if err := g.Validate(moeShapes); !errors.Is(err, ErrInvalid) {
+		t.Errorf("GLU of swiglu_oai: err = %v, want ErrInvalid", err)
+	} else {
+		t.Log(err)
+	}
+	// Clone is deep and Weights lists the router and the experts, with
+	// their biases after each.
+	g = build(true)
 	c := Clone(g.Ops[1]).(*MoEOp)
-	c.Used = 3
-	if moe(g).Used != 2 {
+	c.Used, c.SwiGLUOAI.Limit, c.DownBias = 3, 1, ""
+	if m := moe(g); m.Used != 2 || m.SwiGLUOAI != SwiGLUOAIDefault || m.DownBias != "db" {
 		t.Error("Clone shares the op")
 	}
-	if w := Weights(g.Ops[1]); len(w) != 4 || w[0] != "router" || w[3] != "down" {
+	if w := Weights(build(false).Ops[1]); !slices.Equal(w, []string{"router", "gate", "up", "down"}) {
 		t.Errorf("Weights = %v", w)
+	}
+	if w := Weights(g.Ops[1]); !slices.Equal(w, []string{"router", "rb", "gate", "gb", "up", "ub", "down", "db"}) {
+		t.Errorf("Weights (gpt-oss) = %v", w)
 	}
 }
 

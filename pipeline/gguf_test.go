@@ -31,6 +31,9 @@ func TestGGUFSessions(t *testing.T) {
 		{"arch2/llama3", false}, {"arch2/qwen2", false}, {"arch2/qwen3", false}, {"arch2/gemma3", false},
 		{"arch2/phi3", false}, {"arch2/smollm3", false}, {"arch2/gemma3", true}, {"arch2/phi3", true},
 		{"arch2/qwen3moe", false}, {"arch2/qwen3moe", true},
+		// The project's own (testdata/*/gen.sh, llama.cpp's logits): gpt-oss
+		// (its sliding layers on rings of the window plus the prefill).
+		{"testdata/gptoss/gpt-oss", false}, {"testdata/gptoss/gpt-oss", true},
 	} {
 		name := tc.name
 		label := name
@@ -42,6 +45,9 @@ func TestGGUFSessions(t *testing.T) {
 			path := filepath.Join(dir, name+".gguf")
 			if base, ok := strings.CutPrefix(name, "arch2/"); ok {
 				g, path = testmodels.Arch2(t, base).ArchGolden, testmodels.Path(t, "arch2", base+".gguf")
+			} else if strings.HasPrefix(name, "testdata/") {
+				path = filepath.Join(testmodels.Root(t), name+".gguf")
+				testmodels.DecodeJSON(t, filepath.Join(testmodels.Root(t), name+".golden.json"), &g)
 			} else {
 				g = testmodels.Arch(t, name)
 			}

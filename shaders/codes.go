@@ -220,8 +220,25 @@ func codesWGSL() string {
 	for _, w := range stepWords {
 		fmt.Fprintf(&b, "const %s: u32 = %du;\n", w.name, w.word)
 	}
+	for _, m := range moeBiasBits {
+		fmt.Fprintf(&b, "const MOE_BIAS_%s: u32 = %du;\n", m.name, m.bit)
+	}
 	return b.String()
 }
+
+// The bits of MoEParams.Bias: which expert biases moe.wgsl's kernels add,
+// and where moe_glu reads them.
+const (
+	MoEBiasGate uint32 = 1 << iota // moe_glu: the gate bias (at s, or at s2 with MoEBiasS2)
+	MoEBiasUp                      // moe_glu: the up bias (at s2)
+	MoEBiasDown                    // moe_down: the down bias (at w2)
+	MoEBiasS2                      // moe_glu: the gate bias in s2 (scaled experts), not s
+)
+
+var moeBiasBits = [...]struct {
+	name string
+	bit  uint32
+}{{"GATE", MoEBiasGate}, {"UP", MoEBiasUp}, {"DOWN", MoEBiasDown}, {"S2", MoEBiasS2}}
 
 // Activation is the code of an activation function (the act parameter of
 // the elementwise and GLU kernels).

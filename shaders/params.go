@@ -224,7 +224,9 @@ type AttnParams struct {
 	OutF16  uint32  `wgsl:"out_f16"` // 1: out is an f16 activation: final packed binary16 pairs (stores round to the nearest half)
 	QF16    uint32  `wgsl:"q_f16"`   // 1: q is an f16 activation: packed binary16 pairs
 	Ring    uint32  `wgsl:"ring"`    // 0: slot = position; else KVParams.Ring's mirrored ring (a window read as consecutive slots)
-	Pad2    uint32  `wgsl:"pad2"`
+	// HasSinks is 1 when the sinks binding holds a sink logit per query
+	// head (fusion.AttentionOp.Sinks), joining each head's softmax.
+	HasSinks uint32 `wgsl:"has_sinks"`
 }
 
 // QParams is the uniform block of wgsl/qblocks.wgsl (llama.cpp's block
@@ -263,22 +265,30 @@ type EltParams struct {
 // MoEParams is the uniform block of wgsl/moe.wgsl (fusion.MoEOp after its
 // router product).
 type MoEParams struct {
-	Cols     uint32 `wgsl:"cols"`      // columns of x (moe_glu) and of out (moe_down)
-	Hidden   uint32 `wgsl:"hidden"`    // rows per expert of gate and up, columns of down
-	Experts  uint32 `wgsl:"experts"`   // router logits per row
-	Used     uint32 `wgsl:"used"`      // experts per row
-	NRows    uint32 `wgsl:"nrows"`     // rows of x and out
-	WT       uint32 `wgsl:"wt"`        // a WeightType: the bound expert weights'
-	ST       uint32 `wgsl:"st"`        // a ScaleType
-	Block    uint32 `wgsl:"block"`     // elements per scale (0: unquantized)
-	NBlocks  uint32 `wgsl:"nblocks"`   // scales per row
-	Act      uint32 `wgsl:"act"`       // moe_glu: an Activation
-	NormTopK uint32 `wgsl:"norm_topk"` // moe_route: 1: the selected probabilities renormalized to sum 1
-	XF16     uint32 `wgsl:"x_f16"`     // 1: x is an f16 activation: packed binary16 pairs
-	OutF16   uint32 `wgsl:"out_f16"`   // 1: out is an f16 activation
-	Grouped  uint32 `wgsl:"grouped"`   // 1: the slots grouped by expert (prefill: each expert's rows read once per step)
-	QT       uint32 `wgsl:"qt"`        // a BlockType: the bound expert weights' llama.cpp block type (0: none, then WT and ST)
-	Pad2     uint32 `wgsl:"pad2"`
+	Cols     uint32  `wgsl:"cols"`      // columns of x (moe_glu) and of out (moe_down)
+	Hidden   uint32  `wgsl:"hidden"`    // rows per expert of gate and up, columns of down
+	Experts  uint32  `wgsl:"experts"`   // router logits per row
+	Used     uint32  `wgsl:"used"`      // experts per row
+	NRows    uint32  `wgsl:"nrows"`     // rows of x and out
+	WT       uint32  `wgsl:"wt"`        // a WeightType: the bound expert weights'
+	ST       uint32  `wgsl:"st"`        // a ScaleType
+	Block    uint32  `wgsl:"block"`     // elements per scale (0: unquantized)
+	NBlocks  uint32  `wgsl:"nblocks"`   // scales per row
+	Act      uint32  `wgsl:"act"`       // moe_glu: an Activation
+	NormTopK uint32  `wgsl:"norm_topk"` // moe_route: 1: the selected probabilities renormalized to sum 1
+	XF16     uint32  `wgsl:"x_f16"`     // 1: x is an f16 activation: packed binary16 pairs
+	OutF16   uint32  `wgsl:"out_f16"`   // 1: out is an f16 activation
+	Grouped  uint32  `wgsl:"grouped"`   // 1: the slots grouped by expert (prefill: each expert's rows read once per step)
+	QT       uint32  `wgsl:"qt"`        // a BlockType: the bound expert weights' llama.cpp block type (0: none, then WT and ST)
+	Gating   uint32  `wgsl:"gating"`    // moe_route: 0: softmax over the experts (fusion.GatingSoftmax), 1: softmax of the selected logits (GatingSoftmaxWeight)
+	Bias     uint32  `wgsl:"bias"`      // MoEBias bits: the expert biases bound
+	GBOff    uint32  `wgsl:"gb_off"`    // moe_glu: word offset of the gate bias in s (in s2 with MoEBiasS2)
+	UBOff    uint32  `wgsl:"ub_off"`    // moe_glu: word offset of the up bias in s2
+	OAI      uint32  `wgsl:"oai"`       // moe_glu: 1: swiglu_oai of Alpha and Limit (fusion.ActSwiGLUOAI) in place of act(g) * u
+	Alpha    float32 `wgsl:"alpha"`
+	Limit    float32 `wgsl:"limit"`
+	Pad3     uint32  `wgsl:"pad3"`
+	Pad4     uint32  `wgsl:"pad4"`
 }
 
 // ArgmaxParams is the uniform block of wgsl/argmax.wgsl.

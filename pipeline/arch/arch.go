@@ -256,9 +256,13 @@ func (b *builder) attention(l int, h fusion.Buf) {
 		g.Add(&fusion.RopeOp{Out: b.k, In: b.k, Heads: c.KVHeads, HeadDim: c.HeadDim, RopeParams: rp.Clone()})
 	}
 	g.Add(&fusion.StoreKVOp{K: b.k, V: b.v, Layer: l, KVHeads: c.KVHeads, HeadDim: c.HeadDim})
-	g.Add(&fusion.AttentionOp{Out: b.att, Q: b.q, Layer: l,
+	att := &fusion.AttentionOp{Out: b.att, Q: b.q, Layer: l,
 		HeadShape: fusion.HeadShape{Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim},
-		Scale:     c.Scale(), Cap: c.AttnSoftCap, Window: c.LayerWindow(l)})
+		Scale:     c.Scale(), Cap: c.AttnSoftCap, Window: c.LayerWindow(l)}
+	if c.AttnSinks {
+		att.Sinks = model.Layer(l, model.AttnSinks)
+	}
+	g.Add(att)
 	b.linear(b.proj, b.att, model.Layer(l, model.WO), model.Layer(l, model.BO), c.OutBias)
 }
 
@@ -268,9 +272,22 @@ func (b *builder) attention(l int, h fusion.Buf) {
 func (b *builder) feedForward(l int, h fusion.Buf) {
 	c, g := b.cfg, b.g
 	if c.Experts > 0 {
-		g.Add(&fusion.MoEOp{Out: b.ffn, In: h, Router: model.Layer(l, model.Router),
+		moe := &fusion.MoEOp{Out: b.ffn, In: h, Router: model.Layer(l, model.Router),
 			Gate: model.Layer(l, model.ExpertsGate), Up: model.Layer(l, model.ExpertsUp), Down: model.Layer(l, model.ExpertsDown),
-			Experts: c.Experts, Used: c.ExpertsUsed, Hidden: c.ExpertHidden, Act: b.act, NormTopK: c.NormTopK})
+			Experts: c.Experts, Used: c.ExpertsUsed, Hidden: c.ExpertHidden, Act: b.act, NormTopK: c.NormTopK}
+		if c.ExpertGating == model.GatingTopKSoftmax {
+			moe.Gating = fusion.GatingSoftmaxWeight
+		}
+		if b.act == fusion.ActSwiGLUOAI {
+			moe.SwiGLUOAI = fusion.SwiGLUOAIDefault
+		}
+		if c.RouterBias {
+			moe.RouterBias = model.Layer(l, model.RouterBias)
+		}
+		if c.ExpertBias {
+			moe.GateBias, moe.UpBias, moe.DownBias = model.Layer(l, model.ExpertsGateBias), model.Layer(l, model.ExpertsUpBias), model.Layer(l, model.ExpertsDownBias)
+		}
+		g.Add(moe)
 		return
 	}
 	up := proj{b.up, model.Layer(l, model.WUp), model.Layer(l, model.BUp)}

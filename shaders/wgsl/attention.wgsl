@@ -57,6 +57,15 @@
 // - first (u32 arithmetic wraps; off = 0 on a full layer), the same
 // addressing as a full cache.
 //
+// Attention sinks (p.has_sinks = 1, gpt-oss): head h's softmax has one
+// more logit, sinks[h], taken as it is (not scaled or capped), which adds
+// to the denominator and to no output. The streaming kernels (attention,
+// attn_tiled) start each row's running max and sum from it (m = sinks[h],
+// l = exp(0) = 1, an output of 0), which the online rescaling then folds
+// in exactly as a position that weighs no value; attn_split's partials
+// leave it out and attn_combine adds it once per (head, token), in the
+// common max and the sum.
+
 // The cache is bound as u32 words in either layout of kv.wgsl: the plain
 // kernels read f32 bit patterns, the _f16 ones binary16 halves packed two
 // per word along head_dim. In attention, with f32 words invocation i owns
@@ -81,7 +90,7 @@ struct AttnParams {
     out_f16: u32, // 1: out is an f16 activation (packed halves)
     q_f16: u32,   // 1: q is an f16 activation (packed halves)
     ring: u32,    // 0: slot = position; else kv.wgsl's mirrored ring of 2*ring slots
-    pad2: u32,
+    has_sinks: u32, // 1: sinks holds a sink logit per query head
 }
 
 @group(0) @binding(0) var<uniform> p: AttnParams;
@@ -91,6 +100,7 @@ struct AttnParams {
 @group(0) @binding(4) var<storage, read> vc: array<u32>;
 @group(0) @binding(5) var<storage, read_write> out_w: array<atomic<u32>>;
 @group(0) @binding(6) var<storage, read_write> part: array<f32>;
+@group(0) @binding(7) var<storage, read> sinks: array<f32>;
 
 // activations: q, out
 
@@ -116,6 +126,15 @@ const NO_ROW: u32 = 0xffffffffu; // the position of a batched step's unused row
 // include: row_pos
 
 // include: kv_ring
+
+// sink_start is the running (max, sum) a row of head h starts from: its
+// sink logit with weight exp(0), or no mass at all without sinks.
+fn sink_start(h: u32) -> vec2<f32> {
+    if p.has_sinks != 0u {
+        return vec2<f32>(sinks[h], 1.0);
+    }
+    return vec2<f32>(-3.0e38, 0.0);
+}
 
 var<workgroup> sc: array<f32, 64>;
 
@@ -177,8 +196,9 @@ fn attend(h: u32, t: u32, i: u32, packed: bool) {
     let kb = kvh * ns * width;
     let vb = kvh * width * ns + off;
 
-    var m = -3.0e38;
-    var l = 0.0;
+    let start = sink_start(h);
+    var m = start.x;
+    var l = start.y;
     var acc = array<f32, 4>(0.0, 0.0, 0.0, 0.0);
     for (var c0 = lo; c0 <= qp; c0 += WG) {
         let pi = c0 + i;
@@ -424,6 +444,12 @@ fn attn_combine(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
         m = max(m, part[(base + c) * stride]);
     }
     var l = 0.0;
+    if p.has_sinks != 0u {
+        // The sink, once per (head, token): in the common max and the sum.
+        let s = sinks[h];
+        m = max(m, s);
+        l = exp(s - m);
+    }
     var acc = array<f32, 4>(0.0, 0.0, 0.0, 0.0);
     for (var c = vis.x / CHUNK; c <= vis.y / CHUNK; c++) {
         let o = (base + c) * stride;
@@ -533,8 +559,13 @@ fn tiled(wid: vec3<u32>, i: u32, packed: bool) {
         }
     }
     if i < QR {
-        wmax[i] = -3.0e38;
-        rl[i] = 0.0;
+        var start = vec2<f32>(-3.0e38, 0.0);
+        let r = tile_row(tile0, kvh, i);
+        if r.lo <= r.hi {
+            start = sink_start(r.h);
+        }
+        wmax[i] = start.x;
+        rl[i] = start.y;
     }
     let kt = min(CHUNK, TILE / (width + 1u));
     let vt = TILE / (CHUNK + 1u);

@@ -4,14 +4,17 @@
 // round trip between them. A slot is one (row t, k-th selected expert)
 // pair, numbered t * used + k.
 //
-//   moe_route: per row t, softmax over the experts' logits (x), the `used`
-//     most probable experts in decreasing probability (the lower index
-//     first on ties), their probabilities (renormalized to sum 1 when
-//     norm_topk is set) into route[t] = (expert, weight bits) pairs. With
-//     grouped set it then lists each expert's slots (offs_at, list_at).
-//     One workgroup; dispatch (1, 1, 1).
-//   moe_glu: hidden[slot][r] = act(G_e[r]·x[t]) * (U_e[r]·x[t]) for the
-//     slot's expert e: one workgroup per row r and slot, its 64
+//   moe_route: per row t, with gating 0 (fusion.GatingSoftmax) softmax
+//     over the experts' logits (x), the `used` most probable experts in
+//     decreasing probability (the lower index first on ties) and their
+//     probabilities; with gating 1 (GatingSoftmaxWeight) the `used`
+//     largest logits and the softmax of those alone; the weights
+//     renormalized to sum 1 when norm_topk is set, into route[t] =
+//     (expert, weight bits) pairs. With grouped set it then lists each
+//     expert's slots (offs_at, list_at). One workgroup; dispatch (1, 1, 1).
+//   moe_glu: hidden[slot][r] = act(g) * u, g = G_e[r]·x[t] (+ gate bias),
+//     u = U_e[r]·x[t] (+ up bias), or swiglu_oai(g, u) with oai set, for
+//     the slot's expert e: one workgroup per row r and slot, its 64
 //     invocations over the columns, so each workgroup reads only its
 //     expert's two rows. Dispatch (hidden, used, nrows); grouped (prefill):
 //     one workgroup per row r and expert running all of that expert's
@@ -19,9 +22,11 @@
 //     expert no row selected costs one empty workgroup per row.
 //     Dispatch (hidden, experts, 1).
 //   moe_down: out[t][j] = sum over k in order of weight_k * (D_e[j]·
-//     hidden[slot]): one workgroup per (j, t). Dispatch (cols, nrows, 1).
+//     hidden[slot] (+ down bias)): one workgroup per (j, t). Dispatch
+//     (cols, nrows, 1).
 //     Grouped: one workgroup per (j, expert) writing each of its slots'
-//     unweighted product to out = y[slot][j]; dispatch (cols, experts, 1).
+//     unweighted product (with its bias) to out = y[slot][j]; dispatch
+//     (cols, experts, 1).
 //   moe_sum (grouped only): out[t][j] = sum over k in order of weight_k *
 //     y[slot][j], the per-token moe_down's sum. Dispatch (ceil(cols/64),
 //     nrows, 1).
@@ -36,6 +41,13 @@
 // used/experts of the expert bytes, and a plain family keeps the kernel set
 // at 4 entry points and 4 pipelines (shaders.TestKernelBudget) instead of
 // one module per weight type.
+//
+// The router bias is the router product's (the matmul kernels'). The
+// expert biases are f32 [experts, n] (expert e's is row e), read at
+// bindings the kernels leave free: moe_down's down bias at w2; moe_glu's
+// gate bias at s and up bias at s2 when the experts have no scales, else
+// both in s2 after the up scales (bias_s2 set: the planner copies them
+// there once), at word offsets gb_off and ub_off.
 //
 // One kernel per step of the op, each for its reason: the selection needs
 // every logit of a row before any expert is known (moe_route), the down
@@ -62,16 +74,24 @@ struct MoEParams {
     out_f16: u32,   // 1: out is an f16 activation (packed halves)
     grouped: u32,   // 1: the rows' slots grouped by expert (prefill), see above
     qt: u32,        // block type (QT_*) of the bound expert weights, 0: none (then wt, st)
-    pad2: u32,
+    gating: u32,    // moe_route: 0 softmax, 1 softmax_weight (see above)
+    bias: u32,      // bits: MOE_BIAS_* (shaders/codes.go)
+    gb_off: u32,    // moe_glu: word offset of the gate bias in s (s2 with MOE_BIAS_S2)
+    ub_off: u32,    // moe_glu: word offset of the up bias in s2
+    oai: u32,       // moe_glu: 1: swiglu_oai(g, u) of alpha and limit in place of act(g) * u
+    alpha: f32,
+    limit: f32,
+    pad3: u32,
+    pad4: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: MoEParams;
 @group(0) @binding(1) var<storage, read> step: array<u32>; // [pos, T, tokens...]
 @group(0) @binding(2) var<storage, read> x_w: array<u32>;   // moe_route: router logits; moe_glu: the op's input; moe_down: hidden
 @group(0) @binding(3) var<storage, read> w: array<u32>;     // gate (moe_glu) or down (moe_down) experts
-@group(0) @binding(4) var<storage, read> s: array<u32>;     // their scales
-@group(0) @binding(5) var<storage, read> w2: array<u32>;    // up experts (moe_glu)
-@group(0) @binding(6) var<storage, read> s2: array<u32>;    // their scales
+@group(0) @binding(4) var<storage, read> s: array<u32>;     // their scales, or (moe_glu, unscaled) the gate bias
+@group(0) @binding(5) var<storage, read> w2: array<u32>;    // up experts (moe_glu); the down bias (moe_down)
+@group(0) @binding(6) var<storage, read> s2: array<u32>;    // their scales and/or the up (and gate) bias
 @group(0) @binding(7) var<storage, read_write> route: array<u32>; // [nrows][used] (expert, weight bits)
 @group(0) @binding(8) var<storage, read_write> out_w: array<atomic<u32>>; // moe_glu: hidden; moe_down: the op's output
 
@@ -390,15 +410,20 @@ fn chosen(t: u32, k: u32, e: u32) -> bool {
 // route_row selects row t's experts into route[t] (see moe_route).
 fn route_row(t: u32) {
     let base = t * p.experts;
-    var mx = x_at(base);
-    for (var e = 1u; e < p.experts; e++) {
-        mx = max(mx, x_at(base + e));
+    var mx = 0.0;
+    var inv = 1.0;
+    if p.gating == 0u {
+        mx = x_at(base);
+        for (var e = 1u; e < p.experts; e++) {
+            mx = max(mx, x_at(base + e));
+        }
+        var sum = 0.0;
+        for (var e = 0u; e < p.experts; e++) {
+            sum += exp(x_at(base + e) - mx);
+        }
+        inv = 1.0 / sum;
     }
-    var sum = 0.0;
-    for (var e = 0u; e < p.experts; e++) {
-        sum += exp(x_at(base + e) - mx);
-    }
-    let inv = 1.0 / sum;
+    let r0 = t * p.used * 2u; // route[r0 + 2k]: expert k, route[r0 + 2k + 1]: its weight
     var total = 0.0;
     for (var k = 0u; k < p.used; k++) {
         var best = 0xffffffffu;
@@ -407,19 +432,39 @@ fn route_row(t: u32) {
             if chosen(t, k, e) {
                 continue;
             }
-            let v = exp(x_at(base + e) - mx) * inv;
+            var v = x_at(base + e);
+            if p.gating == 0u {
+                v = exp(v - mx) * inv;
+            }
             if best == 0xffffffffu || v > bv {
                 best = e;
                 bv = v;
             }
         }
-        route[(t * p.used + k) * 2u] = best;
-        route[(t * p.used + k) * 2u + 1u] = bitcast<u32>(bv);
+        route[r0 + 2u * k] = best;
+        route[r0 + 2u * k + 1u] = bitcast<u32>(bv);
         total += bv;
+    }
+    if p.gating != 0u {
+        // The softmax of the selected logits, the first their largest.
+        let m = bitcast<f32>(route[r0 + 1u]);
+        var sum = 0.0;
+        for (var k = 0u; k < p.used; k++) {
+            let v = exp(bitcast<f32>(route[r0 + 2u * k + 1u]) - m);
+            route[r0 + 2u * k + 1u] = bitcast<u32>(v);
+            sum += v;
+        }
+        let sinv = 1.0 / sum;
+        total = 0.0;
+        for (var k = 0u; k < p.used; k++) {
+            let v = bitcast<f32>(route[r0 + 2u * k + 1u]) * sinv;
+            route[r0 + 2u * k + 1u] = bitcast<u32>(v);
+            total += v;
+        }
     }
     if p.norm_topk != 0u {
         for (var k = 0u; k < p.used; k++) {
-            let i = (t * p.used + k) * 2u + 1u;
+            let i = r0 + 2u * k + 1u;
             route[i] = bitcast<u32>(bitcast<f32>(route[i]) / total);
         }
     }
@@ -527,6 +572,31 @@ fn reduce2(l: u32, a: f32, b: f32) {
     }
 }
 
+// glu_unit is the gated unit of gate product g and up product u of
+// (expert-major) hidden row i: its biases added, then act(g) * u or
+// swiglu_oai, as llama.cpp's CPU evaluates it: x = min(g, limit), y =
+// clamp(u, -limit, limit), x / (1 + exp(alpha * -x)) * (y + 1).
+fn glu_unit(i: u32, g0: f32, u0: f32) -> f32 {
+    var g = g0;
+    var u = u0;
+    if (p.bias & MOE_BIAS_GATE) != 0u {
+        if (p.bias & MOE_BIAS_S2) != 0u {
+            g += bitcast<f32>(s2[p.gb_off + i]);
+        } else {
+            g += bitcast<f32>(s[p.gb_off + i]);
+        }
+    }
+    if (p.bias & MOE_BIAS_UP) != 0u {
+        u += bitcast<f32>(s2[p.ub_off + i]);
+    }
+    if p.oai != 0u {
+        let x = min(g, p.limit);
+        let y = clamp(u, -p.limit, p.limit);
+        return x / (1.0 + exp(p.alpha * -x)) * (y + 1.0);
+    }
+    return apply_act(p.act, g) * u;
+}
+
 @compute @workgroup_size(64)
 fn moe_glu(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     let r = wid.x;
@@ -554,7 +624,7 @@ fn moe_glu(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
         }
         reduce2(l, g, u);
         if l == 0u {
-            out_set(slot * p.hidden + r, apply_act(p.act, red[0]) * red[WG]);
+            out_set(slot * p.hidden + r, glu_unit(route[slot * 2u] * p.hidden + r, red[0], red[WG]));
         }
         workgroupBarrier(); // red is written again by the next slot's reduce2
     }
@@ -597,8 +667,8 @@ fn moe_down(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id)
     }
 }
 
-// down_dot is D_e[j]·hidden[slot] for the slot's expert e, to every
-// invocation of the workgroup.
+// down_dot is D_e[j]·hidden[slot] (+ the down bias, its row e) for the
+// slot's expert e, to every invocation of the workgroup.
 fn down_dot(l: u32, slot: u32, j: u32) -> f32 {
     let row = route[slot * 2u] * p.cols + j;
     var d = 0.0;
@@ -610,6 +680,9 @@ fn down_dot(l: u32, slot: u32, j: u32) -> f32 {
         }
     }
     reduce2(l, d, 0.0);
+    if (p.bias & MOE_BIAS_DOWN) != 0u {
+        return red[0] + bitcast<f32>(w2[row]);
+    }
     return red[0];
 }
 

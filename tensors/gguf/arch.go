@@ -39,6 +39,7 @@ var archSpecs = map[string]archSpec{
 	model.ArchPhi3:     {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActSiLU, gated: true, activations: model.PolicyAuto},
 	model.ArchQwen3MoE: {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActSiLU, gated: true, qkNorm: true, activations: model.PolicyF32},
 	model.ArchSmolLM3:  {norm: model.NormRMS, rope: model.RopeInterleaved, act: model.ActSiLU, gated: true, activations: model.PolicyAuto},
+	model.ArchGPTOSS:   {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActSwiGLUOAI, gated: true, activations: model.PolicyF32},
 }
 
 // meta reads typed hyperparameters, failing on values of the wrong type.
@@ -216,6 +217,29 @@ func (f *File) config(arch string) (model.Config, error) {
 		if n := m.int(".expert_shared_count", 0, false); n != 0 && m.err == nil {
 			return c, fmt.Errorf("%w: metadata %s = %d (shared experts)", ErrUnsupported, m.key(".expert_shared_count"), n)
 		}
+	case model.ArchGPTOSS:
+		// src/models/openai-moe.cpp: layers with il % 2 == 0 slide (its
+		// default pattern of 2), both kinds with one rope base; experts
+		// chosen by their largest router logits (router bias included)
+		// and weighted by the softmax of those (softmax_weight), each with
+		// biases and swiglu_oai; attention sinks and biases on q, k, v and
+		// o (the tensors say which).
+		c.Experts = m.int(".expert_count", 0, true)
+		c.ExpertsUsed = m.int(".expert_used_count", 0, true)
+		c.ExpertHidden = m.int(".expert_feed_forward_length", 0, true)
+		c.ExpertGating = model.GatingTopKSoftmax
+		if m.err == nil && (c.Experts == 0 || c.ExpertsUsed == 0 || c.ExpertsUsed > c.Experts) {
+			return c, fmt.Errorf("%w: metadata %s = %d with %s = %d", ErrFormat, m.key(".expert_used_count"), c.ExpertsUsed, m.key(".expert_count"), c.Experts)
+		}
+		c.SlidingWindow = m.int(".attention.sliding_window", 0, true)
+		if c.SlidingWindow > 0 {
+			c.SlidingLayers = "even"
+		}
+		if v, ok := f.Get(m.key(".rope.freq_base_swa")); ok {
+			if x, _ := v.Float(); float32(x) != c.RopeBase {
+				return c, fmt.Errorf("%w: metadata %s = %s differs from rope.freq_base", ErrUnsupported, m.key(".rope.freq_base_swa"), v)
+			}
+		}
 	case model.ArchSmolLM3:
 		// src/models/smollm3.cpp:5, 69: every fourth layer has no RoPE.
 		for l := range c.Layers {
@@ -228,16 +252,18 @@ func (f *File) config(arch string) (model.Config, error) {
 		return c, err
 	}
 	if v, ok := f.Get(m.key(".attention.sliding_window_pattern")); ok && m.err == nil {
-		// Only Gemma 3's default pattern of 6 (its absent key) is known.
-		if n, _ := v.Int(); arch != model.ArchGemma3 || n != 6 {
+		// Only Gemma 3's default pattern of 6 and gpt-oss's of 2 (their
+		// absent keys) are known.
+		if n, _ := v.Int(); !(arch == model.ArchGemma3 && n == 6 || arch == model.ArchGPTOSS && n == 2) {
 			return c, fmt.Errorf("%w: metadata %s = %s", ErrUnsupported, m.key(".attention.sliding_window_pattern"), v)
 		}
 	}
 	return c, m.err
 }
 
-// ropeScaling reads rope.scaling.type: none, or linear (every angle divided
-// by rope.scaling.factor); any other type is refused by name and value.
+// ropeScaling reads rope.scaling.type: none, linear (every angle divided
+// by rope.scaling.factor) or yarn; any other type is refused by name and
+// value.
 func (f *File) ropeScaling(m *meta, c *model.Config) error {
 	key := m.key(".rope.scaling.type")
 	v, ok := f.Get(key)
@@ -248,7 +274,7 @@ func (f *File) ropeScaling(m *meta, c *model.Config) error {
 	switch typ {
 	case "none":
 		return nil
-	case "linear":
+	case "linear", "yarn":
 		factor := m.float(".rope.scaling.factor", 1)
 		if m.err != nil {
 			return m.err
@@ -256,13 +282,52 @@ func (f *File) ropeScaling(m *meta, c *model.Config) error {
 		if !(factor > 0) {
 			return fmt.Errorf("%w: metadata %s = %g", ErrFormat, m.key(".rope.scaling.factor"), factor)
 		}
-		if factor != 1 {
-			c.RopeFactors = make([]float32, c.RopeDims/2)
+		if factor == 1 {
+			return nil
+		}
+		c.RopeFactors = make([]float32, c.RopeDims/2)
+		if typ == "linear" {
 			for i := range c.RopeFactors {
 				c.RopeFactors[i] = factor
 			}
+			return nil
 		}
-		return nil
+		return f.yarn(m, c, factor)
 	}
 	return fmt.Errorf("%w: metadata %s = %s", ErrUnsupported, key, v)
+}
+
+// YaRN's defaults in llama.cpp (src/llama-hparams.h: yarn_beta_fast,
+// yarn_beta_slow; llama-context.cpp: ext_factor 1 for yarn), which reads
+// no other values from a GGUF but the DeepSeek models' log multiplier.
+const (
+	yarnBetaFast = 32
+	yarnBetaSlow = 1
+)
+
+// yarn sets c's RoPE to YaRN with scaling factor s > 0 (s != 1), as
+// llama.cpp computes it (model.YaRNRope with its default betas; for s > 1
+// cos and sin are scaled by 1 + 0.1·ln(s): llama-context.cpp cancels its
+// own get_mscale against ggml's, leaving ggml's), times
+// rope.scaling.attn_factor.
+func (f *File) yarn(m *meta, c *model.Config, s float32) error {
+	if v, ok := f.Get(m.key(".rope.scaling.yarn_log_multiplier")); ok {
+		if x, _ := v.Float(); x != 0 {
+			return fmt.Errorf("%w: metadata %s = %s", ErrUnsupported, m.key(".rope.scaling.yarn_log_multiplier"), v)
+		}
+	}
+	orig := m.int(".rope.scaling.original_context_length", c.MaxSeqLen, false)
+	attn := m.float(".rope.scaling.attn_factor", 1)
+	if m.err != nil {
+		return m.err
+	}
+	if orig <= 0 || !(c.RopeBase > 1) {
+		return fmt.Errorf("%w: yarn with original context %d and rope base %g", ErrFormat, orig, c.RopeBase)
+	}
+	factors, mscale := model.YaRNRope(c.RopeBase, c.RopeDims, float64(s), orig, yarnBetaFast, yarnBetaSlow)
+	c.RopeFactors, c.RopeAttnFactor = factors, attn
+	if s > 1 {
+		c.RopeAttnFactor = attn * mscale
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -149,8 +150,8 @@ func TestLoadRefusesUnsupported(t *testing.T) {
 		name, path string
 		want       []string
 	}{
-		{"yarn rope scaling", testmodels.GGUFWithString(t, arch2Path(t, "llama3"), "llama.rope.scaling.type", "yarn"),
-			[]string{"llama.rope.scaling.type", "yarn"}},
+		{"unknown rope scaling", testmodels.GGUFWithString(t, arch2Path(t, "llama3"), "llama.rope.scaling.type", "dynamic"),
+			[]string{"llama.rope.scaling.type", "dynamic"}},
 		{"sliding window pattern", testmodels.GGUFWithString(t, arch2Path(t, "qwen3"), "qwen3.attention.sliding_window_pattern", "4"),
 			[]string{"qwen3.attention.sliding_window_pattern", "4"}},
 	} {
@@ -279,6 +280,44 @@ func TestTinyModernSeeds(t *testing.T) {
 			if c.Experts != 3 || c.ExpertsUsed != 2 || c.ExpertHidden != 32 || g == nil || !slices.Equal(g.Shape, []int{3, 32, 32}) {
 				t.Errorf("qwen3moe seed: %+v, gate experts %v", c, g)
 			}
+		}
+	}
+}
+
+// TestLoadGPTOSS: testdata/gptoss's tiny gpt-oss GGUF (gen.py) imports
+// with llama.cpp's conventions (src/models/openai-moe.cpp): even layers
+// slide, experts gated by top-k then softmax with router and expert
+// biases, attention sinks and biases, post_attention_norm as the FFN's
+// norm, and YaRN worked out by hand from ggml's formulas for factor 4,
+// original context 16, 16 rotary dims and base 150000: correction dims
+// floor(16·ln(16/(32·2π))/(2·ln 150000)) -> 0 and ceil(16·ln(16/2π)/(2·ln
+// 150000)) = ceil(0.627) = 1, so pair 0 keeps its angle and the others are
+// divided by 4; cos and sin scaled by 1 + 0.1·ln 4.
+func TestLoadGPTOSS(t *testing.T) {
+	ck, err := Load(filepath.Join(testmodels.Root(t), "testdata", "gptoss", "gpt-oss.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := ck.Config
+	if c.Arch != model.ArchGPTOSS || c.Experts != 4 || c.ExpertsUsed != 2 || c.ExpertHidden != 32 ||
+		c.ExpertGating != model.GatingTopKSoftmax || c.NormTopK || !c.RouterBias || !c.ExpertBias || !c.AttnSinks ||
+		!c.QKVBias || !c.OutBias || c.Act != model.ActSwiGLUOAI || c.RopeStyle != model.RopeHalves ||
+		c.SlidingWindow != 4 || c.LayerWindow(0) != 4 || c.LayerWindow(1) != 0 {
+		t.Fatalf("config %+v", c)
+	}
+	want := []float32{1, 4, 4, 4, 4, 4, 4, 4}
+	if !slices.Equal(c.RopeFactors, want) {
+		t.Errorf("rope factors %v, want %v", c.RopeFactors, want)
+	}
+	if d := math.Abs(float64(c.RopeAttnFactor) - (1 + 0.1*math.Log(4))); d > 1e-6 {
+		t.Errorf("rope attention factor %g, want 1 + 0.1 ln 4", c.RopeAttnFactor)
+	}
+	if ck.Tensor(model.Layer(1, model.FFNNorm)) == nil || ck.Tensor(model.Layer(1, model.PostAttnNorm)) != nil {
+		t.Error("post_attention_norm is not the FFN norm")
+	}
+	for _, n := range []string{model.AttnSinks, model.RouterBias, model.ExpertsGateBias, model.ExpertsUpBias, model.ExpertsDownBias} {
+		if ck.Tensor(model.Layer(1, n)) == nil {
+			t.Errorf("no %s", n)
 		}
 	}
 }

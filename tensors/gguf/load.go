@@ -132,6 +132,11 @@ func (f *File) importTensor(info *TensorInfo, c *model.Config) ([]*tensors.Tenso
 	if !ok {
 		return nil, fmt.Errorf("%w: tensor %q", ErrUnsupported, info.Name)
 	}
+	if c.Arch == model.ArchGPTOSS && name == model.PostAttnNorm {
+		// gpt-oss's post_attention_norm is the norm before its FFN
+		// (src/models/openai-moe.cpp: attn_post_norm on ffn_inp).
+		name = model.FFNNorm
+	}
 	t, err := f.toTensor(info, model.Layer(layer, name))
 	return []*tensors.Tensor{t}, err
 }

@@ -35,6 +35,11 @@ var layerNames = map[string]string{
 	"ffn_gate_exps.weight":       model.ExpertsGate,
 	"ffn_up_exps.weight":         model.ExpertsUp,
 	"ffn_down_exps.weight":       model.ExpertsDown,
+	"ffn_gate_inp.bias":          model.RouterBias,
+	"ffn_gate_exps.bias":         model.ExpertsGateBias,
+	"ffn_up_exps.bias":           model.ExpertsUpBias,
+	"ffn_down_exps.bias":         model.ExpertsDownBias,
+	"attn_sinks.weight":          model.AttnSinks,
 }
 
 var globalNames = map[string]string{

@@ -24,6 +24,7 @@ const (
 	ArchPhi3     = "phi3"
 	ArchSmolLM3  = "smollm3"
 	ArchQwen3MoE = "qwen3moe"
+	ArchGPTOSS   = "gpt-oss"
 )
 
 // Norm kinds.
@@ -45,6 +46,21 @@ const (
 	ActGELUTanh = "gelu_tanh" // tanh approximation, as llama.cpp and Gemma use
 	ActGELU     = "gelu"      // erf form
 	ActReLU     = "relu"
+	// ActSwiGLUOAI is gpt-oss's gated activation of its experts (llama.cpp's
+	// swiglu_oai): g = min(gate, 7), u = clamp(up, -7, 7),
+	// g·sigmoid(1.702·g)·(u + 1). Gated mixtures of experts only.
+	ActSwiGLUOAI = "swiglu_oai"
+)
+
+// Expert gatings (Config.ExpertGating).
+const (
+	// GatingSoftmax: softmax over every expert's logit, then the
+	// ExpertsUsed most probable, weighted by their probabilities (Qwen 3
+	// MoE; renormalized with NormTopK).
+	GatingSoftmax = ""
+	// GatingTopKSoftmax: the ExpertsUsed largest logits, weighted by the
+	// softmax of those alone (gpt-oss; llama.cpp's softmax_weight).
+	GatingTopKSoftmax = "topk_softmax"
 )
 
 // Activation precision policies.
@@ -128,6 +144,16 @@ type Config struct {
 	ExpertsUsed  int  `json:"experts_used,omitempty"`
 	ExpertHidden int  `json:"expert_hidden,omitempty"`
 	NormTopK     bool `json:"norm_top_k,omitempty"`
+	// ExpertGating is how experts are chosen and weighted (Gating*).
+	ExpertGating string `json:"expert_gating,omitempty"`
+	// RouterBias: the router adds a bias per expert (RouterBias);
+	// ExpertBias: each expert's gate, up and down products add their own
+	// bias (ExpertsGateBias, ExpertsUpBias, ExpertsDownBias) (gpt-oss).
+	RouterBias bool `json:"router_bias,omitempty"`
+	ExpertBias bool `json:"expert_bias,omitempty"`
+	// AttnSinks: each head of every layer has a learned logit (AttnSinks)
+	// that joins its softmax over the attended keys with no value (gpt-oss).
+	AttnSinks bool `json:"attn_sinks,omitempty"`
 
 	Activations string `json:"activations,omitempty"` // PolicyAuto, PolicyF32, PolicyF16
 
@@ -206,7 +232,12 @@ func (c *Config) Validate() error {
 			c.ExpertHidden <= 0 || c.ExpertHidden > limit || !c.GatedFFN {
 			return fmt.Errorf("%w: %d experts, %d used, expert_hidden %d, gated %t", ErrConfig, c.Experts, c.ExpertsUsed, c.ExpertHidden, c.GatedFFN)
 		}
-	} else if c.ExpertsUsed != 0 || c.ExpertHidden != 0 || c.NormTopK {
+		switch c.ExpertGating {
+		case GatingSoftmax, GatingTopKSoftmax:
+		default:
+			return fmt.Errorf("%w: expert_gating %q", ErrConfig, c.ExpertGating)
+		}
+	} else if c.ExpertsUsed != 0 || c.ExpertHidden != 0 || c.NormTopK || c.ExpertGating != "" || c.RouterBias || c.ExpertBias {
 		return fmt.Errorf("%w: experts_used %d, expert_hidden %d without experts", ErrConfig, c.ExpertsUsed, c.ExpertHidden)
 	}
 	if c.Heads%c.KVHeads != 0 {
@@ -226,6 +257,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: rope_style %q", ErrConfig, c.RopeStyle)
 	}
 	switch c.Act {
+	case ActSwiGLUOAI:
+		if c.Experts == 0 {
+			return fmt.Errorf("%w: act %q outside a mixture of experts", ErrConfig, c.Act)
+		}
 	case ActSiLU, ActGELUTanh, ActGELU, ActReLU:
 	default:
 		return fmt.Errorf("%w: act %q", ErrConfig, c.Act)
@@ -313,4 +348,29 @@ func Llama3RopeFactors(base float32, dims int, factor, low, high, orig float64) 
 		}
 	}
 	return fs
+}
+
+// YaRNRope returns YaRN's RoPE scaling by factor (> 1) for a model trained
+// on orig positions, as llama.cpp computes it (ggml's rope_yarn with
+// ext_factor 1, ggml_rope_yarn_corr_dims): pair i's angle θ_i =
+// pos·base^(-2i/dims) becomes θ_i·(r_i + (1 - r_i)/factor), where the ramp
+// r_i is 1 up to the dimension whose wavelength fits betaFast times in the
+// original context (rounded down), 0 from the one that fits betaSlow times
+// (rounded up), linear between: factors[i] = 1/(r_i + (1 - r_i)/factor),
+// the divisors of RopeFactors. mscale is YaRN's magnitude correction of
+// cos and sin, 1 + 0.1·ln(factor) (RopeAttnFactor, times any attention
+// factor of the model's own).
+func YaRNRope(base float32, dims int, factor float64, orig int, betaFast, betaSlow float64) (factors []float32, mscale float32) {
+	d := float64(dims)
+	corr := func(beta float64) float64 {
+		return d * math.Log(float64(orig)/(beta*2*math.Pi)) / (2 * math.Log(float64(base)))
+	}
+	lo := math.Max(0, math.Floor(corr(betaFast)))
+	hi := math.Min(d-1, math.Ceil(corr(betaSlow)))
+	factors = make([]float32, dims/2)
+	for i := range factors {
+		r := 1 - math.Min(1, math.Max(0, (float64(i)-lo)/math.Max(0.001, hi-lo)))
+		factors[i] = float32(1 / ((1-r)/factor + r))
+	}
+	return factors, float32(1 + 0.1*math.Log(factor))
 }

@@ -45,6 +45,13 @@ const (
 	ExpertsGate = "ff_layer.moe.gate.w"   // [experts, expert_hidden, dim]
 	ExpertsUp   = "ff_layer.moe.up.w"     // [experts, expert_hidden, dim]
 	ExpertsDown = "ff_layer.moe.down.w"   // [experts, dim, expert_hidden]
+	// Their biases (Config.RouterBias, Config.ExpertBias), and the
+	// attention sinks (Config.AttnSinks).
+	RouterBias      = "ff_layer.moe.router.b" // [experts]
+	ExpertsGateBias = "ff_layer.moe.gate.b"   // [experts, expert_hidden]
+	ExpertsUpBias   = "ff_layer.moe.up.b"     // [experts, expert_hidden]
+	ExpertsDownBias = "ff_layer.moe.down.b"   // [experts, dim]
+	AttnSinks       = "self_attention.sinks"  // [heads]
 )
 
 // Layer returns the full name of a per-layer tensor.

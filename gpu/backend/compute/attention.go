@@ -29,8 +29,15 @@ func (pl *planner) attention(op *fusion.AttentionOp) error {
 		Scale: op.Scale, Cap: op.Cap, Window: u(op.Window), PosAt: u(pl.p.posAt), Ring: u(spec.RingLen(op.Layer)),
 		OutF16: b2u(pl.p.g.Bufs[op.Out].F16), QF16: pl.h(pl.buf(op.Q))}
 	step, q := gpu.Binding{Buf: pl.p.step}, pl.buf(op.Q)
+	// The sink logits (f32, one per query head: vectors load widened to
+	// f32), or the read-only dummy.
+	sinks, hasSinks, err := pl.vector(op.Sinks)
+	if err != nil {
+		return err
+	}
+	ap.HasSinks = b2u(hasSinks)
 	if pl.p.g.Batch {
-		return pl.batchAttention(op, ap, step, q)
+		return pl.batchAttention(op, ap, step, q, sinks)
 	}
 	kc, vc := gpu.Binding{Buf: pl.caches[0].k[op.Layer]}, gpu.Binding{Buf: pl.caches[0].v[op.Layer]}
 	chunks := ceilDiv(spec.MaxLen, attnChunk)
@@ -56,14 +63,14 @@ func (pl *planner) attention(op *fusion.AttentionOp) error {
 		if err != nil {
 			return err
 		}
-		k.dispatch(pl, ap, op.KVHeads, tiles, 1, attentionBindings{Step: step, QW: q, Kc: kc, Vc: vc, OutW: pl.buf(op.Out), Part: acc})
+		k.dispatch(pl, ap, op.KVHeads, tiles, 1, attentionBindings{Step: step, QW: q, Kc: kc, Vc: vc, OutW: pl.buf(op.Out), Part: acc, Sinks: sinks})
 		return nil
 	case tuning.AttentionPerHead:
 		k := kAttention
 		if spec.F16 {
 			k = kAttentionF16
 		}
-		k.dispatch(pl, ap, op.Heads, T, 1, attentionBindings{Step: step, QW: q, Kc: kc, Vc: vc, OutW: pl.buf(op.Out), Part: sink})
+		k.dispatch(pl, ap, op.Heads, T, 1, attentionBindings{Step: step, QW: q, Kc: kc, Vc: vc, OutW: pl.buf(op.Out), Part: sink, Sinks: sinks})
 		return nil
 	}
 	part, err := pl.partBuf(partBytes)
@@ -76,8 +83,8 @@ func (pl *planner) attention(op *fusion.AttentionOp) error {
 		k = kAttnSplitF16
 	}
 	none := pl.none()
-	k.dispatch(pl, ap, op.KVHeads*batches, chunks, T, attentionBindings{Step: step, QW: q, Kc: kc, Vc: vc, OutW: sink, Part: part})
-	kAttnCombine.dispatch(pl, ap, op.Heads, T, 1, attentionBindings{Step: step, QW: none, Kc: none, Vc: none, OutW: pl.buf(op.Out), Part: part})
+	k.dispatch(pl, ap, op.KVHeads*batches, chunks, T, attentionBindings{Step: step, QW: q, Kc: kc, Vc: vc, OutW: sink, Part: part, Sinks: sinks})
+	kAttnCombine.dispatch(pl, ap, op.Heads, T, 1, attentionBindings{Step: step, QW: none, Kc: none, Vc: none, OutW: pl.buf(op.Out), Part: part, Sinks: sinks})
 	return nil
 }
 
@@ -122,7 +129,7 @@ func chooseAttention(opt tuning.AttentionKind, s attnShape) tuning.AttentionKind
 // the kernels of a one-row decode step, so that each row's attention is
 // its sequence's step alone, bit for bit (tuning.AttentionPerHead, or partials
 // past one binding or dispatch: the per-head kernel).
-func (pl *planner) batchAttention(op *fusion.AttentionOp, ap shaders.AttnParams, step, q gpu.Binding) error {
+func (pl *planner) batchAttention(op *fusion.AttentionOp, ap shaders.AttnParams, step, q, sinks gpu.Binding) error {
 	sink, err := pl.sinkBuf()
 	if err != nil {
 		return err
@@ -140,7 +147,7 @@ func (pl *planner) batchAttention(op *fusion.AttentionOp, ap shaders.AttnParams,
 		}
 		for r, c := range pl.caches {
 			ap.Row0 = u(r)
-			k.dispatch(pl, ap, op.Heads, 1, 1, attentionBindings{Step: step, QW: q, Kc: gpu.Binding{Buf: c.k[op.Layer]}, Vc: gpu.Binding{Buf: c.v[op.Layer]}, OutW: pl.buf(op.Out), Part: sink})
+			k.dispatch(pl, ap, op.Heads, 1, 1, attentionBindings{Step: step, QW: q, Kc: gpu.Binding{Buf: c.k[op.Layer]}, Vc: gpu.Binding{Buf: c.v[op.Layer]}, OutW: pl.buf(op.Out), Part: sink, Sinks: sinks})
 		}
 		return nil
 	}
@@ -156,8 +163,8 @@ func (pl *planner) batchAttention(op *fusion.AttentionOp, ap shaders.AttnParams,
 	none := pl.none()
 	for r, c := range pl.caches {
 		ap.Row0 = u(r)
-		k.dispatch(pl, ap, op.KVHeads*batches, chunks, 1, attentionBindings{Step: step, QW: q, Kc: gpu.Binding{Buf: c.k[op.Layer]}, Vc: gpu.Binding{Buf: c.v[op.Layer]}, OutW: sink, Part: part})
-		kAttnCombine.dispatch(pl, ap, op.Heads, 1, 1, attentionBindings{Step: step, QW: none, Kc: none, Vc: none, OutW: pl.buf(op.Out), Part: part})
+		k.dispatch(pl, ap, op.KVHeads*batches, chunks, 1, attentionBindings{Step: step, QW: q, Kc: gpu.Binding{Buf: c.k[op.Layer]}, Vc: gpu.Binding{Buf: c.v[op.Layer]}, OutW: sink, Part: part, Sinks: sinks})
+		kAttnCombine.dispatch(pl, ap, op.Heads, 1, 1, attentionBindings{Step: step, QW: none, Kc: none, Vc: none, OutW: pl.buf(op.Out), Part: part, Sinks: sinks})
 	}
 	return nil
 }

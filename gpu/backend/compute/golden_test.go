@@ -239,11 +239,21 @@ func TestArch2Golden(t *testing.T) {
 		// quantizes the activations to 8 bits for these weights, the GPU
 		// keeps them f32: held to the CPU's exact math's bound (the
 		// pipeline/arch TestQuantizedMoEGoldens; 3.7e-2 there).
-		for _, name := range []string{"qwen3moe-q8_0", "qwen3moe-q4_k_m"} {
-			path := filepath.Join(testmodels.Root(t), "testdata", "moe", name+".gguf")
+		// And qwen3 with YaRN RoPE scaling (testdata/yarn/gen.sh) and the
+		// tiny gpt-oss (testdata/gptoss/gen.sh: sliding and full layers,
+		// YaRN, sinks, biases, softmax_weight gating, swiglu_oai), held to
+		// the f32 files' 2e-4.
+		for _, tc := range []struct {
+			dir, name string
+			tol       float64
+		}{{"moe", "qwen3moe-q8_0", 5e-2}, {"moe", "qwen3moe-q4_k_m", 5e-2}, {"yarn", "qwen3-yarn", 2e-4},
+			{"gptoss", "gpt-oss", 2e-4}} {
+			dir := filepath.Join(testmodels.Root(t), "testdata", tc.dir)
 			var golden testmodels.ArchGolden
-			testmodels.DecodeJSON(t, filepath.Join(testmodels.Root(t), "testdata", "moe", name+".golden.json"), &golden)
-			t.Run(name+"_fused", func(t *testing.T) { archGoldenCase(t, dev, path, golden, 5e-2, true, compute.Options{}) })
+			testmodels.DecodeJSON(t, filepath.Join(dir, tc.name+".golden.json"), &golden)
+			t.Run(tc.name+"_fused", func(t *testing.T) {
+				archGoldenCase(t, dev, filepath.Join(dir, tc.name+".gguf"), golden, tc.tol, true, compute.Options{})
+			})
 		}
 		// gemma3's five local layers (window 8) on ring caches of the
 		// window plus the prompt (rings of 8+n-1 positions, which the

@@ -29,17 +29,18 @@ var (
 // attentionBindings are the bindings of wgsl/attention.wgsl after its uniform block p
 // (shaders.AttnParams), named after its WGSL variables.
 type attentionBindings struct {
-	Step gpu.Binding // step: binding 1, var<storage, read>
-	QW   gpu.Binding // q_w: binding 2, var<storage, read>
-	Kc   gpu.Binding // kc: binding 3, var<storage, read>
-	Vc   gpu.Binding // vc: binding 4, var<storage, read>
-	OutW gpu.Binding // out_w: binding 5, var<storage, read_write>
-	Part gpu.Binding // part: binding 6, var<storage, read_write>
+	Step  gpu.Binding // step: binding 1, var<storage, read>
+	QW    gpu.Binding // q_w: binding 2, var<storage, read>
+	Kc    gpu.Binding // kc: binding 3, var<storage, read>
+	Vc    gpu.Binding // vc: binding 4, var<storage, read>
+	OutW  gpu.Binding // out_w: binding 5, var<storage, read_write>
+	Part  gpu.Binding // part: binding 6, var<storage, read_write>
+	Sinks gpu.Binding // sinks: binding 7, var<storage, read>
 }
 
 // list returns the bindings in binding order, from binding 1.
 func (b attentionBindings) list() []gpu.Binding {
-	return []gpu.Binding{b.Step, b.QW, b.Kc, b.Vc, b.OutW, b.Part}
+	return []gpu.Binding{b.Step, b.QW, b.Kc, b.Vc, b.OutW, b.Part, b.Sinks}
 }
 
 // The kernels of wgsl/attention.wgsl.

@@ -53,6 +53,97 @@ func moeParams(p shaders.MoEParams, w *weight) shaders.MoEParams {
 	return p
 }
 
+// expertBias returns a stack of expert biases [experts, n] the moe
+// kernels read as f32 words: one binding of f32 values.
+func (pl *planner) expertBias(name string) (*weight, error) {
+	w := pl.ws.byName[name]
+	if w.wt != shaders.WeightF32 || w.quant || w.qt != shaders.BlockNone || len(w.chunks) != 1 {
+		return nil, fmt.Errorf("moe expert bias %q not one binding of f32 values: %w", name, gpu.ErrUnsupported)
+	}
+	return w, nil
+}
+
+// moeGLUBias binds moe_glu's gate and up biases (fusion.MoEOp.GateBias,
+// UpBias) where the kernel reads them, setting p's bits and offsets, and
+// returns the bindings of s and s2 (the experts' scales gs and us as
+// given, or the biases in their place). Unscaled experts leave s and s2
+// free: the gate bias is bound at s, the up bias at s2. Scaled ones (int8,
+// int4) need both: the up scales and the two biases are copied once into
+// a buffer of the op's own, bound at s2.
+func (pl *planner) moeGLUBias(op *fusion.MoEOp, gw, uw *weight, p *shaders.MoEParams, gs, us gpu.Binding) (gpu.Binding, gpu.Binding, error) {
+	var gb, ub *weight
+	var err error
+	if op.GateBias != "" {
+		if gb, err = pl.expertBias(op.GateBias); err != nil {
+			return gs, us, err
+		}
+		p.Bias |= shaders.MoEBiasGate
+	}
+	if op.UpBias != "" {
+		if ub, err = pl.expertBias(op.UpBias); err != nil {
+			return gs, us, err
+		}
+		p.Bias |= shaders.MoEBiasUp
+	}
+	if gb == nil && ub == nil {
+		return gs, us, nil
+	}
+	if !gw.quant && !uw.quant {
+		if gb != nil {
+			gs = gpu.Binding{Buf: gb.chunks[0].w}
+		}
+		if ub != nil {
+			us = gpu.Binding{Buf: ub.chunks[0].w}
+		}
+		return gs, us, nil
+	}
+	// [up scales | gate bias | up bias], each from a 16-byte boundary.
+	n := int64(op.Experts) * int64(op.Hidden) * 4
+	var scaleBytes int64
+	if uw.quant {
+		scaleBytes = align16(uw.chunks[0].s.Size())
+	}
+	buf, err := pl.p.newBuf(scaleBytes + 2*align16(n))
+	if err != nil {
+		return gs, us, err
+	}
+	cmds, err := pl.p.b.dev.NewCommands()
+	if err != nil {
+		return gs, us, err
+	}
+	defer cmds.Release()
+	copyErr := func(dst int64, src gpu.Buffer, size int64) {
+		if err == nil {
+			err = cmds.Copy(buf, dst, src, 0, size)
+		}
+	}
+	if uw.quant {
+		copyErr(0, uw.chunks[0].s, uw.chunks[0].s.Size())
+	}
+	if gb != nil {
+		copyErr(scaleBytes, gb.chunks[0].w, n)
+		p.Bias |= shaders.MoEBiasS2
+		p.GBOff = u(int(scaleBytes / 4))
+	}
+	if ub != nil {
+		copyErr(scaleBytes+align16(n), ub.chunks[0].w, n)
+		p.UBOff = u(int((scaleBytes + align16(n)) / 4))
+	}
+	if err == nil {
+		err = cmds.Finish()
+	}
+	if err == nil {
+		err = pl.p.b.dev.Submit(cmds)
+	}
+	if err == nil {
+		err = pl.p.b.dev.Wait()
+	}
+	if err != nil {
+		return gs, us, fmt.Errorf("moe expert biases: %w", err)
+	}
+	return gs, gpu.Binding{Buf: buf}, nil
+}
+
 // moe plans a MoE op with no host round trip: the router product into
 // the logits buffer (the matmul kernels), moe_route's top-k selection into
 // the route buffer, then one moe_glu and one moe_down dispatch over every
@@ -79,9 +170,12 @@ func (pl *planner) moe(op *fusion.MoEOp) error {
 	if !sameType(gw, uw) {
 		return fmt.Errorf("moe gate %q and up %q of different types: %w", op.Gate, op.Up, gpu.ErrUnsupported)
 	}
-	act, ok := shaders.ActivationByName(op.Act.String())
-	if !ok {
-		return fmt.Errorf("activation %s: %w", op.Act, gpu.ErrUnsupported)
+	var act shaders.Activation
+	if op.Act != fusion.ActSwiGLUOAI {
+		var ok bool
+		if act, ok = shaders.ActivationByName(op.Act.String()); !ok {
+			return fmt.Errorf("activation %s: %w", op.Act, gpu.ErrUnsupported)
+		}
 	}
 	if op.Hidden > maxDispatch || out.Cols > maxDispatch || op.Experts > maxDispatch || in.Rows > maxDispatch {
 		return fmt.Errorf("moe of %d hidden, %d columns, %d experts, %d rows: over a dispatch: %w", op.Hidden, out.Cols, op.Experts, in.Rows, gpu.ErrUnsupported)
@@ -108,12 +202,15 @@ func (pl *planner) moe(op *fusion.MoEOp) error {
 		return err
 	}
 	x := pl.buf(op.In)
-	if err := pl.matMul(pl.ws.byName[op.Router], "", x, in.Cols, logits, fusion.BufInfo{Rows: in.Rows, Cols: op.Experts}, false); err != nil {
+	if err := pl.matMul(pl.ws.byName[op.Router], op.RouterBias, x, in.Cols, logits, fusion.BufInfo{Rows: in.Rows, Cols: op.Experts}, false); err != nil {
 		return err
 	}
 	step, none := pl.stepB(), pl.none()
 	base := shaders.MoEParams{Cols: u(in.Cols), Hidden: u(op.Hidden), Experts: u(op.Experts), Used: u(op.Used), NRows: u(in.Rows),
-		Act: uint32(act), NormTopK: b2u(op.NormTopK), Grouped: b2u(grouped)}
+		Act: uint32(act), NormTopK: b2u(op.NormTopK), Grouped: b2u(grouped), Gating: uint32(op.Gating)}
+	if op.Act == fusion.ActSwiGLUOAI {
+		base.OAI, base.Alpha, base.Limit = 1, op.SwiGLUOAI.Alpha, op.SwiGLUOAI.Limit
+	}
 	kMoeRoute.dispatch(pl, base, 1, 1, 1, moeBindings{Step: step, XW: logits, W: none, S: none, W2: none, S2: none, Route: route, OutW: sink})
 	scale := func(w *weight) gpu.Binding {
 		if w.quant {
@@ -123,6 +220,10 @@ func (pl *planner) moe(op *fusion.MoEOp) error {
 	}
 	glu := moeParams(base, gw)
 	glu.XF16 = pl.h(x)
+	gs, us, err := pl.moeGLUBias(op, gw, uw, &glu, scale(gw), scale(uw))
+	if err != nil {
+		return err
+	}
 	gy, gz := op.Used, in.Rows
 	if grouped {
 		gy, gz = op.Experts, 1
@@ -140,12 +241,20 @@ func (pl *planner) moe(op *fusion.MoEOp) error {
 		return c
 	}
 	kMoeGlu.dispatchVariant(pl, shaders.Variant{}, glu, moeCost(gw, op.Hidden, in.Cols, 2), op.Hidden, gy, gz,
-		moeBindings{Step: step, XW: x, W: gpu.Binding{Buf: gw.chunks[0].w}, S: scale(gw), W2: gpu.Binding{Buf: uw.chunks[0].w}, S2: scale(uw), Route: route, OutW: hidden})
+		moeBindings{Step: step, XW: x, W: gpu.Binding{Buf: gw.chunks[0].w}, S: gs, W2: gpu.Binding{Buf: uw.chunks[0].w}, S2: us, Route: route, OutW: hidden})
 	down := moeParams(base, dw)
+	db := none
+	if op.DownBias != "" {
+		b, err := pl.expertBias(op.DownBias)
+		if err != nil {
+			return err
+		}
+		db, down.Bias = gpu.Binding{Buf: b.chunks[0].w}, shaders.MoEBiasDown
+	}
 	if !grouped {
 		down.OutF16 = b2u(out.F16)
 		kMoeDown.dispatchVariant(pl, shaders.Variant{}, down, moeCost(dw, out.Cols, op.Hidden, 1), out.Cols, in.Rows, 1,
-			moeBindings{Step: step, XW: hidden, W: gpu.Binding{Buf: dw.chunks[0].w}, S: scale(dw), W2: none, S2: none, Route: route, OutW: pl.buf(op.Out)})
+			moeBindings{Step: step, XW: hidden, W: gpu.Binding{Buf: dw.chunks[0].w}, S: scale(dw), W2: db, S2: none, Route: route, OutW: pl.buf(op.Out)})
 		return nil
 	}
 	y, err := pl.grow(&pl.moeB.y, &pl.moeB.yLen, rows*used*int64(out.Cols)*4)
@@ -153,7 +262,7 @@ func (pl *planner) moe(op *fusion.MoEOp) error {
 		return err
 	}
 	kMoeDown.dispatchVariant(pl, shaders.Variant{}, down, moeCost(dw, out.Cols, op.Hidden, 1), out.Cols, op.Experts, 1,
-		moeBindings{Step: step, XW: hidden, W: gpu.Binding{Buf: dw.chunks[0].w}, S: scale(dw), W2: none, S2: none, Route: route, OutW: y})
+		moeBindings{Step: step, XW: hidden, W: gpu.Binding{Buf: dw.chunks[0].w}, S: scale(dw), W2: db, S2: none, Route: route, OutW: y})
 	sum := base
 	sum.OutF16 = b2u(out.F16)
 	kMoeSum.dispatch(pl, sum, ceilDiv(out.Cols, 64), in.Rows, 1, moeBindings{Step: step, XW: y, W: none, S: none, W2: none, S2: none, Route: route, OutW: pl.buf(op.Out)})

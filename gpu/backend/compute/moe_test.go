@@ -2,6 +2,7 @@ package compute_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/gpu/backend/compute"
 	"github.com/gpurun/gpurun/gpu/internal/conformance"
+	"github.com/gpurun/gpurun/tensors"
 )
 
 // TestMoEConformance runs the MoE op's parity cases (conformance.MoECases:
@@ -27,21 +29,33 @@ func TestMoEConformance(t *testing.T) {
 // TestMoERuleSwapFails shows the MoE cases can fail: the device running
 // the op with its renormalization switched, or one expert fewer or more
 // than the CPU reference, is past the tolerance on every case (while the
-// op as built is within it).
+// op as built is within it); and on gpt-oss's cases (_oai_), the device
+// running qwen3moe's gating, dropping one of the biases or taking silu
+// for swiglu_oai.
 func TestMoERuleSwapFails(t *testing.T) {
+	const both, qwen, oai = 0, 1, 2 // the cases an edit applies to
 	edits := []struct {
-		name string
-		edit func(*fusion.MoEOp)
-		far  bool
+		name  string
+		cases int
+		edit  func(*fusion.MoEOp)
+		far   bool
 	}{
-		{"as built", func(*fusion.MoEOp) {}, false},
-		{"renormalization switched", func(o *fusion.MoEOp) { o.NormTopK = !o.NormTopK }, true},
-		{"one expert fewer", func(o *fusion.MoEOp) { o.Used-- }, true},
-		{"one expert more", func(o *fusion.MoEOp) { o.Used++ }, true},
+		{"as built", both, func(*fusion.MoEOp) {}, false},
+		// softmax_weight's weights already sum to 1.
+		{"renormalization switched", qwen, func(o *fusion.MoEOp) { o.NormTopK = !o.NormTopK }, true},
+		{"one expert fewer", both, func(o *fusion.MoEOp) { o.Used-- }, true},
+		{"one expert more", both, func(o *fusion.MoEOp) { o.Used++ }, true},
+		{"qwen3moe gating", oai, func(o *fusion.MoEOp) { o.Gating = fusion.GatingSoftmax }, true},
+		{"no router bias", oai, func(o *fusion.MoEOp) { o.RouterBias = "" }, true},
+		{"no gate bias", oai, func(o *fusion.MoEOp) { o.GateBias = "" }, true},
+		{"no up bias", oai, func(o *fusion.MoEOp) { o.UpBias = "" }, true},
+		{"no down bias", oai, func(o *fusion.MoEOp) { o.DownBias = "" }, true},
+		{"silu for swiglu_oai", oai, func(o *fusion.MoEOp) { o.Act, o.SwiGLUOAI = fusion.ActSiLU, fusion.SwiGLUOAIParams{} }, true},
 	}
 	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
 		for _, c := range conformance.MoECases() {
-			if !strings.HasPrefix(c.Name, "moe/f32_") && !strings.HasPrefix(c.Name, "moe/int4_") {
+			isOAI := strings.Contains(c.Name, "_oai_")
+			if !strings.HasPrefix(c.Name, "moe/f32_") && !strings.HasPrefix(c.Name, "moe/int4_") && !isOAI {
 				continue // the rule is the kernels' whatever the weight type: two types keep the test short
 			}
 			// Cases where the edit is a valid op of another rule: top-1
@@ -55,10 +69,13 @@ func TestMoERuleSwapFails(t *testing.T) {
 				}
 			}
 			for _, e := range edits {
+				if e.cases == qwen && isOAI || e.cases == oai && !isOAI {
+					continue
+				}
 				probe := *op
 				e.edit(&probe)
-				if probe.Used < 1 || probe.Used > probe.Experts || (e.far && op.Used == op.Experts) {
-					continue
+				if probe.Used < 1 || probe.Used > probe.Experts || (e.far && op.Used == op.Experts) || (e.far && probe == *op) {
+					continue // not a valid op, or the same (a bias the case has not)
 				}
 				t.Run(c.Name+"/"+e.name, func(t *testing.T) {
 					w := conformance.Worst(t, c, func(t testing.TB) gpu.Backend {
@@ -125,6 +142,52 @@ func TestMoEKernelsChosen(t *testing.T) {
 				}
 				if !slices.Equal(ran, tc.want) {
 					t.Errorf("moe kernels %v, want %v", ran, tc.want)
+				}
+			})
+		}
+	})
+}
+
+// TestMoEBiasTypes: expert biases that are not f32 values in one binding
+// (here f16, as a converter might store a 2-D tensor) are refused with
+// ErrUnsupported at compile, naming the tensor; f32 ones compile.
+func TestMoEBiasTypes(t *testing.T) {
+	ctx := context.Background()
+	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
+		be := backendOn(t, dev, compute.Options{})
+		for _, name := range []string{"", "gate_b", "up_b", "down_b"} {
+			sub := "f16_" + name
+			if name == "" {
+				sub = "all_f32"
+			}
+			t.Run(sub, func(t *testing.T) {
+				g, ws := conformance.MoEOAIGraph(5)
+				for i, w := range ws {
+					if w.Name == name {
+						v, err := w.Float32()
+						if err != nil {
+							t.Fatal(err)
+						}
+						if ws[i], err = tensors.FromF32(name, w.Shape, v, tensors.F16); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				w, err := be.LoadWeights(ctx, ws)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer w.Release()
+				p, err := be.Compile(g, w, nil)
+				if name == "" {
+					if err != nil {
+						t.Fatalf("f32 biases: %v", err)
+					}
+					p.Release()
+					return
+				}
+				if !errors.Is(err, gpu.ErrUnsupported) || !strings.Contains(err.Error(), name) {
+					t.Fatalf("err = %v, want ErrUnsupported naming %q", err, name)
 				}
 			})
 		}

@@ -48,9 +48,10 @@ type mmTask struct {
 	bias    []float32
 	upBias  []float32
 	act     func(float32) float32
-	silu    bool // act is silu (the SwiGLU kernel gives its bits)
-	acc     bool // Accumulate
-	glu     bool // MatMulGLU: w is the gate, up the up projection
+	silu    bool                       // act is silu (the SwiGLU kernel gives its bits)
+	acc     bool                       // Accumulate
+	glu     bool                       // MatMulGLU: w is the gate, up the up projection
+	glu2    func(g, u float32) float32 // with glu: the gated unit in place of act(g) * u (nil: that)
 	// Dynamic math: the n input rows quantized in w's layout (nil when
 	// w is used exactly), with the per-16 sums of layoutQ8K.
 	q  []int8
@@ -282,6 +283,10 @@ func (m *mmTask) store(r, t int, g, u float32) {
 	case m.glu:
 		if m.upBias != nil {
 			u += m.upBias[r]
+		}
+		if m.glu2 != nil {
+			m.out[i] = m.glu2(g, u)
+			break
 		}
 		m.out[i] = m.act(g) * u
 	case m.acc:

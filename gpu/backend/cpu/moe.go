@@ -12,12 +12,18 @@ import (
 type moeStep struct {
 	router         *matrix
 	gate, up, down []*matrix // one view per expert
-	logits         []float32 // [Tokens, Experts] router products
-	probs          []float32 // one row's softmax
-	sel            []int     // one row's selected experts
-	w              []float32 // their weights
-	hid            []float32 // one expert's gated hidden row
-	eo             []float32 // one expert's output row
+	// The optional biases (nil: none): the router's, and each expert's
+	// row of the gate, up and down biases.
+	routerBias                 []float32
+	gateBias, upBias, downBias [][]float32
+	gating                     fusion.Gating
+	glu                        func(g, u float32) float32 // ActSwiGLUOAI (nil: act(g) * u)
+	logits                     []float32                  // [Tokens, Experts] router products
+	probs                      []float32                  // one row's softmax
+	sel                        []int                      // one row's selected experts
+	w                          []float32                  // their weights
+	hid                        []float32                  // one expert's gated hidden row
+	eo                         []float32                  // one expert's output row
 }
 
 func newMoEStep(ws *weights, op *fusion.MoEOp, tokens, cols int) (*moeStep, error) {
@@ -34,7 +40,46 @@ func newMoEStep(ws *weights, op *fusion.MoEOp, tokens, cols int) (*moeStep, erro
 			return nil, fmt.Errorf("cpu: compile: tensor %q: %w", x.name, err)
 		}
 	}
+	m.gating = op.Gating
+	if op.RouterBias != "" {
+		m.routerBias = ws.byName[op.RouterBias].vector()
+	}
+	for _, b := range []struct {
+		dst  *[][]float32
+		name string
+	}{{&m.gateBias, op.GateBias}, {&m.upBias, op.UpBias}, {&m.downBias, op.DownBias}} {
+		if b.name == "" {
+			continue
+		}
+		v := ws.byName[b.name].vector()
+		n := len(v) / op.Experts
+		*b.dst = make([][]float32, op.Experts)
+		for e := range op.Experts {
+			(*b.dst)[e] = v[e*n : (e+1)*n : (e+1)*n]
+		}
+	}
+	if op.Act == fusion.ActSwiGLUOAI {
+		alpha, limit := op.SwiGLUOAI.Alpha, op.SwiGLUOAI.Limit
+		m.glu = func(g, u float32) float32 { return swigluOAI(g, u, alpha, limit) }
+	}
 	return m, nil
+}
+
+// swigluOAI is fusion.ActSwiGLUOAI in f32, with the operations of
+// llama.cpp's CPU swiglu_oai in their order: x = min(g, limit), y = u
+// clamped to ±limit, x / (1 + exp(alpha * -x)) * (y + 1).
+func swigluOAI(g, u, alpha, limit float32) float32 {
+	x := min(g, limit)
+	y := max(min(u, limit), -limit)
+	return x / (1 + float32(math.Exp(float64(alpha*-x)))) * (y + 1)
+}
+
+// at returns expert e's row of the biases b (nil: none).
+func at(b [][]float32, e int) []float32 {
+	if b == nil {
+		return nil
+	}
+	return b[e]
 }
 
 // slabs views a matrix of n stacked matrices (a 3-D tensor [n, r, cols],
@@ -86,7 +131,7 @@ func (p *program) moe(s *step, op *fusion.MoEOp, out, x []float32, cols, n int) 
 	m := s.moe
 	E := op.Experts
 	p.stepID++
-	p.mm = mmTask{p: p, out: m.logits, outCols: E, in: x, inCols: cols, n: n, w: m.router}
+	p.mm = mmTask{p: p, out: m.logits, outCols: E, in: x, inCols: cols, n: n, w: m.router, bias: m.routerBias}
 	p.quantize(&p.mm, x, cols, n)
 	p.matMul(&p.mm)
 	for t := range n {
@@ -98,13 +143,13 @@ func (p *program) moe(s *step, op *fusion.MoEOp, out, x []float32, cols, n int) 
 			g, u, d := m.gate[e], m.up[e], m.down[e]
 			p.stepID++
 			p.mm = mmTask{p: p, out: m.hid, outCols: op.Hidden, in: xt, inCols: cols, n: 1, w: g, up: u,
-				act: s.act, silu: s.silu, glu: true}
+				bias: at(m.gateBias, e), upBias: at(m.upBias, e), act: s.act, silu: s.silu, glu: true, glu2: m.glu}
 			if g.layout() == u.layout() {
 				p.quantize(&p.mm, xt, cols, 1)
 			}
 			p.matMul(&p.mm)
 			p.stepID++
-			p.mm = mmTask{p: p, out: m.eo, outCols: cols, in: m.hid, inCols: op.Hidden, n: 1, w: d}
+			p.mm = mmTask{p: p, out: m.eo, outCols: cols, in: m.hid, inCols: op.Hidden, n: 1, w: d, bias: at(m.downBias, e)}
 			p.quantize(&p.mm, m.hid, op.Hidden, 1)
 			p.matMul(&p.mm)
 			w := m.w[i]
@@ -115,44 +160,62 @@ func (p *program) moe(s *step, op *fusion.MoEOp, out, x []float32, cols, n int) 
 	}
 }
 
-// route sets m.sel and m.w for one row of router logits: softmax, the used
-// most probable experts (lower index first on ties), their probabilities,
-// renormalized to sum 1 with norm.
+// route sets m.sel and m.w for one row of router logits per m.gating
+// (fusion.MoEOp): GatingSoftmax takes the used most probable experts of
+// the softmax and their probabilities, GatingSoftmaxWeight the used
+// largest logits and the softmax of those alone (the lower index first
+// on ties either way); norm renormalizes the weights to sum 1.
 func route(m *moeStep, logits []float32, used int, norm bool) {
-	mx := float32(math.Inf(-1))
-	for _, v := range logits {
-		mx = max(mx, v)
-	}
-	var sum float64
-	for i, v := range logits {
-		e := float32(math.Exp(float64(v - mx)))
-		m.probs[i] = e
-		sum += float64(e)
-	}
-	inv := float32(1 / sum)
-	for i := range m.probs {
-		m.probs[i] *= inv
+	score := logits
+	if m.gating == fusion.GatingSoftmax {
+		softmax(m.probs, logits)
+		score = m.probs
 	}
 	m.sel = m.sel[:0]
 	for range used {
 		best := -1
-		for i, v := range m.probs {
-			if best >= 0 && !(v > m.probs[best]) || contains(m.sel, i) {
+		for i, v := range score {
+			if best >= 0 && !(v > score[best]) || contains(m.sel, i) {
 				continue
 			}
 			best = i
 		}
 		m.sel = append(m.sel, best)
 	}
-	var s float32
 	for i, e := range m.sel {
-		m.w[i] = m.probs[e]
-		s += m.w[i]
+		m.w[i] = score[e]
+	}
+	if m.gating == fusion.GatingSoftmaxWeight {
+		softmax(m.w, m.w)
 	}
 	if norm {
-		for i := range m.sel {
+		var s float32
+		for _, v := range m.w {
+			s += v
+		}
+		for i := range m.w {
 			m.w[i] /= s
 		}
+	}
+}
+
+// softmax sets dst to the softmax of src (which it may alias) as
+// llama.cpp's CPU soft_max computes it: f32 exponentials of the
+// differences to the maximum, their sum in float64, one f32 scale.
+func softmax(dst, src []float32) {
+	mx := float32(math.Inf(-1))
+	for _, v := range src {
+		mx = max(mx, v)
+	}
+	var sum float64
+	for i, v := range src {
+		e := float32(math.Exp(float64(v - mx)))
+		dst[i] = e
+		sum += float64(e)
+	}
+	inv := float32(1 / sum)
+	for i := range dst {
+		dst[i] *= inv
 	}
 }
 

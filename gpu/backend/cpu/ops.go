@@ -143,6 +143,7 @@ type attnParams struct {
 	heads, kvHeads, headDim int
 	scale, cap              float32
 	window                  int
+	sinks                   []float32 // per query head sink logits (nil: none)
 }
 
 // attention: for query row t (position pos+t) and head h, a softmax over the
@@ -242,7 +243,7 @@ func (a *attnTask) row(wk, t, h int, c *layerCache, qpos int) {
 	for ; i < len(s); i++ {
 		s[i] = c.keyDot(qh, c.at(kh, first+i))
 	}
-	ap.softmax(s)
+	ap.softmax(s, h)
 	c.weightedValues(a.out[t*cols+h*hd:t*cols+(h+1)*hd], s, c.at(kh, first), hd)
 }
 
@@ -287,16 +288,19 @@ func (a *attnTask) tile(wk, t, h int) {
 		qpos := q0 + j
 		first := ap.first(qpos)
 		s := sc[j*span+first-lo : j*span+qpos+1-lo]
-		ap.softmax(s)
+		ap.softmax(s, h)
 		c.weightedValues(a.out[(t+j)*cols+h*hd:(t+j)*cols+(h+1)*hd], s, c.at(kh, first), hd)
 	}
 }
 
-// softmax turns the raw scores s into the attention weights: scaled,
-// soft-capped when cap > 0, then exponentiated against their maximum and
-// normalized (the sum in float64, four partial sums of every fourth
-// weight added at the end, so the additions do not wait on each other).
-func (ap *attnParams) softmax(s []float32) {
+// softmax turns the raw scores s of head h into the attention weights:
+// scaled, soft-capped when cap > 0, then exponentiated against their
+// maximum and normalized (the sum in float64, four partial sums of every
+// fourth weight added at the end, so the additions do not wait on each
+// other). With sinks, head h's sink logit joins the maximum and the
+// denominator as it is (not scaled or capped, as llama.cpp adds it after
+// the scale), so the weights sum to less than one.
+func (ap *attnParams) softmax(s []float32, h int) {
 	scale := ap.scale
 	if c := ap.cap; c > 0 {
 		for i, v := range s {
@@ -313,8 +317,13 @@ func (ap *attnParams) softmax(s []float32) {
 			best = v
 		}
 	}
-	simd.ExpSub(s, s, best)
 	var s0, s1, s2, s3 float64
+	if ap.sinks != nil {
+		sink := ap.sinks[h]
+		best = max(best, sink)
+		s0 = float64(float32(math.Exp(float64(sink - best))))
+	}
+	simd.ExpSub(s, s, best)
 	i := 0
 	for ; i+4 <= len(s); i += 4 {
 		s0 += float64(s[i])

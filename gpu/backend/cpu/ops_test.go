@@ -283,32 +283,48 @@ func TestAttention(t *testing.T) {
 	const qCols, kvCols = heads * headDim, kvHeads * headDim
 	const total = 9 // positions written: a prefill of 6 then 3
 	qv, kv, vv := randVals(rng, total*qCols, 1), randVals(rng, total*kvCols, 1), randVals(rng, total*kvCols, 1)
+	// Sink logits of the size of the scores and above, so that they take
+	// a good share of each head's mass (gpt-oss's run from about -1 to 4).
+	sinks := []float32{2.5, -1, 0.75, 4}
 	type tc struct {
 		name   string
 		scale  float32
 		cap    float32
 		window int
+		ring   int // 0: a linear cache
 		f16    bool
+		sinks  bool
 	}
 	var cases []tc
 	for _, f16 := range []bool{false, true} {
-		cases = append(cases, tc{"plain", 0.35, 0, 0, f16}, tc{"soft cap", 0.35, 0.5, 0, f16}, tc{"window 3", 0.35, 0, 3, f16},
-			tc{"window 1", 1, 0, 1, f16}, tc{"cap and window", 0.2, 2, 4, f16})
+		for _, sk := range []bool{false, true} {
+			cases = append(cases, tc{"plain", 0.35, 0, 0, 0, f16, sk}, tc{"soft cap", 0.35, 0.5, 0, 0, f16, sk},
+				tc{"window 3", 0.35, 0, 3, 0, f16, sk}, tc{"window 1", 1, 0, 1, 0, f16, sk}, tc{"cap and window", 0.2, 2, 4, 0, f16, sk},
+				tc{"ring 8 window 3", 0.35, 0, 3, 8, f16, sk})
+		}
 	}
 	for _, tc := range cases {
-		t.Run(fmt.Sprintf("%s/f16=%v", tc.name, tc.f16), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s/f16=%v/sinks=%v", tc.name, tc.f16, tc.sinks), func(t *testing.T) {
 			const T = 6
 			g := &fusion.Graph{Tokens: T, KV: fusion.KVSpec{Layers: 2, KVHeads: kvHeads, HeadDim: headDim, MaxLen: maxLen, F16: tc.f16}}
+			if tc.ring > 0 {
+				g.KV.Ring = []int{0, tc.ring}
+			}
 			q, k, v := g.NewBuf("q", T, qCols), g.NewBuf("k", T, kvCols), g.NewBuf("v", T, kvCols)
 			o := g.NewBuf("o", T, qCols)
 			g.Add(&fusion.EmbedOp{Out: q, Weight: "q"})
 			g.Add(&fusion.EmbedOp{Out: k, Weight: "k"})
 			g.Add(&fusion.EmbedOp{Out: v, Weight: "v"})
 			g.Add(&fusion.StoreKVOp{K: k, V: v, Layer: 1, KVHeads: kvHeads, HeadDim: headDim})
-			g.Add(&fusion.AttentionOp{Out: o, Q: q, Layer: 1, HeadShape: fusion.HeadShape{Heads: heads, KVHeads: kvHeads, HeadDim: headDim},
-				Scale: tc.scale, Cap: tc.cap, Window: tc.window})
-			g.Logits = o
+			at := &fusion.AttentionOp{Out: o, Q: q, Layer: 1, HeadShape: fusion.HeadShape{Heads: heads, KVHeads: kvHeads, HeadDim: headDim},
+				Scale: tc.scale, Cap: tc.cap, Window: tc.window}
 			ws := []*tensors.Tensor{f32Tensor(t, "q", []int{total, qCols}, qv), f32Tensor(t, "k", []int{total, kvCols}, kv), f32Tensor(t, "v", []int{total, kvCols}, vv)}
+			if tc.sinks {
+				at.Sinks = "sinks"
+				ws = append(ws, f32Tensor(t, "sinks", []int{heads}, sinks))
+			}
+			g.Add(at)
+			g.Logits = o
 			h := compile(t, g, ws, 2)
 			got := h.run(t, seq(6), 0)
 			got = append(got, h.run(t, []int32{6, 7, 8}, 6)...)
@@ -318,41 +334,61 @@ func TestAttention(t *testing.T) {
 				}
 				return float64(x)
 			}
-			want := make([]float64, total*qCols)
-			for p := range total {
-				for hd := range heads {
-					kvh := hd / (heads / kvHeads)
-					var scores []float64
-					lo := 0
-					if tc.window > 0 {
-						lo = max(0, p-tc.window+1)
-					}
-					best := math.Inf(-1)
-					for j := lo; j <= p; j++ {
-						var s float64
-						for d := range headDim {
-							s += float64(qv[p*qCols+hd*headDim+d]) * cached(kv[j*kvCols+kvh*headDim+d])
+			// want follows the formula: with a sink s_h, m = max(max_j
+			// score_j, s_h) and out = sum_j e^(score_j-m) v_j /
+			// (sum_j e^(score_j-m) + e^(s_h-m)), s_h taken unscaled.
+			reference := func(withSinks bool) []float64 {
+				want := make([]float64, total*qCols)
+				for p := range total {
+					for hd := range heads {
+						kvh := hd / (heads / kvHeads)
+						var scores []float64
+						lo := 0
+						if tc.window > 0 {
+							lo = max(0, p-tc.window+1)
 						}
-						s *= float64(tc.scale)
-						if tc.cap > 0 {
-							s = float64(tc.cap) * math.Tanh(s/float64(tc.cap))
+						best := math.Inf(-1)
+						for j := lo; j <= p; j++ {
+							var s float64
+							for d := range headDim {
+								s += float64(qv[p*qCols+hd*headDim+d]) * cached(kv[j*kvCols+kvh*headDim+d])
+							}
+							s *= float64(tc.scale)
+							if tc.cap > 0 {
+								s = float64(tc.cap) * math.Tanh(s/float64(tc.cap))
+							}
+							scores = append(scores, s)
+							best = max(best, s)
 						}
-						scores = append(scores, s)
-						best = max(best, s)
-					}
-					var sum float64
-					for i := range scores {
-						scores[i] = math.Exp(scores[i] - best)
-						sum += scores[i]
-					}
-					for i, e := range scores {
-						for d := range headDim {
-							want[p*qCols+hd*headDim+d] += e / sum * cached(vv[(lo+i)*kvCols+kvh*headDim+d])
+						var sum float64
+						if withSinks {
+							best = max(best, float64(sinks[hd]))
+							sum = math.Exp(float64(sinks[hd]) - best)
+						}
+						for i := range scores {
+							scores[i] = math.Exp(scores[i] - best)
+							sum += scores[i]
+						}
+						for i, e := range scores {
+							for d := range headDim {
+								want[p*qCols+hd*headDim+d] += e / sum * cached(vv[(lo+i)*kvCols+kvh*headDim+d])
+							}
 						}
 					}
 				}
+				return want
 			}
-			assertClose(t, "attention", got, want, 1e-5)
+			assertClose(t, "attention", got, reference(tc.sinks), 1e-5)
+			if tc.sinks {
+				// The sinks matter: the output without them is far off.
+				worst := 0.0
+				for i, w := range reference(false) {
+					worst = max(worst, math.Abs(float64(got[i])-w))
+				}
+				if worst < 0.05 {
+					t.Errorf("attention with sinks is within %g of attention without them", worst)
+				}
+			}
 		})
 	}
 }

@@ -350,7 +350,7 @@ func lastRowCases() []Case {
 // decode steps that open a new chunk, GQA groups past one batch, and a
 // cache much longer than the visible positions; and of the tiled prefill
 // kernel (attn_tiled: tiles of 8 query rows over chunks of 64 positions,
-// online softmax).
+// online softmax); and attention sinks over these geometries (sinkCases).
 func AttentionCases() []Case {
 	type tc struct {
 		heads, kvHeads, hd int
@@ -435,7 +435,7 @@ func AttentionCases() []Case {
 			Tol:   tol,
 		})
 	}
-	return cs
+	return append(cs, sinkCases()...)
 }
 
 // f16RoundingCase stores awkward values in an f16 cache and reads them

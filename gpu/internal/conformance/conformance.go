@@ -66,7 +66,34 @@ func RunCases(t *testing.T, cases []Case, newBackend Factory) {
 					}
 				}
 			}
+			if c.Ablate != nil {
+				checkAblated(t, c, &full, ws, got)
+			}
 		})
+	}
+}
+
+// checkAblated runs the CPU reference on g with c.Ablate applied and
+// fails unless some value of got is more than 10 tolerances from it.
+func checkAblated(t *testing.T, c Case, g *fusion.Graph, ws []*tensors.Tensor, got [][]float32) {
+	t.Helper()
+	ab := *g
+	ab.Ops = make([]fusion.Op, len(g.Ops))
+	for i, op := range g.Ops {
+		ab.Ops[i] = fusion.Clone(op)
+	}
+	c.Ablate(&ab)
+	without := runSteps(t, cpu.New(cpu.Options{Threads: 1}), &ab, ws, c.Steps, c.Masks)
+	worst := 0.0
+	for s := range got {
+		for i := range got[s] {
+			d := math.Abs(float64(got[s][i]) - float64(without[s][i]))
+			lim := c.Tol.Abs + c.Tol.Rel*math.Abs(float64(without[s][i]))
+			worst = max(worst, d/lim)
+		}
+	}
+	if !(worst > 10) {
+		t.Fatalf("the output is within %.3g tolerances of the cpu's without the case's feature (Ablate): it does not matter", worst)
 	}
 }
 
@@ -99,6 +126,13 @@ type Case struct {
 	// Masks, when set, has one entry per step: the token mask set before
 	// it (MaskCases).
 	Masks []StepMask
+	// Ablate, when set, takes out of a graph the feature the case is for
+	// (sinkCases: the attention sinks). RunCases then also runs the CPU
+	// reference on the ablated graph and requires the backend's output to
+	// be farther than 10 tolerances from it somewhere: a backend that
+	// ignored the feature fails, and the case shows it is large enough to
+	// matter.
+	Ablate func(g *fusion.Graph)
 }
 
 // runSteps loads, compiles and runs g on be and returns each step's logits.

