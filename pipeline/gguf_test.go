@@ -32,8 +32,10 @@ func TestGGUFSessions(t *testing.T) {
 		{"arch2/phi3", false}, {"arch2/smollm3", false}, {"arch2/gemma3", true}, {"arch2/phi3", true},
 		{"arch2/qwen3moe", false}, {"arch2/qwen3moe", true},
 		// The project's own (testdata/*/gen.sh, llama.cpp's logits): gpt-oss
-		// (its sliding layers on rings of the window plus the prefill).
+		// (its sliding layers on rings of the window plus the prefill), and
+		// its MXFP4 twin.
 		{"testdata/gptoss/gpt-oss", false}, {"testdata/gptoss/gpt-oss", true},
+		{"testdata/gptoss/gpt-oss-mxfp4", false},
 	} {
 		name := tc.name
 		label := name

@@ -29,6 +29,8 @@ func TestGPTOSSGolden(t *testing.T) {
 		exact   bool
 	}{
 		{"gpt-oss", tensors.F32, cpu.MathExact, 1e-4, true},
+		{"gpt-oss-mxfp4", tensors.MXFP4, cpu.MathDynamic, 1e-4, true},
+		{"gpt-oss-mxfp4", tensors.MXFP4, cpu.MathExact, GPTOSSQuantTol, true},
 	} {
 		var g testmodels.ArchGolden
 		testmodels.DecodeJSON(t, filepath.Join(dir, tc.file+".golden.json"), &g)
@@ -51,6 +53,11 @@ func TestGPTOSSGolden(t *testing.T) {
 	}
 }
 
-// GPTOSSQuantTol holds the MXFP4 file, whose matrices llama.cpp multiplies
-// with 8-bit activations (measured below it on every backend).
-const GPTOSSQuantTol = 5e-2
+// GPTOSSQuantTol holds the MXFP4 file where activations stay f32 (exact
+// math, the GPU backends), whose matrices llama.cpp multiplies with 8-bit
+// activations: 0.40 measured on the CPU's exact math, with logits up to
+// 5.8 (the same as with the file's weights decoded to F32 beforehand; the
+// tiny random model is that sensitive to the activations' rounding).
+// Dynamic math, quantizing them as llama.cpp does, is within 5.3e-6 of its
+// logits and held to 1e-4.
+const GPTOSSQuantTol = 0.5
