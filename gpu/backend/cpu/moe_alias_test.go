@@ -15,11 +15,12 @@ import (
 
 // TestExpertsStayMapped: the expert views of a GGUF's 3-D expert tensors
 // point into the file's memory mapping (expert e at its byte offset), so
-// loading a MoE model copies no expert weights: F32 experts and Q8_0 ones
-// (kept in their blocks), under either arithmetic.
+// loading a MoE model copies no expert weights: F32 experts, Q8_0 ones and
+// gpt-oss's MXFP4 ones (kept in their blocks), under either arithmetic.
 func TestExpertsStayMapped(t *testing.T) {
 	for _, path := range []string{testmodels.Path(t, "arch2", "qwen3moe.gguf"), // F32 experts
-		filepath.Join(testmodels.Root(t), "testdata", "moe", "qwen3moe-q8_0.gguf")} { // Q8_0 blocks
+		filepath.Join(testmodels.Root(t), "testdata", "moe", "qwen3moe-q8_0.gguf"),      // Q8_0 blocks
+		filepath.Join(testmodels.Root(t), "testdata", "gptoss", "gpt-oss-mxfp4.gguf")} { // MXFP4 blocks
 		t.Run(filepath.Base(path), func(t *testing.T) { expertsStayMapped(t, path) })
 	}
 }
