@@ -7054,21 +7054,21 @@ TEXT ·dotMXFP4RowsAVX2(SB), NOSPLIT, $0-48
 mxrow:
 	TESTQ  SI, SI
 	JZ     mxend
-	MOVQ   CX, R9
-	MOVQ   DX, R10
-	MOVQ   BX, R11
+	MOVQ   CX, R10
+	MOVQ   DX, R11
+	MOVQ   BX, R12
 	VXORPS Y3, Y3, Y3
 	VXORPS Y4, Y4, Y4
 
 mxeight:
-	CMPQ         R11, $0x08
+	CMPQ         R12, $0x08
 	JL           mxtail
 	PREFETCHT0   2048(AX)
 	PREFETCHT0   2112(AX)
 	PREFETCHT0   2176(AX)
-	MOVBQZX      (AX), R12
-	VMOVSS       (R10), X5
-	VMULSS       32(R8)(R12*4), X5, X5
+	MOVBQZX      (AX), R9
+	VMOVSS       (R11), X5
+	VMULSS       32(R8)(R9*4), X5, X5
 	VBROADCASTSS X5, Y5
 	VMOVDQU      1(AX), X6
 	VPSRLW       $0x04, X6, X7
@@ -7076,15 +7076,15 @@ mxeight:
 	VPAND        Y1, Y7, Y7
 	VPSHUFB      Y7, Y2, Y8
 	VPABSB       Y8, Y7
-	VMOVDQU      (R9), Y9
+	VMOVDQU      (R10), Y9
 	VPSIGNB      Y8, Y9, Y9
 	VPMADDUBSW   Y9, Y7, Y7
 	VPMADDWD     Y0, Y7, Y7
 	VCVTDQ2PS    Y7, Y7
 	VFMADD231PS  Y7, Y5, Y3
-	MOVBQZX      17(AX), R12
-	VMOVSS       4(R10), X5
-	VMULSS       32(R8)(R12*4), X5, X5
+	MOVBQZX      17(AX), R9
+	VMOVSS       4(R11), X5
+	VMULSS       32(R8)(R9*4), X5, X5
 	VBROADCASTSS X5, Y5
 	VMOVDQU      18(AX), X6
 	VPSRLW       $0x04, X6, X7
@@ -7092,15 +7092,15 @@ mxeight:
 	VPAND        Y1, Y7, Y7
 	VPSHUFB      Y7, Y2, Y8
 	VPABSB       Y8, Y7
-	VMOVDQU      32(R9), Y9
+	VMOVDQU      32(R10), Y9
 	VPSIGNB      Y8, Y9, Y9
 	VPMADDUBSW   Y9, Y7, Y7
 	VPMADDWD     Y0, Y7, Y7
 	VCVTDQ2PS    Y7, Y7
 	VFMADD231PS  Y7, Y5, Y4
-	MOVBQZX      34(AX), R12
-	VMOVSS       8(R10), X5
-	VMULSS       32(R8)(R12*4), X5, X5
+	MOVBQZX      34(AX), R9
+	VMOVSS       8(R11), X5
+	VMULSS       32(R8)(R9*4), X5, X5
 	VBROADCASTSS X5, Y5
 	VMOVDQU      35(AX), X6
 	VPSRLW       $0x04, X6, X7
@@ -7108,15 +7108,15 @@ mxeight:
 	VPAND        Y1, Y7, Y7
 	VPSHUFB      Y7, Y2, Y8
 	VPABSB       Y8, Y7
-	VMOVDQU      64(R9), Y9
+	VMOVDQU      64(R10), Y9
 	VPSIGNB      Y8, Y9, Y9
 	VPMADDUBSW   Y9, Y7, Y7
 	VPMADDWD     Y0, Y7, Y7
 	VCVTDQ2PS    Y7, Y7
 	VFMADD231PS  Y7, Y5, Y3
-	MOVBQZX      51(AX), R12
-	VMOVSS       12(R10), X5
-	VMULSS       32(R8)(R12*4), X5, X5
+	MOVBQZX      51(AX), R9
+	VMOVSS       12(R11), X5
+	VMULSS       32(R8)(R9*4), X5, X5
 	VBROADCASTSS X5, Y5
 	VMOVDQU      52(AX), X6
 	VPSRLW       $0x04, X6, X7
@@ -7124,15 +7124,15 @@ mxeight:
 	VPAND        Y1, Y7, Y7
 	VPSHUFB      Y7, Y2, Y8
 	VPABSB       Y8, Y7
-	VMOVDQU      96(R9), Y9
+	VMOVDQU      96(R10), Y9
 	VPSIGNB      Y8, Y9, Y9
 	VPMADDUBSW   Y9, Y7, Y7
 	VPMADDWD     Y0, Y7, Y7
 	VCVTDQ2PS    Y7, Y7
 	VFMADD231PS  Y7, Y5, Y4
-	MOVBQZX      68(AX), R12
-	VMOVSS       16(R10), X5
-	VMULSS       32(R8)(R12*4), X5, X5
+	MOVBQZX      68(AX), R9
+	VMOVSS       16(R11), X5
+	VMULSS       32(R8)(R9*4), X5, X5
 	VBROADCASTSS X5, Y5
 	VMOVDQU      69(AX), X6
 	VPSRLW       $0x04, X6, X7
@@ -7140,15 +7140,15 @@ mxeight:
 	VPAND        Y1, Y7, Y7
 	VPSHUFB      Y7, Y2, Y8
 	VPABSB       Y8, Y7
-	VMOVDQU      128(R9), Y9
+	VMOVDQU      128(R10), Y9
 	VPSIGNB      Y8, Y9, Y9
 	VPMADDUBSW   Y9, Y7, Y7
 	VPMADDWD     Y0, Y7, Y7
 	VCVTDQ2PS    Y7, Y7
 	VFMADD231PS  Y7, Y5, Y3
-	MOVBQZX      85(AX), R12
-	VMOVSS       20(R10), X5
-	VMULSS       32(R8)(R12*4), X5, X5
+	MOVBQZX      85(AX), R9
+	VMOVSS       20(R11), X5
+	VMULSS       32(R8)(R9*4), X5, X5
 	VBROADCASTSS X5, Y5
 	VMOVDQU      86(AX), X6
 	VPSRLW       $0x04, X6, X7
@@ -7156,15 +7156,15 @@ mxeight:
 	VPAND        Y1, Y7, Y7
 	VPSHUFB      Y7, Y2, Y8
 	VPABSB       Y8, Y7
-	VMOVDQU      160(R9), Y9
+	VMOVDQU      160(R10), Y9
 	VPSIGNB      Y8, Y9, Y9
 	VPMADDUBSW   Y9, Y7, Y7
 	VPMADDWD     Y0, Y7, Y7
 	VCVTDQ2PS    Y7, Y7
 	VFMADD231PS  Y7, Y5, Y4
-	MOVBQZX      102(AX), R12
-	VMOVSS       24(R10), X5
-	VMULSS       32(R8)(R12*4), X5, X5
+	MOVBQZX      102(AX), R9
+	VMOVSS       24(R11), X5
+	VMULSS       32(R8)(R9*4), X5, X5
 	VBROADCASTSS X5, Y5
 	VMOVDQU      103(AX), X6
 	VPSRLW       $0x04, X6, X7
@@ -7172,15 +7172,15 @@ mxeight:
 	VPAND        Y1, Y7, Y7
 	VPSHUFB      Y7, Y2, Y8
 	VPABSB       Y8, Y7
-	VMOVDQU      192(R9), Y9
+	VMOVDQU      192(R10), Y9
 	VPSIGNB      Y8, Y9, Y9
 	VPMADDUBSW   Y9, Y7, Y7
 	VPMADDWD     Y0, Y7, Y7
 	VCVTDQ2PS    Y7, Y7
 	VFMADD231PS  Y7, Y5, Y3
-	MOVBQZX      119(AX), R12
-	VMOVSS       28(R10), X5
-	VMULSS       32(R8)(R12*4), X5, X5
+	MOVBQZX      119(AX), R9
+	VMOVSS       28(R11), X5
+	VMULSS       32(R8)(R9*4), X5, X5
 	VBROADCASTSS X5, Y5
 	VMOVDQU      120(AX), X6
 	VPSRLW       $0x04, X6, X7
@@ -7188,24 +7188,24 @@ mxeight:
 	VPAND        Y1, Y7, Y7
 	VPSHUFB      Y7, Y2, Y8
 	VPABSB       Y8, Y7
-	VMOVDQU      224(R9), Y9
+	VMOVDQU      224(R10), Y9
 	VPSIGNB      Y8, Y9, Y9
 	VPMADDUBSW   Y9, Y7, Y7
 	VPMADDWD     Y0, Y7, Y7
 	VCVTDQ2PS    Y7, Y7
 	VFMADD231PS  Y7, Y5, Y4
 	ADDQ         $0x00000088, AX
-	ADDQ         $0x00000100, R9
-	ADDQ         $0x20, R10
-	SUBQ         $0x08, R11
+	ADDQ         $0x00000100, R10
+	ADDQ         $0x20, R11
+	SUBQ         $0x08, R12
 	JMP          mxeight
 
 mxtail:
-	TESTQ        R11, R11
+	TESTQ        R12, R12
 	JZ           mxdone
-	MOVBQZX      (AX), R12
-	VMOVSS       (R10), X5
-	VMULSS       32(R8)(R12*4), X5, X5
+	MOVBQZX      (AX), R9
+	VMOVSS       (R11), X5
+	VMULSS       32(R8)(R9*4), X5, X5
 	VBROADCASTSS X5, Y5
 	VMOVDQU      1(AX), X6
 	VPSRLW       $0x04, X6, X7
@@ -7213,16 +7213,16 @@ mxtail:
 	VPAND        Y1, Y7, Y7
 	VPSHUFB      Y7, Y2, Y8
 	VPABSB       Y8, Y7
-	VMOVDQU      (R9), Y9
+	VMOVDQU      (R10), Y9
 	VPSIGNB      Y8, Y9, Y9
 	VPMADDUBSW   Y9, Y7, Y7
 	VPMADDWD     Y0, Y7, Y7
 	VCVTDQ2PS    Y7, Y7
 	VFMADD231PS  Y7, Y5, Y3
 	ADDQ         $0x11, AX
-	ADDQ         $0x20, R9
-	ADDQ         $0x04, R10
-	DECQ         R11
+	ADDQ         $0x20, R10
+	ADDQ         $0x04, R11
+	DECQ         R12
 	JMP          mxtail
 
 mxdone:

@@ -68,9 +68,8 @@ func dotMXFP4() {
 	broadcastW(1, ones)
 	broadcastB(0x0f, mask)
 	VMOVDQU(Mem{Base: tab}, fp4)
-	x, xd, nb, e := GP64(), GP64(), GP64(), GP64()
-	acc := [2]VecVirtual{YMM(), YMM()}
-	block := func(j int, acc VecVirtual) {
+	e := GP64()
+	block := func(x, xd Register, j int, acc VecVirtual) {
 		d := XMM()
 		MOVBQZX(Mem{Base: w, Disp: 17 * j}, e)
 		VMOVSS(Mem{Base: xd, Disp: 4 * j}, d)
@@ -91,48 +90,11 @@ func dotMXFP4() {
 		VCVTDQ2PS(u, u)
 		VFMADD231PS(u, dv, acc)
 	}
-	Label("mxrow")
-	TESTQ(nrows, nrows)
-	JZ(LabelRef("mxend"))
-	MOVQ(x0, x)
-	MOVQ(xd0, xd)
-	MOVQ(nb0, nb)
-	for _, r := range acc {
-		VXORPS(r, r, r)
-	}
-	Label("mxeight")
-	CMPQ(nb, Imm(8))
-	JL(LabelRef("mxtail"))
-	for off := 0; off < 8*17; off += 64 {
-		PREFETCHT0(Mem{Base: w, Disp: blockPrefetch + off}) // see blockScaled
-	}
-	for j := range 8 {
-		block(j, acc[j%2])
-	}
-	ADDQ(U32(8*17), w)
-	ADDQ(U32(256), x)
-	ADDQ(Imm(32), xd)
-	SUBQ(Imm(8), nb)
-	JMP(LabelRef("mxeight"))
-	Label("mxtail")
-	TESTQ(nb, nb)
-	JZ(LabelRef("mxdone"))
-	block(0, acc[0])
-	ADDQ(Imm(17), w)
-	ADDQ(Imm(32), x)
-	ADDQ(Imm(4), xd)
-	DECQ(nb)
-	JMP(LabelRef("mxtail"))
-	Label("mxdone")
-	VADDPS(acc[1], acc[0], acc[0])
-	hsum(acc[0])
-	VMOVSS(acc[0].AsX(), Mem{Base: out})
-	ADDQ(Imm(4), out)
-	DECQ(nrows)
-	JMP(LabelRef("mxrow"))
-	Label("mxend")
-	VZEROUPPER()
-	RET()
+	blockRows("mx", 17, w, x0, xd0, nb0, nrows, out, func(x, xd Register, acc [2]VecVirtual) {
+		for j := range 8 {
+			block(x, xd, j, acc[j%2])
+		}
+	}, func(x, xd Register, acc VecVirtual) { block(x, xd, 0, acc) })
 }
 
 // dotQ8_0 writes the Q8_0 kernel, rows consecutive weight rows of nb
@@ -156,9 +118,7 @@ func dotQ8_0() {
 	ones := YMM()
 	broadcastW(1, ones)
 	scales := AllocLocal(32)
-	x, xd, nb := GP64(), GP64(), GP64()
-	acc := [2]VecVirtual{YMM(), YMM()}
-	block := func(j int, d VecVirtual, acc VecVirtual) {
+	block := func(x Register, j int, d VecVirtual, acc VecVirtual) {
 		wv, u, sx := YMM(), YMM(), YMM()
 		VMOVDQU(Mem{Base: w, Disp: 34*j + 2}, wv)
 		VPABSB(wv, u)
@@ -169,60 +129,78 @@ func dotQ8_0() {
 		VCVTDQ2PS(u, u)
 		VFMADD231PS(u, d, acc)
 	}
-	Label("q80row")
+	blockRows("q80", 34, w, x0, xd0, nb0, nrows, out, func(x, xd Register, acc [2]VecVirtual) {
+		sh, sv := XMM(), YMM()
+		VPXOR(sh, sh, sh)
+		for j := range 8 {
+			VPINSRW(Imm(uint64(j)), Mem{Base: w, Disp: 34 * j}, sh, sh)
+		}
+		VCVTPH2PS(sh, sv)
+		VMULPS(Mem{Base: xd}, sv, sv)
+		VMOVUPS(sv, scales)
+		for j := range 8 {
+			d := YMM()
+			VBROADCASTSS(scales.Offset(4*j), d)
+			block(x, j, d, acc[j%2])
+		}
+	}, func(x, xd Register, acc VecVirtual) {
+		dw, d := YMM(), YMM()
+		halfScale(Mem{Base: w}, dw)
+		VMULPS(Mem{Base: xd}, dw, d) // lane 0 only matters before the broadcast
+		VBROADCASTSS(d.AsX(), d)
+		block(x, 0, d, acc)
+	})
+}
+
+// blockRows writes the loop the rows kernels of interleaved 32-value
+// blocks (bb bytes each, scale and values together, the rows consecutive
+// at w) share: per row two vector accumulators are cleared, groups of
+// eight blocks run eight (after prefetching their bytes some way ahead, as
+// blockScaled does), the rest tail one block at a time, and the lanes' sum
+// of the accumulators is stored to out. eight and tail add the blocks at
+// w against the activations at x (32 per block) and their scales at xd.
+func blockRows(label string, bb int, w, x0, xd0, nb0, nrows, out Register,
+	eight func(x, xd Register, acc [2]VecVirtual), tail func(x, xd Register, acc VecVirtual)) {
+	x, xd, nb := GP64(), GP64(), GP64()
+	acc := [2]VecVirtual{YMM(), YMM()}
+	Label(label + "row")
 	TESTQ(nrows, nrows)
-	JZ(LabelRef("q80end"))
+	JZ(LabelRef(label + "end"))
 	MOVQ(x0, x)
 	MOVQ(xd0, xd)
 	MOVQ(nb0, nb)
 	for _, r := range acc {
 		VXORPS(r, r, r)
 	}
-	Label("q80eight")
+	Label(label + "eight")
 	CMPQ(nb, Imm(8))
-	JL(LabelRef("q80tail"))
-	for off := 0; off < 8*34; off += 64 {
-		PREFETCHT0(Mem{Base: w, Disp: blockPrefetch + off}) // see blockScaled
+	JL(LabelRef(label + "tail"))
+	for off := 0; off < 8*bb; off += 64 {
+		PREFETCHT0(Mem{Base: w, Disp: blockPrefetch + off})
 	}
-	sh, sv := XMM(), YMM()
-	VPXOR(sh, sh, sh)
-	for j := range 8 {
-		VPINSRW(Imm(uint64(j)), Mem{Base: w, Disp: 34 * j}, sh, sh)
-	}
-	VCVTPH2PS(sh, sv)
-	VMULPS(Mem{Base: xd}, sv, sv)
-	VMOVUPS(sv, scales)
-	for j := range 8 {
-		d := YMM()
-		VBROADCASTSS(scales.Offset(4*j), d)
-		block(j, d, acc[j%2])
-	}
-	ADDQ(U32(8*34), w)
+	eight(x, xd, acc)
+	ADDQ(U32(uint32(8*bb)), w)
 	ADDQ(U32(256), x)
 	ADDQ(Imm(32), xd)
 	SUBQ(Imm(8), nb)
-	JMP(LabelRef("q80eight"))
-	Label("q80tail")
+	JMP(LabelRef(label + "eight"))
+	Label(label + "tail")
 	TESTQ(nb, nb)
-	JZ(LabelRef("q80done"))
-	dw, d := YMM(), YMM()
-	halfScale(Mem{Base: w}, dw)
-	VMULPS(Mem{Base: xd}, dw, d) // lane 0 only matters before the broadcast
-	VBROADCASTSS(d.AsX(), d)
-	block(0, d, acc[0])
-	ADDQ(Imm(34), w)
+	JZ(LabelRef(label + "done"))
+	tail(x, xd, acc[0])
+	ADDQ(Imm(uint64(bb)), w)
 	ADDQ(Imm(32), x)
 	ADDQ(Imm(4), xd)
 	DECQ(nb)
-	JMP(LabelRef("q80tail"))
-	Label("q80done")
+	JMP(LabelRef(label + "tail"))
+	Label(label + "done")
 	VADDPS(acc[1], acc[0], acc[0])
 	hsum(acc[0])
 	VMOVSS(acc[0].AsX(), Mem{Base: out})
 	ADDQ(Imm(4), out)
 	DECQ(nrows)
-	JMP(LabelRef("q80row"))
-	Label("q80end")
+	JMP(LabelRef(label + "row"))
+	Label(label + "end")
 	VZEROUPPER()
 	RET()
 }
