@@ -48,18 +48,7 @@ func RingCases() []Case {
 			ring = c.window + c.tokens - 1
 		}
 		maxLen := c.prefill + c.decode + 1
-		var steps []Step
-		for p := 0; p < c.prefill; p += c.tokens {
-			n := min(c.tokens, c.prefill-p)
-			toks := make([]int32, n)
-			for i := range toks {
-				toks[i] = int32((7*(p+i) + 3) % vocab)
-			}
-			steps = append(steps, Step{toks, p})
-		}
-		for d := range c.decode {
-			steps = append(steps, Step{[]int32{int32((5*d + 2) % vocab)}, c.prefill + d})
-		}
+		steps := chunkedSteps(c.prefill, c.tokens, c.decode)
 		tol := attention
 		if c.store == "matmul_rope_kv" {
 			tol = Tolerance{Abs: 4e-5, Rel: 1e-4} // the products' errors, then attention's
@@ -112,4 +101,22 @@ func RingCases() []Case {
 		})
 	}
 	return cs
+}
+
+// chunkedSteps is a prefill of prefill positions in steps of at most
+// chunk tokens, then decode one-token steps, with ids spread over the
+// vocabulary.
+func chunkedSteps(prefill, chunk, decode int) []Step {
+	var steps []Step
+	for p := 0; p < prefill; p += chunk {
+		toks := make([]int32, min(chunk, prefill-p))
+		for i := range toks {
+			toks[i] = int32((7*(p+i) + 3) % vocab)
+		}
+		steps = append(steps, Step{toks, p})
+	}
+	for d := range decode {
+		steps = append(steps, Step{[]int32{int32((5*d + 2) % vocab)}, prefill + d})
+	}
+	return steps
 }

@@ -47,18 +47,7 @@ func sinkCases() []Case {
 	var cs []Case
 	for _, c := range table {
 		maxLen := c.prefill + c.decode + 1
-		var steps []Step
-		for p := 0; p < c.prefill; p += c.tokens {
-			n := min(c.tokens, c.prefill-p)
-			toks := make([]int32, n)
-			for i := range toks {
-				toks[i] = int32((7*(p+i) + 3) % vocab)
-			}
-			steps = append(steps, Step{toks, p})
-		}
-		for d := range c.decode {
-			steps = append(steps, Step{[]int32{int32((5*d + 2) % vocab)}, c.prefill + d})
-		}
+		steps := chunkedSteps(c.prefill, c.tokens, c.decode)
 		tol := attention
 		if c.offset > 10 {
 			// The outputs are about exp(score - sink) * v, far below 1e-30:
