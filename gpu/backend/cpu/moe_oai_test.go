@@ -147,24 +147,11 @@ func TestMoEGptOSS(t *testing.T) {
 		}},
 		{"q8_0", q8},
 	} {
-		ref := map[string][]float32{}
 		ws := []*tensors.Tensor{f32Tensor(t, "emb", []int{5, dim}, emb), f32Tensor(t, "router", []int{experts, dim}, router),
 			f32Tensor(t, "rb", []int{experts}, rb), f32Tensor(t, "gb", []int{experts, hidden}, gb),
 			f32Tensor(t, "ub", []int{experts, hidden}, ub), f32Tensor(t, "db", []int{experts, dim}, db)}
-		for _, w := range []struct {
-			name  string
-			shape []int
-			v     []float32
-		}{{"gate", []int{experts, hidden, dim}, gate}, {"up", []int{experts, hidden, dim}, up}, {"down", []int{experts, dim, hidden}, down}} {
-			tt, err := st.make(w.name, w.shape, w.v)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ref[w.name], err = tt.Float32(); err != nil {
-				t.Fatal(err)
-			}
-			ws = append(ws, tt)
-		}
+		ts, ref := expertTensors(t, st.make, experts, hidden, dim, gate, up, down)
+		ws = append(ws, ts...)
 		for _, params := range []fusion.SwiGLUOAIParams{{Alpha: 1.702, Limit: 0.75}, fusion.SwiGLUOAIDefault} {
 			for _, n := range []int{1, 5} {
 				name := fmt.Sprintf("%s/limit%g/t%d", st.name, params.Limit, n)

@@ -74,35 +74,24 @@ func TestMoEReadsSelectedExperts(t *testing.T) {
 		for _, norm := range []bool{true, false} {
 			for _, n := range []int{1, 5} {
 				ws := []*tensors.Tensor{f32Tensor(t, "emb", []int{5, dim}, emb), f32Tensor(t, "router", []int{experts, dim}, router)}
-				ref := map[string][]float32{}
-				for _, w := range []struct {
-					name  string
-					shape []int
-					v     []float32
-				}{{"gate", []int{experts, hidden, dim}, gate}, {"up", []int{experts, hidden, dim}, up}, {"down", []int{experts, dim, hidden}, down}} {
-					tt, err := st.make(w.name, w.shape, w.v)
-					if err != nil {
-						t.Fatal(err)
+				ts, ref := expertTensors(t, st.make, experts, hidden, dim, gate, up, down)
+				// Experts 0 and 1 are the first half of the values and of
+				// the scales: all-ones bytes are NaN in f32, f16 and the
+				// f16 scales.
+				poison := func(b []byte) []byte {
+					b = slices.Clone(b)
+					for i := range b[:len(b)/2] {
+						b[i] = 0xff
 					}
-					if ref[w.name], err = tt.Float32(); err != nil {
-						t.Fatal(err)
-					}
-					// Experts 0 and 1 are the first half of the values
-					// and of the scales: all-ones bytes are NaN in f32,
-					// f16 and the f16 scales.
-					poison := func(b []byte) []byte {
-						b = slices.Clone(b)
-						for i := range b[:len(b)/2] {
-							b[i] = 0xff
-						}
-						return b
-					}
+					return b
+				}
+				for _, tt := range ts {
 					tt.Data = poison(tt.Data)
 					if tt.Scales != nil {
 						tt.Scales.Data = poison(tt.Scales.Data)
 					}
-					ws = append(ws, tt)
 				}
+				ws = append(ws, ts...)
 				g := &fusion.Graph{Tokens: n}
 				x := g.NewBuf("x", n, dim)
 				out := g.NewBuf("out", n, dim)
@@ -190,4 +179,29 @@ func cmpF(a, b float64) int {
 		return 1
 	}
 	return 0
+}
+
+// expertTensors makes the stacked expert tensors "gate", "up" ([experts,
+// hidden, dim]) and "down" ([experts, dim, hidden]) from their values with
+// mk, and returns them with the values they hold (as stored: rounded or
+// quantized), by name, for a reference.
+func expertTensors(t *testing.T, mk func(string, []int, []float32) (*tensors.Tensor, error), experts, hidden, dim int, gate, up, down []float32) ([]*tensors.Tensor, map[string][]float32) {
+	t.Helper()
+	var ts []*tensors.Tensor
+	ref := map[string][]float32{}
+	for _, w := range []struct {
+		name  string
+		shape []int
+		v     []float32
+	}{{"gate", []int{experts, hidden, dim}, gate}, {"up", []int{experts, hidden, dim}, up}, {"down", []int{experts, dim, hidden}, down}} {
+		tt, err := mk(w.name, w.shape, w.v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ref[w.name], err = tt.Float32(); err != nil {
+			t.Fatal(err)
+		}
+		ts = append(ts, tt)
+	}
+	return ts, ref
 }
