@@ -7,11 +7,12 @@ import (
 	"github.com/gpurun/gpurun/internal/badsampling"
 )
 
-// TestResolveBadSampling runs the shared table of invalid sampling values
+// TestValidateBadSampling runs the shared table of invalid sampling values
 // (internal/badsampling, also run through the CLI and the HTTP API)
-// through GenerateOptions.Resolve: each is ErrOptions, except the zero
-// values, which mean "not set" in the Go API.
-func TestResolveBadSampling(t *testing.T) {
+// through GenerateOptions.Validate, the one check every entry point makes:
+// each is ErrOptions, except the zero values, which the Go API reads as
+// "no limit" (top-p 0, max tokens 0).
+func TestValidateBadSampling(t *testing.T) {
 	for _, c := range badsampling.Cases() {
 		t.Run(c.Name, func(t *testing.T) {
 			var o GenerateOptions
@@ -25,18 +26,15 @@ func TestResolveBadSampling(t *testing.T) {
 			case badsampling.Count:
 				o.MaxTokens = int(c.Value)
 			}
-			p, err := o.Resolve()
+			err := o.Validate()
 			if c.GoUnset {
 				if err != nil {
-					t.Fatalf("Resolve(%+v): %v, want the zero value to mean the default", o, err)
-				}
-				if p.TopP != DefaultTopP || p.MaxTokens != DefaultMaxTokens {
-					t.Errorf("Resolve(%+v) = top-p %v, max tokens %d; want the defaults %v, %d", o, p.TopP, p.MaxTokens, DefaultTopP, DefaultMaxTokens)
+					t.Fatalf("Validate(%+v): %v, want the zero value to mean no limit", o, err)
 				}
 				return
 			}
 			if !errors.Is(err, ErrOptions) {
-				t.Errorf("Resolve(%+v): %v, want ErrOptions", o, err)
+				t.Errorf("Validate(%+v): %v, want ErrOptions", o, err)
 			}
 		})
 	}

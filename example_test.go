@@ -27,7 +27,7 @@ func Example() {
 	defer m.Close()
 	s := m.NewSession()
 	var text strings.Builder
-	for tok, err := range s.Generate(ctx, gpurun.Text("Once upon a time"), gpurun.GenerateOptions{Greedy: true, MaxTokens: 24}) {
+	for tok, err := range s.Generate(ctx, gpurun.Text("Once upon a time"), gpurun.GenerateOptions{MaxTokens: 24}) {
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -86,7 +86,7 @@ func ExampleSession_Generate() {
 	}
 	defer m.Close()
 	s := m.NewSession()
-	opts := gpurun.GenerateOptions{Greedy: true, MaxTokens: 8}
+	opts := gpurun.GenerateOptions{MaxTokens: 8}
 	for _, prompt := range []string{"Lily had a cat.", " The cat"} {
 		for _, err := range s.Generate(ctx, gpurun.Text(prompt), opts) {
 			if err != nil {
@@ -101,18 +101,19 @@ func ExampleSession_Generate() {
 	// prompt 3 tokens, ran 4, generated 8
 }
 
-// Options out of range are errors, not silently clamped; zero fields take
-// the defaults the command line uses.
-func ExampleGenerateOptions_Resolve() {
-	_, err := gpurun.GenerateOptions{TopP: 2}.Resolve()
+// Options out of range are errors, not silently clamped. The zero value
+// decodes greedily until a stop token or a full cache, in the Go API, in
+// package pipeline, in a model's Variants and behind the server.
+func ExampleGenerateOptions_Validate() {
+	err := gpurun.GenerateOptions{TopP: 2}.Validate()
 	fmt.Println(errors.Is(err, gpurun.ErrOptions))
 	fmt.Println(err)
-	p, _ := gpurun.GenerateOptions{Seed: 42}.Resolve()
-	fmt.Println(p.MaxTokens, p.Temperature, p.TopK, p.TopP, p.Seed)
+	var zero gpurun.GenerateOptions
+	fmt.Println(zero.Validate(), zero.MaxTokens, zero.Temperature, zero.TopK, zero.TopP)
 	// Output:
 	// true
-	// pipeline: invalid options: TopP 2, want a number in (0, 1], or 0 for the default 1
-	// 256 0.8 40 1 42
+	// pipeline: invalid options: top-p 2, want a number in [0, 1]
+	// <nil> 0 0 0 0
 }
 
 // A GGUF file opens as it is. The prompt here is token ids (used as given,
@@ -127,7 +128,7 @@ func ExampleOpen_gguf() {
 	fmt.Println(m.Format(), m.Config().Arch, m.HasTokenizer())
 	s := m.NewSession()
 	var ids []int
-	for tok, err := range s.Generate(ctx, gpurun.IDs(259, 260, 300, 17, 400, 511, 3, 288, 123, 450, 301, 260), gpurun.GenerateOptions{Greedy: true, MaxTokens: 8}) {
+	for tok, err := range s.Generate(ctx, gpurun.IDs(259, 260, 300, 17, 400, 511, 3, 288, 123, 450, 301, 260), gpurun.GenerateOptions{MaxTokens: 8}) {
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -151,7 +152,7 @@ func ExampleWithStepsPerSubmit() {
 		log.Fatal(err)
 	}
 	defer m.Close()
-	for tok, err := range m.NewSession().Generate(ctx, gpurun.Text("Once upon a time"), gpurun.GenerateOptions{Greedy: true, MaxTokens: 48}) {
+	for tok, err := range m.NewSession().Generate(ctx, gpurun.Text("Once upon a time"), gpurun.GenerateOptions{MaxTokens: 48}) {
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -177,7 +178,7 @@ func ExampleGenerateOptions_grammar() {
 	}
 	s := m.NewSession()
 	var text strings.Builder
-	for tok, err := range s.Generate(ctx, gpurun.Text("Once upon a time"), gpurun.GenerateOptions{Seed: 1, MaxTokens: gpurun.NoLimit, Grammar: g}) {
+	for tok, err := range s.Generate(ctx, gpurun.Text("Once upon a time"), gpurun.GenerateOptions{Temperature: 0.8, TopK: 40, Seed: 1, Grammar: g}) {
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -16,9 +16,11 @@
 //	}
 //	fmt.Println(s.Metrics().StopReason)
 //
-// The zero GenerateOptions means the command line's defaults (temperature
-// 0.8, top-k 40, top-p 1, 256 tokens, a random seed); set Greedy for greedy
-// decoding. Options out of range are errors, never silently clamped.
+// The zero GenerateOptions decodes greedily until a stop token or a full
+// KV cache; set Temperature (TopK, TopP, Seed) to sample. It is the one
+// options type of every entry point (package pipeline and the server take
+// the same). Options out of range are errors (ErrOptions), never silently
+// clamped.
 //
 // A Session is one conversation: each Generate continues it, reusing the KV
 // cache for everything already said. Sessions of one Model share its KV
@@ -26,11 +28,11 @@
 // session. For chat models, package pipeline/chat renders the model's
 // chat template and manages the turns.
 //
-// OpenBackend opens a backend by name, the choice WithBackend makes, for
-// the lower layers, which are public too: package pipeline (the same
-// sessions with explicit options, on a gpu.Backend the caller gives it),
-// tensors/checkpoint (importers) and tensors/convert (writing model
-// files).
+// OpenBackend opens a backend by name, the choice WithBackend makes, as a
+// gpu.Backend: compile and run package fusion's op graphs on it directly,
+// or hand it to package pipeline, which runs a model on a backend its
+// caller gives it (Model.Pipeline is that layer's view of an opened
+// model, for packages pipeline/chat and pipeline/serve).
 package gpurun
 
 import (
@@ -64,15 +66,32 @@ const (
 	FormatHF        = "hf"      // a Hugging Face directory (config.json, *.safetensors)
 )
 
-// Errors callers can test for with errors.Is (besides those of package
-// pipeline, which Generate passes on).
+// Errors callers can test for with errors.Is. They are the same values
+// as package pipeline's, so a test against either matches; test these.
 var (
 	// ErrOptions: an Open or Generate option out of its range.
 	ErrOptions = pipeline.ErrOptions
+	// ErrSpeculation: GenerateOptions.Speculation out of range (also
+	// ErrOptions).
+	ErrSpeculation = pipeline.ErrSpeculation
 	// ErrNoTokenizer: a text prompt on a model without a usable tokenizer.
 	ErrNoTokenizer = pipeline.ErrNoTokenizer
+	// ErrPrompt: an empty prompt, or token ids outside the vocabulary.
+	ErrPrompt = pipeline.ErrPrompt
+	// ErrPromptTooLong: the conversation with the prompt does not fit in the
+	// KV cache (WithMaxCache).
+	ErrPromptTooLong = pipeline.ErrPromptTooLong
+	// ErrClosed: a Generate on a closed model.
+	ErrClosed = pipeline.ErrClosed
+	// ErrActivations: an unknown WithActivations policy.
+	ErrActivations = pipeline.ErrActivations
 	// ErrUnknownFormat: a path that is none of the formats Open reads.
 	ErrUnknownFormat = checkpoint.ErrUnknownFormat
+	// ErrUnsupported: what the model needs that the backend cannot run
+	// (an op, a weight type, a size over the device's limits).
+	ErrUnsupported = gpu.ErrUnsupported
+	// ErrNoDevice: the named backend found no usable device.
+	ErrNoDevice = gpu.ErrNoDevice
 )
 
 // Option configures Open.
@@ -189,13 +208,14 @@ func WithProgress(f func(Progress)) Option { return func(o *openOptions) { o.pro
 // use; generations of its sessions run at once up to WithParallel's count,
 // the others wait.
 type Model struct {
-	*pipeline.Model
+	pm          *pipeline.Model
 	path        string
 	format      string
 	template    string
 	noTokReason string
 	backend     gpu.Backend // closed with the model, nil when the caller owns it
 	variants    map[string]*pipeline.Model
+	variantOf   *Model // the model that owns this variant (Variants), nil for a model Open returned
 }
 
 // Open loads the model at path (any format Open reads: see the package
@@ -336,9 +356,9 @@ func open(ctx context.Context, src *source, o *openOptions) (*Model, error) {
 	if len(o.adapters) > 0 {
 		err = m.openVariants(ctx, src, o, popts, sets)
 	} else if src.file != nil {
-		m.Model, err = pipeline.FromModelFile(ctx, src.file, popts)
+		m.pm, err = pipeline.FromModelFile(ctx, src.file, popts)
 	} else {
-		m.Model, err = pipeline.FromCheckpoint(ctx, src.ck, popts)
+		m.pm, err = pipeline.FromCheckpoint(ctx, src.ck, popts)
 	}
 	if err != nil {
 		if m.backend != nil {
@@ -360,7 +380,10 @@ func validBackend(name string) bool {
 
 // Close releases the model and the backend Open opened for it.
 func (m *Model) Close() error {
-	err := m.Model.Close()
+	if m.variantOf != nil {
+		return nil
+	}
+	err := m.pm.Close()
 	for _, v := range m.variants {
 		err = errors.Join(err, v.Close())
 	}
@@ -387,8 +410,6 @@ func (m *Model) ChatTemplate() string { return m.template }
 // or when nothing more is known than that the file carries none).
 func (m *Model) TokenizerProblem() string { return m.noTokReason }
 
-// Backend describes the device the model runs on.
-func (m *Model) Backend() gpu.Info { return m.BackendInfo() }
 
 // weightBytes is the size of the weights as stored (quantized types count
 // their packed size).

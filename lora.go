@@ -86,9 +86,19 @@ func WithAdapter(name, path string, scale float32) Option {
 	}
 }
 
-// Variants are the WithAdapter models by name (nil without any). The
-// Model closes them with itself.
-func (m *Model) Variants() map[string]*pipeline.Model { return m.variants }
+// Variants are the WithAdapter models by name (nil without any): each
+// shares this model's weights and backend, takes the same GenerateOptions
+// and is closed with this model (its own Close does nothing).
+func (m *Model) Variants() map[string]*Model {
+	if len(m.variants) == 0 {
+		return nil
+	}
+	out := make(map[string]*Model, len(m.variants))
+	for name, v := range m.variants {
+		out[name] = &Model{pm: v, path: m.path, format: m.format, template: m.template, noTokReason: m.noTokReason, variantOf: m}
+	}
+	return out
+}
 
 // adapterSets loads the WithAdapter adapters: the base set (WithLoRA's
 // unmerged adapters, if any), then one set per WithAdapter with the base
@@ -123,7 +133,7 @@ func (m *Model) openVariants(ctx context.Context, src *source, o *openOptions, p
 	if err != nil {
 		return err
 	}
-	m.Model = models[0]
+	m.pm = models[0]
 	m.variants = map[string]*pipeline.Model{}
 	for i, na := range o.adapters {
 		m.variants[na.name] = models[i+1]

@@ -41,7 +41,7 @@ func TestLoRABackends(t *testing.T) {
 			}
 			defer m.Close()
 			var got []int
-			for tok, err := range m.NewSession().Generate(context.Background(), gpurun.Prompt{IDs: g.PromptIDs}, gpurun.GenerateOptions{MaxTokens: len(g.GreedyIDs), Greedy: true, IgnoreStopTokens: true}) {
+			for tok, err := range m.NewSession().Generate(context.Background(), gpurun.Prompt{IDs: g.PromptIDs}, gpurun.GenerateOptions{MaxTokens: len(g.GreedyIDs), IgnoreStopTokens: true}) {
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -69,7 +69,7 @@ var ErrOptions = errors.New("pipeline: invalid options")
 
 // Validate checks the options' ranges: MaxTokens, TopK and Temperature not
 // negative, Temperature not NaN or infinite, TopP in [0, 1].
-func (o *GenerateOptions) Validate() error {
+func (o GenerateOptions) Validate() error {
 	t, p := float64(o.Temperature), float64(o.TopP)
 	switch {
 	case o.MaxTokens < 0:

@@ -633,7 +633,7 @@ func benchConfig(ctx context.Context, log io.Writer, bar *progressbar.ProgressBa
 	if err != nil {
 		return fail(err)
 	}
-	m := gm.Model
+	m := gm.Pipeline()
 	defer gm.Close()
 	spec, err := benchSpeculation(ctx, rf, bf, b, policy, &base)
 	if err != nil {

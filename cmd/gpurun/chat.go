@@ -108,7 +108,7 @@ current reply and returns to the prompt.`,
 					kind = template
 				}
 			}
-			conv, err := chat.New(m.Model, tpl, chat.Options{System: system})
+			conv, err := chat.New(m.Pipeline(), tpl, chat.Options{System: system})
 			if err != nil {
 				return err
 			}

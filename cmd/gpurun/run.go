@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
@@ -119,7 +120,7 @@ func (r *modelFlags) open(cmd *cobra.Command) (*gpurun.Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", r.model, err)
 	}
-	printLoaded(cmd.ErrOrStderr(), m.Model, m.Format(), time.Since(start))
+	printLoaded(cmd.ErrOrStderr(), m.Pipeline(), m.Format(), time.Since(start))
 	return m, nil
 }
 
@@ -158,7 +159,7 @@ func (g *genFlags) register(cmd *cobra.Command, maxTokensHelp string) {
 	f.StringVar(&g.jsonSchema, "json-schema", "", `constrain the output to JSON valid against the JSON schema in FILE (a subset: see package pipeline/constrain), or "object" for any JSON object`)
 }
 
-// resolve is options().Resolve() with the grammar of --json-schema.
+// resolve is options() with the grammar of --json-schema.
 func (g *genFlags) resolve() (pipeline.GenerateOptions, error) {
 	o := g.options()
 	switch g.jsonSchema {
@@ -174,18 +175,18 @@ func (g *genFlags) resolve() (pipeline.GenerateOptions, error) {
 			return pipeline.GenerateOptions{}, fmt.Errorf("--json-schema %s: %w", g.jsonSchema, err)
 		}
 	}
-	return o.Resolve()
+	return o, nil
 }
 
-// options turns the flags into the library's options. MaxTokens 0 (generate
+// options turns the flags into the library's options: --max-tokens -1
+// (no limit) is MaxTokens 0, --top-k 0 (no limit) is TopK 0, --temperature
+// 0 is greedy, and a --seed of 0 or -1 becomes a random seed (reported
+// with the run's metrics). MaxTokens 0 from --max-tokens 0 (generate
 // nothing) is the caller's to handle.
 func (g *genFlags) options() gpurun.GenerateOptions {
-	o := gpurun.GenerateOptions{MaxTokens: g.maxTokens, Temperature: g.temperature, TopK: g.topK, TopP: g.topP, Seed: g.seed, StopStrings: g.stops}
-	if g.temperature == 0 {
-		o.Greedy = true
-	}
-	if g.topK == 0 {
-		o.TopK = math.MaxInt32 // no limit
+	o := gpurun.GenerateOptions{MaxTokens: max(g.maxTokens, 0), Temperature: g.temperature, TopK: g.topK, TopP: g.topP, Seed: g.seed, StopStrings: g.stops}
+	for o.Seed == 0 {
+		o.Seed = rand.Uint64()
 	}
 	return o
 }
@@ -339,7 +340,7 @@ func generate(ctx context.Context, m *gpurun.Model, prompt pipeline.Prompt, gen 
 		fmt.Fprintf(errOut, "[%s] prompt %d tokens, nothing generated (--max-tokens 0)\n", info.Backend, len(ids))
 		return res, nil
 	}
-	s := m.Model.NewSession()
+	s := m.Pipeline().NewSession()
 	var text strings.Builder
 	var genErr error
 	delay := testDelay("GPURUN_TEST_STEP_DELAY")

@@ -122,7 +122,7 @@ source at start-up, so run it inside the gpurun repository.`,
 				return fmt.Errorf("load %s: %w", mf.model, err)
 			}
 			defer m.Close()
-			printLoaded(cmd.ErrOrStderr(), m.Model, m.Format(), time.Since(start))
+			printLoaded(cmd.ErrOrStderr(), m.Pipeline(), m.Format(), time.Since(start))
 			if !m.HasTokenizer() {
 				return noTokenizer(m)
 			}
@@ -148,9 +148,9 @@ source at start-up, so run it inside the gpurun repository.`,
 				if variants == nil {
 					variants = map[string]*pipeline.Model{}
 				}
-				variants[name+":"+n] = v
+				variants[name+":"+n] = v.Pipeline()
 			}
-			srv, err := serve.New(serve.Config{Model: m.Model, ModelID: name, Variants: variants, Template: tpl, APIKey: apiKey, CORSOrigin: cors, MaxQueue: cmp.Or(queue, -1), Speculation: spec,
+			srv, err := serve.New(serve.Config{Model: m.Pipeline(), ModelID: name, Variants: variants, Template: tpl, APIKey: apiKey, CORSOrigin: cors, MaxQueue: cmp.Or(queue, -1), Speculation: spec,
 				Log: func(format string, args ...any) { fmt.Fprintf(errOut, format+"\n", args...) }})
 			if err != nil {
 				return err
@@ -160,7 +160,7 @@ source at start-up, so run it inside the gpurun repository.`,
 				kind = "chat template"
 			}
 			if m.Slots() > 1 {
-				if m.Batching() {
+				if m.Pipeline().Batching() {
 					kind += ", decode steps batched"
 				} else {
 					kind += ", decode steps per request"

@@ -56,8 +56,8 @@ func (s *specFlags) open(cmd *cobra.Command, mf *modelFlags, target *gpurun.Mode
 		return nil, closeDraft, fmt.Errorf("--draft %s: a vocabulary of %d tokens, the model's has %d", s.draft, dv, tv)
 	}
 	fmt.Fprint(cmd.ErrOrStderr(), "draft: ")
-	printLoaded(cmd.ErrOrStderr(), d.Model, d.Format(), time.Since(start))
-	return &pipeline.Speculation{Draft: d.Model, Tokens: s.tokens}, func() { d.Close() }, nil
+	printLoaded(cmd.ErrOrStderr(), d.Pipeline(), d.Format(), time.Since(start))
+	return &pipeline.Speculation{Draft: d.Pipeline(), Tokens: s.tokens}, func() { d.Close() }, nil
 }
 
 // printSpeculation reports a generation's speculative decoding counts.
@@ -97,7 +97,7 @@ func benchSpeculation(ctx context.Context, rf *benchModelFlags, bf *benchFlags, 
 		return nil, fmt.Errorf("--draft %s: %w", sf.draft, err)
 	}
 	base.Speculation = fmt.Sprintf("draft %s, K %d", filepath.Base(sf.draft), sf.tokens)
-	return &pipeline.Speculation{Draft: d.Model, Tokens: sf.tokens}, nil
+	return &pipeline.Speculation{Draft: d.Pipeline(), Tokens: sf.tokens}, nil
 }
 
 // repeatPrompt makes ids repeat their first n (none when n is 0).

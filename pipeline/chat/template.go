@@ -36,7 +36,7 @@
 //	if src := m.ChatTemplate(); src != "" {
 //		tpl, err = chat.Parse(src, "<s>", "</s>") // the model's BOS and EOS texts
 //	}
-//	conv, _ := chat.New(m.Model, tpl, chat.Options{System: "You are brief."})
+//	conv, _ := chat.New(m.Pipeline(), tpl, chat.Options{System: "You are brief."})
 //	for tok, err := range conv.Send(ctx, "Hello!", pipeline.GenerateOptions{MaxTokens: 128}) {
 //		...
 //	}

@@ -24,7 +24,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer m.Close()
-	s, err := serve.New(serve.Config{Model: m.Model, ModelID: "stories260K"})
+	s, err := serve.New(serve.Config{Model: m.Pipeline(), ModelID: "stories260K"})
 	if err != nil {
 		log.Fatal(err)
 	}
