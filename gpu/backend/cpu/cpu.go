@@ -95,10 +95,10 @@ func New(opts Options) gpu.Backend {
 
 func (b *backend) Info() gpu.Info {
 	return gpu.Info{
-		Backend:       "cpu",
-		Name:          fmt.Sprintf("Go (%d threads, %s math, %s kernels, %s/%s)", b.pool.threads, b.math, simd.Best().Name, runtime.GOOS, runtime.GOARCH),
-		Type:          gpu.CPU,
-		Driver:        runtime.Version(),
+		Backend: "cpu",
+		Name:    fmt.Sprintf("Go (%d threads, %s math, %s kernels, %s/%s)", b.pool.threads, b.math, simd.Best().Name, runtime.GOOS, runtime.GOARCH),
+		Type:    gpu.CPU,
+		Driver:  runtime.Version(),
 	}
 }
 
@@ -205,4 +205,3 @@ func (b *backend) NewKVCache(spec fusion.KVSpec) (gpu.KVCache, error) {
 	}
 	return c, nil
 }
-
