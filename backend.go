@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/gpu/backend/compute"
 	"github.com/gpurun/gpurun/gpu/backend/cpu"
@@ -60,7 +59,7 @@ func OpenBackend(ctx context.Context, name string, opts BackendOptions) (gpu.Bac
 			if err != nil {
 				return nil, err
 			}
-			return withWebGPUMemory(withDevice(compute.New(dev), dev)), nil
+			return openWebGPU(dev), nil
 		case "vulkan":
 			index, err := vulkanIndex(sel)
 			if err != nil {
@@ -70,7 +69,7 @@ func OpenBackend(ctx context.Context, name string, opts BackendOptions) (gpu.Bac
 			if err != nil {
 				return nil, err
 			}
-			return withDevice(compute.New(dev), dev), nil
+			return openCompute(dev), nil
 		case "auto", "":
 			return nil, fmt.Errorf("gpurun: a device is chosen within a backend: name cpu, webgpu or vulkan with it: %w", gpu.ErrUnsupported)
 		}
@@ -84,13 +83,13 @@ func OpenBackend(ctx context.Context, name string, opts BackendOptions) (gpu.Bac
 		if err != nil {
 			return nil, err
 		}
-		return withWebGPUMemory(withDevice(compute.New(dev), dev)), nil
+		return openWebGPU(dev), nil
 	case "vulkan":
 		dev, err := vulkan.Open(ctx)
 		if err != nil {
 			return nil, err
 		}
-		return withDevice(compute.New(dev), dev), nil
+		return openCompute(dev), nil
 	case "auto", "":
 		if hasRealGPU() {
 			if b, err := OpenBackend(ctx, "vulkan", opts); err == nil {
@@ -154,82 +153,50 @@ func hasRealGPU() bool {
 	return false
 }
 
-// owned closes the device after the backend that runs on it.
+// owned is a backend that owns the device it runs on: it is the backend
+// (every method, caps included, is the backend's own) and closes the
+// device after it.
 type owned struct {
 	gpu.Backend
-	dev    gpu.Device
-	memory int64 // Info.MemoryBytes when the backend reports none
+	dev gpu.Device
 }
 
 func withDevice(b gpu.Backend, dev gpu.Device) *owned { return &owned{Backend: b, dev: dev} }
-
-// CompileBatch passes batched graphs on to the backend (gpu.BatchBackend),
-// failing with gpu.ErrUnsupported where it runs none.
-func (o *owned) CompileBatch(g *fusion.Graph, w gpu.Weights, kvs []gpu.KVCache) (gpu.BatchProgram, error) {
-	return gpu.CompileBatch(o.Backend, g, w, kvs)
-}
-
-// FusionSupport passes the backend's answer to the fusion pass on
-// (gpu.FusionBackend, gpu.Fuse); nil (every rewrite) where it has none.
-func (o *owned) FusionSupport(w gpu.Weights) fusion.Support {
-	if fb, ok := o.Backend.(gpu.FusionBackend); ok {
-		return fb.FusionSupport(w)
-	}
-	return nil
-}
-
-// withWebGPUMemory fills in Info.MemoryBytes, which WebGPU does not
-// report, from the Vulkan device of the same name (WebGPU runs on a Vulkan
-// adapter here).
-func withWebGPUMemory(b *owned) *owned {
-	info := b.Backend.Info()
-	if info.MemoryBytes > 0 {
-		return b
-	}
-	if devs, err := vulkan.Devices(); err == nil {
-		for _, d := range devs {
-			if d.Name == info.Name {
-				b.memory = d.MemoryBytes
-				break
-			}
-		}
-	}
-	return b
-}
-
-// Info is the backend's, with the memory size found for it.
-func (o *owned) Info() gpu.Info {
-	info := o.Backend.Info()
-	if info.MemoryBytes == 0 {
-		info.MemoryBytes = o.memory
-	}
-	return info
-}
-
-// MemoryUse is the device's count of what it allocated, zero when the
-// device keeps none.
-func (o *owned) MemoryUse() gpu.MemoryUse {
-	if r, ok := o.dev.(gpu.MemoryReporter); ok {
-		return r.MemoryUse()
-	}
-	return gpu.MemoryUse{}
-}
-
-// ResetPeakMemory resets the device's peak, where it keeps one.
-func (o *owned) ResetPeakMemory() {
-	if r, ok := o.dev.(gpu.MemoryReporter); ok {
-		r.ResetPeakMemory()
-	}
-}
 
 func (o *owned) Close() error {
 	return errors.Join(o.Backend.Close(), o.dev.Close())
 }
 
-// CopyKV passes cache copies on to the backend (gpu.KVCopier), failing
-// with gpu.ErrUnsupported where it makes none.
-func (o *owned) CopyKV(dst, src gpu.KVCache, n int) error {
-	return gpu.CopyKV(o.Backend, dst, src, n)
+// openCompute opens the GPU backend on dev, which it then owns.
+func openCompute(dev gpu.Device) gpu.Backend { return withDevice(compute.New(dev), dev) }
+
+// sizedDevice is a device whose Info reports memory found elsewhere (its
+// own Info reports none).
+type sizedDevice struct {
+	gpu.Device
+	memory int64
+}
+
+func (d sizedDevice) Info() gpu.Info {
+	info := d.Device.Info()
+	info.MemoryBytes = d.memory
+	return info
+}
+
+// openWebGPU opens the GPU backend on a WebGPU device, with the device's
+// memory, which WebGPU does not report, taken from the Vulkan device of
+// the same name (WebGPU runs on a Vulkan adapter here).
+func openWebGPU(dev gpu.Device) gpu.Backend {
+	if info := dev.Info(); info.MemoryBytes == 0 {
+		if devs, err := vulkan.Devices(); err == nil {
+			for _, d := range devs {
+				if d.Name == info.Name {
+					return withDevice(compute.New(sizedDevice{dev, d.MemoryBytes}), dev)
+				}
+			}
+		}
+	}
+	return openCompute(dev)
 }
 
 // PipelineCacheStats reports the pipeline cache of b's device where it

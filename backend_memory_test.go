@@ -31,10 +31,7 @@ func TestMemoryUse(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer b.Close()
-			r, ok := b.(gpu.MemoryReporter)
-			if !ok {
-				t.Fatalf("%T does not report memory use", b)
-			}
+			r := b
 			before := r.MemoryUse()
 			ws, err := b.LoadWeights(ctx, []*tensors.Tensor{w})
 			if err != nil {

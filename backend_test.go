@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/gpu/backend/cpu"
 	"github.com/gpurun/gpurun/internal/gputest"
 )
 
@@ -59,27 +59,44 @@ func TestBadNames(t *testing.T) {
 	}
 }
 
-// TestFusionSupportForwarded: a backend opened here answers the fusion
-// pass as the backend under it does (gpu.Fuse sees through the wrapper).
-func TestFusionSupportForwarded(t *testing.T) {
-	b := withDevice(fusionBackend{}, nil)
-	if _, ok := gpu.Backend(b).(gpu.FusionBackend); !ok {
-		t.Fatal("the wrapper hides gpu.FusionBackend")
+// TestOwnedIsTheBackend: a backend opened on a device answers with the
+// backend's own methods (its caps and fusion support: the wrapper forwards
+// nothing by hand, so it hides and claims nothing), and Close closes the
+// backend, then the device.
+func TestOwnedIsTheBackend(t *testing.T) {
+	var closed []string
+	inner := closeLog{Backend: cpu.New(cpu.Options{Math: cpu.MathDynamic}), log: &closed}
+	b := withDevice(inner, deviceLog{log: &closed})
+	if got, want := b.Caps(), inner.Caps(); got != want {
+		t.Errorf("Caps %+v, want the backend's %+v", got, want)
 	}
-	if s := b.FusionSupport(nil); s == nil || s.Fuses(nil, nil) {
-		t.Errorf("FusionSupport %v: not the wrapped backend's", s)
+	if !b.Caps().HalfLoRA || b.Caps().MaxSteps != 0 {
+		t.Errorf("Caps %+v: not the dynamic-math CPU backend's", b.Caps())
 	}
-	if s := withDevice(plainBackend{}, nil).FusionSupport(nil); s != nil {
-		t.Errorf("FusionSupport of a backend without one: %v, want nil", s)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(closed, ",") != "backend,device" {
+		t.Errorf("closed %v, want the backend, then the device", closed)
 	}
 }
 
-type plainBackend struct{ gpu.Backend }
+type closeLog struct {
+	gpu.Backend
+	log *[]string
+}
 
-type fusionBackend struct{ gpu.Backend }
+func (c closeLog) Close() error {
+	*c.log = append(*c.log, "backend")
+	return c.Backend.Close()
+}
 
-func (fusionBackend) FusionSupport(gpu.Weights) fusion.Support { return refuseAll{} }
+type deviceLog struct {
+	gpu.Device
+	log *[]string
+}
 
-type refuseAll struct{}
-
-func (refuseAll) Fuses(*fusion.Graph, fusion.Op) bool { return false }
+func (d deviceLog) Close() error {
+	*d.log = append(*d.log, "device")
+	return nil
+}

@@ -172,8 +172,8 @@ func WithoutFusion() Option { return func(o *openOptions) { o.noFusion = true } 
 func WithHostSampling() Option { return func(o *openOptions) { o.hostSampling = true } }
 
 // WithStepsPerSubmit sets how many decode steps one GPU submission runs
-// when the device picks the tokens (1..gpu.MaxStepsPerSubmit; without it
-// pipeline.DefaultStepsPerSubmit): the ids come back together and are
+// when the device picks the tokens (1..the backend's gpu.Caps.MaxSteps, 64
+// on the GPU backends; without it pipeline.DefaultStepsPerSubmit): the ids come back together and are
 // still streamed one by one, with stop strings and cancellation checked
 // between them. The CPU backend steps one token at a time.
 func WithStepsPerSubmit(n int) Option { return func(o *openOptions) { o.steps = n } }
@@ -323,7 +323,7 @@ func open(ctx context.Context, src *source, o *openOptions) (*Model, error) {
 	if policy == "" {
 		policy = cfg.Activations
 	}
-	kvF16 := policy == model.PolicyF16 || (policy != model.PolicyF32 && info.Backend != "cpu")
+	kvF16 := policy == model.PolicyF16 || (policy != model.PolicyF32 && !b.Caps().Host)
 	var sets [][]lora.Applied // the variants' adapter sets (WithAdapter)
 	if len(o.adapters) > 0 {
 		if sets, err = adapterSets(src, o); err != nil {

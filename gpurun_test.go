@@ -29,6 +29,13 @@ func (d *smallDevice) Info() gpu.Info {
 	return i
 }
 
+// Caps: a device backend (not Host), as a GPU backend is.
+func (d *smallDevice) Caps() gpu.Caps {
+	c := d.Backend.Caps()
+	c.Host = false
+	return c
+}
+
 func (d *smallDevice) LoadWeights(ctx context.Context, ws []*tensors.Tensor) (gpu.Weights, error) {
 	d.loaded = true
 	return d.Backend.LoadWeights(ctx, ws)

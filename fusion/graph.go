@@ -161,7 +161,7 @@ type Graph struct {
 	// counted from Pos[t]). Every other op is row-wise and unchanged.
 	// Every buffer is per-token (Tokens rows): LastRow and Argmax, which
 	// reduce a step to one row, are invalid, and the logits of all T rows
-	// are read. Backends run batched graphs through gpu.BatchBackend; their
+	// are read. Backends run batched graphs through gpu.Backend.CompileBatch; their
 	// plain Compile rejects them (Validate does, with ErrBatch).
 	Batch  bool
 	Bufs   []BufInfo

@@ -25,11 +25,43 @@ var (
 // Backend runs fusion graphs. Weights are uploaded once and shared by every
 // program compiled against them (one per prefill length and one for decode),
 // and so is the KV cache.
+//
+// What a backend can do beyond what every one does is its Caps, read
+// once; a method whose capability is off fails with ErrUnsupported.
 type Backend interface {
 	Info() Info
+	Caps() Caps
 	LoadWeights(ctx context.Context, ws []*tensors.Tensor) (Weights, error)
 	NewKVCache(spec fusion.KVSpec) (KVCache, error)
 	Compile(g *fusion.Graph, w Weights, kv KVCache) (Program, error)
+	// CompileBatch validates g (fusion.Graph.ValidateBatch) and prepares
+	// it against the weights and the caches of its sequences, every cache
+	// made for g.KV; Row.Seq i refers to kvs[i] (continuous batching: one
+	// step, one row per active sequence, each with its own position and KV
+	// cache, reading the weights once for all rows). It fails with
+	// ErrUnsupported where !Caps().Batch; callers then step each sequence
+	// with its own Program.
+	CompileBatch(g *fusion.Graph, w Weights, kvs []KVCache) (BatchProgram, error)
+	// CopyKV copies the keys and values of positions [0, n) of every layer
+	// from src to dst, two caches of this backend with the same layers,
+	// heads, head size and storage type (their lengths may differ; both
+	// hold at least n positions). It is ordered after the work submitted
+	// before it and before the work submitted after it; no program may run
+	// on dst meanwhile. A prefix cache uses it to keep the keys and values
+	// of finished requests and to give a new request the ones of its
+	// prompt's cached prefix without running them again. It fails with
+	// ErrUnsupported where !Caps().CopyKV.
+	CopyKV(dst, src KVCache, n int) error
+	// FusionSupport says which fused ops the backend runs whole (as the
+	// kernels of their kind, never split back into the parts) for weights
+	// w that it loaded; nil: every one (the CPU backend). Fuse asks it.
+	FusionSupport(w Weights) fusion.Support
+	// MemoryUse is what the backend's device allocated (MemoryUse); zero
+	// where nothing is counted (the CPU backend).
+	MemoryUse() MemoryUse
+	// ResetPeakMemory makes the peak the current allocation, so the next
+	// MemoryUse covers what follows.
+	ResetPeakMemory()
 	Close() error
 }
 
@@ -49,6 +81,38 @@ type Program interface {
 	// (T rows, or one for a LastRow output) into dst and returns the count of
 	// float32 values copied.
 	Logits(dst []float32) (int, error)
+	// SetTokenMask makes the following runs of a one-token program ending
+	// in fusion.Argmax or fusion.Sample pick only among the tokens allowed
+	// (bit i % 64 of allowed[i / 64] allows token i; len(allowed) is
+	// (vocabulary + 63) / 64), exactly as if the logits of the others were
+	// -inf; nil allows every token again. Constrained generation (a
+	// grammar) sets the mask of each step before running it, so a masked
+	// program runs one step per Run (RunSteps refuses while a mask is
+	// set). Every backend takes masks.
+	SetTokenMask(allowed []uint64) error
+	// RunSteps runs up to n (1..Caps().MaxSteps) decode steps of a
+	// one-token program ending in fusion.Argmax or fusion.Sample as one
+	// submission and waits for them: step i runs the id step i-1 picked
+	// (step 0: token) at position pos+i and picks the next. It returns the
+	// picked ids in order: n of them, or fewer when the device picked one
+	// of stops (at most Caps().MaxStops; a caller with more checks the
+	// rest itself), which is then the last id returned and ends the
+	// submission's work. The cache holds positions pos ..
+	// pos+len(ids)-1 afterwards. It fails with ErrCacheFull when pos+n
+	// exceeds the cache, checks ctx before it submits, and fails with
+	// ErrUnsupported where Caps().MaxSteps is 0.
+	RunSteps(ctx context.Context, token int32, pos, n int, stops []int32) ([]int32, error)
+	// SetSampling changes the rule of a decode program ending in
+	// fusion.Sample for the following runs without compiling the graph
+	// again, where Caps().Sampling (else ErrUnsupported). It rejects the
+	// rules fusion validation rejects.
+	SetSampling(r fusion.Sampling) error
+	// Profile is Run (same arguments, same effect on the cache and the
+	// logits) with device timestamps around every op: it also returns the
+	// time of each op that dispatched work, in graph order, where
+	// Caps().Timestamps (else ErrUnsupported). Passes split at each op, so
+	// a profiled step runs a little slower than Run.
+	Profile(ctx context.Context, tokens []int32, pos int) ([]OpTime, error)
 	Release()
 }
 
@@ -63,33 +127,13 @@ const (
 	Other      DeviceType = "other"
 )
 
-// Info describes a backend's device.
+// Info names a backend's device, for people: what it can do is its Caps,
+// which is what code branches on (never on these names).
 type Info struct {
 	Backend string // "cpu", "webgpu", "vulkan"
 	Name    string
 	Type    DeviceType
 	Driver  string
-
-	F16        bool // f16 shader arithmetic or storage usable
-	Subgroups  bool
-	Timestamps bool
-	// SubgroupSize is the subgroup size of compute kernels where the
-	// backend's kernels may use subgroup basic and shuffle operations
-	// (Vulkan); 0 where they may not (WebGPU through wgpu-native, whose
-	// shader compiler lacks them; the CPU backend).
-	SubgroupSize int
-
-	MaxBufferSize       int64
-	MaxStorageBinding   int64 // largest range one storage binding may cover
-	MaxWorkgroupStorage int
-	MaxWorkgroupInvocs  int
-	StorageOffsetAlign  int
-	// MaxStorageBuffers and MaxUniformBuffers are the storage and uniform
-	// buffer bindings one kernel may have (WebGPU: the adapter's limits,
-	// which the device requests, not WebGPU's defaults of 8 and 12);
-	// NewKernel refuses a kernel with more, wrapping ErrUnsupported.
-	MaxStorageBuffers int
-	MaxUniformBuffers int
 
 	// MemoryBytes is the device's memory for buffers (Vulkan: its largest
 	// device-local heap; gpurun.OpenBackend gives WebGPU the Vulkan device's of
@@ -109,24 +153,4 @@ type OpTime struct {
 	Nanos   uint64
 	Bytes   int64 // 0 when not counted
 	FLOPs   int64
-}
-
-// Profiler is implemented by programs that can run a step with device
-// timestamps around every op: Profile is Run (same arguments, same effect
-// on the cache and the logits) that also returns the time of each op that
-// dispatched work, in graph order. Passes split at each op, so a profiled
-// step runs a little slower than Run.
-type Profiler interface {
-	Profile(ctx context.Context, tokens []int32, pos int) ([]OpTime, error)
-}
-
-// LoRAHalf is implemented by a backend that wants the matrices of
-// unmerged LoRA updates of quantized weights (A, [rank, in], and B, [out,
-// rank]) stored as binary16 rather than f32: one whose products with
-// quantized weights round their inputs anyway (the CPU backend's dynamic
-// math), and for which the f32 adapters of a Q8_0 weight would stream a
-// sixth as many bytes more as the weight itself at rank 16 (f16 halves
-// that).
-type LoRAHalf interface {
-	HalfLoRA() bool
 }

@@ -21,19 +21,6 @@ type Row struct {
 	Adapter int
 }
 
-// BatchBackend is implemented by backends that run batched graphs
-// (continuous batching: one step, one row per active sequence, each with
-// its own position and KV cache, reading the weights once for all rows).
-// The CPU backend and the GPU backends (gpu/backend/compute) implement it; where a
-// backend does not, CompileBatch fails with ErrUnsupported and callers step
-// each sequence with its own Program.
-type BatchBackend interface {
-	// CompileBatch validates g (fusion.Graph.ValidateBatch) and prepares
-	// it against the weights and the caches of its sequences, every cache
-	// made for g.KV. Row.Seq i refers to kvs[i].
-	CompileBatch(g *fusion.Graph, w Weights, kvs []KVCache) (BatchProgram, error)
-}
-
 // BatchProgram is a compiled batched graph. It is not safe for concurrent
 // use, and no other program may use one of its caches during a RunBatch.
 type BatchProgram interface {
@@ -45,16 +32,6 @@ type BatchProgram interface {
 	// t*cols, into dst and returns the count of float32 values copied.
 	Logits(dst []float32) (int, error)
 	Release()
-}
-
-// CompileBatch compiles a batched graph on b, or fails with ErrUnsupported
-// when b does not run batched graphs.
-func CompileBatch(b Backend, g *fusion.Graph, w Weights, kvs []KVCache) (BatchProgram, error) {
-	bb, ok := b.(BatchBackend)
-	if !ok {
-		return nil, fmt.Errorf("%w: the %s backend runs no batched steps", ErrUnsupported, b.Info().Backend)
-	}
-	return bb.CompileBatch(g, w, kvs)
 }
 
 // CheckBatch validates the rows of a batched step for a program compiled

@@ -27,8 +27,12 @@ func DefaultDevice() string { return os.Getenv(DeviceEnv) }
 // Kernels take parameters through their bindings only (a small uniform or
 // storage buffer), never push constants, so one WGSL source serves both the
 // wgpu runtime compiler and the offline naga -> SPIR-V path.
+//
+// What a device can do beyond what every one does is its Caps, read once;
+// a method whose capability is off fails with ErrUnsupported.
 type Device interface {
 	Info() Info
+	Caps() Caps
 	// NewBuffer creates a storage buffer of size bytes (usable as a storage or
 	// uniform binding and as a copy source and destination), zero-filled.
 	NewBuffer(size int64) (Buffer, error)
@@ -46,26 +50,28 @@ type Device interface {
 	Submit(cmds ...Commands) error
 	// Wait blocks until all submitted work has finished.
 	Wait() error
-	Close() error
-}
-
-// ContextWaiter is implemented by devices whose wait for submitted work
-// can be cancelled (gpu/vulkan, gpu/webgpu): WaitContext waits as Wait
-// does, or returns an error wrapping ctx's as soon as ctx is done (within
-// milliseconds, however long the submission runs). The work still runs:
-// later Read, Write and Wait calls wait for it.
-type ContextWaiter interface {
+	// WaitContext waits as Wait does, or returns an error wrapping ctx's
+	// as soon as ctx is done (within milliseconds, however long the
+	// submission runs). The work still runs: later Read, Write and Wait
+	// calls wait for it.
 	WaitContext(ctx context.Context) error
-}
-
-// HostBufferDevice is implemented by devices that can place a buffer in
-// host-visible, coherent memory, which Write and Read then access in place,
-// waiting only for the submitted work that uses the buffer (Vulkan: a small
-// buffer the host writes and reads every step, such as the step tensor,
-// which otherwise goes through a staging copy on a discrete GPU).
-type HostBufferDevice interface {
-	// NewHostBuffer is NewBuffer in host-visible, coherent memory.
+	// NewHostBuffer is NewBuffer in host-visible, coherent memory, which
+	// Write and Read then access in place, waiting only for the submitted
+	// work that uses the buffer (Vulkan: a small buffer the host writes
+	// and reads every step, such as the step tensor, which otherwise goes
+	// through a staging copy on a discrete GPU). It fails with
+	// ErrUnsupported where !Caps().HostBuffers.
 	NewHostBuffer(size int64) (Buffer, error)
+	// ReadTimestamps waits for submitted work and returns timestamp slots
+	// [0, n) (Commands.Timestamp) in nanoseconds of device time, where
+	// Caps().Timestamps (else ErrUnsupported).
+	ReadTimestamps(n int) ([]uint64, error)
+	// MemoryUse is what the device allocated through its API.
+	MemoryUse() MemoryUse
+	// ResetPeakMemory makes the peak the current allocation, so the next
+	// MemoryUse covers what follows.
+	ResetPeakMemory()
+	Close() error
 }
 
 // Kernel is a compiled compute pipeline.
@@ -88,16 +94,10 @@ type Binding struct {
 type Commands interface {
 	Dispatch(k Kernel, bindings []Binding, x, y, z int) error
 	Copy(dst Buffer, dstOff int64, src Buffer, srcOff int64, size int64) error
-	// Timestamp records the device time into slot i when Info().Timestamps.
+	// Timestamp records the device time into slot i when Caps().Timestamps.
 	Timestamp(i int) error
 	Finish() error
 	Release()
-}
-
-// TimestampReader is implemented by devices that can report recorded
-// timestamps, in nanoseconds.
-type TimestampReader interface {
-	ReadTimestamps(n int) ([]uint64, error)
 }
 
 // MemoryUse is the device memory a device (or a backend running on one)
@@ -109,19 +109,10 @@ type MemoryUse struct {
 	Peak    int64 // most allocated at once since the device opened or the last ResetPeakMemory
 }
 
-// MemoryReporter is implemented by devices that count the memory they
-// allocate, and by the backends gpurun.OpenBackend opens on them.
-type MemoryReporter interface {
-	MemoryUse() MemoryUse
-	// ResetPeakMemory makes the peak the current allocation, so the next
-	// MemoryUse covers what follows.
-	ResetPeakMemory()
-}
-
 // CheckBindingLimits reports, wrapping ErrUnsupported, a kernel that has
-// more storage or uniform buffer bindings than info allows (limits of 0:
+// more storage or uniform buffer bindings than caps allow (limits of 0:
 // unknown, not checked).
-func CheckBindingLimits(info Info, spec shaders.KernelSpec) error {
+func CheckBindingLimits(caps Caps, spec shaders.KernelSpec) error {
 	var storage, uniform int
 	for _, k := range spec.Bindings {
 		if k == shaders.Uniform {
@@ -130,11 +121,11 @@ func CheckBindingLimits(info Info, spec shaders.KernelSpec) error {
 			storage++
 		}
 	}
-	if info.MaxStorageBuffers > 0 && storage > info.MaxStorageBuffers {
-		return fmt.Errorf("kernel %q has %d storage buffer bindings, the device allows %d per stage: %w", spec.Name, storage, info.MaxStorageBuffers, ErrUnsupported)
+	if caps.MaxStorageBuffers > 0 && storage > caps.MaxStorageBuffers {
+		return fmt.Errorf("kernel %q has %d storage buffer bindings, the device allows %d per stage: %w", spec.Name, storage, caps.MaxStorageBuffers, ErrUnsupported)
 	}
-	if info.MaxUniformBuffers > 0 && uniform > info.MaxUniformBuffers {
-		return fmt.Errorf("kernel %q has %d uniform buffer bindings, the device allows %d per stage: %w", spec.Name, uniform, info.MaxUniformBuffers, ErrUnsupported)
+	if caps.MaxUniformBuffers > 0 && uniform > caps.MaxUniformBuffers {
+		return fmt.Errorf("kernel %q has %d uniform buffer bindings, the device allows %d per stage: %w", spec.Name, uniform, caps.MaxUniformBuffers, ErrUnsupported)
 	}
 	return nil
 }

@@ -12,21 +12,22 @@ import (
 // TestActF16 is the resolution table of the activation policy for the
 // activations between kernels (actF16): --activations f16 forces them
 // anywhere, f32 keeps f32, and auto (or a file's f16) gives f16 on a GPU
-// backend whose device reports f16, for architectures other than Falcon
-// and Phi-2, and f32 on the CPU backend.
+// backend whose device reports f16 storage and arithmetic, for
+// architectures other than Falcon and Phi-2, and f32 on the CPU backend
+// (gpu.Caps.Host), whatever it reports.
 func TestActF16(t *testing.T) {
-	gpuF16 := gpu.Info{Backend: "vulkan", F16: true}
-	webF16 := gpu.Info{Backend: "webgpu", F16: true}
-	noF16 := gpu.Info{Backend: "vulkan"} // SwiftShader
-	cpuB := gpu.Info{Backend: "cpu", F16: true}
+	gpuF16 := gpu.Caps{F16Storage: true, F16Math: true} // Vulkan on most GPUs, lavapipe
+	storage16 := gpu.Caps{F16Storage: true}             // 16-bit storage, no f16 arithmetic
+	noF16 := gpu.Caps{}                                 // SwiftShader, WebGPU here
+	cpuB := gpu.Caps{Host: true, F16Storage: true, F16Math: true}
 	for _, tc := range []struct {
 		override, file string
-		info           gpu.Info
+		caps           gpu.Caps
 		arch           string
 		want           bool
 	}{
 		{"", "", gpuF16, model.ArchLlama, true},
-		{"", model.PolicyAuto, webF16, model.ArchLlama, true},
+		{"", model.PolicyAuto, storage16, model.ArchLlama, false},
 		{"", model.PolicyAuto, noF16, model.ArchLlama, false},
 		{"", model.PolicyAuto, cpuB, model.ArchLlama, false},
 		{"", model.PolicyF16, gpuF16, model.ArchGemma, true},
@@ -40,8 +41,8 @@ func TestActF16(t *testing.T) {
 		{model.PolicyF16, "", noF16, model.ArchFalcon, true},
 		{model.PolicyF32, model.PolicyF16, gpuF16, model.ArchGemma, false},
 	} {
-		t.Run(fmt.Sprintf("%s/%s/%s_f16=%v/%s", tc.override, tc.file, tc.info.Backend, tc.info.F16, tc.arch), func(t *testing.T) {
-			got, err := actF16(tc.override, tc.file, tc.info, tc.arch)
+		t.Run(fmt.Sprintf("%s/%s/host=%v_f16=%v,%v/%s", tc.override, tc.file, tc.caps.Host, tc.caps.F16Storage, tc.caps.F16Math, tc.arch), func(t *testing.T) {
+			got, err := actF16(tc.override, tc.file, tc.caps, tc.arch)
 			if err != nil || got != tc.want {
 				t.Errorf("actF16 = %v, %v; want %v", got, err, tc.want)
 			}

@@ -14,7 +14,7 @@ import (
 )
 
 // Continuous batching. With more than one slot on a backend that runs
-// batched graphs (gpu.BatchBackend), for a model for which it pays (on the
+// batched graphs (gpu.Caps.Batch), for a model for which it pays (on the
 // CPU only from BatchMinWeightBytes), the
 // decode steps of the sessions generating at once are gathered into one
 // batched step per round (fusion.Graph.Batch: one row per session, each at
@@ -109,8 +109,11 @@ func startBatcher(m *Model, slots []*slot, opts arch.BuildOptions) (*batcher, er
 	for i, sl := range slots {
 		kvs[i] = sl.kv
 	}
+	if !m.caps.Batch {
+		return nil, nil
+	}
 	m.lockDevice()
-	prog, err := gpu.CompileBatch(m.backend, g, m.weights, kvs)
+	prog, err := m.backend.CompileBatch(g, m.weights, kvs)
 	m.unlockDevice()
 	if errors.Is(err, gpu.ErrUnsupported) {
 		return nil, nil

@@ -15,25 +15,26 @@ import (
 // stories260K (1 MiB) on the CPU steps its slots apart; AlwaysBatch and
 // NoBatching override the rule, and cannot be combined.
 func TestBatchingRule(t *testing.T) {
-	cpuInfo, gpuInfo := gpu.Info{Backend: "cpu", Type: gpu.CPU}, gpu.Info{Backend: "vulkan", Type: gpu.Discrete}
+	cpuCaps, gpuCaps := gpu.Caps{Host: true, Batch: true}, gpu.Caps{Batch: true, SubgroupSize: 32}
 	for _, tc := range []struct {
-		info  gpu.Info
+		caps  gpu.Caps
 		bytes int64
 		want  bool
 	}{
-		{cpuInfo, 0, false},
-		{cpuInfo, 1 << 20, false},
-		{cpuInfo, pipeline.BatchMinWeightBytes - 1, false},
-		{cpuInfo, pipeline.BatchMinWeightBytes, true},
-		{cpuInfo, 140 << 20, true},
-		{gpuInfo, 0, true},
-		{gpuInfo, 1 << 20, true},
-		// A GPU backend on a CPU device (lavapipe) steps its slots one
-		// at a time on the device queue anyway.
-		{gpu.Info{Backend: "webgpu", Type: gpu.CPU}, 1 << 20, true},
+		{cpuCaps, 0, false},
+		{cpuCaps, 1 << 20, false},
+		{cpuCaps, pipeline.BatchMinWeightBytes - 1, false},
+		{cpuCaps, pipeline.BatchMinWeightBytes, true},
+		{cpuCaps, 140 << 20, true},
+		{gpuCaps, 0, true},
+		{gpuCaps, 1 << 20, true},
+		// A GPU backend on a CPU device (lavapipe, Info().Type gpu.CPU)
+		// is no Host backend: it steps its slots one at a time on the
+		// device queue anyway.
+		{gpu.Caps{Batch: true}, 1 << 20, true},
 	} {
-		if got := pipeline.BatchPays(tc.info, tc.bytes); got != tc.want {
-			t.Errorf("BatchPays(%s, %d) = %v, want %v", tc.info.Backend, tc.bytes, got, tc.want)
+		if got := pipeline.BatchPays(tc.caps, tc.bytes); got != tc.want {
+			t.Errorf("BatchPays(%+v, %d) = %v, want %v", tc.caps, tc.bytes, got, tc.want)
 		}
 	}
 	ck := storiesCheckpoint(t)

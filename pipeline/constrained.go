@@ -15,7 +15,7 @@ import (
 // allowed only where the document may end, and generation stops when it
 // is complete. Where the token is picked on the device (or by the CPU
 // backend's picking program), the mask goes to the program
-// (gpu.TokenMasker) before each step and only the id comes back; the first
+// (gpu.Program.SetTokenMask) before each step and only the id comes back; the first
 // token, picked from the prefill's logits, and the host-sampling paths
 // mask the logits on the host.
 
@@ -80,7 +80,7 @@ type constraint struct {
 }
 
 // allowed returns the mask of the tokens the document can take next, as
-// gpu.TokenMasker takes it; it fails when none can.
+// gpu.Program.SetTokenMask takes it; it fails when none can.
 func (c *constraint) allowed() ([]uint64, error) {
 	k := c.masker.Mask(c.match)
 	if k.Count() == 0 {

@@ -164,7 +164,7 @@ func BenchmarkConstrainedDecode(b *testing.B) {
 
 // TestConstrainedOnDevice: a constrained generation picks its tokens in
 // the GPU backend's argmax or sampling program, with the grammar's token
-// mask set on the program before each step (gpu.TokenMasker), on WebGPU
+// mask set on the program before each step (gpu.Program.SetTokenMask), on WebGPU
 // and Vulkan; the ids equal those of host sampling
 // (HostSampling: the whole logits row read back, masked on the host and
 // drawn by gpu/sampler), greedy and sampled with several seeds, and every

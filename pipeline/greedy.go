@@ -21,7 +21,7 @@ var ErrDeviceID = errors.New("pipeline: device returned an invalid token id")
 // (temperature > 0) by one ending in fusion.Sample with opts' rule, which
 // draws the token gpu/sampler would from the same logits, and makes
 // it sl.step. Both programs are compiled at load (compilePickers); a new
-// rule goes into the sampling program's step tensor (gpu.SamplingSetter),
+// rule goes into the sampling program's step tensor (gpu.Caps.Sampling),
 // or on a backend whose program cannot take it, into a program compiled
 // again. The caller holds sl. A backend without the op falls back to host
 // sampling, and so does a grammar on a program that takes no token mask.
@@ -48,12 +48,12 @@ func (m *Model) deviceGreedy(sl *slot, opts *GenerateOptions) (bool, error) {
 			sl.greedy = p
 		}
 		sl.step = sl.greedy
-		return masks(sl.step, opts), nil
+		return true, nil
 	}
 	rule := fusion.Sampling{Temperature: opts.Temperature, TopK: opts.TopK, TopP: opts.TopP, Seed: opts.Seed}
-	if ss, ok := sl.sample.(gpu.SamplingSetter); ok && sl.rule != rule {
+	if m.caps.Sampling && sl.sample != nil && sl.rule != rule {
 		// The rule lives in the program's step tensor: no recompiling.
-		switch err := ss.SetSampling(rule); {
+		switch err := sl.sample.SetSampling(rule); {
 		case err == nil:
 			sl.rule = rule
 		case !errors.Is(err, gpu.ErrUnsupported):
@@ -72,18 +72,7 @@ func (m *Model) deviceGreedy(sl *slot, opts *GenerateOptions) (bool, error) {
 		sl.sample, sl.rule = p, rule
 	}
 	sl.step = sl.sample
-	return masks(sl.step, opts), nil
-}
-
-// masks reports whether program p can pick opts' tokens: any program
-// without a grammar, one that takes a token mask with one
-// (constrained.go); otherwise the host picks.
-func masks(p gpu.Program, opts *GenerateOptions) bool {
-	if opts.Grammar == nil {
-		return true
-	}
-	_, ok := p.(gpu.TokenMasker)
-	return ok
+	return true, nil
 }
 
 // deviceOp sorts the error of compiling a token-picking program: ok when
@@ -121,20 +110,19 @@ func (m *Model) stepGreedy(ctx context.Context, sl *slot, context []int) (id int
 }
 
 // stepMany runs up to n decode steps of sl.step in one submission
-// (gpu.StepRunner) from the last token of context and returns the picked
+// (gpu.Program.RunSteps) from the last token of context and returns the picked
 // ids: n, or fewer when the device picked one of stops (then the last).
 // The cache must hold every other token of context; ok is false (and
 // nothing ran) otherwise, or when the program runs one step per
 // submission, so the caller takes stepGreedy or the general path. The
 // caller holds sl.
 func (m *Model) stepMany(ctx context.Context, sl *slot, context []int, n int, stops []int32) (ids []int, ok bool, err error) {
-	sr, isSR := sl.step.(gpu.StepRunner)
 	nc := len(context)
-	if !isSR || n < 2 || nc == 0 || nc-1+n > m.maxCache || len(sl.cached) != nc-1 || !slices.Equal(sl.cached, context[:nc-1]) {
+	if m.caps.MaxSteps < 2 || n < 2 || nc == 0 || nc-1+n > m.maxCache || len(sl.cached) != nc-1 || !slices.Equal(sl.cached, context[:nc-1]) {
 		return nil, false, nil
 	}
 	m.lockDevice()
-	got, err := sr.RunSteps(ctx, int32(context[nc-1]), nc-1, n, stops)
+	got, err := sl.step.RunSteps(ctx, int32(context[nc-1]), nc-1, n, stops)
 	m.unlockDevice()
 	if err != nil {
 		return nil, true, fmt.Errorf("pipeline: %d decode steps at position %d: %w", n, nc-1, err)
@@ -154,10 +142,10 @@ func (m *Model) stepMany(ctx context.Context, sl *slot, context []int, n int, st
 
 // deviceStops returns the stop ids the device checks in a multi-step
 // submission: g's stop tokens, sorted, when there are at most
-// gpu.MaxStopIDs of them; with more the device checks none and the host
+// the backend's Caps().MaxStops of them; with more the device checks none and the host
 // (which checks every id anyway) ends generation at the first.
-func (g *generation) deviceStops() []int32 {
-	if len(g.stops) > gpu.MaxStopIDs {
+func (g *generation) deviceStops(most int) []int32 {
+	if len(g.stops) > most {
 		return nil
 	}
 	out := make([]int32, 0, len(g.stops))

@@ -17,20 +17,23 @@ import (
 
 // readCounter wraps a backend and counts the values its programs' Logits
 // return and the Argmax and Sample graphs it compiles, so a test sees what crossed
-// back to the host, not only the ids.
+// back to the host, not only the ids. It reports no batching and no
+// RunSteps (Caps), so every sequence steps alone, one step per Run, and
+// every value read comes back through Logits.
 type readCounter struct {
 	gpu.Backend
-	name    string // reported backend name; "" keeps the wrapped one's
+	device  bool // report a device backend (Caps().Host false): a CPU backend picks as a GPU would
 	values  int
 	argmaxs int
 }
 
-func (b *readCounter) Info() gpu.Info {
-	info := b.Backend.Info()
-	if b.name != "" {
-		info.Backend = b.name
+func (b *readCounter) Caps() gpu.Caps {
+	c := b.Backend.Caps()
+	if b.device {
+		c.Host = false
 	}
-	return info
+	c.Batch, c.MaxSteps = false, 0
+	return c
 }
 
 func (b *readCounter) Compile(g *fusion.Graph, w gpu.Weights, kv gpu.KVCache) (gpu.Program, error) {
@@ -47,15 +50,6 @@ func (b *readCounter) Compile(g *fusion.Graph, w gpu.Weights, kv gpu.KVCache) (g
 type countedProgram struct {
 	gpu.Program
 	b *readCounter
-}
-
-// SetSampling passes the rule on to a program that takes it.
-func (p *countedProgram) SetSampling(r fusion.Sampling) error {
-	ss, ok := p.Program.(gpu.SamplingSetter)
-	if !ok {
-		return gpu.ErrUnsupported
-	}
-	return ss.SetSampling(r)
 }
 
 func (p *countedProgram) Logits(dst []float32) (int, error) {
@@ -112,7 +106,7 @@ func TestDeviceGreedy(t *testing.T) {
 			rc := &readCounter{}
 			switch tc.backend {
 			case "cpu-as-gpu":
-				rc.Backend, rc.name = cpu.New(cpu.Options{}), "cpugpu"
+				rc.Backend, rc.device = cpu.New(cpu.Options{}), true
 			case "cpu":
 				rc.Backend = cpu.New(cpu.Options{})
 			default:
@@ -182,7 +176,7 @@ func TestDeviceSampling(t *testing.T) {
 			if len(got) != n {
 				t.Fatalf("%s: %d ids, want %d", c.Name, len(got), n)
 			}
-			if want := vocab + n - 1; rc.name != "" || rc.Info().Backend != "cpu" {
+			if want := vocab + n - 1; !rc.Caps().Host {
 				if rc.values != want {
 					t.Errorf("%s: %d values read back, want %d (the prefill's row, then one id per step)", c.Name, rc.values, want)
 				}
@@ -210,7 +204,7 @@ func TestDeviceSampling(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			rc := &readCounter{}
 			if backend == "cpu-as-gpu" {
-				rc.Backend, rc.name = cpu.New(cpu.Options{}), "cpugpu"
+				rc.Backend, rc.device = cpu.New(cpu.Options{}), true
 			} else {
 				rc.Backend = openBackend(t, backend)
 			}

@@ -22,7 +22,7 @@ import (
 // the f32 adapter unmerged), within 1e-2, the bound TestLoRAGoldens gives
 // this case (llama.cpp's 8-bit activations against our f32 products;
 // measured 0.0056 in exact math). In dynamic math the adapter's A and B
-// matrices are binary16 (gpu.LoRAHalf), an approximation llama.cpp does
+// matrices are binary16 (gpu.Caps.HalfLoRA), an approximation llama.cpp does
 // not make: measured 0.006 at the first position (0.0038 with f16 A and
 // f32 B, 1e-6 with f32 adapters; int8 A matrices in blocks of 32 gave
 // 0.018 and flipped a greedy id of TestRunLoRA). The adapter moves these logits by 0.75 from the base

@@ -83,7 +83,7 @@ type Options struct {
 	// and the ids come back together, to be streamed one by one (stop
 	// strings and cancellation are checked between tokens; a submission
 	// already made runs to its end). 0 means DefaultStepsPerSubmit; at
-	// most gpu.MaxStepsPerSubmit. 1 submits and waits once per token.
+	// most the backend's Caps().MaxSteps. 1 submits and waits once per token.
 	StepsPerSubmit int
 	// Slots is how many KV caches the model holds over its one copy of the
 	// weights, each with its own compiled programs: up to Slots sessions
@@ -101,7 +101,7 @@ type Options struct {
 	// starts with kept tokens prefills only the rest. 0 keeps none (only
 	// each slot's own cache is reused); DefaultPrefixCacheBytes is the
 	// command line's default. A backend that copies no cache rows
-	// (gpu.KVCopier) keeps none.
+	// (gpu.Caps.CopyKV) keeps none.
 	PrefixCacheBytes int64
 	// LoRA are adapters applied unmerged, at run time, in every graph:
 	// y = W·x + s·B·(A·x) after each adapted projection (see
@@ -142,10 +142,10 @@ const BatchMinWeightBytes = 20 << 20
 
 // batchPays reports whether batching concurrent sessions' decode steps is
 // expected to pay on a backend for weights of the given size: always on a
-// GPU, whose per-slot steps take turns on the device, and on the CPU for
-// weights of at least BatchMinWeightBytes.
-func batchPays(info gpu.Info, weightBytes int64) bool {
-	return info.Backend != "cpu" || weightBytes >= BatchMinWeightBytes
+// GPU, whose per-slot steps take turns on the device, and on the CPU
+// (gpu.Caps.Host) for weights of at least BatchMinWeightBytes.
+func batchPays(caps gpu.Caps, weightBytes int64) bool {
+	return !caps.Host || weightBytes >= BatchMinWeightBytes
 }
 
 // weightBytes is the size of the tensors' data (and of their scales).
@@ -191,6 +191,7 @@ type Model struct {
 	cfg        model.Config
 	tok        textCodec // nil without a tokenizer
 	backend    gpu.Backend
+	caps       gpu.Caps // the backend's, read once
 	weights    gpu.Weights
 	maxCache   int
 	kvF16      bool          // the cache stores binary16 (resolved activation policy)
@@ -250,7 +251,7 @@ type slot struct {
 	greedy gpu.Program
 	// sample is the decode graph ending in fusion.Sample with rule,
 	// compiled at load too; a generation with another rule sets it in the
-	// step tensor (gpu.SamplingSetter) or, on a backend without that,
+	// step tensor (gpu.Caps.Sampling) or, on a backend without that,
 	// compiles it again. step is the one the running generation uses.
 	sample gpu.Program
 	rule   fusion.Sampling
@@ -298,15 +299,20 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 	if opts.tuning.NoBatching && opts.tuning.AlwaysBatch {
 		return nil, fmt.Errorf("%w: NoBatching and AlwaysBatch together", ErrOptions)
 	}
-	m := &Model{cfg: *cfg, tok: tok, backend: opts.Backend, maxCache: opts.MaxCache, turn: make(chan struct{}, nslots), fuse: !opts.NoFusion}
+	m := &Model{cfg: *cfg, tok: tok, backend: opts.Backend, caps: opts.Backend.Caps(), maxCache: opts.MaxCache, turn: make(chan struct{}, nslots), fuse: !opts.NoFusion}
 	m.greedyOff = opts.HostSampling
 	m.gatherRows = opts.tuning.GatherRows
 	m.stepsPerSubmit = opts.StepsPerSubmit
 	if m.stepsPerSubmit == 0 {
 		m.stepsPerSubmit = DefaultStepsPerSubmit
 	}
-	if m.stepsPerSubmit < 1 || m.stepsPerSubmit > gpu.MaxStepsPerSubmit {
-		return nil, fmt.Errorf("%w: steps per submit %d outside 1..%d", ErrOptions, opts.StepsPerSubmit, gpu.MaxStepsPerSubmit)
+	// The backend's most steps per submission bound it; one that runs one
+	// step per Run (MaxSteps 0: the CPU backend) ignores it.
+	switch most := m.caps.MaxSteps; {
+	case m.stepsPerSubmit < 1:
+		return nil, fmt.Errorf("%w: steps per submit %d, want at least 1", ErrOptions, opts.StepsPerSubmit)
+	case most > 0 && m.stepsPerSubmit > most:
+		return nil, fmt.Errorf("%w: steps per submit %d outside 1..%d", ErrOptions, opts.StepsPerSubmit, most)
 	}
 	if m.maxCache == 0 {
 		m.maxCache = DefaultMaxCache
@@ -317,7 +323,7 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 	if m.maxCache < 1 || m.maxCache > MaxCacheLimit {
 		return nil, fmt.Errorf("%w: max cache %d outside 1..%d", ErrOptions, m.maxCache, MaxCacheLimit)
 	}
-	if m.backend.Info().Backend == "cpu" {
+	if m.caps.Host {
 		// The logits are already in host memory: nothing to save.
 		m.greedyOff = true
 	} else if opts.shared != nil {
@@ -331,12 +337,12 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 			m.Close()
 		}
 	}()
-	kvType, err := kvDType(opts.Activations, cfg.Activations, m.backend.Info())
+	kvType, err := kvDType(opts.Activations, cfg.Activations, m.caps)
 	if err != nil {
 		return nil, err
 	}
 	m.kvF16 = kvType == tensors.F16
-	if m.actF16, err = actF16(opts.Activations, cfg.Activations, m.backend.Info(), cfg.Arch); err != nil {
+	if m.actF16, err = actF16(opts.Activations, cfg.Activations, m.caps, cfg.Arch); err != nil {
 		return nil, err
 	}
 	if opts.shared != nil {
@@ -376,7 +382,7 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 	if opts.PrefixCacheBytes < 0 {
 		return nil, fmt.Errorf("%w: prefix cache of %d bytes", ErrOptions, opts.PrefixCacheBytes)
 	}
-	if opts.PrefixCacheBytes > 0 && gpu.CanCopyKV(m.backend) {
+	if opts.PrefixCacheBytes > 0 && m.caps.CopyKV {
 		m.prefix = newPrefixCache(m, opts.PrefixCacheBytes)
 	}
 	if opts.shared != nil {
@@ -401,7 +407,7 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 // batching is whether the slots of a model with weights ws step in
 // batched rounds (where the backend runs them).
 func batching(opts Options, be gpu.Backend, ws []*tensors.Tensor) bool {
-	return !opts.tuning.NoBatching && (opts.tuning.AlwaysBatch || batchPays(be.Info(), weightBytes(ws)))
+	return !opts.tuning.NoBatching && (opts.tuning.AlwaysBatch || batchPays(be.Caps(), weightBytes(ws)))
 }
 
 // finish compiles the device pickers of a model that steps its slots

@@ -21,7 +21,7 @@ var ErrActivations = errors.New("pipeline: unknown activation policy")
 //   - On a GPU the f16 cache halves the memory and the bytes attention reads
 //     per token, which is what bounds decode at long contexts; it needs no
 //     device feature (halves are packed two per u32 word, like f16 weights),
-//     so it does not depend on Info().F16. MediaPipe's GPU path and
+//     so it does not depend on Caps().F16(). MediaPipe's GPU path and
 //     llama.cpp (whose golden ids stories260K is checked against) default
 //     to an f16 cache too.
 //   - The CPU backend is the reference the GPU kernels are held to and
@@ -35,7 +35,7 @@ var ErrActivations = errors.New("pipeline: unknown activation policy")
 // keeps an f32 cache even on a GPU; gpurun convert --activations rewrites
 // the file's policy and Options.Activations (gpurun run/bench
 // --activations) overrides it for one load.
-func kvDType(override, file string, info gpu.Info) (tensors.DType, error) {
+func kvDType(override, file string, caps gpu.Caps) (tensors.DType, error) {
 	policy := override
 	if policy == "" {
 		policy = file
@@ -46,7 +46,7 @@ func kvDType(override, file string, info gpu.Info) (tensors.DType, error) {
 	case model.PolicyF16:
 		return tensors.F16, nil
 	case model.PolicyAuto, "":
-		if info.Backend == "cpu" {
+		if caps.Host {
 			return tensors.F32, nil
 		}
 		return tensors.F16, nil
@@ -65,16 +65,17 @@ func kvDType(override, file string, info gpu.Info) (tensors.DType, error) {
 //   - f32, from either, keeps f32 activations.
 //   - auto, or a model file's f16 (the importers write f16 for Gemma,
 //     Gemma 2 and StableLM), gives f16 on a GPU backend whose device
-//     reports f16 support (gpu.Info.F16; SwiftShader does not) for a model
-//     that is not Falcon or Phi-2 (MediaPipe runs those two in f32; their
-//     importers write f32 anyway), and f32 on the CPU backend, the
-//     reference, which matches llama.cpp's f32 logits.
-func actF16(override, file string, info gpu.Info, arch string) (bool, error) {
+//     reports f16 storage and arithmetic (gpu.Caps.F16; SwiftShader does
+//     not) for a model that is not Falcon or Phi-2 (MediaPipe runs those
+//     two in f32; their importers write f32 anyway), and f32 on the CPU
+//     backend (gpu.Caps.Host), the reference, which matches llama.cpp's
+//     f32 logits.
+func actF16(override, file string, caps gpu.Caps, arch string) (bool, error) {
 	policy := override
 	if policy == "" {
 		policy = file
 	}
-	auto := info.Backend != "cpu" && info.F16 && arch != model.ArchFalcon && arch != model.ArchPhi2
+	auto := !caps.Host && caps.F16() && arch != model.ArchFalcon && arch != model.ArchPhi2
 	switch policy {
 	case model.PolicyF16:
 		return override == model.PolicyF16 || auto, nil

@@ -30,8 +30,17 @@ type gpuLike struct {
 func (b *gpuLike) Info() gpu.Info {
 	info := b.Backend.Info()
 	info.Backend = b.name
-	info.F16 = b.name != "cpu" // a device reporting f16 support
 	return info
+}
+
+// Caps are the CPU backend's but for a GPU name: a device backend whose
+// device reports f16 storage and arithmetic.
+func (b *gpuLike) Caps() gpu.Caps {
+	c := b.Backend.Caps()
+	if b.name != "cpu" {
+		c.Host, c.F16Storage, c.F16Math = false, true, true
+	}
+	return c
 }
 
 func (b *gpuLike) NewKVCache(spec fusion.KVSpec) (gpu.KVCache, error) {

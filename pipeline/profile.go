@@ -19,7 +19,7 @@ type StepProfile struct {
 // Profile runs one prefill step of the first min(promptLen, bucket) tokens
 // of a prompt at position 0 and, after the rest of the prompt (run
 // unprofiled), one decode step at position promptLen, each with device
-// timestamps around every op (the backend must implement gpu.Profiler:
+// timestamps around every op (the backend must report gpu.Caps.Timestamps:
 // the GPU backends on a device with timestamps). It overwrites the KV
 // cache of the slot it takes, so the next generation there recomputes its
 // prompt.
@@ -35,16 +35,15 @@ func (m *Model) Profile(ctx context.Context, prompt []int) ([]StepProfile, error
 	sl.cached = nil // whatever happens, the cache no longer holds a known prefix
 	var out []StepProfile
 	run := func(name string, prog gpu.Program, ids []int, pos int) error {
-		pr, ok := prog.(gpu.Profiler)
-		if !ok {
-			return fmt.Errorf("pipeline: profile: the %s backend has no profiler: %w", m.backend.Info().Backend, gpu.ErrUnsupported)
+		if !m.caps.Timestamps {
+			return fmt.Errorf("pipeline: profile: the %s backend keeps no device timestamps: %w", m.backend.Info().Backend, gpu.ErrUnsupported)
 		}
 		tokens := make([]int32, len(ids))
 		for i, id := range ids {
 			tokens[i] = int32(id)
 		}
 		m.lockDevice()
-		ops, err := pr.Profile(ctx, tokens, pos)
+		ops, err := prog.Profile(ctx, tokens, pos)
 		m.unlockDevice()
 		if err != nil {
 			return fmt.Errorf("pipeline: profile %s: %w", name, err)

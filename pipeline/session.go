@@ -9,7 +9,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/gpu/sampler"
 	"github.com/gpurun/gpurun/pipeline/constrain"
 )
@@ -53,7 +52,7 @@ type GenerateOptions struct {
 	// the document may end, and generation stops when it is complete
 	// (StopToken). The masks are computed on the host; where the backend
 	// picks tokens in its program (a GPU), each step's mask is set on the
-	// program (gpu.TokenMasker) and only the id comes back. It needs a
+	// program (gpu.Program.SetTokenMask) and only the id comes back. It needs a
 	// tokenizer.
 	Grammar *constrain.Grammar
 	// Speculation, when set, decodes speculatively (speculative.go): a
@@ -285,7 +284,7 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 		if onDevice && g.con != nil {
 			// Each step's mask goes to the picking program; the next
 			// generation on this slot starts without one.
-			defer sl.step.(gpu.TokenMasker).SetTokenMask(nil)
+			defer sl.step.SetTokenMask(nil)
 		}
 		var req *stepReq // this session's decode step in batched rounds
 		if m.batch != nil && !onDevice {
@@ -299,7 +298,7 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 		var queue []int
 		var deviceStops []int32
 		if onDevice {
-			deviceStops = g.deviceStops()
+			deviceStops = g.deviceStops(m.caps.MaxStops)
 		}
 		decodeStart := time.Now()
 		decodeSteps := 0
@@ -412,7 +411,7 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 				if g.con != nil {
 					allowed, err := g.con.allowed()
 					if err == nil {
-						err = sl.step.(gpu.TokenMasker).SetTokenMask(allowed)
+						err = sl.step.SetTokenMask(allowed)
 					}
 					if err != nil {
 						fail(err)

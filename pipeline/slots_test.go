@@ -28,7 +28,7 @@ func TestSlotsConcurrent(t *testing.T) {
 			switch backend {
 			case "cpu":
 			case "cpu-as-gpu":
-				opts.Backend = &readCounter{Backend: cpu.New(cpu.Options{}), name: "cpugpu"}
+				opts.Backend = &readCounter{Backend: cpu.New(cpu.Options{}), device: true}
 			default:
 				opts.Backend = openBackend(t, backend)
 			}
@@ -37,7 +37,7 @@ func TestSlotsConcurrent(t *testing.T) {
 				t.Fatalf("Slots() = %d, want 3", m.Slots())
 			}
 			// The CPU and GPU backends run batched graphs; a wrapped CPU
-			// backend (no BatchBackend) steps each session alone.
+			// backend (readCounter reports no gpu.Caps.Batch) steps each session alone.
 			if got, want := m.Batching(), backend != "cpu-as-gpu"; got != want {
 				t.Errorf("Batching() = %v, want %v", got, want)
 			}

@@ -14,7 +14,7 @@ import (
 )
 
 // stepCounter wraps a GPU backend and records the multi-step submissions
-// (gpu.StepRunner.RunSteps) of its programs: the steps asked for and the
+// (gpu.Program.RunSteps) of its programs: the steps asked for and the
 // ids returned.
 type stepCounter struct {
 	gpu.Backend
@@ -32,33 +32,20 @@ func (b *stepCounter) Compile(g *fusion.Graph, w gpu.Weights, kv gpu.KVCache) (g
 	if err != nil {
 		return nil, err
 	}
-	sr, ok := p.(gpu.StepRunner)
-	if !ok {
-		return p, nil
-	}
-	return &countedSteps{Program: p, sr: sr, b: b}, nil
+	return &countedSteps{Program: p, b: b}, nil
 }
 
 type countedSteps struct {
 	gpu.Program
-	sr gpu.StepRunner
-	b  *stepCounter
+	b *stepCounter
 }
 
 func (p *countedSteps) RunSteps(ctx context.Context, token int32, pos, n int, stops []int32) ([]int32, error) {
-	ids, err := p.sr.RunSteps(ctx, token, pos, n, stops)
+	ids, err := p.Program.RunSteps(ctx, token, pos, n, stops)
 	if err == nil {
 		p.b.asked, p.b.got = append(p.b.asked, n), append(p.b.got, len(ids))
 	}
 	return ids, err
-}
-
-func (p *countedSteps) SetSampling(r fusion.Sampling) error {
-	ss, ok := p.Program.(gpu.SamplingSetter)
-	if !ok {
-		return gpu.ErrUnsupported
-	}
-	return ss.SetSampling(r)
 }
 
 // submissions returns how many multi-step submissions generating tokens

@@ -25,6 +25,7 @@ import (
 	"github.com/gpurun/gpurun/gpu/backend/cpu"
 	"github.com/gpurun/gpurun/gpu/vulkan"
 	"github.com/gpurun/gpurun/pipeline"
+	"github.com/gpurun/gpurun/shaders"
 	"github.com/gpurun/gpurun/tensors/model"
 	"github.com/gpurun/gpurun/tensors/modelfile"
 	"github.com/gpurun/gpurun/tensors/synthetic"
@@ -147,7 +148,7 @@ is listed as not measured; bench fails only when nothing could be measured.`,
 	f.BoolVar(&rf.noFusion, "no-fusion", false, "run the graphs unfused, one op per kernel (for comparison)")
 	f.BoolVar(&rf.hostSample, "host-sampling", false, "decoding on a GPU (greedy or sampled) reads back every logit and picks on the host (for comparison)")
 	rf.steps = pipeline.DefaultStepsPerSubmit
-	f.Var(&intFlag{&rf.steps, 1, gpu.MaxStepsPerSubmit, fmt.Sprintf("an integer in 1..%d", gpu.MaxStepsPerSubmit)}, "steps-per-submit",
+	f.Var(&intFlag{&rf.steps, 1, shaders.MaxSteps, fmt.Sprintf("an integer in 1..%d", shaders.MaxSteps)}, "steps-per-submit",
 		"decode steps per GPU submission when the device picks the tokens (as gpurun run)")
 	f.StringVar(&rf.synthetic, "synthetic", "", "random-weight models at real shapes, comma-separated: "+strings.Join(synthetic.Names(), "|"))
 	f.StringVar(&rf.syntheticQuant, "synthetic-quant", synthetic.QuantInt4, "weights of the --synthetic models, comma-separated: "+strings.Join(syntheticQuants, "|"))
@@ -624,10 +625,7 @@ func benchConfig(ctx context.Context, log io.Writer, bar *progressbar.ProgressBa
 		}
 		defer b.Close()
 	}
-	devMem, _ := b.(gpu.MemoryReporter)
-	if devMem != nil {
-		devMem.ResetPeakMemory()
-	}
+	b.ResetPeakMemory()
 	bar.Describe(fmt.Sprintf("loading %s %s on %s", src.name, src.weight, info.Backend))
 	gm, loadSeconds, err := benchLoad(ctx, rf, bf, src, ck, b, policy)
 	if err != nil {
@@ -719,10 +717,7 @@ func benchConfig(ctx context.Context, log io.Writer, bar *progressbar.ProgressBa
 		out = append(out, res)
 	}
 	peak := benchreport.PeakRSS()
-	var devPeak int64
-	if devMem != nil {
-		devPeak = devMem.MemoryUse().Peak
-	}
+	devPeak := b.MemoryUse().Peak // zero on the CPU backend
 	for i := range out {
 		out[i].PeakRSSBytes = peak
 		out[i].DeviceMemoryBytes = devPeak

@@ -69,7 +69,7 @@ func listDevices() devicesReport {
 		for i, d := range vds {
 			rep.Devices = append(rep.Devices, deviceReport{
 				Backend: "vulkan", Name: d.Name, Type: d.Type, Driver: d.Driver, Usable: true, Device: fmt.Sprint(i), Memory: d.MemoryBytes,
-				Features: infoFeatures(d.Info), Limits: infoLimits(d.Info),
+				Features: capsFeatures(d.Caps), Limits: capsLimits(d.Caps),
 			})
 		}
 	}
@@ -80,7 +80,7 @@ func listDevices() devicesReport {
 		for _, a := range ads {
 			r := deviceReport{
 				Backend: "webgpu/" + a.Backend, Name: a.Name, Type: a.Type, Driver: a.Driver, Usable: a.Usable,
-				Features:        infoFeatures(gpu.Info{F16: a.F16, Subgroups: a.Subgroups, Timestamps: a.Timestamps}),
+				Features:        capsFeatures(gpu.Caps{F16Storage: a.F16, F16Math: a.F16, Subgroups: a.Subgroups, Timestamps: a.Timestamps}),
 				AdapterFeatures: a.Features, Limits: a.Limits,
 			}
 			if a.Usable {
@@ -97,12 +97,14 @@ func listDevices() devicesReport {
 	return rep
 }
 
-func infoFeatures(i gpu.Info) []string {
+// capsFeatures names the features of caps gpurun uses: f16 (storage and
+// arithmetic), subgroups, timestamps.
+func capsFeatures(c gpu.Caps) []string {
 	fs := []string{}
 	for _, f := range []struct {
 		on   bool
 		name string
-	}{{i.F16, "f16"}, {i.Subgroups, "subgroups"}, {i.Timestamps, "timestamps"}} {
+	}{{c.F16(), "f16"}, {c.Subgroups, "subgroups"}, {c.Timestamps, "timestamps"}} {
 		if f.on {
 			fs = append(fs, f.name)
 		}
@@ -110,7 +112,7 @@ func infoFeatures(i gpu.Info) []string {
 	return fs
 }
 
-func infoLimits(i gpu.Info) map[string]uint64 {
+func capsLimits(i gpu.Caps) map[string]uint64 {
 	return map[string]uint64{
 		"maxBufferSize":                     uint64(i.MaxBufferSize),
 		"maxStorageBufferBindingSize":       uint64(i.MaxStorageBinding),

@@ -26,7 +26,7 @@ func TestDevicesFeaturesAsUsed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := infoFeatures(b.Info())
+			want := capsFeatures(b.Caps())
 			b.Close()
 			i := slices.IndexFunc(rep.Devices, func(d deviceReport) bool {
 				return (d.Backend == backend || d.Backend == backend+"/vulkan") && d.Device == "0"

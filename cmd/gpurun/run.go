@@ -16,10 +16,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpurun/gpurun"
-	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/gpu/backend/cpu"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/pipeline/constrain"
+	"github.com/gpurun/gpurun/shaders"
 	"github.com/gpurun/gpurun/tensors/model"
 )
 
@@ -64,7 +64,7 @@ func (r *modelFlags) register(cmd *cobra.Command) {
 	f.BoolVar(&r.hostSample, "host-sampling", false, "decoding on a GPU (greedy or sampled) reads back every logit and picks on the host, "+
 		"rather than only the token id picked on the device (for comparison)")
 	r.steps = pipeline.DefaultStepsPerSubmit
-	f.Var(&intFlag{&r.steps, 1, gpu.MaxStepsPerSubmit, fmt.Sprintf("an integer in 1..%d", gpu.MaxStepsPerSubmit)}, "steps-per-submit",
+	f.Var(&intFlag{&r.steps, 1, shaders.MaxSteps, fmt.Sprintf("an integer in 1..%d", shaders.MaxSteps)}, "steps-per-submit",
 		"decode steps per GPU submission when the device picks the tokens (the ids are still streamed one by one)")
 	r.cpuMath = gpurun.DefaultCPUMath.String()
 	f.Var(&choiceFlag{&r.cpuMath, cpu.MathNames}, "cpu-math", "CPU backend arithmetic for quantized weights (int8/int4, K-quants): "+strings.Join(cpu.MathNames, "|")+

@@ -152,7 +152,7 @@ func (d *Device) NewBuffer(size int64) (gpu.Buffer, error) {
 	return b, nil
 }
 
-// NewHostBuffer implements gpu.HostBufferDevice: a zero-filled buffer in
+// NewHostBuffer is a zero-filled buffer in
 // the host-visible, coherent memory type of the staging buffer, mapped, so
 // Write and Read copy in place and wait only for the submissions using it.
 func (d *Device) NewHostBuffer(size int64) (gpu.Buffer, error) {
@@ -172,8 +172,6 @@ func (d *Device) NewHostBuffer(size int64) (gpu.Buffer, error) {
 	d.buffers[b] = struct{}{}
 	return b, nil
 }
-
-var _ gpu.HostBufferDevice = (*Device)(nil)
 
 // own checks that gb is a live buffer of d.
 func (d *Device) own(gb gpu.Buffer, what string) (*buffer, error) {

@@ -37,7 +37,7 @@ const (
 const timestampSlots = 1024
 
 // Device is a Vulkan logical device with one compute queue. It implements
-// gpu.Device and gpu.TimestampReader. All methods are safe for concurrent
+// gpu.Device. All methods are safe for concurrent
 // use; a single Commands list must be recorded by one goroutine at a time.
 type Device struct {
 	phys  *physical
@@ -67,11 +67,7 @@ type Device struct {
 	pcache *pipelineCache // set by init
 }
 
-var (
-	_ gpu.Device          = (*Device)(nil)
-	_ gpu.TimestampReader = (*Device)(nil)
-	_ gpu.MemoryReporter  = (*Device)(nil)
-)
+var _ gpu.Device = (*Device)(nil)
 
 // MemoryUse is the memory of the buffers (staging included) this device
 // allocated.
@@ -203,6 +199,9 @@ func (d *Device) init() error {
 // Info describes the device.
 func (d *Device) Info() gpu.Info { return d.info.Info }
 
+// Caps is what the device can do (its features and limits).
+func (d *Device) Caps() gpu.Caps { return d.info.Caps }
+
 // DeviceInfo is Info with the Vulkan details.
 func (d *Device) DeviceInfo() DeviceInfo { return d.info }
 
@@ -328,7 +327,7 @@ func (d *Device) waitLocked() error {
 	return d.waitForLocked(context.Background(), nil)
 }
 
-// WaitContext implements gpu.ContextWaiter: Wait, ending early with ctx.
+// WaitContext is Wait, ending early with ctx.
 func (d *Device) WaitContext(ctx context.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()

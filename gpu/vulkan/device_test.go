@@ -25,7 +25,7 @@ func TestDevicesReportSaneInfo(t *testing.T) {
 		// Vulkan 1.0 guarantees these minimums (spec, Required Limits).
 		if dv.MaxStorageBinding < 1<<27 || dv.MaxWorkgroupStorage < 16384 || dv.MaxWorkgroupInvocs < 128 ||
 			dv.StorageOffsetAlign < 1 || dv.StorageOffsetAlign > 256 || dv.MaxBufferSize < 1<<30 {
-			t.Errorf("device %d: limits below the Vulkan minimums: %+v", i, dv.Info)
+			t.Errorf("device %d: limits below the Vulkan minimums: %+v", i, dv.Caps)
 		}
 		if dv.MaxWorkgroupCount[0] < 65535 {
 			t.Errorf("device %d: maxComputeWorkGroupCount %v below the minimum", i, dv.MaxWorkgroupCount)
@@ -55,7 +55,7 @@ func TestLavapipeInfo(t *testing.T) {
 		{"shaderFloat16", info.ShaderFloat16, true},
 		{"storageBuffer16BitAccess", info.Storage16Bit, true},
 		{"shaderInt8", info.ShaderInt8, true},
-		{"f16", info.F16, true},
+		{"f16", info.F16(), true},
 		{"timestamps", info.Timestamps, true},
 		{"timestamp period", info.TimestampPeriod, 1.0},
 		{"driver name", info.DriverName, "llvmpipe"},

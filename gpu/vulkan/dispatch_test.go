@@ -165,7 +165,7 @@ func TestDependentDispatches(t *testing.T) {
 func TestBindingWindows(t *testing.T) {
 	memoryModes(t, func(t *testing.T, d *Device) {
 		k := addKernel(t, d)
-		align := int64(d.Info().StorageOffsetAlign)
+		align := int64(d.Caps().StorageOffsetAlign)
 		window := max(align, 64) // bytes per window, a multiple of align
 		const windows = 4
 		buf := newBuffer(t, d, window*windows+window) // last window stays unbound
@@ -204,7 +204,7 @@ func TestBindingWindows(t *testing.T) {
 func TestWindowToEnd(t *testing.T) {
 	d := openTest(t, false)
 	k := addKernel(t, d)
-	off := int64(d.Info().StorageOffsetAlign) * 2
+	off := int64(d.Caps().StorageOffsetAlign) * 2
 	const total = 256
 	buf := newBuffer(t, d, total)
 	// The shader's bound comes from params: exactly the window's words.
@@ -229,7 +229,7 @@ func TestWindowToEnd(t *testing.T) {
 
 func TestTimestamps(t *testing.T) {
 	d := openTest(t, false)
-	if !d.Info().Timestamps {
+	if !d.Caps().Timestamps {
 		t.Skip("device has no timestamps")
 	}
 	k := addKernel(t, d)

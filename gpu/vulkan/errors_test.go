@@ -13,7 +13,7 @@ func TestInvalidUseIsAnError(t *testing.T) {
 	k := addKernel(t, d)
 	p := params(t, d, 4, 1)
 	data := newBuffer(t, d, 64)
-	align := int64(d.Info().StorageOffsetAlign)
+	align := int64(d.Caps().StorageOffsetAlign)
 
 	newList := func(t *testing.T) gpu.Commands {
 		c, err := d.NewCommands()
@@ -37,7 +37,7 @@ func TestInvalidUseIsAnError(t *testing.T) {
 		run  func(t *testing.T) error
 	}{
 		{"negative buffer size", ErrInvalid, func(t *testing.T) error { _, err := d.NewBuffer(-1); return err }},
-		{"buffer above max allocation", ErrTooLarge, func(t *testing.T) error { _, err := d.NewBuffer(d.Info().MaxBufferSize + 1); return err }},
+		{"buffer above max allocation", ErrTooLarge, func(t *testing.T) error { _, err := d.NewBuffer(d.Caps().MaxBufferSize + 1); return err }},
 		{"write past end", ErrInvalid, func(t *testing.T) error { return d.Write(data, 60, make([]byte, 5)) }},
 		{"read at negative offset", ErrInvalid, func(t *testing.T) error { return d.Read(data, -1, make([]byte, 1)) }},
 		{"write released buffer", ErrReleased, func(t *testing.T) error { return d.Write(released(t), 0, []byte{1}) }},
@@ -80,7 +80,7 @@ func TestInvalidUseIsAnError(t *testing.T) {
 			return newList(t).Dispatch(k, []gpu.Binding{{Buf: big}, {Buf: data}}, 1, 1, 1)
 		}},
 		{"storage window above maxStorageBufferRange", ErrTooLarge, func(t *testing.T) error {
-			big := newBuffer(t, d, d.Info().MaxStorageBinding+4)
+			big := newBuffer(t, d, d.Caps().MaxStorageBinding+4)
 			return newList(t).Dispatch(k, []gpu.Binding{{Buf: p}, {Buf: big}}, 1, 1, 1)
 		}},
 		{"negative workgroups", ErrInvalid, func(t *testing.T) error {

@@ -9,9 +9,11 @@ import (
 	"github.com/gpurun/gpurun/gpu"
 )
 
-// DeviceInfo is gpu.Info plus the Vulkan details `gpurun devices` prints.
+// DeviceInfo is gpu.Info and gpu.Caps plus the Vulkan details `gpurun
+// devices` prints.
 type DeviceInfo struct {
 	gpu.Info
+	gpu.Caps
 
 	Index      int    // position in vkEnumeratePhysicalDevices order
 	VendorID   uint32 // PCI vendor
@@ -101,15 +103,18 @@ func (p *physical) describeInfo() DeviceInfo {
 	ops := uint32(c.subgroup_ops)
 	wantOps := uint32(vk.SubgroupFeatureBasicBit | vk.SubgroupFeatureArithmeticBit)
 	d.Info = gpu.Info{
-		Backend: "vulkan",
-		Name:    cString(props.DeviceName[:]),
-		Type:    deviceType(props.DeviceType),
-		Driver:  strings.TrimSpace(driver),
-
-		// Kernels that keep f16 in storage and compute in f16 need both.
-		F16:        d.ShaderFloat16 && d.Storage16Bit,
-		Subgroups:  d.SubgroupSize > 0 && ops&wantOps == wantOps,
-		Timestamps: d.TimestampBits > 0 && d.TimestampPeriod > 0,
+		Backend:     "vulkan",
+		Name:        cString(props.DeviceName[:]),
+		Type:        deviceType(props.DeviceType),
+		Driver:      strings.TrimSpace(driver),
+		MemoryBytes: int64(p.largestDeviceHeap()),
+	}
+	d.Caps = gpu.Caps{
+		F16Storage:  d.Storage16Bit,
+		F16Math:     d.ShaderFloat16,
+		HostBuffers: true,
+		Subgroups:   d.SubgroupSize > 0 && ops&wantOps == wantOps,
+		Timestamps:  d.TimestampBits > 0 && d.TimestampPeriod > 0,
 
 		MaxBufferSize:       maxAlloc,
 		MaxStorageBinding:   int64(lim.MaxStorageBufferRange),
@@ -118,10 +123,9 @@ func (p *physical) describeInfo() DeviceInfo {
 		StorageOffsetAlign:  int(lim.MinStorageBufferOffsetAlignment),
 		MaxStorageBuffers:   int(lim.MaxPerStageDescriptorStorageBuffers),
 		MaxUniformBuffers:   int(lim.MaxPerStageDescriptorUniformBuffers),
-		MemoryBytes:         int64(p.largestDeviceHeap()),
 	}
 	if shuffle := uint32(vk.SubgroupFeatureBasicBit | vk.SubgroupFeatureShuffleBit); d.SubgroupSize > 0 && ops&shuffle == shuffle {
-		d.Info.SubgroupSize = d.SubgroupSize
+		d.Caps.SubgroupSize = d.SubgroupSize
 	}
 	return d
 }

@@ -43,7 +43,7 @@ func descriptorType(k shaders.BindingKind) (vk.DescriptorType, bool) {
 // NewKernel builds a compute pipeline from spec.SPIRV; binding i of
 // spec.Bindings is descriptor set 0, binding i.
 func (d *Device) NewKernel(spec shaders.KernelSpec) (gpu.Kernel, error) {
-	if err := gpu.CheckBindingLimits(d.Info(), spec); err != nil {
+	if err := gpu.CheckBindingLimits(d.Caps(), spec); err != nil {
 		return nil, fmt.Errorf("vulkan: %w", err)
 	}
 	code, err := spirvWords(spec.SPIRV)

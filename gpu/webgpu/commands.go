@@ -176,7 +176,7 @@ func (c *commands) Timestamp(i int) error {
 	if err := c.usable(); err != nil {
 		return err
 	}
-	if !c.dev.info.Timestamps {
+	if !c.dev.caps.Timestamps {
 		return fmt.Errorf("webgpu: timestamps: %w", gpu.ErrUnsupported)
 	}
 	if i < 0 || i >= timestampSlots {
@@ -311,7 +311,7 @@ func (d *Device) Submit(lists ...gpu.Commands) error {
 // slots in nanoseconds. wgpu-native reports raw ticks; lavapipe and most
 // desktop drivers tick once per nanosecond.
 func (d *Device) ReadTimestamps(n int) ([]uint64, error) {
-	if !d.info.Timestamps {
+	if !d.caps.Timestamps {
 		return nil, fmt.Errorf("webgpu: timestamps: %w", gpu.ErrUnsupported)
 	}
 	if n < 0 || n > timestampSlots {

@@ -31,6 +31,7 @@ type Device struct {
 	dev     *wgpu.Device
 	queue   *wgpu.Queue
 	info    gpu.Info
+	caps    gpu.Caps
 	limits  wgpu.Limits
 	closed  bool
 
@@ -43,11 +44,7 @@ type Device struct {
 	mem memcount.Counter // bytes of buffers allocated
 }
 
-var (
-	_ gpu.Device          = (*Device)(nil)
-	_ gpu.TimestampReader = (*Device)(nil)
-	_ gpu.MemoryReporter  = (*Device)(nil)
-)
+var _ gpu.Device = (*Device)(nil)
 
 // MemoryUse is the size of the buffers (the read-back staging buffer
 // included) this device created; WebGPU reports no more than that.
@@ -189,11 +186,14 @@ func (d *Device) init() error {
 	ai := adapterInfo(d.adapter)
 	name, driver := adapterName(ai)
 	d.info = gpu.Info{
-		Backend:             "webgpu",
-		Name:                name,
-		Type:                deviceType(ai.AdapterType),
-		Driver:              driver,
-		F16:                 f16,
+		Backend: "webgpu",
+		Name:    name,
+		Type:    deviceType(ai.AdapterType),
+		Driver:  driver,
+	}
+	d.caps = gpu.Caps{
+		F16Storage:          f16, // WebGPU's shader-f16 gives both
+		F16Math:             f16,
 		Subgroups:           subgroups,
 		Timestamps:          timestamps,
 		MaxBufferSize:       int64(d.limits.MaxBufferSize),
@@ -223,6 +223,16 @@ func (d *Device) init() error {
 
 // Info describes the device.
 func (d *Device) Info() gpu.Info { return d.info }
+
+// Caps is what the device can do (its features and limits). WebGPU places
+// no buffer in host memory for compute: HostBuffers is false.
+func (d *Device) Caps() gpu.Caps { return d.caps }
+
+// NewHostBuffer fails with gpu.ErrUnsupported: WebGPU has no host-visible
+// storage buffers (Caps().HostBuffers is false).
+func (d *Device) NewHostBuffer(int64) (gpu.Buffer, error) {
+	return nil, fmt.Errorf("webgpu: host-visible storage buffers: %w", gpu.ErrUnsupported)
+}
 
 // Close releases the device. Buffers, kernels and commands must be released
 // first.
@@ -264,7 +274,7 @@ func (d *Device) Close() error {
 // decode step takes milliseconds), and a cancel is seen as soon.
 const maxPollDelay = 100 * time.Microsecond
 
-// WaitContext implements gpu.ContextWaiter: Wait, returning as soon as
+// WaitContext is Wait, returning as soon as
 // ctx is done. wgpu-native's blocking poll cannot be interrupted, so it
 // polls without blocking, checking ctx between polls, on the caller's
 // goroutine and under the device's lock (a blocking poll on a goroutine of

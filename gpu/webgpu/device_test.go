@@ -24,7 +24,7 @@ func open(t testing.TB) *Device {
 
 func TestOpenPicksVulkan(t *testing.T) {
 	d := open(t)
-	info := d.Info()
+	info, caps := d.Info(), d.Caps()
 	if info.Backend != "webgpu" || info.Name == "" {
 		t.Fatalf("info %+v", info)
 	}
@@ -32,8 +32,8 @@ func TestOpenPicksVulkan(t *testing.T) {
 	if d.adapter.GetInfo().BackendType.String() != "vulkan" {
 		t.Fatalf("backend %s", d.adapter.GetInfo().BackendType)
 	}
-	if info.MaxStorageBinding < 128<<20 || info.MaxBufferSize < info.MaxStorageBinding {
-		t.Errorf("limits: binding %d buffer %d", info.MaxStorageBinding, info.MaxBufferSize)
+	if caps.MaxStorageBinding < 128<<20 || caps.MaxBufferSize < caps.MaxStorageBinding {
+		t.Errorf("limits: binding %d buffer %d", caps.MaxStorageBinding, caps.MaxBufferSize)
 	}
 	ads, err := Adapters()
 	if err != nil {
@@ -144,7 +144,7 @@ func TestBadInput(t *testing.T) {
 	if err := d.Submit(cp); err == nil {
 		t.Error("submit with a released buffer accepted")
 	}
-	if d.Info().Timestamps {
+	if d.Caps().Timestamps {
 		ts, _ := d.NewCommands()
 		defer ts.Release()
 		for _, slot := range []int{-1, timestampSlots} {
@@ -208,7 +208,7 @@ func TestDispatchReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cmds.Release()
-	ts := d.Info().Timestamps
+	ts := d.Caps().Timestamps
 	if ts {
 		if err := cmds.Timestamp(0); err != nil {
 			t.Fatal(err)

@@ -51,7 +51,7 @@ func (d *Device) NewKernel(spec shaders.KernelSpec) (gpu.Kernel, error) {
 	if spec.WGSL == "" {
 		return nil, fmt.Errorf("webgpu: kernel %q has no WGSL: %w", spec.Name, gpu.ErrUnsupported)
 	}
-	if err := gpu.CheckBindingLimits(d.info, spec); err != nil {
+	if err := gpu.CheckBindingLimits(d.caps, spec); err != nil {
 		return nil, fmt.Errorf("webgpu: %w", err)
 	}
 	entry := spec.Entry

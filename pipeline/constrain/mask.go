@@ -36,7 +36,7 @@ func (k *Mask) Allowed(id int) bool {
 }
 
 // Bits is the mask as bits: bit id % 64 of word id / 64 allows id (the
-// layout gpu.TokenMasker takes). The caller must not change it: masks are
+// layout gpu.Program.SetTokenMask takes). The caller must not change it: masks are
 // shared through the masker's cache.
 func (k *Mask) Bits() []uint64 { return k.bits }
 

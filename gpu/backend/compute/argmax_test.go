@@ -31,7 +31,7 @@ func TestSampleConformance(t *testing.T) {
 	})
 }
 
-// TestMaskConformance runs the token-mask cases (gpu.TokenMasker: argmax
+// TestMaskConformance runs the token-mask cases (gpu.Program.SetTokenMask: argmax
 // and sampling under masks set, changed and cleared between steps) against
 // gpu/backend/cpu on WebGPU and Vulkan.
 func TestMaskConformance(t *testing.T) {

@@ -66,14 +66,14 @@ func TestAttentionVariantChosen(t *testing.T) {
 		{16, 12, 12, 64, 64, false, []string{"attn_tiled"}},
 	}
 	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
-		if !dev.Info().Timestamps {
+		if !dev.Caps().Timestamps {
 			t.Fatalf("%s: no timestamps to profile with (lavapipe and SwiftShader have them)", dev.Info().Name)
 		}
 		be := backendOn(t, dev, compute.Options{})
 		for _, c := range cases {
 			t.Run(fmt.Sprintf("t%d_h%d_kv%d_d%d_max%d_f16%v", c.tokens, c.heads, c.kvHeads, c.hd, c.maxLen, c.f16), func(t *testing.T) {
 				p := attentionProgram(t, be, c.tokens, c.heads, c.kvHeads, c.hd, c.maxLen, c.f16)
-				ops, err := p.(gpu.Profiler).Profile(context.Background(), make([]int32, c.tokens), 5)
+				ops, err := p.Profile(context.Background(), make([]int32, c.tokens), 5)
 				if err != nil {
 					t.Fatal(err)
 				}

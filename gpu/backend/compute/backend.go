@@ -45,17 +45,19 @@ type caps struct {
 }
 
 // capsOf returns the capabilities of a device as the options allow them.
-func capsOf(info gpu.Info, opts tuning.Options) caps {
-	subgroups := opts.Subgroups == tuning.SubgroupsAuto && shaders.SubgroupVariantFits(info.SubgroupSize)
-	// The f16 variants hold the subgroup reduction; WebGPU (no f16 in its
-	// naga) and SwiftShader (no f16 feature) report F16 false.
-	f16 := subgroups && info.F16 && info.Backend == "vulkan" && opts.F16 == tuning.F16Auto
-	return caps{subgroups: subgroups, f16: f16, storageBuffers: info.MaxStorageBuffers}
+func capsOf(dc gpu.Caps, opts tuning.Options) caps {
+	subgroups := opts.Subgroups == tuning.SubgroupsAuto && shaders.SubgroupVariantFits(dc.SubgroupSize)
+	// The f16 variants hold the subgroup reduction and keep f16 in storage
+	// and arithmetic; WebGPU (no f16 in its naga) and SwiftShader (no f16
+	// feature) report neither.
+	f16 := subgroups && dc.F16() && opts.F16 == tuning.F16Auto
+	return caps{subgroups: subgroups, f16: f16, storageBuffers: dc.MaxStorageBuffers}
 }
 
 type backend struct {
 	dev        gpu.Device
 	info       gpu.Info
+	devCaps    gpu.Caps // the device's, read once
 	caps       caps
 	attention  tuning.AttentionKind
 	maxBinding int64 // bytes per weight binding
@@ -72,8 +74,8 @@ func New(dev gpu.Device) gpu.Backend { return NewWithOptions(dev, tuning.Options
 // NewWithOptions is New with the knobs of gpu/internal/tuning, which only
 // the module's tests turn (a package outside the module cannot name them).
 func NewWithOptions(dev gpu.Device, opts tuning.Options) gpu.Backend {
-	info := dev.Info()
-	mb := info.MaxStorageBinding
+	dc := dev.Caps()
+	mb := dc.MaxStorageBinding
 	if mb <= 0 {
 		mb = 128 << 20
 	}
@@ -81,10 +83,27 @@ func NewWithOptions(dev gpu.Device, opts tuning.Options) gpu.Backend {
 	if opts.MaxBinding > 0 && opts.MaxBinding < mb {
 		mb = opts.MaxBinding
 	}
-	return &backend{dev: dev, info: info, caps: capsOf(info, opts), attention: opts.Attention, maxBinding: mb &^ 3, devBinding: dev0 &^ 3, kernels: map[string]gpu.Kernel{}}
+	return &backend{dev: dev, info: dev.Info(), devCaps: dc, caps: capsOf(dc, opts), attention: opts.Attention, maxBinding: mb &^ 3, devBinding: dev0 &^ 3, kernels: map[string]gpu.Kernel{}}
 }
 
 func (b *backend) Info() gpu.Info { return b.info }
+
+// Caps are the device's (its shaders' features and limits) with the
+// backend's: batched graphs, cache copies, decode programs that keep their
+// sampling rule in their step tensor and run several steps per submission.
+func (b *backend) Caps() gpu.Caps {
+	c := b.devCaps
+	c.Host, c.HalfLoRA = false, false
+	c.Batch, c.CopyKV, c.Sampling = true, true, true
+	c.MaxSteps, c.MaxStops = shaders.MaxSteps, shaders.MaxStops
+	return c
+}
+
+// MemoryUse is the device's count of what it allocated.
+func (b *backend) MemoryUse() gpu.MemoryUse { return b.dev.MemoryUse() }
+
+// ResetPeakMemory resets the device's peak.
+func (b *backend) ResetPeakMemory() { b.dev.ResetPeakMemory() }
 
 // kernel compiles a shaders kernel (of variant v when v.Key is set) once
 // per backend.

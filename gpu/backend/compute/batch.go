@@ -15,7 +15,7 @@ import (
 // cache, so the kernels store and attend nothing for it.
 const noRow = math.MaxUint32
 
-// CompileBatch compiles a batched decode step (gpu.BatchBackend). Program
+// CompileBatch compiles a batched decode step (gpu.Backend.CompileBatch). Program
 // row r is always sequence r, so each row's KV-cache store and attention
 // are dispatches of their own binding that sequence's cache (recorded
 // once, like every command list here); every other op runs all the rows

@@ -99,7 +99,7 @@ func batchCase(t *testing.T, dev gpu.Device, path, model string, tol float64, f1
 	if _, err := be.Compile(bg, w, kvs[0]); !errors.Is(err, fusion.ErrBatch) {
 		t.Errorf("Compile of a batched graph: %v, want fusion.ErrBatch", err)
 	}
-	p, err := gpu.CompileBatch(be, bg, w, kvs)
+	p, err := be.CompileBatch(bg, w, kvs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ func benchOnDevices(b *testing.B, tokens, rows, cols int) {
 		b.Run(d.Name, func(b *testing.B) {
 			dev := deviceAt(b, i)
 			b.Run("auto", func(b *testing.B) { benchMatMul(b, dev, compute.Options{}, tokens, rows, cols) })
-			if tokens == 1 && dev.Info().SubgroupSize > 0 {
+			if tokens == 1 && dev.Caps().SubgroupSize > 0 {
 				// The decode kernel's portable reduction, beside the
 				// subgroup one the run above used.
 				b.Run("nosubgroups", func(b *testing.B) {
@@ -43,11 +43,7 @@ func benchOnDevices(b *testing.B, tokens, rows, cols int) {
 // time from timestamps, and the work the backend counts for it) where the
 // device has timestamps: what `gpurun bench --profile` prints per kernel.
 func reportKernel(b *testing.B, p gpu.Program, tokens []int32) {
-	prof, ok := p.(gpu.Profiler)
-	if !ok {
-		return
-	}
-	ops, err := prof.Profile(context.Background(), tokens, 0)
+	ops, err := p.Profile(context.Background(), tokens, 0)
 	if err != nil {
 		return // no timestamps on this device
 	}
@@ -89,8 +85,8 @@ func BenchmarkMatVecF16(b *testing.B) {
 	for i, d := range devices {
 		b.Run(d.Name, func(b *testing.B) {
 			dev := deviceAt(b, i)
-			if info := dev.Info(); !info.F16 || info.Backend != "vulkan" || info.SubgroupSize == 0 {
-				b.Skipf("%s: no f16-arithmetic variant", info.Name)
+			if caps := dev.Caps(); !caps.F16() || caps.SubgroupSize == 0 {
+				b.Skipf("%s: no f16-arithmetic variant", dev.Info().Name)
 			}
 			for _, ty := range []benchType{{"f16", tensors.F16, 0, 0}, {"int8", tensors.I8, 0, tensors.F32},
 				{"int8_b32_f16", tensors.I8, 32, tensors.F16}, {"int4_b32_f16", tensors.I4, 32, tensors.F16}} {

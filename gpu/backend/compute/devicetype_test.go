@@ -78,16 +78,16 @@ func TestPlanIndependentOfDeviceType(t *testing.T) {
 		t.Fatal(err)
 	}
 	models := map[string]*model.Checkpoint{"stories260K": stories, "llama-q8_0": q8}
-	for _, caps := range []gpu.Info{
-		{Backend: "vulkan", SubgroupSize: 32, F16: true, Timestamps: true, MaxStorageBuffers: 16},
-		{Backend: "webgpu", MaxStorageBuffers: 10},
+	for _, dev := range []planDevice{
+		{info: gpu.Info{Backend: "vulkan"}, caps: gpu.Caps{SubgroupSize: 32, F16Storage: true, F16Math: true, Timestamps: true, MaxStorageBuffers: 16}},
+		{info: gpu.Info{Backend: "webgpu"}, caps: gpu.Caps{MaxStorageBuffers: 10}},
 	} {
 		for name, m := range models {
 			var first []string
 			for _, typ := range []gpu.DeviceType{gpu.CPU, gpu.Discrete, gpu.Integrated, gpu.Virtual, gpu.Other} {
-				info := caps
-				info.Type, info.MaxStorageBinding = typ, 1<<27
-				plans := planAll(t, ctx, &planDevice{info: info}, m)
+				d := dev
+				d.info.Type, d.caps.MaxStorageBinding = typ, 1<<27
+				plans := planAll(t, ctx, &d, m)
 				if first == nil {
 					first = plans
 					if len(first) == 0 {
@@ -96,7 +96,7 @@ func TestPlanIndependentOfDeviceType(t *testing.T) {
 					continue
 				}
 				if !slices.Equal(plans, first) {
-					t.Errorf("%s on %s: the plan on a %s device differs from a %s device's", name, caps.Backend, typ, gpu.CPU)
+					t.Errorf("%s on %s: the plan on a %s device differs from a %s device's", name, dev.info.Backend, typ, gpu.CPU)
 				}
 			}
 		}
@@ -137,7 +137,7 @@ func planAll(t *testing.T, ctx context.Context, dev gpu.Device, m *model.Checkpo
 			}
 			var p interface{ Release() }
 			if o.Batch {
-				p, err = gpu.CompileBatch(be, g, w, kvs)
+				p, err = be.CompileBatch(g, w, kvs)
 			} else {
 				p, err = be.Compile(g, w, kvs[0])
 			}
@@ -159,7 +159,10 @@ func planAll(t *testing.T, ctx context.Context, dev gpu.Device, m *model.Checkpo
 
 // planDevice is a gpu.Device that plans and records nothing: buffers of
 // the sizes asked for, kernels and command lists that do nothing.
-type planDevice struct{ info gpu.Info }
+type planDevice struct {
+	info gpu.Info
+	caps gpu.Caps
+}
 
 // planBuffer is a pointer, so that every buffer is its own map key (the
 // planner keys buffers' activation types by them).
@@ -181,6 +184,12 @@ func (planCommands) Finish() error                                           { r
 func (planCommands) Release()                                                {}
 
 func (d *planDevice) Info() gpu.Info                                     { return d.info }
+func (d *planDevice) Caps() gpu.Caps                                     { return d.caps }
+func (d *planDevice) WaitContext(context.Context) error                  { return nil }
+func (d *planDevice) NewHostBuffer(size int64) (gpu.Buffer, error)       { return &planBuffer{size}, nil }
+func (d *planDevice) ReadTimestamps(n int) ([]uint64, error)             { return make([]uint64, n), nil }
+func (d *planDevice) MemoryUse() gpu.MemoryUse                           { return gpu.MemoryUse{} }
+func (d *planDevice) ResetPeakMemory()                                   {}
 func (d *planDevice) NewBuffer(size int64) (gpu.Buffer, error)           { return &planBuffer{size}, nil }
 func (d *planDevice) Write(gpu.Buffer, int64, []byte) error              { return nil }
 func (d *planDevice) Read(gpu.Buffer, int64, []byte) error               { return nil }

@@ -97,14 +97,14 @@ func TestF16ArithmeticConformance(t *testing.T) {
 // matvec_lanes.
 func TestF16VariantChosen(t *testing.T) {
 	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
-		info := dev.Info()
-		if info.Backend == "vulkan" && strings.Contains(info.Name, "llvmpipe") && !info.F16 {
+		info, caps := dev.Info(), dev.Caps()
+		if info.Backend == "vulkan" && strings.Contains(info.Name, "llvmpipe") && !caps.F16() {
 			t.Errorf("lavapipe reports no f16 (shaderFloat16 and 16-bit storage)")
 		}
-		if info.Backend == "webgpu" && info.F16 {
+		if info.Backend == "webgpu" && caps.F16() {
 			t.Errorf("WebGPU reports f16; its kernels cannot use f16 arithmetic")
 		}
-		sg := shaders.SubgroupVariantFits(info.SubgroupSize)
+		sg := shaders.SubgroupVariantFits(caps.SubgroupSize)
 		for _, c := range []struct {
 			opts   compute.Options
 			half   bool
@@ -124,7 +124,7 @@ func TestF16VariantChosen(t *testing.T) {
 				kernel := f16ProfiledKernels(t, backendOn(t, dev, c.opts), c.dt, c.half)
 				want := "matvec_lanes."
 				switch {
-				case c.wantH && sg && info.F16 && info.Backend == "vulkan":
+				case c.wantH && sg && caps.F16():
 					want = "matvec_sg_h."
 				case c.wantSG && sg:
 					want = "matvec_sg."
@@ -142,7 +142,7 @@ func TestF16VariantChosen(t *testing.T) {
 // profiled step ran.
 func f16ProfiledKernels(t *testing.T, be gpu.Backend, dt tensors.DType, half bool) []string {
 	t.Helper()
-	if !be.Info().Timestamps {
+	if !be.Caps().Timestamps {
 		t.Skipf("%s: no timestamps to profile with", be.Info().Name)
 	}
 	r := rand.New(rand.NewPCG(6, 6))
@@ -168,7 +168,7 @@ func f16ProfiledKernels(t *testing.T, be gpu.Backend, dt tensors.DType, half boo
 		t.Fatal(err)
 	}
 	defer p.Release()
-	ops, err := p.(gpu.Profiler).Profile(ctx, []int32{3}, 0)
+	ops, err := p.Profile(ctx, []int32{3}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +242,7 @@ func runBatched(t *testing.T, ctx context.Context, be gpu.Backend, g *fusion.Gra
 		kvs = append(kvs, kv)
 		rows = append(rows, gpu.Row{Token: id, Seq: i})
 	}
-	p, err := gpu.CompileBatch(be, g, w, kvs)
+	p, err := be.CompileBatch(g, w, kvs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,11 +46,12 @@ func TestFusionDecidedOnce(t *testing.T) {
 		models[strings.TrimSuffix(filepath.Base(f), ".gguf")] = ck
 	}
 	unasked := 0
-	for _, info := range []gpu.Info{
-		{Backend: "vulkan", SubgroupSize: 32, F16: true, MaxStorageBuffers: 16},
-		{Backend: "webgpu", MaxStorageBuffers: 10},
+	for _, dev := range []planDevice{
+		{info: gpu.Info{Backend: "vulkan"}, caps: gpu.Caps{SubgroupSize: 32, F16Storage: true, F16Math: true, MaxStorageBuffers: 16}},
+		{info: gpu.Info{Backend: "webgpu"}, caps: gpu.Caps{MaxStorageBuffers: 10}},
 	} {
-		be := New(&planDevice{info: info})
+		info := dev.info
+		be := New(&dev)
 		for name, ck := range models {
 			w, err := be.LoadWeights(ctx, ck.Tensors)
 			if err != nil {
@@ -96,7 +97,7 @@ func planSplits(t *testing.T, be gpu.Backend, w gpu.Weights, g *fusion.Graph, ba
 	var p interface{ Release() }
 	var err error
 	if batch {
-		p, err = gpu.CompileBatch(be, g, w, kvs)
+		p, err = be.CompileBatch(g, w, kvs)
 	} else {
 		p, err = be.Compile(g, w, kvs[0])
 	}

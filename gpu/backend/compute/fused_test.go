@@ -28,7 +28,7 @@ func TestFusedConformance(t *testing.T) {
 			{MaxBinding: 1024},
 			{Subgroups: compute.SubgroupsOff},
 		} {
-			if opts.Subgroups == compute.SubgroupsOff && dev.Info().SubgroupSize == 0 {
+			if opts.Subgroups == compute.SubgroupsOff && dev.Caps().SubgroupSize == 0 {
 				continue // the same kernels as {}
 			}
 			if opts.MaxBinding != 0 && gputest.RerunDriver() != "" {

@@ -19,7 +19,7 @@ func TestHalfActivationConformance(t *testing.T) {
 			cases := conformance.HalfCases()
 			name := "f32arith"
 			if opts.F16 == compute.F16Auto {
-				if info := dev.Info(); !info.F16 || info.Backend != "vulkan" {
+				if !dev.Caps().F16() {
 					continue // the same kernels as F16Off
 				}
 				cases, name = conformance.F16ArithCases(), "f16arith"

@@ -95,7 +95,7 @@ func storeKernel(spec fusion.KVSpec) contract[shaders.KVParams, kvBindings] {
 }
 
 // CopyKV copies positions [0, n) of every layer from src to dst
-// (gpu.KVCopier) with one command list of buffer copies: per head one run
+// (gpu.Backend.CopyKV) with one command list of buffer copies: per head one run
 // of keys, and per head and word one run of values (the value cache is
 // transposed, positions innermost). A ring layer (rings of one length in
 // both caches) is copied whole, its 2R slots holding the last R positions.

@@ -124,7 +124,7 @@ func TestCopyKVRings(t *testing.T) {
 		want[l][0], want[l][1] = fill(s.k[l], byte(l)), fill(s.v[l], byte(l+9))
 	}
 	const n = 17 // past the ring of 5: its 10 slots all live
-	if err := gpu.CopyKV(be, dst, src, n); err != nil {
+	if err := be.CopyKV(dst, src, n); err != nil {
 		t.Fatal(err)
 	}
 	read := func(b gpu.Buffer) []byte {
@@ -158,10 +158,10 @@ func TestCopyKVRings(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer full.Release()
-	if err := gpu.CopyKV(be, full, src, n); !errors.Is(err, gpu.ErrStep) {
+	if err := be.CopyKV(full, src, n); !errors.Is(err, gpu.ErrStep) {
 		t.Errorf("CopyKV(full cache, ring cache) = %v, want gpu.ErrStep", err)
 	}
-	if err := gpu.CopyKV(be, src, full, n); !errors.Is(err, gpu.ErrStep) {
+	if err := be.CopyKV(src, full, n); !errors.Is(err, gpu.ErrStep) {
 		t.Errorf("CopyKV(ring cache, full cache) = %v, want gpu.ErrStep", err)
 	}
 }

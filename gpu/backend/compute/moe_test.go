@@ -126,7 +126,7 @@ func TestMoEKernelsChosen(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer p.Release()
-				ops, err := p.(gpu.Profiler).Profile(ctx, make([]int32, tc.tokens), 0)
+				ops, err := p.Profile(ctx, make([]int32, tc.tokens), 0)
 				if err != nil {
 					t.Fatal(err)
 				}

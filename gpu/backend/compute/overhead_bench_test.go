@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/gpurun/gpurun/fusion"
-	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/internal/gputest"
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline/arch"
@@ -36,7 +35,7 @@ func BenchmarkDecodeOverhead(b *testing.B) {
 			dev, err := d.Open(ctx)
 			gputest.NoDevice(b, d.Name, err)
 			defer dev.Close()
-			if !dev.Info().Timestamps {
+			if !dev.Caps().Timestamps {
 				b.Skipf("%s: no timestamps on %s", d.Name, dev.Info().Name)
 			}
 			be := New(dev)
@@ -63,7 +62,6 @@ func BenchmarkDecodeOverhead(b *testing.B) {
 			defer pr.Release()
 			p := pr.(*program)
 			p.multi.stamps = true
-			tr := dev.(gpu.TimestampReader)
 			for _, n := range []int{1, 8} {
 				b.Run(fmt.Sprintf("steps=%d", n), func(b *testing.B) {
 					var wall, device time.Duration
@@ -77,7 +75,7 @@ func BenchmarkDecodeOverhead(b *testing.B) {
 							b.Fatal(err)
 						}
 						wall += time.Since(start)
-						ts, err := tr.ReadTimestamps(2)
+						ts, err := dev.ReadTimestamps(2)
 						if err != nil {
 							b.Fatal(err)
 						}

@@ -825,7 +825,7 @@ func (p *program) recordList(timestamps bool) (gpu.Commands, []int, error) {
 }
 
 // tokenMask returns the program's token mask buffer for a vocabulary of n
-// tokens (gpu.TokenMasker), made on first use with no mask set.
+// tokens (gpu.Program.SetTokenMask), made on first use with no mask set.
 func (pl *planner) tokenMask(n int) (gpu.Binding, error) {
 	p := pl.p
 	if p.mask == nil {

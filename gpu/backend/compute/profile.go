@@ -9,23 +9,18 @@ import (
 	"github.com/gpurun/gpurun/shaders"
 )
 
-// OpTime and Profiler are gpu's: the programs of this backend profile
-// every op and count the work of the matrix kernels.
-type (
-	OpTime   = gpu.OpTime
-	Profiler = gpu.Profiler
-)
+// OpTime is gpu's: the programs of this backend profile every op and
+// count the work of the matrix kernels.
+type OpTime = gpu.OpTime
 
-var _ Profiler = (*program)(nil)
-
-// Profile runs one step with timestamps and returns the time of each op
-// that dispatched work, in graph order.
+// Profile (gpu.Program, where Caps().Timestamps) runs one step with
+// timestamps and returns the time of each op that dispatched work, in
+// graph order.
 func (p *program) Profile(ctx context.Context, tokens []int32, pos int) ([]OpTime, error) {
 	if p.cmds == nil {
 		return nil, fmt.Errorf("%w: program released", ErrRun)
 	}
-	tr, ok := p.b.dev.(gpu.TimestampReader)
-	if !ok || !p.b.info.Timestamps {
+	if !p.b.devCaps.Timestamps {
 		return nil, fmt.Errorf("kernels: profile: device timestamps: %w", gpu.ErrUnsupported)
 	}
 	if p.profile == nil {
@@ -38,7 +33,7 @@ func (p *program) Profile(ctx context.Context, tokens []int32, pos int) ([]OpTim
 	if err := p.run(ctx, tokens, pos, p.profile); err != nil {
 		return nil, err
 	}
-	ts, err := tr.ReadTimestamps(len(p.profileSlots))
+	ts, err := p.b.dev.ReadTimestamps(len(p.profileSlots))
 	if err != nil {
 		return nil, fmt.Errorf("kernels: profile: %w", err)
 	}

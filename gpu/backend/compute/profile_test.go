@@ -36,10 +36,6 @@ func TestProfile(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer p.Release()
-		prof, ok := p.(compute.Profiler)
-		if !ok {
-			t.Fatal("program is not a Profiler")
-		}
 		tokens := []int32{3, 8}
 		if err := p.Run(ctx, tokens, 0); err != nil {
 			t.Fatal(err)
@@ -48,8 +44,8 @@ func TestProfile(t *testing.T) {
 		if _, err := p.Logits(want); err != nil {
 			t.Fatal(err)
 		}
-		times, err := prof.Profile(ctx, tokens, 0)
-		if !dev.Info().Timestamps {
+		times, err := p.Profile(ctx, tokens, 0)
+		if !dev.Caps().Timestamps {
 			if !errors.Is(err, gpu.ErrUnsupported) {
 				t.Fatalf("no timestamps: %v", err)
 			}

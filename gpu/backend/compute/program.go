@@ -163,10 +163,10 @@ func (p *program) build(ws *weights, caches []*kvCache) error {
 		// A decode program's step buffer is the step tensor (RunSteps).
 		stepBytes = int64(binary.Size(shaders.DecodeStep{}))
 	}
-	if hb, ok := p.b.dev.(gpu.HostBufferDevice); ok {
+	if p.b.devCaps.HostBuffers {
 		// Written and read every step: in place, waiting for no other
 		// program's work.
-		if p.step, err = hb.NewHostBuffer(max(align16(stepBytes), 16)); err != nil {
+		if p.step, err = p.b.dev.NewHostBuffer(max(align16(stepBytes), 16)); err != nil {
 			return err
 		}
 		p.owned = append(p.owned, p.step)

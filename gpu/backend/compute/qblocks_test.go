@@ -108,7 +108,6 @@ func benchBlocksOnDevices(b *testing.B, tokens int) {
 // the CPU backend.
 func TestBlockVariantChosen(t *testing.T) {
 	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
-		info := dev.Info()
 		for _, tc := range []struct {
 			dt     tensors.DType
 			layout string
@@ -121,7 +120,7 @@ func TestBlockVariantChosen(t *testing.T) {
 						switch {
 						case tokens >= 4:
 							want = "qmatmul." + tc.layout
-						case mode == compute.SubgroupsAuto && shaders.SubgroupVariantFits(info.SubgroupSize):
+						case mode == compute.SubgroupsAuto && shaders.SubgroupVariantFits(dev.Caps().SubgroupSize):
 							want = "qmatvec_sg." + tc.layout + "_sg"
 						}
 						if k := blockKernels(t, be, tc.dt, tokens); !slices.Contains(k, want) {
@@ -138,7 +137,7 @@ func TestBlockVariantChosen(t *testing.T) {
 // tokens tokens and returns the kernels its profiled step ran.
 func blockKernels(t *testing.T, be gpu.Backend, dt tensors.DType, tokens int) []string {
 	t.Helper()
-	if !be.Info().Timestamps {
+	if !be.Caps().Timestamps {
 		t.Skipf("%s: no timestamps to profile with", be.Info().Name)
 	}
 	const cols = 512
@@ -158,7 +157,7 @@ func blockKernels(t *testing.T, be gpu.Backend, dt tensors.DType, tokens int) []
 		t.Fatal(err)
 	}
 	defer p.Release()
-	ops, err := p.(gpu.Profiler).Profile(ctx, make([]int32, tokens), 0)
+	ops, err := p.Profile(ctx, make([]int32, tokens), 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -119,7 +119,7 @@ func TestBatchedSinks(t *testing.T) {
 						t.Fatal(err)
 					}
 					defer w.Release()
-					p, err := gpu.CompileBatch(be, build(seqs, true, f16), w, prefill(t, be, w, f16))
+					p, err := be.CompileBatch(build(seqs, true, f16), w, prefill(t, be, w, f16))
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -17,7 +17,7 @@ import (
 func TestOverBindingLimit(t *testing.T) {
 	const rows, cols = 70000, 2048
 	d := device(t)
-	if lim := d.Info().MaxStorageBinding; int64(rows*cols) <= lim {
+	if lim := d.Caps().MaxStorageBinding; int64(rows*cols) <= lim {
 		t.Skipf("binding limit %d holds the whole table: nothing to split", lim)
 	}
 	r := rand.New(rand.NewPCG(8, 8))

@@ -12,19 +12,6 @@ import (
 	"github.com/gpurun/gpurun/shaders"
 )
 
-// The gpu limits are the step tensor's.
-var (
-	_ = [1]struct{}{}[gpu.MaxStepsPerSubmit-shaders.MaxSteps]
-	_ = [1]struct{}{}[shaders.MaxSteps-gpu.MaxStepsPerSubmit]
-	_ = [1]struct{}{}[gpu.MaxStopIDs-shaders.MaxStops]
-	_ = [1]struct{}{}[shaders.MaxStops-gpu.MaxStopIDs]
-)
-
-var (
-	_ gpu.StepRunner     = (*program)(nil)
-	_ gpu.SamplingSetter = (*program)(nil)
-)
-
 // stepHeader returns the bytes of st's header (without the ids) with the
 // program's sampling rule, if it has one.
 func (p *program) stepHeader(st shaders.DecodeStep) []byte {
@@ -37,7 +24,7 @@ func (p *program) stepHeader(st shaders.DecodeStep) []byte {
 	return b[:shaders.DecodeStepHeader]
 }
 
-// SetSampling implements gpu.SamplingSetter for a decode program ending in
+// SetSampling (gpu.Program, Caps().Sampling) for a decode program ending in
 // fusion.Sample: the rule goes into the step tensor with the next run.
 func (p *program) SetSampling(r fusion.Sampling) error {
 	if p.rule == nil {
@@ -50,7 +37,7 @@ func (p *program) SetSampling(r fusion.Sampling) error {
 	return nil
 }
 
-// SetTokenMask implements gpu.TokenMasker for a program ending in
+// SetTokenMask (gpu.Program) for a program ending in
 // fusion.Argmax or fusion.Sample: the mask buffer the picking kernel reads
 // is written now, before the next run.
 func (p *program) SetTokenMask(allowed []uint64) error {
@@ -104,7 +91,7 @@ func pickedBuf(g *fusion.Graph) (fusion.Buf, bool) {
 	return 0, false
 }
 
-// RunSteps implements gpu.StepRunner: the step tensor is written once, the
+// RunSteps (gpu.Program, Caps().MaxSteps): the step tensor is written once, the
 // decode items are recorded n times, each copy followed by the advance
 // kernel (wgsl/step.wgsl), and the tensor is read back once.
 func (p *program) RunSteps(ctx context.Context, token int32, pos, n int, stops []int32) ([]int32, error) {
@@ -118,11 +105,11 @@ func (p *program) RunSteps(ctx context.Context, token int32, pos, n int, stops [
 	if p.masked && n > 1 {
 		return nil, fmt.Errorf("%w: %d steps under a token mask (each step's mask depends on the token before it: Run one at a time)", ErrRun, n)
 	}
-	if n < 1 || n > gpu.MaxStepsPerSubmit {
-		return nil, fmt.Errorf("%w: %d steps, want 1..%d", ErrRun, n, gpu.MaxStepsPerSubmit)
+	if n < 1 || n > shaders.MaxSteps {
+		return nil, fmt.Errorf("%w: %d steps, want 1..%d", ErrRun, n, shaders.MaxSteps)
 	}
-	if len(stops) > gpu.MaxStopIDs {
-		return nil, fmt.Errorf("%w: %d stop ids, the device checks at most %d", ErrRun, len(stops), gpu.MaxStopIDs)
+	if len(stops) > shaders.MaxStops {
+		return nil, fmt.Errorf("%w: %d stop ids, the device checks at most %d", ErrRun, len(stops), shaders.MaxStops)
 	}
 	if err := gpu.CheckStep(p.g, 1, pos, p.maxLen); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrRun, err)
@@ -184,8 +171,8 @@ func (p *program) stepList(out fusion.Buf, n int) (gpu.Commands, error) {
 		return c, nil
 	}
 	if ms.params == nil {
-		params := make([]byte, gpu.MaxStepsPerSubmit*paramSlot)
-		for i := range gpu.MaxStepsPerSubmit {
+		params := make([]byte, shaders.MaxSteps*paramSlot)
+		for i := range shaders.MaxSteps {
 			b, err := shaders.Encode(shaders.AdvanceParams{Index: uint32(i)})
 			if err != nil {
 				return nil, err

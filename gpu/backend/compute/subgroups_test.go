@@ -22,21 +22,21 @@ import (
 // results of both against the CPU backend.
 func TestSubgroupVariantChosen(t *testing.T) {
 	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
-		info := dev.Info()
-		if info.Backend == "vulkan" && info.SubgroupSize == 0 {
+		info, caps := dev.Info(), dev.Caps()
+		if info.Backend == "vulkan" && caps.SubgroupSize == 0 {
 			t.Errorf("%s: Vulkan device without basic and shuffle subgroup operations (lavapipe and SwiftShader have them)", info.Name)
 		}
-		if info.Backend == "webgpu" && info.SubgroupSize != 0 {
-			t.Errorf("WebGPU reports subgroup size %d; its kernels cannot use subgroups", info.SubgroupSize)
+		if info.Backend == "webgpu" && caps.SubgroupSize != 0 {
+			t.Errorf("WebGPU reports subgroup size %d; its kernels cannot use subgroups", caps.SubgroupSize)
 		}
-		if info.Backend == "vulkan" && strings.Contains(info.Name, "llvmpipe") && info.SubgroupSize != 8 {
-			t.Errorf("lavapipe reports subgroup size %d, want 8", info.SubgroupSize)
+		if info.Backend == "vulkan" && strings.Contains(info.Name, "llvmpipe") && caps.SubgroupSize != 8 {
+			t.Errorf("lavapipe reports subgroup size %d, want 8", caps.SubgroupSize)
 		}
 		for _, mode := range []compute.SubgroupMode{compute.SubgroupsAuto, compute.SubgroupsOff} {
 			t.Run(mode.String(), func(t *testing.T) {
 				kernel := profiledKernels(t, backendOn(t, dev, compute.Options{Subgroups: mode}))
 				want := "matvec_lanes.F32"
-				if mode == compute.SubgroupsAuto && shaders.SubgroupVariantFits(info.SubgroupSize) {
+				if mode == compute.SubgroupsAuto && shaders.SubgroupVariantFits(caps.SubgroupSize) {
 					want = "matvec_sg.F32_sg"
 				}
 				if !slices.Contains(kernel, want) {
@@ -52,7 +52,7 @@ func TestSubgroupVariantChosen(t *testing.T) {
 // returns the kernels its profiled step ran.
 func profiledKernels(t *testing.T, be gpu.Backend) []string {
 	t.Helper()
-	if !be.Info().Timestamps {
+	if !be.Caps().Timestamps {
 		t.Skipf("%s: no timestamps to profile with", be.Info().Name)
 	}
 	r := rand.New(rand.NewPCG(5, 5))
@@ -71,7 +71,7 @@ func profiledKernels(t *testing.T, be gpu.Backend) []string {
 		t.Fatal(err)
 	}
 	defer p.Release()
-	ops, err := p.(gpu.Profiler).Profile(ctx, []int32{3}, 0)
+	ops, err := p.Profile(ctx, []int32{3}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

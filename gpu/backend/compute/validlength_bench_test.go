@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/gpurun/gpurun/fusion"
-	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/internal/gputest"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/pipeline/arch"
@@ -50,7 +49,7 @@ func BenchmarkValidLength(b *testing.B) {
 			dev, err := d.Open(ctx)
 			gputest.NoDevice(b, d.Name, err)
 			defer dev.Close()
-			if !dev.Info().Timestamps {
+			if !dev.Caps().Timestamps {
 				b.Skipf("%s: no timestamps on %s", d.Name, dev.Info().Name)
 			}
 			be := New(dev)
@@ -76,12 +75,11 @@ func BenchmarkValidLength(b *testing.B) {
 			defer pr.Release()
 			p := pr.(*program)
 			p.multi.stamps = true
-			tr := dev.(gpu.TimestampReader)
 			run := func(pos int) time.Duration {
 				if _, err := p.RunSteps(ctx, 1, pos, steps, nil); err != nil {
 					b.Fatal(err)
 				}
-				ts, err := tr.ReadTimestamps(2)
+				ts, err := dev.ReadTimestamps(2)
 				if err != nil {
 					b.Fatal(err)
 				}

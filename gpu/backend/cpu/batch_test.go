@@ -87,7 +87,7 @@ func TestBatchedStep(t *testing.T) {
 			if _, err := be.Compile(bg, w, kvs[0]); !errors.Is(err, fusion.ErrBatch) {
 				t.Errorf("Compile of a batched graph: %v, want fusion.ErrBatch", err)
 			}
-			p, err := gpu.CompileBatch(be, bg, w, kvs)
+			p, err := be.CompileBatch(bg, w, kvs)
 			if err != nil {
 				t.Fatal(err)
 			}

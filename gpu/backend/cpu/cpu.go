@@ -95,14 +95,32 @@ func New(opts Options) gpu.Backend {
 
 func (b *backend) Info() gpu.Info {
 	return gpu.Info{
-		Backend:       "cpu",
-		Name:          fmt.Sprintf("Go (%d threads, %s math, %s kernels, %s/%s)", b.pool.threads, b.math, simd.Best().Name, runtime.GOOS, runtime.GOARCH),
-		Type:          gpu.CPU,
-		Driver:        runtime.Version(),
-		F16:           false,
-		MaxBufferSize: 1 << 62,
+		Backend: "cpu",
+		Name:    fmt.Sprintf("Go (%d threads, %s math, %s kernels, %s/%s)", b.pool.threads, b.math, simd.Best().Name, runtime.GOOS, runtime.GOARCH),
+		Type:    gpu.CPU,
+		Driver:  runtime.Version(),
 	}
 }
+
+// Caps: the backend computes in host memory, batches, copies caches and
+// masks tokens; it picks one token per Run (no RunSteps, no
+// SetSampling), keeps no timestamps, and in dynamic math takes its LoRA
+// matrices as binary16 (HalfLoRA: its products with quantized weights
+// round their inputs anyway, and the adapters' matrices stay exact in
+// f32 over the f16 values).
+func (b *backend) Caps() gpu.Caps {
+	return gpu.Caps{Host: true, Batch: true, CopyKV: true, HalfLoRA: b.math == MathDynamic, MaxBufferSize: 1 << 62}
+}
+
+// FusionSupport is nil: the backend runs every fused op whole.
+func (b *backend) FusionSupport(gpu.Weights) fusion.Support { return nil }
+
+// MemoryUse is zero: the backend's buffers are the Go heap's, which it does
+// not count.
+func (b *backend) MemoryUse() gpu.MemoryUse { return gpu.MemoryUse{} }
+
+// ResetPeakMemory does nothing (MemoryUse).
+func (b *backend) ResetPeakMemory() {}
 
 func (b *backend) Close() error {
 	b.pool.close()
@@ -187,9 +205,3 @@ func (b *backend) NewKVCache(spec fusion.KVSpec) (gpu.KVCache, error) {
 	}
 	return c, nil
 }
-
-// HalfLoRA (gpu.LoRAHalf) is true in dynamic math: there the
-// matrices of the unmerged adapters of quantized weights are taken as
-// binary16 (half the bytes of f32; their products stay exact in f32 over
-// the f16 values).
-func (b *backend) HalfLoRA() bool { return b.math == MathDynamic }

@@ -7,7 +7,7 @@ import (
 )
 
 // CopyKV copies positions [0, n) of every layer and head from src to dst
-// (gpu.KVCopier). A ring layer keeps only its last positions, so it is
+// (gpu.Backend.CopyKV). A ring layer keeps only its last positions, so it is
 // copied whole into a ring of the same length, and refused (gpu.ErrStep)
 // between caches whose rings differ: a full cache cannot be filled from a
 // ring, nor a ring from positions [0, n) alone.

@@ -109,7 +109,7 @@ func (b *backend) Compile(g *fusion.Graph, w gpu.Weights, kv gpu.KVCache) (gpu.P
 }
 
 // CompileBatch validates the batched graph g against the weights and the
-// caches of its sequences and prepares it (gpu.BatchBackend).
+// caches of its sequences and prepares it (gpu.Backend.CompileBatch).
 func (b *backend) CompileBatch(g *fusion.Graph, w gpu.Weights, kvs []gpu.KVCache) (gpu.BatchProgram, error) {
 	if len(kvs) == 0 {
 		return nil, fmt.Errorf("cpu: compile: a batched graph without sequences: %w", fusion.ErrInvalid)
@@ -565,8 +565,26 @@ func (p *program) pickedCols() (int, bool) {
 	return 0, false
 }
 
-// SetTokenMask implements gpu.TokenMasker for a program ending in
-// fusion.Argmax or fusion.Sample.
+// RunSteps fails with gpu.ErrUnsupported: the backend picks one token per
+// Run (Caps().MaxSteps is 0).
+func (p *program) RunSteps(context.Context, int32, int, int, []int32) ([]int32, error) {
+	return nil, fmt.Errorf("cpu: several decode steps per run: %w", gpu.ErrUnsupported)
+}
+
+// SetSampling fails with gpu.ErrUnsupported: a sampling rule is compiled
+// into the graph (Caps().Sampling is false).
+func (p *program) SetSampling(fusion.Sampling) error {
+	return fmt.Errorf("cpu: set sampling: %w", gpu.ErrUnsupported)
+}
+
+// Profile fails with gpu.ErrUnsupported: the backend keeps no timestamps
+// (Caps().Timestamps is false).
+func (p *program) Profile(context.Context, []int32, int) ([]gpu.OpTime, error) {
+	return nil, fmt.Errorf("cpu: profile: %w", gpu.ErrUnsupported)
+}
+
+// SetTokenMask (gpu.Program) for a program ending in fusion.Argmax or
+// fusion.Sample.
 func (p *program) SetTokenMask(allowed []uint64) error {
 	n, ok := p.pickedCols()
 	if !ok {

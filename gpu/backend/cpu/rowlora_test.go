@@ -63,7 +63,7 @@ func TestRowLoRA(t *testing.T) {
 		defer kv.Release()
 		kvs = append(kvs, kv)
 	}
-	p, err := gpu.CompileBatch(be, g, w, kvs)
+	p, err := be.CompileBatch(g, w, kvs)
 	if err != nil {
 		t.Fatal(err)
 	}

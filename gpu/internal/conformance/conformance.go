@@ -104,7 +104,7 @@ type Step struct {
 }
 
 // StepMask is what a step does to the program's token mask
-// (gpu.TokenMasker) before it runs: with Set, Allowed becomes the mask (nil
+// (gpu.Program.SetTokenMask) before it runs: with Set, Allowed becomes the mask (nil
 // clears it); without, the mask stays as it is.
 type StepMask struct {
 	Set     bool
@@ -161,11 +161,7 @@ func runSteps(t *testing.T, be gpu.Backend, g *fusion.Graph, ws []*tensors.Tenso
 	out := make([][]float32, 0, len(steps))
 	for i, s := range steps {
 		if i < len(masks) && masks[i].Set {
-			tm, ok := p.(gpu.TokenMasker)
-			if !ok {
-				t.Fatalf("%s: step %d: program %T takes no token mask", name, i, p)
-			}
-			if err := tm.SetTokenMask(masks[i].Allowed); err != nil {
+			if err := p.SetTokenMask(masks[i].Allowed); err != nil {
 				t.Fatalf("%s: step %d: set token mask: %v", name, i, err)
 			}
 		}

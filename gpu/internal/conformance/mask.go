@@ -9,7 +9,7 @@ import (
 	"github.com/gpurun/gpurun/tensors"
 )
 
-// MaskCases are the token-mask cases (gpu.TokenMasker): fusion.Argmax and
+// MaskCases are the token-mask cases (gpu.Program.SetTokenMask): fusion.Argmax and
 // fusion.Sample under masks that allow half the tokens, one token, all but
 // the row's largest, a few, none set again (cleared), over rows of 5, 65
 // and 32000 ids. Each step's id must be the CPU backend's, which sets the

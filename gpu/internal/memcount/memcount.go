@@ -1,5 +1,5 @@
 // Package memcount counts the device memory a GPU device allocates, for
-// gpu.MemoryReporter.
+// gpu.Device.MemoryUse.
 package memcount
 
 import (

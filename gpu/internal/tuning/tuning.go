@@ -22,14 +22,14 @@ type Options struct {
 	Attention AttentionKind
 	// Subgroups picks the decode kernel's reduction:
 	// SubgroupsAuto uses subgroup operations where the device offers them
-	// (gpu.Info.SubgroupSize: Vulkan devices with basic and shuffle
+	// (gpu.Caps.SubgroupSize: Vulkan devices with basic and shuffle
 	// subgroup operations), SubgroupsOff keeps the portable
 	// workgroup-memory reduction everywhere.
 	Subgroups SubgroupMode
 	// F16 picks the arithmetic of the decode kernel where it
 	// reduces through subgroups: F16Auto uses f16 arithmetic
 	// (matvec_sg_h) for f16 activations (the model's activation policy)
-	// and f16, int8 or int4 weights on devices reporting it (gpu.Info.F16:
+	// and f16, int8 or int4 weights on devices reporting it (gpu.Caps.F16:
 	// Vulkan with shaderFloat16 and 16-bit storage), F16Off keeps f32
 	// arithmetic everywhere.
 	F16 F16Mode
