@@ -94,14 +94,14 @@ func estimateMemory(cfg *model.Config, weightBytes int64, maxCache int, kvF16 bo
 // for software devices running on the CPU (such as lavapipe, whose heap
 // size is nominal: its buffers are host memory). Weights already imported
 // into host memory are not counted again for the CPU backend.
-func checkMemory(info gpu.Info, need memoryNeed, weightsResident bool) error {
+func checkMemory(info gpu.Info, caps gpu.Caps, need memoryNeed, weightsResident bool) error {
 	have, where := info.MemoryBytes, fmt.Sprintf("%s device %s", info.Backend, info.Name)
-	if info.Backend == "cpu" || info.Type == gpu.CPU || have == 0 {
+	if caps.Host || info.Type == gpu.CPU || have == 0 {
 		have, where = hostAvailable(), "the host's available memory"
-		if weightsResident && info.Backend == "cpu" {
+		if weightsResident && caps.Host {
 			need.Weights = 0 // the CPU backend uses them where they are
 		}
-		if info.Backend != "cpu" && info.Type != gpu.CPU {
+		if !caps.Host && info.Type != gpu.CPU {
 			have = 0 // a GPU whose memory is unknown: not checked
 		}
 	}
