@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpurun/gpurun"
 	"github.com/gpurun/gpurun/cmd/gpurun/internal/benchreport"
 	"github.com/gpurun/gpurun/internal/testmodels"
 )
@@ -157,5 +158,31 @@ func TestBenchCompareNoMatch(t *testing.T) {
 	compared, _, _ = strings.Cut(compared, "\n## ")
 	if !strings.Contains(compared, "nothing to compare") || strings.Contains(compared, "| "+strings.Join(benchreport.CompareHeader, " | ")+" |") {
 		t.Errorf("comparison section:\n%s", compared)
+	}
+}
+
+// TestConvertChatTemplate: convert --chat-template stores the file's
+// template in the model (the model's chat template when it runs), and a
+// missing file is an error naming the flag.
+func TestConvertChatTemplate(t *testing.T) {
+	dir := testmodels.Dir(t)
+	tpl := filepath.Join(testmodels.Root(t), "testdata", "tools", "chat.jinja")
+	out := filepath.Join(t.TempDir(), "s.tflite")
+	args := []string{"convert", filepath.Join(dir, "stories260K.bin"), "--tokenizer", filepath.Join(dir, "tok512.model"), "-o", out, "-q"}
+	mustRun(t, "", append(args, "--chat-template", tpl)...)
+	want, err := os.ReadFile(tpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := gpurun.Open(t.Context(), out, gpurun.WithBackend("cpu"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if m.ChatTemplate() != string(want) {
+		t.Errorf("the model's chat template is %q, want the file's", m.ChatTemplate())
+	}
+	if _, _, err := runCLI(t, "", append(args, "--chat-template", tpl+".missing")...); err == nil || !strings.Contains(err.Error(), "--chat-template") {
+		t.Errorf("a missing template: error %v", err)
 	}
 }
