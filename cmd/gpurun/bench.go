@@ -22,8 +22,13 @@ import (
 	"github.com/gpurun/gpurun/tensors/synthetic"
 )
 
-// benchFlags are bench's own flags; the model and backend flags are
-// benchModelFlags, their values read as comma-separated lists.
+// gpurun bench, by job: bench.go has the command, its flags and the
+// sweep over models and backends; benchplan.go checks the flags into a
+// plan (tests, sources, backends, policies) before anything loads;
+// benchconfig.go loads one configuration and runs its tests;
+// benchbrowser.go runs them in gpurun-web's page; benchoutput.go writes,
+// reads, compares and renders the reports.
+
 // benchModelFlags are the model flags of run and chat (modelFlags), taking
 // comma-separated lists where bench sweeps.
 type benchModelFlags struct {
@@ -40,6 +45,8 @@ type benchModelFlags struct {
 	lora                      loraFlags
 }
 
+// benchFlags are bench's own flags; the model and backend flags are
+// benchModelFlags, their values read as comma-separated lists.
 type benchFlags struct {
 	tests                   string
 	promptLen, genLen, reps int

@@ -58,41 +58,12 @@ func benchConfig(ctx context.Context, log io.Writer, bar *progressbar.ProgressBa
 	benchreport.ResetPeakRSS()
 	var coldSeconds float64
 	if fresh != nil {
-		dir, err := os.MkdirTemp("", "gpurun-bench-pcache-")
+		warm, secs, cleanup, err := benchColdLoad(ctx, bar, rf, bf, src, ck, fresh, policy, info.Backend)
+		defer cleanup()
 		if err != nil {
 			return fail(err)
 		}
-		defer os.RemoveAll(dir)
-		// The devices read the variable when they open: both see dir.
-		prev, had := os.LookupEnv(vulkan.PipelineCacheEnv)
-		os.Setenv(vulkan.PipelineCacheEnv, dir)
-		defer func() {
-			if had {
-				os.Setenv(vulkan.PipelineCacheEnv, prev)
-			} else {
-				os.Unsetenv(vulkan.PipelineCacheEnv)
-			}
-		}()
-		bar.Describe(fmt.Sprintf("cold load of %s %s on %s", src.name, src.weight, info.Backend))
-		cold, err := fresh()
-		if err != nil {
-			return fail(err)
-		}
-		gm, secs, err := benchLoad(ctx, rf, bf, src, ck, cold, policy)
-		if err == nil {
-			coldSeconds = secs
-			gm.Close()
-		}
-		if cerr := cold.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return fail(err)
-		}
-		if b, err = fresh(); err != nil {
-			return fail(err)
-		}
-		defer b.Close()
+		b, coldSeconds = warm, secs
 	}
 	devMem, _ := b.(gpu.MemoryReporter)
 	if devMem != nil {
@@ -134,47 +105,7 @@ func benchConfig(ctx context.Context, log io.Writer, bar *progressbar.ProgressBa
 		res.Test = t
 		bar.Describe(fmt.Sprintf("%s, %s", base.Label(), t.Name))
 		done := 0 // runs finished, warm-up included
-		err := func() error {
-			if t.MaxCache != 0 && m.MaxCache() != t.MaxCache {
-				return fmt.Errorf("%s needs a %d-token KV cache, the model was loaded with %d (--max-cache; the model's context may be shorter)", t.Name, t.MaxCache, m.MaxCache())
-			}
-			if t.PromptTokens+t.GenerateTokens > m.MaxCache() {
-				return fmt.Errorf("%s: %d prompt + %d generated tokens exceed the KV cache of %d (raise --max-cache)", t.Name, t.PromptTokens, t.GenerateTokens, m.MaxCache())
-			}
-			for r := -bf.warmup; r < bf.reps; r++ {
-				run++
-				s := m.NewSession()
-				p := pipeline.Prompt{IDs: repeatPrompt(benchPrompt(t.PromptTokens, cfg.VocabSize, run), bf.promptRepeat)}
-				for _, err := range s.Generate(ctx, p, pipeline.GenerateOptions{MaxTokens: t.GenerateTokens, IgnoreStopTokens: true, Speculation: spec}) {
-					if err != nil {
-						return err
-					}
-				}
-				bar.Add(1)
-				done++
-				met := s.Metrics()
-				if met.PrefillTokens != t.PromptTokens || met.GeneratedTokens != t.GenerateTokens {
-					return fmt.Errorf("run %d prefilled %d of %d prompt tokens and generated %d of %d", run, met.PrefillTokens, t.PromptTokens, met.GeneratedTokens, t.GenerateTokens)
-				}
-				if r >= 0 {
-					res.Runs = append(res.Runs, benchreport.Run{
-						PromptTokens: met.PromptTokens, GeneratedTokens: met.GeneratedTokens,
-						TimeToFirstTokenMS:  float64(met.TimeToFirstToken.Microseconds()) / 1000,
-						PrefillTokensPerSec: met.PrefillTokensPerSec, DecodeTokensPerSec: met.DecodeTokensPerSec,
-						DraftTokens: met.DraftTokens, AcceptedTokens: met.AcceptedTokens, TargetSteps: met.TargetSteps,
-					})
-				}
-			}
-			if bf.profile {
-				run++
-				k, err := profileKernels(ctx, m, t, benchPrompt(t.PromptTokens, cfg.VocabSize, run))
-				if err != nil {
-					return err
-				}
-				res.Kernels = k
-			}
-			return nil
-		}()
+		err := benchTest(ctx, bar, bf, m, t, spec, &res, &run, &done)
 		if err != nil {
 			if errors.Is(err, context.Canceled) {
 				return out
@@ -288,4 +219,104 @@ func profileKernels(ctx context.Context, m *pipeline.Model, t benchreport.Test, 
 		return nil, fmt.Errorf("profile: no step of %s profiled", t.Name)
 	}
 	return out, nil
+}
+
+// benchColdLoad is a GPU configuration's cold load (--cold-load): src
+// loaded on a backend fresh opens with an empty pipeline cache directory,
+// timed and closed; it returns another fresh backend, with the cache that
+// load left, for the tests, and the cold load's seconds. cleanup (always
+// set, to be called when the tests are done) closes that backend and
+// removes the directory.
+func benchColdLoad(ctx context.Context, bar *progressbar.ProgressBar, rf *benchModelFlags, bf *benchFlags, src benchSource, ck *model.Checkpoint,
+	fresh func() (gpu.Backend, error), policy, backend string) (warm gpu.Backend, coldSeconds float64, cleanup func(), err error) {
+	var undo []func()
+	cleanup = func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+	dir, err := os.MkdirTemp("", "gpurun-bench-pcache-")
+	if err != nil {
+		return nil, 0, cleanup, err
+	}
+	undo = append(undo, func() { os.RemoveAll(dir) })
+	// The devices read the variable when they open: both see dir.
+	prev, had := os.LookupEnv(vulkan.PipelineCacheEnv)
+	os.Setenv(vulkan.PipelineCacheEnv, dir)
+	undo = append(undo, func() {
+		if had {
+			os.Setenv(vulkan.PipelineCacheEnv, prev)
+		} else {
+			os.Unsetenv(vulkan.PipelineCacheEnv)
+		}
+	})
+	bar.Describe(fmt.Sprintf("cold load of %s %s on %s", src.name, src.weight, backend))
+	cold, err := fresh()
+	if err != nil {
+		return nil, 0, cleanup, err
+	}
+	gm, secs, err := benchLoad(ctx, rf, bf, src, ck, cold, policy)
+	if err == nil {
+		coldSeconds = secs
+		gm.Close()
+	}
+	if cerr := cold.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, 0, cleanup, err
+	}
+	if warm, err = fresh(); err != nil {
+		return nil, 0, cleanup, err
+	}
+	undo = append(undo, func() { warm.Close() })
+	return warm, coldSeconds, cleanup, nil
+}
+
+// benchTest runs test t on m: the warm-up and measured runs (their
+// figures into res.Runs, *done counting the finished ones) and, with
+// --profile, the kernel profile of the steps it measures. *run numbers
+// every run of the configuration, so that no two prompts start alike.
+func benchTest(ctx context.Context, bar *progressbar.ProgressBar, bf *benchFlags, m *pipeline.Model, t benchreport.Test, spec *pipeline.Speculation,
+	res *benchreport.Result, run, done *int) error {
+	if t.MaxCache != 0 && m.MaxCache() != t.MaxCache {
+		return fmt.Errorf("%s needs a %d-token KV cache, the model was loaded with %d (--max-cache; the model's context may be shorter)", t.Name, t.MaxCache, m.MaxCache())
+	}
+	if t.PromptTokens+t.GenerateTokens > m.MaxCache() {
+		return fmt.Errorf("%s: %d prompt + %d generated tokens exceed the KV cache of %d (raise --max-cache)", t.Name, t.PromptTokens, t.GenerateTokens, m.MaxCache())
+	}
+	vocab := m.Config().VocabSize
+	for r := -bf.warmup; r < bf.reps; r++ {
+		*run++
+		s := m.NewSession()
+		p := pipeline.Prompt{IDs: repeatPrompt(benchPrompt(t.PromptTokens, vocab, *run), bf.promptRepeat)}
+		for _, err := range s.Generate(ctx, p, pipeline.GenerateOptions{MaxTokens: t.GenerateTokens, IgnoreStopTokens: true, Speculation: spec}) {
+			if err != nil {
+				return err
+			}
+		}
+		bar.Add(1)
+		*done++
+		met := s.Metrics()
+		if met.PrefillTokens != t.PromptTokens || met.GeneratedTokens != t.GenerateTokens {
+			return fmt.Errorf("run %d prefilled %d of %d prompt tokens and generated %d of %d", *run, met.PrefillTokens, t.PromptTokens, met.GeneratedTokens, t.GenerateTokens)
+		}
+		if r >= 0 {
+			res.Runs = append(res.Runs, benchreport.Run{
+				PromptTokens: met.PromptTokens, GeneratedTokens: met.GeneratedTokens,
+				TimeToFirstTokenMS:  float64(met.TimeToFirstToken.Microseconds()) / 1000,
+				PrefillTokensPerSec: met.PrefillTokensPerSec, DecodeTokensPerSec: met.DecodeTokensPerSec,
+				DraftTokens: met.DraftTokens, AcceptedTokens: met.AcceptedTokens, TargetSteps: met.TargetSteps,
+			})
+		}
+	}
+	if bf.profile {
+		*run++
+		k, err := profileKernels(ctx, m, t, benchPrompt(t.PromptTokens, vocab, *run))
+		if err != nil {
+			return err
+		}
+		res.Kernels = k
+	}
+	return nil
 }
