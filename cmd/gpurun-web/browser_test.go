@@ -222,8 +222,10 @@ func TestBrowser(t *testing.T) {
 			checkStreamed(t, tab, mode.noGPU, bigShape.Bytes())
 			for _, c := range cases {
 				type loadInfo struct {
-					Backend string `json:"backend"`
-					Device  string `json:"device"`
+					Backend     string `json:"backend"`
+					Device      string `json:"device"`
+					KVCache     string `json:"kvCache"`
+					Activations string `json:"activations"`
 				}
 				info, err := eval[loadInfo](tab, fmt.Sprintf("gpurunPage.loadServed(%q, 'auto', %d)", c.name, testCache))
 				if err != nil {
@@ -237,6 +239,10 @@ func TestBrowser(t *testing.T) {
 				}
 				if info.Backend != mode.backend {
 					t.Fatalf("%s loaded on %s (%s), want %s", c.name, info.Backend, info.Device, mode.backend)
+				}
+				// bench --backend browser fills its KV cache column from these.
+				if !slices.Contains([]string{"f32", "f16"}, info.KVCache) || !slices.Contains([]string{"f32", "f16"}, info.Activations) {
+					t.Errorf("%s: load info gives KV cache %q and activations %q, want f32 or f16", c.name, info.KVCache, info.Activations)
 				}
 				if !slices.Equal(r.IDs, c.want) || !slices.Equal(r.IDs, native[c.name]) {
 					t.Errorf("%s on %s: ids %v, llama.cpp's %v, native %v", c.name, info.Device, r.IDs, c.want, native[c.name])

@@ -330,12 +330,14 @@ func (s *state) loaded(m *pipeline.Model, b gpu.Backend, source string, size int
 	s.model, s.backend, s.tpl = m, b, tpl
 	info := m.BackendInfo()
 	return map[string]any{
-		"backend":  info.Backend,
-		"device":   info.Name,
-		"vocab":    m.Config().VocabSize,
-		"maxCache": m.MaxCache(),
-		"bytes":    size,
-		"chat":     map[bool]string{true: "plain", false: "template"}[tpl.IsPlain()],
+		"backend":     info.Backend,
+		"device":      info.Name,
+		"vocab":       m.Config().VocabSize,
+		"maxCache":    m.MaxCache(),
+		"kvCache":     m.KVDType().String(),
+		"activations": m.ActivationDType().String(),
+		"bytes":       size,
+		"chat":        map[bool]string{true: "plain", false: "template"}[tpl.IsPlain()],
 	}, nil
 }
 

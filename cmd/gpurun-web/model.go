@@ -4,7 +4,7 @@
 // WebGPU, and exposes a small JavaScript API on globalThis.gpurun:
 //
 //	await gpurun.load(blob, {tokenizer: blob2, backend: "auto", onProgress: (done, total) => {}})
-//	    -> {backend, device, vocab, maxCache}
+//	    -> {backend, device, vocab, maxCache, kvCache, activations, bytes, chat}
 //	await gpurun.generate(prompt, {maxTokens, temperature, topK, topP, seed, promptIds, ignoreStop},
 //	    (id, piece) => {}) -> {ids, stopReason, promptTokens, prefillTokens, generatedTokens,
 //	    ttftMs, decodeTokPerSec, prefillTokPerSec, wallMs}

@@ -111,9 +111,11 @@ func benchBrowser(ctx context.Context, log io.Writer, bar *progressbar.ProgressB
 		}
 		bar.Describe(fmt.Sprintf("loading %s in the browser", src.name))
 		type loadInfo struct {
-			Backend  string `json:"backend"`
-			Vocab    int    `json:"vocab"`
-			MaxCache int    `json:"maxCache"`
+			Backend     string `json:"backend"`
+			Vocab       int    `json:"vocab"`
+			MaxCache    int    `json:"maxCache"`
+			KVCache     string `json:"kvCache"`     // the KV cache's type, as the native rows give it
+			Activations string `json:"activations"` // the activations' type
 		}
 		start := time.Now()
 		info, err := browser.Eval[loadInfo](tab, fmt.Sprintf("gpurunPage.loadServed(%q, 'webgpu', %d)", filepath.Base(src.file), rf.maxCache))
@@ -123,6 +125,7 @@ func benchBrowser(ctx context.Context, log io.Writer, bar *progressbar.ProgressB
 		}
 		base.LoadSeconds = time.Since(start).Seconds()
 		base.MaxCache = info.MaxCache
+		base.KVCache, base.ActivationDType = info.KVCache, info.Activations
 		for _, t := range tests {
 			res := base
 			res.Test = t

@@ -56,6 +56,9 @@ current reply and returns to the prompt.`,
 			if err := mf.takeModelArg(args); err != nil {
 				return err
 			}
+			if err := sf.check(); err != nil {
+				return err
+			}
 			if gf.maxTokens == 0 {
 				return fmt.Errorf("--max-tokens 0: a reply needs at least 1 token (or -1 for no limit but the cache)")
 			}
@@ -124,7 +127,7 @@ current reply and returns to the prompt.`,
 	f.StringVar(&system, "system", "", "system message, kept for the whole conversation")
 	f.StringVar(&template, "chat-template", "", `a Jinja chat template file to use instead of the model's, or "plain" for the plain format`)
 	f.StringArrayVar(&tvars, "chat-template-var", nil, templateVarUsage)
-	f.BoolVar(&metrics, "metrics", false, "print each reply's metrics on stderr")
+	f.BoolVar(&metrics, "metrics", false, "print each reply's metrics (time to first token, prefill and decode tokens/s) on stderr, as run prints them")
 	return cmd
 }
 
@@ -261,8 +264,10 @@ func chatLoop(ctx context.Context, conv *chat.Conversation, gen pipeline.Generat
 		}
 		if metrics {
 			printMetrics(errOut, "chat", conv.Metrics())
-			printSpeculation(errOut, conv.Metrics())
 		}
+		// Speculative decoding's counts follow every reply, as after run:
+		// asking for --draft or --lookup is asking how well it drafts.
+		printSpeculation(errOut, conv.Metrics())
 	}
 	if err := lines.Err(); err != nil {
 		return fmt.Errorf("reading the input: %w", err)

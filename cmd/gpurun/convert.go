@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -16,6 +17,7 @@ import (
 func newConvert() *cobra.Command {
 	var (
 		out, tok, quant, format, acts string
+		template                      string
 		quiet                         bool
 		lf                            loraFlags
 	)
@@ -41,6 +43,14 @@ before quantizing, so the output runs the adapted model with no adapter.`,
 				return err
 			}
 			ctx := cmd.Context()
+			chatTemplate := gpurun.ChatTemplateOf(args[0])
+			if template != "" {
+				data, err := os.ReadFile(template)
+				if err != nil {
+					return fmt.Errorf("--chat-template: %w", err)
+				}
+				chatTemplate = string(data)
+			}
 			ck, err := checkpoint.Load(args[0], checkpoint.Options{Format: format, Tokenizer: tok})
 			if err != nil {
 				return err
@@ -73,7 +83,7 @@ before quantizing, so the output runs the adapted model with no adapter.`,
 				total += int64(len(t.Data))
 			}
 			bar := newBar(total, "writing "+out, quiet)
-			err = convert.Write(out, cfg, ts, convert.WriteOptions{Tokenizer: tokBytes, ChatTemplate: gpurun.ChatTemplateOf(args[0]),
+			err = convert.Write(out, cfg, ts, convert.WriteOptions{Tokenizer: tokBytes, ChatTemplate: chatTemplate,
 				Progress: func(done, _ int64) { _ = bar.Set64(done) }})
 			_ = bar.Finish()
 			if err != nil {
@@ -93,6 +103,7 @@ before quantizing, so the output runs the adapted model with no adapter.`,
 	f.Var(&choiceFlag{&quant, convert.Recipes}, "quant", "quantization recipe: "+strings.Join(convert.Recipes, "|"))
 	f.Var(&choiceFlag{&format, []string{checkpoint.FormatLlama2c, checkpoint.FormatGGUF, checkpoint.FormatHF}}, "format", "input format: llama2c|gguf|hf (default: detect from content)")
 	f.Var(&choiceFlag{&acts, []string{model.PolicyAuto, model.PolicyF32, model.PolicyF16}}, "activations", "activation precision policy stored in the model: auto|f32|f16 (default: the architecture's)")
+	f.StringVar(&template, "chat-template", "", "a Jinja chat template FILE to store in the model (default: the checkpoint's own, from a GGUF file or a Hugging Face directory)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress or summary on stderr")
 	lf.register(f)
 	return cmd

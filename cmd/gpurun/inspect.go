@@ -29,8 +29,9 @@ func newInspect() *cobra.Command {
 		Short: "Show a model file's, bundle's or checkpoint's metadata and every tensor with its type, shape, size and quantization",
 		Long: `Inspect shows what a file holds: a model file or .task bundle, or a checkpoint
 run takes as it is (a GGUF file, a llama2.c .bin, a Hugging Face directory).
-A GGUF file shows its metadata and its tensors as stored (shapes row-major,
-GGUF's ggml order reversed) and the configuration gpurun runs it with; a
+A GGUF file shows its metadata and its tensors as stored (shapes in the
+file's ggml ne order, innermost dimension first, as llama.cpp's gguf tools
+print them) and the configuration gpurun runs it with; a
 llama2.c .bin or a Hugging Face directory shows the configuration and the
 tensors as gpurun imports them.`,
 		Args: nArgs(1, 1),
@@ -109,6 +110,9 @@ func inspect(path, tok string) (*checkpointSummary, error) {
 	return s, nil
 }
 
+// ggufShapeOrder is the order of a GGUF file's shapes in inspect's output.
+const ggufShapeOrder = "ggml ne order, innermost first"
+
 // inspectGGUF shows a GGUF file as stored, and the configuration of its
 // import (or why the import fails).
 func inspectGGUF(path, tok string) (*checkpointSummary, error) {
@@ -118,6 +122,7 @@ func inspectGGUF(path, tok string) (*checkpointSummary, error) {
 	}
 	s := &checkpointSummary{}
 	s.Format, s.BytesByDType, s.Tensors, s.Metadata = checkpoint.FormatGGUF, map[string]int64{}, []modelfile.TensorSummary{}, []string{}
+	s.ShapeOrder = ggufShapeOrder
 	if s.FileBytes, err = diskSize(path); err != nil {
 		return nil, err
 	}
@@ -126,9 +131,7 @@ func inspectGGUF(path, tok string) (*checkpointSummary, error) {
 		s.GGUFMetadata = append(s.GGUFMetadata, ggufEntry{Key: kv.Key, Type: ggufType(kv.Value), Value: ggufValue(kv.Value)})
 	}
 	for _, t := range f.Tensors {
-		shape := slices.Clone(t.Dims)
-		slices.Reverse(shape)
-		ts := modelfile.TensorSummary{Name: t.Name, DType: strings.ToLower(t.Type.String()), Shape: shape, Bytes: t.Size}
+		ts := modelfile.TensorSummary{Name: t.Name, DType: strings.ToLower(t.Type.String()), Shape: slices.Clone(t.Dims), Bytes: t.Size}
 		if bl := t.Type.BlockLen(); bl > 1 {
 			ts.Quantization = &modelfile.QuantSummary{Block: bl, InBlock: true}
 		}

@@ -23,8 +23,9 @@ func inspectJSON(t *testing.T, args ...string) checkpointSummary {
 }
 
 // TestInspectGGUF: inspect shows a GGUF file's metadata and tensors as
-// llama.cpp recorded them (the golden hparams and ggml shapes, here
-// row-major), and the configuration gpurun runs it with.
+// llama.cpp recorded them (the golden hparams and ggml shapes, in ggml's
+// ne order as the file stores them, which the header says), and the
+// configuration gpurun runs it with.
 func TestInspectGGUF(t *testing.T) {
 	for _, name := range []string{"llama", "phi2_fusedqkv", "gemma2", "falcon", "stablelm"} {
 		t.Run(name, func(t *testing.T) {
@@ -65,17 +66,18 @@ func TestInspectGGUF(t *testing.T) {
 				t.Errorf("%d tensors, llama.cpp %d", len(shapes), len(g.Tensors))
 			}
 			for n, dims := range g.Tensors {
-				want := slices.Clone(dims)
-				slices.Reverse(want)
-				if !slices.Equal(shapes[n], want) {
-					t.Errorf("tensor %s shape %v, want %v (ggml %v)", n, shapes[n], want, dims)
+				if !slices.Equal(shapes[n], dims) {
+					t.Errorf("tensor %s shape %v, want llama.cpp's ggml ne order %v", n, shapes[n], dims)
 				}
+			}
+			if s.ShapeOrder != ggufShapeOrder {
+				t.Errorf("shape_order %q, want %q", s.ShapeOrder, ggufShapeOrder)
 			}
 			if len(g.Tensors) == 0 || len(g.Hparams) == 0 {
 				t.Fatal("the golden file records no tensors or metadata")
 			}
 			text := mustRun(t, "", "inspect", path)
-			for _, want := range []string{"format:", "general.architecture", "token_embd.weight", "arch:"} {
+			for _, want := range []string{"format:", "general.architecture", "token_embd.weight", "arch:", "SHAPE (" + ggufShapeOrder + ")"} {
 				if !strings.Contains(text, want) {
 					t.Errorf("text output lacks %q:\n%s", want, text)
 				}

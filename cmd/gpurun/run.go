@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/gpurun/gpurun"
 	"github.com/gpurun/gpurun/gpu/backend/cpu"
@@ -53,7 +54,7 @@ func (r *modelFlags) register(cmd *cobra.Command) {
 	f.StringVarP(&r.model, "model", "m", "", "model: a .tflite model file or .task bundle, a GGUF file, a llama2.c .bin, or a Hugging Face directory (or give it as the argument)")
 	f.StringVar(&r.tokenizer, "tokenizer", "", "tokenizer (SentencePiece .model, tokenizer.json or llama2.c tokenizer.bin) for a checkpoint that carries none")
 	f.Var(&choiceFlag{&r.backend, gpurun.BackendNames}, "backend", "backend: "+strings.Join(gpurun.BackendNames, "|"))
-	f.StringVar(&r.device, "device", "", "device within --backend cpu|webgpu|vulkan: its index as `gpurun devices` lists them, or part of its name (default: the best)")
+	f.StringVar(&r.device, "device", "", "device within --backend cpu|webgpu|vulkan: `DEVICE` is its index as gpurun devices lists them, or part of its name (default: the best)")
 	f.Var(&intFlag{&r.maxCache, 1, pipeline.MaxCacheLimit, fmt.Sprintf("an integer in 1..%d (and at most the model's context length)", pipeline.MaxCacheLimit)},
 		"max-cache", fmt.Sprintf("KV cache length in tokens, 1 up to the model's context length (default %d, or the model's context length if shorter)", pipeline.DefaultMaxCache))
 	f.Var(&choiceFlag{&r.activations, []string{model.PolicyAuto, model.PolicyF32, model.PolicyF16}}, "activations",
@@ -118,10 +119,20 @@ func (r *modelFlags) open(cmd *cobra.Command) (*gpurun.Model, error) {
 	start := time.Now()
 	m, err := gpurun.Open(cmd.Context(), r.model, r.options(cmd)...)
 	if err != nil {
-		return nil, fmt.Errorf("load %s: %w", r.model, err)
+		return nil, pathError("load", r.model, err)
 	}
 	printLoaded(cmd.ErrOrStderr(), m.Pipeline(), m.Format(), time.Since(start))
 	return m, nil
+}
+
+// pathError is err from loading the file at path, prefixed with what
+// (such as "load") and the path, unless err names the path already (the
+// readers' errors do: "load X: X: gguf: ..." would say it twice).
+func pathError(what, path string, err error) error {
+	if strings.Contains(err.Error(), path) {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return fmt.Errorf("%s %s: %w", what, path, err)
 }
 
 func printLoaded(w io.Writer, m *pipeline.Model, format string, took time.Duration) {
@@ -151,12 +162,22 @@ func (g *genFlags) register(cmd *cobra.Command, maxTokensHelp string) {
 	f := cmd.Flags()
 	g.maxTokens, g.temperature, g.topK, g.topP = gpurun.DefaultMaxTokens, gpurun.DefaultTemperature, gpurun.DefaultTopK, gpurun.DefaultTopP
 	f.Var(&intFlag{&g.maxTokens, -1, math.MaxInt32, "an integer >= 0, or -1 for no limit"}, "max-tokens", maxTokensHelp)
-	f.Var(&floatFlag{&g.temperature, func(v float64) bool { return v >= 0 }, "a number >= 0 (0 is greedy)"}, "temperature", "sampling temperature; 0 is greedy")
+	f.Var(&floatFlag{&g.temperature, func(v float64) bool { return v >= 0 }, "a number >= 0 (0 is greedy)"}, "temperature", "sampling temperature; 0 is greedy (--temp, llama.cpp's spelling, is the same flag)")
+	f.SetNormalizeFunc(flagAliases)
 	f.Var(&intFlag{&g.topK, 0, math.MaxInt32, "an integer >= 0 (0 for no limit)"}, "top-k", "sample from the k most likely tokens; 0 for no limit")
 	f.Var(&floatFlag{&g.topP, func(v float64) bool { return v > 0 && v <= 1 }, "a number in (0, 1] (1 for no limit)"}, "top-p", "nucleus sampling threshold in (0, 1]; 1 for no limit")
 	f.Var(&seedFlag{&g.seed}, "seed", "random seed (same seed, same text); 0 or -1 picks one, which is reported on stderr")
 	f.StringArrayVar(&g.stops, "stop", nil, "stop when the text contains this string (repeatable)")
 	f.StringVar(&g.jsonSchema, "json-schema", "", `constrain the output to JSON valid against the JSON schema in FILE (a subset: see package pipeline/constrain), or "object" for any JSON object`)
+}
+
+// flagAliases maps llama.cpp's spellings of the sampling flags to ours:
+// --temp is --temperature.
+func flagAliases(_ *pflag.FlagSet, name string) pflag.NormalizedName {
+	if name == "temp" {
+		name = "temperature"
+	}
+	return pflag.NormalizedName(name)
 }
 
 // resolve is options() with the grammar of --json-schema.
@@ -265,6 +286,9 @@ stop_reason "cancelled") are still printed.`,
 		Args: nArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := mf.takeModelArg(args); err != nil {
+				return err
+			}
+			if err := sf.check(); err != nil {
 				return err
 			}
 			prompt, err := pf.read(cmd)

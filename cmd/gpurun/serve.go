@@ -92,6 +92,9 @@ source at start-up, so run it inside the gpurun repository.`,
 			if err := mf.takeModelArg(args); err != nil {
 				return err
 			}
+			if err := sf.check(); err != nil {
+				return err
+			}
 			if apiKey == "" {
 				apiKey = os.Getenv("GPURUN_API_KEY")
 			}
@@ -119,7 +122,7 @@ source at start-up, so run it inside the gpurun repository.`,
 			start := time.Now()
 			m, err := gpurun.Open(cmd.Context(), mf.model, append(append(mf.options(cmd), adapters.options()...), gpurun.WithParallel(parallel))...)
 			if err != nil {
-				return fmt.Errorf("load %s: %w", mf.model, err)
+				return pathError("load", mf.model, err)
 			}
 			defer m.Close()
 			printLoaded(cmd.ErrOrStderr(), m.Pipeline(), m.Format(), time.Since(start))

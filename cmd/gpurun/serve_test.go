@@ -9,12 +9,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gpurun/gpurun/internal/ci"
+	"github.com/gpurun/gpurun/internal/testmodels"
 )
 
 // startServe runs gpurun serve with args on a free loopback port and
@@ -186,5 +188,83 @@ func TestServeFlags(t *testing.T) {
 		{"serve"},
 	} {
 		checkErrorLine(t, args, exe(t, "", args...))
+	}
+}
+
+// TestServeToolsTestModel: the documented tools path on the shipped test
+// model with a long enough context (testdata/tools, gen.sh: random
+// weights, tok512, a template with tools, 2048 tokens): gpurun serve
+// answers a request with tools and tool_choice required with one call
+// naming a tool, its arguments valid JSON holding the required fields,
+// finish_reason tool_calls; the conversation answered with a tool message
+// renders the call and its result (a longer prompt than the 128-token
+// test models hold) and gets an assistant reply.
+func TestServeToolsTestModel(t *testing.T) {
+	model := filepath.Join(testmodels.Root(t), "testdata", "tools", "tiny-tools.tflite")
+	base := startServe(t, model, "--backend", "cpu")
+	tools := `[{"type":"function","function":{"name":"get_weather","description":"The weather in a city now","parameters":{"type":"object","properties":{"city":{"type":"string","maxLength":12},"unit":{"enum":["c","f"]}},"required":["city","unit"]}}},` +
+		`{"type":"function","function":{"name":"add","description":"The sum of two integers","parameters":{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"}},"required":["a","b"]}}}]`
+	ask := `{"role":"system","content":"You are a helpful assistant that answers questions about the weather and does sums, calling the tools when they help."},` +
+		`{"role":"user","content":"What is the weather like in Paris today, in degrees Celsius, and should I take an umbrella with me when I go out this afternoon?"}`
+	type reply struct {
+		Choices []struct {
+			Message struct {
+				Content   *string `json:"content"`
+				ToolCalls []struct {
+					ID       string `json:"id"`
+					Function struct {
+						Name      string `json:"name"`
+						Arguments string `json:"arguments"`
+					} `json:"function"`
+				} `json:"tool_calls"`
+			} `json:"message"`
+			FinishReason string `json:"finish_reason"`
+		} `json:"choices"`
+		Usage struct {
+			PromptTokens int `json:"prompt_tokens"`
+		} `json:"usage"`
+	}
+	send := func(body string) reply {
+		t.Helper()
+		resp, err := http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		var r reply
+		if resp.StatusCode != 200 || json.Unmarshal(data, &r) != nil || len(r.Choices) != 1 {
+			t.Fatalf("status %d: %s", resp.StatusCode, data)
+		}
+		return r
+	}
+	r := send(`{"model":"tiny-tools","temperature":0,"max_tokens":1024,"tool_choice":"required","tools":` + tools + `,"messages":[` + ask + `]}`)
+	c := r.Choices[0]
+	if c.FinishReason != "tool_calls" || len(c.Message.ToolCalls) != 1 {
+		t.Fatalf("finish %q, content %q, calls %+v", c.FinishReason, *c.Message.Content, c.Message.ToolCalls)
+	}
+	call := c.Message.ToolCalls[0]
+	var args map[string]any
+	if err := json.Unmarshal([]byte(call.Function.Arguments), &args); err != nil || call.ID == "" {
+		t.Fatalf("call %+v: %v", call, err)
+	}
+	want := map[string][]string{"get_weather": {"city", "unit"}, "add": {"a", "b"}}[call.Function.Name]
+	for _, k := range want {
+		if _, ok := args[k]; !ok {
+			t.Errorf("call %s: arguments %s lack %s", call.Function.Name, call.Function.Arguments, k)
+		}
+	}
+	if want == nil {
+		t.Errorf("call names %q, not a tool", call.Function.Name)
+	}
+	if r.Usage.PromptTokens <= 128 {
+		t.Errorf("the tool-call prompt is %d tokens: it would fit the 128-token test models", r.Usage.PromptTokens)
+	}
+	callJSON, _ := json.Marshal(call)
+	answered := `{"model":"tiny-tools","temperature":0,"max_tokens":8,"tools":` + tools + `,"messages":[` + ask +
+		`,{"role":"assistant","content":null,"tool_calls":[` + string(callJSON) + `]},{"role":"tool","tool_call_id":` + strconv.Quote(call.ID) + `,"content":"{\"temperature\": 14, \"rain\": true}"}]}`
+	r2 := send(answered)
+	if r2.Usage.PromptTokens <= r.Usage.PromptTokens || r2.Choices[0].FinishReason == "" {
+		t.Errorf("answered: %d prompt tokens (the call's request %d), finish %q", r2.Usage.PromptTokens, r.Usage.PromptTokens, r2.Choices[0].FinishReason)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -33,14 +34,29 @@ func (s *specFlags) register(cmd *cobra.Command) {
 		"tokens drafted per model step with --draft or --lookup")
 }
 
+// check validates the flags before anything is loaded: one of --draft and
+// --lookup, and a draft model that exists.
+func (s *specFlags) check() error {
+	if s.draft != "" && s.lookup > 0 {
+		return fmt.Errorf("--draft and --lookup: give one")
+	}
+	if s.draft != "" {
+		if _, err := os.Stat(s.draft); err != nil {
+			return fmt.Errorf("--draft: %w", err)
+		}
+	}
+	return nil
+}
+
 // open returns the speculation the flags ask for, nil for none, loading
 // the draft model with the target's loading flags and slots sessions at
 // once; closeDraft closes it.
 func (s *specFlags) open(cmd *cobra.Command, mf *modelFlags, target *gpurun.Model, slots int) (spec *pipeline.Speculation, closeDraft func(), err error) {
 	closeDraft = func() {}
+	if err := s.check(); err != nil {
+		return nil, closeDraft, err
+	}
 	switch {
-	case s.draft != "" && s.lookup > 0:
-		return nil, closeDraft, fmt.Errorf("--draft and --lookup: give one")
 	case s.lookup > 0:
 		return &pipeline.Speculation{Lookup: s.lookup, Tokens: s.tokens}, closeDraft, nil
 	case s.draft == "":
@@ -49,7 +65,7 @@ func (s *specFlags) open(cmd *cobra.Command, mf *modelFlags, target *gpurun.Mode
 	start := time.Now()
 	d, err := gpurun.Open(cmd.Context(), s.draft, append(mf.options(cmd), gpurun.WithParallel(slots))...)
 	if err != nil {
-		return nil, closeDraft, fmt.Errorf("--draft %s: %w", s.draft, err)
+		return nil, closeDraft, pathError("--draft", s.draft, err)
 	}
 	if dv, tv := d.Config().VocabSize, target.Config().VocabSize; dv != tv {
 		d.Close()
@@ -79,9 +95,10 @@ func printSpeculation(w io.Writer, m pipeline.Metrics) {
 // base.
 func benchSpeculation(ctx context.Context, rf *benchModelFlags, bf *benchFlags, b gpu.Backend, policy string, base *benchreport.Result) (*pipeline.Speculation, error) {
 	sf := &bf.spec
+	if err := sf.check(); err != nil {
+		return nil, err
+	}
 	switch {
-	case sf.draft != "" && sf.lookup > 0:
-		return nil, fmt.Errorf("--draft and --lookup: give one")
 	case sf.lookup > 0:
 		base.Speculation = fmt.Sprintf("lookup %d, K %d", sf.lookup, sf.tokens)
 		return &pipeline.Speculation{Lookup: sf.lookup, Tokens: sf.tokens}, nil
@@ -94,7 +111,7 @@ func benchSpeculation(ctx context.Context, rf *benchModelFlags, bf *benchFlags, 
 	}
 	d, err := gpurun.Open(ctx, sf.draft, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("--draft %s: %w", sf.draft, err)
+		return nil, pathError("--draft", sf.draft, err)
 	}
 	base.Speculation = fmt.Sprintf("draft %s, K %d", filepath.Base(sf.draft), sf.tokens)
 	return &pipeline.Speculation{Draft: d.Pipeline(), Tokens: sf.tokens}, nil

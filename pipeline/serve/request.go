@@ -30,6 +30,33 @@ type samplingFields struct {
 	Seed                *int64          `json:"seed"`
 	N                   *int            `json:"n"`
 	ResponseFormat      *responseFormat `json:"response_format"`
+	// OpenAI's fields this server does not implement: a request that
+	// sets them gets a 400 naming the field rather than silently other
+	// output (unsupported).
+	Logprobs         json.RawMessage `json:"logprobs"`     // chat: a boolean; text completions: a count
+	TopLogprobs      json.RawMessage `json:"top_logprobs"` // chat
+	FrequencyPenalty json.RawMessage `json:"frequency_penalty"`
+	PresencePenalty  json.RawMessage `json:"presence_penalty"`
+	LogitBias        json.RawMessage `json:"logit_bias"`
+}
+
+// unsupported refuses the fields this server accepts only at their
+// neutral values (null, false, 0, {}): logprobs, top_logprobs, the
+// frequency and presence penalties and logit_bias.
+func (f *samplingFields) unsupported() *apiError {
+	for _, u := range []struct {
+		name string
+		raw  json.RawMessage
+	}{{"logprobs", f.Logprobs}, {"top_logprobs", f.TopLogprobs}, {"frequency_penalty", f.FrequencyPenalty},
+		{"presence_penalty", f.PresencePenalty}, {"logit_bias", f.LogitBias}} {
+		switch v := strings.TrimSpace(string(u.raw)); v {
+		case "", "null", "false", "0", "0.0", "{}":
+			continue
+		default:
+			return badRequest(u.name, "unsupported_parameter", fmt.Sprintf("%s %s: not supported by this server (omit it, or give null, false, 0 or {})", u.name, v))
+		}
+	}
+	return nil
 }
 
 // responseFormat is OpenAI's response_format: {"type": "text"},
@@ -184,6 +211,9 @@ func (f *samplingFields) validate(modelID string) (sampling, *apiError) {
 	if f.Model != modelID {
 		return s, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Param: "model", Code: "model_not_found",
 			Message: fmt.Sprintf("the model %q does not exist; this server serves %q", f.Model, modelID)}
+	}
+	if err := f.unsupported(); err != nil {
+		return s, err
 	}
 	if f.N != nil && *f.N != 1 {
 		return s, badRequest("n", "invalid_value", fmt.Sprintf("n %d: only 1 choice per request is supported", *f.N))

@@ -38,12 +38,14 @@ import (
 	mrand "math/rand/v2"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/pipeline/chat"
+	"github.com/gpurun/gpurun/pipeline/constrain"
 )
 
 // Defaults of Config's zero fields.
@@ -214,8 +216,7 @@ func (s *Server) model(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if id != s.cfg.ModelID {
-		writeError(w, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Param: "model", Code: "model_not_found",
-			Message: fmt.Sprintf("the model %q does not exist; this server serves %q", id, s.cfg.ModelID)})
+		writeError(w, s.notFound(id))
 		return
 	}
 	writeJSON(w, s.modelObject(id))
@@ -262,20 +263,14 @@ func (s *Server) leave() {
 }
 
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
-	body, aerr := s.readBody(w, r)
-	if aerr != nil {
-		writeError(w, aerr)
-		return
-	}
-	r, m, id := s.route(r, body)
-	_, msgs, smp, aerr := decodeChat(body, id)
-	if aerr != nil {
-		writeError(w, aerr)
-		return
-	}
-	grammar, aerr := s.grammars.get(smp.format)
-	if aerr != nil {
-		writeError(w, aerr)
+	var msgs []chat.Message
+	var smp sampling
+	r, m, grammar, ok := s.begin(w, r, func(body []byte, id string) (sampling, *apiError) {
+		var aerr *apiError
+		_, msgs, smp, aerr = decodeChat(body, id)
+		return smp, aerr
+	})
+	if !ok {
 		return
 	}
 	var tools *toolMode
@@ -307,20 +302,14 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
-	body, aerr := s.readBody(w, r)
-	if aerr != nil {
-		writeError(w, aerr)
-		return
-	}
-	r, m, id := s.route(r, body)
-	_, prompt, smp, aerr := decodeCompletion(body, id)
-	if aerr != nil {
-		writeError(w, aerr)
-		return
-	}
-	grammar, aerr := s.grammars.get(smp.format)
-	if aerr != nil {
-		writeError(w, aerr)
+	var prompt completionPrompt
+	var smp sampling
+	r, m, grammar, ok := s.begin(w, r, func(body []byte, id string) (sampling, *apiError) {
+		var aerr *apiError
+		_, prompt, smp, aerr = decodeCompletion(body, id)
+		return smp, aerr
+	})
+	if !ok {
 		return
 	}
 	p := pipeline.Prompt{Text: prompt.text, IDs: prompt.ids}
@@ -333,6 +322,47 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	gen := smp.options()
 	gen.Grammar = grammar
 	s.generate(w, r, kindText, p, gen, smp, false, nil)
+}
+
+// begin is what the chat and text completion handlers share: it reads the
+// body, routes the request to the model it names, decodes it with decode
+// (given the routed model's id) and compiles its response_format. It
+// returns false after writing the error of a bad request.
+func (s *Server) begin(w http.ResponseWriter, r *http.Request, decode func(body []byte, id string) (sampling, *apiError)) (*http.Request, *pipeline.Model, *constrain.Grammar, bool) {
+	body, aerr := s.readBody(w, r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return r, nil, nil, false
+	}
+	r, m, id, name := s.route(r, body)
+	if name != "" && name != id {
+		writeError(w, s.notFound(name))
+		return r, nil, nil, false
+	}
+	smp, aerr := decode(body, id)
+	if aerr != nil {
+		writeError(w, aerr)
+		return r, nil, nil, false
+	}
+	grammar, aerr := s.grammars.get(smp.format)
+	if aerr != nil {
+		writeError(w, aerr)
+		return r, nil, nil, false
+	}
+	return r, m, grammar, true
+}
+
+// notFound is the error for a request naming a model this server does not
+// serve: it lists the ones it does (the model, and its adapters as
+// MODEL:ADAPTER).
+func (s *Server) notFound(name string) *apiError {
+	ids := s.ids()
+	quoted := make([]string, len(ids))
+	for i, id := range ids {
+		quoted[i] = strconv.Quote(id)
+	}
+	return &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Param: "model", Code: "model_not_found",
+		Message: fmt.Sprintf("the model %q does not exist; this server serves %s", name, strings.Join(quoted, ", "))}
 }
 
 // options are the pipeline's options for the request's sampling.

@@ -318,6 +318,14 @@ func TestErrors(t *testing.T) {
 		{"too long", "/v1/completions", fmt.Sprintf(`{"model":"stories260K","prompt":%q}`, long), 400, "context_length_exceeded", "prompt"},
 		{"too long ids", "/v1/completions", fmt.Sprintf(`{"model":"stories260K","prompt":[%s]}`, strings.Repeat("1,", 600)+"1"), 400, "context_length_exceeded", "prompt"},
 		{"too long chat", "/v1/chat/completions", fmt.Sprintf(`{"model":"stories260K","messages":[{"role":"user","content":%q}],"stream":true}`, long), 400, "context_length_exceeded", "messages"},
+		// OpenAI's fields this server does not implement are refused,
+		// naming the field, unless they are at their neutral value.
+		{"logprobs", "/v1/chat/completions", `{"model":"stories260K","messages":[{"role":"user","content":"a"}],"logprobs":true}`, 400, "unsupported_parameter", "logprobs"},
+		{"top_logprobs", "/v1/chat/completions", `{"model":"stories260K","messages":[{"role":"user","content":"a"}],"top_logprobs":3}`, 400, "unsupported_parameter", "top_logprobs"},
+		{"completion logprobs", "/v1/completions", `{"model":"stories260K","prompt":"a","logprobs":2}`, 400, "unsupported_parameter", "logprobs"},
+		{"frequency_penalty", "/v1/completions", `{"model":"stories260K","prompt":"a","frequency_penalty":0.5}`, 400, "unsupported_parameter", "frequency_penalty"},
+		{"presence_penalty", "/v1/chat/completions", `{"model":"stories260K","messages":[{"role":"user","content":"a"}],"presence_penalty":-1}`, 400, "unsupported_parameter", "presence_penalty"},
+		{"logit_bias", "/v1/completions", `{"model":"stories260K","prompt":"a","logit_bias":{"5":10}}`, 400, "unsupported_parameter", "logit_bias"},
 		{"too big", "/v1/completions", fmt.Sprintf(`{"model":"stories260K","prompt":%q}`, strings.Repeat("x", 5000)), 413, "request_too_large", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -335,6 +343,24 @@ func TestErrors(t *testing.T) {
 				t.Errorf("param %v, want %q", e.Error.Param, tc.param)
 			}
 		})
+	}
+}
+
+// TestNeutralUnsupportedFields: the fields refused above are accepted at
+// their neutral values, which clients send as defaults.
+func TestNeutralUnsupportedFields(t *testing.T) {
+	_, ts := newServer(t, Config{})
+	for _, body := range []string{
+		`{"model":"stories260K","prompt":"Once","max_tokens":2,"logprobs":null,"frequency_penalty":0,"presence_penalty":0.0,"logit_bias":{}}`,
+		`{"model":"stories260K","messages":[{"role":"user","content":"a"}],"max_tokens":2,"logprobs":false,"top_logprobs":0,"logit_bias":null}`,
+	} {
+		path := "/v1/completions"
+		if strings.Contains(body, "messages") {
+			path = "/v1/chat/completions"
+		}
+		if resp, data := post(t, ts.URL+path, body); resp.StatusCode != 200 {
+			t.Errorf("%s: %d %s", body, resp.StatusCode, data)
+		}
 	}
 }
 

@@ -18,9 +18,11 @@ type route struct {
 }
 
 // route picks the model a request body names: a variant, or the main
-// model otherwise (whose id the request's validation then checks, so an
-// unknown name is model_not_found). The choice rides in r's context.
-func (s *Server) route(r *http.Request, body []byte) (*http.Request, *pipeline.Model, string) {
+// model otherwise. It returns the model's id and the name the body gives
+// ("" when it gives none or is not JSON, which decoding then reports): a
+// name other than the id is a model this server does not serve. The
+// choice rides in r's context.
+func (s *Server) route(r *http.Request, body []byte) (*http.Request, *pipeline.Model, string, string) {
 	rt := route{m: s.cfg.Model, id: s.cfg.ModelID}
 	var head struct {
 		Model string `json:"model"`
@@ -30,7 +32,7 @@ func (s *Server) route(r *http.Request, body []byte) (*http.Request, *pipeline.M
 			rt = route{m: m, id: head.Model}
 		}
 	}
-	return r.WithContext(context.WithValue(r.Context(), routeKey{}, rt)), rt.m, rt.id
+	return r.WithContext(context.WithValue(r.Context(), routeKey{}, rt)), rt.m, rt.id, head.Model
 }
 
 // routed is the model route chose for r.

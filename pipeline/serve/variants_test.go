@@ -131,7 +131,9 @@ func variantsCase(t *testing.T, backend string) {
 		t.Errorf("/v1/models/llama:r4: %d", resp.StatusCode)
 	}
 	resp, data = post(t, ts.URL+"/v1/completions", `{"model":"llama:nope","prompt":"x"}`)
-	if resp.StatusCode != 404 || !strings.Contains(string(data), "model_not_found") {
+	// The error lists what is served: the model and its adapters.
+	if resp.StatusCode != 404 || !strings.Contains(string(data), "model_not_found") ||
+		!strings.Contains(string(data), `\"llama\", \"llama:r16\", \"llama:r4\"`) {
 		t.Errorf("unknown adapter: %d %s", resp.StatusCode, data)
 	}
 }

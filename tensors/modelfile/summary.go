@@ -22,6 +22,10 @@ type Summary struct {
 	BytesByDType   map[string]int64 `json:"bytes_by_dtype"`
 	Metadata       []string         `json:"metadata"`
 	TokenizerBytes int              `json:"tokenizer_bytes"`
+	// ShapeOrder says how Shape lists dimensions when not row-major
+	// (outermost first): a GGUF file's shapes are in ggml's ne order,
+	// innermost first, as the file stores them.
+	ShapeOrder string `json:"shape_order,omitempty"`
 }
 
 // TensorSummary describes one weight.
@@ -98,7 +102,11 @@ func (s Summary) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(tw, "metadata:\t%v\ntokenizer:\t%d bytes\n", s.Metadata, s.TokenizerBytes)
 	fmt.Fprintf(tw, "tensors:\t%d (%d parameters, %d bytes)\n\n", len(s.Tensors), s.Params, s.TensorBytes)
-	fmt.Fprintln(tw, "NAME\tDTYPE\tSHAPE\tBYTES\tQUANTIZATION")
+	shape := "SHAPE"
+	if s.ShapeOrder != "" {
+		shape += " (" + s.ShapeOrder + ")"
+	}
+	fmt.Fprintf(tw, "NAME\tDTYPE\t%s\tBYTES\tQUANTIZATION\n", shape)
 	for _, t := range s.Tensors {
 		q := "-"
 		if t.Quantization != nil {

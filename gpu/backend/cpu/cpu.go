@@ -48,8 +48,9 @@ const (
 	// and Q4_K, Q5_K and Q6_K on amd64 and arm64) and run the other types
 	// exactly, which is faster for them. On CPUs with AVX-512 VNNI, int8
 	// and int4 weights with one binary16 scale per 32 values (GGUF Q8_0,
-	// Q4_0) are also repacked at load for the prefill GEMM (a second copy
-	// of those weights in memory). Other weights are used exactly.
+	// Q4_0) or one scale per row (converted per-channel int8, random
+	// models' int8) are also repacked at load for the prefill GEMM (a
+	// second copy of those weights in memory). Other weights are used exactly.
 	MathDynamic
 )
 

@@ -14,7 +14,8 @@ import (
 )
 
 // TestPrefillGEMMMatchesDecode: in dynamic math a prefill product of int8
-// and int4 weights with binary16 scales per 32 (the GEMM over repacked
+// and int4 weights with binary16 scales per 32 or one scale per row
+// (binary16, or f32 as random int8 models have: the GEMM over repacked
 // rows, where the CPU has it), and of f32 and f16 weights (the f32 GEMM,
 // where the CPU has it), gives every token the values of that token's own
 // decode product (the row kernels), within rounding, for ragged token
@@ -23,8 +24,19 @@ import (
 func TestPrefillGEMMMatchesDecode(t *testing.T) {
 	const rows, cols = 37, 96
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, wt := range []weightType{{"int8-block32", tensors.I8, 32}, {"int4-block32", tensors.I4, 32}, {"f32", tensors.F32, 0}, {"f16", tensors.F16, 0}} {
-		w := storeAs(t, "w", rows, cols, wt, rng)
+	for _, wt := range []weightType{{"int8-block32", tensors.I8, 32}, {"int4-block32", tensors.I4, 32}, {"f32", tensors.F32, 0}, {"f16", tensors.F16, 0},
+		{"int8-row", tensors.I8, 0}, {"int4-row", tensors.I4, 0}, {"int8-row-f32", tensors.I8, -1}} {
+		var w *tensors.Tensor
+		if wt.block < 0 {
+			// One f32 scale per row, as the synthetic models' int8.
+			var err error
+			if w, err = tensors.Quantize("w", []int{rows, cols}, randVals(rng, rows*cols, 0.05), wt.dtype, 0, tensors.F32); err != nil {
+				t.Fatal(err)
+			}
+			w.Scales.Name = model.ScaleName("w")
+		} else {
+			w = storeAs(t, "w", rows, cols, wt, rng)
+		}
 		for _, n := range []int{4, 7, 13} {
 			x := f32Tensor(t, "x", []int{n, cols}, randVals(rng, n*cols, 1))
 			for _, threads := range []int{1, 2} {

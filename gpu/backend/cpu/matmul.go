@@ -195,6 +195,7 @@ func (m *mmTask) gemmRows(s *scratch, w *matrix, r0, r1, t int, out []float32) {
 			copy(out[max(lo, r0)-r0:min(hi, r1)-r0], tmp[max(lo, r0)-lo:min(hi, r1)-lo])
 		}
 	}
+	w.rowScaled(out[:r1-r0], r0)
 }
 
 // rowwise reports whether m runs as decode does, token by token over runs
@@ -483,6 +484,13 @@ func (m *mmTask) tileGemm(s *scratch, r0, r1 int) {
 				}
 			}
 		}
+		for t := t0; t < t1; t++ {
+			o := (t - t0) * rowTile
+			m.w.rowScaled(tg[o:o+r1-r0], r0)
+			if m.glu {
+				m.up.rowScaled(tu[o:o+r1-r0], r0)
+			}
+		}
 		m.storeTile(tg, tu, t0, t1, r0, r1)
 	}
 }
@@ -640,10 +648,16 @@ func (m *mmTask) qdot4(w *matrix, r, t int, out *[4]float32) {
 }
 
 // groups returns the scales DotQ8/DotQ4 apply to row r and the number of
-// activation blocks per scale; with a per-row f32 scale it returns
-// unitScale and that scale as post.
+// activation blocks per scale; with a per-row f32 scale it returns unit
+// scales and that scale as post: units, one per block, where set, so that
+// the four-token prefill kernels take their one-scale-per-block form
+// (1.3x faster than one scale over the row, measured on AVX2), else
+// unitScale over the whole row.
 func (m *matrix) groups(r int) (ws []uint16, per int, post float32) {
 	if m.block == m.cols && m.scalesF16 == nil {
+		if m.units != nil {
+			return m.units, 1, m.scalesF32[r]
+		}
 		return unitScale, m.cols / simd.QBlock, m.scalesF32[r]
 	}
 	nb := m.cols / m.block

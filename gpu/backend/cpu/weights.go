@@ -166,10 +166,15 @@ func newMatrix(t *tensors.Tensor, gemm bool) (*matrix, error) {
 }
 
 // pack repacks int8 and int4 weights with one binary16 scale per 32 values
-// for the prefill GEMM when the CPU has its kernel (a second copy of the
-// weights, streamed in order by the kernel).
+// or one scale per row for the prefill GEMM when the CPU has its kernel (a
+// second copy of the weights, streamed in order by the kernel). A row's
+// binary16 scale becomes each of its blocks' scale; a row's f32 scale
+// (random int8 models' per-channel weights) stays apart, the blocks packed
+// with scale 1 and the row scaled after the GEMM (rowScaled), as the row
+// kernels do with units.
 func (m *matrix) pack() error {
-	if m.scalesF16 == nil || m.block != simd.QBlock || m.cols%simd.QBlock != 0 {
+	ws, ok := m.packScales()
+	if !ok {
 		return nil
 	}
 	var err error
@@ -177,16 +182,54 @@ func (m *matrix) pack() error {
 	case m.dtype == tensors.I8 && simd.HasGemm(simd.GemmQ8):
 		m.gk = simd.GemmQ8
 		m.gemm = make([]byte, m.gk.PackedBytes(m.rows, m.cols))
-		err = simd.PackQ8(m.gemm, m.i8, m.scalesF16, m.rows, m.cols)
+		err = simd.PackQ8(m.gemm, m.i8, ws, m.rows, m.cols)
 	case m.dtype == tensors.I4 && simd.HasGemm(simd.GemmQ4):
 		m.gk = simd.GemmQ4
 		m.gemm = make([]byte, m.gk.PackedBytes(m.rows, m.cols))
-		err = simd.PackQ4(m.gemm, m.u8, m.scalesF16, m.rows, m.cols)
+		err = simd.PackQ4(m.gemm, m.u8, ws, m.rows, m.cols)
 	}
 	if err != nil {
 		return fmt.Errorf("packing for the GEMM: %w", err)
 	}
 	return nil
+}
+
+// packScales returns the binary16 scale of every 32-value block for pack:
+// the stored ones, or each row's scale repeated (1 for an f32 row scale);
+// false for weights the GEMM does not take.
+func (m *matrix) packScales() ([]uint16, bool) {
+	if m.cols%simd.QBlock != 0 {
+		return nil, false
+	}
+	switch {
+	case m.scalesF16 != nil && m.block == simd.QBlock:
+		return m.scalesF16, true
+	case m.block == m.cols && (m.scalesF16 != nil || m.units != nil):
+		nb := m.cols / simd.QBlock
+		ws := make([]uint16, m.rows*nb)
+		for r := range m.rows {
+			sc := unitScale[0]
+			if m.scalesF16 != nil {
+				sc = m.scalesF16[r]
+			}
+			for b := range nb {
+				ws[r*nb+b] = sc
+			}
+		}
+		return ws, true
+	}
+	return nil, false
+}
+
+// rowScaled scales out[i] by the f32 scale of row r0+i when w's GEMM copy
+// was packed with unit block scales (pack); otherwise it does nothing.
+func (m *matrix) rowScaled(out []float32, r0 int) {
+	if m.gemm == nil || m.units == nil {
+		return
+	}
+	for i, sc := range m.scalesF32[r0 : r0+len(out)] {
+		out[i] *= sc
+	}
 }
 
 // packK repacks the rows of a K-quant matrix for the K-quant prefill GEMM

@@ -1,6 +1,10 @@
 package benchreport
 
-import "time"
+import (
+	"fmt"
+	"strings"
+	"time"
+)
 
 // Baseline relates a report to an earlier one (bench --compare).
 type Baseline struct {
@@ -98,4 +102,26 @@ func (b *Baseline) change(k string) *Change {
 		}
 	}
 	return nil
+}
+
+// NoMatch says why comparing cur with old matched nothing: the
+// configurations each report measured (results match on model, weights,
+// backend, activations, test and speculation), a few of each.
+func NoMatch(old, cur *Report) string {
+	keys := func(r *Report) string {
+		var ks []string
+		for i := range r.Results {
+			if r.Results[i].Error == "" {
+				ks = append(ks, r.Results[i].Key())
+			}
+		}
+		switch {
+		case len(ks) == 0:
+			return "no measured result"
+		case len(ks) > 3:
+			return fmt.Sprintf("%s and %d more", strings.Join(ks[:3], "; "), len(ks)-3)
+		}
+		return strings.Join(ks, "; ")
+	}
+	return fmt.Sprintf("no result matches the baseline's (model | weights | backend | activations | test): this run has %s; the baseline has %s", keys(cur), keys(old))
 }

@@ -113,11 +113,14 @@ func (r *Report) WriteHTML(w io.Writer) error {
 
 	if b := r.Baseline; b != nil {
 		fmt.Fprintf(bw, "<h2>Compared with %s</h2>\n<p class=\"note\">Baseline revision %s, created %s. Ratio = this run's median / the baseline's; "+
-			"highlighted when the two runs' ranges do not overlap (for TTFT lower is faster).</p>\n<table class=\"compare\">\n",
+			"highlighted when the two runs' ranges do not overlap (for TTFT lower is faster).</p>\n",
 			e(b.Path), e(b.Revision), b.Created.UTC().Format("2006-01-02 15:04:05 UTC"))
 		if len(b.Changes) == 0 {
-			io.WriteString(bw, "<p>No result of this run has a match (model, weights, backend, activations, test) in the baseline.</p>\n")
+			io.WriteString(bw, "<p>No result of this run has a match (model, weights, backend, activations, test) in the baseline: nothing to compare.</p>\n")
 		}
+	}
+	if b := r.Baseline; b != nil && len(b.Changes) > 0 {
+		io.WriteString(bw, "<table class=\"compare\">\n")
 		htmlRow(bw, "th", CompareHeader)
 		for i := range r.Results {
 			res := &r.Results[i]

@@ -179,21 +179,23 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 			"**bold** when the two runs' ranges do not overlap (for TTFT lower is faster).\n\n",
 			escapeMD(b.Path), escapeMD(b.Revision), b.Created.UTC().Format("2006-01-02 15:04:05 UTC"))
 		if len(b.Changes) == 0 {
-			fmt.Fprintf(bw, "No result of this run has a match (model, weights, backend, activations, test) in the baseline.\n")
-		}
-		table(bw, CompareHeader, func(row func(...string)) {
-			for i := range r.Results {
-				res := &r.Results[i]
-				c := b.change(res.Key())
-				if c == nil || res.Error != "" {
-					continue
+			// No table: an empty one reads as a rendering fault.
+			fmt.Fprintf(bw, "No result of this run has a match (model, weights, backend, activations, test) in the baseline: nothing to compare.\n")
+		} else {
+			table(bw, CompareHeader, func(row func(...string)) {
+				for i := range r.Results {
+					res := &r.Results[i]
+					c := b.change(res.Key())
+					if c == nil || res.Error != "" {
+						continue
+					}
+					row(res.Model, res.Weights, res.Backend, res.ActivationsText(), res.Test.Name,
+						statCell(res.TimeToFirstTokenMS), ratioCell(c.TimeToFirstTokenMS),
+						statCell(res.PrefillTokensPerSec), ratioCell(c.PrefillTokensPerSec),
+						statCell(res.DecodeTokensPerSec), ratioCell(c.DecodeTokensPerSec))
 				}
-				row(res.Model, res.Weights, res.Backend, res.ActivationsText(), res.Test.Name,
-					statCell(res.TimeToFirstTokenMS), ratioCell(c.TimeToFirstTokenMS),
-					statCell(res.PrefillTokensPerSec), ratioCell(c.PrefillTokensPerSec),
-					statCell(res.DecodeTokensPerSec), ratioCell(c.DecodeTokensPerSec))
-			}
-		})
+			})
+		}
 	}
 	if rows := r.DecodeBytesRows(); len(rows) > 0 {
 		fmt.Fprintf(bw, "\n## Decode and the valid length\n\nEach test against the configuration's test with the shortest prompt (ref). "+
