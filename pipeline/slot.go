@@ -1,0 +1,161 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/pipeline/arch"
+)
+
+// slot is one KV cache and the programs compiled against it.
+type slot struct {
+	index   int // in Model.slots
+	seq     int // the row sequence (gpu.Row.Seq) of a batched step
+	adapter int // the row's adapter set (gpu.Row.Adapter)
+	kv      gpu.KVCache
+	decode  gpu.Program
+	prefill []prefillProgram // ascending by size
+	// greedy is the decode graph ending in fusion.Argmax, compiled at
+	// load where the device picks the tokens (see compilePickers).
+	greedy gpu.Program
+	// sample is the decode graph ending in fusion.Sample with rule,
+	// compiled at load too; a generation with another rule sets it in the
+	// step tensor (gpu.SamplingSetter) or, on a backend without that,
+	// compiles it again. step is the one the running generation uses.
+	sample gpu.Program
+	rule   fusion.Sampling
+	step   gpu.Program
+	cached []int // tokens whose keys and values the cache holds, from position 0
+	busy   bool
+	// verify holds the speculative verifiers by tokens per step
+	// (speculative.go).
+	verify map[int]gpu.Program
+}
+
+type prefillProgram struct {
+	size int
+	prog gpu.Program
+}
+
+// compilePickers compiles sl's token-picking decode programs, greedy and
+// sampling, so that no generation waits for a compile (a sampled first
+// generation on Vulkan waited seconds for the sampling kernels, with no
+// progress shown and an interrupt unheard). The sampling program starts
+// with a placeholder rule that generations replace. A backend without the
+// ops turns device picking off.
+func (m *Model) compilePickers(ctx context.Context, sl *slot) error {
+	if err := loadCancelled(ctx); err != nil {
+		return err
+	}
+	p, err := m.compileWith(sl, arch.BuildOptions{Tokens: 1, Argmax: true})
+	if ok, err := m.deviceOp(err); !ok {
+		return err
+	}
+	sl.greedy = p
+	if err := loadCancelled(ctx); err != nil {
+		return err
+	}
+	rule := fusion.Sampling{Temperature: 1}
+	p, err = m.compileWith(sl, arch.BuildOptions{Tokens: 1, Sample: &rule})
+	if ok, err := m.deviceOp(err); !ok {
+		return err
+	}
+	sl.sample, sl.rule = p, rule
+	return nil
+}
+
+// newSlot gives sl its KV cache and compiles its decode program and the
+// prefill programs of sizes (those above 1 and at most the cache).
+func (m *Model) newSlot(ctx context.Context, sl *slot, sizes []int) error {
+	var err error
+	spec := arch.KVSpec(&m.cfg, arch.BuildOptions{MaxLen: m.maxCache, KVF16: m.kvF16, RingTokens: m.ringTokens})
+	sl.kv, err = m.backend.NewKVCache(spec)
+	if spec.Ring != nil && errors.Is(err, gpu.ErrUnsupported) {
+		// The backend keeps full caches only (every backend here takes
+		// rings; another gpu.Backend may not).
+		m.ringTokens = 0
+		spec = arch.KVSpec(&m.cfg, arch.BuildOptions{MaxLen: m.maxCache, KVF16: m.kvF16})
+		sl.kv, err = m.backend.NewKVCache(spec)
+	}
+	if err != nil {
+		return fmt.Errorf("pipeline: kv cache: %w", err)
+	}
+	m.kvSpec = spec
+	if err := loadCancelled(ctx); err != nil {
+		return err
+	}
+	if sl.decode, err = m.compile(sl, 1); err != nil {
+		return err
+	}
+	for _, n := range sizes {
+		if n <= 1 || n > m.maxCache {
+			continue
+		}
+		if err := loadCancelled(ctx); err != nil {
+			return err
+		}
+		p, err := m.compile(sl, n)
+		if err != nil {
+			return err
+		}
+		sl.prefill = append(sl.prefill, prefillProgram{size: n, prog: p})
+	}
+	return nil
+}
+
+func (m *Model) compile(sl *slot, tokens int) (gpu.Program, error) {
+	return m.compileWith(sl, arch.BuildOptions{Tokens: tokens})
+}
+
+// compileWith builds, fuses and compiles the graph of opts (Tokens and
+// Argmax; the cache options are the model's) against sl's cache.
+func (m *Model) compileWith(sl *slot, opts arch.BuildOptions) (gpu.Program, error) {
+	tokens := opts.Tokens
+	opts.MaxLen, opts.KVF16, opts.RingTokens, opts.LoRA = m.maxCache, m.kvF16, m.ringTokens, m.lora
+	g, err := arch.Build(&m.cfg, opts)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: graph for %d tokens: %w", tokens, err)
+	}
+	if m.fuse {
+		g = gpu.Fuse(m.backend, m.weights, g)
+	}
+	if m.actF16 {
+		fusion.HalfActivations(g)
+	}
+	m.lockDevice()
+	p, err := m.backend.Compile(g, m.weights, sl.kv)
+	m.unlockDevice()
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: compile graph for %d tokens: %w", tokens, err)
+	}
+	return p, nil
+}
+
+func (sl *slot) release() {
+	for _, p := range sl.prefill {
+		p.prog.Release()
+	}
+	sl.prefill = nil
+	if sl.decode != nil {
+		sl.decode.Release()
+		sl.decode = nil
+	}
+	if sl.greedy != nil {
+		sl.greedy.Release()
+		sl.greedy = nil
+	}
+	if sl.sample != nil {
+		sl.sample.Release()
+		sl.sample = nil
+	}
+	sl.step = nil
+	sl.releaseVerifiers()
+	if sl.kv != nil {
+		sl.kv.Release()
+		sl.kv = nil
+	}
+	sl.cached = nil
+}
