@@ -264,3 +264,31 @@ func (b *batcher) decodeStep(sl *slot, history []int, logits []float32, req *ste
 	sl.cached = append(sl.cached[:pos], history[pos])
 	return nil
 }
+
+// batchRound is the stepper of a generation on a model that batches its
+// slots' decode steps: each step runs in the next round, shared with the
+// other sessions decoding at once, and the host picks from the row of
+// logits it gets back (host). A step the cache is not ready for (more than
+// the last token missing) runs on the slot's own programs.
+type batchRound struct {
+	host *hostPick
+	b    *batcher
+	req  *stepReq // the session's reusable request
+}
+
+func (r *batchRound) next(ctx context.Context, history []int, left int) (int, error) {
+	sl := r.host.sl
+	if !r.host.fresh && len(sl.cached) == len(history)-1 && commonPrefix(sl.cached, history) == len(sl.cached) {
+		if err := r.b.decodeStep(sl, history, r.host.row, r.req); err != nil {
+			return -1, err
+		}
+		r.host.fresh = true
+	}
+	return r.host.next(ctx, history, left)
+}
+
+// close leaves the rounds.
+func (r *batchRound) close(mt *Metrics) {
+	r.b.leave()
+	r.host.close(mt)
+}

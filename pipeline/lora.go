@@ -42,8 +42,7 @@ func unmergedLoRA(cfg *model.Config, ws []*tensors.Tensor, list []lora.Applied, 
 // already approximate) become binary16, half the bytes a decode step
 // reads; the pairs of f32 weights stay f32 (an f32 model stays exact).
 func loraStorage(ts []*tensors.Tensor, pairs []lora.UnmergedPair, ws []*tensors.Tensor, backend gpu.Backend) ([]*tensors.Tensor, error) {
-	q, ok := backend.(gpu.LoRAHalf)
-	if !ok || !q.HalfLoRA() {
+	if !halfLoRA(backend) {
 		return ts, nil
 	}
 	dtypes := make(map[string]tensors.DType, len(ws))

@@ -35,7 +35,7 @@ func (m *Model) Profile(ctx context.Context, prompt []int) ([]StepProfile, error
 	sl.cached = nil // whatever happens, the cache no longer holds a known prefix
 	var out []StepProfile
 	run := func(name string, prog gpu.Program, ids []int, pos int) error {
-		pr, ok := prog.(gpu.Profiler)
+		pr, ok := profiler(prog)
 		if !ok {
 			return fmt.Errorf("pipeline: profile: the %s backend has no profiler: %w", m.backend.Info().Backend, gpu.ErrUnsupported)
 		}

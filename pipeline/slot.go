@@ -10,34 +10,17 @@ import (
 	"github.com/gpurun/gpurun/pipeline/arch"
 )
 
-// slot is one KV cache and the programs compiled against it.
+// slot is one KV cache and the programs compiled against it. Its state
+// is the cache; a per-layer recurrent state (issue 40) would join it here,
+// kept and rolled back with cached by the steppers that run its programs.
 type slot struct {
 	index   int // in Model.slots
 	seq     int // the row sequence (gpu.Row.Seq) of a batched step
 	adapter int // the row's adapter set (gpu.Row.Adapter)
 	kv      gpu.KVCache
-	decode  gpu.Program
-	prefill []prefillProgram // ascending by size
-	// greedy is the decode graph ending in fusion.Argmax, compiled at
-	// load where the device picks the tokens (see compilePickers).
-	greedy gpu.Program
-	// sample is the decode graph ending in fusion.Sample with rule,
-	// compiled at load too; a generation with another rule sets it in the
-	// step tensor (gpu.SamplingSetter) or, on a backend without that,
-	// compiles it again. step is the one the running generation uses.
-	sample gpu.Program
-	rule   fusion.Sampling
-	step   gpu.Program
+	programs
 	cached []int // tokens whose keys and values the cache holds, from position 0
 	busy   bool
-	// verify holds the speculative verifiers by tokens per step
-	// (speculative.go).
-	verify map[int]gpu.Program
-}
-
-type prefillProgram struct {
-	size int
-	prog gpu.Program
 }
 
 // compilePickers compiles sl's token-picking decode programs, greedy and
@@ -54,7 +37,7 @@ func (m *Model) compilePickers(ctx context.Context, sl *slot) error {
 	if ok, err := m.deviceOp(err); !ok {
 		return err
 	}
-	sl.greedy = p
+	sl.argmax = newPickProgram(p, fusion.Sampling{})
 	if err := loadCancelled(ctx); err != nil {
 		return err
 	}
@@ -63,7 +46,7 @@ func (m *Model) compilePickers(ctx context.Context, sl *slot) error {
 	if ok, err := m.deviceOp(err); !ok {
 		return err
 	}
-	sl.sample, sl.rule = p, rule
+	sl.sample = newPickProgram(p, rule)
 	return nil
 }
 
@@ -135,24 +118,7 @@ func (m *Model) compileWith(sl *slot, opts arch.BuildOptions) (gpu.Program, erro
 }
 
 func (sl *slot) release() {
-	for _, p := range sl.prefill {
-		p.prog.Release()
-	}
-	sl.prefill = nil
-	if sl.decode != nil {
-		sl.decode.Release()
-		sl.decode = nil
-	}
-	if sl.greedy != nil {
-		sl.greedy.Release()
-		sl.greedy = nil
-	}
-	if sl.sample != nil {
-		sl.sample.Release()
-		sl.sample = nil
-	}
-	sl.step = nil
-	sl.releaseVerifiers()
+	sl.programs.release()
 	if sl.kv != nil {
 		sl.kv.Release()
 		sl.kv = nil
