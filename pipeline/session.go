@@ -68,7 +68,10 @@ type GenerateOptions struct {
 var ErrOptions = errors.New("pipeline: invalid options")
 
 // Validate checks the options' ranges: MaxTokens, TopK and Temperature not
-// negative, Temperature not NaN or infinite, TopP in [0, 1].
+// negative, Temperature not NaN or infinite, TopP in [0, 1]. It is the one
+// check of a generation's options: what Generate derives from valid
+// options (the host sampler's rule, the device's fusion.Sampling) is valid
+// by construction, and the kernels only guard that invariant.
 func (o *GenerateOptions) Validate() error {
 	t, p := float64(o.Temperature), float64(o.TopP)
 	switch {
@@ -87,13 +90,15 @@ func (o *GenerateOptions) Validate() error {
 }
 
 // sampling is the rule of a device's sampling program for valid options,
-// built once, and whether the options sample at all (a temperature
-// above 0 and a top-k other than 1); otherwise decoding is greedy.
+// built once in the program's form (a top-k past the vocabulary keeps
+// every token, as MaxInt32 does), and whether the options sample at all (a
+// temperature above 0 and a top-k other than 1); otherwise decoding is
+// greedy.
 func (o *GenerateOptions) sampling() (fusion.Sampling, bool) {
 	if !(o.Temperature > 0) || o.TopK == 1 {
 		return fusion.Sampling{}, false
 	}
-	return fusion.Sampling{Temperature: o.Temperature, TopK: o.TopK, TopP: o.TopP, Seed: o.Seed}, true
+	return fusion.Sampling{Temperature: o.Temperature, TopK: min(o.TopK, math.MaxInt32), TopP: o.TopP, Seed: o.Seed}, true
 }
 
 // Token is one streamed step. Every generated token (Metrics.GeneratedTokens

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -498,5 +499,31 @@ func TestGenerationLoop(t *testing.T) {
 				t.Errorf("history %v, want %v", s.history, want)
 			}
 		})
+	}
+}
+
+// TestSamplingRule: the rule valid options give the device is one its
+// programs take (fusion.Sampling.Validate), and greedy options give none.
+func TestSamplingRule(t *testing.T) {
+	for _, tc := range []struct {
+		opts    GenerateOptions
+		sampled bool
+	}{
+		{GenerateOptions{}, false},
+		{GenerateOptions{Temperature: 0.7, TopK: 1}, false},
+		{GenerateOptions{Temperature: 0.7}, true},
+		{GenerateOptions{Temperature: 1e-30, TopK: 40, TopP: 1, Seed: 9}, true},
+		{GenerateOptions{Temperature: 2, TopK: math.MaxInt, TopP: 0.5}, true},
+	} {
+		if err := tc.opts.Validate(); err != nil {
+			t.Fatalf("%+v: %v", tc.opts, err)
+		}
+		rule, sampled := tc.opts.sampling()
+		if sampled != tc.sampled {
+			t.Errorf("%+v: sampled %v, want %v", tc.opts, sampled, tc.sampled)
+		}
+		if err := rule.Validate(); sampled && err != nil {
+			t.Errorf("%+v: rule %+v: %v", tc.opts, rule, err)
+		}
 	}
 }
