@@ -214,7 +214,7 @@ func (s *speculator) report(mt *Metrics) {
 // step drafts up to K tokens after history and verifies them in one
 // target step on sl, returning the tokens that follow history: the drafts
 // kept and the target's own next token, the cache holding every token
-// before each (as stepMany's ids). limit is how many tokens the
+// before each (as multiStep's ids). limit is how many tokens the
 // generation may still produce. ok is false (nothing ran on the target)
 // when the cache does not hold history but its last token, or there is
 // nothing to draft: the caller runs a plain decode step, counted here.
