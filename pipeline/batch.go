@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/pipeline/arch"
 )
@@ -94,23 +93,17 @@ func (m *Model) newBatcher() (*batcher, error) {
 // (gpu.ErrUnsupported).
 func startBatcher(m *Model, slots []*slot, opts arch.BuildOptions) (*batcher, error) {
 	n := len(slots)
-	opts.Tokens, opts.MaxLen, opts.KVF16, opts.Batch, opts.RingTokens = n, m.maxCache, m.kvF16, true, m.ringTokens
-	g, err := arch.Build(&m.cfg, opts)
+	opts.Tokens, opts.Batch = n, true
+	g, err := m.graph(opts)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: batched graph: %w", err)
-	}
-	if m.fuse {
-		g = gpu.Fuse(m.backend, m.weights, g)
-	}
-	if m.actF16 {
-		fusion.HalfActivations(g)
 	}
 	kvs := make([]gpu.KVCache, n)
 	for i, sl := range slots {
 		kvs[i] = sl.kv
 	}
 	m.lockDevice()
-	prog, err := gpu.CompileBatch(m.backend, g, m.weights, kvs)
+	prog, err := compileBatch(m.backend, g, m.weights, kvs)
 	m.unlockDevice()
 	if errors.Is(err, gpu.ErrUnsupported) {
 		return nil, nil

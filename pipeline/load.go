@@ -165,7 +165,7 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 	if opts.PrefixCacheBytes < 0 {
 		return nil, fmt.Errorf("%w: prefix cache of %d bytes", ErrOptions, opts.PrefixCacheBytes)
 	}
-	if opts.PrefixCacheBytes > 0 && gpu.CanCopyKV(m.backend) {
+	if opts.PrefixCacheBytes > 0 && canCopyKV(m.backend) {
 		m.prefix = newPrefixCache(m, opts.PrefixCacheBytes)
 	}
 	if opts.shared != nil {

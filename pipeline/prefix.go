@@ -88,7 +88,7 @@ func (m *Model) preparePrefix(sl *slot, context []int) {
 		return
 	}
 	m.lockDevice()
-	err := gpu.CopyKV(m.backend, sl.kv, best.kv, bestN)
+	err := copyKV(m.backend, sl.kv, best.kv, bestN)
 	m.unlockDevice()
 	if err != nil {
 		// The slot's rows may be partly overwritten: trust none of them.
@@ -138,7 +138,7 @@ func (pc *prefixCache) save(m *Model, tokens []int, kv gpu.KVCache) {
 	if err != nil {
 		return
 	}
-	if err := gpu.CopyKV(m.backend, dst, kv, len(tokens)); err != nil {
+	if err := copyKV(m.backend, dst, kv, len(tokens)); err != nil {
 		dst.Release()
 		return
 	}

@@ -8,8 +8,9 @@ import (
 // This file is the one place in package pipeline that asks a backend or a
 // program for one of package gpu's optional interfaces (issue 38): each
 // answer is read once, here, into a typed value the rest of the package
-// uses. (gpu's own helpers, gpu.CompileBatch, gpu.CopyKV and gpu.Fuse, ask
-// inside package gpu.)
+// uses, or asked through the functions at the end (gpu's helpers, which
+// ask inside package gpu), so that folding the interfaces into gpu's main
+// ones changes this file only.
 
 // programs are the programs a slot compiled against its KV cache, one per
 // way of stepping it that the slot uses; a generation's stepper (step.go)
@@ -100,4 +101,24 @@ func halfLoRA(be gpu.Backend) bool {
 func profiler(p gpu.Program) (gpu.Profiler, bool) {
 	pr, ok := p.(gpu.Profiler)
 	return pr, ok
+}
+
+// fuse rewrites g into fewer kernels, those backend be runs fused where it
+// says (gpu.FusionBackend).
+func fuse(be gpu.Backend, w gpu.Weights, g *fusion.Graph) *fusion.Graph {
+	return gpu.Fuse(be, w, g)
+}
+
+// compileBatch compiles batched graph g over the caches kvs; it wraps
+// gpu.ErrUnsupported where be runs no batched graphs (gpu.BatchBackend).
+func compileBatch(be gpu.Backend, g *fusion.Graph, w gpu.Weights, kvs []gpu.KVCache) (gpu.BatchProgram, error) {
+	return gpu.CompileBatch(be, g, w, kvs)
+}
+
+// canCopyKV reports whether be copies KV cache rows (gpu.KVCopier), and
+// copyKV copies the first n positions of src into dst.
+func canCopyKV(be gpu.Backend) bool { return gpu.CanCopyKV(be) }
+
+func copyKV(be gpu.Backend, dst, src gpu.KVCache, n int) error {
+	return gpu.CopyKV(be, dst, src, n)
 }

@@ -93,20 +93,32 @@ func (m *Model) compile(sl *slot, tokens int) (gpu.Program, error) {
 	return m.compileWith(sl, arch.BuildOptions{Tokens: tokens})
 }
 
-// compileWith builds, fuses and compiles the graph of opts (Tokens and
-// Argmax; the cache options are the model's) against sl's cache.
-func (m *Model) compileWith(sl *slot, opts arch.BuildOptions) (gpu.Program, error) {
-	tokens := opts.Tokens
-	opts.MaxLen, opts.KVF16, opts.RingTokens, opts.LoRA = m.maxCache, m.kvF16, m.ringTokens, m.lora
+// graph builds the graph of opts with the model's cache options, fused
+// (unless Options.NoFusion) and with the model's activation type.
+func (m *Model) graph(opts arch.BuildOptions) (*fusion.Graph, error) {
+	opts.MaxLen, opts.KVF16, opts.RingTokens = m.maxCache, m.kvF16, m.ringTokens
 	g, err := arch.Build(&m.cfg, opts)
 	if err != nil {
-		return nil, fmt.Errorf("pipeline: graph for %d tokens: %w", tokens, err)
+		return nil, err
 	}
 	if m.fuse {
-		g = gpu.Fuse(m.backend, m.weights, g)
+		g = fuse(m.backend, m.weights, g)
 	}
 	if m.actF16 {
 		fusion.HalfActivations(g)
+	}
+	return g, nil
+}
+
+// compileWith builds, fuses and compiles the graph of opts (Tokens,
+// Argmax, Sample, AllLogits; the cache options and adapters are the
+// model's) against sl's cache.
+func (m *Model) compileWith(sl *slot, opts arch.BuildOptions) (gpu.Program, error) {
+	tokens := opts.Tokens
+	opts.LoRA = m.lora
+	g, err := m.graph(opts)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: graph for %d tokens: %w", tokens, err)
 	}
 	m.lockDevice()
 	p, err := m.backend.Compile(g, m.weights, sl.kv)
