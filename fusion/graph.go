@@ -29,6 +29,7 @@ package fusion
 
 import (
 	"fmt"
+	"math"
 	"slices"
 )
 
@@ -94,6 +95,18 @@ type Sampling struct {
 	TopK        int
 	TopP        float32
 	Seed        uint64
+}
+
+// Validate checks the rule's ranges (see Sampling): a Sample op's rule
+// and the rule a gpu.SamplingSetter takes are valid ones. Callers build
+// the rule from options they validated already (package pipeline's
+// GenerateOptions.Validate), so this is an invariant, not a user's error.
+func (s Sampling) Validate() error {
+	t := float64(s.Temperature)
+	if !(t > 0) || math.IsInf(t, 0) || s.TopK < 0 || s.TopK > math.MaxInt32 || !(s.TopP >= 0 && s.TopP <= 1) {
+		return fmt.Errorf("%w: sample rule %+v (want temperature > 0 and finite, top-k in 0..2^31-1, top-p in [0, 1])", ErrInvalid, s)
+	}
+	return nil
 }
 
 var kindNames = map[Kind]string{Embed: "embed", Norm: "norm", MatMul: "matmul", Rope: "rope",

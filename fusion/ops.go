@@ -2,7 +2,6 @@ package fusion
 
 import (
 	"fmt"
-	"math"
 	"slices"
 )
 
@@ -547,10 +546,8 @@ func (o *ArgmaxOp) validate(g *Graph, _ WeightShape) error {
 }
 
 func (o *SampleOp) validate(g *Graph, _ WeightShape) error {
-	s := o.Sampling
-	t := float64(s.Temperature)
-	if !(t > 0) || math.IsInf(t, 0) || s.TopK < 0 || s.TopK > math.MaxInt32 || !(s.TopP >= 0 && s.TopP <= 1) {
-		return fmt.Errorf("%w: sample rule %+v (want temperature > 0 and finite, top-k in 0..2^31-1, top-p in [0, 1])", ErrInvalid, s)
+	if err := o.Sampling.Validate(); err != nil {
+		return err
 	}
 	return g.checkPick(Sample, o.Out, o.In)
 }

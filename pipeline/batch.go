@@ -8,13 +8,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/pipeline/arch"
 )
 
 // Continuous batching. With more than one slot on a backend that runs
-// batched graphs (gpu.Caps.Batch), for a model for which it pays (on the
+// batched graphs (gpu.BatchBackend), for a model for which it pays (on the
 // CPU only from BatchMinWeightBytes), the
 // decode steps of the sessions generating at once are gathered into one
 // batched step per round (fusion.Graph.Batch: one row per session, each at
@@ -90,27 +89,21 @@ func (m *Model) newBatcher() (*batcher, error) {
 
 // startBatcher compiles the batched decode graph of m's config over the
 // caches of slots (each at its seq), with opts' adapters, and starts the
-// rounds; nil, nil when the backend runs no such graph
-// (gpu.ErrUnsupported).
+// rounds; nil, nil when the backend runs no such graph (gpu.Caps.Batch,
+// or gpu.ErrUnsupported for this one).
 func startBatcher(m *Model, slots []*slot, opts arch.BuildOptions) (*batcher, error) {
+	if !m.caps.Batch {
+		return nil, nil
+	}
 	n := len(slots)
-	opts.Tokens, opts.MaxLen, opts.KVF16, opts.Batch, opts.RingTokens = n, m.maxCache, m.kvF16, true, m.ringTokens
-	g, err := arch.Build(&m.cfg, opts)
+	opts.Tokens, opts.Batch = n, true
+	g, err := m.graph(opts)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: batched graph: %w", err)
-	}
-	if m.fuse {
-		g = gpu.Fuse(m.backend, m.weights, g)
-	}
-	if m.actF16 {
-		fusion.HalfActivations(g)
 	}
 	kvs := make([]gpu.KVCache, n)
 	for i, sl := range slots {
 		kvs[i] = sl.kv
-	}
-	if !m.caps.Batch {
-		return nil, nil
 	}
 	m.lockDevice()
 	prog, err := m.backend.CompileBatch(g, m.weights, kvs)
@@ -266,4 +259,32 @@ func (b *batcher) decodeStep(sl *slot, history []int, logits []float32, req *ste
 	}
 	sl.cached = append(sl.cached[:pos], history[pos])
 	return nil
+}
+
+// batchRound is the stepper of a generation on a model that batches its
+// slots' decode steps: each step runs in the next round, shared with the
+// other sessions decoding at once, and the host picks from the row of
+// logits it gets back (host). A step the cache is not ready for (more than
+// the last token missing) runs on the slot's own programs.
+type batchRound struct {
+	host *hostPick
+	b    *batcher
+	req  *stepReq // the session's reusable request
+}
+
+func (r *batchRound) next(ctx context.Context, history []int, left int) (int, error) {
+	sl := r.host.sl
+	if !r.host.fresh && len(sl.cached) == len(history)-1 && commonPrefix(sl.cached, history) == len(sl.cached) {
+		if err := r.b.decodeStep(sl, history, r.host.row, r.req); err != nil {
+			return -1, err
+		}
+		r.host.fresh = true
+	}
+	return r.host.next(ctx, history, left)
+}
+
+// close leaves the rounds.
+func (r *batchRound) close(mt *Metrics) {
+	r.b.leave()
+	r.host.close(mt)
 }

@@ -72,6 +72,29 @@ type maskerKey struct {
 	ends string
 }
 
+// tokenFilter is the rule a generation's tokens follow: anyToken, or a
+// grammar's (constraint). The steppers apply it where they pick (masked
+// logits on the host, a token mask on a picking program); the generation
+// loop tells it each token kept.
+type tokenFilter interface {
+	// maskLogits sets the logits of the tokens that cannot come next to
+	// -Inf.
+	maskLogits(logits []float32) error
+	// allowed returns the mask of the tokens that can come next as
+	// gpu.TokenMasker takes it; nil when every token can.
+	allowed() ([]uint64, error)
+	// accept takes id (not a stop token) as the next token and reports
+	// whether the output is complete.
+	accept(id int) (complete bool, err error)
+}
+
+// anyToken is the filter of an unconstrained generation.
+type anyToken struct{}
+
+func (anyToken) maskLogits([]float32) error { return nil }
+func (anyToken) allowed() ([]uint64, error) { return nil, nil }
+func (anyToken) accept(int) (bool, error)   { return false, nil }
+
 // constraint is one generation's grammar state.
 type constraint struct {
 	masker *constrain.Masker
@@ -89,9 +112,9 @@ func (c *constraint) allowed() ([]uint64, error) {
 	return k.Bits(), nil
 }
 
-// mask sets the logits of the tokens the document cannot take next to
+// maskLogits sets the logits of the tokens the document cannot take next to
 // -Inf; it fails when none can (a vocabulary lacking the bytes needed).
-func (c *constraint) mask(logits []float32) error {
+func (c *constraint) maskLogits(logits []float32) error {
 	k := c.masker.Mask(c.match)
 	if k.Count() == 0 {
 		return fmt.Errorf("%w: no token of the vocabulary continues the constrained output", ErrOptions)

@@ -16,63 +16,73 @@ import (
 // vocabulary id: a backend bug, reported rather than fed back.
 var ErrDeviceID = errors.New("pipeline: device returned an invalid token id")
 
-// deviceGreedy reports whether decoding with opts picks its tokens on the
-// device: greedy decoding by a program ending in fusion.Argmax, sampling
-// (temperature > 0) by one ending in fusion.Sample with opts' rule, which
-// draws the token gpu/sampler would from the same logits, and makes
-// it sl.step. Both programs are compiled at load (compilePickers); a new
-// rule goes into the sampling program's step tensor (gpu.Caps.Sampling),
-// or on a backend whose program cannot take it, into a program compiled
-// again. The caller holds sl. A backend without the op falls back to host
-// sampling, and so does a grammar on a program that takes no token mask.
-func (m *Model) deviceGreedy(sl *slot, opts *GenerateOptions) (bool, error) {
+// devicePicker returns the program that picks the tokens of a generation
+// with opts on sl, or nil where the host picks them: greedy decoding by a
+// program ending in fusion.Argmax, sampling (temperature > 0) by one ending
+// in fusion.Sample with opts' rule, which draws the token gpu/sampler
+// would from the same logits. Both programs are compiled at load
+// (compilePickers); a new rule goes into the sampling program's step tensor
+// (pickProgram.rules), or on a backend whose program cannot take it, into a
+// program compiled again. The caller holds sl. A backend without the op
+// leaves the picks to the host, and so does a grammar on a program that
+// takes no token mask.
+func (m *Model) devicePicker(sl *slot, opts *GenerateOptions) (*pickProgram, error) {
 	m.mu.Lock()
 	off := m.greedyOff
 	m.mu.Unlock()
-	if off {
-		return false, nil
+	if off || m.batch != nil {
+		// With batching, greedy and sampling sessions join the batched
+		// rounds (their rows' logits come back for the host's pick, the
+		// same algorithm): the rounds read the weights once for every
+		// session decoding at once.
+		return nil, nil
 	}
-	if m.batch != nil {
-		// Greedy and sampling sessions join the batched rounds (their
-		// rows' logits come back for the host's pick, the same algorithm):
-		// the rounds read the weights once for every session decoding at
-		// once.
-		return false, nil
-	}
-	if !(opts.Temperature > 0) || opts.TopK == 1 {
-		if sl.greedy == nil {
-			p, err := m.compileWith(sl, arch.BuildOptions{Tokens: 1, Argmax: true})
-			if ok, err := m.deviceOp(err); !ok {
-				return false, err
-			}
-			sl.greedy = p
+	p := sl.argmax
+	if rule, sampled := opts.sampling(); sampled {
+		var err error
+		if p, err = m.samplingProgram(sl, rule); p == nil {
+			return nil, err
 		}
-		sl.step = sl.greedy
-		return true, nil
-	}
-	rule := fusion.Sampling{Temperature: opts.Temperature, TopK: opts.TopK, TopP: opts.TopP, Seed: opts.Seed}
-	if m.caps.Sampling && sl.sample != nil && sl.rule != rule {
-		// The rule lives in the program's step tensor: no recompiling.
-		switch err := sl.sample.SetSampling(rule); {
-		case err == nil:
-			sl.rule = rule
-		case !errors.Is(err, gpu.ErrUnsupported):
-			return false, fmt.Errorf("pipeline: sampling rule: %w", err)
-		}
-	}
-	if sl.sample == nil || sl.rule != rule {
-		if sl.sample != nil {
-			sl.sample.Release()
-			sl.sample = nil
-		}
-		p, err := m.compileWith(sl, arch.BuildOptions{Tokens: 1, Sample: &rule})
+		sl.sample = p
+	} else if p == nil {
+		prog, err := m.compileWith(sl, arch.BuildOptions{Tokens: 1, Argmax: true})
 		if ok, err := m.deviceOp(err); !ok {
-			return false, err
+			return nil, err
 		}
-		sl.sample, sl.rule = p, rule
+		p = newPickProgram(prog, fusion.Sampling{}, m.caps)
+		sl.argmax = p
 	}
-	sl.step = sl.sample
-	return true, nil
+	if opts.Grammar != nil && p.mask == nil {
+		return nil, nil
+	}
+	return p, nil
+}
+
+// samplingProgram returns sl's sampling program with rule: the one it
+// holds, its rule changed in place where it can be, or one compiled again;
+// nil, nil where the backend lacks the op.
+func (m *Model) samplingProgram(sl *slot, rule fusion.Sampling) (*pickProgram, error) {
+	if p := sl.sample; p != nil && p.rule != rule && p.rules != nil {
+		// The rule lives in the program's step tensor: no recompiling.
+		switch err := p.rules.SetSampling(rule); {
+		case err == nil:
+			p.rule = rule
+		case !errors.Is(err, gpu.ErrUnsupported):
+			return nil, fmt.Errorf("pipeline: sampling rule: %w", err)
+		}
+	}
+	if p := sl.sample; p != nil && p.rule == rule {
+		return p, nil
+	}
+	if sl.sample != nil {
+		sl.sample.prog.Release()
+		sl.sample = nil
+	}
+	prog, err := m.compileWith(sl, arch.BuildOptions{Tokens: 1, Sample: &rule})
+	if ok, err := m.deviceOp(err); !ok {
+		return nil, err
+	}
+	return newPickProgram(prog, rule, m.caps), nil
 }
 
 // deviceOp sorts the error of compiling a token-picking program: ok when
@@ -87,21 +97,61 @@ func (m *Model) deviceOp(err error) (ok bool, _ error) {
 	return err == nil, err
 }
 
-// stepGreedy runs the last token of context through sl.step (the argmax or
-// sampling decode program) and returns the next token id: one value crosses from the device
-// instead of a row of logits. The cache must hold every other token of
-// context, as it does between decode steps; ok is false (and nothing ran)
-// otherwise, so the caller takes the general path. The caller holds sl.
-func (m *Model) stepGreedy(ctx context.Context, sl *slot, context []int) (id int, ok bool, err error) {
-	n := len(context)
-	if n == 0 || n > m.maxCache || len(sl.cached) != n-1 || !slices.Equal(sl.cached, context[:n-1]) {
+// deviceStep is the stepper of a generation whose tokens the device picks
+// one step per submission: the last token runs through the argmax or
+// sampling program and only the id comes back, not a row of logits. Under
+// a grammar (a filter that restricts the tokens) each step's mask is set
+// on the program first. The first token, picked from the prefill's logits,
+// and any step the cache is not ready for, go to host.
+type deviceStep struct {
+	host   *hostPick
+	prog   *pickProgram
+	masked bool // a token mask is set on prog
+	picked int  // tokens the device picked (Metrics.DevicePicked)
+}
+
+func (d *deviceStep) next(ctx context.Context, history []int, left int) (int, error) {
+	if d.host.fresh {
+		return d.host.next(ctx, history, left)
+	}
+	allowed, err := d.host.filter.allowed()
+	if err != nil {
+		return -1, err
+	}
+	if allowed != nil {
+		if d.prog.mask == nil {
+			return -1, fmt.Errorf("pipeline: token mask: the picking program takes none: %w", gpu.ErrUnsupported)
+		}
+		if err := d.prog.mask.SetTokenMask(allowed); err != nil {
+			return -1, fmt.Errorf("pipeline: token mask: %w", err)
+		}
+		d.masked = true
+	}
+	id, ok, err := d.step(ctx, history)
+	if err != nil || !ok {
+		if err == nil {
+			id, err = d.host.next(ctx, history, left)
+		}
+		return id, err
+	}
+	d.picked++
+	return id, nil
+}
+
+// step runs the last token of history through the picking program and
+// returns the next id. The cache must hold every other token of history, as
+// it does between decode steps; ok is false (and nothing ran) otherwise.
+func (d *deviceStep) step(ctx context.Context, history []int) (id int, ok bool, err error) {
+	m, sl := d.host.m, d.host.sl
+	n := len(history)
+	if n == 0 || n > m.maxCache || len(sl.cached) != n-1 || !slices.Equal(sl.cached, history[:n-1]) {
 		return 0, false, nil
 	}
 	var out [1]float32
-	if err := m.run(ctx, sl.step, []int32{int32(context[n-1])}, n-1, out[:]); err != nil {
+	if err := m.run(ctx, d.prog.prog, []int32{int32(history[n-1])}, n-1, out[:]); err != nil {
 		return 0, true, err
 	}
-	sl.cached = append(sl.cached, context[n-1])
+	sl.cached = append(sl.cached, history[n-1])
 	v := out[0]
 	if !(v >= 0 && v < float32(m.cfg.VocabSize)) || v != float32(math.Trunc(float64(v))) {
 		return 0, true, fmt.Errorf("%w: %v for a vocabulary of %d", ErrDeviceID, v, m.cfg.VocabSize)
@@ -109,20 +159,60 @@ func (m *Model) stepGreedy(ctx context.Context, sl *slot, context []int) (id int
 	return int(v), true, nil
 }
 
-// stepMany runs up to n decode steps of sl.step in one submission
-// (gpu.Program.RunSteps) from the last token of context and returns the picked
-// ids: n, or fewer when the device picked one of stops (then the last).
-// The cache must hold every other token of context; ok is false (and
-// nothing ran) otherwise, or when the program runs one step per
-// submission, so the caller takes stepGreedy or the general path. The
-// caller holds sl.
-func (m *Model) stepMany(ctx context.Context, sl *slot, context []int, n int, stops []int32) (ids []int, ok bool, err error) {
-	nc := len(context)
-	if m.caps.MaxSteps < 2 || n < 2 || nc == 0 || nc-1+n > m.maxCache || len(sl.cached) != nc-1 || !slices.Equal(sl.cached, context[:nc-1]) {
+// close counts the device's picks and takes the mask off the program: the
+// next generation on the slot starts without one.
+func (d *deviceStep) close(mt *Metrics) {
+	mt.DevicePicked += d.picked
+	if d.masked {
+		d.prog.mask.SetTokenMask(nil)
+	}
+	d.host.close(mt)
+}
+
+// multiStep is the stepper of an unconstrained generation whose tokens the
+// device picks several steps per submission (pickProgram.steps): each
+// step's id feeds the next step on the device, a stop token ends the
+// submission's work there, and the ids come back together, handed out one
+// per call. Where fewer than two steps fit, one step runs (single).
+type multiStep struct {
+	single *deviceStep
+	most   int     // steps per submission (Options.StepsPerSubmit)
+	stops  []int32 // the stop ids the device checks (deviceStops)
+	queue  []int   // ids picked and not handed out: the cache holds the tokens before each
+}
+
+func (s *multiStep) next(ctx context.Context, history []int, left int) (int, error) {
+	d := s.single
+	if len(s.queue) == 0 && !d.host.fresh {
+		if n := min(s.most, d.host.m.maxCache-len(history)+1, left); n >= 2 {
+			ids, _, err := s.run(ctx, history, n)
+			if err != nil {
+				return -1, err
+			}
+			s.queue = ids
+		}
+	}
+	if len(s.queue) == 0 {
+		return d.next(ctx, history, left)
+	}
+	id := s.queue[0]
+	s.queue = s.queue[1:]
+	d.picked++
+	return id, nil
+}
+
+// run runs up to n decode steps in one submission from the last token of
+// history and returns the picked ids: n, or fewer when the device picked
+// one of the stops (then the last). The cache must hold every other token
+// of history; ok is false (and nothing ran) otherwise.
+func (s *multiStep) run(ctx context.Context, history []int, n int) (ids []int, ok bool, err error) {
+	m, sl := s.single.host.m, s.single.host.sl
+	nc := len(history)
+	if n < 2 || nc == 0 || nc-1+n > m.maxCache || len(sl.cached) != nc-1 || !slices.Equal(sl.cached, history[:nc-1]) {
 		return nil, false, nil
 	}
 	m.lockDevice()
-	got, err := sl.step.RunSteps(ctx, int32(context[nc-1]), nc-1, n, stops)
+	got, err := s.single.prog.steps.RunSteps(ctx, int32(history[nc-1]), nc-1, n, s.stops)
 	m.unlockDevice()
 	if err != nil {
 		return nil, true, fmt.Errorf("pipeline: %d decode steps at position %d: %w", n, nc-1, err)
@@ -135,15 +225,18 @@ func (m *Model) stepMany(ctx context.Context, sl *slot, context []int, n int, st
 		ids[i] = int(v)
 	}
 	// Every step but the last ran the id the one before it picked.
-	sl.cached = append(sl.cached, context[nc-1])
+	sl.cached = append(sl.cached, history[nc-1])
 	sl.cached = append(sl.cached, ids[:len(ids)-1]...)
 	return ids, true, nil
 }
 
+func (s *multiStep) close(mt *Metrics) { s.single.close(mt) }
+
 // deviceStops returns the stop ids the device checks in a multi-step
 // submission: g's stop tokens, sorted, when there are at most
-// the backend's Caps().MaxStops of them; with more the device checks none and the host
-// (which checks every id anyway) ends generation at the first.
+// most of them (the backend's Caps().MaxStops); with more the device
+// checks none and the host (which checks every id anyway) ends generation
+// at the first.
 func (g *generation) deviceStops(most int) []int32 {
 	if len(g.stops) > most {
 		return nil

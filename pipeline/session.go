@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu/sampler"
 	"github.com/gpurun/gpurun/pipeline/constrain"
 )
@@ -67,7 +68,10 @@ type GenerateOptions struct {
 var ErrOptions = errors.New("pipeline: invalid options")
 
 // Validate checks the options' ranges: MaxTokens, TopK and Temperature not
-// negative, Temperature not NaN or infinite, TopP in [0, 1].
+// negative, Temperature not NaN or infinite, TopP in [0, 1]. It is the one
+// check of a generation's options: what Generate derives from valid
+// options (the host sampler's rule, the device's fusion.Sampling) is valid
+// by construction, and the kernels only guard that invariant.
 func (o GenerateOptions) Validate() error {
 	t, p := float64(o.Temperature), float64(o.TopP)
 	switch {
@@ -83,6 +87,18 @@ func (o GenerateOptions) Validate() error {
 		return o.Speculation.validate()
 	}
 	return nil
+}
+
+// sampling is the rule of a device's sampling program for valid options,
+// built once in the program's form (a top-k past the vocabulary keeps
+// every token, as MaxInt32 does), and whether the options sample at all (a
+// temperature above 0 and a top-k other than 1); otherwise decoding is
+// greedy.
+func (o *GenerateOptions) sampling() (fusion.Sampling, bool) {
+	if !(o.Temperature > 0) || o.TopK == 1 {
+		return fusion.Sampling{}, false
+	}
+	return fusion.Sampling{Temperature: o.Temperature, TopK: min(o.TopK, math.MaxInt32), TopP: o.TopP, Seed: o.Seed}, true
 }
 
 // Token is one streamed step. Every generated token (Metrics.GeneratedTokens
@@ -215,248 +231,157 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 	return func(yield func(Token, error) bool) {
 		start := time.Now()
 		s.metrics, s.prompt = Metrics{}, nil
-		fail := func(err error) {
-			s.metrics.StopReason = StopError
-			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-				s.metrics.StopReason = StopCancelled
-			}
-			yield(Token{}, err)
-		}
 		if err := opts.Validate(); err != nil {
-			fail(err)
+			s.fail(yield, err)
 			return
 		}
 		ids, err := s.promptIDs(prompt, &opts)
 		if err != nil {
-			fail(err)
+			s.fail(yield, err)
 			return
 		}
 		s.prompt = ids
 		m := s.m
 		if len(s.history)+len(ids) > m.maxCache {
-			fail(fmt.Errorf("%w: %d tokens with the conversation so far, cache holds %d", ErrPromptTooLong, len(s.history)+len(ids), m.maxCache))
+			s.fail(yield, fmt.Errorf("%w: %d tokens with the conversation so far, cache holds %d", ErrPromptTooLong, len(s.history)+len(ids), m.maxCache))
 			return
 		}
 		s.metrics.PromptTokens = len(ids)
 		context := append(append([]int(nil), s.history...), ids...)
 		sl, err := m.acquire(ctx, context)
 		if err != nil {
-			fail(err)
+			s.fail(yield, err)
 			return
 		}
 		defer m.release(sl)
 		// The first token comes from the prefill's logits on the host; with
 		// device picking the later ones come from the argmax or sampling
 		// program, compiled at load.
-		onDevice, err := m.deviceGreedy(sl, &opts)
-		if err != nil {
-			fail(err)
-			return
-		}
-		logits := make([]float32, m.cfg.VocabSize)
-		prefillStart := time.Now()
-		m.preparePrefix(sl, context)
-		ran, err := m.feed(ctx, sl, context, logits)
-		s.metrics.PrefillTokens = ran
-		s.metrics.CachedTokens = max(0, len(context)-ran-len(s.history))
-		s.metrics.PrefillTime = time.Since(prefillStart)
-		if s.metrics.PrefillTime > 0 {
-			s.metrics.PrefillTokensPerSec = float64(ran) / s.metrics.PrefillTime.Seconds()
+		pick, err := m.devicePicker(sl, &opts)
+		row := make([]float32, m.cfg.VocabSize)
+		if err == nil {
+			err = s.prefill(ctx, sl, context, row)
 		}
 		if err != nil {
-			fail(err)
+			s.fail(yield, err)
 			return
 		}
-		s.history = context
-
 		g := newGeneration(s, &opts)
-		spec, err := m.newSpeculator(ctx, &opts, g.sampler, context)
+		st, err := m.newStepper(ctx, sl, g, &opts, context, row, pick)
 		if err != nil {
-			fail(err)
+			s.fail(yield, err)
 			return
 		}
-		if spec != nil {
-			// The verifier's logits come back for the host's picks.
-			onDevice = false
-			defer spec.close()
-			defer spec.report(&s.metrics)
-		}
-		if onDevice && g.con != nil {
-			// Each step's mask goes to the picking program; the next
-			// generation on this slot starts without one.
-			defer sl.step.SetTokenMask(nil)
-		}
-		var req *stepReq // this session's decode step in batched rounds
-		if m.batch != nil && !onDevice {
-			req = &stepReq{done: make(chan struct{}, 1)}
-			m.batch.join()
-			defer m.batch.leave()
-		}
-		next := -1 // the next id when the device already picked it
-		// queue holds the ids a multi-step submission picked after next,
-		// in order: the cache already holds the tokens before each.
-		var queue []int
-		var deviceStops []int32
-		if onDevice {
-			deviceStops = g.deviceStops(m.caps.MaxStops)
-		}
-		decodeStart := time.Now()
-		decodeSteps := 0
-		defer func() {
-			s.metrics.DecodeTime = time.Since(decodeStart)
-			s.metrics.DecodeSteps = decodeSteps
-			if decodeSteps > 0 && s.metrics.DecodeTime > 0 {
-				s.metrics.DecodeTokensPerSec = float64(decodeSteps) / s.metrics.DecodeTime.Seconds()
-			}
-		}()
-		for {
-			id := next
-			if id >= 0 {
-				if onDevice {
-					s.metrics.DevicePicked++
-				}
-			} else {
-				if g.con != nil {
-					if err := g.con.mask(logits); err != nil {
-						fail(err)
-						return
-					}
-				}
-				// The step of the draw is the position the token takes, as
-				// on the device (fusion.Sample).
-				id = g.sampler.SampleAt(logits, uint32(len(s.history)))
-			}
-			if s.metrics.GeneratedTokens == 0 {
-				s.metrics.TimeToFirstToken = max(time.Since(start), time.Nanosecond)
-				decodeStart = time.Now()
-			}
-			if g.isStop(id) {
-				s.metrics.StopReason = StopToken
-				g.flush(yield)
-				return
-			}
-			complete := false
-			if g.con != nil {
-				if complete, err = g.con.accept(id); err != nil {
-					fail(err)
-					return
-				}
-			}
-			s.history = append(s.history, id)
-			s.metrics.GeneratedTokens++
-			last := opts.MaxTokens > 0 && s.metrics.GeneratedTokens >= opts.MaxTokens
-			piece, stopped := g.piece(id, last || complete)
-			if stopped {
-				s.metrics.StopReason = StopString
-				yield(Token{ID: id, Piece: piece}, nil)
-				return
-			}
-			if !yield(Token{ID: id, Piece: piece}, nil) {
-				s.metrics.StopReason = StopByConsumer
-				return
-			}
-			if complete {
-				s.metrics.StopReason = StopToken
-				return
-			}
-			if last {
-				s.metrics.StopReason = StopMaxTokens
-				return
-			}
-			if len(s.history) > m.maxCache {
-				s.metrics.StopReason = StopCacheFull
-				g.flush(yield)
-				return
-			}
-			if err := ctx.Err(); err != nil {
-				fail(fmt.Errorf("pipeline: generate: %w", err))
-				return
-			}
-			next = -1
-			if spec != nil && len(queue) == 0 {
-				limit := m.maxCache
-				if opts.MaxTokens > 0 {
-					limit = opts.MaxTokens - s.metrics.GeneratedTokens
-				}
-				ids, stepped, err := spec.step(ctx, sl, s.history, limit)
-				if err != nil {
-					fail(err)
-					return
-				}
-				if stepped {
-					queue = ids
-				}
-			}
-			if onDevice && len(queue) == 0 && g.con == nil {
-				// Several steps in one submission: the ids come back
-				// together and are streamed one per turn of this loop.
-				n := min(m.stepsPerSubmit, m.maxCache-len(s.history)+1)
-				if opts.MaxTokens > 0 {
-					n = min(n, opts.MaxTokens-s.metrics.GeneratedTokens)
-				}
-				if n >= 2 {
-					ids, stepped, err := m.stepMany(ctx, sl, s.history, n, deviceStops)
-					if err != nil {
-						fail(err)
-						return
-					}
-					if stepped {
-						queue = ids
-					}
-				}
-			}
-			if len(queue) > 0 {
-				next, queue = queue[0], queue[1:]
-			} else if onDevice {
-				if g.con != nil {
-					allowed, err := g.con.allowed()
-					if err == nil {
-						err = sl.step.SetTokenMask(allowed)
-					}
-					if err != nil {
-						fail(err)
-						return
-					}
-				}
-				var stepped bool
-				if next, stepped, err = m.stepGreedy(ctx, sl, s.history); err != nil {
-					fail(err)
-					return
-				} else if !stepped {
-					next = -1
-				}
-			}
-			if next < 0 && req != nil && len(sl.cached) == len(s.history)-1 && commonPrefix(sl.cached, s.history) == len(sl.cached) {
-				if err := m.batch.decodeStep(sl, s.history, logits, req); err != nil {
-					fail(err)
-					return
-				}
-			} else if next < 0 {
-				if _, err := m.feed(ctx, sl, s.history, logits); err != nil {
-					fail(err)
-					return
-				}
-			}
-			decodeSteps++
-		}
+		defer st.close(&s.metrics)
+		s.decode(ctx, start, g, st, yield)
 	}
+}
+
+// prefill makes sl's cache hold context (reusing what it or the prefix
+// cache holds), writes the logits after it into row, measures it in
+// s.metrics and, when it ran, makes context the session's history.
+func (s *Session) prefill(ctx context.Context, sl *slot, context []int, row []float32) error {
+	start := time.Now()
+	s.m.preparePrefix(sl, context)
+	ran, err := s.m.feed(ctx, sl, context, row)
+	s.metrics.PrefillTokens = ran
+	s.metrics.CachedTokens = max(0, len(context)-ran-len(s.history))
+	s.metrics.PrefillTime = time.Since(start)
+	if s.metrics.PrefillTime > 0 {
+		s.metrics.PrefillTokensPerSec = float64(ran) / s.metrics.PrefillTime.Seconds()
+	}
+	if err == nil {
+		s.history = context
+	}
+	return err
+}
+
+// decode is the generation loop: it takes the tokens st obtains and stops,
+// streams and counts; how a token is obtained is st's business.
+func (s *Session) decode(ctx context.Context, start time.Time, g *generation, st stepper, yield func(Token, error) bool) {
+	m, mt := s.m, &s.metrics
+	decodeStart, decodeSteps := time.Now(), 0
+	defer func() {
+		mt.DecodeTime, mt.DecodeSteps = time.Since(decodeStart), decodeSteps
+		if decodeSteps > 0 && mt.DecodeTime > 0 {
+			mt.DecodeTokensPerSec = float64(decodeSteps) / mt.DecodeTime.Seconds()
+		}
+	}()
+	for {
+		id, err := st.next(ctx, s.history, g.left(mt.GeneratedTokens, m.maxCache))
+		if err != nil {
+			s.fail(yield, err)
+			return
+		}
+		if mt.GeneratedTokens > 0 {
+			decodeSteps++
+		} else {
+			mt.TimeToFirstToken = max(time.Since(start), time.Nanosecond)
+			decodeStart = time.Now()
+		}
+		if g.isStop(id) {
+			mt.StopReason = StopToken
+			g.flush(yield)
+			return
+		}
+		complete, err := g.filter.accept(id)
+		if err != nil {
+			s.fail(yield, err)
+			return
+		}
+		s.history = append(s.history, id)
+		mt.GeneratedTokens++
+		last := g.maxTokens > 0 && mt.GeneratedTokens >= g.maxTokens
+		piece, stopped := g.piece(id, last || complete)
+		kept := yield(Token{ID: id, Piece: piece}, nil)
+		switch {
+		case stopped:
+			mt.StopReason = StopString
+		case !kept:
+			mt.StopReason = StopByConsumer
+		case complete:
+			mt.StopReason = StopToken
+		case last:
+			mt.StopReason = StopMaxTokens
+		case len(s.history) > m.maxCache:
+			mt.StopReason = StopCacheFull
+			g.flush(yield)
+		case ctx.Err() != nil:
+			s.fail(yield, fmt.Errorf("pipeline: generate: %w", ctx.Err()))
+		default:
+			continue
+		}
+		return
+	}
+}
+
+// fail ends a generation with err, yielded last.
+func (s *Session) fail(yield func(Token, error) bool, err error) {
+	s.metrics.StopReason = StopError
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		s.metrics.StopReason = StopCancelled
+	}
+	yield(Token{}, err)
 }
 
 // generation is the per-call state: sampler, detokenizer, stop rules.
 type generation struct {
-	con     *constraint // nil without GenerateOptions.Grammar
-	sampler *sampler.Sampler
-	stops   map[int]bool
-	text    *stopText
-	dec     pieceDecoder // nil without a tokenizer
+	filter    tokenFilter // anyToken without GenerateOptions.Grammar
+	maxTokens int         // GenerateOptions.MaxTokens
+	sampler   *sampler.Sampler
+	stops     map[int]bool
+	text      *stopText
+	dec       pieceDecoder // nil without a tokenizer
 }
 
 func newGeneration(s *Session, opts *GenerateOptions) *generation {
 	cfg := &s.m.cfg
 	g := &generation{
-		sampler: sampler.New(sampler.Options{Temperature: opts.Temperature, TopK: opts.TopK, TopP: opts.TopP, Seed: opts.Seed}),
-		stops:   map[int]bool{},
-		text:    &stopText{stops: opts.StopStrings},
+		filter:    anyToken{},
+		maxTokens: opts.MaxTokens,
+		sampler:   sampler.New(sampler.Options{Temperature: opts.Temperature, TopK: opts.TopK, TopP: opts.TopP, Seed: opts.Seed}),
+		stops:     map[int]bool{},
+		text:      &stopText{stops: opts.StopStrings},
 	}
 	if !opts.IgnoreStopTokens {
 		if cfg.EOS >= 0 {
@@ -475,7 +400,7 @@ func newGeneration(s *Session, opts *GenerateOptions) *generation {
 			ends = append(ends, id)
 		}
 		slices.Sort(ends)
-		g.con = &constraint{masker: s.m.masker(opts.Grammar, ends), match: opts.Grammar.Matcher(), vocab: s.m.tokenVocabulary()}
+		g.filter = &constraint{masker: s.m.masker(opts.Grammar, ends), match: opts.Grammar.Matcher(), vocab: s.m.tokenVocabulary()}
 	}
 	if s.m.tok != nil {
 		// Prime the decoder with the conversation so far: the first
@@ -490,6 +415,15 @@ func newGeneration(s *Session, opts *GenerateOptions) *generation {
 }
 
 func (g *generation) isStop(id int) bool { return g.stops[id] }
+
+// left is how many tokens may still be generated after generated of them
+// with a cache of maxCache positions (MaxTokens, or the cache when 0).
+func (g *generation) left(generated, maxCache int) int {
+	if g.maxTokens > 0 {
+		return g.maxTokens - generated
+	}
+	return maxCache
+}
 
 // piece detokenizes id and applies the stop strings. With last, everything
 // held back is released too.

@@ -132,8 +132,9 @@ func (m *Model) newSpeculator(ctx context.Context, opts *GenerateOptions, target
 	if k < 1 {
 		return nil, nil
 	}
+	_, sampled := opts.sampling()
 	s := &speculator{m: m, k: k, lookup: sp.Lookup, seed: opts.Seed, target: target,
-		greedy: !(opts.Temperature > 0) || opts.TopK == 1}
+		greedy: !sampled}
 	if !s.greedy {
 		s.ts = sampler.New(sampler.Options{Temperature: opts.Temperature, TopK: opts.TopK, TopP: opts.TopP})
 		s.p = make([]float64, m.cfg.VocabSize)
@@ -158,6 +159,45 @@ func (m *Model) newSpeculator(ctx context.Context, opts *GenerateOptions, target
 	return s, nil
 }
 
+// speculative is the stepper of a speculative generation: each step
+// drafts tokens and verifies them in one target step (spec), handing the
+// tokens kept out one per call; the first token, and a step with nothing
+// to draft, go to plain (hostPick or batchRound).
+type speculative struct {
+	spec    *speculator
+	plain   stepper
+	sl      *slot
+	queue   []int // tokens kept and not handed out: the cache holds the tokens before each
+	started bool  // the first token was handed out
+}
+
+func (s *speculative) next(ctx context.Context, history []int, left int) (int, error) {
+	if len(s.queue) == 0 && s.started {
+		ids, stepped, err := s.spec.step(ctx, s.sl, history, left)
+		if err != nil {
+			return -1, err
+		}
+		if stepped {
+			s.queue = ids
+		}
+	}
+	s.started = true
+	if len(s.queue) == 0 {
+		return s.plain.next(ctx, history, left)
+	}
+	id := s.queue[0]
+	s.queue = s.queue[1:]
+	return id, nil
+}
+
+// close reports the speculation's counts and gives the draft model's slot
+// back.
+func (s *speculative) close(mt *Metrics) {
+	s.spec.report(mt)
+	s.spec.close()
+	s.plain.close(mt)
+}
+
 // close gives the draft model's slot back.
 func (s *speculator) close() {
 	if s.dsl != nil {
@@ -174,7 +214,7 @@ func (s *speculator) report(mt *Metrics) {
 // step drafts up to K tokens after history and verifies them in one
 // target step on sl, returning the tokens that follow history: the drafts
 // kept and the target's own next token, the cache holding every token
-// before each (as stepMany's ids). limit is how many tokens the
+// before each (as multiStep's ids). limit is how many tokens the
 // generation may still produce. ok is false (nothing ran on the target)
 // when the cache does not hold history but its last token, or there is
 // nothing to draft: the caller runs a plain decode step, counted here.
@@ -425,12 +465,4 @@ func (m *Model) verifier(sl *slot, tokens int) (gpu.Program, error) {
 	}
 	sl.verify[tokens] = p
 	return p, nil
-}
-
-// releaseVerifiers releases sl's verifier programs.
-func (sl *slot) releaseVerifiers() {
-	for _, p := range sl.verify {
-		p.Release()
-	}
-	sl.verify = nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"math"
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
@@ -30,8 +29,9 @@ func (p *program) SetSampling(r fusion.Sampling) error {
 	if p.rule == nil {
 		return fmt.Errorf("kernels: set sampling: the program does not sample from its step tensor: %w", gpu.ErrUnsupported)
 	}
-	if t := float64(r.Temperature); !(t > 0) || math.IsInf(t, 0) || r.TopK < 0 || r.TopK > math.MaxInt32 || !(r.TopP >= 0 && r.TopP <= 1) {
-		return fmt.Errorf("kernels: set sampling: %w: rule %+v (want temperature > 0 and finite, top-k in 0..2^31-1, top-p in [0, 1])", fusion.ErrInvalid, r)
+	if err := r.Validate(); err != nil {
+		// The caller's rule comes from validated options: an invariant.
+		return fmt.Errorf("kernels: set sampling: %w", err)
 	}
 	*p.rule = r
 	return nil

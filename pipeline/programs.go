@@ -1,0 +1,90 @@
+package pipeline
+
+import (
+	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/gpu"
+)
+
+// This file is where package pipeline turns the backend's capabilities
+// (gpu.Caps, read once into Model.caps) into what a slot's programs can do
+// besides Run: a picking program's abilities are set here, once, from the
+// caps, so the steppers test a field rather than ask the backend.
+
+// programs are the programs a slot compiled against its KV cache, one per
+// way of stepping it that the slot uses; a generation's stepper (step.go)
+// takes the ones it needs.
+type programs struct {
+	// decode runs one token and returns its logits: the host's picks,
+	// and a batched round of one row.
+	decode gpu.Program
+	// prefill runs a prompt's chunks, ascending by size (feed).
+	prefill []prefillProgram
+	// argmax and sample pick the token on the device, by fusion.Argmax
+	// or fusion.Sample; compiled at load where the device picks
+	// (compilePickers), nil where the host does.
+	argmax, sample *pickProgram
+	// verify holds the speculative verifiers by tokens per step
+	// (speculative.go), compiled on first use.
+	verify map[int]gpu.Program
+}
+
+type prefillProgram struct {
+	size int
+	prog gpu.Program
+}
+
+// release releases every program.
+func (ps *programs) release() {
+	for _, p := range ps.prefill {
+		p.prog.Release()
+	}
+	for _, p := range ps.verify {
+		p.Release()
+	}
+	for _, p := range []gpu.Program{ps.decode, ps.argmax.program(), ps.sample.program()} {
+		if p != nil {
+			p.Release()
+		}
+	}
+	*ps = programs{}
+}
+
+// pickProgram is a one-token decode program whose only output is the
+// token id it picked (fusion.Argmax, or fusion.Sample with rule), with the
+// abilities its backend's capabilities give it besides Run.
+type pickProgram struct {
+	prog gpu.Program
+	rule fusion.Sampling // the rule it draws with; zero for argmax
+	// steps runs several steps per submission (gpu.Caps.MaxSteps above
+	// 1); nil: one per Run.
+	steps gpu.Program
+	// mask restricts the tokens it picks (every picking program takes a
+	// mask; nil only for a program that picks nothing).
+	mask gpu.Program
+	// rules takes a new sampling rule without compiling again
+	// (gpu.Caps.Sampling); nil: a new rule compiles the graph again.
+	rules gpu.Program
+	// maxStops is how many stop ids the device checks in a multi-step
+	// submission (gpu.Caps.MaxStops).
+	maxStops int
+}
+
+// newPickProgram sets what p can do besides Run from the backend's caps.
+func newPickProgram(p gpu.Program, rule fusion.Sampling, caps gpu.Caps) *pickProgram {
+	pp := &pickProgram{prog: p, rule: rule, mask: p, maxStops: caps.MaxStops}
+	if caps.MaxSteps > 1 {
+		pp.steps = p
+	}
+	if caps.Sampling {
+		pp.rules = p
+	}
+	return pp
+}
+
+// program is p's program; nil for a nil p.
+func (p *pickProgram) program() gpu.Program {
+	if p == nil {
+		return nil
+	}
+	return p.prog
+}

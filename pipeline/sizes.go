@@ -1,0 +1,101 @@
+package pipeline
+
+import (
+	"github.com/gpurun/gpurun/tensors"
+	"github.com/gpurun/gpurun/tensors/model"
+)
+
+// KVCacheBytes is the size of one session slot's KV cache: keys and
+// values of every layer, MaxCache positions each, or for a sliding-window
+// layer on a ring (tuning.Options.FullKVCache unset, a backend that takes
+// rings) twice its ring's positions.
+func (m *Model) KVCacheBytes() int64 {
+	s := m.kvSpec
+	elem := int64(4)
+	if s.F16 {
+		elem = 2
+	}
+	var n int64
+	for l := range s.Layers {
+		pos := int64(s.MaxLen)
+		if r := s.RingLen(l); r > 0 {
+			pos = 2 * int64(r)
+		}
+		n += 2 * pos * int64(s.KVHeads) * int64(s.HeadDim) * elem
+	}
+	return n
+}
+
+// DecodeBytes is what one decode step reads from memory, the figures a
+// bandwidth-bound decoder's speed follows: the weights (every tensor but
+// the token embedding table, of which a step reads one row, unless the LM
+// head is that table) and, per cache position the step attends to, the
+// keys and values of every layer in the cache's type.
+func (m *Model) DecodeBytes() (weights, kvPerPosition int64) {
+	return m.decodeWeights, kvBytesPerPosition(&m.cfg, m.kvF16)
+}
+
+// DecodeBytesOf is Model.DecodeBytes for the configuration cfg, its
+// weight tensors ws and a KV cache of binary16 (kvF16) or f32, for
+// measurements that run a backend's programs without a Model (the
+// valid-length benchmark of gpu/backend/compute).
+func DecodeBytesOf(cfg *model.Config, ws []*tensors.Tensor, kvF16 bool) (weights, kvPerPosition int64) {
+	return decodeWeightBytes(cfg, ws), kvBytesPerPosition(cfg, kvF16)
+}
+
+// kvBytesPerPosition is DecodeBytes' keys and values per cache position.
+func kvBytesPerPosition(cfg *model.Config, kvF16 bool) int64 {
+	elem := int64(4)
+	if kvF16 {
+		elem = 2
+	}
+	return 2 * int64(cfg.Layers) * int64(cfg.KVHeads) * int64(cfg.HeadDim) * elem
+}
+
+// decodeWeightBytes is DecodeBytes' weights of the tensors ws: all but
+// the embedding's other rows and, in a mixture of experts, the experts a
+// token does not use (each token reads ExpertsUsed of Experts: its active
+// bytes).
+func decodeWeightBytes(cfg *model.Config, ws []*tensors.Tensor) int64 {
+	n := weightBytes(ws)
+	if cfg.Experts > 0 {
+		for _, t := range ws {
+			if t != nil && model.IsExperts(t.Name) {
+				b := weightBytes([]*tensors.Tensor{t})
+				n -= b - b/int64(cfg.Experts)*int64(cfg.ExpertsUsed)
+			}
+		}
+	}
+	if cfg.Tied {
+		return n
+	}
+	for _, t := range ws {
+		if t != nil && t.Name == model.TokenEmbedding {
+			n -= weightBytes([]*tensors.Tensor{t})
+			if len(t.Shape) == 2 && t.Shape[0] > 0 {
+				n += weightBytes([]*tensors.Tensor{t}) / int64(t.Shape[0]) // the row read
+			}
+		}
+	}
+	return n
+}
+
+// weightBytes is the size of the tensors' data (and of their scales).
+func weightBytes(ws []*tensors.Tensor) int64 {
+	var n int64
+	for _, t := range ws {
+		if t == nil {
+			continue
+		}
+		if t.Deferred() {
+			// Not read yet (streamed): its stored size, scales aside.
+			n += int64(t.DType.ByteSize(t.NumElements()))
+			continue
+		}
+		n += int64(len(t.Data))
+		if t.Scales != nil {
+			n += int64(len(t.Scales.Data))
+		}
+	}
+	return n
+}
