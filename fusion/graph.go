@@ -1,6 +1,9 @@
 // Package fusion holds the op-graph IR that architecture builders emit and
-// every backend executes, the fusion rules that rewrite it into fewer, larger
-// kernels, and the execution plan.
+// every backend executes: the typed ops and their contracts, the validation
+// of a graph against them (Validate, ValidateBatch), the fusion rules that
+// rewrite it into fewer, larger ops (Fuse, FuseFor) and the f16 activation
+// policy (HalfActivations). How a graph runs, its execution plan, is each
+// backend's own (the GPU backend's planner, for one).
 //
 // A Graph describes one forward step over up to Tokens tokens. Every
 // activation is a matrix of f32 values, one row per token; row t of a step
