@@ -108,7 +108,13 @@ func BenchmarkMatVecF16(b *testing.B) {
 // of activations, x an f16 activation when half.
 func benchOne(b *testing.B, dev gpu.Device, opts compute.Options, ty benchType, tokens, rows, cols int, half bool) {
 	r := rand.New(rand.NewPCG(9, 9))
-	w := tensorOf(b, r, "w", rows, cols, ty.dt, ty.block, ty.st)
+	benchWeights(b, dev, opts, r, tensorOf(b, r, "w", rows, cols, ty.dt, ty.block, ty.st), tokens, rows, cols, half)
+}
+
+// benchWeights times one MatMul of the weights w (rows x cols) over tokens
+// rows of activations (an embedding drawn from r), x an f16 activation
+// when half.
+func benchWeights(b *testing.B, dev gpu.Device, opts compute.Options, r *rand.Rand, w *tensors.Tensor, tokens, rows, cols int, half bool) {
 	g := &fusion.Graph{Tokens: tokens}
 	x := g.NewBuf("x", tokens, cols)
 	g.Add(&fusion.EmbedOp{Out: x, Weight: "x"})
