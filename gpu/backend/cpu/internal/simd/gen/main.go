@@ -64,6 +64,41 @@ func hsum(y VecVirtual) {
 	VADDSS(t, x, x)
 }
 
+// dotLoop emits the loop of the dot products: n elements (a multiple of 8)
+// of a, size bytes each, load turning 8 of them at m into 8 floats in y,
+// against f32 x, 32 at a time into the four accumulators while they last,
+// then 8 at a time into the first; then the accumulators' sum, in the
+// low lane of acc[0]. pre prefixes the labels.
+func dotLoop(pre string, a, x, n Register, acc [4]VecVirtual, size int, load func(m Mem, y VecVirtual)) {
+	Label(pre + "loop32")
+	CMPQ(n, Imm(32))
+	JL(LabelRef(pre + "loop8"))
+	for i, r := range acc {
+		t := YMM()
+		load(Mem{Base: a, Disp: 8 * size * i}, t)
+		VFMADD231PS(Mem{Base: x, Disp: 32 * i}, t, r)
+	}
+	ADDQ(Imm(uint64(32*size)), a)
+	ADDQ(Imm(128), x)
+	SUBQ(Imm(32), n)
+	JMP(LabelRef(pre + "loop32"))
+	Label(pre + "loop8")
+	CMPQ(n, Imm(8))
+	JL(LabelRef(pre + "done"))
+	t := YMM()
+	load(Mem{Base: a}, t)
+	VFMADD231PS(Mem{Base: x}, t, acc[0])
+	ADDQ(Imm(uint64(8*size)), a)
+	ADDQ(Imm(32), x)
+	SUBQ(Imm(8), n)
+	JMP(LabelRef(pre + "loop8"))
+	Label(pre + "done")
+	VADDPS(acc[1], acc[0], acc[0])
+	VADDPS(acc[3], acc[2], acc[2])
+	VADDPS(acc[2], acc[0], acc[0])
+	hsum(acc[0])
+}
+
 func dotF32(rows bool) {
 	pre := "f32"
 	if rows {
@@ -95,33 +130,7 @@ func dotF32(rows bool) {
 	for _, r := range acc {
 		VXORPS(r, r, r)
 	}
-	Label(pre + "loop32")
-	CMPQ(n, Imm(32))
-	JL(LabelRef(pre + "loop8"))
-	for i, r := range acc {
-		t := YMM()
-		VMOVUPS(Mem{Base: a, Disp: 32 * i}, t)
-		VFMADD231PS(Mem{Base: x, Disp: 32 * i}, t, r)
-	}
-	ADDQ(Imm(128), a)
-	ADDQ(Imm(128), x)
-	SUBQ(Imm(32), n)
-	JMP(LabelRef(pre + "loop32"))
-	Label(pre + "loop8")
-	CMPQ(n, Imm(8))
-	JL(LabelRef(pre + "done"))
-	t := YMM()
-	VMOVUPS(Mem{Base: a}, t)
-	VFMADD231PS(Mem{Base: x}, t, acc[0])
-	ADDQ(Imm(32), a)
-	ADDQ(Imm(32), x)
-	SUBQ(Imm(8), n)
-	JMP(LabelRef(pre + "loop8"))
-	Label(pre + "done")
-	VADDPS(acc[1], acc[0], acc[0])
-	VADDPS(acc[3], acc[2], acc[2])
-	VADDPS(acc[2], acc[0], acc[0])
-	hsum(acc[0])
+	dotLoop(pre, a, x, n, acc, 4, func(m Mem, y VecVirtual) { VMOVUPS(m, y) })
 	if !rows {
 		VZEROUPPER()
 		Store(acc[0].AsX(), ReturnIndex(0))
@@ -205,33 +214,7 @@ func dotHalf(name, doc string, widen func(m Mem, y VecVirtual)) {
 	for _, r := range acc {
 		VXORPS(r, r, r)
 	}
-	Label(name + "loop32")
-	CMPQ(n, Imm(32))
-	JL(LabelRef(name + "loop8"))
-	for i, r := range acc {
-		t := YMM()
-		widen(Mem{Base: a, Disp: 16 * i}, t)
-		VFMADD231PS(Mem{Base: x, Disp: 32 * i}, t, r)
-	}
-	ADDQ(Imm(64), a)
-	ADDQ(Imm(128), x)
-	SUBQ(Imm(32), n)
-	JMP(LabelRef(name + "loop32"))
-	Label(name + "loop8")
-	CMPQ(n, Imm(8))
-	JL(LabelRef(name + "done"))
-	t := YMM()
-	widen(Mem{Base: a}, t)
-	VFMADD231PS(Mem{Base: x}, t, acc[0])
-	ADDQ(Imm(16), a)
-	ADDQ(Imm(32), x)
-	SUBQ(Imm(8), n)
-	JMP(LabelRef(name + "loop8"))
-	Label(name + "done")
-	VADDPS(acc[1], acc[0], acc[0])
-	VADDPS(acc[3], acc[2], acc[2])
-	VADDPS(acc[2], acc[0], acc[0])
-	hsum(acc[0])
+	dotLoop(name, a, x, n, acc, 2, widen)
 	VZEROUPPER()
 	Store(acc[0].AsX(), ReturnIndex(0))
 	RET()
