@@ -249,12 +249,7 @@ func dotQ6KArm(f *file, v variant, rows bool) {
 	q6Scales(f)
 	// Σ sc_j·xs_j
 	f.ins("VLD1.P 32(R3), %s", vlist(24, 2, "H8"))
-	f.word(smullH(12, 2, 24))
-	f.word(smlal2H(12, 2, 24))
-	f.word(smlalH(12, 3, 25))
-	f.word(smlal2H(12, 3, 25))
-	f.word(addv4s(12, 12))
-	f.ins("FMOVS F12, R11")
+	scXs(f, "R11")
 	f.ins("MOVD R0, R10")
 	f.ins("ADD $128, R0, R9")
 	f.zero(13)
@@ -284,6 +279,29 @@ func dotQ6KArm(f *file, v variant, rows bool) {
 	kEnd(f, rows)
 }
 
+// scXs emits Σ_j sc_j·xs_j of a K-quant block of 16-value sub-blocks
+// into the general register dst: the int16 scales in V2-V3 against the
+// 16 activation sums loaded in V24-V25 (V12 the scratch).
+func scXs(f *file, dst string) {
+	f.word(smullH(12, 2, 24))
+	f.word(smlal2H(12, 2, 24))
+	f.word(smlalH(12, 3, 25))
+	f.word(smlal2H(12, 3, 25))
+	f.word(addv4s(12, 12))
+	f.ins("FMOVS F12, %s", dst)
+}
+
+// twoBits sets Vdst to bits 2j..2j+1 of every byte of Vsrc (V14 holds 3
+// in every byte).
+func twoBits(f *file, dst, src, j int) {
+	if j == 0 {
+		f.word(andB(dst, src, 14))
+		return
+	}
+	f.word(ushrB(dst, src, 2*j))
+	f.word(andB(dst, dst, 14))
+}
+
 // dotQ2KArm writes the Q2_K kernel: sub-blocks of 16 with 4-bit scales and
 // mins, 2-bit values.
 func dotQ2KArm(f *file, v variant, rows bool) {
@@ -305,12 +323,7 @@ func dotQ2KArm(f *file, v variant, rows bool) {
 	f.word(uxtlB(2, 1))
 	f.word(uxtl2B(3, 1))
 	f.ins("VLD1.P 32(R3), %s", vlist(24, 2, "H8"))
-	f.word(smullH(12, 2, 24))
-	f.word(smlal2H(12, 2, 24))
-	f.word(smlalH(12, 3, 25))
-	f.word(smlal2H(12, 3, 25))
-	f.word(addv4s(12, 12))
-	f.ins("FMOVS F12, R11")
+	scXs(f, "R11")
 	f.ins("ADD $16, R0, R10")
 	f.zero(13)
 	for h := range 2 {
@@ -319,12 +332,7 @@ func dotQ2KArm(f *file, v variant, rows bool) {
 		f.ins("VLD1.P 64(R1), %s", vlist(28, 4, "B16"))
 		for j := range 4 {
 			for u := range 2 {
-				if j == 0 {
-					f.word(andB(22, 16+u, 14))
-				} else {
-					f.word(ushrB(22, 16+u, 2*j))
-					f.word(andB(22, 22, 14))
-				}
+				twoBits(f, 22, 16+u, j)
 				s := 8*h + 2*j + u
 				f.zero(12)
 				v.dot(f, 12, 22, 24+2*j+u, 0)
@@ -387,12 +395,7 @@ func dotQ3KArm(f *file, v variant, rows bool) {
 	f.word(sxtlH(6, 3))
 	f.word(sxtl2H(7, 3))
 	f.ins("VLD1.P 32(R3), %s", vlist(24, 2, "H8"))
-	f.word(smullH(12, 2, 24))
-	f.word(smlal2H(12, 2, 24))
-	f.word(smlalH(12, 3, 25))
-	f.word(smlal2H(12, 3, 25))
-	f.word(addv4s(12, 12))
-	f.ins("FMOVS F12, R11")
+	scXs(f, "R11")
 	f.ins("VLD1 (R0), %s", vlist(20, 2, "B16")) // hmask
 	f.ins("ADD $32, R0, R10")
 	f.zero(13)
@@ -402,12 +405,7 @@ func dotQ3KArm(f *file, v variant, rows bool) {
 		f.ins("VLD1.P 64(R1), %s", vlist(28, 4, "B16"))
 		for j := range 4 {
 			for u := range 2 {
-				if j == 0 {
-					f.word(andB(22, 16+u, 14))
-				} else {
-					f.word(ushrB(22, 16+u, 2*j))
-					f.word(andB(22, 22, 14))
-				}
+				twoBits(f, 22, 16+u, j)
 				// bit 4h+j of hmask to bit 2
 				switch b := 4*h + j; {
 				case b < 2:
@@ -727,12 +725,7 @@ func dotQ6Kx4Arm(f *file, v variant) {
 	for t := range 4 {
 		kx4Addr(f, "R14", "R3", "R25", t)
 		f.ins("VLD1 (R14), %s", vlist(24, 2, "H8"))
-		f.word(smullH(12, 2, 24))
-		f.word(smlal2H(12, 2, 24))
-		f.word(smlalH(12, 3, 25))
-		f.word(smlal2H(12, 3, 25))
-		f.word(addv4s(12, 12))
-		f.ins("FMOVS F12, R%d", 6+t)
+		scXs(f, fmt.Sprintf("R%d", 6+t))
 	}
 	f.ins("MOVD R0, R10")
 	f.ins("ADD $128, R0, R11") // R6-R9 hold the offset terms
