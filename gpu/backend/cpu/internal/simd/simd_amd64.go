@@ -53,21 +53,17 @@ var AVX2 = &Impl{
 // of four going to the several-rows kernel one.
 func kernelKRows4A(four func(w *byte, x *int8, xd *float32, xs *int16, nb, groups int, out *float32),
 	one func(w *byte, x *int8, xd *float32, xs *int16, nb, rows int, out *float32)) func(w []byte, x []int8, xd []float32, xs []int16, out []float32) {
+	rest := kernelKRows(one)
 	return func(w []byte, x []int8, xd []float32, xs []int16, out []float32) {
-		if len(out) == 0 {
-			return
-		}
-		if len(xd) == 0 {
-			clear(out)
-			return
-		}
 		g := len(out) / 4
-		if g > 0 {
-			four(&w[0], &x[0], &xd[0], &xs[0], len(xd), g, &out[0])
+		if g == 0 || len(xd) == 0 {
+			rest(w, x, xd, xs, out)
+			return
 		}
+		four(&w[0], &x[0], &xd[0], &xs[0], len(xd), g, &out[0])
 		if n := 4 * g; n < len(out) {
 			rb := len(w) / len(out)
-			one(&w[n*rb], &x[0], &xd[0], &xs[0], len(xd), len(out)-n, &out[n])
+			rest(w[n*rb:], x, xd, xs, out[n:])
 		}
 	}
 }
