@@ -4,9 +4,12 @@ package simd
 // kernel k on the whole vectors (width values at a time, a power of two)
 // and finishes the rest in Go, or checks what the kernel cannot take and
 // falls back to the Go form. The per-architecture files (simd_amd64.go,
-// simd_arm64.go) bind them to their kernels in one-line functions; the
-// wrappers are small enough to inline there, so the kernels stay direct
-// calls.
+// simd_arm64.go) bind them to their kernels in one-line functions.
+// dotF32Vec and dotF16Vec (the decode dots) inline there, so their kernels
+// stay direct calls; the others reach theirs through a function value, one
+// indirect call per row or vector; callers reach the wrappers through
+// the Impl's function values already, so nothing new moves to the heap
+// (TestKernelsAllocateNothing).
 
 func dotF32Vec(k func(a, x *float32, n int) float32, width int, a, x []float32) float32 {
 	n := len(a) &^ (width - 1)
