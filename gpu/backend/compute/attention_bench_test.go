@@ -156,21 +156,11 @@ func attentionProgram(b testing.TB, be gpu.Backend, tokens, heads, kvHeads, hd, 
 	g.Add(&fusion.StoreKVOp{K: k, V: v, KVHeads: kvHeads, HeadDim: hd})
 	g.Logits = g.Add(&fusion.AttentionOp{Out: g.NewBuf("o", tokens, heads*hd), Q: q,
 		HeadShape: fusion.HeadShape{Heads: heads, KVHeads: kvHeads, HeadDim: hd}, Scale: 0.125})
-	ws, err := be.LoadWeights(context.Background(), []*tensors.Tensor{tensorOf(b, r, "q", vocab, heads*hd, tensors.F32, 0, 0),
-		tensorOf(b, r, "k", vocab, kvHeads*hd, tensors.F32, 0, 0), tensorOf(b, r, "v", vocab, kvHeads*hd, tensors.F32, 0, 0)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(ws.Release)
 	kv, err := be.NewKVCache(g.KV)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(kv.Release)
-	p, err := be.Compile(g, ws, kv)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(p.Release)
-	return p
+	return compiled(b, be, g, []*tensors.Tensor{tensorOf(b, r, "q", vocab, heads*hd, tensors.F32, 0, 0),
+		tensorOf(b, r, "k", vocab, kvHeads*hd, tensors.F32, 0, 0), tensorOf(b, r, "v", vocab, kvHeads*hd, tensors.F32, 0, 0)}, kv)
 }

@@ -125,16 +125,7 @@ func benchWeights(b *testing.B, dev gpu.Device, opts compute.Options, r *rand.Ra
 	}
 	be := backendOn(b, dev, opts)
 	ctx := context.Background()
-	ws, err := be.LoadWeights(ctx, []*tensors.Tensor{tensorOf(b, r, "x", vocab, cols, tensors.F32, 0, 0), w})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ws.Release()
-	p, err := be.Compile(g, ws, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer p.Release()
+	p := compiled(b, be, g, []*tensors.Tensor{tensorOf(b, r, "x", vocab, cols, tensors.F32, 0, 0), w}, nil)
 	tk := make([]int32, tokens)
 	out := make([]float32, tokens*rows)
 	run := func() {

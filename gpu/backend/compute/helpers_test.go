@@ -217,3 +217,20 @@ func mustParse[T any](v T, err error) T {
 	}
 	return v
 }
+
+// compiled loads ts on be and compiles g over them (and kv); both are
+// released when tb's test ends.
+func compiled(tb testing.TB, be gpu.Backend, g *fusion.Graph, ts []*tensors.Tensor, kv gpu.KVCache) gpu.Program {
+	tb.Helper()
+	ws, err := be.LoadWeights(context.Background(), ts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(ws.Release)
+	p, err := be.Compile(g, ws, kv)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(p.Release)
+	return p
+}

@@ -107,16 +107,7 @@ func TestProfile(t *testing.T) {
 func profiledKernels(t *testing.T, be gpu.Backend, g *fusion.Graph, ts []*tensors.Tensor, ids []int32, keep func(gpu.OpTime) bool) []string {
 	t.Helper()
 	ctx := context.Background()
-	ws, err := be.LoadWeights(ctx, ts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.Release()
-	p, err := be.Compile(g, ws, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Release()
+	p := compiled(t, be, g, ts, nil)
 	ops, err := p.(gpu.Profiler).Profile(ctx, ids, 0)
 	if err != nil {
 		t.Fatal(err)
