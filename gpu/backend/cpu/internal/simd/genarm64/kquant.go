@@ -126,21 +126,26 @@ func k45Scales(f *file) {
 // value of sub-block 2g+i (V18+2i and V19+2i) for i < 2, V12 the scratch.
 func q5High(f *file, g int) {
 	for i := range 2 {
-		b := 2*g + i
 		for p := range 2 {
-			switch {
-			case b < 4:
-				f.word(shlB(12, 22+p, 4-b))
-				f.word(andB(12, 12, 15))
-			case b > 4:
-				f.word(ushrB(12, 22+p, b-4))
-				f.word(andB(12, 12, 15))
-			default:
-				f.word(andB(12, 22+p, 15))
-			}
-			f.word(orrB(18+2*i+p, 18+2*i+p, 12))
+			bitTo(f, 18+2*i+p, 22+p, 2*g+i, 4, 12)
 		}
 	}
+}
+
+// bitTo ORs bit b of every byte of Vsrc, moved to bit to, into Vdst, V15
+// holding 1<<to in every byte and Vtmp the scratch.
+func bitTo(f *file, dst, src, b, to, tmp int) {
+	switch {
+	case b < to:
+		f.word(shlB(tmp, src, to-b))
+		f.word(andB(tmp, tmp, 15))
+	case b > to:
+		f.word(ushrB(tmp, src, b-to))
+		f.word(andB(tmp, tmp, 15))
+	default:
+		f.word(andB(tmp, src, 15))
+	}
+	f.word(orrB(dst, dst, tmp))
 }
 
 // q6Scales loads the 16 int8 scales of the Q6_K block at R0 into V1 and
@@ -148,6 +153,12 @@ func q5High(f *file, g int) {
 func q6Scales(f *file) {
 	f.ins("ADD $192, R0, R10")
 	f.ins("VLD1 (R10), [V1.B16]")
+	widenScales(f)
+}
+
+// widenScales sign-extends the 16 int8 scales in V1: int16 in V2-V3,
+// int32 in V4-V7.
+func widenScales(f *file) {
 	f.word(sxtlB(2, 1))
 	f.word(sxtl2B(3, 1))
 	f.word(sxtlH(4, 2))
@@ -388,12 +399,7 @@ func dotQ3KArm(f *file, v variant, rows bool) {
 	f.ins("VMOV R9, V1.S[3]")
 	f.word(moviB(2, 32))
 	f.word(subB(1, 1, 2))
-	f.word(sxtlB(2, 1))
-	f.word(sxtl2B(3, 1))
-	f.word(sxtlH(4, 2))
-	f.word(sxtl2H(5, 2))
-	f.word(sxtlH(6, 3))
-	f.word(sxtl2H(7, 3))
+	widenScales(f)
 	f.ins("VLD1.P 32(R3), %s", vlist(24, 2, "H8"))
 	scXs(f, "R11")
 	f.ins("VLD1 (R0), %s", vlist(20, 2, "B16")) // hmask
@@ -406,18 +412,7 @@ func dotQ3KArm(f *file, v variant, rows bool) {
 		for j := range 4 {
 			for u := range 2 {
 				twoBits(f, 22, 16+u, j)
-				// bit 4h+j of hmask to bit 2
-				switch b := 4*h + j; {
-				case b < 2:
-					f.word(shlB(23, 20+u, 2-b))
-					f.word(andB(23, 23, 15))
-				case b > 2:
-					f.word(ushrB(23, 20+u, b-2))
-					f.word(andB(23, 23, 15))
-				default:
-					f.word(andB(23, 20+u, 15))
-				}
-				f.word(orrB(22, 22, 23))
+				bitTo(f, 22, 20+u, 4*h+j, 2, 23) // bit 4h+j of hmask to bit 2
 				s := 8*h + 2*j + u
 				f.zero(12)
 				v.dot(f, 12, 22, 24+2*j+u, 0)
