@@ -124,28 +124,9 @@ func benchWeights(b *testing.B, dev gpu.Device, opts compute.Options, r *rand.Ra
 		g.Bufs[x].F16 = true // the logits y stay f32
 	}
 	be := backendOn(b, dev, opts)
-	ctx := context.Background()
 	p := compiled(b, be, g, []*tensors.Tensor{tensorOf(b, r, "x", vocab, cols, tensors.F32, 0, 0), w}, nil)
 	tk := make([]int32, tokens)
-	out := make([]float32, tokens*rows)
-	run := func() {
-		if err := p.Run(ctx, tk, 0); err != nil {
-			b.Fatal(err)
-		}
-	}
-	run()
-	if _, err := p.Logits(out); err != nil { // warm up, wait
-		b.Fatal(err)
-	}
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		run()
-	}
-	if _, err := p.Logits(out); err != nil { // waits for the queue
-		b.Fatal(err)
-	}
-	b.StopTimer()
-	sec := b.Elapsed().Seconds() / float64(b.N)
+	sec := timeRuns(b, p, tk, 0, make([]float32, tokens*rows))
 	b.ReportMetric(float64(len(w.Data))/sec/1e9, "GB/s")
 	b.ReportMetric(2*float64(rows*cols*tokens)/sec/1e9, "GFLOP/s")
 	reportKernel(b, p, tk)

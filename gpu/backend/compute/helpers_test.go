@@ -234,3 +234,29 @@ func compiled(tb testing.TB, be gpu.Backend, g *fusion.Graph, ts []*tensors.Tens
 	tb.Cleanup(p.Release)
 	return p
 }
+
+// timeRuns runs p on ids at pos once (a warm-up, waited for by reading its
+// logits into out), then b.N times on the clock, waiting for the last the
+// same way, and returns the seconds per run.
+func timeRuns(b *testing.B, p gpu.Program, ids []int32, pos int, out []float32) float64 {
+	b.Helper()
+	ctx := context.Background()
+	run := func() {
+		if err := p.Run(ctx, ids, pos); err != nil {
+			b.Fatal(err)
+		}
+	}
+	run()
+	if _, err := p.Logits(out); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		run()
+	}
+	if _, err := p.Logits(out); err != nil { // waits for the queue
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	return b.Elapsed().Seconds() / float64(b.N)
+}
