@@ -1,6 +1,9 @@
 // Package fusion holds the op-graph IR that architecture builders emit and
-// every backend executes, the fusion rules that rewrite it into fewer, larger
-// kernels, and the execution plan.
+// every backend executes: the typed ops and their contracts, the validation
+// of a graph against them (Validate, ValidateBatch), the fusion rules that
+// rewrite it into fewer, larger ops (Fuse, FuseFor) and the f16 activation
+// policy (HalfActivations). How a graph runs, its execution plan, is each
+// backend's own (the GPU backend's planner, for one).
 //
 // A Graph describes one forward step over up to Tokens tokens. Every
 // activation is a matrix of f32 values, one row per token; row t of a step
@@ -98,7 +101,7 @@ type Sampling struct {
 }
 
 // Validate checks the rule's ranges (see Sampling): a Sample op's rule
-// and the rule a gpu.SamplingSetter takes are valid ones. Callers build
+// and the rule gpu.Program.SetSampling takes are valid ones. Callers build
 // the rule from options they validated already (package pipeline's
 // GenerateOptions.Validate), so this is an invariant, not a user's error.
 func (s Sampling) Validate() error {

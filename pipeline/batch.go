@@ -13,7 +13,7 @@ import (
 )
 
 // Continuous batching. With more than one slot on a backend that runs
-// batched graphs (gpu.BatchBackend), for a model for which it pays (on the
+// batched graphs (gpu.Caps.Batch), for a model for which it pays (on the
 // CPU only from BatchMinWeightBytes), the
 // decode steps of the sessions generating at once are gathered into one
 // batched step per round (fusion.Graph.Batch: one row per session, each at

@@ -81,7 +81,7 @@ type tokenFilter interface {
 	// -Inf.
 	maskLogits(logits []float32) error
 	// allowed returns the mask of the tokens that can come next as
-	// gpu.TokenMasker takes it; nil when every token can.
+	// gpu.Program.SetTokenMask takes it; nil when every token can.
 	allowed() ([]uint64, error)
 	// accept takes id (not a stop token) as the next token and reports
 	// whether the output is complete.

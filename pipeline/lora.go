@@ -37,7 +37,7 @@ func unmergedLoRA(cfg *model.Config, ws []*tensors.Tensor, list []lora.Applied, 
 
 // loraStorage returns the f32 adapter matrices ts (lora.Unmerged's, of
 // pairs over the weights ws) as backend takes them: when it is a
-// gpu.LoRAHalf that asks for it, the A ([rank, in]) and B ([out, rank])
+// backend whose Caps().HalfLoRA asks for it, the A ([rank, in]) and B ([out, rank])
 // matrices of pairs whose target weight is quantized (so its products
 // already approximate) become binary16, half the bytes a decode step
 // reads; the pairs of f32 weights stay f32 (an f32 model stays exact).

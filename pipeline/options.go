@@ -53,7 +53,7 @@ type Options struct {
 	// and the ids come back together, to be streamed one by one (stop
 	// strings and cancellation are checked between tokens; a submission
 	// already made runs to its end). 0 means DefaultStepsPerSubmit; at
-	// most gpu.MaxStepsPerSubmit. 1 submits and waits once per token.
+	// most the backend's Caps().MaxSteps. 1 submits and waits once per token.
 	StepsPerSubmit int
 	// Slots is how many KV caches the model holds over its one copy of the
 	// weights, each with its own compiled programs: up to Slots sessions

@@ -11,7 +11,7 @@ import (
 // slot for the prefix it shares with what the slot holds. With a prefix
 // cache (Options.PrefixCacheBytes) the keys and values a slot held are
 // not lost when another session takes it over: before they are
-// overwritten they are copied (gpu.CopyKV) into an entry of their own, a
+// overwritten they are copied (gpu.Backend.CopyKV) into an entry of their own, a
 // KV cache just long enough, and a later session whose context starts
 // with an entry's tokens gets that prefix copied into its slot, so its
 // prefill runs only the rest. Entries are kept up to a budget of bytes,

@@ -21,13 +21,12 @@ import (
 
 func newChat() *cobra.Command {
 	var (
-		mf       modelFlags
-		gf       genFlags
-		sf       specFlags
-		system   string
-		template string
-		tvars    []string
-		metrics  bool
+		mf      modelFlags
+		gf      genFlags
+		sf      specFlags
+		tf      templateFlags
+		system  string
+		metrics bool
 	)
 	cmd := &cobra.Command{
 		Use:   "chat [MODEL] [--system TEXT] [--chat-template FILE|plain]",
@@ -66,17 +65,9 @@ current reply and returns to the prompt.`,
 			if err != nil {
 				return err
 			}
-			vars, err := templateVars(tvars)
+			source, vars, err := tf.load()
 			if err != nil {
 				return err
-			}
-			var source string
-			if template != "" && template != "plain" {
-				data, err := os.ReadFile(template)
-				if err != nil {
-					return fmt.Errorf("--chat-template: %w", err)
-				}
-				source = string(data)
 			}
 			m, err := mf.open(cmd)
 			if err != nil {
@@ -92,24 +83,18 @@ current reply and returns to the prompt.`,
 			}
 			defer closeDraft()
 			gen.Speculation = spec
-			if template == "" {
-				source = m.ChatTemplate()
+			tpl, parsed, err := tf.parse(m, source, vars)
+			if err != nil {
+				return err
 			}
-			tpl := chat.Plain()
 			kind := "plain (the model has no chat template)"
-			if template == "plain" {
-				kind = "plain"
-			}
-			if source != "" {
-				bos, eos := controlText(m, m.Config().BOS), controlText(m, m.Config().EOS)
-				if tpl, err = chat.Parse(source, bos, eos); err != nil {
-					return err
-				}
-				tpl = tpl.WithVars(vars)
+			switch {
+			case parsed && tf.file != "":
+				kind = tf.file
+			case parsed:
 				kind = "the model's chat template"
-				if template != "" {
-					kind = template
-				}
+			case tf.file == "plain":
+				kind = "plain"
 			}
 			conv, err := chat.New(m.Pipeline(), tpl, chat.Options{System: system})
 			if err != nil {
@@ -125,13 +110,60 @@ current reply and returns to the prompt.`,
 	sf.register(cmd)
 	f := cmd.Flags()
 	f.StringVar(&system, "system", "", "system message, kept for the whole conversation")
-	f.StringVar(&template, "chat-template", "", `a Jinja chat template file to use instead of the model's, or "plain" for the plain format`)
-	f.StringArrayVar(&tvars, "chat-template-var", nil, templateVarUsage)
+	tf.register(cmd)
 	f.BoolVar(&metrics, "metrics", false, "print each reply's metrics (time to first token, prefill and decode tokens/s) on stderr, as run prints them")
 	return cmd
 }
 
 const templateVarUsage = `KEY=VALUE: a further chat template variable, such as enable_thinking=false (Qwen 3) or reasoning_effort=low (gpt-oss); VALUE is JSON, or else text; repeatable`
+
+// templateFlags are --chat-template and --chat-template-var, which chat
+// and serve share.
+type templateFlags struct {
+	file string   // a Jinja template file, "plain", or "" for the model's
+	vars []string // KEY=VALUE
+}
+
+func (tf *templateFlags) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&tf.file, "chat-template", "", `a Jinja chat template file to use instead of the model's, or "plain" for the plain format`)
+	f.StringArrayVar(&tf.vars, "chat-template-var", nil, templateVarUsage)
+}
+
+// load reads the flags before the model loads, so that a bad variable or
+// an unreadable file fails first: the template file's source ("" without
+// one) and the variables.
+func (tf *templateFlags) load() (source string, vars map[string]any, err error) {
+	if vars, err = templateVars(tf.vars); err != nil {
+		return "", nil, err
+	}
+	if tf.file != "" && tf.file != "plain" {
+		data, err := os.ReadFile(tf.file)
+		if err != nil {
+			return "", nil, fmt.Errorf("--chat-template: %w", err)
+		}
+		source = string(data)
+	}
+	return source, vars, nil
+}
+
+// parse returns the template for m: source (from load) or, without
+// --chat-template, m's own, with the variables; the plain format where
+// there is none or --chat-template is "plain". parsed reports whether a
+// Jinja template was parsed.
+func (tf *templateFlags) parse(m *gpurun.Model, source string, vars map[string]any) (tpl *chat.Template, parsed bool, err error) {
+	if tf.file == "" {
+		source = m.ChatTemplate()
+	}
+	if source == "" {
+		return chat.Plain(), false, nil
+	}
+	bos, eos := controlText(m, m.Config().BOS), controlText(m, m.Config().EOS)
+	if tpl, err = chat.Parse(source, bos, eos); err != nil {
+		return nil, false, err
+	}
+	return tpl.WithVars(vars), true, nil
+}
 
 // templateVars reads --chat-template-var flags.
 func templateVars(list []string) (map[string]any, error) {

@@ -17,7 +17,6 @@ import (
 
 	"github.com/gpurun/gpurun"
 	"github.com/gpurun/gpurun/pipeline"
-	"github.com/gpurun/gpurun/pipeline/chat"
 	"github.com/gpurun/gpurun/pipeline/serve"
 )
 
@@ -31,8 +30,7 @@ func newServe() *cobra.Command {
 		apiKey   string
 		cors     string
 		name     string
-		template string
-		tvars    []string
+		tf       templateFlags
 		grace    time.Duration
 		web      bool
 		adapters adapterFlag
@@ -101,17 +99,9 @@ source at start-up, so run it inside the gpurun repository.`,
 			if name == "" {
 				name = strings.TrimSuffix(filepath.Base(filepath.Clean(mf.model)), filepath.Ext(mf.model))
 			}
-			vars, err := templateVars(tvars)
+			source, vars, err := tf.load()
 			if err != nil {
 				return err
-			}
-			var source string
-			if template != "" && template != "plain" {
-				data, err := os.ReadFile(template)
-				if err != nil {
-					return fmt.Errorf("--chat-template: %w", err)
-				}
-				source = string(data)
 			}
 			// Listen first: a taken port fails before the model loads.
 			ln, err := net.Listen("tcp", addr)
@@ -134,16 +124,9 @@ source at start-up, so run it inside the gpurun repository.`,
 				return err
 			}
 			defer closeDraft()
-			if template == "" {
-				source = m.ChatTemplate()
-			}
-			tpl := chat.Plain()
-			if source != "" {
-				bos, eos := controlText(m, m.Config().BOS), controlText(m, m.Config().EOS)
-				if tpl, err = chat.Parse(source, bos, eos); err != nil {
-					return err
-				}
-				tpl = tpl.WithVars(vars)
+			tpl, _, err := tf.parse(m, source, vars)
+			if err != nil {
+				return err
 			}
 			errOut := cmd.ErrOrStderr()
 			var variants map[string]*pipeline.Model
@@ -197,8 +180,7 @@ source at start-up, so run it inside the gpurun repository.`,
 	f.StringVar(&apiKey, "api-key", "", "require this key as a Bearer token (default: $GPURUN_API_KEY; none when both are empty)")
 	f.StringVar(&cors, "cors", "", `allow browser requests from this origin ("*" for any); off by default`)
 	f.StringVar(&name, "name", "", "the model's id in the API (default: the file name without its extension)")
-	f.StringVar(&template, "chat-template", "", `a Jinja chat template file to use instead of the model's, or "plain" for the plain format`)
-	f.StringArrayVar(&tvars, "chat-template-var", nil, templateVarUsage)
+	tf.register(cmd)
 	f.BoolVar(&web, "web", false, "serve the browser page (gpurun in WebAssembly on the page's WebGPU) instead of the API; MODEL is optional")
 	f.DurationVar(&grace, "grace", 30*time.Second, "how long running requests may finish after SIGTERM before they are cancelled")
 	return cmd

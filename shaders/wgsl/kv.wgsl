@@ -45,6 +45,8 @@ struct KVParams {
 
 // include: kv_ring
 
+// include: kv_store
+
 @compute @workgroup_size(64)
 fn store_kv(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = gid.x;
@@ -57,25 +59,10 @@ fn store_kv(@builtin(global_invocation_id) gid: vec3<u32>) {
     let d = i % p.head_dim;
     let kw = bitcast<u32>(k_at(t * p.kv_cols + i));
     let vw = bitcast<u32>(v_at(t * p.kv_cols + i));
-    let n = kv_slots();
-    for (var c = 0u; c < kv_copies(); c++) {
-        let s = kv_slot(pos) + c * p.ring;
-        kc[(h * n + s) * p.head_dim + d] = kw;
-        vc[(h * p.head_dim + d) * n + s] = vw;
-    }
+    kv_store(h, d, p.head_dim, pos, kw, vw);
 }
 
-// HALF_MAX is the largest finite binary16. Packing a value beyond it is
-// indeterminate in WGSL, so values saturate to it (the CPU backend does the
-// same); within range pack2x16float rounds to a neighbouring half (to
-// nearest even on every driver we know).
-const HALF_MAX: f32 = 65504.0;
-
-// pack_pair packs x into the low half and y into the high half of a word,
-// saturated to the binary16 range.
-fn pack_pair(x: f32, y: f32) -> u32 {
-    return pack2x16float(clamp(vec2<f32>(x, y), vec2<f32>(-HALF_MAX), vec2<f32>(HALF_MAX)));
-}
+// include: pack_pair
 
 @compute @workgroup_size(64)
 fn store_kv_f16(@builtin(global_invocation_id) gid: vec3<u32>) {
@@ -98,10 +85,5 @@ fn store_kv_f16(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     let kw = pack_pair(k_at(e), k1);
     let vw = pack_pair(v_at(e), v1);
-    let n = kv_slots();
-    for (var c = 0u; c < kv_copies(); c++) {
-        let s = kv_slot(pos) + c * p.ring;
-        kc[(h * n + s) * hw + w] = kw;
-        vc[(h * hw + w) * n + s] = vw;
-    }
+    kv_store(h, w, hw, pos, kw, vw);
 }

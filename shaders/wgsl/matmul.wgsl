@@ -176,6 +176,28 @@ fn mvq(v0: vec4<u32>, v1: vec4<u32>, v2: vec4<u32>, v3: vec4<u32>, u0: vec4<u32>
     return mat4x2<f32>(d2(v0, u0, q, xv), d2(v1, u1, q, xv), d2(v2, u2, q, xv), d2(v3, u3, q, xv));
 }
 
+// mvq_chunk is mvq summed over the EPW activation vec4s of one chunk
+// (xi the first; token t's vec4s start at xb), each through xs (the norm
+// prologue when nm), in order.
+fn mvq_chunk(v0: vec4<u32>, v1: vec4<u32>, v2: vec4<u32>, v3: vec4<u32>, u0: vec4<u32>, u1: vec4<u32>, u2: vec4<u32>, u3: vec4<u32>,
+             xi: u32, xb: u32, nm: bool, ss: ptr<function, vec4<f32>>) -> mat4x2<f32> {
+    var m = mvq(v0, v1, v2, v3, u0, u1, u2, u3, 0u, xs(xi, xb, nm, ss));
+    if EPW > 1u {
+        m += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 1u, xs(xi + 1u, xb, nm, ss));
+    }
+    if EPW > 2u {
+        m += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 2u, xs(xi + 2u, xb, nm, ss));
+        m += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 3u, xs(xi + 3u, xb, nm, ss));
+    }
+    if EPW > 4u {
+        m += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 4u, xs(xi + 4u, xb, nm, ss));
+        m += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 5u, xs(xi + 5u, xb, nm, ss));
+        m += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 6u, xs(xi + 6u, xb, nm, ss));
+        m += mvq(v0, v1, v2, v3, u0, u1, u2, u3, 7u, xs(xi + 7u, xb, nm, ss));
+    }
+    return m;
+}
+
 // Element-wise access for the slow path.
 fn xat(i: u32) -> f32 {
     let h = p.x_f16 != 0u;
@@ -278,20 +300,7 @@ fn lanes_part(t: u32, r0: u32, lane: u32, lanes: u32, nm: bool, ss: ptr<function
                 u1 = w2[r1 * cpr + j];
             }
             let xi = xb + j * EPW;
-            var m = mvq(v0, v1, v0, v1, u0, u1, u0, u1, 0u, xs(xi, xb, nm, ss));
-            if EPW > 1u {
-                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 1u, xs(xi + 1u, xb, nm, ss));
-            }
-            if EPW > 2u {
-                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 2u, xs(xi + 2u, xb, nm, ss));
-                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 3u, xs(xi + 3u, xb, nm, ss));
-            }
-            if EPW > 4u {
-                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 4u, xs(xi + 4u, xb, nm, ss));
-                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 5u, xs(xi + 5u, xb, nm, ss));
-                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 6u, xs(xi + 6u, xb, nm, ss));
-                m += mvq(v0, v1, v0, v1, u0, u1, u0, u1, 7u, xs(xi + 7u, xb, nm, ss));
-            }
+            let m = mvq_chunk(v0, v1, v0, v1, u0, u1, u0, u1, xi, xb, nm, ss);
             let b = (j * CW) / p.block;
             a0 += m[0] * scales(r0 * p.nblocks + b);
             a1 += m[1] * scales(r1 * p.nblocks + b);

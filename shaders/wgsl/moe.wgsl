@@ -164,26 +164,7 @@ fn mq_half(second: bool, b: u32) -> f32 {
     return unpack2x16float(mq_word(second, b >> 2u) >> ((b & 2u) * 8u)).x;
 }
 
-fn mq_len(qt: u32) -> u32 {
-    return select(QT_Q4_1_ELEMS, QT_Q4K_ELEMS, qt >= QT_Q4K);
-}
-
-fn mq_bytes(qt: u32) -> u32 {
-    var n = QT_Q6K_BYTES;
-    switch qt {
-        case QT_Q4_1: { n = QT_Q4_1_BYTES; }
-        case QT_Q5_0: { n = QT_Q5_0_BYTES; }
-        case QT_Q5_1: { n = QT_Q5_1_BYTES; }
-        case QT_Q8_0: { n = QT_Q8_0_BYTES; }
-        case QT_MXFP4: { n = QT_MXFP4_BYTES; }
-        case QT_Q4K: { n = QT_Q4K_BYTES; }
-        case QT_Q5K: { n = QT_Q5K_BYTES; }
-        case QT_Q2K: { n = QT_Q2K_BYTES; }
-        case QT_Q3K: { n = QT_Q3K_BYTES; }
-        default: {}
-    }
-    return n;
-}
+// include: qblock_size
 
 // mq_nibble is element i (< 32) of the 16 bytes of nibbles at byte q: the
 // low nibbles are elements 0..15, the high ones 16..31.
@@ -385,8 +366,8 @@ fn mq_dot32(second: bool, qt: u32, b: u32, j: u32, xi: u32) -> f32 {
 // block-type expert matrix of n columns: the 32-element sub-blocks
 // l, l + WG, ... (the workgroup's sum is the row's dot product).
 fn mq_row_dot(second: bool, row: u32, n: u32, xi: u32, l: u32) -> f32 {
-    let bl = mq_len(p.qt);
-    let bb = mq_bytes(p.qt);
+    let bl = qblock_len(p.qt);
+    let bb = qblock_bytes(p.qt);
     let nb = n / bl;
     let per = bl / 32u;
     var acc = 0.0;

@@ -51,12 +51,7 @@ struct RopeQKV {
 
 // include: sincos
 
-// HALF_MAX and pack_pair are kv.wgsl's.
-const HALF_MAX: f32 = 65504.0;
-
-fn pack_pair(x: f32, y: f32) -> u32 {
-    return pack2x16float(clamp(vec2<f32>(x, y), vec2<f32>(-HALF_MAX), vec2<f32>(HALF_MAX)));
-}
+// include: pack_pair
 
 // act_round is y as the unfused ops leave it between them: rounded to
 // binary16 where the step's activations are f16 (p.out_f16), so that a
@@ -263,20 +258,7 @@ fn rope_part(seg: u32, t: u32, pa: vec2<u32>, pb: vec2<u32>, lane: u32, lanes: u
         let v2 = wseg(seg, pb.x * cpr + j);
         let v3 = wseg(seg, pb.y * cpr + j);
         let xi = xb + j * EPW;
-        var m = mvq(v0, v1, v2, v3, v0, v1, v2, v3, 0u, xs(xi, xb, nm, ss));
-        if EPW > 1u {
-            m += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 1u, xs(xi + 1u, xb, nm, ss));
-        }
-        if EPW > 2u {
-            m += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 2u, xs(xi + 2u, xb, nm, ss));
-            m += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 3u, xs(xi + 3u, xb, nm, ss));
-        }
-        if EPW > 4u {
-            m += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 4u, xs(xi + 4u, xb, nm, ss));
-            m += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 5u, xs(xi + 5u, xb, nm, ss));
-            m += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 6u, xs(xi + 6u, xb, nm, ss));
-            m += mvq(v0, v1, v2, v3, v0, v1, v2, v3, 7u, xs(xi + 7u, xb, nm, ss));
-        }
+        let m = mvq_chunk(v0, v1, v2, v3, v0, v1, v2, v3, xi, xb, nm, ss);
         let b = (j * CW) / p.block;
         acc += vec4<f32>(m[0].x, m[1].x, m[2].x, m[3].x) *
                vec4<f32>(sseg(seg, pa.x * nb + b), sseg(seg, pa.y * nb + b), sseg(seg, pb.x * nb + b), sseg(seg, pb.y * nb + b));

@@ -106,23 +106,14 @@ fn store_kv_rope(@builtin(global_invocation_id) gid: vec3<u32>) {
     let d = i % p.head_dim;
     let kw = bitcast<u32>(key(t, h, d, pos));
     let vw = bitcast<u32>(v_at(t * kv_cols + i));
-    let n = kv_slots();
-    for (var c = 0u; c < kv_copies(); c++) {
-        let s = kv_slot(pos) + c * p.ring;
-        kc[(h * n + s) * p.head_dim + d] = kw;
-        vc[(h * p.head_dim + d) * n + s] = vw;
-    }
+    kv_store(h, d, p.head_dim, pos, kw, vw);
 }
 
 // include: kv_ring
 
-// HALF_MAX and pack_pair are kv.wgsl's: saturate to the binary16 range,
-// then pack x low and y high.
-const HALF_MAX: f32 = 65504.0;
+// include: kv_store
 
-fn pack_pair(x: f32, y: f32) -> u32 {
-    return pack2x16float(clamp(vec2<f32>(x, y), vec2<f32>(-HALF_MAX), vec2<f32>(HALF_MAX)));
-}
+// include: pack_pair
 
 @compute @workgroup_size(64)
 fn store_kv_rope_f16(@builtin(global_invocation_id) gid: vec3<u32>) {
@@ -153,10 +144,5 @@ fn store_kv_rope_f16(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     let kw = pack_pair(key(t, h, d, pos), k1);
     let vw = pack_pair(v_at(e), v1);
-    let n = kv_slots();
-    for (var c = 0u; c < kv_copies(); c++) {
-        let s = kv_slot(pos) + c * p.ring;
-        kc[(h * n + s) * hw + w] = kw;
-        vc[(h * hw + w) * n + s] = vw;
-    }
+    kv_store(h, w, hw, pos, kw, vw);
 }

@@ -133,17 +133,10 @@ fn prob(i: u32, hi: f32, kmin: u32, pmin: u32) -> f32 {
     return q;
 }
 
-// chunked returns, to every invocation, the chunked sum of the q (cut at
-// kmin, not at top-p) whose bits are at least pcand; red_f then holds the
-// running sums before each chunk (red_f[WG] is the total).
-fn chunked(l: u32, a: u32, e: u32, compact: bool, hi: f32, kmin: u32, pcand: u32) -> f32 {
-    var part = 0.0;
-    for (var j = a; j < e; j++) {
-        let q = prob(at(j, compact), hi, kmin, 0u);
-        if bitcast<u32>(q) >= pcand {
-            part += q;
-        }
-    }
+// scan_parts stores invocation l's part of a sum and, once every
+// invocation has, sets red_f[t] to the sum of the parts before t's, in
+// order (invocation 0 adds them), and red_f[WG] to the total.
+fn scan_parts(l: u32, part: f32) {
     red_u[l] = bitcast<u32>(part);
     workgroupBarrier();
     if l == 0u {
@@ -155,6 +148,20 @@ fn chunked(l: u32, a: u32, e: u32, compact: bool, hi: f32, kmin: u32, pcand: u32
         red_f[WG] = base;
     }
     workgroupBarrier();
+}
+
+// chunked returns, to every invocation, the chunked sum of the q (cut at
+// kmin, not at top-p) whose bits are at least pcand; red_f then holds the
+// running sums before each chunk (red_f[WG] is the total).
+fn chunked(l: u32, a: u32, e: u32, compact: bool, hi: f32, kmin: u32, pcand: u32) -> f32 {
+    var part = 0.0;
+    for (var j = a; j < e; j++) {
+        let q = prob(at(j, compact), hi, kmin, 0u);
+        if bitcast<u32>(q) >= pcand {
+            part += q;
+        }
+    }
+    scan_parts(l, part);
     let total = red_f[WG];
     workgroupBarrier();
     return total;
@@ -308,17 +315,7 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
     for (var j = a; j < e; j++) {
         part += prob(at(j, compact), hi, kmin, pmin);
     }
-    red_u[l] = bitcast<u32>(part);
-    workgroupBarrier();
-    if l == 0u {
-        var base = 0.0;
-        for (var t = 0u; t < WG; t++) {
-            red_f[t] = base;
-            base += bitcast<f32>(red_u[t]);
-        }
-        red_f[WG] = base;
-    }
-    workgroupBarrier();
+    scan_parts(l, part);
     let b = philox(vec4<u32>(step[STEP_POS] + step[STEP_ROWS], 0u, 0u, 0u), vec2<u32>(rule.seed_lo, rule.seed_hi));
     let r = f32(b.x >> 8u) * (1.0 / 16777216.0) * red_f[WG];
     var acc = red_f[l];

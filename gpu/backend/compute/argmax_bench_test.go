@@ -44,16 +44,7 @@ func benchGreedyPick(b *testing.B, dev gpu.Device, n int, onDevice bool) {
 	}
 	be := backendOn(b, dev, compute.Options{})
 	ctx := context.Background()
-	ws, err := be.LoadWeights(ctx, []*tensors.Tensor{tensorOf(b, r, "x", 2, n, tensors.F32, 0, 0)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ws.Release()
-	p, err := be.Compile(g, ws, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer p.Release()
+	p := compiled(b, be, g, []*tensors.Tensor{tensorOf(b, r, "x", 2, n, tensors.F32, 0, 0)}, nil)
 	out := make([]float32, n)
 	pick := func() int {
 		if err := p.Run(ctx, []int32{1}, 0); err != nil {
@@ -114,16 +105,7 @@ func benchSamplePick(b *testing.B, dev gpu.Device, n int, onDevice bool) {
 	}
 	be := backendOn(b, dev, compute.Options{})
 	ctx := context.Background()
-	ws, err := be.LoadWeights(ctx, []*tensors.Tensor{tensorOf(b, r, "x", 2, n, tensors.F32, 0, 0)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ws.Release()
-	p, err := be.Compile(g, ws, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer p.Release()
+	p := compiled(b, be, g, []*tensors.Tensor{tensorOf(b, r, "x", 2, n, tensors.F32, 0, 0)}, nil)
 	s := sampler.New(sampler.Options{Temperature: rule.Temperature, TopK: rule.TopK, TopP: rule.TopP, Seed: rule.Seed})
 	out := make([]float32, n)
 	pick := func(pos int) int {

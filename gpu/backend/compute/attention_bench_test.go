@@ -43,31 +43,12 @@ func BenchmarkAttentionDecode(b *testing.B) {
 }
 
 func benchAttention(b *testing.B, be gpu.Backend, heads, kvHeads, hd, maxLen, valid int, f16 bool) {
-	ctx := context.Background()
 	p := attentionProgram(b, be, 1, heads, kvHeads, hd, maxLen, f16)
-	out := make([]float32, heads*hd)
-	run := func() {
-		if err := p.Run(ctx, []int32{1}, valid-1); err != nil {
-			b.Fatal(err)
-		}
-	}
-	run()
-	if _, err := p.Logits(out); err != nil {
-		b.Fatal(err)
-	}
-	b.ResetTimer()
-	for range b.N {
-		run()
-	}
-	if _, err := p.Logits(out); err != nil {
-		b.Fatal(err)
-	}
-	b.StopTimer()
+	sec := timeRuns(b, p, []int32{1}, valid-1, make([]float32, heads*hd))
 	elem := 4
 	if f16 {
 		elem = 2
 	}
-	sec := b.Elapsed().Seconds() / float64(b.N)
 	b.ReportMetric(float64(2*kvHeads*hd*valid*elem)/sec/1e9, "GB/s")
 	reportDeviceTime(b, p, fusion.Attention, valid-1)
 }
@@ -108,32 +89,14 @@ func BenchmarkAttentionPrefill(b *testing.B) {
 		for _, kind := range []compute.AttentionKind{compute.AttentionTiled, compute.AttentionPerHead} {
 			b.Run(fmt.Sprintf("%s/110M/tokens=%d/%s", d.Name, tokens, kind), func(b *testing.B) {
 				be := backendOn(b, deviceAt(b, i), compute.Options{Attention: kind})
-				ctx := context.Background()
 				p := attentionProgram(b, be, tokens, heads, kvHeads, hd, maxLen, true)
 				ids := make([]int32, tokens)
 				for j := range ids {
 					ids[j] = int32(j % vocab)
 				}
-				run := func() {
-					if err := p.Run(ctx, ids, 0); err != nil {
-						b.Fatal(err)
-					}
-				}
-				out := make([]float32, tokens*heads*hd)
-				run()
-				if _, err := p.Logits(out); err != nil {
-					b.Fatal(err)
-				}
-				b.ResetTimer()
-				for range b.N {
-					run()
-				}
-				if _, err := p.Logits(out); err != nil {
-					b.Fatal(err)
-				}
-				b.StopTimer()
+				sec := timeRuns(b, p, ids, 0, make([]float32, tokens*heads*hd))
 				pairs := float64(tokens * (tokens + 1) / 2)
-				b.ReportMetric(pairs*float64(heads*4*hd)/(b.Elapsed().Seconds()/float64(b.N))/1e9, "GFLOP/s")
+				b.ReportMetric(pairs*float64(heads*4*hd)/sec/1e9, "GFLOP/s")
 			})
 		}
 	}
@@ -152,21 +115,11 @@ func attentionProgram(b testing.TB, be gpu.Backend, tokens, heads, kvHeads, hd, 
 	g.Add(&fusion.StoreKVOp{K: k, V: v, KVHeads: kvHeads, HeadDim: hd})
 	g.Logits = g.Add(&fusion.AttentionOp{Out: g.NewBuf("o", tokens, heads*hd), Q: q,
 		HeadShape: fusion.HeadShape{Heads: heads, KVHeads: kvHeads, HeadDim: hd}, Scale: 0.125})
-	ws, err := be.LoadWeights(context.Background(), []*tensors.Tensor{tensorOf(b, r, "q", vocab, heads*hd, tensors.F32, 0, 0),
-		tensorOf(b, r, "k", vocab, kvHeads*hd, tensors.F32, 0, 0), tensorOf(b, r, "v", vocab, kvHeads*hd, tensors.F32, 0, 0)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(ws.Release)
 	kv, err := be.NewKVCache(g.KV)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(kv.Release)
-	p, err := be.Compile(g, ws, kv)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(p.Release)
-	return p
+	return compiled(b, be, g, []*tensors.Tensor{tensorOf(b, r, "q", vocab, heads*hd, tensors.F32, 0, 0),
+		tensorOf(b, r, "k", vocab, kvHeads*hd, tensors.F32, 0, 0), tensorOf(b, r, "v", vocab, kvHeads*hd, tensors.F32, 0, 0)}, kv)
 }

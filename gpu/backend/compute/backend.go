@@ -125,11 +125,11 @@ func (b *backend) kernel(name string, v shaders.Variant) (gpu.Kernel, error) {
 		spec, err = shaders.Get(name)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("kernels: %w", err)
+		return nil, fmt.Errorf("compute: %w", err)
 	}
 	k, err := b.dev.NewKernel(spec)
 	if err != nil {
-		return nil, fmt.Errorf("kernels: compile %s: %w", key, err)
+		return nil, fmt.Errorf("compute: compile %s: %w", key, err)
 	}
 	b.kernels[key] = k
 	return k, nil

@@ -23,11 +23,11 @@ const noRow = math.MaxUint32
 // sequence: len(kvs) <= g.Tokens.
 func (b *backend) CompileBatch(g *fusion.Graph, w gpu.Weights, kvs []gpu.KVCache) (gpu.BatchProgram, error) {
 	if g == nil {
-		return nil, fmt.Errorf("kernels: compile: nil graph")
+		return nil, fmt.Errorf("compute: compile: nil graph")
 	}
 	ws, ok := w.(*weights)
 	if !ok || ws == nil || ws.byName == nil {
-		return nil, fmt.Errorf("kernels: compile: weights %T not loaded by this backend", w)
+		return nil, fmt.Errorf("compute: compile: weights %T not loaded by this backend", w)
 	}
 	shape := func(name string) ([]int, bool) {
 		t, ok := ws.byName[name]
@@ -37,23 +37,23 @@ func (b *backend) CompileBatch(g *fusion.Graph, w gpu.Weights, kvs []gpu.KVCache
 		return t.shape, true
 	}
 	if err := g.ValidateBatch(shape); err != nil {
-		return nil, fmt.Errorf("kernels: compile: %w", err)
+		return nil, fmt.Errorf("compute: compile: %w", err)
 	}
 	if len(kvs) == 0 {
-		return nil, fmt.Errorf("kernels: compile: a batched graph without sequences: %w", fusion.ErrInvalid)
+		return nil, fmt.Errorf("compute: compile: a batched graph without sequences: %w", fusion.ErrInvalid)
 	}
 	if len(kvs) > g.Tokens {
-		return nil, fmt.Errorf("kernels: compile: %d sequences for a batched graph of %d rows (one row per sequence): %w", len(kvs), g.Tokens, gpu.ErrUnsupported)
+		return nil, fmt.Errorf("compute: compile: %d sequences for a batched graph of %d rows (one row per sequence): %w", len(kvs), g.Tokens, gpu.ErrUnsupported)
 	}
 	p := &program{b: b, g: g}
 	if g.UsesKV() {
 		for i, kv := range kvs {
 			c, ok := kv.(*kvCache)
 			if !ok || c == nil || c.k == nil {
-				return nil, fmt.Errorf("kernels: compile: kv cache %d: %T not made by this backend", i, kv)
+				return nil, fmt.Errorf("compute: compile: kv cache %d: %T not made by this backend", i, kv)
 			}
 			if !c.spec.Equal(g.KV) {
-				return nil, fmt.Errorf("kernels: compile: %w: graph needs kv cache %+v, cache %d is %+v", fusion.ErrInvalid, g.KV, i, c.spec)
+				return nil, fmt.Errorf("compute: compile: %w: graph needs kv cache %+v, cache %d is %+v", fusion.ErrInvalid, g.KV, i, c.spec)
 			}
 			p.caches = append(p.caches, c)
 		}
@@ -61,7 +61,7 @@ func (b *backend) CompileBatch(g *fusion.Graph, w gpu.Weights, kvs []gpu.KVCache
 	}
 	if err := p.build(ws, p.caches); err != nil {
 		p.Release()
-		return nil, fmt.Errorf("kernels: compile: %w", err)
+		return nil, fmt.Errorf("compute: compile: %w", err)
 	}
 	return p, nil
 }
@@ -86,7 +86,7 @@ func (p *program) RunBatch(ctx context.Context, rows []gpu.Row) error {
 		return fmt.Errorf("%w: %w", ErrRun, err)
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("kernels: run: %w", err)
+		return fmt.Errorf("compute: run: %w", err)
 	}
 	T := g.Tokens
 	used := 0
@@ -109,13 +109,13 @@ func (p *program) RunBatch(ctx context.Context, rows []gpu.Row) error {
 		put(p.setAt+r.Seq, uint32(min(r.Adapter, math.MaxUint32-1)))
 	}
 	if err := p.b.dev.Write(p.step, 0, step); err != nil {
-		return fmt.Errorf("kernels: run: %w", err)
+		return fmt.Errorf("compute: run: %w", err)
 	}
 	if err := p.b.dev.Submit(p.cmds); err != nil {
-		return fmt.Errorf("kernels: run: %w", err)
+		return fmt.Errorf("compute: run: %w", err)
 	}
 	if err := waitSubmitted(ctx, p.b.dev); err != nil {
-		return fmt.Errorf("kernels: run: %w", err)
+		return fmt.Errorf("compute: run: %w", err)
 	}
 	p.lastRows = append(p.lastRows[:0], rows...)
 	p.lastT = len(rows)
@@ -136,7 +136,7 @@ func (p *program) batchLogits(dst []float32) (int, error) {
 	}
 	raw := make([]byte, 4*used*cols)
 	if err := p.b.dev.Read(p.bufs[p.g.Logits], 0, raw); err != nil {
-		return 0, fmt.Errorf("kernels: logits: %w", err)
+		return 0, fmt.Errorf("compute: logits: %w", err)
 	}
 	for i, r := range p.lastRows {
 		src := raw[4*r.Seq*cols:]

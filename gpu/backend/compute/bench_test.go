@@ -104,7 +104,13 @@ func BenchmarkMatVecF16(b *testing.B) {
 // of activations, x an f16 activation when half.
 func benchOne(b *testing.B, dev gpu.Device, opts compute.Options, ty benchType, tokens, rows, cols int, half bool) {
 	r := rand.New(rand.NewPCG(9, 9))
-	w := tensorOf(b, r, "w", rows, cols, ty.dt, ty.block, ty.st)
+	benchWeights(b, dev, opts, r, tensorOf(b, r, "w", rows, cols, ty.dt, ty.block, ty.st), tokens, rows, cols, half)
+}
+
+// benchWeights times one MatMul of the weights w (rows x cols) over tokens
+// rows of activations (an embedding drawn from r), x an f16 activation
+// when half.
+func benchWeights(b *testing.B, dev gpu.Device, opts compute.Options, r *rand.Rand, w *tensors.Tensor, tokens, rows, cols int, half bool) {
 	g := &fusion.Graph{Tokens: tokens}
 	x := g.NewBuf("x", tokens, cols)
 	g.Add(&fusion.EmbedOp{Out: x, Weight: "x"})
@@ -114,37 +120,9 @@ func benchOne(b *testing.B, dev gpu.Device, opts compute.Options, ty benchType, 
 		g.Bufs[x].F16 = true // the logits y stay f32
 	}
 	be := backendOn(b, dev, opts)
-	ctx := context.Background()
-	ws, err := be.LoadWeights(ctx, []*tensors.Tensor{tensorOf(b, r, "x", vocab, cols, tensors.F32, 0, 0), w})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ws.Release()
-	p, err := be.Compile(g, ws, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer p.Release()
+	p := compiled(b, be, g, []*tensors.Tensor{tensorOf(b, r, "x", vocab, cols, tensors.F32, 0, 0), w}, nil)
 	tk := make([]int32, tokens)
-	out := make([]float32, tokens*rows)
-	run := func() {
-		if err := p.Run(ctx, tk, 0); err != nil {
-			b.Fatal(err)
-		}
-	}
-	run()
-	if _, err := p.Logits(out); err != nil { // warm up, wait
-		b.Fatal(err)
-	}
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		run()
-	}
-	if _, err := p.Logits(out); err != nil { // waits for the queue
-		b.Fatal(err)
-	}
-	b.StopTimer()
-	sec := b.Elapsed().Seconds() / float64(b.N)
+	sec := timeRuns(b, p, tk, 0, make([]float32, tokens*rows))
 	b.ReportMetric(float64(len(w.Data))/sec/1e9, "GB/s")
 	b.ReportMetric(2*float64(rows*cols*tokens)/sec/1e9, "GFLOP/s")
 	reportKernel(b, p, tk)

@@ -156,27 +156,8 @@ func f16ProfiledKernels(t *testing.T, be gpu.Backend, dt tensors.DType, half boo
 	if dt == tensors.I8 {
 		st = tensors.F16
 	}
-	ctx := context.Background()
-	ws, err := be.LoadWeights(ctx, []*tensors.Tensor{tensorOf(t, r, "x", vocab, 128, tensors.F32, 0, 0),
-		tensorOf(t, r, "w", 40, 128, dt, 32, st), vecOf(t, r, "b", 40, 1, 0)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.Release()
-	p, err := be.Compile(g, ws, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Release()
-	ops, err := p.Profile(ctx, []int32{3}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, op := range ops {
-		out = append(out, op.Kernels...)
-	}
-	return out
+	return profiledKernels(t, be, g, []*tensors.Tensor{tensorOf(t, r, "x", vocab, 128, tensors.F32, 0, 0),
+		tensorOf(t, r, "w", 40, 128, dt, 32, st), vecOf(t, r, "b", 40, 1, 0)}, []int32{3}, nil)
 }
 
 // TestDecodeRowsBitwise: the rows of a decode step of several rows (3,

@@ -217,3 +217,46 @@ func mustParse[T any](v T, err error) T {
 	}
 	return v
 }
+
+// compiled loads ts on be and compiles g over them (and kv); both are
+// released when tb's test ends.
+func compiled(tb testing.TB, be gpu.Backend, g *fusion.Graph, ts []*tensors.Tensor, kv gpu.KVCache) gpu.Program {
+	tb.Helper()
+	ws, err := be.LoadWeights(context.Background(), ts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(ws.Release)
+	p, err := be.Compile(g, ws, kv)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(p.Release)
+	return p
+}
+
+// timeRuns runs p on ids at pos once (a warm-up, waited for by reading its
+// logits into out), then b.N times on the clock, waiting for the last the
+// same way, and returns the seconds per run.
+func timeRuns(b *testing.B, p gpu.Program, ids []int32, pos int, out []float32) float64 {
+	b.Helper()
+	ctx := context.Background()
+	run := func() {
+		if err := p.Run(ctx, ids, pos); err != nil {
+			b.Fatal(err)
+		}
+	}
+	run()
+	if _, err := p.Logits(out); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		run()
+	}
+	if _, err := p.Logits(out); err != nil { // waits for the queue
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	return b.Elapsed().Seconds() / float64(b.N)
+}

@@ -34,19 +34,19 @@ func (c *kvCache) Release() {
 // NewKVCache allocates the cache, zero-filled.
 func (b *backend) NewKVCache(spec fusion.KVSpec) (gpu.KVCache, error) {
 	if spec.Layers < 0 || spec.KVHeads <= 0 || spec.HeadDim <= 0 || spec.MaxLen <= 0 {
-		return nil, fmt.Errorf("kernels: kv cache spec %+v: %w", spec, gpu.ErrUnsupported)
+		return nil, fmt.Errorf("compute: kv cache spec %+v: %w", spec, gpu.ErrUnsupported)
 	}
 	if spec.Ring != nil && len(spec.Ring) != spec.Layers {
-		return nil, fmt.Errorf("kernels: kv cache spec %+v: ring lengths for %d layers: %w", spec, len(spec.Ring), gpu.ErrUnsupported)
+		return nil, fmt.Errorf("compute: kv cache spec %+v: ring lengths for %d layers: %w", spec, len(spec.Ring), gpu.ErrUnsupported)
 	}
 	for l := range spec.Layers {
 		if r := spec.RingLen(l); r < 0 || r > spec.MaxLen {
-			return nil, fmt.Errorf("kernels: kv cache spec %+v: ring of %d: %w", spec, r, gpu.ErrUnsupported)
+			return nil, fmt.Errorf("compute: kv cache spec %+v: ring of %d: %w", spec, r, gpu.ErrUnsupported)
 		}
 	}
 	if spec.KVHeads > 1<<16 || spec.HeadDim > 1<<16 || spec.MaxLen > 1<<24 ||
 		int64(spec.KVHeads)*int64(kvWords(spec))*int64(spec.MaxLen)*4 > b.devBinding {
-		return nil, fmt.Errorf("kernels: kv cache layer of %+v exceeds one binding (%d bytes): %w", spec, b.devBinding, gpu.ErrUnsupported)
+		return nil, fmt.Errorf("compute: kv cache layer of %+v exceeds one binding (%d bytes): %w", spec, b.devBinding, gpu.ErrUnsupported)
 	}
 	c := &kvCache{spec: spec}
 	for l := 0; l < spec.Layers; l++ {
@@ -54,13 +54,13 @@ func (b *backend) NewKVCache(spec fusion.KVSpec) (gpu.KVCache, error) {
 		k, err := b.dev.NewBuffer(per)
 		if err != nil {
 			c.Release()
-			return nil, fmt.Errorf("kernels: kv cache: %w", err)
+			return nil, fmt.Errorf("compute: kv cache: %w", err)
 		}
 		v, err := b.dev.NewBuffer(per)
 		if err != nil {
 			k.Release()
 			c.Release()
-			return nil, fmt.Errorf("kernels: kv cache: %w", err)
+			return nil, fmt.Errorf("compute: kv cache: %w", err)
 		}
 		c.k, c.v = append(c.k, k), append(c.v, v)
 	}
@@ -103,26 +103,26 @@ func (b *backend) CopyKV(dst, src gpu.KVCache, n int) error {
 	d, ok1 := dst.(*kvCache)
 	s, ok2 := src.(*kvCache)
 	if !ok1 || !ok2 || d.k == nil || s.k == nil {
-		return fmt.Errorf("kernels: copy kv: %w: caches of another backend or released", gpu.ErrStep)
+		return fmt.Errorf("compute: copy kv: %w: caches of another backend or released", gpu.ErrStep)
 	}
 	ds, ss := d.spec, s.spec
 	if ds.Layers != ss.Layers || ds.KVHeads != ss.KVHeads || ds.HeadDim != ss.HeadDim || ds.F16 != ss.F16 {
-		return fmt.Errorf("kernels: copy kv: %w: cache %+v into %+v", gpu.ErrStep, ss, ds)
+		return fmt.Errorf("compute: copy kv: %w: cache %+v into %+v", gpu.ErrStep, ss, ds)
 	}
 	for l := range ds.Layers {
 		if ds.RingLen(l) != ss.RingLen(l) {
-			return fmt.Errorf("kernels: copy kv: %w: layer %d: ring of %d into one of %d", gpu.ErrStep, l, ss.RingLen(l), ds.RingLen(l))
+			return fmt.Errorf("compute: copy kv: %w: layer %d: ring of %d into one of %d", gpu.ErrStep, l, ss.RingLen(l), ds.RingLen(l))
 		}
 	}
 	if n < 0 || n > ds.MaxLen || n > ss.MaxLen {
-		return fmt.Errorf("kernels: copy kv: %d positions between caches of %d and %d: %w", n, ss.MaxLen, ds.MaxLen, gpu.ErrCacheFull)
+		return fmt.Errorf("compute: copy kv: %d positions between caches of %d and %d: %w", n, ss.MaxLen, ds.MaxLen, gpu.ErrCacheFull)
 	}
 	if n == 0 {
 		return nil
 	}
 	cmds, err := b.dev.NewCommands()
 	if err != nil {
-		return fmt.Errorf("kernels: copy kv: %w", err)
+		return fmt.Errorf("compute: copy kv: %w", err)
 	}
 	defer cmds.Release()
 	words := int64(kvWords(ds))
@@ -133,25 +133,25 @@ func (b *backend) CopyKV(dst, src gpu.KVCache, n int) error {
 		}
 		for h := range int64(ds.KVHeads) {
 			if err := cmds.Copy(d.k[l], h*dl*words*4, s.k[l], h*sl*words*4, cnt*words*4); err != nil {
-				return fmt.Errorf("kernels: copy kv: %w", err)
+				return fmt.Errorf("compute: copy kv: %w", err)
 			}
 			for w := range words {
 				row := h*words + w
 				if err := cmds.Copy(d.v[l], row*dl*4, s.v[l], row*sl*4, cnt*4); err != nil {
-					return fmt.Errorf("kernels: copy kv: %w", err)
+					return fmt.Errorf("compute: copy kv: %w", err)
 				}
 			}
 		}
 	}
 	if err := cmds.Finish(); err != nil {
-		return fmt.Errorf("kernels: copy kv: %w", err)
+		return fmt.Errorf("compute: copy kv: %w", err)
 	}
 	if err := b.dev.Submit(cmds); err != nil {
-		return fmt.Errorf("kernels: copy kv: %w", err)
+		return fmt.Errorf("compute: copy kv: %w", err)
 	}
 	// The list is released on return: wait for it to run.
 	if err := b.dev.Wait(); err != nil {
-		return fmt.Errorf("kernels: copy kv: %w", err)
+		return fmt.Errorf("compute: copy kv: %w", err)
 	}
 	return nil
 }

@@ -102,7 +102,6 @@ func TestMoERuleSwapFails(t *testing.T) {
 // slots by expert (moe_sum adds each row's products). Read from a profile
 // of the op's kernels.
 func TestMoEKernelsChosen(t *testing.T) {
-	ctx := context.Background()
 	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
 		be := backendOn(t, dev, compute.Options{})
 		for _, tc := range []struct {
@@ -116,28 +115,11 @@ func TestMoEKernelsChosen(t *testing.T) {
 		} {
 			t.Run(fmt.Sprintf("t%d", tc.tokens), func(t *testing.T) {
 				g, ws := conformance.MoEGraph(tc.tokens)
-				w, err := be.LoadWeights(ctx, ws)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer w.Release()
-				p, err := be.Compile(g, w, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer p.Release()
-				ops, err := p.Profile(ctx, make([]int32, tc.tokens), 0)
-				if err != nil {
-					t.Fatal(err)
-				}
+				moe := func(op gpu.OpTime) bool { return op.Kind == fusion.MoE }
 				var ran []string
-				for _, op := range ops {
-					if op.Kind == fusion.MoE {
-						for _, k := range op.Kernels {
-							if strings.HasPrefix(k, "moe_") {
-								ran = append(ran, k)
-							}
-						}
+				for _, k := range profiledKernels(t, be, g, ws, make([]int32, tc.tokens), moe) {
+					if strings.HasPrefix(k, "moe_") {
+						ran = append(ran, k)
 					}
 				}
 				if !slices.Equal(ran, tc.want) {

@@ -21,12 +21,12 @@ func (p *program) Profile(ctx context.Context, tokens []int32, pos int) ([]OpTim
 		return nil, fmt.Errorf("%w: program released", ErrRun)
 	}
 	if !p.b.devCaps.Timestamps {
-		return nil, fmt.Errorf("kernels: profile: device timestamps: %w", gpu.ErrUnsupported)
+		return nil, fmt.Errorf("compute: profile: device timestamps: %w", gpu.ErrUnsupported)
 	}
 	if p.profile == nil {
 		cmds, slots, err := p.recordList(true)
 		if err != nil {
-			return nil, fmt.Errorf("kernels: profile: %w", err)
+			return nil, fmt.Errorf("compute: profile: %w", err)
 		}
 		p.profile, p.profileSlots = cmds, slots
 	}
@@ -35,7 +35,7 @@ func (p *program) Profile(ctx context.Context, tokens []int32, pos int) ([]OpTim
 	}
 	ts, err := p.b.dev.ReadTimestamps(len(p.profileSlots))
 	if err != nil {
-		return nil, fmt.Errorf("kernels: profile: %w", err)
+		return nil, fmt.Errorf("compute: profile: %w", err)
 	}
 	kvElem := int64(4)
 	if p.g.KV.F16 {

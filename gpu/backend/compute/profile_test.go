@@ -96,3 +96,23 @@ func TestProfile(t *testing.T) {
 		}
 	})
 }
+
+// profiledKernels loads ts, compiles g over them (no KV cache) and returns
+// the kernels one profiled step over ids at position 0 ran, in order: of
+// every op, or of the ops keep reports where keep is not nil.
+func profiledKernels(t *testing.T, be gpu.Backend, g *fusion.Graph, ts []*tensors.Tensor, ids []int32, keep func(gpu.OpTime) bool) []string {
+	t.Helper()
+	ctx := context.Background()
+	p := compiled(t, be, g, ts, nil)
+	ops, err := p.Profile(ctx, ids, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, op := range ops {
+		if keep == nil || keep(op) {
+			out = append(out, op.Kernels...)
+		}
+	}
+	return out
+}

@@ -13,7 +13,7 @@ import (
 )
 
 // ErrRun reports bad Run or Logits arguments.
-var ErrRun = errors.New("kernels: bad run arguments")
+var ErrRun = errors.New("compute: bad run arguments")
 
 const (
 	paramSlot  = 256                    // uniform offsets must be multiples of 256 on WebGPU
@@ -70,11 +70,11 @@ type program struct {
 // command list.
 func (b *backend) Compile(g *fusion.Graph, w gpu.Weights, kv gpu.KVCache) (gpu.Program, error) {
 	if g == nil {
-		return nil, fmt.Errorf("kernels: compile: nil graph")
+		return nil, fmt.Errorf("compute: compile: nil graph")
 	}
 	ws, ok := w.(*weights)
 	if !ok || ws == nil || ws.byName == nil {
-		return nil, fmt.Errorf("kernels: compile: weights %T not loaded by this backend", w)
+		return nil, fmt.Errorf("compute: compile: weights %T not loaded by this backend", w)
 	}
 	shape := func(name string) ([]int, bool) {
 		t, ok := ws.byName[name]
@@ -84,17 +84,17 @@ func (b *backend) Compile(g *fusion.Graph, w gpu.Weights, kv gpu.KVCache) (gpu.P
 		return t.shape, true
 	}
 	if err := g.Validate(shape); err != nil {
-		return nil, fmt.Errorf("kernels: compile: %w", err)
+		return nil, fmt.Errorf("compute: compile: %w", err)
 	}
 	p := &program{b: b, g: g}
 	var cache *kvCache
 	if g.UsesKV() {
 		c, ok := kv.(*kvCache)
 		if !ok || c == nil || c.k == nil {
-			return nil, fmt.Errorf("kernels: compile: kv cache %T not made by this backend", kv)
+			return nil, fmt.Errorf("compute: compile: kv cache %T not made by this backend", kv)
 		}
 		if !c.spec.Equal(g.KV) {
-			return nil, fmt.Errorf("kernels: compile: %w: graph needs kv cache %+v, have %+v", fusion.ErrInvalid, g.KV, c.spec)
+			return nil, fmt.Errorf("compute: compile: %w: graph needs kv cache %+v, have %+v", fusion.ErrInvalid, g.KV, c.spec)
 		}
 		cache, p.maxLen = c, c.spec.MaxLen
 	}
@@ -104,7 +104,7 @@ func (b *backend) Compile(g *fusion.Graph, w gpu.Weights, kv gpu.KVCache) (gpu.P
 	}
 	if err := p.build(ws, caches); err != nil {
 		p.Release()
-		return nil, fmt.Errorf("kernels: compile: %w", err)
+		return nil, fmt.Errorf("compute: compile: %w", err)
 	}
 	return p, nil
 }
@@ -209,7 +209,7 @@ func (p *program) run(ctx context.Context, tokens []int32, pos int, cmds gpu.Com
 		return fmt.Errorf("%w: Run of a batched graph (RunBatch runs it)", ErrRun)
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("kernels: run: %w", err)
+		return fmt.Errorf("compute: run: %w", err)
 	}
 	step := make([]byte, 4*(shaders.StepToken+n))
 	binary.LittleEndian.PutUint32(step[4*shaders.StepPos:], uint32(pos))
@@ -227,13 +227,13 @@ func (p *program) run(ctx context.Context, tokens []int32, pos int, cmds gpu.Com
 	}
 	p.lastT = 0
 	if err := p.b.dev.Write(p.step, 0, step); err != nil {
-		return fmt.Errorf("kernels: run: %w", err)
+		return fmt.Errorf("compute: run: %w", err)
 	}
 	if err := p.b.dev.Submit(cmds); err != nil {
-		return fmt.Errorf("kernels: run: %w", err)
+		return fmt.Errorf("compute: run: %w", err)
 	}
 	if err := waitSubmitted(ctx, p.b.dev); err != nil {
-		return fmt.Errorf("kernels: run: %w", err)
+		return fmt.Errorf("compute: run: %w", err)
 	}
 	p.lastT = n
 	return nil
@@ -257,7 +257,7 @@ func (p *program) Logits(dst []float32) (int, error) {
 	}
 	raw := make([]byte, 4*n)
 	if err := p.b.dev.Read(p.bufs[p.g.Logits], 0, raw); err != nil {
-		return 0, fmt.Errorf("kernels: logits: %w", err)
+		return 0, fmt.Errorf("compute: logits: %w", err)
 	}
 	for i := range n {
 		dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))

@@ -1,7 +1,6 @@
 package compute_test
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -58,42 +57,7 @@ func benchBlocksOnDevices(b *testing.B, tokens int) {
 					default:
 						w = tensorOf(b, r, "w", rows, cols, dt, 0, 0)
 					}
-					g := &fusion.Graph{Tokens: tokens}
-					x := g.NewBuf("x", tokens, cols)
-					g.Add(&fusion.EmbedOp{Out: x, Weight: "x"})
-					g.Logits = g.Add(&fusion.MatMulOp{Out: g.NewBuf("y", tokens, rows), In: x, Projection: fusion.Projection{Weight: "w"}})
-					be := backendOn(b, dev, compute.Options{})
-					ctx := context.Background()
-					ws, err := be.LoadWeights(ctx, []*tensors.Tensor{tensorOf(b, r, "x", vocab, cols, tensors.F32, 0, 0), w})
-					if err != nil {
-						b.Fatal(err)
-					}
-					defer ws.Release()
-					p, err := be.Compile(g, ws, nil)
-					if err != nil {
-						b.Fatal(err)
-					}
-					defer p.Release()
-					tk := make([]int32, tokens)
-					out := make([]float32, tokens*rows)
-					run := func() {
-						if err := p.Run(ctx, tk, 0); err != nil {
-							b.Fatal(err)
-						}
-					}
-					run()
-					if _, err := p.Logits(out); err != nil {
-						b.Fatal(err)
-					}
-					b.ResetTimer()
-					for range b.N {
-						run()
-					}
-					if _, err := p.Logits(out); err != nil { // waits for the queue
-						b.Fatal(err)
-					}
-					b.StopTimer()
-					b.ReportMetric(float64(2*rows*cols*tokens*b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+					benchWeights(b, dev, compute.Options{}, r, w, tokens, rows, cols, false)
 				})
 			}
 		})
@@ -146,24 +110,5 @@ func blockKernels(t *testing.T, be gpu.Backend, dt tensors.DType, tokens int) []
 	x := g.NewBuf("x", tokens, cols)
 	g.Add(&fusion.EmbedOp{Out: x, Weight: "x"})
 	g.Logits = g.Add(&fusion.MatMulOp{Out: g.NewBuf("y", tokens, 40), In: x, Projection: fusion.Projection{Weight: "w"}})
-	ctx := context.Background()
-	ws, err := be.LoadWeights(ctx, []*tensors.Tensor{tensorOf(t, r, "x", vocab, cols, tensors.F32, 0, 0), conformance.BlockMatrix(r, "w", 40, cols, dt)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.Release()
-	p, err := be.Compile(g, ws, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Release()
-	ops, err := p.Profile(ctx, make([]int32, tokens), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, op := range ops {
-		out = append(out, op.Kernels...)
-	}
-	return out
+	return profiledKernels(t, be, g, []*tensors.Tensor{tensorOf(t, r, "x", vocab, cols, tensors.F32, 0, 0), conformance.BlockMatrix(r, "w", 40, cols, dt)}, make([]int32, tokens), nil)
 }

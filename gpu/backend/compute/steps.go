@@ -27,11 +27,11 @@ func (p *program) stepHeader(st shaders.DecodeStep) []byte {
 // fusion.Sample: the rule goes into the step tensor with the next run.
 func (p *program) SetSampling(r fusion.Sampling) error {
 	if p.rule == nil {
-		return fmt.Errorf("kernels: set sampling: the program does not sample from its step tensor: %w", gpu.ErrUnsupported)
+		return fmt.Errorf("compute: set sampling: the program does not sample from its step tensor: %w", gpu.ErrUnsupported)
 	}
 	if err := r.Validate(); err != nil {
 		// The caller's rule comes from validated options: an invariant.
-		return fmt.Errorf("kernels: set sampling: %w", err)
+		return fmt.Errorf("compute: set sampling: %w", err)
 	}
 	*p.rule = r
 	return nil
@@ -42,14 +42,14 @@ func (p *program) SetSampling(r fusion.Sampling) error {
 // is written now, before the next run.
 func (p *program) SetTokenMask(allowed []uint64) error {
 	if p.mask == nil {
-		return fmt.Errorf("kernels: set token mask: the program picks no token: %w", gpu.ErrUnsupported)
+		return fmt.Errorf("compute: set token mask: the program picks no token: %w", gpu.ErrUnsupported)
 	}
 	if allowed != nil && len(allowed) != (p.maskN+63)/64 {
-		return fmt.Errorf("kernels: set token mask: %w: %d words for a vocabulary of %d (want %d)", fusion.ErrInvalid, len(allowed), p.maskN, (p.maskN+63)/64)
+		return fmt.Errorf("compute: set token mask: %w: %d words for a vocabulary of %d (want %d)", fusion.ErrInvalid, len(allowed), p.maskN, (p.maskN+63)/64)
 	}
 	p.maskBytes = shaders.EncodeTokenMask(p.maskBytes, p.maskN, allowed)
 	if err := p.b.dev.Write(p.mask, 0, p.maskBytes); err != nil {
-		return fmt.Errorf("kernels: set token mask: %w", err)
+		return fmt.Errorf("compute: set token mask: %w", err)
 	}
 	p.masked = allowed != nil
 	return nil
@@ -121,11 +121,11 @@ func (p *program) RunSteps(ctx context.Context, token int32, pos, n int, stops [
 		return nil, fmt.Errorf("%w: token %d outside the vocabulary of %d", ErrRun, token, p.vocab)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("kernels: run steps: %w", err)
+		return nil, fmt.Errorf("compute: run steps: %w", err)
 	}
 	cmds, err := p.stepList(out, n)
 	if err != nil {
-		return nil, fmt.Errorf("kernels: run steps: %w", err)
+		return nil, fmt.Errorf("compute: run steps: %w", err)
 	}
 	st := shaders.DecodeStep{Pos: uint32(pos), Tokens: 1, Token: uint32(token), ValidLen: uint32(pos), Steps: uint32(n), NStops: uint32(len(stops))}
 	for i, s := range stops {
@@ -133,17 +133,17 @@ func (p *program) RunSteps(ctx context.Context, token int32, pos, n int, stops [
 	}
 	p.lastT = 0
 	if err := p.b.dev.Write(p.step, 0, p.stepHeader(st)); err != nil {
-		return nil, fmt.Errorf("kernels: run steps: %w", err)
+		return nil, fmt.Errorf("compute: run steps: %w", err)
 	}
 	if err := p.b.dev.Submit(cmds); err != nil {
-		return nil, fmt.Errorf("kernels: run steps: %w", err)
+		return nil, fmt.Errorf("compute: run steps: %w", err)
 	}
 	if err := waitSubmitted(ctx, p.b.dev); err != nil {
-		return nil, fmt.Errorf("kernels: run steps: %w", err)
+		return nil, fmt.Errorf("compute: run steps: %w", err)
 	}
 	raw := make([]byte, shaders.DecodeStepHeader+4*n)
 	if err := p.b.dev.Read(p.step, 0, raw); err != nil {
-		return nil, fmt.Errorf("kernels: run steps: %w", err)
+		return nil, fmt.Errorf("compute: run steps: %w", err)
 	}
 	var got shaders.DecodeStep
 	full := make([]byte, binary.Size(got))
@@ -152,7 +152,7 @@ func (p *program) RunSteps(ctx context.Context, token int32, pos, n int, stops [
 		return nil, err
 	}
 	if got.Count < 1 || int(got.Count) > n || got.ValidLen != uint32(pos)+got.Count {
-		return nil, fmt.Errorf("kernels: run steps: the device reports %d ids and %d valid positions after %d steps from %d", got.Count, got.ValidLen, n, pos)
+		return nil, fmt.Errorf("compute: run steps: the device reports %d ids and %d valid positions after %d steps from %d", got.Count, got.ValidLen, n, pos)
 	}
 	ids := make([]int32, got.Count)
 	for i := range ids {

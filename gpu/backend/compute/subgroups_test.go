@@ -1,7 +1,6 @@
 package compute_test
 
 import (
-	"context"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -34,7 +33,7 @@ func TestSubgroupVariantChosen(t *testing.T) {
 		}
 		for _, mode := range []compute.SubgroupMode{compute.SubgroupsAuto, compute.SubgroupsOff} {
 			t.Run(mode.String(), func(t *testing.T) {
-				kernel := profiledKernels(t, backendOn(t, dev, compute.Options{Subgroups: mode}))
+				kernel := f32MatVecKernels(t, backendOn(t, dev, compute.Options{Subgroups: mode}))
 				want := "matvec_lanes.F32"
 				if mode == compute.SubgroupsAuto && shaders.SubgroupVariantFits(caps.SubgroupSize) {
 					want = "matvec_sg.F32_sg"
@@ -47,10 +46,10 @@ func TestSubgroupVariantChosen(t *testing.T) {
 	})
 }
 
-// profiledKernels compiles a one-token f32 MatMul (128 columns: 32 chunks,
+// f32MatVecKernels compiles a one-token f32 MatMul (128 columns: 32 chunks,
 // lane groups of 32, so subgroups of 8 take the combining path too) and
 // returns the kernels its profiled step ran.
-func profiledKernels(t *testing.T, be gpu.Backend) []string {
+func f32MatVecKernels(t *testing.T, be gpu.Backend) []string {
 	t.Helper()
 	if !be.Caps().Timestamps {
 		t.Skipf("%s: no timestamps to profile with", be.Info().Name)
@@ -60,24 +59,5 @@ func profiledKernels(t *testing.T, be gpu.Backend) []string {
 	x := g.NewBuf("x", 1, 128)
 	g.Add(&fusion.EmbedOp{Out: x, Weight: "x"})
 	g.Logits = g.Add(&fusion.MatMulOp{Out: g.NewBuf("y", 1, 40), In: x, Projection: fusion.Projection{Weight: "w"}})
-	ctx := context.Background()
-	ws, err := be.LoadWeights(ctx, []*tensors.Tensor{tensorOf(t, r, "x", vocab, 128, tensors.F32, 0, 0), tensorOf(t, r, "w", 40, 128, tensors.F32, 0, 0)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.Release()
-	p, err := be.Compile(g, ws, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Release()
-	ops, err := p.Profile(ctx, []int32{3}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, op := range ops {
-		out = append(out, op.Kernels...)
-	}
-	return out
+	return profiledKernels(t, be, g, []*tensors.Tensor{tensorOf(t, r, "x", vocab, 128, tensors.F32, 0, 0), tensorOf(t, r, "w", 40, 128, tensors.F32, 0, 0)}, []int32{3}, nil)
 }

@@ -44,16 +44,7 @@ func benchSubmit(b *testing.B, dev gpu.Device, dispatches int) {
 	g.Logits = out
 	be := backendOn(b, dev, compute.Options{})
 	ctx := context.Background()
-	ws, err := be.LoadWeights(ctx, []*tensors.Tensor{tensorOf(b, r, "x", vocab, cols, tensors.F32, 0, 0)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ws.Release()
-	p, err := be.Compile(g, ws, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer p.Release()
+	p := compiled(b, be, g, []*tensors.Tensor{tensorOf(b, r, "x", vocab, cols, tensors.F32, 0, 0)}, nil)
 	dst := make([]float32, cols)
 	tk := []int32{1}
 	for i := 0; i < b.N+1; i++ {

@@ -66,16 +66,16 @@ func (b *backend) LoadWeights(ctx context.Context, ts []*tensors.Tensor) (gpu.We
 		}
 		if t == nil {
 			ws.Release()
-			return nil, fmt.Errorf("kernels: nil tensor")
+			return nil, fmt.Errorf("compute: nil tensor")
 		}
 		if _, dup := ws.byName[t.Name]; dup {
 			ws.Release()
-			return nil, fmt.Errorf("kernels: tensor %q given twice", t.Name)
+			return nil, fmt.Errorf("compute: tensor %q given twice", t.Name)
 		}
 		w, err := b.upload(t)
 		if err != nil {
 			ws.Release()
-			return nil, fmt.Errorf("kernels: load %q: %w", t.Name, err)
+			return nil, fmt.Errorf("compute: load %q: %w", t.Name, err)
 		}
 		ws.byName[t.Name] = w
 	}

@@ -91,15 +91,7 @@ func BenchmarkKQuantRows(b *testing.B) {
 			w := randKBlocks(r, kt.t, rows*cols/QK, 0)
 			rb := cols / QK * kt.t.BlockBytes()
 			out := make([]float32, rows)
-			b.Run(fmt.Sprintf("%s/rows=%d/decode-f32", kt.t, rows), func(b *testing.B) {
-				b.SetBytes(int64(len(w)))
-				for b.Loop() {
-					for i := range out {
-						_ = tensors.DecodeBlocks(kt.dt, w[i*rb:(i+1)*rb], row)
-						out[i] = DotF32(row, x)
-					}
-				}
-			})
+			benchDecodeF32(b, fmt.Sprintf("%s/rows=%d/decode-f32", kt.t, rows), kt.dt, w, rb, x, row, out)
 			for _, k := range Impls() {
 				b.Run(fmt.Sprintf("%s/rows=%d/%s", kt.t, rows, k.Name), func(b *testing.B) {
 					b.SetBytes(int64(len(w)))
@@ -124,15 +116,7 @@ func BenchmarkQ32Rows(b *testing.B) {
 			w := randQ32Blocks(r, qt.t, qt.scales, rows*cols/QBlock, 0)
 			rb := cols / QBlock * qt.t.BlockBytes()
 			out := make([]float32, rows)
-			b.Run(fmt.Sprintf("%s/rows=%d/decode-f32", qt.t, rows), func(b *testing.B) {
-				b.SetBytes(int64(len(w)))
-				for b.Loop() {
-					for i := range out {
-						_ = tensors.DecodeBlocks(qt.dt, w[i*rb:(i+1)*rb], row)
-						out[i] = DotF32(row, x)
-					}
-				}
-			})
+			benchDecodeF32(b, fmt.Sprintf("%s/rows=%d/decode-f32", qt.t, rows), qt.dt, w, rb, x, row, out)
 			for _, k := range Impls() {
 				b.Run(fmt.Sprintf("%s/rows=%d/%s", qt.t, rows, k.Name), func(b *testing.B) {
 					b.SetBytes(int64(len(w)))
@@ -221,6 +205,21 @@ func BenchmarkQuantizeQ8K(b *testing.B) {
 		b.SetBytes(4 * n)
 		for b.Loop() {
 			QuantizeQ8K(q, d, s, x)
+		}
+	})
+}
+
+// benchDecodeF32 runs the baseline of the rows benchmarks: each row of rb
+// bytes of w decoded to f32 (tensors.DecodeBlocks of dt into row) and
+// dotted with x.
+func benchDecodeF32(b *testing.B, name string, dt tensors.DType, w []byte, rb int, x, row, out []float32) {
+	b.Run(name, func(b *testing.B) {
+		b.SetBytes(int64(len(w)))
+		for b.Loop() {
+			for i := range out {
+				_ = tensors.DecodeBlocks(dt, w[i*rb:(i+1)*rb], row)
+				out[i] = DotF32(row, x)
+			}
 		}
 	})
 }

@@ -32,80 +32,39 @@ var AVX2 = &Impl{
 	quantQ8:    quantizeQ8A,
 	quantQ8K:   quantizeQ8KA,
 	dotK: [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16) float32{
-		Q4K: kernelKA(dotQ4KAVX2), Q5K: kernelKA(dotQ5KAVX2), Q6K: kernelKA(dotQ6KAVX2),
-		Q2K: kernelKA(dotQ2KAVX2), Q3K: kernelKA(dotQ3KAVX2),
+		Q4K: kernelK(dotQ4KAVX2), Q5K: kernelK(dotQ5KAVX2), Q6K: kernelK(dotQ6KAVX2),
+		Q2K: kernelK(dotQ2KAVX2), Q3K: kernelK(dotQ3KAVX2),
 	},
 	dotKRows: [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16, out []float32){
-		Q4K: kernelKRowsA(dotQ4KRowsAVX2), Q5K: kernelKRowsA(dotQ5KRowsAVX2), Q6K: kernelKRowsA(dotQ6KRowsAVX2),
-		Q2K: kernelKRowsA(dotQ2KRowsAVX2), Q3K: kernelKRowsA(dotQ3KRowsAVX2),
+		Q4K: kernelKRows(dotQ4KRowsAVX2), Q5K: kernelKRows(dotQ5KRowsAVX2), Q6K: kernelKRows(dotQ6KRowsAVX2),
+		Q2K: kernelKRows(dotQ2KRowsAVX2), Q3K: kernelKRows(dotQ3KRowsAVX2),
 	},
 	dotKx4: [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16, xstride int, out *[4]float32){
-		Q4K: kernelKx4A(Q4K, dotQ4Kx4AVX2), Q5K: kernelKx4A(Q5K, dotQ5Kx4AVX2), Q6K: kernelKx4A(Q6K, dotQ6Kx4AVX2),
+		Q4K: kernelKx4(Q4K, dotQ4Kx4AVX2), Q5K: kernelKx4(Q5K, dotQ5Kx4AVX2), Q6K: kernelKx4(Q6K, dotQ6Kx4AVX2),
 	},
 	dotQ32: [NumQ32]func(w []byte, x []int8, xd []float32) float32{
-		Q4_1: kernelQ32A(dotQ4_1AVX2), Q5_0: kernelQ32A(dotQ5_0AVX2), Q5_1: kernelQ32A(dotQ5_1AVX2), Q8_0: q8_0A,
+		Q4_1: kernelQ32(dotQ4_1AVX2), Q5_0: kernelQ32(dotQ5_0AVX2), Q5_1: kernelQ32(dotQ5_1AVX2), Q8_0: q8_0A,
 		MXFP4: mxfp4A,
 	},
 	dotQ32Rows: [NumQ32]func(w []byte, x []int8, xd []float32, out []float32){Q8_0: q8_0RowsA, MXFP4: mxfp4RowsA},
-}
-
-// kernelKRowsA wraps a several-rows K-quant kernel (DotKRows checked the
-// slices).
-func kernelKRowsA(f func(w *byte, x *int8, xd *float32, xs *int16, nb, rows int, out *float32)) func(w []byte, x []int8, xd []float32, xs []int16, out []float32) {
-	return func(w []byte, x []int8, xd []float32, xs []int16, out []float32) {
-		if len(out) == 0 {
-			return
-		}
-		if len(xd) == 0 {
-			clear(out)
-			return
-		}
-		f(&w[0], &x[0], &xd[0], &xs[0], len(xd), len(out), &out[0])
-	}
 }
 
 // kernelKRows4A wraps a four-row K-quant kernel, the rows past a multiple
 // of four going to the several-rows kernel one.
 func kernelKRows4A(four func(w *byte, x *int8, xd *float32, xs *int16, nb, groups int, out *float32),
 	one func(w *byte, x *int8, xd *float32, xs *int16, nb, rows int, out *float32)) func(w []byte, x []int8, xd []float32, xs []int16, out []float32) {
+	rest := kernelKRows(one)
 	return func(w []byte, x []int8, xd []float32, xs []int16, out []float32) {
-		if len(out) == 0 {
-			return
-		}
-		if len(xd) == 0 {
-			clear(out)
-			return
-		}
 		g := len(out) / 4
-		if g > 0 {
-			four(&w[0], &x[0], &xd[0], &xs[0], len(xd), g, &out[0])
+		if g == 0 || len(xd) == 0 {
+			rest(w, x, xd, xs, out)
+			return
 		}
+		four(&w[0], &x[0], &xd[0], &xs[0], len(xd), g, &out[0])
 		if n := 4 * g; n < len(out) {
 			rb := len(w) / len(out)
-			one(&w[n*rb], &x[0], &xd[0], &xs[0], len(xd), len(out)-n, &out[n])
+			rest(w[n*rb:], x, xd, xs, out[n:])
 		}
-	}
-}
-
-// kernelKx4A wraps a four-token K-quant kernel (DotKx4 checked the
-// slices: xstride is a multiple of QK).
-func kernelKx4A(t KQuant, f func(w *byte, x *int8, xd *float32, xs *int16, nb, xstride int, out *float32)) func(w []byte, x []int8, xd []float32, xs []int16, xstride int, out *[4]float32) {
-	return func(w []byte, x []int8, xd []float32, xs []int16, xstride int, out *[4]float32) {
-		if len(w) == 0 {
-			*out = [4]float32{}
-			return
-		}
-		f(&w[0], &x[0], &xd[0], &xs[0], len(w)/t.BlockBytes(), xstride, &out[0])
-	}
-}
-
-// kernelQ32A wraps a Q4_1/Q5_0/Q5_1 kernel (the slices already checked).
-func kernelQ32A(f func(w *byte, x *int8, xd *float32, nb int) float32) func(w []byte, x []int8, xd []float32) float32 {
-	return func(w []byte, x []int8, xd []float32) float32 {
-		if len(xd) == 0 {
-			return 0
-		}
-		return f(&w[0], &x[0], &xd[0], len(xd))
 	}
 }
 
@@ -137,16 +96,6 @@ func mxfp4A(w []byte, x []int8, xd []float32) float32 {
 	var out [1]float32
 	dotMXFP4RowsAVX2(&w[0], &x[0], &xd[0], len(xd), 1, &out[0])
 	return out[0]
-}
-
-// kernelKA wraps a K-quant kernel (the slices already checked by DotK).
-func kernelKA(f func(w *byte, x *int8, xd *float32, xs *int16, nb int) float32) func(w []byte, x []int8, xd []float32, xs []int16) float32 {
-	return func(w []byte, x []int8, xd []float32, xs []int16) float32 {
-		if len(xd) == 0 {
-			return 0
-		}
-		return f(&w[0], &x[0], &xd[0], &xs[0], len(xd))
-	}
 }
 
 // VNNI is AVX2 with the prefill GEMM kernels of AVX-512 VNNI (on 256-bit
@@ -207,31 +156,10 @@ func init() {
 
 // The wrappers run the assembly on whole vectors and finish in Go.
 
-func dotF32A(a, x []float32) float32 {
-	n := len(a) &^ 7
-	var s float32
-	if n > 0 {
-		s = dotF32AVX2(&a[0], &x[0], n)
-	}
-	for i := n; i < len(a); i++ {
-		s += a[i] * x[i]
-	}
-	return s
-}
+func dotF32A(a, x []float32) float32 { return dotF32Vec(dotF32AVX2, 8, a, x) }
 
 func dotF32x4A(a, x []float32, stride int, out *[4]float32) {
-	n := len(a) &^ 7
-	if n == 0 {
-		dotF32x4Go(a, x, stride, out)
-		return
-	}
-	dotF32x4AVX2(&a[0], &x[0], stride, n, &out[0])
-	for j := range out {
-		xj := x[j*stride:]
-		for i := n; i < len(a); i++ {
-			out[j] += a[i] * xj[i]
-		}
-	}
+	dotF32x4Vec(dotF32x4AVX2, 8, a, x, stride, out)
 }
 
 func dotF32x2x4A(a0, a1, x []float32, stride int, out *[8]float32) {
@@ -252,42 +180,16 @@ func dotF32x2x4A(a0, a1, x []float32, stride int, out *[8]float32) {
 	}
 }
 
-func dotF16A(a []uint16, x []float32) float32 {
-	n := len(a) &^ 7
-	var s float32
-	if n > 0 {
-		s = dotF16AVX2(&a[0], &x[0], n)
-	}
-	for i := n; i < len(a); i++ {
-		s += F16ToF32[a[i]] * x[i]
-	}
-	return s
-}
+func dotF16A(a []uint16, x []float32) float32 { return dotF16Vec(dotF16AVX2, a, x) }
 
-func dotBF16A(a []uint16, x []float32) float32 {
-	n := len(a) &^ 7
-	var s float32
-	if n > 0 {
-		s = dotBF16AVX2(&a[0], &x[0], n)
-	}
-	if n < len(a) {
-		s += dotBF16Go(a[n:], x[n:])
-	}
-	return s
-}
+func dotBF16A(a []uint16, x []float32) float32 { return dotBF16Vec(dotBF16AVX2, a, x) }
 
 func dotI8A(q []int8, sc []float32, block int, x []float32) float32 {
-	if block%8 != 0 || len(sc) == 0 {
-		return dotI8Go(q, sc, block, x)
-	}
-	return dotI8F32AVX2(&q[0], &x[0], &sc[0], len(sc), block)
+	return dotI8Vec(dotI8F32AVX2, 8, q, sc, block, x)
 }
 
 func dotI4A(q []byte, sc []float32, block int, x []float32) float32 {
-	if block%32 != 0 || len(sc) == 0 {
-		return dotI4Go(q, sc, block, x)
-	}
-	return dotI4F32AVX2(&q[0], &x[0], &sc[0], len(sc), block)
+	return dotI4Vec(dotI4F32AVX2, 32, q, sc, block, x)
 }
 
 func dotQ8A(w []int8, ws []uint16, per int, x []int8, xd []float32) float32 {
@@ -329,21 +231,9 @@ func dotQ4RowsA(w []byte, ws []uint16, x []int8, xd []float32, out []float32, ws
 	dotQ4Q8BlocksRowsAVX2(&w[0], &ws[0], &x[0], &xd[0], len(xd), len(out), &out[0], 2*wsStride)
 }
 
-func expSubA(out, in []float32, sub float32) {
-	n := len(out) &^ 7
-	if n > 0 {
-		expSubF32AVX2(&out[0], &in[0], sub, n)
-	}
-	expSubGo(out[n:], in[n:], sub)
-}
+func expSubA(out, in []float32, sub float32) { expSubVec(expSubF32AVX2, out, in, sub) }
 
-func swigluA(out, g, u []float32) {
-	n := len(out) &^ 7
-	if n > 0 {
-		swigluF32AVX2(&out[0], &g[0], &u[0], n)
-	}
-	swigluGo(out[n:], g[n:], u[n:])
-}
+func swigluA(out, g, u []float32) { swigluVec(swigluF32AVX2, out, g, u) }
 
 func dotQ4x4A(w []byte, ws []uint16, per int, x []int8, xd []float32, xstride int, out *[4]float32) {
 	if len(ws) == 0 || per <= 0 {
@@ -369,30 +259,12 @@ func dotQ8x4A(w []int8, ws []uint16, per int, x []int8, xd []float32, xstride in
 	dotQ8Q8x4AVX2(&w[0], &ws[0], &x[0], &xd[0], len(ws), per, xstride, xstride/QBlock, &out[0])
 }
 
-// The weighted sums run the assembly on whole chunks of 8 columns and the
-// rest in Go.
 func wsumF32A(out, v []float32, stride int, w []float32) {
-	d := len(out) &^ 7
-	if len(w) == 0 || d == 0 {
-		wsumF32Go(out, v, stride, w)
-		return
-	}
-	weightedSumF32AVX2(&out[0], &v[0], stride, &w[0], len(w), d)
-	if d < len(out) {
-		wsumF32Go(out[d:], v[d:], stride, w)
-	}
+	wsumF32Vec(weightedSumF32AVX2, 8, out, v, stride, w)
 }
 
 func wsumF16A(out []float32, v []uint16, stride int, w []float32) {
-	d := len(out) &^ 7
-	if len(w) == 0 || d == 0 {
-		wsumF16Go(out, v, stride, w)
-		return
-	}
-	weightedSumF16AVX2(&out[0], &v[0], stride, &w[0], len(w), d)
-	if d < len(out) {
-		wsumF16Go(out[d:], v[d:], stride, w)
-	}
+	wsumF16Vec(weightedSumF16AVX2, out, v, stride, w)
 }
 
 // quantizeQ8A is QuantizeQ8 in natural order with the AVX2 passes:

@@ -27,15 +27,15 @@ var NEON = &Impl{
 	expSub:    expSubN,
 	swiglu:    swigluN,
 	dotK: [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16) float32{
-		Q4K: kernelKN(dotQ4KNEON), Q5K: kernelKN(dotQ5KNEON), Q6K: kernelKN(dotQ6KNEON), Q2K: kernelKN(dotQ2KNEON), Q3K: kernelKN(dotQ3KNEON),
+		Q4K: kernelK(dotQ4KNEON), Q5K: kernelK(dotQ5KNEON), Q6K: kernelK(dotQ6KNEON), Q2K: kernelK(dotQ2KNEON), Q3K: kernelK(dotQ3KNEON),
 	},
 	dotKx4: [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16, xstride int, out *[4]float32){
-		Q4K: kernelKx4N(Q4K, dotQ4Kx4NEON), Q5K: kernelKx4N(Q5K, dotQ5Kx4NEON), Q6K: kernelKx4N(Q6K, dotQ6Kx4NEON),
+		Q4K: kernelKx4(Q4K, dotQ4Kx4NEON), Q5K: kernelKx4(Q5K, dotQ5Kx4NEON), Q6K: kernelKx4(Q6K, dotQ6Kx4NEON),
 	},
 	dotKRows: [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16, out []float32){
-		Q4K: kernelKRowsN(dotQ4KRowsNEON), Q5K: kernelKRowsN(dotQ5KRowsNEON), Q6K: kernelKRowsN(dotQ6KRowsNEON), Q2K: kernelKRowsN(dotQ2KRowsNEON), Q3K: kernelKRowsN(dotQ3KRowsNEON),
+		Q4K: kernelKRows(dotQ4KRowsNEON), Q5K: kernelKRows(dotQ5KRowsNEON), Q6K: kernelKRows(dotQ6KRowsNEON), Q2K: kernelKRows(dotQ2KRowsNEON), Q3K: kernelKRows(dotQ3KRowsNEON),
 	},
-	dotQ32: [NumQ32]func(w []byte, x []int8, xd []float32) float32{Q4_1: kernelQ32N(dotQ4_1NEON), Q5_0: kernelQ32N(dotQ5_0NEON), Q5_1: kernelQ32N(dotQ5_1NEON), Q8_0: kernelQ32N(dotQ8_0NEON), MXFP4: kernelQ32N(dotMXFP4NEON)},
+	dotQ32: [NumQ32]func(w []byte, x []int8, xd []float32) float32{Q4_1: kernelQ32(dotQ4_1NEON), Q5_0: kernelQ32(dotQ5_0NEON), Q5_1: kernelQ32(dotQ5_1NEON), Q8_0: kernelQ32(dotQ8_0NEON), MXFP4: kernelQ32(dotMXFP4NEON)},
 }
 
 // NEONDot is NEON with the integer kernels on SDOT, for cores with the
@@ -60,62 +60,15 @@ var NEONDot = &Impl{
 	expSub:    expSubN,
 	swiglu:    swigluN,
 	dotK: [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16) float32{
-		Q4K: kernelKN(dotQ4KSDOT), Q5K: kernelKN(dotQ5KSDOT), Q6K: kernelKN(dotQ6KSDOT), Q2K: kernelKN(dotQ2KSDOT), Q3K: kernelKN(dotQ3KSDOT),
+		Q4K: kernelK(dotQ4KSDOT), Q5K: kernelK(dotQ5KSDOT), Q6K: kernelK(dotQ6KSDOT), Q2K: kernelK(dotQ2KSDOT), Q3K: kernelK(dotQ3KSDOT),
 	},
 	dotKx4: [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16, xstride int, out *[4]float32){
-		Q4K: kernelKx4N(Q4K, dotQ4Kx4SDOT), Q5K: kernelKx4N(Q5K, dotQ5Kx4SDOT), Q6K: kernelKx4N(Q6K, dotQ6Kx4SDOT),
+		Q4K: kernelKx4(Q4K, dotQ4Kx4SDOT), Q5K: kernelKx4(Q5K, dotQ5Kx4SDOT), Q6K: kernelKx4(Q6K, dotQ6Kx4SDOT),
 	},
 	dotKRows: [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16, out []float32){
-		Q4K: kernelKRowsN(dotQ4KRowsSDOT), Q5K: kernelKRowsN(dotQ5KRowsSDOT), Q6K: kernelKRowsN(dotQ6KRowsSDOT), Q2K: kernelKRowsN(dotQ2KRowsSDOT), Q3K: kernelKRowsN(dotQ3KRowsSDOT),
+		Q4K: kernelKRows(dotQ4KRowsSDOT), Q5K: kernelKRows(dotQ5KRowsSDOT), Q6K: kernelKRows(dotQ6KRowsSDOT), Q2K: kernelKRows(dotQ2KRowsSDOT), Q3K: kernelKRows(dotQ3KRowsSDOT),
 	},
-	dotQ32: [NumQ32]func(w []byte, x []int8, xd []float32) float32{Q4_1: kernelQ32N(dotQ4_1SDOT), Q5_0: kernelQ32N(dotQ5_0SDOT), Q5_1: kernelQ32N(dotQ5_1SDOT), Q8_0: kernelQ32N(dotQ8_0SDOT), MXFP4: kernelQ32N(dotMXFP4SDOT)},
-}
-
-// kernelKx4N wraps a four-token K-quant kernel (DotKx4 checked the
-// slices: xstride is a multiple of QK).
-func kernelKx4N(t KQuant, f func(w *byte, x *int8, xd *float32, xs *int16, nb, xstride int, out *float32)) func(w []byte, x []int8, xd []float32, xs []int16, xstride int, out *[4]float32) {
-	return func(w []byte, x []int8, xd []float32, xs []int16, xstride int, out *[4]float32) {
-		if len(w) == 0 {
-			*out = [4]float32{}
-			return
-		}
-		f(&w[0], &x[0], &xd[0], &xs[0], len(w)/t.BlockBytes(), xstride, &out[0])
-	}
-}
-
-// kernelKRowsN wraps a several-rows K-quant kernel (DotKRows checked the
-// slices).
-func kernelKRowsN(f func(w *byte, x *int8, xd *float32, xs *int16, nb, rows int, out *float32)) func(w []byte, x []int8, xd []float32, xs []int16, out []float32) {
-	return func(w []byte, x []int8, xd []float32, xs []int16, out []float32) {
-		if len(out) == 0 {
-			return
-		}
-		if len(xd) == 0 {
-			clear(out)
-			return
-		}
-		f(&w[0], &x[0], &xd[0], &xs[0], len(xd), len(out), &out[0])
-	}
-}
-
-// kernelQ32N wraps a Q4_1/Q5_0/Q5_1/Q8_0/MXFP4 kernel (the slices already checked).
-func kernelQ32N(f func(w *byte, x *int8, xd *float32, nb int) float32) func(w []byte, x []int8, xd []float32) float32 {
-	return func(w []byte, x []int8, xd []float32) float32 {
-		if len(xd) == 0 {
-			return 0
-		}
-		return f(&w[0], &x[0], &xd[0], len(xd))
-	}
-}
-
-// kernelKN wraps a K-quant kernel (the slices already checked by DotK).
-func kernelKN(f func(w *byte, x *int8, xd *float32, xs *int16, nb int) float32) func(w []byte, x []int8, xd []float32, xs []int16) float32 {
-	return func(w []byte, x []int8, xd []float32, xs []int16) float32 {
-		if len(xd) == 0 {
-			return 0
-		}
-		return f(&w[0], &x[0], &xd[0], &xs[0], len(xd))
-	}
+	dotQ32: [NumQ32]func(w []byte, x []int8, xd []float32) float32{Q4_1: kernelQ32(dotQ4_1SDOT), Q5_0: kernelQ32(dotQ5_0SDOT), Q5_1: kernelQ32(dotQ5_1SDOT), Q8_0: kernelQ32(dotQ8_0SDOT), MXFP4: kernelQ32(dotMXFP4SDOT)},
 }
 
 func init() {
@@ -130,111 +83,34 @@ func init() {
 
 // The wrappers run the assembly on whole vectors and finish in Go.
 
-func dotF32N(a, x []float32) float32 {
-	n := len(a) &^ 3
-	var s float32
-	if n > 0 {
-		s = dotF32NEON(&a[0], &x[0], n)
-	}
-	for i := n; i < len(a); i++ {
-		s += a[i] * x[i]
-	}
-	return s
-}
+func dotF32N(a, x []float32) float32 { return dotF32Vec(dotF32NEON, 4, a, x) }
 
 func dotF32x4N(a, x []float32, stride int, out *[4]float32) {
-	n := len(a) &^ 3
-	if n == 0 {
-		dotF32x4Go(a, x, stride, out)
-		return
-	}
-	dotF32x4NEON(&a[0], &x[0], stride, n, &out[0])
-	for j := range out {
-		xj := x[j*stride:]
-		for i := n; i < len(a); i++ {
-			out[j] += a[i] * xj[i]
-		}
-	}
+	dotF32x4Vec(dotF32x4NEON, 4, a, x, stride, out)
 }
 
-func dotF16N(a []uint16, x []float32) float32 {
-	n := len(a) &^ 7
-	var s float32
-	if n > 0 {
-		s = dotF16NEON(&a[0], &x[0], n)
-	}
-	for i := n; i < len(a); i++ {
-		s += F16ToF32[a[i]] * x[i]
-	}
-	return s
-}
+func dotF16N(a []uint16, x []float32) float32 { return dotF16Vec(dotF16NEON, a, x) }
 
-func dotBF16N(a []uint16, x []float32) float32 {
-	n := len(a) &^ 7
-	var s float32
-	if n > 0 {
-		s = dotBF16NEON(&a[0], &x[0], n)
-	}
-	if n < len(a) {
-		s += dotBF16Go(a[n:], x[n:])
-	}
-	return s
-}
+func dotBF16N(a []uint16, x []float32) float32 { return dotBF16Vec(dotBF16NEON, a, x) }
 
 func dotI8N(q []int8, sc []float32, block int, x []float32) float32 {
-	if block%16 != 0 || len(sc) == 0 {
-		return dotI8Go(q, sc, block, x)
-	}
-	return dotI8F32NEON(&q[0], &x[0], &sc[0], len(sc), block)
+	return dotI8Vec(dotI8F32NEON, 16, q, sc, block, x)
 }
 
 func dotI4N(q []byte, sc []float32, block int, x []float32) float32 {
-	if block%32 != 0 || len(sc) == 0 {
-		return dotI4Go(q, sc, block, x)
-	}
-	return dotI4F32NEON(&q[0], &x[0], &sc[0], len(sc), block)
+	return dotI4Vec(dotI4F32NEON, 32, q, sc, block, x)
 }
 
-func expSubN(out, in []float32, sub float32) {
-	n := len(out) &^ 7
-	if n > 0 {
-		expSubF32NEON(&out[0], &in[0], sub, n)
-	}
-	expSubGo(out[n:], in[n:], sub)
-}
+func expSubN(out, in []float32, sub float32) { expSubVec(expSubF32NEON, out, in, sub) }
 
-func swigluN(out, g, u []float32) {
-	n := len(out) &^ 7
-	if n > 0 {
-		swigluF32NEON(&out[0], &g[0], &u[0], n)
-	}
-	swigluGo(out[n:], g[n:], u[n:])
-}
+func swigluN(out, g, u []float32) { swigluVec(swigluF32NEON, out, g, u) }
 
-// The weighted sums run the assembly on whole vectors of columns and the
-// rest in Go.
 func wsumF32N(out, v []float32, stride int, w []float32) {
-	d := len(out) &^ 3
-	if len(w) == 0 || d == 0 {
-		wsumF32Go(out, v, stride, w)
-		return
-	}
-	weightedSumF32NEON(&out[0], &v[0], stride, &w[0], len(w), d)
-	if d < len(out) {
-		wsumF32Go(out[d:], v[d:], stride, w)
-	}
+	wsumF32Vec(weightedSumF32NEON, 4, out, v, stride, w)
 }
 
 func wsumF16N(out []float32, v []uint16, stride int, w []float32) {
-	d := len(out) &^ 7
-	if len(w) == 0 || d == 0 {
-		wsumF16Go(out, v, stride, w)
-		return
-	}
-	weightedSumF16NEON(&out[0], &v[0], stride, &w[0], len(w), d)
-	if d < len(out) {
-		wsumF16Go(out[d:], v[d:], stride, w)
-	}
+	wsumF16Vec(weightedSumF16NEON, out, v, stride, w)
 }
 
 // qKernels selects one variant's integer kernels, each over a whole

@@ -402,37 +402,19 @@ func TestQuantizeQ8(t *testing.T) {
 // with the committed files (the first line, which records the command's
 // arguments, aside).
 func TestGeneratedCurrent(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the generator")
-	}
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("go tool: %v", err)
-	}
-	dir := t.TempDir()
-	s, stubs := filepath.Join(dir, "dot_amd64.s"), filepath.Join(dir, "dot_amd64_stubs.go")
-	cmd := exec.Command(goTool, "run", "./gen", "-out", s, "-stubs", stubs, "-pkg", "simd")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("generator: %v\n%s", err, out)
-	}
-	for _, f := range [][2]string{{s, "dot_amd64.s"}, {stubs, "dot_amd64_stubs.go"}} {
-		got, err := os.ReadFile(f[0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := os.ReadFile(f[1])
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(dropLine(got), dropLine(want)) {
-			t.Errorf("%s is not what gen writes: run go generate ./gpu/backend/cpu/internal/simd", f[1])
-		}
-	}
+	checkGenerated(t, "gen", "amd64", dropLine)
 }
 
 // TestGeneratedARM64Current does the same for the arm64 kernels (genarm64
 // writes no arguments into its files, so they must match exactly).
 func TestGeneratedARM64Current(t *testing.T) {
+	checkGenerated(t, "genarm64", "arm64", func(b []byte) []byte { return b })
+}
+
+// checkGenerated runs the generator ./GEN into a temporary folder and
+// compares its dot_ARCH.s and dot_ARCH_stubs.go, through keep, with the
+// committed ones.
+func checkGenerated(t *testing.T, gen, arch string, keep func([]byte) []byte) {
 	if testing.Short() {
 		t.Skip("runs the generator")
 	}
@@ -441,22 +423,22 @@ func TestGeneratedARM64Current(t *testing.T) {
 		t.Fatalf("go tool: %v", err)
 	}
 	dir := t.TempDir()
-	s, stubs := filepath.Join(dir, "dot_arm64.s"), filepath.Join(dir, "dot_arm64_stubs.go")
-	cmd := exec.Command(goTool, "run", "./genarm64", "-out", s, "-stubs", stubs, "-pkg", "simd")
+	asm, stubs := "dot_"+arch+".s", "dot_"+arch+"_stubs.go"
+	cmd := exec.Command(goTool, "run", "./"+gen, "-out", filepath.Join(dir, asm), "-stubs", filepath.Join(dir, stubs), "-pkg", "simd")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("generator: %v\n%s", err, out)
 	}
-	for _, f := range [][2]string{{s, "dot_arm64.s"}, {stubs, "dot_arm64_stubs.go"}} {
-		got, err := os.ReadFile(f[0])
+	for _, f := range []string{asm, stubs} {
+		got, err := os.ReadFile(filepath.Join(dir, f))
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := os.ReadFile(f[1])
+		want, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(got, want) {
-			t.Errorf("%s is not what genarm64 writes: run go generate ./gpu/backend/cpu/internal/simd", f[1])
+		if !bytes.Equal(keep(got), keep(want)) {
+			t.Errorf("%s is not what %s writes: run go generate ./gpu/backend/cpu/internal/simd", f, gen)
 		}
 	}
 }

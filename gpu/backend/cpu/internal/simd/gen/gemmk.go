@@ -122,6 +122,22 @@ func kgemmEnd(name string, a kgemmArgs, blockBytes int, accf []VecVirtual) {
 	RET()
 }
 
+// addScaled adds each token's sums p, times the signed 16-bit scale u of
+// every 32-bit lane of sv (u 0 the low half, 1 the high), to its sumi.
+func addScaled(sv VecVirtual, u int, p, sumi []VecVirtual) {
+	sc := YMM()
+	if u == 0 {
+		VPSLLD(Imm(16), sv, sc)
+		VPSRAD(Imm(16), sc, sc)
+	} else {
+		VPSRAD(Imm(16), sv, sc)
+	}
+	for t := range p {
+		VPMULLD(sc, p[t], p[t])
+		VPADDD(p[t], sumi[t], sumi[t])
+	}
+}
+
 // kgemmEndScaleMin ends a block of a type with scales and mins (Q4_K,
 // Q5_K, Q2_K): per token, accf += dx·d·sumi - dx·dmin·summ, with d and dmin
 // the group's eight rows' f32 values at offsets dOff and minOff, then
@@ -274,17 +290,7 @@ func gemmQ6K(tokens int) {
 						VPDPBUSD_BCST(a.xm(t, 128*h+32*q+4*j), wv, p[t])
 					}
 				}
-				sc := YMM()
-				if u == 0 {
-					VPSLLD(Imm(16), pv, sc)
-					VPSRAD(Imm(16), sc, sc)
-				} else {
-					VPSRAD(Imm(16), pv, sc)
-				}
-				for t := range tokens {
-					VPMULLD(sc, p[t], p[t])
-					VPADDD(p[t], sumi[t], sumi[t])
-				}
+				addScaled(pv, u, p, sumi)
 			}
 		}
 	}
@@ -384,17 +390,7 @@ func gemmQ23K(q3 bool, tokens int) {
 						VPDPBUSD_BCST(a.xm(t, 128*h+32*j+4*c), wv, p[t])
 					}
 				}
-				sc := YMM()
-				if u == 0 {
-					VPSLLD(Imm(16), sv, sc)
-					VPSRAD(Imm(16), sc, sc)
-				} else {
-					VPSRAD(Imm(16), sv, sc)
-				}
-				for t := range tokens {
-					VPMULLD(sc, p[t], p[t])
-					VPADDD(p[t], sumi[t], sumi[t])
-				}
+				addScaled(sv, u, p, sumi)
 			}
 		}
 	}

@@ -96,6 +96,37 @@ func (a kx4) epilogue(t int, acc VecVirtual, mins func(xs Mem) Register, dm Mem)
 	ADDQ(Imm(32), a.ptrs.Offset(32+8*t))
 }
 
+// k45Scales unpacks the 12 scale bytes of the Q4_K/Q5_K block at w as
+// llama.cpp does (scales 0..3, 4..7 and mins 0..3, 4..7 as four words of
+// general registers) into sm, 16 words: scales 0..7, mins 0..7; sc8 holds
+// the scales in both halves.
+func k45Scales(w Register) (sm, sc8 VecVirtual) {
+	u0, u1, u2, t, m47 := GP32(), GP32(), GP32(), GP32(), GP32()
+	MOVL(Mem{Base: w, Disp: 4}, u0)
+	MOVL(Mem{Base: w, Disp: 8}, u1)
+	MOVL(Mem{Base: w, Disp: 12}, u2)
+	MOVL(u2, m47)
+	SHRL(Imm(4), m47)
+	ANDL(U32(0x0f0f0f0f), m47)
+	MOVL(u1, t)
+	SHRL(Imm(6), t)
+	ANDL(U32(0x03030303), t)
+	SHLL(Imm(4), t)
+	ORL(t, m47)
+	ANDL(U32(0x3f3f3f3f), u1) // mins 0..3
+	MOVL(u0, t)
+	SHRL(Imm(6), t)
+	ANDL(U32(0x03030303), t)
+	SHLL(Imm(4), t)
+	ANDL(U32(0x0f0f0f0f), u2)
+	ORL(t, u2) // scales 4..7
+	ANDL(U32(0x3f3f3f3f), u0)
+	sm, sc8 = YMM(), YMM()
+	VPMOVZXBW(fourWords(u0, u2, u1, m47), sm)
+	VPERMQ(Imm(0x44), sm, sc8)
+	return sm, sc8
+}
+
 // dotQ4Kx4 writes the four-token Q4_K (Q5_K with q5) kernel: each block's
 // scales, values and sub-block scale vectors are unpacked once for the
 // four tokens.
@@ -120,29 +151,7 @@ func dotQ4Kx4(q5 bool) {
 	Label(name + "block")
 	TESTQ(nb, nb)
 	JZ(LabelRef(name + "done"))
-	u0, u1, u2, tt, m47 := GP32(), GP32(), GP32(), GP32(), GP32()
-	MOVL(Mem{Base: w, Disp: 4}, u0)
-	MOVL(Mem{Base: w, Disp: 8}, u1)
-	MOVL(Mem{Base: w, Disp: 12}, u2)
-	MOVL(u2, m47)
-	SHRL(Imm(4), m47)
-	ANDL(U32(0x0f0f0f0f), m47)
-	MOVL(u1, tt)
-	SHRL(Imm(6), tt)
-	ANDL(U32(0x03030303), tt)
-	SHLL(Imm(4), tt)
-	ORL(tt, m47)
-	ANDL(U32(0x3f3f3f3f), u1)
-	MOVL(u0, tt)
-	SHRL(Imm(6), tt)
-	ANDL(U32(0x03030303), tt)
-	SHLL(Imm(4), tt)
-	ANDL(U32(0x0f0f0f0f), u2)
-	ORL(tt, u2)
-	ANDL(U32(0x3f3f3f3f), u0)
-	sm, sc8 := YMM(), YMM()
-	VPMOVZXBW(fourWords(u0, u2, u1, m47), sm)
-	VPERMQ(Imm(0x44), sm, sc8)
+	sm, sc8 := k45Scales(w)
 	acc := [4]VecVirtual{YMM(), YMM(), YMM(), YMM()}
 	for _, r := range acc {
 		VPXOR(r, r, r)
@@ -439,31 +448,7 @@ func dotQ4K(q5, rows bool) {
 		broadcastB(0x10, bit4)
 	}
 	kLoop(name, bytes, w, x, xd, xs, nb, rows, func(s VecVirtual) {
-		// llama.cpp's unpacking: u0..u2 the 12 scale bytes, giving
-		// scales 0..3, 4..7 and mins 0..3, 4..7 as four words.
-		u0, u1, u2, t, m47 := GP32(), GP32(), GP32(), GP32(), GP32()
-		MOVL(Mem{Base: w, Disp: 4}, u0)
-		MOVL(Mem{Base: w, Disp: 8}, u1)
-		MOVL(Mem{Base: w, Disp: 12}, u2)
-		MOVL(u2, m47)
-		SHRL(Imm(4), m47)
-		ANDL(U32(0x0f0f0f0f), m47)
-		MOVL(u1, t)
-		SHRL(Imm(6), t)
-		ANDL(U32(0x03030303), t)
-		SHLL(Imm(4), t)
-		ORL(t, m47)
-		ANDL(U32(0x3f3f3f3f), u1) // mins 0..3
-		MOVL(u0, t)
-		SHRL(Imm(6), t)
-		ANDL(U32(0x03030303), t)
-		SHLL(Imm(4), t)
-		ANDL(U32(0x0f0f0f0f), u2)
-		ORL(t, u2) // scales 4..7
-		ANDL(U32(0x3f3f3f3f), u0)
-		sm, sc8 := YMM(), YMM()
-		VPMOVZXBW(fourWords(u0, u2, u1, m47), sm) // 16 words: scales 0..7, mins 0..7
-		VPERMQ(Imm(0x44), sm, sc8)
+		sm, sc8 := k45Scales(w)
 		var qh VecVirtual
 		if q5 {
 			qh = YMM()

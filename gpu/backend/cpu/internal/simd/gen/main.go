@@ -64,6 +64,41 @@ func hsum(y VecVirtual) {
 	VADDSS(t, x, x)
 }
 
+// dotLoop emits the loop of the dot products: n elements (a multiple of 8)
+// of a, size bytes each, load turning 8 of them at m into 8 floats in y,
+// against f32 x, 32 at a time into the four accumulators while they last,
+// then 8 at a time into the first; then the accumulators' sum, in the
+// low lane of acc[0]. pre prefixes the labels.
+func dotLoop(pre string, a, x, n Register, acc [4]VecVirtual, size int, load func(m Mem, y VecVirtual)) {
+	Label(pre + "loop32")
+	CMPQ(n, Imm(32))
+	JL(LabelRef(pre + "loop8"))
+	for i, r := range acc {
+		t := YMM()
+		load(Mem{Base: a, Disp: 8 * size * i}, t)
+		VFMADD231PS(Mem{Base: x, Disp: 32 * i}, t, r)
+	}
+	ADDQ(Imm(uint64(32*size)), a)
+	ADDQ(Imm(128), x)
+	SUBQ(Imm(32), n)
+	JMP(LabelRef(pre + "loop32"))
+	Label(pre + "loop8")
+	CMPQ(n, Imm(8))
+	JL(LabelRef(pre + "done"))
+	t := YMM()
+	load(Mem{Base: a}, t)
+	VFMADD231PS(Mem{Base: x}, t, acc[0])
+	ADDQ(Imm(uint64(8*size)), a)
+	ADDQ(Imm(32), x)
+	SUBQ(Imm(8), n)
+	JMP(LabelRef(pre + "loop8"))
+	Label(pre + "done")
+	VADDPS(acc[1], acc[0], acc[0])
+	VADDPS(acc[3], acc[2], acc[2])
+	VADDPS(acc[2], acc[0], acc[0])
+	hsum(acc[0])
+}
+
 func dotF32(rows bool) {
 	pre := "f32"
 	if rows {
@@ -95,33 +130,7 @@ func dotF32(rows bool) {
 	for _, r := range acc {
 		VXORPS(r, r, r)
 	}
-	Label(pre + "loop32")
-	CMPQ(n, Imm(32))
-	JL(LabelRef(pre + "loop8"))
-	for i, r := range acc {
-		t := YMM()
-		VMOVUPS(Mem{Base: a, Disp: 32 * i}, t)
-		VFMADD231PS(Mem{Base: x, Disp: 32 * i}, t, r)
-	}
-	ADDQ(Imm(128), a)
-	ADDQ(Imm(128), x)
-	SUBQ(Imm(32), n)
-	JMP(LabelRef(pre + "loop32"))
-	Label(pre + "loop8")
-	CMPQ(n, Imm(8))
-	JL(LabelRef(pre + "done"))
-	t := YMM()
-	VMOVUPS(Mem{Base: a}, t)
-	VFMADD231PS(Mem{Base: x}, t, acc[0])
-	ADDQ(Imm(32), a)
-	ADDQ(Imm(32), x)
-	SUBQ(Imm(8), n)
-	JMP(LabelRef(pre + "loop8"))
-	Label(pre + "done")
-	VADDPS(acc[1], acc[0], acc[0])
-	VADDPS(acc[3], acc[2], acc[2])
-	VADDPS(acc[2], acc[0], acc[0])
-	hsum(acc[0])
+	dotLoop(pre, a, x, n, acc, 4, func(m Mem, y VecVirtual) { VMOVUPS(m, y) })
 	if !rows {
 		VZEROUPPER()
 		Store(acc[0].AsX(), ReturnIndex(0))
@@ -205,33 +214,7 @@ func dotHalf(name, doc string, widen func(m Mem, y VecVirtual)) {
 	for _, r := range acc {
 		VXORPS(r, r, r)
 	}
-	Label(name + "loop32")
-	CMPQ(n, Imm(32))
-	JL(LabelRef(name + "loop8"))
-	for i, r := range acc {
-		t := YMM()
-		widen(Mem{Base: a, Disp: 16 * i}, t)
-		VFMADD231PS(Mem{Base: x, Disp: 32 * i}, t, r)
-	}
-	ADDQ(Imm(64), a)
-	ADDQ(Imm(128), x)
-	SUBQ(Imm(32), n)
-	JMP(LabelRef(name + "loop32"))
-	Label(name + "loop8")
-	CMPQ(n, Imm(8))
-	JL(LabelRef(name + "done"))
-	t := YMM()
-	widen(Mem{Base: a}, t)
-	VFMADD231PS(Mem{Base: x}, t, acc[0])
-	ADDQ(Imm(16), a)
-	ADDQ(Imm(32), x)
-	SUBQ(Imm(8), n)
-	JMP(LabelRef(name + "loop8"))
-	Label(name + "done")
-	VADDPS(acc[1], acc[0], acc[0])
-	VADDPS(acc[3], acc[2], acc[2])
-	VADDPS(acc[2], acc[0], acc[0])
-	hsum(acc[0])
+	dotLoop(name, a, x, n, acc, 2, widen)
 	VZEROUPPER()
 	Store(acc[0].AsX(), ReturnIndex(0))
 	RET()
@@ -491,9 +474,31 @@ func nib4(m Mem, mask, eight, y VecVirtual) {
 // dotQ8Q8x4 is the prefill form of dotQ8Q8: one weight row against four
 // token rows, |w| computed once per block for the four.
 func dotQ8Q8x4() {
-	TEXT("dotQ8Q8x4AVX2", NOSPLIT, "func(w *int8, ws *uint16, x *int8, xd *float32, ng, per, xstride, dstride int, out *float32)")
+	dynamicX4("dotQ8Q8", "q8q8", "*int8", 32, func() func(m Mem, wv VecVirtual) {
+		return func(m Mem, wv VecVirtual) { VMOVDQU(m, wv) }
+	})
+}
+
+// dotQ4Q8x4 is the prefill form of dotQ4Q8: one weight row against four
+// token rows, each weight block unpacked once for four products.
+func dotQ4Q8x4() {
+	dynamicX4("dotQ4Q8", "q4q8", "*byte", 16, func() func(m Mem, wv VecVirtual) {
+		mask, eight := YMM(), YMM()
+		broadcastB(0x0f, mask)
+		broadcastB(8, eight)
+		return func(m Mem, wv VecVirtual) { nib4(m, mask, eight, wv) }
+	})
+}
+
+// dynamicX4 emits name+"x4AVX2", the four-token form of the dynamic-range
+// kernel name+"AVX2" (dynamic): each weight block loaded once (by the
+// function weights returns, after setting up what it needs) and its |w|
+// taken once for the four token rows; wStep is the weight bytes of a
+// block, tag prefixes the labels.
+func dynamicX4(name, tag, wType string, wStep int, weights func() func(m Mem, wv VecVirtual)) {
+	TEXT(name+"x4AVX2", NOSPLIT, "func(w "+wType+", ws *uint16, x *int8, xd *float32, ng, per, xstride, dstride int, out *float32)")
 	Pragma("noescape")
-	Doc("dotQ8Q8x4AVX2 sets out[j] to dotQ8Q8AVX2 of the weights with token row j (x + j*xstride, xd + j*dstride) for j < 4.")
+	Doc(name + "x4AVX2 sets out[j] to " + name + "AVX2 of the weights with token row j (x + j*xstride, xd + j*dstride) for j < 4.")
 	w, ws := Load(Param("w"), GP64()), Load(Param("ws"), GP64())
 	x, xd := Load(Param("x"), GP64()), Load(Param("xd"), GP64())
 	ng, per := Load(Param("ng"), GP64()), Load(Param("per"), GP64())
@@ -501,20 +506,21 @@ func dotQ8Q8x4() {
 	SHLQ(Imm(2), ds)
 	ones := YMM()
 	broadcastW(1, ones)
+	load := weights()
 	acc := [4]VecVirtual{YMM(), YMM(), YMM(), YMM()}
 	for _, r := range acc {
 		VXORPS(r, r, r)
 	}
 	dw := YMM()
-	Label("q8q8x4group")
+	Label(tag + "x4group")
 	TESTQ(ng, ng)
-	JZ(LabelRef("q8q8x4done"))
+	JZ(LabelRef(tag + "x4done"))
 	halfScale(Mem{Base: ws}, dw)
 	k := GP64()
 	MOVQ(per, k)
-	Label("q8q8x4block")
+	Label(tag + "x4block")
 	wv, u := YMM(), YMM()
-	VMOVDQU(Mem{Base: w}, wv)
+	load(Mem{Base: w}, wv)
 	VPABSB(wv, u)
 	xp, dp := GP64(), GP64()
 	MOVQ(x, xp)
@@ -534,15 +540,15 @@ func dotQ8Q8x4() {
 		VBROADCASTSS(d.AsX(), d)
 		VFMADD231PS(s, d, acc[j])
 	}
-	ADDQ(Imm(32), w)
+	ADDQ(Imm(uint64(wStep)), w)
 	ADDQ(Imm(32), x)
 	ADDQ(Imm(4), xd)
 	DECQ(k)
-	JNZ(LabelRef("q8q8x4block"))
+	JNZ(LabelRef(tag + "x4block"))
 	ADDQ(Imm(2), ws)
 	DECQ(ng)
-	JMP(LabelRef("q8q8x4group"))
-	Label("q8q8x4done")
+	JMP(LabelRef(tag + "x4group"))
+	Label(tag + "x4done")
 	out := Load(Param("out"), GP64())
 	for j := range 4 {
 		hsum(acc[j])
@@ -609,72 +615,6 @@ func weightedSum(name string, size int, doc string, load func(m Mem, y VecVirtua
 		SUBQ(Imm(uint64(c.cols)), d)
 		JMP(LabelRef(name + "chunk" + c.tag))
 		Label(name + "after" + c.tag)
-	}
-	VZEROUPPER()
-	RET()
-}
-
-// dotQ4Q8x4 is the prefill form of dotQ4Q8: one weight row against four
-// token rows, each weight block unpacked once for four products.
-func dotQ4Q8x4() {
-	TEXT("dotQ4Q8x4AVX2", NOSPLIT, "func(w *byte, ws *uint16, x *int8, xd *float32, ng, per, xstride, dstride int, out *float32)")
-	Pragma("noescape")
-	Doc("dotQ4Q8x4AVX2 sets out[j] to dotQ4Q8AVX2 of the weights with token row j (x + j*xstride, xd + j*dstride) for j < 4.")
-	w, ws := Load(Param("w"), GP64()), Load(Param("ws"), GP64())
-	x, xd := Load(Param("x"), GP64()), Load(Param("xd"), GP64())
-	ng, per := Load(Param("ng"), GP64()), Load(Param("per"), GP64())
-	xs, ds := Load(Param("xstride"), GP64()), Load(Param("dstride"), GP64())
-	SHLQ(Imm(2), ds)
-	ones, mask, eight := YMM(), YMM(), YMM()
-	broadcastW(1, ones)
-	broadcastB(0x0f, mask)
-	broadcastB(8, eight)
-	acc := [4]VecVirtual{YMM(), YMM(), YMM(), YMM()}
-	for _, r := range acc {
-		VXORPS(r, r, r)
-	}
-	dw := YMM()
-	Label("q4q8x4group")
-	TESTQ(ng, ng)
-	JZ(LabelRef("q4q8x4done"))
-	halfScale(Mem{Base: ws}, dw)
-	k := GP64()
-	MOVQ(per, k)
-	Label("q4q8x4block")
-	wv, u := YMM(), YMM()
-	nib4(Mem{Base: w}, mask, eight, wv)
-	VPABSB(wv, u)
-	xp, dp := GP64(), GP64()
-	MOVQ(x, xp)
-	MOVQ(xd, dp)
-	for j := range 4 {
-		if j > 0 {
-			ADDQ(xs, xp)
-			ADDQ(ds, dp)
-		}
-		s, d := YMM(), YMM()
-		VMOVDQU(Mem{Base: xp}, s)
-		VPSIGNB(wv, s, s)
-		VPMADDUBSW(s, u, s)
-		VPMADDWD(ones, s, s)
-		VCVTDQ2PS(s, s)
-		VMULPS(Mem{Base: dp}, dw, d)
-		VBROADCASTSS(d.AsX(), d)
-		VFMADD231PS(s, d, acc[j])
-	}
-	ADDQ(Imm(16), w)
-	ADDQ(Imm(32), x)
-	ADDQ(Imm(4), xd)
-	DECQ(k)
-	JNZ(LabelRef("q4q8x4block"))
-	ADDQ(Imm(2), ws)
-	DECQ(ng)
-	JMP(LabelRef("q4q8x4group"))
-	Label("q4q8x4done")
-	out := Load(Param("out"), GP64())
-	for j := range 4 {
-		hsum(acc[j])
-		VMOVSS(acc[j].AsX(), Mem{Base: out, Disp: 4 * j})
 	}
 	VZEROUPPER()
 	RET()

@@ -93,20 +93,11 @@ func kEnd(f *file, rows bool) {
 	f.ins("RET")
 }
 
-// dotQ4KArm writes the Q4_K kernel, or with q5 the Q5_K one.
-func dotQ4KArm(f *file, v variant, q5, rows bool) {
-	name, what, bytes, qs := "Q4K", "Q4_K", 144, 16
-	if q5 {
-		name, what, bytes, qs = "Q5K", "Q5_K", 176, 48
-	}
-	kFn(f, kName(name, v, rows), fmt.Sprintf("returns the dot product of nb %s blocks at w with QuantizeQ8K activations (x, xd, xs), %s per 32-value sub-block.", what, v.doc), rows)
-	f.word(moviB(14, 0x0f))
-	f.word(moviB(15, 0x10))
-	kRow(f, rows)
-	f.label("block")
-	f.ins("CBZ R4, done")
-	// llama.cpp's unpacking of the 12 scale bytes: scales 0..3, 4..7 and
-	// mins 0..3, 4..7 as four words of V1.
+// k45Scales unpacks the 12 scale bytes of the Q4_K/Q5_K block at R0 as
+// llama.cpp does: scales 0..3, 4..7 and mins 0..3, 4..7 as four words of
+// V1 (through R5-R9), then the scales as int16 in V2, the mins as int16 in
+// V3, scales 0..3 and 4..7 as int32 in V4 and V5.
+func k45Scales(f *file) {
 	f.ins("MOVWU 4(R0), R5")
 	f.ins("MOVWU 8(R0), R6")
 	f.ins("MOVWU 12(R0), R7")
@@ -125,10 +116,97 @@ func dotQ4KArm(f *file, v variant, q5, rows bool) {
 	f.ins("VMOV R7, V1.S[1]")
 	f.ins("VMOV R6, V1.S[2]")
 	f.ins("VMOV R8, V1.S[3]")
-	f.word(uxtlB(2, 1))  // scales as int16
-	f.word(uxtl2B(3, 1)) // mins as int16
-	f.word(uxtlH(4, 2))  // scales 0..3 as int32
-	f.word(uxtl2H(5, 2)) // scales 4..7
+	f.word(uxtlB(2, 1))
+	f.word(uxtl2B(3, 1))
+	f.word(uxtlH(4, 2))
+	f.word(uxtl2H(5, 2))
+}
+
+// q5High ORs bit 2g+i of the Q5_K high bits (V22-V23) into bit 4 of every
+// value of sub-block 2g+i (V18+2i and V19+2i) for i < 2, V12 the scratch.
+func q5High(f *file, g int) {
+	for i := range 2 {
+		for p := range 2 {
+			bitTo(f, 18+2*i+p, 22+p, 2*g+i, 4, 12)
+		}
+	}
+}
+
+// bitTo ORs bit b of every byte of Vsrc, moved to bit to, into Vdst, V15
+// holding 1<<to in every byte and Vtmp the scratch.
+func bitTo(f *file, dst, src, b, to, tmp int) {
+	switch {
+	case b < to:
+		f.word(shlB(tmp, src, to-b))
+		f.word(andB(tmp, tmp, 15))
+	case b > to:
+		f.word(ushrB(tmp, src, b-to))
+		f.word(andB(tmp, tmp, 15))
+	default:
+		f.word(andB(tmp, src, 15))
+	}
+	f.word(orrB(dst, dst, tmp))
+}
+
+// q6Scales loads the 16 int8 scales of the Q6_K block at R0 into V1 and
+// sign-extends them: int16 in V2-V3, int32 in V4-V7 (through R10).
+func q6Scales(f *file) {
+	f.ins("ADD $192, R0, R10")
+	f.ins("VLD1 (R10), [V1.B16]")
+	widenScales(f)
+}
+
+// widenScales sign-extends the 16 int8 scales in V1: int16 in V2-V3,
+// int32 in V4-V7.
+func widenScales(f *file) {
+	f.word(sxtlB(2, 1))
+	f.word(sxtl2B(3, 1))
+	f.word(sxtlH(4, 2))
+	f.word(sxtl2H(5, 2))
+	f.word(sxtlH(6, 3))
+	f.word(sxtl2H(7, 3))
+}
+
+// q6Quarter unpacks half p of quarter k of a Q6_K half-block into Vdst:
+// the low or high nibbles of its ql (V16-V19) with bits 2k..2k+1 of its
+// qh (V20+p) as bits 4..5; Vtmp is the scratch.
+func q6Quarter(f *file, k, p, dst, tmp int) {
+	src := []int{16, 18}[k&1] + p
+	if k < 2 {
+		f.word(andB(dst, src, 14))
+	} else {
+		f.word(ushrB(dst, src, 4))
+	}
+	qh := 20 + p
+	switch k {
+	case 0:
+		f.word(shlB(tmp, qh, 4))
+		f.word(andB(tmp, tmp, 15))
+	case 1:
+		f.word(shlB(tmp, qh, 2))
+		f.word(andB(tmp, tmp, 15))
+	case 2:
+		f.word(andB(tmp, qh, 15))
+	case 3:
+		f.word(ushrB(tmp, qh, 2))
+		f.word(andB(tmp, tmp, 15))
+	}
+	f.word(orrB(dst, dst, tmp))
+}
+
+// dotQ4KArm writes the Q4_K kernel, or with q5 the Q5_K one.
+func dotQ4KArm(f *file, v variant, q5, rows bool) {
+	name, what, bytes, qs := "Q4K", "Q4_K", 144, 16
+	if q5 {
+		name, what, bytes, qs = "Q5K", "Q5_K", 176, 48
+	}
+	kFn(f, kName(name, v, rows), fmt.Sprintf("returns the dot product of nb %s blocks at w with QuantizeQ8K activations (x, xd, xs), %s per 32-value sub-block.", what, v.doc), rows)
+	f.word(moviB(14, 0x0f))
+	f.word(moviB(15, 0x10))
+	kRow(f, rows)
+	f.label("block")
+	f.ins("CBZ R4, done")
+	k45Scales(f)
 	// Σm: the mins against the pair sums of the 16 activation sums.
 	f.ins("VLD1.P 32(R3), %s", vlist(24, 2, "H8"))
 	f.word(addp8h(26, 24, 25))
@@ -149,22 +227,8 @@ func dotQ4KArm(f *file, v variant, q5, rows bool) {
 		f.word(andB(19, 17, 14))
 		f.word(ushrB(20, 16, 4))
 		f.word(ushrB(21, 17, 4))
-		for i := 0; q5 && i < 2; i++ {
-			// Bit 2g+i of qh to bit 4 of every value of sub-block 2g+i.
-			b := 2*g + i
-			for p := range 2 {
-				switch {
-				case b < 4:
-					f.word(shlB(12, 22+p, 4-b))
-					f.word(andB(12, 12, 15))
-				case b > 4:
-					f.word(ushrB(12, 22+p, b-4))
-					f.word(andB(12, 12, 15))
-				default:
-					f.word(andB(12, 22+p, 15))
-				}
-				f.word(orrB(18+2*i+p, 18+2*i+p, 12))
-			}
+		if q5 {
+			q5High(f, g)
 		}
 		for i := range 2 {
 			s := 2*g + i
@@ -193,22 +257,10 @@ func dotQ6KArm(f *file, v variant, rows bool) {
 	kRow(f, rows)
 	f.label("block")
 	f.ins("CBZ R4, done")
-	f.ins("ADD $192, R0, R10")
-	f.ins("VLD1 (R10), [V1.B16]")
-	f.word(sxtlB(2, 1))
-	f.word(sxtl2B(3, 1))
-	f.word(sxtlH(4, 2))
-	f.word(sxtl2H(5, 2))
-	f.word(sxtlH(6, 3))
-	f.word(sxtl2H(7, 3))
+	q6Scales(f)
 	// Σ sc_j·xs_j
 	f.ins("VLD1.P 32(R3), %s", vlist(24, 2, "H8"))
-	f.word(smullH(12, 2, 24))
-	f.word(smlal2H(12, 2, 24))
-	f.word(smlalH(12, 3, 25))
-	f.word(smlal2H(12, 3, 25))
-	f.word(addv4s(12, 12))
-	f.ins("FMOVS F12, R11")
+	scXs(f, "R11")
 	f.ins("MOVD R0, R10")
 	f.ins("ADD $128, R0, R9")
 	f.zero(13)
@@ -219,28 +271,7 @@ func dotQ6KArm(f *file, v variant, rows bool) {
 		f.ins("VLD1.P 64(R1), %s", vlist(28, 4, "B16"))
 		for k := range 4 {
 			for p := range 2 {
-				src := []int{16, 18}[k&1] + p
-				if k < 2 {
-					f.word(andB(22, src, 14))
-				} else {
-					f.word(ushrB(22, src, 4))
-				}
-				// bits 2k..2k+1 of qh to bits 4..5
-				qh := 20 + p
-				switch k {
-				case 0:
-					f.word(shlB(23, qh, 4))
-					f.word(andB(23, 23, 15))
-				case 1:
-					f.word(shlB(23, qh, 2))
-					f.word(andB(23, 23, 15))
-				case 2:
-					f.word(andB(23, qh, 15))
-				case 3:
-					f.word(ushrB(23, qh, 2))
-					f.word(andB(23, 23, 15))
-				}
-				f.word(orrB(22, 22, 23))
+				q6Quarter(f, k, p, 22, 23)
 				s := 8*h + 2*k + p
 				f.zero(12)
 				v.dot(f, 12, 22, 24+2*k+p, 0)
@@ -257,6 +288,29 @@ func dotQ6KArm(f *file, v variant, rows bool) {
 	f.ins("B block")
 	f.label("done")
 	kEnd(f, rows)
+}
+
+// scXs emits Σ_j sc_j·xs_j of a K-quant block of 16-value sub-blocks
+// into the general register dst: the int16 scales in V2-V3 against the
+// 16 activation sums loaded in V24-V25 (V12 the scratch).
+func scXs(f *file, dst string) {
+	f.word(smullH(12, 2, 24))
+	f.word(smlal2H(12, 2, 24))
+	f.word(smlalH(12, 3, 25))
+	f.word(smlal2H(12, 3, 25))
+	f.word(addv4s(12, 12))
+	f.ins("FMOVS F12, %s", dst)
+}
+
+// twoBits sets Vdst to bits 2j..2j+1 of every byte of Vsrc (V14 holds 3
+// in every byte).
+func twoBits(f *file, dst, src, j int) {
+	if j == 0 {
+		f.word(andB(dst, src, 14))
+		return
+	}
+	f.word(ushrB(dst, src, 2*j))
+	f.word(andB(dst, dst, 14))
 }
 
 // dotQ2KArm writes the Q2_K kernel: sub-blocks of 16 with 4-bit scales and
@@ -280,12 +334,7 @@ func dotQ2KArm(f *file, v variant, rows bool) {
 	f.word(uxtlB(2, 1))
 	f.word(uxtl2B(3, 1))
 	f.ins("VLD1.P 32(R3), %s", vlist(24, 2, "H8"))
-	f.word(smullH(12, 2, 24))
-	f.word(smlal2H(12, 2, 24))
-	f.word(smlalH(12, 3, 25))
-	f.word(smlal2H(12, 3, 25))
-	f.word(addv4s(12, 12))
-	f.ins("FMOVS F12, R11")
+	scXs(f, "R11")
 	f.ins("ADD $16, R0, R10")
 	f.zero(13)
 	for h := range 2 {
@@ -294,12 +343,7 @@ func dotQ2KArm(f *file, v variant, rows bool) {
 		f.ins("VLD1.P 64(R1), %s", vlist(28, 4, "B16"))
 		for j := range 4 {
 			for u := range 2 {
-				if j == 0 {
-					f.word(andB(22, 16+u, 14))
-				} else {
-					f.word(ushrB(22, 16+u, 2*j))
-					f.word(andB(22, 22, 14))
-				}
+				twoBits(f, 22, 16+u, j)
 				s := 8*h + 2*j + u
 				f.zero(12)
 				v.dot(f, 12, 22, 24+2*j+u, 0)
@@ -355,19 +399,9 @@ func dotQ3KArm(f *file, v variant, rows bool) {
 	f.ins("VMOV R9, V1.S[3]")
 	f.word(moviB(2, 32))
 	f.word(subB(1, 1, 2))
-	f.word(sxtlB(2, 1))
-	f.word(sxtl2B(3, 1))
-	f.word(sxtlH(4, 2))
-	f.word(sxtl2H(5, 2))
-	f.word(sxtlH(6, 3))
-	f.word(sxtl2H(7, 3))
+	widenScales(f)
 	f.ins("VLD1.P 32(R3), %s", vlist(24, 2, "H8"))
-	f.word(smullH(12, 2, 24))
-	f.word(smlal2H(12, 2, 24))
-	f.word(smlalH(12, 3, 25))
-	f.word(smlal2H(12, 3, 25))
-	f.word(addv4s(12, 12))
-	f.ins("FMOVS F12, R11")
+	scXs(f, "R11")
 	f.ins("VLD1 (R0), %s", vlist(20, 2, "B16")) // hmask
 	f.ins("ADD $32, R0, R10")
 	f.zero(13)
@@ -377,24 +411,8 @@ func dotQ3KArm(f *file, v variant, rows bool) {
 		f.ins("VLD1.P 64(R1), %s", vlist(28, 4, "B16"))
 		for j := range 4 {
 			for u := range 2 {
-				if j == 0 {
-					f.word(andB(22, 16+u, 14))
-				} else {
-					f.word(ushrB(22, 16+u, 2*j))
-					f.word(andB(22, 22, 14))
-				}
-				// bit 4h+j of hmask to bit 2
-				switch b := 4*h + j; {
-				case b < 2:
-					f.word(shlB(23, 20+u, 2-b))
-					f.word(andB(23, 23, 15))
-				case b > 2:
-					f.word(ushrB(23, 20+u, b-2))
-					f.word(andB(23, 23, 15))
-				default:
-					f.word(andB(23, 20+u, 15))
-				}
-				f.word(orrB(22, 22, 23))
+				twoBits(f, 22, 16+u, j)
+				bitTo(f, 22, 20+u, 4*h+j, 2, 23) // bit 4h+j of hmask to bit 2
 				s := 8*h + 2*j + u
 				f.zero(12)
 				v.dot(f, 12, 22, 24+2*j+u, 0)
@@ -645,28 +663,7 @@ func dotQ4Kx4Arm(f *file, v variant, q5 bool) {
 	f.word(moviB(15, 0x10))
 	f.label("block")
 	f.ins("CBZ R4, done")
-	f.ins("MOVWU 4(R0), R5")
-	f.ins("MOVWU 8(R0), R6")
-	f.ins("MOVWU 12(R0), R7")
-	f.ins("LSRW $4, R7, R8")
-	f.ins("ANDW $0x0f0f0f0f, R8")
-	f.ins("LSRW $6, R6, R9")
-	f.ins("ANDW $0x03030303, R9")
-	f.ins("ORRW R9<<4, R8, R8")
-	f.ins("ANDW $0x3f3f3f3f, R6")
-	f.ins("LSRW $6, R5, R9")
-	f.ins("ANDW $0x03030303, R9")
-	f.ins("ANDW $0x0f0f0f0f, R7")
-	f.ins("ORRW R9<<4, R7, R7")
-	f.ins("ANDW $0x3f3f3f3f, R5")
-	f.ins("VMOV R5, V1.S[0]")
-	f.ins("VMOV R7, V1.S[1]")
-	f.ins("VMOV R6, V1.S[2]")
-	f.ins("VMOV R8, V1.S[3]")
-	f.word(uxtlB(2, 1))
-	f.word(uxtl2B(3, 1))
-	f.word(uxtlH(4, 2))
-	f.word(uxtl2H(5, 2))
+	k45Scales(f)
 	// Each token's Σm into R6+t.
 	for t := range 4 {
 		kx4Addr(f, "R14", "R3", "R25", t)
@@ -689,21 +686,8 @@ func dotQ4Kx4Arm(f *file, v variant, q5 bool) {
 		f.word(andB(19, 17, 14))
 		f.word(ushrB(20, 16, 4))
 		f.word(ushrB(21, 17, 4))
-		for i := 0; q5 && i < 2; i++ {
-			b := 2*g + i
-			for p := range 2 {
-				switch {
-				case b < 4:
-					f.word(shlB(12, 22+p, 4-b))
-					f.word(andB(12, 12, 15))
-				case b > 4:
-					f.word(ushrB(12, 22+p, b-4))
-					f.word(andB(12, 12, 15))
-				default:
-					f.word(andB(12, 22+p, 15))
-				}
-				f.word(orrB(18+2*i+p, 18+2*i+p, 12))
-			}
+		if q5 {
+			q5High(f, g)
 		}
 		for t := range 4 {
 			f.ins("VLD1.P 64(%s), %s", kx4X(t), vlist(24, 4, "B16"))
@@ -731,24 +715,12 @@ func dotQ6Kx4Arm(f *file, v variant) {
 	f.word(moviB(15, 0x30))
 	f.label("block")
 	f.ins("CBZ R4, done")
-	f.ins("ADD $192, R0, R10")
-	f.ins("VLD1 (R10), [V1.B16]")
-	f.word(sxtlB(2, 1))
-	f.word(sxtl2B(3, 1))
-	f.word(sxtlH(4, 2))
-	f.word(sxtl2H(5, 2))
-	f.word(sxtlH(6, 3))
-	f.word(sxtl2H(7, 3))
+	q6Scales(f)
 	// Each token's Σ sc_j·xs_j into R6+t.
 	for t := range 4 {
 		kx4Addr(f, "R14", "R3", "R25", t)
 		f.ins("VLD1 (R14), %s", vlist(24, 2, "H8"))
-		f.word(smullH(12, 2, 24))
-		f.word(smlal2H(12, 2, 24))
-		f.word(smlalH(12, 3, 25))
-		f.word(smlal2H(12, 3, 25))
-		f.word(addv4s(12, 12))
-		f.ins("FMOVS F12, R%d", 6+t)
+		scXs(f, fmt.Sprintf("R%d", 6+t))
 	}
 	f.ins("MOVD R0, R10")
 	f.ins("ADD $128, R0, R11") // R6-R9 hold the offset terms
@@ -760,27 +732,7 @@ func dotQ6Kx4Arm(f *file, v variant) {
 			// The quarter's two sub-blocks in V22 and V23, then each
 			// token's 32 activations.
 			for p := range 2 {
-				src := []int{16, 18}[k&1] + p
-				if k < 2 {
-					f.word(andB(22+p, src, 14))
-				} else {
-					f.word(ushrB(22+p, src, 4))
-				}
-				qh := 20 + p
-				switch k {
-				case 0:
-					f.word(shlB(12, qh, 4))
-					f.word(andB(12, 12, 15))
-				case 1:
-					f.word(shlB(12, qh, 2))
-					f.word(andB(12, 12, 15))
-				case 2:
-					f.word(andB(12, qh, 15))
-				case 3:
-					f.word(ushrB(12, qh, 2))
-					f.word(andB(12, 12, 15))
-				}
-				f.word(orrB(22+p, 22+p, 12))
+				q6Quarter(f, k, p, 22+p, 12)
 			}
 			for t := range 4 {
 				f.ins("VLD1.P 32(%s), %s", kx4X(t), vlist(24, 2, "B16"))

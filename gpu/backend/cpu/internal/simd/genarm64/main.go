@@ -267,14 +267,14 @@ func dotHalf(f *file, name, what string, bf bool) {
 	f.ret(3, 0)
 }
 
-// wsumF32 writes weightedSumF32NEON: 16 columns at a time (four
-// accumulators) over every row, then 4 at a time.
-func wsumF32(f *file) {
-	f.fn("weightedSumF32NEON", "sets out[j] = Σ_{i<n} w[i]*v[i*stride+j] for j < d (d a positive multiple of 4, n >= 1) over f32 rows.",
-		[]arg{{"out", "*float32"}, {"v", "*float32"}, {"stride", "int"}, {"w", "*float32"}, {"n", "int"}, {"d", "int"}}, false, 0, 1, 2, 3, 4, 5)
-	f.ins("LSL $2, R2")
+// wsum16 emits the 16-column chunks of the weighted sums (R0 out, R1 v,
+// R2 the row stride in bytes, R3 w, R4 n, R5 the columns left): for each,
+// V0-V3 accumulate w[i] times row i's 16 values, which load puts in
+// V4-V7 as f32 (advancing R6 to the next row); vstep is the bytes of v a
+// chunk takes. Fewer than 16 columns left go to the label tail.
+func wsum16(f *file, tail string, vstep int, load func()) {
 	f.ins("CMP $16, R5")
-	f.ins("BLT cols4")
+	f.ins("BLT %s", tail)
 	f.label("chunk16")
 	f.ins("MOVD R1, R6")
 	f.ins("MOVD R3, R7")
@@ -283,18 +283,29 @@ func wsumF32(f *file) {
 	f.label("rows16")
 	f.ins("FMOVS (R7), F16")
 	f.ins("ADD $4, R7")
-	f.ins("VLD1 (R6), %s", vlist(4, 4, "S4"))
-	f.ins("ADD R2, R6")
+	load()
 	for i := range 4 {
 		f.word(fmlaElem(i, 4+i, 16))
 	}
 	f.ins("SUBS $1, R8")
 	f.ins("BNE rows16")
 	f.ins("VST1.P %s, 64(R0)", vlist(0, 4, "S4"))
-	f.ins("ADD $64, R1")
+	f.ins("ADD $%d, R1", vstep)
 	f.ins("SUB $16, R5")
 	f.ins("CMP $16, R5")
 	f.ins("BGE chunk16")
+}
+
+// wsumF32 writes weightedSumF32NEON: 16 columns at a time (four
+// accumulators) over every row, then 4 at a time.
+func wsumF32(f *file) {
+	f.fn("weightedSumF32NEON", "sets out[j] = Σ_{i<n} w[i]*v[i*stride+j] for j < d (d a positive multiple of 4, n >= 1) over f32 rows.",
+		[]arg{{"out", "*float32"}, {"v", "*float32"}, {"stride", "int"}, {"w", "*float32"}, {"n", "int"}, {"d", "int"}}, false, 0, 1, 2, 3, 4, 5)
+	f.ins("LSL $2, R2")
+	wsum16(f, "cols4", 64, func() {
+		f.ins("VLD1 (R6), %s", vlist(4, 4, "S4"))
+		f.ins("ADD R2, R6")
+	})
 	f.label("cols4")
 	f.ins("CBZ R5, done")
 	f.label("chunk4")
@@ -323,30 +334,12 @@ func wsumF16(f *file) {
 	f.fn("weightedSumF16NEON", "sets out[j] = Σ_{i<n} w[i]*v[i*stride+j] for j < d (d a positive multiple of 8, n >= 1) over binary16 rows.",
 		[]arg{{"out", "*float32"}, {"v", "*uint16"}, {"stride", "int"}, {"w", "*float32"}, {"n", "int"}, {"d", "int"}}, false, 0, 1, 2, 3, 4, 5)
 	f.ins("LSL $1, R2")
-	f.ins("CMP $16, R5")
-	f.ins("BLT cols8")
-	f.label("chunk16")
-	f.ins("MOVD R1, R6")
-	f.ins("MOVD R3, R7")
-	f.ins("MOVD R4, R8")
-	f.zero(0, 1, 2, 3)
-	f.label("rows16")
-	f.ins("FMOVS (R7), F16")
-	f.ins("ADD $4, R7")
-	f.ins("VLD1 (R6), %s", vlist(17, 2, "H8"))
-	f.ins("ADD R2, R6")
-	widen(f, false, 4, 5, 17)
-	widen(f, false, 6, 7, 18)
-	for i := range 4 {
-		f.word(fmlaElem(i, 4+i, 16))
-	}
-	f.ins("SUBS $1, R8")
-	f.ins("BNE rows16")
-	f.ins("VST1.P %s, 64(R0)", vlist(0, 4, "S4"))
-	f.ins("ADD $32, R1")
-	f.ins("SUB $16, R5")
-	f.ins("CMP $16, R5")
-	f.ins("BGE chunk16")
+	wsum16(f, "cols8", 32, func() {
+		f.ins("VLD1 (R6), %s", vlist(17, 2, "H8"))
+		f.ins("ADD R2, R6")
+		widen(f, false, 4, 5, 17)
+		widen(f, false, 6, 7, 18)
+	})
 	f.label("cols8")
 	f.ins("CBZ R5, done")
 	f.ins("MOVD R1, R6")
