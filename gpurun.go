@@ -410,7 +410,6 @@ func (m *Model) ChatTemplate() string { return m.template }
 // or when nothing more is known than that the file carries none).
 func (m *Model) TokenizerProblem() string { return m.noTokReason }
 
-
 // weightBytes is the size of the weights as stored (quantized types count
 // their packed size).
 func weightBytes(ts []*tensors.Tensor) int64 {
