@@ -61,9 +61,6 @@ type program struct {
 	maskN     int
 	masked    bool
 	maskBytes []byte // the last mask written, reused for the next
-	// splits counts the fused ops the planner ran as their parts, which a
-	// graph fused with the backend's FusionSupport never has.
-	splits int
 }
 
 // Compile validates g against the weights and cache and records its
@@ -129,8 +126,6 @@ func actBytes(bi fusion.BufInfo) int64 {
 	return n * 4
 }
 
-// f32Bytes4 is the size of bi's values as f32.
-func f32Bytes4(bi fusion.BufInfo) int64 { return int64(bi.Rows) * int64(bi.Cols) * 4 }
 
 // build allocates the buffers, plans every op and records the list.
 func (p *program) build(ws *weights, caches []*kvCache) error {
@@ -147,9 +142,7 @@ func (p *program) build(ws *weights, caches []*kvCache) error {
 			return err
 		}
 		p.bufs[i] = buf
-		// As f32: the scratch buffer also takes f32 values of an f16
-		// activation's shape (MatMulGLU's up products).
-		largest = max(largest, f32Bytes4(bi))
+		largest = max(largest, size) // the scratch buffer holds a copy of any of them
 	}
 	var err error
 	stepWords := shaders.StepToken + g.Tokens
