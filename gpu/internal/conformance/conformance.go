@@ -19,10 +19,11 @@ import (
 // Factory returns a backend for one test. Run closes what it returns.
 type Factory func(t testing.TB) gpu.Backend
 
-// Run runs the per-op parity cases and the stories260K golden check.
-func Run(t *testing.T, newBackend Factory) {
+// Run runs the per-op parity cases and the stories260K golden check (its
+// graphs from build).
+func Run(t *testing.T, newBackend Factory, build GraphBuilder) {
 	t.Run("ops", func(t *testing.T) { RunOps(t, newBackend) })
-	t.Run("stories260K", func(t *testing.T) { RunStories260K(t, newBackend) })
+	t.Run("stories260K", func(t *testing.T) { RunStories260K(t, newBackend, build) })
 }
 
 // RunOps runs every op case of Cases on the backend and on gpu/backend/cpu and
