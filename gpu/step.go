@@ -7,6 +7,7 @@ import (
 	"math"
 
 	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/shaders"
 )
 
 // ErrStep reports arguments Program.Run cannot take.
@@ -29,10 +30,10 @@ func CheckStep(g *fusion.Graph, n, pos, maxLen int) error {
 	return nil
 }
 
-// Limits of StepRunner.RunSteps.
+// Limits of StepRunner.RunSteps: the step tensor's (shaders.DecodeStep).
 const (
-	MaxStepsPerSubmit = 64 // decode steps one submission may run
-	MaxStopIDs        = 8  // stop ids the device checks
+	MaxStepsPerSubmit = shaders.MaxSteps // decode steps one submission may run
+	MaxStopIDs        = shaders.MaxStops // stop ids the device checks
 )
 
 // StepRunner is implemented by decode programs that pick their next token

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/gpu/backend/compute"
 	"github.com/gpurun/gpurun/gpu/internal/conformance"
@@ -15,6 +16,15 @@ import (
 type sharedBackend struct{ gpu.Backend }
 
 func (sharedBackend) Close() error { return nil }
+
+// FusionSupport passes the shared backend's answer on (gpu.FusionBackend),
+// which the conformance cases ask for the fused ops it refuses.
+func (s sharedBackend) FusionSupport(w gpu.Weights) fusion.Support {
+	if fb, ok := s.Backend.(gpu.FusionBackend); ok {
+		return fb.FusionSupport(w)
+	}
+	return nil
+}
 
 // TestFusedConformance runs the fused-op parity cases against gpu/backend/cpu on
 // WebGPU and Vulkan, with the kernels the device picks, without subgroup

@@ -11,14 +11,6 @@ import (
 	"github.com/gpurun/gpurun/shaders"
 )
 
-// The gpu limits are the step tensor's.
-var (
-	_ = [1]struct{}{}[gpu.MaxStepsPerSubmit-shaders.MaxSteps]
-	_ = [1]struct{}{}[shaders.MaxSteps-gpu.MaxStepsPerSubmit]
-	_ = [1]struct{}{}[gpu.MaxStopIDs-shaders.MaxStops]
-	_ = [1]struct{}{}[shaders.MaxStops-gpu.MaxStopIDs]
-)
-
 var (
 	_ gpu.StepRunner     = (*program)(nil)
 	_ gpu.SamplingSetter = (*program)(nil)
