@@ -25,6 +25,19 @@ type readCounter struct {
 	argmaxs int
 }
 
+// FusionSupport passes the wrapped backend's answer on.
+func (b *readCounter) FusionSupport(w gpu.Weights) fusion.Support { return wrappedSupport(b.Backend, w) }
+
+// wrappedSupport is the fusion support of a wrapped backend (nil where it
+// is no gpu.FusionBackend): a test wrapper passes it on, so that gpu.Fuse
+// fuses only what the wrapped backend's kernels run whole.
+func wrappedSupport(b gpu.Backend, w gpu.Weights) fusion.Support {
+	if fb, ok := b.(gpu.FusionBackend); ok {
+		return fb.FusionSupport(w)
+	}
+	return nil
+}
+
 func (b *readCounter) Info() gpu.Info {
 	info := b.Backend.Info()
 	if b.name != "" {

@@ -23,6 +23,9 @@ type stepCounter struct {
 	compiles   int // graphs compiled
 }
 
+// FusionSupport passes the wrapped backend's answer on.
+func (b *stepCounter) FusionSupport(w gpu.Weights) fusion.Support { return wrappedSupport(b.Backend, w) }
+
 func (b *stepCounter) Compile(g *fusion.Graph, w gpu.Weights, kv gpu.KVCache) (gpu.Program, error) {
 	b.compiles++
 	if slices.ContainsFunc(g.Ops, func(op fusion.Op) bool { return op.Kind() == fusion.Sample }) {
