@@ -26,7 +26,9 @@ type readCounter struct {
 }
 
 // FusionSupport passes the wrapped backend's answer on.
-func (b *readCounter) FusionSupport(w gpu.Weights) fusion.Support { return wrappedSupport(b.Backend, w) }
+func (b *readCounter) FusionSupport(w gpu.Weights) fusion.Support {
+	return wrappedSupport(b.Backend, w)
+}
 
 // wrappedSupport is the fusion support of a wrapped backend (nil where it
 // is no gpu.FusionBackend): a test wrapper passes it on, so that gpu.Fuse

@@ -24,7 +24,9 @@ type stepCounter struct {
 }
 
 // FusionSupport passes the wrapped backend's answer on.
-func (b *stepCounter) FusionSupport(w gpu.Weights) fusion.Support { return wrappedSupport(b.Backend, w) }
+func (b *stepCounter) FusionSupport(w gpu.Weights) fusion.Support {
+	return wrappedSupport(b.Backend, w)
+}
 
 func (b *stepCounter) Compile(g *fusion.Graph, w gpu.Weights, kv gpu.KVCache) (gpu.Program, error) {
 	b.compiles++
