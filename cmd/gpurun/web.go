@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gpurun/gpurun/cmd/gpurun-web/page"
+	"github.com/gpurun/gpurun/internal/webpage"
 )
 
 // serveWeb is `gpurun serve --web`: it builds gpurun-web for the browser
@@ -30,10 +30,10 @@ func serveWeb(ctx context.Context, errOut io.Writer, ln net.Listener, model, tok
 	wasm := filepath.Join(dir, "gpurun.wasm")
 	start := time.Now()
 	fmt.Fprintln(errOut, "building the page's wasm (GOOS=js GOARCH=wasm go build ./cmd/gpurun-web)...")
-	if err := page.Build(ctx, "", wasm); err != nil {
+	if err := webpage.Build(ctx, "", wasm); err != nil {
 		return fmt.Errorf("--web: %w (run gpurun serve --web inside the gpurun repository)", err)
 	}
-	wasmExec, err := page.WasmExecJS()
+	wasmExec, err := webpage.WasmExecJS()
 	if err != nil {
 		return fmt.Errorf("--web: %w", err)
 	}
@@ -52,7 +52,7 @@ func serveWeb(ctx context.Context, errOut io.Writer, ln net.Listener, model, tok
 			models[name+".tokenizer"] = tokenizer
 		}
 	}
-	srv := &http.Server{Handler: page.Handler(page.Config{Wasm: wasm, WasmExec: wasmExec, Models: models}), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: webpage.Handler(webpage.Config{Wasm: wasm, WasmExec: wasmExec, Models: models}), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(errOut, "wasm built in %v; serving the browser page on http://%s/\n", time.Since(start).Round(time.Millisecond), ln.Addr())
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
 	defer stop()

@@ -6,11 +6,14 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/gpu/backend/compute"
 	"github.com/gpurun/gpurun/gpu/internal/conformance"
 	"github.com/gpurun/gpurun/gpu/internal/tuning"
 	"github.com/gpurun/gpurun/internal/gputest"
+	"github.com/gpurun/gpurun/pipeline/arch"
+	"github.com/gpurun/gpurun/tensors/model"
 )
 
 // One device serves every backend test of the binary: compute.New builds
@@ -33,7 +36,13 @@ func backendDevice(t testing.TB) *Device {
 // on this device through the per-op parity table against gpu/backend/cpu and the
 // stories260K golden generation.
 func TestKernelBackendConformance(t *testing.T) {
-	conformance.Run(t, func(t testing.TB) gpu.Backend { return compute.New(backendDevice(t)) })
+	conformance.Run(t, func(t testing.TB) gpu.Backend { return compute.New(backendDevice(t)) }, archGraph)
+}
+
+// archGraph builds the conformance package's model graphs with the
+// pipeline's builder (conformance.GraphBuilder).
+func archGraph(cfg *model.Config, tokens, maxLen int, kvF16 bool) (*fusion.Graph, error) {
+	return arch.Build(cfg, arch.BuildOptions{Tokens: tokens, MaxLen: maxLen, KVF16: kvF16})
 }
 
 // TestKernelBackendStagingConformance runs the op table on a device whose

@@ -24,7 +24,7 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
-	"github.com/gpurun/gpurun/cmd/gpurun-web/page"
+	"github.com/gpurun/gpurun/internal/webpage"
 )
 
 // Env names the Chromium binary to use instead of the first of Names on
@@ -62,20 +62,20 @@ type Page struct {
 	dir  string
 }
 
-// Serve builds the page's wasm (page.Build: go build, so from inside the
+// Serve builds the page's wasm (webpage.Build: go build, so from inside the
 // repository) and serves the page on 127.0.0.1, offering models (name ->
-// path, as page.Config.Models).
+// path, as webpage.Config.Models).
 func Serve(ctx context.Context, models map[string]string) (*Page, error) {
 	dir, err := os.MkdirTemp("", "gpurun-browser-")
 	if err != nil {
 		return nil, err
 	}
 	p := &Page{Wasm: filepath.Join(dir, "gpurun.wasm"), dir: dir}
-	if err := page.Build(ctx, "", p.Wasm); err != nil {
+	if err := webpage.Build(ctx, "", p.Wasm); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("browser: %w", err)
 	}
-	wasmExec, err := page.WasmExecJS()
+	wasmExec, err := webpage.WasmExecJS()
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("browser: %w", err)
@@ -86,7 +86,7 @@ func Serve(ctx context.Context, models map[string]string) (*Page, error) {
 		return nil, fmt.Errorf("browser: %w", err)
 	}
 	p.URL = "http://" + ln.Addr().String() + "/"
-	p.srv = &http.Server{Handler: page.Handler(page.Config{Wasm: p.Wasm, WasmExec: wasmExec, Models: models}), ReadHeaderTimeout: 10 * time.Second}
+	p.srv = &http.Server{Handler: webpage.Handler(webpage.Config{Wasm: p.Wasm, WasmExec: wasmExec, Models: models}), ReadHeaderTimeout: 10 * time.Second}
 	go p.srv.Serve(ln)
 	return p, nil
 }

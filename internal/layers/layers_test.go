@@ -111,6 +111,8 @@ func TestCheck(t *testing.T) {
 		{"sampler on gpu", []Edge{{From: m("gpu/sampler"), To: m("gpu")}}, []string{"(layer sampler) imports"}},
 		{"a device on a backend", []Edge{{From: m("gpu/webgpu"), To: m("gpu/backend/compute")}}, []string{"(layer devices) imports"}},
 		{"one backend on the other", []Edge{{From: m("gpu/backend/compute"), To: m("gpu/backend/cpu")}}, []string{"(layer backend/cpu)"}},
+		{"conformance on the pipeline", []Edge{{From: m("gpu/internal/conformance"), To: m("pipeline/arch")}}, []string{"(layer conformance) imports"}},
+		{"the browser driver on a command", []Edge{{From: m("internal/browser"), To: m("cmd/gpurun")}}, []string{"(layer browser) imports"}},
 		{"code on test support", []Edge{{From: m("cmd/gpurun"), To: m("internal/ci")}}, []string{"which only tests may import"}},
 		{"an unknown package", []Edge{{From: m("newpkg"), To: m("gpu")}, {From: m("newpkg/sub"), To: m("gpu")}},
 			[]string{"package github.com/gpurun/gpurun/newpkg is in no layer", "package github.com/gpurun/gpurun/newpkg/sub is in no layer"}},

@@ -8,7 +8,6 @@ import (
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
-	"github.com/gpurun/gpurun/shaders"
 )
 
 // noRow is the position of a row a batched step leaves unused: past every
@@ -93,21 +92,18 @@ func (p *program) RunBatch(ctx context.Context, rows []gpu.Row) error {
 	for _, r := range rows {
 		used = max(used, r.Seq+1)
 	}
-	step := make([]byte, 4*(shaders.StepToken+3*T))
-	put := func(word int, v uint32) { binary.LittleEndian.PutUint32(step[4*word:], v) }
-	put(shaders.StepRows, uint32(used))
+	sw := stepWords{Rows: uint32(used), Tokens: make([]uint32, T), Positions: make([]uint32, T), Sets: make([]uint32, T)}
 	for t := range T {
-		put(p.posAt+t, noRow)
-		put(p.setAt+t, noRow)
+		sw.Positions[t], sw.Sets[t] = noRow, noRow
 	}
 	for i, r := range rows {
 		if p.vocab > 0 && (r.Token < 0 || int(r.Token) >= p.vocab) {
 			return fmt.Errorf("%w: token %d at row %d outside the vocabulary of %d", ErrRun, r.Token, i, p.vocab)
 		}
-		put(shaders.StepToken+r.Seq, uint32(r.Token))
-		put(p.posAt+r.Seq, uint32(r.Pos))
-		put(p.setAt+r.Seq, uint32(min(r.Adapter, math.MaxUint32-1)))
+		sw.Tokens[r.Seq], sw.Positions[r.Seq] = uint32(r.Token), uint32(r.Pos)
+		sw.Sets[r.Seq] = uint32(min(r.Adapter, math.MaxUint32-1))
 	}
+	step := p.encodeStep(sw)
 	if err := p.b.dev.Write(p.step, 0, step); err != nil {
 		return fmt.Errorf("compute: run: %w", err)
 	}

@@ -7,11 +7,10 @@ import (
 )
 
 // FusionSupport tells the fusion pass which fused ops the planner runs
-// whole for weights w (gpu.Fuse): the same predicates the planner applies,
-// so a graph fused with it never reaches a planner fallback that splits a
-// fused op back into its parts (program.splits stays 0). Graphs fused
-// without it (fusion.Fuse) still compile: the planner then splits what its
-// kernels do not take.
+// whole for weights w (gpu.Fuse). The planner asks the same question of
+// every op it plans and compiles only what its kernels run whole: a fused
+// op this refuses (in a graph fused without asking, fusion.Fuse) is
+// gpu.ErrUnsupported at Compile, never split back into its parts.
 func (b *backend) FusionSupport(w gpu.Weights) fusion.Support {
 	ws, _ := w.(*weights)
 	return fusionSupport{b: b, ws: ws}
@@ -97,7 +96,7 @@ func gluWhole(gw, uw *weight, gateBias, upBias string) bool {
 func ropeKVWhole(c caps, g *fusion.Graph, op *fusion.MatMulRopeKVOp, wq, wk, wv *weight) bool {
 	in := g.Bufs[op.In]
 	ce := matVariant(wq, false).ChunkElems()
-	// qkv.wgsl has no cos/sin scale: a scaled rope takes the split path.
+	// qkv.wgsl has no cos/sin scale: a scaled rope stays unfused.
 	ok := in.Rows < 4 && (op.Scale == 0 || op.Scale == 1) && op.Q.Bias == "" && op.K.Bias == "" && op.V.Bias == "" && wq.qt == shaders.BlockNone && len(wq.chunks) == 1 &&
 		sameType(wq, wk) && sameType(wq, wv) && len(wk.chunks) == 1 && len(wv.chunks) == 1 &&
 		in.Cols%ce == 0 && wq.block%ce == 0 &&

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/internal/gputest"
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline/arch"
@@ -55,7 +55,7 @@ func BenchmarkDecodeOverhead(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer kv.Release()
-			pr, err := be.Compile(fusion.Fuse(g), w, kv)
+			pr, err := be.Compile(gpu.Fuse(be, w, g), w, kv)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -27,7 +27,7 @@ type program struct {
 	b      *backend
 	g      *fusion.Graph
 	bufs   []gpu.Buffer // activations, by fusion.Buf
-	step   gpu.Buffer   // [pos, T, tokens...] u32
+	step   gpu.Buffer   // the step buffer: stepWords, as encodeStep lays them out
 	owned  []gpu.Buffer // everything Release frees
 	cmds   gpu.Commands
 	items  []item     // the planned commands, for re-recording with timestamps
@@ -61,9 +61,6 @@ type program struct {
 	maskN     int
 	masked    bool
 	maskBytes []byte // the last mask written, reused for the next
-	// splits counts the fused ops the planner ran as their parts, which a
-	// graph fused with the backend's FusionSupport never has.
-	splits int
 }
 
 // Compile validates g against the weights and cache and records its
@@ -129,9 +126,6 @@ func actBytes(bi fusion.BufInfo) int64 {
 	return n * 4
 }
 
-// f32Bytes4 is the size of bi's values as f32.
-func f32Bytes4(bi fusion.BufInfo) int64 { return int64(bi.Rows) * int64(bi.Cols) * 4 }
-
 // build allocates the buffers, plans every op and records the list.
 func (p *program) build(ws *weights, caches []*kvCache) error {
 	g := p.g
@@ -147,18 +141,16 @@ func (p *program) build(ws *weights, caches []*kvCache) error {
 			return err
 		}
 		p.bufs[i] = buf
-		// As f32: the scratch buffer also takes f32 values of an f16
-		// activation's shape (MatMulGLU's up products).
-		largest = max(largest, f32Bytes4(bi))
+		largest = max(largest, size) // the scratch buffer holds a copy of any of them
 	}
 	var err error
-	stepWords := shaders.StepToken + g.Tokens
+	nWords := shaders.StepToken + g.Tokens
 	if g.Batch {
-		p.posAt = stepWords
-		p.setAt = stepWords + g.Tokens
-		stepWords += 2 * g.Tokens
+		p.posAt = nWords
+		p.setAt = nWords + g.Tokens
+		nWords += 2 * g.Tokens
 	}
-	stepBytes := int64(stepWords) * 4
+	stepBytes := int64(nWords) * 4
 	if stepTensor(g) {
 		// A decode program's step buffer is the step tensor (RunSteps).
 		stepBytes = int64(binary.Size(shaders.DecodeStep{}))
@@ -211,20 +203,14 @@ func (p *program) run(ctx context.Context, tokens []int32, pos int, cmds gpu.Com
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("compute: run: %w", err)
 	}
-	step := make([]byte, 4*(shaders.StepToken+n))
-	binary.LittleEndian.PutUint32(step[4*shaders.StepPos:], uint32(pos))
-	binary.LittleEndian.PutUint32(step[4*shaders.StepRows:], uint32(n))
+	words := make([]uint32, n)
 	for i, t := range tokens {
 		if p.vocab > 0 && (t < 0 || int(t) >= p.vocab) {
 			return fmt.Errorf("%w: token %d at row %d outside the vocabulary of %d", ErrRun, t, i, p.vocab)
 		}
-		binary.LittleEndian.PutUint32(step[4*(shaders.StepToken+i):], uint32(t))
+		words[i] = uint32(t)
 	}
-	if p.rule != nil {
-		// A decode program sampling on the device: the step tensor's
-		// header, rule included.
-		step = p.stepHeader(shaders.DecodeStep{Pos: uint32(pos), Tokens: 1, Token: uint32(tokens[0])})
-	}
+	step := p.encodeStep(stepWords{Pos: uint32(pos), Rows: uint32(n), Tokens: words})
 	p.lastT = 0
 	if err := p.b.dev.Write(p.step, 0, step); err != nil {
 		return fmt.Errorf("compute: run: %w", err)

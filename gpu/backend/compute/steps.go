@@ -7,21 +7,8 @@ import (
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
-	"github.com/gpurun/gpurun/gpu/sampler"
 	"github.com/gpurun/gpurun/shaders"
 )
-
-// stepHeader returns the bytes of st's header (without the ids) with the
-// program's sampling rule, if it has one.
-func (p *program) stepHeader(st shaders.DecodeStep) []byte {
-	if r := p.rule; r != nil {
-		st.InvTemperature = sampler.InvTemperature(r.Temperature)
-		st.TopK, st.TopP = uint32(r.TopK), r.TopP
-		st.SeedLo, st.SeedHi = uint32(r.Seed), uint32(r.Seed>>32)
-	}
-	b, _ := binary.Append(nil, binary.LittleEndian, st) // a fixed-size struct: no error
-	return b[:shaders.DecodeStepHeader]
-}
 
 // SetSampling (gpu.Program, Caps().Sampling) for a decode program ending in
 // fusion.Sample: the rule goes into the step tensor with the next run.
@@ -127,12 +114,9 @@ func (p *program) RunSteps(ctx context.Context, token int32, pos, n int, stops [
 	if err != nil {
 		return nil, fmt.Errorf("compute: run steps: %w", err)
 	}
-	st := shaders.DecodeStep{Pos: uint32(pos), Tokens: 1, Token: uint32(token), ValidLen: uint32(pos), Steps: uint32(n), NStops: uint32(len(stops))}
-	for i, s := range stops {
-		st.Stops[i] = uint32(s)
-	}
+	st := p.encodeStep(stepWords{Pos: uint32(pos), Rows: 1, Tokens: []uint32{uint32(token)}, Steps: uint32(n), Stops: stops})
 	p.lastT = 0
-	if err := p.b.dev.Write(p.step, 0, p.stepHeader(st)); err != nil {
+	if err := p.b.dev.Write(p.step, 0, st); err != nil {
 		return nil, fmt.Errorf("compute: run steps: %w", err)
 	}
 	if err := p.b.dev.Submit(cmds); err != nil {

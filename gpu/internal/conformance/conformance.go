@@ -7,7 +7,9 @@ package conformance
 
 import (
 	"context"
+	"errors"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/gpurun/gpurun/fusion"
@@ -19,10 +21,11 @@ import (
 // Factory returns a backend for one test. Run closes what it returns.
 type Factory func(t testing.TB) gpu.Backend
 
-// Run runs the per-op parity cases and the stories260K golden check.
-func Run(t *testing.T, newBackend Factory) {
+// Run runs the per-op parity cases and the stories260K golden check (its
+// graphs from build).
+func Run(t *testing.T, newBackend Factory, build GraphBuilder) {
 	t.Run("ops", func(t *testing.T) { RunOps(t, newBackend) })
-	t.Run("stories260K", func(t *testing.T) { RunStories260K(t, newBackend) })
+	t.Run("stories260K", func(t *testing.T) { RunStories260K(t, newBackend, build) })
 }
 
 // RunOps runs every op case of Cases on the backend and on gpu/backend/cpu and
@@ -30,7 +33,11 @@ func Run(t *testing.T, newBackend Factory) {
 func RunOps(t *testing.T, newBackend Factory) { RunCases(t, Cases(), newBackend) }
 
 // RunCases runs the given cases on the backend and on gpu/backend/cpu and compares
-// the logits of each step. The reference of a graph with ring layers
+// the logits of each step. A fused op the backend refuses (its
+// gpu.FusionBackend support says its kernels do not run it whole) must make
+// Compile fail with gpu.ErrUnsupported; the backend then runs the graph
+// with that op as its parts (unfuse), as gpu.Fuse would have left it,
+// against the reference's fused op. The reference of a graph with ring layers
 // (fusion.KVSpec.Ring) keeps full caches: a ring must give what the full
 // cache gives.
 func RunCases(t *testing.T, cases []Case, newBackend Factory) {
@@ -42,7 +49,15 @@ func RunCases(t *testing.T, cases []Case, newBackend Factory) {
 			full := *g
 			full.KV.Ring = nil
 			ref := runSteps(t, cpu.New(cpu.Options{Threads: 1}), &full, ws, c.Steps, c.Masks)
-			got := runSteps(t, be, g, ws, c.Steps, c.Masks)
+			run := g
+			if refused := refusedOps(t, be, g, ws); len(refused) > 0 {
+				// The backend runs these fused ops only as their parts:
+				// Compile refuses them, and the parts must give what the
+				// reference's fused ops give.
+				checkRefused(t, be, g, ws, refused)
+				run = unfuse(g, func(op fusion.Op) bool { return refused[op] })
+			}
+			got := runSteps(t, be, run, ws, c.Steps, c.Masks)
 			var mask []uint64 // the token mask in effect (Case.Masks)
 			for s := range c.Steps {
 				if s < len(c.Masks) && c.Masks[s].Set {
@@ -70,6 +85,60 @@ func RunCases(t *testing.T, cases []Case, newBackend Factory) {
 				checkAblated(t, c, &full, ws, got)
 			}
 		})
+	}
+}
+
+// refusedOps returns the ops of g that be does not run whole for weights
+// ws (its FusionSupport; nil support: every op).
+func refusedOps(t *testing.T, be gpu.Backend, g *fusion.Graph, ws []*tensors.Tensor) map[fusion.Op]bool {
+	t.Helper()
+	w, err := be.LoadWeights(context.Background(), ws)
+	if err != nil {
+		t.Fatalf("%s: load weights: %v", be.Info().Backend, err)
+	}
+	defer w.Release()
+	s := be.FusionSupport(w)
+	if s == nil {
+		return nil
+	}
+	refused := map[fusion.Op]bool{}
+	for _, op := range g.Ops {
+		if !s.Fuses(g, op) {
+			refused[op] = true
+		}
+	}
+	return refused
+}
+
+// checkRefused fails unless compiling g on be fails with gpu.ErrUnsupported
+// naming the kind of one of the refused ops: a backend never splits a
+// fused op it refuses.
+func checkRefused(t *testing.T, be gpu.Backend, g *fusion.Graph, ws []*tensors.Tensor, refused map[fusion.Op]bool) {
+	t.Helper()
+	name := be.Info().Backend
+	w, err := be.LoadWeights(context.Background(), ws)
+	if err != nil {
+		t.Fatalf("%s: load weights: %v", name, err)
+	}
+	defer w.Release()
+	var kv gpu.KVCache
+	if g.KV.Layers > 0 {
+		if kv, err = be.NewKVCache(g.KV); err != nil {
+			t.Fatalf("%s: kv cache: %v", name, err)
+		}
+		defer kv.Release()
+	}
+	p, err := be.Compile(g, w, kv)
+	if err == nil {
+		p.Release()
+		t.Fatalf("%s: compiled a graph with fused ops its FusionSupport refuses: want gpu.ErrUnsupported", name)
+	}
+	named := false
+	for op := range refused {
+		named = named || strings.Contains(err.Error(), op.Kind().String())
+	}
+	if !errors.Is(err, gpu.ErrUnsupported) || !named {
+		t.Fatalf("%s: compile of a graph with refused fused ops: %v, want gpu.ErrUnsupported naming the op", name, err)
 	}
 }
 

@@ -13,7 +13,8 @@ import (
 // decode (1 token) and prefill (5 and 40 tokens) shapes, RopeStoreKV
 // for both rope styles, partial rope dims and both cache types, the
 // RMS-norm prologue of the three (Prologue) for every weight type, and
-// MatMulRopeKV (its decode kernels and its split form).
+// MatMulRopeKV (its decode kernels, and shapes a GPU backend refuses,
+// which RunCases runs there as their parts: unfuse).
 func FusedCases() []Case {
 	var cs []Case
 	cs = append(cs, accumulateCases()...)
@@ -26,7 +27,8 @@ func FusedCases() []Case {
 }
 
 // fusedSample is a few of FusedCases for the op table: every fused kind and
-// kernel (decode and tiled, fused and fallback GLU) at least once. Device
+// kernel (decode and tiled; a GLU the GPU kernels take whole and one they
+// refuse) at least once. Device
 // packages that compile kernels per case run these; gpu/backend/compute, which
 // shares its backends, runs all of FusedCases on both devices.
 func fusedSample() []Case {
@@ -343,8 +345,8 @@ func normPrologueCases() []Case {
 // store), read back as the rotated q or as the attention of q over the
 // cache it filled, over several steps: decode graphs (the qkv.wgsl
 // kernels: both rope styles, partial rope dims, both caches, with and
-// without the norm prologue, GQA) and the split form (a 5-token graph, a
-// bias).
+// without the norm prologue, GQA) and shapes the GPU backend refuses (a
+// 5-token graph, a bias), which it runs as their parts (RunCases).
 func matMulRopeKVCases() []Case {
 	type tc struct {
 		wt       weightType

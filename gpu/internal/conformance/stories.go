@@ -8,9 +8,15 @@ import (
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/internal/testmodels"
-	"github.com/gpurun/gpurun/pipeline/arch"
 	"github.com/gpurun/gpurun/tensors/llama2c"
+	"github.com/gpurun/gpurun/tensors/model"
 )
+
+// GraphBuilder builds a model's graph for steps of tokens tokens over a
+// cache of maxLen positions (keys and values in f16 with kvF16): what
+// pipeline/arch.Build does. This package sits below the pipeline, so the
+// test calling RunStories260K passes it in.
+type GraphBuilder func(cfg *model.Config, tokens, maxLen int, kvF16 bool) (*fusion.Graph, error)
 
 // storiesLogitTol bounds the first generated position's logits against
 // llama.cpp with an f32 KV cache. run.c and llama.cpp differ by 1.1e-5 at
@@ -26,11 +32,11 @@ func ModelsDir(t testing.TB) string {
 	return testmodels.Dir(t)
 }
 
-// RunStories260K feeds each golden prompt to stories260K on the backend, with
-// an f32 and with an f16 KV cache, and checks the greedy continuation and
+// RunStories260K feeds each golden prompt to stories260K on the backend
+// (its graphs from build), with an f32 and with an f16 KV cache, and checks the greedy continuation and
 // the first generated position's logits against llama.cpp run with the same
 // cache type (see checkStoriesF32 and checkStoriesF16).
-func RunStories260K(t *testing.T, newBackend Factory) {
+func RunStories260K(t *testing.T, newBackend Factory, build GraphBuilder) {
 	cases := testmodels.StoriesCases(t)
 	ck, err := llama2c.Load(testmodels.Path(t, "stories260K.bin"))
 	if err != nil {
@@ -59,7 +65,7 @@ func RunStories260K(t *testing.T, newBackend Factory) {
 				}
 				defer kv.Release()
 				compile := func(tokens int) gpu.Program {
-					g, err := arch.Build(cfg, arch.BuildOptions{Tokens: tokens, MaxLen: maxLen, KVF16: f16})
+					g, err := build(cfg, tokens, maxLen, f16)
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -1,4 +1,4 @@
-// Package page serves gpurun's browser page: index.html (embedded), the Go
+// Package webpage serves gpurun's browser page: index.html (embedded), the Go
 // distribution's wasm_exec.js, the gpurun-web wasm and, optionally, model
 // files the server offers for the page to load.
 //
@@ -7,10 +7,10 @@
 // static deployment do alike:
 //
 //	GOOS=js GOARCH=wasm go build -o site/gpurun.wasm ./cmd/gpurun-web
-//	cp "$(go env GOROOT)/lib/wasm/wasm_exec.js" cmd/gpurun-web/page/index.html site/
+//	cp "$(go env GOROOT)/lib/wasm/wasm_exec.js" internal/webpage/index.html site/
 //
 // (any static file server then serves site/).
-package page
+package webpage
 
 import (
 	"bytes"

@@ -1,0 +1,240 @@
+package compute
+
+import (
+	"fmt"
+
+	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/shaders"
+)
+
+// matMulOp plans the matmul family: MatMul, MultiMatMul, MatMulGLU and
+// RowLoRA. The op's RMS-norm prologue, if any, runs in the decode kernels
+// (FusionSupport took the op only where they run it: prologueWhole).
+func (pl *planner) matMulOp(op fusion.Op) error {
+	g := pl.p.g
+	defer func() { pl.pro = nil }()
+	switch op := op.(type) {
+	case *fusion.MatMulOp:
+		copied := false
+		x := pl.input(op.Out, op.In, &copied)
+		if op.Prologue != nil {
+			// The prologue's kernels read the input itself.
+			x = pl.buf(op.In)
+		}
+		if err := pl.normPrologue(op.Prologue); err != nil {
+			return err
+		}
+		return pl.matMul(pl.ws.byName[op.Weight], op.Bias, x, g.Bufs[op.In].Cols, pl.buf(op.Out), g.Bufs[op.Out], op.Accumulate)
+	case *fusion.MultiMatMulOp:
+		if err := pl.normPrologue(op.Prologue); err != nil {
+			return err
+		}
+		// One dispatch per projection: a kernel writing all of them would
+		// bind more storage buffers than WebGPU's default limit of 8.
+		for _, p := range op.Outs {
+			if err := pl.matMul(pl.ws.byName[p.Weight], p.Bias, pl.buf(op.In), g.Bufs[op.In].Cols, pl.buf(p.Out), g.Bufs[p.Out], false); err != nil {
+				return err
+			}
+		}
+		return nil
+	case *fusion.MatMulGLUOp:
+		if err := pl.normPrologue(op.Prologue); err != nil {
+			return err
+		}
+		return pl.matMulGLU(op)
+	case *fusion.RowLoRAOp:
+		return pl.rowLoRA(op)
+	}
+	return unsupportedOp(op)
+}
+
+// normPrologue sets pl.pro to the RMS-norm prologue pro (nil: none) that
+// the op's products run in their kernels, the scale bound at their bias
+// slot.
+func (pl *planner) normPrologue(pro *fusion.RMSPrologue) error {
+	if pro == nil {
+		return nil
+	}
+	scale, _, err := pl.vector(pro.Weight)
+	if err != nil {
+		return err
+	}
+	pl.pro = &prologue{scale: scale, eps: pro.Eps}
+	return nil
+}
+
+// matVariant returns the matmul module for weights w (GLU: gate and up).
+func matVariant(w *weight, glu bool) shaders.MatMulVariant {
+	return shaders.MatMulVariant{Weight: w.wt, Scale: w.st, Quant: w.quant, GLU: glu}
+}
+
+// matShape is what the choice of a matmul-family kernel depends on besides
+// the device's capabilities: the product's shape and operands.
+type matShape struct {
+	rows     int  // rows of x and out (the step's tokens)
+	batch    bool // a batched step (one row per sequence)
+	chunked  bool // input columns and scale blocks hold whole 16-byte chunks
+	prologue bool // the product runs the op's RMS-norm prologue
+	xF16     bool // x is an f16 activation
+}
+
+// chooseMatKernel picks the matmul-family kernel and module of a product
+// with weights of variant v: a pure function of the device's capabilities
+// and the shape (TestChooseMatKernel). Every device gets the same kernels;
+// the choice is by shape and by capability only:
+//   - matmul (tiles staged in workgroup memory, each weight chunk read once
+//     per 32 tokens) for a prefill (4+ rows of an unbatched step), where
+//     rows and scale blocks hold whole 16-byte chunks;
+//   - otherwise the decode kernels, one row of the step per workgroup with
+//     the step's rows as the fastest-varying dispatch dimension:
+//     matvec_lanes (its element-wise path takes shapes of partial chunks), or with the norm prologue matvec_lanes_norm; on a
+//     device with subgroup operations matvec_sg (no workgroup-memory
+//     reduction), and with shader f16, for f16 activations and weights
+//     that convert to f16 exactly, matvec_sg_h.
+//
+// A batched step (one row per sequence) is a decode step of R rows: the
+// same kernels, each row computed exactly as that sequence's step alone
+// (so seeded sampling gives the same tokens batched or not); the
+// workgroups of the R rows that read the same weights run side by side,
+// so the weights come from memory about once per step.
+func chooseMatKernel(c caps, v shaders.MatMulVariant, s matShape) (contract[shaders.MatParams, matmulBindings], shaders.MatMulVariant) {
+	switch {
+	case s.chunked && s.rows >= 4 && !s.batch:
+		return kMatmul, v
+	case s.prologue:
+		// The norm prologue has no subgroup form.
+		return kMatvecLanesNorm, v
+	case c.subgroups:
+		// The same lane groups, reduced through subgroup shuffles; in f16
+		// arithmetic for f16 activations where the device has it (f32
+		// activation policies, such as Falcon's and Phi-2's, keep f32
+		// math; matvec_sg_h has no element-wise path).
+		v.Subgroups = true
+		if c.f16 && s.xF16 && shaders.F16Weights(v.Weight) && s.chunked {
+			v.F16 = true
+			return kMatvecSgH, v
+		}
+		return kMatvecSg, v
+	}
+	return kMatvecLanes, v
+}
+
+// matDispatch plans the matmul-family kernel of one row block (see
+// chooseMatKernel).
+func (pl *planner) matDispatch(v shaders.MatMulVariant, w *weight, params shaders.MatParams, rows, nrows int, bind matmulBindings) {
+	if pl.pro != nil {
+		bind.Bias = pl.pro.scale // the prologue's ops have no bias
+	}
+	sh := v.Shape()
+	ce := v.ChunkElems()
+	chunked := int(params.InCols)%ce == 0 && int(params.Block)%ce == 0
+	mats := 1
+	if v.GLU {
+		mats = 2
+	}
+	c := matCost(w, rows, int(params.InCols), nrows, mats)
+	k, kv := chooseMatKernel(pl.p.b.caps, v, matShape{rows: nrows, batch: pl.p.g.Batch, chunked: chunked, prologue: pl.pro != nil, xF16: params.XF16 != 0})
+	if k == kMatmul {
+		k.dispatchVariant(pl, kv.Variant(), params, c, ceilDiv(rows, sh.TileRows), ceilDiv(nrows, sh.TileTokens), 1, bind)
+		return
+	}
+	// Lanes per row group: enough to cover a row's chunks once, at least
+	// 4, at most the workgroup.
+	lanes := 4
+	for lanes < sh.LanesWG && lanes*2 <= ceilDiv(int(params.InCols), ce) {
+		lanes *= 2
+	}
+	params.Lanes = u(lanes)
+	groups := ceilDiv(rows, sh.LanesWG/lanes*sh.LanesRows)
+	k.dispatchVariant(pl, kv.Variant(), params, c, nrows, groups, 1, bind)
+}
+
+// matMul plans out = W·x + bias (accum: out += ...), one dispatch per row
+// block of W.
+func (pl *planner) matMul(w *weight, biasName string, x gpu.Binding, inCols int, outB gpu.Binding, out fusion.BufInfo, accum bool) error {
+	if w.qt != shaders.BlockNone {
+		return pl.qMatMul(w, biasName, x, inCols, outB, out, accum)
+	}
+	bias, hasBias, err := pl.vector(biasName)
+	if err != nil {
+		return err
+	}
+	none := pl.none()
+	v := matVariant(w, false)
+	for _, c := range w.chunks {
+		s := pl.dummy
+		if w.quant {
+			s = c.s
+		}
+		params := shaders.MatParams{InCols: u(inCols), OutCols: u(out.Cols), RowBase: u(c.rowBase), Rows: u(c.rows),
+			Block: u(w.block), NBlocks: u(w.nblk), HasBias: b2u(hasBias), NRows: u(out.Rows), Accum: b2u(accum),
+			OutF16: b2u(out.F16), XF16: pl.h(x)}
+		bias := bias
+		if pl.pro != nil {
+			params.NormEps = pl.pro.eps
+		}
+		bind := matmulBindings{Step: pl.stepB(), XW: x, W: gpu.Binding{Buf: c.w}, S: gpu.Binding{Buf: s}, Bias: bias, OutW: outB, W2: none, S2: none}
+		pl.matDispatch(v, w, params, c.rows, out.Rows, bind)
+	}
+	return nil
+}
+
+// matMulGLU plans out = act(G·x + bias) * (U·x + upBias): one dispatch per
+// row block (FusionSupport took the op only where the kernel runs it:
+// gluWhole).
+func (pl *planner) matMulGLU(op *fusion.MatMulGLUOp) error {
+	g := pl.p.g
+	out, x := g.Bufs[op.Out], pl.buf(op.In)
+	gw, uw := pl.ws.byName[op.Gate.Weight], pl.ws.byName[op.Up.Weight]
+	inCols := g.Bufs[op.In].Cols
+	act, ok := shaders.ActivationByName(op.Act.String())
+	if !ok {
+		return fmt.Errorf("activation %s: %w", op.Act, gpu.ErrUnsupported)
+	}
+	biasName := op.Gate.Bias
+	if biasName == "" {
+		biasName = op.Up.Bias
+	}
+	bias, _, err := pl.vector(biasName)
+	if err != nil {
+		return err
+	}
+	v := matVariant(gw, true)
+	for i, c := range gw.chunks {
+		uc := uw.chunks[i]
+		s, s2 := pl.dummy, pl.dummy
+		if gw.quant {
+			s, s2 = c.s, uc.s
+		}
+		params := shaders.MatParams{InCols: u(inCols), OutCols: u(out.Cols), RowBase: u(c.rowBase), Rows: u(c.rows),
+			Block: u(gw.block), NBlocks: u(gw.nblk), HasBias: b2u(op.Gate.Bias != ""), NRows: u(out.Rows),
+			Act: uint32(act), HasBias2: b2u(op.Up.Bias != ""), OutF16: b2u(out.F16), XF16: pl.h(x)}
+		if pl.pro != nil {
+			params.NormEps = pl.pro.eps
+		}
+		bind := matmulBindings{Step: pl.stepB(), XW: x, W: gpu.Binding{Buf: c.w}, S: gpu.Binding{Buf: s}, Bias: bias, OutW: pl.buf(op.Out), W2: gpu.Binding{Buf: uc.w}, S2: gpu.Binding{Buf: s2}}
+		pl.matDispatch(v, gw, params, c.rows, out.Rows, bind)
+	}
+	return nil
+}
+
+// sameLayout reports whether two weights can share one kernel's parameters:
+// the same type, scales and row blocks.
+func sameLayout(a, b *weight) bool {
+	if a.wt != b.wt || a.qt != b.qt || a.st != b.st || a.quant != b.quant || a.block != b.block || a.nblk != b.nblk ||
+		a.rows != b.rows || a.cols != b.cols || len(a.chunks) != len(b.chunks) {
+		return false
+	}
+	for i, c := range a.chunks {
+		if c.rowBase != b.chunks[i].rowBase || c.rows != b.chunks[i].rows {
+			return false
+		}
+	}
+	return true
+}
+
+// sameType reports whether two weights share type, scales and blocks.
+func sameType(a, b *weight) bool {
+	return a.wt == b.wt && a.qt == b.qt && a.st == b.st && a.quant == b.quant && a.block == b.block && a.nblk == b.nblk && a.cols == b.cols
+}
