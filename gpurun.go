@@ -33,6 +33,10 @@
 // or hand it to package pipeline, which runs a model on a backend its
 // caller gives it (Model.Pipeline is that layer's view of an opened
 // model, for packages pipeline/chat and pipeline/serve).
+//
+// Import it to run a model from a Go program: open any checkpoint or model
+// file on the best backend, generate, chat, serve; most users need nothing
+// else.
 package gpurun
 
 import (

@@ -28,6 +28,9 @@
 // model config's names to them, the one place strings come in. Backends
 // type-switch on the op types and report a type they do not run as an
 // error when compiling.
+//
+// Import it to build op graphs for a gpu.Backend yourself (package gpu
+// runs them): the typed ops, buffers, KV cache specs and the fusion rules.
 package fusion
 
 import (

@@ -5,6 +5,10 @@
 // gpu/webgpu and gpu/vulkan implement and the GPU backend runs on. Which
 // backend runs a model is chosen above the pipeline, at the module root
 // (gpurun.OpenBackend).
+//
+// Import it to run your own fusion graphs on a backend gpurun.OpenBackend
+// opened (compute without a model), or to implement a backend or device of
+// your own.
 package gpu
 
 import (

@@ -4,6 +4,11 @@
 // KV cache per slot, Options.Slots), and drives sessions that prefill a
 // prompt, sample, detokenize, stream, stop and measure. It chooses no
 // backend itself: package gpurun at the module root does (OpenBackend).
+//
+// Import it to run a model on a gpu.Backend you opened yourself
+// (gpurun.OpenBackend, or your own), or where package gpurun's Vulkan
+// binding cannot build (the browser); gpurun.Model.Pipeline gives an
+// opened model's view of it.
 package pipeline
 
 import (

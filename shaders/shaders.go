@@ -26,6 +26,10 @@
 // holding only its Entry kernel, is marked Vulkan, and WebGPU never
 // compiles it. An extension's `enable` lines (`enable f16;`) move to the
 // top of the module.
+//
+// Import it to reuse gpurun's kernels in your own WebGPU or Vulkan
+// program: the WGSL sources, their SPIR-V and the typed uniform blocks and
+// bindings of each entry point.
 package shaders
 
 //go:generate go run ./internal/gen -out spirv

@@ -1,6 +1,10 @@
 // Package tensors holds the host-side representation of model weights: element
-// types, shapes, host tensors, quantization and dequantization. Sub-packages read
-// and write the model file formats.
+// types, shapes, host tensors, quantization and dequantization. The model
+// file formats' readers and writers are the module's own (gpurun.Open reads
+// every format; `gpurun convert` writes model files).
+//
+// Import it to hand weights to a gpu.Backend or fusion graph: element
+// types, host tensors, quantization and dequantization.
 package tensors
 
 import "fmt"

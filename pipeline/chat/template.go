@@ -40,6 +40,9 @@
 //	for tok, err := range conv.Send(ctx, "Hello!", pipeline.GenerateOptions{MaxTokens: 128}) {
 //		...
 //	}
+//
+// Import it to talk to chat models: render their chat templates, keep
+// multi-turn conversations and parse tool calls.
 package chat
 
 import (

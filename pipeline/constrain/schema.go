@@ -20,6 +20,9 @@
 // DefaultMaxItems items unless maxItems says otherwise; for "any JSON
 // object" (response_format json_object) at most DefaultMaxItems members
 // per object or array and DefaultMaxDepth levels of nesting.
+//
+// Import it to constrain generated text to a JSON schema
+// (GenerateOptions.Grammar).
 package constrain
 
 import (

@@ -24,6 +24,9 @@
 // template's tool-call syntax read back into tool_calls; a forced call is
 // constrained to the tools' schemas); other fields are ignored. Errors
 // are OpenAI-shaped JSON with the HTTP status that fits.
+//
+// Import it to serve a model over HTTP to OpenAI clients from your own
+// program (gpurun serve is this server).
 package serve
 
 import (

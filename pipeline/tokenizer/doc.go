@@ -30,4 +30,7 @@
 //     absent from ordinary models) is preserved but not applied.
 //   - A one-character CONTROL piece is never produced from text (the
 //     character becomes unknown); spm_encode fails on such input.
+//
+// Import it to tokenize text as a model's tokenizer does, without loading
+// the model.
 package tokenizer

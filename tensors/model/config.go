@@ -1,6 +1,9 @@
 // Package model holds what every model file, importer and runtime agrees on:
 // the architecture configuration, the tensor naming scheme and the checkpoint
 // a converter turns into a model file.
+//
+// Import it to build a checkpoint in memory (gpurun.OpenCheckpoint) or
+// read a loaded model's configuration.
 package model
 
 import (
