@@ -67,11 +67,19 @@ func (d *Device) NewKernel(spec shaders.KernelSpec) (gpu.Kernel, error) {
 	if entry == "" {
 		entry = "main"
 	}
+	// The objects are created without the device's lock (the driver's
+	// object creation and the pipeline cache are thread-safe), so that
+	// kernels compile in parallel (lavapipe takes up to a second for a
+	// pipeline) and submissions go on meanwhile; Close waits for
+	// creations under way before it destroys the device.
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	if d.closed {
+		d.mu.Unlock()
 		return nil, ErrClosed
 	}
+	d.creating.Add(1)
+	d.mu.Unlock()
+	defer d.creating.Done()
 	k := &kernel{d: d, name: spec.Name, bindings: append([]shaders.BindingKind(nil), spec.Bindings...)}
 	fail := func(err error) (gpu.Kernel, error) {
 		k.destroy()
@@ -134,6 +142,13 @@ func (d *Device) NewKernel(spec shaders.KernelSpec) (gpu.Kernel, error) {
 	}
 	d.pcache.created(time.Since(start), fb)
 	k.pipeline = pipes[0]
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		// Closed meanwhile: Close is waiting for this creation to end
+		// before it destroys the device.
+		return fail(ErrClosed)
+	}
 	d.kernels[k] = struct{}{}
 	return k, nil
 }
