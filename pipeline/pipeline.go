@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
@@ -230,6 +232,8 @@ type Model struct {
 	// prefix keeps the caches of earlier sessions; nil without
 	// Options.PrefixCacheBytes.
 	prefix *prefixCache
+	// compileNanos is the wall time spent compiling programs (CompileTime).
+	compileNanos atomic.Int64
 	// batch gathers concurrent sessions' decode steps into batched steps;
 	// nil with one slot, tuning.NoBatching, a model on the CPU backend too small
 	// for batching to pay (see BatchMinWeightBytes), or a backend without
@@ -512,13 +516,20 @@ func (m *Model) compileWith(sl *slot, opts arch.BuildOptions) (gpu.Program, erro
 		fusion.HalfActivations(g)
 	}
 	m.lockDevice()
+	start := time.Now()
 	p, err := m.backend.Compile(g, m.weights, sl.kv)
+	m.compileNanos.Add(int64(time.Since(start)))
 	m.unlockDevice()
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: compile graph for %d tokens: %w", tokens, err)
 	}
 	return p, nil
 }
+
+// CompileTime is the wall time the model has spent compiling its programs
+// so far (their kernels included: on a GPU backend, the device's pipeline
+// creation), most of it at load.
+func (m *Model) CompileTime() time.Duration { return time.Duration(m.compileNanos.Load()) }
 
 // Config returns the model's architecture configuration.
 func (m *Model) Config() model.Config { return m.cfg }

@@ -129,8 +129,8 @@ func printLoaded(w io.Writer, m *pipeline.Model, format string, took time.Durati
 	if format != "" {
 		from = " from " + format
 	}
-	fmt.Fprintf(w, "loaded %s (%d layers, dim %d)%s on %s: %s, %s KV cache of %d positions, %s activations, in %.2fs\n",
-		cfg.Arch, cfg.Layers, cfg.Dim, from, info.Backend, info.Name, m.KVDType(), m.MaxCache(), m.ActivationDType(), took.Seconds())
+	fmt.Fprintf(w, "loaded %s (%d layers, dim %d)%s on %s: %s, %s KV cache of %d positions, %s activations, in %.2fs (compiling %.2fs)\n",
+		cfg.Arch, cfg.Layers, cfg.Dim, from, info.Backend, info.Name, m.KVDType(), m.MaxCache(), m.ActivationDType(), took.Seconds(), m.CompileTime().Seconds())
 }
 
 // genFlags are the sampling flags of run and chat, in the command line's
