@@ -13,6 +13,8 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -26,7 +28,13 @@ func main() {
 	out := &checkedWriter{w: os.Stdout}
 	root := newRoot()
 	root.SetOut(out)
+	done := make(chan struct{})
+	go interruptWatchdog(ctx, done, interruptGrace, func() {
+		fmt.Fprintln(os.Stderr, "gpurun: interrupted")
+		os.Exit(130)
+	})
 	err := root.ExecuteContext(ctx)
+	close(done)
 	stop()
 	if err == nil && out.err != nil {
 		err = fmt.Errorf("writing the output: %w", out.err)
@@ -37,6 +45,39 @@ func main() {
 			os.Exit(130)
 		}
 		os.Exit(1)
+	}
+}
+
+// interruptGrace is how long a command may take to return after an
+// interrupt before the process exits anyway (status 130): a load can be
+// inside one driver call that no context reaches (lavapipe creates a
+// pipeline in up to seconds on a loaded machine), and Ctrl-C must end
+// gpurun at once.
+const interruptGrace = 500 * time.Millisecond
+
+// exitOnInterrupt is cleared by a command that shuts down in its own time
+// after an interrupt (serve lets running requests finish for --grace).
+var exitOnInterrupt atomic.Bool
+
+func init() { exitOnInterrupt.Store(true) }
+
+// interruptWatchdog calls exit when ctx ends (an interrupt) and the
+// command has not returned (done not closed) within grace, unless
+// exitOnInterrupt was cleared.
+func interruptWatchdog(ctx context.Context, done <-chan struct{}, grace time.Duration, exit func()) {
+	select {
+	case <-done:
+		return
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		if exitOnInterrupt.Load() {
+			exit()
+		}
 	}
 }
 

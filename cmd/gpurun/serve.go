@@ -172,6 +172,8 @@ source at start-up, so run it inside the gpurun repository.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
+			// Running requests get --grace to finish after an interrupt.
+			exitOnInterrupt.Store(false)
 			err = srv.Serve(ctx, ln, grace)
 			fmt.Fprintln(errOut, "server stopped")
 			if errors.Is(err, context.DeadlineExceeded) {
