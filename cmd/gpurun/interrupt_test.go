@@ -6,11 +6,12 @@ import (
 	"time"
 )
 
-// TestInterruptWatchdog: after an interrupt, a command that does not
-// return ends the process (exit is called); one that returns, or that
-// runs without an interrupt, does not.
+// TestInterruptWatchdog: after an interrupt, a command still loading a
+// model ends the process (exit is called); one that returned, one past
+// its load (generation ends on the context by itself: run prints the text
+// so far, chat goes on) and one never interrupted do not.
 func TestInterruptWatchdog(t *testing.T) {
-	run := func(interrupt, finish bool) bool {
+	run := func(interrupt, returns, loading bool) bool {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		done := make(chan struct{})
@@ -18,15 +19,15 @@ func TestInterruptWatchdog(t *testing.T) {
 		ended := make(chan struct{})
 		go func() {
 			defer close(ended)
-			interruptWatchdog(ctx, done, time.Millisecond, func() { close(exited) })
+			interruptWatchdog(ctx, done, time.Millisecond, func() bool { return loading }, func() { close(exited) })
 		}()
-		if finish {
+		if returns {
 			close(done)
 		}
 		if interrupt {
 			cancel()
 		}
-		if !finish && !interrupt {
+		if !returns && !interrupt {
 			close(done)
 		}
 		<-ended
@@ -37,13 +38,27 @@ func TestInterruptWatchdog(t *testing.T) {
 			return false
 		}
 	}
-	if !run(true, false) {
-		t.Error("a command still running after an interrupt did not end the process")
+	if !run(true, false, true) {
+		t.Error("an interrupted load that did not return did not end the process")
 	}
-	if run(false, false) {
+	if run(true, false, false) {
+		t.Error("an interrupted generation (no load under way) ended the process")
+	}
+	if run(false, false, true) {
 		t.Error("a command that returned without an interrupt ended the process")
 	}
-	if run(false, true) {
+	if run(false, true, true) {
 		t.Error("a command that returned ended the process")
+	}
+}
+
+// TestLoadModelCounts: loadModel counts the load while it runs.
+func TestLoadModelCounts(t *testing.T) {
+	var during int32
+	if _, err := loadModel(func() (int, error) { during = loadsUnderWay.Load(); return 0, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if during != 1 || loadsUnderWay.Load() != 0 {
+		t.Errorf("loads under way: %d during the load, %d after; want 1 and 0", during, loadsUnderWay.Load())
 	}
 }

@@ -29,8 +29,8 @@ func main() {
 	root := newRoot()
 	root.SetOut(out)
 	done := make(chan struct{})
-	go interruptWatchdog(ctx, done, interruptGrace, func() {
-		fmt.Fprintln(os.Stderr, "gpurun: interrupted")
+	go interruptWatchdog(ctx, done, interruptGrace, func() bool { return loadsUnderWay.Load() > 0 }, func() {
+		fmt.Fprintln(os.Stderr, "gpurun: interrupted while loading the model")
 		os.Exit(130)
 	})
 	err := root.ExecuteContext(ctx)
@@ -48,23 +48,30 @@ func main() {
 	}
 }
 
-// interruptGrace is how long a command may take to return after an
+// interruptGrace is how long a model load may take to return after an
 // interrupt before the process exits anyway (status 130): a load can be
 // inside one driver call that no context reaches (lavapipe creates a
 // pipeline in up to seconds on a loaded machine), and Ctrl-C must end
-// gpurun at once.
+// gpurun at once. Generation, which ends on the context by itself (with
+// the text so far and its metrics), is not cut short.
 const interruptGrace = 500 * time.Millisecond
 
-// exitOnInterrupt is cleared by a command that shuts down in its own time
-// after an interrupt (serve lets running requests finish for --grace).
-var exitOnInterrupt atomic.Bool
+// loadsUnderWay counts the model loads in progress (loadModel).
+var loadsUnderWay atomic.Int32
 
-func init() { exitOnInterrupt.Store(true) }
+// loadModel runs load, a model load that checks ctx between units of work
+// but may sit in one long driver call; an interrupt during it ends the
+// process after interruptGrace if it has not returned by then.
+func loadModel[T any](load func() (T, error)) (T, error) {
+	loadsUnderWay.Add(1)
+	defer loadsUnderWay.Add(-1)
+	return load()
+}
 
-// interruptWatchdog calls exit when ctx ends (an interrupt) and the
-// command has not returned (done not closed) within grace, unless
-// exitOnInterrupt was cleared.
-func interruptWatchdog(ctx context.Context, done <-chan struct{}, grace time.Duration, exit func()) {
+// interruptWatchdog calls exit when ctx ends (an interrupt) and, grace
+// later, the command has not returned (done not closed) and loading
+// reports a load still under way.
+func interruptWatchdog(ctx context.Context, done <-chan struct{}, grace time.Duration, loading func() bool, exit func()) {
 	select {
 	case <-done:
 		return
@@ -75,7 +82,7 @@ func interruptWatchdog(ctx context.Context, done <-chan struct{}, grace time.Dur
 	select {
 	case <-done:
 	case <-t.C:
-		if exitOnInterrupt.Load() {
+		if loading() {
 			exit()
 		}
 	}

@@ -115,7 +115,7 @@ func (r *modelFlags) options(cmd *cobra.Command) []gpurun.Option {
 // a while on a GPU).
 func (r *modelFlags) open(cmd *cobra.Command) (*gpurun.Model, error) {
 	start := time.Now()
-	m, err := gpurun.Open(cmd.Context(), r.model, r.options(cmd)...)
+	m, err := loadModel(func() (*gpurun.Model, error) { return gpurun.Open(cmd.Context(), r.model, r.options(cmd)...) })
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", r.model, err)
 	}

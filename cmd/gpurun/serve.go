@@ -117,7 +117,9 @@ source at start-up, so run it inside the gpurun repository.`,
 			}
 			defer ln.Close()
 			start := time.Now()
-			m, err := gpurun.Open(cmd.Context(), mf.model, append(append(mf.options(cmd), adapters.options()...), gpurun.WithParallel(parallel))...)
+			m, err := loadModel(func() (*gpurun.Model, error) {
+				return gpurun.Open(cmd.Context(), mf.model, append(append(mf.options(cmd), adapters.options()...), gpurun.WithParallel(parallel))...)
+			})
 			if err != nil {
 				return fmt.Errorf("load %s: %w", mf.model, err)
 			}
@@ -172,8 +174,6 @@ source at start-up, so run it inside the gpurun repository.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
-			// Running requests get --grace to finish after an interrupt.
-			exitOnInterrupt.Store(false)
 			err = srv.Serve(ctx, ln, grace)
 			fmt.Fprintln(errOut, "server stopped")
 			if errors.Is(err, context.DeadlineExceeded) {
