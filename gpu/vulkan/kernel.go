@@ -92,7 +92,12 @@ func (d *Device) NewKernel(spec shaders.KernelSpec) (gpu.Kernel, error) {
 		PCode:    code,
 	}
 	var module vk.ShaderModule
-	if err := check("vkCreateShaderModule", vk.CreateShaderModule(d.dev, &modInfo, nil, &module)); err != nil {
+	// Under noGC, as vkCreateComputePipelines below: the wrappers copy the
+	// create infos (the SPIR-V words, the bindings, the set layouts) into C
+	// memory that only a finalizer owns (gcguard.go); with kernels created
+	// in parallel, collections during these calls became frequent enough
+	// that the validation layer read freed SPIR-V.
+	if err := check("vkCreateShaderModule", noGC(func() vk.Result { return vk.CreateShaderModule(d.dev, &modInfo, nil, &module) })); err != nil {
 		return fail(err)
 	}
 	k.module = module
@@ -103,7 +108,7 @@ func (d *Device) NewKernel(spec shaders.KernelSpec) (gpu.Kernel, error) {
 		PBindings:    layoutBindings,
 	}
 	var setLayout vk.DescriptorSetLayout
-	if err := check("vkCreateDescriptorSetLayout", vk.CreateDescriptorSetLayout(d.dev, &setInfo, nil, &setLayout)); err != nil {
+	if err := check("vkCreateDescriptorSetLayout", noGC(func() vk.Result { return vk.CreateDescriptorSetLayout(d.dev, &setInfo, nil, &setLayout) })); err != nil {
 		return fail(err)
 	}
 	k.setLayout = setLayout
@@ -114,7 +119,7 @@ func (d *Device) NewKernel(spec shaders.KernelSpec) (gpu.Kernel, error) {
 		PSetLayouts:    []vk.DescriptorSetLayout{setLayout},
 	}
 	var layout vk.PipelineLayout
-	if err := check("vkCreatePipelineLayout", vk.CreatePipelineLayout(d.dev, &plInfo, nil, &layout)); err != nil {
+	if err := check("vkCreatePipelineLayout", noGC(func() vk.Result { return vk.CreatePipelineLayout(d.dev, &plInfo, nil, &layout) })); err != nil {
 		return fail(err)
 	}
 	k.layout = layout
