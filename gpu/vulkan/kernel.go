@@ -95,8 +95,8 @@ func (d *Device) NewKernel(spec shaders.KernelSpec) (gpu.Kernel, error) {
 	// Under noGC, as vkCreateComputePipelines below: the wrappers copy the
 	// create infos (the SPIR-V words, the bindings, the set layouts) into C
 	// memory that only a finalizer owns (gcguard.go); with kernels created
-	// in parallel, collections during these calls became frequent enough
-	// that the validation layer read freed SPIR-V.
+	// in parallel the validation rerun once found a module without valid
+	// SPIR-V, as freed memory would read.
 	if err := check("vkCreateShaderModule", noGC(func() vk.Result { return vk.CreateShaderModule(d.dev, &modInfo, nil, &module) })); err != nil {
 		return fail(err)
 	}
