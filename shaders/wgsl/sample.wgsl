@@ -225,16 +225,23 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
     best_v[l] = bv;
     best_i[l] = bi;
     workgroupBarrier();
-    for (var h = WG / 2u; h > 0u; h >>= 1u) {
-        if l < h {
-            let oi = best_i[l + h];
-            if oi != NONE && (best_i[l] == NONE || best_v[l + h] > best_v[l] || (best_v[l + h] == best_v[l] && oi < best_i[l])) {
-                best_v[l] = best_v[l + h];
-                best_i[l] = oi;
+    // Invocation 0 picks among the 256 (the largest, the lowest id on
+    // ties: the same pick in any order), one barrier instead of a tree's
+    // eight (each a switch through every invocation on a CPU driver).
+    if l == 0u {
+        var v = best_v[0];
+        var id = best_i[0];
+        for (var t = 1u; t < WG; t++) {
+            let oi = best_i[t];
+            if oi != NONE && (id == NONE || best_v[t] > v || (best_v[t] == v && oi < id)) {
+                v = best_v[t];
+                id = oi;
             }
         }
-        workgroupBarrier();
+        best_v[0] = v;
+        best_i[0] = id;
     }
+    workgroupBarrier();
     let hi = best_v[0] * rule.inv_temperature;
     let arg = best_i[0];
     // 2. Top-k: a radix select of the k-th largest order key, 8 bits a
