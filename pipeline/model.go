@@ -4,6 +4,7 @@ import (
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/tensors"
 	"github.com/gpurun/gpurun/tensors/model"
+	"time"
 )
 
 // Config returns the model's architecture configuration.
@@ -60,3 +61,8 @@ func (m *Model) Decode(ids []int) (string, error) {
 	}
 	return m.tok.Decode(ids), nil
 }
+
+// CompileTime is the wall time the model has spent compiling its programs
+// so far (their kernels included: on a GPU backend, the device's pipeline
+// creation), most of it at load.
+func (m *Model) CompileTime() time.Duration { return time.Duration(m.compileNanos.Load()) }

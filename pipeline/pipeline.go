@@ -14,6 +14,7 @@ package pipeline
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
@@ -87,6 +88,8 @@ type Model struct {
 	// prefix keeps the caches of earlier sessions; nil without
 	// Options.PrefixCacheBytes.
 	prefix *prefixCache
+	// compileNanos is the wall time spent compiling programs (CompileTime).
+	compileNanos atomic.Int64
 	// batch gathers concurrent sessions' decode steps into batched steps;
 	// nil with one slot, tuning.NoBatching, a model on the CPU backend too small
 	// for batching to pay (see BatchMinWeightBytes), or a backend without

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
@@ -121,7 +122,9 @@ func (m *Model) compileWith(sl *slot, opts arch.BuildOptions) (gpu.Program, erro
 		return nil, fmt.Errorf("pipeline: graph for %d tokens: %w", tokens, err)
 	}
 	m.lockDevice()
+	start := time.Now()
 	p, err := m.backend.Compile(g, m.weights, sl.kv)
+	m.compileNanos.Add(int64(time.Since(start)))
 	m.unlockDevice()
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: compile graph for %d tokens: %w", tokens, err)

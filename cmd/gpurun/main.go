@@ -13,6 +13,8 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -26,7 +28,13 @@ func main() {
 	out := &checkedWriter{w: os.Stdout}
 	root := newRoot()
 	root.SetOut(out)
+	done := make(chan struct{})
+	go interruptWatchdog(ctx, done, interruptGrace, func() bool { return loadsUnderWay.Load() > 0 }, func() {
+		fmt.Fprintln(os.Stderr, "gpurun: interrupted while loading the model")
+		os.Exit(130)
+	})
 	err := root.ExecuteContext(ctx)
+	close(done)
 	stop()
 	if err == nil && out.err != nil {
 		err = fmt.Errorf("writing the output: %w", out.err)
@@ -37,6 +45,46 @@ func main() {
 			os.Exit(130)
 		}
 		os.Exit(1)
+	}
+}
+
+// interruptGrace is how long a model load may take to return after an
+// interrupt before the process exits anyway (status 130): a load can be
+// inside one driver call that no context reaches (lavapipe creates a
+// pipeline in up to seconds on a loaded machine), and Ctrl-C must end
+// gpurun at once. Generation, which ends on the context by itself (with
+// the text so far and its metrics), is not cut short.
+const interruptGrace = 500 * time.Millisecond
+
+// loadsUnderWay counts the model loads in progress (loadModel).
+var loadsUnderWay atomic.Int32
+
+// loadModel runs load, a model load that checks ctx between units of work
+// but may sit in one long driver call; an interrupt during it ends the
+// process after interruptGrace if it has not returned by then.
+func loadModel[T any](load func() (T, error)) (T, error) {
+	loadsUnderWay.Add(1)
+	defer loadsUnderWay.Add(-1)
+	return load()
+}
+
+// interruptWatchdog calls exit when ctx ends (an interrupt) and, grace
+// later, the command has not returned (done not closed) and loading
+// reports a load still under way.
+func interruptWatchdog(ctx context.Context, done <-chan struct{}, grace time.Duration, loading func() bool, exit func()) {
+	select {
+	case <-done:
+		return
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		if loading() {
+			exit()
+		}
 	}
 }
 

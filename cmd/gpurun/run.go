@@ -117,7 +117,7 @@ func (r *modelFlags) options(cmd *cobra.Command) []gpurun.Option {
 // a while on a GPU).
 func (r *modelFlags) open(cmd *cobra.Command) (*gpurun.Model, error) {
 	start := time.Now()
-	m, err := gpurun.Open(cmd.Context(), r.model, r.options(cmd)...)
+	m, err := loadModel(func() (*gpurun.Model, error) { return gpurun.Open(cmd.Context(), r.model, r.options(cmd)...) })
 	if err != nil {
 		return nil, pathError("load", r.model, err)
 	}
@@ -141,8 +141,8 @@ func printLoaded(w io.Writer, m *pipeline.Model, format string, took time.Durati
 	if format != "" {
 		from = " from " + format
 	}
-	fmt.Fprintf(w, "loaded %s (%d layers, dim %d)%s on %s: %s, %s KV cache of %d positions, %s activations, in %.2fs\n",
-		cfg.Arch, cfg.Layers, cfg.Dim, from, info.Backend, info.Name, m.KVDType(), m.MaxCache(), m.ActivationDType(), took.Seconds())
+	fmt.Fprintf(w, "loaded %s (%d layers, dim %d)%s on %s: %s, %s KV cache of %d positions, %s activations, in %.2fs (compiling %.2fs)\n",
+		cfg.Arch, cfg.Layers, cfg.Dim, from, info.Backend, info.Name, m.KVDType(), m.MaxCache(), m.ActivationDType(), took.Seconds(), m.CompileTime().Seconds())
 }
 
 // genFlags are the sampling flags of run and chat, in the command line's

@@ -110,7 +110,9 @@ source at start-up, so run it inside the gpurun repository.`,
 			}
 			defer ln.Close()
 			start := time.Now()
-			m, err := gpurun.Open(cmd.Context(), mf.model, append(append(mf.options(cmd), adapters.options()...), gpurun.WithParallel(parallel))...)
+			m, err := loadModel(func() (*gpurun.Model, error) {
+				return gpurun.Open(cmd.Context(), mf.model, append(append(mf.options(cmd), adapters.options()...), gpurun.WithParallel(parallel))...)
+			})
 			if err != nil {
 				return pathError("load", mf.model, err)
 			}

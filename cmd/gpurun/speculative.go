@@ -63,7 +63,9 @@ func (s *specFlags) open(cmd *cobra.Command, mf *modelFlags, target *gpurun.Mode
 		return nil, closeDraft, nil
 	}
 	start := time.Now()
-	d, err := gpurun.Open(cmd.Context(), s.draft, append(mf.options(cmd), gpurun.WithParallel(slots))...)
+	d, err := loadModel(func() (*gpurun.Model, error) {
+		return gpurun.Open(cmd.Context(), s.draft, append(mf.options(cmd), gpurun.WithParallel(slots))...)
+	})
 	if err != nil {
 		return nil, closeDraft, pathError("--draft", s.draft, err)
 	}
@@ -109,7 +111,7 @@ func benchSpeculation(ctx context.Context, rf *benchModelFlags, bf *benchFlags, 
 	if rf.tokenizer != "" {
 		opts = append(opts, gpurun.WithTokenizer(rf.tokenizer))
 	}
-	d, err := gpurun.Open(ctx, sf.draft, opts...)
+	d, err := loadModel(func() (*gpurun.Model, error) { return gpurun.Open(ctx, sf.draft, opts...) })
 	if err != nil {
 		return nil, pathError("--draft", sf.draft, err)
 	}

@@ -1,11 +1,16 @@
 package vulkan
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 
 	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/shaders"
 )
 
 // TestConcurrentUse records, submits, writes and reads from several
@@ -74,4 +79,68 @@ func worker(d *Device, k gpu.Kernel, add uint32, rounds, n int) error {
 		}
 	}
 	return nil
+}
+
+// TestConcurrentNewKernel creates kernels from several goroutines at once
+// (NewKernel builds pipelines outside the device's lock) while others
+// submit work; each kernel must then run correctly, and a device closed
+// while kernels are being created must end with them released (Close
+// waits for creations under way).
+func TestConcurrentNewKernel(t *testing.T) {
+	d := openTest(t, false)
+	spv := testKernelSPIRV(t, "add")
+	spec := shaders.KernelSpec{Name: "add", SPIRV: spv, Bindings: []shaders.BindingKind{shaders.Uniform, shaders.StorageRW}}
+	const workers = 4
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*workers)
+	for w := range workers {
+		wg.Go(func() {
+			k, err := d.NewKernel(spec)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer k.Release()
+			errs <- worker(d, k, uint32(w+1), 2, 64)
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+
+	d2, err := openDevice(context.Background(), -1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := make(chan error, workers)
+	for range workers {
+		go func() {
+			_, err := d2.NewKernel(spec)
+			results <- err
+		}()
+	}
+	if err := d2.Close(); err != nil {
+		t.Errorf("Close while creating kernels: %v", err)
+	}
+	for range workers {
+		if err := <-results; err != nil && !errors.Is(err, ErrClosed) {
+			t.Errorf("NewKernel racing Close: %v (want success or ErrClosed)", err)
+		}
+	}
+	if _, err := d2.NewKernel(spec); !errors.Is(err, ErrClosed) {
+		t.Errorf("NewKernel after Close: %v, want ErrClosed", err)
+	}
+}
+
+func testKernelSPIRV(t *testing.T, name string) []byte {
+	t.Helper()
+	spv, err := os.ReadFile(filepath.Join("testdata", name+".spv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spv
 }

@@ -64,6 +64,10 @@ type Device struct {
 
 	mem memcount.Counter // bytes of device memory allocated
 
+	// creating counts the kernels being created outside mu (NewKernel),
+	// which Close waits for before destroying the device.
+	creating sync.WaitGroup
+
 	pcache *pipelineCache // set by init
 }
 
@@ -486,6 +490,7 @@ func (d *Device) Close() error {
 	}
 	d.closed = true
 	d.mu.Unlock()
+	d.creating.Wait()
 	d.savePipelineCache()
 	d.destroy()
 	return err

@@ -67,11 +67,19 @@ func (d *Device) NewKernel(spec shaders.KernelSpec) (gpu.Kernel, error) {
 	if entry == "" {
 		entry = "main"
 	}
+	// The objects are created without the device's lock (the driver's
+	// object creation and the pipeline cache are thread-safe), so that
+	// kernels compile in parallel (lavapipe takes up to a second for a
+	// pipeline) and submissions go on meanwhile; Close waits for
+	// creations under way before it destroys the device.
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	if d.closed {
+		d.mu.Unlock()
 		return nil, ErrClosed
 	}
+	d.creating.Add(1)
+	d.mu.Unlock()
+	defer d.creating.Done()
 	k := &kernel{d: d, name: spec.Name, bindings: append([]shaders.BindingKind(nil), spec.Bindings...)}
 	fail := func(err error) (gpu.Kernel, error) {
 		k.destroy()
@@ -84,7 +92,12 @@ func (d *Device) NewKernel(spec shaders.KernelSpec) (gpu.Kernel, error) {
 		PCode:    code,
 	}
 	var module vk.ShaderModule
-	if err := check("vkCreateShaderModule", vk.CreateShaderModule(d.dev, &modInfo, nil, &module)); err != nil {
+	// Under noGC, as vkCreateComputePipelines below: the wrappers copy the
+	// create infos (the SPIR-V words, the bindings, the set layouts) into C
+	// memory that only a finalizer owns (gcguard.go); with kernels created
+	// in parallel the validation rerun once found a module without valid
+	// SPIR-V, as freed memory would read.
+	if err := check("vkCreateShaderModule", noGC(func() vk.Result { return vk.CreateShaderModule(d.dev, &modInfo, nil, &module) })); err != nil {
 		return fail(err)
 	}
 	k.module = module
@@ -95,7 +108,7 @@ func (d *Device) NewKernel(spec shaders.KernelSpec) (gpu.Kernel, error) {
 		PBindings:    layoutBindings,
 	}
 	var setLayout vk.DescriptorSetLayout
-	if err := check("vkCreateDescriptorSetLayout", vk.CreateDescriptorSetLayout(d.dev, &setInfo, nil, &setLayout)); err != nil {
+	if err := check("vkCreateDescriptorSetLayout", noGC(func() vk.Result { return vk.CreateDescriptorSetLayout(d.dev, &setInfo, nil, &setLayout) })); err != nil {
 		return fail(err)
 	}
 	k.setLayout = setLayout
@@ -106,7 +119,7 @@ func (d *Device) NewKernel(spec shaders.KernelSpec) (gpu.Kernel, error) {
 		PSetLayouts:    []vk.DescriptorSetLayout{setLayout},
 	}
 	var layout vk.PipelineLayout
-	if err := check("vkCreatePipelineLayout", vk.CreatePipelineLayout(d.dev, &plInfo, nil, &layout)); err != nil {
+	if err := check("vkCreatePipelineLayout", noGC(func() vk.Result { return vk.CreatePipelineLayout(d.dev, &plInfo, nil, &layout) })); err != nil {
 		return fail(err)
 	}
 	k.layout = layout
@@ -134,6 +147,13 @@ func (d *Device) NewKernel(spec shaders.KernelSpec) (gpu.Kernel, error) {
 	}
 	d.pcache.created(time.Since(start), fb)
 	k.pipeline = pipes[0]
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		// Closed meanwhile: Close is waiting for this creation to end
+		// before it destroys the device.
+		return fail(ErrClosed)
+	}
 	d.kernels[k] = struct{}{}
 	return k, nil
 }

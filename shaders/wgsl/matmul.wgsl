@@ -431,6 +431,15 @@ fn finish_tile(t: u32, n: u32, rbase: u32, lo: vec4<f32>, hi: vec4<f32>) {
 // 32 tokens' activations and its 64 weight rows, dequantized and scaled,
 // in workgroup memory (row stride 9 vec4: one vec4 of padding), then each
 // invocation multiplies its 4 tokens x 8 slots from there. Needs fast().
+//
+// No kernel of this family reads a workgroup word it has not written (the
+// tiles' padding vec4 is never read; the reductions write red, red_ss and
+// the subgroup sums before the barrier ahead of their reads), so the
+// Vulkan modules go without naga's zero-initialization of workgroup
+// memory, which lavapipe unrolls into a store per element of the 9 KiB
+// tiles (0.5-1 s per pipeline); the marker line tells
+// shaders/internal/spirvgen:
+// spirvgen: no-workgroup-zero-init
 var<workgroup> xtile: array<array<vec4<f32>, 9>, 32>; // [token][k/4]
 var<workgroup> wtile: array<array<vec4<f32>, 9>, 64>; // [weight row][k/4]
 

@@ -398,6 +398,14 @@ fn qmatvec(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_inde
 // through k 32 at a time (a whole number of sub-blocks: rows are whole
 // blocks of 32 or 256) with activations and dequantized weights staged in
 // workgroup memory (rows padded to 33 words against bank conflicts).
+//
+// No kernel of this family reads a workgroup word it has not written (the
+// padding word of a tile row is never read; qred is written before the
+// barrier ahead of its reads), so the Vulkan modules go without naga's
+// zero-initialization of workgroup memory, which lavapipe unrolls into a
+// store per element of the tiles; the marker line tells
+// shaders/internal/spirvgen:
+// spirvgen: no-workgroup-zero-init
 const QTM: u32 = 32u;
 const QTK: u32 = 32u;
 var<workgroup> qxs: array<array<f32, 33>, 32>; // [token][k]

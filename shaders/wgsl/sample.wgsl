@@ -8,7 +8,9 @@
 //   2. top-k: kmin = the largest order key K with count(key(y) >= K) >= k
 //      (the key of the k-th largest y; 0 when fewer than k are valid),
 //      found by a radix select, 8 bits per counting pass (gpu/sampler
-//      finds the same key bit by bit); kept: key(y) >= kmin.
+//      finds the same key bit by bit; the first pass shares step 1's scan,
+//      the later ones count only the keys gathered after the first when
+//      at most CAP share its digit); kept: key(y) >= kmin.
 //   3. q = exp(y - hi) for kept tokens, else 0.
 //   4. top-p: pmin = the largest bit pattern P with S(P) >= top_p * S(0),
 //      S(P) the sum of the q whose bits are >= P (31 passes); kept: those.
@@ -23,6 +25,14 @@
 // only them: the sums are the same, as the skipped q are all 0. One
 // workgroup; dispatch (1, 1, 1). The tokens the program's mask rules out
 // (lib/token_mask.wgsl) read as -inf, as the host masks them.
+//
+// The kernel reads no workgroup word it has not written (every array and
+// flag is written before the barrier ahead of its first read; kept and
+// offs only where they were filled), so the Vulkan module goes without
+// naga's zero-initialization of workgroup memory: lavapipe (Mesa 22.3)
+// unrolls that store of the 8 KiB kept array and took 15 s to create this
+// one pipeline. The marker line below tells shaders/internal/spirvgen:
+// spirvgen: no-workgroup-zero-init
 
 struct SampleParams {
     n: u32,
@@ -72,6 +82,10 @@ const CAP: u32 = 2048u;
 var<workgroup> kept: array<u32, 2048>;
 var<workgroup> offs: array<u32, 257>;
 var<workgroup> last1: atomic<u32>;
+// candidates: how many keys share top-k's first digit (NONE: not found);
+// ncand counts those gathered into kept.
+var<workgroup> candidates: u32;
+var<workgroup> ncand: atomic<u32>;
 
 // okey maps f32 bits to a u32 in the numbers' order.
 fn okey(v: f32) -> u32 {
@@ -191,7 +205,15 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
     }
     // 1. The greedy id (the largest logit, the lowest index on ties, NaN
     // never) and hi, its logit scaled: the largest scaled logit, as
-    // rounding is monotonic.
+    // rounding is monotonic. The same pass counts the first digit of
+    // top-k's radix select (step 2).
+    let topk = rule.top_k > 0u;
+    atomicStore(&hist[l], 0u);
+    if l == 0u {
+        sel = vec3<u32>(0u, rule.top_k, 1u);
+        atomicStore(&ncand, 0u);
+    }
+    workgroupBarrier();
     var bv = 0.0;
     var bi = NONE;
     for (var i = l; i < n; i += WG) {
@@ -200,63 +222,108 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
             bv = v;
             bi = i;
         }
+        if topk {
+            let y = v * rule.inv_temperature;
+            if y == y {
+                atomicAdd(&hist[okey(y) >> 24u], 1u);
+            }
+        }
     }
     best_v[l] = bv;
     best_i[l] = bi;
     workgroupBarrier();
-    for (var h = WG / 2u; h > 0u; h >>= 1u) {
-        if l < h {
-            let oi = best_i[l + h];
-            if oi != NONE && (best_i[l] == NONE || best_v[l + h] > best_v[l] || (best_v[l + h] == best_v[l] && oi < best_i[l])) {
-                best_v[l] = best_v[l + h];
-                best_i[l] = oi;
+    // Invocation 0 picks among the 256 (the largest, the lowest id on
+    // ties: the same pick in any order), one barrier instead of a tree's
+    // eight (each a switch through every invocation on a CPU driver).
+    if l == 0u {
+        var v = best_v[0];
+        var id = best_i[0];
+        for (var t = 1u; t < WG; t++) {
+            let oi = best_i[t];
+            if oi != NONE && (id == NONE || best_v[t] > v || (best_v[t] == v && oi < id)) {
+                v = best_v[t];
+                id = oi;
             }
         }
-        workgroupBarrier();
+        best_v[0] = v;
+        best_i[0] = id;
     }
+    workgroupBarrier();
     let hi = best_v[0] * rule.inv_temperature;
     let arg = best_i[0];
     // 2. Top-k: a radix select of the k-th largest order key, 8 bits a
     // pass: the histogram of the next digit among the keys matching the
-    // digits found so far, scanned from the top for the rank left.
+    // digits found so far, scanned from the top for the rank left. After
+    // the first digit, the keys that share it (the candidates) are
+    // gathered into kept when at most CAP do, and the later passes count
+    // only them: the same histograms, from one more pass over the row
+    // instead of three.
     var kmin = 0u;
-    if rule.top_k > 0u {
-        if l == 0u {
-            sel = vec3<u32>(0u, rule.top_k, 1u);
-        }
+    if topk {
         for (var d = 0u; d < 4u; d++) {
             let shift = 24u - 8u * d;
-            atomicStore(&hist[l], 0u);
-            workgroupBarrier();
             let s0 = sel;
-            // The digits above shift must match s0.x's (none for d = 0).
-            let mask = select(0xffffffffu << min(shift + 8u, 31u), 0u, d == 0u);
-            for (var i = l; i < n; i += WG) {
-                let y = logit(i) * rule.inv_temperature;
-                if y == y {
-                    let key = okey(y);
-                    if (key & mask) == (s0.x & mask) {
+            if d > 0u {
+                atomicStore(&hist[l], 0u);
+                workgroupBarrier();
+                // The digits above shift must match s0.x's.
+                let mask = 0xffffffffu << (shift + 8u);
+                let fromKept = workgroupUniformLoad(&candidates) <= CAP;
+                let lim = select(n, atomicLoad(&ncand), fromKept);
+                for (var j = l; j < lim; j += WG) {
+                    var key = 0u;
+                    var ok = true;
+                    if fromKept {
+                        key = kept[j];
+                    } else {
+                        let y = logit(j) * rule.inv_temperature;
+                        ok = y == y;
+                        key = okey(y);
+                    }
+                    if ok && (key & mask) == (s0.x & mask) {
                         atomicAdd(&hist[(key >> shift) & 255u], 1u);
                     }
                 }
+                workgroupBarrier();
             }
-            workgroupBarrier();
             if l == 0u && s0.z == 1u {
                 var acc = 0u;
                 var found = 0u;
                 var b = 0u;
+                var inBin = 0u;
                 for (var j = 0u; j < 256u; j++) {
                     let c = atomicLoad(&hist[255u - j]);
                     if acc + c >= s0.y {
                         b = 255u - j;
                         found = 1u;
+                        inBin = c;
                         break;
                     }
                     acc += c;
                 }
                 sel = vec3<u32>(s0.x | (b << shift), s0.y - acc, found);
+                if d == 0u {
+                    candidates = select(NONE, inBin, found == 1u);
+                }
+            } else if l == 0u && d == 0u {
+                candidates = NONE;
             }
             workgroupBarrier();
+            if d == 0u && workgroupUniformLoad(&candidates) <= CAP {
+                // Gather the candidates' keys (in any order: they are
+                // only counted).
+                let top = sel.x >> 24u;
+                for (var i = l; i < n; i += WG) {
+                    let y = logit(i) * rule.inv_temperature;
+                    if y == y {
+                        let key = okey(y);
+                        if key >> 24u == top {
+                            kept[atomicAdd(&ncand, 1u)] = key;
+                        }
+                    }
+                }
+                workgroupBarrier();
+            }
         }
         let s1 = sel;
         if s1.z == 1u {

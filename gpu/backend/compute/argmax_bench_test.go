@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"syscall"
 	"testing"
 
 	"github.com/gpurun/gpurun/fusion"
@@ -76,7 +77,10 @@ func benchGreedyPick(b *testing.B, dev gpu.Device, n int, onDevice bool) {
 
 // BenchmarkSamplePick is BenchmarkGreedyPick for sampling at temperature
 // 0.8, top-k 40, top-p 0.9: "host" reads the row back and runs
-// gpu/sampler, "device" runs fusion.Sample and reads one value.
+// gpu/sampler, "device" runs fusion.Sample and reads one value. The logits
+// are normal (standard deviation 2.5), shaped like a model's rather than
+// uniform; cpu-us/op is the process's CPU time per pick (a software
+// driver's threads included), steadier than wall time on a busy machine.
 func BenchmarkSamplePick(b *testing.B) {
 	for i, d := range devices {
 		b.Run(d.Name, func(b *testing.B) {
@@ -105,7 +109,24 @@ func benchSamplePick(b *testing.B, dev gpu.Device, n int, onDevice bool) {
 	}
 	be := backendOn(b, dev, compute.Options{})
 	ctx := context.Background()
-	p := compiled(b, be, g, []*tensors.Tensor{tensorOf(b, r, "x", 2, n, tensors.F32, 0, 0)}, nil)
+	vals := make([]float32, 2*n)
+	for i := range vals {
+		vals[i] = float32(r.NormFloat64() * 2.5)
+	}
+	xt, err := tensors.FromF32("x", []int{2, n}, vals, tensors.F32)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ws, err := be.LoadWeights(ctx, []*tensors.Tensor{xt})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ws.Release()
+	p, err := be.Compile(g, ws, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Release()
 	s := sampler.New(sampler.Options{Temperature: rule.Temperature, TopK: rule.TopK, TopP: rule.TopP, Seed: rule.Seed})
 	out := make([]float32, n)
 	pick := func(pos int) int {
@@ -122,7 +143,12 @@ func benchSamplePick(b *testing.B, dev gpu.Device, n int, onDevice bool) {
 		return s.SampleAt(out[:k], uint32(pos+1))
 	}
 	b.ResetTimer()
+	var r0, r1 syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &r0)
 	for i := range b.N {
 		pick(i % 64)
 	}
+	syscall.Getrusage(syscall.RUSAGE_SELF, &r1)
+	cpu := (r1.Utime.Nano() + r1.Stime.Nano()) - (r0.Utime.Nano() + r0.Stime.Nano())
+	b.ReportMetric(float64(cpu)/float64(b.N)/1e3, "cpu-us/op")
 }

@@ -26,8 +26,11 @@
 package compute
 
 import (
+	"context"
 	"fmt"
+	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/gpu/internal/tuning"
@@ -64,7 +67,7 @@ type backend struct {
 	devBinding int64 // bytes per binding of the device
 
 	mu      sync.Mutex
-	kernels map[string]gpu.Kernel
+	kernels map[string]*kernelEntry
 }
 
 // New returns a backend running on dev. The backend does not own dev:
@@ -83,7 +86,7 @@ func NewWithOptions(dev gpu.Device, opts tuning.Options) gpu.Backend {
 	if opts.MaxBinding > 0 && opts.MaxBinding < mb {
 		mb = opts.MaxBinding
 	}
-	return &backend{dev: dev, info: dev.Info(), devCaps: dc, caps: capsOf(dc, opts), attention: opts.Attention, maxBinding: mb &^ 3, devBinding: dev0 &^ 3, kernels: map[string]gpu.Kernel{}}
+	return &backend{dev: dev, info: dev.Info(), devCaps: dc, caps: capsOf(dc, opts), attention: opts.Attention, maxBinding: mb &^ 3, devBinding: dev0 &^ 3, kernels: map[string]*kernelEntry{}}
 }
 
 func (b *backend) Info() gpu.Info { return b.info }
@@ -105,18 +108,48 @@ func (b *backend) MemoryUse() gpu.MemoryUse { return b.dev.MemoryUse() }
 // ResetPeakMemory resets the device's peak.
 func (b *backend) ResetPeakMemory() { b.dev.ResetPeakMemory() }
 
-// kernel compiles a shaders kernel (of variant v when v.Key is set) once
-// per backend.
-func (b *backend) kernel(name string, v shaders.Variant) (gpu.Kernel, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	key := name
+// kernelEntry is a kernel of the backend's cache: done is closed once k
+// or err is set.
+type kernelEntry struct {
+	done chan struct{}
+	k    gpu.Kernel
+	err  error
+}
+
+// kernelKey is the cache key of kernel name at variant v.
+func kernelKey(name string, v shaders.Variant) string {
 	if v.Key != "" {
-		key += "." + v.Key
+		return name + "." + v.Key
 	}
-	if k, ok := b.kernels[key]; ok {
-		return k, nil
+	return name
+}
+
+// kernel compiles a shaders kernel (of variant v when v.Key is set) once
+// per backend. Kernels compile concurrently: a caller asking for one that
+// another is compiling waits for that compile; a failed compile is not
+// kept, so a later call tries again.
+func (b *backend) kernel(name string, v shaders.Variant) (gpu.Kernel, error) {
+	key := kernelKey(name, v)
+	b.mu.Lock()
+	if e, ok := b.kernels[key]; ok {
+		b.mu.Unlock()
+		<-e.done
+		return e.k, e.err
 	}
+	e := &kernelEntry{done: make(chan struct{})}
+	b.kernels[key] = e
+	b.mu.Unlock()
+	e.k, e.err = b.compileKernel(name, v, key)
+	if e.err != nil {
+		b.mu.Lock()
+		delete(b.kernels, key)
+		b.mu.Unlock()
+	}
+	close(e.done)
+	return e.k, e.err
+}
+
+func (b *backend) compileKernel(name string, v shaders.Variant, key string) (gpu.Kernel, error) {
 	var spec shaders.KernelSpec
 	var err error
 	if v.Key != "" {
@@ -131,17 +164,81 @@ func (b *backend) kernel(name string, v shaders.Variant) (gpu.Kernel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("compute: compile %s: %w", key, err)
 	}
-	b.kernels[key] = k
 	return k, nil
+}
+
+// kernelRef names a kernel and its variant.
+type kernelRef struct {
+	name    string
+	variant shaders.Variant
+}
+
+// compileKernels compiles the kernels of refs that the backend has not
+// compiled yet, up to GOMAXPROCS at once (a software driver's pipeline
+// creation runs on the calling thread: lavapipe takes up to a second for
+// one), stopping early when ctx is done; it returns the first error.
+func (b *backend) compileKernels(ctx context.Context, refs []kernelRef) error {
+	var todo []kernelRef
+	seen := map[string]bool{}
+	b.mu.Lock()
+	for _, r := range refs {
+		key := kernelKey(r.name, r.variant)
+		if _, ok := b.kernels[key]; !ok && !seen[key] {
+			seen[key] = true
+			todo = append(todo, r)
+		}
+	}
+	b.mu.Unlock()
+	if len(todo) == 0 {
+		return nil
+	}
+	// Workers take the kernels in order; the first error stops them.
+	var (
+		next     atomic.Int64
+		firstErr error
+		errOnce  sync.Once
+		wg       sync.WaitGroup
+	)
+	stop := make(chan struct{})
+	for range max(1, min(runtime.GOMAXPROCS(0), len(todo))) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(todo) {
+					return
+				}
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				err := ctx.Err()
+				if err == nil {
+					_, err = b.kernel(todo[i].name, todo[i].variant)
+				} else {
+					err = fmt.Errorf("kernels: compile: %w", err)
+				}
+				if err != nil {
+					errOnce.Do(func() { firstErr = err; close(stop) })
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return firstErr
 }
 
 // Close releases the compiled kernels.
 func (b *backend) Close() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for _, k := range b.kernels {
-		k.Release()
+	for _, e := range b.kernels {
+		<-e.done
+		if e.k != nil {
+			e.k.Release()
+		}
 	}
-	b.kernels = map[string]gpu.Kernel{}
+	b.kernels = map[string]*kernelEntry{}
 	return nil
 }

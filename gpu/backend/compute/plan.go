@@ -1,6 +1,7 @@
 package compute
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/gpurun/gpurun/fusion"
@@ -204,6 +205,22 @@ func (pl *planner) record() error {
 		return err
 	}
 	p.items, p.params = pl.items, pb
+	// Every kernel the program runs compiles now, in parallel: those of
+	// its items and, for a decode program that picks its token, the
+	// advance kernel of its multi-step lists (RunSteps), so that no run
+	// waits for a compile.
+	refs := make([]kernelRef, 0, len(pl.items)+1)
+	for _, it := range pl.items {
+		if it.kernel != "" {
+			refs = append(refs, kernelRef{it.kernel, it.variant})
+		}
+	}
+	if _, ok := pickedBuf(p.g); ok && stepTensor(p.g) {
+		refs = append(refs, kernelRef{name: kAdvance.Name()})
+	}
+	if err := p.b.compileKernels(context.Background(), refs); err != nil {
+		return err
+	}
 	p.cmds, _, err = p.recordList(false)
 	return err
 }

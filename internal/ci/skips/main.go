@@ -2,7 +2,12 @@
 // gotestsum's --jsonfile writes it) and prints how many tests each package
 // skipped. It exits 1 when a test skipped because a tool was missing
 // (internal/ci.Missing's skip message), which cannot happen under CI=true
-// unless a test bypasses ci.Missing.
+// unless a test bypasses ci.Missing. Its last line counts the tests that
+// passed, failed and skipped; a test that started and never ended in a
+// package that failed (the test binary timed out or panicked: test2json
+// writes no fail event for the tests then running) counts as failed, and
+// so does a failed package none of whose tests failed (a build failure, a
+// failing TestMain), as one.
 package main
 
 import (
@@ -29,10 +34,14 @@ type result struct {
 	skipped        map[string][]string // package -> test names
 	tool           []string            // package.test whose skip named a missing tool
 	passed, failed int                 // tests (subtests included)
+	// unfinished: tests that started with no pass, fail or skip event
+	// (yet), per package; failedPkgs the packages with a test that failed.
+	unfinished map[string]map[string]bool
+	failedPkgs map[string]bool
 }
 
 func scan(r io.Reader) (*result, error) {
-	res := &result{skipped: map[string][]string{}}
+	res := &result{skipped: map[string][]string{}, unfinished: map[string]map[string]bool{}, failedPkgs: map[string]bool{}}
 	toolSkip := map[string]bool{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<26)
@@ -42,10 +51,22 @@ func scan(r io.Reader) (*result, error) {
 			return nil, fmt.Errorf("skips: bad event %q: %w", sc.Text(), err)
 		}
 		if e.Test == "" {
+			if e.Action == "fail" {
+				res.packageFailed(e.Package)
+			}
 			continue
 		}
 		key := e.Package + " " + e.Test
 		switch e.Action {
+		case "pass", "fail", "skip":
+			delete(res.unfinished[e.Package], e.Test)
+		}
+		switch e.Action {
+		case "run":
+			if res.unfinished[e.Package] == nil {
+				res.unfinished[e.Package] = map[string]bool{}
+			}
+			res.unfinished[e.Package][e.Test] = true
 		case "output":
 			if strings.Contains(e.Output, "skipped, not installed:") {
 				toolSkip[key] = true
@@ -54,6 +75,7 @@ func scan(r io.Reader) (*result, error) {
 			res.passed++
 		case "fail":
 			res.failed++
+			res.failedPkgs[e.Package] = true
 		case "skip":
 			res.skipped[e.Package] = append(res.skipped[e.Package], e.Test)
 			if toolSkip[key] {
@@ -62,6 +84,20 @@ func scan(r io.Reader) (*result, error) {
 		}
 	}
 	return res, sc.Err()
+}
+
+// packageFailed counts what a package-level fail event leaves uncounted:
+// the package's tests still running when its binary ended (a timeout or a
+// panic), each a failure, or the package itself when none of its tests
+// failed at all.
+func (res *result) packageFailed(pkg string) {
+	n := len(res.unfinished[pkg])
+	delete(res.unfinished, pkg)
+	if n == 0 && !res.failedPkgs[pkg] {
+		n = 1
+	}
+	res.failed += n
+	res.failedPkgs[pkg] = true
 }
 
 func main() {

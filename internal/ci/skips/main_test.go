@@ -35,3 +35,37 @@ func TestScan(t *testing.T) {
 		t.Error("a malformed stream was accepted")
 	}
 }
+
+// TestScanTimeout: a test binary that timed out or panicked ends its
+// package with a fail event and no fail event for the tests it was
+// running; they count as failed, and a package that failed with no test
+// failing (a build failure) counts as one failure.
+func TestScanTimeout(t *testing.T) {
+	const stream = `{"Action":"run","Package":"p","Test":"TestA"}
+{"Action":"pass","Package":"p","Test":"TestA"}
+{"Action":"run","Package":"p","Test":"TestMix"}
+{"Action":"run","Package":"p","Test":"TestMix/a"}
+{"Action":"pass","Package":"p","Test":"TestMix/a"}
+{"Action":"run","Package":"p","Test":"TestMix/b"}
+{"Action":"output","Package":"p","Test":"TestMix/b","Output":"panic: test timed out after 25m0s\n"}
+{"Action":"output","Package":"p","Output":"FAIL\tp\t1500.0s\n"}
+{"Action":"fail","Package":"p","Elapsed":1500}
+{"Action":"run","Package":"q","Test":"TestC"}
+{"Action":"fail","Package":"q","Test":"TestC"}
+{"Action":"fail","Package":"q"}
+{"Action":"output","Package":"r","Output":"FAIL\tr [build failed]\n"}
+{"Action":"fail","Package":"r"}
+{"Action":"run","Package":"s","Test":"TestD"}
+{"Action":"pass","Package":"s","Test":"TestD"}
+{"Action":"pass","Package":"s"}
+`
+	res, err := scan(strings.NewReader(stream))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// p: TestMix and TestMix/b never ended (2); q: TestC (1, its package
+	// adds none); r: the package (1).
+	if res.passed != 3 || res.failed != 4 {
+		t.Errorf("passed %d failed %d, want 3 and 4", res.passed, res.failed)
+	}
+}
