@@ -150,6 +150,9 @@ func (pl *planner) op(op fusion.Op) error {
 				embedBindings{Step: pl.stepB(), W: gpu.Binding{Buf: c.w}, S: gpu.Binding{Buf: s}, OutW: pl.buf(op.Out)})
 		}
 	case *fusion.NormOp:
+		if op.Unit {
+			return fmt.Errorf("norm without a weight (unit): %w", gpu.ErrUnsupported)
+		}
 		w, _, err := pl.vector(op.Weight)
 		if err != nil {
 			return err
