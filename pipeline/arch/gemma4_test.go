@@ -1,6 +1,8 @@
 package arch_test
 
 import (
+	"bytes"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -8,6 +10,7 @@ import (
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/tensors/gguf"
 	"github.com/gpurun/gpurun/tensors/model"
+	"github.com/gpurun/gpurun/tensors/modelfile"
 )
 
 // gemma4Tol bounds gemma4's logits against llama.cpp's. The CPU backend
@@ -155,4 +158,26 @@ func TestGemma4Ablations(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestGemma4ModelFile: gemma4 converted to gpurun's own model file (its
+// configuration as JSON, its tensors under package model's names) reads
+// back to the same configuration and still matches llama.cpp.
+func TestGemma4ModelFile(t *testing.T) {
+	ck, err := gguf.Load(testmodels.Path(t, "arch3", "gemma4.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := modelfile.Write(&buf, ck.Config, ck.Tensors, modelfile.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := modelfile.Parse(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(f.Config(), ck.Config) {
+		t.Fatalf("config read back\n%+v\nwritten\n%+v", f.Config(), ck.Config)
+	}
+	checkCheckpoint(t, "gemma4.task", &model.Checkpoint{Config: f.Config(), Tensors: f.Tensors()}, testmodels.Arch3(t, "gemma4").ArchGolden, gemma4Tol, true, true)
 }
