@@ -326,7 +326,7 @@ func fuseNorm(ops []Op, logits Buf, accept func(Op) bool) []Op {
 	removed := map[int]bool{}
 	for i := range ops {
 		n, ok := ops[i].(*NormOp)
-		if !ok || n.Norm != NormRMS || n.Bias != "" || n.HeadDim != 0 || n.Out == n.In || n.Out == logits {
+		if !ok || n.Norm != NormRMS || n.Bias != "" || n.HeadDim != 0 || n.Unit || n.Out == n.In || n.Out == logits {
 			continue
 		}
 		h, x := n.Out, n.In

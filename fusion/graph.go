@@ -90,6 +90,8 @@ const (
 	MatMulRopeKV                 // MatMulRopeKVOp
 	MoE                          // MoEOp
 	RowLoRA                      // RowLoRAOp
+	Scale                        // ScaleOp
+	Columns                      // ColumnsOp
 )
 
 // Sampling is the rule of a Sample op (gpu/sampler.Options' fields):
@@ -120,7 +122,7 @@ var kindNames = map[Kind]string{Embed: "embed", Norm: "norm", MatMul: "matmul", 
 	SoftCap: "softcap", LastRow: "last_row",
 	MultiMatMul: "multi_matmul", MatMulGLU: "matmul_glu", Argmax: "argmax", Sample: "sample",
 	RopeStoreKV: "rope_store_kv", MatMulRopeKV: "matmul_rope_kv", MoE: "moe",
-	RowLoRA: "row_lora"}
+	RowLoRA: "row_lora", Scale: "scale", Columns: "columns"}
 
 func (k Kind) String() string {
 	if s, ok := kindNames[k]; ok {
@@ -149,12 +151,34 @@ type KVSpec struct {
 	// are those of a full cache. Backends may refuse rings
 	// (gpu.ErrUnsupported).
 	Ring []int
+	// HeadDims, when not nil, has one entry per layer: the head dim of
+	// that layer's keys and values (HeadDim is then the largest), 0 for a
+	// layer with no cache of its own, whose attention reads another
+	// layer's (Gemma 4: sliding and global layers of two head dims, the
+	// last layers sharing the KV of earlier ones). Backends may refuse
+	// them (gpu.ErrUnsupported).
+	HeadDims []int
 }
 
 // Equal reports whether s and o describe the same cache.
 func (s KVSpec) Equal(o KVSpec) bool {
 	return s.Layers == o.Layers && s.KVHeads == o.KVHeads && s.HeadDim == o.HeadDim && s.MaxLen == o.MaxLen &&
-		s.F16 == o.F16 && slices.Equal(s.Ring, o.Ring)
+		s.F16 == o.F16 && slices.Equal(s.Ring, o.Ring) && slices.Equal(s.HeadDims, o.HeadDims)
+}
+
+// LayerHeadDim is the head dim of layer l's cache (HeadDim without
+// HeadDims; 0: the layer has none, or l is out of range).
+func (s KVSpec) LayerHeadDim(l int) int {
+	if s.HeadDims == nil {
+		if l < 0 || l >= s.Layers {
+			return 0
+		}
+		return s.HeadDim
+	}
+	if l < 0 || l >= len(s.HeadDims) {
+		return 0
+	}
+	return s.HeadDims[l]
 }
 
 // RingLen is the ring length of layer l (0: the layer keeps MaxLen

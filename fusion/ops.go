@@ -42,7 +42,8 @@ type EmbedOp struct {
 // Eps. Bias is empty for RMSNorm. With HeadDim > 0 (RMSNorm only) every
 // run of HeadDim values of a row (one attention head) is normalized on its
 // own, each by the same Weight of HeadDim values: Qwen 3's and Gemma 3's
-// q/k norms.
+// q/k norms. Unit (RMSNorm only) has no Weight: the normalized values as
+// they are (Gemma 4's v norm).
 type NormOp struct {
 	Out, In Buf
 	Norm    NormKind
@@ -50,6 +51,7 @@ type NormOp struct {
 	Bias    string
 	Eps     float32
 	HeadDim int
+	Unit    bool
 }
 
 // MatMulOp: Out[t] = W · In[t] + Bias (the Projection). With Accumulate,
@@ -378,7 +380,11 @@ func (o *NormOp) validate(g *Graph, shape WeightShape) error {
 	if !(o.Eps >= 0) {
 		return fmt.Errorf("%w: eps %g", ErrInvalid, o.Eps)
 	}
-	if o.Weight == "" {
+	if o.Unit {
+		if o.Weight != "" || o.Norm != NormRMS {
+			return fmt.Errorf("%w: unit %s norm with weight %q", ErrInvalid, o.Norm, o.Weight)
+		}
+	} else if o.Weight == "" {
 		return fmt.Errorf("%w: norm without a weight", ErrInvalid)
 	}
 	if o.Norm == NormRMS && o.Bias != "" {
@@ -610,6 +616,8 @@ func Weights(op Op) []string {
 		pro(o.Prologue)
 	case *AttentionOp:
 		add(o.Sinks)
+	case *ScaleOp:
+		add(o.Weight)
 	case *MoEOp:
 		add(o.Router, o.RouterBias, o.Gate, o.GateBias, o.Up, o.UpBias, o.Down, o.DownBias)
 	case *RowLoRAOp:

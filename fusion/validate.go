@@ -159,8 +159,8 @@ func (g *Graph) checkKV(layer, kvHeads, headDim int) error {
 	if layer < 0 || layer >= kv.Layers {
 		return fmt.Errorf("%w: layer %d outside the %d cached layers", ErrInvalid, layer, kv.Layers)
 	}
-	if kvHeads != kv.KVHeads || headDim != kv.HeadDim {
-		return fmt.Errorf("%w: %d kv heads of %d, cache holds %d of %d", ErrInvalid, kvHeads, headDim, kv.KVHeads, kv.HeadDim)
+	if hd := kv.LayerHeadDim(layer); kvHeads != kv.KVHeads || headDim != hd {
+		return fmt.Errorf("%w: %d kv heads of %d, layer %d's cache holds %d of %d", ErrInvalid, kvHeads, headDim, layer, kv.KVHeads, hd)
 	}
 	return nil
 }

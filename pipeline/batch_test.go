@@ -41,7 +41,10 @@ func batchedDecode(t *testing.T, backend string) {
 	// The "/ring" cases prefill in steps of at most 8 tokens, so that the
 	// sliding-window layers (window 8) get rings, on every backend.
 	for _, name := range []string{"llama", "gemma", "gemma2", "phi2", "phi2_fusedqkv", "falcon", "stablelm", "llama-q8_0",
-		"gemma2/ring", "arch2/gemma3/ring", "arch2/qwen3", "arch2/qwen3moe"} {
+		"gemma2/ring", "arch2/gemma3/ring", "arch2/qwen3", "arch2/qwen3moe", "arch3/gemma4", "arch3/gemma4/ring"} {
+		if strings.HasPrefix(name, "arch3/gemma4") && backend != "cpu" {
+			continue // the GPU backends refuse gemma4 (TestGemma4GPURefused)
+		}
 		if strings.HasPrefix(name, "arch2/qwen3") && name != "arch2/qwen3moe" && backend != "cpu" {
 			// The GPU backends' batched and single-sequence logits are not
 			// bit for bit equal (main's vulkan/llama-q8_0 case fails on
@@ -61,6 +64,8 @@ func batchedDecode(t *testing.T, backend string) {
 			path := filepath.Join(dir, base+".gguf")
 			if b, ok := strings.CutPrefix(base, "arch2/"); ok {
 				g, path = testmodels.Arch2(t, b).ArchGolden, testmodels.Path(t, "arch2", b+".gguf")
+			} else if b, ok := strings.CutPrefix(base, "arch3/"); ok {
+				g, path = testmodels.Arch3(t, b).ArchGolden, testmodels.Path(t, "arch3", b+".gguf")
 			} else {
 				g = testmodels.Arch(t, base)
 			}

@@ -131,7 +131,7 @@ func (pc *prefixCache) save(m *Model, tokens []int, kv gpu.KVCache) {
 	for pc.used+bytes > pc.budget && len(pc.entries) > 0 {
 		pc.evictOldest()
 	}
-	spec := fusion.KVSpec{Layers: m.cfg.Layers, KVHeads: m.cfg.KVHeads, HeadDim: m.cfg.HeadDim, MaxLen: len(tokens), F16: m.kvF16}
+	spec := fusion.KVSpec{Layers: m.cfg.Layers, KVHeads: m.cfg.KVHeads, HeadDim: m.kvSpec.HeadDim, MaxLen: len(tokens), F16: m.kvF16, HeadDims: m.kvSpec.HeadDims}
 	m.lockDevice()
 	defer m.unlockDevice()
 	dst, err := m.backend.NewKVCache(spec)

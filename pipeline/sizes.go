@@ -21,7 +21,7 @@ func (m *Model) KVCacheBytes() int64 {
 		if r := s.RingLen(l); r > 0 {
 			pos = 2 * int64(r)
 		}
-		n += 2 * pos * int64(s.KVHeads) * int64(s.HeadDim) * elem
+		n += 2 * pos * int64(s.KVHeads) * int64(s.LayerHeadDim(l)) * elem
 	}
 	return n
 }
@@ -49,7 +49,13 @@ func kvBytesPerPosition(cfg *model.Config, kvF16 bool) int64 {
 	if kvF16 {
 		elem = 2
 	}
-	return 2 * int64(cfg.Layers) * int64(cfg.KVHeads) * int64(cfg.HeadDim) * elem
+	var n int64
+	for l := range cfg.Layers {
+		if cfg.KVLayer(l) == l { // a layer sharing another's cache reads no keys of its own
+			n += 2 * int64(cfg.KVHeads) * int64(cfg.LayerHeadDim(l)) * elem
+		}
+	}
+	return n
 }
 
 // decodeWeightBytes is DecodeBytes' weights of the tensors ws: all but

@@ -237,12 +237,16 @@ func TestSpeculativeArchitectures(t *testing.T) {
 	}{
 		{"llama", nil}, {"gemma2", nil}, {"phi2", nil}, {"falcon", nil}, {"llama-q8_0", nil},
 		{"arch2/qwen3", nil}, {"arch2/gemma3", nil}, {"arch2/gemma3", []int{4, 8}}, {"arch2/qwen3moe", nil},
+		// gemma4's shared layers read rolled-back caches of other layers.
+		{"arch3/gemma4", nil}, {"arch3/gemma4", []int{4, 8}},
 	} {
 		t.Run(fmt.Sprint(tc.name, tc.sizes), func(t *testing.T) {
 			var g testmodels.ArchGolden
 			path := testmodels.Path(t, "arch", tc.name+".gguf")
 			if base, ok := strings.CutPrefix(tc.name, "arch2/"); ok {
 				g, path = testmodels.Arch2(t, base).ArchGolden, testmodels.Path(t, "arch2", base+".gguf")
+			} else if base, ok := strings.CutPrefix(tc.name, "arch3/"); ok {
+				g, path = testmodels.Arch3(t, base).ArchGolden, testmodels.Path(t, "arch3", base+".gguf")
 			} else {
 				g = testmodels.Arch(t, tc.name)
 			}

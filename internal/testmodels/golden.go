@@ -118,6 +118,16 @@ func Arch2(t testing.TB, name string) Arch2Golden {
 	return g
 }
 
+// Arch3 decodes arch3/<name>.golden.json from Dir: llama.cpp's run of one
+// tiny GGUF of 2026's architectures (../shared/models/arch3/README.md),
+// in the fields the arch2 goldens share.
+func Arch3(t testing.TB, name string) Arch2Golden {
+	t.Helper()
+	var g Arch2Golden
+	decode(t, Path(t, "arch3", name+".golden.json"), &g)
+	return g
+}
+
 func decode(t testing.TB, path string, v any) {
 	t.Helper()
 	raw, err := os.ReadFile(path)

@@ -10,6 +10,7 @@ package arch
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/tensors/model"
@@ -54,11 +55,22 @@ type BuildOptions struct {
 // pipeline allocates it with the same options.
 func KVSpec(cfg *model.Config, opts BuildOptions) fusion.KVSpec {
 	spec := fusion.KVSpec{Layers: cfg.Layers, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim, MaxLen: opts.MaxLen, F16: opts.KVF16}
+	if cfg.HeadDimLocal > 0 || cfg.SharedKVLayers > 0 {
+		// Per-layer head dims; a layer reading another's cache has none.
+		spec.HeadDims = make([]int, cfg.Layers)
+		spec.HeadDim = 0
+		for l := range cfg.Layers {
+			if cfg.KVLayer(l) == l {
+				spec.HeadDims[l] = cfg.LayerHeadDim(l)
+				spec.HeadDim = max(spec.HeadDim, spec.HeadDims[l])
+			}
+		}
+	}
 	if opts.RingTokens <= 0 {
 		return spec
 	}
 	for l := range cfg.Layers {
-		if w := cfg.LayerWindow(l); w > 0 && 2*(w+opts.RingTokens-1) < opts.MaxLen {
+		if w := cfg.LayerWindow(l); w > 0 && spec.LayerHeadDim(l) > 0 && 2*(w+opts.RingTokens-1) < opts.MaxLen {
 			if spec.Ring == nil {
 				spec.Ring = make([]int, cfg.Layers)
 			}
@@ -145,15 +157,22 @@ type builder struct {
 	act       fusion.Act       // cfg.Act
 	ropeStyle fusion.RopeStyle // cfg.RopeStyle (when RopeDims > 0)
 
-	x          fusion.Buf // residual stream [T, dim]
-	h          fusion.Buf // normed input of a block
-	q, k, v    fusion.Buf // projections
-	att        fusion.Buf // attention output before the output projection
-	proj       fusion.Buf // attention block output [T, dim]
-	up, gate   fusion.Buf // FFN hidden [T, hidden]
-	ffn        fusion.Buf // FFN block output [T, dim]
-	h2         fusion.Buf // normed input of the FFN in sequential blocks
-	dim, qCols int
+	x        fusion.Buf // residual stream [T, dim]
+	h        fusion.Buf // normed input of a block
+	q, k, v  fusion.Buf // projections
+	att      fusion.Buf // attention output before the output projection
+	proj     fusion.Buf // attention block output [T, dim]
+	up, gate fusion.Buf // FFN hidden [T, hidden]
+	// heads and hidden hold the buffers of the other head dims and FFN
+	// widths of a model with more than one (Gemma 4), by size.
+	heads  map[int]headBufs
+	hidden map[int][2]fusion.Buf
+	// pl holds every layer's per-layer input [T, layers*PerLayerDim];
+	// plGate and plIn one layer's gate and input [T, PerLayerDim].
+	pl, plGate, plIn fusion.Buf
+	ffn              fusion.Buf // FFN block output [T, dim]
+	h2               fusion.Buf // normed input of the FFN in sequential blocks
+	dim, qCols       int
 
 	lora     map[string][]LoRAPair   // BuildOptions.LoRA
 	rowLoRA  []map[string][]LoRAPair // BuildOptions.RowLoRA
@@ -181,8 +200,13 @@ func (b *builder) forward(allLogits bool) {
 		}
 	}
 	b.ffn = g.NewBuf("ffn_out", T, c.Dim)
+	b.heads = map[int]headBufs{c.HeadDim: {b.q, b.k, b.v, b.att}}
+	b.hidden = map[int][2]fusion.Buf{c.HiddenDim: {b.up, b.gate}}
 
 	g.Add(&fusion.EmbedOp{Out: b.x, Weight: model.TokenEmbedding, Scale: c.EmbedScale})
+	if c.PerLayerDim > 0 {
+		b.perLayerInputs()
+	}
 	for l := range c.Layers {
 		b.layer(l)
 	}
@@ -235,35 +259,117 @@ func (b *builder) layer(l int) {
 		b.norm(b.ffn, b.ffn, model.Layer(l, model.PostFFNNorm), "")
 	}
 	g.Add(&fusion.AddOp{Out: b.x, A: b.x, B: b.ffn})
+	if c.PerLayerDim > 0 {
+		// x += norm(proj(act(gate·x) * pl[l])) (src/models/gemma4.cpp).
+		b.linear(b.plGate, b.x, model.Layer(l, model.PerLayerGate), "", false)
+		g.Add(&fusion.ColumnsOp{Out: b.plIn, In: b.pl, Offset: l * c.PerLayerDim})
+		g.Add(&fusion.GLUOp{Out: b.plGate, Gate: b.plGate, Up: b.plIn, Act: b.act})
+		b.linear(b.ffn, b.plGate, model.Layer(l, model.PerLayerProj), "", false)
+		b.norm(b.ffn, b.ffn, model.Layer(l, model.PerLayerPostNorm), "")
+		g.Add(&fusion.AddOp{Out: b.x, A: b.x, B: b.ffn})
+	}
+	if c.LayerOutputScale {
+		g.Add(&fusion.ScaleOp{Out: b.x, In: b.x, Weight: model.Layer(l, model.LayerScale)})
+	}
+}
+
+// headBufs are the q, k, v and attention output buffers of one head dim.
+type headBufs struct{ q, k, v, att fusion.Buf }
+
+// headsOf returns the buffers of head dim hd, adding them at first use.
+func (b *builder) headsOf(hd int) headBufs {
+	if hb, ok := b.heads[hd]; ok {
+		return hb
+	}
+	c, g, T := b.cfg, b.g, b.g.Tokens
+	suffix := fmt.Sprintf("_hd%d", hd)
+	hb := headBufs{g.NewBuf("q"+suffix, T, c.Heads*hd), g.NewBuf("k"+suffix, T, c.KVHeads*hd),
+		g.NewBuf("v"+suffix, T, c.KVHeads*hd), g.NewBuf("att"+suffix, T, c.Heads*hd)}
+	b.heads[hd] = hb
+	return hb
+}
+
+// hiddenOf returns the up and gate buffers of an FFN of width n.
+func (b *builder) hiddenOf(n int) (up, gate fusion.Buf) {
+	if h, ok := b.hidden[n]; ok {
+		return h[0], h[1]
+	}
+	g := b.g
+	suffix := fmt.Sprintf("_%d", n)
+	up = g.NewBuf("ffn_up"+suffix, g.Tokens, n)
+	if b.cfg.GatedFFN {
+		gate = g.NewBuf("ffn_gate"+suffix, g.Tokens, n)
+	}
+	b.hidden[n] = [2]fusion.Buf{up, gate}
+	return up, gate
+}
+
+// perLayerInputs emits Gemma 4's per-layer inputs of every layer from the
+// scaled embedding b.x, as llama.cpp computes them once before layer 0:
+//
+//	pl = (norm(proj·x / sqrt(dim)) + embd_pl[id]·sqrt(P)) / sqrt(2)
+//
+// the norm per layer's P values (PerLayerProjNorm).
+func (b *builder) perLayerInputs() {
+	c, g, T := b.cfg, b.g, b.g.Tokens
+	p := c.PerLayerDim
+	b.pl = g.NewBuf("per_layer", T, c.Layers*p)
+	embd := g.NewBuf("per_layer_embd", T, c.Layers*p)
+	b.plGate = g.NewBuf("per_layer_gate", T, p)
+	b.plIn = g.NewBuf("per_layer_in", T, p)
+	g.Add(&fusion.EmbedOp{Out: embd, Weight: model.PerLayerEmbedding, Scale: float32(math.Sqrt(float64(p)))})
+	b.linear(b.pl, b.x, model.PerLayerModelProj, "", false)
+	g.Add(&fusion.ScaleOp{Out: b.pl, In: b.pl, Scale: float32(1 / math.Sqrt(float64(c.Dim)))})
+	g.Add(&fusion.NormOp{Out: b.pl, In: b.pl, Norm: fusion.NormRMS, Weight: model.PerLayerProjNorm, Eps: c.NormEps, HeadDim: p})
+	g.Add(&fusion.AddOp{Out: b.pl, A: b.pl, B: embd})
+	g.Add(&fusion.ScaleOp{Out: b.pl, In: b.pl, Scale: float32(1 / math.Sqrt2)})
 }
 
 // attention emits the attention block of layer l on input h into b.proj.
+// A layer sharing another's KV (Config.KVLayer) projects, norms and
+// rotates only its queries and attends to that layer's cache.
 func (b *builder) attention(l int, h fusion.Buf) {
 	c, g := b.cfg, b.g
-	b.linears(h, c.QKVBias, proj{b.q, model.Layer(l, model.WQ), model.Layer(l, model.BQ)},
-		proj{b.k, model.Layer(l, model.WK), model.Layer(l, model.BK)},
-		proj{b.v, model.Layer(l, model.WV), model.Layer(l, model.BV)})
+	hd := c.LayerHeadDim(l)
+	hb := b.headsOf(hd)
+	src := c.KVLayer(l)
+	own := src == l
+	ps := []proj{{hb.q, model.Layer(l, model.WQ), model.Layer(l, model.BQ)}}
+	if own {
+		ps = append(ps, proj{hb.k, model.Layer(l, model.WK), model.Layer(l, model.BK)},
+			proj{hb.v, model.Layer(l, model.WV), model.Layer(l, model.BV)})
+	}
+	b.linears(h, c.QKVBias, ps...)
 	if c.QKNorm {
-		g.Add(&fusion.NormOp{Out: b.q, In: b.q, Norm: fusion.NormRMS, Weight: model.Layer(l, model.QNorm), Eps: c.NormEps, HeadDim: c.HeadDim})
-		g.Add(&fusion.NormOp{Out: b.k, In: b.k, Norm: fusion.NormRMS, Weight: model.Layer(l, model.KNorm), Eps: c.NormEps, HeadDim: c.HeadDim})
+		g.Add(&fusion.NormOp{Out: hb.q, In: hb.q, Norm: fusion.NormRMS, Weight: model.Layer(l, model.QNorm), Eps: c.NormEps, HeadDim: hd})
+		if own {
+			g.Add(&fusion.NormOp{Out: hb.k, In: hb.k, Norm: fusion.NormRMS, Weight: model.Layer(l, model.KNorm), Eps: c.NormEps, HeadDim: hd})
+		}
+	}
+	if c.VNorm && own {
+		g.Add(&fusion.NormOp{Out: hb.v, In: hb.v, Norm: fusion.NormRMS, Unit: true, Eps: c.NormEps, HeadDim: hd})
 	}
 	if base, factors, scale, ok := c.LayerRope(l, b.maxLen); ok {
 		if scale == 1 {
 			scale = 0
 		}
-		rp := fusion.RopeParams{Dims: c.RopeDims, Base: base, Style: b.ropeStyle, Factors: factors, Scale: scale}
-		g.Add(&fusion.RopeOp{Out: b.q, In: b.q, Heads: c.Heads, HeadDim: c.HeadDim, RopeParams: rp})
-		g.Add(&fusion.RopeOp{Out: b.k, In: b.k, Heads: c.KVHeads, HeadDim: c.HeadDim, RopeParams: rp.Clone()})
+		rp := fusion.RopeParams{Dims: c.LayerRopeDims(l), Base: base, Style: b.ropeStyle, Factors: factors, Scale: scale}
+		g.Add(&fusion.RopeOp{Out: hb.q, In: hb.q, Heads: c.Heads, HeadDim: hd, RopeParams: rp})
+		if own {
+			g.Add(&fusion.RopeOp{Out: hb.k, In: hb.k, Heads: c.KVHeads, HeadDim: hd, RopeParams: rp.Clone()})
+		}
 	}
-	g.Add(&fusion.StoreKVOp{K: b.k, V: b.v, Layer: l, KVHeads: c.KVHeads, HeadDim: c.HeadDim})
-	att := &fusion.AttentionOp{Out: b.att, Q: b.q, Layer: l,
-		HeadShape: fusion.HeadShape{Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim},
+	if own {
+		g.Add(&fusion.StoreKVOp{K: hb.k, V: hb.v, Layer: l, KVHeads: c.KVHeads, HeadDim: hd})
+	}
+	att := &fusion.AttentionOp{Out: hb.att, Q: hb.q, Layer: src,
+		HeadShape: fusion.HeadShape{Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: hd},
 		Scale:     c.Scale(), Cap: c.AttnSoftCap, Window: c.LayerWindow(l)}
 	if c.AttnSinks {
 		att.Sinks = model.Layer(l, model.AttnSinks)
 	}
 	g.Add(att)
-	b.linear(b.proj, b.att, model.Layer(l, model.WO), model.Layer(l, model.BO), c.OutBias)
+	b.linear(b.proj, hb.att, model.Layer(l, model.WO), model.Layer(l, model.BO), c.OutBias)
 }
 
 // feedForward emits the FFN of layer l on input h into b.ffn:
@@ -290,15 +396,16 @@ func (b *builder) feedForward(l int, h fusion.Buf) {
 		g.Add(moe)
 		return
 	}
-	up := proj{b.up, model.Layer(l, model.WUp), model.Layer(l, model.BUp)}
+	upBuf, gateBuf := b.hiddenOf(c.LayerHiddenDim(l))
+	up := proj{upBuf, model.Layer(l, model.WUp), model.Layer(l, model.BUp)}
 	if c.GatedFFN {
-		b.linears(h, c.FFNBias, up, proj{b.gate, model.Layer(l, model.WGate), ""})
-		g.Add(&fusion.GLUOp{Out: b.up, Gate: b.gate, Up: b.up, Act: b.act})
+		b.linears(h, c.FFNBias, up, proj{gateBuf, model.Layer(l, model.WGate), ""})
+		g.Add(&fusion.GLUOp{Out: upBuf, Gate: gateBuf, Up: upBuf, Act: b.act})
 	} else {
 		b.linears(h, c.FFNBias, up)
-		g.Add(&fusion.ActivationOp{Out: b.up, In: b.up, Act: b.act})
+		g.Add(&fusion.ActivationOp{Out: upBuf, In: upBuf, Act: b.act})
 	}
-	b.linear(b.ffn, b.up, model.Layer(l, model.WDown), model.Layer(l, model.BDown), c.FFNBias)
+	b.linear(b.ffn, upBuf, model.Layer(l, model.WDown), model.Layer(l, model.BDown), c.FFNBias)
 }
 
 // linear emits out = W·in (+ bias when hasBias).

@@ -40,6 +40,7 @@ var archSpecs = map[string]archSpec{
 	model.ArchQwen3MoE: {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActSiLU, gated: true, qkNorm: true, activations: model.PolicyF32},
 	model.ArchSmolLM3:  {norm: model.NormRMS, rope: model.RopeInterleaved, act: model.ActSiLU, gated: true, activations: model.PolicyAuto},
 	model.ArchGPTOSS:   {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActSwiGLUOAI, gated: true, activations: model.PolicyF32},
+	model.ArchGemma4:   {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActGELUTanh, gated: true, postNorms: true, embedScale: true, qkNorm: true, activations: model.PolicyF32},
 }
 
 // meta reads typed hyperparameters, failing on values of the wrong type.
@@ -116,10 +117,17 @@ func (f *File) config(arch string) (model.Config, error) {
 		return model.Config{}, fmt.Errorf("%w: architecture %q", ErrUnsupported, arch)
 	}
 	m := &meta{f: f, arch: arch}
+	var layerHidden []int
+	if arch == model.ArchGemma4 {
+		var err error
+		if layerHidden, err = f.perLayerInts(m.key(".feed_forward_length")); err != nil {
+			return model.Config{}, err
+		}
+	}
 	c := model.Config{
 		Arch:        arch,
 		Dim:         m.int(".embedding_length", 0, true),
-		HiddenDim:   m.int(".feed_forward_length", 0, true),
+		HiddenDim:   maxOr(layerHidden, func() int { return m.int(".feed_forward_length", 0, true) }),
 		Layers:      m.int(".block_count", 0, true),
 		Heads:       m.int(".attention.head_count", 0, true),
 		MaxSeqLen:   m.int(".context_length", 0, true),
@@ -195,6 +203,10 @@ func (f *File) config(arch string) (model.Config, error) {
 				c.SlidingLayerList = append(c.SlidingLayerList, l)
 			}
 		}
+	case model.ArchGemma4:
+		if err := f.gemma4(m, &c, layerHidden); err != nil {
+			return c, err
+		}
 	case model.ArchPhi3:
 		// LongRoPE: the factor tensors come with the tensors; the
 		// attention factor scales cos and sin (llama-context.cpp:206).
@@ -251,7 +263,7 @@ func (f *File) config(arch string) (model.Config, error) {
 	if err := f.ropeScaling(m, &c); err != nil {
 		return c, err
 	}
-	if v, ok := f.Get(m.key(".attention.sliding_window_pattern")); ok && m.err == nil {
+	if v, ok := f.Get(m.key(".attention.sliding_window_pattern")); ok && m.err == nil && arch != model.ArchGemma4 {
 		// Only Gemma 3's default pattern of 6 and gpt-oss's of 2 (their
 		// absent keys) are known.
 		if n, _ := v.Int(); !(arch == model.ArchGemma3 && n == 6 || arch == model.ArchGPTOSS && n == 2) {
@@ -328,6 +340,94 @@ func (f *File) yarn(m *meta, c *model.Config, s float32) error {
 	c.RopeFactors, c.RopeAttnFactor = factors, attn
 	if s > 1 {
 		c.RopeAttnFactor = attn * mscale
+	}
+	return nil
+}
+
+// maxOr is the largest of xs, or def() when xs is empty.
+func maxOr(xs []int, def func() int) int {
+	if len(xs) == 0 {
+		return def()
+	}
+	m := 0
+	for _, x := range xs {
+		m = max(m, x)
+	}
+	return m
+}
+
+// perLayerInts reads key as an array of non-negative integers (nil when
+// the key is absent or a scalar).
+func (f *File) perLayerInts(key string) ([]int, error) {
+	v, ok := f.Get(key)
+	if !ok || v.Type != TypeArray {
+		return nil, nil
+	}
+	es, err := v.Elements()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", key, err)
+	}
+	out := make([]int, len(es))
+	for i, e := range es {
+		n, ok := e.Int()
+		if !ok || n < 0 || n > math.MaxInt32 {
+			return nil, fmt.Errorf("%w: metadata %s[%d] = %s is not a non-negative integer", ErrFormat, key, i, e)
+		}
+		out[i] = int(n)
+	}
+	return out, nil
+}
+
+// gemma4 reads Gemma 4's conventions (src/models/gemma4.cpp, llama-model.cpp;
+// ../shared/models/arch3/README.md): a per-layer sliding pattern, sliding
+// layers with their own head dim, rotary dims and base, the KV of the last
+// shared_kv_layers layers shared, per-layer inputs, per-layer FFN widths,
+// an unweighted V norm, a kq scale of 1 and the final soft cap. The global
+// layers' proportional RoPE comes as rope_freqs (ropeTable).
+func (f *File) gemma4(m *meta, c *model.Config, layerHidden []int) error {
+	key := m.key(".attention.sliding_window_pattern")
+	v, ok := f.Get(key)
+	if !ok {
+		return fmt.Errorf("%w: missing metadata %s", ErrFormat, key)
+	}
+	es, err := v.Elements()
+	if err != nil || len(es) != c.Layers {
+		return fmt.Errorf("%w: metadata %s = %s is not one bool per layer", ErrFormat, key, v)
+	}
+	c.SlidingLayers = "list"
+	for l, e := range es {
+		b, ok := e.Bool()
+		if !ok {
+			return fmt.Errorf("%w: metadata %s = %s is not one bool per layer", ErrFormat, key, v)
+		}
+		if b {
+			c.SlidingLayerList = append(c.SlidingLayerList, l)
+		}
+	}
+	c.SlidingWindow = m.int(".attention.sliding_window", 0, true)
+	c.HeadDimLocal = m.int(".attention.key_length_swa", c.HeadDim, false)
+	if vl := m.int(".attention.value_length_swa", c.HeadDimLocal, false); vl != c.HeadDimLocal && m.err == nil {
+		return fmt.Errorf("%w: value_length_swa %d differs from key_length_swa %d", ErrUnsupported, vl, c.HeadDimLocal)
+	}
+	c.RopeDimsLocal = m.int(".rope.dimension_count_swa", c.HeadDimLocal, false)
+	c.RopeBaseLocal = m.float(".rope.freq_base_swa", 10000)
+	c.SharedKVLayers = m.int(".attention.shared_kv_layers", 0, false)
+	c.PerLayerDim = m.int(".embedding_length_per_layer_input", 0, true)
+	c.FinalSoftCap = m.float(".final_logit_softcapping", 0)
+	c.AttnScale = 1 // f_attention_scale (src/models/gemma4.cpp)
+	c.VNorm = true
+	c.LayerOutputScale = true
+	if layerHidden != nil {
+		if len(layerHidden) != c.Layers {
+			return fmt.Errorf("%w: metadata %s has %d widths for %d layers", ErrFormat, m.key(".feed_forward_length"), len(layerHidden), c.Layers)
+		}
+		c.LayerHidden = layerHidden
+	}
+	if m.err != nil {
+		return m.err
+	}
+	if c.PerLayerDim == 0 {
+		return fmt.Errorf("%w: metadata %s = 0 (no per-layer inputs)", ErrUnsupported, m.key(".embedding_length_per_layer_input"))
 	}
 	return nil
 }

@@ -40,6 +40,10 @@ var layerNames = map[string]string{
 	"ffn_up_exps.bias":           model.ExpertsUpBias,
 	"ffn_down_exps.bias":         model.ExpertsDownBias,
 	"attn_sinks.weight":          model.AttnSinks,
+	"inp_gate.weight":            model.PerLayerGate,
+	"proj.weight":                model.PerLayerProj,
+	"post_norm.weight":           model.PerLayerPostNorm,
+	"layer_output_scale.weight":  model.LayerScale,
 }
 
 var globalNames = map[string]string{
@@ -48,6 +52,10 @@ var globalNames = map[string]string{
 	"output_norm.bias":   model.FinalNormBias,
 	"output.weight":      model.LMHead,
 	"output.bias":        model.LMHeadBiasName,
+	// Gemma 4's per-layer inputs.
+	"per_layer_token_embd.weight": model.PerLayerEmbedding,
+	"per_layer_model_proj.weight": model.PerLayerModelProj,
+	"per_layer_proj_norm.weight":  model.PerLayerProjNorm,
 }
 
 // Fused QKV projections, split into Q, K and V rows on import.

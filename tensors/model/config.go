@@ -28,6 +28,7 @@ const (
 	ArchSmolLM3  = "smollm3"
 	ArchQwen3MoE = "qwen3moe"
 	ArchGPTOSS   = "gpt-oss"
+	ArchGemma4   = "gemma4"
 )
 
 // Norm kinds.
@@ -158,6 +159,33 @@ type Config struct {
 	// that joins its softmax over the attended keys with no value (gpt-oss).
 	AttnSinks bool `json:"attn_sinks,omitempty"`
 
+	// Gemma 4 (gemma4), see ../shared/models/arch3/README.md:
+	//
+	// HeadDimLocal, when set, is the head dim of the sliding-window layers
+	// and RopeDimsLocal their rotated dims; HeadDim and RopeDims are then
+	// the global layers'.
+	HeadDimLocal  int `json:"head_dim_local,omitempty"`
+	RopeDimsLocal int `json:"rope_dims_local,omitempty"`
+	// LayerHidden, when set, is each layer's FFN width (HiddenDim is then
+	// the widest).
+	LayerHidden []int `json:"layer_hidden,omitempty"`
+	// SharedKVLayers > 0: the last SharedKVLayers layers have no keys and
+	// values of their own (no WK, WV, KNorm) and attend to the cache of
+	// layer n-2 (sliding) or n-1 (global), n = Layers-SharedKVLayers, as
+	// llama.cpp hard-codes it (src/llama-model.cpp); see KVLayer.
+	SharedKVLayers int `json:"shared_kv_layers,omitempty"`
+	// VNorm: each head of v is RMS-normed, without a weight, before it is
+	// stored.
+	VNorm bool `json:"v_norm,omitempty"`
+	// PerLayerDim > 0 gives every layer a per-layer input of PerLayerDim
+	// values, made once from the token (PerLayerEmbedding) and the scaled
+	// embedding (PerLayerModelProj, PerLayerProjNorm), and added after the
+	// FFN through a gate (PerLayerGate, PerLayerProj, PerLayerPostNorm).
+	PerLayerDim int `json:"per_layer_dim,omitempty"`
+	// LayerOutputScale: every layer's output is multiplied by its scalar
+	// LayerScale tensor.
+	LayerOutputScale bool `json:"layer_output_scale,omitempty"`
+
 	Activations string `json:"activations,omitempty"` // PolicyAuto, PolicyF32, PolicyF16
 
 	BOS          int    `json:"bos"` // -1: none
@@ -194,6 +222,46 @@ func (c *Config) LayerWindow(l int) int {
 		}
 	}
 	return 0
+}
+
+// LayerHeadDim is the head dim of layer l (HeadDimLocal on a sliding
+// layer when set).
+func (c *Config) LayerHeadDim(l int) int {
+	if c.HeadDimLocal > 0 && c.LayerWindow(l) > 0 {
+		return c.HeadDimLocal
+	}
+	return c.HeadDim
+}
+
+// LayerRopeDims is the rotated dims of layer l's heads.
+func (c *Config) LayerRopeDims(l int) int {
+	if c.HeadDimLocal > 0 && c.LayerWindow(l) > 0 {
+		return c.RopeDimsLocal
+	}
+	return c.RopeDims
+}
+
+// LayerHiddenDim is the FFN width of layer l.
+func (c *Config) LayerHiddenDim(l int) int {
+	if c.LayerHidden != nil {
+		return c.LayerHidden[l]
+	}
+	return c.HiddenDim
+}
+
+// KVLayer is the layer whose KV cache layer l attends to: l itself, or
+// for one of the last SharedKVLayers layers, the last layer before them
+// of the same kind (n-2 for a sliding layer, n-1 for a global one, with n
+// = Layers-SharedKVLayers; Validate checks their kinds).
+func (c *Config) KVLayer(l int) int {
+	n := c.Layers - c.SharedKVLayers
+	if c.SharedKVLayers == 0 || l < n {
+		return l
+	}
+	if c.LayerWindow(l) > 0 {
+		return n - 2
+	}
+	return n - 1
 }
 
 // LayerRope is the rotation of layer l for a context of ctx positions:
@@ -245,6 +313,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Heads%c.KVHeads != 0 {
 		return fmt.Errorf("%w: heads %d not a multiple of kv_heads %d", ErrConfig, c.Heads, c.KVHeads)
+	}
+	if err := c.validateGemma4(); err != nil {
+		return err
 	}
 	if c.RopeDims < 0 || c.RopeDims > c.HeadDim || c.RopeDims%2 != 0 {
 		return fmt.Errorf("%w: rope_dims %d with head_dim %d", ErrConfig, c.RopeDims, c.HeadDim)
@@ -376,4 +447,33 @@ func YaRNRope(base float32, dims int, factor float64, orig int, betaFast, betaSl
 		factors[i] = float32(1 / ((1-r)/factor + r))
 	}
 	return factors, float32(1 + 0.1*math.Log(factor))
+}
+
+// validateGemma4 checks the fields of Gemma 4's conventions.
+func (c *Config) validateGemma4() error {
+	const limit = 1 << 24
+	if c.HeadDimLocal < 0 || c.HeadDimLocal > limit || c.RopeDimsLocal < 0 || c.RopeDimsLocal > max(c.HeadDimLocal, 0) || c.RopeDimsLocal%2 != 0 ||
+		c.HeadDimLocal == 0 && c.RopeDimsLocal != 0 {
+		return fmt.Errorf("%w: head_dim_local %d, rope_dims_local %d", ErrConfig, c.HeadDimLocal, c.RopeDimsLocal)
+	}
+	if c.LayerHidden != nil {
+		if len(c.LayerHidden) != c.Layers {
+			return fmt.Errorf("%w: %d layer_hidden widths for %d layers", ErrConfig, len(c.LayerHidden), c.Layers)
+		}
+		for _, h := range c.LayerHidden {
+			if h <= 0 || h > c.HiddenDim {
+				return fmt.Errorf("%w: layer_hidden %d with hidden_dim %d", ErrConfig, h, c.HiddenDim)
+			}
+		}
+	}
+	if c.PerLayerDim < 0 || c.PerLayerDim > limit || c.PerLayerDim*c.Layers > limit {
+		return fmt.Errorf("%w: per_layer_dim %d", ErrConfig, c.PerLayerDim)
+	}
+	if s := c.SharedKVLayers; s != 0 {
+		n := c.Layers - s
+		if s < 0 || n < 2 || c.LayerWindow(n-2) == 0 || c.LayerWindow(n-1) > 0 {
+			return fmt.Errorf("%w: %d shared kv layers of %d: layer n-2 must slide and n-1 be global", ErrConfig, s, c.Layers)
+		}
+	}
+	return nil
 }

@@ -44,6 +44,15 @@ func TestValidate(t *testing.T) {
 		}},
 		{"negative attention factor", func(c *Config) { c.RopeAttnFactor = -1 }},
 		{"NaN local base", func(c *Config) { c.RopeBaseLocal = float32(math.NaN()) }},
+		{"local rope dims above the local head dim", func(c *Config) { c.HeadDimLocal, c.RopeDimsLocal = 4, 8 }},
+		{"local rope dims without a local head dim", func(c *Config) { c.RopeDimsLocal = 4 }},
+		{"layer widths of the wrong count", func(c *Config) { c.LayerHidden = []int{172} }},
+		{"layer width above hidden dim", func(c *Config) { c.LayerHidden = []int{172, 172, 172, 172, 173} }},
+		{"negative per-layer dim", func(c *Config) { c.PerLayerDim = -1 }},
+		{"shared kv without a sliding layer before", func(c *Config) { c.SharedKVLayers = 2 }},
+		{"shared kv of every layer", func(c *Config) {
+			c.SlidingLayers, c.SlidingLayerList, c.SlidingWindow, c.SharedKVLayers = "list", []int{0, 1, 2}, 4, 5
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := validConfig()
@@ -52,6 +61,24 @@ func TestValidate(t *testing.T) {
 				t.Errorf("err = %v, want ErrConfig", err)
 			}
 		})
+	}
+}
+
+// TestKVLayer: Gemma 4's shared layers read the cache of layer n-2 when
+// they slide and n-1 when global (n = layers - shared), the others their
+// own.
+func TestKVLayer(t *testing.T) {
+	c := validConfig()
+	c.Layers, c.SlidingLayers, c.SlidingLayerList, c.SlidingWindow, c.SharedKVLayers = 6, "list", []int{0, 1, 2, 4}, 4, 2
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	var got []int
+	for l := range c.Layers {
+		got = append(got, c.KVLayer(l))
+	}
+	if want := []int{0, 1, 2, 3, 2, 3}; !slices.Equal(got, want) {
+		t.Errorf("kv layers %v, want %v", got, want)
 	}
 }
 

@@ -14,6 +14,10 @@ const (
 	FinalNormBias  = "params.lm.final_ln.bias"
 	LMHead         = "params.lm.softmax.logits_ffn.w" // [vocab, dim]; absent when tied
 	LMHeadBiasName = "params.lm.softmax.logits_ffn.b"
+	// Gemma 4's per-layer inputs (Config.PerLayerDim = P, L layers):
+	PerLayerEmbedding = "params.lm.per_layer.token_embedding.w" // [vocab, L*P]
+	PerLayerModelProj = "params.lm.per_layer.model_proj.w"      // [L*P, dim]
+	PerLayerProjNorm  = "params.lm.per_layer.proj_norm.scale"   // [P]
 )
 
 // Per-layer tensor suffixes, appended to Layer(i).
@@ -52,6 +56,12 @@ const (
 	ExpertsUpBias   = "ff_layer.moe.up.b"     // [experts, expert_hidden]
 	ExpertsDownBias = "ff_layer.moe.down.b"   // [experts, dim]
 	AttnSinks       = "self_attention.sinks"  // [heads]
+	// Gemma 4: the gate and projection of the per-layer input, its norm,
+	// and the layer's output scale (Config.PerLayerDim, LayerOutputScale).
+	PerLayerGate     = "per_layer.gate.w"          // [P, dim]
+	PerLayerProj     = "per_layer.proj.w"          // [dim, P]
+	PerLayerPostNorm = "per_layer.post_norm.scale" // [dim]
+	LayerScale       = "layer_output_scale"        // [1]
 )
 
 // Layer returns the full name of a per-layer tensor.

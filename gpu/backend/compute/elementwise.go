@@ -46,6 +46,9 @@ func (pl *planner) elementwiseOp(op fusion.Op) error {
 	copied := false
 	switch op := op.(type) {
 	case *fusion.NormOp:
+		if op.Unit {
+			return fmt.Errorf("norm without a weight (unit): %w", gpu.ErrUnsupported)
+		}
 		w, _, err := pl.vector(op.Weight)
 		if err != nil {
 			return err

@@ -36,6 +36,11 @@ func (b *backend) NewKVCache(spec fusion.KVSpec) (gpu.KVCache, error) {
 	if spec.Layers < 0 || spec.KVHeads <= 0 || spec.HeadDim <= 0 || spec.MaxLen <= 0 {
 		return nil, fmt.Errorf("compute: kv cache spec %+v: %w", spec, gpu.ErrUnsupported)
 	}
+	if spec.HeadDims != nil {
+		// Per-layer head dims and shared layers (Gemma 4) are the CPU
+		// backend's only.
+		return nil, fmt.Errorf("compute: kv cache of per-layer head dims %v (Gemma 4's; the CPU backend runs it): %w", spec.HeadDims, gpu.ErrUnsupported)
+	}
 	if spec.Ring != nil && len(spec.Ring) != spec.Layers {
 		return nil, fmt.Errorf("compute: kv cache spec %+v: ring lengths for %d layers: %w", spec, len(spec.Ring), gpu.ErrUnsupported)
 	}

@@ -187,12 +187,22 @@ func (b *backend) NewKVCache(spec fusion.KVSpec) (gpu.KVCache, error) {
 	if spec.Ring != nil && len(spec.Ring) != spec.Layers {
 		return nil, fmt.Errorf("cpu: kv cache spec %+v: ring lengths for %d layers: %w", spec, len(spec.Ring), gpu.ErrUnsupported)
 	}
+	if spec.HeadDims != nil && len(spec.HeadDims) != spec.Layers {
+		return nil, fmt.Errorf("cpu: kv cache spec %+v: head dims for %d layers: %w", spec, len(spec.HeadDims), gpu.ErrUnsupported)
+	}
 	c := &kvCache{spec: spec, layers: make([]layerCache, spec.Layers)}
 	for l := range c.layers {
 		ring := spec.RingLen(l)
 		if ring < 0 || ring > spec.MaxLen {
 			return nil, fmt.Errorf("cpu: kv cache spec %+v: ring of %d: %w", spec, ring, gpu.ErrUnsupported)
 		}
+		// A layer of its own head dim (at most HeadDim); 0: none, its
+		// attention reads another layer's cache.
+		hd := spec.LayerHeadDim(l)
+		if hd < 0 || hd > spec.HeadDim {
+			return nil, fmt.Errorf("cpu: kv cache spec %+v: layer %d head dim %d: %w", spec, l, hd, gpu.ErrUnsupported)
+		}
+		per := spec.KVHeads * hd
 		slots := spec.MaxLen
 		if ring > 0 {
 			slots = 2 * ring
@@ -202,7 +212,7 @@ func (b *backend) NewKVCache(spec fusion.KVSpec) (gpu.KVCache, error) {
 		} else {
 			c.layers[l] = layerCache{k: make([]float32, slots*per), v: make([]float32, slots*per)}
 		}
-		c.layers[l].slots, c.layers[l].ring, c.layers[l].hd = slots, ring, spec.HeadDim
+		c.layers[l].slots, c.layers[l].ring, c.layers[l].hd = slots, ring, hd
 	}
 	return c, nil
 }

@@ -187,6 +187,16 @@ func (b *backend) compile(g *fusion.Graph, w gpu.Weights, kvs []gpu.KVCache, bat
 			s.w, s.bias, pro = ws.byName[op.Weight], vector(op.Bias), op.Prologue
 		case *fusion.NormOp:
 			s.vec, s.bias = vector(op.Weight), vector(op.Bias)
+			if op.Unit {
+				n := g.Bufs[op.Out].Cols
+				if op.HeadDim > 0 {
+					n = op.HeadDim
+				}
+				s.vec = ones(n)
+			}
+		case *fusion.ScaleOp:
+			s.vec = vector(op.Weight)
+		case *fusion.ColumnsOp:
 		case *fusion.GLUOp:
 			s.act, s.silu = activations[op.Act], op.Act == fusion.ActSiLU
 		case *fusion.ActivationOp:
@@ -491,6 +501,23 @@ func (p *program) exec(s *step, tokens []int32, pos int) error {
 		activate(out, in(0), n*cols, s.act)
 	case *fusion.AddOp:
 		add(out, in(0), in(1), n*cols)
+	case *fusion.ScaleOp:
+		f := op.Scale
+		if f == 0 {
+			f = 1
+		}
+		if s.vec != nil {
+			f *= s.vec[0]
+		}
+		x := in(0)
+		for i := range out[:n*cols] {
+			out[i] = x[i] * f
+		}
+	case *fusion.ColumnsOp:
+		x, xc := in(0), inCols(0)
+		for t := range n {
+			copy(out[t*cols:(t+1)*cols], x[t*xc+op.Offset:])
+		}
 	case *fusion.SoftCapOp:
 		softCap(out, in(0), n*cols, op.Cap)
 	case *fusion.LastRowOp:
@@ -614,4 +641,13 @@ func (p *program) maskLogits(row []float32) []float32 {
 		}
 	}
 	return row
+}
+
+// ones is a weight of n ones: the scale of a Unit norm.
+func ones(n int) []float32 {
+	w := make([]float32, n)
+	for i := range w {
+		w[i] = 1
+	}
+	return w
 }

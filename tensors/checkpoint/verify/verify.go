@@ -43,65 +43,87 @@ func Complete(ck *model.Checkpoint) error {
 	}
 	c.AttnSinks = has(model.AttnSinks)
 
-	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
-	want := map[string][]int{
-		model.AttnNorm: {c.Dim},
-		model.WQ:       {q, c.Dim},
-		model.WK:       {kv, c.Dim},
-		model.WV:       {kv, c.Dim},
-		model.WO:       {c.Dim, q},
-		model.WUp:      {c.HiddenDim, c.Dim},
-		model.WDown:    {c.Dim, c.HiddenDim},
-	}
-	if c.GatedFFN {
-		want[model.WGate] = []int{c.HiddenDim, c.Dim}
-	}
-	if c.Experts > 0 {
-		delete(want, model.WUp)
-		delete(want, model.WDown)
-		delete(want, model.WGate)
-		e, h := c.Experts, c.ExpertHidden
-		want[model.Router] = []int{e, c.Dim}
-		want[model.ExpertsGate] = []int{e, h, c.Dim}
-		want[model.ExpertsUp] = []int{e, h, c.Dim}
-		want[model.ExpertsDown] = []int{e, c.Dim, h}
-		if c.RouterBias {
-			want[model.RouterBias] = []int{e}
+	// wantAt is the tensors of layer l and their shapes.
+	wantAt := func(l int) map[string][]int {
+		hd, hidden := c.LayerHeadDim(l), c.LayerHiddenDim(l)
+		q, kv := c.Heads*hd, c.KVHeads*hd
+		want := map[string][]int{
+			model.AttnNorm: {c.Dim},
+			model.WQ:       {q, c.Dim},
+			model.WK:       {kv, c.Dim},
+			model.WV:       {kv, c.Dim},
+			model.WO:       {c.Dim, q},
+			model.WUp:      {hidden, c.Dim},
+			model.WDown:    {c.Dim, hidden},
 		}
-		if c.ExpertBias {
-			want[model.ExpertsGateBias] = []int{e, h}
-			want[model.ExpertsUpBias] = []int{e, h}
-			want[model.ExpertsDownBias] = []int{e, c.Dim}
+		if c.GatedFFN {
+			want[model.WGate] = []int{hidden, c.Dim}
 		}
-	}
-	if c.AttnSinks {
-		want[model.AttnSinks] = []int{c.Heads}
-	}
-	if !c.Parallel {
-		want[model.FFNNorm] = []int{c.Dim}
-	}
-	if c.PostNorms {
-		want[model.PostAttnNorm] = []int{c.Dim}
-		want[model.PostFFNNorm] = []int{c.Dim}
-	}
-	if c.QKNorm {
-		want[model.QNorm] = []int{c.HeadDim}
-		want[model.KNorm] = []int{c.HeadDim}
-	}
-	if c.Norm == model.NormLayer {
-		want[model.AttnNormBias] = []int{c.Dim}
+		if c.Experts > 0 {
+			delete(want, model.WUp)
+			delete(want, model.WDown)
+			delete(want, model.WGate)
+			e, h := c.Experts, c.ExpertHidden
+			want[model.Router] = []int{e, c.Dim}
+			want[model.ExpertsGate] = []int{e, h, c.Dim}
+			want[model.ExpertsUp] = []int{e, h, c.Dim}
+			want[model.ExpertsDown] = []int{e, c.Dim, h}
+			if c.RouterBias {
+				want[model.RouterBias] = []int{e}
+			}
+			if c.ExpertBias {
+				want[model.ExpertsGateBias] = []int{e, h}
+				want[model.ExpertsUpBias] = []int{e, h}
+				want[model.ExpertsDownBias] = []int{e, c.Dim}
+			}
+		}
+		if c.AttnSinks {
+			want[model.AttnSinks] = []int{c.Heads}
+		}
 		if !c.Parallel {
-			want[model.FFNNormBias] = []int{c.Dim}
+			want[model.FFNNorm] = []int{c.Dim}
 		}
-	}
-	optional := map[string]bool{model.BQ: c.QKVBias, model.BK: c.QKVBias, model.BV: c.QKVBias, model.BO: c.OutBias, model.BUp: c.FFNBias, model.BDown: c.FFNBias}
-	bias := map[string][]int{model.BQ: {q}, model.BK: {kv}, model.BV: {kv}, model.BO: {c.Dim}, model.BUp: {c.HiddenDim}, model.BDown: {c.Dim}}
-	for name, on := range optional {
-		if on {
-			want[name] = bias[name]
+		if c.PostNorms {
+			want[model.PostAttnNorm] = []int{c.Dim}
+			want[model.PostFFNNorm] = []int{c.Dim}
 		}
+		if c.QKNorm {
+			want[model.QNorm] = []int{hd}
+			want[model.KNorm] = []int{hd}
+		}
+		if c.Norm == model.NormLayer {
+			want[model.AttnNormBias] = []int{c.Dim}
+			if !c.Parallel {
+				want[model.FFNNormBias] = []int{c.Dim}
+			}
+		}
+		optional := map[string]bool{model.BQ: c.QKVBias, model.BK: c.QKVBias, model.BV: c.QKVBias, model.BO: c.OutBias, model.BUp: c.FFNBias, model.BDown: c.FFNBias}
+		bias := map[string][]int{model.BQ: {q}, model.BK: {kv}, model.BV: {kv}, model.BO: {c.Dim}, model.BUp: {hidden}, model.BDown: {c.Dim}}
+		for name, on := range optional {
+			if on {
+				want[name] = bias[name]
+			}
+		}
+		if c.KVLayer(l) != l {
+			// A layer sharing another's KV has no K/V of its own.
+			delete(want, model.WK)
+			delete(want, model.WV)
+			delete(want, model.KNorm)
+			delete(want, model.BK)
+			delete(want, model.BV)
+		}
+		if c.PerLayerDim > 0 {
+			want[model.PerLayerGate] = []int{c.PerLayerDim, c.Dim}
+			want[model.PerLayerProj] = []int{c.Dim, c.PerLayerDim}
+			want[model.PerLayerPostNorm] = []int{c.Dim}
+		}
+		if c.LayerOutputScale {
+			want[model.LayerScale] = []int{1}
+		}
+		return want
 	}
 	for l := range c.Layers {
+		want := wantAt(l)
 		for suffix, shape := range want {
 			if err := checkShape(byName, model.Layer(l, suffix), shape); err != nil {
 				return err
@@ -110,6 +132,14 @@ func Complete(ck *model.Checkpoint) error {
 	}
 	if err := checkShape(byName, model.FinalNorm, []int{c.Dim}); err != nil {
 		return err
+	}
+	if p := c.PerLayerDim; p > 0 {
+		for name, shape := range map[string][]int{model.PerLayerEmbedding: {c.VocabSize, c.Layers * p},
+			model.PerLayerModelProj: {c.Layers * p, c.Dim}, model.PerLayerProjNorm: {p}} {
+			if err := checkShape(byName, name, shape); err != nil {
+				return err
+			}
+		}
 	}
 	if !c.Tied {
 		if err := checkShape(byName, model.LMHead, []int{c.VocabSize, c.Dim}); err != nil {

@@ -1,0 +1,121 @@
+package pipeline_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/internal/testmodels"
+	"github.com/gpurun/gpurun/pipeline"
+	"github.com/gpurun/gpurun/pipeline/internal/tuning"
+	"github.com/gpurun/gpurun/tensors/gguf"
+)
+
+// TestGemma4Sessions: a session over arch3/gemma4.gguf on the CPU backend
+// generates llama.cpp's 24 greedy ids, fused and not, with its sliding
+// layers on rings (prefill chunks of 4: rings of 4+4-1 positions, which
+// the shared sliding layer reads through layer 2's) and with full caches;
+// a generation of 100 tokens, past the rings many times, gives the same ids
+// both ways. The cache holds only the four layers with keys of their own:
+// three sliding rings of 16 values per position and one global layer of
+// 32.
+func TestGemma4Sessions(t *testing.T) {
+	g := testmodels.Arch3(t, "gemma4")
+	ck, err := gguf.Load(testmodels.Path(t, "arch3", "gemma4.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var long [2][]int
+	for i, full := range []bool{false, true} {
+		for _, noFusion := range []bool{false, true} {
+			m := load(t, ck, pipeline.Options{MaxCache: 128, PrefillSizes: []int{4}, NoFusion: noFusion}.WithTuning(tuning.Options{FullKVCache: full}))
+			got := collect(t, m.NewSession(), pipeline.Prompt{IDs: g.PromptIDs}, pipeline.GenerateOptions{MaxTokens: len(g.GreedyIDs)})
+			if !slices.Equal(got, g.GreedyIDs) {
+				t.Errorf("full cache %v, no fusion %v: ids\n got %v\nwant %v", full, noFusion, got, g.GreedyIDs)
+			}
+			if noFusion {
+				continue
+			}
+			long[i] = collect(t, m.NewSession(), pipeline.Prompt{IDs: g.PromptIDs}, pipeline.GenerateOptions{MaxTokens: 100})
+			// f32 keys and values: 3 sliding layers × 16 + 1 global × 32
+			// values per position.
+			want := int64(2 * 4 * (3*16*2*7 + 32*128))
+			if full {
+				want = int64(2 * 4 * (3*16 + 32) * 128)
+			}
+			if got := m.KVCacheBytes(); got != want {
+				t.Errorf("full cache %v: KV cache of %d bytes, want %d", full, got, want)
+			}
+		}
+	}
+	if len(long[0]) < 50 || !slices.Equal(long[0], long[1]) {
+		t.Errorf("long generation: ids with rings\n%v\nwith full caches\n%v", long[0], long[1])
+	}
+}
+
+// TestGemma4GPURefused: the GPU backends run none of gemma4's per-layer
+// head dims, shared caches and per-layer inputs yet: loading it fails with
+// gpu.ErrUnsupported rather than running a wrong graph.
+func TestGemma4GPURefused(t *testing.T) {
+	ck, err := gguf.Load(testmodels.Path(t, "arch3", "gemma4.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, backend := range []string{"webgpu", "vulkan"} {
+		t.Run(backend, func(t *testing.T) {
+			be := openBackend(t, backend)
+			m, err := pipeline.FromCheckpoint(context.Background(), ck, pipeline.Options{Backend: be, MaxCache: 64})
+			if err == nil {
+				m.Close()
+				t.Fatal("gemma4 loaded on a GPU backend")
+			}
+			if !errors.Is(err, gpu.ErrUnsupported) {
+				t.Fatalf("error %v, want gpu.ErrUnsupported", err)
+			}
+			t.Logf("refused: %v", err)
+		})
+	}
+}
+
+// TestGemma4PrefixCache: on gemma4, whose cache has layers of two head
+// dims and layers with none, a context whose prefix comes from the prefix
+// cache runs only the tokens after it and gives the logits of a cold
+// prefill bit for bit (one-token steps, full caches: see
+// TestPrefixCacheBitwise).
+func TestGemma4PrefixCache(t *testing.T) {
+	ck, err := gguf.Load(testmodels.Path(t, "arch3", "gemma4.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := ids(1, 20)
+	a := cat([]int{1}, prefix, ids(2, 5))
+	other := cat([]int{1}, ids(3, 9))
+	c := cat([]int{1}, prefix, ids(4, 4))
+	opts := pipeline.Options{MaxCache: 64, PrefillSizes: []int{1}}.WithTuning(tuning.Options{FullKVCache: true})
+	want, _, err := pipeline.PrefillLogits(load(t, ck, opts), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.PrefixCacheBytes = 16 << 20
+	warm := load(t, ck, opts)
+	for _, ctx := range [][]int{a, other} {
+		if _, _, err := pipeline.PrefillLogits(warm, ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, ran, err := pipeline.PrefillLogits(warm, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := len(c) - 1 - len(prefix); ran != w {
+		t.Errorf("warm prefill ran %d tokens, want %d", ran, w)
+	}
+	if hits, saves := pipeline.PrefixStats(warm); hits != 1 || saves != 2 {
+		t.Errorf("prefix cache: %d hits, %d saves, want 1 and 2", hits, saves)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("logits with the prefix cache differ from a cold prefill")
+	}
+}
