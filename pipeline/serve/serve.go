@@ -86,6 +86,20 @@ type Config struct {
 	// Speculation, when set, decodes every request speculatively (see
 	// pipeline.Speculation; its draft model needs as many slots as Model).
 	Speculation *pipeline.Speculation
+	// ReasoningFormat is how chat replies give the model's thinking, where
+	// the template marks it (chat.ThinkSyntax); "" means ReasoningAuto.
+	// A request's reasoning_format overrides it.
+	ReasoningFormat ReasoningFormat
+	// ReasoningBudget, when > 0, is how many tokens of thinking a reply
+	// may take: then the server writes the thinking's end marker
+	// (chat.ThinkSyntax.End) into the reply as if the model had, and the
+	// model goes on with its answer. A request's reasoning_budget (or
+	// Anthropic's thinking.budget_tokens) overrides it.
+	ReasoningBudget int
+	// NoThinking renders chat templates with enable_thinking false and
+	// closes a thinking the prompt opens before the model runs (a budget
+	// of 0).
+	NoThinking bool
 }
 
 // Server serves one model. Create it with New.
@@ -125,11 +139,18 @@ func New(cfg Config) (*Server, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.auth(s.chatCompletions))
 	mux.HandleFunc("POST /v1/completions", s.auth(s.completions))
+	mux.HandleFunc("POST /v1/messages", s.authWith(s.messages, anthropicError))
+	mux.HandleFunc("POST /v1/messages/count_tokens", s.authWith(s.countTokens, anthropicError))
 	mux.HandleFunc("GET /v1/models", s.auth(s.models))
 	mux.HandleFunc("GET /v1/models/{id...}", s.auth(s.model))
 	mux.HandleFunc("GET /health", s.health)
 	for _, p := range []string{"/v1/chat/completions", "/v1/completions", "/v1/models", "/health"} {
 		mux.HandleFunc(p, methodNotAllowed)
+	}
+	for _, p := range []string{"/v1/messages", "/v1/messages/count_tokens"} {
+		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+			anthropicError(w, &apiError{Status: http.StatusMethodNotAllowed, Message: fmt.Sprintf("method %s not allowed on %s", r.Method, r.URL.Path)})
+		})
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "unknown_url",
@@ -155,7 +176,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if r.Method == http.MethodOptions {
 			h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
-			h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type")
+			h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Api-Key, Anthropic-Version, Anthropic-Beta")
 			h.Set("Access-Control-Max-Age", "600")
 			w.WriteHeader(http.StatusNoContent)
 			return
@@ -165,17 +186,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // auth requires the API key when one is set.
-func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
+func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc { return s.authWith(h, writeError) }
+
+// authWith requires the API key when one is set, as "Authorization:
+// Bearer KEY" or as Anthropic's clients send it, "x-api-key: KEY";
+// refusals are written by fail.
+func (s *Server) authWith(h http.HandlerFunc, fail func(http.ResponseWriter, *apiError)) http.HandlerFunc {
 	if s.cfg.APIKey == "" {
 		return h
 	}
-	want := []byte("Bearer " + s.cfg.APIKey)
+	bearer, key := []byte("Bearer "+s.cfg.APIKey), []byte(s.cfg.APIKey)
 	return func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(r.Header.Get("Authorization"))
-		if subtle.ConstantTimeCompare(got, want) != 1 {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), bearer) != 1 &&
+			subtle.ConstantTimeCompare([]byte(r.Header.Get("X-Api-Key")), key) != 1 {
 			w.Header().Set("WWW-Authenticate", "Bearer")
-			writeError(w, &apiError{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key",
-				Message: "a valid API key is required (Authorization: Bearer KEY)"})
+			fail(w, &apiError{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key",
+				Message: "a valid API key is required (Authorization: Bearer KEY, or x-api-key: KEY)"})
 			return
 		}
 		h(w, r)
@@ -265,40 +291,68 @@ func (s *Server) leave() {
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	var msgs []chat.Message
 	var smp sampling
+	var think thinkingFields
 	r, m, grammar, ok := s.begin(w, r, func(body []byte, id string) (sampling, *apiError) {
 		var aerr *apiError
-		_, msgs, smp, aerr = decodeChat(body, id)
+		var req *chatRequest
+		req, msgs, smp, aerr = decodeChat(body, id)
+		if req != nil {
+			think = req.thinkingFields
+		}
 		return smp, aerr
 	})
 	if !ok {
 		return
 	}
-	var tools *toolMode
-	if spec := smp.tools; spec != nil && spec.choice != "none" {
-		tools = &toolMode{format: s.tpl.ToolFormat()}
-		forced, aerr := s.grammars.tools(spec, tools.format)
-		if aerr != nil {
-			writeError(w, aerr)
-			return
-		}
-		if forced != nil {
-			grammar = forced
-		}
-	}
-	var offered []json.RawMessage
-	if smp.tools != nil {
-		offered = smp.tools.raw
-	}
-	p, err := chat.RenderTools(m, s.tpl, msgs, offered)
-	if err != nil {
-		writeError(w, generationError(err, kindChat))
+	format, budget, vars, aerr := think.decode()
+	if aerr != nil {
+		writeError(w, aerr)
 		return
+	}
+	tpl, p, tools, aerr := s.renderChat(m, msgs, smp.tools, vars)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	if tools != nil && tools.forced != nil {
+		grammar = tools.forced
 	}
 	gen := smp.options()
 	gen.Grammar = grammar
 	gen.StopTokens = p.StopTokens
 	gen.StopStrings = append(gen.StopStrings, p.StopStrings...)
-	s.generate(w, r, kindChat, pipeline.Prompt{IDs: p.IDs}, gen, smp, s.tpl.IsPlain(), tools)
+	th := s.thinkingFor(tpl, p.Text, format, budget)
+	s.generate(w, r, kindChat, pipeline.Prompt{IDs: p.IDs}, gen, smp, tpl.IsPlain(), tools, th)
+}
+
+// renderChat renders a chat request's messages with the server's template
+// (given vars, when any) for model m, offering the request's tools: the
+// template, the prompt, and the tool mode (nil when the request has no
+// tools or tool_choice none; its forced grammar set when a call is
+// required).
+func (s *Server) renderChat(m *pipeline.Model, msgs []chat.Message, spec *toolSpec, vars map[string]any) (*chat.Template, chat.Prompt, *toolMode, *apiError) {
+	tpl := s.tpl
+	if len(vars) > 0 {
+		tpl = tpl.WithVars(vars)
+	}
+	var tools *toolMode
+	if spec != nil && spec.choice != "none" {
+		tools = &toolMode{format: tpl.ToolFormat()}
+		forced, aerr := s.grammars.tools(spec, tools.format)
+		if aerr != nil {
+			return nil, chat.Prompt{}, nil, aerr
+		}
+		tools.forced = forced
+	}
+	var offered []json.RawMessage
+	if spec != nil {
+		offered = spec.raw
+	}
+	p, err := chat.RenderTools(m, tpl, msgs, offered)
+	if err != nil {
+		return nil, chat.Prompt{}, nil, generationError(err, kindChat)
+	}
+	return tpl, p, tools, nil
 }
 
 func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
@@ -321,7 +375,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	}
 	gen := smp.options()
 	gen.Grammar = grammar
-	s.generate(w, r, kindText, p, gen, smp, false, nil)
+	s.generate(w, r, kindText, p, gen, smp, false, nil, thinking{budget: -1})
 }
 
 // begin is what the chat and text completion handlers share: it reads the
@@ -402,6 +456,7 @@ func generationError(err error, k kind) *apiError {
 // the template's format (and held back while streaming to do so).
 type toolMode struct {
 	format chat.ToolFormat
+	forced *constrain.Grammar // a call is required: the grammar of the calls
 }
 
 // callID is a new tool call id: OpenAI's form, or the 9 letters and
@@ -471,8 +526,9 @@ func newID(prefix string) string {
 // object, or with smp.stream an event stream that starts with the first
 // piece (so that errors before it, such as a prompt too long, still get
 // their status). trimLead drops the reply's leading spaces (the plain chat
-// format's "Assistant: ").
-func (s *Server) generate(w http.ResponseWriter, r *http.Request, k kind, prompt pipeline.Prompt, gen pipeline.GenerateOptions, smp sampling, trimLead bool, tools *toolMode) {
+// format's "Assistant: "); th splits a chat reply's thinking into
+// reasoning_content.
+func (s *Server) generate(w http.ResponseWriter, r *http.Request, k kind, prompt pipeline.Prompt, gen pipeline.GenerateOptions, smp sampling, trimLead bool, tools *toolMode, th thinking) {
 	if aerr := s.enter(); aerr != nil {
 		writeError(w, aerr)
 		return
@@ -485,39 +541,28 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, k kind, prompt
 	}
 	created := time.Now().Unix()
 	model, modelID := routed(r, s)
-	sess := model.NewSession()
 	gen.Speculation = s.cfg.Speculation
 	var st *eventStream
 	if smp.stream {
 		st = &eventStream{w: w, k: k, id: id, created: created, model: modelID}
 	}
-	var text strings.Builder
-	started := !trimLead
-	var genErr error
-	for tok, err := range sess.Generate(ctx, prompt, gen) {
-		if err != nil {
-			genErr = err
-			break
+	rep, genErr := s.run(ctx, model, prompt, gen, th, trimLead, func(reasoning, content string) error {
+		if st == nil {
+			return nil
 		}
-		piece := tok.Piece
-		if !started {
-			piece = strings.TrimLeft(piece, " ")
-			started = piece != ""
-		}
-		if piece == "" {
-			continue
-		}
-		text.WriteString(piece)
-		if st != nil && tools == nil {
-			if err := st.piece(piece); err != nil {
-				// The client is gone: leaving the loop ends the generation.
-				return
+		if reasoning != "" {
+			if err := st.delta(map[string]any{"reasoning_content": reasoning}); err != nil {
+				return err
 			}
 		}
-	}
-	m := sess.Metrics()
+		if content != "" && tools == nil {
+			return st.piece(content)
+		}
+		return nil
+	})
+	m := rep.metrics
 	if genErr != nil {
-		if ctx.Err() != nil {
+		if genErr == errGone || ctx.Err() != nil {
 			return // cancelled by the client or by shutdown: nobody to tell
 		}
 		if s.cfg.Log != nil {
@@ -532,11 +577,11 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, k kind, prompt
 		return
 	}
 	reason := finishReason(m.StopReason)
-	content := any(text.String())
+	content := any(rep.content)
 	var calls []map[string]any
 	if tools != nil {
 		var parsed []chat.ToolCall
-		content, parsed = chat.ParseToolCalls(tools.format, text.String())
+		content, parsed = chat.ParseToolCalls(tools.format, rep.content)
 		for _, c := range parsed {
 			calls = append(calls, map[string]any{"id": tools.callID(), "type": "function",
 				"function": map[string]any{"name": c.Name, "arguments": c.Arguments}})
@@ -573,12 +618,15 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, k kind, prompt
 	var choice any
 	if k == kindChat {
 		msg := map[string]any{"role": "assistant", "content": content}
+		if rep.reasoning != "" {
+			msg["reasoning_content"] = rep.reasoning
+		}
 		if len(calls) > 0 {
 			msg["tool_calls"] = calls
 		}
 		choice = map[string]any{"index": 0, "message": msg, "logprobs": nil, "finish_reason": reason}
 	} else {
-		choice = map[string]any{"index": 0, "text": text.String(), "logprobs": nil, "finish_reason": reason}
+		choice = map[string]any{"index": 0, "text": rep.content, "logprobs": nil, "finish_reason": reason}
 	}
 	writeJSON(w, map[string]any{"id": id, "object": object, "created": created, "model": modelID,
 		"choices": []any{choice}, "usage": usageOf(m)})
