@@ -112,33 +112,24 @@ func (s *Server) run(ctx context.Context, model *pipeline.Model, prompt pipeline
 	// one the prompt opens is closed first, and none is counted.
 	constrained := gen.Grammar != nil
 	var endIDs []int
-	closeThinking := func() error {
-		end := th.syntax.End()
-		ids, err := chat.EncodeText(model, end)
+	if split != nil {
+		ids, err := chat.EncodeText(model, th.syntax.End())
 		if err != nil {
-			return err
+			return out, err
 		}
 		endIDs = ids
-		budget = -1
-		out.generated = append(out.generated, ids...)
-		return feed(end)
 	}
 	if split != nil && split.Thinking() && (budget == 0 || constrained) {
-		if err := closeThinking(); err != nil {
-			return out, err
-		}
-		if err := ctx.Err(); err != nil {
-			return out, err
+		// Closed before the model runs: the end marker joins the prompt.
+		if err := feed(th.syntax.End()); err != nil {
+			return out, errGone
 		}
 		prompt.IDs = append(append([]int(nil), prompt.IDs...), endIDs...)
-		if gen.MaxTokens > 0 {
-			gen.MaxTokens = max(1, gen.MaxTokens-len(endIDs))
-		}
 	}
 	if constrained {
 		budget = -1
 	}
-	started, thought, injected, first := !trimLead, 0, len(endIDs), true
+	started, thought, injected, first := !trimLead, 0, 0, true
 	for {
 		spent := false
 		var genErr error
@@ -180,17 +171,21 @@ func (s *Server) run(ctx context.Context, model *pipeline.Model, prompt pipeline
 		if !spent {
 			break
 		}
-		if err := closeThinking(); err != nil {
-			return out, err
-		}
-		injected += len(endIDs)
 		if gen.MaxTokens > 0 {
-			// The end marker counts among the reply's tokens.
+			// The end marker counts among the reply's tokens: without room
+			// for it and one more, the reply ends here, out of tokens.
 			if gen.MaxTokens -= m.GeneratedTokens + len(endIDs); gen.MaxTokens <= 0 {
 				out.metrics.StopReason = pipeline.StopMaxTokens
 				break
 			}
 		}
+		// The model reads the end marker as if it had written it.
+		budget = -1
+		out.generated = append(out.generated, endIDs...)
+		if feed(th.syntax.End()) != nil {
+			return out, errGone
+		}
+		injected += len(endIDs)
 		prompt = pipeline.Prompt{IDs: endIDs}
 	}
 	if split != nil {

@@ -1,0 +1,186 @@
+package serve
+
+import (
+	"bufio"
+	"encoding/json"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/gpurun/gpurun/pipeline"
+	"github.com/gpurun/gpurun/pipeline/chat"
+)
+
+// harmonyTemplate is a small template of ours in gpt-oss's harmony
+// layout: messages <|start|>ROLE<|channel|>CHANNEL<|message|>...<|end|>,
+// an assistant's thinking on the analysis channel; the generation prompt
+// opens the analysis channel.
+const harmonyTemplate = `{% for m in messages %}<|start|>{{ m.role }}
+{%- if m.role == "assistant" and m.thinking %}<|channel|>analysis<|message|>{{ m.thinking }}<|end|><|start|>assistant{% endif %}
+{%- if m.role == "assistant" %}<|channel|>final{% endif %}<|message|>{{ m.content }}<|end|>{% endfor %}
+{%- if add_generation_prompt %}<|start|>assistant<|channel|>analysis<|message|>{% endif %}`
+
+// thinkTemplates are the test templates of each thinking syntax: ours
+// with <think> tags (testdata/anthropic/think.jinja), and harmonyTemplate.
+func thinkTemplates(t *testing.T) map[string]*chat.Template {
+	src, err := os.ReadFile("../../testdata/anthropic/think.jinja")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tags, err := chat.Parse(string(src), "<s>", "</s>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	harmony, err := chat.Parse(harmonyTemplate, "<s>", "</s>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tags.ThinkSyntax() != chat.ThinkTags || harmony.ThinkSyntax() != chat.ThinkHarmony {
+		t.Fatalf("syntaxes %v, %v", tags.ThinkSyntax(), harmony.ThinkSyntax())
+	}
+	return map[string]*chat.Template{"tags": tags, "harmony": harmony}
+}
+
+type reasoningReply struct {
+	Choices []struct {
+		Message struct {
+			Content   string  `json:"content"`
+			Reasoning *string `json:"reasoning_content"`
+		} `json:"message"`
+		Delta struct {
+			Content   string `json:"content"`
+			Reasoning string `json:"reasoning_content"`
+		} `json:"delta"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *usage `json:"usage"`
+}
+
+func chatReply(t *testing.T, url, body string) reasoningReply {
+	t.Helper()
+	resp, data := post(t, url+"/v1/chat/completions", body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("%s: %d %s", body, resp.StatusCode, data)
+	}
+	var r reasoningReply
+	if err := json.Unmarshal(data, &r); err != nil || len(r.Choices) != 1 {
+		t.Fatalf("%s: %v", data, err)
+	}
+	return r
+}
+
+// TestReasoning: with a template whose generation prompt opens the
+// thinking (<think> tags, or harmony's analysis channel), greedy on
+// stories260K: a reasoning_budget of 6 makes the thinking exactly the
+// first 6 tokens the model writes without one (reasoning_format none,
+// max_tokens 6); in format none the content is those, then the syntax's
+// end marker, then the answer of format deepseek; deepseek-legacy gives
+// both; streamed, the reasoning_content deltas and then the content
+// deltas join into the whole reply's; the server's budget does as the
+// request's; a budget of 0 and enable_thinking false leave no thinking.
+func TestReasoning(t *testing.T) {
+	m := storiesModelWith(t, pipeline.Options{MaxCache: 512, Slots: 1})
+	for name, tpl := range thinkTemplates(t) {
+		t.Run(name, func(t *testing.T) {
+			_, ts := newServer(t, Config{Model: m, Template: tpl})
+			const msgs = `"messages":[{"role":"system","content":"Tell stories."},{"role":"user","content":"Once upon a time"}]`
+			req := func(extra string) string {
+				return `{"model":"stories260K","temperature":0,` + msgs + extra + `}`
+			}
+			first := chatReply(t, ts.URL, req(`,"max_tokens":6,"reasoning_format":"none"`)).Choices[0].Message
+			if first.Reasoning != nil || first.Content == "" {
+				t.Fatalf("format none: %+v", first)
+			}
+			wantReasoning := first.Content
+			if name == "tags" {
+				wantReasoning = strings.TrimSpace(wantReasoning)
+			}
+
+			whole := chatReply(t, ts.URL, req(`,"max_tokens":80,"reasoning_budget":6`))
+			msg := whole.Choices[0].Message
+			if msg.Reasoning == nil || *msg.Reasoning != wantReasoning {
+				t.Fatalf("reasoning %v, want the first 6 tokens %q", msg.Reasoning, wantReasoning)
+			}
+			if msg.Content == "" || strings.Contains(msg.Content, "think>") || strings.Contains(msg.Content, "<|") {
+				t.Errorf("content %q", msg.Content)
+			}
+			if whole.Usage.CompletionTokens > 80 {
+				t.Errorf("%d completion tokens, max_tokens 80", whole.Usage.CompletionTokens)
+			}
+
+			end := tpl.ThinkSyntax().End()
+			raw := chatReply(t, ts.URL, req(`,"max_tokens":80,"reasoning_budget":6,"reasoning_format":"none"`)).Choices[0].Message
+			rest, ok := strings.CutPrefix(raw.Content, first.Content+end)
+			if raw.Reasoning != nil || !ok || strings.TrimLeft(rest, " \n") != msg.Content {
+				t.Errorf("format none: %q, want %q, the end marker %q, then %q", raw.Content, first.Content, end, msg.Content)
+			}
+			legacy := chatReply(t, ts.URL, req(`,"max_tokens":80,"reasoning_budget":6,"reasoning_format":"deepseek-legacy"`)).Choices[0].Message
+			if legacy.Content != raw.Content || legacy.Reasoning == nil || *legacy.Reasoning != *msg.Reasoning {
+				t.Errorf("deepseek-legacy: %+v", legacy)
+			}
+
+			var sr, sc string
+			for _, c := range streamChat(t, ts.URL, req(`,"max_tokens":80,"reasoning_budget":6,"stream":true`)) {
+				d := c.Choices[0].Delta
+				if d.Reasoning != "" && sc != "" {
+					t.Errorf("reasoning %q streamed after content %q", d.Reasoning, sc)
+				}
+				sr, sc = sr+d.Reasoning, sc+d.Content
+			}
+			if sr != *msg.Reasoning || sc != msg.Content {
+				t.Errorf("streamed %q, %q; whole %q, %q", sr, sc, *msg.Reasoning, msg.Content)
+			}
+
+			// The server's budget.
+			_, ts2 := newServer(t, Config{Model: m, Template: tpl, ReasoningBudget: 6})
+			if got := chatReply(t, ts2.URL, req(`,"max_tokens":80`)).Choices[0].Message; got.Reasoning == nil || *got.Reasoning != *msg.Reasoning || got.Content != msg.Content {
+				t.Errorf("Config.ReasoningBudget 6: %+v", got)
+			}
+
+			// No thinking.
+			for _, extra := range []string{`,"reasoning_budget":0`, `,"chat_template_kwargs":{"enable_thinking":false}`} {
+				if name == "harmony" && strings.Contains(extra, "kwargs") {
+					continue // the harmony template has no such switch
+				}
+				got := chatReply(t, ts.URL, req(`,"max_tokens":12`+extra)).Choices[0].Message
+				if got.Reasoning != nil || got.Content == "" {
+					t.Errorf("%s: %+v", extra, got)
+				}
+			}
+		})
+	}
+}
+
+// streamChat posts a streamed chat request and returns its chunks.
+func streamChat(t *testing.T, url, body string) []reasoningReply {
+	t.Helper()
+	resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("%s: status %d", body, resp.StatusCode)
+	}
+	var out []reasoningReply
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		if data == "[DONE]" {
+			return out
+		}
+		var c reasoningReply
+		if err := json.Unmarshal([]byte(data), &c); err != nil {
+			t.Fatalf("chunk %q: %v", data, err)
+		}
+		if len(c.Choices) == 1 {
+			out = append(out, c)
+		}
+	}
+	t.Fatalf("stream ended without [DONE]: %v", sc.Err())
+	return nil
+}
