@@ -5,8 +5,12 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gpurun/gpurun/internal/ci"
 
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/pipeline/chat"
@@ -183,4 +187,43 @@ func streamChat(t *testing.T, url, body string) []reasoningReply {
 	}
 	t.Fatalf("stream ended without [DONE]: %v", sc.Err())
 	return nil
+}
+
+// TestReasoningOpenAIClient: the official openai npm client reads the
+// thinking apart from the answer, whole (message.reasoning_content) and
+// streamed (delta.reasoning_content), as the HTTP test above reads them.
+func TestReasoningOpenAIClient(t *testing.T) {
+	node, err := exec.LookPath("node")
+	pkg, _ := filepath.Abs(filepath.Join("..", "..", "testdata", "openai"))
+	if err == nil {
+		_, err = os.Stat(filepath.Join(pkg, "node_modules", "openai"))
+	}
+	if err != nil {
+		ci.Missing(t, "node and the openai package of testdata/openai (bash .ci/setup installs them): %v", err)
+	}
+	m := storiesModelWith(t, pipeline.Options{MaxCache: 512, Slots: 1})
+	_, ts := newServer(t, Config{Model: m, Template: thinkTemplates(t)["tags"]})
+	want := chatReply(t, ts.URL, `{"model":"stories260K","temperature":0,"max_tokens":40,"reasoning_budget":6,"messages":[{"role":"user","content":"Once upon a time"}]}`).Choices[0].Message
+	if want.Reasoning == nil || *want.Reasoning == "" || want.Content == "" {
+		t.Fatalf("over HTTP: %+v", want)
+	}
+	cmd := exec.Command(node, filepath.Join(pkg, "reasoning.mjs"), ts.URL+"/v1", "stories260K")
+	cmd.Dir = pkg
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("node client: %v\n%s", err, stderr)
+	}
+	var got struct {
+		Reasoning, Content, StreamedReasoning, StreamedContent string
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("%s: %v", out, err)
+	}
+	if got.Reasoning != *want.Reasoning || got.StreamedReasoning != *want.Reasoning || got.Content != want.Content || got.StreamedContent != want.Content {
+		t.Errorf("client saw %+v\nwant reasoning %q, content %q", got, *want.Reasoning, want.Content)
+	}
 }
