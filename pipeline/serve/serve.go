@@ -24,6 +24,18 @@
 // template's tool-call syntax read back into tool_calls; a forced call is
 // constrained to the tools' schemas); other fields are ignored. Errors
 // are OpenAI-shaped JSON with the HTTP status that fits.
+//
+// A model's thinking, where its template marks one (chat.ThinkSyntax),
+// comes apart from the answer as reasoning_content (Config.ReasoningFormat,
+// a request's reasoning_format), and a thinking budget
+// (Config.ReasoningBudget, a request's reasoning_budget) closes it when
+// spent (reasoning.go). Chat requests also take chat_template_kwargs,
+// enable_thinking and reasoning_effort, passed to the template.
+//
+// Anthropic's Messages API is served beside OpenAI's: POST /v1/messages
+// (whole, or Anthropic's streamed events) and /v1/messages/count_tokens,
+// with system prompts, text, thinking, tool_use and tool_result blocks,
+// tools, and errors in Anthropic's shape (anthropic.go).
 package serve
 
 import (
