@@ -104,3 +104,31 @@ func TestThinkSyntax(t *testing.T) {
 		t.Error("ThinkHarmony.Opens")
 	}
 }
+
+// FuzzSplitter: any reply, in pieces of any size, splits as it does
+// whole, and the thinking and answer hold no more than the reply.
+func FuzzSplitter(f *testing.F) {
+	for _, s := range []string{"<think>a</think>b", "\n<think>\nx</thi</think>\n\ny", "<|channel|>analysis<|message|>a<|end|><|start|>assistant<|channel|>final<|message|>b", "plain", "<", "<|"} {
+		f.Add(s, uint8(1), false)
+		f.Add(s, uint8(3), true)
+	}
+	f.Fuzz(func(t *testing.T, reply string, size uint8, open bool) {
+		n := int(size%8) + 1
+		for _, syntax := range []ThinkSyntax{NoThinking, ThinkTags, ThinkHarmony} {
+			r, c := Split(syntax, open, reply)
+			if len(r)+len(c) > len(reply) {
+				t.Fatalf("%v: %q gave %q and %q", syntax, reply, r, c)
+			}
+			p := NewSplitter(syntax, open)
+			var gr, gc string
+			for i := 0; i < len(reply); i += n {
+				dr, dc := p.Add(reply[i:min(i+n, len(reply))])
+				gr, gc = gr+dr, gc+dc
+			}
+			dr, dc := p.Flush()
+			if gr+dr != r || gc+dc != c {
+				t.Fatalf("%v, pieces of %d: %q, %q; whole %q, %q", syntax, n, gr+dr, gc+dc, r, c)
+			}
+		}
+	})
+}

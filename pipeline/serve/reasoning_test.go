@@ -227,3 +227,39 @@ func TestReasoningOpenAIClient(t *testing.T) {
 		t.Errorf("client saw %+v\nwant reasoning %q, content %q", got, *want.Reasoning, want.Content)
 	}
 }
+
+// TestTemplateKwargs: chat_template_kwargs, enable_thinking and
+// reasoning_effort reach the template (a template that writes more for
+// them makes a longer prompt), and an assistant message's
+// reasoning_content (or thinking) reaches it as the turn's thinking.
+func TestTemplateKwargs(t *testing.T) {
+	tpl, err := chat.Parse(`{% for m in messages %}{{ m.role }}: {% if m.reasoning_content %}(thought: {{ m.thinking }}) {% endif %}{{ m.content }}
+{% endfor %}{% if reasoning_effort == "high" %}Think hard. {% endif %}{% if enable_thinking is false %}Do not think. {% endif %}{% if style %}In the style of {{ style }}. {% endif %}assistant:`, "<s>", "</s>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ts := newServer(t, Config{Template: tpl})
+	prompt := func(extra, history string) int {
+		t.Helper()
+		r := chatReply(t, ts.URL, `{"model":"stories260K","temperature":0,"max_tokens":1,"messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":"Hello."`+
+			history+`},{"role":"user","content":"Once upon a time"}]`+extra+`}`)
+		return r.Usage.PromptTokens
+	}
+	base := prompt("", "")
+	for _, extra := range []string{`,"reasoning_effort":"high"`, `,"enable_thinking":false`, `,"chat_template_kwargs":{"style":"a fable"}`, `,"chat_template_kwargs":{"enable_thinking":false}`} {
+		if n := prompt(extra, ""); n <= base {
+			t.Errorf("%s: %d prompt tokens, %d without", extra, n, base)
+		}
+	}
+	for _, history := range []string{`,"reasoning_content":"greet back"`, `,"thinking":"greet back"`} {
+		if n := prompt("", history); n <= base {
+			t.Errorf("%s: %d prompt tokens, %d without", history, n, base)
+		}
+	}
+	for _, extra := range []string{`,"reasoning_effort":"extreme"`, `,"reasoning_format":"qwen"`, `,"reasoning_budget":-2`, `,"chat_template_kwargs":[1]`} {
+		resp, data := post(t, ts.URL+"/v1/chat/completions", `{"model":"stories260K","messages":[{"role":"user","content":"Hi"}]`+extra+`}`)
+		if resp.StatusCode != 400 || !strings.Contains(string(data), "invalid") {
+			t.Errorf("%s: %d %s", extra, resp.StatusCode, data)
+		}
+	}
+}
