@@ -284,7 +284,7 @@ func TestServeToolsTestModel(t *testing.T) {
 // tool call comes back as a tool_use block with input valid for the
 // tool, whole and streamed, and the conversation with its tool_result
 // renders longer and gets a reply; an unknown model is the SDK's
-// NotFoundError.
+// NotFoundError; the model list reads as Anthropic's.
 func TestServeAnthropicClient(t *testing.T) {
 	node, err := exec.LookPath("node")
 	pkg, _ := filepath.Abs(filepath.Join("..", "..", "testdata", "anthropic"))
@@ -331,6 +331,7 @@ func TestServeAnthropicClient(t *testing.T) {
 		Uses []use  `json:"uses"`
 	}
 	var got struct {
+		Models         []string `json:"models"`
 		Whole          reply    `json:"whole"`
 		Streamed       reply    `json:"streamed"`
 		Events         []string `json:"events"`
@@ -383,6 +384,9 @@ func TestServeAnthropicClient(t *testing.T) {
 		t.Fatalf("the model's first 6 tokens %q", want)
 	}
 
+	if !slices.Equal(got.Models, []string{"stories"}) {
+		t.Errorf("models %v", got.Models)
+	}
 	w := got.Whole
 	if !slices.Equal(w.Types, []string{"thinking", "text"}) || len(w.Thinking) != 1 || len(w.Text) != 1 {
 		t.Fatalf("whole: blocks %v", w.Types)

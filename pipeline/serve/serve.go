@@ -228,15 +228,22 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, map[string]any{"status": "ok", "model": s.cfg.ModelID, "slots": s.slots(), "in_flight": s.inFlight.Load()})
 }
 
+// modelObject is a model as OpenAI's API lists it, with the fields of
+// Anthropic's listing beside (type, display_name, created_at), so that
+// both APIs' clients read GET /v1/models.
 type modelObject struct {
-	ID      string `json:"id"`
-	Object  string `json:"object"`
-	Created int64  `json:"created"`
-	OwnedBy string `json:"owned_by"`
+	ID          string `json:"id"`
+	Object      string `json:"object"`
+	Created     int64  `json:"created"`
+	OwnedBy     string `json:"owned_by"`
+	Type        string `json:"type"`
+	DisplayName string `json:"display_name"`
+	CreatedAt   string `json:"created_at"`
 }
 
 func (s *Server) modelObject(id string) modelObject {
-	return modelObject{ID: id, Object: "model", Created: s.created, OwnedBy: "gpurun"}
+	return modelObject{ID: id, Object: "model", Created: s.created, OwnedBy: "gpurun",
+		Type: "model", DisplayName: id, CreatedAt: time.Unix(s.created, 0).UTC().Format(time.RFC3339)}
 }
 
 func (s *Server) models(w http.ResponseWriter, r *http.Request) {
@@ -244,7 +251,8 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 	for _, id := range s.ids() {
 		list = append(list, s.modelObject(id))
 	}
-	writeJSON(w, map[string]any{"object": "list", "data": list})
+	writeJSON(w, map[string]any{"object": "list", "data": list,
+		"has_more": false, "first_id": list[0].ID, "last_id": list[len(list)-1].ID})
 }
 
 func (s *Server) model(w http.ResponseWriter, r *http.Request) {

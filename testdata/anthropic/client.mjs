@@ -2,7 +2,7 @@
 // (cmd/gpurun's TestServeAnthropicClient runs it), greedy: a reply with
 // thinking (a budget) whole and streamed, the token count of its prompt,
 // a forced tool call whole and streamed, the conversation with the call
-// answered, and an unknown model. Prints one JSON object.
+// answered, and an unknown model; first the model list. Prints one JSON object.
 // Usage: node client.mjs BASE_URL MODEL API_KEY
 import Anthropic from "@anthropic-ai/sdk";
 
@@ -21,6 +21,9 @@ const blocksOf = (msg) => ({
   text: msg.content.filter((b) => b.type === "text").map((b) => b.text),
   types: msg.content.map((b) => b.type),
 });
+
+const models = [];
+for await (const m of client.models.list()) models.push(m.id);
 
 const whole = await client.messages.create(params);
 
@@ -64,6 +67,7 @@ try {
 }
 
 console.log(JSON.stringify({
+  models,
   whole: { ...blocksOf(whole), stop: whole.stop_reason, usage: whole.usage, role: whole.role, type: whole.type },
   streamed: { ...blocksOf(streamed), stop: streamed.stop_reason, usage: streamed.usage },
   events, thinkingDeltas, textDeltas,
