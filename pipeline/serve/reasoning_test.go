@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -260,6 +261,32 @@ func TestTemplateKwargs(t *testing.T) {
 		resp, data := post(t, ts.URL+"/v1/chat/completions", `{"model":"stories260K","messages":[{"role":"user","content":"Hi"}]`+extra+`}`)
 		if resp.StatusCode != 400 || !strings.Contains(string(data), "invalid") {
 			t.Errorf("%s: %d %s", extra, resp.StatusCode, data)
+		}
+	}
+}
+
+// TestThinkEndTokens: on the published tokenizers, a budget's end marker
+// is the model's own tokens: Qwen 3's </think> its one added token, and
+// gpt-oss's harmony markers its control tokens, which decode back to the
+// marker's text (so that the splitter reads gpt-oss's channels).
+func TestThinkEndTokens(t *testing.T) {
+	for _, tc := range []struct {
+		tokenizer       string
+		vocab, bos, eos int
+		syntax          chat.ThinkSyntax
+		want            []int
+	}{
+		{"tokenizer-qwen3", 151669, -1, 151645, chat.ThinkTags, []int{198, 151668, 271}},
+		{"tokenizer-gptoss", 201088, 199998, 200002, chat.ThinkHarmony, []int{200007, 200006, 173781, 200005, 17196, 200008}},
+	} {
+		m := randomChatModel(t, tc.tokenizer, tc.vocab, tc.bos, tc.eos)
+		end := tc.syntax.End()
+		ids, err := chat.EncodeText(m, end)
+		if err != nil || !slices.Equal(ids, tc.want) {
+			t.Errorf("%s: %q is %v, %v; want %v", tc.tokenizer, end, ids, err, tc.want)
+		}
+		if text, err := m.Decode(ids); err != nil || text != end {
+			t.Errorf("%s: %v decodes to %q, %v", tc.tokenizer, ids, text, err)
 		}
 	}
 }
