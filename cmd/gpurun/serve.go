@@ -34,13 +34,17 @@ func newServe() *cobra.Command {
 		grace    time.Duration
 		web      bool
 		adapters adapterFlag
+		rformat  string
+		rbudget  int
 	)
 	cmd := &cobra.Command{
 		Use:   "serve [MODEL] [--addr 127.0.0.1:8080] [--parallel N] [--api-key KEY] [--cors ORIGIN]",
-		Short: "Serve a model over OpenAI's HTTP API (chat and text completions, streaming)",
-		Long: `Serve answers OpenAI's API on --addr (loopback by default):
+		Short: "Serve a model over OpenAI's and Anthropic's HTTP APIs (chat and text completions, messages, streaming)",
+		Long: `Serve answers OpenAI's API, and Anthropic's Messages API, on --addr
+(loopback by default):
 
     POST /v1/chat/completions   POST /v1/completions   GET /v1/models   GET /health
+    POST /v1/messages   POST /v1/messages/count_tokens
 
 Responses are whole JSON objects, or server-sent events with "stream": true.
 Chat messages are rendered with the model's chat template, or the plain
@@ -53,6 +57,22 @@ the template's syntax come back as tool_calls). A prompt that starts with
 tokens an earlier request left in the prefix cache (--prefix-cache-mb)
 prefills only the rest; usage.prompt_tokens_details.cached_tokens counts
 them.
+
+A model's thinking (the <think>...</think> block of Qwen 3 or DeepSeek R1
+style templates, gpt-oss's analysis channel) comes apart from the answer
+as reasoning_content (--reasoning-format deepseek, the default "auto"),
+or stays in the content (none; deepseek-legacy gives both); a request's
+reasoning_format overrides it. --reasoning-budget N closes the thinking
+after N tokens (the server writes the end marker and the model goes on
+with its answer); 0 turns thinking off (enable_thinking false); -1, the
+default, sets no limit; a request's reasoning_budget overrides it.
+Requests may pass chat_template_kwargs, enable_thinking and
+reasoning_effort to the template. /v1/messages takes Anthropic's system,
+messages with text, tool_use, tool_result and thinking blocks, tools,
+tool_choice, max_tokens, stop_sequences, temperature, top_p, top_k,
+thinking ({"type": "enabled", "budget_tokens": N}) and stream (Anthropic's
+events); its errors have Anthropic's shape, and its clients' x-api-key
+header is taken as --api-key.
 
 The weights are loaded once; --parallel N gives them N KV caches of
 --max-cache positions each, so that N requests generate at once, their
@@ -103,6 +123,19 @@ source at start-up, so run it inside the gpurun repository.`,
 			if err != nil {
 				return err
 			}
+			reasoning, err := serve.ParseReasoningFormat(rformat)
+			if err != nil {
+				return fmt.Errorf("--reasoning-format: %w", err)
+			}
+			if rbudget == 0 {
+				// No thinking: the templates that ask are told so.
+				if vars == nil {
+					vars = map[string]any{}
+				}
+				if _, set := vars["enable_thinking"]; !set {
+					vars["enable_thinking"] = false
+				}
+			}
 			// Listen first: a taken port fails before the model loads.
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
@@ -139,6 +172,7 @@ source at start-up, so run it inside the gpurun repository.`,
 				variants[name+":"+n] = v.Pipeline()
 			}
 			srv, err := serve.New(serve.Config{Model: m.Pipeline(), ModelID: name, Variants: variants, Template: tpl, APIKey: apiKey, CORSOrigin: cors, MaxQueue: cmp.Or(queue, -1), Speculation: spec,
+				ReasoningFormat: reasoning, ReasoningBudget: max(rbudget, 0), NoThinking: rbudget == 0,
 				Log: func(format string, args ...any) { fmt.Fprintf(errOut, format+"\n", args...) }})
 			if err != nil {
 				return err
@@ -183,6 +217,9 @@ source at start-up, so run it inside the gpurun repository.`,
 	f.StringVar(&cors, "cors", "", `allow browser requests from this origin ("*" for any); off by default`)
 	f.StringVar(&name, "name", "", "the model's id in the API (default: the file name without its extension)")
 	tf.register(cmd)
+	f.StringVar(&rformat, "reasoning-format", "auto", "how replies give the model's thinking: auto or deepseek (apart, as reasoning_content), deepseek-legacy (apart and also in the content), none (left in the content)")
+	rbudget = -1
+	f.Var(&intFlag{&rbudget, -1, 1 << 30, "an integer >= -1"}, "reasoning-budget", "tokens of thinking a reply may take before the server closes it (-1: no limit; 0: no thinking)")
 	f.BoolVar(&web, "web", false, "serve the browser page (gpurun in WebAssembly on the page's WebGPU) instead of the API; MODEL is optional")
 	f.DurationVar(&grace, "grace", 30*time.Second, "how long running requests may finish after SIGTERM before they are cancelled")
 	return cmd

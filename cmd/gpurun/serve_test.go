@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -185,6 +186,8 @@ func TestServeFlags(t *testing.T) {
 		{"serve", task, "--queue", "-1"},
 		{"serve", task, "--addr", "not-an-address"},
 		{"serve", task, "--grace", "soon"},
+		{"serve", task, "--reasoning-format", "qwen"},
+		{"serve", task, "--reasoning-budget", "-2"},
 		{"serve"},
 	} {
 		checkErrorLine(t, args, exe(t, "", args...))
@@ -266,5 +269,161 @@ func TestServeToolsTestModel(t *testing.T) {
 	r2 := send(answered)
 	if r2.Usage.PromptTokens <= r.Usage.PromptTokens || r2.Choices[0].FinishReason == "" {
 		t.Errorf("answered: %d prompt tokens (the call's request %d), finish %q", r2.Usage.PromptTokens, r.Usage.PromptTokens, r2.Choices[0].FinishReason)
+	}
+}
+
+// TestServeAnthropicClient: the official @anthropic-ai/sdk npm client
+// (testdata/anthropic, installed by .ci/setup) drives gpurun serve's
+// /v1/messages on stories260K with testdata/anthropic/think.jinja, a
+// template whose generation prompt opens a <think> block. Greedy, with a
+// thinking budget of 6 tokens: the reply is a thinking block and a text
+// block, the thinking exactly the first 6 tokens the model writes without
+// a budget (read through the OpenAI route with reasoning_format none),
+// the same whole and streamed (thinking_delta and text_delta events in
+// their blocks); count_tokens counts the prompt the reply used; a forced
+// tool call comes back as a tool_use block with input valid for the
+// tool, whole and streamed, and the conversation with its tool_result
+// renders longer and gets a reply; an unknown model is the SDK's
+// NotFoundError; the model list reads as Anthropic's.
+func TestServeAnthropicClient(t *testing.T) {
+	node, err := exec.LookPath("node")
+	pkg, _ := filepath.Abs(filepath.Join("..", "..", "testdata", "anthropic"))
+	if err == nil {
+		_, err = os.Stat(filepath.Join(pkg, "node_modules", "@anthropic-ai", "sdk"))
+	}
+	if err != nil {
+		ci.Missing(t, "node and the @anthropic-ai/sdk package of testdata/anthropic (bash .ci/setup installs them): %v", err)
+	}
+	task := storiesTask(t)
+	url := startServe(t, task, "--backend", "cpu", "--api-key", "k3y", "--name", "stories", "--chat-template", filepath.Join(pkg, "think.jinja"))
+
+	cmd := exec.Command(node, filepath.Join(pkg, "client.mjs"), url, "stories", "k3y")
+	cmd.Dir = pkg
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("node client: %v\n%s", err, stderr)
+	}
+	t.Logf("client saw: %s", out)
+	type usage struct {
+		Input  int `json:"input_tokens"`
+		Output int `json:"output_tokens"`
+	}
+	type reply struct {
+		Thinking []string `json:"thinking"`
+		Text     []string `json:"text"`
+		Types    []string `json:"types"`
+		Stop     string   `json:"stop"`
+		Usage    usage    `json:"usage"`
+	}
+	type use struct {
+		ID    string `json:"id"`
+		Name  string `json:"name"`
+		Input struct {
+			City *string `json:"city"`
+		} `json:"input"`
+	}
+	type call struct {
+		Stop string `json:"stop"`
+		Uses []use  `json:"uses"`
+	}
+	var got struct {
+		Models         []string `json:"models"`
+		Whole          reply    `json:"whole"`
+		Streamed       reply    `json:"streamed"`
+		Events         []string `json:"events"`
+		ThinkingDeltas string   `json:"thinkingDeltas"`
+		TextDeltas     string   `json:"textDeltas"`
+		Counted        int      `json:"counted"`
+		Call           call     `json:"call"`
+		StreamedCall   call     `json:"streamedCall"`
+		Answered       struct {
+			Stop        string   `json:"stop"`
+			Types       []string `json:"types"`
+			InputTokens int      `json:"inputTokens"`
+		} `json:"answered"`
+		CallInputTokens int `json:"callInputTokens"`
+		BadModel        *struct {
+			Status int    `json:"status"`
+			Type   string `json:"type"`
+			Name   string `json:"name"`
+		} `json:"badModel"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("client output %q: %v", out, err)
+	}
+
+	// The model's first 6 tokens without a budget, the thinking left in
+	// the content.
+	body := `{"model":"stories","max_tokens":6,"temperature":0,"reasoning_format":"none","messages":[` +
+		`{"role":"system","content":"You tell short stories."},{"role":"user","content":"Once upon a time"}]}`
+	req, _ := http.NewRequest("POST", url+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer k3y")
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first struct {
+		Choices []struct {
+			Message struct {
+				Content   string  `json:"content"`
+				Reasoning *string `json:"reasoning_content"`
+			} `json:"message"`
+		} `json:"choices"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&first)
+	resp.Body.Close()
+	if err != nil || len(first.Choices) != 1 || first.Choices[0].Message.Reasoning != nil {
+		t.Fatalf("the unbudgeted reply: %+v, %v", first, err)
+	}
+	want := strings.TrimSpace(first.Choices[0].Message.Content)
+	if want == "" || strings.Contains(want, "think>") {
+		t.Fatalf("the model's first 6 tokens %q", want)
+	}
+
+	if !slices.Equal(got.Models, []string{"stories"}) {
+		t.Errorf("models %v", got.Models)
+	}
+	w := got.Whole
+	if !slices.Equal(w.Types, []string{"thinking", "text"}) || len(w.Thinking) != 1 || len(w.Text) != 1 {
+		t.Fatalf("whole: blocks %v", w.Types)
+	}
+	if w.Thinking[0] != want {
+		t.Errorf("thinking %q, want the model's first 6 tokens %q", w.Thinking[0], want)
+	}
+	if w.Text[0] == "" || strings.Contains(w.Text[0], "think>") {
+		t.Errorf("text %q", w.Text[0])
+	}
+	if w.Stop != "max_tokens" || w.Usage.Output != 24 || w.Usage.Input < 10 {
+		t.Errorf("whole: stop %q, usage %+v (max_tokens 24)", w.Stop, w.Usage)
+	}
+	s := got.Streamed
+	if !slices.Equal(s.Types, w.Types) || !slices.Equal(s.Thinking, w.Thinking) || !slices.Equal(s.Text, w.Text) || s.Stop != w.Stop || s.Usage != w.Usage {
+		t.Errorf("streamed %+v\nwhole %+v", s, w)
+	}
+	if got.ThinkingDeltas != w.Thinking[0] || got.TextDeltas != w.Text[0] {
+		t.Errorf("deltas: thinking %q, text %q", got.ThinkingDeltas, got.TextDeltas)
+	}
+	ev := strings.Join(got.Events, " ")
+	if !regexp.MustCompile(`^message_start content_block_start:thinking (content_block_delta )+content_block_stop content_block_start:text (content_block_delta )+content_block_stop message_delta message_stop$`).MatchString(ev) {
+		t.Errorf("events: %s", ev)
+	}
+	if got.Counted != w.Usage.Input {
+		t.Errorf("count_tokens %d, the reply's input tokens %d", got.Counted, w.Usage.Input)
+	}
+	for _, c := range []call{got.Call, got.StreamedCall} {
+		if c.Stop != "tool_use" || len(c.Uses) != 1 || c.Uses[0].Name != "get_weather" || c.Uses[0].ID == "" ||
+			c.Uses[0].Input.City == nil || len([]rune(*c.Uses[0].Input.City)) > 12 {
+			t.Errorf("tool call: %+v", c)
+		}
+	}
+	if got.Answered.Stop == "tool_use" || len(got.Answered.Types) == 0 || got.Answered.InputTokens <= got.CallInputTokens {
+		t.Errorf("answered: %+v (the call's prompt: %d tokens)", got.Answered, got.CallInputTokens)
+	}
+	if b := got.BadModel; b == nil || b.Status != 404 || b.Type != "not_found_error" || b.Name != "NotFoundError" {
+		t.Errorf("unknown model: %+v", b)
 	}
 }

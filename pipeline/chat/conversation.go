@@ -91,6 +91,7 @@ func endOfTurnIDs(m *pipeline.Model, tpl *Template, controls map[string]int) []i
 // (what a server gets with every request): the prompt ids and what ends
 // the reply.
 type Prompt struct {
+	Text        string // the rendered text
 	IDs         []int
 	StopTokens  []int    // the template's end-of-turn tokens
 	StopStrings []string // the plain fallback's next "User:" line
@@ -121,7 +122,7 @@ func RenderTools(m *pipeline.Model, tpl *Template, msgs []Message, tools []json.
 	if cfg := m.Config(); cfg.AddBOS && cfg.BOS >= 0 && (len(ids) == 0 || ids[0] != cfg.BOS) {
 		ids = append([]int{cfg.BOS}, ids...)
 	}
-	return Prompt{IDs: ids, StopTokens: endOfTurnIDs(m, tpl, controls), StopStrings: tpl.StopStrings()}, nil
+	return Prompt{Text: text, IDs: ids, StopTokens: endOfTurnIDs(m, tpl, controls), StopStrings: tpl.StopStrings()}, nil
 }
 
 // StopTokens are the template's end-of-turn tokens, which end a reply.

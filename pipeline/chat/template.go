@@ -67,6 +67,14 @@ type Message struct {
 	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 	// ToolCallID is the call a tool message answers.
 	ToolCallID string `json:"tool_call_id,omitempty"`
+	// Name is a tool message's tool name (OpenAI's name field), which
+	// some templates write with the result.
+	Name string `json:"name,omitempty"`
+	// Reasoning is an assistant message's thinking, apart from Content.
+	// Templates get it under both names clients use: reasoning_content
+	// (Qwen 3, DeepSeek R1, OpenAI-compatible servers) and thinking
+	// (gpt-oss's harmony format, Anthropic's thinking blocks).
+	Reasoning string `json:"reasoning_content,omitempty"`
 }
 
 // ToolCall is a function call of an assistant message, as OpenAI's API
@@ -225,6 +233,13 @@ func (t *Template) RenderWith(msgs []Message, opts RenderOptions) (out string, e
 		}
 		if m.ToolCallID != "" {
 			d.AsDict().Set("tool_call_id", jinja.NewString(m.ToolCallID))
+		}
+		if m.Name != "" {
+			d.AsDict().Set("name", jinja.NewString(m.Name))
+		}
+		if m.Reasoning != "" {
+			d.AsDict().Set("reasoning_content", jinja.NewString(m.Reasoning))
+			d.AsDict().Set("thinking", jinja.NewString(m.Reasoning))
 		}
 		list[i] = d
 	}

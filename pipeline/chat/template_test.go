@@ -131,7 +131,57 @@ var (
 	convThink = []Message{{Role: System, Content: "Think first. /no_think"}, {Role: User, Content: "2+2?"},
 		{Role: Assistant, Content: "<think>\nadd them\n</think>\n\n4"}, {Role: User, Content: "3+3?"}}
 	convOrder = []Message{{Role: User, Content: "a"}, {Role: User, Content: "b"}}
+	// Thinking in the history, as clients send it back (reasoning_content,
+	// or gpt-oss's thinking): before the last user turn, in the last
+	// turn, and beside a tool call and its result (with the tool's name).
+	convReasoning = []Message{{Role: System, Content: "Be brief."}, {Role: User, Content: "2+2?"},
+		{Role: Assistant, Content: "4", Reasoning: "\nadd two and two\n"}, {Role: User, Content: "3+3?"}}
+	convReasoningLast = []Message{{Role: User, Content: "2+2?"}, {Role: Assistant, Content: "4", Reasoning: "add them: 4"}}
+	convReasoningTool = []Message{{Role: User, Content: "Weather in Paris?"},
+		{Role: Assistant, Reasoning: "I should ask the weather tool.", ToolCalls: []ToolCall{{ID: "call_1", Name: "get_weather", Arguments: `{"city":"Paris"}`}}},
+		{Role: Tool, Content: `{"temp": 21}`, ToolCallID: "call_1", Name: "get_weather"},
+		{Role: Assistant, Content: "21 degrees.", Reasoning: "The tool said 21."}}
 )
+
+// pyMessages are msgs as transformers is given them by a client: tool
+// call arguments as objects, the thinking under both names templates read
+// (reasoning_content and thinking); nil when msgs need no translation.
+func pyMessages(msgs []Message) any {
+	need := false
+	for _, m := range msgs {
+		need = need || m.Reasoning != "" || len(m.ToolCalls) > 0 || m.Name != ""
+	}
+	if !need {
+		return nil
+	}
+	var out []map[string]any
+	for _, m := range msgs {
+		d := map[string]any{"role": m.Role, "content": m.Content}
+		if len(m.ToolCalls) > 0 {
+			var calls []any
+			for _, c := range m.ToolCalls {
+				var args any
+				if err := json.Unmarshal([]byte(c.Arguments), &args); err != nil {
+					args = c.Arguments
+				}
+				calls = append(calls, map[string]any{"id": c.ID, "type": "function", "function": map[string]any{"name": c.Name, "arguments": args}})
+			}
+			d["tool_calls"] = calls
+		}
+		if m.ToolCallID != "" {
+			d["tool_call_id"] = m.ToolCallID
+		}
+		if m.Name != "" {
+			d["name"] = m.Name
+		}
+		if m.Reasoning != "" {
+			d["reasoning_content"] = m.Reasoning
+			d["thinking"] = m.Reasoning
+		}
+		out = append(out, d)
+	}
+	return out
+}
 
 // jobsFor is every conversation, with and without the generation prompt,
 // under each set of variables and each clock.
@@ -141,7 +191,7 @@ func jobsFor(name, src, bos, eos string, convs map[string][]Message, varSets []m
 		for _, gen := range []bool{true, false} {
 			for _, vars := range varSets {
 				for _, now := range []string{"2026-07-08T12:00:00", "2025-01-05T09:03:07"} {
-					jobs = append(jobs, job{Template: src, Messages: convs[cname], AddGenerationPrompt: gen, BOS: bos, EOS: eos, Now: now, Vars: vars,
+					jobs = append(jobs, job{Template: src, Messages: convs[cname], PyMessages: pyMessages(convs[cname]), AddGenerationPrompt: gen, BOS: bos, EOS: eos, Now: now, Vars: vars,
 						name: fmt.Sprintf("%s / %s / generation prompt %v / vars %v / %s", name, cname, gen, vars, now)})
 				}
 			}
@@ -186,7 +236,8 @@ func TestPublishedTemplatesMatchJinja2(t *testing.T) {
 	}
 	convs := map[string][]Message{"user": convUser, "system and user": convSystem, "multi-turn": convMulti,
 		"system and multi-turn": convAll, "finished exchange": convDone, "odd characters": convOdd,
-		"thinking": convThink, "roles out of order": convOrder}
+		"thinking": convThink, "roles out of order": convOrder, "reasoning in history": convReasoning,
+		"reasoning in the last turn": convReasoningLast, "reasoning and a tool": convReasoningTool}
 	var jobs []job
 	for _, tc := range templates {
 		src, err := os.ReadFile(filepath.Join(dir, tc.file))

@@ -81,6 +81,57 @@ type chatRequest struct {
 	Messages   []chatMessage     `json:"messages"`
 	Tools      []json.RawMessage `json:"tools"`
 	ToolChoice json.RawMessage   `json:"tool_choice"`
+	thinkingFields
+}
+
+// thinkingFields are a chat request's settings of the model's thinking:
+// reasoning_format and reasoning_budget (as llama-server's options, per
+// request), and the template variables chat_template_kwargs,
+// enable_thinking and reasoning_effort.
+type thinkingFields struct {
+	ReasoningFormat    string         `json:"reasoning_format"`
+	ReasoningBudget    *int           `json:"reasoning_budget"`
+	ChatTemplateKwargs map[string]any `json:"chat_template_kwargs"`
+	EnableThinking     *bool          `json:"enable_thinking"`
+	ReasoningEffort    string         `json:"reasoning_effort"`
+}
+
+// decode checks the fields: the reasoning format, the budget (-1 for
+// none, 0 for no thinking) and the template variables they give.
+func (f *thinkingFields) decode() (ReasoningFormat, *int, map[string]any, *apiError) {
+	var format ReasoningFormat
+	if f.ReasoningFormat != "" {
+		var err error
+		if format, err = ParseReasoningFormat(f.ReasoningFormat); err != nil {
+			return "", nil, nil, badRequest("reasoning_format", "invalid_value", "reasoning_format: "+err.Error())
+		}
+	}
+	if b := f.ReasoningBudget; b != nil && *b < -1 {
+		return "", nil, nil, badRequest("reasoning_budget", "invalid_value", fmt.Sprintf("reasoning_budget %d: want -1 (no limit), 0 (no thinking) or a number of tokens", *b))
+	}
+	vars := map[string]any{}
+	for k, v := range f.ChatTemplateKwargs {
+		if x, ok := v.(float64); ok && x == math.Trunc(x) && math.Abs(x) < 1<<53 {
+			v = int64(x) // a JSON integer stays one in the template
+		}
+		vars[k] = v
+	}
+	if f.EnableThinking != nil {
+		vars["enable_thinking"] = *f.EnableThinking
+	}
+	switch f.ReasoningEffort {
+	case "":
+	case "minimal", "low", "medium", "high":
+		vars["reasoning_effort"] = f.ReasoningEffort
+	default:
+		return "", nil, nil, badRequest("reasoning_effort", "invalid_value", fmt.Sprintf("reasoning_effort %q: want minimal, low, medium or high", f.ReasoningEffort))
+	}
+	if b := f.ReasoningBudget; b != nil && *b == 0 {
+		if _, set := vars["enable_thinking"]; !set {
+			vars["enable_thinking"] = false
+		}
+	}
+	return format, f.ReasoningBudget, vars, nil
 }
 
 type chatMessage struct {
@@ -88,6 +139,11 @@ type chatMessage struct {
 	Content    json.RawMessage `json:"content"`
 	ToolCalls  []wireToolCall  `json:"tool_calls"`
 	ToolCallID string          `json:"tool_call_id"`
+	Name       string          `json:"name"`
+	// The thinking of an assistant message, under either name clients
+	// send it back with.
+	ReasoningContent string `json:"reasoning_content"`
+	Thinking         string `json:"thinking"`
 }
 
 // wireToolCall is a tool call as OpenAI's API writes it.
@@ -338,6 +394,13 @@ func decodeChatMessages(body []byte, modelID string) (*chatRequest, []chat.Messa
 			msgs[i].ToolCalls = append(msgs[i].ToolCalls, chat.ToolCall{ID: c.ID, Name: c.Function.Name, Arguments: c.Function.Arguments})
 		}
 		msgs[i].ToolCallID = m.ToolCallID
+		if m.Role == chat.Tool {
+			msgs[i].Name = m.Name
+		}
+		msgs[i].Reasoning = m.ReasoningContent
+		if msgs[i].Reasoning == "" {
+			msgs[i].Reasoning = m.Thinking
+		}
 		if len(m.ToolCalls) > 0 && (len(m.Content) == 0 || string(m.Content) == "null") {
 			continue // tool calls alone
 		}

@@ -25,7 +25,19 @@
 // constrained to the tools' schemas); other fields are ignored. Errors
 // are OpenAI-shaped JSON with the HTTP status that fits.
 //
-// Import it to serve a model over HTTP to OpenAI clients from your own
+// A model's thinking, where its template marks one (chat.ThinkSyntax),
+// comes apart from the answer as reasoning_content (Config.ReasoningFormat,
+// a request's reasoning_format), and a thinking budget
+// (Config.ReasoningBudget, a request's reasoning_budget) closes it when
+// spent (reasoning.go). Chat requests also take chat_template_kwargs,
+// enable_thinking and reasoning_effort, passed to the template.
+//
+// Anthropic's Messages API is served beside OpenAI's: POST /v1/messages
+// (whole, or Anthropic's streamed events) and /v1/messages/count_tokens,
+// with system prompts, text, thinking, tool_use and tool_result blocks,
+// tools, and errors in Anthropic's shape (anthropic.go).
+//
+// Import it to serve a model over HTTP to OpenAI and Anthropic clients from your own
 // program (gpurun serve is this server).
 package serve
 
@@ -89,6 +101,20 @@ type Config struct {
 	// Speculation, when set, decodes every request speculatively (see
 	// pipeline.Speculation; its draft model needs as many slots as Model).
 	Speculation *pipeline.Speculation
+	// ReasoningFormat is how chat replies give the model's thinking, where
+	// the template marks it (chat.ThinkSyntax); "" means ReasoningAuto.
+	// A request's reasoning_format overrides it.
+	ReasoningFormat ReasoningFormat
+	// ReasoningBudget, when > 0, is how many tokens of thinking a reply
+	// may take: then the server writes the thinking's end marker
+	// (chat.ThinkSyntax.End) into the reply as if the model had, and the
+	// model goes on with its answer. A request's reasoning_budget (or
+	// Anthropic's thinking.budget_tokens) overrides it.
+	ReasoningBudget int
+	// NoThinking renders chat templates with enable_thinking false and
+	// closes a thinking the prompt opens before the model runs (a budget
+	// of 0).
+	NoThinking bool
 }
 
 // Server serves one model. Create it with New.
@@ -128,11 +154,18 @@ func New(cfg Config) (*Server, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.auth(s.chatCompletions))
 	mux.HandleFunc("POST /v1/completions", s.auth(s.completions))
+	mux.HandleFunc("POST /v1/messages", s.authWith(s.messages, anthropicError))
+	mux.HandleFunc("POST /v1/messages/count_tokens", s.authWith(s.countTokens, anthropicError))
 	mux.HandleFunc("GET /v1/models", s.auth(s.models))
 	mux.HandleFunc("GET /v1/models/{id...}", s.auth(s.model))
 	mux.HandleFunc("GET /health", s.health)
 	for _, p := range []string{"/v1/chat/completions", "/v1/completions", "/v1/models", "/health"} {
 		mux.HandleFunc(p, methodNotAllowed)
+	}
+	for _, p := range []string{"/v1/messages", "/v1/messages/count_tokens"} {
+		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+			anthropicError(w, &apiError{Status: http.StatusMethodNotAllowed, Message: fmt.Sprintf("method %s not allowed on %s", r.Method, r.URL.Path)})
+		})
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "unknown_url",
@@ -158,7 +191,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if r.Method == http.MethodOptions {
 			h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
-			h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type")
+			h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Api-Key, Anthropic-Version, Anthropic-Beta")
 			h.Set("Access-Control-Max-Age", "600")
 			w.WriteHeader(http.StatusNoContent)
 			return
@@ -168,17 +201,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // auth requires the API key when one is set.
-func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
+func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc { return s.authWith(h, writeError) }
+
+// authWith requires the API key when one is set, as "Authorization:
+// Bearer KEY" or as Anthropic's clients send it, "x-api-key: KEY";
+// refusals are written by fail.
+func (s *Server) authWith(h http.HandlerFunc, fail func(http.ResponseWriter, *apiError)) http.HandlerFunc {
 	if s.cfg.APIKey == "" {
 		return h
 	}
-	want := []byte("Bearer " + s.cfg.APIKey)
+	bearer, key := []byte("Bearer "+s.cfg.APIKey), []byte(s.cfg.APIKey)
 	return func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(r.Header.Get("Authorization"))
-		if subtle.ConstantTimeCompare(got, want) != 1 {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), bearer) != 1 &&
+			subtle.ConstantTimeCompare([]byte(r.Header.Get("X-Api-Key")), key) != 1 {
 			w.Header().Set("WWW-Authenticate", "Bearer")
-			writeError(w, &apiError{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key",
-				Message: "a valid API key is required (Authorization: Bearer KEY)"})
+			fail(w, &apiError{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key",
+				Message: "a valid API key is required (Authorization: Bearer KEY, or x-api-key: KEY)"})
 			return
 		}
 		h(w, r)
@@ -193,15 +231,22 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, map[string]any{"status": "ok", "model": s.cfg.ModelID, "slots": s.slots(), "in_flight": s.inFlight.Load()})
 }
 
+// modelObject is a model as OpenAI's API lists it, with the fields of
+// Anthropic's listing beside (type, display_name, created_at), so that
+// both APIs' clients read GET /v1/models.
 type modelObject struct {
-	ID      string `json:"id"`
-	Object  string `json:"object"`
-	Created int64  `json:"created"`
-	OwnedBy string `json:"owned_by"`
+	ID          string `json:"id"`
+	Object      string `json:"object"`
+	Created     int64  `json:"created"`
+	OwnedBy     string `json:"owned_by"`
+	Type        string `json:"type"`
+	DisplayName string `json:"display_name"`
+	CreatedAt   string `json:"created_at"`
 }
 
 func (s *Server) modelObject(id string) modelObject {
-	return modelObject{ID: id, Object: "model", Created: s.created, OwnedBy: "gpurun"}
+	return modelObject{ID: id, Object: "model", Created: s.created, OwnedBy: "gpurun",
+		Type: "model", DisplayName: id, CreatedAt: time.Unix(s.created, 0).UTC().Format(time.RFC3339)}
 }
 
 func (s *Server) models(w http.ResponseWriter, r *http.Request) {
@@ -209,7 +254,8 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 	for _, id := range s.ids() {
 		list = append(list, s.modelObject(id))
 	}
-	writeJSON(w, map[string]any{"object": "list", "data": list})
+	writeJSON(w, map[string]any{"object": "list", "data": list,
+		"has_more": false, "first_id": list[0].ID, "last_id": list[len(list)-1].ID})
 }
 
 func (s *Server) model(w http.ResponseWriter, r *http.Request) {
@@ -268,40 +314,68 @@ func (s *Server) leave() {
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	var msgs []chat.Message
 	var smp sampling
+	var think thinkingFields
 	r, m, grammar, ok := s.begin(w, r, func(body []byte, id string) (sampling, *apiError) {
 		var aerr *apiError
-		_, msgs, smp, aerr = decodeChat(body, id)
+		var req *chatRequest
+		req, msgs, smp, aerr = decodeChat(body, id)
+		if req != nil {
+			think = req.thinkingFields
+		}
 		return smp, aerr
 	})
 	if !ok {
 		return
 	}
-	var tools *toolMode
-	if spec := smp.tools; spec != nil && spec.choice != "none" {
-		tools = &toolMode{format: s.tpl.ToolFormat()}
-		forced, aerr := s.grammars.tools(spec, tools.format)
-		if aerr != nil {
-			writeError(w, aerr)
-			return
-		}
-		if forced != nil {
-			grammar = forced
-		}
-	}
-	var offered []json.RawMessage
-	if smp.tools != nil {
-		offered = smp.tools.raw
-	}
-	p, err := chat.RenderTools(m, s.tpl, msgs, offered)
-	if err != nil {
-		writeError(w, generationError(err, kindChat))
+	format, budget, vars, aerr := think.decode()
+	if aerr != nil {
+		writeError(w, aerr)
 		return
+	}
+	tpl, p, tools, aerr := s.renderChat(m, msgs, smp.tools, vars)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	if tools != nil && tools.forced != nil {
+		grammar = tools.forced
 	}
 	gen := smp.options()
 	gen.Grammar = grammar
 	gen.StopTokens = p.StopTokens
 	gen.StopStrings = append(gen.StopStrings, p.StopStrings...)
-	s.generate(w, r, kindChat, pipeline.Prompt{IDs: p.IDs}, gen, smp, s.tpl.IsPlain(), tools)
+	th := s.thinkingFor(tpl, p.Text, format, budget)
+	s.generate(w, r, kindChat, pipeline.Prompt{IDs: p.IDs}, gen, smp, tpl.IsPlain(), tools, th)
+}
+
+// renderChat renders a chat request's messages with the server's template
+// (given vars, when any) for model m, offering the request's tools: the
+// template, the prompt, and the tool mode (nil when the request has no
+// tools or tool_choice none; its forced grammar set when a call is
+// required).
+func (s *Server) renderChat(m *pipeline.Model, msgs []chat.Message, spec *toolSpec, vars map[string]any) (*chat.Template, chat.Prompt, *toolMode, *apiError) {
+	tpl := s.tpl
+	if len(vars) > 0 {
+		tpl = tpl.WithVars(vars)
+	}
+	var tools *toolMode
+	if spec != nil && spec.choice != "none" {
+		tools = &toolMode{format: tpl.ToolFormat()}
+		forced, aerr := s.grammars.tools(spec, tools.format)
+		if aerr != nil {
+			return nil, chat.Prompt{}, nil, aerr
+		}
+		tools.forced = forced
+	}
+	var offered []json.RawMessage
+	if spec != nil {
+		offered = spec.raw
+	}
+	p, err := chat.RenderTools(m, tpl, msgs, offered)
+	if err != nil {
+		return nil, chat.Prompt{}, nil, generationError(err, kindChat)
+	}
+	return tpl, p, tools, nil
 }
 
 func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
@@ -324,7 +398,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	}
 	gen := smp.options()
 	gen.Grammar = grammar
-	s.generate(w, r, kindText, p, gen, smp, false, nil)
+	s.generate(w, r, kindText, p, gen, smp, false, nil, thinking{budget: -1})
 }
 
 // begin is what the chat and text completion handlers share: it reads the
@@ -405,6 +479,7 @@ func generationError(err error, k kind) *apiError {
 // the template's format (and held back while streaming to do so).
 type toolMode struct {
 	format chat.ToolFormat
+	forced *constrain.Grammar // a call is required: the grammar of the calls
 }
 
 // callID is a new tool call id: OpenAI's form, or the 9 letters and
@@ -474,8 +549,9 @@ func newID(prefix string) string {
 // object, or with smp.stream an event stream that starts with the first
 // piece (so that errors before it, such as a prompt too long, still get
 // their status). trimLead drops the reply's leading spaces (the plain chat
-// format's "Assistant: ").
-func (s *Server) generate(w http.ResponseWriter, r *http.Request, k kind, prompt pipeline.Prompt, gen pipeline.GenerateOptions, smp sampling, trimLead bool, tools *toolMode) {
+// format's "Assistant: "); th splits a chat reply's thinking into
+// reasoning_content.
+func (s *Server) generate(w http.ResponseWriter, r *http.Request, k kind, prompt pipeline.Prompt, gen pipeline.GenerateOptions, smp sampling, trimLead bool, tools *toolMode, th thinking) {
 	if aerr := s.enter(); aerr != nil {
 		writeError(w, aerr)
 		return
@@ -488,39 +564,28 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, k kind, prompt
 	}
 	created := time.Now().Unix()
 	model, modelID := routed(r, s)
-	sess := model.NewSession()
 	gen.Speculation = s.cfg.Speculation
 	var st *eventStream
 	if smp.stream {
 		st = &eventStream{w: w, k: k, id: id, created: created, model: modelID}
 	}
-	var text strings.Builder
-	started := !trimLead
-	var genErr error
-	for tok, err := range sess.Generate(ctx, prompt, gen) {
-		if err != nil {
-			genErr = err
-			break
+	rep, genErr := s.run(ctx, model, prompt, gen, th, trimLead, func(reasoning, content string) error {
+		if st == nil {
+			return nil
 		}
-		piece := tok.Piece
-		if !started {
-			piece = strings.TrimLeft(piece, " ")
-			started = piece != ""
-		}
-		if piece == "" {
-			continue
-		}
-		text.WriteString(piece)
-		if st != nil && tools == nil {
-			if err := st.piece(piece); err != nil {
-				// The client is gone: leaving the loop ends the generation.
-				return
+		if reasoning != "" {
+			if err := st.delta(map[string]any{"reasoning_content": reasoning}); err != nil {
+				return err
 			}
 		}
-	}
-	m := sess.Metrics()
+		if content != "" && tools == nil {
+			return st.piece(content)
+		}
+		return nil
+	})
+	m := rep.metrics
 	if genErr != nil {
-		if ctx.Err() != nil {
+		if genErr == errGone || ctx.Err() != nil {
 			return // cancelled by the client or by shutdown: nobody to tell
 		}
 		if s.cfg.Log != nil {
@@ -535,11 +600,11 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, k kind, prompt
 		return
 	}
 	reason := finishReason(m.StopReason)
-	content := any(text.String())
+	content := any(rep.content)
 	var calls []map[string]any
 	if tools != nil {
 		var parsed []chat.ToolCall
-		content, parsed = chat.ParseToolCalls(tools.format, text.String())
+		content, parsed = chat.ParseToolCalls(tools.format, rep.content)
 		for _, c := range parsed {
 			calls = append(calls, map[string]any{"id": tools.callID(), "type": "function",
 				"function": map[string]any{"name": c.Name, "arguments": c.Arguments}})
@@ -576,12 +641,15 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, k kind, prompt
 	var choice any
 	if k == kindChat {
 		msg := map[string]any{"role": "assistant", "content": content}
+		if rep.reasoning != "" {
+			msg["reasoning_content"] = rep.reasoning
+		}
 		if len(calls) > 0 {
 			msg["tool_calls"] = calls
 		}
 		choice = map[string]any{"index": 0, "message": msg, "logprobs": nil, "finish_reason": reason}
 	} else {
-		choice = map[string]any{"index": 0, "text": text.String(), "logprobs": nil, "finish_reason": reason}
+		choice = map[string]any{"index": 0, "text": rep.content, "logprobs": nil, "finish_reason": reason}
 	}
 	writeJSON(w, map[string]any{"id": id, "object": object, "created": created, "model": modelID,
 		"choices": []any{choice}, "usage": usageOf(m)})
