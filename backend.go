@@ -12,10 +12,10 @@ import (
 	"strings"
 
 	"github.com/gpurun/gpurun/gpu"
-	"github.com/gpurun/gpurun/gpu/backend/compute"
-	"github.com/gpurun/gpurun/gpu/backend/cpu"
-	"github.com/gpurun/gpurun/gpu/vulkan"
-	"github.com/gpurun/gpurun/gpu/webgpu"
+	"github.com/gpurun/gpurun/internal/backend/compute"
+	"github.com/gpurun/gpurun/internal/backend/cpu"
+	"github.com/gpurun/gpurun/internal/vulkan"
+	"github.com/gpurun/gpurun/internal/webgpu"
 )
 
 // BackendNames lists the names OpenBackend (and WithBackend) accept.

@@ -9,10 +9,9 @@ import (
 	"strings"
 
 	"github.com/gpurun/gpurun"
-	"github.com/gpurun/gpurun/gpu/backend/cpu"
+	"github.com/gpurun/gpurun/internal/backend/cpu"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/pipeline/constrain"
-	"github.com/gpurun/gpurun/tensors/checkpoint"
 )
 
 // Open a llama2.c checkpoint directly (no conversion), with the tokenizer it
@@ -52,7 +51,7 @@ func ExampleOpenBackend() {
 		log.Fatal(err)
 	}
 	defer b.Close()
-	ck, err := checkpoint.Load("../shared/models/stories260K.bin", checkpoint.Options{Tokenizer: "../shared/models/tok512.model"})
+	ck, err := gpurun.LoadCheckpoint("../shared/models/stories260K.bin", "../shared/models/tok512.model")
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -50,15 +50,15 @@ import (
 	"strings"
 
 	"github.com/gpurun/gpurun/gpu"
-	"github.com/gpurun/gpurun/gpu/backend/cpu"
+	"github.com/gpurun/gpurun/internal/backend/cpu"
+	"github.com/gpurun/gpurun/internal/checkpoint"
+	"github.com/gpurun/gpurun/internal/convert"
+	"github.com/gpurun/gpurun/internal/gguf"
+	"github.com/gpurun/gpurun/internal/lora"
+	"github.com/gpurun/gpurun/internal/modelfile"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/tensors"
-	"github.com/gpurun/gpurun/tensors/checkpoint"
-	"github.com/gpurun/gpurun/tensors/convert"
-	"github.com/gpurun/gpurun/tensors/gguf"
-	"github.com/gpurun/gpurun/tensors/lora"
 	"github.com/gpurun/gpurun/tensors/model"
-	"github.com/gpurun/gpurun/tensors/modelfile"
 )
 
 // File formats Open reads (Model.Format).
@@ -248,8 +248,9 @@ func Open(ctx context.Context, path string, opts ...Option) (*Model, error) {
 	return m, nil
 }
 
-// OpenCheckpoint loads an imported checkpoint (see tensors/checkpoint and
-// tensors/synthetic) like Open loads a file. WithTokenizer does not apply.
+// OpenCheckpoint loads a checkpoint in memory (LoadCheckpoint's, or one
+// built with package tensors/model) like Open loads a file. WithTokenizer
+// does not apply.
 func OpenCheckpoint(ctx context.Context, ck *model.Checkpoint, opts ...Option) (*Model, error) {
 	o, err := newOpenOptions(opts)
 	if err != nil {

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/gpurun/gpurun/internal/checkpoint"
+	"github.com/gpurun/gpurun/internal/lora"
 	"github.com/gpurun/gpurun/pipeline"
-	"github.com/gpurun/gpurun/tensors/checkpoint"
-	"github.com/gpurun/gpurun/tensors/lora"
 )
 
 // WithLoRA applies a LoRA adapter at the given scale (1 is the adapter as

@@ -15,7 +15,7 @@ import (
 // (WithLoRA) and unmerged (WithUnmergedLoRA), on every backend and
 // generates llama.cpp's greedy ids with the
 // same adapters (testdata/lora/llama_two.golden.json: llama.cpp applies
-// them unmerged). pipeline/arch's TestLoRAGoldens compares the logits.
+// them unmerged). internal/arch's TestLoRAGoldens compares the logits.
 func TestLoRABackends(t *testing.T) {
 	dir := filepath.Join(testmodels.Root(t), "testdata", "lora")
 	var g testmodels.ArchGolden

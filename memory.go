@@ -9,8 +9,8 @@ import (
 	"strings"
 
 	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/internal/lora"
 	"github.com/gpurun/gpurun/pipeline"
-	"github.com/gpurun/gpurun/tensors/lora"
 	"github.com/gpurun/gpurun/tensors/model"
 )
 

@@ -2,6 +2,7 @@ package gpurun
 
 import (
 	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/internal/checkpoint"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/tensors"
 	"github.com/gpurun/gpurun/tensors/model"
@@ -49,3 +50,13 @@ func (m *Model) ControlTokens() map[string]int { return m.pm.ControlTokens() }
 // for what this package does not wrap (profiles, batching statistics).
 // It stays owned by m: Close m, not it.
 func (m *Model) Pipeline() *pipeline.Model { return m.pm }
+
+// LoadCheckpoint imports the checkpoint at path (a GGUF file, a Hugging
+// Face directory or one of its .safetensors files, a llama2.c .bin) into
+// memory, with an optional tokenizer file (a SentencePiece model, or a
+// llama2.c tokenizer.bin; "" for none or the one the file carries), for
+// OpenCheckpoint or for package pipeline on a backend of your own
+// (pipeline.FromCheckpoint). Open does this itself.
+func LoadCheckpoint(path, tokenizer string) (*model.Checkpoint, error) {
+	return checkpoint.Load(path, checkpoint.Options{Tokenizer: tokenizer})
+}

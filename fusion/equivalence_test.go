@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/gpurun/gpurun/fusion"
-	"github.com/gpurun/gpurun/gpu/backend/cpu"
+	"github.com/gpurun/gpurun/internal/backend/cpu"
 	"github.com/gpurun/gpurun/tensors"
 )
 

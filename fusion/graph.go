@@ -66,7 +66,7 @@ type BufInfo struct {
 }
 
 // Kind names an op kind: each has its own op type (EmbedOp for Embed, and
-// so on), whose comment is the kind's contract; the CPU backend (gpu/backend/cpu)
+// so on), whose comment is the kind's contract; the CPU backend (internal/backend/cpu)
 // is the reference implementation.
 type Kind uint8
 
@@ -94,7 +94,7 @@ const (
 	Columns                      // ColumnsOp
 )
 
-// Sampling is the rule of a Sample op (gpu/sampler.Options' fields):
+// Sampling is the rule of a Sample op (internal/sampler.Options' fields):
 // Temperature > 0 and finite, TopK 0 (all) or at least 1 (at least the
 // row's width keeps all), TopP 0 (all) or in (0, 1], and the seed keying
 // the draws.

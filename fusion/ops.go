@@ -7,7 +7,7 @@ import (
 
 // Op is one node of a Graph: a pointer to one of the op types below, one
 // type per Kind, each with exactly the fields its kind uses. The comment of
-// each type is its kind's contract; the CPU backend (gpu/backend/cpu) is the
+// each type is its kind's contract; the CPU backend (internal/backend/cpu) is the
 // reference implementation. The interface is sealed (its unexported
 // methods), so only this package defines kinds and every kind has its own
 // validation, which Graph.Validate runs. Backends type-switch on the
@@ -157,7 +157,7 @@ type MatMulGLUOp struct {
 
 // ArgmaxOp: Out[0][0] = float32(i), i the index of the largest value of
 // In's single row: the lowest index wins ties, NaN never wins, and a row
-// of NaNs gives 0 (gpu/sampler.Greedy's answer). In has one row, Out
+// of NaNs gives 0 (internal/sampler.Greedy's answer). In has one row, Out
 // is 1x1 and does not alias In. Greedy sampling on the device, so that
 // decoding reads back one value per step rather than a vocabulary of
 // logits; ids are exact in f32 below 2^24.
@@ -167,7 +167,7 @@ type ArgmaxOp struct {
 
 // SampleOp: Out[0][0] = float32(i), i the token drawn from In's single
 // row by Sampling (temperature, top-k, top-p) with the draw of the step
-// Pos+T, the position the token takes: the algorithm of gpu/sampler,
+// Pos+T, the position the token takes: the algorithm of internal/sampler,
 // whose SampleAt gives the same id for the same row and step on every
 // backend. In has one row, Out is 1x1 and does not alias In.
 type SampleOp struct {

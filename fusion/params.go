@@ -22,7 +22,7 @@ const (
 	// ActGELUTanh is the tanh approximation evaluated as llama.cpp's CPU
 	// backend does: fp16(gelu_tanh(fp16(x))) for -10 < x < 10, 0 for
 	// x <= -10, x for x >= 10 (an exact f32 formula is within ~2e-3
-	// relative; gpu/backend/cpu implements the table form).
+	// relative; internal/backend/cpu implements the table form).
 	ActGELUTanh
 	ActGELU // erf form
 	ActReLU

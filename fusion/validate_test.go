@@ -174,7 +174,7 @@ func TestValidateBatch(t *testing.T) {
 }
 
 // TestValidateSample checks the sample contract: argmax's shapes and a
-// rule that gpu/sampler can run.
+// rule that internal/sampler can run.
 func TestValidateSample(t *testing.T) {
 	withSample := func(r Sampling) *Graph {
 		g := smallGraph()

@@ -1,8 +1,8 @@
 // Package gpu defines the two interfaces below the pipeline: Backend, which
 // compiles and runs fusion graphs (implemented by the CPU backend,
-// gpu/backend/cpu, directly in Go, and by the GPU backend,
-// gpu/backend/compute), and Device, the small GPU abstraction that
-// gpu/webgpu and gpu/vulkan implement and the GPU backend runs on. Which
+// internal/backend/cpu, directly in Go, and by the GPU backend,
+// internal/backend/compute), and Device, the small GPU abstraction that
+// internal/webgpu and internal/vulkan implement and the GPU backend runs on. Which
 // backend runs a model is chosen above the pipeline, at the module root
 // (gpurun.OpenBackend).
 //

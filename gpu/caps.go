@@ -8,7 +8,7 @@ package gpu
 // assertion (a test in internal/layers holds the module to that).
 //
 // A device's Caps describe its shaders and limits; a backend's add what
-// its programs do with them (the GPU backend, gpu/backend/compute, reports
+// its programs do with them (the GPU backend, internal/backend/compute, reports
 // its device's with its own features; the CPU backend reports only its
 // own).
 type Caps struct {

@@ -20,8 +20,8 @@ const DeviceEnv = "GPURUN_DEVICE"
 func DefaultDevice() string { return os.Getenv(DeviceEnv) }
 
 // Device is the small GPU abstraction: storage buffers, compute kernels,
-// recorded command lists, submission and readback. gpu/webgpu and gpu/vulkan
-// implement it; the GPU backend (gpu/backend/compute, built on it)
+// recorded command lists, submission and readback. internal/webgpu and internal/vulkan
+// implement it; the GPU backend (internal/backend/compute, built on it)
 // implements Backend.
 //
 // Kernels take parameters through their bindings only (a small uniform or

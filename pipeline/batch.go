@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/gpurun/gpurun/gpu"
-	"github.com/gpurun/gpurun/pipeline/arch"
+	"github.com/gpurun/gpurun/internal/arch"
 )
 
 // Continuous batching. With more than one slot on a backend that runs

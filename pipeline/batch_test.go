@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/internal/gguf"
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/pipeline/internal/tuning"
-	"github.com/gpurun/gpurun/tensors/gguf"
 )
 
 // TestBatchedDecode: on every backend (the CPU and both GPU backends, which

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/gpurun/gpurun/gpu"
-	"github.com/gpurun/gpurun/gpu/backend/cpu"
+	"github.com/gpurun/gpurun/internal/backend/cpu"
 	"github.com/gpurun/gpurun/tensors"
 
 	"github.com/gpurun/gpurun/internal/testmodels"

@@ -12,10 +12,10 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/gpurun/gpurun/internal/gguf"
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/pipeline/constrain"
-	"github.com/gpurun/gpurun/tensors/gguf"
 )
 
 func readSchemas(t testing.TB) []json.RawMessage {
@@ -167,7 +167,7 @@ func BenchmarkConstrainedDecode(b *testing.B) {
 // mask set on the program before each step (gpu.Program.SetTokenMask), on WebGPU
 // and Vulkan; the ids equal those of host sampling
 // (HostSampling: the whole logits row read back, masked on the host and
-// drawn by gpu/sampler), greedy and sampled with several seeds, and every
+// drawn by internal/sampler), greedy and sampled with several seeds, and every
 // output validates against the schema.
 func TestConstrainedOnDevice(t *testing.T) {
 	ck := storiesCheckpoint(t)

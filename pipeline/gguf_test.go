@@ -7,10 +7,10 @@ import (
 	"testing"
 
 	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/internal/gguf"
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/pipeline/internal/tuning"
-	"github.com/gpurun/gpurun/tensors/gguf"
 )
 
 // TestGGUFSessions: a session over each GGUF architecture model, fed the

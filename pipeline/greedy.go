@@ -9,7 +9,7 @@ import (
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
-	"github.com/gpurun/gpurun/pipeline/arch"
+	"github.com/gpurun/gpurun/internal/arch"
 )
 
 // ErrDeviceID reports a token id from the device (argmax or sampling) that is not a
@@ -19,7 +19,7 @@ var ErrDeviceID = errors.New("pipeline: device returned an invalid token id")
 // devicePicker returns the program that picks the tokens of a generation
 // with opts on sl, or nil where the host picks them: greedy decoding by a
 // program ending in fusion.Argmax, sampling (temperature > 0) by one ending
-// in fusion.Sample with opts' rule, which draws the token gpu/sampler
+// in fusion.Sample with opts' rule, which draws the token internal/sampler
 // would from the same logits. Both programs are compiled at load
 // (compilePickers); a new rule goes into the sampling program's step tensor
 // (pickProgram.rules), or on a backend whose program cannot take it, into a

@@ -9,7 +9,7 @@ import (
 	"github.com/gpurun/gpurun"
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
-	"github.com/gpurun/gpurun/gpu/backend/cpu"
+	"github.com/gpurun/gpurun/internal/backend/cpu"
 	"github.com/gpurun/gpurun/internal/gputest"
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline"
@@ -81,7 +81,7 @@ func TestDeviceGreedy(t *testing.T) {
 	ck := storiesCheckpoint(t)
 	vocab := ck.Config.VocabSize
 	for _, tc := range []struct {
-		backend string // "cpu-as-gpu": gpu/backend/cpu reporting another name
+		backend string // "cpu-as-gpu": internal/backend/cpu reporting another name
 		host    bool   // Options.HostSampling
 		temp    float32
 		device  bool // ids expected from the device (argmax or sampling)
@@ -154,8 +154,8 @@ func TestDeviceGreedy(t *testing.T) {
 
 // TestDeviceSampling: with a fixed seed, temperature 0.8, top-k 40 and
 // top-p 0.9, stories260K generates the same 64 tokens for each golden
-// prompt on the CPU backend (gpu/sampler on the host), on the CPU
-// backend posing as a GPU (fusion.Sample in gpu/backend/cpu) and on WebGPU and
+// prompt on the CPU backend (internal/sampler on the host), on the CPU
+// backend posing as a GPU (fusion.Sample in internal/backend/cpu) and on WebGPU and
 // Vulkan (the sample kernel), the GPU backends reading back one id per
 // decode step. The draws must matter: the tokens differ from greedy
 // decoding's, and from another seed's.

@@ -7,9 +7,9 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/gpurun/gpurun/internal/modelfile"
 	"github.com/gpurun/gpurun/tensors"
 	"github.com/gpurun/gpurun/tensors/model"
-	"github.com/gpurun/gpurun/tensors/modelfile"
 )
 
 // ErrNoConfig: a model file without a gpurun configuration, so its

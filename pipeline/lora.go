@@ -8,9 +8,9 @@ import (
 	"github.com/gpurun/gpurun/gpu"
 	"slices"
 
-	"github.com/gpurun/gpurun/pipeline/arch"
+	"github.com/gpurun/gpurun/internal/arch"
+	"github.com/gpurun/gpurun/internal/lora"
 	"github.com/gpurun/gpurun/tensors"
-	"github.com/gpurun/gpurun/tensors/lora"
 	"github.com/gpurun/gpurun/tensors/model"
 )
 

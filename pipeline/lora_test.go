@@ -7,12 +7,12 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/gpurun/gpurun/gpu/backend/cpu"
+	"github.com/gpurun/gpurun/internal/backend/cpu"
+	"github.com/gpurun/gpurun/internal/checkpoint"
+	"github.com/gpurun/gpurun/internal/gguf"
+	"github.com/gpurun/gpurun/internal/lora"
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline"
-	"github.com/gpurun/gpurun/tensors/checkpoint"
-	"github.com/gpurun/gpurun/tensors/gguf"
-	"github.com/gpurun/gpurun/tensors/lora"
 )
 
 // TestVariants loads the tiny llama once with three adapter sets (none,

@@ -4,9 +4,9 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/gpurun/gpurun/internal/gguf"
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline"
-	"github.com/gpurun/gpurun/tensors/gguf"
 )
 
 // TestMoEGPUSessions: qwen3moe (arch2) on both GPU backends, its MoE ops

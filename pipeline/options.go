@@ -2,9 +2,9 @@ package pipeline
 
 import (
 	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/internal/lora"
 	"github.com/gpurun/gpurun/pipeline/internal/tuning"
 	"github.com/gpurun/gpurun/tensors"
-	"github.com/gpurun/gpurun/tensors/lora"
 )
 
 // DefaultMaxCache is the KV cache length when Options.MaxCache is 0 (capped
@@ -35,7 +35,7 @@ type Options struct {
 	// policy decides the KV cache's storage type (see kvDType); KVDType
 	// reports the result.
 	Activations string
-	// NoFusion compiles the graphs as pipeline/arch builds them, one op per
+	// NoFusion compiles the graphs as internal/arch builds them, one op per
 	// kernel, rather than rewritten by fusion.Fuse into fewer, larger
 	// kernels (for comparing the two; the results agree, bitwise on the CPU
 	// backend).

@@ -18,7 +18,7 @@ import (
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
-	"github.com/gpurun/gpurun/pipeline/arch"
+	"github.com/gpurun/gpurun/internal/arch"
 	"github.com/gpurun/gpurun/pipeline/constrain"
 	"github.com/gpurun/gpurun/tensors/model"
 )

@@ -9,7 +9,7 @@ import (
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
-	"github.com/gpurun/gpurun/gpu/backend/cpu"
+	"github.com/gpurun/gpurun/internal/backend/cpu"
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/tensors"
@@ -124,7 +124,7 @@ func TestActivationPolicyErrors(t *testing.T) {
 // golden prompt is still llama.cpp's, whose ids were made with an f16
 // cache (its top-1/top-2 margins are at least 0.067 on these cases; the
 // logits themselves are checked against llama.cpp's in
-// gpu/internal/conformance).
+// internal/conformance).
 func TestF16CacheGolden(t *testing.T) {
 	m := load(t, storiesCheckpoint(t), pipeline.Options{MaxCache: 128, Activations: model.PolicyF16})
 	if m.KVDType() != tensors.F16 {

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpurun/gpurun/gpu/backend/cpu"
+	"github.com/gpurun/gpurun/internal/backend/cpu"
+	"github.com/gpurun/gpurun/internal/synthetic"
 	"github.com/gpurun/gpurun/pipeline"
-	"github.com/gpurun/gpurun/tensors/synthetic"
 )
 
 // BenchmarkPrefixCacheTTFT measures, on the 110M Llama shape with random

@@ -8,11 +8,11 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/gpurun/gpurun/internal/modelfile"
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/tensors"
 	"github.com/gpurun/gpurun/tensors/model"
-	"github.com/gpurun/gpurun/tensors/modelfile"
 )
 
 // recipe converts every matrix of a checkpoint to one stored type.

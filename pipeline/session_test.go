@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/gpurun/gpurun/gpu"
-	"github.com/gpurun/gpurun/gpu/backend/cpu"
+	"github.com/gpurun/gpurun/internal/backend/cpu"
+	"github.com/gpurun/gpurun/internal/llama2c"
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline"
-	"github.com/gpurun/gpurun/tensors/llama2c"
 	"github.com/gpurun/gpurun/tensors/model"
 )
 

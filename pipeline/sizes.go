@@ -38,7 +38,7 @@ func (m *Model) DecodeBytes() (weights, kvPerPosition int64) {
 // DecodeBytesOf is Model.DecodeBytes for the configuration cfg, its
 // weight tensors ws and a KV cache of binary16 (kvF16) or f32, for
 // measurements that run a backend's programs without a Model (the
-// valid-length benchmark of gpu/backend/compute).
+// valid-length benchmark of internal/backend/compute).
 func DecodeBytesOf(cfg *model.Config, ws []*tensors.Tensor, kvF16 bool) (weights, kvPerPosition int64) {
 	return decodeWeightBytes(cfg, ws), kvBytesPerPosition(cfg, kvF16)
 }

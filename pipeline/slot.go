@@ -8,7 +8,7 @@ import (
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
-	"github.com/gpurun/gpurun/pipeline/arch"
+	"github.com/gpurun/gpurun/internal/arch"
 )
 
 // slot is one KV cache and the programs compiled against it. Its state

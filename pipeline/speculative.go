@@ -6,9 +6,9 @@ import (
 	"slices"
 
 	"github.com/gpurun/gpurun/gpu"
-	"github.com/gpurun/gpurun/gpu/sampler"
+	"github.com/gpurun/gpurun/internal/arch"
 	"github.com/gpurun/gpurun/internal/philox"
-	"github.com/gpurun/gpurun/pipeline/arch"
+	"github.com/gpurun/gpurun/internal/sampler"
 )
 
 // Speculative decoding (GenerateOptions.Speculation). Each target step

@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"github.com/gpurun/gpurun/gpu"
-	"github.com/gpurun/gpurun/gpu/backend/compute"
-	"github.com/gpurun/gpurun/gpu/backend/cpu"
-	"github.com/gpurun/gpurun/gpu/vulkan"
-	"github.com/gpurun/gpurun/gpu/webgpu"
-	"github.com/gpurun/gpurun/tensors/synthetic"
+	"github.com/gpurun/gpurun/internal/backend/compute"
+	"github.com/gpurun/gpurun/internal/backend/cpu"
+	"github.com/gpurun/gpurun/internal/synthetic"
+	"github.com/gpurun/gpurun/internal/vulkan"
+	"github.com/gpurun/gpurun/internal/webgpu"
 )
 
 // BenchmarkSpeculativeVerify measures the cost of verifying K drafted

@@ -3,7 +3,7 @@ package pipeline
 import (
 	"context"
 
-	"github.com/gpurun/gpurun/gpu/sampler"
+	"github.com/gpurun/gpurun/internal/sampler"
 )
 
 // stepper is how a generation obtains its tokens, chosen once per

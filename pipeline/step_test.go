@@ -10,7 +10,7 @@ import (
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
-	"github.com/gpurun/gpurun/gpu/sampler"
+	"github.com/gpurun/gpurun/internal/sampler"
 	"github.com/gpurun/gpurun/tensors/model"
 )
 

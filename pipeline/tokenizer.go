@@ -3,10 +3,10 @@ package pipeline
 import (
 	"fmt"
 
+	"github.com/gpurun/gpurun/internal/bpe"
+	"github.com/gpurun/gpurun/internal/modelfile"
 	"github.com/gpurun/gpurun/pipeline/tokenizer"
-	"github.com/gpurun/gpurun/pipeline/tokenizer/bpe"
 	"github.com/gpurun/gpurun/tensors/model"
-	"github.com/gpurun/gpurun/tensors/modelfile"
 )
 
 // spm adapts pipeline/tokenizer (SentencePiece) to what a session needs.
@@ -14,7 +14,7 @@ type spm struct{ *tokenizer.Tokenizer }
 
 func (s spm) newDecoder() pieceDecoder { return s.NewDecoder() }
 
-// byteBPE adapts pipeline/tokenizer/bpe (tokenizer.json) likewise.
+// byteBPE adapts internal/bpe (tokenizer.json) likewise.
 type byteBPE struct{ *bpe.Tokenizer }
 
 func (b byteBPE) newDecoder() pieceDecoder { return b.NewDecoder() }

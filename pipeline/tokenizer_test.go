@@ -4,8 +4,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/gpurun/gpurun/internal/modelfile"
 	"github.com/gpurun/gpurun/tensors/model"
-	"github.com/gpurun/gpurun/tensors/modelfile"
 )
 
 // TestTokenizerBytesGPT2: a GGUF gpt2 vocabulary becomes a tokenizer.json

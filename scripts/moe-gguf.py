@@ -5,7 +5,7 @@ compare their CPU decode speed on one file (issue 32's done-when).
 
     /usr/bin/python3 scripts/moe-gguf.py [--dense] [--layers N] OUT.gguf
 
-The shape is tensors/synthetic's qwen3-moe-small: Qwen3-30B-A3B's layers
+The shape is internal/synthetic's qwen3-moe-small: Qwen3-30B-A3B's layers
 (embd 2048, 32 heads of 128, 4 KV heads, experts of 768 units, 8 used per
 token, norm_topk_prob) with 24 layers of 32 experts and the 151936-token
 vocabulary, untied. --dense writes qwen3-dense-small instead: arch qwen3,

@@ -13,7 +13,7 @@ libggml-cpu.so). The script calls, through ctypes:
   - ggml_vec_dot_mxfp4_q8_0_generic (ggml-cpu: the scalar reference form)
     on rows of 1 to 9 blocks against random Q8_0 activation blocks (int8
     in -127 ... 127, as Q8_0 quantization writes them), written to
-    gpu/backend/cpu/internal/simd/testdata/mxfp4_dot.golden.json. Built
+    internal/backend/cpu/internal/simd/testdata/mxfp4_dot.golden.json. Built
     with FMA (GGML_AVX2), GCC contracts its "sumf += d*(sumi1 + sumi2)"
     into one fused multiply-add per block, so these sums can differ from
     the source's separate roundings (which gpurun's Go form keeps) by a

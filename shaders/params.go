@@ -301,7 +301,7 @@ type ArgmaxParams struct {
 
 // SampleParams is the uniform block of wgsl/sample.wgsl: fusion.Sample's
 // rule for one logits row of N values. InvTemperature is
-// gpu/sampler.InvTemperature of the temperature; the seed is split
+// internal/sampler.InvTemperature of the temperature; the seed is split
 // into its low and high words (the Philox key).
 type SampleParams struct {
 	N              uint32  `wgsl:"n"`

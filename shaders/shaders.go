@@ -1,5 +1,5 @@
 // Package shaders holds the compute kernels of the GPU backend
-// (gpu/backend/compute), and imports nothing of the module. The WGSL
+// (internal/backend/compute), and imports nothing of the module. The WGSL
 // sources under wgsl/ are the single source of truth: WebGPU compiles them at
 // run time, and the SPIR-V under spirv/ (for the Vulkan device) is generated
 // from the same files by `go generate ./shaders` with naga.
@@ -12,7 +12,7 @@
 // are prepended to every family before it is compiled, because WGSL has no
 // include mechanism. The registry also reports each family's binding
 // names and uniform struct, from which the GPU backend generates its typed
-// kernel contracts (gpu/backend/compute).
+// kernel contracts (internal/backend/compute).
 //
 // A specialized family (matmul, qblocks) is compiled once per Variant: the variant's
 // module-scope constants are prepended too, so each module holds one code

@@ -17,7 +17,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/gpurun/gpurun/gpu/backend/cpu"
+	"github.com/gpurun/gpurun/internal/backend/cpu"
 	"github.com/gpurun/gpurun/internal/browser"
 	"github.com/gpurun/gpurun/internal/ci"
 	"github.com/gpurun/gpurun/internal/testmodels"

@@ -12,12 +12,12 @@ import (
 	"time"
 
 	"github.com/gpurun/gpurun/gpu"
-	"github.com/gpurun/gpurun/gpu/backend/compute"
-	"github.com/gpurun/gpurun/gpu/backend/cpu"
-	"github.com/gpurun/gpurun/gpu/webgpu"
+	"github.com/gpurun/gpurun/internal/backend/compute"
+	"github.com/gpurun/gpurun/internal/backend/cpu"
+	"github.com/gpurun/gpurun/internal/gguf"
+	"github.com/gpurun/gpurun/internal/webgpu"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/pipeline/chat"
-	"github.com/gpurun/gpurun/tensors/gguf"
 )
 
 // yieldEvery is how often a generation on a backend that never waits for

@@ -1,6 +1,6 @@
 // Command gpurun-web is gpurun in the browser: built with GOOS=js
 // GOARCH=wasm it runs models on the page's WebGPU adapter (navigator.gpu)
-// through gpu/webgpu, or on the pure-Go CPU backend when the page has no
+// through internal/webgpu, or on the pure-Go CPU backend when the page has no
 // WebGPU, and exposes a small JavaScript API on globalThis.gpurun:
 //
 //	await gpurun.load(blob, {tokenizer: blob2, backend: "auto", onProgress: (done, total) => {}})
@@ -34,12 +34,12 @@ import (
 	"fmt"
 
 	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/internal/checkpoint"
+	"github.com/gpurun/gpurun/internal/convert"
+	"github.com/gpurun/gpurun/internal/gguf"
+	"github.com/gpurun/gpurun/internal/modelfile"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/pipeline/chat"
-	"github.com/gpurun/gpurun/tensors/checkpoint"
-	"github.com/gpurun/gpurun/tensors/convert"
-	"github.com/gpurun/gpurun/tensors/gguf"
-	"github.com/gpurun/gpurun/tensors/modelfile"
 )
 
 // MaxModelBytes is the largest model file the page loads: wasm32 addresses

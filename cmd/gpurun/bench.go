@@ -16,11 +16,11 @@ import (
 	"github.com/gpurun/gpurun"
 	"github.com/gpurun/gpurun/cmd/gpurun/internal/benchreport"
 	"github.com/gpurun/gpurun/gpu"
-	"github.com/gpurun/gpurun/gpu/backend/cpu"
+	"github.com/gpurun/gpurun/internal/backend/cpu"
+	"github.com/gpurun/gpurun/internal/synthetic"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/shaders"
 	"github.com/gpurun/gpurun/tensors/model"
-	"github.com/gpurun/gpurun/tensors/synthetic"
 )
 
 // gpurun bench, by job: bench.go has the command, its flags and the

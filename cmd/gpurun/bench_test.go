@@ -15,9 +15,9 @@ import (
 	"github.com/gpurun/gpurun/cmd/gpurun/internal/benchreport"
 	"github.com/gpurun/gpurun/cmd/gpurun/internal/benchreport/reporttest"
 	"github.com/gpurun/gpurun/internal/browser"
+	"github.com/gpurun/gpurun/internal/convert"
+	"github.com/gpurun/gpurun/internal/synthetic"
 	"github.com/gpurun/gpurun/internal/testmodels"
-	"github.com/gpurun/gpurun/tensors/convert"
-	"github.com/gpurun/gpurun/tensors/synthetic"
 )
 
 // benchJSON runs bench with --json and reads the report, checking it

@@ -14,7 +14,7 @@ import (
 	"github.com/gpurun/gpurun"
 	"github.com/gpurun/gpurun/cmd/gpurun/internal/benchreport"
 	"github.com/gpurun/gpurun/gpu"
-	"github.com/gpurun/gpurun/gpu/vulkan"
+	"github.com/gpurun/gpurun/internal/vulkan"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/tensors/model"
 )

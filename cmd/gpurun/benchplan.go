@@ -14,10 +14,10 @@ import (
 	"github.com/gpurun/gpurun"
 	"github.com/gpurun/gpurun/cmd/gpurun/internal/benchreport"
 	"github.com/gpurun/gpurun/gpu"
-	"github.com/gpurun/gpurun/gpu/backend/cpu"
+	"github.com/gpurun/gpurun/internal/backend/cpu"
+	"github.com/gpurun/gpurun/internal/modelfile"
+	"github.com/gpurun/gpurun/internal/synthetic"
 	"github.com/gpurun/gpurun/tensors/model"
-	"github.com/gpurun/gpurun/tensors/modelfile"
-	"github.com/gpurun/gpurun/tensors/synthetic"
 )
 
 // syntheticCheckpoint builds the named real-shape model with random weights.

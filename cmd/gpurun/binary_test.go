@@ -18,11 +18,11 @@ import (
 	"time"
 
 	"github.com/gpurun/gpurun/internal/ci"
+	"github.com/gpurun/gpurun/internal/gguf"
+	"github.com/gpurun/gpurun/internal/safetensors"
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/tensors"
-	"github.com/gpurun/gpurun/tensors/gguf"
 	"github.com/gpurun/gpurun/tensors/model"
-	"github.com/gpurun/gpurun/tensors/safetensors"
 )
 
 // The tests in this file run gpurun as a program: the test binary re-runs
@@ -741,8 +741,8 @@ func gpt2Vocab(t *testing.T, path string) string {
 // TestRunGPT2VocabWithoutMerges: a GGUF that declares a byte-level BPE
 // vocabulary (tokenizer.ggml.model "gpt2") but carries no merges is refused
 // with the missing key and the file named, as llama.cpp refuses it.
-// (Byte-level BPE vocabularies with merges are tested in tensors/gguf and
-// pipeline/tokenizer/bpe.)
+// (Byte-level BPE vocabularies with merges are tested in internal/gguf and
+// internal/bpe.)
 func TestRunGPT2VocabWithoutMerges(t *testing.T) {
 	path := gpt2Vocab(t, testmodels.Path(t, "arch", "phi2.gguf"))
 	g := testmodels.Arch(t, "phi2")

@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpurun/gpurun/tensors/convert"
-	"github.com/gpurun/gpurun/tensors/modelfile"
+	"github.com/gpurun/gpurun/internal/convert"
+	"github.com/gpurun/gpurun/internal/modelfile"
 )
 
 func newBundle() *cobra.Command {

@@ -8,9 +8,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpurun/gpurun"
+	"github.com/gpurun/gpurun/internal/checkpoint"
+	"github.com/gpurun/gpurun/internal/convert"
 	"github.com/gpurun/gpurun/pipeline"
-	"github.com/gpurun/gpurun/tensors/checkpoint"
-	"github.com/gpurun/gpurun/tensors/convert"
 	"github.com/gpurun/gpurun/tensors/model"
 )
 

@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpurun/gpurun/gpu"
-	"github.com/gpurun/gpurun/gpu/vulkan"
-	"github.com/gpurun/gpurun/gpu/webgpu"
+	"github.com/gpurun/gpurun/internal/vulkan"
+	"github.com/gpurun/gpurun/internal/webgpu"
 )
 
 // deviceReport is one entry of `gpurun devices`. Limits use WebGPU's limit

@@ -13,10 +13,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpurun/gpurun/internal/checkpoint"
+	"github.com/gpurun/gpurun/internal/gguf"
+	"github.com/gpurun/gpurun/internal/modelfile"
 	"github.com/gpurun/gpurun/pipeline"
-	"github.com/gpurun/gpurun/tensors/checkpoint"
-	"github.com/gpurun/gpurun/tensors/gguf"
-	"github.com/gpurun/gpurun/tensors/modelfile"
 )
 
 func newInspect() *cobra.Command {

@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/gpurun/gpurun"
-	"github.com/gpurun/gpurun/tensors/checkpoint"
-	"github.com/gpurun/gpurun/tensors/lora"
+	"github.com/gpurun/gpurun/internal/checkpoint"
+	"github.com/gpurun/gpurun/internal/lora"
 	"github.com/gpurun/gpurun/tensors/model"
 	"github.com/spf13/pflag"
 )

@@ -11,13 +11,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpurun/gpurun/internal/bpe"
+	"github.com/gpurun/gpurun/internal/checkpoint"
+	"github.com/gpurun/gpurun/internal/llama2c"
+	"github.com/gpurun/gpurun/internal/modelfile"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/pipeline/tokenizer"
-	"github.com/gpurun/gpurun/pipeline/tokenizer/bpe"
-	"github.com/gpurun/gpurun/tensors/checkpoint"
-	"github.com/gpurun/gpurun/tensors/llama2c"
 	"github.com/gpurun/gpurun/tensors/model"
-	"github.com/gpurun/gpurun/tensors/modelfile"
 )
 
 func newTokenize() *cobra.Command {
@@ -108,7 +108,7 @@ func parseIDs(s string, vocab int) ([]int, error) {
 }
 
 // textTokenizer is what tokenize and bundle need from either tokenizer
-// kind (pipeline/tokenizer's SentencePiece, pipeline/tokenizer/bpe's
+// kind (pipeline/tokenizer's SentencePiece, internal/bpe's
 // tokenizer.json).
 type textTokenizer interface {
 	Encode(text string) []int

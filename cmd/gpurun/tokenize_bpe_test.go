@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpurun/gpurun/internal/bpe"
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/internal/tokref"
-	"github.com/gpurun/gpurun/pipeline/tokenizer/bpe"
 )
 
 // TestTokenizeByteLevelBPE: `gpurun tokenize -t tokenizer.json` (and

@@ -36,7 +36,7 @@ var backendNames = []string{"cpu", "vulkan", "webgpu"}
 
 // nameFreeDirs are the module folders whose non-test files compare no
 // backend name (they branch on gpu.Caps).
-var nameFreeDirs = []string{"pipeline", "gpu/backend/compute"}
+var nameFreeDirs = []string{"pipeline", "internal/backend/compute"}
 
 const gpuImport = Module + "/gpu"
 
@@ -329,13 +329,13 @@ func TestCheckFile(t *testing.T) {
 		{"assertion", "pipeline/a.go", head + "func f(p gpu.Program) { _, _ = p.(gpu.Stepper) }", true, []string{"type assertion to gpu.Stepper"}},
 		{"former interface", "cmd/a.go", head + "func f(b gpu.Backend) { _, _ = b.(gpu.MemoryReporter) }", false, []string{"type assertion to gpu.MemoryReporter"}},
 		{"renamed import", "pipeline/a_test.go", "package p\nimport g \"" + gpuImport + "\"\nfunc f(p g.Program) { _ = p.(g.Stepper) }", false, []string{"type assertion to gpu.Stepper"}},
-		{"type switch", "gpu/backend/compute/a.go", head + "func f(p any) { switch p.(type) { case gpu.Stepper: } }", true, []string{"type switch case gpu.Stepper"}},
+		{"type switch", "internal/backend/compute/a.go", head + "func f(p any) { switch p.(type) { case gpu.Stepper: } }", true, []string{"type switch case gpu.Stepper"}},
 		{"anonymous", "a.go", head + "func f(p gpu.Program) { _, _ = p.(interface{ RunSteps() }) }", false, []string{"gpu's method RunSteps"}},
 		{"in package gpu", "gpu/x.go", "package gpu\nfunc f(p Program) { _, _ = p.(Stepper) }", false, []string{"type assertion to gpu.Stepper"}},
-		{"alias elsewhere", "gpu/backend/compute/a.go", head + "type Profiler = gpu.Profiler", false, []string{"declares Profiler again"}},
+		{"alias elsewhere", "internal/backend/compute/a.go", head + "type Profiler = gpu.Profiler", false, []string{"declares Profiler again"}},
 		{"name compared", "pipeline/a.go", head + "func f(b gpu.Backend) bool { return b.Info().Backend == \"cpu\" }", true, []string{`compares a backend name ("cpu")`}},
 		{"name on the left", "pipeline/a.go", head + "func f(b gpu.Backend) bool { return \"Vulkan\" != b.Info().Backend }", true, []string{`("Vulkan")`}},
-		{"name switch", "gpu/backend/compute/a.go", head + "func f(i gpu.Info) { switch i.Backend { case \"webgpu\": } }", true, []string{`switches on a backend name ("webgpu")`}},
+		{"name switch", "internal/backend/compute/a.go", head + "func f(i gpu.Info) { switch i.Backend { case \"webgpu\": } }", true, []string{`switches on a backend name ("webgpu")`}},
 		{"name by strings", "pipeline/a.go", head + "import \"strings\"\nfunc f(i gpu.Info) bool { return strings.EqualFold(i.Backend, \"vulkan\") }", true, []string{"strings.EqualFold"}},
 		// Allowed.
 		{"main interface", "a.go", head + "func f(p gpu.BatchProgram) { _, _ = p.(gpu.Program) }", false, nil},

@@ -3,9 +3,9 @@
 // in the module (go list, on several target platforms) and fails on an edge
 // the table does not allow, or on a package no layer claims.
 //
-// From the bottom up: shaders, tensors, fusion, gpu/sampler and its random
+// From the bottom up: shaders, tensors, fusion, internal/sampler and its random
 // numbers are leaves; gpu (the Backend and Device interfaces) sits on them;
-// the devices (gpu/vulkan, gpu/webgpu) and the backends (gpu/backend/...)
+// the devices (internal/vulkan, internal/webgpu) and the backends (internal/backend/...)
 // implement gpu; pipeline runs a model on any gpu.Backend its caller gives
 // it, so it imports no backend and no device; the module root
 // (package gpurun) and the commands choose and open the backends.
@@ -40,28 +40,30 @@ type Layer struct {
 
 // Table is the module's layering. Test files may import any layer (a test
 // checks a layer against others: the CPU reference, real models built by
-// pipeline/arch, the backends the root opens); only the Go toolchain's
+// internal/arch, the backends the root opens); only the Go toolchain's
 // own rule against import cycles holds for them.
 var Table = []Layer{
 	{Name: "shaders", Packages: []string{"shaders"},
 		Why: "the kernels' sources and their contracts: a leaf"},
-	{Name: "tensors", Packages: []string{"tensors"},
-		Why: "tensors and the model file formats: a leaf"},
+	{Name: "tensors", Packages: []string{"tensors", "internal/checkpoint", "internal/convert", "internal/gguf",
+		"internal/hf", "internal/llama2c", "internal/lora", "internal/modelfile", "internal/safetensors",
+		"internal/synthetic", "internal/mmap"},
+		Why: "tensors and the model file formats (their readers and writers internal): a leaf"},
 	{Name: "rng", Packages: []string{"internal/philox"},
 		Why: "the counter-based random numbers host and device sampling share: a leaf"},
-	{Name: "sampler", Packages: []string{"gpu/sampler"}, May: []string{"rng"},
+	{Name: "sampler", Packages: []string{"internal/sampler"}, May: []string{"rng"},
 		Why: "host sampling, shared by the backends and the pipeline: a leaf but for its random numbers"},
 	{Name: "fusion", Packages: []string{"fusion"}, May: []string{"tensors"},
 		Why: "the op graph and its rewrites"},
-	{Name: "gpu", Packages: []string{"gpu"}, May: []string{"shaders", "fusion", "tensors"},
+	{Name: "gpu", Packages: []string{"gpu", "internal/tuning", "internal/memcount"}, May: []string{"shaders", "fusion", "tensors"},
 		Why: "the Backend and Device interfaces, over graphs of tensors"},
-	{Name: "devices", Packages: []string{"gpu/vulkan", "gpu/webgpu"}, May: []string{"gpu", "shaders"},
+	{Name: "devices", Packages: []string{"internal/vulkan", "internal/webgpu"}, May: []string{"gpu", "shaders"},
 		Why: "gpu.Device implementations; they load the shaders' compiled modules"},
-	{Name: "backend/compute", Packages: []string{"gpu/backend/compute"}, May: []string{"gpu", "shaders", "fusion", "tensors", "sampler"},
+	{Name: "backend/compute", Packages: []string{"internal/backend/compute"}, May: []string{"gpu", "shaders", "fusion", "tensors", "sampler"},
 		Why: "the GPU backend, over any gpu.Device"},
-	{Name: "backend/cpu", Packages: []string{"gpu/backend/cpu"}, May: []string{"gpu", "shaders", "fusion", "tensors", "sampler"},
+	{Name: "backend/cpu", Packages: []string{"internal/backend/cpu"}, May: []string{"gpu", "shaders", "fusion", "tensors", "sampler"},
 		Why: "the CPU backend"},
-	{Name: "pipeline", Packages: []string{"pipeline"}, May: []string{"gpu", "fusion", "tensors", "sampler", "rng"},
+	{Name: "pipeline", Packages: []string{"pipeline", "internal/arch", "internal/bpe"}, May: []string{"gpu", "fusion", "tensors", "sampler", "rng"},
 		Why: "runs a model on the gpu.Backend its caller gives it: no backend, no device (random numbers for speculative decoding's acceptance draws)"},
 	{Name: "root", Packages: []string{""}, May: []string{"*"},
 		Why: "package gpurun chooses and opens the backends (WithBackend, OpenBackend)"},
@@ -71,7 +73,7 @@ var Table = []Layer{
 		Why: "drives gpurun-web's page in headless Chromium for bench and the browser tests"},
 	{Name: "cmd", Packages: []string{"cmd"}, May: []string{"*"},
 		Why: "the commands"},
-	{Name: "conformance", Packages: []string{"gpu/internal/conformance"}, TestOnly: true,
+	{Name: "conformance", Packages: []string{"internal/conformance"}, TestOnly: true,
 		May: []string{"gpu", "fusion", "tensors", "backend/cpu", "testsupport"},
 		Why: "the backends' parity tables against the CPU reference, below the pipeline: a test passes in the model graph builder (GraphBuilder)"},
 	{Name: "testsupport", TestOnly: true, May: []string{"*"},

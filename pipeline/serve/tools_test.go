@@ -11,13 +11,13 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/gpurun/gpurun/gpu/backend/cpu"
+	"github.com/gpurun/gpurun/internal/backend/cpu"
 	"github.com/gpurun/gpurun/internal/ci"
+	"github.com/gpurun/gpurun/internal/synthetic"
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/pipeline/chat"
 	"github.com/gpurun/gpurun/tensors/model"
-	"github.com/gpurun/gpurun/tensors/synthetic"
 )
 
 // randomChatModel is a tiny Llama of random weights carrying a real

@@ -15,14 +15,14 @@ import (
 
 	"github.com/gpurun/gpurun"
 	"github.com/gpurun/gpurun/gpu"
-	"github.com/gpurun/gpurun/gpu/backend/cpu"
+	"github.com/gpurun/gpurun/internal/backend/cpu"
+	"github.com/gpurun/gpurun/internal/checkpoint"
+	"github.com/gpurun/gpurun/internal/gguf"
 	"github.com/gpurun/gpurun/internal/gputest"
+	"github.com/gpurun/gpurun/internal/lora"
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/pipeline/internal/tuning"
-	"github.com/gpurun/gpurun/tensors/checkpoint"
-	"github.com/gpurun/gpurun/tensors/gguf"
-	"github.com/gpurun/gpurun/tensors/lora"
 )
 
 // TestVariants serves the tiny llama bare and with two LoRA adapters

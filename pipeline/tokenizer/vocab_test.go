@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpurun/gpurun/internal/llama2c"
 	"github.com/gpurun/gpurun/internal/testmodels"
-	"github.com/gpurun/gpurun/tensors/llama2c"
 	"github.com/gpurun/gpurun/tensors/model"
 )
 

@@ -1,7 +1,7 @@
 // argmax: out[0] = the index of the largest of the first n values of x, as
 // an f32 (exact below 2^24), the lowest index on ties as a host loop
 // scanning upward would pick; NaNs are never picked, and when every value is
-// NaN (or n is 0) out[0] is 0, as gpu/sampler.Greedy answers. -inf can
+// NaN (or n is 0) out[0] is 0, as internal/sampler.Greedy answers. -inf can
 // win. One workgroup; dispatch (1, 1, 1). This is fusion.Argmax: greedy
 // sampling on the device, so only the token id is read back. With no rows
 // to run (step word 1 is 0: a step of a multi-step submission that its

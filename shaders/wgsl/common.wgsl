@@ -108,7 +108,7 @@ fn half_bits(v: f32, i: u32) -> u32 {
 }
 
 // gelu_tanh is the tanh approximation of GELU as llama.cpp's CPU backend (and
-// so the CPU reference, gpu/backend/cpu) evaluates it: the input rounded to binary16,
+// so the CPU reference, internal/backend/cpu) evaluates it: the input rounded to binary16,
 // the f32 formula, the result rounded to binary16; inputs <= -10 give 0 and
 // inputs >= 10 pass through.
 fn gelu_tanh(v: f32) -> f32 {

@@ -1,13 +1,13 @@
 // sample: out[0] = the token id drawn from the first n values of x (one
 // logits row) by temperature, top-k and top-p, as an f32 (exact below
-// 2^24). This is fusion.Sample, and it is gpu/sampler's algorithm
+// 2^24). This is fusion.Sample, and it is internal/sampler's algorithm
 // operation for operation (f32, the same order), so both pick the same id:
 //   1. y = x * inv_temperature (host-computed 1/T); NaN is never kept.
 //      arg = the greedy id of x, hi = x[arg] * inv_temperature (the
 //      largest y); every x NaN: 0; hi not finite or top-k 1: arg.
 //   2. top-k: kmin = the largest order key K with count(key(y) >= K) >= k
 //      (the key of the k-th largest y; 0 when fewer than k are valid),
-//      found by a radix select, 8 bits per counting pass (gpu/sampler
+//      found by a radix select, 8 bits per counting pass (internal/sampler
 //      finds the same key bit by bit; the first pass shares step 1's scan,
 //      the later ones count only the keys gathered after the first when
 //      at most CAP share its digit); kept: key(y) >= kmin.
@@ -66,7 +66,7 @@ var<private> rule: Rule;
 
 // include: token_mask
 
-// WG is gpu/sampler.Chunks.
+// WG is internal/sampler.Chunks.
 const WG: u32 = 256u;
 const NONE: u32 = 0xffffffffu;
 var<workgroup> red_f: array<f32, 257>;

@@ -10,8 +10,8 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/gpurun/gpurun/internal/llama2c"
 	"github.com/gpurun/gpurun/pipeline/tokenizer"
-	"github.com/gpurun/gpurun/tensors/llama2c"
 )
 
 func main() {

@@ -1,0 +1,167 @@
+package compute
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/internal/gputest"
+	"github.com/gpurun/gpurun/internal/webgpu"
+)
+
+// TestKVCacheBytes: an f16 cache takes half the bytes of an f32 one (for an
+// odd head dim, the padded last half included), layer by layer.
+func TestKVCacheBytes(t *testing.T) {
+	dev, err := webgpu.Open(context.Background())
+	gputest.NoDevice(t, "webgpu", err)
+	defer dev.Close()
+	be := New(dev)
+	defer be.Close()
+	tests := []struct {
+		kvHeads, headDim, maxLen int
+		f16                      bool
+		want                     int64 // bytes of each layer's K (and V) buffer
+	}{
+		{4, 8, 512, false, 4 * 8 * 512 * 4},
+		{4, 8, 512, true, 4 * 8 * 512 * 2},
+		{2, 7, 100, false, 2 * 7 * 100 * 4},
+		{2, 7, 100, true, 2 * 8 * 100 * 2}, // 7 halves padded to 4 words
+		{1, 256, 33, true, 256 * 33 * 2},
+	}
+	for _, tc := range tests {
+		spec := fusion.KVSpec{Layers: 3, KVHeads: tc.kvHeads, HeadDim: tc.headDim, MaxLen: tc.maxLen, F16: tc.f16}
+		c, err := be.NewKVCache(spec)
+		if err != nil {
+			t.Fatalf("%+v: %v", spec, err)
+		}
+		kv := c.(*kvCache)
+		if len(kv.k) != spec.Layers || len(kv.v) != spec.Layers {
+			t.Errorf("%+v: %d K and %d V buffers, want %d", spec, len(kv.k), len(kv.v), spec.Layers)
+		}
+		for l := range kv.k {
+			if kv.k[l].Size() != tc.want || kv.v[l].Size() != tc.want {
+				t.Errorf("%+v: layer %d: K %d bytes, V %d, want %d", spec, l, kv.k[l].Size(), kv.v[l].Size(), tc.want)
+			}
+		}
+		c.Release()
+	}
+}
+
+// TestKVCacheRings: a ring layer's K and V buffers hold 2*ring slots per
+// head (the CPU backend's mirrored ring), a full layer MaxLen; specs the
+// CPU backend refuses (a ring past MaxLen or negative, ring lengths for
+// another number of layers) are refused with gpu.ErrUnsupported.
+func TestKVCacheRings(t *testing.T) {
+	dev, err := webgpu.Open(context.Background())
+	gputest.NoDevice(t, "webgpu", err)
+	defer dev.Close()
+	be := New(dev)
+	defer be.Close()
+	for _, f16 := range []bool{false, true} {
+		spec := fusion.KVSpec{Layers: 3, KVHeads: 2, HeadDim: 8, MaxLen: 64, F16: f16, Ring: []int{0, 16, 5}}
+		c, err := be.NewKVCache(spec)
+		if err != nil {
+			t.Fatalf("%+v: %v", spec, err)
+		}
+		elem := int64(4)
+		if f16 {
+			elem = 2
+		}
+		kv := c.(*kvCache)
+		for l, slots := range []int64{64, 32, 10} {
+			want := 2 * 8 * slots * elem
+			if kv.k[l].Size() != want || kv.v[l].Size() != want {
+				t.Errorf("%+v: layer %d: K %d bytes, V %d, want %d", spec, l, kv.k[l].Size(), kv.v[l].Size(), want)
+			}
+		}
+		c.Release()
+	}
+	for _, ring := range [][]int{{0, 65}, {0, -1}, {16}} {
+		spec := fusion.KVSpec{Layers: 2, KVHeads: 1, HeadDim: 8, MaxLen: 64, Ring: ring}
+		if _, err := be.NewKVCache(spec); !errors.Is(err, gpu.ErrUnsupported) {
+			t.Errorf("NewKVCache(%+v) = %v, want gpu.ErrUnsupported", spec, err)
+		}
+	}
+}
+
+// TestCopyKVRings: CopyKV copies a ring layer whole (its 2R slots hold the
+// last R positions, wherever the ring stands) between caches of the same
+// rings, positions [0, n) of a full layer, and refuses caches whose rings
+// differ (a full cache cannot be filled from a ring) with gpu.ErrStep.
+func TestCopyKVRings(t *testing.T) {
+	dev, err := webgpu.Open(context.Background())
+	gputest.NoDevice(t, "webgpu", err)
+	defer dev.Close()
+	be := New(dev)
+	defer be.Close()
+	spec := fusion.KVSpec{Layers: 2, KVHeads: 2, HeadDim: 4, MaxLen: 32, Ring: []int{0, 5}}
+	src, err := be.NewKVCache(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Release()
+	dst, err := be.NewKVCache(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Release()
+	s, d := src.(*kvCache), dst.(*kvCache)
+	fill := func(b gpu.Buffer, seed byte) []byte {
+		data := make([]byte, b.Size())
+		for i := range data {
+			data[i] = seed + byte(i*7)
+		}
+		if err := dev.Write(b, 0, data); err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	var want [2][2][]byte
+	for l := range 2 {
+		want[l][0], want[l][1] = fill(s.k[l], byte(l)), fill(s.v[l], byte(l+9))
+	}
+	const n = 17 // past the ring of 5: its 10 slots all live
+	if err := be.CopyKV(dst, src, n); err != nil {
+		t.Fatal(err)
+	}
+	read := func(b gpu.Buffer) []byte {
+		out := make([]byte, b.Size())
+		if err := dev.Read(b, 0, out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	// Layer 1 (the ring) whole; layer 0 (full) positions [0, n) of each
+	// head's keys, and of each value row.
+	if k, v := read(d.k[1]), read(d.v[1]); !bytes.Equal(k, want[1][0]) || !bytes.Equal(v, want[1][1]) {
+		t.Error("ring layer not copied whole")
+	}
+	k, v := read(d.k[0]), read(d.v[0])
+	for h := range 2 {
+		run := n * 4 * 4
+		at := h * 32 * 4 * 4
+		if !bytes.Equal(k[at:at+run], want[0][0][at:at+run]) {
+			t.Errorf("full layer, head %d: keys of [0, %d) not copied", h, n)
+		}
+		for w := range 4 {
+			at := (h*4 + w) * 32 * 4
+			if !bytes.Equal(v[at:at+n*4], want[0][1][at:at+n*4]) {
+				t.Errorf("full layer, head %d, dim %d: values of [0, %d) not copied", h, w, n)
+			}
+		}
+	}
+	full, err := be.NewKVCache(fusion.KVSpec{Layers: 2, KVHeads: 2, HeadDim: 4, MaxLen: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer full.Release()
+	if err := be.CopyKV(full, src, n); !errors.Is(err, gpu.ErrStep) {
+		t.Errorf("CopyKV(full cache, ring cache) = %v, want gpu.ErrStep", err)
+	}
+	if err := be.CopyKV(src, full, n); !errors.Is(err, gpu.ErrStep) {
+		t.Errorf("CopyKV(ring cache, full cache) = %v, want gpu.ErrStep", err)
+	}
+}

@@ -1,0 +1,65 @@
+package conformance
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/tensors"
+)
+
+// sampleRules are the rules of the sampling cases: each mode of
+// internal/sampler alone and together, and top-k 1 (greedy).
+var sampleRules = []fusion.Sampling{
+	{Temperature: 0.8, TopK: 40, TopP: 0.9, Seed: 42},
+	{Temperature: 1, Seed: 1},
+	{Temperature: 0.5, TopP: 0.5, Seed: 1 << 40},
+	{Temperature: 2, TopK: 3, Seed: 7},
+	{Temperature: 1.3, TopK: 1, Seed: 7},
+	{Temperature: 0.7, TopP: 0.999, Seed: math.MaxUint64},
+}
+
+// SampleCases are the device-sampling cases: fusion.Sample after LastRow
+// over rows of a few widths (around the kernel's 256 chunks and a real
+// vocabulary, 32000), every rule of sampleRules, each row drawn at several
+// steps (positions), so the ids depend on the Philox draw of each step.
+func SampleCases() []Case {
+	var cs []Case
+	for _, cols := range []int{5, 255, 257, 512, 32000} {
+		for ri, rule := range sampleRules {
+			cs = append(cs, Case{
+				Name: fmt.Sprintf("sample/c%d/r%d", cols, ri),
+				Build: func() (*fusion.Graph, []*tensors.Tensor) {
+					r := rand.New(rand.NewPCG(11, uint64(cols)))
+					vals := uniform(r, vocab*cols, 4)
+					// Row 1 has ties and a NaN, row 2 a few outstanding ids.
+					row := vals[cols : 2*cols]
+					row[0] = float32(math.NaN())
+					row[cols/2], row[cols-1] = 3, 3
+					row = vals[2*cols : 3*cols]
+					for i := 0; i < cols; i += 97 {
+						row[i] = 6 + float32(i%5)*0.1
+					}
+					g := &fusion.Graph{Tokens: 2}
+					x := input(g, "x", cols)
+					last := g.Add(&fusion.LastRowOp{Out: g.NewBuf("last", 1, cols), In: x})
+					g.Logits = g.Add(&fusion.SampleOp{Out: g.NewBuf("id", 1, 1), In: last, Sampling: rule})
+					return g, []*tensors.Tensor{mustTensor(tensors.FromF32("x", []int{vocab, cols}, vals, tensors.F32))}
+				},
+				Steps: sampleSteps(),
+				Tol:   exact,
+			})
+		}
+	}
+	return cs
+}
+
+// sampleSteps draws from rows 0 to 3 at positions 0, 1, 2, ... 23.
+func sampleSteps() []Step {
+	var steps []Step
+	for i := range 24 {
+		steps = append(steps, Step{Tokens: []int32{int32((i + 5) % vocab), int32(i % 4)}, Pos: i})
+	}
+	return steps
+}
