@@ -26,6 +26,8 @@ func (fakeKernel) Release() {}
 
 func (d *countingDevice) Info() gpu.Info { return gpu.Info{Backend: "fake"} }
 
+func (d *countingDevice) Caps() gpu.Caps { return gpu.Caps{} }
+
 func (d *countingDevice) NewKernel(spec shaders.KernelSpec) (gpu.Kernel, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
