@@ -87,6 +87,7 @@ const (
 	MatMulRopeKV                 // MatMulRopeKVOp
 	MoE                          // MoEOp
 	RowLoRA                      // RowLoRAOp
+	ShortConv                    // ShortConvOp
 )
 
 // Sampling is the rule of a Sample op (gpu/sampler.Options' fields):
@@ -117,7 +118,7 @@ var kindNames = map[Kind]string{Embed: "embed", Norm: "norm", MatMul: "matmul", 
 	SoftCap: "softcap", LastRow: "last_row",
 	MultiMatMul: "multi_matmul", MatMulGLU: "matmul_glu", Argmax: "argmax", Sample: "sample",
 	RopeStoreKV: "rope_store_kv", MatMulRopeKV: "matmul_rope_kv", MoE: "moe",
-	RowLoRA: "row_lora"}
+	RowLoRA: "row_lora", ShortConv: "short_conv"}
 
 func (k Kind) String() string {
 	if s, ok := kindNames[k]; ok {
@@ -146,12 +147,18 @@ type KVSpec struct {
 	// are those of a full cache. Backends may refuse rings
 	// (gpu.ErrUnsupported).
 	Ring []int
+	// State, when not nil, has one entry per layer: a layer whose entry is
+	// Recurrent keeps that state (LayerState) instead of keys and values,
+	// and only the ops of its mixer (ShortConvOp) name it; no StoreKV or
+	// Attention does. Backends that keep no states refuse those ops when
+	// compiling (gpu.ErrUnsupported).
+	State []LayerState
 }
 
 // Equal reports whether s and o describe the same cache.
 func (s KVSpec) Equal(o KVSpec) bool {
 	return s.Layers == o.Layers && s.KVHeads == o.KVHeads && s.HeadDim == o.HeadDim && s.MaxLen == o.MaxLen &&
-		s.F16 == o.F16 && slices.Equal(s.Ring, o.Ring)
+		s.F16 == o.F16 && slices.Equal(s.Ring, o.Ring) && slices.Equal(s.State, o.State)
 }
 
 // RingLen is the ring length of layer l (0: the layer keeps MaxLen
@@ -202,12 +209,13 @@ func (g *Graph) Add(op Op) Buf {
 	return -1
 }
 
-// UsesKV reports whether the graph reads or writes the KV cache, so that a
-// backend compiling it needs one.
+// UsesKV reports whether the graph reads or writes the KV cache (keys and
+// values or a layer's recurrent state), so that a backend compiling it
+// needs one.
 func (g *Graph) UsesKV() bool {
 	for _, op := range g.Ops {
 		switch op.(type) {
-		case *StoreKVOp, *AttentionOp, *RopeStoreKVOp, *MatMulRopeKVOp:
+		case *StoreKVOp, *AttentionOp, *RopeStoreKVOp, *MatMulRopeKVOp, *ShortConvOp:
 			return true
 		}
 	}

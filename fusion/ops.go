@@ -610,6 +610,8 @@ func Weights(op Op) []string {
 		pro(o.Prologue)
 	case *AttentionOp:
 		add(o.Sinks)
+	case *ShortConvOp:
+		add(o.Weight)
 	case *MoEOp:
 		add(o.Router, o.RouterBias, o.Gate, o.GateBias, o.Up, o.UpBias, o.Down, o.DownBias)
 	case *RowLoRAOp:

@@ -118,6 +118,15 @@ func Arch2(t testing.TB, name string) Arch2Golden {
 	return g
 }
 
+// Arch3 decodes arch3/<name>.golden.json from Dir: llama.cpp's outputs for
+// the hybrid and 2026 architectures (arch3/README.md), in ArchGolden's form.
+func Arch3(t testing.TB, name string) ArchGolden {
+	t.Helper()
+	var g ArchGolden
+	decode(t, Path(t, "arch3", name+".golden.json"), &g)
+	return g
+}
+
 func decode(t testing.TB, path string, v any) {
 	t.Helper()
 	raw, err := os.ReadFile(path)

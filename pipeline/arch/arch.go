@@ -4,7 +4,8 @@
 // partial rotary, gated or plain FFN, parallel or sequential blocks, Gemma 2
 // post-norms, soft caps and sliding windows, biases, tied heads, embedding
 // scale; q/k norms per head, RoPE factor tables and attention factor,
-// per-layer RoPE bases and NoPE layers) are all knobs of the config.
+// per-layer RoPE bases and NoPE layers; LFM2's gated short convolution
+// layers in place of attention) are all knobs of the config.
 package arch
 
 import (
@@ -54,6 +55,14 @@ type BuildOptions struct {
 // pipeline allocates it with the same options.
 func KVSpec(cfg *model.Config, opts BuildOptions) fusion.KVSpec {
 	spec := fusion.KVSpec{Layers: cfg.Layers, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim, MaxLen: opts.MaxLen, F16: opts.KVF16}
+	for l := range cfg.Layers {
+		if cfg.ConvLayer(l) {
+			if spec.State == nil {
+				spec.State = make([]fusion.LayerState, cfg.Layers)
+			}
+			spec.State[l] = fusion.LayerState{ConvChannels: cfg.Dim, ConvWindow: cfg.ConvWidth - 1}
+		}
+	}
 	if opts.RingTokens <= 0 {
 		return spec
 	}
@@ -153,6 +162,7 @@ type builder struct {
 	up, gate   fusion.Buf // FFN hidden [T, hidden]
 	ffn        fusion.Buf // FFN block output [T, dim]
 	h2         fusion.Buf // normed input of the FFN in sequential blocks
+	bcx, conv  fusion.Buf // a short convolution layer's [B | C | x] and gated output
 	dim, qCols int
 
 	lora     map[string][]LoRAPair   // BuildOptions.LoRA
@@ -181,6 +191,10 @@ func (b *builder) forward(allLogits bool) {
 		}
 	}
 	b.ffn = g.NewBuf("ffn_out", T, c.Dim)
+	if c.Recurrent() {
+		b.bcx = g.NewBuf("conv_bcx", T, 3*c.Dim)
+		b.conv = g.NewBuf("conv_out", T, c.Dim)
+	}
 
 	g.Add(&fusion.EmbedOp{Out: b.x, Weight: model.TokenEmbedding, Scale: c.EmbedScale})
 	for l := range c.Layers {
@@ -218,7 +232,11 @@ func (b *builder) forward(allLogits bool) {
 func (b *builder) layer(l int) {
 	c, g := b.cfg, b.g
 	b.norm(b.h, b.x, model.Layer(l, model.AttnNorm), model.Layer(l, model.AttnNormBias))
-	b.attention(l, b.h)
+	if c.ConvLayer(l) {
+		b.shortConv(l, b.h)
+	} else {
+		b.attention(l, b.h)
+	}
 	if c.PostNorms {
 		b.norm(b.proj, b.proj, model.Layer(l, model.PostAttnNorm), "")
 	}
@@ -264,6 +282,16 @@ func (b *builder) attention(l int, h fusion.Buf) {
 	}
 	g.Add(att)
 	b.linear(b.proj, b.att, model.Layer(l, model.WO), model.Layer(l, model.BO), c.OutBias)
+}
+
+// shortConv emits the gated short convolution block of layer l (LFM2) on
+// input h into b.proj: [B | C | x] = in_proj·h, the convolution with its
+// state (fusion.ShortConvOp), then out_proj.
+func (b *builder) shortConv(l int, h fusion.Buf) {
+	c := b.cfg
+	b.linear(b.bcx, h, model.Layer(l, model.ConvInProj), "", false)
+	b.g.Add(&fusion.ShortConvOp{Out: b.conv, In: b.bcx, Weight: model.Layer(l, model.ConvKernel), Layer: l, Channels: c.Dim, Width: c.ConvWidth})
+	b.linear(b.proj, b.conv, model.Layer(l, model.ConvOutProj), "", false)
 }
 
 // feedForward emits the FFN of layer l on input h into b.ffn:

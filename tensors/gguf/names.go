@@ -40,6 +40,9 @@ var layerNames = map[string]string{
 	"ffn_up_exps.bias":           model.ExpertsUpBias,
 	"ffn_down_exps.bias":         model.ExpertsDownBias,
 	"attn_sinks.weight":          model.AttnSinks,
+	"shortconv.in_proj.weight":   model.ConvInProj,
+	"shortconv.conv.weight":      model.ConvKernel,
+	"shortconv.out_proj.weight":  model.ConvOutProj,
 }
 
 var globalNames = map[string]string{
@@ -49,6 +52,10 @@ var globalNames = map[string]string{
 	"output.weight":      model.LMHead,
 	"output.bias":        model.LMHeadBiasName,
 }
+
+// lfm2FinalNorm is LFM2's final norm, named token_embd_norm in GGUF
+// (llama.cpp's LLM_TENSOR_OUTPUT_NORM_LFM2); it has no output_norm.
+const lfm2FinalNorm = "token_embd_norm.weight"
 
 // Fused QKV projections, split into Q, K and V rows on import.
 const (

@@ -52,6 +52,11 @@ const (
 	ExpertsUpBias   = "ff_layer.moe.up.b"     // [experts, expert_hidden]
 	ExpertsDownBias = "ff_layer.moe.down.b"   // [experts, dim]
 	AttnSinks       = "self_attention.sinks"  // [heads]
+	// A gated short convolution layer's (Config.ConvLayers) tensors in
+	// place of the attention ones.
+	ConvInProj  = "short_conv.in_proj.w"  // [3*dim, dim]: B, C, x rows
+	ConvKernel  = "short_conv.conv.w"     // [dim, conv_width]
+	ConvOutProj = "short_conv.out_proj.w" // [dim, dim]
 )
 
 // Layer returns the full name of a per-layer tensor.

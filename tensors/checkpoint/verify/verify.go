@@ -5,6 +5,7 @@ package verify
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/gpurun/gpurun/tensors"
 	"github.com/gpurun/gpurun/tensors/model"
@@ -33,7 +34,13 @@ func Complete(ck *model.Checkpoint) error {
 	c.VocabSize = emb.Shape[0]
 	c.Tied = byName[model.LMHead] == nil
 	c.LMHeadBias = byName[model.LMHeadBiasName] != nil
-	has := func(suffix string) bool { return byName[model.Layer(0, suffix)] != nil }
+	// The bias flags come from layer 0, or from the first attention layer
+	// for the attention biases.
+	first := 0
+	for first < c.Layers-1 && c.ConvLayer(first) {
+		first++
+	}
+	has := func(suffix string) bool { return byName[model.Layer(first, suffix)] != nil }
 	c.QKVBias = has(model.BQ)
 	c.OutBias = has(model.BO)
 	c.FFNBias = has(model.BUp) || has(model.BDown)
@@ -101,8 +108,22 @@ func Complete(ck *model.Checkpoint) error {
 			want[name] = bias[name]
 		}
 	}
+	// A short convolution layer has its own tensors in place of the
+	// attention ones.
+	attnOnly := []string{model.WQ, model.WK, model.WV, model.WO, model.BQ, model.BK, model.BV, model.BO, model.QNorm, model.KNorm, model.AttnSinks}
+	conv := map[string][]int{model.ConvInProj: {3 * c.Dim, c.Dim}, model.ConvKernel: {c.Dim, c.ConvWidth}, model.ConvOutProj: {c.Dim, c.Dim}}
 	for l := range c.Layers {
+		if c.ConvLayer(l) {
+			for suffix, shape := range conv {
+				if err := checkShape(byName, model.Layer(l, suffix), shape); err != nil {
+					return err
+				}
+			}
+		}
 		for suffix, shape := range want {
+			if c.ConvLayer(l) && slices.Contains(attnOnly, suffix) {
+				continue
+			}
 			if err := checkShape(byName, model.Layer(l, suffix), shape); err != nil {
 				return err
 			}
