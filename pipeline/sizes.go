@@ -49,7 +49,9 @@ func kvBytesPerPosition(cfg *model.Config, kvF16 bool) int64 {
 	if kvF16 {
 		elem = 2
 	}
-	return 2 * int64(cfg.Layers) * int64(cfg.KVHeads) * int64(cfg.HeadDim) * elem
+	// A hybrid's recurrent layers keep no keys and values.
+	layers := int64(cfg.Layers - len(cfg.ConvLayers))
+	return 2 * layers * int64(cfg.KVHeads) * int64(cfg.HeadDim) * elem
 }
 
 // decodeWeightBytes is DecodeBytes' weights of the tensors ws: all but

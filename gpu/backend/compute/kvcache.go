@@ -36,6 +36,11 @@ func (b *backend) NewKVCache(spec fusion.KVSpec) (gpu.KVCache, error) {
 	if spec.Layers < 0 || spec.KVHeads <= 0 || spec.HeadDim <= 0 || spec.MaxLen <= 0 {
 		return nil, fmt.Errorf("compute: kv cache spec %+v: %w", spec, gpu.ErrUnsupported)
 	}
+	if spec.Recurrent() {
+		// Caps().RecurrentState is off: no kernel runs the ops of a
+		// recurrent layer yet.
+		return nil, fmt.Errorf("compute: kv cache: recurrent layer states (op %s): %w", fusion.ShortConv, gpu.ErrUnsupported)
+	}
 	if spec.Ring != nil && len(spec.Ring) != spec.Layers {
 		return nil, fmt.Errorf("compute: kv cache spec %+v: ring lengths for %d layers: %w", spec, len(spec.Ring), gpu.ErrUnsupported)
 	}
