@@ -29,9 +29,9 @@ func lfm2(t *testing.T) (*model.Checkpoint, testmodels.ArchGolden) {
 }
 
 // TestLFM2Generation: on the hybrid, every way the pipeline decodes gives
-// llama.cpp's 24 greedy ids: plain sessions, two sessions at once in
-// batched rounds (each row its own sequence's state), and speculative
-// decoding by prompt lookup (off on hybrids: the same ids).
+// llama.cpp's 24 greedy ids: plain sessions, and two sessions at once in
+// batched rounds (each row its own sequence's state); speculative decoding
+// by prompt lookup (off on hybrids) gives the ids of plain decoding.
 func TestLFM2Generation(t *testing.T) {
 	ck, g := lfm2(t)
 	greedy := pipeline.GenerateOptions{MaxTokens: len(g.GreedyIDs), IgnoreStopTokens: true}
@@ -40,10 +40,15 @@ func TestLFM2Generation(t *testing.T) {
 	if got := collect(t, m.NewSession(), prompt, greedy); !slices.Equal(got, g.GreedyIDs) {
 		t.Errorf("greedy ids\n got %v\nwant %v (llama.cpp)", got, g.GreedyIDs)
 	}
-	spec := greedy
-	spec.Speculation = &pipeline.Speculation{Lookup: 3}
-	if got := collect(t, m.NewSession(), prompt, spec); !slices.Equal(got, g.GreedyIDs) {
-		t.Errorf("speculative (lookup): ids\n got %v\nwant %v", got, g.GreedyIDs)
+	// Sampled from the prompt twice: lookup drafts tokens the target
+	// rejects (the 15th token repeats an earlier one, and lookup guesses
+	// what followed it), so a verifier would have to roll the states back.
+	sampled := pipeline.GenerateOptions{MaxTokens: len(g.GreedyIDs), IgnoreStopTokens: true, Temperature: 2, Seed: 7}
+	twice := pipeline.Prompt{IDs: append(slices.Clone(g.PromptIDs), g.PromptIDs...)}
+	want := collect(t, m.NewSession(), twice, sampled)
+	sampled.Speculation = &pipeline.Speculation{Lookup: 3}
+	if got := collect(t, m.NewSession(), twice, sampled); !slices.Equal(got, want) {
+		t.Errorf("speculative (lookup): ids\n got %v\nwant %v (plain decoding)", got, want)
 	}
 
 	mb := load(t, ck, pipeline.Options{MaxCache: 64, Slots: 2}.WithTuning(tuning.Options{AlwaysBatch: true}))
@@ -136,6 +141,17 @@ func TestLFM2PrefixCache(t *testing.T) {
 	}
 	if want := collect(t, plain.NewSession(), pipeline.Prompt{IDs: ctx}, opts); !slices.Equal(got, want) {
 		t.Errorf("ids from the prefix cache %v, without it %v", got, want)
+	}
+	// A context sharing only part of an entry (a's prompt): the entry's
+	// states are past it, so it serves nothing and the context runs whole.
+	part := append(slices.Clone(g.PromptIDs), 5, 6)
+	d := m.NewSession()
+	got = collect(t, d, pipeline.Prompt{IDs: part}, opts)
+	if hits, _ := pipeline.PrefixStats(m); hits != 1 || d.Metrics().PrefillTokens != len(part) {
+		t.Errorf("partial prefix: prefix cache hits %d (want still 1), prefilled %d of %d tokens", hits, d.Metrics().PrefillTokens, len(part))
+	}
+	if want := collect(t, plain.NewSession(), pipeline.Prompt{IDs: part}, opts); !slices.Equal(got, want) {
+		t.Errorf("partial prefix: ids %v, without a prefix cache %v", got, want)
 	}
 }
 

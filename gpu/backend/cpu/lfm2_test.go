@@ -2,6 +2,8 @@ package cpu_test
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"testing"
 
 	"github.com/gpurun/gpurun/fusion"
@@ -131,4 +133,94 @@ func TestLFM2Ablations(t *testing.T) {
 			t.Errorf("%s: logits move only %.3g, not past 10x the tolerance %g", tc.name, worst, lfm2Tol)
 		}
 	}
+}
+
+// TestRecurrentStateCache: a recurrent state goes forward only. A step
+// that does not continue where the state ends fails with gpu.ErrStep (no
+// silent logits from a stale state); CopyKV copies a state for exactly the
+// position it holds (the copy then decodes bit for bit as the source),
+// refuses any other prefix, and with n = 0 resets it.
+func TestRecurrentStateCache(t *testing.T) {
+	g := testmodels.Arch3(t, "lfm2")
+	ck, err := gguf.Load(testmodels.Path(t, "arch3", "lfm2.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	be := cpu.New(cpu.Options{Threads: 1})
+	w, err := be.LoadWeights(ctx, ck.Tensors)
+	if err != nil {
+		t.Fatal(err)
+	}
+	build := func(tokens int) *fusion.Graph {
+		graph, err := arch.Build(&ck.Config, arch.BuildOptions{Tokens: tokens, MaxLen: 32})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return graph
+	}
+	n := len(g.PromptIDs)
+	spec := build(1).KV
+	if !spec.Recurrent() {
+		t.Fatal("lfm2's cache spec has no recurrent state")
+	}
+	progs := func() (gpu.KVCache, gpu.Program, gpu.Program) {
+		kv, err := be.NewKVCache(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pre, err := be.Compile(build(n), w, kv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec, err := be.Compile(build(1), w, kv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kv, pre, dec
+	}
+	src, pre, dec := progs()
+	if err := pre.Run(ctx, testmodels.IDs32(g.PromptIDs), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := dec.Run(ctx, []int32{1}, n+1); !errors.Is(err, gpu.ErrStep) {
+		t.Errorf("decode past the state's position: %v, want gpu.ErrStep", err)
+	}
+	if err := dec.Run(ctx, []int32{1}, n-1); !errors.Is(err, gpu.ErrStep) {
+		t.Errorf("decode before the state's position: %v, want gpu.ErrStep", err)
+	}
+	dst, _, dec2 := progs()
+	if err := be.CopyKV(dst, src, n-1); !errors.Is(err, gpu.ErrStep) {
+		t.Errorf("copy of %d positions from a state at %d: %v, want gpu.ErrStep", n-1, n, err)
+	}
+	if err := be.CopyKV(dst, src, n); err != nil {
+		t.Fatal(err)
+	}
+	vocab := ck.Config.VocabSize
+	a, b := make([]float32, vocab), make([]float32, vocab)
+	for i, p := range []gpu.Program{dec, dec2} {
+		if err := p.Run(ctx, []int32{int32(g.GreedyIDs[0])}, n); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Logits([][]float32{a, b}[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !slices.Equal(a, b) {
+		t.Errorf("the copied cache decodes differently: max |Δ| %g", testmodels.MaxAbsDiff(a, toF64(b)))
+	}
+	if err := be.CopyKV(dst, src, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := dec2.Run(ctx, []int32{1}, n+1); !errors.Is(err, gpu.ErrStep) {
+		t.Errorf("decode after a reset to 0: %v, want gpu.ErrStep", err)
+	}
+}
+
+func toF64(x []float32) []float64 {
+	out := make([]float64, len(x))
+	for i, v := range x {
+		out[i] = float64(v)
+	}
+	return out
 }
