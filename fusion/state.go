@@ -19,7 +19,7 @@ import (
 // zero), which is how a sequence resets it; a step at any other Pos must
 // continue exactly where the last step on the cache ended, and backends
 // fail it with gpu.ErrStep otherwise (a caller that rolls a sequence back
-// must restart it from 0).
+// must restart it from 0). States are kept in f32 whatever KVSpec.F16.
 type LayerState struct {
 	// ConvChannels and ConvWindow: the last ConvWindow inputs of each of
 	// ConvChannels channels of a causal convolution (its width minus one).
