@@ -130,8 +130,10 @@ func (pc *prefixCache) save(m *Model, tokens []int, kv gpu.KVCache) {
 			// at their end).
 			e.used = pc.tick
 			return
-		case n == len(e.tokens):
-			// tokens extend e: e gives way.
+		case n == len(e.tokens) && !m.recurrent():
+			// tokens extend e: e gives way. (On a hybrid e stays: its
+			// states hold its end, which the new entry's do not, so it
+			// still serves contexts that extend it and not tokens.)
 			e.kv.Release()
 			pc.used -= e.bytes
 			continue
