@@ -92,6 +92,7 @@ const (
 	RowLoRA                      // RowLoRAOp
 	Scale                        // ScaleOp
 	Columns                      // ColumnsOp
+	ShortConv                    // ShortConvOp
 )
 
 // Sampling is the rule of a Sample op (internal/sampler.Options' fields):
@@ -122,7 +123,7 @@ var kindNames = map[Kind]string{Embed: "embed", Norm: "norm", MatMul: "matmul", 
 	SoftCap: "softcap", LastRow: "last_row",
 	MultiMatMul: "multi_matmul", MatMulGLU: "matmul_glu", Argmax: "argmax", Sample: "sample",
 	RopeStoreKV: "rope_store_kv", MatMulRopeKV: "matmul_rope_kv", MoE: "moe",
-	RowLoRA: "row_lora", Scale: "scale", Columns: "columns"}
+	RowLoRA: "row_lora", Scale: "scale", Columns: "columns", ShortConv: "short_conv"}
 
 func (k Kind) String() string {
 	if s, ok := kindNames[k]; ok {
@@ -158,12 +159,18 @@ type KVSpec struct {
 	// last layers sharing the KV of earlier ones). Backends may refuse
 	// them (gpu.ErrUnsupported).
 	HeadDims []int
+	// State, when not nil, has one entry per layer: a layer whose entry is
+	// Recurrent keeps that state (LayerState) instead of keys and values,
+	// and only the ops of its mixer (ShortConvOp) name it; no StoreKV or
+	// Attention does. Backends that keep no states refuse those ops when
+	// compiling (gpu.ErrUnsupported).
+	State []LayerState
 }
 
 // Equal reports whether s and o describe the same cache.
 func (s KVSpec) Equal(o KVSpec) bool {
 	return s.Layers == o.Layers && s.KVHeads == o.KVHeads && s.HeadDim == o.HeadDim && s.MaxLen == o.MaxLen &&
-		s.F16 == o.F16 && slices.Equal(s.Ring, o.Ring) && slices.Equal(s.HeadDims, o.HeadDims)
+		s.F16 == o.F16 && slices.Equal(s.Ring, o.Ring) && slices.Equal(s.HeadDims, o.HeadDims) && slices.Equal(s.State, o.State)
 }
 
 // LayerHeadDim is the head dim of layer l's cache (HeadDim without
@@ -229,12 +236,13 @@ func (g *Graph) Add(op Op) Buf {
 	return -1
 }
 
-// UsesKV reports whether the graph reads or writes the KV cache, so that a
-// backend compiling it needs one.
+// UsesKV reports whether the graph reads or writes the KV cache (keys and
+// values or a layer's recurrent state), so that a backend compiling it
+// needs one.
 func (g *Graph) UsesKV() bool {
 	for _, op := range g.Ops {
 		switch op.(type) {
-		case *StoreKVOp, *AttentionOp, *RopeStoreKVOp, *MatMulRopeKVOp:
+		case *StoreKVOp, *AttentionOp, *RopeStoreKVOp, *MatMulRopeKVOp, *ShortConvOp:
 			return true
 		}
 	}

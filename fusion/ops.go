@@ -618,6 +618,8 @@ func Weights(op Op) []string {
 		add(o.Sinks)
 	case *ScaleOp:
 		add(o.Weight)
+	case *ShortConvOp:
+		add(o.Weight)
 	case *MoEOp:
 		add(o.Router, o.RouterBias, o.Gate, o.GateBias, o.Up, o.UpBias, o.Down, o.DownBias)
 	case *RowLoRAOp:

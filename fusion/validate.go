@@ -91,6 +91,9 @@ func (g *Graph) validate(shape WeightShape) error {
 			return fmt.Errorf("%w: kv ring of layer %d holds %d of %d positions", ErrInvalid, l, r, kv.MaxLen)
 		}
 	}
+	if err := kv.checkState(); err != nil {
+		return err
+	}
 	for i, op := range g.Ops {
 		if op == nil || reflect.ValueOf(op).IsNil() {
 			return fmt.Errorf("op %d: %w: nil op", i, ErrInvalid)
@@ -158,6 +161,9 @@ func (g *Graph) checkKV(layer, kvHeads, headDim int) error {
 	kv := g.KV
 	if layer < 0 || layer >= kv.Layers {
 		return fmt.Errorf("%w: layer %d outside the %d cached layers", ErrInvalid, layer, kv.Layers)
+	}
+	if kv.LayerState(layer).Recurrent() {
+		return fmt.Errorf("%w: layer %d keeps a recurrent state, not keys and values", ErrInvalid, layer)
 	}
 	if hd := kv.LayerHeadDim(layer); kvHeads != kv.KVHeads || headDim != hd {
 		return fmt.Errorf("%w: %d kv heads of %d, layer %d's cache holds %d of %d", ErrInvalid, kvHeads, headDim, layer, kv.KVHeads, hd)

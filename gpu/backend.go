@@ -54,7 +54,10 @@ type Backend interface {
 	// on dst meanwhile. A prefix cache uses it to keep the keys and values
 	// of finished requests and to give a new request the ones of its
 	// prompt's cached prefix without running them again. It fails with
-	// ErrUnsupported where !Caps().CopyKV.
+	// ErrUnsupported where !Caps().CopyKV. A recurrent layer's state
+	// (fusion.LayerState) describes one position only: it is copied when
+	// src's holds position n, n = 0 gives dst empty states (a reset), and
+	// any other n fails with ErrStep before anything is copied.
 	CopyKV(dst, src KVCache, n int) error
 	// FusionSupport says which fused ops the backend runs whole (as the
 	// kernels of their kind, never split back into the parts) for weights
@@ -72,7 +75,9 @@ type Backend interface {
 // Weights are a backend's copy of the model weights.
 type Weights interface{ Release() }
 
-// KVCache is a backend's key/value cache.
+// KVCache is a backend's cache of one sequence, made for a fusion.KVSpec:
+// the keys and values of its attention layers and, where
+// Caps().RecurrentState, the recurrent states of its other layers.
 type KVCache interface{ Release() }
 
 // Program is a compiled graph.

@@ -48,6 +48,12 @@ type Caps struct {
 	// CopyKV: Backend.CopyKV copies cached positions between two caches
 	// (the prefix cache).
 	CopyKV bool
+	// RecurrentState: the backend's KV caches keep recurrent layer states
+	// (fusion.KVSpec.State) beside keys and values, and its programs run
+	// the ops that read and update them (fusion.ShortConvOp). Where it is
+	// off, NewKVCache refuses a spec with states and Compile such ops, with
+	// ErrUnsupported naming the op.
+	RecurrentState bool
 	// Sampling: a decode program ending in fusion.Sample keeps its rule in
 	// its step tensor, so Program.SetSampling changes it without compiling
 	// the graph again.

@@ -254,7 +254,7 @@ func (b *batcher) decodeStep(sl *slot, history []int, logits []float32, req *ste
 	<-req.done
 	if req.err != nil {
 		// The cache may hold part of the step: trust none of it.
-		sl.cached = sl.cached[:pos]
+		sl.distrust(pos)
 		return req.err
 	}
 	sl.cached = append(sl.cached[:pos], history[pos])

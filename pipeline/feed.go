@@ -58,6 +58,23 @@ func (m *Model) ringsHold(cached, keep int) bool {
 	return true
 }
 
+// recurrent reports whether the model's layers keep recurrent states
+// (fusion.LayerState) beside keys and values: a slot's states then hold
+// exactly sl.cached (the steppers keep them together) and cannot go back to
+// a shorter prefix, so a slot whose cached tokens are not all a prefix of
+// the next context restarts at position 0 (feed).
+func (m *Model) recurrent() bool { return m.kvSpec.Recurrent() }
+
+// distrust cuts sl's record of its cache after a failed step at pos: the
+// positions from pos on may be partly written. A recurrent state may have
+// moved in some layers and not others, so a hybrid's slot keeps nothing.
+func (sl *slot) distrust(pos int) {
+	if sl.recurrent {
+		pos = 0
+	}
+	sl.cached = sl.cached[:min(pos, len(sl.cached))]
+}
+
 func commonPrefix(a, b []int) int {
 	n := 0
 	for n < len(a) && n < len(b) && a[n] == b[n] {
@@ -108,7 +125,10 @@ func (m *Model) feed(ctx context.Context, sl *slot, context []int, logits []floa
 		return 0, fmt.Errorf("%w: %d tokens, cache holds %d", ErrPromptTooLong, len(context), m.maxCache)
 	}
 	keep := min(commonPrefix(sl.cached, context), len(context)-1)
-	if !m.ringsHold(len(sl.cached), keep) {
+	if !m.ringsHold(len(sl.cached), keep) || m.recurrent() && keep < len(sl.cached) {
+		// A ring lost positions the step reads, or a recurrent state is
+		// past the kept prefix and cannot roll back: run everything from
+		// position 0, which starts the states afresh.
 		keep = 0
 	}
 	sl.cached = sl.cached[:keep]
@@ -126,6 +146,7 @@ func (m *Model) feed(ctx context.Context, sl *slot, context []int, logits []floa
 		}
 		if err := m.run(ctx, prog, chunk, len(sl.cached), out); err != nil {
 			// The cache may hold part of the chunk: trust none of it.
+			sl.distrust(len(sl.cached))
 			return ran, err
 		}
 		sl.cached = append(sl.cached, rest[:n]...)

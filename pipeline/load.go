@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/internal/modelfile"
 	"github.com/gpurun/gpurun/tensors"
 	"github.com/gpurun/gpurun/tensors/model"
@@ -87,6 +89,10 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 		return nil, fmt.Errorf("%w: NoBatching and AlwaysBatch together", ErrOptions)
 	}
 	m := &Model{cfg: *cfg, tok: tok, backend: opts.Backend, caps: opts.Backend.Caps(), maxCache: opts.MaxCache, turn: make(chan struct{}, nslots), fuse: !opts.NoFusion}
+	if cfg.Recurrent() && !m.caps.RecurrentState {
+		return nil, fmt.Errorf("pipeline: %s keeps recurrent layer states (op %s), which the %s backend does not run: %w",
+			cfg.Arch, fusion.ShortConv, opts.Backend.Info().Backend, gpu.ErrUnsupported)
+	}
 	m.greedyOff = opts.HostSampling
 	m.gatherRows = opts.tuning.GatherRows
 	m.stepsPerSubmit = opts.StepsPerSubmit

@@ -71,6 +71,7 @@ func (m *Model) preparePrefix(sl *slot, context []int) {
 	// At least the last token runs (feed), so its row is never needed.
 	want := len(context) - 1
 	keep := min(commonPrefix(sl.cached, context), want)
+	hybrid := m.recurrent()
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
 	pc.tick++
@@ -79,8 +80,18 @@ func (m *Model) preparePrefix(sl *slot, context []int) {
 	}
 	var best *prefixEntry
 	bestN := keep
+	if hybrid && keep < len(sl.cached) {
+		bestN = 0 // feed restarts the slot at 0
+	}
 	for _, e := range pc.entries {
-		if n := min(commonPrefix(e.tokens, context), want); n > bestN {
+		n := min(commonPrefix(e.tokens, context), want)
+		if hybrid && n < len(e.tokens) {
+			// An entry's recurrent states hold all its tokens, not
+			// a prefix of them (states are not checkpointed along
+			// the way): only an entry the context extends serves.
+			continue
+		}
+		if n > bestN {
 			best, bestN = e, n
 		}
 	}
@@ -106,7 +117,7 @@ func (pc *prefixCache) save(m *Model, tokens []int, kv gpu.KVCache) {
 	if len(tokens) == 0 {
 		return
 	}
-	bytes := pc.perPos * int64(len(tokens))
+	bytes := pc.perPos*int64(len(tokens)) + stateBytes(m.kvSpec)
 	if bytes > pc.budget {
 		return
 	}
@@ -114,12 +125,15 @@ func (pc *prefixCache) save(m *Model, tokens []int, kv gpu.KVCache) {
 	for _, e := range pc.entries {
 		n := commonPrefix(e.tokens, tokens)
 		switch {
-		case n == len(tokens):
-			// e holds them all already.
+		case n == len(tokens) && (len(e.tokens) == n || !m.recurrent()):
+			// e holds them all already (on a hybrid, with its states
+			// at their end).
 			e.used = pc.tick
 			return
-		case n == len(e.tokens):
-			// tokens extend e: e gives way.
+		case n == len(e.tokens) && !m.recurrent():
+			// tokens extend e: e gives way. (On a hybrid e stays: its
+			// states hold its end, which the new entry's do not, so it
+			// still serves contexts that extend it and not tokens.)
 			e.kv.Release()
 			pc.used -= e.bytes
 			continue
@@ -131,7 +145,7 @@ func (pc *prefixCache) save(m *Model, tokens []int, kv gpu.KVCache) {
 	for pc.used+bytes > pc.budget && len(pc.entries) > 0 {
 		pc.evictOldest()
 	}
-	spec := fusion.KVSpec{Layers: m.cfg.Layers, KVHeads: m.cfg.KVHeads, HeadDim: m.kvSpec.HeadDim, MaxLen: len(tokens), F16: m.kvF16, HeadDims: m.kvSpec.HeadDims}
+	spec := fusion.KVSpec{Layers: m.cfg.Layers, KVHeads: m.cfg.KVHeads, HeadDim: m.kvSpec.HeadDim, MaxLen: len(tokens), F16: m.kvF16, HeadDims: m.kvSpec.HeadDims, State: m.kvSpec.State}
 	m.lockDevice()
 	defer m.unlockDevice()
 	dst, err := m.backend.NewKVCache(spec)
@@ -145,6 +159,16 @@ func (pc *prefixCache) save(m *Model, tokens []int, kv gpu.KVCache) {
 	pc.entries = append(pc.entries, &prefixEntry{tokens: append([]int(nil), tokens...), kv: dst, bytes: bytes, used: pc.tick})
 	pc.used += bytes
 	pc.saves++
+}
+
+// stateBytes is the f32 recurrent states of a cache of spec (a prefix
+// entry holds them besides its keys and values).
+func stateBytes(spec fusion.KVSpec) int64 {
+	var n int64
+	for _, st := range spec.State {
+		n += 4 * int64(st.Values())
+	}
+	return n
 }
 
 func (pc *prefixCache) evictOldest() {

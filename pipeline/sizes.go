@@ -51,7 +51,7 @@ func kvBytesPerPosition(cfg *model.Config, kvF16 bool) int64 {
 	}
 	var n int64
 	for l := range cfg.Layers {
-		if cfg.KVLayer(l) == l { // a layer sharing another's cache reads no keys of its own
+		if cfg.KVLayer(l) == l && !cfg.ConvLayer(l) { // a layer sharing another's cache, or a recurrent one, reads no keys of its own
 			n += 2 * int64(cfg.KVHeads) * int64(cfg.LayerHeadDim(l)) * elem
 		}
 	}

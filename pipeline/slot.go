@@ -12,8 +12,9 @@ import (
 )
 
 // slot is one KV cache and the programs compiled against it. Its state
-// is the cache; a per-layer recurrent state (issue 40) would join it here,
-// kept and rolled back with cached by the steppers that run its programs.
+// is the cache: keys and values, and on a hybrid model the recurrent
+// layers' states (fusion.LayerState), which hold exactly cached and cannot
+// roll back (Model.recurrent).
 type slot struct {
 	index   int // in Model.slots
 	seq     int // the row sequence (gpu.Row.Seq) of a batched step
@@ -22,6 +23,8 @@ type slot struct {
 	programs
 	cached []int // tokens whose keys and values the cache holds, from position 0
 	busy   bool
+	// recurrent: the cache keeps recurrent states (Model.recurrent).
+	recurrent bool
 }
 
 // compilePickers compiles sl's token-picking decode programs, greedy and
@@ -68,6 +71,7 @@ func (m *Model) newSlot(ctx context.Context, sl *slot, sizes []int) error {
 		return fmt.Errorf("pipeline: kv cache: %w", err)
 	}
 	m.kvSpec = spec
+	sl.recurrent = spec.Recurrent()
 	if err := loadCancelled(ctx); err != nil {
 		return err
 	}

@@ -121,6 +121,14 @@ func (m *Model) newSpeculator(ctx context.Context, opts *GenerateOptions, target
 	if sp == nil || opts.Grammar != nil {
 		return nil, nil
 	}
+	if m.recurrent() || sp.Draft != nil && sp.Draft.recurrent() {
+		// Verification runs the drafts into the cache and cuts back to
+		// the accepted ones, and a recurrent state cannot be cut back
+		// (only restarted from 0). Until states are checkpointed per
+		// drafted position, a hybrid target or draft decodes plainly:
+		// the same ids, as speculation is lossless.
+		return nil, nil
+	}
 	k := sp.Tokens
 	if k == 0 {
 		k = DefaultDraftTokens

@@ -4,7 +4,8 @@
 // partial rotary, gated or plain FFN, parallel or sequential blocks, Gemma 2
 // post-norms, soft caps and sliding windows, biases, tied heads, embedding
 // scale; q/k norms per head, RoPE factor tables and attention factor,
-// per-layer RoPE bases and NoPE layers) are all knobs of the config.
+// per-layer RoPE bases and NoPE layers; LFM2's gated short convolution
+// layers in place of attention) are all knobs of the config.
 package arch
 
 import (
@@ -64,6 +65,14 @@ func KVSpec(cfg *model.Config, opts BuildOptions) fusion.KVSpec {
 				spec.HeadDims[l] = cfg.LayerHeadDim(l)
 				spec.HeadDim = max(spec.HeadDim, spec.HeadDims[l])
 			}
+		}
+	}
+	for l := range cfg.Layers {
+		if cfg.ConvLayer(l) {
+			if spec.State == nil {
+				spec.State = make([]fusion.LayerState, cfg.Layers)
+			}
+			spec.State[l] = fusion.LayerState{ConvChannels: cfg.Dim, ConvWindow: cfg.ConvWidth - 1}
 		}
 	}
 	if opts.RingTokens <= 0 {
@@ -171,6 +180,7 @@ type builder struct {
 	// plGate and plIn one layer's gate and input [T, PerLayerDim].
 	pl, plGate, plIn fusion.Buf
 	ffn              fusion.Buf // FFN block output [T, dim]
+	bcx, conv        fusion.Buf // a short convolution layer's [B | C | x] and gated output
 	h2               fusion.Buf // normed input of the FFN in sequential blocks
 	dim, qCols       int
 
@@ -202,6 +212,10 @@ func (b *builder) forward(allLogits bool) {
 	b.ffn = g.NewBuf("ffn_out", T, c.Dim)
 	b.heads = map[int]headBufs{c.HeadDim: {b.q, b.k, b.v, b.att}}
 	b.hidden = map[int][2]fusion.Buf{c.HiddenDim: {b.up, b.gate}}
+	if c.Recurrent() {
+		b.bcx = g.NewBuf("conv_bcx", T, 3*c.Dim)
+		b.conv = g.NewBuf("conv_out", T, c.Dim)
+	}
 
 	g.Add(&fusion.EmbedOp{Out: b.x, Weight: model.TokenEmbedding, Scale: c.EmbedScale})
 	if c.PerLayerDim > 0 {
@@ -242,7 +256,11 @@ func (b *builder) forward(allLogits bool) {
 func (b *builder) layer(l int) {
 	c, g := b.cfg, b.g
 	b.norm(b.h, b.x, model.Layer(l, model.AttnNorm), model.Layer(l, model.AttnNormBias))
-	b.attention(l, b.h)
+	if c.ConvLayer(l) {
+		b.shortConv(l, b.h)
+	} else {
+		b.attention(l, b.h)
+	}
 	if c.PostNorms {
 		b.norm(b.proj, b.proj, model.Layer(l, model.PostAttnNorm), "")
 	}
@@ -370,6 +388,16 @@ func (b *builder) attention(l int, h fusion.Buf) {
 	}
 	g.Add(att)
 	b.linear(b.proj, hb.att, model.Layer(l, model.WO), model.Layer(l, model.BO), c.OutBias)
+}
+
+// shortConv emits the gated short convolution block of layer l (LFM2) on
+// input h into b.proj: [B | C | x] = in_proj·h, the convolution with its
+// state (fusion.ShortConvOp), then out_proj.
+func (b *builder) shortConv(l int, h fusion.Buf) {
+	c := b.cfg
+	b.linear(b.bcx, h, model.Layer(l, model.ConvInProj), "", false)
+	b.g.Add(&fusion.ShortConvOp{Out: b.conv, In: b.bcx, Weight: model.Layer(l, model.ConvKernel), Layer: l, Channels: c.Dim, Width: c.ConvWidth})
+	b.linear(b.proj, b.conv, model.Layer(l, model.ConvOutProj), "", false)
 }
 
 // feedForward emits the FFN of layer l on input h into b.ffn:

@@ -69,6 +69,21 @@ func TestGGUFGoldens(t *testing.T) {
 			})
 		}
 	}
+	// The hybrids of arch3 that gpurun runs. The smallest convention
+	// effect there (lfm2's conv keeping only its current tap) is 1.5e-2,
+	// and an exact float64 pass reproduces llama.cpp within 4.6e-6
+	// (arch3/README.md).
+	for _, name := range []string{"lfm2"} {
+		for _, fused := range []bool{false, true} {
+			sub := "arch3/" + name
+			if fused {
+				sub += "/fused"
+			}
+			t.Run(sub, func(t *testing.T) {
+				checkGolden(t, testmodels.Path(t, "arch3", name+".gguf"), testmodels.Arch3(t, name).ArchGolden, 1e-4, true, fused)
+			})
+		}
+	}
 }
 
 // Arch2Models are the arch2 models gpurun runs: all of them.

@@ -41,6 +41,10 @@ var archSpecs = map[string]archSpec{
 	model.ArchSmolLM3:  {norm: model.NormRMS, rope: model.RopeInterleaved, act: model.ActSiLU, gated: true, activations: model.PolicyAuto},
 	model.ArchGPTOSS:   {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActSwiGLUOAI, gated: true, activations: model.PolicyF32},
 	model.ArchGemma4:   {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActGELUTanh, gated: true, postNorms: true, embedScale: true, qkNorm: true, activations: model.PolicyF32},
+	// LFM2 (src/models/lfm2.cpp): gated short convolutions beside GQA
+	// attention with q/k norms and NEOX RoPE; the conv layers are the
+	// zeros of the per-layer head_count_kv.
+	model.ArchLFM2: {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActSiLU, gated: true, qkNorm: true, activations: model.PolicyF32},
 }
 
 // meta reads typed hyperparameters, failing on values of the wrong type.
@@ -147,7 +151,13 @@ func (f *File) config(arch string) (model.Config, error) {
 	if c.Heads == 0 || c.Dim%c.Heads != 0 {
 		return c, fmt.Errorf("%w: embedding_length %d not divisible by head_count %d", ErrFormat, c.Dim, c.Heads)
 	}
-	c.KVHeads = m.int(".attention.head_count_kv", c.Heads, false)
+	if arch == model.ArchLFM2 {
+		if err := f.lfm2Layers(m, &c); err != nil {
+			return c, err
+		}
+	} else {
+		c.KVHeads = m.int(".attention.head_count_kv", c.Heads, false)
+	}
 	c.HeadDim = m.int(".attention.key_length", c.Dim/c.Heads, false)
 	if vl := m.int(".attention.value_length", c.HeadDim, false); vl != c.HeadDim && m.err == nil {
 		return c, fmt.Errorf("%w: value_length %d differs from key_length %d", ErrUnsupported, vl, c.HeadDim)
@@ -271,6 +281,42 @@ func (f *File) config(arch string) (model.Config, error) {
 		}
 	}
 	return c, m.err
+}
+
+// lfm2Layers reads LFM2's layer pattern: attention.head_count_kv is one
+// value per layer, 0 for a gated short convolution layer (llama.cpp's
+// lfm2.cpp reads the layer type from it), the attention layers' KV heads
+// otherwise (one count for all of them); shortconv.l_cache is the
+// convolution's width.
+func (f *File) lfm2Layers(m *meta, c *model.Config) error {
+	key := m.key(".attention.head_count_kv")
+	v, ok := f.Get(key)
+	if !ok {
+		return fmt.Errorf("%w: missing metadata %s", ErrFormat, key)
+	}
+	counts, err := v.Int32s()
+	if err != nil || len(counts) != c.Layers {
+		return fmt.Errorf("%w: metadata %s = %s: want one count per layer (%d)", ErrFormat, key, v, c.Layers)
+	}
+	for l, n := range counts {
+		switch {
+		case n == 0:
+			c.ConvLayers = append(c.ConvLayers, l)
+		case n < 0 || c.KVHeads != 0 && int(n) != c.KVHeads:
+			return fmt.Errorf("%w: metadata %s = %s: attention layers with different KV head counts", ErrUnsupported, key, v)
+		default:
+			c.KVHeads = int(n)
+		}
+	}
+	if c.KVHeads == 0 {
+		// No attention layer: the counts only size the unused KV spec.
+		c.KVHeads = c.Heads
+	}
+	c.ConvWidth = m.int(".shortconv.l_cache", 0, true)
+	if m.err == nil && c.ConvWidth < 2 {
+		return fmt.Errorf("%w: metadata %s = %d", ErrFormat, m.key(".shortconv.l_cache"), c.ConvWidth)
+	}
+	return m.err
 }
 
 // ropeScaling reads rope.scaling.type: none, linear (every angle divided

@@ -23,7 +23,8 @@ func Load(path string) (*model.Checkpoint, error) {
 
 // Checkpoint imports the parsed file: the configuration from the metadata
 // (architectures llama, including Llama 3's rope_freqs, gemma, gemma2, gemma3,
-// phi2, phi3, falcon, stablelm, qwen2, qwen3, qwen3moe, smollm3, gpt-oss, gemma4), the tensors
+// phi2, phi3, falcon, stablelm, qwen2, qwen3, qwen3moe, smollm3, gpt-oss,
+// gemma4, lfm2), the tensors
 // under the names of package model, and the vocabulary.
 func (f *File) Checkpoint() (*model.Checkpoint, error) {
 	if f.IsAdapter() {
@@ -83,6 +84,9 @@ func (f *File) importTensor(info *TensorInfo, c *model.Config) ([]*tensors.Tenso
 			return nil, f.ropeTable(info, c)
 		}
 		name, ok := globalNames[suffix]
+		if suffix == lfm2FinalNorm && c.Arch == model.ArchLFM2 {
+			name, ok = model.FinalNorm, true
+		}
 		if !ok {
 			return nil, fmt.Errorf("%w: tensor %q", ErrUnsupported, info.Name)
 		}

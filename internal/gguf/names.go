@@ -44,6 +44,9 @@ var layerNames = map[string]string{
 	"proj.weight":                model.PerLayerProj,
 	"post_norm.weight":           model.PerLayerPostNorm,
 	"layer_output_scale.weight":  model.LayerScale,
+	"shortconv.in_proj.weight":   model.ConvInProj,
+	"shortconv.conv.weight":      model.ConvKernel,
+	"shortconv.out_proj.weight":  model.ConvOutProj,
 }
 
 var globalNames = map[string]string{
@@ -57,6 +60,10 @@ var globalNames = map[string]string{
 	"per_layer_model_proj.weight": model.PerLayerModelProj,
 	"per_layer_proj_norm.weight":  model.PerLayerProjNorm,
 }
+
+// lfm2FinalNorm is LFM2's final norm, named token_embd_norm in GGUF
+// (llama.cpp's LLM_TENSOR_OUTPUT_NORM_LFM2); it has no output_norm.
+const lfm2FinalNorm = "token_embd_norm.weight"
 
 // Fused QKV projections, split into Q, K and V rows on import.
 const (

@@ -29,6 +29,7 @@ const (
 	ArchQwen3MoE = "qwen3moe"
 	ArchGPTOSS   = "gpt-oss"
 	ArchGemma4   = "gemma4"
+	ArchLFM2     = "lfm2"
 )
 
 // Norm kinds.
@@ -185,6 +186,14 @@ type Config struct {
 	// LayerOutputScale: every layer's output is multiplied by its scalar
 	// LayerScale tensor.
 	LayerOutputScale bool `json:"layer_output_scale,omitempty"`
+	// ConvLayers lists the layers whose mixer is a gated short
+	// convolution (LFM2) in place of attention: [B | C | x] = ConvInProj·h,
+	// the causal depthwise convolution of B⊙x over ConvWidth positions
+	// (ConvKernel), gated by C, then ConvOutProj. Such a layer has no
+	// attention tensors and keeps a recurrent state of its last
+	// ConvWidth-1 convolution inputs instead of keys and values.
+	ConvLayers []int `json:"conv_layers,omitempty"`
+	ConvWidth  int   `json:"conv_width,omitempty"`
 
 	Activations string `json:"activations,omitempty"` // PolicyAuto, PolicyF32, PolicyF16
 
@@ -206,6 +215,14 @@ func (c *Config) Scale() float32 {
 	}
 	return float32(1 / math.Sqrt(float64(c.HeadDim)))
 }
+
+// ConvLayer reports whether layer l's mixer is a gated short convolution
+// (ConvLayers) rather than attention.
+func (c *Config) ConvLayer(l int) bool { return slices.Contains(c.ConvLayers, l) }
+
+// Recurrent reports whether some layer keeps a recurrent state rather
+// than keys and values (a hybrid model: its state can only go forward).
+func (c *Config) Recurrent() bool { return len(c.ConvLayers) > 0 }
 
 // LayerWindow is the sliding window of layer l, 0 for global attention.
 func (c *Config) LayerWindow(l int) int {
@@ -349,13 +366,16 @@ func (c *Config) Validate() error {
 	default:
 		return fmt.Errorf("%w: sliding_layers %q", ErrConfig, c.SlidingLayers)
 	}
+	if len(c.ConvLayers) > 0 && (c.ConvWidth < 2 || c.ConvWidth > 1<<10) || len(c.ConvLayers) == 0 && c.ConvWidth != 0 {
+		return fmt.Errorf("%w: conv_width %d with %d conv layers", ErrConfig, c.ConvWidth, len(c.ConvLayers))
+	}
 	if c.SlidingWindow < 0 {
 		return fmt.Errorf("%w: sliding_window %d", ErrConfig, c.SlidingWindow)
 	}
 	for _, ls := range []struct {
 		name string
 		ls   []int
-	}{{"sliding_layer_list", c.SlidingLayerList}, {"no_rope_layers", c.NoRopeLayers}} {
+	}{{"sliding_layer_list", c.SlidingLayerList}, {"no_rope_layers", c.NoRopeLayers}, {"conv_layers", c.ConvLayers}} {
 		for _, l := range ls.ls {
 			if l < 0 || l >= c.Layers {
 				return fmt.Errorf("%w: %s names layer %d of %d", ErrConfig, ls.name, l, c.Layers)

@@ -62,6 +62,11 @@ const (
 	PerLayerProj     = "per_layer.proj.w"          // [dim, P]
 	PerLayerPostNorm = "per_layer.post_norm.scale" // [dim]
 	LayerScale       = "layer_output_scale"        // [1]
+	// A gated short convolution layer's (Config.ConvLayers) tensors in
+	// place of the attention ones.
+	ConvInProj  = "short_conv.in_proj.w"  // [3*dim, dim]: B, C, x rows
+	ConvKernel  = "short_conv.conv.w"     // [dim, conv_width]
+	ConvOutProj = "short_conv.out_proj.w" // [dim, dim]
 )
 
 // Layer returns the full name of a per-layer tensor.

@@ -41,6 +41,11 @@ func (b *backend) NewKVCache(spec fusion.KVSpec) (gpu.KVCache, error) {
 		// backend's only.
 		return nil, fmt.Errorf("compute: kv cache of per-layer head dims %v (Gemma 4's; the CPU backend runs it): %w", spec.HeadDims, gpu.ErrUnsupported)
 	}
+	if spec.Recurrent() {
+		// Caps().RecurrentState is off: no kernel runs the ops of a
+		// recurrent layer yet.
+		return nil, fmt.Errorf("compute: kv cache: recurrent layer states (op %s): %w", fusion.ShortConv, gpu.ErrUnsupported)
+	}
 	if spec.Ring != nil && len(spec.Ring) != spec.Layers {
 		return nil, fmt.Errorf("compute: kv cache spec %+v: ring lengths for %d layers: %w", spec, len(spec.Ring), gpu.ErrUnsupported)
 	}

@@ -103,14 +103,14 @@ func (b *backend) Info() gpu.Info {
 	}
 }
 
-// Caps: the backend computes in host memory, batches, copies caches and
-// masks tokens; it picks one token per Run (no RunSteps, no
+// Caps: the backend computes in host memory, batches, copies caches, keeps
+// recurrent layer states and masks tokens; it picks one token per Run (no RunSteps, no
 // SetSampling), keeps no timestamps, and in dynamic math takes its LoRA
 // matrices as binary16 (HalfLoRA: its products with quantized weights
 // round their inputs anyway, and the adapters' matrices stay exact in
 // f32 over the f16 values).
 func (b *backend) Caps() gpu.Caps {
-	return gpu.Caps{Host: true, Batch: true, CopyKV: true, HalfLoRA: b.math == MathDynamic, MaxBufferSize: 1 << 62}
+	return gpu.Caps{Host: true, Batch: true, CopyKV: true, RecurrentState: true, HalfLoRA: b.math == MathDynamic, MaxBufferSize: 1 << 62}
 }
 
 // FusionSupport is nil: the backend runs every fused op whole.
@@ -145,12 +145,22 @@ type kvCache struct {
 // again at p % ring + ring, so any ring consecutive positions are
 // consecutive slots from at(kh, first) and attention reads a window exactly
 // as it reads a full cache (the same values in the same order).
+//
+// A recurrent layer (KVSpec.State) has no keys and values but its state:
+// conv holds the last ConvWindow convolution inputs, [window][channels]
+// (oldest first), describing the sequence's first statePos positions
+// (fusion.LayerState: a step at 0 starts it afresh, any other step must
+// continue at statePos).
 type layerCache struct {
 	k, v     []float32
 	k16, v16 []uint16
 	slots    int // slots per head: MaxLen, or 2*ring
 	ring     int // 0: slot = position
 	hd       int // values per head and position
+
+	state    fusion.LayerState
+	conv     []float32
+	statePos int
 }
 
 // at is the index of kv head kh's first value at position pos.
@@ -190,8 +200,18 @@ func (b *backend) NewKVCache(spec fusion.KVSpec) (gpu.KVCache, error) {
 	if spec.HeadDims != nil && len(spec.HeadDims) != spec.Layers {
 		return nil, fmt.Errorf("cpu: kv cache spec %+v: head dims for %d layers: %w", spec, len(spec.HeadDims), gpu.ErrUnsupported)
 	}
+	if spec.State != nil && len(spec.State) != spec.Layers {
+		return nil, fmt.Errorf("cpu: kv cache spec %+v: states for %d layers: %w", spec, len(spec.State), gpu.ErrUnsupported)
+	}
 	c := &kvCache{spec: spec, layers: make([]layerCache, spec.Layers)}
 	for l := range c.layers {
+		if st := spec.LayerState(l); st.Recurrent() {
+			if st.ConvChannels > maxKVValues/max(st.ConvWindow, 1) || st.ConvWindow <= 0 || st.ConvWindow > 1<<10 {
+				return nil, fmt.Errorf("cpu: kv cache spec %+v: layer %d state %+v: %w", spec, l, st, gpu.ErrUnsupported)
+			}
+			c.layers[l] = layerCache{state: st, conv: make([]float32, st.Values())}
+			continue
+		}
 		ring := spec.RingLen(l)
 		if ring < 0 || ring > spec.MaxLen {
 			return nil, fmt.Errorf("cpu: kv cache spec %+v: ring of %d: %w", spec, ring, gpu.ErrUnsupported)

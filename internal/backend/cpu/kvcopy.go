@@ -12,6 +12,11 @@ import (
 // copied whole into a ring of the same length, and refused (gpu.ErrStep)
 // between caches whose rings differ: a full cache cannot be filled from a
 // ring, nor a ring from positions [0, n) alone.
+//
+// A recurrent layer's state describes one position only (fusion.LayerState),
+// so it is copied when src's describes position n, and n = 0 gives dst the
+// empty state whatever src holds (a reset); any other n is refused
+// (gpu.ErrStep) before anything is copied.
 func (b *backend) CopyKV(dst, src gpu.KVCache, n int) error {
 	d, ok1 := dst.(*kvCache)
 	s, ok2 := src.(*kvCache)
@@ -25,6 +30,14 @@ func (b *backend) CopyKV(dst, src gpu.KVCache, n int) error {
 	if n < 0 || n > ds.MaxLen || n > ss.MaxLen {
 		return fmt.Errorf("cpu: copy kv: %d positions between caches of %d and %d: %w", n, ss.MaxLen, ds.MaxLen, gpu.ErrCacheFull)
 	}
+	if !slices.Equal(ds.State, ss.State) {
+		return fmt.Errorf("cpu: copy kv: %w: states %+v into %+v", gpu.ErrStep, ss.State, ds.State)
+	}
+	for l := range s.layers {
+		if sl := &s.layers[l]; sl.state.Recurrent() && n != 0 && sl.statePos != n {
+			return fmt.Errorf("cpu: copy kv: %w: layer %d's state holds position %d, not %d (a state cannot roll back)", gpu.ErrStep, l, sl.statePos, n)
+		}
+	}
 	for l := range ds.Layers {
 		if ds.RingLen(l) != ss.RingLen(l) {
 			return fmt.Errorf("cpu: copy kv: %w: layer %d: ring of %d into one of %d", gpu.ErrStep, l, ss.RingLen(l), ds.RingLen(l))
@@ -32,6 +45,15 @@ func (b *backend) CopyKV(dst, src gpu.KVCache, n int) error {
 	}
 	for l := range d.layers {
 		dl, sl := &d.layers[l], &s.layers[l]
+		if sl.state.Recurrent() {
+			if n == 0 {
+				clear(dl.conv)
+			} else {
+				copy(dl.conv, sl.conv)
+			}
+			dl.statePos = n
+			continue
+		}
 		run := n * sl.hd
 		if sl.ring > 0 {
 			run = sl.slots * sl.hd

@@ -88,13 +88,13 @@ type step struct {
 	ws     []*matrix    // MultiMatMul
 	bs     [][]float32  // MultiMatMul biases (nil entries: none)
 	upBias []float32    // MatMulGLU
-	vec    []float32    // Norm scale
+	vec    []float32    // Norm scale, ShortConv kernel
 	bias   []float32    // Norm (layer), MatMul
 	act    func(float32) float32
 	silu   bool       // act is silu: the vector SwiGLU kernel may run it (GLU, MatMulGLU)
 	rope   ropeParams // Rope, RopeStoreKV (q)
 	ropeK  ropeParams // RopeStoreKV (k)
-	kbuf   []float32  // RopeStoreKV: the rotated k rows, stored but not written back; MatMulRopeKV: the k rows
+	kbuf   []float32  // RopeStoreKV: the rotated k rows, stored but not written back; MatMulRopeKV: the k rows; ShortConv: its window
 	vbuf   []float32  // MatMulRopeKV: the v rows
 	norm   []float32  // the norm prologue's scale (MatMul kinds with a Prologue)
 	normed []float32  // the norm prologue's output
@@ -247,6 +247,11 @@ func (b *backend) compile(g *fusion.Graph, w gpu.Weights, kvs []gpu.KVCache, bat
 					s.ws = append(s.ws, m.a, m.b) // sizes the scratch
 				}
 			}
+		case *fusion.ShortConvOp:
+			// The kernel as f32 [Channels][Width]; kbuf, the window of
+			// the state and the step's inputs.
+			s.vec = vector(op.Weight)
+			s.kbuf = make([]float32, (op.Width-1+g.Tokens)*op.Channels)
 		case *fusion.StoreKVOp, *fusion.AddOp, *fusion.SoftCapOp, *fusion.LastRowOp, *fusion.ArgmaxOp, *fusion.SampleOp:
 		default:
 			return nil, fmt.Errorf("cpu: compile: %w: op kind %s", gpu.ErrUnsupported, op.Kind())
@@ -487,6 +492,8 @@ func (p *program) exec(s *step, tokens []int32, pos int) error {
 			p.at.layer, p.at.rowPos, p.at.rowSeq = op.Layer, p.rowPos[:n], p.rowSeq[:n]
 		}
 		p.attention(&p.at)
+	case *fusion.ShortConvOp:
+		return p.shortConvStep(s, op, out, in(0), n, pos)
 	case *fusion.MoEOp:
 		p.moe(s, op, out, in(0), cols, n)
 	case *fusion.RowLoRAOp:

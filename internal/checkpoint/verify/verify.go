@@ -33,7 +33,13 @@ func Complete(ck *model.Checkpoint) error {
 	c.VocabSize = emb.Shape[0]
 	c.Tied = byName[model.LMHead] == nil
 	c.LMHeadBias = byName[model.LMHeadBiasName] != nil
-	has := func(suffix string) bool { return byName[model.Layer(0, suffix)] != nil }
+	// The bias flags come from layer 0, or from the first attention layer
+	// for the attention biases.
+	first := 0
+	for first < c.Layers-1 && c.ConvLayer(first) {
+		first++
+	}
+	has := func(suffix string) bool { return byName[model.Layer(first, suffix)] != nil }
 	c.QKVBias = has(model.BQ)
 	c.OutBias = has(model.BO)
 	c.FFNBias = has(model.BUp) || has(model.BDown)
@@ -119,6 +125,16 @@ func Complete(ck *model.Checkpoint) error {
 		}
 		if c.LayerOutputScale {
 			want[model.LayerScale] = []int{1}
+		}
+		if c.ConvLayer(l) {
+			// A short convolution layer has its own tensors in place of
+			// the attention ones.
+			for _, name := range []string{model.WQ, model.WK, model.WV, model.WO, model.BQ, model.BK, model.BV, model.BO, model.QNorm, model.KNorm, model.AttnSinks} {
+				delete(want, name)
+			}
+			want[model.ConvInProj] = []int{3 * c.Dim, c.Dim}
+			want[model.ConvKernel] = []int{c.Dim, c.ConvWidth}
+			want[model.ConvOutProj] = []int{c.Dim, c.Dim}
 		}
 		return want
 	}

@@ -1,0 +1,21 @@
+package cpu
+
+// ConvAblation names one of shortConv's deliberate mistakes (convAblation).
+type ConvAblation int
+
+const (
+	ConvExact        ConvAblation = iota
+	ConvForgetState               // the state not carried from one step to the next
+	ConvShiftWindow               // the window off by one position
+	ConvNoInputGate               // u = x rather than B⊙x
+	ConvNoOutputGate              // the C gate dropped
+)
+
+// SetConvAblation makes every short convolution run with mistake a until
+// the next call (ConvExact: none).
+func SetConvAblation(a ConvAblation) {
+	convAblation.forget = a == ConvForgetState
+	convAblation.shift = a == ConvShiftWindow
+	convAblation.noInputGate = a == ConvNoInputGate
+	convAblation.noOutputGate = a == ConvNoOutputGate
+}
