@@ -2,6 +2,7 @@ package gpurun_test
 
 import (
 	"context"
+	"iter"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -34,30 +35,28 @@ func TestZeroOptionsEveryEntryPoint(t *testing.T) {
 	if variant == nil {
 		t.Fatalf("Variants() = %v, want r4", m.Variants())
 	}
+	// generator generates with zero options on a new session of one entry
+	// point and returns the ids and the stop reason.
 	type generator func(gpurun.Prompt) ([]int, gpurun.StopReason, error)
-	root := func(m *gpurun.Model) generator {
-		return func(p gpurun.Prompt) ([]int, gpurun.StopReason, error) {
-			s := m.NewSession()
-			var ids []int
-			for tok, err := range s.Generate(ctx, p, gpurun.GenerateOptions{}) {
-				if err != nil {
-					return nil, "", err
-				}
-				ids = append(ids, tok.ID)
-			}
-			return ids, s.Metrics().StopReason, nil
-		}
-	}
-	lower := func(p gpurun.Prompt) ([]int, gpurun.StopReason, error) {
-		s := m.Pipeline().NewSession()
+	collect := func(seq iter.Seq2[gpurun.Token, error], metrics func() gpurun.Metrics) ([]int, gpurun.StopReason, error) {
 		var ids []int
-		for tok, err := range s.Generate(ctx, p, gpurun.GenerateOptions{}) {
+		for tok, err := range seq {
 			if err != nil {
 				return nil, "", err
 			}
 			ids = append(ids, tok.ID)
 		}
-		return ids, s.Metrics().StopReason, nil
+		return ids, metrics().StopReason, nil
+	}
+	root := func(m *gpurun.Model) generator {
+		return func(p gpurun.Prompt) ([]int, gpurun.StopReason, error) {
+			s := m.NewSession()
+			return collect(s.Generate(ctx, p, gpurun.GenerateOptions{}), s.Metrics)
+		}
+	}
+	lower := func(p gpurun.Prompt) ([]int, gpurun.StopReason, error) {
+		s := m.Pipeline().NewSession()
+		return collect(s.Generate(ctx, p, gpurun.GenerateOptions{}), s.Metrics)
 	}
 	for _, c := range []struct {
 		name string
