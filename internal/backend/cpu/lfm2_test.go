@@ -42,27 +42,8 @@ func lfm2Run(t *testing.T, fused bool) (prompt, decode float64, departed int) {
 		t.Fatal(err)
 	}
 	const maxLen = 64
-	var kv gpu.KVCache
 	n := len(g.PromptIDs)
-	compile := func(tokens int, all bool) gpu.Program {
-		graph, err := arch.Build(&ck.Config, arch.BuildOptions{Tokens: tokens, MaxLen: maxLen, AllLogits: all})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if fused {
-			graph = fusion.Fuse(graph)
-		}
-		if kv == nil {
-			if kv, err = be.NewKVCache(graph.KV); err != nil {
-				t.Fatal(err)
-			}
-		}
-		p, err := be.Compile(graph, w, kv)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	compile := goldenCompiler(t, be, w, &ck.Config, maxLen, fused)
 	pre, dec := compile(n, true), compile(1, false)
 	if err := pre.Run(ctx, testmodels.IDs32(g.PromptIDs), 0); err != nil {
 		t.Fatal(err)
