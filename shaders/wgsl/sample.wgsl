@@ -10,10 +10,13 @@
 //      found by a radix select, 8 bits per counting pass (gpu/sampler
 //      finds the same key bit by bit; the first pass shares step 1's scan,
 //      the later ones count only the keys gathered after the first when
-//      at most CAP share its digit); kept: key(y) >= kmin.
+//      at most CAP share its digit, and when at most WG do each gathered
+//      key is ranked among them at once); kept: key(y) >= kmin.
 //   3. q = exp(y - hi) for kept tokens, else 0.
 //   4. top-p: pmin = the largest bit pattern P with S(P) >= top_p * S(0),
-//      S(P) the sum of the q whose bits are >= P (31 passes); kept: those.
+//      S(P) the sum of the q whose bits are >= P (31 passes; with at
+//      most WG survivors, the largest bits of a survivor's q whose S
+//      reaches it, each survivor's S summed by one invocation); kept: those.
 //   5. u = Philox4x32-10(counter (step, 0, 0, 0), key (seed_lo, seed_hi))
 //      word 0 >> 8, times 2^-24, with step = step[STEP_POS] + step[STEP_ROWS] (the
 //      position the new token takes); r = u * total; the id is the first
@@ -86,6 +89,10 @@ var<workgroup> last1: atomic<u32>;
 // ncand counts those gathered into kept.
 var<workgroup> candidates: u32;
 var<workgroup> ncand: atomic<u32>;
+// kth: top-k's key when at most WG candidates are ranked directly; pbest:
+// top-p's cut when at most WG survivors are searched directly.
+var<workgroup> kth: atomic<u32>;
+var<workgroup> pbest: atomic<u32>;
 
 // okey maps f32 bits to a u32 in the numbers' order.
 fn okey(v: f32) -> u32 {
@@ -181,6 +188,29 @@ fn chunked(l: u32, a: u32, e: u32, compact: bool, hi: f32, kmin: u32, pcand: u32
     return total;
 }
 
+// survivor_sum is chunked's sum for at most WG gathered survivors whose q
+// are in best_v, by one invocation: each chunk's q (bits at least pcand)
+// in id order, the chunk sums in chunk order (an empty chunk adds 0, which
+// changes no sum).
+fn survivor_sum(kn: u32, c: u32, pcand: u32) -> f32 {
+    var total = 0.0;
+    var part = 0.0;
+    var chunk = NONE;
+    for (var j = 0u; j < kn; j++) {
+        let t = kept[j] / c;
+        if t != chunk {
+            total += part;
+            part = 0.0;
+            chunk = t;
+        }
+        let q = best_v[j];
+        if bitcast<u32>(q) >= pcand {
+            part += q;
+        }
+    }
+    return total + part;
+}
+
 @compute @workgroup_size(256)
 fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
     // No rows: a step a multi-step submission's advance kernel turned into
@@ -202,6 +232,8 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
     if l == 0u {
         atomicStore(&pick, NONE);
         atomicStore(&last1, 0u);
+        atomicStore(&kth, 0u);
+        atomicStore(&pbest, 0u);
     }
     // 1. The greedy id (the largest logit, the lowest index on ties, NaN
     // never) and hi, its logit scaled: the largest scaled logit, as
@@ -261,6 +293,10 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
     var kmin = 0u;
     if topk {
         for (var d = 0u; d < 4u; d++) {
+            // At most WG candidates: ranked directly below.
+            if d > 0u && workgroupUniformLoad(&candidates) <= WG {
+                break;
+            }
             let shift = 24u - 8u * d;
             let s0 = sel;
             if d > 0u {
@@ -325,9 +361,33 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
                 workgroupBarrier();
             }
         }
-        let s1 = sel;
-        if s1.z == 1u {
-            kmin = s1.x;
+        let cnd = workgroupUniformLoad(&candidates);
+        if cnd <= WG {
+            // Invocation j holds candidate j's key; the key with fewer
+            // than rem larger and at least rem not smaller is the rem-th
+            // largest: the key the later digits would spell (one barrier
+            // instead of three per digit).
+            let rem = sel.y;
+            if l < cnd {
+                let key = kept[l];
+                var gt = 0u;
+                var ge = 0u;
+                for (var j = 0u; j < cnd; j++) {
+                    let o = kept[j];
+                    gt += select(0u, 1u, o > key);
+                    ge += select(0u, 1u, o >= key);
+                }
+                if gt < rem && ge >= rem {
+                    atomicMax(&kth, key);
+                }
+            }
+            workgroupBarrier();
+            kmin = atomicLoad(&kth);
+        } else {
+            let s1 = sel;
+            if s1.z == 1u {
+                kmin = s1.x;
+            }
         }
     }
     // Gather the survivors of top-k in id order when they fit: each chunk's
@@ -369,11 +429,34 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
     // 4. Top-p.
     var pmin = 0u;
     if rule.top_p > 0.0 && rule.top_p < 1.0 {
-        let goal = rule.top_p * chunked(l, a, e, compact, hi, kmin, 0u);
-        for (var bit = 30; bit >= 0; bit--) {
-            let cand = pmin | (1u << u32(bit));
-            if chunked(l, a, e, compact, hi, kmin, cand) >= goal {
-                pmin = cand;
+        let kn = workgroupUniformLoad(&offs[WG]);
+        if kn <= WG {
+            // At most WG survivors, gathered: invocation j computes q_j
+            // once (into best_v, free since hi was read) and, once all
+            // are, S(bits of q_j) on its own in the chunked order; pmin
+            // is the largest such bits with S >= goal. S falls (or stays)
+            // as the cut rises and changes only at a q's bits, so this is
+            // the largest cut the bit search finds: one barrier, not 93.
+            if l < kn {
+                best_v[l] = prob(kept[l], hi, kmin, 0u);
+            }
+            workgroupBarrier();
+            if l < kn {
+                let goal = rule.top_p * survivor_sum(kn, c, 0u);
+                let v = bitcast<u32>(best_v[l]);
+                if survivor_sum(kn, c, v) >= goal {
+                    atomicMax(&pbest, v);
+                }
+            }
+            workgroupBarrier();
+            pmin = atomicLoad(&pbest);
+        } else {
+            let goal = rule.top_p * chunked(l, a, e, compact, hi, kmin, 0u);
+            for (var bit = 30; bit >= 0; bit--) {
+                let cand = pmin | (1u << u32(bit));
+                if chunked(l, a, e, compact, hi, kmin, cand) >= goal {
+                    pmin = cand;
+                }
             }
         }
     }
