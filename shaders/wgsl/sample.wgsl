@@ -85,9 +85,12 @@ const CAP: u32 = 2048u;
 var<workgroup> kept: array<u32, 2048>;
 var<workgroup> offs: array<u32, 257>;
 var<workgroup> last1: atomic<u32>;
-// candidates: how many keys share top-k's first digit (NONE: not found);
-// ncand counts those gathered into kept.
+// candidates: how many keys (the candidates) were gathered into kept, those
+// matching top-k's digits found by then (NONE: none gathered yet); inbin:
+// how many match the digits found so far (NONE: the rank was not found);
+// ncand counts the gathered.
 var<workgroup> candidates: u32;
+var<workgroup> inbin: u32;
 var<workgroup> ncand: atomic<u32>;
 // kth: top-k's key when at most WG candidates are ranked directly; pbest:
 // top-p's cut when at most WG survivors are searched directly.
@@ -243,6 +246,7 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
     atomicStore(&hist[l], 0u);
     if l == 0u {
         sel = vec3<u32>(0u, rule.top_k, 1u);
+        candidates = NONE;
         atomicStore(&ncand, 0u);
     }
     workgroupBarrier();
@@ -286,10 +290,10 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
     // 2. Top-k: a radix select of the k-th largest order key, 8 bits a
     // pass: the histogram of the next digit among the keys matching the
     // digits found so far, scanned from the top for the rank left. After
-    // the first digit, the keys that share it (the candidates) are
-    // gathered into kept when at most CAP do, and the later passes count
-    // only them: the same histograms, from one more pass over the row
-    // instead of three.
+    // the first digit that at most CAP keys share with the ones before it,
+    // those keys (the candidates) are gathered into kept, and the later
+    // passes count only them: the same histograms, from one more pass over
+    // the row instead of up to three.
     var kmin = 0u;
     if topk {
         for (var d = 0u; d < 4u; d++) {
@@ -338,27 +342,31 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
                     acc += c;
                 }
                 sel = vec3<u32>(s0.x | (b << shift), s0.y - acc, found);
-                if d == 0u {
-                    candidates = select(NONE, inBin, found == 1u);
-                }
-            } else if l == 0u && d == 0u {
-                candidates = NONE;
+                inbin = select(NONE, inBin, found == 1u);
+            } else if l == 0u {
+                inbin = NONE;
             }
             workgroupBarrier();
-            if d == 0u && workgroupUniformLoad(&candidates) <= CAP {
-                // Gather the candidates' keys (in any order: they are
-                // only counted).
-                let top = sel.x >> 24u;
-                for (var i = l; i < n; i += WG) {
-                    let y = logit(i) * rule.inv_temperature;
-                    if y == y {
-                        let key = okey(y);
-                        if key >> 24u == top {
-                            kept[atomicAdd(&ncand, 1u)] = key;
+            if d < 3u && workgroupUniformLoad(&candidates) == NONE {
+                if workgroupUniformLoad(&inbin) <= CAP {
+                    // Gather the keys matching the digits so far (in any
+                    // order: they are only counted).
+                    let m = 0xffffffffu << shift;
+                    let top = sel.x & m;
+                    for (var i = l; i < n; i += WG) {
+                        let y = logit(i) * rule.inv_temperature;
+                        if y == y {
+                            let key = okey(y);
+                            if (key & m) == top {
+                                kept[atomicAdd(&ncand, 1u)] = key;
+                            }
                         }
                     }
+                    if l == 0u {
+                        candidates = inbin;
+                    }
+                    workgroupBarrier();
                 }
-                workgroupBarrier();
             }
         }
         let cnd = workgroupUniformLoad(&candidates);
