@@ -191,24 +191,26 @@ fn chunked(l: u32, a: u32, e: u32, compact: bool, hi: f32, kmin: u32, pcand: u32
     return total;
 }
 
-// survivor_sum is chunked's sum for at most WG gathered survivors whose q
-// are in best_v, by one invocation: each chunk's q (bits at least pcand)
-// in id order, the chunk sums in chunk order (an empty chunk adds 0, which
-// changes no sum).
-fn survivor_sum(kn: u32, c: u32, pcand: u32) -> f32 {
-    var total = 0.0;
-    var part = 0.0;
+// survivor_sums is chunked's sum for at most WG gathered survivors whose q
+// are in best_v and chunks in best_i, by one invocation: each chunk's q in
+// id order, the chunk sums in chunk order (an empty chunk adds 0, which
+// changes no sum). x: the sum of all; y: of those whose bits are at least
+// pcand.
+fn survivor_sums(kn: u32, pcand: u32) -> vec2<f32> {
+    var total = vec2<f32>(0.0);
+    var part = vec2<f32>(0.0);
     var chunk = NONE;
     for (var j = 0u; j < kn; j++) {
-        let t = kept[j] / c;
+        let t = best_i[j];
         if t != chunk {
             total += part;
-            part = 0.0;
+            part = vec2<f32>(0.0);
             chunk = t;
         }
         let q = best_v[j];
+        part.x += q;
         if bitcast<u32>(q) >= pcand {
-            part += q;
+            part.y += q;
         }
     }
     return total + part;
@@ -440,19 +442,22 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
         let kn = workgroupUniformLoad(&offs[WG]);
         if kn <= WG {
             // At most WG survivors, gathered: invocation j computes q_j
-            // once (into best_v, free since hi was read) and, once all
-            // are, S(bits of q_j) on its own in the chunked order; pmin
+            // and its chunk once (into best_v and best_i, free since hi
+            // and arg were read) and, once all are, the total and
+            // S(bits of q_j) on its own in the chunked order; pmin
             // is the largest such bits with S >= goal. S falls (or stays)
             // as the cut rises and changes only at a q's bits, so this is
-            // the largest cut the bit search finds: one barrier, not 93.
+            // the largest cut the bit search finds: two barriers, not 93.
             if l < kn {
-                best_v[l] = prob(kept[l], hi, kmin, 0u);
+                let i = kept[l];
+                best_v[l] = prob(i, hi, kmin, 0u);
+                best_i[l] = i / c;
             }
             workgroupBarrier();
             if l < kn {
-                let goal = rule.top_p * survivor_sum(kn, c, 0u);
                 let v = bitcast<u32>(best_v[l]);
-                if survivor_sum(kn, c, v) >= goal {
+                let sums = survivor_sums(kn, v);
+                if sums.y >= rule.top_p * sums.x {
                     atomicMax(&pbest, v);
                 }
             }
