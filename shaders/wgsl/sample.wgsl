@@ -84,6 +84,8 @@ var<workgroup> sel: vec3<u32>; // radix select: prefix, remaining rank, found
 const CAP: u32 = 2048u;
 var<workgroup> kept: array<u32, 2048>;
 var<workgroup> offs: array<u32, 257>;
+// MINE: how many kept ids an invocation notes in its registers.
+const MINE: u32 = 8u;
 var<workgroup> last1: atomic<u32>;
 // candidates: how many keys (the candidates) were gathered into kept, those
 // matching top-k's digits found by then (NONE: none gathered yet); inbin:
@@ -402,10 +404,16 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
     }
     // Gather the survivors of top-k in id order when they fit: each chunk's
     // count, their running sum, then each chunk's ids at its offset.
+    // The first MINE ids each chunk keeps are noted while counting, so a
+    // chunk keeping at most MINE fills kept without a second pass.
     var cnt = 0u;
+    var mine: array<u32, MINE>;
     for (var i = lo; i < hi_i; i++) {
         let y = logit(i) * rule.inv_temperature;
         if y == y && okey(y) >= kmin {
+            if cnt < MINE {
+                mine[cnt] = i;
+            }
             cnt++;
         }
     }
@@ -426,12 +434,18 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
     if compact {
         a = offs[l];
         e = offs[l + 1u];
-        var o = a;
-        for (var i = lo; i < hi_i; i++) {
-            let y = logit(i) * rule.inv_temperature;
-            if y == y && okey(y) >= kmin {
-                kept[o] = i;
-                o++;
+        if cnt <= MINE {
+            for (var j = 0u; j < cnt; j++) {
+                kept[a + j] = mine[j];
+            }
+        } else {
+            var o = a;
+            for (var i = lo; i < hi_i; i++) {
+                let y = logit(i) * rule.inv_temperature;
+                if y == y && okey(y) >= kmin {
+                    kept[o] = i;
+                    o++;
+                }
             }
         }
     }
