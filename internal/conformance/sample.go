@@ -52,6 +52,32 @@ func SampleCases() []Case {
 			})
 		}
 	}
+	// Rows of 32000 whose most likely ids crowd into a few of the 256
+	// chunks (more than the kernel notes per chunk while counting), each
+	// row a different crowd.
+	const cols = 32000
+	for ri, rule := range []fusion.Sampling{{Temperature: 0.8, TopK: 40, Seed: 3}, {Temperature: 0.8, TopK: 60, TopP: 0.9, Seed: 4}} {
+		cs = append(cs, Case{
+			Name: fmt.Sprintf("sample/crowded/r%d", ri),
+			Build: func() (*fusion.Graph, []*tensors.Tensor) {
+				r := rand.New(rand.NewPCG(12, uint64(ri)))
+				vals := uniform(r, vocab*cols, 4)
+				for row := range vocab {
+					at := row*cols + 1000*row
+					for i := range 50 {
+						vals[at+i] = 5 + float32(r.IntN(8))*0.25
+					}
+				}
+				g := &fusion.Graph{Tokens: 2}
+				x := input(g, "x", cols)
+				last := g.Add(&fusion.LastRowOp{Out: g.NewBuf("last", 1, cols), In: x})
+				g.Logits = g.Add(&fusion.SampleOp{Out: g.NewBuf("id", 1, 1), In: last, Sampling: rule})
+				return g, []*tensors.Tensor{mustTensor(tensors.FromF32("x", []int{vocab, cols}, vals, tensors.F32))}
+			},
+			Steps: sampleSteps(),
+			Tol:   exact,
+		})
+	}
 	return cs
 }
 

@@ -10,10 +10,13 @@
 //      found by a radix select, 8 bits per counting pass (internal/sampler
 //      finds the same key bit by bit; the first pass shares step 1's scan,
 //      the later ones count only the keys gathered after the first when
-//      at most CAP share its digit); kept: key(y) >= kmin.
+//      at most CAP share its digit, and when at most WG do each gathered
+//      key is ranked among them at once); kept: key(y) >= kmin.
 //   3. q = exp(y - hi) for kept tokens, else 0.
 //   4. top-p: pmin = the largest bit pattern P with S(P) >= top_p * S(0),
-//      S(P) the sum of the q whose bits are >= P (31 passes); kept: those.
+//      S(P) the sum of the q whose bits are >= P (31 passes; with at
+//      most WG survivors, the largest bits of a survivor's q whose S
+//      reaches it, each survivor's S summed by one invocation); kept: those.
 //   5. u = Philox4x32-10(counter (step, 0, 0, 0), key (seed_lo, seed_hi))
 //      word 0 >> 8, times 2^-24, with step = step[STEP_POS] + step[STEP_ROWS] (the
 //      position the new token takes); r = u * total; the id is the first
@@ -81,11 +84,20 @@ var<workgroup> sel: vec3<u32>; // radix select: prefix, remaining rank, found
 const CAP: u32 = 2048u;
 var<workgroup> kept: array<u32, 2048>;
 var<workgroup> offs: array<u32, 257>;
+// MINE: how many kept ids an invocation notes in its registers.
+const MINE: u32 = 8u;
 var<workgroup> last1: atomic<u32>;
-// candidates: how many keys share top-k's first digit (NONE: not found);
-// ncand counts those gathered into kept.
+// candidates: how many keys (the candidates) were gathered into kept, those
+// matching top-k's digits found by then (NONE: none gathered yet); inbin:
+// how many match the digits found so far (NONE: the rank was not found);
+// ncand counts the gathered.
 var<workgroup> candidates: u32;
+var<workgroup> inbin: u32;
 var<workgroup> ncand: atomic<u32>;
+// kth: top-k's key when at most WG candidates are ranked directly; pbest:
+// top-p's cut when at most WG survivors are searched directly.
+var<workgroup> kth: atomic<u32>;
+var<workgroup> pbest: atomic<u32>;
 
 // okey maps f32 bits to a u32 in the numbers' order.
 fn okey(v: f32) -> u32 {
@@ -181,6 +193,31 @@ fn chunked(l: u32, a: u32, e: u32, compact: bool, hi: f32, kmin: u32, pcand: u32
     return total;
 }
 
+// survivor_sums is chunked's sum for at most WG gathered survivors whose q
+// are in best_v and chunks in best_i, by one invocation: each chunk's q in
+// id order, the chunk sums in chunk order (an empty chunk adds 0, which
+// changes no sum). x: the sum of all; y: of those whose bits are at least
+// pcand.
+fn survivor_sums(kn: u32, pcand: u32) -> vec2<f32> {
+    var total = vec2<f32>(0.0);
+    var part = vec2<f32>(0.0);
+    var chunk = NONE;
+    for (var j = 0u; j < kn; j++) {
+        let t = best_i[j];
+        if t != chunk {
+            total += part;
+            part = vec2<f32>(0.0);
+            chunk = t;
+        }
+        let q = best_v[j];
+        part.x += q;
+        if bitcast<u32>(q) >= pcand {
+            part.y += q;
+        }
+    }
+    return total + part;
+}
+
 @compute @workgroup_size(256)
 fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
     // No rows: a step a multi-step submission's advance kernel turned into
@@ -202,6 +239,8 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
     if l == 0u {
         atomicStore(&pick, NONE);
         atomicStore(&last1, 0u);
+        atomicStore(&kth, 0u);
+        atomicStore(&pbest, 0u);
     }
     // 1. The greedy id (the largest logit, the lowest index on ties, NaN
     // never) and hi, its logit scaled: the largest scaled logit, as
@@ -211,6 +250,7 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
     atomicStore(&hist[l], 0u);
     if l == 0u {
         sel = vec3<u32>(0u, rule.top_k, 1u);
+        candidates = NONE;
         atomicStore(&ncand, 0u);
     }
     workgroupBarrier();
@@ -254,13 +294,17 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
     // 2. Top-k: a radix select of the k-th largest order key, 8 bits a
     // pass: the histogram of the next digit among the keys matching the
     // digits found so far, scanned from the top for the rank left. After
-    // the first digit, the keys that share it (the candidates) are
-    // gathered into kept when at most CAP do, and the later passes count
-    // only them: the same histograms, from one more pass over the row
-    // instead of three.
+    // the first digit that at most CAP keys share with the ones before it,
+    // those keys (the candidates) are gathered into kept, and the later
+    // passes count only them: the same histograms, from one more pass over
+    // the row instead of up to three.
     var kmin = 0u;
     if topk {
         for (var d = 0u; d < 4u; d++) {
+            // At most WG candidates: ranked directly below.
+            if d > 0u && workgroupUniformLoad(&candidates) <= WG {
+                break;
+            }
             let shift = 24u - 8u * d;
             let s0 = sel;
             if d > 0u {
@@ -302,40 +346,74 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
                     acc += c;
                 }
                 sel = vec3<u32>(s0.x | (b << shift), s0.y - acc, found);
-                if d == 0u {
-                    candidates = select(NONE, inBin, found == 1u);
-                }
-            } else if l == 0u && d == 0u {
-                candidates = NONE;
+                inbin = select(NONE, inBin, found == 1u);
+            } else if l == 0u {
+                inbin = NONE;
             }
             workgroupBarrier();
-            if d == 0u && workgroupUniformLoad(&candidates) <= CAP {
-                // Gather the candidates' keys (in any order: they are
-                // only counted).
-                let top = sel.x >> 24u;
-                for (var i = l; i < n; i += WG) {
-                    let y = logit(i) * rule.inv_temperature;
-                    if y == y {
-                        let key = okey(y);
-                        if key >> 24u == top {
-                            kept[atomicAdd(&ncand, 1u)] = key;
+            if d < 3u && workgroupUniformLoad(&candidates) == NONE {
+                if workgroupUniformLoad(&inbin) <= CAP {
+                    // Gather the keys matching the digits so far (in any
+                    // order: they are only counted).
+                    let m = 0xffffffffu << shift;
+                    let top = sel.x & m;
+                    for (var i = l; i < n; i += WG) {
+                        let y = logit(i) * rule.inv_temperature;
+                        if y == y {
+                            let key = okey(y);
+                            if (key & m) == top {
+                                kept[atomicAdd(&ncand, 1u)] = key;
+                            }
                         }
                     }
+                    if l == 0u {
+                        candidates = inbin;
+                    }
+                    workgroupBarrier();
                 }
-                workgroupBarrier();
             }
         }
-        let s1 = sel;
-        if s1.z == 1u {
-            kmin = s1.x;
+        let cnd = workgroupUniformLoad(&candidates);
+        if cnd <= WG {
+            // Invocation j holds candidate j's key; the key with fewer
+            // than rem larger and at least rem not smaller is the rem-th
+            // largest: the key the later digits would spell (one barrier
+            // instead of three per digit).
+            let rem = sel.y;
+            if l < cnd {
+                let key = kept[l];
+                var gt = 0u;
+                var ge = 0u;
+                for (var j = 0u; j < cnd; j++) {
+                    let o = kept[j];
+                    gt += select(0u, 1u, o > key);
+                    ge += select(0u, 1u, o >= key);
+                }
+                if gt < rem && ge >= rem {
+                    atomicMax(&kth, key);
+                }
+            }
+            workgroupBarrier();
+            kmin = atomicLoad(&kth);
+        } else {
+            let s1 = sel;
+            if s1.z == 1u {
+                kmin = s1.x;
+            }
         }
     }
     // Gather the survivors of top-k in id order when they fit: each chunk's
     // count, their running sum, then each chunk's ids at its offset.
+    // The first MINE ids each chunk keeps are noted while counting, so a
+    // chunk keeping at most MINE fills kept without a second pass.
     var cnt = 0u;
+    var mine: array<u32, MINE>;
     for (var i = lo; i < hi_i; i++) {
         let y = logit(i) * rule.inv_temperature;
         if y == y && okey(y) >= kmin {
+            if cnt < MINE {
+                mine[cnt] = i;
+            }
             cnt++;
         }
     }
@@ -356,12 +434,18 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
     if compact {
         a = offs[l];
         e = offs[l + 1u];
-        var o = a;
-        for (var i = lo; i < hi_i; i++) {
-            let y = logit(i) * rule.inv_temperature;
-            if y == y && okey(y) >= kmin {
-                kept[o] = i;
-                o++;
+        if cnt <= MINE {
+            for (var j = 0u; j < cnt; j++) {
+                kept[a + j] = mine[j];
+            }
+        } else {
+            var o = a;
+            for (var i = lo; i < hi_i; i++) {
+                let y = logit(i) * rule.inv_temperature;
+                if y == y && okey(y) >= kmin {
+                    kept[o] = i;
+                    o++;
+                }
             }
         }
     }
@@ -369,11 +453,37 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
     // 4. Top-p.
     var pmin = 0u;
     if rule.top_p > 0.0 && rule.top_p < 1.0 {
-        let goal = rule.top_p * chunked(l, a, e, compact, hi, kmin, 0u);
-        for (var bit = 30; bit >= 0; bit--) {
-            let cand = pmin | (1u << u32(bit));
-            if chunked(l, a, e, compact, hi, kmin, cand) >= goal {
-                pmin = cand;
+        let kn = workgroupUniformLoad(&offs[WG]);
+        if kn <= WG {
+            // At most WG survivors, gathered: invocation j computes q_j
+            // and its chunk once (into best_v and best_i, free since hi
+            // and arg were read) and, once all are, the total and
+            // S(bits of q_j) on its own in the chunked order; pmin
+            // is the largest such bits with S >= goal. S falls (or stays)
+            // as the cut rises and changes only at a q's bits, so this is
+            // the largest cut the bit search finds: two barriers, not 93.
+            if l < kn {
+                let i = kept[l];
+                best_v[l] = prob(i, hi, kmin, 0u);
+                best_i[l] = i / c;
+            }
+            workgroupBarrier();
+            if l < kn {
+                let v = bitcast<u32>(best_v[l]);
+                let sums = survivor_sums(kn, v);
+                if sums.y >= rule.top_p * sums.x {
+                    atomicMax(&pbest, v);
+                }
+            }
+            workgroupBarrier();
+            pmin = atomicLoad(&pbest);
+        } else {
+            let goal = rule.top_p * chunked(l, a, e, compact, hi, kmin, 0u);
+            for (var bit = 30; bit >= 0; bit--) {
+                let cand = pmin | (1u << u32(bit));
+                if chunked(l, a, e, compact, hi, kmin, cand) >= goal {
+                    pmin = cand;
+                }
             }
         }
     }

@@ -76,7 +76,8 @@ func benchGreedyPick(b *testing.B, dev gpu.Device, n int, onDevice bool) {
 }
 
 // BenchmarkSamplePick is BenchmarkGreedyPick for sampling at temperature
-// 0.8, top-k 40, top-p 0.9: "host" reads the row back and runs
+// 0.8 and top-k 40, with top-p 0.9 ("k40p0.9") and without (the CLI's
+// default rule, "k40"): "host" reads the row back and runs
 // internal/sampler, "device" runs fusion.Sample and reads one value. The logits
 // are normal (standard deviation 2.5), shaped like a model's rather than
 // uniform; cpu-us/op is the process's CPU time per pick (a software
@@ -86,21 +87,27 @@ func BenchmarkSamplePick(b *testing.B) {
 		b.Run(d.Name, func(b *testing.B) {
 			dev := deviceAt(b, i)
 			for _, n := range []int{512, 32000} {
-				for _, onDevice := range []bool{false, true} {
-					mode := "host"
-					if onDevice {
-						mode = "device"
+				for _, topP := range []float32{0.9, 1} {
+					name := "k40"
+					if topP < 1 {
+						name = fmt.Sprintf("k40p%v", topP)
 					}
-					b.Run(fmt.Sprintf("v%d/%s", n, mode), func(b *testing.B) { benchSamplePick(b, dev, n, onDevice) })
+					for _, onDevice := range []bool{false, true} {
+						mode := "host"
+						if onDevice {
+							mode = "device"
+						}
+						rule := fusion.Sampling{Temperature: 0.8, TopK: 40, TopP: topP, Seed: 5}
+						b.Run(fmt.Sprintf("v%d/%s/%s", n, name, mode), func(b *testing.B) { benchSamplePick(b, dev, n, rule, onDevice) })
+					}
 				}
 			}
 		})
 	}
 }
 
-func benchSamplePick(b *testing.B, dev gpu.Device, n int, onDevice bool) {
+func benchSamplePick(b *testing.B, dev gpu.Device, n int, rule fusion.Sampling, onDevice bool) {
 	r := rand.New(rand.NewPCG(4, uint64(n)))
-	rule := fusion.Sampling{Temperature: 0.8, TopK: 40, TopP: 0.9, Seed: 5}
 	g := &fusion.Graph{Tokens: 1}
 	row := g.Add(&fusion.EmbedOp{Out: g.NewBuf("row", 1, n), Weight: "x"})
 	g.Logits = row
