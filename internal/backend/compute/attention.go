@@ -84,6 +84,7 @@ func (pl *planner) attention(op *fusion.AttentionOp) error {
 	}
 	none := pl.none()
 	k.dispatch(pl, ap, op.KVHeads*batches, chunks, T, attentionBindings{Step: step, QW: q, Kc: kc, Vc: vc, OutW: sink, Part: part, Sinks: sinks})
+	pl.chunked()
 	kAttnCombine.dispatch(pl, ap, op.Heads, T, 1, attentionBindings{Step: step, QW: none, Kc: none, Vc: none, OutW: pl.buf(op.Out), Part: part, Sinks: sinks})
 	return nil
 }
@@ -164,6 +165,7 @@ func (pl *planner) batchAttention(op *fusion.AttentionOp, ap shaders.AttnParams,
 	for r, c := range pl.caches {
 		ap.Row0 = u(r)
 		k.dispatch(pl, ap, op.KVHeads*batches, chunks, 1, attentionBindings{Step: step, QW: q, Kc: gpu.Binding{Buf: c.k[op.Layer]}, Vc: gpu.Binding{Buf: c.v[op.Layer]}, OutW: sink, Part: part, Sinks: sinks})
+		pl.chunked()
 		kAttnCombine.dispatch(pl, ap, op.Heads, 1, 1, attentionBindings{Step: step, QW: none, Kc: none, Vc: none, OutW: pl.buf(op.Out), Part: part, Sinks: sinks})
 	}
 	return nil

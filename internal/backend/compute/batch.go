@@ -103,11 +103,20 @@ func (p *program) RunBatch(ctx context.Context, rows []gpu.Row) error {
 		sw.Tokens[r.Seq], sw.Positions[r.Seq] = uint32(r.Token), uint32(r.Pos)
 		sw.Sets[r.Seq] = uint32(min(r.Adapter, math.MaxUint32-1))
 	}
+	// The list of the span of the furthest row's positions.
+	valid := 0
+	for _, r := range rows {
+		valid = max(valid, r.Pos+1)
+	}
+	cmds, err := p.spanList(p.span(valid))
+	if err != nil {
+		return fmt.Errorf("compute: run: %w", err)
+	}
 	step := p.encodeStep(sw)
 	if err := p.b.dev.Write(p.step, 0, step); err != nil {
 		return fmt.Errorf("compute: run: %w", err)
 	}
-	if err := p.b.dev.Submit(p.cmds); err != nil {
+	if err := p.b.dev.Submit(cmds); err != nil {
 		return fmt.Errorf("compute: run: %w", err)
 	}
 	if err := waitSubmitted(ctx, p.b.dev); err != nil {

@@ -18,7 +18,10 @@ type item struct {
 	params   shaders.Params
 	bindings []gpu.Binding // after the params binding
 	x, y, z  int
-	cost     cost // work of the dispatch, for profiles
+	// chunked: y counts attn_split's chunks of the cache, of which a list
+	// recorded for a shorter span dispatches the first span (lenlists.go).
+	chunked bool
+	cost    cost // work of the dispatch, for profiles
 
 	copyDst, copySrc gpu.Buffer
 	copySize         int64
@@ -205,6 +208,11 @@ func (pl *planner) record() error {
 		return err
 	}
 	p.items, p.params = pl.items, pb
+	for _, it := range pl.items {
+		if it.chunked {
+			p.chunks = max(p.chunks, it.y)
+		}
+	}
 	// Every kernel the program runs compiles now, in parallel: those of
 	// its items and, for a decode program that picks its token, the
 	// advance kernel of its multi-step lists (RunSteps), so that no run
@@ -221,15 +229,15 @@ func (pl *planner) record() error {
 	if err := p.b.compileKernels(context.Background(), refs); err != nil {
 		return err
 	}
-	p.cmds, _, err = p.recordList(false)
+	p.cmds, _, err = p.recordList(false, 0)
 	return err
 }
 
-// recordList records the planned items, with timestamps before each op's
-// first item and after the last item when timestamps is set; it returns
-// the list and, for timestamps, the op index of each slot (the last slot
-// marks the end).
-func (p *program) recordList(timestamps bool) (gpu.Commands, []int, error) {
+// recordList records the planned items for span (0: the whole cache,
+// lenlists.go), with timestamps before each op's first item and after the
+// last item when timestamps is set; it returns the list and, for
+// timestamps, the op index of each slot (the last slot marks the end).
+func (p *program) recordList(timestamps bool, span int) (gpu.Commands, []int, error) {
 	cmds, err := p.b.dev.NewCommands()
 	if err != nil {
 		return nil, nil, err
@@ -264,7 +272,8 @@ func (p *program) recordList(timestamps bool) (gpu.Commands, []int, error) {
 			return fail(err)
 		}
 		bind := append([]gpu.Binding{{Buf: p.params, Offset: int64(slot * paramSlot), Size: paramBytes}}, it.bindings...)
-		if err := cmds.Dispatch(k, bind, it.x, it.y, it.z); err != nil {
+		x, y, z := it.grid(span)
+		if err := cmds.Dispatch(k, bind, x, y, z); err != nil {
 			return fail(fmt.Errorf("%s: %w", it.kernel, err))
 		}
 		slot++

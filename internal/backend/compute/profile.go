@@ -23,14 +23,23 @@ func (p *program) Profile(ctx context.Context, tokens []int32, pos int) ([]OpTim
 	if !p.b.devCaps.Timestamps {
 		return nil, fmt.Errorf("compute: profile: device timestamps: %w", gpu.ErrUnsupported)
 	}
-	if p.profile == nil {
-		cmds, slots, err := p.recordList(true)
-		if err != nil {
-			return nil, fmt.Errorf("compute: profile: %w", err)
+	// The list with timestamps of the step's span, recorded on first use
+	// (every span's has the same slots).
+	list := func(span int) (gpu.Commands, error) {
+		if c, ok := p.profiles[span]; ok {
+			return c, nil
 		}
-		p.profile, p.profileSlots = cmds, slots
+		cmds, slots, err := p.recordList(true, span)
+		if err != nil {
+			return nil, fmt.Errorf("profile: %w", err)
+		}
+		if p.profiles == nil {
+			p.profiles = map[int]gpu.Commands{}
+		}
+		p.profiles[span], p.profileSlots = cmds, slots
+		return cmds, nil
 	}
-	if err := p.run(ctx, tokens, pos, p.profile); err != nil {
+	if err := p.run(ctx, tokens, pos, list); err != nil {
 		return nil, err
 	}
 	ts, err := p.b.dev.ReadTimestamps(len(p.profileSlots))

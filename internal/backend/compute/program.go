@@ -24,13 +24,18 @@ const (
 // program is a compiled graph: its buffers, its recorded command list and
 // the parameters that list reads. Not safe for concurrent use.
 type program struct {
-	b      *backend
-	g      *fusion.Graph
-	bufs   []gpu.Buffer // activations, by fusion.Buf
-	step   gpu.Buffer   // the step buffer: stepWords, as encodeStep lays them out
-	owned  []gpu.Buffer // everything Release frees
-	cmds   gpu.Commands
-	items  []item     // the planned commands, for re-recording with timestamps
+	b     *backend
+	g     *fusion.Graph
+	bufs  []gpu.Buffer // activations, by fusion.Buf
+	step  gpu.Buffer   // the step buffer: stepWords, as encodeStep lays them out
+	owned []gpu.Buffer // everything Release frees
+	cmds  gpu.Commands // the list of the whole cache (span 0)
+	items []item       // the planned commands, for re-recording with timestamps
+	// spans holds the lists recorded for valid lengths below the cache's
+	// (lenlists.go), by span; chunks is the most attn_split chunks an
+	// item dispatches (0: none, one list serves every step).
+	spans  map[int]gpu.Commands
+	chunks int
 	params gpu.Buffer // every dispatch's parameters
 	vocab  int        // smallest embedding table, for token checks; 0 without Embed
 	maxLen int        // cache positions, 0 when the graph uses no cache
@@ -47,7 +52,7 @@ type program struct {
 	setAt    int
 	lastRows []gpu.Row
 
-	profile      gpu.Commands // recorded with timestamps on first Profile
+	profiles     map[int]gpu.Commands // recorded with timestamps on first Profile, by span
 	profileSlots []int
 
 	multi multiStep // RunSteps' lists (steps.go)
@@ -186,10 +191,12 @@ func (p *program) build(ws *weights, caches []*kvCache) error {
 
 // Run writes the step buffer and submits the recorded list.
 func (p *program) Run(ctx context.Context, tokens []int32, pos int) error {
-	return p.run(ctx, tokens, pos, p.cmds)
+	return p.run(ctx, tokens, pos, p.spanList)
 }
 
-func (p *program) run(ctx context.Context, tokens []int32, pos int, cmds gpu.Commands) error {
+// run writes the step buffer and submits the list that list returns for
+// the step's span.
+func (p *program) run(ctx context.Context, tokens []int32, pos int, list func(span int) (gpu.Commands, error)) error {
 	if p.cmds == nil {
 		return fmt.Errorf("%w: program released", ErrRun)
 	}
@@ -209,6 +216,10 @@ func (p *program) run(ctx context.Context, tokens []int32, pos int, cmds gpu.Com
 			return fmt.Errorf("%w: token %d at row %d outside the vocabulary of %d", ErrRun, t, i, p.vocab)
 		}
 		words[i] = uint32(t)
+	}
+	cmds, err := list(p.span(pos + n))
+	if err != nil {
+		return fmt.Errorf("compute: run: %w", err)
 	}
 	step := p.encodeStep(stepWords{Pos: uint32(pos), Rows: uint32(n), Tokens: words})
 	p.lastT = 0
@@ -259,10 +270,13 @@ func (p *program) Release() {
 		p.cmds.Release()
 		p.cmds = nil
 	}
-	if p.profile != nil {
-		p.profile.Release()
-		p.profile = nil
+	for _, c := range p.spans {
+		c.Release()
 	}
+	for _, c := range p.profiles {
+		c.Release()
+	}
+	p.spans, p.profiles = nil, nil
 	for _, b := range p.owned {
 		b.Release()
 	}

@@ -58,6 +58,7 @@ type multiStep struct {
 // stepsKey names a recorded multi-step list.
 type stepsKey struct {
 	n      int
+	span   int // lenlists.go
 	stamps bool
 }
 
@@ -110,7 +111,7 @@ func (p *program) RunSteps(ctx context.Context, token int32, pos, n int, stops [
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("compute: run steps: %w", err)
 	}
-	cmds, err := p.stepList(out, n)
+	cmds, err := p.stepList(out, n, p.span(pos+n))
 	if err != nil {
 		return nil, fmt.Errorf("compute: run steps: %w", err)
 	}
@@ -147,10 +148,11 @@ func (p *program) RunSteps(ctx context.Context, token int32, pos, n int, stops [
 	return ids, nil
 }
 
-// stepList returns the command list of n steps, recording it on first use.
-func (p *program) stepList(out fusion.Buf, n int) (gpu.Commands, error) {
+// stepList returns the command list of n steps for span, recording it on
+// first use.
+func (p *program) stepList(out fusion.Buf, n, span int) (gpu.Commands, error) {
 	ms := &p.multi
-	key := stepsKey{n: n, stamps: ms.stamps}
+	key := stepsKey{n: n, span: span, stamps: ms.stamps}
 	if c, ok := ms.lists[key]; ok {
 		return c, nil
 	}
@@ -185,7 +187,7 @@ func (p *program) stepList(out fusion.Buf, n int) (gpu.Commands, error) {
 		}
 	}
 	for s := range n {
-		if err := p.appendItems(cmds); err != nil {
+		if err := p.appendItems(cmds, span); err != nil {
 			cmds.Release()
 			return nil, err
 		}
@@ -210,8 +212,9 @@ func (p *program) stepList(out fusion.Buf, n int) (gpu.Commands, error) {
 	return cmds, nil
 }
 
-// appendItems records the planned items (no timestamps) into cmds.
-func (p *program) appendItems(cmds gpu.Commands) error {
+// appendItems records the planned items for span (no timestamps) into
+// cmds.
+func (p *program) appendItems(cmds gpu.Commands, span int) error {
 	slot := 0
 	for _, it := range p.items {
 		if it.kernel == "" {
@@ -225,7 +228,8 @@ func (p *program) appendItems(cmds gpu.Commands) error {
 			return err
 		}
 		bind := append([]gpu.Binding{{Buf: p.params, Offset: int64(slot * paramSlot), Size: paramBytes}}, it.bindings...)
-		if err := cmds.Dispatch(k, bind, it.x, it.y, it.z); err != nil {
+		x, y, z := it.grid(span)
+		if err := cmds.Dispatch(k, bind, x, y, z); err != nil {
 			return fmt.Errorf("%s: %w", it.kernel, err)
 		}
 		slot++
