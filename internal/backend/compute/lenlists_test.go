@@ -11,11 +11,11 @@ import (
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/internal/arch"
 	"github.com/gpurun/gpurun/internal/gputest"
+	"github.com/gpurun/gpurun/internal/llama2c"
 	"github.com/gpurun/gpurun/internal/testmodels"
-	"github.com/gpurun/gpurun/pipeline/arch"
 	"github.com/gpurun/gpurun/shaders"
-	"github.com/gpurun/gpurun/tensors/llama2c"
 	"github.com/gpurun/gpurun/tensors/model"
 )
 
