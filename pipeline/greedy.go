@@ -22,10 +22,9 @@ var ErrDeviceID = errors.New("pipeline: device returned an invalid token id")
 // in fusion.Sample with opts' rule, which draws the token internal/sampler
 // would from the same logits. Both programs are compiled at load
 // (compilePickers); a new rule goes into the sampling program's step tensor
-// (pickProgram.rules), or on a backend whose program cannot take it, into a
-// program compiled again. The caller holds sl. A backend without the op
-// leaves the picks to the host, and so does a grammar on a program that
-// takes no token mask.
+// (pickProgram.setsRule), or on a backend whose program cannot take it,
+// into a program compiled again. The caller holds sl. A backend without
+// the op leaves the picks to the host.
 func (m *Model) devicePicker(sl *slot, opts *GenerateOptions) (*pickProgram, error) {
 	m.mu.Lock()
 	off := m.greedyOff
@@ -52,9 +51,6 @@ func (m *Model) devicePicker(sl *slot, opts *GenerateOptions) (*pickProgram, err
 		p = newPickProgram(prog, fusion.Sampling{}, m.caps)
 		sl.argmax = p
 	}
-	if opts.Grammar != nil && p.mask == nil {
-		return nil, nil
-	}
 	return p, nil
 }
 
@@ -62,9 +58,9 @@ func (m *Model) devicePicker(sl *slot, opts *GenerateOptions) (*pickProgram, err
 // holds, its rule changed in place where it can be, or one compiled again;
 // nil, nil where the backend lacks the op.
 func (m *Model) samplingProgram(sl *slot, rule fusion.Sampling) (*pickProgram, error) {
-	if p := sl.sample; p != nil && p.rule != rule && p.rules != nil {
+	if p := sl.sample; p != nil && p.rule != rule && p.setsRule {
 		// The rule lives in the program's step tensor: no recompiling.
-		switch err := p.rules.SetSampling(rule); {
+		switch err := p.prog.SetSampling(rule); {
 		case err == nil:
 			p.rule = rule
 		case !errors.Is(err, gpu.ErrUnsupported):
@@ -119,10 +115,7 @@ func (d *deviceStep) next(ctx context.Context, history []int, left int) (int, er
 		return -1, err
 	}
 	if allowed != nil {
-		if d.prog.mask == nil {
-			return -1, fmt.Errorf("pipeline: token mask: the picking program takes none: %w", gpu.ErrUnsupported)
-		}
-		if err := d.prog.mask.SetTokenMask(allowed); err != nil {
+		if err := d.prog.prog.SetTokenMask(allowed); err != nil {
 			return -1, fmt.Errorf("pipeline: token mask: %w", err)
 		}
 		d.masked = true
@@ -164,13 +157,13 @@ func (d *deviceStep) step(ctx context.Context, history []int) (id int, ok bool, 
 func (d *deviceStep) close(mt *Metrics) {
 	mt.DevicePicked += d.picked
 	if d.masked {
-		d.prog.mask.SetTokenMask(nil)
+		d.prog.prog.SetTokenMask(nil)
 	}
 	d.host.close(mt)
 }
 
 // multiStep is the stepper of an unconstrained generation whose tokens the
-// device picks several steps per submission (pickProgram.steps): each
+// device picks several steps per submission (pickProgram.multiStep): each
 // step's id feeds the next step on the device, a stop token ends the
 // submission's work there, and the ids come back together, handed out one
 // per call. Where fewer than two steps fit, one step runs (single).
@@ -212,7 +205,7 @@ func (s *multiStep) run(ctx context.Context, history []int, n int) (ids []int, o
 		return nil, false, nil
 	}
 	m.lockDevice()
-	got, err := s.single.prog.steps.RunSteps(ctx, int32(history[nc-1]), nc-1, n, s.stops)
+	got, err := s.single.prog.prog.RunSteps(ctx, int32(history[nc-1]), nc-1, n, s.stops)
 	m.unlockDevice()
 	if err != nil {
 		return nil, true, fmt.Errorf("pipeline: %d decode steps at position %d: %w", n, nc-1, err)

@@ -55,30 +55,21 @@ func (ps *programs) release() {
 type pickProgram struct {
 	prog gpu.Program
 	rule fusion.Sampling // the rule it draws with; zero for argmax
-	// steps runs several steps per submission (gpu.Caps.MaxSteps above
-	// 1); nil: one per Run.
-	steps gpu.Program
-	// mask restricts the tokens it picks (every picking program takes a
-	// mask; nil only for a program that picks nothing).
-	mask gpu.Program
-	// rules takes a new sampling rule without compiling again
-	// (gpu.Caps.Sampling); nil: a new rule compiles the graph again.
-	rules gpu.Program
+	// multiStep: prog runs several steps per submission (RunSteps;
+	// gpu.Caps.MaxSteps above 1), else one per Run.
+	multiStep bool
+	// setsRule: a new sampling rule goes into prog's step tensor
+	// (SetSampling; gpu.Caps.Sampling), else the graph compiles again.
+	setsRule bool
 	// maxStops is how many stop ids the device checks in a multi-step
 	// submission (gpu.Caps.MaxStops).
 	maxStops int
 }
 
 // newPickProgram sets what p can do besides Run from the backend's caps.
+// Every picking program takes a token mask (gpu.Program.SetTokenMask).
 func newPickProgram(p gpu.Program, rule fusion.Sampling, caps gpu.Caps) *pickProgram {
-	pp := &pickProgram{prog: p, rule: rule, mask: p, maxStops: caps.MaxStops}
-	if caps.MaxSteps > 1 {
-		pp.steps = p
-	}
-	if caps.Sampling {
-		pp.rules = p
-	}
-	return pp
+	return &pickProgram{prog: p, rule: rule, multiStep: caps.MaxSteps > 1, setsRule: caps.Sampling, maxStops: caps.MaxStops}
 }
 
 // program is p's program; nil for a nil p.

@@ -60,7 +60,7 @@ func (m *Model) newStepper(ctx context.Context, sl *slot, g *generation, opts *G
 		return plain, nil
 	}
 	d := &deviceStep{host: host, prog: pick}
-	if pick.steps == nil || opts.Grammar != nil || m.stepsPerSubmit < 2 {
+	if !pick.multiStep || opts.Grammar != nil || m.stepsPerSubmit < 2 {
 		// A masked program runs one step per submission.
 		return d, nil
 	}
