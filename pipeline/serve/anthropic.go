@@ -496,11 +496,7 @@ func (a *anthropicStream) start() error {
 	}
 	a.started = true
 	a.index = -1
-	h := a.w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	a.w.WriteHeader(http.StatusOK)
+	startEvents(a.w)
 	return a.event("message_start", map[string]any{"type": "message_start", "message": a.message})
 }
 
@@ -509,10 +505,7 @@ func (a *anthropicStream) event(name string, v any) error {
 	if err != nil {
 		return err
 	}
-	if _, err := fmt.Fprintf(a.w, "event: %s\ndata: %s\n\n", name, data); err != nil {
-		return err
-	}
-	return http.NewResponseController(a.w).Flush()
+	return writeEvent(a.w, name, data)
 }
 
 // close ends the open block.

@@ -670,11 +670,7 @@ func (e *eventStream) start() error {
 		return nil
 	}
 	e.started = true
-	h := e.w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	e.w.WriteHeader(http.StatusOK)
+	startEvents(e.w)
 	if e.k == kindChat {
 		return e.send(map[string]any{"role": "assistant", "content": ""}, nil, nil, false)
 	}
@@ -705,11 +701,30 @@ func (e *eventStream) send(delta map[string]any, finish *string, u *usage, noCho
 	return e.event(data)
 }
 
-func (e *eventStream) event(data []byte) error {
-	if _, err := fmt.Fprintf(e.w, "data: %s\n\n", data); err != nil {
+func (e *eventStream) event(data []byte) error { return writeEvent(e.w, "", data) }
+
+// startEvents answers 200 with the headers of a server-sent event stream
+// (OpenAI's chunks and Anthropic's events alike).
+func startEvents(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+}
+
+// writeEvent writes one server-sent event (with an event: line when name
+// is set) and flushes it to the client.
+func writeEvent(w http.ResponseWriter, name string, data []byte) error {
+	if name != "" {
+		if _, err := fmt.Fprintf(w, "event: %s\n", name); err != nil {
+			return err
+		}
+	}
+	if _, err := fmt.Fprintf(w, "data: %s\n\n", data); err != nil {
 		return err
 	}
-	return http.NewResponseController(e.w).Flush()
+	return http.NewResponseController(w).Flush()
 }
 
 // delta sends one chat delta.
