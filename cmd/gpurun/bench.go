@@ -318,7 +318,7 @@ func (sw *benchSweep) source(ctx context.Context, src benchSource, bname string,
 	b := opened[bname]
 	for _, policy := range sw.plan.policies {
 		var fresh func() (gpu.Backend, error)
-		if sw.bf.coldLoad && b.Info().Backend != "cpu" {
+		if sw.bf.coldLoad && !b.Caps().Host {
 			fresh = func() (gpu.Backend, error) { return sw.plan.openBackend(ctx, bname) }
 		}
 		results := benchConfig(ctx, sw.log, sw.bar, sw.rf, sw.bf, sw.plan.tests, src, ck, ckErr, b, fresh, policy, modelBytes, &sw.processPeak)
