@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/gpurun/gpurun/fusion"
-	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/internal/arch"
 	"github.com/gpurun/gpurun/internal/backend/cpu"
 	"github.com/gpurun/gpurun/internal/gguf"
@@ -124,27 +123,8 @@ func checkCheckpointMath(t *testing.T, name string, ck *model.Checkpoint, g test
 		t.Fatal(err)
 	}
 	const maxLen = 128
-	var kv gpu.KVCache
 	n := len(g.PromptIDs)
-	compile := func(tokens int, all bool) gpu.Program {
-		graph, err := arch.Build(&ck.Config, arch.BuildOptions{Tokens: tokens, MaxLen: maxLen, AllLogits: all, LoRA: lora})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if fused {
-			graph = fusion.Fuse(graph)
-		}
-		if kv == nil {
-			if kv, err = be.NewKVCache(graph.KV); err != nil {
-				t.Fatal(err)
-			}
-		}
-		p, err := be.Compile(graph, w, kv)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	compile := testmodels.Compiler(t, be, w, &ck.Config, arch.BuildOptions{MaxLen: maxLen, LoRA: lora}, fused)
 	prefill, decode := compile(n, true), compile(1, false)
 	prompt := testmodels.IDs32(g.PromptIDs)
 	if err := prefill.Run(ctx, prompt, 0); err != nil {

@@ -61,30 +61,16 @@ func runModel(t *testing.T, cfg *model.Config, ck *model.Checkpoint, fused bool,
 		t.Fatal(err)
 	}
 	defer w.Release()
-	var kv gpu.KVCache
-	compile := func(tokens int, all bool) gpu.Program {
-		g, err := arch.Build(cfg, arch.BuildOptions{Tokens: tokens, MaxLen: 64, AllLogits: all})
+	if fused {
+		g, err := arch.Build(cfg, arch.BuildOptions{Tokens: prompt, MaxLen: 64, AllLogits: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if fused {
-			f := fusion.Fuse(g)
-			if len(f.Ops) >= len(g.Ops) {
-				t.Fatalf("fusion left %d of %d ops", len(f.Ops), len(g.Ops))
-			}
-			g = f
+		if f := fusion.Fuse(g); len(f.Ops) >= len(g.Ops) {
+			t.Fatalf("fusion left %d of %d ops", len(f.Ops), len(g.Ops))
 		}
-		if kv == nil {
-			if kv, err = be.NewKVCache(g.KV); err != nil {
-				t.Fatal(err)
-			}
-		}
-		p, err := be.Compile(g, w, kv)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
 	}
+	compile := testmodels.Compiler(t, be, w, cfg, arch.BuildOptions{MaxLen: 64}, fused)
 	pre, dec := compile(prompt, true), compile(1, false)
 	defer pre.Release()
 	defer dec.Release()

@@ -6,13 +6,10 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/gpurun/gpurun/fusion"
-	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/internal/arch"
 	"github.com/gpurun/gpurun/internal/backend/cpu"
 	"github.com/gpurun/gpurun/internal/gguf"
 	"github.com/gpurun/gpurun/internal/testmodels"
-	"github.com/gpurun/gpurun/tensors/model"
 )
 
 // ggufDiff runs a tiny GGUF model of ../shared/models/arch with the given
@@ -33,7 +30,7 @@ func ggufDiff(t *testing.T, name string, m cpu.Math, fused bool) float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	compile := goldenCompiler(t, be, w, &ck.Config, 128, fused)
+	compile := testmodels.Compiler(t, be, w, &ck.Config, arch.BuildOptions{MaxLen: 128}, fused)
 	n := len(g.PromptIDs)
 	prefill, decode := compile(n, true), compile(1, false)
 	if err := prefill.Run(ctx, testmodels.IDs32(g.PromptIDs), 0); err != nil {
@@ -85,32 +82,5 @@ func TestDynamicMathGGUF(t *testing.T) {
 				t.Errorf("%s: dynamic logits (%.3g) are not closer to llama.cpp than exact ones (%.3g)", tc.name, dyn, exact)
 			}
 		}
-	}
-}
-
-// goldenCompiler returns a compile function for a golden run of cfg on be:
-// graphs of the given tokens (with every row's logits for all), fused or
-// not, over one KV cache of maxLen positions made for the first.
-func goldenCompiler(t *testing.T, be gpu.Backend, w gpu.Weights, cfg *model.Config, maxLen int, fused bool) func(tokens int, all bool) gpu.Program {
-	t.Helper()
-	var kv gpu.KVCache
-	return func(tokens int, all bool) gpu.Program {
-		graph, err := arch.Build(cfg, arch.BuildOptions{Tokens: tokens, MaxLen: maxLen, AllLogits: all})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if fused {
-			graph = fusion.Fuse(graph)
-		}
-		if kv == nil {
-			if kv, err = be.NewKVCache(graph.KV); err != nil {
-				t.Fatal(err)
-			}
-		}
-		p, err := be.Compile(graph, w, kv)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
 	}
 }

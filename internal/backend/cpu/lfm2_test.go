@@ -43,7 +43,7 @@ func lfm2Run(t *testing.T, fused bool) (prompt, decode float64, departed int) {
 	}
 	const maxLen = 64
 	n := len(g.PromptIDs)
-	compile := goldenCompiler(t, be, w, &ck.Config, maxLen, fused)
+	compile := testmodels.Compiler(t, be, w, &ck.Config, arch.BuildOptions{MaxLen: maxLen}, fused)
 	pre, dec := compile(n, true), compile(1, false)
 	if err := pre.Run(ctx, testmodels.IDs32(g.PromptIDs), 0); err != nil {
 		t.Fatal(err)
