@@ -7,10 +7,11 @@ import (
 
 // LayerState is the recurrent state a layer of a sequence keeps in place of
 // keys and values (KVSpec.State): what its mixer carries from one position
-// to the next. Today that is a convolution window (LFM2's gated short
-// convolutions: ShortConvOp); a state matrix (Gated DeltaNet, Mamba-2)
-// would join it as more fields, so that one cache object, allocated, copied
-// and reset by its backend, holds every kind of per-sequence state.
+// to the next: a convolution window (LFM2's gated short convolutions:
+// ShortConvOp; the convolutions before Gated DeltaNet and Mamba-2 layers)
+// and a state matrix per head (Gated DeltaNet's and Mamba-2's recurrences),
+// so that one cache object, allocated, copied and reset by its backend,
+// holds every kind of per-sequence state.
 //
 // A state is bound to a position: after a step over positions
 // [Pos, Pos+T) it describes the sequence's first Pos+T tokens, and unlike
@@ -24,14 +25,25 @@ type LayerState struct {
 	// ConvChannels and ConvWindow: the last ConvWindow inputs of each of
 	// ConvChannels channels of a causal convolution (its width minus one).
 	ConvChannels, ConvWindow int
+	// MatrixHeads, MatrixRows and MatrixCols: a MatrixRows x MatrixCols
+	// f32 matrix per head of a linear recurrence (Gated DeltaNet: value
+	// heads x key dim x value dim; Mamba-2: heads x head dim x state size),
+	// stored after the convolution window, head-major then row-major.
+	MatrixHeads, MatrixRows, MatrixCols int
 }
 
 // Recurrent reports whether the layer keeps a state (rather than keys and
 // values).
-func (s LayerState) Recurrent() bool { return s.ConvChannels > 0 }
+func (s LayerState) Recurrent() bool { return s.ConvChannels > 0 || s.MatrixHeads > 0 }
 
-// Values is the state's size in f32 values.
-func (s LayerState) Values() int { return s.ConvChannels * s.ConvWindow }
+// ConvValues is the size of the convolution window in f32 values.
+func (s LayerState) ConvValues() int { return s.ConvChannels * s.ConvWindow }
+
+// MatrixValues is the size of the state matrices in f32 values.
+func (s LayerState) MatrixValues() int { return s.MatrixHeads * s.MatrixRows * s.MatrixCols }
+
+// Values is the state's size in f32 values: the window, then the matrices.
+func (s LayerState) Values() int { return s.ConvValues() + s.MatrixValues() }
 
 // LayerState returns layer l's state (the zero value for a KV layer).
 func (s KVSpec) LayerState(l int) LayerState {
@@ -99,7 +111,9 @@ func (s KVSpec) checkState() error {
 		return fmt.Errorf("%w: kv states for %d of %d layers", ErrInvalid, len(s.State), s.Layers)
 	}
 	for l, st := range s.State {
-		if st.ConvChannels < 0 || st.ConvWindow < 0 || st.ConvChannels > 1<<24 || st.ConvWindow > 1<<10 || (st.ConvChannels > 0) != (st.ConvWindow > 0) {
+		m := []int{st.MatrixHeads, st.MatrixRows, st.MatrixCols}
+		if st.ConvChannels < 0 || st.ConvWindow < 0 || st.ConvChannels > 1<<24 || st.ConvWindow > 1<<10 || (st.ConvChannels > 0) != (st.ConvWindow > 0) ||
+			slices.Min(m) < 0 || slices.Max(m) > 1<<16 || (m[0] > 0) != (m[1] > 0) || (m[0] > 0) != (m[2] > 0) || st.Values() > 1<<28 {
 			return fmt.Errorf("%w: kv state %+v of layer %d", ErrInvalid, st, l)
 		}
 	}
