@@ -1,0 +1,91 @@
+package conformance
+
+import (
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/tensors"
+)
+
+// ShortConvCases are LFM2's gated short convolution with its recurrent
+// state (fusion.ShortConvOp, KVSpec.State): per case a prefill in chunks
+// (some shorter than the state's window, some longer), single decode
+// steps, then the sequence restarted at position 0 (the state reset, not
+// read) and run on, so the outputs after the first step depend on the
+// state carried between steps, and those after the restart on its reset.
+// Channel counts go around the kernel's workgroup of 64 (1, 5, 63, 65,
+// 130: odd ones leave partial workgroups), widths 2 to 5 (LFM2's 3; 4 is
+// Qwen3.5's and Mamba-2's convolution), taps f32, f16 and bf16, and
+// f16 activations. Ablate keeps only each channel's current tap (the
+// reference without the window, the smallest convention effect
+// arch3/README.md measures for LFM2): the outputs must be far from it.
+func ShortConvCases() []Case {
+	type tc struct {
+		ch, width int
+		dt        tensors.DType
+		tokens    int // the graph's rows: prefill chunks of at most this many
+		prefill   int
+		half      bool
+	}
+	table := []tc{
+		{1, 3, tensors.F32, 4, 9, false},
+		{5, 3, tensors.F32, 1, 3, false},   // decode only: every step reads the window from the state
+		{63, 3, tensors.F32, 2, 7, false},  // chunks of 2: each spans the window of 2
+		{65, 4, tensors.F32, 5, 13, false}, // chunks longer than the window, and a last partial one
+		{64, 2, tensors.F16, 3, 8, false},
+		{130, 5, tensors.BF16, 3, 10, false}, // chunks shorter than the window of 4
+		{65, 3, tensors.F32, 4, 10, true},
+	}
+	var cs []Case
+	for _, c := range table {
+		const decode, again = 6, 5 // decode steps, then steps after the restart
+		maxLen := c.prefill + decode + 1
+		steps := chunkedSteps(c.prefill, c.tokens, decode)
+		restart := chunkedSteps(again, c.tokens, 2)
+		for i := range restart {
+			for j := range restart[i].Tokens {
+				restart[i].Tokens[j] = (restart[i].Tokens[j] + 4) % vocab
+			}
+		}
+		steps = append(steps, restart...)
+		name := fmt.Sprintf("shortconv/c%d_w%d_%s_t%d_p%d", c.ch, c.width, c.dt, c.tokens, c.prefill)
+		sc := Case{
+			Name: name,
+			Build: func() (*fusion.Graph, []*tensors.Tensor) {
+				r := rand.New(rand.NewPCG(23, uint64(c.ch*100+c.width)))
+				g := &fusion.Graph{Tokens: c.tokens}
+				g.KV = fusion.KVSpec{Layers: 2, KVHeads: 1, HeadDim: 4, MaxLen: maxLen,
+					State: []fusion.LayerState{{}, {ConvChannels: c.ch, ConvWindow: c.width - 1}}}
+				bcx := input(g, "bcx", 3*c.ch)
+				g.Logits = g.Add(&fusion.ShortConvOp{Out: g.NewBuf("conv", c.tokens, c.ch), In: bcx, Weight: "taps", Layer: 1, Channels: c.ch, Width: c.width})
+				taps := uniform(r, c.ch*c.width, 1)
+				current := make([]float32, len(taps)) // only tap width-1 (the current token's)
+				for i := c.width - 1; i < len(taps); i += c.width {
+					current[i] = taps[i]
+				}
+				return g, []*tensors.Tensor{
+					mustTensor(tensors.FromF32("bcx", []int{vocab, 3 * c.ch}, uniform(r, vocab*3*c.ch, 2), tensors.F32)),
+					mustTensor(tensors.FromF32("taps", []int{c.ch, c.width}, taps, c.dt)),
+					mustTensor(tensors.FromF32("taps_current", []int{c.ch, c.width}, current, c.dt)),
+				}
+			},
+			Steps: steps,
+			Tol:   dot,
+			Ablate: func(g *fusion.Graph) {
+				for _, op := range g.Ops {
+					if sc, ok := op.(*fusion.ShortConvOp); ok {
+						sc.Weight = "taps_current"
+					}
+				}
+			},
+		}
+		if c.half {
+			// Every activation binary16, the output doubled into f32
+			// (half: HalfCases' tolerance).
+			sc = half(sc)
+		}
+		cs = append(cs, sc)
+	}
+	return cs
+}
