@@ -16,26 +16,30 @@ import (
 // state carried between steps, and those after the restart on its reset.
 // Channel counts go around the kernel's workgroup of 64 (1, 5, 63, 65,
 // 130: odd ones leave partial workgroups), widths 2 to 5 (LFM2's 3; 4 is
-// Qwen3.5's and Mamba-2's convolution), taps f32, f16 and bf16, and
-// f16 activations. Ablate keeps only each channel's current tap (the
+// Qwen3.5's and Mamba-2's convolution), taps f32, f16, bf16, int8 with a
+// scale per row and int4 in blocks, and f16 activations. Ablate keeps only each channel's current tap (the
 // reference without the window, the smallest convention effect
 // arch3/README.md measures for LFM2): the outputs must be far from it.
 func ShortConvCases() []Case {
 	type tc struct {
 		ch, width int
 		dt        tensors.DType
-		tokens    int // the graph's rows: prefill chunks of at most this many
+		block     int           // quantized taps: taps per scale (0: per row)
+		scale     tensors.DType // and the scales' type
+		tokens    int           // the graph's rows: prefill chunks of at most this many
 		prefill   int
 		half      bool
 	}
 	table := []tc{
-		{1, 3, tensors.F32, 4, 9, false},
-		{5, 3, tensors.F32, 1, 3, false},   // decode only: every step reads the window from the state
-		{63, 3, tensors.F32, 2, 7, false},  // chunks of 2: each spans the window of 2
-		{65, 4, tensors.F32, 5, 13, false}, // chunks longer than the window, and a last partial one
-		{64, 2, tensors.F16, 3, 8, false},
-		{130, 5, tensors.BF16, 3, 10, false}, // chunks shorter than the window of 4
-		{65, 3, tensors.F32, 4, 10, true},
+		{1, 3, tensors.F32, 0, 0, 4, 9, false},
+		{5, 3, tensors.F32, 0, 0, 1, 3, false},   // decode only: every step reads the window from the state
+		{63, 3, tensors.F32, 0, 0, 2, 7, false},  // chunks of 2: each spans the window of 2
+		{65, 4, tensors.F32, 0, 0, 5, 13, false}, // chunks longer than the window, and a last partial one
+		{64, 2, tensors.F16, 0, 0, 3, 8, false},
+		{130, 5, tensors.BF16, 0, 0, 3, 10, false}, // chunks shorter than the window of 4
+		{33, 3, tensors.I8, 0, tensors.F32, 4, 9, false}, // gpurun convert's int8 recipes: a scale per row
+		{33, 4, tensors.I4, 2, tensors.F16, 4, 9, false}, // int4 in blocks of 2 with f16 scales
+		{65, 3, tensors.F32, 0, 0, 4, 10, true},
 	}
 	var cs []Case
 	for _, c := range table {
@@ -49,7 +53,7 @@ func ShortConvCases() []Case {
 			}
 		}
 		steps = append(steps, restart...)
-		name := fmt.Sprintf("shortconv/c%d_w%d_%s_t%d_p%d", c.ch, c.width, c.dt, c.tokens, c.prefill)
+		name := fmt.Sprintf("shortconv/c%d_w%d_%s_b%d_t%d_p%d", c.ch, c.width, c.dt, c.block, c.tokens, c.prefill)
 		sc := Case{
 			Name: name,
 			Build: func() (*fusion.Graph, []*tensors.Tensor) {
@@ -64,10 +68,15 @@ func ShortConvCases() []Case {
 				for i := c.width - 1; i < len(taps); i += c.width {
 					current[i] = taps[i]
 				}
+				tensor := func(name string, vals []float32) *tensors.Tensor {
+					if c.dt.Quantized() {
+						return mustTensor(tensors.Quantize(name, []int{c.ch, c.width}, vals, c.dt, c.block, c.scale))
+					}
+					return mustTensor(tensors.FromF32(name, []int{c.ch, c.width}, vals, c.dt))
+				}
 				return g, []*tensors.Tensor{
 					mustTensor(tensors.FromF32("bcx", []int{vocab, 3 * c.ch}, uniform(r, vocab*3*c.ch, 2), tensors.F32)),
-					mustTensor(tensors.FromF32("taps", []int{c.ch, c.width}, taps, c.dt)),
-					mustTensor(tensors.FromF32("taps_current", []int{c.ch, c.width}, current, c.dt)),
+					tensor("taps", taps), tensor("taps_current", current),
 				}
 			},
 			Steps: steps,

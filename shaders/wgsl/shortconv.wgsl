@@ -10,7 +10,8 @@
 // exactly the CPU reference's window) and is zero before position 0: a
 // step at position 0 ignores what the state holds (the reset). After the
 // step the state holds the last width-1 values of u. The weight w is
-// [channels][width] of an unquantized type (WT_F32, WT_F16, WT_BF16).
+// [channels][width] of any matrix type but llama.cpp's blocks (f32, f16,
+// bf16; int8 or int4 with their scales s, per row or per block).
 //
 // One invocation per channel runs the step's rows in order, so the
 // state of a channel has one reader and writer and the taps are summed
@@ -29,14 +30,19 @@ struct ShortConvParams {
     wt: u32,      // a WeightType of w
     bcx_f16: u32, // 1: bcx is an f16 activation (packed halves)
     out_f16: u32, // 1: out is an f16 activation
+    st: u32,      // a ScaleType of s
+    block: u32,   // taps per scale (0: unquantized)
+    nblocks: u32, // scales per row of w
+    pad0: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: ShortConvParams;
 @group(0) @binding(1) var<storage, read> step: array<u32>;
 @group(0) @binding(2) var<storage, read> bcx_w: array<u32>;
 @group(0) @binding(3) var<storage, read> w: array<u32>;
-@group(0) @binding(4) var<storage, read_write> state: array<f32>;
-@group(0) @binding(5) var<storage, read_write> out_w: array<atomic<u32>>;
+@group(0) @binding(4) var<storage, read> s: array<u32>;
+@group(0) @binding(5) var<storage, read_write> state: array<f32>;
+@group(0) @binding(6) var<storage, read_write> out_w: array<atomic<u32>>;
 
 // activations: bcx, out
 // include: row_pos
@@ -47,18 +53,29 @@ fn conv_in(t: u32, c: u32) -> f32 {
     return bcx_at(base + c) * bcx_at(base + 2u * p.channels + c);
 }
 
-// window is slot s of channel c's window over the step: slots below
+// tap is w[c][j], dequantized.
+fn tap(c: u32, j: u32) -> f32 {
+    let e = c * p.width + j;
+    let v = decode(w[word_of(e, p.wt)], e, p.wt);
+    if p.block == 0u {
+        return v;
+    }
+    let si = c * p.nblocks + j / p.block;
+    return v * decode_scale(s[scale_word(si, p.st)], si, p.st);
+}
+
+// window is slot i of channel c's window over the step: slots below
 // width-1 are the state (zero on a fresh sequence), slot width-1+t is row
 // t0+t's input.
-fn window(s: u32, c: u32, t0: u32, fresh: bool) -> f32 {
+fn window(i: u32, c: u32, t0: u32, fresh: bool) -> f32 {
     let k1 = p.width - 1u;
-    if s < k1 {
+    if i < k1 {
         if fresh {
             return 0.0;
         }
-        return state[s * p.channels + c];
+        return state[i * p.channels + c];
     }
-    return conv_in(t0 + s - k1, c);
+    return conv_in(t0 + i - k1, c);
 }
 
 @compute @workgroup_size(64)
@@ -82,19 +99,17 @@ fn short_conv(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     let fresh = pos == 0u;
     let k1 = p.width - 1u;
-    let wbase = c * p.width;
     for (var t = 0u; t < n; t++) {
         var sum = 0.0;
         for (var j = 0u; j < p.width; j++) {
-            let e = wbase + j;
-            sum += decode(w[word_of(e, p.wt)], e, p.wt) * window(t + j, c, t0, fresh);
+            sum += tap(c, j) * window(t + j, c, t0, fresh);
         }
         let row = t0 + t;
         out_set(row * p.channels + c, bcx_at(row * 3u * p.channels + p.channels + c) * sum);
     }
-    // The new state is the window's last width-1 slots: slot s takes slot
-    // n+s, read before any slot at or past it is written.
-    for (var s = 0u; s < k1; s++) {
-        state[s * p.channels + c] = window(n + s, c, t0, fresh);
+    // The new state is the window's last width-1 slots: slot i takes slot
+    // n+i, read before any slot at or past it is written.
+    for (var i = 0u; i < k1; i++) {
+        state[i * p.channels + c] = window(n + i, c, t0, fresh);
     }
 }

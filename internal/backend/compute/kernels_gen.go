@@ -308,13 +308,14 @@ type shortconvBindings struct {
 	Step  gpu.Binding // step: binding 1, var<storage, read>
 	BcxW  gpu.Binding // bcx_w: binding 2, var<storage, read>
 	W     gpu.Binding // w: binding 3, var<storage, read>
-	State gpu.Binding // state: binding 4, var<storage, read_write>
-	OutW  gpu.Binding // out_w: binding 5, var<storage, read_write>
+	S     gpu.Binding // s: binding 4, var<storage, read>
+	State gpu.Binding // state: binding 5, var<storage, read_write>
+	OutW  gpu.Binding // out_w: binding 6, var<storage, read_write>
 }
 
 // list returns the bindings in binding order, from binding 1.
 func (b shortconvBindings) list() []gpu.Binding {
-	return []gpu.Binding{b.Step, b.BcxW, b.W, b.State, b.OutW}
+	return []gpu.Binding{b.Step, b.BcxW, b.W, b.S, b.State, b.OutW}
 }
 
 // The kernels of wgsl/shortconv.wgsl.

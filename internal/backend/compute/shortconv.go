@@ -13,23 +13,28 @@ import (
 // step's rows, reading and updating the layer's state in the cache; in a
 // batched step one dispatch per row, binding that row's sequence's state
 // (as batchAttention binds its cache), so each row runs as its one-row
-// step alone. The taps are an unquantized matrix [Channels, Width] in one
-// buffer (GGUF keeps them f32: their rows of 3-4 values fit no block).
+// step alone. The taps are a matrix [Channels, Width] in one binding, of
+// any type but llama.cpp's blocks (GGUF keeps them f32: rows of 3-4 values
+// fit no block; gpurun convert's int8 recipes scale them per row).
 func (pl *planner) shortConv(op *fusion.ShortConvOp) error {
 	w, ok := pl.ws.byName[op.Weight]
 	if !ok {
 		return fmt.Errorf("short_conv weight %q not loaded", op.Weight)
 	}
-	if w.quant || w.qt != shaders.BlockNone || len(w.chunks) != 1 ||
-		(w.wt != shaders.WeightF32 && w.wt != shaders.WeightF16 && w.wt != shaders.WeightBF16) {
-		return fmt.Errorf("short_conv taps %q of type %d (block type %d, %d chunks): the kernel reads f32, f16 or bf16 taps in one binding: %w",
-			op.Weight, w.wt, w.qt, len(w.chunks), gpu.ErrUnsupported)
+	if w.qt != shaders.BlockNone || len(w.chunks) != 1 {
+		return fmt.Errorf("short_conv taps %q (block type %d, %d chunks): the kernel reads f32, f16, bf16, int8 or int4 taps in one binding: %w",
+			op.Weight, w.qt, len(w.chunks), gpu.ErrUnsupported)
 	}
 	g := pl.p.g
 	out := g.Bufs[op.Out]
 	prm := shaders.ShortConvParams{Channels: u(op.Channels), Width: u(op.Width), NRows: u(out.Rows), PosAt: u(pl.p.posAt),
 		WT: uint32(w.wt), BCXF16: pl.h(pl.buf(op.In)), OutF16: b2u(out.F16)}
-	bind := shortconvBindings{Step: pl.stepB(), BcxW: pl.buf(op.In), W: gpu.Binding{Buf: w.chunks[0].w}, OutW: pl.buf(op.Out)}
+	scales := pl.none()
+	if w.quant {
+		prm.ST, prm.Block, prm.NBlocks = uint32(w.st), u(w.block), u(w.nblk)
+		scales = gpu.Binding{Buf: w.chunks[0].s}
+	}
+	bind := shortconvBindings{Step: pl.stepB(), BcxW: pl.buf(op.In), W: gpu.Binding{Buf: w.chunks[0].w}, S: scales, OutW: pl.buf(op.Out)}
 	groups := ceilDiv(op.Channels, 64)
 	pl.p.states = pl.caches
 	if !g.Batch {
