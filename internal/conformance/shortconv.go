@@ -36,7 +36,7 @@ func ShortConvCases() []Case {
 		{63, 3, tensors.F32, 0, 0, 2, 7, false},  // chunks of 2: each spans the window of 2
 		{65, 4, tensors.F32, 0, 0, 5, 13, false}, // chunks longer than the window, and a last partial one
 		{64, 2, tensors.F16, 0, 0, 3, 8, false},
-		{130, 5, tensors.BF16, 0, 0, 3, 10, false}, // chunks shorter than the window of 4
+		{130, 5, tensors.BF16, 0, 0, 3, 10, false},       // chunks shorter than the window of 4
 		{33, 3, tensors.I8, 0, tensors.F32, 4, 9, false}, // gpurun convert's int8 recipes: a scale per row
 		{33, 4, tensors.I4, 2, tensors.F16, 4, 9, false}, // int4 in blocks of 2 with f16 scales
 		{65, 3, tensors.F32, 0, 0, 4, 10, true},
