@@ -52,7 +52,8 @@ func TestLFM2Golden(t *testing.T) {
 // id too) and gives llama.cpp's greedy ids; and batched rounds (each row
 // its sequence's state, sequences at different positions, one idle for a
 // round) give every row llama.cpp's logits within lfm2Tol and the greedy
-// ids of plain decoding.
+// ids of plain decoding. Zeroing the states before a decode step moves
+// its logits more than ten tolerances.
 func TestLFM2States(t *testing.T) {
 	golden := testmodels.Arch3(t, "lfm2")
 	ck, err := gguf.Load(testmodels.Path(t, "arch3", "lfm2.gguf"))
@@ -142,6 +143,30 @@ func TestLFM2States(t *testing.T) {
 		}
 		refused("decode after a reset", dec2.Run(ctx, []int32{1}, n))
 		run(dec2, prompt[:1], 0)
+
+		// The states matter: decoding from the prompt's keys and values
+		// with the convolutions' states zeroed (a backend that did not
+		// carry them) moves the logits far past the tolerance.
+		for _, forget := range []bool{false, true} {
+			kv := newKV()
+			run(compile(arch.BuildOptions{Tokens: n}, kv), prompt, 0)
+			if forget {
+				if err := compute.ForgetStates(be, kv); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p := compile(arch.BuildOptions{Tokens: 1}, kv)
+			run(p, []int32{int32(golden.GreedyIDs[0])}, n)
+			got := make([]float32, vocab)
+			if _, err := p.Logits(got); err != nil {
+				t.Fatal(err)
+			}
+			d := testmodels.MaxAbsDiff(got, golden.GreedyLogits[1])
+			t.Logf("states forgotten %t: logits %.3g from llama.cpp's", forget, d)
+			if forget != (d > 10*lfm2Tol) || !forget && d > lfm2Tol {
+				t.Errorf("states forgotten %t: logits %.3g from llama.cpp's (tolerance %g)", forget, d, lfm2Tol)
+			}
+		}
 
 		// Batched rounds: sequence 0 decodes from the prompt's end,
 		// sequence 1 runs the prompt's last two ids first.
