@@ -17,9 +17,11 @@ import (
 // Channel counts go around the kernel's workgroup of 64 (1, 5, 63, 65,
 // 130: odd ones leave partial workgroups), widths 2 to 5 (LFM2's 3; 4 is
 // Qwen3.5's and Mamba-2's convolution), taps f32, f16, bf16, int8 with a
-// scale per row and int4 in blocks, and f16 activations. Ablate keeps only each channel's current tap (the
-// reference without the window, the smallest convention effect
-// arch3/README.md measures for LFM2): the outputs must be far from it.
+// scale per row and int4 in blocks; they are in Cases, so HalfCases runs
+// three of them with f16 activations. Ablate keeps only each channel's
+// current tap (the reference without the window, the smallest convention
+// effect arch3/README.md measures for LFM2): the outputs must be far from
+// it.
 func ShortConvCases() []Case {
 	type tc struct {
 		ch, width int
@@ -28,18 +30,16 @@ func ShortConvCases() []Case {
 		scale     tensors.DType // and the scales' type
 		tokens    int           // the graph's rows: prefill chunks of at most this many
 		prefill   int
-		half      bool
 	}
 	table := []tc{
-		{1, 3, tensors.F32, 0, 0, 4, 9, false},
-		{5, 3, tensors.F32, 0, 0, 1, 3, false},   // decode only: every step reads the window from the state
-		{63, 3, tensors.F32, 0, 0, 2, 7, false},  // chunks of 2: each spans the window of 2
-		{65, 4, tensors.F32, 0, 0, 5, 13, false}, // chunks longer than the window, and a last partial one
-		{64, 2, tensors.F16, 0, 0, 3, 8, false},
-		{130, 5, tensors.BF16, 0, 0, 3, 10, false},       // chunks shorter than the window of 4
-		{33, 3, tensors.I8, 0, tensors.F32, 4, 9, false}, // gpurun convert's int8 recipes: a scale per row
-		{33, 4, tensors.I4, 2, tensors.F16, 4, 9, false}, // int4 in blocks of 2 with f16 scales
-		{65, 3, tensors.F32, 0, 0, 4, 10, true},
+		{1, 3, tensors.F32, 0, 0, 4, 9},
+		{5, 3, tensors.F32, 0, 0, 1, 3},   // decode only: every step reads the window from the state
+		{63, 3, tensors.F32, 0, 0, 2, 7},  // chunks of 2: each spans the window of 2
+		{65, 4, tensors.F32, 0, 0, 5, 13}, // chunks longer than the window, and a last partial one
+		{64, 2, tensors.F16, 0, 0, 3, 8},
+		{130, 5, tensors.BF16, 0, 0, 3, 10},       // chunks shorter than the window of 4
+		{33, 3, tensors.I8, 0, tensors.F32, 4, 9}, // gpurun convert's int8 recipes: a scale per row
+		{33, 4, tensors.I4, 2, tensors.F16, 4, 9}, // int4 in blocks of 2 with f16 scales
 	}
 	var cs []Case
 	for _, c := range table {
@@ -54,7 +54,7 @@ func ShortConvCases() []Case {
 		}
 		steps = append(steps, restart...)
 		name := fmt.Sprintf("shortconv/c%d_w%d_%s_b%d_t%d_p%d", c.ch, c.width, c.dt, c.block, c.tokens, c.prefill)
-		sc := Case{
+		cs = append(cs, Case{
 			Name: name,
 			Build: func() (*fusion.Graph, []*tensors.Tensor) {
 				r := rand.New(rand.NewPCG(23, uint64(c.ch*100+c.width)))
@@ -88,13 +88,7 @@ func ShortConvCases() []Case {
 					}
 				}
 			},
-		}
-		if c.half {
-			// Every activation binary16, the output doubled into f32
-			// (half: HalfCases' tolerance).
-			sc = half(sc)
-		}
-		cs = append(cs, sc)
+		})
 	}
 	return cs
 }
