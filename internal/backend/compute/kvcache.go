@@ -27,7 +27,7 @@ import (
 // state matrices. statePos is the position the states describe (every
 // recurrent layer's, since a step runs every layer): a step at 0 starts
 // them afresh (the kernels read no state there), any other step must
-// begin at statePos (program.checkState), and -1 marks states a failed
+// begin at statePos (checkState, shortconv.go), and -1 marks states a failed
 // step left unknown, which only a step at 0 takes.
 type kvCache struct {
 	spec     fusion.KVSpec
