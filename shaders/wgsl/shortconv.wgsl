@@ -13,13 +13,17 @@
 // [channels][width] of any matrix type but llama.cpp's blocks (f32, f16,
 // bf16; int8 or int4 with their scales s, per row or per block).
 //
-// One invocation per channel runs the step's rows in order, so the
-// state of a channel has one reader and writer and the taps are summed
-// in the CPU's order (j ascending). An unbatched step runs its
+// One invocation per channel and row: a row whose window lies within the
+// step's rows (t >= width-1) reads no state and runs alone; the
+// invocation of row 0 runs the first width-1 rows, whose windows reach
+// into the state, and then writes the new state, so a channel's state
+// has one reader and writer and no barrier is needed. The taps are
+// summed in the CPU's order (j ascending). An unbatched step runs its
 // step[STEP_ROWS] rows from position step[STEP_POS] on; a batched step
 // (pos_at != 0) dispatches once per row, row0 binding that row's
 // sequence's state, and an unused row (position 0xffffffff) does
-// nothing. Dispatch: (ceil(channels/64), 1, 1).
+// nothing. Dispatch: (ceil(channels/64), nrows, 1); a batched step's
+// (ceil(channels/64), 1, 1) per row.
 
 struct ShortConvParams {
     channels: u32,
@@ -78,9 +82,20 @@ fn window(i: u32, c: u32, t0: u32, fresh: bool) -> f32 {
     return conv_in(t0 + i - k1, c);
 }
 
+// out_row writes row t0+t's output of channel c.
+fn out_row(t: u32, c: u32, t0: u32, fresh: bool) {
+    var sum = 0.0;
+    for (var j = 0u; j < p.width; j++) {
+        sum += tap(c, j) * window(t + j, c, t0, fresh);
+    }
+    let row = t0 + t;
+    out_set(row * p.channels + c, bcx_at(row * 3u * p.channels + p.channels + c) * sum);
+}
+
 @compute @workgroup_size(64)
 fn short_conv(@builtin(global_invocation_id) gid: vec3<u32>) {
     let c = gid.x;
+    let t = gid.y;
     if c >= p.channels {
         return;
     }
@@ -90,7 +105,9 @@ fn short_conv(@builtin(global_invocation_id) gid: vec3<u32>) {
         t0 = p.row0;
         n = select(0u, 1u, p.row0 < n);
     }
-    if n == 0u {
+    let k1 = p.width - 1u;
+    // Rows 1 .. width-2 are row 0's invocation's (below).
+    if t >= n || (t > 0u && t < k1) {
         return;
     }
     let pos = row_pos(t0);
@@ -98,17 +115,18 @@ fn short_conv(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let fresh = pos == 0u;
-    let k1 = p.width - 1u;
-    for (var t = 0u; t < n; t++) {
-        var sum = 0.0;
-        for (var j = 0u; j < p.width; j++) {
-            sum += tap(c, j) * window(t + j, c, t0, fresh);
-        }
-        let row = t0 + t;
-        out_set(row * p.channels + c, bcx_at(row * 3u * p.channels + p.channels + c) * sum);
+    if t >= k1 {
+        // A row whose window lies within the step's rows: no state read.
+        out_row(t, c, t0, fresh);
+        return;
     }
-    // The new state is the window's last width-1 slots: slot i takes slot
-    // n+i, read before any slot at or past it is written.
+    // Row 0's invocation is the only one reading or writing channel c's
+    // state: the rows whose windows reach into it, then the new state,
+    // the window's last width-1 slots (slot i takes slot n+i, read before
+    // any slot at or past it is written).
+    for (var r = 0u; r < min(n, k1); r++) {
+        out_row(r, c, t0, fresh);
+    }
     for (var i = 0u; i < k1; i++) {
         state[i * p.channels + c] = window(n + i, c, t0, fresh);
     }

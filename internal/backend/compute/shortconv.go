@@ -9,9 +9,10 @@ import (
 )
 
 // shortConv plans a ShortConv (LFM2's gated short convolution,
-// wgsl/shortconv.wgsl): one dispatch of a channel per invocation over the
-// step's rows, reading and updating the layer's state in the cache; in a
-// batched step one dispatch per row, binding that row's sequence's state
+// wgsl/shortconv.wgsl): one dispatch of an invocation per channel and row,
+// reading and updating the layer's state in the cache (the first width-1
+// rows and the state update in row 0's invocation); in a batched step one
+// dispatch per row, binding that row's sequence's state
 // (as batchAttention binds its cache), so each row runs as its one-row
 // step alone. The taps are a matrix [Channels, Width] in one binding, of
 // any type but llama.cpp's blocks (GGUF keeps them f32: rows of 3-4 values
@@ -36,10 +37,13 @@ func (pl *planner) shortConv(op *fusion.ShortConvOp) error {
 	}
 	bind := shortconvBindings{Step: pl.stepB(), BcxW: pl.buf(op.In), W: gpu.Binding{Buf: w.chunks[0].w}, S: scales, OutW: pl.buf(op.Out)}
 	groups := ceilDiv(op.Channels, 64)
+	if groups > maxDispatch || out.Rows > maxDispatch {
+		return fmt.Errorf("short_conv of %d channels over %d rows exceeds one dispatch: %w", op.Channels, out.Rows, gpu.ErrUnsupported)
+	}
 	pl.p.states = pl.caches
 	if !g.Batch {
 		bind.State = gpu.Binding{Buf: pl.caches[0].state[op.Layer]}
-		kShortConv.dispatch(pl, prm, groups, 1, 1, bind)
+		kShortConv.dispatch(pl, prm, groups, out.Rows, 1, bind)
 		return nil
 	}
 	for r, c := range pl.caches {
