@@ -2,12 +2,14 @@ package compute_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/internal/arch"
 	"github.com/gpurun/gpurun/internal/backend/compute"
+	"github.com/gpurun/gpurun/internal/conformance"
 	"github.com/gpurun/gpurun/internal/gguf"
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/tensors/model"
@@ -75,6 +77,24 @@ func TestGemma4Golden(t *testing.T) {
 				}
 				s := gemma4Session(t, dev, ck, n, 128, ringTokens, tc.fused, tc.half)
 				checkGoldenSession(t, s, golden, tc.tol)
+			})
+		}
+	})
+}
+
+// TestGemma4Conformance runs Gemma 4's ops (conformance.Gemma4Cases:
+// ScaleOp, ColumnsOp, the unit norm, proportional partial RoPE, a cache of
+// per-layer head dims whose shared layers read other layers' caches and
+// rings) against internal/backend/cpu on WebGPU and Vulkan, with each
+// attention variant forced.
+func TestGemma4Conformance(t *testing.T) {
+	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
+		for _, kind := range []compute.AttentionKind{compute.AttentionPerHead, compute.AttentionSplit, compute.AttentionTiled} {
+			t.Run(fmt.Sprint(kind), func(t *testing.T) {
+				opts := compute.Options{Attention: kind}
+				conformance.RunCases(t, conformance.Gemma4Cases(), func(t testing.TB) gpu.Backend {
+					return sharedBackend{backendOn(t, dev, opts)}
+				})
 			})
 		}
 	})
