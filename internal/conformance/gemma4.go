@@ -112,7 +112,48 @@ func Gemma4Cases() []Case {
 			},
 		})
 	}
+	cs = append(cs, wideHeadCases()...)
 	return append(cs, sharedKVCases()...)
+}
+
+// attentionWider: attention with 512-dim heads, eight times the terms per
+// score of the 64-dim cases' attention tolerance.
+var attentionWider = Tolerance{Abs: 8e-5, Rel: 2e-4}
+
+// wideHeadCases: Gemma 4 E2B's 512-dim global heads, two passes of output
+// dims in the per-head and combine kernels (4 dims per invocation and
+// pass), eight query heads on one kv head, a prefill over two chunks and
+// decode steps, f32 and f16 caches, with and without a window.
+func wideHeadCases() []Case {
+	var cs []Case
+	for _, f16 := range []bool{false, true} {
+		for _, window := range []int{0, 40} {
+			const heads, kvHeads, hd, prefill, decode = 8, 1, 512, 70, 3
+			cs = append(cs, Case{
+				Name: fmt.Sprintf("gemma4/attention_h%d_kv%d_d%d_w%d_f16%v", heads, kvHeads, hd, window, f16),
+				Build: func() (*fusion.Graph, []*tensors.Tensor) {
+					r := rand.New(rand.NewPCG(44, uint64(window)))
+					g := &fusion.Graph{Tokens: prefill}
+					g.KV = fusion.KVSpec{Layers: 1, KVHeads: kvHeads, HeadDim: hd, MaxLen: prefill + decode + 1, F16: f16}
+					var ws []*tensors.Tensor
+					in := func(name string, cols int) fusion.Buf {
+						// Scores of 512 terms of +-0.25 values: spread
+						// enough that the softmax weighs positions unevenly.
+						ws = append(ws, mustTensor(tensors.FromF32(name, []int{vocab, cols}, uniform(r, vocab*cols, 0.25), tensors.F32)))
+						return input(g, name, cols)
+					}
+					q, k, v := in("q", heads*hd), in("k", kvHeads*hd), in("v", kvHeads*hd)
+					g.Add(&fusion.StoreKVOp{K: k, V: v, KVHeads: kvHeads, HeadDim: hd})
+					g.Logits = g.Add(&fusion.AttentionOp{Out: g.NewBuf("o", prefill, heads*hd), Q: q,
+						HeadShape: fusion.HeadShape{Heads: heads, KVHeads: kvHeads, HeadDim: hd}, Scale: 1, Window: window})
+					return g, ws
+				},
+				Steps: chunkedSteps(prefill, prefill, decode),
+				Tol:   attentionWider,
+			})
+		}
+	}
+	return cs
 }
 
 // ablateScaleWeight drops a ScaleOp's weight (when the case has one).
