@@ -107,7 +107,9 @@ func TestGemma4GPUSessions(t *testing.T) {
 // dims and layers with none, a context whose prefix comes from the prefix
 // cache runs only the tokens after it and gives the logits of a cold
 // prefill bit for bit (one-token steps, full caches: see
-// TestPrefixCacheBitwise).
+// TestPrefixCacheBitwise), on the CPU backend and on WebGPU and Vulkan
+// (whose CopyKV copies each layer at its own head dim and skips the
+// shared layers, which have no buffers).
 func TestGemma4PrefixCache(t *testing.T) {
 	ck, err := gguf.Load(testmodels.Path(t, "arch3", "gemma4.gguf"))
 	if err != nil {
@@ -117,29 +119,36 @@ func TestGemma4PrefixCache(t *testing.T) {
 	a := cat([]int{1}, prefix, ids(2, 5))
 	other := cat([]int{1}, ids(3, 9))
 	c := cat([]int{1}, prefix, ids(4, 4))
-	opts := pipeline.Options{MaxCache: 64, PrefillSizes: []int{1}}.WithTuning(tuning.Options{FullKVCache: true})
-	want, _, err := pipeline.PrefillLogits(load(t, ck, opts), c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.PrefixCacheBytes = 16 << 20
-	warm := load(t, ck, opts)
-	for _, ctx := range [][]int{a, other} {
-		if _, _, err := pipeline.PrefillLogits(warm, ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got, ran, err := pipeline.PrefillLogits(warm, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if w := len(c) - 1 - len(prefix); ran != w {
-		t.Errorf("warm prefill ran %d tokens, want %d", ran, w)
-	}
-	if hits, saves := pipeline.PrefixStats(warm); hits != 1 || saves != 2 {
-		t.Errorf("prefix cache: %d hits, %d saves, want 1 and 2", hits, saves)
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("logits with the prefix cache differ from a cold prefill")
+	for _, backend := range []string{"cpu", "webgpu", "vulkan"} {
+		t.Run(backend, func(t *testing.T) {
+			opts := pipeline.Options{MaxCache: 64, PrefillSizes: []int{1}}.WithTuning(tuning.Options{FullKVCache: true})
+			if backend != "cpu" {
+				opts.Backend = openBackend(t, backend)
+			}
+			want, _, err := pipeline.PrefillLogits(load(t, ck, opts), c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts.PrefixCacheBytes = 16 << 20
+			warm := load(t, ck, opts)
+			for _, ctx := range [][]int{a, other} {
+				if _, _, err := pipeline.PrefillLogits(warm, ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, ran, err := pipeline.PrefillLogits(warm, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w := len(c) - 1 - len(prefix); ran != w {
+				t.Errorf("warm prefill ran %d tokens, want %d", ran, w)
+			}
+			if hits, saves := pipeline.PrefixStats(warm); hits != 1 || saves != 2 {
+				t.Errorf("prefix cache: %d hits, %d saves, want 1 and 2", hits, saves)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("logits with the prefix cache differ from a cold prefill")
+			}
+		})
 	}
 }
