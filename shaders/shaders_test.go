@@ -47,6 +47,7 @@ func TestGetBindings(t *testing.T) {
 		{"add", []BindingKind{U, R, R, R, W}},
 		{"add_inplace", []BindingKind{U, R, R, R, W}},
 		{"softcap", []BindingKind{U, R, R, R, W}},
+		{"scale", []BindingKind{U, R, R, R, W}},
 		{"last_row", []BindingKind{U, R, R, R, W}},
 		{"argmax", []BindingKind{U, R, R, W, R}},
 		{"sample", []BindingKind{U, R, R, W, R}},

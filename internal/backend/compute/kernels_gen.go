@@ -76,6 +76,7 @@ var (
 	kAddInplace = contract[shaders.EltParams, elementwiseBindings]{name: "add_inplace"}
 	kSoftcap    = contract[shaders.EltParams, elementwiseBindings]{name: "softcap"}
 	kLastRow    = contract[shaders.EltParams, elementwiseBindings]{name: "last_row"}
+	kScale      = contract[shaders.EltParams, elementwiseBindings]{name: "scale"}
 )
 
 // embedBindings are the bindings of wgsl/embed.wgsl after its uniform block p

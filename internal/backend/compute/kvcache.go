@@ -53,9 +53,14 @@ func (b *backend) NewKVCache(spec fusion.KVSpec) (gpu.KVCache, error) {
 		return nil, fmt.Errorf("compute: kv cache spec %+v: %w", spec, gpu.ErrUnsupported)
 	}
 	if spec.HeadDims != nil {
-		// Per-layer head dims and shared layers (Gemma 4) are the CPU
-		// backend's only.
-		return nil, fmt.Errorf("compute: kv cache of per-layer head dims %v (Gemma 4's; the CPU backend runs it): %w", spec.HeadDims, gpu.ErrUnsupported)
+		if len(spec.HeadDims) != spec.Layers {
+			return nil, fmt.Errorf("compute: kv cache spec %+v: head dims for %d layers: %w", spec, len(spec.HeadDims), gpu.ErrUnsupported)
+		}
+		for _, hd := range spec.HeadDims {
+			if hd < 0 || hd > spec.HeadDim {
+				return nil, fmt.Errorf("compute: kv cache spec %+v: layer head dim %d: %w", spec, hd, gpu.ErrUnsupported)
+			}
+		}
 	}
 	if spec.State != nil && len(spec.State) != spec.Layers {
 		return nil, fmt.Errorf("compute: kv cache spec %+v: states for %d layers: %w", spec, len(spec.State), gpu.ErrUnsupported)
@@ -74,7 +79,7 @@ func (b *backend) NewKVCache(spec fusion.KVSpec) (gpu.KVCache, error) {
 		}
 	}
 	if spec.KVHeads > 1<<16 || spec.HeadDim > 1<<16 || spec.MaxLen > 1<<24 ||
-		int64(spec.KVHeads)*int64(kvWords(spec))*int64(spec.MaxLen)*4 > b.devBinding {
+		int64(spec.KVHeads)*int64(kvWords(spec, -1))*int64(spec.MaxLen)*4 > b.devBinding {
 		return nil, fmt.Errorf("compute: kv cache layer of %+v exceeds one binding (%d bytes): %w", spec, b.devBinding, gpu.ErrUnsupported)
 	}
 	c := &kvCache{spec: spec, k: make([]gpu.Buffer, 0, spec.Layers)}
@@ -98,7 +103,12 @@ func (b *backend) NewKVCache(spec fusion.KVSpec) (gpu.KVCache, error) {
 			c.k, c.v = append(c.k, nil), append(c.v, nil)
 			continue
 		}
-		per := int64(spec.KVHeads) * int64(kvWords(spec)) * int64(kvSlots(spec, l)) * 4
+		if spec.LayerHeadDim(l) == 0 {
+			// A layer reading another's cache (fusion.KVSpec.HeadDims).
+			c.k, c.v = append(c.k, nil), append(c.v, nil)
+			continue
+		}
+		per := int64(spec.KVHeads) * int64(kvWords(spec, l)) * int64(kvSlots(spec, l)) * 4
 		k, err := b.dev.NewBuffer(per)
 		if err != nil {
 			c.Release()
@@ -116,13 +126,18 @@ func (b *backend) NewKVCache(spec fusion.KVSpec) (gpu.KVCache, error) {
 }
 
 // kvWords is the number of u32 words one cached key (or one position of
-// one head's values) takes: head_dim f32 values or ceil(head_dim/2) pairs
-// of halves.
-func kvWords(spec fusion.KVSpec) int {
-	if spec.F16 {
-		return (spec.HeadDim + 1) / 2
+// one head's values) of layer l takes: its head dim's f32 values or
+// ceil(head_dim/2) pairs of halves; l < 0: of the largest head dim,
+// spec.HeadDim.
+func kvWords(spec fusion.KVSpec, l int) int {
+	hd := spec.HeadDim
+	if l >= 0 {
+		hd = spec.LayerHeadDim(l)
 	}
-	return spec.HeadDim
+	if spec.F16 {
+		return (hd + 1) / 2
+	}
+	return hd
 }
 
 // kvSlots is the positions layer l's cache holds per head: MaxLen, or
@@ -154,7 +169,7 @@ func (b *backend) CopyKV(dst, src gpu.KVCache, n int) error {
 		return fmt.Errorf("compute: copy kv: %w: caches of another backend or released", gpu.ErrStep)
 	}
 	ds, ss := d.spec, s.spec
-	if ds.Layers != ss.Layers || ds.KVHeads != ss.KVHeads || ds.HeadDim != ss.HeadDim || ds.F16 != ss.F16 {
+	if ds.Layers != ss.Layers || ds.KVHeads != ss.KVHeads || ds.HeadDim != ss.HeadDim || ds.F16 != ss.F16 || !slices.Equal(ds.HeadDims, ss.HeadDims) {
 		return fmt.Errorf("compute: copy kv: %w: cache %+v into %+v", gpu.ErrStep, ss, ds)
 	}
 	for l := range ds.Layers {
@@ -183,7 +198,6 @@ func (b *backend) CopyKV(dst, src gpu.KVCache, n int) error {
 		return fmt.Errorf("compute: copy kv: %w", err)
 	}
 	defer cmds.Release()
-	words := int64(kvWords(ds))
 	for l := range d.k {
 		if ds.LayerState(l).Recurrent() {
 			if err := cmds.Copy(d.state[l], 0, s.state[l], 0, d.state[l].Size()); err != nil {
@@ -191,6 +205,10 @@ func (b *backend) CopyKV(dst, src gpu.KVCache, n int) error {
 			}
 			continue
 		}
+		if d.k[l] == nil {
+			continue // a layer reading another's cache
+		}
+		words := int64(kvWords(ds, l))
 		dl, sl, cnt := int64(kvSlots(ds, l)), int64(kvSlots(ss, l)), int64(n)
 		if ds.RingLen(l) > 0 {
 			cnt = dl

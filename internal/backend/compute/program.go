@@ -18,7 +18,7 @@ var ErrRun = errors.New("compute: bad run arguments")
 const (
 	paramSlot  = 256                    // uniform offsets must be multiples of 256 on WebGPU
 	paramBytes = shaders.MaxParamsBytes // every params struct fits
-	maxHeadDim = 256                    // attention.wgsl keeps 4 output dims per invocation
+	maxHeadDim = 512                    // attention.wgsl: 4 output dims per invocation and pass, two passes at most (Gemma 4's global heads)
 )
 
 // program is a compiled graph: its buffers, its recorded command list and
