@@ -89,6 +89,12 @@ type StoreKVOp struct {
 // Pos+t-p < Window; cap(s) = Cap*tanh(s/Cap) when Cap > 0. Scale must be
 // > 0. Out must not alias Q.
 //
+// NonCausal (an embedding model's encoder: gemma-embedding, BERT) drops
+// the causal mask: every row attends to every position p < Pos+n of the
+// step's n rows, and a Window is symmetric, |Pos+t-p| <= Window/2
+// (rounded down), as llama.cpp masks gemma-embedding's sliding layers. It
+// needs a full cache (no ring), the whole input in one step.
+//
 // Sinks, when set, names an F32 [Heads] weight of per-head sink logits
 // (gpt-oss): head h's softmax gains one more logit Sinks[h], taken as it
 // is (neither scaled nor capped), which takes its share of the
@@ -104,6 +110,8 @@ type AttentionOp struct {
 	Cap    float32 // 0: none
 	Window int     // 0: none
 	Sinks  string  // "": none
+	// NonCausal: no causal mask (above).
+	NonCausal bool
 }
 
 // GLUOp: Out = act(Gate) * Up, act per Act.
@@ -496,6 +504,9 @@ func (o *AttentionOp) validate(g *Graph, shape WeightShape) error {
 	}
 	if err := checkSinks(shape, o.Sinks, o.Heads); err != nil {
 		return err
+	}
+	if o.NonCausal && (g.Batch || g.KV.RingLen(o.Layer) > 0) {
+		return fmt.Errorf("%w: non-causal attention in a batched step or on a ring cache (layer %d)", ErrInvalid, o.Layer)
 	}
 	if ring := g.KV.RingLen(o.Layer); ring > 0 {
 		// The step stores its rows before attending: the oldest position

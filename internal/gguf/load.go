@@ -23,6 +23,7 @@ func Load(path string) (*model.Checkpoint, error) {
 
 // Checkpoint imports the parsed file: the configuration from the metadata
 // (architectures llama, including Llama 3's rope_freqs, gemma, gemma2, gemma3,
+// gemma-embedding,
 // phi2, phi3, falcon, stablelm, qwen2, qwen3, qwen3moe, smollm3, gpt-oss,
 // gemma4, lfm2), the tensors
 // under the names of package model, and the vocabulary.
@@ -59,6 +60,10 @@ func (f *File) Checkpoint() (*model.Checkpoint, error) {
 		cfg.BOS, cfg.EOS = v.BOS, v.EOS
 		m := &meta{f: f}
 		cfg.AddBOS = m.bool("tokenizer.ggml.add_bos_token", v.BOS >= 0 && (v.Model != "gpt2" || gpt2AddsBOS[v.Pre]))
+		if cfg.Pooling != model.PoolNone {
+			// Only an embedding input ends in EOS (generation stops there).
+			cfg.AddEOS = v.EOS >= 0 && m.bool("tokenizer.ggml.add_eos_token", false)
+		}
 		if eot := m.tokenID("tokenizer.ggml.eot_token_id", -1, len(v.Pieces)); eot >= 0 && eot != v.EOS {
 			cfg.StopTokens = append(cfg.StopTokens, eot)
 		}

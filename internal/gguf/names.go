@@ -59,6 +59,9 @@ var globalNames = map[string]string{
 	"per_layer_token_embd.weight": model.PerLayerEmbedding,
 	"per_layer_model_proj.weight": model.PerLayerModelProj,
 	"per_layer_proj_norm.weight":  model.PerLayerProjNorm,
+	// EmbeddingGemma's projections after pooling.
+	"dense_2.weight": model.DenseIn,
+	"dense_3.weight": model.DenseOut,
 }
 
 // lfm2FinalNorm is LFM2's final norm, named token_embd_norm in GGUF

@@ -232,7 +232,7 @@ func (b *backend) compile(g *fusion.Graph, w gpu.Weights, kvs []gpu.KVCache, bat
 			s.vbuf = make([]float32, g.Tokens*op.KVHeads*op.HeadDim)
 		case *fusion.AttentionOp:
 			s.attn = attnParams{heads: op.Heads, kvHeads: op.KVHeads, headDim: op.HeadDim,
-				scale: op.Scale, cap: op.Cap, window: op.Window, sinks: vector(op.Sinks)}
+				scale: op.Scale, cap: op.Cap, window: op.Window, sinks: vector(op.Sinks), nonCausal: op.NonCausal}
 		case *fusion.MoEOp:
 			s.act, s.silu = activations[op.Act], op.Act == fusion.ActSiLU
 			var err error

@@ -157,6 +157,13 @@ func Complete(ck *model.Checkpoint) error {
 			}
 		}
 	}
+	if d := c.DenseDim; d > 0 {
+		for name, shape := range map[string][]int{model.DenseIn: {d, c.Dim}, model.DenseOut: {c.Dim, d}} {
+			if err := checkShape(byName, name, shape); err != nil {
+				return err
+			}
+		}
+	}
 	if !c.Tied {
 		if err := checkShape(byName, model.LMHead, []int{c.VocabSize, c.Dim}); err != nil {
 			return err
