@@ -156,10 +156,12 @@ func New(cfg Config) (*Server, error) {
 	mux.HandleFunc("POST /v1/completions", s.auth(s.completions))
 	mux.HandleFunc("POST /v1/messages", s.authWith(s.messages, anthropicError))
 	mux.HandleFunc("POST /v1/messages/count_tokens", s.authWith(s.countTokens, anthropicError))
+	mux.HandleFunc("POST /v1/embeddings", s.auth(s.embeddings))
 	mux.HandleFunc("GET /v1/models", s.auth(s.models))
 	mux.HandleFunc("GET /v1/models/{id...}", s.auth(s.model))
 	mux.HandleFunc("GET /health", s.health)
-	for _, p := range []string{"/v1/chat/completions", "/v1/completions", "/v1/models", "/health"} {
+	s.ollamaRoutes(mux)
+	for _, p := range []string{"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/models", "/health"} {
 		mux.HandleFunc(p, methodNotAllowed)
 	}
 	for _, p := range []string{"/v1/messages", "/v1/messages/count_tokens"} {
@@ -502,12 +504,16 @@ type kind int
 const (
 	kindChat kind = iota
 	kindText
+	kindEmbed
 )
 
 // promptParam names the request field that holds the prompt.
 func (k kind) promptParam() string {
-	if k == kindText {
+	switch k {
+	case kindText:
 		return "prompt"
+	case kindEmbed:
+		return "input"
 	}
 	return "messages"
 }
