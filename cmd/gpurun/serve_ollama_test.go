@@ -215,3 +215,48 @@ func TestServeOllamaClient(t *testing.T) {
 		}
 	}
 }
+
+// TestEmbedCommand: gpurun embed prints one JSON array per input, the
+// Go API's normalized embedding (raw with --no-normalize), from -p or
+// from standard input; a generative model is a one-line error.
+func TestEmbedCommand(t *testing.T) {
+	path := testmodels.Path(t, "embed", "qwen3-embedding.gguf")
+	m, err := gpurun.Open(context.Background(), path, gpurun.WithBackend("cpu"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	texts := []string{"once upon a time", "a cat sat"}
+	for _, tc := range []struct {
+		stdin     string
+		args      []string
+		normalize bool
+	}{
+		{"", []string{"-p", texts[0], "-p", texts[1]}, true},
+		{texts[0] + "\n" + texts[1] + "\n", nil, true},
+		{"", []string{"--no-normalize", "-p", texts[0], "-p", texts[1]}, false},
+	} {
+		r := mustExe(t, tc.stdin, append([]string{"embed", path, "--backend", "cpu"}, tc.args...)...)
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		if len(lines) != 2 {
+			t.Fatalf("%v: %q", tc.args, r.stdout)
+		}
+		for i, line := range lines {
+			var got []float32
+			if err := json.Unmarshal([]byte(line), &got); err != nil {
+				t.Fatal(err)
+			}
+			want, err := m.Embed(context.Background(), texts[i], tc.normalize)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("%v: input %d: %v, want %v", tc.args, i, got, want)
+			}
+		}
+	}
+	r := exe(t, "", "embed", testmodels.Path(t, "arch", "llama.gguf"), "--backend", "cpu", "-p", "hi")
+	if last := strings.TrimSpace(r.stderr); r.code != 1 || !strings.HasSuffix(last, "llama.gguf: not an embedding model (its file declares no pooling type)") {
+		t.Errorf("a generative model: exit %d, %q", r.code, r.stderr)
+	}
+}

@@ -37,7 +37,12 @@
 // with system prompts, text, thinking, tool_use and tool_result blocks,
 // tools, and errors in Anthropic's shape (anthropic.go).
 //
-// Import it to serve a model over HTTP to OpenAI and Anthropic clients from your own
+// POST /v1/embeddings serves an embedding model's pooled, L2-normalized
+// vectors in OpenAI's shape (embeddings.go), and ollama's API is served
+// beside (/api/chat, /api/generate, /api/embed, /api/show, /api/tags,
+// /api/ps, /api/version; NDJSON streams; ollama.go).
+//
+// Import it to serve a model over HTTP to OpenAI, Anthropic and ollama clients from your own
 // program (gpurun serve is this server).
 package serve
 
