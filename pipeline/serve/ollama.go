@@ -46,13 +46,7 @@ var ollamaDefaults = struct {
 
 // ollamaError writes an error in ollama's shape.
 func ollamaError(w http.ResponseWriter, e *apiError) {
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	if e.RetryAfter > 0 {
-		h.Set("Retry-After", fmt.Sprint(e.RetryAfter))
-	}
-	w.WriteHeader(e.Status)
-	json.NewEncoder(w).Encode(map[string]string{"error": e.Message})
+	writeErrorBody(w, e, map[string]string{"error": e.Message})
 }
 
 // ollamaRoutes adds the ollama API to mux.
@@ -475,13 +469,10 @@ func (s *Server) ollamaReply(w http.ResponseWriter, r *http.Request, m *pipeline
 		return line(reasoning, content, nil, nil)
 	})
 	if err != nil {
-		if err == errGone || ctx.Err() != nil {
+		aerr := s.runFailure(ctx, "ollama "+id, err, kindChat)
+		if aerr == nil {
 			return
 		}
-		if s.cfg.Log != nil {
-			s.cfg.Log("serve: ollama %s: %v", id, err)
-		}
-		aerr := generationError(err, kindChat)
 		if started {
 			data, _ := json.Marshal(map[string]string{"error": aerr.Message})
 			w.Write(append(data, '\n'))
@@ -496,11 +487,7 @@ func (s *Server) ollamaReply(w http.ResponseWriter, r *http.Request, m *pipeline
 		var parsed []chat.ToolCall
 		content, parsed = chat.ParseToolCalls(tools.format, rep.content)
 		for i, c := range parsed {
-			args := json.RawMessage(c.Arguments)
-			if !json.Valid(args) {
-				args = json.RawMessage("{}")
-			}
-			calls = append(calls, map[string]any{"function": map[string]any{"index": i, "name": c.Name, "arguments": args}})
+			calls = append(calls, map[string]any{"function": map[string]any{"index": i, "name": c.Name, "arguments": argsObject(c)}})
 		}
 		if smp.stream && (content != "" || len(calls) > 0) && line("", content, calls, nil) != nil {
 			return

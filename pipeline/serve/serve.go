@@ -482,6 +482,19 @@ func generationError(err error, k kind) *apiError {
 	return &apiError{Status: http.StatusInternalServerError, Type: "server_error", Code: "internal_error", Message: err.Error()}
 }
 
+// runFailure is the answer to a failed generation of a request of kind
+// k, logged: nil when the client went away or the server is shutting
+// down (cancelled: nobody to tell).
+func (s *Server) runFailure(ctx context.Context, id string, err error, k kind) *apiError {
+	if err == errGone || ctx.Err() != nil {
+		return nil
+	}
+	if s.cfg.Log != nil {
+		s.cfg.Log("serve: %s: %v", id, err)
+	}
+	return generationError(err, k)
+}
+
 // toolMode is a chat request's tools: its reply is read back for calls in
 // the template's format (and held back while streaming to do so).
 type toolMode struct {
@@ -596,13 +609,10 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, k kind, prompt
 	})
 	m := rep.metrics
 	if genErr != nil {
-		if genErr == errGone || ctx.Err() != nil {
-			return // cancelled by the client or by shutdown: nobody to tell
+		aerr := s.runFailure(ctx, id, genErr, k)
+		if aerr == nil {
+			return
 		}
-		if s.cfg.Log != nil {
-			s.cfg.Log("serve: %s: %v", id, genErr)
-		}
-		aerr := generationError(genErr, k)
 		if st != nil && st.started {
 			st.error(aerr)
 			return
