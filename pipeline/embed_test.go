@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/internal/gguf"
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline"
@@ -132,5 +133,49 @@ func TestEmbedErrors(t *testing.T) {
 	gen := load(t, ck, pipeline.Options{MaxCache: 64})
 	if _, err := gen.Embed(ctx, []int{1, 2, 3}, true); !errors.Is(err, pipeline.ErrNotEmbedding) {
 		t.Errorf("a generative model: %v, want ErrNotEmbedding", err)
+	}
+}
+
+// TestEmbedGPU: qwen3-embedding (causal) embeds on the GPU backends
+// through the same graph as on the CPU, within the CPU's tolerance of
+// llama.cpp's normalized vectors (the model's f32 activation policy);
+// gemma-embedding's bidirectional attention is refused at load with
+// ErrUnsupported.
+func TestEmbedGPU(t *testing.T) {
+	g := testmodels.Embed(t, "qwen3-embedding")
+	for _, name := range []string{"vulkan", "webgpu"} {
+		t.Run(name, func(t *testing.T) {
+			be := openBackend(t, name)
+			ck, err := gguf.Load(testmodels.Path(t, "embed", "qwen3-embedding.gguf"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := pipeline.FromCheckpoint(context.Background(), ck, pipeline.Options{Backend: be, MaxCache: 64})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			for i, seq := range g.Sequences {
+				v, err := m.Embed(context.Background(), seq.FedIDs, true)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d := testmodels.MaxAbsDiff(v, seq.Normalized); !(d <= embedTols["qwen3-embedding"].normalized) {
+					t.Errorf("sequence %d: off llama.cpp's by %.3g", i, d)
+				} else {
+					t.Logf("sequence %d: within %.3g of llama.cpp's", i, d)
+				}
+			}
+			ck, err = gguf.Load(testmodels.Path(t, "embed", "gemma-embedding.gguf"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m, err := pipeline.FromCheckpoint(context.Background(), ck, pipeline.Options{Backend: be, MaxCache: 64}); !errors.Is(err, gpu.ErrUnsupported) {
+				if err == nil {
+					m.Close()
+				}
+				t.Errorf("gemma-embedding on %s: %v, want ErrUnsupported", name, err)
+			}
+		})
 	}
 }
