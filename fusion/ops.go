@@ -31,11 +31,14 @@ type Op interface {
 }
 
 // EmbedOp: Out[t] = Scale * W[tokens[t]] (Scale 0 means 1). W = Weight is
-// [vocab, Out.Cols].
+// [vocab, Out.Cols]. With Positions, the rows are the positions instead,
+// Out[t] = Scale * W[Pos+t] (BERT's learned positions): W then has a
+// row for every cache position (KVSpec.MaxLen).
 type EmbedOp struct {
-	Out    Buf
-	Weight string
-	Scale  float32
+	Out       Buf
+	Weight    string
+	Scale     float32
+	Positions bool
 }
 
 // NormOp: Out[t] = norm(In[t]) * Weight + Bias, normalized per Norm with
@@ -376,6 +379,11 @@ func (o *EmbedOp) validate(g *Graph, shape WeightShape) error {
 	}
 	if o.Scale < 0 {
 		return fmt.Errorf("%w: negative embedding scale %g", ErrInvalid, o.Scale)
+	}
+	if o.Positions {
+		if ws, ok := shape(o.Weight); ok && len(ws) == 2 && ws[0] < g.KV.MaxLen {
+			return fmt.Errorf("%w: %d position rows in %q for a cache of %d", ErrInvalid, ws[0], o.Weight, g.KV.MaxLen)
+		}
 	}
 	return checkWeight(shape, o.Weight, -1, out.Cols)
 }

@@ -99,6 +99,10 @@ func TestValidate(t *testing.T) {
 		{"kv ring past the cache", func(g *Graph) { g.KV.Ring = []int{9} }},
 		{"ring layer without a window", func(g *Graph) { g.KV.Ring = []int{6} }},
 		{"window and step past the ring", func(g *Graph) { g.KV.Ring = []int{6}; g.Ops[6].(*AttentionOp).Window = 6 }},
+		{"position rows short of the cache", func(g *Graph) {
+			g.Ops[0].(*EmbedOp).Positions = true
+			g.KV.MaxLen = 11 // emb has 10 rows
+		}},
 		{"non-causal attention on a ring", func(g *Graph) {
 			g.KV.Ring = []int{6}
 			a := g.Ops[6].(*AttentionOp)

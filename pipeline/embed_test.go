@@ -22,10 +22,12 @@ import (
 // this decoder with its default f16 KV cache (and f16 queries in its KQ
 // product), where our CPU reference keeps f32; building with an f16 cache
 // alone brings the raw difference to 3.8e-4. gemma-embedding runs in
-// llama.cpp's encoder, which keeps no cache.
+// llama.cpp's encoder, which keeps no cache. bert (LayerNorm, no RoPE) is
+// within 4.8e-7 raw (norms of about 8).
 var embedTols = map[string]struct{ raw, normalized float64 }{
 	"gemma-embedding": {1e-4, 2e-5},
 	"qwen3-embedding": {1.5e-3, 2e-4},
+	"bert":            {5e-6, 1e-6},
 }
 
 // embedModel loads embed/<name>.gguf on the CPU backend, with cfg changed
@@ -43,11 +45,12 @@ func embedModel(t *testing.T, name string, edit func(*model.Config)) *pipeline.M
 }
 
 // TestEmbedGolden: gemma-embedding (mean pooling, bidirectional attention
-// with symmetric windows, dense projections) and qwen3-embedding (last
-// token, causal) embed the four golden inputs as llama.cpp 81ff7abe5
+// with symmetric windows, dense projections), qwen3-embedding (last
+// token, causal) and bert (CLS, bidirectional, learned positions, post-LN
+// blocks) embed the four golden inputs as llama.cpp 81ff7abe5
 // does, with the special tokens it adds, raw and L2-normalized.
 func TestEmbedGolden(t *testing.T) {
-	for _, name := range []string{"gemma-embedding", "qwen3-embedding"} {
+	for _, name := range []string{"gemma-embedding", "qwen3-embedding", "bert"} {
 		t.Run(name, func(t *testing.T) {
 			g := testmodels.Embed(t, name)
 			tol := embedTols[name]
@@ -80,8 +83,8 @@ func TestEmbedGolden(t *testing.T) {
 
 // TestEmbedAblations: each convention the goldens pin moves the
 // embeddings far past their tolerance when done wrong: causal attention for
-// gemma-embedding, bidirectional for qwen3-embedding, and the other
-// poolings.
+// gemma-embedding and bert, bidirectional for qwen3-embedding, the other
+// poolings, and bert without its positions.
 func TestEmbedAblations(t *testing.T) {
 	for _, tc := range []struct {
 		name, wrong string
@@ -90,6 +93,9 @@ func TestEmbedAblations(t *testing.T) {
 		{"gemma-embedding", "causal", func(c *model.Config) { c.NonCausal = false }},
 		{"gemma-embedding", "last-token pooling", func(c *model.Config) { c.Pooling = model.PoolLast }},
 		{"gemma-embedding", "no dense projections", nil}, // below
+		{"bert", "causal", func(c *model.Config) { c.NonCausal = false }},
+		{"bert", "mean pooling", func(c *model.Config) { c.Pooling = model.PoolMean }},
+		{"bert", "no learned positions", func(c *model.Config) { c.LearnedPositions = false }},
 		{"qwen3-embedding", "bidirectional", func(c *model.Config) { c.NonCausal = true }},
 		{"qwen3-embedding", "mean pooling", func(c *model.Config) { c.Pooling = model.PoolMean }},
 		{"qwen3-embedding", "cls pooling", func(c *model.Config) { c.Pooling = model.PoolCLS }},

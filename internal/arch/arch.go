@@ -228,6 +228,15 @@ func (b *builder) forward(allLogits, embed bool) {
 	}
 
 	g.Add(&fusion.EmbedOp{Out: b.x, Weight: model.TokenEmbedding, Scale: c.EmbedScale})
+	if c.LearnedPositions {
+		// BERT: the position's row (the token type 0 row folded in).
+		pos := g.NewBuf("position_embd", T, c.Dim)
+		g.Add(&fusion.EmbedOp{Out: pos, Weight: model.PositionEmbedding, Positions: true})
+		g.Add(&fusion.AddOp{Out: b.x, A: b.x, B: pos})
+	}
+	if c.EmbedNorm {
+		b.norm(b.x, b.x, model.EmbedNorm, model.EmbedNormBias)
+	}
 	if c.PerLayerDim > 0 {
 		b.perLayerInputs()
 	}
@@ -242,8 +251,11 @@ func (b *builder) forward(allLogits, embed bool) {
 		g.Add(&fusion.LastRowOp{Out: x, In: b.x})
 		rows = 1
 	}
-	final := g.NewBuf("final_norm", rows, c.Dim)
-	b.norm(final, x, model.FinalNorm, model.FinalNormBias)
+	final := x // post-LN blocks end normed: no final norm
+	if !c.PostLN {
+		final = g.NewBuf("final_norm", rows, c.Dim)
+		b.norm(final, x, model.FinalNorm, model.FinalNormBias)
+	}
 	if embed {
 		g.Logits = final
 		if d := c.DenseDim; d > 0 {
@@ -276,8 +288,19 @@ func (b *builder) forward(allLogits, embed bool) {
 //
 //	sequential: x += post(attn(norm(x)));  x += post(ffn(norm2(x)))
 //	parallel:   h = norm(x);  x += attn(h) + ffn(h)
+//	post-LN:    x = norm(x + attn(x));  x = norm2(x + ffn(x))
 func (b *builder) layer(l int) {
 	c, g := b.cfg, b.g
+	if c.PostLN {
+		// BERT: x = norm(x + attn(x)); x = norm2(x + ffn(x)).
+		b.attention(l, b.x)
+		g.Add(&fusion.AddOp{Out: b.x, A: b.x, B: b.proj})
+		b.norm(b.x, b.x, model.Layer(l, model.AttnNorm), model.Layer(l, model.AttnNormBias))
+		b.feedForward(l, b.x)
+		g.Add(&fusion.AddOp{Out: b.x, A: b.x, B: b.ffn})
+		b.norm(b.x, b.x, model.Layer(l, model.FFNNorm), model.Layer(l, model.FFNNormBias))
+		return
+	}
 	b.norm(b.h, b.x, model.Layer(l, model.AttnNorm), model.Layer(l, model.AttnNormBias))
 	if c.ConvLayer(l) {
 		b.shortConv(l, b.h)

@@ -39,11 +39,14 @@ var archSpecs = map[string]archSpec{
 	// EmbeddingGemma (src/models/gemma-embedding.cpp): Gemma 3's blocks,
 	// attention bidirectional (embeddings below).
 	model.ArchGemmaEmbedding: {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActGELUTanh, gated: true, postNorms: true, embedScale: true, qkNorm: true, activations: model.PolicyF32},
-	model.ArchPhi3:           {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActSiLU, gated: true, activations: model.PolicyAuto},
-	model.ArchQwen3MoE:       {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActSiLU, gated: true, qkNorm: true, activations: model.PolicyF32},
-	model.ArchSmolLM3:        {norm: model.NormRMS, rope: model.RopeInterleaved, act: model.ActSiLU, gated: true, activations: model.PolicyAuto},
-	model.ArchGPTOSS:         {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActSwiGLUOAI, gated: true, activations: model.PolicyF32},
-	model.ArchGemma4:         {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActGELUTanh, gated: true, postNorms: true, embedScale: true, qkNorm: true, activations: model.PolicyF32},
+	// BERT (src/models/bert.cpp): post-LN blocks, LayerNorm, GELU (tanh
+	// form, as ggml_gelu), plain FFN, biases, learned positions, no RoPE.
+	model.ArchBERT:     {norm: model.NormLayer, rope: model.RopeHalves, act: model.ActGELUTanh, activations: model.PolicyF32},
+	model.ArchPhi3:     {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActSiLU, gated: true, activations: model.PolicyAuto},
+	model.ArchQwen3MoE: {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActSiLU, gated: true, qkNorm: true, activations: model.PolicyF32},
+	model.ArchSmolLM3:  {norm: model.NormRMS, rope: model.RopeInterleaved, act: model.ActSiLU, gated: true, activations: model.PolicyAuto},
+	model.ArchGPTOSS:   {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActSwiGLUOAI, gated: true, activations: model.PolicyF32},
+	model.ArchGemma4:   {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActGELUTanh, gated: true, postNorms: true, embedScale: true, qkNorm: true, activations: model.PolicyF32},
 	// LFM2 (src/models/lfm2.cpp): gated short convolutions beside GQA
 	// attention with q/k norms and NEOX RoPE; the conv layers are the
 	// zeros of the per-layer head_count_kv.
@@ -216,6 +219,8 @@ func (f *File) config(arch string) (model.Config, error) {
 				c.SlidingLayerList = append(c.SlidingLayerList, l)
 			}
 		}
+	case model.ArchBERT:
+		c.RopeDims, c.PostLN, c.EmbedNorm, c.LearnedPositions = 0, true, true, true
 	case model.ArchGemma4:
 		if err := f.gemma4(m, &c, layerHidden); err != nil {
 			return c, err

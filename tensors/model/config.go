@@ -33,6 +33,9 @@ const (
 	// ArchGemmaEmbedding is EmbeddingGemma: Gemma 3's blocks with
 	// bidirectional attention, mean pooling and two dense projections.
 	ArchGemmaEmbedding = "gemma-embedding"
+	// ArchBERT is BERT (BGE, MiniLM): learned positions, post-LN blocks,
+	// bidirectional attention, an embedding model.
+	ArchBERT = "bert"
 )
 
 // Poolings of an embedding model (Config.Pooling), llama.cpp's
@@ -225,6 +228,15 @@ type Config struct {
 	// AddEOS: the tokenizer appends EOS to an embedding input (llama.cpp's
 	// add_eos_token; Qwen3-Embedding's <|endoftext|>).
 	AddEOS bool `json:"add_eos,omitempty"`
+	// BERT: LearnedPositions adds row Pos+t of PositionEmbedding (one row
+	// per position up to MaxSeqLen, the token type 0 row folded in) to
+	// token t's embedding; EmbedNorm norms the sum (EmbedNorm,
+	// EmbedNormBias) before the first layer; PostLN makes each block
+	// x = norm(x + attn(x)), x = norm2(x + ffn(x)) (AttnNorm and FFNNorm
+	// after the adds), with no final norm.
+	LearnedPositions bool `json:"learned_positions,omitempty"`
+	EmbedNorm        bool `json:"embed_norm,omitempty"`
+	PostLN           bool `json:"post_ln,omitempty"`
 
 	BOS          int    `json:"bos"` // -1: none
 	EOS          int    `json:"eos"` // -1: none
@@ -399,6 +411,12 @@ func (c *Config) Validate() error {
 	case PoolNone, PoolMean, PoolCLS, PoolLast:
 	default:
 		return fmt.Errorf("%w: pooling %q", ErrConfig, c.Pooling)
+	}
+	if c.PostLN && (c.Parallel || c.PostNorms) {
+		return fmt.Errorf("%w: post-LN blocks with parallel blocks or post-norms", ErrConfig)
+	}
+	if c.LearnedPositions && c.MaxSeqLen <= 0 {
+		return fmt.Errorf("%w: learned positions without max_seq_len", ErrConfig)
 	}
 	if c.DenseDim < 0 || c.DenseDim > limit || c.DenseDim > 0 && c.Pooling == PoolNone {
 		return fmt.Errorf("%w: dense_dim %d with pooling %q", ErrConfig, c.DenseDim, c.Pooling)

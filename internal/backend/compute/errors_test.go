@@ -142,4 +142,10 @@ func TestCompileAndLoadErrors(t *testing.T) {
 	if _, err := be.Compile(attn, w, kv); !errors.Is(err, gpu.ErrUnsupported) {
 		t.Errorf("non-causal attention: %v, want ErrUnsupported", err)
 	}
+	// And BERT's learned positions (an embedding by position).
+	pos := &fusion.Graph{Tokens: 1}
+	pos.Logits = pos.Add(&fusion.EmbedOp{Out: pos.NewBuf("p", 1, 4), Weight: "x", Positions: true})
+	if _, err := be.Compile(pos, w, nil); !errors.Is(err, gpu.ErrUnsupported) {
+		t.Errorf("learned positions: %v, want ErrUnsupported", err)
+	}
 }
