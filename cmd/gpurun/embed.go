@@ -21,7 +21,7 @@ func newEmbed() *cobra.Command {
 		Use:   "embed MODEL [-p TEXT]... [--no-normalize]",
 		Short: "Print the embedding of each text from an embedding model, one JSON array a line",
 		Long: `Embed runs an embedding model (a GGUF with <arch>.pooling_type:
-gemma-embedding, Qwen3-Embedding) on each -p TEXT, or on each line of
+gemma-embedding, Qwen3-Embedding, BERT) on each -p TEXT, or on each line of
 standard input without -p, and prints one line per input: the embedding
 as a JSON array. The text gets the special tokens the model adds (BOS,
 EOS as llama.cpp adds them); the vector is pooled as the model declares

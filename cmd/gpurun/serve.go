@@ -78,7 +78,7 @@ events); its errors have Anthropic's shape, and its clients' x-api-key
 header is taken as --api-key.
 
 An embedding model (a GGUF with <arch>.pooling_type: gemma-embedding,
-Qwen3-Embedding) answers /v1/embeddings and /api/embed with L2-normalized
+Qwen3-Embedding, BERT) answers /v1/embeddings and /api/embed with L2-normalized
 vectors pooled as it declares (mean, CLS or last token). The ollama
 routes stream NDJSON unless "stream": false, take options (temperature,
 top_k, top_p, seed, num_predict, stop), think, tools, format ("json" or a

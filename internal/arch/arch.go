@@ -5,7 +5,10 @@
 // post-norms, soft caps and sliding windows, biases, tied heads, embedding
 // scale; q/k norms per head, RoPE factor tables and attention factor,
 // per-layer RoPE bases and NoPE layers; LFM2's gated short convolution
-// layers in place of attention) are all knobs of the config.
+// layers in place of attention; an embedding model's bidirectional
+// attention, BERT's learned positions and post-LN blocks, and a step that
+// ends in hidden states rather than logits, BuildOptions.Embed) are all
+// knobs of the config.
 package arch
 
 import (

@@ -24,7 +24,7 @@ func Load(path string) (*model.Checkpoint, error) {
 
 // Checkpoint imports the parsed file: the configuration from the metadata
 // (architectures llama, including Llama 3's rope_freqs, gemma, gemma2, gemma3,
-// gemma-embedding,
+// gemma-embedding, bert,
 // phi2, phi3, falcon, stablelm, qwen2, qwen3, qwen3moe, smollm3, gpt-oss,
 // gemma4, lfm2), the tensors
 // under the names of package model, and the vocabulary.
