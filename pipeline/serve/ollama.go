@@ -585,8 +585,7 @@ func (s *Server) ollamaShow(w http.ResponseWriter, r *http.Request) {
 	a := c.Arch
 	info := map[string]any{"general.architecture": a, a + ".context_length": c.MaxSeqLen, a + ".embedding_length": c.Dim,
 		a + ".block_count": c.Layers, a + ".attention.head_count": c.Heads, a + ".attention.head_count_kv": c.KVHeads,
-		a + ".feed_forward_length": c.HiddenDim, "tokenizer.ggml.bos_token_id": c.BOS, "tokenizer.ggml.eos_token_id": c.EOS,
-		"general.parameter_count": nil}
+		a + ".feed_forward_length": c.HiddenDim, "tokenizer.ggml.bos_token_id": c.BOS, "tokenizer.ggml.eos_token_id": c.EOS}
 	var caps []string
 	if m.Pooling() != "" {
 		caps = []string{"embedding"}
