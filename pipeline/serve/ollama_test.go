@@ -179,6 +179,13 @@ func TestOllamaEmbed(t *testing.T) {
 	if resp, data := post(t, url+"/api/embed", fmt.Sprintf(`{"model":%q,"input":%q}`, modelID, long)); resp.StatusCode != 200 {
 		t.Errorf("truncated: %d %s", resp.StatusCode, data)
 	}
+	// An embedding model generates nothing.
+	for _, path := range []string{"/api/chat", "/v1/chat/completions"} {
+		body := fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"hi"}],"stream":false}`, modelID)
+		if resp, data := post(t, url+path, body); resp.StatusCode != 400 || !strings.Contains(string(data), "embedding model") {
+			t.Errorf("%s on an embedding model: %d %s", path, resp.StatusCode, data)
+		}
+	}
 }
 
 func f64s(xs []float32) []float64 {

@@ -476,6 +476,8 @@ func generationError(err error, k kind) *apiError {
 		return badRequest("", "invalid_value", err.Error())
 	case errors.Is(err, pipeline.ErrNoTokenizer):
 		return badRequest("", "no_tokenizer", err.Error())
+	case errors.Is(err, errEmbeddingModel):
+		return badRequest("model", "embedding_model", err.Error())
 	case errors.Is(err, pipeline.ErrClosed):
 		return &apiError{Status: http.StatusServiceUnavailable, RetryAfter: 5, Type: "server_error", Code: "shutting_down", Message: err.Error()}
 	}
