@@ -87,6 +87,8 @@ var (
 	ErrPromptTooLong = pipeline.ErrPromptTooLong
 	// ErrClosed: a Generate on a closed model.
 	ErrClosed = pipeline.ErrClosed
+	// ErrNotEmbedding: Embed on a model that declares no pooling.
+	ErrNotEmbedding = pipeline.ErrNotEmbedding
 	// ErrActivations: an unknown WithActivations policy.
 	ErrActivations = pipeline.ErrActivations
 	// ErrUnknownFormat: a path that is none of the formats Open reads.

@@ -31,11 +31,14 @@ type Op interface {
 }
 
 // EmbedOp: Out[t] = Scale * W[tokens[t]] (Scale 0 means 1). W = Weight is
-// [vocab, Out.Cols].
+// [vocab, Out.Cols]. With Positions, the rows are the positions instead,
+// Out[t] = Scale * W[Pos+t] (BERT's learned positions): W then has a
+// row for every cache position (KVSpec.MaxLen).
 type EmbedOp struct {
-	Out    Buf
-	Weight string
-	Scale  float32
+	Out       Buf
+	Weight    string
+	Scale     float32
+	Positions bool
 }
 
 // NormOp: Out[t] = norm(In[t]) * Weight + Bias, normalized per Norm with
@@ -89,6 +92,12 @@ type StoreKVOp struct {
 // Pos+t-p < Window; cap(s) = Cap*tanh(s/Cap) when Cap > 0. Scale must be
 // > 0. Out must not alias Q.
 //
+// NonCausal (an embedding model's encoder: gemma-embedding, BERT) drops
+// the causal mask: every row attends to every position p < Pos+n of the
+// step's n rows, and a Window is symmetric, |Pos+t-p| <= Window/2
+// (rounded down), as llama.cpp masks gemma-embedding's sliding layers. It
+// needs a full cache (no ring), the whole input in one step.
+//
 // Sinks, when set, names an F32 [Heads] weight of per-head sink logits
 // (gpt-oss): head h's softmax gains one more logit Sinks[h], taken as it
 // is (neither scaled nor capped), which takes its share of the
@@ -104,6 +113,8 @@ type AttentionOp struct {
 	Cap    float32 // 0: none
 	Window int     // 0: none
 	Sinks  string  // "": none
+	// NonCausal: no causal mask (above).
+	NonCausal bool
 }
 
 // GLUOp: Out = act(Gate) * Up, act per Act.
@@ -369,6 +380,11 @@ func (o *EmbedOp) validate(g *Graph, shape WeightShape) error {
 	if o.Scale < 0 {
 		return fmt.Errorf("%w: negative embedding scale %g", ErrInvalid, o.Scale)
 	}
+	if o.Positions {
+		if ws, ok := shape(o.Weight); ok && len(ws) == 2 && ws[0] < g.KV.MaxLen {
+			return fmt.Errorf("%w: %d position rows in %q for a cache of %d", ErrInvalid, ws[0], o.Weight, g.KV.MaxLen)
+		}
+	}
 	return checkWeight(shape, o.Weight, -1, out.Cols)
 }
 
@@ -496,6 +512,9 @@ func (o *AttentionOp) validate(g *Graph, shape WeightShape) error {
 	}
 	if err := checkSinks(shape, o.Sinks, o.Heads); err != nil {
 		return err
+	}
+	if o.NonCausal && (g.Batch || g.KV.RingLen(o.Layer) > 0) {
+		return fmt.Errorf("%w: non-causal attention in a batched step or on a ring cache (layer %d)", ErrInvalid, o.Layer)
 	}
 	if ring := g.KV.RingLen(o.Layer); ring > 0 {
 		// The step stores its rows before attending: the oldest position

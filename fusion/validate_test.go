@@ -99,6 +99,15 @@ func TestValidate(t *testing.T) {
 		{"kv ring past the cache", func(g *Graph) { g.KV.Ring = []int{9} }},
 		{"ring layer without a window", func(g *Graph) { g.KV.Ring = []int{6} }},
 		{"window and step past the ring", func(g *Graph) { g.KV.Ring = []int{6}; g.Ops[6].(*AttentionOp).Window = 6 }},
+		{"position rows short of the cache", func(g *Graph) {
+			g.Ops[0].(*EmbedOp).Positions = true
+			g.KV.MaxLen = 11 // emb has 10 rows
+		}},
+		{"non-causal attention on a ring", func(g *Graph) {
+			g.KV.Ring = []int{6}
+			a := g.Ops[6].(*AttentionOp)
+			a.Window, a.NonCausal = 5, true
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := smallGraph()
@@ -170,6 +179,11 @@ func TestValidateBatch(t *testing.T) {
 	g.Ops = append(g.Ops, &ArgmaxOp{Out: g.NewBuf("id", 2, 1), In: 4})
 	if err := g.ValidateBatch(shapes); !errors.Is(err, ErrInvalid) {
 		t.Errorf("batched graph with Argmax: %v, want ErrInvalid", err)
+	}
+	g = batched()
+	g.Ops[6].(*AttentionOp).NonCausal = true
+	if err := g.ValidateBatch(shapes); !errors.Is(err, ErrInvalid) {
+		t.Errorf("batched graph with non-causal attention: %v, want ErrInvalid", err)
 	}
 }
 

@@ -156,8 +156,10 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 	}
 	sizes = slices.Sorted(slices.Values(sizes))
 	sizes = slices.Compact(sizes)
-	if !opts.tuning.FullKVCache {
-		// Rings must hold the keys of the largest step's first row.
+	if !opts.tuning.FullKVCache && cfg.Pooling == model.PoolNone {
+		// Rings must hold the keys of the largest step's first row. An
+		// embedding model keeps full caches: its input runs in one step,
+		// and non-causal attention reads positions after the row's.
 		m.ringTokens = 1
 		for _, n := range sizes {
 			if n <= m.maxCache {

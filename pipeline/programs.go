@@ -26,6 +26,9 @@ type programs struct {
 	// verify holds the speculative verifiers by tokens per step
 	// (speculative.go), compiled on first use.
 	verify map[int]gpu.Program
+	// embed holds an embedding model's programs by tokens per step
+	// (embed.go), compiled on first use.
+	embed map[int]gpu.Program
 }
 
 type prefillProgram struct {
@@ -39,6 +42,9 @@ func (ps *programs) release() {
 		p.prog.Release()
 	}
 	for _, p := range ps.verify {
+		p.Release()
+	}
+	for _, p := range ps.embed {
 		p.Release()
 	}
 	for _, p := range []gpu.Program{ps.decode, ps.argmax.program(), ps.sample.program()} {

@@ -766,6 +766,7 @@ func TestOutputErrorsEveryCommand(t *testing.T) {
 		{"devices"},
 		{"bench", task, "--backend", "cpu", "--prompt-len", "4", "--generate", "2", "--reps", "1"},
 		{"tokenize", "-t", task},
+		{"embed", testmodels.Path(t, "embed", "gemma-embedding.gguf"), "--backend", "cpu", "-p", "x"},
 		{"--version"},
 	} {
 		cmd := gpurunCmd(args...)

@@ -39,12 +39,15 @@ func newServe() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "serve [MODEL] [--addr 127.0.0.1:8080] [--parallel N] [--api-key KEY] [--cors ORIGIN]",
-		Short: "Serve a model over OpenAI's and Anthropic's HTTP APIs (chat and text completions, messages, streaming)",
-		Long: `Serve answers OpenAI's API, and Anthropic's Messages API, on --addr
-(loopback by default):
+		Short: "Serve a model over OpenAI's, Anthropic's and ollama's HTTP APIs (chat and text completions, messages, embeddings, streaming)",
+		Long: `Serve answers OpenAI's API, Anthropic's Messages API and ollama's API on
+--addr (loopback by default):
 
-    POST /v1/chat/completions   POST /v1/completions   GET /v1/models   GET /health
+    POST /v1/chat/completions   POST /v1/completions   POST /v1/embeddings
+    GET /v1/models   GET /health
     POST /v1/messages   POST /v1/messages/count_tokens
+    POST /api/chat   POST /api/generate   POST /api/embed   POST /api/embeddings
+    POST /api/show   GET /api/tags   GET /api/ps   GET /api/version
 
 Responses are whole JSON objects, or server-sent events with "stream": true.
 Chat messages are rendered with the model's chat template, or the plain
@@ -73,6 +76,14 @@ tool_choice, max_tokens, stop_sequences, temperature, top_p, top_k,
 thinking ({"type": "enabled", "budget_tokens": N}) and stream (Anthropic's
 events); its errors have Anthropic's shape, and its clients' x-api-key
 header is taken as --api-key.
+
+An embedding model (a GGUF with <arch>.pooling_type: gemma-embedding,
+Qwen3-Embedding, BERT) answers /v1/embeddings and /api/embed with L2-normalized
+vectors pooled as it declares (mean, CLS or last token). The ollama
+routes stream NDJSON unless "stream": false, take options (temperature,
+top_k, top_p, seed, num_predict, stop), think, tools, format ("json" or a
+schema) and keep_alive (accepted: the model stays loaded while the server
+runs); see docs/cli.md.
 
 The weights are loaded once; --parallel N gives them N KV caches of
 --max-cache positions each, so that N requests generate at once, their

@@ -5,7 +5,10 @@
 // post-norms, soft caps and sliding windows, biases, tied heads, embedding
 // scale; q/k norms per head, RoPE factor tables and attention factor,
 // per-layer RoPE bases and NoPE layers; LFM2's gated short convolution
-// layers in place of attention) are all knobs of the config.
+// layers in place of attention; an embedding model's bidirectional
+// attention, BERT's learned positions and post-LN blocks, and a step that
+// ends in hidden states rather than logits, BuildOptions.Embed) are all
+// knobs of the config.
 package arch
 
 import (
@@ -22,7 +25,13 @@ type BuildOptions struct {
 	Tokens    int  // tokens per step: 1 for decode, the bucket size for prefill
 	MaxLen    int  // KV cache positions
 	AllLogits bool // logits for every row rather than the last one only
-	KVF16     bool // the graph's KV cache stores binary16 (fusion.KVSpec.F16)
+	// Embed builds an embedding model's step (model.Config.Pooling): its
+	// Logits buffer is the final-norm hidden state of every row, through
+	// the config's dense projections (DenseDim) when it has them: Dim
+	// values per row, which the caller pools. It excludes Argmax, Sample
+	// and Batch.
+	Embed bool
+	KVF16 bool // the graph's KV cache stores binary16 (fusion.KVSpec.F16)
 	// Argmax appends fusion.Argmax after the logits (and the final soft
 	// cap): the graph's Logits is then one value, the greedy token id as
 	// an f32, so greedy decoding reads back one value per step. It needs
@@ -111,6 +120,9 @@ func Build(cfg *model.Config, opts BuildOptions) (*fusion.Graph, error) {
 	if opts.Sample != nil && (opts.Argmax || opts.AllLogits || opts.Batch) {
 		return nil, fmt.Errorf("%w: sampling on the device needs the last row's logits only, without argmax or batching", ErrOptions)
 	}
+	if opts.Embed && (opts.Argmax || opts.Sample != nil || opts.Batch) {
+		return nil, fmt.Errorf("%w: an embedding step outputs hidden states, without argmax, sampling or batching", ErrOptions)
+	}
 	if opts.Argmax && opts.AllLogits {
 		return nil, fmt.Errorf("%w: argmax needs the last row's logits only, not all logits", ErrOptions)
 	}
@@ -146,7 +158,7 @@ func Build(cfg *model.Config, opts BuildOptions) (*fusion.Graph, error) {
 		return nil, fmt.Errorf("%w: %d tokens over rings for %d", ErrOptions, opts.Tokens, opts.RingTokens)
 	}
 	b.g.KV = KVSpec(cfg, opts)
-	b.forward(opts.AllLogits || opts.Batch)
+	b.forward(opts.AllLogits || opts.Batch || opts.Embed, opts.Embed)
 	if opts.Argmax {
 		b.g.Logits = b.g.Add(&fusion.ArgmaxOp{Out: b.g.NewBuf("token_id", 1, 1), In: b.g.Logits})
 	}
@@ -189,8 +201,9 @@ type builder struct {
 	loraBufs map[[3]int]fusion.Buf   // A·x per (rows, rank, index in a linears run)
 }
 
-// forward emits the whole step, reading like llama2.c's forward().
-func (b *builder) forward(allLogits bool) {
+// forward emits the whole step, reading like llama2.c's forward(); with
+// embed, up to the final norm (and the dense projections) only.
+func (b *builder) forward(allLogits, embed bool) {
 	c, g := b.cfg, b.g
 	T := g.Tokens
 	b.dim, b.qCols = c.Dim, c.Heads*c.HeadDim
@@ -218,6 +231,15 @@ func (b *builder) forward(allLogits bool) {
 	}
 
 	g.Add(&fusion.EmbedOp{Out: b.x, Weight: model.TokenEmbedding, Scale: c.EmbedScale})
+	if c.LearnedPositions {
+		// BERT: the position's row (the token type 0 row folded in).
+		pos := g.NewBuf("position_embd", T, c.Dim)
+		g.Add(&fusion.EmbedOp{Out: pos, Weight: model.PositionEmbedding, Positions: true})
+		g.Add(&fusion.AddOp{Out: b.x, A: b.x, B: pos})
+	}
+	if c.EmbedNorm {
+		b.norm(b.x, b.x, model.EmbedNorm, model.EmbedNormBias)
+	}
 	if c.PerLayerDim > 0 {
 		b.perLayerInputs()
 	}
@@ -232,8 +254,24 @@ func (b *builder) forward(allLogits bool) {
 		g.Add(&fusion.LastRowOp{Out: x, In: b.x})
 		rows = 1
 	}
-	final := g.NewBuf("final_norm", rows, c.Dim)
-	b.norm(final, x, model.FinalNorm, model.FinalNormBias)
+	final := x // post-LN blocks end normed: no final norm
+	if !c.PostLN {
+		final = g.NewBuf("final_norm", rows, c.Dim)
+		b.norm(final, x, model.FinalNorm, model.FinalNormBias)
+	}
+	if embed {
+		g.Logits = final
+		if d := c.DenseDim; d > 0 {
+			// Linear, so applied to every row before the caller pools
+			// them rather than after (llama.cpp's order): the same
+			// vector up to rounding.
+			dense := g.NewBuf("dense", rows, d)
+			b.linear(dense, final, model.DenseIn, "", false)
+			g.Logits = g.NewBuf("dense_out", rows, c.Dim)
+			b.linear(g.Logits, dense, model.DenseOut, "", false)
+		}
+		return
+	}
 	head, bias := model.LMHead, ""
 	if c.Tied {
 		head = model.TokenEmbedding
@@ -253,8 +291,19 @@ func (b *builder) forward(allLogits bool) {
 //
 //	sequential: x += post(attn(norm(x)));  x += post(ffn(norm2(x)))
 //	parallel:   h = norm(x);  x += attn(h) + ffn(h)
+//	post-LN:    x = norm(x + attn(x));  x = norm2(x + ffn(x))
 func (b *builder) layer(l int) {
 	c, g := b.cfg, b.g
+	if c.PostLN {
+		// BERT: x = norm(x + attn(x)); x = norm2(x + ffn(x)).
+		b.attention(l, b.x)
+		g.Add(&fusion.AddOp{Out: b.x, A: b.x, B: b.proj})
+		b.norm(b.x, b.x, model.Layer(l, model.AttnNorm), model.Layer(l, model.AttnNormBias))
+		b.feedForward(l, b.x)
+		g.Add(&fusion.AddOp{Out: b.x, A: b.x, B: b.ffn})
+		b.norm(b.x, b.x, model.Layer(l, model.FFNNorm), model.Layer(l, model.FFNNormBias))
+		return
+	}
 	b.norm(b.h, b.x, model.Layer(l, model.AttnNorm), model.Layer(l, model.AttnNormBias))
 	if c.ConvLayer(l) {
 		b.shortConv(l, b.h)
@@ -382,7 +431,7 @@ func (b *builder) attention(l int, h fusion.Buf) {
 	}
 	att := &fusion.AttentionOp{Out: hb.att, Q: hb.q, Layer: src,
 		HeadShape: fusion.HeadShape{Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: hd},
-		Scale:     c.Scale(), Cap: c.AttnSoftCap, Window: c.LayerWindow(l)}
+		Scale:     c.Scale(), Cap: c.AttnSoftCap, Window: c.LayerWindow(l), NonCausal: c.NonCausal}
 	if c.AttnSinks {
 		att.Sinks = model.Layer(l, model.AttnSinks)
 	}

@@ -33,9 +33,15 @@ var archSpecs = map[string]archSpec{
 	model.ArchFalcon:   {norm: model.NormLayer, rope: model.RopeHalves, act: model.ActGELUTanh, parallel: true, activations: model.PolicyF32},
 	model.ArchStableLM: {norm: model.NormLayer, rope: model.RopeHalves, act: model.ActSiLU, gated: true, activations: model.PolicyF16},
 	// Qwen 2/3 and Gemma 3 are known for activations past f16's range.
-	model.ArchQwen2:    {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActSiLU, gated: true, activations: model.PolicyF32},
-	model.ArchQwen3:    {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActSiLU, gated: true, qkNorm: true, activations: model.PolicyF32},
-	model.ArchGemma3:   {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActGELUTanh, gated: true, postNorms: true, embedScale: true, qkNorm: true, activations: model.PolicyF32},
+	model.ArchQwen2:  {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActSiLU, gated: true, activations: model.PolicyF32},
+	model.ArchQwen3:  {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActSiLU, gated: true, qkNorm: true, activations: model.PolicyF32},
+	model.ArchGemma3: {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActGELUTanh, gated: true, postNorms: true, embedScale: true, qkNorm: true, activations: model.PolicyF32},
+	// EmbeddingGemma (src/models/gemma-embedding.cpp): Gemma 3's blocks,
+	// attention bidirectional (embeddings below).
+	model.ArchGemmaEmbedding: {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActGELUTanh, gated: true, postNorms: true, embedScale: true, qkNorm: true, activations: model.PolicyF32},
+	// BERT (src/models/bert.cpp): post-LN blocks, LayerNorm, GELU (tanh
+	// form, as ggml_gelu), plain FFN, biases, learned positions, no RoPE.
+	model.ArchBERT:     {norm: model.NormLayer, rope: model.RopeHalves, act: model.ActGELUTanh, activations: model.PolicyF32},
 	model.ArchPhi3:     {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActSiLU, gated: true, activations: model.PolicyAuto},
 	model.ArchQwen3MoE: {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActSiLU, gated: true, qkNorm: true, activations: model.PolicyF32},
 	model.ArchSmolLM3:  {norm: model.NormRMS, rope: model.RopeInterleaved, act: model.ActSiLU, gated: true, activations: model.PolicyAuto},
@@ -198,7 +204,7 @@ func (f *File) config(arch string) (model.Config, error) {
 		}
 	}
 	switch arch {
-	case model.ArchGemma3:
+	case model.ArchGemma3, model.ArchGemmaEmbedding:
 		// llama.cpp (src/models/gemma3.cpp, llama-model.cpp): layers with
 		// il % 6 < 5 slide, with their own rope base; queries scaled by
 		// 1/sqrt(head_dim), except the 27B's 1/sqrt(n_embd/n_head).
@@ -213,6 +219,8 @@ func (f *File) config(arch string) (model.Config, error) {
 				c.SlidingLayerList = append(c.SlidingLayerList, l)
 			}
 		}
+	case model.ArchBERT:
+		c.RopeDims, c.PostLN, c.EmbedNorm, c.LearnedPositions = 0, true, true, true
 	case model.ArchGemma4:
 		if err := f.gemma4(m, &c, layerHidden); err != nil {
 			return c, err
@@ -276,11 +284,52 @@ func (f *File) config(arch string) (model.Config, error) {
 	if v, ok := f.Get(m.key(".attention.sliding_window_pattern")); ok && m.err == nil && arch != model.ArchGemma4 {
 		// Only Gemma 3's default pattern of 6 and gpt-oss's of 2 (their
 		// absent keys) are known.
-		if n, _ := v.Int(); !(arch == model.ArchGemma3 && n == 6 || arch == model.ArchGPTOSS && n == 2) {
+		if n, _ := v.Int(); !((arch == model.ArchGemma3 || arch == model.ArchGemmaEmbedding) && n == 6 || arch == model.ArchGPTOSS && n == 2) {
 			return c, fmt.Errorf("%w: metadata %s = %s", ErrUnsupported, m.key(".attention.sliding_window_pattern"), v)
 		}
 	}
+	if err := f.embedding(m, &c); err != nil {
+		return c, err
+	}
 	return c, m.err
+}
+
+// poolings are llama.cpp's pooling_type values this runtime pools by.
+var poolings = map[int]string{0: model.PoolNone, 1: model.PoolMean, 2: model.PoolCLS, 3: model.PoolLast}
+
+// embedding reads what makes a file an embedding model
+// (../shared/models/embed/README.md): <arch>.pooling_type, whether
+// attention is causal (<arch>.attention.causal, default true;
+// gemma-embedding is bidirectional whatever the key says, as llama.cpp
+// runs it through its encoder), and gemma-embedding's dense projections.
+func (f *File) embedding(m *meta, c *model.Config) error {
+	if v, ok := f.Get(m.key(".pooling_type")); ok {
+		n, _ := v.Int()
+		p, known := poolings[int(n)]
+		if !known {
+			return fmt.Errorf("%w: metadata %s = %s (0 none, 1 mean, 2 cls, 3 last)", ErrUnsupported, m.key(".pooling_type"), v)
+		}
+		c.Pooling = p
+	}
+	c.NonCausal = !m.bool(".attention.causal", true)
+	if c.Arch == model.ArchGemmaEmbedding {
+		c.NonCausal = true
+		if c.Pooling == model.PoolNone {
+			c.Pooling = model.PoolMean
+		}
+		if _, ok := f.Get(m.key(".dense_2_feat_out")); ok {
+			c.DenseDim = m.int(".dense_2_feat_out", 0, true)
+			for _, k := range []string{".dense_2_feat_in", ".dense_3_feat_out"} {
+				if n := m.int(k, c.Dim, false); n != c.Dim && m.err == nil {
+					return fmt.Errorf("%w: metadata %s = %d, want the embedding length %d", ErrFormat, m.key(k), n, c.Dim)
+				}
+			}
+			if n := m.int(".dense_3_feat_in", c.DenseDim, false); n != c.DenseDim && m.err == nil {
+				return fmt.Errorf("%w: metadata %s = %d, want dense_2_feat_out %d", ErrFormat, m.key(".dense_3_feat_in"), n, c.DenseDim)
+			}
+		}
+	}
+	return m.err
 }
 
 // lfm2Layers reads LFM2's layer pattern: attention.head_count_kv is one

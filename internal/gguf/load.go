@@ -2,6 +2,7 @@ package gguf
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/gpurun/gpurun/internal/checkpoint/verify"
 	"github.com/gpurun/gpurun/tensors"
@@ -23,6 +24,7 @@ func Load(path string) (*model.Checkpoint, error) {
 
 // Checkpoint imports the parsed file: the configuration from the metadata
 // (architectures llama, including Llama 3's rope_freqs, gemma, gemma2, gemma3,
+// gemma-embedding, bert,
 // phi2, phi3, falcon, stablelm, qwen2, qwen3, qwen3moe, smollm3, gpt-oss,
 // gemma4, lfm2), the tensors
 // under the names of package model, and the vocabulary.
@@ -38,6 +40,17 @@ func (f *File) Checkpoint() (*model.Checkpoint, error) {
 	ck := &model.Checkpoint{Config: c}
 	for i := range f.Tensors {
 		info := &f.Tensors[i]
+		if c.Arch == model.ArchBERT {
+			if t, done, err := f.bertTensor(info); done {
+				if err != nil {
+					return nil, err
+				}
+				if t != nil {
+					ck.Tensors = append(ck.Tensors, t)
+				}
+				continue
+			}
+		}
 		ts, err := f.importTensor(info, &ck.Config)
 		if err != nil {
 			return nil, err
@@ -59,6 +72,10 @@ func (f *File) Checkpoint() (*model.Checkpoint, error) {
 		cfg.BOS, cfg.EOS = v.BOS, v.EOS
 		m := &meta{f: f}
 		cfg.AddBOS = m.bool("tokenizer.ggml.add_bos_token", v.BOS >= 0 && (v.Model != "gpt2" || gpt2AddsBOS[v.Pre]))
+		if cfg.Pooling != model.PoolNone {
+			// Only an embedding input ends in EOS (generation stops there).
+			cfg.AddEOS = v.EOS >= 0 && m.bool("tokenizer.ggml.add_eos_token", false)
+		}
 		if eot := m.tokenID("tokenizer.ggml.eot_token_id", -1, len(v.Pieces)); eot >= 0 && eot != v.EOS {
 			cfg.StopTokens = append(cfg.StopTokens, eot)
 		}
@@ -143,6 +160,63 @@ func (f *File) importTensor(info *TensorInfo, c *model.Config) ([]*tensors.Tenso
 	}
 	t, err := f.toTensor(info, model.Layer(layer, name))
 	return []*tensors.Tensor{t}, err
+}
+
+// bertTensor imports BERT's global tensors of their own (done false for
+// the others): the embeddings' norm, and the position rows with the token
+// type 0 row added (llama.cpp adds it to every token: all are sentence A),
+// read now (a table of max_seq_len rows); token_types itself is dropped.
+func (f *File) bertTensor(info *TensorInfo) (*tensors.Tensor, bool, error) {
+	switch info.Name {
+	case bertEmbedNorm:
+		t, err := f.toTensor(info, model.EmbedNorm)
+		return t, true, err
+	case bertEmbedBias:
+		t, err := f.toTensor(info, model.EmbedNormBias)
+		return t, true, err
+	case bertTokenTypes:
+		return nil, true, nil
+	case bertPositions:
+	default:
+		return nil, false, nil
+	}
+	rows, err := f.float32Tensor(info)
+	if err != nil {
+		return nil, true, err
+	}
+	var types []float32
+	for i := range f.Tensors {
+		if f.Tensors[i].Name == bertTokenTypes {
+			if types, err = f.float32Tensor(&f.Tensors[i]); err != nil {
+				return nil, true, err
+			}
+		}
+	}
+	shape := slices.Clone(info.Dims)
+	slices.Reverse(shape)
+	if len(shape) != 2 || len(types) > 0 && len(types)%shape[1] != 0 {
+		return nil, true, fmt.Errorf("%w: %s %v and %s of %d values", ErrFormat, bertPositions, shape, bertTokenTypes, len(types))
+	}
+	if len(types) > 0 {
+		for i := range rows {
+			rows[i] += types[i%shape[1]]
+		}
+	}
+	t, err := tensors.FromF32(model.PositionEmbedding, shape, rows, tensors.F32)
+	return t, true, err
+}
+
+// float32Tensor reads a tensor's values as float32s.
+func (f *File) float32Tensor(info *TensorInfo) ([]float32, error) {
+	t, err := f.readTensor(info, info.Name)
+	if err != nil {
+		return nil, err
+	}
+	vals, err := t.Float32()
+	if err != nil {
+		return nil, fmt.Errorf("%w: tensor %q: %w", ErrFormat, info.Name, err)
+	}
+	return vals, nil
 }
 
 // splitFused is splitRows, deferred for a deferred t: each part reads the

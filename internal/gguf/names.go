@@ -47,6 +47,11 @@ var layerNames = map[string]string{
 	"shortconv.in_proj.weight":   model.ConvInProj,
 	"shortconv.conv.weight":      model.ConvKernel,
 	"shortconv.out_proj.weight":  model.ConvOutProj,
+	// BERT's post-LN norms: after attention, after the FFN.
+	"attn_output_norm.weight":  model.AttnNorm,
+	"attn_output_norm.bias":    model.AttnNormBias,
+	"layer_output_norm.weight": model.FFNNorm,
+	"layer_output_norm.bias":   model.FFNNormBias,
 }
 
 var globalNames = map[string]string{
@@ -59,7 +64,19 @@ var globalNames = map[string]string{
 	"per_layer_token_embd.weight": model.PerLayerEmbedding,
 	"per_layer_model_proj.weight": model.PerLayerModelProj,
 	"per_layer_proj_norm.weight":  model.PerLayerProjNorm,
+	// EmbeddingGemma's projections after pooling.
+	"dense_2.weight": model.DenseIn,
+	"dense_3.weight": model.DenseOut,
 }
+
+// BERT's global tensors: the position rows (which the token type 0 row is
+// folded into) and the embeddings' norm.
+const (
+	bertPositions  = "position_embd.weight"
+	bertTokenTypes = "token_types.weight"
+	bertEmbedNorm  = "token_embd_norm.weight"
+	bertEmbedBias  = "token_embd_norm.bias"
+)
 
 // lfm2FinalNorm is LFM2's final norm, named token_embd_norm in GGUF
 // (llama.cpp's LLM_TENSOR_OUTPUT_NORM_LFM2); it has no output_norm.

@@ -144,3 +144,36 @@ func DecodeJSON(t testing.TB, path string, v any) {
 	t.Helper()
 	decode(t, path, v)
 }
+
+// EmbedSequence is one input of an embed/<model>.golden.json.
+type EmbedSequence struct {
+	ContentIDs []int `json:"content_ids"`
+	// FedIDs is what llama.cpp decoded: the content with its special tokens.
+	FedIDs    []int     `json:"fed_ids"`
+	Embedding []float64 `json:"embedding"` // pooled, not normalized
+	L2Norm    float64   `json:"l2_norm"`
+	// Normalized is Embedding / its L2 norm (llama-embedding's default).
+	Normalized []float64 `json:"embedding_normalized"`
+}
+
+// EmbedGolden is llama.cpp's pooled embeddings of one tiny embedding GGUF
+// (../shared/models/embed/README.md).
+type EmbedGolden struct {
+	Pooling   string          `json:"pooling_type"`
+	NEmbdOut  int             `json:"n_embd_out"`
+	AddBOS    bool            `json:"add_bos"`
+	AddEOS    bool            `json:"add_eos"`
+	Sequences []EmbedSequence `json:"sequences"`
+}
+
+// Embed decodes embed/<name>.golden.json from Dir; it fails the test when
+// the file has no sequences.
+func Embed(t testing.TB, name string) EmbedGolden {
+	t.Helper()
+	var g EmbedGolden
+	decode(t, Path(t, "embed", name+".golden.json"), &g)
+	if len(g.Sequences) == 0 {
+		t.Fatalf("testmodels: embed/%s.golden.json has no sequences", name)
+	}
+	return g
+}

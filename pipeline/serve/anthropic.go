@@ -69,13 +69,7 @@ type anthropicTool struct {
 // anthropicError writes e in Anthropic's shape: {"type": "error",
 // "error": {"type", "message"}}, the type told by the status.
 func anthropicError(w http.ResponseWriter, e *apiError) {
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	if e.RetryAfter > 0 {
-		h.Set("Retry-After", fmt.Sprint(e.RetryAfter))
-	}
-	w.WriteHeader(e.Status)
-	json.NewEncoder(w).Encode(anthropicErrorBody(e))
+	writeErrorBody(w, e, anthropicErrorBody(e))
 }
 
 func anthropicErrorBody(e *apiError) map[string]any {
@@ -384,13 +378,10 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		return nil
 	})
 	if err != nil {
-		if err == errGone || ctx.Err() != nil {
+		aerr := s.runFailure(ctx, id, err, kindChat)
+		if aerr == nil {
 			return
 		}
-		if s.cfg.Log != nil {
-			s.cfg.Log("serve: %s: %v", id, err)
-		}
-		aerr := generationError(err, kindChat)
 		if st != nil && st.started {
 			st.event("error", anthropicErrorBody(aerr))
 			return
@@ -414,11 +405,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		var parsed []chat.ToolCall
 		content, parsed = chat.ParseToolCalls(tools.format, rep.content)
 		for _, c := range parsed {
-			input := json.RawMessage(c.Arguments)
-			if !json.Valid(input) {
-				input = json.RawMessage("{}")
-			}
-			calls = append(calls, map[string]any{"type": "tool_use", "id": newID("toolu_"), "name": c.Name, "input": input})
+			calls = append(calls, map[string]any{"type": "tool_use", "id": newID("toolu_"), "name": c.Name, "input": argsObject(c)})
 		}
 		if len(calls) > 0 {
 			stopReason, stopSeq = "tool_use", nil
@@ -460,6 +447,15 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, map[string]any{"id": id, "type": "message", "role": "assistant", "model": modelID, "content": blocks,
 		"stop_reason": stopReason, "stop_sequence": stopSeq, "usage": usage})
+}
+
+// argsObject is a parsed call's arguments as a JSON value ({} when the
+// model wrote invalid JSON), for the APIs that send them as an object.
+func argsObject(c chat.ToolCall) json.RawMessage {
+	if !json.Valid([]byte(c.Arguments)) {
+		return json.RawMessage("{}")
+	}
+	return json.RawMessage(c.Arguments)
 }
 
 // matchedStop is the stop sequence that ended a reply of generated ids

@@ -28,13 +28,19 @@ func badRequest(param, code, msg string) *apiError {
 }
 
 func writeError(w http.ResponseWriter, e *apiError) {
+	writeErrorBody(w, e, struct {
+		Error *apiError `json:"error"`
+	}{e})
+}
+
+// writeErrorBody answers e's status (and Retry-After) with body, e in
+// one API's shape.
+func writeErrorBody(w http.ResponseWriter, e *apiError, body any) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	if e.RetryAfter > 0 {
 		h.Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
 	w.WriteHeader(e.Status)
-	json.NewEncoder(w).Encode(struct {
-		Error *apiError `json:"error"`
-	}{e})
+	json.NewEncoder(w).Encode(body)
 }

@@ -62,6 +62,9 @@ type reply struct {
 	generated []int
 }
 
+// errEmbeddingModel: a generation asked of an embedding model.
+var errEmbeddingModel = errors.New("serve: an embedding model does not generate text: ask /v1/embeddings or /api/embed")
+
 // errGone: the client went away while its reply streamed.
 var errGone = errors.New("serve: the client is gone")
 
@@ -74,6 +77,9 @@ var errGone = errors.New("serve: the client is gone")
 // on with its answer; a budget of 0 closes a thinking the prompt opens
 // before the model runs.
 func (s *Server) run(ctx context.Context, model *pipeline.Model, prompt pipeline.Prompt, gen pipeline.GenerateOptions, th thinking, trimLead bool, emit func(reasoning, content string) error) (reply, error) {
+	if model.Pooling() != "" {
+		return reply{}, errEmbeddingModel
+	}
 	sess := model.NewSession()
 	// The splitter follows the thinking also where the reply keeps it in
 	// the content (ReasoningNone), for the budget.

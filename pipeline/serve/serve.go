@@ -37,7 +37,12 @@
 // with system prompts, text, thinking, tool_use and tool_result blocks,
 // tools, and errors in Anthropic's shape (anthropic.go).
 //
-// Import it to serve a model over HTTP to OpenAI and Anthropic clients from your own
+// POST /v1/embeddings serves an embedding model's pooled, L2-normalized
+// vectors in OpenAI's shape (embeddings.go), and ollama's API is served
+// beside (/api/chat, /api/generate, /api/embed, /api/show, /api/tags,
+// /api/ps, /api/version; NDJSON streams; ollama.go).
+//
+// Import it to serve a model over HTTP to OpenAI, Anthropic and ollama clients from your own
 // program (gpurun serve is this server).
 package serve
 
@@ -156,10 +161,12 @@ func New(cfg Config) (*Server, error) {
 	mux.HandleFunc("POST /v1/completions", s.auth(s.completions))
 	mux.HandleFunc("POST /v1/messages", s.authWith(s.messages, anthropicError))
 	mux.HandleFunc("POST /v1/messages/count_tokens", s.authWith(s.countTokens, anthropicError))
+	mux.HandleFunc("POST /v1/embeddings", s.auth(s.embeddings))
 	mux.HandleFunc("GET /v1/models", s.auth(s.models))
 	mux.HandleFunc("GET /v1/models/{id...}", s.auth(s.model))
 	mux.HandleFunc("GET /health", s.health)
-	for _, p := range []string{"/v1/chat/completions", "/v1/completions", "/v1/models", "/health"} {
+	s.ollamaRoutes(mux)
+	for _, p := range []string{"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/models", "/health"} {
 		mux.HandleFunc(p, methodNotAllowed)
 	}
 	for _, p := range []string{"/v1/messages", "/v1/messages/count_tokens"} {
@@ -469,10 +476,25 @@ func generationError(err error, k kind) *apiError {
 		return badRequest("", "invalid_value", err.Error())
 	case errors.Is(err, pipeline.ErrNoTokenizer):
 		return badRequest("", "no_tokenizer", err.Error())
+	case errors.Is(err, errEmbeddingModel):
+		return badRequest("model", "embedding_model", err.Error())
 	case errors.Is(err, pipeline.ErrClosed):
 		return &apiError{Status: http.StatusServiceUnavailable, RetryAfter: 5, Type: "server_error", Code: "shutting_down", Message: err.Error()}
 	}
 	return &apiError{Status: http.StatusInternalServerError, Type: "server_error", Code: "internal_error", Message: err.Error()}
+}
+
+// runFailure is the answer to a failed generation of a request of kind
+// k, logged: nil when the client went away or the server is shutting
+// down (cancelled: nobody to tell).
+func (s *Server) runFailure(ctx context.Context, id string, err error, k kind) *apiError {
+	if err == errGone || ctx.Err() != nil {
+		return nil
+	}
+	if s.cfg.Log != nil {
+		s.cfg.Log("serve: %s: %v", id, err)
+	}
+	return generationError(err, k)
 }
 
 // toolMode is a chat request's tools: its reply is read back for calls in
@@ -502,12 +524,16 @@ type kind int
 const (
 	kindChat kind = iota
 	kindText
+	kindEmbed
 )
 
 // promptParam names the request field that holds the prompt.
 func (k kind) promptParam() string {
-	if k == kindText {
+	switch k {
+	case kindText:
 		return "prompt"
+	case kindEmbed:
+		return "input"
 	}
 	return "messages"
 }
@@ -585,13 +611,10 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, k kind, prompt
 	})
 	m := rep.metrics
 	if genErr != nil {
-		if genErr == errGone || ctx.Err() != nil {
-			return // cancelled by the client or by shutdown: nobody to tell
+		aerr := s.runFailure(ctx, id, genErr, k)
+		if aerr == nil {
+			return
 		}
-		if s.cfg.Log != nil {
-			s.cfg.Log("serve: %s: %v", id, genErr)
-		}
-		aerr := generationError(genErr, k)
 		if st != nil && st.started {
 			st.error(aerr)
 			return

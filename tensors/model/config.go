@@ -30,6 +30,21 @@ const (
 	ArchGPTOSS   = "gpt-oss"
 	ArchGemma4   = "gemma4"
 	ArchLFM2     = "lfm2"
+	// ArchGemmaEmbedding is EmbeddingGemma: Gemma 3's blocks with
+	// bidirectional attention, mean pooling and two dense projections.
+	ArchGemmaEmbedding = "gemma-embedding"
+	// ArchBERT is BERT (BGE, MiniLM): learned positions, post-LN blocks,
+	// bidirectional attention, an embedding model.
+	ArchBERT = "bert"
+)
+
+// Poolings of an embedding model (Config.Pooling), llama.cpp's
+// pooling_type: over the final-norm hidden states of every fed token.
+const (
+	PoolNone = ""     // not an embedding model: logits
+	PoolMean = "mean" // the mean of every row
+	PoolCLS  = "cls"  // the first row
+	PoolLast = "last" // the last row
 )
 
 // Norm kinds.
@@ -196,6 +211,32 @@ type Config struct {
 	ConvWidth  int   `json:"conv_width,omitempty"`
 
 	Activations string `json:"activations,omitempty"` // PolicyAuto, PolicyF32, PolicyF16
+
+	// Embedding models (../shared/models/embed/README.md):
+	//
+	// Pooling (Pool*) makes the model an embedding model: its output is
+	// the pooled final-norm hidden states, not logits.
+	Pooling string `json:"pooling,omitempty"`
+	// NonCausal: every token attends to every token of its step (and a
+	// sliding window is symmetric, |i-j| <= window/2), as llama.cpp's
+	// encoder runs gemma-embedding and BERT.
+	NonCausal bool `json:"non_causal,omitempty"`
+	// DenseDim > 0: after pooling, out = DenseOut·(DenseIn·pooled), with
+	// DenseIn [DenseDim, Dim] and DenseOut [Dim, DenseDim], no bias and no
+	// activation (EmbeddingGemma's dense_2 and dense_3).
+	DenseDim int `json:"dense_dim,omitempty"`
+	// AddEOS: the tokenizer appends EOS to an embedding input (llama.cpp's
+	// add_eos_token; Qwen3-Embedding's <|endoftext|>).
+	AddEOS bool `json:"add_eos,omitempty"`
+	// BERT: LearnedPositions adds row Pos+t of PositionEmbedding (one row
+	// per position up to MaxSeqLen, the token type 0 row folded in) to
+	// token t's embedding; EmbedNorm norms the sum (EmbedNorm,
+	// EmbedNormBias) before the first layer; PostLN makes each block
+	// x = norm(x + attn(x)), x = norm2(x + ffn(x)) (AttnNorm and FFNNorm
+	// after the adds), with no final norm.
+	LearnedPositions bool `json:"learned_positions,omitempty"`
+	EmbedNorm        bool `json:"embed_norm,omitempty"`
+	PostLN           bool `json:"post_ln,omitempty"`
 
 	BOS          int    `json:"bos"` // -1: none
 	EOS          int    `json:"eos"` // -1: none
@@ -365,6 +406,20 @@ func (c *Config) Validate() error {
 	case "", "even", "all", "list":
 	default:
 		return fmt.Errorf("%w: sliding_layers %q", ErrConfig, c.SlidingLayers)
+	}
+	switch c.Pooling {
+	case PoolNone, PoolMean, PoolCLS, PoolLast:
+	default:
+		return fmt.Errorf("%w: pooling %q", ErrConfig, c.Pooling)
+	}
+	if c.PostLN && (c.Parallel || c.PostNorms) {
+		return fmt.Errorf("%w: post-LN blocks with parallel blocks or post-norms", ErrConfig)
+	}
+	if c.LearnedPositions && c.MaxSeqLen <= 0 {
+		return fmt.Errorf("%w: learned positions without max_seq_len", ErrConfig)
+	}
+	if c.DenseDim < 0 || c.DenseDim > limit || c.DenseDim > 0 && c.Pooling == PoolNone {
+		return fmt.Errorf("%w: dense_dim %d with pooling %q", ErrConfig, c.DenseDim, c.Pooling)
 	}
 	if len(c.ConvLayers) > 0 && (c.ConvWidth < 2 || c.ConvWidth > 1<<10) || len(c.ConvLayers) == 0 && c.ConvWidth != 0 {
 		return fmt.Errorf("%w: conv_width %d with %d conv layers", ErrConfig, c.ConvWidth, len(c.ConvLayers))

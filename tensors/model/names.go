@@ -18,6 +18,15 @@ const (
 	PerLayerEmbedding = "params.lm.per_layer.token_embedding.w" // [vocab, L*P]
 	PerLayerModelProj = "params.lm.per_layer.model_proj.w"      // [L*P, dim]
 	PerLayerProjNorm  = "params.lm.per_layer.proj_norm.scale"   // [P]
+	// An embedding model's dense projections after pooling
+	// (Config.DenseDim = D): EmbeddingGemma's dense_2 and dense_3.
+	DenseIn  = "params.embed.dense_in.w"  // [D, dim]
+	DenseOut = "params.embed.dense_out.w" // [dim, D]
+	// BERT's learned positions and embedding norm
+	// (Config.LearnedPositions, EmbedNorm).
+	PositionEmbedding = "params.lm.position_embedding.w" // [max_seq_len, dim]
+	EmbedNorm         = "params.lm.embedding_ln.scale"
+	EmbedNormBias     = "params.lm.embedding_ln.bias"
 )
 
 // Per-layer tensor suffixes, appended to Layer(i).

@@ -23,6 +23,11 @@ func (pl *planner) attention(op *fusion.AttentionOp) error {
 	if op.HeadDim > maxHeadDim {
 		return fmt.Errorf("head dim %d over %d: %w", op.HeadDim, maxHeadDim, gpu.ErrUnsupported)
 	}
+	if op.NonCausal {
+		// The attention kernels mask causally; an embedding model's
+		// encoder runs on the CPU backend.
+		return fmt.Errorf("non-causal attention (an embedding model's encoder): %w", gpu.ErrUnsupported)
+	}
 	spec := pl.caches[0].spec
 	T := pl.p.g.Tokens
 	ap := shaders.AttnParams{Heads: u(op.Heads), KVHeads: u(op.KVHeads), HeadDim: u(op.HeadDim), MaxLen: u(spec.MaxLen),

@@ -11,6 +11,9 @@ import (
 // embed plans an Embed: the rows of the step's tokens, one dispatch per
 // row block of the table (qEmbed for llama.cpp's block types).
 func (pl *planner) embed(op *fusion.EmbedOp) error {
+	if op.Positions {
+		return fmt.Errorf("embedding rows by position (learned positions): %w", gpu.ErrUnsupported)
+	}
 	out := pl.p.g.Bufs[op.Out]
 	T := pl.p.g.Tokens
 	w := pl.ws.byName[op.Weight]

@@ -131,4 +131,21 @@ func TestCompileAndLoadErrors(t *testing.T) {
 	if _, err := be.Compile(attn, w, other); !errors.Is(err, fusion.ErrInvalid) {
 		t.Errorf("mismatched cache: %v, want ErrInvalid", err)
 	}
+	// An embedding model's non-causal attention runs on the CPU backend
+	// only: the kernels mask causally.
+	kv, err := be.NewKVCache(attn.KV)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kv.Release()
+	attn.Ops[len(attn.Ops)-1].(*fusion.AttentionOp).NonCausal = true
+	if _, err := be.Compile(attn, w, kv); !errors.Is(err, gpu.ErrUnsupported) {
+		t.Errorf("non-causal attention: %v, want ErrUnsupported", err)
+	}
+	// And BERT's learned positions (an embedding by position).
+	pos := &fusion.Graph{Tokens: 1}
+	pos.Logits = pos.Add(&fusion.EmbedOp{Out: pos.NewBuf("p", 1, 4), Weight: "x", Positions: true})
+	if _, err := be.Compile(pos, w, nil); !errors.Is(err, gpu.ErrUnsupported) {
+		t.Errorf("learned positions: %v, want ErrUnsupported", err)
+	}
 }

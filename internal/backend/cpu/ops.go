@@ -144,6 +144,7 @@ type attnParams struct {
 	scale, cap              float32
 	window                  int
 	sinks                   []float32 // per query head sink logits (nil: none)
+	nonCausal               bool      // fusion.AttentionOp.NonCausal
 }
 
 // attention: for query row t (position pos+t) and head h, a softmax over the
@@ -162,7 +163,7 @@ func (p *program) attention(a *attnTask) {
 			span = max(span, pos+1)
 		}
 	}
-	a.tiled = a.rowPos == nil && a.c.k16 == nil && a.n >= attnTile
+	a.tiled = a.rowPos == nil && a.c.k16 == nil && a.n >= attnTile && !ap.nonCausal
 	jobs := a.n * ap.heads
 	if a.tiled {
 		jobs = (a.n + attnTile - 1) / attnTile * ap.heads
@@ -220,15 +221,30 @@ func (ap *attnParams) first(qpos int) int {
 	return 0
 }
 
+// span returns the first and last cached positions a query at qpos
+// attends to: causally, those up to qpos (first); without the causal
+// mask, every position of the step (end is its last), within window/2 on
+// either side when there is a window.
+func (ap *attnParams) span(qpos, end int) (first, last int) {
+	if !ap.nonCausal {
+		return ap.first(qpos), qpos
+	}
+	if ap.window > 0 {
+		half := ap.window / 2
+		return max(0, qpos-half), min(end, qpos+half)
+	}
+	return 0, end
+}
+
 // row is attention for query row t, head h, at position qpos of cache c.
 func (a *attnTask) row(wk, t, h int, c *layerCache, qpos int) {
 	ap := a.ap
 	cols := ap.heads * ap.headDim
 	hd := ap.headDim
 	kh := h / (ap.heads / ap.kvHeads)
-	first := ap.first(qpos)
+	first, last := ap.span(qpos, a.pos+a.n-1)
 	qh := a.q[t*cols+h*ap.headDim : t*cols+(h+1)*ap.headDim]
-	s := a.p.scratch[wk].scores[:qpos+1-first]
+	s := a.p.scratch[wk].scores[:last+1-first]
 	i := 0
 	if c.k16 == nil {
 		// Four keys per call: each query vector load serves four rows.

@@ -79,28 +79,30 @@ type qbuf struct {
 
 // step is one op with everything it reads resolved.
 type step struct {
-	op     fusion.Op
-	out    fusion.Buf   // the op's first output (-1: none, StoreKV)
-	ins    []fusion.Buf // its inputs (op.Inputs())
-	eps    float32      // the norm prologue's epsilon
-	w      *matrix      // Embed, MatMul, MatMulGLU (the gate)
-	up     *matrix      // MatMulGLU
-	ws     []*matrix    // MultiMatMul
-	bs     [][]float32  // MultiMatMul biases (nil entries: none)
-	upBias []float32    // MatMulGLU
-	vec    []float32    // Norm scale, ShortConv kernel
-	bias   []float32    // Norm (layer), MatMul
-	act    func(float32) float32
-	silu   bool       // act is silu: the vector SwiGLU kernel may run it (GLU, MatMulGLU)
-	rope   ropeParams // Rope, RopeStoreKV (q)
-	ropeK  ropeParams // RopeStoreKV (k)
-	kbuf   []float32  // RopeStoreKV: the rotated k rows, stored but not written back; MatMulRopeKV: the k rows; ShortConv: its window
-	vbuf   []float32  // MatMulRopeKV: the v rows
-	norm   []float32  // the norm prologue's scale (MatMul kinds with a Prologue)
-	normed []float32  // the norm prologue's output
-	attn   attnParams
-	moe    *moeStep     // MoE
-	lora   [][]loraMats // RowLoRA: each adapter set's pairs
+	op  fusion.Op
+	out fusion.Buf   // the op's first output (-1: none, StoreKV)
+	ins []fusion.Buf // its inputs (op.Inputs())
+	eps float32      // the norm prologue's epsilon
+	w   *matrix      // Embed, MatMul, MatMulGLU (the gate)
+	// positions are an Embed by position's row ids (EmbedOp.Positions).
+	positions []int32
+	up        *matrix     // MatMulGLU
+	ws        []*matrix   // MultiMatMul
+	bs        [][]float32 // MultiMatMul biases (nil entries: none)
+	upBias    []float32   // MatMulGLU
+	vec       []float32   // Norm scale, ShortConv kernel
+	bias      []float32   // Norm (layer), MatMul
+	act       func(float32) float32
+	silu      bool       // act is silu: the vector SwiGLU kernel may run it (GLU, MatMulGLU)
+	rope      ropeParams // Rope, RopeStoreKV (q)
+	ropeK     ropeParams // RopeStoreKV (k)
+	kbuf      []float32  // RopeStoreKV: the rotated k rows, stored but not written back; MatMulRopeKV: the k rows; ShortConv: its window
+	vbuf      []float32  // MatMulRopeKV: the v rows
+	norm      []float32  // the norm prologue's scale (MatMul kinds with a Prologue)
+	normed    []float32  // the norm prologue's output
+	attn      attnParams
+	moe       *moeStep     // MoE
+	lora      [][]loraMats // RowLoRA: each adapter set's pairs
 }
 
 // Compile validates g against the weights and cache and prepares it.
@@ -183,6 +185,9 @@ func (b *backend) compile(g *fusion.Graph, w gpu.Weights, kvs []gpu.KVCache, bat
 		switch op := op.(type) {
 		case *fusion.EmbedOp:
 			s.w = ws.byName[op.Weight]
+			if op.Positions {
+				s.positions = make([]int32, g.Tokens)
+			}
 		case *fusion.MatMulOp:
 			s.w, s.bias, pro = ws.byName[op.Weight], vector(op.Bias), op.Prologue
 		case *fusion.NormOp:
@@ -232,7 +237,7 @@ func (b *backend) compile(g *fusion.Graph, w gpu.Weights, kvs []gpu.KVCache, bat
 			s.vbuf = make([]float32, g.Tokens*op.KVHeads*op.HeadDim)
 		case *fusion.AttentionOp:
 			s.attn = attnParams{heads: op.Heads, kvHeads: op.KVHeads, headDim: op.HeadDim,
-				scale: op.Scale, cap: op.Cap, window: op.Window, sinks: vector(op.Sinks)}
+				scale: op.Scale, cap: op.Cap, window: op.Window, sinks: vector(op.Sinks), nonCausal: op.NonCausal}
 		case *fusion.MoEOp:
 			s.act, s.silu = activations[op.Act], op.Act == fusion.ActSiLU
 			var err error
@@ -412,6 +417,13 @@ func (p *program) exec(s *step, tokens []int32, pos int) error {
 	cols := outInfo.Cols
 	switch op := s.op.(type) {
 	case *fusion.EmbedOp:
+		if op.Positions {
+			ids := s.positions[:n]
+			for t := range ids {
+				ids[t] = int32(pos + t)
+			}
+			return embed(out, cols, ids, s.w, op.Scale)
+		}
 		return embed(out, cols, tokens, s.w, op.Scale)
 	case *fusion.NormOp:
 		if op.Norm == fusion.NormLayer {

@@ -146,12 +146,36 @@ func Complete(ck *model.Checkpoint) error {
 			}
 		}
 	}
-	if err := checkShape(byName, model.FinalNorm, []int{c.Dim}); err != nil {
-		return err
+	if !c.PostLN {
+		if err := checkShape(byName, model.FinalNorm, []int{c.Dim}); err != nil {
+			return err
+		}
+	}
+	global := map[string][]int{}
+	if c.LearnedPositions {
+		global[model.PositionEmbedding] = []int{c.MaxSeqLen, c.Dim}
+	}
+	if c.EmbedNorm {
+		global[model.EmbedNorm] = []int{c.Dim}
+		if c.Norm == model.NormLayer {
+			global[model.EmbedNormBias] = []int{c.Dim}
+		}
+	}
+	for name, shape := range global {
+		if err := checkShape(byName, name, shape); err != nil {
+			return err
+		}
 	}
 	if p := c.PerLayerDim; p > 0 {
 		for name, shape := range map[string][]int{model.PerLayerEmbedding: {c.VocabSize, c.Layers * p},
 			model.PerLayerModelProj: {c.Layers * p, c.Dim}, model.PerLayerProjNorm: {p}} {
+			if err := checkShape(byName, name, shape); err != nil {
+				return err
+			}
+		}
+	}
+	if d := c.DenseDim; d > 0 {
+		for name, shape := range map[string][]int{model.DenseIn: {d, c.Dim}, model.DenseOut: {c.Dim, d}} {
 			if err := checkShape(byName, name, shape); err != nil {
 				return err
 			}
