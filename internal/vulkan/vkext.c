@@ -1,3 +1,5 @@
+//go:build cgo
+
 // Implementation of vkext.h; see there for why it exists.
 
 #include <dlfcn.h>
