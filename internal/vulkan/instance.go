@@ -3,7 +3,7 @@
 package vulkan
 
 /*
-#cgo LDFLAGS: -ldl
+#cgo linux LDFLAGS: -ldl
 #include "vkext.h"
 */
 import "C"
@@ -47,7 +47,7 @@ func getInstance() (*instance, error) {
 func createInstance() (*instance, error) {
 	proc := C.gr_load()
 	if proc == nil {
-		return nil, fmt.Errorf("vulkan: cannot load libvulkan.so.1 (install the Vulkan loader and a driver such as mesa-vulkan-drivers): %w", gpu.ErrNoDevice)
+		return nil, fmt.Errorf("vulkan: cannot load %s: %w", loaderHint, gpu.ErrNoDevice)
 	}
 	vk.SetGetInstanceProcAddr(proc)
 	if err := vk.Init(); err != nil {

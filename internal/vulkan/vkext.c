@@ -2,7 +2,11 @@
 
 // Implementation of vkext.h; see there for why it exists.
 
+#if defined(_WIN32)
+#include <windows.h>
+#else
 #include <dlfcn.h>
+#endif
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,18 +22,39 @@ typedef int32_t (*gr_create_device_fn)(gr_physical_device, const gr_device_creat
 
 static gr_get_proc gr_proc;
 
-void* gr_load(void) {
-	if (gr_proc != NULL) {
-		return (void*)gr_proc;
-	}
-	void* lib = dlopen("libvulkan.so.1", RTLD_NOW | RTLD_LOCAL);
-	if (lib == NULL) {
-		lib = dlopen("libvulkan.so", RTLD_NOW | RTLD_LOCAL);
-	}
+// gr_open_loader finds vkGetInstanceProcAddr in the system's Vulkan
+// loader: vulkan-1.dll on Windows; on macOS the loader of the Vulkan SDK
+// or Homebrew (libvulkan.1.dylib), else MoltenVK itself, which exports the
+// entry point; elsewhere libvulkan.so.1, then libvulkan.so.
+#if defined(_WIN32)
+static gr_get_proc gr_open_loader(void) {
+	HMODULE lib = LoadLibraryA("vulkan-1.dll");
 	if (lib == NULL) {
 		return NULL;
 	}
-	gr_proc = (gr_get_proc)dlsym(lib, "vkGetInstanceProcAddr");
+	return (gr_get_proc)(void*)GetProcAddress(lib, "vkGetInstanceProcAddr");
+}
+#else
+static gr_get_proc gr_open_loader(void) {
+#if defined(__APPLE__)
+	static const char* names[] = {"libvulkan.1.dylib", "libvulkan.dylib", "libMoltenVK.dylib", NULL};
+#else
+	static const char* names[] = {"libvulkan.so.1", "libvulkan.so", NULL};
+#endif
+	for (int i = 0; names[i] != NULL; i++) {
+		void* lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+		if (lib != NULL) {
+			return (gr_get_proc)dlsym(lib, "vkGetInstanceProcAddr");
+		}
+	}
+	return NULL;
+}
+#endif
+
+void* gr_load(void) {
+	if (gr_proc == NULL) {
+		gr_proc = gr_open_loader();
+	}
 	return (void*)gr_proc;
 }
 

@@ -1,0 +1,7 @@
+//go:build cgo && !windows && !darwin
+
+package vulkan
+
+// loaderHint names the Vulkan loader vkext.c looks for and where it comes
+// from, for the error when it is missing.
+const loaderHint = "libvulkan.so.1 (install the Vulkan loader and a driver such as mesa-vulkan-drivers)"
