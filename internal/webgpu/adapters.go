@@ -3,7 +3,7 @@
 // Package webgpu implements gpu.Device on WebGPU through
 // github.com/cogentcore/webgpu (wgpu-native), with the workarounds
 // platform-notes.md lists for its v0.23.0: instance creation without a
-// descriptor, an explicit Vulkan adapter (never the GL fallback), device
+// descriptor, an explicit Vulkan, Metal or D3D12 adapter (never the GL fallback), device
 // limits sanitized before RequestDevice, buffer reads mapped by a small cgo
 // helper of ours, and resources validated before every Submit.
 //

@@ -12,8 +12,8 @@ type AdapterInfo struct {
 	Vendor  string
 	Type    gpu.DeviceType
 	Driver  string
-	Backend string // "vulkan", "opengl", ...
-	Usable  bool   // gpurun can open it (Vulkan only)
+	Backend string // "vulkan", "metal", "d3d12", "open-gl", ...
+	Usable  bool   // gpurun can open it (Vulkan, Metal and D3D12 adapters)
 	// F16, Subgroups and Timestamps are what gpu.Info reports for a device
 	// opened on the adapter: the features gpurun uses.
 	F16, Subgroups, Timestamps bool
