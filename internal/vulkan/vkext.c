@@ -154,6 +154,35 @@ void gr_query(gr_instance inst, gr_physical_device phys, uint32_t api, gr_caps* 
 	}
 }
 
+// VkExtensionProperties.
+typedef struct { char extensionName[256]; uint32_t specVersion; } gr_extension_properties;
+typedef int32_t (*gr_enum_device_extensions)(gr_physical_device, const char*, uint32_t*, gr_extension_properties*);
+
+// gr_portability_subset reports whether phys offers VK_KHR_portability_subset
+// (a portability implementation such as MoltenVK), which the device must
+// then enable.
+static int gr_portability_subset(gr_instance inst, gr_physical_device phys) {
+	gr_enum_device_extensions f = (gr_enum_device_extensions)gr_proc(inst, "vkEnumerateDeviceExtensionProperties");
+	uint32_t n = 0;
+	if (f == NULL || f(phys, NULL, &n, NULL) != 0 || n == 0) {
+		return 0;
+	}
+	gr_extension_properties* props = calloc(n, sizeof *props);
+	if (props == NULL) {
+		return 0;
+	}
+	int found = 0;
+	int32_t res = f(phys, NULL, &n, props);
+	if (res == 0 || res == 5) { // VK_SUCCESS, VK_INCOMPLETE
+		for (uint32_t i = 0; i < n && !found; i++) {
+			props[i].extensionName[sizeof props[i].extensionName - 1] = 0;
+			found = strcmp(props[i].extensionName, "VK_KHR_portability_subset") == 0;
+		}
+	}
+	free(props);
+	return found;
+}
+
 int32_t gr_create_device(gr_instance inst, gr_physical_device phys, uint32_t api, uint32_t queue_family, gr_device* out) {
 	*out = NULL;
 	if (gr_proc == NULL) {
@@ -176,6 +205,11 @@ int32_t gr_create_device(gr_instance inst, gr_physical_device phys, uint32_t api
 	ci.sType = gr_st_device_create_info;
 	ci.queueCreateInfoCount = 1;
 	ci.pQueueCreateInfos = &q;
+	static const char* const portability[] = {"VK_KHR_portability_subset"};
+	if (gr_portability_subset(inst, phys)) {
+		ci.enabledExtensionCount = 1;
+		ci.ppEnabledExtensionNames = portability;
+	}
 
 	gr_features2 f2;
 	gr_16bit_storage s16;
