@@ -73,7 +73,7 @@ func createInstance() (*instance, error) {
 	if res := vk.CreateInstance(&info, nil, &handle); res != vk.Success {
 		err := check("vkCreateInstance", res)
 		if res == vk.ErrorIncompatibleDriver || res == vk.ErrorInitializationFailed {
-			return nil, fmt.Errorf("%w (no Vulkan driver; install mesa-vulkan-drivers for lavapipe): %w", err, gpu.ErrNoDevice)
+			return nil, fmt.Errorf("%w (no Vulkan driver; %s): %w", err, driverHint, gpu.ErrNoDevice)
 		}
 		return nil, fmt.Errorf("%w: %w", err, gpu.ErrNoDevice)
 	}
