@@ -17,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gpurun/gpurun/internal/testmodels"
 )
 
 // Module is the module whose packages are checked.
@@ -82,20 +84,24 @@ type listed struct {
 
 // checker type-checks one target's packages from source.
 type checker struct {
+	module string // the module whose packages are the roots
 	target target
 	fset   *token.FileSet
 	pkgs   map[string]*listed
 	sizes  types.Sizes
 }
 
-func list(t *testing.T, tg target) map[string]*listed {
+// list runs go list in dir for module's packages, their tests and
+// everything they import, as tg builds them.
+func list(t *testing.T, tg target, dir, module string) map[string]*listed {
 	t.Helper()
 	cgo := "0"
 	if tg.cgo {
 		cgo = "1"
 	}
 	cmd := exec.Command("go", "list", "-e", "-deps", "-test",
-		"-json=ImportPath,Name,Dir,GoFiles,CgoFiles,ImportMap,Standard,ForTest,Module,Error", Module+"/...")
+		"-json=ImportPath,Name,Dir,GoFiles,CgoFiles,ImportMap,Standard,ForTest,Module,Error", module+"/...")
+	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOOS="+tg.goos, "GOARCH="+tg.goarch, "CGO_ENABLED="+cgo, "GOFLAGS=-mod=readonly")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -119,7 +125,7 @@ func list(t *testing.T, tg target) map[string]*listed {
 
 func (c *checker) check(p *listed) (*types.Package, []error) {
 	p.once.Do(func() {
-		ours := p.Module != nil && p.Module.Path == Module
+		ours := p.Module != nil && p.Module.Path == c.module
 		if p.Error != nil {
 			p.errs = append(p.errs, errors.New(p.Error.Err))
 			return
@@ -190,13 +196,13 @@ func (c *checker) importFor(from *listed, path string) (*types.Package, error) {
 // root reports whether p, a package go list gave for tg, is one the test
 // checks (with everything it imports): the module's packages and their
 // tests, but for those a target does not build.
-func root(tg target, p *listed) bool {
-	if p.Module == nil || p.Module.Path != Module || strings.HasSuffix(p.ImportPath, ".test") {
+func root(tg target, module string, p *listed) bool {
+	if p.Module == nil || p.Module.Path != module || strings.HasSuffix(p.ImportPath, ".test") {
 		return false // another module's, or a generated test main
 	}
 	if tg.goos == "js" {
 		path, _, _ := strings.Cut(p.ImportPath, " ")
-		rel := strings.TrimPrefix(strings.TrimPrefix(path, Module), "/")
+		rel := strings.TrimPrefix(strings.TrimPrefix(path, module), "/")
 		for pkg := range notInBrowser {
 			if rel == pkg || strings.HasPrefix(rel, pkg+"/") {
 				return false
@@ -204,6 +210,39 @@ func root(tg target, p *listed) bool {
 		}
 	}
 	return true
+}
+
+// result is what typeCheck found for one target.
+type result struct {
+	roots, all int                // module packages and tests; packages in all
+	errs       map[string][]error // by package, for every package with errors
+	list       time.Duration      // go list's share of the time
+}
+
+// typeCheck type-checks module (in dir) for tg: every root (see root)
+// and everything it imports.
+func typeCheck(t *testing.T, tg target, dir, module string) result {
+	t.Helper()
+	start := time.Now()
+	c := &checker{module: module, target: tg, fset: token.NewFileSet(), pkgs: list(t, tg, dir, module), sizes: types.SizesFor("gc", tg.goarch)}
+	r := result{errs: map[string][]error{}, list: time.Since(start)}
+	for _, p := range c.pkgs {
+		if root(tg, module, p) {
+			c.check(p)
+			r.roots++
+		}
+	}
+	// Every package checked, roots and what they import: an error in a
+	// dependency on this target is a build failure too.
+	for _, p := range c.pkgs {
+		if p.types != nil || len(p.errs) > 0 {
+			r.all++
+		}
+		if len(p.errs) > 0 {
+			r.errs[p.ImportPath] = p.errs
+		}
+	}
+	return r
 }
 
 // TestTypeCheck type-checks every package of the module, its tests and
@@ -215,35 +254,66 @@ func root(tg target, p *listed) bool {
 // checked (Go's own CI builds them for every port).
 func TestTypeCheck(t *testing.T) {
 	t.Parallel()
+	dir := testmodels.Root(t)
 	for _, tg := range targets {
 		start := time.Now()
-		c := &checker{target: tg, fset: token.NewFileSet(), pkgs: list(t, tg), sizes: types.SizesFor("gc", tg.goarch)}
-		listTime := time.Since(start)
-		var n, bad int
-		for _, p := range c.pkgs {
-			if !root(tg, p) {
-				continue
-			}
-			_, errs := c.check(p)
-			n++
+		r := typeCheck(t, tg, dir, Module)
+		for pkg, errs := range r.errs {
 			for i, err := range errs {
 				if i == 10 {
-					t.Errorf("%s: %s: ... %d more", tg, p.ImportPath, len(errs)-i)
+					t.Errorf("%s: %s: ... %d more", tg, pkg, len(errs)-i)
 					break
 				}
-				t.Errorf("%s: %s: %v", tg, p.ImportPath, err)
-			}
-			if len(errs) > 0 {
-				bad++
-			}
-		}
-		var all int
-		for _, p := range c.pkgs {
-			if p.types != nil {
-				all++
+				t.Errorf("%s: %s: %v", tg, pkg, err)
 			}
 		}
 		t.Logf("%-32s %3d module packages and tests, %4d packages in all, %d with errors (go list %v, in all %v)",
-			tg, n, all, bad, listTime.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+			tg, r.roots, r.all, len(r.errs), r.list.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	}
+}
+
+// TestTypeCheckFails: typeCheck finds what only one target gets wrong (a
+// Windows file calling a unix-only function), passes a cgo file whose C
+// side exists only for the faked "C", and finds a wrong call in a file the
+// cgo build alone compiles.
+func TestTypeCheckFails(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for name, src := range map[string]string{
+		"go.mod":       "module example.com/m\n\ngo 1.26\n",
+		"m.go":         "package m\n\nfunc F() int { return 1 }\n",
+		"m_windows.go": "package m\n\nimport \"syscall\"\n\nfunc G() error { return syscall.Mkfifo(\"x\", 0) }\n",
+		"c.go":         "package m\n\n// int twice(int x) { return 2 * x; }\nimport \"C\"\n\nfunc H() int { return int(C.twice(2)) + F(1) }\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	errText := func(r result) string {
+		var b strings.Builder
+		for _, errs := range r.errs {
+			for _, err := range errs {
+				b.WriteString(err.Error() + "\n")
+			}
+		}
+		return b.String()
+	}
+	for _, tc := range []struct {
+		tg   target
+		want []string // substrings of the errors, none when empty
+	}{
+		{target{"linux", "amd64", false}, nil},
+		{target{"linux", "amd64", true}, []string{"c.go", "too many arguments"}},
+		{target{"windows", "amd64", false}, []string{"m_windows.go", "Mkfifo"}},
+	} {
+		got := errText(typeCheck(t, tc.tg, dir, "example.com/m"))
+		if len(tc.want) == 0 && got != "" {
+			t.Errorf("%s: errors %s, want none", tc.tg, got)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s: errors %q, want one with %q", tc.tg, got, w)
+			}
+		}
 	}
 }
