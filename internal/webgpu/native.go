@@ -12,9 +12,10 @@ type querySet = wgpu.QuerySet
 
 // usableBackends are the wgpu-native backends gpurun opens adapters of:
 // Vulkan (Linux, Windows, Android), Metal (macOS) and D3D12 (Windows),
-// where wgpu runs WGSL compute as the kernels need it. GL is left out: its
-// compute (GLES 3.1) caps storage buffers per stage below what the kernels
-// bind on many drivers, and asking for it makes wgpu probe EGL. Adapters
+// where wgpu runs WGSL compute as the kernels need it. GL is left out: on
+// Mesa's llvmpipe GL (wgpu's GLES 3.1 path) the attention kernel does not
+// compile (naga's GLSL for attn_split_f16 fails with a syntax error at
+// "packed", a reserved word in GLSL), and asking for GL makes wgpu probe EGL. Adapters
 // are ranked by type only (discrete first), the enumeration order (Vulkan,
 // then Metal, then D3D12) breaking ties: the kernels are tested on Vulkan.
 const usableBackends = wgpu.InstanceBackendVulkan | wgpu.InstanceBackendMetal | wgpu.InstanceBackendDX12
