@@ -185,7 +185,8 @@ func (d sizedDevice) Info() gpu.Info {
 
 // openWebGPU opens the GPU backend on a WebGPU device, with the device's
 // memory, which WebGPU does not report, taken from the Vulkan device of
-// the same name (WebGPU runs on a Vulkan adapter here).
+// the same name where there is one (a WebGPU Vulkan adapter; a Metal or
+// D3D12 one may have a Vulkan twin, else its memory stays unknown).
 func openWebGPU(dev gpu.Device) gpu.Backend {
 	if info := dev.Info(); info.MemoryBytes == 0 {
 		if devs, err := vulkan.Devices(); err == nil {

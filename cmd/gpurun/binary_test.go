@@ -13,7 +13,6 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -251,7 +250,7 @@ func TestConvertTargets(t *testing.T) {
 	src := filepath.Join(testmodels.Dir(t), "stories260K.bin")
 	tmp := t.TempDir()
 	fifo := filepath.Join(tmp, "fifo.tflite")
-	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+	if err := mkfifo(t, fifo); err != nil {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(tmp, "dir.tflite")

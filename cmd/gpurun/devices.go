@@ -84,7 +84,7 @@ func listDevices() devicesReport {
 				AdapterFeatures: a.Features, Limits: a.Limits,
 			}
 			if a.Usable {
-				// --device counts the Vulkan adapters webgpu uses.
+				// --device counts the adapters webgpu uses (Vulkan, Metal, D3D12).
 				r.Device = fmt.Sprint(n)
 				n++
 			}

@@ -78,7 +78,7 @@ var Table = []Layer{
 		Why: "the backends' parity tables against the CPU reference, below the pipeline: a test passes in the model graph builder (GraphBuilder)"},
 	{Name: "testsupport", TestOnly: true, May: []string{"*"},
 		Packages: []string{"internal/ci", "internal/gputest", "internal/testmodels", "internal/tokref",
-			"internal/qemutest", "internal/badsampling", "internal/layers",
+			"internal/qemutest", "internal/badsampling", "internal/layers", "internal/platforms",
 			"cmd/gpurun/internal/benchreport/reporttest"},
 		Why: "helpers for tests, which may import any layer"},
 }

@@ -1,3 +1,5 @@
+//go:build cgo
+
 package vulkan
 
 // hazards tracks, per command list, which buffers the commands since the

@@ -1,3 +1,5 @@
+//go:build cgo
+
 package vulkan
 
 import (
@@ -8,51 +10,6 @@ import (
 
 	"github.com/gpurun/gpurun/gpu"
 )
-
-// DeviceInfo is gpu.Info and gpu.Caps plus the Vulkan details `gpurun
-// devices` prints.
-type DeviceInfo struct {
-	gpu.Info
-	gpu.Caps
-
-	Index      int    // position in vkEnumeratePhysicalDevices order
-	VendorID   uint32 // PCI vendor
-	DeviceID   uint32
-	APIVersion string // device API version, "1.3.230"
-
-	// DriverName and DriverInfo come from VkPhysicalDeviceDriverProperties
-	// (Vulkan 1.2); empty on older drivers. DriverVersion is the raw
-	// driverVersion decoded with the vendor's convention.
-	DriverName    string
-	DriverInfo    string
-	DriverVersion string
-
-	// Optional features as reported by vkGetPhysicalDeviceFeatures2 (all
-	// false when the device or loader predates Vulkan 1.1). Open enables
-	// every one that is reported.
-	ShaderFloat16 bool // f16 arithmetic
-	ShaderInt8    bool
-	ShaderInt16   bool
-	ShaderInt64   bool
-	Storage16Bit  bool // 16-bit values in storage buffers
-	Storage8Bit   bool
-
-	// SubgroupSize and SubgroupOps (basic, vote, arithmetic, ballot, shuffle,
-	// shuffle_relative, clustered, quad) are from Vulkan 1.1 subgroup
-	// properties; 0 and nil when unknown or not available in compute.
-	SubgroupSize int
-	SubgroupOps  []string
-
-	TimestampPeriod float64 // nanoseconds per timestamp tick
-	TimestampBits   int     // valid bits of the compute queue's timestamps
-
-	// UnifiedMemory: buffers live in host-mapped device memory (no staging).
-	UnifiedMemory bool
-
-	MaxUniformBinding int64
-	MaxWorkgroupCount [3]int
-	MaxWorkgroupSize  [3]int
-}
 
 func (p *physical) describeInfo() DeviceInfo {
 	props, lim, c := p.props, p.limits, p.caps

@@ -1,7 +1,9 @@
+//go:build cgo
+
 package vulkan
 
 /*
-#cgo LDFLAGS: -ldl
+#cgo linux LDFLAGS: -ldl
 #include "vkext.h"
 */
 import "C"
@@ -45,7 +47,7 @@ func getInstance() (*instance, error) {
 func createInstance() (*instance, error) {
 	proc := C.gr_load()
 	if proc == nil {
-		return nil, fmt.Errorf("vulkan: cannot load libvulkan.so.1 (install the Vulkan loader and a driver such as mesa-vulkan-drivers): %w", gpu.ErrNoDevice)
+		return nil, fmt.Errorf("vulkan: cannot load %s: %w", loaderHint, gpu.ErrNoDevice)
 	}
 	vk.SetGetInstanceProcAddr(proc)
 	if err := vk.Init(); err != nil {
@@ -65,11 +67,13 @@ func createInstance() (*instance, error) {
 			ApiVersion:       api,
 		},
 	}
+	info.Flags, info.PpEnabledExtensionNames = instanceExtensions(availableInstanceExtensions())
+	info.EnabledExtensionCount = uint32(len(info.PpEnabledExtensionNames))
 	var handle vk.Instance
 	if res := vk.CreateInstance(&info, nil, &handle); res != vk.Success {
 		err := check("vkCreateInstance", res)
 		if res == vk.ErrorIncompatibleDriver || res == vk.ErrorInitializationFailed {
-			return nil, fmt.Errorf("%w (no Vulkan driver; install mesa-vulkan-drivers for lavapipe): %w", err, gpu.ErrNoDevice)
+			return nil, fmt.Errorf("%w (no Vulkan driver; %s): %w", err, driverHint, gpu.ErrNoDevice)
 		}
 		return nil, fmt.Errorf("%w: %w", err, gpu.ErrNoDevice)
 	}
@@ -78,6 +82,47 @@ func createInstance() (*instance, error) {
 		return nil, fmt.Errorf("vulkan: loading instance functions: %v: %w", err, gpu.ErrNoDevice)
 	}
 	return &instance{handle: handle, api: api}, nil
+}
+
+// portabilityEnumeration is the loader extension that lists portability
+// implementations (MoltenVK on macOS, which implements Vulkan over Metal
+// with a few features missing) beside conformant drivers: without it and
+// its instance flag, loaders from 1.3.216 on hide them, and a Mac finds no
+// Vulkan device.
+const portabilityEnumeration = "VK_KHR_portability_enumeration"
+
+// enumeratePortabilityBit is VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR.
+const enumeratePortabilityBit vk.InstanceCreateFlags = 0x00000001
+
+// instanceExtensions returns the instance flags and extensions to enable
+// given those the loader offers: portability enumeration where it is
+// offered, nothing else (compute needs no surface or debug extension).
+func instanceExtensions(available []string) (vk.InstanceCreateFlags, []string) {
+	for _, name := range available {
+		if name == portabilityEnumeration {
+			return enumeratePortabilityBit, []string{portabilityEnumeration + "\x00"}
+		}
+	}
+	return 0, nil
+}
+
+// availableInstanceExtensions lists the extensions the loader and its
+// implicit layers offer; none when the query fails.
+func availableInstanceExtensions() []string {
+	var n uint32
+	if vk.EnumerateInstanceExtensionProperties("", &n, nil) != vk.Success || n == 0 {
+		return nil
+	}
+	props := make([]vk.ExtensionProperties, n)
+	if res := vk.EnumerateInstanceExtensionProperties("", &n, props); res != vk.Success && res != vk.Incomplete {
+		return nil
+	}
+	names := make([]string, 0, n)
+	for _, p := range props[:n] {
+		p.Deref()
+		names = append(names, vk.ToString(p.ExtensionName[:]))
+	}
+	return names
 }
 
 // physical is everything the package knows about one physical device.

@@ -1,3 +1,5 @@
+//go:build cgo
+
 package vulkan
 
 /*
@@ -22,12 +24,6 @@ import (
 
 	vk "github.com/vulkan-go/vulkan"
 )
-
-// PipelineCacheEnv names the environment variable that sets where the
-// persistent pipeline cache lives: a directory, or "off" to keep pipelines
-// in memory only. Unset, the cache is os.UserCacheDir()/gpurun/vulkan
-// ($XDG_CACHE_HOME/gpurun/vulkan or ~/.cache/gpurun/vulkan on Linux).
-const PipelineCacheEnv = "GPURUN_PIPELINE_CACHE"
 
 // pipelineCacheOff is the PipelineCacheEnv value that disables the cache.
 const pipelineCacheOff = "off"
@@ -56,36 +52,6 @@ const (
 	// kernel is a few MiB; anything far larger is not ours.
 	maxCacheFile = 256 << 20
 )
-
-// PipelineCacheStats says what the device's pipeline cache did.
-type PipelineCacheStats struct {
-	// Path is the cache file ("" when the cache is off).
-	Path string
-	// LoadedBytes is the size of the Vulkan data read from the file when the
-	// device opened (0: none, the cache started cold).
-	LoadedBytes int
-	// Pipelines counts the compute pipelines created; WarmPipelines those
-	// created while the cache held loaded data (each a potential hit: the
-	// driver may skip compiling it).
-	Pipelines, WarmPipelines int
-	// Feedback: the driver reports pipeline creation feedback (Vulkan
-	// 1.3), and Hits counts the pipelines it reported as found in the
-	// application's pipeline cache (0 without feedback): loaded from the
-	// file, or created earlier in this process from the same shader
-	// (SwiftShader reports those too).
-	Feedback bool
-	Hits     int
-	// CompileTime is the time spent in vkCreateComputePipelines.
-	CompileTime time.Duration
-	// SavedBytes is the size of the Vulkan data last written to the file.
-	SavedBytes int
-	// DriverEmpty: the driver's cache data held nothing past its header
-	// when the device closed (Mesa 22's lavapipe and SwiftShader keep no
-	// pipelines in a VkPipelineCache), so no file was written.
-	DriverEmpty bool
-	// Warning says why a cache file was ignored or could not be written.
-	Warning string
-}
 
 // pipelineCache is a device's VkPipelineCache and its file.
 type pipelineCache struct {

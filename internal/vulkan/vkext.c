@@ -1,6 +1,12 @@
+//go:build cgo
+
 // Implementation of vkext.h; see there for why it exists.
 
+#if defined(_WIN32)
+#include <windows.h>
+#else
 #include <dlfcn.h>
+#endif
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,18 +22,39 @@ typedef int32_t (*gr_create_device_fn)(gr_physical_device, const gr_device_creat
 
 static gr_get_proc gr_proc;
 
-void* gr_load(void) {
-	if (gr_proc != NULL) {
-		return (void*)gr_proc;
-	}
-	void* lib = dlopen("libvulkan.so.1", RTLD_NOW | RTLD_LOCAL);
-	if (lib == NULL) {
-		lib = dlopen("libvulkan.so", RTLD_NOW | RTLD_LOCAL);
-	}
+// gr_open_loader finds vkGetInstanceProcAddr in the system's Vulkan
+// loader: vulkan-1.dll on Windows; on macOS the loader of the Vulkan SDK
+// or Homebrew (libvulkan.1.dylib), else MoltenVK itself, which exports the
+// entry point; elsewhere libvulkan.so.1, then libvulkan.so.
+#if defined(_WIN32)
+static gr_get_proc gr_open_loader(void) {
+	HMODULE lib = LoadLibraryA("vulkan-1.dll");
 	if (lib == NULL) {
 		return NULL;
 	}
-	gr_proc = (gr_get_proc)dlsym(lib, "vkGetInstanceProcAddr");
+	return (gr_get_proc)(void*)GetProcAddress(lib, "vkGetInstanceProcAddr");
+}
+#else
+static gr_get_proc gr_open_loader(void) {
+#if defined(__APPLE__)
+	static const char* names[] = {"libvulkan.1.dylib", "libvulkan.dylib", "libMoltenVK.dylib", NULL};
+#else
+	static const char* names[] = {"libvulkan.so.1", "libvulkan.so", NULL};
+#endif
+	for (int i = 0; names[i] != NULL; i++) {
+		void* lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+		if (lib != NULL) {
+			return (gr_get_proc)dlsym(lib, "vkGetInstanceProcAddr");
+		}
+	}
+	return NULL;
+}
+#endif
+
+void* gr_load(void) {
+	if (gr_proc == NULL) {
+		gr_proc = gr_open_loader();
+	}
 	return (void*)gr_proc;
 }
 
@@ -127,6 +154,35 @@ void gr_query(gr_instance inst, gr_physical_device phys, uint32_t api, gr_caps* 
 	}
 }
 
+// VkExtensionProperties.
+typedef struct { char extensionName[256]; uint32_t specVersion; } gr_extension_properties;
+typedef int32_t (*gr_enum_device_extensions)(gr_physical_device, const char*, uint32_t*, gr_extension_properties*);
+
+// gr_portability_subset reports whether phys offers VK_KHR_portability_subset
+// (a portability implementation such as MoltenVK), which the device must
+// then enable.
+static int gr_portability_subset(gr_instance inst, gr_physical_device phys) {
+	gr_enum_device_extensions f = (gr_enum_device_extensions)gr_proc(inst, "vkEnumerateDeviceExtensionProperties");
+	uint32_t n = 0;
+	if (f == NULL || f(phys, NULL, &n, NULL) != 0 || n == 0) {
+		return 0;
+	}
+	gr_extension_properties* props = calloc(n, sizeof *props);
+	if (props == NULL) {
+		return 0;
+	}
+	int found = 0;
+	int32_t res = f(phys, NULL, &n, props);
+	if (res == 0 || res == 5) { // VK_SUCCESS, VK_INCOMPLETE
+		for (uint32_t i = 0; i < n && !found; i++) {
+			props[i].extensionName[sizeof props[i].extensionName - 1] = 0;
+			found = strcmp(props[i].extensionName, "VK_KHR_portability_subset") == 0;
+		}
+	}
+	free(props);
+	return found;
+}
+
 int32_t gr_create_device(gr_instance inst, gr_physical_device phys, uint32_t api, uint32_t queue_family, gr_device* out) {
 	*out = NULL;
 	if (gr_proc == NULL) {
@@ -149,6 +205,11 @@ int32_t gr_create_device(gr_instance inst, gr_physical_device phys, uint32_t api
 	ci.sType = gr_st_device_create_info;
 	ci.queueCreateInfoCount = 1;
 	ci.pQueueCreateInfos = &q;
+	static const char* const portability[] = {"VK_KHR_portability_subset"};
+	if (gr_portability_subset(inst, phys)) {
+		ci.enabledExtensionCount = 1;
+		ci.ppEnabledExtensionNames = portability;
+	}
 
 	gr_features2 f2;
 	gr_16bit_storage s16;

@@ -53,7 +53,8 @@ void gr_query(gr_instance inst, gr_physical_device phys, uint32_t api, gr_caps* 
 
 // gr_create_device creates a logical device with one compute queue from
 // queue_family, enabling every optional feature gr_query reports (16-bit and
-// 8-bit storage, f16/int8 arithmetic, int16/int64) so shaders may use them.
+// 8-bit storage, f16/int8 arithmetic, int16/int64) so shaders may use them,
+// and VK_KHR_portability_subset where the device offers it (MoltenVK).
 // It returns the VkResult.
 int32_t gr_create_device(gr_instance inst, gr_physical_device phys, uint32_t api, uint32_t queue_family, gr_device* out);
 

@@ -1,3 +1,5 @@
+//go:build cgo
+
 // Layout guard for vkext.c: when the Vulkan headers are installed, compare
 // the hand-written structure shapes with the real ones at compile time, so a
 // mismatch breaks the build instead of corrupting a driver call.

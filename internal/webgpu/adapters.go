@@ -1,7 +1,9 @@
+//go:build cgo || js
+
 // Package webgpu implements gpu.Device on WebGPU through
 // github.com/cogentcore/webgpu (wgpu-native), with the workarounds
 // platform-notes.md lists for its v0.23.0: instance creation without a
-// descriptor, an explicit Vulkan adapter (never the GL fallback), device
+// descriptor, an explicit Vulkan, Metal or D3D12 adapter (never the GL fallback), device
 // limits sanitized before RequestDevice, buffer reads mapped by a small cgo
 // helper of ours, and resources validated before every Submit.
 //
@@ -24,21 +26,6 @@ import (
 
 	"github.com/gpurun/gpurun/gpu"
 )
-
-// AdapterInfo describes one adapter, for `gpurun devices`.
-type AdapterInfo struct {
-	Name    string
-	Vendor  string
-	Type    gpu.DeviceType
-	Driver  string
-	Backend string // "vulkan", "opengl", ...
-	Usable  bool   // gpurun can open it (Vulkan only)
-	// F16, Subgroups and Timestamps are what gpu.Info reports for a device
-	// opened on the adapter: the features gpurun uses.
-	F16, Subgroups, Timestamps bool
-	Features                   []string // the adapter's own WebGPU features, used or not
-	Limits                     map[string]uint64
-}
 
 // usedFeatures are the features gpurun uses on adapter a: timestamp
 // queries where it has them; never f16 (wgpu-native's WGSL has no f16:

@@ -1,3 +1,5 @@
+//go:build cgo || js
+
 package webgpu
 
 import (
@@ -21,7 +23,7 @@ var ErrClosed = errors.New("webgpu: device closed")
 // timestampSlots is the size of the timestamp query set.
 const timestampSlots = 1024
 
-// Device is a gpu.Device on a wgpu-native Vulkan adapter. Its methods are
+// Device is a gpu.Device on a wgpu-native Vulkan, Metal or D3D12 adapter. Its methods are
 // safe for concurrent use; they serialize on one mutex because the queue and
 // the staging buffer are shared.
 type Device struct {
@@ -53,8 +55,8 @@ func (d *Device) MemoryUse() gpu.MemoryUse { return d.mem.Use() }
 // ResetPeakMemory makes the peak the current allocation.
 func (d *Device) ResetPeakMemory() { d.mem.ResetPeak() }
 
-// Open opens the best Vulkan adapter (discrete, then integrated, then
-// CPU such as lavapipe). The OpenGL fallback adapter wgpu offers without a
+// Open opens the best Vulkan, Metal or D3D12 adapter (discrete, then
+// integrated, then CPU such as lavapipe). The OpenGL fallback adapter wgpu offers without a
 // Vulkan driver has no compute features worth using and is refused with
 // gpu.ErrNoDevice.
 func Open(ctx context.Context) (gpu.Device, error) {
@@ -64,8 +66,10 @@ func Open(ctx context.Context) (gpu.Device, error) {
 // OpenDevice is Open returning the concrete type.
 func OpenDevice(ctx context.Context) (*Device, error) { return OpenSelected(ctx, "") }
 
-// OpenSelected opens the Vulkan adapter sel names: its position among the
-// Vulkan adapters ("0", "1", ...), or a case-insensitive part of its name;
+// OpenSelected opens the adapter sel names: its position among the
+// adapters gpurun uses ("0", "1", ...: Vulkan, Metal and D3D12 ones, as
+// `gpurun devices` numbers them), a case-insensitive part of its name, or
+// its backend ("vulkan", "metal", "d3d12": the first adapter of it);
 // "" picks the device gpu.DeviceEnv names where it is set, else the best
 // (discrete, then integrated, then CPU).
 func OpenSelected(ctx context.Context, sel string) (*Device, error) {
@@ -117,8 +121,7 @@ func pickAdapter(inst *wgpu.Instance) (*wgpu.Adapter, error) {
 	var best *wgpu.Adapter
 	var seen []string
 	bestRank := 99
-	// Enumerating only Vulkan adapters also keeps wgpu from probing EGL.
-	for _, a := range inst.EnumerateAdapters(&wgpu.InstanceEnumerateAdapterOptons{Backends: wgpu.InstanceBackendVulkan}) {
+	for _, a := range enumerateUsable(inst) {
 		info := a.GetInfo()
 		seen = append(seen, fmt.Sprintf("%s (%s)", info.Name, info.BackendType))
 		if !usableBackend(info) || rank(info.AdapterType) >= bestRank {
@@ -131,12 +134,12 @@ func pickAdapter(inst *wgpu.Instance) (*wgpu.Adapter, error) {
 		best, bestRank = a, rank(info.AdapterType)
 	}
 	if best == nil {
-		return nil, fmt.Errorf("webgpu: no Vulkan adapter (saw %s): %w", strings.Join(seen, ", "), gpu.ErrNoDevice)
+		return nil, fmt.Errorf("webgpu: no Vulkan, Metal or D3D12 adapter (saw %s): %w", strings.Join(seen, ", "), gpu.ErrNoDevice)
 	}
 	return best, nil
 }
 
-// selectAdapter returns the Vulkan adapter sel names (see OpenSelected).
+// selectAdapter returns the adapter sel names (see OpenSelected).
 func selectAdapter(inst *wgpu.Instance, sel string) (*wgpu.Adapter, error) {
 	index, err := strconv.Atoi(sel)
 	if err != nil {
@@ -145,15 +148,16 @@ func selectAdapter(inst *wgpu.Instance, sel string) (*wgpu.Adapter, error) {
 	var found *wgpu.Adapter
 	var names []string
 	n := 0
-	for _, a := range inst.EnumerateAdapters(&wgpu.InstanceEnumerateAdapterOptons{Backends: wgpu.InstanceBackendVulkan}) {
+	for _, a := range enumerateUsable(inst) {
 		info := a.GetInfo()
 		if !usableBackend(info) {
 			a.Release()
 			continue
 		}
 		name, _ := adapterName(info)
-		names = append(names, fmt.Sprintf("%d: %s", n, name))
-		if found == nil && (n == index || (index < 0 && strings.Contains(strings.ToLower(name), strings.ToLower(sel)))) {
+		backend := info.BackendType.String()
+		names = append(names, fmt.Sprintf("%d: %s (%s)", n, name, backend))
+		if found == nil && (n == index || (index < 0 && selects(sel, name, backend))) {
 			found = a
 		} else {
 			a.Release()
@@ -164,6 +168,13 @@ func selectAdapter(inst *wgpu.Instance, sel string) (*wgpu.Adapter, error) {
 		return nil, fmt.Errorf("webgpu: no adapter %q among %d (%s): %w", sel, n, strings.Join(names, ", "), gpu.ErrNoDevice)
 	}
 	return found, nil
+}
+
+// selects reports whether a --device selection that is not an index names
+// an adapter: its backend ("metal"), or part of its name, case-insensitive.
+func selects(sel, name, backend string) bool {
+	sel = strings.ToLower(sel)
+	return sel == backend || strings.Contains(strings.ToLower(name), sel)
 }
 
 func (d *Device) init() error {

@@ -33,6 +33,9 @@ var errNoTimestamps = fmt.Errorf("webgpu: timestamps in the browser: %w", gpu.Er
 // usableBackend: the page's one adapter is whatever the browser offers.
 func usableBackend(wgpu.AdapterInfo) bool { return true }
 
+// enumerateUsable lists the page's adapter.
+func enumerateUsable(inst *wgpu.Instance) []*wgpu.Adapter { return inst.EnumerateAdapters(nil) }
+
 func hasTimestamps(*wgpu.Adapter) bool { return false }
 
 func createTimestamps(*wgpu.Device, uint32) (*querySet, error) { return nil, errNoTimestamps }

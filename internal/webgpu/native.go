@@ -1,4 +1,4 @@
-//go:build !js
+//go:build cgo && !js
 
 package webgpu
 
@@ -10,9 +10,28 @@ import "github.com/cogentcore/webgpu/wgpu"
 // querySet is the timestamp query set.
 type querySet = wgpu.QuerySet
 
-// usableBackend: gpurun opens wgpu-native's Vulkan adapters only.
+// usableBackends are the wgpu-native backends gpurun opens adapters of:
+// Vulkan (Linux, Windows, Android), Metal (macOS) and D3D12 (Windows),
+// where wgpu runs WGSL compute as the kernels need it. GL is left out: on
+// Mesa's llvmpipe GL (wgpu's GLES 3.1 path) the attention kernel does not
+// compile (naga's GLSL for attn_split_f16 fails with a syntax error at
+// "packed", a reserved word in GLSL), and asking for GL makes wgpu probe EGL. Adapters
+// are ranked by type only (discrete first), the enumeration order (Vulkan,
+// then Metal, then D3D12) breaking ties: the kernels are tested on Vulkan.
+const usableBackends = wgpu.InstanceBackendVulkan | wgpu.InstanceBackendMetal | wgpu.InstanceBackendDX12
+
+// usableBackend: an adapter of one of usableBackends.
 func usableBackend(info wgpu.AdapterInfo) bool {
-	return info.BackendType == wgpu.BackendTypeVulkan
+	switch info.BackendType {
+	case wgpu.BackendTypeVulkan, wgpu.BackendTypeMetal, wgpu.BackendTypeD3D12:
+		return true
+	}
+	return false
+}
+
+// enumerateUsable lists the adapters of usableBackends.
+func enumerateUsable(inst *wgpu.Instance) []*wgpu.Adapter {
+	return inst.EnumerateAdapters(&wgpu.InstanceEnumerateAdapterOptons{Backends: usableBackends})
 }
 
 func hasTimestamps(a *wgpu.Adapter) bool {

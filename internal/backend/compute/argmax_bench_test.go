@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"syscall"
 	"testing"
 
 	"github.com/gpurun/gpurun/fusion"
@@ -150,12 +149,10 @@ func benchSamplePick(b *testing.B, dev gpu.Device, n int, rule fusion.Sampling, 
 		return s.SampleAt(out[:k], uint32(pos+1))
 	}
 	b.ResetTimer()
-	var r0, r1 syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &r0)
+	cpu0 := processCPU()
 	for i := range b.N {
 		pick(i % 64)
 	}
-	syscall.Getrusage(syscall.RUSAGE_SELF, &r1)
-	cpu := (r1.Utime.Nano() + r1.Stime.Nano()) - (r0.Utime.Nano() + r0.Stime.Nano())
-	b.ReportMetric(float64(cpu)/float64(b.N)/1e3, "cpu-us/op")
+	cpu := processCPU() - cpu0
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/1e3, "cpu-us/op")
 }
