@@ -1,0 +1,90 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpurun/gpurun/internal/hub/hubtest"
+)
+
+// fakeHub serves testdata's llama GGUFs as org/llama-GGUF on a loopback
+// hub wanting a token, and points gpurun at it (HF_ENDPOINT, HF_TOKEN, an
+// empty HF_HUB_CACHE).
+func fakeHub(t *testing.T) (*hubtest.Hub, string) {
+	t.Helper()
+	h := hubtest.New(t)
+	for _, name := range []string{"llama-Q4_K_M.gguf", "llama-Q5_K_M.gguf"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "gguf", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Add("org/llama-GGUF", name, b)
+	}
+	h.SetFaults(hubtest.Faults{Token: "hf_test", Cut: 1, CutAfter: 30000})
+	cache := t.TempDir()
+	t.Setenv("HF_ENDPOINT", h.URL)
+	t.Setenv("HF_TOKEN", "hf_test")
+	t.Setenv("HF_HUB_CACHE", cache)
+	t.Setenv("HF_HUB_OFFLINE", "")
+	return h, cache
+}
+
+// TestRunFromHub: `gpurun run hf.co/ORG/REPO` pulls the file (through a cut
+// connection, resumed) and generates exactly what running the file does.
+func TestRunFromHub(t *testing.T) {
+	_, cache := fakeHub(t)
+	args := []string{"-p", "Once upon a time", "--backend", "cpu", "--temperature", "0", "--max-tokens", "24"}
+	want := mustRun(t, "", append([]string{"run", filepath.Join("..", "..", "testdata", "gguf", "llama-Q4_K_M.gguf")}, args...)...)
+	out, errOut, err := runCLI(t, "", append([]string{"run", "hf.co/org/llama-GGUF"}, args...)...)
+	if err != nil {
+		t.Fatalf("run hf.co/org/llama-GGUF: %v\n%s", err, errOut)
+	}
+	if out != want || strings.TrimSpace(want) == "" {
+		t.Errorf("from the hub: %q\nfrom the file: %q", out, want)
+	}
+	if !strings.Contains(errOut, "pull: llama-Q4_K_M.gguf:") || !strings.Contains(errOut, "resuming at byte 30000") {
+		t.Errorf("stderr shows no progress or resume:\n%s", errOut)
+	}
+	snap := filepath.Join(cache, "models--org--llama-GGUF", "snapshots")
+	if ents, err := os.ReadDir(snap); err != nil || len(ents) != 1 {
+		t.Errorf("snapshots: %v, %v", ents, err)
+	}
+}
+
+// TestPullCommand: pull prints the file's path; --offline finds it with
+// the hub gone; a quant the repository lacks is an error listing those it
+// has; a bad reference says what is wrong.
+func TestPullCommand(t *testing.T) {
+	h, cache := fakeHub(t)
+	out, errOut, err := runCLI(t, "", "pull", "hf.co/org/llama-GGUF:q5_k_m")
+	if err != nil {
+		t.Fatalf("pull: %v\n%s", err, errOut)
+	}
+	path := strings.TrimSpace(out)
+	want := filepath.Join(cache, "models--org--llama-GGUF", "snapshots", h.Commit, "llama-Q5_K_M.gguf")
+	if path != want {
+		t.Errorf("pull printed %q, want %q", path, want)
+	}
+	if !strings.Contains(errOut, "(100%)") {
+		t.Errorf("stderr has no final progress line:\n%s", errOut)
+	}
+	h.Close()
+	if out, _, err := runCLI(t, "", "pull", "--offline", "hf.co/org/llama-GGUF:Q5_K_M"); err != nil || strings.TrimSpace(out) != want {
+		t.Errorf("pull --offline: %q, %v", out, err)
+	}
+	t.Setenv("HF_HUB_OFFLINE", "1")
+	for _, c := range []struct{ args, want string }{
+		{"pull hf.co/org/llama-GGUF:Q2_K", "Q5_K_M"},
+		{"pull hf.co/org/other", "not in the cache"},
+		{"pull hf.co/org", "want ORG/REPO"},
+		{"pull model.gguf", "not a hub reference"},
+		{"run hf.co/org/llama-GGUF:Q2_K -p hi", "pulling the model"},
+	} {
+		_, _, err := runCLI(t, "", strings.Fields(c.args)...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("gpurun %s: %v, want an error with %q", c.args, err, c.want)
+		}
+	}
+}
