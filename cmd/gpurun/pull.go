@@ -130,7 +130,16 @@ func pullProgress(w io.Writer) func(hub.Progress) {
 	}
 }
 
-func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+// mib writes a byte count in KiB, MiB or GiB.
+func mib(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+}
 
 // resolveModel returns path, or, for a hub reference (hf.co/ORG/REPO[:QUANT])
 // that is not a local path, the file it pulls (the first part of a split

@@ -335,11 +335,30 @@ type fileMeta struct {
 func (c *Client) head(ctx context.Context, u string) (fileMeta, error) {
 	hc := *c.httpClient()
 	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	resp, err := c.send(ctx, http.MethodHead, u, &hc, func(r *http.Request) { r.Header.Set("Accept-Encoding", "identity") })
-	if err != nil {
-		return fileMeta{}, err
+	var resp *http.Response
+	for hops := 0; ; hops++ {
+		r, err := c.send(ctx, http.MethodHead, u, &hc, func(r *http.Request) { r.Header.Set("Accept-Encoding", "identity") })
+		if err != nil {
+			return fileMeta{}, err
+		}
+		r.Body.Close()
+		resp = r
+		// A relative redirect without the metadata is the hub's for a
+		// renamed repository: follow it, as huggingface_hub does.
+		loc := r.Header.Get("Location")
+		if r.StatusCode < 300 || r.StatusCode >= 400 || r.Header.Get("X-Repo-Commit") != "" || !strings.HasPrefix(loc, "/") || strings.HasPrefix(loc, "//") || hops >= 5 {
+			break
+		}
+		next, err := url.Parse(u)
+		if err != nil {
+			return fileMeta{}, err
+		}
+		rel, err := url.Parse(loc)
+		if err != nil {
+			return fileMeta{}, fmt.Errorf("%s: redirect to %q: %w", u, loc, err)
+		}
+		u = next.ResolveReference(rel).String()
 	}
-	resp.Body.Close()
 	h := resp.Header
 	m := fileMeta{commit: h.Get("X-Repo-Commit"), size: -1}
 	m.etag = normalizeETag(h.Get("X-Linked-Etag"))

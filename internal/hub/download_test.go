@@ -137,6 +137,26 @@ func TestPull(t *testing.T) {
 	checkPulled(t, h, cache, r3, files["llama-Q5_K_M.gguf"])
 }
 
+// TestPullRenamed: a renamed repository's relative redirect is followed
+// to read the file's metadata; the cache keeps the name asked for.
+func TestPullRenamed(t *testing.T) {
+	h, files := newHub(t)
+	h.SetFaults(hubtest.Faults{Renamed: map[string]string{"old/name": "org/llama-GGUF"}})
+	cache := t.TempDir()
+	c, _ := newClient(h, cache)
+	r, err := c.Pull(context.Background(), Ref{Repo: "old/name"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(r.Files[0])
+	if err != nil || !bytes.Equal(got, files["llama-Q4_K_M.gguf"]) {
+		t.Fatalf("renamed: %d bytes, %v", len(got), err)
+	}
+	if want := filepath.Join(cache, "models--old--name", "snapshots", h.Commit, "llama-Q4_K_M.gguf"); r.Files[0] != want {
+		t.Errorf("path %s, want %s", r.Files[0], want)
+	}
+}
+
 // TestPullTree: a listing without siblings falls back on tree/main.
 func TestPullTree(t *testing.T) {
 	h, files := newHub(t)

@@ -52,6 +52,10 @@ type Faults struct {
 	// Token, when set, is required as "Authorization: Bearer Token" on
 	// every route (401 otherwise).
 	Token string
+	// Renamed maps an old repository name to its new one: the old name's
+	// resolve URLs answer with a relative redirect to the new name's, as
+	// the hub does for a renamed repository.
+	Renamed map[string]string
 	// NoSiblings makes /api/models/ORG/REPO answer without "siblings", so
 	// clients fall back on tree/main.
 	NoSiblings bool
@@ -131,6 +135,9 @@ func (h *Hub) serve(w http.ResponseWriter, r *http.Request) {
 func (h *Hub) api(w http.ResponseWriter, rest string, f Faults) {
 	repo, tree := strings.CutSuffix(rest, "/tree/main")
 	h.mu.Lock()
+	if to, ok := f.Renamed[repo]; ok {
+		repo = to
+	}
 	files, ok := h.repos[repo]
 	h.mu.Unlock()
 	if !ok {
@@ -169,6 +176,11 @@ func (h *Hub) resolve(w http.ResponseWriter, r *http.Request, rest string) {
 	}
 	repo := parts[0] + "/" + parts[1]
 	h.mu.Lock()
+	if to, ok := h.f.Renamed[repo]; ok {
+		h.mu.Unlock()
+		http.Redirect(w, r, "/"+to+"/resolve/main/"+parts[4], http.StatusTemporaryRedirect)
+		return
+	}
 	fl, ok := h.find(repo, parts[4])
 	h.mu.Unlock()
 	if !ok {
