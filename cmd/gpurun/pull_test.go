@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpurun/gpurun/internal/hub/hubtest"
 )
@@ -86,5 +89,53 @@ func TestPullCommand(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("gpurun %s: %v, want an error with %q", c.args, err, c.want)
 		}
+	}
+}
+
+// TestPullInterrupt: Ctrl-C during a download ends gpurun with status 130
+// at once, leaving only the .incomplete file, which the next pull resumes.
+func TestPullInterrupt(t *testing.T) {
+	h, cache := fakeHub(t)
+	h.SetFaults(hubtest.Faults{Token: "hf_test", Stall: 1, StallAfter: 40000})
+	cmd := gpurunCmd("pull", "hf.co/org/llama-GGUF")
+	var errOut bytes.Buffer
+	cmd.Stderr = &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	blobs := filepath.Join(cache, "models--org--llama-GGUF", "blobs")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		m, _ := filepath.Glob(filepath.Join(blobs, "*.incomplete"))
+		if len(m) == 1 {
+			if st, err := os.Stat(m[0]); err == nil && st.Size() == 40000 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("no partial download of 40000 bytes after 30s; stderr:\n%s", errOut.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmd.Process.Signal(os.Interrupt)
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
+		t.Errorf("exit %v, want 130; stderr:\n%s", err, errOut.String())
+	}
+	if !strings.HasSuffix(errOut.String(), "context canceled\n") {
+		t.Errorf("stderr does not end with the interrupt:\n%s", errOut.String())
+	}
+	ents, _ := os.ReadDir(blobs)
+	if len(ents) != 1 || !strings.HasSuffix(ents[0].Name(), ".incomplete") {
+		t.Errorf("blobs after the interrupt: %v, want the one .incomplete file", ents)
+	}
+	if _, err := os.Stat(filepath.Join(cache, "models--org--llama-GGUF", "snapshots")); !os.IsNotExist(err) {
+		t.Errorf("a snapshot after the interrupt: %v", err)
+	}
+	_, errOut2, err := runCLI(t, "", "pull", "hf.co/org/llama-GGUF")
+	if err != nil || !strings.Contains(errOut2, "resuming at byte 40000") {
+		t.Errorf("pull after the interrupt: %v\n%s", err, errOut2)
 	}
 }

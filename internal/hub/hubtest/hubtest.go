@@ -46,6 +46,10 @@ type Faults struct {
 	// connection mid-body.
 	Cut      int
 	CutAfter int64
+	// Stall makes the next N file bodies stop after StallAfter bytes and
+	// wait for the client to go away (an interrupt test's slow hub).
+	Stall      int
+	StallAfter int64
 	// Corrupt flips a byte of every file body served while set, the
 	// ETag staying the true content's.
 	Corrupt bool
@@ -216,6 +220,11 @@ func (h *Hub) storage(w http.ResponseWriter, r *http.Request, rest string) {
 		h.f.Cut--
 		cut = h.f.CutAfter
 	}
+	stall := int64(-1)
+	if h.f.Stall > 0 {
+		h.f.Stall--
+		stall = h.f.StallAfter
+	}
 	corrupt := h.f.Corrupt
 	h.mu.Unlock()
 	if !ok {
@@ -231,14 +240,19 @@ func (h *Hub) storage(w http.ResponseWriter, r *http.Request, rest string) {
 	if cut >= 0 {
 		ww = &cutWriter{ResponseWriter: w, left: cut}
 	}
+	if stall >= 0 {
+		ww = &cutWriter{ResponseWriter: w, left: stall, stall: r.Context().Done()}
+	}
 	w.Header().Set("ETag", `"`+fl.sum+`"`)
 	http.ServeContent(ww, r, "", time.Time{}, bytes.NewReader(data))
 }
 
-// cutWriter writes left bytes of the body, then drops the connection.
+// cutWriter writes left bytes of the body, then drops the connection (or,
+// with stall set, waits for it to close first).
 type cutWriter struct {
 	http.ResponseWriter
-	left int64
+	left  int64
+	stall <-chan struct{}
 }
 
 func (c *cutWriter) Write(p []byte) (int, error) {
@@ -252,5 +266,8 @@ func (c *cutWriter) Write(p []byte) (int, error) {
 		f.Flush()
 	}
 	_ = n
+	if c.stall != nil {
+		<-c.stall
+	}
 	panic(http.ErrAbortHandler)
 }
