@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -137,5 +139,35 @@ func TestPullInterrupt(t *testing.T) {
 	_, errOut2, err := runCLI(t, "", "pull", "hf.co/org/llama-GGUF")
 	if err != nil || !strings.Contains(errOut2, "resuming at byte 40000") {
 		t.Errorf("pull after the interrupt: %v\n%s", err, errOut2)
+	}
+}
+
+// TestServeAndBenchFromHub: serve and bench take a hub reference too;
+// serve's completion equals run's on the file.
+func TestServeAndBenchFromHub(t *testing.T) {
+	fakeHub(t)
+	file := filepath.Join("..", "..", "testdata", "gguf", "llama-Q4_K_M.gguf")
+	want := mustRun(t, "", "run", file, "-p", "Once upon a time", "--backend", "cpu", "--temperature", "0", "--max-tokens", "12")
+	base := startServe(t, "hf.co/org/llama-GGUF:Q4_K_M", "--backend", "cpu")
+	resp, err := http.Post(base+"/v1/completions", "application/json",
+		strings.NewReader(`{"model":"llama-Q4_K_M","prompt":"Once upon a time","max_tokens":12,"temperature":0}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got struct {
+		Choices []struct {
+			Text string `json:"text"`
+		} `json:"choices"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != 200 || len(got.Choices) != 1 {
+		t.Fatalf("completion: %d, %+v, %v", resp.StatusCode, got, err)
+	}
+	if got.Choices[0].Text != strings.TrimSuffix(want, "\n") {
+		t.Errorf("served %q, run gives %q", got.Choices[0].Text, want)
+	}
+	out := mustRun(t, "", "bench", "hf.co/org/llama-GGUF", "--backend", "cpu", "--prompt-len", "4", "--generate", "2", "--reps", "1", "--warmup", "0", "--cold-load=false")
+	if !strings.Contains(out, "llama-Q4_K_M") {
+		t.Errorf("bench output does not name the pulled model:\n%s", out)
 	}
 }

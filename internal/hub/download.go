@@ -102,15 +102,18 @@ func (e *StatusError) Error() string {
 var ErrChecksum = errors.New("checksum mismatch")
 
 // Pull makes ref's files present in the cache and returns their paths:
-// from the hub, or, offline (or when the hub cannot be reached at all),
-// from what the cache holds.
+// from the hub, or, offline (or when the hub cannot be reached), from what
+// the cache holds. The hub counts as unreachable after network
+// errors and 5xx, 408 or 429 answers that persisted through the retries.
 func (c *Client) Pull(ctx context.Context, ref Ref) (Result, error) {
 	if c.Offline {
 		return c.cached(ref)
 	}
 	res, err := c.pull(ctx, ref)
 	var se *StatusError
-	if err != nil && ctx.Err() == nil && !errors.As(err, &se) && !errors.Is(err, ErrChecksum) && !errors.Is(err, ErrNoMatch) {
+	unreachable := err != nil && ctx.Err() == nil && !errors.Is(err, ErrChecksum) && !errors.Is(err, ErrNoMatch) &&
+		(!errors.As(err, &se) || retryable(se.Status))
+	if unreachable {
 		if r, cerr := c.cached(ref); cerr == nil && r.Ref == ref {
 			c.log(fmt.Sprintf("the hub could not be reached (%v); using the cached snapshot %s", err, r.Commit))
 			return r, nil

@@ -253,6 +253,12 @@ func TestPull500(t *testing.T) {
 		t.Fatalf("persistent 500s: %v; want a 500 after 5 tries", err)
 	}
 	checkNothingComplete(t, cache2)
+	// With the file cached, persistent 500s fall back on the cache.
+	r, err = c.Pull(context.Background(), Ref{Repo: "org/llama-GGUF"})
+	if err != nil {
+		t.Fatalf("persistent 500s, file cached: %v", err)
+	}
+	checkPulled(t, h, cache, r, files["llama-Q4_K_M.gguf"])
 	// 500s in the middle of the download (after its listing and HEAD).
 	h.SetFaults(hubtest.Faults{Cut: 1, CutAfter: 30000})
 	cache3 := t.TempDir()
