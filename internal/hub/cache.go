@@ -128,6 +128,11 @@ func link(dir, commit, file, etag string) (string, error) {
 	if cur, err := os.Readlink(dst); err == nil && cur == rel {
 		return dst, nil
 	}
+	if st, err := os.Lstat(dst); err == nil && st.Mode().IsRegular() {
+		if bst, err := os.Stat(blob); err == nil && bst.Size() == st.Size() {
+			return dst, nil // a copy made where links cannot be
+		}
+	}
 	_ = os.Remove(dst)
 	if err := os.Symlink(rel, dst); err == nil {
 		return dst, nil

@@ -196,18 +196,18 @@ var ErrNoMatch = errors.New("no single GGUF file matches")
 
 // Choose picks the files of the model quant names among a listing's files:
 // the model whose quant tag equals quant (case-insensitively), or whose
-// file name (or its last element) is quant; with quant "", Q4_K_M, then
-// Q8_0, then the first GGUF listed. The result is one file, or every part
+// file name (or its last element) is quant; with quant "", the first
+// Q4_K_M, else the first Q8_0, else the first GGUF listed. The result is one file, or every part
 // of a split GGUF in order. None or several matching is an error listing
 // the quants there are.
 func Choose(files []string, quant string) ([]string, error) {
 	ms := models(files)
 	if len(ms) == 0 {
-		return nil, fmt.Errorf("%w: the repository has no .gguf file (%d files listed)", ErrNoMatch, len(files))
+		return nil, fmt.Errorf("%w: the repository has no GGUF model (a .gguf file, or every part of a split one; %d files listed)", ErrNoMatch, len(files))
 	}
 	if quant == "" {
 		for _, q := range defaultQuants {
-			if got := matching(ms, q); len(got) == 1 {
+			if got := matching(ms, q); len(got) > 0 {
 				return got[0].parts, nil
 			}
 		}

@@ -106,12 +106,12 @@ func TestChoose(t *testing.T) {
 		{name: "default first", files: []string{"x.txt", "a.Q5_K_M.gguf", "a.Q6_K.gguf"}, want: []string{"a.Q5_K_M.gguf"}},
 		{name: "split listed out of order", files: []string{"m-Q4_0-00002-of-00002.gguf", "m-Q4_0-00001-of-00002.gguf"},
 			want: []string{"m-Q4_0-00001-of-00002.gguf", "m-Q4_0-00002-of-00002.gguf"}},
-		{name: "split missing a part", files: []string{"m-Q4_0-00001-of-00003.gguf", "m-Q4_0-00003-of-00003.gguf"}, wantErr: "no .gguf"},
+		{name: "split missing a part", files: []string{"m-Q4_0-00001-of-00003.gguf", "m-Q4_0-00003-of-00003.gguf"}, wantErr: "no GGUF model"},
 		{name: "ambiguous", files: []string{"a-Q4_K_M.gguf", "b-Q4_K_M.gguf"}, quant: "Q4_K_M", wantErr: "matches 2 files (a-Q4_K_M.gguf, b-Q4_K_M.gguf)"},
-		{name: "ambiguous default falls to first", files: []string{"a-Q4_K_M.gguf", "b-Q4_K_M.gguf"}, want: []string{"a-Q4_K_M.gguf"}},
+		{name: "ambiguous default takes the first", files: []string{"a-Q2_K.gguf", "b-Q4_K_M.gguf", "c-Q4_K_M.gguf"}, want: []string{"b-Q4_K_M.gguf"}},
 		{name: "untagged listed by name", files: []string{"model.gguf"}, quant: "Q4_0", wantErr: "has: model.gguf"},
-		{name: "no gguf", files: []string{"model.safetensors", "mmproj-F16.gguf"}, wantErr: "no .gguf file (2 files listed)"},
-		{name: "no files", wantErr: "no .gguf"},
+		{name: "no gguf", files: []string{"model.safetensors", "mmproj-F16.gguf"}, wantErr: "no GGUF model (a .gguf file, or every part of a split one; 2 files listed)"},
+		{name: "no files", wantErr: "no GGUF model"},
 	} {
 		got, err := Choose(c.files, c.quant)
 		if c.wantErr != "" {
