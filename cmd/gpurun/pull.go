@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -161,6 +162,10 @@ func resolveModel(ctx context.Context, cmd *cobra.Command, path string) (string,
 			return "", err
 		}
 		return "", fmt.Errorf("pulling the model: %w", err)
+	}
+	if len(r.Files) > 1 {
+		return "", fmt.Errorf("%s is a GGUF split in %d parts (pulled into %s), which gpurun does not load yet: "+
+			"merge them into one file (llama-gguf-split --merge FIRST-PART OUT.gguf) and give that", ref, len(r.Files), filepath.Dir(r.Files[0]))
 	}
 	return r.Files[0], nil
 }

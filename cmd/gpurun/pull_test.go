@@ -27,6 +27,12 @@ func fakeHub(t *testing.T) (*hubtest.Hub, string) {
 		}
 		h.Add("org/llama-GGUF", name, b)
 	}
+	whole, err := os.ReadFile(filepath.Join("..", "..", "testdata", "gguf", "llama-Q4_K_M.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Add("org/llama-GGUF", "split/llama-Q8_0-00001-of-00002.gguf", whole[:1000])
+	h.Add("org/llama-GGUF", "split/llama-Q8_0-00002-of-00002.gguf", whole[1000:])
 	h.SetFaults(hubtest.Faults{Token: "hf_test", Cut: 1, CutAfter: 30000})
 	cache := t.TempDir()
 	t.Setenv("HF_ENDPOINT", h.URL)
@@ -74,6 +80,14 @@ func TestPullCommand(t *testing.T) {
 	}
 	if !strings.Contains(errOut, "(100%)") {
 		t.Errorf("stderr has no final progress line:\n%s", errOut)
+	}
+	// A split GGUF: pull fetches every part; run says it cannot load one.
+	out, errOut, err = runCLI(t, "", "pull", "hf.co/org/llama-GGUF:Q8_0")
+	if err != nil || !strings.HasSuffix(strings.TrimSpace(out), "llama-Q8_0-00001-of-00002.gguf") {
+		t.Errorf("pull a split GGUF: %q, %v\n%s", out, err, errOut)
+	}
+	if _, _, err := runCLI(t, "", "run", "hf.co/org/llama-GGUF:Q8_0", "-p", "hi"); err == nil || !strings.Contains(err.Error(), "split in 2 parts") {
+		t.Errorf("run a split GGUF: %v", err)
 	}
 	h.Close()
 	if out, _, err := runCLI(t, "", "pull", "--offline", "hf.co/org/llama-GGUF:Q5_K_M"); err != nil || strings.TrimSpace(out) != want {
