@@ -299,12 +299,16 @@ func (c *Client) send(ctx context.Context, method, u string, hc *http.Client, se
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			last = err
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				err = ue.Err // it would name the method and URL again
+			}
+			last = fmt.Errorf("%s %s: %w", method, u, err)
 		}
 		if try >= c.tries() {
 			return nil, fmt.Errorf("after %d tries: %w", try, last)
 		}
-		c.log(fmt.Sprintf("%s %s: %v; trying again", method, u, last))
+		c.log(fmt.Sprintf("%v; trying again (%d of %d)", last, try+1, c.tries()))
 		if err := c.wait(ctx, try); err != nil {
 			return nil, err
 		}
