@@ -114,6 +114,9 @@ is listed as not measured; bench fails only when nothing could be measured.`,
 			if len(args) > 0 {
 				rf.model = strings.Join(append(splitList(rf.model), args...), ",")
 			}
+			if err := resolveBenchModels(cmd, &rf); err != nil {
+				return err
+			}
 			return runBench(cmd, &rf, &bf)
 		},
 	}

@@ -52,7 +52,7 @@ Commands: /reset starts over, /exit (or Ctrl-D) leaves. Ctrl-C stops the
 current reply and returns to the prompt.`,
 		Args: nArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := mf.takeModelArg(args); err != nil {
+			if err := mf.takeModelArg(cmd, args); err != nil {
 				return err
 			}
 			if err := sf.check(); err != nil {

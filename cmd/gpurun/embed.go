@@ -29,7 +29,7 @@ EOS as llama.cpp adds them); the vector is pooled as the model declares
 unless --no-normalize. An input must fit in --max-cache tokens.`,
 		Args: nArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := mf.takeModelArg(args); err != nil {
+			if err := mf.takeModelArg(cmd, args); err != nil {
 				return err
 			}
 			m, err := mf.open(cmd)

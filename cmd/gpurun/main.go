@@ -114,7 +114,7 @@ func newRoot() *cobra.Command {
 	// The git fallback runs only when --version is asked for.
 	cobra.AddTemplateFunc("gitRevision", func() string { return gitRevision(bi, ok) })
 	root.SetVersionTemplate("gpurun {{.Version}}{{gitRevision}}\n")
-	root.AddCommand(newConvert(), newBundle(), newInspect(), newTokenize(), newRun(), newChat(), newServe(), newEmbed(), newDevices(), newBench())
+	root.AddCommand(newConvert(), newBundle(), newInspect(), newTokenize(), newRun(), newChat(), newServe(), newEmbed(), newDevices(), newBench(), newPull())
 	for _, c := range root.Commands() {
 		nameErrors(c)
 	}
@@ -245,7 +245,7 @@ var packagePrefixes = map[string]bool{
 	"pipeline": true, "gpu": true, "cpu": true, "kernels": true, "webgpu": true, "vulkan": true,
 	"backends": true, "convert": true, "checkpoint": true, "gguf": true, "hf": true, "llama2c": true,
 	"safetensors": true, "modelfile": true, "tokenizer": true, "model": true, "fusion": true, "arch": true,
-	"run": true, "bench": true, "chat": true, "serve": true, "tokenize": true, "bundle": true, "inspect": true,
+	"run": true, "bench": true, "chat": true, "serve": true, "tokenize": true, "bundle": true, "inspect": true, "pull": true,
 }
 
 // errorText is err's message with repeated segments dropped: wrapping

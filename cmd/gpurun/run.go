@@ -74,8 +74,9 @@ func (r *modelFlags) register(cmd *cobra.Command) {
 	r.lora.registerUnmerged(f)
 }
 
-// takeModelArg accepts the model as the optional positional argument.
-func (r *modelFlags) takeModelArg(args []string) error {
+// takeModelArg accepts the model as the optional positional argument; a
+// hub reference (hf.co/ORG/REPO[:QUANT]) is pulled and becomes its file.
+func (r *modelFlags) takeModelArg(cmd *cobra.Command, args []string) error {
 	switch {
 	case len(args) == 0 && r.model == "":
 		return errors.New("a model is required (gpurun COMMAND MODEL or -m MODEL)")
@@ -84,6 +85,11 @@ func (r *modelFlags) takeModelArg(args []string) error {
 	case len(args) == 1:
 		r.model = args[0]
 	}
+	path, err := resolveModel(cmd.Context(), cmd, r.model)
+	if err != nil {
+		return err
+	}
+	r.model = path
 	if _, err := os.Stat(r.model); err != nil {
 		return fmt.Errorf("model %w", err)
 	}
@@ -285,7 +291,7 @@ interrupt (Ctrl-C) the text so far, the metrics and the --json result (with
 stop_reason "cancelled") are still printed.`,
 		Args: nArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := mf.takeModelArg(args); err != nil {
+			if err := mf.takeModelArg(cmd, args); err != nil {
 				return err
 			}
 			if err := sf.check(); err != nil {

@@ -118,7 +118,7 @@ source at start-up, so run it inside the gpurun repository.`,
 				defer ln.Close()
 				return serveWeb(cmd.Context(), cmd.ErrOrStderr(), ln, mf.model, mf.tokenizer)
 			}
-			if err := mf.takeModelArg(args); err != nil {
+			if err := mf.takeModelArg(cmd, args); err != nil {
 				return err
 			}
 			if err := sf.check(); err != nil {

@@ -69,6 +69,8 @@ var Table = []Layer{
 		Why: "package gpurun chooses and opens the backends (WithBackend, OpenBackend)"},
 	{Name: "webpage", Packages: []string{"internal/webpage"},
 		Why: "gpurun-web's page, its server and its wasm build: a leaf (the standard library)"},
+	{Name: "hub", Packages: []string{"internal/hub"},
+		Why: "downloads GGUF files from a Hugging Face-compatible hub into its cache: a leaf (the standard library)"},
 	{Name: "browser", Packages: []string{"internal/browser"}, May: []string{"webpage"},
 		Why: "drives gpurun-web's page in headless Chromium for bench and the browser tests"},
 	{Name: "cmd", Packages: []string{"cmd"}, May: []string{"*"},
@@ -79,7 +81,7 @@ var Table = []Layer{
 	{Name: "testsupport", TestOnly: true, May: []string{"*"},
 		Packages: []string{"internal/ci", "internal/gputest", "internal/testmodels", "internal/tokref",
 			"internal/qemutest", "internal/badsampling", "internal/layers", "internal/platforms",
-			"cmd/gpurun/internal/benchreport/reporttest"},
+			"cmd/gpurun/internal/benchreport/reporttest", "internal/hub/hubtest"},
 		Why: "helpers for tests, which may import any layer"},
 }
 
