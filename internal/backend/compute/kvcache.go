@@ -165,3 +165,10 @@ func (b *backend) CopyKV(dst, src gpu.KVCache, n int) error {
 	}
 	return nil
 }
+
+// CopyState fails with gpu.ErrUnsupported (Caps().CopyState is off): the
+// backend's caches keep no recurrent states yet (RecurrentState); it
+// copies them once they do.
+func (b *backend) CopyState(dst, src gpu.KVCache) error {
+	return fmt.Errorf("compute: copy state: recurrent layer states (op %s): %w", fusion.ShortConv, gpu.ErrUnsupported)
+}
