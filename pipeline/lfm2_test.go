@@ -73,85 +73,164 @@ func TestLFM2Generation(t *testing.T) {
 // prompt and the last token generated before it, which no step ran), and
 // each turn's ids equal those of a fresh session given the whole
 // conversation at once. A session on the same slot whose context is not
-// a continuation of what the slot holds (here: one token changed) cannot
-// roll the states back and prefills all of its context from 0, with the
-// ids of a fresh model.
+// a continuation of what the slot holds (here: one token changed just
+// after the first prompt) cannot roll the states back: it resumes at the
+// state checkpoint taken before the first prompt's last token, with the
+// ids of a fresh model; without checkpoints it prefills all of its
+// context from 0.
 func TestLFM2Turns(t *testing.T) {
 	ck, g := lfm2(t)
 	opts := pipeline.GenerateOptions{MaxTokens: 4, IgnoreStopTokens: true}
-	m := load(t, ck, pipeline.Options{MaxCache: 128})
 	// fresh runs ctx on a model of its own, from position 0.
 	fresh := func(ctx []int) []int {
 		return collect(t, load(t, ck, pipeline.Options{MaxCache: 128}).NewSession(), pipeline.Prompt{IDs: ctx}, opts)
 	}
-	s := m.NewSession()
 	turns := [][]int{g.PromptIDs, {300, 301, 302}, {17, 400}, {88, 89, 90, 91}, {5}}
-	for i, ids := range turns {
-		before := s.History()
-		got := collect(t, s, pipeline.Prompt{IDs: ids}, opts)
-		want := len(ids)
-		if i > 0 {
-			want++ // the previous turn's last token
-		}
-		if n := s.Metrics().PrefillTokens; n != want {
-			t.Errorf("turn %d: prefilled %d tokens, want %d (its new ones)", i, n, want)
-		}
-		whole := fresh(append(before, ids...))
-		if !slices.Equal(got, whole) {
-			t.Errorf("turn %d: ids %v, a fresh session on the whole conversation gives %v", i, got, whole)
-		}
-	}
+	for _, tc := range []struct {
+		name   string
+		budget int64
+	}{{"checkpoints", 0}, {"no checkpoints", -1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := load(t, ck, pipeline.Options{MaxCache: 128, StateCheckpointBytes: tc.budget})
+			s := m.NewSession()
+			for i, ids := range turns {
+				before := s.History()
+				got := collect(t, s, pipeline.Prompt{IDs: ids}, opts)
+				want := len(ids)
+				if i > 0 {
+					want++ // the previous turn's last token
+				}
+				if n := s.Metrics().PrefillTokens; n != want {
+					t.Errorf("turn %d: prefilled %d tokens, want %d (its new ones)", i, n, want)
+				}
+				whole := fresh(append(before, ids...))
+				if !slices.Equal(got, whole) {
+					t.Errorf("turn %d: ids %v, a fresh session on the whole conversation gives %v", i, got, whole)
+				}
+			}
 
-	// Not a continuation: the slot holds the conversation, the new
-	// context shares its first tokens only.
-	ctx := s.History()
-	ctx[len(g.PromptIDs)] ^= 1
-	s2 := m.NewSession()
-	got := collect(t, s2, pipeline.Prompt{IDs: ctx}, opts)
-	if n := s2.Metrics().PrefillTokens; n != len(ctx) {
-		t.Errorf("diverging context: prefilled %d tokens, want all %d (states cannot roll back)", n, len(ctx))
+			// Not a continuation: the slot holds the conversation, the new
+			// context shares its first tokens only.
+			ctx := s.History()
+			ctx[len(g.PromptIDs)] ^= 1
+			s2 := m.NewSession()
+			got := collect(t, s2, pipeline.Prompt{IDs: ctx}, opts)
+			want := len(ctx) - (len(g.PromptIDs) - 1)
+			if tc.budget < 0 {
+				want = len(ctx)
+			}
+			if n := s2.Metrics().PrefillTokens; n != want {
+				t.Errorf("diverging context: prefilled %d tokens, want %d", n, want)
+			}
+			if want := fresh(ctx); !slices.Equal(got, want) {
+				t.Errorf("diverging context: ids %v, a fresh model gives %v", got, want)
+			}
+		})
 	}
-	if want := fresh(ctx); !slices.Equal(got, want) {
-		t.Errorf("diverging context: ids %v, a fresh model gives %v", got, want)
+}
+
+// TestLFM2RenderedTurns: a five-turn chat on the hybrid in which every
+// turn is a new request carrying the whole conversation (as a server gets
+// it), rendered as a template that drops a reply's reasoning renders it:
+// the previous reply appears without its first two tokens, closed by an
+// end-of-turn token. The slot's states are past the point where the
+// rendering departs from what it ran, so each turn resumes at the state
+// checkpoint taken before the previous prompt's last token and prefills
+// only that token, the reply as rendered and the new message (llama.cpp's
+// server, which keeps no such checkpoint, prefills it all); each turn's
+// ids equal a fresh model's on the whole rendered conversation. Without
+// checkpoints every turn prefills everything.
+func TestLFM2RenderedTurns(t *testing.T) {
+	ck, g := lfm2(t)
+	opts := pipeline.GenerateOptions{MaxTokens: 5, IgnoreStopTokens: true}
+	const endOfTurn = 2
+	users := [][]int{g.PromptIDs, {300, 301, 302}, {17, 400}, {88, 89, 90, 91}, {5, 6}}
+	for _, tc := range []struct {
+		name   string
+		budget int64
+	}{{"checkpoints", 0}, {"no checkpoints", -1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := load(t, ck, pipeline.Options{MaxCache: 128, StateCheckpointBytes: tc.budget})
+			var ctx, per []int
+			prompt := 0 // the previous turn's prompt length
+			for i, user := range users {
+				ctx = append(ctx, user...)
+				s := m.NewSession()
+				got := collect(t, s, pipeline.Prompt{IDs: ctx}, opts)
+				ran := s.Metrics().PrefillTokens
+				per = append(per, ran)
+				want := len(ctx)
+				if i > 0 && tc.budget >= 0 {
+					want = len(ctx) - (prompt - 1)
+				}
+				prompt = len(ctx)
+				if ran != want || s.Metrics().CachedTokens != len(ctx)-ran {
+					t.Errorf("turn %d: prefilled %d of %d tokens (%d cached), want %d", i, ran, len(ctx), s.Metrics().CachedTokens, want)
+				}
+				whole := collect(t, load(t, ck, pipeline.Options{MaxCache: 128}).NewSession(), pipeline.Prompt{IDs: ctx}, opts)
+				if !slices.Equal(got, whole) {
+					t.Errorf("turn %d: ids %v, a fresh model on the whole conversation gives %v", i, got, whole)
+				}
+				// The reply as the template renders it.
+				ctx = append(append(ctx, got[2:]...), endOfTurn)
+			}
+			st := m.StateCheckpoints()
+			t.Logf("tokens prefilled per turn: %v; checkpoints: %+v", per, st)
+		})
 	}
 }
 
 // TestLFM2PrefixCache: the prefix cache on the hybrid serves an entry
 // whose every token the new context extends (its states hold the entry's
 // end), reporting those tokens cached, with the ids of a model without a
-// prefix cache.
+// prefix cache, and a context sharing only part of an entry up to the
+// entry's latest state checkpoint within that part (here the one taken
+// before its prompt's last token); without checkpoints that entry serves
+// nothing and the context runs whole.
 func TestLFM2PrefixCache(t *testing.T) {
 	ck, g := lfm2(t)
 	opts := pipeline.GenerateOptions{MaxTokens: 6, IgnoreStopTokens: true}
-	m := load(t, ck, pipeline.Options{MaxCache: 128, PrefixCacheBytes: 1 << 20})
 	plain := load(t, ck, pipeline.Options{MaxCache: 128})
-	a := m.NewSession()
-	collect(t, a, pipeline.Prompt{IDs: g.PromptIDs}, opts)
-	// Another context takes the slot over: a's tokens go to an entry.
-	collect(t, m.NewSession(), pipeline.Prompt{IDs: []int{9, 8, 7, 6, 5}}, opts)
-	ctx := append(a.History(), 77, 78, 79)
-	c := m.NewSession()
-	got := collect(t, c, pipeline.Prompt{IDs: ctx}, opts)
-	if hits, _ := pipeline.PrefixStats(m); hits != 1 {
-		t.Errorf("prefix cache hits %d, want 1", hits)
-	}
-	// The entry holds a's history but its last token, which no step ran.
-	if n, want := c.Metrics().CachedTokens, len(a.History())-1; n != want {
-		t.Errorf("cached tokens %d, want %d", n, want)
-	}
-	if want := collect(t, plain.NewSession(), pipeline.Prompt{IDs: ctx}, opts); !slices.Equal(got, want) {
-		t.Errorf("ids from the prefix cache %v, without it %v", got, want)
-	}
-	// A context sharing only part of an entry (a's prompt): the entry's
-	// states are past it, so it serves nothing and the context runs whole.
-	part := append(slices.Clone(g.PromptIDs), 5, 6)
-	d := m.NewSession()
-	got = collect(t, d, pipeline.Prompt{IDs: part}, opts)
-	if hits, _ := pipeline.PrefixStats(m); hits != 1 || d.Metrics().PrefillTokens != len(part) {
-		t.Errorf("partial prefix: prefix cache hits %d (want still 1), prefilled %d of %d tokens", hits, d.Metrics().PrefillTokens, len(part))
-	}
-	if want := collect(t, plain.NewSession(), pipeline.Prompt{IDs: part}, opts); !slices.Equal(got, want) {
-		t.Errorf("partial prefix: ids %v, without a prefix cache %v", got, want)
+	for _, tc := range []struct {
+		name   string
+		budget int64
+	}{{"checkpoints", 0}, {"no checkpoints", -1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := load(t, ck, pipeline.Options{MaxCache: 128, PrefixCacheBytes: 1 << 20, StateCheckpointBytes: tc.budget})
+			a := m.NewSession()
+			collect(t, a, pipeline.Prompt{IDs: g.PromptIDs}, opts)
+			// Another context takes the slot over: a's tokens go to an entry.
+			collect(t, m.NewSession(), pipeline.Prompt{IDs: []int{9, 8, 7, 6, 5}}, opts)
+			ctx := append(a.History(), 77, 78, 79)
+			c := m.NewSession()
+			got := collect(t, c, pipeline.Prompt{IDs: ctx}, opts)
+			if hits, _ := pipeline.PrefixStats(m); hits != 1 {
+				t.Errorf("prefix cache hits %d, want 1", hits)
+			}
+			// The entry holds a's history but its last token, which no step ran.
+			if n, want := c.Metrics().CachedTokens, len(a.History())-1; n != want {
+				t.Errorf("cached tokens %d, want %d", n, want)
+			}
+			if want := collect(t, plain.NewSession(), pipeline.Prompt{IDs: ctx}, opts); !slices.Equal(got, want) {
+				t.Errorf("ids from the prefix cache %v, without it %v", got, want)
+			}
+			// A context sharing only part of an entry (a's prompt): the
+			// entry's states are past it.
+			part := append(slices.Clone(g.PromptIDs), 5, 6)
+			d := m.NewSession()
+			got = collect(t, d, pipeline.Prompt{IDs: part}, opts)
+			wantHits, wantCached := 2, len(g.PromptIDs)-1
+			if tc.budget < 0 {
+				wantHits, wantCached = 1, 0
+			}
+			if hits, _ := pipeline.PrefixStats(m); hits != wantHits || d.Metrics().CachedTokens != wantCached || d.Metrics().PrefillTokens != len(part)-wantCached {
+				t.Errorf("partial prefix: prefix cache hits %d (want %d), %d cached and %d prefilled of %d tokens (want %d cached)",
+					hits, wantHits, d.Metrics().CachedTokens, d.Metrics().PrefillTokens, len(part), wantCached)
+			}
+			if want := collect(t, plain.NewSession(), pipeline.Prompt{IDs: part}, opts); !slices.Equal(got, want) {
+				t.Errorf("partial prefix: ids %v, without a prefix cache %v", got, want)
+			}
+		})
 	}
 }
 

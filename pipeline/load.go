@@ -178,6 +178,10 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 	if opts.PrefixCacheBytes > 0 && m.caps.CopyKV {
 		m.prefix = newPrefixCache(m, opts.PrefixCacheBytes)
 	}
+	m.states = newStateStore(m, opts.StateCheckpointBytes, opts.tuning.CheckpointEvery)
+	for _, sl := range m.slots {
+		sl.states = m.states
+	}
 	if opts.shared != nil {
 		// FromCheckpointVariants batches the variants together, then
 		// calls finish.

@@ -88,6 +88,9 @@ type Model struct {
 	// prefix keeps the caches of earlier sessions; nil without
 	// Options.PrefixCacheBytes.
 	prefix *prefixCache
+	// states keeps the checkpoints of recurrent states (checkpoint.go);
+	// nil on a model without them.
+	states *stateStore
 	// compileNanos is the wall time spent compiling programs (CompileTime).
 	compileNanos atomic.Int64
 	// batch gathers concurrent sessions' decode steps into batched steps;
@@ -120,8 +123,12 @@ func (m *Model) Close() error {
 		sl.release()
 	}
 	if m.prefix != nil {
-		m.prefix.release()
+		m.prefix.release(m)
 		m.prefix = nil
+	}
+	if m.states != nil {
+		m.states.release()
+		m.states = nil
 	}
 	m.slots = nil
 	if m.shared != nil {
