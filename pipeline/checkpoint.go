@@ -331,7 +331,7 @@ func (m *Model) rollback(sl *slot, keep int) int {
 // room so far (zeros on a model that keeps none).
 type StateCheckpointStats struct {
 	Held, Bytes, Budget, PerCheckpoint int64
-	Taken, Restored, Evicted          int
+	Taken, Restored, Evicted           int
 }
 
 // StateCheckpoints reports the model's state checkpoints.
