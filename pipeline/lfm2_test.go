@@ -256,3 +256,47 @@ func TestLFM2GPURefused(t *testing.T) {
 		})
 	}
 }
+
+// TestLFM2CheckpointBudget: a state checkpoint of arch3's LFM2 costs
+// 2048 bytes (its 3 convolution layers' windows of 2 x 64 f32 inputs and
+// one position of keys and values, 2 heads x 16 f32, of its 2 attention
+// layers: from the model's dimensions, not the pipeline's). Along a
+// prompt of 14 tokens with a checkpoint every 4 positions the model keeps
+// four (4, 8, 12, and 13 before the last token); a context diverging at
+// position 10 resumes at 8. Under a budget of two and a half, the two
+// oldest are evicted, the bytes held stay within the budget, and the same
+// context finds none at or before 10: it prefills everything, with the
+// same ids.
+func TestLFM2CheckpointBudget(t *testing.T) {
+	ck, g := lfm2(t)
+	const per = 3*64*2*4 + 2*2*16*4*2
+	opts := pipeline.GenerateOptions{MaxTokens: 3, IgnoreStopTokens: true}
+	prompt := append(slices.Clone(g.PromptIDs), 40, 41)
+	diverging := append(slices.Clone(prompt[:10]), 7, 7, 7)
+	want := collect(t, load(t, ck, pipeline.Options{MaxCache: 64}).NewSession(), pipeline.Prompt{IDs: diverging}, opts)
+	for _, tc := range []struct {
+		name               string
+		budget             int64
+		held, evicted, ran int
+	}{
+		{"ample", 1 << 20, 4, 0, len(diverging) - 8},
+		{"two and a half", 2*per + per/2, 2, 2, len(diverging)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := load(t, ck, pipeline.Options{MaxCache: 64, StateCheckpointBytes: tc.budget}.WithTuning(tuning.Options{CheckpointEvery: 4}))
+			collect(t, m.NewSession(), pipeline.Prompt{IDs: prompt}, opts)
+			st := m.StateCheckpoints()
+			if st.PerCheckpoint != per || st.Budget != tc.budget || st.Taken != 4 || st.Held != int64(tc.held) || st.Evicted != tc.evicted || st.Bytes != st.Held*per || st.Bytes > st.Budget {
+				t.Errorf("checkpoints %+v, want %d bytes each, 4 taken, %d held, %d evicted, within the budget %d", st, per, tc.held, tc.evicted, tc.budget)
+			}
+			s := m.NewSession()
+			got := collect(t, s, pipeline.Prompt{IDs: diverging}, opts)
+			if n := s.Metrics().PrefillTokens; n != tc.ran {
+				t.Errorf("diverging at 10: prefilled %d of %d tokens, want %d", n, len(diverging), tc.ran)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("diverging at 10: ids %v, a fresh model gives %v", got, want)
+			}
+		})
+	}
+}
