@@ -307,6 +307,15 @@ func (sl *slot) cut(n int) {
 	sl.points = sl.points[:i]
 }
 
+// forget drops points from sl's checkpoints.
+func (sl *slot) forget(points []*checkpoint) {
+	if len(points) == 0 {
+		return
+	}
+	sl.points = slices.DeleteFunc(sl.points, func(ck *checkpoint) bool { return slices.Contains(points, ck) })
+	sl.states.drop(points)
+}
+
 // retoken makes sl's record of its cache tokens (every position below
 // len(tokens) now holding them), keeping the checkpoints of the prefix it
 // shares with what sl held.

@@ -103,6 +103,8 @@ func (m *Model) unlockDevice() {
 func (m *Model) run(ctx context.Context, prog gpu.Program, tokens []int32, pos int, logits []float32) error {
 	m.lockDevice()
 	defer m.unlockDevice()
+	m.ranSteps.Add(1)
+	m.ranTokens.Add(int64(len(tokens)))
 	if err := prog.Run(ctx, tokens, pos); err != nil {
 		return fmt.Errorf("pipeline: run %d tokens at position %d: %w", len(tokens), pos, err)
 	}

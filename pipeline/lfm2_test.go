@@ -1,13 +1,16 @@
 package pipeline_test
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
@@ -15,6 +18,7 @@ import (
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/pipeline/internal/tuning"
+	"github.com/gpurun/gpurun/tensors"
 	"github.com/gpurun/gpurun/tensors/model"
 )
 
@@ -75,10 +79,9 @@ func maxDiff(a, b []float32) float64 {
 	return d
 }
 
-// TestLFM2Generation: on the hybrid, every way the pipeline decodes gives
-// llama.cpp's 24 greedy ids: plain sessions, and two sessions at once in
-// batched rounds (each row its own sequence's state); speculative decoding
-// by prompt lookup (off on hybrids) gives the ids of plain decoding.
+// TestLFM2Generation: on the hybrid, plain sessions and two sessions at
+// once in batched rounds (each row its own sequence's state) give
+// llama.cpp's 24 greedy ids (TestLFM2Speculative decodes speculatively).
 func TestLFM2Generation(t *testing.T) {
 	ck, g := lfm2(t)
 	greedy := pipeline.GenerateOptions{MaxTokens: len(g.GreedyIDs), IgnoreStopTokens: true}
@@ -87,17 +90,6 @@ func TestLFM2Generation(t *testing.T) {
 	if got := collect(t, m.NewSession(), prompt, greedy); !slices.Equal(got, g.GreedyIDs) {
 		t.Errorf("greedy ids\n got %v\nwant %v (llama.cpp)", got, g.GreedyIDs)
 	}
-	// Sampled from the prompt twice: lookup drafts tokens the target
-	// rejects (the 15th token repeats an earlier one, and lookup guesses
-	// what followed it), so a verifier would have to roll the states back.
-	sampled := pipeline.GenerateOptions{MaxTokens: len(g.GreedyIDs), IgnoreStopTokens: true, Temperature: 2, Seed: 7}
-	twice := pipeline.Prompt{IDs: append(slices.Clone(g.PromptIDs), g.PromptIDs...)}
-	want := collect(t, m.NewSession(), twice, sampled)
-	sampled.Speculation = &pipeline.Speculation{Lookup: 3}
-	if got := collect(t, m.NewSession(), twice, sampled); !slices.Equal(got, want) {
-		t.Errorf("speculative (lookup): ids\n got %v\nwant %v (plain decoding)", got, want)
-	}
-
 	mb := load(t, ck, pipeline.Options{MaxCache: 64, Slots: 2}.WithTuning(tuning.Options{AlwaysBatch: true}))
 	var wg sync.WaitGroup
 	got := make([][]int, 2)
@@ -336,4 +328,99 @@ func TestLFM2CheckpointBudget(t *testing.T) {
 			resumed(t, ck, m, diverging, tc.ran)
 		})
 	}
+}
+
+// TestLFM2Speculative: speculative greedy decoding on the hybrid, with
+// either way of rolling the states back (verify.go: the checkpoint
+// before the step and the kept tokens run again, or a checkpoint per
+// drafted position), gives the ids of plain greedy decoding, drafted by
+// prompt lookup over a prompt whose first half comes again at its end
+// (the target rejects what followed that half the first time), by the
+// model itself, and by a hybrid
+// draft of random weights (every draft rejected) or of the model's
+// weights with noise (some drafts kept, steps rejecting after them; its
+// own states rolled back to the drafts kept). After the generation the target's cache, and
+// the draft's, hold their sequences with the states a fresh model gets
+// (resumed). The counts of the steps and tokens each way ran are the
+// measurement verify.go cites.
+func TestLFM2Speculative(t *testing.T) {
+	ck, g := lfm2(t)
+	rck := randomDraft(ck)
+	nck := noisyDraft(ck, 0.02)
+	const n = 20
+	greedy := pipeline.GenerateOptions{MaxTokens: n, IgnoreStopTokens: true}
+	// The prompt, then its first half again: lookup proposes what
+	// followed the half the first time.
+	twice := append(slices.Clone(g.PromptIDs), g.PromptIDs[:6]...)
+	want := collect(t, load(t, ck, pipeline.Options{MaxCache: 128}).NewSession(), pipeline.Prompt{IDs: twice}, greedy)
+	for _, strategy := range []struct {
+		name        string
+		perPosition bool
+	}{{"recompute", false}, {"per position", true}} {
+		for _, draft := range []struct {
+			name string
+			ck   *model.Checkpoint // nil: prompt lookup
+		}{{"lookup", nil}, {"self", ck}, {"random hybrid", rck}, {"noisy hybrid", nck}} {
+			t.Run(strategy.name+"/"+draft.name, func(t *testing.T) {
+				m := load(t, ck, pipeline.Options{MaxCache: 128}.WithTuning(tuning.Options{PerPositionRollback: strategy.perPosition}))
+				spec := &pipeline.Speculation{Lookup: 3, Tokens: 4}
+				var d *pipeline.Model
+				if draft.ck != nil {
+					d = load(t, draft.ck, pipeline.Options{MaxCache: 128})
+					spec = &pipeline.Speculation{Draft: d, Tokens: 4}
+				}
+				opts := greedy
+				opts.Speculation = spec
+				s := m.NewSession()
+				start := time.Now()
+				steps0, tokens0 := pipeline.RunCounts(m)
+				got := collect(t, s, pipeline.Prompt{IDs: twice}, opts)
+				elapsed := time.Since(start)
+				steps, tokens := pipeline.RunCounts(m)
+				mt := s.Metrics()
+				if !slices.Equal(got, want) {
+					t.Errorf("ids\n got %v\nwant %v (plain greedy decoding)", got, want)
+				}
+				if mt.DraftTokens == 0 || draft.ck == rck && mt.AcceptedTokens == mt.DraftTokens || draft.ck == nck && (mt.AcceptedTokens == 0 || mt.AcceptedTokens == mt.DraftTokens) {
+					t.Errorf("metrics %+v: want drafts (from the random draft, some rejected; from the noisy one, some kept and some rejected)", mt)
+				}
+				t.Logf("%d tokens: %d drafted, %d kept, %d target steps; the target ran %d steps of %d tokens (the prompt's %d included) in %v",
+					len(got), mt.DraftTokens, mt.AcceptedTokens, mt.TargetSteps, steps-steps0, tokens-tokens0, mt.PrefillTokens, elapsed)
+				// The cache holds the conversation but its last token.
+				resumed(t, ck, m, s.History(), 1)
+				if d != nil {
+					// The draft's slot holds the context it drafted
+					// from; whatever it resumes from, its states are
+					// those of the tokens it holds.
+					got, _, err := pipeline.PrefillLogits(d, s.History())
+					if err != nil {
+						t.Fatal(err)
+					}
+					if want := lfm2Logits(t, draft.ck, s.History()); maxDiff(got, want) > resumeTol {
+						t.Errorf("the draft's logits after the generation differ from a fresh draft's by %.3g", maxDiff(got, want))
+					}
+				}
+			})
+		}
+	}
+}
+
+// noisyDraft is ck with seeded noise of deviation sigma added to every
+// f32 weight: a draft that agrees with ck on some tokens and not others.
+func noisyDraft(ck *model.Checkpoint, sigma float64) *model.Checkpoint {
+	r := rand.New(rand.NewPCG(5, 17))
+	out := *ck
+	out.Tensors = nil
+	for _, t := range ck.Tensors {
+		c := *t
+		if t.DType == tensors.F32 {
+			c.Data = make([]byte, len(t.Data))
+			for i := 0; i+4 <= len(c.Data); i += 4 {
+				v := math.Float32frombits(binary.LittleEndian.Uint32(t.Data[i:]))
+				binary.LittleEndian.PutUint32(c.Data[i:], math.Float32bits(v+float32(r.NormFloat64()*sigma)))
+			}
+		}
+		out.Tensors = append(out.Tensors, &c)
+	}
+	return &out
 }

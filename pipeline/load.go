@@ -95,6 +95,7 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 	}
 	m.greedyOff = opts.HostSampling
 	m.gatherRows = opts.tuning.GatherRows
+	m.perPositionRollback = opts.tuning.PerPositionRollback
 	m.stepsPerSubmit = opts.StepsPerSubmit
 	if m.stepsPerSubmit == 0 {
 		m.stepsPerSubmit = DefaultStepsPerSubmit
