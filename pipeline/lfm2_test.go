@@ -79,31 +79,54 @@ func maxDiff(a, b []float32) float64 {
 	return d
 }
 
-// TestLFM2Generation: on the hybrid, plain sessions and two sessions at
-// once in batched rounds (each row its own sequence's state) give
-// llama.cpp's 24 greedy ids (TestLFM2Speculative decodes speculatively).
+// TestLFM2Generation: on the hybrid, a plain session gives llama.cpp's
+// 24 greedy ids; three sessions at once in batched rounds (each row its
+// own sequence's state), of three prompts, one of them decoding
+// speculatively with a hybrid draft (its plain steps in the rounds too),
+// each get the ids a fresh model gives their prompt alone, and afterwards
+// each slot holds its sequence with the states a fresh model gets
+// (resumed).
 func TestLFM2Generation(t *testing.T) {
 	ck, g := lfm2(t)
 	greedy := pipeline.GenerateOptions{MaxTokens: len(g.GreedyIDs), IgnoreStopTokens: true}
-	prompt := pipeline.Prompt{IDs: g.PromptIDs}
 	m := load(t, ck, pipeline.Options{MaxCache: 64})
-	if got := collect(t, m.NewSession(), prompt, greedy); !slices.Equal(got, g.GreedyIDs) {
+	if got := collect(t, m.NewSession(), pipeline.Prompt{IDs: g.PromptIDs}, greedy); !slices.Equal(got, g.GreedyIDs) {
 		t.Errorf("greedy ids\n got %v\nwant %v (llama.cpp)", got, g.GreedyIDs)
 	}
-	mb := load(t, ck, pipeline.Options{MaxCache: 64, Slots: 2}.WithTuning(tuning.Options{AlwaysBatch: true}))
+	prompts := [][]int{g.PromptIDs, slices.Clone(g.PromptIDs), slices.Clone(g.PromptIDs)}
+	prompts[1][0] ^= 1
+	slices.Reverse(prompts[2])
+	want := make([][]int, len(prompts))
+	for i, p := range prompts {
+		want[i] = collect(t, load(t, ck, pipeline.Options{MaxCache: 64}).NewSession(), pipeline.Prompt{IDs: p}, greedy)
+	}
+	mb := load(t, ck, pipeline.Options{MaxCache: 64, Slots: 3}.WithTuning(tuning.Options{AlwaysBatch: true}))
+	draft := load(t, noisyDraft(ck, 0.02), pipeline.Options{MaxCache: 64})
 	var wg sync.WaitGroup
-	got := make([][]int, 2)
-	for i := range got {
-		wg.Go(func() { got[i] = collect(t, mb.NewSession(), prompt, greedy) })
+	got := make([][]int, len(prompts))
+	histories := make([][]int, len(prompts))
+	for i, p := range prompts {
+		wg.Go(func() {
+			opts := greedy
+			if i == 2 {
+				opts.Speculation = &pipeline.Speculation{Draft: draft, Tokens: 4}
+			}
+			s := mb.NewSession()
+			got[i] = collect(t, s, pipeline.Prompt{IDs: p}, opts)
+			histories[i] = s.History()
+		})
 	}
 	wg.Wait()
 	for i, ids := range got {
-		if !slices.Equal(ids, g.GreedyIDs) {
-			t.Errorf("batched session %d: ids\n got %v\nwant %v", i, ids, g.GreedyIDs)
+		if !slices.Equal(ids, want[i]) {
+			t.Errorf("batched session %d: ids\n got %v\nwant %v", i, ids, want[i])
 		}
 	}
 	if rounds, _ := pipeline.BatchStats(mb); rounds == 0 {
 		t.Error("no batched round ran")
+	}
+	for _, h := range histories {
+		resumed(t, ck, mb, h, 1)
 	}
 }
 
