@@ -147,7 +147,7 @@ func (m *Model) newSpeculator(ctx context.Context, opts *GenerateOptions, target
 	}
 	_, sampled := opts.sampling()
 	s := &speculator{m: m, k: k, lookup: sp.Lookup, seed: opts.Seed, target: target,
-		greedy: !sampled, verify: m.verifyStrategy()}
+		greedy: !sampled, verify: m.verifyStrategy(k + 1)}
 	if !s.greedy {
 		s.ts = sampler.New(sampler.Options{Temperature: opts.Temperature, TopK: opts.TopK, TopP: opts.TopP})
 		s.p = make([]float64, m.cfg.VocabSize)

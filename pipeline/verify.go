@@ -55,25 +55,26 @@ type verifyStrategy interface {
 	keep(ctx context.Context, m *Model, sl *slot, tokens []int32, pos, n int) (ok bool, err error)
 }
 
-// verifyStrategy chooses m's way: one verifier step on a model without
-// recurrent states (oneStep), else recomputeVerify (or perPositionVerify
-// where tuning asks for it).
-func (m *Model) verifyStrategy() verifyStrategy {
+// verifyStrategy chooses m's way for steps of up to size tokens: one
+// verifier step on a model without recurrent states (oneStep), else
+// recomputeVerify (or perPositionVerify where tuning asks for it).
+func (m *Model) verifyStrategy(size int) verifyStrategy {
 	switch {
 	case !m.recurrent():
-		return oneStep{}
+		return oneStep{size}
 	case m.perPositionRollback:
 		return &perPositionVerify{}
 	}
-	return &recomputeVerify{}
+	return &recomputeVerify{one: oneStep{size}}
 }
 
-// oneStep runs the tokens in one step of the verifier; keys and values
-// past the kept tokens are forgotten, nothing else to do.
-type oneStep struct{}
+// oneStep runs the tokens in one step of the verifier of size tokens (one
+// program for every step of a generation); keys and values past the kept
+// tokens are forgotten, nothing else to do.
+type oneStep struct{ size int }
 
-func (oneStep) verify(ctx context.Context, m *Model, sl *slot, tokens []int32, pos int, rows []float32) (bool, error) {
-	prog, err := m.verifier(sl, len(tokens))
+func (o oneStep) verify(ctx context.Context, m *Model, sl *slot, tokens []int32, pos int, rows []float32) (bool, error) {
+	prog, err := m.verifier(sl, o.size)
 	if err != nil {
 		return false, err
 	}
@@ -119,13 +120,16 @@ func (sp *stepPoints) keep(ctx context.Context, m *Model, sl *slot, tokens []int
 
 // recomputeVerify: a checkpoint before the step, one verifier step, the
 // kept tokens again after a rejection.
-type recomputeVerify struct{ stepPoints }
+type recomputeVerify struct {
+	one oneStep
+	stepPoints
+}
 
 func (r *recomputeVerify) verify(ctx context.Context, m *Model, sl *slot, tokens []int32, pos int, rows []float32) (bool, error) {
 	if !r.take(m, sl, pos) {
 		return false, nil
 	}
-	ok, err := oneStep{}.verify(ctx, m, sl, tokens, pos, rows)
+	ok, err := r.one.verify(ctx, m, sl, tokens, pos, rows)
 	if !ok || err != nil {
 		r.keep(ctx, m, sl, tokens, pos, len(tokens)) // drops the checkpoint
 	}
