@@ -42,9 +42,6 @@ func batchedDecode(t *testing.T, backend string) {
 	// sliding-window layers (window 8) get rings, on every backend.
 	for _, name := range []string{"llama", "gemma", "gemma2", "phi2", "phi2_fusedqkv", "falcon", "stablelm", "llama-q8_0",
 		"gemma2/ring", "arch2/gemma3/ring", "arch2/qwen3", "arch2/qwen3moe", "arch3/gemma4", "arch3/gemma4/ring"} {
-		if strings.HasPrefix(name, "arch3/gemma4") && backend != "cpu" {
-			continue // the GPU backends refuse gemma4 (TestGemma4GPURefused)
-		}
 		if strings.HasPrefix(name, "arch2/qwen3") && name != "arch2/qwen3moe" && backend != "cpu" {
 			// The GPU backends' batched and single-sequence logits are not
 			// bit for bit equal (main's vulkan/llama-q8_0 case fails on

@@ -35,6 +35,7 @@ func Encode(p Params) ([]byte, error) {
 // paramTypes lists the Go twin of every family's uniform struct.
 var paramTypes = []Params{
 	MatParams{}, EmbedParams{}, NormParams{}, RopeParams{}, KVParams{}, RopeKVParams{}, AttnParams{}, EltParams{}, ArgmaxParams{}, SampleParams{}, QParams{}, AdvanceParams{}, MoEParams{},
+	ShortConvParams{},
 }
 
 var (
@@ -259,7 +260,14 @@ type EltParams struct {
 	OutF16 uint32  `wgsl:"out_f16"` // 1: out is an f16 activation: packed binary16 pairs (stores round to the nearest half)
 	AF16   uint32  `wgsl:"a_f16"`   // 1: a is an f16 activation: packed binary16 pairs
 	BF16   uint32  `wgsl:"b_f16"`   // 1: b is an f16 activation
-	Pad2   uint32  `wgsl:"pad2"`
+	// scale (fusion.ScaleOp, fusion.ColumnsOp): a's row length and first
+	// column read, whether b[0] (an f32 weight) multiplies too, and
+	// whether out is read in place of a.
+	ACols   uint32 `wgsl:"a_cols"`
+	AOff    uint32 `wgsl:"a_off"`
+	HasB    uint32 `wgsl:"has_b"`
+	InPlace uint32 `wgsl:"in_place"`
+	Pad2    uint32 `wgsl:"pad2"`
 }
 
 // MoEParams is the uniform block of wgsl/moe.wgsl (fusion.MoEOp after its

@@ -47,6 +47,7 @@ func TestGetBindings(t *testing.T) {
 		{"add", []BindingKind{U, R, R, R, W}},
 		{"add_inplace", []BindingKind{U, R, R, R, W}},
 		{"softcap", []BindingKind{U, R, R, R, W}},
+		{"scale", []BindingKind{U, R, R, R, W}},
 		{"last_row", []BindingKind{U, R, R, R, W}},
 		{"argmax", []BindingKind{U, R, R, W, R}},
 		{"sample", []BindingKind{U, R, R, W, R}},
@@ -55,6 +56,7 @@ func TestGetBindings(t *testing.T) {
 		{"moe_glu", []BindingKind{U, R, R, R, R, R, R, W, W}},
 		{"moe_down", []BindingKind{U, R, R, R, R, R, R, W, W}},
 		{"moe_sum", []BindingKind{U, R, R, R, R, R, R, W, W}},
+		{"short_conv", []BindingKind{U, R, R, R, R, W, W}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

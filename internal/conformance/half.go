@@ -18,7 +18,7 @@ import (
 var halfTol = Tolerance{Abs: 4e-5, Rel: 2.5e-3}
 
 // HalfCases is the f16-activation policy's parity table: a few cases of
-// every op family of Cases, FusedCases and BlockCases (the first, middle
+// every op family of Cases, FusedCases, BlockCases and Gemma4Cases (the first, middle
 // and last of each, to keep the time small) with every buffer made an f16
 // activation (fusion.BufInfo.F16) and the former logits doubled by an Add
 // into an f32 logits buffer (doubling is exact, so the logits are twice
@@ -29,10 +29,17 @@ func HalfCases() []Case {
 	all = append(all, Cases()...)
 	all = append(all, FusedCases()...)
 	all = append(all, BlockCases()...)
+	all = append(all, Gemma4Cases()...)
 	fams := map[string][]Case{}
 	var order []string
 	for _, c := range all {
 		if strings.HasPrefix(c.Name, "argmax") || strings.HasPrefix(c.Name, "sample") || strings.Contains(c.Name, "sample") {
+			continue
+		}
+		if strings.HasPrefix(c.Name, "gemma4/shared_kv") {
+			// Their logits add two attention outputs that largely
+			// cancel: a half ulp of a summand is not within a tolerance
+			// relative to the sum. Their f16 caches run in Gemma4Cases.
 			continue
 		}
 		f, _, _ := strings.Cut(c.Name, "/")

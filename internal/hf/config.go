@@ -70,6 +70,9 @@ type hfConfig struct {
 	// StableLM.
 	UseParallelResidual bool `json:"use_parallel_residual"`
 	QKLayernorm         bool `json:"qk_layernorm"`
+
+	// Gemma 4 (gemma4.go).
+	gemma4Keys
 }
 
 // Model types and the architectures they import as.
@@ -90,6 +93,9 @@ var modelTypes = map[string]string{
 	"gemma3_text": model.ArchGemma3,
 	"phi3":        model.ArchPhi3,
 	"smollm3":     model.ArchSmolLM3,
+	// Gemma 4's text model; a multimodal config ("gemma4") imports its
+	// text_config as this (gemma4Text).
+	"gemma4_text": model.ArchGemma4,
 }
 
 // ropeScaling is config.json's rope_scaling.
@@ -200,6 +206,10 @@ func (h *hfConfig) config() (model.Config, error) {
 			// has one layout (llama.cpp's converter permutes both).
 			c.RopeStyle = model.RopeInterleaved
 		}
+	case model.ArchGemma4:
+		if err := h.gemma4(&c); err != nil {
+			return c, err
+		}
 	case model.ArchGemma, model.ArchGemma2, model.ArchGemma3:
 		c.Norm, c.NormEps = model.NormRMS, orFloat(h.RMSNormEps, 1e-6)
 		c.Act, c.GatedFFN, c.Activations = model.ActGELUTanh, true, model.PolicyF16
@@ -253,7 +263,7 @@ func (h *hfConfig) config() (model.Config, error) {
 	c.StopTokens = extra
 	// SentencePiece-tokenized families prepend BOS; GPT-NeoX/CodeGen-style
 	// tokenizers (phi, falcon, stablelm) do not.
-	c.AddBOS = c.BOS >= 0 && (arch == model.ArchLlama || arch == model.ArchGemma || arch == model.ArchGemma2 || arch == model.ArchGemma3)
+	c.AddBOS = c.BOS >= 0 && (arch == model.ArchLlama || arch == model.ArchGemma || arch == model.ArchGemma2 || arch == model.ArchGemma3 || arch == model.ArchGemma4)
 	return c, nil
 }
 

@@ -20,6 +20,8 @@ import (
 func TestLoadErrors(t *testing.T) {
 	const llamaCfg = `{"model_type":"llama","hidden_size":8,"intermediate_size":16,"num_hidden_layers":1,"num_attention_heads":2,"max_position_embeddings":16}`
 	emb := &tensors.Tensor{Name: "model.embed_tokens.weight", DType: tensors.F32, Shape: []int{4, 8}, Data: make([]byte, 4*4*8)}
+	// g4 is a Gemma 4 text config to be completed.
+	const g4 = `{"model_type":"gemma4_text","hidden_size":8,"num_attention_heads":2,"num_key_value_heads":1,"num_hidden_layers":1,"head_dim":4,"sliding_window":4,"layer_types":["full_attention"]`
 	for _, tc := range []struct {
 		name    string
 		config  string
@@ -47,6 +49,13 @@ func TestLoadErrors(t *testing.T) {
 		{"qwen3_moe mlp_only_layers", `{"model_type":"qwen3_moe","hidden_size":8,"num_attention_heads":2,"num_hidden_layers":2,"num_experts":4,"num_experts_per_tok":2,"moe_intermediate_size":4,"mlp_only_layers":[1]}`, []*tensors.Tensor{emb}, ErrUnsupported},
 		{"qwen3_moe shared expert", `{"model_type":"qwen3_moe","hidden_size":8,"num_attention_heads":2,"num_hidden_layers":2,"num_experts":4,"num_experts_per_tok":2,"moe_intermediate_size":4,"shared_expert_intermediate_size":16}`, []*tensors.Tensor{emb}, ErrUnsupported},
 		{"qwen3_moe more used than experts", `{"model_type":"qwen3_moe","hidden_size":8,"num_attention_heads":2,"num_experts":2,"num_experts_per_tok":3,"moe_intermediate_size":4}`, []*tensors.Tensor{emb}, ErrFormat},
+		{"gemma4 without global_head_dim", g4 + `}`, []*tensors.Tensor{emb}, ErrFormat},
+		{"gemma4 keys equal to values", g4 + `,"global_head_dim":8,"attention_k_eq_v":true}`, []*tensors.Tensor{emb}, ErrUnsupported},
+		{"gemma4 mixture of experts", g4 + `,"global_head_dim":8,"enable_moe_block":true}`, []*tensors.Tensor{emb}, ErrUnsupported},
+		{"gemma4 global kv heads", g4 + `,"global_head_dim":8,"num_global_key_value_heads":2}`, []*tensors.Tensor{emb}, ErrUnsupported},
+		{"gemma4 yarn on global layers", g4 + `,"global_head_dim":8,"rope_parameters":{"full_attention":{"rope_type":"yarn","factor":8.0}}}`, []*tensors.Tensor{emb}, ErrUnsupported},
+		{"gemma4 layer types", `{"model_type":"gemma4_text","hidden_size":8,"num_attention_heads":2,"num_key_value_heads":1,"num_hidden_layers":2,"head_dim":4,"global_head_dim":8,"sliding_window":4,"layer_types":["sliding_attention"]}`, []*tensors.Tensor{emb}, ErrFormat},
+		{"gemma4 without text_config", `{"model_type":"gemma4","vision_config":{}}`, []*tensors.Tensor{emb}, ErrFormat},
 		{"qwen3_moe without num_experts", `{"model_type":"qwen3_moe","hidden_size":8,"num_attention_heads":2,"num_experts_per_tok":3,"moe_intermediate_size":4}`, []*tensors.Tensor{emb}, ErrFormat},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,12 +2,14 @@
 // one or more *.safetensors files and optionally tokenizer.model. Supported
 // model types: llama (with Llama 3.1's rope_scaling), mistral, gemma, gemma2,
 // gemma3_text, phi (Phi-2), phi3 (LongRoPE), falcon (7B-style), stablelm,
-// qwen2, qwen3 and smollm3.
+// qwen2, qwen3, smollm3 and gemma4_text (Gemma 4's text model; a
+// multimodal gemma4 checkpoint imports its text model, gemma4.go).
 //
 // Layout choices: Llama q_proj/k_proj rows (and biases) are un-permuted back
 // to Meta's order so the runtime uses interleaved RoPE for every Llama source;
 // the other architectures keep HF's layout with RopeHalves, as llama.cpp does.
-// Gemma norm weights get 1 added so the file always holds the multiplier.
+// Gemma norm weights get 1 added so the file always holds the multiplier
+// (not Gemma 4's, which are stored as the multiplier).
 package hf
 
 import (
@@ -43,6 +45,10 @@ func Load(dir string) (*model.Checkpoint, error) {
 	if err := json.Unmarshal(raw, &hc); err != nil {
 		return nil, fmt.Errorf("%w: config.json: %w", ErrFormat, err)
 	}
+	multimodal, err := gemma4Text(raw, &hc)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
 	cfg, err := hc.config()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
@@ -53,7 +59,7 @@ func Load(dir string) (*model.Checkpoint, error) {
 	}
 	slices.Sort(files)
 	ck := &model.Checkpoint{Config: cfg}
-	im := importer{ck: ck, globals: globals(cfg.Arch), layers: layerTargets(cfg.Arch), prefix: layerPrefix(cfg.Arch)}
+	im := importer{ck: ck, globals: globals(cfg.Arch), layers: layerTargets(cfg.Arch), prefix: layerPrefix(cfg.Arch), gemma4Multimodal: multimodal}
 	for _, path := range files {
 		f, err := safetensors.Open(path)
 		if err != nil {
@@ -165,14 +171,24 @@ type importer struct {
 	// experts holds Qwen 3 MoE's per-expert matrices by stacked name
 	// until stack makes each set one [experts, rows, cols] tensor.
 	experts map[string][]*tensors.Tensor
+	// gemma4Multimodal: the text model's tensors are under
+	// model.language_model., beside the towers' (gemma4TensorName).
+	gemma4Multimodal bool
 }
 
 func (im *importer) add(f *safetensors.File, info *safetensors.TensorInfo) error {
 	c := &im.ck.Config
-	tg, ok := im.globals[info.Name]
+	hfName := info.Name
+	if im.gemma4Multimodal {
+		var skip bool
+		if hfName, skip = gemma4TensorName(hfName); skip {
+			return nil
+		}
+	}
+	tg, ok := im.globals[hfName]
 	name := tg.name
 	if !ok {
-		layer, suffix, isLayer := parseLayer(info.Name, im.prefix, c.Layers)
+		layer, suffix, isLayer := parseLayer(hfName, im.prefix, c.Layers)
 		if e, stacked, isExpert := expertTarget(suffix); isLayer && isExpert && c.Experts > 0 {
 			return im.addExpert(f, info, model.Layer(layer, stacked), e)
 		}
@@ -187,6 +203,9 @@ func (im *importer) add(f *safetensors.File, info *safetensors.TensorInfo) error
 	t, err := f.ToTensor(info, name)
 	if err != nil {
 		return err
+	}
+	if len(t.Shape) == 0 && tg.name == model.LayerScale {
+		t.Shape = []int{1} // Gemma 4's layer_scalar may be saved as a scalar
 	}
 	if len(t.Shape) == 0 || len(t.Shape) > 2 {
 		return fmt.Errorf("%w: tensor %q has shape %v", ErrFormat, info.Name, t.Shape)

@@ -49,12 +49,18 @@ func globals(arch string) map[string]target {
 	if isGemma(arch) {
 		norm = plusOne
 	}
-	return map[string]target{
+	m := map[string]target{
 		"model.embed_tokens.weight": {name: model.TokenEmbedding},
 		"model.norm.weight":         {name: model.FinalNorm, xform: norm},
 		"model.norm.bias":           {name: model.FinalNormBias},
 		"lm_head.weight":            {name: model.LMHead},
 	}
+	if arch == model.ArchGemma4 {
+		for k, v := range gemma4Globals {
+			m[k] = v
+		}
+	}
+	return m
 }
 
 // layerTargets maps per-layer HF suffixes (after "model.layers.N.") per
@@ -129,6 +135,12 @@ func layerTargets(arch string) map[string]target {
 	case model.ArchPhi3:
 		m["self_attn.qkv_proj.weight"] = target{name: model.WQ, xform: splitRowsQKV}
 		m["mlp.gate_up_proj.weight"] = target{name: model.WGate, xform: splitGateUp}
+	}
+	if arch == model.ArchGemma4 {
+		for k, v := range gemma4Layer {
+			m[k] = v
+		}
+		return m
 	}
 	if arch == model.ArchGemma2 || arch == model.ArchGemma3 {
 		// Gemma 2's "post_attention_layernorm" really is a post-norm; its FFN

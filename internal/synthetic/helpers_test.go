@@ -68,6 +68,49 @@ func shrink(c model.Config) model.Config {
 		s.SlidingWindow = 8
 	}
 	s.BOS, s.EOS, s.StopTokens = 1, 2, nil
+	if c.SharedKVLayers > 0 {
+		s = shrinkGemma4(c, s)
+	}
+	return s
+}
+
+// shrinkGemma4 shrinks Gemma 4's own knobs: ten layers, the last five
+// sharing the caches of layers 3 (sliding) and 4 (global) as E2B's last
+// twenty share 13's and 14's; head dims 16 (sliding) and 32 (global),
+// the global ones with proportional RoPE (a quarter of the pairs turn);
+// FFN widths by layer in E2B's proportions (the shared layers' doubled);
+// per-layer inputs of 16; the attention scale kept (1).
+func shrinkGemma4(c, s model.Config) model.Config {
+	s.Layers, s.SharedKVLayers = 10, 5
+	s.SlidingLayerList = nil
+	for l := range s.Layers {
+		if c.LayerWindow(l) > 0 {
+			s.SlidingLayerList = append(s.SlidingLayerList, l)
+		}
+	}
+	s.HeadDim, s.HeadDimLocal = 32, 16
+	s.RopeDims, s.RopeDimsLocal = 32, 16
+	s.RopeFactors = make([]float32, 16)
+	for i := range s.RopeFactors {
+		s.RopeFactors[i] = 1
+		if i >= 4 {
+			s.RopeFactors[i] = 1e30
+		}
+	}
+	s.AttnScale = c.AttnScale
+	s.PerLayerDim = 16
+	if c.LayerHidden != nil {
+		s.LayerHidden = make([]int, s.Layers)
+		s.HiddenDim = 0
+		for l := range s.Layers {
+			src := l // the first layers own their caches, the last share
+			if l >= s.Layers-s.SharedKVLayers {
+				src = c.Layers - (s.Layers - l)
+			}
+			s.LayerHidden[l] = (c.LayerHidden[src]*s.Dim/c.Dim + Int4Block - 1) / Int4Block * Int4Block
+			s.HiddenDim = max(s.HiddenDim, s.LayerHidden[l])
+		}
+	}
 	return s
 }
 

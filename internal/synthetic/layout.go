@@ -41,9 +41,15 @@ func layout(cfg *model.Config) []entry {
 	return es
 }
 
-// head emits the tensors before the first layer.
+// head emits the tensors before the first layer: the token embedding
+// and, for per-layer inputs (Gemma 4), their table, projection and norm.
 func head(cfg *model.Config, add func(entry)) {
 	add(entry{model.TokenEmbedding, []int{cfg.VocabSize, cfg.Dim}, roleEmbed})
+	if p := cfg.PerLayerDim; p > 0 {
+		add(entry{model.PerLayerEmbedding, []int{cfg.VocabSize, cfg.Layers * p}, roleEmbed})
+		add(entry{model.PerLayerModelProj, []int{cfg.Layers * p, cfg.Dim}, roleMatrix})
+		add(entry{model.PerLayerProjNorm, []int{p}, roleNorm})
+	}
 }
 
 // tail emits the tensors after the last layer.
@@ -60,11 +66,15 @@ func tail(cfg *model.Config, add func(entry)) {
 	}
 }
 
-// layerEntries emits the tensors of layer l; every layer has the same
-// shapes.
+// layerEntries emits the tensors of layer l. Every layer has the same
+// shapes unless the config varies them (uniformLayers): Gemma 4's head
+// dims by layer kind, its FFN widths by layer, and its last layers
+// without keys and values of their own.
 func layerEntries(cfg *model.Config, l int, add func(entry)) {
 	name := func(suffix string) string { return model.Layer(l, suffix) }
-	qCols, kvCols := cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim
+	hd := cfg.LayerHeadDim(l)
+	qCols, kvCols := cfg.Heads*hd, cfg.KVHeads*hd
+	ownKV := cfg.KVLayer(l) == l
 	norm := func(scale, bias string) {
 		add(entry{name(scale), []int{cfg.Dim}, roleNorm})
 		if cfg.Norm == model.NormLayer {
@@ -79,11 +89,15 @@ func layerEntries(cfg *model.Config, l int, add func(entry)) {
 	}
 	norm(model.AttnNorm, model.AttnNormBias)
 	linear(model.WQ, model.BQ, cfg.QKVBias, qCols, cfg.Dim)
-	linear(model.WK, model.BK, cfg.QKVBias, kvCols, cfg.Dim)
-	linear(model.WV, model.BV, cfg.QKVBias, kvCols, cfg.Dim)
+	if ownKV {
+		linear(model.WK, model.BK, cfg.QKVBias, kvCols, cfg.Dim)
+		linear(model.WV, model.BV, cfg.QKVBias, kvCols, cfg.Dim)
+	}
 	if cfg.QKNorm {
-		add(entry{name(model.QNorm), []int{cfg.HeadDim}, roleNorm})
-		add(entry{name(model.KNorm), []int{cfg.HeadDim}, roleNorm})
+		add(entry{name(model.QNorm), []int{hd}, roleNorm})
+		if ownKV {
+			add(entry{name(model.KNorm), []int{hd}, roleNorm})
+		}
 	}
 	linear(model.WO, model.BO, cfg.OutBias, cfg.Dim, qCols)
 	if cfg.PostNorms {
@@ -99,15 +113,29 @@ func layerEntries(cfg *model.Config, l int, add func(entry)) {
 		add(entry{name(model.ExpertsUp), []int{e, h, cfg.Dim}, roleMatrix})
 		add(entry{name(model.ExpertsDown), []int{e, cfg.Dim, h}, roleMatrix})
 	} else {
+		hidden := cfg.LayerHiddenDim(l)
 		if cfg.GatedFFN {
-			add(entry{name(model.WGate), []int{cfg.HiddenDim, cfg.Dim}, roleMatrix})
+			add(entry{name(model.WGate), []int{hidden, cfg.Dim}, roleMatrix})
 		}
-		linear(model.WUp, model.BUp, cfg.FFNBias, cfg.HiddenDim, cfg.Dim)
-		linear(model.WDown, model.BDown, cfg.FFNBias, cfg.Dim, cfg.HiddenDim)
+		linear(model.WUp, model.BUp, cfg.FFNBias, hidden, cfg.Dim)
+		linear(model.WDown, model.BDown, cfg.FFNBias, cfg.Dim, hidden)
 	}
 	if cfg.PostNorms {
 		add(entry{name(model.PostFFNNorm), []int{cfg.Dim}, roleNorm})
 	}
+	if p := cfg.PerLayerDim; p > 0 {
+		add(entry{name(model.PerLayerGate), []int{p, cfg.Dim}, roleMatrix})
+		add(entry{name(model.PerLayerProj), []int{cfg.Dim, p}, roleMatrix})
+		add(entry{name(model.PerLayerPostNorm), []int{cfg.Dim}, roleNorm})
+	}
+	if cfg.LayerOutputScale {
+		add(entry{name(model.LayerScale), []int{1}, roleNorm})
+	}
+}
+
+// uniformLayers reports whether every layer of cfg has layer 0's shapes.
+func uniformLayers(cfg *model.Config) bool {
+	return cfg.HeadDimLocal == 0 && cfg.SharedKVLayers == 0 && cfg.LayerHidden == nil
 }
 
 // footprint sums f over the tensors of cfg without listing them: the head
@@ -119,6 +147,16 @@ func footprint(cfg *model.Config, f func(entry) int64) int64 {
 	sum := func(acc *int64) func(entry) { return func(e entry) { *acc += f(e) } }
 	head(cfg, sum(&once))
 	tail(cfg, sum(&once))
+	if !uniformLayers(cfg) {
+		// Layers of several shapes (Gemma 4): each one counted.
+		for l := range cfg.Layers {
+			layerEntries(cfg, l, sum(&once))
+			if once > math.MaxInt64/4 {
+				return math.MaxInt64
+			}
+		}
+		return once
+	}
 	layerEntries(cfg, 0, sum(&perLayer))
 	layers := int64(cfg.Layers)
 	if layers > 0 && perLayer > (math.MaxInt64-once)/layers {

@@ -47,6 +47,32 @@ var publishedParams = []struct {
 	{"qwen3-30b-a3b", 2*151936*2048 + 48*(2*4096*2048+2*512*2048+2*128+2*2048+128*2048+128*3*768*2048) + 2048, "Qwen/Qwen3-30B-A3B, summed"},
 	{"qwen3-moe-small", 2*151936*2048 + 24*(2*4096*2048+2*512*2048+2*128+2*2048+32*2048+32*3*768*2048) + 2048, "summed"},
 	{"qwen3-dense-small", 2*151936*2048 + 24*(2*4096*2048+2*512*2048+2*128+2*2048+3*6144*2048) + 2048, "summed"},
+	// Summed from the dimensions (gemma4.go): embedding 262144*1536, the
+	// per-layer table 262144*35*256 and projection 35*256*1536 with its
+	// norm of 256; every layer's four norms, per-layer gate and
+	// projection (256*1536 each), per-layer norm and scalar, q and o
+	// (8 heads), q norm; the 15 first layers' k, v and k norm; FFNs of
+	// 3*1536*6144, doubled on the 20 shared layers. 12 sliding (256) and
+	// 3 global (512) layers own their caches, 16 and 4 share. The card's
+	// 5.1B adds the vision and audio towers.
+	{"gemma-4-e2b", gemma4E2BParams(), "summed"},
+}
+
+// gemma4E2BParams sums gemma-4-e2b's tensors by layer kind.
+func gemma4E2BParams() int64 {
+	const e, v, layers, p = 1536, 262144, 35, 256
+	common := int64(4*e + 2*p*e + e + 1)
+	att := func(hd int64, own bool) int64 {
+		n := 8*hd*e*2 + hd // q, o, q norm
+		if own {
+			n += 2*hd*e + hd // k, v, k norm
+		}
+		return n
+	}
+	ffn := func(h int64) int64 { return 3 * e * h }
+	return v*e + v*layers*p + layers*p*e + p + e +
+		12*(common+att(256, true)+ffn(6144)) + 3*(common+att(512, true)+ffn(6144)) +
+		16*(common+att(256, false)+ffn(12288)) + 4*(common+att(512, false)+ffn(12288))
 }
 
 func TestSpecsMatchPublishedParameterCounts(t *testing.T) {

@@ -4,7 +4,7 @@
 // softmax over chunks of 64 positions: each invocation scores one position
 // of the chunk into workgroup memory, then every invocation folds the chunk
 // into its running max and sum (the same values everywhere) and into the
-// output dims it owns (head_dim <= 256). The prefill path.
+// output dims it owns, 256 per pass over the positions. The fallback.
 // Dispatch: (heads, Tokens, 1).
 //
 // attn_split / attn_split_f16 + attn_combine: the decode path, split over
@@ -69,8 +69,8 @@
 // The cache is bound as u32 words in either layout of kv.wgsl: the plain
 // kernels read f32 bit patterns, the _f16 ones binary16 halves packed two
 // per word along head_dim. In attention, with f32 words invocation i owns
-// dims i, i+64, i+128 and i+192; with packed words it owns the pairs of
-// words i and i+64, so each value word it reads serves two dims (acc[2b]
+// dims i, i+64, i+128 and i+192 of each pass of 256 dims; with packed
+// words it owns the pairs of words i and i+64, so each value word it reads serves two dims (acc[2b]
 // and acc[2b+1] are dims 2(i+64b) and 2(i+64b)+1) and consecutive
 // positions stay contiguous.
 
@@ -167,18 +167,29 @@ fn key_dot(qb: u32, kr: u32, packed: bool) -> f32 {
     return s;
 }
 
-// out_dim is the output dim accumulator a of invocation i holds.
-fn out_dim(i: u32, a: u32, packed: bool) -> u32 {
+// out_dim is the output dim accumulator a of invocation i holds in the
+// pass of output dims from d0 (a multiple of 4*WG).
+fn out_dim(d0: u32, i: u32, a: u32, packed: bool) -> u32 {
     if packed {
-        return 2u * (i + (a >> 1u) * WG) + (a & 1u);
+        return d0 + 2u * (i + (a >> 1u) * WG) + (a & 1u);
     }
-    return i + a * WG;
+    return d0 + i + a * WG;
 }
 
+// attend computes query row t of head h, 4*WG output dims per pass over
+// the positions (one pass for heads up to 256 dims; Gemma 4's 512-dim
+// global heads take two, each scoring the keys again).
 fn attend(h: u32, t: u32, i: u32, packed: bool) {
     if t >= step[STEP_ROWS] || row_pos(t) == NO_ROW {
         return; // uniform across the workgroup
     }
+    for (var d0 = 0u; d0 < p.head_dim; d0 += 4u * WG) {
+        attend_dims(h, t, i, d0, packed);
+    }
+}
+
+// attend_dims is one pass of attend: the output dims from d0.
+fn attend_dims(h: u32, t: u32, i: u32, d0: u32, packed: bool) {
     let qp = min(row_pos(t), p.max_len - 1u);
     var lo = 0u;
     if p.window > 0u && qp + 1u > p.window {
@@ -195,6 +206,7 @@ fn attend(h: u32, t: u32, i: u32, packed: bool) {
     let off = kv_slot(lo) - lo; // slot of position pos: off + pos (the mirror; wraps in u32)
     let kb = kvh * ns * width;
     let vb = kvh * width * ns + off;
+    let w0 = d0 / 2u; // the pass's first packed value word
 
     let start = sink_start(h);
     var m = start.x;
@@ -227,7 +239,7 @@ fn attend(h: u32, t: u32, i: u32, packed: bool) {
             let pos = c0 + j;
             if packed {
                 for (var b = 0u; b < 2u; b++) {
-                    let w = i + b * WG;
+                    let w = w0 + i + b * WG;
                     if w < width {
                         let v2 = unpack2x16float(vc[vb + w * ns + pos]);
                         acc[2u * b] += e * v2.x;
@@ -236,7 +248,7 @@ fn attend(h: u32, t: u32, i: u32, packed: bool) {
                 }
             } else {
                 for (var a = 0u; a < 4u; a++) {
-                    let d = i + a * WG;
+                    let d = d0 + i + a * WG;
                     if d < p.head_dim {
                         acc[a] += e * bitcast<f32>(vc[vb + d * ns + pos]);
                     }
@@ -247,7 +259,7 @@ fn attend(h: u32, t: u32, i: u32, packed: bool) {
         workgroupBarrier();
     }
     for (var a = 0u; a < 4u; a++) {
-        let d = out_dim(i, a, packed);
+        let d = out_dim(d0, i, a, packed);
         if d < p.head_dim {
             out_set(qb + d, acc[a] / l);
         }
@@ -427,7 +439,8 @@ fn split(wid: vec3<u32>, i: u32, packed: bool) {
 }
 
 // attn_combine merges the partials of the chunks query row t of head h
-// sees; invocation i owns dims i, i+64, i+128 and i+192.
+// sees; invocation i owns dims d0+i, d0+i+64, d0+i+128 and d0+i+192 of
+// each pass of 4*WG dims (one pass up to 256 dims).
 @compute @workgroup_size(64)
 fn attn_combine(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     let h = wid.x;
@@ -436,6 +449,13 @@ fn attn_combine(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
     if t >= step[STEP_ROWS] || row_pos(t) == NO_ROW {
         return;
     }
+    for (var d0 = 0u; d0 < p.head_dim; d0 += 4u * WG) {
+        combine_dims(h, t, i, d0);
+    }
+}
+
+// combine_dims is one pass of attn_combine: the output dims from d0.
+fn combine_dims(h: u32, t: u32, i: u32, d0: u32) {
     let vis = visible(t);
     let stride = p.head_dim + 2u;
     let base = (t * p.heads + h) * p.chunks;
@@ -456,7 +476,7 @@ fn attn_combine(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
         let f = exp(part[o] - m);
         l += f * part[o + 1u];
         for (var a = 0u; a < 4u; a++) {
-            let d = i + a * WG;
+            let d = d0 + i + a * WG;
             if d < p.head_dim {
                 acc[a] += f * part[o + 2u + d];
             }
@@ -464,7 +484,7 @@ fn attn_combine(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
     }
     let ob = (t * p.heads + h) * p.head_dim;
     for (var a = 0u; a < 4u; a++) {
-        let d = i + a * WG;
+        let d = d0 + i + a * WG;
         if d < p.head_dim {
             out_set(ob + d, acc[a] / l);
         }

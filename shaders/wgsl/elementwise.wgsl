@@ -1,7 +1,10 @@
 // Elementwise kernels over rows t < T of cols values each.
 // glu: out = act(a) * b; act: out = act(a); add: out = a + b (add_inplace:
 // out += b);
-// softcap: out = cap * tanh(a / cap); last_row: out[0] = a[T-1].
+// softcap: out = cap * tanh(a / cap); last_row: out[0] = a[T-1];
+// scale: out[t][c] = a[t][a_off + c] * cap (times b's first value with
+// has_b), Gemma 4's scalings (fusion.ScaleOp) and per-layer column runs
+// (fusion.ColumnsOp: cap 1).
 // Dispatch: (ceil(cols/64), nrows, 1); last_row (ceil(cols/64), 1, 1).
 
 struct EltParams {
@@ -12,6 +15,10 @@ struct EltParams {
     out_f16: u32, // 1: out is an f16 activation (packed halves)
     a_f16: u32,   // 1: a is an f16 activation (packed halves)
     b_f16: u32,   // 1: b is an f16 activation
+    a_cols: u32,  // scale: the columns of a row of a
+    a_off: u32,   // scale: the first column of a read
+    has_b: u32,   // scale: 1 multiplies by b[0] (an f32 weight) too
+    in_place: u32, // scale: 1 reads out (a unbound, a_cols = cols, a_off 0)
     pad2: u32,
 }
 
@@ -86,4 +93,29 @@ fn last_row(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     out_set(gid.x, a_at((n - 1u) * p.cols + gid.x));
+}
+
+// scale: out[t][c] = a[t][a_off + c] * s, s = cap * b[0] with has_b (a
+// one-value weight: Gemma 4's layer_output_scale) or cap, the factor
+// formed first as the CPU reference forms it; in_place reads out itself
+// (a residual scaled where it lies, no copy aside). One kernel for
+// fusion.ScaleOp (a_off 0) and fusion.ColumnsOp (cap 1: a run of each
+// row's columns, exact for f32 and f16 activations alike).
+@compute @workgroup_size(64)
+fn scale(@builtin(global_invocation_id) gid: vec3<u32>) {
+    if !in_range(gid) {
+        return;
+    }
+    var s = p.cap;
+    if p.has_b != 0u {
+        s = s * b_at(0u);
+    }
+    let i = gid.y * p.cols + gid.x;
+    var v: f32;
+    if p.in_place != 0u {
+        v = out_at(i);
+    } else {
+        v = a_at(gid.y * p.a_cols + p.a_off + gid.x);
+    }
+    out_set(i, v * s);
 }

@@ -40,18 +40,26 @@ func (pl *planner) embed(op *fusion.EmbedOp) error {
 }
 
 // elementwiseOp plans the norm and element-wise family: Norm, Add, GLU,
-// Activation, SoftCap and LastRow, one dispatch each.
+// Activation, SoftCap, LastRow, Scale and Columns, one dispatch each.
 func (pl *planner) elementwiseOp(op fusion.Op) error {
 	out := pl.p.g.Bufs[op.Outputs()[0]]
 	copied := false
 	switch op := op.(type) {
 	case *fusion.NormOp:
-		if op.Unit {
-			return fmt.Errorf("norm without a weight (unit): %w", gpu.ErrUnsupported)
-		}
 		w, _, err := pl.vector(op.Weight)
 		if err != nil {
 			return err
+		}
+		if op.Unit {
+			// A norm without a weight (Gemma 4's V norm) scales by ones,
+			// as the CPU reference does: the same kernel, the same bits.
+			n := out.Cols
+			if op.HeadDim > 0 {
+				n = op.HeadDim
+			}
+			if w, err = pl.ones(n); err != nil {
+				return err
+			}
 		}
 		bias, hasBias, err := pl.vector(op.Bias)
 		if err != nil {
@@ -87,6 +95,18 @@ func (pl *planner) elementwiseOp(op fusion.Op) error {
 		return pl.elementwise(kAct, op.Act, 0, op.Out, op.In, -1, out)
 	case *fusion.SoftCapOp:
 		return pl.elementwise(kSoftcap, 0, op.Cap, op.Out, op.In, -1, out)
+	case *fusion.ScaleOp:
+		f := op.Scale
+		if f == 0 {
+			f = 1
+		}
+		wb, hasW, err := pl.vector(op.Weight)
+		if err != nil {
+			return err
+		}
+		pl.scale(op.Out, op.In, 0, f, wb, hasW)
+	case *fusion.ColumnsOp:
+		pl.scale(op.Out, op.In, op.Offset, 1, pl.none(), false)
 	case *fusion.LastRowOp:
 		if op.In == op.Out {
 			return nil // validation allows this only for one-token graphs: the identity
@@ -119,4 +139,43 @@ func (pl *planner) elementwise(k contract[shaders.EltParams, elementwiseBindings
 		OutF16: b2u(out.F16), AF16: pl.h(x), BF16: pl.h(y)},
 		ceilDiv(out.Cols, 64), out.Rows, 1, elementwiseBindings{Step: pl.stepB(), AW: x, BW: y, OutW: pl.buf(o)})
 	return nil
+}
+
+// scale plans out[t][c] = in[t][off+c] * f (times w's one value with
+// hasW): a ScaleOp (off 0, in place where in is out) or a ColumnsOp (f 1).
+func (pl *planner) scale(o, in fusion.Buf, off int, f float32, w gpu.Binding, hasW bool) {
+	g := pl.p.g
+	out, ib := g.Bufs[o], g.Bufs[in]
+	ep := shaders.EltParams{Cols: u(out.Cols), Cap: f, NRows: u(out.Rows), OutF16: b2u(out.F16),
+		ACols: u(ib.Cols), AOff: u(off), HasB: b2u(hasW)}
+	a := pl.none()
+	if in == o {
+		ep.InPlace = 1
+	} else {
+		a = pl.buf(in)
+		ep.AF16 = pl.h(a)
+	}
+	kScale.dispatch(pl, ep, ceilDiv(out.Cols, 64), out.Rows, 1, elementwiseBindings{Step: pl.stepB(), AW: a, BW: w, OutW: pl.buf(o)})
+}
+
+// ones is a weight of n ones (f32), made once per length and program: the
+// scale a unit NormOp's kernel reads.
+func (pl *planner) ones(n int) (gpu.Binding, error) {
+	if b, ok := pl.onesBufs[n]; ok {
+		return gpu.Binding{Buf: b}, nil
+	}
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = 1
+	}
+	b, err := pl.p.b.newFilled(f32Bytes(v))
+	if err != nil {
+		return gpu.Binding{}, err
+	}
+	pl.p.owned = append(pl.p.owned, b)
+	if pl.onesBufs == nil {
+		pl.onesBufs = map[int]gpu.Buffer{}
+	}
+	pl.onesBufs[n] = b
+	return gpu.Binding{Buf: b}, nil
 }

@@ -51,6 +51,8 @@ type planner struct {
 	// loraT holds the RowLoRA ops' A·x rows (rowlora.go), made on demand.
 	loraT    gpu.Buffer
 	loraTLen int64
+	// onesBufs are the unit norms' weights of ones, by length.
+	onesBufs map[int]gpu.Buffer
 }
 
 // h is the f16 flag of a kernel's activation binding: 1 when b's buffer
@@ -124,7 +126,8 @@ func (pl *planner) op(op fusion.Op) error {
 	switch op := op.(type) {
 	case *fusion.EmbedOp:
 		return pl.embed(op)
-	case *fusion.NormOp, *fusion.AddOp, *fusion.GLUOp, *fusion.ActivationOp, *fusion.SoftCapOp, *fusion.LastRowOp:
+	case *fusion.NormOp, *fusion.AddOp, *fusion.GLUOp, *fusion.ActivationOp, *fusion.SoftCapOp, *fusion.LastRowOp,
+		*fusion.ScaleOp, *fusion.ColumnsOp:
 		return pl.elementwiseOp(op)
 	case *fusion.MatMulOp, *fusion.MultiMatMulOp, *fusion.MatMulGLUOp, *fusion.RowLoRAOp:
 		return pl.matMulOp(op)
@@ -132,6 +135,8 @@ func (pl *planner) op(op fusion.Op) error {
 		return pl.attentionOp(op)
 	case *fusion.MoEOp:
 		return pl.moe(op)
+	case *fusion.ShortConvOp:
+		return pl.shortConv(op)
 	case *fusion.ArgmaxOp, *fusion.SampleOp:
 		return pl.pickOp(op)
 	}

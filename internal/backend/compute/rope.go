@@ -56,7 +56,7 @@ func (pl *planner) storeKV(op *fusion.StoreKVOp) {
 		if g.Batch {
 			params.Row0 = u(r)
 		}
-		storeKernel(spec).dispatch(pl, params, ceilDiv(op.KVHeads*kvWords(spec), 64), rows, 1, kvBindings{Step: pl.stepB(),
+		storeKernel(spec).dispatch(pl, params, ceilDiv(op.KVHeads*kvWords(spec, op.Layer), 64), rows, 1, kvBindings{Step: pl.stepB(),
 			KW: pl.buf(op.K), VW: pl.buf(op.V), Kc: gpu.Binding{Buf: c.k[op.Layer]}, Vc: gpu.Binding{Buf: c.v[op.Layer]}})
 	}
 }
@@ -167,7 +167,7 @@ func (pl *planner) ropeStoreKV(op *fusion.RopeStoreKVOp) error {
 	c := pl.caches[0]
 	k, words := kStoreKvRope, op.HeadDim
 	if c.spec.F16 {
-		k, words = kStoreKvRopeF16, kvWords(c.spec)
+		k, words = kStoreKvRopeF16, kvWords(c.spec, op.Layer)
 	}
 	n := op.Heads*(op.Dims/2) + op.KVHeads*words
 	k.dispatch(pl, shaders.RopeKVParams{Heads: u(op.Heads), KVHeads: u(op.KVHeads), HeadDim: u(op.HeadDim),
