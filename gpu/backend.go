@@ -59,6 +59,19 @@ type Backend interface {
 	// src's holds position n, n = 0 gives dst empty states (a reset), and
 	// any other n fails with ErrStep before anything is copied.
 	CopyKV(dst, src KVCache, n int) error
+	// CopyState copies the recurrent layers' states (fusion.LayerState)
+	// of src into dst, two caches of this backend made for specs with the
+	// same layers and states (their keys and values, lengths and rings may
+	// differ, and are not touched): dst's states then describe the
+	// position src's do, and a step at that position continues them. A
+	// cache of one position (MaxLen 1, no rings) so holds a checkpoint of a
+	// sequence's states, which a copy back restores after the sequence
+	// went past it, where CopyKV cannot (a state does not roll back): the
+	// pipeline checkpoints hybrid models' states where a prompt or a chat
+	// turn ends and before a speculative step. Ordered as CopyKV is. It
+	// fails with ErrUnsupported where !Caps().CopyState, with ErrStep for
+	// caches it cannot pair.
+	CopyState(dst, src KVCache) error
 	// FusionSupport says which fused ops the backend runs whole (as the
 	// kernels of their kind, never split back into the parts) for weights
 	// w that it loaded; nil: every one (the CPU backend). Fuse asks it.

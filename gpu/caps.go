@@ -48,6 +48,9 @@ type Caps struct {
 	// CopyKV: Backend.CopyKV copies cached positions between two caches
 	// (the prefix cache).
 	CopyKV bool
+	// CopyState: Backend.CopyState copies recurrent states between caches
+	// (checkpoints of a hybrid model's sequences, see RecurrentState).
+	CopyState bool
 	// RecurrentState: the backend's KV caches keep recurrent layer states
 	// (fusion.KVSpec.State) beside keys and values, and its programs run
 	// the ops that read and update them (fusion.ShortConvOp). Where it is

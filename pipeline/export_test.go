@@ -42,3 +42,6 @@ func PrefillLogits(m *Model, context []int) ([]float32, int, error) {
 	ran, err := m.feed(t0(), sl, context, logits)
 	return logits, ran, err
 }
+
+// RunCounts returns how many steps m's Model.run ran and their tokens.
+func RunCounts(m *Model) (steps, tokens int64) { return m.ranSteps.Load(), m.ranTokens.Load() }

@@ -62,7 +62,8 @@ func (m *Model) ringsHold(cached, keep int) bool {
 // (fusion.LayerState) beside keys and values: a slot's states then hold
 // exactly sl.cached (the steppers keep them together) and cannot go back to
 // a shorter prefix, so a slot whose cached tokens are not all a prefix of
-// the next context restarts at position 0 (feed).
+// the next context resumes at its latest state checkpoint within the
+// common prefix (checkpoint.go), or at position 0 (feed).
 func (m *Model) recurrent() bool { return m.kvSpec.Recurrent() }
 
 // distrust cuts sl's record of its cache after a failed step at pos: the
@@ -72,7 +73,7 @@ func (sl *slot) distrust(pos int) {
 	if sl.recurrent {
 		pos = 0
 	}
-	sl.cached = sl.cached[:min(pos, len(sl.cached))]
+	sl.cut(pos)
 }
 
 func commonPrefix(a, b []int) int {
@@ -102,6 +103,8 @@ func (m *Model) unlockDevice() {
 func (m *Model) run(ctx context.Context, prog gpu.Program, tokens []int32, pos int, logits []float32) error {
 	m.lockDevice()
 	defer m.unlockDevice()
+	m.ranSteps.Add(1)
+	m.ranTokens.Add(int64(len(tokens)))
 	if err := prog.Run(ctx, tokens, pos); err != nil {
 		return fmt.Errorf("pipeline: run %d tokens at position %d: %w", len(tokens), pos, err)
 	}
@@ -125,17 +128,24 @@ func (m *Model) feed(ctx context.Context, sl *slot, context []int, logits []floa
 		return 0, fmt.Errorf("%w: %d tokens, cache holds %d", ErrPromptTooLong, len(context), m.maxCache)
 	}
 	keep := min(commonPrefix(sl.cached, context), len(context)-1)
-	if !m.ringsHold(len(sl.cached), keep) || m.recurrent() && keep < len(sl.cached) {
-		// A ring lost positions the step reads, or a recurrent state is
-		// past the kept prefix and cannot roll back: run everything from
-		// position 0, which starts the states afresh.
+	switch {
+	case !m.ringsHold(len(sl.cached), keep):
+		// A ring lost positions the step reads: run everything from
+		// position 0.
 		keep = 0
+	case m.recurrent() && keep < len(sl.cached):
+		// The recurrent states are past the kept prefix and cannot roll
+		// back: resume at the latest checkpoint within it, or at 0,
+		// which starts the states afresh.
+		keep = m.rollback(sl, keep)
 	}
-	sl.cached = sl.cached[:keep]
+	sl.cut(keep)
 	rest := context[keep:]
 	ran := 0
 	for len(rest) > 0 {
-		prog, n := sl.pick(len(rest))
+		// On a hybrid, chunks end where checkpoints are taken.
+		pos := len(sl.cached)
+		prog, n := sl.pick(min(len(rest), m.states.stop(pos, len(context))-pos))
 		chunk := make([]int32, n)
 		for i, id := range rest[:n] {
 			chunk[i] = int32(id)
@@ -144,14 +154,17 @@ func (m *Model) feed(ctx context.Context, sl *slot, context []int, logits []floa
 		if n == len(rest) {
 			out = logits
 		}
-		if err := m.run(ctx, prog, chunk, len(sl.cached), out); err != nil {
+		if err := m.run(ctx, prog, chunk, pos, out); err != nil {
 			// The cache may hold part of the chunk: trust none of it.
-			sl.distrust(len(sl.cached))
+			sl.distrust(pos)
 			return ran, err
 		}
 		sl.cached = append(sl.cached, rest[:n]...)
 		rest = rest[n:]
 		ran += n
+		if m.states.checkpointAt(pos+n, len(context)) {
+			m.checkpoint(sl)
+		}
 	}
 	return ran, nil
 }

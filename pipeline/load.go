@@ -95,6 +95,7 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 	}
 	m.greedyOff = opts.HostSampling
 	m.gatherRows = opts.tuning.GatherRows
+	m.perPositionRollback = opts.tuning.PerPositionRollback
 	m.stepsPerSubmit = opts.StepsPerSubmit
 	if m.stepsPerSubmit == 0 {
 		m.stepsPerSubmit = DefaultStepsPerSubmit
@@ -179,6 +180,10 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 	}
 	if opts.PrefixCacheBytes > 0 && m.caps.CopyKV {
 		m.prefix = newPrefixCache(m, opts.PrefixCacheBytes)
+	}
+	m.states = newStateStore(m, opts.StateCheckpointBytes, opts.tuning.CheckpointEvery)
+	for _, sl := range m.slots {
+		sl.states = m.states
 	}
 	if opts.shared != nil {
 		// FromCheckpointVariants batches the variants together, then

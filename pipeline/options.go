@@ -73,6 +73,16 @@ type Options struct {
 	// command line's default. A backend that copies no cache rows
 	// (gpu.Caps.CopyKV) keeps none.
 	PrefixCacheBytes int64
+	// StateCheckpointBytes is the budget of the checkpoints of a hybrid
+	// model's recurrent states (see checkpoint.go): taken where a prompt
+	// ends, along long prompts and around speculative steps, so that a
+	// context sharing only part of what a slot (or the prefix cache) holds
+	// resumes at the latest one rather than at position 0 (a state cannot
+	// roll back). The least recently used is dropped first. 0 means
+	// DefaultStateCheckpointBytes; a negative value keeps none. A model
+	// without recurrent layers, or a backend that copies no states
+	// (gpu.Caps.CopyState), keeps none.
+	StateCheckpointBytes int64
 	// LoRA are adapters applied unmerged, at run time, in every graph:
 	// y = W·x + s·B·(A·x) after each adapted projection (see
 	// arch.BuildOptions.LoRA). Merging them into the weights instead

@@ -51,14 +51,16 @@ type Model struct {
 	caps       gpu.Caps // the backend's, read once
 	weights    gpu.Weights
 	maxCache   int
-	kvF16      bool          // the cache stores binary16 (resolved activation policy)
-	ringTokens int           // arch.BuildOptions.RingTokens of every graph (0: full caches)
-	gatherRows int           // tuning.Options.GatherRows
-	kvSpec     fusion.KVSpec // every slot's cache
-	actF16     bool          // the activations between kernels are binary16 (actF16)
-	fuse       bool
-	lora       map[string][]arch.LoRAPair // Options.LoRA, by projection
-	shared     *sharedWeights             // weights shared with other variants
+	kvF16      bool // the cache stores binary16 (resolved activation policy)
+	ringTokens int  // arch.BuildOptions.RingTokens of every graph (0: full caches)
+	gatherRows int  // tuning.Options.GatherRows
+	// perPositionRollback: tuning.Options.PerPositionRollback (verify.go).
+	perPositionRollback bool
+	kvSpec              fusion.KVSpec // every slot's cache
+	actF16              bool          // the activations between kernels are binary16 (actF16)
+	fuse                bool
+	lora                map[string][]arch.LoRAPair // Options.LoRA, by projection
+	shared              *sharedWeights             // weights shared with other variants
 	// decodeWeights is the bytes of weights one decode step reads (see
 	// DecodeBytes).
 	decodeWeights int64
@@ -88,8 +90,14 @@ type Model struct {
 	// prefix keeps the caches of earlier sessions; nil without
 	// Options.PrefixCacheBytes.
 	prefix *prefixCache
+	// states keeps the checkpoints of recurrent states (checkpoint.go);
+	// nil on a model without them.
+	states *stateStore
 	// compileNanos is the wall time spent compiling programs (CompileTime).
 	compileNanos atomic.Int64
+	// ranSteps and ranTokens count the steps Model.run ran and their tokens
+	// (tests and measurements of speculation's rollbacks).
+	ranSteps, ranTokens atomic.Int64
 	// batch gathers concurrent sessions' decode steps into batched steps;
 	// nil with one slot, tuning.NoBatching, a model on the CPU backend too small
 	// for batching to pay (see BatchMinWeightBytes), or a backend without
@@ -120,8 +128,12 @@ func (m *Model) Close() error {
 		sl.release()
 	}
 	if m.prefix != nil {
-		m.prefix.release()
+		m.prefix.release(m)
 		m.prefix = nil
+	}
+	if m.states != nil {
+		m.states.release()
+		m.states = nil
 	}
 	m.slots = nil
 	if m.shared != nil {

@@ -42,6 +42,9 @@ type prefixEntry struct {
 	kv     gpu.KVCache
 	bytes  int64
 	used   uint64 // the tick of its last use
+	// points: on a hybrid, checkpoints of the states of prefixes of
+	// tokens (kv's own states describe all of them), ascending.
+	points []*checkpoint
 }
 
 func newPrefixCache(m *Model, budget int64) *prefixCache {
@@ -49,11 +52,11 @@ func newPrefixCache(m *Model, budget int64) *prefixCache {
 }
 
 // release frees every entry (Model.Close).
-func (pc *prefixCache) release() {
+func (pc *prefixCache) release(m *Model) {
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
 	for _, e := range pc.entries {
-		e.kv.Release()
+		e.release(m)
 	}
 	pc.entries, pc.used = nil, 0
 }
@@ -63,6 +66,12 @@ func (pc *prefixCache) release() {
 // when an entry shares a longer prefix with context than sl does, that
 // prefix is copied into sl. Failures only cost the reuse: the cache never
 // holds rows it has not copied whole.
+//
+// On a hybrid a source (sl itself or an entry) serves a prefix only up to
+// where its recurrent states are known: its end, which its own states
+// describe, or within it its latest state checkpoint (checkpoint.go). An
+// entry made from sl takes sl's checkpoints along; when the prefix served
+// is one sl's cache still holds, only the states are copied.
 func (m *Model) preparePrefix(sl *slot, context []int) {
 	pc := m.prefix
 	if pc == nil {
@@ -76,44 +85,82 @@ func (m *Model) preparePrefix(sl *slot, context []int) {
 	defer pc.mu.Unlock()
 	pc.tick++
 	if keep < len(sl.cached) {
-		pc.save(m, sl.cached, sl.kv)
+		pc.save(m, sl)
 	}
-	var best *prefixEntry
+	// The slot's own prefix: keep, or on a hybrid whose states are past
+	// it, its latest checkpoint (feed restores it).
 	bestN := keep
 	if hybrid && keep < len(sl.cached) {
-		bestN = 0 // feed restarts the slot at 0
+		bestN = 0
+		if ck := m.states.latest(sl.points, keep); ck != nil {
+			bestN = ck.pos
+		}
 	}
+	var best *prefixEntry
+	var bestCk *checkpoint
 	for _, e := range pc.entries {
 		n := min(commonPrefix(e.tokens, context), want)
+		var ck *checkpoint
 		if hybrid && n < len(e.tokens) {
-			// An entry's recurrent states hold all its tokens, not
-			// a prefix of them (states are not checkpointed along
-			// the way): only an entry the context extends serves.
-			continue
+			// The entry's states hold all its tokens: within them it
+			// serves up to its latest checkpoint.
+			if ck = m.states.latest(e.points, n); ck == nil {
+				continue
+			}
+			n = ck.pos
 		}
 		if n > bestN {
-			best, bestN = e, n
+			best, bestN, bestCk = e, n, ck
 		}
 	}
 	if best == nil {
 		return
 	}
-	m.lockDevice()
-	err := m.backend.CopyKV(sl.kv, best.kv, bestN)
-	m.unlockDevice()
-	if err != nil {
+	if !m.copyPrefix(sl, best, bestN, bestCk) {
 		// The slot's rows may be partly overwritten: trust none of them.
-		sl.cached = sl.cached[:0]
+		sl.cut(0)
 		return
 	}
 	best.used = pc.tick
 	pc.hits++
-	sl.cached = append(sl.cached[:0], best.tokens[:bestN]...)
+	sl.retoken(best.tokens[:bestN])
 }
 
-// save keeps the rows of tokens held by kv in a new entry, unless an entry
-// already holds them; an entry holding a prefix of them gives way.
-func (pc *prefixCache) save(m *Model, tokens []int, kv gpu.KVCache) {
+// copyPrefix makes sl's cache hold e's first n tokens: their keys and
+// values (unless sl's cache holds them already, on a hybrid) and the
+// states at n, those of ck (nil: e's own, n being its end).
+func (m *Model) copyPrefix(sl *slot, e *prefixEntry, n int, ck *checkpoint) bool {
+	own := m.recurrent() && commonPrefix(sl.cached, e.tokens) >= n
+	if !own {
+		rows := n
+		if m.recurrent() {
+			// CopyKV copies the states with the rows of every position
+			// they describe; ck's replace them after.
+			rows = len(e.tokens)
+		}
+		m.lockDevice()
+		err := m.backend.CopyKV(sl.kv, e.kv, rows)
+		m.unlockDevice()
+		if err != nil {
+			return false
+		}
+	}
+	switch {
+	case ck != nil:
+		return m.states.restore(m, sl.kv, ck)
+	case own:
+		m.lockDevice()
+		defer m.unlockDevice()
+		return m.backend.CopyState(sl.kv, e.kv) == nil
+	}
+	return true
+}
+
+// save keeps the rows of the tokens sl holds in a new entry, unless an
+// entry already holds them; an entry holding a prefix of them gives way.
+// On a hybrid the new entry takes sl's state checkpoints.
+func (pc *prefixCache) save(m *Model, sl *slot) {
+	tokens, kv := sl.cached, sl.kv
 	if len(tokens) == 0 {
 		return
 	}
@@ -134,7 +181,7 @@ func (pc *prefixCache) save(m *Model, tokens []int, kv gpu.KVCache) {
 			// tokens extend e: e gives way. (On a hybrid e stays: its
 			// states hold its end, which the new entry's do not, so it
 			// still serves contexts that extend it and not tokens.)
-			e.kv.Release()
+			e.release(m)
 			pc.used -= e.bytes
 			continue
 		}
@@ -143,7 +190,7 @@ func (pc *prefixCache) save(m *Model, tokens []int, kv gpu.KVCache) {
 	clear(pc.entries[len(kept):])
 	pc.entries = kept
 	for pc.used+bytes > pc.budget && len(pc.entries) > 0 {
-		pc.evictOldest()
+		pc.evictOldest(m)
 	}
 	spec := fusion.KVSpec{Layers: m.cfg.Layers, KVHeads: m.cfg.KVHeads, HeadDim: m.kvSpec.HeadDim, MaxLen: len(tokens), F16: m.kvF16, HeadDims: m.kvSpec.HeadDims, State: m.kvSpec.State}
 	m.lockDevice()
@@ -156,9 +203,19 @@ func (pc *prefixCache) save(m *Model, tokens []int, kv gpu.KVCache) {
 		dst.Release()
 		return
 	}
-	pc.entries = append(pc.entries, &prefixEntry{tokens: append([]int(nil), tokens...), kv: dst, bytes: bytes, used: pc.tick})
+	// The slot's checkpoints describe prefixes of tokens: they move to
+	// the entry (sl's record of them ends here).
+	pc.entries = append(pc.entries, &prefixEntry{tokens: append([]int(nil), tokens...), kv: dst, bytes: bytes, used: pc.tick, points: sl.points})
+	sl.points = nil
 	pc.used += bytes
 	pc.saves++
+}
+
+// release frees the entry's cache and gives back its state checkpoints.
+func (e *prefixEntry) release(m *Model) {
+	e.kv.Release()
+	m.states.drop(e.points)
+	e.points = nil
 }
 
 // stateBytes is the f32 recurrent states of a cache of spec (a prefix
@@ -171,7 +228,7 @@ func stateBytes(spec fusion.KVSpec) int64 {
 	return n
 }
 
-func (pc *prefixCache) evictOldest() {
+func (pc *prefixCache) evictOldest(m *Model) {
 	old := 0
 	for i, e := range pc.entries {
 		if e.used < pc.entries[old].used {
@@ -179,7 +236,7 @@ func (pc *prefixCache) evictOldest() {
 		}
 	}
 	e := pc.entries[old]
-	e.kv.Release()
+	e.release(m)
 	pc.used -= e.bytes
 	pc.entries = append(pc.entries[:old], pc.entries[old+1:]...)
 }

@@ -32,7 +32,7 @@ func (m *Model) Profile(ctx context.Context, prompt []int) ([]StepProfile, error
 		return nil, err
 	}
 	defer m.release(sl)
-	sl.cached = nil // whatever happens, the cache no longer holds a known prefix
+	sl.cut(0) // whatever happens, the cache no longer holds a known prefix (nor its checkpoints)
 	var out []StepProfile
 	run := func(name string, prog gpu.Program, ids []int, pos int) error {
 		if !m.caps.Timestamps {
@@ -64,10 +64,10 @@ func (m *Model) Profile(ctx context.Context, prompt []int) ([]StepProfile, error
 		// attends to as many positions as the test's first one does.
 		sl.cached = append([]int(nil), prompt[:n]...)
 		if _, err := m.feed(ctx, sl, prompt, nil); err != nil {
-			sl.cached = nil
+			sl.cut(0)
 			return nil, fmt.Errorf("pipeline: profile: %w", err)
 		}
-		sl.cached = nil
+		sl.cut(0)
 		n = len(prompt)
 	}
 	// The decode step feeds the prompt's last token again: any id does.

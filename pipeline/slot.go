@@ -25,6 +25,11 @@ type slot struct {
 	busy   bool
 	// recurrent: the cache keeps recurrent states (Model.recurrent).
 	recurrent bool
+	// points are the checkpoints of the states of cached's prefixes
+	// (checkpoint.go), ascending by position, in states (the model's;
+	// nil where it keeps none).
+	points []*checkpoint
+	states *stateStore
 }
 
 // compilePickers compiles sl's token-picking decode programs, greedy and
@@ -137,6 +142,7 @@ func (m *Model) compileWith(sl *slot, opts arch.BuildOptions) (gpu.Program, erro
 }
 
 func (sl *slot) release() {
+	sl.cut(0)
 	sl.programs.release()
 	if sl.kv != nil {
 		sl.kv.Release()

@@ -108,6 +108,11 @@ type speculator struct {
 	q       [][]float64 // q[i]: the distribution draft i was drawn from (sampling with a draft model)
 	rows    []float32
 	p       []float64
+	// verify runs the target's steps and rolls them back (verify.go).
+	verify verifyStrategy
+	// dpoints are the state checkpoints a hybrid draft model took along
+	// its last drafts (propose).
+	dpoints []*checkpoint
 	// Counts for Metrics.
 	drafted, accepted, steps int
 }
@@ -121,12 +126,12 @@ func (m *Model) newSpeculator(ctx context.Context, opts *GenerateOptions, target
 	if sp == nil || opts.Grammar != nil {
 		return nil, nil
 	}
-	if m.recurrent() || sp.Draft != nil && sp.Draft.recurrent() {
+	if m.recurrent() && m.states == nil || sp.Draft != nil && sp.Draft.recurrent() && sp.Draft.states == nil {
 		// Verification runs the drafts into the cache and cuts back to
-		// the accepted ones, and a recurrent state cannot be cut back
-		// (only restarted from 0). Until states are checkpointed per
-		// drafted position, a hybrid target or draft decodes plainly:
-		// the same ids, as speculation is lossless.
+		// the accepted ones, and a recurrent state cannot be cut back:
+		// it comes back from a state checkpoint (verify.go). A hybrid
+		// target or draft that keeps none decodes plainly: the same
+		// ids, as speculation is lossless.
 		return nil, nil
 	}
 	k := sp.Tokens
@@ -142,7 +147,7 @@ func (m *Model) newSpeculator(ctx context.Context, opts *GenerateOptions, target
 	}
 	_, sampled := opts.sampling()
 	s := &speculator{m: m, k: k, lookup: sp.Lookup, seed: opts.Seed, target: target,
-		greedy: !sampled}
+		greedy: !sampled, verify: m.verifyStrategy(k + 1)}
 	if !s.greedy {
 		s.ts = sampler.New(sampler.Options{Temperature: opts.Temperature, TopK: opts.TopK, TopP: opts.TopP})
 		s.p = make([]float64, m.cfg.VocabSize)
@@ -209,6 +214,8 @@ func (s *speculative) close(mt *Metrics) {
 // close gives the draft model's slot back.
 func (s *speculator) close() {
 	if s.dsl != nil {
+		s.dsl.forget(s.dpoints)
+		s.dpoints = nil
 		s.draft.release(s.dsl)
 		s.dsl = nil
 	}
@@ -242,10 +249,6 @@ func (s *speculator) step(ctx context.Context, sl *slot, history []int, limit in
 		s.steps++
 		return nil, false, nil
 	}
-	prog, err := m.verifier(sl, s.k+1)
-	if err != nil {
-		return nil, false, err
-	}
 	v := m.cfg.VocabSize
 	if need := (len(drafts) + 1) * v; len(s.rows) < need {
 		s.rows = make([]float32, need)
@@ -255,9 +258,15 @@ func (s *speculator) step(ctx context.Context, sl *slot, history []int, limit in
 	for _, d := range drafts {
 		tokens = append(tokens, int32(d))
 	}
-	if err := m.run(ctx, prog, tokens, n-1, s.rows[:len(tokens)*v]); err != nil {
+	ran, err := s.verify.verify(ctx, m, sl, tokens, n-1, s.rows[:len(tokens)*v])
+	if err != nil {
 		// The cache may hold part of the step: trust none of it.
+		sl.distrust(n - 1)
 		return nil, true, fmt.Errorf("pipeline: verify %d drafted tokens: %w", len(drafts), err)
+	}
+	if !ran {
+		s.steps++
+		return nil, false, nil
 	}
 	s.steps++
 	s.drafted += len(drafts)
@@ -292,7 +301,14 @@ func (s *speculator) step(ctx context.Context, sl *slot, history []int, limit in
 		next = s.target.SampleAt(s.rows[kept*v:(kept+1)*v], uint32(n+kept))
 	}
 	s.accepted += kept
-	sl.cached = append(append(sl.cached[:n-1], history[n-1]), drafts[:kept]...)
+	held, err := s.verify.keep(ctx, m, sl, tokens, n-1, kept+1)
+	if err != nil {
+		sl.distrust(n - 1)
+		return nil, true, err
+	}
+	if held {
+		sl.cached = append(append(sl.cached[:n-1], history[n-1]), drafts[:kept]...)
+	}
 	return append(slices.Clone(drafts[:kept]), next), true, nil
 }
 
@@ -319,9 +335,25 @@ func (s *speculator) propose(ctx context.Context, history []int, k int) error {
 	k = min(k, d.maxCache-len(history)+1)
 	s.dctx = append(s.dctx[:0], history...)
 	s.q = s.q[:0]
-	for range k {
+	for i := range k {
 		if _, err := d.feed(ctx, s.dsl, s.dctx, s.dlogits); err != nil {
 			return fmt.Errorf("pipeline: draft model: %w", err)
+		}
+		if i == 0 {
+			// The first feed resumed from the last drafts' checkpoints
+			// (those of the tokens kept): they are done.
+			s.dsl.forget(s.dpoints)
+			s.dpoints = s.dpoints[:0]
+		}
+		if d.states != nil && i+1 < k {
+			// A hybrid draft's states cannot be cut back to the drafts
+			// the target keeps: a checkpoint after each, its feed
+			// restores the one of the last kept (it runs one token a
+			// step anyway, so no step runs twice).
+			if ck := d.states.take(d, s.dsl.kv, len(s.dsl.cached)); ck != nil {
+				s.dsl.points = append(s.dsl.points, ck)
+				s.dpoints = append(s.dpoints, ck)
+			}
 		}
 		pos := uint32(len(s.dctx))
 		var t int

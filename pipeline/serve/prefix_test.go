@@ -18,8 +18,22 @@ import (
 // prefix cache; every response is the text its prompt gets alone from a
 // server without a prefix cache, and the usage reports cached prompt
 // tokens, which a repeated prefix must produce. Run with -race for
-// cross-talk between the slots and the cache.
+// cross-talk between the slots and the cache. The hybrid (arch3's LFM2,
+// state checkpoints every 16 positions) serves the shared prefixes up to
+// their last checkpoint.
 func TestLoadSharedPrefix(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		load func(*testing.T, pipeline.Options) *pipeline.Model
+	}{
+		{"stories260K", func(t *testing.T, o pipeline.Options) *pipeline.Model { return storiesModelWith(t, o) }},
+		{"lfm2", lfm2Model},
+	} {
+		t.Run(tc.name, func(t *testing.T) { loadSharedPrefix(t, tc.load) })
+	}
+}
+
+func loadSharedPrefix(t *testing.T, load func(*testing.T, pipeline.Options) *pipeline.Model) {
 	const clients, perClient = 12, 4
 	prefixes := make([][]int, 3)
 	for i := range prefixes {
@@ -57,7 +71,7 @@ func TestLoadSharedPrefix(t *testing.T) {
 		}
 		return c, nil
 	}
-	solo, err := New(Config{Model: storiesModelWith(t, pipeline.Options{MaxCache: 128}), ModelID: modelID})
+	solo, err := New(Config{Model: load(t, pipeline.Options{MaxCache: 128}), ModelID: modelID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +90,7 @@ func TestLoadSharedPrefix(t *testing.T) {
 	}
 	for _, batched := range []bool{false, true} {
 		t.Run(fmt.Sprintf("batched=%v", batched), func(t *testing.T) {
-			m := storiesModelWith(t, pipeline.Options{MaxCache: 128, Slots: 3, PrefixCacheBytes: 16 << 20}.WithTuning(tuning.Options{AlwaysBatch: batched, NoBatching: !batched}))
+			m := load(t, pipeline.Options{MaxCache: 128, Slots: 3, PrefixCacheBytes: 16 << 20}.WithTuning(tuning.Options{AlwaysBatch: batched, NoBatching: !batched, CheckpointEvery: 16}))
 			s, err := New(Config{Model: m, ModelID: modelID})
 			if err != nil {
 				t.Fatal(err)

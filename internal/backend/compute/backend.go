@@ -100,6 +100,7 @@ func (b *backend) Caps() gpu.Caps {
 	c.Host, c.HalfLoRA = false, false
 	c.Batch, c.CopyKV, c.Sampling = true, true, true
 	c.RecurrentState = true // caches keep states; ShortConv runs (shortconv.go)
+	c.CopyState = true      // CopyState copies them (checkpoints)
 	c.MaxSteps, c.MaxStops = shaders.MaxSteps, shaders.MaxStops
 	return c
 }

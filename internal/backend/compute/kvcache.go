@@ -242,3 +242,55 @@ func (b *backend) CopyKV(dst, src gpu.KVCache, n int) error {
 	}
 	return nil
 }
+
+// CopyState copies every recurrent layer's state buffer, and the position
+// the states describe, from src to dst (gpu.Backend.CopyState) with one
+// command list, leaving keys and values alone; the caches' states must
+// match layer for layer. States a failed step left unknown are refused.
+func (b *backend) CopyState(dst, src gpu.KVCache) error {
+	d, ok1 := dst.(*kvCache)
+	s, ok2 := src.(*kvCache)
+	if !ok1 || !ok2 || d.k == nil || s.k == nil {
+		return fmt.Errorf("compute: copy state: %w: caches of another backend or released", gpu.ErrStep)
+	}
+	if d.spec.Layers != s.spec.Layers || !slices.Equal(d.spec.State, s.spec.State) {
+		return fmt.Errorf("compute: copy state: %w: states %+v into %+v", gpu.ErrStep, s.spec.State, d.spec.State)
+	}
+	if !s.spec.Recurrent() {
+		return nil
+	}
+	if s.statePos < 0 {
+		return fmt.Errorf("compute: copy state: %w: the source's states are unknown (a failed step)", gpu.ErrStep)
+	}
+	if s.statePos == 0 {
+		// Empty states: a step at 0 reads none.
+		d.statePos = 0
+		return nil
+	}
+	cmds, err := b.dev.NewCommands()
+	if err != nil {
+		return fmt.Errorf("compute: copy state: %w", err)
+	}
+	defer cmds.Release()
+	for l := range d.state {
+		if d.spec.LayerState(l).Recurrent() {
+			if err := cmds.Copy(d.state[l], 0, s.state[l], 0, d.state[l].Size()); err != nil {
+				return fmt.Errorf("compute: copy state: %w", err)
+			}
+		}
+	}
+	if err := cmds.Finish(); err != nil {
+		return fmt.Errorf("compute: copy state: %w", err)
+	}
+	if err := b.dev.Submit(cmds); err != nil {
+		return fmt.Errorf("compute: copy state: %w", err)
+	}
+	// dst's states are unknown until the copy ran.
+	d.statePos = -1
+	// The list is released on return: wait for it to run.
+	if err := b.dev.Wait(); err != nil {
+		return fmt.Errorf("compute: copy state: %w", err)
+	}
+	d.statePos = s.statePos
+	return nil
+}

@@ -242,3 +242,76 @@ func TestKVCacheStates(t *testing.T) {
 		t.Errorf("states for 2 of 3 layers: %v, want gpu.ErrUnsupported", err)
 	}
 }
+
+// TestKVCacheStateCopy: CopyState copies the state buffers (matrices
+// included) and their position between caches of the same states, into a
+// cache of one position (a checkpoint) and back, leaving keys and values
+// alone; it refuses caches of other states and states a failed step left
+// unknown.
+func TestKVCacheStateCopy(t *testing.T) {
+	dev, err := webgpu.Open(context.Background())
+	gputest.NoDevice(t, "webgpu", err)
+	defer dev.Close()
+	be := New(dev)
+	defer be.Close()
+	if !be.Caps().CopyState {
+		t.Fatal("Caps().CopyState is off")
+	}
+	conv := fusion.LayerState{ConvChannels: 6, ConvWindow: 3}
+	delta := fusion.LayerState{ConvChannels: 10, ConvWindow: 3, MatrixHeads: 2, MatrixRows: 4, MatrixCols: 5}
+	spec := fusion.KVSpec{Layers: 3, KVHeads: 1, HeadDim: 4, MaxLen: 16, State: []fusion.LayerState{conv, {}, delta}}
+	one := spec
+	one.MaxLen = 1
+	newCache := func(spec fusion.KVSpec) *kvCache {
+		c, err := be.NewKVCache(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Release)
+		return c.(*kvCache)
+	}
+	src, point, dst := newCache(spec), newCache(one), newCache(spec)
+	fill := func(b gpu.Buffer, seed int) []byte {
+		data := make([]byte, b.Size())
+		for i := range data {
+			data[i] = byte(i*seed + 1)
+		}
+		if err := dev.Write(b, 0, data); err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	read := func(b gpu.Buffer) []byte {
+		got := make([]byte, b.Size())
+		if err := dev.Read(b, 0, got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	want0, want2 := fill(src.state[0], 7), fill(src.state[2], 13)
+	keys := fill(dst.k[1], 3)
+	src.statePos = 9
+	if err := be.CopyState(point, src); err != nil || point.statePos != 9 {
+		t.Fatalf("checkpoint: %v, states at %d", err, point.statePos)
+	}
+	fill(src.state[2], 5) // the sequence goes on
+	src.statePos = 12
+	if err := be.CopyState(dst, point); err != nil || dst.statePos != 9 {
+		t.Fatalf("restore: %v, states at %d", err, dst.statePos)
+	}
+	if !bytes.Equal(read(dst.state[0]), want0) || !bytes.Equal(read(dst.state[2]), want2) {
+		t.Error("the restored states are not the checkpoint's (window and matrices)")
+	}
+	if !bytes.Equal(read(dst.k[1]), keys) {
+		t.Error("the copy of states changed keys")
+	}
+	other := spec
+	other.State = []fusion.LayerState{conv, {}, conv}
+	if err := be.CopyState(newCache(other), src); !errors.Is(err, gpu.ErrStep) {
+		t.Errorf("copy between caches of other states: %v, want gpu.ErrStep", err)
+	}
+	src.statePos = -1
+	if err := be.CopyState(dst, src); !errors.Is(err, gpu.ErrStep) || dst.statePos != 9 {
+		t.Errorf("copy of unknown states: %v (destination at %d), want gpu.ErrStep and nothing copied", err, dst.statePos)
+	}
+}

@@ -71,3 +71,24 @@ func (b *backend) CopyKV(dst, src gpu.KVCache, n int) error {
 	}
 	return nil
 }
+
+// CopyState copies every recurrent layer's state, and the position it
+// describes, from src to dst (gpu.Backend.CopyState), leaving keys and
+// values alone; the caches' states must match layer for layer.
+func (b *backend) CopyState(dst, src gpu.KVCache) error {
+	d, ok1 := dst.(*kvCache)
+	s, ok2 := src.(*kvCache)
+	if !ok1 || !ok2 || d.layers == nil || s.layers == nil {
+		return fmt.Errorf("cpu: copy state: %w: caches of another backend or released", gpu.ErrStep)
+	}
+	if d.spec.Layers != s.spec.Layers || !slices.Equal(d.spec.State, s.spec.State) {
+		return fmt.Errorf("cpu: copy state: %w: states %+v into %+v", gpu.ErrStep, s.spec.State, d.spec.State)
+	}
+	for l := range d.layers {
+		if dl, sl := &d.layers[l], &s.layers[l]; sl.state.Recurrent() {
+			copy(dl.conv, sl.conv)
+			dl.statePos = sl.statePos
+		}
+	}
+	return nil
+}

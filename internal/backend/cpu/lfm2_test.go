@@ -205,3 +205,97 @@ func toF64(x []float32) []float64 {
 	}
 	return out
 }
+
+// TestStateCheckpoint: CopyState into a cache of one position checkpoints
+// a sequence's states, and the copy back restores them after the sequence
+// went on: the next step at the checkpoint's position gives the logits it
+// gave before, bit for bit, and a step elsewhere still fails with
+// gpu.ErrStep. Caches whose states differ are refused.
+func TestStateCheckpoint(t *testing.T) {
+	g := testmodels.Arch3(t, "lfm2")
+	ck, err := gguf.Load(testmodels.Path(t, "arch3", "lfm2.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	be := cpu.New(cpu.Options{Threads: 1})
+	if !be.Caps().CopyState {
+		t.Fatal("the CPU backend does not report CopyState")
+	}
+	w, err := be.LoadWeights(ctx, ck.Tensors)
+	if err != nil {
+		t.Fatal(err)
+	}
+	compile := func(tokens int, kv gpu.KVCache) gpu.Program {
+		graph, err := arch.Build(&ck.Config, arch.BuildOptions{Tokens: tokens, MaxLen: 32})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := be.Compile(graph, w, kv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	n := len(g.PromptIDs)
+	graph, err := arch.Build(&ck.Config, arch.BuildOptions{Tokens: 1, MaxLen: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := graph.KV
+	kv, err := be.NewKVCache(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := spec
+	one.MaxLen, one.Ring = 1, nil
+	point, err := be.NewKVCache(one)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pre, dec := compile(n, kv), compile(1, kv)
+	if err := pre.Run(ctx, testmodels.IDs32(g.PromptIDs), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := be.CopyState(point, kv); err != nil {
+		t.Fatal(err)
+	}
+	vocab := ck.Config.VocabSize
+	step := func(tok int32, pos int) []float32 {
+		t.Helper()
+		if err := dec.Run(ctx, []int32{tok}, pos); err != nil {
+			t.Fatal(err)
+		}
+		out := make([]float32, vocab)
+		if _, err := dec.Logits(out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	first := step(int32(g.GreedyIDs[0]), n)
+	step(7, n+1) // the sequence goes on: its states are past n
+	if err := be.CopyState(kv, point); err != nil {
+		t.Fatal(err)
+	}
+	if err := dec.Run(ctx, []int32{7}, n+2); !errors.Is(err, gpu.ErrStep) {
+		t.Errorf("a step past the restored position: %v, want gpu.ErrStep", err)
+	}
+	if again := step(int32(g.GreedyIDs[0]), n); !slices.Equal(again, first) {
+		t.Errorf("the restored states decode differently: max |Δ| %g", testmodels.MaxAbsDiff(again, toF64(first)))
+	}
+	other := one
+	other.State = slices.Clone(one.State)
+	for l := range other.State {
+		if other.State[l].Recurrent() {
+			other.State[l].ConvWindow++
+			break
+		}
+	}
+	bad, err := be.NewKVCache(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := be.CopyState(bad, kv); !errors.Is(err, gpu.ErrStep) {
+		t.Errorf("copy between caches of other states: %v, want gpu.ErrStep", err)
+	}
+}

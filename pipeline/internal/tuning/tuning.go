@@ -33,4 +33,14 @@ type Options struct {
 	// rounds over a model so small that one request's whole generation
 	// can finish before the next request's arrives needs it.
 	GatherRows int
+	// CheckpointEvery overrides the interval of a hybrid model's state
+	// checkpoints along a prefill (pipeline.DefaultCheckpointEvery), so
+	// that tests of shared prefixes on small contexts take some.
+	CheckpointEvery int
+	// PerPositionRollback makes speculative decoding on a hybrid model
+	// verify its drafts one token per step with a state checkpoint after
+	// each, rather than in one step restoring the checkpoint before it and
+	// running the kept tokens again on a rejection (for comparing the
+	// two).
+	PerPositionRollback bool
 }
