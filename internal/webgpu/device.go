@@ -246,7 +246,12 @@ func (d *Device) NewHostBuffer(int64) (gpu.Buffer, error) {
 }
 
 // Close releases the device. Buffers, kernels and commands must be released
-// first.
+// first. It first waits, polling, for work still on the device: a wait
+// cancelled by its context leaves its submission running, and dropping
+// the device under it would let wgpu-core's blocking wait on the device
+// (at most five seconds: see pollUntil) free what the driver still
+// executes (a prefill of over five seconds cancelled on lavapipe, then
+// closed, crashed in the driver: TestCancelDuringDeviceWait).
 func (d *Device) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -254,6 +259,9 @@ func (d *Device) Close() error {
 		return nil
 	}
 	d.closed = true
+	if d.dev != nil {
+		_ = pollUntil(context.Background(), 0, func() bool { return queueIdle(d.dev) })
+	}
 	if d.staging != nil {
 		d.staging.Release()
 		d.mem.Sub(d.stagingSize)
