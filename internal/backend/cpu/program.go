@@ -252,7 +252,9 @@ func (b *backend) compile(g *fusion.Graph, w gpu.Weights, kvs []gpu.KVCache, bat
 			// the state and the step's inputs.
 			s.vec = vector(op.Weight)
 			s.kbuf = make([]float32, (op.Width-1+g.Tokens)*op.Channels)
-		case *fusion.StoreKVOp, *fusion.AddOp, *fusion.SoftCapOp, *fusion.LastRowOp, *fusion.ArgmaxOp, *fusion.SampleOp:
+		case *fusion.SelfAttentionOp:
+			s.kbuf = make([]float32, g.Tokens) // one row's scores
+		case *fusion.StoreKVOp, *fusion.AddOp, *fusion.SoftCapOp, *fusion.LastRowOp, *fusion.ArgmaxOp, *fusion.SampleOp, *fusion.AvgPoolOp:
 		default:
 			return nil, fmt.Errorf("cpu: compile: %w: op kind %s", gpu.ErrUnsupported, op.Kind())
 		}
@@ -494,6 +496,10 @@ func (p *program) exec(s *step, tokens []int32, pos int) error {
 		p.attention(&p.at)
 	case *fusion.ShortConvOp:
 		return p.shortConvStep(s, op, out, in(0), n, pos)
+	case *fusion.SelfAttentionOp:
+		selfAttention(out, in(0), in(1), in(2), n, op, s.kbuf)
+	case *fusion.AvgPoolOp:
+		return avgPool(out, in(0), cols, n, op)
 	case *fusion.MoEOp:
 		p.moe(s, op, out, in(0), cols, n)
 	case *fusion.RowLoRAOp:

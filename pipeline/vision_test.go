@@ -1,0 +1,173 @@
+package pipeline_test
+
+import (
+	"context"
+	"math"
+	"os"
+	"testing"
+
+	"github.com/gpurun/gpurun/internal/backend/cpu"
+	"github.com/gpurun/gpurun/internal/gguf"
+	"github.com/gpurun/gpurun/internal/testmodels"
+	"github.com/gpurun/gpurun/internal/vision"
+	"github.com/gpurun/gpurun/pipeline"
+)
+
+// visionGolden is the part of ../shared/models/vision/golden.json these
+// tests read: llama.cpp mtmd's run of the tiny gemma3 text model and
+// mmproj on image.png.
+type visionGolden struct {
+	Chunks []struct {
+		Type      string      `json:"type"`
+		TokenIDs  []int       `json:"token_ids"`
+		PosStart  int         `json:"pos_start"`
+		NPos      int         `json:"n_pos"`
+		EmbdShape []int       `json:"image_embd_shape"`
+		ImageEmbd [][]float64 `json:"image_embd"`
+	} `json:"chunks"`
+	LastLogits []float64 `json:"last_logits"`
+	GreedyIDs  []int     `json:"greedy_ids"`
+}
+
+func loadVision(t *testing.T) (*gguf.Clip, []byte, visionGolden) {
+	t.Helper()
+	clip, err := gguf.OpenClip(testmodels.Path(t, "vision", "mmproj-gemma3.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	png, err := os.ReadFile(testmodels.Path(t, "vision", "image.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g visionGolden
+	testmodels.DecodeJSON(t, testmodels.Path(t, "vision", "golden.json"), &g)
+	return clip, png, g
+}
+
+func (g visionGolden) imageEmbd(t *testing.T) []float64 {
+	for _, c := range g.Chunks {
+		if c.Type == "image" {
+			var flat []float64
+			for _, row := range c.ImageEmbd {
+				flat = append(flat, row...)
+			}
+			return flat
+		}
+	}
+	t.Fatal("golden.json has no image chunk")
+	return nil
+}
+
+// visionTol bounds the largest difference from llama.cpp's image
+// embeddings (values of magnitude ~1; ggml sums in another order and
+// rounds GELU through its f16 table as the CPU backend does).
+const visionTol = 1e-5
+
+// TestVisionEmbeddingsGolden: the gemma3 projector's embeddings of
+// image.png on the CPU backend equal llama.cpp mtmd's within visionTol.
+func TestVisionEmbeddingsGolden(t *testing.T) {
+	clip, png, g := loadVision(t)
+	enc, err := pipeline.NewVisionEncoder(cpu.New(cpu.Options{Threads: 1}), clip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if enc.Tokens() != 16 || enc.Width() != 64 {
+		t.Fatalf("%d tokens of %d, want 16 of 64", enc.Tokens(), enc.Width())
+	}
+	got, err := enc.EncodeFile(context.Background(), png, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := g.imageEmbd(t)
+	if d := testmodels.MaxAbsDiff(got, want); d > visionTol {
+		t.Fatalf("image embeddings differ from llama.cpp's by %g (tolerance %g)", d, visionTol)
+	} else {
+		t.Logf("max |diff| from llama.cpp: %.3g", d)
+	}
+}
+
+// TestVisionConventionsMatter: a wrong mean/std, a wrong patch order and
+// a wrong resize filter each move the embeddings past visionTol.
+func TestVisionConventionsMatter(t *testing.T) {
+	clip, png, g := loadVision(t)
+	enc, err := pipeline.NewVisionEncoder(cpu.New(cpu.Options{Threads: 1}), clip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := vision.Decode(png, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := g.imageEmbd(t)
+	S, P := clip.ImageSize, clip.PatchSize
+	run := func(name string, patches []float32) {
+		t.Helper()
+		got, err := enc.EncodePatches(context.Background(), patches)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := testmodels.MaxAbsDiff(got, want)
+		if !(d > visionTol) {
+			t.Errorf("%s: embeddings within %g of llama.cpp's (tolerance %g): the convention is not tested", name, d, visionTol)
+		}
+		t.Logf("%s moves the embeddings by %.3g", name, d)
+	}
+	// ImageNet's mean and std in place of the file's 0.5/0.5.
+	imagenet, err := vision.Patches(vision.Normalize(img, [3]float32{0.485, 0.456, 0.406}, [3]float32{0.229, 0.224, 0.225}), S, P)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run("mean/std", imagenet)
+	// Column-major patch order: row k holds patch (k % n, k / n).
+	right, err := vision.Patches(vision.Normalize(img, clip.Mean, clip.Std), S, P)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, k := S/P, 3*P*P
+	colMajor := make([]float32, len(right))
+	for r := range n {
+		for c := range n {
+			copy(colMajor[(c*n+r)*k:(c*n+r+1)*k], right[(r*n+c)*k:])
+		}
+	}
+	run("patch order", colMajor)
+	// The image seen through another resize: half size and back with
+	// nearest-neighbour sampling in place of the bilinear filter llama.cpp
+	// uses, against the bilinear round trip the same sizes give.
+	nearest := func(src *vision.RGB, w, h int) *vision.RGB {
+		out := &vision.RGB{W: w, H: h, Pix: make([]uint8, 3*w*h)}
+		for y := range h {
+			for x := range w {
+				sx, sy := x*src.W/w, y*src.H/h
+				copy(out.Pix[(y*w+x)*3:(y*w+x)*3+3], src.Pix[(sy*src.W+sx)*3:])
+			}
+		}
+		return out
+	}
+	bil := vision.FixedSize(vision.ResizeBilinear(img, S/2, S/2), S)
+	near := nearest(nearest(img, S/2, S/2), S, S)
+	pb, err := vision.Patches(vision.Normalize(bil, clip.Mean, clip.Std), S, P)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pn, err := vision.Patches(vision.Normalize(near, clip.Mean, clip.Std), S, P)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eb, err := enc.EncodePatches(context.Background(), pb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	en, err := enc.EncodePatches(context.Background(), pn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d float64
+	for i := range eb {
+		d = max(d, math.Abs(float64(eb[i]-en[i])))
+	}
+	if !(d > visionTol) {
+		t.Errorf("resize filter: bilinear and nearest embeddings within %g (tolerance %g)", d, visionTol)
+	}
+	t.Logf("resize filter moves the embeddings by %.3g", d)
+}
