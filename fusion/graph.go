@@ -95,6 +95,7 @@ const (
 	ShortConv                     // ShortConvOp
 	SelfAttention                 // SelfAttentionOp
 	AvgPool                       // AvgPoolOp
+	Input                         // InputOp
 )
 
 // Sampling is the rule of a Sample op (internal/sampler.Options' fields):
@@ -126,7 +127,7 @@ var kindNames = map[Kind]string{Embed: "embed", Norm: "norm", MatMul: "matmul", 
 	MultiMatMul: "multi_matmul", MatMulGLU: "matmul_glu", Argmax: "argmax", Sample: "sample",
 	RopeStoreKV: "rope_store_kv", MatMulRopeKV: "matmul_rope_kv", MoE: "moe",
 	RowLoRA: "row_lora", Scale: "scale", Columns: "columns", ShortConv: "short_conv",
-	SelfAttention: "self_attention", AvgPool: "avg_pool"}
+	SelfAttention: "self_attention", AvgPool: "avg_pool", Input: "input"}
 
 func (k Kind) String() string {
 	if s, ok := kindNames[k]; ok {

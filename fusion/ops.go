@@ -96,14 +96,23 @@ type StoreKVOp struct {
 //
 //	m = max(max_p s_p, Sinks[h])
 //	Out[t] = sum_p exp(s_p - m) V[p] / (sum_p exp(s_p - m) + exp(Sinks[h] - m))
+//
+// NonCausal lets every row of the step see every position the step
+// stores, later ones included: row t reads the positions p <= Pos+T-1
+// with, when Window > 0, Pos+t-p < Window (the window drops only keys too
+// far back; a later key is never outside it): the image positions of a
+// Gemma 3 prompt attend to each other so (llama.cpp's
+// llama_set_causal_attn(false) while it decodes an image). Not valid in a
+// batched graph.
 type AttentionOp struct {
 	Out, Q Buf
 	Layer  int
 	HeadShape
-	Scale  float32
-	Cap    float32 // 0: none
-	Window int     // 0: none
-	Sinks  string  // "": none
+	Scale     float32
+	Cap       float32 // 0: none
+	Window    int     // 0: none
+	Sinks     string  // "": none
+	NonCausal bool
 }
 
 // GLUOp: Out = act(Gate) * Up, act per Act.
@@ -496,6 +505,9 @@ func (o *AttentionOp) validate(g *Graph, shape WeightShape) error {
 	}
 	if err := checkSinks(shape, o.Sinks, o.Heads); err != nil {
 		return err
+	}
+	if o.NonCausal && g.Batch {
+		return fmt.Errorf("%w: non-causal attention in a batched step", ErrInvalid)
 	}
 	if ring := g.KV.RingLen(o.Layer); ring > 0 {
 		// The step stores its rows before attending: the oldest position

@@ -22,6 +22,48 @@ type SelfAttentionOp struct {
 	Scale float32
 }
 
+// InputOp: Out[t] = row t of the rows the host gave the program
+// (gpu.Program.SetInput) for its runs, as they are: a step over
+// embeddings rather than token ids (an image's, from its encoder). The
+// tokens of such a step only count its rows. Out is a per-token buffer;
+// a graph has at most one InputOp. Not valid in a batched graph.
+type InputOp struct {
+	Out Buf
+}
+
+func (*InputOp) Kind() Kind       { return Input }
+func (*InputOp) Inputs() []Buf    { return nil }
+func (o *InputOp) Outputs() []Buf { return []Buf{o.Out} }
+func (o *InputOp) bufs() []*Buf   { return []*Buf{&o.Out} }
+func (o *InputOp) clone() Op      { c := *o; return &c }
+
+func (o *InputOp) validate(g *Graph, _ WeightShape) error {
+	if g.Batch {
+		return fmt.Errorf("%w: input in a batched step", ErrInvalid)
+	}
+	n := 0
+	for _, op := range g.Ops {
+		if _, ok := op.(*InputOp); ok {
+			n++
+		}
+	}
+	if n > 1 {
+		return fmt.Errorf("%w: %d input ops (at most one)", ErrInvalid, n)
+	}
+	return g.perToken(g.Bufs[o.Out])
+}
+
+// InputCols is the width of the rows of g's InputOp (what
+// gpu.Program.SetInput takes per row); 0: g has none.
+func (g *Graph) InputCols() int {
+	for _, op := range g.Ops {
+		if in, ok := op.(*InputOp); ok && g.valid(in.Out) {
+			return g.Bufs[in.Out].Cols
+		}
+	}
+	return 0
+}
+
 // AvgPoolOp: In's first Side*Side rows are a Side x Side grid, row-major
 // (row r*Side+c is cell (r, c)); Out's row t < m*m, m = Side/Kernel, is the
 // mean of the Kernel x Kernel cells (t/m*Kernel + i, t%m*Kernel + j),

@@ -24,7 +24,11 @@ type VisionEncoder struct {
 
 // NewVisionEncoder builds the encoder of clip for be.
 func NewVisionEncoder(be gpu.Backend, clip *gguf.Clip) (*VisionEncoder, error) {
-	g, err := arch.VisionGraph(clip)
+	if clip.Projector != gguf.ProjectorGemma3 {
+		return nil, fmt.Errorf("%w: clip projector %q", gguf.ErrUnsupported, clip.Projector)
+	}
+	g, err := arch.VisionGraph(arch.VisionConfig{ImageSize: clip.ImageSize, PatchSize: clip.PatchSize, Width: clip.Width, FF: clip.FF,
+		Layers: clip.Layers, Heads: clip.Heads, Eps: clip.Eps, PoolKernel: clip.PoolKernel, ProjectionDim: clip.ProjectionDim})
 	if err != nil {
 		return nil, err
 	}

@@ -4,8 +4,11 @@ import (
 	"context"
 	"math"
 	"os"
+	"slices"
 	"testing"
 
+	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/internal/arch"
 	"github.com/gpurun/gpurun/internal/backend/cpu"
 	"github.com/gpurun/gpurun/internal/gguf"
 	"github.com/gpurun/gpurun/internal/testmodels"
@@ -170,4 +173,127 @@ func TestVisionConventionsMatter(t *testing.T) {
 		t.Errorf("resize filter: bilinear and nearest embeddings within %g (tolerance %g)", d, visionTol)
 	}
 	t.Logf("resize filter moves the embeddings by %.3g", d)
+}
+
+// TestVisionPromptGolden: the prompt `Look: <__media__> What is it?` with
+// image.png, as llama.cpp mtmd evaluates it (text chunk, the image's 16
+// embeddings unscaled and decoded non-causally as one step, text chunk),
+// then 16 greedy steps, on the CPU backend: the last prompt logits equal
+// llama.cpp's within 1e-4 and the greedy ids are its ids.
+func TestVisionPromptGolden(t *testing.T) {
+	ids, d := visionPrompt(t, true, 1)
+	if d > 1e-4 {
+		t.Errorf("last prompt logits differ from llama.cpp's by %g (tolerance 1e-4)", d)
+	} else {
+		t.Logf("last prompt logits: max |diff| %.3g", d)
+	}
+	_, _, golden := loadVision(t)
+	if !slices.Equal(ids, golden.GreedyIDs) {
+		t.Errorf("greedy ids\n got %v\nwant %v", ids, golden.GreedyIDs)
+	}
+	// Both conventions of the image's decode matter: a causal decode and
+	// embeddings scaled as token embeddings are (by sqrt(E)) move the
+	// logits past the tolerance.
+	if _, d := visionPrompt(t, false, 1); !(d > 1e-4) {
+		t.Errorf("a causal image decode is within %g of llama.cpp's logits", d)
+	} else {
+		t.Logf("a causal image decode moves the logits by %.3g", d)
+	}
+	if _, d := visionPrompt(t, true, 8); !(d > 1e-4) {
+		t.Errorf("scaled image embeddings are within %g of llama.cpp's logits", d)
+	} else {
+		t.Logf("scaled image embeddings move the logits by %.3g", d)
+	}
+}
+
+// visionPrompt runs the golden prompt with the image decoded non-causally
+// or not and its embeddings times scale, returning the 16 greedy ids and
+// the largest difference of the last prompt logits from llama.cpp's.
+func visionPrompt(t *testing.T, nonCausal bool, scale float32) ([]int, float64) {
+	t.Helper()
+	clip, png, g := loadVision(t)
+	be := cpu.New(cpu.Options{Threads: 1})
+	enc, err := pipeline.NewVisionEncoder(be, clip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	embd, err := enc.EncodeFile(context.Background(), png, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range embd {
+		embd[i] *= scale
+	}
+	ck, err := gguf.Load(testmodels.Path(t, "vision", "text-gemma3.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := be.LoadWeights(context.Background(), ck.Tensors)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Release()
+	var kv gpu.KVCache
+	compile := func(opts arch.BuildOptions) gpu.Program {
+		t.Helper()
+		opts.MaxLen = 128
+		graph, err := arch.Build(&ck.Config, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kv == nil {
+			if kv, err = be.NewKVCache(graph.KV); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p, err := be.Compile(graph, w, kv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	ctx := context.Background()
+	logits := make([]float32, ck.Config.VocabSize)
+	pos := 0
+	for _, c := range g.Chunks {
+		if c.PosStart != pos {
+			t.Fatalf("chunk at %d, want %d", c.PosStart, pos)
+		}
+		switch c.Type {
+		case "text":
+			p := compile(arch.BuildOptions{Tokens: len(c.TokenIDs)})
+			if err := p.Run(ctx, testmodels.IDs32(c.TokenIDs), pos); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := p.Logits(logits); err != nil {
+				t.Fatal(err)
+			}
+			pos += len(c.TokenIDs)
+		case "image":
+			n := enc.Tokens()
+			p := compile(arch.BuildOptions{Tokens: n, Embeddings: true, NonCausal: nonCausal})
+			if err := p.SetInput(embd); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Run(ctx, make([]int32, n), pos); err != nil {
+				t.Fatal(err)
+			}
+			pos += n
+		}
+	}
+	d := testmodels.MaxAbsDiff(logits, g.LastLogits)
+	dec := compile(arch.BuildOptions{Tokens: 1})
+	var ids []int
+	for range g.GreedyIDs {
+		id := testmodels.Argmax(logits)
+		ids = append(ids, id)
+		if err := dec.Run(ctx, []int32{int32(id)}, pos); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := dec.Logits(logits); err != nil {
+			t.Fatal(err)
+		}
+		pos++
+	}
+	return ids, d
 }

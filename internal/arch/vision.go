@@ -5,13 +5,23 @@ import (
 	"math"
 
 	"github.com/gpurun/gpurun/fusion"
-	"github.com/gpurun/gpurun/internal/gguf"
 )
 
 // PatchesWeight names the weight a vision graph reads its image from: the
 // image's patches, one row per patch ([patches, 3*patch*patch], the rows
 // of package vision's Patches), loaded beside the projector's tensors.
 const PatchesWeight = "image.patches"
+
+// VisionConfig is the shape of a gemma3 clip projector (package gguf's
+// Clip holds it as read from an mmproj file).
+type VisionConfig struct {
+	ImageSize, PatchSize int
+	Width, FF            int
+	Layers, Heads        int
+	Eps                  float32
+	PoolKernel           int
+	ProjectionDim        int
+}
 
 // VisionGraph builds the encoder of a gemma3 clip projector
 // (llama.cpp's clip_graph::build_vit and models/siglip.cpp) as one step over
@@ -25,11 +35,12 @@ const PatchesWeight = "image.patches"
 // The step's output rows 0 .. m*m-1 (m = n/kernel) are the image's
 // embeddings in the text model's width, row-major over the pooled grid;
 // the rows after them are not embeddings.
-func VisionGraph(c *gguf.Clip) (*fusion.Graph, error) {
-	if c.Projector != gguf.ProjectorGemma3 {
-		return nil, fmt.Errorf("%w: clip projector %q", fusion.ErrInvalid, c.Projector)
+func VisionGraph(c VisionConfig) (*fusion.Graph, error) {
+	if c.PatchSize <= 0 || c.ImageSize%c.PatchSize != 0 || c.PoolKernel <= 0 || (c.ImageSize/c.PatchSize)%c.PoolKernel != 0 ||
+		c.Heads <= 0 || c.Width%c.Heads != 0 || c.Layers <= 0 || c.FF <= 0 || c.ProjectionDim <= 0 {
+		return nil, fmt.Errorf("%w: vision config %+v", ErrOptions, c)
 	}
-	n := c.PatchesPerSide()
+	n := c.ImageSize / c.PatchSize
 	N, W, FF, P := n*n, c.Width, c.FF, c.PatchSize
 	g := &fusion.Graph{Tokens: N}
 	buf := func(name string, cols int) fusion.Buf { return g.NewBuf(name, N, cols) }

@@ -143,6 +143,7 @@ type attnParams struct {
 	heads, kvHeads, headDim int
 	scale, cap              float32
 	window                  int
+	nonCausal               bool      // every row sees the step's positions (fusion.AttentionOp.NonCausal)
 	sinks                   []float32 // per query head sink logits (nil: none)
 }
 
@@ -162,7 +163,7 @@ func (p *program) attention(a *attnTask) {
 			span = max(span, pos+1)
 		}
 	}
-	a.tiled = a.rowPos == nil && a.c.k16 == nil && a.n >= attnTile
+	a.tiled = a.rowPos == nil && a.c.k16 == nil && a.n >= attnTile && !ap.nonCausal
 	jobs := a.n * ap.heads
 	if a.tiled {
 		jobs = (a.n + attnTile - 1) / attnTile * ap.heads
@@ -226,9 +227,12 @@ func (a *attnTask) row(wk, t, h int, c *layerCache, qpos int) {
 	cols := ap.heads * ap.headDim
 	hd := ap.headDim
 	kh := h / (ap.heads / ap.kvHeads)
-	first := ap.first(qpos)
+	first, last := ap.first(qpos), qpos
+	if ap.nonCausal {
+		last = a.pos + a.n - 1 // validation made the step unbatched
+	}
 	qh := a.q[t*cols+h*ap.headDim : t*cols+(h+1)*ap.headDim]
-	s := a.p.scratch[wk].scores[:qpos+1-first]
+	s := a.p.scratch[wk].scores[:last+1-first]
 	i := 0
 	if c.k16 == nil {
 		// Four keys per call: each query vector load serves four rows.

@@ -27,6 +27,11 @@ type program struct {
 	logits fusion.Buf
 	lastT  int // tokens of the last successful Run, 0 before any
 
+	// inputCols is the width of the graph's fusion.InputOp (0: none) and
+	// input the rows SetInput gave it.
+	inputCols int
+	input     []float32
+
 	// Per-thread scratch memory and the reusable loop bodies: a step
 	// allocates nothing.
 	scratch []scratch
@@ -232,7 +237,7 @@ func (b *backend) compile(g *fusion.Graph, w gpu.Weights, kvs []gpu.KVCache, bat
 			s.vbuf = make([]float32, g.Tokens*op.KVHeads*op.HeadDim)
 		case *fusion.AttentionOp:
 			s.attn = attnParams{heads: op.Heads, kvHeads: op.KVHeads, headDim: op.HeadDim,
-				scale: op.Scale, cap: op.Cap, window: op.Window, sinks: vector(op.Sinks)}
+				scale: op.Scale, cap: op.Cap, window: op.Window, sinks: vector(op.Sinks), nonCausal: op.NonCausal}
 		case *fusion.MoEOp:
 			s.act, s.silu = activations[op.Act], op.Act == fusion.ActSiLU
 			var err error
@@ -252,6 +257,8 @@ func (b *backend) compile(g *fusion.Graph, w gpu.Weights, kvs []gpu.KVCache, bat
 			// the state and the step's inputs.
 			s.vec = vector(op.Weight)
 			s.kbuf = make([]float32, (op.Width-1+g.Tokens)*op.Channels)
+		case *fusion.InputOp:
+			p.inputCols = g.Bufs[op.Out].Cols
 		case *fusion.SelfAttentionOp:
 			s.kbuf = make([]float32, g.Tokens) // one row's scores
 		case *fusion.StoreKVOp, *fusion.AddOp, *fusion.SoftCapOp, *fusion.LastRowOp, *fusion.ArgmaxOp, *fusion.SampleOp, *fusion.AvgPoolOp:
@@ -496,6 +503,11 @@ func (p *program) exec(s *step, tokens []int32, pos int) error {
 		p.attention(&p.at)
 	case *fusion.ShortConvOp:
 		return p.shortConvStep(s, op, out, in(0), n, pos)
+	case *fusion.InputOp:
+		if len(p.input) < n*cols {
+			return fmt.Errorf("%w: input of %d rows for a step of %d (gpu.Program.SetInput)", gpu.ErrStep, len(p.input)/cols, n)
+		}
+		copy(out[:n*cols], p.input[:n*cols])
 	case *fusion.SelfAttentionOp:
 		selfAttention(out, in(0), in(1), in(2), n, op, s.kbuf)
 	case *fusion.AvgPoolOp:
@@ -570,6 +582,18 @@ func roundHalf(x []float32) {
 	for i, v := range x {
 		x[i] = tensors.F16Float(tensors.F16Bits(min(max(v, -maxHalf), maxHalf)))
 	}
+}
+
+// SetInput keeps a copy of the rows the graph's fusion.InputOp reads.
+func (p *program) SetInput(rows []float32) error {
+	if p.inputCols == 0 {
+		return fmt.Errorf("cpu: set input: the graph has no %s op: %w", fusion.Input, gpu.ErrUnsupported)
+	}
+	if len(rows)%p.inputCols != 0 {
+		return fmt.Errorf("cpu: set input: %w: %d values are not rows of %d", fusion.ErrInvalid, len(rows), p.inputCols)
+	}
+	p.input = append(p.input[:0], rows...)
+	return nil
 }
 
 // Logits copies the rows of the logits buffer the last Run wrote.
