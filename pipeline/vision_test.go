@@ -1,7 +1,10 @@
 package pipeline_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
+	"errors"
 	"math"
 	"os"
 	"slices"
@@ -296,4 +299,52 @@ func visionPrompt(t *testing.T, nonCausal bool, scale float32) ([]int, float64) 
 		pos++
 	}
 	return ids, d
+}
+
+// TestClipRefuses: an unknown projector type and keys that disagree with
+// the tensors are clear errors, as is a text model's file given as a
+// projector.
+func TestClipRefuses(t *testing.T) {
+	data, err := os.ReadFile(testmodels.Path(t, "vision", "mmproj-gemma3.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := func(old, new []byte) []byte {
+		i := bytes.Index(data, old)
+		if i < 0 {
+			t.Fatalf("%q not in the file", old)
+		}
+		out := bytes.Clone(data)
+		copy(out[i:], new)
+		return out
+	}
+	if f, err := gguf.Parse(data); err != nil {
+		t.Fatal(err)
+	} else if _, err := f.Clip(); err != nil {
+		t.Fatalf("the file itself: %v", err)
+	}
+	key := func(k string) []byte { return append(binary.LittleEndian.AppendUint64(nil, uint64(len(k))), k...) }
+	pd := append(key("clip.vision.projection_dim"), 4, 0, 0, 0) // uint32
+	for name, tc := range map[string]struct {
+		data []byte
+		want error
+	}{
+		"projector type": {patch(append(key("clip.projector_type"), []byte("\x08\x00\x00\x00\x06\x00\x00\x00\x00\x00\x00\x00gemma3")...),
+			append(key("clip.projector_type"), []byte("\x08\x00\x00\x00\x06\x00\x00\x00\x00\x00\x00\x00qwen3v")...)), gguf.ErrUnsupported},
+		"projection dim": {patch(append(bytes.Clone(pd), 64), append(bytes.Clone(pd), 65)), gguf.ErrFormat},
+		"patch size":     {patch(append(append(key("clip.vision.patch_size"), 4, 0, 0, 0), 8), append(append(key("clip.vision.patch_size"), 4, 0, 0, 0), 16)), gguf.ErrFormat},
+	} {
+		f, err := gguf.Parse(tc.data)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if _, err := f.Clip(); !errors.Is(err, tc.want) {
+			t.Errorf("%s: err %v, want %v", name, err, tc.want)
+		} else {
+			t.Logf("%s: %v", name, err)
+		}
+	}
+	if _, err := gguf.OpenClip(testmodels.Path(t, "vision", "text-gemma3.gguf")); !errors.Is(err, gguf.ErrFormat) {
+		t.Errorf("a text model as projector: err %v", err)
+	}
 }
