@@ -125,6 +125,12 @@ func (m *Model) feed(ctx context.Context, sl *slot, context []int, logits []floa
 		return 0, fmt.Errorf("%w: %d tokens, cache holds %d", ErrPromptTooLong, len(context), m.maxCache)
 	}
 	keep := min(commonPrefix(sl.cached, context), len(context)-1)
+	if keep < len(context) && context[keep] < 0 {
+		// An image runs whole (its positions attend to each other):
+		// resume at its start.
+		_, j := mediaPos(context[keep])
+		keep -= j
+	}
 	if !m.ringsHold(len(sl.cached), keep) || m.recurrent() && keep < len(sl.cached) {
 		// A ring lost positions the step reads, or a recurrent state is
 		// past the kept prefix and cannot roll back: run everything from
@@ -135,10 +141,29 @@ func (m *Model) feed(ctx context.Context, sl *slot, context []int, logits []floa
 	rest := context[keep:]
 	ran := 0
 	for len(rest) > 0 {
-		prog, n := sl.pick(len(rest))
-		chunk := make([]int32, n)
-		for i, id := range rest[:n] {
-			chunk[i] = int32(id)
+		var prog gpu.Program
+		var n int
+		chunk := []int32(nil)
+		if rest[0] < 0 {
+			rows, k, err := m.imageRun(rest)
+			if err == nil {
+				prog, err = m.imageProgram(sl)
+			}
+			if err == nil {
+				m.lockDevice()
+				err = prog.SetInput(rows)
+				m.unlockDevice()
+			}
+			if err != nil {
+				return ran, err
+			}
+			n, chunk = k, make([]int32, k)
+		} else {
+			prog, n = sl.pick(textRun(rest))
+			chunk = make([]int32, n)
+			for i, id := range rest[:n] {
+				chunk[i] = int32(id)
+			}
 		}
 		var out []float32
 		if n == len(rest) {

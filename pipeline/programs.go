@@ -26,6 +26,8 @@ type programs struct {
 	// verify holds the speculative verifiers by tokens per step
 	// (speculative.go), compiled on first use.
 	verify map[int]gpu.Program
+	// image runs an image's positions (media.go), compiled on first use.
+	image gpu.Program
 }
 
 type prefillProgram struct {
@@ -41,7 +43,7 @@ func (ps *programs) release() {
 	for _, p := range ps.verify {
 		p.Release()
 	}
-	for _, p := range []gpu.Program{ps.decode, ps.argmax.program(), ps.sample.program()} {
+	for _, p := range []gpu.Program{ps.decode, ps.argmax.program(), ps.sample.program(), ps.image} {
 		if p != nil {
 			p.Release()
 		}

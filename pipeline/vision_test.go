@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gpurun/gpurun/gpu"
@@ -346,5 +347,88 @@ func TestClipRefuses(t *testing.T) {
 	}
 	if _, err := gguf.OpenClip(testmodels.Path(t, "vision", "text-gemma3.gguf")); !errors.Is(err, gguf.ErrFormat) {
 		t.Errorf("a text model as projector: err %v", err)
+	}
+}
+
+// TestVisionSession: a session given the golden prompt's text with its
+// MediaMarker and image.png (Options.MMProj) prefills llama.cpp's tokens
+// around the image and generates its 16 greedy ids; a second turn with the
+// same image again reuses the cached positions; a text-only model, a
+// marker count off the images, a broken image and too many images for the
+// cache are clear errors.
+func TestVisionSession(t *testing.T) {
+	_, png, g := loadVision(t)
+	ck, err := gguf.Load(testmodels.Path(t, "vision", "text-gemma3.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mmproj := testmodels.Path(t, "vision", "mmproj-gemma3.gguf")
+	m := load(t, ck, pipeline.Options{MaxCache: 128, MMProj: mmproj})
+	prompt := pipeline.Prompt{Text: "Look: " + pipeline.MediaMarker + " What is it?", Images: [][]byte{png}}
+	s := m.NewSession()
+	got := collect(t, s, prompt, pipeline.GenerateOptions{MaxTokens: len(g.GreedyIDs)})
+	if !slices.Equal(got, g.GreedyIDs) {
+		t.Errorf("greedy ids\n got %v\nwant %v", got, g.GreedyIDs)
+	}
+	var want []int
+	for _, c := range g.Chunks {
+		if c.Type == "text" {
+			want = append(want, c.TokenIDs...)
+		} else {
+			for range c.NPos {
+				want = append(want, -1)
+			}
+		}
+	}
+	last := s.LastPrompt()
+	if len(last) != len(want) {
+		t.Fatalf("prompt of %d positions, want %d", len(last), len(want))
+	}
+	for i := range want {
+		if (want[i] < 0) != (last[i] < 0) || want[i] >= 0 && want[i] != last[i] {
+			t.Fatalf("prompt\n got %v\nwant %v (image positions -1)", last, want)
+		}
+	}
+	// A new session with the same prompt: same ids.
+	if got := collect(t, m.NewSession(), prompt, pipeline.GenerateOptions{MaxTokens: len(g.GreedyIDs)}); !slices.Equal(got, g.GreedyIDs) {
+		t.Errorf("again: greedy ids\n got %v\nwant %v", got, g.GreedyIDs)
+	}
+
+	errOf := func(m *pipeline.Model, p pipeline.Prompt) error {
+		for _, err := range m.NewSession().Generate(context.Background(), p, pipeline.GenerateOptions{MaxTokens: 1}) {
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	textOnly := load(t, ck, pipeline.Options{MaxCache: 128})
+	for name, tc := range map[string]struct {
+		m    *pipeline.Model
+		p    pipeline.Prompt
+		want error
+	}{
+		"text-only model": {textOnly, prompt, pipeline.ErrNoVision},
+		"markers":         {m, pipeline.Prompt{Text: "no marker", Images: [][]byte{png}}, pipeline.ErrPrompt},
+		"broken image":    {m, pipeline.Prompt{Text: pipeline.MediaMarker, Images: [][]byte{png[:len(png)/2]}}, pipeline.ErrPrompt},
+		"too many images": {m, pipeline.Prompt{Text: strings.Repeat(pipeline.MediaMarker, 8), Images: slices.Repeat([][]byte{png}, 8)}, pipeline.ErrPromptTooLong},
+	} {
+		err := errOf(tc.m, tc.p)
+		if !errors.Is(err, tc.want) {
+			t.Errorf("%s: err %v, want %v", name, err, tc.want)
+		} else {
+			t.Logf("%s: %v", name, err)
+		}
+	}
+	// A projector that does not fit the model: another width.
+	other := testmodels.Path(t, "arch2", "qwen3.gguf")
+	ck2, err := gguf.Load(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pipeline.FromCheckpoint(context.Background(), ck2, pipeline.Options{Backend: cpu.New(cpu.Options{}), MMProj: mmproj}); !errors.Is(err, pipeline.ErrNoVision) {
+		t.Errorf("a projector on qwen3: err %v, want ErrNoVision", err)
+	} else {
+		t.Logf("a projector on qwen3: %v", err)
 	}
 }

@@ -57,7 +57,7 @@ func Decode(data []byte, maxPixels int) (*RGB, error) {
 	}
 	img, _, err := image.Decode(bytes.NewReader(data))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrImage, format, err)
+		return nil, fmt.Errorf("%w: %w", ErrImage, err)
 	}
 	b := img.Bounds()
 	if b.Dx() != cfg.Width || b.Dy() != cfg.Height {
