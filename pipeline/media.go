@@ -11,6 +11,7 @@ import (
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/internal/arch"
 	"github.com/gpurun/gpurun/internal/gguf"
+	"github.com/gpurun/gpurun/internal/vision"
 )
 
 // MediaMarker marks where each image of a prompt goes in its text
@@ -118,8 +119,11 @@ func (m *Model) encodeImage(ctx context.Context, data []byte) (int64, error) {
 	m.lockDevice()
 	embd, err := v.enc.EncodeFile(ctx, data, 0)
 	m.unlockDevice()
-	if err != nil {
+	if errors.Is(err, vision.ErrImage) {
 		return 0, fmt.Errorf("%w: image: %w", ErrPrompt, err)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("pipeline: image encoder on %s: %w", m.backend.Info().Backend, err)
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
