@@ -18,6 +18,10 @@ import (
 // (llama.cpp's mtmd marker): Prompt.Images in order replace the markers.
 const MediaMarker = "<__media__>"
 
+// MediaID in a Prompt's IDs marks where its next image goes (a chat
+// template's rendered tokens, MediaMarker split out of the text).
+const MediaID = -1
+
 // ErrNoVision: a prompt with images for a model without a vision
 // projector (Options.MMProj), or a projector that does not fit the model.
 var ErrNoVision = errors.New("pipeline: images need a vision projector that fits the model (--mmproj)")
@@ -162,7 +166,7 @@ func (s *Session) mediaPromptIDs(ctx context.Context, p Prompt, bos bool) ([]int
 		return nil, fmt.Errorf("%w: %d images for a text-only model", ErrNoVision, len(p.Images))
 	}
 	if p.IDs != nil {
-		return nil, fmt.Errorf("%w: images go with a text prompt (its %s markers), not with token ids", ErrPrompt, MediaMarker)
+		return s.mediaIDs(ctx, p)
 	}
 	if m.tok == nil {
 		return nil, fmt.Errorf("%w: a prompt with images needs one", ErrNoTokenizer)
@@ -194,6 +198,46 @@ func (s *Session) mediaPromptIDs(ctx context.Context, p Prompt, bos bool) ([]int
 		ids = append(ids, m.vision.end)
 	}
 	return ids, nil
+}
+
+// mediaIDs replaces each MediaID of p.IDs by the next image.
+func (s *Session) mediaIDs(ctx context.Context, p Prompt) ([]int, error) {
+	m := s.m
+	n, k := m.vision.enc.Tokens(), 0
+	var ids []int
+	for _, id := range p.IDs {
+		if id != MediaID {
+			ids = append(ids, id)
+			continue
+		}
+		if k == len(p.Images) {
+			break
+		}
+		key, err := m.encodeImage(ctx, p.Images[k])
+		if err != nil {
+			return nil, fmt.Errorf("image %d: %w", k, err)
+		}
+		k++
+		ids = append(ids, m.vision.start)
+		for j := range n {
+			ids = append(ids, mediaID(key, j))
+		}
+		ids = append(ids, m.vision.end)
+	}
+	if countMedia(p.IDs) != len(p.Images) {
+		return nil, fmt.Errorf("%w: %d image places (MediaID) for %d images", ErrPrompt, countMedia(p.IDs), len(p.Images))
+	}
+	return ids, nil
+}
+
+func countMedia(ids []int) int {
+	n := 0
+	for _, id := range ids {
+		if id == MediaID {
+			n++
+		}
+	}
+	return n
 }
 
 // imageRun is the image starting at rest[0] (a media id of position 0):

@@ -21,7 +21,8 @@ type Prompt struct {
 	Text string
 	IDs  []int
 	// Images are image files (PNG, JPEG, GIF, WebP), one for each
-	// MediaMarker of Text, in order: each becomes the model's image
+	// MediaMarker of Text (or each MediaID of IDs, a rendered chat
+	// template's tokens), in order: each becomes the model's image
 	// markers around its embeddings from the vision projector
 	// (Options.MMProj). A model without one refuses them (ErrNoVision).
 	Images [][]byte

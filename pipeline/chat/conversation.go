@@ -92,7 +92,8 @@ func endOfTurnIDs(m *pipeline.Model, tpl *Template, controls map[string]int) []i
 // the reply.
 type Prompt struct {
 	Text        string // the rendered text
-	IDs         []int
+	IDs         []int  // pipeline.MediaID where each of Images goes
+	Images      [][]byte
 	StopTokens  []int    // the template's end-of-turn tokens
 	StopStrings []string // the plain fallback's next "User:" line
 }
@@ -115,14 +116,34 @@ func RenderTools(m *pipeline.Model, tpl *Template, msgs []Message, tools []json.
 		return Prompt{}, err
 	}
 	control, controls := controlTokens(m)
-	ids, err := encodeControls(m, control, controls, text)
-	if err != nil {
-		return Prompt{}, err
+	var images [][]byte
+	for _, msg := range msgs {
+		images = append(images, msg.Images...)
+	}
+	// With images, the markers the messages carried split the text:
+	// each part tokenized as a prompt is, pipeline.MediaID between.
+	parts := []string{text}
+	if len(images) > 0 {
+		parts = strings.Split(text, pipeline.MediaMarker)
+		if len(parts)-1 != len(images) {
+			return Prompt{}, fmt.Errorf("%w: the rendered conversation has %d %s markers for %d images", pipeline.ErrPrompt, len(parts)-1, pipeline.MediaMarker, len(images))
+		}
+	}
+	var ids []int
+	for i, part := range parts {
+		if i > 0 {
+			ids = append(ids, pipeline.MediaID)
+		}
+		pids, err := encodeControls(m, control, controls, part)
+		if err != nil {
+			return Prompt{}, err
+		}
+		ids = append(ids, pids...)
 	}
 	if cfg := m.Config(); cfg.AddBOS && cfg.BOS >= 0 && (len(ids) == 0 || ids[0] != cfg.BOS) {
 		ids = append([]int{cfg.BOS}, ids...)
 	}
-	return Prompt{Text: text, IDs: ids, StopTokens: endOfTurnIDs(m, tpl, controls), StopStrings: tpl.StopStrings()}, nil
+	return Prompt{Text: text, IDs: ids, Images: images, StopTokens: endOfTurnIDs(m, tpl, controls), StopStrings: tpl.StopStrings()}, nil
 }
 
 // StopTokens are the template's end-of-turn tokens, which end a reply.

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/pipeline/chat"
 	"github.com/gpurun/gpurun/pipeline/constrain"
 )
@@ -404,40 +406,73 @@ func decodeChatMessages(body []byte, modelID string) (*chatRequest, []chat.Messa
 		if len(m.ToolCalls) > 0 && (len(m.Content) == 0 || string(m.Content) == "null") {
 			continue // tool calls alone
 		}
-		text, err := messageText(m.Content)
+		text, images, err := messageText(m.Content)
 		if err != nil {
 			return nil, nil, s, badRequest(param+".content", "invalid_value", param+".content: "+err.Error())
 		}
-		msgs[i].Content = text
+		msgs[i].Content, msgs[i].Images = text, images
 	}
 	return &req, msgs, s, nil
 }
 
 // messageText reads a message's content: a string, or a list of text
-// parts ({"type": "text", "text": ...}), which are joined.
-func messageText(raw json.RawMessage) (string, error) {
+// parts ({"type": "text", "text": ...}), which are joined, and image
+// parts ({"type": "image_url", "image_url": {"url": "data:image/...;base64,..."}}),
+// each a pipeline.MediaMarker in the text and its file's bytes in images.
+// Only data: URLs are taken (the server fetches nothing).
+func messageText(raw json.RawMessage) (string, [][]byte, error) {
 	if len(raw) == 0 || string(raw) == "null" {
-		return "", errors.New("missing")
+		return "", nil, errors.New("missing")
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		return s, nil
+		return s, nil, nil
 	}
 	var parts []struct {
-		Type string  `json:"type"`
-		Text *string `json:"text"`
+		Type     string  `json:"type"`
+		Text     *string `json:"text"`
+		ImageURL *struct {
+			URL string `json:"url"`
+		} `json:"image_url"`
 	}
 	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", errors.New("want a string or a list of text parts")
+		return "", nil, errors.New("want a string or a list of text and image_url parts")
 	}
 	var b strings.Builder
+	var images [][]byte
 	for i, p := range parts {
-		if p.Type != "text" || p.Text == nil {
-			return "", fmt.Errorf("part %d: type %q, only text parts are supported", i, p.Type)
+		switch {
+		case p.Type == "text" && p.Text != nil:
+			b.WriteString(*p.Text)
+		case p.Type == "image_url" && p.ImageURL != nil:
+			img, err := dataURL(p.ImageURL.URL)
+			if err != nil {
+				return "", nil, fmt.Errorf("part %d: image_url: %w", i, err)
+			}
+			images = append(images, img)
+			b.WriteString(pipeline.MediaMarker)
+		default:
+			return "", nil, fmt.Errorf("part %d: type %q, only text and image_url parts are supported", i, p.Type)
 		}
-		b.WriteString(*p.Text)
 	}
-	return b.String(), nil
+	return b.String(), images, nil
+}
+
+// dataURL decodes a base64 data: URL of an image.
+func dataURL(u string) ([]byte, error) {
+	rest, ok := strings.CutPrefix(u, "data:")
+	if !ok {
+		return nil, errors.New("only data: URLs are taken (the server fetches no remote image)")
+	}
+	meta, data, ok := strings.Cut(rest, ",")
+	if !ok || !strings.HasSuffix(meta, ";base64") || !strings.HasPrefix(meta, "image/") {
+		return nil, errors.New("want data:image/TYPE;base64,DATA")
+	}
+	b, err := base64.StdEncoding.DecodeString(data)
+	if err != nil {
+		return nil, fmt.Errorf("base64: %w", err)
+	}
+	return b, nil
 }
 
 // completionPrompt is a text completion's prompt: text, or token ids.

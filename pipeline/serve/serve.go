@@ -345,7 +345,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	gen.StopTokens = p.StopTokens
 	gen.StopStrings = append(gen.StopStrings, p.StopStrings...)
 	th := s.thinkingFor(tpl, p.Text, format, budget)
-	s.generate(w, r, kindChat, pipeline.Prompt{IDs: p.IDs}, gen, smp, tpl.IsPlain(), tools, th)
+	s.generate(w, r, kindChat, pipeline.Prompt{IDs: p.IDs, Images: p.Images}, gen, smp, tpl.IsPlain(), tools, th)
 }
 
 // renderChat renders a chat request's messages with the server's template
@@ -469,6 +469,8 @@ func generationError(err error, k kind) *apiError {
 		return badRequest("", "invalid_value", err.Error())
 	case errors.Is(err, pipeline.ErrNoTokenizer):
 		return badRequest("", "no_tokenizer", err.Error())
+	case errors.Is(err, pipeline.ErrNoVision):
+		return badRequest("", "no_vision", err.Error())
 	case errors.Is(err, pipeline.ErrClosed):
 		return &apiError{Status: http.StatusServiceUnavailable, RetryAfter: 5, Type: "server_error", Code: "shutting_down", Message: err.Error()}
 	}
