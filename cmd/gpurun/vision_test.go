@@ -2,10 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/gpurun/gpurun/internal/ci"
 	"github.com/gpurun/gpurun/internal/testmodels"
 )
 
@@ -39,5 +43,53 @@ func TestRunImage(t *testing.T) {
 	}
 	if _, _, err := runCLI(t, "", append(args, "--mmproj", mmproj, "--image", img, "--image", img)...); err == nil || !strings.Contains(err.Error(), "markers for 2 images") {
 		t.Errorf("two images, one marker: err %v", err)
+	}
+}
+
+// TestServeOpenAIImage: the official openai npm client (testdata/openai)
+// sends image.png as an image_url part to `gpurun serve --mmproj` and gets,
+// whole and streamed, the text `gpurun run --mmproj --image` generates
+// from the same conversation in the plain chat format.
+func TestServeOpenAIImage(t *testing.T) {
+	node, err := exec.LookPath("node")
+	pkg, _ := filepath.Abs(filepath.Join("..", "..", "testdata", "openai"))
+	if err == nil {
+		_, err = os.Stat(filepath.Join(pkg, "node_modules", "openai"))
+	}
+	if err != nil {
+		ci.Missing(t, "node and the openai package of testdata/openai (bash .ci/setup installs them): %v", err)
+	}
+	text := testmodels.Path(t, "vision", "text-gemma3.gguf")
+	mmproj := testmodels.Path(t, "vision", "mmproj-gemma3.gguf")
+	img := testmodels.Path(t, "vision", "image.png")
+	const before, after, maxTokens = "Look: ", " What is it?", "12"
+	common := []string{"--backend", "cpu", "--max-cache", "128", "--mmproj", mmproj}
+	want := mustExe(t, "", append([]string{"run", text, "-p", "User: " + before + "<__media__>" + after + "\nAssistant:", "--image", img,
+		"--stop", "\nUser:", "--temperature", "0", "--max-tokens", maxTokens}, common...)...).stdout
+	want = strings.TrimLeft(strings.TrimSuffix(want, "\n"), " ")
+	if want == "" {
+		t.Fatal("gpurun run generated nothing")
+	}
+	url := startServe(t, append([]string{text, "--name", "vision"}, common...)...)
+	cmd := exec.Command(node, filepath.Join(pkg, "image.mjs"), url+"/v1", "vision", img, before, after, maxTokens)
+	cmd.Dir = pkg
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("node client: %v\n%s", err, stderr)
+	}
+	var got struct {
+		Text, Streamed, Finish string
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("client output %q: %v", out, err)
+	}
+	if got.Text != want || got.Streamed != want {
+		t.Errorf("chat completion %q, streamed %q\nwant (gpurun run) %q", got.Text, got.Streamed, want)
+	} else {
+		t.Logf("reply %q (%s)", got.Text, got.Finish)
 	}
 }
