@@ -93,3 +93,23 @@ func TestServeOpenAIImage(t *testing.T) {
 		t.Logf("reply %q (%s)", got.Text, got.Finish)
 	}
 }
+
+// TestChatImage: `chat --mmproj --image` replies to its first message
+// with the text run gives for the same plain-format conversation, and
+// /image adds an image to the next message.
+func TestChatImage(t *testing.T) {
+	text := testmodels.Path(t, "vision", "text-gemma3.gguf")
+	mmproj := testmodels.Path(t, "vision", "mmproj-gemma3.gguf")
+	img := testmodels.Path(t, "vision", "image.png")
+	common := []string{"--backend", "cpu", "--max-cache", "128", "--mmproj", mmproj, "--temperature", "0", "--max-tokens", "12"}
+	want := mustRun(t, "", append([]string{"run", text, "-p", "User: Look: <__media__> What is it?\nAssistant:", "--image", img, "--stop", "\nUser:"}, common...)...)
+	want = strings.TrimLeft(strings.TrimSuffix(want, "\n"), " ")
+	out := mustRun(t, "Look: <__media__> What is it?\n/image "+img+"\nAgain?\n", append([]string{"chat", text, "--image", img}, common...)...)
+	replies := strings.Split(out, "> ")
+	if len(replies) < 4 || strings.TrimSuffix(replies[1], "\n") != want {
+		t.Fatalf("chat output %q, want a first reply %q", out, want)
+	}
+	if strings.TrimSpace(replies[3]) == "" {
+		t.Errorf("no reply to the message with the /image: %q", out)
+	}
+}
