@@ -418,6 +418,11 @@ func generate(ctx context.Context, m *gpurun.Model, prompt pipeline.Prompt, gen 
 	if res.PromptIDs == nil {
 		res.PromptIDs = []int{}
 	}
+	for i, id := range res.PromptIDs {
+		if id < 0 {
+			res.PromptIDs[i] = pipeline.MediaID // an image's position
+		}
+	}
 	res.Text = text.String()
 	res.Metrics = jsonMetrics(met)
 	label := info.Backend + ", kv " + res.KVCache
@@ -490,7 +495,7 @@ func (c *checkedWriter) Write(p []byte) (int, error) {
 }
 
 type runResult struct {
-	PromptIDs    []int       `json:"prompt_ids"`
+	PromptIDs    []int       `json:"prompt_ids"` // an image's positions are -1 (pipeline.MediaID)
 	GeneratedIDs []int       `json:"generated_ids"`
 	Text         string      `json:"text"`
 	Backend      string      `json:"backend"`

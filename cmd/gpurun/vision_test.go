@@ -35,6 +35,9 @@ func TestRunImage(t *testing.T) {
 	if !slices.Equal(res.GeneratedIDs, g.GreedyIDs) {
 		t.Errorf("ids\n got %v\nwant %v", res.GeneratedIDs, g.GreedyIDs)
 	}
+	if len(res.PromptIDs) != 33 || res.PromptIDs[6] != 510 || res.PromptIDs[7] != -1 || res.PromptIDs[22] != -1 || res.PromptIDs[23] != 511 {
+		t.Errorf("prompt ids %v, want the image's 16 positions as -1 between 510 and 511", res.PromptIDs)
+	}
 	if _, _, err := runCLI(t, "", append(args, "--image", img)...); err == nil || !strings.Contains(err.Error(), "--mmproj") {
 		t.Errorf("an image without --mmproj: err %v", err)
 	}
