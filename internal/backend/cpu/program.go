@@ -259,8 +259,7 @@ func (b *backend) compile(g *fusion.Graph, w gpu.Weights, kvs []gpu.KVCache, bat
 			s.kbuf = make([]float32, (op.Width-1+g.Tokens)*op.Channels)
 		case *fusion.InputOp:
 			p.inputCols = g.Bufs[op.Out].Cols
-		case *fusion.SelfAttentionOp:
-			s.kbuf = make([]float32, g.Tokens) // one row's scores
+		case *fusion.SelfAttentionOp: // each thread's scores of a row: scratch.scores (allocScratch)
 		case *fusion.StoreKVOp, *fusion.AddOp, *fusion.SoftCapOp, *fusion.LastRowOp, *fusion.ArgmaxOp, *fusion.SampleOp, *fusion.AvgPoolOp:
 		default:
 			return nil, fmt.Errorf("cpu: compile: %w: op kind %s", gpu.ErrUnsupported, op.Kind())
@@ -282,7 +281,11 @@ func (p *program) allocScratch() {
 	g := p.graph
 	maxCols, maxIn := 1, 1
 	prefill := false
+	selfRows := 0 // a SelfAttention's rows: the scores of one of its rows
 	for _, s := range p.steps {
+		if _, ok := s.op.(*fusion.SelfAttentionOp); ok {
+			selfRows = g.Tokens
+		}
 		for _, w := range append([]*matrix{s.w, s.up}, s.ws...) {
 			if w != nil {
 				maxCols = max(maxCols, w.cols)
@@ -308,7 +311,7 @@ func (p *program) allocScratch() {
 		s := &p.scratch[i]
 		s.sc = make([]float32, maxCols)
 		s.row = make([]float32, maxCols)
-		s.scores = make([]float32, attnTile*maxLen) // a prompt tile's rows
+		s.scores = make([]float32, max(attnTile*maxLen, selfRows)) // a prompt tile's rows, or a self-attention row
 		if prefill {
 			s.rows, s.upRows = make([]float32, rowTile*maxCols), make([]float32, rowTile*maxCols)
 			s.rowViews, s.upViews = make([][]float32, 0, rowTile), make([][]float32, 0, rowTile)
@@ -509,7 +512,7 @@ func (p *program) exec(s *step, tokens []int32, pos int) error {
 		}
 		copy(out[:n*cols], p.input[:n*cols])
 	case *fusion.SelfAttentionOp:
-		selfAttention(out, in(0), in(1), in(2), n, op, s.kbuf)
+		p.selfAttention(out, in(0), in(1), in(2), n, op)
 	case *fusion.AvgPoolOp:
 		return avgPool(out, in(0), cols, n, op)
 	case *fusion.MoEOp:

@@ -8,43 +8,61 @@ import (
 	"github.com/gpurun/gpurun/gpu"
 )
 
-// selfAttention runs fusion.SelfAttentionOp over the step's n rows: every
-// row attends to every row (a vision encoder's patches), per head, the
-// scores scaled, softmax in f32 after subtracting the largest, the values
-// summed in row order. scores holds n values.
-func selfAttention(out, q, k, v []float32, n int, op *fusion.SelfAttentionOp, scores []float32) {
+// selfAttn is one fusion.SelfAttentionOp step: every row attends to
+// every row (a vision encoder's patches), per head, the scores scaled,
+// softmax in f32 after subtracting the largest, the values summed in row
+// order. Jobs are (row, head) pairs split across the threads; each thread
+// keeps its scores in its scratch.
+type selfAttn struct {
+	p      *program
+	out, q []float32
+	k, v   []float32
+	n      int
+	op     *fusion.SelfAttentionOp
+}
+
+func (a *selfAttn) run(wk, lo, hi int) {
+	op := a.op
 	hd, qc, kc := op.HeadDim, op.Heads*op.HeadDim, op.KVHeads*op.HeadDim
 	group := op.Heads / op.KVHeads
-	for t := range n {
-		for h := range op.Heads {
-			qh := q[t*qc+h*hd : t*qc+(h+1)*hd]
-			ko := (h / group) * hd
-			m := float32(math.Inf(-1))
-			for s := range n {
-				kh := k[s*kc+ko : s*kc+ko+hd]
-				var dot float32
-				for i, x := range qh {
-					dot += x * kh[i]
-				}
-				scores[s] = dot * op.Scale
-				m = max(m, scores[s])
+	scores := a.p.scratch[wk].scores[:a.n]
+	for job := lo; job < hi; job++ {
+		t, h := job/op.Heads, job%op.Heads
+		qh := a.q[t*qc+h*hd : t*qc+(h+1)*hd]
+		ko := (h / group) * hd
+		m := float32(math.Inf(-1))
+		for s := range a.n {
+			// A plain sum in index order: it lands nearer llama.cpp's
+			// logits on the vision set (3e-6) than simd.DotF32's (4e-5).
+			kh := a.k[s*kc+ko : s*kc+ko+hd]
+			var dot float32
+			for i, x := range qh {
+				dot += x * kh[i]
 			}
-			var sum float32
-			for s := range n {
-				scores[s] = float32(math.Exp(float64(scores[s] - m)))
-				sum += scores[s]
-			}
-			o := out[t*qc+h*hd : t*qc+(h+1)*hd]
-			clear(o)
-			for s := range n {
-				w := scores[s] / sum
-				vh := v[s*kc+ko : s*kc+ko+hd]
-				for i, x := range vh {
-					o[i] += w * x
-				}
+			scores[s] = dot * op.Scale
+			m = max(m, scores[s])
+		}
+		var sum float32
+		for s := range a.n {
+			scores[s] = float32(math.Exp(float64(scores[s] - m)))
+			sum += scores[s]
+		}
+		o := a.out[t*qc+h*hd : t*qc+(h+1)*hd]
+		clear(o)
+		for s := range a.n {
+			w := scores[s] / sum
+			vh := a.v[s*kc+ko : s*kc+ko+hd]
+			for i, x := range vh {
+				o[i] += w * x
 			}
 		}
 	}
+}
+
+// selfAttention runs a fusion.SelfAttentionOp over the step's n rows.
+func (p *program) selfAttention(out, q, k, v []float32, n int, op *fusion.SelfAttentionOp) {
+	a := &selfAttn{p: p, out: out, q: q, k: k, v: v, n: n, op: op}
+	p.pool.run(n*op.Heads, n*n*op.Heads*op.HeadDim*2, 1, a)
 }
 
 // avgPool runs fusion.AvgPoolOp: the step must have Side*Side rows.
