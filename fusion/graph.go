@@ -71,31 +71,31 @@ type BufInfo struct {
 type Kind uint8
 
 const (
-	Embed         Kind = iota + 1 // EmbedOp
-	Norm                          // NormOp
-	MatMul                        // MatMulOp
-	Rope                          // RopeOp
-	StoreKV                       // StoreKVOp
-	Attention                     // AttentionOp
-	GLU                           // GLUOp
-	Activation                    // ActivationOp
-	Add                           // AddOp
-	SoftCap                       // SoftCapOp
-	LastRow                       // LastRowOp
-	MultiMatMul                   // MultiMatMulOp
-	MatMulGLU                     // MatMulGLUOp
-	Argmax                        // ArgmaxOp
-	Sample                        // SampleOp
-	RopeStoreKV                   // RopeStoreKVOp
-	MatMulRopeKV                  // MatMulRopeKVOp
-	MoE                           // MoEOp
-	RowLoRA                       // RowLoRAOp
-	Scale                         // ScaleOp
-	Columns                       // ColumnsOp
-	ShortConv                     // ShortConvOp
-	SelfAttention                 // SelfAttentionOp
-	AvgPool                       // AvgPoolOp
-	Input                         // InputOp
+	Embed        Kind = iota + 1 // EmbedOp
+	Norm                         // NormOp
+	MatMul                       // MatMulOp
+	Rope                         // RopeOp
+	StoreKV                      // StoreKVOp
+	Attention                    // AttentionOp
+	GLU                          // GLUOp
+	Activation                   // ActivationOp
+	Add                          // AddOp
+	SoftCap                      // SoftCapOp
+	LastRow                      // LastRowOp
+	MultiMatMul                  // MultiMatMulOp
+	MatMulGLU                    // MatMulGLUOp
+	Argmax                       // ArgmaxOp
+	Sample                       // SampleOp
+	RopeStoreKV                  // RopeStoreKVOp
+	MatMulRopeKV                 // MatMulRopeKVOp
+	MoE                          // MoEOp
+	RowLoRA                      // RowLoRAOp
+	Scale                        // ScaleOp
+	Columns                      // ColumnsOp
+	ShortConv                    // ShortConvOp
+	SelfAttn                     // SelfAttnOp
+	AvgPool                      // AvgPoolOp
+	Input                        // InputOp
 )
 
 // Sampling is the rule of a Sample op (internal/sampler.Options' fields):
@@ -127,7 +127,7 @@ var kindNames = map[Kind]string{Embed: "embed", Norm: "norm", MatMul: "matmul", 
 	MultiMatMul: "multi_matmul", MatMulGLU: "matmul_glu", Argmax: "argmax", Sample: "sample",
 	RopeStoreKV: "rope_store_kv", MatMulRopeKV: "matmul_rope_kv", MoE: "moe",
 	RowLoRA: "row_lora", Scale: "scale", Columns: "columns", ShortConv: "short_conv",
-	SelfAttention: "self_attention", AvgPool: "avg_pool", Input: "input"}
+	SelfAttn: "self_attention", AvgPool: "avg_pool", Input: "input"}
 
 func (k Kind) String() string {
 	if s, ok := kindNames[k]; ok {

@@ -108,11 +108,12 @@ type AttentionOp struct {
 	Out, Q Buf
 	Layer  int
 	HeadShape
-	Scale     float32
-	Cap       float32 // 0: none
-	Window    int     // 0: none
-	Sinks     string  // "": none
-	NonCausal bool
+	Scale  float32
+	Cap    float32 // 0: none
+	Window int     // 0: none
+	Sinks  string  // "": none
+
+	NonCausal bool // see above; false: causal
 }
 
 // GLUOp: Out = act(Gate) * Up, act per Act.

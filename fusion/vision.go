@@ -7,7 +7,7 @@ import "fmt"
 // of one step, without a cache and without a causal mask, and average
 // pooling over a grid of rows.
 
-// SelfAttentionOp: attention among the rows of the step, every row seeing
+// SelfAttnOp: attention among the rows of the step, every row seeing
 // every row (non-causal, no KV cache, no positions): for each head h of
 // Heads (kv head h / (Heads/KVHeads)) and row t < T,
 //
@@ -16,7 +16,7 @@ import "fmt"
 // with the softmax in f32 after subtracting the row's largest score.
 // Q and Out have Heads*HeadDim columns, K and V KVHeads*HeadDim; all are
 // per-token buffers. Out aliases none of Q, K, V. Scale must be > 0.
-type SelfAttentionOp struct {
+type SelfAttnOp struct {
 	Out, Q, K, V Buf
 	HeadShape
 	Scale float32
@@ -77,13 +77,13 @@ type AvgPoolOp struct {
 	Side, Kernel int
 }
 
-func (*SelfAttentionOp) Kind() Kind       { return SelfAttention }
-func (o *SelfAttentionOp) Inputs() []Buf  { return []Buf{o.Q, o.K, o.V} }
-func (o *SelfAttentionOp) Outputs() []Buf { return []Buf{o.Out} }
-func (o *SelfAttentionOp) bufs() []*Buf   { return []*Buf{&o.Out, &o.Q, &o.K, &o.V} }
-func (o *SelfAttentionOp) clone() Op      { c := *o; return &c }
+func (*SelfAttnOp) Kind() Kind       { return SelfAttn }
+func (o *SelfAttnOp) Inputs() []Buf  { return []Buf{o.Q, o.K, o.V} }
+func (o *SelfAttnOp) Outputs() []Buf { return []Buf{o.Out} }
+func (o *SelfAttnOp) bufs() []*Buf   { return []*Buf{&o.Out, &o.Q, &o.K, &o.V} }
+func (o *SelfAttnOp) clone() Op      { c := *o; return &c }
 
-func (o *SelfAttentionOp) validate(g *Graph, _ WeightShape) error {
+func (o *SelfAttnOp) validate(g *Graph, _ WeightShape) error {
 	out, q, k, v := g.Bufs[o.Out], g.Bufs[o.Q], g.Bufs[o.K], g.Bufs[o.V]
 	if o.Out == o.Q || o.Out == o.K || o.Out == o.V {
 		return fmt.Errorf("%w: self_attention output %q aliases an input", ErrInvalid, out.Name)

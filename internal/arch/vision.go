@@ -29,7 +29,7 @@ type VisionConfig struct {
 // its patch index: the patch and position tables are embedding tables):
 //
 //	x = patches · patch_embd + bias + position_embd   (no class token, no pre-norm)
-//	per layer: x += out(SelfAttention(q, k, v of LN1(x)));  x += down(GELU_tanh(up(LN2(x))))
+//	per layer: x += out(SelfAttn(q, k, v of LN1(x)));  x += down(GELU_tanh(up(LN2(x))))
 //	x = post_ln(x);  AvgPool(n, kernel);  RMSNorm(soft_emb_norm);  · input_projection
 //
 // The step's output rows 0 .. m*m-1 (m = n/kernel) are the image's
@@ -63,7 +63,7 @@ func VisionGraph(c VisionConfig) (*fusion.Graph, error) {
 		proj(q, h, b+"attn_q")
 		proj(k, h, b+"attn_k")
 		proj(v, h, b+"attn_v")
-		g.Add(&fusion.SelfAttentionOp{Out: a, Q: q, K: k, V: v, HeadShape: fusion.HeadShape{Heads: c.Heads, KVHeads: c.Heads, HeadDim: hd},
+		g.Add(&fusion.SelfAttnOp{Out: a, Q: q, K: k, V: v, HeadShape: fusion.HeadShape{Heads: c.Heads, KVHeads: c.Heads, HeadDim: hd},
 			Scale: float32(1 / math.Sqrt(float64(hd)))})
 		proj(o, a, b+"attn_out")
 		g.Add(&fusion.AddOp{Out: x, A: x, B: o})

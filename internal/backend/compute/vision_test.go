@@ -34,7 +34,7 @@ func TestVisionOpsUnsupported(t *testing.T) {
 	defer kv.Release()
 	for name, build := range map[string]func(g *fusion.Graph, x fusion.Buf) fusion.Op{
 		"self_attention": func(g *fusion.Graph, x fusion.Buf) fusion.Op {
-			return &fusion.SelfAttentionOp{Out: g.NewBuf("o", 4, 4), Q: x, K: x, V: x, HeadShape: fusion.HeadShape{Heads: 1, KVHeads: 1, HeadDim: 4}, Scale: 0.5}
+			return &fusion.SelfAttnOp{Out: g.NewBuf("o", 4, 4), Q: x, K: x, V: x, HeadShape: fusion.HeadShape{Heads: 1, KVHeads: 1, HeadDim: 4}, Scale: 0.5}
 		},
 		"avg_pool": func(g *fusion.Graph, x fusion.Buf) fusion.Op {
 			return &fusion.AvgPoolOp{Out: g.NewBuf("o", 4, 4), In: x, Side: 2, Kernel: 2}

@@ -259,7 +259,7 @@ func (b *backend) compile(g *fusion.Graph, w gpu.Weights, kvs []gpu.KVCache, bat
 			s.kbuf = make([]float32, (op.Width-1+g.Tokens)*op.Channels)
 		case *fusion.InputOp:
 			p.inputCols = g.Bufs[op.Out].Cols
-		case *fusion.SelfAttentionOp: // each thread's scores of a row: scratch.scores (allocScratch)
+		case *fusion.SelfAttnOp: // each thread's scores of a row: scratch.scores (allocScratch)
 		case *fusion.StoreKVOp, *fusion.AddOp, *fusion.SoftCapOp, *fusion.LastRowOp, *fusion.ArgmaxOp, *fusion.SampleOp, *fusion.AvgPoolOp:
 		default:
 			return nil, fmt.Errorf("cpu: compile: %w: op kind %s", gpu.ErrUnsupported, op.Kind())
@@ -281,9 +281,9 @@ func (p *program) allocScratch() {
 	g := p.graph
 	maxCols, maxIn := 1, 1
 	prefill := false
-	selfRows := 0 // a SelfAttention's rows: the scores of one of its rows
+	selfRows := 0 // a SelfAttn's rows: the scores of one of its rows
 	for _, s := range p.steps {
-		if _, ok := s.op.(*fusion.SelfAttentionOp); ok {
+		if _, ok := s.op.(*fusion.SelfAttnOp); ok {
 			selfRows = g.Tokens
 		}
 		for _, w := range append([]*matrix{s.w, s.up}, s.ws...) {
@@ -511,7 +511,7 @@ func (p *program) exec(s *step, tokens []int32, pos int) error {
 			return fmt.Errorf("%w: input of %d rows for a step of %d (gpu.Program.SetInput)", gpu.ErrStep, len(p.input)/cols, n)
 		}
 		copy(out[:n*cols], p.input[:n*cols])
-	case *fusion.SelfAttentionOp:
+	case *fusion.SelfAttnOp:
 		p.selfAttention(out, in(0), in(1), in(2), n, op)
 	case *fusion.AvgPoolOp:
 		return avgPool(out, in(0), cols, n, op)

@@ -8,7 +8,7 @@ import (
 	"github.com/gpurun/gpurun/gpu"
 )
 
-// selfAttn is one fusion.SelfAttentionOp step: every row attends to
+// selfAttn is one fusion.SelfAttnOp step: every row attends to
 // every row (a vision encoder's patches), per head, the scores scaled,
 // softmax in f32 after subtracting the largest, the values summed in row
 // order. Jobs are (row, head) pairs split across the threads; each thread
@@ -18,7 +18,7 @@ type selfAttn struct {
 	out, q []float32
 	k, v   []float32
 	n      int
-	op     *fusion.SelfAttentionOp
+	op     *fusion.SelfAttnOp
 }
 
 func (a *selfAttn) run(wk, lo, hi int) {
@@ -59,8 +59,8 @@ func (a *selfAttn) run(wk, lo, hi int) {
 	}
 }
 
-// selfAttention runs a fusion.SelfAttentionOp over the step's n rows.
-func (p *program) selfAttention(out, q, k, v []float32, n int, op *fusion.SelfAttentionOp) {
+// selfAttention runs a fusion.SelfAttnOp over the step's n rows.
+func (p *program) selfAttention(out, q, k, v []float32, n int, op *fusion.SelfAttnOp) {
 	a := &selfAttn{p: p, out: out, q: q, k: k, v: v, n: n, op: op}
 	p.pool.run(n*op.Heads, n*n*op.Heads*op.HeadDim*2, 1, a)
 }
