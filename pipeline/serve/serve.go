@@ -96,6 +96,10 @@ type Config struct {
 	// MaxBody is the largest request body in bytes (413 beyond); 0 means
 	// DefaultMaxBody.
 	MaxBody int64
+	// RemoteImages lets chat requests' image_url parts name http(s)
+	// URLs, which the server then fetches (at most MaxBody bytes each,
+	// 30 s); without it only data: URLs are taken.
+	RemoteImages bool
 	// Log, when set, gets one line per failed generation.
 	Log func(format string, args ...any)
 	// Speculation, when set, decodes every request speculatively (see
@@ -315,12 +319,13 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	var msgs []chat.Message
 	var smp sampling
 	var think thinkingFields
+	var remote []remoteImage
 	r, m, grammar, ok := s.begin(w, r, func(body []byte, id string) (sampling, *apiError) {
 		var aerr *apiError
 		var req *chatRequest
 		req, msgs, smp, aerr = decodeChat(body, id)
 		if req != nil {
-			think = req.thinkingFields
+			think, remote = req.thinkingFields, req.remote
 		}
 		return smp, aerr
 	})
@@ -328,6 +333,9 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	format, budget, vars, aerr := think.decode()
+	if aerr == nil {
+		aerr = s.fetchImages(r.Context(), msgs, remote)
+	}
 	if aerr != nil {
 		writeError(w, aerr)
 		return

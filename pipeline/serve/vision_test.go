@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -76,11 +78,30 @@ func TestChatImage(t *testing.T) {
 	} else {
 		t.Logf("reply %q", got)
 	}
+	// A remote URL, where the server fetches them: the same reply.
+	img := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/cat.png" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write(png)
+	}))
+	defer img.Close()
+	_, rts := newServer(t, Config{Model: m, RemoteImages: true})
+	resp, data = post(t, rts.URL+"/v1/chat/completions", body(img.URL+"/cat.png"))
+	var rc completion
+	if resp.StatusCode != 200 || json.Unmarshal(data, &rc) != nil || rc.Choices[0].Message.Content != c.Choices[0].Message.Content {
+		t.Errorf("remote image: status %d: %s", resp.StatusCode, data)
+	}
+	if resp, data := post(t, rts.URL+"/v1/chat/completions", body(img.URL+"/missing.png")); resp.StatusCode != 400 {
+		t.Errorf("a remote image that is not there: status %d: %s", resp.StatusCode, data)
+	}
 	for name, tc := range map[string]struct {
 		m    *pipeline.Model
 		body string
 	}{
-		"remote url":      {m, body("https://example.com/cat.png")},
+		"remote url":      {m, body(img.URL + "/cat.png")},
+		"ftp url":         {m, body("ftp://example.com/cat.png")},
 		"broken image":    {m, body("data:image/png;base64," + base64.StdEncoding.EncodeToString(png[:100]))},
 		"not base64":      {m, body("data:image/png;base64,@@@")},
 		"text-only model": {visionModel(t, false), body(url)},
