@@ -2,6 +2,7 @@ package vision
 
 import (
 	"bytes"
+	"encoding/base64"
 	"errors"
 	"image"
 	"image/color"
@@ -49,6 +50,25 @@ func TestDecodeFormats(t *testing.T) {
 		if kind == "png" && (img.Pix[(2*5+4)*3] != 160 || img.Pix[(2*5+4)*3+1] != 60 || img.Pix[(2*5+4)*3+2] != 6) {
 			t.Errorf("png pixel (4, 2) = %v", img.Pix[(2*5+4)*3:(2*5+4)*3+3])
 		}
+	}
+}
+
+// TestDecodeWebP: a 1x1 lossless WebP (the well-known feature-detection
+// image) decodes through golang.org/x/image/webp.
+func TestDecodeWebP(t *testing.T) {
+	data, err := base64.StdEncoding.DecodeString("UklGRhoAAABXRUJQVlA4TA0AAAAvAAAAEAcQERGIiP4HAA==")
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := Decode(data, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img.W != 1 || img.H != 1 || len(img.Pix) != 3 {
+		t.Fatalf("%dx%d, %d bytes", img.W, img.H, len(img.Pix))
+	}
+	if _, err := Decode(data[:20], 0); !errors.Is(err, ErrImage) {
+		t.Errorf("truncated webp: err %v", err)
 	}
 }
 
