@@ -123,7 +123,15 @@ type openOptions struct {
 	loraUnmerged bool
 	loraApplied  []lora.Applied // the adapters loaded, when unmerged
 	adapters     []namedAdapter // WithAdapter, in order
+	mmproj       string         // WithMMProj
 }
+
+// WithMMProj gives the model a vision projector: a GGUF of llama.cpp's
+// clip format ("mmproj"; projector type gemma3) that fits it, so that
+// prompts carry images (Prompt.Images, one per pipeline.MediaMarker of
+// the text). The encoder and the image steps run on the CPU backend (a GPU
+// backend refuses them with gpu.ErrUnsupported for now).
+func WithMMProj(path string) Option { return func(o *openOptions) { o.mmproj = path } }
 
 // WithBackend picks the backend by name: "auto" (the default: a real GPU
 // through Vulkan when there is one, otherwise the CPU; the CPU for a
@@ -359,7 +367,7 @@ func open(ctx context.Context, src *source, o *openOptions) (*Model, error) {
 		}
 		return nil, err
 	}
-	popts := pipeline.Options{Backend: b, MaxCache: o.maxCache, Slots: o.parallel, Activations: o.activations, NoFusion: o.noFusion, HostSampling: o.hostSampling, StepsPerSubmit: o.steps, PrefillSizes: o.prefill, PrefixCacheBytes: o.prefixCache, LoRA: o.loraApplied}
+	popts := pipeline.Options{Backend: b, MaxCache: o.maxCache, Slots: o.parallel, Activations: o.activations, NoFusion: o.noFusion, HostSampling: o.hostSampling, StepsPerSubmit: o.steps, PrefillSizes: o.prefill, PrefixCacheBytes: o.prefixCache, LoRA: o.loraApplied, MMProj: o.mmproj}
 	if len(o.adapters) > 0 {
 		err = m.openVariants(ctx, src, o, popts, sets)
 	} else if src.file != nil {

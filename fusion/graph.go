@@ -93,6 +93,9 @@ const (
 	Scale                        // ScaleOp
 	Columns                      // ColumnsOp
 	ShortConv                    // ShortConvOp
+	SelfAttn                     // SelfAttnOp
+	AvgPool                      // AvgPoolOp
+	Input                        // InputOp
 )
 
 // Sampling is the rule of a Sample op (internal/sampler.Options' fields):
@@ -123,7 +126,8 @@ var kindNames = map[Kind]string{Embed: "embed", Norm: "norm", MatMul: "matmul", 
 	SoftCap: "softcap", LastRow: "last_row",
 	MultiMatMul: "multi_matmul", MatMulGLU: "matmul_glu", Argmax: "argmax", Sample: "sample",
 	RopeStoreKV: "rope_store_kv", MatMulRopeKV: "matmul_rope_kv", MoE: "moe",
-	RowLoRA: "row_lora", Scale: "scale", Columns: "columns", ShortConv: "short_conv"}
+	RowLoRA: "row_lora", Scale: "scale", Columns: "columns", ShortConv: "short_conv",
+	SelfAttn: "self_attention", AvgPool: "avg_pool", Input: "input"}
 
 func (k Kind) String() string {
 	if s, ok := kindNames[k]; ok {

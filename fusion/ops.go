@@ -92,12 +92,6 @@ type StoreKVOp struct {
 // Pos+t-p < Window; cap(s) = Cap*tanh(s/Cap) when Cap > 0. Scale must be
 // > 0. Out must not alias Q.
 //
-// NonCausal (an embedding model's encoder: gemma-embedding, BERT) drops
-// the causal mask: every row attends to every position p < Pos+n of the
-// step's n rows, and a Window is symmetric, |Pos+t-p| <= Window/2
-// (rounded down), as llama.cpp masks gemma-embedding's sliding layers. It
-// needs a full cache (no ring), the whole input in one step.
-//
 // Sinks, when set, names an F32 [Heads] weight of per-head sink logits
 // (gpt-oss): head h's softmax gains one more logit Sinks[h], taken as it
 // is (neither scaled nor capped), which takes its share of the
@@ -105,16 +99,27 @@ type StoreKVOp struct {
 //
 //	m = max(max_p s_p, Sinks[h])
 //	Out[t] = sum_p exp(s_p - m) V[p] / (sum_p exp(s_p - m) + exp(Sinks[h] - m))
+//
+// NonCausal drops the causal mask: every row of the step sees every
+// position the step stores, later ones included, p <= Pos+n-1 for the
+// step's n rows. A Window then drops only keys too far back, Pos+t-p <
+// Window (a later key is never outside it): the image positions of a
+// Gemma 3 prompt attend to each other so (llama.cpp's
+// llama_set_causal_attn(false) while it decodes an image). With
+// SymmetricWindow the window is symmetric instead, |Pos+t-p| <= Window/2
+// (rounded down), as llama.cpp masks an embedding model's sliding layers
+// (gemma-embedding); such a step needs a full cache (no ring) and the whole
+// input in one step. Non-causal attention is not valid in a batched graph.
 type AttentionOp struct {
 	Out, Q Buf
 	Layer  int
 	HeadShape
-	Scale  float32
-	Cap    float32 // 0: none
-	Window int     // 0: none
-	Sinks  string  // "": none
-	// NonCausal: no causal mask (above).
-	NonCausal bool
+	Scale           float32
+	Cap             float32 // 0: none
+	Window          int     // 0: none
+	Sinks           string  // "": none
+	NonCausal       bool    // see above; false: causal
+	SymmetricWindow bool    // with NonCausal: the window reaches Window/2 both ways
 }
 
 // GLUOp: Out = act(Gate) * Up, act per Act.
@@ -513,8 +518,11 @@ func (o *AttentionOp) validate(g *Graph, shape WeightShape) error {
 	if err := checkSinks(shape, o.Sinks, o.Heads); err != nil {
 		return err
 	}
-	if o.NonCausal && (g.Batch || g.KV.RingLen(o.Layer) > 0) {
-		return fmt.Errorf("%w: non-causal attention in a batched step or on a ring cache (layer %d)", ErrInvalid, o.Layer)
+	if o.NonCausal && g.Batch {
+		return fmt.Errorf("%w: non-causal attention in a batched step", ErrInvalid)
+	}
+	if o.SymmetricWindow && (!o.NonCausal || g.KV.RingLen(o.Layer) > 0) {
+		return fmt.Errorf("%w: a symmetric window without non-causal attention or on a ring cache (layer %d)", ErrInvalid, o.Layer)
 	}
 	if ring := g.KV.RingLen(o.Layer); ring > 0 {
 		// The step stores its rows before attending: the oldest position

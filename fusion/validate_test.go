@@ -103,10 +103,14 @@ func TestValidate(t *testing.T) {
 			g.Ops[0].(*EmbedOp).Positions = true
 			g.KV.MaxLen = 11 // emb has 10 rows
 		}},
-		{"non-causal attention on a ring", func(g *Graph) {
+		{"symmetric window on a ring", func(g *Graph) {
 			g.KV.Ring = []int{6}
 			a := g.Ops[6].(*AttentionOp)
-			a.Window, a.NonCausal = 5, true
+			a.Window, a.NonCausal, a.SymmetricWindow = 5, true, true
+		}},
+		{"symmetric window of causal attention", func(g *Graph) {
+			a := g.Ops[6].(*AttentionOp)
+			a.Window, a.SymmetricWindow = 5, true
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -112,6 +112,13 @@ type Program interface {
 	// program runs one step per Run (RunSteps refuses while a mask is
 	// set). Every backend takes masks.
 	SetTokenMask(allowed []uint64) error
+	// SetInput gives a program whose graph has a fusion.InputOp the rows
+	// that op reads in the following runs (row t of a run is
+	// rows[t*cols:(t+1)*cols], cols the op's width; a run of n tokens
+	// needs n rows): a step over embeddings (an image's) rather than
+	// token ids. It fails with ErrUnsupported for a program without an
+	// InputOp, and with fusion.ErrInvalid for rows that are not whole.
+	SetInput(rows []float32) error
 	// RunSteps runs up to n (1..Caps().MaxSteps) decode steps of a
 	// one-token program ending in fusion.Argmax or fusion.Sample as one
 	// submission and waits for them: step i runs the id step i-1 picked

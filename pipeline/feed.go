@@ -128,6 +128,12 @@ func (m *Model) feed(ctx context.Context, sl *slot, context []int, logits []floa
 		return 0, fmt.Errorf("%w: %d tokens, cache holds %d", ErrPromptTooLong, len(context), m.maxCache)
 	}
 	keep := min(commonPrefix(sl.cached, context), len(context)-1)
+	if keep < len(context) && context[keep] < 0 {
+		// An image runs whole (its positions attend to each other):
+		// resume at its start.
+		_, j := mediaPos(context[keep])
+		keep -= j
+	}
 	switch {
 	case !m.ringsHold(len(sl.cached), keep):
 		// A ring lost positions the step reads: run everything from
@@ -143,12 +149,31 @@ func (m *Model) feed(ctx context.Context, sl *slot, context []int, logits []floa
 	rest := context[keep:]
 	ran := 0
 	for len(rest) > 0 {
-		// On a hybrid, chunks end where checkpoints are taken.
 		pos := len(sl.cached)
-		prog, n := sl.pick(min(len(rest), m.states.stop(pos, len(context))-pos))
-		chunk := make([]int32, n)
-		for i, id := range rest[:n] {
-			chunk[i] = int32(id)
+		var prog gpu.Program
+		var n int
+		var chunk []int32
+		if rest[0] < 0 {
+			rows, k, err := m.imageRun(rest)
+			if err == nil {
+				prog, err = m.imageProgram(sl)
+			}
+			if err == nil {
+				m.lockDevice()
+				err = prog.SetInput(rows)
+				m.unlockDevice()
+			}
+			if err != nil {
+				return ran, err
+			}
+			n, chunk = k, make([]int32, k)
+		} else {
+			// On a hybrid, chunks end where checkpoints are taken.
+			prog, n = sl.pick(min(textRun(rest), m.states.stop(pos, len(context))-pos))
+			chunk = make([]int32, n)
+			for i, id := range rest[:n] {
+				chunk[i] = int32(id)
+			}
 		}
 		var out []float32
 		if n == len(rest) {

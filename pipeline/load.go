@@ -151,6 +151,11 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 		}
 	}
 	m.decodeWeights = decodeWeightBytes(cfg, ws)
+	if opts.MMProj != "" {
+		if err := m.attachVision(opts.MMProj); err != nil {
+			return nil, err
+		}
+	}
 	sizes := opts.PrefillSizes
 	if len(sizes) == 0 {
 		sizes = DefaultPrefillSizes
@@ -166,6 +171,10 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 			if n <= m.maxCache {
 				m.ringTokens = max(m.ringTokens, n)
 			}
+		}
+		if m.vision != nil {
+			// An image's positions are one step.
+			m.ringTokens = max(m.ringTokens, m.vision.enc.Tokens())
 		}
 	}
 	for i := range nslots {

@@ -89,6 +89,14 @@ type Options struct {
 	// (lora.Merge) costs nothing per token.
 	LoRA []lora.Applied
 
+	// MMProj is a vision projector file (llama.cpp's mmproj GGUF, the
+	// clip format; projector type gemma3) that lets prompts carry images
+	// (Prompt.Images). It must fit the model (its width, its image marker
+	// tokens), else Load fails with ErrNoVision. The encoder and the
+	// image steps run on the CPU backend only for now (a GPU backend
+	// refuses their ops with gpu.ErrUnsupported).
+	MMProj string
+
 	// shared, set by FromCheckpointVariants, gives weights already loaded
 	// (with the adapters' tensors) and the pairs of this model's set.
 	shared *sharedWeights

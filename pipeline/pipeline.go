@@ -59,6 +59,7 @@ type Model struct {
 	kvSpec              fusion.KVSpec // every slot's cache
 	actF16              bool          // the activations between kernels are binary16 (actF16)
 	fuse                bool
+	vision              *visionModel               // Options.MMProj's projector; nil: text only
 	lora                map[string][]arch.LoRAPair // Options.LoRA, by projection
 	shared              *sharedWeights             // weights shared with other variants
 	// decodeWeights is the bytes of weights one decode step reads (see

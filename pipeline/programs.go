@@ -29,6 +29,8 @@ type programs struct {
 	// embed holds an embedding model's programs by tokens per step
 	// (embed.go), compiled on first use.
 	embed map[int]gpu.Program
+	// image runs an image's positions (media.go), compiled on first use.
+	image gpu.Program
 }
 
 type prefillProgram struct {
@@ -47,7 +49,7 @@ func (ps *programs) release() {
 	for _, p := range ps.embed {
 		p.Release()
 	}
-	for _, p := range []gpu.Program{ps.decode, ps.argmax.program(), ps.sample.program()} {
+	for _, p := range []gpu.Program{ps.decode, ps.argmax.program(), ps.sample.program(), ps.image} {
 		if p != nil {
 			p.Release()
 		}

@@ -20,6 +20,12 @@ import (
 type Prompt struct {
 	Text string
 	IDs  []int
+	// Images are image files (PNG, JPEG, GIF, WebP), one for each
+	// MediaMarker of Text (or each MediaID of IDs, a rendered chat
+	// template's tokens), in order: each becomes the model's image
+	// markers around its embeddings from the vision projector
+	// (Options.MMProj). A model without one refuses them (ErrNoVision).
+	Images [][]byte
 }
 
 // GenerateOptions control one generation. The zero value is greedy decoding
@@ -188,10 +194,19 @@ func (s *Session) History() []int { return append([]int(nil), s.history...) }
 func (s *Session) LastPrompt() []int { return append([]int(nil), s.prompt...) }
 
 // promptIDs turns a prompt into the ids to append to the conversation.
-func (s *Session) promptIDs(p Prompt, opts *GenerateOptions) ([]int, error) {
+func (s *Session) promptIDs(ctx context.Context, p Prompt, opts *GenerateOptions) ([]int, error) {
 	cfg := &s.m.cfg
 	var ids []int
-	if p.IDs != nil {
+	if len(p.Images) > 0 {
+		text := p.Text
+		if opts.Template {
+			p.Text = cfg.PromptPrefix + text + cfg.PromptSuffix
+		}
+		var err error
+		if ids, err = s.mediaPromptIDs(ctx, p, len(s.history) == 0 && cfg.AddBOS && cfg.BOS >= 0); err != nil {
+			return nil, err
+		}
+	} else if p.IDs != nil {
 		ids = append(ids, p.IDs...)
 	} else {
 		if s.m.tok == nil {
@@ -210,6 +225,9 @@ func (s *Session) promptIDs(p Prompt, opts *GenerateOptions) ([]int, error) {
 		return nil, fmt.Errorf("%w: empty prompt", ErrPrompt)
 	}
 	for i, id := range ids {
+		if id < 0 && len(p.Images) > 0 {
+			continue // an image's position (mediaID)
+		}
 		if id < 0 || id >= cfg.VocabSize {
 			return nil, fmt.Errorf("%w: id %d at %d outside the vocabulary of %d", ErrPrompt, id, i, cfg.VocabSize)
 		}
@@ -235,7 +253,7 @@ func (s *Session) Generate(ctx context.Context, prompt Prompt, opts GenerateOpti
 			s.fail(yield, err)
 			return
 		}
-		ids, err := s.promptIDs(prompt, &opts)
+		ids, err := s.promptIDs(ctx, prompt, &opts)
 		if err != nil {
 			s.fail(yield, err)
 			return

@@ -123,7 +123,9 @@ type speculator struct {
 // grammar constrains it).
 func (m *Model) newSpeculator(ctx context.Context, opts *GenerateOptions, target *sampler.Sampler, context []int) (*speculator, error) {
 	sp := opts.Speculation
-	if sp == nil || opts.Grammar != nil {
+	if sp == nil || opts.Grammar != nil || hasMedia(context) {
+		// (Drafts of a context with images: its image positions are no
+		// tokens a draft model or a lookup could take.)
 		return nil, nil
 	}
 	if m.recurrent() && m.states == nil || sp.Draft != nil && sp.Draft.recurrent() && sp.Draft.states == nil {

@@ -90,6 +90,8 @@ func (p *fakeProgram) SetTokenMask(allowed []uint64) error {
 	return nil
 }
 
+func (p *fakeProgram) SetInput([]float32) error { return gpu.ErrUnsupported }
+
 func (p *fakeProgram) Release() {}
 
 // The rest of gpu.Program: a fake runs one step per Run, keeps its

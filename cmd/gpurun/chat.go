@@ -21,12 +21,13 @@ import (
 
 func newChat() *cobra.Command {
 	var (
-		mf      modelFlags
-		gf      genFlags
-		sf      specFlags
-		tf      templateFlags
-		system  string
-		metrics bool
+		mf         modelFlags
+		gf         genFlags
+		sf         specFlags
+		tf         templateFlags
+		system     string
+		metrics    bool
+		imagePaths []string
 	)
 	cmd := &cobra.Command{
 		Use:   "chat [MODEL] [--system TEXT] [--chat-template FILE|plain]",
@@ -48,8 +49,9 @@ where a reply ends at the next "User:" line. Only the new part of the
 conversation is run through the model each turn; when the KV cache fills,
 the oldest turns are dropped (the system message is kept).
 
-Commands: /reset starts over, /exit (or Ctrl-D) leaves. Ctrl-C stops the
-current reply and returns to the prompt.`,
+Commands: /reset starts over, /exit (or Ctrl-D) leaves, /image PATH adds an
+image to your next message (with --mmproj; --image FILE adds one to the
+first). Ctrl-C stops the current reply and returns to the prompt.`,
 		Args: nArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := mf.takeModelArg(cmd, args); err != nil {
@@ -60,6 +62,14 @@ current reply and returns to the prompt.`,
 			}
 			if gf.maxTokens == 0 {
 				return fmt.Errorf("--max-tokens 0: a reply needs at least 1 token (or -1 for no limit but the cache)")
+			}
+			var pending [][]byte
+			for _, path := range imagePaths {
+				data, err := os.ReadFile(path)
+				if err != nil {
+					return fmt.Errorf("--image: %w", err)
+				}
+				pending = append(pending, data)
 			}
 			gen, err := gf.resolve()
 			if err != nil {
@@ -101,7 +111,7 @@ current reply and returns to the prompt.`,
 				return err
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "chat format: %s. /reset starts over, /exit or Ctrl-D leaves, Ctrl-C stops a reply.\n", kind)
-			return chatLoop(cmd.Context(), conv, gen, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr(), metrics)
+			return chatLoop(cmd.Context(), conv, gen, pending, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr(), metrics)
 		},
 	}
 	mf.register(cmd)
@@ -110,6 +120,7 @@ current reply and returns to the prompt.`,
 	sf.register(cmd)
 	f := cmd.Flags()
 	f.StringVar(&system, "system", "", "system message, kept for the whole conversation")
+	f.StringArrayVar(&imagePaths, "image", nil, "image file (PNG, JPEG, GIF, WebP) for the first message, before its text (repeatable; needs --mmproj)")
 	tf.register(cmd)
 	f.BoolVar(&metrics, "metrics", false, "print each reply's metrics (time to first token, prefill and decode tokens/s) on stderr, as run prints them")
 	return cmd
@@ -206,7 +217,7 @@ func controlText(m *gpurun.Model, id int) string {
 
 // chatLoop runs the conversation: a prompt, a line, a streamed reply. An
 // interrupt cancels the reply in progress only.
-func chatLoop(ctx context.Context, conv *chat.Conversation, gen pipeline.GenerateOptions, in io.Reader, stdout, errOut io.Writer, metrics bool) error {
+func chatLoop(ctx context.Context, conv *chat.Conversation, gen pipeline.GenerateOptions, pending [][]byte, in io.Reader, stdout, errOut io.Writer, metrics bool) error {
 	// Interrupts stop a reply, not the chat: the command's context (which
 	// main cancels on an interrupt) is replaced by one only this loop
 	// cancels.
@@ -247,9 +258,25 @@ func chatLoop(ctx context.Context, conv *chat.Conversation, gen pipeline.Generat
 			conv.Reset()
 			fmt.Fprintln(errOut, "(conversation reset)")
 			continue
-		case strings.HasPrefix(line, "/"):
-			fmt.Fprintln(errOut, "(commands: /reset, /exit)")
+		case strings.HasPrefix(line, "/image "):
+			path := strings.TrimSpace(strings.TrimPrefix(line, "/image "))
+			data, err := os.ReadFile(path)
+			if err != nil {
+				fmt.Fprintf(errOut, "(image: %v)\n", err)
+				continue
+			}
+			pending = append(pending, data)
+			fmt.Fprintf(errOut, "(%s goes with your next message)\n", path)
 			continue
+		case strings.HasPrefix(line, "/"):
+			fmt.Fprintln(errOut, "(commands: /reset, /exit, /image PATH)")
+			continue
+		}
+		images := pending
+		pending = nil
+		if n := len(images) - strings.Count(line, pipeline.MediaMarker); n > 0 {
+			// The images without a marker go before the text.
+			line = strings.Repeat(pipeline.MediaMarker, n) + line
 		}
 		replyCtx, cancel := context.WithCancel(ctx)
 		mu.Lock()
@@ -258,7 +285,7 @@ func chatLoop(ctx context.Context, conv *chat.Conversation, gen pipeline.Generat
 		dropped := conv.Dropped()
 		var replyErr error
 		started := false
-		for tok, err := range conv.Send(replyCtx, line, gen) {
+		for tok, err := range conv.SendImages(replyCtx, line, images, gen) {
 			if err != nil {
 				replyErr = err
 				break

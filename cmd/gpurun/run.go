@@ -38,6 +38,7 @@ type modelFlags struct {
 	cpuMath     string
 	prefixMB    int // --prefix-cache-mb (chat and serve)
 	lora        loraFlags
+	mmproj      string // --mmproj
 }
 
 // registerPrefixCache adds --prefix-cache-mb (chat and serve).
@@ -72,6 +73,7 @@ func (r *modelFlags) register(cmd *cobra.Command) {
 		" (dynamic quantizes activations to int8 blocks as llama.cpp does; exact is the reference)")
 	r.lora.register(f)
 	r.lora.registerUnmerged(f)
+	f.StringVar(&r.mmproj, "mmproj", "", "vision projector (llama.cpp's mmproj GGUF, projector type gemma3) that lets prompts carry images (--image; CPU backend)")
 }
 
 // takeModelArg accepts the model as the optional positional argument; a
@@ -113,6 +115,9 @@ func (r *modelFlags) options(cmd *cobra.Command) []gpurun.Option {
 	}
 	if r.prefixMB > 0 {
 		opts = append(opts, gpurun.WithPrefixCache(int64(r.prefixMB)<<20))
+	}
+	if r.mmproj != "" {
+		opts = append(opts, gpurun.WithMMProj(r.mmproj))
 	}
 	opts = append(opts, r.lora.options()...)
 	return append(opts, gpurun.WithProgress(stageSpinner(cmd.ErrOrStderr())))
@@ -222,6 +227,7 @@ func (g *genFlags) options() gpurun.GenerateOptions {
 // --prompt-ids.
 type promptFlags struct {
 	text, file, ids string
+	images          []string // --image, in order
 }
 
 func (p *promptFlags) register(cmd *cobra.Command) {
@@ -229,10 +235,26 @@ func (p *promptFlags) register(cmd *cobra.Command) {
 	f.StringVarP(&p.text, "prompt", "p", "", `prompt text ("-" reads it from standard input; "" is allowed)`)
 	f.StringVarP(&p.file, "file", "f", "", "read the prompt text from FILE (one trailing newline is dropped)")
 	f.StringVar(&p.ids, "prompt-ids", "", "prompt as comma-separated token ids, used as given (no BOS added)")
+	f.StringArrayVar(&p.images, "image", nil, "image file (PNG, JPEG, GIF, WebP) for the next "+pipeline.MediaMarker+" marker of the prompt text (repeatable; needs --mmproj)")
 }
 
-// read returns the prompt the flags give.
+// read returns the prompt the flags give, with its --image files.
 func (p *promptFlags) read(cmd *cobra.Command) (pipeline.Prompt, error) {
+	pr, err := p.readText(cmd)
+	if err != nil || len(p.images) == 0 {
+		return pr, err
+	}
+	for _, path := range p.images {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return pipeline.Prompt{}, fmt.Errorf("--image: %w", err)
+		}
+		pr.Images = append(pr.Images, data)
+	}
+	return pr, nil
+}
+
+func (p *promptFlags) readText(cmd *cobra.Command) (pipeline.Prompt, error) {
 	fs := cmd.Flags()
 	var given []string
 	for _, name := range []string{"prompt", "file", "prompt-ids"} {
@@ -360,6 +382,9 @@ func generate(ctx context.Context, m *gpurun.Model, prompt pipeline.Prompt, gen 
 	if gen.Temperature > 0 {
 		res.Seed = gen.Seed
 	}
+	if none && len(prompt.Images) > 0 {
+		return nil, errors.New("--max-tokens 0 with --image: the prompt's image positions are known only once it runs")
+	}
 	if none {
 		ids, err := promptIDs(m, prompt)
 		if err != nil {
@@ -398,6 +423,11 @@ func generate(ctx context.Context, m *gpurun.Model, prompt pipeline.Prompt, gen 
 	res.PromptIDs = s.LastPrompt()
 	if res.PromptIDs == nil {
 		res.PromptIDs = []int{}
+	}
+	for i, id := range res.PromptIDs {
+		if id < 0 {
+			res.PromptIDs[i] = pipeline.MediaID // an image's position
+		}
 	}
 	res.Text = text.String()
 	res.Metrics = jsonMetrics(met)
@@ -471,7 +501,7 @@ func (c *checkedWriter) Write(p []byte) (int, error) {
 }
 
 type runResult struct {
-	PromptIDs    []int       `json:"prompt_ids"`
+	PromptIDs    []int       `json:"prompt_ids"` // an image's positions are -1 (pipeline.MediaID)
 	GeneratedIDs []int       `json:"generated_ids"`
 	Text         string      `json:"text"`
 	Backend      string      `json:"backend"`

@@ -22,20 +22,21 @@ import (
 
 func newServe() *cobra.Command {
 	var (
-		mf       modelFlags
-		sf       specFlags
-		addr     string
-		parallel int
-		queue    int
-		apiKey   string
-		cors     string
-		name     string
-		tf       templateFlags
-		grace    time.Duration
-		web      bool
-		adapters adapterFlag
-		rformat  string
-		rbudget  int
+		mf           modelFlags
+		sf           specFlags
+		addr         string
+		parallel     int
+		queue        int
+		apiKey       string
+		cors         string
+		name         string
+		tf           templateFlags
+		grace        time.Duration
+		web          bool
+		remoteImages bool
+		adapters     adapterFlag
+		rformat      string
+		rbudget      int
 	)
 	cmd := &cobra.Command{
 		Use:   "serve [MODEL] [--addr 127.0.0.1:8080] [--parallel N] [--api-key KEY] [--cors ORIGIN]",
@@ -183,7 +184,7 @@ source at start-up, so run it inside the gpurun repository.`,
 				variants[name+":"+n] = v.Pipeline()
 			}
 			srv, err := serve.New(serve.Config{Model: m.Pipeline(), ModelID: name, Variants: variants, Template: tpl, APIKey: apiKey, CORSOrigin: cors, MaxQueue: cmp.Or(queue, -1), Speculation: spec,
-				ReasoningFormat: reasoning, ReasoningBudget: max(rbudget, 0), NoThinking: rbudget == 0,
+				ReasoningFormat: reasoning, ReasoningBudget: max(rbudget, 0), NoThinking: rbudget == 0, RemoteImages: remoteImages,
 				Log: func(format string, args ...any) { fmt.Fprintf(errOut, format+"\n", args...) }})
 			if err != nil {
 				return err
@@ -231,6 +232,7 @@ source at start-up, so run it inside the gpurun repository.`,
 	f.StringVar(&rformat, "reasoning-format", "auto", "how replies give the model's thinking: auto or deepseek (apart, as reasoning_content), deepseek-legacy (apart and also in the content), none (left in the content)")
 	rbudget = -1
 	f.Var(&intFlag{&rbudget, -1, 1 << 30, "an integer >= -1"}, "reasoning-budget", "tokens of thinking a reply may take before the server closes it (-1: no limit; 0: no thinking)")
+	f.BoolVar(&remoteImages, "allow-remote-images", false, "let chat requests' image_url parts name http(s) URLs, which the server fetches (default: data: URLs only)")
 	f.BoolVar(&web, "web", false, "serve the browser page (gpurun in WebAssembly on the page's WebGPU) instead of the API; MODEL is optional")
 	f.DurationVar(&grace, "grace", 30*time.Second, "how long running requests may finish after SIGTERM before they are cancelled")
 	return cmd

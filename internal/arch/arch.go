@@ -59,6 +59,16 @@ type BuildOptions struct {
 	// RowLoRA; an empty set applies none). LoRA's pairs, if any, apply to
 	// every row besides.
 	RowLoRA []map[string][]LoRAPair
+	// Embeddings makes the step read its rows from the host
+	// (fusion.InputOp, gpu.Program.SetInput) in place of the token
+	// embeddings, taken as they are (no embedding scale): an image's
+	// embeddings from its encoder (llama.cpp scales only token
+	// embeddings, src/models/gemma3.cpp).
+	Embeddings bool
+	// NonCausal makes every attention of the step non-causal
+	// (fusion.AttentionOp.NonCausal): the rows of an image attend to each
+	// other, as llama.cpp decodes a Gemma 3 image.
+	NonCausal bool
 }
 
 // KVSpec is the cache a graph of cfg with opts reads and writes: the
@@ -137,10 +147,17 @@ func Build(cfg *model.Config, opts BuildOptions) (*fusion.Graph, error) {
 			return nil, err
 		}
 	}
+	if opts.Embeddings && cfg.PerLayerDim > 0 {
+		return nil, fmt.Errorf("%w: a step of embeddings for a model with per-layer token inputs", ErrOptions)
+	}
+	if (opts.Embeddings || opts.NonCausal) && opts.Batch {
+		return nil, fmt.Errorf("%w: a batched step of embeddings or non-causal attention", ErrOptions)
+	}
 	if len(opts.RowLoRA) > 0 && !opts.Batch {
 		return nil, fmt.Errorf("%w: adapters chosen per row need a batched graph", ErrOptions)
 	}
-	b := &builder{cfg: cfg, g: &fusion.Graph{Tokens: opts.Tokens, Batch: opts.Batch}, maxLen: opts.MaxLen, lora: opts.LoRA, rowLoRA: opts.RowLoRA}
+	b := &builder{cfg: cfg, g: &fusion.Graph{Tokens: opts.Tokens, Batch: opts.Batch}, maxLen: opts.MaxLen, lora: opts.LoRA, rowLoRA: opts.RowLoRA,
+		embeddings: opts.Embeddings, nonCausal: opts.NonCausal}
 	// The one place the config's parameter names become fusion's types.
 	var err error
 	if b.normKind, err = fusion.ParseNormKind(cfg.Norm); err != nil {
@@ -173,6 +190,8 @@ type builder struct {
 	cfg    *model.Config
 	g      *fusion.Graph
 	maxLen int // KV cache positions: the context that picks LongRoPE's factors
+
+	embeddings, nonCausal bool // BuildOptions'
 
 	normKind  fusion.NormKind  // cfg.Norm
 	act       fusion.Act       // cfg.Act
@@ -230,15 +249,19 @@ func (b *builder) forward(allLogits, embed bool) {
 		b.conv = g.NewBuf("conv_out", T, c.Dim)
 	}
 
-	g.Add(&fusion.EmbedOp{Out: b.x, Weight: model.TokenEmbedding, Scale: c.EmbedScale})
-	if c.LearnedPositions {
-		// BERT: the position's row (the token type 0 row folded in).
-		pos := g.NewBuf("position_embd", T, c.Dim)
-		g.Add(&fusion.EmbedOp{Out: pos, Weight: model.PositionEmbedding, Positions: true})
-		g.Add(&fusion.AddOp{Out: b.x, A: b.x, B: pos})
-	}
-	if c.EmbedNorm {
-		b.norm(b.x, b.x, model.EmbedNorm, model.EmbedNormBias)
+	if b.embeddings {
+		g.Add(&fusion.InputOp{Out: b.x})
+	} else {
+		g.Add(&fusion.EmbedOp{Out: b.x, Weight: model.TokenEmbedding, Scale: c.EmbedScale})
+		if c.LearnedPositions {
+			// BERT: the position's row (the token type 0 row folded in).
+			pos := g.NewBuf("position_embd", T, c.Dim)
+			g.Add(&fusion.EmbedOp{Out: pos, Weight: model.PositionEmbedding, Positions: true})
+			g.Add(&fusion.AddOp{Out: b.x, A: b.x, B: pos})
+		}
+		if c.EmbedNorm {
+			b.norm(b.x, b.x, model.EmbedNorm, model.EmbedNormBias)
+		}
 	}
 	if c.PerLayerDim > 0 {
 		b.perLayerInputs()
@@ -431,7 +454,10 @@ func (b *builder) attention(l int, h fusion.Buf) {
 	}
 	att := &fusion.AttentionOp{Out: hb.att, Q: hb.q, Layer: src,
 		HeadShape: fusion.HeadShape{Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: hd},
-		Scale:     c.Scale(), Cap: c.AttnSoftCap, Window: c.LayerWindow(l), NonCausal: c.NonCausal}
+		Scale:     c.Scale(), Cap: c.AttnSoftCap, Window: c.LayerWindow(l),
+		// An embedding model's encoder (its windows symmetric), or an
+		// image's positions (BuildOptions.NonCausal).
+		NonCausal: c.NonCausal || b.nonCausal, SymmetricWindow: c.NonCausal}
 	if c.AttnSinks {
 		att.Sinks = model.Layer(l, model.AttnSinks)
 	}

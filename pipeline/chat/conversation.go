@@ -92,7 +92,8 @@ func endOfTurnIDs(m *pipeline.Model, tpl *Template, controls map[string]int) []i
 // the reply.
 type Prompt struct {
 	Text        string // the rendered text
-	IDs         []int
+	IDs         []int  // pipeline.MediaID where each of Images goes
+	Images      [][]byte
 	StopTokens  []int    // the template's end-of-turn tokens
 	StopStrings []string // the plain fallback's next "User:" line
 }
@@ -115,14 +116,34 @@ func RenderTools(m *pipeline.Model, tpl *Template, msgs []Message, tools []json.
 		return Prompt{}, err
 	}
 	control, controls := controlTokens(m)
-	ids, err := encodeControls(m, control, controls, text)
-	if err != nil {
-		return Prompt{}, err
+	var images [][]byte
+	for _, msg := range msgs {
+		images = append(images, msg.Images...)
+	}
+	// With images, the markers the messages carried split the text:
+	// each part tokenized as a prompt is, pipeline.MediaID between.
+	parts := []string{text}
+	if len(images) > 0 {
+		parts = strings.Split(text, pipeline.MediaMarker)
+		if len(parts)-1 != len(images) {
+			return Prompt{}, fmt.Errorf("%w: the rendered conversation has %d %s markers for %d images", pipeline.ErrPrompt, len(parts)-1, pipeline.MediaMarker, len(images))
+		}
+	}
+	var ids []int
+	for i, part := range parts {
+		if i > 0 {
+			ids = append(ids, pipeline.MediaID)
+		}
+		pids, err := encodeControls(m, control, controls, part)
+		if err != nil {
+			return Prompt{}, err
+		}
+		ids = append(ids, pids...)
 	}
 	if cfg := m.Config(); cfg.AddBOS && cfg.BOS >= 0 && (len(ids) == 0 || ids[0] != cfg.BOS) {
 		ids = append([]int{cfg.BOS}, ids...)
 	}
-	return Prompt{Text: text, IDs: ids, StopTokens: endOfTurnIDs(m, tpl, controls), StopStrings: tpl.StopStrings()}, nil
+	return Prompt{Text: text, IDs: ids, Images: images, StopTokens: endOfTurnIDs(m, tpl, controls), StopStrings: tpl.StopStrings()}, nil
 }
 
 // StopTokens are the template's end-of-turn tokens, which end a reply.
@@ -162,6 +183,36 @@ func (c *Conversation) encode(text string) ([]int, error) {
 	return encodeControls(c.m, c.control, c.controls, text)
 }
 
+// images are the images of the conversation with user appended, in order.
+func (c *Conversation) images(user *Message) [][]byte {
+	var out [][]byte
+	for _, m := range c.all(user) {
+		out = append(out, m.Images...)
+	}
+	return out
+}
+
+// encodeMedia is encode with, when the conversation has images (media),
+// each pipeline.MediaMarker a pipeline.MediaID; n counts them.
+func (c *Conversation) encodeMedia(text string, media bool) (ids []int, n int, err error) {
+	if !media {
+		ids, err = c.encode(text)
+		return ids, 0, err
+	}
+	for i, part := range strings.Split(text, pipeline.MediaMarker) {
+		if i > 0 {
+			ids = append(ids, pipeline.MediaID)
+			n++
+		}
+		pids, err := c.encode(part)
+		if err != nil {
+			return nil, 0, err
+		}
+		ids = append(ids, pids...)
+	}
+	return ids, n, nil
+}
+
 func encodeControls(m *pipeline.Model, control []string, controls map[string]int, text string) ([]int, error) {
 	var ids []int
 	for len(text) > 0 {
@@ -192,8 +243,15 @@ func encodeControls(m *pipeline.Model, control []string, controls map[string]int
 // loop is left: what was generated is kept). gen's stop tokens and stop
 // strings are extended with the template's.
 func (c *Conversation) Send(ctx context.Context, text string, gen pipeline.GenerateOptions) iter.Seq2[pipeline.Token, error] {
+	return c.SendImages(ctx, text, nil, gen)
+}
+
+// SendImages is Send with images: one for each pipeline.MediaMarker of
+// text, in order (a model with a vision projector, pipeline.Options.MMProj).
+// The images stay in the conversation with their message.
+func (c *Conversation) SendImages(ctx context.Context, text string, images [][]byte, gen pipeline.GenerateOptions) iter.Seq2[pipeline.Token, error] {
 	return func(yield func(pipeline.Token, error) bool) {
-		user := Message{Role: User, Content: text}
+		user := Message{Role: User, Content: text, Images: images}
 		prompt, full, err := c.fit(&user)
 		if err != nil {
 			yield(pipeline.Token{}, err)
@@ -253,16 +311,17 @@ func (c *Conversation) fit(user *Message) (pipeline.Prompt, string, error) {
 			return pipeline.Prompt{}, "", err
 		}
 		hist := len(c.s.History())
+		images := c.images(user)
 		if c.covered != "" && hist > 0 && strings.HasPrefix(full, c.covered) {
-			ids, err := c.encode(full[len(c.covered):])
+			ids, n, err := c.encodeMedia(full[len(c.covered):], len(images) > 0)
 			if err != nil {
 				return pipeline.Prompt{}, "", err
 			}
 			if hist+len(ids)+c.opts.Reserve <= maxCache {
-				return pipeline.Prompt{IDs: ids}, full, nil
+				return pipeline.Prompt{IDs: ids, Images: images[max(0, len(images)-n):]}, full, nil
 			}
 		} else {
-			ids, err := c.encode(full)
+			ids, _, err := c.encodeMedia(full, len(images) > 0)
 			if err != nil {
 				return pipeline.Prompt{}, "", err
 			}
@@ -271,7 +330,7 @@ func (c *Conversation) fit(user *Message) (pipeline.Prompt, string, error) {
 			}
 			if len(ids)+c.opts.Reserve <= maxCache {
 				c.s.Reset()
-				return pipeline.Prompt{IDs: ids}, full, nil
+				return pipeline.Prompt{IDs: ids, Images: images}, full, nil
 			}
 		}
 		// Too long: drop the oldest exchange and render again.

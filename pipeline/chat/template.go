@@ -62,6 +62,10 @@ import (
 type Message struct {
 	Role    string `json:"role"`
 	Content string `json:"content"`
+	// Images are image files for the pipeline.MediaMarker markers of
+	// Content, in order (a model with a vision projector); the template
+	// renders the markers as text and Render puts the images there.
+	Images [][]byte `json:"-"`
 	// ToolCalls are an assistant message's calls (rendered as the
 	// template writes them; Content may then be empty).
 	ToolCalls []ToolCall `json:"tool_calls,omitempty"`

@@ -2,13 +2,18 @@ package serve
 
 import (
 	"bytes"
+	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"strings"
+	"time"
 
+	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/pipeline/chat"
 	"github.com/gpurun/gpurun/pipeline/constrain"
 )
@@ -82,6 +87,16 @@ type chatRequest struct {
 	Tools      []json.RawMessage `json:"tools"`
 	ToolChoice json.RawMessage   `json:"tool_choice"`
 	thinkingFields
+	// remote are the image_url parts with remote URLs, fetched only
+	// where Config.RemoteImages.
+	remote []remoteImage
+}
+
+// remoteImage is an image_url part with an http(s) URL: image k of
+// message m.
+type remoteImage struct {
+	m, k int
+	url  string
 }
 
 // thinkingFields are a chat request's settings of the model's thinking:
@@ -404,40 +419,89 @@ func decodeChatMessages(body []byte, modelID string) (*chatRequest, []chat.Messa
 		if len(m.ToolCalls) > 0 && (len(m.Content) == 0 || string(m.Content) == "null") {
 			continue // tool calls alone
 		}
-		text, err := messageText(m.Content)
+		text, images, urls, err := messageText(m.Content)
 		if err != nil {
 			return nil, nil, s, badRequest(param+".content", "invalid_value", param+".content: "+err.Error())
 		}
-		msgs[i].Content = text
+		msgs[i].Content, msgs[i].Images = text, images
+		for k, u := range urls {
+			if u != "" {
+				req.remote = append(req.remote, remoteImage{m: i, k: k, url: u})
+			}
+		}
 	}
 	return &req, msgs, s, nil
 }
 
 // messageText reads a message's content: a string, or a list of text
-// parts ({"type": "text", "text": ...}), which are joined.
-func messageText(raw json.RawMessage) (string, error) {
+// parts ({"type": "text", "text": ...}), which are joined, and image
+// parts ({"type": "image_url", "image_url": {"url": "data:image/...;base64,..."}}),
+// each a pipeline.MediaMarker in the text and its file's bytes in images.
+// An http(s) URL is left to fetch: its image is nil and urls[k] its URL
+// (urls is nil without one).
+func messageText(raw json.RawMessage) (string, [][]byte, []string, error) {
 	if len(raw) == 0 || string(raw) == "null" {
-		return "", errors.New("missing")
+		return "", nil, nil, errors.New("missing")
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		return s, nil
+		return s, nil, nil, nil
 	}
 	var parts []struct {
-		Type string  `json:"type"`
-		Text *string `json:"text"`
+		Type     string  `json:"type"`
+		Text     *string `json:"text"`
+		ImageURL *struct {
+			URL string `json:"url"`
+		} `json:"image_url"`
 	}
 	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", errors.New("want a string or a list of text parts")
+		return "", nil, nil, errors.New("want a string or a list of text and image_url parts")
 	}
 	var b strings.Builder
+	var images [][]byte
+	var urls []string
 	for i, p := range parts {
-		if p.Type != "text" || p.Text == nil {
-			return "", fmt.Errorf("part %d: type %q, only text parts are supported", i, p.Type)
+		switch {
+		case p.Type == "text" && p.Text != nil:
+			b.WriteString(*p.Text)
+		case p.Type == "image_url" && p.ImageURL != nil:
+			u := p.ImageURL.URL
+			if strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://") {
+				for len(urls) < len(images) {
+					urls = append(urls, "")
+				}
+				images, urls = append(images, nil), append(urls, u)
+				b.WriteString(pipeline.MediaMarker)
+				continue
+			}
+			img, err := dataURL(u)
+			if err != nil {
+				return "", nil, nil, fmt.Errorf("part %d: image_url: %w", i, err)
+			}
+			images = append(images, img)
+			b.WriteString(pipeline.MediaMarker)
+		default:
+			return "", nil, nil, fmt.Errorf("part %d: type %q, only text and image_url parts are supported", i, p.Type)
 		}
-		b.WriteString(*p.Text)
 	}
-	return b.String(), nil
+	return b.String(), images, urls, nil
+}
+
+// dataURL decodes a base64 data: URL of an image.
+func dataURL(u string) ([]byte, error) {
+	rest, ok := strings.CutPrefix(u, "data:")
+	if !ok {
+		return nil, errors.New("want a data: or http(s) URL")
+	}
+	meta, data, ok := strings.Cut(rest, ",")
+	if !ok || !strings.HasSuffix(meta, ";base64") || !strings.HasPrefix(meta, "image/") {
+		return nil, errors.New("want data:image/TYPE;base64,DATA")
+	}
+	b, err := base64.StdEncoding.DecodeString(data)
+	if err != nil {
+		return nil, fmt.Errorf("base64: %w", err)
+	}
+	return b, nil
 }
 
 // completionPrompt is a text completion's prompt: text, or token ids.
@@ -471,4 +535,39 @@ func decodeCompletion(body []byte, modelID string) (*completionRequest, completi
 		return nil, p, s, badRequest("prompt", "invalid_value", "prompt: want a string, a list of one string, or a non-empty list of token ids (one prompt per request)")
 	}
 	return &req, p, s, nil
+}
+
+// fetchImages fills in the remote images of msgs where the server fetches
+// them (Config.RemoteImages); otherwise a remote URL is a 400.
+func (s *Server) fetchImages(ctx context.Context, msgs []chat.Message, remote []remoteImage) *apiError {
+	for _, ri := range remote {
+		param := fmt.Sprintf("messages[%d].content", ri.m)
+		if !s.cfg.RemoteImages {
+			return badRequest(param, "invalid_value", param+": image_url: remote image URLs are off (gpurun serve --allow-remote-images); send a data: URL")
+		}
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		req, err := http.NewRequestWithContext(ctx, "GET", ri.url, nil)
+		if err != nil {
+			cancel()
+			return badRequest(param, "invalid_value", param+": image_url: "+err.Error())
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			cancel()
+			return badRequest(param, "invalid_value", param+": image_url: "+err.Error())
+		}
+		data, err := io.ReadAll(io.LimitReader(resp.Body, s.cfg.MaxBody+1))
+		resp.Body.Close()
+		cancel()
+		switch {
+		case err != nil:
+			return badRequest(param, "invalid_value", param+": image_url: "+err.Error())
+		case resp.StatusCode != http.StatusOK:
+			return badRequest(param, "invalid_value", fmt.Sprintf("%s: image_url: %s answered %s", param, ri.url, resp.Status))
+		case int64(len(data)) > s.cfg.MaxBody:
+			return badRequest(param, "invalid_value", fmt.Sprintf("%s: image_url: %s is over %d bytes", param, ri.url, s.cfg.MaxBody))
+		}
+		msgs[ri.m].Images[ri.k] = data
+	}
+	return nil
 }

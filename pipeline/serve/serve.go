@@ -101,6 +101,10 @@ type Config struct {
 	// MaxBody is the largest request body in bytes (413 beyond); 0 means
 	// DefaultMaxBody.
 	MaxBody int64
+	// RemoteImages lets chat requests' image_url parts name http(s)
+	// URLs, which the server then fetches (at most MaxBody bytes each,
+	// 30 s); without it only data: URLs are taken.
+	RemoteImages bool
 	// Log, when set, gets one line per failed generation.
 	Log func(format string, args ...any)
 	// Speculation, when set, decodes every request speculatively (see
@@ -322,12 +326,13 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	var msgs []chat.Message
 	var smp sampling
 	var think thinkingFields
+	var remote []remoteImage
 	r, m, grammar, ok := s.begin(w, r, func(body []byte, id string) (sampling, *apiError) {
 		var aerr *apiError
 		var req *chatRequest
 		req, msgs, smp, aerr = decodeChat(body, id)
 		if req != nil {
-			think = req.thinkingFields
+			think, remote = req.thinkingFields, req.remote
 		}
 		return smp, aerr
 	})
@@ -335,6 +340,9 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	format, budget, vars, aerr := think.decode()
+	if aerr == nil {
+		aerr = s.fetchImages(r.Context(), msgs, remote)
+	}
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -352,7 +360,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	gen.StopTokens = p.StopTokens
 	gen.StopStrings = append(gen.StopStrings, p.StopStrings...)
 	th := s.thinkingFor(tpl, p.Text, format, budget)
-	s.generate(w, r, kindChat, pipeline.Prompt{IDs: p.IDs}, gen, smp, tpl.IsPlain(), tools, th)
+	s.generate(w, r, kindChat, pipeline.Prompt{IDs: p.IDs, Images: p.Images}, gen, smp, tpl.IsPlain(), tools, th)
 }
 
 // renderChat renders a chat request's messages with the server's template
@@ -478,6 +486,8 @@ func generationError(err error, k kind) *apiError {
 		return badRequest("", "no_tokenizer", err.Error())
 	case errors.Is(err, errEmbeddingModel):
 		return badRequest("model", "embedding_model", err.Error())
+	case errors.Is(err, pipeline.ErrNoVision):
+		return badRequest("", "no_vision", err.Error())
 	case errors.Is(err, pipeline.ErrClosed):
 		return &apiError{Status: http.StatusServiceUnavailable, RetryAfter: 5, Type: "server_error", Code: "shutting_down", Message: err.Error()}
 	}

@@ -24,6 +24,12 @@ func (p *program) SetSampling(r fusion.Sampling) error {
 	return nil
 }
 
+// SetInput (gpu.Program): the planner refuses fusion.InputOp, so no
+// compiled program has one.
+func (p *program) SetInput([]float32) error {
+	return fmt.Errorf("compute: set input: op kind %s: %w", fusion.Input, gpu.ErrUnsupported)
+}
+
 // SetTokenMask (gpu.Program) for a program ending in
 // fusion.Argmax or fusion.Sample: the mask buffer the picking kernel reads
 // is written now, before the next run.

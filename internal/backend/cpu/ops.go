@@ -144,7 +144,8 @@ type attnParams struct {
 	scale, cap              float32
 	window                  int
 	sinks                   []float32 // per query head sink logits (nil: none)
-	nonCausal               bool      // fusion.AttentionOp.NonCausal
+	nonCausal               bool      // every row sees the step's positions (fusion.AttentionOp.NonCausal)
+	symmetric               bool      // fusion.AttentionOp.SymmetricWindow
 }
 
 // attention: for query row t (position pos+t) and head h, a softmax over the
@@ -223,11 +224,14 @@ func (ap *attnParams) first(qpos int) int {
 
 // span returns the first and last cached positions a query at qpos
 // attends to: causally, those up to qpos (first); without the causal
-// mask, every position of the step (end is its last), within window/2 on
-// either side when there is a window.
+// mask, every position of the step (end is its last), from first on, or
+// within window/2 on either side when the window is symmetric.
 func (ap *attnParams) span(qpos, end int) (first, last int) {
 	if !ap.nonCausal {
 		return ap.first(qpos), qpos
+	}
+	if !ap.symmetric {
+		return ap.first(qpos), end
 	}
 	if ap.window > 0 {
 		half := ap.window / 2

@@ -27,6 +27,11 @@ type program struct {
 	logits fusion.Buf
 	lastT  int // tokens of the last successful Run, 0 before any
 
+	// inputCols is the width of the graph's fusion.InputOp (0: none) and
+	// input the rows SetInput gave it.
+	inputCols int
+	input     []float32
+
 	// Per-thread scratch memory and the reusable loop bodies: a step
 	// allocates nothing.
 	scratch []scratch
@@ -237,7 +242,7 @@ func (b *backend) compile(g *fusion.Graph, w gpu.Weights, kvs []gpu.KVCache, bat
 			s.vbuf = make([]float32, g.Tokens*op.KVHeads*op.HeadDim)
 		case *fusion.AttentionOp:
 			s.attn = attnParams{heads: op.Heads, kvHeads: op.KVHeads, headDim: op.HeadDim,
-				scale: op.Scale, cap: op.Cap, window: op.Window, sinks: vector(op.Sinks), nonCausal: op.NonCausal}
+				scale: op.Scale, cap: op.Cap, window: op.Window, sinks: vector(op.Sinks), nonCausal: op.NonCausal, symmetric: op.SymmetricWindow}
 		case *fusion.MoEOp:
 			s.act, s.silu = activations[op.Act], op.Act == fusion.ActSiLU
 			var err error
@@ -257,7 +262,10 @@ func (b *backend) compile(g *fusion.Graph, w gpu.Weights, kvs []gpu.KVCache, bat
 			// the state and the step's inputs.
 			s.vec = vector(op.Weight)
 			s.kbuf = make([]float32, (op.Width-1+g.Tokens)*op.Channels)
-		case *fusion.StoreKVOp, *fusion.AddOp, *fusion.SoftCapOp, *fusion.LastRowOp, *fusion.ArgmaxOp, *fusion.SampleOp:
+		case *fusion.InputOp:
+			p.inputCols = g.Bufs[op.Out].Cols
+		case *fusion.SelfAttnOp: // each thread's scores of a row: scratch.scores (allocScratch)
+		case *fusion.StoreKVOp, *fusion.AddOp, *fusion.SoftCapOp, *fusion.LastRowOp, *fusion.ArgmaxOp, *fusion.SampleOp, *fusion.AvgPoolOp:
 		default:
 			return nil, fmt.Errorf("cpu: compile: %w: op kind %s", gpu.ErrUnsupported, op.Kind())
 		}
@@ -278,7 +286,11 @@ func (p *program) allocScratch() {
 	g := p.graph
 	maxCols, maxIn := 1, 1
 	prefill := false
+	selfRows := 0 // a SelfAttn's rows: the scores of one of its rows
 	for _, s := range p.steps {
+		if _, ok := s.op.(*fusion.SelfAttnOp); ok {
+			selfRows = g.Tokens
+		}
 		for _, w := range append([]*matrix{s.w, s.up}, s.ws...) {
 			if w != nil {
 				maxCols = max(maxCols, w.cols)
@@ -304,7 +316,7 @@ func (p *program) allocScratch() {
 		s := &p.scratch[i]
 		s.sc = make([]float32, maxCols)
 		s.row = make([]float32, maxCols)
-		s.scores = make([]float32, attnTile*maxLen) // a prompt tile's rows
+		s.scores = make([]float32, max(attnTile*maxLen, selfRows)) // a prompt tile's rows, or a self-attention row
 		if prefill {
 			s.rows, s.upRows = make([]float32, rowTile*maxCols), make([]float32, rowTile*maxCols)
 			s.rowViews, s.upViews = make([][]float32, 0, rowTile), make([][]float32, 0, rowTile)
@@ -506,6 +518,15 @@ func (p *program) exec(s *step, tokens []int32, pos int) error {
 		p.attention(&p.at)
 	case *fusion.ShortConvOp:
 		return p.shortConvStep(s, op, out, in(0), n, pos)
+	case *fusion.InputOp:
+		if len(p.input) < n*cols {
+			return fmt.Errorf("%w: input of %d rows for a step of %d (gpu.Program.SetInput)", gpu.ErrStep, len(p.input)/cols, n)
+		}
+		copy(out[:n*cols], p.input[:n*cols])
+	case *fusion.SelfAttnOp:
+		p.selfAttention(out, in(0), in(1), in(2), n, op)
+	case *fusion.AvgPoolOp:
+		return avgPool(out, in(0), cols, n, op)
 	case *fusion.MoEOp:
 		p.moe(s, op, out, in(0), cols, n)
 	case *fusion.RowLoRAOp:
@@ -576,6 +597,18 @@ func roundHalf(x []float32) {
 	for i, v := range x {
 		x[i] = tensors.F16Float(tensors.F16Bits(min(max(v, -maxHalf), maxHalf)))
 	}
+}
+
+// SetInput keeps a copy of the rows the graph's fusion.InputOp reads.
+func (p *program) SetInput(rows []float32) error {
+	if p.inputCols == 0 {
+		return fmt.Errorf("cpu: set input: the graph has no %s op: %w", fusion.Input, gpu.ErrUnsupported)
+	}
+	if len(rows)%p.inputCols != 0 {
+		return fmt.Errorf("cpu: set input: %w: %d values are not rows of %d", fusion.ErrInvalid, len(rows), p.inputCols)
+	}
+	p.input = append(p.input[:0], rows...)
+	return nil
 }
 
 // Logits copies the rows of the logits buffer the last Run wrote.

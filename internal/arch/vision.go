@@ -1,0 +1,81 @@
+package arch
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/gpurun/gpurun/fusion"
+)
+
+// PatchesWeight names the weight a vision graph reads its image from: the
+// image's patches, one row per patch ([patches, 3*patch*patch], the rows
+// of package vision's Patches), loaded beside the projector's tensors.
+const PatchesWeight = "image.patches"
+
+// VisionConfig is the shape of a gemma3 clip projector (package gguf's
+// Clip holds it as read from an mmproj file).
+type VisionConfig struct {
+	ImageSize, PatchSize int
+	Width, FF            int
+	Layers, Heads        int
+	Eps                  float32
+	PoolKernel           int
+	ProjectionDim        int
+}
+
+// VisionGraph builds the encoder of a gemma3 clip projector
+// (llama.cpp's clip_graph::build_vit and models/siglip.cpp) as one step over
+// the image's n*n patches, run with tokens 0 .. n*n-1 (each row's token is
+// its patch index: the patch and position tables are embedding tables):
+//
+//	x = patches · patch_embd + bias + position_embd   (no class token, no pre-norm)
+//	per layer: x += out(SelfAttn(q, k, v of LN1(x)));  x += down(GELU_tanh(up(LN2(x))))
+//	x = post_ln(x);  AvgPool(n, kernel);  RMSNorm(soft_emb_norm);  · input_projection
+//
+// The step's output rows 0 .. m*m-1 (m = n/kernel) are the image's
+// embeddings in the text model's width, row-major over the pooled grid;
+// the rows after them are not embeddings.
+func VisionGraph(c VisionConfig) (*fusion.Graph, error) {
+	if c.PatchSize <= 0 || c.ImageSize%c.PatchSize != 0 || c.PoolKernel <= 0 || (c.ImageSize/c.PatchSize)%c.PoolKernel != 0 ||
+		c.Heads <= 0 || c.Width%c.Heads != 0 || c.Layers <= 0 || c.FF <= 0 || c.ProjectionDim <= 0 {
+		return nil, fmt.Errorf("%w: vision config %+v", ErrOptions, c)
+	}
+	n := c.ImageSize / c.PatchSize
+	N, W, FF, P := n*n, c.Width, c.FF, c.PatchSize
+	g := &fusion.Graph{Tokens: N}
+	buf := func(name string, cols int) fusion.Buf { return g.NewBuf(name, N, cols) }
+	px := g.Add(&fusion.EmbedOp{Out: buf("patches", 3*P*P), Weight: PatchesWeight})
+	x := g.Add(&fusion.MatMulOp{Out: buf("x", W), In: px, Projection: fusion.Projection{Weight: "v.patch_embd.weight", Bias: "v.patch_embd.bias"}})
+	pos := g.Add(&fusion.EmbedOp{Out: buf("pos", W), Weight: "v.position_embd.weight"})
+	g.Add(&fusion.AddOp{Out: x, A: x, B: pos})
+	h, q, k, v, a, o := buf("h", W), buf("q", W), buf("k", W), buf("v", W), buf("attn", W), buf("o", W)
+	up, d := buf("up", FF), buf("down", W)
+	hd := W / c.Heads
+	proj := func(out, in fusion.Buf, name string) {
+		g.Add(&fusion.MatMulOp{Out: out, In: in, Projection: fusion.Projection{Weight: name + ".weight", Bias: name + ".bias"}})
+	}
+	norm := func(out, in fusion.Buf, name string) {
+		g.Add(&fusion.NormOp{Out: out, In: in, Norm: fusion.NormLayer, Weight: name + ".weight", Bias: name + ".bias", Eps: c.Eps})
+	}
+	for l := range c.Layers {
+		b := fmt.Sprintf("v.blk.%d.", l)
+		norm(h, x, b+"ln1")
+		proj(q, h, b+"attn_q")
+		proj(k, h, b+"attn_k")
+		proj(v, h, b+"attn_v")
+		g.Add(&fusion.SelfAttnOp{Out: a, Q: q, K: k, V: v, HeadShape: fusion.HeadShape{Heads: c.Heads, KVHeads: c.Heads, HeadDim: hd},
+			Scale: float32(1 / math.Sqrt(float64(hd)))})
+		proj(o, a, b+"attn_out")
+		g.Add(&fusion.AddOp{Out: x, A: x, B: o})
+		norm(h, x, b+"ln2")
+		proj(up, h, b+"ffn_up")
+		g.Add(&fusion.ActivationOp{Out: up, In: up, Act: fusion.ActGELUTanh})
+		proj(d, up, b+"ffn_down")
+		g.Add(&fusion.AddOp{Out: x, A: x, B: d})
+	}
+	norm(h, x, "v.post_ln")
+	pooled := g.Add(&fusion.AvgPoolOp{Out: buf("pooled", W), In: h, Side: n, Kernel: c.PoolKernel})
+	g.Add(&fusion.NormOp{Out: pooled, In: pooled, Norm: fusion.NormRMS, Weight: "mm.soft_emb_norm.weight", Eps: c.Eps})
+	g.Logits = g.Add(&fusion.MatMulOp{Out: g.NewBuf("embd", N, c.ProjectionDim), In: pooled, Projection: fusion.Projection{Weight: "mm.input_projection.weight"}})
+	return g, nil
+}
