@@ -201,7 +201,7 @@ func (m *Multi) load(ctx context.Context, id string) (*instance, int64, error) {
 		n = ModelBytes(cfg)
 	}
 	if m.cfg.Log != nil {
-		m.cfg.Log("loaded %q (%d MiB)", id, n>>20)
+		m.cfg.Log("loaded %q (%.1f MiB)", id, float64(n)/(1<<20))
 	}
 	return &instance{h: s, srv: s, close: closeFn}, n, nil
 }
