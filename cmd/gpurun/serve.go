@@ -36,6 +36,9 @@ func newServe() *cobra.Command {
 		adapters adapterFlag
 		rformat  string
 		rbudget  int
+		models   modelList
+		budgetMB int
+		keep     = keepAliveFlag{serve.DefaultKeepAlive}
 	)
 	cmd := &cobra.Command{
 		Use:   "serve [MODEL] [--addr 127.0.0.1:8080] [--parallel N] [--api-key KEY] [--cors ORIGIN]",
@@ -105,12 +108,34 @@ WebAssembly, running models on the page's WebGPU adapter (or its CPU
 backend where the browser has no WebGPU), with MODEL (and --tokenizer)
 offered to the page and any file the user picks. It builds the wasm from
 source at start-up, so run it inside the gpurun repository.`,
-		Args: nArgs(0, 1),
+		Args: nArgs(0, -1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if web {
-				if len(args) == 1 {
-					mf.model = args[0]
+			served, multi, err := servedModels(models, args)
+			if err != nil {
+				return err
+			}
+			if multi && !web {
+				reasoning, err := serve.ParseReasoningFormat(rformat)
+				if err != nil {
+					return fmt.Errorf("--reasoning-format: %w", err)
 				}
+				if err := sf.check(); err != nil {
+					return err
+				}
+				if apiKey == "" {
+					apiKey = os.Getenv("GPURUN_API_KEY")
+				}
+				return serveMulti(cmd, multiServe{mf: &mf, tf: &tf, models: served, addr: addr, parallel: parallel, queue: queue,
+					apiKey: apiKey, cors: cors, grace: grace, budgetMB: budgetMB, keepAlive: keep.d, reasoning: reasoning, rbudget: rbudget})
+			}
+			args = nil
+			if len(served) == 1 {
+				mf.model = served[0].path
+				if name == "" {
+					name = served[0].id
+				}
+			}
+			if web {
 				ln, err := net.Listen("tcp", addr)
 				if err != nil {
 					return fmt.Errorf("--addr %s: %w", addr, err)
@@ -216,6 +241,11 @@ source at start-up, so run it inside the gpurun repository.`,
 	sf.register(cmd)
 	mf.register(cmd)
 	mf.registerPrefixCache(cmd)
+	// -m repeats here: serve takes several models.
+	mflag := cmd.Flags().Lookup("model")
+	mflag.Value = &models
+	mflag.Usage = "a model to serve (a .tflite file or .task bundle, a GGUF file, a llama2.c .bin, or a Hugging Face directory), " +
+		"as ID=PATH to name it in the API; repeatable, as are the arguments; a directory of model files serves each (ids from the file names)"
 	parallel, queue = 1, serve.DefaultMaxQueue
 	f := cmd.Flags()
 	f.Var(&adapters, "adapter", "serve the model with a LoRA adapter applied at run time as model NAME beside it "+
@@ -232,6 +262,9 @@ source at start-up, so run it inside the gpurun repository.`,
 	rbudget = -1
 	f.Var(&intFlag{&rbudget, -1, 1 << 30, "an integer >= -1"}, "reasoning-budget", "tokens of thinking a reply may take before the server closes it (-1: no limit; 0: no thinking)")
 	f.BoolVar(&web, "web", false, "serve the browser page (gpurun in WebAssembly on the page's WebGPU) instead of the API; MODEL is optional")
+	f.Var(&intFlag{&budgetMB, 0, 1 << 30, "an integer in 0..1073741824"}, "models-mb",
+		"with several models: MiB of memory the loaded ones may hold (weights, KV caches, prefix cache), the least recently used idle model unloaded to make room; 0: no limit")
+	f.Var(&keep, "keep-alive", "with several models: how long a model stays loaded after its last request unless the request says (ollama's keep_alive): 0 unloads it then, -1 never")
 	f.DurationVar(&grace, "grace", 30*time.Second, "how long running requests may finish after SIGTERM before they are cancelled")
 	return cmd
 }
