@@ -41,7 +41,7 @@ func newServe() *cobra.Command {
 		keep     = keepAliveFlag{serve.DefaultKeepAlive}
 	)
 	cmd := &cobra.Command{
-		Use:   "serve [MODEL] [--addr 127.0.0.1:8080] [--parallel N] [--api-key KEY] [--cors ORIGIN]",
+		Use:   "serve [MODEL... | -m [ID=]MODEL...] [--models-mb MB] [--keep-alive 5m] [--addr 127.0.0.1:8080] [--parallel N] [--api-key KEY] [--cors ORIGIN]",
 		Short: "Serve a model over OpenAI's, Anthropic's and ollama's HTTP APIs (chat and text completions, messages, embeddings, streaming)",
 		Long: `Serve answers OpenAI's API, Anthropic's Messages API and ollama's API on
 --addr (loopback by default):
@@ -85,8 +85,19 @@ Qwen3-Embedding, BERT) answers /v1/embeddings and /api/embed with L2-normalized
 vectors pooled as it declares (mean, CLS or last token). The ollama
 routes stream NDJSON unless "stream": false, take options (temperature,
 top_k, top_p, seed, num_predict, stop), think, tools, format ("json" or a
-schema) and keep_alive (accepted: the model stays loaded while the server
-runs); see docs/cli.md.
+schema) and keep_alive (with one model, accepted: it stays loaded while
+the server runs); see docs/cli.md.
+
+Several models (MODEL..., repeated -m MODEL or -m ID=MODEL, or a
+directory of model files, ids from the file names) are listed by
+/v1/models and /api/tags and each loaded on its first request, which
+its "model" field routes (404 naming the ids for another); /api/ps lists
+the loaded ones. --models-mb MB bounds the memory they hold (weights,
+KV caches, prefix cache; 0, the default: no limit): a load unloads the
+least recently used idle models to fit, and waits (up to 30s, then 503)
+while the others have requests running. A model unloads after
+--keep-alive idle (5m; 0: when its requests end; -1: never), or a
+request's keep_alive. Each model has its own slots, queue and caches.
 
 The weights are loaded once; --parallel N gives them N KV caches of
 --max-cache positions each, so that N requests generate at once, their
