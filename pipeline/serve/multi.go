@@ -89,6 +89,11 @@ type Multi struct {
 	inFlight atomic.Int64
 }
 
+// modelRoutes are the routes whose requests name a model: Multi routes
+// them to its Server.
+var modelRoutes = []string{"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/messages", "/v1/messages/count_tokens",
+	"/api/chat", "/api/generate", "/api/embed", "/api/embeddings", "/api/show"}
+
 // NewMulti checks cfg and returns a server; no model loads before its
 // first request.
 func NewMulti(cfg MultiConfig) (*Multi, error) {
@@ -137,7 +142,9 @@ func NewMulti(cfg MultiConfig) (*Multi, error) {
 		writeJSON(w, map[string]any{"version": OllamaVersion})
 	}, ollamaError))
 	mux.HandleFunc("GET /health", m.health)
-	mux.HandleFunc("POST /", m.dispatch)
+	for _, route := range modelRoutes {
+		mux.HandleFunc("POST "+route, m.dispatch)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		shapeFor(r.URL.Path)(w, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "unknown_url",
 			Message: fmt.Sprintf("unknown route %s %s", r.Method, r.URL.Path)})
@@ -254,9 +261,14 @@ func (m *Multi) auth(h http.HandlerFunc, fail func(http.ResponseWriter, *apiErro
 	}
 }
 
-// resolve is the source id serving name (ollama's "name:latest" is name).
-func (m *Multi) resolve(name string) (string, bool) {
-	for _, n := range []string{name, strings.TrimSuffix(name, ":latest")} {
+// resolve is the source id serving name (on ollama's routes, "name:latest"
+// is name).
+func (m *Multi) resolve(name, path string) (string, bool) {
+	names := []string{name}
+	if strings.HasPrefix(path, "/api/") {
+		names = append(names, strings.TrimSuffix(name, ":latest"))
+	}
+	for _, n := range names {
 		if id, ok := m.alias[n]; ok {
 			return id, true
 		}
@@ -339,7 +351,7 @@ func (m *Multi) dispatch(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		name := cmpOr(head.Model, head.Name)
-		id, ok := m.resolve(name)
+		id, ok := m.resolve(name, r.URL.Path)
 		if !ok {
 			fail(w, m.notFound(name))
 			return
