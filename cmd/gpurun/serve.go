@@ -37,9 +37,12 @@ func newServe() *cobra.Command {
 		adapters     adapterFlag
 		rformat      string
 		rbudget      int
+		models       modelList
+		budgetMB     int
+		keep         = keepAliveFlag{serve.DefaultKeepAlive}
 	)
 	cmd := &cobra.Command{
-		Use:   "serve [MODEL] [--addr 127.0.0.1:8080] [--parallel N] [--api-key KEY] [--cors ORIGIN]",
+		Use:   "serve [MODEL... | -m [ID=]MODEL...] [--models-mb MB] [--keep-alive 5m] [--addr 127.0.0.1:8080] [--parallel N] [--api-key KEY] [--cors ORIGIN]",
 		Short: "Serve a model over OpenAI's, Anthropic's and ollama's HTTP APIs (chat and text completions, messages, embeddings, streaming)",
 		Long: `Serve answers OpenAI's API, Anthropic's Messages API and ollama's API on
 --addr (loopback by default):
@@ -83,8 +86,19 @@ Qwen3-Embedding, BERT) answers /v1/embeddings and /api/embed with L2-normalized
 vectors pooled as it declares (mean, CLS or last token). The ollama
 routes stream NDJSON unless "stream": false, take options (temperature,
 top_k, top_p, seed, num_predict, stop), think, tools, format ("json" or a
-schema) and keep_alive (accepted: the model stays loaded while the server
-runs); see docs/cli.md.
+schema) and keep_alive (with one model, accepted: it stays loaded while
+the server runs); see docs/cli.md.
+
+Several models (MODEL..., repeated -m MODEL or -m ID=MODEL, or a
+directory of model files, ids from the file names) are listed by
+/v1/models and /api/tags and each loaded on its first request, which
+its "model" field routes (404 naming the ids for another); /api/ps lists
+the loaded ones. --models-mb MB bounds the memory they hold (weights,
+KV caches, prefix cache; 0, the default: no limit): a load unloads the
+least recently used idle models to fit, and waits (up to 30s, then 503)
+while the others have requests running. A model unloads after
+--keep-alive idle (5m; 0: when its requests end; -1: never), or a
+request's keep_alive. Each model has its own slots, queue and caches.
 
 The weights are loaded once; --parallel N gives them N KV caches of
 --max-cache positions each, so that N requests generate at once, their
@@ -106,12 +120,37 @@ WebAssembly, running models on the page's WebGPU adapter (or its CPU
 backend where the browser has no WebGPU), with MODEL (and --tokenizer)
 offered to the page and any file the user picks. It builds the wasm from
 source at start-up, so run it inside the gpurun repository.`,
-		Args: nArgs(0, 1),
+		Args: nArgs(0, -1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if web {
-				if len(args) == 1 {
-					mf.model = args[0]
+			served, multi, err := servedModels(models, args)
+			if err != nil {
+				return err
+			}
+			if multi && !web {
+				if err := pullServed(cmd, served); err != nil {
+					return err
 				}
+				reasoning, err := serve.ParseReasoningFormat(rformat)
+				if err != nil {
+					return fmt.Errorf("--reasoning-format: %w", err)
+				}
+				if err := sf.check(); err != nil {
+					return err
+				}
+				if apiKey == "" {
+					apiKey = os.Getenv("GPURUN_API_KEY")
+				}
+				return serveMulti(cmd, multiServe{mf: &mf, tf: &tf, models: served, addr: addr, parallel: parallel, queue: queue,
+					apiKey: apiKey, cors: cors, grace: grace, budgetMB: budgetMB, keepAlive: keep.d, reasoning: reasoning, rbudget: rbudget})
+			}
+			args = nil
+			if len(served) == 1 {
+				mf.model = served[0].path
+				if name == "" && served[0].named {
+					name = served[0].id
+				}
+			}
+			if web {
 				ln, err := net.Listen("tcp", addr)
 				if err != nil {
 					return fmt.Errorf("--addr %s: %w", addr, err)
@@ -217,6 +256,11 @@ source at start-up, so run it inside the gpurun repository.`,
 	sf.register(cmd)
 	mf.register(cmd)
 	mf.registerPrefixCache(cmd)
+	// -m repeats here: serve takes several models.
+	mflag := cmd.Flags().Lookup("model")
+	mflag.Value = &models
+	mflag.Usage = "a model to serve (a .tflite file or .task bundle, a GGUF file, a llama2.c .bin, or a Hugging Face directory), " +
+		"as ID=PATH to name it in the API; repeatable, as are the arguments; a directory of model files serves each (ids from the file names)"
 	parallel, queue = 1, serve.DefaultMaxQueue
 	f := cmd.Flags()
 	f.Var(&adapters, "adapter", "serve the model with a LoRA adapter applied at run time as model NAME beside it "+
@@ -234,6 +278,9 @@ source at start-up, so run it inside the gpurun repository.`,
 	f.Var(&intFlag{&rbudget, -1, 1 << 30, "an integer >= -1"}, "reasoning-budget", "tokens of thinking a reply may take before the server closes it (-1: no limit; 0: no thinking)")
 	f.BoolVar(&remoteImages, "allow-remote-images", false, "let chat requests' image_url parts name http(s) URLs, which the server fetches (default: data: URLs only)")
 	f.BoolVar(&web, "web", false, "serve the browser page (gpurun in WebAssembly on the page's WebGPU) instead of the API; MODEL is optional")
+	f.Var(&intFlag{&budgetMB, 0, 1 << 30, "an integer in 0..1073741824"}, "models-mb",
+		"with several models: MiB of memory the loaded ones may hold (weights, KV caches, prefix cache), the least recently used idle model unloaded to make room; 0: no limit")
+	f.Var(&keep, "keep-alive", "with several models: how long a model stays loaded after its last request unless the request says (ollama's keep_alive): 0 unloads it then, -1 never")
 	f.DurationVar(&grace, "grace", 30*time.Second, "how long running requests may finish after SIGTERM before they are cancelled")
 	return cmd
 }
