@@ -15,19 +15,26 @@
 //   3. q = exp(y - hi) for kept tokens, else 0.
 //   4. top-p: pmin = the largest bit pattern P with S(P) >= top_p * S(0),
 //      S(P) the sum of the q whose bits are >= P (31 passes; with at
-//      most WG survivors, the largest bits of a survivor's q whose S
-//      reaches it, each survivor's S summed by one invocation); kept: those.
+//      most CH survivors, the largest bits of a survivor's q whose S
+//      reaches it, each survivor's S summed on its own); kept: those.
 //   5. u = Philox4x32-10(counter (step, 0, 0, 0), key (seed_lo, seed_hi))
 //      word 0 >> 8, times 2^-24, with step = step[STEP_POS] + step[STEP_ROWS] (the
 //      position the new token takes); r = u * total; the id is the first
 //      whose running sum passes r, the last kept id if none does.
-// Every sum is split into WG chunks of ceil(n / WG) consecutive ids, one per
-// invocation, added in id order; the chunk sums are added in chunk order by
-// invocation 0. When at most CAP ids survive top-k, their ids are gathered
-// in id order (chunk by chunk) into workgroup memory and steps 3-5 visit
-// only them: the sums are the same, as the skipped q are all 0. One
-// workgroup; dispatch (1, 1, 1). The tokens the program's mask rules out
-// (lib/token_mask.wgsl) read as -inf, as the host masks them.
+// Every sum is split into CH (256) chunks of ceil(n / CH) consecutive ids,
+// invocation l owning chunks CPI l to CPI l + CPI - 1, each added in id
+// order; the chunk sums are added in chunk order by invocation 0. When at
+// most CAP ids survive top-k, their ids are gathered in id order (chunk by
+// chunk) into workgroup memory and steps 3-5 visit only them: the sums are
+// the same, as the skipped q are all 0. A row shaped like a model's logits
+// (its k-th largest key found with at most CAPF keys at or above that
+// key's first digit) takes fast_pick after the first pass instead: the
+// same steps on those candidates and the survivors among them. One
+// workgroup of WG = 64 invocations; dispatch (1, 1, 1). A CPU driver
+// (lavapipe) runs a workgroup as coroutines of its vector width and
+// switches through every one at each barrier, which was most of this
+// kernel's time there with 256 invocations. The tokens the program's mask
+// rules out (lib/token_mask.wgsl) read as -inf, as the host masks them.
 //
 // The kernel reads no workgroup word it has not written (every array and
 // flag is written before the barrier ahead of its first read; kept and
@@ -324,12 +331,12 @@ fn fast_pick(l: u32, n: u32, c: u32, hi: f32, kmin_out: ptr<function, u32>) -> b
             }
         }
     }
-    workgroupBarrier();
+    // (workgroupUniformLoad waits for every invocation's writes.)
+    var inb = workgroupUniformLoad(&inbin);
     let m = min(atomicLoad(&ncand), CAPF);
     // The later digits, among the candidates of the first digit's bin.
     var d = 1u;
     loop {
-        let inb = workgroupUniformLoad(&inbin);
         if d == 4u || inb <= RANK {
             break;
         }
@@ -348,7 +355,7 @@ fn fast_pick(l: u32, n: u32, c: u32, hi: f32, kmin_out: ptr<function, u32>) -> b
         if l == 0u {
             digit_scan(shift);
         }
-        workgroupBarrier();
+        inb = workgroupUniformLoad(&inbin);
         d++;
     }
     var kmin = sel.x;
