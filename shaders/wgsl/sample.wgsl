@@ -15,19 +15,26 @@
 //   3. q = exp(y - hi) for kept tokens, else 0.
 //   4. top-p: pmin = the largest bit pattern P with S(P) >= top_p * S(0),
 //      S(P) the sum of the q whose bits are >= P (31 passes; with at
-//      most WG survivors, the largest bits of a survivor's q whose S
-//      reaches it, each survivor's S summed by one invocation); kept: those.
+//      most CH survivors, the largest bits of a survivor's q whose S
+//      reaches it, each survivor's S summed on its own); kept: those.
 //   5. u = Philox4x32-10(counter (step, 0, 0, 0), key (seed_lo, seed_hi))
 //      word 0 >> 8, times 2^-24, with step = step[STEP_POS] + step[STEP_ROWS] (the
 //      position the new token takes); r = u * total; the id is the first
 //      whose running sum passes r, the last kept id if none does.
-// Every sum is split into WG chunks of ceil(n / WG) consecutive ids, one per
-// invocation, added in id order; the chunk sums are added in chunk order by
-// invocation 0. When at most CAP ids survive top-k, their ids are gathered
-// in id order (chunk by chunk) into workgroup memory and steps 3-5 visit
-// only them: the sums are the same, as the skipped q are all 0. One
-// workgroup; dispatch (1, 1, 1). The tokens the program's mask rules out
-// (lib/token_mask.wgsl) read as -inf, as the host masks them.
+// Every sum is split into CH (256) chunks of ceil(n / CH) consecutive ids,
+// invocation l owning chunks CPI l to CPI l + CPI - 1, each added in id
+// order; the chunk sums are added in chunk order by invocation 0. When at
+// most CAP ids survive top-k, their ids are gathered in id order (chunk by
+// chunk) into workgroup memory and steps 3-5 visit only them: the sums are
+// the same, as the skipped q are all 0. A row shaped like a model's logits
+// (its k-th largest key found with at most CAPF keys at or above that
+// key's first digit) takes fast_pick after the first pass instead: the
+// same steps on those candidates and the survivors among them. One
+// workgroup of WG = 64 invocations; dispatch (1, 1, 1). A CPU driver
+// (lavapipe) runs a workgroup as coroutines of its vector width and
+// switches through every one at each barrier, which was most of this
+// kernel's time there with 256 invocations. The tokens the program's mask
+// rules out (lib/token_mask.wgsl) read as -inf, as the host masks them.
 //
 // The kernel reads no workgroup word it has not written (every array and
 // flag is written before the barrier ahead of its first read; kept and
@@ -69,8 +76,12 @@ var<private> rule: Rule;
 
 // include: token_mask
 
-// WG is internal/sampler.Chunks.
-const WG: u32 = 256u;
+// CH is internal/sampler.Chunks, the chunks every sum is split into; WG
+// invocations (64: the fewer, the less a CPU driver spends switching
+// between them at each barrier) own CPI consecutive chunks each.
+const CH: u32 = 256u;
+const WG: u32 = 64u;
+const CPI: u32 = 4u;
 const NONE: u32 = 0xffffffffu;
 var<workgroup> red_f: array<f32, 257>;
 var<workgroup> red_u: array<u32, 256>;
@@ -98,6 +109,20 @@ var<workgroup> ncand: atomic<u32>;
 // top-p's cut when at most WG survivors are searched directly.
 var<workgroup> kth: atomic<u32>;
 var<workgroup> pbest: atomic<u32>;
+// The short path (fast_pick): fastm is how many candidates it gathers
+// (NONE: the row takes the general path); nmatch and nsurv count the keys
+// it ranks and the ids that survive top-k.
+var<workgroup> fastm: u32;
+var<workgroup> nmatch: atomic<u32>;
+var<workgroup> nsurv: atomic<u32>;
+// CAPF: the short path's candidates, their ids in kept[0, CAPF) and their
+// keys in kept[CAPF, 2 CAPF). RANK: at most this many keys sharing the
+// digits found so far are ranked directly. BITS: rows up to this long put
+// the survivors in id order with a bitmap (hist's 256 words); longer rows
+// rank their ids.
+const CAPF: u32 = 1024u;
+const RANK: u32 = 32u;
+const BITS: u32 = 8192u;
 
 // okey maps f32 bits to a u32 in the numbers' order.
 fn okey(v: f32) -> u32 {
@@ -159,36 +184,49 @@ fn prob(i: u32, hi: f32, kmin: u32, pmin: u32) -> f32 {
     return q;
 }
 
-// scan_parts stores invocation l's part of a sum and, once every
-// invocation has, sets red_f[t] to the sum of the parts before t's, in
-// order (invocation 0 adds them), and red_f[WG] to the total.
-fn scan_parts(l: u32, part: f32) {
-    red_u[l] = bitcast<u32>(part);
+// scan_parts, once every invocation has stored the parts of its chunks
+// in red_u (as bits), sets red_f[t] to the sum of the parts before chunk
+// t's, in order (invocation 0 adds them), and red_f[CH] to the total.
+fn scan_parts(l: u32) {
     workgroupBarrier();
     if l == 0u {
         var base = 0.0;
-        for (var t = 0u; t < WG; t++) {
+        for (var t = 0u; t < CH; t++) {
             red_f[t] = base;
             base += bitcast<f32>(red_u[t]);
         }
-        red_f[WG] = base;
+        red_f[CH] = base;
     }
     workgroupBarrier();
 }
 
+// span is where chunk t's ids are visited: kept[a, e) when compact (offs
+// holds each chunk's start), else the ids [a, e) themselves.
+fn span(t: u32, compact: bool, c: u32, n: u32) -> vec2<u32> {
+    if compact {
+        return vec2<u32>(offs[t], offs[t + 1u]);
+    }
+    return vec2<u32>(min(t * c, n), min((t + 1u) * c, n));
+}
+
 // chunked returns, to every invocation, the chunked sum of the q (cut at
 // kmin, not at top-p) whose bits are at least pcand; red_f then holds the
-// running sums before each chunk (red_f[WG] is the total).
-fn chunked(l: u32, a: u32, e: u32, compact: bool, hi: f32, kmin: u32, pcand: u32) -> f32 {
-    var part = 0.0;
-    for (var j = a; j < e; j++) {
-        let q = prob(at(j, compact), hi, kmin, 0u);
-        if bitcast<u32>(q) >= pcand {
-            part += q;
+// running sums before each chunk (red_f[CH] is the total).
+fn chunked(l: u32, c: u32, n: u32, compact: bool, hi: f32, kmin: u32, pcand: u32) -> f32 {
+    for (var k = 0u; k < CPI; k++) {
+        let t = l * CPI + k;
+        let s = span(t, compact, c, n);
+        var part = 0.0;
+        for (var j = s.x; j < s.y; j++) {
+            let q = prob(at(j, compact), hi, kmin, 0u);
+            if bitcast<u32>(q) >= pcand {
+                part += q;
+            }
         }
+        red_u[t] = bitcast<u32>(part);
     }
-    scan_parts(l, part);
-    let total = red_f[WG];
+    scan_parts(l);
+    let total = red_f[CH];
     workgroupBarrier();
     return total;
 }
@@ -218,7 +256,248 @@ fn survivor_sums(kn: u32, pcand: u32) -> vec2<f32> {
     return total + part;
 }
 
-@compute @workgroup_size(256)
+// clear_hist zeroes invocation l's words of hist.
+fn clear_hist(l: u32) {
+    for (var t = l; t < 256u; t += WG) {
+        atomicStore(&hist[t], 0u);
+    }
+}
+
+// top_p_survivors: for each of kn survivors (at most CH) whose q are in
+// best_v and chunks in best_i, in id order, S(bits of q_j) summed on its
+// own in the chunked order; pbest becomes the largest such bits with S >=
+// top_p of the total. S falls (or stays) as the cut rises and changes only
+// at a q's bits, so this is the largest cut top-p's bit search finds.
+fn top_p_survivors(l: u32, kn: u32) {
+    for (var s = l; s < kn; s += WG) {
+        let v = bitcast<u32>(best_v[s]);
+        let sums = survivor_sums(kn, v);
+        if sums.y >= rule.top_p * sums.x {
+            atomicMax(&pbest, v);
+        }
+    }
+}
+
+// digit_scan is invocation 0's step of top-k's radix select: the bin of
+// the rank left (sel.y) in the histogram of the digit at shift, scanned
+// from the top; sel gains the digit and the rank within its bin, inbin
+// the count of the bin (NONE: the rank was not found).
+fn digit_scan(shift: u32) {
+    let s0 = sel;
+    var acc = 0u;
+    var found = 0u;
+    var b = 0u;
+    var inBin = 0u;
+    for (var j = 0u; j < 256u; j++) {
+        let c = atomicLoad(&hist[255u - j]);
+        if acc + c >= s0.y {
+            b = 255u - j;
+            found = 1u;
+            inBin = c;
+            break;
+        }
+        acc += c;
+    }
+    sel = vec3<u32>(s0.x | (b << shift), s0.y - acc, found);
+    inbin = select(NONE, inBin, found == 1u);
+}
+
+// fast_pick is steps 2 to 5 for a row whose candidates (the valid keys
+// whose first digit is at least the k-th largest key's: fastm of them, from
+// the first digit's histogram) fit in kept: the later passes read those
+// instead of the row. It gathers their ids and keys (one pass over the
+// row), finds the k-th largest key among them (radix passes over those of
+// its first digit, ranked directly once at most RANK share its digits so
+// far), and, when at most WG survive top-k, puts the survivors in id order
+// (a bitmap, or each id ranked among them), computes their q once, the
+// top-p cut as the general path's survivors do, and draws with invocation
+// 0 walking them in id order: the same chunked sums, added in the same
+// order (a chunk without survivors adds 0, which changes no sum), so the
+// same id as the general path. It writes out[0] and returns true, or, when
+// more than WG survive, leaves top-k's key in kmin for the general path's
+// steps and returns false.
+fn fast_pick(l: u32, n: u32, c: u32, hi: f32, kmin_out: ptr<function, u32>) -> bool {
+    let b0 = sel.x >> 24u;
+    for (var i = l; i < n; i += WG) {
+        let y = logit(i) * rule.inv_temperature;
+        if y == y {
+            let key = okey(y);
+            if (key >> 24u) >= b0 {
+                let j = atomicAdd(&ncand, 1u);
+                if j < CAPF {
+                    kept[j] = i;
+                    kept[CAPF + j] = key;
+                }
+            }
+        }
+    }
+    // (workgroupUniformLoad waits for every invocation's writes.)
+    var inb = workgroupUniformLoad(&inbin);
+    let m = min(atomicLoad(&ncand), CAPF);
+    // The later digits, among the candidates of the first digit's bin.
+    var d = 1u;
+    loop {
+        if d == 4u || inb <= RANK {
+            break;
+        }
+        let shift = 24u - 8u * d;
+        let pre = sel.x;
+        clear_hist(l);
+        workgroupBarrier();
+        let mask = 0xffffffffu << (shift + 8u);
+        for (var j = l; j < m; j += WG) {
+            let key = kept[CAPF + j];
+            if (key & mask) == (pre & mask) {
+                atomicAdd(&hist[(key >> shift) & 255u], 1u);
+            }
+        }
+        workgroupBarrier();
+        if l == 0u {
+            digit_scan(shift);
+        }
+        inb = workgroupUniformLoad(&inbin);
+        d++;
+    }
+    var kmin = sel.x;
+    if d < 4u {
+        // At most RANK keys share the d digits found: gathered into hist,
+        // the one with fewer than rem larger and at least rem not smaller
+        // is the rem-th largest.
+        let mask = 0xffffffffu << (32u - 8u * d);
+        let pre = sel.x & mask;
+        let rem = sel.y;
+        for (var j = l; j < m; j += WG) {
+            let key = kept[CAPF + j];
+            if (key & mask) == pre {
+                let at = atomicAdd(&nmatch, 1u);
+                if at < RANK {
+                    atomicStore(&hist[at], key);
+                }
+            }
+        }
+        workgroupBarrier();
+        let cnt = min(atomicLoad(&nmatch), RANK);
+        if l < cnt {
+            let key = atomicLoad(&hist[l]);
+            var gt = 0u;
+            var ge = 0u;
+            for (var j = 0u; j < cnt; j++) {
+                let o = atomicLoad(&hist[j]);
+                gt += select(0u, 1u, o > key);
+                ge += select(0u, 1u, o >= key);
+            }
+            if gt < rem && ge >= rem {
+                atomicMax(&kth, key);
+            }
+        }
+        workgroupBarrier();
+        kmin = atomicLoad(&kth);
+    }
+    // The survivors: marked in a bitmap, or listed in best_i in any order.
+    let bitmap = n <= BITS;
+    clear_hist(l);
+    workgroupBarrier();
+    for (var j = l; j < m; j += WG) {
+        if kept[CAPF + j] >= kmin {
+            let id = kept[j];
+            let at = atomicAdd(&nsurv, 1u);
+            if bitmap {
+                atomicOr(&hist[id >> 5u], 1u << (id & 31u));
+            } else if at < CH {
+                best_i[at] = id;
+            }
+        }
+    }
+    workgroupBarrier();
+    if l == 0u {
+        fastm = atomicLoad(&nsurv);
+    }
+    let kn = workgroupUniformLoad(&fastm);
+    if kn > CH {
+        *kmin_out = kmin;
+        return false;
+    }
+    // Their ids in id order, into offs.
+    if bitmap {
+        if l == 0u {
+            var j = 0u;
+            for (var w = 0u; w < (n + 31u) / 32u; w++) {
+                var bits = atomicLoad(&hist[w]);
+                while bits != 0u {
+                    offs[j] = w * 32u + firstTrailingBit(bits);
+                    bits &= bits - 1u;
+                    j++;
+                }
+            }
+        }
+    } else {
+        for (var s = l; s < kn; s += WG) {
+            let id = best_i[s];
+            var at = 0u;
+            for (var j = 0u; j < kn; j++) {
+                at += select(0u, 1u, best_i[j] < id);
+            }
+            offs[at] = id;
+        }
+    }
+    workgroupBarrier();
+    // 3. q and the chunk of each survivor, in id order.
+    for (var s = l; s < kn; s += WG) {
+        let id = offs[s];
+        best_v[s] = prob(id, hi, kmin, 0u);
+        best_i[s] = id / c;
+    }
+    workgroupBarrier();
+    // 4. Top-p, as the general path's survivors.
+    var pmin = 0u;
+    if rule.top_p > 0.0 && rule.top_p < 1.0 {
+        top_p_survivors(l, kn);
+        workgroupBarrier();
+        pmin = atomicLoad(&pbest);
+    }
+    // 5. The draw: invocation 0 walks the survivors in id order, each
+    // chunk's running sum starting from the sum of the chunks before it.
+    if l == 0u {
+        let total = survivor_sums(kn, pmin).y;
+        let b = philox(vec4<u32>(step[STEP_POS] + step[STEP_ROWS], 0u, 0u, 0u), vec2<u32>(rule.seed_lo, rule.seed_hi));
+        let r = f32(b.x >> 8u) * (1.0 / 16777216.0) * total;
+        var base = 0.0;
+        var part = 0.0;
+        var acc = 0.0;
+        var chunk = NONE;
+        var id = NONE;
+        var last = NONE;
+        for (var j = 0u; j < kn; j++) {
+            let t = best_i[j];
+            if t != chunk {
+                base += part;
+                part = 0.0;
+                acc = base;
+                chunk = t;
+            }
+            var q = best_v[j];
+            if bitcast<u32>(q) < pmin {
+                q = 0.0;
+            }
+            acc += q;
+            part += q;
+            if q > 0.0 {
+                if acc > r {
+                    id = offs[j];
+                    break;
+                }
+                last = offs[j];
+            }
+        }
+        if id == NONE {
+            id = last;
+        }
+        out[0] = f32(id);
+    }
+    return true;
+}
+
+@compute @workgroup_size(64)
 fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
     // No rows: a step a multi-step submission's advance kernel turned into
     // a no-op (wgsl/step.wgsl).
@@ -233,21 +512,24 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
     }
     let l = lid.x;
     let n = p.n;
-    let c = (n + WG - 1u) / WG;
-    let lo = min(l * c, n);
-    let hi_i = min(lo + c, n);
+    let c = (n + CH - 1u) / CH;
+    let lo = min(l * CPI * c, n);
+    let hi_i = min(lo + CPI * c, n);
     if l == 0u {
         atomicStore(&pick, NONE);
         atomicStore(&last1, 0u);
         atomicStore(&kth, 0u);
         atomicStore(&pbest, 0u);
+        atomicStore(&nmatch, 0u);
+        atomicStore(&nsurv, 0u);
+        fastm = NONE;
     }
     // 1. The greedy id (the largest logit, the lowest index on ties, NaN
     // never) and hi, its logit scaled: the largest scaled logit, as
     // rounding is monotonic. The same pass counts the first digit of
     // top-k's radix select (step 2).
     let topk = rule.top_k > 0u;
-    atomicStore(&hist[l], 0u);
+    clear_hist(l);
     if l == 0u {
         sel = vec3<u32>(0u, rule.top_k, 1u);
         candidates = NONE;
@@ -300,6 +582,7 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
     // the row instead of up to three.
     var kmin = 0u;
     if topk {
+        var fast = false;
         for (var d = 0u; d < 4u; d++) {
             // At most WG candidates: ranked directly below.
             if d > 0u && workgroupUniformLoad(&candidates) <= WG {
@@ -308,7 +591,7 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
             let shift = 24u - 8u * d;
             let s0 = sel;
             if d > 0u {
-                atomicStore(&hist[l], 0u);
+                clear_hist(l);
                 workgroupBarrier();
                 // The digits above shift must match s0.x's.
                 let mask = 0xffffffffu << (shift + 8u);
@@ -331,26 +614,27 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
                 workgroupBarrier();
             }
             if l == 0u && s0.z == 1u {
-                var acc = 0u;
-                var found = 0u;
-                var b = 0u;
-                var inBin = 0u;
-                for (var j = 0u; j < 256u; j++) {
-                    let c = atomicLoad(&hist[255u - j]);
-                    if acc + c >= s0.y {
-                        b = 255u - j;
-                        found = 1u;
-                        inBin = c;
-                        break;
-                    }
-                    acc += c;
+                digit_scan(shift);
+                // The short path takes a row whose k-th largest key is
+                // found, whose candidates (the keys of its first digit
+                // and above: the rank gone is how many lie above) fit, and
+                // whose id is drawn (neither top-k 1 nor a largest logit
+                // that is not finite).
+                let s1 = sel;
+                let m = s0.y - s1.y + inbin;
+                if d == 0u && s1.z == 1u && m <= CAPF && rule.top_k != 1u && arg != NONE && abs(hi) <= 3.4028235e38 {
+                    fastm = m;
                 }
-                sel = vec3<u32>(s0.x | (b << shift), s0.y - acc, found);
-                inbin = select(NONE, inBin, found == 1u);
             } else if l == 0u {
                 inbin = NONE;
             }
             workgroupBarrier();
+            if d == 0u {
+                fast = workgroupUniformLoad(&fastm) != NONE;
+                if fast {
+                    break;
+                }
+            }
             if d < 3u && workgroupUniformLoad(&candidates) == NONE {
                 if workgroupUniformLoad(&inbin) <= CAP {
                     // Gather the keys matching the digits so far (in any
@@ -373,67 +657,76 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
                 }
             }
         }
-        let cnd = workgroupUniformLoad(&candidates);
-        if cnd <= WG {
-            // Invocation j holds candidate j's key; the key with fewer
-            // than rem larger and at least rem not smaller is the rem-th
-            // largest: the key the later digits would spell (one barrier
-            // instead of three per digit).
-            let rem = sel.y;
-            if l < cnd {
-                let key = kept[l];
-                var gt = 0u;
-                var ge = 0u;
-                for (var j = 0u; j < cnd; j++) {
-                    let o = kept[j];
-                    gt += select(0u, 1u, o > key);
-                    ge += select(0u, 1u, o >= key);
-                }
-                if gt < rem && ge >= rem {
-                    atomicMax(&kth, key);
-                }
+        if fast {
+            if fast_pick(l, n, c, hi, &kmin) {
+                return;
             }
-            workgroupBarrier();
-            kmin = atomicLoad(&kth);
         } else {
-            let s1 = sel;
-            if s1.z == 1u {
-                kmin = s1.x;
+            let cnd = workgroupUniformLoad(&candidates);
+            if cnd <= WG {
+                // Invocation j holds candidate j's key; the key with fewer
+                // than rem larger and at least rem not smaller is the rem-th
+                // largest: the key the later digits would spell (one barrier
+                // instead of three per digit).
+                let rem = sel.y;
+                if l < cnd {
+                    let key = kept[l];
+                    var gt = 0u;
+                    var ge = 0u;
+                    for (var j = 0u; j < cnd; j++) {
+                        let o = kept[j];
+                        gt += select(0u, 1u, o > key);
+                        ge += select(0u, 1u, o >= key);
+                    }
+                    if gt < rem && ge >= rem {
+                        atomicMax(&kth, key);
+                    }
+                }
+                workgroupBarrier();
+                kmin = atomicLoad(&kth);
+            } else {
+                let s1 = sel;
+                if s1.z == 1u {
+                    kmin = s1.x;
+                }
             }
         }
     }
     // Gather the survivors of top-k in id order when they fit: each chunk's
-    // count, their running sum, then each chunk's ids at its offset.
-    // The first MINE ids each chunk keeps are noted while counting, so a
-    // chunk keeping at most MINE fills kept without a second pass.
+    // count, their running sum, then each chunk's ids at its offset (an
+    // invocation's chunks are consecutive, so are their survivors). The
+    // first MINE ids an invocation keeps are noted while counting, so one
+    // keeping at most MINE fills kept without a second pass.
     var cnt = 0u;
     var mine: array<u32, MINE>;
-    for (var i = lo; i < hi_i; i++) {
-        let y = logit(i) * rule.inv_temperature;
-        if y == y && okey(y) >= kmin {
-            if cnt < MINE {
-                mine[cnt] = i;
+    for (var k = 0u; k < CPI; k++) {
+        let t = l * CPI + k;
+        var ct = 0u;
+        for (var i = min(t * c, n); i < min((t + 1u) * c, n); i++) {
+            let y = logit(i) * rule.inv_temperature;
+            if y == y && okey(y) >= kmin {
+                if cnt < MINE {
+                    mine[cnt] = i;
+                }
+                cnt++;
+                ct++;
             }
-            cnt++;
         }
+        red_u[t] = ct;
     }
-    red_u[l] = cnt;
     workgroupBarrier();
     if l == 0u {
         var o = 0u;
-        for (var t = 0u; t < WG; t++) {
+        for (var t = 0u; t < CH; t++) {
             offs[t] = o;
             o += red_u[t];
         }
-        offs[WG] = o;
+        offs[CH] = o;
     }
     workgroupBarrier();
-    let compact = offs[WG] <= CAP;
-    var a = lo;
-    var e = hi_i;
+    let compact = offs[CH] <= CAP;
     if compact {
-        a = offs[l];
-        e = offs[l + 1u];
+        let a = offs[l * CPI];
         if cnt <= MINE {
             for (var j = 0u; j < cnt; j++) {
                 kept[a + j] = mine[j];
@@ -453,60 +746,64 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
     // 4. Top-p.
     var pmin = 0u;
     if rule.top_p > 0.0 && rule.top_p < 1.0 {
-        let kn = workgroupUniformLoad(&offs[WG]);
-        if kn <= WG {
-            // At most WG survivors, gathered: invocation j computes q_j
-            // and its chunk once (into best_v and best_i, free since hi
-            // and arg were read) and, once all are, the total and
-            // S(bits of q_j) on its own in the chunked order; pmin
-            // is the largest such bits with S >= goal. S falls (or stays)
-            // as the cut rises and changes only at a q's bits, so this is
-            // the largest cut the bit search finds: two barriers, not 93.
-            if l < kn {
-                let i = kept[l];
-                best_v[l] = prob(i, hi, kmin, 0u);
-                best_i[l] = i / c;
+        let kn = workgroupUniformLoad(&offs[CH]);
+        if kn <= CH {
+            // At most CH survivors, gathered: q_j and its chunk once
+            // (into best_v and best_i, free since hi and arg were read),
+            // then top_p_survivors: two barriers, not 93.
+            for (var s = l; s < kn; s += WG) {
+                let i = kept[s];
+                best_v[s] = prob(i, hi, kmin, 0u);
+                best_i[s] = i / c;
             }
             workgroupBarrier();
-            if l < kn {
-                let v = bitcast<u32>(best_v[l]);
-                let sums = survivor_sums(kn, v);
-                if sums.y >= rule.top_p * sums.x {
-                    atomicMax(&pbest, v);
-                }
-            }
+            top_p_survivors(l, kn);
             workgroupBarrier();
             pmin = atomicLoad(&pbest);
         } else {
-            let goal = rule.top_p * chunked(l, a, e, compact, hi, kmin, 0u);
+            let goal = rule.top_p * chunked(l, c, n, compact, hi, kmin, 0u);
             for (var bit = 30; bit >= 0; bit--) {
                 let cand = pmin | (1u << u32(bit));
-                if chunked(l, a, e, compact, hi, kmin, cand) >= goal {
+                if chunked(l, c, n, compact, hi, kmin, cand) >= goal {
                     pmin = cand;
                 }
             }
         }
     }
     // 5. The draw: the running sums of the kept q, chunk by chunk.
-    var part = 0.0;
-    for (var j = a; j < e; j++) {
-        part += prob(at(j, compact), hi, kmin, pmin);
+    for (var k = 0u; k < CPI; k++) {
+        let t = l * CPI + k;
+        let s = span(t, compact, c, n);
+        var part = 0.0;
+        for (var j = s.x; j < s.y; j++) {
+            part += prob(at(j, compact), hi, kmin, pmin);
+        }
+        red_u[t] = bitcast<u32>(part);
     }
-    scan_parts(l, part);
+    scan_parts(l);
     let b = philox(vec4<u32>(step[STEP_POS] + step[STEP_ROWS], 0u, 0u, 0u), vec2<u32>(rule.seed_lo, rule.seed_hi));
-    let r = f32(b.x >> 8u) * (1.0 / 16777216.0) * red_f[WG];
-    var acc = red_f[l];
+    let r = f32(b.x >> 8u) * (1.0 / 16777216.0) * red_f[CH];
     var lastLocal = 0u;
-    for (var j = a; j < e; j++) {
-        let i = at(j, compact);
-        let q = prob(i, hi, kmin, pmin);
-        acc += q;
-        if q > 0.0 {
-            if acc > r {
-                atomicMin(&pick, i);
-                break;
+    for (var k = 0u; k < CPI; k++) {
+        let t = l * CPI + k;
+        let s = span(t, compact, c, n);
+        var acc = red_f[t];
+        var picked = false;
+        for (var j = s.x; j < s.y; j++) {
+            let i = at(j, compact);
+            let q = prob(i, hi, kmin, pmin);
+            acc += q;
+            if q > 0.0 {
+                if acc > r {
+                    atomicMin(&pick, i);
+                    picked = true;
+                    break;
+                }
+                lastLocal = i + 1u;
             }
-            lastLocal = i + 1u;
+        }
+        if picked {
+            break;
         }
     }
     atomicMax(&last1, lastLocal);
