@@ -45,6 +45,9 @@ var archSpecs = map[string]archSpec{
 	// attention with q/k norms and NEOX RoPE; the conv layers are the
 	// zeros of the per-layer head_count_kv.
 	model.ArchLFM2: {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActSiLU, gated: true, qkNorm: true, activations: model.PolicyF32},
+	// Qwen3.5 (src/models/qwen35.cpp): Gated DeltaNet layers beside gated
+	// attention with q/k norms and partial IMROPE (qwen35.go).
+	model.ArchQwen35: {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActSiLU, gated: true, qkNorm: true, activations: model.PolicyF32},
 }
 
 // meta reads typed hyperparameters, failing on values of the wrong type.
@@ -215,6 +218,10 @@ func (f *File) config(arch string) (model.Config, error) {
 		}
 	case model.ArchGemma4:
 		if err := f.gemma4(m, &c, layerHidden); err != nil {
+			return c, err
+		}
+	case model.ArchQwen35:
+		if err := f.qwen35(m, &c); err != nil {
 			return c, err
 		}
 	case model.ArchPhi3:
