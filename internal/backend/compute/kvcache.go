@@ -2,6 +2,7 @@ package compute
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
@@ -40,6 +41,10 @@ func (b *backend) NewKVCache(spec fusion.KVSpec) (gpu.KVCache, error) {
 		// Per-layer head dims and shared layers (Gemma 4) are the CPU
 		// backend's only.
 		return nil, fmt.Errorf("compute: kv cache of per-layer head dims %v (Gemma 4's; the CPU backend runs it): %w", spec.HeadDims, gpu.ErrUnsupported)
+	}
+	if slices.ContainsFunc(spec.State, func(s fusion.LayerState) bool { return s.MatrixHeads > 0 }) {
+		// No kernel keeps a state matrix (Gated DeltaNet's) yet.
+		return nil, fmt.Errorf("compute: kv cache: recurrent state matrices (op %s): %w", fusion.DeltaNet, gpu.ErrUnsupported)
 	}
 	if spec.Recurrent() {
 		// Caps().RecurrentState is off: no kernel runs the ops of a
