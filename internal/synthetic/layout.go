@@ -15,6 +15,8 @@ const (
 	roleNorm               // norm scale: f32 near 1
 	roleBias               // linear or LayerNorm bias: small f32
 	roleRouter             // MoE router [experts, dim]: f32, as llama.cpp's quantizations keep it
+	roleConv               // depthwise convolution kernel: f32, U(-1/sqrt(width), 1/sqrt(width))
+	roleDecay              // Gated DeltaNet's A = -exp(A_log): f32, negative
 )
 
 // entry is one tensor of the checkpoint before its data exists.
@@ -60,11 +62,10 @@ func tail(cfg *model.Config, add func(entry)) {
 	}
 }
 
-// layerEntries emits the tensors of layer l; every layer has the same
-// shapes.
+// layerEntries emits the tensors of layer l; every layer of one kind
+// (Gated DeltaNet or attention) has the same shapes.
 func layerEntries(cfg *model.Config, l int, add func(entry)) {
 	name := func(suffix string) string { return model.Layer(l, suffix) }
-	qCols, kvCols := cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim
 	norm := func(scale, bias string) {
 		add(entry{name(scale), []int{cfg.Dim}, roleNorm})
 		if cfg.Norm == model.NormLayer {
@@ -78,7 +79,40 @@ func layerEntries(cfg *model.Config, l int, add func(entry)) {
 		}
 	}
 	norm(model.AttnNorm, model.AttnNormBias)
+	if cfg.DeltaLayer(l) {
+		deltaEntries(cfg, l, add)
+	} else {
+		attentionEntries(cfg, l, add, linear)
+	}
+	if !cfg.Parallel {
+		norm(model.FFNNorm, model.FFNNormBias)
+	}
+	ffnEntries(cfg, l, add, linear)
+}
+
+// deltaEntries emits the mixer tensors of a Gated DeltaNet layer.
+func deltaEntries(cfg *model.Config, l int, add func(entry)) {
+	name := func(suffix string) string { return model.Layer(l, suffix) }
+	ch, v, d := cfg.DeltaChannels(), cfg.DeltaValueHeads, cfg.DeltaHeadDim
+	add(entry{name(model.DeltaQKV), []int{ch, cfg.Dim}, roleMatrix})
+	add(entry{name(model.DeltaZ), []int{v * d, cfg.Dim}, roleMatrix})
+	add(entry{name(model.DeltaBeta), []int{v, cfg.Dim}, roleMatrix})
+	add(entry{name(model.DeltaAlpha), []int{v, cfg.Dim}, roleMatrix})
+	add(entry{name(model.DeltaConv), []int{ch, cfg.DeltaConvWidth}, roleConv})
+	add(entry{name(model.DeltaDtBias), []int{v}, roleNorm})
+	add(entry{name(model.DeltaA), []int{v}, roleDecay})
+	add(entry{name(model.DeltaNorm), []int{d}, roleNorm})
+	add(entry{name(model.DeltaOut), []int{cfg.Dim, v * d}, roleMatrix})
+}
+
+// attentionEntries emits the mixer tensors of an attention layer.
+func attentionEntries(cfg *model.Config, l int, add func(entry), linear func(w, b string, hasBias bool, out, in int)) {
+	name := func(suffix string) string { return model.Layer(l, suffix) }
+	qCols, kvCols := cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim
 	linear(model.WQ, model.BQ, cfg.QKVBias, qCols, cfg.Dim)
+	if cfg.AttnOutputGate {
+		linear(model.WQGate, "", false, qCols, cfg.Dim)
+	}
 	linear(model.WK, model.BK, cfg.QKVBias, kvCols, cfg.Dim)
 	linear(model.WV, model.BV, cfg.QKVBias, kvCols, cfg.Dim)
 	if cfg.QKNorm {
@@ -89,9 +123,11 @@ func layerEntries(cfg *model.Config, l int, add func(entry)) {
 	if cfg.PostNorms {
 		add(entry{name(model.PostAttnNorm), []int{cfg.Dim}, roleNorm})
 	}
-	if !cfg.Parallel {
-		norm(model.FFNNorm, model.FFNNormBias)
-	}
+}
+
+// ffnEntries emits the feed-forward tensors of layer l.
+func ffnEntries(cfg *model.Config, l int, add func(entry), linear func(w, b string, hasBias bool, out, in int)) {
+	name := func(suffix string) string { return model.Layer(l, suffix) }
 	if cfg.Experts > 0 {
 		e, h := cfg.Experts, cfg.ExpertHidden
 		add(entry{name(model.Router), []int{e, cfg.Dim}, roleRouter})
@@ -119,10 +155,43 @@ func footprint(cfg *model.Config, f func(entry) int64) int64 {
 	sum := func(acc *int64) func(entry) { return func(e entry) { *acc += f(e) } }
 	head(cfg, sum(&once))
 	tail(cfg, sum(&once))
-	layerEntries(cfg, 0, sum(&perLayer))
-	layers := int64(cfg.Layers)
-	if layers > 0 && perLayer > (math.MaxInt64-once)/layers {
-		return math.MaxInt64
+	// Two kinds of layer at most (a hybrid's Gated DeltaNet layers and its
+	// attention layers), each counted from its first layer.
+	total := once
+	for _, kind := range []struct {
+		first, count int
+	}{deltaLayers(cfg), attentionLayers(cfg)} {
+		if kind.count == 0 {
+			continue
+		}
+		perLayer = 0
+		layerEntries(cfg, kind.first, sum(&perLayer))
+		layers := int64(kind.count)
+		if perLayer > (math.MaxInt64-total)/layers {
+			return math.MaxInt64
+		}
+		total += perLayer * layers
 	}
-	return once + perLayer*layers
+	return total
+}
+
+// deltaLayers and attentionLayers are the first layer of each kind and
+// how many there are.
+func deltaLayers(cfg *model.Config) struct{ first, count int } {
+	first := -1
+	for _, l := range cfg.DeltaLayers {
+		if first < 0 || l < first {
+			first = l
+		}
+	}
+	return struct{ first, count int }{first, len(cfg.DeltaLayers)}
+}
+
+func attentionLayers(cfg *model.Config) struct{ first, count int } {
+	for l := range cfg.Layers {
+		if !cfg.DeltaLayer(l) {
+			return struct{ first, count int }{l, cfg.Layers - len(cfg.DeltaLayers)}
+		}
+	}
+	return struct{ first, count int }{0, 0}
 }

@@ -38,6 +38,7 @@ func Specs() []Spec {
 		qwen3_30B_A3B(),
 		qwen3MoESmall(),
 		qwen3DenseSmall(),
+		qwen35_08B(),
 	}
 }
 

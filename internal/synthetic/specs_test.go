@@ -47,6 +47,14 @@ var publishedParams = []struct {
 	{"qwen3-30b-a3b", 2*151936*2048 + 48*(2*4096*2048+2*512*2048+2*128+2*2048+128*2048+128*3*768*2048) + 2048, "Qwen/Qwen3-30B-A3B, summed"},
 	{"qwen3-moe-small", 2*151936*2048 + 24*(2*4096*2048+2*512*2048+2*128+2*2048+32*2048+32*3*768*2048) + 2048, "summed"},
 	{"qwen3-dense-small", 2*151936*2048 + 24*(2*4096*2048+2*512*2048+2*128+2*2048+3*6144*2048) + 2048, "summed"},
+	// Summed: embedding 248320*1024 (tied); 18 Gated DeltaNet layers of
+	// qkv 6144*1024, z 2048*1024, beta and alpha 16*1024, conv 6144*4,
+	// dt bias and A 16, norm 128, out 1024*2048; 6 attention layers of q
+	// and its gate 2048*1024 each, k/v 512*1024, q/k norms 256, o
+	// 1024*2048; every layer two norms 1024 and an MLP 3*3584*1024; final
+	// norm.
+	{"qwen3.5-0.8b", 248320*1024 + 18*(6144*1024+2048*1024+2*16*1024+6144*4+2*16+128+1024*2048) +
+		6*(2*2048*1024+2*512*1024+2*256+1024*2048) + 24*(2*1024+3*3584*1024) + 1024, "Qwen/Qwen3.5-0.8B text model, summed"},
 }
 
 func TestSpecsMatchPublishedParameterCounts(t *testing.T) {
