@@ -116,3 +116,30 @@ func TestQwen35GPURefused(t *testing.T) {
 		})
 	}
 }
+
+// TestQwen35PrefixCache: the prefix cache on Qwen3.5 serves an entry the
+// new context extends (CopyKV copies its convolution windows and delta
+// state matrices at the entry's end), reporting those tokens cached, with
+// the ids of a model without a prefix cache.
+func TestQwen35PrefixCache(t *testing.T) {
+	ck, g := qwen35(t)
+	opts := pipeline.GenerateOptions{MaxTokens: 6, IgnoreStopTokens: true, Temperature: 1.5, Seed: 5}
+	m := load(t, ck, pipeline.Options{MaxCache: 128, PrefixCacheBytes: 1 << 20})
+	plain := load(t, ck, pipeline.Options{MaxCache: 128})
+	a := m.NewSession()
+	collect(t, a, pipeline.Prompt{IDs: g.PromptIDs}, opts)
+	// Another context takes the slot over: a's tokens go to an entry.
+	collect(t, m.NewSession(), pipeline.Prompt{IDs: []int{9, 8, 7, 6, 5}}, opts)
+	ctx := append(a.History(), 77, 78, 79)
+	c := m.NewSession()
+	got := collect(t, c, pipeline.Prompt{IDs: ctx}, opts)
+	if hits, _ := pipeline.PrefixStats(m); hits != 1 {
+		t.Errorf("prefix cache hits %d, want 1", hits)
+	}
+	if n, want := c.Metrics().CachedTokens, len(a.History())-1; n != want {
+		t.Errorf("cached tokens %d, want %d", n, want)
+	}
+	if want := collect(t, plain.NewSession(), pipeline.Prompt{IDs: ctx}, opts); !slices.Equal(got, want) {
+		t.Errorf("ids from the prefix cache %v, without it %v", got, want)
+	}
+}
