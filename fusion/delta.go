@@ -47,7 +47,9 @@ type DeltaNetOp struct {
 
 // SigmoidGateOp: Out = In ⊙ sigmoid(Gate), elementwise (Qwen3.5's gated
 // attention: each attention output value times the sigmoid of its gate
-// row, a second projection of the layer's input). Out may alias In.
+// row, a second projection of the layer's input); a Gate of one column
+// scales each row by the sigmoid of its one value (Qwen3.5 MoE's shared
+// expert). Out may alias In.
 type SigmoidGateOp struct {
 	Out, In, Gate Buf
 }
@@ -98,6 +100,9 @@ func (o *DeltaNetOp) validate(g *Graph, shape WeightShape) error {
 func (o *SigmoidGateOp) validate(g *Graph, _ WeightShape) error {
 	if o.Gate == o.Out {
 		return fmt.Errorf("%w: sigmoid_gate output aliases its gate %q", ErrInvalid, g.Bufs[o.Out].Name)
+	}
+	if g.Bufs[o.Gate].Cols == 1 {
+		return firstErr(g.sameRows(o.Out, o.In, o.Gate), g.sameCols(o.Out, o.In))
 	}
 	return firstErr(g.sameRows(o.Out, o.In, o.Gate), g.sameCols(o.Out, o.In, o.Gate))
 }

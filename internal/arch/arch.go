@@ -132,7 +132,7 @@ func Build(cfg *model.Config, opts BuildOptions) (*fusion.Graph, error) {
 	if len(opts.RowLoRA) > 0 && !opts.Batch {
 		return nil, fmt.Errorf("%w: adapters chosen per row need a batched graph", ErrOptions)
 	}
-	b := &builder{cfg: cfg, g: &fusion.Graph{Tokens: opts.Tokens, Batch: opts.Batch}, maxLen: opts.MaxLen, lora: opts.LoRA, rowLoRA: opts.RowLoRA}
+	b := &builder{cfg: cfg, g: &fusion.Graph{Tokens: opts.Tokens, Batch: opts.Batch}, maxLen: opts.MaxLen, lora: opts.LoRA, rowLoRA: opts.RowLoRA, shared: -1}
 	// The one place the config's parameter names become fusion's types.
 	var err error
 	if b.normKind, err = fusion.ParseNormKind(cfg.Norm); err != nil {
@@ -187,6 +187,8 @@ type builder struct {
 	bcx, conv        fusion.Buf // a short convolution layer's [B | C | x] and gated output
 	delta            deltaBufs  // a Gated DeltaNet layer's buffers
 	qGate            fusion.Buf // the attention output gate's rows (AttnOutputGate)
+	shared           fusion.Buf // a shared expert's output (-1 until used)
+	sharedGate       fusion.Buf // its gate's one value per row
 	h2               fusion.Buf // normed input of the FFN in sequential blocks
 	dim, qCols       int
 
@@ -217,7 +219,10 @@ func (b *builder) forward(allLogits bool) {
 	}
 	b.ffn = g.NewBuf("ffn_out", T, c.Dim)
 	b.heads = map[int]headBufs{c.HeadDim: {b.q, b.k, b.v, b.att}}
-	b.hidden = map[int][2]fusion.Buf{c.HiddenDim: {b.up, b.gate}}
+	b.hidden = map[int][2]fusion.Buf{}
+	if c.Experts == 0 {
+		b.hidden[c.HiddenDim] = [2]fusion.Buf{b.up, b.gate}
+	}
 	if len(c.ConvLayers) > 0 {
 		b.bcx = g.NewBuf("conv_bcx", T, 3*c.Dim)
 		b.conv = g.NewBuf("conv_out", T, c.Dim)
@@ -445,6 +450,9 @@ func (b *builder) feedForward(l int, h fusion.Buf) {
 			moe.GateBias, moe.UpBias, moe.DownBias = model.Layer(l, model.ExpertsGateBias), model.Layer(l, model.ExpertsUpBias), model.Layer(l, model.ExpertsDownBias)
 		}
 		g.Add(moe)
+		if c.SharedExpertHidden > 0 {
+			b.sharedExpert(l, h)
+		}
 		return
 	}
 	upBuf, gateBuf := b.hiddenOf(c.LayerHiddenDim(l))

@@ -50,3 +50,22 @@ func (b *builder) deltaNet(l int, h fusion.Buf) {
 	g.Add(&fusion.GLUOp{Out: d.out, Gate: d.z, Up: d.out, Act: fusion.ActSiLU})
 	b.linear(b.proj, d.out, model.Layer(l, model.DeltaOut), "", false)
 }
+
+// sharedExpert adds layer l's shared expert to b.ffn (Qwen3.5 MoE,
+// llama.cpp's build_layer_ffn of qwen35moe):
+//
+//	ffn += SharedDown·(SiLU(SharedGate·h) ⊙ SharedUp·h) · sigmoid(SharedRouter·h)
+func (b *builder) sharedExpert(l int, h fusion.Buf) {
+	c, g := b.cfg, b.g
+	up, gate := b.hiddenOf(c.SharedExpertHidden)
+	if b.shared < 0 {
+		b.shared = g.NewBuf("shared_expert", g.Tokens, c.Dim)
+		b.sharedGate = g.NewBuf("shared_expert_gate", g.Tokens, 1)
+	}
+	b.linears(h, false, proj{up, model.Layer(l, model.SharedUp), ""}, proj{gate, model.Layer(l, model.SharedGate), ""},
+		proj{b.sharedGate, model.Layer(l, model.SharedRouter), ""})
+	g.Add(&fusion.GLUOp{Out: up, Gate: gate, Up: up, Act: b.act})
+	b.linear(b.shared, up, model.Layer(l, model.SharedDown), "", false)
+	g.Add(&fusion.SigmoidGateOp{Out: b.shared, In: b.shared, Gate: b.sharedGate})
+	g.Add(&fusion.AddOp{Out: b.ffn, A: b.ffn, B: b.shared})
+}

@@ -210,6 +210,11 @@ type Config struct {
 	// AttnOutputGate: every attention layer's output is gated per value,
 	// att ⊙ sigmoid(WQGate·h), before its output projection (Qwen3.5).
 	AttnOutputGate bool `json:"attn_output_gate,omitempty"`
+	// SharedExpertHidden > 0 (with Experts) adds a shared expert to every
+	// mixture: a gated FFN of SharedExpertHidden units (SharedGate,
+	// SharedUp, SharedDown) whose output, times sigmoid(SharedRouter·x),
+	// is added to the routed experts' (Qwen3.5 MoE).
+	SharedExpertHidden int `json:"shared_expert_hidden,omitempty"`
 
 	Activations string `json:"activations,omitempty"` // PolicyAuto, PolicyF32, PolicyF16
 

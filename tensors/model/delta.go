@@ -10,6 +10,11 @@ import (
 // src/models/qwen35.cpp and delta-net-base.cpp).
 const ArchQwen35 = "qwen35"
 
+// ArchQwen35MoE is Qwen3.5's mixture of experts: qwen35's layers with
+// every FFN a mixture (Experts, NormTopK) plus a shared expert gated by a
+// sigmoid (SharedExpertHidden).
+const ArchQwen35MoE = "qwen35moe"
+
 // The tensors of a Gated DeltaNet layer (Config.DeltaLayers), in place of
 // the attention ones; K = DeltaKeyHeads, V = DeltaValueHeads, D =
 // DeltaHeadDim.
@@ -26,6 +31,12 @@ const (
 	// WQGate is the output gate of an attention layer with
 	// Config.AttnOutputGate, one row per query row: [heads*head_dim, dim].
 	WQGate = "self_attention.q_gate.w"
+	// A shared expert (Config.SharedExpertHidden = S): a gated FFN beside
+	// the routed experts, its output scaled by sigmoid(SharedRouter·x).
+	SharedGate   = "ff_layer.shared.gate.w"   // [S, dim]
+	SharedUp     = "ff_layer.shared.up.w"     // [S, dim]
+	SharedDown   = "ff_layer.shared.down.w"   // [dim, S]
+	SharedRouter = "ff_layer.shared.router.w" // [1, dim]
 )
 
 // DeltaLayer reports whether layer l's mixer is a Gated DeltaNet
@@ -47,6 +58,9 @@ func (c *Config) DeltaChannels() int {
 // head j mod K), a convolution of 2 to 1024 taps, layers in range and not
 // also short-convolution layers.
 func (c *Config) validateDelta() error {
+	if c.SharedExpertHidden < 0 || c.SharedExpertHidden > 1<<24 || c.SharedExpertHidden > 0 && c.Experts == 0 {
+		return fmt.Errorf("%w: shared expert of %d units with %d experts", ErrConfig, c.SharedExpertHidden, c.Experts)
+	}
 	if len(c.DeltaLayers) == 0 {
 		if c.DeltaConvWidth != 0 || c.DeltaKeyHeads != 0 || c.DeltaValueHeads != 0 || c.DeltaHeadDim != 0 {
 			return fmt.Errorf("%w: delta net sizes without delta layers", ErrConfig)

@@ -274,13 +274,24 @@ func (p *program) deltaNetStep(s *step, op *fusion.DeltaNetOp, out, qkv, beta, a
 	return nil
 }
 
-// sigmoidGate sets out[i] = in[i] · sigmoid(gate[i]) (fusion.SigmoidGateOp).
-func sigmoidGate(out, in, gate []float32) {
+// sigmoidGate sets out[i] = in[i] · sigmoid(gate[i]) over n rows of cols
+// (fusion.SigmoidGateOp), or with gateCols 1, out[t][c] = in[t][c] ·
+// sigmoid(gate[t]).
+func sigmoidGate(out, in, gate []float32, n, cols, gateCols int) {
 	if sigmoidGateAblation {
-		copy(out, in[:len(out)])
+		copy(out[:n*cols], in[:n*cols])
 		return
 	}
-	for i := range out {
+	if gateCols == 1 {
+		for t := range n {
+			s := 1 / (1 + simd.Exp(-gate[t]))
+			for i := t * cols; i < (t+1)*cols; i++ {
+				out[i] = in[i] * s
+			}
+		}
+		return
+	}
+	for i := range out[:n*cols] {
 		out[i] = in[i] / (1 + simd.Exp(-gate[i]))
 	}
 }

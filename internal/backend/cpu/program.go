@@ -501,7 +501,7 @@ func (p *program) exec(s *step, tokens []int32, pos int) error {
 	case *fusion.DeltaNetOp:
 		return p.deltaNetStep(s, op, out, in(0), in(1), in(2), n, pos)
 	case *fusion.SigmoidGateOp:
-		sigmoidGate(out[:n*cols], in(0), in(1))
+		sigmoidGate(out, in(0), in(1), n, cols, inCols(1))
 	case *fusion.MoEOp:
 		p.moe(s, op, out, in(0), cols, n)
 	case *fusion.RowLoRAOp:

@@ -77,6 +77,12 @@ func Complete(ck *model.Checkpoint) error {
 			if c.RouterBias {
 				want[model.RouterBias] = []int{e}
 			}
+			if s := c.SharedExpertHidden; s > 0 {
+				want[model.SharedGate] = []int{s, c.Dim}
+				want[model.SharedUp] = []int{s, c.Dim}
+				want[model.SharedDown] = []int{c.Dim, s}
+				want[model.SharedRouter] = []int{1, c.Dim}
+			}
 			if c.ExpertBias {
 				want[model.ExpertsGateBias] = []int{e, h}
 				want[model.ExpertsUpBias] = []int{e, h}
