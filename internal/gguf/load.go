@@ -24,7 +24,7 @@ func Load(path string) (*model.Checkpoint, error) {
 // Checkpoint imports the parsed file: the configuration from the metadata
 // (architectures llama, including Llama 3's rope_freqs, gemma, gemma2, gemma3,
 // phi2, phi3, falcon, stablelm, qwen2, qwen3, qwen3moe, smollm3, gpt-oss,
-// gemma4, lfm2, qwen35), the tensors
+// gemma4, lfm2, qwen35, qwen35moe), the tensors
 // under the names of package model, and the vocabulary.
 func (f *File) Checkpoint() (*model.Checkpoint, error) {
 	if f.IsAdapter() {
@@ -93,7 +93,7 @@ func (f *File) importTensor(info *TensorInfo, c *model.Config) ([]*tensors.Tenso
 		t, err := f.toTensor(info, name)
 		return []*tensors.Tensor{t}, err
 	}
-	if c.Arch == model.ArchQwen35 {
+	if c.Arch == model.ArchQwen35 || c.Arch == model.ArchQwen35MoE {
 		if ts, ok, err := f.qwen35Layer(info, layer, suffix, c); ok {
 			return ts, err
 		}

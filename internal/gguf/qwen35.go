@@ -44,6 +44,34 @@ func (f *File) qwen35(m *meta, c *model.Config) error {
 	return f.imropeSections(m, c)
 }
 
+// qwen35moe reads Qwen3.5 MoE's conventions: qwen35's, with every FFN a
+// mixture of expert_count experts of expert_feed_forward_length units,
+// expert_used_count per token by softmax gating renormalized (llama.cpp's
+// build_moe_ffn with norm_w, as qwen3moe), plus a shared expert of
+// expert_shared_feed_forward_length units scaled by the sigmoid of
+// ffn_gate_inp_shexp·x (src/models/qwen35moe.cpp). feed_forward_length is
+// unused and may be absent.
+func (f *File) qwen35moe(m *meta, c *model.Config) error {
+	if err := f.qwen35(m, c); err != nil {
+		return err
+	}
+	c.Experts = m.int(".expert_count", 0, true)
+	c.ExpertsUsed = m.int(".expert_used_count", 0, true)
+	c.ExpertHidden = m.int(".expert_feed_forward_length", 0, true)
+	c.SharedExpertHidden = m.int(".expert_shared_feed_forward_length", 0, false)
+	c.NormTopK = true
+	if m.err != nil {
+		return m.err
+	}
+	if c.Experts == 0 || c.ExpertsUsed == 0 || c.ExpertsUsed > c.Experts {
+		return fmt.Errorf("%w: metadata %s = %d with %s = %d", ErrFormat, m.key(".expert_used_count"), c.ExpertsUsed, m.key(".expert_count"), c.Experts)
+	}
+	if c.HiddenDim == 0 {
+		c.HiddenDim = c.ExpertHidden
+	}
+	return nil
+}
+
 // imropeSections checks rope.dimension_sections (required) against
 // ggml's IMROPE assignment of rotated pair i (sector s = i mod the
 // sections' sum): stream 1 when s%3 == 1 and s < 3*sections[1], stream 2
@@ -78,6 +106,14 @@ func (f *File) imropeSections(m *meta, c *model.Config) error {
 // v of the convolution, not attention's), the pre-FFN norm stored as
 // post_attention_norm, and the interleaved query and gate rows of attn_q,
 // split per head into WQ and WQGate. ok is false for the others.
+// qwen35SharedNames are Qwen3.5 MoE's shared expert tensors.
+var qwen35SharedNames = map[string]string{
+	"ffn_gate_shexp.weight":     model.SharedGate,
+	"ffn_up_shexp.weight":       model.SharedUp,
+	"ffn_down_shexp.weight":     model.SharedDown,
+	"ffn_gate_inp_shexp.weight": model.SharedRouter,
+}
+
 var qwen35DeltaNames = map[string]string{
 	fusedQKV:            model.DeltaQKV,
 	"attn_gate.weight":  model.DeltaZ,
@@ -97,6 +133,8 @@ func (f *File) qwen35Layer(info *TensorInfo, layer int, suffix string, c *model.
 		name = qwen35DeltaNames[suffix]
 	case suffix == "post_attention_norm.weight":
 		name = model.FFNNorm
+	case c.SharedExpertHidden > 0 && qwen35SharedNames[suffix] != "":
+		name = qwen35SharedNames[suffix]
 	case suffix == "attn_q.weight" && !c.DeltaLayer(layer):
 		t, err := f.toTensor(info, info.Name)
 		if err != nil {
@@ -117,6 +155,10 @@ func (f *File) qwen35Layer(info *TensorInfo, layer int, suffix string, c *model.
 		return nil, false, nil
 	}
 	t, err := f.toTensor(info, model.Layer(layer, name))
+	if err == nil && name == model.SharedRouter && len(t.Shape) == 1 {
+		// ffn_gate_inp_shexp is one row of dim values: a [1, dim] matrix.
+		t.Shape = []int{1, t.Shape[0]}
+	}
 	return []*tensors.Tensor{t}, true, err
 }
 
