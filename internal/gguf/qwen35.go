@@ -29,6 +29,12 @@ func (f *File) qwen35(m *meta, c *model.Config) error {
 	if m.err != nil {
 		return m.err
 	}
+	if k, v := c.DeltaKeyHeads, c.DeltaValueHeads; k == 0 || v%k != 0 || c.DeltaHeadDim == 0 || c.DeltaConvWidth < 2 {
+		// llama.cpp tiles value heads over key heads (h mod K).
+		return fmt.Errorf("%w: metadata %s = %d (conv width), %s = %d, %s = %d (key and value heads of a delta net), %s = %d",
+			ErrFormat, m.key(".ssm.conv_kernel"), c.DeltaConvWidth, m.key(".ssm.group_count"), k, m.key(".ssm.time_step_rank"), v,
+			m.key(".ssm.state_size"), c.DeltaHeadDim)
+	}
 	if interval == 0 {
 		return fmt.Errorf("%w: metadata %s = 0", ErrFormat, m.key(".full_attention_interval"))
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -90,21 +91,35 @@ func (w *ggufWriter) i32s(key string, vs []int32) {
 // Either way the model computes the dense one.
 func qwen35MoEGGUF(t *testing.T, shared bool) string {
 	t.Helper()
+	return qwen35MoEGGUFWith(t, shared, nil)
+}
+
+// qwen35MoEGGUFWith is qwen35MoEGGUF with its counts (keys without the
+// "qwen35moe." prefix) and IMROPE sections edited by edit.
+func qwen35MoEGGUFWith(t *testing.T, shared bool, edit func(counts map[string]uint32, sections *[]int32)) string {
+	t.Helper()
 	f, err := Open(testmodels.Path(t, "arch3", "qwen35.gguf"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := &ggufWriter{}
 	w.string("general.architecture", "qwen35moe")
-	for k, v := range map[string]uint32{"block_count": 4, "context_length": 128, "embedding_length": 64, "attention.head_count": 4,
+	counts := map[string]uint32{"block_count": 4, "context_length": 128, "embedding_length": 64, "attention.head_count": 4,
 		"attention.head_count_kv": 2, "attention.key_length": 32, "attention.value_length": 32, "ssm.conv_kernel": 4, "ssm.state_size": 16,
 		"ssm.group_count": 2, "ssm.time_step_rank": 4, "ssm.inner_size": 64, "full_attention_interval": 4, "rope.dimension_count": 8,
-		"expert_count": 4, "expert_used_count": 2, "expert_feed_forward_length": 128, "expert_shared_feed_forward_length": 128} {
+		"expert_count": 4, "expert_used_count": 2, "expert_feed_forward_length": 128, "expert_shared_feed_forward_length": 128}
+	sections := []int32{2, 1, 1, 0}
+	if edit != nil {
+		edit(counts, &sections)
+	}
+	for k, v := range counts {
 		w.u32("qwen35moe."+k, v)
 	}
 	w.f32("qwen35moe.rope.freq_base", 1e7)
 	w.f32("qwen35moe.attention.layer_norm_rms_epsilon", 1e-6)
-	w.i32s("qwen35moe.rope.dimension_sections", []int32{2, 1, 1, 0})
+	if sections != nil {
+		w.i32s("qwen35moe.rope.dimension_sections", sections)
+	}
 	raw := map[string][]byte{}
 	for i := range f.Tensors {
 		info := &f.Tensors[i]
@@ -195,5 +210,33 @@ func TestQwen35MoEImport(t *testing.T) {
 		if worst > 1e-4 {
 			t.Errorf("shared %t: prompt logits differ from the dense golden by %.3g", shared, worst)
 		}
+	}
+}
+
+// TestQwen35BadMetadata: Qwen3.5 metadata that llama.cpp would not load,
+// or whose IMROPE would not be NEOX over the rotated dims for text, fails
+// to import with a format or unsupported error naming it, never a panic.
+func TestQwen35BadMetadata(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(map[string]uint32, *[]int32)
+		want error
+		key  string
+	}{
+		{"no sections", func(_ map[string]uint32, s *[]int32) { *s = nil }, ErrFormat, "dimension_sections"},
+		{"three sections", func(_ map[string]uint32, s *[]int32) { *s = []int32{2, 1, 1} }, ErrFormat, "dimension_sections"},
+		{"a pair on the fourth stream", func(_ map[string]uint32, s *[]int32) { *s = []int32{1, 1, 1, 1} }, ErrUnsupported, "fourth position stream"},
+		{"inner size off", func(c map[string]uint32, _ *[]int32) { c["ssm.inner_size"] = 48 }, ErrFormat, "inner_size"},
+		{"interval 0", func(c map[string]uint32, _ *[]int32) { c["full_attention_interval"] = 0 }, ErrFormat, "full_attention_interval"},
+		{"value heads not a multiple", func(c map[string]uint32, _ *[]int32) { c["ssm.group_count"] = 3 }, ErrFormat, "delta net"},
+		{"conv of one tap", func(c map[string]uint32, _ *[]int32) { c["ssm.conv_kernel"] = 1 }, ErrFormat, "conv width"},
+		{"more experts used than exist", func(c map[string]uint32, _ *[]int32) { c["expert_used_count"] = 5 }, ErrFormat, "expert_used_count"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load(qwen35MoEGGUFWith(t, false, tc.edit))
+			if !errors.Is(err, tc.want) || !strings.Contains(fmt.Sprint(err), tc.key) {
+				t.Errorf("%v, want %v naming %q", err, tc.want, tc.key)
+			}
+		})
 	}
 }
