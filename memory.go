@@ -66,10 +66,12 @@ func estimateMemory(cfg *model.Config, weightBytes int64, maxCache int, kvF16 bo
 		elem = 2
 	}
 	n := memoryNeed{Weights: weightBytes}
-	// A hybrid's short convolution layers keep a small f32 state instead.
-	kvLayers := int64(cfg.Layers - len(cfg.ConvLayers))
+	// A hybrid's short convolution and Gated DeltaNet layers keep a small
+	// f32 state instead (a window, and a DeltaNet's matrix per value head).
+	kvLayers := int64(cfg.Layers - len(cfg.ConvLayers) - len(cfg.DeltaLayers))
+	deltaState := int64(cfg.DeltaChannels())*int64(max(cfg.DeltaConvWidth-1, 0)) + int64(cfg.DeltaValueHeads)*int64(cfg.DeltaHeadDim)*int64(cfg.DeltaHeadDim)
 	n.KVCache = kvLayers*2*int64(cfg.KVHeads)*int64(cfg.HeadDim)*int64(maxCache)*elem +
-		int64(len(cfg.ConvLayers))*int64(cfg.Dim)*int64(max(cfg.ConvWidth-1, 0))*4
+		int64(len(cfg.ConvLayers))*int64(cfg.Dim)*int64(max(cfg.ConvWidth-1, 0))*4 + int64(len(cfg.DeltaLayers))*deltaState*4
 	// The largest graph (the largest prefill size that fits) holds per
 	// token the residual stream, attention and feed-forward intermediates
 	// and the attention scores over the cache, plus one logits row.

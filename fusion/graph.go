@@ -96,6 +96,8 @@ const (
 	SelfAttn                     // SelfAttnOp
 	AvgPool                      // AvgPoolOp
 	Input                        // InputOp
+	DeltaNet                     // DeltaNetOp
+	SigmoidGate                  // SigmoidGateOp
 )
 
 // Sampling is the rule of a Sample op (internal/sampler.Options' fields):
@@ -127,7 +129,8 @@ var kindNames = map[Kind]string{Embed: "embed", Norm: "norm", MatMul: "matmul", 
 	MultiMatMul: "multi_matmul", MatMulGLU: "matmul_glu", Argmax: "argmax", Sample: "sample",
 	RopeStoreKV: "rope_store_kv", MatMulRopeKV: "matmul_rope_kv", MoE: "moe",
 	RowLoRA: "row_lora", Scale: "scale", Columns: "columns", ShortConv: "short_conv",
-	SelfAttn: "self_attention", AvgPool: "avg_pool", Input: "input"}
+	SelfAttn: "self_attention", AvgPool: "avg_pool", Input: "input",
+	DeltaNet: "gated_delta_net", SigmoidGate: "sigmoid_gate"}
 
 func (k Kind) String() string {
 	if s, ok := kindNames[k]; ok {
@@ -165,7 +168,7 @@ type KVSpec struct {
 	HeadDims []int
 	// State, when not nil, has one entry per layer: a layer whose entry is
 	// Recurrent keeps that state (LayerState) instead of keys and values,
-	// and only the ops of its mixer (ShortConvOp) name it; no StoreKV or
+	// and only the ops of its mixer (ShortConvOp, DeltaNetOp) name it; no StoreKV or
 	// Attention does. Backends that keep no states refuse those ops when
 	// compiling (gpu.ErrUnsupported).
 	State []LayerState
@@ -246,7 +249,7 @@ func (g *Graph) Add(op Op) Buf {
 func (g *Graph) UsesKV() bool {
 	for _, op := range g.Ops {
 		switch op.(type) {
-		case *StoreKVOp, *AttentionOp, *RopeStoreKVOp, *MatMulRopeKVOp, *ShortConvOp:
+		case *StoreKVOp, *AttentionOp, *RopeStoreKVOp, *MatMulRopeKVOp, *ShortConvOp, *DeltaNetOp:
 			return true
 		}
 	}

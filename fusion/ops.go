@@ -647,6 +647,8 @@ func Weights(op Op) []string {
 		add(o.Weight)
 	case *ShortConvOp:
 		add(o.Weight)
+	case *DeltaNetOp:
+		add(o.Conv, o.DtBias, o.A)
 	case *MoEOp:
 		add(o.Router, o.RouterBias, o.Gate, o.GateBias, o.Up, o.UpBias, o.Down, o.DownBias)
 	case *RowLoRAOp:

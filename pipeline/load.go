@@ -90,8 +90,12 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 	}
 	m := &Model{cfg: *cfg, tok: tok, backend: opts.Backend, caps: opts.Backend.Caps(), maxCache: opts.MaxCache, turn: make(chan struct{}, nslots), fuse: !opts.NoFusion}
 	if cfg.Recurrent() && !m.caps.RecurrentState {
+		op := fusion.ShortConv
+		if len(cfg.DeltaLayers) > 0 {
+			op = fusion.DeltaNet
+		}
 		return nil, fmt.Errorf("pipeline: %s keeps recurrent layer states (op %s), which the %s backend does not run: %w",
-			cfg.Arch, fusion.ShortConv, opts.Backend.Info().Backend, gpu.ErrUnsupported)
+			cfg.Arch, op, opts.Backend.Info().Backend, gpu.ErrUnsupported)
 	}
 	m.greedyOff = opts.HostSampling
 	m.gatherRows = opts.tuning.GatherRows

@@ -57,6 +57,9 @@ func TestGetBindings(t *testing.T) {
 		{"moe_down", []BindingKind{U, R, R, R, R, R, R, W, W}},
 		{"moe_sum", []BindingKind{U, R, R, R, R, R, R, W, W}},
 		{"short_conv", []BindingKind{U, R, R, R, R, W, W}},
+		{"delta_conv", []BindingKind{U, R, R, R, W, W}},
+		{"delta_rule", []BindingKind{U, R, R, R, R, R, W, W, W}},
+		{"delta_chunk", []BindingKind{U, R, R, R, R, R, W, W, W}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

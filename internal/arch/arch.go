@@ -5,10 +5,11 @@
 // post-norms, soft caps and sliding windows, biases, tied heads, embedding
 // scale; q/k norms per head, RoPE factor tables and attention factor,
 // per-layer RoPE bases and NoPE layers; LFM2's gated short convolution
-// layers in place of attention; an embedding model's bidirectional
-// attention, BERT's learned positions and post-LN blocks, and a step that
-// ends in hidden states rather than logits, BuildOptions.Embed) are all
-// knobs of the config.
+// layers and Qwen3.5's Gated DeltaNet layers in place of attention, and
+// its gated attention; an embedding model's bidirectional attention,
+// BERT's learned positions and post-LN blocks, and a step that ends in
+// hidden states rather than logits, BuildOptions.Embed) are all knobs of
+// the config.
 package arch
 
 import (
@@ -87,11 +88,14 @@ func KVSpec(cfg *model.Config, opts BuildOptions) fusion.KVSpec {
 		}
 	}
 	for l := range cfg.Layers {
-		if cfg.ConvLayer(l) {
-			if spec.State == nil {
-				spec.State = make([]fusion.LayerState, cfg.Layers)
-			}
+		if cfg.RecurrentLayer(l) && spec.State == nil {
+			spec.State = make([]fusion.LayerState, cfg.Layers)
+		}
+		switch {
+		case cfg.ConvLayer(l):
 			spec.State[l] = fusion.LayerState{ConvChannels: cfg.Dim, ConvWindow: cfg.ConvWidth - 1}
+		case cfg.DeltaLayer(l):
+			spec.State[l] = deltaNetOp(cfg, l, 0, 0, 0, 0).State()
 		}
 	}
 	if opts.RingTokens <= 0 {
@@ -157,7 +161,7 @@ func Build(cfg *model.Config, opts BuildOptions) (*fusion.Graph, error) {
 		return nil, fmt.Errorf("%w: adapters chosen per row need a batched graph", ErrOptions)
 	}
 	b := &builder{cfg: cfg, g: &fusion.Graph{Tokens: opts.Tokens, Batch: opts.Batch}, maxLen: opts.MaxLen, lora: opts.LoRA, rowLoRA: opts.RowLoRA,
-		embeddings: opts.Embeddings, nonCausal: opts.NonCausal}
+		embeddings: opts.Embeddings, nonCausal: opts.NonCausal, shared: -1}
 	// The one place the config's parameter names become fusion's types.
 	var err error
 	if b.normKind, err = fusion.ParseNormKind(cfg.Norm); err != nil {
@@ -212,6 +216,10 @@ type builder struct {
 	pl, plGate, plIn fusion.Buf
 	ffn              fusion.Buf // FFN block output [T, dim]
 	bcx, conv        fusion.Buf // a short convolution layer's [B | C | x] and gated output
+	delta            deltaBufs  // a Gated DeltaNet layer's buffers
+	qGate            fusion.Buf // the attention output gate's rows (AttnOutputGate)
+	shared           fusion.Buf // a shared expert's output (-1 until used)
+	sharedGate       fusion.Buf // its gate's one value per row
 	h2               fusion.Buf // normed input of the FFN in sequential blocks
 	dim, qCols       int
 
@@ -243,10 +251,19 @@ func (b *builder) forward(allLogits, embed bool) {
 	}
 	b.ffn = g.NewBuf("ffn_out", T, c.Dim)
 	b.heads = map[int]headBufs{c.HeadDim: {b.q, b.k, b.v, b.att}}
-	b.hidden = map[int][2]fusion.Buf{c.HiddenDim: {b.up, b.gate}}
-	if c.Recurrent() {
+	b.hidden = map[int][2]fusion.Buf{}
+	if c.Experts == 0 {
+		b.hidden[c.HiddenDim] = [2]fusion.Buf{b.up, b.gate}
+	}
+	if len(c.ConvLayers) > 0 {
 		b.bcx = g.NewBuf("conv_bcx", T, 3*c.Dim)
 		b.conv = g.NewBuf("conv_out", T, c.Dim)
+	}
+	if len(c.DeltaLayers) > 0 {
+		b.delta = newDeltaBufs(g, c)
+	}
+	if c.AttnOutputGate {
+		b.qGate = g.NewBuf("q_gate", T, b.qCols)
 	}
 
 	if b.embeddings {
@@ -328,9 +345,12 @@ func (b *builder) layer(l int) {
 		return
 	}
 	b.norm(b.h, b.x, model.Layer(l, model.AttnNorm), model.Layer(l, model.AttnNormBias))
-	if c.ConvLayer(l) {
+	switch {
+	case c.ConvLayer(l):
 		b.shortConv(l, b.h)
-	} else {
+	case c.DeltaLayer(l):
+		b.deltaNet(l, b.h)
+	default:
 		b.attention(l, b.h)
 	}
 	if c.PostNorms {
@@ -429,6 +449,11 @@ func (b *builder) attention(l int, h fusion.Buf) {
 		ps = append(ps, proj{hb.k, model.Layer(l, model.WK), model.Layer(l, model.BK)},
 			proj{hb.v, model.Layer(l, model.WV), model.Layer(l, model.BV)})
 	}
+	if c.AttnOutputGate {
+		// After q, k and v, so that their run stays the one fusion
+		// rewrites; the gate has no bias.
+		ps = append(ps, proj{b.qGate, model.Layer(l, model.WQGate), ""})
+	}
 	b.linears(h, c.QKVBias, ps...)
 	if c.QKNorm {
 		g.Add(&fusion.NormOp{Out: hb.q, In: hb.q, Norm: fusion.NormRMS, Weight: model.Layer(l, model.QNorm), Eps: c.NormEps, HeadDim: hd})
@@ -462,6 +487,9 @@ func (b *builder) attention(l int, h fusion.Buf) {
 		att.Sinks = model.Layer(l, model.AttnSinks)
 	}
 	g.Add(att)
+	if c.AttnOutputGate {
+		g.Add(&fusion.SigmoidGateOp{Out: hb.att, In: hb.att, Gate: b.qGate})
+	}
 	b.linear(b.proj, hb.att, model.Layer(l, model.WO), model.Layer(l, model.BO), c.OutBias)
 }
 
@@ -497,6 +525,9 @@ func (b *builder) feedForward(l int, h fusion.Buf) {
 			moe.GateBias, moe.UpBias, moe.DownBias = model.Layer(l, model.ExpertsGateBias), model.Layer(l, model.ExpertsUpBias), model.Layer(l, model.ExpertsDownBias)
 		}
 		g.Add(moe)
+		if c.SharedExpertHidden > 0 {
+			b.sharedExpert(l, h)
+		}
 		return
 	}
 	upBuf, gateBuf := b.hiddenOf(c.LayerHiddenDim(l))

@@ -51,6 +51,10 @@ var archSpecs = map[string]archSpec{
 	// attention with q/k norms and NEOX RoPE; the conv layers are the
 	// zeros of the per-layer head_count_kv.
 	model.ArchLFM2: {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActSiLU, gated: true, qkNorm: true, activations: model.PolicyF32},
+	// Qwen3.5 (src/models/qwen35.cpp): Gated DeltaNet layers beside gated
+	// attention with q/k norms and partial IMROPE (qwen35.go).
+	model.ArchQwen35:    {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActSiLU, gated: true, qkNorm: true, activations: model.PolicyF32},
+	model.ArchQwen35MoE: {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActSiLU, gated: true, qkNorm: true, activations: model.PolicyF32},
 }
 
 // meta reads typed hyperparameters, failing on values of the wrong type.
@@ -137,7 +141,7 @@ func (f *File) config(arch string) (model.Config, error) {
 	c := model.Config{
 		Arch:        arch,
 		Dim:         m.int(".embedding_length", 0, true),
-		HiddenDim:   maxOr(layerHidden, func() int { return m.int(".feed_forward_length", 0, true) }),
+		HiddenDim:   maxOr(layerHidden, func() int { return m.int(".feed_forward_length", 0, arch != model.ArchQwen35MoE) }),
 		Layers:      m.int(".block_count", 0, true),
 		Heads:       m.int(".attention.head_count", 0, true),
 		MaxSeqLen:   m.int(".context_length", 0, true),
@@ -223,6 +227,14 @@ func (f *File) config(arch string) (model.Config, error) {
 		c.RopeDims, c.PostLN, c.EmbedNorm, c.LearnedPositions = 0, true, true, true
 	case model.ArchGemma4:
 		if err := f.gemma4(m, &c, layerHidden); err != nil {
+			return c, err
+		}
+	case model.ArchQwen35:
+		if err := f.qwen35(m, &c); err != nil {
+			return c, err
+		}
+	case model.ArchQwen35MoE:
+		if err := f.qwen35moe(m, &c); err != nil {
 			return c, err
 		}
 	case model.ArchPhi3:

@@ -26,7 +26,7 @@ func Load(path string) (*model.Checkpoint, error) {
 // (architectures llama, including Llama 3's rope_freqs, gemma, gemma2, gemma3,
 // gemma-embedding, bert,
 // phi2, phi3, falcon, stablelm, qwen2, qwen3, qwen3moe, smollm3, gpt-oss,
-// gemma4, lfm2), the tensors
+// gemma4, lfm2, qwen35, qwen35moe), the tensors
 // under the names of package model, and the vocabulary.
 func (f *File) Checkpoint() (*model.Checkpoint, error) {
 	if f.IsAdapter() {
@@ -109,6 +109,11 @@ func (f *File) importTensor(info *TensorInfo, c *model.Config) ([]*tensors.Tenso
 		}
 		t, err := f.toTensor(info, name)
 		return []*tensors.Tensor{t}, err
+	}
+	if c.Arch == model.ArchQwen35 || c.Arch == model.ArchQwen35MoE {
+		if ts, ok, err := f.qwen35Layer(info, layer, suffix, c); ok {
+			return ts, err
+		}
 	}
 	if suffix == fusedQKV || suffix == fusedQKVBias {
 		fused, err := f.toTensor(info, info.Name)

@@ -64,6 +64,12 @@ func shrink(c model.Config) model.Config {
 		return out
 	}
 	s.SlidingLayerList, s.NoRopeLayers = layers(c.SlidingLayerList), layers(c.NoRopeLayers)
+	if c.DeltaLayers != nil {
+		// One Gated DeltaNet layer and one attention layer, the heads'
+		// ratio kept.
+		s.DeltaLayers = []int{0}
+		s.DeltaKeyHeads, s.DeltaValueHeads, s.DeltaHeadDim = 2, 2*c.DeltaValueHeads/c.DeltaKeyHeads, 16
+	}
 	if s.SlidingWindow > 0 {
 		s.SlidingWindow = 8
 	}

@@ -15,6 +15,8 @@ const (
 	roleNorm               // norm scale: f32 near 1
 	roleBias               // linear or LayerNorm bias: small f32
 	roleRouter             // MoE router [experts, dim]: f32, as llama.cpp's quantizations keep it
+	roleConv               // depthwise convolution kernel: f32, U(-1/sqrt(width), 1/sqrt(width))
+	roleDecay              // Gated DeltaNet's A = -exp(A_log): f32, negative
 )
 
 // entry is one tensor of the checkpoint before its data exists.
@@ -66,15 +68,13 @@ func tail(cfg *model.Config, add func(entry)) {
 	}
 }
 
-// layerEntries emits the tensors of layer l. Every layer has the same
-// shapes unless the config varies them (uniformLayers): Gemma 4's head
-// dims by layer kind, its FFN widths by layer, and its last layers
-// without keys and values of their own.
+// layerEntries emits the tensors of layer l. Every layer of one kind
+// (Gated DeltaNet or attention) has the same shapes unless the config
+// varies them (uniformLayers): Gemma 4's head dims by layer kind, its FFN
+// widths by layer, and its last layers without keys and values of their
+// own.
 func layerEntries(cfg *model.Config, l int, add func(entry)) {
 	name := func(suffix string) string { return model.Layer(l, suffix) }
-	hd := cfg.LayerHeadDim(l)
-	qCols, kvCols := cfg.Heads*hd, cfg.KVHeads*hd
-	ownKV := cfg.KVLayer(l) == l
 	norm := func(scale, bias string) {
 		add(entry{name(scale), []int{cfg.Dim}, roleNorm})
 		if cfg.Norm == model.NormLayer {
@@ -88,7 +88,50 @@ func layerEntries(cfg *model.Config, l int, add func(entry)) {
 		}
 	}
 	norm(model.AttnNorm, model.AttnNormBias)
+	if cfg.DeltaLayer(l) {
+		deltaEntries(cfg, l, add)
+	} else {
+		attentionEntries(cfg, l, add, linear)
+	}
+	if !cfg.Parallel {
+		norm(model.FFNNorm, model.FFNNormBias)
+	}
+	ffnEntries(cfg, l, add, linear)
+	if p := cfg.PerLayerDim; p > 0 {
+		add(entry{name(model.PerLayerGate), []int{p, cfg.Dim}, roleMatrix})
+		add(entry{name(model.PerLayerProj), []int{cfg.Dim, p}, roleMatrix})
+		add(entry{name(model.PerLayerPostNorm), []int{cfg.Dim}, roleNorm})
+	}
+	if cfg.LayerOutputScale {
+		add(entry{name(model.LayerScale), []int{1}, roleNorm})
+	}
+}
+
+// deltaEntries emits the mixer tensors of a Gated DeltaNet layer.
+func deltaEntries(cfg *model.Config, l int, add func(entry)) {
+	name := func(suffix string) string { return model.Layer(l, suffix) }
+	ch, v, d := cfg.DeltaChannels(), cfg.DeltaValueHeads, cfg.DeltaHeadDim
+	add(entry{name(model.DeltaQKV), []int{ch, cfg.Dim}, roleMatrix})
+	add(entry{name(model.DeltaZ), []int{v * d, cfg.Dim}, roleMatrix})
+	add(entry{name(model.DeltaBeta), []int{v, cfg.Dim}, roleMatrix})
+	add(entry{name(model.DeltaAlpha), []int{v, cfg.Dim}, roleMatrix})
+	add(entry{name(model.DeltaConv), []int{ch, cfg.DeltaConvWidth}, roleConv})
+	add(entry{name(model.DeltaDtBias), []int{v}, roleNorm})
+	add(entry{name(model.DeltaA), []int{v}, roleDecay})
+	add(entry{name(model.DeltaNorm), []int{d}, roleNorm})
+	add(entry{name(model.DeltaOut), []int{cfg.Dim, v * d}, roleMatrix})
+}
+
+// attentionEntries emits the mixer tensors of an attention layer.
+func attentionEntries(cfg *model.Config, l int, add func(entry), linear func(w, b string, hasBias bool, out, in int)) {
+	name := func(suffix string) string { return model.Layer(l, suffix) }
+	hd := cfg.LayerHeadDim(l)
+	qCols, kvCols := cfg.Heads*hd, cfg.KVHeads*hd
+	ownKV := cfg.KVLayer(l) == l
 	linear(model.WQ, model.BQ, cfg.QKVBias, qCols, cfg.Dim)
+	if cfg.AttnOutputGate {
+		linear(model.WQGate, "", false, qCols, cfg.Dim)
+	}
 	if ownKV {
 		linear(model.WK, model.BK, cfg.QKVBias, kvCols, cfg.Dim)
 		linear(model.WV, model.BV, cfg.QKVBias, kvCols, cfg.Dim)
@@ -103,9 +146,11 @@ func layerEntries(cfg *model.Config, l int, add func(entry)) {
 	if cfg.PostNorms {
 		add(entry{name(model.PostAttnNorm), []int{cfg.Dim}, roleNorm})
 	}
-	if !cfg.Parallel {
-		norm(model.FFNNorm, model.FFNNormBias)
-	}
+}
+
+// ffnEntries emits the feed-forward tensors of layer l.
+func ffnEntries(cfg *model.Config, l int, add func(entry), linear func(w, b string, hasBias bool, out, in int)) {
+	name := func(suffix string) string { return model.Layer(l, suffix) }
 	if cfg.Experts > 0 {
 		e, h := cfg.Experts, cfg.ExpertHidden
 		add(entry{name(model.Router), []int{e, cfg.Dim}, roleRouter})
@@ -122,14 +167,6 @@ func layerEntries(cfg *model.Config, l int, add func(entry)) {
 	}
 	if cfg.PostNorms {
 		add(entry{name(model.PostFFNNorm), []int{cfg.Dim}, roleNorm})
-	}
-	if p := cfg.PerLayerDim; p > 0 {
-		add(entry{name(model.PerLayerGate), []int{p, cfg.Dim}, roleMatrix})
-		add(entry{name(model.PerLayerProj), []int{cfg.Dim, p}, roleMatrix})
-		add(entry{name(model.PerLayerPostNorm), []int{cfg.Dim}, roleNorm})
-	}
-	if cfg.LayerOutputScale {
-		add(entry{name(model.LayerScale), []int{1}, roleNorm})
 	}
 }
 
@@ -157,10 +194,43 @@ func footprint(cfg *model.Config, f func(entry) int64) int64 {
 		}
 		return once
 	}
-	layerEntries(cfg, 0, sum(&perLayer))
-	layers := int64(cfg.Layers)
-	if layers > 0 && perLayer > (math.MaxInt64-once)/layers {
-		return math.MaxInt64
+	// Two kinds of layer at most (a hybrid's Gated DeltaNet layers and its
+	// attention layers), each counted from its first layer.
+	total := once
+	for _, kind := range []struct {
+		first, count int
+	}{deltaLayers(cfg), attentionLayers(cfg)} {
+		if kind.count == 0 {
+			continue
+		}
+		perLayer = 0
+		layerEntries(cfg, kind.first, sum(&perLayer))
+		layers := int64(kind.count)
+		if perLayer > (math.MaxInt64-total)/layers {
+			return math.MaxInt64
+		}
+		total += perLayer * layers
 	}
-	return once + perLayer*layers
+	return total
+}
+
+// deltaLayers and attentionLayers are the first layer of each kind and
+// how many there are.
+func deltaLayers(cfg *model.Config) struct{ first, count int } {
+	first := -1
+	for _, l := range cfg.DeltaLayers {
+		if first < 0 || l < first {
+			first = l
+		}
+	}
+	return struct{ first, count int }{first, len(cfg.DeltaLayers)}
+}
+
+func attentionLayers(cfg *model.Config) struct{ first, count int } {
+	for l := range cfg.Layers {
+		if !cfg.DeltaLayer(l) {
+			return struct{ first, count int }{l, cfg.Layers - len(cfg.DeltaLayers)}
+		}
+	}
+	return struct{ first, count int }{0, 0}
 }

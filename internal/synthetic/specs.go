@@ -39,6 +39,7 @@ func Specs() []Spec {
 		qwen3MoESmall(),
 		qwen3DenseSmall(),
 		gemma4E2B(),
+		qwen35_08B(),
 	}
 }
 

@@ -56,6 +56,14 @@ var publishedParams = []struct {
 	// 3 global (512) layers own their caches, 16 and 4 share. The card's
 	// 5.1B adds the vision and audio towers.
 	{"gemma-4-e2b", gemma4E2BParams(), "summed"},
+	// Summed: embedding 248320*1024 (tied); 18 Gated DeltaNet layers of
+	// qkv 6144*1024, z 2048*1024, beta and alpha 16*1024, conv 6144*4,
+	// dt bias and A 16, norm 128, out 1024*2048; 6 attention layers of q
+	// and its gate 2048*1024 each, k/v 512*1024, q/k norms 256, o
+	// 1024*2048; every layer two norms 1024 and an MLP 3*3584*1024; final
+	// norm.
+	{"qwen3.5-0.8b", 248320*1024 + 18*(6144*1024+2048*1024+2*16*1024+6144*4+2*16+128+1024*2048) +
+		6*(2*2048*1024+2*512*1024+2*256+1024*2048) + 24*(2*1024+3*3584*1024) + 1024, "Qwen/Qwen3.5-0.8B text model, summed"},
 }
 
 // gemma4E2BParams sums gemma-4-e2b's tensors by layer kind.

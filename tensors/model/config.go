@@ -209,6 +209,27 @@ type Config struct {
 	// ConvWidth-1 convolution inputs instead of keys and values.
 	ConvLayers []int `json:"conv_layers,omitempty"`
 	ConvWidth  int   `json:"conv_width,omitempty"`
+	// DeltaLayers lists the layers whose mixer is a Gated DeltaNet
+	// (Qwen3.5; see fusion.GatedDeltaNetOp): q, k, v = DeltaQKV·h through
+	// a causal convolution of DeltaConvWidth taps and SiLU, DeltaKeyHeads
+	// key heads and DeltaValueHeads value heads of DeltaHeadDim, the
+	// delta rule with its decay and beta gates, then a per-head RMS norm
+	// gated by SiLU(DeltaZ·h) and DeltaOut. Such a layer has no attention
+	// tensors and keeps its convolution window and a state matrix per
+	// value head instead of keys and values.
+	DeltaLayers     []int `json:"delta_layers,omitempty"`
+	DeltaConvWidth  int   `json:"delta_conv_width,omitempty"`
+	DeltaKeyHeads   int   `json:"delta_key_heads,omitempty"`
+	DeltaValueHeads int   `json:"delta_value_heads,omitempty"`
+	DeltaHeadDim    int   `json:"delta_head_dim,omitempty"`
+	// AttnOutputGate: every attention layer's output is gated per value,
+	// att ⊙ sigmoid(WQGate·h), before its output projection (Qwen3.5).
+	AttnOutputGate bool `json:"attn_output_gate,omitempty"`
+	// SharedExpertHidden > 0 (with Experts) adds a shared expert to every
+	// mixture: a gated FFN of SharedExpertHidden units (SharedGate,
+	// SharedUp, SharedDown) whose output, times sigmoid(SharedRouter·x),
+	// is added to the routed experts' (Qwen3.5 MoE).
+	SharedExpertHidden int `json:"shared_expert_hidden,omitempty"`
 
 	Activations string `json:"activations,omitempty"` // PolicyAuto, PolicyF32, PolicyF16
 
@@ -263,7 +284,7 @@ func (c *Config) ConvLayer(l int) bool { return slices.Contains(c.ConvLayers, l)
 
 // Recurrent reports whether some layer keeps a recurrent state rather
 // than keys and values (a hybrid model: its state can only go forward).
-func (c *Config) Recurrent() bool { return len(c.ConvLayers) > 0 }
+func (c *Config) Recurrent() bool { return len(c.ConvLayers) > 0 || len(c.DeltaLayers) > 0 }
 
 // LayerWindow is the sliding window of layer l, 0 for global attention.
 func (c *Config) LayerWindow(l int) int {
@@ -373,6 +394,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: heads %d not a multiple of kv_heads %d", ErrConfig, c.Heads, c.KVHeads)
 	}
 	if err := c.validateGemma4(); err != nil {
+		return err
+	}
+	if err := c.validateDelta(); err != nil {
 		return err
 	}
 	if c.RopeDims < 0 || c.RopeDims > c.HeadDim || c.RopeDims%2 != 0 {

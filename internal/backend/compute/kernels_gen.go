@@ -54,6 +54,50 @@ var (
 	kAttnTiledF16 = contract[shaders.AttnParams, attentionBindings]{name: "attn_tiled_f16"}
 )
 
+// deltaconvBindings are the bindings of wgsl/deltaconv.wgsl after its uniform block p
+// (shaders.DeltaParams), named after its WGSL variables.
+type deltaconvBindings struct {
+	Step  gpu.Binding // step: binding 1, var<storage, read>
+	QkvW  gpu.Binding // qkv_w: binding 2, var<storage, read>
+	Conv  gpu.Binding // conv: binding 3, var<storage, read>
+	State gpu.Binding // state: binding 4, var<storage, read_write>
+	Xs    gpu.Binding // xs: binding 5, var<storage, read_write>
+}
+
+// list returns the bindings in binding order, from binding 1.
+func (b deltaconvBindings) list() []gpu.Binding {
+	return []gpu.Binding{b.Step, b.QkvW, b.Conv, b.State, b.Xs}
+}
+
+// The kernels of wgsl/deltaconv.wgsl.
+var (
+	kDeltaConv = contract[shaders.DeltaParams, deltaconvBindings]{name: "delta_conv"}
+)
+
+// deltanetBindings are the bindings of wgsl/deltanet.wgsl after its uniform block p
+// (shaders.DeltaParams), named after its WGSL variables.
+type deltanetBindings struct {
+	Step   gpu.Binding // step: binding 1, var<storage, read>
+	BetaW  gpu.Binding // beta_w: binding 2, var<storage, read>
+	AlphaW gpu.Binding // alpha_w: binding 3, var<storage, read>
+	DtBias gpu.Binding // dt_bias: binding 4, var<storage, read>
+	A      gpu.Binding // a: binding 5, var<storage, read>
+	State  gpu.Binding // state: binding 6, var<storage, read_write>
+	Xs     gpu.Binding // xs: binding 7, var<storage, read_write>
+	OutW   gpu.Binding // out_w: binding 8, var<storage, read_write>
+}
+
+// list returns the bindings in binding order, from binding 1.
+func (b deltanetBindings) list() []gpu.Binding {
+	return []gpu.Binding{b.Step, b.BetaW, b.AlphaW, b.DtBias, b.A, b.State, b.Xs, b.OutW}
+}
+
+// The kernels of wgsl/deltanet.wgsl.
+var (
+	kDeltaRule  = contract[shaders.DeltaParams, deltanetBindings]{name: "delta_rule"}
+	kDeltaChunk = contract[shaders.DeltaParams, deltanetBindings]{name: "delta_chunk"}
+)
+
 // elementwiseBindings are the bindings of wgsl/elementwise.wgsl after its uniform block p
 // (shaders.EltParams), named after its WGSL variables.
 type elementwiseBindings struct {

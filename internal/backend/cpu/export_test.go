@@ -19,3 +19,32 @@ func SetConvAblation(a ConvAblation) {
 	convAblation.noInputGate = a == ConvNoInputGate
 	convAblation.noOutputGate = a == ConvNoOutputGate
 }
+
+// DeltaAblation names one of the Gated DeltaNet's or the gated
+// attention's deliberate mistakes (deltaAblation, sigmoidGateAblation).
+type DeltaAblation int
+
+const (
+	DeltaExact        DeltaAblation = iota
+	DeltaForgetState                // the state (window and matrices) not carried from one step to the next
+	DeltaShiftWindow                // the convolution window off by one position
+	DeltaGroupedHeads               // value head h reads key head h / (V/K), not h mod K
+	DeltaNoOutputGate               // the attention output gate dropped
+)
+
+// SetDeltaAblation makes every Gated DeltaNet and sigmoid gate run with
+// mistake a until the next call (DeltaExact: none).
+func SetDeltaAblation(a DeltaAblation) {
+	deltaAblation.forget = a == DeltaForgetState
+	deltaAblation.shift = a == DeltaShiftWindow
+	deltaAblation.grouped = a == DeltaGroupedHeads
+	sigmoidGateAblation = a == DeltaNoOutputGate
+}
+
+// SetDeltaChunk sets the chunk length of the chunked delta rule and
+// returns the previous one.
+func SetDeltaChunk(n int) int {
+	old := deltaChunk
+	deltaChunk = n
+	return old
+}

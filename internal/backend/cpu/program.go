@@ -107,6 +107,7 @@ type step struct {
 	normed    []float32  // the norm prologue's output
 	attn      attnParams
 	moe       *moeStep     // MoE
+	delta     *deltaStep   // DeltaNet
 	lora      [][]loraMats // RowLoRA: each adapter set's pairs
 }
 
@@ -265,6 +266,9 @@ func (b *backend) compile(g *fusion.Graph, w gpu.Weights, kvs []gpu.KVCache, bat
 		case *fusion.InputOp:
 			p.inputCols = g.Bufs[op.Out].Cols
 		case *fusion.SelfAttnOp: // each thread's scores of a row: scratch.scores (allocScratch)
+		case *fusion.DeltaNetOp:
+			s.delta = newDeltaStep(op, vector(op.Conv), vector(op.DtBias), vector(op.A), g.Tokens, b.pool.threads)
+		case *fusion.SigmoidGateOp:
 		case *fusion.StoreKVOp, *fusion.AddOp, *fusion.SoftCapOp, *fusion.LastRowOp, *fusion.ArgmaxOp, *fusion.SampleOp, *fusion.AvgPoolOp:
 		default:
 			return nil, fmt.Errorf("cpu: compile: %w: op kind %s", gpu.ErrUnsupported, op.Kind())
@@ -527,6 +531,10 @@ func (p *program) exec(s *step, tokens []int32, pos int) error {
 		p.selfAttention(out, in(0), in(1), in(2), n, op)
 	case *fusion.AvgPoolOp:
 		return avgPool(out, in(0), cols, n, op)
+	case *fusion.DeltaNetOp:
+		return p.deltaNetStep(s, op, out, in(0), in(1), in(2), n, pos)
+	case *fusion.SigmoidGateOp:
+		sigmoidGate(out, in(0), in(1), n, cols, inCols(1))
 	case *fusion.MoEOp:
 		p.moe(s, op, out, in(0), cols, n)
 	case *fusion.RowLoRAOp:

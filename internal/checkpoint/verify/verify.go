@@ -36,7 +36,7 @@ func Complete(ck *model.Checkpoint) error {
 	// The bias flags come from layer 0, or from the first attention layer
 	// for the attention biases.
 	first := 0
-	for first < c.Layers-1 && c.ConvLayer(first) {
+	for first < c.Layers-1 && c.RecurrentLayer(first) {
 		first++
 	}
 	has := func(suffix string) bool { return byName[model.Layer(first, suffix)] != nil }
@@ -76,6 +76,12 @@ func Complete(ck *model.Checkpoint) error {
 			want[model.ExpertsDown] = []int{e, c.Dim, h}
 			if c.RouterBias {
 				want[model.RouterBias] = []int{e}
+			}
+			if s := c.SharedExpertHidden; s > 0 {
+				want[model.SharedGate] = []int{s, c.Dim}
+				want[model.SharedUp] = []int{s, c.Dim}
+				want[model.SharedDown] = []int{c.Dim, s}
+				want[model.SharedRouter] = []int{1, c.Dim}
 			}
 			if c.ExpertBias {
 				want[model.ExpertsGateBias] = []int{e, h}
@@ -126,15 +132,32 @@ func Complete(ck *model.Checkpoint) error {
 		if c.LayerOutputScale {
 			want[model.LayerScale] = []int{1}
 		}
-		if c.ConvLayer(l) {
-			// A short convolution layer has its own tensors in place of
-			// the attention ones.
-			for _, name := range []string{model.WQ, model.WK, model.WV, model.WO, model.BQ, model.BK, model.BV, model.BO, model.QNorm, model.KNorm, model.AttnSinks} {
+		if c.AttnOutputGate {
+			want[model.WQGate] = []int{q, c.Dim}
+		}
+		if c.RecurrentLayer(l) {
+			// A short convolution or Gated DeltaNet layer has its own
+			// tensors in place of the attention ones.
+			for _, name := range []string{model.WQ, model.WK, model.WV, model.WO, model.BQ, model.BK, model.BV, model.BO, model.QNorm, model.KNorm, model.AttnSinks, model.WQGate} {
 				delete(want, name)
 			}
+		}
+		if c.ConvLayer(l) {
 			want[model.ConvInProj] = []int{3 * c.Dim, c.Dim}
 			want[model.ConvKernel] = []int{c.Dim, c.ConvWidth}
 			want[model.ConvOutProj] = []int{c.Dim, c.Dim}
+		}
+		if c.DeltaLayer(l) {
+			v, d := c.DeltaValueHeads, c.DeltaHeadDim
+			want[model.DeltaQKV] = []int{c.DeltaChannels(), c.Dim}
+			want[model.DeltaZ] = []int{v * d, c.Dim}
+			want[model.DeltaBeta] = []int{v, c.Dim}
+			want[model.DeltaAlpha] = []int{v, c.Dim}
+			want[model.DeltaConv] = []int{c.DeltaChannels(), c.DeltaConvWidth}
+			want[model.DeltaDtBias] = []int{v}
+			want[model.DeltaA] = []int{v}
+			want[model.DeltaNorm] = []int{d}
+			want[model.DeltaOut] = []int{c.Dim, v * d}
 		}
 		return want
 	}

@@ -1,0 +1,147 @@
+package pipeline_test
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/internal/gguf"
+	"github.com/gpurun/gpurun/internal/testmodels"
+	"github.com/gpurun/gpurun/pipeline"
+	"github.com/gpurun/gpurun/pipeline/internal/tuning"
+	"github.com/gpurun/gpurun/tensors/model"
+)
+
+// qwen35 loads arch3's Qwen3.5 (Gated DeltaNet layers with recurrent
+// states beside gated attention) and its llama.cpp golden.
+func qwen35(t *testing.T) (*model.Checkpoint, testmodels.ArchGolden) {
+	t.Helper()
+	ck, err := gguf.Load(testmodels.Path(t, "arch3", "qwen35.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ck, testmodels.Arch3(t, "qwen35").ArchGolden
+}
+
+// TestQwen35Generation: on Qwen3.5 the pipeline's plain sessions and two
+// sessions at once in batched rounds (each row its own sequence's delta
+// states) give llama.cpp's 24 greedy ids.
+func TestQwen35Generation(t *testing.T) {
+	ck, g := qwen35(t)
+	greedy := pipeline.GenerateOptions{MaxTokens: len(g.GreedyIDs), IgnoreStopTokens: true}
+	prompt := pipeline.Prompt{IDs: g.PromptIDs}
+	m := load(t, ck, pipeline.Options{MaxCache: 64})
+	if got := collect(t, m.NewSession(), prompt, greedy); !slices.Equal(got, g.GreedyIDs) {
+		t.Errorf("greedy ids\n got %v\nwant %v (llama.cpp)", got, g.GreedyIDs)
+	}
+	mb := load(t, ck, pipeline.Options{MaxCache: 64, Slots: 2}.WithTuning(tuning.Options{AlwaysBatch: true}))
+	var wg sync.WaitGroup
+	got := make([][]int, 2)
+	for i := range got {
+		wg.Go(func() { got[i] = collect(t, mb.NewSession(), prompt, greedy) })
+	}
+	wg.Wait()
+	for i, ids := range got {
+		if !slices.Equal(ids, g.GreedyIDs) {
+			t.Errorf("batched session %d: ids\n got %v\nwant %v", i, ids, g.GreedyIDs)
+		}
+	}
+	if rounds, _ := pipeline.BatchStats(mb); rounds == 0 {
+		t.Error("no batched round ran")
+	}
+}
+
+// TestQwen35Turns: a five-turn conversation on Qwen3.5 continues its
+// convolution windows and delta-rule state matrices from turn to turn,
+// prefilling only each turn's new tokens (its prompt and the last token
+// generated before it), and each turn's ids equal those of a fresh
+// session given the whole conversation at once (one prefill: the chunked
+// form over what the turns ran partly in the recurrent form). Sampled at
+// a high temperature so that the ids vary (greedy decoding repeats one
+// token on these random weights). A context that departs from the
+// slot's right after the first prompt resumes at the state checkpoint
+// taken before that prompt's last token (pipeline/checkpoint.go), with a
+// fresh model's ids.
+func TestQwen35Turns(t *testing.T) {
+	ck, g := qwen35(t)
+	opts := pipeline.GenerateOptions{MaxTokens: 4, IgnoreStopTokens: true, Temperature: 1.5, Seed: 3}
+	m := load(t, ck, pipeline.Options{MaxCache: 128})
+	fresh := func(ctx []int) []int {
+		return collect(t, load(t, ck, pipeline.Options{MaxCache: 128}).NewSession(), pipeline.Prompt{IDs: ctx}, opts)
+	}
+	s := m.NewSession()
+	turns := [][]int{g.PromptIDs, {300, 301, 302}, {17, 400}, {88, 89, 90, 91}, {5}}
+	for i, ids := range turns {
+		before := s.History()
+		got := collect(t, s, pipeline.Prompt{IDs: ids}, opts)
+		want := len(ids)
+		if i > 0 {
+			want++ // the previous turn's last token
+		}
+		if n := s.Metrics().PrefillTokens; n != want {
+			t.Errorf("turn %d: prefilled %d tokens, want %d (its new ones)", i, n, want)
+		}
+		whole := fresh(append(before, ids...))
+		if !slices.Equal(got, whole) {
+			t.Errorf("turn %d: ids %v, a fresh session on the whole conversation gives %v", i, got, whole)
+		}
+	}
+	ctx := s.History()
+	ctx[len(g.PromptIDs)] ^= 1
+	s2 := m.NewSession()
+	got := collect(t, s2, pipeline.Prompt{IDs: ctx}, opts)
+	if n, want := s2.Metrics().PrefillTokens, len(ctx)-(len(g.PromptIDs)-1); n != want {
+		t.Errorf("diverging context: prefilled %d tokens, want %d (from the checkpoint at %d)", n, want, len(g.PromptIDs)-1)
+	}
+	if want := fresh(ctx); !slices.Equal(got, want) {
+		t.Errorf("diverging context: ids %v, a fresh model gives %v", got, want)
+	}
+}
+
+// TestQwen35GPURefused: the GPU backends run no Gated DeltaNet yet:
+// loading Qwen3.5 fails with gpu.ErrUnsupported naming the op, never a
+// panic or wrong logits.
+func TestQwen35GPURefused(t *testing.T) {
+	ck, _ := qwen35(t)
+	for _, backend := range []string{"webgpu", "vulkan"} {
+		t.Run(backend, func(t *testing.T) {
+			b := openBackend(t, backend)
+			_, err := pipeline.FromCheckpoint(t.Context(), ck, pipeline.Options{Backend: b, MaxCache: 64})
+			if !errors.Is(err, gpu.ErrUnsupported) || !strings.Contains(fmt.Sprint(err), fusion.DeltaNet.String()) {
+				t.Errorf("load: %v, want gpu.ErrUnsupported naming %s", err, fusion.DeltaNet)
+			}
+		})
+	}
+}
+
+// TestQwen35PrefixCache: the prefix cache on Qwen3.5 serves an entry the
+// new context extends (CopyKV copies its convolution windows and delta
+// state matrices at the entry's end), reporting those tokens cached, with
+// the ids of a model without a prefix cache.
+func TestQwen35PrefixCache(t *testing.T) {
+	ck, g := qwen35(t)
+	opts := pipeline.GenerateOptions{MaxTokens: 6, IgnoreStopTokens: true, Temperature: 1.5, Seed: 5}
+	m := load(t, ck, pipeline.Options{MaxCache: 128, PrefixCacheBytes: 1 << 20})
+	plain := load(t, ck, pipeline.Options{MaxCache: 128})
+	a := m.NewSession()
+	collect(t, a, pipeline.Prompt{IDs: g.PromptIDs}, opts)
+	// Another context takes the slot over: a's tokens go to an entry.
+	collect(t, m.NewSession(), pipeline.Prompt{IDs: []int{9, 8, 7, 6, 5}}, opts)
+	ctx := append(a.History(), 77, 78, 79)
+	c := m.NewSession()
+	got := collect(t, c, pipeline.Prompt{IDs: ctx}, opts)
+	if hits, _ := pipeline.PrefixStats(m); hits != 1 {
+		t.Errorf("prefix cache hits %d, want 1", hits)
+	}
+	if n, want := c.Metrics().CachedTokens, len(a.History())-1; n != want {
+		t.Errorf("cached tokens %d, want %d", n, want)
+	}
+	if want := collect(t, plain.NewSession(), pipeline.Prompt{IDs: ctx}, opts); !slices.Equal(got, want) {
+		t.Errorf("ids from the prefix cache %v, without it %v", got, want)
+	}
+}
