@@ -93,6 +93,7 @@ const (
 	Scale                        // ScaleOp
 	Columns                      // ColumnsOp
 	ShortConv                    // ShortConvOp
+	Mamba2                       // Mamba2Op
 )
 
 // Sampling is the rule of a Sample op (internal/sampler.Options' fields):
@@ -123,7 +124,8 @@ var kindNames = map[Kind]string{Embed: "embed", Norm: "norm", MatMul: "matmul", 
 	SoftCap: "softcap", LastRow: "last_row",
 	MultiMatMul: "multi_matmul", MatMulGLU: "matmul_glu", Argmax: "argmax", Sample: "sample",
 	RopeStoreKV: "rope_store_kv", MatMulRopeKV: "matmul_rope_kv", MoE: "moe",
-	RowLoRA: "row_lora", Scale: "scale", Columns: "columns", ShortConv: "short_conv"}
+	RowLoRA: "row_lora", Scale: "scale", Columns: "columns", ShortConv: "short_conv",
+	Mamba2: "mamba2"}
 
 func (k Kind) String() string {
 	if s, ok := kindNames[k]; ok {
@@ -161,7 +163,7 @@ type KVSpec struct {
 	HeadDims []int
 	// State, when not nil, has one entry per layer: a layer whose entry is
 	// Recurrent keeps that state (LayerState) instead of keys and values,
-	// and only the ops of its mixer (ShortConvOp) name it; no StoreKV or
+	// and only the ops of its mixer (ShortConvOp, Mamba2Op) name it; no StoreKV or
 	// Attention does. Backends that keep no states refuse those ops when
 	// compiling (gpu.ErrUnsupported).
 	State []LayerState
@@ -242,7 +244,7 @@ func (g *Graph) Add(op Op) Buf {
 func (g *Graph) UsesKV() bool {
 	for _, op := range g.Ops {
 		switch op.(type) {
-		case *StoreKVOp, *AttentionOp, *RopeStoreKVOp, *MatMulRopeKVOp, *ShortConvOp:
+		case *StoreKVOp, *AttentionOp, *RopeStoreKVOp, *MatMulRopeKVOp, *ShortConvOp, *Mamba2Op:
 			return true
 		}
 	}

@@ -620,6 +620,8 @@ func Weights(op Op) []string {
 		add(o.Weight)
 	case *ShortConvOp:
 		add(o.Weight)
+	case *Mamba2Op:
+		add(o.Conv, o.ConvBias, o.DtBias, o.A, o.D, o.Norm)
 	case *MoEOp:
 		add(o.Router, o.RouterBias, o.Gate, o.GateBias, o.Up, o.UpBias, o.Down, o.DownBias)
 	case *RowLoRAOp:

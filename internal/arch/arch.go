@@ -74,6 +74,12 @@ func KVSpec(cfg *model.Config, opts BuildOptions) fusion.KVSpec {
 			}
 			spec.State[l] = fusion.LayerState{ConvChannels: cfg.Dim, ConvWindow: cfg.ConvWidth - 1}
 		}
+		if cfg.SSMLayer(l) {
+			if spec.State == nil {
+				spec.State = make([]fusion.LayerState, cfg.Layers)
+			}
+			spec.State[l] = mamba2State(cfg)
+		}
 	}
 	if opts.RingTokens <= 0 {
 		return spec
@@ -181,6 +187,7 @@ type builder struct {
 	pl, plGate, plIn fusion.Buf
 	ffn              fusion.Buf // FFN block output [T, dim]
 	bcx, conv        fusion.Buf // a short convolution layer's [B | C | x] and gated output
+	ssmIn, ssmY      fusion.Buf // a Mamba-2 layer's [z | x | B | C | dt] and gated, normed y
 	h2               fusion.Buf // normed input of the FFN in sequential blocks
 	dim, qCols       int
 
@@ -212,7 +219,11 @@ func (b *builder) forward(allLogits bool) {
 	b.ffn = g.NewBuf("ffn_out", T, c.Dim)
 	b.heads = map[int]headBufs{c.HeadDim: {b.q, b.k, b.v, b.att}}
 	b.hidden = map[int][2]fusion.Buf{c.HiddenDim: {b.up, b.gate}}
-	if c.Recurrent() {
+	if len(c.SSM.Layers) > 0 {
+		b.ssmIn = g.NewBuf("ssm_in", T, c.SSM.InProjCols())
+		b.ssmY = g.NewBuf("ssm_y", T, c.SSM.Inner)
+	}
+	if len(c.ConvLayers) > 0 {
 		b.bcx = g.NewBuf("conv_bcx", T, 3*c.Dim)
 		b.conv = g.NewBuf("conv_out", T, c.Dim)
 	}
@@ -243,6 +254,10 @@ func (b *builder) forward(allLogits bool) {
 	}
 	logits := g.NewBuf("logits", rows, c.VocabSize)
 	b.linear(logits, final, head, bias, bias != "")
+	if c.LogitScale != 0 && c.LogitScale != 1 {
+		// Granite divides its logits by logits_scaling.
+		g.Add(&fusion.ScaleOp{Out: logits, In: logits, Scale: 1 / c.LogitScale})
+	}
 	if c.FinalSoftCap > 0 {
 		g.Add(&fusion.SoftCapOp{Out: logits, In: logits, Cap: c.FinalSoftCap})
 	}
@@ -256,16 +271,21 @@ func (b *builder) forward(allLogits bool) {
 func (b *builder) layer(l int) {
 	c, g := b.cfg, b.g
 	b.norm(b.h, b.x, model.Layer(l, model.AttnNorm), model.Layer(l, model.AttnNormBias))
-	if c.ConvLayer(l) {
+	switch {
+	case c.ConvLayer(l):
 		b.shortConv(l, b.h)
-	} else {
+	case c.SSMLayer(l):
+		b.mamba2(l, b.h)
+	default:
 		b.attention(l, b.h)
 	}
+	b.residualScale(b.proj)
 	if c.PostNorms {
 		b.norm(b.proj, b.proj, model.Layer(l, model.PostAttnNorm), "")
 	}
 	if c.Parallel {
 		b.feedForward(l, b.h)
+		b.residualScale(b.ffn)
 		g.Add(&fusion.AddOp{Out: b.x, A: b.x, B: b.proj})
 		g.Add(&fusion.AddOp{Out: b.x, A: b.x, B: b.ffn})
 		return
@@ -273,6 +293,7 @@ func (b *builder) layer(l int) {
 	g.Add(&fusion.AddOp{Out: b.x, A: b.x, B: b.proj})
 	b.norm(b.h2, b.x, model.Layer(l, model.FFNNorm), model.Layer(l, model.FFNNormBias))
 	b.feedForward(l, b.h2)
+	b.residualScale(b.ffn)
 	if c.PostNorms {
 		b.norm(b.ffn, b.ffn, model.Layer(l, model.PostFFNNorm), "")
 	}

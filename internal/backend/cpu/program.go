@@ -100,6 +100,7 @@ type step struct {
 	normed []float32  // the norm prologue's output
 	attn   attnParams
 	moe    *moeStep     // MoE
+	ssm    *mamba2Step  // Mamba2
 	lora   [][]loraMats // RowLoRA: each adapter set's pairs
 }
 
@@ -252,6 +253,8 @@ func (b *backend) compile(g *fusion.Graph, w gpu.Weights, kvs []gpu.KVCache, bat
 			// the state and the step's inputs.
 			s.vec = vector(op.Weight)
 			s.kbuf = make([]float32, (op.Width-1+g.Tokens)*op.Channels)
+		case *fusion.Mamba2Op:
+			s.ssm = newMamba2Step(op, vector, g.Tokens)
 		case *fusion.StoreKVOp, *fusion.AddOp, *fusion.SoftCapOp, *fusion.LastRowOp, *fusion.ArgmaxOp, *fusion.SampleOp:
 		default:
 			return nil, fmt.Errorf("cpu: compile: %w: op kind %s", gpu.ErrUnsupported, op.Kind())
@@ -494,6 +497,8 @@ func (p *program) exec(s *step, tokens []int32, pos int) error {
 		p.attention(&p.at)
 	case *fusion.ShortConvOp:
 		return p.shortConvStep(s, op, out, in(0), n, pos)
+	case *fusion.Mamba2Op:
+		return p.runMamba2(s, op, out, in(0), n, pos)
 	case *fusion.MoEOp:
 		p.moe(s, op, out, in(0), cols, n)
 	case *fusion.RowLoRAOp:

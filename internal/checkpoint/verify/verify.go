@@ -36,7 +36,7 @@ func Complete(ck *model.Checkpoint) error {
 	// The bias flags come from layer 0, or from the first attention layer
 	// for the attention biases.
 	first := 0
-	for first < c.Layers-1 && c.ConvLayer(first) {
+	for first < c.Layers-1 && (c.ConvLayer(first) || c.SSMLayer(first)) {
 		first++
 	}
 	has := func(suffix string) bool { return byName[model.Layer(first, suffix)] != nil }
@@ -135,6 +135,22 @@ func Complete(ck *model.Checkpoint) error {
 			want[model.ConvInProj] = []int{3 * c.Dim, c.Dim}
 			want[model.ConvKernel] = []int{c.Dim, c.ConvWidth}
 			want[model.ConvOutProj] = []int{c.Dim, c.Dim}
+		}
+		if c.SSMLayer(l) {
+			// So does a Mamba-2 layer.
+			for _, name := range []string{model.WQ, model.WK, model.WV, model.WO, model.BQ, model.BK, model.BV, model.BO, model.QNorm, model.KNorm, model.AttnSinks} {
+				delete(want, name)
+			}
+			s := c.SSM
+			cc := s.ConvChannels()
+			want[model.SSMIn] = []int{s.InProjCols(), c.Dim}
+			want[model.SSMConv] = []int{cc, s.Conv}
+			want[model.SSMConvBias] = []int{cc}
+			want[model.SSMDtBias] = []int{s.Heads}
+			want[model.SSMA] = []int{s.Heads}
+			want[model.SSMD] = []int{s.Heads}
+			want[model.SSMNorm] = []int{s.Inner}
+			want[model.SSMOut] = []int{c.Dim, s.Inner}
 		}
 		return want
 	}
