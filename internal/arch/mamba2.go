@@ -28,6 +28,20 @@ func (b *builder) mamba2(l int, h fusion.Buf) {
 	b.linear(b.proj, b.ssmY, model.Layer(l, model.SSMOut), "", false)
 }
 
+// RecurrentOps are the ops of cfg's recurrent layers, the ops a backend
+// must run for the model beside attention (gpu.Caps.RecurrentState), for
+// the errors that refuse them.
+func RecurrentOps(cfg *model.Config) []fusion.Kind {
+	var ops []fusion.Kind
+	if len(cfg.ConvLayers) > 0 {
+		ops = append(ops, fusion.ShortConv)
+	}
+	if len(cfg.SSM.Layers) > 0 {
+		ops = append(ops, fusion.Mamba2)
+	}
+	return ops
+}
+
 // residualScale scales a block's output before its residual add by the
 // config's ResidualScale (Granite), when set.
 func (b *builder) residualScale(out fusion.Buf) {

@@ -44,7 +44,7 @@ func (b *backend) NewKVCache(spec fusion.KVSpec) (gpu.KVCache, error) {
 	if spec.Recurrent() {
 		// Caps().RecurrentState is off: no kernel runs the ops of a
 		// recurrent layer yet.
-		return nil, fmt.Errorf("compute: kv cache: recurrent layer states (op %s): %w", fusion.ShortConv, gpu.ErrUnsupported)
+		return nil, fmt.Errorf("compute: kv cache: recurrent layer states (ops %s, %s): %w", fusion.ShortConv, fusion.Mamba2, gpu.ErrUnsupported)
 	}
 	if spec.Ring != nil && len(spec.Ring) != spec.Layers {
 		return nil, fmt.Errorf("compute: kv cache spec %+v: ring lengths for %d layers: %w", spec, len(spec.Ring), gpu.ErrUnsupported)

@@ -1,0 +1,138 @@
+package pipeline_test
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/internal/gguf"
+	"github.com/gpurun/gpurun/internal/testmodels"
+	"github.com/gpurun/gpurun/pipeline"
+	"github.com/gpurun/gpurun/pipeline/internal/tuning"
+	"github.com/gpurun/gpurun/tensors/model"
+)
+
+// graniteHybrid loads arch3's Granite 4.0 H (Mamba-2 layers with recurrent
+// states beside NoPE attention) and its llama.cpp golden.
+func graniteHybrid(t *testing.T) (*model.Checkpoint, testmodels.ArchGolden) {
+	t.Helper()
+	ck, err := gguf.Load(testmodels.Path(t, "arch3", "granitehybrid.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ck, testmodels.Arch3(t, "granitehybrid").ArchGolden
+}
+
+// TestGraniteHybridGeneration: a plain session and two sessions in batched
+// rounds (each row its own sequence's Mamba-2 state) give llama.cpp's 24
+// greedy ids. The model declares a context of 2^20 positions (Granite's
+// converter writes that for NoPE models); without MaxCache the cache holds
+// DefaultMaxCache positions, not the model's context.
+func TestGraniteHybridGeneration(t *testing.T) {
+	ck, g := graniteHybrid(t)
+	if ck.Config.MaxSeqLen != 1<<20 {
+		t.Fatalf("context length %d, want the file's 2^20", ck.Config.MaxSeqLen)
+	}
+	greedy := pipeline.GenerateOptions{MaxTokens: len(g.GreedyIDs), IgnoreStopTokens: true}
+	prompt := pipeline.Prompt{IDs: g.PromptIDs}
+	m := load(t, ck, pipeline.Options{})
+	if m.MaxCache() != pipeline.DefaultMaxCache {
+		t.Errorf("max cache %d positions, want the default %d (not the model's context)", m.MaxCache(), pipeline.DefaultMaxCache)
+	}
+	if got := collect(t, m.NewSession(), prompt, greedy); !slices.Equal(got, g.GreedyIDs) {
+		t.Errorf("greedy ids\n got %v\nwant %v (llama.cpp)", got, g.GreedyIDs)
+	}
+
+	mb := load(t, ck, pipeline.Options{MaxCache: 64, Slots: 2}.WithTuning(tuning.Options{AlwaysBatch: true}))
+	var wg sync.WaitGroup
+	got := make([][]int, 2)
+	for i := range got {
+		wg.Go(func() { got[i] = collect(t, mb.NewSession(), prompt, greedy) })
+	}
+	wg.Wait()
+	for i, ids := range got {
+		if !slices.Equal(ids, g.GreedyIDs) {
+			t.Errorf("batched session %d: ids\n got %v\nwant %v", i, ids, g.GreedyIDs)
+		}
+	}
+	if rounds, _ := pipeline.BatchStats(mb); rounds == 0 {
+		t.Error("no batched round ran")
+	}
+}
+
+// TestGraniteHybridTurns: a five-turn conversation on Granite 4.0 H
+// continues its Mamba-2 states (conv windows and state matrices) from turn
+// to turn, prefilling only each turn's new tokens (its prompt and the last
+// token generated before it, which no step ran), and each turn's ids equal
+// those of a fresh session given the whole conversation at once, sampled
+// (the greedy ids of these random weights repeat one token). A context
+// that is not a continuation of the slot's (one token changed) prefills
+// all of it from 0, with the ids of a fresh model.
+func TestGraniteHybridTurns(t *testing.T) {
+	ck, g := graniteHybrid(t)
+	opts := pipeline.GenerateOptions{MaxTokens: 4, IgnoreStopTokens: true, Temperature: 1.5, Seed: 3}
+	m := load(t, ck, pipeline.Options{MaxCache: 128})
+	fresh := func(ctx []int) []int {
+		return collect(t, load(t, ck, pipeline.Options{MaxCache: 128}).NewSession(), pipeline.Prompt{IDs: ctx}, opts)
+	}
+	s := m.NewSession()
+	turns := [][]int{g.PromptIDs, {300, 301, 302}, {17, 400}, {88, 89, 90, 91}, {5}}
+	for i, ids := range turns {
+		before := s.History()
+		got := collect(t, s, pipeline.Prompt{IDs: ids}, opts)
+		want := len(ids)
+		if i > 0 {
+			want++ // the previous turn's last token
+		}
+		if n := s.Metrics().PrefillTokens; n != want {
+			t.Errorf("turn %d: prefilled %d tokens, want %d (its new ones)", i, n, want)
+		}
+		whole := fresh(append(before, ids...))
+		if !slices.Equal(got, whole) {
+			t.Errorf("turn %d: ids %v, a fresh session on the whole conversation gives %v", i, got, whole)
+		}
+	}
+
+	ctx := s.History()
+	ctx[len(g.PromptIDs)] ^= 1
+	s2 := m.NewSession()
+	got := collect(t, s2, pipeline.Prompt{IDs: ctx}, opts)
+	if n := s2.Metrics().PrefillTokens; n != len(ctx) {
+		t.Errorf("diverging context: prefilled %d tokens, want all %d (states cannot roll back)", n, len(ctx))
+	}
+	if want := fresh(ctx); !slices.Equal(got, want) {
+		t.Errorf("diverging context: ids %v, a fresh model gives %v", got, want)
+	}
+}
+
+// TestGraniteHybridGPURefused: no GPU kernel runs fusion.Mamba2Op yet. On
+// WebGPU and Vulkan, loading Granite 4.0 H and generating with it fails
+// with gpu.ErrUnsupported naming the op (at load where the backend keeps
+// no recurrent states, at the first step's compile where it keeps them),
+// never with a panic or ids.
+func TestGraniteHybridGPURefused(t *testing.T) {
+	ck, g := graniteHybrid(t)
+	for _, backend := range []string{"webgpu", "vulkan"} {
+		t.Run(backend, func(t *testing.T) {
+			b := openBackend(t, backend)
+			m, err := pipeline.FromCheckpoint(t.Context(), ck, pipeline.Options{Backend: b, MaxCache: 64})
+			if err == nil {
+				t.Cleanup(func() { m.Close() })
+				for _, e := range m.NewSession().Generate(t.Context(), pipeline.Prompt{IDs: g.PromptIDs}, pipeline.GenerateOptions{MaxTokens: 2}) {
+					if e != nil {
+						err = e
+						break
+					}
+				}
+			}
+			if !errors.Is(err, gpu.ErrUnsupported) || !strings.Contains(fmt.Sprint(err), fusion.Mamba2.String()) {
+				t.Errorf("granitehybrid on %s: %v, want gpu.ErrUnsupported naming %s", backend, err, fusion.Mamba2)
+			}
+		})
+	}
+}
