@@ -178,7 +178,7 @@ type format struct {
 // that any valid config can be built.
 func formatFor(e entry, quant string) format {
 	switch e.role {
-	case roleNorm, roleBias, roleRouter:
+	case roleNorm, roleBias, roleRouter, roleConv, roleDecay:
 		return format{dtype: tensors.F32}
 	}
 	cols := e.shape[len(e.shape)-1]
@@ -243,6 +243,12 @@ func (p *plan) build(i int, seed uint64) *tensors.Tensor {
 		return t
 	case roleBias:
 		src.uniformF32(t.Data, -0.02, 0.02)
+		return t
+	case roleConv:
+		src.uniformF32(t.Data, -1/math.Sqrt(float64(cols)), 1/math.Sqrt(float64(cols)))
+		return t
+	case roleDecay:
+		src.uniformF32(t.Data, -2, -0.1)
 		return t
 	}
 	// Matrices: the standard deviation that keeps W·x at the scale of x.

@@ -64,6 +64,10 @@ func shrink(c model.Config) model.Config {
 		return out
 	}
 	s.SlidingLayerList, s.NoRopeLayers = layers(c.SlidingLayerList), layers(c.NoRopeLayers)
+	if len(c.SSM.Layers) > 0 {
+		// A Mamba-2 layer, then an attention one, at arch3's sizes.
+		s.SSM = model.SSM{Layers: []int{0}, Inner: 2 * s.Dim, Heads: 8, Groups: 1, State: 16, Conv: 4}
+	}
 	if s.SlidingWindow > 0 {
 		s.SlidingWindow = 8
 	}

@@ -80,7 +80,7 @@ func runSteps(ctx context.Context, t *testing.T, be gpu.Backend, ck *model.Check
 }
 
 func fusionKV(cfg *model.Config, maxLen int) fusion.KVSpec {
-	return fusion.KVSpec{Layers: cfg.Layers, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim, MaxLen: maxLen}
+	return arch.KVSpec(cfg, arch.BuildOptions{MaxLen: maxLen})
 }
 
 func readLogits(t *testing.T, p gpu.Program, logits []float32, step string) {
