@@ -15,6 +15,7 @@ import (
 type mamba2Step struct {
 	conv, convBias, dtBias, a, d, norm []float32
 	win, xbc                           []float32
+	scan                               scanTask // the step's scan, for the pool
 }
 
 func newMamba2Step(op *fusion.Mamba2Op, vector func(string) []float32, tokens int) *mamba2Step {
@@ -27,11 +28,13 @@ func newMamba2Step(op *fusion.Mamba2Op, vector func(string) []float32, tokens in
 // mamba2 runs fusion.Mamba2Op over n rows at positions pos, pos+1, ... on
 // layer c's state (its window, then the heads' matrices): the causal
 // convolution of all n rows first (each row's convolution reads the rows
-// before it, or the window), then the scan, the D skip and the gated norm
-// row by row, the matrices carried from one row to the next. A step at 0
+// before it, or the window), then the scan and the D skip per head over
+// the rows in order (the heads split across pl's threads; nil: inline),
+// each head's matrix carried from one row to the next, then the gated norm
+// of each row. A step at 0
 // starts from the empty state; any other position must be where the state
 // ends (it cannot roll back).
-func mamba2(out, in []float32, op *fusion.Mamba2Op, m *mamba2Step, n, pos int, c *layerCache) error {
+func mamba2(out, in []float32, op *fusion.Mamba2Op, m *mamba2Step, n, pos int, c *layerCache, pl *pool) error {
 	ab := ssmAblation
 	switch {
 	case pos == 0 || ab.forget:
@@ -41,7 +44,6 @@ func mamba2(out, in []float32, op *fusion.Mamba2Op, m *mamba2Step, n, pos int, c
 	}
 	I, H, G, N, K := op.Inner, op.Heads, op.Groups, op.State, op.Width
 	cc, k1, inCols := op.ConvChannels(), K-1, op.InCols()
-	P, gn := I/H, G*N
 	window, states := c.conv[:k1*cc], c.conv[k1*cc:]
 
 	// The convolution over [x | B | C] with its bias, then SiLU.
@@ -68,33 +70,26 @@ func mamba2(out, in []float32, op *fusion.Mamba2Op, m *mamba2Step, n, pos int, c
 	}
 	copy(window, win[n*cc:])
 
-	// The scan, row by row, and the gated norm.
+	// The scan: each head's matrix is its own, so the heads split across
+	// the threads, each running its heads over every row in order.
+	m.scan = scanTask{op: op, m: m, in: in, out: out, states: states, n: n}
+	work := n * I * N * 2
+	if pl != nil {
+		pl.run(H, work, 1, &m.scan)
+	} else {
+		m.scan.run(0, 0, H)
+	}
+	m.scan = scanTask{}
+
+	// The gate and the norm per group.
+	gs := I / G
 	for t := range n {
-		row, xbc, y := in[t*inCols:(t+1)*inCols], m.xbc[t*cc:(t+1)*cc], out[t*I:(t+1)*I]
-		z, dt := row[:I], row[I+cc:]
-		x, b, cm := xbc[:I], xbc[I:I+gn], xbc[I+gn:]
-		for h := range H {
-			delta := softplus(dt[h] + m.dtBias[h])
-			decay := float32(math.Exp(float64(delta * m.a[h])))
-			g := h / (H / G)
-			bg, cg := b[g*N:(g+1)*N], cm[g*N:(g+1)*N]
-			d := m.d[h]
-			if ab.noSkip {
-				d = 0
-			}
-			for p := range P {
-				i := h*P + p
-				s := states[i*N : (i+1)*N]
-				decayAxpy(s, decay, delta*x[i], bg)
-				y[i] = simd.DotF32(s, cg) + d*x[i]
-			}
-		}
+		row, y := in[t*inCols:(t+1)*inCols], out[t*I:(t+1)*I]
 		if !ab.noGate {
-			for i, zi := range z {
+			for i, zi := range row[:I] {
 				y[i] *= silu(zi)
 			}
 		}
-		gs := I / G
 		for g := range G {
 			seg := y[g*gs : (g+1)*gs]
 			rmsNorm(seg, seg, gs, 1, m.norm[g*gs:], op.Eps)
@@ -102,6 +97,44 @@ func mamba2(out, in []float32, op *fusion.Mamba2Op, m *mamba2Step, n, pos int, c
 	}
 	c.statePos = pos + n
 	return nil
+}
+
+// scanTask runs the selective scan and the D skip of heads [lo, hi) over
+// a step's n rows (fusion.Mamba2Op, steps 2 and 3): y_h of each row into
+// out, before the gate.
+type scanTask struct {
+	op      *fusion.Mamba2Op
+	m       *mamba2Step
+	in, out []float32
+	states  []float32
+	n       int
+}
+
+func (s *scanTask) run(_, lo, hi int) {
+	op, m := s.op, s.m
+	I, H, G, N := op.Inner, op.Heads, op.Groups, op.State
+	cc, inCols, P, gn := op.ConvChannels(), op.InCols(), I/H, G*N
+	noSkip := ssmAblation.noSkip
+	for h := lo; h < hi; h++ {
+		g := h / (H / G)
+		d := m.d[h]
+		if noSkip {
+			d = 0
+		}
+		hs := s.states[h*P*N : (h+1)*P*N]
+		for t := range s.n {
+			xbc, y := m.xbc[t*cc:(t+1)*cc], s.out[t*I:(t+1)*I]
+			delta := softplus(s.in[t*inCols+I+cc+h] + m.dtBias[h])
+			decay := float32(math.Exp(float64(delta * m.a[h])))
+			x := xbc[h*P : (h+1)*P]
+			bg, cg := xbc[I+g*N:I+(g+1)*N], xbc[I+gn+g*N:I+gn+(g+1)*N]
+			for p, xp := range x {
+				st := hs[p*N : (p+1)*N]
+				decayAxpy(st, decay, delta*xp, bg)
+				y[h*P+p] = simd.DotF32(st, cg) + d*xp
+			}
+		}
+	}
 }
 
 // decayAxpy sets s = a·s + b·v, the state row's update (len(v) >= len(s)).
@@ -137,11 +170,11 @@ var ssmAblation struct{ forget, shift, noSkip, noGate bool }
 // state at its own position.
 func (p *program) runMamba2(s *step, op *fusion.Mamba2Op, out, in []float32, n, pos int) error {
 	if !p.graph.Batch {
-		return mamba2(out, in, op, s.ssm, n, pos, &p.kv.layers[op.Layer])
+		return mamba2(out, in, op, s.ssm, n, pos, &p.kv.layers[op.Layer], p.pool)
 	}
 	ic, oc := op.InCols(), op.Inner
 	for t := range n {
-		if err := mamba2(out[t*oc:(t+1)*oc], in[t*ic:(t+1)*ic], op, s.ssm, 1, p.rowPos[t], &p.rowSeq[t].layers[op.Layer]); err != nil {
+		if err := mamba2(out[t*oc:(t+1)*oc], in[t*ic:(t+1)*ic], op, s.ssm, 1, p.rowPos[t], &p.rowSeq[t].layers[op.Layer], p.pool); err != nil {
 			return fmt.Errorf("row %d: %w", t, err)
 		}
 	}
