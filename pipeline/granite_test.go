@@ -30,7 +30,8 @@ func graniteHybrid(t *testing.T) (*model.Checkpoint, testmodels.ArchGolden) {
 
 // TestGraniteHybridGeneration: a plain session and two sessions in batched
 // rounds (each row its own sequence's Mamba-2 state) give llama.cpp's 24
-// greedy ids. The model declares a context of 2^20 positions (Granite's
+// greedy ids; speculative decoding by prompt lookup gives the ids of plain
+// decoding. The model declares a context of 2^20 positions (Granite's
 // converter writes that for NoPE models); without MaxCache the cache holds
 // DefaultMaxCache positions, not the model's context.
 func TestGraniteHybridGeneration(t *testing.T) {
@@ -46,6 +47,16 @@ func TestGraniteHybridGeneration(t *testing.T) {
 	}
 	if got := collect(t, m.NewSession(), prompt, greedy); !slices.Equal(got, g.GreedyIDs) {
 		t.Errorf("greedy ids\n got %v\nwant %v (llama.cpp)", got, g.GreedyIDs)
+	}
+	// Sampled from the prompt twice, with speculation by prompt lookup
+	// (whose drafts a verifier could not roll the states back from): the
+	// ids of plain decoding.
+	sampled := pipeline.GenerateOptions{MaxTokens: len(g.GreedyIDs), IgnoreStopTokens: true, Temperature: 2, Seed: 7}
+	twice := pipeline.Prompt{IDs: append(slices.Clone(g.PromptIDs), g.PromptIDs...)}
+	want := collect(t, m.NewSession(), twice, sampled)
+	sampled.Speculation = &pipeline.Speculation{Lookup: 3}
+	if got := collect(t, m.NewSession(), twice, sampled); !slices.Equal(got, want) {
+		t.Errorf("speculative (lookup): ids\n got %v\nwant %v (plain decoding)", got, want)
 	}
 
 	mb := load(t, ck, pipeline.Options{MaxCache: 64, Slots: 2}.WithTuning(tuning.Options{AlwaysBatch: true}))
@@ -134,5 +145,45 @@ func TestGraniteHybridGPURefused(t *testing.T) {
 				t.Errorf("granitehybrid on %s: %v, want gpu.ErrUnsupported naming %s", backend, err, fusion.Mamba2)
 			}
 		})
+	}
+}
+
+// TestGraniteHybridPrefixCache: the prefix cache on Granite 4.0 H serves
+// an entry whose every token the new context extends (its Mamba-2 states,
+// window and matrices, hold the entry's end), reporting those tokens
+// cached, with the ids of a model without a prefix cache; an entry the
+// context only partly shares serves nothing. (The sampled ids of these
+// random weights follow the convolution windows closely but hardly the
+// state matrices, whose share of the logits is about 1e-2:
+// internal/backend/cpu's TestGraniteHybridStateCache holds their copies
+// bit for bit.)
+func TestGraniteHybridPrefixCache(t *testing.T) {
+	ck, g := graniteHybrid(t)
+	opts := pipeline.GenerateOptions{MaxTokens: 6, IgnoreStopTokens: true, Temperature: 1.5, Seed: 5}
+	m := load(t, ck, pipeline.Options{MaxCache: 128, PrefixCacheBytes: 1 << 20})
+	plain := load(t, ck, pipeline.Options{MaxCache: 128})
+	a := m.NewSession()
+	collect(t, a, pipeline.Prompt{IDs: g.PromptIDs}, opts)
+	collect(t, m.NewSession(), pipeline.Prompt{IDs: []int{9, 8, 7, 6, 5}}, opts)
+	ctx := append(a.History(), 77, 78, 79)
+	c := m.NewSession()
+	got := collect(t, c, pipeline.Prompt{IDs: ctx}, opts)
+	if hits, _ := pipeline.PrefixStats(m); hits != 1 {
+		t.Errorf("prefix cache hits %d, want 1", hits)
+	}
+	if n, want := c.Metrics().CachedTokens, len(a.History())-1; n != want {
+		t.Errorf("cached tokens %d, want %d", n, want)
+	}
+	if want := collect(t, plain.NewSession(), pipeline.Prompt{IDs: ctx}, opts); !slices.Equal(got, want) {
+		t.Errorf("ids from the prefix cache %v, without it %v", got, want)
+	}
+	part := append(slices.Clone(g.PromptIDs), 5, 6)
+	d := m.NewSession()
+	got = collect(t, d, pipeline.Prompt{IDs: part}, opts)
+	if hits, _ := pipeline.PrefixStats(m); hits != 1 || d.Metrics().PrefillTokens != len(part) {
+		t.Errorf("partial prefix: prefix cache hits %d (want still 1), prefilled %d of %d tokens", hits, d.Metrics().PrefillTokens, len(part))
+	}
+	if want := collect(t, plain.NewSession(), pipeline.Prompt{IDs: part}, opts); !slices.Equal(got, want) {
+		t.Errorf("partial prefix: ids %v, without a prefix cache %v", got, want)
 	}
 }

@@ -2,8 +2,11 @@ package cpu_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 
+	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/internal/arch"
 	"github.com/gpurun/gpurun/internal/backend/cpu"
 	"github.com/gpurun/gpurun/internal/gguf"
@@ -102,7 +105,9 @@ func TestGraniteHybridGolden(t *testing.T) {
 
 // TestGraniteHybridAblations shows the golden pins each convention of the
 // Mamba-2 mixer and of Granite's NoPE attention: the state not carried
-// between steps (only the decode steps read it), the convolution window
+// between steps (only the decode steps read it), or only its matrices not
+// (the smallest effect, about 1e-2: with these weights the convolution
+// window dominates what a step carries), the convolution window
 // off by one position, the D skip or the z gate dropped, RoPE applied to
 // the NoPE attention (NORM pairs, as llama.cpp would with
 // rope.scaling.finetuned) and attention.scale ignored (1/√head_dim) each
@@ -115,6 +120,7 @@ func TestGraniteHybridAblations(t *testing.T) {
 		edit func(*model.Config)
 	}{
 		{"state not carried", cpu.SSMForgetState, nil},
+		{"state matrices not carried", cpu.SSMForgetMatrices, nil},
 		{"window off by one", cpu.SSMShiftWindow, nil},
 		{"D skip dropped", cpu.SSMNoSkip, nil},
 		{"z gate dropped", cpu.SSMNoGate, nil},
@@ -128,5 +134,80 @@ func TestGraniteHybridAblations(t *testing.T) {
 		if worst := max(prompt, decode); worst < 10*graniteTol {
 			t.Errorf("%s: logits move only %.3g, not past 10x the tolerance %g", tc.name, worst, graniteTol)
 		}
+	}
+}
+
+// TestGraniteHybridStateCache: CopyKV copies a Mamba-2 layer's whole state,
+// its convolution window and its matrices: a cache that held another
+// sequence, given the state of the golden's prompt, decodes bit for bit as
+// the source (matrices left stale move the logits by about 1e-2).
+func TestGraniteHybridStateCache(t *testing.T) {
+	g := testmodels.Arch3(t, "granitehybrid")
+	ck, err := gguf.Load(testmodels.Path(t, "arch3", "granitehybrid.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	be := cpu.New(cpu.Options{Threads: 1})
+	w, err := be.LoadWeights(ctx, ck.Tensors)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(g.PromptIDs)
+	build := func(tokens int) *fusion.Graph {
+		graph, err := arch.Build(&ck.Config, arch.BuildOptions{Tokens: tokens, MaxLen: 32})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return graph
+	}
+	spec := build(1).KV
+	if st := spec.LayerState(0); st.MatrixValues() == 0 || st.ConvValues() == 0 {
+		t.Fatalf("layer 0's state %+v: want a window and matrices", st)
+	}
+	progs := func() (gpu.KVCache, gpu.Program, gpu.Program) {
+		kv, err := be.NewKVCache(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pre, err := be.Compile(build(n), w, kv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec, err := be.Compile(build(1), w, kv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kv, pre, dec
+	}
+	src, pre, dec := progs()
+	dst, pre2, dec2 := progs()
+	if err := pre.Run(ctx, testmodels.IDs32(g.PromptIDs), 0); err != nil {
+		t.Fatal(err)
+	}
+	// dst holds another sequence of the same length first.
+	other := slices.Clone(g.PromptIDs)
+	slices.Reverse(other)
+	if err := pre2.Run(ctx, testmodels.IDs32(other), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := be.CopyKV(dst, src, n); err != nil {
+		t.Fatal(err)
+	}
+	vocab := ck.Config.VocabSize
+	a, b := make([]float32, vocab), make([]float32, vocab)
+	for i, p := range []gpu.Program{dec, dec2} {
+		if err := p.Run(ctx, []int32{int32(g.GreedyIDs[0])}, n); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Logits([][]float32{a, b}[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !slices.Equal(a, b) {
+		t.Errorf("the copied cache decodes differently: max |Δ| %g", testmodels.MaxAbsDiff(a, toF64(b)))
+	}
+	if d := testmodels.MaxAbsDiff(a, g.GreedyLogits[1]); d > graniteTol {
+		t.Errorf("decode after the prompt: logits %.3g from llama.cpp's", d)
 	}
 }

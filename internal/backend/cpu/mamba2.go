@@ -39,6 +39,8 @@ func mamba2(out, in []float32, op *fusion.Mamba2Op, m *mamba2Step, n, pos int, c
 	switch {
 	case pos == 0 || ab.forget:
 		clear(c.conv)
+	case ab.forgetMatrices:
+		clear(c.conv[(op.Width-1)*op.ConvChannels():])
 	case pos != c.statePos:
 		return fmt.Errorf("%w: a step at position %d on a recurrent state that holds position %d (states cannot roll back; restart the sequence at 0)", gpu.ErrStep, pos, c.statePos)
 	}
@@ -160,10 +162,11 @@ func softplus(x float32) float32 {
 
 // ssmAblation breaks mamba2 on purpose, for the tests that show each
 // convention matters (export_test.go): forget starts every step from the
-// empty state, shift reads the convolution window one position late,
+// empty state, forgetMatrices from empty matrices (the window carried),
+// shift reads the convolution window one position late,
 // noSkip drops D·x and noGate the SiLU(z) gate. The zero value, always
 // outside tests, is none.
-var ssmAblation struct{ forget, shift, noSkip, noGate bool }
+var ssmAblation struct{ forget, forgetMatrices, shift, noSkip, noGate bool }
 
 // runMamba2 runs op for the step's rows: a plain graph's n rows on the
 // program's cache, or each row of a batched one on its own sequence's
