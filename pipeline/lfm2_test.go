@@ -1,15 +1,10 @@
 package pipeline_test
 
 import (
-	"errors"
-	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 
-	"github.com/gpurun/gpurun/fusion"
-	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/internal/gguf"
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline"
@@ -152,28 +147,5 @@ func TestLFM2PrefixCache(t *testing.T) {
 	}
 	if want := collect(t, plain.NewSession(), pipeline.Prompt{IDs: part}, opts); !slices.Equal(got, want) {
 		t.Errorf("partial prefix: ids %v, without a prefix cache %v", got, want)
-	}
-}
-
-// TestLFM2GPURefused: the GPU backends keep no recurrent states yet
-// (gpu.Caps.RecurrentState off): loading the hybrid fails with
-// gpu.ErrUnsupported naming the op, and so does a KV cache with states.
-func TestLFM2GPURefused(t *testing.T) {
-	ck, _ := lfm2(t)
-	for _, backend := range []string{"webgpu", "vulkan"} {
-		t.Run(backend, func(t *testing.T) {
-			b := openBackend(t, backend)
-			if b.Caps().RecurrentState {
-				t.Skip("the backend keeps recurrent states")
-			}
-			_, err := pipeline.FromCheckpoint(t.Context(), ck, pipeline.Options{Backend: b, MaxCache: 64})
-			if !errors.Is(err, gpu.ErrUnsupported) || !strings.Contains(fmt.Sprint(err), fusion.ShortConv.String()) {
-				t.Errorf("load: %v, want gpu.ErrUnsupported naming %s", err, fusion.ShortConv)
-			}
-			spec := fusion.KVSpec{Layers: 2, KVHeads: 1, HeadDim: 4, MaxLen: 8, State: []fusion.LayerState{{ConvChannels: 8, ConvWindow: 2}, {}}}
-			if _, err := b.NewKVCache(spec); !errors.Is(err, gpu.ErrUnsupported) || !strings.Contains(fmt.Sprint(err), fusion.ShortConv.String()) {
-				t.Errorf("kv cache with states: %v, want gpu.ErrUnsupported naming %s", err, fusion.ShortConv)
-			}
-		})
 	}
 }

@@ -55,6 +55,7 @@ func TestGetBindings(t *testing.T) {
 		{"moe_glu", []BindingKind{U, R, R, R, R, R, R, W, W}},
 		{"moe_down", []BindingKind{U, R, R, R, R, R, R, W, W}},
 		{"moe_sum", []BindingKind{U, R, R, R, R, R, R, W, W}},
+		{"short_conv", []BindingKind{U, R, R, R, R, W, W}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

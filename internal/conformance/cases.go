@@ -113,6 +113,7 @@ func Cases() []Case {
 	cs = append(cs, ArgmaxCases()...)
 	cs = append(cs, AttentionCases()...)
 	cs = append(cs, fusedSample()...)
+	cs = append(cs, ShortConvCases()...)
 	return cs
 }
 

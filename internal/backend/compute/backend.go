@@ -93,11 +93,13 @@ func (b *backend) Info() gpu.Info { return b.info }
 
 // Caps are the device's (its shaders' features and limits) with the
 // backend's: batched graphs, cache copies, decode programs that keep their
-// sampling rule in their step tensor and run several steps per submission.
+// sampling rule in their step tensor and run several steps per submission,
+// recurrent layer states (fusion.KVSpec.State) beside keys and values.
 func (b *backend) Caps() gpu.Caps {
 	c := b.devCaps
 	c.Host, c.HalfLoRA = false, false
 	c.Batch, c.CopyKV, c.Sampling = true, true, true
+	c.RecurrentState = true // caches keep states; ShortConv runs (shortconv.go)
 	c.MaxSteps, c.MaxStops = shaders.MaxSteps, shaders.MaxStops
 	return c
 }

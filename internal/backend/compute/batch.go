@@ -108,6 +108,13 @@ func (p *program) RunBatch(ctx context.Context, rows []gpu.Row) error {
 	for _, r := range rows {
 		valid = max(valid, r.Pos+1)
 	}
+	if p.states != nil {
+		for i, r := range rows {
+			if err := checkState(p.states[r.Seq], r.Pos); err != nil {
+				return fmt.Errorf("%w: row %d (sequence %d): %w", ErrRun, i, r.Seq, err)
+			}
+		}
+	}
 	cmds, err := p.spanList(p.span(valid))
 	if err != nil {
 		return fmt.Errorf("compute: run: %w", err)
@@ -116,11 +123,23 @@ func (p *program) RunBatch(ctx context.Context, rows []gpu.Row) error {
 	if err := p.b.dev.Write(p.step, 0, step); err != nil {
 		return fmt.Errorf("compute: run: %w", err)
 	}
+	if p.states != nil {
+		for _, r := range rows {
+			p.states[r.Seq].statePos = -1 // unknown until the step ran
+		}
+	}
 	if err := p.b.dev.Submit(cmds); err != nil {
 		return fmt.Errorf("compute: run: %w", err)
 	}
 	if err := waitSubmitted(ctx, p.b.dev); err != nil {
 		return fmt.Errorf("compute: run: %w", err)
+	}
+	if p.states != nil {
+		// Each row ran its sequence one position on; the other
+		// sequences' states are untouched (their rows are at noRow).
+		for _, r := range rows {
+			p.states[r.Seq].statePos = r.Pos + 1
+		}
 	}
 	p.lastRows = append(p.lastRows[:0], rows...)
 	p.lastT = len(rows)

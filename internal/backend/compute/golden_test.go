@@ -45,12 +45,10 @@ func newRingSession(t *testing.T, dev gpu.Device, ck *model.Checkpoint, prefillL
 	}
 	t.Cleanup(w.Release)
 	c := &ck.Config
-	spec := fusion.KVSpec{Layers: c.Layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim, MaxLen: maxLen, F16: kv16}
-	if ringTokens > 0 {
-		spec = arch.KVSpec(c, arch.BuildOptions{MaxLen: maxLen, RingTokens: ringTokens, KVF16: kv16})
-		if spec.Ring == nil {
-			t.Fatalf("no ring layers for %d ring tokens", ringTokens)
-		}
+	// The model's cache: its recurrent layers' states (LFM2) included.
+	spec := arch.KVSpec(c, arch.BuildOptions{MaxLen: maxLen, RingTokens: ringTokens, KVF16: kv16})
+	if ringTokens > 0 && spec.Ring == nil {
+		t.Fatalf("no ring layers for %d ring tokens", ringTokens)
 	}
 	kv, err := be.NewKVCache(spec)
 	if err != nil {

@@ -302,6 +302,27 @@ var (
 	kSample = contract[shaders.SampleParams, sampleBindings]{name: "sample"}
 )
 
+// shortconvBindings are the bindings of wgsl/shortconv.wgsl after its uniform block p
+// (shaders.ShortConvParams), named after its WGSL variables.
+type shortconvBindings struct {
+	Step  gpu.Binding // step: binding 1, var<storage, read>
+	BcxW  gpu.Binding // bcx_w: binding 2, var<storage, read>
+	W     gpu.Binding // w: binding 3, var<storage, read>
+	S     gpu.Binding // s: binding 4, var<storage, read>
+	State gpu.Binding // state: binding 5, var<storage, read_write>
+	OutW  gpu.Binding // out_w: binding 6, var<storage, read_write>
+}
+
+// list returns the bindings in binding order, from binding 1.
+func (b shortconvBindings) list() []gpu.Binding {
+	return []gpu.Binding{b.Step, b.BcxW, b.W, b.S, b.State, b.OutW}
+}
+
+// The kernels of wgsl/shortconv.wgsl.
+var (
+	kShortConv = contract[shaders.ShortConvParams, shortconvBindings]{name: "short_conv"}
+)
+
 // stepBindings are the bindings of wgsl/step.wgsl after its uniform block p
 // (shaders.AdvanceParams), named after its WGSL variables.
 type stepBindings struct {

@@ -2,6 +2,7 @@ package compute
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
@@ -18,17 +19,32 @@ import (
 // at slot p % R and again at p % R + R (kv.wgsl's store kernels write
 // both; the attention kernels read a window as consecutive slots from
 // the slot of its first position).
+//
+// A recurrent layer (spec.State, fusion.LayerState) has no keys and
+// values (k and v are nil there) but its state: one f32 buffer of
+// LayerState.Values() words, the convolution window [ConvWindow][ConvChannels]
+// (oldest position first, as the CPU backend keeps it) followed by the
+// state matrices. statePos is the position the states describe (every
+// recurrent layer's, since a step runs every layer): a step at 0 starts
+// them afresh (the kernels read no state there), any other step must
+// begin at statePos (checkState, shortconv.go), and -1 marks states a failed
+// step left unknown, which only a step at 0 takes.
 type kvCache struct {
-	spec fusion.KVSpec
-	k, v []gpu.Buffer
+	spec     fusion.KVSpec
+	k, v     []gpu.Buffer
+	state    []gpu.Buffer
+	statePos int
 }
 
 func (c *kvCache) Release() {
-	for i := range c.k {
-		c.k[i].Release()
-		c.v[i].Release()
+	for _, bufs := range [][]gpu.Buffer{c.k, c.v, c.state} {
+		for _, b := range bufs {
+			if b != nil {
+				b.Release()
+			}
+		}
 	}
-	c.k, c.v = nil, nil
+	c.k, c.v, c.state = nil, nil, nil
 }
 
 // NewKVCache allocates the cache, zero-filled.
@@ -41,10 +57,13 @@ func (b *backend) NewKVCache(spec fusion.KVSpec) (gpu.KVCache, error) {
 		// backend's only.
 		return nil, fmt.Errorf("compute: kv cache of per-layer head dims %v (Gemma 4's; the CPU backend runs it): %w", spec.HeadDims, gpu.ErrUnsupported)
 	}
-	if spec.Recurrent() {
-		// Caps().RecurrentState is off: no kernel runs the ops of a
-		// recurrent layer yet.
-		return nil, fmt.Errorf("compute: kv cache: recurrent layer states (ops %s, %s): %w", fusion.ShortConv, fusion.Mamba2, gpu.ErrUnsupported)
+	if spec.State != nil && len(spec.State) != spec.Layers {
+		return nil, fmt.Errorf("compute: kv cache spec %+v: states for %d layers: %w", spec, len(spec.State), gpu.ErrUnsupported)
+	}
+	for l, st := range spec.State {
+		if d := []int{st.ConvChannels, st.ConvWindow, st.MatrixHeads, st.MatrixRows, st.MatrixCols}; slices.Min(d) < 0 || slices.Max(d) > 1<<24 || st.Values() > 1<<28 {
+			return nil, fmt.Errorf("compute: kv cache: layer %d's state %+v: %w", l, st, gpu.ErrUnsupported)
+		}
 	}
 	if spec.Ring != nil && len(spec.Ring) != spec.Layers {
 		return nil, fmt.Errorf("compute: kv cache spec %+v: ring lengths for %d layers: %w", spec, len(spec.Ring), gpu.ErrUnsupported)
@@ -58,8 +77,27 @@ func (b *backend) NewKVCache(spec fusion.KVSpec) (gpu.KVCache, error) {
 		int64(spec.KVHeads)*int64(kvWords(spec))*int64(spec.MaxLen)*4 > b.devBinding {
 		return nil, fmt.Errorf("compute: kv cache layer of %+v exceeds one binding (%d bytes): %w", spec, b.devBinding, gpu.ErrUnsupported)
 	}
-	c := &kvCache{spec: spec}
+	c := &kvCache{spec: spec, k: make([]gpu.Buffer, 0, spec.Layers)}
+	if spec.Recurrent() {
+		c.state = make([]gpu.Buffer, spec.Layers)
+	}
 	for l := 0; l < spec.Layers; l++ {
+		if st := spec.LayerState(l); st.Recurrent() {
+			// Zero-filled: the empty state (a step at 0 reads none anyway).
+			size := int64(st.Values()) * 4
+			if size > b.devBinding {
+				c.Release()
+				return nil, fmt.Errorf("compute: kv cache: layer %d's state of %d bytes exceeds one binding: %w", l, size, gpu.ErrUnsupported)
+			}
+			s, err := b.dev.NewBuffer(max(align16(size), 16))
+			if err != nil {
+				c.Release()
+				return nil, fmt.Errorf("compute: kv cache: %w", err)
+			}
+			c.state[l] = s
+			c.k, c.v = append(c.k, nil), append(c.v, nil)
+			continue
+		}
 		per := int64(spec.KVHeads) * int64(kvWords(spec)) * int64(kvSlots(spec, l)) * 4
 		k, err := b.dev.NewBuffer(per)
 		if err != nil {
@@ -127,7 +165,17 @@ func (b *backend) CopyKV(dst, src gpu.KVCache, n int) error {
 	if n < 0 || n > ds.MaxLen || n > ss.MaxLen {
 		return fmt.Errorf("compute: copy kv: %d positions between caches of %d and %d: %w", n, ss.MaxLen, ds.MaxLen, gpu.ErrCacheFull)
 	}
+	if !slices.Equal(ds.State, ss.State) {
+		return fmt.Errorf("compute: copy kv: %w: states %+v into %+v", gpu.ErrStep, ss.State, ds.State)
+	}
+	recurrent := ds.Recurrent()
+	if recurrent && n != 0 && s.statePos != n {
+		return fmt.Errorf("compute: copy kv: %w: the recurrent states hold position %d, not %d (a state cannot roll back)", gpu.ErrStep, s.statePos, n)
+	}
 	if n == 0 {
+		// Empty keys and values need no copy; empty states are a
+		// position of 0, whose step reads none.
+		d.statePos = 0
 		return nil
 	}
 	cmds, err := b.dev.NewCommands()
@@ -137,6 +185,12 @@ func (b *backend) CopyKV(dst, src gpu.KVCache, n int) error {
 	defer cmds.Release()
 	words := int64(kvWords(ds))
 	for l := range d.k {
+		if ds.LayerState(l).Recurrent() {
+			if err := cmds.Copy(d.state[l], 0, s.state[l], 0, d.state[l].Size()); err != nil {
+				return fmt.Errorf("compute: copy kv: %w", err)
+			}
+			continue
+		}
 		dl, sl, cnt := int64(kvSlots(ds, l)), int64(kvSlots(ss, l)), int64(n)
 		if ds.RingLen(l) > 0 {
 			cnt = dl
@@ -159,9 +213,14 @@ func (b *backend) CopyKV(dst, src gpu.KVCache, n int) error {
 	if err := b.dev.Submit(cmds); err != nil {
 		return fmt.Errorf("compute: copy kv: %w", err)
 	}
+	// dst's states are unknown until the copy ran.
+	d.statePos = -1
 	// The list is released on return: wait for it to run.
 	if err := b.dev.Wait(); err != nil {
 		return fmt.Errorf("compute: copy kv: %w", err)
+	}
+	if recurrent {
+		d.statePos = n
 	}
 	return nil
 }

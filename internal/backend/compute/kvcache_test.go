@@ -165,3 +165,80 @@ func TestCopyKVRings(t *testing.T) {
 		t.Errorf("CopyKV(ring cache, full cache) = %v, want gpu.ErrStep", err)
 	}
 }
+
+// TestKVCacheStates: a recurrent layer (fusion.KVSpec.State) holds no
+// keys and values but one f32 state buffer of LayerState.Values() words,
+// the convolution window and the state matrices (Gated DeltaNet's,
+// Mamba-2's) together; CopyKV copies it whole when the source's states
+// hold the position copied, refuses any other position and states of
+// another shape with gpu.ErrStep (nothing copied), and n = 0 resets the
+// destination (its next step must be at 0); a spec's states for another
+// number of layers are refused with gpu.ErrUnsupported.
+func TestKVCacheStates(t *testing.T) {
+	dev, err := webgpu.Open(context.Background())
+	gputest.NoDevice(t, "webgpu", err)
+	defer dev.Close()
+	be := New(dev)
+	defer be.Close()
+	conv := fusion.LayerState{ConvChannels: 6, ConvWindow: 3}
+	delta := fusion.LayerState{ConvChannels: 10, ConvWindow: 3, MatrixHeads: 2, MatrixRows: 4, MatrixCols: 5}
+	spec := fusion.KVSpec{Layers: 3, KVHeads: 1, HeadDim: 4, MaxLen: 16, State: []fusion.LayerState{conv, {}, delta}}
+	newCache := func(spec fusion.KVSpec) *kvCache {
+		c, err := be.NewKVCache(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Release)
+		return c.(*kvCache)
+	}
+	src, dst := newCache(spec), newCache(spec)
+	for l, st := range spec.State {
+		if st.Recurrent() {
+			if src.k[l] != nil || src.v[l] != nil || src.state[l] == nil || src.state[l].Size() != align16(int64(st.Values())*4) {
+				t.Errorf("layer %d: keys %v, values %v, state %v (want a state of %d values only)", l, src.k[l], src.v[l], src.state[l], st.Values())
+			}
+		} else if src.k[l] == nil || src.state[l] != nil {
+			t.Errorf("layer %d: keys %v, state %v (want keys and values only)", l, src.k[l], src.state[l])
+		}
+	}
+	want := make([]byte, src.state[2].Size())
+	for i := range want {
+		want[i] = byte(i*13 + 1)
+	}
+	if err := dev.Write(src.state[2], 0, want); err != nil {
+		t.Fatal(err)
+	}
+	src.statePos = 9 // as after steps over [0, 9)
+	if err := be.CopyKV(dst, src, 8); !errors.Is(err, gpu.ErrStep) {
+		t.Errorf("copy of 8 positions from states at 9: %v, want gpu.ErrStep", err)
+	}
+	got := make([]byte, len(want))
+	if err := dev.Read(dst.state[2], 0, got); err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(got, want) || dst.statePos != 0 {
+		t.Errorf("a refused copy changed the destination (states at %d)", dst.statePos)
+	}
+	if err := be.CopyKV(dst, src, 9); err != nil {
+		t.Fatal(err)
+	}
+	if err := dev.Read(dst.state[2], 0, got); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) || dst.statePos != 9 {
+		t.Errorf("states not copied whole (matrices included), or not at 9 (%d)", dst.statePos)
+	}
+	if err := be.CopyKV(dst, src, 0); err != nil || dst.statePos != 0 {
+		t.Errorf("reset: %v, states at %d", err, dst.statePos)
+	}
+	other := spec
+	other.State = []fusion.LayerState{conv, {}, conv}
+	if err := be.CopyKV(newCache(other), src, 9); !errors.Is(err, gpu.ErrStep) {
+		t.Errorf("copy between caches of other states: %v, want gpu.ErrStep", err)
+	}
+	bad := spec
+	bad.State = bad.State[:2]
+	if _, err := be.NewKVCache(bad); !errors.Is(err, gpu.ErrUnsupported) {
+		t.Errorf("states for 2 of 3 layers: %v, want gpu.ErrUnsupported", err)
+	}
+}

@@ -132,6 +132,8 @@ func (pl *planner) op(op fusion.Op) error {
 		return pl.attentionOp(op)
 	case *fusion.MoEOp:
 		return pl.moe(op)
+	case *fusion.ShortConvOp:
+		return pl.shortConv(op)
 	case *fusion.ArgmaxOp, *fusion.SampleOp:
 		return pl.pickOp(op)
 	}

@@ -47,6 +47,10 @@ type program struct {
 	// of the first position), unused rows at position noRow.
 	caches []*kvCache
 	posAt  int
+	// states are the caches whose recurrent states the program's steps
+	// update (it runs a ShortConv): the program's cache, or a batched
+	// step's caches by sequence; nil otherwise (shortconv.go).
+	states []*kvCache
 	// setAt is the word of row 0's adapter set (gpu.Row.Adapter) in a
 	// batched step, after the positions (fusion.RowLoRAOp).
 	setAt    int
@@ -217,6 +221,11 @@ func (p *program) run(ctx context.Context, tokens []int32, pos int, list func(sp
 		}
 		words[i] = uint32(t)
 	}
+	for _, c := range p.states {
+		if err := checkState(c, pos); err != nil {
+			return fmt.Errorf("%w: %w", ErrRun, err)
+		}
+	}
 	cmds, err := list(p.span(pos + n))
 	if err != nil {
 		return fmt.Errorf("compute: run: %w", err)
@@ -226,12 +235,14 @@ func (p *program) run(ctx context.Context, tokens []int32, pos int, list func(sp
 	if err := p.b.dev.Write(p.step, 0, step); err != nil {
 		return fmt.Errorf("compute: run: %w", err)
 	}
+	setStates(p.states, -1) // unknown until the step ran
 	if err := p.b.dev.Submit(cmds); err != nil {
 		return fmt.Errorf("compute: run: %w", err)
 	}
 	if err := waitSubmitted(ctx, p.b.dev); err != nil {
 		return fmt.Errorf("compute: run: %w", err)
 	}
+	setStates(p.states, pos+n)
 	p.lastT = n
 	return nil
 }
@@ -280,5 +291,5 @@ func (p *program) Release() {
 	for _, b := range p.owned {
 		b.Release()
 	}
-	p.owned, p.bufs, p.lastT, p.caches = nil, nil, 0, nil
+	p.owned, p.bufs, p.lastT, p.caches, p.states = nil, nil, 0, nil, nil
 }

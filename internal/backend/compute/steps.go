@@ -111,6 +111,11 @@ func (p *program) RunSteps(ctx context.Context, token int32, pos, n int, stops [
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("compute: run steps: %w", err)
 	}
+	for _, c := range p.states {
+		if err := checkState(c, pos); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrRun, err)
+		}
+	}
 	cmds, err := p.stepList(out, n, p.span(pos+n))
 	if err != nil {
 		return nil, fmt.Errorf("compute: run steps: %w", err)
@@ -120,6 +125,7 @@ func (p *program) RunSteps(ctx context.Context, token int32, pos, n int, stops [
 	if err := p.b.dev.Write(p.step, 0, st); err != nil {
 		return nil, fmt.Errorf("compute: run steps: %w", err)
 	}
+	setStates(p.states, -1) // unknown until the device reports its steps
 	if err := p.b.dev.Submit(cmds); err != nil {
 		return nil, fmt.Errorf("compute: run steps: %w", err)
 	}
@@ -143,6 +149,9 @@ func (p *program) RunSteps(ctx context.Context, token int32, pos, n int, stops [
 	for i := range ids {
 		ids[i] = int32(got.IDs[i])
 	}
+	// The steps after a stop ran no rows: the states end with the last
+	// step that ran.
+	setStates(p.states, pos+int(got.Count))
 	// Logits (the picked id's buffer) holds the last step's pick.
 	p.lastT = 1
 	return ids, nil

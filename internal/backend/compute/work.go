@@ -9,7 +9,8 @@ import "github.com/gpurun/gpurun/fusion"
 // activation buffer count the rows the step uses (T, or 1 for one-row
 // buffers), each value 4 bytes; element-wise ops count one operation per
 // output value (Norm three), Attention 4 per head, attended position and
-// head dimension (a multiply-add for the score, one for the value).
+// head dimension (a multiply-add for the score, one for the value),
+// ShortConv 2*width+2 per channel and token.
 // Rotations, embeddings, copies and picks count none: they move bytes.
 func opWork(g *fusion.Graph, op fusion.Op, pos, T int, kvElem int64) cost {
 	rows := func(b fusion.Buf) int64 {
@@ -58,6 +59,12 @@ func opWork(g *fusion.Graph, op fusion.Op, pos, T int, kvElem int64) cost {
 			}
 			c.FLOPs += 4 * int64(op.Heads) * int64(n) * int64(op.HeadDim)
 		}
+	case *fusion.ShortConvOp:
+		// The taps (as f32), the state read and written, and per row and
+		// channel B*x, the taps' multiply-adds and the C gate.
+		ch, w := int64(op.Channels), int64(op.Width)
+		c.Bytes += ch*w*4 + 2*ch*(w-1)*4
+		c.FLOPs = int64(T) * ch * (2*w + 2)
 	}
 	return c
 }
