@@ -56,6 +56,8 @@ func TestGetBindings(t *testing.T) {
 		{"moe_down", []BindingKind{U, R, R, R, R, R, R, W, W}},
 		{"moe_sum", []BindingKind{U, R, R, R, R, R, R, W, W}},
 		{"short_conv", []BindingKind{U, R, R, R, R, W, W}},
+		{"mamba2_conv", []BindingKind{U, R, R, R, R, W, W}},
+		{"mamba2_scan", []BindingKind{U, R, R, R, R, R, R, W, W}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

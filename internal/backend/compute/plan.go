@@ -51,6 +51,10 @@ type planner struct {
 	// loraT holds the RowLoRA ops' A·x rows (rowlora.go), made on demand.
 	loraT    gpu.Buffer
 	loraTLen int64
+	// ssmXBC holds the Mamba2 ops' convolved rows (mamba2.go), shared by
+	// every layer.
+	ssmXBC    gpu.Buffer
+	ssmXBCLen int64
 }
 
 // h is the f16 flag of a kernel's activation binding: 1 when b's buffer
@@ -134,6 +138,8 @@ func (pl *planner) op(op fusion.Op) error {
 		return pl.moe(op)
 	case *fusion.ShortConvOp:
 		return pl.shortConv(op)
+	case *fusion.Mamba2Op:
+		return pl.mamba2(op)
 	case *fusion.ArgmaxOp, *fusion.SampleOp:
 		return pl.pickOp(op)
 	}
