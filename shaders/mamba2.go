@@ -14,7 +14,7 @@ type Mamba2Params struct {
 	PosAt  uint32 `wgsl:"pos_at"`  // 0 unbatched; else the step word of row 0's position
 	WT     uint32 `wgsl:"wt"`      // a WeightType (F32, F16, BF16) of the taps
 	ZXF16  uint32 `wgsl:"zx_f16"`  // 1: the [z | x | B | C | dt] input is an f16 activation
-	OutF16 uint32 `wgsl:"out_f16"` // 0: the scan writes f32 (the planner binds an f32 out)
+	OutF16 uint32 `wgsl:"out_f16"` // 0: the scan writes the planner's f32 scratch
 	Pad0   uint32 `wgsl:"pad0"`
 }
 

@@ -18,8 +18,8 @@ import (
 // channels go around the kernels' workgroups of 64 (inner 8, 48, 130:
 // partial workgroups; heads of 1 to 16 rows), d_state 1 to 16, widths 2
 // to 4 (Granite's 4), taps f32, f16 and bf16; one group, as Granite's and
-// as the GPU kernels take. They are not in Cases: the GPU backends run
-// the op with f32 activations only (HalfCases). Ablate drops the D skip
+// as the GPU kernels take. They are in Cases, so HalfCases runs three of
+// them with f16 activations. Ablate drops the D skip
 // (a convention arch3/README.md measures at 1.2 on Granite): the outputs
 // must be far from it.
 func Mamba2Cases() []Case {

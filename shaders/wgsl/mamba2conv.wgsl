@@ -33,7 +33,7 @@ struct Mamba2Params {
     pos_at: u32,  // row_pos: 0 unbatched, else the word of row 0's position
     wt: u32,      // a WeightType (f32, f16, bf16) of the taps w
     zx_f16: u32,  // 1: zx is an f16 activation (packed halves)
-    out_f16: u32, // 0: the planner binds an f32 out
+    out_f16: u32, // 0: the scan writes the planner's f32 scratch
     pad0: u32,
 }
 

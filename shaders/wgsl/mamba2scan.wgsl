@@ -13,8 +13,8 @@
 //     out[t][h*P + i] = (sum_n S[h][i][n] * C_g[n] + dd[h] * x) * silu(z[t][h*P + i])
 //
 // summed in n order as the CPU does, the matrix zero before position 0
-// (a fresh sequence reads no state). out is f32 (the planner asks for it):
-// the norm kernel then norms it in place, per group of inner/groups.
+// (a fresh sequence reads no state). out is the planner's f32 scratch
+// (out_f16 0), which the norm kernel then norms into the op's output.
 //
 // An unbatched step runs its step[STEP_ROWS] rows from position
 // step[STEP_POS] on; a batched step (pos_at != 0) dispatches once per row,
@@ -32,7 +32,7 @@ struct Mamba2Params {
     pos_at: u32,  // row_pos: 0 unbatched, else the word of row 0's position
     wt: u32,      // a WeightType (f32, f16, bf16) of the taps w
     zx_f16: u32,  // 1: zx is an f16 activation (packed halves)
-    out_f16: u32, // 0: the planner binds an f32 out
+    out_f16: u32, // 0: the scan writes the planner's f32 scratch
     pad0: u32,
 }
 

@@ -11,24 +11,20 @@ import (
 // mamba2 plans a Mamba2 (Granite 4.0 H's mixer) in three dispatches: the
 // convolution with its window (wgsl/mamba2conv.wgsl, a channel per
 // invocation) into f32 scratch rows, the scan with the D skip and the z
-// gate (wgsl/mamba2scan.wgsl, a state row per invocation) into out, then
-// the norm kernel's RMS norm of out in place with the op's weight. In a
-// batched step the first two run once per row, binding that row's
+// gate (wgsl/mamba2scan.wgsl, a state row per invocation) into f32
+// scratch rows, then the norm kernel's RMS norm of those into out with the
+// op's weight (out rounded once, as the CPU rounds an f16 activation). In
+// a batched step the first two run once per row, binding that row's
 // sequence's state (as shortConv does), the norm once over every row.
 //
 // It refuses (gpu.ErrUnsupported) what the kernels do not run: B and C
 // in more than one group (the norm kernel norms a row whole, with one
-// weight; Granite 4.0 H has one group), an f16 output (the scan's output
-// is the norm's f32 input; Granite runs f32 activations), and quantized
-// or split taps.
+// weight; Granite 4.0 H has one group) and quantized or split taps.
 func (pl *planner) mamba2(op *fusion.Mamba2Op) error {
 	g := pl.p.g
 	out := g.Bufs[op.Out]
 	if op.Groups != 1 {
 		return fmt.Errorf("mamba2 of %d groups: the kernels norm each row as one group: %w", op.Groups, gpu.ErrUnsupported)
-	}
-	if out.F16 {
-		return fmt.Errorf("mamba2 into an f16 activation (%q): the scan writes the norm's f32 input: %w", out.Name, gpu.ErrUnsupported)
 	}
 	w, ok := pl.ws.byName[op.Conv]
 	if !ok {
@@ -39,8 +35,8 @@ func (pl *planner) mamba2(op *fusion.Mamba2Op) error {
 		return fmt.Errorf("mamba2 taps %q of type %d (block type %d, %d chunks): the kernel reads f32, f16 or bf16 taps in one binding: %w",
 			op.Conv, w.wt, w.qt, len(w.chunks), gpu.ErrUnsupported)
 	}
-	var vecs [4]gpu.Binding
-	for i, name := range []string{op.ConvBias, op.DtBias, op.A, op.D} {
+	var vecs [5]gpu.Binding
+	for i, name := range []string{op.ConvBias, op.DtBias, op.A, op.D, op.Norm} {
 		b, _, err := pl.vector(name)
 		if err != nil {
 			return err
@@ -52,11 +48,15 @@ func (pl *planner) mamba2(op *fusion.Mamba2Op) error {
 	if err != nil {
 		return err
 	}
+	y, err := pl.grow(&pl.ssmY, &pl.ssmYLen, int64(out.Rows)*int64(op.Inner)*4)
+	if err != nil {
+		return err
+	}
 	in := pl.buf(op.In)
 	prm := shaders.Mamba2Params{Inner: u(op.Inner), Heads: u(op.Heads), Groups: u(op.Groups), DState: u(op.State), Width: u(op.Width),
 		NRows: u(out.Rows), PosAt: u(pl.p.posAt), WT: uint32(w.wt), ZXF16: pl.h(in)}
 	conv := mamba2convBindings{Step: pl.stepB(), ZxW: in, W: gpu.Binding{Buf: w.chunks[0].w}, Bias: vecs[0], Xbc: xbc}
-	scan := mamba2scanBindings{Step: pl.stepB(), ZxW: in, Xbc: xbc, DtBias: vecs[1], A: vecs[2], Dd: vecs[3], OutW: pl.buf(op.Out)}
+	scan := mamba2scanBindings{Step: pl.stepB(), ZxW: in, Xbc: xbc, DtBias: vecs[1], A: vecs[2], Dd: vecs[3], OutW: y}
 	pl.p.states = pl.caches
 	run := func(c *kvCache) {
 		conv.State = gpu.Binding{Buf: c.state[op.Layer]}
@@ -72,5 +72,7 @@ func (pl *planner) mamba2(op *fusion.Mamba2Op) error {
 			run(c)
 		}
 	}
-	return pl.elementwiseOp(&fusion.NormOp{Out: op.Out, In: op.Out, Norm: fusion.NormRMS, Weight: op.Norm, Eps: op.Eps})
+	kNorm.dispatch(pl, shaders.NormParams{Cols: u(op.Inner), Eps: op.Eps, NRows: u(out.Rows), OutF16: b2u(out.F16), Heads: 1},
+		out.Rows, 1, 1, normBindings{Step: pl.stepB(), XW: y, W: vecs[4], Bias: pl.none(), OutW: pl.buf(op.Out)})
+	return nil
 }

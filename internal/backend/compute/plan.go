@@ -51,10 +51,10 @@ type planner struct {
 	// loraT holds the RowLoRA ops' A·x rows (rowlora.go), made on demand.
 	loraT    gpu.Buffer
 	loraTLen int64
-	// ssmXBC holds the Mamba2 ops' convolved rows (mamba2.go), shared by
-	// every layer.
-	ssmXBC    gpu.Buffer
-	ssmXBCLen int64
+	// ssmXBC and ssmY hold the Mamba2 ops' convolved rows and their
+	// gated scan outputs (mamba2.go), shared by every layer.
+	ssmXBC, ssmY       gpu.Buffer
+	ssmXBCLen, ssmYLen int64
 }
 
 // h is the f16 flag of a kernel's activation binding: 1 when b's buffer
