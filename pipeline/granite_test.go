@@ -118,8 +118,9 @@ func TestGraniteHybridTurns(t *testing.T) {
 
 // TestGraniteHybridGPU: Granite 4.0 H through the pipeline on WebGPU and
 // Vulkan (the Mamba-2 kernels, their states in the caches) gives the CPU
-// backend's ids: a plain session's greedy ids, and a five-turn
-// conversation that prefills only each turn's new tokens. Granite's
+// backend's ids: a plain session's greedy ids, two sessions' in batched
+// rounds, and a five-turn conversation that prefills only each turn's new
+// tokens. Granite's
 // residual and logit multipliers are off on both (fusion.ScaleOps, which
 // the GPU planner runs only with Gemma 4's scale kernel, branch
 // gemma4gpu); internal/backend/compute's TestGraniteHybridGPU holds the
@@ -149,6 +150,23 @@ func TestGraniteHybridGPU(t *testing.T) {
 			}
 			if !slices.Equal(pre, wantPre) {
 				t.Errorf("tokens prefilled per turn %v, the CPU's %v", pre, wantPre)
+			}
+			// Two sessions in batched rounds: each row its sequence's
+			// states (the kernels dispatched once per row).
+			mb := load(t, ck, pipeline.Options{Backend: openBackend(t, backend), MaxCache: 64, Slots: 2}.WithTuning(tuning.Options{AlwaysBatch: true}))
+			var wg sync.WaitGroup
+			ids := make([][]int, 2)
+			for i := range ids {
+				wg.Go(func() { ids[i] = collect(t, mb.NewSession(), pipeline.Prompt{IDs: g.PromptIDs}, greedy) })
+			}
+			wg.Wait()
+			for i, got := range ids {
+				if !slices.Equal(got, want[0]) {
+					t.Errorf("batched session %d: ids %v, the CPU's %v", i, got, want[0])
+				}
+			}
+			if rounds, _ := pipeline.BatchStats(mb); rounds == 0 {
+				t.Error("no batched round ran")
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/internal/arch"
 	"github.com/gpurun/gpurun/internal/backend/compute"
@@ -57,7 +58,85 @@ func TestGraniteHybridGPU(t *testing.T) {
 				t.Errorf("fused %t: logits %.3g from the CPU backend's, tolerance %g", fused, worst, graniteTol)
 			}
 		}
+		graniteBatched(t, dev, ck, g.PromptIDs, g.GreedyIDs, want)
 	})
+}
+
+// graniteBatched runs batched rounds of two sequences on dev (each row its
+// own sequence's states, the Mamba-2 kernels dispatched per row):
+// sequence 0 decodes from the prompt's end, sequence 1 runs the prompt's
+// last two ids first and idles a round; every row's logits within
+// graniteTol of the CPU's at its position (want: rows of graniteRun).
+func graniteBatched(t *testing.T, dev gpu.Device, ck *model.Checkpoint, prompt, ids []int, want [][]float32) {
+	t.Helper()
+	ctx := context.Background()
+	be := backendOn(t, dev, compute.Options{})
+	w, err := be.LoadWeights(ctx, ck.Tensors)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Release()
+	const maxLen = 64
+	n, vocab := len(prompt), ck.Config.VocabSize
+	build := func(o arch.BuildOptions) *fusion.Graph {
+		o.MaxLen = maxLen
+		g, err := arch.Build(&ck.Config, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	var kvs []gpu.KVCache
+	for s, m := range []int{n, n - 2} {
+		kv, err := be.NewKVCache(build(arch.BuildOptions{Tokens: 1}).KV)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer kv.Release()
+		p, err := be.Compile(build(arch.BuildOptions{Tokens: m}), w, kv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Run(ctx, testmodels.IDs32(prompt[:m]), 0); err != nil {
+			t.Fatalf("sequence %d: %v", s, err)
+		}
+		p.Release()
+		kvs = append(kvs, kv)
+	}
+	bp, err := be.CompileBatch(build(arch.BuildOptions{Tokens: 2, Batch: true}), w, kvs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bp.Release()
+	token := func(p int) int32 {
+		if p < n {
+			return int32(prompt[p])
+		}
+		return int32(ids[p-n])
+	}
+	pos := []int{n, n - 2}
+	logits := make([]float32, 2*vocab)
+	for round := range 8 {
+		var rows []gpu.Row
+		for s := range 2 {
+			if round == 3 && s == 1 {
+				continue // sequence 1 idles: its states must stay
+			}
+			rows = append(rows, gpu.Row{Token: token(pos[s]), Pos: pos[s], Seq: s})
+		}
+		if err := bp.RunBatch(ctx, rows); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if _, err := bp.Logits(logits); err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range rows {
+			if d := testmodels.MaxAbsDiff(logits[i*vocab:(i+1)*vocab], toF64(want[r.Pos])); d > graniteTol {
+				t.Errorf("round %d: sequence %d at %d: logits %.3g from the CPU's", round, r.Seq, r.Pos, d)
+			}
+			pos[r.Seq]++
+		}
+	}
 }
 
 // cpuSession is newSession on the CPU backend.
