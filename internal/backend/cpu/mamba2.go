@@ -31,9 +31,8 @@ func newMamba2Step(op *fusion.Mamba2Op, vector func(string) []float32, tokens in
 // before it, or the window), then the scan and the D skip per head over
 // the rows in order (the heads split across pl's threads; nil: inline),
 // each head's matrix carried from one row to the next, then the gated norm
-// of each row. A step at 0
-// starts from the empty state; any other position must be where the state
-// ends (it cannot roll back).
+// of each row. A step at 0 starts from the empty state; any other position
+// must be where the state ends (it cannot roll back).
 func mamba2(out, in []float32, op *fusion.Mamba2Op, m *mamba2Step, n, pos int, c *layerCache, pl *pool) error {
 	ab := ssmAblation
 	switch {
