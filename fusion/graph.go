@@ -98,6 +98,7 @@ const (
 	Input                        // InputOp
 	DeltaNet                     // DeltaNetOp
 	SigmoidGate                  // SigmoidGateOp
+	Mamba2                       // Mamba2Op
 )
 
 // Sampling is the rule of a Sample op (internal/sampler.Options' fields):
@@ -130,7 +131,7 @@ var kindNames = map[Kind]string{Embed: "embed", Norm: "norm", MatMul: "matmul", 
 	RopeStoreKV: "rope_store_kv", MatMulRopeKV: "matmul_rope_kv", MoE: "moe",
 	RowLoRA: "row_lora", Scale: "scale", Columns: "columns", ShortConv: "short_conv",
 	SelfAttn: "self_attention", AvgPool: "avg_pool", Input: "input",
-	DeltaNet: "gated_delta_net", SigmoidGate: "sigmoid_gate"}
+	DeltaNet: "gated_delta_net", SigmoidGate: "sigmoid_gate", Mamba2: "mamba2"}
 
 func (k Kind) String() string {
 	if s, ok := kindNames[k]; ok {
@@ -168,7 +169,7 @@ type KVSpec struct {
 	HeadDims []int
 	// State, when not nil, has one entry per layer: a layer whose entry is
 	// Recurrent keeps that state (LayerState) instead of keys and values,
-	// and only the ops of its mixer (ShortConvOp, DeltaNetOp) name it; no StoreKV or
+	// and only the ops of its mixer (ShortConvOp, DeltaNetOp, Mamba2Op) name it; no StoreKV or
 	// Attention does. Backends that keep no states refuse those ops when
 	// compiling (gpu.ErrUnsupported).
 	State []LayerState
@@ -249,7 +250,7 @@ func (g *Graph) Add(op Op) Buf {
 func (g *Graph) UsesKV() bool {
 	for _, op := range g.Ops {
 		switch op.(type) {
-		case *StoreKVOp, *AttentionOp, *RopeStoreKVOp, *MatMulRopeKVOp, *ShortConvOp, *DeltaNetOp:
+		case *StoreKVOp, *AttentionOp, *RopeStoreKVOp, *MatMulRopeKVOp, *ShortConvOp, *DeltaNetOp, *Mamba2Op:
 			return true
 		}
 	}

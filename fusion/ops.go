@@ -649,6 +649,8 @@ func Weights(op Op) []string {
 		add(o.Weight)
 	case *DeltaNetOp:
 		add(o.Conv, o.DtBias, o.A)
+	case *Mamba2Op:
+		add(o.Conv, o.ConvBias, o.DtBias, o.A, o.D, o.Norm)
 	case *MoEOp:
 		add(o.Router, o.RouterBias, o.Gate, o.GateBias, o.Up, o.UpBias, o.Down, o.DownBias)
 	case *RowLoRAOp:

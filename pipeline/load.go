@@ -7,8 +7,8 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/internal/arch"
 	"github.com/gpurun/gpurun/internal/modelfile"
 	"github.com/gpurun/gpurun/tensors"
 	"github.com/gpurun/gpurun/tensors/model"
@@ -90,12 +90,8 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 	}
 	m := &Model{cfg: *cfg, tok: tok, backend: opts.Backend, caps: opts.Backend.Caps(), maxCache: opts.MaxCache, turn: make(chan struct{}, nslots), fuse: !opts.NoFusion}
 	if cfg.Recurrent() && !m.caps.RecurrentState {
-		op := fusion.ShortConv
-		if len(cfg.DeltaLayers) > 0 {
-			op = fusion.DeltaNet
-		}
-		return nil, fmt.Errorf("pipeline: %s keeps recurrent layer states (op %s), which the %s backend does not run: %w",
-			cfg.Arch, op, opts.Backend.Info().Backend, gpu.ErrUnsupported)
+		return nil, fmt.Errorf("pipeline: %s keeps recurrent layer states (ops %v), which the %s backend does not run: %w",
+			cfg.Arch, arch.RecurrentOps(cfg), opts.Backend.Info().Backend, gpu.ErrUnsupported)
 	}
 	m.greedyOff = opts.HostSampling
 	m.gatherRows = opts.tuning.GatherRows

@@ -12,8 +12,9 @@ import (
 // times the entry points it holds: a plain family's kernels once, a
 // specialized family's in each variant holding them) stay few enough to
 // read, test and tune. Issue 40's recurrent layers moved it from 40 to 48:
-// the short convolution (LFM2) and the gated delta rule's three forms
-// (Qwen3.5's conv, recurrent and chunked) are work no other kernel does.
+// the short convolution (LFM2), the gated delta rule's three forms
+// (Qwen3.5's conv, recurrent and chunked) and Mamba-2's conv and scan
+// (Granite 4.0 H) are work no other kernel does.
 const (
 	maxEntryPoints = 48
 	maxPipelines   = 150

@@ -35,7 +35,7 @@ func Encode(p Params) ([]byte, error) {
 // paramTypes lists the Go twin of every family's uniform struct.
 var paramTypes = []Params{
 	MatParams{}, EmbedParams{}, NormParams{}, RopeParams{}, KVParams{}, RopeKVParams{}, AttnParams{}, EltParams{}, ArgmaxParams{}, SampleParams{}, QParams{}, AdvanceParams{}, MoEParams{},
-	ShortConvParams{}, DeltaParams{},
+	ShortConvParams{}, DeltaParams{}, Mamba2Params{},
 }
 
 var (

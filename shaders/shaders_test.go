@@ -60,6 +60,8 @@ func TestGetBindings(t *testing.T) {
 		{"delta_conv", []BindingKind{U, R, R, R, W, W}},
 		{"delta_rule", []BindingKind{U, R, R, R, R, R, W, W, W}},
 		{"delta_chunk", []BindingKind{U, R, R, R, R, R, W, W, W}},
+		{"mamba2_conv", []BindingKind{U, R, R, R, R, W, W}},
+		{"mamba2_scan", []BindingKind{U, R, R, R, R, R, R, W, W}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -96,6 +96,8 @@ func KVSpec(cfg *model.Config, opts BuildOptions) fusion.KVSpec {
 			spec.State[l] = fusion.LayerState{ConvChannels: cfg.Dim, ConvWindow: cfg.ConvWidth - 1}
 		case cfg.DeltaLayer(l):
 			spec.State[l] = deltaNetOp(cfg, l, 0, 0, 0, 0).State()
+		case cfg.SSMLayer(l):
+			spec.State[l] = mamba2State(cfg)
 		}
 	}
 	if opts.RingTokens <= 0 {
@@ -220,6 +222,7 @@ type builder struct {
 	qGate            fusion.Buf // the attention output gate's rows (AttnOutputGate)
 	shared           fusion.Buf // a shared expert's output (-1 until used)
 	sharedGate       fusion.Buf // its gate's one value per row
+	ssmIn, ssmY      fusion.Buf // a Mamba-2 layer's [z | x | B | C | dt] and gated, normed y
 	h2               fusion.Buf // normed input of the FFN in sequential blocks
 	dim, qCols       int
 
@@ -254,6 +257,10 @@ func (b *builder) forward(allLogits, embed bool) {
 	b.hidden = map[int][2]fusion.Buf{}
 	if c.Experts == 0 {
 		b.hidden[c.HiddenDim] = [2]fusion.Buf{b.up, b.gate}
+	}
+	if len(c.SSM.Layers) > 0 {
+		b.ssmIn = g.NewBuf("ssm_in", T, c.SSM.InProjCols())
+		b.ssmY = g.NewBuf("ssm_y", T, c.SSM.Inner)
 	}
 	if len(c.ConvLayers) > 0 {
 		b.bcx = g.NewBuf("conv_bcx", T, 3*c.Dim)
@@ -321,6 +328,10 @@ func (b *builder) forward(allLogits, embed bool) {
 	}
 	logits := g.NewBuf("logits", rows, c.VocabSize)
 	b.linear(logits, final, head, bias, bias != "")
+	if c.LogitScale != 0 && c.LogitScale != 1 {
+		// Granite divides its logits by logits_scaling.
+		g.Add(&fusion.ScaleOp{Out: logits, In: logits, Scale: 1 / c.LogitScale})
+	}
 	if c.FinalSoftCap > 0 {
 		g.Add(&fusion.SoftCapOp{Out: logits, In: logits, Cap: c.FinalSoftCap})
 	}
@@ -350,14 +361,18 @@ func (b *builder) layer(l int) {
 		b.shortConv(l, b.h)
 	case c.DeltaLayer(l):
 		b.deltaNet(l, b.h)
+	case c.SSMLayer(l):
+		b.mamba2(l, b.h)
 	default:
 		b.attention(l, b.h)
 	}
+	b.residualScale(b.proj)
 	if c.PostNorms {
 		b.norm(b.proj, b.proj, model.Layer(l, model.PostAttnNorm), "")
 	}
 	if c.Parallel {
 		b.feedForward(l, b.h)
+		b.residualScale(b.ffn)
 		g.Add(&fusion.AddOp{Out: b.x, A: b.x, B: b.proj})
 		g.Add(&fusion.AddOp{Out: b.x, A: b.x, B: b.ffn})
 		return
@@ -365,6 +380,7 @@ func (b *builder) layer(l int) {
 	g.Add(&fusion.AddOp{Out: b.x, A: b.x, B: b.proj})
 	b.norm(b.h2, b.x, model.Layer(l, model.FFNNorm), model.Layer(l, model.FFNNormBias))
 	b.feedForward(l, b.h2)
+	b.residualScale(b.ffn)
 	if c.PostNorms {
 		b.norm(b.ffn, b.ffn, model.Layer(l, model.PostFFNNorm), "")
 	}

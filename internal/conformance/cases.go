@@ -114,6 +114,7 @@ func Cases() []Case {
 	cs = append(cs, AttentionCases()...)
 	cs = append(cs, fusedSample()...)
 	cs = append(cs, ShortConvCases()...)
+	cs = append(cs, Mamba2Cases()...)
 	return cs
 }
 

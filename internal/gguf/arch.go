@@ -55,6 +55,11 @@ var archSpecs = map[string]archSpec{
 	// attention with q/k norms and partial IMROPE (qwen35.go).
 	model.ArchQwen35:    {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActSiLU, gated: true, qkNorm: true, activations: model.PolicyF32},
 	model.ArchQwen35MoE: {norm: model.NormRMS, rope: model.RopeHalves, act: model.ActSiLU, gated: true, qkNorm: true, activations: model.PolicyF32},
+	// Granite 4.0 H (src/models/granite-hybrid.cpp): Mamba-2 layers beside
+	// attention that is NoPE unless rope.scaling.finetuned (then NORM,
+	// llama.cpp's rope type of the granite family), Granite's multipliers
+	// (granite_hybrid.go).
+	model.ArchGraniteHybrid: {norm: model.NormRMS, rope: model.RopeInterleaved, act: model.ActSiLU, gated: true, activations: model.PolicyF32},
 }
 
 // meta reads typed hyperparameters, failing on values of the wrong type.
@@ -161,11 +166,16 @@ func (f *File) config(arch string) (model.Config, error) {
 	if c.Heads == 0 || c.Dim%c.Heads != 0 {
 		return c, fmt.Errorf("%w: embedding_length %d not divisible by head_count %d", ErrFormat, c.Dim, c.Heads)
 	}
-	if arch == model.ArchLFM2 {
+	switch arch {
+	case model.ArchLFM2:
 		if err := f.lfm2Layers(m, &c); err != nil {
 			return c, err
 		}
-	} else {
+	case model.ArchGraniteHybrid:
+		if err := f.graniteHybridLayers(m, &c); err != nil {
+			return c, err
+		}
+	default:
 		c.KVHeads = m.int(".attention.head_count_kv", c.Heads, false)
 	}
 	c.HeadDim = m.int(".attention.key_length", c.Dim/c.Heads, false)
@@ -235,6 +245,10 @@ func (f *File) config(arch string) (model.Config, error) {
 		}
 	case model.ArchQwen35MoE:
 		if err := f.qwen35moe(m, &c); err != nil {
+			return c, err
+		}
+	case model.ArchGraniteHybrid:
+		if err := f.graniteHybrid(m, &c); err != nil {
 			return c, err
 		}
 	case model.ArchPhi3:
@@ -350,21 +364,38 @@ func (f *File) embedding(m *meta, c *model.Config) error {
 // otherwise (one count for all of them); shortconv.l_cache is the
 // convolution's width.
 func (f *File) lfm2Layers(m *meta, c *model.Config) error {
+	var err error
+	if c.ConvLayers, err = f.recurrentLayers(m, c); err != nil {
+		return err
+	}
+	c.ConvWidth = m.int(".shortconv.l_cache", 0, true)
+	if m.err == nil && c.ConvWidth < 2 {
+		return fmt.Errorf("%w: metadata %s = %d", ErrFormat, m.key(".shortconv.l_cache"), c.ConvWidth)
+	}
+	return m.err
+}
+
+// recurrentLayers reads a hybrid's layer pattern from
+// attention.head_count_kv, one value per layer: 0 for a recurrent layer
+// (returned), the attention layers' KV heads otherwise (one count for all
+// of them, set in c).
+func (f *File) recurrentLayers(m *meta, c *model.Config) ([]int, error) {
 	key := m.key(".attention.head_count_kv")
 	v, ok := f.Get(key)
 	if !ok {
-		return fmt.Errorf("%w: missing metadata %s", ErrFormat, key)
+		return nil, fmt.Errorf("%w: missing metadata %s", ErrFormat, key)
 	}
 	counts, err := v.Int32s()
 	if err != nil || len(counts) != c.Layers {
-		return fmt.Errorf("%w: metadata %s = %s: want one count per layer (%d)", ErrFormat, key, v, c.Layers)
+		return nil, fmt.Errorf("%w: metadata %s = %s: want one count per layer (%d)", ErrFormat, key, v, c.Layers)
 	}
+	var zeros []int
 	for l, n := range counts {
 		switch {
 		case n == 0:
-			c.ConvLayers = append(c.ConvLayers, l)
+			zeros = append(zeros, l)
 		case n < 0 || c.KVHeads != 0 && int(n) != c.KVHeads:
-			return fmt.Errorf("%w: metadata %s = %s: attention layers with different KV head counts", ErrUnsupported, key, v)
+			return nil, fmt.Errorf("%w: metadata %s = %s: attention layers with different KV head counts", ErrUnsupported, key, v)
 		default:
 			c.KVHeads = int(n)
 		}
@@ -373,11 +404,7 @@ func (f *File) lfm2Layers(m *meta, c *model.Config) error {
 		// No attention layer: the counts only size the unused KV spec.
 		c.KVHeads = c.Heads
 	}
-	c.ConvWidth = m.int(".shortconv.l_cache", 0, true)
-	if m.err == nil && c.ConvWidth < 2 {
-		return fmt.Errorf("%w: metadata %s = %d", ErrFormat, m.key(".shortconv.l_cache"), c.ConvWidth)
-	}
-	return m.err
+	return zeros, nil
 }
 
 // ropeScaling reads rope.scaling.type: none, linear (every angle divided

@@ -26,7 +26,7 @@ func Load(path string) (*model.Checkpoint, error) {
 // (architectures llama, including Llama 3's rope_freqs, gemma, gemma2, gemma3,
 // gemma-embedding, bert,
 // phi2, phi3, falcon, stablelm, qwen2, qwen3, qwen3moe, smollm3, gpt-oss,
-// gemma4, lfm2, qwen35, qwen35moe), the tensors
+// gemma4, lfm2, qwen35, qwen35moe, granitehybrid), the tensors
 // under the names of package model, and the vocabulary.
 func (f *File) Checkpoint() (*model.Checkpoint, error) {
 	if f.IsAdapter() {
@@ -164,6 +164,16 @@ func (f *File) importTensor(info *TensorInfo, c *model.Config) ([]*tensors.Tenso
 		name = model.FFNNorm
 	}
 	t, err := f.toTensor(info, model.Layer(layer, name))
+	if err == nil && flatSSM[name] && len(t.Shape) > 1 {
+		if t.DType != tensors.F32 {
+			return nil, fmt.Errorf("%w: tensor %q of %s, not f32", ErrUnsupported, info.Name, t.DType)
+		}
+		n := 1
+		for _, d := range t.Shape {
+			n *= d
+		}
+		t.Shape = []int{n}
+	}
 	return []*tensors.Tensor{t}, err
 }
 

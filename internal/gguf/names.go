@@ -52,7 +52,22 @@ var layerNames = map[string]string{
 	"attn_output_norm.bias":    model.AttnNormBias,
 	"layer_output_norm.weight": model.FFNNorm,
 	"layer_output_norm.bias":   model.FFNNormBias,
+	// Mamba-2 (granitehybrid); ssm_a, ssm_d and ssm_norm are flattened
+	// to vectors on import (flatSSM).
+	"ssm_in.weight":     model.SSMIn,
+	"ssm_conv1d.weight": model.SSMConv,
+	"ssm_conv1d.bias":   model.SSMConvBias,
+	"ssm_dt.bias":       model.SSMDtBias,
+	"ssm_a":             model.SSMA,
+	"ssm_d":             model.SSMD,
+	"ssm_norm.weight":   model.SSMNorm,
+	"ssm_out.weight":    model.SSMOut,
 }
+
+// flatSSM names the Mamba-2 tensors stored with a unit or group axis
+// (ssm_a and ssm_d as [1, heads], ssm_norm as [inner/groups, groups] in
+// ggml order) that are one vector each: imported flat.
+var flatSSM = map[string]bool{model.SSMA: true, model.SSMD: true, model.SSMNorm: true}
 
 var globalNames = map[string]string{
 	"token_embd.weight":  model.TokenEmbedding,

@@ -16,7 +16,7 @@ const (
 	roleBias               // linear or LayerNorm bias: small f32
 	roleRouter             // MoE router [experts, dim]: f32, as llama.cpp's quantizations keep it
 	roleConv               // depthwise convolution kernel: f32, U(-1/sqrt(width), 1/sqrt(width))
-	roleDecay              // Gated DeltaNet's A = -exp(A_log): f32, negative
+	roleDecay              // Gated DeltaNet's and Mamba-2's A = -exp(A_log): f32, negative
 )
 
 // entry is one tensor of the checkpoint before its data exists.
@@ -69,7 +69,7 @@ func tail(cfg *model.Config, add func(entry)) {
 }
 
 // layerEntries emits the tensors of layer l. Every layer of one kind
-// (Gated DeltaNet or attention) has the same shapes unless the config
+// (Mamba-2, Gated DeltaNet or attention) has the same shapes unless the config
 // varies them (uniformLayers): Gemma 4's head dims by layer kind, its FFN
 // widths by layer, and its last layers without keys and values of their
 // own.
@@ -88,9 +88,12 @@ func layerEntries(cfg *model.Config, l int, add func(entry)) {
 		}
 	}
 	norm(model.AttnNorm, model.AttnNormBias)
-	if cfg.DeltaLayer(l) {
+	switch {
+	case cfg.SSMLayer(l):
+		ssmEntries(cfg, l, add)
+	case cfg.DeltaLayer(l):
 		deltaEntries(cfg, l, add)
-	} else {
+	default:
 		attentionEntries(cfg, l, add, linear)
 	}
 	if !cfg.Parallel {
@@ -105,6 +108,21 @@ func layerEntries(cfg *model.Config, l int, add func(entry)) {
 	if cfg.LayerOutputScale {
 		add(entry{name(model.LayerScale), []int{1}, roleNorm})
 	}
+}
+
+// ssmEntries emits the mixer tensors of a Mamba-2 layer (model.Config.SSM).
+func ssmEntries(cfg *model.Config, l int, add func(entry)) {
+	name := func(suffix string) string { return model.Layer(l, suffix) }
+	s := cfg.SSM
+	cc := s.ConvChannels()
+	add(entry{name(model.SSMIn), []int{s.InProjCols(), cfg.Dim}, roleMatrix})
+	add(entry{name(model.SSMConv), []int{cc, s.Conv}, roleConv})
+	add(entry{name(model.SSMConvBias), []int{cc}, roleBias})
+	add(entry{name(model.SSMDtBias), []int{s.Heads}, roleNorm})
+	add(entry{name(model.SSMA), []int{s.Heads}, roleDecay})
+	add(entry{name(model.SSMD), []int{s.Heads}, roleNorm})
+	add(entry{name(model.SSMNorm), []int{s.Inner}, roleNorm})
+	add(entry{name(model.SSMOut), []int{cfg.Dim, s.Inner}, roleMatrix})
 }
 
 // deltaEntries emits the mixer tensors of a Gated DeltaNet layer.
@@ -194,18 +212,22 @@ func footprint(cfg *model.Config, f func(entry) int64) int64 {
 		}
 		return once
 	}
-	// Two kinds of layer at most (a hybrid's Gated DeltaNet layers and its
-	// attention layers), each counted from its first layer.
+	// Layers of one kind (Mamba-2, Gated DeltaNet or attention) share
+	// their shapes: each kind counted from its first layer.
+	var first, count [3]int
+	for l := cfg.Layers - 1; l >= 0; l-- {
+		k := layerKind(cfg, l)
+		first[k] = l
+		count[k]++
+	}
 	total := once
-	for _, kind := range []struct {
-		first, count int
-	}{deltaLayers(cfg), attentionLayers(cfg)} {
-		if kind.count == 0 {
+	for k := range first {
+		if count[k] == 0 {
 			continue
 		}
 		perLayer = 0
-		layerEntries(cfg, kind.first, sum(&perLayer))
-		layers := int64(kind.count)
+		layerEntries(cfg, first[k], sum(&perLayer))
+		layers := int64(count[k])
 		if perLayer > (math.MaxInt64-total)/layers {
 			return math.MaxInt64
 		}
@@ -214,23 +236,14 @@ func footprint(cfg *model.Config, f func(entry) int64) int64 {
 	return total
 }
 
-// deltaLayers and attentionLayers are the first layer of each kind and
-// how many there are.
-func deltaLayers(cfg *model.Config) struct{ first, count int } {
-	first := -1
-	for _, l := range cfg.DeltaLayers {
-		if first < 0 || l < first {
-			first = l
-		}
+// layerKind is 0 for an attention layer, 1 for Gated DeltaNet, 2 for
+// Mamba-2.
+func layerKind(cfg *model.Config, l int) int {
+	switch {
+	case cfg.SSMLayer(l):
+		return 2
+	case cfg.DeltaLayer(l):
+		return 1
 	}
-	return struct{ first, count int }{first, len(cfg.DeltaLayers)}
-}
-
-func attentionLayers(cfg *model.Config) struct{ first, count int } {
-	for l := range cfg.Layers {
-		if !cfg.DeltaLayer(l) {
-			return struct{ first, count int }{l, cfg.Layers - len(cfg.DeltaLayers)}
-		}
-	}
-	return struct{ first, count int }{0, 0}
+	return 0
 }

@@ -2,6 +2,7 @@ package synthetic
 
 import (
 	"math"
+	"slices"
 
 	"github.com/gpurun/gpurun/tensors/model"
 )
@@ -40,6 +41,7 @@ func Specs() []Spec {
 		qwen3DenseSmall(),
 		gemma4E2B(),
 		qwen35_08B(),
+		graniteH1B(),
 	}
 }
 
@@ -342,4 +344,36 @@ func qwen3MoEConfig(layers, experts, used int) model.Config {
 		c.Experts, c.ExpertsUsed, c.ExpertHidden, c.NormTopK = experts, used, 768, true
 	}
 	return c
+}
+
+// graniteH1B: the shape of ibm-granite/granite-4.0-h-1b
+// (GraniteMoeHybridForCausalLM, dense: no routed experts): hidden 1536, 40
+// layers of which 4 attention (5, 15, 25, 35: layer_types) and 36 Mamba-2
+// (48 heads of 64, d_inner 3072, d_state 128, 1 group, conv 4), 12 heads
+// and 4 KV heads of 128 with no position embedding (NoPE), SwiGLU
+// shared_intermediate_size 4096, vocab 100352, tied, RMSNorm eps 1e-5,
+// 131072 positions. Its multipliers are those of granite-4.0-h-350m's
+// config.json (embedding 12, residual 0.246, logits scaling 3), with the
+// attention multiplier 1/head_dim as there (1/64 at head dim 64); they
+// change no shape or cost. 1,461,538,368 parameters summed from these
+// dimensions (the card says 1.5B).
+func graniteH1B() Spec {
+	attention := []int{5, 15, 25, 35}
+	var ssm []int
+	for l := range 40 {
+		if !slices.Contains(attention, l) {
+			ssm = append(ssm, l)
+		}
+	}
+	return Spec{Name: "granite-4.0-h-1b", Source: "ibm-granite/granite-4.0-h-1b", Config: model.Config{
+		Arch: model.ArchGraniteHybrid, VocabSize: 100352, Dim: 1536, HiddenDim: 4096, Layers: 40,
+		Heads: 12, KVHeads: 4, HeadDim: 128, MaxSeqLen: 131072,
+		Norm: model.NormRMS, NormEps: 1e-5,
+		RopeStyle: model.RopeInterleaved, RopeBase: 10000,
+		Act: model.ActSiLU, GatedFFN: true, Tied: true,
+		SSM:        model.SSM{Layers: ssm, Inner: 3072, Heads: 48, Groups: 1, State: 128, Conv: 4},
+		EmbedScale: 12, AttnScale: 1.0 / 128, ResidualScale: 0.246, LogitScale: 3,
+		Activations: model.PolicyF32,
+		BOS:         100257, EOS: 100257,
+	}}
 }

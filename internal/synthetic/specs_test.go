@@ -37,6 +37,14 @@ var publishedParams = []struct {
 	// 128*896 with their biases, MLP 3*896*4864 and two norms, final norm.
 	{"qwen2.5-0.5b", 151936*896 + 24*(2*896*896+2*128*896+896+2*128+3*896*4864+2*896) + 896, "Qwen/Qwen2.5-0.5B, summed"},
 	{"qwen3-0.6b", 596_049_920, "Qwen/Qwen3-0.6B"},
+	// The card says 1.5B; summed from config.json: embedding 100352*1536
+	// (tied), 36 Mamba-2 layers of in_proj 1536*(2*3072+2*128+48), conv
+	// 3328*4 with its bias, dt bias, A and D of 48, norm 3072, out_proj
+	// 3072*1536; 4 attention layers of q/o 1536*1536 and k/v 512*1536;
+	// every layer an MLP of 3*1536*4096 and two norms of 1536; the final
+	// norm.
+	{"granite-4.0-h-1b", 100352*1536 + 36*(1536*6448+3328*5+3*48+3072+3072*1536) + 4*(2*1536*1536+2*512*1536) +
+		40*(3*1536*4096+2*1536) + 1536, "ibm-granite/granite-4.0-h-1b, summed"},
 	{"gemma-3-1b", 999_885_952, "google/gemma-3-1b-pt"},
 	{"phi-4-mini", 3_836_021_760, "microsoft/Phi-4-mini-instruct"},
 	{"smollm3-3b", 3_075_098_624, "HuggingFaceTB/SmolLM3-3B"},

@@ -30,6 +30,9 @@ const (
 	ArchGPTOSS   = "gpt-oss"
 	ArchGemma4   = "gemma4"
 	ArchLFM2     = "lfm2"
+	// ArchGraniteHybrid is Granite 4.0 H: Mamba-2 layers beside NoPE
+	// attention, with Granite's multipliers (granite_hybrid.go).
+	ArchGraniteHybrid = "granitehybrid"
 	// ArchGemmaEmbedding is EmbeddingGemma: Gemma 3's blocks with
 	// bidirectional attention, mean pooling and two dense projections.
 	ArchGemmaEmbedding = "gemma-embedding"
@@ -230,6 +233,14 @@ type Config struct {
 	// SharedUp, SharedDown) whose output, times sigmoid(SharedRouter·x),
 	// is added to the routed experts' (Qwen3.5 MoE).
 	SharedExpertHidden int `json:"shared_expert_hidden,omitempty"`
+	// Granite 4.0 H's Mamba-2 layers and multipliers (see SSM and
+	// granite_hybrid.go).
+	SSM SSM `json:"ssm,omitzero"`
+	// ResidualScale, when set, multiplies every mixer output and every
+	// FFN output before its residual add (Granite's residual_multiplier).
+	ResidualScale float32 `json:"residual_scale,omitempty"`
+	// LogitScale, when set, divides the logits (Granite's logits_scaling).
+	LogitScale float32 `json:"logit_scale,omitempty"`
 
 	Activations string `json:"activations,omitempty"` // PolicyAuto, PolicyF32, PolicyF16
 
@@ -284,7 +295,9 @@ func (c *Config) ConvLayer(l int) bool { return slices.Contains(c.ConvLayers, l)
 
 // Recurrent reports whether some layer keeps a recurrent state rather
 // than keys and values (a hybrid model: its state can only go forward).
-func (c *Config) Recurrent() bool { return len(c.ConvLayers) > 0 || len(c.DeltaLayers) > 0 }
+func (c *Config) Recurrent() bool {
+	return len(c.ConvLayers) > 0 || len(c.DeltaLayers) > 0 || len(c.SSM.Layers) > 0
+}
 
 // LayerWindow is the sliding window of layer l, 0 for global attention.
 func (c *Config) LayerWindow(l int) int {
@@ -447,6 +460,9 @@ func (c *Config) Validate() error {
 	}
 	if len(c.ConvLayers) > 0 && (c.ConvWidth < 2 || c.ConvWidth > 1<<10) || len(c.ConvLayers) == 0 && c.ConvWidth != 0 {
 		return fmt.Errorf("%w: conv_width %d with %d conv layers", ErrConfig, c.ConvWidth, len(c.ConvLayers))
+	}
+	if err := c.validateSSM(); err != nil {
+		return err
 	}
 	if c.SlidingWindow < 0 {
 		return fmt.Errorf("%w: sliding_window %d", ErrConfig, c.SlidingWindow)

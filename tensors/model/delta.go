@@ -44,8 +44,11 @@ const (
 func (c *Config) DeltaLayer(l int) bool { return slices.Contains(c.DeltaLayers, l) }
 
 // RecurrentLayer reports whether layer l keeps a recurrent state (a short
-// convolution or a Gated DeltaNet layer) rather than keys and values.
-func (c *Config) RecurrentLayer(l int) bool { return c.ConvLayer(l) || c.DeltaLayer(l) }
+// convolution, a Gated DeltaNet or a Mamba-2 layer) rather than keys and
+// values.
+func (c *Config) RecurrentLayer(l int) bool {
+	return c.ConvLayer(l) || c.DeltaLayer(l) || c.SSMLayer(l)
+}
 
 // DeltaChannels is the width of a Gated DeltaNet layer's convolution: its
 // q, k and v, 2*K*D + V*D.

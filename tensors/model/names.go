@@ -76,6 +76,17 @@ const (
 	ConvInProj  = "short_conv.in_proj.w"  // [3*dim, dim]: B, C, x rows
 	ConvKernel  = "short_conv.conv.w"     // [dim, conv_width]
 	ConvOutProj = "short_conv.out_proj.w" // [dim, dim]
+	// A Mamba-2 layer's (Config.SSM) tensors in place of the attention
+	// ones: I = SSM.Inner, G = SSM.Groups, N = SSM.State, H = SSM.Heads,
+	// C = I + 2*G*N the convolution's channels.
+	SSMIn       = "mamba2.in_proj.w"  // [2*I + 2*G*N + H, dim]: z, x, B, C, dt rows
+	SSMConv     = "mamba2.conv.w"     // [C, SSM.Conv]
+	SSMConvBias = "mamba2.conv.b"     // [C]
+	SSMDtBias   = "mamba2.dt_bias"    // [H]
+	SSMA        = "mamba2.a"          // [H]: A = -exp(A_log)
+	SSMD        = "mamba2.d"          // [H]
+	SSMNorm     = "mamba2.norm.scale" // [I]: G groups of I/G
+	SSMOut      = "mamba2.out_proj.w" // [dim, I]
 )
 
 // Layer returns the full name of a per-layer tensor.

@@ -163,6 +163,50 @@ var (
 	kStoreKvF16 = contract[shaders.KVParams, kvBindings]{name: "store_kv_f16"}
 )
 
+// mamba2convBindings are the bindings of wgsl/mamba2conv.wgsl after its uniform block p
+// (shaders.Mamba2Params), named after its WGSL variables.
+type mamba2convBindings struct {
+	Step  gpu.Binding // step: binding 1, var<storage, read>
+	ZxW   gpu.Binding // zx_w: binding 2, var<storage, read>
+	W     gpu.Binding // w: binding 3, var<storage, read>
+	Bias  gpu.Binding // bias: binding 4, var<storage, read>
+	State gpu.Binding // state: binding 5, var<storage, read_write>
+	Xbc   gpu.Binding // xbc: binding 6, var<storage, read_write>
+}
+
+// list returns the bindings in binding order, from binding 1.
+func (b mamba2convBindings) list() []gpu.Binding {
+	return []gpu.Binding{b.Step, b.ZxW, b.W, b.Bias, b.State, b.Xbc}
+}
+
+// The kernels of wgsl/mamba2conv.wgsl.
+var (
+	kMamba2Conv = contract[shaders.Mamba2Params, mamba2convBindings]{name: "mamba2_conv"}
+)
+
+// mamba2scanBindings are the bindings of wgsl/mamba2scan.wgsl after its uniform block p
+// (shaders.Mamba2Params), named after its WGSL variables.
+type mamba2scanBindings struct {
+	Step   gpu.Binding // step: binding 1, var<storage, read>
+	ZxW    gpu.Binding // zx_w: binding 2, var<storage, read>
+	Xbc    gpu.Binding // xbc: binding 3, var<storage, read>
+	DtBias gpu.Binding // dt_bias: binding 4, var<storage, read>
+	A      gpu.Binding // a: binding 5, var<storage, read>
+	Dd     gpu.Binding // dd: binding 6, var<storage, read>
+	State  gpu.Binding // state: binding 7, var<storage, read_write>
+	OutW   gpu.Binding // out_w: binding 8, var<storage, read_write>
+}
+
+// list returns the bindings in binding order, from binding 1.
+func (b mamba2scanBindings) list() []gpu.Binding {
+	return []gpu.Binding{b.Step, b.ZxW, b.Xbc, b.DtBias, b.A, b.Dd, b.State, b.OutW}
+}
+
+// The kernels of wgsl/mamba2scan.wgsl.
+var (
+	kMamba2Scan = contract[shaders.Mamba2Params, mamba2scanBindings]{name: "mamba2_scan"}
+)
+
 // matmulBindings are the bindings of wgsl/matmul.wgsl after its uniform block p
 // (shaders.MatParams), named after its WGSL variables.
 type matmulBindings struct {

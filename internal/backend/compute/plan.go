@@ -53,6 +53,10 @@ type planner struct {
 	loraTLen int64
 	// onesBufs are the unit norms' weights of ones, by length.
 	onesBufs map[int]gpu.Buffer
+	// ssmXBC and ssmY hold the Mamba2 ops' convolved rows and their
+	// gated scan outputs (mamba2.go), shared by every layer.
+	ssmXBC, ssmY       gpu.Buffer
+	ssmXBCLen, ssmYLen int64
 }
 
 // h is the f16 flag of a kernel's activation binding: 1 when b's buffer
@@ -137,6 +141,8 @@ func (pl *planner) op(op fusion.Op) error {
 		return pl.moe(op)
 	case *fusion.ShortConvOp:
 		return pl.shortConv(op)
+	case *fusion.Mamba2Op:
+		return pl.mamba2(op)
 	case *fusion.ArgmaxOp, *fusion.SampleOp:
 		return pl.pickOp(op)
 	}

@@ -48,7 +48,7 @@ type program struct {
 	caches []*kvCache
 	posAt  int
 	// states are the caches whose recurrent states the program's steps
-	// update (it runs a ShortConv): the program's cache, or a batched
+	// update (it runs a ShortConv or a Mamba2): the program's cache, or a batched
 	// step's caches by sequence; nil otherwise (shortconv.go).
 	states []*kvCache
 	// setAt is the word of row 0's adapter set (gpu.Row.Adapter) in a

@@ -10,7 +10,8 @@ import "github.com/gpurun/gpurun/fusion"
 // buffers), each value 4 bytes; element-wise ops count one operation per
 // output value (Norm three), Attention 4 per head, attended position and
 // head dimension (a multiply-add for the score, one for the value),
-// ShortConv 2*width+2 per channel and token.
+// ShortConv 2*width+2 per channel and token, Mamba2 2*width per
+// convolution channel, 4 per state value and 4 per output per token.
 // Rotations, embeddings, copies and picks count none: they move bytes.
 func opWork(g *fusion.Graph, op fusion.Op, pos, T int, kvElem int64) cost {
 	rows := func(b fusion.Buf) int64 {
@@ -59,6 +60,14 @@ func opWork(g *fusion.Graph, op fusion.Op, pos, T int, kvElem int64) cost {
 			}
 			c.FLOPs += 4 * int64(op.Heads) * int64(n) * int64(op.HeadDim)
 		}
+	case *fusion.Mamba2Op:
+		// The taps, the state's window and matrices read and written,
+		// and per row the convolution (2*width per channel), the scan
+		// (4 per state value) and the gate and norm (4 per output).
+		cc, w := int64(op.ConvChannels()), int64(op.Width)
+		m := int64(op.Inner) * int64(op.State)
+		c.Bytes += cc*w*4 + 2*(cc*(w-1)+m)*4
+		c.FLOPs = int64(T) * (cc*2*w + 4*m + 4*int64(op.Inner))
 	case *fusion.ShortConvOp:
 		// The taps (as f32), the state read and written, and per row and
 		// channel B*x, the taps' multiply-adds and the C gate.

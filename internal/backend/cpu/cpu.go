@@ -147,8 +147,9 @@ type kvCache struct {
 // as it reads a full cache (the same values in the same order).
 //
 // A recurrent layer (KVSpec.State) has no keys and values but its state:
-// conv holds the last ConvWindow convolution inputs, [window][channels]
-// (oldest first), describing the sequence's first statePos positions
+// conv holds the state's values (fusion.LayerState.Values): the last
+// ConvWindow convolution inputs, [window][channels] (oldest first), then
+// the matrices of a Mamba-2 layer (mamba2.go), describing the sequence's first statePos positions
 // (fusion.LayerState: a step at 0 starts it afresh, any other step must
 // continue at statePos).
 type layerCache struct {

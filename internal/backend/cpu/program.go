@@ -108,6 +108,7 @@ type step struct {
 	attn      attnParams
 	moe       *moeStep     // MoE
 	delta     *deltaStep   // DeltaNet
+	ssm       *mamba2Step  // Mamba2
 	lora      [][]loraMats // RowLoRA: each adapter set's pairs
 }
 
@@ -269,6 +270,8 @@ func (b *backend) compile(g *fusion.Graph, w gpu.Weights, kvs []gpu.KVCache, bat
 		case *fusion.DeltaNetOp:
 			s.delta = newDeltaStep(op, vector(op.Conv), vector(op.DtBias), vector(op.A), g.Tokens, b.pool.threads)
 		case *fusion.SigmoidGateOp:
+		case *fusion.Mamba2Op:
+			s.ssm = newMamba2Step(op, vector, g.Tokens)
 		case *fusion.StoreKVOp, *fusion.AddOp, *fusion.SoftCapOp, *fusion.LastRowOp, *fusion.ArgmaxOp, *fusion.SampleOp, *fusion.AvgPoolOp:
 		default:
 			return nil, fmt.Errorf("cpu: compile: %w: op kind %s", gpu.ErrUnsupported, op.Kind())
@@ -535,6 +538,8 @@ func (p *program) exec(s *step, tokens []int32, pos int) error {
 		return p.deltaNetStep(s, op, out, in(0), in(1), in(2), n, pos)
 	case *fusion.SigmoidGateOp:
 		sigmoidGate(out, in(0), in(1), n, cols, inCols(1))
+	case *fusion.Mamba2Op:
+		return p.runMamba2(s, op, out, in(0), n, pos)
 	case *fusion.MoEOp:
 		p.moe(s, op, out, in(0), cols, n)
 	case *fusion.RowLoRAOp:

@@ -136,8 +136,8 @@ func Complete(ck *model.Checkpoint) error {
 			want[model.WQGate] = []int{q, c.Dim}
 		}
 		if c.RecurrentLayer(l) {
-			// A short convolution or Gated DeltaNet layer has its own
-			// tensors in place of the attention ones.
+			// A short convolution, Gated DeltaNet or Mamba-2 layer has
+			// its own tensors in place of the attention ones.
 			for _, name := range []string{model.WQ, model.WK, model.WV, model.WO, model.BQ, model.BK, model.BV, model.BO, model.QNorm, model.KNorm, model.AttnSinks, model.WQGate} {
 				delete(want, name)
 			}
@@ -158,6 +158,18 @@ func Complete(ck *model.Checkpoint) error {
 			want[model.DeltaA] = []int{v}
 			want[model.DeltaNorm] = []int{d}
 			want[model.DeltaOut] = []int{c.Dim, v * d}
+		}
+		if c.SSMLayer(l) {
+			s := c.SSM
+			cc := s.ConvChannels()
+			want[model.SSMIn] = []int{s.InProjCols(), c.Dim}
+			want[model.SSMConv] = []int{cc, s.Conv}
+			want[model.SSMConvBias] = []int{cc}
+			want[model.SSMDtBias] = []int{s.Heads}
+			want[model.SSMA] = []int{s.Heads}
+			want[model.SSMD] = []int{s.Heads}
+			want[model.SSMNorm] = []int{s.Inner}
+			want[model.SSMOut] = []int{c.Dim, s.Inner}
 		}
 		return want
 	}
