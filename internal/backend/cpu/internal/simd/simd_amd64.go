@@ -47,6 +47,12 @@ var AVX2 = &Impl{
 		MXFP4: mxfp4A,
 	},
 	dotQ32Rows: [NumQ32]func(w []byte, x []int8, xd []float32, out []float32){Q8_0: q8_0RowsA, MXFP4: mxfp4RowsA},
+	// The prefill GEMM with VPMADDUBSW and VPMADDWD (gen/gemmavx2.go): the
+	// VNNI kernels' bits.
+	gemm: [NumGemmKinds]gemmFunc{
+		GemmQ8: gemmA([4]gemmKernel{gemmQ8T1AVX2, gemmQ8T2AVX2, gemmQ8T3AVX2, gemmQ8T4AVX2}),
+		GemmQ4: gemmA([4]gemmKernel{gemmQ4T1AVX2, gemmQ4T2AVX2, gemmQ4T3AVX2, gemmQ4T4AVX2}),
+	},
 }
 
 // kernelKRows4A wraps a four-row K-quant kernel, the rows past a multiple

@@ -43,6 +43,7 @@ func main() {
 	kquantKernels()
 	q32Kernels()
 	gemmKernels()
+	gemmAVX2Kernels()
 	gemmKKernels()
 	dotF32x2x4()
 	gemmF32Kernels()
