@@ -294,6 +294,41 @@ func gemmQ8T4AVX2(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int,
 //go:noescape
 func gemmQ4T4AVX2(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
 
+// gemmQ4KT1AVX2 is the Q4K GEMM kernel for 1 tokens on AVX2 (simd.Impl.GemmK).
+//
+//go:noescape
+func gemmQ4KT1AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ4KT2AVX2 is the Q4K GEMM kernel for 2 tokens on AVX2 (simd.Impl.GemmK).
+//
+//go:noescape
+func gemmQ4KT2AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ4KT3AVX2 is the Q4K GEMM kernel for 3 tokens on AVX2 (simd.Impl.GemmK).
+//
+//go:noescape
+func gemmQ4KT3AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ5KT1AVX2 is the Q5K GEMM kernel for 1 tokens on AVX2 (simd.Impl.GemmK).
+//
+//go:noescape
+func gemmQ5KT1AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ6KT1AVX2 is the Q6K GEMM kernel for 1 tokens on AVX2 (simd.Impl.GemmK).
+//
+//go:noescape
+func gemmQ6KT1AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ5KT2AVX2 is the Q5K GEMM kernel for 2 tokens on AVX2 (simd.Impl.GemmK).
+//
+//go:noescape
+func gemmQ5KT2AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ6KT2AVX2 is the Q6K GEMM kernel for 2 tokens on AVX2 (simd.Impl.GemmK).
+//
+//go:noescape
+func gemmQ6KT2AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
+
 // gemmQ4KT1VNNI is the Q4K GEMM kernel for 1 tokens (simd.Impl.GemmK).
 //
 //go:noescape

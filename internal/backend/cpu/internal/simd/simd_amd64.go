@@ -53,6 +53,29 @@ var AVX2 = &Impl{
 		GemmQ8: gemmA([4]gemmKernel{gemmQ8T1AVX2, gemmQ8T2AVX2, gemmQ8T3AVX2, gemmQ8T4AVX2}),
 		GemmQ4: gemmA([4]gemmKernel{gemmQ4T1AVX2, gemmQ4T2AVX2, gemmQ4T3AVX2, gemmQ4T4AVX2}),
 	},
+	// The K-quant GEMM (gen/gemmkavx2.go): DotK's bits.
+	gemmK: [NumKQuant]gemmKFunc{
+		Q4K: gemmKSplitA(gemmQ4KT1AVX2, gemmQ4KT2AVX2, gemmQ4KT3AVX2),
+		Q5K: gemmKSplitA(gemmQ5KT1AVX2, gemmQ5KT2AVX2),
+		Q6K: gemmKSplitA(gemmQ6KT1AVX2, gemmQ6KT2AVX2),
+	},
+}
+
+// gemmKSplitA wraps K-quant GEMM kernels for 1 to len(ks) tokens (fewer
+// than 4: 16 vector registers), splitting a larger call into even parts
+// (GemmK checked the slices).
+func gemmKSplitA(ks ...gemmKKernel) gemmKFunc {
+	return func(w []byte, x []int8, xd []float32, xs []int16, nb, xstride, ntok int, out []float32, ostride int) {
+		for t0 := 0; t0 < ntok; {
+			n := min(len(ks), ntok-t0)
+			if rest := ntok - t0; rest > len(ks) && rest <= 2*len(ks) {
+				n = (rest + 1) / 2
+			}
+			k := t0 * xstride
+			ks[n-1](&w[0], &x[k], &xd[k/QK], &xs[k/QKSum], nb, xstride, &out[t0*ostride], ostride)
+			t0 += n
+		}
+	}
 }
 
 // kernelKRows4A wraps a four-row K-quant kernel, the rows past a multiple

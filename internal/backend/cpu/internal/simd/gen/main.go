@@ -44,6 +44,7 @@ func main() {
 	q32Kernels()
 	gemmKernels()
 	gemmAVX2Kernels()
+	gemmKAVX2Kernels()
 	gemmKKernels()
 	dotF32x2x4()
 	gemmF32Kernels()
