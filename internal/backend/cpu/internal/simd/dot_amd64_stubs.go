@@ -319,6 +319,16 @@ func gemmQ5KT1AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int
 //go:noescape
 func gemmQ6KT1AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
 
+// gemmQ2KT1AVX2 is the Q2K GEMM kernel for 1 tokens on AVX2 (simd.Impl.GemmK).
+//
+//go:noescape
+func gemmQ2KT1AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ3KT1AVX2 is the Q3K GEMM kernel for 1 tokens on AVX2 (simd.Impl.GemmK).
+//
+//go:noescape
+func gemmQ3KT1AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
+
 // gemmQ5KT2AVX2 is the Q5K GEMM kernel for 2 tokens on AVX2 (simd.Impl.GemmK).
 //
 //go:noescape
@@ -328,6 +338,16 @@ func gemmQ5KT2AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int
 //
 //go:noescape
 func gemmQ6KT2AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ2KT2AVX2 is the Q2K GEMM kernel for 2 tokens on AVX2 (simd.Impl.GemmK).
+//
+//go:noescape
+func gemmQ2KT2AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ3KT2AVX2 is the Q3K GEMM kernel for 2 tokens on AVX2 (simd.Impl.GemmK).
+//
+//go:noescape
+func gemmQ3KT2AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
 
 // gemmQ4KT1VNNI is the Q4K GEMM kernel for 1 tokens (simd.Impl.GemmK).
 //

@@ -58,6 +58,8 @@ var AVX2 = &Impl{
 		Q4K: gemmKSplitA(gemmQ4KT1AVX2, gemmQ4KT2AVX2, gemmQ4KT3AVX2),
 		Q5K: gemmKSplitA(gemmQ5KT1AVX2, gemmQ5KT2AVX2),
 		Q6K: gemmKSplitA(gemmQ6KT1AVX2, gemmQ6KT2AVX2),
+		Q2K: gemmKSplitA(gemmQ2KT1AVX2, gemmQ2KT2AVX2),
+		Q3K: gemmKSplitA(gemmQ3KT1AVX2, gemmQ3KT2AVX2),
 	},
 }
 

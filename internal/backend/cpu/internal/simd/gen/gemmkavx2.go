@@ -14,13 +14,14 @@ import (
 // (unsigned values × signed activations into 16-bit pair sums) in place
 // of VPDPBUSD. The 16-bit sums run over as many chunks as cannot overflow
 // (Q4_K: a whole sub-block of 32, at most 16·15·127; Q5_K: 4 chunks, at
-// most 8·31·127; Q6_K: 2 chunks, at most 4·63·127) and are then widened by
+// most 8·31·127; Q6_K: 2 chunks, at most 4·63·127; Q2_K, Q3_K: a whole
+// sub-block of 16, at most 8·7·127) and are then widened by
 // VPMADDWD against the lane's sub-block scale in both 16-bit halves, which
 // also applies the scale (the VNNI kernels' VPMULLD). The mins and offsets
 // meet the activations' 16-value sums through VPMADDWD (the VNNI kernels'
 // VPDPWSSD). Every integer sum is exact and the block's float operations
 // are the VNNI kernels', so each lane gets DotK's bits for its row. With 16
-// vector registers a call takes at most 3 tokens (Q5_K and Q6_K 2); the Go
+// vector registers a call takes at most 3 tokens (Q4_K; the others 2); the Go
 // wrapper splits larger tiles.
 
 func gemmKAVX2Kernels() {
@@ -30,6 +31,8 @@ func gemmKAVX2Kernels() {
 	for t := 1; t <= 2; t++ {
 		gemmQ45KAVX2(true, t)
 		gemmQ6KAVX2(t)
+		gemmQ23KAVX2(false, t)
+		gemmQ23KAVX2(true, t)
 	}
 }
 
@@ -229,4 +232,119 @@ func gemmQ6KAVX2(tokens int) {
 		VADDPS(dx, accf[t], accf[t])
 	}
 	kgemmEnd(name, a, kq6Bytes, accf)
+}
+
+// gemmQ23KAVX2 writes gemmQ2KT<tokens>AVX2 (gemmQ3KT... with q3), as
+// gemmQ23K: 2-bit values (Q3_K: with the high bit, 0..7, the offset of 4
+// removed as 4·Σ_s sc_s·xs_s), sub-blocks of 16 whose scales (Q2_K: and
+// mins) come in pairs per lane. A sub-block's 16-bit sums (4 chunks, at
+// most 8·7·127) are widened once, against its scale.
+func gemmQ23KAVX2(q3 bool, tokens int) {
+	kind, bytes := "Q2K", kq2Bytes
+	if q3 {
+		kind, bytes = "Q3K", kq3Bytes
+	}
+	name := fmt.Sprintf("gemm%sT%dAVX2", kind, tokens)
+	TEXT(name, NOSPLIT, kgemmSig)
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s is the %s GEMM kernel for %d tokens on AVX2 (simd.Impl.GemmK).", name, kind, tokens))
+	a := kgemmParams(tokens)
+	m03, m4f := YMM(), YMM() // m4f: 0x04 (Q3_K's high bit) or 0x0f (Q2_K's scale nibble)
+	broadcastB(0x03, m03)
+	if q3 {
+		broadcastB(0x04, m4f)
+	} else {
+		broadcastB(0x0f, m4f)
+	}
+	accf := make([]VecVirtual, tokens)
+	for t := range accf {
+		accf[t] = YMM()
+		VXORPS(accf[t], accf[t], accf[t])
+	}
+	Label(name + "block")
+	TESTQ(a.nb, a.nb)
+	JZ(LabelRef(name + "done"))
+	sumi, other := zeroed(tokens), zeroed(tokens) // other: Σm·xs (Q2_K), Σsc·xs (Q3_K)
+	scOff, qOff := kq2Sc, kq2Q
+	if q3 {
+		scOff, qOff = kq3Sc, kq3Q
+	}
+	for h := range 2 {
+		for j := range 4 {
+			k := 4*h + j // the pair of sub-blocks 2k, 2k+1
+			scm := Mem{Base: a.w, Disp: scOff + 16*k}
+			pv := YMM()
+			if q3 {
+				VPMOVSXBW(scm, pv)
+			} else {
+				VPMOVZXBW(scm, pv)
+				VPSRLW(Imm(4), pv, pv) // the mins
+			}
+			for t := range tokens {
+				xb := YMM()
+				VPBROADCASTD(a.xsm(t, 4*k), xb)
+				VPMADDWD(xb, pv, xb)
+				VPADDD(xb, other[t], other[t])
+			}
+			for u := range 2 {
+				p := make([]VecVirtual, tokens)
+				for t := range p {
+					p[t] = YMM()
+				}
+				for c := 4 * u; c < 4*u+4; c++ {
+					wv := YMM()
+					VMOVDQU(Mem{Base: a.w, Disp: qOff + 32*(8*h+c)}, wv)
+					if j > 0 {
+						VPSRLW(Imm(uint64(2*j)), wv, wv)
+					}
+					VPAND(m03, wv, wv)
+					if q3 {
+						hb := YMM()
+						VMOVDQU(Mem{Base: a.w, Disp: kq3H + 32*c}, hb)
+						switch b := 4*h + j; {
+						case b < 2:
+							VPSLLW(Imm(uint64(2-b)), hb, hb)
+						case b > 2:
+							VPSRLW(Imm(uint64(b-2)), hb, hb)
+						}
+						VPAND(m4f, hb, hb)
+						VPOR(hb, wv, wv)
+					}
+					madd16(wv, func(t int) Mem { return a.xm(t, 128*h+32*j+4*c) }, p, c == 4*u)
+				}
+				// Sub-block 2k+u's scale in both halves of each lane.
+				sc := YMM()
+				if q3 {
+					VPMOVSXBW(scm, sc)
+				} else {
+					VPMOVZXBW(scm, sc)
+					VPAND(m4f, sc, sc)
+				}
+				imm := uint64(0xa0) // words 0, 0, 2, 2
+				if u == 1 {
+					imm = 0xf5 // words 1, 1, 3, 3
+				}
+				VPSHUFLW(Imm(imm), sc, sc)
+				VPSHUFHW(Imm(imm), sc, sc)
+				widenScaled(sc, p, sumi)
+			}
+		}
+	}
+	if q3 {
+		dw := YMM()
+		VMOVUPS(Mem{Base: a.w, Disp: kq3D}, dw)
+		for t := range tokens {
+			dx := YMM()
+			VPSLLD(Imm(2), other[t], other[t])
+			VPSUBD(other[t], sumi[t], sumi[t])
+			VCVTDQ2PS(sumi[t], sumi[t])
+			VBROADCASTSS(a.xdm(t), dx)
+			VMULPS(dx, dw, dx)
+			VMULPS(sumi[t], dx, dx)
+			VADDPS(dx, accf[t], accf[t])
+		}
+		kgemmEnd(name, a, bytes, accf)
+		return
+	}
+	kgemmEndScaleMin(name, a, bytes, tokens, kq2D, kq2Min, sumi, other, accf)
 }
