@@ -155,6 +155,20 @@ var VNNI = func() *Impl {
 	return &k
 }()
 
+// AVXVNNI is AVX2 with the prefill GEMM kernels of AVX-VNNI (VEX
+// VPDPBUSD, gen/gemmavxvnni.go: the same bits), for CPUs that have it
+// without AVX-512 (Intel's Alder Lake and later desktop chips); the
+// K-quant GEMMs stay AVX2's.
+var AVXVNNI = func() *Impl {
+	k := *AVX2
+	k.Name = "avxvnni"
+	k.gemm = [NumGemmKinds]gemmFunc{
+		GemmQ8: gemmA([4]gemmKernel{gemmQ8T1AVXVNNI, gemmQ8T2AVXVNNI, gemmQ8T3AVXVNNI, gemmQ8T4AVXVNNI}),
+		GemmQ4: gemmA([4]gemmKernel{gemmQ4T1AVXVNNI, gemmQ4T2AVXVNNI, gemmQ4T3AVXVNNI, gemmQ4T4AVXVNNI}),
+	}
+	return &k
+}()
+
 type gemmKernel func(w *byte, x *int8, xd *float32, xs *int32, nb, xstride int, out *float32, ostride int)
 
 // gemmA wraps the GEMM kernels for 1 to 4 tokens (Gemm checked the
@@ -178,6 +192,9 @@ func gemmKA(ks [4]gemmKKernel) gemmKFunc {
 func init() {
 	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
 		impls = append(impls, AVX2)
+		if cpu.X86.HasAVXVNNI {
+			impls = append(impls, AVXVNNI)
+		}
 		if cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VNNI {
 			impls = append(impls, VNNI)
 		}

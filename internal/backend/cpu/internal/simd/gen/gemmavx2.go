@@ -39,10 +39,10 @@ type gemmAVX2Args struct {
 	accf                             []VecVirtual
 }
 
-func gemmAVX2Head(name, kind string, tokens int) gemmAVX2Args {
+func gemmAVX2Head(name, kind, isa string, tokens int) gemmAVX2Args {
 	TEXT(name, NOSPLIT, "func(w *byte, x *int8, xd *float32, xs *int32, nb, xstride int, out *float32, ostride int)")
 	Pragma("noescape")
-	Doc(fmt.Sprintf("%s is the %s GEMM kernel for %d tokens on AVX2 (simd.Impl.Gemm).", name, kind, tokens))
+	Doc(fmt.Sprintf("%s is the %s GEMM kernel for %d tokens on %s (simd.Impl.Gemm).", name, kind, tokens, isa))
 	var a gemmAVX2Args
 	a.w, a.x = Load(Param("w"), GP64()), Load(Param("x"), GP64())
 	a.xd, a.xs = Load(Param("xd"), GP64()), Load(Param("xs"), GP64())
@@ -94,7 +94,7 @@ func gemmAVX2Tail(name string, a gemmAVX2Args, acci []VecVirtual, blockBytes int
 
 func gemmAVX2Q8(tokens int) {
 	name := fmt.Sprintf("gemmQ8T%dAVX2", tokens)
-	a := gemmAVX2Head(name, "Q8", tokens)
+	a := gemmAVX2Head(name, "Q8", "AVX2", tokens)
 	ones, m80 := YMM(), YMM()
 	broadcastW(1, ones)
 	broadcastB(0x80, m80)
@@ -127,7 +127,7 @@ func gemmAVX2Q8(tokens int) {
 
 func gemmAVX2Q4(tokens int) {
 	name := fmt.Sprintf("gemmQ4T%dAVX2", tokens)
-	a := gemmAVX2Head(name, "Q4", tokens)
+	a := gemmAVX2Head(name, "Q4", "AVX2", tokens)
 	ones, mask := YMM(), YMM()
 	broadcastW(1, ones)
 	broadcastB(0x0f, mask)
