@@ -46,11 +46,12 @@ const (
 	// per block of 32 for Q4_1, Q5_0 and Q5_1. Prefill steps (4 or more
 	// tokens) use it only where a four-token kernel exists (int8, int4,
 	// and Q4_K, Q5_K and Q6_K on amd64 and arm64) and run the other types
-	// exactly, which is faster for them. On CPUs with AVX-512 VNNI, int8
+	// exactly, which is faster for them. On CPUs with AVX2 (arm64: SDOT), int8
 	// and int4 weights with one binary16 scale per 32 values (GGUF Q8_0,
 	// Q4_0) or one scale per row (converted per-channel int8, random
 	// models' int8) are also repacked at load for the prefill GEMM (a
-	// second copy of those weights in memory). Other weights are used exactly.
+	// second copy of those weights in memory), and on amd64 Q2_K ... Q6_K
+	// likewise for the K-quant GEMM. Other weights are used exactly.
 	MathDynamic
 )
 

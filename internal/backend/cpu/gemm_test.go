@@ -84,7 +84,7 @@ func TestKGEMMMatchesDotK(t *testing.T) {
 				k := tok * cols
 				return simd.Generic.DotK(wt.kq, w.Data[r*rb:(r+1)*rb], q[k:k+cols], d[k/simd.QK:(k+cols)/simd.QK], qs[k/simd.QKSum:(k+cols)/simd.QKSum])
 			}
-			// Without either kernel (Q2_K and Q3_K off AVX-512 VNNI)
+			// Without either kernel (Q2_K and Q3_K without AVX2)
 			// prefill takes the weights exactly.
 			dynPrefill := simd.HasGemmK(wt.kq) || simd.HasKx4(wt.kq)
 			for _, threads := range []int{1, 2} {

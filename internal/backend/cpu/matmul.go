@@ -210,8 +210,12 @@ func (m *mmTask) rowwise() bool { return m.n < prefillMin || m.p.seqs != nil }
 // four alternated rounds); for int8 it is 2x in L2 but no faster from
 // memory, and m110 Q8_0 tg128 measured slower (101-151 against 150-186
 // tok/s), so int8 decode keeps the row kernels.
+//
+// Only for matrices decode runs through dotRows (blockRows): the others
+// (int4 with one binary16 scale per row) decode through dot, whose row
+// kernels need the input in their own order, not the GEMM's.
 func (m *mmTask) decodeGemm() bool {
-	return m.gemmOK() && m.w.gk == simd.GemmQ4
+	return m.gemmOK() && m.w.gk == simd.GemmQ4 && m.w.blockRows() && (!m.glu || m.up.blockRows())
 }
 
 // runRows is the decode form for f32 weights and for weights of one scale

@@ -254,6 +254,141 @@ func gemmQ8T4VNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int,
 //go:noescape
 func gemmQ4T4VNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
 
+// gemmQ8T1AVX2 is the Q8 GEMM kernel for 1 tokens on AVX2 (simd.Impl.Gemm).
+//
+//go:noescape
+func gemmQ8T1AVX2(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ4T1AVX2 is the Q4 GEMM kernel for 1 tokens on AVX2 (simd.Impl.Gemm).
+//
+//go:noescape
+func gemmQ4T1AVX2(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ8T2AVX2 is the Q8 GEMM kernel for 2 tokens on AVX2 (simd.Impl.Gemm).
+//
+//go:noescape
+func gemmQ8T2AVX2(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ4T2AVX2 is the Q4 GEMM kernel for 2 tokens on AVX2 (simd.Impl.Gemm).
+//
+//go:noescape
+func gemmQ4T2AVX2(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ8T3AVX2 is the Q8 GEMM kernel for 3 tokens on AVX2 (simd.Impl.Gemm).
+//
+//go:noescape
+func gemmQ8T3AVX2(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ4T3AVX2 is the Q4 GEMM kernel for 3 tokens on AVX2 (simd.Impl.Gemm).
+//
+//go:noescape
+func gemmQ4T3AVX2(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ8T4AVX2 is the Q8 GEMM kernel for 4 tokens on AVX2 (simd.Impl.Gemm).
+//
+//go:noescape
+func gemmQ8T4AVX2(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ4T4AVX2 is the Q4 GEMM kernel for 4 tokens on AVX2 (simd.Impl.Gemm).
+//
+//go:noescape
+func gemmQ4T4AVX2(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ8T1AVXVNNI is the Q8 GEMM kernel for 1 tokens on AVX-VNNI (simd.Impl.Gemm).
+//
+//go:noescape
+func gemmQ8T1AVXVNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ4T1AVXVNNI is the Q4 GEMM kernel for 1 tokens on AVX-VNNI (simd.Impl.Gemm).
+//
+//go:noescape
+func gemmQ4T1AVXVNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ8T2AVXVNNI is the Q8 GEMM kernel for 2 tokens on AVX-VNNI (simd.Impl.Gemm).
+//
+//go:noescape
+func gemmQ8T2AVXVNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ4T2AVXVNNI is the Q4 GEMM kernel for 2 tokens on AVX-VNNI (simd.Impl.Gemm).
+//
+//go:noescape
+func gemmQ4T2AVXVNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ8T3AVXVNNI is the Q8 GEMM kernel for 3 tokens on AVX-VNNI (simd.Impl.Gemm).
+//
+//go:noescape
+func gemmQ8T3AVXVNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ4T3AVXVNNI is the Q4 GEMM kernel for 3 tokens on AVX-VNNI (simd.Impl.Gemm).
+//
+//go:noescape
+func gemmQ4T3AVXVNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ8T4AVXVNNI is the Q8 GEMM kernel for 4 tokens on AVX-VNNI (simd.Impl.Gemm).
+//
+//go:noescape
+func gemmQ8T4AVXVNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ4T4AVXVNNI is the Q4 GEMM kernel for 4 tokens on AVX-VNNI (simd.Impl.Gemm).
+//
+//go:noescape
+func gemmQ4T4AVXVNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ4KT1AVX2 is the Q4K GEMM kernel for 1 tokens on AVX2 (simd.Impl.GemmK).
+//
+//go:noescape
+func gemmQ4KT1AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ4KT2AVX2 is the Q4K GEMM kernel for 2 tokens on AVX2 (simd.Impl.GemmK).
+//
+//go:noescape
+func gemmQ4KT2AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ4KT3AVX2 is the Q4K GEMM kernel for 3 tokens on AVX2 (simd.Impl.GemmK).
+//
+//go:noescape
+func gemmQ4KT3AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ5KT1AVX2 is the Q5K GEMM kernel for 1 tokens on AVX2 (simd.Impl.GemmK).
+//
+//go:noescape
+func gemmQ5KT1AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ6KT1AVX2 is the Q6K GEMM kernel for 1 tokens on AVX2 (simd.Impl.GemmK).
+//
+//go:noescape
+func gemmQ6KT1AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ2KT1AVX2 is the Q2K GEMM kernel for 1 tokens on AVX2 (simd.Impl.GemmK).
+//
+//go:noescape
+func gemmQ2KT1AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ3KT1AVX2 is the Q3K GEMM kernel for 1 tokens on AVX2 (simd.Impl.GemmK).
+//
+//go:noescape
+func gemmQ3KT1AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ5KT2AVX2 is the Q5K GEMM kernel for 2 tokens on AVX2 (simd.Impl.GemmK).
+//
+//go:noescape
+func gemmQ5KT2AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ6KT2AVX2 is the Q6K GEMM kernel for 2 tokens on AVX2 (simd.Impl.GemmK).
+//
+//go:noescape
+func gemmQ6KT2AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ2KT2AVX2 is the Q2K GEMM kernel for 2 tokens on AVX2 (simd.Impl.GemmK).
+//
+//go:noescape
+func gemmQ2KT2AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ3KT2AVX2 is the Q3K GEMM kernel for 2 tokens on AVX2 (simd.Impl.GemmK).
+//
+//go:noescape
+func gemmQ3KT2AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
+
 // gemmQ4KT1VNNI is the Q4K GEMM kernel for 1 tokens (simd.Impl.GemmK).
 //
 //go:noescape

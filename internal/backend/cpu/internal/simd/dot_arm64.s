@@ -8986,6 +8986,1028 @@ block:
 done:
 	FMOVS F0, ret+32(FP)
 	RET
+
+// func gemmQ8T1SDOT(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+TEXT ·gemmQ8T1SDOT(SB), NOSPLIT, $0-64
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD xs+24(FP), R3
+	MOVD nb+32(FP), R4
+	MOVD xstride+40(FP), R5
+	MOVD out+48(FP), R6
+	MOVD ostride+56(FP), R7
+	LSR $3, R5, R21
+	WORD $0x4f04e41c // movi v28.16b, #128
+	WORD $0x6f00e400 // movi v0.2d, #0
+	WORD $0x6f00e401 // movi v1.2d, #0
+gemmQ8T1SDOTblock:
+	CBZ R4, gemmQ8T1SDOTdone
+	WORD $0x6f00e408 // movi v8.2d, #0
+	WORD $0x6f00e409 // movi v9.2d, #0
+	VLD1.P 32(R1), [V16.B16, V17.B16]
+	VLD1.P 32(R0), [V30.S4, V31.S4]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	VEOR V28.B16, V24.B16, V24.B16
+	VEOR V28.B16, V25.B16, V25.B16
+	WORD $0x4f90e308 // sdot v8.4s, v24.16b, v16.4b[0]
+	WORD $0x4f90e329 // sdot v9.4s, v25.16b, v16.4b[0]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	VEOR V28.B16, V24.B16, V24.B16
+	VEOR V28.B16, V25.B16, V25.B16
+	WORD $0x4fb0e308 // sdot v8.4s, v24.16b, v16.4b[1]
+	WORD $0x4fb0e329 // sdot v9.4s, v25.16b, v16.4b[1]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	VEOR V28.B16, V24.B16, V24.B16
+	VEOR V28.B16, V25.B16, V25.B16
+	WORD $0x4f90eb08 // sdot v8.4s, v24.16b, v16.4b[2]
+	WORD $0x4f90eb29 // sdot v9.4s, v25.16b, v16.4b[2]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	VEOR V28.B16, V24.B16, V24.B16
+	VEOR V28.B16, V25.B16, V25.B16
+	WORD $0x4fb0eb08 // sdot v8.4s, v24.16b, v16.4b[3]
+	WORD $0x4fb0eb29 // sdot v9.4s, v25.16b, v16.4b[3]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	VEOR V28.B16, V24.B16, V24.B16
+	VEOR V28.B16, V25.B16, V25.B16
+	WORD $0x4f91e308 // sdot v8.4s, v24.16b, v17.4b[0]
+	WORD $0x4f91e329 // sdot v9.4s, v25.16b, v17.4b[0]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	VEOR V28.B16, V24.B16, V24.B16
+	VEOR V28.B16, V25.B16, V25.B16
+	WORD $0x4fb1e308 // sdot v8.4s, v24.16b, v17.4b[1]
+	WORD $0x4fb1e329 // sdot v9.4s, v25.16b, v17.4b[1]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	VEOR V28.B16, V24.B16, V24.B16
+	VEOR V28.B16, V25.B16, V25.B16
+	WORD $0x4f91eb08 // sdot v8.4s, v24.16b, v17.4b[2]
+	WORD $0x4f91eb29 // sdot v9.4s, v25.16b, v17.4b[2]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	VEOR V28.B16, V24.B16, V24.B16
+	VEOR V28.B16, V25.B16, V25.B16
+	WORD $0x4fb1eb08 // sdot v8.4s, v24.16b, v17.4b[3]
+	WORD $0x4fb1eb29 // sdot v9.4s, v25.16b, v17.4b[3]
+	WORD $0x4e21d908 // scvtf v8.4s, v8.4s
+	WORD $0x4e21d929 // scvtf v9.4s, v9.4s
+	VLD1R (R2), [V29.S4]
+	WORD $0x6e3ddfda // fmul v26.4s, v30.4s, v29.4s
+	WORD $0x6e3ddffb // fmul v27.4s, v31.4s, v29.4s
+	WORD $0x4e3acd00 // fmla v0.4s, v8.4s, v26.4s
+	WORD $0x4e3bcd21 // fmla v1.4s, v9.4s, v27.4s
+	ADD $4, R2
+	ADD $4, R3
+	SUB $1, R4
+	B gemmQ8T1SDOTblock
+gemmQ8T1SDOTdone:
+	LSL $2, R7
+	VST1 [V0.S4, V1.S4], (R6)
+	RET
+
+// func gemmQ4T1SDOT(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+TEXT ·gemmQ4T1SDOT(SB), NOSPLIT, $0-64
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD xs+24(FP), R3
+	MOVD nb+32(FP), R4
+	MOVD xstride+40(FP), R5
+	MOVD out+48(FP), R6
+	MOVD ostride+56(FP), R7
+	LSR $3, R5, R21
+	WORD $0x4f00e5fc // movi v28.16b, #15
+	WORD $0x6f00e400 // movi v0.2d, #0
+	WORD $0x6f00e401 // movi v1.2d, #0
+gemmQ4T1SDOTblock:
+	CBZ R4, gemmQ4T1SDOTdone
+	VLD1R (R3), [V8.S4]
+	VSHL $3, V8.S4, V8.S4
+	VMOV V8.B16, V9.B16
+	VLD1.P 32(R1), [V16.B16, V17.B16]
+	VLD1.P 32(R0), [V30.S4, V31.S4]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	WORD $0x4e3c1f1a // and v26.16b, v24.16b, v28.16b
+	WORD $0x4e3c1f3b // and v27.16b, v25.16b, v28.16b
+	WORD $0x6f0c0718 // ushr v24.16b, v24.16b, #4
+	WORD $0x6f0c0739 // ushr v25.16b, v25.16b, #4
+	WORD $0x4f90e348 // sdot v8.4s, v26.16b, v16.4b[0]
+	WORD $0x4f90e369 // sdot v9.4s, v27.16b, v16.4b[0]
+	WORD $0x4f91e308 // sdot v8.4s, v24.16b, v17.4b[0]
+	WORD $0x4f91e329 // sdot v9.4s, v25.16b, v17.4b[0]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	WORD $0x4e3c1f1a // and v26.16b, v24.16b, v28.16b
+	WORD $0x4e3c1f3b // and v27.16b, v25.16b, v28.16b
+	WORD $0x6f0c0718 // ushr v24.16b, v24.16b, #4
+	WORD $0x6f0c0739 // ushr v25.16b, v25.16b, #4
+	WORD $0x4fb0e348 // sdot v8.4s, v26.16b, v16.4b[1]
+	WORD $0x4fb0e369 // sdot v9.4s, v27.16b, v16.4b[1]
+	WORD $0x4fb1e308 // sdot v8.4s, v24.16b, v17.4b[1]
+	WORD $0x4fb1e329 // sdot v9.4s, v25.16b, v17.4b[1]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	WORD $0x4e3c1f1a // and v26.16b, v24.16b, v28.16b
+	WORD $0x4e3c1f3b // and v27.16b, v25.16b, v28.16b
+	WORD $0x6f0c0718 // ushr v24.16b, v24.16b, #4
+	WORD $0x6f0c0739 // ushr v25.16b, v25.16b, #4
+	WORD $0x4f90eb48 // sdot v8.4s, v26.16b, v16.4b[2]
+	WORD $0x4f90eb69 // sdot v9.4s, v27.16b, v16.4b[2]
+	WORD $0x4f91eb08 // sdot v8.4s, v24.16b, v17.4b[2]
+	WORD $0x4f91eb29 // sdot v9.4s, v25.16b, v17.4b[2]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	WORD $0x4e3c1f1a // and v26.16b, v24.16b, v28.16b
+	WORD $0x4e3c1f3b // and v27.16b, v25.16b, v28.16b
+	WORD $0x6f0c0718 // ushr v24.16b, v24.16b, #4
+	WORD $0x6f0c0739 // ushr v25.16b, v25.16b, #4
+	WORD $0x4fb0eb48 // sdot v8.4s, v26.16b, v16.4b[3]
+	WORD $0x4fb0eb69 // sdot v9.4s, v27.16b, v16.4b[3]
+	WORD $0x4fb1eb08 // sdot v8.4s, v24.16b, v17.4b[3]
+	WORD $0x4fb1eb29 // sdot v9.4s, v25.16b, v17.4b[3]
+	WORD $0x4e21d908 // scvtf v8.4s, v8.4s
+	WORD $0x4e21d929 // scvtf v9.4s, v9.4s
+	VLD1R (R2), [V29.S4]
+	WORD $0x6e3ddfda // fmul v26.4s, v30.4s, v29.4s
+	WORD $0x6e3ddffb // fmul v27.4s, v31.4s, v29.4s
+	WORD $0x4e3acd00 // fmla v0.4s, v8.4s, v26.4s
+	WORD $0x4e3bcd21 // fmla v1.4s, v9.4s, v27.4s
+	ADD $4, R2
+	ADD $4, R3
+	SUB $1, R4
+	B gemmQ4T1SDOTblock
+gemmQ4T1SDOTdone:
+	LSL $2, R7
+	VST1 [V0.S4, V1.S4], (R6)
+	RET
+
+// func gemmQ8T2SDOT(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+TEXT ·gemmQ8T2SDOT(SB), NOSPLIT, $0-64
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD xs+24(FP), R3
+	MOVD nb+32(FP), R4
+	MOVD xstride+40(FP), R5
+	MOVD out+48(FP), R6
+	MOVD ostride+56(FP), R7
+	LSR $3, R5, R21
+	ADD R5, R1, R8
+	ADD R21, R2, R11
+	ADD R21, R3, R14
+	WORD $0x4f04e41c // movi v28.16b, #128
+	WORD $0x6f00e400 // movi v0.2d, #0
+	WORD $0x6f00e401 // movi v1.2d, #0
+	WORD $0x6f00e402 // movi v2.2d, #0
+	WORD $0x6f00e403 // movi v3.2d, #0
+gemmQ8T2SDOTblock:
+	CBZ R4, gemmQ8T2SDOTdone
+	WORD $0x6f00e408 // movi v8.2d, #0
+	WORD $0x6f00e409 // movi v9.2d, #0
+	VLD1.P 32(R1), [V16.B16, V17.B16]
+	WORD $0x6f00e40a // movi v10.2d, #0
+	WORD $0x6f00e40b // movi v11.2d, #0
+	VLD1.P 32(R8), [V18.B16, V19.B16]
+	VLD1.P 32(R0), [V30.S4, V31.S4]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	VEOR V28.B16, V24.B16, V24.B16
+	VEOR V28.B16, V25.B16, V25.B16
+	WORD $0x4f90e308 // sdot v8.4s, v24.16b, v16.4b[0]
+	WORD $0x4f90e329 // sdot v9.4s, v25.16b, v16.4b[0]
+	WORD $0x4f92e30a // sdot v10.4s, v24.16b, v18.4b[0]
+	WORD $0x4f92e32b // sdot v11.4s, v25.16b, v18.4b[0]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	VEOR V28.B16, V24.B16, V24.B16
+	VEOR V28.B16, V25.B16, V25.B16
+	WORD $0x4fb0e308 // sdot v8.4s, v24.16b, v16.4b[1]
+	WORD $0x4fb0e329 // sdot v9.4s, v25.16b, v16.4b[1]
+	WORD $0x4fb2e30a // sdot v10.4s, v24.16b, v18.4b[1]
+	WORD $0x4fb2e32b // sdot v11.4s, v25.16b, v18.4b[1]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	VEOR V28.B16, V24.B16, V24.B16
+	VEOR V28.B16, V25.B16, V25.B16
+	WORD $0x4f90eb08 // sdot v8.4s, v24.16b, v16.4b[2]
+	WORD $0x4f90eb29 // sdot v9.4s, v25.16b, v16.4b[2]
+	WORD $0x4f92eb0a // sdot v10.4s, v24.16b, v18.4b[2]
+	WORD $0x4f92eb2b // sdot v11.4s, v25.16b, v18.4b[2]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	VEOR V28.B16, V24.B16, V24.B16
+	VEOR V28.B16, V25.B16, V25.B16
+	WORD $0x4fb0eb08 // sdot v8.4s, v24.16b, v16.4b[3]
+	WORD $0x4fb0eb29 // sdot v9.4s, v25.16b, v16.4b[3]
+	WORD $0x4fb2eb0a // sdot v10.4s, v24.16b, v18.4b[3]
+	WORD $0x4fb2eb2b // sdot v11.4s, v25.16b, v18.4b[3]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	VEOR V28.B16, V24.B16, V24.B16
+	VEOR V28.B16, V25.B16, V25.B16
+	WORD $0x4f91e308 // sdot v8.4s, v24.16b, v17.4b[0]
+	WORD $0x4f91e329 // sdot v9.4s, v25.16b, v17.4b[0]
+	WORD $0x4f93e30a // sdot v10.4s, v24.16b, v19.4b[0]
+	WORD $0x4f93e32b // sdot v11.4s, v25.16b, v19.4b[0]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	VEOR V28.B16, V24.B16, V24.B16
+	VEOR V28.B16, V25.B16, V25.B16
+	WORD $0x4fb1e308 // sdot v8.4s, v24.16b, v17.4b[1]
+	WORD $0x4fb1e329 // sdot v9.4s, v25.16b, v17.4b[1]
+	WORD $0x4fb3e30a // sdot v10.4s, v24.16b, v19.4b[1]
+	WORD $0x4fb3e32b // sdot v11.4s, v25.16b, v19.4b[1]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	VEOR V28.B16, V24.B16, V24.B16
+	VEOR V28.B16, V25.B16, V25.B16
+	WORD $0x4f91eb08 // sdot v8.4s, v24.16b, v17.4b[2]
+	WORD $0x4f91eb29 // sdot v9.4s, v25.16b, v17.4b[2]
+	WORD $0x4f93eb0a // sdot v10.4s, v24.16b, v19.4b[2]
+	WORD $0x4f93eb2b // sdot v11.4s, v25.16b, v19.4b[2]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	VEOR V28.B16, V24.B16, V24.B16
+	VEOR V28.B16, V25.B16, V25.B16
+	WORD $0x4fb1eb08 // sdot v8.4s, v24.16b, v17.4b[3]
+	WORD $0x4fb1eb29 // sdot v9.4s, v25.16b, v17.4b[3]
+	WORD $0x4fb3eb0a // sdot v10.4s, v24.16b, v19.4b[3]
+	WORD $0x4fb3eb2b // sdot v11.4s, v25.16b, v19.4b[3]
+	WORD $0x4e21d908 // scvtf v8.4s, v8.4s
+	WORD $0x4e21d929 // scvtf v9.4s, v9.4s
+	VLD1R (R2), [V29.S4]
+	WORD $0x6e3ddfda // fmul v26.4s, v30.4s, v29.4s
+	WORD $0x6e3ddffb // fmul v27.4s, v31.4s, v29.4s
+	WORD $0x4e3acd00 // fmla v0.4s, v8.4s, v26.4s
+	WORD $0x4e3bcd21 // fmla v1.4s, v9.4s, v27.4s
+	ADD $4, R2
+	ADD $4, R3
+	WORD $0x4e21d94a // scvtf v10.4s, v10.4s
+	WORD $0x4e21d96b // scvtf v11.4s, v11.4s
+	VLD1R (R11), [V29.S4]
+	WORD $0x6e3ddfda // fmul v26.4s, v30.4s, v29.4s
+	WORD $0x6e3ddffb // fmul v27.4s, v31.4s, v29.4s
+	WORD $0x4e3acd42 // fmla v2.4s, v10.4s, v26.4s
+	WORD $0x4e3bcd63 // fmla v3.4s, v11.4s, v27.4s
+	ADD $4, R11
+	ADD $4, R14
+	SUB $1, R4
+	B gemmQ8T2SDOTblock
+gemmQ8T2SDOTdone:
+	LSL $2, R7
+	VST1 [V0.S4, V1.S4], (R6)
+	ADD R7, R6
+	VST1 [V2.S4, V3.S4], (R6)
+	RET
+
+// func gemmQ4T2SDOT(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+TEXT ·gemmQ4T2SDOT(SB), NOSPLIT, $0-64
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD xs+24(FP), R3
+	MOVD nb+32(FP), R4
+	MOVD xstride+40(FP), R5
+	MOVD out+48(FP), R6
+	MOVD ostride+56(FP), R7
+	LSR $3, R5, R21
+	ADD R5, R1, R8
+	ADD R21, R2, R11
+	ADD R21, R3, R14
+	WORD $0x4f00e5fc // movi v28.16b, #15
+	WORD $0x6f00e400 // movi v0.2d, #0
+	WORD $0x6f00e401 // movi v1.2d, #0
+	WORD $0x6f00e402 // movi v2.2d, #0
+	WORD $0x6f00e403 // movi v3.2d, #0
+gemmQ4T2SDOTblock:
+	CBZ R4, gemmQ4T2SDOTdone
+	VLD1R (R3), [V8.S4]
+	VSHL $3, V8.S4, V8.S4
+	VMOV V8.B16, V9.B16
+	VLD1.P 32(R1), [V16.B16, V17.B16]
+	VLD1R (R14), [V10.S4]
+	VSHL $3, V10.S4, V10.S4
+	VMOV V10.B16, V11.B16
+	VLD1.P 32(R8), [V18.B16, V19.B16]
+	VLD1.P 32(R0), [V30.S4, V31.S4]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	WORD $0x4e3c1f1a // and v26.16b, v24.16b, v28.16b
+	WORD $0x4e3c1f3b // and v27.16b, v25.16b, v28.16b
+	WORD $0x6f0c0718 // ushr v24.16b, v24.16b, #4
+	WORD $0x6f0c0739 // ushr v25.16b, v25.16b, #4
+	WORD $0x4f90e348 // sdot v8.4s, v26.16b, v16.4b[0]
+	WORD $0x4f90e369 // sdot v9.4s, v27.16b, v16.4b[0]
+	WORD $0x4f92e34a // sdot v10.4s, v26.16b, v18.4b[0]
+	WORD $0x4f92e36b // sdot v11.4s, v27.16b, v18.4b[0]
+	WORD $0x4f91e308 // sdot v8.4s, v24.16b, v17.4b[0]
+	WORD $0x4f91e329 // sdot v9.4s, v25.16b, v17.4b[0]
+	WORD $0x4f93e30a // sdot v10.4s, v24.16b, v19.4b[0]
+	WORD $0x4f93e32b // sdot v11.4s, v25.16b, v19.4b[0]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	WORD $0x4e3c1f1a // and v26.16b, v24.16b, v28.16b
+	WORD $0x4e3c1f3b // and v27.16b, v25.16b, v28.16b
+	WORD $0x6f0c0718 // ushr v24.16b, v24.16b, #4
+	WORD $0x6f0c0739 // ushr v25.16b, v25.16b, #4
+	WORD $0x4fb0e348 // sdot v8.4s, v26.16b, v16.4b[1]
+	WORD $0x4fb0e369 // sdot v9.4s, v27.16b, v16.4b[1]
+	WORD $0x4fb2e34a // sdot v10.4s, v26.16b, v18.4b[1]
+	WORD $0x4fb2e36b // sdot v11.4s, v27.16b, v18.4b[1]
+	WORD $0x4fb1e308 // sdot v8.4s, v24.16b, v17.4b[1]
+	WORD $0x4fb1e329 // sdot v9.4s, v25.16b, v17.4b[1]
+	WORD $0x4fb3e30a // sdot v10.4s, v24.16b, v19.4b[1]
+	WORD $0x4fb3e32b // sdot v11.4s, v25.16b, v19.4b[1]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	WORD $0x4e3c1f1a // and v26.16b, v24.16b, v28.16b
+	WORD $0x4e3c1f3b // and v27.16b, v25.16b, v28.16b
+	WORD $0x6f0c0718 // ushr v24.16b, v24.16b, #4
+	WORD $0x6f0c0739 // ushr v25.16b, v25.16b, #4
+	WORD $0x4f90eb48 // sdot v8.4s, v26.16b, v16.4b[2]
+	WORD $0x4f90eb69 // sdot v9.4s, v27.16b, v16.4b[2]
+	WORD $0x4f92eb4a // sdot v10.4s, v26.16b, v18.4b[2]
+	WORD $0x4f92eb6b // sdot v11.4s, v27.16b, v18.4b[2]
+	WORD $0x4f91eb08 // sdot v8.4s, v24.16b, v17.4b[2]
+	WORD $0x4f91eb29 // sdot v9.4s, v25.16b, v17.4b[2]
+	WORD $0x4f93eb0a // sdot v10.4s, v24.16b, v19.4b[2]
+	WORD $0x4f93eb2b // sdot v11.4s, v25.16b, v19.4b[2]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	WORD $0x4e3c1f1a // and v26.16b, v24.16b, v28.16b
+	WORD $0x4e3c1f3b // and v27.16b, v25.16b, v28.16b
+	WORD $0x6f0c0718 // ushr v24.16b, v24.16b, #4
+	WORD $0x6f0c0739 // ushr v25.16b, v25.16b, #4
+	WORD $0x4fb0eb48 // sdot v8.4s, v26.16b, v16.4b[3]
+	WORD $0x4fb0eb69 // sdot v9.4s, v27.16b, v16.4b[3]
+	WORD $0x4fb2eb4a // sdot v10.4s, v26.16b, v18.4b[3]
+	WORD $0x4fb2eb6b // sdot v11.4s, v27.16b, v18.4b[3]
+	WORD $0x4fb1eb08 // sdot v8.4s, v24.16b, v17.4b[3]
+	WORD $0x4fb1eb29 // sdot v9.4s, v25.16b, v17.4b[3]
+	WORD $0x4fb3eb0a // sdot v10.4s, v24.16b, v19.4b[3]
+	WORD $0x4fb3eb2b // sdot v11.4s, v25.16b, v19.4b[3]
+	WORD $0x4e21d908 // scvtf v8.4s, v8.4s
+	WORD $0x4e21d929 // scvtf v9.4s, v9.4s
+	VLD1R (R2), [V29.S4]
+	WORD $0x6e3ddfda // fmul v26.4s, v30.4s, v29.4s
+	WORD $0x6e3ddffb // fmul v27.4s, v31.4s, v29.4s
+	WORD $0x4e3acd00 // fmla v0.4s, v8.4s, v26.4s
+	WORD $0x4e3bcd21 // fmla v1.4s, v9.4s, v27.4s
+	ADD $4, R2
+	ADD $4, R3
+	WORD $0x4e21d94a // scvtf v10.4s, v10.4s
+	WORD $0x4e21d96b // scvtf v11.4s, v11.4s
+	VLD1R (R11), [V29.S4]
+	WORD $0x6e3ddfda // fmul v26.4s, v30.4s, v29.4s
+	WORD $0x6e3ddffb // fmul v27.4s, v31.4s, v29.4s
+	WORD $0x4e3acd42 // fmla v2.4s, v10.4s, v26.4s
+	WORD $0x4e3bcd63 // fmla v3.4s, v11.4s, v27.4s
+	ADD $4, R11
+	ADD $4, R14
+	SUB $1, R4
+	B gemmQ4T2SDOTblock
+gemmQ4T2SDOTdone:
+	LSL $2, R7
+	VST1 [V0.S4, V1.S4], (R6)
+	ADD R7, R6
+	VST1 [V2.S4, V3.S4], (R6)
+	RET
+
+// func gemmQ8T3SDOT(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+TEXT ·gemmQ8T3SDOT(SB), NOSPLIT, $0-64
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD xs+24(FP), R3
+	MOVD nb+32(FP), R4
+	MOVD xstride+40(FP), R5
+	MOVD out+48(FP), R6
+	MOVD ostride+56(FP), R7
+	LSR $3, R5, R21
+	ADD R5, R1, R8
+	ADD R21, R2, R11
+	ADD R21, R3, R14
+	ADD R5, R8, R9
+	ADD R21, R11, R12
+	ADD R21, R14, R15
+	WORD $0x4f04e41c // movi v28.16b, #128
+	WORD $0x6f00e400 // movi v0.2d, #0
+	WORD $0x6f00e401 // movi v1.2d, #0
+	WORD $0x6f00e402 // movi v2.2d, #0
+	WORD $0x6f00e403 // movi v3.2d, #0
+	WORD $0x6f00e404 // movi v4.2d, #0
+	WORD $0x6f00e405 // movi v5.2d, #0
+gemmQ8T3SDOTblock:
+	CBZ R4, gemmQ8T3SDOTdone
+	WORD $0x6f00e408 // movi v8.2d, #0
+	WORD $0x6f00e409 // movi v9.2d, #0
+	VLD1.P 32(R1), [V16.B16, V17.B16]
+	WORD $0x6f00e40a // movi v10.2d, #0
+	WORD $0x6f00e40b // movi v11.2d, #0
+	VLD1.P 32(R8), [V18.B16, V19.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x6f00e40d // movi v13.2d, #0
+	VLD1.P 32(R9), [V20.B16, V21.B16]
+	VLD1.P 32(R0), [V30.S4, V31.S4]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	VEOR V28.B16, V24.B16, V24.B16
+	VEOR V28.B16, V25.B16, V25.B16
+	WORD $0x4f90e308 // sdot v8.4s, v24.16b, v16.4b[0]
+	WORD $0x4f90e329 // sdot v9.4s, v25.16b, v16.4b[0]
+	WORD $0x4f92e30a // sdot v10.4s, v24.16b, v18.4b[0]
+	WORD $0x4f92e32b // sdot v11.4s, v25.16b, v18.4b[0]
+	WORD $0x4f94e30c // sdot v12.4s, v24.16b, v20.4b[0]
+	WORD $0x4f94e32d // sdot v13.4s, v25.16b, v20.4b[0]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	VEOR V28.B16, V24.B16, V24.B16
+	VEOR V28.B16, V25.B16, V25.B16
+	WORD $0x4fb0e308 // sdot v8.4s, v24.16b, v16.4b[1]
+	WORD $0x4fb0e329 // sdot v9.4s, v25.16b, v16.4b[1]
+	WORD $0x4fb2e30a // sdot v10.4s, v24.16b, v18.4b[1]
+	WORD $0x4fb2e32b // sdot v11.4s, v25.16b, v18.4b[1]
+	WORD $0x4fb4e30c // sdot v12.4s, v24.16b, v20.4b[1]
+	WORD $0x4fb4e32d // sdot v13.4s, v25.16b, v20.4b[1]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	VEOR V28.B16, V24.B16, V24.B16
+	VEOR V28.B16, V25.B16, V25.B16
+	WORD $0x4f90eb08 // sdot v8.4s, v24.16b, v16.4b[2]
+	WORD $0x4f90eb29 // sdot v9.4s, v25.16b, v16.4b[2]
+	WORD $0x4f92eb0a // sdot v10.4s, v24.16b, v18.4b[2]
+	WORD $0x4f92eb2b // sdot v11.4s, v25.16b, v18.4b[2]
+	WORD $0x4f94eb0c // sdot v12.4s, v24.16b, v20.4b[2]
+	WORD $0x4f94eb2d // sdot v13.4s, v25.16b, v20.4b[2]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	VEOR V28.B16, V24.B16, V24.B16
+	VEOR V28.B16, V25.B16, V25.B16
+	WORD $0x4fb0eb08 // sdot v8.4s, v24.16b, v16.4b[3]
+	WORD $0x4fb0eb29 // sdot v9.4s, v25.16b, v16.4b[3]
+	WORD $0x4fb2eb0a // sdot v10.4s, v24.16b, v18.4b[3]
+	WORD $0x4fb2eb2b // sdot v11.4s, v25.16b, v18.4b[3]
+	WORD $0x4fb4eb0c // sdot v12.4s, v24.16b, v20.4b[3]
+	WORD $0x4fb4eb2d // sdot v13.4s, v25.16b, v20.4b[3]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	VEOR V28.B16, V24.B16, V24.B16
+	VEOR V28.B16, V25.B16, V25.B16
+	WORD $0x4f91e308 // sdot v8.4s, v24.16b, v17.4b[0]
+	WORD $0x4f91e329 // sdot v9.4s, v25.16b, v17.4b[0]
+	WORD $0x4f93e30a // sdot v10.4s, v24.16b, v19.4b[0]
+	WORD $0x4f93e32b // sdot v11.4s, v25.16b, v19.4b[0]
+	WORD $0x4f95e30c // sdot v12.4s, v24.16b, v21.4b[0]
+	WORD $0x4f95e32d // sdot v13.4s, v25.16b, v21.4b[0]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	VEOR V28.B16, V24.B16, V24.B16
+	VEOR V28.B16, V25.B16, V25.B16
+	WORD $0x4fb1e308 // sdot v8.4s, v24.16b, v17.4b[1]
+	WORD $0x4fb1e329 // sdot v9.4s, v25.16b, v17.4b[1]
+	WORD $0x4fb3e30a // sdot v10.4s, v24.16b, v19.4b[1]
+	WORD $0x4fb3e32b // sdot v11.4s, v25.16b, v19.4b[1]
+	WORD $0x4fb5e30c // sdot v12.4s, v24.16b, v21.4b[1]
+	WORD $0x4fb5e32d // sdot v13.4s, v25.16b, v21.4b[1]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	VEOR V28.B16, V24.B16, V24.B16
+	VEOR V28.B16, V25.B16, V25.B16
+	WORD $0x4f91eb08 // sdot v8.4s, v24.16b, v17.4b[2]
+	WORD $0x4f91eb29 // sdot v9.4s, v25.16b, v17.4b[2]
+	WORD $0x4f93eb0a // sdot v10.4s, v24.16b, v19.4b[2]
+	WORD $0x4f93eb2b // sdot v11.4s, v25.16b, v19.4b[2]
+	WORD $0x4f95eb0c // sdot v12.4s, v24.16b, v21.4b[2]
+	WORD $0x4f95eb2d // sdot v13.4s, v25.16b, v21.4b[2]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	VEOR V28.B16, V24.B16, V24.B16
+	VEOR V28.B16, V25.B16, V25.B16
+	WORD $0x4fb1eb08 // sdot v8.4s, v24.16b, v17.4b[3]
+	WORD $0x4fb1eb29 // sdot v9.4s, v25.16b, v17.4b[3]
+	WORD $0x4fb3eb0a // sdot v10.4s, v24.16b, v19.4b[3]
+	WORD $0x4fb3eb2b // sdot v11.4s, v25.16b, v19.4b[3]
+	WORD $0x4fb5eb0c // sdot v12.4s, v24.16b, v21.4b[3]
+	WORD $0x4fb5eb2d // sdot v13.4s, v25.16b, v21.4b[3]
+	WORD $0x4e21d908 // scvtf v8.4s, v8.4s
+	WORD $0x4e21d929 // scvtf v9.4s, v9.4s
+	VLD1R (R2), [V29.S4]
+	WORD $0x6e3ddfda // fmul v26.4s, v30.4s, v29.4s
+	WORD $0x6e3ddffb // fmul v27.4s, v31.4s, v29.4s
+	WORD $0x4e3acd00 // fmla v0.4s, v8.4s, v26.4s
+	WORD $0x4e3bcd21 // fmla v1.4s, v9.4s, v27.4s
+	ADD $4, R2
+	ADD $4, R3
+	WORD $0x4e21d94a // scvtf v10.4s, v10.4s
+	WORD $0x4e21d96b // scvtf v11.4s, v11.4s
+	VLD1R (R11), [V29.S4]
+	WORD $0x6e3ddfda // fmul v26.4s, v30.4s, v29.4s
+	WORD $0x6e3ddffb // fmul v27.4s, v31.4s, v29.4s
+	WORD $0x4e3acd42 // fmla v2.4s, v10.4s, v26.4s
+	WORD $0x4e3bcd63 // fmla v3.4s, v11.4s, v27.4s
+	ADD $4, R11
+	ADD $4, R14
+	WORD $0x4e21d98c // scvtf v12.4s, v12.4s
+	WORD $0x4e21d9ad // scvtf v13.4s, v13.4s
+	VLD1R (R12), [V29.S4]
+	WORD $0x6e3ddfda // fmul v26.4s, v30.4s, v29.4s
+	WORD $0x6e3ddffb // fmul v27.4s, v31.4s, v29.4s
+	WORD $0x4e3acd84 // fmla v4.4s, v12.4s, v26.4s
+	WORD $0x4e3bcda5 // fmla v5.4s, v13.4s, v27.4s
+	ADD $4, R12
+	ADD $4, R15
+	SUB $1, R4
+	B gemmQ8T3SDOTblock
+gemmQ8T3SDOTdone:
+	LSL $2, R7
+	VST1 [V0.S4, V1.S4], (R6)
+	ADD R7, R6
+	VST1 [V2.S4, V3.S4], (R6)
+	ADD R7, R6
+	VST1 [V4.S4, V5.S4], (R6)
+	RET
+
+// func gemmQ4T3SDOT(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+TEXT ·gemmQ4T3SDOT(SB), NOSPLIT, $0-64
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD xs+24(FP), R3
+	MOVD nb+32(FP), R4
+	MOVD xstride+40(FP), R5
+	MOVD out+48(FP), R6
+	MOVD ostride+56(FP), R7
+	LSR $3, R5, R21
+	ADD R5, R1, R8
+	ADD R21, R2, R11
+	ADD R21, R3, R14
+	ADD R5, R8, R9
+	ADD R21, R11, R12
+	ADD R21, R14, R15
+	WORD $0x4f00e5fc // movi v28.16b, #15
+	WORD $0x6f00e400 // movi v0.2d, #0
+	WORD $0x6f00e401 // movi v1.2d, #0
+	WORD $0x6f00e402 // movi v2.2d, #0
+	WORD $0x6f00e403 // movi v3.2d, #0
+	WORD $0x6f00e404 // movi v4.2d, #0
+	WORD $0x6f00e405 // movi v5.2d, #0
+gemmQ4T3SDOTblock:
+	CBZ R4, gemmQ4T3SDOTdone
+	VLD1R (R3), [V8.S4]
+	VSHL $3, V8.S4, V8.S4
+	VMOV V8.B16, V9.B16
+	VLD1.P 32(R1), [V16.B16, V17.B16]
+	VLD1R (R14), [V10.S4]
+	VSHL $3, V10.S4, V10.S4
+	VMOV V10.B16, V11.B16
+	VLD1.P 32(R8), [V18.B16, V19.B16]
+	VLD1R (R15), [V12.S4]
+	VSHL $3, V12.S4, V12.S4
+	VMOV V12.B16, V13.B16
+	VLD1.P 32(R9), [V20.B16, V21.B16]
+	VLD1.P 32(R0), [V30.S4, V31.S4]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	WORD $0x4e3c1f1a // and v26.16b, v24.16b, v28.16b
+	WORD $0x4e3c1f3b // and v27.16b, v25.16b, v28.16b
+	WORD $0x6f0c0718 // ushr v24.16b, v24.16b, #4
+	WORD $0x6f0c0739 // ushr v25.16b, v25.16b, #4
+	WORD $0x4f90e348 // sdot v8.4s, v26.16b, v16.4b[0]
+	WORD $0x4f90e369 // sdot v9.4s, v27.16b, v16.4b[0]
+	WORD $0x4f92e34a // sdot v10.4s, v26.16b, v18.4b[0]
+	WORD $0x4f92e36b // sdot v11.4s, v27.16b, v18.4b[0]
+	WORD $0x4f94e34c // sdot v12.4s, v26.16b, v20.4b[0]
+	WORD $0x4f94e36d // sdot v13.4s, v27.16b, v20.4b[0]
+	WORD $0x4f91e308 // sdot v8.4s, v24.16b, v17.4b[0]
+	WORD $0x4f91e329 // sdot v9.4s, v25.16b, v17.4b[0]
+	WORD $0x4f93e30a // sdot v10.4s, v24.16b, v19.4b[0]
+	WORD $0x4f93e32b // sdot v11.4s, v25.16b, v19.4b[0]
+	WORD $0x4f95e30c // sdot v12.4s, v24.16b, v21.4b[0]
+	WORD $0x4f95e32d // sdot v13.4s, v25.16b, v21.4b[0]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	WORD $0x4e3c1f1a // and v26.16b, v24.16b, v28.16b
+	WORD $0x4e3c1f3b // and v27.16b, v25.16b, v28.16b
+	WORD $0x6f0c0718 // ushr v24.16b, v24.16b, #4
+	WORD $0x6f0c0739 // ushr v25.16b, v25.16b, #4
+	WORD $0x4fb0e348 // sdot v8.4s, v26.16b, v16.4b[1]
+	WORD $0x4fb0e369 // sdot v9.4s, v27.16b, v16.4b[1]
+	WORD $0x4fb2e34a // sdot v10.4s, v26.16b, v18.4b[1]
+	WORD $0x4fb2e36b // sdot v11.4s, v27.16b, v18.4b[1]
+	WORD $0x4fb4e34c // sdot v12.4s, v26.16b, v20.4b[1]
+	WORD $0x4fb4e36d // sdot v13.4s, v27.16b, v20.4b[1]
+	WORD $0x4fb1e308 // sdot v8.4s, v24.16b, v17.4b[1]
+	WORD $0x4fb1e329 // sdot v9.4s, v25.16b, v17.4b[1]
+	WORD $0x4fb3e30a // sdot v10.4s, v24.16b, v19.4b[1]
+	WORD $0x4fb3e32b // sdot v11.4s, v25.16b, v19.4b[1]
+	WORD $0x4fb5e30c // sdot v12.4s, v24.16b, v21.4b[1]
+	WORD $0x4fb5e32d // sdot v13.4s, v25.16b, v21.4b[1]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	WORD $0x4e3c1f1a // and v26.16b, v24.16b, v28.16b
+	WORD $0x4e3c1f3b // and v27.16b, v25.16b, v28.16b
+	WORD $0x6f0c0718 // ushr v24.16b, v24.16b, #4
+	WORD $0x6f0c0739 // ushr v25.16b, v25.16b, #4
+	WORD $0x4f90eb48 // sdot v8.4s, v26.16b, v16.4b[2]
+	WORD $0x4f90eb69 // sdot v9.4s, v27.16b, v16.4b[2]
+	WORD $0x4f92eb4a // sdot v10.4s, v26.16b, v18.4b[2]
+	WORD $0x4f92eb6b // sdot v11.4s, v27.16b, v18.4b[2]
+	WORD $0x4f94eb4c // sdot v12.4s, v26.16b, v20.4b[2]
+	WORD $0x4f94eb6d // sdot v13.4s, v27.16b, v20.4b[2]
+	WORD $0x4f91eb08 // sdot v8.4s, v24.16b, v17.4b[2]
+	WORD $0x4f91eb29 // sdot v9.4s, v25.16b, v17.4b[2]
+	WORD $0x4f93eb0a // sdot v10.4s, v24.16b, v19.4b[2]
+	WORD $0x4f93eb2b // sdot v11.4s, v25.16b, v19.4b[2]
+	WORD $0x4f95eb0c // sdot v12.4s, v24.16b, v21.4b[2]
+	WORD $0x4f95eb2d // sdot v13.4s, v25.16b, v21.4b[2]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	WORD $0x4e3c1f1a // and v26.16b, v24.16b, v28.16b
+	WORD $0x4e3c1f3b // and v27.16b, v25.16b, v28.16b
+	WORD $0x6f0c0718 // ushr v24.16b, v24.16b, #4
+	WORD $0x6f0c0739 // ushr v25.16b, v25.16b, #4
+	WORD $0x4fb0eb48 // sdot v8.4s, v26.16b, v16.4b[3]
+	WORD $0x4fb0eb69 // sdot v9.4s, v27.16b, v16.4b[3]
+	WORD $0x4fb2eb4a // sdot v10.4s, v26.16b, v18.4b[3]
+	WORD $0x4fb2eb6b // sdot v11.4s, v27.16b, v18.4b[3]
+	WORD $0x4fb4eb4c // sdot v12.4s, v26.16b, v20.4b[3]
+	WORD $0x4fb4eb6d // sdot v13.4s, v27.16b, v20.4b[3]
+	WORD $0x4fb1eb08 // sdot v8.4s, v24.16b, v17.4b[3]
+	WORD $0x4fb1eb29 // sdot v9.4s, v25.16b, v17.4b[3]
+	WORD $0x4fb3eb0a // sdot v10.4s, v24.16b, v19.4b[3]
+	WORD $0x4fb3eb2b // sdot v11.4s, v25.16b, v19.4b[3]
+	WORD $0x4fb5eb0c // sdot v12.4s, v24.16b, v21.4b[3]
+	WORD $0x4fb5eb2d // sdot v13.4s, v25.16b, v21.4b[3]
+	WORD $0x4e21d908 // scvtf v8.4s, v8.4s
+	WORD $0x4e21d929 // scvtf v9.4s, v9.4s
+	VLD1R (R2), [V29.S4]
+	WORD $0x6e3ddfda // fmul v26.4s, v30.4s, v29.4s
+	WORD $0x6e3ddffb // fmul v27.4s, v31.4s, v29.4s
+	WORD $0x4e3acd00 // fmla v0.4s, v8.4s, v26.4s
+	WORD $0x4e3bcd21 // fmla v1.4s, v9.4s, v27.4s
+	ADD $4, R2
+	ADD $4, R3
+	WORD $0x4e21d94a // scvtf v10.4s, v10.4s
+	WORD $0x4e21d96b // scvtf v11.4s, v11.4s
+	VLD1R (R11), [V29.S4]
+	WORD $0x6e3ddfda // fmul v26.4s, v30.4s, v29.4s
+	WORD $0x6e3ddffb // fmul v27.4s, v31.4s, v29.4s
+	WORD $0x4e3acd42 // fmla v2.4s, v10.4s, v26.4s
+	WORD $0x4e3bcd63 // fmla v3.4s, v11.4s, v27.4s
+	ADD $4, R11
+	ADD $4, R14
+	WORD $0x4e21d98c // scvtf v12.4s, v12.4s
+	WORD $0x4e21d9ad // scvtf v13.4s, v13.4s
+	VLD1R (R12), [V29.S4]
+	WORD $0x6e3ddfda // fmul v26.4s, v30.4s, v29.4s
+	WORD $0x6e3ddffb // fmul v27.4s, v31.4s, v29.4s
+	WORD $0x4e3acd84 // fmla v4.4s, v12.4s, v26.4s
+	WORD $0x4e3bcda5 // fmla v5.4s, v13.4s, v27.4s
+	ADD $4, R12
+	ADD $4, R15
+	SUB $1, R4
+	B gemmQ4T3SDOTblock
+gemmQ4T3SDOTdone:
+	LSL $2, R7
+	VST1 [V0.S4, V1.S4], (R6)
+	ADD R7, R6
+	VST1 [V2.S4, V3.S4], (R6)
+	ADD R7, R6
+	VST1 [V4.S4, V5.S4], (R6)
+	RET
+
+// func gemmQ8T4SDOT(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+TEXT ·gemmQ8T4SDOT(SB), NOSPLIT, $0-64
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD xs+24(FP), R3
+	MOVD nb+32(FP), R4
+	MOVD xstride+40(FP), R5
+	MOVD out+48(FP), R6
+	MOVD ostride+56(FP), R7
+	LSR $3, R5, R21
+	ADD R5, R1, R8
+	ADD R21, R2, R11
+	ADD R21, R3, R14
+	ADD R5, R8, R9
+	ADD R21, R11, R12
+	ADD R21, R14, R15
+	ADD R5, R9, R10
+	ADD R21, R12, R13
+	ADD R21, R15, R19
+	WORD $0x4f04e41c // movi v28.16b, #128
+	WORD $0x6f00e400 // movi v0.2d, #0
+	WORD $0x6f00e401 // movi v1.2d, #0
+	WORD $0x6f00e402 // movi v2.2d, #0
+	WORD $0x6f00e403 // movi v3.2d, #0
+	WORD $0x6f00e404 // movi v4.2d, #0
+	WORD $0x6f00e405 // movi v5.2d, #0
+	WORD $0x6f00e406 // movi v6.2d, #0
+	WORD $0x6f00e407 // movi v7.2d, #0
+gemmQ8T4SDOTblock:
+	CBZ R4, gemmQ8T4SDOTdone
+	WORD $0x6f00e408 // movi v8.2d, #0
+	WORD $0x6f00e409 // movi v9.2d, #0
+	VLD1.P 32(R1), [V16.B16, V17.B16]
+	WORD $0x6f00e40a // movi v10.2d, #0
+	WORD $0x6f00e40b // movi v11.2d, #0
+	VLD1.P 32(R8), [V18.B16, V19.B16]
+	WORD $0x6f00e40c // movi v12.2d, #0
+	WORD $0x6f00e40d // movi v13.2d, #0
+	VLD1.P 32(R9), [V20.B16, V21.B16]
+	WORD $0x6f00e40e // movi v14.2d, #0
+	WORD $0x6f00e40f // movi v15.2d, #0
+	VLD1.P 32(R10), [V22.B16, V23.B16]
+	VLD1.P 32(R0), [V30.S4, V31.S4]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	VEOR V28.B16, V24.B16, V24.B16
+	VEOR V28.B16, V25.B16, V25.B16
+	WORD $0x4f90e308 // sdot v8.4s, v24.16b, v16.4b[0]
+	WORD $0x4f90e329 // sdot v9.4s, v25.16b, v16.4b[0]
+	WORD $0x4f92e30a // sdot v10.4s, v24.16b, v18.4b[0]
+	WORD $0x4f92e32b // sdot v11.4s, v25.16b, v18.4b[0]
+	WORD $0x4f94e30c // sdot v12.4s, v24.16b, v20.4b[0]
+	WORD $0x4f94e32d // sdot v13.4s, v25.16b, v20.4b[0]
+	WORD $0x4f96e30e // sdot v14.4s, v24.16b, v22.4b[0]
+	WORD $0x4f96e32f // sdot v15.4s, v25.16b, v22.4b[0]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	VEOR V28.B16, V24.B16, V24.B16
+	VEOR V28.B16, V25.B16, V25.B16
+	WORD $0x4fb0e308 // sdot v8.4s, v24.16b, v16.4b[1]
+	WORD $0x4fb0e329 // sdot v9.4s, v25.16b, v16.4b[1]
+	WORD $0x4fb2e30a // sdot v10.4s, v24.16b, v18.4b[1]
+	WORD $0x4fb2e32b // sdot v11.4s, v25.16b, v18.4b[1]
+	WORD $0x4fb4e30c // sdot v12.4s, v24.16b, v20.4b[1]
+	WORD $0x4fb4e32d // sdot v13.4s, v25.16b, v20.4b[1]
+	WORD $0x4fb6e30e // sdot v14.4s, v24.16b, v22.4b[1]
+	WORD $0x4fb6e32f // sdot v15.4s, v25.16b, v22.4b[1]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	VEOR V28.B16, V24.B16, V24.B16
+	VEOR V28.B16, V25.B16, V25.B16
+	WORD $0x4f90eb08 // sdot v8.4s, v24.16b, v16.4b[2]
+	WORD $0x4f90eb29 // sdot v9.4s, v25.16b, v16.4b[2]
+	WORD $0x4f92eb0a // sdot v10.4s, v24.16b, v18.4b[2]
+	WORD $0x4f92eb2b // sdot v11.4s, v25.16b, v18.4b[2]
+	WORD $0x4f94eb0c // sdot v12.4s, v24.16b, v20.4b[2]
+	WORD $0x4f94eb2d // sdot v13.4s, v25.16b, v20.4b[2]
+	WORD $0x4f96eb0e // sdot v14.4s, v24.16b, v22.4b[2]
+	WORD $0x4f96eb2f // sdot v15.4s, v25.16b, v22.4b[2]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	VEOR V28.B16, V24.B16, V24.B16
+	VEOR V28.B16, V25.B16, V25.B16
+	WORD $0x4fb0eb08 // sdot v8.4s, v24.16b, v16.4b[3]
+	WORD $0x4fb0eb29 // sdot v9.4s, v25.16b, v16.4b[3]
+	WORD $0x4fb2eb0a // sdot v10.4s, v24.16b, v18.4b[3]
+	WORD $0x4fb2eb2b // sdot v11.4s, v25.16b, v18.4b[3]
+	WORD $0x4fb4eb0c // sdot v12.4s, v24.16b, v20.4b[3]
+	WORD $0x4fb4eb2d // sdot v13.4s, v25.16b, v20.4b[3]
+	WORD $0x4fb6eb0e // sdot v14.4s, v24.16b, v22.4b[3]
+	WORD $0x4fb6eb2f // sdot v15.4s, v25.16b, v22.4b[3]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	VEOR V28.B16, V24.B16, V24.B16
+	VEOR V28.B16, V25.B16, V25.B16
+	WORD $0x4f91e308 // sdot v8.4s, v24.16b, v17.4b[0]
+	WORD $0x4f91e329 // sdot v9.4s, v25.16b, v17.4b[0]
+	WORD $0x4f93e30a // sdot v10.4s, v24.16b, v19.4b[0]
+	WORD $0x4f93e32b // sdot v11.4s, v25.16b, v19.4b[0]
+	WORD $0x4f95e30c // sdot v12.4s, v24.16b, v21.4b[0]
+	WORD $0x4f95e32d // sdot v13.4s, v25.16b, v21.4b[0]
+	WORD $0x4f97e30e // sdot v14.4s, v24.16b, v23.4b[0]
+	WORD $0x4f97e32f // sdot v15.4s, v25.16b, v23.4b[0]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	VEOR V28.B16, V24.B16, V24.B16
+	VEOR V28.B16, V25.B16, V25.B16
+	WORD $0x4fb1e308 // sdot v8.4s, v24.16b, v17.4b[1]
+	WORD $0x4fb1e329 // sdot v9.4s, v25.16b, v17.4b[1]
+	WORD $0x4fb3e30a // sdot v10.4s, v24.16b, v19.4b[1]
+	WORD $0x4fb3e32b // sdot v11.4s, v25.16b, v19.4b[1]
+	WORD $0x4fb5e30c // sdot v12.4s, v24.16b, v21.4b[1]
+	WORD $0x4fb5e32d // sdot v13.4s, v25.16b, v21.4b[1]
+	WORD $0x4fb7e30e // sdot v14.4s, v24.16b, v23.4b[1]
+	WORD $0x4fb7e32f // sdot v15.4s, v25.16b, v23.4b[1]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	VEOR V28.B16, V24.B16, V24.B16
+	VEOR V28.B16, V25.B16, V25.B16
+	WORD $0x4f91eb08 // sdot v8.4s, v24.16b, v17.4b[2]
+	WORD $0x4f91eb29 // sdot v9.4s, v25.16b, v17.4b[2]
+	WORD $0x4f93eb0a // sdot v10.4s, v24.16b, v19.4b[2]
+	WORD $0x4f93eb2b // sdot v11.4s, v25.16b, v19.4b[2]
+	WORD $0x4f95eb0c // sdot v12.4s, v24.16b, v21.4b[2]
+	WORD $0x4f95eb2d // sdot v13.4s, v25.16b, v21.4b[2]
+	WORD $0x4f97eb0e // sdot v14.4s, v24.16b, v23.4b[2]
+	WORD $0x4f97eb2f // sdot v15.4s, v25.16b, v23.4b[2]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	VEOR V28.B16, V24.B16, V24.B16
+	VEOR V28.B16, V25.B16, V25.B16
+	WORD $0x4fb1eb08 // sdot v8.4s, v24.16b, v17.4b[3]
+	WORD $0x4fb1eb29 // sdot v9.4s, v25.16b, v17.4b[3]
+	WORD $0x4fb3eb0a // sdot v10.4s, v24.16b, v19.4b[3]
+	WORD $0x4fb3eb2b // sdot v11.4s, v25.16b, v19.4b[3]
+	WORD $0x4fb5eb0c // sdot v12.4s, v24.16b, v21.4b[3]
+	WORD $0x4fb5eb2d // sdot v13.4s, v25.16b, v21.4b[3]
+	WORD $0x4fb7eb0e // sdot v14.4s, v24.16b, v23.4b[3]
+	WORD $0x4fb7eb2f // sdot v15.4s, v25.16b, v23.4b[3]
+	WORD $0x4e21d908 // scvtf v8.4s, v8.4s
+	WORD $0x4e21d929 // scvtf v9.4s, v9.4s
+	VLD1R (R2), [V29.S4]
+	WORD $0x6e3ddfda // fmul v26.4s, v30.4s, v29.4s
+	WORD $0x6e3ddffb // fmul v27.4s, v31.4s, v29.4s
+	WORD $0x4e3acd00 // fmla v0.4s, v8.4s, v26.4s
+	WORD $0x4e3bcd21 // fmla v1.4s, v9.4s, v27.4s
+	ADD $4, R2
+	ADD $4, R3
+	WORD $0x4e21d94a // scvtf v10.4s, v10.4s
+	WORD $0x4e21d96b // scvtf v11.4s, v11.4s
+	VLD1R (R11), [V29.S4]
+	WORD $0x6e3ddfda // fmul v26.4s, v30.4s, v29.4s
+	WORD $0x6e3ddffb // fmul v27.4s, v31.4s, v29.4s
+	WORD $0x4e3acd42 // fmla v2.4s, v10.4s, v26.4s
+	WORD $0x4e3bcd63 // fmla v3.4s, v11.4s, v27.4s
+	ADD $4, R11
+	ADD $4, R14
+	WORD $0x4e21d98c // scvtf v12.4s, v12.4s
+	WORD $0x4e21d9ad // scvtf v13.4s, v13.4s
+	VLD1R (R12), [V29.S4]
+	WORD $0x6e3ddfda // fmul v26.4s, v30.4s, v29.4s
+	WORD $0x6e3ddffb // fmul v27.4s, v31.4s, v29.4s
+	WORD $0x4e3acd84 // fmla v4.4s, v12.4s, v26.4s
+	WORD $0x4e3bcda5 // fmla v5.4s, v13.4s, v27.4s
+	ADD $4, R12
+	ADD $4, R15
+	WORD $0x4e21d9ce // scvtf v14.4s, v14.4s
+	WORD $0x4e21d9ef // scvtf v15.4s, v15.4s
+	VLD1R (R13), [V29.S4]
+	WORD $0x6e3ddfda // fmul v26.4s, v30.4s, v29.4s
+	WORD $0x6e3ddffb // fmul v27.4s, v31.4s, v29.4s
+	WORD $0x4e3acdc6 // fmla v6.4s, v14.4s, v26.4s
+	WORD $0x4e3bcde7 // fmla v7.4s, v15.4s, v27.4s
+	ADD $4, R13
+	ADD $4, R19
+	SUB $1, R4
+	B gemmQ8T4SDOTblock
+gemmQ8T4SDOTdone:
+	LSL $2, R7
+	VST1 [V0.S4, V1.S4], (R6)
+	ADD R7, R6
+	VST1 [V2.S4, V3.S4], (R6)
+	ADD R7, R6
+	VST1 [V4.S4, V5.S4], (R6)
+	ADD R7, R6
+	VST1 [V6.S4, V7.S4], (R6)
+	RET
+
+// func gemmQ4T4SDOT(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+TEXT ·gemmQ4T4SDOT(SB), NOSPLIT, $0-64
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD xd+16(FP), R2
+	MOVD xs+24(FP), R3
+	MOVD nb+32(FP), R4
+	MOVD xstride+40(FP), R5
+	MOVD out+48(FP), R6
+	MOVD ostride+56(FP), R7
+	LSR $3, R5, R21
+	ADD R5, R1, R8
+	ADD R21, R2, R11
+	ADD R21, R3, R14
+	ADD R5, R8, R9
+	ADD R21, R11, R12
+	ADD R21, R14, R15
+	ADD R5, R9, R10
+	ADD R21, R12, R13
+	ADD R21, R15, R19
+	WORD $0x4f00e5fc // movi v28.16b, #15
+	WORD $0x6f00e400 // movi v0.2d, #0
+	WORD $0x6f00e401 // movi v1.2d, #0
+	WORD $0x6f00e402 // movi v2.2d, #0
+	WORD $0x6f00e403 // movi v3.2d, #0
+	WORD $0x6f00e404 // movi v4.2d, #0
+	WORD $0x6f00e405 // movi v5.2d, #0
+	WORD $0x6f00e406 // movi v6.2d, #0
+	WORD $0x6f00e407 // movi v7.2d, #0
+gemmQ4T4SDOTblock:
+	CBZ R4, gemmQ4T4SDOTdone
+	VLD1R (R3), [V8.S4]
+	VSHL $3, V8.S4, V8.S4
+	VMOV V8.B16, V9.B16
+	VLD1.P 32(R1), [V16.B16, V17.B16]
+	VLD1R (R14), [V10.S4]
+	VSHL $3, V10.S4, V10.S4
+	VMOV V10.B16, V11.B16
+	VLD1.P 32(R8), [V18.B16, V19.B16]
+	VLD1R (R15), [V12.S4]
+	VSHL $3, V12.S4, V12.S4
+	VMOV V12.B16, V13.B16
+	VLD1.P 32(R9), [V20.B16, V21.B16]
+	VLD1R (R19), [V14.S4]
+	VSHL $3, V14.S4, V14.S4
+	VMOV V14.B16, V15.B16
+	VLD1.P 32(R10), [V22.B16, V23.B16]
+	VLD1.P 32(R0), [V30.S4, V31.S4]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	WORD $0x4e3c1f1a // and v26.16b, v24.16b, v28.16b
+	WORD $0x4e3c1f3b // and v27.16b, v25.16b, v28.16b
+	WORD $0x6f0c0718 // ushr v24.16b, v24.16b, #4
+	WORD $0x6f0c0739 // ushr v25.16b, v25.16b, #4
+	WORD $0x4f90e348 // sdot v8.4s, v26.16b, v16.4b[0]
+	WORD $0x4f90e369 // sdot v9.4s, v27.16b, v16.4b[0]
+	WORD $0x4f92e34a // sdot v10.4s, v26.16b, v18.4b[0]
+	WORD $0x4f92e36b // sdot v11.4s, v27.16b, v18.4b[0]
+	WORD $0x4f94e34c // sdot v12.4s, v26.16b, v20.4b[0]
+	WORD $0x4f94e36d // sdot v13.4s, v27.16b, v20.4b[0]
+	WORD $0x4f96e34e // sdot v14.4s, v26.16b, v22.4b[0]
+	WORD $0x4f96e36f // sdot v15.4s, v27.16b, v22.4b[0]
+	WORD $0x4f91e308 // sdot v8.4s, v24.16b, v17.4b[0]
+	WORD $0x4f91e329 // sdot v9.4s, v25.16b, v17.4b[0]
+	WORD $0x4f93e30a // sdot v10.4s, v24.16b, v19.4b[0]
+	WORD $0x4f93e32b // sdot v11.4s, v25.16b, v19.4b[0]
+	WORD $0x4f95e30c // sdot v12.4s, v24.16b, v21.4b[0]
+	WORD $0x4f95e32d // sdot v13.4s, v25.16b, v21.4b[0]
+	WORD $0x4f97e30e // sdot v14.4s, v24.16b, v23.4b[0]
+	WORD $0x4f97e32f // sdot v15.4s, v25.16b, v23.4b[0]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	WORD $0x4e3c1f1a // and v26.16b, v24.16b, v28.16b
+	WORD $0x4e3c1f3b // and v27.16b, v25.16b, v28.16b
+	WORD $0x6f0c0718 // ushr v24.16b, v24.16b, #4
+	WORD $0x6f0c0739 // ushr v25.16b, v25.16b, #4
+	WORD $0x4fb0e348 // sdot v8.4s, v26.16b, v16.4b[1]
+	WORD $0x4fb0e369 // sdot v9.4s, v27.16b, v16.4b[1]
+	WORD $0x4fb2e34a // sdot v10.4s, v26.16b, v18.4b[1]
+	WORD $0x4fb2e36b // sdot v11.4s, v27.16b, v18.4b[1]
+	WORD $0x4fb4e34c // sdot v12.4s, v26.16b, v20.4b[1]
+	WORD $0x4fb4e36d // sdot v13.4s, v27.16b, v20.4b[1]
+	WORD $0x4fb6e34e // sdot v14.4s, v26.16b, v22.4b[1]
+	WORD $0x4fb6e36f // sdot v15.4s, v27.16b, v22.4b[1]
+	WORD $0x4fb1e308 // sdot v8.4s, v24.16b, v17.4b[1]
+	WORD $0x4fb1e329 // sdot v9.4s, v25.16b, v17.4b[1]
+	WORD $0x4fb3e30a // sdot v10.4s, v24.16b, v19.4b[1]
+	WORD $0x4fb3e32b // sdot v11.4s, v25.16b, v19.4b[1]
+	WORD $0x4fb5e30c // sdot v12.4s, v24.16b, v21.4b[1]
+	WORD $0x4fb5e32d // sdot v13.4s, v25.16b, v21.4b[1]
+	WORD $0x4fb7e30e // sdot v14.4s, v24.16b, v23.4b[1]
+	WORD $0x4fb7e32f // sdot v15.4s, v25.16b, v23.4b[1]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	WORD $0x4e3c1f1a // and v26.16b, v24.16b, v28.16b
+	WORD $0x4e3c1f3b // and v27.16b, v25.16b, v28.16b
+	WORD $0x6f0c0718 // ushr v24.16b, v24.16b, #4
+	WORD $0x6f0c0739 // ushr v25.16b, v25.16b, #4
+	WORD $0x4f90eb48 // sdot v8.4s, v26.16b, v16.4b[2]
+	WORD $0x4f90eb69 // sdot v9.4s, v27.16b, v16.4b[2]
+	WORD $0x4f92eb4a // sdot v10.4s, v26.16b, v18.4b[2]
+	WORD $0x4f92eb6b // sdot v11.4s, v27.16b, v18.4b[2]
+	WORD $0x4f94eb4c // sdot v12.4s, v26.16b, v20.4b[2]
+	WORD $0x4f94eb6d // sdot v13.4s, v27.16b, v20.4b[2]
+	WORD $0x4f96eb4e // sdot v14.4s, v26.16b, v22.4b[2]
+	WORD $0x4f96eb6f // sdot v15.4s, v27.16b, v22.4b[2]
+	WORD $0x4f91eb08 // sdot v8.4s, v24.16b, v17.4b[2]
+	WORD $0x4f91eb29 // sdot v9.4s, v25.16b, v17.4b[2]
+	WORD $0x4f93eb0a // sdot v10.4s, v24.16b, v19.4b[2]
+	WORD $0x4f93eb2b // sdot v11.4s, v25.16b, v19.4b[2]
+	WORD $0x4f95eb0c // sdot v12.4s, v24.16b, v21.4b[2]
+	WORD $0x4f95eb2d // sdot v13.4s, v25.16b, v21.4b[2]
+	WORD $0x4f97eb0e // sdot v14.4s, v24.16b, v23.4b[2]
+	WORD $0x4f97eb2f // sdot v15.4s, v25.16b, v23.4b[2]
+	VLD1.P 32(R0), [V24.B16, V25.B16]
+	WORD $0x4e3c1f1a // and v26.16b, v24.16b, v28.16b
+	WORD $0x4e3c1f3b // and v27.16b, v25.16b, v28.16b
+	WORD $0x6f0c0718 // ushr v24.16b, v24.16b, #4
+	WORD $0x6f0c0739 // ushr v25.16b, v25.16b, #4
+	WORD $0x4fb0eb48 // sdot v8.4s, v26.16b, v16.4b[3]
+	WORD $0x4fb0eb69 // sdot v9.4s, v27.16b, v16.4b[3]
+	WORD $0x4fb2eb4a // sdot v10.4s, v26.16b, v18.4b[3]
+	WORD $0x4fb2eb6b // sdot v11.4s, v27.16b, v18.4b[3]
+	WORD $0x4fb4eb4c // sdot v12.4s, v26.16b, v20.4b[3]
+	WORD $0x4fb4eb6d // sdot v13.4s, v27.16b, v20.4b[3]
+	WORD $0x4fb6eb4e // sdot v14.4s, v26.16b, v22.4b[3]
+	WORD $0x4fb6eb6f // sdot v15.4s, v27.16b, v22.4b[3]
+	WORD $0x4fb1eb08 // sdot v8.4s, v24.16b, v17.4b[3]
+	WORD $0x4fb1eb29 // sdot v9.4s, v25.16b, v17.4b[3]
+	WORD $0x4fb3eb0a // sdot v10.4s, v24.16b, v19.4b[3]
+	WORD $0x4fb3eb2b // sdot v11.4s, v25.16b, v19.4b[3]
+	WORD $0x4fb5eb0c // sdot v12.4s, v24.16b, v21.4b[3]
+	WORD $0x4fb5eb2d // sdot v13.4s, v25.16b, v21.4b[3]
+	WORD $0x4fb7eb0e // sdot v14.4s, v24.16b, v23.4b[3]
+	WORD $0x4fb7eb2f // sdot v15.4s, v25.16b, v23.4b[3]
+	WORD $0x4e21d908 // scvtf v8.4s, v8.4s
+	WORD $0x4e21d929 // scvtf v9.4s, v9.4s
+	VLD1R (R2), [V29.S4]
+	WORD $0x6e3ddfda // fmul v26.4s, v30.4s, v29.4s
+	WORD $0x6e3ddffb // fmul v27.4s, v31.4s, v29.4s
+	WORD $0x4e3acd00 // fmla v0.4s, v8.4s, v26.4s
+	WORD $0x4e3bcd21 // fmla v1.4s, v9.4s, v27.4s
+	ADD $4, R2
+	ADD $4, R3
+	WORD $0x4e21d94a // scvtf v10.4s, v10.4s
+	WORD $0x4e21d96b // scvtf v11.4s, v11.4s
+	VLD1R (R11), [V29.S4]
+	WORD $0x6e3ddfda // fmul v26.4s, v30.4s, v29.4s
+	WORD $0x6e3ddffb // fmul v27.4s, v31.4s, v29.4s
+	WORD $0x4e3acd42 // fmla v2.4s, v10.4s, v26.4s
+	WORD $0x4e3bcd63 // fmla v3.4s, v11.4s, v27.4s
+	ADD $4, R11
+	ADD $4, R14
+	WORD $0x4e21d98c // scvtf v12.4s, v12.4s
+	WORD $0x4e21d9ad // scvtf v13.4s, v13.4s
+	VLD1R (R12), [V29.S4]
+	WORD $0x6e3ddfda // fmul v26.4s, v30.4s, v29.4s
+	WORD $0x6e3ddffb // fmul v27.4s, v31.4s, v29.4s
+	WORD $0x4e3acd84 // fmla v4.4s, v12.4s, v26.4s
+	WORD $0x4e3bcda5 // fmla v5.4s, v13.4s, v27.4s
+	ADD $4, R12
+	ADD $4, R15
+	WORD $0x4e21d9ce // scvtf v14.4s, v14.4s
+	WORD $0x4e21d9ef // scvtf v15.4s, v15.4s
+	VLD1R (R13), [V29.S4]
+	WORD $0x6e3ddfda // fmul v26.4s, v30.4s, v29.4s
+	WORD $0x6e3ddffb // fmul v27.4s, v31.4s, v29.4s
+	WORD $0x4e3acdc6 // fmla v6.4s, v14.4s, v26.4s
+	WORD $0x4e3bcde7 // fmla v7.4s, v15.4s, v27.4s
+	ADD $4, R13
+	ADD $4, R19
+	SUB $1, R4
+	B gemmQ4T4SDOTblock
+gemmQ4T4SDOTdone:
+	LSL $2, R7
+	VST1 [V0.S4, V1.S4], (R6)
+	ADD R7, R6
+	VST1 [V2.S4, V3.S4], (R6)
+	ADD R7, R6
+	VST1 [V4.S4, V5.S4], (R6)
+	ADD R7, R6
+	VST1 [V6.S4, V7.S4], (R6)
+	RET
 DATA q5tbl<>+0(SB)/8, $0x0000000000000000
 DATA q5tbl<>+8(SB)/8, $0x0101010101010101
 DATA q5tbl<>+16(SB)/8, $0x0202020202020202

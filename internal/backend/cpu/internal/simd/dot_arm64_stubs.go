@@ -293,3 +293,43 @@ func dotQ8_0SDOT(w *byte, x *int8, xd *float32, nb int) float32
 //
 //go:noescape
 func dotMXFP4SDOT(w *byte, x *int8, xd *float32, nb int) float32
+
+// gemmQ8T1SDOT is the Q8 GEMM kernel for 1 tokens with SDOT (simd.Impl.Gemm).
+//
+//go:noescape
+func gemmQ8T1SDOT(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ4T1SDOT is the Q4 GEMM kernel for 1 tokens with SDOT (simd.Impl.Gemm).
+//
+//go:noescape
+func gemmQ4T1SDOT(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ8T2SDOT is the Q8 GEMM kernel for 2 tokens with SDOT (simd.Impl.Gemm).
+//
+//go:noescape
+func gemmQ8T2SDOT(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ4T2SDOT is the Q4 GEMM kernel for 2 tokens with SDOT (simd.Impl.Gemm).
+//
+//go:noescape
+func gemmQ4T2SDOT(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ8T3SDOT is the Q8 GEMM kernel for 3 tokens with SDOT (simd.Impl.Gemm).
+//
+//go:noescape
+func gemmQ8T3SDOT(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ4T3SDOT is the Q4 GEMM kernel for 3 tokens with SDOT (simd.Impl.Gemm).
+//
+//go:noescape
+func gemmQ4T3SDOT(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ8T4SDOT is the Q8 GEMM kernel for 4 tokens with SDOT (simd.Impl.Gemm).
+//
+//go:noescape
+func gemmQ8T4SDOT(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
+
+// gemmQ4T4SDOT is the Q4 GEMM kernel for 4 tokens with SDOT (simd.Impl.Gemm).
+//
+//go:noescape
+func gemmQ4T4SDOT(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)

@@ -269,3 +269,55 @@ func TestPackLayout(t *testing.T) {
 		}
 	}
 }
+
+// TestGemmBitsMatchGo: every implementation's GEMM gives the pure-Go
+// GEMM's bits (each block's integer sum is exact, and the kernels scale
+// and add the blocks in gemmGo's order), on weights that span the whole
+// int8 range (-128 included) and int4 range and activations from
+// QuantizeQ8, for every token count.
+func TestGemmBitsMatchGo(t *testing.T) {
+	r := rngFor(t)
+	const rows, nb, ntok, xstride = 16, 9, 4, 9*QBlock + 32
+	n := nb * QBlock
+	w8 := randI8(r, rows*n)
+	w8[3], w8[n+5] = -128, 127
+	w4 := randBytes(r, rows*n/2)
+	ws := make([]uint16, rows*nb)
+	for i := range ws {
+		ws[i] = float16.Fromfloat32(float32(r.Float64()*0.02 + 0.001)).Bits()
+	}
+	xf := randF32(r, ntok*xstride)
+	xf[7] = 1e6 // a block whose activations reach ±127
+	x := make([]int8, ntok*xstride)
+	xd := make([]float32, ntok*xstride/QBlock)
+	xs := make([]int32, len(xd))
+	QuantizeQ8(x, xd, xf, false)
+	BlockSums(xs, x)
+	p8 := make([]byte, GemmQ8.PackedBytes(rows, n))
+	p4 := make([]byte, GemmQ4.PackedBytes(rows, n))
+	if err := PackQ8(p8, w8, ws, rows, n); err != nil {
+		t.Fatal(err)
+	}
+	if err := PackQ4(p4, w4, ws, rows, n); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range Impls() {
+		for _, kind := range []GemmKind{GemmQ8, GemmQ4} {
+			p := map[GemmKind][]byte{GemmQ8: p8, GemmQ4: p4}[kind]
+			gb := kind.GroupBytes(n)
+			for g := range rows / GemmRows {
+				for nt := 1; nt <= ntok; nt++ {
+					got := make([]float32, ntok*GemmRows)
+					want := make([]float32, ntok*GemmRows)
+					k.Gemm(kind, p[g*gb:(g+1)*gb], x, xd, xs, xstride, nt, got, GemmRows)
+					gemmGo(kind)(p[g*gb:(g+1)*gb], x, xd, xs, nb, xstride, nt, want, GemmRows)
+					for i := range nt * GemmRows {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Errorf("%s kind %d group %d tokens %d: out[%d] = %g, want %g (gemmGo)", k.Name, kind, g, nt, i, got[i], want[i])
+						}
+					}
+				}
+			}
+		}
+	}
+}

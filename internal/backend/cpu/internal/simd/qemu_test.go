@@ -18,6 +18,6 @@ func TestARM64UnderQEMU(t *testing.T) {
 			{Model: "max", Env: []string{"SIMD_WANT_IMPLS=go,neon,neon-sdot"}},
 			{Model: "cortex-a57", Env: []string{"SIMD_WANT_IMPLS=go,neon"}},
 		},
-		MustPass: []string{"TestARM64Impls", "TestFloatParity", "TestBlockParity", "TestWeightedSumParity", "TestDynamicParity", "TestRowsParity", "TestExpParity", "TestKernelsAllocateNothing", "TestQuantizeQ8K", "TestKQuantReference", "TestKParity", "TestQ32Reference", "TestQ32Parity", "TestMXFP4Exponents", "TestMXFP4MatchesLlamaCpp", "TestGemmMatchesRowKernels", "TestDotF32x2x4Bits", "TestPackLayout", "TestGemmKMatchesDotK", "TestPackKManyGroups"},
+		MustPass: []string{"TestARM64Impls", "TestFloatParity", "TestBlockParity", "TestWeightedSumParity", "TestDynamicParity", "TestRowsParity", "TestExpParity", "TestKernelsAllocateNothing", "TestQuantizeQ8K", "TestKQuantReference", "TestKParity", "TestQ32Reference", "TestQ32Parity", "TestMXFP4Exponents", "TestMXFP4MatchesLlamaCpp", "TestGemmMatchesRowKernels", "TestGemmBitsMatchGo", "TestDotF32x2x4Bits", "TestPackLayout", "TestGemmKMatchesDotK", "TestPackKManyGroups"},
 	})
 }

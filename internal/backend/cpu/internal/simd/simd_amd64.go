@@ -47,6 +47,37 @@ var AVX2 = &Impl{
 		MXFP4: mxfp4A,
 	},
 	dotQ32Rows: [NumQ32]func(w []byte, x []int8, xd []float32, out []float32){Q8_0: q8_0RowsA, MXFP4: mxfp4RowsA},
+	// The prefill GEMM with VPMADDUBSW and VPMADDWD (gen/gemmavx2.go): the
+	// VNNI kernels' bits.
+	gemm: [NumGemmKinds]gemmFunc{
+		GemmQ8: gemmA([4]gemmKernel{gemmQ8T1AVX2, gemmQ8T2AVX2, gemmQ8T3AVX2, gemmQ8T4AVX2}),
+		GemmQ4: gemmA([4]gemmKernel{gemmQ4T1AVX2, gemmQ4T2AVX2, gemmQ4T3AVX2, gemmQ4T4AVX2}),
+	},
+	// The K-quant GEMM (gen/gemmkavx2.go): DotK's bits.
+	gemmK: [NumKQuant]gemmKFunc{
+		Q4K: gemmKSplitA(gemmQ4KT1AVX2, gemmQ4KT2AVX2, gemmQ4KT3AVX2),
+		Q5K: gemmKSplitA(gemmQ5KT1AVX2, gemmQ5KT2AVX2),
+		Q6K: gemmKSplitA(gemmQ6KT1AVX2, gemmQ6KT2AVX2),
+		Q2K: gemmKSplitA(gemmQ2KT1AVX2, gemmQ2KT2AVX2),
+		Q3K: gemmKSplitA(gemmQ3KT1AVX2, gemmQ3KT2AVX2),
+	},
+}
+
+// gemmKSplitA wraps K-quant GEMM kernels for 1 to len(ks) tokens (fewer
+// than 4: 16 vector registers), splitting a larger call into even parts
+// (GemmK checked the slices).
+func gemmKSplitA(ks ...gemmKKernel) gemmKFunc {
+	return func(w []byte, x []int8, xd []float32, xs []int16, nb, xstride, ntok int, out []float32, ostride int) {
+		for t0 := 0; t0 < ntok; {
+			n := min(len(ks), ntok-t0)
+			if rest := ntok - t0; rest > len(ks) && rest <= 2*len(ks) {
+				n = (rest + 1) / 2
+			}
+			k := t0 * xstride
+			ks[n-1](&w[0], &x[k], &xd[k/QK], &xs[k/QKSum], nb, xstride, &out[t0*ostride], ostride)
+			t0 += n
+		}
+	}
 }
 
 // kernelKRows4A wraps a four-row K-quant kernel, the rows past a multiple
@@ -124,6 +155,20 @@ var VNNI = func() *Impl {
 	return &k
 }()
 
+// AVXVNNI is AVX2 with the prefill GEMM kernels of AVX-VNNI (VEX
+// VPDPBUSD, gen/gemmavxvnni.go: the same bits), for CPUs that have it
+// without AVX-512 (Intel's Alder Lake and later desktop chips); the
+// K-quant GEMMs stay AVX2's.
+var AVXVNNI = func() *Impl {
+	k := *AVX2
+	k.Name = "avxvnni"
+	k.gemm = [NumGemmKinds]gemmFunc{
+		GemmQ8: gemmA([4]gemmKernel{gemmQ8T1AVXVNNI, gemmQ8T2AVXVNNI, gemmQ8T3AVXVNNI, gemmQ8T4AVXVNNI}),
+		GemmQ4: gemmA([4]gemmKernel{gemmQ4T1AVXVNNI, gemmQ4T2AVXVNNI, gemmQ4T3AVXVNNI, gemmQ4T4AVXVNNI}),
+	}
+	return &k
+}()
+
 type gemmKernel func(w *byte, x *int8, xd *float32, xs *int32, nb, xstride int, out *float32, ostride int)
 
 // gemmA wraps the GEMM kernels for 1 to 4 tokens (Gemm checked the
@@ -147,6 +192,9 @@ func gemmKA(ks [4]gemmKKernel) gemmKFunc {
 func init() {
 	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
 		impls = append(impls, AVX2)
+		if cpu.X86.HasAVXVNNI {
+			impls = append(impls, AVXVNNI)
+		}
 		if cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VNNI {
 			impls = append(impls, VNNI)
 		}

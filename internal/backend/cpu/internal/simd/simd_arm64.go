@@ -69,6 +69,12 @@ var NEONDot = &Impl{
 		Q4K: kernelKRows(dotQ4KRowsSDOT), Q5K: kernelKRows(dotQ5KRowsSDOT), Q6K: kernelKRows(dotQ6KRowsSDOT), Q2K: kernelKRows(dotQ2KRowsSDOT), Q3K: kernelKRows(dotQ3KRowsSDOT),
 	},
 	dotQ32: [NumQ32]func(w []byte, x []int8, xd []float32) float32{Q4_1: kernelQ32(dotQ4_1SDOT), Q5_0: kernelQ32(dotQ5_0SDOT), Q5_1: kernelQ32(dotQ5_1SDOT), Q8_0: kernelQ32(dotQ8_0SDOT), MXFP4: kernelQ32(dotMXFP4SDOT)},
+	// The prefill GEMM with SDOT by element (genarm64/gemm.go): gemmGo's
+	// bits.
+	gemm: [NumGemmKinds]gemmFunc{
+		GemmQ8: gemmN([4]gemmKernel{gemmQ8T1SDOT, gemmQ8T2SDOT, gemmQ8T3SDOT, gemmQ8T4SDOT}),
+		GemmQ4: gemmN([4]gemmKernel{gemmQ4T1SDOT, gemmQ4T2SDOT, gemmQ4T3SDOT, gemmQ4T4SDOT}),
+	},
 }
 
 func init() {
@@ -337,4 +343,14 @@ func (k *qKernels) dotQ4Rows(w []byte, ws []uint16, x []int8, xd []float32, out 
 		return
 	}
 	dotQ4Q8BlocksRowsNEON(&w[0], &ws[0], &x[0], &xd[0], nb, len(out), &out[0], 2*wsStride)
+}
+
+type gemmKernel func(w *byte, x *int8, xd *float32, xs *int32, nb, xstride int, out *float32, ostride int)
+
+// gemmN wraps the GEMM kernels for 1 to 4 tokens (Gemm checked the
+// slices).
+func gemmN(ks [4]gemmKernel) gemmFunc {
+	return func(w []byte, x []int8, xd []float32, xs []int32, nb, xstride, ntok int, out []float32, ostride int) {
+		ks[ntok-1](&w[0], &x[0], &xd[0], &xs[0], nb, xstride, &out[0], ostride)
+	}
 }

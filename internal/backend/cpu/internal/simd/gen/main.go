@@ -7,7 +7,9 @@
 package main
 
 import (
+	"fmt"
 	"math"
+	"os"
 
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
@@ -43,6 +45,9 @@ func main() {
 	kquantKernels()
 	q32Kernels()
 	gemmKernels()
+	gemmAVX2Kernels()
+	gemmAVXVNNIKernels()
+	gemmKAVX2Kernels()
 	gemmKKernels()
 	dotF32x2x4()
 	gemmF32Kernels()
@@ -50,6 +55,10 @@ func main() {
 	dotF32RowsZ()
 	quantKernels()
 	Generate()
+	if err := vexVPDPBUSD(); err != nil {
+		fmt.Fprintln(os.Stderr, "gen:", err)
+		os.Exit(1)
+	}
 }
 
 // hsum reduces the 8 lanes of y to one float in the low lane of y's xmm

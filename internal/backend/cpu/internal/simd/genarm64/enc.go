@@ -153,3 +153,13 @@ func subB(d, n, m int) word { return rrr(0x6e208400, d, n, m, "sub v%d.16b, v%d.
 
 // CMTST Vd.16B, Vn.16B, Vm.16B: all ones where Vn AND Vm is not zero.
 func cmtstB(d, n, m int) word { return rrr(0x4e208c00, d, n, m, "cmtst v%d.16b, v%d.16b, v%d.16b") }
+
+// SDOT Vd.4S, Vn.16B, Vm.4B[i] (by element; Rm takes all five bits, M
+// being its top bit; i = H:L).
+func sdotElem(d, n, m, i int) word {
+	if i > 3 {
+		panic("sdot by element: i 0..3")
+	}
+	return word{0x4f80e000 | uint32(i&1)<<21 | uint32(m&31)<<16 | uint32(i>>1)<<11 | uint32(n&31)<<5 | uint32(d&31),
+		fmt.Sprintf("sdot v%d.4s, v%d.16b, v%d.4b[%d]", d, n, m, i)}
+}

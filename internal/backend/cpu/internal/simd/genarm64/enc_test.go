@@ -15,6 +15,10 @@ func TestEncodings(t *testing.T) {
 	}{
 		{sdotW(0, 1, 2), "sdot v0.4s, v1.16b, v2.16b", 0x4e829420},
 		{sdotW(31, 30, 29), "sdot v31.4s, v30.16b, v29.16b", 0x4e9d97df},
+		{sdotElem(0, 1, 2, 0), "sdot v0.4s, v1.16b, v2.4b[0]", 0x4f82e020},
+		{sdotElem(3, 4, 17, 3), "sdot v3.4s, v4.16b, v17.4b[3]", 0x4fb1e883},
+		{sdotElem(31, 30, 29, 1), "sdot v31.4s, v30.16b, v29.4b[1]", 0x4fbde3df},
+		{sdotElem(9, 24, 16, 2), "sdot v9.4s, v24.16b, v16.4b[2]", 0x4f90eb09},
 		{smull(3, 4, 5), "smull v3.8h, v4.8b, v5.8b", 0x0e25c083},
 		{smull2(3, 4, 5), "smull2 v3.8h, v4.16b, v5.16b", 0x4e25c083},
 		{sadalp(6, 7), "sadalp v6.4s, v7.8h", 0x4e6068e6},

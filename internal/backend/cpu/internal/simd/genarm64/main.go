@@ -79,6 +79,10 @@ func Generate(pkg string) (asm, stubs []byte) {
 		dotQ8_0Arm(&f, v)
 		dotMXFP4Arm(&f, v)
 	}
+	for t := 1; t <= 4; t++ {
+		gemmSDOT(&f, false, t)
+		gemmSDOT(&f, true, t)
+	}
 	q32Table(&f)
 	mxfp4Table(&f)
 	var a bytes.Buffer
