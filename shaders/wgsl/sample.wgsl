@@ -515,7 +515,7 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
         var id = atomicLoad(&pick);
         if arg == NONE {
             id = 0u;
-        } else if !(abs(hi) <= 3.4028235e38) || rule.top_k == 1u {
+        } else if !(abs(hi) <= 0x1.fffffep+127f) || rule.top_k == 1u {
             id = arg;
         } else if id == NONE {
             id = atomicLoad(&last1) - 1u;
