@@ -262,6 +262,13 @@ func TestBrowser(t *testing.T) {
 				t.Fatalf("%s again: load: %v", cases[0].name, err)
 			}
 			t.Logf("the loads compiled %d pipelines, loading %s again %d", compiled, cases[0].name, again.CompiledPipelines)
+			// Every kernel compiles on the browser's WGSL compiler (Tint
+			// checks what naga does not, such as uniformity).
+			for _, line := range tab.Console() {
+				if strings.Contains(line, "rejected the compute pipeline") {
+					t.Errorf("page console: %s", line)
+				}
+			}
 			if !mode.noGPU && (compiled == 0 || again.CompiledPipelines != 0) {
 				t.Errorf("on WebGPU the loads compiled %d pipelines and loading %s again %d, want some and then none", compiled, cases[0].name, again.CompiledPipelines)
 			}

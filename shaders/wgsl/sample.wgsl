@@ -226,11 +226,15 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
         return;
     }
     load_mask();
-    rule = Rule(p.inv_temperature, p.top_k, p.top_p, p.seed_lo, p.seed_hi);
+    // The rule is read into a function-scope variable first: the branches
+    // around barriers test it, and WGSL's uniformity analysis counts a
+    // private variable's value as non-uniform (Tint rejects the module).
+    var rl = Rule(p.inv_temperature, p.top_k, p.top_p, p.seed_lo, p.seed_hi);
     if p.rule_at != 0u {
         let a = p.rule_at;
-        rule = Rule(bitcast<f32>(step[a + RULE_INV_TEMPERATURE]), step[a + RULE_TOP_K], bitcast<f32>(step[a + RULE_TOP_P]), step[a + RULE_SEED_LO], step[a + RULE_SEED_HI]);
+        rl = Rule(bitcast<f32>(step[a + RULE_INV_TEMPERATURE]), step[a + RULE_TOP_K], bitcast<f32>(step[a + RULE_TOP_P]), step[a + RULE_SEED_LO], step[a + RULE_SEED_HI]);
     }
+    rule = rl;
     let l = lid.x;
     let n = p.n;
     let c = (n + WG - 1u) / WG;
@@ -246,7 +250,7 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
     // never) and hi, its logit scaled: the largest scaled logit, as
     // rounding is monotonic. The same pass counts the first digit of
     // top-k's radix select (step 2).
-    let topk = rule.top_k > 0u;
+    let topk = rl.top_k > 0u;
     atomicStore(&hist[l], 0u);
     if l == 0u {
         sel = vec3<u32>(0u, rule.top_k, 1u);
@@ -452,7 +456,7 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
     workgroupBarrier();
     // 4. Top-p.
     var pmin = 0u;
-    if rule.top_p > 0.0 && rule.top_p < 1.0 {
+    if rl.top_p > 0.0 && rl.top_p < 1.0 {
         let kn = workgroupUniformLoad(&offs[WG]);
         if kn <= WG {
             // At most WG survivors, gathered: invocation j computes q_j
