@@ -214,7 +214,7 @@ func openBackend(ctx context.Context, name string) (b gpu.Backend, dev *webgpu.D
 	case "cpu":
 		return cpu.New(cpu.Options{}), nil, nil
 	case "webgpu", "auto", "":
-		dev, err := webgpu.OpenDevice(ctx)
+		dev, err := openPageWebGPU(ctx)
 		if err == nil {
 			return compute.New(dev), dev, nil
 		}
@@ -225,6 +225,19 @@ func openBackend(ctx context.Context, name string) (b gpu.Backend, dev *webgpu.D
 		return cpu.New(cpu.Options{}), nil, nil
 	}
 	return nil, nil, fmt.Errorf("unknown backend %q (want auto, webgpu or cpu)", name)
+}
+
+// openPageWebGPU opens the page's WebGPU device, saying in the page's
+// terms (navigator.gpu, the browser's adapter) why there is none.
+func openPageWebGPU(ctx context.Context) (*webgpu.Device, error) {
+	g := js.Global().Get("navigator").Get("gpu")
+	if !g.Truthy() {
+		return nil, errors.New("this browser gives the page no WebGPU (navigator.gpu is missing: an old browser, WebGPU turned off, or a page not served over https or localhost)")
+	}
+	if a, err := await(g.Call("requestAdapter")); err != nil || !a.Truthy() {
+		return nil, fmt.Errorf("the browser's WebGPU offers the page no adapter (navigator.gpu.requestAdapter gave %v, %v: WebGPU may be blocked for this GPU or driver)", a, err)
+	}
+	return webgpu.OpenDevice(ctx)
 }
 
 // backendFor is the backend a load asking for name uses: the one the
