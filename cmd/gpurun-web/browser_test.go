@@ -220,17 +220,20 @@ func TestBrowser(t *testing.T) {
 				t.Logf("page's WebGPU adapter: %s", adapter)
 			}
 			checkStreamed(t, tab, mode.noGPU, bigShape.Bytes())
+			type loadInfo struct {
+				Backend           string `json:"backend"`
+				Device            string `json:"device"`
+				KVCache           string `json:"kvCache"`
+				Activations       string `json:"activations"`
+				CompiledPipelines int    `json:"compiledPipelines"`
+			}
+			compiled := 0
 			for _, c := range cases {
-				type loadInfo struct {
-					Backend     string `json:"backend"`
-					Device      string `json:"device"`
-					KVCache     string `json:"kvCache"`
-					Activations string `json:"activations"`
-				}
 				info, err := eval[loadInfo](tab, fmt.Sprintf("gpurunPage.loadServed(%q, 'auto', %d)", c.name, testCache))
 				if err != nil {
 					t.Fatalf("%s: load: %v", c.name, err)
 				}
+				compiled += info.CompiledPipelines
 				promptIDs, _ := json.Marshal(c.promptIDs)
 				prompt, _ := json.Marshal(c.prompt)
 				r, err := eval[genResult](tab, fmt.Sprintf("gpurunPage.generate(%s, {maxTokens: %d, promptIds: %s})", prompt, tokens, promptIDs))
@@ -249,6 +252,25 @@ func TestBrowser(t *testing.T) {
 				}
 				t.Logf("%s on %s (%s): %v, first token %.0f ms after the call (%.0f ms after page load), decode %.1f tok/s",
 					c.name, info.Backend, info.Device, r.IDs, r.FirstTokenMs, r.SincePageLoadMs, r.DecodeTokPerSec)
+			}
+			// Loading a model again on the same backend compiles nothing:
+			// the page keeps its device and the kernels compiled for it
+			// (on WebGPU the loads compile them, awaited, not the first
+			// generation).
+			again, err := eval[loadInfo](tab, fmt.Sprintf("gpurunPage.loadServed(%q, 'auto', %d)", cases[0].name, testCache))
+			if err != nil {
+				t.Fatalf("%s again: load: %v", cases[0].name, err)
+			}
+			t.Logf("the loads compiled %d pipelines, loading %s again %d", compiled, cases[0].name, again.CompiledPipelines)
+			// Every kernel compiles on the browser's WGSL compiler (Tint
+			// checks what naga does not, such as uniformity).
+			for _, line := range tab.Console() {
+				if strings.Contains(line, "rejected the compute pipeline") {
+					t.Errorf("page console: %s", line)
+				}
+			}
+			if !mode.noGPU && (compiled == 0 || again.CompiledPipelines != 0) {
+				t.Errorf("on WebGPU the loads compiled %d pipelines and loading %s again %d, want some and then none", compiled, cases[0].name, again.CompiledPipelines)
 			}
 			// A chat turn through the page's template rendering (stories
 			// has no template: gpurun chat's plain format) and tokenizer,

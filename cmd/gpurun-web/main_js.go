@@ -33,8 +33,14 @@ type state struct {
 	model   *pipeline.Model
 	tpl     *chat.Template
 	backend gpu.Backend
-	cancel  context.CancelFunc // the running generation's
-	cmu     sync.Mutex         // guards cancel (stop must not wait for mu)
+	// backendName is the backend load asked for when it opened backend,
+	// and dev its WebGPU device (nil on the CPU). A load asking for the
+	// same keeps both, and with them the kernels backend compiled for the
+	// previous model: loading the same model again compiles nothing.
+	backendName string
+	dev         *webgpu.Device
+	cancel      context.CancelFunc // the running generation's
+	cmu         sync.Mutex         // guards cancel (stop must not wait for mu)
 }
 
 func main() {
@@ -201,23 +207,65 @@ func openGGUF(blob, progress js.Value) (*gguf.File, error) {
 }
 
 // openBackend opens the page's WebGPU adapter, or the CPU backend when the
-// page has none (or name is "cpu").
-func openBackend(ctx context.Context, name string) (gpu.Backend, error) {
+// page has none (or name is "cpu"); dev is the WebGPU device (nil on the
+// CPU), which closing the backend leaves open.
+func openBackend(ctx context.Context, name string) (b gpu.Backend, dev *webgpu.Device, err error) {
 	switch name {
 	case "cpu":
-		return cpu.New(cpu.Options{}), nil
+		return cpu.New(cpu.Options{}), nil, nil
 	case "webgpu", "auto", "":
-		dev, err := webgpu.Open(ctx)
+		dev, err := openPageWebGPU(ctx)
 		if err == nil {
-			return compute.New(dev), nil
+			return compute.New(dev), dev, nil
 		}
 		if name == "webgpu" {
-			return nil, err
+			return nil, nil, fmt.Errorf("the page's WebGPU: %w", err)
 		}
-		js.Global().Get("console").Call("log", "gpurun: no WebGPU ("+err.Error()+"), using the CPU backend")
-		return cpu.New(cpu.Options{}), nil
+		js.Global().Get("console").Call("log", "gpurun: no WebGPU on this page ("+err.Error()+"), using the CPU backend")
+		return cpu.New(cpu.Options{}), nil, nil
 	}
-	return nil, fmt.Errorf("unknown backend %q (want auto, webgpu or cpu)", name)
+	return nil, nil, fmt.Errorf("unknown backend %q (want auto, webgpu or cpu)", name)
+}
+
+// openPageWebGPU opens the page's WebGPU device, saying in the page's
+// terms (navigator.gpu, the browser's adapter) why there is none.
+func openPageWebGPU(ctx context.Context) (*webgpu.Device, error) {
+	g := js.Global().Get("navigator").Get("gpu")
+	if !g.Truthy() {
+		return nil, errors.New("this browser gives the page no WebGPU (navigator.gpu is missing: an old browser, WebGPU turned off, or a page not served over https or localhost)")
+	}
+	if a, err := await(g.Call("requestAdapter")); err != nil || !a.Truthy() {
+		return nil, fmt.Errorf("the browser's WebGPU offers the page no adapter (navigator.gpu.requestAdapter gave %v, %v: WebGPU may be blocked for this GPU or driver)", a, err)
+	}
+	return webgpu.OpenDevice(ctx)
+}
+
+// backendFor is the backend a load asking for name uses: the one the
+// previous load opened when it asked for the same (its compiled kernels
+// kept), otherwise a new one, the previous closed. s.mu is held and no
+// model is open.
+func (s *state) backendFor(ctx context.Context, name string) (gpu.Backend, error) {
+	if s.backend != nil && s.backendName == name {
+		return s.backend, nil
+	}
+	s.closeBackend()
+	b, dev, err := openBackend(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	s.backend, s.dev, s.backendName = b, dev, name
+	return b, nil
+}
+
+// closeBackend closes the page's backend and its device. s.mu is held.
+func (s *state) closeBackend() {
+	if s.backend != nil {
+		s.backend.Close()
+	}
+	if s.dev != nil {
+		s.dev.Close()
+	}
+	s.backend, s.dev, s.backendName = nil, nil, ""
 }
 
 func str(o js.Value, k string) string {
@@ -255,10 +303,6 @@ func (s *state) load(args []js.Value) (any, error) {
 		s.model.Close()
 		s.model = nil
 	}
-	if s.backend != nil {
-		s.backend.Close()
-		s.backend = nil
-	}
 	var progress, tokBlob js.Value
 	if opts.Type() == js.TypeObject {
 		progress, tokBlob = opts.Get("onProgress"), opts.Get("tokenizer")
@@ -275,16 +319,16 @@ func (s *state) load(args []js.Value) (any, error) {
 		if err != nil {
 			return nil, fmt.Errorf("load: %w", err)
 		}
-		b, err := openBackend(ctx, str(opts, "backend"))
+		b, err := s.backendFor(ctx, str(opts, "backend"))
 		if err != nil {
 			return nil, fmt.Errorf("load: %w", err)
 		}
+		before := s.pipelines()
 		m, source, err := loadGGUF(ctx, f, b, int(num(opts, "maxCache", 0)))
 		if err != nil {
-			b.Close()
 			return nil, fmt.Errorf("load: %w", err)
 		}
-		return s.loaded(m, b, source, size)
+		return s.loaded(m, source, size, s.pipelines()-before)
 	}
 	data, err := readBlob(args[0], progress)
 	if err != nil {
@@ -296,16 +340,16 @@ func (s *state) load(args []js.Value) (any, error) {
 			return nil, fmt.Errorf("load tokenizer: %w", err)
 		}
 	}
-	b, err := openBackend(ctx, str(opts, "backend"))
+	b, err := s.backendFor(ctx, str(opts, "backend"))
 	if err != nil {
 		return nil, fmt.Errorf("load: %w", err)
 	}
+	before := s.pipelines()
 	m, source, err := loadModel(ctx, data, tok, b, int(num(opts, "maxCache", 0)))
 	if err != nil {
-		b.Close()
 		return nil, fmt.Errorf("load: %w", err)
 	}
-	return s.loaded(m, b, source, size)
+	return s.loaded(m, source, size, s.pipelines()-before)
 }
 
 // isGGUF reports a blob that starts with GGUF's magic.
@@ -319,15 +363,24 @@ func isGGUF(blob js.Value) bool {
 	return n == 4 && string(head[:]) == gguf.Magic
 }
 
-// loaded makes m the page's model (s.mu is held).
-func (s *state) loaded(m *pipeline.Model, b gpu.Backend, source string, size int64) (any, error) {
+// pipelines is how many compute pipelines the page's WebGPU device has
+// compiled (0 on the CPU).
+func (s *state) pipelines() int64 {
+	if s.dev == nil {
+		return 0
+	}
+	return s.dev.PipelinesCreated()
+}
+
+// loaded makes m the page's model (s.mu is held); compiled is how many
+// pipelines its load compiled.
+func (s *state) loaded(m *pipeline.Model, source string, size int64, compiled int64) (any, error) {
 	tpl, err := chatTemplate(m, source)
 	if err != nil {
 		m.Close()
-		b.Close()
 		return nil, fmt.Errorf("load: chat template: %w", err)
 	}
-	s.model, s.backend, s.tpl = m, b, tpl
+	s.model, s.tpl = m, tpl
 	info := m.BackendInfo()
 	return map[string]any{
 		"backend":     info.Backend,
@@ -338,6 +391,9 @@ func (s *state) loaded(m *pipeline.Model, b gpu.Backend, source string, size int
 		"activations": m.ActivationDType().String(),
 		"bytes":       size,
 		"chat":        map[bool]string{true: "plain", false: "template"}[tpl.IsPlain()],
+		// compiledPipelines is what this load compiled: 0 when the
+		// previous loads on this backend compiled all it needs.
+		"compiledPipelines": compiled,
 	}, nil
 }
 

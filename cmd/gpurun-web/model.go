@@ -4,7 +4,7 @@
 // WebGPU, and exposes a small JavaScript API on globalThis.gpurun:
 //
 //	await gpurun.load(blob, {tokenizer: blob2, backend: "auto", onProgress: (done, total) => {}})
-//	    -> {backend, device, vocab, maxCache, kvCache, activations, bytes, chat}
+//	    -> {backend, device, vocab, maxCache, kvCache, activations, bytes, chat, compiledPipelines}
 //	await gpurun.generate(prompt, {maxTokens, temperature, topK, topP, seed, promptIds, ignoreStop},
 //	    (id, piece) => {}) -> {ids, stopReason, promptTokens, prefillTokens, generatedTokens,
 //	    ttftMs, decodeTokPerSec, prefillTokPerSec, wallMs}
@@ -20,6 +20,10 @@
 // other formats are read whole into wasm memory, once. chat renders the whole conversation
 // with the model's chat template (or gpurun chat's plain format) as the
 // desktop does and generates the reply, stopping at the end of the turn.
+// A load asking for the backend the previous one did keeps the page's
+// device and the kernels compiled for earlier models (compiledPipelines
+// counts what this load compiled; the compiles happen during the load, not
+// in the first generation).
 // Every call returns a Promise and runs
 // in a goroutine of its own: gpurun waits for the GPU (buffer maps) by
 // awaiting promises, which would deadlock on the event loop's goroutine.

@@ -119,7 +119,8 @@ pages at ORIGIN call the server.
 WebAssembly, running models on the page's WebGPU adapter (or its CPU
 backend where the browser has no WebGPU), with MODEL (and --tokenizer)
 offered to the page and any file the user picks. It builds the wasm from
-source at start-up, so run it inside the gpurun repository.`,
+source at start-up with the go command: the checkout it runs in, or else
+this gpurun's version in the Go module cache (where go install put it).`,
 		Args: nArgs(0, -1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			served, multi, err := servedModels(models, args)

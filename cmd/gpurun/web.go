@@ -17,11 +17,17 @@ import (
 )
 
 // serveWeb is `gpurun serve --web`: it builds gpurun-web for the browser
-// from the module's source (so run it from the repository, where `go
-// build` finds it) and serves the page on ln, offering model (and its
+// from the module's source (the checkout it runs in, or else this binary's
+// version in the Go module cache: see webpage.Source) and serves the page on ln, offering model (and its
 // tokenizer) for the page to load; the page can also open any file the user
 // picks. The models run in the browser, not in this process.
 func serveWeb(ctx context.Context, errOut io.Writer, ln net.Listener, model, tokenizer string) error {
+	return serveWebVersion(ctx, errOut, ln, model, tokenizer, webpage.BinaryVersion())
+}
+
+// serveWebVersion is serveWeb for gpurun's module at version (the tests
+// name a version their module proxy holds).
+func serveWebVersion(ctx context.Context, errOut io.Writer, ln net.Listener, model, tokenizer, version string) error {
 	dir, err := os.MkdirTemp("", "gpurun-web-")
 	if err != nil {
 		return err
@@ -29,9 +35,13 @@ func serveWeb(ctx context.Context, errOut io.Writer, ln net.Listener, model, tok
 	defer os.RemoveAll(dir)
 	wasm := filepath.Join(dir, "gpurun.wasm")
 	start := time.Now()
-	fmt.Fprintln(errOut, "building the page's wasm (GOOS=js GOARCH=wasm go build ./cmd/gpurun-web)...")
-	if err := webpage.Build(ctx, "", wasm); err != nil {
-		return fmt.Errorf("--web: %w (run gpurun serve --web inside the gpurun repository)", err)
+	src, err := webpage.Source(ctx, version)
+	if err != nil {
+		return fmt.Errorf("--web: %w", err)
+	}
+	fmt.Fprintf(errOut, "building the page's wasm (GOOS=js GOARCH=wasm go build ./cmd/gpurun-web in %s)...\n", src)
+	if err := webpage.Build(ctx, src, wasm); err != nil {
+		return fmt.Errorf("--web: %w", err)
 	}
 	wasmExec, err := webpage.WasmExecJS()
 	if err != nil {

@@ -62,8 +62,8 @@ type Page struct {
 	dir  string
 }
 
-// Serve builds the page's wasm (webpage.Build: go build, so from inside the
-// repository) and serves the page on 127.0.0.1, offering models (name ->
+// Serve builds the page's wasm (webpage.BuildPage: go build, from the
+// checkout or this binary's version in the module cache) and serves the page on 127.0.0.1, offering models (name ->
 // path, as webpage.Config.Models).
 func Serve(ctx context.Context, models map[string]string) (*Page, error) {
 	dir, err := os.MkdirTemp("", "gpurun-browser-")
@@ -71,7 +71,7 @@ func Serve(ctx context.Context, models map[string]string) (*Page, error) {
 		return nil, err
 	}
 	p := &Page{Wasm: filepath.Join(dir, "gpurun.wasm"), dir: dir}
-	if err := webpage.Build(ctx, "", p.Wasm); err != nil {
+	if _, err := webpage.BuildPage(ctx, webpage.BinaryVersion(), p.Wasm); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("browser: %w", err)
 	}

@@ -49,6 +49,7 @@ type commands struct {
 	kernels  map[*kernel]struct{}
 	finished bool
 	released atomic.Bool
+	replay   replay // the page's encoding of the list (replay_js.go)
 }
 
 // NewCommands starts a command list.
@@ -243,6 +244,9 @@ func (d *Device) Submit(lists ...gpu.Commands) error {
 	defer d.mu.Unlock()
 	if d.closed {
 		return ErrClosed
+	}
+	if handled, err := submitReplay(d, cs); handled {
+		return err
 	}
 	enc, err := d.dev.CreateCommandEncoder(nil)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cogentcore/webgpu/wgpu"
@@ -44,6 +45,8 @@ type Device struct {
 	resolved *wgpu.Buffer // resolve target of the query set
 
 	mem memcount.Counter // bytes of buffers allocated
+
+	pipelines atomic.Int64 // compute pipelines created (PipelinesCreated)
 }
 
 var _ gpu.Device = (*Device)(nil)

@@ -90,12 +90,18 @@ func (d *Device) NewKernel(spec shaders.KernelSpec) (gpu.Kernel, error) {
 		k.module.Release()
 		return nil, fmt.Errorf("webgpu: pipeline layout of %q: %w", spec.Name, err)
 	}
-	k.pipeline, err = d.dev.CreateComputePipeline(computePipeline(spec.Name, k.pipeLay, wgpu.ProgrammableStageDescriptor{Module: k.module, EntryPoint: entry}))
+	k.pipeline, err = createPipeline(d.dev, computePipeline(spec.Name, k.pipeLay, wgpu.ProgrammableStageDescriptor{Module: k.module, EntryPoint: entry}))
 	if err != nil {
 		k.pipeLay.Release()
 		k.layout.Release()
 		k.module.Release()
 		return nil, fmt.Errorf("webgpu: pipeline %q: %w", spec.Name, err)
 	}
+	d.pipelines.Add(1)
 	return k, nil
 }
+
+// PipelinesCreated counts the compute pipelines (kernels) the device has
+// compiled: the browser page reports how many a model's load compiled, which
+// a second load of the same model on the same backend must not repeat.
+func (d *Device) PipelinesCreated() int64 { return d.pipelines.Load() }

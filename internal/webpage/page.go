@@ -3,7 +3,8 @@
 // files the server offers for the page to load.
 //
 // The wasm is not committed: Build compiles it (GOOS=js GOARCH=wasm go
-// build ./cmd/gpurun-web) from the module's source, which the tests and a
+// build ./cmd/gpurun-web) from the module's source, a checkout or, for an
+// installed gpurun, the module cache (see Source), which the tests and a
 // static deployment do alike:
 //
 //	GOOS=js GOARCH=wasm go build -o site/gpurun.wasm ./cmd/gpurun-web
@@ -43,7 +44,10 @@ const Package = "github.com/gpurun/gpurun/cmd/gpurun-web"
 func Build(ctx context.Context, dir, out string) error {
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, Package)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOOS=js", "GOARCH=wasm", "CGO_ENABLED=0")
+	// GOFLAGS from the environment could ask for -mod=vendor, which a module
+	// cache directory cannot give (-mod=readonly is the default; no VCS
+	// stamp: a module cache directory has none).
+	cmd.Env = append(os.Environ(), "GOOS=js", "GOARCH=wasm", "CGO_ENABLED=0", "GOWORK=off", "GOFLAGS=-mod=readonly -buildvcs=false")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("page: building the wasm (GOOS=js GOARCH=wasm go build %s): %w\n%s", Package, err, b)
 	}

@@ -316,7 +316,7 @@ fn digit_scan(shift: u32) {
 // same id as the general path. It writes out[0] and returns true, or, when
 // more than WG survive, leaves top-k's key in kmin for the general path's
 // steps and returns false.
-fn fast_pick(l: u32, n: u32, c: u32, hi: f32, kmin_out: ptr<function, u32>) -> bool {
+fn fast_pick(l: u32, n: u32, c: u32, hi: f32, top_p: f32, kmin_out: ptr<function, u32>) -> bool {
     let b0 = sel.x >> 24u;
     for (var i = l; i < n; i += WG) {
         let y = logit(i) * rule.inv_temperature;
@@ -450,7 +450,7 @@ fn fast_pick(l: u32, n: u32, c: u32, hi: f32, kmin_out: ptr<function, u32>) -> b
     workgroupBarrier();
     // 4. Top-p, as the general path's survivors.
     var pmin = 0u;
-    if rule.top_p > 0.0 && rule.top_p < 1.0 {
+    if top_p > 0.0 && top_p < 1.0 {
         top_p_survivors(l, kn);
         workgroupBarrier();
         pmin = atomicLoad(&pbest);
@@ -505,11 +505,16 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
         return;
     }
     load_mask();
-    rule = Rule(p.inv_temperature, p.top_k, p.top_p, p.seed_lo, p.seed_hi);
+    // The rule is read into a function-scope variable first: the branches
+    // around barriers test it (here and, passed down, in fast_pick), and
+    // WGSL's uniformity analysis counts a private variable's value as
+    // non-uniform (Tint rejects the module).
+    var rl = Rule(p.inv_temperature, p.top_k, p.top_p, p.seed_lo, p.seed_hi);
     if p.rule_at != 0u {
         let a = p.rule_at;
-        rule = Rule(bitcast<f32>(step[a + RULE_INV_TEMPERATURE]), step[a + RULE_TOP_K], bitcast<f32>(step[a + RULE_TOP_P]), step[a + RULE_SEED_LO], step[a + RULE_SEED_HI]);
+        rl = Rule(bitcast<f32>(step[a + RULE_INV_TEMPERATURE]), step[a + RULE_TOP_K], bitcast<f32>(step[a + RULE_TOP_P]), step[a + RULE_SEED_LO], step[a + RULE_SEED_HI]);
     }
+    rule = rl;
     let l = lid.x;
     let n = p.n;
     let c = (n + CH - 1u) / CH;
@@ -528,7 +533,7 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
     // never) and hi, its logit scaled: the largest scaled logit, as
     // rounding is monotonic. The same pass counts the first digit of
     // top-k's radix select (step 2).
-    let topk = rule.top_k > 0u;
+    let topk = rl.top_k > 0u;
     clear_hist(l);
     if l == 0u {
         sel = vec3<u32>(0u, rule.top_k, 1u);
@@ -622,7 +627,7 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
                 // that is not finite).
                 let s1 = sel;
                 let m = s0.y - s1.y + inbin;
-                if d == 0u && s1.z == 1u && m <= CAPF && rule.top_k != 1u && arg != NONE && abs(hi) <= 3.4028235e38 {
+                if d == 0u && s1.z == 1u && m <= CAPF && rule.top_k != 1u && arg != NONE && abs(hi) <= 0x1.fffffep+127f {
                     fastm = m;
                 }
             } else if l == 0u {
@@ -658,7 +663,7 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
             }
         }
         if fast {
-            if fast_pick(l, n, c, hi, &kmin) {
+            if fast_pick(l, n, c, hi, rl.top_p, &kmin) {
                 return;
             }
         } else {
@@ -745,7 +750,7 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
     workgroupBarrier();
     // 4. Top-p.
     var pmin = 0u;
-    if rule.top_p > 0.0 && rule.top_p < 1.0 {
+    if rl.top_p > 0.0 && rl.top_p < 1.0 {
         let kn = workgroupUniformLoad(&offs[CH]);
         if kn <= CH {
             // At most CH survivors, gathered: q_j and its chunk once
@@ -812,7 +817,7 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
         var id = atomicLoad(&pick);
         if arg == NONE {
             id = 0u;
-        } else if !(abs(hi) <= 3.4028235e38) || rule.top_k == 1u {
+        } else if !(abs(hi) <= 0x1.fffffep+127f) || rule.top_k == 1u {
             id = arg;
         } else if id == NONE {
             id = atomicLoad(&last1) - 1u;

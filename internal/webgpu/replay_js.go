@@ -1,0 +1,84 @@
+//go:build js
+
+package webgpu
+
+import (
+	"fmt"
+	"sync"
+	"syscall/js"
+	"unsafe"
+)
+
+// replay is a command list as one JavaScript array, made at its first
+// submission (a finished list never changes): the page encodes and submits
+// a whole submission with one call into JavaScript instead of three per
+// dispatch (setPipeline, setBindGroup, dispatchWorkgroups through the
+// binding, each a syscall/js crossing with its arguments converted, and an
+// empty dynamic-offsets array made for every setBindGroup).
+type replay struct {
+	ops  js.Value // flat: 0, pipeline, group, x, y, z | 1, src, srcOff, dst, dstOff, size
+	made bool
+}
+
+// replayFunc encodes ops on device and submits them: one compute pass per
+// run of dispatches (the pipeline set once per run of one kernel), copies
+// between passes, as Submit's generic path does.
+var replayFunc = sync.OnceValue(func() js.Value {
+	return js.Global().Get("Function").New("device", "lists", `
+const enc = device.createCommandEncoder();
+let pass = null, cur = null;
+for (const ops of lists) {
+  for (let i = 0; i < ops.length; i += 6) {
+    if (ops[i] === 0) {
+      if (pass === null) { pass = enc.beginComputePass(); cur = null; }
+      if (ops[i+1] !== cur) { cur = ops[i+1]; pass.setPipeline(cur); }
+      pass.setBindGroup(0, ops[i+2]);
+      pass.dispatchWorkgroups(ops[i+3], ops[i+4], ops[i+5]);
+    } else {
+      if (pass !== null) { pass.end(); pass = null; }
+      enc.copyBufferToBuffer(ops[i+1], ops[i+2], ops[i+3], ops[i+4], ops[i+5]);
+    }
+  }
+}
+if (pass !== null) pass.end();
+device.queue.submit([enc.finish()]);
+`)
+})
+
+// handle is the JavaScript object behind one of the binding's handles, each
+// a struct of one js.Value (v0.23.0's *_js.go).
+func handle[T any](p *T) js.Value { return *(*js.Value)(unsafe.Pointer(p)) }
+
+// submitReplay encodes and submits cs with one call into JavaScript; false
+// when a list holds a command it does not replay (timestamps, which the
+// page never records), for Submit's generic path. d.mu is held.
+func submitReplay(d *Device, cs []*commands) (handled bool, err error) {
+	lists := js.Global().Get("Array").New()
+	for _, c := range cs {
+		if !c.replay.made {
+			ops := js.Global().Get("Array").New()
+			for _, cmd := range c.cmds {
+				switch cmd.kind {
+				case cmdDispatch:
+					if cmd.x == 0 || cmd.y == 0 || cmd.z == 0 {
+						continue
+					}
+					ops.Call("push", 0, handle(cmd.k.pipeline), handle(cmd.group), cmd.x, cmd.y, cmd.z)
+				case cmdCopy:
+					ops.Call("push", 1, handle(cmd.src.b), cmd.srcOff, handle(cmd.dst.b), cmd.dstOff, cmd.size)
+				default:
+					return false, nil
+				}
+			}
+			c.replay = replay{ops: ops, made: true}
+		}
+		lists.Call("push", c.replay.ops)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			handled, err = true, fmt.Errorf("webgpu: submit: %v", r)
+		}
+	}()
+	replayFunc().Invoke(handle(d.dev), lists)
+	return true, nil
+}
