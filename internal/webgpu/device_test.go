@@ -197,12 +197,16 @@ func TestDispatchReplay(t *testing.T) {
 	k := mustKernel(t, d, "add")
 	defer k.Release()
 	const cols, rows = 100, 3
-	params := mustBuf(t, d, 32)
+	// elementwise.wgsl's uniform block, encoded from its Go type (f32
+	// operands: the f16 flags 0).
+	p, err := shaders.Encode(shaders.EltParams{Cols: cols, NRows: rows})
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := mustBuf(t, d, int64(len(p)))
 	step := mustBuf(t, d, 16)
 	a, b, out := mustBuf(t, d, cols*rows*4), mustBuf(t, d, cols*rows*4), mustBuf(t, d, cols*rows*4)
-	// EltParams of elementwise.wgsl: cols, act, cap, nrows, then the f16
-	// flags of out, a and b (0: f32) and a pad.
-	if err := d.Write(params, 0, append([]byte{cols, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, rows, 0, 0, 0}, make([]byte, 16)...)); err != nil {
+	if err := d.Write(params, 0, p); err != nil {
 		t.Fatal(err)
 	}
 	cmds, err := d.NewCommands()

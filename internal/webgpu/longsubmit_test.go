@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/internal/gputest"
+	"github.com/gpurun/gpurun/shaders"
 )
 
 // TestLongSubmission reads a buffer back after one submission that runs
@@ -29,16 +30,17 @@ func TestLongSubmission(t *testing.T) {
 	defer k.Release()
 	const cols, rows = 1 << 16, 64
 	const n = cols * rows
-	params, step := mustBuf(t, d, 32), mustBuf(t, d, 16)
+	// elementwise.wgsl's uniform block, encoded from its Go type (f32
+	// operands); the step's T is every row.
+	p, err := shaders.Encode(shaders.EltParams{Cols: cols, NRows: rows})
+	if err != nil {
+		t.Fatal(err)
+	}
+	params, step := mustBuf(t, d, int64(len(p))), mustBuf(t, d, 16)
 	bufs := [3]gpu.Buffer{mustBuf(t, d, n*4), mustBuf(t, d, n*4), mustBuf(t, d, n*4)}
 	for _, b := range append(bufs[:], params, step) {
 		defer b.Release()
 	}
-	// EltParams of elementwise.wgsl: cols, act, cap, nrows, the f16 flags
-	// of out, a and b (0: f32) and a pad; the step's T is every row.
-	p := make([]byte, 32)
-	binary.LittleEndian.PutUint32(p[0:], cols)
-	binary.LittleEndian.PutUint32(p[12:], rows)
 	if err := d.Write(params, 0, p); err != nil {
 		t.Fatal(err)
 	}
