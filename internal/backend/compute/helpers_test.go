@@ -48,6 +48,17 @@ func forEachDevice(t *testing.T, f func(t *testing.T, dev gpu.Device)) {
 	}
 }
 
+// onFirstDevice runs f on the first device only: for tests that show a
+// check can fail (an ablation of what the kernels compute), which the
+// shared WGSL makes the same on every device; the checks themselves run
+// on every device.
+func onFirstDevice(t *testing.T, f func(t *testing.T, dev gpu.Device)) {
+	t.Helper()
+	if len(devices) > 0 {
+		t.Run(devices[0].Name, func(t *testing.T) { f(t, deviceAt(t, 0)) })
+	}
+}
+
 // Backends are shared per device and options for the whole test binary:
 // a backend compiles each kernel once, and pipeline compilation (naga plus
 // the driver's JIT) costs more than most op tests.

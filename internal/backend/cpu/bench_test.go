@@ -215,12 +215,19 @@ func TestDecodeAllocatesNothing(t *testing.T) {
 			}
 			maths = maths[1:]
 		}
+		// Under qemu (-short) 5 steps a type, not 20: an allocation on
+		// every step shows either way, and the decode steps dominated
+		// the emulated package's time (50 s of its 107 s a CPU model).
+		runs := 20
+		if testing.Short() {
+			runs = 5
+		}
 		cfg, ws := syntheticModel(t, wt)
 		for _, m := range maths {
 			p, toks := forwardProgram(t, cfg, ws, 1, m)
 			ctx := context.Background()
 			pos := 0
-			if n := testing.AllocsPerRun(20, func() {
+			if n := testing.AllocsPerRun(runs, func() {
 				if err := p.Run(ctx, toks, 64+pos%100); err != nil {
 					t.Fatal(err)
 				}
