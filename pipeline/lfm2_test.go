@@ -120,8 +120,20 @@ func TestLFM2Generation(t *testing.T) {
 	if rounds, _ := pipeline.BatchStats(mb); rounds == 0 {
 		t.Error("no batched round ran")
 	}
+	// Each slot's states give a fresh model's logits when its sequence is
+	// fed again. How much runs again depends on the rounds' timing: a
+	// slot whose batched rounds ran its last token holds states past the
+	// context's last position and restarts from its latest checkpoint or
+	// from 0 (seen in 14 of 20 runs; the single-session tests hold the
+	// one-token resume exactly).
 	for _, h := range histories {
-		resumed(t, ck, mb, h, 1)
+		got, n, err := pipeline.PrefillLogits(mb, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := lfm2Logits(t, ck, h); n < 1 || n > len(h) || maxDiff(got, want) > resumeTol {
+			t.Errorf("resumed after %d tokens (%d run): logits differ from a fresh model's by %.3g, more than %g", len(h), n, maxDiff(got, want), resumeTol)
+		}
 	}
 }
 
