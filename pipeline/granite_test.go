@@ -72,22 +72,30 @@ func TestGraniteHybridGeneration(t *testing.T) {
 }
 
 // TestGraniteHybridTurns: a five-turn conversation on Granite 4.0 H
-// continues its Mamba-2 states (conv windows and state matrices) from turn
-// to turn, prefilling only each turn's new tokens (its prompt and the last
-// token generated before it, which no step ran), and each turn's ids equal
-// those of a fresh session given the whole conversation at once, sampled
-// (the greedy ids of these random weights repeat one token). A context
-// that is not a continuation of the slot's (one token changed) prefills
-// all of it from 0, with the ids of a fresh model.
+// carries its Mamba-2 states (conv windows and state matrices) from turn
+// to turn (hybridTurns).
 func TestGraniteHybridTurns(t *testing.T) {
 	ck, g := graniteHybrid(t)
+	hybridTurns(t, ck, g.PromptIDs)
+}
+
+// hybridTurns checks a hybrid model's five-turn conversation: each turn
+// prefills only its new tokens (its prompt and the last token generated
+// before it, which no step ran), and its ids equal those of a fresh
+// session given the whole conversation at once, sampled at a high
+// temperature (the greedy ids of arch3's random weights repeat one
+// token). A context departing from the slot's right after the first
+// prompt resumes at the state checkpoint taken before that prompt's last
+// token (pipeline/checkpoint.go), with a fresh model's ids.
+func hybridTurns(t *testing.T, ck *model.Checkpoint, prompt []int) {
+	t.Helper()
 	opts := pipeline.GenerateOptions{MaxTokens: 4, IgnoreStopTokens: true, Temperature: 1.5, Seed: 3}
 	m := load(t, ck, pipeline.Options{MaxCache: 128})
 	fresh := func(ctx []int) []int {
 		return collect(t, load(t, ck, pipeline.Options{MaxCache: 128}).NewSession(), pipeline.Prompt{IDs: ctx}, opts)
 	}
 	s := m.NewSession()
-	turns := [][]int{g.PromptIDs, {300, 301, 302}, {17, 400}, {88, 89, 90, 91}, {5}}
+	turns := [][]int{prompt, {300, 301, 302}, {17, 400}, {88, 89, 90, 91}, {5}}
 	for i, ids := range turns {
 		before := s.History()
 		got := collect(t, s, pipeline.Prompt{IDs: ids}, opts)
@@ -103,15 +111,12 @@ func TestGraniteHybridTurns(t *testing.T) {
 			t.Errorf("turn %d: ids %v, a fresh session on the whole conversation gives %v", i, got, whole)
 		}
 	}
-
 	ctx := s.History()
-	ctx[len(g.PromptIDs)] ^= 1
+	ctx[len(prompt)] ^= 1
 	s2 := m.NewSession()
 	got := collect(t, s2, pipeline.Prompt{IDs: ctx}, opts)
-	// It resumes at the state checkpoint taken before the first prompt's
-	// last token (pipeline/checkpoint.go).
-	if n, want := s2.Metrics().PrefillTokens, len(ctx)-(len(g.PromptIDs)-1); n != want {
-		t.Errorf("diverging context: prefilled %d tokens, want %d (from the checkpoint at %d)", n, want, len(g.PromptIDs)-1)
+	if n, want := s2.Metrics().PrefillTokens, len(ctx)-(len(prompt)-1); n != want {
+		t.Errorf("diverging context: prefilled %d tokens, want %d (from the checkpoint at %d)", n, want, len(prompt)-1)
 	}
 	if want := fresh(ctx); !slices.Equal(got, want) {
 		t.Errorf("diverging context: ids %v, a fresh model gives %v", got, want)
@@ -122,14 +127,10 @@ func TestGraniteHybridTurns(t *testing.T) {
 // Vulkan (the Mamba-2 kernels, their states in the caches) gives the CPU
 // backend's ids: a plain session's greedy ids, two sessions' in batched
 // rounds, and a five-turn conversation that prefills only each turn's new
-// tokens. Granite's
-// residual and logit multipliers are off on both (fusion.ScaleOps, which
-// the GPU planner runs only with Gemma 4's scale kernel, branch
-// gemma4gpu); internal/backend/compute's TestGraniteHybridGPU holds the
-// logits.
+// tokens; internal/backend/compute's TestGraniteHybridGPU and
+// TestGraniteHybridGolden hold the logits.
 func TestGraniteHybridGPU(t *testing.T) {
 	ck, g := graniteHybrid(t)
-	ck.Config.ResidualScale, ck.Config.LogitScale = 0, 0
 	greedy := pipeline.GenerateOptions{MaxTokens: 8, IgnoreStopTokens: true}
 	turns := [][]int{g.PromptIDs, {300, 301, 302}, {17, 400}, {88, 89, 90, 91}, {5}}
 	run := func(m *pipeline.Model) (ids [][]int, prefilled []int) {

@@ -56,51 +56,13 @@ func TestQwen35Generation(t *testing.T) {
 	}
 }
 
-// TestQwen35Turns: a five-turn conversation on Qwen3.5 continues its
-// convolution windows and delta-rule state matrices from turn to turn,
-// prefilling only each turn's new tokens (its prompt and the last token
-// generated before it), and each turn's ids equal those of a fresh
-// session given the whole conversation at once (one prefill: the chunked
-// form over what the turns ran partly in the recurrent form). Sampled at
-// a high temperature so that the ids vary (greedy decoding repeats one
-// token on these random weights). A context that departs from the
-// slot's right after the first prompt resumes at the state checkpoint
-// taken before that prompt's last token (pipeline/checkpoint.go), with a
-// fresh model's ids.
+// TestQwen35Turns: a five-turn conversation on Qwen3.5 carries its
+// convolution windows and delta-rule state matrices from turn to turn
+// (hybridTurns; the fresh session's one prefill runs the chunked form over
+// what the turns ran partly in the recurrent form).
 func TestQwen35Turns(t *testing.T) {
 	ck, g := qwen35(t)
-	opts := pipeline.GenerateOptions{MaxTokens: 4, IgnoreStopTokens: true, Temperature: 1.5, Seed: 3}
-	m := load(t, ck, pipeline.Options{MaxCache: 128})
-	fresh := func(ctx []int) []int {
-		return collect(t, load(t, ck, pipeline.Options{MaxCache: 128}).NewSession(), pipeline.Prompt{IDs: ctx}, opts)
-	}
-	s := m.NewSession()
-	turns := [][]int{g.PromptIDs, {300, 301, 302}, {17, 400}, {88, 89, 90, 91}, {5}}
-	for i, ids := range turns {
-		before := s.History()
-		got := collect(t, s, pipeline.Prompt{IDs: ids}, opts)
-		want := len(ids)
-		if i > 0 {
-			want++ // the previous turn's last token
-		}
-		if n := s.Metrics().PrefillTokens; n != want {
-			t.Errorf("turn %d: prefilled %d tokens, want %d (its new ones)", i, n, want)
-		}
-		whole := fresh(append(before, ids...))
-		if !slices.Equal(got, whole) {
-			t.Errorf("turn %d: ids %v, a fresh session on the whole conversation gives %v", i, got, whole)
-		}
-	}
-	ctx := s.History()
-	ctx[len(g.PromptIDs)] ^= 1
-	s2 := m.NewSession()
-	got := collect(t, s2, pipeline.Prompt{IDs: ctx}, opts)
-	if n, want := s2.Metrics().PrefillTokens, len(ctx)-(len(g.PromptIDs)-1); n != want {
-		t.Errorf("diverging context: prefilled %d tokens, want %d (from the checkpoint at %d)", n, want, len(g.PromptIDs)-1)
-	}
-	if want := fresh(ctx); !slices.Equal(got, want) {
-		t.Errorf("diverging context: ids %v, a fresh model gives %v", got, want)
-	}
+	hybridTurns(t, ck, g.PromptIDs)
 }
 
 // TestQwen35GPURefused: the GPU backends run no Gated DeltaNet yet:

@@ -216,21 +216,7 @@ func (m *Multi) load(ctx context.Context, id string) (*instance, int64, error) {
 // ServeHTTP routes a request, answering CORS preflights first when CORS
 // is on.
 func (m *Multi) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if o := m.cfg.CORSOrigin; o != "" {
-		h := w.Header()
-		h.Set("Access-Control-Allow-Origin", o)
-		if o != "*" {
-			h.Add("Vary", "Origin")
-		}
-		if r.Method == http.MethodOptions {
-			h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
-			h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Api-Key, Anthropic-Version, Anthropic-Beta")
-			h.Set("Access-Control-Max-Age", "600")
-			w.WriteHeader(http.StatusNoContent)
-			return
-		}
-	}
-	m.mux.ServeHTTP(w, r)
+	serveWithCORS(w, r, m.cfg.CORSOrigin, m.mux)
 }
 
 // shapeFor is the error writer of a route's API.

@@ -191,13 +191,13 @@ func methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 		Message: fmt.Sprintf("method %s not allowed on %s", r.Method, r.URL.Path)})
 }
 
-// ServeHTTP routes a request, answering CORS preflights first when CORS
-// is on.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if o := s.cfg.CORSOrigin; o != "" {
+// serveWithCORS answers a CORS preflight when origin is set (adding the
+// CORS headers to every answer), else hands the request to next.
+func serveWithCORS(w http.ResponseWriter, r *http.Request, origin string, next http.Handler) {
+	if origin != "" {
 		h := w.Header()
-		h.Set("Access-Control-Allow-Origin", o)
-		if o != "*" {
+		h.Set("Access-Control-Allow-Origin", origin)
+		if origin != "*" {
 			h.Add("Vary", "Origin")
 		}
 		if r.Method == http.MethodOptions {
@@ -208,7 +208,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	s.mux.ServeHTTP(w, r)
+	next.ServeHTTP(w, r)
+}
+
+// ServeHTTP routes a request, answering CORS preflights first when CORS
+// is on.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	serveWithCORS(w, r, s.cfg.CORSOrigin, s.mux)
 }
 
 // auth requires the API key when one is set.

@@ -29,17 +29,15 @@ const graniteTol = 1e-4
 // position, then the 24 greedy ids one decode step each, carrying the
 // convolutions' windows and the scan's matrices) and holds every logit
 // to the CPU backend's within graniteTol and every step's greedy id to
-// its, unfused and fused. Granite's residual and logit multipliers are
-// off on both: they are fusion.ScaleOps, which the GPU planner runs only
-// with Gemma 4's scale kernel (branch gemma4gpu); with it, the model as
-// imported is llama.cpp's golden (cpu.TestGraniteHybridGolden).
+// its, unfused and fused, with Granite's residual and logit multipliers
+// (fusion.ScaleOps: the scale kernel); TestGraniteHybridGolden holds the
+// same runs to llama.cpp's logits.
 func TestGraniteHybridGPU(t *testing.T) {
 	g := testmodels.Arch3(t, "granitehybrid")
 	ck, err := gguf.Load(testmodels.Path(t, "arch3", "granitehybrid.gguf"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ck.Config.ResidualScale, ck.Config.LogitScale = 0, 0
 	n, vocab := len(g.PromptIDs), ck.Config.VocabSize
 	want := graniteRun(t, cpuSession(t, ck, n, 64), g.PromptIDs, g.GreedyIDs, vocab)
 	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
