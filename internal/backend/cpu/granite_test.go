@@ -32,57 +32,17 @@ const graniteTol = 1e-4
 // greedy id differs (-1: none).
 func graniteRun(t *testing.T, fused bool, edit func(*model.Config)) (prompt, decode float64, departed int) {
 	t.Helper()
-	g := testmodels.Arch3(t, "granitehybrid")
-	ck, err := gguf.Load(testmodels.Path(t, "arch3", "granitehybrid.gguf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if edit != nil {
-		edit(&ck.Config)
-	}
-	ctx := context.Background()
 	// The fused graph runs on two threads (the scan's heads split
 	// between them), the graph as built on one.
 	threads := 1
 	if fused {
 		threads = 2
 	}
-	be := cpu.New(cpu.Options{Threads: threads})
-	w, err := be.LoadWeights(ctx, ck.Tensors)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const maxLen = 64
-	n := len(g.PromptIDs)
-	compile := testmodels.Compiler(t, be, w, &ck.Config, arch.BuildOptions{MaxLen: maxLen}, fused)
-	pre, dec := compile(n, true), compile(1, false)
-	if err := pre.Run(ctx, testmodels.IDs32(g.PromptIDs), 0); err != nil {
-		t.Fatal(err)
-	}
-	vocab := ck.Config.VocabSize
-	all := make([]float32, n*vocab)
-	if _, err := pre.Logits(all); err != nil {
-		t.Fatal(err)
-	}
-	for p := range n {
-		prompt = max(prompt, testmodels.MaxAbsDiff(all[p*vocab:(p+1)*vocab], g.Logits[p]))
-	}
-	logits := all[(n-1)*vocab:]
-	departed = -1
-	for step, want := range g.GreedyIDs {
-		decode = max(decode, testmodels.MaxAbsDiff(logits, g.GreedyLogits[step]))
-		if testmodels.Argmax(logits) != want && departed < 0 {
-			departed = step
+	return arch3Run(t, "granitehybrid", threads, fused, func(ck *model.Checkpoint) {
+		if edit != nil {
+			edit(&ck.Config)
 		}
-		if err := dec.Run(ctx, []int32{int32(want)}, n+step); err != nil {
-			t.Fatal(err)
-		}
-		logits = make([]float32, vocab)
-		if _, err := dec.Logits(logits); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return prompt, decode, departed
+	})
 }
 
 // TestGraniteHybridGolden holds the CPU backend's Granite 4.0 H (Mamba-2

@@ -30,48 +30,7 @@ const lfm2Tol = 1e-4
 // step whose greedy id differs (-1: none).
 func lfm2Run(t *testing.T, fused bool) (prompt, decode float64, departed int) {
 	t.Helper()
-	g := testmodels.Arch3(t, "lfm2")
-	ck, err := gguf.Load(testmodels.Path(t, "arch3", "lfm2.gguf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	be := cpu.New(cpu.Options{Threads: 1})
-	w, err := be.LoadWeights(ctx, ck.Tensors)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const maxLen = 64
-	n := len(g.PromptIDs)
-	compile := testmodels.Compiler(t, be, w, &ck.Config, arch.BuildOptions{MaxLen: maxLen}, fused)
-	pre, dec := compile(n, true), compile(1, false)
-	if err := pre.Run(ctx, testmodels.IDs32(g.PromptIDs), 0); err != nil {
-		t.Fatal(err)
-	}
-	vocab := ck.Config.VocabSize
-	all := make([]float32, n*vocab)
-	if _, err := pre.Logits(all); err != nil {
-		t.Fatal(err)
-	}
-	for p := range n {
-		prompt = max(prompt, testmodels.MaxAbsDiff(all[p*vocab:(p+1)*vocab], g.Logits[p]))
-	}
-	logits := all[(n-1)*vocab:]
-	departed = -1
-	for step, want := range g.GreedyIDs {
-		decode = max(decode, testmodels.MaxAbsDiff(logits, g.GreedyLogits[step]))
-		if testmodels.Argmax(logits) != want && departed < 0 {
-			departed = step
-		}
-		if err := dec.Run(ctx, []int32{int32(want)}, n+step); err != nil {
-			t.Fatal(err)
-		}
-		logits = make([]float32, vocab)
-		if _, err := dec.Logits(logits); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return prompt, decode, departed
+	return arch3Run(t, "lfm2", 1, fused, nil)
 }
 
 // TestLFM2Golden holds the CPU backend's LFM2 (gated short convolutions

@@ -1,16 +1,12 @@
 package cpu_test
 
 import (
-	"context"
 	"math/rand/v2"
 	"strings"
 	"testing"
 
-	"github.com/gpurun/gpurun/internal/arch"
 	"github.com/gpurun/gpurun/internal/backend/cpu"
 	"github.com/gpurun/gpurun/internal/checkpoint/verify"
-	"github.com/gpurun/gpurun/internal/gguf"
-	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/tensors"
 	"github.com/gpurun/gpurun/tensors/model"
 )
@@ -43,49 +39,7 @@ func qwen35Run(t *testing.T, fused bool, edit func(*model.Config)) (prompt, deco
 // qwen35RunCheckpoint is qwen35Run with the checkpoint edited by edit.
 func qwen35RunCheckpoint(t *testing.T, fused bool, edit func(*model.Checkpoint)) (prompt, decode float64, departed int) {
 	t.Helper()
-	g := testmodels.Arch3(t, "qwen35")
-	ck, err := gguf.Load(testmodels.Path(t, "arch3", "qwen35.gguf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	edit(ck)
-	ctx := context.Background()
-	be := cpu.New(cpu.Options{Threads: 2})
-	w, err := be.LoadWeights(ctx, ck.Tensors)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const maxLen = 64
-	n := len(g.PromptIDs)
-	compile := testmodels.Compiler(t, be, w, &ck.Config, arch.BuildOptions{MaxLen: maxLen}, fused)
-	pre, dec := compile(n, true), compile(1, false)
-	if err := pre.Run(ctx, testmodels.IDs32(g.PromptIDs), 0); err != nil {
-		t.Fatal(err)
-	}
-	vocab := ck.Config.VocabSize
-	all := make([]float32, n*vocab)
-	if _, err := pre.Logits(all); err != nil {
-		t.Fatal(err)
-	}
-	for p := range n {
-		prompt = max(prompt, testmodels.MaxAbsDiff(all[p*vocab:(p+1)*vocab], g.Logits[p]))
-	}
-	logits := all[(n-1)*vocab:]
-	departed = -1
-	for step, want := range g.GreedyIDs {
-		decode = max(decode, testmodels.MaxAbsDiff(logits, g.GreedyLogits[step]))
-		if testmodels.Argmax(logits) != want && departed < 0 {
-			departed = step
-		}
-		if err := dec.Run(ctx, []int32{int32(want)}, n+step); err != nil {
-			t.Fatal(err)
-		}
-		logits = make([]float32, vocab)
-		if _, err := dec.Logits(logits); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return prompt, decode, departed
+	return arch3Run(t, "qwen35", 2, fused, edit)
 }
 
 // TestQwen35Golden holds the CPU backend's Qwen3.5 (Gated DeltaNet layers
