@@ -73,6 +73,8 @@ type hfConfig struct {
 
 	// Gemma 4 (gemma4.go).
 	gemma4Keys
+	// Qwen3.5, LFM2, Granite 4.0 H (hybrid.go).
+	hybridKeys
 }
 
 // Model types and the architectures they import as.
@@ -96,6 +98,11 @@ var modelTypes = map[string]string{
 	// Gemma 4's text model; a multimodal config ("gemma4") imports its
 	// text_config as this (gemma4Text).
 	"gemma4_text": model.ArchGemma4,
+	// The hybrids (hybrid.go); a multimodal Qwen3.5 config ("qwen3_5")
+	// imports its text_config as qwen3_5_text (qwen35Text).
+	"qwen3_5_text":     model.ArchQwen35,
+	"lfm2":             model.ArchLFM2,
+	"granitemoehybrid": model.ArchGraniteHybrid,
 }
 
 // ropeScaling is config.json's rope_scaling.
@@ -150,7 +157,8 @@ func (h *hfConfig) config() (model.Config, error) {
 		return model.Config{}, fmt.Errorf("%w: model_type %q", ErrUnsupported, h.ModelType)
 	}
 	switch arch {
-	case model.ArchLlama, model.ArchQwen2, model.ArchQwen3, model.ArchQwen3MoE, model.ArchSmolLM3, model.ArchPhi3, model.ArchGemma3:
+	case model.ArchLlama, model.ArchQwen2, model.ArchQwen3, model.ArchQwen3MoE, model.ArchSmolLM3, model.ArchPhi3, model.ArchGemma3,
+		model.ArchQwen35, model.ArchGraniteHybrid: // their own checks
 	default:
 		if rs, err := h.scaling(); err != nil || rs != nil {
 			return model.Config{}, fmt.Errorf("%w: %s rope_scaling %s", ErrUnsupported, h.ModelType, h.RopeScaling)
@@ -208,6 +216,18 @@ func (h *hfConfig) config() (model.Config, error) {
 		}
 	case model.ArchGemma4:
 		if err := h.gemma4(&c); err != nil {
+			return c, err
+		}
+	case model.ArchQwen35:
+		if err := h.qwen35(&c); err != nil {
+			return c, err
+		}
+	case model.ArchLFM2:
+		if err := h.lfm2(&c); err != nil {
+			return c, err
+		}
+	case model.ArchGraniteHybrid:
+		if err := h.graniteHybrid(&c); err != nil {
 			return c, err
 		}
 	case model.ArchGemma, model.ArchGemma2, model.ArchGemma3:

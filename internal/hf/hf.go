@@ -2,8 +2,11 @@
 // one or more *.safetensors files and optionally tokenizer.model. Supported
 // model types: llama (with Llama 3.1's rope_scaling), mistral, gemma, gemma2,
 // gemma3_text, phi (Phi-2), phi3 (LongRoPE), falcon (7B-style), stablelm,
-// qwen2, qwen3, smollm3 and gemma4_text (Gemma 4's text model; a
-// multimodal gemma4 checkpoint imports its text model, gemma4.go).
+// qwen2, qwen3, smollm3, gemma4_text (Gemma 4's text model; a
+// multimodal gemma4 checkpoint imports its text model, gemma4.go), and
+// the hybrids (hybrid.go): qwen3_5_text (Qwen3.5's text model, or a
+// multimodal qwen3_5 checkpoint's), lfm2 and granitemoehybrid (Granite
+// 4.0 H without routed experts).
 //
 // Layout choices: Llama q_proj/k_proj rows (and biases) are un-permuted back
 // to Meta's order so the runtime uses interleaved RoPE for every Llama source;
@@ -46,6 +49,9 @@ func Load(dir string) (*model.Checkpoint, error) {
 		return nil, fmt.Errorf("%w: config.json: %w", ErrFormat, err)
 	}
 	multimodal, err := gemma4Text(raw, &hc)
+	if err == nil {
+		err = qwen35Text(raw, &hc)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
@@ -59,7 +65,13 @@ func Load(dir string) (*model.Checkpoint, error) {
 	}
 	slices.Sort(files)
 	ck := &model.Checkpoint{Config: cfg}
-	im := importer{ck: ck, globals: globals(cfg.Arch), layers: layerTargets(cfg.Arch), prefix: layerPrefix(cfg.Arch), gemma4Multimodal: multimodal}
+	im := importer{ck: ck, globals: globals(cfg.Arch), layers: layerTargets(cfg.Arch), prefix: layerPrefix(cfg.Arch)}
+	switch {
+	case multimodal:
+		im.textName = gemma4TensorName
+	case cfg.Arch == model.ArchQwen35:
+		im.textName = qwen35TensorName
+	}
 	for _, path := range files {
 		f, err := safetensors.Open(path)
 		if err != nil {
@@ -171,17 +183,19 @@ type importer struct {
 	// experts holds Qwen 3 MoE's per-expert matrices by stacked name
 	// until stack makes each set one [experts, rows, cols] tensor.
 	experts map[string][]*tensors.Tensor
-	// gemma4Multimodal: the text model's tensors are under
-	// model.language_model., beside the towers' (gemma4TensorName).
-	gemma4Multimodal bool
+	// textName, when set, maps a tensor name to the text model's, or
+	// says to skip it: a multimodal checkpoint's text model is under
+	// model.language_model., beside the towers' tensors
+	// (gemma4TensorName, qwen35TensorName).
+	textName func(string) (string, bool)
 }
 
 func (im *importer) add(f *safetensors.File, info *safetensors.TensorInfo) error {
 	c := &im.ck.Config
 	hfName := info.Name
-	if im.gemma4Multimodal {
+	if im.textName != nil {
 		var skip bool
-		if hfName, skip = gemma4TensorName(hfName); skip {
+		if hfName, skip = im.textName(hfName); skip {
 			return nil
 		}
 	}
@@ -204,6 +218,11 @@ func (im *importer) add(f *safetensors.File, info *safetensors.TensorInfo) error
 	if err != nil {
 		return err
 	}
+	if tg.xform == squeezeConv || tg.xform == deltaConv {
+		if err := squeeze(t); err != nil {
+			return err
+		}
+	}
 	if len(t.Shape) == 0 && tg.name == model.LayerScale {
 		t.Shape = []int{1} // Gemma 4's layer_scalar may be saved as a scalar
 	}
@@ -211,6 +230,14 @@ func (im *importer) add(f *safetensors.File, info *safetensors.TensorInfo) error
 		return fmt.Errorf("%w: tensor %q has shape %v", ErrFormat, info.Name, t.Shape)
 	}
 	switch tg.xform {
+	case negExp, queryGate, deltaQKV, deltaConv, deltaHeads, deltaA, deltaOut:
+		layer, _, _ := parseLayer(hfName, im.prefix, c.Layers)
+		parts, err := im.hybridTransform(tg, t, layer)
+		if err != nil {
+			return err
+		}
+		im.ck.Tensors = append(im.ck.Tensors, parts...)
+		return nil
 	case unpermute:
 		heads := c.KVHeads
 		if tg.heads {

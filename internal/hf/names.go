@@ -17,6 +17,15 @@ const (
 	splitQKV               // Falcon fused query_key_value, grouped per KV head
 	splitRowsQKV           // Phi 3 qkv_proj: all Q rows, then K, then V
 	splitGateUp            // Phi 3 gate_up_proj: gate rows, then up
+	// The hybrids' (hybrid.go).
+	squeezeConv // depthwise Conv1d [channels, 1, taps] -> [channels, taps]
+	negExp      // A_log -> A = -exp(A_log)
+	queryGate   // Qwen3.5 q_proj: per head, query rows then gate rows
+	deltaQKV    // Qwen3.5 in_proj_qkv: value heads grouped -> tiled
+	deltaConv   // Qwen3.5 conv1d: squeezed, value channels grouped -> tiled
+	deltaHeads  // Qwen3.5 rows of one run per value head: grouped -> tiled
+	deltaA      // Qwen3.5 A_log: negExp, then grouped -> tiled
+	deltaOut    // Qwen3.5 out_proj: columns of value heads grouped -> tiled
 )
 
 // target is the import of one HF tensor.
@@ -28,6 +37,9 @@ type target struct {
 
 // globals maps whole HF names per architecture.
 func globals(arch string) map[string]target {
+	if m := hybridGlobals(arch); m != nil {
+		return m
+	}
 	switch arch {
 	case model.ArchFalcon:
 		return map[string]target{
@@ -66,6 +78,9 @@ func globals(arch string) map[string]target {
 // layerTargets maps per-layer HF suffixes (after "model.layers.N.") per
 // architecture.
 func layerTargets(arch string) map[string]target {
+	if m := hybridLayers(arch); m != nil {
+		return m
+	}
 	switch arch {
 	case model.ArchFalcon:
 		return map[string]target{
