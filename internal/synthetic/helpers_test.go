@@ -70,6 +70,10 @@ func shrink(c model.Config) model.Config {
 		s.DeltaLayers = []int{0}
 		s.DeltaKeyHeads, s.DeltaValueHeads, s.DeltaHeadDim = 2, 2*c.DeltaValueHeads/c.DeltaKeyHeads, 16
 	}
+	if c.ConvLayers != nil {
+		// A short convolution layer, then an attention one.
+		s.ConvLayers = []int{0}
+	}
 	if len(c.SSM.Layers) > 0 {
 		// A Mamba-2 layer, then an attention one, at arch3's sizes.
 		s.SSM = model.SSM{Layers: []int{0}, Inner: 2 * s.Dim, Heads: 8, Groups: 1, State: 16, Conv: 4}

@@ -69,7 +69,7 @@ func tail(cfg *model.Config, add func(entry)) {
 }
 
 // layerEntries emits the tensors of layer l. Every layer of one kind
-// (Mamba-2, Gated DeltaNet or attention) has the same shapes unless the config
+// (Mamba-2, Gated DeltaNet, short convolution or attention) has the same shapes unless the config
 // varies them (uniformLayers): Gemma 4's head dims by layer kind, its FFN
 // widths by layer, and its last layers without keys and values of their
 // own.
@@ -93,6 +93,12 @@ func layerEntries(cfg *model.Config, l int, add func(entry)) {
 		ssmEntries(cfg, l, add)
 	case cfg.DeltaLayer(l):
 		deltaEntries(cfg, l, add)
+	case cfg.ConvLayer(l):
+		// LFM2's gated short convolution: [B | C | x] rows, the
+		// depthwise kernel, the output projection.
+		add(entry{name(model.ConvInProj), []int{3 * cfg.Dim, cfg.Dim}, roleMatrix})
+		add(entry{name(model.ConvKernel), []int{cfg.Dim, cfg.ConvWidth}, roleConv})
+		add(entry{name(model.ConvOutProj), []int{cfg.Dim, cfg.Dim}, roleMatrix})
 	default:
 		attentionEntries(cfg, l, add, linear)
 	}
@@ -212,9 +218,10 @@ func footprint(cfg *model.Config, f func(entry) int64) int64 {
 		}
 		return once
 	}
-	// Layers of one kind (Mamba-2, Gated DeltaNet or attention) share
-	// their shapes: each kind counted from its first layer.
-	var first, count [3]int
+	// Layers of one kind (Mamba-2, Gated DeltaNet, short convolution or
+	// attention) share their shapes: each kind counted from its first
+	// layer.
+	var first, count [4]int
 	for l := cfg.Layers - 1; l >= 0; l-- {
 		k := layerKind(cfg, l)
 		first[k] = l
@@ -237,9 +244,11 @@ func footprint(cfg *model.Config, f func(entry) int64) int64 {
 }
 
 // layerKind is 0 for an attention layer, 1 for Gated DeltaNet, 2 for
-// Mamba-2.
+// Mamba-2, 3 for a short convolution.
 func layerKind(cfg *model.Config, l int) int {
 	switch {
+	case cfg.ConvLayer(l):
+		return 3
 	case cfg.SSMLayer(l):
 		return 2
 	case cfg.DeltaLayer(l):

@@ -42,6 +42,7 @@ func Specs() []Spec {
 		gemma4E2B(),
 		qwen35_08B(),
 		graniteH1B(),
+		lfm21B(),
 	}
 }
 
