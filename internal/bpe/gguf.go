@@ -22,6 +22,10 @@ const (
 	reO200k = `[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 	// Qwen2's: Llama 3's with single digits.
 	reQwen2 = `(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	// Qwen3.5's: Qwen2's with combining marks (\p{M}) kept in words and
+	// out of punctuation runs (llama.cpp's "qwen35", from its
+	// tokenizer.json).
+	reQwen35 = `(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 )
 
 // ggufPre maps tokenizer.ggml.pre names to their regex sequences.
@@ -31,10 +35,13 @@ var ggufPre = map[string][]string{
 
 	"llama3": {reLlama3}, "llama-v3": {reLlama3}, "llama-bpe": {reLlama3}, "falcon3": {reLlama3},
 	"dbrx": {reLlama3}, "smaug-bpe": {reLlama3}, "chatglm-bpe": {reLlama3},
+	// LFM2 / LFM2.5 (llama.cpp puts "lfm2" in Llama 3's group).
+	"lfm2": {reLlama3},
 
 	"gpt-4o": {reO200k},
 
 	"qwen2": {reQwen2}, "deepseek-r1-qwen": {reQwen2}, "megrez": {reQwen2}, "stablelm2": {reQwen2},
+	"qwen35": {reQwen35},
 
 	"gpt-2": {reGPT2}, "phi-2": {reGPT2}, "roberta-bpe": {reGPT2}, "mpt": {reGPT2}, "olmo": {reGPT2},
 	"jais": {reGPT2}, "gigachat": {reGPT2}, "jina-es": {reGPT2}, "jina-de": {reGPT2},
@@ -49,7 +56,7 @@ var ggufPre = map[string][]string{
 
 // ggufIgnoreMerges: pre-tokenizers whose words found whole in the
 // vocabulary are not merged (llama.cpp's ignore_merges).
-var ggufIgnoreMerges = map[string]bool{"llama3": true, "llama-v3": true, "llama-bpe": true, "falcon3": true}
+var ggufIgnoreMerges = map[string]bool{"llama3": true, "llama-v3": true, "llama-bpe": true, "falcon3": true, "lfm2": true}
 
 // FromVocab builds a tokenizer.json from a GGUF byte-level BPE vocabulary
 // (model.Vocab with Model "gpt2"): the tokens as the BPE vocabulary, the

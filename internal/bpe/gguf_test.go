@@ -63,7 +63,7 @@ func ggufVocab(t *testing.T, path, pre string) *model.Vocab {
 // from (as @lenml/tokenizers does).
 func TestGGUFParity(t *testing.T) {
 	for _, c := range []struct{ name, pre string }{{"llama3", "llama3"}, {"qwen3", "qwen2"}, {"gpt2", "gpt-2"}, {"phi2", "phi-2"},
-		{"gpt4o", "gpt-4o"}, {"gptoss", "gpt-4o"}} {
+		{"gpt4o", "gpt-4o"}, {"gptoss", "gpt-4o"}, {"qwen35-pre", "qwen35"}} {
 		t.Run(c.name, func(t *testing.T) {
 			js, err := FromVocab(ggufVocab(t, tokref.TokenizerJSON(t, c.name), c.pre), false)
 			if err != nil {
@@ -78,7 +78,7 @@ func TestGGUFParity(t *testing.T) {
 				want := readLines(t, tokref.Expected(t, c.name+"."+input+".ids"))
 				m := mismatches{t: t, what: input + " encode"}
 				for i, line := range lines {
-					if c.name == "qwen3" && norm.NFC.String(line) != line {
+					if strings.HasPrefix(c.name, "qwen3") && norm.NFC.String(line) != line {
 						continue // Qwen's tokenizer.json normalizes to NFC; llama.cpp does not
 					}
 					m.check(i, line, formatIDs(tok.Encode(line)), want[i])

@@ -9,7 +9,8 @@ import (
 // gpt2AddsBOS: the tokenizer.ggml.pre values for which llama.cpp adds BOS
 // to a byte-level BPE prompt when the file does not say
 // (tokenizer.ggml.add_bos_token); for the others it does not.
-var gpt2AddsBOS = map[string]bool{"llama3": true, "llama-v3": true, "llama-bpe": true, "falcon3": true, "tekken": true, "chameleon": true}
+var gpt2AddsBOS = map[string]bool{"llama3": true, "llama-v3": true, "llama-bpe": true, "falcon3": true, "tekken": true, "chameleon": true,
+	"lfm2": true}
 
 // gpt2Vocab reads a byte-level BPE vocabulary (tokenizer.ggml.model =
 // "gpt2"): tokens, merges, token types, the pre-tokenizer name and the

@@ -29,7 +29,7 @@ import (
 // Names are the tokenizers gen.mjs writes, each as NAME.tokenizer.json.
 // llama3-bos only has special.ids expectations.
 var Names = []string{"llama3", "qwen3", "gpt2", "phi2", "falcon", "stablelm", "spm-legacy", "spm-metaspace",
-	"gpt4o", "gptoss", "gemma3"}
+	"gpt4o", "gptoss", "gemma3", "qwen35-pre"}
 
 // TiktokenNames are the tokenizers whose unicode.txt expectations
 // (NAME.unicode.ids / .decoded) are tiktoken's alone: lines on which

