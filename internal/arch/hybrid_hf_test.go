@@ -443,3 +443,100 @@ func TestQwen35HFLayouts(t *testing.T) {
 		})
 	}
 }
+
+// TestQwen35MoEHF imports a Qwen3.5 MoE checkpoint made from arch3's
+// qwen35 so that its FFNs compute the dense model's: 4 experts, 2 used
+// (renormalized), each the dense FFN with half its down projection, and
+// a shared expert with the whole down projection behind a zero gate
+// (sigmoid 0.5); the routed half and the shared half sum to the dense
+// FFN, so the logits are llama.cpp's dense golden. The experts are
+// written fused, as transformers 5 saves them ([experts, 2*hidden, dim]
+// gate_up and [experts, dim, hidden] down), and per expert
+// (mlp.experts.K.*), as a multimodal qwen3_5_moe checkpoint.
+func TestQwen35MoEHF(t *testing.T) {
+	g := testmodels.Arch3(t, "qwen35")
+	ref, err := gguf.Load(testmodels.Path(t, "arch3", "qwen35.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const experts = 4
+	halve := func(data []byte) []byte {
+		out := make([]byte, len(data))
+		for i := 0; i < len(data); i += 4 {
+			binary.LittleEndian.PutUint32(out[i:], math.Float32bits(math.Float32frombits(binary.LittleEndian.Uint32(data[i:]))/2))
+		}
+		return out
+	}
+	ex := hybridExports()["qwen35"]
+	for _, fused := range []bool{true, false} {
+		name := "per expert, multimodal"
+		if fused {
+			name = "fused"
+		}
+		t.Run(name, func(t *testing.T) {
+			moe := ex
+			moe.export = func(t *testing.T, ref *model.Checkpoint, l int, suffix string, rt *tensors.Tensor) []*tensors.Tensor {
+				p := "model.layers." + strconv.Itoa(l) + ".mlp."
+				layer := func(s string) *tensors.Tensor { return ref.Tensor(model.Layer(l, s)) }
+				switch suffix {
+				case model.WGate:
+					gate, up, down := layer(model.WGate), layer(model.WUp), layer(model.WDown)
+					f, d := gate.Shape[0], gate.Shape[1]
+					router := make([]byte, 4*experts*d)
+					for i := range experts * d {
+						binary.LittleEndian.PutUint32(router[4*i:], math.Float32bits(float32((i*7919)%13-6)/50))
+					}
+					out := []*tensors.Tensor{
+						hfT(p+"gate.weight", tensors.F32, []int{experts, d}, router),
+						hfT(p+"shared_expert.gate_proj.weight", tensors.F32, gate.Shape, gate.Data),
+						hfT(p+"shared_expert.up_proj.weight", tensors.F32, up.Shape, up.Data),
+						hfT(p+"shared_expert.down_proj.weight", tensors.F32, down.Shape, down.Data),
+						hfT(p+"shared_expert_gate.weight", tensors.F32, []int{1, d}, make([]byte, 4*d)),
+					}
+					if fused {
+						var gateUp, downs []byte
+						for range experts {
+							gateUp = append(append(gateUp, gate.Data...), up.Data...)
+							downs = append(downs, halve(down.Data)...)
+						}
+						return append(out, hfT(p+"experts.gate_up_proj", tensors.F32, []int{experts, 2 * f, d}, gateUp),
+							hfT(p+"experts.down_proj", tensors.F32, []int{experts, d, f}, downs))
+					}
+					for e := range experts {
+						q := p + "experts." + strconv.Itoa(e) + "."
+						out = append(out, hfT(q+"gate_proj.weight", tensors.F32, gate.Shape, gate.Data),
+							hfT(q+"up_proj.weight", tensors.F32, up.Shape, up.Data),
+							hfT(q+"down_proj.weight", tensors.F32, down.Shape, halve(down.Data)))
+					}
+					return out
+				case model.WUp, model.WDown:
+					return nil
+				}
+				return exportQwen35(t, ref, l, suffix, rt)
+			}
+			text := maps.Clone(ex.config)
+			text["model_type"] = "qwen3_5_moe_text"
+			text["num_experts"], text["num_experts_per_tok"], text["moe_intermediate_size"] = experts, 2, 128
+			text["shared_expert_intermediate_size"], text["norm_topk_prob"] = 128, true
+			cfg, prefix := text, "model."
+			if !fused {
+				cfg = map[string]any{"model_type": "qwen3_5_moe", "text_config": text, "tie_word_embeddings": true}
+				prefix = "model.language_model."
+			}
+			ck, err := hf.Load(writeHybridHF(t, moe, ref, cfg, prefix))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := ck.Config
+			if c.Arch != model.ArchQwen35MoE || c.Experts != experts || c.ExpertsUsed != 2 || c.ExpertHidden != 128 ||
+				c.SharedExpertHidden != 128 || !c.NormTopK || !slices.Equal(c.DeltaLayers, ref.Config.DeltaLayers) {
+				t.Fatalf("config %+v", c)
+			}
+			d := promptDiff(t, ck, g.ArchGolden, func(*fusion.Graph) {})
+			t.Logf("prompt logits max|Δ| from llama.cpp's dense qwen35: %.3g", d)
+			if d > hybridHFTol {
+				t.Errorf("prompt logits differ from the dense golden by %.3g", d)
+			}
+		})
+	}
+}

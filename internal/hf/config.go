@@ -101,6 +101,7 @@ var modelTypes = map[string]string{
 	// The hybrids (hybrid.go); a multimodal Qwen3.5 config ("qwen3_5")
 	// imports its text_config as qwen3_5_text (qwen35Text).
 	"qwen3_5_text":     model.ArchQwen35,
+	"qwen3_5_moe_text": model.ArchQwen35MoE,
 	"lfm2":             model.ArchLFM2,
 	"granitemoehybrid": model.ArchGraniteHybrid,
 }
@@ -158,7 +159,7 @@ func (h *hfConfig) config() (model.Config, error) {
 	}
 	switch arch {
 	case model.ArchLlama, model.ArchQwen2, model.ArchQwen3, model.ArchQwen3MoE, model.ArchSmolLM3, model.ArchPhi3, model.ArchGemma3,
-		model.ArchQwen35, model.ArchGraniteHybrid: // their own checks
+		model.ArchQwen35, model.ArchQwen35MoE, model.ArchGraniteHybrid: // their own checks
 	default:
 		if rs, err := h.scaling(); err != nil || rs != nil {
 			return model.Config{}, fmt.Errorf("%w: %s rope_scaling %s", ErrUnsupported, h.ModelType, h.RopeScaling)
@@ -218,7 +219,7 @@ func (h *hfConfig) config() (model.Config, error) {
 		if err := h.gemma4(&c); err != nil {
 			return c, err
 		}
-	case model.ArchQwen35:
+	case model.ArchQwen35, model.ArchQwen35MoE:
 		if err := h.qwen35(&c); err != nil {
 			return c, err
 		}

@@ -4,9 +4,9 @@
 // gemma3_text, phi (Phi-2), phi3 (LongRoPE), falcon (7B-style), stablelm,
 // qwen2, qwen3, smollm3, gemma4_text (Gemma 4's text model; a
 // multimodal gemma4 checkpoint imports its text model, gemma4.go), and
-// the hybrids (hybrid.go): qwen3_5_text (Qwen3.5's text model, or a
-// multimodal qwen3_5 checkpoint's), lfm2 and granitemoehybrid (Granite
-// 4.0 H without routed experts).
+// the hybrids (hybrid.go): qwen3_5_text and qwen3_5_moe_text (Qwen3.5's
+// text model, or a multimodal qwen3_5 / qwen3_5_moe checkpoint's), lfm2
+// and granitemoehybrid (Granite 4.0 H without routed experts).
 //
 // Layout choices: Llama q_proj/k_proj rows (and biases) are un-permuted back
 // to Meta's order so the runtime uses interleaved RoPE for every Llama source;
@@ -69,7 +69,7 @@ func Load(dir string) (*model.Checkpoint, error) {
 	switch {
 	case multimodal:
 		im.textName = gemma4TensorName
-	case cfg.Arch == model.ArchQwen35:
+	case cfg.Arch == model.ArchQwen35 || cfg.Arch == model.ArchQwen35MoE:
 		im.textName = qwen35TensorName
 	}
 	for _, path := range files {
@@ -226,11 +226,12 @@ func (im *importer) add(f *safetensors.File, info *safetensors.TensorInfo) error
 	if len(t.Shape) == 0 && tg.name == model.LayerScale {
 		t.Shape = []int{1} // Gemma 4's layer_scalar may be saved as a scalar
 	}
-	if len(t.Shape) == 0 || len(t.Shape) > 2 {
+	fused3D := tg.xform == experts3D || tg.xform == expertsGateUp
+	if len(t.Shape) == 0 || len(t.Shape) > 2 && !fused3D {
 		return fmt.Errorf("%w: tensor %q has shape %v", ErrFormat, info.Name, t.Shape)
 	}
 	switch tg.xform {
-	case negExp, queryGate, deltaQKV, deltaConv, deltaHeads, deltaA, deltaOut:
+	case negExp, queryGate, deltaQKV, deltaConv, deltaHeads, deltaA, deltaOut, experts3D, expertsGateUp:
 		layer, _, _ := parseLayer(hfName, im.prefix, c.Layers)
 		parts, err := im.hybridTransform(tg, t, layer)
 		if err != nil {

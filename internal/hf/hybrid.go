@@ -68,14 +68,11 @@ type qwen35Rope struct {
 
 // qwen35Text reads a multimodal Qwen3.5 config's text_config in place of
 // the top-level keys (model_type "qwen3_5" -> "qwen3_5_text",
-// Qwen3_5ForConditionalGeneration); the text model is what is imported. A
-// mixture of experts ("qwen3_5_moe") is refused by name.
+// Qwen3_5ForConditionalGeneration; "qwen3_5_moe" -> "qwen3_5_moe_text");
+// the text model is what is imported.
 func qwen35Text(raw []byte, hc *hfConfig) error {
-	switch hc.ModelType {
-	case "qwen3_5":
-	case "qwen3_5_moe", "qwen3_5_moe_text":
-		return fmt.Errorf("%w: model_type %q (Qwen3.5's experts import from GGUF only)", ErrUnsupported, hc.ModelType)
-	default:
+	textType := map[string]string{"qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text"}[hc.ModelType]
+	if textType == "" {
 		return nil
 	}
 	var top struct {
@@ -83,13 +80,13 @@ func qwen35Text(raw []byte, hc *hfConfig) error {
 		TieWordEmbeddings *bool           `json:"tie_word_embeddings"`
 	}
 	if err := json.Unmarshal(raw, &top); err != nil || len(top.TextConfig) == 0 || string(top.TextConfig) == "null" {
-		return fmt.Errorf("%w: qwen3_5 config without a text_config", ErrFormat)
+		return fmt.Errorf("%w: %s config without a text_config", ErrFormat, hc.ModelType)
 	}
 	var text hfConfig
 	if err := json.Unmarshal(top.TextConfig, &text); err != nil {
-		return fmt.Errorf("%w: qwen3_5 text_config: %w", ErrFormat, err)
+		return fmt.Errorf("%w: %s text_config: %w", ErrFormat, hc.ModelType, err)
 	}
-	text.ModelType = "qwen3_5_text"
+	text.ModelType = textType
 	if text.TieWordEmbeddings == nil {
 		text.TieWordEmbeddings = top.TieWordEmbeddings
 	}
@@ -215,6 +212,38 @@ func (h *hfConfig) qwen35(c *model.Config) error {
 	}
 	if len(c.DeltaLayers) == 0 {
 		c.DeltaConvWidth, c.DeltaKeyHeads, c.DeltaValueHeads, c.DeltaHeadDim = 0, 0, 0, 0
+	}
+	if c.Arch == model.ArchQwen35MoE {
+		return h.qwen35Experts(c)
+	}
+	return nil
+}
+
+// qwen35Experts reads Qwen3.5 MoE's FFNs (Qwen3_5MoeTextConfig; llama.cpp's
+// qwen35moe): every layer num_experts experts of moe_intermediate_size,
+// num_experts_per_tok used, their weights renormalized unless
+// norm_topk_prob is false, beside a shared expert of
+// shared_expert_intermediate_size scaled by a sigmoid gate.
+func (h *hfConfig) qwen35Experts(c *model.Config) error {
+	for _, k := range []struct {
+		key string
+		p   *int
+	}{{"num_experts", h.NumExperts}, {"num_experts_per_tok", h.NumExpertsPerTok}, {"moe_intermediate_size", h.MoEIntermediateSize}} {
+		if k.p == nil || *k.p <= 0 {
+			return fmt.Errorf("%w: %s %s missing or not positive", ErrFormat, h.ModelType, k.key)
+		}
+	}
+	c.Experts, c.ExpertsUsed, c.ExpertHidden = *h.NumExperts, *h.NumExpertsPerTok, *h.MoEIntermediateSize
+	if c.ExpertsUsed > c.Experts {
+		return fmt.Errorf("%w: num_experts_per_tok %d of num_experts %d", ErrFormat, c.ExpertsUsed, c.Experts)
+	}
+	c.NormTopK = h.NormTopKProb == nil || *h.NormTopKProb
+	c.SharedExpertHidden = orInt(h.SharedExpertSize, 0)
+	if s := orInt(h.DecoderSparseStep, 1); s != 1 || len(h.MLPOnlyLayers) > 0 {
+		return fmt.Errorf("%w: decoder_sparse_step %d, mlp_only_layers %v (only every layer sparse)", ErrUnsupported, s, h.MLPOnlyLayers)
+	}
+	if c.HiddenDim == 0 {
+		c.HiddenDim = c.ExpertHidden // as the GGUF import, which has no feed_forward_length
 	}
 	return nil
 }
@@ -362,7 +391,7 @@ func (h *hfConfig) graniteHybrid(c *model.Config) error {
 // other architectures.
 func hybridGlobals(arch string) map[string]target {
 	switch arch {
-	case model.ArchQwen35:
+	case model.ArchQwen35, model.ArchQwen35MoE:
 		return map[string]target{
 			"model.embed_tokens.weight": {name: model.TokenEmbedding},
 			"model.norm.weight":         {name: model.FinalNorm, xform: plusOne},
@@ -390,8 +419,8 @@ func hybridGlobals(arch string) map[string]target {
 // serves both kinds; the config says which a layer must have.
 func hybridLayers(arch string) map[string]target {
 	switch arch {
-	case model.ArchQwen35:
-		return map[string]target{
+	case model.ArchQwen35, model.ArchQwen35MoE:
+		m := map[string]target{
 			"input_layernorm.weight":          {name: model.AttnNorm, xform: plusOne},
 			"post_attention_layernorm.weight": {name: model.FFNNorm, xform: plusOne},
 			"self_attn.q_proj.weight":         {name: model.WQ, xform: queryGate},
@@ -409,10 +438,28 @@ func hybridLayers(arch string) map[string]target {
 			"linear_attn.A_log":               {name: model.DeltaA, xform: deltaA},
 			"linear_attn.norm.weight":         {name: model.DeltaNorm},
 			"linear_attn.out_proj.weight":     {name: model.DeltaOut, xform: deltaOut},
-			"mlp.gate_proj.weight":            {name: model.WGate},
-			"mlp.up_proj.weight":              {name: model.WUp},
-			"mlp.down_proj.weight":            {name: model.WDown},
 		}
+		if arch == model.ArchQwen35 {
+			m["mlp.gate_proj.weight"] = target{name: model.WGate}
+			m["mlp.up_proj.weight"] = target{name: model.WUp}
+			m["mlp.down_proj.weight"] = target{name: model.WDown}
+			return m
+		}
+		// Qwen3.5 MoE: the router, the experts (per expert as
+		// mlp.experts.K.*_proj.weight, expertTarget, or fused
+		// [experts, 2*hidden, dim] gate_up and [experts, dim, hidden]
+		// down as transformers 5 saves them), the shared expert and its
+		// gate.
+		for _, suffix := range []string{"", ".weight"} {
+			m["mlp.experts.gate_up_proj"+suffix] = target{name: model.ExpertsGate, xform: expertsGateUp}
+			m["mlp.experts.down_proj"+suffix] = target{name: model.ExpertsDown, xform: experts3D}
+		}
+		m["mlp.gate.weight"] = target{name: model.Router}
+		m["mlp.shared_expert.gate_proj.weight"] = target{name: model.SharedGate}
+		m["mlp.shared_expert.up_proj.weight"] = target{name: model.SharedUp}
+		m["mlp.shared_expert.down_proj.weight"] = target{name: model.SharedDown}
+		m["mlp.shared_expert_gate.weight"] = target{name: model.SharedRouter}
+		return m
 	case model.ArchLFM2:
 		return map[string]target{
 			"operator_norm.weight":         {name: model.AttnNorm},
@@ -505,6 +552,12 @@ func (im *importer) hybridTransform(tg target, t *tensors.Tensor, layer int) ([]
 		}
 	case negExp:
 		t, err = negExpTensor(t)
+	case experts3D:
+		if len(t.Shape) != 3 || t.Shape[0] != c.Experts {
+			return nil, fmt.Errorf("%w: %s has shape %v, not [%d experts, rows, cols]", ErrFormat, t.Name, t.Shape, c.Experts)
+		}
+	case expertsGateUp:
+		return splitGateUp3D(t, c.Experts, layer)
 	}
 	if err != nil {
 		return nil, err
@@ -598,4 +651,23 @@ func negExpTensor(t *tensors.Tensor) (*tensors.Tensor, error) {
 		binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(a))
 	}
 	return &tensors.Tensor{Name: t.Name, DType: tensors.F32, Shape: t.Shape, Data: out}, nil
+}
+
+// splitGateUp3D splits fused expert weights [experts, 2*hidden, dim]
+// (each expert's gate rows, then its up rows; the converter's split) into
+// the stacked ExpertsGate and ExpertsUp.
+func splitGateUp3D(t *tensors.Tensor, experts, layer int) ([]*tensors.Tensor, error) {
+	if len(t.Shape) != 3 || t.Shape[0] != experts || t.Shape[1]%2 != 0 || t.DType.Block() {
+		return nil, fmt.Errorf("%w: %s has shape %v, not [%d experts, 2*hidden, dim]", ErrFormat, t.Name, t.Shape, experts)
+	}
+	h, cols := t.Shape[1]/2, t.Shape[2]
+	half := h * t.DType.ByteSize(cols)
+	gate := &tensors.Tensor{Name: model.Layer(layer, model.ExpertsGate), DType: t.DType, Shape: []int{experts, h, cols}, Data: make([]byte, 0, experts*half)}
+	up := &tensors.Tensor{Name: model.Layer(layer, model.ExpertsUp), DType: t.DType, Shape: []int{experts, h, cols}, Data: make([]byte, 0, experts*half)}
+	for e := range experts {
+		slab := t.Data[2*e*half : 2*(e+1)*half]
+		gate.Data = append(gate.Data, slab[:half]...)
+		up.Data = append(up.Data, slab[half:]...)
+	}
+	return []*tensors.Tensor{gate, up}, nil
 }

@@ -79,7 +79,10 @@ func TestHybridConfigErrors(t *testing.T) {
 		extra        []*tensors.Tensor
 	}{
 		{"qwen3_5 without text_config", `{"model_type":"qwen3_5","vision_config":{}}`, ErrFormat, "text_config", nil},
-		{"qwen3_5 mixture of experts", `{"model_type":"qwen3_5_moe","text_config":{}}`, ErrUnsupported, "qwen3_5_moe", nil},
+		{"qwen3_5_moe without num_experts", `{"model_type":"qwen3_5_moe","text_config":{` + q35 + `}}`, ErrFormat, "num_experts", nil},
+		{"qwen3_5_moe dense layers", `{` + strings.Replace(q35, "qwen3_5_text", "qwen3_5_moe_text", 1) + `,"num_experts":4,"num_experts_per_tok":2,"moe_intermediate_size":8,"mlp_only_layers":[0]}`, ErrUnsupported, "mlp_only_layers", nil},
+		{"qwen3_5_moe fused experts of another count", `{` + strings.Replace(q35, "qwen3_5_text", "qwen3_5_moe_text", 1) + `,"num_experts":4,"num_experts_per_tok":2,"moe_intermediate_size":8}`, ErrFormat, "experts",
+			[]*tensors.Tensor{{Name: "model.layers.3.mlp.experts.gate_up_proj", DType: tensors.F32, Shape: []int{3, 16, 8}, Data: make([]byte, 4*3*16*8)}}},
 		{"qwen3_5 value head dim", `{` + q35 + `,"linear_key_head_dim":4,"linear_value_head_dim":8}`, ErrUnsupported, "linear_value_head_dim", nil},
 		{"qwen3_5 value heads not a multiple", `{` + q35 + `,"linear_num_key_heads":2,"linear_num_value_heads":3}`, ErrFormat, "linear_num_value_heads", nil},
 		{"qwen3_5 yarn", `{` + q35 + `,"rope_parameters":{"rope_type":"yarn","factor":4.0}}`, ErrUnsupported, "yarn", nil},
@@ -145,5 +148,22 @@ func TestTileValueHeads(t *testing.T) {
 	q, gate, err := splitQueryGate(&tensors.Tensor{Name: "q", DType: tensors.I8, Shape: []int{8, 1}, Data: []byte("qqGGrrHH")}, 2)
 	if err != nil || string(q.Data) != "qqrr" || string(gate.Data) != "GGHH" {
 		t.Errorf("query %q, gate %q, err %v", q.Data, gate.Data, err)
+	}
+}
+
+// TestSplitGateUp3D: fused experts [experts, 2*hidden, dim] split into
+// each expert's gate rows then up rows, on labelled rows of 2 experts.
+func TestSplitGateUp3D(t *testing.T) {
+	fused := &tensors.Tensor{Name: "gate_up", DType: tensors.I8, Shape: []int{2, 4, 1}, Data: []byte("gGuUhHvV")}
+	parts, err := splitGateUp3D(fused, 2, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(parts[0].Data) != "gGhH" || string(parts[1].Data) != "uUvV" || !slices.Equal(parts[0].Shape, []int{2, 2, 1}) ||
+		parts[0].Name != model.Layer(5, model.ExpertsGate) || parts[1].Name != model.Layer(5, model.ExpertsUp) {
+		t.Errorf("gate %q %v %s, up %q %s", parts[0].Data, parts[0].Shape, parts[0].Name, parts[1].Data, parts[1].Name)
+	}
+	if _, err := splitGateUp3D(fused, 3, 0); !errors.Is(err, ErrFormat) {
+		t.Errorf("3 experts: %v", err)
 	}
 }

@@ -26,6 +26,9 @@ const (
 	deltaHeads  // Qwen3.5 rows of one run per value head: grouped -> tiled
 	deltaA      // Qwen3.5 A_log: negExp, then grouped -> tiled
 	deltaOut    // Qwen3.5 out_proj: columns of value heads grouped -> tiled
+	// Fused experts as transformers 5 saves them (Qwen3.5 MoE).
+	experts3D     // [experts, rows, cols] as is
+	expertsGateUp // [experts, 2*hidden, dim]: each expert's gate rows, then up
 )
 
 // target is the import of one HF tensor.
