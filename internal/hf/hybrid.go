@@ -39,21 +39,21 @@ type hybridKeys struct {
 	TieEmbedding          *bool    `json:"tie_embedding"`
 
 	// Granite 4.0 H's Mamba-2 layers and multipliers.
-	SharedIntermediateSize *int     `json:"shared_intermediate_size"`
-	MambaNHeads            *int     `json:"mamba_n_heads"`
-	MambaDHead             *int     `json:"mamba_d_head"`
-	MambaDState            *int     `json:"mamba_d_state"`
-	MambaNGroups           *int     `json:"mamba_n_groups"`
-	MambaDConv             *int     `json:"mamba_d_conv"`
-	MambaExpand            *float64 `json:"mamba_expand"`
-	MambaConvBias          *bool    `json:"mamba_conv_bias"`
-	MambaProjBias          *bool    `json:"mamba_proj_bias"`
-	EmbeddingMultiplier    *float64 `json:"embedding_multiplier"`
-	ResidualMultiplier     *float64 `json:"residual_multiplier"`
-	AttentionMultiplier    *float64 `json:"attention_multiplier"`
-	LogitsScaling          *float64 `json:"logits_scaling"`
-	PositionEmbeddingType  string   `json:"position_embedding_type"`
-	NumLocalExperts        *int     `json:"num_local_experts"`
+	SharedIntermediateSize *int            `json:"shared_intermediate_size"`
+	MambaNHeads            *int            `json:"mamba_n_heads"`
+	MambaDHead             json.RawMessage `json:"mamba_d_head"` // a number or "auto"
+	MambaDState            *int            `json:"mamba_d_state"`
+	MambaNGroups           *int            `json:"mamba_n_groups"`
+	MambaDConv             *int            `json:"mamba_d_conv"`
+	MambaExpand            *float64        `json:"mamba_expand"`
+	MambaConvBias          *bool           `json:"mamba_conv_bias"`
+	MambaProjBias          *bool           `json:"mamba_proj_bias"`
+	EmbeddingMultiplier    *float64        `json:"embedding_multiplier"`
+	ResidualMultiplier     *float64        `json:"residual_multiplier"`
+	AttentionMultiplier    *float64        `json:"attention_multiplier"`
+	LogitsScaling          *float64        `json:"logits_scaling"`
+	PositionEmbeddingType  string          `json:"position_embedding_type"`
+	NumLocalExperts        *int            `json:"num_local_experts"`
 }
 
 // qwen35Rope is Qwen3.5's rope_parameters (or, in older configs,
@@ -325,12 +325,13 @@ func (h *hfConfig) lfm2(c *model.Config) error {
 // does (undo_permute). Routed experts, projection biases and a
 // convolution without bias are refused.
 func (h *hfConfig) graniteHybrid(c *model.Config) error {
-	c.Norm, c.NormEps = model.NormRMS, orFloat(h.RMSNormEps, 1e-5)
+	c.Norm, c.NormEps = model.NormRMS, orFloat(h.RMSNormEps, 1e-6)
 	c.Act, c.GatedFFN, c.Activations = model.ActSiLU, true, model.PolicyF32
 	if h.HiddenAct != "" && h.HiddenAct != "silu" {
 		return fmt.Errorf("%w: granitemoehybrid hidden_act %q", ErrUnsupported, h.HiddenAct)
 	}
-	if n := orInt(h.NumLocalExperts, 0); n != 0 {
+	// GraniteMoeHybridConfig's default is 8 experts.
+	if n := orInt(h.NumLocalExperts, 8); n != 0 {
 		return fmt.Errorf("%w: granitemoehybrid num_local_experts %d (routed experts)", ErrUnsupported, n)
 	}
 	if h.MambaProjBias != nil && *h.MambaProjBias || h.AttentionBias != nil && *h.AttentionBias {
@@ -342,9 +343,9 @@ func (h *hfConfig) graniteHybrid(c *model.Config) error {
 	c.HeadDim = c.Dim / c.Heads
 	c.RopeStyle = model.RopeInterleaved // q/k un-permuted on import
 	switch h.PositionEmbeddingType {
-	case "nope":
+	case "", "nope": // transformers rotates only with "rope"
 		c.RopeDims = 0
-	case "", "rope":
+	case "rope":
 		c.RopeDims = c.HeadDim
 		if rs, err := h.scaling(); err != nil || rs != nil && rs.RopeType != "default" {
 			return fmt.Errorf("%w: granitemoehybrid rope_scaling %s", ErrUnsupported, h.RopeScaling)
@@ -362,7 +363,18 @@ func (h *hfConfig) graniteHybrid(c *model.Config) error {
 	expand := float64(orFloat(h.MambaExpand, 2))
 	s := model.SSM{Layers: layers, Inner: int(expand * float64(c.Dim)), Heads: orInt(h.MambaNHeads, 128),
 		Groups: orInt(h.MambaNGroups, 1), State: orInt(h.MambaDState, 256), Conv: orInt(h.MambaDConv, 4)}
-	if d := orInt(h.MambaDHead, 64); s.Heads <= 0 || s.Groups <= 0 || s.Heads*d != s.Inner || s.Heads%s.Groups != 0 || s.State <= 0 || s.Conv < 2 {
+	d := -1
+	switch raw := string(h.MambaDHead); raw {
+	case "", "null", `"auto"`:
+		if s.Heads > 0 {
+			d = s.Inner / s.Heads
+		}
+	default:
+		if err := json.Unmarshal(h.MambaDHead, &d); err != nil {
+			return fmt.Errorf("%w: granitemoehybrid mamba_d_head %s", ErrFormat, raw)
+		}
+	}
+	if s.Heads <= 0 || s.Groups <= 0 || s.Heads*d != s.Inner || s.Heads%s.Groups != 0 || s.State <= 0 || s.Conv < 2 {
 		return fmt.Errorf("%w: granitemoehybrid mamba: d_inner %d (expand %g), %d heads of %d, %d groups, d_state %d, d_conv %d",
 			ErrFormat, s.Inner, expand, s.Heads, d, s.Groups, s.State, s.Conv)
 	}

@@ -21,7 +21,7 @@ import (
 func TestHybridConfigs(t *testing.T) {
 	const q35 = `"model_type":"qwen3_5_text","hidden_size":64,"num_attention_heads":4,"num_key_value_heads":2,"head_dim":32,"num_hidden_layers":8,"intermediate_size":128,"linear_num_key_heads":2,"linear_num_value_heads":4,"linear_key_head_dim":16,"linear_value_head_dim":16`
 	const lfm = `"model_type":"lfm2","hidden_size":2048,"num_attention_heads":32,"num_key_value_heads":8,"num_hidden_layers":16`
-	const gr = `"model_type":"granitemoehybrid","hidden_size":64,"num_attention_heads":4,"num_key_value_heads":1,"num_hidden_layers":2,"shared_intermediate_size":96,"layer_types":["mamba","attention"],"mamba_n_heads":8,"mamba_d_head":16,"mamba_d_state":16,"mamba_n_groups":1,"mamba_d_conv":4,"mamba_expand":2`
+	const gr = `"model_type":"granitemoehybrid","hidden_size":64,"num_attention_heads":4,"num_key_value_heads":1,"num_hidden_layers":2,"shared_intermediate_size":96,"layer_types":["mamba","attention"],"mamba_n_heads":8,"mamba_d_head":16,"mamba_d_state":16,"mamba_n_groups":1,"mamba_d_conv":4,"mamba_expand":2,"num_local_experts":0`
 	for _, tc := range []struct {
 		name, config string
 		check        func(c *model.Config) bool
@@ -44,6 +44,10 @@ func TestHybridConfigs(t *testing.T) {
 			func(c *model.Config) bool {
 				return c.RopeDims == 16 && c.RopeStyle == model.RopeInterleaved && c.HiddenDim == 96 && c.SSM.Inner == 128 && slices.Equal(c.SSM.Layers, []int{0})
 			}},
+		// GraniteMoeHybridConfig's defaults: no position_embedding_type is
+		// NoPE, mamba_d_head "auto" is d_inner / heads, eps 1e-6.
+		{"granite defaults", `{` + strings.Replace(gr, `"mamba_d_head":16`, `"mamba_d_head":"auto"`, 1) + `}`,
+			func(c *model.Config) bool { return c.RopeDims == 0 && c.SSM.Heads == 8 && c.NormEps == 1e-6 }},
 		{"granite without multipliers", `{` + gr + `,"position_embedding_type":"nope","head_dim":64}`,
 			func(c *model.Config) bool {
 				return c.RopeDims == 0 && c.HeadDim == 16 && c.EmbedScale == 0 && c.ResidualScale == 0 && c.LogitScale == 0 && c.AttnScale == 0.25
@@ -71,7 +75,7 @@ func TestHybridConfigErrors(t *testing.T) {
 	emb := &tensors.Tensor{Name: "model.embed_tokens.weight", DType: tensors.F32, Shape: []int{4, 8}, Data: make([]byte, 4*4*8)}
 	const q35 = `"model_type":"qwen3_5_text","hidden_size":8,"num_attention_heads":2,"num_hidden_layers":4,"head_dim":8`
 	const lfm = `"model_type":"lfm2","hidden_size":8,"num_attention_heads":2,"num_hidden_layers":2,"intermediate_size":24`
-	const gr = `"model_type":"granitemoehybrid","hidden_size":8,"num_attention_heads":2,"num_hidden_layers":2,"shared_intermediate_size":8,"layer_types":["mamba","attention"],"mamba_n_heads":2,"mamba_d_head":8,"mamba_d_state":4,"mamba_n_groups":1,"mamba_d_conv":4`
+	const gr = `"model_type":"granitemoehybrid","hidden_size":8,"num_attention_heads":2,"num_hidden_layers":2,"shared_intermediate_size":8,"layer_types":["mamba","attention"],"mamba_n_heads":2,"mamba_d_head":8,"mamba_d_state":4,"mamba_n_groups":1,"mamba_d_conv":4,"num_local_experts":0`
 	for _, tc := range []struct {
 		name, config string
 		want         error
@@ -93,13 +97,15 @@ func TestHybridConfigErrors(t *testing.T) {
 		{"lfm2 without a layer pattern", `{` + lfm + `}`, ErrFormat, "full_attn_idxs", nil},
 		{"lfm2 rope scaling", `{` + lfm + `,"layer_types":["conv","full_attention"],"rope_scaling":{"rope_type":"linear","factor":2.0}}`, ErrUnsupported, "rope_scaling", nil},
 		{"granite experts", `{` + gr + `,"num_local_experts":4}`, ErrUnsupported, "num_local_experts", nil},
+		{"granite experts by default", `{` + strings.Replace(gr, `,"num_local_experts":0`, "", 1) + `}`, ErrUnsupported, "num_local_experts", nil},
+		{"granite d_head of another kind", `{` + strings.Replace(gr, `"mamba_d_head":8`, `"mamba_d_head":[8]`, 1) + `}`, ErrFormat, "mamba_d_head", nil},
 		{"granite conv without bias", `{` + gr + `,"mamba_conv_bias":false}`, ErrUnsupported, "mamba_conv_bias", nil},
 		{"granite position embedding", `{` + gr + `,"position_embedding_type":"alibi"}`, ErrUnsupported, "alibi", nil},
 		{"granite heads do not make d_inner", `{` + gr + `,"mamba_n_heads":3}`, ErrFormat, "heads", nil},
 		{"granite negative multiplier", `{` + gr + `,"residual_multiplier":-1}`, ErrFormat, "residual_multiplier", nil},
 		{"qwen3_5 linear attention tensor in an attention layer", `{` + q35 + `,"layer_types":["full_attention","full_attention","full_attention","full_attention"]}`, ErrFormat, "full-attention layer",
 			[]*tensors.Tensor{{Name: "model.layers.1.linear_attn.in_proj_b.weight", DType: tensors.F32, Shape: []int{2, 8}, Data: make([]byte, 64)}}},
-		{"granite without shared_intermediate_size", `{"model_type":"granitemoehybrid","hidden_size":8,"num_attention_heads":2,"num_hidden_layers":1,"layer_types":["attention"]}`, ErrFormat, "shared_intermediate_size", nil},
+		{"granite without shared_intermediate_size", `{"model_type":"granitemoehybrid","hidden_size":8,"num_attention_heads":2,"num_hidden_layers":1,"layer_types":["attention"],"num_local_experts":0}`, ErrFormat, "shared_intermediate_size", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
