@@ -37,6 +37,7 @@ type hybridKeys struct {
 	BlockMultipleOf       *int     `json:"block_multiple_of"`
 	FullAttnIdxs          []int    `json:"full_attn_idxs"`
 	TieEmbedding          *bool    `json:"tie_embedding"`
+	Theta                 *float64 `json:"theta"` // LFM2's original name of rope_theta
 
 	// Granite 4.0 H's Mamba-2 layers and multipliers.
 	SharedIntermediateSize *int            `json:"shared_intermediate_size"`
@@ -140,6 +141,13 @@ func (h *hfConfig) layerKinds(c *model.Config, recurrent, attention string) ([]i
 // nothing: NEOX rotation of those dims. Norms other than the DeltaNet's
 // store w for a 1+w multiplier (plusOne, as the converter does).
 func (h *hfConfig) qwen35(c *model.Config) error {
+	// Qwen3_5TextConfig's defaults where config.json is silent.
+	if h.HeadDim == nil {
+		c.HeadDim = 256
+	}
+	if h.NumKeyValueHeads == nil {
+		c.KVHeads = 2
+	}
 	c.Norm, c.NormEps = model.NormRMS, orFloat(h.RMSNormEps, 1e-6)
 	c.Act, c.GatedFFN, c.Activations = model.ActSiLU, true, model.PolicyF32
 	if h.HiddenAct != "" && h.HiddenAct != "silu" {
@@ -250,9 +258,10 @@ func (h *hfConfig) qwen35Experts(c *model.Config) error {
 
 // lfm2 reads LFM2 (Lfm2Config; src/models/lfm2.cpp): gated short
 // convolutions of conv_L_cache taps (layer_types "conv", or every layer
-// not in full_attn_idxs) beside GQA attention with q/k norms and NEOX RoPE
-// over the whole head; norm_eps; and the FFN width Lfm2MLP computes from
-// intermediate_size (block_ff_dim in older configs): with
+// not in full_attn_idxs; without either, none) beside GQA attention with q/k norms and NEOX RoPE
+// over the whole head (rope_theta, or theta in older configs, or
+// rope_parameters); norm_eps; and the FFN width Lfm2MLP computes from
+// intermediate_size (block_ff_dim, preferred, in older configs): with
 // block_auto_adjust_ff_dim, two thirds of it times block_ffn_dim_multiplier,
 // rounded up to block_multiple_of (Lfm2Config's defaults: true, 1.0, 256).
 func (h *hfConfig) lfm2(c *model.Config) error {
@@ -260,10 +269,25 @@ func (h *hfConfig) lfm2(c *model.Config) error {
 	c.Act, c.GatedFFN, c.Activations = model.ActSiLU, true, model.PolicyF32
 	c.QKNorm = true
 	c.AttnScale = float32(1 / math.Sqrt(float64(c.HeadDim)))
-	c.RopeBase = orFloat(h.RopeTheta, 1e6)
+	theta := h.RopeTheta
+	if theta == nil {
+		theta = h.Theta
+	}
+	c.RopeBase = orFloat(theta, 1e6)
 	if len(h.RopeParameters) > 0 && string(h.RopeParameters) != "null" {
+		// One entry, or one per layer type (the attention layers' read).
 		var rp qwen35Rope
-		if err := json.Unmarshal(h.RopeParameters, &rp); err != nil || rp.RopeType != "" && rp.RopeType != "default" {
+		var byType struct {
+			FullAttention *qwen35Rope `json:"full_attention"`
+		}
+		err := json.Unmarshal(h.RopeParameters, &rp)
+		if err == nil {
+			err = json.Unmarshal(h.RopeParameters, &byType)
+		}
+		if byType.FullAttention != nil {
+			rp = *byType.FullAttention
+		}
+		if err != nil || rp.RopeType != "" && rp.RopeType != "default" {
 			return fmt.Errorf("%w: lfm2 rope_parameters %s", ErrUnsupported, h.RopeParameters)
 		}
 		c.RopeBase = orFloat(rp.RopeTheta, float64(c.RopeBase))
@@ -277,10 +301,8 @@ func (h *hfConfig) lfm2(c *model.Config) error {
 			return err
 		}
 		c.ConvLayers = layers
-	} else {
-		if h.FullAttnIdxs == nil {
-			return fmt.Errorf("%w: lfm2 config without layer_types or full_attn_idxs", ErrFormat)
-		}
+	} else if h.FullAttnIdxs != nil {
+		// (Without either, Lfm2Config makes every layer attention.)
 		for l := range c.Layers {
 			if !slices.Contains(h.FullAttnIdxs, l) {
 				c.ConvLayers = append(c.ConvLayers, l)
@@ -291,8 +313,8 @@ func (h *hfConfig) lfm2(c *model.Config) error {
 		c.ConvWidth = orInt(h.ConvLCache, 3)
 	}
 	ff := h.IntermediateSize
-	if ff == 0 {
-		ff = orInt(h.BlockFFDim, 0)
+	if h.BlockFFDim != nil {
+		ff = *h.BlockFFDim // Lfm2Config prefers the original key
 	}
 	if h.BlockAutoAdjustFFDim == nil || *h.BlockAutoAdjustFFDim {
 		ff = 2 * ff / 3
@@ -306,8 +328,8 @@ func (h *hfConfig) lfm2(c *model.Config) error {
 		ff = m * ((ff + m - 1) / m)
 	}
 	c.HiddenDim = ff
-	if h.TieEmbedding != nil && h.TieWordEmbeddings == nil {
-		h.TieWordEmbeddings = h.TieEmbedding
+	if h.TieEmbedding != nil {
+		h.TieWordEmbeddings = h.TieEmbedding // Lfm2Config prefers the original key
 	}
 	return nil
 }

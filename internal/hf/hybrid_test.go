@@ -40,6 +40,10 @@ func TestHybridConfigs(t *testing.T) {
 			}},
 		{"lfm2 Lfm2Config's defaults", `{` + lfm + `,"intermediate_size":12288,"layer_types":["conv","conv","full_attention","conv","conv","full_attention","conv","conv","full_attention","conv","full_attention","conv","full_attention","conv","full_attention","conv"]}`,
 			func(c *model.Config) bool { return c.HiddenDim == 8192 && len(c.ConvLayers) == 10 && c.NormEps == 1e-5 }},
+		{"lfm2 original keys", `{` + lfm + `,"block_ff_dim":12288,"intermediate_size":6144,"theta":5e5,"full_attn_idxs":[15]}`,
+			func(c *model.Config) bool { return c.HiddenDim == 8192 && len(c.ConvLayers) == 15 && c.RopeBase == 5e5 }},
+		{"lfm2 rope_parameters by layer type", `{` + lfm + `,"intermediate_size":12288,"rope_parameters":{"full_attention":{"rope_type":"default","rope_theta":2e6},"conv":null}}`,
+			func(c *model.Config) bool { return c.ConvLayers == nil && c.RopeBase == 2e6 }},
 		{"granite with RoPE", `{` + gr + `,"position_embedding_type":"rope","rope_theta":10000}`,
 			func(c *model.Config) bool {
 				return c.RopeDims == 16 && c.RopeStyle == model.RopeInterleaved && c.HiddenDim == 96 && c.SSM.Inner == 128 && slices.Equal(c.SSM.Layers, []int{0})
@@ -94,7 +98,6 @@ func TestHybridConfigErrors(t *testing.T) {
 		{"qwen3_5 layer count", `{` + q35 + `,"layer_types":["full_attention"]}`, ErrFormat, "layer_types", nil},
 		{"qwen3_5 attention bias", `{` + q35 + `,"attention_bias":true}`, ErrUnsupported, "attention_bias", nil},
 		{"lfm2 conv bias", `{` + lfm + `,"conv_bias":true,"layer_types":["conv","full_attention"]}`, ErrUnsupported, "conv_bias", nil},
-		{"lfm2 without a layer pattern", `{` + lfm + `}`, ErrFormat, "full_attn_idxs", nil},
 		{"lfm2 rope scaling", `{` + lfm + `,"layer_types":["conv","full_attention"],"rope_scaling":{"rope_type":"linear","factor":2.0}}`, ErrUnsupported, "rope_scaling", nil},
 		{"granite experts", `{` + gr + `,"num_local_experts":4}`, ErrUnsupported, "num_local_experts", nil},
 		{"granite experts by default", `{` + strings.Replace(gr, `,"num_local_experts":0`, "", 1) + `}`, ErrUnsupported, "num_local_experts", nil},
