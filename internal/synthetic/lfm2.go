@@ -15,8 +15,8 @@ import (
 // thirds, times block_ffn_dim_multiplier 1.0, rounded up to
 // block_multiple_of 256), norm_eps 1e-5, vocab 65536, tied, 128000
 // positions, bos 1 (<|startoftext|>, prepended), eos 7 (<|im_end|>).
-// 1,170,340,608 parameters summed, the count Hugging Face's safetensors
-// metadata gives for the checkpoint (the card: 1.17B).
+// 1,170,340,608 parameters summed from these dimensions (the card:
+// 1.17B).
 func lfm21B() Spec {
 	attention := []int{2, 5, 8, 10, 12, 14}
 	var conv []int

@@ -72,13 +72,14 @@ var publishedParams = []struct {
 	// norm.
 	{"qwen3.5-0.8b", 248320*1024 + 18*(6144*1024+2048*1024+2*16*1024+6144*4+2*16+128+1024*2048) +
 		6*(2*2048*1024+2*512*1024+2*256+1024*2048) + 24*(2*1024+3*3584*1024) + 1024, "Qwen/Qwen3.5-0.8B text model, summed"},
-	// Hugging Face's safetensors metadata for LiquidAI/LFM2-1.2B (the card
-	// rounds it to 1.17B). Summed: embedding 65536*2048 (tied); 10 short
+	// The card says 1.17B; summed from config.json: embedding 65536*2048
+	// (tied); 10 short
 	// convolution layers of in_proj 3*2048*2048, kernel 2048*3 and
 	// out_proj 2048*2048; 6 attention layers of q/o 2048*2048, k/v
 	// 512*2048 and q/k norms 64; every layer two norms of 2048 and an MLP
 	// of 3*2048*8192; the final norm.
-	{"lfm2-1.2b", 1_170_340_608, "LiquidAI/LFM2-1.2B"},
+	{"lfm2-1.2b", 65536*2048 + 10*(3*2048*2048+2048*3+2048*2048) + 6*(2*2048*2048+2*512*2048+2*64) +
+		16*(2*2048+3*2048*8192) + 2048, "LiquidAI/LFM2-1.2B, summed"},
 }
 
 // gemma4E2BParams sums gemma-4-e2b's tensors by layer kind.
