@@ -14,8 +14,8 @@ type DeltaParams struct {
 	BetaF16    uint32  `wgsl:"beta_f16"`
 	AlphaF16   uint32  `wgsl:"alpha_f16"`
 	OutF16     uint32  `wgsl:"out_f16"`
-	Pad0       uint32  `wgsl:"pad0"`
-	Pad1       uint32  `wgsl:"pad1"`
+	Row0       uint32  `wgsl:"row0"`   // a batched step's row of this dispatch (0 unbatched)
+	PosAt      uint32  `wgsl:"pos_at"` // 0 unbatched; else the step word of row 0's position
 }
 
 func (DeltaParams) params() {}

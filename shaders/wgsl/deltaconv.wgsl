@@ -11,6 +11,10 @@
 // invocation owning channels lid, lid+64, ... of its head (D <= 256), so
 // the window of a channel is read and written by one invocation only.
 // delta_rule and delta_chunk (deltanet.wgsl) run the recurrence on xs.
+// An unbatched step runs its step[STEP_ROWS] rows from position
+// step[STEP_POS] on; a batched step (pos_at != 0) dispatches once per row,
+// row0 binding that row's sequence's state (row t0 of qkv into row t0 of
+// xs), and an unused row (position 0xffffffff) does nothing (step_span).
 
 struct DeltaParams {
     key_heads: u32,
@@ -23,8 +27,8 @@ struct DeltaParams {
     beta_f16: u32,
     alpha_f16: u32,
     out_f16: u32,
-    pad0: u32,
-    pad1: u32,
+    row0: u32,    // a batched step's row of this dispatch (0 unbatched)
+    pos_at: u32,  // row_pos: 0 unbatched, else the word of row 0's position
 }
 
 @group(0) @binding(0) var<uniform> p: DeltaParams;
@@ -35,6 +39,8 @@ struct DeltaParams {
 @group(0) @binding(5) var<storage, read_write> xs: array<f32>;
 
 // activations: qkv
+// include: row_pos
+// include: step_span
 
 const WG: u32 = 64u;
 const COLS: u32 = 4u; // channels per invocation: head dims up to 256
@@ -54,13 +60,13 @@ fn head_sum(v: f32, i: u32) -> f32 {
 }
 
 // window_at is x of virtual row r (r < W-1: the state's window, else row
-// r-(W-1) of qkv) for channel c.
-fn window_at(r: u32, c: u32, ch: u32, fresh: bool) -> f32 {
+// t0+r-(W-1) of qkv) for channel c.
+fn window_at(r: u32, c: u32, ch: u32, t0: u32, fresh: bool) -> f32 {
     let k1 = p.width - 1u;
     if r < k1 {
         return select(state[r * ch + c], 0.0, fresh);
     }
-    return qkv_at((r - k1) * ch + c);
+    return qkv_at((t0 + r - k1) * ch + c);
 }
 
 @compute @workgroup_size(64)
@@ -68,8 +74,13 @@ fn delta_conv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
     let d = p.head_dim;
     let ch = (2u * p.key_heads + p.value_heads) * d;
     let head = wid.x;
-    let rows = min(step[STEP_ROWS], p.nrows);
-    let fresh = step[STEP_POS] == 0u;
+    let span = step_span();
+    let t0 = span.x;
+    let rows = span.y;
+    if rows == 0u {
+        return;
+    }
+    let fresh = row_pos(t0) == 0u;
     let i = lid.x;
     let normed = head < 2u * p.key_heads;
     for (var t = 0u; t < rows; t++) {
@@ -81,7 +92,7 @@ fn delta_conv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
                 let c = head * d + col;
                 var sum = 0.0;
                 for (var j = 0u; j < p.width; j++) {
-                    sum += conv[c * p.width + j] * window_at(t + j, c, ch, fresh);
+                    sum += conv[c * p.width + j] * window_at(t + j, c, ch, t0, fresh);
                 }
                 let v = sum / (1.0 + exp(-sum));
                 vals[m] = v;
@@ -95,7 +106,7 @@ fn delta_conv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
         for (var m = 0u; m < COLS; m++) {
             let col = i + m * WG;
             if col < d {
-                xs[t * ch + head * d + col] = vals[m] * scale;
+                xs[(t0 + t) * ch + head * d + col] = vals[m] * scale;
             }
         }
     }
@@ -106,7 +117,7 @@ fn delta_conv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
         if col < d {
             let c = head * d + col;
             for (var r = 0u; r + 1u < p.width; r++) {
-                state[r * ch + c] = window_at(rows + r, c, ch, fresh);
+                state[r * ch + c] = window_at(rows + r, c, ch, t0, fresh);
             }
         }
     }
