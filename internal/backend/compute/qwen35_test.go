@@ -1,13 +1,20 @@
 package compute_test
 
 import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"strings"
 	"testing"
 
+	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/internal/backend/compute"
 	"github.com/gpurun/gpurun/internal/conformance"
 	"github.com/gpurun/gpurun/internal/gputest"
 	"github.com/gpurun/gpurun/internal/testmodels"
+	"github.com/gpurun/gpurun/shaders"
+	"github.com/gpurun/gpurun/tensors"
 )
 
 // qwen35Tol is the f32 tolerance of the arch3 Qwen3.5 golden on the GPU
@@ -64,4 +71,59 @@ func TestQwen35OpsConformance(t *testing.T) {
 			return sharedBackend{backendOn(t, dev, compute.Options{})}
 		})
 	})
+}
+
+// TestDeltaNetRefused: a DeltaNetOp the kernels cannot run fails to
+// compile with gpu.ErrUnsupported saying why, never a panic or a wrong
+// graph: head dims past shaders.DeltaMaxHeadDim (the kernels own 4 value
+// columns per invocation of 64) and taps other than f32 (delta_conv reads
+// f32; GGUF keeps ssm_conv1d so).
+func TestDeltaNetRefused(t *testing.T) {
+	ctx := context.Background()
+	be := gpuBackend(t, compute.Options{})
+	for _, tc := range []struct {
+		name string
+		d    int
+		dt   tensors.DType
+		want string
+	}{{"head dim", shaders.DeltaMaxHeadDim + 16, tensors.F32, "head dim"}, {"f16 taps", 16, tensors.F16, "f32 taps"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(40, uint64(tc.d)))
+			op := &fusion.DeltaNetOp{Conv: "taps", DtBias: "dt", A: "a", KeyHeads: 1, ValueHeads: 1, HeadDim: tc.d, Width: 4, Eps: 1e-6}
+			g := &fusion.Graph{Tokens: 2}
+			g.KV = fusion.KVSpec{Layers: 1, KVHeads: 1, HeadDim: 4, MaxLen: 8, State: []fusion.LayerState{op.State()}}
+			ch := op.Channels()
+			op.QKV, op.Beta, op.Alpha = embedInput(g, "qkv", ch), embedInput(g, "beta", 1), embedInput(g, "alpha", 1)
+			op.Out = g.NewBuf("o", 2, tc.d)
+			g.Logits = g.Add(op)
+			w, err := be.LoadWeights(ctx, []*tensors.Tensor{tensorOf(t, r, "qkv", vocab, ch, tensors.F32, 0, 0),
+				tensorOf(t, r, "beta", vocab, 1, tensors.F32, 0, 0), tensorOf(t, r, "alpha", vocab, 1, tensors.F32, 0, 0),
+				tensorOf(t, r, "taps", ch, 4, tc.dt, 0, 0), vectorOf(t, r, "dt"), vectorOf(t, r, "a")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Release()
+			kv, err := be.NewKVCache(g.KV)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer kv.Release()
+			if p, err := be.Compile(g, w, kv); err == nil {
+				p.Release()
+				t.Error("compiled")
+			} else if !errors.Is(err, gpu.ErrUnsupported) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%v, want gpu.ErrUnsupported saying %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// vectorOf is a one-value f32 vector weight.
+func vectorOf(t *testing.T, r *rand.Rand, name string) *tensors.Tensor {
+	t.Helper()
+	v, err := tensors.FromF32(name, []int{1}, []float32{r.Float32()}, tensors.F32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
