@@ -15,7 +15,8 @@ import (
 // (the state reset, not read) and run on; a graph of one token runs the
 // recurrent form throughout, a graph of several the chunked form (also
 // for the one-row steps it runs), and a step of 37 rows spans two of the
-// GPU kernel's 32-row chunks. Ablate drops the decay (A zero: the state
+// GPU kernel's 32-row chunks; taps f32, f16 (gpurun convert's f16 recipe)
+// and bf16 (Hugging Face checkpoints). Ablate drops the decay (A zero: the state
 // never fades), which the outputs must be far from. Then
 // fusion.SigmoidGateOp (the gated attention's output gate) out of place,
 // in place, and with a gate of one column (Qwen3.5 MoE's shared expert);
@@ -24,11 +25,12 @@ func DeltaNetCases() []Case {
 	type tc struct {
 		k, v, d, width  int
 		tokens, prefill int
+		dt              tensors.DType // of the taps
 	}
 	table := []tc{
-		{1, 2, 16, 4, 1, 3},   // decode only: the recurrent form reads the state every step
-		{2, 4, 16, 4, 5, 13},  // chunks of 5 and a partial one
-		{1, 2, 32, 4, 40, 37}, // one prefill step over two 32-row chunks
+		{1, 2, 16, 4, 1, 3, tensors.F32},    // decode only: the recurrent form reads the state every step
+		{2, 4, 16, 4, 5, 13, tensors.F16},   // chunks of 5 and a partial one
+		{1, 2, 32, 4, 40, 37, tensors.BF16}, // one prefill step over two 32-row chunks
 	}
 	var cs []Case
 	for _, c := range table {
@@ -43,7 +45,7 @@ func DeltaNetCases() []Case {
 		}
 		steps = append(steps, restart...)
 		cs = append(cs, Case{
-			Name: fmt.Sprintf("deltanet/k%d_v%d_d%d_w%d_t%d_p%d", c.k, c.v, c.d, c.width, c.tokens, c.prefill),
+			Name: fmt.Sprintf("deltanet/k%d_v%d_d%d_w%d_%s_t%d_p%d", c.k, c.v, c.d, c.width, c.dt, c.tokens, c.prefill),
 			Build: func() (*fusion.Graph, []*tensors.Tensor) {
 				r := rand.New(rand.NewPCG(35, uint64(c.d*100+c.v*10+c.tokens)))
 				op := &fusion.DeltaNetOp{Conv: "taps", DtBias: "dt_b", A: "a", Layer: 1,
@@ -69,7 +71,8 @@ func DeltaNetCases() []Case {
 					f32("qkv", []int{vocab, ch}, uniform(r, vocab*ch, 1.5)),
 					f32("beta", []int{vocab, c.v}, uniform(r, vocab*c.v, 2)),
 					f32("alpha", []int{vocab, c.v}, uniform(r, vocab*c.v, 2)),
-					f32("taps", []int{ch, c.width}, uniform(r, ch*c.width, 0.5)), // U(-1/sqrt(4), 1/sqrt(4)), PyTorch's Conv1d init
+					// U(-1/sqrt(4), 1/sqrt(4)), PyTorch's Conv1d init.
+					mustTensor(tensors.FromF32("taps", []int{ch, c.width}, uniform(r, ch*c.width, 0.5), c.dt)),
 					f32("dt_b", []int{c.v}, around(c.v, 1, 0.1)),
 					f32("a", []int{c.v}, around(c.v, -1.05, 0.95)), // -U(0.1, 2), as the converters' -exp(A_log)
 					f32("a_zero", []int{c.v}, make([]float32, c.v)),

@@ -3,7 +3,7 @@
 //
 //   xs[t][c] = SiLU(sum_{j<W} conv[c][j] * x_{t-W+1+j}[c])
 //
-// where x before row 0 is the layer state's window (state[r*C + c], r <
+// (the taps conv of type wt: f32, f16 or bf16) where x before row 0 is the layer state's window (state[r*C + c], r <
 // W-1, oldest first; zero when the step starts at position 0), then the q
 // and k heads (the first 2K heads of D channels) divided by max(|head|,
 // eps). Afterwards the window holds the last W-1 rows of x. One workgroup
@@ -29,12 +29,16 @@ struct DeltaParams {
     out_f16: u32,
     row0: u32,    // a batched step's row of this dispatch (0 unbatched)
     pos_at: u32,  // row_pos: 0 unbatched, else the word of row 0's position
+    wt: u32,      // a WeightType (f32, f16, bf16) of the taps conv
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: DeltaParams;
 @group(0) @binding(1) var<storage, read> step: array<u32>;
 @group(0) @binding(2) var<storage, read> qkv_w: array<u32>;
-@group(0) @binding(3) var<storage, read> conv: array<f32>;
+@group(0) @binding(3) var<storage, read> conv: array<u32>;
 @group(0) @binding(4) var<storage, read_write> state: array<f32>;
 @group(0) @binding(5) var<storage, read_write> xs: array<f32>;
 
@@ -92,7 +96,8 @@ fn delta_conv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
                 let c = head * d + col;
                 var sum = 0.0;
                 for (var j = 0u; j < p.width; j++) {
-                    sum += conv[c * p.width + j] * window_at(t + j, c, ch, t0, fresh);
+                    let e = c * p.width + j;
+                    sum += decode(conv[word_of(e, p.wt)], e, p.wt) * window_at(t + j, c, ch, t0, fresh);
                 }
                 let v = sum / (1.0 + exp(-sum));
                 vals[m] = v;

@@ -42,6 +42,10 @@ struct DeltaParams {
     out_f16: u32,
     row0: u32,    // a batched step's row of this dispatch (0 unbatched)
     pos_at: u32,  // row_pos: 0 unbatched, else the word of row 0's position
+    wt: u32,      // a WeightType (f32, f16, bf16) of the taps conv
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: DeltaParams;

@@ -19,8 +19,9 @@ import (
 // shortConv does). The scratch is shared by every layer.
 //
 // It refuses (gpu.ErrUnsupported) what the kernels do not run: head dims
-// past shaders.DeltaMaxHeadDim, and taps other than f32 in one binding
-// (GGUF keeps ssm_conv1d f32).
+// past shaders.DeltaMaxHeadDim, and taps other than f32, f16 or bf16 in
+// one binding (GGUF keeps ssm_conv1d f32; gpurun convert's f16 recipe
+// and Hugging Face's bf16 checkpoints do not).
 func (pl *planner) deltaNet(op *fusion.DeltaNetOp) error {
 	g := pl.p.g
 	out := g.Bufs[op.Out]
@@ -31,8 +32,9 @@ func (pl *planner) deltaNet(op *fusion.DeltaNetOp) error {
 	if !ok {
 		return fmt.Errorf("gated_delta_net taps %q not loaded", op.Conv)
 	}
-	if w.quant || w.qt != shaders.BlockNone || len(w.chunks) != 1 || w.wt != shaders.WeightF32 {
-		return fmt.Errorf("gated_delta_net taps %q of type %d (block type %d, %d chunks): the kernel reads f32 taps in one binding: %w",
+	if w.quant || w.qt != shaders.BlockNone || len(w.chunks) != 1 ||
+		(w.wt != shaders.WeightF32 && w.wt != shaders.WeightF16 && w.wt != shaders.WeightBF16) {
+		return fmt.Errorf("gated_delta_net taps %q of type %d (block type %d, %d chunks): the kernel reads f32, f16 or bf16 taps in one binding: %w",
 			op.Conv, w.wt, w.qt, len(w.chunks), gpu.ErrUnsupported)
 	}
 	heads := 2*op.KeyHeads + op.ValueHeads
@@ -55,7 +57,7 @@ func (pl *planner) deltaNet(op *fusion.DeltaNetOp) error {
 	qkv, beta, alpha, o := pl.buf(op.QKV), pl.buf(op.Beta), pl.buf(op.Alpha), pl.buf(op.Out)
 	prm := shaders.DeltaParams{KeyHeads: u(op.KeyHeads), ValueHeads: u(op.ValueHeads), HeadDim: u(op.HeadDim), Width: u(op.Width),
 		NRows: u(out.Rows), Eps: op.Eps, QKVF16: pl.h(qkv), BetaF16: pl.h(beta), AlphaF16: pl.h(alpha), OutF16: b2u(out.F16),
-		PosAt: u(pl.p.posAt)}
+		PosAt: u(pl.p.posAt), WT: uint32(w.wt)}
 	conv := deltaconvBindings{Step: pl.stepB(), QkvW: qkv, Conv: gpu.Binding{Buf: w.chunks[0].w}, Xs: xs}
 	rule := deltanetBindings{Step: pl.stepB(), BetaW: beta, AlphaW: alpha, DtBias: vecs[0], A: vecs[1], Xs: xs, OutW: o}
 	recur := kDeltaRule

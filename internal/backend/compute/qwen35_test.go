@@ -76,8 +76,8 @@ func TestQwen35OpsConformance(t *testing.T) {
 // TestDeltaNetRefused: a DeltaNetOp the kernels cannot run fails to
 // compile with gpu.ErrUnsupported saying why, never a panic or a wrong
 // graph: head dims past shaders.DeltaMaxHeadDim (the kernels own 4 value
-// columns per invocation of 64) and taps other than f32 (delta_conv reads
-// f32; GGUF keeps ssm_conv1d so).
+// columns per invocation of 64) and int8 taps (delta_conv reads f32, f16
+// and bf16; GGUF keeps ssm_conv1d f32).
 func TestDeltaNetRefused(t *testing.T) {
 	ctx := context.Background()
 	be := gpuBackend(t, compute.Options{})
@@ -86,7 +86,7 @@ func TestDeltaNetRefused(t *testing.T) {
 		d    int
 		dt   tensors.DType
 		want string
-	}{{"head dim", shaders.DeltaMaxHeadDim + 16, tensors.F32, "head dim"}, {"f16 taps", 16, tensors.F16, "f32 taps"}} {
+	}{{"head dim", shaders.DeltaMaxHeadDim + 16, tensors.F32, "head dim"}, {"int8 taps", 16, tensors.I8, "bf16 taps"}} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := rand.New(rand.NewPCG(40, uint64(tc.d)))
 			op := &fusion.DeltaNetOp{Conv: "taps", DtBias: "dt", A: "a", KeyHeads: 1, ValueHeads: 1, HeadDim: tc.d, Width: 4, Eps: 1e-6}
@@ -98,7 +98,7 @@ func TestDeltaNetRefused(t *testing.T) {
 			g.Logits = g.Add(op)
 			w, err := be.LoadWeights(ctx, []*tensors.Tensor{tensorOf(t, r, "qkv", vocab, ch, tensors.F32, 0, 0),
 				tensorOf(t, r, "beta", vocab, 1, tensors.F32, 0, 0), tensorOf(t, r, "alpha", vocab, 1, tensors.F32, 0, 0),
-				tensorOf(t, r, "taps", ch, 4, tc.dt, 0, 0), vectorOf(t, r, "dt"), vectorOf(t, r, "a")})
+				tensorOf(t, r, "taps", ch, 4, tc.dt, 0, tensors.F32), vectorOf(t, r, "dt"), vectorOf(t, r, "a")})
 			if err != nil {
 				t.Fatal(err)
 			}
