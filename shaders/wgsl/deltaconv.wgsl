@@ -3,8 +3,9 @@
 //
 //   xs[t][c] = SiLU(sum_{j<W} conv[c][j] * x_{t-W+1+j}[c])
 //
-// (the taps conv of type wt: f32, f16 or bf16) where x before row 0 is the layer state's window (state[r*C + c], r <
-// W-1, oldest first; zero when the step starts at position 0), then the q
+// (taps conv of type wt: f32, f16 or bf16) where x before row 0 is the
+// layer state's window (state[r*C + c], r < W-1, oldest first; zero when
+// the step starts at position 0), then the q
 // and k heads (the first 2K heads of D channels) divided by max(|head|,
 // eps). Afterwards the window holds the last W-1 rows of x. One workgroup
 // per head of D channels (dispatch (2K+V, 1, 1)), rows in order, each

@@ -1,6 +1,6 @@
 // Elementwise kernels over rows t < T of cols values each.
-// glu: out = act(a) * b (sigmoid gates: a_cols 1, in_place); act: out = act(a); add: out = a + b (add_inplace:
-// out += b);
+// glu: out = act(a) * b (or sigmoid(a) * b: fusion.SigmoidGateOp); act:
+// out = act(a); add: out = a + b (add_inplace: out += b);
 // softcap: out = cap * tanh(a / cap); last_row: out[0] = a[T-1];
 // scale: out[t][c] = a[t][a_off + c] * cap (times b's first value with
 // has_b), Gemma 4's scalings (fusion.ScaleOp) and per-layer column runs
