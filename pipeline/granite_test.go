@@ -5,6 +5,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/internal/gguf"
 	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline"
@@ -76,7 +77,7 @@ func TestGraniteHybridGeneration(t *testing.T) {
 // to turn (hybridTurns).
 func TestGraniteHybridTurns(t *testing.T) {
 	ck, g := graniteHybrid(t)
-	hybridTurns(t, ck, g.PromptIDs)
+	hybridTurns(t, ck, g.PromptIDs, nil)
 }
 
 // hybridTurns checks a hybrid model's five-turn conversation: each turn
@@ -86,13 +87,21 @@ func TestGraniteHybridTurns(t *testing.T) {
 // temperature (the greedy ids of arch3's random weights repeat one
 // token). A context departing from the slot's right after the first
 // prompt resumes at the state checkpoint taken before that prompt's last
-// token (pipeline/checkpoint.go), with a fresh model's ids.
-func hybridTurns(t *testing.T, ck *model.Checkpoint, prompt []int) {
+// token (pipeline/checkpoint.go), with a fresh model's ids. Every model
+// runs on a backend from backend (nil: the CPU backend's).
+func hybridTurns(t *testing.T, ck *model.Checkpoint, prompt []int, backend func() gpu.Backend) {
 	t.Helper()
 	opts := pipeline.GenerateOptions{MaxTokens: 4, IgnoreStopTokens: true, Temperature: 1.5, Seed: 3}
-	m := load(t, ck, pipeline.Options{MaxCache: 128})
+	newModel := func() *pipeline.Model {
+		o := pipeline.Options{MaxCache: 128}
+		if backend != nil {
+			o.Backend = backend()
+		}
+		return load(t, ck, o)
+	}
+	m := newModel()
 	fresh := func(ctx []int) []int {
-		return collect(t, load(t, ck, pipeline.Options{MaxCache: 128}).NewSession(), pipeline.Prompt{IDs: ctx}, opts)
+		return collect(t, newModel().NewSession(), pipeline.Prompt{IDs: ctx}, opts)
 	}
 	s := m.NewSession()
 	turns := [][]int{prompt, {300, 301, 302}, {17, 400}, {88, 89, 90, 91}, {5}}

@@ -14,8 +14,12 @@ type DeltaParams struct {
 	BetaF16    uint32  `wgsl:"beta_f16"`
 	AlphaF16   uint32  `wgsl:"alpha_f16"`
 	OutF16     uint32  `wgsl:"out_f16"`
+	Row0       uint32  `wgsl:"row0"`   // a batched step's row of this dispatch (0 unbatched)
+	PosAt      uint32  `wgsl:"pos_at"` // 0 unbatched; else the step word of row 0's position
+	WT         uint32  `wgsl:"wt"`     // a WeightType of the taps (f32, f16, bf16)
 	Pad0       uint32  `wgsl:"pad0"`
 	Pad1       uint32  `wgsl:"pad1"`
+	Pad2       uint32  `wgsl:"pad2"`
 }
 
 func (DeltaParams) params() {}

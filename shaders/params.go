@@ -262,12 +262,14 @@ type EltParams struct {
 	BF16   uint32  `wgsl:"b_f16"`   // 1: b is an f16 activation
 	// scale (fusion.ScaleOp, fusion.ColumnsOp): a's row length and first
 	// column read, whether b[0] (an f32 weight) multiplies too, and
-	// whether out is read in place of a.
+	// whether out is read in place of a. glu for fusion.SigmoidGateOp:
+	// ACols 1 reads one value of a per row, InPlace reads out in place of
+	// b.
 	ACols   uint32 `wgsl:"a_cols"`
 	AOff    uint32 `wgsl:"a_off"`
 	HasB    uint32 `wgsl:"has_b"`
 	InPlace uint32 `wgsl:"in_place"`
-	Pad2    uint32 `wgsl:"pad2"`
+	Sigmoid uint32 `wgsl:"sigmoid"` // glu: 1 gates with sigmoid(a) (fusion.SigmoidGateOp), not act(a)
 }
 
 // MoEParams is the uniform block of wgsl/moe.wgsl (fusion.MoEOp after its

@@ -23,6 +23,11 @@
 // so the state is read for all rows of a chunk at once (S0^T k, S0^T q)
 // and written once per chunk; S0^T k_t, S0^T q_t and delta_t live in xs
 // after its T rows (3·CHUNK·D values per value head).
+//
+// An unbatched step runs its step[STEP_ROWS] rows from position
+// step[STEP_POS] on; a batched step (pos_at != 0) runs delta_rule once per
+// row, row0 binding that row's sequence's state, and an unused row
+// (position 0xffffffff) does nothing (step_span).
 
 struct DeltaParams {
     key_heads: u32,
@@ -35,8 +40,12 @@ struct DeltaParams {
     beta_f16: u32,
     alpha_f16: u32,
     out_f16: u32,
+    row0: u32,    // a batched step's row of this dispatch (0 unbatched)
+    pos_at: u32,  // row_pos: 0 unbatched, else the word of row 0's position
+    wt: u32,      // a WeightType (f32, f16, bf16) of the taps conv
     pad0: u32,
     pad1: u32,
+    pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: DeltaParams;
@@ -50,6 +59,8 @@ struct DeltaParams {
 @group(0) @binding(8) var<storage, read_write> out_w: array<atomic<u32>>;
 
 // activations: beta, alpha, out
+// include: row_pos
+// include: step_span
 
 const WG: u32 = 64u;
 const COLS: u32 = 4u;   // value columns per invocation: head dims up to 256
@@ -86,9 +97,9 @@ fn matrix(h: u32) -> u32 {
 }
 
 // clear_fresh zeroes the columns of head h's matrix this invocation owns
-// when the step starts at position 0.
-fn clear_fresh(s0: u32, i: u32) {
-    if step[STEP_POS] != 0u {
+// when the step's row t0 is at position 0.
+fn clear_fresh(s0: u32, i: u32, t0: u32) {
+    if row_pos(t0) != 0u {
         return;
     }
     let d = p.head_dim;
@@ -110,9 +121,12 @@ fn delta_rule(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
     let s0 = matrix(h);
     let i = lid.x;
     let scale = 1.0 / sqrt(f32(d));
-    clear_fresh(s0, i);
-    let rows = min(step[STEP_ROWS], p.nrows);
-    for (var t = 0u; t < rows; t++) {
+    let span = step_span();
+    if span.y == 0u {
+        return;
+    }
+    clear_fresh(s0, i, span.x);
+    for (var t = span.x; t < span.x + span.y; t++) {
         let bg = gates(t, h);
         let gamma = exp(bg.y);
         let q = head_at(t, kh);
@@ -156,13 +170,18 @@ fn delta_chunk(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_
     let s0 = matrix(h);
     let i = lid.x;
     let scale = 1.0 / sqrt(f32(d));
-    let rows = min(step[STEP_ROWS], p.nrows);
+    // An unbatched step's rows (the planner runs batched steps with
+    // delta_rule).
+    let rows = step_span().y;
+    if rows == 0u {
+        return;
+    }
     // This head's scratch after the T rows: S0^T k, S0^T q and delta, each
     // [CHUNK][D].
     let ks = (p.nrows * (2u * p.key_heads + p.value_heads) * d) + h * 3u * CHUNK * d;
     let qs = ks + CHUNK * d;
     let dl = qs + CHUNK * d;
-    clear_fresh(s0, i);
+    clear_fresh(s0, i, 0u);
     for (var t0 = 0u; t0 < rows; t0 += CHUNK) {
         let n = min(CHUNK, rows - t0);
         // The last chunk's readers of cum, betas, kk, qk and the scratch

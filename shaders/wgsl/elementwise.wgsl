@@ -1,6 +1,6 @@
 // Elementwise kernels over rows t < T of cols values each.
-// glu: out = act(a) * b; act: out = act(a); add: out = a + b (add_inplace:
-// out += b);
+// glu: out = act(a) * b (or sigmoid(a) * b: fusion.SigmoidGateOp); act:
+// out = act(a); add: out = a + b (add_inplace: out += b);
 // softcap: out = cap * tanh(a / cap); last_row: out[0] = a[T-1];
 // scale: out[t][c] = a[t][a_off + c] * cap (times b's first value with
 // has_b), Gemma 4's scalings (fusion.ScaleOp) and per-layer column runs
@@ -15,11 +15,11 @@ struct EltParams {
     out_f16: u32, // 1: out is an f16 activation (packed halves)
     a_f16: u32,   // 1: a is an f16 activation (packed halves)
     b_f16: u32,   // 1: b is an f16 activation
-    a_cols: u32,  // scale: the columns of a row of a
+    a_cols: u32,  // scale: the columns of a row of a; glu: 1 for a gate of one column
     a_off: u32,   // scale: the first column of a read
     has_b: u32,   // scale: 1 multiplies by b[0] (an f32 weight) too
-    in_place: u32, // scale: 1 reads out (a unbound, a_cols = cols, a_off 0)
-    pad2: u32,
+    in_place: u32, // scale: 1 reads out (a unbound, a_cols = cols, a_off 0); glu: b is out
+    sigmoid: u32, // glu: 1 gates with sigmoid(a) in place of act(a)
 }
 
 @group(0) @binding(0) var<uniform> p: EltParams;
@@ -39,13 +39,30 @@ fn in_range(gid: vec3<u32>) -> bool {
     return gid.x < p.cols && gid.y < min(step[STEP_ROWS], p.nrows);
 }
 
+// glu also runs fusion.SigmoidGateOp (sigmoid 1, a the gate, b the
+// input): with a_cols 1 a row's one gate value scales the whole row, and
+// with in_place b is out itself (the gated attention output gated where
+// it lies, no copy aside).
 @compute @workgroup_size(64)
 fn glu(@builtin(global_invocation_id) gid: vec3<u32>) {
     if !in_range(gid) {
         return;
     }
     let i = gid.y * p.cols + gid.x;
-    out_set(i, activate(a_at(i)) * b_at(i));
+    var b: f32;
+    if p.in_place != 0u {
+        b = out_at(i);
+    } else {
+        b = b_at(i);
+    }
+    let a = a_at(select(i, gid.y, p.a_cols == 1u));
+    var g: f32;
+    if p.sigmoid != 0u {
+        g = 1.0 / (1.0 + exp(-a));
+    } else {
+        g = activate(a);
+    }
+    out_set(i, g * b);
 }
 
 @compute @workgroup_size(64)

@@ -99,7 +99,7 @@ func (b *backend) Caps() gpu.Caps {
 	c := b.devCaps
 	c.Host, c.HalfLoRA = false, false
 	c.Batch, c.CopyKV, c.Sampling = true, true, true
-	c.RecurrentState = true // caches keep states; ShortConv and Mamba2 run (shortconv.go, mamba2.go)
+	c.RecurrentState = true // caches keep states; ShortConv, Mamba2 and DeltaNet run (shortconv.go, mamba2.go, deltanet.go)
 	c.CopyState = true      // CopyState copies them (checkpoints)
 	c.MaxSteps, c.MaxStops = shaders.MaxSteps, shaders.MaxStops
 	return c

@@ -25,7 +25,8 @@ type deltaCase struct {
 }
 
 // TestDeltaNetKernelsConformance holds the Gated DeltaNet kernels (delta_conv, then
-// delta_rule or delta_chunk; no planner runs them yet) to the CPU
+// delta_rule or delta_chunk, bound by hand here; TestQwen35OpsConformance
+// holds the planner's deltaNet) to the CPU
 // backend's fusion.DeltaNetOp on WebGPU and Vulkan: a prefill of T rows
 // from position 0 (chunks of shaders.DeltaChunk rows ending inside it
 // where T > 32), three decode rows on the state it leaves, then the

@@ -54,9 +54,14 @@ func TestLFM2Golden(t *testing.T) {
 // round) give every row llama.cpp's logits within lfm2Tol and the greedy
 // ids of plain decoding. Zeroing the states before a decode step moves
 // its logits more than ten tolerances.
-func TestLFM2States(t *testing.T) {
-	golden := testmodels.Arch3(t, "lfm2")
-	ck, err := gguf.Load(testmodels.Path(t, "arch3", "lfm2.gguf"))
+func TestLFM2States(t *testing.T) { recurrentStates(t, "lfm2", lfm2Tol) }
+
+// recurrentStates is TestLFM2States' checks on arch3's model name (a
+// hybrid whose recurrent states the GPU backends keep), its logits held
+// to llama.cpp's within tol.
+func recurrentStates(t *testing.T, name string, tol float64) {
+	golden := testmodels.Arch3(t, name)
+	ck, err := gguf.Load(testmodels.Path(t, "arch3", name+".gguf"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,8 +150,8 @@ func TestLFM2States(t *testing.T) {
 		run(dec2, prompt[:1], 0)
 
 		// The states matter: decoding from the prompt's keys and values
-		// with the convolutions' states zeroed (a backend that did not
-		// carry them) moves the logits far past the tolerance.
+		// with the recurrent states zeroed (a backend that did not carry
+		// them) moves the logits far past the tolerance.
 		for _, forget := range []bool{false, true} {
 			kv := newKV()
 			run(compile(arch.BuildOptions{Tokens: n}, kv), prompt, 0)
@@ -163,8 +168,8 @@ func TestLFM2States(t *testing.T) {
 			}
 			d := testmodels.MaxAbsDiff(got, golden.GreedyLogits[1])
 			t.Logf("states forgotten %t: logits %.3g from llama.cpp's", forget, d)
-			if forget != (d > 10*lfm2Tol) || !forget && d > lfm2Tol {
-				t.Errorf("states forgotten %t: logits %.3g from llama.cpp's (tolerance %g)", forget, d, lfm2Tol)
+			if forget != (d > 10*tol) || !forget && d > tol {
+				t.Errorf("states forgotten %t: logits %.3g from llama.cpp's (tolerance %g)", forget, d, tol)
 			}
 		}
 
@@ -218,7 +223,7 @@ func TestLFM2States(t *testing.T) {
 			for i, r := range rows {
 				got := logits[i*vocab : (i+1)*vocab]
 				_, ref := next(r.Pos)
-				if d := testmodels.MaxAbsDiff(got, ref); d > lfm2Tol {
+				if d := testmodels.MaxAbsDiff(got, ref); d > tol {
 					t.Errorf("round %d: sequence %d at %d: logits differ from llama.cpp by %.3g", round, r.Seq, r.Pos, d)
 				}
 				if r.Pos >= n-1 {

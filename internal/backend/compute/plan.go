@@ -57,6 +57,10 @@ type planner struct {
 	// gated scan outputs (mamba2.go), shared by every layer.
 	ssmXBC, ssmY       gpu.Buffer
 	ssmXBCLen, ssmYLen int64
+	// deltaXS holds the DeltaNet ops' convolved rows and the chunked
+	// form's scratch (deltanet.go), shared by every layer.
+	deltaXS    gpu.Buffer
+	deltaXSLen int64
 }
 
 // h is the f16 flag of a kernel's activation binding: 1 when b's buffer
@@ -143,6 +147,11 @@ func (pl *planner) op(op fusion.Op) error {
 		return pl.shortConv(op)
 	case *fusion.Mamba2Op:
 		return pl.mamba2(op)
+	case *fusion.DeltaNetOp:
+		return pl.deltaNet(op)
+	case *fusion.SigmoidGateOp:
+		pl.sigmoidGate(op)
+		return nil
 	case *fusion.ArgmaxOp, *fusion.SampleOp:
 		return pl.pickOp(op)
 	}

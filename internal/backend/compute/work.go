@@ -11,7 +11,10 @@ import "github.com/gpurun/gpurun/fusion"
 // output value (Norm three), Attention 4 per head, attended position and
 // head dimension (a multiply-add for the score, one for the value),
 // ShortConv 2*width+2 per channel and token, Mamba2 2*width per
-// convolution channel, 4 per state value and 4 per output per token.
+// convolution channel, 4 per state value and 4 per output per token,
+// DeltaNet 2*width+2 per channel (the convolution, its SiLU and norms),
+// 6 per state value (decay, the read of S^T k, the update and S^T q) and
+// 4 per value head per token, SigmoidGate 4 per output value.
 // Rotations, embeddings, copies and picks count none: they move bytes.
 func opWork(g *fusion.Graph, op fusion.Op, pos, T int, kvElem int64) cost {
 	rows := func(b fusion.Buf) int64 {
@@ -68,6 +71,14 @@ func opWork(g *fusion.Graph, op fusion.Op, pos, T int, kvElem int64) cost {
 		m := int64(op.Inner) * int64(op.State)
 		c.Bytes += cc*w*4 + 2*(cc*(w-1)+m)*4
 		c.FLOPs = int64(T) * (cc*2*w + 4*m + 4*int64(op.Inner))
+	case *fusion.DeltaNetOp:
+		// The taps, the state's window and matrices read and written.
+		ch, w := int64(op.Channels()), int64(op.Width)
+		m := int64(op.ValueHeads) * int64(op.HeadDim) * int64(op.HeadDim)
+		c.Bytes += ch*w*4 + 2*(ch*(w-1)+m)*4
+		c.FLOPs = int64(T) * (ch*(2*w+2) + 6*m + 4*int64(op.ValueHeads))
+	case *fusion.SigmoidGateOp:
+		c.FLOPs = 4 * rows(op.Out) * int64(g.Bufs[op.Out].Cols)
 	case *fusion.ShortConvOp:
 		// The taps (as f32), the state read and written, and per row and
 		// channel B*x, the taps' multiply-adds and the C gate.
