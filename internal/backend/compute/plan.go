@@ -57,6 +57,10 @@ type planner struct {
 	// gated scan outputs (mamba2.go), shared by every layer.
 	ssmXBC, ssmY       gpu.Buffer
 	ssmXBCLen, ssmYLen int64
+	// selfK and selfV are the SelfAttn ops' private cache of the step's
+	// rows (vision.go), shared by every layer.
+	selfK, selfV gpu.Buffer
+	selfSize     int64
 }
 
 // h is the f16 flag of a kernel's activation binding: 1 when b's buffer
@@ -145,6 +149,13 @@ func (pl *planner) op(op fusion.Op) error {
 		return pl.mamba2(op)
 	case *fusion.ArgmaxOp, *fusion.SampleOp:
 		return pl.pickOp(op)
+	case *fusion.SelfAttnOp:
+		return pl.selfAttention(op)
+	case *fusion.AvgPoolOp:
+		pl.avgPool(op)
+		return nil
+	case *fusion.InputOp:
+		return pl.inputOp(op)
 	}
 	return unsupportedOp(op)
 }
