@@ -135,3 +135,18 @@ func causal(g *fusion.Graph) {
 		}
 	}
 }
+
+// VisionHalfCases is the f16-activation policy over the vision ops (half):
+// the ViT-shaped self-attention, a pooling, the input rows and Gemma 3's
+// windowed non-causal step.
+func VisionHalfCases() []Case {
+	var out []Case
+	for _, c := range VisionCases() {
+		switch c.Name {
+		case "self_attention/t16_h4_kv4_d12", "avg_pool/side4_k2_c20", "input/t4_c9",
+			"attention_noncausal/h4_kv1_d16_w8_ring0_p7_t16_f16true":
+			out = append(out, half(c))
+		}
+	}
+	return out
+}

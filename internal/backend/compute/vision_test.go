@@ -17,7 +17,8 @@ import (
 // TestVisionConformance runs the vision ops' parity cases
 // (conformance.VisionCases: self-attention, average pooling, input rows,
 // non-causal attention) against internal/backend/cpu on WebGPU and Vulkan
-// with each attention variant forced.
+// with each attention variant forced, and a few of them under the f16
+// activation policy (conformance.VisionHalfCases).
 func TestVisionConformance(t *testing.T) {
 	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
 		for _, kind := range []compute.AttentionKind{compute.AttentionPerHead, compute.AttentionSplit, compute.AttentionTiled} {
@@ -27,6 +28,11 @@ func TestVisionConformance(t *testing.T) {
 				})
 			})
 		}
+		t.Run("f16", func(t *testing.T) {
+			conformance.RunCases(t, conformance.VisionHalfCases(), func(t testing.TB) gpu.Backend {
+				return sharedBackend{backendOn(t, dev, compute.Options{})}
+			})
+		})
 	})
 }
 
