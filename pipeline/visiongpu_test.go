@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpurun/gpurun/internal/backend/cpu"
 	"github.com/gpurun/gpurun/internal/testmodels"
+	"github.com/gpurun/gpurun/internal/vision"
 	"github.com/gpurun/gpurun/pipeline"
 )
 
@@ -20,8 +21,9 @@ const visionGPUTol = 1e-5
 // TestVisionGPU: the gemma3 projector's encoder runs on WebGPU and Vulkan
 // (the same fusion graph as on the CPU: self-attention, LayerNorm with
 // bias, GELU, average pooling, the projector's RMSNorm and product) and
-// its embeddings of image.png are within visionGPUTol of llama.cpp's and
-// of the CPU backend's; the golden prompt with the image (the embeddings
+// its embeddings of image.png, encoded after another image by the same
+// program, are within visionGPUTol of llama.cpp's and of the CPU
+// backend's; the golden prompt with the image (the embeddings
 // as the step's input rows, decoded non-causally) gives llama.cpp's last
 // logits within 1e-4 and its 16 greedy ids (cmd/gpurun's TestRunImage
 // runs the same prompt through a session, `run --mmproj --image`, on
@@ -44,6 +46,12 @@ func TestVisionGPU(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			defer enc.Close()
+			// Another image first: the program keeps no rows of it.
+			other, err := enc.EncodePatches(context.Background(), make([]float32, len(mustPreprocess(t, enc, png))))
+			if err != nil {
+				t.Fatal(err)
+			}
 			got, err := enc.EncodeFile(context.Background(), png, 0)
 			if err != nil {
 				t.Fatal(err)
@@ -52,6 +60,9 @@ func TestVisionGPU(t *testing.T) {
 				t.Errorf("image embeddings differ from llama.cpp's by %g (tolerance %g)", d, visionGPUTol)
 			} else {
 				t.Logf("image embeddings: max |diff| from llama.cpp's %.3g", d)
+			}
+			if d := testmodels.MaxAbsDiff(other, want); !(d > visionGPUTol) {
+				t.Errorf("a blank image's embeddings are within %g of image.png's", d)
 			}
 			if d := testmodels.MaxAbsDiff(got, f64s(ref)); !(d <= visionGPUTol) {
 				t.Errorf("image embeddings differ from the cpu's by %g (tolerance %g)", d, visionGPUTol)
@@ -77,4 +88,17 @@ func f64s(v []float32) []float64 {
 		out[i] = float64(x)
 	}
 	return out
+}
+
+func mustPreprocess(t *testing.T, enc *pipeline.VisionEncoder, data []byte) []float32 {
+	t.Helper()
+	img, err := vision.Decode(data, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patches, err := enc.Preprocess(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return patches
 }
