@@ -11,17 +11,27 @@ import (
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/internal/backend/compute"
 	"github.com/gpurun/gpurun/internal/conformance"
+	"github.com/gpurun/gpurun/internal/gputest"
 	"github.com/gpurun/gpurun/tensors"
 )
 
 // TestVisionConformance runs the vision ops' parity cases
 // (conformance.VisionCases: self-attention, average pooling, input rows,
 // non-causal attention) against internal/backend/cpu on WebGPU and Vulkan
-// with each attention variant forced, and a few of them under the f16
-// activation policy (conformance.VisionHalfCases).
+// with each attention variant forced (the planner's choice in a driver
+// rerun), and a few of them under the f16 activation policy
+// (conformance.VisionHalfCases).
 func TestVisionConformance(t *testing.T) {
+	kinds := []compute.AttentionKind{compute.AttentionPerHead, compute.AttentionSplit, compute.AttentionTiled}
+	if gputest.RerunDriver() != "" {
+		// On the rerun's driver the planner's own choice: the split
+		// kernels for the short steps, the tiled ones for the rest (every
+		// kind runs there in TestAttentionConformance; the vision ops
+		// change only their parameters).
+		kinds = []compute.AttentionKind{compute.AttentionAuto}
+	}
 	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
-		for _, kind := range []compute.AttentionKind{compute.AttentionPerHead, compute.AttentionSplit, compute.AttentionTiled} {
+		for _, kind := range kinds {
 			t.Run(fmt.Sprint(kind), func(t *testing.T) {
 				conformance.RunCases(t, conformance.VisionCases(), func(t testing.TB) gpu.Backend {
 					return sharedBackend{backendOn(t, dev, compute.Options{Attention: kind})}
