@@ -111,7 +111,7 @@ func (b *backend) Info() gpu.Info {
 // round their inputs anyway, and the adapters' matrices stay exact in
 // f32 over the f16 values).
 func (b *backend) Caps() gpu.Caps {
-	return gpu.Caps{Host: true, Batch: true, CopyKV: true, CopyState: true, RecurrentState: true, HalfLoRA: b.math == MathDynamic, MaxBufferSize: 1 << 62}
+	return gpu.Caps{Host: true, Batch: true, CopyKV: true, QuantKV: true, CopyState: true, RecurrentState: true, HalfLoRA: b.math == MathDynamic, MaxBufferSize: 1 << 62}
 }
 
 // FusionSupport is nil: the backend runs every fused op whole.
@@ -156,6 +156,14 @@ type kvCache struct {
 type layerCache struct {
 	k, v     []float32
 	k16, v16 []uint16
+	// A quantized K or V (fusion.KVSpec.K, V; kvquant.go): kq or vq holds
+	// its blocks, the same layout with every 32 values one block of kt
+	// or vt; krot and vrot are the rotations (fusion.KVSpec.KRotation,
+	// VRotation; 0: none) and tmp a head's row being rotated for a store.
+	kq, vq     []byte
+	kt, vt     fusion.KVType
+	krot, vrot int
+	tmp        []float32
 	slots    int // slots per head: MaxLen, or 2*ring
 	ring     int // 0: slot = position
 	hd       int // values per head and position
@@ -205,6 +213,9 @@ func (b *backend) NewKVCache(spec fusion.KVSpec) (gpu.KVCache, error) {
 	if spec.State != nil && len(spec.State) != spec.Layers {
 		return nil, fmt.Errorf("cpu: kv cache spec %+v: states for %d layers: %w", spec, len(spec.State), gpu.ErrUnsupported)
 	}
+	if err := spec.CheckTypes(); err != nil {
+		return nil, fmt.Errorf("cpu: kv cache: %w: %w", err, gpu.ErrUnsupported)
+	}
 	c := &kvCache{spec: spec, layers: make([]layerCache, spec.Layers)}
 	for l := range c.layers {
 		if st := spec.LayerState(l); st.Recurrent() {
@@ -229,12 +240,28 @@ func (b *backend) NewKVCache(spec fusion.KVSpec) (gpu.KVCache, error) {
 		if ring > 0 {
 			slots = 2 * ring
 		}
-		if spec.F16 {
-			c.layers[l] = layerCache{k16: make([]uint16, slots*per), v16: make([]uint16, slots*per)}
-		} else {
-			c.layers[l] = layerCache{k: make([]float32, slots*per), v: make([]float32, slots*per)}
+		lc := &c.layers[l]
+		switch {
+		case spec.K.Quantized():
+			lc.kq = make([]byte, slots*per/fusion.KVBlock*spec.K.BlockBytes())
+		case spec.F16:
+			lc.k16 = make([]uint16, slots*per)
+		default:
+			lc.k = make([]float32, slots*per)
 		}
-		c.layers[l].slots, c.layers[l].ring, c.layers[l].hd = slots, ring, hd
+		switch {
+		case spec.V.Quantized():
+			lc.vq = make([]byte, slots*per/fusion.KVBlock*spec.V.BlockBytes())
+		case spec.F16:
+			lc.v16 = make([]uint16, slots*per)
+		default:
+			lc.v = make([]float32, slots*per)
+		}
+		lc.slots, lc.ring, lc.hd = slots, ring, hd
+		lc.kt, lc.vt, lc.krot, lc.vrot = spec.K, spec.V, spec.KRotation(), spec.VRotation()
+		if spec.Quantized() {
+			lc.tmp = make([]float32, hd)
+		}
 	}
 	return c, nil
 }

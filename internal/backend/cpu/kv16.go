@@ -27,8 +27,24 @@ func (c *layerCache) keyDot(q []float32, off int) float32 {
 }
 
 // weightedValues sets o = Σ_i w[i] * V[off+i*stride : off+i*stride+len(o)]
-// from either cache type.
+// from any cache type (a quantized one's rows dequantized block by block).
 func (c *layerCache) weightedValues(o, w []float32, off, stride int) {
+	if c.vq != nil {
+		clear(o)
+		var blk [qk]float32
+		bs := c.vt.BlockBytes()
+		for i, wi := range w {
+			row := c.vq[(off+i*stride)/qk*bs:]
+			for b := 0; b < len(o)/qk; b++ {
+				dequantBlock(c.vt, row[b*bs:], blk[:])
+				ob := o[b*qk : (b+1)*qk]
+				for j, x := range blk {
+					ob[j] += wi * x
+				}
+			}
+		}
+		return
+	}
 	if c.v16 != nil {
 		simd.WeightedSumF16(o, c.v16[off:], stride, w)
 		return

@@ -1,0 +1,334 @@
+package cpu
+
+import (
+	"encoding/binary"
+	"math"
+
+	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/internal/backend/cpu/internal/simd"
+	"github.com/gpurun/gpurun/tensors"
+)
+
+// Quantized caches (fusion.KVType): keys and values stored in llama.cpp's
+// blocks of 32, quantized as its quantize_row_*_ref functions do (the same
+// float32 operations in the same order, so the blocks are bit for bit
+// llama.cpp's), and read by attention without a dequantized copy: a key's
+// score is the block dot product with the query quantized to q8_0 (q8_1),
+// a value row is dequantized one block at a time into the weighted sum.
+
+const qk = fusion.KVBlock
+
+// kvalues_iq4nl: the 16 levels of IQ4_NL (llama.cpp's ggml-common.h).
+var iq4nlValues = [16]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
+
+func putF16(b []byte, f float32) { binary.LittleEndian.PutUint16(b, tensors.F16Bits(f)) }
+
+func getF16(b []byte) float32 { return simd.F16ToF32[binary.LittleEndian.Uint16(b)] }
+
+// truncU8 is C's (int8_t) conversion of a float in range, then to uint8_t
+// (truncation toward zero).
+func truncI8(f float32) int { return int(int8(int32(f))) }
+
+// quantizeBlocks quantizes src (a multiple of 32 values) into dst as
+// blocks of t.
+func quantizeBlocks(t fusion.KVType, dst []byte, src []float32) {
+	bs := t.BlockBytes()
+	for i := 0; i+qk <= len(src); i += qk {
+		quantizeBlock(t, dst[i/qk*bs:(i/qk+1)*bs], src[i:i+qk])
+	}
+}
+
+func quantizeBlock(t fusion.KVType, y []byte, x []float32) {
+	switch t {
+	case fusion.KVQ8_0:
+		var amax float32
+		for _, v := range x {
+			amax = max(amax, abs32(v))
+		}
+		d := amax / 127
+		var id float32
+		if d != 0 {
+			id = 1 / d
+		}
+		putF16(y, d)
+		for j, v := range x {
+			y[2+j] = byte(int8(roundAway(v * id)))
+		}
+	case fusion.KVQ4_0, fusion.KVQ5_0:
+		var amax, mx float32
+		for _, v := range x {
+			if amax < abs32(v) {
+				amax, mx = abs32(v), v
+			}
+		}
+		levels, qs := float32(-8), y[2:18]
+		if t == fusion.KVQ5_0 {
+			levels, qs = -16, y[6:22]
+		}
+		d := mx / levels
+		var id float32
+		if d != 0 {
+			id = 1 / d
+		}
+		putF16(y, d)
+		var qh uint32
+		for j := range qk / 2 {
+			x0, x1 := x[j]*id, x[j+qk/2]*id
+			if t == fusion.KVQ4_0 {
+				qs[j] = byte(min(15, truncI8(x0+8.5)) | min(15, truncI8(x1+8.5))<<4)
+				continue
+			}
+			a, b := min(31, truncI8(x0+16.5)), min(31, truncI8(x1+16.5))
+			qs[j] = byte(a&15 | (b&15)<<4)
+			qh |= uint32(a>>4&1)<<j | uint32(b>>4&1)<<(j+qk/2)
+		}
+		if t == fusion.KVQ5_0 {
+			binary.LittleEndian.PutUint32(y[2:], qh)
+		}
+	case fusion.KVQ4_1, fusion.KVQ5_1:
+		lo, hi := float32(math.MaxFloat32), float32(-math.MaxFloat32)
+		for _, v := range x {
+			lo, hi = min(lo, v), max(hi, v)
+		}
+		levels, qs := float32(15), y[4:20]
+		if t == fusion.KVQ5_1 {
+			levels, qs = 31, y[8:24]
+		}
+		d := (hi - lo) / levels
+		var id float32
+		if d != 0 {
+			id = 1 / d
+		}
+		putF16(y, d)
+		putF16(y[2:], lo)
+		var qh uint32
+		for j := range qk / 2 {
+			x0, x1 := (x[j]-lo)*id, (x[j+qk/2]-lo)*id
+			if t == fusion.KVQ4_1 {
+				qs[j] = byte(min(15, truncI8(x0+0.5)) | min(15, truncI8(x1+0.5))<<4)
+				continue
+			}
+			a, b := int(uint8(int32(x0+0.5))), int(uint8(int32(x1+0.5)))
+			qs[j] = byte(a&15 | (b&15)<<4)
+			qh |= uint32(a>>4&1)<<j | uint32(b>>4&1)<<(j+qk/2)
+		}
+		if t == fusion.KVQ5_1 {
+			binary.LittleEndian.PutUint32(y[4:], qh)
+		}
+	case fusion.KVIQ4NL:
+		quantizeIQ4NL(y, x)
+	}
+}
+
+// quantizeIQ4NL is llama.cpp's quantize_row_iq4_nl_ref for one block
+// (quantize_row_iq4_nl_impl with one block of 32, no importance weights
+// and ntry -1): the levels nearest x/d for d = max/values[0], then the
+// scale refit by least squares weighted by x².
+func quantizeIQ4NL(y []byte, x []float32) {
+	var amax, mx float32
+	for _, v := range x {
+		if a := abs32(v); a > amax {
+			amax, mx = a, v
+		}
+	}
+	var l [qk]uint8
+	var scale float32
+	if amax >= 1e-15 {
+		d := mx / float32(iq4nlValues[0])
+		id := 1 / d
+		var sumqx, sumq2 float32
+		for j, v := range x {
+			k := bestIndexIQ4(id * v)
+			l[j] = uint8(k)
+			q := float32(iq4nlValues[k])
+			w := v * v
+			sumqx += w * q * v
+			sumq2 += w * q * q
+		}
+		if sumq2 > 0 {
+			scale = sumqx / sumq2
+		}
+	}
+	putF16(y, scale)
+	for j := range qk / 2 {
+		y[2+j] = l[j] | l[j+qk/2]<<4
+	}
+}
+
+// bestIndexIQ4 is llama.cpp's best_index_int8 over the IQ4_NL levels.
+func bestIndexIQ4(x float32) int {
+	v := &iq4nlValues
+	if x <= float32(v[0]) {
+		return 0
+	}
+	if x >= float32(v[15]) {
+		return 15
+	}
+	ml, mu := 0, 15
+	for mu-ml > 1 {
+		mav := (ml + mu) / 2
+		if x < float32(v[mav]) {
+			mu = mav
+		} else {
+			ml = mav
+		}
+	}
+	if x-float32(v[mu-1]) < float32(v[mu])-x {
+		return mu - 1
+	}
+	return mu
+}
+
+// dequantBlock writes the 32 values of block b of type t into y, as
+// llama.cpp's dequantize_row_* does.
+func dequantBlock(t fusion.KVType, b []byte, y []float32) {
+	y = y[:qk]
+	d := getF16(b)
+	switch t {
+	case fusion.KVQ8_0:
+		for j := range qk {
+			y[j] = float32(int8(b[2+j])) * d
+		}
+	case fusion.KVQ4_0:
+		for j, q := range b[2:18] {
+			y[j] = float32(int(q&15)-8) * d
+			y[j+16] = float32(int(q>>4)-8) * d
+		}
+	case fusion.KVQ4_1:
+		m := getF16(b[2:])
+		for j, q := range b[4:20] {
+			y[j] = float32(q&15)*d + m
+			y[j+16] = float32(q>>4)*d + m
+		}
+	case fusion.KVQ5_0:
+		qh := binary.LittleEndian.Uint32(b[2:])
+		for j, q := range b[6:22] {
+			y[j] = float32(int(q&15|byte(qh>>j&1)<<4)-16) * d
+			y[j+16] = float32(int(q>>4|byte(qh>>(j+16)&1)<<4)-16) * d
+		}
+	case fusion.KVQ5_1:
+		m := getF16(b[2:])
+		qh := binary.LittleEndian.Uint32(b[4:])
+		for j, q := range b[8:24] {
+			y[j] = float32(q&15|byte(qh>>j&1)<<4)*d + m
+			y[j+16] = float32(q>>4|byte(qh>>(j+16)&1)<<4)*d + m
+		}
+	case fusion.KVIQ4NL:
+		for j, q := range b[2:18] {
+			y[j] = d * float32(iq4nlValues[q&15])
+			y[j+16] = d * float32(iq4nlValues[q>>4])
+		}
+	}
+}
+
+// q8Query is a query row quantized as llama.cpp's vec_dot_type of the key
+// type: q8_0 (d per block) or q8_1 (d and s = f16(d*Σq) per block), its
+// reference rounding (quantize_row_q8_0_ref, quantize_row_q8_1_ref).
+type q8Query struct {
+	q    []int8
+	d, s []float32
+}
+
+func (qq *q8Query) quantize(x []float32, sums bool) {
+	for b := 0; b < len(x)/qk; b++ {
+		xb := x[b*qk : (b+1)*qk]
+		var amax float32
+		for _, v := range xb {
+			amax = max(amax, abs32(v))
+		}
+		d := amax / 127
+		var id float32
+		if d != 0 {
+			id = 1 / d
+		}
+		qb := qq.q[b*qk : (b+1)*qk]
+		sum := 0
+		for j, v := range xb {
+			qb[j] = int8(roundAway(v * id))
+			sum += int(qb[j])
+		}
+		qq.d[b] = simd.F16ToF32[tensors.F16Bits(d)]
+		if sums {
+			qq.s[b] = simd.F16ToF32[tensors.F16Bits(float32(sum)*d)]
+		}
+	}
+}
+
+// sumsQ8 reports whether keys of type t are dotted with q8_1 queries.
+func sumsQ8(t fusion.KVType) bool { return t == fusion.KVQ4_1 || t == fusion.KVQ5_1 }
+
+// dotBlocks is the score of a key row k (blocks of t) with the quantized
+// query: Σ over blocks of (d_k*d_q)*Σ k_j q_j, plus m_k*s_q for the _1
+// types, as llama.cpp's ggml_vec_dot_*_q8_* sums them.
+func dotBlocks(t fusion.KVType, k []byte, qq *q8Query) float32 {
+	bs := t.BlockBytes()
+	var sum float32
+	for b := 0; b < len(k)/bs; b++ {
+		kb, q := k[b*bs:(b+1)*bs], qq.q[b*qk:(b+1)*qk]
+		d := getF16(kb) * qq.d[b]
+		var si int32
+		switch t {
+		case fusion.KVQ8_0:
+			for j, v := range kb[2 : 2+qk] {
+				si += int32(int8(v)) * int32(q[j])
+			}
+		case fusion.KVQ4_0:
+			for j, v := range kb[2:18] {
+				si += int32(int(v&15)-8)*int32(q[j]) + int32(int(v>>4)-8)*int32(q[j+16])
+			}
+		case fusion.KVQ4_1:
+			for j, v := range kb[4:20] {
+				si += int32(v&15)*int32(q[j]) + int32(v>>4)*int32(q[j+16])
+			}
+			sum += d*float32(si) + getF16(kb[2:])*qq.s[b]
+			continue
+		case fusion.KVQ5_0:
+			qh := binary.LittleEndian.Uint32(kb[2:])
+			for j, v := range kb[6:22] {
+				si += int32(int(v&15|byte(qh>>j&1)<<4)-16)*int32(q[j]) + int32(int(v>>4|byte(qh>>(j+16)&1)<<4)-16)*int32(q[j+16])
+			}
+		case fusion.KVQ5_1:
+			qh := binary.LittleEndian.Uint32(kb[4:])
+			for j, v := range kb[8:24] {
+				si += int32(v&15|byte(qh>>j&1)<<4)*int32(q[j]) + int32(v>>4|byte(qh>>(j+16)&1)<<4)*int32(q[j+16])
+			}
+			sum += d*float32(si) + getF16(kb[2:])*qq.s[b]
+			continue
+		case fusion.KVIQ4NL:
+			for j, v := range kb[2:18] {
+				si += int32(iq4nlValues[v&15])*int32(q[j]) + int32(iq4nlValues[v>>4])*int32(q[j+16])
+			}
+		}
+		sum += d * float32(si)
+	}
+	return sum
+}
+
+// hadamard multiplies every run of n values of x (n a power of two, len(x)
+// a multiple of it) by the orthonormal Walsh-Hadamard matrix H_n/sqrt(n),
+// in place: llama.cpp's ggml_gen_hadamard matrix (Sylvester's
+// construction, H_2n = [[H, H], [H, -H]]), symmetric and its own inverse.
+// The fast transform's sums are exact reorderings of the matrix product's
+// terms; the scale is float32(1/sqrt(n)) as llama.cpp's entries hold it.
+func hadamard(x []float32, n int) {
+	scale := float32(1 / math.Sqrt(float64(n)))
+	for r := 0; r+n <= len(x); r += n {
+		v := x[r : r+n]
+		for h := 1; h < n; h *= 2 {
+			for i := 0; i < n; i += 2 * h {
+				for j := i; j < i+h; j++ {
+					a, b := v[j], v[j+h]
+					v[j], v[j+h] = a+b, a-b
+				}
+			}
+		}
+		for i := range v {
+			v[i] *= scale
+		}
+	}
+}
+
+func abs32(x float32) float32 { return math.Float32frombits(math.Float32bits(x) &^ (1 << 31)) }
+
+// roundAway is C's roundf: to nearest, halves away from zero.
+func roundAway(x float32) float32 { return float32(math.Round(float64(x))) }
