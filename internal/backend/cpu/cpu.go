@@ -164,9 +164,9 @@ type layerCache struct {
 	kt, vt     fusion.KVType
 	krot, vrot int
 	tmp        []float32
-	slots    int // slots per head: MaxLen, or 2*ring
-	ring     int // 0: slot = position
-	hd       int // values per head and position
+	slots      int // slots per head: MaxLen, or 2*ring
+	ring       int // 0: slot = position
+	hd         int // values per head and position
 
 	state    fusion.LayerState
 	conv     []float32
