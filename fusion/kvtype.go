@@ -59,6 +59,18 @@ func (t KVType) BlockBytes() int {
 	return 0
 }
 
+// KVBytes is the memory of n values (a multiple of KVBlock for a block
+// type) of keys or values of type t, a float one binary16 when f16.
+func KVBytes(t KVType, f16 bool, n int64) int64 {
+	switch {
+	case t.Quantized():
+		return n / KVBlock * int64(t.BlockBytes())
+	case f16:
+		return 2 * n
+	}
+	return 4 * n
+}
+
 // ErrKVType reports a cache type name, or a combination of cache types,
 // that is not supported.
 var ErrKVType = errors.New("fusion: unsupported KV cache type")

@@ -82,7 +82,7 @@ func benchConfig(ctx context.Context, log io.Writer, bar *progressbar.ProgressBa
 	}
 	cfg := m.Config()
 	base.Arch = cfg.Arch
-	base.KVCache = m.KVDType().String()
+	base.KVCache = m.KVCacheTypes()
 	base.ActivationDType = m.ActivationDType().String()
 	base.MaxCache = m.MaxCache()
 	base.DecodeWeightBytes, base.KVBytesPerPosition = m.DecodeBytes()
