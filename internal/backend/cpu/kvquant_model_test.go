@@ -118,3 +118,92 @@ func TestKVQuantVsF32(t *testing.T) {
 		}
 	}
 }
+
+// TestKVQuantRingAndCopy holds a quantized, rotated cache (q4_0 keys, q5_1
+// values, head dim 128) to the contracts the float caches keep: a
+// sliding layer on a ring gives the logits of a full cache, and a cache
+// copied (the prefix cache's CopyKV) continues as the original does, both
+// bit for bit.
+func TestKVQuantRingAndCopy(t *testing.T) {
+	ck, err := gguf.Load("testdata/kvquant/kvrot-qwen3.gguf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck.Config.SlidingWindow, ck.Config.SlidingLayers = 8, "even"
+	ctx := context.Background()
+	be := cpu.New(cpu.Options{Threads: 2})
+	w, err := be.LoadWeights(ctx, ck.Tensors)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, vocab := len(kvPrompt), ck.Config.VocabSize
+	follow := []int{5, 300, 77, 12, 480, 9, 100, 250, 33, 64, 128, 7}
+	// run prefills the prompt into a new cache (a ring where ringTokens >
+	// 0), optionally copies it into another, then decodes follow.
+	run := func(ringTokens int, copyKV bool) (logits []float32) {
+		opts := arch.BuildOptions{MaxLen: 64, RingTokens: ringTokens, CacheK: fusion.KVQ4_0, CacheV: fusion.KVQ5_1}
+		build := func(tokens int) *fusion.Graph {
+			o := opts
+			o.Tokens = tokens
+			g, err := arch.Build(&ck.Config, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return g
+		}
+		pg, dg := build(n), build(1)
+		if (pg.KV.Ring != nil) != (ringTokens > 0) || pg.KV.KRotation() != 128 || pg.KV.VRotation() != 64 {
+			t.Fatalf("spec %+v: want a ring %v, rotations 128 and 64", pg.KV, ringTokens > 0)
+		}
+		kv, err := be.NewKVCache(pg.KV)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pre, err := be.Compile(pg, w, kv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pre.Run(ctx, testmodels.IDs32(kvPrompt), 0); err != nil {
+			t.Fatal(err)
+		}
+		if copyKV {
+			dst, err := be.NewKVCache(pg.KV)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := be.CopyKV(dst, kv, n); err != nil {
+				t.Fatal(err)
+			}
+			kv = dst
+		}
+		dec, err := be.Compile(dg, w, kv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, id := range follow {
+			if err := dec.Run(ctx, []int32{int32(id)}, n+i); err != nil {
+				t.Fatal(err)
+			}
+			row := make([]float32, vocab)
+			if _, err := dec.Logits(row); err != nil {
+				t.Fatal(err)
+			}
+			logits = append(logits, row...)
+		}
+		return logits
+	}
+	full := run(0, false)
+	for _, c := range []struct {
+		name string
+		ring int
+		copy bool
+	}{{"ring", n, false}, {"copy", 0, true}, {"ring copy", n, true}} {
+		got := run(c.ring, c.copy)
+		for i := range full {
+			if math.Float32bits(got[i]) != math.Float32bits(full[i]) {
+				t.Errorf("%s: logit %d of step %d is %g, the full cache's %g", c.name, i%vocab, i/vocab, got[i], full[i])
+				break
+			}
+		}
+	}
+}
