@@ -103,3 +103,11 @@ func weightBytes(ws []*tensors.Tensor) int64 {
 	}
 	return n
 }
+
+// KVBytesPerPosition is the KV cache memory one position takes in a model
+// of cfg (every layer that keeps keys and values of its own) with keys of
+// type k and values of type v, a float one binary16 when kvF16
+// (Options.CacheTypeK, CacheTypeV): what inspect and bench report.
+func KVBytesPerPosition(cfg *model.Config, kvF16 bool, k, v fusion.KVType) int64 {
+	return kvBytesPerPosition(cfg, kvF16, k, v)
+}
