@@ -221,85 +221,91 @@ func dequantBlock(t fusion.KVType, b []byte, y []float32) {
 	}
 }
 
-// q8Query is a query row quantized as llama.cpp's vec_dot_type of the key
-// type: q8_0 (d per block) or q8_1 (d and s = f16(d*Σq) per block), its
-// reference rounding (quantize_row_q8_0_ref, quantize_row_q8_1_ref).
+// q8Query is a query row quantized to q8_0 blocks as llama.cpp's CPU
+// flash attention quantizes it for quantized keys (its from_float of the
+// key type's vec_dot_type: q8_0, or q8_1 for q4_1 and q5_1, whose block
+// sums the kernels take from q): simd.QuantizeQ8, d = f16(amax/127), q =
+// round-half-even(x*127/amax), as llama.cpp's x86 quantize_row_q8_0.
 type q8Query struct {
 	q    []int8
-	d, s []float32
+	d, s []float32 // s: q8_1's block sums (quantize with sums)
 }
 
+// quantize quantizes x; with sums (keys of q4_1 or q5_1) it also sets each
+// block's s = f16(amax/127 * Σq) as llama.cpp's x86 quantize_row_q8_1
+// does (amax/127 unrounded there).
 func (qq *q8Query) quantize(x []float32, sums bool) {
-	for b := 0; b < len(x)/qk; b++ {
-		xb := x[b*qk : (b+1)*qk]
+	simd.QuantizeQ8(qq.q, qq.d, x, false)
+	if !sums {
+		return
+	}
+	for b := range len(x) / qk {
 		var amax float32
-		for _, v := range xb {
+		var sq int32
+		for j, v := range x[b*qk : (b+1)*qk] {
 			amax = max(amax, abs32(v))
+			sq += int32(qq.q[b*qk+j])
 		}
-		d := amax / 127
-		var id float32
-		if d != 0 {
-			id = 1 / d
-		}
-		qb := qq.q[b*qk : (b+1)*qk]
-		sum := 0
-		for j, v := range xb {
-			qb[j] = int8(roundAway(v * id))
-			sum += int(qb[j])
-		}
-		qq.d[b] = simd.F16ToF32[tensors.F16Bits(d)]
-		if sums {
-			qq.s[b] = simd.F16ToF32[tensors.F16Bits(float32(sum)*d)]
-		}
+		qq.s[b] = simd.F16ToF32[tensors.F16Bits(amax/127*float32(sq))]
 	}
 }
 
 // sumsQ8 reports whether keys of type t are dotted with q8_1 queries.
 func sumsQ8(t fusion.KVType) bool { return t == fusion.KVQ4_1 || t == fusion.KVQ5_1 }
 
-// dotBlocks is the score of a key row k (blocks of t) with the quantized
-// query: Σ over blocks of (d_k*d_q)*Σ k_j q_j, plus m_k*s_q for the _1
-// types, as llama.cpp's ggml_vec_dot_*_q8_* sums them.
+// q32Kinds maps the key types simd's 32-value block kernels read in their
+// GGUF layout (simd.Q32); the others are summed here (dotBlocks).
+var q32Kinds = map[fusion.KVType]simd.Q32{fusion.KVQ8_0: simd.Q8_0, fusion.KVQ5_0: simd.Q5_0}
+
+// scoreRows sets out[i] to the score of key row i of k (consecutive rows
+// of hd values, blocks of t) with the quantized query: per block
+// d_k*d_q*Σ k_j q_j (+ m_k*s_q for the _1 types, s_q = f16(d_q*Σ q_j):
+// llama.cpp's q8_1 block sum), as llama.cpp's ggml_vec_dot_*_q8_* sums
+// them.
+func scoreRows(t fusion.KVType, k []byte, hd int, qq *q8Query, out []float32) {
+	nb := hd / qk
+	if st, ok := q32Kinds[t]; ok {
+		simd.DotQ32Rows(st, k, qq.q[:hd], qq.d[:nb], out)
+		return
+	}
+	run := nb * t.BlockBytes()
+	for i := range out {
+		out[i] = dotBlocks(t, k[i*run:(i+1)*run], qq)
+	}
+}
+
+// dotBlocks is scoreRows of one row of q4_0, q4_1, q5_1 or iq4_nl
+// blocks.
 func dotBlocks(t fusion.KVType, k []byte, qq *q8Query) float32 {
 	bs := t.BlockBytes()
 	var sum float32
 	for b := 0; b < len(k)/bs; b++ {
 		kb, q := k[b*bs:(b+1)*bs], qq.q[b*qk:(b+1)*qk]
-		d := getF16(kb) * qq.d[b]
 		var si int32
 		switch t {
-		case fusion.KVQ8_0:
-			for j, v := range kb[2 : 2+qk] {
-				si += int32(int8(v)) * int32(q[j])
+		case fusion.KVIQ4NL:
+			for j, v := range kb[2:18] {
+				si += int32(iq4nlValues[v&15])*int32(q[j]) + int32(iq4nlValues[v>>4])*int32(q[j+16])
 			}
 		case fusion.KVQ4_0:
 			for j, v := range kb[2:18] {
 				si += int32(int(v&15)-8)*int32(q[j]) + int32(int(v>>4)-8)*int32(q[j+16])
 			}
-		case fusion.KVQ4_1:
-			for j, v := range kb[4:20] {
-				si += int32(v&15)*int32(q[j]) + int32(v>>4)*int32(q[j+16])
+		case fusion.KVQ4_1, fusion.KVQ5_1:
+			if t == fusion.KVQ4_1 {
+				for j, v := range kb[4:20] {
+					si += int32(v&15)*int32(q[j]) + int32(v>>4)*int32(q[j+16])
+				}
+			} else {
+				qh := binary.LittleEndian.Uint32(kb[4:])
+				for j, v := range kb[8:24] {
+					si += int32(v&15|byte(qh>>j&1)<<4)*int32(q[j]) + int32(v>>4|byte(qh>>(j+16)&1)<<4)*int32(q[j+16])
+				}
 			}
-			sum += d*float32(si) + getF16(kb[2:])*qq.s[b]
+			sum += getF16(kb)*qq.d[b]*float32(si) + getF16(kb[2:])*qq.s[b]
 			continue
-		case fusion.KVQ5_0:
-			qh := binary.LittleEndian.Uint32(kb[2:])
-			for j, v := range kb[6:22] {
-				si += int32(int(v&15|byte(qh>>j&1)<<4)-16)*int32(q[j]) + int32(int(v>>4|byte(qh>>(j+16)&1)<<4)-16)*int32(q[j+16])
-			}
-		case fusion.KVQ5_1:
-			qh := binary.LittleEndian.Uint32(kb[4:])
-			for j, v := range kb[8:24] {
-				si += int32(v&15|byte(qh>>j&1)<<4)*int32(q[j]) + int32(v>>4|byte(qh>>(j+16)&1)<<4)*int32(q[j+16])
-			}
-			sum += d*float32(si) + getF16(kb[2:])*qq.s[b]
-			continue
-		case fusion.KVIQ4NL:
-			for j, v := range kb[2:18] {
-				si += int32(iq4nlValues[v&15])*int32(q[j]) + int32(iq4nlValues[v>>4])*int32(q[j+16])
-			}
 		}
-		sum += d * float32(si)
+		sum += getF16(kb) * qq.d[b] * float32(si)
 	}
 	return sum
 }

@@ -288,14 +288,11 @@ func (a *attnTask) row(wk, t, h int, c *layerCache, qpos int) {
 	case c.kq != nil:
 		// Quantized keys: dotted block by block with the query quantized
 		// as llama.cpp's vec_dot_type of the key type.
+		// The keys from first on are consecutive slots (a ring's mirror).
 		qq := &sc.qq
 		qq.quantize(qh, sumsQ8(c.kt))
-		bs := c.kt.BlockBytes()
-		run := hd / qk * bs
-		for ; i < len(s); i++ {
-			off := c.at(kh, first+i) / qk * bs
-			s[i] = dotBlocks(c.kt, c.kq[off:off+run], qq)
-		}
+		scoreRows(c.kt, c.kq[c.at(kh, first)/qk*c.kt.BlockBytes():], hd, qq, s)
+		i = len(s)
 	case c.k16 == nil:
 		// Four keys per call: each query vector load serves four rows.
 		d4 := &sc.gs
