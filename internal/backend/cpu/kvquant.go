@@ -313,13 +313,18 @@ func dotBlocks(t fusion.KVType, k []byte, qq *q8Query) float32 {
 // hadamard multiplies every run of n values of x (n a power of two, len(x)
 // a multiple of it) by the orthonormal Walsh-Hadamard matrix H_n/sqrt(n),
 // in place: llama.cpp's ggml_gen_hadamard matrix (Sylvester's
-// construction, H_2n = [[H, H], [H, -H]]), symmetric and its own inverse.
-// The fast transform's sums are exact reorderings of the matrix product's
-// terms; the scale is float32(1/sqrt(n)) as llama.cpp's entries hold it.
+// construction, H_2n = [[H, H], [H, -H]]), symmetric and its own inverse,
+// computed as llama.cpp's CPU backend computes that product
+// (ggml_compute_forward_fwht): each value scaled by float32 1/sqrtf(n)
+// first, then the butterflies (a+b, a-b) over strides 1, 2, 4, ..., the
+// same float operations, so the same bits.
 func hadamard(x []float32, n int) {
-	scale := float32(1 / math.Sqrt(float64(n)))
+	scale := 1 / float32(math.Sqrt(float64(n)))
 	for r := 0; r+n <= len(x); r += n {
 		v := x[r : r+n]
+		for i := range v {
+			v[i] *= scale
+		}
 		for h := 1; h < n; h *= 2 {
 			for i := 0; i < n; i += 2 * h {
 				for j := i; j < i+h; j++ {
@@ -327,9 +332,6 @@ func hadamard(x []float32, n int) {
 					v[j], v[j+h] = a+b, a-b
 				}
 			}
-		}
-		for i := range v {
-			v[i] *= scale
 		}
 	}
 }
