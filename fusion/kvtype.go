@@ -10,8 +10,9 @@ import (
 // (KVSpec.V). The zero value, KVFloat, is the float cache: f32, or binary16
 // with KVSpec.F16. The others are llama.cpp's block formats of 32 values
 // (ggml's block_q8_0 ... block_iq4_nl, byte for byte), which a backend's
-// stores quantize as llama.cpp's quantize_row_*_ref does and its attention
-// reads directly: llama.cpp's `-ctk` / `-ctv` types.
+// stores quantize as llama.cpp's CPU backend does (quantize_row_*_ref; for
+// q8_0 its x86 quantize_row_q8_0, halves rounded to even) and its
+// attention reads directly: llama.cpp's `-ctk` / `-ctv` types.
 //
 // A quantized cache changes what attention computes, as it does in
 // llama.cpp (its CPU flash attention, the anchor): with quantized keys the

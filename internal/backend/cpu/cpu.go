@@ -192,6 +192,11 @@ func (c *layerCache) mirror(kh, pos int) int {
 
 func (c *kvCache) Release() { c.layers = nil }
 
+// kvRotAblation, when > 0, rotates the queries and keys of a rotated
+// cache by H of that size instead (SetKVRotationAblation): a test's wrong
+// matrix.
+var kvRotAblation int
+
 // maxKVValues bounds a cache allocation (16 GiB of f32) so that a corrupt
 // spec fails cleanly instead of exhausting memory.
 const maxKVValues = 1 << 32
@@ -259,6 +264,9 @@ func (b *backend) NewKVCache(spec fusion.KVSpec) (gpu.KVCache, error) {
 		}
 		lc.slots, lc.ring, lc.hd = slots, ring, hd
 		lc.kt, lc.vt, lc.krot, lc.vrot = spec.K, spec.V, spec.KRotation(), spec.VRotation()
+		if kvRotAblation > 0 && lc.krot > 0 {
+			lc.krot = kvRotAblation
+		}
 		if spec.Quantized() {
 			lc.tmp = make([]float32, hd)
 		}

@@ -10,7 +10,8 @@ import (
 )
 
 // Quantized caches (fusion.KVType): keys and values stored in llama.cpp's
-// blocks of 32, quantized as its quantize_row_*_ref functions do (the same
+// blocks of 32, quantized as its CPU backend's stores do (from_float:
+// quantize_row_*_ref, and for q8_0 the x86 quantize_row_q8_0; the same
 // float32 operations in the same order, so the blocks are bit for bit
 // llama.cpp's), and read by attention without a dequantized copy: a key's
 // score is the block dot product with the query quantized to q8_0 (q8_1),
@@ -30,7 +31,7 @@ func getF16(b []byte) float32 { return simd.F16ToF32[binary.LittleEndian.Uint16(
 func truncI8(f float32) int { return int(int8(int32(f))) }
 
 // quantizeBlocks quantizes src (a multiple of 32 values) into dst as
-// blocks of t.
+// blocks of t, as llama.cpp's CPU backend stores them.
 func quantizeBlocks(t fusion.KVType, dst []byte, src []float32) {
 	bs := t.BlockBytes()
 	for i := 0; i+qk <= len(src); i += qk {
@@ -45,14 +46,18 @@ func quantizeBlock(t fusion.KVType, y []byte, x []float32) {
 		for _, v := range x {
 			amax = max(amax, abs32(v))
 		}
+		// llama.cpp's CPU stores q8_0 with its from_float,
+		// quantize_row_q8_0: on x86 (AVX) id = 127/amax and halves
+		// rounded to even, where quantize_row_q8_0_ref takes 1/d and
+		// rounds them away from zero.
 		d := amax / 127
 		var id float32
-		if d != 0 {
-			id = 1 / d
+		if amax != 0 {
+			id = 127 / amax
 		}
 		putF16(y, d)
 		for j, v := range x {
-			y[2+j] = byte(int8(roundAway(v * id)))
+			y[2+j] = byte(int8(math.RoundToEven(float64(v * id))))
 		}
 	case fusion.KVQ4_0, fusion.KVQ5_0:
 		var amax, mx float32
@@ -337,6 +342,3 @@ func hadamard(x []float32, n int) {
 }
 
 func abs32(x float32) float32 { return math.Float32frombits(math.Float32bits(x) &^ (1 << 31)) }
-
-// roundAway is C's roundf: to nearest, halves away from zero.
-func roundAway(x float32) float32 { return float32(math.Round(float64(x))) }

@@ -10,28 +10,30 @@ import (
 	"github.com/gpurun/gpurun/fusion"
 )
 
-// kvBlocksGolden is testdata/kvblocks.json (see testdata/README.md): llama.cpp's
+// kvBlocksGolden is testdata/kvquant/blocks.json (see testdata/kvquant/README.md): llama.cpp's
 // quantize_row_*_ref, dequantization and CPU vec_dot on fixed inputs.
 type kvBlocksGolden struct {
 	N       int
 	Inputs  [][]float32
 	Queries [][]float32
 	Types   map[string]struct {
-		VecDotType  string `json:"vec_dot_type"`
-		Blocks      []string
-		Dequantized [][]float32
+		VecDotType  string      `json:"vec_dot_type"`
+		Blocks      []string    // quantize_row_*_ref
+		Stored      []string    // the CPU backend's from_float, which its cache stores use
+		Dequantized [][]float32 // to_float of Blocks
 		Dots        []float32
 	}
 }
 
 // TestKVBlocksMatchLlamaCpp holds the quantized cache's blocks to
-// llama.cpp's bit for bit: the stores' quantization (quantize_row_*_ref)
-// and the reads' dequantization; and the key scores (a block dot product
+// llama.cpp's bit for bit: the stores' quantization (its CPU backend's
+// from_float: quantize_row_*_ref but for q8_0, whose x86 form rounds
+// halves to even) and the reads' dequantization; and the key scores (a block dot product
 // with the query quantized to q8_0 or q8_1 as llama.cpp's x86
 // quantize_row_q8_0/q8_1 do) to llama.cpp's vec_dot within 1e-6 of Σ|k q|
 // (the order of the float sums differs).
 func TestKVBlocksMatchLlamaCpp(t *testing.T) {
-	raw, err := os.ReadFile("testdata/kvblocks.json")
+	raw, err := os.ReadFile("testdata/kvquant/blocks.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,9 +55,12 @@ func TestKVBlocksMatchLlamaCpp(t *testing.T) {
 		for r, x := range g.Inputs {
 			got := make([]byte, g.N/qk*kt.BlockBytes())
 			quantizeBlocks(kt, got, x)
-			if h := hex.EncodeToString(got); h != want.Blocks[r] {
-				t.Errorf("%s row %d: blocks\n%s\nwant\n%s", name, r, h, want.Blocks[r])
+			if h := hex.EncodeToString(got); h != want.Stored[r] {
+				t.Errorf("%s row %d: blocks\n%s\nwant\n%s", name, r, h, want.Stored[r])
 				continue
+			}
+			if got, err = hex.DecodeString(want.Blocks[r]); err != nil {
+				t.Fatal(err)
 			}
 			y := make([]float32, g.N)
 			for b := range g.N / qk {
