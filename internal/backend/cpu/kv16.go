@@ -31,16 +31,11 @@ func (c *layerCache) keyDot(q []float32, off int) float32 {
 func (c *layerCache) weightedValues(o, w []float32, off, stride int) {
 	if c.vq != nil {
 		clear(o)
-		var blk [qk]float32
 		bs := c.vt.BlockBytes()
 		for i, wi := range w {
 			row := c.vq[(off+i*stride)/qk*bs:]
 			for b := 0; b < len(o)/qk; b++ {
-				dequantBlock(c.vt, row[b*bs:], blk[:])
-				ob := o[b*qk : (b+1)*qk]
-				for j, x := range blk {
-					ob[j] += wi * x
-				}
+				addBlock(c.vt, (*[qk]float32)(o[b*qk:]), row[b*bs:], wi)
 			}
 		}
 		return
