@@ -27,15 +27,27 @@ func (c *layerCache) keyDot(q []float32, off int) float32 {
 }
 
 // weightedValues sets o = Σ_i w[i] * V[off+i*stride : off+i*stride+len(o)]
-// from any cache type (a quantized one's rows dequantized block by block).
-func (c *layerCache) weightedValues(o, w []float32, off, stride int) {
+// from any cache type: a quantized one's rows dequantized valueRun at a
+// time into the thread's scratch sc (growValues) and summed there.
+func (c *layerCache) weightedValues(o, w []float32, off, stride int, sc *scratch) {
 	if c.vq != nil {
-		clear(o)
+		hd := len(o)
+		sc.growValues(hd)
 		bs := c.vt.BlockBytes()
-		for i, wi := range w {
-			row := c.vq[(off+i*stride)/qk*bs:]
-			for b := 0; b < len(o)/qk; b++ {
-				addBlock(c.vt, (*[qk]float32)(o[b*qk:]), row[b*bs:], wi)
+		clear(o)
+		for i := 0; i < len(w); i += valueRun {
+			n := min(valueRun, len(w)-i)
+			rows := sc.vrows[:n*hd]
+			for r := range n {
+				row := c.vq[(off+(i+r)*stride)/qk*bs:]
+				for b := 0; b < hd/qk; b++ {
+					dequantBlock(c.vt, row[b*bs:], rows[r*hd+b*qk:])
+				}
+			}
+			part := sc.vsum[:hd]
+			simd.WeightedSum(part, rows, hd, w[i:i+n])
+			for j, x := range part {
+				o[j] += x
 			}
 		}
 		return

@@ -226,38 +226,6 @@ func dequantBlock(t fusion.KVType, b []byte, y []float32) {
 	}
 }
 
-// addBlock adds w times the 32 values of block b of type t to o: each
-// value dequantized as dequantBlock gives it, then weighted (llama.cpp's
-// flash attention dequantizes a value row, then multiply-adds it).
-func addBlock(t fusion.KVType, o *[qk]float32, b []byte, w float32) {
-	d := getF16(b)
-	switch t {
-	case fusion.KVQ8_0:
-		q := (*[qk]byte)(b[2:])
-		for j := range o {
-			o[j] += w * (float32(int8(q[j])) * d)
-		}
-	case fusion.KVQ4_0:
-		q := (*[16]byte)(b[2:])
-		for j, v := range q {
-			o[j] += w * (float32(int(v&15)-8) * d)
-			o[j+16] += w * (float32(int(v>>4)-8) * d)
-		}
-	case fusion.KVIQ4NL:
-		q := (*[16]byte)(b[2:])
-		for j, v := range q {
-			o[j] += w * (d * float32(iq4nlValues[v&15]))
-			o[j+16] += w * (d * float32(iq4nlValues[v>>4]))
-		}
-	default:
-		var y [qk]float32
-		dequantBlock(t, b, y[:])
-		for j, x := range y {
-			o[j] += w * x
-		}
-	}
-}
-
 // q8Query is a query row quantized to q8_0 blocks as llama.cpp's CPU
 // flash attention quantizes it for quantized keys (its from_float of the
 // key type's vec_dot_type: q8_0, or q8_1 for q4_1 and q5_1, whose block

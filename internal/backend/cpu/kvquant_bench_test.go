@@ -12,6 +12,7 @@ import (
 // the f32 cache's value sum (simd.WeightedSum).
 func BenchmarkKVQuantAttention(b *testing.B) {
 	const hd, n = 64, 512
+	var sc scratch
 	x := make([]float32, hd*n)
 	for i := range x {
 		x[i] = float32(i%17) - 8
@@ -31,7 +32,7 @@ func BenchmarkKVQuantAttention(b *testing.B) {
 		o := make([]float32, hd)
 		b.Run("values-"+t.String(), func(b *testing.B) {
 			for b.Loop() {
-				c.weightedValues(o, out, 0, hd)
+				c.weightedValues(o, out, 0, hd, &sc)
 			}
 		})
 	}
@@ -40,7 +41,7 @@ func BenchmarkKVQuantAttention(b *testing.B) {
 	w := make([]float32, n)
 	b.Run("values-f32", func(b *testing.B) {
 		for b.Loop() {
-			kf.weightedValues(o, w, 0, hd)
+			kf.weightedValues(o, w, 0, hd, &sc)
 		}
 	})
 }

@@ -308,12 +308,25 @@ func (a *attnTask) row(wk, t, h int, c *layerCache, qpos int) {
 	}
 	ap.softmax(s, h)
 	o := a.out[t*cols+h*hd : t*cols+(h+1)*hd]
-	c.weightedValues(o, s, c.at(kh, first), hd)
+	c.weightedValues(o, s, c.at(kh, first), hd, sc)
 	if c.vrot > 0 {
 		// The values were stored rotated: the sum is too; H is its own
 		// inverse.
 		hadamard(o, c.vrot)
 	}
+}
+
+// valueRun is the number of quantized value rows weightedValues
+// dequantizes at a time.
+const valueRun = 64
+
+// growValues sizes the scratch of valueRun dequantized value rows of hd
+// values and their weighted sum.
+func (s *scratch) growValues(hd int) {
+	if len(s.vsum) >= hd {
+		return
+	}
+	s.vrows, s.vsum = make([]float32, valueRun*hd), make([]float32, hd)
 }
 
 // growQuery sizes the scratch of a query row of hd values rotated and
@@ -368,7 +381,7 @@ func (a *attnTask) tile(wk, t, h int) {
 		first := ap.first(qpos)
 		s := sc[j*span+first-lo : j*span+qpos+1-lo]
 		ap.softmax(s, h)
-		c.weightedValues(a.out[(t+j)*cols+h*hd:(t+j)*cols+(h+1)*hd], s, c.at(kh, first), hd)
+		c.weightedValues(a.out[(t+j)*cols+h*hd:(t+j)*cols+(h+1)*hd], s, c.at(kh, first), hd, &a.p.scratch[wk])
 	}
 }
 
