@@ -1,11 +1,14 @@
 package gpurun
 
 import (
+	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/internal/synthetic"
+	"github.com/gpurun/gpurun/internal/testmodels"
 )
 
 // TestEstimateMemoryKVTypes: the memory check counts a quantized cache at
@@ -43,5 +46,24 @@ func TestEstimateMemoryKVTypes(t *testing.T) {
 		if _, _, err := cacheTypes(bad[0], bad[1], false); !errors.Is(err, ErrOptions) {
 			t.Errorf("cacheTypes(%q, %q) on an f32 policy: %v, want ErrOptions", bad[0], bad[1], err)
 		}
+	}
+}
+
+// TestOpenCacheTypes: WithCacheTypes loads a model with a quantized cache
+// (the CPU backend) that generates, and a model whose head dim is not a
+// multiple of 32 (stories260K: 8) is refused with a clear error.
+func TestOpenCacheTypes(t *testing.T) {
+	ctx := context.Background()
+	m, err := Open(ctx, "internal/backend/cpu/testdata/kvquant/kvrot-qwen3.gguf", WithBackend("cpu"), WithCacheTypes("q4_0", "q8_0"), WithMaxCache(64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if got := m.KVCacheTypes(); got != "k q4_0, v q8_0" {
+		t.Errorf("KVCacheTypes %q", got)
+	}
+	_, err = Open(ctx, testmodels.Path(t, "stories260K.bin"), WithTokenizer(testmodels.Path(t, "tok512.bin")), WithBackend("cpu"), WithCacheTypes("q8_0", "q8_0"))
+	if err == nil || !strings.Contains(err.Error(), "head dim 8 is not a multiple of 32") {
+		t.Errorf("stories260K with a q8_0 cache: %v", err)
 	}
 }
