@@ -100,17 +100,20 @@ func ParseKVType(s string) (t KVType, f16 bool, err error) {
 // Quantized reports whether the keys or the values are quantized.
 func (s KVSpec) Quantized() bool { return s.K.Quantized() || s.V.Quantized() }
 
-// cacheHeadDim is llama.cpp's n_embd_head_k_all for this spec: the head dim
-// shared by every layer that keeps keys and values of its own (layers
-// reading another's cache and recurrent layers are not counted), -1 when
-// they differ, 0 when there are none.
-func (s KVSpec) cacheHeadDim() int {
+// groupHeadDim is llama.cpp's n_embd_head_k_all for the cache holding
+// layer l: the head dim shared by every layer of l's group that keeps keys
+// and values of its own (layers reading another's cache and recurrent
+// layers are not counted), -1 when they differ, 0 when there are none. The
+// groups are llama.cpp's caches: one for every layer, or with SWA one for
+// the sliding-window layers and one for the others (its iSWA cache).
+func (s KVSpec) groupHeadDim(l int) int {
+	sliding := func(i int) bool { return i >= 0 && i < len(s.SWA) && s.SWA[i] }
 	hd := 0
-	for l := range s.Layers {
-		if s.LayerState(l).Recurrent() {
+	for i := range s.Layers {
+		if s.LayerState(i).Recurrent() || sliding(i) != sliding(l) {
 			continue
 		}
-		d := s.LayerHeadDim(l)
+		d := s.LayerHeadDim(i)
 		switch {
 		case d == 0:
 		case hd == 0:
@@ -122,31 +125,43 @@ func (s KVSpec) cacheHeadDim() int {
 	return hd
 }
 
-// KRotation is the size n of the Walsh-Hadamard rotation applied to
-// queries and keys (0: none), llama.cpp's rule (#21038, llama_kv_cache):
-// when the keys are quantized, every layer with a cache of its own has the
-// same head dim hd and hd is a multiple of 64, each run of n values of a
+// rotates is llama.cpp's condition for rotating the cache of layer l's
+// group (llama_kv_cache: attn_rot_k, attn_rot_v): the type is quantized,
+// the group's layers share a head dim, and layer 0's head dim (its
+// hparams.n_embd_head_k(), whichever cache) is a multiple of 64; and here
+// also the group's own, so that every rotated run lies within a head.
+func (s KVSpec) rotates(t KVType, l int) int {
+	hd := s.groupHeadDim(l)
+	if s.NoRotation || !t.Quantized() || hd <= 0 || hd%64 != 0 || s.LayerHeadDim(0)%64 != 0 {
+		return 0
+	}
+	return hd
+}
+
+// KRotation is the size n of the Walsh-Hadamard rotation applied to the
+// queries and keys of the cache holding layer l (0: none), llama.cpp's
+// rule (#21038, llama_kv_cache; see rotates): each run of n values of a
 // query or key row is multiplied by H_n, the Sylvester Hadamard matrix
 // scaled by 1/sqrt(n) (orthonormal and symmetric, its own inverse), n the
-// largest power of two that divides hd. Queries and keys are rotated alike,
-// so the scores are unchanged but for the quantization the rotation spreads
-// across each block. NoRotation turns it off (llama.cpp's
+// largest power of two that divides the head dim. Queries and keys are
+// rotated alike, so the scores are unchanged but for the quantization the
+// rotation spreads across each block. NoRotation turns it off (llama.cpp's
 // LLAMA_ATTN_ROT_DISABLE).
-func (s KVSpec) KRotation() int {
-	hd := s.cacheHeadDim()
-	if s.NoRotation || !s.K.Quantized() || hd <= 0 || hd%64 != 0 {
+func (s KVSpec) KRotation(l int) int {
+	hd := s.rotates(s.K, l)
+	if hd == 0 {
 		return 0
 	}
 	return 1 << bits.TrailingZeros(uint(hd))
 }
 
-// VRotation is the size of the rotation of values (0: none): 64 when the
-// values are quantized and the head dims are as for KRotation (llama.cpp
-// uses the smallest matrix for values). Attention then sums rotated
-// values, and its output (each head's) is rotated back by the same H_64.
-func (s KVSpec) VRotation() int {
-	hd := s.cacheHeadDim()
-	if s.NoRotation || !s.V.Quantized() || hd <= 0 || hd%64 != 0 {
+// VRotation is the size of the rotation of the values of the cache holding
+// layer l (0: none): 64 where KRotation's rule holds for quantized values
+// (llama.cpp uses the smallest matrix for values). Attention then sums
+// rotated values, and its output (each head's) is rotated back by the
+// same H_64.
+func (s KVSpec) VRotation(l int) int {
+	if s.rotates(s.V, l) == 0 {
 		return 0
 	}
 	return 64

@@ -92,6 +92,14 @@ func KVSpec(cfg *model.Config, opts BuildOptions) fusion.KVSpec {
 		}
 	}
 	for l := range cfg.Layers {
+		if cfg.LayerWindow(l) > 0 {
+			if spec.SWA == nil {
+				spec.SWA = make([]bool, cfg.Layers)
+			}
+			spec.SWA[l] = true
+		}
+	}
+	for l := range cfg.Layers {
 		if cfg.RecurrentLayer(l) && spec.State == nil {
 			spec.State = make([]fusion.LayerState, cfg.Layers)
 		}

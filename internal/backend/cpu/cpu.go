@@ -263,7 +263,7 @@ func (b *backend) NewKVCache(spec fusion.KVSpec) (gpu.KVCache, error) {
 			lc.v = make([]float32, slots*per)
 		}
 		lc.slots, lc.ring, lc.hd = slots, ring, hd
-		lc.kt, lc.vt, lc.krot, lc.vrot = spec.K, spec.V, spec.KRotation(), spec.VRotation()
+		lc.kt, lc.vt, lc.krot, lc.vrot = spec.K, spec.V, spec.KRotation(l), spec.VRotation(l)
 		if kvRotAblation > 0 && lc.krot > 0 {
 			lc.krot = kvRotAblation
 		}

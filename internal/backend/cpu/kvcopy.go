@@ -24,7 +24,7 @@ func (b *backend) CopyKV(dst, src gpu.KVCache, n int) error {
 		return fmt.Errorf("cpu: copy kv: %w: caches of another backend or released", gpu.ErrStep)
 	}
 	ds, ss := d.spec, s.spec
-	if ds.Layers != ss.Layers || ds.KVHeads != ss.KVHeads || ds.HeadDim != ss.HeadDim || ds.F16 != ss.F16 || ds.K != ss.K || ds.V != ss.V || ds.NoRotation != ss.NoRotation || !slices.Equal(ds.HeadDims, ss.HeadDims) {
+	if ds.Layers != ss.Layers || ds.KVHeads != ss.KVHeads || ds.HeadDim != ss.HeadDim || ds.F16 != ss.F16 || ds.K != ss.K || ds.V != ss.V || ds.NoRotation != ss.NoRotation || !slices.Equal(ds.SWA, ss.SWA) || !slices.Equal(ds.HeadDims, ss.HeadDims) {
 		return fmt.Errorf("cpu: copy kv: %w: cache %+v into %+v", gpu.ErrStep, ss, ds)
 	}
 	if n < 0 || n > ds.MaxLen || n > ss.MaxLen {

@@ -237,7 +237,7 @@ func TestKVQuantRingAndCopy(t *testing.T) {
 			return g
 		}
 		pg, dg := build(n), build(1)
-		if (pg.KV.Ring != nil) != (ringTokens > 0) || pg.KV.KRotation() != 128 || pg.KV.VRotation() != 64 {
+		if (pg.KV.Ring != nil) != (ringTokens > 0) || pg.KV.KRotation(0) != 128 || pg.KV.VRotation(0) != 64 || pg.KV.KRotation(1) != 128 {
 			t.Fatalf("spec %+v: want a ring %v, rotations 128 and 64", pg.KV, ringTokens > 0)
 		}
 		kv, err := be.NewKVCache(pg.KV)
