@@ -92,7 +92,9 @@ func KVSpec(cfg *model.Config, opts BuildOptions) fusion.KVSpec {
 		}
 	}
 	for l := range cfg.Layers {
-		if cfg.LayerWindow(l) > 0 {
+		// Only a quantized cache's rotation reads it (fusion.KVSpec.SWA):
+		// float caches' specs stay as they were.
+		if spec.Quantized() && cfg.LayerWindow(l) > 0 {
 			if spec.SWA == nil {
 				spec.SWA = make([]bool, cfg.Layers)
 			}
