@@ -594,3 +594,25 @@ func parseIDList(s string) ([]int, error) {
 	}
 	return ids, nil
 }
+
+// llamaCacheFlags rewrites llama.cpp's single-dash -ctk and -ctv (as in
+// "-ctk q8_0" or "-ctk=q8_0") to --ctk and --ctv, which pflag would read
+// as the shorthands -c -t -k; every other argument is left as it is,
+// and nothing after "--".
+func llamaCacheFlags(args []string) []string {
+	out := make([]string, len(args))
+	done := false
+	for i, a := range args {
+		out[i] = a
+		if done || a == "--" {
+			done = true
+			continue
+		}
+		for _, f := range []string{"-ctk", "-ctv"} {
+			if a == f || strings.HasPrefix(a, f+"=") {
+				out[i] = "-" + a
+			}
+		}
+	}
+	return out
+}
