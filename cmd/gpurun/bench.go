@@ -135,6 +135,8 @@ is listed as not measured; bench fails only when nothing could be measured.`,
 	rf.lora.registerUnmerged(f)
 	f.Var(&choiceFlag{&rf.cacheK, fusion.KVTypeNames}, "cache-type-k", "KV cache type of the keys, as run's --cache-type-k (llama.cpp's -ctk); the report's kv_cache and kv bytes per position follow it")
 	f.Var(&choiceFlag{&rf.cacheV, fusion.KVTypeNames}, "cache-type-v", "KV cache type of the values, as run's --cache-type-v (llama.cpp's -ctv)")
+	f.Var(&choiceFlag{&rf.cacheK, fusion.KVTypeNames}, "ctk", "same as --cache-type-k")
+	f.Var(&choiceFlag{&rf.cacheV, fusion.KVTypeNames}, "ctv", "same as --cache-type-v")
 	f.BoolVar(&rf.noFusion, "no-fusion", false, "run the graphs unfused, one op per kernel (for comparison)")
 	f.BoolVar(&rf.hostSample, "host-sampling", false, "decoding on a GPU (greedy or sampled) reads back every logit and picks on the host (for comparison)")
 	rf.steps = pipeline.DefaultStepsPerSubmit
