@@ -124,6 +124,8 @@ type openOptions struct {
 	loraApplied  []lora.Applied // the adapters loaded, when unmerged
 	adapters     []namedAdapter // WithAdapter, in order
 	mmproj       string         // WithMMProj
+	cacheK       string         // WithCacheTypes
+	cacheV       string
 }
 
 // WithMMProj gives the model a vision projector: a GGUF of llama.cpp's
@@ -170,6 +172,19 @@ func WithPrefixCache(bytes int64) Option { return func(o *openOptions) { o.prefi
 // "auto" (f16 KV cache on GPU backends, f32 on the CPU), "f32" or "f16".
 func WithActivations(policy string) Option {
 	return func(o *openOptions) { o.activations = policy }
+}
+
+// WithCacheTypes chooses the KV cache's key and value types by
+// llama.cpp's names (its -ctk and -ctv; fusion.KVTypeNames): q8_0, q4_0,
+// q4_1, q5_0, q5_1 or iq4_nl quantize them in llama.cpp's blocks, rotated
+// as llama.cpp rotates them where the head dim is a multiple of 64 (the
+// CPU backend; the GPU backends refuse them, ErrOptions). "" keeps the
+// float cache, whose precision the activation policy decides (f16 on the
+// GPU backends, f32 on the CPU; WithActivations); "f16" and "f32" name
+// that float cache and fail to load where the policy resolves to the
+// other precision.
+func WithCacheTypes(k, v string) Option {
+	return func(o *openOptions) { o.cacheK, o.cacheV = k, v }
 }
 
 // WithTokenizer gives a tokenizer file (SentencePiece .model, Hugging Face
@@ -339,6 +354,13 @@ func open(ctx context.Context, src *source, o *openOptions) (*Model, error) {
 		policy = cfg.Activations
 	}
 	kvF16 := policy == model.PolicyF16 || (policy != model.PolicyF32 && !b.Caps().Host)
+	cacheK, cacheV, err := cacheTypes(o.cacheK, o.cacheV, kvF16)
+	if err != nil {
+		if m.backend != nil {
+			m.backend.Close()
+		}
+		return nil, err
+	}
 	var sets [][]lora.Applied // the variants' adapter sets (WithAdapter)
 	if len(o.adapters) > 0 {
 		if sets, err = adapterSets(src, o); err != nil {
@@ -348,7 +370,7 @@ func open(ctx context.Context, src *source, o *openOptions) (*Model, error) {
 			return nil, err
 		}
 	}
-	need := estimateMemory(&cfg, weightBytes(src.tensors()), o.maxCache, kvF16)
+	need := estimateMemory(&cfg, weightBytes(src.tensors()), o.maxCache, kvF16, cacheK, cacheV)
 	// Every slot has its own cache and programs, and so does every slot
 	// of every variant.
 	copies := int64(max(o.parallel, 1)) * int64(max(len(sets), 1))
@@ -367,7 +389,8 @@ func open(ctx context.Context, src *source, o *openOptions) (*Model, error) {
 		}
 		return nil, err
 	}
-	popts := pipeline.Options{Backend: b, MaxCache: o.maxCache, Slots: o.parallel, Activations: o.activations, NoFusion: o.noFusion, HostSampling: o.hostSampling, StepsPerSubmit: o.steps, PrefillSizes: o.prefill, PrefixCacheBytes: o.prefixCache, LoRA: o.loraApplied, MMProj: o.mmproj}
+	popts := pipeline.Options{Backend: b, MaxCache: o.maxCache, Slots: o.parallel, Activations: o.activations, NoFusion: o.noFusion, HostSampling: o.hostSampling, StepsPerSubmit: o.steps, PrefillSizes: o.prefill, PrefixCacheBytes: o.prefixCache, LoRA: o.loraApplied, MMProj: o.mmproj,
+		CacheTypeK: cacheK, CacheTypeV: cacheV}
 	if len(o.adapters) > 0 {
 		err = m.openVariants(ctx, src, o, popts, sets)
 	} else if src.file != nil {

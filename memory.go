@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/internal/lora"
 	"github.com/gpurun/gpurun/pipeline"
@@ -54,23 +55,20 @@ func adapterBytes(list []lora.Applied) int64 {
 
 // estimateMemory sizes a model of cfg with weights of weightBytes, a cache
 // of maxCache positions (0: the pipeline default) stored in f16 or f32.
-func estimateMemory(cfg *model.Config, weightBytes int64, maxCache int, kvF16 bool) memoryNeed {
+func estimateMemory(cfg *model.Config, weightBytes int64, maxCache int, kvF16 bool, cacheK, cacheV fusion.KVType) memoryNeed {
 	if maxCache == 0 {
 		maxCache = pipeline.DefaultMaxCache
 		if cfg.MaxSeqLen > 0 {
 			maxCache = min(maxCache, cfg.MaxSeqLen)
 		}
 	}
-	elem := int64(4)
-	if kvF16 {
-		elem = 2
-	}
 	n := memoryNeed{Weights: weightBytes}
 	// A hybrid's short convolution and Gated DeltaNet layers keep a small
 	// f32 state instead (a window, and a DeltaNet's matrix per value head).
 	kvLayers := int64(cfg.Layers - len(cfg.ConvLayers) - len(cfg.DeltaLayers))
 	deltaState := int64(cfg.DeltaChannels())*int64(max(cfg.DeltaConvWidth-1, 0)) + int64(cfg.DeltaValueHeads)*int64(cfg.DeltaHeadDim)*int64(cfg.DeltaHeadDim)
-	n.KVCache = kvLayers*2*int64(cfg.KVHeads)*int64(cfg.HeadDim)*int64(maxCache)*elem +
+	kvValues := kvLayers * int64(cfg.KVHeads) * int64(cfg.HeadDim) * int64(maxCache)
+	n.KVCache = fusion.KVBytes(cacheK, kvF16, kvValues) + fusion.KVBytes(cacheV, kvF16, kvValues) +
 		int64(len(cfg.ConvLayers))*int64(cfg.Dim)*int64(max(cfg.ConvWidth-1, 0))*4 + int64(len(cfg.DeltaLayers))*deltaState*4
 	// The largest graph (the largest prefill size that fits) holds per
 	// token the residual stream, attention and feed-forward intermediates
@@ -147,4 +145,28 @@ func humanBytes(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// cacheTypes parses WithCacheTypes' names: a quantized type, or the float
+// cache ("", or "f16"/"f32" where they name the precision the activation
+// policy resolved, kvF16).
+func cacheTypes(k, v string, kvF16 bool) (kt, vt fusion.KVType, err error) {
+	parse := func(which, name string) (fusion.KVType, error) {
+		if name == "" {
+			return fusion.KVFloat, nil
+		}
+		t, f16, err := fusion.ParseKVType(name)
+		if err != nil {
+			return 0, fmt.Errorf("%w: cache type %s: %w", ErrOptions, which, err)
+		}
+		if !t.Quantized() && f16 != kvF16 {
+			return 0, fmt.Errorf("%w: cache type %s %s: the activation policy gives this backend a %s float cache (choose it with the activations policy)", ErrOptions, which, name, map[bool]string{true: "f16", false: "f32"}[kvF16])
+		}
+		return t, nil
+	}
+	if kt, err = parse("k", k); err != nil {
+		return 0, 0, err
+	}
+	vt, err = parse("v", v)
+	return kt, vt, err
 }

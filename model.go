@@ -27,6 +27,11 @@ func (m *Model) ActivationDType() tensors.DType { return m.pm.ActivationDType() 
 // KVDType is the type the KV cache stores.
 func (m *Model) KVDType() tensors.DType { return m.pm.KVDType() }
 
+// KVCacheTypes names the KV cache's key and value types as llama.cpp's
+// -ctk/-ctv do: "f32", "f16", "q8_0", ..., or "k TYPE, v TYPE" when they
+// differ (WithCacheTypes).
+func (m *Model) KVCacheTypes() string { return m.pm.KVCacheTypes() }
+
 // KVCacheBytes is the size of the model's KV caches (every slot's).
 func (m *Model) KVCacheBytes() int64 { return m.pm.KVCacheBytes() }
 

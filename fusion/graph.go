@@ -173,12 +173,27 @@ type KVSpec struct {
 	// Attention does. Backends that keep no states refuse those ops when
 	// compiling (gpu.ErrUnsupported).
 	State []LayerState
+	// K and V are the element types of keys and values (kvtype.go): the
+	// zero value is the float cache F16 chooses; a block type quantizes
+	// them as llama.cpp's `-ctk`/`-ctv` do, rotated per KRotation and
+	// VRotation. F16 then only concerns a float K or V. Backends that
+	// keep no quantized caches refuse them (gpu.Caps.QuantKV).
+	K, V KVType
+	// SWA, when not nil, has one entry per layer: true for a
+	// sliding-window layer. llama.cpp keeps those in a cache of their
+	// own, whose quantization rotation it decides apart (KRotation); it
+	// changes nothing else.
+	SWA []bool
+	// NoRotation skips the rotation of a quantized cache (llama.cpp's
+	// LLAMA_ATTN_ROT_DISABLE): for ablations.
+	NoRotation bool
 }
 
 // Equal reports whether s and o describe the same cache.
 func (s KVSpec) Equal(o KVSpec) bool {
 	return s.Layers == o.Layers && s.KVHeads == o.KVHeads && s.HeadDim == o.HeadDim && s.MaxLen == o.MaxLen &&
-		s.F16 == o.F16 && slices.Equal(s.Ring, o.Ring) && slices.Equal(s.HeadDims, o.HeadDims) && slices.Equal(s.State, o.State)
+		s.F16 == o.F16 && slices.Equal(s.Ring, o.Ring) && slices.Equal(s.HeadDims, o.HeadDims) && slices.Equal(s.State, o.State) &&
+		s.K == o.K && s.V == o.V && s.NoRotation == o.NoRotation && slices.Equal(s.SWA, o.SWA)
 }
 
 // LayerHeadDim is the head dim of layer l's cache (HeadDim without

@@ -75,6 +75,11 @@ type Caps struct {
 	// adapters of a Q8_0 weight would stream a sixth as many bytes more as
 	// the weight itself at rank 16 (f16 halves that).
 	HalfLoRA bool
+	// QuantKV: the backend's caches keep quantized keys and values
+	// (fusion.KVSpec.K, V: llama.cpp's block types, rotated as it
+	// rotates them). Where it is off, NewKVCache refuses such a spec with
+	// ErrUnsupported.
+	QuantKV bool
 
 	// Limits (0: unknown, not checked).
 	MaxBufferSize       int64

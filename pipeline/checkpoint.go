@@ -92,10 +92,6 @@ func newStateStore(m *Model, budget int64, every int) *stateStore {
 // cacheBytes is the memory of a cache of spec: keys and values of every
 // layer that keeps its own, and the f32 states.
 func cacheBytes(spec fusion.KVSpec) int64 {
-	elem := int64(4)
-	if spec.F16 {
-		elem = 2
-	}
 	var n int64
 	for l := range spec.Layers {
 		if spec.LayerState(l).Recurrent() {
@@ -105,7 +101,8 @@ func cacheBytes(spec fusion.KVSpec) int64 {
 		if r := spec.RingLen(l); r > 0 {
 			pos = 2 * int64(r)
 		}
-		n += 2 * pos * int64(spec.KVHeads) * int64(spec.LayerHeadDim(l)) * elem
+		vals := pos * int64(spec.KVHeads) * int64(spec.LayerHeadDim(l))
+		n += fusion.KVBytes(spec.K, spec.F16, vals) + fusion.KVBytes(spec.V, spec.F16, vals)
 	}
 	return n + stateBytes(spec)
 }

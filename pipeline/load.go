@@ -136,6 +136,10 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 		return nil, err
 	}
 	m.kvF16 = kvType == tensors.F16
+	m.cacheK, m.cacheV = opts.CacheTypeK, opts.CacheTypeV
+	if (m.cacheK.Quantized() || m.cacheV.Quantized()) && !m.caps.QuantKV {
+		return nil, fmt.Errorf("%w: a %v/%v KV cache: this backend keeps no quantized caches: %w", ErrOptions, m.cacheK, m.cacheV, gpu.ErrUnsupported)
+	}
 	if m.actF16, err = actF16(opts.Activations, cfg.Activations, m.caps, cfg.Arch); err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/tensors"
 	"github.com/gpurun/gpurun/tensors/model"
@@ -41,6 +42,23 @@ func (m *Model) KVDType() tensors.DType {
 		return tensors.F16
 	}
 	return tensors.F32
+}
+
+// KVCacheTypes names the cache's key and value types as llama.cpp's
+// -ctk/-ctv do ("f32", "f16", "q8_0", ...), one name when they agree, else
+// "k TYPE, v TYPE".
+func (m *Model) KVCacheTypes() string {
+	name := func(t fusion.KVType) string {
+		if t.Quantized() {
+			return t.String()
+		}
+		return m.KVDType().String()
+	}
+	k, v := name(m.cacheK), name(m.cacheV)
+	if k == v {
+		return k
+	}
+	return "k " + k + ", v " + v
 }
 
 // HasTokenizer reports whether text prompts and pieces are available.

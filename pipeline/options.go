@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/internal/lora"
 	"github.com/gpurun/gpurun/pipeline/internal/tuning"
@@ -35,6 +36,12 @@ type Options struct {
 	// policy decides the KV cache's storage type (see kvDType); KVDType
 	// reports the result.
 	Activations string
+	// CacheTypeK and CacheTypeV quantize the KV cache's keys and values
+	// to a llama.cpp block type (fusion.KVType; llama.cpp's -ctk/-ctv),
+	// rotated as llama.cpp rotates them; the zero value keeps the float
+	// cache Activations decides. A backend whose Caps lack QuantKV
+	// refuses a quantized type (ErrOptions wrapping gpu.ErrUnsupported).
+	CacheTypeK, CacheTypeV fusion.KVType
 	// NoFusion compiles the graphs as internal/arch builds them, one op per
 	// kernel, rather than rewritten by fusion.Fuse into fewer, larger
 	// kernels (for comparing the two; the results agree, bitwise on the CPU

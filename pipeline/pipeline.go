@@ -51,9 +51,11 @@ type Model struct {
 	caps       gpu.Caps // the backend's, read once
 	weights    gpu.Weights
 	maxCache   int
-	kvF16      bool // the cache stores binary16 (resolved activation policy)
-	ringTokens int  // arch.BuildOptions.RingTokens of every graph (0: full caches)
-	gatherRows int  // tuning.Options.GatherRows
+	kvF16      bool          // the cache stores binary16 (resolved activation policy)
+	cacheK     fusion.KVType // Options.CacheTypeK
+	cacheV     fusion.KVType // Options.CacheTypeV
+	ringTokens int           // arch.BuildOptions.RingTokens of every graph (0: full caches)
+	gatherRows int           // tuning.Options.GatherRows
 	// perPositionRollback: tuning.Options.PerPositionRollback (verify.go).
 	perPositionRollback bool
 	kvSpec              fusion.KVSpec // every slot's cache

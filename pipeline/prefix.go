@@ -48,7 +48,7 @@ type prefixEntry struct {
 }
 
 func newPrefixCache(m *Model, budget int64) *prefixCache {
-	return &prefixCache{budget: budget, perPos: kvBytesPerPosition(&m.cfg, m.kvF16)}
+	return &prefixCache{budget: budget, perPos: kvBytesPerPosition(&m.cfg, m.kvF16, m.cacheK, m.cacheV)}
 }
 
 // release frees every entry (Model.Close).
@@ -192,7 +192,7 @@ func (pc *prefixCache) save(m *Model, sl *slot) {
 	for pc.used+bytes > pc.budget && len(pc.entries) > 0 {
 		pc.evictOldest(m)
 	}
-	spec := fusion.KVSpec{Layers: m.cfg.Layers, KVHeads: m.cfg.KVHeads, HeadDim: m.kvSpec.HeadDim, MaxLen: len(tokens), F16: m.kvF16, HeadDims: m.kvSpec.HeadDims, State: m.kvSpec.State}
+	spec := fusion.KVSpec{Layers: m.cfg.Layers, KVHeads: m.cfg.KVHeads, HeadDim: m.kvSpec.HeadDim, MaxLen: len(tokens), F16: m.kvF16, HeadDims: m.kvSpec.HeadDims, State: m.kvSpec.State, K: m.kvSpec.K, V: m.kvSpec.V, SWA: m.kvSpec.SWA}
 	m.lockDevice()
 	defer m.unlockDevice()
 	dst, err := m.backend.NewKVCache(spec)

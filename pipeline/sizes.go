@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/tensors"
 	"github.com/gpurun/gpurun/tensors/model"
 )
@@ -8,20 +9,18 @@ import (
 // KVCacheBytes is the size of one session slot's KV cache: keys and
 // values of every layer, MaxCache positions each, or for a sliding-window
 // layer on a ring (tuning.Options.FullKVCache unset, a backend that takes
-// rings) twice its ring's positions.
+// rings) twice its ring's positions, in the cache's types
+// (Options.CacheTypeK, CacheTypeV).
 func (m *Model) KVCacheBytes() int64 {
 	s := m.kvSpec
-	elem := int64(4)
-	if s.F16 {
-		elem = 2
-	}
 	var n int64
 	for l := range s.Layers {
 		pos := int64(s.MaxLen)
 		if r := s.RingLen(l); r > 0 {
 			pos = 2 * int64(r)
 		}
-		n += 2 * pos * int64(s.KVHeads) * int64(s.LayerHeadDim(l)) * elem
+		vals := pos * int64(s.KVHeads) * int64(s.LayerHeadDim(l))
+		n += fusion.KVBytes(s.K, s.F16, vals) + fusion.KVBytes(s.V, s.F16, vals)
 	}
 	return n
 }
@@ -32,7 +31,7 @@ func (m *Model) KVCacheBytes() int64 {
 // head is that table) and, per cache position the step attends to, the
 // keys and values of every layer in the cache's type.
 func (m *Model) DecodeBytes() (weights, kvPerPosition int64) {
-	return m.decodeWeights, kvBytesPerPosition(&m.cfg, m.kvF16)
+	return m.decodeWeights, kvBytesPerPosition(&m.cfg, m.kvF16, m.cacheK, m.cacheV)
 }
 
 // DecodeBytesOf is Model.DecodeBytes for the configuration cfg, its
@@ -40,19 +39,18 @@ func (m *Model) DecodeBytes() (weights, kvPerPosition int64) {
 // measurements that run a backend's programs without a Model (the
 // valid-length benchmark of internal/backend/compute).
 func DecodeBytesOf(cfg *model.Config, ws []*tensors.Tensor, kvF16 bool) (weights, kvPerPosition int64) {
-	return decodeWeightBytes(cfg, ws), kvBytesPerPosition(cfg, kvF16)
+	return decodeWeightBytes(cfg, ws), kvBytesPerPosition(cfg, kvF16, fusion.KVFloat, fusion.KVFloat)
 }
 
-// kvBytesPerPosition is DecodeBytes' keys and values per cache position.
-func kvBytesPerPosition(cfg *model.Config, kvF16 bool) int64 {
-	elem := int64(4)
-	if kvF16 {
-		elem = 2
-	}
+// kvBytesPerPosition is DecodeBytes' keys and values per cache position,
+// keys of type k and values of type v (a float one binary16 or f32 per
+// kvF16).
+func kvBytesPerPosition(cfg *model.Config, kvF16 bool, k, v fusion.KVType) int64 {
 	var n int64
 	for l := range cfg.Layers {
 		if cfg.KVLayer(l) == l && !cfg.ConvLayer(l) { // a layer sharing another's cache, or a recurrent one, reads no keys of its own
-			n += 2 * int64(cfg.KVHeads) * int64(cfg.LayerHeadDim(l)) * elem
+			vals := int64(cfg.KVHeads) * int64(cfg.LayerHeadDim(l))
+			n += fusion.KVBytes(k, kvF16, vals) + fusion.KVBytes(v, kvF16, vals)
 		}
 	}
 	return n
@@ -104,4 +102,12 @@ func weightBytes(ws []*tensors.Tensor) int64 {
 		}
 	}
 	return n
+}
+
+// KVBytesPerPosition is the KV cache memory one position takes in a model
+// of cfg (every layer that keeps keys and values of its own) with keys of
+// type k and values of type v, a float one binary16 when kvF16
+// (Options.CacheTypeK, CacheTypeV): what inspect and bench report.
+func KVBytesPerPosition(cfg *model.Config, kvF16 bool, k, v fusion.KVType) int64 {
+	return kvBytesPerPosition(cfg, kvF16, k, v)
 }

@@ -63,13 +63,13 @@ func (m *Model) compilePickers(ctx context.Context, sl *slot) error {
 // prefill programs of sizes (those above 1 and at most the cache).
 func (m *Model) newSlot(ctx context.Context, sl *slot, sizes []int) error {
 	var err error
-	spec := arch.KVSpec(&m.cfg, arch.BuildOptions{MaxLen: m.maxCache, KVF16: m.kvF16, RingTokens: m.ringTokens})
+	spec := arch.KVSpec(&m.cfg, arch.BuildOptions{MaxLen: m.maxCache, KVF16: m.kvF16, CacheK: m.cacheK, CacheV: m.cacheV, RingTokens: m.ringTokens})
 	sl.kv, err = m.backend.NewKVCache(spec)
 	if spec.Ring != nil && errors.Is(err, gpu.ErrUnsupported) {
 		// The backend keeps full caches only (every backend here takes
 		// rings; another gpu.Backend may not).
 		m.ringTokens = 0
-		spec = arch.KVSpec(&m.cfg, arch.BuildOptions{MaxLen: m.maxCache, KVF16: m.kvF16})
+		spec = arch.KVSpec(&m.cfg, arch.BuildOptions{MaxLen: m.maxCache, KVF16: m.kvF16, CacheK: m.cacheK, CacheV: m.cacheV})
 		sl.kv, err = m.backend.NewKVCache(spec)
 	}
 	if err != nil {
@@ -107,6 +107,7 @@ func (m *Model) compile(sl *slot, tokens int) (gpu.Program, error) {
 // (unless Options.NoFusion) and with the model's activation type.
 func (m *Model) graph(opts arch.BuildOptions) (*fusion.Graph, error) {
 	opts.MaxLen, opts.KVF16, opts.RingTokens = m.maxCache, m.kvF16, m.ringTokens
+	opts.CacheK, opts.CacheV = m.cacheK, m.cacheV
 	g, err := arch.Build(&m.cfg, opts)
 	if err != nil {
 		return nil, err

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpurun/gpurun"
 	"github.com/gpurun/gpurun/cmd/gpurun/internal/benchreport"
+	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/internal/backend/cpu"
 	"github.com/gpurun/gpurun/internal/synthetic"
@@ -44,6 +45,7 @@ type benchModelFlags struct {
 	synthetic, syntheticQuant string // comma-separated
 	cpuMath                   string
 	lora                      loraFlags
+	cacheK, cacheV            string // --cache-type-k, --cache-type-v (as run's)
 }
 
 // benchFlags are bench's own flags; the model and backend flags are
@@ -131,6 +133,10 @@ is listed as not measured; bench fails only when nothing could be measured.`,
 	f.Var(&choiceFlag{&rf.cpuMath, cpu.MathNames}, "cpu-math", "CPU backend arithmetic for quantized weights (int8/int4, K-quants): "+strings.Join(cpu.MathNames, "|")+" (as gpurun run)")
 	rf.lora.register(f)
 	rf.lora.registerUnmerged(f)
+	f.Var(&choiceFlag{&rf.cacheK, fusion.KVTypeNames}, "cache-type-k", "KV cache type of the keys, as run's --cache-type-k (llama.cpp's -ctk); the report's kv_cache and kv bytes per position follow it")
+	f.Var(&choiceFlag{&rf.cacheV, fusion.KVTypeNames}, "cache-type-v", "KV cache type of the values, as run's --cache-type-v (llama.cpp's -ctv)")
+	f.Var(&choiceFlag{&rf.cacheK, fusion.KVTypeNames}, "ctk", "same as --cache-type-k")
+	f.Var(&choiceFlag{&rf.cacheV, fusion.KVTypeNames}, "ctv", "same as --cache-type-v")
 	f.BoolVar(&rf.noFusion, "no-fusion", false, "run the graphs unfused, one op per kernel (for comparison)")
 	f.BoolVar(&rf.hostSample, "host-sampling", false, "decoding on a GPU (greedy or sampled) reads back every logit and picks on the host (for comparison)")
 	rf.steps = pipeline.DefaultStepsPerSubmit

@@ -82,7 +82,7 @@ func benchConfig(ctx context.Context, log io.Writer, bar *progressbar.ProgressBa
 	}
 	cfg := m.Config()
 	base.Arch = cfg.Arch
-	base.KVCache = m.KVDType().String()
+	base.KVCache = m.KVCacheTypes()
 	base.ActivationDType = m.ActivationDType().String()
 	base.MaxCache = m.MaxCache()
 	base.DecodeWeightBytes, base.KVBytesPerPosition = m.DecodeBytes()
@@ -130,6 +130,9 @@ func benchConfig(ctx context.Context, log io.Writer, bar *progressbar.ProgressBa
 // seconds the load took.
 func benchLoad(ctx context.Context, rf *benchModelFlags, bf *benchFlags, src benchSource, ck *model.Checkpoint, b gpu.Backend, policy string) (*gpurun.Model, float64, error) {
 	opts := []gpurun.Option{gpurun.WithGPUBackend(b), gpurun.WithMaxCache(rf.maxCache), gpurun.WithActivations(policy), gpurun.WithStepsPerSubmit(rf.steps)}
+	if rf.cacheK != "" || rf.cacheV != "" {
+		opts = append(opts, gpurun.WithCacheTypes(rf.cacheK, rf.cacheV))
+	}
 	if bf.prefillChunk > 0 {
 		var sizes []int
 		for _, s := range pipeline.DefaultPrefillSizes {

@@ -23,6 +23,7 @@ func newInspect() *cobra.Command {
 	var (
 		asJSON bool
 		tok    string
+		kvLen  int
 	)
 	cmd := &cobra.Command{
 		Use:   "inspect FILE",
@@ -40,6 +41,7 @@ tensors as gpurun imports them.`,
 			if err != nil {
 				return err
 			}
+			s.KVCache = summarizeKV(s.Config, kvLen)
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
@@ -49,6 +51,7 @@ tensors as gpurun imports them.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the summary as JSON")
+	cmd.Flags().IntVar(&kvLen, "kv-positions", 0, "context length the KV cache sizes are given for (default: the model's context length)")
 	cmd.Flags().StringVar(&tok, "tokenizer", "", "tokenizer for a checkpoint that carries none (a llama2.c .bin), as run takes it")
 	return cmd
 }
@@ -61,6 +64,8 @@ type checkpointSummary struct {
 	GGUFMetadata []ggufEntry `json:"gguf_metadata,omitempty"`
 	// ImportError says why gpurun cannot run a checkpoint it shows.
 	ImportError string `json:"import_error,omitempty"`
+	// KVCache is the KV cache's memory in each cache type.
+	KVCache *kvSummary `json:"kv_cache,omitempty"`
 }
 
 type ggufEntry struct {
@@ -232,6 +237,9 @@ func (s *checkpointSummary) writeText(w io.Writer) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+	}
+	if s.KVCache != nil {
+		s.KVCache.writeText(w)
 	}
 	if s.ImportError != "" {
 		_, err := fmt.Fprintf(w, "\ngpurun cannot run it: %s\n", s.ImportError)

@@ -28,6 +28,7 @@ func main() {
 	out := &checkedWriter{w: os.Stdout}
 	root := newRoot()
 	root.SetOut(out)
+	root.SetArgs(llamaCacheFlags(os.Args[1:]))
 	done := make(chan struct{})
 	go interruptWatchdog(ctx, done, interruptGrace, func() bool { return loadsUnderWay.Load() > 0 }, func() {
 		fmt.Fprintln(os.Stderr, "gpurun: interrupted while loading the model")

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/gpurun/gpurun"
+	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/internal/backend/cpu"
 	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/pipeline/constrain"
@@ -39,6 +40,8 @@ type modelFlags struct {
 	prefixMB    int // --prefix-cache-mb (chat and serve)
 	lora        loraFlags
 	mmproj      string // --mmproj
+	cacheK      string // --cache-type-k (--ctk)
+	cacheV      string // --cache-type-v (--ctv)
 }
 
 // registerPrefixCache adds --prefix-cache-mb (chat and serve).
@@ -62,6 +65,18 @@ func (r *modelFlags) register(cmd *cobra.Command) {
 		"activation precision policy, auto|f32|f16 (default: the model file's): f16 gives an f16 KV cache and f16 activations between kernels "+
 			"(rounded to binary16 where stored; the residual stream and the logits stay f32; on any backend); auto gives an f16 cache on GPU backends "+
 			"and f16 activations where the device reports f16 support (gpurun devices) for models other than Falcon and Phi-2, f32 on the CPU")
+	kvNames := strings.Join(fusion.KVTypeNames, "|")
+	for _, c := range []struct {
+		p            *string
+		name, short  string
+		what, rotate string
+	}{{&r.cacheK, "cache-type-k", "ctk", "keys", "queries and keys"}, {&r.cacheV, "cache-type-v", "ctv", "values", "values"}} {
+		usage := fmt.Sprintf("KV cache type of the %s as llama.cpp's -%s: %s (default: the float cache --activations decides, f16 on GPU backends, f32 on the CPU; "+
+			"f16 and f32 must agree with it); the q types are llama.cpp's blocks of 32, %s rotated by a Walsh-Hadamard transform where the head dim is a multiple of 64 "+
+			"as llama.cpp does (CPU backend)", c.what, c.short, kvNames, c.rotate)
+		f.Var(&choiceFlag{c.p, fusion.KVTypeNames}, c.name, usage)
+		f.Var(&choiceFlag{c.p, fusion.KVTypeNames}, c.short, "same as --"+c.name)
+	}
 	f.BoolVar(&r.noFusion, "no-fusion", false, "run the graphs unfused, one op per kernel (for comparison)")
 	f.BoolVar(&r.hostSample, "host-sampling", false, "decoding on a GPU (greedy or sampled) reads back every logit and picks on the host, "+
 		"rather than only the token id picked on the device (for comparison)")
@@ -104,6 +119,9 @@ func (r *modelFlags) takeModelArg(cmd *cobra.Command, args []string) error {
 func (r *modelFlags) options(cmd *cobra.Command) []gpurun.Option {
 	opts := []gpurun.Option{gpurun.WithBackend(r.backend), gpurun.WithDevice(r.device), gpurun.WithMaxCache(r.maxCache), gpurun.WithActivations(r.activations),
 		gpurun.WithCPUMath(r.cpuMath), gpurun.WithStepsPerSubmit(r.steps)}
+	if r.cacheK != "" || r.cacheV != "" {
+		opts = append(opts, gpurun.WithCacheTypes(r.cacheK, r.cacheV))
+	}
 	if r.tokenizer != "" {
 		opts = append(opts, gpurun.WithTokenizer(r.tokenizer))
 	}
@@ -152,8 +170,8 @@ func printLoaded(w io.Writer, m *pipeline.Model, format string, took time.Durati
 	if format != "" {
 		from = " from " + format
 	}
-	fmt.Fprintf(w, "loaded %s (%d layers, dim %d)%s on %s: %s, %s KV cache of %d positions, %s activations, in %.2fs (compiling %.2fs)\n",
-		cfg.Arch, cfg.Layers, cfg.Dim, from, info.Backend, info.Name, m.KVDType(), m.MaxCache(), m.ActivationDType(), took.Seconds(), m.CompileTime().Seconds())
+	fmt.Fprintf(w, "loaded %s (%d layers, dim %d)%s on %s: %s, %s KV cache of %d positions (%.1f MiB), %s activations, in %.2fs (compiling %.2fs)\n",
+		cfg.Arch, cfg.Layers, cfg.Dim, from, info.Backend, info.Name, m.KVCacheTypes(), m.MaxCache(), float64(m.KVCacheBytes())/(1<<20), m.ActivationDType(), took.Seconds(), m.CompileTime().Seconds())
 }
 
 // genFlags are the sampling flags of run and chat, in the command line's
@@ -378,7 +396,7 @@ func noTokenizer(m *gpurun.Model) error {
 // generation started. With none, nothing is generated (--max-tokens 0).
 func generate(ctx context.Context, m *gpurun.Model, prompt pipeline.Prompt, gen pipeline.GenerateOptions, none bool, out io.Writer, errOut io.Writer) (*runResult, error) {
 	info := m.Backend()
-	res := &runResult{Backend: info.Backend, KVCache: m.KVDType().String(), GeneratedIDs: []int{}}
+	res := &runResult{Backend: info.Backend, KVCache: m.KVCacheTypes(), GeneratedIDs: []int{}}
 	if gen.Temperature > 0 {
 		res.Seed = gen.Seed
 	}
@@ -575,4 +593,26 @@ func parseIDList(s string) ([]int, error) {
 		return nil, fmt.Errorf("no ids")
 	}
 	return ids, nil
+}
+
+// llamaCacheFlags rewrites llama.cpp's single-dash -ctk and -ctv (as in
+// "-ctk q8_0" or "-ctk=q8_0") to --ctk and --ctv, which pflag would read
+// as the shorthands -c -t -k; every other argument is left as it is,
+// and nothing after "--".
+func llamaCacheFlags(args []string) []string {
+	out := make([]string, len(args))
+	done := false
+	for i, a := range args {
+		out[i] = a
+		if done || a == "--" {
+			done = true
+			continue
+		}
+		for _, f := range []string{"-ctk", "-ctv"} {
+			if a == f || strings.HasPrefix(a, f+"=") {
+				out[i] = "-" + a
+			}
+		}
+	}
+	return out
 }

@@ -33,6 +33,10 @@ type BuildOptions struct {
 	// and Batch.
 	Embed bool
 	KVF16 bool // the graph's KV cache stores binary16 (fusion.KVSpec.F16)
+	// CacheK and CacheV are the element types of the cache's keys and
+	// values (fusion.KVSpec.K, V): the zero value is KVF16's float cache,
+	// a block type llama.cpp's `-ctk`/`-ctv` quantization.
+	CacheK, CacheV fusion.KVType
 	// Argmax appends fusion.Argmax after the logits (and the final soft
 	// cap): the graph's Logits is then one value, the greedy token id as
 	// an f32, so greedy decoding reads back one value per step. It needs
@@ -75,7 +79,7 @@ type BuildOptions struct {
 // KVSpec is the cache a graph of cfg with opts reads and writes: the
 // pipeline allocates it with the same options.
 func KVSpec(cfg *model.Config, opts BuildOptions) fusion.KVSpec {
-	spec := fusion.KVSpec{Layers: cfg.Layers, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim, MaxLen: opts.MaxLen, F16: opts.KVF16}
+	spec := fusion.KVSpec{Layers: cfg.Layers, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim, MaxLen: opts.MaxLen, F16: opts.KVF16, K: opts.CacheK, V: opts.CacheV}
 	if cfg.HeadDimLocal > 0 || cfg.SharedKVLayers > 0 {
 		// Per-layer head dims; a layer reading another's cache has none.
 		spec.HeadDims = make([]int, cfg.Layers)
@@ -85,6 +89,16 @@ func KVSpec(cfg *model.Config, opts BuildOptions) fusion.KVSpec {
 				spec.HeadDims[l] = cfg.LayerHeadDim(l)
 				spec.HeadDim = max(spec.HeadDim, spec.HeadDims[l])
 			}
+		}
+	}
+	for l := range cfg.Layers {
+		// Only a quantized cache's rotation reads it (fusion.KVSpec.SWA):
+		// float caches' specs stay as they were.
+		if spec.Quantized() && cfg.LayerWindow(l) > 0 {
+			if spec.SWA == nil {
+				spec.SWA = make([]bool, cfg.Layers)
+			}
+			spec.SWA[l] = true
 		}
 	}
 	for l := range cfg.Layers {

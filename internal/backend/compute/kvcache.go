@@ -52,6 +52,10 @@ func (b *backend) NewKVCache(spec fusion.KVSpec) (gpu.KVCache, error) {
 	if spec.Layers < 0 || spec.KVHeads <= 0 || spec.HeadDim <= 0 || spec.MaxLen <= 0 {
 		return nil, fmt.Errorf("compute: kv cache spec %+v: %w", spec, gpu.ErrUnsupported)
 	}
+	if spec.Quantized() {
+		// Caps.QuantKV is off: the kernels store and read float caches.
+		return nil, fmt.Errorf("compute: a %v/%v (quantized) kv cache: the GPU kernels keep f32 or f16 caches only: %w", spec.K, spec.V, gpu.ErrUnsupported)
+	}
 	if spec.HeadDims != nil {
 		if len(spec.HeadDims) != spec.Layers {
 			return nil, fmt.Errorf("compute: kv cache spec %+v: head dims for %d layers: %w", spec, len(spec.HeadDims), gpu.ErrUnsupported)

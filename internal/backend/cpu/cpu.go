@@ -111,7 +111,7 @@ func (b *backend) Info() gpu.Info {
 // round their inputs anyway, and the adapters' matrices stay exact in
 // f32 over the f16 values).
 func (b *backend) Caps() gpu.Caps {
-	return gpu.Caps{Host: true, Batch: true, CopyKV: true, CopyState: true, RecurrentState: true, HalfLoRA: b.math == MathDynamic, MaxBufferSize: 1 << 62}
+	return gpu.Caps{Host: true, Batch: true, CopyKV: true, QuantKV: true, CopyState: true, RecurrentState: true, HalfLoRA: b.math == MathDynamic, MaxBufferSize: 1 << 62}
 }
 
 // FusionSupport is nil: the backend runs every fused op whole.
@@ -156,9 +156,17 @@ type kvCache struct {
 type layerCache struct {
 	k, v     []float32
 	k16, v16 []uint16
-	slots    int // slots per head: MaxLen, or 2*ring
-	ring     int // 0: slot = position
-	hd       int // values per head and position
+	// A quantized K or V (fusion.KVSpec.K, V; kvquant.go): kq or vq holds
+	// its blocks, the same layout with every 32 values one block of kt
+	// or vt; krot and vrot are the rotations (fusion.KVSpec.KRotation,
+	// VRotation; 0: none) and tmp a head's row being rotated for a store.
+	kq, vq     []byte
+	kt, vt     fusion.KVType
+	krot, vrot int
+	tmp        []float32
+	slots      int // slots per head: MaxLen, or 2*ring
+	ring       int // 0: slot = position
+	hd         int // values per head and position
 
 	state    fusion.LayerState
 	conv     []float32
@@ -184,6 +192,11 @@ func (c *layerCache) mirror(kh, pos int) int {
 
 func (c *kvCache) Release() { c.layers = nil }
 
+// kvRotAblation, when > 0, rotates the queries and keys of a rotated
+// cache by H of that size instead (SetKVRotationAblation): a test's wrong
+// matrix.
+var kvRotAblation int
+
 // maxKVValues bounds a cache allocation (16 GiB of f32) so that a corrupt
 // spec fails cleanly instead of exhausting memory.
 const maxKVValues = 1 << 32
@@ -204,6 +217,9 @@ func (b *backend) NewKVCache(spec fusion.KVSpec) (gpu.KVCache, error) {
 	}
 	if spec.State != nil && len(spec.State) != spec.Layers {
 		return nil, fmt.Errorf("cpu: kv cache spec %+v: states for %d layers: %w", spec, len(spec.State), gpu.ErrUnsupported)
+	}
+	if err := spec.CheckTypes(); err != nil {
+		return nil, fmt.Errorf("cpu: kv cache: %w: %w", err, gpu.ErrUnsupported)
 	}
 	c := &kvCache{spec: spec, layers: make([]layerCache, spec.Layers)}
 	for l := range c.layers {
@@ -229,12 +245,31 @@ func (b *backend) NewKVCache(spec fusion.KVSpec) (gpu.KVCache, error) {
 		if ring > 0 {
 			slots = 2 * ring
 		}
-		if spec.F16 {
-			c.layers[l] = layerCache{k16: make([]uint16, slots*per), v16: make([]uint16, slots*per)}
-		} else {
-			c.layers[l] = layerCache{k: make([]float32, slots*per), v: make([]float32, slots*per)}
+		lc := &c.layers[l]
+		switch {
+		case spec.K.Quantized():
+			lc.kq = make([]byte, slots*per/fusion.KVBlock*spec.K.BlockBytes())
+		case spec.F16:
+			lc.k16 = make([]uint16, slots*per)
+		default:
+			lc.k = make([]float32, slots*per)
 		}
-		c.layers[l].slots, c.layers[l].ring, c.layers[l].hd = slots, ring, hd
+		switch {
+		case spec.V.Quantized():
+			lc.vq = make([]byte, slots*per/fusion.KVBlock*spec.V.BlockBytes())
+		case spec.F16:
+			lc.v16 = make([]uint16, slots*per)
+		default:
+			lc.v = make([]float32, slots*per)
+		}
+		lc.slots, lc.ring, lc.hd = slots, ring, hd
+		lc.kt, lc.vt, lc.krot, lc.vrot = spec.K, spec.V, spec.KRotation(l), spec.VRotation(l)
+		if kvRotAblation > 0 && lc.krot > 0 {
+			lc.krot = kvRotAblation
+		}
+		if spec.Quantized() {
+			lc.tmp = make([]float32, hd)
+		}
 	}
 	return c, nil
 }

@@ -70,3 +70,8 @@ func SetSSMAblation(a SSMAblation) {
 	ssmAblation.noSkip = a == SSMNoSkip
 	ssmAblation.noGate = a == SSMNoGate
 }
+
+// SetKVRotationAblation makes the caches made from now on rotate queries
+// and keys by H_n instead of llama.cpp's matrix, where they rotate them (0:
+// llama.cpp's).
+func SetKVRotationAblation(n int) { kvRotAblation = n }

@@ -27,8 +27,31 @@ func (c *layerCache) keyDot(q []float32, off int) float32 {
 }
 
 // weightedValues sets o = Σ_i w[i] * V[off+i*stride : off+i*stride+len(o)]
-// from either cache type.
-func (c *layerCache) weightedValues(o, w []float32, off, stride int) {
+// from any cache type: a quantized one's rows dequantized valueRun at a
+// time into the thread's scratch sc (growValues) and summed there.
+func (c *layerCache) weightedValues(o, w []float32, off, stride int, sc *scratch) {
+	if c.vq != nil {
+		hd := len(o)
+		sc.growValues(hd)
+		bs := c.vt.BlockBytes()
+		clear(o)
+		for i := 0; i < len(w); i += valueRun {
+			n := min(valueRun, len(w)-i)
+			rows := sc.vrows[:n*hd]
+			for r := range n {
+				row := c.vq[(off+(i+r)*stride)/qk*bs:]
+				for b := 0; b < hd/qk; b++ {
+					dequantBlock(c.vt, row[b*bs:], rows[r*hd+b*qk:])
+				}
+			}
+			part := sc.vsum[:hd]
+			simd.WeightedSum(part, rows, hd, w[i:i+n])
+			for j, x := range part {
+				o[j] += x
+			}
+		}
+		return
+	}
 	if c.v16 != nil {
 		simd.WeightedSumF16(o, c.v16[off:], stride, w)
 		return

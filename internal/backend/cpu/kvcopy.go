@@ -24,7 +24,7 @@ func (b *backend) CopyKV(dst, src gpu.KVCache, n int) error {
 		return fmt.Errorf("cpu: copy kv: %w: caches of another backend or released", gpu.ErrStep)
 	}
 	ds, ss := d.spec, s.spec
-	if ds.Layers != ss.Layers || ds.KVHeads != ss.KVHeads || ds.HeadDim != ss.HeadDim || ds.F16 != ss.F16 || !slices.Equal(ds.HeadDims, ss.HeadDims) {
+	if ds.Layers != ss.Layers || ds.KVHeads != ss.KVHeads || ds.HeadDim != ss.HeadDim || ds.F16 != ss.F16 || ds.K != ss.K || ds.V != ss.V || ds.NoRotation != ss.NoRotation || !slices.Equal(ds.SWA, ss.SWA) || !slices.Equal(ds.HeadDims, ss.HeadDims) {
 		return fmt.Errorf("cpu: copy kv: %w: cache %+v into %+v", gpu.ErrStep, ss, ds)
 	}
 	if n < 0 || n > ds.MaxLen || n > ss.MaxLen {
@@ -60,11 +60,22 @@ func (b *backend) CopyKV(dst, src gpu.KVCache, n int) error {
 		}
 		for h := range ds.KVHeads {
 			di, si := dl.at(h, 0), sl.at(h, 0)
-			if ds.F16 {
+			switch {
+			case sl.kq != nil:
+				bs := sl.kt.BlockBytes()
+				copy(dl.kq[di/qk*bs:(di+run)/qk*bs], sl.kq[si/qk*bs:(si+run)/qk*bs])
+			case sl.k16 != nil:
 				copy(dl.k16[di:di+run], sl.k16[si:si+run])
-				copy(dl.v16[di:di+run], sl.v16[si:si+run])
-			} else {
+			default:
 				copy(dl.k[di:di+run], sl.k[si:si+run])
+			}
+			switch {
+			case sl.vq != nil:
+				bs := sl.vt.BlockBytes()
+				copy(dl.vq[di/qk*bs:(di+run)/qk*bs], sl.vq[si/qk*bs:(si+run)/qk*bs])
+			case sl.v16 != nil:
+				copy(dl.v16[di:di+run], sl.v16[si:si+run])
+			default:
 				copy(dl.v[di:di+run], sl.v[si:si+run])
 			}
 		}

@@ -124,18 +124,41 @@ func storeKV(c *layerCache, k, v []float32, kvCols, n, pos int) {
 		for kh := range kvCols / hd {
 			src := t*kvCols + kh*hd
 			for _, dst := range [2]int{c.at(kh, pos+t), c.mirror(kh, pos+t)} {
+				if dst < 0 {
+					continue
+				}
 				switch {
-				case dst < 0:
+				case c.kq != nil:
+					c.storeBlocks(c.kq, c.kt, c.krot, dst, k[src:src+hd])
 				case c.k16 != nil:
 					storeF16(c.k16[dst:dst+hd], k[src:src+hd])
-					storeF16(c.v16[dst:dst+hd], v[src:src+hd])
 				default:
 					copy(c.k[dst:dst+hd], k[src:src+hd])
+				}
+				switch {
+				case c.vq != nil:
+					c.storeBlocks(c.vq, c.vt, c.vrot, dst, v[src:src+hd])
+				case c.v16 != nil:
+					storeF16(c.v16[dst:dst+hd], v[src:src+hd])
+				default:
 					copy(c.v[dst:dst+hd], v[src:src+hd])
 				}
 			}
 		}
 	}
+}
+
+// storeBlocks quantizes one head's row x into the blocks of type t of q at
+// value index dst, rotated first by H_rot when rot > 0.
+func (c *layerCache) storeBlocks(q []byte, t fusion.KVType, rot, dst int, x []float32) {
+	if rot > 0 {
+		r := c.tmp[:len(x)]
+		copy(r, x)
+		hadamard(r, rot)
+		x = r
+	}
+	bs := t.BlockBytes()
+	quantizeBlocks(t, q[dst/qk*bs:(dst+len(x))/qk*bs], x)
 }
 
 // attnParams is the geometry of an Attention op.
@@ -164,7 +187,7 @@ func (p *program) attention(a *attnTask) {
 			span = max(span, pos+1)
 		}
 	}
-	a.tiled = a.rowPos == nil && a.c.k16 == nil && a.n >= attnTile && !ap.nonCausal
+	a.tiled = a.rowPos == nil && a.c.k != nil && a.c.vrot == 0 && a.n >= attnTile && !ap.nonCausal
 	jobs := a.n * ap.heads
 	if a.tiled {
 		jobs = (a.n + attnTile - 1) / attnTile * ap.heads
@@ -248,11 +271,31 @@ func (a *attnTask) row(wk, t, h int, c *layerCache, qpos int) {
 	kh := h / (ap.heads / ap.kvHeads)
 	first, last := ap.span(qpos, a.pos+a.n-1)
 	qh := a.q[t*cols+h*ap.headDim : t*cols+(h+1)*ap.headDim]
-	s := a.p.scratch[wk].scores[:last+1-first]
+	sc := &a.p.scratch[wk]
+	s := sc.scores[:last+1-first]
+	if c.krot > 0 || c.kq != nil {
+		sc.growQuery(hd)
+	}
+	if c.krot > 0 {
+		// The keys were stored rotated (fusion.KVSpec.KRotation).
+		r := sc.qrot[:hd]
+		copy(r, qh)
+		hadamard(r, c.krot)
+		qh = r
+	}
 	i := 0
-	if c.k16 == nil {
+	switch {
+	case c.kq != nil:
+		// Quantized keys: dotted block by block with the query quantized
+		// as llama.cpp's vec_dot_type of the key type.
+		// The keys from first on are consecutive slots (a ring's mirror).
+		qq := &sc.qq
+		qq.quantize(qh, sumsQ8(c.kt))
+		scoreRows(c.kt, c.kq[c.at(kh, first)/qk*c.kt.BlockBytes():], hd, qq, s)
+		i = len(s)
+	case c.k16 == nil:
 		// Four keys per call: each query vector load serves four rows.
-		d4 := &a.p.scratch[wk].gs
+		d4 := &sc.gs
 		for ; i+4 <= len(s); i += 4 {
 			simd.DotF32x4(qh, c.k[c.at(kh, first+i):], hd, d4)
 			for j, d := range d4 {
@@ -264,7 +307,36 @@ func (a *attnTask) row(wk, t, h int, c *layerCache, qpos int) {
 		s[i] = c.keyDot(qh, c.at(kh, first+i))
 	}
 	ap.softmax(s, h)
-	c.weightedValues(a.out[t*cols+h*hd:t*cols+(h+1)*hd], s, c.at(kh, first), hd)
+	o := a.out[t*cols+h*hd : t*cols+(h+1)*hd]
+	c.weightedValues(o, s, c.at(kh, first), hd, sc)
+	if c.vrot > 0 {
+		// The values were stored rotated: the sum is too; H is its own
+		// inverse.
+		hadamard(o, c.vrot)
+	}
+}
+
+// valueRun is the number of quantized value rows weightedValues
+// dequantizes at a time.
+const valueRun = 64
+
+// growValues sizes the scratch of valueRun dequantized value rows of hd
+// values and their weighted sum.
+func (s *scratch) growValues(hd int) {
+	if len(s.vsum) >= hd {
+		return
+	}
+	s.vrows, s.vsum = make([]float32, valueRun*hd), make([]float32, hd)
+}
+
+// growQuery sizes the scratch of a query row of hd values rotated and
+// quantized for a quantized cache (once per thread and head dim).
+func (s *scratch) growQuery(hd int) {
+	if len(s.qrot) >= hd {
+		return
+	}
+	s.qrot = make([]float32, hd)
+	s.qq = q8Query{q: make([]int8, hd), d: make([]float32, hd/qk+1), s: make([]float32, hd/qk+1)}
 }
 
 // tile is attention for the attnTile query rows t.. of a prompt, head h
@@ -309,7 +381,7 @@ func (a *attnTask) tile(wk, t, h int) {
 		first := ap.first(qpos)
 		s := sc[j*span+first-lo : j*span+qpos+1-lo]
 		ap.softmax(s, h)
-		c.weightedValues(a.out[(t+j)*cols+h*hd:(t+j)*cols+(h+1)*hd], s, c.at(kh, first), hd)
+		c.weightedValues(a.out[(t+j)*cols+h*hd:(t+j)*cols+(h+1)*hd], s, c.at(kh, first), hd, &a.p.scratch[wk])
 	}
 }
 

@@ -68,6 +68,9 @@ type scratch struct {
 	tg, tu            [tokTile * rowTile]float32 // a prefill tile's products (gate, up)
 	g2                [8]float32                 // two rows' products with four tokens
 	gr                [simd.GemmRows]float32     // a packed group's products (gemmRows)
+	qrot              []float32                  // a query rotated for a quantized cache (growQuery)
+	qq                q8Query                    // a query quantized for quantized keys
+	vrows, vsum       []float32                  // quantized values dequantized, and their sum (growValues)
 }
 
 // qbuf holds a step's input quantized by simd.QuantizeQ8 or QuantizeQ8K
