@@ -20,10 +20,14 @@ type VisionEncoder struct {
 	be    gpu.Backend
 	clip  *gguf.Clip
 	graph *fusion.Graph
+	lfm2  *arch.LFM2VisionConfig // gguf.ProjectorLFM2 (vision_lfm2.go); graph is nil
 }
 
 // NewVisionEncoder builds the encoder of clip for be.
 func NewVisionEncoder(be gpu.Backend, clip *gguf.Clip) (*VisionEncoder, error) {
+	if clip.Projector == gguf.ProjectorLFM2 {
+		return newLFM2Encoder(be, clip)
+	}
 	if clip.Projector != gguf.ProjectorGemma3 {
 		return nil, fmt.Errorf("%w: clip projector %q", gguf.ErrUnsupported, clip.Projector)
 	}
@@ -35,8 +39,14 @@ func NewVisionEncoder(be gpu.Backend, clip *gguf.Clip) (*VisionEncoder, error) {
 	return &VisionEncoder{be: be, clip: clip, graph: g}, nil
 }
 
-// Tokens is the count of embeddings (text positions) of one image.
-func (e *VisionEncoder) Tokens() int { return e.clip.ImageTokens() }
+// Tokens is the count of embeddings (text positions) of one image; 0
+// when it depends on the image's size (lfm2: len(Encode's result)/Width()).
+func (e *VisionEncoder) Tokens() int {
+	if e.lfm2 != nil {
+		return 0
+	}
+	return e.clip.ImageTokens()
+}
 
 // Width is the width of each embedding: the text model's.
 func (e *VisionEncoder) Width() int { return e.clip.ProjectionDim }
@@ -46,6 +56,9 @@ func (e *VisionEncoder) Width() int { return e.clip.ProjectionDim }
 // encoder's row order.
 func (e *VisionEncoder) Preprocess(img *vision.RGB) ([]float32, error) {
 	c := e.clip
+	if e.lfm2 != nil {
+		return nil, fmt.Errorf("%w: Preprocess of an lfm2 projector (Encode preprocesses it)", gguf.ErrUnsupported)
+	}
 	sq := vision.FixedSize(img, c.ImageSize)
 	return vision.Patches(vision.Normalize(sq, c.Mean, c.Std), c.ImageSize, c.PatchSize)
 }
@@ -63,6 +76,9 @@ func (e *VisionEncoder) EncodeFile(ctx context.Context, data []byte, maxPixels i
 // Encode returns the image's Tokens() embeddings of Width() values, row
 // by row.
 func (e *VisionEncoder) Encode(ctx context.Context, img *vision.RGB) ([]float32, error) {
+	if e.lfm2 != nil {
+		return e.encodeLFM2(ctx, img)
+	}
 	patches, err := e.Preprocess(img)
 	if err != nil {
 		return nil, err
@@ -73,6 +89,9 @@ func (e *VisionEncoder) Encode(ctx context.Context, img *vision.RGB) ([]float32,
 // EncodePatches runs the encoder on preprocessed patches (Preprocess's
 // rows).
 func (e *VisionEncoder) EncodePatches(ctx context.Context, patches []float32) ([]float32, error) {
+	if e.lfm2 != nil {
+		return nil, fmt.Errorf("%w: EncodePatches of an lfm2 projector (EncodeLFM2 takes its input)", gguf.ErrUnsupported)
+	}
 	n := e.graph.Tokens
 	pt, err := tensors.FromF32(arch.PatchesWeight, []int{n, len(patches) / max(n, 1)}, patches, tensors.F32)
 	if err != nil {
