@@ -48,6 +48,14 @@ func (e *VisionEncoder) Tokens() int {
 	return e.clip.ImageTokens()
 }
 
+// MaxTokens bounds the count of embeddings of one image.
+func (e *VisionEncoder) MaxTokens() int {
+	if e.lfm2 != nil {
+		return vision.LFM2MaxTokens
+	}
+	return e.clip.ImageTokens()
+}
+
 // Width is the width of each embedding: the text model's.
 func (e *VisionEncoder) Width() int { return e.clip.ProjectionDim }
 

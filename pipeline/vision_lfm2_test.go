@@ -4,8 +4,11 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
+	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/internal/arch"
 	"github.com/gpurun/gpurun/internal/backend/cpu"
 	"github.com/gpurun/gpurun/internal/gguf"
 	"github.com/gpurun/gpurun/internal/testmodels"
@@ -33,7 +36,7 @@ func loadLFM2(t *testing.T) (*gguf.Clip, []byte, visionGolden) {
 }
 
 // lfm2Tol bounds the largest difference from llama.cpp's lfm2 image
-// embeddings (values up to ~8). Both sides evaluate GELU through ggml's
+// embeddings (values up to ~12). Both sides evaluate GELU through ggml's
 // fp16 table; an input that ggml's other summation order puts across an
 // fp16 rounding step moves that GELU output by one fp16 ulp (~2e-3 near
 // 3), which the projector's mm.2 (weights N(0, 0.2)) carries into the
@@ -161,4 +164,180 @@ func posTable(t *testing.T, clip *gguf.Clip) []float32 {
 	}
 	t.Fatal("no position table")
 	return nil
+}
+
+// TestVisionLFM2PromptGolden: the golden prompt as llama.cpp mtmd
+// evaluates it on the lfm2 text model (text chunk, the image's 77
+// embeddings decoded causally as one step, text chunk), then 16 greedy
+// steps, on the CPU backend: the last prompt logits and every greedy
+// step's logits equal llama.cpp's within 2e-5 (4.3e-6 seen) and the ids
+// are its ids; a non-causal image decode (gemma3's rule; 2.2e-4) and
+// embeddings scaled by 2 move the logits past that.
+func TestVisionLFM2PromptGolden(t *testing.T) {
+	_, _, g := loadLFM2(t)
+	var gl struct {
+		GreedyLogits [][]float64 `json:"greedy_logits"`
+	}
+	testmodels.DecodeJSON(t, filepath.Join(lfm2Dir, "golden.json"), &gl)
+	const tol = 2e-5
+	ids, rows := lfm2Prompt(t, false, 1)
+	if !slices.Equal(ids, g.GreedyIDs) {
+		t.Errorf("greedy ids\n got %v\nwant %v", ids, g.GreedyIDs)
+	}
+	if len(rows) != len(gl.GreedyLogits) {
+		t.Fatalf("%d logit rows, golden %d", len(rows), len(gl.GreedyLogits))
+	}
+	worst := 0.0
+	for i := range rows {
+		worst = max(worst, testmodels.MaxAbsDiff(rows[i], gl.GreedyLogits[i]))
+	}
+	if d := testmodels.MaxAbsDiff(rows[0], g.LastLogits); d > tol || worst > tol {
+		t.Errorf("logits differ from llama.cpp's by %g (last prompt) and %g (any greedy step); tolerance %g", d, worst, tol)
+	} else {
+		t.Logf("max |diff|: last prompt logits %.3g, greedy steps %.3g", d, worst)
+	}
+	if _, rows := lfm2Prompt(t, true, 1); !(testmodels.MaxAbsDiff(rows[0], g.LastLogits) > tol) {
+		t.Errorf("a non-causal image decode is within %g of llama.cpp's logits", testmodels.MaxAbsDiff(rows[0], g.LastLogits))
+	} else {
+		t.Logf("a non-causal image decode moves the logits by %.3g", testmodels.MaxAbsDiff(rows[0], g.LastLogits))
+	}
+	if _, rows := lfm2Prompt(t, false, 2); !(testmodels.MaxAbsDiff(rows[0], g.LastLogits) > tol) {
+		t.Errorf("doubled image embeddings are within %g of llama.cpp's logits", testmodels.MaxAbsDiff(rows[0], g.LastLogits))
+	} else {
+		t.Logf("doubled image embeddings move the logits by %.3g", testmodels.MaxAbsDiff(rows[0], g.LastLogits))
+	}
+}
+
+// lfm2Prompt runs the golden prompt's chunks with programs of its own,
+// the image decoded non-causally or not and its embeddings times scale,
+// and returns the greedy ids and the logits of every greedy step.
+func lfm2Prompt(t *testing.T, nonCausal bool, scale float32) ([]int, [][]float32) {
+	t.Helper()
+	clip, png, g := loadLFM2(t)
+	be := cpu.New(cpu.Options{Threads: 1})
+	enc, err := pipeline.NewVisionEncoder(be, clip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	embd, err := enc.EncodeFile(ctx, png, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range embd {
+		embd[i] *= scale
+	}
+	ck, err := gguf.Load(filepath.Join(lfm2Dir, "text-lfm2.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := be.LoadWeights(ctx, ck.Tensors)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Release()
+	var kv gpu.KVCache
+	compile := func(opts arch.BuildOptions) gpu.Program {
+		t.Helper()
+		opts.MaxLen = 128
+		graph, err := arch.Build(&ck.Config, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kv == nil {
+			if kv, err = be.NewKVCache(graph.KV); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p, err := be.Compile(graph, w, kv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	logits := make([]float32, ck.Config.VocabSize)
+	pos := 0
+	for _, c := range g.Chunks {
+		if c.PosStart != pos {
+			t.Fatalf("chunk at %d, want %d", c.PosStart, pos)
+		}
+		switch c.Type {
+		case "text":
+			p := compile(arch.BuildOptions{Tokens: len(c.TokenIDs)})
+			if err := p.Run(ctx, testmodels.IDs32(c.TokenIDs), pos); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := p.Logits(logits); err != nil {
+				t.Fatal(err)
+			}
+			pos += len(c.TokenIDs)
+		case "image":
+			n := len(embd) / enc.Width()
+			if n != c.NPos {
+				t.Fatalf("%d image positions, golden %d", n, c.NPos)
+			}
+			p := compile(arch.BuildOptions{Tokens: n, Embeddings: true, NonCausal: nonCausal})
+			if err := p.SetInput(embd); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Run(ctx, make([]int32, n), pos); err != nil {
+				t.Fatal(err)
+			}
+			pos += n
+		}
+	}
+	dec := compile(arch.BuildOptions{Tokens: 1})
+	var ids []int
+	var rows [][]float32
+	for range g.GreedyIDs {
+		rows = append(rows, slices.Clone(logits))
+		id := testmodels.Argmax(logits)
+		ids = append(ids, id)
+		if err := dec.Run(ctx, []int32{int32(id)}, pos); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := dec.Logits(logits); err != nil {
+			t.Fatal(err)
+		}
+		pos++
+	}
+	return ids, rows
+}
+
+// TestVisionLFM2Session: a session on the lfm2 text model with the lfm2
+// projector (Options.MMProj) lays the prompt out as llama.cpp does
+// (<|image_start|> <|img_thumbnail|>, 77 image positions, <|image_end|>)
+// and generates llama.cpp's greedy ids; a second session agrees.
+func TestVisionLFM2Session(t *testing.T) {
+	_, png, g := loadLFM2(t)
+	ck, err := gguf.Load(filepath.Join(lfm2Dir, "text-lfm2.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := load(t, ck, pipeline.Options{MaxCache: 128, MMProj: filepath.Join(lfm2Dir, "mmproj-lfm2.gguf")})
+	prompt := pipeline.Prompt{Text: "Look: " + pipeline.MediaMarker + " What is it?", Images: [][]byte{png}}
+	for range 2 {
+		s := m.NewSession()
+		got := collect(t, s, prompt, pipeline.GenerateOptions{MaxTokens: len(g.GreedyIDs)})
+		if !slices.Equal(got, g.GreedyIDs) {
+			t.Errorf("greedy ids\n got %v\nwant %v", got, g.GreedyIDs)
+		}
+		var want []int
+		for _, c := range g.Chunks {
+			if c.Type == "text" {
+				want = append(want, c.TokenIDs...)
+			} else {
+				want = append(want, slices.Repeat([]int{-1}, c.NPos)...)
+			}
+		}
+		last := s.LastPrompt()
+		if len(last) != len(want) {
+			t.Fatalf("prompt of %d positions, want %d", len(last), len(want))
+		}
+		for i := range want {
+			if (want[i] < 0) != (last[i] < 0) || want[i] >= 0 && want[i] != last[i] {
+				t.Fatalf("prompt\n got %v\nwant %v (image positions -1)", last, want)
+			}
+		}
+	}
 }
