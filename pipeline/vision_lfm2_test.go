@@ -1,7 +1,10 @@
 package pipeline_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -339,5 +342,63 @@ func TestVisionLFM2Session(t *testing.T) {
 				t.Fatalf("prompt\n got %v\nwant %v (image positions -1)", last, want)
 			}
 		}
+	}
+}
+
+// TestClipLFM2Refuses: an lfm2 projector without its scale factor or
+// mm.1, with mm.input_norm's weight alone, or projecting to another
+// width than mm.2's is a clear error; an image llama.cpp would tile is
+// refused as a bad image (vision.ErrTiling), not encoded wrongly.
+func TestClipLFM2Refuses(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(lfm2Dir, "mmproj-lfm2.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rename := func(old, new string) []byte {
+		i := bytes.Index(data, []byte(old))
+		if i < 0 || len(old) != len(new) {
+			t.Fatalf("%q not in the file", old)
+		}
+		out := bytes.Clone(data)
+		copy(out[i:], new)
+		return out
+	}
+	pd := append(binary.LittleEndian.AppendUint64(nil, uint64(len("clip.vision.projection_dim"))), "clip.vision.projection_dim"...)
+	pd = append(pd, 4, 0, 0, 0)
+	i := bytes.Index(data, pd)
+	if i < 0 {
+		t.Fatal("no projection_dim key")
+	}
+	wrongDim := bytes.Clone(data)
+	wrongDim[i+len(pd)] = 33
+	for name, tc := range map[string]struct {
+		data []byte
+		want error
+	}{
+		"scale factor":     {rename("clip.vision.projector.scale_factor", "clip.vision.projector.scale_factoR"), gguf.ErrFormat},
+		"mm.1":             {rename("mm.1.weight", "mm.7.weight"), gguf.ErrFormat},
+		"input norm alone": {rename("mm.input_norm.bias", "mm.input_norm.bia_"), gguf.ErrUnsupported},
+		"projection dim":   {wrongDim, gguf.ErrFormat},
+	} {
+		f, err := gguf.Parse(tc.data)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if _, err := f.Clip(); !errors.Is(err, tc.want) {
+			t.Errorf("%s: err %v, want %v", name, err, tc.want)
+		} else {
+			t.Logf("%s: %v", name, err)
+		}
+	}
+	clip, _, _ := loadLFM2(t)
+	enc, err := pipeline.NewVisionEncoder(cpu.New(cpu.Options{Threads: 1}), clip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wide := &vision.RGB{W: 1100, H: 20, Pix: make([]uint8, 3*1100*20)}
+	if _, err := enc.Encode(context.Background(), wide); !errors.Is(err, vision.ErrTiling) {
+		t.Errorf("a 1100-wide image: err %v, want vision.ErrTiling", err)
+	} else {
+		t.Logf("a 1100-wide image: %v", err)
 	}
 }
