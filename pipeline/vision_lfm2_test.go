@@ -402,3 +402,98 @@ func TestClipLFM2Refuses(t *testing.T) {
 		t.Logf("a 1100-wide image: %v", err)
 	}
 }
+
+// TestVisionLFM2MoreImages: two more shapes equal llama.cpp mtmd's
+// embeddings within lfm2Tol (extra.json): wide.png (400x20 -> 400x24, a
+// 100x6 patch grid: the 8x8 position table is downsampled in y, where
+// the antialiasing filter widens) and large.png (160x120 -> 144x104 by
+// the smart resize's max-pixels branch, a bilinear downscale).
+func TestVisionLFM2MoreImages(t *testing.T) {
+	clip, _, _ := loadLFM2(t)
+	var x struct {
+		Images []struct {
+			File      string      `json:"file"`
+			Grid      []int       `json:"patch_grid"`
+			ImageEmbd [][]float64 `json:"image_embd"`
+		} `json:"images"`
+	}
+	testmodels.DecodeJSON(t, filepath.Join(lfm2Dir, "extra.json"), &x)
+	if len(x.Images) != 2 {
+		t.Fatalf("%d images in extra.json", len(x.Images))
+	}
+	enc, err := pipeline.NewVisionEncoder(cpu.New(cpu.Options{Threads: 1}), clip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, im := range x.Images {
+		data, err := os.ReadFile(filepath.Join(lfm2Dir, im.File))
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := vision.Decode(data, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, err := enc.PrepareLFM2(img)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in.GridW != im.Grid[0] || in.GridH != im.Grid[1] {
+			t.Errorf("%s: a %dx%d patch grid, llama.cpp's is %v", im.File, in.GridW, in.GridH, im.Grid)
+			continue
+		}
+		got, err := enc.EncodeLFM2(context.Background(), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []float64
+		for _, r := range im.ImageEmbd {
+			want = append(want, r...)
+		}
+		if d := testmodels.MaxAbsDiff(got, want); d > lfm2Tol {
+			t.Errorf("%s: embeddings differ from llama.cpp's by %g (tolerance %g)", im.File, d, lfm2Tol)
+		} else {
+			t.Logf("%s: max |diff| %.3g", im.File, d)
+		}
+		if im.File != "wide.png" {
+			continue
+		}
+		// The antialiasing matters where the table shrinks: plain
+		// bilinear (2 taps, half-pixel centres, edges clamped) moves the
+		// embeddings far past the tolerance.
+		in.Positions = plainBilinear(posTable(t, clip), 8, 32, in.GridW, in.GridH, vision.MergeOrder(in.GridW, in.GridH, 2))
+		got, err = enc.EncodeLFM2(context.Background(), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := testmodels.MaxAbsDiff(got, want); !(d > 100*lfm2Tol) {
+			t.Errorf("wide.png: positions without antialiasing are within %g of llama.cpp's", d)
+		} else {
+			t.Logf("wide.png: positions without antialiasing move the embeddings by %.3g", d)
+		}
+	}
+}
+
+// plainBilinear resamples a side x side table (cols wide) to gw x gh with
+// 2-tap bilinear weights at half-pixel centres, edges clamped, rows in
+// order.
+func plainBilinear(table []float32, side, cols, gw, gh int, order []int) []float32 {
+	at := func(i, n int) (int, int, float32) {
+		s := (float64(i)+0.5)*float64(side)/float64(n) - 0.5
+		s = max(s, 0)
+		i0 := min(int(s), side-1)
+		return i0, min(i0+1, side-1), float32(s - float64(i0))
+	}
+	out := make([]float32, len(order)*cols)
+	for r, idx := range order {
+		y0, y1, fy := at(idx/gw, gh)
+		x0, x1, fx := at(idx%gw, gw)
+		for c := range cols {
+			v := func(y, x int) float32 { return table[(y*side+x)*cols+c] }
+			top := v(y0, x0)*(1-fx) + v(y0, x1)*fx
+			bot := v(y1, x0)*(1-fx) + v(y1, x1)*fx
+			out[r*cols+c] = top*(1-fy) + bot*fy
+		}
+	}
+	return out
+}
