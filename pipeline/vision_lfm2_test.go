@@ -497,3 +497,41 @@ func plainBilinear(table []float32, side, cols, gw, gh int, order []int) []float
 	}
 	return out
 }
+
+// TestVisionLFM2F16: the same projector with its matrices in F16 (as
+// converters store them; mmproj-lfm2-f16.gguf) gives llama.cpp's
+// embeddings of image.png from that file (f16.json) within 1e-2. Every
+// token is off by 1.4e-3 to 5e-3 (values up to 12): ggml's CPU matmul
+// with F16 weights rounds the activations to F16 too (src1 to its
+// vec_dot_type; the conv's im2col takes the kernel's type), which the
+// CPU backend's F16 dot products do not, a relative 2^-11. The
+// conventions' effects (> 4) stay far past it.
+func TestVisionLFM2F16(t *testing.T) {
+	clip, err := gguf.OpenClip(filepath.Join(lfm2Dir, "mmproj-lfm2-f16.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, png, _ := loadLFM2(t)
+	var g struct {
+		ImageEmbd [][]float64 `json:"image_embd"`
+	}
+	testmodels.DecodeJSON(t, filepath.Join(lfm2Dir, "f16.json"), &g)
+	enc, err := pipeline.NewVisionEncoder(cpu.New(cpu.Options{Threads: 1}), clip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := enc.EncodeFile(context.Background(), png, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []float64
+	for _, r := range g.ImageEmbd {
+		want = append(want, r...)
+	}
+	const tol = 1e-2
+	if d := testmodels.MaxAbsDiff(got, want); d > tol {
+		t.Errorf("embeddings differ from llama.cpp's by %g (tolerance %g)", d, tol)
+	} else {
+		t.Logf("max |diff| %.3g", d)
+	}
+}
