@@ -18,8 +18,9 @@ const (
 // Clip is a vision projector file of llama.cpp's clip format (an
 // "mmproj": general.architecture clip, general.type mmproj): the
 // hyperparameters of its vision encoder and projector and its tensors,
-// named as in the file. Only ProjectorGemma3 (SigLIP + Gemma 3's pooling,
-// soft-embedding norm and input projection) is read.
+// named as in the file. ProjectorGemma3 (SigLIP + Gemma 3's pooling,
+// soft-embedding norm and input projection) and ProjectorLFM2 (LFM2-VL,
+// clip_lfm2.go) are read.
 //
 // Tensors are [out, in] row-major as a fusion graph takes them:
 // v.patch_embd.weight is [Width, 3*Patch*Patch] (a conv kernel row per
@@ -71,7 +72,7 @@ func OpenClip(path string) (*Clip, error) {
 }
 
 // Clip reads the file as a vision projector. A file that is not of the
-// clip architecture, a projector type other than gemma3, a missing or
+// clip architecture, a projector type other than gemma3 and lfm2, a missing or
 // out-of-range key and a tensor of the wrong shape are errors
 // (ErrFormat, ErrUnsupported).
 func (f *File) Clip() (*Clip, error) {
