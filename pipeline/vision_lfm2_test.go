@@ -535,3 +535,33 @@ func TestVisionLFM2F16(t *testing.T) {
 		t.Logf("max |diff| %.3g", d)
 	}
 }
+
+// TestVisionLFM2OddSizes: a 1x1 image (scaled up to 64x64: 64 tokens)
+// and thin ones (1024x2 -> 1024x8: 128 tokens; 3x1000 -> 8x1000: 125)
+// encode to that many finite embeddings.
+func TestVisionLFM2OddSizes(t *testing.T) {
+	clip, _, _ := loadLFM2(t)
+	enc, err := pipeline.NewVisionEncoder(cpu.New(cpu.Options{Threads: 1}), clip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ w, h, tokens int }{{1, 1, 64}, {1024, 2, 128}, {3, 1000, 125}} {
+		img := &vision.RGB{W: c.w, H: c.h, Pix: make([]uint8, 3*c.w*c.h)}
+		for i := range img.Pix {
+			img.Pix[i] = uint8(i * 7)
+		}
+		got, err := enc.Encode(context.Background(), img)
+		if err != nil {
+			t.Errorf("%dx%d: %v", c.w, c.h, err)
+			continue
+		}
+		if len(got) != c.tokens*enc.Width() {
+			t.Errorf("%dx%d: %d embeddings, want %d", c.w, c.h, len(got)/enc.Width(), c.tokens)
+		}
+		for _, v := range got {
+			if v != v || v > 1e30 || v < -1e30 {
+				t.Fatalf("%dx%d: a non-finite embedding %v", c.w, c.h, v)
+			}
+		}
+	}
+}
