@@ -129,8 +129,8 @@ type openOptions struct {
 // WithMMProj gives the model a vision projector: a GGUF of llama.cpp's
 // clip format ("mmproj"; projector type gemma3) that fits it, so that
 // prompts carry images (Prompt.Images, one per pipeline.MediaMarker of
-// the text). The encoder and the image steps run on the CPU backend (a GPU
-// backend refuses them with gpu.ErrUnsupported for now).
+// the text). The encoder and the image steps run on the model's backend,
+// CPU, WebGPU or Vulkan.
 func WithMMProj(path string) Option { return func(o *openOptions) { o.mmproj = path } }
 
 // WithBackend picks the backend by name: "auto" (the default: a real GPU

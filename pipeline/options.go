@@ -93,8 +93,7 @@ type Options struct {
 	// clip format; projector type gemma3) that lets prompts carry images
 	// (Prompt.Images). It must fit the model (its width, its image marker
 	// tokens), else Load fails with ErrNoVision. The encoder and the
-	// image steps run on the CPU backend only for now (a GPU backend
-	// refuses their ops with gpu.ErrUnsupported).
+	// image steps run on the model's backend, CPU or GPU.
 	MMProj string
 
 	// shared, set by FromCheckpointVariants, gives weights already loaded

@@ -137,6 +137,9 @@ func (m *Model) Close() error {
 		m.states = nil
 	}
 	m.slots = nil
+	if m.vision != nil {
+		m.vision.enc.Close()
+	}
 	if m.shared != nil {
 		m.shared.drop()
 		m.shared, m.weights = nil, nil

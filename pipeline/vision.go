@@ -3,24 +3,31 @@ package pipeline
 import (
 	"context"
 	"fmt"
-	"slices"
+	"sync"
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/internal/arch"
 	"github.com/gpurun/gpurun/internal/gguf"
 	"github.com/gpurun/gpurun/internal/vision"
-	"github.com/gpurun/gpurun/tensors"
 )
 
 // VisionEncoder turns images into the embeddings a vision projector (an
 // mmproj file of llama.cpp's clip format) gives the text model, running
-// the encoder's fusion graph (arch.VisionGraph) on a backend.
+// the encoder's fusion graph (arch.VisionGraph) on a backend. The
+// projector's weights are loaded and the graph compiled on the first
+// image, once; each image is then the program's input rows and one run.
+// Safe for concurrent use (the images are encoded one at a time).
 type VisionEncoder struct {
 	be    gpu.Backend
 	clip  *gguf.Clip
 	graph *fusion.Graph
-	lfm2  *arch.LFM2VisionConfig // gguf.ProjectorLFM2 (vision_lfm2.go); graph is nil
+
+	mu sync.Mutex
+	w  gpu.Weights // nil until the first image
+	p  gpu.Program
+
+	lfm2 *lfm2Encoder // gguf.ProjectorLFM2 (vision_lfm2.go); graph and p are nil
 }
 
 // NewVisionEncoder builds the encoder of clip for be.
@@ -65,7 +72,7 @@ func (e *VisionEncoder) Width() int { return e.clip.ProjectionDim }
 func (e *VisionEncoder) Preprocess(img *vision.RGB) ([]float32, error) {
 	c := e.clip
 	if e.lfm2 != nil {
-		return nil, fmt.Errorf("%w: Preprocess of an lfm2 projector (Encode preprocesses it)", gguf.ErrUnsupported)
+		return nil, fmt.Errorf("%w: Preprocess of an lfm2 projector (PrepareLFM2 prepares its images)", gguf.ErrUnsupported)
 	}
 	sq := vision.FixedSize(img, c.ImageSize)
 	return vision.Patches(vision.Normalize(sq, c.Mean, c.Std), c.ImageSize, c.PatchSize)
@@ -101,32 +108,61 @@ func (e *VisionEncoder) EncodePatches(ctx context.Context, patches []float32) ([
 		return nil, fmt.Errorf("%w: EncodePatches of an lfm2 projector (EncodeLFM2 takes its input)", gguf.ErrUnsupported)
 	}
 	n := e.graph.Tokens
-	pt, err := tensors.FromF32(arch.PatchesWeight, []int{n, len(patches) / max(n, 1)}, patches, tensors.F32)
-	if err != nil {
-		return nil, fmt.Errorf("pipeline: vision: %w", err)
+	if cols := e.graph.InputCols(); len(patches) != n*cols {
+		return nil, fmt.Errorf("pipeline: vision encoder: %d patch values, want %d patches of %d", len(patches), n, cols)
 	}
-	// The image is a weight of the encoder's step: loaded with the
-	// projector's tensors (the CPU backend views them, uncopied).
-	w, err := e.be.LoadWeights(ctx, append(slices.Clip(e.clip.Tensors), pt))
-	if err != nil {
-		return nil, fmt.Errorf("pipeline: vision: %w", err)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.prepare(ctx); err != nil {
+		return nil, err
 	}
-	defer w.Release()
-	p, err := e.be.Compile(e.graph, w, nil)
-	if err != nil {
+	if err := e.p.SetInput(patches); err != nil {
 		return nil, fmt.Errorf("pipeline: vision encoder: %w", err)
 	}
-	defer p.Release()
 	ids := make([]int32, n)
 	for i := range ids {
 		ids[i] = int32(i)
 	}
-	if err := p.Run(ctx, ids, 0); err != nil {
+	if err := e.p.Run(ctx, ids, 0); err != nil {
 		return nil, fmt.Errorf("pipeline: vision encoder: %w", err)
 	}
 	out := make([]float32, n*e.clip.ProjectionDim)
-	if _, err := p.Logits(out); err != nil {
+	if _, err := e.p.Logits(out); err != nil {
 		return nil, fmt.Errorf("pipeline: vision encoder: %w", err)
 	}
 	return out[:e.Tokens()*e.Width()], nil
+}
+
+// prepare loads the projector's weights (the CPU backend views them,
+// uncopied) and compiles the encoder, once.
+func (e *VisionEncoder) prepare(ctx context.Context) error {
+	if e.p != nil {
+		return nil
+	}
+	w, err := e.be.LoadWeights(ctx, e.clip.Tensors)
+	if err != nil {
+		return fmt.Errorf("pipeline: vision: %w", err)
+	}
+	p, err := e.be.Compile(e.graph, w, nil)
+	if err != nil {
+		w.Release()
+		return fmt.Errorf("pipeline: vision encoder: %w", err)
+	}
+	e.w, e.p = w, p
+	return nil
+}
+
+// Close releases the encoder's program and weights (a later image loads
+// and compiles them again).
+func (e *VisionEncoder) Close() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.lfm2 != nil {
+		e.lfm2.release()
+	}
+	if e.p != nil {
+		e.p.Release()
+		e.w.Release()
+		e.p, e.w = nil, nil
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/internal/backend/cpu"
 	"github.com/gpurun/gpurun/internal/gguf"
 	"github.com/gpurun/gpurun/pipeline"
@@ -66,24 +67,37 @@ func syntheticClip(b *testing.B) *gguf.Clip {
 }
 
 // BenchmarkVisionEncode: one image through the gemma3 encoder on the CPU
-// backend (patches preprocessed once; the weights loaded per image, as
+// backend and on WebGPU and Vulkan (patches preprocessed once; the
+// projector loaded and the graph compiled before the timer, once, as
 // VisionEncoder does). Indicative only on a shared machine.
 func BenchmarkVisionEncode(b *testing.B) {
 	c := syntheticClip(b)
-	enc, err := pipeline.NewVisionEncoder(cpu.New(cpu.Options{}), c)
-	if err != nil {
-		b.Fatal(err)
-	}
 	n := c.ImageSize / c.PatchSize
 	patches := make([]float32, n*n*3*c.PatchSize*c.PatchSize)
 	r := rand.New(rand.NewPCG(3, 4))
 	for i := range patches {
 		patches[i] = float32(r.Float64()*2 - 1)
 	}
-	b.ResetTimer()
-	for b.Loop() {
-		if _, err := enc.EncodePatches(context.Background(), patches); err != nil {
-			b.Fatal(err)
-		}
+	for _, name := range []string{"cpu", "webgpu", "vulkan"} {
+		b.Run(name, func(b *testing.B) {
+			var be gpu.Backend = cpu.New(cpu.Options{})
+			if name != "cpu" {
+				be = openBackend(b, name)
+			}
+			enc, err := pipeline.NewVisionEncoder(be, c)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer enc.Close()
+			if _, err := enc.EncodePatches(context.Background(), patches); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for b.Loop() {
+				if _, err := enc.EncodePatches(context.Background(), patches); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -3,14 +3,12 @@ package pipeline
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/internal/arch"
 	"github.com/gpurun/gpurun/internal/gguf"
 	"github.com/gpurun/gpurun/internal/vision"
-	"github.com/gpurun/gpurun/tensors"
 )
 
 // An lfm2 (LFM2-VL) projector runs in two steps whose sizes follow the
@@ -19,15 +17,42 @@ import (
 // its output ([patches, W] read as [patches/m², W·m²], no data moved),
 // then the projector (LayerNorm + MLP) over the merged tokens.
 
+// lfm2Encoder is an lfm2 VisionEncoder's state: the projector's weights,
+// loaded on the first image, and the programs of its two steps by their
+// row counts (images of the same size share them).
+type lfm2Encoder struct {
+	cfg  arch.LFM2VisionConfig
+	w    gpu.Weights
+	vit  map[int]gpu.Program // by patches
+	proj map[int]gpu.Program // by tokens
+}
+
+// lfm2Programs bounds the programs kept per step; past it all are
+// released (an image of another size compiles its own).
+const lfm2Programs = 8
+
 func newLFM2Encoder(be gpu.Backend, clip *gguf.Clip) (*VisionEncoder, error) {
-	c := &arch.LFM2VisionConfig{PatchSize: clip.PatchSize, Width: clip.Width, FF: clip.FF, Layers: clip.Layers, Heads: clip.Heads,
+	c := arch.LFM2VisionConfig{PatchSize: clip.PatchSize, Width: clip.Width, FF: clip.FF, Layers: clip.Layers, Heads: clip.Heads,
 		Eps: clip.Eps, PostLN: clip.PostLN, Merge: clip.PoolKernel, InputNorm: clip.InputNorm, ProjHidden: clip.ProjHidden,
 		ProjectionDim: clip.ProjectionDim}
 	// Check the config once (a 1-token projector graph is cheap to build).
-	if _, err := arch.LFM2ProjectorGraph(*c, 1); err != nil {
+	if _, err := arch.LFM2ProjectorGraph(c, 1); err != nil {
 		return nil, err
 	}
-	return &VisionEncoder{be: be, clip: clip, lfm2: c}, nil
+	return &VisionEncoder{be: be, clip: clip, lfm2: &lfm2Encoder{cfg: c, vit: map[int]gpu.Program{}, proj: map[int]gpu.Program{}}}, nil
+}
+
+func (l *lfm2Encoder) release() {
+	for _, m := range []map[int]gpu.Program{l.vit, l.proj} {
+		for k, p := range m {
+			p.Release()
+			delete(m, k)
+		}
+	}
+	if l.w != nil {
+		l.w.Release()
+		l.w = nil
+	}
 }
 
 // LFM2Input is an image prepared for an lfm2 encoder: its patch grid and
@@ -46,10 +71,11 @@ func (in *LFM2Input) Tokens(merge int) int { return in.GridW * in.GridH / (merge
 // the smart resize (bilinear), normalization, the patches and the
 // position table resampled to the patch grid, in merge order.
 func (e *VisionEncoder) PrepareLFM2(img *vision.RGB) (*LFM2Input, error) {
-	c, clip := e.lfm2, e.clip
-	if c == nil {
+	clip := e.clip
+	if e.lfm2 == nil {
 		return nil, fmt.Errorf("%w: PrepareLFM2 of a %s projector", gguf.ErrUnsupported, clip.Projector)
 	}
+	c := &e.lfm2.cfg
 	r, err := vision.LFM2Resize(img, c.PatchSize, c.Merge)
 	if err != nil {
 		return nil, err
@@ -86,76 +112,79 @@ func (e *VisionEncoder) encodeLFM2(ctx context.Context, img *vision.RGB) ([]floa
 // EncodeLFM2 runs an lfm2 encoder on a prepared image: its
 // in.Tokens(merge) embeddings of Width() values, row by row.
 func (e *VisionEncoder) EncodeLFM2(ctx context.Context, in *LFM2Input) ([]float32, error) {
-	c := e.lfm2
-	if c == nil {
+	if e.lfm2 == nil {
 		return nil, fmt.Errorf("%w: EncodeLFM2 of a %s projector", gguf.ErrUnsupported, e.clip.Projector)
 	}
-	n := in.GridW * in.GridH
+	c := &e.lfm2.cfg
+	n, k := in.GridW*in.GridH, 3*c.PatchSize*c.PatchSize
 	mm := c.Merge * c.Merge
-	if n <= 0 || in.GridW%c.Merge != 0 || in.GridH%c.Merge != 0 || len(in.Patches) != n*3*c.PatchSize*c.PatchSize || len(in.Positions) != n*c.Width {
+	if n <= 0 || in.GridW%c.Merge != 0 || in.GridH%c.Merge != 0 || len(in.Patches) != n*k || len(in.Positions) != n*c.Width {
 		return nil, fmt.Errorf("pipeline: vision: lfm2 input of a %dx%d grid with %d patch and %d position values", in.GridW, in.GridH, len(in.Patches), len(in.Positions))
 	}
-	vit, err := arch.LFM2ViTGraph(*c, n)
-	if err != nil {
-		return nil, err
+	rows := make([]float32, 0, n*(k+c.Width))
+	for r := range n {
+		rows = append(rows, in.Patches[r*k:(r+1)*k]...)
+		rows = append(rows, in.Positions[r*c.Width:(r+1)*c.Width]...)
 	}
-	var vitW []*tensors.Tensor
-	for _, t := range e.clip.Tensors {
-		if t.Name[0] == 'v' {
-			vitW = append(vitW, t)
-		}
-	}
-	pt, err1 := tensors.FromF32(arch.PatchesWeight, []int{n, 3 * c.PatchSize * c.PatchSize}, in.Patches, tensors.F32)
-	ps, err2 := tensors.FromF32(arch.PositionsWeight, []int{n, c.Width}, in.Positions, tensors.F32)
-	if err1 != nil || err2 != nil {
-		return nil, fmt.Errorf("pipeline: vision: %w", firstError(err1, err2))
-	}
-	x, err := e.runStep(ctx, vit, append(slices.Clip(vitW), pt, ps), n*c.Width)
-	if err != nil {
-		return nil, err
-	}
-	// The pixel unshuffle: rows t*mm .. t*mm+mm-1 are token t's blocks.
-	var mmW []*tensors.Tensor
-	for _, t := range e.clip.Tensors {
-		if t.Name[0] == 'm' {
-			mmW = append(mmW, t)
-		}
-	}
-	tok := n / mm
-	mt, err := tensors.FromF32(arch.MergedWeight, []int{tok, c.Width * mm}, x, tensors.F32)
-	if err != nil {
-		return nil, fmt.Errorf("pipeline: vision: %w", err)
-	}
-	proj, err := arch.LFM2ProjectorGraph(*c, tok)
-	if err != nil {
-		return nil, err
-	}
-	return e.runStep(ctx, proj, append(mmW, mt), tok*c.ProjectionDim)
-}
-
-func firstError(errs ...error) error {
-	for _, err := range errs {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	l := e.lfm2
+	if l.w == nil {
+		w, err := e.be.LoadWeights(ctx, e.clip.Tensors)
 		if err != nil {
-			return err
+			return nil, fmt.Errorf("pipeline: vision: %w", err)
 		}
+		l.w = w
 	}
-	return nil
+	vit, err := l.program(e.be, l.vit, n, func() (*fusion.Graph, error) { return arch.LFM2ViTGraph(*c, n) })
+	if err != nil {
+		return nil, err
+	}
+	x, err := runRows(ctx, vit, rows, n, n*c.Width)
+	if err != nil {
+		return nil, err
+	}
+	// The pixel unshuffle: rows t*mm .. t*mm+mm-1 are token t's blocks, so
+	// x read as [n/mm, Width*mm] is the merged features.
+	tok := n / mm
+	proj, err := l.program(e.be, l.proj, tok, func() (*fusion.Graph, error) { return arch.LFM2ProjectorGraph(*c, tok) })
+	if err != nil {
+		return nil, err
+	}
+	return runRows(ctx, proj, x, tok, tok*c.ProjectionDim)
 }
 
-// runStep runs one encoder step (tokens 0 .. Tokens-1) over ws and returns
-// its first outN output values.
-func (e *VisionEncoder) runStep(ctx context.Context, g *fusion.Graph, ws []*tensors.Tensor, outN int) ([]float32, error) {
-	w, err := e.be.LoadWeights(ctx, ws)
-	if err != nil {
-		return nil, fmt.Errorf("pipeline: vision: %w", err)
+// program returns the program of m for a step of n rows, compiling it
+// (build's graph) on first use.
+func (l *lfm2Encoder) program(be gpu.Backend, m map[int]gpu.Program, n int, build func() (*fusion.Graph, error)) (gpu.Program, error) {
+	if p, ok := m[n]; ok {
+		return p, nil
 	}
-	defer w.Release()
-	p, err := e.be.Compile(g, w, nil)
+	g, err := build()
+	if err != nil {
+		return nil, err
+	}
+	p, err := be.Compile(g, l.w, nil)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: vision encoder: %w", err)
 	}
-	defer p.Release()
-	ids := make([]int32, g.Tokens)
+	if len(m) >= lfm2Programs {
+		for k, q := range m {
+			q.Release()
+			delete(m, k)
+		}
+	}
+	m[n] = p
+	return p, nil
+}
+
+// runRows runs a step of n rows (tokens 0 .. n-1) over the input rows and
+// returns its outN output values.
+func runRows(ctx context.Context, p gpu.Program, rows []float32, n, outN int) ([]float32, error) {
+	if err := p.SetInput(rows); err != nil {
+		return nil, fmt.Errorf("pipeline: vision encoder: %w", err)
+	}
+	ids := make([]int32, n)
 	for i := range ids {
 		ids[i] = int32(i)
 	}

@@ -185,7 +185,7 @@ func TestVisionConventionsMatter(t *testing.T) {
 // then 16 greedy steps, on the CPU backend: the last prompt logits equal
 // llama.cpp's within 1e-4 and the greedy ids are its ids.
 func TestVisionPromptGolden(t *testing.T) {
-	ids, d := visionPrompt(t, true, 1)
+	ids, d := visionPrompt(t, cpu.New(cpu.Options{Threads: 1}), true, 1)
 	if d > 1e-4 {
 		t.Errorf("last prompt logits differ from llama.cpp's by %g (tolerance 1e-4)", d)
 	} else {
@@ -198,25 +198,25 @@ func TestVisionPromptGolden(t *testing.T) {
 	// Both conventions of the image's decode matter: a causal decode and
 	// embeddings scaled as token embeddings are (by sqrt(E)) move the
 	// logits past the tolerance.
-	if _, d := visionPrompt(t, false, 1); !(d > 1e-4) {
+	if _, d := visionPrompt(t, cpu.New(cpu.Options{Threads: 1}), false, 1); !(d > 1e-4) {
 		t.Errorf("a causal image decode is within %g of llama.cpp's logits", d)
 	} else {
 		t.Logf("a causal image decode moves the logits by %.3g", d)
 	}
-	if _, d := visionPrompt(t, true, 8); !(d > 1e-4) {
+	if _, d := visionPrompt(t, cpu.New(cpu.Options{Threads: 1}), true, 8); !(d > 1e-4) {
 		t.Errorf("scaled image embeddings are within %g of llama.cpp's logits", d)
 	} else {
 		t.Logf("scaled image embeddings move the logits by %.3g", d)
 	}
 }
 
-// visionPrompt runs the golden prompt with the image decoded non-causally
-// or not and its embeddings times scale, returning the 16 greedy ids and
-// the largest difference of the last prompt logits from llama.cpp's.
-func visionPrompt(t *testing.T, nonCausal bool, scale float32) ([]int, float64) {
+// visionPrompt runs the golden prompt on be (the encoder too) with the
+// image decoded non-causally or not and its embeddings times scale,
+// returning the 16 greedy ids and the largest difference of the last
+// prompt logits from llama.cpp's.
+func visionPrompt(t *testing.T, be gpu.Backend, nonCausal bool, scale float32) ([]int, float64) {
 	t.Helper()
 	clip, png, g := loadVision(t)
-	be := cpu.New(cpu.Options{Threads: 1})
 	enc, err := pipeline.NewVisionEncoder(be, clip)
 	if err != nil {
 		t.Fatal(err)

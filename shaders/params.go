@@ -228,6 +228,12 @@ type AttnParams struct {
 	// HasSinks is 1 when the sinks binding holds a sink logit per query
 	// head (fusion.AttentionOp.Sinks), joining each head's softmax.
 	HasSinks uint32 `wgsl:"has_sinks"`
+	// NonCausal is 1 when a row sees every position its step stores,
+	// later ones too (fusion.AttentionOp.NonCausal; fusion.SelfAttnOp).
+	NonCausal uint32 `wgsl:"non_causal"`
+	Pad0      uint32 `wgsl:"pad0"`
+	Pad1      uint32 `wgsl:"pad1"`
+	Pad2      uint32 `wgsl:"pad2"`
 }
 
 // QParams is the uniform block of wgsl/qblocks.wgsl (llama.cpp's block
@@ -270,6 +276,14 @@ type EltParams struct {
 	HasB    uint32 `wgsl:"has_b"`
 	InPlace uint32 `wgsl:"in_place"`
 	Sigmoid uint32 `wgsl:"sigmoid"` // glu: 1 gates with sigmoid(a) (fusion.SigmoidGateOp), not act(a)
+	// scale over a pooling grid (fusion.AvgPoolOp): with PoolSide > 0 the
+	// first PoolSide² rows of a are a grid, row-major, and out's row t is
+	// the sum of the PoolKernel² cells of pooled cell t (times the factor);
+	// out's rows past the pooled grid are zero.
+	PoolSide   uint32 `wgsl:"pool_side"`
+	PoolKernel uint32 `wgsl:"pool_kernel"`
+	Pad3       uint32 `wgsl:"pad3"`
+	Pad4       uint32 `wgsl:"pad4"`
 }
 
 // MoEParams is the uniform block of wgsl/moe.wgsl (fusion.MoEOp after its

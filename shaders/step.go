@@ -24,6 +24,12 @@ const (
 	StepToken = 2 // token id of row 0; row t's at StepToken+t
 )
 
+// PosAtRow is the pos_at of a kernel whose rows are their own positions
+// (row t at position t, whatever the step's StepPos): the private cache of
+// a fusion.SelfAttnOp, which stores and attends to the step's rows alone.
+// wgsl/lib/row_pos.wgsl declares it as POS_AT_ROW (TestPosAtRow).
+const PosAtRow = 0xffffffff
+
 // Words of a sampling rule in the step buffer, from the rule's first word
 // (SampleParams.RuleAt, DecodeStepRuleAt in a decode program): the WGSL
 // constants RULE_INV_TEMPERATURE ... RULE_SEED_HI.

@@ -14,7 +14,8 @@ import (
 )
 
 // TestRunImage: `run --mmproj --image` with llama.cpp's raw prompt
-// marker generates llama.cpp mtmd's greedy ids for the vision set; an
+// marker generates llama.cpp mtmd's greedy ids for the vision set, on
+// the CPU, WebGPU and Vulkan backends; an
 // image without --mmproj and a marker without an image are errors.
 func TestRunImage(t *testing.T) {
 	var g struct {
@@ -37,6 +38,22 @@ func TestRunImage(t *testing.T) {
 	}
 	if len(res.PromptIDs) != 33 || res.PromptIDs[6] != 510 || res.PromptIDs[7] != -1 || res.PromptIDs[22] != -1 || res.PromptIDs[23] != 511 {
 		t.Errorf("prompt ids %v, want the image's 16 positions as -1 between 510 and 511", res.PromptIDs)
+	}
+	// The GPU backends run the encoder and the image's step too.
+	for _, backend := range []string{"webgpu", "vulkan"} {
+		t.Run(backend, func(t *testing.T) {
+			requireBackend(t, backend)
+			gargs := slices.Clone(args)
+			gargs[slices.Index(gargs, "cpu")] = backend
+			var res runResult
+			lines := strings.Split(strings.TrimSpace(mustRun(t, "", append(gargs, "--mmproj", mmproj, "--image", img)...)), "\n")
+			if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(res.GeneratedIDs, g.GreedyIDs) {
+				t.Errorf("ids\n got %v\nwant %v", res.GeneratedIDs, g.GreedyIDs)
+			}
+		})
 	}
 	if _, _, err := runCLI(t, "", append(args, "--image", img)...); err == nil || !strings.Contains(err.Error(), "--mmproj") {
 		t.Errorf("an image without --mmproj: err %v", err)

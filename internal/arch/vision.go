@@ -7,11 +7,6 @@ import (
 	"github.com/gpurun/gpurun/fusion"
 )
 
-// PatchesWeight names the weight a vision graph reads its image from: the
-// image's patches, one row per patch ([patches, 3*patch*patch], the rows
-// of package vision's Patches), loaded beside the projector's tensors.
-const PatchesWeight = "image.patches"
-
 // VisionConfig is the shape of a gemma3 clip projector (package gguf's
 // Clip holds it as read from an mmproj file).
 type VisionConfig struct {
@@ -25,8 +20,11 @@ type VisionConfig struct {
 
 // VisionGraph builds the encoder of a gemma3 clip projector
 // (llama.cpp's clip_graph::build_vit and models/siglip.cpp) as one step over
-// the image's n*n patches, run with tokens 0 .. n*n-1 (each row's token is
-// its patch index: the patch and position tables are embedding tables):
+// the image's n*n patches: the step's input rows (fusion.InputOp,
+// gpu.Program.SetInput) are the patches, one row of 3*patch*patch values
+// per patch (package vision's Patches), and it runs with tokens 0 .. n*n-1
+// (each row's token is its patch index: the position table is an
+// embedding table), so one program encodes every image:
 //
 //	x = patches · patch_embd + bias + position_embd   (no class token, no pre-norm)
 //	per layer: x += out(SelfAttn(q, k, v of LN1(x)));  x += down(GELU_tanh(up(LN2(x))))
@@ -44,7 +42,7 @@ func VisionGraph(c VisionConfig) (*fusion.Graph, error) {
 	N, W, FF, P := n*n, c.Width, c.FF, c.PatchSize
 	g := &fusion.Graph{Tokens: N}
 	buf := func(name string, cols int) fusion.Buf { return g.NewBuf(name, N, cols) }
-	px := g.Add(&fusion.EmbedOp{Out: buf("patches", 3*P*P), Weight: PatchesWeight})
+	px := g.Add(&fusion.InputOp{Out: buf("patches", 3*P*P)})
 	x := g.Add(&fusion.MatMulOp{Out: buf("x", W), In: px, Projection: fusion.Projection{Weight: "v.patch_embd.weight", Bias: "v.patch_embd.bias"}})
 	pos := g.Add(&fusion.EmbedOp{Out: buf("pos", W), Weight: "v.position_embd.weight"})
 	g.Add(&fusion.AddOp{Out: x, A: x, B: pos})

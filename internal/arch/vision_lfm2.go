@@ -7,17 +7,6 @@ import (
 	"github.com/gpurun/gpurun/fusion"
 )
 
-// The weights an lfm2 encoder's steps read besides the projector's
-// tensors, computed on the host for each image (package vision):
-const (
-	// PositionsWeight: the position table resampled to the image's patch
-	// grid, one row per patch in the step's row order ([patches, width]).
-	PositionsWeight = "image.positions"
-	// MergedWeight: the ViT's output rows regrouped by the pixel unshuffle,
-	// one row per image token ([tokens, width*merge*merge]).
-	MergedWeight = "image.merged"
-)
-
 // LFM2VisionConfig is the shape of an lfm2 (LFM2-VL) clip projector.
 type LFM2VisionConfig struct {
 	PatchSize     int
@@ -41,10 +30,10 @@ func (c LFM2VisionConfig) check() error {
 
 // LFM2ViTGraph builds the SigLIP2 ViT of an lfm2 projector (llama.cpp's
 // clip_graph::build_vit as clip_graph_siglip runs it) as one step over an
-// image's patches rows in any order (tokens 0 .. patches-1; the patch and
-// position rows are embedding tables, PatchesWeight and PositionsWeight,
-// in the same order: attention is over all rows, so the order carries
-// through):
+// image's patches in any order: its input rows (fusion.InputOp) are each
+// patch's 3*PatchSize² values followed by its row of the position table
+// resampled to the image's grid (Width values), in the same order
+// (attention is over all rows, so the order carries through):
 //
 //	x = patches · patch_embd + bias + positions
 //	per layer: x += out(SelfAttn(q, k, v of LN1(x)));  x += down(GELU_tanh(up(LN2(x))))
@@ -61,9 +50,10 @@ func LFM2ViTGraph(c LFM2VisionConfig, patches int) (*fusion.Graph, error) {
 	N, W, FF, P := patches, c.Width, c.FF, c.PatchSize
 	g := &fusion.Graph{Tokens: N}
 	buf := func(name string, cols int) fusion.Buf { return g.NewBuf(name, N, cols) }
-	px := g.Add(&fusion.EmbedOp{Out: buf("patches", 3*P*P), Weight: PatchesWeight})
+	in := g.Add(&fusion.InputOp{Out: buf("input", 3*P*P+W)})
+	px := g.Add(&fusion.ColumnsOp{Out: buf("patches", 3*P*P), In: in})
+	pos := g.Add(&fusion.ColumnsOp{Out: buf("pos", W), In: in, Offset: 3 * P * P})
 	x := g.Add(&fusion.MatMulOp{Out: buf("x", W), In: px, Projection: fusion.Projection{Weight: "v.patch_embd.weight", Bias: "v.patch_embd.bias"}})
-	pos := g.Add(&fusion.EmbedOp{Out: buf("pos", W), Weight: PositionsWeight})
 	g.Add(&fusion.AddOp{Out: x, A: x, B: pos})
 	h, q, k, v, a, o := buf("h", W), buf("q", W), buf("k", W), buf("v", W), buf("attn", W), buf("o", W)
 	up, d := buf("up", FF), buf("down", W)
@@ -101,8 +91,8 @@ func LFM2ViTGraph(c LFM2VisionConfig, patches int) (*fusion.Graph, error) {
 
 // LFM2ProjectorGraph builds the lfm2 projector over an image's tokens
 // (llama.cpp's models/siglip.cpp, PROJECTOR_TYPE_LFM2, after the pixel
-// unshuffle): one step of tokens rows (tokens 0 .. tokens-1) reading
-// MergedWeight's rows,
+// unshuffle): one step whose input rows (fusion.InputOp) are the tokens'
+// merged features ([tokens, Width*Merge²]),
 //
 //	x = LayerNorm_1e-5(x) · mm.input_norm + bias   (when the file has it)
 //	x = mm.2(GELU_tanh(mm.1(x)))                   (both with biases)
@@ -117,7 +107,7 @@ func LFM2ProjectorGraph(c LFM2VisionConfig, tokens int) (*fusion.Graph, error) {
 	}
 	K := c.Width * c.Merge * c.Merge
 	g := &fusion.Graph{Tokens: tokens}
-	x := g.Add(&fusion.EmbedOp{Out: g.NewBuf("merged", tokens, K), Weight: MergedWeight})
+	x := g.Add(&fusion.InputOp{Out: g.NewBuf("merged", tokens, K)})
 	if c.InputNorm {
 		// clip.cpp: ggml_norm(cur, 1e-5), "default nn.LayerNorm", whatever the file's eps.
 		g.Add(&fusion.NormOp{Out: x, In: x, Norm: fusion.NormLayer, Weight: "mm.input_norm.weight", Bias: "mm.input_norm.bias", Eps: 1e-5})

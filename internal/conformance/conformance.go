@@ -48,7 +48,7 @@ func RunCases(t *testing.T, cases []Case, newBackend Factory) {
 			defer be.Close()
 			full := *g
 			full.KV.Ring = nil
-			ref := runSteps(t, cpu.New(cpu.Options{Threads: 1}), &full, ws, c.Steps, c.Masks)
+			ref := runStepsInputs(t, cpu.New(cpu.Options{Threads: 1}), &full, ws, c.Steps, c.Masks, c.Inputs)
 			run := g
 			if refused := refusedOps(t, be, g, ws); len(refused) > 0 {
 				// The backend runs these fused ops only as their parts:
@@ -57,7 +57,7 @@ func RunCases(t *testing.T, cases []Case, newBackend Factory) {
 				checkRefused(t, be, g, ws, refused)
 				run = unfuse(g, func(op fusion.Op) bool { return refused[op] })
 			}
-			got := runSteps(t, be, run, ws, c.Steps, c.Masks)
+			got := runStepsInputs(t, be, run, ws, c.Steps, c.Masks, c.Inputs)
 			var mask []uint64 // the token mask in effect (Case.Masks)
 			for s := range c.Steps {
 				if s < len(c.Masks) && c.Masks[s].Set {
@@ -152,7 +152,7 @@ func checkAblated(t *testing.T, c Case, g *fusion.Graph, ws []*tensors.Tensor, g
 		ab.Ops[i] = fusion.Clone(op)
 	}
 	c.Ablate(&ab)
-	without := runSteps(t, cpu.New(cpu.Options{Threads: 1}), &ab, ws, c.Steps, c.Masks)
+	without := runStepsInputs(t, cpu.New(cpu.Options{Threads: 1}), &ab, ws, c.Steps, c.Masks, c.Inputs)
 	worst := 0.0
 	for s := range got {
 		for i := range got[s] {
@@ -195,6 +195,10 @@ type Case struct {
 	// Masks, when set, has one entry per step: the token mask set before
 	// it (MaskCases).
 	Masks []StepMask
+	// Inputs, when set, has one entry per step: the rows given to the
+	// program (gpu.Program.SetInput: a graph's fusion.InputOp) before it;
+	// nil leaves the last rows given.
+	Inputs [][]float32
 	// Ablate, when set, takes out of a graph the feature the case is for
 	// (sinkCases: the attention sinks). RunCases then also runs the CPU
 	// reference on the ablated graph and requires the backend's output to
@@ -206,6 +210,13 @@ type Case struct {
 
 // runSteps loads, compiles and runs g on be and returns each step's logits.
 func runSteps(t *testing.T, be gpu.Backend, g *fusion.Graph, ws []*tensors.Tensor, steps []Step, masks []StepMask) [][]float32 {
+	t.Helper()
+	return runStepsInputs(t, be, g, ws, steps, masks, nil)
+}
+
+// runStepsInputs is runSteps giving the program inputs[i] (Case.Inputs)
+// before step i.
+func runStepsInputs(t *testing.T, be gpu.Backend, g *fusion.Graph, ws []*tensors.Tensor, steps []Step, masks []StepMask, inputs [][]float32) [][]float32 {
 	t.Helper()
 	ctx := context.Background()
 	name := be.Info().Backend
@@ -232,6 +243,11 @@ func runSteps(t *testing.T, be gpu.Backend, g *fusion.Graph, ws []*tensors.Tenso
 		if i < len(masks) && masks[i].Set {
 			if err := p.SetTokenMask(masks[i].Allowed); err != nil {
 				t.Fatalf("%s: step %d: set token mask: %v", name, i, err)
+			}
+		}
+		if i < len(inputs) && inputs[i] != nil {
+			if err := p.SetInput(inputs[i]); err != nil {
+				t.Fatalf("%s: step %d: set input: %v", name, i, err)
 			}
 		}
 		if err := p.Run(ctx, s.Tokens, s.Pos); err != nil {

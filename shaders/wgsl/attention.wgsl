@@ -91,6 +91,10 @@ struct AttnParams {
     q_f16: u32,   // 1: q is an f16 activation (packed halves)
     ring: u32,    // 0: slot = position; else kv.wgsl's mirrored ring of 2*ring slots
     has_sinks: u32, // 1: sinks holds a sink logit per query head
+    non_causal: u32, // 1: a row sees every position of its step, later ones too (visible)
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: AttnParams;
@@ -190,11 +194,9 @@ fn attend(h: u32, t: u32, i: u32, packed: bool) {
 
 // attend_dims is one pass of attend: the output dims from d0.
 fn attend_dims(h: u32, t: u32, i: u32, d0: u32, packed: bool) {
-    let qp = min(row_pos(t), p.max_len - 1u);
-    var lo = 0u;
-    if p.window > 0u && qp + 1u > p.window {
-        lo = qp + 1u - p.window;
-    }
+    let vis = visible(t);
+    let lo = vis.x;
+    let qp = vis.y; // the last position the row sees
     // width: words per key, and rows of values per kv head.
     var width = p.head_dim;
     if packed {
@@ -288,14 +290,21 @@ fn attn_split_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocati
     split(wid, lid.x, true);
 }
 
-// visible is the first and last cache position query row t attends to.
+// visible is the first and last cache position query row t attends to:
+// causally up to its own position; non-causally (p.non_causal) up to the
+// step's last row's, a sliding window still dropping only the keys too
+// far back (fusion.AttentionOp.NonCausal).
 fn visible(t: u32) -> vec2<u32> {
     let qp = min(row_pos(t), p.max_len - 1u);
     var lo = 0u;
     if p.window > 0u && qp + 1u > p.window {
         lo = qp + 1u - p.window;
     }
-    return vec2<u32>(lo, qp);
+    var hi = qp;
+    if p.non_causal != 0u {
+        hi = max(qp, min(row_pos(step[STEP_ROWS] - 1u), p.max_len - 1u));
+    }
+    return vec2<u32>(lo, hi);
 }
 
 // tile_dot is query row qb times the key staged at word kr of tile.

@@ -20,6 +20,10 @@ struct EltParams {
     has_b: u32,   // scale: 1 multiplies by b[0] (an f32 weight) too
     in_place: u32, // scale: 1 reads out (a unbound, a_cols = cols, a_off 0); glu: b is out
     sigmoid: u32, // glu: 1 gates with sigmoid(a) in place of act(a)
+    pool_side: u32,   // scale: > 0 pools a's first pool_side² rows (a grid, row-major)
+    pool_kernel: u32, // scale: cells per side of a pooled cell
+    pad3: u32,
+    pad4: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: EltParams;
@@ -117,7 +121,8 @@ fn last_row(@builtin(global_invocation_id) gid: vec3<u32>) {
 // formed first as the CPU reference forms it; in_place reads out itself
 // (a residual scaled where it lies, no copy aside). One kernel for
 // fusion.ScaleOp (a_off 0) and fusion.ColumnsOp (cap 1: a run of each
-// row's columns, exact for f32 and f16 activations alike).
+// row's columns, exact for f32 and f16 activations alike); with pool_side
+// > 0 the average pooling of fusion.AvgPoolOp (cap 1/kernel²).
 @compute @workgroup_size(64)
 fn scale(@builtin(global_invocation_id) gid: vec3<u32>) {
     if !in_range(gid) {
@@ -129,10 +134,33 @@ fn scale(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     let i = gid.y * p.cols + gid.x;
     var v: f32;
-    if p.in_place != 0u {
+    if p.pool_side > 0u {
+        v = pooled(gid.y, gid.x);
+    } else if p.in_place != 0u {
         v = out_at(i);
     } else {
         v = a_at(gid.y * p.a_cols + p.a_off + gid.x);
     }
     out_set(i, v * s);
+}
+
+// pooled is the sum of column c over the pool_kernel² cells of pooled cell
+// t of a's grid (cell (r, c) at row r*pool_side + c), i outer, as the CPU
+// reference sums them; 0 past the pooled grid (fusion.AvgPoolOp: the
+// factor is 1/pool_kernel², applied after the sum).
+fn pooled(t: u32, c: u32) -> f32 {
+    let k = p.pool_kernel;
+    let m = p.pool_side / k;
+    if t >= m * m {
+        return 0.0;
+    }
+    let r0 = t / m * k;
+    let c0 = t % m * k;
+    var sum = 0.0;
+    for (var i = 0u; i < k; i++) {
+        for (var j = 0u; j < k; j++) {
+            sum += a_at(((r0 + i) * p.pool_side + c0 + j) * p.a_cols + p.a_off + c);
+        }
+    }
+    return sum;
 }

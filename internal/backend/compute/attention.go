@@ -23,16 +23,15 @@ func (pl *planner) attention(op *fusion.AttentionOp) error {
 	if op.HeadDim > maxHeadDim {
 		return fmt.Errorf("head dim %d over %d: %w", op.HeadDim, maxHeadDim, gpu.ErrUnsupported)
 	}
-	if op.NonCausal {
-		// The attention kernels mask causally; an embedding model's
-		// encoder runs on the CPU backend.
-		return fmt.Errorf("non-causal attention (an embedding model's encoder): %w", gpu.ErrUnsupported)
+	if op.SymmetricWindow {
+		// The kernels' windows reach back only; an embedding model's
+		// symmetric sliding layers run on the CPU backend.
+		return fmt.Errorf("non-causal attention with a symmetric window (an embedding model's encoder): %w", gpu.ErrUnsupported)
 	}
 	spec := pl.caches[0].spec
-	T := pl.p.g.Tokens
 	ap := shaders.AttnParams{Heads: u(op.Heads), KVHeads: u(op.KVHeads), HeadDim: u(op.HeadDim), MaxLen: u(spec.MaxLen),
 		Scale: op.Scale, Cap: op.Cap, Window: u(op.Window), PosAt: u(pl.p.posAt), Ring: u(spec.RingLen(op.Layer)),
-		OutF16: b2u(pl.p.g.Bufs[op.Out].F16), QF16: pl.h(pl.buf(op.Q))}
+		OutF16: b2u(pl.p.g.Bufs[op.Out].F16), QF16: pl.h(pl.buf(op.Q)), NonCausal: b2u(op.NonCausal)}
 	step, q := gpu.Binding{Buf: pl.p.step}, pl.buf(op.Q)
 	// The sink logits (f32, one per query head: vectors load widened to
 	// f32), or the read-only dummy.
@@ -45,37 +44,51 @@ func (pl *planner) attention(op *fusion.AttentionOp) error {
 		return pl.batchAttention(op, ap, step, q, sinks)
 	}
 	kc, vc := gpu.Binding{Buf: pl.caches[0].k[op.Layer]}, gpu.Binding{Buf: pl.caches[0].v[op.Layer]}
-	chunks := ceilDiv(spec.MaxLen, attnChunk)
-	batches := ceilDiv(op.Heads/op.KVHeads, attnGroupBatch)
-	partBytes := int64(T) * int64(op.Heads) * int64(chunks) * int64(op.HeadDim+2) * 4
-	splitFits := chunks <= maxDispatch && op.KVHeads*batches <= maxDispatch && partBytes <= pl.p.b.devBinding
-	rows := T * (op.Heads / op.KVHeads)
+	return pl.attend(ap, spec.F16, true, attentionBindings{Step: step, QW: q, Kc: kc, Vc: vc, OutW: pl.buf(op.Out), Sinks: sinks})
+}
+
+// attend plans the attention of an unbatched step over the cache bound in
+// b (ap.MaxLen positions per kv head, f16 words or f32), into b.OutW, in
+// the kernels chooseAttention picks; b.Part is set here. chunked marks an
+// attn_split whose chunks count the program's cache (lenlists.go); a
+// self-attention's private cache holds the step's rows alone.
+func (pl *planner) attend(ap shaders.AttnParams, f16, chunked bool, b attentionBindings) error {
+	T := pl.p.g.Tokens
+	heads, kvHeads, hd := int(ap.Heads), int(ap.KVHeads), int(ap.HeadDim)
+	chunks := ceilDiv(int(ap.MaxLen), attnChunk)
+	batches := ceilDiv(heads/kvHeads, attnGroupBatch)
+	partBytes := int64(T) * int64(heads) * int64(chunks) * int64(hd+2) * 4
+	splitFits := chunks <= maxDispatch && kvHeads*batches <= maxDispatch && partBytes <= pl.p.b.devBinding
+	rows := T * (heads / kvHeads)
 	tiles := ceilDiv(rows, attnQueryRows)
 	kind := chooseAttention(pl.p.b.attention, attnShape{tokens: T, tiles: tiles, splitFits: splitFits})
 	sink, err := pl.sinkBuf()
 	if err != nil {
 		return err
 	}
+	out := b.OutW
 	switch kind {
 	case tuning.AttentionTiled:
 		ap.Rows = u(rows)
 		k := kAttnTiled
-		if spec.F16 {
+		if f16 {
 			k = kAttnTiledF16
 		}
 		// The running sums live in part (f32) until the last chunk.
-		acc, err := pl.partBuf(int64(T) * int64(op.Heads) * int64(op.HeadDim) * 4)
+		acc, err := pl.partBuf(int64(T) * int64(heads) * int64(hd) * 4)
 		if err != nil {
 			return err
 		}
-		k.dispatch(pl, ap, op.KVHeads, tiles, 1, attentionBindings{Step: step, QW: q, Kc: kc, Vc: vc, OutW: pl.buf(op.Out), Part: acc, Sinks: sinks})
+		b.Part = acc
+		k.dispatch(pl, ap, kvHeads, tiles, 1, b)
 		return nil
 	case tuning.AttentionPerHead:
 		k := kAttention
-		if spec.F16 {
+		if f16 {
 			k = kAttentionF16
 		}
-		k.dispatch(pl, ap, op.Heads, T, 1, attentionBindings{Step: step, QW: q, Kc: kc, Vc: vc, OutW: pl.buf(op.Out), Part: sink, Sinks: sinks})
+		b.Part = sink
+		k.dispatch(pl, ap, heads, T, 1, b)
 		return nil
 	}
 	part, err := pl.partBuf(partBytes)
@@ -84,13 +97,16 @@ func (pl *planner) attention(op *fusion.AttentionOp) error {
 	}
 	ap.Chunks, ap.Batches = u(chunks), u(batches)
 	k := kAttnSplit
-	if spec.F16 {
+	if f16 {
 		k = kAttnSplitF16
 	}
 	none := pl.none()
-	k.dispatch(pl, ap, op.KVHeads*batches, chunks, T, attentionBindings{Step: step, QW: q, Kc: kc, Vc: vc, OutW: sink, Part: part, Sinks: sinks})
-	pl.chunked()
-	kAttnCombine.dispatch(pl, ap, op.Heads, T, 1, attentionBindings{Step: step, QW: none, Kc: none, Vc: none, OutW: pl.buf(op.Out), Part: part, Sinks: sinks})
+	b.OutW, b.Part = sink, part
+	k.dispatch(pl, ap, kvHeads*batches, chunks, T, b)
+	if chunked {
+		pl.chunked()
+	}
+	kAttnCombine.dispatch(pl, ap, heads, T, 1, attentionBindings{Step: b.Step, QW: none, Kc: none, Vc: none, OutW: out, Part: part, Sinks: b.Sinks})
 	return nil
 }
 

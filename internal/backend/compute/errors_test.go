@@ -131,16 +131,17 @@ func TestCompileAndLoadErrors(t *testing.T) {
 	if _, err := be.Compile(attn, w, other); !errors.Is(err, fusion.ErrInvalid) {
 		t.Errorf("mismatched cache: %v, want ErrInvalid", err)
 	}
-	// An embedding model's non-causal attention runs on the CPU backend
-	// only: the kernels mask causally.
+	// An embedding model's symmetric window runs on the CPU backend
+	// only: the kernels' windows reach back.
 	kv, err := be.NewKVCache(attn.KV)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer kv.Release()
-	attn.Ops[len(attn.Ops)-1].(*fusion.AttentionOp).NonCausal = true
+	a := attn.Ops[len(attn.Ops)-1].(*fusion.AttentionOp)
+	a.NonCausal, a.SymmetricWindow, a.Window = true, true, 2
 	if _, err := be.Compile(attn, w, kv); !errors.Is(err, gpu.ErrUnsupported) {
-		t.Errorf("non-causal attention: %v, want ErrUnsupported", err)
+		t.Errorf("non-causal attention with a symmetric window: %v, want ErrUnsupported", err)
 	}
 	// And BERT's learned positions (an embedding by position).
 	pos := &fusion.Graph{Tokens: 1}

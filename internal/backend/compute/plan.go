@@ -61,6 +61,10 @@ type planner struct {
 	// form's scratch (deltanet.go), shared by every layer.
 	deltaXS    gpu.Buffer
 	deltaXSLen int64
+	// selfK and selfV are the SelfAttn ops' private cache of the step's
+	// rows (vision.go), shared by every layer.
+	selfK, selfV gpu.Buffer
+	selfSize     int64
 }
 
 // h is the f16 flag of a kernel's activation binding: 1 when b's buffer
@@ -154,6 +158,13 @@ func (pl *planner) op(op fusion.Op) error {
 		return nil
 	case *fusion.ArgmaxOp, *fusion.SampleOp:
 		return pl.pickOp(op)
+	case *fusion.SelfAttnOp:
+		return pl.selfAttention(op)
+	case *fusion.AvgPoolOp:
+		pl.avgPool(op)
+		return nil
+	case *fusion.InputOp:
+		return pl.inputOp(op)
 	}
 	return unsupportedOp(op)
 }

@@ -70,6 +70,15 @@ type program struct {
 	maskN     int
 	masked    bool
 	maskBytes []byte // the last mask written, reused for the next
+
+	// input holds the rows of a graph's fusion.InputOp (f32, Tokens rows
+	// of inputCols; inputCols 0: none), of which SetInput wrote
+	// inputRows; poolRows is the rows a fusion.AvgPoolOp's step must have
+	// (0: none). vision.go.
+	input     gpu.Buffer
+	inputCols int
+	inputRows int
+	poolRows  int
 }
 
 // Compile validates g against the weights and cache and records its
@@ -210,6 +219,9 @@ func (p *program) run(ctx context.Context, tokens []int32, pos int, list func(sp
 	}
 	if p.g.Batch {
 		return fmt.Errorf("%w: Run of a batched graph (RunBatch runs it)", ErrRun)
+	}
+	if err := p.checkVisionStep(n); err != nil {
+		return fmt.Errorf("%w: %w", ErrRun, err)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("compute: run: %w", err)

@@ -1,8 +1,6 @@
 package compute
 
 import (
-	"fmt"
-
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/shaders"
@@ -12,9 +10,6 @@ import (
 // RopeStoreKV and MatMulRopeKV, and Attention.
 func (pl *planner) attentionOp(op fusion.Op) error {
 	g := pl.p.g
-	if a, ok := op.(*fusion.AttentionOp); ok && a.NonCausal {
-		return fmt.Errorf("non-causal %s: %w", op.Kind(), gpu.ErrUnsupported)
-	}
 	switch op := op.(type) {
 	case *fusion.RopeOp:
 		out := g.Bufs[op.Out]

@@ -24,12 +24,6 @@ func (p *program) SetSampling(r fusion.Sampling) error {
 	return nil
 }
 
-// SetInput (gpu.Program): the planner refuses fusion.InputOp, so no
-// compiled program has one.
-func (p *program) SetInput([]float32) error {
-	return fmt.Errorf("compute: set input: op kind %s: %w", fusion.Input, gpu.ErrUnsupported)
-}
-
 // SetTokenMask (gpu.Program) for a program ending in
 // fusion.Argmax or fusion.Sample: the mask buffer the picking kernel reads
 // is written now, before the next run.
@@ -113,6 +107,10 @@ func (p *program) RunSteps(ctx context.Context, token int32, pos, n int, stops [
 	}
 	if p.vocab > 0 && (token < 0 || int(token) >= p.vocab) {
 		return nil, fmt.Errorf("%w: token %d outside the vocabulary of %d", ErrRun, token, p.vocab)
+	}
+	if p.inputCols > 0 || p.poolRows > 0 {
+		// Each step's rows are the token it picked, not input rows.
+		return nil, fmt.Errorf("%w: RunSteps of a graph with an input or pooling op: %w", ErrRun, gpu.ErrUnsupported)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("compute: run steps: %w", err)
