@@ -156,7 +156,7 @@ func (m *Model) feed(ctx context.Context, sl *slot, context []int, logits []floa
 		if rest[0] < 0 {
 			rows, k, err := m.imageRun(rest)
 			if err == nil {
-				prog, err = m.imageProgram(sl)
+				prog, err = m.imageProgram(sl, k)
 			}
 			if err == nil {
 				m.lockDevice()

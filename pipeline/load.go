@@ -178,7 +178,7 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 		}
 		if m.vision != nil {
 			// An image's positions are one step.
-			m.ringTokens = max(m.ringTokens, m.vision.enc.Tokens())
+			m.ringTokens = max(m.ringTokens, m.vision.enc.MaxTokens())
 		}
 	}
 	for i := range nslots {

@@ -33,6 +33,11 @@ const (
 	imageEnd   = "<end_of_image>"
 )
 
+// LFM2-VL's markers: mtmd puts <|image_start|> <|img_thumbnail|> before
+// a single-tile image (the overview's start marker) and <|image_end|>
+// after it.
+var lfm2ImageMarkers = [...]string{"<|image_start|>", "<|img_thumbnail|>", "<|image_end|>"}
+
 // maxImageTokens bounds one image's positions (their ids carry the
 // position in the image in 12 bits).
 const maxImageTokens = 1 << 12
@@ -41,11 +46,12 @@ const maxImageTokens = 1 << 12
 // and the embeddings of the images seen lately by the hash of their bytes
 // (an image prompt again is not encoded again).
 type visionModel struct {
-	enc        *VisionEncoder
-	start, end int
-	mu         sync.Mutex
-	cache      map[int64][]float32
-	order      []int64
+	enc           *VisionEncoder
+	before, after []int // the marker ids around each image
+	nonCausal     bool  // its positions attend to each other (gemma3)
+	mu            sync.Mutex
+	cache         map[int64][]float32
+	order         []int64
 }
 
 // imageCacheSize is how many images' embeddings a model keeps.
@@ -61,20 +67,36 @@ func (m *Model) attachVision(path string) error {
 	if clip.ProjectionDim != m.cfg.Dim {
 		return fmt.Errorf("%w: %s projects to width %d, the model's is %d", ErrNoVision, path, clip.ProjectionDim, m.cfg.Dim)
 	}
-	if clip.ImageTokens() >= maxImageTokens {
-		return fmt.Errorf("%w: %s gives %d positions per image (at most %d)", ErrNoVision, path, clip.ImageTokens(), maxImageTokens-1)
-	}
 	ct := m.ControlTokens()
-	start, ok1 := ct[imageStart]
-	end, ok2 := ct[imageEnd]
-	if !ok1 || !ok2 {
-		return fmt.Errorf("%w: the model's vocabulary has no %s/%s tokens (not a Gemma 3 vision model)", ErrNoVision, imageStart, imageEnd)
+	v := &visionModel{cache: map[int64][]float32{}}
+	switch clip.Projector {
+	case gguf.ProjectorLFM2:
+		var ids [len(lfm2ImageMarkers)]int
+		for i, s := range lfm2ImageMarkers {
+			id, ok := ct[s]
+			if !ok {
+				return fmt.Errorf("%w: the model's vocabulary has no %s token (not an LFM2-VL model)", ErrNoVision, s)
+			}
+			ids[i] = id
+		}
+		v.before, v.after = ids[:2], ids[2:]
+	default:
+		if clip.ImageTokens() >= maxImageTokens {
+			return fmt.Errorf("%w: %s gives %d positions per image (at most %d)", ErrNoVision, path, clip.ImageTokens(), maxImageTokens-1)
+		}
+		start, ok1 := ct[imageStart]
+		end, ok2 := ct[imageEnd]
+		if !ok1 || !ok2 {
+			return fmt.Errorf("%w: the model's vocabulary has no %s/%s tokens (not a Gemma 3 vision model)", ErrNoVision, imageStart, imageEnd)
+		}
+		v.before, v.after, v.nonCausal = []int{start}, []int{end}, true
 	}
 	enc, err := NewVisionEncoder(m.backend, clip)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrNoVision, err)
 	}
-	m.vision = &visionModel{enc: enc, start: start, end: end, cache: map[int64][]float32{}}
+	v.enc = enc
+	m.vision = v
 	return nil
 }
 
@@ -109,9 +131,21 @@ func imageKey(data []byte) int64 {
 	return int64(h.Sum64() >> 14)
 }
 
-// encodeImage returns the key of the image's embeddings, encoding it
-// unless the model holds them already.
-func (m *Model) encodeImage(ctx context.Context, data []byte) (int64, error) {
+// encodeImage returns the key of the image's embeddings and their count,
+// encoding it unless the model holds them already.
+func (m *Model) encodeImage(ctx context.Context, data []byte) (int64, int, error) {
+	key, err := m.encodeImageKey(ctx, data)
+	if err != nil {
+		return 0, 0, err
+	}
+	rows, err := m.imageRows(key)
+	if err != nil {
+		return 0, 0, err
+	}
+	return key, len(rows) / m.vision.enc.Width(), nil
+}
+
+func (m *Model) encodeImageKey(ctx context.Context, data []byte) (int64, error) {
 	v := m.vision
 	key := imageKey(data)
 	v.mu.Lock()
@@ -128,6 +162,9 @@ func (m *Model) encodeImage(ctx context.Context, data []byte) (int64, error) {
 	}
 	if err != nil {
 		return 0, fmt.Errorf("pipeline: image encoder on %s: %w", m.backend.Info().Backend, err)
+	}
+	if n := len(embd) / v.enc.Width(); n >= maxImageTokens || n > v.enc.MaxTokens() {
+		return 0, fmt.Errorf("%w: image: %d positions (the projector gives at most %d)", ErrPrompt, n, min(v.enc.MaxTokens(), maxImageTokens-1))
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -179,7 +216,6 @@ func (s *Session) mediaPromptIDs(ctx context.Context, p Prompt, bos bool) ([]int
 	if bos {
 		ids = append(ids, m.cfg.BOS)
 	}
-	n := m.vision.enc.Tokens()
 	for i, text := range parts {
 		if text != "" {
 			ids = append(ids, m.tok.Encode(text)...)
@@ -187,15 +223,15 @@ func (s *Session) mediaPromptIDs(ctx context.Context, p Prompt, bos bool) ([]int
 		if i == len(p.Images) {
 			break
 		}
-		key, err := m.encodeImage(ctx, p.Images[i])
+		key, n, err := m.encodeImage(ctx, p.Images[i])
 		if err != nil {
 			return nil, fmt.Errorf("image %d: %w", i, err)
 		}
-		ids = append(ids, m.vision.start)
+		ids = append(ids, m.vision.before...)
 		for j := range n {
 			ids = append(ids, mediaID(key, j))
 		}
-		ids = append(ids, m.vision.end)
+		ids = append(ids, m.vision.after...)
 	}
 	return ids, nil
 }
@@ -203,7 +239,7 @@ func (s *Session) mediaPromptIDs(ctx context.Context, p Prompt, bos bool) ([]int
 // mediaIDs replaces each MediaID of p.IDs by the next image.
 func (s *Session) mediaIDs(ctx context.Context, p Prompt) ([]int, error) {
 	m := s.m
-	n, k := m.vision.enc.Tokens(), 0
+	k := 0
 	var ids []int
 	for _, id := range p.IDs {
 		if id != MediaID {
@@ -213,16 +249,16 @@ func (s *Session) mediaIDs(ctx context.Context, p Prompt) ([]int, error) {
 		if k == len(p.Images) {
 			break
 		}
-		key, err := m.encodeImage(ctx, p.Images[k])
+		key, n, err := m.encodeImage(ctx, p.Images[k])
 		if err != nil {
 			return nil, fmt.Errorf("image %d: %w", k, err)
 		}
 		k++
-		ids = append(ids, m.vision.start)
+		ids = append(ids, m.vision.before...)
 		for j := range n {
 			ids = append(ids, mediaID(key, j))
 		}
-		ids = append(ids, m.vision.end)
+		ids = append(ids, m.vision.after...)
 	}
 	if countMedia(p.IDs) != len(p.Images) {
 		return nil, fmt.Errorf("%w: %d image places (MediaID) for %d images", ErrPrompt, countMedia(p.IDs), len(p.Images))
@@ -258,24 +294,28 @@ func (m *Model) imageRun(rest []int) ([]float32, int, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	if n != m.vision.enc.Tokens() {
-		return nil, 0, fmt.Errorf("%w: an image of %d positions (the projector gives %d)", ErrPrompt, n, m.vision.enc.Tokens())
+	if n*m.vision.enc.Width() != len(rows) {
+		return nil, 0, fmt.Errorf("%w: an image of %d positions (its embeddings are %d)", ErrPrompt, n, len(rows)/m.vision.enc.Width())
 	}
 	return rows, n, nil
 }
 
-// imageProgram is sl's program for one image's positions: the
-// embeddings as the step's rows, attending to each other non-causally,
-// compiled on first use.
-func (m *Model) imageProgram(sl *slot) (gpu.Program, error) {
-	if sl.image != nil {
+// imageProgram is sl's program for an image of n positions: the
+// embeddings as the step's rows, attending to each other non-causally
+// where the projector says so (gemma3), compiled on first use and again
+// when an image of another size comes (lfm2's follow the image's size).
+func (m *Model) imageProgram(sl *slot, n int) (gpu.Program, error) {
+	if sl.image != nil && sl.imageTokens == n {
 		return sl.image, nil
 	}
-	p, err := m.compileWith(sl, arch.BuildOptions{Tokens: m.vision.enc.Tokens(), Embeddings: true, NonCausal: true})
+	p, err := m.compileWith(sl, arch.BuildOptions{Tokens: n, Embeddings: true, NonCausal: m.vision.nonCausal})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNoVision, err)
 	}
-	sl.image = p
+	if sl.image != nil {
+		sl.image.Release()
+	}
+	sl.image, sl.imageTokens = p, n
 	return p, nil
 }
 

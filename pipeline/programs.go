@@ -30,7 +30,8 @@ type programs struct {
 	// (embed.go), compiled on first use.
 	embed map[int]gpu.Program
 	// image runs an image's positions (media.go), compiled on first use.
-	image gpu.Program
+	image       gpu.Program
+	imageTokens int // image's step size
 }
 
 type prefillProgram struct {

@@ -26,10 +26,15 @@ type VisionEncoder struct {
 	mu sync.Mutex
 	w  gpu.Weights // nil until the first image
 	p  gpu.Program
+
+	lfm2 *lfm2Encoder // gguf.ProjectorLFM2 (vision_lfm2.go); graph and p are nil
 }
 
 // NewVisionEncoder builds the encoder of clip for be.
 func NewVisionEncoder(be gpu.Backend, clip *gguf.Clip) (*VisionEncoder, error) {
+	if clip.Projector == gguf.ProjectorLFM2 {
+		return newLFM2Encoder(be, clip)
+	}
 	if clip.Projector != gguf.ProjectorGemma3 {
 		return nil, fmt.Errorf("%w: clip projector %q", gguf.ErrUnsupported, clip.Projector)
 	}
@@ -41,8 +46,22 @@ func NewVisionEncoder(be gpu.Backend, clip *gguf.Clip) (*VisionEncoder, error) {
 	return &VisionEncoder{be: be, clip: clip, graph: g}, nil
 }
 
-// Tokens is the count of embeddings (text positions) of one image.
-func (e *VisionEncoder) Tokens() int { return e.clip.ImageTokens() }
+// Tokens is the count of embeddings (text positions) of one image; 0
+// when it depends on the image's size (lfm2: len(Encode's result)/Width()).
+func (e *VisionEncoder) Tokens() int {
+	if e.lfm2 != nil {
+		return 0
+	}
+	return e.clip.ImageTokens()
+}
+
+// MaxTokens bounds the count of embeddings of one image.
+func (e *VisionEncoder) MaxTokens() int {
+	if e.lfm2 != nil {
+		return vision.LFM2MaxTokens
+	}
+	return e.clip.ImageTokens()
+}
 
 // Width is the width of each embedding: the text model's.
 func (e *VisionEncoder) Width() int { return e.clip.ProjectionDim }
@@ -52,6 +71,9 @@ func (e *VisionEncoder) Width() int { return e.clip.ProjectionDim }
 // encoder's row order.
 func (e *VisionEncoder) Preprocess(img *vision.RGB) ([]float32, error) {
 	c := e.clip
+	if e.lfm2 != nil {
+		return nil, fmt.Errorf("%w: Preprocess of an lfm2 projector (PrepareLFM2 prepares its images)", gguf.ErrUnsupported)
+	}
 	sq := vision.FixedSize(img, c.ImageSize)
 	return vision.Patches(vision.Normalize(sq, c.Mean, c.Std), c.ImageSize, c.PatchSize)
 }
@@ -69,6 +91,9 @@ func (e *VisionEncoder) EncodeFile(ctx context.Context, data []byte, maxPixels i
 // Encode returns the image's Tokens() embeddings of Width() values, row
 // by row.
 func (e *VisionEncoder) Encode(ctx context.Context, img *vision.RGB) ([]float32, error) {
+	if e.lfm2 != nil {
+		return e.encodeLFM2(ctx, img)
+	}
 	patches, err := e.Preprocess(img)
 	if err != nil {
 		return nil, err
@@ -79,6 +104,9 @@ func (e *VisionEncoder) Encode(ctx context.Context, img *vision.RGB) ([]float32,
 // EncodePatches runs the encoder on preprocessed patches (Preprocess's
 // rows).
 func (e *VisionEncoder) EncodePatches(ctx context.Context, patches []float32) ([]float32, error) {
+	if e.lfm2 != nil {
+		return nil, fmt.Errorf("%w: EncodePatches of an lfm2 projector (EncodeLFM2 takes its input)", gguf.ErrUnsupported)
+	}
 	n := e.graph.Tokens
 	if cols := e.graph.InputCols(); len(patches) != n*cols {
 		return nil, fmt.Errorf("pipeline: vision encoder: %d patch values, want %d patches of %d", len(patches), n, cols)
@@ -129,6 +157,9 @@ func (e *VisionEncoder) prepare(ctx context.Context) error {
 func (e *VisionEncoder) Close() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.lfm2 != nil {
+		e.lfm2.release()
+	}
 	if e.p != nil {
 		e.p.Release()
 		e.w.Release()

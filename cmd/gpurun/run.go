@@ -88,7 +88,7 @@ func (r *modelFlags) register(cmd *cobra.Command) {
 		" (dynamic quantizes activations to int8 blocks as llama.cpp does; exact is the reference)")
 	r.lora.register(f)
 	r.lora.registerUnmerged(f)
-	f.StringVar(&r.mmproj, "mmproj", "", "vision projector (llama.cpp's mmproj GGUF, projector type gemma3) that lets prompts carry images (--image; CPU backend)")
+	f.StringVar(&r.mmproj, "mmproj", "", "vision projector (llama.cpp's mmproj GGUF, projector type gemma3 or lfm2) that lets prompts carry images (--image; CPU backend)")
 }
 
 // takeModelArg accepts the model as the optional positional argument; a

@@ -10,13 +10,17 @@ import (
 
 // Projector types of llama.cpp's clip format (clip.projector_type) that
 // this package reads.
-const ProjectorGemma3 = "gemma3"
+const (
+	ProjectorGemma3 = "gemma3"
+	ProjectorLFM2   = "lfm2" // LFM2-VL: SigLIP2 NaFlex + pixel unshuffle + MLP (clip_lfm2.go)
+)
 
 // Clip is a vision projector file of llama.cpp's clip format (an
 // "mmproj": general.architecture clip, general.type mmproj): the
 // hyperparameters of its vision encoder and projector and its tensors,
-// named as in the file. Only ProjectorGemma3 (SigLIP + Gemma 3's pooling,
-// soft-embedding norm and input projection) is read.
+// named as in the file. ProjectorGemma3 (SigLIP + Gemma 3's pooling,
+// soft-embedding norm and input projection) and ProjectorLFM2 (LFM2-VL,
+// clip_lfm2.go) are read.
 //
 // Tensors are [out, in] row-major as a fusion graph takes them:
 // v.patch_embd.weight is [Width, 3*Patch*Patch] (a conv kernel row per
@@ -36,6 +40,12 @@ type Clip struct {
 	PoolKernel    int // Gemma 3: average pooling kernel = stride over the patch grid
 	ProjectionDim int // the text model's embedding width the projector writes
 	Tensors       []*tensors.Tensor
+
+	// ProjectorLFM2 only (PoolKernel is its pixel-unshuffle factor):
+	PosSide    int  // the learned position table's side (its rows are PosSide^2)
+	ProjHidden int  // the MLP projector's hidden width
+	PostLN     bool // v.post_ln is present
+	InputNorm  bool // mm.input_norm.{weight,bias} are present
 }
 
 // PatchesPerSide is ImageSize / PatchSize.
@@ -62,7 +72,7 @@ func OpenClip(path string) (*Clip, error) {
 }
 
 // Clip reads the file as a vision projector. A file that is not of the
-// clip architecture, a projector type other than gemma3, a missing or
+// clip architecture, a projector type other than gemma3 and lfm2, a missing or
 // out-of-range key and a tensor of the wrong shape are errors
 // (ErrFormat, ErrUnsupported).
 func (f *File) Clip() (*Clip, error) {
@@ -79,8 +89,8 @@ func (f *File) Clip() (*Clip, error) {
 	if c.Projector == "" {
 		c.Projector = str("clip.vision.projector_type")
 	}
-	if c.Projector != ProjectorGemma3 {
-		return nil, fmt.Errorf("%w: clip projector type %q (gpurun reads %q)", ErrUnsupported, c.Projector, ProjectorGemma3)
+	if c.Projector != ProjectorGemma3 && c.Projector != ProjectorLFM2 {
+		return nil, fmt.Errorf("%w: clip projector type %q (gpurun reads %q and %q)", ErrUnsupported, c.Projector, ProjectorGemma3, ProjectorLFM2)
 	}
 	var err error
 	geti := func(k string, def int, lo, hi int) int {
@@ -110,8 +120,13 @@ func (f *File) Clip() (*Clip, error) {
 	c.Layers = geti(p+"block_count", -1, 1, 1<<10)
 	c.Heads = geti(p+"attention.head_count", -1, 1, 1<<10)
 	c.ProjectionDim = geti(p+"projection_dim", -1, 1, 1<<18)
-	// clip.cpp: gemma3's n_merge is the scale factor, 4 when absent.
-	c.PoolKernel = geti(p+"projector.scale_factor", 4, 1, 1<<10)
+	// clip.cpp: gemma3's n_merge is the scale factor, 4 when absent; lfm2's
+	// pixel unshuffle needs it (> 1; the converter writes 2 by default).
+	if c.Projector == ProjectorLFM2 {
+		c.PoolKernel = geti(p+"projector.scale_factor", -1, 2, 64)
+	} else {
+		c.PoolKernel = geti(p+"projector.scale_factor", 4, 1, 1<<10)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -149,6 +164,12 @@ func (f *File) Clip() (*Clip, error) {
 	}
 	if c.Width%c.Heads != 0 {
 		return nil, fmt.Errorf("%w: width %d is not a multiple of %d heads", ErrFormat, c.Width, c.Heads)
+	}
+	if c.Projector == ProjectorLFM2 {
+		if err := f.clipLFM2Tensors(c); err != nil {
+			return nil, err
+		}
+		return c, nil
 	}
 	if err := f.clipTensors(c); err != nil {
 		return nil, err

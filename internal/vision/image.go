@@ -5,7 +5,9 @@
 // Gemma 3 (an aspect-preserving bilinear resize with align-corners ratios
 // and uint8 truncation, centred on a black square canvas), normalization
 // by the projector's mean and std, and the patches of the encoder's
-// patch embedding, row-major over the patch grid.
+// patch embedding, row-major over the patch grid; for LFM2-VL (lfm2.go)
+// the smart resize, the resampled position table and the patch order of
+// its pixel unshuffle.
 package vision
 
 import (
