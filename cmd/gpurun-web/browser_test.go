@@ -277,6 +277,7 @@ func TestBrowser(t *testing.T) {
 			// on the CPU only: rendering does not depend on the backend,
 			// and a WebGPU load costs seconds of shader compilation.
 			if !mode.noGPU {
+				checkTimeDecode(t, tab)
 				screenshotAndStop(t, tab)
 				return
 			}
@@ -351,6 +352,38 @@ func checkStreamed(t *testing.T, tab *browser.Tab, cpuOnly bool, modelBytes int6
 	}
 	if progress != 1 {
 		t.Errorf("the progress bar ends at %v, want 1", progress)
+	}
+}
+
+// checkTimeDecode times stories260K's decode steps on the page's device
+// (gpurun.timeDecode, the bench's device time per step): timestamp queries
+// through the page's WebGPU (an empty pass writes each) must give the
+// steps asked for and a device time within the call's wall time, which
+// ticks taken for nanoseconds or timestamps of another pass would break.
+func checkTimeDecode(t *testing.T, tab *browser.Tab) {
+	type loadInfo struct {
+		Timestamps bool `json:"timestamps"`
+	}
+	info, err := eval[loadInfo](tab, fmt.Sprintf("gpurunPage.loadServed(\"stories260K.bin\", \"auto\", %d)", testCache))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !info.Timestamps {
+		t.Fatal("the page's WebGPU device keeps no timestamps (Chromium offers timestamp-query on SwiftShader)")
+	}
+	type decodeTime struct {
+		Steps       int     `json:"steps"`
+		Submissions int     `json:"submissions"`
+		DeviceMs    float64 `json:"deviceMs"`
+		WallMs      float64 `json:"wallMs"`
+	}
+	d, err := eval[decodeTime](tab, "gpurun.timeDecode([1, 403, 407], 20)")
+	if err != nil {
+		t.Fatalf("timeDecode: %v", err)
+	}
+	t.Logf("page's timed decode: %d steps in %d submissions, device %.1f ms (%.2f ms a step), wall of the call %.1f ms", d.Steps, d.Submissions, d.DeviceMs, d.DeviceMs/float64(max(d.Steps, 1)), d.WallMs)
+	if d.Steps != 20 || d.DeviceMs <= 0 || d.DeviceMs > d.WallMs {
+		t.Errorf("timed decode: %d steps (want 20), device %.2f ms, want within (0, %.2f], the call's wall time", d.Steps, d.DeviceMs, d.WallMs)
 	}
 }
 
