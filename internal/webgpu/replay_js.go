@@ -7,6 +7,8 @@ import (
 	"sync"
 	"syscall/js"
 	"unsafe"
+
+	"github.com/cogentcore/webgpu/jsx"
 )
 
 // replay is a command list as one JavaScript array, made at its first
@@ -94,5 +96,42 @@ func submitReplay(d *Device, cs []*commands) (handled bool, err error) {
 		qs = d.queries.v
 	}
 	replayFunc().Invoke(handle(d.dev), lists, qs)
+	return true, nil
+}
+
+// readFunc copies n bytes of src at off into the staging buffer, submits,
+// maps the staging buffer and resolves with a copy of those bytes, the
+// staging buffer unmapped again: a read back is one call into JavaScript
+// and one await, where the binding's path makes about ten calls (encoder,
+// copy, finish, submit, release, mapAsync, getMappedRange, a Uint8Array,
+// unmap).
+var readFunc = sync.OnceValue(func() js.Value {
+	return js.Global().Get("Function").New("device", "src", "off", "staging", "n", `
+const enc = device.createCommandEncoder();
+enc.copyBufferToBuffer(src, off, staging, 0, n);
+device.queue.submit([enc.finish()]);
+return staging.mapAsync(1 /* GPUMapMode.READ */, 0, n).then(() => {
+  try { return new Uint8Array(staging.getMappedRange(0, n)).slice(); }
+  finally { staging.unmap(); }
+});
+`)
+})
+
+// readReplay reads len(dst) bytes of wb at off (word aligned, inside the
+// staging buffer's size) through readFunc. d.mu is held.
+func readReplay(d *Device, wb *buffer, off int64, dst []byte) (handled bool, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			handled, err = true, fmt.Errorf("webgpu: read: %v", r)
+		}
+	}()
+	p := readFunc().Invoke(handle(d.dev), handle(wb.b), off, handle(d.staging), len(dst))
+	v, ok := jsx.Await(p)
+	if !ok {
+		return true, fmt.Errorf("webgpu: read: buffer map failed: %s", v.Call("toString").String())
+	}
+	if n := js.CopyBytesToGo(dst, v); n != len(dst) {
+		return true, fmt.Errorf("webgpu: read: mapped %d bytes, want %d", n, len(dst))
+	}
 	return true, nil
 }
