@@ -100,7 +100,7 @@ func nativeIDs(t *testing.T, c browserCase, msgs []chat.Message) ([]int, string)
 	}
 	b := cpu.New(cpu.Options{})
 	defer b.Close()
-	m, source, err := loadModel(context.Background(), data, tok, b, 0)
+	m, source, err := loadModel(context.Background(), data, tok, pipeline.Options{Backend: b})
 	if err != nil {
 		t.Fatalf("%s: %v", c.name, err)
 	}

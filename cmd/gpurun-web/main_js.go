@@ -290,7 +290,15 @@ func num(o js.Value, k string, def float64) float64 {
 	return def
 }
 
-// load(blob, {tokenizer, backend, maxCache, onProgress})
+// pipelineOptions are a load's: the backend, and from its options the KV
+// cache length (maxCache) and the decode steps per submission
+// (stepsPerSubmit, pipeline.Options.StepsPerSubmit; 0 or absent: the
+// default, as natively).
+func pipelineOptions(b gpu.Backend, opts js.Value) pipeline.Options {
+	return pipeline.Options{Backend: b, MaxCache: int(num(opts, "maxCache", 0)), StepsPerSubmit: int(num(opts, "stepsPerSubmit", 0))}
+}
+
+// load(blob, {tokenizer, backend, maxCache, stepsPerSubmit, onProgress})
 func (s *state) load(args []js.Value) (any, error) {
 	if len(args) < 1 || args[0].Type() != js.TypeObject {
 		return nil, errors.New("load: want a File or Blob")
@@ -326,7 +334,7 @@ func (s *state) load(args []js.Value) (any, error) {
 			return nil, fmt.Errorf("load: %w", err)
 		}
 		before := s.pipelines()
-		m, source, err := loadGGUF(ctx, f, b, int(num(opts, "maxCache", 0)))
+		m, source, err := loadGGUF(ctx, f, pipelineOptions(b, opts))
 		if err != nil {
 			return nil, fmt.Errorf("load: %w", err)
 		}
@@ -347,7 +355,7 @@ func (s *state) load(args []js.Value) (any, error) {
 		return nil, fmt.Errorf("load: %w", err)
 	}
 	before := s.pipelines()
-	m, source, err := loadModel(ctx, data, tok, b, int(num(opts, "maxCache", 0)))
+	m, source, err := loadModel(ctx, data, tok, pipelineOptions(b, opts))
 	if err != nil {
 		return nil, fmt.Errorf("load: %w", err)
 	}

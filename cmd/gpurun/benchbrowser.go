@@ -120,7 +120,7 @@ func benchBrowser(ctx context.Context, log io.Writer, bar *progressbar.ProgressB
 			Timestamps  bool   `json:"timestamps"`  // the page's device keeps timestamps (gpurun.timeDecode works)
 		}
 		start := time.Now()
-		info, err := browser.Eval[loadInfo](tab, fmt.Sprintf("gpurunPage.loadServed(%q, 'webgpu', %d)", filepath.Base(src.file), rf.maxCache))
+		info, err := browser.Eval[loadInfo](tab, fmt.Sprintf("gpurunPage.loadServed(%q, 'webgpu', %d, %d)", filepath.Base(src.file), rf.maxCache, rf.steps))
 		if err != nil {
 			fail(base, fmt.Errorf("load: %w", err))
 			continue

@@ -31,6 +31,9 @@ func (q *querySet) Release() {
 	}
 }
 
+// noAdapter says, in the page's terms, that there is no adapter.
+const noAdapter = "the browser's WebGPU (navigator.gpu) offers this page no adapter"
+
 // usableBackend: the page's one adapter is whatever the browser offers.
 func usableBackend(wgpu.AdapterInfo) bool { return true }
 
