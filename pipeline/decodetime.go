@@ -17,6 +17,12 @@ type DecodeTime struct {
 	// Device is the device time of those submissions, from timestamps
 	// before the first dispatch and after the last of each.
 	Device time.Duration
+	// Wall is the host's clock around those submissions (each submit, wait
+	// and read of the ids, and the read of its two timestamps): beside
+	// Device, a host share measured in the same moment as the device's,
+	// which a busy machine's swings between runs do not blur, though one
+	// timestamp read per submission larger than a generation's.
+	Wall time.Duration
 }
 
 // PerStep is the device time of one step.
@@ -65,9 +71,11 @@ func (m *Model) TimeDecode(ctx context.Context, prompt []int, steps int) (Decode
 	token, pos := int32(prompt[len(prompt)-1]), len(prompt)-1
 	for out.Steps < steps {
 		n := min(most, steps-out.Steps)
+		start := time.Now()
 		m.lockDevice()
 		ids, nanos, err := sl.argmax.prog.TimeSteps(ctx, token, pos, n, nil)
 		m.unlockDevice()
+		out.Wall += time.Since(start)
 		if err != nil {
 			return DecodeTime{}, fmt.Errorf("pipeline: timed decode: %d steps at position %d: %w", n, pos, err)
 		}

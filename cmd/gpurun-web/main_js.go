@@ -513,8 +513,9 @@ func (s *state) profile(args []js.Value) (any, error) {
 // timeDecode(promptIds, steps): the prompt, then steps greedy decode steps
 // as a generation runs them, with device timestamps around each submission
 // (pipeline.Model.TimeDecode, where the page's adapter offers timestamp
-// queries) -> {steps, submissions, deviceMs, wallMs} (wallMs: the whole
-// call's, prompt and timestamp reads included): the device's share of a
+// queries) -> {steps, submissions, deviceMs, stepsMs, wallMs} (stepsMs:
+// the host's clock around the submissions, each with its timestamp read;
+// wallMs: the whole call's, the prompt included): the device's share of a
 // decode step, which gpurun bench sets against the page's wall time per
 // step to give the page's host time.
 func (s *state) timeDecode(args []js.Value) (any, error) {
@@ -535,8 +536,9 @@ func (s *state) timeDecode(args []js.Value) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("timeDecode: %w", err)
 	}
-	return map[string]any{"steps": d.Steps, "submissions": d.Submissions, "deviceMs": float64(d.Device) / float64(time.Millisecond),
-		"wallMs": float64(time.Since(start)) / float64(time.Millisecond)}, nil
+	ms := func(x time.Duration) float64 { return float64(x) / float64(time.Millisecond) }
+	return map[string]any{"steps": d.Steps, "submissions": d.Submissions, "deviceMs": ms(d.Device), "stepsMs": ms(d.Wall),
+		"wallMs": ms(time.Since(start))}, nil
 }
 
 func genOptions(opts js.Value) pipeline.GenerateOptions {

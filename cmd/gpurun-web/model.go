@@ -10,7 +10,7 @@
 //	    ttftMs, decodeTokPerSec, prefillTokPerSec, wallMs}
 //	await gpurun.chat([{role: "user", content: "Hi"}], {maxTokens, ...}, (id, piece) => {}) -> as generate
 //	gpurun.stop()
-//	await gpurun.timeDecode(promptIds, steps) -> {steps, submissions, deviceMs, wallMs}
+//	await gpurun.timeDecode(promptIds, steps) -> {steps, submissions, deviceMs, stepsMs, wallMs}
 //	await gpurun.profile(promptIds) -> [{step, tokens, pos, ops: [{op, kind, kernels, nanos, bytes, flops}]}]
 //
 // timeDecode and profile need timestamp queries on the page's adapter

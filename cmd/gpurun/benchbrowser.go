@@ -183,11 +183,12 @@ func benchBrowser(ctx context.Context, log io.Writer, bar *progressbar.ProgressB
 					ids, _ := json.Marshal(benchPrompt(t.PromptTokens, info.Vocab, run))
 					type decodeTime struct {
 						DeviceMs float64 `json:"deviceMs"`
+						StepsMs  float64 `json:"stepsMs"`
 						Steps    int     `json:"steps"`
 					}
 					d, err := browser.Eval[decodeTime](tab, fmt.Sprintf("gpurun.timeDecode(%s, %d)", ids, steps))
 					if err == nil && d.Steps > 0 {
-						res.SetDecodeDevice(d.DeviceMs / float64(d.Steps))
+						res.SetDecodeDevice(d.DeviceMs/float64(d.Steps), d.StepsMs/float64(d.Steps))
 					} else if err != nil {
 						fmt.Fprintf(log, "bench: %s in the browser, %s: device time of the decode steps: %v\n", src.name, t.Name, err)
 					}

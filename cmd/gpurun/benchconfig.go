@@ -192,7 +192,8 @@ func decodeDevice(ctx context.Context, log io.Writer, m *pipeline.Model, t bench
 		fmt.Fprintf(log, "bench: %s, %s: device time of the decode steps: %v\n", res.Label(), t.Name, err)
 		return
 	}
-	res.SetDecodeDevice(float64(d.PerStep()) / float64(time.Millisecond))
+	ms := func(x time.Duration) float64 { return float64(x) / float64(time.Millisecond) / float64(d.Steps) }
+	res.SetDecodeDevice(ms(d.Device), ms(d.Wall))
 }
 
 // benchPrompt makes a deterministic prompt that differs from run to run in

@@ -255,21 +255,28 @@ type Kernel struct {
 // HostMS the rest: the time a device infinitely fast would still take. On
 // a software driver the device time dominates; on a real GPU HostMS
 // decides the rate.
+//
+// TimedWallMS is the timed rerun's own wall time per step (its
+// submissions, each followed by a read of its two timestamps): TimedWallMS
+// - DeviceMS is a host share taken in the same moment as the device time,
+// steadier than HostMS on a busy machine, if larger by that read.
 type StepTime struct {
-	WallMS   float64 `json:"wall_ms"`
-	DeviceMS float64 `json:"device_ms"`
-	HostMS   float64 `json:"host_ms"`
+	WallMS      float64 `json:"wall_ms"`
+	DeviceMS    float64 `json:"device_ms"`
+	HostMS      float64 `json:"host_ms"`
+	TimedWallMS float64 `json:"timed_wall_ms"`
 }
 
 // SetDecodeDevice sets r's DecodeStep from its median decode rate (call
-// Summarize first) and deviceMS, the device time of one decode step
+// Summarize first), deviceMS, the device time of one decode step, and
+// timedWallMS, the wall time of one step of that timed run
 // (pipeline.Model.TimeDecode); nothing without a decode rate.
-func (r *Result) SetDecodeDevice(deviceMS float64) {
+func (r *Result) SetDecodeDevice(deviceMS, timedWallMS float64) {
 	if r.DecodeTokensPerSec == nil || r.DecodeTokensPerSec.Median <= 0 {
 		return
 	}
 	wall := 1000 / r.DecodeTokensPerSec.Median
-	r.DecodeStep = &StepTime{WallMS: wall, DeviceMS: deviceMS, HostMS: wall - deviceMS}
+	r.DecodeStep = &StepTime{WallMS: wall, DeviceMS: deviceMS, HostMS: wall - deviceMS, TimedWallMS: timedWallMS}
 }
 
 // Summarize fills the statistics of r from its runs, for the figures its
