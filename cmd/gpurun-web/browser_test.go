@@ -504,13 +504,21 @@ func checkTimeDecode(t *testing.T, tab *browser.Tab) {
 	}
 }
 
-// screenshotAndStop drives the page's controls: the stories model runs from
-// the Generate button, the test captures the page while tokens stream, and
-// the Stop button must end the generation as cancelled.
+// screenshotAndStop drives the page's controls: a short chat turn on
+// WebGPU fills the chat view, the stories model runs from the Generate
+// button, the test captures the whole page while tokens stream, and the
+// Stop button must end the generation as cancelled.
 func screenshotAndStop(t *testing.T, tab *browser.Tab) {
 	ctx := tab.Context()
 	if _, err := eval[chromedp.Void](tab, `gpurunPage.loadServed("stories260K.bin", "auto").then(() => null)`); err != nil {
 		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.SetValue(chromedp.ID("chattemp"), "0"), chromedp.SetValue(chromedp.ID("chatmax"), "16"),
+		chromedp.SendKeys(chromedp.ID("msg"), chatTurns[0]+"\r")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void]("gpurunPage.lastChat !== undefined && !document.getElementById('send').disabled", chromedp.WithPollingTimeout(2*time.Minute))); err != nil {
+		t.Fatalf("waiting for the chat reply: %v", err)
 	}
 	if err := chromedp.Do(ctx,
 		chromedp.SetValue(chromedp.ID("max"), "400"),
@@ -521,7 +529,7 @@ func screenshotAndStop(t *testing.T, tab *browser.Tab) {
 	if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](`document.getElementById("stats").textContent.match(/^(\d+) tokens…/)?.[1] >= 24`, chromedp.WithPollingTimeout(2*time.Minute))); err != nil {
 		t.Fatalf("waiting for streamed tokens: %v", err)
 	}
-	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatal(err)
 	}
