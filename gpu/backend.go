@@ -131,6 +131,13 @@ type Program interface {
 	// exceeds the cache, checks ctx before it submits, and fails with
 	// ErrUnsupported where Caps().MaxSteps is 0.
 	RunSteps(ctx context.Context, token int32, pos, n int, stops []int32) ([]int32, error)
+	// TimeSteps is RunSteps (same arguments, same effect) with device
+	// timestamps before the submission's first dispatch and after its
+	// last, where Caps().Timestamps (else ErrUnsupported): it also returns
+	// the device time of the steps that ran, in nanoseconds, which a
+	// caller sets against the wall time of its decode steps to see the
+	// host's share (the passes are not split, unlike Profile's).
+	TimeSteps(ctx context.Context, token int32, pos, n int, stops []int32) (ids []int32, deviceNanos uint64, err error)
 	// SetSampling changes the rule of a decode program ending in
 	// fusion.Sample for the following runs without compiling the graph
 	// again, where Caps().Sampling (else ErrUnsupported). It rejects the

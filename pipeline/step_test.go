@@ -99,6 +99,9 @@ func (p *fakeProgram) Release() {}
 func (p *fakeProgram) RunSteps(context.Context, int32, int, int, []int32) ([]int32, error) {
 	return nil, gpu.ErrUnsupported
 }
+func (p *fakeProgram) TimeSteps(context.Context, int32, int, int, []int32) ([]int32, uint64, error) {
+	return nil, 0, gpu.ErrUnsupported
+}
 func (p *fakeProgram) SetSampling(fusion.Sampling) error { return gpu.ErrUnsupported }
 func (p *fakeProgram) Profile(context.Context, []int32, int) ([]gpu.OpTime, error) {
 	return nil, gpu.ErrUnsupported

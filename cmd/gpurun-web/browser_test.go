@@ -25,7 +25,10 @@ import (
 	"github.com/gpurun/gpurun/pipeline/chat"
 )
 
-var updateScreenshot = flag.Bool("update-screenshot", false, "write the mid-generation screenshot to docs/browser.png")
+var (
+	updateScreenshot = flag.Bool("update-screenshot", false, "write the mid-generation screenshot to docs/browser.png")
+	secondVisitGPU   = flag.Bool("second-visit-webgpu", false, "run TestBrowser/second-visit on the page's WebGPU (each visit compiles the kernels: minutes on SwiftShader) rather than its CPU fallback")
+)
 
 // browserCase is one model the page loads from the test server, with the
 // prompt and llama.cpp's greedy ids for it.
@@ -76,12 +79,14 @@ func browserCases(t *testing.T) []browserCase {
 	return cases
 }
 
-// chatText is the user's message of the chat check.
-const chatText = "Tell me a story about a cat."
+// chatTurns are the user's messages of the chat check, one turn each.
+var chatTurns = []string{"Tell me a story about a cat.", "And then?"}
 
 // nativeIDs runs the case through the same loader natively, on the CPU
-// backend's reference math (as a one-message chat with chatMode).
-func nativeIDs(t *testing.T, c browserCase, chatMode bool) []int {
+// backend's reference math: its prompt, or with msgs the conversation
+// rendered with the model's template (as gpurun.chat does). It returns the
+// ids and the text of their pieces.
+func nativeIDs(t *testing.T, c browserCase, msgs []chat.Message) ([]int, string) {
 	t.Helper()
 	data, err := os.ReadFile(c.file)
 	if err != nil {
@@ -95,23 +100,24 @@ func nativeIDs(t *testing.T, c browserCase, chatMode bool) []int {
 	}
 	b := cpu.New(cpu.Options{})
 	defer b.Close()
-	m, source, err := loadModel(context.Background(), data, tok, b, 0)
+	m, source, err := loadModel(context.Background(), data, tok, pipeline.Options{Backend: b})
 	if err != nil {
 		t.Fatalf("%s: %v", c.name, err)
 	}
 	defer m.Close()
 	prompt := pipeline.Prompt{Text: c.prompt, IDs: c.promptIDs}
 	g := pipeline.GenerateOptions{MaxTokens: tokens}
-	if chatMode {
+	if msgs != nil {
 		tpl, err := chatTemplate(m, source)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if prompt, err = chatPrompt(m, tpl, []chat.Message{{Role: chat.User, Content: chatText}}, &g); err != nil {
+		if prompt, err = chatPrompt(m, tpl, msgs, &g); err != nil {
 			t.Fatal(err)
 		}
 	}
 	var ids []int
+	var text strings.Builder
 	for tk, err := range m.NewSession().Generate(context.Background(), prompt, g) {
 		if err != nil {
 			t.Fatalf("%s native: %v", c.name, err)
@@ -119,8 +125,9 @@ func nativeIDs(t *testing.T, c browserCase, chatMode bool) []int {
 		if tk.ID >= 0 {
 			ids = append(ids, tk.ID)
 		}
+		text.WriteString(tk.Piece)
 	}
-	return ids
+	return ids, text.String()
 }
 
 func chromium(t *testing.T) string {
@@ -171,9 +178,8 @@ func TestBrowser(t *testing.T) {
 	t.Logf("wasm built in %v: %d bytes", time.Since(start).Round(time.Millisecond), fi.Size())
 
 	native := map[string][]int{}
-	chatWant := nativeIDs(t, cases[0], true)
 	for _, c := range cases {
-		native[c.name] = nativeIDs(t, c, false)
+		native[c.name], _ = nativeIDs(t, c, nil)
 		if !slices.Equal(native[c.name], c.want) {
 			t.Fatalf("%s: native ids %v, llama.cpp's %v", c.name, native[c.name], c.want)
 		}
@@ -272,11 +278,13 @@ func TestBrowser(t *testing.T) {
 			if !mode.noGPU && (compiled == 0 || again.CompiledPipelines != 0) {
 				t.Errorf("on WebGPU the loads compiled %d pipelines and loading %s again %d, want some and then none", compiled, cases[0].name, again.CompiledPipelines)
 			}
-			// A chat turn through the page's template rendering (stories
-			// has no template: gpurun chat's plain format) and tokenizer,
-			// on the CPU only: rendering does not depend on the backend,
-			// and a WebGPU load costs seconds of shader compilation.
+			// Two chat turns in the chat view, through the page's template
+			// rendering (stories has no template: gpurun chat's plain
+			// format) and tokenizer, on the CPU only: rendering does not
+			// depend on the backend, and a WebGPU load costs seconds of
+			// shader compilation.
 			if !mode.noGPU {
+				checkTimeDecode(t, tab)
 				screenshotAndStop(t, tab)
 				return
 			}
@@ -298,15 +306,124 @@ func TestBrowser(t *testing.T) {
 			if _, err := eval[chromedp.Void](tab, fmt.Sprintf("gpurunPage.loadServed(%q, 'auto', %d).then(() => null)", cases[0].name, 2*testCache)); err != nil {
 				t.Fatal(err)
 			}
-			r, err := eval[genResult](tab, fmt.Sprintf("gpurun.chat([{role: 'user', content: %q}], {maxTokens: %d})", chatText, tokens))
-			if err != nil {
-				t.Fatalf("chat: %v", err)
-			}
-			if !slices.Equal(r.IDs, chatWant) {
-				t.Errorf("chat reply ids %v (%s), native %v", r.IDs, r.StopReason, chatWant)
-			}
+			checkChatView(t, tab, cases[0])
 		})
 	}
+	t.Run("second-visit", func(t *testing.T) { checkSecondVisit(t, br, srv.URL, cases[0], !*secondVisitGPU) })
+}
+
+// checkChatView holds the page's chat view to the native pipeline: each
+// user message typed and sent (Enter) renders the whole conversation with
+// the model's template, whose reply streams into the view and must have
+// the ids and text of the native run of that conversation.
+func checkChatView(t *testing.T, tab *browser.Tab, c browserCase) {
+	ctx := tab.Context()
+	var msgs []chat.Message
+	if err := chromedp.Do(ctx, chromedp.SetValue(chromedp.ID("chattemp"), "0"), chromedp.SetValue(chromedp.ID("chatmax"), fmt.Sprint(tokens))); err != nil {
+		t.Fatal(err)
+	}
+	for i, text := range chatTurns {
+		msgs = append(msgs, chat.Message{Role: chat.User, Content: text})
+		wantIDs, wantText := nativeIDs(t, c, msgs)
+		if _, err := eval[chromedp.Void](tab, "gpurunPage.lastChat = undefined"); err != nil {
+			t.Fatal(err)
+		}
+		if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.ID("msg"), text+"\r")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void]("gpurunPage.lastChat !== undefined && !document.getElementById('send').disabled", chromedp.WithPollingTimeout(2*time.Minute))); err != nil {
+			t.Fatalf("turn %d: waiting for the reply: %v", i+1, err)
+		}
+		type chatResult struct {
+			IDs   []int  `json:"ids"`
+			Reply string `json:"reply"`
+		}
+		r, err := eval[chatResult](tab, "gpurunPage.lastChat")
+		if err != nil {
+			t.Fatal(err)
+		}
+		bubbles, err := eval[[]string](tab, `[...document.querySelectorAll("#chatlog .msg")].map((d) => d.className + ": " + d.textContent)`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(r.IDs, wantIDs) || r.Reply != wantText {
+			t.Errorf("turn %d: reply %v %q, native %v %q", i+1, r.IDs, r.Reply, wantIDs, wantText)
+		}
+		if len(bubbles) != 2*(i+1) || bubbles[2*i] != "msg user: "+text || bubbles[2*i+1] != "msg assistant: "+r.Reply {
+			t.Errorf("turn %d: the chat view shows %q", i+1, bubbles)
+		}
+		msgs = append(msgs, chat.Message{Role: chat.Assistant, Content: r.Reply})
+	}
+}
+
+// checkSecondVisit loads stories260K from the server on two visits of the
+// page (two tabs of one browser profile) after forgetting what the page
+// stored: the first downloads it into the Origin Private File System, the
+// second reads it from there, with the same ids; the test logs each
+// visit's time to the first token from page load. The Forget button then
+// empties the store. The visits run on the page's CPU fallback (noGPU), or
+// on WebGPU with -second-visit-webgpu (kernels compile on each visit,
+// which takes long on SwiftShader for CI).
+func checkSecondVisit(t *testing.T, br *browser.Browser, url string, c browserCase, noGPU bool) {
+	type visitResult struct {
+		FromStore       bool    `json:"fromStore"`
+		FetchMs         float64 `json:"fetchMs"`
+		LoadServedMs    float64 `json:"loadServedMs"`
+		IDs             []int   `json:"ids"`
+		SincePageLoadMs float64 `json:"sincePageLoadMs"`
+	}
+	var visits []visitResult
+	for i := range 2 {
+		tab, err := br.NewTab(noGPU)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tab.Close()
+		if err := tab.Open(url); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			if _, err := eval[chromedp.Void](tab, "gpurunPage.forget().then(() => null)"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		promptIDs, _ := json.Marshal(c.promptIDs)
+		prompt, _ := json.Marshal(c.prompt)
+		v, err := eval[visitResult](tab, fmt.Sprintf(`(async () => {
+			const info = await gpurunPage.loadServed(%q, "auto", %d);
+			const r = await gpurunPage.generate(%s, {maxTokens: %d, promptIds: %s});
+			return {...r, fromStore: info.fromStore, fetchMs: info.fetchMs, loadServedMs: info.loadServedMs};
+		})()`, c.name, testCache, prompt, tokens, promptIDs))
+		if err != nil {
+			t.Fatalf("visit %d: %v", i+1, err)
+		}
+		visits = append(visits, v)
+		if v.FromStore != (i == 1) || !slices.Equal(v.IDs, c.want) {
+			t.Errorf("visit %d: model from the store %v, ids %v, want %v and llama.cpp's %v", i+1, v.FromStore, v.IDs, i == 1, c.want)
+		}
+		if i == 1 {
+			stored, err := eval[[]struct{ Name string }](tab, "gpurunPage.storedModels()")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := chromedp.Do(tab.Context(), chromedp.Click(chromedp.ID("forget"))); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := chromedp.Run(tab.Context(), chromedp.Poll[chromedp.Void](`document.getElementById("forget").hidden`, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
+				t.Errorf("the Forget button stays: %v", err)
+			}
+			after, err := eval[[]struct{ Name string }](tab, "gpurunPage.storedModels()")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(stored) != 2 || len(after) != 0 {
+				t.Errorf("stored %v before Forget (want the model and its tokenizer), %v after (want none)", stored, after)
+			}
+		}
+	}
+	backend := map[bool]string{true: "the CPU fallback", false: "WebGPU"}[noGPU]
+	t.Logf("%s, time to first token from page load (indicative): first visit %.0f ms (download %.0f ms, load %.0f ms), second visit %.0f ms (read from the Origin Private File System %.0f ms, load %.0f ms)", backend,
+		visits[0].SincePageLoadMs, visits[0].FetchMs, visits[0].LoadServedMs, visits[1].SincePageLoadMs, visits[1].FetchMs, visits[1].LoadServedMs)
 }
 
 // bigName is the test's large GGUF, as the server offers it.
@@ -354,13 +471,54 @@ func checkStreamed(t *testing.T, tab *browser.Tab, cpuOnly bool, modelBytes int6
 	}
 }
 
-// screenshotAndStop drives the page's controls: the stories model runs from
-// the Generate button, the test captures the page while tokens stream, and
-// the Stop button must end the generation as cancelled.
+// checkTimeDecode times stories260K's decode steps on the page's device
+// (gpurun.timeDecode, the bench's device time per step): timestamp queries
+// through the page's WebGPU (an empty pass writes each) must give the
+// steps asked for and a device time within the call's wall time, which
+// ticks taken for nanoseconds or timestamps of another pass would break.
+func checkTimeDecode(t *testing.T, tab *browser.Tab) {
+	type loadInfo struct {
+		Timestamps bool `json:"timestamps"`
+	}
+	info, err := eval[loadInfo](tab, fmt.Sprintf("gpurunPage.loadServed(\"stories260K.bin\", \"auto\", %d)", testCache))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !info.Timestamps {
+		t.Fatal("the page's WebGPU device keeps no timestamps (Chromium offers timestamp-query on SwiftShader)")
+	}
+	type decodeTime struct {
+		Steps       int     `json:"steps"`
+		Submissions int     `json:"submissions"`
+		DeviceMs    float64 `json:"deviceMs"`
+		StepsMs     float64 `json:"stepsMs"`
+		WallMs      float64 `json:"wallMs"`
+	}
+	d, err := eval[decodeTime](tab, "gpurun.timeDecode([1, 403, 407], 20)")
+	if err != nil {
+		t.Fatalf("timeDecode: %v", err)
+	}
+	t.Logf("page's timed decode: %d steps in %d submissions, device %.1f ms (%.2f ms a step), wall of the submissions %.1f ms, of the call %.1f ms", d.Steps, d.Submissions, d.DeviceMs, d.DeviceMs/float64(max(d.Steps, 1)), d.StepsMs, d.WallMs)
+	if d.Steps != 20 || d.Submissions != 3 || d.DeviceMs <= 0 || d.DeviceMs > d.StepsMs || d.StepsMs > d.WallMs {
+		t.Errorf("timed decode: %d steps in %d submissions (want 20 in 3), device %.2f ms, submissions' wall %.2f ms, call's %.2f ms: want 0 < device <= submissions' <= call's", d.Steps, d.Submissions, d.DeviceMs, d.StepsMs, d.WallMs)
+	}
+}
+
+// screenshotAndStop drives the page's controls: a short chat turn on
+// WebGPU fills the chat view, the stories model runs from the Generate
+// button, the test captures the whole page while tokens stream, and the
+// Stop button must end the generation as cancelled.
 func screenshotAndStop(t *testing.T, tab *browser.Tab) {
 	ctx := tab.Context()
 	if _, err := eval[chromedp.Void](tab, `gpurunPage.loadServed("stories260K.bin", "auto").then(() => null)`); err != nil {
 		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.SetValue(chromedp.ID("chattemp"), "0"), chromedp.SetValue(chromedp.ID("chatmax"), "16"),
+		chromedp.SendKeys(chromedp.ID("msg"), chatTurns[0]+"\r")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void]("gpurunPage.lastChat !== undefined && !document.getElementById('send').disabled", chromedp.WithPollingTimeout(2*time.Minute))); err != nil {
+		t.Fatalf("waiting for the chat reply: %v", err)
 	}
 	if err := chromedp.Do(ctx,
 		chromedp.SetValue(chromedp.ID("max"), "400"),
@@ -371,7 +529,7 @@ func screenshotAndStop(t *testing.T, tab *browser.Tab) {
 	if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](`document.getElementById("stats").textContent.match(/^(\d+) tokens…/)?.[1] >= 24`, chromedp.WithPollingTimeout(2*time.Minute))); err != nil {
 		t.Fatalf("waiting for streamed tokens: %v", err)
 	}
-	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,6 +49,8 @@ func main() {
 	api.Set("load", promiseFunc(s.load))
 	api.Set("generate", promiseFunc(s.generate))
 	api.Set("chat", promiseFunc(s.chat))
+	api.Set("profile", promiseFunc(s.profile))
+	api.Set("timeDecode", promiseFunc(s.timeDecode))
 	api.Set("stop", js.FuncOf(func(js.Value, []js.Value) any {
 		s.cmu.Lock()
 		if s.cancel != nil {
@@ -288,7 +290,15 @@ func num(o js.Value, k string, def float64) float64 {
 	return def
 }
 
-// load(blob, {tokenizer, backend, maxCache, onProgress})
+// pipelineOptions are a load's: the backend, and from its options the KV
+// cache length (maxCache) and the decode steps per submission
+// (stepsPerSubmit, pipeline.Options.StepsPerSubmit; 0 or absent: the
+// default, as natively).
+func pipelineOptions(b gpu.Backend, opts js.Value) pipeline.Options {
+	return pipeline.Options{Backend: b, MaxCache: int(num(opts, "maxCache", 0)), StepsPerSubmit: int(num(opts, "stepsPerSubmit", 0))}
+}
+
+// load(blob, {tokenizer, backend, maxCache, stepsPerSubmit, onProgress})
 func (s *state) load(args []js.Value) (any, error) {
 	if len(args) < 1 || args[0].Type() != js.TypeObject {
 		return nil, errors.New("load: want a File or Blob")
@@ -324,7 +334,7 @@ func (s *state) load(args []js.Value) (any, error) {
 			return nil, fmt.Errorf("load: %w", err)
 		}
 		before := s.pipelines()
-		m, source, err := loadGGUF(ctx, f, b, int(num(opts, "maxCache", 0)))
+		m, source, err := loadGGUF(ctx, f, pipelineOptions(b, opts))
 		if err != nil {
 			return nil, fmt.Errorf("load: %w", err)
 		}
@@ -345,7 +355,7 @@ func (s *state) load(args []js.Value) (any, error) {
 		return nil, fmt.Errorf("load: %w", err)
 	}
 	before := s.pipelines()
-	m, source, err := loadModel(ctx, data, tok, b, int(num(opts, "maxCache", 0)))
+	m, source, err := loadModel(ctx, data, tok, pipelineOptions(b, opts))
 	if err != nil {
 		return nil, fmt.Errorf("load: %w", err)
 	}
@@ -389,8 +399,11 @@ func (s *state) loaded(m *pipeline.Model, source string, size int64, compiled in
 		"maxCache":    m.MaxCache(),
 		"kvCache":     m.KVDType().String(),
 		"activations": m.ActivationDType().String(),
-		"bytes":       size,
-		"chat":        map[bool]string{true: "plain", false: "template"}[tpl.IsPlain()],
+		// timestamps: the page's device times its work (gpurun.profile
+		// and gpurun.timeDecode work).
+		"timestamps": s.backend.Caps().Timestamps,
+		"bytes":      size,
+		"chat":       map[bool]string{true: "plain", false: "template"}[tpl.IsPlain()],
 		// compiledPipelines is what this load compiled: 0 when the
 		// previous loads on this backend compiled all it needs.
 		"compiledPipelines": compiled,
@@ -457,6 +470,77 @@ func (s *state) chat(args []js.Value) (any, error) {
 	return s.run(prompt, g, onToken)
 }
 
+// profile(promptIds): the model's prefill step of the prompt and a decode
+// step after it, each op timed by the device (pipeline.Model.Profile,
+// where the page's adapter offers timestamp queries), as
+// [{step, tokens, pos, ops: [{op, kind, kernels, nanos, bytes, flops}]}]
+// (kind: fusion.Kind's number):
+// what gpurun bench --profile reports, so the bench's browser row gives
+// the page's device time per decode step beside its wall time.
+func (s *state) profile(args []js.Value) (any, error) {
+	if len(args) < 1 || args[0].Type() != js.TypeObject || args[0].Length() == 0 {
+		return nil, errors.New("profile: want an array of prompt ids")
+	}
+	ids := make([]int, args[0].Length())
+	for i := range ids {
+		ids[i] = args[0].Index(i).Int()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.model == nil {
+		return nil, errors.New("profile: no model loaded")
+	}
+	steps, err := s.model.Profile(context.Background(), ids)
+	if err != nil {
+		return nil, fmt.Errorf("profile: %w", err)
+	}
+	out := make([]any, len(steps))
+	for i, st := range steps {
+		ops := make([]any, len(st.Ops))
+		for j, op := range st.Ops {
+			kernels := make([]any, len(op.Kernels))
+			for k, name := range op.Kernels {
+				kernels[k] = name
+			}
+			ops[j] = map[string]any{"op": op.Op, "kind": int(op.Kind), "kernels": kernels,
+				"nanos": float64(op.Nanos), "bytes": float64(op.Bytes), "flops": float64(op.FLOPs)}
+		}
+		out[i] = map[string]any{"step": st.Step, "tokens": st.Tokens, "pos": st.Pos, "ops": ops}
+	}
+	return out, nil
+}
+
+// timeDecode(promptIds, steps): the prompt, then steps greedy decode steps
+// as a generation runs them, with device timestamps around each submission
+// (pipeline.Model.TimeDecode, where the page's adapter offers timestamp
+// queries) -> {steps, submissions, deviceMs, stepsMs, wallMs} (stepsMs:
+// the host's clock around the submissions, each with its timestamp read;
+// wallMs: the whole call's, the prompt included): the device's share of a
+// decode step, which gpurun bench sets against the page's wall time per
+// step to give the page's host time.
+func (s *state) timeDecode(args []js.Value) (any, error) {
+	if len(args) < 2 || args[0].Type() != js.TypeObject || args[0].Length() == 0 || args[1].Type() != js.TypeNumber {
+		return nil, errors.New("timeDecode: want an array of prompt ids and a step count")
+	}
+	ids := make([]int, args[0].Length())
+	for i := range ids {
+		ids[i] = args[0].Index(i).Int()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.model == nil {
+		return nil, errors.New("timeDecode: no model loaded")
+	}
+	start := time.Now()
+	d, err := s.model.TimeDecode(context.Background(), ids, args[1].Int())
+	if err != nil {
+		return nil, fmt.Errorf("timeDecode: %w", err)
+	}
+	ms := func(x time.Duration) float64 { return float64(x) / float64(time.Millisecond) }
+	return map[string]any{"steps": d.Steps, "submissions": d.Submissions, "deviceMs": ms(d.Device), "stepsMs": ms(d.Wall),
+		"wallMs": ms(time.Since(start))}, nil
+}
+
 func genOptions(opts js.Value) pipeline.GenerateOptions {
 	return pipeline.GenerateOptions{
 		MaxTokens:   int(num(opts, "maxTokens", 128)),
@@ -482,6 +566,7 @@ func (s *state) run(prompt pipeline.Prompt, g pipeline.GenerateOptions, onToken 
 		cancel()
 	}()
 	sess := s.model.NewSession()
+	yields := s.backend.Caps().Host
 	var ids []any
 	start := time.Now()
 	lastYield := start
@@ -501,8 +586,11 @@ func (s *state) run(prompt pipeline.Prompt, g pipeline.GenerateOptions, onToken 
 		// Let the page paint and see a stop click about once a frame: the
 		// event loop runs only while every goroutine waits, and a
 		// setTimeout per token would cap the CPU backend near 250 tok/s
-		// (browsers clamp nested timeouts to 4 ms).
-		if time.Since(lastYield) >= yieldEvery {
+		// (browsers clamp nested timeouts to 4 ms). Only the CPU backend
+		// (Caps().Host) needs it: on WebGPU every submission awaits its
+		// buffer map, which hands the loop a turn, and a timeout there
+		// would add up to 4 ms every 15 to the decode steps of a fast GPU.
+		if yields && time.Since(lastYield) >= yieldEvery {
 			yieldToLoop()
 			lastYield = time.Now()
 		}

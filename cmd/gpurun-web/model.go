@@ -3,13 +3,22 @@
 // through internal/webgpu, or on the pure-Go CPU backend when the page has no
 // WebGPU, and exposes a small JavaScript API on globalThis.gpurun:
 //
-//	await gpurun.load(blob, {tokenizer: blob2, backend: "auto", onProgress: (done, total) => {}})
+//	await gpurun.load(blob, {tokenizer: blob2, backend: "auto", maxCache, stepsPerSubmit, onProgress: (done, total) => {}})
 //	    -> {backend, device, vocab, maxCache, kvCache, activations, bytes, chat, compiledPipelines}
 //	await gpurun.generate(prompt, {maxTokens, temperature, topK, topP, seed, promptIds, ignoreStop},
 //	    (id, piece) => {}) -> {ids, stopReason, promptTokens, prefillTokens, generatedTokens,
 //	    ttftMs, decodeTokPerSec, prefillTokPerSec, wallMs}
 //	await gpurun.chat([{role: "user", content: "Hi"}], {maxTokens, ...}, (id, piece) => {}) -> as generate
 //	gpurun.stop()
+//	await gpurun.timeDecode(promptIds, steps) -> {steps, submissions, deviceMs, stepsMs, wallMs}
+//	await gpurun.profile(promptIds) -> [{step, tokens, pos, ops: [{op, kind, kernels, nanos, bytes, flops}]}]
+//
+// timeDecode and profile need timestamp queries on the page's adapter
+// (load's result says timestamps: true): timeDecode runs a generation's
+// decode steps again with timestamps around each submission, which gpurun
+// bench sets against the page's wall time per step (the page's host time),
+// and profile times each op of a prefill and a decode step (bench
+// --profile).
 //
 // blob is a File (picked by the user) or any Blob (a model the server
 // offers, fetched); it is a model file or .task bundle, a GGUF file, or a
@@ -37,7 +46,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/internal/checkpoint"
 	"github.com/gpurun/gpurun/internal/convert"
 	"github.com/gpurun/gpurun/internal/gguf"
@@ -70,13 +78,12 @@ func isModelFile(data []byte) bool {
 }
 
 // loadModel prepares the model in data (a model file, a .task, a GGUF or a
-// llama2.c checkpoint with tokenizer) on b. The weights alias data on the
+// llama2.c checkpoint with tokenizer) on opts.Backend. The weights alias data on the
 // CPU backend and are uploaded from it on a GPU backend. It returns the
 // model's chat template too (Jinja source, "" for none), as gpurun.Open
 // finds it: a model file's gpurun.chat_template, a GGUF's
 // tokenizer.chat_template.
-func loadModel(ctx context.Context, data, tokenizer []byte, b gpu.Backend, maxCache int) (*pipeline.Model, string, error) {
-	opts := pipeline.Options{Backend: b, MaxCache: maxCache}
+func loadModel(ctx context.Context, data, tokenizer []byte, opts pipeline.Options) (*pipeline.Model, string, error) {
 	if isModelFile(data) {
 		f, err := modelfile.Parse(data)
 		if err != nil {
@@ -113,7 +120,7 @@ func loadModel(ctx context.Context, data, tokenizer []byte, b gpu.Backend, maxCa
 // (gguf.ParseHead: its tensors are read one by one as b takes them, so on a
 // GPU backend the weights pass through host memory a tensor at a time). It
 // returns the model's chat template source too.
-func loadGGUF(ctx context.Context, f *gguf.File, b gpu.Backend, maxCache int) (*pipeline.Model, string, error) {
+func loadGGUF(ctx context.Context, f *gguf.File, opts pipeline.Options) (*pipeline.Model, string, error) {
 	ck, err := f.Checkpoint()
 	if err != nil {
 		return nil, "", err
@@ -122,7 +129,7 @@ func loadGGUF(ctx context.Context, f *gguf.File, b gpu.Backend, maxCache int) (*
 	if v, ok := f.Get("tokenizer.chat_template"); ok {
 		template, _ = v.Str()
 	}
-	m, err := pipeline.FromCheckpoint(ctx, ck, pipeline.Options{Backend: b, MaxCache: maxCache})
+	m, err := pipeline.FromCheckpoint(ctx, ck, opts)
 	return m, template, err
 }
 

@@ -64,6 +64,9 @@ func TestBench(t *testing.T) {
 		if len(r.Runs) != 3 {
 			t.Fatalf("result %d: %d runs, want 3", i, len(r.Runs))
 		}
+		if r.DecodeStep != nil {
+			t.Errorf("result %d: the CPU backend keeps no timestamps, yet a decode step split %+v", i, *r.DecodeStep)
+		}
 		for _, run := range r.Runs {
 			if run.PromptTokens != r.Test.PromptTokens || run.GeneratedTokens != r.Test.GenerateTokens || run.TimeToFirstTokenMS <= 0 || run.PrefillTokensPerSec <= 0 {
 				t.Errorf("%s: run %+v", r.Key(), run)
@@ -312,6 +315,13 @@ func TestBenchProfile(t *testing.T) {
 				}
 			}
 		}
+		// A test that decodes splits its decode step into device and host
+		// time (the device's from a timed rerun of its decode steps).
+		if d := r.DecodeStep; (d != nil) != (i > 0) {
+			t.Errorf("%s: decode step %+v", r.Test.Name, d)
+		} else if d != nil && (d.DeviceMS <= 0 || d.WallMS != 1000/r.DecodeTokensPerSec.Median || d.HostMS != d.WallMS-d.DeviceMS || d.TimedWallMS < d.DeviceMS) {
+			t.Errorf("%s: decode step %+v at %v tok/s", r.Test.Name, *d, r.DecodeTokensPerSec.Median)
+		}
 		want := [][]string{{"prefill"}, {"decode"}, {"prefill", "decode"}}[i]
 		if len(steps) != len(want) {
 			t.Errorf("%s: steps %v, want %v", r.Test.Name, steps, want)
@@ -328,6 +338,9 @@ func TestBenchProfile(t *testing.T) {
 	}
 	if n := strings.Count(string(md), "## Kernels: "); n != 3 {
 		t.Errorf("report.md has %d kernel tables, want 3", n)
+	}
+	if !strings.Contains(string(md), "## Decode step: device and host") {
+		t.Errorf("report.md has no decode step table")
 	}
 	if _, _, err := runCLI(t, "", "bench", "-m", task, "--backend", "cpu", "--tests", "pp4", "--reps", "1", "--profile"); err == nil {
 		t.Error("--profile on the CPU backend: want an error")

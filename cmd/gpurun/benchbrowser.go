@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpurun/gpurun/cmd/gpurun/internal/benchreport"
 	"github.com/gpurun/gpurun/internal/browser"
+	"github.com/gpurun/gpurun/pipeline"
 )
 
 // browserBackend is bench's --backend name for gpurun in the browser:
@@ -116,9 +117,10 @@ func benchBrowser(ctx context.Context, log io.Writer, bar *progressbar.ProgressB
 			MaxCache    int    `json:"maxCache"`
 			KVCache     string `json:"kvCache"`     // the KV cache's type, as the native rows give it
 			Activations string `json:"activations"` // the activations' type
+			Timestamps  bool   `json:"timestamps"`  // the page's device keeps timestamps (gpurun.timeDecode works)
 		}
 		start := time.Now()
-		info, err := browser.Eval[loadInfo](tab, fmt.Sprintf("gpurunPage.loadServed(%q, 'webgpu', %d)", filepath.Base(src.file), rf.maxCache))
+		info, err := browser.Eval[loadInfo](tab, fmt.Sprintf("gpurunPage.loadServed(%q, 'webgpu', %d, %d)", filepath.Base(src.file), rf.maxCache, rf.steps))
 		if err != nil {
 			fail(base, fmt.Errorf("load: %w", err))
 			continue
@@ -155,6 +157,17 @@ func benchBrowser(ctx context.Context, log io.Writer, bar *progressbar.ProgressB
 							TimeToFirstTokenMS: g.TTFTMs, PrefillTokensPerSec: g.PrefillTokPerSec, DecodeTokensPerSec: g.DecodeTokPerSec})
 					}
 				}
+				if bf.profile {
+					run++
+					ids, _ := json.Marshal(benchPrompt(t.PromptTokens, info.Vocab, run))
+					steps, err := browser.Eval[[]pipeline.StepProfile](tab, fmt.Sprintf("gpurun.profile(%s)", ids))
+					if err != nil {
+						return fmt.Errorf("profile: %w", err)
+					}
+					if res.Kernels, err = stepKernels(steps, t); err != nil {
+						return err
+					}
+				}
 				return nil
 			}()
 			if err != nil {
@@ -163,6 +176,23 @@ func benchBrowser(ctx context.Context, log io.Writer, bar *progressbar.ProgressB
 				res.Runs, res.Error = []benchreport.Run{}, err.Error()
 			} else {
 				res.Summarize()
+				if steps := decodeSteps(t); steps > 0 && info.Timestamps {
+					// The page's device time per decode step, for its
+					// host time beside native's (the native rows' decodeDevice).
+					run++
+					ids, _ := json.Marshal(benchPrompt(t.PromptTokens, info.Vocab, run))
+					type decodeTime struct {
+						DeviceMs float64 `json:"deviceMs"`
+						StepsMs  float64 `json:"stepsMs"`
+						Steps    int     `json:"steps"`
+					}
+					d, err := browser.Eval[decodeTime](tab, fmt.Sprintf("gpurun.timeDecode(%s, %d)", ids, steps))
+					if err == nil && d.Steps > 0 {
+						res.SetDecodeDevice(d.DeviceMs/float64(d.Steps), d.StepsMs/float64(d.Steps))
+					} else if err != nil {
+						fmt.Fprintf(log, "bench: %s in the browser, %s: device time of the decode steps: %v\n", src.name, t.Name, err)
+					}
+				}
 			}
 			out = append(out, res)
 		}

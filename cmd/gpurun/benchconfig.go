@@ -113,6 +113,8 @@ func benchConfig(ctx context.Context, log io.Writer, bar *progressbar.ProgressBa
 			res.Error = err.Error()
 		} else {
 			res.Summarize()
+			run++
+			decodeDevice(ctx, log, m, t, repeatPrompt(benchPrompt(t.PromptTokens, cfg.VocabSize, run), bf.promptRepeat), &res)
 		}
 		out = append(out, res)
 	}
@@ -166,6 +168,37 @@ func benchLoad(ctx context.Context, rf *benchModelFlags, bf *benchFlags, src ben
 	return gm, time.Since(start).Seconds(), nil
 }
 
+// decodeSteps is how many decode steps test t's runs take after the
+// first token (which the prefill gives); 0 for a test that does not decode.
+func decodeSteps(t benchreport.Test) int {
+	if _, _, decode := t.Metrics(); !decode {
+		return 0
+	}
+	return t.GenerateTokens - 1
+}
+
+// decodeDevice sets res's DecodeStep (after Summarize) from the device time
+// of t's decode steps run again after prompt with timestamps
+// (pipeline.Model.TimeDecode), where the backend has them and picks tokens
+// on the device (not for speculative decoding, whose steps verify drafts);
+// a backend without says nothing, another failure goes to log.
+func decodeDevice(ctx context.Context, log io.Writer, m *pipeline.Model, t benchreport.Test, prompt []int, res *benchreport.Result) {
+	steps := decodeSteps(t)
+	if steps < 1 || res.Speculation != "" {
+		return
+	}
+	d, err := m.TimeDecode(ctx, prompt, steps)
+	if errors.Is(err, gpu.ErrUnsupported) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintf(log, "bench: %s, %s: device time of the decode steps: %v\n", res.Label(), t.Name, err)
+		return
+	}
+	ms := func(x time.Duration) float64 { return float64(x) / float64(time.Millisecond) / float64(d.Steps) }
+	res.SetDecodeDevice(ms(d.Device), ms(d.Wall))
+}
+
 // benchPrompt makes a deterministic prompt that differs from run to run in
 // its first token, so no run reuses another's cached context. Ids 0-2 (the
 // usual unk/bos/eos) are avoided.
@@ -187,6 +220,12 @@ func profileKernels(ctx context.Context, m *pipeline.Model, t benchreport.Test, 
 	if err != nil {
 		return nil, err
 	}
+	return stepKernels(steps, t)
+}
+
+// stepKernels sums each profiled step's ops per kernel, the steps test t
+// does not measure left out (see profileKernels).
+func stepKernels(steps []pipeline.StepProfile, t benchreport.Test) ([]benchreport.Kernel, error) {
 	var out []benchreport.Kernel
 	for _, st := range steps {
 		if st.Step == "prefill" && t.Kind == benchreport.KindGenerate || st.Step == "decode" && t.Kind == benchreport.KindPrompt {

@@ -117,6 +117,9 @@ func Start(ctx context.Context, path string) (*Browser, error) {
 		chromedp.Flag("use-vulkan", "swiftshader"),
 		chromedp.Flag("use-angle", "swiftshader"),
 		chromedp.Flag("disable-vulkan-surface", true),
+		// Timestamp queries at full resolution (Chromium otherwise rounds
+		// them to 100 µs): gpurun.profile's device times.
+		chromedp.Flag("enable-webgpu-developer-features", true),
 		chromedp.WindowSize(900, 760),
 	)
 	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)

@@ -147,6 +147,19 @@ func (d *Device) read(wb *buffer, off int64, dst []byte) error {
 	if err := d.ensureStaging(n); err != nil {
 		return err
 	}
+	tmp := dst
+	if lo != off || n != int64(len(dst)) {
+		tmp = make([]byte, n)
+	}
+	if handled, err := readReplay(d, wb, lo, tmp[:n]); handled {
+		if err != nil {
+			return err
+		}
+		if &tmp[0] != &dst[0] {
+			copy(dst, tmp[off-lo:])
+		}
+		return nil
+	}
 	enc, err := d.dev.CreateCommandEncoder(nil)
 	if err != nil {
 		return fmt.Errorf("webgpu: read: %w", err)
@@ -161,10 +174,6 @@ func (d *Device) read(wb *buffer, off int64, dst []byte) error {
 	}
 	d.queue.Submit(cb)
 	cb.Release()
-	tmp := dst
-	if lo != off || n != int64(len(dst)) {
-		tmp = make([]byte, n)
-	}
 	if err := mapRead(d.dev, d.staging, tmp[:n]); err != nil {
 		return err
 	}

@@ -137,7 +137,7 @@ func pickAdapter(inst *wgpu.Instance) (*wgpu.Adapter, error) {
 		best, bestRank = a, rank(info.AdapterType)
 	}
 	if best == nil {
-		return nil, fmt.Errorf("webgpu: no Vulkan, Metal or D3D12 adapter (saw %s): %w", strings.Join(seen, ", "), gpu.ErrNoDevice)
+		return nil, fmt.Errorf("webgpu: %s (saw %s): %w", noAdapter, strings.Join(seen, ", "), gpu.ErrNoDevice)
 	}
 	return best, nil
 }

@@ -4,8 +4,8 @@ package webgpu
 
 // The browser side (GOOS=js) of what differs between the binding's
 // wgpu-native and navigator.gpu implementations (native.go is the other).
-// The page's WebGPU has no timestamp queries through the binding, reports
-// its adapter through adapter.info, and maps buffers with a promise that
+// The page's WebGPU records timestamps only at pass boundaries (an empty
+// pass stands for each), reports its adapter through adapter.info, and maps buffers with a promise that
 // mapRead awaits: the calling goroutine blocks on a channel while the JS
 // event loop runs, so gpurun must never be called from a JS callback's own
 // goroutine (cmd/gpurun-web runs every request in a goroutine of its own).
@@ -18,17 +18,21 @@ import (
 
 	"github.com/cogentcore/webgpu/jsx"
 	"github.com/cogentcore/webgpu/wgpu"
-
-	"github.com/gpurun/gpurun/gpu"
 )
 
-// querySet stands in for the timestamp query set the browser binding lacks;
-// hasTimestamps is false, so none is ever made.
-type querySet struct{}
+// querySet is the page's GPUQuerySet of timestamps, made where the adapter
+// offers "timestamp-query" (Chromium does; it may quantize the times to
+// 100 µs unless its WebGPU developer features are on).
+type querySet struct{ v js.Value }
 
-func (*querySet) Release() {}
+func (q *querySet) Release() {
+	if q != nil && q.v.Truthy() {
+		q.v.Call("destroy")
+	}
+}
 
-var errNoTimestamps = fmt.Errorf("webgpu: timestamps in the browser: %w", gpu.ErrUnsupported)
+// noAdapter says, in the page's terms, that there is no adapter.
+const noAdapter = "the browser's WebGPU (navigator.gpu) offers this page no adapter"
 
 // usableBackend: the page's one adapter is whatever the browser offers.
 func usableBackend(wgpu.AdapterInfo) bool { return true }
@@ -36,14 +40,56 @@ func usableBackend(wgpu.AdapterInfo) bool { return true }
 // enumerateUsable lists the page's adapter.
 func enumerateUsable(inst *wgpu.Instance) []*wgpu.Adapter { return inst.EnumerateAdapters(nil) }
 
-func hasTimestamps(*wgpu.Adapter) bool { return false }
+// timestampFeature is WebGPU's name of the timestamp queries.
+const timestampFeature = "timestamp-query"
 
-func createTimestamps(*wgpu.Device, uint32) (*querySet, error) { return nil, errNoTimestamps }
+func hasTimestamps(a *wgpu.Adapter) bool {
+	return jsValue(a).Get("features").Call("has", timestampFeature).Truthy()
+}
 
-func writeTimestamp(*wgpu.CommandEncoder, *querySet, uint32) error { return errNoTimestamps }
+func createTimestamps(dev *wgpu.Device, n uint32) (q *querySet, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("webgpu: createQuerySet: %v", r)
+		}
+	}()
+	desc := js.Global().Get("Object").New()
+	desc.Set("type", "timestamp")
+	desc.Set("count", n)
+	return &querySet{v: handle(dev).Call("createQuerySet", desc)}, nil
+}
 
-func resolveTimestamps(*wgpu.CommandEncoder, *querySet, uint32, *wgpu.Buffer) error {
-	return errNoTimestamps
+// timestampPass is the descriptor of an empty compute pass that writes
+// the device time into slot: WebGPU records timestamps only at the
+// boundaries of passes (GPUCommandEncoder.writeTimestamp left the
+// standard), so a timestamp between two passes is a pass of its own.
+func timestampPass(qs *querySet, slot uint32) js.Value {
+	tw := js.Global().Get("Object").New()
+	tw.Set("querySet", qs.v)
+	tw.Set("beginningOfPassWriteIndex", slot)
+	desc := js.Global().Get("Object").New()
+	desc.Set("timestampWrites", tw)
+	return desc
+}
+
+func writeTimestamp(enc *wgpu.CommandEncoder, qs *querySet, slot uint32) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("webgpu: timestamp: %v", r)
+		}
+	}()
+	handle(enc).Call("beginComputePass", timestampPass(qs, slot)).Call("end")
+	return nil
+}
+
+func resolveTimestamps(enc *wgpu.CommandEncoder, qs *querySet, n uint32, dst *wgpu.Buffer) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("webgpu: resolveQuerySet: %v", r)
+		}
+	}()
+	handle(enc).Call("resolveQuerySet", qs.v, 0, n, handle(dst), 0)
+	return nil
 }
 
 func endComputePass(p *wgpu.ComputePassEncoder) error {
@@ -120,6 +166,13 @@ func requestDevice(a *wgpu.Adapter, desc *wgpu.DeviceDescriptor) (*wgpu.Device, 
 	d := js.Global().Get("Object").New()
 	d.Set("label", desc.Label)
 	d.Set("requiredLimits", limits)
+	features := js.Global().Get("Array").New()
+	for _, f := range desc.RequiredFeatures {
+		if f == wgpu.FeatureNameTimestampQuery {
+			features.Call("push", timestampFeature)
+		}
+	}
+	d.Set("requiredFeatures", features)
 	dev, ok := jsx.Await(av.Call("requestDevice", d))
 	if !ok || !dev.Truthy() {
 		return nil, fmt.Errorf("webgpu: the browser refused a device: %s", dev.Call("toString").String())

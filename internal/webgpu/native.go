@@ -20,6 +20,9 @@ type querySet = wgpu.QuerySet
 // then Metal, then D3D12) breaking ties: the kernels are tested on Vulkan.
 const usableBackends = wgpu.InstanceBackendVulkan | wgpu.InstanceBackendMetal | wgpu.InstanceBackendDX12
 
+// noAdapter says that no adapter of usableBackends was found.
+const noAdapter = "no Vulkan, Metal or D3D12 adapter"
+
 // usableBackend: an adapter of one of usableBackends.
 func usableBackend(info wgpu.AdapterInfo) bool {
 	switch info.BackendType {

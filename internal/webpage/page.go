@@ -117,10 +117,22 @@ func Handler(c Config) http.Handler {
 		w.Write(gz)
 	})
 	mux.HandleFunc("GET /models.json", func(w http.ResponseWriter, r *http.Request) {
+		// Modified (Unix milliseconds) with Size names a version of a
+		// file: the page keeps what it downloaded under both, so a file
+		// changed on the server is downloaded again.
 		type entry struct {
 			Name      string `json:"name"`
 			Size      int64  `json:"size"`
+			Modified  int64  `json:"modified"`
 			Tokenizer string `json:"tokenizer,omitempty"`
+			TokSize   int64  `json:"tokenizerSize,omitempty"`
+			TokMod    int64  `json:"tokenizerModified,omitempty"`
+		}
+		stat := func(p string) (size, mod int64) {
+			if fi, err := os.Stat(p); err == nil {
+				return fi.Size(), fi.ModTime().UnixMilli()
+			}
+			return 0, 0
 		}
 		list := []entry{}
 		for name, p := range c.Models {
@@ -128,11 +140,10 @@ func Handler(c Config) http.Handler {
 				continue
 			}
 			e := entry{Name: name}
-			if fi, err := os.Stat(p); err == nil {
-				e.Size = fi.Size()
-			}
-			if _, ok := c.Models[name+".tokenizer"]; ok {
+			e.Size, e.Modified = stat(p)
+			if tp, ok := c.Models[name+".tokenizer"]; ok {
 				e.Tokenizer = name + ".tokenizer"
+				e.TokSize, e.TokMod = stat(tp)
 			}
 			list = append(list, e)
 		}

@@ -96,12 +96,14 @@ func TestHandler(t *testing.T) {
 	var list []struct {
 		Name      string `json:"name"`
 		Size      int64  `json:"size"`
+		Modified  int64  `json:"modified"`
 		Tokenizer string `json:"tokenizer"`
+		TokSize   int64  `json:"tokenizerSize"`
 	}
 	if err := json.Unmarshal(body, &list); err != nil {
 		t.Fatalf("models.json: %v: %s", err, body)
 	}
-	if len(list) != 2 || list[0].Name != "m.bin" || list[0].Size != 11 || list[0].Tokenizer != "m.bin.tokenizer" || list[1].Name != "x.gguf" || list[1].Tokenizer != "" {
+	if len(list) != 2 || list[0].Name != "m.bin" || list[0].Size != 11 || list[0].Tokenizer != "m.bin.tokenizer" || list[0].TokSize != 3 || list[0].Modified <= 0 || list[1].Name != "x.gguf" || list[1].Tokenizer != "" {
 		t.Errorf("models.json = %+v", list)
 	}
 }

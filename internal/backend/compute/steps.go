@@ -161,6 +161,32 @@ func (p *program) RunSteps(ctx context.Context, token int32, pos, n int, stops [
 	return ids, nil
 }
 
+// TimeSteps (gpu.Program, where Caps().Timestamps): RunSteps on the
+// step list recorded with timestamps 0 and 1 around its dispatches (kept
+// beside the untimed one), then those two read back. The device's
+// timestamp slots are shared: the caller holds the device, as for
+// Profile.
+func (p *program) TimeSteps(ctx context.Context, token int32, pos, n int, stops []int32) ([]int32, uint64, error) {
+	if !p.b.devCaps.Timestamps {
+		return nil, 0, fmt.Errorf("compute: timed decode steps: the device keeps no timestamps: %w", gpu.ErrUnsupported)
+	}
+	was := p.multi.stamps
+	p.multi.stamps = true
+	ids, err := p.RunSteps(ctx, token, pos, n, stops)
+	p.multi.stamps = was
+	if err != nil {
+		return nil, 0, err
+	}
+	ts, err := p.b.dev.ReadTimestamps(2)
+	if err != nil {
+		return nil, 0, fmt.Errorf("compute: timed decode steps: %w", err)
+	}
+	if ts[1] < ts[0] {
+		return nil, 0, fmt.Errorf("compute: timed decode steps: the device's timestamps run backwards (%d, then %d)", ts[0], ts[1])
+	}
+	return ids, ts[1] - ts[0], nil
+}
+
 // stepList returns the command list of n steps for span, recording it on
 // first use.
 func (p *program) stepList(out fusion.Buf, n, span int) (gpu.Commands, error) {

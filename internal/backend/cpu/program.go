@@ -666,6 +666,12 @@ func (p *program) RunSteps(context.Context, int32, int, int, []int32) ([]int32, 
 	return nil, fmt.Errorf("cpu: several decode steps per run: %w", gpu.ErrUnsupported)
 }
 
+// TimeSteps fails with gpu.ErrUnsupported: no multi-step submissions and
+// no timestamps (Caps().MaxSteps is 0, Caps().Timestamps false).
+func (p *program) TimeSteps(context.Context, int32, int, int, []int32) ([]int32, uint64, error) {
+	return nil, 0, fmt.Errorf("cpu: timed decode steps: %w", gpu.ErrUnsupported)
+}
+
 // SetSampling fails with gpu.ErrUnsupported: a sampling rule is compiled
 // into the graph (Caps().Sampling is false).
 func (p *program) SetSampling(fusion.Sampling) error {

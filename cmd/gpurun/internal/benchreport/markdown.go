@@ -209,6 +209,16 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 			}
 		})
 	}
+	if slices.ContainsFunc(r.Results, func(res Result) bool { return res.DecodeStep != nil && res.Error == "" }) {
+		fmt.Fprintf(bw, "\n## Decode step: device and host\n\nWall time per decode step (1000 / median decode tok/s), the device time of a decode step (the test's decode steps run again with timestamps around each submission), and the rest: the host's (submissions, waits, reads; in the browser also the page's JS crossings, awaits and buffer mapping). The timed rerun's own wall time per step (each submission followed by a read of its timestamps) gives a host share taken in the same moment as the device time, steadier on a busy machine.\n\n")
+		table(bw, []string{"Model", "Backend", "Device", "Test", "Wall ms/step", "Device ms/step", "Host ms/step", "Timed wall ms/step", "Timed host ms/step"}, func(row func(...string)) {
+			for _, res := range r.Results {
+				if d := res.DecodeStep; d != nil && res.Error == "" {
+					row(res.Model+" "+res.Weights, res.Backend, escapeMD(res.Device), res.Test.Name, num(d.WallMS), num(d.DeviceMS), num(d.HostMS), num(d.TimedWallMS), num(d.TimedWallMS-d.DeviceMS))
+				}
+			}
+		})
+	}
 	for i := range r.Results {
 		res := &r.Results[i]
 		if len(res.Kernels) == 0 {

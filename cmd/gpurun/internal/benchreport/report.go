@@ -184,6 +184,10 @@ type Result struct {
 	TokensPerStep *Stat  `json:"tokens_per_step,omitempty"`
 	// Kernels is the per-kernel time breakdown (bench --profile).
 	Kernels []Kernel `json:"kernels,omitempty"`
+	// DecodeStep splits the wall time of a decode step into the device's
+	// and the host's (a test that decodes, on a backend with timestamps
+	// that picks tokens on the device): see StepTime.
+	DecodeStep *StepTime `json:"decode_step,omitempty"`
 	// Error says why the configuration could not be measured (for example
 	// its weights do not fit in memory); it has no runs then.
 	Error string `json:"error,omitempty"`
@@ -239,6 +243,40 @@ type Kernel struct {
 	TimeMS float64 `json:"time_ms"`
 	Bytes  int64   `json:"bytes"`
 	Flops  int64   `json:"flops"`
+}
+
+// StepTime is one decode step's wall time split into the device's and the
+// host's: WallMS is the median decode rate's step (1000 / tok/s, every
+// step of the runs: submissions of several steps, their waits and reads,
+// the pipeline's bookkeeping, and in the browser the page's JS crossings,
+// awaits and buffer mapping), DeviceMS the device time of a decode step
+// (pipeline.Model.TimeDecode: the test's decode steps run again in
+// submissions as a generation's, timestamps around each submission),
+// HostMS the rest: the time a device infinitely fast would still take. On
+// a software driver the device time dominates; on a real GPU HostMS
+// decides the rate.
+//
+// TimedWallMS is the timed rerun's own wall time per step (its
+// submissions, each followed by a read of its two timestamps): TimedWallMS
+// - DeviceMS is a host share taken in the same moment as the device time,
+// steadier than HostMS on a busy machine, if larger by that read.
+type StepTime struct {
+	WallMS      float64 `json:"wall_ms"`
+	DeviceMS    float64 `json:"device_ms"`
+	HostMS      float64 `json:"host_ms"`
+	TimedWallMS float64 `json:"timed_wall_ms"`
+}
+
+// SetDecodeDevice sets r's DecodeStep from its median decode rate (call
+// Summarize first), deviceMS, the device time of one decode step, and
+// timedWallMS, the wall time of one step of that timed run
+// (pipeline.Model.TimeDecode); nothing without a decode rate.
+func (r *Result) SetDecodeDevice(deviceMS, timedWallMS float64) {
+	if r.DecodeTokensPerSec == nil || r.DecodeTokensPerSec.Median <= 0 {
+		return
+	}
+	wall := 1000 / r.DecodeTokensPerSec.Median
+	r.DecodeStep = &StepTime{WallMS: wall, DeviceMS: deviceMS, HostMS: wall - deviceMS, TimedWallMS: timedWallMS}
 }
 
 // Summarize fills the statistics of r from its runs, for the figures its

@@ -1,0 +1,91 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/gpurun/gpurun/gpu"
+)
+
+// DecodeTime is the device's share of greedy decode steps (Model.TimeDecode).
+type DecodeTime struct {
+	Steps int // decode steps that ran
+	// Submissions is how many submissions they took (Options.StepsPerSubmit
+	// steps each, as a generation's).
+	Submissions int
+	// Device is the device time of those submissions, from timestamps
+	// before the first dispatch and after the last of each.
+	Device time.Duration
+	// Wall is the host's clock around those submissions (each submit, wait
+	// and read of the ids, and the read of its two timestamps): beside
+	// Device, a host share measured in the same moment as the device's,
+	// which a busy machine's swings between runs do not blur, though one
+	// timestamp read per submission larger than a generation's.
+	Wall time.Duration
+}
+
+// PerStep is the device time of one step.
+func (d DecodeTime) PerStep() time.Duration {
+	if d.Steps == 0 {
+		return 0
+	}
+	return d.Device / time.Duration(d.Steps)
+}
+
+// TimeDecode runs the prompt and then steps greedy decode steps as a
+// generation does (the device picks, Options.StepsPerSubmit steps per
+// submission) with device timestamps around each submission, where the
+// backend reports gpu.Caps.Timestamps and picks on the device (else
+// gpu.ErrUnsupported). Set against the wall time of a generation's decode
+// steps (1 / its decode rate), the device time per step leaves the host's
+// share: submissions, waits, reads and bookkeeping, which no faster device
+// removes. Like Profile it overwrites the KV cache of the slot it takes.
+func (m *Model) TimeDecode(ctx context.Context, prompt []int, steps int) (DecodeTime, error) {
+	if len(prompt) == 0 || steps < 1 || len(prompt)+steps > m.maxCache {
+		return DecodeTime{}, fmt.Errorf("%w: timed decode: %d prompt tokens and %d steps for a cache of %d", ErrPrompt, len(prompt), steps, m.maxCache)
+	}
+	if !m.caps.Timestamps {
+		return DecodeTime{}, fmt.Errorf("pipeline: timed decode: the %s backend keeps no device timestamps: %w", m.backend.Info().Backend, gpu.ErrUnsupported)
+	}
+	sl, err := m.acquire(ctx, nil)
+	if err != nil {
+		return DecodeTime{}, err
+	}
+	defer m.release(sl)
+	sl.cut(0) // whatever happens, the cache no longer holds a known prefix
+	defer sl.cut(0)
+	if sl.argmax == nil {
+		return DecodeTime{}, fmt.Errorf("pipeline: timed decode: the %s backend does not pick tokens on the device: %w", m.backend.Info().Backend, gpu.ErrUnsupported)
+	}
+	if len(prompt) > 1 {
+		if _, err := m.feed(ctx, sl, prompt[:len(prompt)-1], nil); err != nil {
+			return DecodeTime{}, fmt.Errorf("pipeline: timed decode: %w", err)
+		}
+	}
+	most := 1
+	if sl.argmax.multiStep {
+		most = m.stepsPerSubmit
+	}
+	var out DecodeTime
+	token, pos := int32(prompt[len(prompt)-1]), len(prompt)-1
+	for out.Steps < steps {
+		n := min(most, steps-out.Steps)
+		start := time.Now()
+		m.lockDevice()
+		ids, nanos, err := sl.argmax.prog.TimeSteps(ctx, token, pos, n, nil)
+		m.unlockDevice()
+		out.Wall += time.Since(start)
+		if err != nil {
+			return DecodeTime{}, fmt.Errorf("pipeline: timed decode: %d steps at position %d: %w", n, pos, err)
+		}
+		if len(ids) == 0 {
+			return DecodeTime{}, fmt.Errorf("pipeline: timed decode: %d steps at position %d ran none", n, pos)
+		}
+		out.Steps += len(ids)
+		out.Submissions++
+		out.Device += time.Duration(nanos)
+		token, pos = ids[len(ids)-1], pos+len(ids)
+	}
+	return out, nil
+}
