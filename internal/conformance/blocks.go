@@ -10,8 +10,9 @@ import (
 )
 
 // BlockTypes are llama.cpp's block types the backends run (tensors.Q4_1 ...
-// Q3K, Q8_0 and MXFP4, kept bit for bit).
-var BlockTypes = []tensors.DType{tensors.Q4_1, tensors.Q5_0, tensors.Q5_1, tensors.Q4K, tensors.Q5K, tensors.Q6K, tensors.Q2K, tensors.Q3K, tensors.Q8_0, tensors.MXFP4}
+// Q3K, Q8_0, MXFP4, IQ4_NL and IQ4_XS, kept bit for bit).
+var BlockTypes = []tensors.DType{tensors.Q4_1, tensors.Q5_0, tensors.Q5_1, tensors.Q4K, tensors.Q5K, tensors.Q6K, tensors.Q2K, tensors.Q3K, tensors.Q8_0, tensors.MXFP4,
+	tensors.IQ4_NL, tensors.IQ4_XS}
 
 // blockHalves lists, per block type, the byte offsets of its f16 fields and
 // the largest magnitude each may take so that weights stay within about
@@ -26,6 +27,9 @@ var blockHalves = map[tensors.DType][][2]float32{
 	tensors.Q2K:  {{80, 1.0 / (15 * 3)}, {82, 1.0 / 15}},
 	tensors.Q3K:  {{108, 1.0 / (32 * 4)}},
 	tensors.Q8_0: {{0, 1.0 / 128}},
+	// IQ4_NL's values reach 127; IQ4_XS's scales ls-32 reach 32 in size.
+	tensors.IQ4_NL: {{0, 1.0 / 128}},
+	tensors.IQ4_XS: {{0, 1.0 / (128 * 32)}},
 }
 
 // blockScaleBytes sets, per block type whose scales are not f16 fields,

@@ -1,4 +1,4 @@
-// Kernels for weights of llama.cpp's block types (tensors.Q4_1 ... Q3K),
+// Kernels for weights of llama.cpp's block types (tensors.Q4_1 ... Q3K, IQ4_NL, IQ4_XS),
 // kept bit for bit as GGUF stores them (layouts: tensors/blocks.go).
 //
 // The family is compiled once per sub-block layout (shaders.QBlockVariant:
@@ -108,6 +108,24 @@ fn qfp4(c: vec4<u32>) -> vec4<i32> {
     return select(v, -v, (c & vec4<u32>(8u)) != vec4<u32>(0u));
 }
 
+// qiq4nl is the non-linear IQ4_NL values of the codes n (< 16):
+// llama.cpp's kvalues_iq4nl, held as bytes in the words IQ4NL_W0..3.
+fn qiq4nl(n: vec4<u32>) -> vec4<i32> {
+    let k = n >> vec4<u32>(2u);
+    let wd = select(select(vec4<u32>(IQ4NL_W0), vec4<u32>(IQ4NL_W1), k == vec4<u32>(1u)),
+                    select(vec4<u32>(IQ4NL_W2), vec4<u32>(IQ4NL_W3), k == vec4<u32>(3u)), k >= vec4<u32>(2u));
+    return bitcast<vec4<i32>>(wd << ((vec4<u32>(3u) - (n & vec4<u32>(3u))) * vec4<u32>(8u))) >> vec4<u32>(24u);
+}
+
+// qiq4xs_scale is d*(ls-32) for sub-block j of the IQ4_XS block at byte b:
+// ls's low four bits are nibble j%2 of scales_l[j/2], its top two bits
+// 2j..2j+1 of scales_h.
+fn qiq4xs_scale(b: u32, j: u32) -> f32 {
+    let sh = qbyte(b + 2u) | (qbyte(b + 3u) << 8u);
+    let ls = ((qbyte(b + 4u + (j >> 1u)) >> (4u * (j & 1u))) & 15u) | (((sh >> (2u * j)) & 3u) << 4u);
+    return qhalf(b) * f32(i32(ls) - 32);
+}
+
 // qscale_min is the 6-bit scale and min of sub-block j of a Q4_K/Q5_K block
 // whose 12 scale bytes start at byte s.
 fn qscale_min(s: u32, j: u32) -> vec2<f32> {
@@ -139,6 +157,13 @@ fn qvalue(qt: u32, b: u32, i: u32) -> f32 {
         }
         case QT_MXFP4: { // MXFP4: E8M0 e, 16 bytes of E2M1 codes
             v = f32(qfp4(vec4<u32>(qnibble32(b + 1u, i))).x) * qe8m0_half(qbyte(b));
+        }
+        case QT_IQ4NL: { // IQ4_NL: d, 16 bytes of codes
+            v = qhalf(b) * f32(qiq4nl(vec4<u32>(qnibble32(b + 2u, i))).x);
+        }
+        case QT_IQ4XS: { // IQ4_XS: d, scales_h, scales_l[4], 8 sub-blocks of IQ4_NL codes
+            let j = i >> 5u;
+            v = qiq4xs_scale(b, j) * f32(qiq4nl(vec4<u32>(qnibble32(b + 8u + 16u * j, i & 31u))).x);
         }
         case QT_Q4K, QT_Q5K: { // Q4_K, Q5_K
             let j = i >> 5u; // sub-block
@@ -225,6 +250,10 @@ fn qsub(ql: u32, qt: u32, b: u32, s: u32) -> QSub {
                 r.a = qe8m0_half(qbyte(b)); // h*fp4(q): no offset
                 return r;
             }
+            if qt == QT_IQ4NL {
+                r.a = qhalf(b); // d*kvalues[q]: no offset
+                return r;
+            }
             r.a = qhalf(b);
             if qt == QT_Q8_0 {
                 // d*q: no offset, no high bits
@@ -238,6 +267,10 @@ fn qsub(ql: u32, qt: u32, b: u32, s: u32) -> QSub {
             }
         }
         case QL_K45: { // d, dmin, 12 scale bytes, (Q5_K: 32 bytes of high bits), qs
+            if qt == QT_IQ4XS {
+                r.a = qiq4xs_scale(b, s);
+                return r;
+            }
             let sm = qscale_min(b + 4u, s);
             r.a = qhalf(b) * sm.x;
             r.c = -(qhalf(b + 2u) * sm.y);
@@ -275,6 +308,9 @@ fn qquant4(ql: u32, qt: u32, b: u32, s: u32, sub: QSub, l: u32) -> vec4<f32> {
             if qt == QT_MXFP4 { // E2M1 codes in nibbles after e
                 return vec4<f32>(qfp4((vec4<u32>(qword4(b + 1u + (l & 15u))) >> (by + vec4<u32>((l >> 4u) * 4u))) & vec4<u32>(15u)));
             }
+            if qt == QT_IQ4NL { // IQ4_NL codes in nibbles after d
+                return vec4<f32>(qiq4nl((vec4<u32>(qword4(b + 2u + (l & 15u))) >> (by + vec4<u32>((l >> 4u) * 4u))) & vec4<u32>(15u)));
+            }
             var qs = b + 4u;
             if qt == QT_Q5_0 {
                 qs = b + 6u;
@@ -289,6 +325,9 @@ fn qquant4(ql: u32, qt: u32, b: u32, s: u32, sub: QSub, l: u32) -> vec4<f32> {
             }
         }
         case QL_K45: { // sub-blocks 2i and 2i+1: low and high nibbles of qs bytes 32i ..
+            if qt == QT_IQ4XS { // sub-block s: IQ4_NL's nibble layout over qs bytes 16s ..
+                return vec4<f32>(qiq4nl((vec4<u32>(qword4(b + 8u + 16u * s + (l & 15u))) >> (by + vec4<u32>((l >> 4u) * 4u))) & vec4<u32>(15u)));
+            }
             var qs = b + 16u;
             if qt == QT_Q5K {
                 qs = b + 48u;

@@ -7,7 +7,8 @@ import (
 	"github.com/gpurun/gpurun/tensors"
 )
 
-// Weights of llama.cpp's block types (tensors.Q4_1 ... Q3K, Q8_0, MXFP4) keep their
+// Weights of llama.cpp's block types (tensors.Q4_1 ... Q3K, Q8_0, MXFP4,
+// IQ4_NL, IQ4_XS) keep their
 // blocks bit for bit on the device and have kernels of their own
 // (shaders/wgsl/qblocks.wgsl, one module per sub-block layout), which
 // compute every weight with the CPU reference's f32 operations (the sums
@@ -23,6 +24,7 @@ var qtCodes = map[tensors.DType]shaders.BlockType{
 	tensors.Q8_0: shaders.BlockQ8_0, tensors.MXFP4: shaders.BlockMXFP4,
 	tensors.Q4K: shaders.BlockQ4K, tensors.Q5K: shaders.BlockQ5K, tensors.Q6K: shaders.BlockQ6K,
 	tensors.Q2K: shaders.BlockQ2K, tensors.Q3K: shaders.BlockQ3K,
+	tensors.IQ4_NL: shaders.BlockIQ4NL, tensors.IQ4_XS: shaders.BlockIQ4XS,
 }
 
 // qMatMul plans out = W·x + bias (accum: out += ...) for a block-type W,

@@ -256,7 +256,8 @@ var kquants = map[tensors.DType]simd.KQuant{
 }
 
 // q32s maps the 32-value block types to their dynamic kernels.
-var q32s = map[tensors.DType]simd.Q32{tensors.Q4_1: simd.Q4_1, tensors.Q5_0: simd.Q5_0, tensors.Q5_1: simd.Q5_1, tensors.Q8_0: simd.Q8_0, tensors.MXFP4: simd.MXFP4}
+var q32s = map[tensors.DType]simd.Q32{tensors.Q4_1: simd.Q4_1, tensors.Q5_0: simd.Q5_0, tensors.Q5_1: simd.Q5_1, tensors.Q8_0: simd.Q8_0, tensors.MXFP4: simd.MXFP4,
+	tensors.IQ4_NL: simd.IQ4_NL}
 
 // littleEndian is true on hosts whose memory order matches the stored order,
 // which lets typed views alias the bytes.

@@ -3,7 +3,7 @@
 // QT_* block-type codes every module carries (codes.go).
 
 // qblock_len is the elements of one block of type qt: 32 for the
-// one-scale types (Q4_1 ... MXFP4), 256 for the K-quants.
+// one-scale types (Q4_1 ... IQ4_NL), 256 for the K-quants and IQ4_XS.
 fn qblock_len(qt: u32) -> u32 {
     return select(QT_Q4_1_ELEMS, QT_Q4K_ELEMS, qt >= QT_Q4K);
 }
@@ -17,6 +17,8 @@ fn qblock_bytes(qt: u32) -> u32 {
         case QT_Q5_1: { n = QT_Q5_1_BYTES; }
         case QT_Q8_0: { n = QT_Q8_0_BYTES; }
         case QT_MXFP4: { n = QT_MXFP4_BYTES; }
+        case QT_IQ4NL: { n = QT_IQ4NL_BYTES; }
+        case QT_IQ4XS: { n = QT_IQ4XS_BYTES; }
         case QT_Q4K: { n = QT_Q4K_BYTES; }
         case QT_Q5K: { n = QT_Q5K_BYTES; }
         case QT_Q2K: { n = QT_Q2K_BYTES; }

@@ -7532,6 +7532,239 @@ DATA mxfp4consts<>+1048(SB)/4, $0x7e800000
 DATA mxfp4consts<>+1052(SB)/4, $0x7f000000
 GLOBL mxfp4consts<>(SB), RODATA|NOPTR, $1056
 
+// func dotIQ4NLRowsAVX2(w *byte, x *int8, xd *float32, nb int, rows int, out *float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotIQ4NLRowsAVX2(SB), NOSPLIT, $32-48
+	MOVQ         w+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         xd+16(FP), DX
+	MOVQ         nb+24(FP), BX
+	MOVQ         rows+32(FP), SI
+	MOVQ         out+40(FP), DI
+	LEAQ         iq4nlconsts<>+0(SB), R8
+	MOVL         $0x00010001, R9
+	VMOVD        R9, X0
+	VPBROADCASTW X0, Y0
+	MOVL         $0x0f0f0f0f, R9
+	VMOVD        R9, X1
+	VPBROADCASTB X1, Y1
+	VMOVDQU      (R8), Y2
+
+iq4nlrow:
+	TESTQ  SI, SI
+	JZ     iq4nlend
+	MOVQ   CX, R8
+	MOVQ   DX, R9
+	MOVQ   BX, R10
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+
+iq4nleight:
+	CMPQ         R10, $0x08
+	JL           iq4nltail
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	VPXOR        X5, X5, X5
+	VPINSRW      $0x00, (AX), X5, X5
+	VPINSRW      $0x01, 18(AX), X5, X5
+	VPINSRW      $0x02, 36(AX), X5, X5
+	VPINSRW      $0x03, 54(AX), X5, X5
+	VPINSRW      $0x04, 72(AX), X5, X5
+	VPINSRW      $0x05, 90(AX), X5, X5
+	VPINSRW      $0x06, 108(AX), X5, X5
+	VPINSRW      $0x07, 126(AX), X5, X5
+	VCVTPH2PS    X5, Y5
+	VMULPS       (R9), Y5, Y5
+	VMOVUPS      Y5, (SP)
+	VBROADCASTSS (SP), Y5
+	VMOVDQU      2(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPSHUFB      Y7, Y2, Y8
+	VPABSB       Y8, Y7
+	VMOVDQU      (R8), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y3
+	VBROADCASTSS 4(SP), Y5
+	VMOVDQU      20(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPSHUFB      Y7, Y2, Y8
+	VPABSB       Y8, Y7
+	VMOVDQU      32(R8), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y4
+	VBROADCASTSS 8(SP), Y5
+	VMOVDQU      38(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPSHUFB      Y7, Y2, Y8
+	VPABSB       Y8, Y7
+	VMOVDQU      64(R8), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y3
+	VBROADCASTSS 12(SP), Y5
+	VMOVDQU      56(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPSHUFB      Y7, Y2, Y8
+	VPABSB       Y8, Y7
+	VMOVDQU      96(R8), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y4
+	VBROADCASTSS 16(SP), Y5
+	VMOVDQU      74(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPSHUFB      Y7, Y2, Y8
+	VPABSB       Y8, Y7
+	VMOVDQU      128(R8), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y3
+	VBROADCASTSS 20(SP), Y5
+	VMOVDQU      92(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPSHUFB      Y7, Y2, Y8
+	VPABSB       Y8, Y7
+	VMOVDQU      160(R8), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y4
+	VBROADCASTSS 24(SP), Y5
+	VMOVDQU      110(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPSHUFB      Y7, Y2, Y8
+	VPABSB       Y8, Y7
+	VMOVDQU      192(R8), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y3
+	VBROADCASTSS 28(SP), Y5
+	VMOVDQU      128(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPSHUFB      Y7, Y2, Y8
+	VPABSB       Y8, Y7
+	VMOVDQU      224(R8), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y4
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000100, R8
+	ADDQ         $0x20, R9
+	SUBQ         $0x08, R10
+	JMP          iq4nleight
+
+iq4nltail:
+	TESTQ        R10, R10
+	JZ           iq4nldone
+	MOVWLZX      (AX), R11
+	VMOVD        R11, X5
+	VCVTPH2PS    X5, X5
+	VBROADCASTSS X5, Y5
+	VMULPS       (R9), Y5, Y5
+	VBROADCASTSS X5, Y5
+	VMOVDQU      2(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPSHUFB      Y7, Y2, Y8
+	VPABSB       Y8, Y7
+	VMOVDQU      (R8), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y3
+	ADDQ         $0x12, AX
+	ADDQ         $0x20, R8
+	ADDQ         $0x04, R9
+	DECQ         R10
+	JMP          iq4nltail
+
+iq4nldone:
+	VADDPS       Y4, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X4
+	VADDPS       X4, X3, X3
+	VMOVHLPS     X3, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, (DI)
+	ADDQ         $0x04, DI
+	DECQ         SI
+	JMP          iq4nlrow
+
+iq4nlend:
+	VZEROUPPER
+	RET
+
+DATA iq4nlconsts<>+0(SB)/1, $0x81
+DATA iq4nlconsts<>+1(SB)/1, $0x98
+DATA iq4nlconsts<>+2(SB)/1, $0xad
+DATA iq4nlconsts<>+3(SB)/1, $0xbf
+DATA iq4nlconsts<>+4(SB)/1, $0xcf
+DATA iq4nlconsts<>+5(SB)/1, $0xdd
+DATA iq4nlconsts<>+6(SB)/1, $0xea
+DATA iq4nlconsts<>+7(SB)/1, $0xf6
+DATA iq4nlconsts<>+8(SB)/1, $0x01
+DATA iq4nlconsts<>+9(SB)/1, $0x0d
+DATA iq4nlconsts<>+10(SB)/1, $0x19
+DATA iq4nlconsts<>+11(SB)/1, $0x26
+DATA iq4nlconsts<>+12(SB)/1, $0x35
+DATA iq4nlconsts<>+13(SB)/1, $0x45
+DATA iq4nlconsts<>+14(SB)/1, $0x59
+DATA iq4nlconsts<>+15(SB)/1, $0x71
+DATA iq4nlconsts<>+16(SB)/1, $0x81
+DATA iq4nlconsts<>+17(SB)/1, $0x98
+DATA iq4nlconsts<>+18(SB)/1, $0xad
+DATA iq4nlconsts<>+19(SB)/1, $0xbf
+DATA iq4nlconsts<>+20(SB)/1, $0xcf
+DATA iq4nlconsts<>+21(SB)/1, $0xdd
+DATA iq4nlconsts<>+22(SB)/1, $0xea
+DATA iq4nlconsts<>+23(SB)/1, $0xf6
+DATA iq4nlconsts<>+24(SB)/1, $0x01
+DATA iq4nlconsts<>+25(SB)/1, $0x0d
+DATA iq4nlconsts<>+26(SB)/1, $0x19
+DATA iq4nlconsts<>+27(SB)/1, $0x26
+DATA iq4nlconsts<>+28(SB)/1, $0x35
+DATA iq4nlconsts<>+29(SB)/1, $0x45
+DATA iq4nlconsts<>+30(SB)/1, $0x59
+DATA iq4nlconsts<>+31(SB)/1, $0x71
+GLOBL iq4nlconsts<>(SB), RODATA|NOPTR, $32
+
 // func gemmQ8T1VNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512VL, AVX512VNNI, FMA3
 TEXT ·gemmQ8T1VNNI(SB), NOSPLIT, $0-64

@@ -214,6 +214,11 @@ func dotQ8_0RowsAVX2(w *byte, x *int8, xd *float32, nb int, rows int, out *float
 //go:noescape
 func dotMXFP4RowsAVX2(w *byte, x *int8, xd *float32, nb int, rows int, out *float32)
 
+// dotIQ4NLRowsAVX2 sets out[i] to the dot product of IQ4_NL weight row i (nb blocks, the rows consecutive at w) with QuantizeQ8 activations in natural order (x, xd), for i < rows.
+//
+//go:noescape
+func dotIQ4NLRowsAVX2(w *byte, x *int8, xd *float32, nb int, rows int, out *float32)
+
 // gemmQ8T1VNNI is the Q8 GEMM kernel for 1 tokens (simd.Impl.Gemm).
 //
 //go:noescape

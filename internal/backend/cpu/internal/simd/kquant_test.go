@@ -248,7 +248,7 @@ var q32Types = []struct {
 	t      Q32
 	dt     tensors.DType
 	scales []int
-}{{Q4_1, tensors.Q4_1, []int{0, 2}}, {Q5_0, tensors.Q5_0, []int{0}}, {Q5_1, tensors.Q5_1, []int{0, 2}}, {Q8_0, tensors.Q8_0, []int{0}}, {MXFP4, tensors.MXFP4, nil}}
+}{{Q4_1, tensors.Q4_1, []int{0, 2}}, {Q5_0, tensors.Q5_0, []int{0}}, {Q5_1, tensors.Q5_1, []int{0, 2}}, {Q8_0, tensors.Q8_0, []int{0}}, {MXFP4, tensors.MXFP4, nil}, {IQ4_NL, tensors.IQ4_NL, []int{0}}}
 
 // randQ32Blocks is randKBlocks for the 32-value types.
 // MXFP4's exponent bytes are 2^-10 ... 2^-4 halves (weights up to about
@@ -470,6 +470,14 @@ func withinQ32(got, want float32, nb int, mag float64) bool {
 		return got != got && want != want
 	}
 	return within(got, want, nb*QBlock, mag)
+}
+
+// TestIQ4NLValues: the kernels' IQ4_NL table is the one tensors
+// generated from llama.cpp's header.
+func TestIQ4NLValues(t *testing.T) {
+	if IQ4NLValues != tensors.IQ4NLValues() {
+		t.Errorf("simd.IQ4NLValues %v, tensors' %v", IQ4NLValues, tensors.IQ4NLValues())
+	}
 }
 
 // TestMXFP4Exponents: one-block MXFP4 products for every exponent byte (0

@@ -44,9 +44,9 @@ var AVX2 = &Impl{
 	},
 	dotQ32: [NumQ32]func(w []byte, x []int8, xd []float32) float32{
 		Q4_1: kernelQ32(dotQ4_1AVX2), Q5_0: kernelQ32(dotQ5_0AVX2), Q5_1: kernelQ32(dotQ5_1AVX2), Q8_0: q8_0A,
-		MXFP4: mxfp4A,
+		MXFP4: mxfp4A, IQ4_NL: iq4nlA,
 	},
-	dotQ32Rows: [NumQ32]func(w []byte, x []int8, xd []float32, out []float32){Q8_0: q8_0RowsA, MXFP4: mxfp4RowsA},
+	dotQ32Rows: [NumQ32]func(w []byte, x []int8, xd []float32, out []float32){Q8_0: q8_0RowsA, MXFP4: mxfp4RowsA, IQ4_NL: iq4nlRowsA},
 	// The prefill GEMM with VPMADDUBSW and VPMADDWD (gen/gemmavx2.go): the
 	// VNNI kernels' bits.
 	gemm: [NumGemmKinds]gemmFunc{
@@ -126,6 +126,21 @@ func mxfp4A(w []byte, x []int8, xd []float32) float32 {
 	}
 	var out [1]float32
 	dotMXFP4RowsAVX2(&w[0], &x[0], &xd[0], len(xd), 1, &out[0])
+	return out[0]
+}
+
+// iq4nlRowsA and iq4nlA run the IQ4_NL rows kernel (the slices already
+// checked; iq4nlA's with at least one block).
+func iq4nlRowsA(w []byte, x []int8, xd []float32, out []float32) {
+	dotIQ4NLRowsAVX2(&w[0], &x[0], &xd[0], len(xd), len(out), &out[0])
+}
+
+func iq4nlA(w []byte, x []int8, xd []float32) float32 {
+	if len(xd) == 0 {
+		return 0
+	}
+	var out [1]float32
+	dotIQ4NLRowsAVX2(&w[0], &x[0], &xd[0], len(xd), 1, &out[0])
 	return out[0]
 }
 
