@@ -23,12 +23,12 @@ import (
 type Q32 int
 
 const (
-	Q4_1  Q32 = iota // 20 bytes: d, m, 16 bytes of nibbles; d*q + m
-	Q5_0             // 22 bytes: d, 32 high bits, nibbles; d*(q-16)
-	Q5_1             // 24 bytes: d, m, 32 high bits, nibbles; d*q + m
-	Q8_0             // 34 bytes: d, 32 int8; d*q
-	MXFP4            // 17 bytes: E8M0 exponent e, 16 bytes of E2M1 codes; fp4[q]*h(e)
-	IQ4_NL           // 18 bytes: d, 16 bytes of codes; d*iq4nl[q]
+	Q4_1   Q32 = iota // 20 bytes: d, m, 16 bytes of nibbles; d*q + m
+	Q5_0              // 22 bytes: d, 32 high bits, nibbles; d*(q-16)
+	Q5_1              // 24 bytes: d, m, 32 high bits, nibbles; d*q + m
+	Q8_0              // 34 bytes: d, 32 int8; d*q
+	MXFP4             // 17 bytes: E8M0 exponent e, 16 bytes of E2M1 codes; fp4[q]*h(e)
+	IQ4_NL            // 18 bytes: d, 16 bytes of codes; d*iq4nl[q]
 	NumQ32
 )
 
