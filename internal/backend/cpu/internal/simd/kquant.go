@@ -28,12 +28,12 @@ const (
 type KQuant int
 
 const (
-	Q4K KQuant = iota // 144 bytes: d, dmin, 12 bytes of 6-bit scales and mins, 4-bit values
-	Q5K               // 176 bytes: Q4K with a fifth bit per value
-	Q6K               // 210 bytes: 6-bit values, 16 int8 scales, d
-	Q2K               // 84 bytes: 4-bit scales and mins, 2-bit values, d, dmin
-	Q3K               // 110 bytes: high bits, 2-bit values, 6-bit scales, d
-	IQ4XS             // 136 bytes: d, 6-bit scales per 32 (offset 32), 4-bit codes of IQ4NLValues
+	Q4K   KQuant = iota // 144 bytes: d, dmin, 12 bytes of 6-bit scales and mins, 4-bit values
+	Q5K                 // 176 bytes: Q4K with a fifth bit per value
+	Q6K                 // 210 bytes: 6-bit values, 16 int8 scales, d
+	Q2K                 // 84 bytes: 4-bit scales and mins, 2-bit values, d, dmin
+	Q3K                 // 110 bytes: high bits, 2-bit values, 6-bit scales, d
+	IQ4XS               // 136 bytes: d, 6-bit scales per 32 (offset 32), 4-bit codes of IQ4NLValues
 	NumKQuant
 )
 
