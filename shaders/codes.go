@@ -79,7 +79,7 @@ func (s ScaleType) String() string {
 	return fmt.Sprintf("ScaleType(%d)", uint32(s))
 }
 
-// BlockType is the code of one of llama.cpp's block types (Q4_1 ... Q3_K, Q8_0, MXFP4, IQ4_NL, IQ4_XS),
+// BlockType is the code of one of llama.cpp's block types (Q4_1 ... Q3_K, Q8_0, MXFP4, IQ4_NL, IQ4_XS, NVFP4, TQ1_0, TQ2_0),
 // which keep their blocks bit for bit on the device and have a kernel
 // family of their own (wgsl/qblocks.wgsl). 0 is none.
 type BlockType uint32
@@ -99,6 +99,9 @@ const (
 	BlockQ2K
 	BlockQ3K
 	BlockIQ4XS
+	BlockNVFP4 // 64-element blocks (qblock_len's one exception)
+	BlockTQ1_0
+	BlockTQ2_0
 )
 
 // IQ4NLValues are llama.cpp's 16 non-linear IQ4_NL (and IQ4_XS) values
@@ -118,9 +121,9 @@ type BlockLayout uint32
 // Block layouts.
 const (
 	LayoutB32 BlockLayout = iota // Q4_1, Q5_0, Q5_1, Q8_0, MXFP4, IQ4_NL: one 32-element block, one scale (and min)
-	LayoutK45                    // Q4_K, Q5_K, IQ4_XS: 8 sub-blocks of 32, 6-bit scales (and mins)
+	LayoutK45                    // Q4_K, Q5_K, IQ4_XS, TQ1_0, TQ2_0: 8 sub-blocks of 32, 6-bit scales (and mins) or one scale
 	LayoutK6                     // Q6_K: 16 sub-blocks of 16, int8 scales
-	LayoutK23                    // Q2_K, Q3_K: 16 sub-blocks of 16, 4-bit (Q2_K: and min) or 6-bit scales
+	LayoutK23                    // Q2_K, Q3_K: 16 sub-blocks of 16, 4-bit (Q2_K: and min) or 6-bit scales; NVFP4: 4 of 16, UE4M3 scales
 )
 
 var blockLayouts = []struct {
@@ -169,6 +172,9 @@ var blockTypes = []struct {
 	{BlockQ2K, "Q2K", 256, 84, LayoutK23},
 	{BlockQ3K, "Q3K", 256, 110, LayoutK23},
 	{BlockIQ4XS, "IQ4XS", 256, 136, LayoutK45},
+	{BlockNVFP4, "NVFP4", 64, 36, LayoutK23},
+	{BlockTQ1_0, "TQ1_0", 256, 54, LayoutK45},
+	{BlockTQ2_0, "TQ2_0", 256, 66, LayoutK45},
 }
 
 // Layout is the sub-block layout of the type (LayoutB32 for an unknown

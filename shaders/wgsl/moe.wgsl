@@ -229,6 +229,30 @@ fn mq_value(second: bool, qt: u32, b: u32, i: u32) -> f32 {
         case QT_MXFP4: {
             v = mq_fp4(mq_nibble(second, b + 1u, i)) * mq_e8m0_half(mq_byte(second, b));
         }
+        case QT_NVFP4: { // 4 UE4M3 scales, 4 sub-blocks of 16
+            let s = i >> 4u;
+            let j = i & 15u;
+            let c = (mq_byte(second, b + 4u + 8u * s + (j & 7u)) >> (4u * (j >> 3u))) & 15u;
+            v = mq_fp4(c) * ue4m3_half(mq_byte(second, b + s));
+        }
+        case QT_TQ1_0: { // qs[48], qh[4] of base-3 digits, d (see qblocks.wgsl's qtq1_at)
+            var off = 48u + (i & 3u);
+            var n = (i - 240u) >> 2u;
+            if i < 160u {
+                off = i & 31u;
+                n = i >> 5u;
+            } else if i < 240u {
+                off = 32u + ((i - 160u) & 15u);
+                n = (i - 160u) >> 4u;
+            }
+            let p = select(select(select(select(81u, 27u, n == 3u), 9u, n == 2u), 3u, n == 1u), 1u, n == 0u);
+            let digit = (((mq_byte(second, b + off) * p) & 255u) * 3u) >> 8u;
+            v = f32(i32(digit) - 1) * mq_half(second, b + 52u);
+        }
+        case QT_TQ2_0: { // element 128h + 32l + m is bits 2l of qs[32h + m]; d
+            let q = (mq_byte(second, b + 32u * (i >> 7u) + (i & 31u)) >> (2u * ((i >> 5u) & 3u))) & 3u;
+            v = f32(i32(q) - 1) * mq_half(second, b + 64u);
+        }
         case QT_IQ4NL: { // d, 16 bytes of codes
             v = mq_half(second, b) * mq_iq4nl(mq_nibble(second, b + 2u, i));
         }
@@ -322,7 +346,7 @@ fn mq_dot32(second: bool, qt: u32, b: u32, j: u32, xi: u32) -> f32 {
                 }
             }
         }
-        case QT_Q2K, QT_Q3K, QT_IQ4NL, QT_IQ4XS: {
+        case QT_Q2K, QT_Q3K, QT_IQ4NL, QT_IQ4XS, QT_NVFP4, QT_TQ1_0, QT_TQ2_0: {
             for (var i = 0u; i < 32u; i++) {
                 acc += mq_value(second, qt, b, 32u * j + i) * x_at(xi + i);
             }

@@ -1,4 +1,4 @@
-// Kernels for weights of llama.cpp's block types (tensors.Q4_1 ... Q3K, IQ4_NL, IQ4_XS),
+// Kernels for weights of llama.cpp's block types (tensors.Q4_1 ... Q3K, IQ4_NL, IQ4_XS, NVFP4, TQ1_0, TQ2_0),
 // kept bit for bit as GGUF stores them (layouts: tensors/blocks.go).
 //
 // The family is compiled once per sub-block layout (shaders.QBlockVariant:
@@ -126,6 +126,26 @@ fn qiq4xs_scale(b: u32, j: u32) -> f32 {
     return qhalf(b) * f32(i32(ls) - 32);
 }
 
+// qtq1_at is where elements e .. e+3 (e a multiple of 4) of a TQ1_0 block
+// live: x the byte offset of the four bytes in the block, y the base-3
+// digit (0..4) they hold.
+fn qtq1_at(e: u32) -> vec2<u32> {
+    if e < 160u {
+        return vec2<u32>(e & 31u, e >> 5u);
+    }
+    if e < 240u {
+        return vec2<u32>(32u + ((e - 160u) & 15u), (e - 160u) >> 4u);
+    }
+    return vec2<u32>(48u, (e - 240u) >> 2u);
+}
+
+// qtq1_digits is digit n of the bytes q (TQ1_0's fixed-point base-3
+// fractions), less one: ((q*3^n mod 256)*3 >> 8) - 1.
+fn qtq1_digits(q: vec4<u32>, n: u32) -> vec4<i32> {
+    let p = select(select(select(select(81u, 27u, n == 3u), 9u, n == 2u), 3u, n == 1u), 1u, n == 0u);
+    return vec4<i32>((((q * vec4<u32>(p)) & vec4<u32>(255u)) * vec4<u32>(3u)) >> vec4<u32>(8u)) - vec4<i32>(1);
+}
+
 // qscale_min is the 6-bit scale and min of sub-block j of a Q4_K/Q5_K block
 // whose 12 scale bytes start at byte s.
 fn qscale_min(s: u32, j: u32) -> vec2<f32> {
@@ -164,6 +184,20 @@ fn qvalue(qt: u32, b: u32, i: u32) -> f32 {
         case QT_IQ4XS: { // IQ4_XS: d, scales_h, scales_l[4], 8 sub-blocks of IQ4_NL codes
             let j = i >> 5u;
             v = qiq4xs_scale(b, j) * f32(qiq4nl(vec4<u32>(qnibble32(b + 8u + 16u * j, i & 31u))).x);
+        }
+        case QT_NVFP4: { // NVFP4: 4 UE4M3 scales, 4 sub-blocks of 16 (8 bytes of nibbles each)
+            let s = i >> 4u;
+            let j = i & 15u;
+            let c = (qbyte(b + 4u + 8u * s + (j & 7u)) >> (4u * (j >> 3u))) & 15u;
+            v = f32(qfp4(vec4<u32>(c)).x) * ue4m3_half(qbyte(b + s));
+        }
+        case QT_TQ1_0: { // TQ1_0: qs[48], qh[4] of base-3 digits, d
+            let at = qtq1_at(i & ~3u);
+            v = f32(qtq1_digits(vec4<u32>(qbyte(b + at.x + (i & 3u))), at.y).x) * qhalf(b + 52u);
+        }
+        case QT_TQ2_0: { // TQ2_0: element 128h + 32l + m is bits 2l of qs[32h + m]; d
+            let q = (qbyte(b + 32u * (i >> 7u) + (i & 31u)) >> (2u * ((i >> 5u) & 3u))) & 3u;
+            v = f32(i32(q) - 1) * qhalf(b + 64u);
         }
         case QT_Q4K, QT_Q5K: { // Q4_K, Q5_K
             let j = i >> 5u; // sub-block
@@ -271,6 +305,10 @@ fn qsub(ql: u32, qt: u32, b: u32, s: u32) -> QSub {
                 r.a = qiq4xs_scale(b, s);
                 return r;
             }
+            if qt == QT_TQ1_0 || qt == QT_TQ2_0 { // d*(digit-1): one scale, the offset in qquant4
+                r.a = qhalf(b + select(64u, 52u, qt == QT_TQ1_0));
+                return r;
+            }
             let sm = qscale_min(b + 4u, s);
             r.a = qhalf(b) * sm.x;
             r.c = -(qhalf(b + 2u) * sm.y);
@@ -278,8 +316,10 @@ fn qsub(ql: u32, qt: u32, b: u32, s: u32) -> QSub {
         case QL_K6: { // ql 128, qh 64, int8 scales 16, d
             r.a = qhalf(b + 208u) * f32(extractBits(bitcast<i32>(qbyte(b + 192u + s)), 0u, 8u));
         }
-        default: { // Q2_K: scales 16, qs 64, d, dmin; Q3_K: hmask 32, qs 64, scales 12, d
-            if qt == QT_Q2K {
+        default: { // Q2_K: scales 16, qs 64, d, dmin; Q3_K: hmask 32, qs 64, scales 12, d; NVFP4: d[4], qs 32
+            if qt == QT_NVFP4 {
+                r.a = ue4m3_half(qbyte(b + s));
+            } else if qt == QT_Q2K {
                 let sc = qbyte(b + s);
                 r.a = qhalf(b + 80u) * f32(sc & 15u);
                 r.c = -(qhalf(b + 82u) * f32(sc >> 4u));
@@ -328,6 +368,13 @@ fn qquant4(ql: u32, qt: u32, b: u32, s: u32, sub: QSub, l: u32) -> vec4<f32> {
             if qt == QT_IQ4XS { // sub-block s: IQ4_NL's nibble layout over qs bytes 16s ..
                 return vec4<f32>(qiq4nl((vec4<u32>(qword4(b + 8u + 16u * s + (l & 15u))) >> (by + vec4<u32>((l >> 4u) * 4u))) & vec4<u32>(15u)));
             }
+            if qt == QT_TQ2_0 { // sub-block s = 4h + j: bits 2j of qs bytes 32h ..
+                return vec4<f32>(vec4<i32>((vec4<u32>(qword4(b + 32u * (s >> 2u) + l)) >> (by + vec4<u32>(2u * (s & 3u)))) & vec4<u32>(3u)) - vec4<i32>(1));
+            }
+            if qt == QT_TQ1_0 {
+                let at = qtq1_at(32u * s + l);
+                return vec4<f32>(qtq1_digits((vec4<u32>(qword4(b + at.x)) >> by) & vec4<u32>(255u), at.y));
+            }
             var qs = b + 16u;
             if qt == QT_Q5K {
                 qs = b + 48u;
@@ -347,6 +394,9 @@ fn qquant4(ql: u32, qt: u32, b: u32, s: u32, sub: QSub, l: u32) -> vec4<f32> {
             q = vec4<i32>(lo | (hi << vec4<u32>(4u))) - vec4<i32>(32);
         }
         default: { // element 128h + 32j + 16u + l: s = 8h + 2j + u, 2 bits at 2j
+            if qt == QT_NVFP4 { // sub-block s: element j < 8 the low nibble of byte 8s + j, j+8 its high one
+                return vec4<f32>(qfp4((vec4<u32>(qword4(b + 4u + 8u * s + (l & 7u))) >> (by + vec4<u32>((l >> 3u) * 4u))) & vec4<u32>(15u)));
+            }
             let h = s >> 3u;
             let j = (s >> 1u) & 3u;
             let u = s & 1u;

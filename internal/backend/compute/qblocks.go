@@ -8,7 +8,7 @@ import (
 )
 
 // Weights of llama.cpp's block types (tensors.Q4_1 ... Q3K, Q8_0, MXFP4,
-// IQ4_NL, IQ4_XS) keep their
+// IQ4_NL, IQ4_XS, NVFP4, TQ1_0, TQ2_0) keep their
 // blocks bit for bit on the device and have kernels of their own
 // (shaders/wgsl/qblocks.wgsl, one module per sub-block layout), which
 // compute every weight with the CPU reference's f32 operations (the sums
@@ -25,6 +25,7 @@ var qtCodes = map[tensors.DType]shaders.BlockType{
 	tensors.Q4K: shaders.BlockQ4K, tensors.Q5K: shaders.BlockQ5K, tensors.Q6K: shaders.BlockQ6K,
 	tensors.Q2K: shaders.BlockQ2K, tensors.Q3K: shaders.BlockQ3K,
 	tensors.IQ4_NL: shaders.BlockIQ4NL, tensors.IQ4_XS: shaders.BlockIQ4XS,
+	tensors.NVFP4: shaders.BlockNVFP4, tensors.TQ1_0: shaders.BlockTQ1_0, tensors.TQ2_0: shaders.BlockTQ2_0,
 }
 
 // qMatMul plans out = W·x + bias (accum: out += ...) for a block-type W,
