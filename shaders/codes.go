@@ -102,7 +102,26 @@ const (
 	BlockNVFP4 // 64-element blocks (qblock_len's one exception)
 	BlockTQ1_0
 	BlockTQ2_0
+	// The grid I-quants: their values come from the lookup tables bound
+	// beside the weights (IQGridTables).
+	BlockIQ2XXS
+	BlockIQ2XS
+	BlockIQ2S
+	BlockIQ3XXS
+	BlockIQ3S
+	BlockIQ1S
+	BlockIQ1M
 )
+
+// IQGridTables are the lookup tables the grid I-quants read from the
+// qblocks kernels' grid binding, in order, with their sizes in u32 words
+// (tensors.IQGrids gives their words in this order): the WGSL constants
+// IQG_<NAME> are each one's first word.
+var IQGridTables = []struct {
+	Name  string
+	Words int
+}{{"ksigns_iq2xs", 32}, {"iq2xxs_grid", 512}, {"iq2xs_grid", 1024}, {"iq2s_grid", 2048},
+	{"iq3xxs_grid", 256}, {"iq3s_grid", 512}, {"iq1s_grid", 4096}}
 
 // IQ4NLValues are llama.cpp's 16 non-linear IQ4_NL (and IQ4_XS) values
 // (kvalues_iq4nl): the WGSL constants IQ4NL_W0..3 hold them as bytes,
@@ -121,7 +140,7 @@ type BlockLayout uint32
 // Block layouts.
 const (
 	LayoutB32 BlockLayout = iota // Q4_1, Q5_0, Q5_1, Q8_0, MXFP4, IQ4_NL: one 32-element block, one scale (and min)
-	LayoutK45                    // Q4_K, Q5_K, IQ4_XS, TQ1_0, TQ2_0: 8 sub-blocks of 32, 6-bit scales (and mins) or one scale
+	LayoutK45                    // Q4_K, Q5_K, IQ4_XS, TQ1_0, TQ2_0, the grid I-quants: 8 sub-blocks of 32, 6-bit scales (and mins) or one scale
 	LayoutK6                     // Q6_K: 16 sub-blocks of 16, int8 scales
 	LayoutK23                    // Q2_K, Q3_K: 16 sub-blocks of 16, 4-bit (Q2_K: and min) or 6-bit scales; NVFP4: 4 of 16, UE4M3 scales
 )
@@ -175,6 +194,13 @@ var blockTypes = []struct {
 	{BlockNVFP4, "NVFP4", 64, 36, LayoutK23},
 	{BlockTQ1_0, "TQ1_0", 256, 54, LayoutK45},
 	{BlockTQ2_0, "TQ2_0", 256, 66, LayoutK45},
+	{BlockIQ2XXS, "IQ2XXS", 256, 66, LayoutK45},
+	{BlockIQ2XS, "IQ2XS", 256, 74, LayoutK45},
+	{BlockIQ2S, "IQ2S", 256, 82, LayoutK45},
+	{BlockIQ3XXS, "IQ3XXS", 256, 98, LayoutK45},
+	{BlockIQ3S, "IQ3S", 256, 110, LayoutK45},
+	{BlockIQ1S, "IQ1S", 256, 50, LayoutK45},
+	{BlockIQ1M, "IQ1M", 256, 56, LayoutK45},
 }
 
 // Layout is the sub-block layout of the type (LayoutB32 for an unknown
@@ -234,6 +260,11 @@ func codesWGSL() string {
 			w |= uint32(uint8(IQ4NLValues[4*i+j])) << (8 * j)
 		}
 		fmt.Fprintf(&b, "const IQ4NL_W%d: u32 = 0x%08xu;\n", i, w)
+	}
+	off := 0
+	for _, g := range IQGridTables {
+		fmt.Fprintf(&b, "const IQG_%s: u32 = %du;\n", strings.ToUpper(strings.TrimSuffix(g.Name, "_grid")), off)
+		off += g.Words
 	}
 	for _, a := range activations {
 		fmt.Fprintf(&b, "const ACT_%s: u32 = %du;\n", strings.ToUpper(a.name), uint32(a.code))

@@ -343,3 +343,37 @@ func decodeTQ2_0(b []byte, y []float32) {
 		}
 	}
 }
+
+// IQGrid is one of the I-quant lookup tables as little-endian u32 words
+// (a table of bytes packed four to a word, a u64 grid entry as two words,
+// low word first), for kernels that read them from a buffer.
+type IQGrid struct {
+	Name  string // ggml-common.h's name
+	Words []uint32
+}
+
+// IQGrids returns the tables the grid I-quants decode with: ksigns_iq2xs,
+// iq2xxs_grid, iq2xs_grid, iq2s_grid, iq3xxs_grid, iq3s_grid and
+// iq1s_grid, in that order.
+func IQGrids() []IQGrid {
+	u64 := func(g []uint64) []uint32 {
+		w := make([]uint32, 0, 2*len(g))
+		for _, v := range g {
+			w = append(w, uint32(v), uint32(v>>32))
+		}
+		return w
+	}
+	signs := make([]uint32, len(ksignsIQ2XS)/4)
+	for i, s := range ksignsIQ2XS {
+		signs[i/4] |= uint32(s) << (8 * (i % 4))
+	}
+	return []IQGrid{
+		{"ksigns_iq2xs", signs},
+		{"iq2xxs_grid", u64(iq2xxsGrid[:])},
+		{"iq2xs_grid", u64(iq2xsGrid[:])},
+		{"iq2s_grid", u64(iq2sGrid[:])},
+		{"iq3xxs_grid", append([]uint32(nil), iq3xxsGrid[:]...)},
+		{"iq3s_grid", append([]uint32(nil), iq3sGrid[:]...)},
+		{"iq1s_grid", u64(iq1sGrid[:])},
+	}
+}

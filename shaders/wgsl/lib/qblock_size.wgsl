@@ -24,6 +24,13 @@ fn qblock_bytes(qt: u32) -> u32 {
         case QT_NVFP4: { n = QT_NVFP4_BYTES; }
         case QT_TQ1_0: { n = QT_TQ1_0_BYTES; }
         case QT_TQ2_0: { n = QT_TQ2_0_BYTES; }
+        case QT_IQ2XXS: { n = QT_IQ2XXS_BYTES; }
+        case QT_IQ2XS: { n = QT_IQ2XS_BYTES; }
+        case QT_IQ2S: { n = QT_IQ2S_BYTES; }
+        case QT_IQ3XXS: { n = QT_IQ3XXS_BYTES; }
+        case QT_IQ3S: { n = QT_IQ3S_BYTES; }
+        case QT_IQ1S: { n = QT_IQ1S_BYTES; }
+        case QT_IQ1M: { n = QT_IQ1M_BYTES; }
         case QT_Q4K: { n = QT_Q4K_BYTES; }
         case QT_Q5K: { n = QT_Q5K_BYTES; }
         case QT_Q2K: { n = QT_Q2K_BYTES; }
