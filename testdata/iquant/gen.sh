@@ -7,8 +7,6 @@
 #   LLAMA_BIN=/path/to/llama.cpp/build/bin GENCKPT=/path/to/genckpt LOGITS=/path/to/logits sh gen.sh
 #
 # GENCKPT is ../shared/tools/genckpt.c built with `cc -O2 -o genckpt genckpt.c -lm`.
-# IMATRIX=llama takes the importance matrix from llama-imatrix on text.txt
-# instead of the synthetic one the committed files were made with.
 set -eu
 : "${LLAMA_BIN:?set LLAMA_BIN to the bin directory of a llama.cpp CPU build (upstream commit 81ff7abe5)}"
 : "${GENCKPT:?set GENCKPT to ../shared/tools/genckpt, built}"
@@ -26,26 +24,10 @@ trap 'rm -rf "$tmp"' EXIT
 	--llama2c-model "$tmp/k256.bin" --llama2c-output-model "$tmp/k256.gguf" >"$tmp/log" 2>&1
 
 # The importance matrix IQ1_*, IQ2_XXS/XS/S and IQ3_XXS need (ggml's
-# quantizers assert one): synthetic by default, the legacy format that
-# llama.cpp's common_imatrix_load reads, per input column of the seven
-# layer matrices and the output the value 1 + (column mod 7)/7.
-if [ "${IMATRIX:-synthetic}" = llama ]; then
-	"$LLAMA_BIN/llama-imatrix" -m "$tmp/k256.gguf" -f "$here/text.txt" -c 32 -b 32 --chunks 2 -t 1 \
-		-o "$tmp/k256.imatrix" >"$tmp/log" 2>&1
-else
-	/usr/bin/python3 - "$tmp/k256.imatrix" <<'PY'
-import struct, sys
-names = ["blk.0.attn_q.weight", "blk.0.attn_k.weight", "blk.0.attn_v.weight", "blk.0.attn_output.weight",
-         "blk.0.ffn_gate.weight", "blk.0.ffn_up.weight", "blk.0.ffn_down.weight", "output.weight"]
-out = bytearray(struct.pack("<i", len(names)))
-for n in names:
-    b = n.encode()
-    out += struct.pack("<i", len(b)) + b + struct.pack("<ii", 1, 256)
-    out += struct.pack("<256f", *[1 + (c % 7) / 7 for c in range(256)])
-out += struct.pack("<i", 1) + struct.pack("<i", len(b"synthetic")) + b"synthetic"
-open(sys.argv[1], "wb").write(out)
-PY
-fi
+# quantizers assert one), from llama-imatrix on text.txt, with the output
+# matrix (which mix A stores as IQ2_XXS).
+"$LLAMA_BIN/llama-imatrix" -m "$tmp/k256.gguf" -f "$here/text.txt" -c 32 -b 32 --chunks 2 -t 1 \
+	--process-output -o "$tmp/k256.imatrix.gguf" >"$tmp/log" 2>&1
 
 # Two mixes, every type once or more: A the I-quants (token embedding
 # IQ3_S, which needs no importance matrix, output IQ2_XXS, the layer's
@@ -68,7 +50,7 @@ for job in A B; do
 	# base mix the overrides replace; --pure would ignore them), llama.cpp's
 	# F32 dequantization of it, and llama.cpp's logits and greedy ids on it.
 	# shellcheck disable=SC2086
-	"$LLAMA_BIN/llama-quantize" --imatrix "$tmp/k256.imatrix" $mix "$tmp/k256.gguf" "$here/$out.gguf" Q4_K_M >"$tmp/log" 2>&1
+	"$LLAMA_BIN/llama-quantize" --imatrix "$tmp/k256.imatrix.gguf" $mix "$tmp/k256.gguf" "$here/$out.gguf" Q4_K_M >"$tmp/log" 2>&1
 	"$LLAMA_BIN/llama-quantize" --allow-requantize "$here/$out.gguf" "$tmp/$out-f32.gguf" F32 >"$tmp/log" 2>&1
 	"$LOGITS" "$here/$out.gguf" "Once upon a time, there was a little girl named Lily." 8 >"$here/$out.logits.json" 2>"$tmp/log"
 	echo "$out $tmp/$out-f32.gguf"
