@@ -79,7 +79,7 @@ func (s ScaleType) String() string {
 	return fmt.Sprintf("ScaleType(%d)", uint32(s))
 }
 
-// BlockType is the code of one of llama.cpp's block types (Q4_1 ... Q3_K, Q8_0, MXFP4),
+// BlockType is the code of one of llama.cpp's block types (Q4_1 ... Q3_K, Q8_0, MXFP4, IQ4_NL, IQ4_XS, NVFP4, TQ1_0, TQ2_0),
 // which keep their blocks bit for bit on the device and have a kernel
 // family of their own (wgsl/qblocks.wgsl). 0 is none.
 type BlockType uint32
@@ -92,12 +92,43 @@ const (
 	BlockQ5_1
 	BlockQ8_0 // before the K-quants: the WGSL takes codes >= QT_Q4K as 256-element blocks
 	BlockMXFP4
+	BlockIQ4NL // the last 32-element type
 	BlockQ4K
 	BlockQ5K
 	BlockQ6K
 	BlockQ2K
 	BlockQ3K
+	BlockIQ4XS
+	BlockNVFP4 // 64-element blocks (qblock_len's one exception)
+	BlockTQ1_0
+	BlockTQ2_0
+	// The grid I-quants: their values come from the lookup tables bound
+	// beside the weights (IQGridTables).
+	BlockIQ2XXS
+	BlockIQ2XS
+	BlockIQ2S
+	BlockIQ3XXS
+	BlockIQ3S
+	BlockIQ1S
+	BlockIQ1M
 )
+
+// IQGridTables are the lookup tables the grid I-quants read from the
+// qblocks kernels' grid binding, in order, with their sizes in u32 words
+// (tensors.IQGrids gives their words in this order): the WGSL constants
+// IQG_<NAME> are each one's first word.
+var IQGridTables = []struct {
+	Name  string
+	Words int
+}{{"ksigns_iq2xs", 32}, {"iq2xxs_grid", 512}, {"iq2xs_grid", 1024}, {"iq2s_grid", 2048},
+	{"iq3xxs_grid", 256}, {"iq3s_grid", 512}, {"iq1s_grid", 4096}}
+
+// IQ4NLValues are llama.cpp's 16 non-linear IQ4_NL (and IQ4_XS) values
+// (kvalues_iq4nl): the WGSL constants IQ4NL_W0..3 hold them as bytes,
+// value 4i+j in byte j of word i. (This package is below tensors, whose
+// tables come from llama.cpp's header; the GPU backend's tests check this
+// copy against them.)
+var IQ4NLValues = [16]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
 
 // BlockLayout is a family of block types that share how a block splits
 // into sub-blocks (the elements one scale, or scale and min, covers):
@@ -108,10 +139,10 @@ type BlockLayout uint32
 
 // Block layouts.
 const (
-	LayoutB32 BlockLayout = iota // Q4_1, Q5_0, Q5_1, Q8_0, MXFP4: one 32-element block, one scale (and min)
-	LayoutK45                    // Q4_K, Q5_K: 8 sub-blocks of 32, 6-bit scales and mins
+	LayoutB32 BlockLayout = iota // Q4_1, Q5_0, Q5_1, Q8_0, MXFP4, IQ4_NL: one 32-element block, one scale (and min)
+	LayoutK45                    // Q4_K, Q5_K, IQ4_XS, TQ1_0, TQ2_0, the grid I-quants: 8 sub-blocks of 32, 6-bit scales (and mins) or one scale
 	LayoutK6                     // Q6_K: 16 sub-blocks of 16, int8 scales
-	LayoutK23                    // Q2_K, Q3_K: 16 sub-blocks of 16, 4-bit (Q2_K: and min) or 6-bit scales
+	LayoutK23                    // Q2_K, Q3_K: 16 sub-blocks of 16, 4-bit (Q2_K: and min) or 6-bit scales; NVFP4: 4 of 16, UE4M3 scales
 )
 
 var blockLayouts = []struct {
@@ -153,11 +184,23 @@ var blockTypes = []struct {
 	{BlockQ5_1, "Q5_1", 32, 24, LayoutB32},
 	{BlockQ8_0, "Q8_0", 32, 34, LayoutB32},
 	{BlockMXFP4, "MXFP4", 32, 17, LayoutB32},
+	{BlockIQ4NL, "IQ4NL", 32, 18, LayoutB32},
 	{BlockQ4K, "Q4K", 256, 144, LayoutK45},
 	{BlockQ5K, "Q5K", 256, 176, LayoutK45},
 	{BlockQ6K, "Q6K", 256, 210, LayoutK6},
 	{BlockQ2K, "Q2K", 256, 84, LayoutK23},
 	{BlockQ3K, "Q3K", 256, 110, LayoutK23},
+	{BlockIQ4XS, "IQ4XS", 256, 136, LayoutK45},
+	{BlockNVFP4, "NVFP4", 64, 36, LayoutK23},
+	{BlockTQ1_0, "TQ1_0", 256, 54, LayoutK45},
+	{BlockTQ2_0, "TQ2_0", 256, 66, LayoutK45},
+	{BlockIQ2XXS, "IQ2XXS", 256, 66, LayoutK45},
+	{BlockIQ2XS, "IQ2XS", 256, 74, LayoutK45},
+	{BlockIQ2S, "IQ2S", 256, 82, LayoutK45},
+	{BlockIQ3XXS, "IQ3XXS", 256, 98, LayoutK45},
+	{BlockIQ3S, "IQ3S", 256, 110, LayoutK45},
+	{BlockIQ1S, "IQ1S", 256, 50, LayoutK45},
+	{BlockIQ1M, "IQ1M", 256, 56, LayoutK45},
 }
 
 // Layout is the sub-block layout of the type (LayoutB32 for an unknown
@@ -210,6 +253,18 @@ func codesWGSL() string {
 	}
 	for _, l := range blockLayouts {
 		fmt.Fprintf(&b, "const QL_%s: u32 = %du;\n", l.name, uint32(l.code))
+	}
+	for i := range 4 {
+		var w uint32
+		for j := range 4 {
+			w |= uint32(uint8(IQ4NLValues[4*i+j])) << (8 * j)
+		}
+		fmt.Fprintf(&b, "const IQ4NL_W%d: u32 = 0x%08xu;\n", i, w)
+	}
+	off := 0
+	for _, g := range IQGridTables {
+		fmt.Fprintf(&b, "const IQG_%s: u32 = %du;\n", strings.ToUpper(strings.TrimSuffix(g.Name, "_grid")), off)
+		off += g.Words
 	}
 	for _, a := range activations {
 		fmt.Fprintf(&b, "const ACT_%s: u32 = %du;\n", strings.ToUpper(a.name), uint32(a.code))

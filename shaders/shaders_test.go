@@ -117,7 +117,7 @@ var qblockKernels = []string{"qmatvec", "qmatmul", "qembed", "qmatvec_sg"}
 
 func TestGetQBlockVariantBindings(t *testing.T) {
 	R, W, U := StorageRead, StorageRW, Uniform
-	want := []BindingKind{U, R, R, R, R, W}
+	want := []BindingKind{U, R, R, R, R, W, R}
 	layouts := map[BlockLayout]bool{}
 	for _, v := range QBlockVariants() {
 		layouts[v.Layout] = true
@@ -153,7 +153,8 @@ func TestGetQBlockVariantBindings(t *testing.T) {
 	}
 	// Every block type's layout has its modules, of sub-blocks that
 	// divide the block.
-	for _, bt := range []BlockType{BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockMXFP4, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ2K, BlockQ3K} {
+	for _, bt := range []BlockType{BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockMXFP4, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ2K, BlockQ3K, BlockIQ4NL, BlockIQ4XS, BlockNVFP4, BlockTQ1_0, BlockTQ2_0,
+		BlockIQ2XXS, BlockIQ2XS, BlockIQ2S, BlockIQ3XXS, BlockIQ3S, BlockIQ1S, BlockIQ1M} {
 		elems, _ := bt.BlockLayout()
 		if l := bt.Layout(); !layouts[l] || l.SubLen() == 0 || elems%l.SubLen() != 0 {
 			t.Errorf("%s: layout %s (sub-blocks of %d) has no module or does not divide blocks of %d", bt, l, l.SubLen(), elems)

@@ -40,10 +40,26 @@ const (
 	// MXFP4 is 32 elements: an E8M0 exponent byte e, then 16 bytes of
 	// 4-bit E2M1 codes (gpt-oss's expert weights); value fp4(q)*2^(e-127).
 	MXFP4
+	// The I-quants, NVFP4 and the ternary types (iquant.go has their
+	// layouts): llama.cpp's blocks kept bit for bit.
+	IQ4_NL  // 32 elements: f16 d, 16 bytes of 4-bit indices into a 16-value non-linear table
+	IQ4_XS  // 256 elements: IQ4_NL's values with 6-bit scales per 32
+	IQ3_S   // 256 elements: 9-bit indices into a 512-entry grid of 4 values, sign bits, 4-bit scales
+	IQ3_XXS // 256 elements: 8-bit indices into a 256-entry grid of 4 values, 7-bit sign codes
+	IQ2_XXS // 256 elements: 8-bit indices into a 256-entry grid of 8 values, 7-bit sign codes
+	IQ2_XS  // 256 elements: 9-bit indices into a 512-entry grid of 8 values, 7-bit sign codes
+	IQ2_S   // 256 elements: 10-bit indices into a 1024-entry grid of 8 values, sign bits
+	IQ1_S   // 256 elements: 11-bit indices into a 2048-entry ternary grid, 3-bit scales, a shift
+	IQ1_M   // 256 elements: IQ1_S's grid with 3-bit scales per 16 and the f16 scale spread over them
+	NVFP4   // 64 elements: four UE4M3 scales, one per 16, and 4-bit E2M1 codes
+	TQ1_0   // 256 elements: ternary, five values per byte in base 3, f16 d
+	TQ2_0   // 256 elements: ternary, 2 bits per value, f16 d
 )
 
 var dtypeNames = [...]string{InvalidDType: "invalid", F32: "f32", F16: "f16", BF16: "bf16", I8: "int8", I4: "int4", I32: "int32",
-	Q4_1: "q4_1", Q5_0: "q5_0", Q5_1: "q5_1", Q4K: "q4_k", Q5K: "q5_k", Q6K: "q6_k", Q2K: "q2_k", Q3K: "q3_k", Q8_0: "q8_0", MXFP4: "mxfp4"}
+	Q4_1: "q4_1", Q5_0: "q5_0", Q5_1: "q5_1", Q4K: "q4_k", Q5K: "q5_k", Q6K: "q6_k", Q2K: "q2_k", Q3K: "q3_k", Q8_0: "q8_0", MXFP4: "mxfp4",
+	IQ4_NL: "iq4_nl", IQ4_XS: "iq4_xs", IQ3_S: "iq3_s", IQ3_XXS: "iq3_xxs", IQ2_XXS: "iq2_xxs", IQ2_XS: "iq2_xs", IQ2_S: "iq2_s",
+	IQ1_S: "iq1_s", IQ1_M: "iq1_m", NVFP4: "nvfp4", TQ1_0: "tq1_0", TQ2_0: "tq2_0"}
 
 func (d DType) String() string {
 	if int(d) < len(dtypeNames) {
@@ -53,7 +69,7 @@ func (d DType) String() string {
 }
 
 // Valid reports whether d is one of the defined types.
-func (d DType) Valid() bool { return d > InvalidDType && d <= MXFP4 }
+func (d DType) Valid() bool { return d > InvalidDType && d <= TQ2_0 }
 
 // Bits is the storage size of one element in bits (0 for block types, whose
 // elements have no whole-bit size: see BlockLen and BlockBytes).
@@ -83,7 +99,8 @@ func (d DType) ByteSize(n int) int {
 	return (n*d.Bits() + 7) / 8
 }
 
-// Block reports whether d is a block type (Q4_1 ... Q3K, Q8_0, MXFP4).
+// Block reports whether d is a block type (Q4_1 ... Q3K, Q8_0, MXFP4, the
+// I-quants, NVFP4, TQ1_0, TQ2_0).
 func (d DType) Block() bool {
 	_, ok := blockGeometry[d]
 	return ok

@@ -10,8 +10,14 @@ import (
 )
 
 // BlockTypes are llama.cpp's block types the backends run (tensors.Q4_1 ...
-// Q3K, Q8_0 and MXFP4, kept bit for bit).
-var BlockTypes = []tensors.DType{tensors.Q4_1, tensors.Q5_0, tensors.Q5_1, tensors.Q4K, tensors.Q5K, tensors.Q6K, tensors.Q2K, tensors.Q3K, tensors.Q8_0, tensors.MXFP4}
+// Q3K, Q8_0, MXFP4, IQ4_NL, IQ4_XS, NVFP4, TQ1_0 and TQ2_0, kept bit for bit).
+var BlockTypes = []tensors.DType{tensors.Q4_1, tensors.Q5_0, tensors.Q5_1, tensors.Q4K, tensors.Q5K, tensors.Q6K, tensors.Q2K, tensors.Q3K, tensors.Q8_0, tensors.MXFP4,
+	tensors.IQ4_NL, tensors.IQ4_XS, tensors.NVFP4, tensors.TQ1_0, tensors.TQ2_0,
+	tensors.IQ2_XXS, tensors.IQ2_XS, tensors.IQ2_S, tensors.IQ3_XXS, tensors.IQ3_S, tensors.IQ1_S, tensors.IQ1_M}
+
+// GridTypes are the block types whose values come from the I-quant grids:
+// the GPU backends run them as matrices but not as MoE experts.
+var GridTypes = []tensors.DType{tensors.IQ2_XXS, tensors.IQ2_XS, tensors.IQ2_S, tensors.IQ3_XXS, tensors.IQ3_S, tensors.IQ1_S, tensors.IQ1_M}
 
 // blockHalves lists, per block type, the byte offsets of its f16 fields and
 // the largest magnitude each may take so that weights stay within about
@@ -26,6 +32,20 @@ var blockHalves = map[tensors.DType][][2]float32{
 	tensors.Q2K:  {{80, 1.0 / (15 * 3)}, {82, 1.0 / 15}},
 	tensors.Q3K:  {{108, 1.0 / (32 * 4)}},
 	tensors.Q8_0: {{0, 1.0 / 128}},
+	// IQ4_NL's values reach 127; IQ4_XS's scales ls-32 reach 32 in size.
+	tensors.IQ4_NL: {{0, 1.0 / 128}},
+	tensors.IQ4_XS: {{0, 1.0 / (128 * 32)}},
+	// The ternary values are -1, 0, 1 (TQ2_0: and 2).
+	tensors.TQ1_0: {{52, 1}},
+	tensors.TQ2_0: {{64, 0.5}},
+	// The grid I-quants: grid values up to 0x3e (62) times scales up to
+	// 15.5/4 (IQ2) or 31 (IQ3_S), ternary ones up to 1.125 times 15 (IQ1).
+	tensors.IQ2_XXS: {{0, 1.0 / 256}},
+	tensors.IQ2_XS:  {{0, 1.0 / 256}},
+	tensors.IQ2_S:   {{0, 1.0 / 256}},
+	tensors.IQ3_XXS: {{0, 1.0 / 512}},
+	tensors.IQ3_S:   {{0, 1.0 / 2048}},
+	tensors.IQ1_S:   {{0, 1.0 / 16}},
 }
 
 // blockScaleBytes sets, per block type whose scales are not f16 fields,
@@ -34,6 +54,27 @@ var blockHalves = map[tensors.DType][][2]float32{
 // 118 ... 124, at most 0.75.
 var blockScaleBytes = map[tensors.DType]func(r *rand.Rand, blk []byte){
 	tensors.MXFP4: func(r *rand.Rand, blk []byte) { blk[0] = byte(118 + r.IntN(7)) },
+	// IQ1_M's f16 d lives in the top nibbles of its four scale words.
+	tensors.IQ1_M: func(r *rand.Rand, blk []byte) {
+		h := tensors.F16Bits((r.Float32()*2 - 1) / 16)
+		for k := range 4 {
+			blk[49+2*k] = blk[49+2*k]&0x0f | byte(h>>(4*k)&15)<<4
+		}
+	},
+	// NVFP4's four UE4M3 bytes (exponent 1 ... 4: half scales up to
+	// 1.875*2^-4, weights up to 1.4), now and then 0x7f (a zero scale) or
+	// a subnormal one.
+	tensors.NVFP4: func(r *rand.Rand, blk []byte) {
+		for s := range 4 {
+			blk[s] = byte((1+r.IntN(4))<<3 | r.IntN(8))
+			switch r.IntN(16) {
+			case 0:
+				blk[s] = 0x7f
+			case 1:
+				blk[s] = byte(r.IntN(8))
+			}
+		}
+	},
 }
 
 // BlockMatrix is a [rows, cols] tensor of block type dt: random values,

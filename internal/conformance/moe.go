@@ -59,6 +59,9 @@ func MoECases() []Case {
 	// step, of 1 row, the per-slot ones).
 	// Prefill steps stay at 5 rows: see moeBlockTokens.
 	for i, dt := range BlockTypes {
+		if slices.Contains(GridTypes, dt) {
+			continue
+		}
 		rt := routes[i%len(routes)]
 		tokens := moeBlockTokens[i%len(moeBlockTokens)]
 		tol := moeBlockTol

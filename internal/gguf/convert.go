@@ -12,7 +12,8 @@ import (
 // [ne0=in, ne1=out] into row-major [out, in]. F32, F16 and BF16 data alias the
 // file. Q8_0 and Q4_0 matrices become I8 / I4 with block-32 F16 scales; the
 // values are regrouped (blocks interleave scales and values) but not
-// changed. Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and MXFP4 keep their
+// changed. Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, MXFP4, the
+// I-quants (IQ1_S ... IQ4_XS), NVFP4, TQ1_0 and TQ2_0 keep their
 // blocks as they are (tensors block types), aliasing the file, and so do
 // Q8_0 tensors of three dimensions (stacked experts, tensors.Q8_0): a
 // regrouped copy of them would hold a mixture of experts in memory, where

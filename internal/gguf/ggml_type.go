@@ -9,7 +9,7 @@ import (
 // GGMLType is a tensor element type of llama.cpp's ggml.
 type GGMLType uint32
 
-// The ggml types this package imports. Others (IQ types, Q8_1, ...)
+// The ggml types this package imports. Others (Q8_1, Q1_0, ...)
 // parse as tensor infos but importing them is ErrUnsupported, naming them.
 const (
 	GGMLF32  GGMLType = 0
@@ -28,6 +28,20 @@ const (
 	// GGMLMXFP4 is OCP's MXFP4 (gpt-oss's expert weights): an E8M0
 	// exponent byte and 16 bytes of E2M1 codes per 32 values.
 	GGMLMXFP4 GGMLType = 39
+	// The I-quants, NVFP4 and the ternary types: their blocks are kept
+	// bit for bit (tensors.IQ4_NL ... TQ2_0).
+	GGMLIQ2_XXS GGMLType = 16
+	GGMLIQ2_XS  GGMLType = 17
+	GGMLIQ3_XXS GGMLType = 18
+	GGMLIQ1_S   GGMLType = 19
+	GGMLIQ4_NL  GGMLType = 20
+	GGMLIQ3_S   GGMLType = 21
+	GGMLIQ2_S   GGMLType = 22
+	GGMLIQ4_XS  GGMLType = 23
+	GGMLIQ1_M   GGMLType = 29
+	GGMLTQ1_0   GGMLType = 34
+	GGMLTQ2_0   GGMLType = 35
+	GGMLNVFP4   GGMLType = 40
 )
 
 // QK is the block length of Q4_0 and Q8_0: 32 elements share one f16 scale.
@@ -59,14 +73,25 @@ var ggmlTypes = map[GGMLType]typeInfo{
 	GGMLQ2_K:  {"Q2_K", 256, 84, tensors.Q2K},
 	GGMLQ3_K:  {"Q3_K", 256, 110, tensors.Q3K},
 	GGMLMXFP4: {"MXFP4", 32, 17, tensors.MXFP4},
+
+	GGMLIQ2_XXS: {"IQ2_XXS", 256, 66, tensors.IQ2_XXS},
+	GGMLIQ2_XS:  {"IQ2_XS", 256, 74, tensors.IQ2_XS},
+	GGMLIQ3_XXS: {"IQ3_XXS", 256, 98, tensors.IQ3_XXS},
+	GGMLIQ1_S:   {"IQ1_S", 256, 50, tensors.IQ1_S},
+	GGMLIQ4_NL:  {"IQ4_NL", 32, 18, tensors.IQ4_NL},
+	GGMLIQ3_S:   {"IQ3_S", 256, 110, tensors.IQ3_S},
+	GGMLIQ2_S:   {"IQ2_S", 256, 82, tensors.IQ2_S},
+	GGMLIQ4_XS:  {"IQ4_XS", 256, 136, tensors.IQ4_XS},
+	GGMLIQ1_M:   {"IQ1_M", 256, 56, tensors.IQ1_M},
+	GGMLTQ1_0:   {"TQ1_0", 256, 54, tensors.TQ1_0},
+	GGMLTQ2_0:   {"TQ2_0", 256, 66, tensors.TQ2_0},
+	GGMLNVFP4:   {"NVFP4", 64, 36, tensors.NVFP4},
 }
 
 // otherTypeNames names the ggml types the package cannot import, so that
 // errors say which one a file uses.
 var otherTypeNames = map[GGMLType]string{
-	9: "Q8_1", 15: "Q8_K", 16: "IQ2_XXS", 17: "IQ2_XS", 18: "IQ3_XXS",
-	19: "IQ1_S", 20: "IQ4_NL", 21: "IQ3_S", 22: "IQ2_S", 23: "IQ4_XS", 24: "I8", 25: "I16",
-	26: "I32", 27: "I64", 28: "F64", 29: "IQ1_M", 34: "TQ1_0", 35: "TQ2_0",
+	9: "Q8_1", 15: "Q8_K", 24: "I8", 25: "I16", 26: "I32", 27: "I64", 28: "F64", 41: "Q1_0", 42: "Q2_0",
 }
 
 func (t GGMLType) String() string {

@@ -233,15 +233,15 @@ func TestUnknownTypeErrorNamesTypeAndFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Retype blk.0.ffn_up.weight (Q4_0) as IQ2_XXS in its tensor info.
+	// Retype blk.0.ffn_up.weight (Q4_0) as Q8_1 in its tensor info.
 	info := f.Tensor("blk.0.ffn_up.weight")
 	name := []byte("blk.0.ffn_up.weight")
 	at := bytes.Index(b, name) + len(name) + 4 + 8*len(info.Dims)
 	if binary.LittleEndian.Uint32(b[at:]) != uint32(GGMLQ4_0) {
 		t.Fatal("test bug: type field not found")
 	}
-	binary.LittleEndian.PutUint32(b[at:], 16)
-	path := filepath.Join(t.TempDir(), "iq2.gguf")
+	binary.LittleEndian.PutUint32(b[at:], 9)
+	path := filepath.Join(t.TempDir(), "q8_1.gguf")
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func TestUnknownTypeErrorNamesTypeAndFile(t *testing.T) {
 	if !errors.Is(err, ErrUnsupported) {
 		t.Fatalf("err = %v, want ErrUnsupported", err)
 	}
-	for _, want := range []string{"IQ2_XXS", "blk.0.ffn_up.weight", path} {
+	for _, want := range []string{"Q8_1", "blk.0.ffn_up.weight", path} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %q", err, want)
 		}

@@ -164,13 +164,13 @@ func TestUnsupported(t *testing.T) {
 		t.Errorf("unknown architecture: err = %v, want ErrUnsupported", err)
 	}
 	w = &ggufWriter{}
-	w.tensor("x", GGMLType(16), []uint64{256}, make([]byte, 66))
+	w.tensor("x", GGMLType(41), []uint64{128}, make([]byte, 18))
 	f, err := Parse(w.bytes())
 	if err != nil {
-		t.Fatalf("an IQ2_XXS tensor info must parse: %v", err)
+		t.Fatalf("a Q1_0 tensor info must parse: %v", err)
 	}
-	if _, err := f.TensorData(&f.Tensors[0]); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "IQ2_XXS") {
-		t.Errorf("IQ2_XXS data: err = %v, want ErrUnsupported naming the type", err)
+	if _, err := f.TensorData(&f.Tensors[0]); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "Q1_0") {
+		t.Errorf("Q1_0 data: err = %v, want ErrUnsupported naming the type", err)
 	}
 }
 

@@ -189,6 +189,14 @@ fn mq_fp4(c: u32) -> f32 {
     return f32(select(v, -v, (c & 8u) != 0u));
 }
 
+// mq_iq4nl is the non-linear IQ4_NL value of the code c (< 16): llama.cpp's
+// kvalues_iq4nl, held as bytes in the words IQ4NL_W0..3.
+fn mq_iq4nl(c: u32) -> f32 {
+    let k = c >> 2u;
+    let wd = select(select(IQ4NL_W0, IQ4NL_W1, k == 1u), select(IQ4NL_W2, IQ4NL_W3, k == 3u), k >= 2u);
+    return f32(bitcast<i32>(wd << ((3u - (c & 3u)) * 8u)) >> 24u);
+}
+
 // mq_scale_min is the 6-bit scale and min of sub-block j (< 8) of a Q4_K
 // or Q5_K block whose 12 bytes of scales start at byte s.
 fn mq_scale_min(second: bool, s: u32, j: u32) -> vec2<f32> {
@@ -220,6 +228,39 @@ fn mq_value(second: bool, qt: u32, b: u32, i: u32) -> f32 {
         }
         case QT_MXFP4: {
             v = mq_fp4(mq_nibble(second, b + 1u, i)) * mq_e8m0_half(mq_byte(second, b));
+        }
+        case QT_NVFP4: { // 4 UE4M3 scales, 4 sub-blocks of 16
+            let s = i >> 4u;
+            let j = i & 15u;
+            let c = (mq_byte(second, b + 4u + 8u * s + (j & 7u)) >> (4u * (j >> 3u))) & 15u;
+            v = mq_fp4(c) * ue4m3_half(mq_byte(second, b + s));
+        }
+        case QT_TQ1_0: { // qs[48], qh[4] of base-3 digits, d (see qblocks.wgsl's qtq1_at)
+            var off = 48u + (i & 3u);
+            var n = (i - 240u) >> 2u;
+            if i < 160u {
+                off = i & 31u;
+                n = i >> 5u;
+            } else if i < 240u {
+                off = 32u + ((i - 160u) & 15u);
+                n = (i - 160u) >> 4u;
+            }
+            let p = select(select(select(select(81u, 27u, n == 3u), 9u, n == 2u), 3u, n == 1u), 1u, n == 0u);
+            let digit = (((mq_byte(second, b + off) * p) & 255u) * 3u) >> 8u;
+            v = f32(i32(digit) - 1) * mq_half(second, b + 52u);
+        }
+        case QT_TQ2_0: { // element 128h + 32l + m is bits 2l of qs[32h + m]; d
+            let q = (mq_byte(second, b + 32u * (i >> 7u) + (i & 31u)) >> (2u * ((i >> 5u) & 3u))) & 3u;
+            v = f32(i32(q) - 1) * mq_half(second, b + 64u);
+        }
+        case QT_IQ4NL: { // d, 16 bytes of codes
+            v = mq_half(second, b) * mq_iq4nl(mq_nibble(second, b + 2u, i));
+        }
+        case QT_IQ4XS: { // d, scales_h, scales_l[4], 8 sub-blocks of IQ4_NL codes: d*(ls-32)*kvalues[q]
+            let j = i >> 5u;
+            let sh = mq_byte(second, b + 2u) | (mq_byte(second, b + 3u) << 8u);
+            let ls = ((mq_byte(second, b + 4u + (j >> 1u)) >> (4u * (j & 1u))) & 15u) | (((sh >> (2u * j)) & 3u) << 4u);
+            v = (mq_half(second, b) * f32(i32(ls) - 32)) * mq_iq4nl(mq_nibble(second, b + 8u + 16u * j, i & 31u));
         }
         case QT_Q4K, QT_Q5K: { // 8 sub-blocks of 32, each with a 6-bit scale and min
             let j = i >> 5u;
@@ -305,7 +346,7 @@ fn mq_dot32(second: bool, qt: u32, b: u32, j: u32, xi: u32) -> f32 {
                 }
             }
         }
-        case QT_Q2K, QT_Q3K: {
+        case QT_Q2K, QT_Q3K, QT_IQ4NL, QT_IQ4XS, QT_NVFP4, QT_TQ1_0, QT_TQ2_0: {
             for (var i = 0u; i < 32u; i++) {
                 acc += mq_value(second, qt, b, 32u * j + i) * x_at(xi + i);
             }

@@ -1,4 +1,4 @@
-// Kernels for weights of llama.cpp's block types (tensors.Q4_1 ... Q3K),
+// Kernels for weights of llama.cpp's block types (tensors.Q4_1 ... Q3K, the I-quants, NVFP4, TQ1_0, TQ2_0),
 // kept bit for bit as GGUF stores them (layouts: tensors/blocks.go).
 //
 // The family is compiled once per sub-block layout (shaders.QBlockVariant:
@@ -60,6 +60,10 @@ struct QParams {
 @group(0) @binding(3) var<storage, read> w: array<u32>;
 @group(0) @binding(4) var<storage, read> bias: array<f32>;
 @group(0) @binding(5) var<storage, read_write> out_w: array<atomic<u32>>;
+// The grid I-quants' lookup tables (shaders.IQGridTables, IQG_* offsets),
+// llama.cpp's data as tensors.IQGrids lays it out; a placeholder for the
+// other types.
+@group(0) @binding(6) var<storage, read> grid: array<u32>;
 
 // activations: x, out
 
@@ -108,6 +112,139 @@ fn qfp4(c: vec4<u32>) -> vec4<i32> {
     return select(v, -v, (c & vec4<u32>(8u)) != vec4<u32>(0u));
 }
 
+// qiq4nl is the non-linear IQ4_NL values of the codes n (< 16):
+// llama.cpp's kvalues_iq4nl, held as bytes in the words IQ4NL_W0..3.
+fn qiq4nl(n: vec4<u32>) -> vec4<i32> {
+    let k = n >> vec4<u32>(2u);
+    let wd = select(select(vec4<u32>(IQ4NL_W0), vec4<u32>(IQ4NL_W1), k == vec4<u32>(1u)),
+                    select(vec4<u32>(IQ4NL_W2), vec4<u32>(IQ4NL_W3), k == vec4<u32>(3u)), k >= vec4<u32>(2u));
+    return bitcast<vec4<i32>>(wd << ((vec4<u32>(3u) - (n & vec4<u32>(3u))) * vec4<u32>(8u))) >> vec4<u32>(24u);
+}
+
+// qiq4xs_scale is d*(ls-32) for sub-block j of the IQ4_XS block at byte b:
+// ls's low four bits are nibble j%2 of scales_l[j/2], its top two bits
+// 2j..2j+1 of scales_h.
+fn qiq4xs_scale(b: u32, j: u32) -> f32 {
+    let sh = qbyte(b + 2u) | (qbyte(b + 3u) << 8u);
+    let ls = ((qbyte(b + 4u + (j >> 1u)) >> (4u * (j & 1u))) & 15u) | (((sh >> (2u * j)) & 3u) << 4u);
+    return qhalf(b) * f32(i32(ls) - 32);
+}
+
+// qtq1_at is where elements e .. e+3 (e a multiple of 4) of a TQ1_0 block
+// live: x the byte offset of the four bytes in the block, y the base-3
+// digit (0..4) they hold.
+fn qtq1_at(e: u32) -> vec2<u32> {
+    if e < 160u {
+        return vec2<u32>(e & 31u, e >> 5u);
+    }
+    if e < 240u {
+        return vec2<u32>(32u + ((e - 160u) & 15u), (e - 160u) >> 4u);
+    }
+    return vec2<u32>(48u, (e - 240u) >> 2u);
+}
+
+// qtq1_digits is digit n of the bytes q (TQ1_0's fixed-point base-3
+// fractions), less one: ((q*3^n mod 256)*3 >> 8) - 1.
+fn qtq1_digits(q: vec4<u32>, n: u32) -> vec4<i32> {
+    let p = select(select(select(select(81u, 27u, n == 3u), 9u, n == 2u), 3u, n == 1u), 1u, n == 0u);
+    return vec4<i32>((((q * vec4<u32>(p)) & vec4<u32>(255u)) * vec4<u32>(3u)) >> vec4<u32>(8u)) - vec4<i32>(1);
+}
+
+// qu16 is the little-endian u16 at byte b.
+fn qu16(b: u32) -> u32 {
+    return qbyte(b) | (qbyte(b + 1u) << 8u);
+}
+
+// qgrid_byte is byte j of entry e of the grid of 8-byte entries at word
+// off of the grid binding.
+fn qgrid_byte(off: u32, e: u32, j: u32) -> u32 {
+    return (grid[off + 2u * e + (j >> 2u)] >> (8u * (j & 3u))) & 255u;
+}
+
+// qgrid4_byte is byte j of entry e of a grid of 4-byte entries at word off.
+fn qgrid4_byte(off: u32, e: u32, j: u32) -> u32 {
+    return (grid[off + e] >> (8u * j)) & 255u;
+}
+
+// qsign_byte is ksigns_iq2xs[code] (code < 128): the sign bits of a group
+// of 8 (bit j negates value j) for its 7-bit code.
+fn qsign_byte(code: u32) -> u32 {
+    return (grid[IQG_KSIGNS_IQ2XS + (code >> 2u)] >> (8u * (code & 3u))) & 255u;
+}
+
+// qsigned is v, negated where bit j of the sign byte s is set.
+fn qsigned(v: f32, s: u32, j: u32) -> f32 {
+    return select(v, -v, ((s >> j) & 1u) != 0u);
+}
+
+// qgrid_value is element i of the grid I-quant block of type qt at byte b,
+// as tensors.DecodeBlocks computes it (iquant.go has the layouts): in
+// sub-block ib = i/32 it is value j = i%8 of group l = (i/8)%4.
+fn qgrid_value(qt: u32, b: u32, i: u32) -> f32 {
+    let ib = i >> 5u;
+    let l = (i >> 3u) & 3u;
+    let j = i & 7u;
+    var v = 0.0;
+    switch qt {
+        case QT_IQ2XXS: { // d, per sub-block grid bytes a and a word of sign codes and scale
+            let a = qword4(b + 2u + 8u * ib);
+            let s = qword4(b + 6u + 8u * ib);
+            let db = (qhalf(b) * (0.5 + f32(s >> 28u))) * 0.25;
+            let g = qgrid_byte(IQG_IQ2XXS, (a >> (8u * l)) & 255u, j);
+            v = qsigned(db * f32(g), qsign_byte((s >> (7u * l)) & 127u), j);
+        }
+        case QT_IQ2XS: { // d, qs u16 (9-bit index, 7-bit sign code), scales[8]
+            let q = qu16(b + 2u + 8u * ib + 2u * l);
+            let sc = (qbyte(b + 66u + ib) >> (4u * (l >> 1u))) & 15u;
+            let db = (qhalf(b) * (0.5 + f32(sc))) * 0.25;
+            v = qsigned(db * f32(qgrid_byte(IQG_IQ2XS, q & 511u, j)), qsign_byte(q >> 9u), j);
+        }
+        case QT_IQ2S: { // d, qs[32] low index bits, signs[32], qh[8], scales[8]
+            let idx = qbyte(b + 2u + 4u * ib + l) | ((qbyte(b + 66u + ib) << (8u - 2u * l)) & 0x300u);
+            let sc = (qbyte(b + 74u + ib) >> (4u * (l >> 1u))) & 15u;
+            let db = (qhalf(b) * (0.5 + f32(sc))) * 0.25;
+            v = qsigned(db * f32(qgrid_byte(IQG_IQ2S, idx, j)), qbyte(b + 34u + 4u * ib + l), j);
+        }
+        case QT_IQ3XXS: { // d, qs[64] indices, per sub-block a word of sign codes and scale
+            let s = qword4(b + 66u + 4u * ib);
+            let db = (qhalf(b) * (0.5 + f32(s >> 28u))) * 0.5;
+            let idx = qbyte(b + 2u + 8u * ib + 2u * l + (j >> 2u));
+            v = qsigned(db * f32(qgrid4_byte(IQG_IQ3XXS, idx, j & 3u)), qsign_byte((s >> (7u * l)) & 127u), j);
+        }
+        case QT_IQ3S: { // d, qs[64], qh[8], signs[32], scales[4]
+            let idx = qbyte(b + 2u + 8u * ib + 2u * l + (j >> 2u)) | ((qbyte(b + 66u + ib) << (8u - 2u * l - (j >> 2u))) & 256u);
+            let db = qhalf(b) * f32(1u + 2u * ((qbyte(b + 106u + (ib >> 1u)) >> (4u * (ib & 1u))) & 15u));
+            v = qsigned(db * f32(qgrid4_byte(IQG_IQ3S, idx, j & 3u)), qbyte(b + 74u + 4u * ib + l), j);
+        }
+        case QT_IQ1S: { // d, qs[32], qh[8] u16: 3 index bits per group, scale, shift sign
+            let h = qu16(b + 34u + 2u * ib);
+            let dl = qhalf(b) * f32(2u * ((h >> 12u) & 7u) + 1u);
+            let delta = select(0.125, -0.125, (h & 0x8000u) != 0u);
+            let idx = qbyte(b + 2u + 4u * ib + l) | (((h >> (3u * l)) & 7u) << 8u);
+            v = dl * (f32(extractBits(bitcast<i32>(qgrid_byte(IQG_IQ1S, idx, j)), 0u, 8u)) + delta);
+        }
+        default: { // IQ1_M: qs[32], qh[16], scales (4 u16; the f16 d in their top nibbles)
+            let s0 = qu16(b + 48u);
+            let s1 = qu16(b + 50u);
+            let s2 = qu16(b + 52u);
+            let s3 = qu16(b + 54u);
+            let d = unpack2x16float((s0 >> 12u) | ((s1 >> 8u) & 0x00f0u) | ((s2 >> 4u) & 0x0f00u) | (s3 & 0xf000u)).x;
+            let sw = qu16(b + 48u + 2u * (ib >> 1u)) >> (6u * (ib & 1u));
+            let dl = d * f32(2u * ((sw >> (3u * (l >> 1u))) & 7u) + 1u);
+            let hq = qbyte(b + 32u + 2u * ib + (l >> 1u)) >> (4u * (l & 1u));
+            let idx = qbyte(b + 4u * ib + l) | ((hq & 7u) << 8u);
+            let delta = select(0.125, -0.125, (hq & 8u) != 0u);
+            v = dl * (f32(extractBits(bitcast<i32>(qgrid_byte(IQG_IQ1S, idx, j)), 0u, 8u)) + delta);
+        }
+    }
+    return v;
+}
+
+// qgrid_type reports whether qt is a grid I-quant.
+fn qgrid_type(qt: u32) -> bool {
+    return qt >= QT_IQ2XXS && qt <= QT_IQ1M;
+}
+
 // qscale_min is the 6-bit scale and min of sub-block j of a Q4_K/Q5_K block
 // whose 12 scale bytes start at byte s.
 fn qscale_min(s: u32, j: u32) -> vec2<f32> {
@@ -139,6 +276,30 @@ fn qvalue(qt: u32, b: u32, i: u32) -> f32 {
         }
         case QT_MXFP4: { // MXFP4: E8M0 e, 16 bytes of E2M1 codes
             v = f32(qfp4(vec4<u32>(qnibble32(b + 1u, i))).x) * qe8m0_half(qbyte(b));
+        }
+        case QT_IQ4NL: { // IQ4_NL: d, 16 bytes of codes
+            v = qhalf(b) * f32(qiq4nl(vec4<u32>(qnibble32(b + 2u, i))).x);
+        }
+        case QT_IQ4XS: { // IQ4_XS: d, scales_h, scales_l[4], 8 sub-blocks of IQ4_NL codes
+            let j = i >> 5u;
+            v = qiq4xs_scale(b, j) * f32(qiq4nl(vec4<u32>(qnibble32(b + 8u + 16u * j, i & 31u))).x);
+        }
+        case QT_NVFP4: { // NVFP4: 4 UE4M3 scales, 4 sub-blocks of 16 (8 bytes of nibbles each)
+            let s = i >> 4u;
+            let j = i & 15u;
+            let c = (qbyte(b + 4u + 8u * s + (j & 7u)) >> (4u * (j >> 3u))) & 15u;
+            v = f32(qfp4(vec4<u32>(c)).x) * ue4m3_half(qbyte(b + s));
+        }
+        case QT_TQ1_0: { // TQ1_0: qs[48], qh[4] of base-3 digits, d
+            let at = qtq1_at(i & ~3u);
+            v = f32(qtq1_digits(vec4<u32>(qbyte(b + at.x + (i & 3u))), at.y).x) * qhalf(b + 52u);
+        }
+        case QT_IQ2XXS, QT_IQ2XS, QT_IQ2S, QT_IQ3XXS, QT_IQ3S, QT_IQ1S, QT_IQ1M: {
+            v = qgrid_value(qt, b, i);
+        }
+        case QT_TQ2_0: { // TQ2_0: element 128h + 32l + m is bits 2l of qs[32h + m]; d
+            let q = (qbyte(b + 32u * (i >> 7u) + (i & 31u)) >> (2u * ((i >> 5u) & 3u))) & 3u;
+            v = f32(i32(q) - 1) * qhalf(b + 64u);
         }
         case QT_Q4K, QT_Q5K: { // Q4_K, Q5_K
             let j = i >> 5u; // sub-block
@@ -225,6 +386,10 @@ fn qsub(ql: u32, qt: u32, b: u32, s: u32) -> QSub {
                 r.a = qe8m0_half(qbyte(b)); // h*fp4(q): no offset
                 return r;
             }
+            if qt == QT_IQ4NL {
+                r.a = qhalf(b); // d*kvalues[q]: no offset
+                return r;
+            }
             r.a = qhalf(b);
             if qt == QT_Q8_0 {
                 // d*q: no offset, no high bits
@@ -238,6 +403,18 @@ fn qsub(ql: u32, qt: u32, b: u32, s: u32) -> QSub {
             }
         }
         case QL_K45: { // d, dmin, 12 scale bytes, (Q5_K: 32 bytes of high bits), qs
+            if qt == QT_IQ4XS {
+                r.a = qiq4xs_scale(b, s);
+                return r;
+            }
+            if qgrid_type(qt) { // qquant4 gives the values themselves
+                r.a = 1.0;
+                return r;
+            }
+            if qt == QT_TQ1_0 || qt == QT_TQ2_0 { // d*(digit-1): one scale, the offset in qquant4
+                r.a = qhalf(b + select(64u, 52u, qt == QT_TQ1_0));
+                return r;
+            }
             let sm = qscale_min(b + 4u, s);
             r.a = qhalf(b) * sm.x;
             r.c = -(qhalf(b + 2u) * sm.y);
@@ -245,8 +422,10 @@ fn qsub(ql: u32, qt: u32, b: u32, s: u32) -> QSub {
         case QL_K6: { // ql 128, qh 64, int8 scales 16, d
             r.a = qhalf(b + 208u) * f32(extractBits(bitcast<i32>(qbyte(b + 192u + s)), 0u, 8u));
         }
-        default: { // Q2_K: scales 16, qs 64, d, dmin; Q3_K: hmask 32, qs 64, scales 12, d
-            if qt == QT_Q2K {
+        default: { // Q2_K: scales 16, qs 64, d, dmin; Q3_K: hmask 32, qs 64, scales 12, d; NVFP4: d[4], qs 32
+            if qt == QT_NVFP4 {
+                r.a = ue4m3_half(qbyte(b + s));
+            } else if qt == QT_Q2K {
                 let sc = qbyte(b + s);
                 r.a = qhalf(b + 80u) * f32(sc & 15u);
                 r.c = -(qhalf(b + 82u) * f32(sc >> 4u));
@@ -275,6 +454,9 @@ fn qquant4(ql: u32, qt: u32, b: u32, s: u32, sub: QSub, l: u32) -> vec4<f32> {
             if qt == QT_MXFP4 { // E2M1 codes in nibbles after e
                 return vec4<f32>(qfp4((vec4<u32>(qword4(b + 1u + (l & 15u))) >> (by + vec4<u32>((l >> 4u) * 4u))) & vec4<u32>(15u)));
             }
+            if qt == QT_IQ4NL { // IQ4_NL codes in nibbles after d
+                return vec4<f32>(qiq4nl((vec4<u32>(qword4(b + 2u + (l & 15u))) >> (by + vec4<u32>((l >> 4u) * 4u))) & vec4<u32>(15u)));
+            }
             var qs = b + 4u;
             if qt == QT_Q5_0 {
                 qs = b + 6u;
@@ -289,6 +471,20 @@ fn qquant4(ql: u32, qt: u32, b: u32, s: u32, sub: QSub, l: u32) -> vec4<f32> {
             }
         }
         case QL_K45: { // sub-blocks 2i and 2i+1: low and high nibbles of qs bytes 32i ..
+            if qt == QT_IQ4XS { // sub-block s: IQ4_NL's nibble layout over qs bytes 16s ..
+                return vec4<f32>(qiq4nl((vec4<u32>(qword4(b + 8u + 16u * s + (l & 15u))) >> (by + vec4<u32>((l >> 4u) * 4u))) & vec4<u32>(15u)));
+            }
+            if qgrid_type(qt) { // the values, element by element (qsub's a is 1)
+                let e = 32u * s + l;
+                return vec4<f32>(qgrid_value(qt, b, e), qgrid_value(qt, b, e + 1u), qgrid_value(qt, b, e + 2u), qgrid_value(qt, b, e + 3u));
+            }
+            if qt == QT_TQ2_0 { // sub-block s = 4h + j: bits 2j of qs bytes 32h ..
+                return vec4<f32>(vec4<i32>((vec4<u32>(qword4(b + 32u * (s >> 2u) + l)) >> (by + vec4<u32>(2u * (s & 3u)))) & vec4<u32>(3u)) - vec4<i32>(1));
+            }
+            if qt == QT_TQ1_0 {
+                let at = qtq1_at(32u * s + l);
+                return vec4<f32>(qtq1_digits((vec4<u32>(qword4(b + at.x)) >> by) & vec4<u32>(255u), at.y));
+            }
             var qs = b + 16u;
             if qt == QT_Q5K {
                 qs = b + 48u;
@@ -308,6 +504,9 @@ fn qquant4(ql: u32, qt: u32, b: u32, s: u32, sub: QSub, l: u32) -> vec4<f32> {
             q = vec4<i32>(lo | (hi << vec4<u32>(4u))) - vec4<i32>(32);
         }
         default: { // element 128h + 32j + 16u + l: s = 8h + 2j + u, 2 bits at 2j
+            if qt == QT_NVFP4 { // sub-block s: element j < 8 the low nibble of byte 8s + j, j+8 its high one
+                return vec4<f32>(qfp4((vec4<u32>(qword4(b + 4u + 8u * s + (l & 7u))) >> (by + vec4<u32>((l >> 3u) * 4u))) & vec4<u32>(15u)));
+            }
             let h = s >> 3u;
             let j = (s >> 1u) & 3u;
             let u = s & 1u;

@@ -37,9 +37,12 @@ type mixGolden struct {
 
 func mixDir(t testing.TB) string { return filepath.Join(testmodels.Root(t), "testdata", "gguf") }
 
-func loadMixGoldens(t testing.TB) map[string]mixGolden {
+func loadMixGoldens(t testing.TB) map[string]mixGolden { return loadGoldens(t, mixDir(t)) }
+
+// loadGoldens reads dir's golden.json (testdata/gguf's form).
+func loadGoldens(t testing.TB, dir string) map[string]mixGolden {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(mixDir(t), "golden.json"))
+	b, err := os.ReadFile(filepath.Join(dir, "golden.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,15 +61,24 @@ var importedType = map[string]tensors.DType{
 	"F32": tensors.F32, "F16": tensors.F16, "Q8_0": tensors.I8, "Q4_0": tensors.I4,
 	"Q4_1": tensors.Q4_1, "Q5_0": tensors.Q5_0, "Q5_1": tensors.Q5_1,
 	"Q4_K": tensors.Q4K, "Q5_K": tensors.Q5K, "Q6_K": tensors.Q6K, "Q2_K": tensors.Q2K, "Q3_K": tensors.Q3K,
+	"IQ4_NL": tensors.IQ4_NL, "IQ4_XS": tensors.IQ4_XS, "IQ3_S": tensors.IQ3_S, "IQ3_XXS": tensors.IQ3_XXS,
+	"IQ2_XXS": tensors.IQ2_XXS, "IQ2_XS": tensors.IQ2_XS, "IQ2_S": tensors.IQ2_S, "IQ1_S": tensors.IQ1_S,
+	"IQ1_M": tensors.IQ1_M, "NVFP4": tensors.NVFP4, "TQ1_0": tensors.TQ1_0, "TQ2_0": tensors.TQ2_0,
 }
 
 // TestMixDequantizationMatchesLlamaCpp: every tensor of every quantized
 // file, imported and dequantized by gpurun, is bit for bit the tensor of
 // the F32 file llama.cpp dequantizes it to (SHA-256 of the f32 bytes).
 func TestMixDequantizationMatchesLlamaCpp(t *testing.T) {
-	for name, g := range loadMixGoldens(t) {
+	checkDequantization(t, mixDir(t), loadMixGoldens(t))
+}
+
+// checkDequantization holds every tensor of dir's files, imported and
+// dequantized, to the SHA-256 of llama.cpp's F32 file in goldens.
+func checkDequantization(t *testing.T, dir string, goldens map[string]mixGolden) {
+	for name, g := range goldens {
 		t.Run(name, func(t *testing.T) {
-			f, err := gguf.Open(filepath.Join(mixDir(t), name+".gguf"))
+			f, err := gguf.Open(filepath.Join(dir, name+".gguf"))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -288,11 +288,12 @@ type qblocksBindings struct {
 	W    gpu.Binding // w: binding 3, var<storage, read>
 	Bias gpu.Binding // bias: binding 4, var<storage, read>
 	OutW gpu.Binding // out_w: binding 5, var<storage, read_write>
+	Grid gpu.Binding // grid: binding 6, var<storage, read>
 }
 
 // list returns the bindings in binding order, from binding 1.
 func (b qblocksBindings) list() []gpu.Binding {
-	return []gpu.Binding{b.Step, b.XW, b.W, b.Bias, b.OutW}
+	return []gpu.Binding{b.Step, b.XW, b.W, b.Bias, b.OutW, b.Grid}
 }
 
 // The kernels of wgsl/qblocks.wgsl.

@@ -38,6 +38,9 @@ func (pl *planner) grow(buf *gpu.Buffer, have *int64, size int64) (gpu.Binding, 
 // block type (moe.wgsl's mq_value).
 func (pl *planner) expertWeight(name string) (*weight, error) {
 	w := pl.ws.byName[name]
+	if gridTypes[w.qt] {
+		return nil, fmt.Errorf("moe expert weight %q of %s (its kernels do not read the I-quant grids): %w", name, w.qt, gpu.ErrUnsupported)
+	}
 	if len(w.chunks) != 1 {
 		return nil, fmt.Errorf("moe expert weight %q over the binding limit (%d chunks): %w", name, len(w.chunks), gpu.ErrUnsupported)
 	}

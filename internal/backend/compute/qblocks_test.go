@@ -112,3 +112,12 @@ func blockKernels(t *testing.T, be gpu.Backend, dt tensors.DType, tokens int) []
 	g.Logits = g.Add(&fusion.MatMulOp{Out: g.NewBuf("y", tokens, 40), In: x, Projection: fusion.Projection{Weight: "w"}})
 	return profiledKernels(t, be, g, []*tensors.Tensor{tensorOf(t, r, "x", vocab, cols, tensors.F32, 0, 0), conformance.BlockMatrix(r, "w", 40, cols, dt)}, make([]int32, tokens), nil)
 }
+
+// TestIQ4NLTableMatchesTensors: the IQ4_NL values the WGSL carries
+// (shaders.IQ4NLValues, below tensors in the layering) are the ones tensors
+// generated from llama.cpp's header.
+func TestIQ4NLTableMatchesTensors(t *testing.T) {
+	if shaders.IQ4NLValues != tensors.IQ4NLValues() {
+		t.Errorf("shaders.IQ4NLValues %v, tensors' (from ggml-common.h) %v", shaders.IQ4NLValues, tensors.IQ4NLValues())
+	}
+}

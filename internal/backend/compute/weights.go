@@ -42,9 +42,16 @@ type weight struct {
 
 type weights struct {
 	byName map[string]*weight
+	// grid holds the I-quant lookup tables (gridWords) once a weight of a
+	// grid type is loaded; nil otherwise.
+	grid gpu.Buffer
 }
 
 func (w *weights) Release() {
+	if w.grid != nil {
+		w.grid.Release()
+		w.grid = nil
+	}
 	for _, t := range w.byName {
 		for _, c := range t.chunks {
 			c.w.Release()
@@ -78,6 +85,16 @@ func (b *backend) LoadWeights(ctx context.Context, ts []*tensors.Tensor) (gpu.We
 			return nil, fmt.Errorf("compute: load %q: %w", t.Name, err)
 		}
 		ws.byName[t.Name] = w
+		if gridTypes[w.qt] && ws.grid == nil {
+			words, err := gridWords()
+			if err == nil {
+				ws.grid, err = b.newFilled(words)
+			}
+			if err != nil {
+				ws.Release()
+				return nil, fmt.Errorf("compute: the I-quant tables for %q: %w", t.Name, err)
+			}
+		}
 	}
 	return ws, nil
 }

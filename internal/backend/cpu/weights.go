@@ -253,10 +253,12 @@ func (m *matrix) packK() error {
 // kquants maps the K-quant block types to their dynamic kernels.
 var kquants = map[tensors.DType]simd.KQuant{
 	tensors.Q4K: simd.Q4K, tensors.Q5K: simd.Q5K, tensors.Q6K: simd.Q6K, tensors.Q2K: simd.Q2K, tensors.Q3K: simd.Q3K,
+	tensors.IQ4_XS: simd.IQ4XS,
 }
 
 // q32s maps the 32-value block types to their dynamic kernels.
-var q32s = map[tensors.DType]simd.Q32{tensors.Q4_1: simd.Q4_1, tensors.Q5_0: simd.Q5_0, tensors.Q5_1: simd.Q5_1, tensors.Q8_0: simd.Q8_0, tensors.MXFP4: simd.MXFP4}
+var q32s = map[tensors.DType]simd.Q32{tensors.Q4_1: simd.Q4_1, tensors.Q5_0: simd.Q5_0, tensors.Q5_1: simd.Q5_1, tensors.Q8_0: simd.Q8_0, tensors.MXFP4: simd.MXFP4,
+	tensors.IQ4_NL: simd.IQ4_NL}
 
 // littleEndian is true on hosts whose memory order matches the stored order,
 // which lets typed views alias the bytes.

@@ -3741,6 +3741,257 @@ q3kdone:
 	MOVSS X3, ret+40(FP)
 	RET
 
+// func dotIQ4XSAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+// Requires: AVX, AVX2, F16C, MMX+, SSE
+TEXT ·dotIQ4XSAVX2(SB), NOSPLIT, $0-44
+	MOVQ         w+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         xd+16(FP), DX
+	MOVQ         xs+24(FP), BX
+	MOVQ         nb+32(FP), SI
+	LEAQ         iq4nlconsts<>+0(SB), DI
+	MOVL         $0x0f0f0f0f, R8
+	VMOVD        R8, X0
+	VPBROADCASTB X0, Y0
+	VMOVDQU      (DI), Y1
+	VXORPS       X2, X2, X2
+
+iq4xsblock:
+	TESTQ        SI, SI
+	JZ           iq4xsdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	VPXOR        Y3, Y3, Y3
+	MOVWLZX      2(AX), DI
+	MOVBLZX      4(AX), R8
+	ANDL         $0x0f, R8
+	MOVL         DI, R9
+	ANDL         $0x03, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x20, R8
+	VMOVD        R8, X4
+	VPBROADCASTW X4, Y4
+	VMOVDQU      8(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPSHUFB      Y6, Y1, Y7
+	VPABSB       Y7, Y6
+	VMOVDQU      (CX), Y8
+	VPSIGNB      Y7, Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBLZX      4(AX), R8
+	SHRL         $0x04, R8
+	ANDL         $0x0f, R8
+	MOVL         DI, R9
+	SHRL         $0x02, R9
+	ANDL         $0x03, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x20, R8
+	VMOVD        R8, X4
+	VPBROADCASTW X4, Y4
+	VMOVDQU      24(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPSHUFB      Y6, Y1, Y7
+	VPABSB       Y7, Y6
+	VMOVDQU      32(CX), Y8
+	VPSIGNB      Y7, Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBLZX      5(AX), R8
+	ANDL         $0x0f, R8
+	MOVL         DI, R9
+	SHRL         $0x04, R9
+	ANDL         $0x03, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x20, R8
+	VMOVD        R8, X4
+	VPBROADCASTW X4, Y4
+	VMOVDQU      40(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPSHUFB      Y6, Y1, Y7
+	VPABSB       Y7, Y6
+	VMOVDQU      64(CX), Y8
+	VPSIGNB      Y7, Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBLZX      5(AX), R8
+	SHRL         $0x04, R8
+	ANDL         $0x0f, R8
+	MOVL         DI, R9
+	SHRL         $0x06, R9
+	ANDL         $0x03, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x20, R8
+	VMOVD        R8, X4
+	VPBROADCASTW X4, Y4
+	VMOVDQU      56(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPSHUFB      Y6, Y1, Y7
+	VPABSB       Y7, Y6
+	VMOVDQU      96(CX), Y8
+	VPSIGNB      Y7, Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBLZX      6(AX), R8
+	ANDL         $0x0f, R8
+	MOVL         DI, R9
+	SHRL         $0x08, R9
+	ANDL         $0x03, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x20, R8
+	VMOVD        R8, X4
+	VPBROADCASTW X4, Y4
+	VMOVDQU      72(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPSHUFB      Y6, Y1, Y7
+	VPABSB       Y7, Y6
+	VMOVDQU      128(CX), Y8
+	VPSIGNB      Y7, Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBLZX      6(AX), R8
+	SHRL         $0x04, R8
+	ANDL         $0x0f, R8
+	MOVL         DI, R9
+	SHRL         $0x0a, R9
+	ANDL         $0x03, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x20, R8
+	VMOVD        R8, X4
+	VPBROADCASTW X4, Y4
+	VMOVDQU      88(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPSHUFB      Y6, Y1, Y7
+	VPABSB       Y7, Y6
+	VMOVDQU      160(CX), Y8
+	VPSIGNB      Y7, Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBLZX      7(AX), R8
+	ANDL         $0x0f, R8
+	MOVL         DI, R9
+	SHRL         $0x0c, R9
+	ANDL         $0x03, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x20, R8
+	VMOVD        R8, X4
+	VPBROADCASTW X4, Y4
+	VMOVDQU      104(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPSHUFB      Y6, Y1, Y7
+	VPABSB       Y7, Y6
+	VMOVDQU      192(CX), Y8
+	VPSIGNB      Y7, Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBLZX      7(AX), R8
+	SHRL         $0x04, R8
+	ANDL         $0x0f, R8
+	SHRL         $0x0e, DI
+	ANDL         $0x03, DI
+	SHLL         $0x04, DI
+	ORL          DI, R8
+	SUBL         $0x20, R8
+	VMOVD        R8, X4
+	VPBROADCASTW X4, Y4
+	VMOVDQU      120(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPSHUFB      Y6, Y1, Y7
+	VPABSB       Y7, Y6
+	VMOVDQU      224(CX), Y8
+	VPSIGNB      Y7, Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPADDD       X4, X3, X3
+	VPHADDD      X3, X3, X3
+	VPHADDD      X3, X3, X3
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X4
+	VCVTDQ2PS    X3, X3
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS (DX), X5
+	VMULPS       X5, X4, X4
+	VMULPS       X3, X4, X3
+	VADDSS       X3, X2, X2
+	ADDQ         $0x88, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x04, DX
+	ADDQ         $0x20, BX
+	DECQ         SI
+	JMP          iq4xsblock
+
+iq4xsdone:
+	VZEROUPPER
+	MOVSS X2, ret+40(FP)
+	RET
+
+DATA iq4nlconsts<>+0(SB)/1, $0x81
+DATA iq4nlconsts<>+1(SB)/1, $0x98
+DATA iq4nlconsts<>+2(SB)/1, $0xad
+DATA iq4nlconsts<>+3(SB)/1, $0xbf
+DATA iq4nlconsts<>+4(SB)/1, $0xcf
+DATA iq4nlconsts<>+5(SB)/1, $0xdd
+DATA iq4nlconsts<>+6(SB)/1, $0xea
+DATA iq4nlconsts<>+7(SB)/1, $0xf6
+DATA iq4nlconsts<>+8(SB)/1, $0x01
+DATA iq4nlconsts<>+9(SB)/1, $0x0d
+DATA iq4nlconsts<>+10(SB)/1, $0x19
+DATA iq4nlconsts<>+11(SB)/1, $0x26
+DATA iq4nlconsts<>+12(SB)/1, $0x35
+DATA iq4nlconsts<>+13(SB)/1, $0x45
+DATA iq4nlconsts<>+14(SB)/1, $0x59
+DATA iq4nlconsts<>+15(SB)/1, $0x71
+DATA iq4nlconsts<>+16(SB)/1, $0x81
+DATA iq4nlconsts<>+17(SB)/1, $0x98
+DATA iq4nlconsts<>+18(SB)/1, $0xad
+DATA iq4nlconsts<>+19(SB)/1, $0xbf
+DATA iq4nlconsts<>+20(SB)/1, $0xcf
+DATA iq4nlconsts<>+21(SB)/1, $0xdd
+DATA iq4nlconsts<>+22(SB)/1, $0xea
+DATA iq4nlconsts<>+23(SB)/1, $0xf6
+DATA iq4nlconsts<>+24(SB)/1, $0x01
+DATA iq4nlconsts<>+25(SB)/1, $0x0d
+DATA iq4nlconsts<>+26(SB)/1, $0x19
+DATA iq4nlconsts<>+27(SB)/1, $0x26
+DATA iq4nlconsts<>+28(SB)/1, $0x35
+DATA iq4nlconsts<>+29(SB)/1, $0x45
+DATA iq4nlconsts<>+30(SB)/1, $0x59
+DATA iq4nlconsts<>+31(SB)/1, $0x71
+GLOBL iq4nlconsts<>(SB), RODATA|NOPTR, $32
+
 // func dotQ4KRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
 // Requires: AVX, AVX2, F16C, MMX+
 TEXT ·dotQ4KRowsAVX2(SB), NOSPLIT, $16-56
@@ -4474,6 +4725,237 @@ q3krdone:
 	JMP    q3krrow
 
 q3krend:
+	VZEROUPPER
+	RET
+
+// func dotIQ4XSRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·dotIQ4XSRowsAVX2(SB), NOSPLIT, $16-56
+	MOVQ         w+0(FP), AX
+	LEAQ         iq4nlconsts<>+0(SB), CX
+	MOVL         $0x0f0f0f0f, DX
+	VMOVD        DX, X0
+	VPBROADCASTB X0, Y0
+	VMOVDQU      (CX), Y1
+	MOVQ         rows+40(FP), CX
+	MOVQ         out+48(FP), DX
+	MOVQ         CX, (SP)
+	MOVQ         DX, 8(SP)
+
+iq4xsrrow:
+	CMPQ   (SP), $0x00
+	JE     iq4xsrend
+	MOVQ   x+8(FP), CX
+	MOVQ   xd+16(FP), DX
+	MOVQ   xs+24(FP), BX
+	MOVQ   nb+32(FP), SI
+	VXORPS X2, X2, X2
+
+iq4xsrblock:
+	TESTQ        SI, SI
+	JZ           iq4xsrdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	VPXOR        Y3, Y3, Y3
+	MOVWLZX      2(AX), DI
+	MOVBLZX      4(AX), R8
+	ANDL         $0x0f, R8
+	MOVL         DI, R9
+	ANDL         $0x03, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x20, R8
+	VMOVD        R8, X4
+	VPBROADCASTW X4, Y4
+	VMOVDQU      8(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPSHUFB      Y6, Y1, Y7
+	VPABSB       Y7, Y6
+	VMOVDQU      (CX), Y8
+	VPSIGNB      Y7, Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBLZX      4(AX), R8
+	SHRL         $0x04, R8
+	ANDL         $0x0f, R8
+	MOVL         DI, R9
+	SHRL         $0x02, R9
+	ANDL         $0x03, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x20, R8
+	VMOVD        R8, X4
+	VPBROADCASTW X4, Y4
+	VMOVDQU      24(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPSHUFB      Y6, Y1, Y7
+	VPABSB       Y7, Y6
+	VMOVDQU      32(CX), Y8
+	VPSIGNB      Y7, Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBLZX      5(AX), R8
+	ANDL         $0x0f, R8
+	MOVL         DI, R9
+	SHRL         $0x04, R9
+	ANDL         $0x03, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x20, R8
+	VMOVD        R8, X4
+	VPBROADCASTW X4, Y4
+	VMOVDQU      40(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPSHUFB      Y6, Y1, Y7
+	VPABSB       Y7, Y6
+	VMOVDQU      64(CX), Y8
+	VPSIGNB      Y7, Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBLZX      5(AX), R8
+	SHRL         $0x04, R8
+	ANDL         $0x0f, R8
+	MOVL         DI, R9
+	SHRL         $0x06, R9
+	ANDL         $0x03, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x20, R8
+	VMOVD        R8, X4
+	VPBROADCASTW X4, Y4
+	VMOVDQU      56(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPSHUFB      Y6, Y1, Y7
+	VPABSB       Y7, Y6
+	VMOVDQU      96(CX), Y8
+	VPSIGNB      Y7, Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBLZX      6(AX), R8
+	ANDL         $0x0f, R8
+	MOVL         DI, R9
+	SHRL         $0x08, R9
+	ANDL         $0x03, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x20, R8
+	VMOVD        R8, X4
+	VPBROADCASTW X4, Y4
+	VMOVDQU      72(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPSHUFB      Y6, Y1, Y7
+	VPABSB       Y7, Y6
+	VMOVDQU      128(CX), Y8
+	VPSIGNB      Y7, Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBLZX      6(AX), R8
+	SHRL         $0x04, R8
+	ANDL         $0x0f, R8
+	MOVL         DI, R9
+	SHRL         $0x0a, R9
+	ANDL         $0x03, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x20, R8
+	VMOVD        R8, X4
+	VPBROADCASTW X4, Y4
+	VMOVDQU      88(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPSHUFB      Y6, Y1, Y7
+	VPABSB       Y7, Y6
+	VMOVDQU      160(CX), Y8
+	VPSIGNB      Y7, Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBLZX      7(AX), R8
+	ANDL         $0x0f, R8
+	MOVL         DI, R9
+	SHRL         $0x0c, R9
+	ANDL         $0x03, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x20, R8
+	VMOVD        R8, X4
+	VPBROADCASTW X4, Y4
+	VMOVDQU      104(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPSHUFB      Y6, Y1, Y7
+	VPABSB       Y7, Y6
+	VMOVDQU      192(CX), Y8
+	VPSIGNB      Y7, Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBLZX      7(AX), R8
+	SHRL         $0x04, R8
+	ANDL         $0x0f, R8
+	SHRL         $0x0e, DI
+	ANDL         $0x03, DI
+	SHLL         $0x04, DI
+	ORL          DI, R8
+	SUBL         $0x20, R8
+	VMOVD        R8, X4
+	VPBROADCASTW X4, Y4
+	VMOVDQU      120(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPSHUFB      Y6, Y1, Y7
+	VPABSB       Y7, Y6
+	VMOVDQU      224(CX), Y8
+	VPSIGNB      Y7, Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPADDD       X4, X3, X3
+	VPHADDD      X3, X3, X3
+	VPHADDD      X3, X3, X3
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X4
+	VCVTDQ2PS    X3, X3
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS (DX), X5
+	VMULPS       X5, X4, X4
+	VMULPS       X3, X4, X3
+	VADDSS       X3, X2, X2
+	ADDQ         $0x88, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x04, DX
+	ADDQ         $0x20, BX
+	DECQ         SI
+	JMP          iq4xsrblock
+
+iq4xsrdone:
+	MOVQ   8(SP), CX
+	VMOVSS X2, (CX)
+	ADDQ   $0x04, 8(SP)
+	DECQ   (SP)
+	JMP    iq4xsrrow
+
+iq4xsrend:
 	VZEROUPPER
 	RET
 
@@ -7531,6 +8013,205 @@ DATA mxfp4consts<>+1044(SB)/4, $0x7e000000
 DATA mxfp4consts<>+1048(SB)/4, $0x7e800000
 DATA mxfp4consts<>+1052(SB)/4, $0x7f000000
 GLOBL mxfp4consts<>(SB), RODATA|NOPTR, $1056
+
+// func dotIQ4NLRowsAVX2(w *byte, x *int8, xd *float32, nb int, rows int, out *float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotIQ4NLRowsAVX2(SB), NOSPLIT, $32-48
+	MOVQ         w+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         xd+16(FP), DX
+	MOVQ         nb+24(FP), BX
+	MOVQ         rows+32(FP), SI
+	MOVQ         out+40(FP), DI
+	LEAQ         iq4nlconsts<>+0(SB), R8
+	MOVL         $0x00010001, R9
+	VMOVD        R9, X0
+	VPBROADCASTW X0, Y0
+	MOVL         $0x0f0f0f0f, R9
+	VMOVD        R9, X1
+	VPBROADCASTB X1, Y1
+	VMOVDQU      (R8), Y2
+
+iq4nlrow:
+	TESTQ  SI, SI
+	JZ     iq4nlend
+	MOVQ   CX, R8
+	MOVQ   DX, R9
+	MOVQ   BX, R10
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+
+iq4nleight:
+	CMPQ         R10, $0x08
+	JL           iq4nltail
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	VPXOR        X5, X5, X5
+	VPINSRW      $0x00, (AX), X5, X5
+	VPINSRW      $0x01, 18(AX), X5, X5
+	VPINSRW      $0x02, 36(AX), X5, X5
+	VPINSRW      $0x03, 54(AX), X5, X5
+	VPINSRW      $0x04, 72(AX), X5, X5
+	VPINSRW      $0x05, 90(AX), X5, X5
+	VPINSRW      $0x06, 108(AX), X5, X5
+	VPINSRW      $0x07, 126(AX), X5, X5
+	VCVTPH2PS    X5, Y5
+	VMULPS       (R9), Y5, Y5
+	VMOVUPS      Y5, (SP)
+	VBROADCASTSS (SP), Y5
+	VMOVDQU      2(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPSHUFB      Y7, Y2, Y8
+	VPABSB       Y8, Y7
+	VMOVDQU      (R8), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y3
+	VBROADCASTSS 4(SP), Y5
+	VMOVDQU      20(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPSHUFB      Y7, Y2, Y8
+	VPABSB       Y8, Y7
+	VMOVDQU      32(R8), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y4
+	VBROADCASTSS 8(SP), Y5
+	VMOVDQU      38(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPSHUFB      Y7, Y2, Y8
+	VPABSB       Y8, Y7
+	VMOVDQU      64(R8), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y3
+	VBROADCASTSS 12(SP), Y5
+	VMOVDQU      56(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPSHUFB      Y7, Y2, Y8
+	VPABSB       Y8, Y7
+	VMOVDQU      96(R8), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y4
+	VBROADCASTSS 16(SP), Y5
+	VMOVDQU      74(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPSHUFB      Y7, Y2, Y8
+	VPABSB       Y8, Y7
+	VMOVDQU      128(R8), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y3
+	VBROADCASTSS 20(SP), Y5
+	VMOVDQU      92(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPSHUFB      Y7, Y2, Y8
+	VPABSB       Y8, Y7
+	VMOVDQU      160(R8), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y4
+	VBROADCASTSS 24(SP), Y5
+	VMOVDQU      110(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPSHUFB      Y7, Y2, Y8
+	VPABSB       Y8, Y7
+	VMOVDQU      192(R8), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y3
+	VBROADCASTSS 28(SP), Y5
+	VMOVDQU      128(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPSHUFB      Y7, Y2, Y8
+	VPABSB       Y8, Y7
+	VMOVDQU      224(R8), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y4
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000100, R8
+	ADDQ         $0x20, R9
+	SUBQ         $0x08, R10
+	JMP          iq4nleight
+
+iq4nltail:
+	TESTQ        R10, R10
+	JZ           iq4nldone
+	MOVWLZX      (AX), R11
+	VMOVD        R11, X5
+	VCVTPH2PS    X5, X5
+	VBROADCASTSS X5, Y5
+	VMULPS       (R9), Y5, Y5
+	VBROADCASTSS X5, Y5
+	VMOVDQU      2(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPSHUFB      Y7, Y2, Y8
+	VPABSB       Y8, Y7
+	VMOVDQU      (R8), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y3
+	ADDQ         $0x12, AX
+	ADDQ         $0x20, R8
+	ADDQ         $0x04, R9
+	DECQ         R10
+	JMP          iq4nltail
+
+iq4nldone:
+	VADDPS       Y4, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X4
+	VADDPS       X4, X3, X3
+	VMOVHLPS     X3, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, (DI)
+	ADDQ         $0x04, DI
+	DECQ         SI
+	JMP          iq4nlrow
+
+iq4nlend:
+	VZEROUPPER
+	RET
 
 // func gemmQ8T1VNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512VL, AVX512VNNI, FMA3

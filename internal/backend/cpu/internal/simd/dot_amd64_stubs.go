@@ -134,6 +134,11 @@ func dotQ2KAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
 //go:noescape
 func dotQ3KAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
 
+// dotIQ4XSAVX2 returns the dot product of nb IQ4_XS blocks at w with QuantizeQ8K activations: the IQ4_NL values of the codes times the 6-bit sub-block scales less 32.
+//
+//go:noescape
+func dotIQ4XSAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+
 // dotQ4KRowsAVX2 sets out[r] to dotQ4KAVX2 of weight row r (the rows consecutive at w) for r < rows.
 //
 //go:noescape
@@ -158,6 +163,11 @@ func dotQ2KRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, 
 //
 //go:noescape
 func dotQ3KRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+
+// dotIQ4XSRowsAVX2 sets out[r] to dotIQ4XSAVX2 of weight row r (the rows consecutive at w) for r < rows.
+//
+//go:noescape
+func dotIQ4XSRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
 
 // dotQ4Kx4AVX2 sets out[t] to dotQ4KAVX2 of the row against token t's activations (x + t*xstride, xd + t*xstride/256, xs + t*xstride/16) for t < 4, with its bits.
 //
@@ -213,6 +223,11 @@ func dotQ8_0RowsAVX2(w *byte, x *int8, xd *float32, nb int, rows int, out *float
 //
 //go:noescape
 func dotMXFP4RowsAVX2(w *byte, x *int8, xd *float32, nb int, rows int, out *float32)
+
+// dotIQ4NLRowsAVX2 sets out[i] to the dot product of IQ4_NL weight row i (nb blocks, the rows consecutive at w) with QuantizeQ8 activations in natural order (x, xd), for i < rows.
+//
+//go:noescape
+func dotIQ4NLRowsAVX2(w *byte, x *int8, xd *float32, nb int, rows int, out *float32)
 
 // gemmQ8T1VNNI is the Q8 GEMM kernel for 1 tokens (simd.Impl.Gemm).
 //

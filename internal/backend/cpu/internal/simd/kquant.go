@@ -28,18 +28,19 @@ const (
 type KQuant int
 
 const (
-	Q4K KQuant = iota // 144 bytes: d, dmin, 12 bytes of 6-bit scales and mins, 4-bit values
-	Q5K               // 176 bytes: Q4K with a fifth bit per value
-	Q6K               // 210 bytes: 6-bit values, 16 int8 scales, d
-	Q2K               // 84 bytes: 4-bit scales and mins, 2-bit values, d, dmin
-	Q3K               // 110 bytes: high bits, 2-bit values, 6-bit scales, d
+	Q4K   KQuant = iota // 144 bytes: d, dmin, 12 bytes of 6-bit scales and mins, 4-bit values
+	Q5K                 // 176 bytes: Q4K with a fifth bit per value
+	Q6K                 // 210 bytes: 6-bit values, 16 int8 scales, d
+	Q2K                 // 84 bytes: 4-bit scales and mins, 2-bit values, d, dmin
+	Q3K                 // 110 bytes: high bits, 2-bit values, 6-bit scales, d
+	IQ4XS               // 136 bytes: d, 6-bit scales per 32 (offset 32), 4-bit codes of IQ4NLValues
 	NumKQuant
 )
 
 var kquantInfo = [NumKQuant]struct {
 	name  string
 	bytes int
-}{{"q4_k", 144}, {"q5_k", 176}, {"q6_k", 210}, {"q2_k", 84}, {"q3_k", 110}}
+}{{"q4_k", 144}, {"q5_k", 176}, {"q6_k", 210}, {"q2_k", 84}, {"q3_k", 110}, {"iq4_xs", 136}}
 
 func (t KQuant) String() string { return kquantInfo[t].name }
 
@@ -167,7 +168,7 @@ func DotKx4(t KQuant, w []byte, x []int8, xd []float32, xs []int16, xstride int,
 }
 
 var kernelsKGo = [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16) float32{
-	Q4K: dotQ4KGo, Q5K: dotQ5KGo, Q6K: dotQ6KGo, Q2K: dotQ2KGo, Q3K: dotQ3KGo,
+	Q4K: dotQ4KGo, Q5K: dotQ5KGo, Q6K: dotQ6KGo, Q2K: dotQ2KGo, Q3K: dotQ3KGo, IQ4XS: dotIQ4XSGo,
 }
 
 func f16Scale(b []byte) float32 { return F16ToF32[binary.LittleEndian.Uint16(b)] }
@@ -328,6 +329,33 @@ func dotQ3KGo(w []byte, x []int8, xd []float32, xs []int16) float32 {
 			}
 		}
 		s = blockSum(s, float32(f16Scale(b[108:])*dx), 0, sumi, 0)
+	}
+	return s
+}
+
+// dotIQ4XSGo is IQ4_XS against Q8_K activations: per block the sub-block
+// scales ls-32 apply to the exact integer sums Σ iq4nl[q]·x of their 32
+// values (as llama.cpp's ggml_vec_dot_iq4_xs_q8_K, whose float sums per
+// sub-block this form gathers into one integer per block), and the block
+// adds float32(d*dx*Σ).
+func dotIQ4XSGo(w []byte, x []int8, xd []float32, _ []int16) float32 {
+	var s float32
+	for i, dx := range xd {
+		b := (*[136]byte)(w[i*136:])
+		xb := (*[QK]int8)(x[i*QK:])
+		sh := binary.LittleEndian.Uint16(b[2:])
+		var sumi int32
+		for ib := range 8 {
+			ls := int32(b[4+ib/2]>>(4*(ib%2))&0xf) | int32(sh>>(2*ib)&3)<<4
+			qs := (*[16]byte)(b[8+16*ib:])
+			xs := (*[32]int8)(xb[32*ib:])
+			var sub int32
+			for j, c := range qs {
+				sub += int32(IQ4NLValues[c&0xf])*int32(xs[j]) + int32(IQ4NLValues[c>>4])*int32(xs[j+16])
+			}
+			sumi += (ls - 32) * sub
+		}
+		s = blockSum(s, float32(f16Scale(b[0:])*dx), 0, sumi, 0)
 	}
 	return s
 }

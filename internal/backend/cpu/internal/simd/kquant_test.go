@@ -19,10 +19,10 @@ import (
 var kTypes = []struct {
 	t  KQuant
 	dt tensors.DType
-}{{Q4K, tensors.Q4K}, {Q5K, tensors.Q5K}, {Q6K, tensors.Q6K}, {Q2K, tensors.Q2K}, {Q3K, tensors.Q3K}}
+}{{Q4K, tensors.Q4K}, {Q5K, tensors.Q5K}, {Q6K, tensors.Q6K}, {Q2K, tensors.Q2K}, {Q3K, tensors.Q3K}, {IQ4XS, tensors.IQ4_XS}}
 
 // kScaleOffsets are the byte offsets of a block's f16 scales (d, dmin).
-var kScaleOffsets = map[KQuant][]int{Q4K: {0, 2}, Q5K: {0, 2}, Q6K: {208}, Q2K: {80, 82}, Q3K: {108}}
+var kScaleOffsets = map[KQuant][]int{Q4K: {0, 2}, Q5K: {0, 2}, Q6K: {208}, Q2K: {80, 82}, Q3K: {108}, IQ4XS: {0}}
 
 // kScaleKinds are the f16 super-block scales the tests draw from: ordinary
 // ones of both signs, zero, the smallest subnormal and the largest finite.
@@ -248,7 +248,7 @@ var q32Types = []struct {
 	t      Q32
 	dt     tensors.DType
 	scales []int
-}{{Q4_1, tensors.Q4_1, []int{0, 2}}, {Q5_0, tensors.Q5_0, []int{0}}, {Q5_1, tensors.Q5_1, []int{0, 2}}, {Q8_0, tensors.Q8_0, []int{0}}, {MXFP4, tensors.MXFP4, nil}}
+}{{Q4_1, tensors.Q4_1, []int{0, 2}}, {Q5_0, tensors.Q5_0, []int{0}}, {Q5_1, tensors.Q5_1, []int{0, 2}}, {Q8_0, tensors.Q8_0, []int{0}}, {MXFP4, tensors.MXFP4, nil}, {IQ4_NL, tensors.IQ4_NL, []int{0}}}
 
 // randQ32Blocks is randKBlocks for the 32-value types.
 // MXFP4's exponent bytes are 2^-10 ... 2^-4 halves (weights up to about
@@ -470,6 +470,14 @@ func withinQ32(got, want float32, nb int, mag float64) bool {
 		return got != got && want != want
 	}
 	return within(got, want, nb*QBlock, mag)
+}
+
+// TestIQ4NLValues: the kernels' IQ4_NL table is the one tensors
+// generated from llama.cpp's header.
+func TestIQ4NLValues(t *testing.T) {
+	if IQ4NLValues != tensors.IQ4NLValues() {
+		t.Errorf("simd.IQ4NLValues %v, tensors' %v", IQ4NLValues, tensors.IQ4NLValues())
+	}
 }
 
 // TestMXFP4Exponents: one-block MXFP4 products for every exponent byte (0

@@ -13,7 +13,8 @@ import (
 // are taken inside the kernels). Per block the integer sums Σq·x and Σx
 // are exact and the block adds float32(d*dx*Σq·x) + float32(m*dx*Σx) (Q4_1,
 // Q5_1), float32(d*dx*Σ(q-16)·x) (Q5_0), float32(d*dx*Σq·x) (Q8_0) or
-// float32(float32(dx*h)*Σ fp4[q]·x) (MXFP4, as llama.cpp's
+// float32(d*dx*Σ iq4nl[q]·x) (IQ4_NL, as llama.cpp's
+// ggml_vec_dot_iq4_nl_q8_0), float32(float32(dx*h)*Σ fp4[q]·x) (MXFP4, as llama.cpp's
 // ggml_vec_dot_mxfp4_q8_0: fp4 the doubled E2M1 values, h half the E8M0
 // scale) in every implementation without its own rows kernel (AVX2's Q8_0
 // and MXFP4 kernels sum the blocks in vector lanes: Impl.Q32Exact).
@@ -22,18 +23,19 @@ import (
 type Q32 int
 
 const (
-	Q4_1  Q32 = iota // 20 bytes: d, m, 16 bytes of nibbles; d*q + m
-	Q5_0             // 22 bytes: d, 32 high bits, nibbles; d*(q-16)
-	Q5_1             // 24 bytes: d, m, 32 high bits, nibbles; d*q + m
-	Q8_0             // 34 bytes: d, 32 int8; d*q
-	MXFP4            // 17 bytes: E8M0 exponent e, 16 bytes of E2M1 codes; fp4[q]*h(e)
+	Q4_1   Q32 = iota // 20 bytes: d, m, 16 bytes of nibbles; d*q + m
+	Q5_0              // 22 bytes: d, 32 high bits, nibbles; d*(q-16)
+	Q5_1              // 24 bytes: d, m, 32 high bits, nibbles; d*q + m
+	Q8_0              // 34 bytes: d, 32 int8; d*q
+	MXFP4             // 17 bytes: E8M0 exponent e, 16 bytes of E2M1 codes; fp4[q]*h(e)
+	IQ4_NL            // 18 bytes: d, 16 bytes of codes; d*iq4nl[q]
 	NumQ32
 )
 
 var q32Info = [NumQ32]struct {
 	name  string
 	bytes int
-}{{"q4_1", 20}, {"q5_0", 22}, {"q5_1", 24}, {"q8_0", 34}, {"mxfp4", 17}}
+}{{"q4_1", 20}, {"q5_0", 22}, {"q5_1", 24}, {"q8_0", 34}, {"mxfp4", 17}, {"iq4_nl", 18}}
 
 func (t Q32) String() string { return q32Info[t].name }
 
@@ -96,7 +98,7 @@ func DotQ32x4(t Q32, w []byte, x []int8, xd []float32, xstride int, out *[4]floa
 }
 
 var kernelsQ32Go = [NumQ32]func(w []byte, x []int8, xd []float32) float32{
-	Q4_1: dotQ4_1Go, Q5_0: dotQ5_0Go, Q5_1: dotQ5_1Go, Q8_0: dotQ8_0Go, MXFP4: dotMXFP4Go,
+	Q4_1: dotQ4_1Go, Q5_0: dotQ5_0Go, Q5_1: dotQ5_1Go, Q8_0: dotQ8_0Go, MXFP4: dotMXFP4Go, IQ4_NL: dotIQ4NLGo,
 }
 
 // The Go forms add m*dx*Σx as blockSum's "- dmin*dx*(-Σx)", which has the
@@ -186,6 +188,24 @@ func dotMXFP4Go(w []byte, x []int8, xd []float32) float32 {
 			sumi += int32(fp4Values[c&0xf])*int32(xb[j]) + int32(fp4Values[c>>4])*int32(xb[j+16])
 		}
 		s = blockSum(s, float32(dx*e8m0Half(b[0])), 0, sumi, 0)
+	}
+	return s
+}
+
+// IQ4NLValues are llama.cpp's non-linear IQ4_NL values (kvalues_iq4nl;
+// the tests check them against tensors', generated from its header).
+var IQ4NLValues = [16]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
+
+func dotIQ4NLGo(w []byte, x []int8, xd []float32) float32 {
+	var s float32
+	for i, dx := range xd {
+		b := (*[18]byte)(w[i*18:])
+		xb := (*[QBlock]int8)(x[i*QBlock:])
+		var sumi int32
+		for j, c := range (*[16]byte)(b[2:]) {
+			sumi += int32(IQ4NLValues[c&0xf])*int32(xb[j]) + int32(IQ4NLValues[c>>4])*int32(xb[j+16])
+		}
+		s = blockSum(s, float32(f16Scale(b[0:])*dx), 0, sumi, 0)
 	}
 	return s
 }

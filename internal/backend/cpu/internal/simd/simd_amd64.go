@@ -33,20 +33,20 @@ var AVX2 = &Impl{
 	quantQ8K:   quantizeQ8KA,
 	dotK: [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16) float32{
 		Q4K: kernelK(dotQ4KAVX2), Q5K: kernelK(dotQ5KAVX2), Q6K: kernelK(dotQ6KAVX2),
-		Q2K: kernelK(dotQ2KAVX2), Q3K: kernelK(dotQ3KAVX2),
+		Q2K: kernelK(dotQ2KAVX2), Q3K: kernelK(dotQ3KAVX2), IQ4XS: kernelK(dotIQ4XSAVX2),
 	},
 	dotKRows: [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16, out []float32){
 		Q4K: kernelKRows(dotQ4KRowsAVX2), Q5K: kernelKRows(dotQ5KRowsAVX2), Q6K: kernelKRows(dotQ6KRowsAVX2),
-		Q2K: kernelKRows(dotQ2KRowsAVX2), Q3K: kernelKRows(dotQ3KRowsAVX2),
+		Q2K: kernelKRows(dotQ2KRowsAVX2), Q3K: kernelKRows(dotQ3KRowsAVX2), IQ4XS: kernelKRows(dotIQ4XSRowsAVX2),
 	},
 	dotKx4: [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16, xstride int, out *[4]float32){
 		Q4K: kernelKx4(Q4K, dotQ4Kx4AVX2), Q5K: kernelKx4(Q5K, dotQ5Kx4AVX2), Q6K: kernelKx4(Q6K, dotQ6Kx4AVX2),
 	},
 	dotQ32: [NumQ32]func(w []byte, x []int8, xd []float32) float32{
 		Q4_1: kernelQ32(dotQ4_1AVX2), Q5_0: kernelQ32(dotQ5_0AVX2), Q5_1: kernelQ32(dotQ5_1AVX2), Q8_0: q8_0A,
-		MXFP4: mxfp4A,
+		MXFP4: mxfp4A, IQ4_NL: iq4nlA,
 	},
-	dotQ32Rows: [NumQ32]func(w []byte, x []int8, xd []float32, out []float32){Q8_0: q8_0RowsA, MXFP4: mxfp4RowsA},
+	dotQ32Rows: [NumQ32]func(w []byte, x []int8, xd []float32, out []float32){Q8_0: q8_0RowsA, MXFP4: mxfp4RowsA, IQ4_NL: iq4nlRowsA},
 	// The prefill GEMM with VPMADDUBSW and VPMADDWD (gen/gemmavx2.go): the
 	// VNNI kernels' bits.
 	gemm: [NumGemmKinds]gemmFunc{
@@ -126,6 +126,21 @@ func mxfp4A(w []byte, x []int8, xd []float32) float32 {
 	}
 	var out [1]float32
 	dotMXFP4RowsAVX2(&w[0], &x[0], &xd[0], len(xd), 1, &out[0])
+	return out[0]
+}
+
+// iq4nlRowsA and iq4nlA run the IQ4_NL rows kernel (the slices already
+// checked; iq4nlA's with at least one block).
+func iq4nlRowsA(w []byte, x []int8, xd []float32, out []float32) {
+	dotIQ4NLRowsAVX2(&w[0], &x[0], &xd[0], len(xd), len(out), &out[0])
+}
+
+func iq4nlA(w []byte, x []int8, xd []float32) float32 {
+	if len(xd) == 0 {
+		return 0
+	}
+	var out [1]float32
+	dotIQ4NLRowsAVX2(&w[0], &x[0], &xd[0], len(xd), 1, &out[0])
 	return out[0]
 }
 

@@ -22,6 +22,7 @@ func kquantKernels() {
 		dotQ6K(rows)
 		dotQ2K(rows)
 		dotQ3K(rows)
+		dotIQ4XS(rows)
 	}
 	dotQ4Kx4(false)
 	dotQ4Kx4(true)
@@ -959,5 +960,60 @@ func dotQ6KRows4() {
 		VADDPS(f, s.AsX(), s.AsX())
 	}, func(s VecVirtual, out Register) {
 		VMOVUPS(s.AsX(), Mem{Base: out})
+	})
+}
+
+// dotIQ4XS writes the IQ4_XS kernel against QuantizeQ8K activations: per
+// sub-block of 32 the codes become their IQ4_NL values by VPSHUFB (as
+// dotIQ4NL), meet the activations as signed bytes (VPSIGNB, VPABSB,
+// VPMADDUBSW: |w| <= 127), and VPMADDWD against the sub-block's scale
+// ls-32 (computed in a general register, broadcast as a word) adds them to
+// eight int32 lanes: the block's exact integer sum, to which kEpilogue
+// applies float32(d*dx*Σ) as the Go form does (the same bits).
+func dotIQ4XS(rows bool) {
+	kText("dotIQ4XS", "returns the dot product of nb IQ4_XS blocks at w with QuantizeQ8K activations: the IQ4_NL values of the codes times the 6-bit sub-block scales less 32.", rows)
+	w, x, xd, xs, nb := kParams(rows)
+	tab := GP64()
+	LEAQ(iq4nlConsts(), tab)
+	mask, kv := YMM(), YMM()
+	broadcastB(0x0f, mask)
+	VMOVDQU(Mem{Base: tab}, kv)
+	kLoop("iq4xs", 136, w, x, xd, xs, nb, rows, func(s VecVirtual) {
+		acc := YMM()
+		VPXOR(acc, acc, acc)
+		sh := GP32()
+		MOVWLZX(Mem{Base: w, Disp: 2}, sh)
+		for ib := range 8 {
+			ls, hi := GP32(), GP32()
+			MOVBLZX(Mem{Base: w, Disp: 4 + ib/2}, ls)
+			if ib%2 == 1 {
+				SHRL(Imm(4), ls)
+			}
+			ANDL(Imm(0xf), ls)
+			MOVL(sh, hi)
+			if ib > 0 {
+				SHRL(Imm(uint64(2*ib)), hi)
+			}
+			ANDL(Imm(3), hi)
+			SHLL(Imm(4), hi)
+			ORL(hi, ls)
+			SUBL(Imm(32), ls)
+			sc := YMM()
+			VMOVD(ls, sc.AsX())
+			VPBROADCASTW(sc.AsX(), sc)
+			b, h, u, q, sx := XMM(), XMM(), YMM(), YMM(), YMM()
+			VMOVDQU(Mem{Base: w, Disp: 8 + 16*ib}, b)
+			VPSRLW(Imm(4), b, h)
+			VINSERTI128(Imm(1), h, b.AsY(), u)
+			VPAND(mask, u, u)
+			VPSHUFB(u, kv, q) // the values in element order
+			VPABSB(q, u)
+			VMOVDQU(Mem{Base: x, Disp: 32 * ib}, sx)
+			VPSIGNB(q, sx, sx)
+			VPMADDUBSW(sx, u, u)
+			VPMADDWD(sc, u, u)
+			VPADDD(u, acc, acc)
+		}
+		kEpilogue(acc, nil, Mem{Base: w}, xd, s)
 	})
 }

@@ -4,6 +4,8 @@ import (
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
+
+	"github.com/gpurun/gpurun/tensors"
 )
 
 // The kernels of the 32-value block types with offsets (Q4_1, Q5_0, Q5_1)
@@ -18,6 +20,7 @@ func q32Kernels() {
 	dotQ32("dotQ5_1AVX2", "q51", 24, 8, 4, true, "Q5_1")
 	dotQ8_0()
 	dotMXFP4()
+	dotIQ4NL()
 }
 
 // mxfp4Table holds the doubled E2M1 values of the 16 codes in both 128-bit
@@ -292,3 +295,82 @@ func dotQ32(name, label string, bytes, qs, qh int, withMin bool, what string) {
 
 // YMMs is a list of virtual vector registers (empty when unused).
 type YMMs []VecVirtual
+
+// iq4nlTable holds llama.cpp's IQ4_NL values (kvalues_iq4nl, as tensors
+// generated them from its header) in both 128-bit lanes: the VPSHUFB table.
+var iq4nlTable Mem
+
+func iq4nlConsts() Mem {
+	if iq4nlTable.Symbol.Name == "" {
+		iq4nlTable = GLOBL("iq4nlconsts", RODATA|NOPTR)
+		kv := tensors.IQ4NLValues()
+		for l := range 32 {
+			DATA(l, U8(uint8(kv[l%16])))
+		}
+	}
+	return iq4nlTable
+}
+
+// dotIQ4NL writes the IQ4_NL kernel, rows consecutive weight rows of nb
+// blocks against one activation row: per eight blocks their f16 scales are
+// gathered (VPINSRW, as dotQ8_0 does), converted and multiplied by the
+// activation scales at once; per block the 32 codes (low nibbles elements
+// 0..15, high nibbles 16..31) become their values by VPSHUFB (as dotMXFP4
+// does with its table) and meet the activations as signed bytes (|w| <=
+// 127: VPMADDUBSW cannot saturate against |x| <= 127), and the eight int32
+// lanes are converted and added with VFMADD231PS into one of two vector
+// accumulators, summed across lanes at the end of the row. The blocks'
+// sums run in another order than the Go form's (agreeing within
+// rounding), the same for one row or many.
+func dotIQ4NL() {
+	const name = "dotIQ4NLRowsAVX2"
+	TEXT(name, NOSPLIT, "func(w *byte, x *int8, xd *float32, nb, rows int, out *float32)")
+	Pragma("noescape")
+	Doc(name + " sets out[i] to the dot product of IQ4_NL weight row i (nb blocks, the rows consecutive at w) with QuantizeQ8 activations in natural order (x, xd), for i < rows.")
+	w := Load(Param("w"), GP64())
+	x0, xd0, nb0 := Load(Param("x"), GP64()), Load(Param("xd"), GP64()), Load(Param("nb"), GP64())
+	nrows, out := Load(Param("rows"), GP64()), Load(Param("out"), GP64())
+	tab := GP64()
+	LEAQ(iq4nlConsts(), tab)
+	ones, mask, kv := YMM(), YMM(), YMM()
+	broadcastW(1, ones)
+	broadcastB(0x0f, mask)
+	VMOVDQU(Mem{Base: tab}, kv)
+	scales := AllocLocal(32)
+	block := func(x Register, j int, d VecVirtual, acc VecVirtual) {
+		b, h, u, q, sx := XMM(), XMM(), YMM(), YMM(), YMM()
+		VMOVDQU(Mem{Base: w, Disp: 18*j + 2}, b)
+		VPSRLW(Imm(4), b, h)
+		VINSERTI128(Imm(1), h, b.AsY(), u)
+		VPAND(mask, u, u)
+		VPSHUFB(u, kv, q) // the values in element order
+		VPABSB(q, u)
+		VMOVDQU(Mem{Base: x, Disp: 32 * j}, sx)
+		VPSIGNB(q, sx, sx)
+		VPMADDUBSW(sx, u, u)
+		VPMADDWD(ones, u, u)
+		VCVTDQ2PS(u, u)
+		VFMADD231PS(u, d, acc)
+	}
+	blockRows("iq4nl", 18, w, x0, xd0, nb0, nrows, out, func(x, xd Register, acc [2]VecVirtual) {
+		sh, sv := XMM(), YMM()
+		VPXOR(sh, sh, sh)
+		for j := range 8 {
+			VPINSRW(Imm(uint64(j)), Mem{Base: w, Disp: 18 * j}, sh, sh)
+		}
+		VCVTPH2PS(sh, sv)
+		VMULPS(Mem{Base: xd}, sv, sv)
+		VMOVUPS(sv, scales)
+		for j := range 8 {
+			d := YMM()
+			VBROADCASTSS(scales.Offset(4*j), d)
+			block(x, j, d, acc[j%2])
+		}
+	}, func(x, xd Register, acc VecVirtual) {
+		dw, d := YMM(), YMM()
+		halfScale(Mem{Base: w}, dw)
+		VMULPS(Mem{Base: xd}, dw, d) // lane 0 only matters before the broadcast
+		VBROADCASTSS(d.AsX(), d)
+		block(x, 0, d, acc)
+	})
+}
