@@ -3,6 +3,7 @@
 package vulkan
 
 import (
+	"encoding/binary"
 	"fmt"
 	"sync/atomic"
 
@@ -30,10 +31,17 @@ type descPool struct {
 // are externally synchronized, so lists recorded on different goroutines
 // must not share one) plus the descriptor pools its dispatches use.
 type commands struct {
-	d        *Device
-	pool     vk.CommandPool
-	cb       vk.CommandBuffer
-	desc     []*descPool
+	d    *Device
+	pool vk.CommandPool
+	cb   vk.CommandBuffer
+	desc []*descPool
+	// sets holds the descriptor set of every distinct dispatch recorded
+	// so far (kernel and bound windows): a dispatch bound as an earlier
+	// one binds that set again instead of allocating and writing its own.
+	// A multi-step list repeats a decode step's dispatches N times with
+	// the same bindings, so it writes one step's sets, not N.
+	sets     map[setKey]vk.DescriptorSet
+	bufIDs   map[*buffer]uint64 // each bound buffer's number in setKey
 	buffers  map[*buffer]struct{}
 	kernels  map[*kernel]struct{}
 	hazards  hazards
@@ -51,7 +59,7 @@ func (d *Device) NewCommands() (gpu.Commands, error) {
 	if d.closed {
 		return nil, ErrClosed
 	}
-	c := &commands{d: d, buffers: map[*buffer]struct{}{}, kernels: map[*kernel]struct{}{}}
+	c := &commands{d: d, sets: map[setKey]vk.DescriptorSet{}, bufIDs: map[*buffer]uint64{}, buffers: map[*buffer]struct{}{}, kernels: map[*kernel]struct{}{}}
 	poolInfo := vk.CommandPoolCreateInfo{
 		SType:            vk.StructureTypeCommandPoolCreateInfo,
 		QueueFamilyIndex: d.phys.family,
@@ -161,11 +169,16 @@ func (c *commands) Dispatch(gk gpu.Kernel, bindings []gpu.Binding, x, y, z int) 
 	if d.closed {
 		return ErrClosed
 	}
-	set, err := c.allocateSet(k, storage, uniforms)
-	if err != nil {
-		return fmt.Errorf("vulkan: dispatch %q: %w", k.name, err)
+	key := c.setKey(k, bufs, infos)
+	set, reused := c.sets[key]
+	if !reused {
+		var err error
+		if set, err = c.allocateSet(k, storage, uniforms); err != nil {
+			return fmt.Errorf("vulkan: dispatch %q: %w", k.name, err)
+		}
+		c.sets[key] = set
 	}
-	if len(infos) > 0 {
+	if len(infos) > 0 && !reused {
 		writes := make([]vk.WriteDescriptorSet, len(infos))
 		for i := range infos {
 			t, _ := descriptorType(k.bindings[i])
@@ -202,6 +215,29 @@ func (c *commands) Dispatch(gk gpu.Kernel, bindings []gpu.Binding, x, y, z int) 
 	}
 	c.kernels[k] = struct{}{}
 	return nil
+}
+
+// setKey names a descriptor set's contents: the kernel (its set layout)
+// and each binding's buffer (numbered in the order the list first bound
+// it) and window.
+type setKey struct {
+	k       *kernel
+	windows string // per binding: buffer number, offset, range (3 x 8 bytes)
+}
+
+func (c *commands) setKey(k *kernel, bufs []*buffer, infos []vk.DescriptorBufferInfo) setKey {
+	w := make([]byte, 0, 24*len(bufs))
+	for i, b := range bufs {
+		id, ok := c.bufIDs[b]
+		if !ok {
+			id = uint64(len(c.bufIDs))
+			c.bufIDs[b] = id
+		}
+		w = binary.LittleEndian.AppendUint64(w, id)
+		w = binary.LittleEndian.AppendUint64(w, uint64(infos[i].Offset))
+		w = binary.LittleEndian.AppendUint64(w, uint64(infos[i].Range))
+	}
+	return setKey{k: k, windows: string(w)}
 }
 
 // bufferInfo validates binding i of a dispatch against the device limits.
@@ -371,5 +407,5 @@ func (c *commands) destroy() {
 		// Destroying the pool frees its command buffer.
 		vk.DestroyCommandPool(c.d.dev, c.pool, nil)
 	}
-	c.buffers, c.kernels = nil, nil
+	c.sets, c.bufIDs, c.buffers, c.kernels = nil, nil, nil, nil
 }

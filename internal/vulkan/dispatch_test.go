@@ -283,10 +283,15 @@ func TestManyDispatchesInOneList(t *testing.T) {
 	d := openTest(t, false)
 	k := addKernel(t, d)
 	const n, dispatches = 8, 2*poolSets + 37
-	p := params(t, d, n, 2)
+	// Each dispatch binds its own parameter buffer: a dispatch bound as
+	// an earlier one would reuse that one's set (TestRepeatedDispatchesShareSets).
+	ps := make([]gpu.Buffer, dispatches)
+	for i := range ps {
+		ps[i] = params(t, d, n, 2)
+	}
 	data := newBuffer(t, d, 4*n)
 	c := record(t, d, func(c gpu.Commands) error {
-		for range dispatches {
+		for _, p := range ps {
 			if err := c.Dispatch(k, []gpu.Binding{{Buf: p}, {Buf: data}}, 1, 1, 1); err != nil {
 				return err
 			}
@@ -304,6 +309,54 @@ func TestManyDispatchesInOneList(t *testing.T) {
 			if want := uint32(round * dispatches * 2); v != want {
 				t.Fatalf("round %d: data[%d] = %d, want %d", round, i, v, want)
 			}
+		}
+	}
+}
+
+// TestRepeatedDispatchesShareSets: a list that repeats dispatches with the
+// same kernel and bound windows (as a multi-step decode list repeats a
+// step's) writes one descriptor set per distinct dispatch and binds it
+// again for the repeats; a different window or kernel gets its own set,
+// and every dispatch still runs.
+func TestRepeatedDispatchesShareSets(t *testing.T) {
+	d := openTest(t, false)
+	k := addKernel(t, d)
+	k2 := testKernel(t, d, "add", shaders.Uniform, shaders.StorageRW) // same source, another kernel
+	const n, rounds = 8, 50
+	// one adds 1 to every word; three adds 3 to the first half.
+	one, three := params(t, d, n, 1), params(t, d, n/2, 3)
+	data := newBuffer(t, d, 4*n)
+	c := record(t, d, func(c gpu.Commands) error {
+		for range rounds {
+			for _, b := range []gpu.Binding{{Buf: one}, {Buf: three}} {
+				if err := c.Dispatch(k, []gpu.Binding{b, {Buf: data}}, 1, 1, 1); err != nil {
+					return err
+				}
+			}
+			if err := c.Dispatch(k2, []gpu.Binding{{Buf: one}, {Buf: data}}, 1, 1, 1); err != nil {
+				return err
+			}
+			// Bound as the second dispatch but for the window: the first
+			// half of data only.
+			if err := c.Dispatch(k, []gpu.Binding{{Buf: three}, {Buf: data, Size: 4 * n / 2}}, 1, 1, 1); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if got := len(c.(*commands).sets); got != 4 {
+		t.Errorf("%d dispatches wrote %d descriptor sets, want 4 (one per distinct kernel and windows)", 4*rounds, got)
+	}
+	if err := d.Submit(c); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range readU32(t, d, data, 0, n) {
+		want := uint32(rounds * 2)
+		if i < n/2 {
+			want += rounds * (3 + 3)
+		}
+		if v != want {
+			t.Fatalf("data[%d] = %d, want %d", i, v, want)
 		}
 	}
 }
