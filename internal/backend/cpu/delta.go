@@ -30,6 +30,13 @@ type deltaStep struct {
 	out             []float32
 	state           []float32
 	n               int
+
+	// The prologue's inputs (deltaPrep) and its constants: the kernel
+	// transposed to [width][channels], so that one tap is a run of
+	// channels, and a row of ones (SiLU as simd.SwiGLU with u = 1, the
+	// same bits as silu).
+	convT, ones   []float32
+	inBeta, inAlp []float32
 }
 
 // deltaScratch is one worker's scratch of the chunked form: the
@@ -38,6 +45,7 @@ type deltaStep struct {
 type deltaScratch struct {
 	cum, w, row []float32
 	delta       []float32
+	neg, ex     []float32 // −G per row; exp(G_t − G_s) for the row in hand
 }
 
 func newDeltaStep(op *fusion.DeltaNetOp, conv, dtBias, a []float32, tokens, threads int) *deltaStep {
@@ -46,6 +54,13 @@ func newDeltaStep(op *fusion.DeltaNetOp, conv, dtBias, a []float32, tokens, thre
 		win: make([]float32, (op.Width-1+tokens)*c), x: make([]float32, tokens*c),
 		beta: make([]float32, tokens*op.ValueHeads), decay: make([]float32, tokens*op.ValueHeads)}
 	s.scratch = make([]deltaScratch, threads)
+	s.convT, s.ones = make([]float32, len(conv)), make([]float32, c)
+	for i := range c {
+		for j := range op.Width {
+			s.convT[j*c+i] = conv[i*op.Width+j]
+		}
+		s.ones[i] = 1
+	}
 	return s
 }
 
@@ -54,6 +69,7 @@ func (s *deltaStep) scratchOf(w, n int) *deltaScratch {
 	sc := &s.scratch[w]
 	if len(sc.cum) < n {
 		sc.cum, sc.w = make([]float32, n), make([]float32, n)
+		sc.neg, sc.ex = make([]float32, n), make([]float32, n)
 		sc.delta = make([]float32, n*s.d)
 	}
 	if sc.row == nil {
@@ -80,6 +96,28 @@ func (p *program) deltaNet(s *deltaStep, out, qkv, beta, alpha []float32, n, pos
 	win := s.win[:(k1+n)*ch]
 	copy(win, c.conv[:k1*ch])
 	copy(win[k1*ch:], qkv[:n*ch])
+	s.inBeta, s.inAlp = beta, alpha
+	if ab.shift || s.ones == nil {
+		s.prepSlow(win, n)
+	} else {
+		// Rows are independent once the window holds them: both threads
+		// take rows (work: the taps, the SiLU and the norms per channel).
+		p.pool.run(n, n*ch*(s.width+8), 1, (*deltaPrep)(s))
+	}
+	copy(c.conv[:k1*ch], win[n*ch:])
+	s.out, s.state, s.n, s.chunked = out, c.conv[k1*ch:], n, n > 1
+	p.pool.run(s.v, n*s.v*d*d*4, 1, s)
+	c.statePos = pos + n
+	return nil
+}
+
+// prepSlow is the prologue one channel at a time, the form the ablations
+// (deltaAblation.shift) break; deltaPrep is the same arithmetic in runs of
+// channels.
+func (s *deltaStep) prepSlow(win []float32, n int) {
+	ab := deltaAblation
+	ch, d := (2*s.k+s.v)*s.d, s.d
+	beta, alpha := s.inBeta, s.inAlp
 	x := s.x[:n*ch]
 	for t := range n {
 		xo := x[t*ch : (t+1)*ch]
@@ -96,30 +134,56 @@ func (p *program) deltaNet(s *deltaStep, out, qkv, beta, alpha []float32, n, pos
 			}
 			xo[i] = silu(sum)
 		}
-		// q and k, 2K heads of D, each over max(‖·‖, eps) (ggml_l2_norm).
-		for h := range 2 * s.k {
-			hv := xo[h*d : (h+1)*d]
-			norm := float32(math.Sqrt(float64(simd.DotF32(hv, hv))))
-			inv := 1 / max(norm, s.eps)
-			for i := range hv {
-				hv[i] *= inv
+		s.normGates(xo, beta, alpha, t, d)
+	}
+}
+
+// deltaPrep is a deltaStep as the task of its prologue: per row, the
+// causal convolution (the window's taps in kernel order, as prepSlow sums
+// them), SiLU, the L2 norms of q and k and the gates.
+type deltaPrep deltaStep
+
+func (dp *deltaPrep) run(_, lo, hi int) {
+	s := (*deltaStep)(dp)
+	ch, d := (2*s.k+s.v)*s.d, s.d
+	for t := lo; t < hi; t++ {
+		xo := s.x[t*ch : (t+1)*ch]
+		w0, x0 := s.convT[:ch], s.win[t*ch:(t+1)*ch]
+		for i := range xo {
+			xo[i] = w0[i] * x0[i]
+		}
+		for j := 1; j < s.width; j++ {
+			wj, xj := s.convT[j*ch:(j+1)*ch], s.win[(t+j)*ch:(t+j+1)*ch]
+			for i := range xo {
+				xo[i] += wj[i] * xj[i]
 			}
 		}
-		for h := range s.v {
-			b, a := beta[t*s.v+h], alpha[t*s.v+h]+s.dtBias[h]
-			s.beta[t*s.v+h] = float32(1 / (1 + math.Exp(-float64(b))))
-			sp := a
-			if a <= 20 {
-				sp = float32(math.Log1p(math.Exp(float64(a))))
-			}
-			s.decay[t*s.v+h] = sp * s.a[h]
+		simd.SwiGLU(xo, xo, s.ones)
+		s.normGates(xo, s.inBeta, s.inAlp, t, d)
+	}
+}
+
+// normGates divides row t's q and k heads by their L2 norms and sets the
+// row's β and decay per value head.
+func (s *deltaStep) normGates(xo, beta, alpha []float32, t, d int) {
+	// q and k, 2K heads of D, each over max(‖·‖, eps) (ggml_l2_norm).
+	for h := range 2 * s.k {
+		hv := xo[h*d : (h+1)*d]
+		norm := float32(math.Sqrt(float64(simd.DotF32(hv, hv))))
+		inv := 1 / max(norm, s.eps)
+		for i := range hv {
+			hv[i] *= inv
 		}
 	}
-	copy(c.conv[:k1*ch], win[n*ch:])
-	s.out, s.state, s.n, s.chunked = out, c.conv[k1*ch:], n, n > 1
-	p.pool.run(s.v, n*s.v*d*d*4, 1, s)
-	c.statePos = pos + n
-	return nil
+	for h := range s.v {
+		b, a := beta[t*s.v+h], alpha[t*s.v+h]+s.dtBias[h]
+		s.beta[t*s.v+h] = float32(1 / (1 + math.Exp(-float64(b))))
+		sp := a
+		if a <= 20 {
+			sp = float32(math.Log1p(math.Exp(float64(a))))
+		}
+		s.decay[t*s.v+h] = sp * s.a[h]
+	}
 }
 
 // run covers value heads [lo, hi) on worker w.
@@ -211,9 +275,11 @@ func (s *deltaStep) chunkedHead(w, h int) {
 		sc := s.scratchOf(w, L)
 		cum, wts, row, delta := sc.cum[:L], sc.w[:L], sc.row, sc.delta[:L*d]
 		var g float64
+		neg, ex := sc.neg[:L], sc.ex[:L]
 		for t := range L {
 			g += float64(s.decay[(t0+t)*s.v+h])
 			cum[t] = float32(g)
+			neg[t] = -cum[t]
 		}
 		for t := range L {
 			q, k, v := s.heads(t0+t, h)
@@ -221,9 +287,11 @@ func (s *deltaStep) chunkedHead(w, h int) {
 			// δ_t: the state's part, then the earlier rows'.
 			simd.WeightedSum(dt, st, d, k)
 			gt := math.Exp(float64(cum[t]))
+			// exp(G_t − G_s) for s ≤ t in one vector pass (−G_s − (−G_t)).
+			simd.ExpSub(ex[:t+1], neg[:t+1], neg[t])
+			s.keyDots(wts[:t], k, t0, h)
 			for s2 := range t {
-				_, ks, _ := s.heads(t0+s2, h)
-				wts[s2] = float32(math.Exp(float64(cum[t]-cum[s2]))) * simd.DotF32(k, ks)
+				wts[s2] *= ex[s2]
 			}
 			if t == 0 {
 				clear(row)
@@ -237,9 +305,9 @@ func (s *deltaStep) chunkedHead(w, h int) {
 			// o_t from S0 and δ_0..δ_t.
 			o := s.out[((t0+t)*s.v+h)*d : ((t0+t)*s.v+h+1)*d]
 			simd.WeightedSum(o, st, d, q)
+			s.keyDots(wts[:t+1], q, t0, h)
 			for s2 := range t + 1 {
-				_, ks, _ := s.heads(t0+s2, h)
-				wts[s2] = float32(math.Exp(float64(cum[t]-cum[s2]))) * simd.DotF32(q, ks)
+				wts[s2] *= ex[s2]
 			}
 			simd.WeightedSum(row, delta, d, wts[:t+1])
 			for j := range o {
@@ -262,6 +330,25 @@ func (s *deltaStep) chunkedHead(w, h int) {
 				r[j] = gl*r[j] + row[j]
 			}
 		}
+	}
+}
+
+// keyDots sets out[s] = x·k_{t0+s} for s < len(out), k of value head h's
+// key head, four rows of the strided keys per kernel call.
+func (s *deltaStep) keyDots(out, x []float32, t0, h int) {
+	ch, i := (2*s.k+s.v)*s.d, h%s.k
+	if deltaAblation.grouped {
+		i = h / (s.v / s.k)
+	}
+	base := t0*ch + (s.k+i)*s.d // heads(t0, h)'s k
+	var o4 [4]float32
+	i = 0
+	for ; i+4 <= len(out); i += 4 {
+		simd.DotF32x4(x, s.x[base+i*ch:], ch, &o4)
+		out[i], out[i+1], out[i+2], out[i+3] = o4[0], o4[1], o4[2], o4[3]
+	}
+	for ; i < len(out); i++ {
+		out[i] = simd.DotF32(x, s.x[base+i*ch:])
 	}
 }
 
