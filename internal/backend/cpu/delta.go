@@ -227,30 +227,11 @@ func (s *deltaStep) recurrentHead(h int) {
 		for j := range o {
 			o[j] = beta * (v[j] - gamma*o[j])
 		}
-		for i, ki := range k {
-			decayAdd(st[i*d:(i+1)*d], o, gamma, ki)
-		}
+		simd.DecayRank1(st, k, o, gamma)
 		simd.WeightedSum(o, st, d, q)
 		for j := range o {
 			o[j] *= scale
 		}
-	}
-}
-
-// decayAdd sets r[j] = gamma·r[j] + k·delta[j]: one row of the state's
-// decay and rank-one update, four values per step.
-func decayAdd(r, delta []float32, gamma, k float32) {
-	delta = delta[:len(r)]
-	j := 0
-	for ; j+4 <= len(r); j += 4 {
-		rr, dd := r[j:j+4:j+4], delta[j:j+4:j+4]
-		rr[0] = gamma*rr[0] + k*dd[0]
-		rr[1] = gamma*rr[1] + k*dd[1]
-		rr[2] = gamma*rr[2] + k*dd[2]
-		rr[3] = gamma*rr[3] + k*dd[3]
-	}
-	for ; j < len(r); j++ {
-		r[j] = gamma*r[j] + k*delta[j]
 	}
 }
 
