@@ -35,8 +35,9 @@ type deltaStep struct {
 	// transposed to [width][channels], so that one tap is a run of
 	// channels, and a row of ones (SiLU as simd.SwiGLU with u = 1, the
 	// same bits as silu).
-	convT, ones   []float32
-	inBeta, inAlp []float32
+	convT, ones    []float32
+	inBeta, inAlp  []float32
+	inState, inQKV []float32
 }
 
 // deltaScratch is one worker's scratch of the chunked form: the
@@ -93,18 +94,27 @@ func (p *program) deltaNet(s *deltaStep, out, qkv, beta, alpha []float32, n, pos
 		return fmt.Errorf("%w: a step at position %d on a recurrent state that holds position %d (states cannot roll back; restart the sequence at 0)", gpu.ErrStep, pos, c.statePos)
 	}
 	ch, k1, d := (2*s.k+s.v)*s.d, s.width-1, s.d
-	win := s.win[:(k1+n)*ch]
-	copy(win, c.conv[:k1*ch])
-	copy(win[k1*ch:], qkv[:n*ch])
 	s.inBeta, s.inAlp = beta, alpha
 	if ab.shift || s.ones == nil {
+		win := s.win[:(k1+n)*ch]
+		copy(win, c.conv[:k1*ch])
+		copy(win[k1*ch:], qkv[:n*ch])
 		s.prepSlow(win, n)
 	} else {
-		// Rows are independent once the window holds them: both threads
-		// take rows (work: the taps, the SiLU and the norms per channel).
+		// Rows are independent: both threads take rows (work: the taps,
+		// the SiLU and the norms per channel), reading the window from
+		// the state and qkv where they are rather than from a copy.
+		s.inState, s.inQKV = c.conv[:k1*ch], qkv[:n*ch]
 		p.pool.run(n, n*ch*(s.width+8), 1, (*deltaPrep)(s))
 	}
-	copy(c.conv[:k1*ch], win[n*ch:])
+	// The state's window: its last k1 rows, from qkv and, for fewer
+	// rows than k1, the state's own later rows.
+	if n >= k1 {
+		copy(c.conv[:k1*ch], qkv[(n-k1)*ch:n*ch])
+	} else {
+		copy(c.conv[:(k1-n)*ch], c.conv[n*ch:k1*ch])
+		copy(c.conv[(k1-n)*ch:k1*ch], qkv[:n*ch])
+	}
 	s.out, s.state, s.n, s.chunked = out, c.conv[k1*ch:], n, n > 1
 	p.pool.run(s.v, n*s.v*d*d*4, 1, s)
 	c.statePos = pos + n
@@ -148,12 +158,22 @@ func (dp *deltaPrep) run(_, lo, hi int) {
 	ch, d := (2*s.k+s.v)*s.d, s.d
 	for t := lo; t < hi; t++ {
 		xo := s.x[t*ch : (t+1)*ch]
-		w0, x0 := s.convT[:ch], s.win[t*ch:(t+1)*ch]
-		for i := range xo {
-			xo[i] = w0[i] * x0[i]
-		}
-		for j := 1; j < s.width; j++ {
-			wj, xj := s.convT[j*ch:(j+1)*ch], s.win[(t+j)*ch:(t+j+1)*ch]
+		for j := range s.width {
+			// Window row t+j: the state's for t+j < width-1, else qkv's.
+			var xj []float32
+			if r := t + j - (s.width - 1); r < 0 {
+				xj = s.inState[(t+j)*ch : (t+j+1)*ch]
+			} else {
+				xj = s.inQKV[r*ch : (r+1)*ch]
+			}
+			wj := s.convT[j*ch : (j+1)*ch]
+			xj, wj = xj[:len(xo)], wj[:len(xo)]
+			if j == 0 {
+				for i := range xo {
+					xo[i] = wj[i] * xj[i]
+				}
+				continue
+			}
 			for i := range xo {
 				xo[i] += wj[i] * xj[i]
 			}
