@@ -30,7 +30,7 @@ func TestDecayRank1Parity(t *testing.T) {
 					want := append([]float32(nil), s...)
 					for i := range rows {
 						for j := range d {
-							want[off+i*d+j] = gamma*want[off+i*d+j] + kv[i]*delta[j]
+							want[off+i*d+j] = float32(gamma*want[off+i*d+j]) + float32(kv[i]*delta[j])
 						}
 					}
 					k.DecayRank1(s[off:], kv, delta, gamma)

@@ -280,7 +280,9 @@ func decayRank1Go(s, kv, delta []float32, gamma float32) {
 	for i, ki := range kv {
 		r := s[i*d : (i+1)*d]
 		for j, dj := range delta {
-			r[j] = gamma*r[j] + ki*dj
+			// The conversions round each product, so no architecture
+			// fuses them into one multiply-add (the Go spec's rule).
+			r[j] = float32(gamma*r[j]) + float32(ki*dj)
 		}
 	}
 }
