@@ -30,6 +30,14 @@ type deltaStep struct {
 	out             []float32
 	state           []float32
 	n               int
+
+	// The prologue's inputs (deltaPrep) and its constants: the kernel
+	// transposed to [width][channels], so that one tap is a run of
+	// channels, and a row of ones (SiLU as simd.SwiGLU with u = 1, the
+	// same bits as silu).
+	convT, ones    []float32
+	inBeta, inAlp  []float32
+	inState, inQKV []float32
 }
 
 // deltaScratch is one worker's scratch of the chunked form: the
@@ -38,6 +46,7 @@ type deltaStep struct {
 type deltaScratch struct {
 	cum, w, row []float32
 	delta       []float32
+	neg, ex     []float32 // −G per row; exp(G_t − G_s) for the row in hand
 }
 
 func newDeltaStep(op *fusion.DeltaNetOp, conv, dtBias, a []float32, tokens, threads int) *deltaStep {
@@ -46,6 +55,13 @@ func newDeltaStep(op *fusion.DeltaNetOp, conv, dtBias, a []float32, tokens, thre
 		win: make([]float32, (op.Width-1+tokens)*c), x: make([]float32, tokens*c),
 		beta: make([]float32, tokens*op.ValueHeads), decay: make([]float32, tokens*op.ValueHeads)}
 	s.scratch = make([]deltaScratch, threads)
+	s.convT, s.ones = make([]float32, len(conv)), make([]float32, c)
+	for i := range c {
+		for j := range op.Width {
+			s.convT[j*c+i] = conv[i*op.Width+j]
+		}
+		s.ones[i] = 1
+	}
 	return s
 }
 
@@ -54,6 +70,7 @@ func (s *deltaStep) scratchOf(w, n int) *deltaScratch {
 	sc := &s.scratch[w]
 	if len(sc.cum) < n {
 		sc.cum, sc.w = make([]float32, n), make([]float32, n)
+		sc.neg, sc.ex = make([]float32, n), make([]float32, n)
 		sc.delta = make([]float32, n*s.d)
 	}
 	if sc.row == nil {
@@ -77,9 +94,40 @@ func (p *program) deltaNet(s *deltaStep, out, qkv, beta, alpha []float32, n, pos
 		return fmt.Errorf("%w: a step at position %d on a recurrent state that holds position %d (states cannot roll back; restart the sequence at 0)", gpu.ErrStep, pos, c.statePos)
 	}
 	ch, k1, d := (2*s.k+s.v)*s.d, s.width-1, s.d
-	win := s.win[:(k1+n)*ch]
-	copy(win, c.conv[:k1*ch])
-	copy(win[k1*ch:], qkv[:n*ch])
+	s.inBeta, s.inAlp = beta, alpha
+	if ab.shift || s.ones == nil {
+		win := s.win[:(k1+n)*ch]
+		copy(win, c.conv[:k1*ch])
+		copy(win[k1*ch:], qkv[:n*ch])
+		s.prepSlow(win, n)
+	} else {
+		// Rows are independent: both threads take rows (work: the taps,
+		// the SiLU and the norms per channel), reading the window from
+		// the state and qkv where they are rather than from a copy.
+		s.inState, s.inQKV = c.conv[:k1*ch], qkv[:n*ch]
+		p.pool.run(n, n*ch*(s.width+8), 1, (*deltaPrep)(s))
+	}
+	// The state's window: its last k1 rows, from qkv and, for fewer
+	// rows than k1, the state's own later rows.
+	if n >= k1 {
+		copy(c.conv[:k1*ch], qkv[(n-k1)*ch:n*ch])
+	} else {
+		copy(c.conv[:(k1-n)*ch], c.conv[n*ch:k1*ch])
+		copy(c.conv[(k1-n)*ch:k1*ch], qkv[:n*ch])
+	}
+	s.out, s.state, s.n, s.chunked = out, c.conv[k1*ch:], n, n > 1
+	p.pool.run(s.v, n*s.v*d*d*4, 1, s)
+	c.statePos = pos + n
+	return nil
+}
+
+// prepSlow is the prologue one channel at a time, the form the ablations
+// (deltaAblation.shift) break; deltaPrep is the same arithmetic in runs of
+// channels.
+func (s *deltaStep) prepSlow(win []float32, n int) {
+	ab := deltaAblation
+	ch, d := (2*s.k+s.v)*s.d, s.d
+	beta, alpha := s.inBeta, s.inAlp
 	x := s.x[:n*ch]
 	for t := range n {
 		xo := x[t*ch : (t+1)*ch]
@@ -96,30 +144,66 @@ func (p *program) deltaNet(s *deltaStep, out, qkv, beta, alpha []float32, n, pos
 			}
 			xo[i] = silu(sum)
 		}
-		// q and k, 2K heads of D, each over max(‖·‖, eps) (ggml_l2_norm).
-		for h := range 2 * s.k {
-			hv := xo[h*d : (h+1)*d]
-			norm := float32(math.Sqrt(float64(simd.DotF32(hv, hv))))
-			inv := 1 / max(norm, s.eps)
-			for i := range hv {
-				hv[i] *= inv
+		s.normGates(xo, beta, alpha, t, d)
+	}
+}
+
+// deltaPrep is a deltaStep as the task of its prologue: per row, the
+// causal convolution (the window's taps in kernel order, as prepSlow sums
+// them), SiLU, the L2 norms of q and k and the gates.
+type deltaPrep deltaStep
+
+func (dp *deltaPrep) run(_, lo, hi int) {
+	s := (*deltaStep)(dp)
+	ch, d := (2*s.k+s.v)*s.d, s.d
+	for t := lo; t < hi; t++ {
+		xo := s.x[t*ch : (t+1)*ch]
+		for j := range s.width {
+			// Window row t+j: the state's for t+j < width-1, else qkv's.
+			var xj []float32
+			if r := t + j - (s.width - 1); r < 0 {
+				xj = s.inState[(t+j)*ch : (t+j+1)*ch]
+			} else {
+				xj = s.inQKV[r*ch : (r+1)*ch]
+			}
+			wj := s.convT[j*ch : (j+1)*ch]
+			xj, wj = xj[:len(xo)], wj[:len(xo)]
+			if j == 0 {
+				for i := range xo {
+					xo[i] = wj[i] * xj[i]
+				}
+				continue
+			}
+			for i := range xo {
+				xo[i] += wj[i] * xj[i]
 			}
 		}
-		for h := range s.v {
-			b, a := beta[t*s.v+h], alpha[t*s.v+h]+s.dtBias[h]
-			s.beta[t*s.v+h] = float32(1 / (1 + math.Exp(-float64(b))))
-			sp := a
-			if a <= 20 {
-				sp = float32(math.Log1p(math.Exp(float64(a))))
-			}
-			s.decay[t*s.v+h] = sp * s.a[h]
+		simd.SwiGLU(xo, xo, s.ones)
+		s.normGates(xo, s.inBeta, s.inAlp, t, d)
+	}
+}
+
+// normGates divides row t's q and k heads by their L2 norms and sets the
+// row's β and decay per value head.
+func (s *deltaStep) normGates(xo, beta, alpha []float32, t, d int) {
+	// q and k, 2K heads of D, each over max(‖·‖, eps) (ggml_l2_norm).
+	for h := range 2 * s.k {
+		hv := xo[h*d : (h+1)*d]
+		norm := float32(math.Sqrt(float64(simd.DotF32(hv, hv))))
+		inv := 1 / max(norm, s.eps)
+		for i := range hv {
+			hv[i] *= inv
 		}
 	}
-	copy(c.conv[:k1*ch], win[n*ch:])
-	s.out, s.state, s.n, s.chunked = out, c.conv[k1*ch:], n, n > 1
-	p.pool.run(s.v, n*s.v*d*d*4, 1, s)
-	c.statePos = pos + n
-	return nil
+	for h := range s.v {
+		b, a := beta[t*s.v+h], alpha[t*s.v+h]+s.dtBias[h]
+		s.beta[t*s.v+h] = float32(1 / (1 + math.Exp(-float64(b))))
+		sp := a
+		if a <= 20 {
+			sp = float32(math.Log1p(math.Exp(float64(a))))
+		}
+		s.decay[t*s.v+h] = sp * s.a[h]
+	}
 }
 
 // run covers value heads [lo, hi) on worker w.
@@ -163,30 +247,11 @@ func (s *deltaStep) recurrentHead(h int) {
 		for j := range o {
 			o[j] = beta * (v[j] - gamma*o[j])
 		}
-		for i, ki := range k {
-			decayAdd(st[i*d:(i+1)*d], o, gamma, ki)
-		}
+		simd.DecayRank1(st, k, o, gamma)
 		simd.WeightedSum(o, st, d, q)
 		for j := range o {
 			o[j] *= scale
 		}
-	}
-}
-
-// decayAdd sets r[j] = gamma·r[j] + k·delta[j]: one row of the state's
-// decay and rank-one update, four values per step.
-func decayAdd(r, delta []float32, gamma, k float32) {
-	delta = delta[:len(r)]
-	j := 0
-	for ; j+4 <= len(r); j += 4 {
-		rr, dd := r[j:j+4:j+4], delta[j:j+4:j+4]
-		rr[0] = gamma*rr[0] + k*dd[0]
-		rr[1] = gamma*rr[1] + k*dd[1]
-		rr[2] = gamma*rr[2] + k*dd[2]
-		rr[3] = gamma*rr[3] + k*dd[3]
-	}
-	for ; j < len(r); j++ {
-		r[j] = gamma*r[j] + k*delta[j]
 	}
 }
 
@@ -211,9 +276,11 @@ func (s *deltaStep) chunkedHead(w, h int) {
 		sc := s.scratchOf(w, L)
 		cum, wts, row, delta := sc.cum[:L], sc.w[:L], sc.row, sc.delta[:L*d]
 		var g float64
+		neg, ex := sc.neg[:L], sc.ex[:L]
 		for t := range L {
 			g += float64(s.decay[(t0+t)*s.v+h])
 			cum[t] = float32(g)
+			neg[t] = -cum[t]
 		}
 		for t := range L {
 			q, k, v := s.heads(t0+t, h)
@@ -221,9 +288,11 @@ func (s *deltaStep) chunkedHead(w, h int) {
 			// δ_t: the state's part, then the earlier rows'.
 			simd.WeightedSum(dt, st, d, k)
 			gt := math.Exp(float64(cum[t]))
+			// exp(G_t − G_s) for s ≤ t in one vector pass (−G_s − (−G_t)).
+			simd.ExpSub(ex[:t+1], neg[:t+1], neg[t])
+			s.keyDots(wts[:t], k, t0, h)
 			for s2 := range t {
-				_, ks, _ := s.heads(t0+s2, h)
-				wts[s2] = float32(math.Exp(float64(cum[t]-cum[s2]))) * simd.DotF32(k, ks)
+				wts[s2] *= ex[s2]
 			}
 			if t == 0 {
 				clear(row)
@@ -237,9 +306,9 @@ func (s *deltaStep) chunkedHead(w, h int) {
 			// o_t from S0 and δ_0..δ_t.
 			o := s.out[((t0+t)*s.v+h)*d : ((t0+t)*s.v+h+1)*d]
 			simd.WeightedSum(o, st, d, q)
+			s.keyDots(wts[:t+1], q, t0, h)
 			for s2 := range t + 1 {
-				_, ks, _ := s.heads(t0+s2, h)
-				wts[s2] = float32(math.Exp(float64(cum[t]-cum[s2]))) * simd.DotF32(q, ks)
+				wts[s2] *= ex[s2]
 			}
 			simd.WeightedSum(row, delta, d, wts[:t+1])
 			for j := range o {
@@ -262,6 +331,25 @@ func (s *deltaStep) chunkedHead(w, h int) {
 				r[j] = gl*r[j] + row[j]
 			}
 		}
+	}
+}
+
+// keyDots sets out[s] = x·k_{t0+s} for s < len(out), k of value head h's
+// key head, four rows of the strided keys per kernel call.
+func (s *deltaStep) keyDots(out, x []float32, t0, h int) {
+	ch, i := (2*s.k+s.v)*s.d, h%s.k
+	if deltaAblation.grouped {
+		i = h / (s.v / s.k)
+	}
+	base := t0*ch + (s.k+i)*s.d // heads(t0, h)'s k
+	var o4 [4]float32
+	i = 0
+	for ; i+4 <= len(out); i += 4 {
+		simd.DotF32x4(x, s.x[base+i*ch:], ch, &o4)
+		out[i], out[i+1], out[i+2], out[i+3] = o4[0], o4[1], o4[2], o4[3]
+	}
+	for ; i < len(out); i++ {
+		out[i] = simd.DotF32(x, s.x[base+i*ch:])
 	}
 }
 

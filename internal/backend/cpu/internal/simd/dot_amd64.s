@@ -2543,6 +2543,37 @@ swigludone:
 	VZEROUPPER
 	RET
 
+// func decayRank1F32AVX2(s *float32, k *float32, delta *float32, gamma float32, rows int, d int)
+// Requires: AVX, AVX2, SSE
+TEXT ·decayRank1F32AVX2(SB), NOSPLIT, $0-48
+	MOVQ         s+0(FP), AX
+	MOVQ         k+8(FP), CX
+	MOVQ         delta+16(FP), DX
+	MOVQ         rows+32(FP), BX
+	MOVQ         d+40(FP), SI
+	MOVSS        gamma+24(FP), X0
+	VBROADCASTSS X0, Y0
+
+decayRow:
+	VBROADCASTSS (CX), Y1
+	MOVQ         SI, DI
+	MOVQ         DX, R8
+
+decayCol:
+	VMULPS  (AX), Y0, Y2
+	VMULPS  (R8), Y1, Y3
+	VADDPS  Y3, Y2, Y2
+	VMOVUPS Y2, (AX)
+	ADDQ    $0x20, AX
+	ADDQ    $0x20, R8
+	SUBQ    $0x08, DI
+	JNZ     decayCol
+	ADDQ    $0x04, CX
+	DECQ    BX
+	JNZ     decayRow
+	VZEROUPPER
+	RET
+
 // func weightedSumF32AVX2(out *float32, v *float32, stride int, w *float32, n int, d int)
 // Requires: AVX, FMA3
 TEXT ·weightedSumF32AVX2(SB), NOSPLIT, $0-48

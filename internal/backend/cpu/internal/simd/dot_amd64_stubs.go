@@ -99,6 +99,11 @@ func expSubF32AVX2(out *float32, in *float32, sub float32, n int)
 //go:noescape
 func swigluF32AVX2(out *float32, gate *float32, up *float32, n int)
 
+// decayRank1F32AVX2 sets s[i*d+j] = gamma*s[i*d+j] + k[i]*delta[j] for i < rows, j < d (d a multiple of 8, rows >= 1).
+//
+//go:noescape
+func decayRank1F32AVX2(s *float32, k *float32, delta *float32, gamma float32, rows int, d int)
+
 // weightedSumF32AVX2 sets out[j] = Σ_{i<n} w[i]*v[i*stride+j] for j < d (d a multiple of 8, n >= 1) over f32 rows.
 //
 //go:noescape

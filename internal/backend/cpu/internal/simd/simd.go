@@ -61,6 +61,8 @@ type Impl struct {
 	dotQ32Rows [NumQ32]func(w []byte, x []int8, xd []float32, out []float32)
 	expSub     func(out, in []float32, sub float32)
 	swiglu     func(out, g, u []float32)
+	// Optional (nil: the pure-Go form, the same bits).
+	decayRank1 func(s, k, delta []float32, gamma float32)
 	// Optional (nil: the pure-Go form): QuantizeQ8 in natural order over
 	// whole blocks, at least one, with the Go form's bits.
 	quantQ8 func(q []int8, d []float32, x []float32)
@@ -259,6 +261,32 @@ func (k *Impl) SwiGLU(out, g, u []float32) {
 	k.swiglu(out, g, u)
 }
 
+// DecayRank1 sets s[i*d+j] = gamma*s[i*d+j] + k[i]*delta[j] for i <
+// len(k), j < d = len(delta): the delta rule's decay and rank-one update
+// of its state matrix (rows of d). Every implementation gives the bits of
+// the scalar formula (two products and a sum, no fused multiply-add).
+func (k *Impl) DecayRank1(s, kv, delta []float32, gamma float32) {
+	s = s[:len(kv)*len(delta)]
+	if k.decayRank1 == nil || len(delta)%8 != 0 || len(delta) == 0 || len(kv) == 0 {
+		decayRank1Go(s, kv, delta, gamma)
+		return
+	}
+	k.decayRank1(s, kv, delta, gamma)
+}
+
+// decayRank1Go is DecayRank1's reference form.
+func decayRank1Go(s, kv, delta []float32, gamma float32) {
+	d := len(delta)
+	for i, ki := range kv {
+		r := s[i*d : (i+1)*d]
+		for j, dj := range delta {
+			// The conversions round each product, so no architecture
+			// fuses them into one multiply-add (the Go spec's rule).
+			r[j] = float32(gamma*r[j]) + float32(ki*dj)
+		}
+	}
+}
+
 // DotQ4x4 sets out[j] = DotQ4(w, ws, per, x[j*xstride:], xd[j*xstride/QBlock:])
 // for j < 4 (xstride a multiple of QBlock).
 func (k *Impl) DotQ4x4(w []byte, ws []uint16, per int, x []int8, xd []float32, xstride int, out *[4]float32) {
@@ -326,6 +354,9 @@ func DotQ4Rows(w []byte, ws []uint16, x []int8, xd []float32, out []float32) {
 }
 func ExpSub(out, in []float32, sub float32) { best.ExpSub(out, in, sub) }
 func SwiGLU(out, g, u []float32)            { best.SwiGLU(out, g, u) }
+func DecayRank1(s, k, delta []float32, gamma float32) {
+	best.DecayRank1(s, k, delta, gamma)
+}
 func DotQ8x4(w []int8, ws []uint16, per int, x []int8, xd []float32, xstride int, out *[4]float32) {
 	best.DotQ8x4(w, ws, per, x, xd, xstride, out)
 }

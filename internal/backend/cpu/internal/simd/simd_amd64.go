@@ -29,6 +29,7 @@ var AVX2 = &Impl{
 	dotQ4Rows:  dotQ4RowsA,
 	expSub:     expSubA,
 	swiglu:     swigluA,
+	decayRank1: decayRank1A,
 	quantQ8:    quantizeQ8A,
 	quantQ8K:   quantizeQ8KA,
 	dotK: [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16) float32{
@@ -297,6 +298,10 @@ func dotQ4RowsA(w []byte, ws []uint16, x []int8, xd []float32, out []float32, ws
 func expSubA(out, in []float32, sub float32) { expSubVec(expSubF32AVX2, out, in, sub) }
 
 func swigluA(out, g, u []float32) { swigluVec(swigluF32AVX2, out, g, u) }
+
+func decayRank1A(s, k, delta []float32, gamma float32) {
+	decayRank1F32AVX2(&s[0], &k[0], &delta[0], gamma, len(k), len(delta))
+}
 
 func dotQ4x4A(w []byte, ws []uint16, per int, x []int8, xd []float32, xstride int, out *[4]float32) {
 	if len(ws) == 0 || per <= 0 {

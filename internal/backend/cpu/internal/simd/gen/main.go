@@ -40,6 +40,7 @@ func main() {
 	dotQ4Q8x4Blocks()
 	expSub()
 	swiglu()
+	decayRank1()
 	weightedSum("weightedSumF32AVX2", 4, "f32 rows.", func(m Mem, y VecVirtual) { VMOVUPS(m, y) })
 	weightedSum("weightedSumF16AVX2", 2, "binary16 rows.", func(m Mem, y VecVirtual) { VCVTPH2PS(m, y) })
 	kquantKernels()
@@ -1037,6 +1038,40 @@ func swiglu() {
 		VMULPS(m[1], y, y)
 		VMOVUPS(y, o)
 	})
+}
+
+// decayRank1 is the delta rule's state update: every row i of a matrix
+// decays by gamma and gains k[i] times delta, in the Go form's two
+// products and one sum (no FMA), so that it gives the same bits.
+func decayRank1() {
+	TEXT("decayRank1F32AVX2", NOSPLIT, "func(s, k, delta *float32, gamma float32, rows, d int)")
+	Pragma("noescape")
+	Doc("decayRank1F32AVX2 sets s[i*d+j] = gamma*s[i*d+j] + k[i]*delta[j] for i < rows, j < d (d a multiple of 8, rows >= 1).")
+	sp, kp, dp := Load(Param("s"), GP64()), Load(Param("k"), GP64()), Load(Param("delta"), GP64())
+	rows, d := Load(Param("rows"), GP64()), Load(Param("d"), GP64())
+	g := YMM()
+	VBROADCASTSS(Load(Param("gamma"), XMM()), g)
+	Label("decayRow")
+	kb := YMM()
+	VBROADCASTSS(Mem{Base: kp}, kb)
+	j, q := GP64(), GP64()
+	MOVQ(d, j)
+	MOVQ(dp, q)
+	Label("decayCol")
+	r, x := YMM(), YMM()
+	VMULPS(Mem{Base: sp}, g, r)
+	VMULPS(Mem{Base: q}, kb, x)
+	VADDPS(x, r, r)
+	VMOVUPS(r, Mem{Base: sp})
+	ADDQ(Imm(32), sp)
+	ADDQ(Imm(32), q)
+	SUBQ(Imm(8), j)
+	JNZ(LabelRef("decayCol"))
+	ADDQ(Imm(4), kp)
+	DECQ(rows)
+	JNZ(LabelRef("decayRow"))
+	VZEROUPPER()
+	RET()
 }
 
 // broadcastD sets every 32-bit lane of y to v.
