@@ -82,6 +82,10 @@ func dequantRows(t fusion.KVType, vq []byte, off, stride, n, hd int, y []float32
 	}
 }
 
+// groupedAttention turns groupRows on (tests turn it off to hold it to
+// row's bits).
+var groupedAttention = true
+
 // groupTile is the number of prompt rows one grouped attention job
 // (attnTask.grouped) takes.
 const groupTile = 64

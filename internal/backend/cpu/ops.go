@@ -192,7 +192,7 @@ func (p *program) attention(a *attnTask) {
 	if a.tiled {
 		jobs = (a.n + attnTile - 1) / attnTile * ap.heads
 	}
-	a.grouped = a.rowPos == nil && a.c.vq != nil && !ap.nonCausal && ap.window == 0 && a.c.ring == 0
+	a.grouped = groupedAttention && a.rowPos == nil && a.c.vq != nil && !ap.nonCausal && ap.window == 0 && a.c.ring == 0
 	if a.grouped {
 		jobs = (a.n + groupTile - 1) / groupTile * ap.kvHeads
 	}
