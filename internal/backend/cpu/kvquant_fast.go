@@ -147,3 +147,34 @@ func (a *attnTask) groupRows(wk, t0, t1, kh int) {
 		}
 	}
 }
+
+// scoreRowsQ4_0 is scoreRows for q4_0 keys through simd.DotQ4, the weight
+// matvec's int4 kernel: a q4_0 block's nibbles pair element j (low) and
+// j+16 (high), DotQ4's layout against a query in natural order, and
+// n-8 as a signed nibble is n^8, so each run of rows is gathered into
+// the query's scratch with every byte xor 0x88 and the scales beside
+// them; DotQ4 then sums per block d_k*d_q*Σ(n-8)·q in dotBlocks' order.
+func scoreRowsQ4_0(k []byte, hd int, qq *q8Query, out []float32) {
+	const bs = 18
+	nb := hd / qk
+	const run = 64
+	if len(qq.nib) < run*hd/2 {
+		qq.nib, qq.ws = make([]byte, run*hd/2), make([]uint16, run*nb)
+	}
+	for r0 := 0; r0 < len(out); r0 += run {
+		n := min(run, len(out)-r0)
+		for r := range n {
+			row := k[(r0+r)*nb*bs : (r0+r+1)*nb*bs]
+			for b := range nb {
+				blk := row[b*bs : (b+1)*bs]
+				qq.ws[r*nb+b] = binary.LittleEndian.Uint16(blk)
+				dst := qq.nib[(r*nb+b)*qk/2:]
+				binary.LittleEndian.PutUint64(dst, binary.LittleEndian.Uint64(blk[2:])^0x8888888888888888)
+				binary.LittleEndian.PutUint64(dst[8:], binary.LittleEndian.Uint64(blk[10:])^0x8888888888888888)
+			}
+		}
+		for r := range n {
+			out[r0+r] = simd.DotQ4(qq.nib[r*hd/2:(r+1)*hd/2], qq.ws[r*nb:(r+1)*nb], 1, qq.q[:hd], qq.d[:nb])
+		}
+	}
+}
