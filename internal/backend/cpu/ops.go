@@ -192,9 +192,13 @@ func (p *program) attention(a *attnTask) {
 	if a.tiled {
 		jobs = (a.n + attnTile - 1) / attnTile * ap.heads
 	}
-	a.grouped = groupedAttention && a.rowPos == nil && a.c.vq != nil && !ap.nonCausal && ap.window == 0 && a.c.ring == 0
+	// Grouped jobs where there are at least two of them (one KV head
+	// decoding would leave a thread idle) or only one head.
+	gjobs := (a.n + groupTile - 1) / groupTile * ap.kvHeads
+	a.grouped = groupedAttention && a.rowPos == nil && a.c.vq != nil && !ap.nonCausal && ap.window == 0 && a.c.ring == 0 &&
+		(gjobs >= 2 || ap.heads == 1)
 	if a.grouped {
-		jobs = (a.n + groupTile - 1) / groupTile * ap.kvHeads
+		jobs = gjobs
 	}
 	p.pool.run(jobs, a.n*ap.heads*span*ap.headDim*2, 1, a)
 }
