@@ -105,7 +105,7 @@ func (a *attnTask) groupRows(wk, t0, t1, kh int) {
 	sc := &a.p.scratch[wk]
 	nw := (t1 - t0) * g * span
 	if len(sc.gw) < nw {
-		sc.gw = make([]float32, nw)
+		sc.gw = make([]float32, max(nw, 2*len(sc.gw))) // decode grows it by one position a step
 	}
 	sc.growValues(hd)
 	for t := t0; t < t1; t++ {
