@@ -33,17 +33,11 @@ func (c *layerCache) weightedValues(o, w []float32, off, stride int, sc *scratch
 	if c.vq != nil {
 		hd := len(o)
 		sc.growValues(hd)
-		bs := c.vt.BlockBytes()
 		clear(o)
 		for i := 0; i < len(w); i += valueRun {
 			n := min(valueRun, len(w)-i)
 			rows := sc.vrows[:n*hd]
-			for r := range n {
-				row := c.vq[(off+(i+r)*stride)/qk*bs:]
-				for b := 0; b < hd/qk; b++ {
-					dequantBlock(c.vt, row[b*bs:], rows[r*hd+b*qk:])
-				}
-			}
+			dequantRows(c.vt, c.vq, off+i*stride, stride, n, hd, rows)
 			part := sc.vsum[:hd]
 			simd.WeightedSum(part, rows, hd, w[i:i+n])
 			for j, x := range part {

@@ -234,6 +234,10 @@ func dequantBlock(t fusion.KVType, b []byte, y []float32) {
 type q8Query struct {
 	q    []int8
 	d, s []float32 // s: q8_1's block sums (quantize with sums)
+	// q4_0 keys gathered for simd.DotQ4 (scoreRowsQ4_0): nibbles and
+	// scales.
+	nib []byte
+	ws  []uint16
 }
 
 // quantize quantizes x; with sums (keys of q4_1 or q5_1) it also sets each
@@ -271,6 +275,10 @@ func scoreRows(t fusion.KVType, k []byte, hd int, qq *q8Query, out []float32) {
 	nb := hd / qk
 	if st, ok := q32Kinds[t]; ok {
 		simd.DotQ32Rows(st, k, qq.q[:hd], qq.d[:nb], out)
+		return
+	}
+	if t == fusion.KVQ4_0 {
+		scoreRowsQ4_0(k, hd, qq, out)
 		return
 	}
 	run := nb * t.BlockBytes()

@@ -192,6 +192,14 @@ func (p *program) attention(a *attnTask) {
 	if a.tiled {
 		jobs = (a.n + attnTile - 1) / attnTile * ap.heads
 	}
+	// Grouped jobs where there are at least two of them (one KV head
+	// decoding would leave a thread idle) or only one head.
+	gjobs := (a.n + groupTile - 1) / groupTile * ap.kvHeads
+	a.grouped = groupedAttention && a.rowPos == nil && a.c.vq != nil && !ap.nonCausal && ap.window == 0 && a.c.ring == 0 &&
+		(gjobs >= 2 || ap.heads == 1)
+	if a.grouped {
+		jobs = gjobs
+	}
 	p.pool.run(jobs, a.n*ap.heads*span*ap.headDim*2, 1, a)
 }
 
@@ -207,6 +215,9 @@ type attnTask struct {
 	c      *layerCache
 	ap     attnParams
 	tiled  bool // jobs are (tile of attnTile rows, head)
+	// grouped: jobs are (tile of groupTile rows, KV head), quantized
+	// values dequantized once for all of them (kvquant_fast.go).
+	grouped bool
 	// A batched step: row t is at position rowPos[t] of the cache
 	// rowSeq[t] (layer's); pos and c are then unused.
 	layer  int
@@ -217,6 +228,11 @@ type attnTask struct {
 func (a *attnTask) run(wk, lo, hi int) {
 	ap, c := a.ap, a.c
 	for job := lo; job < hi; job++ {
+		if a.grouped {
+			t0 := job / ap.kvHeads * groupTile
+			a.groupRows(wk, t0, min(a.n, t0+groupTile), job%ap.kvHeads)
+			continue
+		}
 		t, h := job/ap.heads, job%ap.heads
 		if a.tiled {
 			t *= attnTile
@@ -273,6 +289,21 @@ func (a *attnTask) row(wk, t, h int, c *layerCache, qpos int) {
 	qh := a.q[t*cols+h*ap.headDim : t*cols+(h+1)*ap.headDim]
 	sc := &a.p.scratch[wk]
 	s := sc.scores[:last+1-first]
+	c.scores(sc, qh, kh, first, s)
+	ap.softmax(s, h)
+	o := a.out[t*cols+h*hd : t*cols+(h+1)*hd]
+	c.weightedValues(o, s, c.at(kh, first), hd, sc)
+	if c.vrot > 0 {
+		// The values were stored rotated: the sum is too; H is its own
+		// inverse.
+		hadamard(o, c.vrot)
+	}
+}
+
+// scores sets s[i] to the raw score of query row qh (one head) with the
+// key of KV head kh at position first+i, from any cache type.
+func (c *layerCache) scores(sc *scratch, qh []float32, kh, first int, s []float32) {
+	hd := len(qh)
 	if c.krot > 0 || c.kq != nil {
 		sc.growQuery(hd)
 	}
@@ -305,14 +336,6 @@ func (a *attnTask) row(wk, t, h int, c *layerCache, qpos int) {
 	}
 	for ; i < len(s); i++ {
 		s[i] = c.keyDot(qh, c.at(kh, first+i))
-	}
-	ap.softmax(s, h)
-	o := a.out[t*cols+h*hd : t*cols+(h+1)*hd]
-	c.weightedValues(o, s, c.at(kh, first), hd, sc)
-	if c.vrot > 0 {
-		// The values were stored rotated: the sum is too; H is its own
-		// inverse.
-		hadamard(o, c.vrot)
 	}
 }
 

@@ -71,6 +71,7 @@ type scratch struct {
 	qrot              []float32                  // a query rotated for a quantized cache (growQuery)
 	qq                q8Query                    // a query quantized for quantized keys
 	vrows, vsum       []float32                  // quantized values dequantized, and their sum (growValues)
+	gw                []float32                  // a group's attention weights (groupRows)
 }
 
 // qbuf holds a step's input quantized by simd.QuantizeQ8 or QuantizeQ8K
