@@ -46,34 +46,51 @@ func VisionGraph(c VisionConfig) (*fusion.Graph, error) {
 	x := g.Add(&fusion.MatMulOp{Out: buf("x", W), In: px, Projection: fusion.Projection{Weight: "v.patch_embd.weight", Bias: "v.patch_embd.bias"}})
 	pos := g.Add(&fusion.EmbedOp{Out: buf("pos", W), Weight: "v.position_embd.weight"})
 	g.Add(&fusion.AddOp{Out: x, A: x, B: pos})
-	h, q, k, v, a, o := buf("h", W), buf("q", W), buf("k", W), buf("v", W), buf("attn", W), buf("o", W)
-	up, d := buf("up", FF), buf("down", W)
-	hd := W / c.Heads
+	h := vitBlocks(g, x, N, W, FF, c.Heads, c.Layers, c.Eps)
+	layerNorm(g, h, x, "v.post_ln", c.Eps)
+	pooled := g.Add(&fusion.AvgPoolOp{Out: buf("pooled", W), In: h, Side: n, Kernel: c.PoolKernel})
+	g.Add(&fusion.NormOp{Out: pooled, In: pooled, Norm: fusion.NormRMS, Weight: "mm.soft_emb_norm.weight", Eps: c.Eps})
+	g.Logits = g.Add(&fusion.MatMulOp{Out: g.NewBuf("embd", N, c.ProjectionDim), In: pooled, Projection: fusion.Projection{Weight: "mm.input_projection.weight"}})
+	return g, nil
+}
+
+// vitBlocks adds the layers "v.blk.L." of a pre-LN ViT encoder (SigLIP's,
+// as clip.cpp runs it for gemma3 and lfm2) over x's rows, x a [rows, width]
+// buffer updated in place:
+//
+//	x += attn_out(SelfAttn(attn_q(h), attn_k(h), attn_v(h))),  h = ln1(x)
+//	x += ffn_down(GELU_tanh(ffn_up(ln2(x))))
+//
+// and returns the [rows, width] scratch buffer h, free after the last
+// layer, for the caller's final norm.
+func vitBlocks(g *fusion.Graph, x fusion.Buf, rows, width, ff, heads, layers int, eps float32) fusion.Buf {
+	buf := func(name string, cols int) fusion.Buf { return g.NewBuf(name, rows, cols) }
+	h, q, k, v, a, o := buf("h", width), buf("q", width), buf("k", width), buf("v", width), buf("attn", width), buf("o", width)
+	up, d := buf("up", ff), buf("down", width)
+	hd := width / heads
 	proj := func(out, in fusion.Buf, name string) {
 		g.Add(&fusion.MatMulOp{Out: out, In: in, Projection: fusion.Projection{Weight: name + ".weight", Bias: name + ".bias"}})
 	}
-	norm := func(out, in fusion.Buf, name string) {
-		g.Add(&fusion.NormOp{Out: out, In: in, Norm: fusion.NormLayer, Weight: name + ".weight", Bias: name + ".bias", Eps: c.Eps})
-	}
-	for l := range c.Layers {
+	for l := range layers {
 		b := fmt.Sprintf("v.blk.%d.", l)
-		norm(h, x, b+"ln1")
+		layerNorm(g, h, x, b+"ln1", eps)
 		proj(q, h, b+"attn_q")
 		proj(k, h, b+"attn_k")
 		proj(v, h, b+"attn_v")
-		g.Add(&fusion.SelfAttnOp{Out: a, Q: q, K: k, V: v, HeadShape: fusion.HeadShape{Heads: c.Heads, KVHeads: c.Heads, HeadDim: hd},
+		g.Add(&fusion.SelfAttnOp{Out: a, Q: q, K: k, V: v, HeadShape: fusion.HeadShape{Heads: heads, KVHeads: heads, HeadDim: hd},
 			Scale: float32(1 / math.Sqrt(float64(hd)))})
 		proj(o, a, b+"attn_out")
 		g.Add(&fusion.AddOp{Out: x, A: x, B: o})
-		norm(h, x, b+"ln2")
+		layerNorm(g, h, x, b+"ln2", eps)
 		proj(up, h, b+"ffn_up")
 		g.Add(&fusion.ActivationOp{Out: up, In: up, Act: fusion.ActGELUTanh})
 		proj(d, up, b+"ffn_down")
 		g.Add(&fusion.AddOp{Out: x, A: x, B: d})
 	}
-	norm(h, x, "v.post_ln")
-	pooled := g.Add(&fusion.AvgPoolOp{Out: buf("pooled", W), In: h, Side: n, Kernel: c.PoolKernel})
-	g.Add(&fusion.NormOp{Out: pooled, In: pooled, Norm: fusion.NormRMS, Weight: "mm.soft_emb_norm.weight", Eps: c.Eps})
-	g.Logits = g.Add(&fusion.MatMulOp{Out: g.NewBuf("embd", N, c.ProjectionDim), In: pooled, Projection: fusion.Projection{Weight: "mm.input_projection.weight"}})
-	return g, nil
+	return h
+}
+
+// layerNorm adds a LayerNorm with weight and bias name.weight, name.bias.
+func layerNorm(g *fusion.Graph, out, in fusion.Buf, name string, eps float32) {
+	g.Add(&fusion.NormOp{Out: out, In: in, Norm: fusion.NormLayer, Weight: name + ".weight", Bias: name + ".bias", Eps: eps})
 }

@@ -2,7 +2,6 @@ package arch
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/gpurun/gpurun/fusion"
 )
@@ -55,33 +54,9 @@ func LFM2ViTGraph(c LFM2VisionConfig, patches int) (*fusion.Graph, error) {
 	pos := g.Add(&fusion.ColumnsOp{Out: buf("pos", W), In: in, Offset: 3 * P * P})
 	x := g.Add(&fusion.MatMulOp{Out: buf("x", W), In: px, Projection: fusion.Projection{Weight: "v.patch_embd.weight", Bias: "v.patch_embd.bias"}})
 	g.Add(&fusion.AddOp{Out: x, A: x, B: pos})
-	h, q, k, v, a, o := buf("h", W), buf("q", W), buf("k", W), buf("v", W), buf("attn", W), buf("o", W)
-	up, d := buf("up", FF), buf("down", W)
-	hd := W / c.Heads
-	proj := func(out, in fusion.Buf, name string) {
-		g.Add(&fusion.MatMulOp{Out: out, In: in, Projection: fusion.Projection{Weight: name + ".weight", Bias: name + ".bias"}})
-	}
-	norm := func(out, in fusion.Buf, name string) {
-		g.Add(&fusion.NormOp{Out: out, In: in, Norm: fusion.NormLayer, Weight: name + ".weight", Bias: name + ".bias", Eps: c.Eps})
-	}
-	for l := range c.Layers {
-		b := fmt.Sprintf("v.blk.%d.", l)
-		norm(h, x, b+"ln1")
-		proj(q, h, b+"attn_q")
-		proj(k, h, b+"attn_k")
-		proj(v, h, b+"attn_v")
-		g.Add(&fusion.SelfAttnOp{Out: a, Q: q, K: k, V: v, HeadShape: fusion.HeadShape{Heads: c.Heads, KVHeads: c.Heads, HeadDim: hd},
-			Scale: float32(1 / math.Sqrt(float64(hd)))})
-		proj(o, a, b+"attn_out")
-		g.Add(&fusion.AddOp{Out: x, A: x, B: o})
-		norm(h, x, b+"ln2")
-		proj(up, h, b+"ffn_up")
-		g.Add(&fusion.ActivationOp{Out: up, In: up, Act: fusion.ActGELUTanh})
-		proj(d, up, b+"ffn_down")
-		g.Add(&fusion.AddOp{Out: x, A: x, B: d})
-	}
+	h := vitBlocks(g, x, N, W, FF, c.Heads, c.Layers, c.Eps)
 	if c.PostLN {
-		norm(h, x, "v.post_ln")
+		layerNorm(g, h, x, "v.post_ln", c.Eps)
 		g.Logits = h
 	} else {
 		g.Logits = x
@@ -110,7 +85,7 @@ func LFM2ProjectorGraph(c LFM2VisionConfig, tokens int) (*fusion.Graph, error) {
 	x := g.Add(&fusion.InputOp{Out: g.NewBuf("merged", tokens, K)})
 	if c.InputNorm {
 		// clip.cpp: ggml_norm(cur, 1e-5), "default nn.LayerNorm", whatever the file's eps.
-		g.Add(&fusion.NormOp{Out: x, In: x, Norm: fusion.NormLayer, Weight: "mm.input_norm.weight", Bias: "mm.input_norm.bias", Eps: 1e-5})
+		layerNorm(g, x, x, "mm.input_norm", 1e-5)
 	}
 	h := g.Add(&fusion.MatMulOp{Out: g.NewBuf("hidden", tokens, c.ProjHidden), In: x, Projection: fusion.Projection{Weight: "mm.1.weight", Bias: "mm.1.bias"}})
 	g.Add(&fusion.ActivationOp{Out: h, In: h, Act: fusion.ActGELUTanh})
