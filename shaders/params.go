@@ -317,10 +317,10 @@ type MoEParams struct {
 
 // ArgmaxParams is the uniform block of wgsl/argmax.wgsl.
 type ArgmaxParams struct {
-	N    uint32 `wgsl:"n"`
-	Pad0 uint32 `wgsl:"pad0"`
-	Pad1 uint32 `wgsl:"pad1"`
-	Pad2 uint32 `wgsl:"pad2"`
+	N       uint32 `wgsl:"n"`
+	Advance uint32 `wgsl:"advance"` // 1: the step tensor is a DecodeStep the kernel advances after its pick (wgsl/lib/step_advance.wgsl)
+	Pad1    uint32 `wgsl:"pad1"`
+	Pad2    uint32 `wgsl:"pad2"`
 }
 
 // SampleParams is the uniform block of wgsl/sample.wgsl: fusion.Sample's
@@ -335,7 +335,7 @@ type SampleParams struct {
 	SeedLo         uint32  `wgsl:"seed_lo"`
 	SeedHi         uint32  `wgsl:"seed_hi"`
 	RuleAt         uint32  `wgsl:"rule_at"` // 0: the rule above; else the step word of DecodeStep.InvTemperature (DecodeStepRuleAt)
-	Pad1           uint32  `wgsl:"pad1"`
+	Advance        uint32  `wgsl:"advance"` // 1: the step tensor is a DecodeStep the kernel advances after its pick (wgsl/lib/step_advance.wgsl)
 }
 
 func (MatParams) params()    {}

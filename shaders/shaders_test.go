@@ -49,8 +49,8 @@ func TestGetBindings(t *testing.T) {
 		{"softcap", []BindingKind{U, R, R, R, W}},
 		{"scale", []BindingKind{U, R, R, R, W}},
 		{"last_row", []BindingKind{U, R, R, R, W}},
-		{"argmax", []BindingKind{U, R, R, W, R}},
-		{"sample", []BindingKind{U, R, R, W, R}},
+		{"argmax", []BindingKind{U, W, R, W, R}}, // step read_write: it advances a DecodeStep (lib/step_advance.wgsl)
+		{"sample", []BindingKind{U, W, R, W, R}},
 		{"advance", []BindingKind{U, R, W}},
 		{"moe_route", []BindingKind{U, R, R, R, R, R, R, W, W}},
 		{"moe_glu", []BindingKind{U, R, R, R, R, R, R, W, W}},

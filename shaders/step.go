@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"unsafe"
 )
 
 // Limits of the step tensor (DecodeStep): the most decode steps one
@@ -49,7 +50,24 @@ var stepWords = []struct {
 	{"STEP_POS", StepPos}, {"STEP_ROWS", StepRows}, {"STEP_TOKEN", StepToken},
 	{"RULE_INV_TEMPERATURE", RuleInvTemperature}, {"RULE_TOP_K", RuleTopK}, {"RULE_TOP_P", RuleTopP},
 	{"RULE_SEED_LO", RuleSeedLo}, {"RULE_SEED_HI", RuleSeedHi},
+	{"STEP_VALID_LEN", uint32(StepValidLen)}, {"STEP_DONE", uint32(StepDone)}, {"STEP_COUNT", uint32(StepCount)},
+	{"STEP_STEPS", uint32(StepSteps)}, {"STEP_N_STOPS", uint32(StepNStops)}, {"STEP_STOPS", uint32(StepStops)}, {"STEP_IDS", uint32(StepIDs)},
+	{"STEP_STOPPED", StepStopped}, {"STEP_LAST", StepLast}, {"MAX_STEPS", MaxSteps}, {"MAX_STOPS", MaxStops},
 }
+
+// Words of a DecodeStep past StepToken, for a picking kernel that advances
+// the step itself (wgsl/lib/step_advance.wgsl, ArgmaxParams.Advance and
+// SampleParams.Advance): the generated WGSL constants STEP_VALID_LEN ...
+// STEP_IDS, taken from the struct's own layout.
+const (
+	StepValidLen = int(unsafe.Offsetof(DecodeStep{}.ValidLen) / 4)
+	StepDone     = int(unsafe.Offsetof(DecodeStep{}.Done) / 4)
+	StepCount    = int(unsafe.Offsetof(DecodeStep{}.Count) / 4)
+	StepSteps    = int(unsafe.Offsetof(DecodeStep{}.Steps) / 4)
+	StepNStops   = int(unsafe.Offsetof(DecodeStep{}.NStops) / 4)
+	StepStops    = int(unsafe.Offsetof(DecodeStep{}.Stops) / 4)
+	StepIDs      = int(unsafe.Offsetof(DecodeStep{}.IDs) / 4)
+)
 
 // AdvanceParams is the uniform block of wgsl/step.wgsl: the index of the
 // step an advance dispatch ends.

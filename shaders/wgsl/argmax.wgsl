@@ -8,22 +8,26 @@
 // advance kernel turned into a no-op after a stop id, wgsl/step.wgsl) it
 // returns at once and leaves out as it was, as the sample kernel does.
 // The tokens the program's mask rules out (lib/token_mask.wgsl) read as
-// -inf.
+// -inf. With p.advance set (a decode program's step tensor, a
+// shaders.DecodeStep), invocation 0 then advances the step as wgsl/step.wgsl
+// does (lib/step_advance.wgsl): a multi-step submission needs no advance
+// dispatch after it.
 
 struct ArgmaxParams {
     n: u32,
-    pad0: u32,
+    advance: u32, // 1: advance the step tensor (a DecodeStep) after the pick
     pad1: u32,
     pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: ArgmaxParams;
-@group(0) @binding(1) var<storage, read> step: array<u32>;
+@group(0) @binding(1) var<storage, read_write> step: array<u32>;
 @group(0) @binding(2) var<storage, read> x: array<f32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 @group(0) @binding(4) var<storage, read> mask: array<u32>;
 
 // include: token_mask
+// include: step_advance
 
 const WG: u32 = 64u;
 // NONE marks "no candidate yet": every real index is below it.
@@ -72,5 +76,6 @@ fn argmax(@builtin(local_invocation_id) lid: vec3<u32>) {
             id = 0u;
         }
         out[0] = f32(id);
+        advance_step(id);
     }
 }

@@ -35,6 +35,11 @@
 // switches through every one at each barrier, which was most of this
 // kernel's time there with 256 invocations. The tokens the program's mask
 // rules out (lib/token_mask.wgsl) read as -inf, as the host masks them.
+// With p.advance set (a decode program's step tensor, a DecodeStep),
+// invocation 0 advances the step after writing the id, past the last
+// barrier, when every invocation has read the step words (wgsl/step.wgsl's
+// advance, lib/step_advance.wgsl): a multi-step submission needs no
+// advance dispatch.
 //
 // The kernel reads no workgroup word it has not written (every array and
 // flag is written before the barrier ahead of its first read; kept and
@@ -52,7 +57,7 @@ struct SampleParams {
     seed_lo: u32,
     seed_hi: u32,
     rule_at: u32, // 0: the rule above; else the word of step holding it (a DecodeStep's inv_temperature)
-    pad1: u32,
+    advance: u32, // 1: advance the step tensor (a DecodeStep) after the pick (lib/step_advance.wgsl)
 }
 
 // Rule is the sampling rule the kernel runs: the uniform block's, or the
@@ -69,12 +74,13 @@ struct Rule {
 var<private> rule: Rule;
 
 @group(0) @binding(0) var<uniform> p: SampleParams;
-@group(0) @binding(1) var<storage, read> step: array<u32>;
+@group(0) @binding(1) var<storage, read_write> step: array<u32>;
 @group(0) @binding(2) var<storage, read> x: array<f32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 @group(0) @binding(4) var<storage, read> mask: array<u32>;
 
 // include: token_mask
+// include: step_advance
 
 // CH is internal/sampler.Chunks, the chunks every sum is split into; WG
 // invocations (64: the fewer, the less a CPU driver spends switching
@@ -493,6 +499,7 @@ fn fast_pick(l: u32, n: u32, c: u32, hi: f32, top_p: f32, kmin_out: ptr<function
             id = last;
         }
         out[0] = f32(id);
+        advance_step(id);
     }
     return true;
 }
@@ -823,5 +830,6 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
             id = atomicLoad(&last1) - 1u;
         }
         out[0] = f32(id);
+        advance_step(id);
     }
 }

@@ -10,7 +10,11 @@
 // decode step runs only rows t < tokens (step word 1), so the submission's
 // remaining steps do no work, and advance itself returns on done. The
 // sample kernel's draw counter is pos + tokens, as in a one-step Run.
-// One invocation; dispatch (1, 1, 1).
+// One invocation; dispatch (1, 1, 1). A decode program whose last op is
+// its pick runs none: the picking kernel advances the step itself
+// (lib/step_advance.wgsl, the same update, the index being st.count);
+// this kernel serves a pick followed by other ops. The struct below is
+// also the layout those kernels index as words (shaders.StepCount ...).
 
 struct AdvanceParams {
     index: u32, // this step's index in the submission

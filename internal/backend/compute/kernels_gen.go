@@ -10,7 +10,7 @@ import (
 // argmaxBindings are the bindings of wgsl/argmax.wgsl after its uniform block p
 // (shaders.ArgmaxParams), named after its WGSL variables.
 type argmaxBindings struct {
-	Step gpu.Binding // step: binding 1, var<storage, read>
+	Step gpu.Binding // step: binding 1, var<storage, read_write>
 	X    gpu.Binding // x: binding 2, var<storage, read>
 	Out  gpu.Binding // out: binding 3, var<storage, read_write>
 	Mask gpu.Binding // mask: binding 4, var<storage, read>
@@ -376,7 +376,7 @@ var (
 // sampleBindings are the bindings of wgsl/sample.wgsl after its uniform block p
 // (shaders.SampleParams), named after its WGSL variables.
 type sampleBindings struct {
-	Step gpu.Binding // step: binding 1, var<storage, read>
+	Step gpu.Binding // step: binding 1, var<storage, read_write>
 	X    gpu.Binding // x: binding 2, var<storage, read>
 	Out  gpu.Binding // out: binding 3, var<storage, read_write>
 	Mask gpu.Binding // mask: binding 4, var<storage, read>

@@ -180,13 +180,22 @@ func unsupportedOp(op fusion.Op) error {
 // step after a stop id).
 func (pl *planner) pickOp(op fusion.Op) error {
 	g := pl.p.g
+	// A decode program whose last op picks the token has that kernel
+	// advance the step tensor after its pick, as the advance kernel would
+	// after the step's last item (RunSteps); a pick followed by other ops
+	// leaves it to the advance kernel, after them.
+	adv := uint32(0)
+	if stepTensor(g) && len(g.Ops) > 0 && g.Ops[len(g.Ops)-1] == op {
+		adv = 1
+		pl.p.picksAdvance = true
+	}
 	switch op := op.(type) {
 	case *fusion.ArgmaxOp:
 		mask, err := pl.tokenMask(g.Bufs[op.In].Cols)
 		if err != nil {
 			return err
 		}
-		kArgmax.dispatch(pl, shaders.ArgmaxParams{N: u(g.Bufs[op.In].Cols)}, 1, 1, 1, argmaxBindings{Step: pl.stepB(), X: pl.buf(op.In), Out: pl.buf(op.Out), Mask: mask})
+		kArgmax.dispatch(pl, shaders.ArgmaxParams{N: u(g.Bufs[op.In].Cols), Advance: adv}, 1, 1, 1, argmaxBindings{Step: pl.stepB(), X: pl.buf(op.In), Out: pl.buf(op.Out), Mask: mask})
 	case *fusion.SampleOp:
 		mask, err := pl.tokenMask(g.Bufs[op.In].Cols)
 		if err != nil {
@@ -201,7 +210,7 @@ func (pl *planner) pickOp(op fusion.Op) error {
 			pl.p.rule = &r
 		}
 		kSample.dispatch(pl, shaders.SampleParams{N: u(g.Bufs[op.In].Cols), InvTemperature: sampler.InvTemperature(r.Temperature),
-			TopK: u(r.TopK), TopP: r.TopP, SeedLo: uint32(r.Seed), SeedHi: uint32(r.Seed >> 32), RuleAt: ruleAt},
+			TopK: u(r.TopK), TopP: r.TopP, SeedLo: uint32(r.Seed), SeedHi: uint32(r.Seed >> 32), RuleAt: ruleAt, Advance: adv},
 			1, 1, 1, sampleBindings{Step: pl.stepB(), X: pl.buf(op.In), Out: pl.buf(op.Out), Mask: mask})
 	default:
 		return unsupportedOp(op)
@@ -254,7 +263,7 @@ func (pl *planner) record() error {
 			refs = append(refs, kernelRef{it.kernel, it.variant})
 		}
 	}
-	if _, ok := pickedBuf(p.g); ok && stepTensor(p.g) {
+	if _, ok := pickedBuf(p.g); ok && stepTensor(p.g) && !p.picksAdvance {
 		refs = append(refs, kernelRef{name: kAdvance.Name()})
 	}
 	if err := p.b.compileKernels(context.Background(), refs); err != nil {

@@ -63,6 +63,11 @@ type program struct {
 	// rule is the sampling rule of a decode program ending in
 	// fusion.Sample, written into its step tensor (SetSampling).
 	rule *fusion.Sampling
+	// picksAdvance: the program's picking kernel (its last op, an Argmax
+	// or a Sample, in a decode program) advances the step tensor itself
+	// (wgsl/lib/step_advance.wgsl), so RunSteps' lists dispatch no
+	// advance kernel after it.
+	picksAdvance bool
 	// mask is the token mask of a program ending in fusion.Argmax or
 	// fusion.Sample (SetTokenMask) over a vocabulary of maskN tokens;
 	// masked: one is set.

@@ -43,7 +43,7 @@ func (p *program) SetTokenMask(allowed []uint64) error {
 }
 
 // multiStep holds what RunSteps adds to a one-token decode program: the
-// advance kernel's parameters
+// advance kernel's parameters (none where the picking kernel advances)
 // (one slot per step index) and a command list per step count, recorded
 // on first use.
 type multiStep struct {
@@ -81,7 +81,8 @@ func pickedBuf(g *fusion.Graph) (fusion.Buf, bool) {
 
 // RunSteps (gpu.Program, Caps().MaxSteps): the step tensor is written once, the
 // decode items are recorded n times, each copy followed by the advance
-// kernel (wgsl/step.wgsl), and the tensor is read back once.
+// kernel (wgsl/step.wgsl) unless its picking kernel advanced the step
+// itself (picksAdvance, the usual case), and the tensor is read back once.
 func (p *program) RunSteps(ctx context.Context, token int32, pos, n int, stops []int32) ([]int32, error) {
 	if p.cmds == nil {
 		return nil, fmt.Errorf("%w: program released", ErrRun)
@@ -195,25 +196,32 @@ func (p *program) stepList(out fusion.Buf, n, span int) (gpu.Commands, error) {
 	if c, ok := ms.lists[key]; ok {
 		return c, nil
 	}
-	if ms.params == nil {
-		params := make([]byte, shaders.MaxSteps*paramSlot)
-		for i := range shaders.MaxSteps {
-			b, err := shaders.Encode(shaders.AdvanceParams{Index: uint32(i)})
+	if ms.lists == nil {
+		ms.lists = map[stepsKey]gpu.Commands{}
+	}
+	var adv gpu.Kernel
+	if !p.picksAdvance {
+		if ms.params == nil {
+			params := make([]byte, shaders.MaxSteps*paramSlot)
+			for i := range shaders.MaxSteps {
+				b, err := shaders.Encode(shaders.AdvanceParams{Index: uint32(i)})
+				if err != nil {
+					return nil, err
+				}
+				copy(params[i*paramSlot:], b)
+			}
+			buf, err := p.b.newFilled(params)
 			if err != nil {
 				return nil, err
 			}
-			copy(params[i*paramSlot:], b)
+			p.owned = append(p.owned, buf)
+			ms.params = buf
 		}
-		buf, err := p.b.newFilled(params)
+		k, err := p.b.kernel(kAdvance.Name(), shaders.Variant{})
 		if err != nil {
 			return nil, err
 		}
-		p.owned = append(p.owned, buf)
-		ms.params, ms.lists = buf, map[stepsKey]gpu.Commands{}
-	}
-	adv, err := p.b.kernel(kAdvance.Name(), shaders.Variant{})
-	if err != nil {
-		return nil, err
+		adv = k
 	}
 	cmds, err := p.b.dev.NewCommands()
 	if err != nil {
@@ -229,6 +237,9 @@ func (p *program) stepList(out fusion.Buf, n, span int) (gpu.Commands, error) {
 		if err := p.appendItems(cmds, span); err != nil {
 			cmds.Release()
 			return nil, err
+		}
+		if p.picksAdvance {
+			continue // the picking kernel advanced the step
 		}
 		bind := append([]gpu.Binding{{Buf: ms.params, Offset: int64(s * paramSlot), Size: paramBytes}},
 			stepBindings{Picked: gpu.Binding{Buf: p.bufs[out]}, St: gpu.Binding{Buf: p.step}}.list()...)
