@@ -58,6 +58,8 @@ func KVQuantCases() []Case {
 		{"kv", q50, q51, false, 2, 1, 32, false, 0, 4, 8, 2},           // q5_0 keys, q5_1 values
 		{"kv", q8, 0, true, 4, 2, 64, false, 0, 4, 8, 2},               // q8_0 keys, f16 values
 		{"kv", q8, q4, false, 4, 2, 64, false, 5, 4, 40, 10},           // ring cache of 8, wrapping
+		{"kv", q8, q8, false, 2, 1, 32, false, 5, 4, 40, 10},           // q8_0 on a ring, head dim 32: no rotation
+		{"kv", 0, q8, true, 4, 2, 64, false, 0, 4, 8, 2},               // f16 keys, q8_0 values (rotated)
 		{"kv", q8, q8, false, 2, 1, 64, false, 0, 8, 136, 2},           // past two chunks of 64 positions
 		{"rope_kv", q8, q8, false, 4, 2, 64, false, 0, 4, 12, 3},       // RopeStoreKV, rotated
 		{"rope_kv", q4, q4, false, 2, 1, 32, false, 6, 3, 24, 6},       // RopeStoreKV on a ring, unrotated
@@ -144,19 +146,21 @@ var (
 )
 
 // RunKVQuantCases holds a backend to the CPU on the quantized-cache cases
-// (KVQuantCases) where its Caps say it keeps such caches (gpu.Caps.QuantKV);
-// a backend that does not must refuse each case's cache with
-// gpu.ErrUnsupported, naming the types, while the CPU reference still runs
-// the case (so the cases stay valid until the backend takes them).
+// (KVQuantCases) whose types its Caps say its caches keep
+// (gpu.Caps.QuantKV, QuantKVTypes); each other case's cache it must refuse
+// with gpu.ErrUnsupported naming the types, while the CPU reference still
+// runs that case (so the cases stay valid until the backend takes them).
 func RunKVQuantCases(t *testing.T, cases []Case, newBackend Factory) {
 	be := newBackend(t)
-	quant := be.Caps().QuantKV
+	caps := be.Caps()
 	be.Close()
-	if quant {
-		RunCases(t, cases, newBackend)
-		return
-	}
+	var kept []Case
 	for _, c := range cases {
+		g, _ := c.Build()
+		if caps.QuantKV && caps.QuantKVTypes.Keeps(g.KV.K, g.KV.V) {
+			kept = append(kept, c)
+			continue
+		}
 		t.Run(c.Name, func(t *testing.T) {
 			g, ws := c.Build()
 			runSteps(t, cpu.New(cpu.Options{Threads: 1}), g, ws, c.Steps, nil)
@@ -165,11 +169,12 @@ func RunKVQuantCases(t *testing.T, cases []Case, newBackend Factory) {
 			kv, err := be.NewKVCache(g.KV)
 			if err == nil {
 				kv.Release()
-				t.Fatalf("%s: a %v/%v cache accepted, but Caps.QuantKV is off", be.Info().Backend, g.KV.K, g.KV.V)
+				t.Fatalf("%s: a %v/%v cache accepted, but its Caps do not keep it", be.Info().Backend, g.KV.K, g.KV.V)
 			}
-			if !errors.Is(err, gpu.ErrUnsupported) || !strings.Contains(err.Error(), g.KV.K.String()) {
+			if !errors.Is(err, gpu.ErrUnsupported) || !strings.Contains(err.Error(), g.KV.K.String()+"/"+g.KV.V.String()) {
 				t.Fatalf("%s: a %v/%v cache refused with %v: want gpu.ErrUnsupported naming the types", be.Info().Backend, g.KV.K, g.KV.V, err)
 			}
 		})
 	}
+	RunCases(t, kept, newBackend)
 }

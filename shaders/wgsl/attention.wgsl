@@ -92,7 +92,7 @@ struct AttnParams {
     ring: u32,    // 0: slot = position; else kv.wgsl's mirrored ring of 2*ring slots
     has_sinks: u32, // 1: sinks holds a sink logit per query head
     non_causal: u32, // 1: a row sees every position of its step, later ones too (visible)
-    pad0: u32,
+    kv_quant: u32, // 0: float caches; else kv.wgsl's quantized cache (attention only; see kvq_query)
     pad1: u32,
     pad2: u32,
 }
@@ -141,6 +141,62 @@ fn sink_start(h: u32) -> vec2<f32> {
 }
 
 var<workgroup> sc: array<f32, 64>;
+
+// include: kv_quant
+
+// A quantized cache (p.kv_quant != 0; the planner runs only attention and
+// attention_f16 on one) is read as the CPU backend reads it: with q8_0
+// keys the query row, rotated by H_krot first where the keys were, is
+// quantized to q8_0 once per workgroup (kvq_query, into kvq_q and kvq_d)
+// and each score is the sum over blocks of d_k*d_q*Σ k_j q_j; q8_0 values
+// are dequantized (d*q) into the weighted sum, and with rotated values
+// the head's output is rotated back by H_vrot (its own inverse).
+var<workgroup> kvq_q: array<u32, 64>; // the quantized query, four int8 to a word
+var<workgroup> kvq_d: array<f32, 8>;  // its block scales
+var<workgroup> kvq_o: array<f32, 256>; // the output row being rotated back
+
+// kvq_query quantizes query row qb into kvq_q and kvq_d (invocation 0;
+// the others wait at the barrier).
+fn kvq_query(qb: u32, i: u32) {
+    if i == 0u {
+        var x: array<f32, 256>;
+        for (var d = 0u; d < p.head_dim; d++) {
+            x[d] = q_at(qb + d);
+        }
+        if kvq_krot() > 0u {
+            kvq_rotate(&x, p.head_dim, kvq_krot());
+        }
+        var q: array<u32, 8>;
+        for (var b = 0u; b < p.head_dim / 32u; b++) {
+            kvq_d[b] = unpack2x16float(kvq_quant8(&x, b, &q)).x;
+            for (var w = 0u; w < 8u; w++) {
+                kvq_q[8u * b + w] = q[w];
+            }
+        }
+    }
+    workgroupBarrier();
+}
+
+// kvq_key_dot is the quantized query times the q8_0 key row at word kr.
+fn kvq_key_dot(kr: u32) -> f32 {
+    let nq = p.head_dim / 4u;
+    var s = 0.0;
+    for (var b = 0u; b < p.head_dim / 32u; b++) {
+        var si = 0;
+        for (var w = 0u; w < 8u; w++) {
+            si += kvq_dot4(kc[kr + 8u * b + w], kvq_q[8u * b + w]);
+        }
+        let dk = unpack2x16float(kc[kr + nq + b / 2u])[b & 1u];
+        s += dk * kvq_d[b] * f32(si);
+    }
+    return s;
+}
+
+// kvq_value is dim d of the q8_0 value row at word vr.
+fn kvq_value(vr: u32, d: u32) -> f32 {
+    let dv = unpack2x16float(vc[vr + p.head_dim / 4u + d / 64u])[(d / 32u) & 1u];
+    return kvq_i8(vc[vr + d / 4u], d % 4u) * dv;
+}
 
 @compute @workgroup_size(64)
 fn attention(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
@@ -206,8 +262,19 @@ fn attend_dims(h: u32, t: u32, i: u32, d0: u32, packed: bool) {
     let qb = (t * p.heads + h) * p.head_dim;
     let ns = kv_slots();
     let off = kv_slot(lo) - lo; // slot of position pos: off + pos (the mirror; wraps in u32)
-    let kb = kvh * ns * width;
-    let vb = kvh * width * ns + off;
+    let kq = kvq_ktype() != 0u;
+    let vq = kvq_vtype() != 0u;
+    let qw = kvq_words(p.head_dim); // words per quantized row
+    var kw = width;
+    if kq {
+        kw = qw;
+        kvq_query(qb, i);
+    }
+    let kb = kvh * ns * kw;
+    var vb = kvh * width * ns + off;
+    if vq {
+        vb = (kvh * ns + off) * qw; // row of position pos: vb + pos * qw
+    }
     let w0 = d0 / 2u; // the pass's first packed value word
 
     let start = sink_start(h);
@@ -218,7 +285,11 @@ fn attend_dims(h: u32, t: u32, i: u32, d0: u32, packed: bool) {
         let pi = c0 + i;
         var s = -3.0e38;
         if pi <= qp {
-            s = key_dot(qb, kb + (off + pi) * width, packed) * p.scale;
+            if kq {
+                s = kvq_key_dot(kb + (off + pi) * kw) * p.scale;
+            } else {
+                s = key_dot(qb, kb + (off + pi) * width, packed) * p.scale;
+            }
             if p.cap > 0.0 {
                 s = p.cap * tanh_safe(s / p.cap);
             }
@@ -239,7 +310,14 @@ fn attend_dims(h: u32, t: u32, i: u32, d0: u32, packed: bool) {
             let e = exp(sc[j] - cm);
             l += e;
             let pos = c0 + j;
-            if packed {
+            if vq {
+                for (var a = 0u; a < 4u; a++) {
+                    let d = out_dim(d0, i, a, packed);
+                    if d < p.head_dim {
+                        acc[a] += e * kvq_value(vb + pos * qw, d);
+                    }
+                }
+            } else if packed {
                 for (var b = 0u; b < 2u; b++) {
                     let w = w0 + i + b * WG;
                     if w < width {
@@ -259,6 +337,35 @@ fn attend_dims(h: u32, t: u32, i: u32, d0: u32, packed: bool) {
         }
         m = cm;
         workgroupBarrier();
+    }
+    if kvq_vrot() > 0u {
+        // Rotated values: the row (one pass: quantized heads are at most
+        // KVQ_MAX dims) rotated back by invocation 0 in kvq_o.
+        for (var a = 0u; a < 4u; a++) {
+            let d = out_dim(d0, i, a, packed);
+            if d < p.head_dim {
+                kvq_o[d] = acc[a] / l;
+            }
+        }
+        workgroupBarrier();
+        if i == 0u {
+            var x: array<f32, 256>;
+            for (var d = 0u; d < p.head_dim; d++) {
+                x[d] = kvq_o[d];
+            }
+            kvq_rotate(&x, p.head_dim, kvq_vrot());
+            for (var d = 0u; d < p.head_dim; d++) {
+                kvq_o[d] = x[d];
+            }
+        }
+        workgroupBarrier();
+        for (var a = 0u; a < 4u; a++) {
+            let d = out_dim(d0, i, a, packed);
+            if d < p.head_dim {
+                out_set(qb + d, kvq_o[d]);
+            }
+        }
+        return;
     }
     for (var a = 0u; a < 4u; a++) {
         let d = out_dim(d0, i, a, packed);

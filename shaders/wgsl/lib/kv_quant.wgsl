@@ -1,0 +1,148 @@
+// Library snippet, not a family: a family's line "// include: kv_quant"
+// is replaced by what follows (shaders.expandIncludes). The arithmetic of
+// quantized caches (fusion.KVType; only q8_0 on the GPU so far): the
+// Walsh-Hadamard rotation, q8_0 blocks and their dot products, with the
+// same float32 operations as the CPU backend (internal/backend/cpu
+// kvquant.go), so a store gives the CPU's blocks bit for bit.
+//
+// A q8_0 cache row (one head's keys, or values, at one slot) is
+// kvq_words(head_dim) words: the int8 quants of every block (element j in
+// byte j%4 of word j/4, ggml's order), then each block's binary16 scale,
+// two to a word (block b in half b%2 of word b/2). p.kv_quant packs the
+// cache's types and rotations (shaders.KVQuant).
+
+const KVQ_MAX: u32 = 256u; // the largest head dim of a quantized cache (the planner refuses more)
+
+fn kvq_ktype() -> u32 {
+    return p.kv_quant & 15u;
+}
+
+fn kvq_vtype() -> u32 {
+    return (p.kv_quant >> 4u) & 15u;
+}
+
+fn kvq_krot() -> u32 {
+    return (p.kv_quant >> 8u) & 0xffffu;
+}
+
+fn kvq_vrot() -> u32 {
+    return p.kv_quant >> 24u;
+}
+
+// kvq_words is the words of one q8_0 row of hd values.
+fn kvq_words(hd: u32) -> u32 {
+    return hd / 4u + (hd / 32u + 1u) / 2u;
+}
+
+// kvq_div is a / b (positive normal floats) correctly rounded, as the
+// CPU's division is (WGSL's may be 2.5 ulps off): the quotient of the
+// significands by long division, rounded half to even. A quotient out of
+// the normal range takes the device's division.
+fn kvq_div(a: f32, b: f32) -> f32 {
+    let ua = bitcast<u32>(a);
+    let ub = bitcast<u32>(b);
+    let ea = ua >> 23u;
+    let eb = ub >> 23u;
+    if ea == 0u || eb == 0u || ea == 255u || eb == 255u {
+        return a / b;
+    }
+    let mb = (ub & 0x7fffffu) | 0x800000u;
+    var r = (ua & 0x7fffffu) | 0x800000u;
+    var e = i32(ea) - i32(eb) + 127;
+    if r < mb {
+        r = r << 1u;
+        e -= 1;
+    }
+    var q = 0u;
+    for (var i = 0u; i < 25u; i++) {
+        q = q << 1u;
+        if r >= mb {
+            r -= mb;
+            q |= 1u;
+        }
+        r = r << 1u;
+    }
+    let guard = q & 1u;
+    q = q >> 1u;
+    if guard == 1u && (r != 0u || (q & 1u) == 1u) {
+        q += 1u;
+    }
+    if q == 0x1000000u {
+        q = q >> 1u;
+        e += 1;
+    }
+    if e <= 0 || e >= 255 {
+        return a / b;
+    }
+    return bitcast<f32>((u32(e) << 23u) | (q & 0x7fffffu));
+}
+
+// kvq_rotate multiplies every run of n values of x[0:len] (n a power of
+// two) by H_n/sqrt(n), as the CPU's hadamard: each value scaled by
+// float32(1/sqrt(n)) first (exact for the powers of two n takes: 2^-k/2,
+// or f32(1/sqrt 2) times one), then the butterflies (a+b, a-b) over
+// strides 1, 2, 4, ...
+fn kvq_rotate(x: ptr<function, array<f32, 256>>, len: u32, n: u32) {
+    let k = countTrailingZeros(n);
+    var scale = ldexp(1.0, -i32(k / 2u));
+    if (k & 1u) == 1u {
+        scale *= bitcast<f32>(0x3f3504f3u); // f32(1/sqrt 2)
+    }
+    for (var i = 0u; i < len; i++) {
+        (*x)[i] *= scale;
+    }
+    for (var r = 0u; r < len; r += n) {
+        for (var h = 1u; h < n; h *= 2u) {
+            for (var i = 0u; i < n; i += 2u * h) {
+                for (var j = r + i; j < r + i + h; j++) {
+                    let a = (*x)[j];
+                    let b = (*x)[j + h];
+                    (*x)[j] = a + b;
+                    (*x)[j + h] = a - b;
+                }
+            }
+        }
+    }
+}
+
+// kvq_quant8 quantizes block b of x (values 32b..32b+31) to q8_0 as the
+// CPU's stores and query quantization do (llama.cpp's x86
+// quantize_row_q8_0): d = f16(amax/127), q = round-half-even(x*127/amax)
+// (0 for an all-zero block), the quants into q (four to a word), d's
+// binary16 bits returned.
+fn kvq_quant8(x: ptr<function, array<f32, 256>>, b: u32, q: ptr<function, array<u32, 8>>) -> u32 {
+    var amax = 0.0;
+    for (var j = 0u; j < 32u; j++) {
+        amax = max(amax, abs((*x)[32u * b + j]));
+    }
+    var id = 0.0;
+    var dbits = 0u;
+    if amax != 0.0 {
+        id = kvq_div(127.0, amax);
+        dbits = pack2x16float(vec2<f32>(kvq_div(amax, 127.0), 0.0)) & 0xffffu;
+    }
+    for (var w = 0u; w < 8u; w++) {
+        var word = 0u;
+        for (var j = 0u; j < 4u; j++) {
+            let v = i32(round((*x)[32u * b + 4u * w + j] * id));
+            word |= (u32(v) & 0xffu) << (8u * j);
+        }
+        (*q)[w] = word;
+    }
+    return dbits;
+}
+
+// kvq_dot4 is the dot product of the four int8 values of word a with
+// those of word b.
+fn kvq_dot4(a: u32, b: u32) -> i32 {
+    var s = 0;
+    for (var j = 0u; j < 4u; j++) {
+        s += (bitcast<i32>(a << (24u - 8u * j)) >> 24u) * (bitcast<i32>(b << (24u - 8u * j)) >> 24u);
+    }
+    return s;
+}
+
+// kvq_i8 is int8 j of word w.
+fn kvq_i8(w: u32, j: u32) -> f32 {
+    return f32(bitcast<i32>(w << (24u - 8u * j)) >> 24u);
+}
