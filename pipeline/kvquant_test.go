@@ -25,7 +25,7 @@ const kvrotPath = "../internal/backend/cpu/testdata/kvquant/kvrot-qwen3.gguf"
 // the prefix cache gives the logits of a cold prefill bit for bit, sessions
 // batched together give each one's ids alone, and the cache's bytes are
 // the blocks' (18 and 34 bytes per 32 values). The GPU backends refuse
-// such caches (gpu.Caps.QuantKV off: ErrOptions), tested where they run.
+// q4_0 caches (gpu.Caps.QuantKVTypes: ErrOptions), tested where they run.
 func TestQuantizedKVCache(t *testing.T) {
 	ck, err := gguf.Load(kvrotPath)
 	if err != nil {
@@ -115,8 +115,8 @@ func TestQuantizedKVCache(t *testing.T) {
 	})
 }
 
-// TestQuantizedKVCacheRefused: the GPU backends, whose kernels keep float
-// caches (gpu.Caps.QuantKV off), refuse a quantized cache at load with
+// TestQuantizedKVCacheRefused: the GPU backends, whose kernels keep q8_0
+// blocks only (gpu.Caps.QuantKVTypes), refuse a q4_0 cache at load with
 // ErrOptions wrapping gpu.ErrUnsupported.
 func TestQuantizedKVCacheRefused(t *testing.T) {
 	ck, err := gguf.Load(kvrotPath)
@@ -126,12 +126,12 @@ func TestQuantizedKVCacheRefused(t *testing.T) {
 	for _, backend := range []string{"webgpu", "vulkan"} {
 		t.Run(backend, func(t *testing.T) {
 			be := openBackend(t, backend)
-			if be.Caps().QuantKV {
-				t.Fatalf("%s reports QuantKV", backend)
+			if c := be.Caps(); !c.QuantKV || c.QuantKVTypes.Has(fusion.KVQ4_0) || !c.QuantKVTypes.Has(fusion.KVQ8_0) {
+				t.Fatalf("%s reports QuantKV %v, types %v: want q8_0 alone", backend, c.QuantKV, c.QuantKVTypes)
 			}
-			_, err := pipeline.FromCheckpoint(context.Background(), ck, pipeline.Options{Backend: be, MaxCache: 32, CacheTypeV: fusion.KVQ8_0})
+			_, err := pipeline.FromCheckpoint(context.Background(), ck, pipeline.Options{Backend: be, MaxCache: 32, CacheTypeK: fusion.KVQ4_0, CacheTypeV: fusion.KVQ8_0})
 			if !errors.Is(err, pipeline.ErrOptions) || !errors.Is(err, gpu.ErrUnsupported) {
-				t.Fatalf("load with a q8_0 V cache: %v, want ErrOptions and gpu.ErrUnsupported", err)
+				t.Fatalf("load with a q4_0 K cache: %v, want ErrOptions and gpu.ErrUnsupported", err)
 			}
 		})
 	}
