@@ -145,11 +145,11 @@ var<workgroup> sc: array<f32, 64>;
 // include: kv_quant
 
 // A quantized cache (p.kv_quant != 0; the planner runs only attention and
-// attention_f16 on one) is read as the CPU backend reads it: with q8_0
+// attention_f16 on one) is read as the CPU backend reads it: with block
 // keys the query row, rotated by H_krot first where the keys were, is
 // quantized to q8_0 once per workgroup (kvq_query, into kvq_q and kvq_d)
-// and each score is the sum over blocks of d_k*d_q*Σ k_j q_j; q8_0 values
-// are dequantized (d*q) into the weighted sum, and with rotated values
+// and each score is the sum over blocks of d_k*d_q*Σ k_j q_j; block values
+// are dequantized (d*q, d*(n-8)) into the weighted sum, and with rotated values
 // the head's output is rotated back by H_vrot (its own inverse).
 var<workgroup> kvq_q: array<u32, 64>; // the quantized query, four int8 to a word
 var<workgroup> kvq_d: array<f32, 8>;  // its block scales
@@ -177,24 +177,44 @@ fn kvq_query(qb: u32, i: u32) {
     workgroupBarrier();
 }
 
-// kvq_key_dot is the quantized query times the q8_0 key row at word kr.
+// kvq_key_dot is the quantized query times the key row at word kr: per
+// block d_k*d_q*Σ k_j q_j, the sum exact in i32 (q4_0: the nibbles less 8).
 fn kvq_key_dot(kr: u32) -> f32 {
-    let nq = p.head_dim / 4u;
+    let ty = kvq_ktype();
+    let bw = kvq_block_words(ty);
+    let nb = p.head_dim / 32u;
     var s = 0.0;
-    for (var b = 0u; b < p.head_dim / 32u; b++) {
+    for (var b = 0u; b < nb; b++) {
         var si = 0;
-        for (var w = 0u; w < 8u; w++) {
-            si += kvq_dot4(kc[kr + 8u * b + w], kvq_q[8u * b + w]);
+        if ty == KVQ_Q4_0 {
+            for (var j = 0u; j < 16u; j++) {
+                let n = (kc[kr + 4u * b + j / 4u] >> (8u * (j % 4u))) & 0xffu;
+                let q0 = kvq_q[8u * b + j / 4u];
+                let q1 = kvq_q[8u * b + 4u + j / 4u];
+                si += (i32(n & 15u) - 8) * i32(kvq_i8(q0, j % 4u)) + (i32(n >> 4u) - 8) * i32(kvq_i8(q1, j % 4u));
+            }
+        } else {
+            for (var w = 0u; w < 8u; w++) {
+                si += kvq_dot4(kc[kr + 8u * b + w], kvq_q[8u * b + w]);
+            }
         }
-        let dk = unpack2x16float(kc[kr + nq + b / 2u])[b & 1u];
+        let dk = unpack2x16float(kc[kr + bw * nb + b / 2u])[b & 1u];
         s += dk * kvq_d[b] * f32(si);
     }
     return s;
 }
 
-// kvq_value is dim d of the q8_0 value row at word vr.
+// kvq_value is dim d of the value row at word vr (d*q; q4_0: d*(n-8)).
 fn kvq_value(vr: u32, d: u32) -> f32 {
-    let dv = unpack2x16float(vc[vr + p.head_dim / 4u + d / 64u])[(d / 32u) & 1u];
+    let ty = kvq_vtype();
+    let bw = kvq_block_words(ty);
+    let b = d / 32u;
+    let dv = unpack2x16float(vc[vr + bw * (p.head_dim / 32u) + b / 2u])[b & 1u];
+    if ty == KVQ_Q4_0 {
+        let j = d % 32u;
+        let n = (vc[vr + 4u * b + (j % 16u) / 4u] >> (8u * (j % 4u) + 4u * (j / 16u))) & 15u;
+        return f32(i32(n) - 8) * dv;
+    }
     return kvq_i8(vc[vr + d / 4u], d % 4u) * dv;
 }
 
@@ -264,10 +284,10 @@ fn attend_dims(h: u32, t: u32, i: u32, d0: u32, packed: bool) {
     let off = kv_slot(lo) - lo; // slot of position pos: off + pos (the mirror; wraps in u32)
     let kq = kvq_ktype() != 0u;
     let vq = kvq_vtype() != 0u;
-    let qw = kvq_words(p.head_dim); // words per quantized row
+    let qw = kvq_words(kvq_vtype(), p.head_dim); // words per quantized value row
     var kw = width;
     if kq {
-        kw = qw;
+        kw = kvq_words(kvq_ktype(), p.head_dim);
         kvq_query(qb, i);
     }
     let kb = kvh * ns * kw;

@@ -146,7 +146,7 @@ func kvWords(spec fusion.KVSpec, l int) int {
 }
 
 // quantKVTypes are the block types the kernels keep (gpu.Caps.QuantKVTypes).
-var quantKVTypes = fusion.KVTypes(fusion.KVQ8_0)
+var quantKVTypes = fusion.KVTypes(fusion.KVQ8_0, fusion.KVQ4_0)
 
 // maxQuantHeadDim is the largest head dim of a quantized cache
 // (KVQ_MAX, shaders/wgsl/lib/kv_quant.wgsl: a row is rotated and
@@ -174,16 +174,20 @@ func checkQuantKV(spec fusion.KVSpec) error {
 }
 
 // kvRowWords is the words of one head's keys (t = spec.K) or values (t =
-// spec.V) at one slot of layer l: kvWords for a float cache, or a q8_0
-// row's quants and binary16 scales (two to a word; kv_quant.wgsl's
-// kvq_words). A q8_0 cache keeps keys and values alike as
-// [kv_heads][slots][row words].
+// spec.V) at one slot of layer l: kvWords for a float cache, or a block
+// row's quants (q8_0: 8 words a block, q4_0: 4) and binary16 scales (two
+// to a word; kv_quant.wgsl's kvq_words). A block cache keeps keys and
+// values alike as [kv_heads][slots][row words].
 func kvRowWords(spec fusion.KVSpec, t fusion.KVType, l int) int {
 	if !t.Quantized() {
 		return kvWords(spec, l)
 	}
-	hd := spec.LayerHeadDim(l)
-	return hd/4 + (hd/fusion.KVBlock+1)/2
+	nb := spec.LayerHeadDim(l) / fusion.KVBlock
+	per := 8
+	if t == fusion.KVQ4_0 {
+		per = 4
+	}
+	return nb*per + (nb+1)/2
 }
 
 // kvQuant is the kernels' kv_quant code of layer l's cache

@@ -43,7 +43,10 @@ type kvGolden struct {
 func TestKVQuantGoldens(t *testing.T) {
 	cases := []struct{ model, golden string }{
 		{kvGoldenDir + "kvrot-qwen3.gguf", "kvrot-qwen3.q8_0-q8_0.json"},
+		{kvGoldenDir + "kvrot-qwen3.gguf", "kvrot-qwen3.q4_0-q4_0.json"},
+		{kvGoldenDir + "kvrot-qwen3.gguf", "kvrot-qwen3.q8_0-q4_0.json"},
 		{testmodels.Path(t, "arch2", "qwen3.gguf"), "qwen3.q8_0-q8_0.json"},
+		{testmodels.Path(t, "arch2", "qwen3.gguf"), "qwen3.q4_0-q4_0.json"},
 	}
 	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
 		be := backendOn(t, dev, compute.Options{})

@@ -1,13 +1,15 @@
 // Library snippet, not a family: a family's line "// include: kv_quant"
 // is replaced by what follows (shaders.expandIncludes). The arithmetic of
-// quantized caches (fusion.KVType; only q8_0 on the GPU so far): the
-// Walsh-Hadamard rotation, q8_0 blocks and their dot products, with the
+// quantized caches (fusion.KVType; q8_0 and q4_0 on the GPU so far): the
+// Walsh-Hadamard rotation, the blocks and their dot products, with the
 // same float32 operations as the CPU backend (internal/backend/cpu
 // kvquant.go), so a store gives the CPU's blocks bit for bit.
 //
-// A q8_0 cache row (one head's keys, or values, at one slot) is
-// kvq_words(head_dim) words: the int8 quants of every block (element j in
-// byte j%4 of word j/4, ggml's order), then each block's binary16 scale,
+// A quantized cache row (one head's keys, or values, at one slot) is
+// kvq_words(type, head_dim) words: the quants of every block in ggml's
+// byte order (q8_0: int8 element j in byte j%4 of word j/4, 8 words a
+// block; q4_0: byte j of the block's 16, 4 words, holds element j in its
+// low nibble and j+16 in its high one), then each block's binary16 scale,
 // two to a word (block b in half b%2 of word b/2). p.kv_quant packs the
 // cache's types and rotations (shaders.KVQuant).
 
@@ -29,9 +31,60 @@ fn kvq_vrot() -> u32 {
     return p.kv_quant >> 24u;
 }
 
-// kvq_words is the words of one q8_0 row of hd values.
-fn kvq_words(hd: u32) -> u32 {
-    return hd / 4u + (hd / 32u + 1u) / 2u;
+const KVQ_Q8_0: u32 = 1u; // fusion.KVQ8_0
+const KVQ_Q4_0: u32 = 2u; // fusion.KVQ4_0
+
+// kvq_block_words is the quant words of one block of type ty.
+fn kvq_block_words(ty: u32) -> u32 {
+    return select(8u, 4u, ty == KVQ_Q4_0);
+}
+
+// kvq_words is the words of one row of hd values of type ty.
+fn kvq_words(ty: u32, hd: u32) -> u32 {
+    return hd / 32u * kvq_block_words(ty) + (hd / 32u + 1u) / 2u;
+}
+
+// kvq_quant quantizes block b of x to type ty (kvq_quant8, kvq_quant4).
+fn kvq_quant(ty: u32, x: ptr<function, array<f32, 256>>, b: u32, q: ptr<function, array<u32, 8>>) -> u32 {
+    if ty == KVQ_Q4_0 {
+        return kvq_quant4(x, b, q);
+    }
+    return kvq_quant8(x, b, q);
+}
+
+// kvq_quant4 quantizes block b of x to q4_0 as llama.cpp's
+// quantize_row_q4_0_ref: mx the value of largest magnitude (the first),
+// d = mx/-8, q = min(15, trunc(x/d + 8.5)) with 1/d exact, elements j and
+// j+16 in the low and high nibbles of byte j (the first 4 words of q).
+fn kvq_quant4(x: ptr<function, array<f32, 256>>, b: u32, q: ptr<function, array<u32, 8>>) -> u32 {
+    var amax = 0.0;
+    var mx = 0.0;
+    for (var j = 0u; j < 32u; j++) {
+        let v = (*x)[32u * b + j];
+        if amax < abs(v) {
+            amax = abs(v);
+            mx = v;
+        }
+    }
+    let d = mx * -0.125; // mx / -8, exact
+    var id = 0.0;
+    if d != 0.0 {
+        id = kvq_div(1.0, abs(d));
+        if d < 0.0 {
+            id = -id;
+        }
+    }
+    for (var w = 0u; w < 4u; w++) {
+        var word = 0u;
+        for (var k = 0u; k < 4u; k++) {
+            let j = 4u * w + k;
+            let lo = min(15, i32((*x)[32u * b + j] * id + 8.5));
+            let hi = min(15, i32((*x)[32u * b + j + 16u] * id + 8.5));
+            word |= (u32(lo) | (u32(hi) << 4u)) << (8u * k);
+        }
+        (*q)[w] = word;
+    }
+    return pack2x16float(vec2<f32>(d, 0.0)) & 0xffffu;
 }
 
 // kvq_div is a / b (positive normal floats) correctly rounded, as the

@@ -6,7 +6,7 @@
 // kvq_put stores row x (the head_dim values of head h at cache position
 // pos) into the keys' cache (v false) or the values' (v true) of type ty,
 // in every slot that holds pos: a float cache (ty 0) as kv_store lays it
-// out (f32 words, or binary16 pairs with f16); a q8_0 cache rotated by
+// out (f32 words, or binary16 pairs with f16); a block cache rotated by
 // H_rot first (rot > 0), then as kvq_words rows, keys and values alike
 // ([kv_heads][slots][kvq_words]). One invocation writes the row whole:
 // a block needs its 32 values and a rotation the head's.
@@ -38,19 +38,20 @@ fn kvq_put(v: bool, h: u32, pos: u32, x: ptr<function, array<f32, 256>>, ty: u32
     if rot > 0u {
         kvq_rotate(x, hd, rot);
     }
-    let words = kvq_words(hd);
+    let words = kvq_words(ty, hd);
     let nb = hd / 32u;
+    let bw = kvq_block_words(ty);
     var q: array<u32, 8>;
     var lo = 0u; // the scale bits of the pair's even block
     for (var b = 0u; b < nb; b++) {
-        let bits = kvq_quant8(x, b, &q);
+        let bits = kvq_quant(ty, x, b, &q);
         for (var c = 0u; c < kv_copies(); c++) {
             let row = (h * n + kv_slot(pos) + c * p.ring) * words;
-            for (var w = 0u; w < 8u; w++) {
-                kvq_set(v, row + 8u * b + w, q[w]);
+            for (var w = 0u; w < bw; w++) {
+                kvq_set(v, row + bw * b + w, q[w]);
             }
             if (b & 1u) == 1u || b + 1u == nb {
-                kvq_set(v, row + hd / 4u + b / 2u, select(bits, lo | (bits << 16u), (b & 1u) == 1u));
+                kvq_set(v, row + bw * nb + b / 2u, select(bits, lo | (bits << 16u), (b & 1u) == 1u));
             }
         }
         lo = bits;
