@@ -115,8 +115,8 @@ func TestQuantizedKVCache(t *testing.T) {
 	})
 }
 
-// TestQuantizedKVCacheRefused: the GPU backends, whose kernels keep q8_0
-// and q4_0 blocks only (gpu.Caps.QuantKVTypes), refuse a q4_1 cache at
+// TestQuantizedKVCacheRefused: the GPU backends, whose kernels keep every
+// block type but iq4_nl (gpu.Caps.QuantKVTypes), refuse an iq4_nl cache at
 // load with ErrOptions wrapping gpu.ErrUnsupported.
 func TestQuantizedKVCacheRefused(t *testing.T) {
 	ck, err := gguf.Load(kvrotPath)
@@ -126,12 +126,12 @@ func TestQuantizedKVCacheRefused(t *testing.T) {
 	for _, backend := range []string{"webgpu", "vulkan"} {
 		t.Run(backend, func(t *testing.T) {
 			be := openBackend(t, backend)
-			if c := be.Caps(); !c.QuantKV || c.QuantKVTypes.Has(fusion.KVQ4_1) || !c.QuantKVTypes.Has(fusion.KVQ8_0) {
-				t.Fatalf("%s reports QuantKV %v, types %v: want q8_0 and q4_0", backend, c.QuantKV, c.QuantKVTypes)
+			if c := be.Caps(); !c.QuantKV || c.QuantKVTypes.Has(fusion.KVIQ4NL) || !c.QuantKVTypes.Has(fusion.KVQ8_0) {
+				t.Fatalf("%s reports QuantKV %v, types %v: want all but iq4_nl", backend, c.QuantKV, c.QuantKVTypes)
 			}
-			_, err := pipeline.FromCheckpoint(context.Background(), ck, pipeline.Options{Backend: be, MaxCache: 32, CacheTypeK: fusion.KVQ4_1, CacheTypeV: fusion.KVQ8_0})
+			_, err := pipeline.FromCheckpoint(context.Background(), ck, pipeline.Options{Backend: be, MaxCache: 32, CacheTypeK: fusion.KVIQ4NL, CacheTypeV: fusion.KVQ8_0})
 			if !errors.Is(err, pipeline.ErrOptions) || !errors.Is(err, gpu.ErrUnsupported) {
-				t.Fatalf("load with a q4_1 K cache: %v, want ErrOptions and gpu.ErrUnsupported", err)
+				t.Fatalf("load with an iq4_nl K cache: %v, want ErrOptions and gpu.ErrUnsupported", err)
 			}
 		})
 	}

@@ -148,11 +148,13 @@ var<workgroup> sc: array<f32, 64>;
 // attention_f16 on one) is read as the CPU backend reads it: with block
 // keys the query row, rotated by H_krot first where the keys were, is
 // quantized to q8_0 once per workgroup (kvq_query, into kvq_q and kvq_d)
-// and each score is the sum over blocks of d_k*d_q*Σ k_j q_j; block values
-// are dequantized (d*q, d*(n-8)) into the weighted sum, and with rotated values
+// (q8_1 with its block sums for q4_1 and q5_1 keys) and each score is the
+// sum over blocks of d_k*d_q*Σ k_j q_j (+ m_k*s_q); block values are
+// dequantized (d*q, d*q + m) into the weighted sum, and with rotated values
 // the head's output is rotated back by H_vrot (its own inverse).
 var<workgroup> kvq_q: array<u32, 64>; // the quantized query, four int8 to a word
 var<workgroup> kvq_d: array<f32, 8>;  // its block scales
+var<workgroup> kvq_s: array<f32, 8>;  // its block sums (q8_1, for keys with a minimum)
 var<workgroup> kvq_o: array<f32, 256>; // the output row being rotated back
 
 // kvq_query quantizes query row qb into kvq_q and kvq_d (invocation 0;
@@ -169,53 +171,74 @@ fn kvq_query(qb: u32, i: u32) {
         var q: array<u32, 8>;
         for (var b = 0u; b < p.head_dim / 32u; b++) {
             kvq_d[b] = unpack2x16float(kvq_quant8(&x, b, &q)).x;
+            var amax = 0.0;
+            var sq = 0;
             for (var w = 0u; w < 8u; w++) {
                 kvq_q[8u * b + w] = q[w];
+                for (var j = 0u; j < 4u; j++) {
+                    amax = max(amax, abs(x[32u * b + 4u * w + j]));
+                    sq += i32(kvq_i8(q[w], j));
+                }
             }
+            // q8_1's block sum (keys with a minimum): f16(amax/127 * Σq),
+            // amax/127 unrounded, as llama.cpp's x86 quantize_row_q8_1.
+            var s1 = 0.0;
+            if amax != 0.0 {
+                s1 = to_f16(kvq_div(amax, 127.0) * f32(sq));
+            }
+            kvq_s[b] = s1;
         }
     }
     workgroupBarrier();
 }
 
 // kvq_key_dot is the quantized query times the key row at word kr: per
-// block d_k*d_q*Σ k_j q_j, the sum exact in i32 (q4_0: the nibbles less 8).
+// block d_k*d_q*Σ k_j q_j (+ m_k*s_q for q4_1 and q5_1, s_q the q8_1
+// query's block sum), the integer sum exact in i32.
 fn kvq_key_dot(kr: u32) -> f32 {
     let ty = kvq_ktype();
     let bw = kvq_block_words(ty);
-    let nb = p.head_dim / 32u;
     var s = 0.0;
-    for (var b = 0u; b < nb; b++) {
+    for (var b = 0u; b < p.head_dim / 32u; b++) {
         var si = 0;
-        if ty == KVQ_Q4_0 {
-            for (var j = 0u; j < 16u; j++) {
-                let n = (kc[kr + 4u * b + j / 4u] >> (8u * (j % 4u))) & 0xffu;
-                let q0 = kvq_q[8u * b + j / 4u];
-                let q1 = kvq_q[8u * b + 4u + j / 4u];
-                si += (i32(n & 15u) - 8) * i32(kvq_i8(q0, j % 4u)) + (i32(n >> 4u) - 8) * i32(kvq_i8(q1, j % 4u));
+        let kb = kr + bw * b;
+        if ty == KVQ_Q8_0 {
+            for (var w = 0u; w < 8u; w++) {
+                si += kvq_dot4(kc[kb + w], kvq_q[8u * b + w]);
             }
         } else {
-            for (var w = 0u; w < 8u; w++) {
-                si += kvq_dot4(kc[kr + 8u * b + w], kvq_q[8u * b + w]);
+            let qh = kc[kb + bw - 1u]; // the 5-bit types' high bits (unused otherwise)
+            for (var j = 0u; j < 32u; j++) {
+                let k = kvq_level(ty, kc[kb + (j % 16u) / 4u], qh, j);
+                si += k * i32(kvq_i8(kvq_q[8u * b + j / 4u], j % 4u));
             }
         }
-        let dk = unpack2x16float(kc[kr + bw * nb + b / 2u])[b & 1u];
-        s += dk * kvq_d[b] * f32(si);
+        let dm = kvq_scales(ty, kc[kr + kvq_scale_word(ty, p.head_dim, b)], b);
+        if kvq_min(ty) {
+            s += dm.x * kvq_d[b] * f32(si) + dm.y * kvq_s[b];
+        } else {
+            s += dm.x * kvq_d[b] * f32(si);
+        }
     }
     return s;
 }
 
-// kvq_value is dim d of the value row at word vr (d*q; q4_0: d*(n-8)).
+// kvq_value is dim d of the value row at word vr: d*q, d*q + m.
 fn kvq_value(vr: u32, d: u32) -> f32 {
     let ty = kvq_vtype();
     let bw = kvq_block_words(ty);
     let b = d / 32u;
-    let dv = unpack2x16float(vc[vr + bw * (p.head_dim / 32u) + b / 2u])[b & 1u];
-    if ty == KVQ_Q4_0 {
-        let j = d % 32u;
-        let n = (vc[vr + 4u * b + (j % 16u) / 4u] >> (8u * (j % 4u) + 4u * (j / 16u))) & 15u;
-        return f32(i32(n) - 8) * dv;
+    let dm = kvq_scales(ty, vc[vr + kvq_scale_word(ty, p.head_dim, b)], b);
+    if ty == KVQ_Q8_0 {
+        return kvq_i8(vc[vr + d / 4u], d % 4u) * dm.x;
     }
-    return kvq_i8(vc[vr + d / 4u], d % 4u) * dv;
+    let j = d % 32u;
+    let vb = vr + bw * b;
+    let n = f32(kvq_level(ty, vc[vb + (j % 16u) / 4u], vc[vb + bw - 1u], j));
+    if kvq_min(ty) {
+        return n * dm.x + dm.y;
+    }
+    return n * dm.x;
 }
 
 @compute @workgroup_size(64)

@@ -30,21 +30,24 @@ type kvGolden struct {
 	DecodeLogits  [][]float64 `json:"decode_logits"`
 }
 
-// TestKVQuantGoldens holds the q8_0 caches of WebGPU and Vulkan to
+// TestKVQuantGoldens holds the block caches of WebGPU and Vulkan to
 // llama.cpp's logits with the same -ctk/-ctv, at the CPU backend's
 // tolerance (its TestKVQuantGoldens: 5e-3): the head-dim-128 Qwen3 whose
 // caches llama.cpp rotates (keys by H_128, values by H_64), and arch2's
 // Qwen3 of head dim 32, not rotated: the prompt in one step with every
 // row's logits, then a decode step per greedy id of llama.cpp's, whose
 // ids must be the GPU's wherever llama.cpp's top two are 0.05 apart
-// (measured on lavapipe and SwiftShader: 4.3e-4 and 5.7e-7, the CPU's
-// figures). The q4_0-and-other goldens wait for those types' kernels
-// (Caps.QuantKVTypes).
+// (measured on lavapipe and SwiftShader, the CPU's figures: q8_0 4.3e-4,
+// q4_0 5.4e-5, q8_0/q4_0 2.9e-3, q4_1 2.9e-3, q5_0 5.4e-4, q5_1 1.5e-3;
+// arch2 6e-7). iq4_nl waits for its kernels (Caps.QuantKVTypes).
 func TestKVQuantGoldens(t *testing.T) {
 	cases := []struct{ model, golden string }{
 		{kvGoldenDir + "kvrot-qwen3.gguf", "kvrot-qwen3.q8_0-q8_0.json"},
 		{kvGoldenDir + "kvrot-qwen3.gguf", "kvrot-qwen3.q4_0-q4_0.json"},
 		{kvGoldenDir + "kvrot-qwen3.gguf", "kvrot-qwen3.q8_0-q4_0.json"},
+		{kvGoldenDir + "kvrot-qwen3.gguf", "kvrot-qwen3.q4_1-q4_1.json"},
+		{kvGoldenDir + "kvrot-qwen3.gguf", "kvrot-qwen3.q5_0-q5_0.json"},
+		{kvGoldenDir + "kvrot-qwen3.gguf", "kvrot-qwen3.q5_1-q5_1.json"},
 		{testmodels.Path(t, "arch2", "qwen3.gguf"), "qwen3.q8_0-q8_0.json"},
 		{testmodels.Path(t, "arch2", "qwen3.gguf"), "qwen3.q4_0-q4_0.json"},
 	}

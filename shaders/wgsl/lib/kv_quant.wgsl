@@ -1,16 +1,17 @@
 // Library snippet, not a family: a family's line "// include: kv_quant"
 // is replaced by what follows (shaders.expandIncludes). The arithmetic of
-// quantized caches (fusion.KVType; q8_0 and q4_0 on the GPU so far): the
+// quantized caches (fusion.KVType; q8_0, q4_0, q4_1, q5_0, q5_1 on the GPU so far): the
 // Walsh-Hadamard rotation, the blocks and their dot products, with the
 // same float32 operations as the CPU backend (internal/backend/cpu
 // kvquant.go), so a store gives the CPU's blocks bit for bit.
 //
 // A quantized cache row (one head's keys, or values, at one slot) is
 // kvq_words(type, head_dim) words: the quants of every block in ggml's
-// byte order (q8_0: int8 element j in byte j%4 of word j/4, 8 words a
-// block; q4_0: byte j of the block's 16, 4 words, holds element j in its
-// low nibble and j+16 in its high one), then each block's binary16 scale,
-// two to a word (block b in half b%2 of word b/2). p.kv_quant packs the
+// byte order (kvq_block_words: q8_0's int8 element j in byte j%4 of word
+// j/4; the others' nibbles, byte j of 16 holding element j low and j+16
+// high, then the 5-bit types' high bits), then the scales: each block's
+// binary16 d, two to a word (block b in half b%2 of word b/2), or for
+// q4_1 and q5_1 a word per block of d and m. p.kv_quant packs the
 // cache's types and rotations (shaders.KVQuant).
 
 const KVQ_MAX: u32 = 256u; // the largest head dim of a quantized cache (the planner refuses more)
@@ -33,30 +34,126 @@ fn kvq_vrot() -> u32 {
 
 const KVQ_Q8_0: u32 = 1u; // fusion.KVQ8_0
 const KVQ_Q4_0: u32 = 2u; // fusion.KVQ4_0
+const KVQ_Q4_1: u32 = 3u; // fusion.KVQ4_1
+const KVQ_Q5_0: u32 = 4u; // fusion.KVQ5_0
+const KVQ_Q5_1: u32 = 5u; // fusion.KVQ5_1
 
-// kvq_block_words is the quant words of one block of type ty.
+// kvq_block_words is the quant words of one block of type ty: 8 int8
+// words (q8_0), or 4 words of nibbles (byte j: element j low, j+16 high)
+// and for the 5-bit types their u32 of high bits (bit j: element j's).
 fn kvq_block_words(ty: u32) -> u32 {
-    return select(8u, 4u, ty == KVQ_Q4_0);
+    if ty == KVQ_Q8_0 {
+        return 8u;
+    }
+    return select(4u, 5u, ty == KVQ_Q5_0 || ty == KVQ_Q5_1);
+}
+
+// kvq_min reports whether ty's blocks carry a minimum m (d*q + m): then
+// each block's scales are one word (d low, m high), else two blocks' d
+// share a word.
+fn kvq_min(ty: u32) -> bool {
+    return ty == KVQ_Q4_1 || ty == KVQ_Q5_1;
 }
 
 // kvq_words is the words of one row of hd values of type ty.
 fn kvq_words(ty: u32, hd: u32) -> u32 {
-    return hd / 32u * kvq_block_words(ty) + (hd / 32u + 1u) / 2u;
+    let nb = hd / 32u;
+    return nb * kvq_block_words(ty) + select((nb + 1u) / 2u, nb, kvq_min(ty));
 }
 
-// kvq_quant quantizes block b of x to type ty (kvq_quant8, kvq_quant4).
-fn kvq_quant(ty: u32, x: ptr<function, array<f32, 256>>, b: u32, q: ptr<function, array<u32, 8>>) -> u32 {
-    if ty == KVQ_Q4_0 {
-        return kvq_quant4(x, b, q);
+// kvq_scales is block b's (d, m) from the scale words of a row, sw being
+// the word holding b's (kvq_scale_word).
+fn kvq_scales(ty: u32, sw: u32, b: u32) -> vec2<f32> {
+    let h = unpack2x16float(sw);
+    if kvq_min(ty) {
+        return h;
     }
-    return kvq_quant8(x, b, q);
+    return vec2<f32>(h[b & 1u], 0.0);
 }
 
-// kvq_quant4 quantizes block b of x to q4_0 as llama.cpp's
-// quantize_row_q4_0_ref: mx the value of largest magnitude (the first),
-// d = mx/-8, q = min(15, trunc(x/d + 8.5)) with 1/d exact, elements j and
-// j+16 in the low and high nibbles of byte j (the first 4 words of q).
-fn kvq_quant4(x: ptr<function, array<f32, 256>>, b: u32, q: ptr<function, array<u32, 8>>) -> u32 {
+// kvq_scale_word is the index within a row of hd values of block b's
+// scale word.
+fn kvq_scale_word(ty: u32, hd: u32, b: u32) -> u32 {
+    return hd / 32u * kvq_block_words(ty) + select(b / 2u, b, kvq_min(ty));
+}
+
+// kvq_level is the level of element j (0..31) of a 4- or 5-bit block,
+// nw being the nibble word holding byte j%16 and qh the high bits: the
+// nibble (or 5 bits) less 8 (q4_0) or 16 (q5_0), as is for the _1 types.
+fn kvq_level(ty: u32, nw: u32, qh: u32, j: u32) -> i32 {
+    var n = (nw >> (8u * (j % 4u) + 4u * (j / 16u))) & 15u;
+    if ty == KVQ_Q5_0 || ty == KVQ_Q5_1 {
+        n |= ((qh >> j) & 1u) << 4u;
+    }
+    if ty == KVQ_Q4_0 {
+        return i32(n) - 8;
+    }
+    if ty == KVQ_Q5_0 {
+        return i32(n) - 16;
+    }
+    return i32(n);
+}
+
+// kvq_quant quantizes block b of x to type ty (kvq_quant8, kvq_quant4,
+// kvq_quant_min), its quants into q, its scale bits returned (d; with a
+// minimum d | m << 16).
+fn kvq_quant(ty: u32, x: ptr<function, array<f32, 256>>, b: u32, q: ptr<function, array<u32, 8>>) -> u32 {
+    if ty == KVQ_Q8_0 {
+        return kvq_quant8(x, b, q);
+    }
+    if kvq_min(ty) {
+        return kvq_quant_min(ty, x, b, q);
+    }
+    return kvq_quant4(ty, x, b, q);
+}
+
+// kvq_quant_min quantizes block b of x to q4_1 or q5_1 as llama.cpp's
+// quantize_row_q4_1_ref / q5_1_ref: lo and hi its extremes, d = (hi -
+// lo)/15 (31), q = trunc((x - lo)/d + 0.5) (q4_1: at most 15), the
+// divisions exact.
+fn kvq_quant_min(ty: u32, x: ptr<function, array<f32, 256>>, b: u32, q: ptr<function, array<u32, 8>>) -> u32 {
+    var lo = 3.4028234e38;
+    var hi = -3.4028234e38;
+    for (var j = 0u; j < 32u; j++) {
+        lo = min(lo, (*x)[32u * b + j]);
+        hi = max(hi, (*x)[32u * b + j]);
+    }
+    let five = ty == KVQ_Q5_1;
+    var d = 0.0;
+    var id = 0.0;
+    if hi - lo > 0.0 {
+        d = kvq_div(hi - lo, select(15.0, 31.0, five));
+        id = kvq_div(1.0, d);
+    }
+    var qh = 0u;
+    for (var w = 0u; w < 4u; w++) {
+        var word = 0u;
+        for (var k = 0u; k < 4u; k++) {
+            let j = 4u * w + k;
+            var a = u32(i32(((*x)[32u * b + j] - lo) * id + 0.5));
+            var c = u32(i32(((*x)[32u * b + j + 16u] - lo) * id + 0.5));
+            if five {
+                a = a & 0xffu;
+                c = c & 0xffu;
+                qh |= ((a >> 4u) & 1u) << j | ((c >> 4u) & 1u) << (j + 16u);
+            } else {
+                a = min(15u, a);
+                c = min(15u, c);
+            }
+            word |= ((a & 15u) | ((c & 15u) << 4u)) << (8u * k);
+        }
+        (*q)[w] = word;
+    }
+    (*q)[4] = qh;
+    return pack2x16float(vec2<f32>(d, lo));
+}
+
+// kvq_quant4 quantizes block b of x to q4_0 or q5_0 as llama.cpp's
+// quantize_row_q4_0_ref / q5_0_ref: mx the value of largest magnitude
+// (the first), d = mx/-8 (-16), q = min(15, trunc(x/d + 8.5)) (31, 16.5)
+// with 1/d exact, elements j and j+16 in the low and high nibbles of byte
+// j (the first 4 words of q), q5_0's fifth bits in word 4.
+fn kvq_quant4(ty: u32, x: ptr<function, array<f32, 256>>, b: u32, q: ptr<function, array<u32, 8>>) -> u32 {
     var amax = 0.0;
     var mx = 0.0;
     for (var j = 0u; j < 32u; j++) {
@@ -66,7 +163,10 @@ fn kvq_quant4(x: ptr<function, array<f32, 256>>, b: u32, q: ptr<function, array<
             mx = v;
         }
     }
-    let d = mx * -0.125; // mx / -8, exact
+    let five = ty == KVQ_Q5_0;
+    let d = mx * select(-0.125, -0.0625, five); // mx / -8 or -16, exact
+    let top = select(15, 31, five);
+    let half = select(8.5, 16.5, five);
     var id = 0.0;
     if d != 0.0 {
         id = kvq_div(1.0, abs(d));
@@ -74,16 +174,19 @@ fn kvq_quant4(x: ptr<function, array<f32, 256>>, b: u32, q: ptr<function, array<
             id = -id;
         }
     }
+    var qh = 0u;
     for (var w = 0u; w < 4u; w++) {
         var word = 0u;
         for (var k = 0u; k < 4u; k++) {
             let j = 4u * w + k;
-            let lo = min(15, i32((*x)[32u * b + j] * id + 8.5));
-            let hi = min(15, i32((*x)[32u * b + j + 16u] * id + 8.5));
-            word |= (u32(lo) | (u32(hi) << 4u)) << (8u * k);
+            let a = u32(min(top, i32((*x)[32u * b + j] * id + half)));
+            let c = u32(min(top, i32((*x)[32u * b + j + 16u] * id + half)));
+            qh |= ((a >> 4u) & 1u) << j | ((c >> 4u) & 1u) << (j + 16u);
+            word |= ((a & 15u) | ((c & 15u) << 4u)) << (8u * k);
         }
         (*q)[w] = word;
     }
+    (*q)[4] = qh;
     return pack2x16float(vec2<f32>(d, 0.0)) & 0xffffu;
 }
 

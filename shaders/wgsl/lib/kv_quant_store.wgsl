@@ -50,7 +50,9 @@ fn kvq_put(v: bool, h: u32, pos: u32, x: ptr<function, array<f32, 256>>, ty: u32
             for (var w = 0u; w < bw; w++) {
                 kvq_set(v, row + bw * b + w, q[w]);
             }
-            if (b & 1u) == 1u || b + 1u == nb {
+            if kvq_min(ty) {
+                kvq_set(v, row + bw * nb + b, bits);
+            } else if (b & 1u) == 1u || b + 1u == nb {
                 kvq_set(v, row + bw * nb + b / 2u, select(bits, lo | (bits << 16u), (b & 1u) == 1u));
             }
         }
