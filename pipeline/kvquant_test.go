@@ -115,23 +115,20 @@ func TestQuantizedKVCache(t *testing.T) {
 	})
 }
 
-// TestQuantizedKVCacheRefused: the GPU backends, whose kernels keep every
-// block type but iq4_nl (gpu.Caps.QuantKVTypes), refuse an iq4_nl cache at
-// load with ErrOptions wrapping gpu.ErrUnsupported.
+// TestQuantizedKVCacheRefused: the GPU backends keep every block type
+// (gpu.Caps.QuantKVTypes) but refuse a quantized cache whose heads exceed
+// their kernels' 256 dims at load with an error wrapping
+// gpu.ErrUnsupported.
 func TestQuantizedKVCacheRefused(t *testing.T) {
-	ck, err := gguf.Load(kvrotPath)
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, backend := range []string{"webgpu", "vulkan"} {
 		t.Run(backend, func(t *testing.T) {
 			be := openBackend(t, backend)
-			if c := be.Caps(); !c.QuantKV || c.QuantKVTypes.Has(fusion.KVIQ4NL) || !c.QuantKVTypes.Has(fusion.KVQ8_0) {
-				t.Fatalf("%s reports QuantKV %v, types %v: want all but iq4_nl", backend, c.QuantKV, c.QuantKVTypes)
+			if c := be.Caps(); !c.QuantKV || c.QuantKVTypes != fusion.AllKVTypes() {
+				t.Fatalf("%s reports QuantKV %v, types %v: want every block type", backend, c.QuantKV, c.QuantKVTypes)
 			}
-			_, err := pipeline.FromCheckpoint(context.Background(), ck, pipeline.Options{Backend: be, MaxCache: 32, CacheTypeK: fusion.KVIQ4NL, CacheTypeV: fusion.KVQ8_0})
-			if !errors.Is(err, pipeline.ErrOptions) || !errors.Is(err, gpu.ErrUnsupported) {
-				t.Fatalf("load with an iq4_nl K cache: %v, want ErrOptions and gpu.ErrUnsupported", err)
+			_, err := be.NewKVCache(fusion.KVSpec{Layers: 1, KVHeads: 1, HeadDim: 512, MaxLen: 8, K: fusion.KVQ8_0})
+			if !errors.Is(err, gpu.ErrUnsupported) {
+				t.Fatalf("a q8_0 cache of 512-dim heads: %v, want gpu.ErrUnsupported", err)
 			}
 		})
 	}

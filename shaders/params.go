@@ -198,8 +198,7 @@ type KVParams struct {
 
 // KVQuant is the kv_quant code of the store and attention kernels for a
 // cache of keys of type k and values of type v (fusion.KVType codes: 0
-// float, 1 q8_0, 2 q4_0, 3 q4_1, 4 q5_0, 5 q5_1: the block types the
-// kernels keep so far) rotated by
+// float, 1 q8_0, 2 q4_0, 3 q4_1, 4 q5_0, 5 q5_1, 6 iq4_nl) rotated by
 // H_krot and H_vrot (fusion.KVSpec.KRotation, VRotation; 0: none): 0 for
 // a float cache. Bits 0-3 k, 4-7 v, 8-23 krot, 24-31 vrot
 // (wgsl/lib/kv_quant.wgsl).

@@ -102,7 +102,7 @@ func (b *backend) Caps() gpu.Caps {
 	c.RecurrentState = true // caches keep states; ShortConv, Mamba2 and DeltaNet run (shortconv.go, mamba2.go, deltanet.go)
 	c.CopyState = true      // CopyState copies them (checkpoints)
 	c.MaxSteps, c.MaxStops = shaders.MaxSteps, shaders.MaxStops
-	c.QuantKV, c.QuantKVTypes = true, quantKVTypes // q8_0, q4_0, q4_1, q5_0, q5_1 (kvcache.go); iq4_nl is refused
+	c.QuantKV, c.QuantKVTypes = true, quantKVTypes // every block type (kvcache.go; heads of at most 256 dims)
 	return c
 }
 

@@ -146,7 +146,7 @@ func kvWords(spec fusion.KVSpec, l int) int {
 }
 
 // quantKVTypes are the block types the kernels keep (gpu.Caps.QuantKVTypes).
-var quantKVTypes = fusion.KVTypes(fusion.KVQ8_0, fusion.KVQ4_0, fusion.KVQ4_1, fusion.KVQ5_0, fusion.KVQ5_1)
+var quantKVTypes = fusion.AllKVTypes()
 
 // maxQuantHeadDim is the largest head dim of a quantized cache
 // (KVQ_MAX, shaders/wgsl/lib/kv_quant.wgsl: a row is rotated and
@@ -175,7 +175,7 @@ func checkQuantKV(spec fusion.KVSpec) error {
 
 // kvRowWords is the words of one head's keys (t = spec.K) or values (t =
 // spec.V) at one slot of layer l: kvWords for a float cache, or a block
-// row's quants (q8_0: 8 words a block; q4_0, q4_1: 4 of nibbles; q5_0,
+// row's quants (q8_0: 8 words a block; q4_0, q4_1, iq4_nl: 4 of nibbles; q5_0,
 // q5_1: 5, with the high bits) and scales (binary16 d two to a word; q4_1
 // and q5_1: d and m, a word per block): kv_quant.wgsl's kvq_words. A
 // block cache keeps keys and values alike as [kv_heads][slots][row words].

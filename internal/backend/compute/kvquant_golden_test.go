@@ -38,8 +38,8 @@ type kvGolden struct {
 // row's logits, then a decode step per greedy id of llama.cpp's, whose
 // ids must be the GPU's wherever llama.cpp's top two are 0.05 apart
 // (measured on lavapipe and SwiftShader, the CPU's figures: q8_0 4.3e-4,
-// q4_0 5.4e-5, q8_0/q4_0 2.9e-3, q4_1 2.9e-3, q5_0 5.4e-4, q5_1 1.5e-3;
-// arch2 6e-7). iq4_nl waits for its kernels (Caps.QuantKVTypes).
+// q4_0 5.4e-5, q8_0/q4_0 2.9e-3, q4_1 2.9e-3, q5_0 5.4e-4, q5_1 1.5e-3,
+// iq4_nl 2.5e-4; arch2 6e-7).
 func TestKVQuantGoldens(t *testing.T) {
 	cases := []struct{ model, golden string }{
 		{kvGoldenDir + "kvrot-qwen3.gguf", "kvrot-qwen3.q8_0-q8_0.json"},
@@ -48,6 +48,7 @@ func TestKVQuantGoldens(t *testing.T) {
 		{kvGoldenDir + "kvrot-qwen3.gguf", "kvrot-qwen3.q4_1-q4_1.json"},
 		{kvGoldenDir + "kvrot-qwen3.gguf", "kvrot-qwen3.q5_0-q5_0.json"},
 		{kvGoldenDir + "kvrot-qwen3.gguf", "kvrot-qwen3.q5_1-q5_1.json"},
+		{kvGoldenDir + "kvrot-qwen3.gguf", "kvrot-qwen3.iq4_nl-iq4_nl.json"},
 		{testmodels.Path(t, "arch2", "qwen3.gguf"), "qwen3.q8_0-q8_0.json"},
 		{testmodels.Path(t, "arch2", "qwen3.gguf"), "qwen3.q4_0-q4_0.json"},
 	}

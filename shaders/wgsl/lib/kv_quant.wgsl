@@ -1,6 +1,6 @@
 // Library snippet, not a family: a family's line "// include: kv_quant"
 // is replaced by what follows (shaders.expandIncludes). The arithmetic of
-// quantized caches (fusion.KVType; q8_0, q4_0, q4_1, q5_0, q5_1 on the GPU so far): the
+// quantized caches (fusion.KVType: every block type): the
 // Walsh-Hadamard rotation, the blocks and their dot products, with the
 // same float32 operations as the CPU backend (internal/backend/cpu
 // kvquant.go), so a store gives the CPU's blocks bit for bit.
@@ -37,6 +37,17 @@ const KVQ_Q4_0: u32 = 2u; // fusion.KVQ4_0
 const KVQ_Q4_1: u32 = 3u; // fusion.KVQ4_1
 const KVQ_Q5_0: u32 = 4u; // fusion.KVQ5_0
 const KVQ_Q5_1: u32 = 5u; // fusion.KVQ5_1
+const KVQ_IQ4NL: u32 = 6u; // fusion.KVIQ4NL
+
+// The 16 levels of IQ4_NL (llama.cpp's kvalues_iq4nl).
+const KVQ_IQ4NL_LEVELS = array<i32, 16>(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+
+// kvq_nl is IQ4_NL's level i (a local copy: wgpu's naga indexes no const
+// array dynamically).
+fn kvq_nl(i: u32) -> i32 {
+    var lv = KVQ_IQ4NL_LEVELS;
+    return lv[i];
+}
 
 // kvq_block_words is the quant words of one block of type ty: 8 int8
 // words (q8_0), or 4 words of nibbles (byte j: element j low, j+16 high)
@@ -79,7 +90,8 @@ fn kvq_scale_word(ty: u32, hd: u32, b: u32) -> u32 {
 
 // kvq_level is the level of element j (0..31) of a 4- or 5-bit block,
 // nw being the nibble word holding byte j%16 and qh the high bits: the
-// nibble (or 5 bits) less 8 (q4_0) or 16 (q5_0), as is for the _1 types.
+// nibble (or 5 bits) less 8 (q4_0) or 16 (q5_0), as is for the _1 types,
+// IQ4_NL's level of the nibble for iq4_nl.
 fn kvq_level(ty: u32, nw: u32, qh: u32, j: u32) -> i32 {
     var n = (nw >> (8u * (j % 4u) + 4u * (j / 16u))) & 15u;
     if ty == KVQ_Q5_0 || ty == KVQ_Q5_1 {
@@ -88,6 +100,9 @@ fn kvq_level(ty: u32, nw: u32, qh: u32, j: u32) -> i32 {
     if ty == KVQ_Q4_0 {
         return i32(n) - 8;
     }
+    if ty == KVQ_IQ4NL {
+        return kvq_nl(n);
+    }
     if ty == KVQ_Q5_0 {
         return i32(n) - 16;
     }
@@ -95,7 +110,7 @@ fn kvq_level(ty: u32, nw: u32, qh: u32, j: u32) -> i32 {
 }
 
 // kvq_quant quantizes block b of x to type ty (kvq_quant8, kvq_quant4,
-// kvq_quant_min), its quants into q, its scale bits returned (d; with a
+// kvq_quant_min, kvq_quant_nl), its quants into q, its scale bits returned (d; with a
 // minimum d | m << 16).
 fn kvq_quant(ty: u32, x: ptr<function, array<f32, 256>>, b: u32, q: ptr<function, array<u32, 8>>) -> u32 {
     if ty == KVQ_Q8_0 {
@@ -103,6 +118,9 @@ fn kvq_quant(ty: u32, x: ptr<function, array<f32, 256>>, b: u32, q: ptr<function
     }
     if kvq_min(ty) {
         return kvq_quant_min(ty, x, b, q);
+    }
+    if ty == KVQ_IQ4NL {
+        return kvq_quant_nl(x, b, q);
     }
     return kvq_quant4(ty, x, b, q);
 }
@@ -146,6 +164,85 @@ fn kvq_quant_min(ty: u32, x: ptr<function, array<f32, 256>>, b: u32, q: ptr<func
     }
     (*q)[4] = qh;
     return pack2x16float(vec2<f32>(d, lo));
+}
+
+// kvq_sdiv is a / b for nonzero b, either sign, as kvq_div.
+fn kvq_sdiv(a: f32, b: f32) -> f32 {
+    if a == 0.0 {
+        return a / b;
+    }
+    let q = kvq_div(abs(a), abs(b));
+    return select(q, -q, (a < 0.0) != (b < 0.0));
+}
+
+// kvq_best_nl is llama.cpp's best_index_int8 over the IQ4_NL levels: the
+// nearest level's index (a binary search, then the nearer neighbour).
+fn kvq_best_nl(x: f32) -> u32 {
+    if x <= f32(kvq_nl(0u)) {
+        return 0u;
+    }
+    if x >= f32(kvq_nl(15u)) {
+        return 15u;
+    }
+    var ml = 0u;
+    var mu = 15u;
+    while mu - ml > 1u {
+        let mav = (ml + mu) / 2u;
+        if x < f32(kvq_nl(mav)) {
+            mu = mav;
+        } else {
+            ml = mav;
+        }
+    }
+    if x - f32(kvq_nl(mu - 1u)) < f32(kvq_nl(mu)) - x {
+        return mu - 1u;
+    }
+    return mu;
+}
+
+// kvq_quant_nl quantizes block b of x to iq4_nl as llama.cpp's
+// quantize_row_iq4_nl_ref (one block, no importance weights): the levels
+// nearest x/d for d = mx/-127, then the scale refit by least squares
+// weighted by x² (sumqx/sumq2), the divisions exact.
+fn kvq_quant_nl(x: ptr<function, array<f32, 256>>, b: u32, q: ptr<function, array<u32, 8>>) -> u32 {
+    var amax = 0.0;
+    var mx = 0.0;
+    for (var j = 0u; j < 32u; j++) {
+        let v = (*x)[32u * b + j];
+        if abs(v) > amax {
+            amax = abs(v);
+            mx = v;
+        }
+    }
+    var l: array<u32, 32>;
+    var scale = 0.0;
+    if amax >= 1e-15 {
+        let d = kvq_sdiv(mx, -127.0);
+        let id = kvq_sdiv(1.0, d);
+        var sumqx = 0.0;
+        var sumq2 = 0.0;
+        for (var j = 0u; j < 32u; j++) {
+            let v = (*x)[32u * b + j];
+            let k = kvq_best_nl(id * v);
+            l[j] = k;
+            let lv = f32(kvq_nl(k));
+            let w = v * v;
+            sumqx += w * lv * v;
+            sumq2 += w * lv * lv;
+        }
+        if sumq2 > 0.0 {
+            scale = kvq_sdiv(sumqx, sumq2);
+        }
+    }
+    for (var w = 0u; w < 4u; w++) {
+        var word = 0u;
+        for (var k = 0u; k < 4u; k++) {
+            let j = 4u * w + k;
+            word |= (l[j] | (l[j + 16u] << 4u)) << (8u * k);
+        }
+        (*q)[w] = word;
+    }
+    return pack2x16float(vec2<f32>(scale, 0.0)) & 0xffffu;
 }
 
 // kvq_quant4 quantizes block b of x to q4_0 or q5_0 as llama.cpp's
