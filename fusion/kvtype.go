@@ -187,3 +187,46 @@ func (s KVSpec) CheckTypes() error {
 	}
 	return nil
 }
+
+// KVTypeSet is a set of block types (gpu.Caps.QuantKVTypes: the ones a
+// backend's caches keep).
+type KVTypeSet uint16
+
+// KVTypes is the set of ts.
+func KVTypes(ts ...KVType) KVTypeSet {
+	var s KVTypeSet
+	for _, t := range ts {
+		if t < numKVTypes {
+			s |= 1 << t
+		}
+	}
+	return s
+}
+
+// AllKVTypes is every block type.
+func AllKVTypes() KVTypeSet {
+	var s KVTypeSet
+	for t := KVQ8_0; t < numKVTypes; t++ {
+		s |= 1 << t
+	}
+	return s
+}
+
+// Has reports whether t is in s.
+func (s KVTypeSet) Has(t KVType) bool { return t < numKVTypes && s&(1<<t) != 0 }
+
+// Keeps reports whether a cache of keys k and values v needs no type
+// outside s (float keys or values always fit).
+func (s KVTypeSet) Keeps(k, v KVType) bool {
+	return (!k.Quantized() || s.Has(k)) && (!v.Quantized() || s.Has(v))
+}
+
+func (s KVTypeSet) String() string {
+	var names []string
+	for t := KVQ8_0; t < numKVTypes; t++ {
+		if s.Has(t) {
+			names = append(names, t.String())
+		}
+	}
+	return fmt.Sprint(names)
+}

@@ -1,5 +1,7 @@
 package gpu
 
+import "github.com/gpurun/gpurun/fusion"
+
 // Caps is what a backend or a device can do beyond what every one does,
 // read once (Backend.Caps, Device.Caps) and then consulted as data, as
 // gioui.org's driver.Device.Caps is: the interfaces carry every method,
@@ -80,6 +82,9 @@ type Caps struct {
 	// rotates them). Where it is off, NewKVCache refuses such a spec with
 	// ErrUnsupported.
 	QuantKV bool
+	// QuantKVTypes: with QuantKV, the block types its caches keep (a
+	// cache needing another is refused with ErrUnsupported).
+	QuantKVTypes fusion.KVTypeSet
 
 	// Limits (0: unknown, not checked).
 	MaxBufferSize       int64

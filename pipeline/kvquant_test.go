@@ -25,7 +25,7 @@ const kvrotPath = "../internal/backend/cpu/testdata/kvquant/kvrot-qwen3.gguf"
 // the prefix cache gives the logits of a cold prefill bit for bit, sessions
 // batched together give each one's ids alone, and the cache's bytes are
 // the blocks' (18 and 34 bytes per 32 values). The GPU backends refuse
-// such caches (gpu.Caps.QuantKV off: ErrOptions), tested where they run.
+// q4_0 caches (gpu.Caps.QuantKVTypes: ErrOptions), tested where they run.
 func TestQuantizedKVCache(t *testing.T) {
 	ck, err := gguf.Load(kvrotPath)
 	if err != nil {
@@ -115,23 +115,20 @@ func TestQuantizedKVCache(t *testing.T) {
 	})
 }
 
-// TestQuantizedKVCacheRefused: the GPU backends, whose kernels keep float
-// caches (gpu.Caps.QuantKV off), refuse a quantized cache at load with
-// ErrOptions wrapping gpu.ErrUnsupported.
+// TestQuantizedKVCacheRefused: the GPU backends keep every block type
+// (gpu.Caps.QuantKVTypes) but refuse a quantized cache whose heads exceed
+// their kernels' 256 dims at load with an error wrapping
+// gpu.ErrUnsupported.
 func TestQuantizedKVCacheRefused(t *testing.T) {
-	ck, err := gguf.Load(kvrotPath)
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, backend := range []string{"webgpu", "vulkan"} {
 		t.Run(backend, func(t *testing.T) {
 			be := openBackend(t, backend)
-			if be.Caps().QuantKV {
-				t.Fatalf("%s reports QuantKV", backend)
+			if c := be.Caps(); !c.QuantKV || c.QuantKVTypes != fusion.AllKVTypes() {
+				t.Fatalf("%s reports QuantKV %v, types %v: want every block type", backend, c.QuantKV, c.QuantKVTypes)
 			}
-			_, err := pipeline.FromCheckpoint(context.Background(), ck, pipeline.Options{Backend: be, MaxCache: 32, CacheTypeV: fusion.KVQ8_0})
-			if !errors.Is(err, pipeline.ErrOptions) || !errors.Is(err, gpu.ErrUnsupported) {
-				t.Fatalf("load with a q8_0 V cache: %v, want ErrOptions and gpu.ErrUnsupported", err)
+			_, err := be.NewKVCache(fusion.KVSpec{Layers: 1, KVHeads: 1, HeadDim: 512, MaxLen: 8, K: fusion.KVQ8_0})
+			if !errors.Is(err, gpu.ErrUnsupported) {
+				t.Fatalf("a q8_0 cache of 512-dim heads: %v, want gpu.ErrUnsupported", err)
 			}
 		})
 	}

@@ -140,6 +140,9 @@ func newModel(ctx context.Context, cfg *model.Config, ws []*tensors.Tensor, tok 
 	if (m.cacheK.Quantized() || m.cacheV.Quantized()) && !m.caps.QuantKV {
 		return nil, fmt.Errorf("%w: a %v/%v KV cache: this backend keeps no quantized caches: %w", ErrOptions, m.cacheK, m.cacheV, gpu.ErrUnsupported)
 	}
+	if m.caps.QuantKV && !m.caps.QuantKVTypes.Keeps(m.cacheK, m.cacheV) {
+		return nil, fmt.Errorf("%w: a %v/%v KV cache: this backend keeps %v blocks only: %w", ErrOptions, m.cacheK, m.cacheV, m.caps.QuantKVTypes, gpu.ErrUnsupported)
+	}
 	if m.actF16, err = actF16(opts.Activations, cfg.Activations, m.caps, cfg.Arch); err != nil {
 		return nil, err
 	}

@@ -185,11 +185,25 @@ type KVParams struct {
 	KVCols  uint32 `wgsl:"kv_cols"`
 	HeadDim uint32 `wgsl:"head_dim"`
 	MaxLen  uint32 `wgsl:"max_len"`
-	PosAt   uint32 `wgsl:"pos_at"` // 0: row t at position step[0]+t; else at step word PosAt+t (batched steps)
-	Row0    uint32 `wgsl:"row0"`   // first row of the dispatch (batched steps: one dispatch per row)
-	KF16    uint32 `wgsl:"k_f16"`  // 1: k is an f16 activation: packed binary16 pairs
-	VF16    uint32 `wgsl:"v_f16"`  // 1: v is an f16 activation
-	Ring    uint32 `wgsl:"ring"`   // 0: slot = position; R > 0: a mirrored ring of 2R slots per head (position p at p%R and p%R+R)
+	PosAt   uint32 `wgsl:"pos_at"`   // 0: row t at position step[0]+t; else at step word PosAt+t (batched steps)
+	Row0    uint32 `wgsl:"row0"`     // first row of the dispatch (batched steps: one dispatch per row)
+	KF16    uint32 `wgsl:"k_f16"`    // 1: k is an f16 activation: packed binary16 pairs
+	VF16    uint32 `wgsl:"v_f16"`    // 1: v is an f16 activation
+	Ring    uint32 `wgsl:"ring"`     // 0: slot = position; R > 0: a mirrored ring of 2R slots per head (position p at p%R and p%R+R)
+	KVQuant uint32 `wgsl:"kv_quant"` // 0: float caches; else KVQuant's code of a quantized cache
+	_       uint32 `wgsl:"pad0"`
+	_       uint32 `wgsl:"pad1"`
+	_       uint32 `wgsl:"pad2"`
+}
+
+// KVQuant is the kv_quant code of the store and attention kernels for a
+// cache of keys of type k and values of type v (fusion.KVType codes: 0
+// float, 1 q8_0, 2 q4_0, 3 q4_1, 4 q5_0, 5 q5_1, 6 iq4_nl) rotated by
+// H_krot and H_vrot (fusion.KVSpec.KRotation, VRotation; 0: none): 0 for
+// a float cache. Bits 0-3 k, 4-7 v, 8-23 krot, 24-31 vrot
+// (wgsl/lib/kv_quant.wgsl).
+func KVQuant(k, v uint8, krot, vrot int) uint32 {
+	return uint32(k&15) | uint32(v&15)<<4 | uint32(krot&0xffff)<<8 | uint32(vrot&0xff)<<24
 }
 
 // RopeKVParams is the uniform block of wgsl/ropekv.wgsl.
@@ -200,12 +214,12 @@ type RopeKVParams struct {
 	RopeDims uint32    `wgsl:"rope_dims"`
 	Style    RopeStyle `wgsl:"style"` // RopePairs or RopeHalves
 	MaxLen   uint32    `wgsl:"max_len"`
-	OutF16   uint32    `wgsl:"out_f16"` // 1: q is an f16 activation: packed binary16 pairs (stores round to the nearest half)
-	KF16     uint32    `wgsl:"k_f16"`   // 1: k is an f16 activation: packed binary16 pairs
-	VF16     uint32    `wgsl:"v_f16"`   // 1: v is an f16 activation
-	Scale    float32   `wgsl:"scale"`   // cos and sin multiplier (1: none)
-	Ring     uint32    `wgsl:"ring"`    // 0: slot = position; else KVParams.Ring's mirrored ring
-	Pad4     uint32    `wgsl:"pad4"`
+	OutF16   uint32    `wgsl:"out_f16"`  // 1: q is an f16 activation: packed binary16 pairs (stores round to the nearest half)
+	KF16     uint32    `wgsl:"k_f16"`    // 1: k is an f16 activation: packed binary16 pairs
+	VF16     uint32    `wgsl:"v_f16"`    // 1: v is an f16 activation
+	Scale    float32   `wgsl:"scale"`    // cos and sin multiplier (1: none)
+	Ring     uint32    `wgsl:"ring"`     // 0: slot = position; else KVParams.Ring's mirrored ring
+	KVQuant  uint32    `wgsl:"kv_quant"` // 0: float caches; else KVQuant's code
 }
 
 // AttnParams is the uniform block of wgsl/attention.wgsl.
@@ -231,7 +245,7 @@ type AttnParams struct {
 	// NonCausal is 1 when a row sees every position its step stores,
 	// later ones too (fusion.AttentionOp.NonCausal; fusion.SelfAttnOp).
 	NonCausal uint32 `wgsl:"non_causal"`
-	Pad0      uint32 `wgsl:"pad0"`
+	KVQuant   uint32 `wgsl:"kv_quant"` // 0: float caches; else KVQuant's code (attention and attention_f16 only)
 	Pad1      uint32 `wgsl:"pad1"`
 	Pad2      uint32 `wgsl:"pad2"`
 }

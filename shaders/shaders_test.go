@@ -224,7 +224,7 @@ func TestParamsLayout(t *testing.T) {
 // The layout check catches each kind of drift: a renamed, retyped, missing
 // or reordered field.
 func TestParamsLayoutMismatch(t *testing.T) {
-	good := "struct KVParams {\n    kv_cols: u32,\n    head_dim: u32,\n    max_len: u32,\n    pos_at: u32,\n    row0: u32,\n    k_f16: u32,\n    v_f16: u32,\n    ring: u32,\n}\n@group(0) @binding(0) var<uniform> p: KVParams;\n"
+	good := "struct KVParams {\n    kv_cols: u32,\n    head_dim: u32,\n    max_len: u32,\n    pos_at: u32,\n    row0: u32,\n    k_f16: u32,\n    v_f16: u32,\n    ring: u32,\n    kv_quant: u32,\n    pad0: u32,\n    pad1: u32,\n    pad2: u32,\n}\n@group(0) @binding(0) var<uniform> p: KVParams;\n"
 	if err := CheckLayout(&Family{Name: "good", WGSL: good}); err != nil {
 		t.Fatalf("matching struct: %v", err)
 	}
@@ -272,7 +272,8 @@ func TestEncode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []byte{1, 0, 0, 0, 2, 0, 0, 0, 4, 3, 2, 1, 5, 0, 0, 0, 6, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+	want := []byte{1, 0, 0, 0, 2, 0, 0, 0, 4, 3, 2, 1, 5, 0, 0, 0, 6, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 	if !bytes.Equal(b, want) {
 		t.Errorf("Encode = %v, want %v", b, want)
 	}

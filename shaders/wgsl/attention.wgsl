@@ -92,7 +92,7 @@ struct AttnParams {
     ring: u32,    // 0: slot = position; else kv.wgsl's mirrored ring of 2*ring slots
     has_sinks: u32, // 1: sinks holds a sink logit per query head
     non_causal: u32, // 1: a row sees every position of its step, later ones too (visible)
-    pad0: u32,
+    kv_quant: u32, // 0: float caches; else kv.wgsl's quantized cache (attention only; see kvq_query)
     pad1: u32,
     pad2: u32,
 }
@@ -141,6 +141,105 @@ fn sink_start(h: u32) -> vec2<f32> {
 }
 
 var<workgroup> sc: array<f32, 64>;
+
+// include: kv_quant
+
+// A quantized cache (p.kv_quant != 0; the planner runs only attention and
+// attention_f16 on one) is read as the CPU backend reads it: with block
+// keys the query row, rotated by H_krot first where the keys were, is
+// quantized to q8_0 once per workgroup (kvq_query, into kvq_q and kvq_d)
+// (q8_1 with its block sums for q4_1 and q5_1 keys) and each score is the
+// sum over blocks of d_k*d_q*Σ k_j q_j (+ m_k*s_q); block values are
+// dequantized (d*q, d*q + m) into the weighted sum, and with rotated values
+// the head's output is rotated back by H_vrot (its own inverse).
+var<workgroup> kvq_q: array<u32, 64>; // the quantized query, four int8 to a word
+var<workgroup> kvq_d: array<f32, 8>;  // its block scales
+var<workgroup> kvq_s: array<f32, 8>;  // its block sums (q8_1, for keys with a minimum)
+var<workgroup> kvq_o: array<f32, 256>; // the output row being rotated back
+
+// kvq_query quantizes query row qb into kvq_q and kvq_d (invocation 0;
+// the others wait at the barrier).
+fn kvq_query(qb: u32, i: u32) {
+    if i == 0u {
+        var x: array<f32, 256>;
+        for (var d = 0u; d < p.head_dim; d++) {
+            x[d] = q_at(qb + d);
+        }
+        if kvq_krot() > 0u {
+            kvq_rotate(&x, p.head_dim, kvq_krot());
+        }
+        var q: array<u32, 8>;
+        for (var b = 0u; b < p.head_dim / 32u; b++) {
+            kvq_d[b] = unpack2x16float(kvq_quant8(&x, b, &q)).x;
+            var amax = 0.0;
+            var sq = 0;
+            for (var w = 0u; w < 8u; w++) {
+                kvq_q[8u * b + w] = q[w];
+                for (var j = 0u; j < 4u; j++) {
+                    amax = max(amax, abs(x[32u * b + 4u * w + j]));
+                    sq += i32(kvq_i8(q[w], j));
+                }
+            }
+            // q8_1's block sum (keys with a minimum): f16(amax/127 * Σq),
+            // amax/127 unrounded, as llama.cpp's x86 quantize_row_q8_1.
+            var s1 = 0.0;
+            if amax != 0.0 {
+                s1 = to_f16(kvq_div(amax, 127.0) * f32(sq));
+            }
+            kvq_s[b] = s1;
+        }
+    }
+    workgroupBarrier();
+}
+
+// kvq_key_dot is the quantized query times the key row at word kr: per
+// block d_k*d_q*Σ k_j q_j (+ m_k*s_q for q4_1 and q5_1, s_q the q8_1
+// query's block sum), the integer sum exact in i32.
+fn kvq_key_dot(kr: u32) -> f32 {
+    let ty = kvq_ktype();
+    let bw = kvq_block_words(ty);
+    var s = 0.0;
+    for (var b = 0u; b < p.head_dim / 32u; b++) {
+        var si = 0;
+        let kb = kr + bw * b;
+        if ty == KVQ_Q8_0 {
+            for (var w = 0u; w < 8u; w++) {
+                si += kvq_dot4(kc[kb + w], kvq_q[8u * b + w]);
+            }
+        } else {
+            let qh = kc[kb + bw - 1u]; // the 5-bit types' high bits (unused otherwise)
+            for (var j = 0u; j < 32u; j++) {
+                let k = kvq_level(ty, kc[kb + (j % 16u) / 4u], qh, j);
+                si += k * i32(kvq_i8(kvq_q[8u * b + j / 4u], j % 4u));
+            }
+        }
+        let dm = kvq_scales(ty, kc[kr + kvq_scale_word(ty, p.head_dim, b)], b);
+        if kvq_min(ty) {
+            s += dm.x * kvq_d[b] * f32(si) + dm.y * kvq_s[b];
+        } else {
+            s += dm.x * kvq_d[b] * f32(si);
+        }
+    }
+    return s;
+}
+
+// kvq_value is dim d of the value row at word vr: d*q, d*q + m.
+fn kvq_value(vr: u32, d: u32) -> f32 {
+    let ty = kvq_vtype();
+    let bw = kvq_block_words(ty);
+    let b = d / 32u;
+    let dm = kvq_scales(ty, vc[vr + kvq_scale_word(ty, p.head_dim, b)], b);
+    if ty == KVQ_Q8_0 {
+        return kvq_i8(vc[vr + d / 4u], d % 4u) * dm.x;
+    }
+    let j = d % 32u;
+    let vb = vr + bw * b;
+    let n = f32(kvq_level(ty, vc[vb + (j % 16u) / 4u], vc[vb + bw - 1u], j));
+    if kvq_min(ty) {
+        return n * dm.x + dm.y;
+    }
+    return n * dm.x;
+}
 
 @compute @workgroup_size(64)
 fn attention(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
@@ -206,8 +305,19 @@ fn attend_dims(h: u32, t: u32, i: u32, d0: u32, packed: bool) {
     let qb = (t * p.heads + h) * p.head_dim;
     let ns = kv_slots();
     let off = kv_slot(lo) - lo; // slot of position pos: off + pos (the mirror; wraps in u32)
-    let kb = kvh * ns * width;
-    let vb = kvh * width * ns + off;
+    let kq = kvq_ktype() != 0u;
+    let vq = kvq_vtype() != 0u;
+    let qw = kvq_words(kvq_vtype(), p.head_dim); // words per quantized value row
+    var kw = width;
+    if kq {
+        kw = kvq_words(kvq_ktype(), p.head_dim);
+        kvq_query(qb, i);
+    }
+    let kb = kvh * ns * kw;
+    var vb = kvh * width * ns + off;
+    if vq {
+        vb = (kvh * ns + off) * qw; // row of position pos: vb + pos * qw
+    }
     let w0 = d0 / 2u; // the pass's first packed value word
 
     let start = sink_start(h);
@@ -218,7 +328,11 @@ fn attend_dims(h: u32, t: u32, i: u32, d0: u32, packed: bool) {
         let pi = c0 + i;
         var s = -3.0e38;
         if pi <= qp {
-            s = key_dot(qb, kb + (off + pi) * width, packed) * p.scale;
+            if kq {
+                s = kvq_key_dot(kb + (off + pi) * kw) * p.scale;
+            } else {
+                s = key_dot(qb, kb + (off + pi) * width, packed) * p.scale;
+            }
             if p.cap > 0.0 {
                 s = p.cap * tanh_safe(s / p.cap);
             }
@@ -239,7 +353,14 @@ fn attend_dims(h: u32, t: u32, i: u32, d0: u32, packed: bool) {
             let e = exp(sc[j] - cm);
             l += e;
             let pos = c0 + j;
-            if packed {
+            if vq {
+                for (var a = 0u; a < 4u; a++) {
+                    let d = out_dim(d0, i, a, packed);
+                    if d < p.head_dim {
+                        acc[a] += e * kvq_value(vb + pos * qw, d);
+                    }
+                }
+            } else if packed {
                 for (var b = 0u; b < 2u; b++) {
                     let w = w0 + i + b * WG;
                     if w < width {
@@ -259,6 +380,35 @@ fn attend_dims(h: u32, t: u32, i: u32, d0: u32, packed: bool) {
         }
         m = cm;
         workgroupBarrier();
+    }
+    if kvq_vrot() > 0u {
+        // Rotated values: the row (one pass: quantized heads are at most
+        // KVQ_MAX dims) rotated back by invocation 0 in kvq_o.
+        for (var a = 0u; a < 4u; a++) {
+            let d = out_dim(d0, i, a, packed);
+            if d < p.head_dim {
+                kvq_o[d] = acc[a] / l;
+            }
+        }
+        workgroupBarrier();
+        if i == 0u {
+            var x: array<f32, 256>;
+            for (var d = 0u; d < p.head_dim; d++) {
+                x[d] = kvq_o[d];
+            }
+            kvq_rotate(&x, p.head_dim, kvq_vrot());
+            for (var d = 0u; d < p.head_dim; d++) {
+                kvq_o[d] = x[d];
+            }
+        }
+        workgroupBarrier();
+        for (var a = 0u; a < 4u; a++) {
+            let d = out_dim(d0, i, a, packed);
+            if d < p.head_dim {
+                out_set(qb + d, kvq_o[d]);
+            }
+        }
+        return;
     }
     for (var a = 0u; a < 4u; a++) {
         let d = out_dim(d0, i, a, packed);

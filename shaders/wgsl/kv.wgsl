@@ -30,6 +30,10 @@ struct KVParams {
     k_f16: u32, // 1: k is an f16 activation (packed halves)
     v_f16: u32, // 1: v is an f16 activation
     ring: u32,  // 0: slot = position; else a mirrored ring (see kv_slots)
+    kv_quant: u32, // 0: float caches; else the types and rotations (kv_quant)
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: KVParams;
@@ -47,8 +51,37 @@ struct KVParams {
 
 // include: kv_store
 
+// include: kv_quant
+
+// include: kv_quant_store
+
+// store_row is a quantized cache's store (see above): the other
+// invocations return.
+fn store_row(gid: vec3<u32>, half: bool) {
+    let h = gid.x;
+    let t = p.row0 + gid.y;
+    let pos = row_pos(t);
+    if h >= p.kv_cols / p.head_dim || t >= step[STEP_ROWS] || pos >= p.max_len {
+        return;
+    }
+    var x: array<f32, 256>;
+    let e = t * p.kv_cols + h * p.head_dim;
+    for (var d = 0u; d < p.head_dim; d++) {
+        x[d] = k_at(e + d);
+    }
+    kvq_put(false, h, pos, &x, kvq_ktype(), kvq_krot(), half);
+    for (var d = 0u; d < p.head_dim; d++) {
+        x[d] = v_at(e + d);
+    }
+    kvq_put(true, h, pos, &x, kvq_vtype(), kvq_vrot(), half);
+}
+
 @compute @workgroup_size(64)
 fn store_kv(@builtin(global_invocation_id) gid: vec3<u32>) {
+    if p.kv_quant != 0u {
+        store_row(gid, false);
+        return;
+    }
     let i = gid.x;
     let t = p.row0 + gid.y;
     let pos = row_pos(t);
@@ -66,6 +99,10 @@ fn store_kv(@builtin(global_invocation_id) gid: vec3<u32>) {
 
 @compute @workgroup_size(64)
 fn store_kv_f16(@builtin(global_invocation_id) gid: vec3<u32>) {
+    if p.kv_quant != 0u {
+        store_row(gid, true);
+        return;
+    }
     let i = gid.x;
     let t = p.row0 + gid.y;
     let pos = row_pos(t);

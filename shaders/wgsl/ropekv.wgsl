@@ -6,6 +6,8 @@
 // store_kv and store_kv_f16 do; a key element is rotated on the way (its
 // pair partner read from k, which is left unchanged), with the same
 // arithmetic as rope (scale included). Row t is at position step[STEP_POS]+t (unbatched steps only).
+// A quantized cache (p.kv_quant != 0) is stored by rows: invocation
+// heads*rope_dims/2 + h writes head h's keys and values whole (rope_row).
 // Dispatch: (ceil((heads*rope_dims/2 + n)/64), Tokens, 1), n = kv_heads *
 // head_dim (f32 cache) or kv_heads * ceil(head_dim/2) (f16 cache).
 
@@ -21,7 +23,7 @@ struct RopeKVParams {
     v_f16: u32,   // 1: v is an f16 activation
     scale: f32,   // cos and sin multiplier (fusion.RopeParams.Scale; 1 for none)
     ring: u32,    // 0: slot = position; else kv.wgsl's mirrored ring of 2*ring slots
-    pad4: u32,
+    kv_quant: u32, // 0: float caches; else kv.wgsl's quantized cache (rows stored by rope_row)
 }
 
 @group(0) @binding(0) var<uniform> p: RopeKVParams;
@@ -98,6 +100,10 @@ fn store_kv_rope(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let i = gid.x - nq;
+    if p.kv_quant != 0u {
+        rope_row(i, t, pos, false);
+        return;
+    }
     let kv_cols = p.kv_heads * p.head_dim;
     if i >= kv_cols || pos >= p.max_len {
         return;
@@ -112,6 +118,29 @@ fn store_kv_rope(@builtin(global_invocation_id) gid: vec3<u32>) {
 // include: kv_ring
 
 // include: kv_store
+
+// include: kv_quant
+
+// include: kv_quant_store
+
+// rope_row stores row t's rotated keys and values of head i (i <
+// kv_heads) into a quantized cache (p.kv_quant != 0), as kv.wgsl's
+// store_row does.
+fn rope_row(i: u32, t: u32, pos: u32, half: bool) {
+    if i >= p.kv_heads || pos >= p.max_len {
+        return;
+    }
+    var x: array<f32, 256>;
+    for (var d = 0u; d < p.head_dim; d++) {
+        x[d] = key(t, i, d, pos);
+    }
+    kvq_put(false, i, pos, &x, kvq_ktype(), kvq_krot(), half);
+    let e = (t * p.kv_heads + i) * p.head_dim;
+    for (var d = 0u; d < p.head_dim; d++) {
+        x[d] = v_at(e + d);
+    }
+    kvq_put(true, i, pos, &x, kvq_vtype(), kvq_vrot(), half);
+}
 
 // include: pack_pair
 
@@ -128,6 +157,10 @@ fn store_kv_rope_f16(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let i = gid.x - nq;
+    if p.kv_quant != 0u {
+        rope_row(i, t, pos, true);
+        return;
+    }
     let hw = (p.head_dim + 1u) / 2u;
     if i >= p.kv_heads * hw || pos >= p.max_len {
         return;

@@ -31,7 +31,7 @@ func (pl *planner) attention(op *fusion.AttentionOp) error {
 	spec := pl.caches[0].spec
 	ap := shaders.AttnParams{Heads: u(op.Heads), KVHeads: u(op.KVHeads), HeadDim: u(op.HeadDim), MaxLen: u(spec.MaxLen),
 		Scale: op.Scale, Cap: op.Cap, Window: u(op.Window), PosAt: u(pl.p.posAt), Ring: u(spec.RingLen(op.Layer)),
-		OutF16: b2u(pl.p.g.Bufs[op.Out].F16), QF16: pl.h(pl.buf(op.Q)), NonCausal: b2u(op.NonCausal)}
+		OutF16: b2u(pl.p.g.Bufs[op.Out].F16), QF16: pl.h(pl.buf(op.Q)), NonCausal: b2u(op.NonCausal), KVQuant: kvQuant(spec, op.Layer)}
 	step, q := gpu.Binding{Buf: pl.p.step}, pl.buf(op.Q)
 	// The sink logits (f32, one per query head: vectors load widened to
 	// f32), or the read-only dummy.
@@ -61,7 +61,7 @@ func (pl *planner) attend(ap shaders.AttnParams, f16, chunked bool, b attentionB
 	splitFits := chunks <= maxDispatch && kvHeads*batches <= maxDispatch && partBytes <= pl.p.b.devBinding
 	rows := T * (heads / kvHeads)
 	tiles := ceilDiv(rows, attnQueryRows)
-	kind := chooseAttention(pl.p.b.attention, attnShape{tokens: T, tiles: tiles, splitFits: splitFits})
+	kind := chooseAttention(pl.p.b.attention, attnShape{tokens: T, tiles: tiles, splitFits: splitFits, quant: ap.KVQuant != 0})
 	sink, err := pl.sinkBuf()
 	if err != nil {
 		return err
@@ -117,6 +117,7 @@ type attnShape struct {
 	batch     bool // a batched step (one row per sequence)
 	tiles     int  // attn_tiled's workgroups along y (tiles of query rows)
 	splitFits bool // attn_split's partials fit one binding and its grid one dispatch
+	quant     bool // a quantized cache (ap.KVQuant): only the per-head kernel reads one
 }
 
 // chooseAttention resolves the attention kernels of an op: a pure
@@ -124,8 +125,11 @@ type attnShape struct {
 // steps of up to attnSplitTokens tokens (attn_split + attn_combine) and
 // tiles longer ones (attn_tiled); a batched step always splits, each row
 // as its one-row step. Where the chosen kernels' grid or partials do not
-// fit, the per-head kernel runs.
+// fit, and on a quantized cache, the per-head kernel runs.
 func chooseAttention(opt tuning.AttentionKind, s attnShape) tuning.AttentionKind {
+	if s.quant {
+		return tuning.AttentionPerHead
+	}
 	if s.batch {
 		if opt == tuning.AttentionPerHead || !s.splitFits {
 			return tuning.AttentionPerHead
@@ -162,7 +166,7 @@ func (pl *planner) batchAttention(op *fusion.AttentionOp, ap shaders.AttnParams,
 	batches := ceilDiv(op.Heads/op.KVHeads, attnGroupBatch)
 	partBytes := int64(T) * int64(op.Heads) * int64(chunks) * int64(op.HeadDim+2) * 4
 	splitFits := chunks <= maxDispatch && op.KVHeads*batches <= maxDispatch && partBytes <= pl.p.b.devBinding
-	if chooseAttention(pl.p.b.attention, attnShape{tokens: T, batch: true, splitFits: splitFits}) == tuning.AttentionPerHead {
+	if chooseAttention(pl.p.b.attention, attnShape{tokens: T, batch: true, splitFits: splitFits, quant: ap.KVQuant != 0}) == tuning.AttentionPerHead {
 		k := kAttention
 		if spec.F16 {
 			k = kAttentionF16

@@ -90,3 +90,18 @@ func TestAttentionVariantChosen(t *testing.T) {
 		}
 	})
 }
+
+// TestKVQuantConformance runs the quantized-cache cases
+// (conformance.KVQuantCases: every llama.cpp block type for keys and
+// values, rotated and not, each store path, a ring) on WebGPU and Vulkan:
+// the types Caps.QuantKVTypes names held to the CPU, the others refused
+// with gpu.ErrUnsupported naming their types. The planner reads a
+// quantized cache with the per-head kernel whatever Options.Attention
+// says (chooseAttention), so the default options cover it.
+func TestKVQuantConformance(t *testing.T) {
+	forEachDevice(t, func(t *testing.T, dev gpu.Device) {
+		conformance.RunKVQuantCases(t, conformance.KVQuantCases(), func(t testing.TB) gpu.Backend {
+			return sharedBackend{backendOn(t, dev, compute.Options{})}
+		})
+	})
+}

@@ -102,6 +102,7 @@ func (b *backend) Caps() gpu.Caps {
 	c.RecurrentState = true // caches keep states; ShortConv, Mamba2 and DeltaNet run (shortconv.go, mamba2.go, deltanet.go)
 	c.CopyState = true      // CopyState copies them (checkpoints)
 	c.MaxSteps, c.MaxStops = shaders.MaxSteps, shaders.MaxStops
+	c.QuantKV, c.QuantKVTypes = true, quantKVTypes // every block type (kvcache.go; heads of at most 256 dims)
 	return c
 }
 

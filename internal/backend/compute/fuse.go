@@ -92,8 +92,12 @@ func gluWhole(gw, uw *weight, gateBias, upBias string) bool {
 // one chunk each, no biases, rows and blocks of whole chunks, even head
 // dims, rope frequencies that fit its table; for the halves rope with an
 // f16 cache, head and rope dims multiples of 4; a device with 12 storage
-// buffers per stage.
+// buffers per stage; a float cache (qkv.wgsl stores element pairs: a
+// quantized cache's rows are stored by RopeStoreKV).
 func ropeKVWhole(c caps, g *fusion.Graph, op *fusion.MatMulRopeKVOp, wq, wk, wv *weight) bool {
+	if g.KV.Quantized() {
+		return false
+	}
 	in := g.Bufs[op.In]
 	ce := matVariant(wq, false).ChunkElems()
 	// qkv.wgsl has no cos/sin scale: a scaled rope stays unfused.

@@ -53,8 +53,9 @@ func (b *backend) NewKVCache(spec fusion.KVSpec) (gpu.KVCache, error) {
 		return nil, fmt.Errorf("compute: kv cache spec %+v: %w", spec, gpu.ErrUnsupported)
 	}
 	if spec.Quantized() {
-		// Caps.QuantKV is off: the kernels store and read float caches.
-		return nil, fmt.Errorf("compute: a %v/%v (quantized) kv cache: the GPU kernels keep f32 or f16 caches only: %w", spec.K, spec.V, gpu.ErrUnsupported)
+		if err := checkQuantKV(spec); err != nil {
+			return nil, err
+		}
 	}
 	if spec.HeadDims != nil {
 		if len(spec.HeadDims) != spec.Layers {
@@ -112,13 +113,13 @@ func (b *backend) NewKVCache(spec fusion.KVSpec) (gpu.KVCache, error) {
 			c.k, c.v = append(c.k, nil), append(c.v, nil)
 			continue
 		}
-		per := int64(spec.KVHeads) * int64(kvWords(spec, l)) * int64(kvSlots(spec, l)) * 4
-		k, err := b.dev.NewBuffer(per)
+		slots := int64(spec.KVHeads) * int64(kvSlots(spec, l)) * 4
+		k, err := b.dev.NewBuffer(slots * int64(kvRowWords(spec, spec.K, l)))
 		if err != nil {
 			c.Release()
 			return nil, fmt.Errorf("compute: kv cache: %w", err)
 		}
-		v, err := b.dev.NewBuffer(per)
+		v, err := b.dev.NewBuffer(slots * int64(kvRowWords(spec, spec.V, l)))
 		if err != nil {
 			k.Release()
 			c.Release()
@@ -142,6 +143,67 @@ func kvWords(spec fusion.KVSpec, l int) int {
 		return (hd + 1) / 2
 	}
 	return hd
+}
+
+// quantKVTypes are the block types the kernels keep (gpu.Caps.QuantKVTypes).
+var quantKVTypes = fusion.AllKVTypes()
+
+// maxQuantHeadDim is the largest head dim of a quantized cache
+// (KVQ_MAX, shaders/wgsl/lib/kv_quant.wgsl: a row is rotated and
+// quantized in one invocation's private array).
+const maxQuantHeadDim = 256
+
+// checkQuantKV refuses a quantized cache the kernels do not keep: a block
+// type other than quantKVTypes' (the float half of a mixed cache is
+// kept), or a head dim past maxQuantHeadDim.
+func checkQuantKV(spec fusion.KVSpec) error {
+	if err := spec.CheckTypes(); err != nil {
+		return fmt.Errorf("compute: %w: %w", err, gpu.ErrUnsupported)
+	}
+	for _, t := range []fusion.KVType{spec.K, spec.V} {
+		if t.Quantized() && !quantKVTypes.Has(t) {
+			return fmt.Errorf("compute: a %v/%v kv cache: the GPU kernels keep %v blocks only: %w", spec.K, spec.V, quantKVTypes, gpu.ErrUnsupported)
+		}
+	}
+	for l := range spec.Layers {
+		if hd := spec.LayerHeadDim(l); hd > maxQuantHeadDim && !spec.LayerState(l).Recurrent() {
+			return fmt.Errorf("compute: a %v/%v kv cache: layer %d's head dim %d is over %d: %w", spec.K, spec.V, l, hd, maxQuantHeadDim, gpu.ErrUnsupported)
+		}
+	}
+	return nil
+}
+
+// kvRowWords is the words of one head's keys (t = spec.K) or values (t =
+// spec.V) at one slot of layer l: kvWords for a float cache, or a block
+// row's quants (q8_0: 8 words a block; q4_0, q4_1, iq4_nl: 4 of nibbles; q5_0,
+// q5_1: 5, with the high bits) and scales (binary16 d two to a word; q4_1
+// and q5_1: d and m, a word per block): kv_quant.wgsl's kvq_words. A
+// block cache keeps keys and values alike as [kv_heads][slots][row words].
+func kvRowWords(spec fusion.KVSpec, t fusion.KVType, l int) int {
+	if !t.Quantized() {
+		return kvWords(spec, l)
+	}
+	nb := spec.LayerHeadDim(l) / fusion.KVBlock
+	per, scales := 4, (nb+1)/2
+	switch t {
+	case fusion.KVQ8_0:
+		per = 8
+	case fusion.KVQ5_0, fusion.KVQ5_1:
+		per = 5
+	}
+	if t == fusion.KVQ4_1 || t == fusion.KVQ5_1 {
+		scales = nb
+	}
+	return nb*per + scales
+}
+
+// kvQuant is the kernels' kv_quant code of layer l's cache
+// (shaders.KVQuant; 0 for a float cache).
+func kvQuant(spec fusion.KVSpec, l int) uint32 {
+	if !spec.Quantized() {
+		return 0
+	}
+	return shaders.KVQuant(uint8(spec.K), uint8(spec.V), spec.KRotation(l), spec.VRotation(l))
 }
 
 // kvSlots is the positions layer l's cache holds per head: MaxLen, or
@@ -173,7 +235,8 @@ func (b *backend) CopyKV(dst, src gpu.KVCache, n int) error {
 		return fmt.Errorf("compute: copy kv: %w: caches of another backend or released", gpu.ErrStep)
 	}
 	ds, ss := d.spec, s.spec
-	if ds.Layers != ss.Layers || ds.KVHeads != ss.KVHeads || ds.HeadDim != ss.HeadDim || ds.F16 != ss.F16 || !slices.Equal(ds.HeadDims, ss.HeadDims) {
+	if ds.Layers != ss.Layers || ds.KVHeads != ss.KVHeads || ds.HeadDim != ss.HeadDim || ds.F16 != ss.F16 || !slices.Equal(ds.HeadDims, ss.HeadDims) ||
+		ds.K != ss.K || ds.V != ss.V || ds.NoRotation != ss.NoRotation {
 		return fmt.Errorf("compute: copy kv: %w: cache %+v into %+v", gpu.ErrStep, ss, ds)
 	}
 	for l := range ds.Layers {
@@ -213,13 +276,21 @@ func (b *backend) CopyKV(dst, src gpu.KVCache, n int) error {
 			continue // a layer reading another's cache
 		}
 		words := int64(kvWords(ds, l))
+		kw, vw := int64(kvRowWords(ds, ds.K, l)), int64(kvRowWords(ds, ds.V, l))
 		dl, sl, cnt := int64(kvSlots(ds, l)), int64(kvSlots(ss, l)), int64(n)
 		if ds.RingLen(l) > 0 {
 			cnt = dl
 		}
 		for h := range int64(ds.KVHeads) {
-			if err := cmds.Copy(d.k[l], h*dl*words*4, s.k[l], h*sl*words*4, cnt*words*4); err != nil {
+			if err := cmds.Copy(d.k[l], h*dl*kw*4, s.k[l], h*sl*kw*4, cnt*kw*4); err != nil {
 				return fmt.Errorf("compute: copy kv: %w", err)
+			}
+			if ds.V.Quantized() {
+				// Quantized values are laid out as keys: a run per head.
+				if err := cmds.Copy(d.v[l], h*dl*vw*4, s.v[l], h*sl*vw*4, cnt*vw*4); err != nil {
+					return fmt.Errorf("compute: copy kv: %w", err)
+				}
+				continue
 			}
 			for w := range words {
 				row := h*words + w

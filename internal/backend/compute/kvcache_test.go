@@ -315,3 +315,84 @@ func TestKVCacheStateCopy(t *testing.T) {
 		t.Errorf("copy of unknown states: %v (destination at %d), want gpu.ErrStep and nothing copied", err, dst.statePos)
 	}
 }
+
+// TestCopyKVQuant: CopyKV copies positions [0, n) of block caches, whose
+// keys and values are both rows of kvRowWords words per slot (q4_0 keys,
+// q5_1 values; q8_0 keys beside float values, transposed per word), and
+// refuses caches of other types or rotation with gpu.ErrStep.
+func TestCopyKVQuant(t *testing.T) {
+	dev, err := webgpu.Open(context.Background())
+	gputest.NoDevice(t, "webgpu", err)
+	defer dev.Close()
+	be := New(dev)
+	defer be.Close()
+	const n, heads, slots = 17, 2, 32
+	for _, spec := range []fusion.KVSpec{
+		{Layers: 1, KVHeads: heads, HeadDim: 64, MaxLen: slots, K: fusion.KVQ4_0, V: fusion.KVQ5_1},
+		{Layers: 1, KVHeads: heads, HeadDim: 96, MaxLen: slots, K: fusion.KVQ8_0},
+	} {
+		src, err := be.NewKVCache(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst, err := be.NewKVCache(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, d := src.(*kvCache), dst.(*kvCache)
+		rw := func(b gpu.Buffer, data []byte) []byte {
+			if data != nil {
+				if err := dev.Write(b, 0, data); err != nil {
+					t.Fatal(err)
+				}
+				return data
+			}
+			out := make([]byte, b.Size())
+			if err := dev.Read(b, 0, out); err != nil {
+				t.Fatal(err)
+			}
+			return out
+		}
+		pattern := func(size int64, seed byte) []byte {
+			p := make([]byte, size)
+			for i := range p {
+				p[i] = seed + byte(i*7)
+			}
+			return p
+		}
+		wk, wv := rw(s.k[0], pattern(s.k[0].Size(), 1)), rw(s.v[0], pattern(s.v[0].Size(), 5))
+		if err := be.CopyKV(dst, src, n); err != nil {
+			t.Fatal(err)
+		}
+		gk, gv := rw(d.k[0], nil), rw(d.v[0], nil)
+		kw, vw := kvRowWords(spec, spec.K, 0)*4, kvRowWords(spec, spec.V, 0)*4
+		for h := range heads {
+			if at := h * slots * kw; !bytes.Equal(gk[at:at+n*kw], wk[at:at+n*kw]) {
+				t.Errorf("%v/%v, head %d: keys of [0, %d) not copied", spec.K, spec.V, h, n)
+			}
+			if spec.V.Quantized() {
+				if at := h * slots * vw; !bytes.Equal(gv[at:at+n*vw], wv[at:at+n*vw]) {
+					t.Errorf("%v/%v, head %d: values of [0, %d) not copied", spec.K, spec.V, h, n)
+				}
+				continue
+			}
+			for w := range spec.HeadDim {
+				if at := (h*spec.HeadDim + w) * slots * 4; !bytes.Equal(gv[at:at+n*4], wv[at:at+n*4]) {
+					t.Errorf("%v/%v, head %d, dim %d: values of [0, %d) not copied", spec.K, spec.V, h, w, n)
+				}
+			}
+		}
+		other := spec
+		other.K = fusion.KVQ5_0
+		o, err := be.NewKVCache(other)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := be.CopyKV(o, src, n); !errors.Is(err, gpu.ErrStep) {
+			t.Errorf("CopyKV(%v keys, %v keys) = %v, want gpu.ErrStep", other.K, spec.K, err)
+		}
+		o.Release()
+		src.Release()
+		dst.Release()
+	}
+}

@@ -52,7 +52,7 @@ func (pl *planner) storeKV(op *fusion.StoreKVOp) {
 	}
 	for r, c := range pl.caches {
 		params := shaders.KVParams{KVCols: u(kvCols), HeadDim: u(op.HeadDim), MaxLen: u(spec.MaxLen), PosAt: u(pl.p.posAt),
-			Ring: u(spec.RingLen(op.Layer)), KF16: pl.h(pl.buf(op.K)), VF16: pl.h(pl.buf(op.V))}
+			Ring: u(spec.RingLen(op.Layer)), KF16: pl.h(pl.buf(op.K)), VF16: pl.h(pl.buf(op.V)), KVQuant: kvQuant(spec, op.Layer)}
 		if g.Batch {
 			params.Row0 = u(r)
 		}
@@ -171,7 +171,8 @@ func (pl *planner) ropeStoreKV(op *fusion.RopeStoreKVOp) error {
 	}
 	n := op.Heads*(op.Dims/2) + op.KVHeads*words
 	k.dispatch(pl, shaders.RopeKVParams{Heads: u(op.Heads), KVHeads: u(op.KVHeads), HeadDim: u(op.HeadDim),
-		RopeDims: u(op.Dims), Style: style, MaxLen: u(c.spec.MaxLen), OutF16: pl.h(q), KF16: pl.h(kb), VF16: pl.h(vb), Scale: ropeScale(op.RopeParams), Ring: u(c.spec.RingLen(op.Layer))},
+		RopeDims: u(op.Dims), Style: style, MaxLen: u(c.spec.MaxLen), OutF16: pl.h(q), KF16: pl.h(kb), VF16: pl.h(vb), Scale: ropeScale(op.RopeParams), Ring: u(c.spec.RingLen(op.Layer)),
+		KVQuant: kvQuant(c.spec, op.Layer)},
 		ceilDiv(n, 64), pl.p.g.Tokens, 1, ropekvBindings{Step: pl.stepB(), Freq: gpu.Binding{Buf: fb}, QW: q,
 			KW: kb, VW: vb, Kc: gpu.Binding{Buf: c.k[op.Layer]}, Vc: gpu.Binding{Buf: c.v[op.Layer]}})
 	return nil

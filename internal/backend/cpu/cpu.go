@@ -111,7 +111,7 @@ func (b *backend) Info() gpu.Info {
 // round their inputs anyway, and the adapters' matrices stay exact in
 // f32 over the f16 values).
 func (b *backend) Caps() gpu.Caps {
-	return gpu.Caps{Host: true, Batch: true, CopyKV: true, QuantKV: true, CopyState: true, RecurrentState: true, HalfLoRA: b.math == MathDynamic, MaxBufferSize: 1 << 62}
+	return gpu.Caps{Host: true, Batch: true, CopyKV: true, QuantKV: true, QuantKVTypes: fusion.AllKVTypes(), CopyState: true, RecurrentState: true, HalfLoRA: b.math == MathDynamic, MaxBufferSize: 1 << 62}
 }
 
 // FusionSupport is nil: the backend runs every fused op whole.
