@@ -114,10 +114,11 @@ func (m *Model) attachVision(path string) error {
 // HasVision reports whether the model takes images (Options.MMProj).
 func (m *Model) HasVision() bool { return m.vision != nil }
 
-// mediaID is the id standing for position j of the image keyed k in a
-// context: negative, so no token has it, and equal only for the same
-// image bytes at the same place, so the prefix cache reuses an image's
-// positions exactly when the image is the same.
+// mediaID is the id standing for position j of the image run keyed key
+// (the image's key << runBits | the run's index) in a context: negative,
+// so no token has it, and equal only for the same image bytes, run and
+// place, so the prefix cache reuses an image's positions exactly when the
+// image is the same.
 func mediaID(key int64, j int) int { return -int(key<<12|int64(j)) - 1 }
 
 // mediaPos splits a media id (< 0) into its image key and position.

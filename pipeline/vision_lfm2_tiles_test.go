@@ -230,3 +230,36 @@ func TestVisionLFM2TiledSession(t *testing.T) {
 		t.Logf("exchanged tiles move the logits by %.3g", d)
 	}
 }
+
+// TestVisionLFM2TileMarkerTokens: where the vocabulary has the
+// <|img_row_R_col_C|> markers as control tokens (as LFM2-VL's does; here
+// ids 500-503 of the tiny vocabulary renamed), each tile's marker is that
+// one id, as mtmd's special-token parsing makes it.
+func TestVisionLFM2TileMarkerTokens(t *testing.T) {
+	_, png, _, _ := loadTiled(t)
+	ck, err := gguf.Load(filepath.Join(lfm2Dir, "text-lfm2.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ck.Vocab == nil {
+		t.Fatal("text-lfm2.gguf: no vocabulary")
+	}
+	markers := []string{"<|img_row_1_col_1|>", "<|img_row_1_col_2|>", "<|img_row_2_col_1|>", "<|img_row_2_col_2|>"}
+	for i, s := range markers {
+		ck.Vocab.Pieces[500+i], ck.Vocab.Types[500+i] = s, 3
+	}
+	m := load(t, ck, pipeline.Options{MaxCache: 1536, MMProj: filepath.Join(lfm2Dir, "mmproj-lfm2-p16.gguf")})
+	ct := m.ControlTokens()
+	s := m.NewSession()
+	collect(t, s, pipeline.Prompt{Text: pipeline.MediaMarker, Images: [][]byte{png}}, pipeline.GenerateOptions{MaxTokens: 1})
+	var got []int
+	for _, id := range s.LastPrompt() {
+		if id >= 0 {
+			got = append(got, id)
+		}
+	}
+	want := []int{ck.Config.BOS, ct["<|image_start|>"], 500, 501, 502, 503, ct["<|img_thumbnail|>"], ct["<|image_end|>"]}
+	if !slices.Equal(got, want) {
+		t.Errorf("the prompt's token ids (images left out)\n got %v\nwant %v", got, want)
+	}
+}
