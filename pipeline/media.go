@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strings"
 	"sync"
 
@@ -35,8 +36,17 @@ const (
 
 // LFM2-VL's markers: mtmd puts <|image_start|> <|img_thumbnail|> before
 // a single-tile image (the overview's start marker) and <|image_end|>
-// after it.
+// after it. A tiled image is <|image_start|>, each tile after its
+// lfm2TileMarker, then <|img_thumbnail|> and the thumbnail, <|image_end|>.
 var lfm2ImageMarkers = [...]string{"<|image_start|>", "<|img_thumbnail|>", "<|image_end|>"}
+
+// lfm2TileMarker is the text before the tile at row r, column c (from 0)
+// of a tiled LFM2-VL image (mtmd's sli_img_start_tmpl, 1-based).
+func lfm2TileMarker(r, c int) string { return fmt.Sprintf("<|img_row_%d_col_%d|>", r+1, c+1) }
+
+// runBits: a media id's key holds the image's key and, in its low
+// runBits bits, the index of the run (an lfm2 tile or the thumbnail).
+const runBits = 4
 
 // maxImageTokens bounds one image's positions (their ids carry the
 // position in the image in 12 bits).
@@ -48,9 +58,10 @@ const maxImageTokens = 1 << 12
 type visionModel struct {
 	enc           *VisionEncoder
 	before, after []int // the marker ids around each image
+	thumb         int   // lfm2: the marker id before the thumbnail of a tiled image (-1 otherwise)
 	nonCausal     bool  // its positions attend to each other (gemma3)
 	mu            sync.Mutex
-	cache         map[int64][]float32
+	cache         map[int64]*ImageRuns
 	order         []int64
 }
 
@@ -68,7 +79,7 @@ func (m *Model) attachVision(path string) error {
 		return fmt.Errorf("%w: %s projects to width %d, the model's is %d", ErrNoVision, path, clip.ProjectionDim, m.cfg.Dim)
 	}
 	ct := m.ControlTokens()
-	v := &visionModel{cache: map[int64][]float32{}}
+	v := &visionModel{cache: map[int64]*ImageRuns{}, thumb: -1}
 	switch clip.Projector {
 	case gguf.ProjectorLFM2:
 		var ids [len(lfm2ImageMarkers)]int
@@ -79,7 +90,7 @@ func (m *Model) attachVision(path string) error {
 			}
 			ids[i] = id
 		}
-		v.before, v.after = ids[:2], ids[2:]
+		v.before, v.after, v.thumb = ids[:2], ids[2:], ids[1]
 	default:
 		if clip.ImageTokens() >= maxImageTokens {
 			return fmt.Errorf("%w: %s gives %d positions per image (at most %d)", ErrNoVision, path, clip.ImageTokens(), maxImageTokens-1)
@@ -103,10 +114,11 @@ func (m *Model) attachVision(path string) error {
 // HasVision reports whether the model takes images (Options.MMProj).
 func (m *Model) HasVision() bool { return m.vision != nil }
 
-// mediaID is the id standing for position j of the image keyed k in a
-// context: negative, so no token has it, and equal only for the same
-// image bytes at the same place, so the prefix cache reuses an image's
-// positions exactly when the image is the same.
+// mediaID is the id standing for position j of the image run keyed key
+// (the image's key << runBits | the run's index) in a context: negative,
+// so no token has it, and equal only for the same image bytes, run and
+// place, so the prefix cache reuses an image's positions exactly when the
+// image is the same.
 func mediaID(key int64, j int) int { return -int(key<<12|int64(j)) - 1 }
 
 // mediaPos splits a media id (< 0) into its image key and position.
@@ -124,25 +136,67 @@ func hasMedia(ids []int) bool {
 	return false
 }
 
-// imageKey hashes an image file's bytes to the 50 bits a media id holds.
+// imageKey hashes an image file's bytes to the 50-runBits bits a media
+// id holds beside the run index.
 func imageKey(data []byte) int64 {
 	h := fnv.New64a()
 	h.Write(data)
-	return int64(h.Sum64() >> 14)
+	return int64(h.Sum64() >> (14 + runBits))
 }
 
-// encodeImage returns the key of the image's embeddings and their count,
-// encoding it unless the model holds them already.
-func (m *Model) encodeImage(ctx context.Context, data []byte) (int64, int, error) {
+// encodeImage returns the prompt ids of an image (encoding it unless the
+// model holds its embeddings already): its markers and, for each run, a
+// media id per position.
+func (m *Model) encodeImage(ctx context.Context, data []byte) ([]int, error) {
 	key, err := m.encodeImageKey(ctx, data)
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
-	rows, err := m.imageRows(key)
-	if err != nil {
-		return 0, 0, err
+	v := m.vision
+	v.mu.Lock()
+	im, ok := v.cache[key]
+	v.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("%w: the embeddings of an image were dropped while the prompt was laid out; send fewer images", ErrPrompt)
 	}
-	return key, len(rows) / m.vision.enc.Width(), nil
+	ids := slices.Clone(v.before)
+	tiled := len(im.Runs) > 1
+	if tiled {
+		if v.thumb < 0 || len(im.Runs) != im.Cols*im.Rows+1 {
+			return nil, fmt.Errorf("pipeline: an image of %d runs for a %dx%d grid", len(im.Runs), im.Cols, im.Rows)
+		}
+		ids = ids[:len(ids)-1] // <|image_start|> alone; the thumbnail's marker comes last
+	}
+	for r, run := range im.Runs {
+		if tiled {
+			if r < len(im.Runs)-1 {
+				mk, err := m.markerIDs(lfm2TileMarker(r/im.Cols, r%im.Cols))
+				if err != nil {
+					return nil, err
+				}
+				ids = append(ids, mk...)
+			} else {
+				ids = append(ids, v.thumb)
+			}
+		}
+		for j := range len(run) / v.enc.Width() {
+			ids = append(ids, mediaID(key<<runBits|int64(r), j))
+		}
+	}
+	return append(ids, v.after...), nil
+}
+
+// markerIDs is the ids of a marker's text as mtmd tokenizes it (special
+// tokens parsed): the control token of that text, or else the text's
+// tokens.
+func (m *Model) markerIDs(s string) ([]int, error) {
+	if id, ok := m.ControlTokens()[s]; ok {
+		return []int{id}, nil
+	}
+	if m.tok == nil {
+		return nil, fmt.Errorf("%w: the image marker %s needs one", ErrNoTokenizer, s)
+	}
+	return m.tok.Encode(s), nil
 }
 
 func (m *Model) encodeImageKey(ctx context.Context, data []byte) (int64, error) {
@@ -155,7 +209,7 @@ func (m *Model) encodeImageKey(ctx context.Context, data []byte) (int64, error) 
 		return key, nil
 	}
 	m.lockDevice()
-	embd, err := v.enc.EncodeFile(ctx, data, 0)
+	im, err := v.enc.EncodeFileRuns(ctx, data, 0)
 	m.unlockDevice()
 	if errors.Is(err, vision.ErrImage) {
 		return 0, fmt.Errorf("%w: image: %w", ErrPrompt, err)
@@ -163,13 +217,18 @@ func (m *Model) encodeImageKey(ctx context.Context, data []byte) (int64, error) 
 	if err != nil {
 		return 0, fmt.Errorf("pipeline: image encoder on %s: %w", m.backend.Info().Backend, err)
 	}
-	if n := len(embd) / v.enc.Width(); n >= maxImageTokens || n > v.enc.MaxTokens() {
-		return 0, fmt.Errorf("%w: image: %d positions (the projector gives at most %d)", ErrPrompt, n, min(v.enc.MaxTokens(), maxImageTokens-1))
+	if len(im.Runs) > 1<<runBits {
+		return 0, fmt.Errorf("%w: image: %d runs (at most %d)", ErrPrompt, len(im.Runs), 1<<runBits)
+	}
+	for _, run := range im.Runs {
+		if n := len(run) / v.enc.Width(); n >= maxImageTokens || n > v.enc.MaxTokens() {
+			return 0, fmt.Errorf("%w: image: %d positions (the projector gives at most %d)", ErrPrompt, n, min(v.enc.MaxTokens(), maxImageTokens-1))
+		}
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if _, ok := v.cache[key]; !ok {
-		v.cache[key] = embd
+		v.cache[key] = im
 		v.order = append(v.order, key)
 		if len(v.order) > imageCacheSize {
 			delete(v.cache, v.order[0])
@@ -179,7 +238,8 @@ func (m *Model) encodeImageKey(ctx context.Context, data []byte) (int64, error) 
 	return key, nil
 }
 
-// imageRows returns the embeddings of the image keyed key.
+// imageRows returns the embeddings of the image run keyed key (the
+// image's key and the run's index).
 func (m *Model) imageRows(key int64) ([]float32, error) {
 	v := m.vision
 	if v == nil {
@@ -187,11 +247,15 @@ func (m *Model) imageRows(key int64) ([]float32, error) {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	rows, ok := v.cache[key]
+	im, ok := v.cache[key>>runBits]
 	if !ok {
 		return nil, fmt.Errorf("%w: the embeddings of an image of the context are no longer held; send the image again", ErrPrompt)
 	}
-	return rows, nil
+	r := int(key & (1<<runBits - 1))
+	if r >= len(im.Runs) {
+		return nil, fmt.Errorf("%w: run %d of an image of %d runs", ErrPrompt, r, len(im.Runs))
+	}
+	return im.Runs[r], nil
 }
 
 // mediaPromptIDs tokenizes a text prompt with images: the text around
@@ -223,15 +287,11 @@ func (s *Session) mediaPromptIDs(ctx context.Context, p Prompt, bos bool) ([]int
 		if i == len(p.Images) {
 			break
 		}
-		key, n, err := m.encodeImage(ctx, p.Images[i])
+		img, err := m.encodeImage(ctx, p.Images[i])
 		if err != nil {
 			return nil, fmt.Errorf("image %d: %w", i, err)
 		}
-		ids = append(ids, m.vision.before...)
-		for j := range n {
-			ids = append(ids, mediaID(key, j))
-		}
-		ids = append(ids, m.vision.after...)
+		ids = append(ids, img...)
 	}
 	return ids, nil
 }
@@ -249,16 +309,12 @@ func (s *Session) mediaIDs(ctx context.Context, p Prompt) ([]int, error) {
 		if k == len(p.Images) {
 			break
 		}
-		key, n, err := m.encodeImage(ctx, p.Images[k])
+		img, err := m.encodeImage(ctx, p.Images[k])
 		if err != nil {
 			return nil, fmt.Errorf("image %d: %w", k, err)
 		}
 		k++
-		ids = append(ids, m.vision.before...)
-		for j := range n {
-			ids = append(ids, mediaID(key, j))
-		}
-		ids = append(ids, m.vision.after...)
+		ids = append(ids, img...)
 	}
 	if countMedia(p.IDs) != len(p.Images) {
 		return nil, fmt.Errorf("%w: %d image places (MediaID) for %d images", ErrPrompt, countMedia(p.IDs), len(p.Images))
@@ -276,8 +332,9 @@ func countMedia(ids []int) int {
 	return n
 }
 
-// imageRun is the image starting at rest[0] (a media id of position 0):
-// its rows and its length in rest.
+// imageRun is the image run (a whole image, an lfm2 tile or thumbnail)
+// starting at rest[0] (a media id of position 0): its rows and its length
+// in rest.
 func (m *Model) imageRun(rest []int) ([]float32, int, error) {
 	key, j := mediaPos(rest[0])
 	if j != 0 {

@@ -55,10 +55,12 @@ func (e *VisionEncoder) Tokens() int {
 	return e.clip.ImageTokens()
 }
 
-// MaxTokens bounds the count of embeddings of one image.
+// MaxTokens bounds the count of embeddings of one run of an image (an
+// lfm2 tile or thumbnail; the whole image otherwise).
 func (e *VisionEncoder) MaxTokens() int {
 	if e.lfm2 != nil {
-		return vision.LFM2MaxTokens
+		// One run: a tile or the thumbnail.
+		return max(vision.LFM2MaxTokens, min(e.lfm2.cfg.tileTokens(), lfm2MaxTileTokens))
 	}
 	return e.clip.ImageTokens()
 }
@@ -88,11 +90,52 @@ func (e *VisionEncoder) EncodeFile(ctx context.Context, data []byte, maxPixels i
 	return e.Encode(ctx, img)
 }
 
-// Encode returns the image's Tokens() embeddings of Width() values, row
-// by row.
-func (e *VisionEncoder) Encode(ctx context.Context, img *vision.RGB) ([]float32, error) {
+// ImageRuns is an encoded image as a prompt takes it: its runs of
+// embeddings (Width() values each, row by row) in prompt order, each run
+// one encoder run and one stretch of positions. An lfm2 image that
+// llama.cpp tiles has its Cols*Rows tiles row by row, then its thumbnail;
+// every other image one run.
+type ImageRuns struct {
+	Cols, Rows int // the lfm2 tile grid; 0, 0 when not tiled
+	Runs       [][]float32
+}
+
+// EncodeFileRuns decodes an image file as EncodeFile does and encodes it
+// into its runs.
+func (e *VisionEncoder) EncodeFileRuns(ctx context.Context, data []byte, maxPixels int) (*ImageRuns, error) {
+	img, err := vision.Decode(data, maxPixels)
+	if err != nil {
+		return nil, err
+	}
+	return e.EncodeRuns(ctx, img)
+}
+
+// EncodeRuns encodes an image into its runs (lfm2 tiles and thumbnail).
+func (e *VisionEncoder) EncodeRuns(ctx context.Context, img *vision.RGB) (*ImageRuns, error) {
 	if e.lfm2 != nil {
 		return e.encodeLFM2(ctx, img)
+	}
+	embd, err := e.Encode(ctx, img)
+	if err != nil {
+		return nil, err
+	}
+	return &ImageRuns{Runs: [][]float32{embd}}, nil
+}
+
+// Encode returns the image's embeddings of Width() values, row by row:
+// Tokens() of them, or for lfm2 all its runs' in prompt order (tiles,
+// then the thumbnail).
+func (e *VisionEncoder) Encode(ctx context.Context, img *vision.RGB) ([]float32, error) {
+	if e.lfm2 != nil {
+		r, err := e.encodeLFM2(ctx, img)
+		if err != nil {
+			return nil, err
+		}
+		var all []float32
+		for _, run := range r.Runs {
+			all = append(all, run...)
+		}
+		return all, nil
 	}
 	patches, err := e.Preprocess(img)
 	if err != nil {

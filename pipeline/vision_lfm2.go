@@ -21,11 +21,13 @@ import (
 // loaded on the first image, and the programs of its two steps by their
 // row counts (images of the same size share them).
 type lfm2Encoder struct {
-	cfg  arch.LFM2VisionConfig
+	cfg  lfm2Config
 	w    gpu.Weights
 	vit  map[int]gpu.Program // by patches
 	proj map[int]gpu.Program // by tokens
 }
+
+type lfm2Config struct{ arch.LFM2VisionConfig }
 
 // lfm2Programs bounds the programs kept per step; past it all are
 // released (an image of another size compiles its own).
@@ -39,7 +41,7 @@ func newLFM2Encoder(be gpu.Backend, clip *gguf.Clip) (*VisionEncoder, error) {
 	if _, err := arch.LFM2ProjectorGraph(c, 1); err != nil {
 		return nil, err
 	}
-	return &VisionEncoder{be: be, clip: clip, lfm2: &lfm2Encoder{cfg: c, vit: map[int]gpu.Program{}, proj: map[int]gpu.Program{}}}, nil
+	return &VisionEncoder{be: be, clip: clip, lfm2: &lfm2Encoder{cfg: lfm2Config{c}, vit: map[int]gpu.Program{}, proj: map[int]gpu.Program{}}}, nil
 }
 
 func (l *lfm2Encoder) release() {
@@ -67,19 +69,78 @@ type LFM2Input struct {
 // Tokens is the count of the image's embeddings.
 func (in *LFM2Input) Tokens(merge int) int { return in.GridW * in.GridH / (merge * merge) }
 
-// PrepareLFM2 is an lfm2 projector's preprocessing of a decoded image:
-// the smart resize (bilinear), normalization, the patches and the
-// position table resampled to the patch grid, in merge order.
+// PrepareLFM2 is an lfm2 projector's preprocessing of a decoded image
+// as one encoder run: the smart resize (bilinear), normalization, the
+// patches and the position table resampled to the patch grid, in merge
+// order. For an image llama.cpp tiles this is its thumbnail
+// (PrepareLFM2Tiles prepares the tiles too).
 func (e *VisionEncoder) PrepareLFM2(img *vision.RGB) (*LFM2Input, error) {
-	clip := e.clip
 	if e.lfm2 == nil {
-		return nil, fmt.Errorf("%w: PrepareLFM2 of a %s projector", gguf.ErrUnsupported, clip.Projector)
+		return nil, fmt.Errorf("%w: PrepareLFM2 of a %s projector", gguf.ErrUnsupported, e.clip.Projector)
 	}
 	c := &e.lfm2.cfg
 	r, err := vision.LFM2Resize(img, c.PatchSize, c.Merge)
 	if err != nil {
 		return nil, err
 	}
+	return e.prepareLFM2Run(r)
+}
+
+// lfm2MaxTileTokens bounds the positions of one lfm2 tile (a projector
+// with small patches would make tiles of thousands of patches): real
+// LFM2-VL projectors (patch 16, merge 2) make 256.
+const lfm2MaxTileTokens = 4 * vision.LFM2MaxTokens
+
+// tileTokens is the count of embeddings of one lfm2 tile.
+func (c *lfm2Config) tileTokens() int {
+	side := vision.LFM2TileSize / c.PatchSize
+	return side * side / (c.Merge * c.Merge)
+}
+
+// LFM2Inputs is an image prepared for an lfm2 encoder as llama.cpp
+// splits it: its tiles row by row (none when it is not tiled), then its
+// thumbnail, each one encoder run.
+type LFM2Inputs struct {
+	Cols, Rows int // the tile grid; 0, 0 when not tiled
+	Runs       []*LFM2Input
+}
+
+// PrepareLFM2Tiles is an lfm2 projector's preprocessing of a decoded
+// image: vision.SplitLFM2's tiles and thumbnail, each prepared as
+// PrepareLFM2 prepares a run.
+func (e *VisionEncoder) PrepareLFM2Tiles(img *vision.RGB) (*LFM2Inputs, error) {
+	if e.lfm2 == nil {
+		return nil, fmt.Errorf("%w: PrepareLFM2Tiles of a %s projector", gguf.ErrUnsupported, e.clip.Projector)
+	}
+	c := &e.lfm2.cfg
+	if vision.LFM2Tiled(img.W, img.H) {
+		// Refuse before any work: a tile must fit an image run's
+		// positions and the encoder's attention.
+		if n := c.tileTokens(); n > lfm2MaxTileTokens {
+			return nil, fmt.Errorf("%w: a %dx%d image is cut in %d-pixel tiles, %d positions each with this projector's %d-pixel patches (at most %d)",
+				vision.ErrImage, img.W, img.H, vision.LFM2TileSize, n, c.PatchSize, lfm2MaxTileTokens)
+		}
+	}
+	split, err := vision.SplitLFM2(img, c.PatchSize, c.Merge)
+	if err != nil {
+		return nil, err
+	}
+	out := &LFM2Inputs{Cols: split.Cols, Rows: split.Rows}
+	for _, r := range append(split.Tiles, split.Thumbnail) {
+		in, err := e.prepareLFM2Run(r)
+		if err != nil {
+			return nil, err
+		}
+		out.Runs = append(out.Runs, in)
+	}
+	return out, nil
+}
+
+// prepareLFM2Run prepares an image already of its run's size (multiples
+// of patch * merge).
+func (e *VisionEncoder) prepareLFM2Run(r *vision.RGB) (*LFM2Input, error) {
+	clip := e.clip
+	c := &e.lfm2.cfg
 	gw, gh := r.W/c.PatchSize, r.H/c.PatchSize
 	order := vision.MergeOrder(gw, gh, c.Merge)
 	patches, err := vision.PatchRows(vision.Normalize(r, clip.Mean, clip.Std), r.W, r.H, c.PatchSize, order)
@@ -101,12 +162,21 @@ func (e *VisionEncoder) PrepareLFM2(img *vision.RGB) (*LFM2Input, error) {
 	return &LFM2Input{GridW: gw, GridH: gh, Patches: patches, Positions: pos}, nil
 }
 
-func (e *VisionEncoder) encodeLFM2(ctx context.Context, img *vision.RGB) ([]float32, error) {
-	in, err := e.PrepareLFM2(img)
+// encodeLFM2 encodes an image's runs (tiles, then the thumbnail).
+func (e *VisionEncoder) encodeLFM2(ctx context.Context, img *vision.RGB) (*ImageRuns, error) {
+	in, err := e.PrepareLFM2Tiles(img)
 	if err != nil {
 		return nil, err
 	}
-	return e.EncodeLFM2(ctx, in)
+	out := &ImageRuns{Cols: in.Cols, Rows: in.Rows}
+	for _, r := range in.Runs {
+		embd, err := e.EncodeLFM2(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		out.Runs = append(out.Runs, embd)
+	}
+	return out, nil
 }
 
 // EncodeLFM2 runs an lfm2 encoder on a prepared image: its
@@ -136,7 +206,7 @@ func (e *VisionEncoder) EncodeLFM2(ctx context.Context, in *LFM2Input) ([]float3
 		}
 		l.w = w
 	}
-	vit, err := l.program(e.be, l.vit, n, func() (*fusion.Graph, error) { return arch.LFM2ViTGraph(*c, n) })
+	vit, err := l.program(e.be, l.vit, n, func() (*fusion.Graph, error) { return arch.LFM2ViTGraph(c.LFM2VisionConfig, n) })
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +217,7 @@ func (e *VisionEncoder) EncodeLFM2(ctx context.Context, in *LFM2Input) ([]float3
 	// The pixel unshuffle: rows t*mm .. t*mm+mm-1 are token t's blocks, so
 	// x read as [n/mm, Width*mm] is the merged features.
 	tok := n / mm
-	proj, err := l.program(e.be, l.proj, tok, func() (*fusion.Graph, error) { return arch.LFM2ProjectorGraph(*c, tok) })
+	proj, err := l.program(e.be, l.proj, tok, func() (*fusion.Graph, error) { return arch.LFM2ProjectorGraph(c.LFM2VisionConfig, tok) })
 	if err != nil {
 		return nil, err
 	}

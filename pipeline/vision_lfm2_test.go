@@ -348,7 +348,8 @@ func TestVisionLFM2Session(t *testing.T) {
 // TestClipLFM2Refuses: an lfm2 projector without its scale factor or
 // mm.1, with mm.input_norm's weight alone, or projecting to another
 // width than mm.2's is a clear error; an image llama.cpp would tile is
-// refused as a bad image (vision.ErrTiling), not encoded wrongly.
+// refused as a bad image (vision.ErrImage) when this patch-4 projector
+// would make tiles of 4096 positions, before any encoding.
 func TestClipLFM2Refuses(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join(lfm2Dir, "mmproj-lfm2.gguf"))
 	if err != nil {
@@ -396,8 +397,8 @@ func TestClipLFM2Refuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	wide := &vision.RGB{W: 1100, H: 20, Pix: make([]uint8, 3*1100*20)}
-	if _, err := enc.Encode(context.Background(), wide); !errors.Is(err, vision.ErrTiling) {
-		t.Errorf("a 1100-wide image: err %v, want vision.ErrTiling", err)
+	if _, err := enc.Encode(context.Background(), wide); !errors.Is(err, vision.ErrImage) {
+		t.Errorf("a 1100-wide image: err %v, want vision.ErrImage (tiles of 4096 positions)", err)
 	} else {
 		t.Logf("a 1100-wide image: %v", err)
 	}

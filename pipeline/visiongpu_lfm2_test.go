@@ -57,3 +57,41 @@ func TestVisionLFM2GPU(t *testing.T) {
 		})
 	}
 }
+
+// TestVisionLFM2TiledGPU: a tile of the tiled image (row 2, col 1: 1024
+// patches in one encoder run) on WebGPU and Vulkan equals llama.cpp's
+// within lfm2Tol (tiled.json; one tile keeps lavapipe's time short, the
+// thumbnail's path is the untiled one TestVisionLFM2GPU covers).
+func TestVisionLFM2TiledGPU(t *testing.T) {
+	clip, png, g, want := loadTiled(t)
+	img, err := vision.Decode(png, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const tile = 2
+	for _, name := range []string{"webgpu", "vulkan"} {
+		t.Run(name, func(t *testing.T) {
+			enc, err := pipeline.NewVisionEncoder(openBackend(t, name), clip)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer enc.Close()
+			in, err := enc.PrepareLFM2Tiles(img)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(in.Runs) != len(want) {
+				t.Fatalf("%d runs, golden %d", len(in.Runs), len(want))
+			}
+			got, err := enc.EncodeLFM2(context.Background(), in.Runs[tile])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := maxDiff32(strided(got, enc.Width(), g.EmbdStride), want[tile]); !(d <= lfm2Tol) {
+				t.Errorf("tile %d differs from llama.cpp's by %g (tolerance %g)", tile, d, lfm2Tol)
+			} else {
+				t.Logf("tile %d: max |diff| from llama.cpp's %.3g", tile, d)
+			}
+		})
+	}
+}

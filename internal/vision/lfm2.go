@@ -17,14 +17,6 @@ const (
 	LFM2MaxTokens = 256
 )
 
-// lfm2TileLimit: an image wider or taller than this is tiled by llama.cpp
-// (tile_size 512 * max_pixels_tolerance 2), which gpurun does not do.
-const lfm2TileLimit = 1024
-
-// ErrTiling reports an image large enough that llama.cpp's lfm2 path
-// would cut it into tiles plus a thumbnail, which is not implemented.
-var ErrTiling = fmt.Errorf("%w: lfm2 tiling (images wider or taller than %d pixels) is not implemented", ErrImage, lfm2TileLimit)
-
 // SmartResize is llama.cpp's calc_size_preserved_ratio with pixel bounds
 // (transformers' smart_resize), in float32 as there: both sides rounded
 // to multiples of align (at least align), then, if the area is above
@@ -48,11 +40,11 @@ func SmartResize(w, h, align, minPixels, maxPixels int) (int, int) {
 }
 
 // LFM2Size is the size an image is resized to for an lfm2 projector of
-// the given patch size and merge factor (a single tile; ErrTiling for an
-// image llama.cpp would tile).
+// the given patch size and merge factor: the whole image, or the
+// thumbnail of a tiled one (SplitLFM2).
 func LFM2Size(img *RGB, patch, merge int) (int, int, error) {
-	if img.W > lfm2TileLimit || img.H > lfm2TileLimit {
-		return 0, 0, fmt.Errorf("%w (this one is %dx%d)", ErrTiling, img.W, img.H)
+	if patch <= 0 || merge <= 0 || img.W <= 0 || img.H <= 0 {
+		return 0, 0, fmt.Errorf("%w: a %dx%d image for patches of %d merged by %d", ErrImage, img.W, img.H, patch, merge)
 	}
 	a := patch * merge
 	w, h := SmartResize(img.W, img.H, a, LFM2MinTokens*a*a, LFM2MaxTokens*a*a)
