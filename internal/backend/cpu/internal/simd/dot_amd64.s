@@ -4023,6 +4023,1135 @@ DATA iq4nlconsts<>+30(SB)/1, $0x59
 DATA iq4nlconsts<>+31(SB)/1, $0x71
 GLOBL iq4nlconsts<>(SB), RODATA|NOPTR, $32
 
+// func dotIQ3SAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+// Requires: AVX, AVX2, F16C, MMX+, SSE
+TEXT ·dotIQ3SAVX2(SB), NOSPLIT, $0-44
+	MOVQ    w+0(FP), AX
+	MOVQ    x+8(FP), CX
+	MOVQ    xd+16(FP), DX
+	MOVQ    xs+24(FP), BX
+	MOVQ    nb+32(FP), SI
+	LEAQ    iq3sconsts<>+0(SB), DI
+	VMOVDQU (DI), Y0
+	VMOVDQU 32(DI), Y1
+	VXORPS  X2, X2, X2
+
+iq3sblock:
+	TESTQ        SI, SI
+	JZ           iq3sdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	VPXOR        Y3, Y3, Y3
+	MOVBQZX      66(AX), R8
+	MOVBQZX      2(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x08, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VMOVD        64(DI)(R9*4), X4
+	MOVBQZX      3(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x07, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x01, 64(DI)(R9*4), X4, X4
+	MOVBQZX      4(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x06, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x02, 64(DI)(R9*4), X4, X4
+	MOVBQZX      5(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x05, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x03, 64(DI)(R9*4), X4, X4
+	MOVBQZX      6(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x04, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VMOVD        64(DI)(R9*4), X5
+	MOVBQZX      7(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x03, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x01, 64(DI)(R9*4), X5, X5
+	MOVBQZX      8(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x02, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x02, 64(DI)(R9*4), X5, X5
+	MOVBQZX      9(AX), R9
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	ORQ          R8, R9
+	VPINSRD      $0x03, 64(DI)(R9*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 74(AX), Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        (CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	MOVBLZX      106(AX), R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      67(AX), R8
+	MOVBQZX      10(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x08, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VMOVD        64(DI)(R9*4), X4
+	MOVBQZX      11(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x07, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x01, 64(DI)(R9*4), X4, X4
+	MOVBQZX      12(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x06, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x02, 64(DI)(R9*4), X4, X4
+	MOVBQZX      13(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x05, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x03, 64(DI)(R9*4), X4, X4
+	MOVBQZX      14(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x04, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VMOVD        64(DI)(R9*4), X5
+	MOVBQZX      15(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x03, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x01, 64(DI)(R9*4), X5, X5
+	MOVBQZX      16(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x02, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x02, 64(DI)(R9*4), X5, X5
+	MOVBQZX      17(AX), R9
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	ORQ          R8, R9
+	VPINSRD      $0x03, 64(DI)(R9*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 78(AX), Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        32(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	MOVBLZX      106(AX), R8
+	SHRL         $0x04, R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      68(AX), R8
+	MOVBQZX      18(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x08, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VMOVD        64(DI)(R9*4), X4
+	MOVBQZX      19(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x07, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x01, 64(DI)(R9*4), X4, X4
+	MOVBQZX      20(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x06, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x02, 64(DI)(R9*4), X4, X4
+	MOVBQZX      21(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x05, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x03, 64(DI)(R9*4), X4, X4
+	MOVBQZX      22(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x04, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VMOVD        64(DI)(R9*4), X5
+	MOVBQZX      23(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x03, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x01, 64(DI)(R9*4), X5, X5
+	MOVBQZX      24(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x02, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x02, 64(DI)(R9*4), X5, X5
+	MOVBQZX      25(AX), R9
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	ORQ          R8, R9
+	VPINSRD      $0x03, 64(DI)(R9*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 82(AX), Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        64(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	MOVBLZX      107(AX), R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      69(AX), R8
+	MOVBQZX      26(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x08, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VMOVD        64(DI)(R9*4), X4
+	MOVBQZX      27(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x07, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x01, 64(DI)(R9*4), X4, X4
+	MOVBQZX      28(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x06, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x02, 64(DI)(R9*4), X4, X4
+	MOVBQZX      29(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x05, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x03, 64(DI)(R9*4), X4, X4
+	MOVBQZX      30(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x04, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VMOVD        64(DI)(R9*4), X5
+	MOVBQZX      31(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x03, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x01, 64(DI)(R9*4), X5, X5
+	MOVBQZX      32(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x02, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x02, 64(DI)(R9*4), X5, X5
+	MOVBQZX      33(AX), R9
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	ORQ          R8, R9
+	VPINSRD      $0x03, 64(DI)(R9*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 86(AX), Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        96(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	MOVBLZX      107(AX), R8
+	SHRL         $0x04, R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      70(AX), R8
+	MOVBQZX      34(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x08, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VMOVD        64(DI)(R9*4), X4
+	MOVBQZX      35(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x07, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x01, 64(DI)(R9*4), X4, X4
+	MOVBQZX      36(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x06, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x02, 64(DI)(R9*4), X4, X4
+	MOVBQZX      37(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x05, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x03, 64(DI)(R9*4), X4, X4
+	MOVBQZX      38(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x04, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VMOVD        64(DI)(R9*4), X5
+	MOVBQZX      39(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x03, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x01, 64(DI)(R9*4), X5, X5
+	MOVBQZX      40(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x02, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x02, 64(DI)(R9*4), X5, X5
+	MOVBQZX      41(AX), R9
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	ORQ          R8, R9
+	VPINSRD      $0x03, 64(DI)(R9*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 90(AX), Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        128(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	MOVBLZX      108(AX), R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      71(AX), R8
+	MOVBQZX      42(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x08, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VMOVD        64(DI)(R9*4), X4
+	MOVBQZX      43(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x07, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x01, 64(DI)(R9*4), X4, X4
+	MOVBQZX      44(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x06, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x02, 64(DI)(R9*4), X4, X4
+	MOVBQZX      45(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x05, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x03, 64(DI)(R9*4), X4, X4
+	MOVBQZX      46(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x04, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VMOVD        64(DI)(R9*4), X5
+	MOVBQZX      47(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x03, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x01, 64(DI)(R9*4), X5, X5
+	MOVBQZX      48(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x02, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x02, 64(DI)(R9*4), X5, X5
+	MOVBQZX      49(AX), R9
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	ORQ          R8, R9
+	VPINSRD      $0x03, 64(DI)(R9*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 94(AX), Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        160(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	MOVBLZX      108(AX), R8
+	SHRL         $0x04, R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      72(AX), R8
+	MOVBQZX      50(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x08, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VMOVD        64(DI)(R9*4), X4
+	MOVBQZX      51(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x07, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x01, 64(DI)(R9*4), X4, X4
+	MOVBQZX      52(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x06, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x02, 64(DI)(R9*4), X4, X4
+	MOVBQZX      53(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x05, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x03, 64(DI)(R9*4), X4, X4
+	MOVBQZX      54(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x04, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VMOVD        64(DI)(R9*4), X5
+	MOVBQZX      55(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x03, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x01, 64(DI)(R9*4), X5, X5
+	MOVBQZX      56(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x02, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x02, 64(DI)(R9*4), X5, X5
+	MOVBQZX      57(AX), R9
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	ORQ          R8, R9
+	VPINSRD      $0x03, 64(DI)(R9*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 98(AX), Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        192(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	MOVBLZX      109(AX), R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      73(AX), R8
+	MOVBQZX      58(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x08, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VMOVD        64(DI)(R9*4), X4
+	MOVBQZX      59(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x07, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x01, 64(DI)(R9*4), X4, X4
+	MOVBQZX      60(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x06, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x02, 64(DI)(R9*4), X4, X4
+	MOVBQZX      61(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x05, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x03, 64(DI)(R9*4), X4, X4
+	MOVBQZX      62(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x04, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VMOVD        64(DI)(R9*4), X5
+	MOVBQZX      63(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x03, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x01, 64(DI)(R9*4), X5, X5
+	MOVBQZX      64(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x02, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x02, 64(DI)(R9*4), X5, X5
+	MOVBQZX      65(AX), R9
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	ORQ          R8, R9
+	VPINSRD      $0x03, 64(DI)(R9*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 102(AX), Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        224(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	MOVBLZX      109(AX), R8
+	SHRL         $0x04, R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPADDD       X4, X3, X3
+	VPHADDD      X3, X3, X3
+	VPHADDD      X3, X3, X3
+	MOVWLZX      (AX), R8
+	VMOVD        R8, X4
+	VCVTDQ2PS    X3, X3
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS (DX), X5
+	VMULPS       X5, X4, X4
+	VMULPS       X3, X4, X3
+	VADDSS       X3, X2, X2
+	ADDQ         $0x6e, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x04, DX
+	ADDQ         $0x20, BX
+	DECQ         SI
+	JMP          iq3sblock
+
+iq3sdone:
+	VZEROUPPER
+	MOVSS X2, ret+40(FP)
+	RET
+
+DATA iq3sconsts<>+0(SB)/1, $0x00
+DATA iq3sconsts<>+1(SB)/1, $0x00
+DATA iq3sconsts<>+2(SB)/1, $0x00
+DATA iq3sconsts<>+3(SB)/1, $0x00
+DATA iq3sconsts<>+4(SB)/1, $0x00
+DATA iq3sconsts<>+5(SB)/1, $0x00
+DATA iq3sconsts<>+6(SB)/1, $0x00
+DATA iq3sconsts<>+7(SB)/1, $0x00
+DATA iq3sconsts<>+8(SB)/1, $0x01
+DATA iq3sconsts<>+9(SB)/1, $0x01
+DATA iq3sconsts<>+10(SB)/1, $0x01
+DATA iq3sconsts<>+11(SB)/1, $0x01
+DATA iq3sconsts<>+12(SB)/1, $0x01
+DATA iq3sconsts<>+13(SB)/1, $0x01
+DATA iq3sconsts<>+14(SB)/1, $0x01
+DATA iq3sconsts<>+15(SB)/1, $0x01
+DATA iq3sconsts<>+16(SB)/1, $0x02
+DATA iq3sconsts<>+17(SB)/1, $0x02
+DATA iq3sconsts<>+18(SB)/1, $0x02
+DATA iq3sconsts<>+19(SB)/1, $0x02
+DATA iq3sconsts<>+20(SB)/1, $0x02
+DATA iq3sconsts<>+21(SB)/1, $0x02
+DATA iq3sconsts<>+22(SB)/1, $0x02
+DATA iq3sconsts<>+23(SB)/1, $0x02
+DATA iq3sconsts<>+24(SB)/1, $0x03
+DATA iq3sconsts<>+25(SB)/1, $0x03
+DATA iq3sconsts<>+26(SB)/1, $0x03
+DATA iq3sconsts<>+27(SB)/1, $0x03
+DATA iq3sconsts<>+28(SB)/1, $0x03
+DATA iq3sconsts<>+29(SB)/1, $0x03
+DATA iq3sconsts<>+30(SB)/1, $0x03
+DATA iq3sconsts<>+31(SB)/1, $0x03
+DATA iq3sconsts<>+32(SB)/1, $0x01
+DATA iq3sconsts<>+33(SB)/1, $0x02
+DATA iq3sconsts<>+34(SB)/1, $0x04
+DATA iq3sconsts<>+35(SB)/1, $0x08
+DATA iq3sconsts<>+36(SB)/1, $0x10
+DATA iq3sconsts<>+37(SB)/1, $0x20
+DATA iq3sconsts<>+38(SB)/1, $0x40
+DATA iq3sconsts<>+39(SB)/1, $0x80
+DATA iq3sconsts<>+40(SB)/1, $0x01
+DATA iq3sconsts<>+41(SB)/1, $0x02
+DATA iq3sconsts<>+42(SB)/1, $0x04
+DATA iq3sconsts<>+43(SB)/1, $0x08
+DATA iq3sconsts<>+44(SB)/1, $0x10
+DATA iq3sconsts<>+45(SB)/1, $0x20
+DATA iq3sconsts<>+46(SB)/1, $0x40
+DATA iq3sconsts<>+47(SB)/1, $0x80
+DATA iq3sconsts<>+48(SB)/1, $0x01
+DATA iq3sconsts<>+49(SB)/1, $0x02
+DATA iq3sconsts<>+50(SB)/1, $0x04
+DATA iq3sconsts<>+51(SB)/1, $0x08
+DATA iq3sconsts<>+52(SB)/1, $0x10
+DATA iq3sconsts<>+53(SB)/1, $0x20
+DATA iq3sconsts<>+54(SB)/1, $0x40
+DATA iq3sconsts<>+55(SB)/1, $0x80
+DATA iq3sconsts<>+56(SB)/1, $0x01
+DATA iq3sconsts<>+57(SB)/1, $0x02
+DATA iq3sconsts<>+58(SB)/1, $0x04
+DATA iq3sconsts<>+59(SB)/1, $0x08
+DATA iq3sconsts<>+60(SB)/1, $0x10
+DATA iq3sconsts<>+61(SB)/1, $0x20
+DATA iq3sconsts<>+62(SB)/1, $0x40
+DATA iq3sconsts<>+63(SB)/1, $0x80
+DATA iq3sconsts<>+64(SB)/4, $0x01010101
+DATA iq3sconsts<>+68(SB)/4, $0x01010103
+DATA iq3sconsts<>+72(SB)/4, $0x01010105
+DATA iq3sconsts<>+76(SB)/4, $0x0101010b
+DATA iq3sconsts<>+80(SB)/4, $0x0101010f
+DATA iq3sconsts<>+84(SB)/4, $0x01010301
+DATA iq3sconsts<>+88(SB)/4, $0x01010303
+DATA iq3sconsts<>+92(SB)/4, $0x01010305
+DATA iq3sconsts<>+96(SB)/4, $0x01010309
+DATA iq3sconsts<>+100(SB)/4, $0x0101030d
+DATA iq3sconsts<>+104(SB)/4, $0x01010501
+DATA iq3sconsts<>+108(SB)/4, $0x01010503
+DATA iq3sconsts<>+112(SB)/4, $0x0101050b
+DATA iq3sconsts<>+116(SB)/4, $0x01010707
+DATA iq3sconsts<>+120(SB)/4, $0x01010901
+DATA iq3sconsts<>+124(SB)/4, $0x01010905
+DATA iq3sconsts<>+128(SB)/4, $0x0101090b
+DATA iq3sconsts<>+132(SB)/4, $0x0101090f
+DATA iq3sconsts<>+136(SB)/4, $0x01010b03
+DATA iq3sconsts<>+140(SB)/4, $0x01010b07
+DATA iq3sconsts<>+144(SB)/4, $0x01010d01
+DATA iq3sconsts<>+148(SB)/4, $0x01010d05
+DATA iq3sconsts<>+152(SB)/4, $0x01010f03
+DATA iq3sconsts<>+156(SB)/4, $0x01010f09
+DATA iq3sconsts<>+160(SB)/4, $0x01010f0f
+DATA iq3sconsts<>+164(SB)/4, $0x01030101
+DATA iq3sconsts<>+168(SB)/4, $0x01030103
+DATA iq3sconsts<>+172(SB)/4, $0x01030105
+DATA iq3sconsts<>+176(SB)/4, $0x01030109
+DATA iq3sconsts<>+180(SB)/4, $0x01030301
+DATA iq3sconsts<>+184(SB)/4, $0x01030303
+DATA iq3sconsts<>+188(SB)/4, $0x0103030b
+DATA iq3sconsts<>+192(SB)/4, $0x01030501
+DATA iq3sconsts<>+196(SB)/4, $0x01030507
+DATA iq3sconsts<>+200(SB)/4, $0x0103050f
+DATA iq3sconsts<>+204(SB)/4, $0x01030703
+DATA iq3sconsts<>+208(SB)/4, $0x0103070b
+DATA iq3sconsts<>+212(SB)/4, $0x01030909
+DATA iq3sconsts<>+216(SB)/4, $0x01030d03
+DATA iq3sconsts<>+220(SB)/4, $0x01030d0b
+DATA iq3sconsts<>+224(SB)/4, $0x01030f05
+DATA iq3sconsts<>+228(SB)/4, $0x01050101
+DATA iq3sconsts<>+232(SB)/4, $0x01050103
+DATA iq3sconsts<>+236(SB)/4, $0x0105010b
+DATA iq3sconsts<>+240(SB)/4, $0x0105010f
+DATA iq3sconsts<>+244(SB)/4, $0x01050301
+DATA iq3sconsts<>+248(SB)/4, $0x01050307
+DATA iq3sconsts<>+252(SB)/4, $0x0105030d
+DATA iq3sconsts<>+256(SB)/4, $0x01050503
+DATA iq3sconsts<>+260(SB)/4, $0x0105050b
+DATA iq3sconsts<>+264(SB)/4, $0x01050701
+DATA iq3sconsts<>+268(SB)/4, $0x01050709
+DATA iq3sconsts<>+272(SB)/4, $0x01050905
+DATA iq3sconsts<>+276(SB)/4, $0x0105090b
+DATA iq3sconsts<>+280(SB)/4, $0x0105090f
+DATA iq3sconsts<>+284(SB)/4, $0x01050b03
+DATA iq3sconsts<>+288(SB)/4, $0x01050b07
+DATA iq3sconsts<>+292(SB)/4, $0x01050f01
+DATA iq3sconsts<>+296(SB)/4, $0x01050f07
+DATA iq3sconsts<>+300(SB)/4, $0x01070107
+DATA iq3sconsts<>+304(SB)/4, $0x01070303
+DATA iq3sconsts<>+308(SB)/4, $0x0107030b
+DATA iq3sconsts<>+312(SB)/4, $0x01070501
+DATA iq3sconsts<>+316(SB)/4, $0x01070505
+DATA iq3sconsts<>+320(SB)/4, $0x01070703
+DATA iq3sconsts<>+324(SB)/4, $0x01070707
+DATA iq3sconsts<>+328(SB)/4, $0x0107070d
+DATA iq3sconsts<>+332(SB)/4, $0x01070909
+DATA iq3sconsts<>+336(SB)/4, $0x01070b01
+DATA iq3sconsts<>+340(SB)/4, $0x01070b05
+DATA iq3sconsts<>+344(SB)/4, $0x01070d0f
+DATA iq3sconsts<>+348(SB)/4, $0x01070f03
+DATA iq3sconsts<>+352(SB)/4, $0x01070f0b
+DATA iq3sconsts<>+356(SB)/4, $0x01090101
+DATA iq3sconsts<>+360(SB)/4, $0x01090307
+DATA iq3sconsts<>+364(SB)/4, $0x0109030f
+DATA iq3sconsts<>+368(SB)/4, $0x01090503
+DATA iq3sconsts<>+372(SB)/4, $0x01090509
+DATA iq3sconsts<>+376(SB)/4, $0x01090705
+DATA iq3sconsts<>+380(SB)/4, $0x01090901
+DATA iq3sconsts<>+384(SB)/4, $0x01090907
+DATA iq3sconsts<>+388(SB)/4, $0x01090b03
+DATA iq3sconsts<>+392(SB)/4, $0x01090f01
+DATA iq3sconsts<>+396(SB)/4, $0x010b0105
+DATA iq3sconsts<>+400(SB)/4, $0x010b0109
+DATA iq3sconsts<>+404(SB)/4, $0x010b0501
+DATA iq3sconsts<>+408(SB)/4, $0x010b0505
+DATA iq3sconsts<>+412(SB)/4, $0x010b050d
+DATA iq3sconsts<>+416(SB)/4, $0x010b0707
+DATA iq3sconsts<>+420(SB)/4, $0x010b0903
+DATA iq3sconsts<>+424(SB)/4, $0x010b090b
+DATA iq3sconsts<>+428(SB)/4, $0x010b090f
+DATA iq3sconsts<>+432(SB)/4, $0x010b0d0d
+DATA iq3sconsts<>+436(SB)/4, $0x010b0f07
+DATA iq3sconsts<>+440(SB)/4, $0x010d010d
+DATA iq3sconsts<>+444(SB)/4, $0x010d0303
+DATA iq3sconsts<>+448(SB)/4, $0x010d0307
+DATA iq3sconsts<>+452(SB)/4, $0x010d0703
+DATA iq3sconsts<>+456(SB)/4, $0x010d0b05
+DATA iq3sconsts<>+460(SB)/4, $0x010d0f03
+DATA iq3sconsts<>+464(SB)/4, $0x010f0101
+DATA iq3sconsts<>+468(SB)/4, $0x010f0105
+DATA iq3sconsts<>+472(SB)/4, $0x010f0109
+DATA iq3sconsts<>+476(SB)/4, $0x010f0501
+DATA iq3sconsts<>+480(SB)/4, $0x010f0505
+DATA iq3sconsts<>+484(SB)/4, $0x010f050d
+DATA iq3sconsts<>+488(SB)/4, $0x010f0707
+DATA iq3sconsts<>+492(SB)/4, $0x010f0b01
+DATA iq3sconsts<>+496(SB)/4, $0x010f0b09
+DATA iq3sconsts<>+500(SB)/4, $0x03010101
+DATA iq3sconsts<>+504(SB)/4, $0x03010103
+DATA iq3sconsts<>+508(SB)/4, $0x03010105
+DATA iq3sconsts<>+512(SB)/4, $0x03010109
+DATA iq3sconsts<>+516(SB)/4, $0x03010301
+DATA iq3sconsts<>+520(SB)/4, $0x03010303
+DATA iq3sconsts<>+524(SB)/4, $0x03010307
+DATA iq3sconsts<>+528(SB)/4, $0x0301030b
+DATA iq3sconsts<>+532(SB)/4, $0x0301030f
+DATA iq3sconsts<>+536(SB)/4, $0x03010501
+DATA iq3sconsts<>+540(SB)/4, $0x03010505
+DATA iq3sconsts<>+544(SB)/4, $0x03010703
+DATA iq3sconsts<>+548(SB)/4, $0x03010709
+DATA iq3sconsts<>+552(SB)/4, $0x0301070d
+DATA iq3sconsts<>+556(SB)/4, $0x03010b09
+DATA iq3sconsts<>+560(SB)/4, $0x03010b0d
+DATA iq3sconsts<>+564(SB)/4, $0x03010d03
+DATA iq3sconsts<>+568(SB)/4, $0x03010f05
+DATA iq3sconsts<>+572(SB)/4, $0x03030101
+DATA iq3sconsts<>+576(SB)/4, $0x03030103
+DATA iq3sconsts<>+580(SB)/4, $0x03030107
+DATA iq3sconsts<>+584(SB)/4, $0x0303010d
+DATA iq3sconsts<>+588(SB)/4, $0x03030301
+DATA iq3sconsts<>+592(SB)/4, $0x03030309
+DATA iq3sconsts<>+596(SB)/4, $0x03030503
+DATA iq3sconsts<>+600(SB)/4, $0x03030701
+DATA iq3sconsts<>+604(SB)/4, $0x03030707
+DATA iq3sconsts<>+608(SB)/4, $0x03030903
+DATA iq3sconsts<>+612(SB)/4, $0x03030b01
+DATA iq3sconsts<>+616(SB)/4, $0x03030b05
+DATA iq3sconsts<>+620(SB)/4, $0x03030f01
+DATA iq3sconsts<>+624(SB)/4, $0x03030f0d
+DATA iq3sconsts<>+628(SB)/4, $0x03050101
+DATA iq3sconsts<>+632(SB)/4, $0x03050305
+DATA iq3sconsts<>+636(SB)/4, $0x0305030b
+DATA iq3sconsts<>+640(SB)/4, $0x0305030f
+DATA iq3sconsts<>+644(SB)/4, $0x03050501
+DATA iq3sconsts<>+648(SB)/4, $0x03050509
+DATA iq3sconsts<>+652(SB)/4, $0x03050705
+DATA iq3sconsts<>+656(SB)/4, $0x03050901
+DATA iq3sconsts<>+660(SB)/4, $0x03050907
+DATA iq3sconsts<>+664(SB)/4, $0x03050b0b
+DATA iq3sconsts<>+668(SB)/4, $0x03050d01
+DATA iq3sconsts<>+672(SB)/4, $0x03050f05
+DATA iq3sconsts<>+676(SB)/4, $0x03070103
+DATA iq3sconsts<>+680(SB)/4, $0x03070109
+DATA iq3sconsts<>+684(SB)/4, $0x0307010f
+DATA iq3sconsts<>+688(SB)/4, $0x03070301
+DATA iq3sconsts<>+692(SB)/4, $0x03070307
+DATA iq3sconsts<>+696(SB)/4, $0x03070503
+DATA iq3sconsts<>+700(SB)/4, $0x0307050f
+DATA iq3sconsts<>+704(SB)/4, $0x03070701
+DATA iq3sconsts<>+708(SB)/4, $0x03070709
+DATA iq3sconsts<>+712(SB)/4, $0x03070903
+DATA iq3sconsts<>+716(SB)/4, $0x03070d05
+DATA iq3sconsts<>+720(SB)/4, $0x03070f01
+DATA iq3sconsts<>+724(SB)/4, $0x03090107
+DATA iq3sconsts<>+728(SB)/4, $0x0309010b
+DATA iq3sconsts<>+732(SB)/4, $0x03090305
+DATA iq3sconsts<>+736(SB)/4, $0x03090309
+DATA iq3sconsts<>+740(SB)/4, $0x03090703
+DATA iq3sconsts<>+744(SB)/4, $0x03090707
+DATA iq3sconsts<>+748(SB)/4, $0x03090905
+DATA iq3sconsts<>+752(SB)/4, $0x0309090d
+DATA iq3sconsts<>+756(SB)/4, $0x03090b01
+DATA iq3sconsts<>+760(SB)/4, $0x03090b09
+DATA iq3sconsts<>+764(SB)/4, $0x030b0103
+DATA iq3sconsts<>+768(SB)/4, $0x030b0301
+DATA iq3sconsts<>+772(SB)/4, $0x030b0307
+DATA iq3sconsts<>+776(SB)/4, $0x030b0503
+DATA iq3sconsts<>+780(SB)/4, $0x030b0701
+DATA iq3sconsts<>+784(SB)/4, $0x030b0705
+DATA iq3sconsts<>+788(SB)/4, $0x030b0b03
+DATA iq3sconsts<>+792(SB)/4, $0x030d0501
+DATA iq3sconsts<>+796(SB)/4, $0x030d0509
+DATA iq3sconsts<>+800(SB)/4, $0x030d050f
+DATA iq3sconsts<>+804(SB)/4, $0x030d0909
+DATA iq3sconsts<>+808(SB)/4, $0x030d090d
+DATA iq3sconsts<>+812(SB)/4, $0x030f0103
+DATA iq3sconsts<>+816(SB)/4, $0x030f0107
+DATA iq3sconsts<>+820(SB)/4, $0x030f0301
+DATA iq3sconsts<>+824(SB)/4, $0x030f0305
+DATA iq3sconsts<>+828(SB)/4, $0x030f0503
+DATA iq3sconsts<>+832(SB)/4, $0x030f070b
+DATA iq3sconsts<>+836(SB)/4, $0x030f0903
+DATA iq3sconsts<>+840(SB)/4, $0x030f0d05
+DATA iq3sconsts<>+844(SB)/4, $0x030f0f01
+DATA iq3sconsts<>+848(SB)/4, $0x05010101
+DATA iq3sconsts<>+852(SB)/4, $0x05010103
+DATA iq3sconsts<>+856(SB)/4, $0x05010107
+DATA iq3sconsts<>+860(SB)/4, $0x0501010b
+DATA iq3sconsts<>+864(SB)/4, $0x0501010f
+DATA iq3sconsts<>+868(SB)/4, $0x05010301
+DATA iq3sconsts<>+872(SB)/4, $0x05010305
+DATA iq3sconsts<>+876(SB)/4, $0x05010309
+DATA iq3sconsts<>+880(SB)/4, $0x0501030d
+DATA iq3sconsts<>+884(SB)/4, $0x05010503
+DATA iq3sconsts<>+888(SB)/4, $0x05010507
+DATA iq3sconsts<>+892(SB)/4, $0x0501050f
+DATA iq3sconsts<>+896(SB)/4, $0x05010701
+DATA iq3sconsts<>+900(SB)/4, $0x05010705
+DATA iq3sconsts<>+904(SB)/4, $0x05010903
+DATA iq3sconsts<>+908(SB)/4, $0x05010907
+DATA iq3sconsts<>+912(SB)/4, $0x0501090b
+DATA iq3sconsts<>+916(SB)/4, $0x05010b01
+DATA iq3sconsts<>+920(SB)/4, $0x05010b05
+DATA iq3sconsts<>+924(SB)/4, $0x05010d0f
+DATA iq3sconsts<>+928(SB)/4, $0x05010f01
+DATA iq3sconsts<>+932(SB)/4, $0x05010f07
+DATA iq3sconsts<>+936(SB)/4, $0x05010f0b
+DATA iq3sconsts<>+940(SB)/4, $0x05030101
+DATA iq3sconsts<>+944(SB)/4, $0x05030105
+DATA iq3sconsts<>+948(SB)/4, $0x05030301
+DATA iq3sconsts<>+952(SB)/4, $0x05030307
+DATA iq3sconsts<>+956(SB)/4, $0x0503030f
+DATA iq3sconsts<>+960(SB)/4, $0x05030505
+DATA iq3sconsts<>+964(SB)/4, $0x0503050b
+DATA iq3sconsts<>+968(SB)/4, $0x05030703
+DATA iq3sconsts<>+972(SB)/4, $0x05030709
+DATA iq3sconsts<>+976(SB)/4, $0x05030905
+DATA iq3sconsts<>+980(SB)/4, $0x05030b03
+DATA iq3sconsts<>+984(SB)/4, $0x05050103
+DATA iq3sconsts<>+988(SB)/4, $0x05050109
+DATA iq3sconsts<>+992(SB)/4, $0x0505010f
+DATA iq3sconsts<>+996(SB)/4, $0x05050503
+DATA iq3sconsts<>+1000(SB)/4, $0x05050507
+DATA iq3sconsts<>+1004(SB)/4, $0x05050701
+DATA iq3sconsts<>+1008(SB)/4, $0x0505070f
+DATA iq3sconsts<>+1012(SB)/4, $0x05050903
+DATA iq3sconsts<>+1016(SB)/4, $0x05050b07
+DATA iq3sconsts<>+1020(SB)/4, $0x05050b0f
+DATA iq3sconsts<>+1024(SB)/4, $0x05050f03
+DATA iq3sconsts<>+1028(SB)/4, $0x05050f09
+DATA iq3sconsts<>+1032(SB)/4, $0x05070101
+DATA iq3sconsts<>+1036(SB)/4, $0x05070105
+DATA iq3sconsts<>+1040(SB)/4, $0x0507010b
+DATA iq3sconsts<>+1044(SB)/4, $0x05070303
+DATA iq3sconsts<>+1048(SB)/4, $0x05070505
+DATA iq3sconsts<>+1052(SB)/4, $0x05070509
+DATA iq3sconsts<>+1056(SB)/4, $0x05070703
+DATA iq3sconsts<>+1060(SB)/4, $0x05070707
+DATA iq3sconsts<>+1064(SB)/4, $0x05070905
+DATA iq3sconsts<>+1068(SB)/4, $0x05070b01
+DATA iq3sconsts<>+1072(SB)/4, $0x05070d0d
+DATA iq3sconsts<>+1076(SB)/4, $0x05090103
+DATA iq3sconsts<>+1080(SB)/4, $0x0509010f
+DATA iq3sconsts<>+1084(SB)/4, $0x05090501
+DATA iq3sconsts<>+1088(SB)/4, $0x05090507
+DATA iq3sconsts<>+1092(SB)/4, $0x05090705
+DATA iq3sconsts<>+1096(SB)/4, $0x0509070b
+DATA iq3sconsts<>+1100(SB)/4, $0x05090903
+DATA iq3sconsts<>+1104(SB)/4, $0x05090f05
+DATA iq3sconsts<>+1108(SB)/4, $0x05090f0b
+DATA iq3sconsts<>+1112(SB)/4, $0x050b0109
+DATA iq3sconsts<>+1116(SB)/4, $0x050b0303
+DATA iq3sconsts<>+1120(SB)/4, $0x050b0505
+DATA iq3sconsts<>+1124(SB)/4, $0x050b070f
+DATA iq3sconsts<>+1128(SB)/4, $0x050b0901
+DATA iq3sconsts<>+1132(SB)/4, $0x050b0b07
+DATA iq3sconsts<>+1136(SB)/4, $0x050b0f01
+DATA iq3sconsts<>+1140(SB)/4, $0x050d0101
+DATA iq3sconsts<>+1144(SB)/4, $0x050d0105
+DATA iq3sconsts<>+1148(SB)/4, $0x050d010f
+DATA iq3sconsts<>+1152(SB)/4, $0x050d0503
+DATA iq3sconsts<>+1156(SB)/4, $0x050d0b0b
+DATA iq3sconsts<>+1160(SB)/4, $0x050d0d03
+DATA iq3sconsts<>+1164(SB)/4, $0x050f010b
+DATA iq3sconsts<>+1168(SB)/4, $0x050f0303
+DATA iq3sconsts<>+1172(SB)/4, $0x050f050d
+DATA iq3sconsts<>+1176(SB)/4, $0x050f0701
+DATA iq3sconsts<>+1180(SB)/4, $0x050f0907
+DATA iq3sconsts<>+1184(SB)/4, $0x050f0b01
+DATA iq3sconsts<>+1188(SB)/4, $0x07010105
+DATA iq3sconsts<>+1192(SB)/4, $0x07010303
+DATA iq3sconsts<>+1196(SB)/4, $0x07010307
+DATA iq3sconsts<>+1200(SB)/4, $0x0701030b
+DATA iq3sconsts<>+1204(SB)/4, $0x0701030f
+DATA iq3sconsts<>+1208(SB)/4, $0x07010505
+DATA iq3sconsts<>+1212(SB)/4, $0x07010703
+DATA iq3sconsts<>+1216(SB)/4, $0x07010707
+DATA iq3sconsts<>+1220(SB)/4, $0x0701070b
+DATA iq3sconsts<>+1224(SB)/4, $0x07010905
+DATA iq3sconsts<>+1228(SB)/4, $0x07010909
+DATA iq3sconsts<>+1232(SB)/4, $0x0701090f
+DATA iq3sconsts<>+1236(SB)/4, $0x07010b03
+DATA iq3sconsts<>+1240(SB)/4, $0x07010d07
+DATA iq3sconsts<>+1244(SB)/4, $0x07010f03
+DATA iq3sconsts<>+1248(SB)/4, $0x07030103
+DATA iq3sconsts<>+1252(SB)/4, $0x07030107
+DATA iq3sconsts<>+1256(SB)/4, $0x0703010b
+DATA iq3sconsts<>+1260(SB)/4, $0x07030309
+DATA iq3sconsts<>+1264(SB)/4, $0x07030503
+DATA iq3sconsts<>+1268(SB)/4, $0x07030507
+DATA iq3sconsts<>+1272(SB)/4, $0x07030901
+DATA iq3sconsts<>+1276(SB)/4, $0x07030d01
+DATA iq3sconsts<>+1280(SB)/4, $0x07030f05
+DATA iq3sconsts<>+1284(SB)/4, $0x07030f0d
+DATA iq3sconsts<>+1288(SB)/4, $0x07050101
+DATA iq3sconsts<>+1292(SB)/4, $0x07050305
+DATA iq3sconsts<>+1296(SB)/4, $0x07050501
+DATA iq3sconsts<>+1300(SB)/4, $0x07050705
+DATA iq3sconsts<>+1304(SB)/4, $0x07050709
+DATA iq3sconsts<>+1308(SB)/4, $0x07050b01
+DATA iq3sconsts<>+1312(SB)/4, $0x07070103
+DATA iq3sconsts<>+1316(SB)/4, $0x07070301
+DATA iq3sconsts<>+1320(SB)/4, $0x07070309
+DATA iq3sconsts<>+1324(SB)/4, $0x07070503
+DATA iq3sconsts<>+1328(SB)/4, $0x07070507
+DATA iq3sconsts<>+1332(SB)/4, $0x0707050f
+DATA iq3sconsts<>+1336(SB)/4, $0x07070701
+DATA iq3sconsts<>+1340(SB)/4, $0x07070903
+DATA iq3sconsts<>+1344(SB)/4, $0x07070907
+DATA iq3sconsts<>+1348(SB)/4, $0x0707090f
+DATA iq3sconsts<>+1352(SB)/4, $0x07070b0b
+DATA iq3sconsts<>+1356(SB)/4, $0x07070f07
+DATA iq3sconsts<>+1360(SB)/4, $0x07090107
+DATA iq3sconsts<>+1364(SB)/4, $0x07090303
+DATA iq3sconsts<>+1368(SB)/4, $0x0709030d
+DATA iq3sconsts<>+1372(SB)/4, $0x07090505
+DATA iq3sconsts<>+1376(SB)/4, $0x07090703
+DATA iq3sconsts<>+1380(SB)/4, $0x07090b05
+DATA iq3sconsts<>+1384(SB)/4, $0x07090d01
+DATA iq3sconsts<>+1388(SB)/4, $0x07090d09
+DATA iq3sconsts<>+1392(SB)/4, $0x070b0103
+DATA iq3sconsts<>+1396(SB)/4, $0x070b0301
+DATA iq3sconsts<>+1400(SB)/4, $0x070b0305
+DATA iq3sconsts<>+1404(SB)/4, $0x070b050b
+DATA iq3sconsts<>+1408(SB)/4, $0x070b0705
+DATA iq3sconsts<>+1412(SB)/4, $0x070b0909
+DATA iq3sconsts<>+1416(SB)/4, $0x070b0b0d
+DATA iq3sconsts<>+1420(SB)/4, $0x070b0f07
+DATA iq3sconsts<>+1424(SB)/4, $0x070d030d
+DATA iq3sconsts<>+1428(SB)/4, $0x070d0903
+DATA iq3sconsts<>+1432(SB)/4, $0x070f0103
+DATA iq3sconsts<>+1436(SB)/4, $0x070f0107
+DATA iq3sconsts<>+1440(SB)/4, $0x070f0501
+DATA iq3sconsts<>+1444(SB)/4, $0x070f0505
+DATA iq3sconsts<>+1448(SB)/4, $0x070f070b
+DATA iq3sconsts<>+1452(SB)/4, $0x09010101
+DATA iq3sconsts<>+1456(SB)/4, $0x09010109
+DATA iq3sconsts<>+1460(SB)/4, $0x09010305
+DATA iq3sconsts<>+1464(SB)/4, $0x09010501
+DATA iq3sconsts<>+1468(SB)/4, $0x09010509
+DATA iq3sconsts<>+1472(SB)/4, $0x0901050f
+DATA iq3sconsts<>+1476(SB)/4, $0x09010705
+DATA iq3sconsts<>+1480(SB)/4, $0x09010903
+DATA iq3sconsts<>+1484(SB)/4, $0x09010b01
+DATA iq3sconsts<>+1488(SB)/4, $0x09010f01
+DATA iq3sconsts<>+1492(SB)/4, $0x09030105
+DATA iq3sconsts<>+1496(SB)/4, $0x0903010f
+DATA iq3sconsts<>+1500(SB)/4, $0x09030303
+DATA iq3sconsts<>+1504(SB)/4, $0x09030307
+DATA iq3sconsts<>+1508(SB)/4, $0x09030505
+DATA iq3sconsts<>+1512(SB)/4, $0x09030701
+DATA iq3sconsts<>+1516(SB)/4, $0x0903070b
+DATA iq3sconsts<>+1520(SB)/4, $0x09030907
+DATA iq3sconsts<>+1524(SB)/4, $0x09030b03
+DATA iq3sconsts<>+1528(SB)/4, $0x09030b0b
+DATA iq3sconsts<>+1532(SB)/4, $0x09050103
+DATA iq3sconsts<>+1536(SB)/4, $0x09050107
+DATA iq3sconsts<>+1540(SB)/4, $0x09050301
+DATA iq3sconsts<>+1544(SB)/4, $0x0905030b
+DATA iq3sconsts<>+1548(SB)/4, $0x09050503
+DATA iq3sconsts<>+1552(SB)/4, $0x09050707
+DATA iq3sconsts<>+1556(SB)/4, $0x09050901
+DATA iq3sconsts<>+1560(SB)/4, $0x09050b0f
+DATA iq3sconsts<>+1564(SB)/4, $0x09050d05
+DATA iq3sconsts<>+1568(SB)/4, $0x09050f01
+DATA iq3sconsts<>+1572(SB)/4, $0x09070109
+DATA iq3sconsts<>+1576(SB)/4, $0x09070303
+DATA iq3sconsts<>+1580(SB)/4, $0x09070307
+DATA iq3sconsts<>+1584(SB)/4, $0x09070501
+DATA iq3sconsts<>+1588(SB)/4, $0x09070505
+DATA iq3sconsts<>+1592(SB)/4, $0x09070703
+DATA iq3sconsts<>+1596(SB)/4, $0x0907070b
+DATA iq3sconsts<>+1600(SB)/4, $0x09090101
+DATA iq3sconsts<>+1604(SB)/4, $0x09090105
+DATA iq3sconsts<>+1608(SB)/4, $0x09090509
+DATA iq3sconsts<>+1612(SB)/4, $0x0909070f
+DATA iq3sconsts<>+1616(SB)/4, $0x09090901
+DATA iq3sconsts<>+1620(SB)/4, $0x09090f03
+DATA iq3sconsts<>+1624(SB)/4, $0x090b010b
+DATA iq3sconsts<>+1628(SB)/4, $0x090b010f
+DATA iq3sconsts<>+1632(SB)/4, $0x090b0503
+DATA iq3sconsts<>+1636(SB)/4, $0x090b0d05
+DATA iq3sconsts<>+1640(SB)/4, $0x090d0307
+DATA iq3sconsts<>+1644(SB)/4, $0x090d0709
+DATA iq3sconsts<>+1648(SB)/4, $0x090d0d01
+DATA iq3sconsts<>+1652(SB)/4, $0x090f0301
+DATA iq3sconsts<>+1656(SB)/4, $0x090f030b
+DATA iq3sconsts<>+1660(SB)/4, $0x090f0701
+DATA iq3sconsts<>+1664(SB)/4, $0x090f0907
+DATA iq3sconsts<>+1668(SB)/4, $0x090f0b03
+DATA iq3sconsts<>+1672(SB)/4, $0x0b010105
+DATA iq3sconsts<>+1676(SB)/4, $0x0b010301
+DATA iq3sconsts<>+1680(SB)/4, $0x0b010309
+DATA iq3sconsts<>+1684(SB)/4, $0x0b010505
+DATA iq3sconsts<>+1688(SB)/4, $0x0b010901
+DATA iq3sconsts<>+1692(SB)/4, $0x0b010909
+DATA iq3sconsts<>+1696(SB)/4, $0x0b01090f
+DATA iq3sconsts<>+1700(SB)/4, $0x0b010b05
+DATA iq3sconsts<>+1704(SB)/4, $0x0b010d0d
+DATA iq3sconsts<>+1708(SB)/4, $0x0b010f09
+DATA iq3sconsts<>+1712(SB)/4, $0x0b030103
+DATA iq3sconsts<>+1716(SB)/4, $0x0b030107
+DATA iq3sconsts<>+1720(SB)/4, $0x0b03010b
+DATA iq3sconsts<>+1724(SB)/4, $0x0b030305
+DATA iq3sconsts<>+1728(SB)/4, $0x0b030503
+DATA iq3sconsts<>+1732(SB)/4, $0x0b030705
+DATA iq3sconsts<>+1736(SB)/4, $0x0b030f05
+DATA iq3sconsts<>+1740(SB)/4, $0x0b050101
+DATA iq3sconsts<>+1744(SB)/4, $0x0b050303
+DATA iq3sconsts<>+1748(SB)/4, $0x0b050507
+DATA iq3sconsts<>+1752(SB)/4, $0x0b050701
+DATA iq3sconsts<>+1756(SB)/4, $0x0b05070d
+DATA iq3sconsts<>+1760(SB)/4, $0x0b050b07
+DATA iq3sconsts<>+1764(SB)/4, $0x0b070105
+DATA iq3sconsts<>+1768(SB)/4, $0x0b07010f
+DATA iq3sconsts<>+1772(SB)/4, $0x0b070301
+DATA iq3sconsts<>+1776(SB)/4, $0x0b07050f
+DATA iq3sconsts<>+1780(SB)/4, $0x0b070909
+DATA iq3sconsts<>+1784(SB)/4, $0x0b070b03
+DATA iq3sconsts<>+1788(SB)/4, $0x0b070d0b
+DATA iq3sconsts<>+1792(SB)/4, $0x0b070f07
+DATA iq3sconsts<>+1796(SB)/4, $0x0b090103
+DATA iq3sconsts<>+1800(SB)/4, $0x0b090109
+DATA iq3sconsts<>+1804(SB)/4, $0x0b090501
+DATA iq3sconsts<>+1808(SB)/4, $0x0b090705
+DATA iq3sconsts<>+1812(SB)/4, $0x0b09090d
+DATA iq3sconsts<>+1816(SB)/4, $0x0b0b0305
+DATA iq3sconsts<>+1820(SB)/4, $0x0b0b050d
+DATA iq3sconsts<>+1824(SB)/4, $0x0b0b0b03
+DATA iq3sconsts<>+1828(SB)/4, $0x0b0b0b07
+DATA iq3sconsts<>+1832(SB)/4, $0x0b0d0905
+DATA iq3sconsts<>+1836(SB)/4, $0x0b0f0105
+DATA iq3sconsts<>+1840(SB)/4, $0x0b0f0109
+DATA iq3sconsts<>+1844(SB)/4, $0x0b0f0505
+DATA iq3sconsts<>+1848(SB)/4, $0x0d010303
+DATA iq3sconsts<>+1852(SB)/4, $0x0d010307
+DATA iq3sconsts<>+1856(SB)/4, $0x0d01030b
+DATA iq3sconsts<>+1860(SB)/4, $0x0d010703
+DATA iq3sconsts<>+1864(SB)/4, $0x0d010707
+DATA iq3sconsts<>+1868(SB)/4, $0x0d010d01
+DATA iq3sconsts<>+1872(SB)/4, $0x0d030101
+DATA iq3sconsts<>+1876(SB)/4, $0x0d030501
+DATA iq3sconsts<>+1880(SB)/4, $0x0d03050f
+DATA iq3sconsts<>+1884(SB)/4, $0x0d030d09
+DATA iq3sconsts<>+1888(SB)/4, $0x0d050305
+DATA iq3sconsts<>+1892(SB)/4, $0x0d050709
+DATA iq3sconsts<>+1896(SB)/4, $0x0d050905
+DATA iq3sconsts<>+1900(SB)/4, $0x0d050b0b
+DATA iq3sconsts<>+1904(SB)/4, $0x0d050d05
+DATA iq3sconsts<>+1908(SB)/4, $0x0d050f01
+DATA iq3sconsts<>+1912(SB)/4, $0x0d070101
+DATA iq3sconsts<>+1916(SB)/4, $0x0d070309
+DATA iq3sconsts<>+1920(SB)/4, $0x0d070503
+DATA iq3sconsts<>+1924(SB)/4, $0x0d070901
+DATA iq3sconsts<>+1928(SB)/4, $0x0d09050b
+DATA iq3sconsts<>+1932(SB)/4, $0x0d090907
+DATA iq3sconsts<>+1936(SB)/4, $0x0d090d05
+DATA iq3sconsts<>+1940(SB)/4, $0x0d0b0101
+DATA iq3sconsts<>+1944(SB)/4, $0x0d0b0107
+DATA iq3sconsts<>+1948(SB)/4, $0x0d0b0709
+DATA iq3sconsts<>+1952(SB)/4, $0x0d0b0d01
+DATA iq3sconsts<>+1956(SB)/4, $0x0d0d010b
+DATA iq3sconsts<>+1960(SB)/4, $0x0d0d0901
+DATA iq3sconsts<>+1964(SB)/4, $0x0d0f0303
+DATA iq3sconsts<>+1968(SB)/4, $0x0d0f0307
+DATA iq3sconsts<>+1972(SB)/4, $0x0f010101
+DATA iq3sconsts<>+1976(SB)/4, $0x0f010109
+DATA iq3sconsts<>+1980(SB)/4, $0x0f01010f
+DATA iq3sconsts<>+1984(SB)/4, $0x0f010501
+DATA iq3sconsts<>+1988(SB)/4, $0x0f010505
+DATA iq3sconsts<>+1992(SB)/4, $0x0f01070d
+DATA iq3sconsts<>+1996(SB)/4, $0x0f010901
+DATA iq3sconsts<>+2000(SB)/4, $0x0f010b09
+DATA iq3sconsts<>+2004(SB)/4, $0x0f010d05
+DATA iq3sconsts<>+2008(SB)/4, $0x0f030105
+DATA iq3sconsts<>+2012(SB)/4, $0x0f030303
+DATA iq3sconsts<>+2016(SB)/4, $0x0f030509
+DATA iq3sconsts<>+2020(SB)/4, $0x0f030907
+DATA iq3sconsts<>+2024(SB)/4, $0x0f03090b
+DATA iq3sconsts<>+2028(SB)/4, $0x0f050103
+DATA iq3sconsts<>+2032(SB)/4, $0x0f050109
+DATA iq3sconsts<>+2036(SB)/4, $0x0f050301
+DATA iq3sconsts<>+2040(SB)/4, $0x0f05030d
+DATA iq3sconsts<>+2044(SB)/4, $0x0f050503
+DATA iq3sconsts<>+2048(SB)/4, $0x0f050701
+DATA iq3sconsts<>+2052(SB)/4, $0x0f050b03
+DATA iq3sconsts<>+2056(SB)/4, $0x0f070105
+DATA iq3sconsts<>+2060(SB)/4, $0x0f070705
+DATA iq3sconsts<>+2064(SB)/4, $0x0f07070b
+DATA iq3sconsts<>+2068(SB)/4, $0x0f070b07
+DATA iq3sconsts<>+2072(SB)/4, $0x0f090103
+DATA iq3sconsts<>+2076(SB)/4, $0x0f09010b
+DATA iq3sconsts<>+2080(SB)/4, $0x0f090307
+DATA iq3sconsts<>+2084(SB)/4, $0x0f090501
+DATA iq3sconsts<>+2088(SB)/4, $0x0f090b01
+DATA iq3sconsts<>+2092(SB)/4, $0x0f0b0505
+DATA iq3sconsts<>+2096(SB)/4, $0x0f0b0905
+DATA iq3sconsts<>+2100(SB)/4, $0x0f0d0105
+DATA iq3sconsts<>+2104(SB)/4, $0x0f0d0703
+DATA iq3sconsts<>+2108(SB)/4, $0x0f0f0101
+GLOBL iq3sconsts<>(SB), RODATA|NOPTR, $2112
+
 // func dotQ4KRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
 // Requires: AVX, AVX2, F16C, MMX+
 TEXT ·dotQ4KRowsAVX2(SB), NOSPLIT, $16-56
@@ -4987,6 +6116,571 @@ iq4xsrdone:
 	JMP    iq4xsrrow
 
 iq4xsrend:
+	VZEROUPPER
+	RET
+
+// func dotIQ3SRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·dotIQ3SRowsAVX2(SB), NOSPLIT, $16-56
+	MOVQ    w+0(FP), AX
+	LEAQ    iq3sconsts<>+0(SB), DI
+	VMOVDQU (DI), Y0
+	VMOVDQU 32(DI), Y1
+	MOVQ    rows+40(FP), CX
+	MOVQ    out+48(FP), DX
+	MOVQ    CX, (SP)
+	MOVQ    DX, 8(SP)
+
+iq3srrow:
+	CMPQ   (SP), $0x00
+	JE     iq3srend
+	MOVQ   x+8(FP), CX
+	MOVQ   xd+16(FP), DX
+	MOVQ   xs+24(FP), BX
+	MOVQ   nb+32(FP), SI
+	VXORPS X2, X2, X2
+
+iq3srblock:
+	TESTQ        SI, SI
+	JZ           iq3srdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	VPXOR        Y3, Y3, Y3
+	MOVBQZX      66(AX), R8
+	MOVBQZX      2(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x08, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VMOVD        64(DI)(R9*4), X4
+	MOVBQZX      3(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x07, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x01, 64(DI)(R9*4), X4, X4
+	MOVBQZX      4(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x06, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x02, 64(DI)(R9*4), X4, X4
+	MOVBQZX      5(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x05, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x03, 64(DI)(R9*4), X4, X4
+	MOVBQZX      6(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x04, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VMOVD        64(DI)(R9*4), X5
+	MOVBQZX      7(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x03, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x01, 64(DI)(R9*4), X5, X5
+	MOVBQZX      8(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x02, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x02, 64(DI)(R9*4), X5, X5
+	MOVBQZX      9(AX), R9
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	ORQ          R8, R9
+	VPINSRD      $0x03, 64(DI)(R9*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 74(AX), Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        (CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	MOVBLZX      106(AX), R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      67(AX), R8
+	MOVBQZX      10(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x08, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VMOVD        64(DI)(R9*4), X4
+	MOVBQZX      11(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x07, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x01, 64(DI)(R9*4), X4, X4
+	MOVBQZX      12(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x06, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x02, 64(DI)(R9*4), X4, X4
+	MOVBQZX      13(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x05, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x03, 64(DI)(R9*4), X4, X4
+	MOVBQZX      14(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x04, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VMOVD        64(DI)(R9*4), X5
+	MOVBQZX      15(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x03, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x01, 64(DI)(R9*4), X5, X5
+	MOVBQZX      16(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x02, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x02, 64(DI)(R9*4), X5, X5
+	MOVBQZX      17(AX), R9
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	ORQ          R8, R9
+	VPINSRD      $0x03, 64(DI)(R9*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 78(AX), Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        32(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	MOVBLZX      106(AX), R8
+	SHRL         $0x04, R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      68(AX), R8
+	MOVBQZX      18(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x08, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VMOVD        64(DI)(R9*4), X4
+	MOVBQZX      19(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x07, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x01, 64(DI)(R9*4), X4, X4
+	MOVBQZX      20(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x06, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x02, 64(DI)(R9*4), X4, X4
+	MOVBQZX      21(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x05, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x03, 64(DI)(R9*4), X4, X4
+	MOVBQZX      22(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x04, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VMOVD        64(DI)(R9*4), X5
+	MOVBQZX      23(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x03, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x01, 64(DI)(R9*4), X5, X5
+	MOVBQZX      24(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x02, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x02, 64(DI)(R9*4), X5, X5
+	MOVBQZX      25(AX), R9
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	ORQ          R8, R9
+	VPINSRD      $0x03, 64(DI)(R9*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 82(AX), Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        64(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	MOVBLZX      107(AX), R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      69(AX), R8
+	MOVBQZX      26(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x08, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VMOVD        64(DI)(R9*4), X4
+	MOVBQZX      27(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x07, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x01, 64(DI)(R9*4), X4, X4
+	MOVBQZX      28(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x06, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x02, 64(DI)(R9*4), X4, X4
+	MOVBQZX      29(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x05, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x03, 64(DI)(R9*4), X4, X4
+	MOVBQZX      30(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x04, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VMOVD        64(DI)(R9*4), X5
+	MOVBQZX      31(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x03, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x01, 64(DI)(R9*4), X5, X5
+	MOVBQZX      32(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x02, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x02, 64(DI)(R9*4), X5, X5
+	MOVBQZX      33(AX), R9
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	ORQ          R8, R9
+	VPINSRD      $0x03, 64(DI)(R9*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 86(AX), Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        96(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	MOVBLZX      107(AX), R8
+	SHRL         $0x04, R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      70(AX), R8
+	MOVBQZX      34(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x08, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VMOVD        64(DI)(R9*4), X4
+	MOVBQZX      35(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x07, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x01, 64(DI)(R9*4), X4, X4
+	MOVBQZX      36(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x06, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x02, 64(DI)(R9*4), X4, X4
+	MOVBQZX      37(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x05, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x03, 64(DI)(R9*4), X4, X4
+	MOVBQZX      38(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x04, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VMOVD        64(DI)(R9*4), X5
+	MOVBQZX      39(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x03, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x01, 64(DI)(R9*4), X5, X5
+	MOVBQZX      40(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x02, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x02, 64(DI)(R9*4), X5, X5
+	MOVBQZX      41(AX), R9
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	ORQ          R8, R9
+	VPINSRD      $0x03, 64(DI)(R9*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 90(AX), Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        128(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	MOVBLZX      108(AX), R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      71(AX), R8
+	MOVBQZX      42(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x08, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VMOVD        64(DI)(R9*4), X4
+	MOVBQZX      43(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x07, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x01, 64(DI)(R9*4), X4, X4
+	MOVBQZX      44(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x06, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x02, 64(DI)(R9*4), X4, X4
+	MOVBQZX      45(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x05, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x03, 64(DI)(R9*4), X4, X4
+	MOVBQZX      46(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x04, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VMOVD        64(DI)(R9*4), X5
+	MOVBQZX      47(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x03, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x01, 64(DI)(R9*4), X5, X5
+	MOVBQZX      48(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x02, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x02, 64(DI)(R9*4), X5, X5
+	MOVBQZX      49(AX), R9
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	ORQ          R8, R9
+	VPINSRD      $0x03, 64(DI)(R9*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 94(AX), Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        160(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	MOVBLZX      108(AX), R8
+	SHRL         $0x04, R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      72(AX), R8
+	MOVBQZX      50(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x08, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VMOVD        64(DI)(R9*4), X4
+	MOVBQZX      51(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x07, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x01, 64(DI)(R9*4), X4, X4
+	MOVBQZX      52(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x06, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x02, 64(DI)(R9*4), X4, X4
+	MOVBQZX      53(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x05, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x03, 64(DI)(R9*4), X4, X4
+	MOVBQZX      54(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x04, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VMOVD        64(DI)(R9*4), X5
+	MOVBQZX      55(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x03, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x01, 64(DI)(R9*4), X5, X5
+	MOVBQZX      56(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x02, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x02, 64(DI)(R9*4), X5, X5
+	MOVBQZX      57(AX), R9
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	ORQ          R8, R9
+	VPINSRD      $0x03, 64(DI)(R9*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 98(AX), Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        192(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	MOVBLZX      109(AX), R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      73(AX), R8
+	MOVBQZX      58(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x08, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VMOVD        64(DI)(R9*4), X4
+	MOVBQZX      59(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x07, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x01, 64(DI)(R9*4), X4, X4
+	MOVBQZX      60(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x06, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x02, 64(DI)(R9*4), X4, X4
+	MOVBQZX      61(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x05, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x03, 64(DI)(R9*4), X4, X4
+	MOVBQZX      62(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x04, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VMOVD        64(DI)(R9*4), X5
+	MOVBQZX      63(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x03, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x01, 64(DI)(R9*4), X5, X5
+	MOVBQZX      64(AX), R9
+	MOVQ         R8, R10
+	SHLQ         $0x02, R10
+	ANDQ         $0x00000100, R10
+	ORQ          R10, R9
+	VPINSRD      $0x02, 64(DI)(R9*4), X5, X5
+	MOVBQZX      65(AX), R9
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	ORQ          R8, R9
+	VPINSRD      $0x03, 64(DI)(R9*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 102(AX), Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        224(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	MOVBLZX      109(AX), R8
+	SHRL         $0x04, R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPADDD       X4, X3, X3
+	VPHADDD      X3, X3, X3
+	VPHADDD      X3, X3, X3
+	MOVWLZX      (AX), R8
+	VMOVD        R8, X4
+	VCVTDQ2PS    X3, X3
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS (DX), X5
+	VMULPS       X5, X4, X4
+	VMULPS       X3, X4, X3
+	VADDSS       X3, X2, X2
+	ADDQ         $0x6e, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x04, DX
+	ADDQ         $0x20, BX
+	DECQ         SI
+	JMP          iq3srblock
+
+iq3srdone:
+	MOVQ   8(SP), CX
+	VMOVSS X2, (CX)
+	ADDQ   $0x04, 8(SP)
+	DECQ   (SP)
+	JMP    iq3srrow
+
+iq3srend:
 	VZEROUPPER
 	RET
 

@@ -23,6 +23,7 @@ func kquantKernels() {
 		dotQ2K(rows)
 		dotQ3K(rows)
 		dotIQ4XS(rows)
+		dotIQ3S(rows)
 	}
 	dotQ4Kx4(false)
 	dotQ4Kx4(true)
