@@ -5152,6 +5152,846 @@ DATA iq3sconsts<>+2104(SB)/4, $0x0f0d0703
 DATA iq3sconsts<>+2108(SB)/4, $0x0f0f0101
 GLOBL iq3sconsts<>(SB), RODATA|NOPTR, $2112
 
+// func dotIQ3XXSAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+// Requires: AVX, AVX2, F16C, MMX+, SSE
+TEXT ·dotIQ3XXSAVX2(SB), NOSPLIT, $0-44
+	MOVQ    w+0(FP), AX
+	MOVQ    x+8(FP), CX
+	MOVQ    xd+16(FP), DX
+	MOVQ    xs+24(FP), BX
+	MOVQ    nb+32(FP), SI
+	LEAQ    iq3xxsconsts<>+0(SB), DI
+	VMOVDQU (DI), Y0
+	VMOVDQU 32(DI), Y1
+	VXORPS  X2, X2, X2
+
+iq3xxsblock:
+	TESTQ        SI, SI
+	JZ           iq3xxsdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	VPXOR        Y3, Y3, Y3
+	MOVBQZX      2(AX), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVBQZX      3(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVBQZX      4(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVBQZX      5(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVBQZX      6(AX), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVBQZX      7(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVBQZX      8(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVBQZX      9(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      66(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        (CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      10(AX), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVBQZX      11(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVBQZX      12(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVBQZX      13(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVBQZX      14(AX), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVBQZX      15(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVBQZX      16(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVBQZX      17(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      70(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        32(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      18(AX), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVBQZX      19(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVBQZX      20(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVBQZX      21(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVBQZX      22(AX), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVBQZX      23(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVBQZX      24(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVBQZX      25(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      74(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        64(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      26(AX), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVBQZX      27(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVBQZX      28(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVBQZX      29(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVBQZX      30(AX), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVBQZX      31(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVBQZX      32(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVBQZX      33(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      78(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        96(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      34(AX), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVBQZX      35(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVBQZX      36(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVBQZX      37(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVBQZX      38(AX), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVBQZX      39(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVBQZX      40(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVBQZX      41(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      82(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        128(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      42(AX), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVBQZX      43(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVBQZX      44(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVBQZX      45(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVBQZX      46(AX), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVBQZX      47(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVBQZX      48(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVBQZX      49(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      86(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        160(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      50(AX), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVBQZX      51(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVBQZX      52(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVBQZX      53(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVBQZX      54(AX), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVBQZX      55(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVBQZX      56(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVBQZX      57(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      90(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        192(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      58(AX), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVBQZX      59(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVBQZX      60(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVBQZX      61(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVBQZX      62(AX), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVBQZX      63(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVBQZX      64(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVBQZX      65(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      94(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        224(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPADDD       X4, X3, X3
+	VPHADDD      X3, X3, X3
+	VPHADDD      X3, X3, X3
+	MOVWLZX      (AX), R8
+	VMOVD        R8, X4
+	VCVTDQ2PS    X3, X3
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS (DX), X5
+	VMULPS       X5, X4, X4
+	VMULPS       X3, X4, X3
+	VADDSS       X3, X2, X2
+	ADDQ         $0x62, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x04, DX
+	ADDQ         $0x20, BX
+	DECQ         SI
+	JMP          iq3xxsblock
+
+iq3xxsdone:
+	MOVL   $0x3e800000, AX
+	VMOVD  AX, X0
+	VMULSS X0, X2, X2
+	VZEROUPPER
+	MOVSS  X2, ret+40(FP)
+	RET
+
+DATA iq3xxsconsts<>+0(SB)/1, $0x00
+DATA iq3xxsconsts<>+1(SB)/1, $0x00
+DATA iq3xxsconsts<>+2(SB)/1, $0x00
+DATA iq3xxsconsts<>+3(SB)/1, $0x00
+DATA iq3xxsconsts<>+4(SB)/1, $0x00
+DATA iq3xxsconsts<>+5(SB)/1, $0x00
+DATA iq3xxsconsts<>+6(SB)/1, $0x00
+DATA iq3xxsconsts<>+7(SB)/1, $0x00
+DATA iq3xxsconsts<>+8(SB)/1, $0x01
+DATA iq3xxsconsts<>+9(SB)/1, $0x01
+DATA iq3xxsconsts<>+10(SB)/1, $0x01
+DATA iq3xxsconsts<>+11(SB)/1, $0x01
+DATA iq3xxsconsts<>+12(SB)/1, $0x01
+DATA iq3xxsconsts<>+13(SB)/1, $0x01
+DATA iq3xxsconsts<>+14(SB)/1, $0x01
+DATA iq3xxsconsts<>+15(SB)/1, $0x01
+DATA iq3xxsconsts<>+16(SB)/1, $0x02
+DATA iq3xxsconsts<>+17(SB)/1, $0x02
+DATA iq3xxsconsts<>+18(SB)/1, $0x02
+DATA iq3xxsconsts<>+19(SB)/1, $0x02
+DATA iq3xxsconsts<>+20(SB)/1, $0x02
+DATA iq3xxsconsts<>+21(SB)/1, $0x02
+DATA iq3xxsconsts<>+22(SB)/1, $0x02
+DATA iq3xxsconsts<>+23(SB)/1, $0x02
+DATA iq3xxsconsts<>+24(SB)/1, $0x03
+DATA iq3xxsconsts<>+25(SB)/1, $0x03
+DATA iq3xxsconsts<>+26(SB)/1, $0x03
+DATA iq3xxsconsts<>+27(SB)/1, $0x03
+DATA iq3xxsconsts<>+28(SB)/1, $0x03
+DATA iq3xxsconsts<>+29(SB)/1, $0x03
+DATA iq3xxsconsts<>+30(SB)/1, $0x03
+DATA iq3xxsconsts<>+31(SB)/1, $0x03
+DATA iq3xxsconsts<>+32(SB)/1, $0x01
+DATA iq3xxsconsts<>+33(SB)/1, $0x02
+DATA iq3xxsconsts<>+34(SB)/1, $0x04
+DATA iq3xxsconsts<>+35(SB)/1, $0x08
+DATA iq3xxsconsts<>+36(SB)/1, $0x10
+DATA iq3xxsconsts<>+37(SB)/1, $0x20
+DATA iq3xxsconsts<>+38(SB)/1, $0x40
+DATA iq3xxsconsts<>+39(SB)/1, $0x80
+DATA iq3xxsconsts<>+40(SB)/1, $0x01
+DATA iq3xxsconsts<>+41(SB)/1, $0x02
+DATA iq3xxsconsts<>+42(SB)/1, $0x04
+DATA iq3xxsconsts<>+43(SB)/1, $0x08
+DATA iq3xxsconsts<>+44(SB)/1, $0x10
+DATA iq3xxsconsts<>+45(SB)/1, $0x20
+DATA iq3xxsconsts<>+46(SB)/1, $0x40
+DATA iq3xxsconsts<>+47(SB)/1, $0x80
+DATA iq3xxsconsts<>+48(SB)/1, $0x01
+DATA iq3xxsconsts<>+49(SB)/1, $0x02
+DATA iq3xxsconsts<>+50(SB)/1, $0x04
+DATA iq3xxsconsts<>+51(SB)/1, $0x08
+DATA iq3xxsconsts<>+52(SB)/1, $0x10
+DATA iq3xxsconsts<>+53(SB)/1, $0x20
+DATA iq3xxsconsts<>+54(SB)/1, $0x40
+DATA iq3xxsconsts<>+55(SB)/1, $0x80
+DATA iq3xxsconsts<>+56(SB)/1, $0x01
+DATA iq3xxsconsts<>+57(SB)/1, $0x02
+DATA iq3xxsconsts<>+58(SB)/1, $0x04
+DATA iq3xxsconsts<>+59(SB)/1, $0x08
+DATA iq3xxsconsts<>+60(SB)/1, $0x10
+DATA iq3xxsconsts<>+61(SB)/1, $0x20
+DATA iq3xxsconsts<>+62(SB)/1, $0x40
+DATA iq3xxsconsts<>+63(SB)/1, $0x80
+DATA iq3xxsconsts<>+64(SB)/4, $0x04040404
+DATA iq3xxsconsts<>+68(SB)/4, $0x04040414
+DATA iq3xxsconsts<>+72(SB)/4, $0x04040424
+DATA iq3xxsconsts<>+76(SB)/4, $0x04040c0c
+DATA iq3xxsconsts<>+80(SB)/4, $0x04040c1c
+DATA iq3xxsconsts<>+84(SB)/4, $0x04040c3e
+DATA iq3xxsconsts<>+88(SB)/4, $0x04041404
+DATA iq3xxsconsts<>+92(SB)/4, $0x04041414
+DATA iq3xxsconsts<>+96(SB)/4, $0x04041c0c
+DATA iq3xxsconsts<>+100(SB)/4, $0x04042414
+DATA iq3xxsconsts<>+104(SB)/4, $0x04043e1c
+DATA iq3xxsconsts<>+108(SB)/4, $0x04043e2c
+DATA iq3xxsconsts<>+112(SB)/4, $0x040c040c
+DATA iq3xxsconsts<>+116(SB)/4, $0x040c041c
+DATA iq3xxsconsts<>+120(SB)/4, $0x040c0c04
+DATA iq3xxsconsts<>+124(SB)/4, $0x040c0c14
+DATA iq3xxsconsts<>+128(SB)/4, $0x040c140c
+DATA iq3xxsconsts<>+132(SB)/4, $0x040c142c
+DATA iq3xxsconsts<>+136(SB)/4, $0x040c1c04
+DATA iq3xxsconsts<>+140(SB)/4, $0x040c1c14
+DATA iq3xxsconsts<>+144(SB)/4, $0x040c240c
+DATA iq3xxsconsts<>+148(SB)/4, $0x040c2c24
+DATA iq3xxsconsts<>+152(SB)/4, $0x040c3e04
+DATA iq3xxsconsts<>+156(SB)/4, $0x04140404
+DATA iq3xxsconsts<>+160(SB)/4, $0x04140414
+DATA iq3xxsconsts<>+164(SB)/4, $0x04140424
+DATA iq3xxsconsts<>+168(SB)/4, $0x04140c0c
+DATA iq3xxsconsts<>+172(SB)/4, $0x04141404
+DATA iq3xxsconsts<>+176(SB)/4, $0x04141414
+DATA iq3xxsconsts<>+180(SB)/4, $0x04141c0c
+DATA iq3xxsconsts<>+184(SB)/4, $0x04141c1c
+DATA iq3xxsconsts<>+188(SB)/4, $0x04141c3e
+DATA iq3xxsconsts<>+192(SB)/4, $0x04142c0c
+DATA iq3xxsconsts<>+196(SB)/4, $0x04142c3e
+DATA iq3xxsconsts<>+200(SB)/4, $0x04143e2c
+DATA iq3xxsconsts<>+204(SB)/4, $0x041c040c
+DATA iq3xxsconsts<>+208(SB)/4, $0x041c043e
+DATA iq3xxsconsts<>+212(SB)/4, $0x041c0c04
+DATA iq3xxsconsts<>+216(SB)/4, $0x041c0c14
+DATA iq3xxsconsts<>+220(SB)/4, $0x041c142c
+DATA iq3xxsconsts<>+224(SB)/4, $0x041c3e04
+DATA iq3xxsconsts<>+228(SB)/4, $0x04240c1c
+DATA iq3xxsconsts<>+232(SB)/4, $0x04241c3e
+DATA iq3xxsconsts<>+236(SB)/4, $0x04242424
+DATA iq3xxsconsts<>+240(SB)/4, $0x04242c3e
+DATA iq3xxsconsts<>+244(SB)/4, $0x04243e1c
+DATA iq3xxsconsts<>+248(SB)/4, $0x04243e2c
+DATA iq3xxsconsts<>+252(SB)/4, $0x042c040c
+DATA iq3xxsconsts<>+256(SB)/4, $0x042c043e
+DATA iq3xxsconsts<>+260(SB)/4, $0x042c1c14
+DATA iq3xxsconsts<>+264(SB)/4, $0x042c2c14
+DATA iq3xxsconsts<>+268(SB)/4, $0x04341c2c
+DATA iq3xxsconsts<>+272(SB)/4, $0x04343424
+DATA iq3xxsconsts<>+276(SB)/4, $0x043e0c04
+DATA iq3xxsconsts<>+280(SB)/4, $0x043e0c24
+DATA iq3xxsconsts<>+284(SB)/4, $0x043e0c34
+DATA iq3xxsconsts<>+288(SB)/4, $0x043e241c
+DATA iq3xxsconsts<>+292(SB)/4, $0x043e340c
+DATA iq3xxsconsts<>+296(SB)/4, $0x0c04040c
+DATA iq3xxsconsts<>+300(SB)/4, $0x0c04041c
+DATA iq3xxsconsts<>+304(SB)/4, $0x0c040c04
+DATA iq3xxsconsts<>+308(SB)/4, $0x0c040c14
+DATA iq3xxsconsts<>+312(SB)/4, $0x0c04140c
+DATA iq3xxsconsts<>+316(SB)/4, $0x0c04141c
+DATA iq3xxsconsts<>+320(SB)/4, $0x0c041c04
+DATA iq3xxsconsts<>+324(SB)/4, $0x0c041c14
+DATA iq3xxsconsts<>+328(SB)/4, $0x0c041c24
+DATA iq3xxsconsts<>+332(SB)/4, $0x0c04243e
+DATA iq3xxsconsts<>+336(SB)/4, $0x0c042c04
+DATA iq3xxsconsts<>+340(SB)/4, $0x0c0c0404
+DATA iq3xxsconsts<>+344(SB)/4, $0x0c0c0414
+DATA iq3xxsconsts<>+348(SB)/4, $0x0c0c0c0c
+DATA iq3xxsconsts<>+352(SB)/4, $0x0c0c1404
+DATA iq3xxsconsts<>+356(SB)/4, $0x0c0c1414
+DATA iq3xxsconsts<>+360(SB)/4, $0x0c14040c
+DATA iq3xxsconsts<>+364(SB)/4, $0x0c14041c
+DATA iq3xxsconsts<>+368(SB)/4, $0x0c140c04
+DATA iq3xxsconsts<>+372(SB)/4, $0x0c140c14
+DATA iq3xxsconsts<>+376(SB)/4, $0x0c14140c
+DATA iq3xxsconsts<>+380(SB)/4, $0x0c141c04
+DATA iq3xxsconsts<>+384(SB)/4, $0x0c143e14
+DATA iq3xxsconsts<>+388(SB)/4, $0x0c1c0404
+DATA iq3xxsconsts<>+392(SB)/4, $0x0c1c0414
+DATA iq3xxsconsts<>+396(SB)/4, $0x0c1c1404
+DATA iq3xxsconsts<>+400(SB)/4, $0x0c1c1c0c
+DATA iq3xxsconsts<>+404(SB)/4, $0x0c1c2434
+DATA iq3xxsconsts<>+408(SB)/4, $0x0c1c3434
+DATA iq3xxsconsts<>+412(SB)/4, $0x0c24040c
+DATA iq3xxsconsts<>+416(SB)/4, $0x0c24042c
+DATA iq3xxsconsts<>+420(SB)/4, $0x0c242c04
+DATA iq3xxsconsts<>+424(SB)/4, $0x0c2c1404
+DATA iq3xxsconsts<>+428(SB)/4, $0x0c2c1424
+DATA iq3xxsconsts<>+432(SB)/4, $0x0c2c2434
+DATA iq3xxsconsts<>+436(SB)/4, $0x0c2c3e0c
+DATA iq3xxsconsts<>+440(SB)/4, $0x0c34042c
+DATA iq3xxsconsts<>+444(SB)/4, $0x0c3e1414
+DATA iq3xxsconsts<>+448(SB)/4, $0x0c3e2404
+DATA iq3xxsconsts<>+452(SB)/4, $0x14040404
+DATA iq3xxsconsts<>+456(SB)/4, $0x14040414
+DATA iq3xxsconsts<>+460(SB)/4, $0x14040c0c
+DATA iq3xxsconsts<>+464(SB)/4, $0x14040c1c
+DATA iq3xxsconsts<>+468(SB)/4, $0x14041404
+DATA iq3xxsconsts<>+472(SB)/4, $0x14041414
+DATA iq3xxsconsts<>+476(SB)/4, $0x14041434
+DATA iq3xxsconsts<>+480(SB)/4, $0x14041c0c
+DATA iq3xxsconsts<>+484(SB)/4, $0x14042414
+DATA iq3xxsconsts<>+488(SB)/4, $0x140c040c
+DATA iq3xxsconsts<>+492(SB)/4, $0x140c041c
+DATA iq3xxsconsts<>+496(SB)/4, $0x140c042c
+DATA iq3xxsconsts<>+500(SB)/4, $0x140c0c04
+DATA iq3xxsconsts<>+504(SB)/4, $0x140c0c14
+DATA iq3xxsconsts<>+508(SB)/4, $0x140c140c
+DATA iq3xxsconsts<>+512(SB)/4, $0x140c1c04
+DATA iq3xxsconsts<>+516(SB)/4, $0x140c341c
+DATA iq3xxsconsts<>+520(SB)/4, $0x140c343e
+DATA iq3xxsconsts<>+524(SB)/4, $0x140c3e04
+DATA iq3xxsconsts<>+528(SB)/4, $0x14140404
+DATA iq3xxsconsts<>+532(SB)/4, $0x14140414
+DATA iq3xxsconsts<>+536(SB)/4, $0x14140c0c
+DATA iq3xxsconsts<>+540(SB)/4, $0x14140c3e
+DATA iq3xxsconsts<>+544(SB)/4, $0x14141404
+DATA iq3xxsconsts<>+548(SB)/4, $0x14141414
+DATA iq3xxsconsts<>+552(SB)/4, $0x14141c3e
+DATA iq3xxsconsts<>+556(SB)/4, $0x14142404
+DATA iq3xxsconsts<>+560(SB)/4, $0x14142c2c
+DATA iq3xxsconsts<>+564(SB)/4, $0x141c040c
+DATA iq3xxsconsts<>+568(SB)/4, $0x141c0c04
+DATA iq3xxsconsts<>+572(SB)/4, $0x141c0c24
+DATA iq3xxsconsts<>+576(SB)/4, $0x141c3e04
+DATA iq3xxsconsts<>+580(SB)/4, $0x141c3e24
+DATA iq3xxsconsts<>+584(SB)/4, $0x14241c2c
+DATA iq3xxsconsts<>+588(SB)/4, $0x14242c1c
+DATA iq3xxsconsts<>+592(SB)/4, $0x142c041c
+DATA iq3xxsconsts<>+596(SB)/4, $0x142c143e
+DATA iq3xxsconsts<>+600(SB)/4, $0x142c240c
+DATA iq3xxsconsts<>+604(SB)/4, $0x142c3e24
+DATA iq3xxsconsts<>+608(SB)/4, $0x143e040c
+DATA iq3xxsconsts<>+612(SB)/4, $0x143e041c
+DATA iq3xxsconsts<>+616(SB)/4, $0x143e0c34
+DATA iq3xxsconsts<>+620(SB)/4, $0x143e242c
+DATA iq3xxsconsts<>+624(SB)/4, $0x1c04040c
+DATA iq3xxsconsts<>+628(SB)/4, $0x1c040c04
+DATA iq3xxsconsts<>+632(SB)/4, $0x1c040c14
+DATA iq3xxsconsts<>+636(SB)/4, $0x1c04140c
+DATA iq3xxsconsts<>+640(SB)/4, $0x1c04141c
+DATA iq3xxsconsts<>+644(SB)/4, $0x1c042c04
+DATA iq3xxsconsts<>+648(SB)/4, $0x1c04342c
+DATA iq3xxsconsts<>+652(SB)/4, $0x1c043e14
+DATA iq3xxsconsts<>+656(SB)/4, $0x1c0c0404
+DATA iq3xxsconsts<>+660(SB)/4, $0x1c0c0414
+DATA iq3xxsconsts<>+664(SB)/4, $0x1c0c1404
+DATA iq3xxsconsts<>+668(SB)/4, $0x1c0c1c0c
+DATA iq3xxsconsts<>+672(SB)/4, $0x1c0c2424
+DATA iq3xxsconsts<>+676(SB)/4, $0x1c0c2434
+DATA iq3xxsconsts<>+680(SB)/4, $0x1c14040c
+DATA iq3xxsconsts<>+684(SB)/4, $0x1c14041c
+DATA iq3xxsconsts<>+688(SB)/4, $0x1c140c04
+DATA iq3xxsconsts<>+692(SB)/4, $0x1c14142c
+DATA iq3xxsconsts<>+696(SB)/4, $0x1c142c14
+DATA iq3xxsconsts<>+700(SB)/4, $0x1c143e14
+DATA iq3xxsconsts<>+704(SB)/4, $0x1c1c0c0c
+DATA iq3xxsconsts<>+708(SB)/4, $0x1c1c1c1c
+DATA iq3xxsconsts<>+712(SB)/4, $0x1c241c04
+DATA iq3xxsconsts<>+716(SB)/4, $0x1c24243e
+DATA iq3xxsconsts<>+720(SB)/4, $0x1c243e14
+DATA iq3xxsconsts<>+724(SB)/4, $0x1c2c0404
+DATA iq3xxsconsts<>+728(SB)/4, $0x1c2c0434
+DATA iq3xxsconsts<>+732(SB)/4, $0x1c2c1414
+DATA iq3xxsconsts<>+736(SB)/4, $0x1c2c2c2c
+DATA iq3xxsconsts<>+740(SB)/4, $0x1c340c24
+DATA iq3xxsconsts<>+744(SB)/4, $0x1c341c34
+DATA iq3xxsconsts<>+748(SB)/4, $0x1c34341c
+DATA iq3xxsconsts<>+752(SB)/4, $0x1c3e1c1c
+DATA iq3xxsconsts<>+756(SB)/4, $0x1c3e3404
+DATA iq3xxsconsts<>+760(SB)/4, $0x24040424
+DATA iq3xxsconsts<>+764(SB)/4, $0x24040c3e
+DATA iq3xxsconsts<>+768(SB)/4, $0x24041c2c
+DATA iq3xxsconsts<>+772(SB)/4, $0x24041c3e
+DATA iq3xxsconsts<>+776(SB)/4, $0x24042c1c
+DATA iq3xxsconsts<>+780(SB)/4, $0x24042c3e
+DATA iq3xxsconsts<>+784(SB)/4, $0x240c3e24
+DATA iq3xxsconsts<>+788(SB)/4, $0x24141404
+DATA iq3xxsconsts<>+792(SB)/4, $0x24141c3e
+DATA iq3xxsconsts<>+796(SB)/4, $0x24142404
+DATA iq3xxsconsts<>+800(SB)/4, $0x24143404
+DATA iq3xxsconsts<>+804(SB)/4, $0x24143434
+DATA iq3xxsconsts<>+808(SB)/4, $0x241c043e
+DATA iq3xxsconsts<>+812(SB)/4, $0x241c242c
+DATA iq3xxsconsts<>+816(SB)/4, $0x24240424
+DATA iq3xxsconsts<>+820(SB)/4, $0x24242c0c
+DATA iq3xxsconsts<>+824(SB)/4, $0x24243424
+DATA iq3xxsconsts<>+828(SB)/4, $0x242c142c
+DATA iq3xxsconsts<>+832(SB)/4, $0x242c241c
+DATA iq3xxsconsts<>+836(SB)/4, $0x242c3e04
+DATA iq3xxsconsts<>+840(SB)/4, $0x243e042c
+DATA iq3xxsconsts<>+844(SB)/4, $0x243e0c04
+DATA iq3xxsconsts<>+848(SB)/4, $0x243e0c14
+DATA iq3xxsconsts<>+852(SB)/4, $0x243e1c04
+DATA iq3xxsconsts<>+856(SB)/4, $0x2c040c14
+DATA iq3xxsconsts<>+860(SB)/4, $0x2c04240c
+DATA iq3xxsconsts<>+864(SB)/4, $0x2c043e04
+DATA iq3xxsconsts<>+868(SB)/4, $0x2c0c0404
+DATA iq3xxsconsts<>+872(SB)/4, $0x2c0c0434
+DATA iq3xxsconsts<>+876(SB)/4, $0x2c0c1434
+DATA iq3xxsconsts<>+880(SB)/4, $0x2c0c2c2c
+DATA iq3xxsconsts<>+884(SB)/4, $0x2c140c24
+DATA iq3xxsconsts<>+888(SB)/4, $0x2c141c14
+DATA iq3xxsconsts<>+892(SB)/4, $0x2c143e14
+DATA iq3xxsconsts<>+896(SB)/4, $0x2c1c0414
+DATA iq3xxsconsts<>+900(SB)/4, $0x2c1c2c1c
+DATA iq3xxsconsts<>+904(SB)/4, $0x2c240c04
+DATA iq3xxsconsts<>+908(SB)/4, $0x2c24141c
+DATA iq3xxsconsts<>+912(SB)/4, $0x2c24143e
+DATA iq3xxsconsts<>+916(SB)/4, $0x2c243e14
+DATA iq3xxsconsts<>+920(SB)/4, $0x2c2c0414
+DATA iq3xxsconsts<>+924(SB)/4, $0x2c2c1c0c
+DATA iq3xxsconsts<>+928(SB)/4, $0x2c342c04
+DATA iq3xxsconsts<>+932(SB)/4, $0x2c3e1424
+DATA iq3xxsconsts<>+936(SB)/4, $0x2c3e2414
+DATA iq3xxsconsts<>+940(SB)/4, $0x34041424
+DATA iq3xxsconsts<>+944(SB)/4, $0x34042424
+DATA iq3xxsconsts<>+948(SB)/4, $0x34042434
+DATA iq3xxsconsts<>+952(SB)/4, $0x34043424
+DATA iq3xxsconsts<>+956(SB)/4, $0x340c140c
+DATA iq3xxsconsts<>+960(SB)/4, $0x340c340c
+DATA iq3xxsconsts<>+964(SB)/4, $0x34140c3e
+DATA iq3xxsconsts<>+968(SB)/4, $0x34143424
+DATA iq3xxsconsts<>+972(SB)/4, $0x341c1c04
+DATA iq3xxsconsts<>+976(SB)/4, $0x341c1c34
+DATA iq3xxsconsts<>+980(SB)/4, $0x34242424
+DATA iq3xxsconsts<>+984(SB)/4, $0x342c042c
+DATA iq3xxsconsts<>+988(SB)/4, $0x342c2c14
+DATA iq3xxsconsts<>+992(SB)/4, $0x34341c1c
+DATA iq3xxsconsts<>+996(SB)/4, $0x343e041c
+DATA iq3xxsconsts<>+1000(SB)/4, $0x343e140c
+DATA iq3xxsconsts<>+1004(SB)/4, $0x3e04041c
+DATA iq3xxsconsts<>+1008(SB)/4, $0x3e04042c
+DATA iq3xxsconsts<>+1012(SB)/4, $0x3e04043e
+DATA iq3xxsconsts<>+1016(SB)/4, $0x3e040c04
+DATA iq3xxsconsts<>+1020(SB)/4, $0x3e041c14
+DATA iq3xxsconsts<>+1024(SB)/4, $0x3e042c14
+DATA iq3xxsconsts<>+1028(SB)/4, $0x3e0c1434
+DATA iq3xxsconsts<>+1032(SB)/4, $0x3e0c2404
+DATA iq3xxsconsts<>+1036(SB)/4, $0x3e140c14
+DATA iq3xxsconsts<>+1040(SB)/4, $0x3e14242c
+DATA iq3xxsconsts<>+1044(SB)/4, $0x3e142c14
+DATA iq3xxsconsts<>+1048(SB)/4, $0x3e1c0404
+DATA iq3xxsconsts<>+1052(SB)/4, $0x3e1c0c2c
+DATA iq3xxsconsts<>+1056(SB)/4, $0x3e1c1c1c
+DATA iq3xxsconsts<>+1060(SB)/4, $0x3e1c3404
+DATA iq3xxsconsts<>+1064(SB)/4, $0x3e24140c
+DATA iq3xxsconsts<>+1068(SB)/4, $0x3e24240c
+DATA iq3xxsconsts<>+1072(SB)/4, $0x3e2c0404
+DATA iq3xxsconsts<>+1076(SB)/4, $0x3e2c0414
+DATA iq3xxsconsts<>+1080(SB)/4, $0x3e2c1424
+DATA iq3xxsconsts<>+1084(SB)/4, $0x3e341c04
+DATA iq3xxsconsts<>+1088(SB)/4, $0x03828100
+DATA iq3xxsconsts<>+1092(SB)/4, $0x87060584
+DATA iq3xxsconsts<>+1096(SB)/4, $0x8b0a0988
+DATA iq3xxsconsts<>+1100(SB)/4, $0x0f8e8d0c
+DATA iq3xxsconsts<>+1104(SB)/4, $0x93121190
+DATA iq3xxsconsts<>+1108(SB)/4, $0x17969514
+DATA iq3xxsconsts<>+1112(SB)/4, $0x1b9a9918
+DATA iq3xxsconsts<>+1116(SB)/4, $0x9f1e1d9c
+DATA iq3xxsconsts<>+1120(SB)/4, $0xa32221a0
+DATA iq3xxsconsts<>+1124(SB)/4, $0x27a6a524
+DATA iq3xxsconsts<>+1128(SB)/4, $0x2baaa928
+DATA iq3xxsconsts<>+1132(SB)/4, $0xaf2e2dac
+DATA iq3xxsconsts<>+1136(SB)/4, $0x33b2b130
+DATA iq3xxsconsts<>+1140(SB)/4, $0xb73635b4
+DATA iq3xxsconsts<>+1144(SB)/4, $0xbb3a39b8
+DATA iq3xxsconsts<>+1148(SB)/4, $0x3fbebd3c
+DATA iq3xxsconsts<>+1152(SB)/4, $0xc34241c0
+DATA iq3xxsconsts<>+1156(SB)/4, $0x47c6c544
+DATA iq3xxsconsts<>+1160(SB)/4, $0x4bcac948
+DATA iq3xxsconsts<>+1164(SB)/4, $0xcf4e4dcc
+DATA iq3xxsconsts<>+1168(SB)/4, $0x53d2d150
+DATA iq3xxsconsts<>+1172(SB)/4, $0xd75655d4
+DATA iq3xxsconsts<>+1176(SB)/4, $0xdb5a59d8
+DATA iq3xxsconsts<>+1180(SB)/4, $0x5fdedd5c
+DATA iq3xxsconsts<>+1184(SB)/4, $0x63e2e160
+DATA iq3xxsconsts<>+1188(SB)/4, $0xe76665e4
+DATA iq3xxsconsts<>+1192(SB)/4, $0xeb6a69e8
+DATA iq3xxsconsts<>+1196(SB)/4, $0x6feeed6c
+DATA iq3xxsconsts<>+1200(SB)/4, $0xf37271f0
+DATA iq3xxsconsts<>+1204(SB)/4, $0x77f6f574
+DATA iq3xxsconsts<>+1208(SB)/4, $0x7bfaf978
+DATA iq3xxsconsts<>+1212(SB)/4, $0xff7e7dfc
+GLOBL iq3xxsconsts<>(SB), RODATA|NOPTR, $1216
+
 // func dotQ4KRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
 // Requires: AVX, AVX2, F16C, MMX+
 TEXT ·dotQ4KRowsAVX2(SB), NOSPLIT, $16-56
@@ -6681,6 +7521,506 @@ iq3srdone:
 	JMP    iq3srrow
 
 iq3srend:
+	VZEROUPPER
+	RET
+
+// func dotIQ3XXSRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·dotIQ3XXSRowsAVX2(SB), NOSPLIT, $16-56
+	MOVQ    w+0(FP), AX
+	LEAQ    iq3xxsconsts<>+0(SB), DI
+	VMOVDQU (DI), Y0
+	VMOVDQU 32(DI), Y1
+	MOVQ    rows+40(FP), CX
+	MOVQ    out+48(FP), DX
+	MOVQ    CX, (SP)
+	MOVQ    DX, 8(SP)
+
+iq3xxsrrow:
+	CMPQ   (SP), $0x00
+	JE     iq3xxsrend
+	MOVQ   x+8(FP), CX
+	MOVQ   xd+16(FP), DX
+	MOVQ   xs+24(FP), BX
+	MOVQ   nb+32(FP), SI
+	VXORPS X2, X2, X2
+
+iq3xxsrblock:
+	TESTQ        SI, SI
+	JZ           iq3xxsrdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	VPXOR        Y3, Y3, Y3
+	MOVBQZX      2(AX), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVBQZX      3(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVBQZX      4(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVBQZX      5(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVBQZX      6(AX), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVBQZX      7(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVBQZX      8(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVBQZX      9(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      66(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        (CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      10(AX), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVBQZX      11(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVBQZX      12(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVBQZX      13(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVBQZX      14(AX), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVBQZX      15(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVBQZX      16(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVBQZX      17(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      70(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        32(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      18(AX), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVBQZX      19(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVBQZX      20(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVBQZX      21(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVBQZX      22(AX), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVBQZX      23(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVBQZX      24(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVBQZX      25(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      74(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        64(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      26(AX), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVBQZX      27(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVBQZX      28(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVBQZX      29(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVBQZX      30(AX), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVBQZX      31(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVBQZX      32(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVBQZX      33(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      78(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        96(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      34(AX), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVBQZX      35(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVBQZX      36(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVBQZX      37(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVBQZX      38(AX), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVBQZX      39(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVBQZX      40(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVBQZX      41(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      82(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        128(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      42(AX), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVBQZX      43(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVBQZX      44(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVBQZX      45(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVBQZX      46(AX), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVBQZX      47(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVBQZX      48(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVBQZX      49(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      86(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        160(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      50(AX), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVBQZX      51(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVBQZX      52(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVBQZX      53(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVBQZX      54(AX), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVBQZX      55(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVBQZX      56(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVBQZX      57(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      90(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        192(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      58(AX), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVBQZX      59(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVBQZX      60(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVBQZX      61(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVBQZX      62(AX), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVBQZX      63(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVBQZX      64(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVBQZX      65(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      94(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        224(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPADDD       X4, X3, X3
+	VPHADDD      X3, X3, X3
+	VPHADDD      X3, X3, X3
+	MOVWLZX      (AX), R8
+	VMOVD        R8, X4
+	VCVTDQ2PS    X3, X3
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS (DX), X5
+	VMULPS       X5, X4, X4
+	VMULPS       X3, X4, X3
+	VADDSS       X3, X2, X2
+	ADDQ         $0x62, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x04, DX
+	ADDQ         $0x20, BX
+	DECQ         SI
+	JMP          iq3xxsrblock
+
+iq3xxsrdone:
+	MOVL   $0x3e800000, CX
+	VMOVD  CX, X3
+	VMULSS X3, X2, X2
+	MOVQ   8(SP), CX
+	VMOVSS X2, (CX)
+	ADDQ   $0x04, 8(SP)
+	DECQ   (SP)
+	JMP    iq3xxsrrow
+
+iq3xxsrend:
 	VZEROUPPER
 	RET
 

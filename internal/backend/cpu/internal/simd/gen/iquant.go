@@ -107,3 +107,114 @@ func dotIQ3S(rows bool) {
 		kEpilogue(acc, nil, Mem{Base: w}, xd, s)
 	})
 }
+
+// iq3xxsTable holds the IQ3_XXS kernel's constants: the VPSHUFB control
+// and bits of iq3sConsts at 0 and 32, llama.cpp's iq3xxs_grid (256 dwords)
+// at 64, its ksigns_iq2xs (128 bytes) at 1088.
+var iq3xxsTable Mem
+
+func iq3xxsConsts() Mem {
+	if iq3xxsTable.Symbol.Name == "" {
+		iq3xxsTable = GLOBL("iq3xxsconsts", RODATA|NOPTR)
+		for i := range 32 {
+			DATA(i, U8(uint8(i/8)))
+		}
+		for i := range 32 {
+			DATA(32+i, U8(uint8(1)<<(i%8)))
+		}
+		grid, signs := iqTable("iq3xxs_grid", 256), iqTable("ksigns_iq2xs", 32)
+		for i, v := range grid {
+			DATA(64+4*i, U32(v))
+		}
+		for i, v := range signs {
+			DATA(1088+4*i, U32(v))
+		}
+	}
+	return iq3xxsTable
+}
+
+// iqTable is tensors' table name, n words.
+func iqTable(name string, n int) []uint32 {
+	for _, t := range tensors.IQGrids() {
+		if t.Name == name && len(t.Words) == n {
+			return t.Words
+		}
+	}
+	panic(name + ": no table of that size")
+}
+
+// dotIQ3XXS writes the IQ3_XXS kernel against QuantizeQ8K activations:
+// dotIQ3S's with the grid indices eight bits wide and the 32 sign bits of
+// a sub-block gathered from the ksigns_iq2xs bytes of its four 7-bit
+// indices; the scale is 2s+1 from the word's top four bits, and the row's
+// sum is multiplied by 0.25 at the end as the Go form does (the same bits).
+func dotIQ3XXS(rows bool) {
+	kText("dotIQ3XXS", "returns the dot product of nb IQ3_XXS blocks at w with QuantizeQ8K activations: iq3xxs_grid values with their ksigns_iq2xs signs times the sub-block scales 2s+1, a quarter of the sum.", rows)
+	w, x, xd, xs, nb := kParams(rows)
+	tab := GP64()
+	LEAQ(iq3xxsConsts(), tab)
+	shuf, bits := YMM(), YMM()
+	VMOVDQU(Mem{Base: tab}, shuf)
+	VMOVDQU(Mem{Base: tab, Disp: 32}, bits)
+	kLoopFin("iq3xxs", 98, w, x, xd, xs, nb, rows, func(s VecVirtual) {
+		acc := YMM()
+		VPXOR(acc, acc, acc)
+		for ib := range 8 {
+			var half [2]VecVirtual
+			for hh := range 2 {
+				v := XMM()
+				for kk := range 4 {
+					idx := GP64()
+					MOVBQZX(Mem{Base: w, Disp: 2 + 8*ib + 4*hh + kk}, idx)
+					m := Mem{Base: tab, Index: idx, Scale: 4, Disp: 64}
+					if kk == 0 {
+						VMOVD(m, v)
+					} else {
+						VPINSRD(Imm(uint64(kk)), m, v, v)
+					}
+				}
+				half[hh] = v
+			}
+			g := YMM()
+			VINSERTI128(Imm(1), half[1], half[0].AsY(), g)
+			aux, sw := GP64(), GP64()
+			MOVLQZX(Mem{Base: w, Disp: 66 + 4*ib}, aux)
+			XORQ(sw, sw)
+			for l := range 4 {
+				t := GP64()
+				MOVQ(aux, t)
+				if l > 0 {
+					SHRQ(Imm(uint64(7*l)), t)
+				}
+				ANDQ(Imm(127), t)
+				MOVBQZX(Mem{Base: tab, Index: t, Scale: 1, Disp: 1088}, t)
+				if l > 0 {
+					SHLQ(Imm(uint64(8*l)), t)
+				}
+				ORQ(t, sw)
+			}
+			sg, sx := YMM(), YMM()
+			VMOVD(sw.As32(), sg.AsX())
+			VPBROADCASTD(sg.AsX(), sg)
+			VPSHUFB(shuf, sg, sg)
+			VPAND(bits, sg, sg)
+			VPCMPEQB(bits, sg, sg) // 0xff where the value is negative
+			VPXOR(Mem{Base: x, Disp: 32 * ib}, sg, sx)
+			VPSUBB(sg, sx, sx)
+			VPMADDUBSW(sx, g, g)
+			SHRQ(Imm(28), aux)
+			LEAQ(Mem{Base: aux, Index: aux, Scale: 1, Disp: 1}, aux)
+			sc := YMM()
+			VMOVD(aux.As32(), sc.AsX())
+			VPBROADCASTW(sc.AsX(), sc)
+			VPMADDWD(sc, g, g)
+			VPADDD(g, acc, acc)
+		}
+		kEpilogue(acc, nil, Mem{Base: w}, xd, s)
+	}, func(s VecVirtual) {
+		q, f := GP32(), XMM()
+		MOVL(U32(0x3e800000), q) // 0.25
+		VMOVD(q, f)
+		VMULSS(f, s, s)
+	})
+}
