@@ -5992,6 +5992,1038 @@ DATA iq3xxsconsts<>+1208(SB)/4, $0x7bfaf978
 DATA iq3xxsconsts<>+1212(SB)/4, $0xff7e7dfc
 GLOBL iq3xxsconsts<>(SB), RODATA|NOPTR, $1216
 
+// func dotIQ2XXSAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+// Requires: AVX, AVX2, F16C, MMX+, SSE
+TEXT ·dotIQ2XXSAVX2(SB), NOSPLIT, $0-44
+	MOVQ    w+0(FP), AX
+	MOVQ    x+8(FP), CX
+	MOVQ    xd+16(FP), DX
+	MOVQ    xs+24(FP), BX
+	MOVQ    nb+32(FP), SI
+	LEAQ    iq2xxsconsts<>+0(SB), DI
+	VMOVDQU (DI), Y0
+	VMOVDQU 32(DI), Y1
+	VXORPS  X2, X2, X2
+
+iq2xxsblock:
+	TESTQ        SI, SI
+	JZ           iq2xxsdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	VPXOR        Y3, Y3, Y3
+	MOVBQZX      2(AX), R8
+	VMOVQ        64(DI)(R8*8), X4
+	MOVBQZX      3(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X4, X4
+	MOVBQZX      4(AX), R8
+	VMOVQ        64(DI)(R8*8), X5
+	MOVBQZX      5(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      6(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        (CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      10(AX), R8
+	VMOVQ        64(DI)(R8*8), X4
+	MOVBQZX      11(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X4, X4
+	MOVBQZX      12(AX), R8
+	VMOVQ        64(DI)(R8*8), X5
+	MOVBQZX      13(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      14(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        32(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      18(AX), R8
+	VMOVQ        64(DI)(R8*8), X4
+	MOVBQZX      19(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X4, X4
+	MOVBQZX      20(AX), R8
+	VMOVQ        64(DI)(R8*8), X5
+	MOVBQZX      21(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      22(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        64(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      26(AX), R8
+	VMOVQ        64(DI)(R8*8), X4
+	MOVBQZX      27(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X4, X4
+	MOVBQZX      28(AX), R8
+	VMOVQ        64(DI)(R8*8), X5
+	MOVBQZX      29(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      30(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        96(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      34(AX), R8
+	VMOVQ        64(DI)(R8*8), X4
+	MOVBQZX      35(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X4, X4
+	MOVBQZX      36(AX), R8
+	VMOVQ        64(DI)(R8*8), X5
+	MOVBQZX      37(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      38(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        128(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      42(AX), R8
+	VMOVQ        64(DI)(R8*8), X4
+	MOVBQZX      43(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X4, X4
+	MOVBQZX      44(AX), R8
+	VMOVQ        64(DI)(R8*8), X5
+	MOVBQZX      45(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      46(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        160(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      50(AX), R8
+	VMOVQ        64(DI)(R8*8), X4
+	MOVBQZX      51(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X4, X4
+	MOVBQZX      52(AX), R8
+	VMOVQ        64(DI)(R8*8), X5
+	MOVBQZX      53(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      54(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        192(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      58(AX), R8
+	VMOVQ        64(DI)(R8*8), X4
+	MOVBQZX      59(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X4, X4
+	MOVBQZX      60(AX), R8
+	VMOVQ        64(DI)(R8*8), X5
+	MOVBQZX      61(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      62(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        224(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPADDD       X4, X3, X3
+	VPHADDD      X3, X3, X3
+	VPHADDD      X3, X3, X3
+	MOVWLZX      (AX), R8
+	VMOVD        R8, X4
+	VCVTDQ2PS    X3, X3
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS (DX), X5
+	VMULPS       X5, X4, X4
+	VMULPS       X3, X4, X3
+	VADDSS       X3, X2, X2
+	ADDQ         $0x42, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x04, DX
+	ADDQ         $0x20, BX
+	DECQ         SI
+	JMP          iq2xxsblock
+
+iq2xxsdone:
+	MOVL   $0x3e000000, AX
+	VMOVD  AX, X0
+	VMULSS X0, X2, X2
+	VZEROUPPER
+	MOVSS  X2, ret+40(FP)
+	RET
+
+DATA iq2xxsconsts<>+0(SB)/1, $0x00
+DATA iq2xxsconsts<>+1(SB)/1, $0x00
+DATA iq2xxsconsts<>+2(SB)/1, $0x00
+DATA iq2xxsconsts<>+3(SB)/1, $0x00
+DATA iq2xxsconsts<>+4(SB)/1, $0x00
+DATA iq2xxsconsts<>+5(SB)/1, $0x00
+DATA iq2xxsconsts<>+6(SB)/1, $0x00
+DATA iq2xxsconsts<>+7(SB)/1, $0x00
+DATA iq2xxsconsts<>+8(SB)/1, $0x01
+DATA iq2xxsconsts<>+9(SB)/1, $0x01
+DATA iq2xxsconsts<>+10(SB)/1, $0x01
+DATA iq2xxsconsts<>+11(SB)/1, $0x01
+DATA iq2xxsconsts<>+12(SB)/1, $0x01
+DATA iq2xxsconsts<>+13(SB)/1, $0x01
+DATA iq2xxsconsts<>+14(SB)/1, $0x01
+DATA iq2xxsconsts<>+15(SB)/1, $0x01
+DATA iq2xxsconsts<>+16(SB)/1, $0x02
+DATA iq2xxsconsts<>+17(SB)/1, $0x02
+DATA iq2xxsconsts<>+18(SB)/1, $0x02
+DATA iq2xxsconsts<>+19(SB)/1, $0x02
+DATA iq2xxsconsts<>+20(SB)/1, $0x02
+DATA iq2xxsconsts<>+21(SB)/1, $0x02
+DATA iq2xxsconsts<>+22(SB)/1, $0x02
+DATA iq2xxsconsts<>+23(SB)/1, $0x02
+DATA iq2xxsconsts<>+24(SB)/1, $0x03
+DATA iq2xxsconsts<>+25(SB)/1, $0x03
+DATA iq2xxsconsts<>+26(SB)/1, $0x03
+DATA iq2xxsconsts<>+27(SB)/1, $0x03
+DATA iq2xxsconsts<>+28(SB)/1, $0x03
+DATA iq2xxsconsts<>+29(SB)/1, $0x03
+DATA iq2xxsconsts<>+30(SB)/1, $0x03
+DATA iq2xxsconsts<>+31(SB)/1, $0x03
+DATA iq2xxsconsts<>+32(SB)/1, $0x01
+DATA iq2xxsconsts<>+33(SB)/1, $0x02
+DATA iq2xxsconsts<>+34(SB)/1, $0x04
+DATA iq2xxsconsts<>+35(SB)/1, $0x08
+DATA iq2xxsconsts<>+36(SB)/1, $0x10
+DATA iq2xxsconsts<>+37(SB)/1, $0x20
+DATA iq2xxsconsts<>+38(SB)/1, $0x40
+DATA iq2xxsconsts<>+39(SB)/1, $0x80
+DATA iq2xxsconsts<>+40(SB)/1, $0x01
+DATA iq2xxsconsts<>+41(SB)/1, $0x02
+DATA iq2xxsconsts<>+42(SB)/1, $0x04
+DATA iq2xxsconsts<>+43(SB)/1, $0x08
+DATA iq2xxsconsts<>+44(SB)/1, $0x10
+DATA iq2xxsconsts<>+45(SB)/1, $0x20
+DATA iq2xxsconsts<>+46(SB)/1, $0x40
+DATA iq2xxsconsts<>+47(SB)/1, $0x80
+DATA iq2xxsconsts<>+48(SB)/1, $0x01
+DATA iq2xxsconsts<>+49(SB)/1, $0x02
+DATA iq2xxsconsts<>+50(SB)/1, $0x04
+DATA iq2xxsconsts<>+51(SB)/1, $0x08
+DATA iq2xxsconsts<>+52(SB)/1, $0x10
+DATA iq2xxsconsts<>+53(SB)/1, $0x20
+DATA iq2xxsconsts<>+54(SB)/1, $0x40
+DATA iq2xxsconsts<>+55(SB)/1, $0x80
+DATA iq2xxsconsts<>+56(SB)/1, $0x01
+DATA iq2xxsconsts<>+57(SB)/1, $0x02
+DATA iq2xxsconsts<>+58(SB)/1, $0x04
+DATA iq2xxsconsts<>+59(SB)/1, $0x08
+DATA iq2xxsconsts<>+60(SB)/1, $0x10
+DATA iq2xxsconsts<>+61(SB)/1, $0x20
+DATA iq2xxsconsts<>+62(SB)/1, $0x40
+DATA iq2xxsconsts<>+63(SB)/1, $0x80
+DATA iq2xxsconsts<>+64(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+68(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+72(SB)/4, $0x0808082b
+DATA iq2xxsconsts<>+76(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+80(SB)/4, $0x08081919
+DATA iq2xxsconsts<>+84(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+88(SB)/4, $0x08082b08
+DATA iq2xxsconsts<>+92(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+96(SB)/4, $0x08082b2b
+DATA iq2xxsconsts<>+100(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+104(SB)/4, $0x08190819
+DATA iq2xxsconsts<>+108(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+112(SB)/4, $0x08191908
+DATA iq2xxsconsts<>+116(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+120(SB)/4, $0x082b0808
+DATA iq2xxsconsts<>+124(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+128(SB)/4, $0x082b082b
+DATA iq2xxsconsts<>+132(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+136(SB)/4, $0x082b2b08
+DATA iq2xxsconsts<>+140(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+144(SB)/4, $0x082b2b2b
+DATA iq2xxsconsts<>+148(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+152(SB)/4, $0x19080819
+DATA iq2xxsconsts<>+156(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+160(SB)/4, $0x19081908
+DATA iq2xxsconsts<>+164(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+168(SB)/4, $0x19190808
+DATA iq2xxsconsts<>+172(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+176(SB)/4, $0x19192b08
+DATA iq2xxsconsts<>+180(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+184(SB)/4, $0x192b0819
+DATA iq2xxsconsts<>+188(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+192(SB)/4, $0x192b1908
+DATA iq2xxsconsts<>+196(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+200(SB)/4, $0x2b080808
+DATA iq2xxsconsts<>+204(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+208(SB)/4, $0x2b08082b
+DATA iq2xxsconsts<>+212(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+216(SB)/4, $0x2b082b2b
+DATA iq2xxsconsts<>+220(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+224(SB)/4, $0x2b2b082b
+DATA iq2xxsconsts<>+228(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+232(SB)/4, $0x08080819
+DATA iq2xxsconsts<>+236(SB)/4, $0x08080819
+DATA iq2xxsconsts<>+240(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+244(SB)/4, $0x08080819
+DATA iq2xxsconsts<>+248(SB)/4, $0x08190808
+DATA iq2xxsconsts<>+252(SB)/4, $0x08080819
+DATA iq2xxsconsts<>+256(SB)/4, $0x08191919
+DATA iq2xxsconsts<>+260(SB)/4, $0x08080819
+DATA iq2xxsconsts<>+264(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+268(SB)/4, $0x08080819
+DATA iq2xxsconsts<>+272(SB)/4, $0x2b081908
+DATA iq2xxsconsts<>+276(SB)/4, $0x08080819
+DATA iq2xxsconsts<>+280(SB)/4, $0x2b192b08
+DATA iq2xxsconsts<>+284(SB)/4, $0x08080819
+DATA iq2xxsconsts<>+288(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+292(SB)/4, $0x0808082b
+DATA iq2xxsconsts<>+296(SB)/4, $0x0808082b
+DATA iq2xxsconsts<>+300(SB)/4, $0x0808082b
+DATA iq2xxsconsts<>+304(SB)/4, $0x082b082b
+DATA iq2xxsconsts<>+308(SB)/4, $0x0808082b
+DATA iq2xxsconsts<>+312(SB)/4, $0x2b08082b
+DATA iq2xxsconsts<>+316(SB)/4, $0x0808082b
+DATA iq2xxsconsts<>+320(SB)/4, $0x08080819
+DATA iq2xxsconsts<>+324(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+328(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+332(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+336(SB)/4, $0x08190808
+DATA iq2xxsconsts<>+340(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+344(SB)/4, $0x082b0819
+DATA iq2xxsconsts<>+348(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+352(SB)/4, $0x082b1908
+DATA iq2xxsconsts<>+356(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+360(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+364(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+368(SB)/4, $0x1908082b
+DATA iq2xxsconsts<>+372(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+376(SB)/4, $0x19082b08
+DATA iq2xxsconsts<>+380(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+384(SB)/4, $0x192b0808
+DATA iq2xxsconsts<>+388(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+392(SB)/4, $0x2b080819
+DATA iq2xxsconsts<>+396(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+400(SB)/4, $0x2b081908
+DATA iq2xxsconsts<>+404(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+408(SB)/4, $0x2b190808
+DATA iq2xxsconsts<>+412(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+416(SB)/4, $0x2b2b1908
+DATA iq2xxsconsts<>+420(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+424(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+428(SB)/4, $0x08081919
+DATA iq2xxsconsts<>+432(SB)/4, $0x0808082b
+DATA iq2xxsconsts<>+436(SB)/4, $0x08081919
+DATA iq2xxsconsts<>+440(SB)/4, $0x08082b08
+DATA iq2xxsconsts<>+444(SB)/4, $0x08081919
+DATA iq2xxsconsts<>+448(SB)/4, $0x082b0808
+DATA iq2xxsconsts<>+452(SB)/4, $0x08081919
+DATA iq2xxsconsts<>+456(SB)/4, $0x1908192b
+DATA iq2xxsconsts<>+460(SB)/4, $0x08081919
+DATA iq2xxsconsts<>+464(SB)/4, $0x192b2b19
+DATA iq2xxsconsts<>+468(SB)/4, $0x08081919
+DATA iq2xxsconsts<>+472(SB)/4, $0x2b080808
+DATA iq2xxsconsts<>+476(SB)/4, $0x08081919
+DATA iq2xxsconsts<>+480(SB)/4, $0x2b190819
+DATA iq2xxsconsts<>+484(SB)/4, $0x08081919
+DATA iq2xxsconsts<>+488(SB)/4, $0x08082b19
+DATA iq2xxsconsts<>+492(SB)/4, $0x0808192b
+DATA iq2xxsconsts<>+496(SB)/4, $0x08190808
+DATA iq2xxsconsts<>+500(SB)/4, $0x0808192b
+DATA iq2xxsconsts<>+504(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+508(SB)/4, $0x0808192b
+DATA iq2xxsconsts<>+512(SB)/4, $0x2b081908
+DATA iq2xxsconsts<>+516(SB)/4, $0x0808192b
+DATA iq2xxsconsts<>+520(SB)/4, $0x2b2b1908
+DATA iq2xxsconsts<>+524(SB)/4, $0x0808192b
+DATA iq2xxsconsts<>+528(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+532(SB)/4, $0x08082b08
+DATA iq2xxsconsts<>+536(SB)/4, $0x08081919
+DATA iq2xxsconsts<>+540(SB)/4, $0x08082b08
+DATA iq2xxsconsts<>+544(SB)/4, $0x08082b08
+DATA iq2xxsconsts<>+548(SB)/4, $0x08082b08
+DATA iq2xxsconsts<>+552(SB)/4, $0x08191908
+DATA iq2xxsconsts<>+556(SB)/4, $0x08082b08
+DATA iq2xxsconsts<>+560(SB)/4, $0x082b2b08
+DATA iq2xxsconsts<>+564(SB)/4, $0x08082b08
+DATA iq2xxsconsts<>+568(SB)/4, $0x19080819
+DATA iq2xxsconsts<>+572(SB)/4, $0x08082b08
+DATA iq2xxsconsts<>+576(SB)/4, $0x19081908
+DATA iq2xxsconsts<>+580(SB)/4, $0x08082b08
+DATA iq2xxsconsts<>+584(SB)/4, $0x19190808
+DATA iq2xxsconsts<>+588(SB)/4, $0x08082b08
+DATA iq2xxsconsts<>+592(SB)/4, $0x1919082b
+DATA iq2xxsconsts<>+596(SB)/4, $0x08082b08
+DATA iq2xxsconsts<>+600(SB)/4, $0x2b082b08
+DATA iq2xxsconsts<>+604(SB)/4, $0x08082b08
+DATA iq2xxsconsts<>+608(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+612(SB)/4, $0x08082b19
+DATA iq2xxsconsts<>+616(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+620(SB)/4, $0x08082b19
+DATA iq2xxsconsts<>+624(SB)/4, $0x0808082b
+DATA iq2xxsconsts<>+628(SB)/4, $0x08082b2b
+DATA iq2xxsconsts<>+632(SB)/4, $0x08191908
+DATA iq2xxsconsts<>+636(SB)/4, $0x08082b2b
+DATA iq2xxsconsts<>+640(SB)/4, $0x08080819
+DATA iq2xxsconsts<>+644(SB)/4, $0x08190808
+DATA iq2xxsconsts<>+648(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+652(SB)/4, $0x08190808
+DATA iq2xxsconsts<>+656(SB)/4, $0x08190808
+DATA iq2xxsconsts<>+660(SB)/4, $0x08190808
+DATA iq2xxsconsts<>+664(SB)/4, $0x082b0819
+DATA iq2xxsconsts<>+668(SB)/4, $0x08190808
+DATA iq2xxsconsts<>+672(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+676(SB)/4, $0x08190808
+DATA iq2xxsconsts<>+680(SB)/4, $0x192b0808
+DATA iq2xxsconsts<>+684(SB)/4, $0x08190808
+DATA iq2xxsconsts<>+688(SB)/4, $0x2b081908
+DATA iq2xxsconsts<>+692(SB)/4, $0x08190808
+DATA iq2xxsconsts<>+696(SB)/4, $0x2b190808
+DATA iq2xxsconsts<>+700(SB)/4, $0x08190808
+DATA iq2xxsconsts<>+704(SB)/4, $0x2b191919
+DATA iq2xxsconsts<>+708(SB)/4, $0x08190808
+DATA iq2xxsconsts<>+712(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+716(SB)/4, $0x08190819
+DATA iq2xxsconsts<>+720(SB)/4, $0x08082b08
+DATA iq2xxsconsts<>+724(SB)/4, $0x08190819
+DATA iq2xxsconsts<>+728(SB)/4, $0x082b0808
+DATA iq2xxsconsts<>+732(SB)/4, $0x08190819
+DATA iq2xxsconsts<>+736(SB)/4, $0x19190808
+DATA iq2xxsconsts<>+740(SB)/4, $0x08190819
+DATA iq2xxsconsts<>+744(SB)/4, $0x19192b2b
+DATA iq2xxsconsts<>+748(SB)/4, $0x08190819
+DATA iq2xxsconsts<>+752(SB)/4, $0x2b080808
+DATA iq2xxsconsts<>+756(SB)/4, $0x08190819
+DATA iq2xxsconsts<>+760(SB)/4, $0x082b1908
+DATA iq2xxsconsts<>+764(SB)/4, $0x0819082b
+DATA iq2xxsconsts<>+768(SB)/4, $0x19081919
+DATA iq2xxsconsts<>+772(SB)/4, $0x0819082b
+DATA iq2xxsconsts<>+776(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+780(SB)/4, $0x08191908
+DATA iq2xxsconsts<>+784(SB)/4, $0x08082b08
+DATA iq2xxsconsts<>+788(SB)/4, $0x08191908
+DATA iq2xxsconsts<>+792(SB)/4, $0x082b0808
+DATA iq2xxsconsts<>+796(SB)/4, $0x08191908
+DATA iq2xxsconsts<>+800(SB)/4, $0x082b1919
+DATA iq2xxsconsts<>+804(SB)/4, $0x08191908
+DATA iq2xxsconsts<>+808(SB)/4, $0x19082b19
+DATA iq2xxsconsts<>+812(SB)/4, $0x08191908
+DATA iq2xxsconsts<>+816(SB)/4, $0x2b080808
+DATA iq2xxsconsts<>+820(SB)/4, $0x08191908
+DATA iq2xxsconsts<>+824(SB)/4, $0x08192b08
+DATA iq2xxsconsts<>+828(SB)/4, $0x08191919
+DATA iq2xxsconsts<>+832(SB)/4, $0x192b082b
+DATA iq2xxsconsts<>+836(SB)/4, $0x08191919
+DATA iq2xxsconsts<>+840(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+844(SB)/4, $0x0819192b
+DATA iq2xxsconsts<>+848(SB)/4, $0x0819192b
+DATA iq2xxsconsts<>+852(SB)/4, $0x0819192b
+DATA iq2xxsconsts<>+856(SB)/4, $0x08080819
+DATA iq2xxsconsts<>+860(SB)/4, $0x08192b08
+DATA iq2xxsconsts<>+864(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+868(SB)/4, $0x08192b08
+DATA iq2xxsconsts<>+872(SB)/4, $0x08190808
+DATA iq2xxsconsts<>+876(SB)/4, $0x08192b08
+DATA iq2xxsconsts<>+880(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+884(SB)/4, $0x08192b08
+DATA iq2xxsconsts<>+888(SB)/4, $0x2b080819
+DATA iq2xxsconsts<>+892(SB)/4, $0x08192b08
+DATA iq2xxsconsts<>+896(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+900(SB)/4, $0x08192b19
+DATA iq2xxsconsts<>+904(SB)/4, $0x08081919
+DATA iq2xxsconsts<>+908(SB)/4, $0x08192b19
+DATA iq2xxsconsts<>+912(SB)/4, $0x2b2b0808
+DATA iq2xxsconsts<>+916(SB)/4, $0x08192b19
+DATA iq2xxsconsts<>+920(SB)/4, $0x19190819
+DATA iq2xxsconsts<>+924(SB)/4, $0x08192b2b
+DATA iq2xxsconsts<>+928(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+932(SB)/4, $0x082b0808
+DATA iq2xxsconsts<>+936(SB)/4, $0x0808082b
+DATA iq2xxsconsts<>+940(SB)/4, $0x082b0808
+DATA iq2xxsconsts<>+944(SB)/4, $0x08082b2b
+DATA iq2xxsconsts<>+948(SB)/4, $0x082b0808
+DATA iq2xxsconsts<>+952(SB)/4, $0x19081908
+DATA iq2xxsconsts<>+956(SB)/4, $0x082b0808
+DATA iq2xxsconsts<>+960(SB)/4, $0x192b0819
+DATA iq2xxsconsts<>+964(SB)/4, $0x082b0808
+DATA iq2xxsconsts<>+968(SB)/4, $0x2b080808
+DATA iq2xxsconsts<>+972(SB)/4, $0x082b0808
+DATA iq2xxsconsts<>+976(SB)/4, $0x2b08082b
+DATA iq2xxsconsts<>+980(SB)/4, $0x082b0808
+DATA iq2xxsconsts<>+984(SB)/4, $0x082b2b19
+DATA iq2xxsconsts<>+988(SB)/4, $0x082b0819
+DATA iq2xxsconsts<>+992(SB)/4, $0x19082b08
+DATA iq2xxsconsts<>+996(SB)/4, $0x082b0819
+DATA iq2xxsconsts<>+1000(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+1004(SB)/4, $0x082b082b
+DATA iq2xxsconsts<>+1008(SB)/4, $0x0808082b
+DATA iq2xxsconsts<>+1012(SB)/4, $0x082b082b
+DATA iq2xxsconsts<>+1016(SB)/4, $0x08080819
+DATA iq2xxsconsts<>+1020(SB)/4, $0x082b1908
+DATA iq2xxsconsts<>+1024(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+1028(SB)/4, $0x082b1908
+DATA iq2xxsconsts<>+1032(SB)/4, $0x08190808
+DATA iq2xxsconsts<>+1036(SB)/4, $0x082b1908
+DATA iq2xxsconsts<>+1040(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+1044(SB)/4, $0x082b1908
+DATA iq2xxsconsts<>+1048(SB)/4, $0x1919192b
+DATA iq2xxsconsts<>+1052(SB)/4, $0x082b1908
+DATA iq2xxsconsts<>+1056(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+1060(SB)/4, $0x082b1919
+DATA iq2xxsconsts<>+1064(SB)/4, $0x19080819
+DATA iq2xxsconsts<>+1068(SB)/4, $0x082b1919
+DATA iq2xxsconsts<>+1072(SB)/4, $0x192b1908
+DATA iq2xxsconsts<>+1076(SB)/4, $0x082b1919
+DATA iq2xxsconsts<>+1080(SB)/4, $0x2b190808
+DATA iq2xxsconsts<>+1084(SB)/4, $0x082b192b
+DATA iq2xxsconsts<>+1088(SB)/4, $0x08082b08
+DATA iq2xxsconsts<>+1092(SB)/4, $0x082b2b08
+DATA iq2xxsconsts<>+1096(SB)/4, $0x082b0808
+DATA iq2xxsconsts<>+1100(SB)/4, $0x082b2b08
+DATA iq2xxsconsts<>+1104(SB)/4, $0x2b191908
+DATA iq2xxsconsts<>+1108(SB)/4, $0x082b2b08
+DATA iq2xxsconsts<>+1112(SB)/4, $0x19081908
+DATA iq2xxsconsts<>+1116(SB)/4, $0x082b2b2b
+DATA iq2xxsconsts<>+1120(SB)/4, $0x08080819
+DATA iq2xxsconsts<>+1124(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+1128(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+1132(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+1136(SB)/4, $0x08190808
+DATA iq2xxsconsts<>+1140(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+1144(SB)/4, $0x08192b08
+DATA iq2xxsconsts<>+1148(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+1152(SB)/4, $0x082b0819
+DATA iq2xxsconsts<>+1156(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+1160(SB)/4, $0x082b1908
+DATA iq2xxsconsts<>+1164(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+1168(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+1172(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+1176(SB)/4, $0x19082b08
+DATA iq2xxsconsts<>+1180(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+1184(SB)/4, $0x1919192b
+DATA iq2xxsconsts<>+1188(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+1192(SB)/4, $0x192b0808
+DATA iq2xxsconsts<>+1196(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+1200(SB)/4, $0x2b080819
+DATA iq2xxsconsts<>+1204(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+1208(SB)/4, $0x2b081908
+DATA iq2xxsconsts<>+1212(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+1216(SB)/4, $0x2b190808
+DATA iq2xxsconsts<>+1220(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+1224(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+1228(SB)/4, $0x19080819
+DATA iq2xxsconsts<>+1232(SB)/4, $0x082b0808
+DATA iq2xxsconsts<>+1236(SB)/4, $0x19080819
+DATA iq2xxsconsts<>+1240(SB)/4, $0x192b0819
+DATA iq2xxsconsts<>+1244(SB)/4, $0x19080819
+DATA iq2xxsconsts<>+1248(SB)/4, $0x2b080808
+DATA iq2xxsconsts<>+1252(SB)/4, $0x19080819
+DATA iq2xxsconsts<>+1256(SB)/4, $0x2b081919
+DATA iq2xxsconsts<>+1260(SB)/4, $0x19080819
+DATA iq2xxsconsts<>+1264(SB)/4, $0x08080819
+DATA iq2xxsconsts<>+1268(SB)/4, $0x1908082b
+DATA iq2xxsconsts<>+1272(SB)/4, $0x08190808
+DATA iq2xxsconsts<>+1276(SB)/4, $0x1908082b
+DATA iq2xxsconsts<>+1280(SB)/4, $0x19082b08
+DATA iq2xxsconsts<>+1284(SB)/4, $0x1908082b
+DATA iq2xxsconsts<>+1288(SB)/4, $0x1919192b
+DATA iq2xxsconsts<>+1292(SB)/4, $0x1908082b
+DATA iq2xxsconsts<>+1296(SB)/4, $0x192b2b08
+DATA iq2xxsconsts<>+1300(SB)/4, $0x1908082b
+DATA iq2xxsconsts<>+1304(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+1308(SB)/4, $0x19081908
+DATA iq2xxsconsts<>+1312(SB)/4, $0x08082b08
+DATA iq2xxsconsts<>+1316(SB)/4, $0x19081908
+DATA iq2xxsconsts<>+1320(SB)/4, $0x082b0808
+DATA iq2xxsconsts<>+1324(SB)/4, $0x19081908
+DATA iq2xxsconsts<>+1328(SB)/4, $0x2b080808
+DATA iq2xxsconsts<>+1332(SB)/4, $0x19081908
+DATA iq2xxsconsts<>+1336(SB)/4, $0x2b192b19
+DATA iq2xxsconsts<>+1340(SB)/4, $0x19081908
+DATA iq2xxsconsts<>+1344(SB)/4, $0x0819082b
+DATA iq2xxsconsts<>+1348(SB)/4, $0x19081919
+DATA iq2xxsconsts<>+1352(SB)/4, $0x082b1908
+DATA iq2xxsconsts<>+1356(SB)/4, $0x19081919
+DATA iq2xxsconsts<>+1360(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+1364(SB)/4, $0x1908192b
+DATA iq2xxsconsts<>+1368(SB)/4, $0x08080819
+DATA iq2xxsconsts<>+1372(SB)/4, $0x19082b08
+DATA iq2xxsconsts<>+1376(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+1380(SB)/4, $0x19082b08
+DATA iq2xxsconsts<>+1384(SB)/4, $0x08190808
+DATA iq2xxsconsts<>+1388(SB)/4, $0x19082b08
+DATA iq2xxsconsts<>+1392(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+1396(SB)/4, $0x19082b08
+DATA iq2xxsconsts<>+1400(SB)/4, $0x19081919
+DATA iq2xxsconsts<>+1404(SB)/4, $0x19082b08
+DATA iq2xxsconsts<>+1408(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+1412(SB)/4, $0x19082b19
+DATA iq2xxsconsts<>+1416(SB)/4, $0x19192b08
+DATA iq2xxsconsts<>+1420(SB)/4, $0x19082b19
+DATA iq2xxsconsts<>+1424(SB)/4, $0x192b0819
+DATA iq2xxsconsts<>+1428(SB)/4, $0x19082b19
+DATA iq2xxsconsts<>+1432(SB)/4, $0x2b08082b
+DATA iq2xxsconsts<>+1436(SB)/4, $0x19082b19
+DATA iq2xxsconsts<>+1440(SB)/4, $0x19081919
+DATA iq2xxsconsts<>+1444(SB)/4, $0x19082b2b
+DATA iq2xxsconsts<>+1448(SB)/4, $0x2b190808
+DATA iq2xxsconsts<>+1452(SB)/4, $0x19082b2b
+DATA iq2xxsconsts<>+1456(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+1460(SB)/4, $0x19190808
+DATA iq2xxsconsts<>+1464(SB)/4, $0x08082b08
+DATA iq2xxsconsts<>+1468(SB)/4, $0x19190808
+DATA iq2xxsconsts<>+1472(SB)/4, $0x08190819
+DATA iq2xxsconsts<>+1476(SB)/4, $0x19190808
+DATA iq2xxsconsts<>+1480(SB)/4, $0x08192b19
+DATA iq2xxsconsts<>+1484(SB)/4, $0x19190808
+DATA iq2xxsconsts<>+1488(SB)/4, $0x082b0808
+DATA iq2xxsconsts<>+1492(SB)/4, $0x19190808
+DATA iq2xxsconsts<>+1496(SB)/4, $0x2b080808
+DATA iq2xxsconsts<>+1500(SB)/4, $0x19190808
+DATA iq2xxsconsts<>+1504(SB)/4, $0x2b082b08
+DATA iq2xxsconsts<>+1508(SB)/4, $0x19190808
+DATA iq2xxsconsts<>+1512(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+1516(SB)/4, $0x19190819
+DATA iq2xxsconsts<>+1520(SB)/4, $0x1908082b
+DATA iq2xxsconsts<>+1524(SB)/4, $0x19190819
+DATA iq2xxsconsts<>+1528(SB)/4, $0x2b2b1908
+DATA iq2xxsconsts<>+1532(SB)/4, $0x19190819
+DATA iq2xxsconsts<>+1536(SB)/4, $0x2b190819
+DATA iq2xxsconsts<>+1540(SB)/4, $0x1919082b
+DATA iq2xxsconsts<>+1544(SB)/4, $0x2b190808
+DATA iq2xxsconsts<>+1548(SB)/4, $0x19191908
+DATA iq2xxsconsts<>+1552(SB)/4, $0x2b19082b
+DATA iq2xxsconsts<>+1556(SB)/4, $0x19191908
+DATA iq2xxsconsts<>+1560(SB)/4, $0x08082b2b
+DATA iq2xxsconsts<>+1564(SB)/4, $0x19191919
+DATA iq2xxsconsts<>+1568(SB)/4, $0x08080819
+DATA iq2xxsconsts<>+1572(SB)/4, $0x1919192b
+DATA iq2xxsconsts<>+1576(SB)/4, $0x19191908
+DATA iq2xxsconsts<>+1580(SB)/4, $0x1919192b
+DATA iq2xxsconsts<>+1584(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+1588(SB)/4, $0x19192b08
+DATA iq2xxsconsts<>+1592(SB)/4, $0x08190819
+DATA iq2xxsconsts<>+1596(SB)/4, $0x19192b08
+DATA iq2xxsconsts<>+1600(SB)/4, $0x08192b19
+DATA iq2xxsconsts<>+1604(SB)/4, $0x19192b08
+DATA iq2xxsconsts<>+1608(SB)/4, $0x192b1908
+DATA iq2xxsconsts<>+1612(SB)/4, $0x19192b08
+DATA iq2xxsconsts<>+1616(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+1620(SB)/4, $0x19192b19
+DATA iq2xxsconsts<>+1624(SB)/4, $0x08082b08
+DATA iq2xxsconsts<>+1628(SB)/4, $0x19192b2b
+DATA iq2xxsconsts<>+1632(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+1636(SB)/4, $0x192b0808
+DATA iq2xxsconsts<>+1640(SB)/4, $0x08190808
+DATA iq2xxsconsts<>+1644(SB)/4, $0x192b0808
+DATA iq2xxsconsts<>+1648(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+1652(SB)/4, $0x192b0808
+DATA iq2xxsconsts<>+1656(SB)/4, $0x192b2b08
+DATA iq2xxsconsts<>+1660(SB)/4, $0x192b0808
+DATA iq2xxsconsts<>+1664(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+1668(SB)/4, $0x192b0819
+DATA iq2xxsconsts<>+1672(SB)/4, $0x19191919
+DATA iq2xxsconsts<>+1676(SB)/4, $0x192b0819
+DATA iq2xxsconsts<>+1680(SB)/4, $0x08192b08
+DATA iq2xxsconsts<>+1684(SB)/4, $0x192b082b
+DATA iq2xxsconsts<>+1688(SB)/4, $0x192b0808
+DATA iq2xxsconsts<>+1692(SB)/4, $0x192b082b
+DATA iq2xxsconsts<>+1696(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+1700(SB)/4, $0x192b1908
+DATA iq2xxsconsts<>+1704(SB)/4, $0x08081919
+DATA iq2xxsconsts<>+1708(SB)/4, $0x192b1908
+DATA iq2xxsconsts<>+1712(SB)/4, $0x08190808
+DATA iq2xxsconsts<>+1716(SB)/4, $0x192b1919
+DATA iq2xxsconsts<>+1720(SB)/4, $0x0819082b
+DATA iq2xxsconsts<>+1724(SB)/4, $0x192b1919
+DATA iq2xxsconsts<>+1728(SB)/4, $0x2b081908
+DATA iq2xxsconsts<>+1732(SB)/4, $0x192b1919
+DATA iq2xxsconsts<>+1736(SB)/4, $0x1908082b
+DATA iq2xxsconsts<>+1740(SB)/4, $0x192b2b08
+DATA iq2xxsconsts<>+1744(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+1748(SB)/4, $0x2b080808
+DATA iq2xxsconsts<>+1752(SB)/4, $0x0808082b
+DATA iq2xxsconsts<>+1756(SB)/4, $0x2b080808
+DATA iq2xxsconsts<>+1760(SB)/4, $0x08082b2b
+DATA iq2xxsconsts<>+1764(SB)/4, $0x2b080808
+DATA iq2xxsconsts<>+1768(SB)/4, $0x19080819
+DATA iq2xxsconsts<>+1772(SB)/4, $0x2b080808
+DATA iq2xxsconsts<>+1776(SB)/4, $0x2b08082b
+DATA iq2xxsconsts<>+1780(SB)/4, $0x2b080808
+DATA iq2xxsconsts<>+1784(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+1788(SB)/4, $0x2b080819
+DATA iq2xxsconsts<>+1792(SB)/4, $0x08192b08
+DATA iq2xxsconsts<>+1796(SB)/4, $0x2b080819
+DATA iq2xxsconsts<>+1800(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+1804(SB)/4, $0x2b080819
+DATA iq2xxsconsts<>+1808(SB)/4, $0x08190819
+DATA iq2xxsconsts<>+1812(SB)/4, $0x2b08082b
+DATA iq2xxsconsts<>+1816(SB)/4, $0x08080819
+DATA iq2xxsconsts<>+1820(SB)/4, $0x2b081908
+DATA iq2xxsconsts<>+1824(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+1828(SB)/4, $0x2b081908
+DATA iq2xxsconsts<>+1832(SB)/4, $0x08190808
+DATA iq2xxsconsts<>+1836(SB)/4, $0x2b081908
+DATA iq2xxsconsts<>+1840(SB)/4, $0x08191919
+DATA iq2xxsconsts<>+1844(SB)/4, $0x2b081908
+DATA iq2xxsconsts<>+1848(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+1852(SB)/4, $0x2b081908
+DATA iq2xxsconsts<>+1856(SB)/4, $0x192b0808
+DATA iq2xxsconsts<>+1860(SB)/4, $0x2b081908
+DATA iq2xxsconsts<>+1864(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+1868(SB)/4, $0x2b081919
+DATA iq2xxsconsts<>+1872(SB)/4, $0x1908192b
+DATA iq2xxsconsts<>+1876(SB)/4, $0x2b081919
+DATA iq2xxsconsts<>+1880(SB)/4, $0x2b191908
+DATA iq2xxsconsts<>+1884(SB)/4, $0x2b081919
+DATA iq2xxsconsts<>+1888(SB)/4, $0x08082b19
+DATA iq2xxsconsts<>+1892(SB)/4, $0x2b08192b
+DATA iq2xxsconsts<>+1896(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+1900(SB)/4, $0x2b08192b
+DATA iq2xxsconsts<>+1904(SB)/4, $0x192b0808
+DATA iq2xxsconsts<>+1908(SB)/4, $0x2b08192b
+DATA iq2xxsconsts<>+1912(SB)/4, $0x0808082b
+DATA iq2xxsconsts<>+1916(SB)/4, $0x2b082b08
+DATA iq2xxsconsts<>+1920(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+1924(SB)/4, $0x2b082b19
+DATA iq2xxsconsts<>+1928(SB)/4, $0x08190819
+DATA iq2xxsconsts<>+1932(SB)/4, $0x2b082b2b
+DATA iq2xxsconsts<>+1936(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+1940(SB)/4, $0x2b190808
+DATA iq2xxsconsts<>+1944(SB)/4, $0x08190808
+DATA iq2xxsconsts<>+1948(SB)/4, $0x2b190808
+DATA iq2xxsconsts<>+1952(SB)/4, $0x082b1908
+DATA iq2xxsconsts<>+1956(SB)/4, $0x2b190808
+DATA iq2xxsconsts<>+1960(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+1964(SB)/4, $0x2b190808
+DATA iq2xxsconsts<>+1968(SB)/4, $0x2b2b0819
+DATA iq2xxsconsts<>+1972(SB)/4, $0x2b190808
+DATA iq2xxsconsts<>+1976(SB)/4, $0x0819192b
+DATA iq2xxsconsts<>+1980(SB)/4, $0x2b190819
+DATA iq2xxsconsts<>+1984(SB)/4, $0x2b080808
+DATA iq2xxsconsts<>+1988(SB)/4, $0x2b190819
+DATA iq2xxsconsts<>+1992(SB)/4, $0x19081919
+DATA iq2xxsconsts<>+1996(SB)/4, $0x2b19082b
+DATA iq2xxsconsts<>+2000(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+2004(SB)/4, $0x2b191908
+DATA iq2xxsconsts<>+2008(SB)/4, $0x082b082b
+DATA iq2xxsconsts<>+2012(SB)/4, $0x2b191908
+DATA iq2xxsconsts<>+2016(SB)/4, $0x19081908
+DATA iq2xxsconsts<>+2020(SB)/4, $0x2b191908
+DATA iq2xxsconsts<>+2024(SB)/4, $0x19190819
+DATA iq2xxsconsts<>+2028(SB)/4, $0x2b191919
+DATA iq2xxsconsts<>+2032(SB)/4, $0x2b080819
+DATA iq2xxsconsts<>+2036(SB)/4, $0x2b192b08
+DATA iq2xxsconsts<>+2040(SB)/4, $0x082b0808
+DATA iq2xxsconsts<>+2044(SB)/4, $0x2b192b19
+DATA iq2xxsconsts<>+2048(SB)/4, $0x0808082b
+DATA iq2xxsconsts<>+2052(SB)/4, $0x2b2b0808
+DATA iq2xxsconsts<>+2056(SB)/4, $0x19190808
+DATA iq2xxsconsts<>+2060(SB)/4, $0x2b2b0808
+DATA iq2xxsconsts<>+2064(SB)/4, $0x2b081919
+DATA iq2xxsconsts<>+2068(SB)/4, $0x2b2b0808
+DATA iq2xxsconsts<>+2072(SB)/4, $0x08082b19
+DATA iq2xxsconsts<>+2076(SB)/4, $0x2b2b0819
+DATA iq2xxsconsts<>+2080(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+2084(SB)/4, $0x2b2b082b
+DATA iq2xxsconsts<>+2088(SB)/4, $0x08192b08
+DATA iq2xxsconsts<>+2092(SB)/4, $0x2b2b1908
+DATA iq2xxsconsts<>+2096(SB)/4, $0x19190808
+DATA iq2xxsconsts<>+2100(SB)/4, $0x2b2b2b08
+DATA iq2xxsconsts<>+2104(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+2108(SB)/4, $0x2b2b2b19
+DATA iq2xxsconsts<>+2112(SB)/4, $0x03828100
+DATA iq2xxsconsts<>+2116(SB)/4, $0x87060584
+DATA iq2xxsconsts<>+2120(SB)/4, $0x8b0a0988
+DATA iq2xxsconsts<>+2124(SB)/4, $0x0f8e8d0c
+DATA iq2xxsconsts<>+2128(SB)/4, $0x93121190
+DATA iq2xxsconsts<>+2132(SB)/4, $0x17969514
+DATA iq2xxsconsts<>+2136(SB)/4, $0x1b9a9918
+DATA iq2xxsconsts<>+2140(SB)/4, $0x9f1e1d9c
+DATA iq2xxsconsts<>+2144(SB)/4, $0xa32221a0
+DATA iq2xxsconsts<>+2148(SB)/4, $0x27a6a524
+DATA iq2xxsconsts<>+2152(SB)/4, $0x2baaa928
+DATA iq2xxsconsts<>+2156(SB)/4, $0xaf2e2dac
+DATA iq2xxsconsts<>+2160(SB)/4, $0x33b2b130
+DATA iq2xxsconsts<>+2164(SB)/4, $0xb73635b4
+DATA iq2xxsconsts<>+2168(SB)/4, $0xbb3a39b8
+DATA iq2xxsconsts<>+2172(SB)/4, $0x3fbebd3c
+DATA iq2xxsconsts<>+2176(SB)/4, $0xc34241c0
+DATA iq2xxsconsts<>+2180(SB)/4, $0x47c6c544
+DATA iq2xxsconsts<>+2184(SB)/4, $0x4bcac948
+DATA iq2xxsconsts<>+2188(SB)/4, $0xcf4e4dcc
+DATA iq2xxsconsts<>+2192(SB)/4, $0x53d2d150
+DATA iq2xxsconsts<>+2196(SB)/4, $0xd75655d4
+DATA iq2xxsconsts<>+2200(SB)/4, $0xdb5a59d8
+DATA iq2xxsconsts<>+2204(SB)/4, $0x5fdedd5c
+DATA iq2xxsconsts<>+2208(SB)/4, $0x63e2e160
+DATA iq2xxsconsts<>+2212(SB)/4, $0xe76665e4
+DATA iq2xxsconsts<>+2216(SB)/4, $0xeb6a69e8
+DATA iq2xxsconsts<>+2220(SB)/4, $0x6feeed6c
+DATA iq2xxsconsts<>+2224(SB)/4, $0xf37271f0
+DATA iq2xxsconsts<>+2228(SB)/4, $0x77f6f574
+DATA iq2xxsconsts<>+2232(SB)/4, $0x7bfaf978
+DATA iq2xxsconsts<>+2236(SB)/4, $0xff7e7dfc
+GLOBL iq2xxsconsts<>(SB), RODATA|NOPTR, $2240
+
 // func dotQ4KRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
 // Requires: AVX, AVX2, F16C, MMX+
 TEXT ·dotQ4KRowsAVX2(SB), NOSPLIT, $16-56
@@ -8021,6 +9053,442 @@ iq3xxsrdone:
 	JMP    iq3xxsrrow
 
 iq3xxsrend:
+	VZEROUPPER
+	RET
+
+// func dotIQ2XXSRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·dotIQ2XXSRowsAVX2(SB), NOSPLIT, $16-56
+	MOVQ    w+0(FP), AX
+	LEAQ    iq2xxsconsts<>+0(SB), DI
+	VMOVDQU (DI), Y0
+	VMOVDQU 32(DI), Y1
+	MOVQ    rows+40(FP), CX
+	MOVQ    out+48(FP), DX
+	MOVQ    CX, (SP)
+	MOVQ    DX, 8(SP)
+
+iq2xxsrrow:
+	CMPQ   (SP), $0x00
+	JE     iq2xxsrend
+	MOVQ   x+8(FP), CX
+	MOVQ   xd+16(FP), DX
+	MOVQ   xs+24(FP), BX
+	MOVQ   nb+32(FP), SI
+	VXORPS X2, X2, X2
+
+iq2xxsrblock:
+	TESTQ        SI, SI
+	JZ           iq2xxsrdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	VPXOR        Y3, Y3, Y3
+	MOVBQZX      2(AX), R8
+	VMOVQ        64(DI)(R8*8), X4
+	MOVBQZX      3(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X4, X4
+	MOVBQZX      4(AX), R8
+	VMOVQ        64(DI)(R8*8), X5
+	MOVBQZX      5(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      6(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        (CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      10(AX), R8
+	VMOVQ        64(DI)(R8*8), X4
+	MOVBQZX      11(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X4, X4
+	MOVBQZX      12(AX), R8
+	VMOVQ        64(DI)(R8*8), X5
+	MOVBQZX      13(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      14(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        32(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      18(AX), R8
+	VMOVQ        64(DI)(R8*8), X4
+	MOVBQZX      19(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X4, X4
+	MOVBQZX      20(AX), R8
+	VMOVQ        64(DI)(R8*8), X5
+	MOVBQZX      21(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      22(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        64(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      26(AX), R8
+	VMOVQ        64(DI)(R8*8), X4
+	MOVBQZX      27(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X4, X4
+	MOVBQZX      28(AX), R8
+	VMOVQ        64(DI)(R8*8), X5
+	MOVBQZX      29(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      30(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        96(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      34(AX), R8
+	VMOVQ        64(DI)(R8*8), X4
+	MOVBQZX      35(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X4, X4
+	MOVBQZX      36(AX), R8
+	VMOVQ        64(DI)(R8*8), X5
+	MOVBQZX      37(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      38(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        128(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      42(AX), R8
+	VMOVQ        64(DI)(R8*8), X4
+	MOVBQZX      43(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X4, X4
+	MOVBQZX      44(AX), R8
+	VMOVQ        64(DI)(R8*8), X5
+	MOVBQZX      45(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      46(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        160(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      50(AX), R8
+	VMOVQ        64(DI)(R8*8), X4
+	MOVBQZX      51(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X4, X4
+	MOVBQZX      52(AX), R8
+	VMOVQ        64(DI)(R8*8), X5
+	MOVBQZX      53(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      54(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        192(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      58(AX), R8
+	VMOVQ        64(DI)(R8*8), X4
+	MOVBQZX      59(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X4, X4
+	MOVBQZX      60(AX), R8
+	VMOVQ        64(DI)(R8*8), X5
+	MOVBQZX      61(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      62(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        224(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPADDD       X4, X3, X3
+	VPHADDD      X3, X3, X3
+	VPHADDD      X3, X3, X3
+	MOVWLZX      (AX), R8
+	VMOVD        R8, X4
+	VCVTDQ2PS    X3, X3
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS (DX), X5
+	VMULPS       X5, X4, X4
+	VMULPS       X3, X4, X3
+	VADDSS       X3, X2, X2
+	ADDQ         $0x42, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x04, DX
+	ADDQ         $0x20, BX
+	DECQ         SI
+	JMP          iq2xxsrblock
+
+iq2xxsrdone:
+	MOVL   $0x3e000000, CX
+	VMOVD  CX, X3
+	VMULSS X3, X2, X2
+	MOVQ   8(SP), CX
+	VMOVSS X2, (CX)
+	ADDQ   $0x04, 8(SP)
+	DECQ   (SP)
+	JMP    iq2xxsrrow
+
+iq2xxsrend:
 	VZEROUPPER
 	RET
 

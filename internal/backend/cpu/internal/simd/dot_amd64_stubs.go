@@ -154,6 +154,11 @@ func dotIQ3SAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
 //go:noescape
 func dotIQ3XXSAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
 
+// dotIQ2XXSAVX2 returns the dot product of nb IQ2_XXS blocks at w with QuantizeQ8K activations: iq2xxs_grid values with their ksigns_iq2xs signs times the sub-block scales 2s+1, an eighth of the sum.
+//
+//go:noescape
+func dotIQ2XXSAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+
 // dotQ4KRowsAVX2 sets out[r] to dotQ4KAVX2 of weight row r (the rows consecutive at w) for r < rows.
 //
 //go:noescape
@@ -193,6 +198,11 @@ func dotIQ3SRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int,
 //
 //go:noescape
 func dotIQ3XXSRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+
+// dotIQ2XXSRowsAVX2 sets out[r] to dotIQ2XXSAVX2 of weight row r (the rows consecutive at w) for r < rows.
+//
+//go:noescape
+func dotIQ2XXSRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
 
 // dotQ4Kx4AVX2 sets out[t] to dotQ4KAVX2 of the row against token t's activations (x + t*xstride, xd + t*xstride/256, xs + t*xstride/16) for t < 4, with its bits.
 //

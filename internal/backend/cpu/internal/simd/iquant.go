@@ -28,8 +28,15 @@ func iqWords(name string) []uint32 {
 // (for each 7-bit index the 8 sign bits, the eighth making their parity
 // even).
 var (
-	iq3sGrid    = [512]uint32(iqWords("iq3s_grid"))
-	iq3xxsGrid  = [256]uint32(iqWords("iq3xxs_grid"))
+	iq3sGrid   = [512]uint32(iqWords("iq3s_grid"))
+	iq3xxsGrid = [256]uint32(iqWords("iq3xxs_grid"))
+	iq2xxsGrid = func() (g [256]uint64) {
+		w := iqWords("iq2xxs_grid")
+		for i := range g {
+			g[i] = uint64(w[2*i]) | uint64(w[2*i+1])<<32
+		}
+		return g
+	}()
 	ksignsIQ2XS = func() (k [128]uint8) {
 		for i, w := range iqWords("ksigns_iq2xs") {
 			for j := range 4 {
@@ -107,4 +114,38 @@ func dotIQ3XXSGo(w []byte, x []int8, xd []float32, _ []int16) float32 {
 		s = blockSum(s, float32(f16Scale(b[0:])*dx), 0, sumi, 0)
 	}
 	return 0.25 * s
+}
+
+// dotIQ2XXSGo is IQ2_XXS against Q8_K activations (llama.cpp's
+// ggml_vec_dot_iq2_xxs_q8_K, integer for integer): per sub-block of 32 the
+// four 8-value entries of iq2xxs_grid, each signed by the ksigns_iq2xs
+// entry of its 7-bit index, meet the activations; the sum is multiplied by
+// 2s+1 (s the top 4 bits of the sub-block's second word), each block adds
+// float32(d*dx*Σ) and the result is an eighth of the sum.
+func dotIQ2XXSGo(w []byte, x []int8, xd []float32, _ []int16) float32 {
+	var s float32
+	for i, dx := range xd {
+		b := (*[66]byte)(w[i*66:])
+		xb := (*[QK]int8)(x[i*QK:])
+		var sumi int32
+		for ib := range 8 {
+			aux := binary.LittleEndian.Uint32(b[6+8*ib:])
+			xs := (*[32]int8)(xb[32*ib:])
+			var sub int32
+			for l := range 4 {
+				g := iq2xxsGrid[b[2+8*ib+l]]
+				sg := ksignsIQ2XS[aux>>(7*l)&127]
+				for j := range 8 {
+					v := int32(uint8(g >> (8 * j)))
+					if sg>>j&1 != 0 {
+						v = -v
+					}
+					sub += v * int32(xs[8*l+j])
+				}
+			}
+			sumi += (2*int32(aux>>28) + 1) * sub
+		}
+		s = blockSum(s, float32(f16Scale(b[0:])*dx), 0, sumi, 0)
+	}
+	return 0.125 * s
 }

@@ -218,3 +218,104 @@ func dotIQ3XXS(rows bool) {
 		VMULSS(f, s, s)
 	})
 }
+
+// iq2xxsTable holds the IQ2_XXS kernel's constants: the VPSHUFB control
+// and bits of iq3sConsts at 0 and 32, llama.cpp's iq2xxs_grid (256
+// qwords) at 64, its ksigns_iq2xs (128 bytes) at 2112.
+var iq2xxsTable Mem
+
+func iq2xxsConsts() Mem {
+	if iq2xxsTable.Symbol.Name == "" {
+		iq2xxsTable = GLOBL("iq2xxsconsts", RODATA|NOPTR)
+		for i := range 32 {
+			DATA(i, U8(uint8(i/8)))
+		}
+		for i := range 32 {
+			DATA(32+i, U8(uint8(1)<<(i%8)))
+		}
+		grid, signs := iqTable("iq2xxs_grid", 512), iqTable("ksigns_iq2xs", 32)
+		for i, v := range grid {
+			DATA(64+4*i, U32(v))
+		}
+		for i, v := range signs {
+			DATA(2112+4*i, U32(v))
+		}
+	}
+	return iq2xxsTable
+}
+
+// dotIQ2XXS writes the IQ2_XXS kernel against QuantizeQ8K activations:
+// dotIQ3XXS's with four 8-byte grid entries per sub-block (VMOVQ,
+// VPINSRQ), the signs and the scale 2s+1 from the sub-block's second word,
+// and an eighth of the row's sum at the end as the Go form does (the same
+// bits).
+func dotIQ2XXS(rows bool) {
+	kText("dotIQ2XXS", "returns the dot product of nb IQ2_XXS blocks at w with QuantizeQ8K activations: iq2xxs_grid values with their ksigns_iq2xs signs times the sub-block scales 2s+1, an eighth of the sum.", rows)
+	w, x, xd, xs, nb := kParams(rows)
+	tab := GP64()
+	LEAQ(iq2xxsConsts(), tab)
+	shuf, bits := YMM(), YMM()
+	VMOVDQU(Mem{Base: tab}, shuf)
+	VMOVDQU(Mem{Base: tab, Disp: 32}, bits)
+	kLoopFin("iq2xxs", 66, w, x, xd, xs, nb, rows, func(s VecVirtual) {
+		acc := YMM()
+		VPXOR(acc, acc, acc)
+		for ib := range 8 {
+			var half [2]VecVirtual
+			for hh := range 2 {
+				v := XMM()
+				for kk := range 2 {
+					idx := GP64()
+					MOVBQZX(Mem{Base: w, Disp: 2 + 8*ib + 2*hh + kk}, idx)
+					m := Mem{Base: tab, Index: idx, Scale: 8, Disp: 64}
+					if kk == 0 {
+						VMOVQ(m, v)
+					} else {
+						VPINSRQ(Imm(1), m, v, v)
+					}
+				}
+				half[hh] = v
+			}
+			g := YMM()
+			VINSERTI128(Imm(1), half[1], half[0].AsY(), g)
+			aux, sw := GP64(), GP64()
+			MOVLQZX(Mem{Base: w, Disp: 6 + 8*ib}, aux)
+			XORQ(sw, sw)
+			for l := range 4 {
+				t := GP64()
+				MOVQ(aux, t)
+				if l > 0 {
+					SHRQ(Imm(uint64(7*l)), t)
+				}
+				ANDQ(Imm(127), t)
+				MOVBQZX(Mem{Base: tab, Index: t, Scale: 1, Disp: 2112}, t)
+				if l > 0 {
+					SHLQ(Imm(uint64(8*l)), t)
+				}
+				ORQ(t, sw)
+			}
+			sg, sx := YMM(), YMM()
+			VMOVD(sw.As32(), sg.AsX())
+			VPBROADCASTD(sg.AsX(), sg)
+			VPSHUFB(shuf, sg, sg)
+			VPAND(bits, sg, sg)
+			VPCMPEQB(bits, sg, sg) // 0xff where the value is negative
+			VPXOR(Mem{Base: x, Disp: 32 * ib}, sg, sx)
+			VPSUBB(sg, sx, sx)
+			VPMADDUBSW(sx, g, g)
+			SHRQ(Imm(28), aux)
+			LEAQ(Mem{Base: aux, Index: aux, Scale: 1, Disp: 1}, aux)
+			sc := YMM()
+			VMOVD(aux.As32(), sc.AsX())
+			VPBROADCASTW(sc.AsX(), sc)
+			VPMADDWD(sc, g, g)
+			VPADDD(g, acc, acc)
+		}
+		kEpilogue(acc, nil, Mem{Base: w}, xd, s)
+	}, func(s VecVirtual) {
+		q, f := GP32(), XMM()
+		MOVL(U32(0x3e000000), q) // 0.125
+		VMOVD(q, f)
+		VMULSS(f, s, s)
+	})
+}

@@ -25,6 +25,7 @@ func kquantKernels() {
 		dotIQ4XS(rows)
 		dotIQ3S(rows)
 		dotIQ3XXS(rows)
+		dotIQ2XXS(rows)
 	}
 	dotQ4Kx4(false)
 	dotQ4Kx4(true)
