@@ -4025,7 +4025,7 @@ GLOBL iq4nlconsts<>(SB), RODATA|NOPTR, $32
 
 // func dotIQ3SAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
 // Requires: AVX, AVX2, F16C, MMX+, SSE
-TEXT ·dotIQ3SAVX2(SB), NOSPLIT, $0-44
+TEXT ·dotIQ3SAVX2(SB), NOSPLIT, $16-44
 	MOVQ    w+0(FP), AX
 	MOVQ    x+8(FP), CX
 	MOVQ    xd+16(FP), DX
@@ -4042,54 +4042,28 @@ iq3sblock:
 	PREFETCHT0   2048(AX)
 	PREFETCHT0   2112(AX)
 	VPXOR        Y3, Y3, Y3
-	MOVBQZX      66(AX), R8
-	MOVBQZX      2(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x08, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VMOVD        64(DI)(R9*4), X4
-	MOVBQZX      3(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x07, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x01, 64(DI)(R9*4), X4, X4
-	MOVBQZX      4(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x06, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x02, 64(DI)(R9*4), X4, X4
-	MOVBQZX      5(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x05, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x03, 64(DI)(R9*4), X4, X4
-	MOVBQZX      6(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x04, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VMOVD        64(DI)(R9*4), X5
-	MOVBQZX      7(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x03, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x01, 64(DI)(R9*4), X5, X5
-	MOVBQZX      8(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x02, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x02, 64(DI)(R9*4), X5, X5
-	MOVBQZX      9(AX), R9
-	SHLQ         $0x01, R8
-	ANDQ         $0x00000100, R8
-	ORQ          R8, R9
-	VPINSRD      $0x03, 64(DI)(R9*4), X5, X5
+	VPMOVZXBW    2(AX), X4
+	VPBROADCASTB 66(AX), X5
+	VPMULLW      2112(DI), X5, X5
+	VPAND        2128(DI), X5, X5
+	VPOR         X5, X4, X4
+	VMOVDQU      X4, (SP)
+	MOVWQZX      (SP), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVWQZX      2(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVWQZX      4(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVWQZX      6(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVWQZX      8(SP), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVWQZX      10(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVWQZX      12(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVWQZX      14(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
 	VINSERTI128  $0x01, X5, Y4, Y5
 	VPBROADCASTD 74(AX), Y6
 	VPSHUFB      Y0, Y6, Y6
@@ -4105,54 +4079,28 @@ iq3sblock:
 	VPBROADCASTW X6, Y6
 	VPMADDWD     Y6, Y5, Y5
 	VPADDD       Y5, Y3, Y3
-	MOVBQZX      67(AX), R8
-	MOVBQZX      10(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x08, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VMOVD        64(DI)(R9*4), X4
-	MOVBQZX      11(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x07, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x01, 64(DI)(R9*4), X4, X4
-	MOVBQZX      12(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x06, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x02, 64(DI)(R9*4), X4, X4
-	MOVBQZX      13(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x05, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x03, 64(DI)(R9*4), X4, X4
-	MOVBQZX      14(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x04, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VMOVD        64(DI)(R9*4), X5
-	MOVBQZX      15(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x03, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x01, 64(DI)(R9*4), X5, X5
-	MOVBQZX      16(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x02, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x02, 64(DI)(R9*4), X5, X5
-	MOVBQZX      17(AX), R9
-	SHLQ         $0x01, R8
-	ANDQ         $0x00000100, R8
-	ORQ          R8, R9
-	VPINSRD      $0x03, 64(DI)(R9*4), X5, X5
+	VPMOVZXBW    10(AX), X4
+	VPBROADCASTB 67(AX), X5
+	VPMULLW      2112(DI), X5, X5
+	VPAND        2128(DI), X5, X5
+	VPOR         X5, X4, X4
+	VMOVDQU      X4, (SP)
+	MOVWQZX      (SP), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVWQZX      2(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVWQZX      4(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVWQZX      6(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVWQZX      8(SP), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVWQZX      10(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVWQZX      12(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVWQZX      14(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
 	VINSERTI128  $0x01, X5, Y4, Y5
 	VPBROADCASTD 78(AX), Y6
 	VPSHUFB      Y0, Y6, Y6
@@ -4169,54 +4117,28 @@ iq3sblock:
 	VPBROADCASTW X6, Y6
 	VPMADDWD     Y6, Y5, Y5
 	VPADDD       Y5, Y3, Y3
-	MOVBQZX      68(AX), R8
-	MOVBQZX      18(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x08, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VMOVD        64(DI)(R9*4), X4
-	MOVBQZX      19(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x07, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x01, 64(DI)(R9*4), X4, X4
-	MOVBQZX      20(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x06, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x02, 64(DI)(R9*4), X4, X4
-	MOVBQZX      21(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x05, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x03, 64(DI)(R9*4), X4, X4
-	MOVBQZX      22(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x04, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VMOVD        64(DI)(R9*4), X5
-	MOVBQZX      23(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x03, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x01, 64(DI)(R9*4), X5, X5
-	MOVBQZX      24(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x02, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x02, 64(DI)(R9*4), X5, X5
-	MOVBQZX      25(AX), R9
-	SHLQ         $0x01, R8
-	ANDQ         $0x00000100, R8
-	ORQ          R8, R9
-	VPINSRD      $0x03, 64(DI)(R9*4), X5, X5
+	VPMOVZXBW    18(AX), X4
+	VPBROADCASTB 68(AX), X5
+	VPMULLW      2112(DI), X5, X5
+	VPAND        2128(DI), X5, X5
+	VPOR         X5, X4, X4
+	VMOVDQU      X4, (SP)
+	MOVWQZX      (SP), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVWQZX      2(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVWQZX      4(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVWQZX      6(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVWQZX      8(SP), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVWQZX      10(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVWQZX      12(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVWQZX      14(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
 	VINSERTI128  $0x01, X5, Y4, Y5
 	VPBROADCASTD 82(AX), Y6
 	VPSHUFB      Y0, Y6, Y6
@@ -4232,54 +4154,28 @@ iq3sblock:
 	VPBROADCASTW X6, Y6
 	VPMADDWD     Y6, Y5, Y5
 	VPADDD       Y5, Y3, Y3
-	MOVBQZX      69(AX), R8
-	MOVBQZX      26(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x08, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VMOVD        64(DI)(R9*4), X4
-	MOVBQZX      27(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x07, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x01, 64(DI)(R9*4), X4, X4
-	MOVBQZX      28(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x06, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x02, 64(DI)(R9*4), X4, X4
-	MOVBQZX      29(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x05, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x03, 64(DI)(R9*4), X4, X4
-	MOVBQZX      30(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x04, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VMOVD        64(DI)(R9*4), X5
-	MOVBQZX      31(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x03, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x01, 64(DI)(R9*4), X5, X5
-	MOVBQZX      32(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x02, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x02, 64(DI)(R9*4), X5, X5
-	MOVBQZX      33(AX), R9
-	SHLQ         $0x01, R8
-	ANDQ         $0x00000100, R8
-	ORQ          R8, R9
-	VPINSRD      $0x03, 64(DI)(R9*4), X5, X5
+	VPMOVZXBW    26(AX), X4
+	VPBROADCASTB 69(AX), X5
+	VPMULLW      2112(DI), X5, X5
+	VPAND        2128(DI), X5, X5
+	VPOR         X5, X4, X4
+	VMOVDQU      X4, (SP)
+	MOVWQZX      (SP), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVWQZX      2(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVWQZX      4(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVWQZX      6(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVWQZX      8(SP), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVWQZX      10(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVWQZX      12(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVWQZX      14(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
 	VINSERTI128  $0x01, X5, Y4, Y5
 	VPBROADCASTD 86(AX), Y6
 	VPSHUFB      Y0, Y6, Y6
@@ -4296,54 +4192,28 @@ iq3sblock:
 	VPBROADCASTW X6, Y6
 	VPMADDWD     Y6, Y5, Y5
 	VPADDD       Y5, Y3, Y3
-	MOVBQZX      70(AX), R8
-	MOVBQZX      34(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x08, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VMOVD        64(DI)(R9*4), X4
-	MOVBQZX      35(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x07, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x01, 64(DI)(R9*4), X4, X4
-	MOVBQZX      36(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x06, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x02, 64(DI)(R9*4), X4, X4
-	MOVBQZX      37(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x05, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x03, 64(DI)(R9*4), X4, X4
-	MOVBQZX      38(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x04, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VMOVD        64(DI)(R9*4), X5
-	MOVBQZX      39(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x03, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x01, 64(DI)(R9*4), X5, X5
-	MOVBQZX      40(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x02, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x02, 64(DI)(R9*4), X5, X5
-	MOVBQZX      41(AX), R9
-	SHLQ         $0x01, R8
-	ANDQ         $0x00000100, R8
-	ORQ          R8, R9
-	VPINSRD      $0x03, 64(DI)(R9*4), X5, X5
+	VPMOVZXBW    34(AX), X4
+	VPBROADCASTB 70(AX), X5
+	VPMULLW      2112(DI), X5, X5
+	VPAND        2128(DI), X5, X5
+	VPOR         X5, X4, X4
+	VMOVDQU      X4, (SP)
+	MOVWQZX      (SP), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVWQZX      2(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVWQZX      4(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVWQZX      6(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVWQZX      8(SP), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVWQZX      10(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVWQZX      12(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVWQZX      14(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
 	VINSERTI128  $0x01, X5, Y4, Y5
 	VPBROADCASTD 90(AX), Y6
 	VPSHUFB      Y0, Y6, Y6
@@ -4359,54 +4229,28 @@ iq3sblock:
 	VPBROADCASTW X6, Y6
 	VPMADDWD     Y6, Y5, Y5
 	VPADDD       Y5, Y3, Y3
-	MOVBQZX      71(AX), R8
-	MOVBQZX      42(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x08, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VMOVD        64(DI)(R9*4), X4
-	MOVBQZX      43(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x07, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x01, 64(DI)(R9*4), X4, X4
-	MOVBQZX      44(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x06, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x02, 64(DI)(R9*4), X4, X4
-	MOVBQZX      45(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x05, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x03, 64(DI)(R9*4), X4, X4
-	MOVBQZX      46(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x04, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VMOVD        64(DI)(R9*4), X5
-	MOVBQZX      47(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x03, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x01, 64(DI)(R9*4), X5, X5
-	MOVBQZX      48(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x02, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x02, 64(DI)(R9*4), X5, X5
-	MOVBQZX      49(AX), R9
-	SHLQ         $0x01, R8
-	ANDQ         $0x00000100, R8
-	ORQ          R8, R9
-	VPINSRD      $0x03, 64(DI)(R9*4), X5, X5
+	VPMOVZXBW    42(AX), X4
+	VPBROADCASTB 71(AX), X5
+	VPMULLW      2112(DI), X5, X5
+	VPAND        2128(DI), X5, X5
+	VPOR         X5, X4, X4
+	VMOVDQU      X4, (SP)
+	MOVWQZX      (SP), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVWQZX      2(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVWQZX      4(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVWQZX      6(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVWQZX      8(SP), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVWQZX      10(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVWQZX      12(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVWQZX      14(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
 	VINSERTI128  $0x01, X5, Y4, Y5
 	VPBROADCASTD 94(AX), Y6
 	VPSHUFB      Y0, Y6, Y6
@@ -4423,54 +4267,28 @@ iq3sblock:
 	VPBROADCASTW X6, Y6
 	VPMADDWD     Y6, Y5, Y5
 	VPADDD       Y5, Y3, Y3
-	MOVBQZX      72(AX), R8
-	MOVBQZX      50(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x08, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VMOVD        64(DI)(R9*4), X4
-	MOVBQZX      51(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x07, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x01, 64(DI)(R9*4), X4, X4
-	MOVBQZX      52(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x06, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x02, 64(DI)(R9*4), X4, X4
-	MOVBQZX      53(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x05, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x03, 64(DI)(R9*4), X4, X4
-	MOVBQZX      54(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x04, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VMOVD        64(DI)(R9*4), X5
-	MOVBQZX      55(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x03, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x01, 64(DI)(R9*4), X5, X5
-	MOVBQZX      56(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x02, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x02, 64(DI)(R9*4), X5, X5
-	MOVBQZX      57(AX), R9
-	SHLQ         $0x01, R8
-	ANDQ         $0x00000100, R8
-	ORQ          R8, R9
-	VPINSRD      $0x03, 64(DI)(R9*4), X5, X5
+	VPMOVZXBW    50(AX), X4
+	VPBROADCASTB 72(AX), X5
+	VPMULLW      2112(DI), X5, X5
+	VPAND        2128(DI), X5, X5
+	VPOR         X5, X4, X4
+	VMOVDQU      X4, (SP)
+	MOVWQZX      (SP), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVWQZX      2(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVWQZX      4(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVWQZX      6(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVWQZX      8(SP), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVWQZX      10(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVWQZX      12(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVWQZX      14(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
 	VINSERTI128  $0x01, X5, Y4, Y5
 	VPBROADCASTD 98(AX), Y6
 	VPSHUFB      Y0, Y6, Y6
@@ -4486,54 +4304,28 @@ iq3sblock:
 	VPBROADCASTW X6, Y6
 	VPMADDWD     Y6, Y5, Y5
 	VPADDD       Y5, Y3, Y3
-	MOVBQZX      73(AX), R8
-	MOVBQZX      58(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x08, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VMOVD        64(DI)(R9*4), X4
-	MOVBQZX      59(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x07, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x01, 64(DI)(R9*4), X4, X4
-	MOVBQZX      60(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x06, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x02, 64(DI)(R9*4), X4, X4
-	MOVBQZX      61(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x05, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x03, 64(DI)(R9*4), X4, X4
-	MOVBQZX      62(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x04, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VMOVD        64(DI)(R9*4), X5
-	MOVBQZX      63(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x03, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x01, 64(DI)(R9*4), X5, X5
-	MOVBQZX      64(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x02, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x02, 64(DI)(R9*4), X5, X5
-	MOVBQZX      65(AX), R9
-	SHLQ         $0x01, R8
-	ANDQ         $0x00000100, R8
-	ORQ          R8, R9
-	VPINSRD      $0x03, 64(DI)(R9*4), X5, X5
+	VPMOVZXBW    58(AX), X4
+	VPBROADCASTB 73(AX), X5
+	VPMULLW      2112(DI), X5, X5
+	VPAND        2128(DI), X5, X5
+	VPOR         X5, X4, X4
+	VMOVDQU      X4, (SP)
+	MOVWQZX      (SP), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVWQZX      2(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVWQZX      4(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVWQZX      6(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVWQZX      8(SP), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVWQZX      10(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVWQZX      12(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVWQZX      14(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
 	VINSERTI128  $0x01, X5, Y4, Y5
 	VPBROADCASTD 102(AX), Y6
 	VPSHUFB      Y0, Y6, Y6
@@ -5150,7 +4942,23 @@ DATA iq3sconsts<>+2096(SB)/4, $0x0f0b0905
 DATA iq3sconsts<>+2100(SB)/4, $0x0f0d0105
 DATA iq3sconsts<>+2104(SB)/4, $0x0f0d0703
 DATA iq3sconsts<>+2108(SB)/4, $0x0f0f0101
-GLOBL iq3sconsts<>(SB), RODATA|NOPTR, $2112
+DATA iq3sconsts<>+2112(SB)/2, $0x0100
+DATA iq3sconsts<>+2114(SB)/2, $0x0080
+DATA iq3sconsts<>+2116(SB)/2, $0x0040
+DATA iq3sconsts<>+2118(SB)/2, $0x0020
+DATA iq3sconsts<>+2120(SB)/2, $0x0010
+DATA iq3sconsts<>+2122(SB)/2, $0x0008
+DATA iq3sconsts<>+2124(SB)/2, $0x0004
+DATA iq3sconsts<>+2126(SB)/2, $0x0002
+DATA iq3sconsts<>+2128(SB)/2, $0x0100
+DATA iq3sconsts<>+2130(SB)/2, $0x0100
+DATA iq3sconsts<>+2132(SB)/2, $0x0100
+DATA iq3sconsts<>+2134(SB)/2, $0x0100
+DATA iq3sconsts<>+2136(SB)/2, $0x0100
+DATA iq3sconsts<>+2138(SB)/2, $0x0100
+DATA iq3sconsts<>+2140(SB)/2, $0x0100
+DATA iq3sconsts<>+2142(SB)/2, $0x0100
+GLOBL iq3sconsts<>(SB), RODATA|NOPTR, $2144
 
 // func dotIQ3XXSAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
 // Requires: AVX, AVX2, F16C, MMX+, SSE
@@ -7993,7 +7801,7 @@ iq4xsrend:
 
 // func dotIQ3SRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
 // Requires: AVX, AVX2, F16C, MMX+
-TEXT ·dotIQ3SRowsAVX2(SB), NOSPLIT, $16-56
+TEXT ·dotIQ3SRowsAVX2(SB), NOSPLIT, $32-56
 	MOVQ    w+0(FP), AX
 	LEAQ    iq3sconsts<>+0(SB), DI
 	VMOVDQU (DI), Y0
@@ -8018,54 +7826,28 @@ iq3srblock:
 	PREFETCHT0   2048(AX)
 	PREFETCHT0   2112(AX)
 	VPXOR        Y3, Y3, Y3
-	MOVBQZX      66(AX), R8
-	MOVBQZX      2(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x08, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VMOVD        64(DI)(R9*4), X4
-	MOVBQZX      3(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x07, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x01, 64(DI)(R9*4), X4, X4
-	MOVBQZX      4(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x06, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x02, 64(DI)(R9*4), X4, X4
-	MOVBQZX      5(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x05, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x03, 64(DI)(R9*4), X4, X4
-	MOVBQZX      6(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x04, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VMOVD        64(DI)(R9*4), X5
-	MOVBQZX      7(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x03, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x01, 64(DI)(R9*4), X5, X5
-	MOVBQZX      8(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x02, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x02, 64(DI)(R9*4), X5, X5
-	MOVBQZX      9(AX), R9
-	SHLQ         $0x01, R8
-	ANDQ         $0x00000100, R8
-	ORQ          R8, R9
-	VPINSRD      $0x03, 64(DI)(R9*4), X5, X5
+	VPMOVZXBW    2(AX), X4
+	VPBROADCASTB 66(AX), X5
+	VPMULLW      2112(DI), X5, X5
+	VPAND        2128(DI), X5, X5
+	VPOR         X5, X4, X4
+	VMOVDQU      X4, 16(SP)
+	MOVWQZX      16(SP), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVWQZX      18(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVWQZX      20(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVWQZX      22(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVWQZX      24(SP), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVWQZX      26(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVWQZX      28(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVWQZX      30(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
 	VINSERTI128  $0x01, X5, Y4, Y5
 	VPBROADCASTD 74(AX), Y6
 	VPSHUFB      Y0, Y6, Y6
@@ -8081,54 +7863,28 @@ iq3srblock:
 	VPBROADCASTW X6, Y6
 	VPMADDWD     Y6, Y5, Y5
 	VPADDD       Y5, Y3, Y3
-	MOVBQZX      67(AX), R8
-	MOVBQZX      10(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x08, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VMOVD        64(DI)(R9*4), X4
-	MOVBQZX      11(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x07, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x01, 64(DI)(R9*4), X4, X4
-	MOVBQZX      12(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x06, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x02, 64(DI)(R9*4), X4, X4
-	MOVBQZX      13(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x05, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x03, 64(DI)(R9*4), X4, X4
-	MOVBQZX      14(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x04, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VMOVD        64(DI)(R9*4), X5
-	MOVBQZX      15(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x03, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x01, 64(DI)(R9*4), X5, X5
-	MOVBQZX      16(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x02, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x02, 64(DI)(R9*4), X5, X5
-	MOVBQZX      17(AX), R9
-	SHLQ         $0x01, R8
-	ANDQ         $0x00000100, R8
-	ORQ          R8, R9
-	VPINSRD      $0x03, 64(DI)(R9*4), X5, X5
+	VPMOVZXBW    10(AX), X4
+	VPBROADCASTB 67(AX), X5
+	VPMULLW      2112(DI), X5, X5
+	VPAND        2128(DI), X5, X5
+	VPOR         X5, X4, X4
+	VMOVDQU      X4, 16(SP)
+	MOVWQZX      16(SP), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVWQZX      18(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVWQZX      20(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVWQZX      22(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVWQZX      24(SP), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVWQZX      26(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVWQZX      28(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVWQZX      30(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
 	VINSERTI128  $0x01, X5, Y4, Y5
 	VPBROADCASTD 78(AX), Y6
 	VPSHUFB      Y0, Y6, Y6
@@ -8145,54 +7901,28 @@ iq3srblock:
 	VPBROADCASTW X6, Y6
 	VPMADDWD     Y6, Y5, Y5
 	VPADDD       Y5, Y3, Y3
-	MOVBQZX      68(AX), R8
-	MOVBQZX      18(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x08, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VMOVD        64(DI)(R9*4), X4
-	MOVBQZX      19(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x07, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x01, 64(DI)(R9*4), X4, X4
-	MOVBQZX      20(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x06, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x02, 64(DI)(R9*4), X4, X4
-	MOVBQZX      21(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x05, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x03, 64(DI)(R9*4), X4, X4
-	MOVBQZX      22(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x04, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VMOVD        64(DI)(R9*4), X5
-	MOVBQZX      23(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x03, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x01, 64(DI)(R9*4), X5, X5
-	MOVBQZX      24(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x02, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x02, 64(DI)(R9*4), X5, X5
-	MOVBQZX      25(AX), R9
-	SHLQ         $0x01, R8
-	ANDQ         $0x00000100, R8
-	ORQ          R8, R9
-	VPINSRD      $0x03, 64(DI)(R9*4), X5, X5
+	VPMOVZXBW    18(AX), X4
+	VPBROADCASTB 68(AX), X5
+	VPMULLW      2112(DI), X5, X5
+	VPAND        2128(DI), X5, X5
+	VPOR         X5, X4, X4
+	VMOVDQU      X4, 16(SP)
+	MOVWQZX      16(SP), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVWQZX      18(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVWQZX      20(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVWQZX      22(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVWQZX      24(SP), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVWQZX      26(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVWQZX      28(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVWQZX      30(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
 	VINSERTI128  $0x01, X5, Y4, Y5
 	VPBROADCASTD 82(AX), Y6
 	VPSHUFB      Y0, Y6, Y6
@@ -8208,54 +7938,28 @@ iq3srblock:
 	VPBROADCASTW X6, Y6
 	VPMADDWD     Y6, Y5, Y5
 	VPADDD       Y5, Y3, Y3
-	MOVBQZX      69(AX), R8
-	MOVBQZX      26(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x08, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VMOVD        64(DI)(R9*4), X4
-	MOVBQZX      27(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x07, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x01, 64(DI)(R9*4), X4, X4
-	MOVBQZX      28(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x06, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x02, 64(DI)(R9*4), X4, X4
-	MOVBQZX      29(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x05, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x03, 64(DI)(R9*4), X4, X4
-	MOVBQZX      30(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x04, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VMOVD        64(DI)(R9*4), X5
-	MOVBQZX      31(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x03, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x01, 64(DI)(R9*4), X5, X5
-	MOVBQZX      32(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x02, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x02, 64(DI)(R9*4), X5, X5
-	MOVBQZX      33(AX), R9
-	SHLQ         $0x01, R8
-	ANDQ         $0x00000100, R8
-	ORQ          R8, R9
-	VPINSRD      $0x03, 64(DI)(R9*4), X5, X5
+	VPMOVZXBW    26(AX), X4
+	VPBROADCASTB 69(AX), X5
+	VPMULLW      2112(DI), X5, X5
+	VPAND        2128(DI), X5, X5
+	VPOR         X5, X4, X4
+	VMOVDQU      X4, 16(SP)
+	MOVWQZX      16(SP), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVWQZX      18(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVWQZX      20(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVWQZX      22(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVWQZX      24(SP), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVWQZX      26(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVWQZX      28(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVWQZX      30(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
 	VINSERTI128  $0x01, X5, Y4, Y5
 	VPBROADCASTD 86(AX), Y6
 	VPSHUFB      Y0, Y6, Y6
@@ -8272,54 +7976,28 @@ iq3srblock:
 	VPBROADCASTW X6, Y6
 	VPMADDWD     Y6, Y5, Y5
 	VPADDD       Y5, Y3, Y3
-	MOVBQZX      70(AX), R8
-	MOVBQZX      34(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x08, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VMOVD        64(DI)(R9*4), X4
-	MOVBQZX      35(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x07, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x01, 64(DI)(R9*4), X4, X4
-	MOVBQZX      36(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x06, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x02, 64(DI)(R9*4), X4, X4
-	MOVBQZX      37(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x05, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x03, 64(DI)(R9*4), X4, X4
-	MOVBQZX      38(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x04, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VMOVD        64(DI)(R9*4), X5
-	MOVBQZX      39(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x03, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x01, 64(DI)(R9*4), X5, X5
-	MOVBQZX      40(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x02, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x02, 64(DI)(R9*4), X5, X5
-	MOVBQZX      41(AX), R9
-	SHLQ         $0x01, R8
-	ANDQ         $0x00000100, R8
-	ORQ          R8, R9
-	VPINSRD      $0x03, 64(DI)(R9*4), X5, X5
+	VPMOVZXBW    34(AX), X4
+	VPBROADCASTB 70(AX), X5
+	VPMULLW      2112(DI), X5, X5
+	VPAND        2128(DI), X5, X5
+	VPOR         X5, X4, X4
+	VMOVDQU      X4, 16(SP)
+	MOVWQZX      16(SP), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVWQZX      18(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVWQZX      20(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVWQZX      22(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVWQZX      24(SP), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVWQZX      26(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVWQZX      28(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVWQZX      30(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
 	VINSERTI128  $0x01, X5, Y4, Y5
 	VPBROADCASTD 90(AX), Y6
 	VPSHUFB      Y0, Y6, Y6
@@ -8335,54 +8013,28 @@ iq3srblock:
 	VPBROADCASTW X6, Y6
 	VPMADDWD     Y6, Y5, Y5
 	VPADDD       Y5, Y3, Y3
-	MOVBQZX      71(AX), R8
-	MOVBQZX      42(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x08, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VMOVD        64(DI)(R9*4), X4
-	MOVBQZX      43(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x07, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x01, 64(DI)(R9*4), X4, X4
-	MOVBQZX      44(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x06, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x02, 64(DI)(R9*4), X4, X4
-	MOVBQZX      45(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x05, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x03, 64(DI)(R9*4), X4, X4
-	MOVBQZX      46(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x04, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VMOVD        64(DI)(R9*4), X5
-	MOVBQZX      47(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x03, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x01, 64(DI)(R9*4), X5, X5
-	MOVBQZX      48(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x02, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x02, 64(DI)(R9*4), X5, X5
-	MOVBQZX      49(AX), R9
-	SHLQ         $0x01, R8
-	ANDQ         $0x00000100, R8
-	ORQ          R8, R9
-	VPINSRD      $0x03, 64(DI)(R9*4), X5, X5
+	VPMOVZXBW    42(AX), X4
+	VPBROADCASTB 71(AX), X5
+	VPMULLW      2112(DI), X5, X5
+	VPAND        2128(DI), X5, X5
+	VPOR         X5, X4, X4
+	VMOVDQU      X4, 16(SP)
+	MOVWQZX      16(SP), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVWQZX      18(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVWQZX      20(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVWQZX      22(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVWQZX      24(SP), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVWQZX      26(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVWQZX      28(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVWQZX      30(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
 	VINSERTI128  $0x01, X5, Y4, Y5
 	VPBROADCASTD 94(AX), Y6
 	VPSHUFB      Y0, Y6, Y6
@@ -8399,54 +8051,28 @@ iq3srblock:
 	VPBROADCASTW X6, Y6
 	VPMADDWD     Y6, Y5, Y5
 	VPADDD       Y5, Y3, Y3
-	MOVBQZX      72(AX), R8
-	MOVBQZX      50(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x08, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VMOVD        64(DI)(R9*4), X4
-	MOVBQZX      51(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x07, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x01, 64(DI)(R9*4), X4, X4
-	MOVBQZX      52(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x06, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x02, 64(DI)(R9*4), X4, X4
-	MOVBQZX      53(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x05, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x03, 64(DI)(R9*4), X4, X4
-	MOVBQZX      54(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x04, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VMOVD        64(DI)(R9*4), X5
-	MOVBQZX      55(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x03, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x01, 64(DI)(R9*4), X5, X5
-	MOVBQZX      56(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x02, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x02, 64(DI)(R9*4), X5, X5
-	MOVBQZX      57(AX), R9
-	SHLQ         $0x01, R8
-	ANDQ         $0x00000100, R8
-	ORQ          R8, R9
-	VPINSRD      $0x03, 64(DI)(R9*4), X5, X5
+	VPMOVZXBW    50(AX), X4
+	VPBROADCASTB 72(AX), X5
+	VPMULLW      2112(DI), X5, X5
+	VPAND        2128(DI), X5, X5
+	VPOR         X5, X4, X4
+	VMOVDQU      X4, 16(SP)
+	MOVWQZX      16(SP), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVWQZX      18(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVWQZX      20(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVWQZX      22(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVWQZX      24(SP), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVWQZX      26(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVWQZX      28(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVWQZX      30(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
 	VINSERTI128  $0x01, X5, Y4, Y5
 	VPBROADCASTD 98(AX), Y6
 	VPSHUFB      Y0, Y6, Y6
@@ -8462,54 +8088,28 @@ iq3srblock:
 	VPBROADCASTW X6, Y6
 	VPMADDWD     Y6, Y5, Y5
 	VPADDD       Y5, Y3, Y3
-	MOVBQZX      73(AX), R8
-	MOVBQZX      58(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x08, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VMOVD        64(DI)(R9*4), X4
-	MOVBQZX      59(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x07, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x01, 64(DI)(R9*4), X4, X4
-	MOVBQZX      60(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x06, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x02, 64(DI)(R9*4), X4, X4
-	MOVBQZX      61(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x05, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x03, 64(DI)(R9*4), X4, X4
-	MOVBQZX      62(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x04, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VMOVD        64(DI)(R9*4), X5
-	MOVBQZX      63(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x03, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x01, 64(DI)(R9*4), X5, X5
-	MOVBQZX      64(AX), R9
-	MOVQ         R8, R10
-	SHLQ         $0x02, R10
-	ANDQ         $0x00000100, R10
-	ORQ          R10, R9
-	VPINSRD      $0x02, 64(DI)(R9*4), X5, X5
-	MOVBQZX      65(AX), R9
-	SHLQ         $0x01, R8
-	ANDQ         $0x00000100, R8
-	ORQ          R8, R9
-	VPINSRD      $0x03, 64(DI)(R9*4), X5, X5
+	VPMOVZXBW    58(AX), X4
+	VPBROADCASTB 73(AX), X5
+	VPMULLW      2112(DI), X5, X5
+	VPAND        2128(DI), X5, X5
+	VPOR         X5, X4, X4
+	VMOVDQU      X4, 16(SP)
+	MOVWQZX      16(SP), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVWQZX      18(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVWQZX      20(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVWQZX      22(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVWQZX      24(SP), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVWQZX      26(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVWQZX      28(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVWQZX      30(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
 	VINSERTI128  $0x01, X5, Y4, Y5
 	VPBROADCASTD 102(AX), Y6
 	VPSHUFB      Y0, Y6, Y6

@@ -11,7 +11,8 @@ import (
 // iq3sTable holds the IQ3_S kernel's constants: at 0 the VPSHUFB control
 // spreading byte i/8 of a broadcast dword over byte i, at 32 the bit 1<<(i%8)
 // of byte i, at 64 llama.cpp's iq3s_grid (512 dwords, as tensors generated
-// it from ggml-common.h).
+// it from ggml-common.h), at 2112 the words 256>>k, at 2128 the word 256
+// eight times.
 var iq3sTable Mem
 
 func iq3sConsts() Mem {
@@ -35,13 +36,20 @@ func iq3sConsts() Mem {
 		for i, v := range grid {
 			DATA(64+4*i, U32(v))
 		}
+		for k := range 8 {
+			DATA(2112+2*k, U16(uint16(256)>>k))
+		}
+		for k := range 8 {
+			DATA(2128+2*k, U16(256))
+		}
 	}
 	return iq3sTable
 }
 
 // dotIQ3S writes the IQ3_S kernel against QuantizeQ8K activations: per
-// sub-block of 32 the eight grid entries (index qs | the ninth bit from qh)
-// are loaded as dwords (VMOVD, VPINSRD), the 32 sign bits become byte masks
+// sub-block of 32 the eight grid indices (qs | the ninth bit from qh) are
+// made as words in a vector (VPMULLW shifts the qh byte's bits into place)
+// and stored, the grid entries loaded as dwords (VMOVD, VPINSRD), the 32 sign bits become byte masks
 // (VPBROADCASTD, VPSHUFB, VPAND, VPCMPEQB) that negate the activations
 // ((x^m)-m), VPMADDUBSW multiplies the unsigned grid values (<= 15) with
 // them and VPMADDWD applies the sub-block scale 2s+1: the block's exact
@@ -58,20 +66,23 @@ func dotIQ3S(rows bool) {
 	kLoop("iq3s", 110, w, x, xd, xs, nb, rows, func(s VecVirtual) {
 		acc := YMM()
 		VPXOR(acc, acc, acc)
+		idxs := AllocLocal(16)
 		for ib := range 8 {
-			h := GP64()
-			MOVBQZX(Mem{Base: w, Disp: 66 + ib}, h)
+			// the eight indices as words: qs | (h*257 << (8-k)) & 256
+			// (bit 8 of the product is bit k of h), through the stack
+			q, hv := XMM(), XMM()
+			VPMOVZXBW(Mem{Base: w, Disp: 2 + 8*ib}, q)
+			VPBROADCASTB(Mem{Base: w, Disp: 66 + ib}, hv)
+			VPMULLW(Mem{Base: tab, Disp: 2112}, hv, hv)
+			VPAND(Mem{Base: tab, Disp: 2128}, hv, hv)
+			VPOR(hv, q, q)
+			VMOVDQU(q, idxs)
 			var half [2]VecVirtual
 			for hh := range 2 {
 				v := XMM()
 				for kk := range 4 {
-					k := 4*hh + kk
-					idx, t := GP64(), GP64()
-					MOVBQZX(Mem{Base: w, Disp: 2 + 8*ib + k}, idx)
-					MOVQ(h, t)
-					SHLQ(Imm(uint64(8-k)), t)
-					ANDQ(U32(256), t)
-					ORQ(t, idx)
+					idx := GP64()
+					MOVWQZX(idxs.Offset(2*(4*hh+kk)), idx)
 					m := Mem{Base: tab, Index: idx, Scale: 4, Disp: 64}
 					if kk == 0 {
 						VMOVD(m, v)
