@@ -60,8 +60,8 @@ type iquantGolden struct {
 // these files: llama.cpp quantizes the activations to 8 bits (Q8_K, Q8_0)
 // inside its I-quant dot products and keeps an f16 KV cache, gpurun
 // computes in f32 with the exactly dequantized weights (in dynamic math, 8-bit
-// activations for IQ4_NL and IQ4_XS only). Largest measured: 0.015 exact,
-// 0.019 dynamic (k256-IQ-A), 0.013 (k256-IQ-B); testdata/gguf's K-quant
+// activations for IQ4_NL, IQ4_XS, IQ3_S, IQ3_XXS and IQ2_XXS only). Largest measured:
+// 0.015 exact, 0.019 dynamic (k256-IQ-A), 0.013 (k256-IQ-B); testdata/gguf's K-quant
 // files allow 0.05 (mixLlamaCpp) for the same reasons, and so do these.
 const iquantLlamaCpp = mixLlamaCpp
 

@@ -253,7 +253,7 @@ func (m *matrix) packK() error {
 // kquants maps the K-quant block types to their dynamic kernels.
 var kquants = map[tensors.DType]simd.KQuant{
 	tensors.Q4K: simd.Q4K, tensors.Q5K: simd.Q5K, tensors.Q6K: simd.Q6K, tensors.Q2K: simd.Q2K, tensors.Q3K: simd.Q3K,
-	tensors.IQ4_XS: simd.IQ4XS,
+	tensors.IQ4_XS: simd.IQ4XS, tensors.IQ3_S: simd.IQ3S, tensors.IQ3_XXS: simd.IQ3XXS, tensors.IQ2_XXS: simd.IQ2XXS,
 }
 
 // q32s maps the 32-value block types to their dynamic kernels.

@@ -4023,6 +4023,2815 @@ DATA iq4nlconsts<>+30(SB)/1, $0x59
 DATA iq4nlconsts<>+31(SB)/1, $0x71
 GLOBL iq4nlconsts<>(SB), RODATA|NOPTR, $32
 
+// func dotIQ3SAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+// Requires: AVX, AVX2, F16C, MMX+, SSE
+TEXT ·dotIQ3SAVX2(SB), NOSPLIT, $16-44
+	MOVQ    w+0(FP), AX
+	MOVQ    x+8(FP), CX
+	MOVQ    xd+16(FP), DX
+	MOVQ    xs+24(FP), BX
+	MOVQ    nb+32(FP), SI
+	LEAQ    iq3sconsts<>+0(SB), DI
+	VMOVDQU (DI), Y0
+	VMOVDQU 32(DI), Y1
+	VXORPS  X2, X2, X2
+
+iq3sblock:
+	TESTQ        SI, SI
+	JZ           iq3sdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	VPXOR        Y3, Y3, Y3
+	VPMOVZXBW    2(AX), X4
+	VPBROADCASTB 66(AX), X5
+	VPMULLW      2112(DI), X5, X5
+	VPAND        2128(DI), X5, X5
+	VPOR         X5, X4, X4
+	VMOVDQU      X4, (SP)
+	MOVWQZX      (SP), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVWQZX      2(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVWQZX      4(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVWQZX      6(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVWQZX      8(SP), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVWQZX      10(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVWQZX      12(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVWQZX      14(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 74(AX), Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        (CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	MOVBLZX      106(AX), R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMOVZXBW    10(AX), X4
+	VPBROADCASTB 67(AX), X5
+	VPMULLW      2112(DI), X5, X5
+	VPAND        2128(DI), X5, X5
+	VPOR         X5, X4, X4
+	VMOVDQU      X4, (SP)
+	MOVWQZX      (SP), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVWQZX      2(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVWQZX      4(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVWQZX      6(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVWQZX      8(SP), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVWQZX      10(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVWQZX      12(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVWQZX      14(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 78(AX), Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        32(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	MOVBLZX      106(AX), R8
+	SHRL         $0x04, R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMOVZXBW    18(AX), X4
+	VPBROADCASTB 68(AX), X5
+	VPMULLW      2112(DI), X5, X5
+	VPAND        2128(DI), X5, X5
+	VPOR         X5, X4, X4
+	VMOVDQU      X4, (SP)
+	MOVWQZX      (SP), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVWQZX      2(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVWQZX      4(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVWQZX      6(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVWQZX      8(SP), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVWQZX      10(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVWQZX      12(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVWQZX      14(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 82(AX), Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        64(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	MOVBLZX      107(AX), R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMOVZXBW    26(AX), X4
+	VPBROADCASTB 69(AX), X5
+	VPMULLW      2112(DI), X5, X5
+	VPAND        2128(DI), X5, X5
+	VPOR         X5, X4, X4
+	VMOVDQU      X4, (SP)
+	MOVWQZX      (SP), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVWQZX      2(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVWQZX      4(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVWQZX      6(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVWQZX      8(SP), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVWQZX      10(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVWQZX      12(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVWQZX      14(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 86(AX), Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        96(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	MOVBLZX      107(AX), R8
+	SHRL         $0x04, R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMOVZXBW    34(AX), X4
+	VPBROADCASTB 70(AX), X5
+	VPMULLW      2112(DI), X5, X5
+	VPAND        2128(DI), X5, X5
+	VPOR         X5, X4, X4
+	VMOVDQU      X4, (SP)
+	MOVWQZX      (SP), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVWQZX      2(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVWQZX      4(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVWQZX      6(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVWQZX      8(SP), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVWQZX      10(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVWQZX      12(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVWQZX      14(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 90(AX), Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        128(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	MOVBLZX      108(AX), R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMOVZXBW    42(AX), X4
+	VPBROADCASTB 71(AX), X5
+	VPMULLW      2112(DI), X5, X5
+	VPAND        2128(DI), X5, X5
+	VPOR         X5, X4, X4
+	VMOVDQU      X4, (SP)
+	MOVWQZX      (SP), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVWQZX      2(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVWQZX      4(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVWQZX      6(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVWQZX      8(SP), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVWQZX      10(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVWQZX      12(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVWQZX      14(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 94(AX), Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        160(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	MOVBLZX      108(AX), R8
+	SHRL         $0x04, R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMOVZXBW    50(AX), X4
+	VPBROADCASTB 72(AX), X5
+	VPMULLW      2112(DI), X5, X5
+	VPAND        2128(DI), X5, X5
+	VPOR         X5, X4, X4
+	VMOVDQU      X4, (SP)
+	MOVWQZX      (SP), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVWQZX      2(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVWQZX      4(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVWQZX      6(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVWQZX      8(SP), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVWQZX      10(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVWQZX      12(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVWQZX      14(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 98(AX), Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        192(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	MOVBLZX      109(AX), R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMOVZXBW    58(AX), X4
+	VPBROADCASTB 73(AX), X5
+	VPMULLW      2112(DI), X5, X5
+	VPAND        2128(DI), X5, X5
+	VPOR         X5, X4, X4
+	VMOVDQU      X4, (SP)
+	MOVWQZX      (SP), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVWQZX      2(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVWQZX      4(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVWQZX      6(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVWQZX      8(SP), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVWQZX      10(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVWQZX      12(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVWQZX      14(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 102(AX), Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        224(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	MOVBLZX      109(AX), R8
+	SHRL         $0x04, R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPADDD       X4, X3, X3
+	VPHADDD      X3, X3, X3
+	VPHADDD      X3, X3, X3
+	MOVWLZX      (AX), R8
+	VMOVD        R8, X4
+	VCVTDQ2PS    X3, X3
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS (DX), X5
+	VMULPS       X5, X4, X4
+	VMULPS       X3, X4, X3
+	VADDSS       X3, X2, X2
+	ADDQ         $0x6e, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x04, DX
+	ADDQ         $0x20, BX
+	DECQ         SI
+	JMP          iq3sblock
+
+iq3sdone:
+	VZEROUPPER
+	MOVSS X2, ret+40(FP)
+	RET
+
+DATA iq3sconsts<>+0(SB)/1, $0x00
+DATA iq3sconsts<>+1(SB)/1, $0x00
+DATA iq3sconsts<>+2(SB)/1, $0x00
+DATA iq3sconsts<>+3(SB)/1, $0x00
+DATA iq3sconsts<>+4(SB)/1, $0x00
+DATA iq3sconsts<>+5(SB)/1, $0x00
+DATA iq3sconsts<>+6(SB)/1, $0x00
+DATA iq3sconsts<>+7(SB)/1, $0x00
+DATA iq3sconsts<>+8(SB)/1, $0x01
+DATA iq3sconsts<>+9(SB)/1, $0x01
+DATA iq3sconsts<>+10(SB)/1, $0x01
+DATA iq3sconsts<>+11(SB)/1, $0x01
+DATA iq3sconsts<>+12(SB)/1, $0x01
+DATA iq3sconsts<>+13(SB)/1, $0x01
+DATA iq3sconsts<>+14(SB)/1, $0x01
+DATA iq3sconsts<>+15(SB)/1, $0x01
+DATA iq3sconsts<>+16(SB)/1, $0x02
+DATA iq3sconsts<>+17(SB)/1, $0x02
+DATA iq3sconsts<>+18(SB)/1, $0x02
+DATA iq3sconsts<>+19(SB)/1, $0x02
+DATA iq3sconsts<>+20(SB)/1, $0x02
+DATA iq3sconsts<>+21(SB)/1, $0x02
+DATA iq3sconsts<>+22(SB)/1, $0x02
+DATA iq3sconsts<>+23(SB)/1, $0x02
+DATA iq3sconsts<>+24(SB)/1, $0x03
+DATA iq3sconsts<>+25(SB)/1, $0x03
+DATA iq3sconsts<>+26(SB)/1, $0x03
+DATA iq3sconsts<>+27(SB)/1, $0x03
+DATA iq3sconsts<>+28(SB)/1, $0x03
+DATA iq3sconsts<>+29(SB)/1, $0x03
+DATA iq3sconsts<>+30(SB)/1, $0x03
+DATA iq3sconsts<>+31(SB)/1, $0x03
+DATA iq3sconsts<>+32(SB)/1, $0x01
+DATA iq3sconsts<>+33(SB)/1, $0x02
+DATA iq3sconsts<>+34(SB)/1, $0x04
+DATA iq3sconsts<>+35(SB)/1, $0x08
+DATA iq3sconsts<>+36(SB)/1, $0x10
+DATA iq3sconsts<>+37(SB)/1, $0x20
+DATA iq3sconsts<>+38(SB)/1, $0x40
+DATA iq3sconsts<>+39(SB)/1, $0x80
+DATA iq3sconsts<>+40(SB)/1, $0x01
+DATA iq3sconsts<>+41(SB)/1, $0x02
+DATA iq3sconsts<>+42(SB)/1, $0x04
+DATA iq3sconsts<>+43(SB)/1, $0x08
+DATA iq3sconsts<>+44(SB)/1, $0x10
+DATA iq3sconsts<>+45(SB)/1, $0x20
+DATA iq3sconsts<>+46(SB)/1, $0x40
+DATA iq3sconsts<>+47(SB)/1, $0x80
+DATA iq3sconsts<>+48(SB)/1, $0x01
+DATA iq3sconsts<>+49(SB)/1, $0x02
+DATA iq3sconsts<>+50(SB)/1, $0x04
+DATA iq3sconsts<>+51(SB)/1, $0x08
+DATA iq3sconsts<>+52(SB)/1, $0x10
+DATA iq3sconsts<>+53(SB)/1, $0x20
+DATA iq3sconsts<>+54(SB)/1, $0x40
+DATA iq3sconsts<>+55(SB)/1, $0x80
+DATA iq3sconsts<>+56(SB)/1, $0x01
+DATA iq3sconsts<>+57(SB)/1, $0x02
+DATA iq3sconsts<>+58(SB)/1, $0x04
+DATA iq3sconsts<>+59(SB)/1, $0x08
+DATA iq3sconsts<>+60(SB)/1, $0x10
+DATA iq3sconsts<>+61(SB)/1, $0x20
+DATA iq3sconsts<>+62(SB)/1, $0x40
+DATA iq3sconsts<>+63(SB)/1, $0x80
+DATA iq3sconsts<>+64(SB)/4, $0x01010101
+DATA iq3sconsts<>+68(SB)/4, $0x01010103
+DATA iq3sconsts<>+72(SB)/4, $0x01010105
+DATA iq3sconsts<>+76(SB)/4, $0x0101010b
+DATA iq3sconsts<>+80(SB)/4, $0x0101010f
+DATA iq3sconsts<>+84(SB)/4, $0x01010301
+DATA iq3sconsts<>+88(SB)/4, $0x01010303
+DATA iq3sconsts<>+92(SB)/4, $0x01010305
+DATA iq3sconsts<>+96(SB)/4, $0x01010309
+DATA iq3sconsts<>+100(SB)/4, $0x0101030d
+DATA iq3sconsts<>+104(SB)/4, $0x01010501
+DATA iq3sconsts<>+108(SB)/4, $0x01010503
+DATA iq3sconsts<>+112(SB)/4, $0x0101050b
+DATA iq3sconsts<>+116(SB)/4, $0x01010707
+DATA iq3sconsts<>+120(SB)/4, $0x01010901
+DATA iq3sconsts<>+124(SB)/4, $0x01010905
+DATA iq3sconsts<>+128(SB)/4, $0x0101090b
+DATA iq3sconsts<>+132(SB)/4, $0x0101090f
+DATA iq3sconsts<>+136(SB)/4, $0x01010b03
+DATA iq3sconsts<>+140(SB)/4, $0x01010b07
+DATA iq3sconsts<>+144(SB)/4, $0x01010d01
+DATA iq3sconsts<>+148(SB)/4, $0x01010d05
+DATA iq3sconsts<>+152(SB)/4, $0x01010f03
+DATA iq3sconsts<>+156(SB)/4, $0x01010f09
+DATA iq3sconsts<>+160(SB)/4, $0x01010f0f
+DATA iq3sconsts<>+164(SB)/4, $0x01030101
+DATA iq3sconsts<>+168(SB)/4, $0x01030103
+DATA iq3sconsts<>+172(SB)/4, $0x01030105
+DATA iq3sconsts<>+176(SB)/4, $0x01030109
+DATA iq3sconsts<>+180(SB)/4, $0x01030301
+DATA iq3sconsts<>+184(SB)/4, $0x01030303
+DATA iq3sconsts<>+188(SB)/4, $0x0103030b
+DATA iq3sconsts<>+192(SB)/4, $0x01030501
+DATA iq3sconsts<>+196(SB)/4, $0x01030507
+DATA iq3sconsts<>+200(SB)/4, $0x0103050f
+DATA iq3sconsts<>+204(SB)/4, $0x01030703
+DATA iq3sconsts<>+208(SB)/4, $0x0103070b
+DATA iq3sconsts<>+212(SB)/4, $0x01030909
+DATA iq3sconsts<>+216(SB)/4, $0x01030d03
+DATA iq3sconsts<>+220(SB)/4, $0x01030d0b
+DATA iq3sconsts<>+224(SB)/4, $0x01030f05
+DATA iq3sconsts<>+228(SB)/4, $0x01050101
+DATA iq3sconsts<>+232(SB)/4, $0x01050103
+DATA iq3sconsts<>+236(SB)/4, $0x0105010b
+DATA iq3sconsts<>+240(SB)/4, $0x0105010f
+DATA iq3sconsts<>+244(SB)/4, $0x01050301
+DATA iq3sconsts<>+248(SB)/4, $0x01050307
+DATA iq3sconsts<>+252(SB)/4, $0x0105030d
+DATA iq3sconsts<>+256(SB)/4, $0x01050503
+DATA iq3sconsts<>+260(SB)/4, $0x0105050b
+DATA iq3sconsts<>+264(SB)/4, $0x01050701
+DATA iq3sconsts<>+268(SB)/4, $0x01050709
+DATA iq3sconsts<>+272(SB)/4, $0x01050905
+DATA iq3sconsts<>+276(SB)/4, $0x0105090b
+DATA iq3sconsts<>+280(SB)/4, $0x0105090f
+DATA iq3sconsts<>+284(SB)/4, $0x01050b03
+DATA iq3sconsts<>+288(SB)/4, $0x01050b07
+DATA iq3sconsts<>+292(SB)/4, $0x01050f01
+DATA iq3sconsts<>+296(SB)/4, $0x01050f07
+DATA iq3sconsts<>+300(SB)/4, $0x01070107
+DATA iq3sconsts<>+304(SB)/4, $0x01070303
+DATA iq3sconsts<>+308(SB)/4, $0x0107030b
+DATA iq3sconsts<>+312(SB)/4, $0x01070501
+DATA iq3sconsts<>+316(SB)/4, $0x01070505
+DATA iq3sconsts<>+320(SB)/4, $0x01070703
+DATA iq3sconsts<>+324(SB)/4, $0x01070707
+DATA iq3sconsts<>+328(SB)/4, $0x0107070d
+DATA iq3sconsts<>+332(SB)/4, $0x01070909
+DATA iq3sconsts<>+336(SB)/4, $0x01070b01
+DATA iq3sconsts<>+340(SB)/4, $0x01070b05
+DATA iq3sconsts<>+344(SB)/4, $0x01070d0f
+DATA iq3sconsts<>+348(SB)/4, $0x01070f03
+DATA iq3sconsts<>+352(SB)/4, $0x01070f0b
+DATA iq3sconsts<>+356(SB)/4, $0x01090101
+DATA iq3sconsts<>+360(SB)/4, $0x01090307
+DATA iq3sconsts<>+364(SB)/4, $0x0109030f
+DATA iq3sconsts<>+368(SB)/4, $0x01090503
+DATA iq3sconsts<>+372(SB)/4, $0x01090509
+DATA iq3sconsts<>+376(SB)/4, $0x01090705
+DATA iq3sconsts<>+380(SB)/4, $0x01090901
+DATA iq3sconsts<>+384(SB)/4, $0x01090907
+DATA iq3sconsts<>+388(SB)/4, $0x01090b03
+DATA iq3sconsts<>+392(SB)/4, $0x01090f01
+DATA iq3sconsts<>+396(SB)/4, $0x010b0105
+DATA iq3sconsts<>+400(SB)/4, $0x010b0109
+DATA iq3sconsts<>+404(SB)/4, $0x010b0501
+DATA iq3sconsts<>+408(SB)/4, $0x010b0505
+DATA iq3sconsts<>+412(SB)/4, $0x010b050d
+DATA iq3sconsts<>+416(SB)/4, $0x010b0707
+DATA iq3sconsts<>+420(SB)/4, $0x010b0903
+DATA iq3sconsts<>+424(SB)/4, $0x010b090b
+DATA iq3sconsts<>+428(SB)/4, $0x010b090f
+DATA iq3sconsts<>+432(SB)/4, $0x010b0d0d
+DATA iq3sconsts<>+436(SB)/4, $0x010b0f07
+DATA iq3sconsts<>+440(SB)/4, $0x010d010d
+DATA iq3sconsts<>+444(SB)/4, $0x010d0303
+DATA iq3sconsts<>+448(SB)/4, $0x010d0307
+DATA iq3sconsts<>+452(SB)/4, $0x010d0703
+DATA iq3sconsts<>+456(SB)/4, $0x010d0b05
+DATA iq3sconsts<>+460(SB)/4, $0x010d0f03
+DATA iq3sconsts<>+464(SB)/4, $0x010f0101
+DATA iq3sconsts<>+468(SB)/4, $0x010f0105
+DATA iq3sconsts<>+472(SB)/4, $0x010f0109
+DATA iq3sconsts<>+476(SB)/4, $0x010f0501
+DATA iq3sconsts<>+480(SB)/4, $0x010f0505
+DATA iq3sconsts<>+484(SB)/4, $0x010f050d
+DATA iq3sconsts<>+488(SB)/4, $0x010f0707
+DATA iq3sconsts<>+492(SB)/4, $0x010f0b01
+DATA iq3sconsts<>+496(SB)/4, $0x010f0b09
+DATA iq3sconsts<>+500(SB)/4, $0x03010101
+DATA iq3sconsts<>+504(SB)/4, $0x03010103
+DATA iq3sconsts<>+508(SB)/4, $0x03010105
+DATA iq3sconsts<>+512(SB)/4, $0x03010109
+DATA iq3sconsts<>+516(SB)/4, $0x03010301
+DATA iq3sconsts<>+520(SB)/4, $0x03010303
+DATA iq3sconsts<>+524(SB)/4, $0x03010307
+DATA iq3sconsts<>+528(SB)/4, $0x0301030b
+DATA iq3sconsts<>+532(SB)/4, $0x0301030f
+DATA iq3sconsts<>+536(SB)/4, $0x03010501
+DATA iq3sconsts<>+540(SB)/4, $0x03010505
+DATA iq3sconsts<>+544(SB)/4, $0x03010703
+DATA iq3sconsts<>+548(SB)/4, $0x03010709
+DATA iq3sconsts<>+552(SB)/4, $0x0301070d
+DATA iq3sconsts<>+556(SB)/4, $0x03010b09
+DATA iq3sconsts<>+560(SB)/4, $0x03010b0d
+DATA iq3sconsts<>+564(SB)/4, $0x03010d03
+DATA iq3sconsts<>+568(SB)/4, $0x03010f05
+DATA iq3sconsts<>+572(SB)/4, $0x03030101
+DATA iq3sconsts<>+576(SB)/4, $0x03030103
+DATA iq3sconsts<>+580(SB)/4, $0x03030107
+DATA iq3sconsts<>+584(SB)/4, $0x0303010d
+DATA iq3sconsts<>+588(SB)/4, $0x03030301
+DATA iq3sconsts<>+592(SB)/4, $0x03030309
+DATA iq3sconsts<>+596(SB)/4, $0x03030503
+DATA iq3sconsts<>+600(SB)/4, $0x03030701
+DATA iq3sconsts<>+604(SB)/4, $0x03030707
+DATA iq3sconsts<>+608(SB)/4, $0x03030903
+DATA iq3sconsts<>+612(SB)/4, $0x03030b01
+DATA iq3sconsts<>+616(SB)/4, $0x03030b05
+DATA iq3sconsts<>+620(SB)/4, $0x03030f01
+DATA iq3sconsts<>+624(SB)/4, $0x03030f0d
+DATA iq3sconsts<>+628(SB)/4, $0x03050101
+DATA iq3sconsts<>+632(SB)/4, $0x03050305
+DATA iq3sconsts<>+636(SB)/4, $0x0305030b
+DATA iq3sconsts<>+640(SB)/4, $0x0305030f
+DATA iq3sconsts<>+644(SB)/4, $0x03050501
+DATA iq3sconsts<>+648(SB)/4, $0x03050509
+DATA iq3sconsts<>+652(SB)/4, $0x03050705
+DATA iq3sconsts<>+656(SB)/4, $0x03050901
+DATA iq3sconsts<>+660(SB)/4, $0x03050907
+DATA iq3sconsts<>+664(SB)/4, $0x03050b0b
+DATA iq3sconsts<>+668(SB)/4, $0x03050d01
+DATA iq3sconsts<>+672(SB)/4, $0x03050f05
+DATA iq3sconsts<>+676(SB)/4, $0x03070103
+DATA iq3sconsts<>+680(SB)/4, $0x03070109
+DATA iq3sconsts<>+684(SB)/4, $0x0307010f
+DATA iq3sconsts<>+688(SB)/4, $0x03070301
+DATA iq3sconsts<>+692(SB)/4, $0x03070307
+DATA iq3sconsts<>+696(SB)/4, $0x03070503
+DATA iq3sconsts<>+700(SB)/4, $0x0307050f
+DATA iq3sconsts<>+704(SB)/4, $0x03070701
+DATA iq3sconsts<>+708(SB)/4, $0x03070709
+DATA iq3sconsts<>+712(SB)/4, $0x03070903
+DATA iq3sconsts<>+716(SB)/4, $0x03070d05
+DATA iq3sconsts<>+720(SB)/4, $0x03070f01
+DATA iq3sconsts<>+724(SB)/4, $0x03090107
+DATA iq3sconsts<>+728(SB)/4, $0x0309010b
+DATA iq3sconsts<>+732(SB)/4, $0x03090305
+DATA iq3sconsts<>+736(SB)/4, $0x03090309
+DATA iq3sconsts<>+740(SB)/4, $0x03090703
+DATA iq3sconsts<>+744(SB)/4, $0x03090707
+DATA iq3sconsts<>+748(SB)/4, $0x03090905
+DATA iq3sconsts<>+752(SB)/4, $0x0309090d
+DATA iq3sconsts<>+756(SB)/4, $0x03090b01
+DATA iq3sconsts<>+760(SB)/4, $0x03090b09
+DATA iq3sconsts<>+764(SB)/4, $0x030b0103
+DATA iq3sconsts<>+768(SB)/4, $0x030b0301
+DATA iq3sconsts<>+772(SB)/4, $0x030b0307
+DATA iq3sconsts<>+776(SB)/4, $0x030b0503
+DATA iq3sconsts<>+780(SB)/4, $0x030b0701
+DATA iq3sconsts<>+784(SB)/4, $0x030b0705
+DATA iq3sconsts<>+788(SB)/4, $0x030b0b03
+DATA iq3sconsts<>+792(SB)/4, $0x030d0501
+DATA iq3sconsts<>+796(SB)/4, $0x030d0509
+DATA iq3sconsts<>+800(SB)/4, $0x030d050f
+DATA iq3sconsts<>+804(SB)/4, $0x030d0909
+DATA iq3sconsts<>+808(SB)/4, $0x030d090d
+DATA iq3sconsts<>+812(SB)/4, $0x030f0103
+DATA iq3sconsts<>+816(SB)/4, $0x030f0107
+DATA iq3sconsts<>+820(SB)/4, $0x030f0301
+DATA iq3sconsts<>+824(SB)/4, $0x030f0305
+DATA iq3sconsts<>+828(SB)/4, $0x030f0503
+DATA iq3sconsts<>+832(SB)/4, $0x030f070b
+DATA iq3sconsts<>+836(SB)/4, $0x030f0903
+DATA iq3sconsts<>+840(SB)/4, $0x030f0d05
+DATA iq3sconsts<>+844(SB)/4, $0x030f0f01
+DATA iq3sconsts<>+848(SB)/4, $0x05010101
+DATA iq3sconsts<>+852(SB)/4, $0x05010103
+DATA iq3sconsts<>+856(SB)/4, $0x05010107
+DATA iq3sconsts<>+860(SB)/4, $0x0501010b
+DATA iq3sconsts<>+864(SB)/4, $0x0501010f
+DATA iq3sconsts<>+868(SB)/4, $0x05010301
+DATA iq3sconsts<>+872(SB)/4, $0x05010305
+DATA iq3sconsts<>+876(SB)/4, $0x05010309
+DATA iq3sconsts<>+880(SB)/4, $0x0501030d
+DATA iq3sconsts<>+884(SB)/4, $0x05010503
+DATA iq3sconsts<>+888(SB)/4, $0x05010507
+DATA iq3sconsts<>+892(SB)/4, $0x0501050f
+DATA iq3sconsts<>+896(SB)/4, $0x05010701
+DATA iq3sconsts<>+900(SB)/4, $0x05010705
+DATA iq3sconsts<>+904(SB)/4, $0x05010903
+DATA iq3sconsts<>+908(SB)/4, $0x05010907
+DATA iq3sconsts<>+912(SB)/4, $0x0501090b
+DATA iq3sconsts<>+916(SB)/4, $0x05010b01
+DATA iq3sconsts<>+920(SB)/4, $0x05010b05
+DATA iq3sconsts<>+924(SB)/4, $0x05010d0f
+DATA iq3sconsts<>+928(SB)/4, $0x05010f01
+DATA iq3sconsts<>+932(SB)/4, $0x05010f07
+DATA iq3sconsts<>+936(SB)/4, $0x05010f0b
+DATA iq3sconsts<>+940(SB)/4, $0x05030101
+DATA iq3sconsts<>+944(SB)/4, $0x05030105
+DATA iq3sconsts<>+948(SB)/4, $0x05030301
+DATA iq3sconsts<>+952(SB)/4, $0x05030307
+DATA iq3sconsts<>+956(SB)/4, $0x0503030f
+DATA iq3sconsts<>+960(SB)/4, $0x05030505
+DATA iq3sconsts<>+964(SB)/4, $0x0503050b
+DATA iq3sconsts<>+968(SB)/4, $0x05030703
+DATA iq3sconsts<>+972(SB)/4, $0x05030709
+DATA iq3sconsts<>+976(SB)/4, $0x05030905
+DATA iq3sconsts<>+980(SB)/4, $0x05030b03
+DATA iq3sconsts<>+984(SB)/4, $0x05050103
+DATA iq3sconsts<>+988(SB)/4, $0x05050109
+DATA iq3sconsts<>+992(SB)/4, $0x0505010f
+DATA iq3sconsts<>+996(SB)/4, $0x05050503
+DATA iq3sconsts<>+1000(SB)/4, $0x05050507
+DATA iq3sconsts<>+1004(SB)/4, $0x05050701
+DATA iq3sconsts<>+1008(SB)/4, $0x0505070f
+DATA iq3sconsts<>+1012(SB)/4, $0x05050903
+DATA iq3sconsts<>+1016(SB)/4, $0x05050b07
+DATA iq3sconsts<>+1020(SB)/4, $0x05050b0f
+DATA iq3sconsts<>+1024(SB)/4, $0x05050f03
+DATA iq3sconsts<>+1028(SB)/4, $0x05050f09
+DATA iq3sconsts<>+1032(SB)/4, $0x05070101
+DATA iq3sconsts<>+1036(SB)/4, $0x05070105
+DATA iq3sconsts<>+1040(SB)/4, $0x0507010b
+DATA iq3sconsts<>+1044(SB)/4, $0x05070303
+DATA iq3sconsts<>+1048(SB)/4, $0x05070505
+DATA iq3sconsts<>+1052(SB)/4, $0x05070509
+DATA iq3sconsts<>+1056(SB)/4, $0x05070703
+DATA iq3sconsts<>+1060(SB)/4, $0x05070707
+DATA iq3sconsts<>+1064(SB)/4, $0x05070905
+DATA iq3sconsts<>+1068(SB)/4, $0x05070b01
+DATA iq3sconsts<>+1072(SB)/4, $0x05070d0d
+DATA iq3sconsts<>+1076(SB)/4, $0x05090103
+DATA iq3sconsts<>+1080(SB)/4, $0x0509010f
+DATA iq3sconsts<>+1084(SB)/4, $0x05090501
+DATA iq3sconsts<>+1088(SB)/4, $0x05090507
+DATA iq3sconsts<>+1092(SB)/4, $0x05090705
+DATA iq3sconsts<>+1096(SB)/4, $0x0509070b
+DATA iq3sconsts<>+1100(SB)/4, $0x05090903
+DATA iq3sconsts<>+1104(SB)/4, $0x05090f05
+DATA iq3sconsts<>+1108(SB)/4, $0x05090f0b
+DATA iq3sconsts<>+1112(SB)/4, $0x050b0109
+DATA iq3sconsts<>+1116(SB)/4, $0x050b0303
+DATA iq3sconsts<>+1120(SB)/4, $0x050b0505
+DATA iq3sconsts<>+1124(SB)/4, $0x050b070f
+DATA iq3sconsts<>+1128(SB)/4, $0x050b0901
+DATA iq3sconsts<>+1132(SB)/4, $0x050b0b07
+DATA iq3sconsts<>+1136(SB)/4, $0x050b0f01
+DATA iq3sconsts<>+1140(SB)/4, $0x050d0101
+DATA iq3sconsts<>+1144(SB)/4, $0x050d0105
+DATA iq3sconsts<>+1148(SB)/4, $0x050d010f
+DATA iq3sconsts<>+1152(SB)/4, $0x050d0503
+DATA iq3sconsts<>+1156(SB)/4, $0x050d0b0b
+DATA iq3sconsts<>+1160(SB)/4, $0x050d0d03
+DATA iq3sconsts<>+1164(SB)/4, $0x050f010b
+DATA iq3sconsts<>+1168(SB)/4, $0x050f0303
+DATA iq3sconsts<>+1172(SB)/4, $0x050f050d
+DATA iq3sconsts<>+1176(SB)/4, $0x050f0701
+DATA iq3sconsts<>+1180(SB)/4, $0x050f0907
+DATA iq3sconsts<>+1184(SB)/4, $0x050f0b01
+DATA iq3sconsts<>+1188(SB)/4, $0x07010105
+DATA iq3sconsts<>+1192(SB)/4, $0x07010303
+DATA iq3sconsts<>+1196(SB)/4, $0x07010307
+DATA iq3sconsts<>+1200(SB)/4, $0x0701030b
+DATA iq3sconsts<>+1204(SB)/4, $0x0701030f
+DATA iq3sconsts<>+1208(SB)/4, $0x07010505
+DATA iq3sconsts<>+1212(SB)/4, $0x07010703
+DATA iq3sconsts<>+1216(SB)/4, $0x07010707
+DATA iq3sconsts<>+1220(SB)/4, $0x0701070b
+DATA iq3sconsts<>+1224(SB)/4, $0x07010905
+DATA iq3sconsts<>+1228(SB)/4, $0x07010909
+DATA iq3sconsts<>+1232(SB)/4, $0x0701090f
+DATA iq3sconsts<>+1236(SB)/4, $0x07010b03
+DATA iq3sconsts<>+1240(SB)/4, $0x07010d07
+DATA iq3sconsts<>+1244(SB)/4, $0x07010f03
+DATA iq3sconsts<>+1248(SB)/4, $0x07030103
+DATA iq3sconsts<>+1252(SB)/4, $0x07030107
+DATA iq3sconsts<>+1256(SB)/4, $0x0703010b
+DATA iq3sconsts<>+1260(SB)/4, $0x07030309
+DATA iq3sconsts<>+1264(SB)/4, $0x07030503
+DATA iq3sconsts<>+1268(SB)/4, $0x07030507
+DATA iq3sconsts<>+1272(SB)/4, $0x07030901
+DATA iq3sconsts<>+1276(SB)/4, $0x07030d01
+DATA iq3sconsts<>+1280(SB)/4, $0x07030f05
+DATA iq3sconsts<>+1284(SB)/4, $0x07030f0d
+DATA iq3sconsts<>+1288(SB)/4, $0x07050101
+DATA iq3sconsts<>+1292(SB)/4, $0x07050305
+DATA iq3sconsts<>+1296(SB)/4, $0x07050501
+DATA iq3sconsts<>+1300(SB)/4, $0x07050705
+DATA iq3sconsts<>+1304(SB)/4, $0x07050709
+DATA iq3sconsts<>+1308(SB)/4, $0x07050b01
+DATA iq3sconsts<>+1312(SB)/4, $0x07070103
+DATA iq3sconsts<>+1316(SB)/4, $0x07070301
+DATA iq3sconsts<>+1320(SB)/4, $0x07070309
+DATA iq3sconsts<>+1324(SB)/4, $0x07070503
+DATA iq3sconsts<>+1328(SB)/4, $0x07070507
+DATA iq3sconsts<>+1332(SB)/4, $0x0707050f
+DATA iq3sconsts<>+1336(SB)/4, $0x07070701
+DATA iq3sconsts<>+1340(SB)/4, $0x07070903
+DATA iq3sconsts<>+1344(SB)/4, $0x07070907
+DATA iq3sconsts<>+1348(SB)/4, $0x0707090f
+DATA iq3sconsts<>+1352(SB)/4, $0x07070b0b
+DATA iq3sconsts<>+1356(SB)/4, $0x07070f07
+DATA iq3sconsts<>+1360(SB)/4, $0x07090107
+DATA iq3sconsts<>+1364(SB)/4, $0x07090303
+DATA iq3sconsts<>+1368(SB)/4, $0x0709030d
+DATA iq3sconsts<>+1372(SB)/4, $0x07090505
+DATA iq3sconsts<>+1376(SB)/4, $0x07090703
+DATA iq3sconsts<>+1380(SB)/4, $0x07090b05
+DATA iq3sconsts<>+1384(SB)/4, $0x07090d01
+DATA iq3sconsts<>+1388(SB)/4, $0x07090d09
+DATA iq3sconsts<>+1392(SB)/4, $0x070b0103
+DATA iq3sconsts<>+1396(SB)/4, $0x070b0301
+DATA iq3sconsts<>+1400(SB)/4, $0x070b0305
+DATA iq3sconsts<>+1404(SB)/4, $0x070b050b
+DATA iq3sconsts<>+1408(SB)/4, $0x070b0705
+DATA iq3sconsts<>+1412(SB)/4, $0x070b0909
+DATA iq3sconsts<>+1416(SB)/4, $0x070b0b0d
+DATA iq3sconsts<>+1420(SB)/4, $0x070b0f07
+DATA iq3sconsts<>+1424(SB)/4, $0x070d030d
+DATA iq3sconsts<>+1428(SB)/4, $0x070d0903
+DATA iq3sconsts<>+1432(SB)/4, $0x070f0103
+DATA iq3sconsts<>+1436(SB)/4, $0x070f0107
+DATA iq3sconsts<>+1440(SB)/4, $0x070f0501
+DATA iq3sconsts<>+1444(SB)/4, $0x070f0505
+DATA iq3sconsts<>+1448(SB)/4, $0x070f070b
+DATA iq3sconsts<>+1452(SB)/4, $0x09010101
+DATA iq3sconsts<>+1456(SB)/4, $0x09010109
+DATA iq3sconsts<>+1460(SB)/4, $0x09010305
+DATA iq3sconsts<>+1464(SB)/4, $0x09010501
+DATA iq3sconsts<>+1468(SB)/4, $0x09010509
+DATA iq3sconsts<>+1472(SB)/4, $0x0901050f
+DATA iq3sconsts<>+1476(SB)/4, $0x09010705
+DATA iq3sconsts<>+1480(SB)/4, $0x09010903
+DATA iq3sconsts<>+1484(SB)/4, $0x09010b01
+DATA iq3sconsts<>+1488(SB)/4, $0x09010f01
+DATA iq3sconsts<>+1492(SB)/4, $0x09030105
+DATA iq3sconsts<>+1496(SB)/4, $0x0903010f
+DATA iq3sconsts<>+1500(SB)/4, $0x09030303
+DATA iq3sconsts<>+1504(SB)/4, $0x09030307
+DATA iq3sconsts<>+1508(SB)/4, $0x09030505
+DATA iq3sconsts<>+1512(SB)/4, $0x09030701
+DATA iq3sconsts<>+1516(SB)/4, $0x0903070b
+DATA iq3sconsts<>+1520(SB)/4, $0x09030907
+DATA iq3sconsts<>+1524(SB)/4, $0x09030b03
+DATA iq3sconsts<>+1528(SB)/4, $0x09030b0b
+DATA iq3sconsts<>+1532(SB)/4, $0x09050103
+DATA iq3sconsts<>+1536(SB)/4, $0x09050107
+DATA iq3sconsts<>+1540(SB)/4, $0x09050301
+DATA iq3sconsts<>+1544(SB)/4, $0x0905030b
+DATA iq3sconsts<>+1548(SB)/4, $0x09050503
+DATA iq3sconsts<>+1552(SB)/4, $0x09050707
+DATA iq3sconsts<>+1556(SB)/4, $0x09050901
+DATA iq3sconsts<>+1560(SB)/4, $0x09050b0f
+DATA iq3sconsts<>+1564(SB)/4, $0x09050d05
+DATA iq3sconsts<>+1568(SB)/4, $0x09050f01
+DATA iq3sconsts<>+1572(SB)/4, $0x09070109
+DATA iq3sconsts<>+1576(SB)/4, $0x09070303
+DATA iq3sconsts<>+1580(SB)/4, $0x09070307
+DATA iq3sconsts<>+1584(SB)/4, $0x09070501
+DATA iq3sconsts<>+1588(SB)/4, $0x09070505
+DATA iq3sconsts<>+1592(SB)/4, $0x09070703
+DATA iq3sconsts<>+1596(SB)/4, $0x0907070b
+DATA iq3sconsts<>+1600(SB)/4, $0x09090101
+DATA iq3sconsts<>+1604(SB)/4, $0x09090105
+DATA iq3sconsts<>+1608(SB)/4, $0x09090509
+DATA iq3sconsts<>+1612(SB)/4, $0x0909070f
+DATA iq3sconsts<>+1616(SB)/4, $0x09090901
+DATA iq3sconsts<>+1620(SB)/4, $0x09090f03
+DATA iq3sconsts<>+1624(SB)/4, $0x090b010b
+DATA iq3sconsts<>+1628(SB)/4, $0x090b010f
+DATA iq3sconsts<>+1632(SB)/4, $0x090b0503
+DATA iq3sconsts<>+1636(SB)/4, $0x090b0d05
+DATA iq3sconsts<>+1640(SB)/4, $0x090d0307
+DATA iq3sconsts<>+1644(SB)/4, $0x090d0709
+DATA iq3sconsts<>+1648(SB)/4, $0x090d0d01
+DATA iq3sconsts<>+1652(SB)/4, $0x090f0301
+DATA iq3sconsts<>+1656(SB)/4, $0x090f030b
+DATA iq3sconsts<>+1660(SB)/4, $0x090f0701
+DATA iq3sconsts<>+1664(SB)/4, $0x090f0907
+DATA iq3sconsts<>+1668(SB)/4, $0x090f0b03
+DATA iq3sconsts<>+1672(SB)/4, $0x0b010105
+DATA iq3sconsts<>+1676(SB)/4, $0x0b010301
+DATA iq3sconsts<>+1680(SB)/4, $0x0b010309
+DATA iq3sconsts<>+1684(SB)/4, $0x0b010505
+DATA iq3sconsts<>+1688(SB)/4, $0x0b010901
+DATA iq3sconsts<>+1692(SB)/4, $0x0b010909
+DATA iq3sconsts<>+1696(SB)/4, $0x0b01090f
+DATA iq3sconsts<>+1700(SB)/4, $0x0b010b05
+DATA iq3sconsts<>+1704(SB)/4, $0x0b010d0d
+DATA iq3sconsts<>+1708(SB)/4, $0x0b010f09
+DATA iq3sconsts<>+1712(SB)/4, $0x0b030103
+DATA iq3sconsts<>+1716(SB)/4, $0x0b030107
+DATA iq3sconsts<>+1720(SB)/4, $0x0b03010b
+DATA iq3sconsts<>+1724(SB)/4, $0x0b030305
+DATA iq3sconsts<>+1728(SB)/4, $0x0b030503
+DATA iq3sconsts<>+1732(SB)/4, $0x0b030705
+DATA iq3sconsts<>+1736(SB)/4, $0x0b030f05
+DATA iq3sconsts<>+1740(SB)/4, $0x0b050101
+DATA iq3sconsts<>+1744(SB)/4, $0x0b050303
+DATA iq3sconsts<>+1748(SB)/4, $0x0b050507
+DATA iq3sconsts<>+1752(SB)/4, $0x0b050701
+DATA iq3sconsts<>+1756(SB)/4, $0x0b05070d
+DATA iq3sconsts<>+1760(SB)/4, $0x0b050b07
+DATA iq3sconsts<>+1764(SB)/4, $0x0b070105
+DATA iq3sconsts<>+1768(SB)/4, $0x0b07010f
+DATA iq3sconsts<>+1772(SB)/4, $0x0b070301
+DATA iq3sconsts<>+1776(SB)/4, $0x0b07050f
+DATA iq3sconsts<>+1780(SB)/4, $0x0b070909
+DATA iq3sconsts<>+1784(SB)/4, $0x0b070b03
+DATA iq3sconsts<>+1788(SB)/4, $0x0b070d0b
+DATA iq3sconsts<>+1792(SB)/4, $0x0b070f07
+DATA iq3sconsts<>+1796(SB)/4, $0x0b090103
+DATA iq3sconsts<>+1800(SB)/4, $0x0b090109
+DATA iq3sconsts<>+1804(SB)/4, $0x0b090501
+DATA iq3sconsts<>+1808(SB)/4, $0x0b090705
+DATA iq3sconsts<>+1812(SB)/4, $0x0b09090d
+DATA iq3sconsts<>+1816(SB)/4, $0x0b0b0305
+DATA iq3sconsts<>+1820(SB)/4, $0x0b0b050d
+DATA iq3sconsts<>+1824(SB)/4, $0x0b0b0b03
+DATA iq3sconsts<>+1828(SB)/4, $0x0b0b0b07
+DATA iq3sconsts<>+1832(SB)/4, $0x0b0d0905
+DATA iq3sconsts<>+1836(SB)/4, $0x0b0f0105
+DATA iq3sconsts<>+1840(SB)/4, $0x0b0f0109
+DATA iq3sconsts<>+1844(SB)/4, $0x0b0f0505
+DATA iq3sconsts<>+1848(SB)/4, $0x0d010303
+DATA iq3sconsts<>+1852(SB)/4, $0x0d010307
+DATA iq3sconsts<>+1856(SB)/4, $0x0d01030b
+DATA iq3sconsts<>+1860(SB)/4, $0x0d010703
+DATA iq3sconsts<>+1864(SB)/4, $0x0d010707
+DATA iq3sconsts<>+1868(SB)/4, $0x0d010d01
+DATA iq3sconsts<>+1872(SB)/4, $0x0d030101
+DATA iq3sconsts<>+1876(SB)/4, $0x0d030501
+DATA iq3sconsts<>+1880(SB)/4, $0x0d03050f
+DATA iq3sconsts<>+1884(SB)/4, $0x0d030d09
+DATA iq3sconsts<>+1888(SB)/4, $0x0d050305
+DATA iq3sconsts<>+1892(SB)/4, $0x0d050709
+DATA iq3sconsts<>+1896(SB)/4, $0x0d050905
+DATA iq3sconsts<>+1900(SB)/4, $0x0d050b0b
+DATA iq3sconsts<>+1904(SB)/4, $0x0d050d05
+DATA iq3sconsts<>+1908(SB)/4, $0x0d050f01
+DATA iq3sconsts<>+1912(SB)/4, $0x0d070101
+DATA iq3sconsts<>+1916(SB)/4, $0x0d070309
+DATA iq3sconsts<>+1920(SB)/4, $0x0d070503
+DATA iq3sconsts<>+1924(SB)/4, $0x0d070901
+DATA iq3sconsts<>+1928(SB)/4, $0x0d09050b
+DATA iq3sconsts<>+1932(SB)/4, $0x0d090907
+DATA iq3sconsts<>+1936(SB)/4, $0x0d090d05
+DATA iq3sconsts<>+1940(SB)/4, $0x0d0b0101
+DATA iq3sconsts<>+1944(SB)/4, $0x0d0b0107
+DATA iq3sconsts<>+1948(SB)/4, $0x0d0b0709
+DATA iq3sconsts<>+1952(SB)/4, $0x0d0b0d01
+DATA iq3sconsts<>+1956(SB)/4, $0x0d0d010b
+DATA iq3sconsts<>+1960(SB)/4, $0x0d0d0901
+DATA iq3sconsts<>+1964(SB)/4, $0x0d0f0303
+DATA iq3sconsts<>+1968(SB)/4, $0x0d0f0307
+DATA iq3sconsts<>+1972(SB)/4, $0x0f010101
+DATA iq3sconsts<>+1976(SB)/4, $0x0f010109
+DATA iq3sconsts<>+1980(SB)/4, $0x0f01010f
+DATA iq3sconsts<>+1984(SB)/4, $0x0f010501
+DATA iq3sconsts<>+1988(SB)/4, $0x0f010505
+DATA iq3sconsts<>+1992(SB)/4, $0x0f01070d
+DATA iq3sconsts<>+1996(SB)/4, $0x0f010901
+DATA iq3sconsts<>+2000(SB)/4, $0x0f010b09
+DATA iq3sconsts<>+2004(SB)/4, $0x0f010d05
+DATA iq3sconsts<>+2008(SB)/4, $0x0f030105
+DATA iq3sconsts<>+2012(SB)/4, $0x0f030303
+DATA iq3sconsts<>+2016(SB)/4, $0x0f030509
+DATA iq3sconsts<>+2020(SB)/4, $0x0f030907
+DATA iq3sconsts<>+2024(SB)/4, $0x0f03090b
+DATA iq3sconsts<>+2028(SB)/4, $0x0f050103
+DATA iq3sconsts<>+2032(SB)/4, $0x0f050109
+DATA iq3sconsts<>+2036(SB)/4, $0x0f050301
+DATA iq3sconsts<>+2040(SB)/4, $0x0f05030d
+DATA iq3sconsts<>+2044(SB)/4, $0x0f050503
+DATA iq3sconsts<>+2048(SB)/4, $0x0f050701
+DATA iq3sconsts<>+2052(SB)/4, $0x0f050b03
+DATA iq3sconsts<>+2056(SB)/4, $0x0f070105
+DATA iq3sconsts<>+2060(SB)/4, $0x0f070705
+DATA iq3sconsts<>+2064(SB)/4, $0x0f07070b
+DATA iq3sconsts<>+2068(SB)/4, $0x0f070b07
+DATA iq3sconsts<>+2072(SB)/4, $0x0f090103
+DATA iq3sconsts<>+2076(SB)/4, $0x0f09010b
+DATA iq3sconsts<>+2080(SB)/4, $0x0f090307
+DATA iq3sconsts<>+2084(SB)/4, $0x0f090501
+DATA iq3sconsts<>+2088(SB)/4, $0x0f090b01
+DATA iq3sconsts<>+2092(SB)/4, $0x0f0b0505
+DATA iq3sconsts<>+2096(SB)/4, $0x0f0b0905
+DATA iq3sconsts<>+2100(SB)/4, $0x0f0d0105
+DATA iq3sconsts<>+2104(SB)/4, $0x0f0d0703
+DATA iq3sconsts<>+2108(SB)/4, $0x0f0f0101
+DATA iq3sconsts<>+2112(SB)/2, $0x0100
+DATA iq3sconsts<>+2114(SB)/2, $0x0080
+DATA iq3sconsts<>+2116(SB)/2, $0x0040
+DATA iq3sconsts<>+2118(SB)/2, $0x0020
+DATA iq3sconsts<>+2120(SB)/2, $0x0010
+DATA iq3sconsts<>+2122(SB)/2, $0x0008
+DATA iq3sconsts<>+2124(SB)/2, $0x0004
+DATA iq3sconsts<>+2126(SB)/2, $0x0002
+DATA iq3sconsts<>+2128(SB)/2, $0x0100
+DATA iq3sconsts<>+2130(SB)/2, $0x0100
+DATA iq3sconsts<>+2132(SB)/2, $0x0100
+DATA iq3sconsts<>+2134(SB)/2, $0x0100
+DATA iq3sconsts<>+2136(SB)/2, $0x0100
+DATA iq3sconsts<>+2138(SB)/2, $0x0100
+DATA iq3sconsts<>+2140(SB)/2, $0x0100
+DATA iq3sconsts<>+2142(SB)/2, $0x0100
+GLOBL iq3sconsts<>(SB), RODATA|NOPTR, $2144
+
+// func dotIQ3XXSAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+// Requires: AVX, AVX2, F16C, MMX+, SSE
+TEXT ·dotIQ3XXSAVX2(SB), NOSPLIT, $0-44
+	MOVQ    w+0(FP), AX
+	MOVQ    x+8(FP), CX
+	MOVQ    xd+16(FP), DX
+	MOVQ    xs+24(FP), BX
+	MOVQ    nb+32(FP), SI
+	LEAQ    iq3xxsconsts<>+0(SB), DI
+	VMOVDQU (DI), Y0
+	VMOVDQU 32(DI), Y1
+	VXORPS  X2, X2, X2
+
+iq3xxsblock:
+	TESTQ        SI, SI
+	JZ           iq3xxsdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	VPXOR        Y3, Y3, Y3
+	MOVBQZX      2(AX), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVBQZX      3(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVBQZX      4(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVBQZX      5(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVBQZX      6(AX), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVBQZX      7(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVBQZX      8(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVBQZX      9(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      66(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        (CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      10(AX), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVBQZX      11(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVBQZX      12(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVBQZX      13(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVBQZX      14(AX), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVBQZX      15(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVBQZX      16(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVBQZX      17(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      70(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        32(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      18(AX), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVBQZX      19(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVBQZX      20(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVBQZX      21(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVBQZX      22(AX), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVBQZX      23(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVBQZX      24(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVBQZX      25(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      74(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        64(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      26(AX), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVBQZX      27(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVBQZX      28(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVBQZX      29(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVBQZX      30(AX), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVBQZX      31(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVBQZX      32(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVBQZX      33(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      78(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        96(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      34(AX), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVBQZX      35(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVBQZX      36(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVBQZX      37(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVBQZX      38(AX), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVBQZX      39(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVBQZX      40(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVBQZX      41(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      82(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        128(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      42(AX), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVBQZX      43(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVBQZX      44(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVBQZX      45(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVBQZX      46(AX), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVBQZX      47(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVBQZX      48(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVBQZX      49(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      86(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        160(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      50(AX), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVBQZX      51(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVBQZX      52(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVBQZX      53(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVBQZX      54(AX), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVBQZX      55(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVBQZX      56(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVBQZX      57(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      90(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        192(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      58(AX), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVBQZX      59(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVBQZX      60(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVBQZX      61(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVBQZX      62(AX), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVBQZX      63(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVBQZX      64(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVBQZX      65(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      94(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        224(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPADDD       X4, X3, X3
+	VPHADDD      X3, X3, X3
+	VPHADDD      X3, X3, X3
+	MOVWLZX      (AX), R8
+	VMOVD        R8, X4
+	VCVTDQ2PS    X3, X3
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS (DX), X5
+	VMULPS       X5, X4, X4
+	VMULPS       X3, X4, X3
+	VADDSS       X3, X2, X2
+	ADDQ         $0x62, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x04, DX
+	ADDQ         $0x20, BX
+	DECQ         SI
+	JMP          iq3xxsblock
+
+iq3xxsdone:
+	MOVL   $0x3e800000, AX
+	VMOVD  AX, X0
+	VMULSS X0, X2, X2
+	VZEROUPPER
+	MOVSS  X2, ret+40(FP)
+	RET
+
+DATA iq3xxsconsts<>+0(SB)/1, $0x00
+DATA iq3xxsconsts<>+1(SB)/1, $0x00
+DATA iq3xxsconsts<>+2(SB)/1, $0x00
+DATA iq3xxsconsts<>+3(SB)/1, $0x00
+DATA iq3xxsconsts<>+4(SB)/1, $0x00
+DATA iq3xxsconsts<>+5(SB)/1, $0x00
+DATA iq3xxsconsts<>+6(SB)/1, $0x00
+DATA iq3xxsconsts<>+7(SB)/1, $0x00
+DATA iq3xxsconsts<>+8(SB)/1, $0x01
+DATA iq3xxsconsts<>+9(SB)/1, $0x01
+DATA iq3xxsconsts<>+10(SB)/1, $0x01
+DATA iq3xxsconsts<>+11(SB)/1, $0x01
+DATA iq3xxsconsts<>+12(SB)/1, $0x01
+DATA iq3xxsconsts<>+13(SB)/1, $0x01
+DATA iq3xxsconsts<>+14(SB)/1, $0x01
+DATA iq3xxsconsts<>+15(SB)/1, $0x01
+DATA iq3xxsconsts<>+16(SB)/1, $0x02
+DATA iq3xxsconsts<>+17(SB)/1, $0x02
+DATA iq3xxsconsts<>+18(SB)/1, $0x02
+DATA iq3xxsconsts<>+19(SB)/1, $0x02
+DATA iq3xxsconsts<>+20(SB)/1, $0x02
+DATA iq3xxsconsts<>+21(SB)/1, $0x02
+DATA iq3xxsconsts<>+22(SB)/1, $0x02
+DATA iq3xxsconsts<>+23(SB)/1, $0x02
+DATA iq3xxsconsts<>+24(SB)/1, $0x03
+DATA iq3xxsconsts<>+25(SB)/1, $0x03
+DATA iq3xxsconsts<>+26(SB)/1, $0x03
+DATA iq3xxsconsts<>+27(SB)/1, $0x03
+DATA iq3xxsconsts<>+28(SB)/1, $0x03
+DATA iq3xxsconsts<>+29(SB)/1, $0x03
+DATA iq3xxsconsts<>+30(SB)/1, $0x03
+DATA iq3xxsconsts<>+31(SB)/1, $0x03
+DATA iq3xxsconsts<>+32(SB)/1, $0x01
+DATA iq3xxsconsts<>+33(SB)/1, $0x02
+DATA iq3xxsconsts<>+34(SB)/1, $0x04
+DATA iq3xxsconsts<>+35(SB)/1, $0x08
+DATA iq3xxsconsts<>+36(SB)/1, $0x10
+DATA iq3xxsconsts<>+37(SB)/1, $0x20
+DATA iq3xxsconsts<>+38(SB)/1, $0x40
+DATA iq3xxsconsts<>+39(SB)/1, $0x80
+DATA iq3xxsconsts<>+40(SB)/1, $0x01
+DATA iq3xxsconsts<>+41(SB)/1, $0x02
+DATA iq3xxsconsts<>+42(SB)/1, $0x04
+DATA iq3xxsconsts<>+43(SB)/1, $0x08
+DATA iq3xxsconsts<>+44(SB)/1, $0x10
+DATA iq3xxsconsts<>+45(SB)/1, $0x20
+DATA iq3xxsconsts<>+46(SB)/1, $0x40
+DATA iq3xxsconsts<>+47(SB)/1, $0x80
+DATA iq3xxsconsts<>+48(SB)/1, $0x01
+DATA iq3xxsconsts<>+49(SB)/1, $0x02
+DATA iq3xxsconsts<>+50(SB)/1, $0x04
+DATA iq3xxsconsts<>+51(SB)/1, $0x08
+DATA iq3xxsconsts<>+52(SB)/1, $0x10
+DATA iq3xxsconsts<>+53(SB)/1, $0x20
+DATA iq3xxsconsts<>+54(SB)/1, $0x40
+DATA iq3xxsconsts<>+55(SB)/1, $0x80
+DATA iq3xxsconsts<>+56(SB)/1, $0x01
+DATA iq3xxsconsts<>+57(SB)/1, $0x02
+DATA iq3xxsconsts<>+58(SB)/1, $0x04
+DATA iq3xxsconsts<>+59(SB)/1, $0x08
+DATA iq3xxsconsts<>+60(SB)/1, $0x10
+DATA iq3xxsconsts<>+61(SB)/1, $0x20
+DATA iq3xxsconsts<>+62(SB)/1, $0x40
+DATA iq3xxsconsts<>+63(SB)/1, $0x80
+DATA iq3xxsconsts<>+64(SB)/4, $0x04040404
+DATA iq3xxsconsts<>+68(SB)/4, $0x04040414
+DATA iq3xxsconsts<>+72(SB)/4, $0x04040424
+DATA iq3xxsconsts<>+76(SB)/4, $0x04040c0c
+DATA iq3xxsconsts<>+80(SB)/4, $0x04040c1c
+DATA iq3xxsconsts<>+84(SB)/4, $0x04040c3e
+DATA iq3xxsconsts<>+88(SB)/4, $0x04041404
+DATA iq3xxsconsts<>+92(SB)/4, $0x04041414
+DATA iq3xxsconsts<>+96(SB)/4, $0x04041c0c
+DATA iq3xxsconsts<>+100(SB)/4, $0x04042414
+DATA iq3xxsconsts<>+104(SB)/4, $0x04043e1c
+DATA iq3xxsconsts<>+108(SB)/4, $0x04043e2c
+DATA iq3xxsconsts<>+112(SB)/4, $0x040c040c
+DATA iq3xxsconsts<>+116(SB)/4, $0x040c041c
+DATA iq3xxsconsts<>+120(SB)/4, $0x040c0c04
+DATA iq3xxsconsts<>+124(SB)/4, $0x040c0c14
+DATA iq3xxsconsts<>+128(SB)/4, $0x040c140c
+DATA iq3xxsconsts<>+132(SB)/4, $0x040c142c
+DATA iq3xxsconsts<>+136(SB)/4, $0x040c1c04
+DATA iq3xxsconsts<>+140(SB)/4, $0x040c1c14
+DATA iq3xxsconsts<>+144(SB)/4, $0x040c240c
+DATA iq3xxsconsts<>+148(SB)/4, $0x040c2c24
+DATA iq3xxsconsts<>+152(SB)/4, $0x040c3e04
+DATA iq3xxsconsts<>+156(SB)/4, $0x04140404
+DATA iq3xxsconsts<>+160(SB)/4, $0x04140414
+DATA iq3xxsconsts<>+164(SB)/4, $0x04140424
+DATA iq3xxsconsts<>+168(SB)/4, $0x04140c0c
+DATA iq3xxsconsts<>+172(SB)/4, $0x04141404
+DATA iq3xxsconsts<>+176(SB)/4, $0x04141414
+DATA iq3xxsconsts<>+180(SB)/4, $0x04141c0c
+DATA iq3xxsconsts<>+184(SB)/4, $0x04141c1c
+DATA iq3xxsconsts<>+188(SB)/4, $0x04141c3e
+DATA iq3xxsconsts<>+192(SB)/4, $0x04142c0c
+DATA iq3xxsconsts<>+196(SB)/4, $0x04142c3e
+DATA iq3xxsconsts<>+200(SB)/4, $0x04143e2c
+DATA iq3xxsconsts<>+204(SB)/4, $0x041c040c
+DATA iq3xxsconsts<>+208(SB)/4, $0x041c043e
+DATA iq3xxsconsts<>+212(SB)/4, $0x041c0c04
+DATA iq3xxsconsts<>+216(SB)/4, $0x041c0c14
+DATA iq3xxsconsts<>+220(SB)/4, $0x041c142c
+DATA iq3xxsconsts<>+224(SB)/4, $0x041c3e04
+DATA iq3xxsconsts<>+228(SB)/4, $0x04240c1c
+DATA iq3xxsconsts<>+232(SB)/4, $0x04241c3e
+DATA iq3xxsconsts<>+236(SB)/4, $0x04242424
+DATA iq3xxsconsts<>+240(SB)/4, $0x04242c3e
+DATA iq3xxsconsts<>+244(SB)/4, $0x04243e1c
+DATA iq3xxsconsts<>+248(SB)/4, $0x04243e2c
+DATA iq3xxsconsts<>+252(SB)/4, $0x042c040c
+DATA iq3xxsconsts<>+256(SB)/4, $0x042c043e
+DATA iq3xxsconsts<>+260(SB)/4, $0x042c1c14
+DATA iq3xxsconsts<>+264(SB)/4, $0x042c2c14
+DATA iq3xxsconsts<>+268(SB)/4, $0x04341c2c
+DATA iq3xxsconsts<>+272(SB)/4, $0x04343424
+DATA iq3xxsconsts<>+276(SB)/4, $0x043e0c04
+DATA iq3xxsconsts<>+280(SB)/4, $0x043e0c24
+DATA iq3xxsconsts<>+284(SB)/4, $0x043e0c34
+DATA iq3xxsconsts<>+288(SB)/4, $0x043e241c
+DATA iq3xxsconsts<>+292(SB)/4, $0x043e340c
+DATA iq3xxsconsts<>+296(SB)/4, $0x0c04040c
+DATA iq3xxsconsts<>+300(SB)/4, $0x0c04041c
+DATA iq3xxsconsts<>+304(SB)/4, $0x0c040c04
+DATA iq3xxsconsts<>+308(SB)/4, $0x0c040c14
+DATA iq3xxsconsts<>+312(SB)/4, $0x0c04140c
+DATA iq3xxsconsts<>+316(SB)/4, $0x0c04141c
+DATA iq3xxsconsts<>+320(SB)/4, $0x0c041c04
+DATA iq3xxsconsts<>+324(SB)/4, $0x0c041c14
+DATA iq3xxsconsts<>+328(SB)/4, $0x0c041c24
+DATA iq3xxsconsts<>+332(SB)/4, $0x0c04243e
+DATA iq3xxsconsts<>+336(SB)/4, $0x0c042c04
+DATA iq3xxsconsts<>+340(SB)/4, $0x0c0c0404
+DATA iq3xxsconsts<>+344(SB)/4, $0x0c0c0414
+DATA iq3xxsconsts<>+348(SB)/4, $0x0c0c0c0c
+DATA iq3xxsconsts<>+352(SB)/4, $0x0c0c1404
+DATA iq3xxsconsts<>+356(SB)/4, $0x0c0c1414
+DATA iq3xxsconsts<>+360(SB)/4, $0x0c14040c
+DATA iq3xxsconsts<>+364(SB)/4, $0x0c14041c
+DATA iq3xxsconsts<>+368(SB)/4, $0x0c140c04
+DATA iq3xxsconsts<>+372(SB)/4, $0x0c140c14
+DATA iq3xxsconsts<>+376(SB)/4, $0x0c14140c
+DATA iq3xxsconsts<>+380(SB)/4, $0x0c141c04
+DATA iq3xxsconsts<>+384(SB)/4, $0x0c143e14
+DATA iq3xxsconsts<>+388(SB)/4, $0x0c1c0404
+DATA iq3xxsconsts<>+392(SB)/4, $0x0c1c0414
+DATA iq3xxsconsts<>+396(SB)/4, $0x0c1c1404
+DATA iq3xxsconsts<>+400(SB)/4, $0x0c1c1c0c
+DATA iq3xxsconsts<>+404(SB)/4, $0x0c1c2434
+DATA iq3xxsconsts<>+408(SB)/4, $0x0c1c3434
+DATA iq3xxsconsts<>+412(SB)/4, $0x0c24040c
+DATA iq3xxsconsts<>+416(SB)/4, $0x0c24042c
+DATA iq3xxsconsts<>+420(SB)/4, $0x0c242c04
+DATA iq3xxsconsts<>+424(SB)/4, $0x0c2c1404
+DATA iq3xxsconsts<>+428(SB)/4, $0x0c2c1424
+DATA iq3xxsconsts<>+432(SB)/4, $0x0c2c2434
+DATA iq3xxsconsts<>+436(SB)/4, $0x0c2c3e0c
+DATA iq3xxsconsts<>+440(SB)/4, $0x0c34042c
+DATA iq3xxsconsts<>+444(SB)/4, $0x0c3e1414
+DATA iq3xxsconsts<>+448(SB)/4, $0x0c3e2404
+DATA iq3xxsconsts<>+452(SB)/4, $0x14040404
+DATA iq3xxsconsts<>+456(SB)/4, $0x14040414
+DATA iq3xxsconsts<>+460(SB)/4, $0x14040c0c
+DATA iq3xxsconsts<>+464(SB)/4, $0x14040c1c
+DATA iq3xxsconsts<>+468(SB)/4, $0x14041404
+DATA iq3xxsconsts<>+472(SB)/4, $0x14041414
+DATA iq3xxsconsts<>+476(SB)/4, $0x14041434
+DATA iq3xxsconsts<>+480(SB)/4, $0x14041c0c
+DATA iq3xxsconsts<>+484(SB)/4, $0x14042414
+DATA iq3xxsconsts<>+488(SB)/4, $0x140c040c
+DATA iq3xxsconsts<>+492(SB)/4, $0x140c041c
+DATA iq3xxsconsts<>+496(SB)/4, $0x140c042c
+DATA iq3xxsconsts<>+500(SB)/4, $0x140c0c04
+DATA iq3xxsconsts<>+504(SB)/4, $0x140c0c14
+DATA iq3xxsconsts<>+508(SB)/4, $0x140c140c
+DATA iq3xxsconsts<>+512(SB)/4, $0x140c1c04
+DATA iq3xxsconsts<>+516(SB)/4, $0x140c341c
+DATA iq3xxsconsts<>+520(SB)/4, $0x140c343e
+DATA iq3xxsconsts<>+524(SB)/4, $0x140c3e04
+DATA iq3xxsconsts<>+528(SB)/4, $0x14140404
+DATA iq3xxsconsts<>+532(SB)/4, $0x14140414
+DATA iq3xxsconsts<>+536(SB)/4, $0x14140c0c
+DATA iq3xxsconsts<>+540(SB)/4, $0x14140c3e
+DATA iq3xxsconsts<>+544(SB)/4, $0x14141404
+DATA iq3xxsconsts<>+548(SB)/4, $0x14141414
+DATA iq3xxsconsts<>+552(SB)/4, $0x14141c3e
+DATA iq3xxsconsts<>+556(SB)/4, $0x14142404
+DATA iq3xxsconsts<>+560(SB)/4, $0x14142c2c
+DATA iq3xxsconsts<>+564(SB)/4, $0x141c040c
+DATA iq3xxsconsts<>+568(SB)/4, $0x141c0c04
+DATA iq3xxsconsts<>+572(SB)/4, $0x141c0c24
+DATA iq3xxsconsts<>+576(SB)/4, $0x141c3e04
+DATA iq3xxsconsts<>+580(SB)/4, $0x141c3e24
+DATA iq3xxsconsts<>+584(SB)/4, $0x14241c2c
+DATA iq3xxsconsts<>+588(SB)/4, $0x14242c1c
+DATA iq3xxsconsts<>+592(SB)/4, $0x142c041c
+DATA iq3xxsconsts<>+596(SB)/4, $0x142c143e
+DATA iq3xxsconsts<>+600(SB)/4, $0x142c240c
+DATA iq3xxsconsts<>+604(SB)/4, $0x142c3e24
+DATA iq3xxsconsts<>+608(SB)/4, $0x143e040c
+DATA iq3xxsconsts<>+612(SB)/4, $0x143e041c
+DATA iq3xxsconsts<>+616(SB)/4, $0x143e0c34
+DATA iq3xxsconsts<>+620(SB)/4, $0x143e242c
+DATA iq3xxsconsts<>+624(SB)/4, $0x1c04040c
+DATA iq3xxsconsts<>+628(SB)/4, $0x1c040c04
+DATA iq3xxsconsts<>+632(SB)/4, $0x1c040c14
+DATA iq3xxsconsts<>+636(SB)/4, $0x1c04140c
+DATA iq3xxsconsts<>+640(SB)/4, $0x1c04141c
+DATA iq3xxsconsts<>+644(SB)/4, $0x1c042c04
+DATA iq3xxsconsts<>+648(SB)/4, $0x1c04342c
+DATA iq3xxsconsts<>+652(SB)/4, $0x1c043e14
+DATA iq3xxsconsts<>+656(SB)/4, $0x1c0c0404
+DATA iq3xxsconsts<>+660(SB)/4, $0x1c0c0414
+DATA iq3xxsconsts<>+664(SB)/4, $0x1c0c1404
+DATA iq3xxsconsts<>+668(SB)/4, $0x1c0c1c0c
+DATA iq3xxsconsts<>+672(SB)/4, $0x1c0c2424
+DATA iq3xxsconsts<>+676(SB)/4, $0x1c0c2434
+DATA iq3xxsconsts<>+680(SB)/4, $0x1c14040c
+DATA iq3xxsconsts<>+684(SB)/4, $0x1c14041c
+DATA iq3xxsconsts<>+688(SB)/4, $0x1c140c04
+DATA iq3xxsconsts<>+692(SB)/4, $0x1c14142c
+DATA iq3xxsconsts<>+696(SB)/4, $0x1c142c14
+DATA iq3xxsconsts<>+700(SB)/4, $0x1c143e14
+DATA iq3xxsconsts<>+704(SB)/4, $0x1c1c0c0c
+DATA iq3xxsconsts<>+708(SB)/4, $0x1c1c1c1c
+DATA iq3xxsconsts<>+712(SB)/4, $0x1c241c04
+DATA iq3xxsconsts<>+716(SB)/4, $0x1c24243e
+DATA iq3xxsconsts<>+720(SB)/4, $0x1c243e14
+DATA iq3xxsconsts<>+724(SB)/4, $0x1c2c0404
+DATA iq3xxsconsts<>+728(SB)/4, $0x1c2c0434
+DATA iq3xxsconsts<>+732(SB)/4, $0x1c2c1414
+DATA iq3xxsconsts<>+736(SB)/4, $0x1c2c2c2c
+DATA iq3xxsconsts<>+740(SB)/4, $0x1c340c24
+DATA iq3xxsconsts<>+744(SB)/4, $0x1c341c34
+DATA iq3xxsconsts<>+748(SB)/4, $0x1c34341c
+DATA iq3xxsconsts<>+752(SB)/4, $0x1c3e1c1c
+DATA iq3xxsconsts<>+756(SB)/4, $0x1c3e3404
+DATA iq3xxsconsts<>+760(SB)/4, $0x24040424
+DATA iq3xxsconsts<>+764(SB)/4, $0x24040c3e
+DATA iq3xxsconsts<>+768(SB)/4, $0x24041c2c
+DATA iq3xxsconsts<>+772(SB)/4, $0x24041c3e
+DATA iq3xxsconsts<>+776(SB)/4, $0x24042c1c
+DATA iq3xxsconsts<>+780(SB)/4, $0x24042c3e
+DATA iq3xxsconsts<>+784(SB)/4, $0x240c3e24
+DATA iq3xxsconsts<>+788(SB)/4, $0x24141404
+DATA iq3xxsconsts<>+792(SB)/4, $0x24141c3e
+DATA iq3xxsconsts<>+796(SB)/4, $0x24142404
+DATA iq3xxsconsts<>+800(SB)/4, $0x24143404
+DATA iq3xxsconsts<>+804(SB)/4, $0x24143434
+DATA iq3xxsconsts<>+808(SB)/4, $0x241c043e
+DATA iq3xxsconsts<>+812(SB)/4, $0x241c242c
+DATA iq3xxsconsts<>+816(SB)/4, $0x24240424
+DATA iq3xxsconsts<>+820(SB)/4, $0x24242c0c
+DATA iq3xxsconsts<>+824(SB)/4, $0x24243424
+DATA iq3xxsconsts<>+828(SB)/4, $0x242c142c
+DATA iq3xxsconsts<>+832(SB)/4, $0x242c241c
+DATA iq3xxsconsts<>+836(SB)/4, $0x242c3e04
+DATA iq3xxsconsts<>+840(SB)/4, $0x243e042c
+DATA iq3xxsconsts<>+844(SB)/4, $0x243e0c04
+DATA iq3xxsconsts<>+848(SB)/4, $0x243e0c14
+DATA iq3xxsconsts<>+852(SB)/4, $0x243e1c04
+DATA iq3xxsconsts<>+856(SB)/4, $0x2c040c14
+DATA iq3xxsconsts<>+860(SB)/4, $0x2c04240c
+DATA iq3xxsconsts<>+864(SB)/4, $0x2c043e04
+DATA iq3xxsconsts<>+868(SB)/4, $0x2c0c0404
+DATA iq3xxsconsts<>+872(SB)/4, $0x2c0c0434
+DATA iq3xxsconsts<>+876(SB)/4, $0x2c0c1434
+DATA iq3xxsconsts<>+880(SB)/4, $0x2c0c2c2c
+DATA iq3xxsconsts<>+884(SB)/4, $0x2c140c24
+DATA iq3xxsconsts<>+888(SB)/4, $0x2c141c14
+DATA iq3xxsconsts<>+892(SB)/4, $0x2c143e14
+DATA iq3xxsconsts<>+896(SB)/4, $0x2c1c0414
+DATA iq3xxsconsts<>+900(SB)/4, $0x2c1c2c1c
+DATA iq3xxsconsts<>+904(SB)/4, $0x2c240c04
+DATA iq3xxsconsts<>+908(SB)/4, $0x2c24141c
+DATA iq3xxsconsts<>+912(SB)/4, $0x2c24143e
+DATA iq3xxsconsts<>+916(SB)/4, $0x2c243e14
+DATA iq3xxsconsts<>+920(SB)/4, $0x2c2c0414
+DATA iq3xxsconsts<>+924(SB)/4, $0x2c2c1c0c
+DATA iq3xxsconsts<>+928(SB)/4, $0x2c342c04
+DATA iq3xxsconsts<>+932(SB)/4, $0x2c3e1424
+DATA iq3xxsconsts<>+936(SB)/4, $0x2c3e2414
+DATA iq3xxsconsts<>+940(SB)/4, $0x34041424
+DATA iq3xxsconsts<>+944(SB)/4, $0x34042424
+DATA iq3xxsconsts<>+948(SB)/4, $0x34042434
+DATA iq3xxsconsts<>+952(SB)/4, $0x34043424
+DATA iq3xxsconsts<>+956(SB)/4, $0x340c140c
+DATA iq3xxsconsts<>+960(SB)/4, $0x340c340c
+DATA iq3xxsconsts<>+964(SB)/4, $0x34140c3e
+DATA iq3xxsconsts<>+968(SB)/4, $0x34143424
+DATA iq3xxsconsts<>+972(SB)/4, $0x341c1c04
+DATA iq3xxsconsts<>+976(SB)/4, $0x341c1c34
+DATA iq3xxsconsts<>+980(SB)/4, $0x34242424
+DATA iq3xxsconsts<>+984(SB)/4, $0x342c042c
+DATA iq3xxsconsts<>+988(SB)/4, $0x342c2c14
+DATA iq3xxsconsts<>+992(SB)/4, $0x34341c1c
+DATA iq3xxsconsts<>+996(SB)/4, $0x343e041c
+DATA iq3xxsconsts<>+1000(SB)/4, $0x343e140c
+DATA iq3xxsconsts<>+1004(SB)/4, $0x3e04041c
+DATA iq3xxsconsts<>+1008(SB)/4, $0x3e04042c
+DATA iq3xxsconsts<>+1012(SB)/4, $0x3e04043e
+DATA iq3xxsconsts<>+1016(SB)/4, $0x3e040c04
+DATA iq3xxsconsts<>+1020(SB)/4, $0x3e041c14
+DATA iq3xxsconsts<>+1024(SB)/4, $0x3e042c14
+DATA iq3xxsconsts<>+1028(SB)/4, $0x3e0c1434
+DATA iq3xxsconsts<>+1032(SB)/4, $0x3e0c2404
+DATA iq3xxsconsts<>+1036(SB)/4, $0x3e140c14
+DATA iq3xxsconsts<>+1040(SB)/4, $0x3e14242c
+DATA iq3xxsconsts<>+1044(SB)/4, $0x3e142c14
+DATA iq3xxsconsts<>+1048(SB)/4, $0x3e1c0404
+DATA iq3xxsconsts<>+1052(SB)/4, $0x3e1c0c2c
+DATA iq3xxsconsts<>+1056(SB)/4, $0x3e1c1c1c
+DATA iq3xxsconsts<>+1060(SB)/4, $0x3e1c3404
+DATA iq3xxsconsts<>+1064(SB)/4, $0x3e24140c
+DATA iq3xxsconsts<>+1068(SB)/4, $0x3e24240c
+DATA iq3xxsconsts<>+1072(SB)/4, $0x3e2c0404
+DATA iq3xxsconsts<>+1076(SB)/4, $0x3e2c0414
+DATA iq3xxsconsts<>+1080(SB)/4, $0x3e2c1424
+DATA iq3xxsconsts<>+1084(SB)/4, $0x3e341c04
+DATA iq3xxsconsts<>+1088(SB)/4, $0x03828100
+DATA iq3xxsconsts<>+1092(SB)/4, $0x87060584
+DATA iq3xxsconsts<>+1096(SB)/4, $0x8b0a0988
+DATA iq3xxsconsts<>+1100(SB)/4, $0x0f8e8d0c
+DATA iq3xxsconsts<>+1104(SB)/4, $0x93121190
+DATA iq3xxsconsts<>+1108(SB)/4, $0x17969514
+DATA iq3xxsconsts<>+1112(SB)/4, $0x1b9a9918
+DATA iq3xxsconsts<>+1116(SB)/4, $0x9f1e1d9c
+DATA iq3xxsconsts<>+1120(SB)/4, $0xa32221a0
+DATA iq3xxsconsts<>+1124(SB)/4, $0x27a6a524
+DATA iq3xxsconsts<>+1128(SB)/4, $0x2baaa928
+DATA iq3xxsconsts<>+1132(SB)/4, $0xaf2e2dac
+DATA iq3xxsconsts<>+1136(SB)/4, $0x33b2b130
+DATA iq3xxsconsts<>+1140(SB)/4, $0xb73635b4
+DATA iq3xxsconsts<>+1144(SB)/4, $0xbb3a39b8
+DATA iq3xxsconsts<>+1148(SB)/4, $0x3fbebd3c
+DATA iq3xxsconsts<>+1152(SB)/4, $0xc34241c0
+DATA iq3xxsconsts<>+1156(SB)/4, $0x47c6c544
+DATA iq3xxsconsts<>+1160(SB)/4, $0x4bcac948
+DATA iq3xxsconsts<>+1164(SB)/4, $0xcf4e4dcc
+DATA iq3xxsconsts<>+1168(SB)/4, $0x53d2d150
+DATA iq3xxsconsts<>+1172(SB)/4, $0xd75655d4
+DATA iq3xxsconsts<>+1176(SB)/4, $0xdb5a59d8
+DATA iq3xxsconsts<>+1180(SB)/4, $0x5fdedd5c
+DATA iq3xxsconsts<>+1184(SB)/4, $0x63e2e160
+DATA iq3xxsconsts<>+1188(SB)/4, $0xe76665e4
+DATA iq3xxsconsts<>+1192(SB)/4, $0xeb6a69e8
+DATA iq3xxsconsts<>+1196(SB)/4, $0x6feeed6c
+DATA iq3xxsconsts<>+1200(SB)/4, $0xf37271f0
+DATA iq3xxsconsts<>+1204(SB)/4, $0x77f6f574
+DATA iq3xxsconsts<>+1208(SB)/4, $0x7bfaf978
+DATA iq3xxsconsts<>+1212(SB)/4, $0xff7e7dfc
+GLOBL iq3xxsconsts<>(SB), RODATA|NOPTR, $1216
+
+// func dotIQ2XXSAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+// Requires: AVX, AVX2, F16C, MMX+, SSE
+TEXT ·dotIQ2XXSAVX2(SB), NOSPLIT, $0-44
+	MOVQ    w+0(FP), AX
+	MOVQ    x+8(FP), CX
+	MOVQ    xd+16(FP), DX
+	MOVQ    xs+24(FP), BX
+	MOVQ    nb+32(FP), SI
+	LEAQ    iq2xxsconsts<>+0(SB), DI
+	VMOVDQU (DI), Y0
+	VMOVDQU 32(DI), Y1
+	VXORPS  X2, X2, X2
+
+iq2xxsblock:
+	TESTQ        SI, SI
+	JZ           iq2xxsdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	VPXOR        Y3, Y3, Y3
+	MOVBQZX      2(AX), R8
+	VMOVQ        64(DI)(R8*8), X4
+	MOVBQZX      3(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X4, X4
+	MOVBQZX      4(AX), R8
+	VMOVQ        64(DI)(R8*8), X5
+	MOVBQZX      5(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      6(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        (CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      10(AX), R8
+	VMOVQ        64(DI)(R8*8), X4
+	MOVBQZX      11(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X4, X4
+	MOVBQZX      12(AX), R8
+	VMOVQ        64(DI)(R8*8), X5
+	MOVBQZX      13(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      14(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        32(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      18(AX), R8
+	VMOVQ        64(DI)(R8*8), X4
+	MOVBQZX      19(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X4, X4
+	MOVBQZX      20(AX), R8
+	VMOVQ        64(DI)(R8*8), X5
+	MOVBQZX      21(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      22(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        64(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      26(AX), R8
+	VMOVQ        64(DI)(R8*8), X4
+	MOVBQZX      27(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X4, X4
+	MOVBQZX      28(AX), R8
+	VMOVQ        64(DI)(R8*8), X5
+	MOVBQZX      29(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      30(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        96(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      34(AX), R8
+	VMOVQ        64(DI)(R8*8), X4
+	MOVBQZX      35(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X4, X4
+	MOVBQZX      36(AX), R8
+	VMOVQ        64(DI)(R8*8), X5
+	MOVBQZX      37(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      38(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        128(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      42(AX), R8
+	VMOVQ        64(DI)(R8*8), X4
+	MOVBQZX      43(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X4, X4
+	MOVBQZX      44(AX), R8
+	VMOVQ        64(DI)(R8*8), X5
+	MOVBQZX      45(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      46(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        160(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      50(AX), R8
+	VMOVQ        64(DI)(R8*8), X4
+	MOVBQZX      51(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X4, X4
+	MOVBQZX      52(AX), R8
+	VMOVQ        64(DI)(R8*8), X5
+	MOVBQZX      53(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      54(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        192(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      58(AX), R8
+	VMOVQ        64(DI)(R8*8), X4
+	MOVBQZX      59(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X4, X4
+	MOVBQZX      60(AX), R8
+	VMOVQ        64(DI)(R8*8), X5
+	MOVBQZX      61(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      62(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        224(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPADDD       X4, X3, X3
+	VPHADDD      X3, X3, X3
+	VPHADDD      X3, X3, X3
+	MOVWLZX      (AX), R8
+	VMOVD        R8, X4
+	VCVTDQ2PS    X3, X3
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS (DX), X5
+	VMULPS       X5, X4, X4
+	VMULPS       X3, X4, X3
+	VADDSS       X3, X2, X2
+	ADDQ         $0x42, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x04, DX
+	ADDQ         $0x20, BX
+	DECQ         SI
+	JMP          iq2xxsblock
+
+iq2xxsdone:
+	MOVL   $0x3e000000, AX
+	VMOVD  AX, X0
+	VMULSS X0, X2, X2
+	VZEROUPPER
+	MOVSS  X2, ret+40(FP)
+	RET
+
+DATA iq2xxsconsts<>+0(SB)/1, $0x00
+DATA iq2xxsconsts<>+1(SB)/1, $0x00
+DATA iq2xxsconsts<>+2(SB)/1, $0x00
+DATA iq2xxsconsts<>+3(SB)/1, $0x00
+DATA iq2xxsconsts<>+4(SB)/1, $0x00
+DATA iq2xxsconsts<>+5(SB)/1, $0x00
+DATA iq2xxsconsts<>+6(SB)/1, $0x00
+DATA iq2xxsconsts<>+7(SB)/1, $0x00
+DATA iq2xxsconsts<>+8(SB)/1, $0x01
+DATA iq2xxsconsts<>+9(SB)/1, $0x01
+DATA iq2xxsconsts<>+10(SB)/1, $0x01
+DATA iq2xxsconsts<>+11(SB)/1, $0x01
+DATA iq2xxsconsts<>+12(SB)/1, $0x01
+DATA iq2xxsconsts<>+13(SB)/1, $0x01
+DATA iq2xxsconsts<>+14(SB)/1, $0x01
+DATA iq2xxsconsts<>+15(SB)/1, $0x01
+DATA iq2xxsconsts<>+16(SB)/1, $0x02
+DATA iq2xxsconsts<>+17(SB)/1, $0x02
+DATA iq2xxsconsts<>+18(SB)/1, $0x02
+DATA iq2xxsconsts<>+19(SB)/1, $0x02
+DATA iq2xxsconsts<>+20(SB)/1, $0x02
+DATA iq2xxsconsts<>+21(SB)/1, $0x02
+DATA iq2xxsconsts<>+22(SB)/1, $0x02
+DATA iq2xxsconsts<>+23(SB)/1, $0x02
+DATA iq2xxsconsts<>+24(SB)/1, $0x03
+DATA iq2xxsconsts<>+25(SB)/1, $0x03
+DATA iq2xxsconsts<>+26(SB)/1, $0x03
+DATA iq2xxsconsts<>+27(SB)/1, $0x03
+DATA iq2xxsconsts<>+28(SB)/1, $0x03
+DATA iq2xxsconsts<>+29(SB)/1, $0x03
+DATA iq2xxsconsts<>+30(SB)/1, $0x03
+DATA iq2xxsconsts<>+31(SB)/1, $0x03
+DATA iq2xxsconsts<>+32(SB)/1, $0x01
+DATA iq2xxsconsts<>+33(SB)/1, $0x02
+DATA iq2xxsconsts<>+34(SB)/1, $0x04
+DATA iq2xxsconsts<>+35(SB)/1, $0x08
+DATA iq2xxsconsts<>+36(SB)/1, $0x10
+DATA iq2xxsconsts<>+37(SB)/1, $0x20
+DATA iq2xxsconsts<>+38(SB)/1, $0x40
+DATA iq2xxsconsts<>+39(SB)/1, $0x80
+DATA iq2xxsconsts<>+40(SB)/1, $0x01
+DATA iq2xxsconsts<>+41(SB)/1, $0x02
+DATA iq2xxsconsts<>+42(SB)/1, $0x04
+DATA iq2xxsconsts<>+43(SB)/1, $0x08
+DATA iq2xxsconsts<>+44(SB)/1, $0x10
+DATA iq2xxsconsts<>+45(SB)/1, $0x20
+DATA iq2xxsconsts<>+46(SB)/1, $0x40
+DATA iq2xxsconsts<>+47(SB)/1, $0x80
+DATA iq2xxsconsts<>+48(SB)/1, $0x01
+DATA iq2xxsconsts<>+49(SB)/1, $0x02
+DATA iq2xxsconsts<>+50(SB)/1, $0x04
+DATA iq2xxsconsts<>+51(SB)/1, $0x08
+DATA iq2xxsconsts<>+52(SB)/1, $0x10
+DATA iq2xxsconsts<>+53(SB)/1, $0x20
+DATA iq2xxsconsts<>+54(SB)/1, $0x40
+DATA iq2xxsconsts<>+55(SB)/1, $0x80
+DATA iq2xxsconsts<>+56(SB)/1, $0x01
+DATA iq2xxsconsts<>+57(SB)/1, $0x02
+DATA iq2xxsconsts<>+58(SB)/1, $0x04
+DATA iq2xxsconsts<>+59(SB)/1, $0x08
+DATA iq2xxsconsts<>+60(SB)/1, $0x10
+DATA iq2xxsconsts<>+61(SB)/1, $0x20
+DATA iq2xxsconsts<>+62(SB)/1, $0x40
+DATA iq2xxsconsts<>+63(SB)/1, $0x80
+DATA iq2xxsconsts<>+64(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+68(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+72(SB)/4, $0x0808082b
+DATA iq2xxsconsts<>+76(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+80(SB)/4, $0x08081919
+DATA iq2xxsconsts<>+84(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+88(SB)/4, $0x08082b08
+DATA iq2xxsconsts<>+92(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+96(SB)/4, $0x08082b2b
+DATA iq2xxsconsts<>+100(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+104(SB)/4, $0x08190819
+DATA iq2xxsconsts<>+108(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+112(SB)/4, $0x08191908
+DATA iq2xxsconsts<>+116(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+120(SB)/4, $0x082b0808
+DATA iq2xxsconsts<>+124(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+128(SB)/4, $0x082b082b
+DATA iq2xxsconsts<>+132(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+136(SB)/4, $0x082b2b08
+DATA iq2xxsconsts<>+140(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+144(SB)/4, $0x082b2b2b
+DATA iq2xxsconsts<>+148(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+152(SB)/4, $0x19080819
+DATA iq2xxsconsts<>+156(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+160(SB)/4, $0x19081908
+DATA iq2xxsconsts<>+164(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+168(SB)/4, $0x19190808
+DATA iq2xxsconsts<>+172(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+176(SB)/4, $0x19192b08
+DATA iq2xxsconsts<>+180(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+184(SB)/4, $0x192b0819
+DATA iq2xxsconsts<>+188(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+192(SB)/4, $0x192b1908
+DATA iq2xxsconsts<>+196(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+200(SB)/4, $0x2b080808
+DATA iq2xxsconsts<>+204(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+208(SB)/4, $0x2b08082b
+DATA iq2xxsconsts<>+212(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+216(SB)/4, $0x2b082b2b
+DATA iq2xxsconsts<>+220(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+224(SB)/4, $0x2b2b082b
+DATA iq2xxsconsts<>+228(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+232(SB)/4, $0x08080819
+DATA iq2xxsconsts<>+236(SB)/4, $0x08080819
+DATA iq2xxsconsts<>+240(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+244(SB)/4, $0x08080819
+DATA iq2xxsconsts<>+248(SB)/4, $0x08190808
+DATA iq2xxsconsts<>+252(SB)/4, $0x08080819
+DATA iq2xxsconsts<>+256(SB)/4, $0x08191919
+DATA iq2xxsconsts<>+260(SB)/4, $0x08080819
+DATA iq2xxsconsts<>+264(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+268(SB)/4, $0x08080819
+DATA iq2xxsconsts<>+272(SB)/4, $0x2b081908
+DATA iq2xxsconsts<>+276(SB)/4, $0x08080819
+DATA iq2xxsconsts<>+280(SB)/4, $0x2b192b08
+DATA iq2xxsconsts<>+284(SB)/4, $0x08080819
+DATA iq2xxsconsts<>+288(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+292(SB)/4, $0x0808082b
+DATA iq2xxsconsts<>+296(SB)/4, $0x0808082b
+DATA iq2xxsconsts<>+300(SB)/4, $0x0808082b
+DATA iq2xxsconsts<>+304(SB)/4, $0x082b082b
+DATA iq2xxsconsts<>+308(SB)/4, $0x0808082b
+DATA iq2xxsconsts<>+312(SB)/4, $0x2b08082b
+DATA iq2xxsconsts<>+316(SB)/4, $0x0808082b
+DATA iq2xxsconsts<>+320(SB)/4, $0x08080819
+DATA iq2xxsconsts<>+324(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+328(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+332(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+336(SB)/4, $0x08190808
+DATA iq2xxsconsts<>+340(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+344(SB)/4, $0x082b0819
+DATA iq2xxsconsts<>+348(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+352(SB)/4, $0x082b1908
+DATA iq2xxsconsts<>+356(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+360(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+364(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+368(SB)/4, $0x1908082b
+DATA iq2xxsconsts<>+372(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+376(SB)/4, $0x19082b08
+DATA iq2xxsconsts<>+380(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+384(SB)/4, $0x192b0808
+DATA iq2xxsconsts<>+388(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+392(SB)/4, $0x2b080819
+DATA iq2xxsconsts<>+396(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+400(SB)/4, $0x2b081908
+DATA iq2xxsconsts<>+404(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+408(SB)/4, $0x2b190808
+DATA iq2xxsconsts<>+412(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+416(SB)/4, $0x2b2b1908
+DATA iq2xxsconsts<>+420(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+424(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+428(SB)/4, $0x08081919
+DATA iq2xxsconsts<>+432(SB)/4, $0x0808082b
+DATA iq2xxsconsts<>+436(SB)/4, $0x08081919
+DATA iq2xxsconsts<>+440(SB)/4, $0x08082b08
+DATA iq2xxsconsts<>+444(SB)/4, $0x08081919
+DATA iq2xxsconsts<>+448(SB)/4, $0x082b0808
+DATA iq2xxsconsts<>+452(SB)/4, $0x08081919
+DATA iq2xxsconsts<>+456(SB)/4, $0x1908192b
+DATA iq2xxsconsts<>+460(SB)/4, $0x08081919
+DATA iq2xxsconsts<>+464(SB)/4, $0x192b2b19
+DATA iq2xxsconsts<>+468(SB)/4, $0x08081919
+DATA iq2xxsconsts<>+472(SB)/4, $0x2b080808
+DATA iq2xxsconsts<>+476(SB)/4, $0x08081919
+DATA iq2xxsconsts<>+480(SB)/4, $0x2b190819
+DATA iq2xxsconsts<>+484(SB)/4, $0x08081919
+DATA iq2xxsconsts<>+488(SB)/4, $0x08082b19
+DATA iq2xxsconsts<>+492(SB)/4, $0x0808192b
+DATA iq2xxsconsts<>+496(SB)/4, $0x08190808
+DATA iq2xxsconsts<>+500(SB)/4, $0x0808192b
+DATA iq2xxsconsts<>+504(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+508(SB)/4, $0x0808192b
+DATA iq2xxsconsts<>+512(SB)/4, $0x2b081908
+DATA iq2xxsconsts<>+516(SB)/4, $0x0808192b
+DATA iq2xxsconsts<>+520(SB)/4, $0x2b2b1908
+DATA iq2xxsconsts<>+524(SB)/4, $0x0808192b
+DATA iq2xxsconsts<>+528(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+532(SB)/4, $0x08082b08
+DATA iq2xxsconsts<>+536(SB)/4, $0x08081919
+DATA iq2xxsconsts<>+540(SB)/4, $0x08082b08
+DATA iq2xxsconsts<>+544(SB)/4, $0x08082b08
+DATA iq2xxsconsts<>+548(SB)/4, $0x08082b08
+DATA iq2xxsconsts<>+552(SB)/4, $0x08191908
+DATA iq2xxsconsts<>+556(SB)/4, $0x08082b08
+DATA iq2xxsconsts<>+560(SB)/4, $0x082b2b08
+DATA iq2xxsconsts<>+564(SB)/4, $0x08082b08
+DATA iq2xxsconsts<>+568(SB)/4, $0x19080819
+DATA iq2xxsconsts<>+572(SB)/4, $0x08082b08
+DATA iq2xxsconsts<>+576(SB)/4, $0x19081908
+DATA iq2xxsconsts<>+580(SB)/4, $0x08082b08
+DATA iq2xxsconsts<>+584(SB)/4, $0x19190808
+DATA iq2xxsconsts<>+588(SB)/4, $0x08082b08
+DATA iq2xxsconsts<>+592(SB)/4, $0x1919082b
+DATA iq2xxsconsts<>+596(SB)/4, $0x08082b08
+DATA iq2xxsconsts<>+600(SB)/4, $0x2b082b08
+DATA iq2xxsconsts<>+604(SB)/4, $0x08082b08
+DATA iq2xxsconsts<>+608(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+612(SB)/4, $0x08082b19
+DATA iq2xxsconsts<>+616(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+620(SB)/4, $0x08082b19
+DATA iq2xxsconsts<>+624(SB)/4, $0x0808082b
+DATA iq2xxsconsts<>+628(SB)/4, $0x08082b2b
+DATA iq2xxsconsts<>+632(SB)/4, $0x08191908
+DATA iq2xxsconsts<>+636(SB)/4, $0x08082b2b
+DATA iq2xxsconsts<>+640(SB)/4, $0x08080819
+DATA iq2xxsconsts<>+644(SB)/4, $0x08190808
+DATA iq2xxsconsts<>+648(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+652(SB)/4, $0x08190808
+DATA iq2xxsconsts<>+656(SB)/4, $0x08190808
+DATA iq2xxsconsts<>+660(SB)/4, $0x08190808
+DATA iq2xxsconsts<>+664(SB)/4, $0x082b0819
+DATA iq2xxsconsts<>+668(SB)/4, $0x08190808
+DATA iq2xxsconsts<>+672(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+676(SB)/4, $0x08190808
+DATA iq2xxsconsts<>+680(SB)/4, $0x192b0808
+DATA iq2xxsconsts<>+684(SB)/4, $0x08190808
+DATA iq2xxsconsts<>+688(SB)/4, $0x2b081908
+DATA iq2xxsconsts<>+692(SB)/4, $0x08190808
+DATA iq2xxsconsts<>+696(SB)/4, $0x2b190808
+DATA iq2xxsconsts<>+700(SB)/4, $0x08190808
+DATA iq2xxsconsts<>+704(SB)/4, $0x2b191919
+DATA iq2xxsconsts<>+708(SB)/4, $0x08190808
+DATA iq2xxsconsts<>+712(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+716(SB)/4, $0x08190819
+DATA iq2xxsconsts<>+720(SB)/4, $0x08082b08
+DATA iq2xxsconsts<>+724(SB)/4, $0x08190819
+DATA iq2xxsconsts<>+728(SB)/4, $0x082b0808
+DATA iq2xxsconsts<>+732(SB)/4, $0x08190819
+DATA iq2xxsconsts<>+736(SB)/4, $0x19190808
+DATA iq2xxsconsts<>+740(SB)/4, $0x08190819
+DATA iq2xxsconsts<>+744(SB)/4, $0x19192b2b
+DATA iq2xxsconsts<>+748(SB)/4, $0x08190819
+DATA iq2xxsconsts<>+752(SB)/4, $0x2b080808
+DATA iq2xxsconsts<>+756(SB)/4, $0x08190819
+DATA iq2xxsconsts<>+760(SB)/4, $0x082b1908
+DATA iq2xxsconsts<>+764(SB)/4, $0x0819082b
+DATA iq2xxsconsts<>+768(SB)/4, $0x19081919
+DATA iq2xxsconsts<>+772(SB)/4, $0x0819082b
+DATA iq2xxsconsts<>+776(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+780(SB)/4, $0x08191908
+DATA iq2xxsconsts<>+784(SB)/4, $0x08082b08
+DATA iq2xxsconsts<>+788(SB)/4, $0x08191908
+DATA iq2xxsconsts<>+792(SB)/4, $0x082b0808
+DATA iq2xxsconsts<>+796(SB)/4, $0x08191908
+DATA iq2xxsconsts<>+800(SB)/4, $0x082b1919
+DATA iq2xxsconsts<>+804(SB)/4, $0x08191908
+DATA iq2xxsconsts<>+808(SB)/4, $0x19082b19
+DATA iq2xxsconsts<>+812(SB)/4, $0x08191908
+DATA iq2xxsconsts<>+816(SB)/4, $0x2b080808
+DATA iq2xxsconsts<>+820(SB)/4, $0x08191908
+DATA iq2xxsconsts<>+824(SB)/4, $0x08192b08
+DATA iq2xxsconsts<>+828(SB)/4, $0x08191919
+DATA iq2xxsconsts<>+832(SB)/4, $0x192b082b
+DATA iq2xxsconsts<>+836(SB)/4, $0x08191919
+DATA iq2xxsconsts<>+840(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+844(SB)/4, $0x0819192b
+DATA iq2xxsconsts<>+848(SB)/4, $0x0819192b
+DATA iq2xxsconsts<>+852(SB)/4, $0x0819192b
+DATA iq2xxsconsts<>+856(SB)/4, $0x08080819
+DATA iq2xxsconsts<>+860(SB)/4, $0x08192b08
+DATA iq2xxsconsts<>+864(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+868(SB)/4, $0x08192b08
+DATA iq2xxsconsts<>+872(SB)/4, $0x08190808
+DATA iq2xxsconsts<>+876(SB)/4, $0x08192b08
+DATA iq2xxsconsts<>+880(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+884(SB)/4, $0x08192b08
+DATA iq2xxsconsts<>+888(SB)/4, $0x2b080819
+DATA iq2xxsconsts<>+892(SB)/4, $0x08192b08
+DATA iq2xxsconsts<>+896(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+900(SB)/4, $0x08192b19
+DATA iq2xxsconsts<>+904(SB)/4, $0x08081919
+DATA iq2xxsconsts<>+908(SB)/4, $0x08192b19
+DATA iq2xxsconsts<>+912(SB)/4, $0x2b2b0808
+DATA iq2xxsconsts<>+916(SB)/4, $0x08192b19
+DATA iq2xxsconsts<>+920(SB)/4, $0x19190819
+DATA iq2xxsconsts<>+924(SB)/4, $0x08192b2b
+DATA iq2xxsconsts<>+928(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+932(SB)/4, $0x082b0808
+DATA iq2xxsconsts<>+936(SB)/4, $0x0808082b
+DATA iq2xxsconsts<>+940(SB)/4, $0x082b0808
+DATA iq2xxsconsts<>+944(SB)/4, $0x08082b2b
+DATA iq2xxsconsts<>+948(SB)/4, $0x082b0808
+DATA iq2xxsconsts<>+952(SB)/4, $0x19081908
+DATA iq2xxsconsts<>+956(SB)/4, $0x082b0808
+DATA iq2xxsconsts<>+960(SB)/4, $0x192b0819
+DATA iq2xxsconsts<>+964(SB)/4, $0x082b0808
+DATA iq2xxsconsts<>+968(SB)/4, $0x2b080808
+DATA iq2xxsconsts<>+972(SB)/4, $0x082b0808
+DATA iq2xxsconsts<>+976(SB)/4, $0x2b08082b
+DATA iq2xxsconsts<>+980(SB)/4, $0x082b0808
+DATA iq2xxsconsts<>+984(SB)/4, $0x082b2b19
+DATA iq2xxsconsts<>+988(SB)/4, $0x082b0819
+DATA iq2xxsconsts<>+992(SB)/4, $0x19082b08
+DATA iq2xxsconsts<>+996(SB)/4, $0x082b0819
+DATA iq2xxsconsts<>+1000(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+1004(SB)/4, $0x082b082b
+DATA iq2xxsconsts<>+1008(SB)/4, $0x0808082b
+DATA iq2xxsconsts<>+1012(SB)/4, $0x082b082b
+DATA iq2xxsconsts<>+1016(SB)/4, $0x08080819
+DATA iq2xxsconsts<>+1020(SB)/4, $0x082b1908
+DATA iq2xxsconsts<>+1024(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+1028(SB)/4, $0x082b1908
+DATA iq2xxsconsts<>+1032(SB)/4, $0x08190808
+DATA iq2xxsconsts<>+1036(SB)/4, $0x082b1908
+DATA iq2xxsconsts<>+1040(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+1044(SB)/4, $0x082b1908
+DATA iq2xxsconsts<>+1048(SB)/4, $0x1919192b
+DATA iq2xxsconsts<>+1052(SB)/4, $0x082b1908
+DATA iq2xxsconsts<>+1056(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+1060(SB)/4, $0x082b1919
+DATA iq2xxsconsts<>+1064(SB)/4, $0x19080819
+DATA iq2xxsconsts<>+1068(SB)/4, $0x082b1919
+DATA iq2xxsconsts<>+1072(SB)/4, $0x192b1908
+DATA iq2xxsconsts<>+1076(SB)/4, $0x082b1919
+DATA iq2xxsconsts<>+1080(SB)/4, $0x2b190808
+DATA iq2xxsconsts<>+1084(SB)/4, $0x082b192b
+DATA iq2xxsconsts<>+1088(SB)/4, $0x08082b08
+DATA iq2xxsconsts<>+1092(SB)/4, $0x082b2b08
+DATA iq2xxsconsts<>+1096(SB)/4, $0x082b0808
+DATA iq2xxsconsts<>+1100(SB)/4, $0x082b2b08
+DATA iq2xxsconsts<>+1104(SB)/4, $0x2b191908
+DATA iq2xxsconsts<>+1108(SB)/4, $0x082b2b08
+DATA iq2xxsconsts<>+1112(SB)/4, $0x19081908
+DATA iq2xxsconsts<>+1116(SB)/4, $0x082b2b2b
+DATA iq2xxsconsts<>+1120(SB)/4, $0x08080819
+DATA iq2xxsconsts<>+1124(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+1128(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+1132(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+1136(SB)/4, $0x08190808
+DATA iq2xxsconsts<>+1140(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+1144(SB)/4, $0x08192b08
+DATA iq2xxsconsts<>+1148(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+1152(SB)/4, $0x082b0819
+DATA iq2xxsconsts<>+1156(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+1160(SB)/4, $0x082b1908
+DATA iq2xxsconsts<>+1164(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+1168(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+1172(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+1176(SB)/4, $0x19082b08
+DATA iq2xxsconsts<>+1180(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+1184(SB)/4, $0x1919192b
+DATA iq2xxsconsts<>+1188(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+1192(SB)/4, $0x192b0808
+DATA iq2xxsconsts<>+1196(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+1200(SB)/4, $0x2b080819
+DATA iq2xxsconsts<>+1204(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+1208(SB)/4, $0x2b081908
+DATA iq2xxsconsts<>+1212(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+1216(SB)/4, $0x2b190808
+DATA iq2xxsconsts<>+1220(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+1224(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+1228(SB)/4, $0x19080819
+DATA iq2xxsconsts<>+1232(SB)/4, $0x082b0808
+DATA iq2xxsconsts<>+1236(SB)/4, $0x19080819
+DATA iq2xxsconsts<>+1240(SB)/4, $0x192b0819
+DATA iq2xxsconsts<>+1244(SB)/4, $0x19080819
+DATA iq2xxsconsts<>+1248(SB)/4, $0x2b080808
+DATA iq2xxsconsts<>+1252(SB)/4, $0x19080819
+DATA iq2xxsconsts<>+1256(SB)/4, $0x2b081919
+DATA iq2xxsconsts<>+1260(SB)/4, $0x19080819
+DATA iq2xxsconsts<>+1264(SB)/4, $0x08080819
+DATA iq2xxsconsts<>+1268(SB)/4, $0x1908082b
+DATA iq2xxsconsts<>+1272(SB)/4, $0x08190808
+DATA iq2xxsconsts<>+1276(SB)/4, $0x1908082b
+DATA iq2xxsconsts<>+1280(SB)/4, $0x19082b08
+DATA iq2xxsconsts<>+1284(SB)/4, $0x1908082b
+DATA iq2xxsconsts<>+1288(SB)/4, $0x1919192b
+DATA iq2xxsconsts<>+1292(SB)/4, $0x1908082b
+DATA iq2xxsconsts<>+1296(SB)/4, $0x192b2b08
+DATA iq2xxsconsts<>+1300(SB)/4, $0x1908082b
+DATA iq2xxsconsts<>+1304(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+1308(SB)/4, $0x19081908
+DATA iq2xxsconsts<>+1312(SB)/4, $0x08082b08
+DATA iq2xxsconsts<>+1316(SB)/4, $0x19081908
+DATA iq2xxsconsts<>+1320(SB)/4, $0x082b0808
+DATA iq2xxsconsts<>+1324(SB)/4, $0x19081908
+DATA iq2xxsconsts<>+1328(SB)/4, $0x2b080808
+DATA iq2xxsconsts<>+1332(SB)/4, $0x19081908
+DATA iq2xxsconsts<>+1336(SB)/4, $0x2b192b19
+DATA iq2xxsconsts<>+1340(SB)/4, $0x19081908
+DATA iq2xxsconsts<>+1344(SB)/4, $0x0819082b
+DATA iq2xxsconsts<>+1348(SB)/4, $0x19081919
+DATA iq2xxsconsts<>+1352(SB)/4, $0x082b1908
+DATA iq2xxsconsts<>+1356(SB)/4, $0x19081919
+DATA iq2xxsconsts<>+1360(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+1364(SB)/4, $0x1908192b
+DATA iq2xxsconsts<>+1368(SB)/4, $0x08080819
+DATA iq2xxsconsts<>+1372(SB)/4, $0x19082b08
+DATA iq2xxsconsts<>+1376(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+1380(SB)/4, $0x19082b08
+DATA iq2xxsconsts<>+1384(SB)/4, $0x08190808
+DATA iq2xxsconsts<>+1388(SB)/4, $0x19082b08
+DATA iq2xxsconsts<>+1392(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+1396(SB)/4, $0x19082b08
+DATA iq2xxsconsts<>+1400(SB)/4, $0x19081919
+DATA iq2xxsconsts<>+1404(SB)/4, $0x19082b08
+DATA iq2xxsconsts<>+1408(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+1412(SB)/4, $0x19082b19
+DATA iq2xxsconsts<>+1416(SB)/4, $0x19192b08
+DATA iq2xxsconsts<>+1420(SB)/4, $0x19082b19
+DATA iq2xxsconsts<>+1424(SB)/4, $0x192b0819
+DATA iq2xxsconsts<>+1428(SB)/4, $0x19082b19
+DATA iq2xxsconsts<>+1432(SB)/4, $0x2b08082b
+DATA iq2xxsconsts<>+1436(SB)/4, $0x19082b19
+DATA iq2xxsconsts<>+1440(SB)/4, $0x19081919
+DATA iq2xxsconsts<>+1444(SB)/4, $0x19082b2b
+DATA iq2xxsconsts<>+1448(SB)/4, $0x2b190808
+DATA iq2xxsconsts<>+1452(SB)/4, $0x19082b2b
+DATA iq2xxsconsts<>+1456(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+1460(SB)/4, $0x19190808
+DATA iq2xxsconsts<>+1464(SB)/4, $0x08082b08
+DATA iq2xxsconsts<>+1468(SB)/4, $0x19190808
+DATA iq2xxsconsts<>+1472(SB)/4, $0x08190819
+DATA iq2xxsconsts<>+1476(SB)/4, $0x19190808
+DATA iq2xxsconsts<>+1480(SB)/4, $0x08192b19
+DATA iq2xxsconsts<>+1484(SB)/4, $0x19190808
+DATA iq2xxsconsts<>+1488(SB)/4, $0x082b0808
+DATA iq2xxsconsts<>+1492(SB)/4, $0x19190808
+DATA iq2xxsconsts<>+1496(SB)/4, $0x2b080808
+DATA iq2xxsconsts<>+1500(SB)/4, $0x19190808
+DATA iq2xxsconsts<>+1504(SB)/4, $0x2b082b08
+DATA iq2xxsconsts<>+1508(SB)/4, $0x19190808
+DATA iq2xxsconsts<>+1512(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+1516(SB)/4, $0x19190819
+DATA iq2xxsconsts<>+1520(SB)/4, $0x1908082b
+DATA iq2xxsconsts<>+1524(SB)/4, $0x19190819
+DATA iq2xxsconsts<>+1528(SB)/4, $0x2b2b1908
+DATA iq2xxsconsts<>+1532(SB)/4, $0x19190819
+DATA iq2xxsconsts<>+1536(SB)/4, $0x2b190819
+DATA iq2xxsconsts<>+1540(SB)/4, $0x1919082b
+DATA iq2xxsconsts<>+1544(SB)/4, $0x2b190808
+DATA iq2xxsconsts<>+1548(SB)/4, $0x19191908
+DATA iq2xxsconsts<>+1552(SB)/4, $0x2b19082b
+DATA iq2xxsconsts<>+1556(SB)/4, $0x19191908
+DATA iq2xxsconsts<>+1560(SB)/4, $0x08082b2b
+DATA iq2xxsconsts<>+1564(SB)/4, $0x19191919
+DATA iq2xxsconsts<>+1568(SB)/4, $0x08080819
+DATA iq2xxsconsts<>+1572(SB)/4, $0x1919192b
+DATA iq2xxsconsts<>+1576(SB)/4, $0x19191908
+DATA iq2xxsconsts<>+1580(SB)/4, $0x1919192b
+DATA iq2xxsconsts<>+1584(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+1588(SB)/4, $0x19192b08
+DATA iq2xxsconsts<>+1592(SB)/4, $0x08190819
+DATA iq2xxsconsts<>+1596(SB)/4, $0x19192b08
+DATA iq2xxsconsts<>+1600(SB)/4, $0x08192b19
+DATA iq2xxsconsts<>+1604(SB)/4, $0x19192b08
+DATA iq2xxsconsts<>+1608(SB)/4, $0x192b1908
+DATA iq2xxsconsts<>+1612(SB)/4, $0x19192b08
+DATA iq2xxsconsts<>+1616(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+1620(SB)/4, $0x19192b19
+DATA iq2xxsconsts<>+1624(SB)/4, $0x08082b08
+DATA iq2xxsconsts<>+1628(SB)/4, $0x19192b2b
+DATA iq2xxsconsts<>+1632(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+1636(SB)/4, $0x192b0808
+DATA iq2xxsconsts<>+1640(SB)/4, $0x08190808
+DATA iq2xxsconsts<>+1644(SB)/4, $0x192b0808
+DATA iq2xxsconsts<>+1648(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+1652(SB)/4, $0x192b0808
+DATA iq2xxsconsts<>+1656(SB)/4, $0x192b2b08
+DATA iq2xxsconsts<>+1660(SB)/4, $0x192b0808
+DATA iq2xxsconsts<>+1664(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+1668(SB)/4, $0x192b0819
+DATA iq2xxsconsts<>+1672(SB)/4, $0x19191919
+DATA iq2xxsconsts<>+1676(SB)/4, $0x192b0819
+DATA iq2xxsconsts<>+1680(SB)/4, $0x08192b08
+DATA iq2xxsconsts<>+1684(SB)/4, $0x192b082b
+DATA iq2xxsconsts<>+1688(SB)/4, $0x192b0808
+DATA iq2xxsconsts<>+1692(SB)/4, $0x192b082b
+DATA iq2xxsconsts<>+1696(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+1700(SB)/4, $0x192b1908
+DATA iq2xxsconsts<>+1704(SB)/4, $0x08081919
+DATA iq2xxsconsts<>+1708(SB)/4, $0x192b1908
+DATA iq2xxsconsts<>+1712(SB)/4, $0x08190808
+DATA iq2xxsconsts<>+1716(SB)/4, $0x192b1919
+DATA iq2xxsconsts<>+1720(SB)/4, $0x0819082b
+DATA iq2xxsconsts<>+1724(SB)/4, $0x192b1919
+DATA iq2xxsconsts<>+1728(SB)/4, $0x2b081908
+DATA iq2xxsconsts<>+1732(SB)/4, $0x192b1919
+DATA iq2xxsconsts<>+1736(SB)/4, $0x1908082b
+DATA iq2xxsconsts<>+1740(SB)/4, $0x192b2b08
+DATA iq2xxsconsts<>+1744(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+1748(SB)/4, $0x2b080808
+DATA iq2xxsconsts<>+1752(SB)/4, $0x0808082b
+DATA iq2xxsconsts<>+1756(SB)/4, $0x2b080808
+DATA iq2xxsconsts<>+1760(SB)/4, $0x08082b2b
+DATA iq2xxsconsts<>+1764(SB)/4, $0x2b080808
+DATA iq2xxsconsts<>+1768(SB)/4, $0x19080819
+DATA iq2xxsconsts<>+1772(SB)/4, $0x2b080808
+DATA iq2xxsconsts<>+1776(SB)/4, $0x2b08082b
+DATA iq2xxsconsts<>+1780(SB)/4, $0x2b080808
+DATA iq2xxsconsts<>+1784(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+1788(SB)/4, $0x2b080819
+DATA iq2xxsconsts<>+1792(SB)/4, $0x08192b08
+DATA iq2xxsconsts<>+1796(SB)/4, $0x2b080819
+DATA iq2xxsconsts<>+1800(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+1804(SB)/4, $0x2b080819
+DATA iq2xxsconsts<>+1808(SB)/4, $0x08190819
+DATA iq2xxsconsts<>+1812(SB)/4, $0x2b08082b
+DATA iq2xxsconsts<>+1816(SB)/4, $0x08080819
+DATA iq2xxsconsts<>+1820(SB)/4, $0x2b081908
+DATA iq2xxsconsts<>+1824(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+1828(SB)/4, $0x2b081908
+DATA iq2xxsconsts<>+1832(SB)/4, $0x08190808
+DATA iq2xxsconsts<>+1836(SB)/4, $0x2b081908
+DATA iq2xxsconsts<>+1840(SB)/4, $0x08191919
+DATA iq2xxsconsts<>+1844(SB)/4, $0x2b081908
+DATA iq2xxsconsts<>+1848(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+1852(SB)/4, $0x2b081908
+DATA iq2xxsconsts<>+1856(SB)/4, $0x192b0808
+DATA iq2xxsconsts<>+1860(SB)/4, $0x2b081908
+DATA iq2xxsconsts<>+1864(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+1868(SB)/4, $0x2b081919
+DATA iq2xxsconsts<>+1872(SB)/4, $0x1908192b
+DATA iq2xxsconsts<>+1876(SB)/4, $0x2b081919
+DATA iq2xxsconsts<>+1880(SB)/4, $0x2b191908
+DATA iq2xxsconsts<>+1884(SB)/4, $0x2b081919
+DATA iq2xxsconsts<>+1888(SB)/4, $0x08082b19
+DATA iq2xxsconsts<>+1892(SB)/4, $0x2b08192b
+DATA iq2xxsconsts<>+1896(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+1900(SB)/4, $0x2b08192b
+DATA iq2xxsconsts<>+1904(SB)/4, $0x192b0808
+DATA iq2xxsconsts<>+1908(SB)/4, $0x2b08192b
+DATA iq2xxsconsts<>+1912(SB)/4, $0x0808082b
+DATA iq2xxsconsts<>+1916(SB)/4, $0x2b082b08
+DATA iq2xxsconsts<>+1920(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+1924(SB)/4, $0x2b082b19
+DATA iq2xxsconsts<>+1928(SB)/4, $0x08190819
+DATA iq2xxsconsts<>+1932(SB)/4, $0x2b082b2b
+DATA iq2xxsconsts<>+1936(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+1940(SB)/4, $0x2b190808
+DATA iq2xxsconsts<>+1944(SB)/4, $0x08190808
+DATA iq2xxsconsts<>+1948(SB)/4, $0x2b190808
+DATA iq2xxsconsts<>+1952(SB)/4, $0x082b1908
+DATA iq2xxsconsts<>+1956(SB)/4, $0x2b190808
+DATA iq2xxsconsts<>+1960(SB)/4, $0x19080808
+DATA iq2xxsconsts<>+1964(SB)/4, $0x2b190808
+DATA iq2xxsconsts<>+1968(SB)/4, $0x2b2b0819
+DATA iq2xxsconsts<>+1972(SB)/4, $0x2b190808
+DATA iq2xxsconsts<>+1976(SB)/4, $0x0819192b
+DATA iq2xxsconsts<>+1980(SB)/4, $0x2b190819
+DATA iq2xxsconsts<>+1984(SB)/4, $0x2b080808
+DATA iq2xxsconsts<>+1988(SB)/4, $0x2b190819
+DATA iq2xxsconsts<>+1992(SB)/4, $0x19081919
+DATA iq2xxsconsts<>+1996(SB)/4, $0x2b19082b
+DATA iq2xxsconsts<>+2000(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+2004(SB)/4, $0x2b191908
+DATA iq2xxsconsts<>+2008(SB)/4, $0x082b082b
+DATA iq2xxsconsts<>+2012(SB)/4, $0x2b191908
+DATA iq2xxsconsts<>+2016(SB)/4, $0x19081908
+DATA iq2xxsconsts<>+2020(SB)/4, $0x2b191908
+DATA iq2xxsconsts<>+2024(SB)/4, $0x19190819
+DATA iq2xxsconsts<>+2028(SB)/4, $0x2b191919
+DATA iq2xxsconsts<>+2032(SB)/4, $0x2b080819
+DATA iq2xxsconsts<>+2036(SB)/4, $0x2b192b08
+DATA iq2xxsconsts<>+2040(SB)/4, $0x082b0808
+DATA iq2xxsconsts<>+2044(SB)/4, $0x2b192b19
+DATA iq2xxsconsts<>+2048(SB)/4, $0x0808082b
+DATA iq2xxsconsts<>+2052(SB)/4, $0x2b2b0808
+DATA iq2xxsconsts<>+2056(SB)/4, $0x19190808
+DATA iq2xxsconsts<>+2060(SB)/4, $0x2b2b0808
+DATA iq2xxsconsts<>+2064(SB)/4, $0x2b081919
+DATA iq2xxsconsts<>+2068(SB)/4, $0x2b2b0808
+DATA iq2xxsconsts<>+2072(SB)/4, $0x08082b19
+DATA iq2xxsconsts<>+2076(SB)/4, $0x2b2b0819
+DATA iq2xxsconsts<>+2080(SB)/4, $0x08080808
+DATA iq2xxsconsts<>+2084(SB)/4, $0x2b2b082b
+DATA iq2xxsconsts<>+2088(SB)/4, $0x08192b08
+DATA iq2xxsconsts<>+2092(SB)/4, $0x2b2b1908
+DATA iq2xxsconsts<>+2096(SB)/4, $0x19190808
+DATA iq2xxsconsts<>+2100(SB)/4, $0x2b2b2b08
+DATA iq2xxsconsts<>+2104(SB)/4, $0x08081908
+DATA iq2xxsconsts<>+2108(SB)/4, $0x2b2b2b19
+DATA iq2xxsconsts<>+2112(SB)/4, $0x03828100
+DATA iq2xxsconsts<>+2116(SB)/4, $0x87060584
+DATA iq2xxsconsts<>+2120(SB)/4, $0x8b0a0988
+DATA iq2xxsconsts<>+2124(SB)/4, $0x0f8e8d0c
+DATA iq2xxsconsts<>+2128(SB)/4, $0x93121190
+DATA iq2xxsconsts<>+2132(SB)/4, $0x17969514
+DATA iq2xxsconsts<>+2136(SB)/4, $0x1b9a9918
+DATA iq2xxsconsts<>+2140(SB)/4, $0x9f1e1d9c
+DATA iq2xxsconsts<>+2144(SB)/4, $0xa32221a0
+DATA iq2xxsconsts<>+2148(SB)/4, $0x27a6a524
+DATA iq2xxsconsts<>+2152(SB)/4, $0x2baaa928
+DATA iq2xxsconsts<>+2156(SB)/4, $0xaf2e2dac
+DATA iq2xxsconsts<>+2160(SB)/4, $0x33b2b130
+DATA iq2xxsconsts<>+2164(SB)/4, $0xb73635b4
+DATA iq2xxsconsts<>+2168(SB)/4, $0xbb3a39b8
+DATA iq2xxsconsts<>+2172(SB)/4, $0x3fbebd3c
+DATA iq2xxsconsts<>+2176(SB)/4, $0xc34241c0
+DATA iq2xxsconsts<>+2180(SB)/4, $0x47c6c544
+DATA iq2xxsconsts<>+2184(SB)/4, $0x4bcac948
+DATA iq2xxsconsts<>+2188(SB)/4, $0xcf4e4dcc
+DATA iq2xxsconsts<>+2192(SB)/4, $0x53d2d150
+DATA iq2xxsconsts<>+2196(SB)/4, $0xd75655d4
+DATA iq2xxsconsts<>+2200(SB)/4, $0xdb5a59d8
+DATA iq2xxsconsts<>+2204(SB)/4, $0x5fdedd5c
+DATA iq2xxsconsts<>+2208(SB)/4, $0x63e2e160
+DATA iq2xxsconsts<>+2212(SB)/4, $0xe76665e4
+DATA iq2xxsconsts<>+2216(SB)/4, $0xeb6a69e8
+DATA iq2xxsconsts<>+2220(SB)/4, $0x6feeed6c
+DATA iq2xxsconsts<>+2224(SB)/4, $0xf37271f0
+DATA iq2xxsconsts<>+2228(SB)/4, $0x77f6f574
+DATA iq2xxsconsts<>+2232(SB)/4, $0x7bfaf978
+DATA iq2xxsconsts<>+2236(SB)/4, $0xff7e7dfc
+GLOBL iq2xxsconsts<>(SB), RODATA|NOPTR, $2240
+
 // func dotQ4KRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
 // Requires: AVX, AVX2, F16C, MMX+
 TEXT ·dotQ4KRowsAVX2(SB), NOSPLIT, $16-56
@@ -4987,6 +7796,1299 @@ iq4xsrdone:
 	JMP    iq4xsrrow
 
 iq4xsrend:
+	VZEROUPPER
+	RET
+
+// func dotIQ3SRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·dotIQ3SRowsAVX2(SB), NOSPLIT, $32-56
+	MOVQ    w+0(FP), AX
+	LEAQ    iq3sconsts<>+0(SB), DI
+	VMOVDQU (DI), Y0
+	VMOVDQU 32(DI), Y1
+	MOVQ    rows+40(FP), CX
+	MOVQ    out+48(FP), DX
+	MOVQ    CX, (SP)
+	MOVQ    DX, 8(SP)
+
+iq3srrow:
+	CMPQ   (SP), $0x00
+	JE     iq3srend
+	MOVQ   x+8(FP), CX
+	MOVQ   xd+16(FP), DX
+	MOVQ   xs+24(FP), BX
+	MOVQ   nb+32(FP), SI
+	VXORPS X2, X2, X2
+
+iq3srblock:
+	TESTQ        SI, SI
+	JZ           iq3srdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	VPXOR        Y3, Y3, Y3
+	VPMOVZXBW    2(AX), X4
+	VPBROADCASTB 66(AX), X5
+	VPMULLW      2112(DI), X5, X5
+	VPAND        2128(DI), X5, X5
+	VPOR         X5, X4, X4
+	VMOVDQU      X4, 16(SP)
+	MOVWQZX      16(SP), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVWQZX      18(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVWQZX      20(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVWQZX      22(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVWQZX      24(SP), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVWQZX      26(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVWQZX      28(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVWQZX      30(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 74(AX), Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        (CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	MOVBLZX      106(AX), R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMOVZXBW    10(AX), X4
+	VPBROADCASTB 67(AX), X5
+	VPMULLW      2112(DI), X5, X5
+	VPAND        2128(DI), X5, X5
+	VPOR         X5, X4, X4
+	VMOVDQU      X4, 16(SP)
+	MOVWQZX      16(SP), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVWQZX      18(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVWQZX      20(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVWQZX      22(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVWQZX      24(SP), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVWQZX      26(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVWQZX      28(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVWQZX      30(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 78(AX), Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        32(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	MOVBLZX      106(AX), R8
+	SHRL         $0x04, R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMOVZXBW    18(AX), X4
+	VPBROADCASTB 68(AX), X5
+	VPMULLW      2112(DI), X5, X5
+	VPAND        2128(DI), X5, X5
+	VPOR         X5, X4, X4
+	VMOVDQU      X4, 16(SP)
+	MOVWQZX      16(SP), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVWQZX      18(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVWQZX      20(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVWQZX      22(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVWQZX      24(SP), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVWQZX      26(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVWQZX      28(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVWQZX      30(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 82(AX), Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        64(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	MOVBLZX      107(AX), R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMOVZXBW    26(AX), X4
+	VPBROADCASTB 69(AX), X5
+	VPMULLW      2112(DI), X5, X5
+	VPAND        2128(DI), X5, X5
+	VPOR         X5, X4, X4
+	VMOVDQU      X4, 16(SP)
+	MOVWQZX      16(SP), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVWQZX      18(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVWQZX      20(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVWQZX      22(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVWQZX      24(SP), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVWQZX      26(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVWQZX      28(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVWQZX      30(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 86(AX), Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        96(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	MOVBLZX      107(AX), R8
+	SHRL         $0x04, R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMOVZXBW    34(AX), X4
+	VPBROADCASTB 70(AX), X5
+	VPMULLW      2112(DI), X5, X5
+	VPAND        2128(DI), X5, X5
+	VPOR         X5, X4, X4
+	VMOVDQU      X4, 16(SP)
+	MOVWQZX      16(SP), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVWQZX      18(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVWQZX      20(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVWQZX      22(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVWQZX      24(SP), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVWQZX      26(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVWQZX      28(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVWQZX      30(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 90(AX), Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        128(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	MOVBLZX      108(AX), R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMOVZXBW    42(AX), X4
+	VPBROADCASTB 71(AX), X5
+	VPMULLW      2112(DI), X5, X5
+	VPAND        2128(DI), X5, X5
+	VPOR         X5, X4, X4
+	VMOVDQU      X4, 16(SP)
+	MOVWQZX      16(SP), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVWQZX      18(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVWQZX      20(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVWQZX      22(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVWQZX      24(SP), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVWQZX      26(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVWQZX      28(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVWQZX      30(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 94(AX), Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        160(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	MOVBLZX      108(AX), R8
+	SHRL         $0x04, R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMOVZXBW    50(AX), X4
+	VPBROADCASTB 72(AX), X5
+	VPMULLW      2112(DI), X5, X5
+	VPAND        2128(DI), X5, X5
+	VPOR         X5, X4, X4
+	VMOVDQU      X4, 16(SP)
+	MOVWQZX      16(SP), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVWQZX      18(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVWQZX      20(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVWQZX      22(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVWQZX      24(SP), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVWQZX      26(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVWQZX      28(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVWQZX      30(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 98(AX), Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        192(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	MOVBLZX      109(AX), R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMOVZXBW    58(AX), X4
+	VPBROADCASTB 73(AX), X5
+	VPMULLW      2112(DI), X5, X5
+	VPAND        2128(DI), X5, X5
+	VPOR         X5, X4, X4
+	VMOVDQU      X4, 16(SP)
+	MOVWQZX      16(SP), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVWQZX      18(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVWQZX      20(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVWQZX      22(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVWQZX      24(SP), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVWQZX      26(SP), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVWQZX      28(SP), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVWQZX      30(SP), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 102(AX), Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        224(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	MOVBLZX      109(AX), R8
+	SHRL         $0x04, R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPADDD       X4, X3, X3
+	VPHADDD      X3, X3, X3
+	VPHADDD      X3, X3, X3
+	MOVWLZX      (AX), R8
+	VMOVD        R8, X4
+	VCVTDQ2PS    X3, X3
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS (DX), X5
+	VMULPS       X5, X4, X4
+	VMULPS       X3, X4, X3
+	VADDSS       X3, X2, X2
+	ADDQ         $0x6e, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x04, DX
+	ADDQ         $0x20, BX
+	DECQ         SI
+	JMP          iq3srblock
+
+iq3srdone:
+	MOVQ   8(SP), CX
+	VMOVSS X2, (CX)
+	ADDQ   $0x04, 8(SP)
+	DECQ   (SP)
+	JMP    iq3srrow
+
+iq3srend:
+	VZEROUPPER
+	RET
+
+// func dotIQ3XXSRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·dotIQ3XXSRowsAVX2(SB), NOSPLIT, $16-56
+	MOVQ    w+0(FP), AX
+	LEAQ    iq3xxsconsts<>+0(SB), DI
+	VMOVDQU (DI), Y0
+	VMOVDQU 32(DI), Y1
+	MOVQ    rows+40(FP), CX
+	MOVQ    out+48(FP), DX
+	MOVQ    CX, (SP)
+	MOVQ    DX, 8(SP)
+
+iq3xxsrrow:
+	CMPQ   (SP), $0x00
+	JE     iq3xxsrend
+	MOVQ   x+8(FP), CX
+	MOVQ   xd+16(FP), DX
+	MOVQ   xs+24(FP), BX
+	MOVQ   nb+32(FP), SI
+	VXORPS X2, X2, X2
+
+iq3xxsrblock:
+	TESTQ        SI, SI
+	JZ           iq3xxsrdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	VPXOR        Y3, Y3, Y3
+	MOVBQZX      2(AX), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVBQZX      3(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVBQZX      4(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVBQZX      5(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVBQZX      6(AX), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVBQZX      7(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVBQZX      8(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVBQZX      9(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      66(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        (CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      10(AX), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVBQZX      11(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVBQZX      12(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVBQZX      13(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVBQZX      14(AX), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVBQZX      15(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVBQZX      16(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVBQZX      17(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      70(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        32(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      18(AX), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVBQZX      19(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVBQZX      20(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVBQZX      21(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVBQZX      22(AX), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVBQZX      23(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVBQZX      24(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVBQZX      25(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      74(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        64(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      26(AX), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVBQZX      27(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVBQZX      28(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVBQZX      29(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVBQZX      30(AX), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVBQZX      31(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVBQZX      32(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVBQZX      33(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      78(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        96(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      34(AX), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVBQZX      35(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVBQZX      36(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVBQZX      37(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVBQZX      38(AX), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVBQZX      39(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVBQZX      40(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVBQZX      41(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      82(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        128(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      42(AX), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVBQZX      43(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVBQZX      44(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVBQZX      45(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVBQZX      46(AX), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVBQZX      47(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVBQZX      48(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVBQZX      49(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      86(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        160(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      50(AX), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVBQZX      51(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVBQZX      52(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVBQZX      53(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVBQZX      54(AX), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVBQZX      55(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVBQZX      56(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVBQZX      57(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      90(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        192(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      58(AX), R8
+	VMOVD        64(DI)(R8*4), X4
+	MOVBQZX      59(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
+	MOVBQZX      60(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
+	MOVBQZX      61(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
+	MOVBQZX      62(AX), R8
+	VMOVD        64(DI)(R8*4), X5
+	MOVBQZX      63(AX), R8
+	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
+	MOVBQZX      64(AX), R8
+	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
+	MOVBQZX      65(AX), R8
+	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      94(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      1088(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        224(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPADDD       X4, X3, X3
+	VPHADDD      X3, X3, X3
+	VPHADDD      X3, X3, X3
+	MOVWLZX      (AX), R8
+	VMOVD        R8, X4
+	VCVTDQ2PS    X3, X3
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS (DX), X5
+	VMULPS       X5, X4, X4
+	VMULPS       X3, X4, X3
+	VADDSS       X3, X2, X2
+	ADDQ         $0x62, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x04, DX
+	ADDQ         $0x20, BX
+	DECQ         SI
+	JMP          iq3xxsrblock
+
+iq3xxsrdone:
+	MOVL   $0x3e800000, CX
+	VMOVD  CX, X3
+	VMULSS X3, X2, X2
+	MOVQ   8(SP), CX
+	VMOVSS X2, (CX)
+	ADDQ   $0x04, 8(SP)
+	DECQ   (SP)
+	JMP    iq3xxsrrow
+
+iq3xxsrend:
+	VZEROUPPER
+	RET
+
+// func dotIQ2XXSRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·dotIQ2XXSRowsAVX2(SB), NOSPLIT, $16-56
+	MOVQ    w+0(FP), AX
+	LEAQ    iq2xxsconsts<>+0(SB), DI
+	VMOVDQU (DI), Y0
+	VMOVDQU 32(DI), Y1
+	MOVQ    rows+40(FP), CX
+	MOVQ    out+48(FP), DX
+	MOVQ    CX, (SP)
+	MOVQ    DX, 8(SP)
+
+iq2xxsrrow:
+	CMPQ   (SP), $0x00
+	JE     iq2xxsrend
+	MOVQ   x+8(FP), CX
+	MOVQ   xd+16(FP), DX
+	MOVQ   xs+24(FP), BX
+	MOVQ   nb+32(FP), SI
+	VXORPS X2, X2, X2
+
+iq2xxsrblock:
+	TESTQ        SI, SI
+	JZ           iq2xxsrdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	VPXOR        Y3, Y3, Y3
+	MOVBQZX      2(AX), R8
+	VMOVQ        64(DI)(R8*8), X4
+	MOVBQZX      3(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X4, X4
+	MOVBQZX      4(AX), R8
+	VMOVQ        64(DI)(R8*8), X5
+	MOVBQZX      5(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      6(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        (CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      10(AX), R8
+	VMOVQ        64(DI)(R8*8), X4
+	MOVBQZX      11(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X4, X4
+	MOVBQZX      12(AX), R8
+	VMOVQ        64(DI)(R8*8), X5
+	MOVBQZX      13(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      14(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        32(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      18(AX), R8
+	VMOVQ        64(DI)(R8*8), X4
+	MOVBQZX      19(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X4, X4
+	MOVBQZX      20(AX), R8
+	VMOVQ        64(DI)(R8*8), X5
+	MOVBQZX      21(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      22(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        64(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      26(AX), R8
+	VMOVQ        64(DI)(R8*8), X4
+	MOVBQZX      27(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X4, X4
+	MOVBQZX      28(AX), R8
+	VMOVQ        64(DI)(R8*8), X5
+	MOVBQZX      29(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      30(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        96(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      34(AX), R8
+	VMOVQ        64(DI)(R8*8), X4
+	MOVBQZX      35(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X4, X4
+	MOVBQZX      36(AX), R8
+	VMOVQ        64(DI)(R8*8), X5
+	MOVBQZX      37(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      38(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        128(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      42(AX), R8
+	VMOVQ        64(DI)(R8*8), X4
+	MOVBQZX      43(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X4, X4
+	MOVBQZX      44(AX), R8
+	VMOVQ        64(DI)(R8*8), X5
+	MOVBQZX      45(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      46(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        160(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      50(AX), R8
+	VMOVQ        64(DI)(R8*8), X4
+	MOVBQZX      51(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X4, X4
+	MOVBQZX      52(AX), R8
+	VMOVQ        64(DI)(R8*8), X5
+	MOVBQZX      53(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      54(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        192(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      58(AX), R8
+	VMOVQ        64(DI)(R8*8), X4
+	MOVBQZX      59(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X4, X4
+	MOVBQZX      60(AX), R8
+	VMOVQ        64(DI)(R8*8), X5
+	MOVBQZX      61(AX), R8
+	VPINSRQ      $0x01, 64(DI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVLQZX      62(AX), R8
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x07, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x08, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x0e, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	MOVQ         R8, R10
+	SHRQ         $0x15, R10
+	ANDQ         $0x7f, R10
+	MOVBQZX      2112(DI)(R10*1), R10
+	SHLQ         $0x18, R10
+	ORQ          R10, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPXOR        224(CX), Y6, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y5
+	SHRQ         $0x1c, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPADDD       X4, X3, X3
+	VPHADDD      X3, X3, X3
+	VPHADDD      X3, X3, X3
+	MOVWLZX      (AX), R8
+	VMOVD        R8, X4
+	VCVTDQ2PS    X3, X3
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS (DX), X5
+	VMULPS       X5, X4, X4
+	VMULPS       X3, X4, X3
+	VADDSS       X3, X2, X2
+	ADDQ         $0x42, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x04, DX
+	ADDQ         $0x20, BX
+	DECQ         SI
+	JMP          iq2xxsrblock
+
+iq2xxsrdone:
+	MOVL   $0x3e000000, CX
+	VMOVD  CX, X3
+	VMULSS X3, X2, X2
+	MOVQ   8(SP), CX
+	VMOVSS X2, (CX)
+	ADDQ   $0x04, 8(SP)
+	DECQ   (SP)
+	JMP    iq2xxsrrow
+
+iq2xxsrend:
 	VZEROUPPER
 	RET
 

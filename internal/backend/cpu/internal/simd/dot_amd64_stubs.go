@@ -144,6 +144,21 @@ func dotQ3KAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
 //go:noescape
 func dotIQ4XSAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
 
+// dotIQ3SAVX2 returns the dot product of nb IQ3_S blocks at w with QuantizeQ8K activations: iq3s_grid values with their signs times the sub-block scales 2s+1.
+//
+//go:noescape
+func dotIQ3SAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+
+// dotIQ3XXSAVX2 returns the dot product of nb IQ3_XXS blocks at w with QuantizeQ8K activations: iq3xxs_grid values with their ksigns_iq2xs signs times the sub-block scales 2s+1, a quarter of the sum.
+//
+//go:noescape
+func dotIQ3XXSAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+
+// dotIQ2XXSAVX2 returns the dot product of nb IQ2_XXS blocks at w with QuantizeQ8K activations: iq2xxs_grid values with their ksigns_iq2xs signs times the sub-block scales 2s+1, an eighth of the sum.
+//
+//go:noescape
+func dotIQ2XXSAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
+
 // dotQ4KRowsAVX2 sets out[r] to dotQ4KAVX2 of weight row r (the rows consecutive at w) for r < rows.
 //
 //go:noescape
@@ -173,6 +188,21 @@ func dotQ3KRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, 
 //
 //go:noescape
 func dotIQ4XSRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+
+// dotIQ3SRowsAVX2 sets out[r] to dotIQ3SAVX2 of weight row r (the rows consecutive at w) for r < rows.
+//
+//go:noescape
+func dotIQ3SRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+
+// dotIQ3XXSRowsAVX2 sets out[r] to dotIQ3XXSAVX2 of weight row r (the rows consecutive at w) for r < rows.
+//
+//go:noescape
+func dotIQ3XXSRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
+
+// dotIQ2XXSRowsAVX2 sets out[r] to dotIQ2XXSAVX2 of weight row r (the rows consecutive at w) for r < rows.
+//
+//go:noescape
+func dotIQ2XXSRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
 
 // dotQ4Kx4AVX2 sets out[t] to dotQ4KAVX2 of the row against token t's activations (x + t*xstride, xd + t*xstride/256, xs + t*xstride/16) for t < 4, with its bits.
 //

@@ -28,19 +28,22 @@ const (
 type KQuant int
 
 const (
-	Q4K   KQuant = iota // 144 bytes: d, dmin, 12 bytes of 6-bit scales and mins, 4-bit values
-	Q5K                 // 176 bytes: Q4K with a fifth bit per value
-	Q6K                 // 210 bytes: 6-bit values, 16 int8 scales, d
-	Q2K                 // 84 bytes: 4-bit scales and mins, 2-bit values, d, dmin
-	Q3K                 // 110 bytes: high bits, 2-bit values, 6-bit scales, d
-	IQ4XS               // 136 bytes: d, 6-bit scales per 32 (offset 32), 4-bit codes of IQ4NLValues
+	Q4K    KQuant = iota // 144 bytes: d, dmin, 12 bytes of 6-bit scales and mins, 4-bit values
+	Q5K                  // 176 bytes: Q4K with a fifth bit per value
+	Q6K                  // 210 bytes: 6-bit values, 16 int8 scales, d
+	Q2K                  // 84 bytes: 4-bit scales and mins, 2-bit values, d, dmin
+	Q3K                  // 110 bytes: high bits, 2-bit values, 6-bit scales, d
+	IQ4XS                // 136 bytes: d, 6-bit scales per 32 (offset 32), 4-bit codes of IQ4NLValues
+	IQ3S                 // 110 bytes: d, 8-bit grid indices, their ninth bits, sign bits, 4-bit scales
+	IQ3XXS               // 98 bytes: d, 8-bit grid indices, per 32 four 7-bit sign indices and a 4-bit scale
+	IQ2XXS               // 66 bytes: d, per 32 four 8-bit grid indices, four 7-bit sign indices and a 4-bit scale
 	NumKQuant
 )
 
 var kquantInfo = [NumKQuant]struct {
 	name  string
 	bytes int
-}{{"q4_k", 144}, {"q5_k", 176}, {"q6_k", 210}, {"q2_k", 84}, {"q3_k", 110}, {"iq4_xs", 136}}
+}{{"q4_k", 144}, {"q5_k", 176}, {"q6_k", 210}, {"q2_k", 84}, {"q3_k", 110}, {"iq4_xs", 136}, {"iq3_s", 110}, {"iq3_xxs", 98}, {"iq2_xxs", 66}}
 
 func (t KQuant) String() string { return kquantInfo[t].name }
 
@@ -169,6 +172,7 @@ func DotKx4(t KQuant, w []byte, x []int8, xd []float32, xs []int16, xstride int,
 
 var kernelsKGo = [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16) float32{
 	Q4K: dotQ4KGo, Q5K: dotQ5KGo, Q6K: dotQ6KGo, Q2K: dotQ2KGo, Q3K: dotQ3KGo, IQ4XS: dotIQ4XSGo,
+	IQ3S: dotIQ3SGo, IQ3XXS: dotIQ3XXSGo, IQ2XXS: dotIQ2XXSGo,
 }
 
 func f16Scale(b []byte) float32 { return F16ToF32[binary.LittleEndian.Uint16(b)] }

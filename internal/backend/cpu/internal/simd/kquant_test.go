@@ -19,10 +19,10 @@ import (
 var kTypes = []struct {
 	t  KQuant
 	dt tensors.DType
-}{{Q4K, tensors.Q4K}, {Q5K, tensors.Q5K}, {Q6K, tensors.Q6K}, {Q2K, tensors.Q2K}, {Q3K, tensors.Q3K}, {IQ4XS, tensors.IQ4_XS}}
+}{{Q4K, tensors.Q4K}, {Q5K, tensors.Q5K}, {Q6K, tensors.Q6K}, {Q2K, tensors.Q2K}, {Q3K, tensors.Q3K}, {IQ4XS, tensors.IQ4_XS}, {IQ3S, tensors.IQ3_S}, {IQ3XXS, tensors.IQ3_XXS}, {IQ2XXS, tensors.IQ2_XXS}}
 
 // kScaleOffsets are the byte offsets of a block's f16 scales (d, dmin).
-var kScaleOffsets = map[KQuant][]int{Q4K: {0, 2}, Q5K: {0, 2}, Q6K: {208}, Q2K: {80, 82}, Q3K: {108}, IQ4XS: {0}}
+var kScaleOffsets = map[KQuant][]int{Q4K: {0, 2}, Q5K: {0, 2}, Q6K: {208}, Q2K: {80, 82}, Q3K: {108}, IQ4XS: {0}, IQ3S: {0}, IQ3XXS: {0}, IQ2XXS: {0}}
 
 // kScaleKinds are the f16 super-block scales the tests draw from: ordinary
 // ones of both signs, zero, the smallest subnormal and the largest finite.

@@ -34,11 +34,11 @@ var AVX2 = &Impl{
 	quantQ8K:   quantizeQ8KA,
 	dotK: [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16) float32{
 		Q4K: kernelK(dotQ4KAVX2), Q5K: kernelK(dotQ5KAVX2), Q6K: kernelK(dotQ6KAVX2),
-		Q2K: kernelK(dotQ2KAVX2), Q3K: kernelK(dotQ3KAVX2), IQ4XS: kernelK(dotIQ4XSAVX2),
+		Q2K: kernelK(dotQ2KAVX2), Q3K: kernelK(dotQ3KAVX2), IQ4XS: kernelK(dotIQ4XSAVX2), IQ3S: kernelK(dotIQ3SAVX2), IQ3XXS: kernelK(dotIQ3XXSAVX2), IQ2XXS: kernelK(dotIQ2XXSAVX2),
 	},
 	dotKRows: [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16, out []float32){
 		Q4K: kernelKRows(dotQ4KRowsAVX2), Q5K: kernelKRows(dotQ5KRowsAVX2), Q6K: kernelKRows(dotQ6KRowsAVX2),
-		Q2K: kernelKRows(dotQ2KRowsAVX2), Q3K: kernelKRows(dotQ3KRowsAVX2), IQ4XS: kernelKRows(dotIQ4XSRowsAVX2),
+		Q2K: kernelKRows(dotQ2KRowsAVX2), Q3K: kernelKRows(dotQ3KRowsAVX2), IQ4XS: kernelKRows(dotIQ4XSRowsAVX2), IQ3S: kernelKRows(dotIQ3SRowsAVX2), IQ3XXS: kernelKRows(dotIQ3XXSRowsAVX2), IQ2XXS: kernelKRows(dotIQ2XXSRowsAVX2),
 	},
 	dotKx4: [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16, xstride int, out *[4]float32){
 		Q4K: kernelKx4(Q4K, dotQ4Kx4AVX2), Q5K: kernelKx4(Q5K, dotQ5Kx4AVX2), Q6K: kernelKx4(Q6K, dotQ6Kx4AVX2),

@@ -23,6 +23,9 @@ func kquantKernels() {
 		dotQ2K(rows)
 		dotQ3K(rows)
 		dotIQ4XS(rows)
+		dotIQ3S(rows)
+		dotIQ3XXS(rows)
+		dotIQ2XXS(rows)
 	}
 	dotQ4Kx4(false)
 	dotQ4Kx4(true)
@@ -281,6 +284,12 @@ func kParams(rows bool) (w, x, xd, xs, nb Register) {
 // with rows, around it the row loop (its count and out pointer on the
 // stack, the activations' pointers reloaded per row).
 func kLoop(name string, bytes int, w, x, xd, xs, nb Register, rows bool, body func(s VecVirtual)) {
+	kLoopFin(name, bytes, w, x, xd, xs, nb, rows, body, nil)
+}
+
+// kLoopFin is kLoop with fin, when not nil, applied to each row's sum
+// before it is stored.
+func kLoopFin(name string, bytes int, w, x, xd, xs, nb Register, rows bool, body func(s VecVirtual), fin func(s VecVirtual)) {
 	var cnt, outp Mem
 	if rows {
 		name += "r"
@@ -312,6 +321,9 @@ func kLoop(name string, bytes int, w, x, xd, xs, nb Register, rows bool, body fu
 	DECQ(nb)
 	JMP(LabelRef(name + "block"))
 	Label(name + "done")
+	if fin != nil {
+		fin(s)
+	}
 	if rows {
 		o := GP64()
 		MOVQ(outp, o)
