@@ -68,6 +68,23 @@ func bothHalves(y VecVirtual) {
 	VPOR(t, y, y)
 }
 
+// kgemmPrefetchBlocks is how many packed blocks ahead of the one in hand
+// the AVX2 GEMM kernels prefetch. Decode (one token) reads every packed
+// block once, straight from memory: without it the one-token kernel ran
+// at 9.8 (Q6_K) and 14 (Q4_K) GB/s from memory against 28 and 33 in L2.
+const kgemmPrefetchBlocks = 2
+
+// kgemmPrefetch prefetches the packed block kgemmPrefetchBlocks ahead of
+// the one at a.w (bytes long). Within a group the blocks follow each
+// other and the next group follows the last block, so this runs on
+// across the calls of a decode product; past the matrix's end it touches
+// nothing (prefetches do not fault).
+func kgemmPrefetch(a kgemmArgs, bytes int) {
+	for off := 0; off < bytes; off += 64 {
+		PREFETCHT0(Mem{Base: a.w, Disp: kgemmPrefetchBlocks*bytes + off})
+	}
+}
+
 func zeroed(n int) []VecVirtual {
 	v := make([]VecVirtual, n)
 	for i := range v {
@@ -101,6 +118,7 @@ func gemmQ45KAVX2(q5 bool, tokens int) {
 	Label(name + "block")
 	TESTQ(a.nb, a.nb)
 	JZ(LabelRef(name + "done"))
+	kgemmPrefetch(a, bytes)
 	sumi, summ := zeroed(tokens), zeroed(tokens)
 	for s := range 8 {
 		g, hi := s/2, s%2
@@ -165,6 +183,7 @@ func gemmQ6KAVX2(tokens int) {
 	Label(name + "block")
 	TESTQ(a.nb, a.nb)
 	JZ(LabelRef(name + "done"))
+	kgemmPrefetch(a, kq6Bytes)
 	sumi, osum := zeroed(tokens), zeroed(tokens)
 	for h := range 2 {
 		for q := range 4 {
@@ -264,6 +283,7 @@ func gemmQ23KAVX2(q3 bool, tokens int) {
 	Label(name + "block")
 	TESTQ(a.nb, a.nb)
 	JZ(LabelRef(name + "done"))
+	kgemmPrefetch(a, bytes)
 	sumi, other := zeroed(tokens), zeroed(tokens) // other: Σm·xs (Q2_K), Σsc·xs (Q3_K)
 	scOff, qOff := kq2Sc, kq2Q
 	if q3 {
