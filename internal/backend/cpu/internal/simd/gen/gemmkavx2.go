@@ -69,7 +69,7 @@ func bothHalves(y VecVirtual) {
 }
 
 // kgemmPrefetchBlocks is how many packed blocks ahead of the one in hand
-// the AVX2 GEMM kernels prefetch. Decode (one token) reads every packed
+// the GEMM kernels (AVX2 and VNNI) prefetch. Decode (one token) reads every packed
 // block once, straight from memory: without it the one-token kernel ran
 // at 9.8 (Q6_K) and 14 (Q4_K) GB/s from memory against 28 and 33 in L2.
 const kgemmPrefetchBlocks = 2
@@ -82,6 +82,46 @@ const kgemmPrefetchBlocks = 2
 func kgemmPrefetch(a kgemmArgs, bytes int) {
 	for off := 0; off < bytes; off += 64 {
 		PREFETCHT0(Mem{Base: a.w, Disp: kgemmPrefetchBlocks*bytes + off})
+	}
+}
+
+// kq4Unpack unpacks the 6-bit scales and mins of the packed Q4_K/Q5_K
+// block at w (simd's kq4ScaleMin layout) into the 128 bytes at tbl: the
+// scales [8 sub-blocks][8 lanes], then the mins. Each 32-byte quarter k
+// is the nibbles (low ones for k < 2, high ones after) of the 32 bytes at
+// 32(k%2) with bit pair k of the high-bit bytes moved to bits 4-5. evex
+// takes the AVX-512 forms (the VNNI kernels' registers reach Y16-Y31).
+func kq4Unpack(w Register, tbl Mem, evex bool) {
+	and, or, mov := func(a, b, c Op) { VPAND(a, b, c) }, func(a, b, c Op) { VPOR(a, b, c) }, func(a, b Op) { VMOVDQU(a, b) }
+	if evex {
+		and = func(a, b, c Op) { VPANDD(a, b, c) }
+		or = func(a, b, c Op) { VPORD(a, b, c) }
+		mov = func(a, b Op) { VMOVDQU32(a, b) }
+	}
+	m0f, m30, h := YMM(), YMM(), YMM()
+	broadcastB(0x0f, m0f)
+	broadcastB(0x30, m30)
+	mov(Mem{Base: w, Disp: kq4SM + 64}, h)
+	for k := range 4 {
+		lo, hb := YMM(), YMM()
+		mov(Mem{Base: w, Disp: kq4SM + 32*(k%2)}, lo)
+		if k >= 2 {
+			VPSRLW(Imm(4), lo, lo)
+		}
+		and(m0f, lo, lo)
+		switch k {
+		case 0:
+			VPSLLW(Imm(4), h, hb)
+		case 1:
+			VPSLLW(Imm(2), h, hb)
+		case 2:
+			mov(h, hb)
+		case 3:
+			VPSRLW(Imm(2), h, hb)
+		}
+		and(m30, hb, hb)
+		or(hb, lo, lo)
+		mov(lo, tbl.Offset(32*k))
 	}
 }
 
@@ -119,6 +159,8 @@ func gemmQ45KAVX2(q5 bool, tokens int) {
 	TESTQ(a.nb, a.nb)
 	JZ(LabelRef(name + "done"))
 	kgemmPrefetch(a, bytes)
+	tbl := AllocLocal(128)
+	kq4Unpack(a.w, tbl, false)
 	sumi, summ := zeroed(tokens), zeroed(tokens)
 	for s := range 8 {
 		g, hi := s/2, s%2
@@ -145,14 +187,14 @@ func gemmQ45KAVX2(q5 bool, tokens int) {
 			madd16(wv, func(t int) Mem { return a.xm(t, 32*s+4*j) }, p, j%widen == 0)
 			if (j+1)%widen == 0 {
 				sc := YMM()
-				VPMOVZXBD(Mem{Base: a.w, Disp: kq4Sc + 8*s}, sc)
+				VPMOVZXBD(tbl.Offset(8*s), sc)
 				bothHalves(sc)
 				widenScaled(sc, p, sumi)
 			}
 		}
 		// The min, in both 16-bit halves, meets the sub-block's two sums.
 		m := YMM()
-		VPMOVZXBD(Mem{Base: a.w, Disp: kq4M + 8*s}, m)
+		VPMOVZXBD(tbl.Offset(64+8*s), m)
 		bothHalves(m)
 		for t := range tokens {
 			xb := YMM()
@@ -161,7 +203,7 @@ func gemmQ45KAVX2(q5 bool, tokens int) {
 			VPADDD(xb, summ[t], summ[t])
 		}
 	}
-	kgemmEndScaleMin(name, a, bytes, tokens, kq4D, kq4Min, sumi, summ, accf)
+	kgemmEndScaleMin(name, a, bytes, tokens, kq4D, kq4Min, true, sumi, summ, accf)
 }
 
 // gemmQ6KAVX2 writes gemmQ6KT<tokens>AVX2: values unsigned (0..63), the
@@ -366,5 +408,5 @@ func gemmQ23KAVX2(q3 bool, tokens int) {
 		kgemmEnd(name, a, bytes, accf)
 		return
 	}
-	kgemmEndScaleMin(name, a, bytes, tokens, kq2D, kq2Min, sumi, other, accf)
+	kgemmEndScaleMin(name, a, bytes, tokens, kq2D, kq2Min, false, sumi, other, accf)
 }
