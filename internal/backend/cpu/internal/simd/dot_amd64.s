@@ -11046,39 +11046,32 @@ gemmQ4KT1AVX2block:
 	PREFETCHT0   3264(AX)
 	PREFETCHT0   3328(AX)
 	PREFETCHT0   3392(AX)
-	MOVL         $0x0f0f0f0f, DI
-	VMOVD        DI, X2
-	VPBROADCASTB X2, Y2
-	MOVL         $0x30303030, DI
-	VMOVD        DI, X3
-	VPBROADCASTB X3, Y3
-	VMOVDQU      96(AX), Y4
-	VMOVDQU      32(AX), Y5
-	VPAND        Y2, Y5, Y5
-	VPSLLW       $0x04, Y4, Y6
-	VPAND        Y3, Y6, Y6
-	VPOR         Y6, Y5, Y5
-	VMOVDQU      Y5, (SP)
-	VMOVDQU      64(AX), Y5
-	VPAND        Y2, Y5, Y5
-	VPSLLW       $0x02, Y4, Y6
-	VPAND        Y3, Y6, Y6
-	VPOR         Y6, Y5, Y5
-	VMOVDQU      Y5, 32(SP)
-	VMOVDQU      32(AX), Y5
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y2, Y5, Y5
-	VMOVDQU      Y4, Y6
-	VPAND        Y3, Y6, Y6
-	VPOR         Y6, Y5, Y5
-	VMOVDQU      Y5, 64(SP)
-	VMOVDQU      64(AX), Y5
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y2, Y5, Y5
-	VPSRLW       $0x02, Y4, Y2
-	VPAND        Y3, Y2, Y2
-	VPOR         Y2, Y5, Y5
-	VMOVDQU      Y5, 96(SP)
+	VMOVDQU      96(AX), Y2
+	VMOVDQU      32(AX), Y3
+	VPAND        Y0, Y3, Y3
+	VPSLLW       $0x04, Y2, Y4
+	VPAND        kq4mask30<>+0(SB), Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VMOVDQU      Y3, (SP)
+	VMOVDQU      64(AX), Y3
+	VPAND        Y0, Y3, Y3
+	VPSLLW       $0x02, Y2, Y4
+	VPAND        kq4mask30<>+0(SB), Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VMOVDQU      Y3, 32(SP)
+	VMOVDQU      32(AX), Y3
+	VPSRLW       $0x04, Y3, Y3
+	VPAND        Y0, Y3, Y3
+	VPAND        kq4mask30<>+0(SB), Y2, Y4
+	VPOR         Y4, Y3, Y3
+	VMOVDQU      Y3, 64(SP)
+	VMOVDQU      64(AX), Y3
+	VPSRLW       $0x04, Y3, Y3
+	VPAND        Y0, Y3, Y3
+	VPSRLW       $0x02, Y2, Y2
+	VPAND        kq4mask30<>+0(SB), Y2, Y2
+	VPOR         Y2, Y3, Y3
+	VMOVDQU      Y3, 96(SP)
 	VPXOR        Y2, Y2, Y2
 	VPXOR        Y3, Y3, Y3
 	VPAND        128(AX), Y0, Y4
@@ -11508,8 +11501,42 @@ gemmQ4KT1AVX2done:
 	VZEROUPPER
 	RET
 
+DATA kq4mask30<>+0(SB)/1, $0x30
+DATA kq4mask30<>+1(SB)/1, $0x30
+DATA kq4mask30<>+2(SB)/1, $0x30
+DATA kq4mask30<>+3(SB)/1, $0x30
+DATA kq4mask30<>+4(SB)/1, $0x30
+DATA kq4mask30<>+5(SB)/1, $0x30
+DATA kq4mask30<>+6(SB)/1, $0x30
+DATA kq4mask30<>+7(SB)/1, $0x30
+DATA kq4mask30<>+8(SB)/1, $0x30
+DATA kq4mask30<>+9(SB)/1, $0x30
+DATA kq4mask30<>+10(SB)/1, $0x30
+DATA kq4mask30<>+11(SB)/1, $0x30
+DATA kq4mask30<>+12(SB)/1, $0x30
+DATA kq4mask30<>+13(SB)/1, $0x30
+DATA kq4mask30<>+14(SB)/1, $0x30
+DATA kq4mask30<>+15(SB)/1, $0x30
+DATA kq4mask30<>+16(SB)/1, $0x30
+DATA kq4mask30<>+17(SB)/1, $0x30
+DATA kq4mask30<>+18(SB)/1, $0x30
+DATA kq4mask30<>+19(SB)/1, $0x30
+DATA kq4mask30<>+20(SB)/1, $0x30
+DATA kq4mask30<>+21(SB)/1, $0x30
+DATA kq4mask30<>+22(SB)/1, $0x30
+DATA kq4mask30<>+23(SB)/1, $0x30
+DATA kq4mask30<>+24(SB)/1, $0x30
+DATA kq4mask30<>+25(SB)/1, $0x30
+DATA kq4mask30<>+26(SB)/1, $0x30
+DATA kq4mask30<>+27(SB)/1, $0x30
+DATA kq4mask30<>+28(SB)/1, $0x30
+DATA kq4mask30<>+29(SB)/1, $0x30
+DATA kq4mask30<>+30(SB)/1, $0x30
+DATA kq4mask30<>+31(SB)/1, $0x30
+GLOBL kq4mask30<>(SB), RODATA|NOPTR, $32
+
 // func gemmQ4KT2AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, F16C, MMX+
+// Requires: AVX, AVX2, F16C
 TEXT ·gemmQ4KT2AVX2(SB), NOSPLIT, $128-64
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -11530,57 +11557,32 @@ TEXT ·gemmQ4KT2AVX2(SB), NOSPLIT, $128-64
 gemmQ4KT2AVX2block:
 	TESTQ        SI, SI
 	JZ           gemmQ4KT2AVX2done
-	PREFETCHT0   2304(AX)
-	PREFETCHT0   2368(AX)
-	PREFETCHT0   2432(AX)
-	PREFETCHT0   2496(AX)
-	PREFETCHT0   2560(AX)
-	PREFETCHT0   2624(AX)
-	PREFETCHT0   2688(AX)
-	PREFETCHT0   2752(AX)
-	PREFETCHT0   2816(AX)
-	PREFETCHT0   2880(AX)
-	PREFETCHT0   2944(AX)
-	PREFETCHT0   3008(AX)
-	PREFETCHT0   3072(AX)
-	PREFETCHT0   3136(AX)
-	PREFETCHT0   3200(AX)
-	PREFETCHT0   3264(AX)
-	PREFETCHT0   3328(AX)
-	PREFETCHT0   3392(AX)
-	MOVL         $0x0f0f0f0f, R10
-	VMOVD        R10, X3
-	VPBROADCASTB X3, Y3
-	MOVL         $0x30303030, R10
-	VMOVD        R10, X4
-	VPBROADCASTB X4, Y4
-	VMOVDQU      96(AX), Y5
-	VMOVDQU      32(AX), Y6
-	VPAND        Y3, Y6, Y6
-	VPSLLW       $0x04, Y5, Y7
-	VPAND        Y4, Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VMOVDQU      Y6, (SP)
-	VMOVDQU      64(AX), Y6
-	VPAND        Y3, Y6, Y6
-	VPSLLW       $0x02, Y5, Y7
-	VPAND        Y4, Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VMOVDQU      Y6, 32(SP)
-	VMOVDQU      32(AX), Y6
-	VPSRLW       $0x04, Y6, Y6
-	VPAND        Y3, Y6, Y6
-	VMOVDQU      Y5, Y7
-	VPAND        Y4, Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VMOVDQU      Y6, 64(SP)
-	VMOVDQU      64(AX), Y6
-	VPSRLW       $0x04, Y6, Y6
-	VPAND        Y3, Y6, Y6
-	VPSRLW       $0x02, Y5, Y3
-	VPAND        Y4, Y3, Y3
-	VPOR         Y3, Y6, Y6
-	VMOVDQU      Y6, 96(SP)
+	VMOVDQU      96(AX), Y3
+	VMOVDQU      32(AX), Y4
+	VPAND        Y0, Y4, Y4
+	VPSLLW       $0x04, Y3, Y5
+	VPAND        kq4mask30<>+0(SB), Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      Y4, (SP)
+	VMOVDQU      64(AX), Y4
+	VPAND        Y0, Y4, Y4
+	VPSLLW       $0x02, Y3, Y5
+	VPAND        kq4mask30<>+0(SB), Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      Y4, 32(SP)
+	VMOVDQU      32(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VPAND        kq4mask30<>+0(SB), Y3, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      Y4, 64(SP)
+	VMOVDQU      64(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VPSRLW       $0x02, Y3, Y3
+	VPAND        kq4mask30<>+0(SB), Y3, Y3
+	VPOR         Y3, Y4, Y4
+	VMOVDQU      Y4, 96(SP)
 	VPXOR        Y3, Y3, Y3
 	VPXOR        Y4, Y4, Y4
 	VPXOR        Y5, Y5, Y5
@@ -12247,7 +12249,7 @@ gemmQ4KT2AVX2done:
 	RET
 
 // func gemmQ4KT3AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, F16C, MMX+
+// Requires: AVX, AVX2, F16C
 TEXT ·gemmQ4KT3AVX2(SB), NOSPLIT, $128-64
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -12269,57 +12271,32 @@ TEXT ·gemmQ4KT3AVX2(SB), NOSPLIT, $128-64
 gemmQ4KT3AVX2block:
 	TESTQ        SI, SI
 	JZ           gemmQ4KT3AVX2done
-	PREFETCHT0   2304(AX)
-	PREFETCHT0   2368(AX)
-	PREFETCHT0   2432(AX)
-	PREFETCHT0   2496(AX)
-	PREFETCHT0   2560(AX)
-	PREFETCHT0   2624(AX)
-	PREFETCHT0   2688(AX)
-	PREFETCHT0   2752(AX)
-	PREFETCHT0   2816(AX)
-	PREFETCHT0   2880(AX)
-	PREFETCHT0   2944(AX)
-	PREFETCHT0   3008(AX)
-	PREFETCHT0   3072(AX)
-	PREFETCHT0   3136(AX)
-	PREFETCHT0   3200(AX)
-	PREFETCHT0   3264(AX)
-	PREFETCHT0   3328(AX)
-	PREFETCHT0   3392(AX)
-	MOVL         $0x0f0f0f0f, R10
-	VMOVD        R10, X4
-	VPBROADCASTB X4, Y4
-	MOVL         $0x30303030, R10
-	VMOVD        R10, X5
-	VPBROADCASTB X5, Y5
-	VMOVDQU      96(AX), Y6
-	VMOVDQU      32(AX), Y7
-	VPAND        Y4, Y7, Y7
-	VPSLLW       $0x04, Y6, Y8
-	VPAND        Y5, Y8, Y8
-	VPOR         Y8, Y7, Y7
-	VMOVDQU      Y7, (SP)
-	VMOVDQU      64(AX), Y7
-	VPAND        Y4, Y7, Y7
-	VPSLLW       $0x02, Y6, Y8
-	VPAND        Y5, Y8, Y8
-	VPOR         Y8, Y7, Y7
-	VMOVDQU      Y7, 32(SP)
-	VMOVDQU      32(AX), Y7
-	VPSRLW       $0x04, Y7, Y7
-	VPAND        Y4, Y7, Y7
-	VMOVDQU      Y6, Y8
-	VPAND        Y5, Y8, Y8
-	VPOR         Y8, Y7, Y7
-	VMOVDQU      Y7, 64(SP)
-	VMOVDQU      64(AX), Y7
-	VPSRLW       $0x04, Y7, Y7
-	VPAND        Y4, Y7, Y7
-	VPSRLW       $0x02, Y6, Y4
-	VPAND        Y5, Y4, Y4
-	VPOR         Y4, Y7, Y7
-	VMOVDQU      Y7, 96(SP)
+	VMOVDQU      96(AX), Y4
+	VMOVDQU      32(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VPSLLW       $0x04, Y4, Y6
+	VPAND        kq4mask30<>+0(SB), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VMOVDQU      Y5, (SP)
+	VMOVDQU      64(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VPSLLW       $0x02, Y4, Y6
+	VPAND        kq4mask30<>+0(SB), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VMOVDQU      Y5, 32(SP)
+	VMOVDQU      32(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VPAND        kq4mask30<>+0(SB), Y4, Y6
+	VPOR         Y6, Y5, Y5
+	VMOVDQU      Y5, 64(SP)
+	VMOVDQU      64(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VPSRLW       $0x02, Y4, Y4
+	VPAND        kq4mask30<>+0(SB), Y4, Y4
+	VPOR         Y4, Y5, Y5
+	VMOVDQU      Y5, 96(SP)
 	VPXOR        Y4, Y4, Y4
 	VPXOR        Y5, Y5, Y5
 	VPXOR        Y6, Y6, Y6
@@ -13266,39 +13243,32 @@ gemmQ5KT1AVX2block:
 	PREFETCHT0   4032(AX)
 	PREFETCHT0   4096(AX)
 	PREFETCHT0   4160(AX)
-	MOVL         $0x0f0f0f0f, DI
-	VMOVD        DI, X3
-	VPBROADCASTB X3, Y3
-	MOVL         $0x30303030, DI
-	VMOVD        DI, X4
-	VPBROADCASTB X4, Y4
-	VMOVDQU      96(AX), Y5
-	VMOVDQU      32(AX), Y6
-	VPAND        Y3, Y6, Y6
-	VPSLLW       $0x04, Y5, Y7
-	VPAND        Y4, Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VMOVDQU      Y6, (SP)
-	VMOVDQU      64(AX), Y6
-	VPAND        Y3, Y6, Y6
-	VPSLLW       $0x02, Y5, Y7
-	VPAND        Y4, Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VMOVDQU      Y6, 32(SP)
-	VMOVDQU      32(AX), Y6
-	VPSRLW       $0x04, Y6, Y6
-	VPAND        Y3, Y6, Y6
-	VMOVDQU      Y5, Y7
-	VPAND        Y4, Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VMOVDQU      Y6, 64(SP)
-	VMOVDQU      64(AX), Y6
-	VPSRLW       $0x04, Y6, Y6
-	VPAND        Y3, Y6, Y6
-	VPSRLW       $0x02, Y5, Y3
-	VPAND        Y4, Y3, Y3
-	VPOR         Y3, Y6, Y6
-	VMOVDQU      Y6, 96(SP)
+	VMOVDQU      96(AX), Y3
+	VMOVDQU      32(AX), Y4
+	VPAND        Y0, Y4, Y4
+	VPSLLW       $0x04, Y3, Y5
+	VPAND        kq4mask30<>+0(SB), Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      Y4, (SP)
+	VMOVDQU      64(AX), Y4
+	VPAND        Y0, Y4, Y4
+	VPSLLW       $0x02, Y3, Y5
+	VPAND        kq4mask30<>+0(SB), Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      Y4, 32(SP)
+	VMOVDQU      32(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VPAND        kq4mask30<>+0(SB), Y3, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      Y4, 64(SP)
+	VMOVDQU      64(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VPSRLW       $0x02, Y3, Y3
+	VPAND        kq4mask30<>+0(SB), Y3, Y3
+	VPOR         Y3, Y4, Y4
+	VMOVDQU      Y4, 96(SP)
 	VPXOR        Y3, Y3, Y3
 	VPXOR        Y4, Y4, Y4
 	VPAND        128(AX), Y0, Y5
@@ -16132,7 +16102,7 @@ gemmQ3KT1AVX2done:
 	RET
 
 // func gemmQ5KT2AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, F16C, MMX+
+// Requires: AVX, AVX2, F16C
 TEXT ·gemmQ5KT2AVX2(SB), NOSPLIT, $128-64
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -16156,61 +16126,32 @@ TEXT ·gemmQ5KT2AVX2(SB), NOSPLIT, $128-64
 gemmQ5KT2AVX2block:
 	TESTQ        SI, SI
 	JZ           gemmQ5KT2AVX2done
-	PREFETCHT0   2816(AX)
-	PREFETCHT0   2880(AX)
-	PREFETCHT0   2944(AX)
-	PREFETCHT0   3008(AX)
-	PREFETCHT0   3072(AX)
-	PREFETCHT0   3136(AX)
-	PREFETCHT0   3200(AX)
-	PREFETCHT0   3264(AX)
-	PREFETCHT0   3328(AX)
-	PREFETCHT0   3392(AX)
-	PREFETCHT0   3456(AX)
-	PREFETCHT0   3520(AX)
-	PREFETCHT0   3584(AX)
-	PREFETCHT0   3648(AX)
-	PREFETCHT0   3712(AX)
-	PREFETCHT0   3776(AX)
-	PREFETCHT0   3840(AX)
-	PREFETCHT0   3904(AX)
-	PREFETCHT0   3968(AX)
-	PREFETCHT0   4032(AX)
-	PREFETCHT0   4096(AX)
-	PREFETCHT0   4160(AX)
-	MOVL         $0x0f0f0f0f, R10
-	VMOVD        R10, X4
-	VPBROADCASTB X4, Y4
-	MOVL         $0x30303030, R10
-	VMOVD        R10, X5
-	VPBROADCASTB X5, Y5
-	VMOVDQU      96(AX), Y6
-	VMOVDQU      32(AX), Y7
-	VPAND        Y4, Y7, Y7
-	VPSLLW       $0x04, Y6, Y8
-	VPAND        Y5, Y8, Y8
-	VPOR         Y8, Y7, Y7
-	VMOVDQU      Y7, (SP)
-	VMOVDQU      64(AX), Y7
-	VPAND        Y4, Y7, Y7
-	VPSLLW       $0x02, Y6, Y8
-	VPAND        Y5, Y8, Y8
-	VPOR         Y8, Y7, Y7
-	VMOVDQU      Y7, 32(SP)
-	VMOVDQU      32(AX), Y7
-	VPSRLW       $0x04, Y7, Y7
-	VPAND        Y4, Y7, Y7
-	VMOVDQU      Y6, Y8
-	VPAND        Y5, Y8, Y8
-	VPOR         Y8, Y7, Y7
-	VMOVDQU      Y7, 64(SP)
-	VMOVDQU      64(AX), Y7
-	VPSRLW       $0x04, Y7, Y7
-	VPAND        Y4, Y7, Y7
-	VPSRLW       $0x02, Y6, Y4
-	VPAND        Y5, Y4, Y4
-	VPOR         Y4, Y7, Y7
-	VMOVDQU      Y7, 96(SP)
+	VMOVDQU      96(AX), Y4
+	VMOVDQU      32(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VPSLLW       $0x04, Y4, Y6
+	VPAND        kq4mask30<>+0(SB), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VMOVDQU      Y5, (SP)
+	VMOVDQU      64(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VPSLLW       $0x02, Y4, Y6
+	VPAND        kq4mask30<>+0(SB), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VMOVDQU      Y5, 32(SP)
+	VMOVDQU      32(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VPAND        kq4mask30<>+0(SB), Y4, Y6
+	VPOR         Y6, Y5, Y5
+	VMOVDQU      Y5, 64(SP)
+	VMOVDQU      64(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VPSRLW       $0x02, Y4, Y4
+	VPAND        kq4mask30<>+0(SB), Y4, Y4
+	VPOR         Y4, Y5, Y5
+	VMOVDQU      Y5, 96(SP)
 	VPXOR        Y4, Y4, Y4
 	VPXOR        Y5, Y5, Y5
 	VPXOR        Y6, Y6, Y6
@@ -17165,7 +17106,7 @@ gemmQ5KT2AVX2done:
 	RET
 
 // func gemmQ6KT2AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, MMX+
+// Requires: AVX, AVX2
 TEXT ·gemmQ6KT2AVX2(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -17189,33 +17130,6 @@ TEXT ·gemmQ6KT2AVX2(SB), NOSPLIT, $0-64
 gemmQ6KT2AVX2block:
 	TESTQ        SI, SI
 	JZ           gemmQ6KT2AVX2done
-	PREFETCHT0   3392(AX)
-	PREFETCHT0   3456(AX)
-	PREFETCHT0   3520(AX)
-	PREFETCHT0   3584(AX)
-	PREFETCHT0   3648(AX)
-	PREFETCHT0   3712(AX)
-	PREFETCHT0   3776(AX)
-	PREFETCHT0   3840(AX)
-	PREFETCHT0   3904(AX)
-	PREFETCHT0   3968(AX)
-	PREFETCHT0   4032(AX)
-	PREFETCHT0   4096(AX)
-	PREFETCHT0   4160(AX)
-	PREFETCHT0   4224(AX)
-	PREFETCHT0   4288(AX)
-	PREFETCHT0   4352(AX)
-	PREFETCHT0   4416(AX)
-	PREFETCHT0   4480(AX)
-	PREFETCHT0   4544(AX)
-	PREFETCHT0   4608(AX)
-	PREFETCHT0   4672(AX)
-	PREFETCHT0   4736(AX)
-	PREFETCHT0   4800(AX)
-	PREFETCHT0   4864(AX)
-	PREFETCHT0   4928(AX)
-	PREFETCHT0   4992(AX)
-	PREFETCHT0   5056(AX)
 	VPXOR        Y4, Y4, Y4
 	VPXOR        Y5, Y5, Y5
 	VPXOR        Y6, Y6, Y6
@@ -18221,7 +18135,7 @@ gemmQ6KT2AVX2done:
 	RET
 
 // func gemmQ2KT2AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, MMX+
+// Requires: AVX, AVX2
 TEXT ·gemmQ2KT2AVX2(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -18245,17 +18159,6 @@ TEXT ·gemmQ2KT2AVX2(SB), NOSPLIT, $0-64
 gemmQ2KT2AVX2block:
 	TESTQ        SI, SI
 	JZ           gemmQ2KT2AVX2done
-	PREFETCHT0   1408(AX)
-	PREFETCHT0   1472(AX)
-	PREFETCHT0   1536(AX)
-	PREFETCHT0   1600(AX)
-	PREFETCHT0   1664(AX)
-	PREFETCHT0   1728(AX)
-	PREFETCHT0   1792(AX)
-	PREFETCHT0   1856(AX)
-	PREFETCHT0   1920(AX)
-	PREFETCHT0   1984(AX)
-	PREFETCHT0   2048(AX)
 	VPXOR        Y4, Y4, Y4
 	VPXOR        Y5, Y5, Y5
 	VPXOR        Y6, Y6, Y6
@@ -19018,7 +18921,7 @@ gemmQ2KT2AVX2done:
 	RET
 
 // func gemmQ3KT2AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, MMX+
+// Requires: AVX, AVX2
 TEXT ·gemmQ3KT2AVX2(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -19042,21 +18945,6 @@ TEXT ·gemmQ3KT2AVX2(SB), NOSPLIT, $0-64
 gemmQ3KT2AVX2block:
 	TESTQ        SI, SI
 	JZ           gemmQ3KT2AVX2done
-	PREFETCHT0   1856(AX)
-	PREFETCHT0   1920(AX)
-	PREFETCHT0   1984(AX)
-	PREFETCHT0   2048(AX)
-	PREFETCHT0   2112(AX)
-	PREFETCHT0   2176(AX)
-	PREFETCHT0   2240(AX)
-	PREFETCHT0   2304(AX)
-	PREFETCHT0   2368(AX)
-	PREFETCHT0   2432(AX)
-	PREFETCHT0   2496(AX)
-	PREFETCHT0   2560(AX)
-	PREFETCHT0   2624(AX)
-	PREFETCHT0   2688(AX)
-	PREFETCHT0   2752(AX)
 	VPXOR        Y4, Y4, Y4
 	VPXOR        Y5, Y5, Y5
 	VPXOR        Y6, Y6, Y6
@@ -20076,39 +19964,32 @@ gemmQ4KT1VNNIblock:
 	PREFETCHT0    3264(AX)
 	PREFETCHT0    3328(AX)
 	PREFETCHT0    3392(AX)
-	MOVL          $0x0f0f0f0f, DI
-	VMOVD         DI, X3
-	VPBROADCASTB  X3, Y3
-	MOVL          $0x30303030, DI
-	VMOVD         DI, X4
-	VPBROADCASTB  X4, Y4
-	VMOVDQU32     96(AX), Y5
-	VMOVDQU32     32(AX), Y6
-	VPANDD        Y3, Y6, Y6
-	VPSLLW        $0x04, Y5, Y7
-	VPANDD        Y4, Y7, Y7
-	VPORD         Y7, Y6, Y6
-	VMOVDQU32     Y6, (SP)
-	VMOVDQU32     64(AX), Y6
-	VPANDD        Y3, Y6, Y6
-	VPSLLW        $0x02, Y5, Y7
-	VPANDD        Y4, Y7, Y7
-	VPORD         Y7, Y6, Y6
-	VMOVDQU32     Y6, 32(SP)
-	VMOVDQU32     32(AX), Y6
-	VPSRLW        $0x04, Y6, Y6
-	VPANDD        Y3, Y6, Y6
-	VMOVDQU32     Y5, Y7
-	VPANDD        Y4, Y7, Y7
-	VPORD         Y7, Y6, Y6
-	VMOVDQU32     Y6, 64(SP)
-	VMOVDQU32     64(AX), Y6
-	VPSRLW        $0x04, Y6, Y6
-	VPANDD        Y3, Y6, Y6
-	VPSRLW        $0x02, Y5, Y3
-	VPANDD        Y4, Y3, Y3
-	VPORD         Y3, Y6, Y6
-	VMOVDQU32     Y6, 96(SP)
+	VMOVDQU32     96(AX), Y3
+	VMOVDQU32     32(AX), Y4
+	VPANDD        Y1, Y4, Y4
+	VPSLLW        $0x04, Y3, Y5
+	VPANDD        kq4mask30<>+0(SB), Y5, Y5
+	VPORD         Y5, Y4, Y4
+	VMOVDQU32     Y4, (SP)
+	VMOVDQU32     64(AX), Y4
+	VPANDD        Y1, Y4, Y4
+	VPSLLW        $0x02, Y3, Y5
+	VPANDD        kq4mask30<>+0(SB), Y5, Y5
+	VPORD         Y5, Y4, Y4
+	VMOVDQU32     Y4, 32(SP)
+	VMOVDQU32     32(AX), Y4
+	VPSRLW        $0x04, Y4, Y4
+	VPANDD        Y1, Y4, Y4
+	VPANDD        kq4mask30<>+0(SB), Y3, Y5
+	VPORD         Y5, Y4, Y4
+	VMOVDQU32     Y4, 64(SP)
+	VMOVDQU32     64(AX), Y4
+	VPSRLW        $0x04, Y4, Y4
+	VPANDD        Y1, Y4, Y4
+	VPSRLW        $0x02, Y3, Y3
+	VPANDD        kq4mask30<>+0(SB), Y3, Y3
+	VPORD         Y3, Y4, Y4
+	VMOVDQU32     Y4, 96(SP)
 	VMOVDQA32     Y0, Y3
 	VMOVDQA32     Y0, Y4
 	VMOVDQA32     Y0, Y5
@@ -20440,39 +20321,32 @@ gemmQ5KT1VNNIblock:
 	PREFETCHT0    4032(AX)
 	PREFETCHT0    4096(AX)
 	PREFETCHT0    4160(AX)
-	MOVL          $0x0f0f0f0f, DI
-	VMOVD         DI, X4
-	VPBROADCASTB  X4, Y4
-	MOVL          $0x30303030, DI
-	VMOVD         DI, X5
-	VPBROADCASTB  X5, Y5
-	VMOVDQU32     96(AX), Y6
-	VMOVDQU32     32(AX), Y7
-	VPANDD        Y4, Y7, Y7
-	VPSLLW        $0x04, Y6, Y8
-	VPANDD        Y5, Y8, Y8
-	VPORD         Y8, Y7, Y7
-	VMOVDQU32     Y7, (SP)
-	VMOVDQU32     64(AX), Y7
-	VPANDD        Y4, Y7, Y7
-	VPSLLW        $0x02, Y6, Y8
-	VPANDD        Y5, Y8, Y8
-	VPORD         Y8, Y7, Y7
-	VMOVDQU32     Y7, 32(SP)
-	VMOVDQU32     32(AX), Y7
-	VPSRLW        $0x04, Y7, Y7
-	VPANDD        Y4, Y7, Y7
-	VMOVDQU32     Y6, Y8
-	VPANDD        Y5, Y8, Y8
-	VPORD         Y8, Y7, Y7
-	VMOVDQU32     Y7, 64(SP)
-	VMOVDQU32     64(AX), Y7
-	VPSRLW        $0x04, Y7, Y7
-	VPANDD        Y4, Y7, Y7
-	VPSRLW        $0x02, Y6, Y4
-	VPANDD        Y5, Y4, Y4
-	VPORD         Y4, Y7, Y7
-	VMOVDQU32     Y7, 96(SP)
+	VMOVDQU32     96(AX), Y4
+	VMOVDQU32     32(AX), Y5
+	VPANDD        Y1, Y5, Y5
+	VPSLLW        $0x04, Y4, Y6
+	VPANDD        kq4mask30<>+0(SB), Y6, Y6
+	VPORD         Y6, Y5, Y5
+	VMOVDQU32     Y5, (SP)
+	VMOVDQU32     64(AX), Y5
+	VPANDD        Y1, Y5, Y5
+	VPSLLW        $0x02, Y4, Y6
+	VPANDD        kq4mask30<>+0(SB), Y6, Y6
+	VPORD         Y6, Y5, Y5
+	VMOVDQU32     Y5, 32(SP)
+	VMOVDQU32     32(AX), Y5
+	VPSRLW        $0x04, Y5, Y5
+	VPANDD        Y1, Y5, Y5
+	VPANDD        kq4mask30<>+0(SB), Y4, Y6
+	VPORD         Y6, Y5, Y5
+	VMOVDQU32     Y5, 64(SP)
+	VMOVDQU32     64(AX), Y5
+	VPSRLW        $0x04, Y5, Y5
+	VPANDD        Y1, Y5, Y5
+	VPSRLW        $0x02, Y4, Y4
+	VPANDD        kq4mask30<>+0(SB), Y4, Y4
+	VPORD         Y4, Y5, Y5
+	VMOVDQU32     Y5, 96(SP)
 	VMOVDQA32     Y0, Y4
 	VMOVDQA32     Y0, Y5
 	VMOVDQA32     Y0, Y6
@@ -22653,7 +22527,7 @@ gemmQ3KT1VNNIdone:
 	RET
 
 // func gemmQ4KT2VNNI(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, MMX+
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C
 TEXT ·gemmQ4KT2VNNI(SB), NOSPLIT, $128-64
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -22675,57 +22549,32 @@ TEXT ·gemmQ4KT2VNNI(SB), NOSPLIT, $128-64
 gemmQ4KT2VNNIblock:
 	TESTQ         SI, SI
 	JZ            gemmQ4KT2VNNIdone
-	PREFETCHT0    2304(AX)
-	PREFETCHT0    2368(AX)
-	PREFETCHT0    2432(AX)
-	PREFETCHT0    2496(AX)
-	PREFETCHT0    2560(AX)
-	PREFETCHT0    2624(AX)
-	PREFETCHT0    2688(AX)
-	PREFETCHT0    2752(AX)
-	PREFETCHT0    2816(AX)
-	PREFETCHT0    2880(AX)
-	PREFETCHT0    2944(AX)
-	PREFETCHT0    3008(AX)
-	PREFETCHT0    3072(AX)
-	PREFETCHT0    3136(AX)
-	PREFETCHT0    3200(AX)
-	PREFETCHT0    3264(AX)
-	PREFETCHT0    3328(AX)
-	PREFETCHT0    3392(AX)
-	MOVL          $0x0f0f0f0f, R10
-	VMOVD         R10, X4
-	VPBROADCASTB  X4, Y4
-	MOVL          $0x30303030, R10
-	VMOVD         R10, X5
-	VPBROADCASTB  X5, Y5
-	VMOVDQU32     96(AX), Y6
-	VMOVDQU32     32(AX), Y7
-	VPANDD        Y4, Y7, Y7
-	VPSLLW        $0x04, Y6, Y8
-	VPANDD        Y5, Y8, Y8
-	VPORD         Y8, Y7, Y7
-	VMOVDQU32     Y7, (SP)
-	VMOVDQU32     64(AX), Y7
-	VPANDD        Y4, Y7, Y7
-	VPSLLW        $0x02, Y6, Y8
-	VPANDD        Y5, Y8, Y8
-	VPORD         Y8, Y7, Y7
-	VMOVDQU32     Y7, 32(SP)
-	VMOVDQU32     32(AX), Y7
-	VPSRLW        $0x04, Y7, Y7
-	VPANDD        Y4, Y7, Y7
-	VMOVDQU32     Y6, Y8
-	VPANDD        Y5, Y8, Y8
-	VPORD         Y8, Y7, Y7
-	VMOVDQU32     Y7, 64(SP)
-	VMOVDQU32     64(AX), Y7
-	VPSRLW        $0x04, Y7, Y7
-	VPANDD        Y4, Y7, Y7
-	VPSRLW        $0x02, Y6, Y4
-	VPANDD        Y5, Y4, Y4
-	VPORD         Y4, Y7, Y7
-	VMOVDQU32     Y7, 96(SP)
+	VMOVDQU32     96(AX), Y4
+	VMOVDQU32     32(AX), Y5
+	VPANDD        Y1, Y5, Y5
+	VPSLLW        $0x04, Y4, Y6
+	VPANDD        kq4mask30<>+0(SB), Y6, Y6
+	VPORD         Y6, Y5, Y5
+	VMOVDQU32     Y5, (SP)
+	VMOVDQU32     64(AX), Y5
+	VPANDD        Y1, Y5, Y5
+	VPSLLW        $0x02, Y4, Y6
+	VPANDD        kq4mask30<>+0(SB), Y6, Y6
+	VPORD         Y6, Y5, Y5
+	VMOVDQU32     Y5, 32(SP)
+	VMOVDQU32     32(AX), Y5
+	VPSRLW        $0x04, Y5, Y5
+	VPANDD        Y1, Y5, Y5
+	VPANDD        kq4mask30<>+0(SB), Y4, Y6
+	VPORD         Y6, Y5, Y5
+	VMOVDQU32     Y5, 64(SP)
+	VMOVDQU32     64(AX), Y5
+	VPSRLW        $0x04, Y5, Y5
+	VPANDD        Y1, Y5, Y5
+	VPSRLW        $0x02, Y4, Y4
+	VPANDD        kq4mask30<>+0(SB), Y4, Y4
+	VPORD         Y4, Y5, Y5
+	VMOVDQU32     Y5, 96(SP)
 	VMOVDQA32     Y0, Y4
 	VMOVDQA32     Y0, Y5
 	VMOVDQA32     Y0, Y6
@@ -23120,7 +22969,7 @@ gemmQ4KT2VNNIdone:
 	RET
 
 // func gemmQ5KT2VNNI(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, MMX+
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C
 TEXT ·gemmQ5KT2VNNI(SB), NOSPLIT, $128-64
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -23145,61 +22994,32 @@ TEXT ·gemmQ5KT2VNNI(SB), NOSPLIT, $128-64
 gemmQ5KT2VNNIblock:
 	TESTQ         SI, SI
 	JZ            gemmQ5KT2VNNIdone
-	PREFETCHT0    2816(AX)
-	PREFETCHT0    2880(AX)
-	PREFETCHT0    2944(AX)
-	PREFETCHT0    3008(AX)
-	PREFETCHT0    3072(AX)
-	PREFETCHT0    3136(AX)
-	PREFETCHT0    3200(AX)
-	PREFETCHT0    3264(AX)
-	PREFETCHT0    3328(AX)
-	PREFETCHT0    3392(AX)
-	PREFETCHT0    3456(AX)
-	PREFETCHT0    3520(AX)
-	PREFETCHT0    3584(AX)
-	PREFETCHT0    3648(AX)
-	PREFETCHT0    3712(AX)
-	PREFETCHT0    3776(AX)
-	PREFETCHT0    3840(AX)
-	PREFETCHT0    3904(AX)
-	PREFETCHT0    3968(AX)
-	PREFETCHT0    4032(AX)
-	PREFETCHT0    4096(AX)
-	PREFETCHT0    4160(AX)
-	MOVL          $0x0f0f0f0f, R10
-	VMOVD         R10, X5
-	VPBROADCASTB  X5, Y5
-	MOVL          $0x30303030, R10
-	VMOVD         R10, X6
-	VPBROADCASTB  X6, Y6
-	VMOVDQU32     96(AX), Y7
-	VMOVDQU32     32(AX), Y8
-	VPANDD        Y5, Y8, Y8
-	VPSLLW        $0x04, Y7, Y9
-	VPANDD        Y6, Y9, Y9
-	VPORD         Y9, Y8, Y8
-	VMOVDQU32     Y8, (SP)
-	VMOVDQU32     64(AX), Y8
-	VPANDD        Y5, Y8, Y8
-	VPSLLW        $0x02, Y7, Y9
-	VPANDD        Y6, Y9, Y9
-	VPORD         Y9, Y8, Y8
-	VMOVDQU32     Y8, 32(SP)
-	VMOVDQU32     32(AX), Y8
-	VPSRLW        $0x04, Y8, Y8
-	VPANDD        Y5, Y8, Y8
-	VMOVDQU32     Y7, Y9
-	VPANDD        Y6, Y9, Y9
-	VPORD         Y9, Y8, Y8
-	VMOVDQU32     Y8, 64(SP)
-	VMOVDQU32     64(AX), Y8
-	VPSRLW        $0x04, Y8, Y8
-	VPANDD        Y5, Y8, Y8
-	VPSRLW        $0x02, Y7, Y5
-	VPANDD        Y6, Y5, Y5
-	VPORD         Y5, Y8, Y8
-	VMOVDQU32     Y8, 96(SP)
+	VMOVDQU32     96(AX), Y5
+	VMOVDQU32     32(AX), Y6
+	VPANDD        Y1, Y6, Y6
+	VPSLLW        $0x04, Y5, Y7
+	VPANDD        kq4mask30<>+0(SB), Y7, Y7
+	VPORD         Y7, Y6, Y6
+	VMOVDQU32     Y6, (SP)
+	VMOVDQU32     64(AX), Y6
+	VPANDD        Y1, Y6, Y6
+	VPSLLW        $0x02, Y5, Y7
+	VPANDD        kq4mask30<>+0(SB), Y7, Y7
+	VPORD         Y7, Y6, Y6
+	VMOVDQU32     Y6, 32(SP)
+	VMOVDQU32     32(AX), Y6
+	VPSRLW        $0x04, Y6, Y6
+	VPANDD        Y1, Y6, Y6
+	VPANDD        kq4mask30<>+0(SB), Y5, Y7
+	VPORD         Y7, Y6, Y6
+	VMOVDQU32     Y6, 64(SP)
+	VMOVDQU32     64(AX), Y6
+	VPSRLW        $0x04, Y6, Y6
+	VPANDD        Y1, Y6, Y6
+	VPSRLW        $0x02, Y5, Y5
+	VPANDD        kq4mask30<>+0(SB), Y5, Y5
+	VPORD         Y5, Y6, Y6
+	VMOVDQU32     Y6, 96(SP)
 	VMOVDQA32     Y0, Y5
 	VMOVDQA32     Y0, Y6
 	VMOVDQA32     Y0, Y7
@@ -23842,7 +23662,7 @@ gemmQ5KT2VNNIdone:
 	RET
 
 // func gemmQ6KT2VNNI(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, MMX+
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI
 TEXT ·gemmQ6KT2VNNI(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -23867,33 +23687,6 @@ TEXT ·gemmQ6KT2VNNI(SB), NOSPLIT, $0-64
 gemmQ6KT2VNNIblock:
 	TESTQ         SI, SI
 	JZ            gemmQ6KT2VNNIdone
-	PREFETCHT0    3392(AX)
-	PREFETCHT0    3456(AX)
-	PREFETCHT0    3520(AX)
-	PREFETCHT0    3584(AX)
-	PREFETCHT0    3648(AX)
-	PREFETCHT0    3712(AX)
-	PREFETCHT0    3776(AX)
-	PREFETCHT0    3840(AX)
-	PREFETCHT0    3904(AX)
-	PREFETCHT0    3968(AX)
-	PREFETCHT0    4032(AX)
-	PREFETCHT0    4096(AX)
-	PREFETCHT0    4160(AX)
-	PREFETCHT0    4224(AX)
-	PREFETCHT0    4288(AX)
-	PREFETCHT0    4352(AX)
-	PREFETCHT0    4416(AX)
-	PREFETCHT0    4480(AX)
-	PREFETCHT0    4544(AX)
-	PREFETCHT0    4608(AX)
-	PREFETCHT0    4672(AX)
-	PREFETCHT0    4736(AX)
-	PREFETCHT0    4800(AX)
-	PREFETCHT0    4864(AX)
-	PREFETCHT0    4928(AX)
-	PREFETCHT0    4992(AX)
-	PREFETCHT0    5056(AX)
 	VMOVDQA32     Y0, Y5
 	VMOVDQA32     Y0, Y6
 	VMOVDQA32     Y0, Y7
@@ -24571,7 +24364,7 @@ gemmQ6KT2VNNIdone:
 	RET
 
 // func gemmQ2KT2VNNI(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, MMX+
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI
 TEXT ·gemmQ2KT2VNNI(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -24596,17 +24389,6 @@ TEXT ·gemmQ2KT2VNNI(SB), NOSPLIT, $0-64
 gemmQ2KT2VNNIblock:
 	TESTQ         SI, SI
 	JZ            gemmQ2KT2VNNIdone
-	PREFETCHT0    1408(AX)
-	PREFETCHT0    1472(AX)
-	PREFETCHT0    1536(AX)
-	PREFETCHT0    1600(AX)
-	PREFETCHT0    1664(AX)
-	PREFETCHT0    1728(AX)
-	PREFETCHT0    1792(AX)
-	PREFETCHT0    1856(AX)
-	PREFETCHT0    1920(AX)
-	PREFETCHT0    1984(AX)
-	PREFETCHT0    2048(AX)
 	VMOVDQA32     Y0, Y5
 	VMOVDQA32     Y0, Y6
 	VMOVDQA32     Y0, Y7
@@ -25113,7 +24895,7 @@ gemmQ2KT2VNNIdone:
 	RET
 
 // func gemmQ3KT2VNNI(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, MMX+
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI
 TEXT ·gemmQ3KT2VNNI(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -25138,21 +24920,6 @@ TEXT ·gemmQ3KT2VNNI(SB), NOSPLIT, $0-64
 gemmQ3KT2VNNIblock:
 	TESTQ         SI, SI
 	JZ            gemmQ3KT2VNNIdone
-	PREFETCHT0    1856(AX)
-	PREFETCHT0    1920(AX)
-	PREFETCHT0    1984(AX)
-	PREFETCHT0    2048(AX)
-	PREFETCHT0    2112(AX)
-	PREFETCHT0    2176(AX)
-	PREFETCHT0    2240(AX)
-	PREFETCHT0    2304(AX)
-	PREFETCHT0    2368(AX)
-	PREFETCHT0    2432(AX)
-	PREFETCHT0    2496(AX)
-	PREFETCHT0    2560(AX)
-	PREFETCHT0    2624(AX)
-	PREFETCHT0    2688(AX)
-	PREFETCHT0    2752(AX)
 	VMOVDQA32     Y0, Y5
 	VMOVDQA32     Y0, Y6
 	VMOVDQA32     Y0, Y7
@@ -25886,7 +25653,7 @@ gemmQ3KT2VNNIdone:
 	RET
 
 // func gemmQ4KT3VNNI(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, MMX+
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C
 TEXT ·gemmQ4KT3VNNI(SB), NOSPLIT, $128-64
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -25909,57 +25676,32 @@ TEXT ·gemmQ4KT3VNNI(SB), NOSPLIT, $128-64
 gemmQ4KT3VNNIblock:
 	TESTQ         SI, SI
 	JZ            gemmQ4KT3VNNIdone
-	PREFETCHT0    2304(AX)
-	PREFETCHT0    2368(AX)
-	PREFETCHT0    2432(AX)
-	PREFETCHT0    2496(AX)
-	PREFETCHT0    2560(AX)
-	PREFETCHT0    2624(AX)
-	PREFETCHT0    2688(AX)
-	PREFETCHT0    2752(AX)
-	PREFETCHT0    2816(AX)
-	PREFETCHT0    2880(AX)
-	PREFETCHT0    2944(AX)
-	PREFETCHT0    3008(AX)
-	PREFETCHT0    3072(AX)
-	PREFETCHT0    3136(AX)
-	PREFETCHT0    3200(AX)
-	PREFETCHT0    3264(AX)
-	PREFETCHT0    3328(AX)
-	PREFETCHT0    3392(AX)
-	MOVL          $0x0f0f0f0f, R10
-	VMOVD         R10, X5
-	VPBROADCASTB  X5, Y5
-	MOVL          $0x30303030, R10
-	VMOVD         R10, X6
-	VPBROADCASTB  X6, Y6
-	VMOVDQU32     96(AX), Y7
-	VMOVDQU32     32(AX), Y8
-	VPANDD        Y5, Y8, Y8
-	VPSLLW        $0x04, Y7, Y9
-	VPANDD        Y6, Y9, Y9
-	VPORD         Y9, Y8, Y8
-	VMOVDQU32     Y8, (SP)
-	VMOVDQU32     64(AX), Y8
-	VPANDD        Y5, Y8, Y8
-	VPSLLW        $0x02, Y7, Y9
-	VPANDD        Y6, Y9, Y9
-	VPORD         Y9, Y8, Y8
-	VMOVDQU32     Y8, 32(SP)
-	VMOVDQU32     32(AX), Y8
-	VPSRLW        $0x04, Y8, Y8
-	VPANDD        Y5, Y8, Y8
-	VMOVDQU32     Y7, Y9
-	VPANDD        Y6, Y9, Y9
-	VPORD         Y9, Y8, Y8
-	VMOVDQU32     Y8, 64(SP)
-	VMOVDQU32     64(AX), Y8
-	VPSRLW        $0x04, Y8, Y8
-	VPANDD        Y5, Y8, Y8
-	VPSRLW        $0x02, Y7, Y5
-	VPANDD        Y6, Y5, Y5
-	VPORD         Y5, Y8, Y8
-	VMOVDQU32     Y8, 96(SP)
+	VMOVDQU32     96(AX), Y5
+	VMOVDQU32     32(AX), Y6
+	VPANDD        Y1, Y6, Y6
+	VPSLLW        $0x04, Y5, Y7
+	VPANDD        kq4mask30<>+0(SB), Y7, Y7
+	VPORD         Y7, Y6, Y6
+	VMOVDQU32     Y6, (SP)
+	VMOVDQU32     64(AX), Y6
+	VPANDD        Y1, Y6, Y6
+	VPSLLW        $0x02, Y5, Y7
+	VPANDD        kq4mask30<>+0(SB), Y7, Y7
+	VPORD         Y7, Y6, Y6
+	VMOVDQU32     Y6, 32(SP)
+	VMOVDQU32     32(AX), Y6
+	VPSRLW        $0x04, Y6, Y6
+	VPANDD        Y1, Y6, Y6
+	VPANDD        kq4mask30<>+0(SB), Y5, Y7
+	VPORD         Y7, Y6, Y6
+	VMOVDQU32     Y6, 64(SP)
+	VMOVDQU32     64(AX), Y6
+	VPSRLW        $0x04, Y6, Y6
+	VPANDD        Y1, Y6, Y6
+	VPSRLW        $0x02, Y5, Y5
+	VPANDD        kq4mask30<>+0(SB), Y5, Y5
+	VPORD         Y5, Y6, Y6
+	VMOVDQU32     Y6, 96(SP)
 	VMOVDQA32     Y0, Y5
 	VMOVDQA32     Y0, Y6
 	VMOVDQA32     Y0, Y7
@@ -26462,7 +26204,7 @@ gemmQ4KT3VNNIdone:
 	RET
 
 // func gemmQ5KT3VNNI(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, MMX+
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C
 TEXT ·gemmQ5KT3VNNI(SB), NOSPLIT, $128-64
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -26488,61 +26230,32 @@ TEXT ·gemmQ5KT3VNNI(SB), NOSPLIT, $128-64
 gemmQ5KT3VNNIblock:
 	TESTQ         SI, SI
 	JZ            gemmQ5KT3VNNIdone
-	PREFETCHT0    2816(AX)
-	PREFETCHT0    2880(AX)
-	PREFETCHT0    2944(AX)
-	PREFETCHT0    3008(AX)
-	PREFETCHT0    3072(AX)
-	PREFETCHT0    3136(AX)
-	PREFETCHT0    3200(AX)
-	PREFETCHT0    3264(AX)
-	PREFETCHT0    3328(AX)
-	PREFETCHT0    3392(AX)
-	PREFETCHT0    3456(AX)
-	PREFETCHT0    3520(AX)
-	PREFETCHT0    3584(AX)
-	PREFETCHT0    3648(AX)
-	PREFETCHT0    3712(AX)
-	PREFETCHT0    3776(AX)
-	PREFETCHT0    3840(AX)
-	PREFETCHT0    3904(AX)
-	PREFETCHT0    3968(AX)
-	PREFETCHT0    4032(AX)
-	PREFETCHT0    4096(AX)
-	PREFETCHT0    4160(AX)
-	MOVL          $0x0f0f0f0f, R10
-	VMOVD         R10, X6
-	VPBROADCASTB  X6, Y6
-	MOVL          $0x30303030, R10
-	VMOVD         R10, X7
-	VPBROADCASTB  X7, Y7
-	VMOVDQU32     96(AX), Y8
-	VMOVDQU32     32(AX), Y9
-	VPANDD        Y6, Y9, Y9
-	VPSLLW        $0x04, Y8, Y10
-	VPANDD        Y7, Y10, Y10
-	VPORD         Y10, Y9, Y9
-	VMOVDQU32     Y9, (SP)
-	VMOVDQU32     64(AX), Y9
-	VPANDD        Y6, Y9, Y9
-	VPSLLW        $0x02, Y8, Y10
-	VPANDD        Y7, Y10, Y10
-	VPORD         Y10, Y9, Y9
-	VMOVDQU32     Y9, 32(SP)
-	VMOVDQU32     32(AX), Y9
-	VPSRLW        $0x04, Y9, Y9
-	VPANDD        Y6, Y9, Y9
-	VMOVDQU32     Y8, Y10
-	VPANDD        Y7, Y10, Y10
-	VPORD         Y10, Y9, Y9
-	VMOVDQU32     Y9, 64(SP)
-	VMOVDQU32     64(AX), Y9
-	VPSRLW        $0x04, Y9, Y9
-	VPANDD        Y6, Y9, Y9
-	VPSRLW        $0x02, Y8, Y6
-	VPANDD        Y7, Y6, Y6
-	VPORD         Y6, Y9, Y9
-	VMOVDQU32     Y9, 96(SP)
+	VMOVDQU32     96(AX), Y6
+	VMOVDQU32     32(AX), Y7
+	VPANDD        Y1, Y7, Y7
+	VPSLLW        $0x04, Y6, Y8
+	VPANDD        kq4mask30<>+0(SB), Y8, Y8
+	VPORD         Y8, Y7, Y7
+	VMOVDQU32     Y7, (SP)
+	VMOVDQU32     64(AX), Y7
+	VPANDD        Y1, Y7, Y7
+	VPSLLW        $0x02, Y6, Y8
+	VPANDD        kq4mask30<>+0(SB), Y8, Y8
+	VPORD         Y8, Y7, Y7
+	VMOVDQU32     Y7, 32(SP)
+	VMOVDQU32     32(AX), Y7
+	VPSRLW        $0x04, Y7, Y7
+	VPANDD        Y1, Y7, Y7
+	VPANDD        kq4mask30<>+0(SB), Y6, Y8
+	VPORD         Y8, Y7, Y7
+	VMOVDQU32     Y7, 64(SP)
+	VMOVDQU32     64(AX), Y7
+	VPSRLW        $0x04, Y7, Y7
+	VPANDD        Y1, Y7, Y7
+	VPSRLW        $0x02, Y6, Y6
+	VPANDD        kq4mask30<>+0(SB), Y6, Y6
+	VPORD         Y6, Y7, Y7
+	VMOVDQU32     Y7, 96(SP)
 	VMOVDQA32     Y0, Y6
 	VMOVDQA32     Y0, Y7
 	VMOVDQA32     Y0, Y8
@@ -27293,7 +27006,7 @@ gemmQ5KT3VNNIdone:
 	RET
 
 // func gemmQ6KT3VNNI(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, MMX+
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI
 TEXT ·gemmQ6KT3VNNI(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -27319,33 +27032,6 @@ TEXT ·gemmQ6KT3VNNI(SB), NOSPLIT, $0-64
 gemmQ6KT3VNNIblock:
 	TESTQ         SI, SI
 	JZ            gemmQ6KT3VNNIdone
-	PREFETCHT0    3392(AX)
-	PREFETCHT0    3456(AX)
-	PREFETCHT0    3520(AX)
-	PREFETCHT0    3584(AX)
-	PREFETCHT0    3648(AX)
-	PREFETCHT0    3712(AX)
-	PREFETCHT0    3776(AX)
-	PREFETCHT0    3840(AX)
-	PREFETCHT0    3904(AX)
-	PREFETCHT0    3968(AX)
-	PREFETCHT0    4032(AX)
-	PREFETCHT0    4096(AX)
-	PREFETCHT0    4160(AX)
-	PREFETCHT0    4224(AX)
-	PREFETCHT0    4288(AX)
-	PREFETCHT0    4352(AX)
-	PREFETCHT0    4416(AX)
-	PREFETCHT0    4480(AX)
-	PREFETCHT0    4544(AX)
-	PREFETCHT0    4608(AX)
-	PREFETCHT0    4672(AX)
-	PREFETCHT0    4736(AX)
-	PREFETCHT0    4800(AX)
-	PREFETCHT0    4864(AX)
-	PREFETCHT0    4928(AX)
-	PREFETCHT0    4992(AX)
-	PREFETCHT0    5056(AX)
 	VMOVDQA32     Y0, Y6
 	VMOVDQA32     Y0, Y7
 	VMOVDQA32     Y0, Y8
@@ -28153,7 +27839,7 @@ gemmQ6KT3VNNIdone:
 	RET
 
 // func gemmQ2KT3VNNI(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, MMX+
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI
 TEXT ·gemmQ2KT3VNNI(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -28179,17 +27865,6 @@ TEXT ·gemmQ2KT3VNNI(SB), NOSPLIT, $0-64
 gemmQ2KT3VNNIblock:
 	TESTQ         SI, SI
 	JZ            gemmQ2KT3VNNIdone
-	PREFETCHT0    1408(AX)
-	PREFETCHT0    1472(AX)
-	PREFETCHT0    1536(AX)
-	PREFETCHT0    1600(AX)
-	PREFETCHT0    1664(AX)
-	PREFETCHT0    1728(AX)
-	PREFETCHT0    1792(AX)
-	PREFETCHT0    1856(AX)
-	PREFETCHT0    1920(AX)
-	PREFETCHT0    1984(AX)
-	PREFETCHT0    2048(AX)
 	VMOVDQA32     Y0, Y6
 	VMOVDQA32     Y0, Y7
 	VMOVDQA32     Y0, Y8
@@ -28828,7 +28503,7 @@ gemmQ2KT3VNNIdone:
 	RET
 
 // func gemmQ3KT3VNNI(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, MMX+
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI
 TEXT ·gemmQ3KT3VNNI(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -28854,21 +28529,6 @@ TEXT ·gemmQ3KT3VNNI(SB), NOSPLIT, $0-64
 gemmQ3KT3VNNIblock:
 	TESTQ         SI, SI
 	JZ            gemmQ3KT3VNNIdone
-	PREFETCHT0    1856(AX)
-	PREFETCHT0    1920(AX)
-	PREFETCHT0    1984(AX)
-	PREFETCHT0    2048(AX)
-	PREFETCHT0    2112(AX)
-	PREFETCHT0    2176(AX)
-	PREFETCHT0    2240(AX)
-	PREFETCHT0    2304(AX)
-	PREFETCHT0    2368(AX)
-	PREFETCHT0    2432(AX)
-	PREFETCHT0    2496(AX)
-	PREFETCHT0    2560(AX)
-	PREFETCHT0    2624(AX)
-	PREFETCHT0    2688(AX)
-	PREFETCHT0    2752(AX)
 	VMOVDQA32     Y0, Y6
 	VMOVDQA32     Y0, Y7
 	VMOVDQA32     Y0, Y8
@@ -29732,7 +29392,7 @@ gemmQ3KT3VNNIdone:
 	RET
 
 // func gemmQ4KT4VNNI(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, MMX+
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C
 TEXT ·gemmQ4KT4VNNI(SB), NOSPLIT, $128-64
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -29759,57 +29419,32 @@ TEXT ·gemmQ4KT4VNNI(SB), NOSPLIT, $128-64
 gemmQ4KT4VNNIblock:
 	TESTQ         SI, SI
 	JZ            gemmQ4KT4VNNIdone
-	PREFETCHT0    2304(AX)
-	PREFETCHT0    2368(AX)
-	PREFETCHT0    2432(AX)
-	PREFETCHT0    2496(AX)
-	PREFETCHT0    2560(AX)
-	PREFETCHT0    2624(AX)
-	PREFETCHT0    2688(AX)
-	PREFETCHT0    2752(AX)
-	PREFETCHT0    2816(AX)
-	PREFETCHT0    2880(AX)
-	PREFETCHT0    2944(AX)
-	PREFETCHT0    3008(AX)
-	PREFETCHT0    3072(AX)
-	PREFETCHT0    3136(AX)
-	PREFETCHT0    3200(AX)
-	PREFETCHT0    3264(AX)
-	PREFETCHT0    3328(AX)
-	PREFETCHT0    3392(AX)
-	MOVL          $0x0f0f0f0f, R13
-	VMOVD         R13, X6
-	VPBROADCASTB  X6, Y6
-	MOVL          $0x30303030, R13
-	VMOVD         R13, X7
-	VPBROADCASTB  X7, Y7
-	VMOVDQU32     96(AX), Y8
-	VMOVDQU32     32(AX), Y9
-	VPANDD        Y6, Y9, Y9
-	VPSLLW        $0x04, Y8, Y10
-	VPANDD        Y7, Y10, Y10
-	VPORD         Y10, Y9, Y9
-	VMOVDQU32     Y9, (SP)
-	VMOVDQU32     64(AX), Y9
-	VPANDD        Y6, Y9, Y9
-	VPSLLW        $0x02, Y8, Y10
-	VPANDD        Y7, Y10, Y10
-	VPORD         Y10, Y9, Y9
-	VMOVDQU32     Y9, 32(SP)
-	VMOVDQU32     32(AX), Y9
-	VPSRLW        $0x04, Y9, Y9
-	VPANDD        Y6, Y9, Y9
-	VMOVDQU32     Y8, Y10
-	VPANDD        Y7, Y10, Y10
-	VPORD         Y10, Y9, Y9
-	VMOVDQU32     Y9, 64(SP)
-	VMOVDQU32     64(AX), Y9
-	VPSRLW        $0x04, Y9, Y9
-	VPANDD        Y6, Y9, Y9
-	VPSRLW        $0x02, Y8, Y6
-	VPANDD        Y7, Y6, Y6
-	VPORD         Y6, Y9, Y9
-	VMOVDQU32     Y9, 96(SP)
+	VMOVDQU32     96(AX), Y6
+	VMOVDQU32     32(AX), Y7
+	VPANDD        Y1, Y7, Y7
+	VPSLLW        $0x04, Y6, Y8
+	VPANDD        kq4mask30<>+0(SB), Y8, Y8
+	VPORD         Y8, Y7, Y7
+	VMOVDQU32     Y7, (SP)
+	VMOVDQU32     64(AX), Y7
+	VPANDD        Y1, Y7, Y7
+	VPSLLW        $0x02, Y6, Y8
+	VPANDD        kq4mask30<>+0(SB), Y8, Y8
+	VPORD         Y8, Y7, Y7
+	VMOVDQU32     Y7, 32(SP)
+	VMOVDQU32     32(AX), Y7
+	VPSRLW        $0x04, Y7, Y7
+	VPANDD        Y1, Y7, Y7
+	VPANDD        kq4mask30<>+0(SB), Y6, Y8
+	VPORD         Y8, Y7, Y7
+	VMOVDQU32     Y7, 64(SP)
+	VMOVDQU32     64(AX), Y7
+	VPSRLW        $0x04, Y7, Y7
+	VPANDD        Y1, Y7, Y7
+	VPSRLW        $0x02, Y6, Y6
+	VPANDD        kq4mask30<>+0(SB), Y6, Y6
+	VPORD         Y6, Y7, Y7
+	VMOVDQU32     Y7, 96(SP)
 	VMOVDQA32     Y0, Y6
 	VMOVDQA32     Y0, Y7
 	VMOVDQA32     Y0, Y8
@@ -30420,7 +30055,7 @@ gemmQ4KT4VNNIdone:
 	RET
 
 // func gemmQ5KT4VNNI(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, MMX+
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C
 TEXT ·gemmQ5KT4VNNI(SB), NOSPLIT, $128-64
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -30450,61 +30085,32 @@ TEXT ·gemmQ5KT4VNNI(SB), NOSPLIT, $128-64
 gemmQ5KT4VNNIblock:
 	TESTQ         SI, SI
 	JZ            gemmQ5KT4VNNIdone
-	PREFETCHT0    2816(AX)
-	PREFETCHT0    2880(AX)
-	PREFETCHT0    2944(AX)
-	PREFETCHT0    3008(AX)
-	PREFETCHT0    3072(AX)
-	PREFETCHT0    3136(AX)
-	PREFETCHT0    3200(AX)
-	PREFETCHT0    3264(AX)
-	PREFETCHT0    3328(AX)
-	PREFETCHT0    3392(AX)
-	PREFETCHT0    3456(AX)
-	PREFETCHT0    3520(AX)
-	PREFETCHT0    3584(AX)
-	PREFETCHT0    3648(AX)
-	PREFETCHT0    3712(AX)
-	PREFETCHT0    3776(AX)
-	PREFETCHT0    3840(AX)
-	PREFETCHT0    3904(AX)
-	PREFETCHT0    3968(AX)
-	PREFETCHT0    4032(AX)
-	PREFETCHT0    4096(AX)
-	PREFETCHT0    4160(AX)
-	MOVL          $0x0f0f0f0f, R13
-	VMOVD         R13, X7
-	VPBROADCASTB  X7, Y7
-	MOVL          $0x30303030, R13
-	VMOVD         R13, X8
-	VPBROADCASTB  X8, Y8
-	VMOVDQU32     96(AX), Y9
-	VMOVDQU32     32(AX), Y10
-	VPANDD        Y7, Y10, Y10
-	VPSLLW        $0x04, Y9, Y11
-	VPANDD        Y8, Y11, Y11
-	VPORD         Y11, Y10, Y10
-	VMOVDQU32     Y10, (SP)
-	VMOVDQU32     64(AX), Y10
-	VPANDD        Y7, Y10, Y10
-	VPSLLW        $0x02, Y9, Y11
-	VPANDD        Y8, Y11, Y11
-	VPORD         Y11, Y10, Y10
-	VMOVDQU32     Y10, 32(SP)
-	VMOVDQU32     32(AX), Y10
-	VPSRLW        $0x04, Y10, Y10
-	VPANDD        Y7, Y10, Y10
-	VMOVDQU32     Y9, Y11
-	VPANDD        Y8, Y11, Y11
-	VPORD         Y11, Y10, Y10
-	VMOVDQU32     Y10, 64(SP)
-	VMOVDQU32     64(AX), Y10
-	VPSRLW        $0x04, Y10, Y10
-	VPANDD        Y7, Y10, Y10
-	VPSRLW        $0x02, Y9, Y7
-	VPANDD        Y8, Y7, Y7
-	VPORD         Y7, Y10, Y10
-	VMOVDQU32     Y10, 96(SP)
+	VMOVDQU32     96(AX), Y7
+	VMOVDQU32     32(AX), Y8
+	VPANDD        Y1, Y8, Y8
+	VPSLLW        $0x04, Y7, Y9
+	VPANDD        kq4mask30<>+0(SB), Y9, Y9
+	VPORD         Y9, Y8, Y8
+	VMOVDQU32     Y8, (SP)
+	VMOVDQU32     64(AX), Y8
+	VPANDD        Y1, Y8, Y8
+	VPSLLW        $0x02, Y7, Y9
+	VPANDD        kq4mask30<>+0(SB), Y9, Y9
+	VPORD         Y9, Y8, Y8
+	VMOVDQU32     Y8, 32(SP)
+	VMOVDQU32     32(AX), Y8
+	VPSRLW        $0x04, Y8, Y8
+	VPANDD        Y1, Y8, Y8
+	VPANDD        kq4mask30<>+0(SB), Y7, Y9
+	VPORD         Y9, Y8, Y8
+	VMOVDQU32     Y8, 64(SP)
+	VMOVDQU32     64(AX), Y8
+	VPSRLW        $0x04, Y8, Y8
+	VPANDD        Y1, Y8, Y8
+	VPSRLW        $0x02, Y7, Y7
+	VPANDD        kq4mask30<>+0(SB), Y7, Y7
+	VPORD         Y7, Y8, Y8
+	VMOVDQU32     Y8, 96(SP)
 	VMOVDQA32     Y0, Y7
 	VMOVDQA32     Y0, Y8
 	VMOVDQA32     Y0, Y9
@@ -31363,7 +30969,7 @@ gemmQ5KT4VNNIdone:
 	RET
 
 // func gemmQ6KT4VNNI(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, MMX+
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI
 TEXT ·gemmQ6KT4VNNI(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -31393,33 +30999,6 @@ TEXT ·gemmQ6KT4VNNI(SB), NOSPLIT, $0-64
 gemmQ6KT4VNNIblock:
 	TESTQ         SI, SI
 	JZ            gemmQ6KT4VNNIdone
-	PREFETCHT0    3392(AX)
-	PREFETCHT0    3456(AX)
-	PREFETCHT0    3520(AX)
-	PREFETCHT0    3584(AX)
-	PREFETCHT0    3648(AX)
-	PREFETCHT0    3712(AX)
-	PREFETCHT0    3776(AX)
-	PREFETCHT0    3840(AX)
-	PREFETCHT0    3904(AX)
-	PREFETCHT0    3968(AX)
-	PREFETCHT0    4032(AX)
-	PREFETCHT0    4096(AX)
-	PREFETCHT0    4160(AX)
-	PREFETCHT0    4224(AX)
-	PREFETCHT0    4288(AX)
-	PREFETCHT0    4352(AX)
-	PREFETCHT0    4416(AX)
-	PREFETCHT0    4480(AX)
-	PREFETCHT0    4544(AX)
-	PREFETCHT0    4608(AX)
-	PREFETCHT0    4672(AX)
-	PREFETCHT0    4736(AX)
-	PREFETCHT0    4800(AX)
-	PREFETCHT0    4864(AX)
-	PREFETCHT0    4928(AX)
-	PREFETCHT0    4992(AX)
-	PREFETCHT0    5056(AX)
 	VMOVDQA32     Y0, Y7
 	VMOVDQA32     Y0, Y8
 	VMOVDQA32     Y0, Y9
@@ -32357,7 +31936,7 @@ gemmQ6KT4VNNIdone:
 	RET
 
 // func gemmQ2KT4VNNI(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, MMX+
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI
 TEXT ·gemmQ2KT4VNNI(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -32387,17 +31966,6 @@ TEXT ·gemmQ2KT4VNNI(SB), NOSPLIT, $0-64
 gemmQ2KT4VNNIblock:
 	TESTQ         SI, SI
 	JZ            gemmQ2KT4VNNIdone
-	PREFETCHT0    1408(AX)
-	PREFETCHT0    1472(AX)
-	PREFETCHT0    1536(AX)
-	PREFETCHT0    1600(AX)
-	PREFETCHT0    1664(AX)
-	PREFETCHT0    1728(AX)
-	PREFETCHT0    1792(AX)
-	PREFETCHT0    1856(AX)
-	PREFETCHT0    1920(AX)
-	PREFETCHT0    1984(AX)
-	PREFETCHT0    2048(AX)
 	VMOVDQA32     Y0, Y7
 	VMOVDQA32     Y0, Y8
 	VMOVDQA32     Y0, Y9
@@ -33168,7 +32736,7 @@ gemmQ2KT4VNNIdone:
 	RET
 
 // func gemmQ3KT4VNNI(w *byte, x *int8, xd *float32, xs *int16, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, MMX+
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI
 TEXT ·gemmQ3KT4VNNI(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -33198,21 +32766,6 @@ TEXT ·gemmQ3KT4VNNI(SB), NOSPLIT, $0-64
 gemmQ3KT4VNNIblock:
 	TESTQ         SI, SI
 	JZ            gemmQ3KT4VNNIdone
-	PREFETCHT0    1856(AX)
-	PREFETCHT0    1920(AX)
-	PREFETCHT0    1984(AX)
-	PREFETCHT0    2048(AX)
-	PREFETCHT0    2112(AX)
-	PREFETCHT0    2176(AX)
-	PREFETCHT0    2240(AX)
-	PREFETCHT0    2304(AX)
-	PREFETCHT0    2368(AX)
-	PREFETCHT0    2432(AX)
-	PREFETCHT0    2496(AX)
-	PREFETCHT0    2560(AX)
-	PREFETCHT0    2624(AX)
-	PREFETCHT0    2688(AX)
-	PREFETCHT0    2752(AX)
 	VMOVDQA32     Y0, Y7
 	VMOVDQA32     Y0, Y8
 	VMOVDQA32     Y0, Y9

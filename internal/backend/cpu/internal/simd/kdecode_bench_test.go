@@ -9,7 +9,8 @@ import (
 // BenchmarkKDecode runs the one-token K-quant products decode makes, on
 // 2048-wide rows (LFM2-1.2B's hidden size): the GEMM over packed groups
 // (GemmK with one token, what decode runs where the CPU has the GEMM) and
-// the rows kernel over the GGUF rows (DotKRows), on a matrix that stays in
+// the rows kernel over the GGUF rows (DotKRows), and in L2 the GEMM with
+// four tokens (prefill), on a matrix that stays in
 // L2 (256 KiB) and one that streams from memory (64 MiB). MB/s counts the
 // bytes each form reads (the packed copy for the GEMM, the GGUF rows for
 // DotKRows), cpu-GB/s the same per second of the thread's own CPU time,
@@ -20,6 +21,8 @@ func BenchmarkKDecode(b *testing.B) {
 	nb := cols / QK
 	r := rngFor(b)
 	x, xd, xs := quantK(randF32(r, cols))
+	x4, xd4, xs4 := quantK(randF32(r, 4*cols))
+	out4 := make([]float32, 4*GemmRows)
 	for _, kt := range []KQuant{Q4K, Q6K, Q5K} {
 		for _, size := range []struct {
 			name  string
@@ -56,6 +59,15 @@ func BenchmarkKDecode(b *testing.B) {
 						GemmK(kt, p[g*gb:(g+1)*gb], x, xd, xs, cols, 1, out[g*GemmRows:], GemmRows)
 					}
 				})
+				if size.name == "L2" {
+					// The prefill form: four tokens per packed block (the
+					// byte rates are per pass over the weights).
+					bench("gemm-4tok", len(p), func() {
+						for g := range rows / GemmRows {
+							GemmK(kt, p[g*gb:(g+1)*gb], x4, xd4, xs4, cols, 4, out4, GemmRows)
+						}
+					})
+				}
 			}
 			bench("rows", len(w), func() {
 				for r0 := 0; r0 < rows; r0 += 64 {

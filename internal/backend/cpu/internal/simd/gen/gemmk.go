@@ -200,9 +200,9 @@ func gemmQ45K(q5 bool, tokens int) {
 	Label(name + "block")
 	TESTQ(a.nb, a.nb)
 	JZ(LabelRef(name + "done"))
-	kgemmPrefetch(a, bytes)
+	kgemmPrefetch(a, bytes, tokens)
 	tbl := AllocLocal(128)
-	kq4Unpack(a.w, tbl, true)
+	kq4Unpack(a.w, tbl, mask, true)
 	sumi, summ := zeroVecs(z, tokens), zeroVecs(z, tokens)
 	// Sub-blocks 2g (low nibbles) and 2g+1 (high ones) share each load.
 	for g := range 4 {
@@ -264,7 +264,7 @@ func gemmQ6K(tokens int) {
 	Label(name + "block")
 	TESTQ(a.nb, a.nb)
 	JZ(LabelRef(name + "done"))
-	kgemmPrefetch(a, kq6Bytes)
+	kgemmPrefetch(a, kq6Bytes, tokens)
 	sumi, osum := zeroVecs(z, tokens), zeroVecs(z, tokens)
 	for h := range 2 {
 		for q := range 4 {
@@ -350,7 +350,7 @@ func gemmQ23K(q3 bool, tokens int) {
 	Label(name + "block")
 	TESTQ(a.nb, a.nb)
 	JZ(LabelRef(name + "done"))
-	kgemmPrefetch(a, bytes)
+	kgemmPrefetch(a, bytes, tokens)
 	sumi, other := zeroVecs(z, tokens), zeroVecs(z, tokens) // other: Σm·xs (Q2_K), Σsc·xs (Q3_K)
 	scOff, qOff := kq2Sc, kq2Q
 	if q3 {

@@ -69,17 +69,22 @@ func bothHalves(y VecVirtual) {
 }
 
 // kgemmPrefetchBlocks is how many packed blocks ahead of the one in hand
-// the GEMM kernels (AVX2 and VNNI) prefetch. Decode (one token) reads every packed
-// block once, straight from memory: without it the one-token kernel ran
-// at 9.8 (Q6_K) and 14 (Q4_K) GB/s from memory against 28 and 33 in L2.
+// the one-token GEMM kernels (AVX2 and VNNI) prefetch. Decode reads every
+// packed block once, straight from memory: without it the AVX2 one-token
+// kernel ran at 9.8 (Q6_K) and 14 (Q4_K) GB/s from memory against 28 and
+// 33 in L2. The several-token kernels (prefill) compute long enough per
+// block for the hardware prefetcher and do without.
 const kgemmPrefetchBlocks = 2
 
-// kgemmPrefetch prefetches the packed block kgemmPrefetchBlocks ahead of
-// the one at a.w (bytes long). Within a group the blocks follow each
-// other and the next group follows the last block, so this runs on
-// across the calls of a decode product; past the matrix's end it touches
-// nothing (prefetches do not fault).
-func kgemmPrefetch(a kgemmArgs, bytes int) {
+// kgemmPrefetch prefetches, in a one-token kernel, the packed block
+// kgemmPrefetchBlocks ahead of the one at a.w (bytes long). Within a group
+// the blocks follow each other and the next group follows the last block,
+// so this runs on across the calls of a decode product; past the matrix's
+// end it touches nothing (prefetches do not fault).
+func kgemmPrefetch(a kgemmArgs, bytes, tokens int) {
+	if tokens != 1 {
+		return
+	}
 	for off := 0; off < bytes; off += 64 {
 		PREFETCHT0(Mem{Base: a.w, Disp: kgemmPrefetchBlocks*bytes + off})
 	}
@@ -89,18 +94,21 @@ func kgemmPrefetch(a kgemmArgs, bytes int) {
 // block at w (simd's kq4ScaleMin layout) into the 128 bytes at tbl: the
 // scales [8 sub-blocks][8 lanes], then the mins. Each 32-byte quarter k
 // is the nibbles (low ones for k < 2, high ones after) of the 32 bytes at
-// 32(k%2) with bit pair k of the high-bit bytes moved to bits 4-5. evex
-// takes the AVX-512 forms (the VNNI kernels' registers reach Y16-Y31).
-func kq4Unpack(w Register, tbl Mem, evex bool) {
-	and, or, mov := func(a, b, c Op) { VPAND(a, b, c) }, func(a, b, c Op) { VPOR(a, b, c) }, func(a, b Op) { VMOVDQU(a, b) }
+// 32(k%2) with bit pair k of the high-bit bytes moved to bits 4-5. m0f
+// holds 0x0f in every byte; 0x30 is read from memory (no register: the
+// three-token kernel uses all sixteen). evex takes the AVX-512 forms (the
+// VNNI kernels' registers reach Y16-Y31).
+func kq4Unpack(w Register, tbl Mem, m0f VecVirtual, evex bool) {
+	and := func(a, b, c Op) { VPAND(a, b, c) }
+	or := func(a, b, c Op) { VPOR(a, b, c) }
+	mov := func(a, b Op) { VMOVDQU(a, b) }
 	if evex {
 		and = func(a, b, c Op) { VPANDD(a, b, c) }
 		or = func(a, b, c Op) { VPORD(a, b, c) }
 		mov = func(a, b Op) { VMOVDQU32(a, b) }
 	}
-	m0f, m30, h := YMM(), YMM(), YMM()
-	broadcastB(0x0f, m0f)
-	broadcastB(0x30, m30)
+	m30 := kq4Mask30()
+	h := YMM()
 	mov(Mem{Base: w, Disp: kq4SM + 64}, h)
 	for k := range 4 {
 		lo, hb := YMM(), YMM()
@@ -114,15 +122,30 @@ func kq4Unpack(w Register, tbl Mem, evex bool) {
 			VPSLLW(Imm(4), h, hb)
 		case 1:
 			VPSLLW(Imm(2), h, hb)
-		case 2:
-			mov(h, hb)
 		case 3:
 			VPSRLW(Imm(2), h, hb)
 		}
-		and(m30, hb, hb)
+		if k == 2 {
+			and(m30, h, hb)
+		} else {
+			and(m30, hb, hb)
+		}
 		or(hb, lo, lo)
 		mov(lo, tbl.Offset(32*k))
 	}
+}
+
+// kq4M30 is 32 bytes of 0x30 (kq4Unpack's mask of bits 4-5).
+var kq4M30 Mem
+
+func kq4Mask30() Mem {
+	if kq4M30.Symbol.Name == "" {
+		kq4M30 = GLOBL("kq4mask30", RODATA|NOPTR)
+		for i := range 32 {
+			DATA(i, U8(0x30))
+		}
+	}
+	return kq4M30
 }
 
 func zeroed(n int) []VecVirtual {
@@ -158,9 +181,9 @@ func gemmQ45KAVX2(q5 bool, tokens int) {
 	Label(name + "block")
 	TESTQ(a.nb, a.nb)
 	JZ(LabelRef(name + "done"))
-	kgemmPrefetch(a, bytes)
+	kgemmPrefetch(a, bytes, tokens)
 	tbl := AllocLocal(128)
-	kq4Unpack(a.w, tbl, false)
+	kq4Unpack(a.w, tbl, mask, false)
 	sumi, summ := zeroed(tokens), zeroed(tokens)
 	for s := range 8 {
 		g, hi := s/2, s%2
@@ -225,7 +248,7 @@ func gemmQ6KAVX2(tokens int) {
 	Label(name + "block")
 	TESTQ(a.nb, a.nb)
 	JZ(LabelRef(name + "done"))
-	kgemmPrefetch(a, kq6Bytes)
+	kgemmPrefetch(a, kq6Bytes, tokens)
 	sumi, osum := zeroed(tokens), zeroed(tokens)
 	for h := range 2 {
 		for q := range 4 {
@@ -325,7 +348,7 @@ func gemmQ23KAVX2(q3 bool, tokens int) {
 	Label(name + "block")
 	TESTQ(a.nb, a.nb)
 	JZ(LabelRef(name + "done"))
-	kgemmPrefetch(a, bytes)
+	kgemmPrefetch(a, bytes, tokens)
 	sumi, other := zeroed(tokens), zeroed(tokens) // other: Σm·xs (Q2_K), Σsc·xs (Q3_K)
 	scOff, qOff := kq2Sc, kq2Q
 	if q3 {
