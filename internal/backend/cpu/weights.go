@@ -57,7 +57,8 @@ type matrix struct {
 	// kgemm is a 2-D K-quant matrix (Q2_K ... Q6_K; kind kq) repacked for
 	// the K-quant GEMM (simd.PackK) in dynamic math, on CPUs with its
 	// kernel; nil otherwise. Prefill and decode read it; blk (the mapped
-	// GGUF rows, 1-6% smaller) stays for row gathers and fallbacks.
+	// GGUF rows: the packed size for Q4_K and Q5_K, 1-5% smaller for the
+	// others) stays for row gathers and fallbacks.
 	kgemm []byte
 	// colsT is a narrow binary16 matrix (narrowCols or fewer columns, a
 	// LoRA B matrix [out, rank]) transposed, [cols][rows], in dynamic

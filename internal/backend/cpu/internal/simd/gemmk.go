@@ -11,10 +11,13 @@ import (
 // times activations quantized by QuantizeQ8K. One packed block of a group
 // (256 values of each of its rows) holds, lane l being the group's row l:
 //
-//	Q4_K: d[8] f32, dmin[8] f32, scales[8 sub-blocks][8 lanes] u8,
-//	      mins[8][8] u8, then 32 chunks of 32 bytes: chunk v, lane l =
+//	Q4_K: d[8] f16, dmin[8] f16, the 6-bit scales and mins in 96 bytes
+//	      (kq4ScaleMin), then 32 chunks of 32 bytes: chunk v, lane l =
 //	      bytes 4v..4v+3 of row l's 128 bytes of 4-bit values (low
-//	      nibbles values 64g+4j.., high ones 64g+32+4j.., v = 8g+j)
+//	      nibbles values 64g+4j.., high ones 64g+32+4j.., v = 8g+j);
+//	      1152 bytes, the GGUF size of the eight rows' blocks (decode
+//	      streams the packed copy: a byte more per row is a byte more
+//	      read per token)
 //	Q5_K: Q4_K, then 8 chunks of the rows' fifth bits (chunk j, lane l =
 //	      bytes 4j..4j+3 of row l's 32 bytes of high bits)
 //	Q6_K: d[8] f32, scales[8 pairs][8 lanes][2] i8 (sub-blocks 2k, 2k+1),
@@ -31,15 +34,15 @@ import (
 // block with blockSum, so every lane gets DotK's bits for its row.
 
 // kgemmBlockBytes is the packed block size of a K-quant type (0: no GEMM).
-var kgemmBlockBytes = [NumKQuant]int{Q4K: 1216, Q5K: 1472, Q6K: 1696, Q2K: 704, Q3K: 928}
+var kgemmBlockBytes = [NumKQuant]int{Q4K: 1152, Q5K: 1408, Q6K: 1696, Q2K: 704, Q3K: 928}
 
 // Offsets in a packed block.
 const (
-	kq4D, kq4Min, kq4Sc, kq4M, kq4Q = 0, 32, 64, 128, 192
-	kq5QH                           = 1216
-	kq6D, kq6Sc, kq6QL, kq6QH       = 0, 32, 160, 1184
-	kq2D, kq2Min, kq2Sc, kq2Q       = 0, 32, 64, 192
-	kq3D, kq3Sc, kq3Q, kq3H         = 0, 32, 160, 672
+	kq4D, kq4Min, kq4SM, kq4Q = 0, 16, 32, 128
+	kq5QH                     = 1152
+	kq6D, kq6Sc, kq6QL, kq6QH = 0, 32, 160, 1184
+	kq2D, kq2Min, kq2Sc, kq2Q = 0, 32, 64, 192
+	kq3D, kq3Sc, kq3Q, kq3H   = 0, 32, 160, 672
 )
 
 // HasGemmLayout reports whether t has a packed GEMM layout.
@@ -101,11 +104,14 @@ func packKBlock(t KQuant, dst []byte, l int, src []byte) {
 	}
 	switch t {
 	case Q4K, Q5K:
-		putF32(dst[kq4D+4*l:], f16Scale(src[0:]))
-		putF32(dst[kq4Min+4*l:], f16Scale(src[2:]))
+		copy(dst[kq4D+2*l:kq4D+2*l+2], src[0:2])
+		copy(dst[kq4Min+2*l:kq4Min+2*l+2], src[2:4])
 		sc, m := scaleMinK((*[12]byte)(src[4:]))
 		for s := range 8 {
-			dst[kq4Sc+8*s+l], dst[kq4M+8*s+l] = byte(sc[s]), byte(m[s])
+			dst[kq4SM+8*s+l] = byte(sc[s]&15 | m[s]&15<<4)
+		}
+		for s := range 4 {
+			dst[kq4SM+64+8*s+l] = byte(sc[s]>>4 | sc[s+4]>>4<<2 | m[s]>>4<<4 | m[s+4]>>4<<6)
 		}
 		if t == Q4K {
 			chunks(kq4Q, src[16:144], 32)
@@ -138,6 +144,20 @@ func packKBlock(t KQuant, dst []byte, l int, src []byte) {
 		chunks(kq6QL, src[0:128], 32)
 		chunks(kq6QH, src[128:192], 16)
 	}
+}
+
+// kq4ScaleMin is lane l's scale and min of sub-block s of a packed Q4_K
+// or Q5_K block. The 128 six-bit values v (v[8s+l] the scales, v[64+8s+l]
+// the mins) are kept as 64 bytes of low nibbles (byte j: v[j] low, v[64+j]
+// high) and 32 of high bit pairs (byte i: bits 2k, 2k+1 the top bits of
+// v[i+32k]), so that a kernel unpacks all of them with a few byte masks
+// and shifts of four 32-byte vectors, v[32k..32k+31] each.
+func kq4ScaleMin(blk []byte, s, l int) (sc, m int32) {
+	j := 8*s + l
+	lo, hi := blk[kq4SM+j], blk[kq4SM+64+j%32]
+	sc = int32(lo&15 | hi>>(2*(j/32))&3<<4)
+	m = int32(lo>>4 | hi>>(2*(2+j/32))&3<<4)
+	return sc, m
 }
 
 // kgemmValue is lane l's value e (unsigned) of packed block blk.
@@ -265,11 +285,12 @@ func gemmKGo(t KQuant, w []byte, x []int8, xd []float32, xs []int16, nb, xstride
 						for i := 32 * s; i < 32*s+32; i++ {
 							p += kgemmValue(t, blk, l, i) * int32(xb[i])
 						}
-						sumi += int32(blk[kq4Sc+8*s+l]) * p
-						summ += int32(blk[kq4M+8*s+l]) * (int32(sb[2*s]) + int32(sb[2*s+1]))
+						sc, m := kq4ScaleMin(blk, s, l)
+						sumi += sc * p
+						summ += m * (int32(sb[2*s]) + int32(sb[2*s+1]))
 					}
-					d = getF32(blk[kq4D+4*l:]) * dt[b]
-					dmin = getF32(blk[kq4Min+4*l:]) * dt[b]
+					d = f16Scale(blk[kq4D+2*l:]) * dt[b]
+					dmin = f16Scale(blk[kq4Min+2*l:]) * dt[b]
 				}
 				acc[l] = blockSum(acc[l], d, dmin, sumi, summ)
 			}

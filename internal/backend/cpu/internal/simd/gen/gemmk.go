@@ -21,9 +21,9 @@ import (
 
 // Packed block offsets (bytes within one group's block; gemmk.go).
 const (
-	kq4D, kq4Min, kq4Sc, kq4M, kq4Q, kq4Bytes = 0, 32, 64, 128, 192, 1216
-	kq5QH, kq5Bytes                           = 1216, 1472
-	kq6D, kq6Sc, kq6QL, kq6QH, kq6Bytes       = 0, 32, 160, 1184, 1696
+	kq4D, kq4Min, kq4SM, kq4Q, kq4Bytes = 0, 16, 32, 128, 1152
+	kq5QH, kq5Bytes                     = 1152, 1408
+	kq6D, kq6Sc, kq6QL, kq6QH, kq6Bytes = 0, 32, 160, 1184, 1696
 )
 
 func gemmKKernels() {
@@ -142,10 +142,15 @@ func addScaled(sv VecVirtual, u int, p, sumi []VecVirtual) {
 // Q5_K, Q2_K): per token, accf += dx·d·sumi - dx·dmin·summ, with d and dmin
 // the group's eight rows' f32 values at offsets dOff and minOff, then
 // kgemmEnd.
-func kgemmEndScaleMin(name string, a kgemmArgs, bytes, tokens, dOff, minOff int, sumi, summ, accf []VecVirtual) {
+func kgemmEndScaleMin(name string, a kgemmArgs, bytes, tokens, dOff, minOff int, f16 bool, sumi, summ, accf []VecVirtual) {
 	dw, dm := YMM(), YMM()
-	VMOVUPS(Mem{Base: a.w, Disp: dOff}, dw)
-	VMOVUPS(Mem{Base: a.w, Disp: minOff}, dm)
+	if f16 { // binary16 d and dmin (Q4_K, Q5_K): exact in f32
+		VCVTPH2PS(Mem{Base: a.w, Disp: dOff}, dw)
+		VCVTPH2PS(Mem{Base: a.w, Disp: minOff}, dm)
+	} else {
+		VMOVUPS(Mem{Base: a.w, Disp: dOff}, dw)
+		VMOVUPS(Mem{Base: a.w, Disp: minOff}, dm)
+	}
 	for t := range tokens {
 		dx, d, dmin := YMM(), YMM(), YMM()
 		VBROADCASTSS(a.xdm(t), dx)
@@ -195,6 +200,9 @@ func gemmQ45K(q5 bool, tokens int) {
 	Label(name + "block")
 	TESTQ(a.nb, a.nb)
 	JZ(LabelRef(name + "done"))
+	kgemmPrefetch(a, bytes, tokens)
+	tbl := AllocLocal(128)
+	kq4Unpack(a.w, tbl, mask, true)
 	sumi, summ := zeroVecs(z, tokens), zeroVecs(z, tokens)
 	// Sub-blocks 2g (low nibbles) and 2g+1 (high ones) share each load.
 	for g := range 4 {
@@ -222,14 +230,14 @@ func gemmQ45K(q5 bool, tokens int) {
 		for i := range 2 {
 			s := 2*g + i
 			sc := YMM()
-			VPMOVZXBD(Mem{Base: a.w, Disp: kq4Sc + 8*s}, sc)
+			VPMOVZXBD(tbl.Offset(8*s), sc)
 			for t := range tokens {
 				VPMULLD(sc, p[i][t], p[i][t])
 				VPADDD(p[i][t], sumi[t], sumi[t])
 			}
 			// The min, in both 16-bit halves, meets the sub-block's two sums.
 			m, m2 := YMM(), YMM()
-			VPMOVZXBD(Mem{Base: a.w, Disp: kq4M + 8*s}, m)
+			VPMOVZXBD(tbl.Offset(64+8*s), m)
 			VPSLLD(Imm(16), m, m2)
 			VPORD(m2, m, m)
 			for t := range tokens {
@@ -237,7 +245,7 @@ func gemmQ45K(q5 bool, tokens int) {
 			}
 		}
 	}
-	kgemmEndScaleMin(name, a, bytes, tokens, kq4D, kq4Min, sumi, summ, accf)
+	kgemmEndScaleMin(name, a, bytes, tokens, kq4D, kq4Min, true, sumi, summ, accf)
 }
 
 // gemmQ6K writes gemmQ6KT<tokens>VNNI: values unsigned (0..63), the offset
@@ -256,6 +264,7 @@ func gemmQ6K(tokens int) {
 	Label(name + "block")
 	TESTQ(a.nb, a.nb)
 	JZ(LabelRef(name + "done"))
+	kgemmPrefetch(a, kq6Bytes, tokens)
 	sumi, osum := zeroVecs(z, tokens), zeroVecs(z, tokens)
 	for h := range 2 {
 		for q := range 4 {
@@ -341,6 +350,7 @@ func gemmQ23K(q3 bool, tokens int) {
 	Label(name + "block")
 	TESTQ(a.nb, a.nb)
 	JZ(LabelRef(name + "done"))
+	kgemmPrefetch(a, bytes, tokens)
 	sumi, other := zeroVecs(z, tokens), zeroVecs(z, tokens) // other: Σm·xs (Q2_K), Σsc·xs (Q3_K)
 	scOff, qOff := kq2Sc, kq2Q
 	if q3 {
@@ -410,5 +420,5 @@ func gemmQ23K(q3 bool, tokens int) {
 		kgemmEnd(name, a, bytes, accf)
 		return
 	}
-	kgemmEndScaleMin(name, a, bytes, tokens, kq2D, kq2Min, sumi, other, accf)
+	kgemmEndScaleMin(name, a, bytes, tokens, kq2D, kq2Min, false, sumi, other, accf)
 }
