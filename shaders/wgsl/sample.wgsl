@@ -72,6 +72,8 @@ struct Rule {
 }
 
 var<private> rule: Rule;
+var<workgroup> wg_rule: Rule;
+var<workgroup> wg_rows: u32;
 
 @group(0) @binding(0) var<uniform> p: SampleParams;
 @group(0) @binding(1) var<storage, read_write> step: array<u32>;
@@ -508,7 +510,13 @@ fn fast_pick(l: u32, n: u32, c: u32, hi: f32, top_p: f32, kmin_out: ptr<function
 fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
     // No rows: a step a multi-step submission's advance kernel turned into
     // a no-op (wgsl/step.wgsl).
-    if step[STEP_ROWS] == 0u {
+    // The step buffer is read_write (invocation 0 advances it), so words
+    // read from it count as non-uniform: the row count and the rule reach
+    // every invocation through workgroup memory (workgroupUniformLoad).
+    if lid.x == 0u {
+        wg_rows = step[STEP_ROWS];
+    }
+    if workgroupUniformLoad(&wg_rows) == 0u {
         return;
     }
     load_mask();
@@ -519,7 +527,10 @@ fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
     var rl = Rule(p.inv_temperature, p.top_k, p.top_p, p.seed_lo, p.seed_hi);
     if p.rule_at != 0u {
         let a = p.rule_at;
-        rl = Rule(bitcast<f32>(step[a + RULE_INV_TEMPERATURE]), step[a + RULE_TOP_K], bitcast<f32>(step[a + RULE_TOP_P]), step[a + RULE_SEED_LO], step[a + RULE_SEED_HI]);
+        if lid.x == 0u {
+            wg_rule = Rule(bitcast<f32>(step[a + RULE_INV_TEMPERATURE]), step[a + RULE_TOP_K], bitcast<f32>(step[a + RULE_TOP_P]), step[a + RULE_SEED_LO], step[a + RULE_SEED_HI]);
+        }
+        rl = workgroupUniformLoad(&wg_rule);
     }
     rule = rl;
     let l = lid.x;
