@@ -87,6 +87,15 @@ func (f *File) Checkpoint() (*model.Checkpoint, error) {
 		if eot := m.tokenID("tokenizer.ggml.eot_token_id", -1, len(v.Pieces)); eot >= 0 && eot != v.EOS {
 			cfg.StopTokens = append(cfg.StopTokens, eot)
 		}
+		if v.Model == "gemma4" {
+			// llama.cpp ends generation at these Gemma 4 tokens by name
+			// (the end of a turn, and a tool call awaiting its result).
+			for id, p := range v.Pieces {
+				if (p == "<eos>" || p == "<turn|>" || p == "<|tool_response>") && id != v.EOS && !slices.Contains(cfg.StopTokens, id) {
+					cfg.StopTokens = append(cfg.StopTokens, id)
+				}
+			}
+		}
 		if m.err != nil {
 			return nil, m.err
 		}
