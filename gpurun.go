@@ -580,7 +580,7 @@ func ggufExtras(path string, ck *model.Checkpoint) (template, noTok string) {
 		if v, ok := f.Get("tokenizer.ggml.model"); ok {
 			kind, _ = v.Str()
 		}
-		// Vocabularies gpurun reads (llama, t5, gpt2) are imported, and
+		// Vocabularies gpurun reads (llama, t5, gpt2, gemma4) are imported, and
 		// unknown kinds fail the import; what is left is no vocabulary.
 		switch kind {
 		case "":

@@ -51,7 +51,7 @@ func checkpointTokenizer(ck *model.Checkpoint) (textCodec, error) {
 // TokenizerBytes returns what a model file stores for ck's tokenizer: its
 // SentencePiece model or tokenizer.json as is, a SentencePiece model built
 // from a SentencePiece-style vocabulary, or a tokenizer.json built from a
-// GGUF gpt2 vocabulary; nil when ck has no tokenizer.
+// GGUF gpt2 or gemma4 vocabulary; nil when ck has no tokenizer.
 func TokenizerBytes(ck *model.Checkpoint) ([]byte, error) {
 	if ck.Tokenizer != nil {
 		if modelfile.IsTokenizerJSON(ck.Tokenizer) {
@@ -70,7 +70,7 @@ func TokenizerBytes(ck *model.Checkpoint) ([]byte, error) {
 		b   []byte
 		err error
 	)
-	if ck.Vocab.Model == "gpt2" {
+	if ck.Vocab.Model == "gpt2" || ck.Vocab.Model == "gemma4" {
 		b, err = bpe.FromVocab(ck.Vocab, ck.Config.AddBOS)
 	} else {
 		b, err = tokenizer.FromVocab(ck.Vocab)

@@ -18,6 +18,9 @@ var (
 	ErrUnsupported = errors.New("bpe: unsupported tokenizer")
 )
 
+// wholeNewlineRunsKey names modelJSON.WholeNewlineRuns in tokenizer.json.
+const wholeNewlineRunsKey = "gpurun_whole_newline_runs"
+
 // fileJSON is the part of tokenizer.json this package reads.
 type fileJSON struct {
 	AddedTokens   []addedJSON     `json:"added_tokens"`
@@ -48,7 +51,12 @@ type modelJSON struct {
 	FuseUnk                 bool              `json:"fuse_unk"`
 	ByteFallback            bool              `json:"byte_fallback"`
 	IgnoreMerges            bool              `json:"ignore_merges"`
-	Dropout                 *float64          `json:"dropout"`
+	// WholeNewlineRuns is gpurun's own key (wholeNewlineRunsKey), not
+	// the tokenizers library's: a piece made only of newlines that is
+	// itself a token is kept whole, as llama.cpp tokenizes a Gemma 4
+	// ("gemma4") GGUF vocabulary.
+	WholeNewlineRuns bool     `json:"gpurun_whole_newline_runs"`
+	Dropout          *float64 `json:"dropout"`
 }
 
 // component is any normalizer / pre-tokenizer / decoder / post-processor

@@ -1,6 +1,7 @@
 // Package bpe is a Hugging Face style BPE tokenizer: it loads a
 // tokenizer.json (a "BPE" model with merges) and builds the same kind of
-// tokenizer from a GGUF vocabulary with tokenizer.ggml.model = "gpt2".
+// tokenizer from a GGUF vocabulary with tokenizer.ggml.model = "gpt2" or
+// "gemma4" (see FromVocab).
 //
 // Encoding follows the tokenizers library (and transformers.js, which the
 // tests compare against, line for line, for Llama 3, Qwen3, GPT-4o,

@@ -64,11 +64,23 @@ var ggufIgnoreMerges = map[string]bool{"llama3": true, "llama-v3": true, "llama-
 // special), the pre-tokenizer regexes llama.cpp uses for v.Pre followed by
 // the byte-level mapping, the ByteLevel decoder, and a BOS post-processor
 // when addBOS is set and the vocabulary has a BOS token.
+//
+// A "gemma4" vocabulary (Gemma 4's SentencePiece-style BPE) becomes what
+// llama.cpp runs for it: spaces replaced by U+2581 (a Replace normalizer),
+// the text split into runs of newlines and runs of anything else, no
+// byte-level mapping, merges over UTF-8 characters with <0xNN> byte
+// fallback for what no token covers, a run of newlines that is a token
+// kept whole (gpurun_whole_newline_runs), and the Replace, ByteFallback,
+// Fuse decoder.
 func FromVocab(v *model.Vocab, addBOS bool) ([]byte, error) {
-	if v == nil || v.Model != "gpt2" {
-		return nil, fmt.Errorf("%w: not a gpt2 vocabulary", ErrInvalid)
+	if v == nil || v.Model != "gpt2" && v.Model != "gemma4" {
+		return nil, fmt.Errorf("%w: not a gpt2 or gemma4 vocabulary", ErrInvalid)
 	}
+	gemma4 := v.Model == "gemma4"
 	regexes, ok := ggufPre[v.Pre]
+	if gemma4 {
+		regexes, ok = []string{`\n+`}, true
+	}
 	if !ok {
 		return nil, fmt.Errorf("%w: GGUF pre-tokenizer %q", ErrUnsupported, v.Pre)
 	}
@@ -103,7 +115,16 @@ func FromVocab(v *model.Vocab, addBOS bool) ([]byte, error) {
 	for _, re := range regexes {
 		pre = append(pre, obj{"type": "Split", "pattern": obj{"Regex": re}, "behavior": "Isolated", "invert": false})
 	}
-	pre = append(pre, obj{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false})
+	byteLevel := obj{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false}
+	var normalizer, decoder obj
+	if gemma4 {
+		normalizer = obj{"type": "Replace", "pattern": obj{"String": " "}, "content": "\u2581"}
+		decoder = obj{"type": "Sequence", "decoders": []obj{
+			{"type": "Replace", "pattern": obj{"String": "\u2581"}, "content": " "}, {"type": "ByteFallback"}, {"type": "Fuse"}}}
+	} else {
+		pre = append(pre, byteLevel)
+		decoder = byteLevel
+	}
 	var post obj
 	if addBOS && v.BOS >= 0 && v.BOS < len(v.Pieces) {
 		bos := v.Pieces[v.BOS]
@@ -114,12 +135,12 @@ func FromVocab(v *model.Vocab, addBOS bool) ([]byte, error) {
 	f := obj{
 		"version":        "1.0",
 		"added_tokens":   added,
-		"normalizer":     nil,
+		"normalizer":     normalizer,
 		"pre_tokenizer":  obj{"type": "Sequence", "pretokenizers": pre},
 		"post_processor": post,
-		"decoder":        obj{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false},
+		"decoder":        decoder,
 		"model": obj{"type": "BPE", "vocab": vocab, "merges": merges, "ignore_merges": ggufIgnoreMerges[v.Pre],
-			"byte_fallback": false, "fuse_unk": false},
+			"byte_fallback": gemma4, "fuse_unk": false, wholeNewlineRunsKey: gemma4},
 	}
 	b, err := json.Marshal(f)
 	if err != nil {

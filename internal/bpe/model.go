@@ -2,6 +2,7 @@ package bpe
 
 import (
 	"container/heap"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -53,7 +54,7 @@ func (t *Tokenizer) encodeWord(word string, out []int) []int {
 	if word == "" {
 		return out
 	}
-	if t.ignoreMerges {
+	if t.ignoreMerges || t.wholeNewlineRuns && strings.Trim(word, "\n") == "" {
 		if id, ok := t.vocab[word]; ok {
 			return append(out, id)
 		}

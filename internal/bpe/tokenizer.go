@@ -18,10 +18,13 @@ type Tokenizer struct {
 	merges map[uint64]merge
 
 	ignoreMerges bool
-	byteFallback bool
-	fuseUnk      bool
-	unk          int // -1 without an unknown token
-	byteIDs      [256]int
+	// wholeNewlineRuns: a piece of newlines only that is a token is
+	// kept whole (see modelJSON.WholeNewlineRuns).
+	wholeNewlineRuns bool
+	byteFallback     bool
+	fuseUnk          bool
+	unk              int // -1 without an unknown token
+	byteIDs          [256]int
 
 	added     map[string]*addedToken
 	addedByID map[int]*addedToken
@@ -112,14 +115,15 @@ func build(f *fileJSON) (*Tokenizer, error) {
 		return nil, fmt.Errorf("%w: end_of_word_suffix %q", ErrUnsupported, *s)
 	}
 	t := &Tokenizer{
-		vocab:        make(map[string]int, len(m.Vocab)+len(f.AddedTokens)),
-		merges:       make(map[uint64]merge, len(m.Merges)),
-		ignoreMerges: m.IgnoreMerges,
-		byteFallback: m.ByteFallback,
-		fuseUnk:      m.FuseUnk,
-		unk:          -1,
-		added:        map[string]*addedToken{},
-		addedByID:    map[int]*addedToken{},
+		vocab:            make(map[string]int, len(m.Vocab)+len(f.AddedTokens)),
+		merges:           make(map[uint64]merge, len(m.Merges)),
+		ignoreMerges:     m.IgnoreMerges,
+		wholeNewlineRuns: m.WholeNewlineRuns,
+		byteFallback:     m.ByteFallback,
+		fuseUnk:          m.FuseUnk,
+		unk:              -1,
+		added:            map[string]*addedToken{},
+		addedByID:        map[int]*addedToken{},
 	}
 	const maxVocab = 1 << 26
 	n := 0

@@ -12,10 +12,12 @@ import (
 var gpt2AddsBOS = map[string]bool{"llama3": true, "llama-v3": true, "llama-bpe": true, "falcon3": true, "tekken": true, "chameleon": true,
 	"lfm2": true}
 
-// gpt2Vocab reads a byte-level BPE vocabulary (tokenizer.ggml.model =
-// "gpt2"): tokens, merges, token types, the pre-tokenizer name and the
-// special token ids.
-func (f *File) gpt2Vocab() (*model.Vocab, error) {
+// gpt2Vocab reads a merges vocabulary: byte-level BPE (tokenizer.ggml.model
+// = "gpt2") or Gemma 4's SentencePiece-style BPE ("gemma4"): tokens,
+// merges, token types, the pre-tokenizer name and the special token ids.
+// For "gemma4" the pre-tokenizer is "gemma4" whatever the file says, as
+// llama.cpp sets it.
+func (f *File) gpt2Vocab(kind string) (*model.Vocab, error) {
 	tv, ok := f.Get("tokenizer.ggml.tokens")
 	if !ok {
 		return nil, fmt.Errorf("%w: tokenizer.ggml.tokens missing", ErrFormat)
@@ -25,10 +27,10 @@ func (f *File) gpt2Vocab() (*model.Vocab, error) {
 		return nil, fmt.Errorf("tokenizer.ggml.tokens: %w", err)
 	}
 	n := len(pieces)
-	v := &model.Vocab{Model: "gpt2", Pieces: pieces, Scores: make([]float32, n)}
+	v := &model.Vocab{Model: kind, Pieces: pieces, Scores: make([]float32, n)}
 	mv, ok := f.Get("tokenizer.ggml.merges")
 	if !ok {
-		return nil, fmt.Errorf("%w: tokenizer.ggml.merges missing for a gpt2 vocabulary", ErrFormat)
+		return nil, fmt.Errorf("%w: tokenizer.ggml.merges missing for a %s vocabulary", ErrFormat, kind)
 	}
 	if v.Merges, err = mv.Strings(); err != nil {
 		return nil, fmt.Errorf("tokenizer.ggml.merges: %w", err)
@@ -57,6 +59,9 @@ func (f *File) gpt2Vocab() (*model.Vocab, error) {
 			return nil, fmt.Errorf("%w: tokenizer.ggml.pre is %s, not a string", ErrFormat, pv.Type)
 		}
 		v.Pre = s
+	}
+	if kind == "gemma4" {
+		v.Pre = "gemma4"
 	}
 	m := &meta{f: f}
 	v.UNK = m.tokenID("tokenizer.ggml.unknown_token_id", -1, n)

@@ -232,8 +232,10 @@ func tinyLlamaWith(set func(*ggufWriter)) []byte {
 		w.u32(k, v)
 	}
 	w.f32("llama.attention.layer_norm_rms_epsilon", 1e-5)
-	w.string("tokenizer.ggml.model", "llama")
-	w.strings("tokenizer.ggml.tokens", []string{"<unk>", "<s>", "</s>", "▁a"})
+	if !bytes.Contains(w.kv.Bytes(), []byte("tokenizer.ggml.model")) { // set may write its own vocabulary
+		w.string("tokenizer.ggml.model", "llama")
+		w.strings("tokenizer.ggml.tokens", []string{"<unk>", "<s>", "</s>", "▁a"})
+	}
 	d, f := uint64(32), uint64(64)
 	w.tensor("token_embd.weight", GGMLF32, []uint64{d, 4}, f32Bytes(int(d*4), 0, 0.01))
 	w.tensor("output_norm.weight", GGMLF32, []uint64{d}, f32Bytes(int(d), 1, 0))

@@ -72,12 +72,29 @@ func (f *File) Checkpoint() (*model.Checkpoint, error) {
 		cfg.BOS, cfg.EOS = v.BOS, v.EOS
 		m := &meta{f: f}
 		cfg.AddBOS = m.bool("tokenizer.ggml.add_bos_token", v.BOS >= 0 && (v.Model != "gpt2" || gpt2AddsBOS[v.Pre]))
+		if v.Model == "gemma4" {
+			// llama.cpp adds BOS to every Gemma 4 prompt, whatever the
+			// file says.
+			if v.BOS < 0 {
+				return nil, fmt.Errorf("%w: a gemma4 vocabulary without tokenizer.ggml.bos_token_id", ErrFormat)
+			}
+			cfg.AddBOS = true
+		}
 		if cfg.Pooling != model.PoolNone {
 			// Only an embedding input ends in EOS (generation stops there).
 			cfg.AddEOS = v.EOS >= 0 && m.bool("tokenizer.ggml.add_eos_token", false)
 		}
 		if eot := m.tokenID("tokenizer.ggml.eot_token_id", -1, len(v.Pieces)); eot >= 0 && eot != v.EOS {
 			cfg.StopTokens = append(cfg.StopTokens, eot)
+		}
+		if v.Model == "gemma4" {
+			// llama.cpp ends generation at these Gemma 4 tokens by name
+			// (the end of a turn, and a tool call awaiting its result).
+			for id, p := range v.Pieces {
+				if (p == "<eos>" || p == "<turn|>" || p == "<|tool_response>") && id != v.EOS && !slices.Contains(cfg.StopTokens, id) {
+					cfg.StopTokens = append(cfg.StopTokens, id)
+				}
+			}
 		}
 		if m.err != nil {
 			return nil, m.err

@@ -11,6 +11,11 @@ import (
 // tokenizer (score-ordered merges, i.e. SentencePiece BPE), "t5" is unigram.
 var spmModels = map[string]string{"llama": "bpe", "t5": "unigram"}
 
+// Vocab reads the tokenizer.ggml.* metadata alone, as Checkpoint does (a
+// vocabulary-only file, without tensors, is enough); nil without error
+// when the file has no tokenizer.
+func (f *File) Vocab() (*model.Vocab, error) { return f.vocab() }
+
 // vocab reads the tokenizer.ggml.* metadata. It returns nil without error when
 // the file has no tokenizer, and ErrUnsupported for a kind that is neither
 // SentencePiece-like nor byte-level BPE (WordPiece "bert", "rwkv").
@@ -23,15 +28,15 @@ func (f *File) vocab() (*model.Vocab, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: tokenizer.ggml.model is %s, not a string", ErrFormat, mv.Type)
 	}
-	if name == "gpt2" {
-		return f.gpt2Vocab()
+	if name == "gpt2" || name == "gemma4" {
+		return f.gpt2Vocab(name)
 	}
 	kind, ok := spmModels[name]
 	if !ok {
 		if name == "none" || name == "no_vocab" {
 			return nil, nil // llama.cpp's "this model has no vocabulary"
 		}
-		return nil, fmt.Errorf("%w: tokenizer.ggml.model %q (gpurun reads llama, t5 and gpt2 vocabularies)", ErrUnsupported, name)
+		return nil, fmt.Errorf("%w: tokenizer.ggml.model %q (gpurun reads llama, t5, gpt2 and gemma4 vocabularies)", ErrUnsupported, name)
 	}
 	tv, ok := f.Get("tokenizer.ggml.tokens")
 	if !ok {

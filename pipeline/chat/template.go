@@ -316,9 +316,12 @@ func renderPlain(msgs []Message, addGenerationPrompt bool) string {
 // the EOS token: Gemma's, ChatML's (Qwen, SmolLM3, many fine-tunes),
 // Llama 3's (<|eom_id|> ends a turn that calls a tool), Phi-3's, the
 // harmony format's (gpt-oss: <|return|> ends the final answer, <|call|> a
-// tool call) and the SentencePiece EOS text that Llama 2 and Mistral
-// templates write.
-var endOfTurnMarkers = []string{"<end_of_turn>", "<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "<|endoftext|>", "<|return|>", "<|call|>", "</s>"}
+// tool call), Gemma 4's (<turn|> ends a turn, <|tool_response> is written
+// by a model that awaits a tool's result; llama.cpp ends generation at
+// both) and the SentencePiece EOS text that Llama 2 and Mistral templates
+// write.
+var endOfTurnMarkers = []string{"<end_of_turn>", "<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "<|endoftext|>", "<|return|>", "<|call|>",
+	"<turn|>", "<|tool_response>", "</s>"}
 
 // EndOfTurn lists the end-of-turn markers the template writes, and its
 // eos_token when it writes that (Mistral, Phi-3.5). In the harmony format

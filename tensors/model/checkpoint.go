@@ -43,7 +43,7 @@ const (
 // GGUF's tokenizer.ggml.model = "gpt2": Pieces in GPT-2's byte alphabet,
 // Merges, and Pre naming the pre-tokenizer).
 type Vocab struct {
-	Model  string // "bpe", "unigram" or "gpt2"
+	Model  string // "bpe", "unigram", "gpt2" or "gemma4" (Gemma 4's SentencePiece-style BPE, with Merges)
 	Pieces []string
 	Scores []float32
 	Types  []int32
