@@ -1,0 +1,106 @@
+// Package audio reads audio for the audio encoders of llama.cpp's mmproj
+// files: WAV files of 16-bit PCM (wav.go) and the log-mel spectrogram
+// Whisper-style encoders take, computed as llama.cpp's mtmd does
+// (mel.go).
+package audio
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// ErrAudio: audio data that cannot be read (not a WAV file, a format
+// other than 16-bit PCM, a sample rate other than SampleRate, no
+// samples, too long).
+var ErrAudio = errors.New("audio")
+
+// MaxSeconds bounds the length of the audio a WAV file may hold.
+const MaxSeconds = 30 * 60
+
+// DecodeWAV reads a RIFF WAVE file of 16-bit integer PCM (format 1, or
+// WAVE_FORMAT_EXTENSIBLE with the PCM subformat) at SampleRate Hz, one
+// or more channels, into mono samples in [-1, 1): each sample is the
+// mean of its channels, each divided by 32768 (as miniaudio, which
+// llama.cpp's mtmd-helper decodes with, converts s16 to f32 and mixes
+// channels down to one). Other formats and sample rates are errors
+// (ErrAudio): gpurun does not resample.
+func DecodeWAV(data []byte) ([]float32, error) {
+	if len(data) < 12 || string(data[0:4]) != "RIFF" || string(data[8:12]) != "WAVE" {
+		return nil, fmt.Errorf("%w: not a RIFF WAVE file", ErrAudio)
+	}
+	var (
+		fmtOK          bool
+		channels, bits int
+		rate           uint32
+		pcm            []byte
+	)
+	for p := 12; p+8 <= len(data); {
+		id := string(data[p : p+4])
+		size := int64(binary.LittleEndian.Uint32(data[p+4 : p+8]))
+		body := int64(p + 8)
+		end := body + size
+		if end > int64(len(data)) {
+			if id != "data" {
+				return nil, fmt.Errorf("%w: WAV chunk %q of %d bytes past the end of the file", ErrAudio, id, size)
+			}
+			end = int64(len(data)) // a truncated data chunk: take what is there
+		}
+		b := data[body:end]
+		switch id {
+		case "fmt ":
+			if len(b) < 16 {
+				return nil, fmt.Errorf("%w: WAV fmt chunk of %d bytes", ErrAudio, len(b))
+			}
+			tag := binary.LittleEndian.Uint16(b[0:2])
+			channels = int(binary.LittleEndian.Uint16(b[2:4]))
+			rate = binary.LittleEndian.Uint32(b[4:8])
+			bits = int(binary.LittleEndian.Uint16(b[14:16]))
+			if tag == 0xFFFE { // WAVE_FORMAT_EXTENSIBLE: the subformat GUID's first two bytes are the tag
+				if len(b) < 26 {
+					return nil, fmt.Errorf("%w: WAV extensible fmt chunk of %d bytes", ErrAudio, len(b))
+				}
+				tag = binary.LittleEndian.Uint16(b[24:26])
+			}
+			if tag != 1 {
+				return nil, fmt.Errorf("%w: WAV format tag %d (gpurun reads 16-bit PCM, tag 1)", ErrAudio, tag)
+			}
+			fmtOK = true
+		case "data":
+			pcm = b
+		}
+		p = int(end + end&1) // chunks are padded to even sizes
+		if pcm != nil {
+			break
+		}
+	}
+	switch {
+	case !fmtOK:
+		return nil, fmt.Errorf("%w: WAV file without a fmt chunk", ErrAudio)
+	case pcm == nil:
+		return nil, fmt.Errorf("%w: WAV file without a data chunk", ErrAudio)
+	case bits != 16:
+		return nil, fmt.Errorf("%w: WAV of %d-bit samples (gpurun reads 16-bit PCM)", ErrAudio, bits)
+	case channels < 1 || channels > 16:
+		return nil, fmt.Errorf("%w: WAV of %d channels", ErrAudio, channels)
+	case rate != SampleRate:
+		return nil, fmt.Errorf("%w: WAV at %d Hz (gpurun reads %d Hz and does not resample)", ErrAudio, rate, SampleRate)
+	}
+	n := len(pcm) / (2 * channels)
+	if n == 0 {
+		return nil, fmt.Errorf("%w: WAV file without samples", ErrAudio)
+	}
+	if n > MaxSeconds*SampleRate {
+		return nil, fmt.Errorf("%w: WAV of %d samples (at most %d s)", ErrAudio, n, MaxSeconds)
+	}
+	out := make([]float32, n)
+	for i := range out {
+		var s float32
+		for c := range channels {
+			o := 2 * (i*channels + c)
+			s += float32(int16(binary.LittleEndian.Uint16(pcm[o:o+2]))) / 32768
+		}
+		out[i] = s / float32(channels)
+	}
+	return out, nil
+}
