@@ -1,0 +1,197 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/internal/arch"
+	"github.com/gpurun/gpurun/internal/audio"
+	"github.com/gpurun/gpurun/internal/gguf"
+
+	"github.com/x448/float16"
+)
+
+// AudioEncoder turns audio into the embeddings an audio projector (an
+// mmproj file of llama.cpp's clip format with an audio encoder; qwen2a)
+// gives the text model: the log-mel spectrogram as llama.cpp's mtmd
+// computes it (package audio), cut into 30 s chunks, each chunk through
+// the Whisper encoder's three fusion graphs (arch.WhisperConv1Graph,
+// WhisperEncoderGraph, WhisperProjectorGraph) on a backend. The weights
+// are loaded and the programs compiled on the first chunk, once. Safe
+// for concurrent use (chunks are encoded one at a time).
+type AudioEncoder struct {
+	be   gpu.Backend
+	clip *gguf.AudioClip
+	cfg  arch.WhisperConfig
+
+	// Variant departs from llama.cpp's preprocessing (tests only).
+	Variant audio.Variant
+
+	mu              sync.Mutex
+	w               gpu.Weights // nil until the first chunk
+	conv, enc, proj gpu.Program
+}
+
+// NewAudioEncoder builds the encoder of clip for be.
+func NewAudioEncoder(be gpu.Backend, clip *gguf.AudioClip) (*AudioEncoder, error) {
+	if clip.Projector != gguf.ProjectorQwen2A {
+		return nil, fmt.Errorf("%w: clip audio projector %q", gguf.ErrUnsupported, clip.Projector)
+	}
+	if clip.Positions < audio.ChunkFrames/2 {
+		return nil, fmt.Errorf("%w: a position table of %d rows for chunks of %d", gguf.ErrFormat, clip.Positions, audio.ChunkFrames/2)
+	}
+	cfg := arch.WhisperConfig{MelBins: clip.MelBins, Width: clip.Width, FF: clip.FF, Layers: clip.Layers, Heads: clip.Heads,
+		Eps: clip.Eps, ProjectionDim: clip.ProjectionDim}
+	return &AudioEncoder{be: be, clip: clip, cfg: cfg}, nil
+}
+
+// Width is the width of each embedding: the text model's.
+func (e *AudioEncoder) Width() int { return e.clip.ProjectionDim }
+
+// ChunkTokens is the count of embeddings (text positions) of one 30 s
+// chunk: its frames halved by the second conv and again by the pool.
+func (e *AudioEncoder) ChunkTokens() int { return audio.ChunkFrames / 4 }
+
+// Mel is the log-mel spectrogram chunks of mono SampleRate samples, as
+// the encoder takes them.
+func (e *AudioEncoder) Mel(samples []float32) ([]audio.Mel, error) {
+	return audio.WhisperMel(samples, e.clip.MelBins, e.Variant)
+}
+
+// EncodeWAV decodes a WAV file (audio.DecodeWAV) and encodes it: one run
+// of ChunkTokens() embeddings (Width() values each, row by row) per 30 s
+// chunk.
+func (e *AudioEncoder) EncodeWAV(ctx context.Context, data []byte) ([][]float32, error) {
+	s, err := audio.DecodeWAV(data)
+	if err != nil {
+		return nil, err
+	}
+	return e.Encode(ctx, s)
+}
+
+// Encode encodes mono SampleRate samples into one run of embeddings per
+// chunk.
+func (e *AudioEncoder) Encode(ctx context.Context, samples []float32) ([][]float32, error) {
+	mels, err := e.Mel(samples)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]float32, len(mels))
+	for i, m := range mels {
+		if out[i], err = e.EncodeMel(ctx, m); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// EncodeMel runs the encoder on one chunk of the spectrogram.
+func (e *AudioEncoder) EncodeMel(ctx context.Context, m audio.Mel) ([]float32, error) {
+	c := e.cfg
+	F := m.Frames
+	if m.Bins != c.MelBins || F != audio.ChunkFrames || len(m.Data) != m.Bins*F {
+		return nil, fmt.Errorf("pipeline: audio encoder: a chunk of %d bins x %d frames (%d values), want %d x %d", m.Bins, F, len(m.Data), c.MelBins, audio.ChunkFrames)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.prepare(ctx); err != nil {
+		return nil, err
+	}
+	// conv1d_1: stride 1, padding 1 over the mel bins (bin-major input).
+	x, err := runRows(ctx, e.conv, im2col(m.Data, m.Bins, F, 1, true), F, F*c.Width)
+	if err != nil {
+		return nil, err
+	}
+	// conv1d_2: stride 2 over conv1's rows ([F, Width], frame-major).
+	n := F / 2
+	h, err := runRows(ctx, e.enc, im2col(x, c.Width, F, 2, false), n, n*c.Width)
+	if err != nil {
+		return nil, err
+	}
+	// The pool's pairs: rows 2t, 2t+1 of h are row t of h read as [n/2, 2*Width].
+	return runRows(ctx, e.proj, h, n/2, n/2*c.ProjectionDim)
+}
+
+// im2col builds a kernel-3, padding-1 conv's input rows, rounded to f16
+// as ggml's conv_1d im2col is: output frame t's row holds channel ch's
+// taps t*stride-1+k (k < 3) at ch*3+k, zero outside the input. in is
+// [channels][frames] (channelMajor) or [frames][channels].
+func im2col(in []float32, channels, frames, stride int, channelMajor bool) []float32 {
+	outN := (frames+2-3)/stride + 1
+	out := make([]float32, outN*3*channels)
+	for t := range outN {
+		row := out[t*3*channels : (t+1)*3*channels]
+		for k := range 3 {
+			s := t*stride - 1 + k
+			if s < 0 || s >= frames {
+				continue
+			}
+			for ch := range channels {
+				var v float32
+				if channelMajor {
+					v = in[ch*frames+s]
+				} else {
+					v = in[s*channels+ch]
+				}
+				row[ch*3+k] = float16.Fromfloat32(v).Float32()
+			}
+		}
+	}
+	return out
+}
+
+// prepare loads the projector's weights and compiles the three programs,
+// once.
+func (e *AudioEncoder) prepare(ctx context.Context) error {
+	if e.proj != nil {
+		return nil
+	}
+	w, err := e.be.LoadWeights(ctx, e.clip.Tensors)
+	if err != nil {
+		return fmt.Errorf("pipeline: audio: %w", err)
+	}
+	F := audio.ChunkFrames
+	c := e.cfg
+	var ps []gpu.Program
+	fail := func(err error) error {
+		for _, p := range ps {
+			p.Release()
+		}
+		w.Release()
+		return fmt.Errorf("pipeline: audio encoder: %w", err)
+	}
+	for _, build := range []func() (*fusion.Graph, error){
+		func() (*fusion.Graph, error) { return arch.WhisperConv1Graph(c, F) },
+		func() (*fusion.Graph, error) { return arch.WhisperEncoderGraph(c, F/2) },
+		func() (*fusion.Graph, error) { return arch.WhisperProjectorGraph(c, F/4) },
+	} {
+		g, err := build()
+		if err != nil {
+			return fail(err)
+		}
+		p, err := e.be.Compile(g, w, nil)
+		if err != nil {
+			return fail(err)
+		}
+		ps = append(ps, p)
+	}
+	e.w, e.conv, e.enc, e.proj = w, ps[0], ps[1], ps[2]
+	return nil
+}
+
+// Close releases the encoder's programs and weights (a later chunk loads
+// and compiles them again).
+func (e *AudioEncoder) Close() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.proj != nil {
+		e.conv.Release()
+		e.enc.Release()
+		e.proj.Release()
+		e.w.Release()
+		e.conv, e.enc, e.proj, e.w = nil, nil, nil, nil
+	}
+}
