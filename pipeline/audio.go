@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -195,3 +196,98 @@ func (e *AudioEncoder) Close() {
 		e.conv, e.enc, e.proj, e.w = nil, nil, nil, nil
 	}
 }
+
+// ErrNoAudio: a prompt with audio for a model without an audio projector
+// (Options.MMProj), or a projector that does not fit the model.
+var ErrNoAudio = errors.New("pipeline: audio needs an audio projector that fits the model (--mmproj)")
+
+// Audio markers of Qwen2-Audio's vocabulary around each audio's
+// embeddings (llama.cpp's mtmd, qwen2a), tokenized with special tokens
+// parsed.
+const (
+	audioStart = "<|audio_bos|>"
+	audioEnd   = "<|audio_eos|>"
+)
+
+// mediaEncoder is a projector's encoder as prompts use it: a media
+// file's runs of embeddings.
+type mediaEncoder interface {
+	Width() int
+	MaxTokens() int
+	encodeRuns(ctx context.Context, data []byte) (*ImageRuns, error)
+	Close()
+}
+
+func (e *VisionEncoder) encodeRuns(ctx context.Context, data []byte) (*ImageRuns, error) {
+	return e.EncodeFileRuns(ctx, data, 0)
+}
+
+// MaxTokens is ChunkTokens: one run is one chunk.
+func (e *AudioEncoder) MaxTokens() int { return e.ChunkTokens() }
+
+// encodeRuns encodes a WAV file: one run per 30 s chunk, in order, with
+// no markers between them (mtmd's audio chunks).
+func (e *AudioEncoder) encodeRuns(ctx context.Context, data []byte) (*ImageRuns, error) {
+	runs, err := e.EncodeWAV(ctx, data)
+	if err != nil {
+		return nil, err
+	}
+	return &ImageRuns{Runs: runs}, nil
+}
+
+func (v *visionModel) kind() string {
+	if v.audio {
+		return "audio"
+	}
+	return "image"
+}
+
+// attachAudio attaches the audio projector of f (at path): qwen2a, the
+// model's width, its audio marker ids (control tokens, else the markers'
+// text tokens as mtmd's parse_special tokenization gives them).
+func (m *Model) attachAudio(f *gguf.File, path string) error {
+	clip, err := f.AudioClip()
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrNoAudio, path, err)
+	}
+	if clip.ProjectionDim != m.cfg.Dim {
+		return fmt.Errorf("%w: %s projects to width %d, the model's is %d", ErrNoAudio, path, clip.ProjectionDim, m.cfg.Dim)
+	}
+	v := &visionModel{cache: map[int64]*ImageRuns{}, thumb: -1, audio: true}
+	if v.before, err = m.markerIDs(audioStart); err != nil {
+		return fmt.Errorf("%w: %w", ErrNoAudio, err)
+	}
+	if v.after, err = m.markerIDs(audioEnd); err != nil {
+		return fmt.Errorf("%w: %w", ErrNoAudio, err)
+	}
+	enc, err := NewAudioEncoder(m.backend, clip)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrNoAudio, err)
+	}
+	v.enc = enc
+	m.vision = v
+	return nil
+}
+
+// promptMedia is the media files of a prompt for the model's projector:
+// its images, or its audio for an audio projector.
+func (m *Model) promptMedia(p Prompt) ([][]byte, error) {
+	v := m.vision
+	switch {
+	case len(p.Images) > 0 && len(p.Audio) > 0:
+		return nil, fmt.Errorf("%w: a prompt with both images and audio (a model has one projector)", ErrPrompt)
+	case v == nil && len(p.Audio) > 0:
+		return nil, fmt.Errorf("%w: %d audio files for a text-only model", ErrNoAudio, len(p.Audio))
+	case v == nil:
+		return nil, fmt.Errorf("%w: %d images for a text-only model", ErrNoVision, len(p.Images))
+	case v.audio && len(p.Images) > 0:
+		return nil, fmt.Errorf("%w: %d images for a model with an audio projector", ErrNoVision, len(p.Images))
+	case !v.audio && len(p.Audio) > 0:
+		return nil, fmt.Errorf("%w: %d audio files for a model with a vision projector", ErrNoAudio, len(p.Audio))
+	case v.audio:
+		return p.Audio, nil
+	}
+	return p.Images, nil
+}
+
+func boolValue(v gguf.Value) bool { b, _ := v.Bool(); return b }
