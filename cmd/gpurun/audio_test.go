@@ -1,0 +1,40 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gpurun/gpurun/internal/testmodels"
+)
+
+// TestRunAudioQwen2A: `run --mmproj --audio` with a qwen2a (Whisper)
+// audio projector, detected from the file, lays the prompt out as
+// llama.cpp mtmd does (<|audio_bos|>, two 30 s chunks of 750 positions,
+// <|audio_eos|>) and generates its greedy ids (testdata/audio/qwen2a) on
+// the CPU backend.
+func TestRunAudioQwen2A(t *testing.T) {
+	dir := filepath.Join("..", "..", "testdata", "audio", "qwen2a")
+	var g struct {
+		Prompt    string `json:"prompt"`
+		GreedyIDs []int  `json:"greedy_ids"`
+	}
+	testmodels.DecodeJSON(t, filepath.Join(dir, "golden.json"), &g)
+	out := mustRun(t, "", "run", filepath.Join(dir, "text-audio.gguf"), "--backend", "cpu", "--max-cache", "2048", "--temperature", "0",
+		"--max-tokens", "16", "--json", "-p", g.Prompt,
+		"--mmproj", filepath.Join(dir, "mmproj-qwen2a.gguf"), "--audio", filepath.Join(dir, "tones.wav"))
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var res runResult
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.GeneratedIDs, g.GreedyIDs) {
+		t.Errorf("ids\n got %v\nwant %v", res.GeneratedIDs, g.GreedyIDs)
+	}
+	p := res.PromptIDs
+	if len(p) != 1518 || p[7] != 509 || p[8] != -1 || p[1507] != -1 || p[1508] != 510 {
+		t.Errorf("prompt ids %v, want the audio's 1500 positions as -1 after 509 and before 510", p)
+	}
+}
