@@ -218,8 +218,11 @@ func (m *Model) encodeImageKey(ctx context.Context, data []byte) (int64, error) 
 	m.lockDevice()
 	im, err := v.enc.encodeRuns(ctx, data)
 	m.unlockDevice()
-	if errors.Is(err, vision.ErrImage) || errors.Is(err, audio.ErrAudio) {
-		return 0, fmt.Errorf("%w: %s: %w", ErrPrompt, v.kind(), err)
+	if errors.Is(err, vision.ErrImage) {
+		return 0, fmt.Errorf("%w: image: %w", ErrPrompt, err)
+	}
+	if errors.Is(err, audio.ErrAudio) {
+		return 0, fmt.Errorf("%w: %w", ErrPrompt, err)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("pipeline: %s encoder on %s: %w", v.kind(), m.backend.Info().Backend, err)
@@ -297,7 +300,7 @@ func (s *Session) mediaPromptIDs(ctx context.Context, p Prompt, bos bool) ([]int
 		}
 		img, err := m.encodeImage(ctx, files[i])
 		if err != nil {
-			return nil, fmt.Errorf("image %d: %w", i, err)
+			return nil, fmt.Errorf("%s %d: %w", m.vision.kind(), i, err)
 		}
 		ids = append(ids, img...)
 	}
@@ -319,7 +322,7 @@ func (s *Session) mediaIDs(ctx context.Context, p Prompt, files [][]byte) ([]int
 		}
 		img, err := m.encodeImage(ctx, files[k])
 		if err != nil {
-			return nil, fmt.Errorf("image %d: %w", k, err)
+			return nil, fmt.Errorf("%s %d: %w", m.vision.kind(), k, err)
 		}
 		k++
 		ids = append(ids, img...)

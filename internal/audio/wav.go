@@ -13,7 +13,7 @@ import (
 // ErrAudio: audio data that cannot be read (not a WAV file, a format
 // other than 16-bit PCM, a sample rate other than SampleRate, no
 // samples, too long).
-var ErrAudio = errors.New("audio")
+var ErrAudio = errors.New("audio: bad audio")
 
 // MaxSeconds bounds the length of the audio a WAV file may hold.
 const MaxSeconds = 30 * 60
