@@ -30,6 +30,9 @@ type AudioEncoder struct {
 
 	// Variant departs from llama.cpp's preprocessing (tests only).
 	Variant audio.Variant
+	// F32Convs departs from ggml's conv_1d (tests only): the convs'
+	// im2col rows are not rounded to f16.
+	F32Convs bool
 
 	mu              sync.Mutex
 	w               gpu.Weights // nil until the first chunk
@@ -102,13 +105,13 @@ func (e *AudioEncoder) EncodeMel(ctx context.Context, m audio.Mel) ([]float32, e
 		return nil, err
 	}
 	// conv1d_1: stride 1, padding 1 over the mel bins (bin-major input).
-	x, err := runRows(ctx, e.conv, im2col(m.Data, m.Bins, F, 1, true), F, F*c.Width)
+	x, err := runRows(ctx, e.conv, im2col(m.Data, m.Bins, F, 1, true, !e.F32Convs), F, F*c.Width)
 	if err != nil {
 		return nil, err
 	}
 	// conv1d_2: stride 2 over conv1's rows ([F, Width], frame-major).
 	n := F / 2
-	h, err := runRows(ctx, e.enc, im2col(x, c.Width, F, 2, false), n, n*c.Width)
+	h, err := runRows(ctx, e.enc, im2col(x, c.Width, F, 2, false, !e.F32Convs), n, n*c.Width)
 	if err != nil {
 		return nil, err
 	}
@@ -119,8 +122,10 @@ func (e *AudioEncoder) EncodeMel(ctx context.Context, m audio.Mel) ([]float32, e
 // im2col builds a kernel-3, padding-1 conv's input rows, rounded to f16
 // as ggml's conv_1d im2col is: output frame t's row holds channel ch's
 // taps t*stride-1+k (k < 3) at ch*3+k, zero outside the input. in is
-// [channels][frames] (channelMajor) or [frames][channels].
-func im2col(in []float32, channels, frames, stride int, channelMajor bool) []float32 {
+// [channels][frames] (channelMajor) or [frames][channels]; f16: the
+// values rounded to f16 (ggml's conv_1d: llama.cpp's embeddings move by
+// ~2e-3 without it).
+func im2col(in []float32, channels, frames, stride int, channelMajor, f16 bool) []float32 {
 	outN := (frames+2-3)/stride + 1
 	out := make([]float32, outN*3*channels)
 	for t := range outN {
@@ -137,7 +142,10 @@ func im2col(in []float32, channels, frames, stride int, channelMajor bool) []flo
 				} else {
 					v = in[s*channels+ch]
 				}
-				row[ch*3+k] = float16.Fromfloat32(v).Float32()
+				if f16 {
+					v = float16.Fromfloat32(v).Float32()
+				}
+				row[ch*3+k] = v
 			}
 		}
 	}
