@@ -119,7 +119,11 @@ func (m *Model) attachVision(path string) error {
 }
 
 // HasVision reports whether the model takes images (Options.MMProj).
-func (m *Model) HasVision() bool { return m.vision != nil }
+func (m *Model) HasVision() bool { return m.vision != nil && !m.vision.audio }
+
+// HasAudio reports whether the model takes audio (an audio projector,
+// Options.MMProj).
+func (m *Model) HasAudio() bool { return m.vision != nil && m.vision.audio }
 
 // mediaID is the id standing for position j of the image run keyed key
 // (the image's key << runBits | the run's index) in a context: negative,

@@ -38,3 +38,28 @@ func TestRunAudioQwen2A(t *testing.T) {
 		t.Errorf("prompt ids %v, want the audio's 1500 positions as -1 after 509 and before 510", p)
 	}
 }
+
+// TestChatAudio: `chat --mmproj --audio` replies to its first message
+// with the text run gives for the same plain-format conversation, and so
+// does the message after /audio.
+func TestChatAudio(t *testing.T) {
+	dir := filepath.Join("..", "..", "testdata", "audio", "qwen2a")
+	text, wav := filepath.Join(dir, "text-audio.gguf"), filepath.Join(dir, "tones.wav")
+	common := []string{"--backend", "cpu", "--max-cache", "2048", "--mmproj", filepath.Join(dir, "mmproj-qwen2a.gguf"), "--temperature", "0", "--max-tokens", "6"}
+	want := mustRun(t, "", append([]string{"run", text, "-p", "User: Listen: <__media__> What is it?\nAssistant:", "--audio", wav, "--stop", "\nUser:"}, common...)...)
+	want = strings.TrimLeft(strings.TrimSuffix(want, "\n"), " ")
+	for _, tc := range []struct{ stdin, flag string }{
+		{"Listen: <__media__> What is it?\n", "--audio"},
+		{"/audio " + wav + "\nListen: <__media__> What is it?\n", ""},
+	} {
+		args := append([]string{"chat", text}, common...)
+		if tc.flag != "" {
+			args = append(args, tc.flag, wav)
+		}
+		out := mustRun(t, tc.stdin, args...)
+		replies := strings.Split(out, "> ")
+		if len(replies) < 3 || strings.TrimSuffix(replies[len(replies)-2], "\n") != want { // the reply before the last prompt
+			t.Errorf("chat output %q, want a first reply %q", out, want)
+		}
+	}
+}
