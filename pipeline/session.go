@@ -26,7 +26,8 @@ type Prompt struct {
 	// markers around its embeddings from the vision projector
 	// (Options.MMProj). A model without one refuses them (ErrNoVision).
 	Images [][]byte
-	// Audio are WAV files (16-bit PCM, 16 kHz), one for each MediaMarker
+	// Audio are WAV files (16-bit PCM, mono or stereo, any rate: resampled
+	// to 16 kHz as llama.cpp does), one for each MediaMarker
 	// (or MediaID) in order, for a model whose projector (Options.MMProj)
 	// is an audio one (qwen2a): each becomes its audio markers around the
 	// embeddings of its 30 s chunks. A prompt carries images or audio, as

@@ -1,6 +1,7 @@
 package audio
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"math"
@@ -101,7 +102,7 @@ func TestDecodeWAV(t *testing.T) {
 		"not riff":  []byte("RIFX0000WAVEfmt "),
 		"truncated": b[:30],
 		"no data":   b[:36],
-		"8 kHz":     withRate(b, 8000),
+		"500 Hz":    withRate(b, 500),
 	} {
 		if _, err := DecodeWAV(data); !errors.Is(err, ErrAudio) {
 			t.Errorf("%s: err %v, want ErrAudio", name, err)
@@ -124,4 +125,58 @@ func FuzzDecodeWAV(f *testing.F) {
 			t.Fatal("no error and no samples")
 		}
 	})
+}
+
+// TestDecodeWAVResampled: a 44.1 kHz stereo and an 8 kHz mono WAV file
+// (testdata/audio/rates) decode to llama.cpp mtmd-helper's 16 kHz mono
+// samples (miniaudio's channel mix and linear resampler with its
+// low-pass filter) within 1e-6; plain linear interpolation without the
+// filter misses them by far more.
+func TestDecodeWAVResampled(t *testing.T) {
+	for _, name := range []string{"stereo44k", "mono8k"} {
+		b, err := os.ReadFile("../../testdata/audio/rates/" + name + ".wav")
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := os.ReadFile("../../testdata/audio/rates/" + name + ".f32")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := make([]float64, len(raw)/4)
+		for i := range want {
+			want[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:])))
+		}
+		got, err := DecodeWAV(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d samples, llama.cpp %d", name, len(got), len(want))
+		}
+		worst := 0.0
+		for i := range got {
+			worst = max(worst, math.Abs(float64(got[i])-want[i]))
+		}
+		if worst > 1e-6 {
+			t.Errorf("%s: samples differ from llama.cpp's by %g (tolerance 1e-6)", name, worst)
+		} else {
+			t.Logf("%s: max |diff| %g", name, worst)
+		}
+		// Without the low-pass filter.
+		rate := int(binary.LittleEndian.Uint32(b[24:28]))
+		mono, err := DecodeWAV(withRate(b, SampleRate)) // the same samples, read as 16 kHz: no resampling
+		if err != nil {
+			t.Fatal(err)
+		}
+		plain := resampleWith(mono, rate, SampleRate, false)
+		worst = 0
+		for i := range plain {
+			worst = max(worst, math.Abs(float64(plain[i])-want[i]))
+		}
+		if worst < 1e-2 {
+			t.Errorf("%s: resampling without the low-pass filter is within %g of llama.cpp's", name, worst)
+		} else {
+			t.Logf("%s: without the low-pass filter: %.3g", name, worst)
+		}
+	}
 }

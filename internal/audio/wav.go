@@ -11,20 +11,18 @@ import (
 )
 
 // ErrAudio: audio data that cannot be read (not a WAV file, a format
-// other than 16-bit PCM, a sample rate other than SampleRate, no
-// samples, too long).
+// other than 16-bit PCM, more than two channels, no samples, too long).
 var ErrAudio = errors.New("audio: bad audio")
 
 // MaxSeconds bounds the length of the audio a WAV file may hold.
 const MaxSeconds = 30 * 60
 
 // DecodeWAV reads a RIFF WAVE file of 16-bit integer PCM (format 1, or
-// WAVE_FORMAT_EXTENSIBLE with the PCM subformat) at SampleRate Hz, one
-// or more channels, into mono samples in [-1, 1): each sample is the
-// mean of its channels, each divided by 32768 (as miniaudio, which
-// llama.cpp's mtmd-helper decodes with, converts s16 to f32 and mixes
-// channels down to one). Other formats and sample rates are errors
-// (ErrAudio): gpurun does not resample.
+// WAVE_FORMAT_EXTENSIBLE with the PCM subformat), mono or stereo, at any
+// rate from 1 kHz to 384 kHz, into mono samples at SampleRate Hz as
+// llama.cpp's mtmd-helper gets them from miniaudio: each sample divided
+// by 32768, the two channels' mean, then resampled as miniaudio's linear
+// resampler does (resample). Other formats are errors (ErrAudio).
 func DecodeWAV(data []byte) ([]float32, error) {
 	if len(data) < 12 || string(data[0:4]) != "RIFF" || string(data[8:12]) != "WAVE" {
 		return nil, fmt.Errorf("%w: not a RIFF WAVE file", ErrAudio)
@@ -81,16 +79,16 @@ func DecodeWAV(data []byte) ([]float32, error) {
 		return nil, fmt.Errorf("%w: WAV file without a data chunk", ErrAudio)
 	case bits != 16:
 		return nil, fmt.Errorf("%w: WAV of %d-bit samples (gpurun reads 16-bit PCM)", ErrAudio, bits)
-	case channels < 1 || channels > 16:
-		return nil, fmt.Errorf("%w: WAV of %d channels", ErrAudio, channels)
-	case rate != SampleRate:
-		return nil, fmt.Errorf("%w: WAV at %d Hz (gpurun reads %d Hz and does not resample)", ErrAudio, rate, SampleRate)
+	case channels < 1 || channels > 2:
+		return nil, fmt.Errorf("%w: WAV of %d channels (gpurun reads mono and stereo)", ErrAudio, channels)
+	case rate < 1000 || rate > 384000:
+		return nil, fmt.Errorf("%w: WAV at %d Hz (1 kHz to 384 kHz)", ErrAudio, rate)
 	}
 	n := len(pcm) / (2 * channels)
 	if n == 0 {
 		return nil, fmt.Errorf("%w: WAV file without samples", ErrAudio)
 	}
-	if n > MaxSeconds*SampleRate {
+	if n > MaxSeconds*int(rate) {
 		return nil, fmt.Errorf("%w: WAV of %d samples (at most %d s)", ErrAudio, n, MaxSeconds)
 	}
 	out := make([]float32, n)
@@ -102,5 +100,5 @@ func DecodeWAV(data []byte) ([]float32, error) {
 		}
 		out[i] = s / float32(channels)
 	}
-	return out, nil
+	return resample(out, int(rate), SampleRate), nil
 }
