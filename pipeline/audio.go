@@ -243,6 +243,13 @@ func (e *AudioEncoder) encodeRuns(ctx context.Context, data []byte) (*ImageRuns,
 	return &ImageRuns{Runs: runs}, nil
 }
 
+func (v *visionModel) plural() string {
+	if v.audio {
+		return "audio files"
+	}
+	return "images"
+}
+
 func (v *visionModel) kind() string {
 	if v.audio {
 		return "audio"

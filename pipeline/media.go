@@ -289,7 +289,7 @@ func (s *Session) mediaPromptIDs(ctx context.Context, p Prompt, bos bool) ([]int
 	}
 	parts := strings.Split(p.Text, MediaMarker)
 	if len(parts)-1 != len(files) {
-		return nil, fmt.Errorf("%w: %d %s markers for %d media files", ErrPrompt, len(parts)-1, MediaMarker, len(files))
+		return nil, fmt.Errorf("%w: %d %s markers for %d %s", ErrPrompt, len(parts)-1, MediaMarker, len(files), m.vision.plural())
 	}
 	var ids []int
 	if bos {
@@ -332,7 +332,7 @@ func (s *Session) mediaIDs(ctx context.Context, p Prompt, files [][]byte) ([]int
 		ids = append(ids, img...)
 	}
 	if countMedia(p.IDs) != len(files) {
-		return nil, fmt.Errorf("%w: %d media places (MediaID) for %d media files", ErrPrompt, countMedia(p.IDs), len(files))
+		return nil, fmt.Errorf("%w: %d media places (MediaID) for %d %s", ErrPrompt, countMedia(p.IDs), len(files), m.vision.plural())
 	}
 	return ids, nil
 }
