@@ -2,11 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/gpurun/gpurun/internal/ci"
 	"github.com/gpurun/gpurun/internal/testmodels"
 )
 
@@ -61,5 +64,52 @@ func TestChatAudio(t *testing.T) {
 		if len(replies) < 3 || strings.TrimSuffix(replies[len(replies)-2], "\n") != want { // the reply before the last prompt
 			t.Errorf("chat output %q, want a first reply %q", out, want)
 		}
+	}
+}
+
+// TestServeOpenAIAudio: the official openai npm client (testdata/openai)
+// sends tones.wav as an input_audio part to `gpurun serve --mmproj` (the
+// qwen2a set) and gets, whole and streamed, the text `gpurun run --mmproj
+// --audio` generates from the same conversation in the plain chat format.
+func TestServeOpenAIAudio(t *testing.T) {
+	node, err := exec.LookPath("node")
+	pkg, _ := filepath.Abs(filepath.Join("..", "..", "testdata", "openai"))
+	if err == nil {
+		_, err = os.Stat(filepath.Join(pkg, "node_modules", "openai"))
+	}
+	if err != nil {
+		ci.Missing(t, "node and the openai package of testdata/openai (bash .ci/setup installs them): %v", err)
+	}
+	dir, _ := filepath.Abs(filepath.Join("..", "..", "testdata", "audio", "qwen2a"))
+	text, wav := filepath.Join(dir, "text-audio.gguf"), filepath.Join(dir, "tones.wav")
+	const before, after, maxTokens = "Listen: ", " What is it?", "8"
+	common := []string{"--backend", "cpu", "--max-cache", "2048", "--mmproj", filepath.Join(dir, "mmproj-qwen2a.gguf")}
+	want := mustExe(t, "", append([]string{"run", text, "-p", "User: " + before + "<__media__>" + after + "\nAssistant:", "--audio", wav,
+		"--stop", "\nUser:", "--temperature", "0", "--max-tokens", maxTokens}, common...)...).stdout
+	want = strings.TrimLeft(strings.TrimSuffix(want, "\n"), " ")
+	if want == "" {
+		t.Fatal("gpurun run generated nothing")
+	}
+	url := startServe(t, append([]string{text, "--name", "audio"}, common...)...)
+	cmd := exec.Command(node, filepath.Join(pkg, "audio.mjs"), url+"/v1", "audio", wav, before, after, maxTokens)
+	cmd.Dir = pkg
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("node client: %v\n%s", err, stderr)
+	}
+	var got struct {
+		Text, Streamed, Finish string
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("client output %q: %v", out, err)
+	}
+	if got.Text != want || got.Streamed != want {
+		t.Errorf("chat completion %q, streamed %q\nwant (gpurun run) %q", got.Text, got.Streamed, want)
+	} else {
+		t.Logf("reply %q (%s)", got.Text, got.Finish)
 	}
 }
