@@ -128,11 +128,12 @@ type openOptions struct {
 	cacheV       string
 }
 
-// WithMMProj gives the model a vision projector: a GGUF of llama.cpp's
-// clip format ("mmproj"; projector type gemma3) that fits it, so that
-// prompts carry images (Prompt.Images, one per pipeline.MediaMarker of
-// the text). The encoder and the image steps run on the model's backend,
-// CPU, WebGPU or Vulkan.
+// WithMMProj gives the model a vision or audio projector: a GGUF of
+// llama.cpp's clip format ("mmproj"; projector type gemma3 or lfm2 for
+// images, qwen2a for audio) that fits it, so that prompts carry images
+// (Prompt.Images) or WAV files (Prompt.Audio), one per
+// pipeline.MediaMarker of the text. The encoder and the media steps run
+// on the model's backend, CPU, WebGPU or Vulkan.
 func WithMMProj(path string) Option { return func(o *openOptions) { o.mmproj = path } }
 
 // WithBackend picks the backend by name: "auto" (the default: a real GPU

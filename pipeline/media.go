@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/internal/arch"
+	"github.com/gpurun/gpurun/internal/audio"
 	"github.com/gpurun/gpurun/internal/gguf"
 	"github.com/gpurun/gpurun/internal/vision"
 )
@@ -56,7 +57,8 @@ const maxImageTokens = 1 << 12
 // and the embeddings of the images seen lately by the hash of their bytes
 // (an image prompt again is not encoded again).
 type visionModel struct {
-	enc           *VisionEncoder
+	enc           mediaEncoder
+	audio         bool  // an audio projector: prompts carry WAV files (Prompt.Audio), not images
 	before, after []int // the marker ids around each image
 	thumb         int   // lfm2: the marker id before the thumbnail of a tiled image (-1 otherwise)
 	nonCausal     bool  // its positions attend to each other (gemma3)
@@ -71,6 +73,11 @@ const imageCacheSize = 16
 // attachVision opens the projector at path and checks it against the
 // model: gemma3, the model's width, its image marker tokens.
 func (m *Model) attachVision(path string) error {
+	if f, err := gguf.Open(path); err == nil && f.IsAudioClip() {
+		if hv, ok := f.Get("clip.has_vision_encoder"); !ok || !boolValue(hv) {
+			return m.attachAudio(f, path)
+		}
+	}
 	clip, err := gguf.OpenClip(path)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrNoVision, err)
@@ -112,7 +119,11 @@ func (m *Model) attachVision(path string) error {
 }
 
 // HasVision reports whether the model takes images (Options.MMProj).
-func (m *Model) HasVision() bool { return m.vision != nil }
+func (m *Model) HasVision() bool { return m.vision != nil && !m.vision.audio }
+
+// HasAudio reports whether the model takes audio (an audio projector,
+// Options.MMProj).
+func (m *Model) HasAudio() bool { return m.vision != nil && m.vision.audio }
 
 // mediaID is the id standing for position j of the image run keyed key
 // (the image's key << runBits | the run's index) in a context: negative,
@@ -160,7 +171,7 @@ func (m *Model) encodeImage(ctx context.Context, data []byte) ([]int, error) {
 		return nil, fmt.Errorf("%w: the embeddings of an image were dropped while the prompt was laid out; send fewer images", ErrPrompt)
 	}
 	ids := slices.Clone(v.before)
-	tiled := len(im.Runs) > 1
+	tiled := im.Cols > 0
 	if tiled {
 		if v.thumb < 0 || len(im.Runs) != im.Cols*im.Rows+1 {
 			return nil, fmt.Errorf("pipeline: an image of %d runs for a %dx%d grid", len(im.Runs), im.Cols, im.Rows)
@@ -209,13 +220,16 @@ func (m *Model) encodeImageKey(ctx context.Context, data []byte) (int64, error) 
 		return key, nil
 	}
 	m.lockDevice()
-	im, err := v.enc.EncodeFileRuns(ctx, data, 0)
+	im, err := v.enc.encodeRuns(ctx, data)
 	m.unlockDevice()
 	if errors.Is(err, vision.ErrImage) {
 		return 0, fmt.Errorf("%w: image: %w", ErrPrompt, err)
 	}
+	if errors.Is(err, audio.ErrAudio) {
+		return 0, fmt.Errorf("%w: %w", ErrPrompt, err)
+	}
 	if err != nil {
-		return 0, fmt.Errorf("pipeline: image encoder on %s: %w", m.backend.Info().Backend, err)
+		return 0, fmt.Errorf("pipeline: %s encoder on %s: %w", v.kind(), m.backend.Info().Backend, err)
 	}
 	if len(im.Runs) > 1<<runBits {
 		return 0, fmt.Errorf("%w: image: %d runs (at most %d)", ErrPrompt, len(im.Runs), 1<<runBits)
@@ -263,18 +277,19 @@ func (m *Model) imageRows(key int64) ([]float32, error) {
 // each image as its start marker, its positions and its end marker.
 func (s *Session) mediaPromptIDs(ctx context.Context, p Prompt, bos bool) ([]int, error) {
 	m := s.m
-	if m.vision == nil {
-		return nil, fmt.Errorf("%w: %d images for a text-only model", ErrNoVision, len(p.Images))
+	files, err := m.promptMedia(p)
+	if err != nil {
+		return nil, err
 	}
 	if p.IDs != nil {
-		return s.mediaIDs(ctx, p)
+		return s.mediaIDs(ctx, p, files)
 	}
 	if m.tok == nil {
 		return nil, fmt.Errorf("%w: a prompt with images needs one", ErrNoTokenizer)
 	}
 	parts := strings.Split(p.Text, MediaMarker)
-	if len(parts)-1 != len(p.Images) {
-		return nil, fmt.Errorf("%w: %d %s markers for %d images", ErrPrompt, len(parts)-1, MediaMarker, len(p.Images))
+	if len(parts)-1 != len(files) {
+		return nil, fmt.Errorf("%w: %d %s markers for %d %s", ErrPrompt, len(parts)-1, MediaMarker, len(files), m.vision.plural())
 	}
 	var ids []int
 	if bos {
@@ -284,12 +299,12 @@ func (s *Session) mediaPromptIDs(ctx context.Context, p Prompt, bos bool) ([]int
 		if text != "" {
 			ids = append(ids, m.tok.Encode(text)...)
 		}
-		if i == len(p.Images) {
+		if i == len(files) {
 			break
 		}
-		img, err := m.encodeImage(ctx, p.Images[i])
+		img, err := m.encodeImage(ctx, files[i])
 		if err != nil {
-			return nil, fmt.Errorf("image %d: %w", i, err)
+			return nil, fmt.Errorf("%s %d: %w", m.vision.kind(), i, err)
 		}
 		ids = append(ids, img...)
 	}
@@ -297,7 +312,7 @@ func (s *Session) mediaPromptIDs(ctx context.Context, p Prompt, bos bool) ([]int
 }
 
 // mediaIDs replaces each MediaID of p.IDs by the next image.
-func (s *Session) mediaIDs(ctx context.Context, p Prompt) ([]int, error) {
+func (s *Session) mediaIDs(ctx context.Context, p Prompt, files [][]byte) ([]int, error) {
 	m := s.m
 	k := 0
 	var ids []int
@@ -306,18 +321,18 @@ func (s *Session) mediaIDs(ctx context.Context, p Prompt) ([]int, error) {
 			ids = append(ids, id)
 			continue
 		}
-		if k == len(p.Images) {
+		if k == len(files) {
 			break
 		}
-		img, err := m.encodeImage(ctx, p.Images[k])
+		img, err := m.encodeImage(ctx, files[k])
 		if err != nil {
-			return nil, fmt.Errorf("image %d: %w", k, err)
+			return nil, fmt.Errorf("%s %d: %w", m.vision.kind(), k, err)
 		}
 		k++
 		ids = append(ids, img...)
 	}
-	if countMedia(p.IDs) != len(p.Images) {
-		return nil, fmt.Errorf("%w: %d image places (MediaID) for %d images", ErrPrompt, countMedia(p.IDs), len(p.Images))
+	if countMedia(p.IDs) != len(files) {
+		return nil, fmt.Errorf("%w: %d media places (MediaID) for %d %s", ErrPrompt, countMedia(p.IDs), len(files), m.vision.plural())
 	}
 	return ids, nil
 }

@@ -98,8 +98,9 @@ type Options struct {
 
 	// MMProj is a vision projector file (llama.cpp's mmproj GGUF, the
 	// clip format; projector type gemma3) that lets prompts carry images
-	// (Prompt.Images). It must fit the model (its width, its image marker
-	// tokens), else Load fails with ErrNoVision. The encoder and the
+	// (Prompt.Images), or an audio one (qwen2a) that lets them carry WAV
+	// files (Prompt.Audio). It must fit the model (its width, its image
+	// marker tokens), else Load fails with ErrNoVision (ErrNoAudio). The encoder and the
 	// image steps run on the model's backend, CPU or GPU.
 	MMProj string
 

@@ -26,6 +26,13 @@ type Prompt struct {
 	// markers around its embeddings from the vision projector
 	// (Options.MMProj). A model without one refuses them (ErrNoVision).
 	Images [][]byte
+	// Audio are WAV files (16-bit PCM, mono or stereo, any rate: resampled
+	// to 16 kHz as llama.cpp does), one for each MediaMarker
+	// (or MediaID) in order, for a model whose projector (Options.MMProj)
+	// is an audio one (qwen2a): each becomes its audio markers around the
+	// embeddings of its 30 s chunks. A prompt carries images or audio, as
+	// its model's projector takes (ErrNoVision, ErrNoAudio otherwise).
+	Audio [][]byte
 }
 
 // GenerateOptions control one generation. The zero value is greedy decoding
@@ -197,7 +204,7 @@ func (s *Session) LastPrompt() []int { return append([]int(nil), s.prompt...) }
 func (s *Session) promptIDs(ctx context.Context, p Prompt, opts *GenerateOptions) ([]int, error) {
 	cfg := &s.m.cfg
 	var ids []int
-	if len(p.Images) > 0 {
+	if len(p.Images) > 0 || len(p.Audio) > 0 {
 		text := p.Text
 		if opts.Template {
 			p.Text = cfg.PromptPrefix + text + cfg.PromptSuffix
@@ -225,7 +232,7 @@ func (s *Session) promptIDs(ctx context.Context, p Prompt, opts *GenerateOptions
 		return nil, fmt.Errorf("%w: empty prompt", ErrPrompt)
 	}
 	for i, id := range ids {
-		if id < 0 && len(p.Images) > 0 {
+		if id < 0 && (len(p.Images) > 0 || len(p.Audio) > 0) {
 			continue // an image's position (mediaID)
 		}
 		if id < 0 || id >= cfg.VocabSize {

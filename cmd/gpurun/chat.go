@@ -28,6 +28,7 @@ func newChat() *cobra.Command {
 		system     string
 		metrics    bool
 		imagePaths []string
+		audioPaths []string
 	)
 	cmd := &cobra.Command{
 		Use:   "chat [MODEL] [--system TEXT] [--chat-template FILE|plain]",
@@ -51,7 +52,7 @@ the oldest turns are dropped (the system message is kept).
 
 Commands: /reset starts over, /exit (or Ctrl-D) leaves, /image PATH adds an
 image to your next message (with --mmproj; --image FILE adds one to the
-first). Ctrl-C stops the current reply and returns to the prompt.`,
+first), /audio PATH a WAV file (with an audio --mmproj; --audio FILE). Ctrl-C stops the current reply and returns to the prompt.`,
 		Args: nArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := mf.takeModelArg(cmd, args); err != nil {
@@ -68,6 +69,13 @@ first). Ctrl-C stops the current reply and returns to the prompt.`,
 				data, err := os.ReadFile(path)
 				if err != nil {
 					return fmt.Errorf("--image: %w", err)
+				}
+				pending = append(pending, data)
+			}
+			for _, path := range audioPaths {
+				data, err := os.ReadFile(path)
+				if err != nil {
+					return fmt.Errorf("--audio: %w", err)
 				}
 				pending = append(pending, data)
 			}
@@ -121,6 +129,7 @@ first). Ctrl-C stops the current reply and returns to the prompt.`,
 	f := cmd.Flags()
 	f.StringVar(&system, "system", "", "system message, kept for the whole conversation")
 	f.StringArrayVar(&imagePaths, "image", nil, "image file (PNG, JPEG, GIF, WebP) for the first message, before its text (repeatable; needs --mmproj)")
+	f.StringArrayVar(&audioPaths, "audio", nil, "WAV file (16-bit PCM, mono or stereo, resampled to 16 kHz) for the first message, before its text (repeatable; needs an audio --mmproj)")
 	tf.register(cmd)
 	f.BoolVar(&metrics, "metrics", false, "print each reply's metrics (time to first token, prefill and decode tokens/s) on stderr, as run prints them")
 	return cmd
@@ -258,18 +267,19 @@ func chatLoop(ctx context.Context, conv *chat.Conversation, gen pipeline.Generat
 			conv.Reset()
 			fmt.Fprintln(errOut, "(conversation reset)")
 			continue
-		case strings.HasPrefix(line, "/image "):
-			path := strings.TrimSpace(strings.TrimPrefix(line, "/image "))
+		case strings.HasPrefix(line, "/image "), strings.HasPrefix(line, "/audio "):
+			kind, rest, _ := strings.Cut(line[1:], " ")
+			path := strings.TrimSpace(rest)
 			data, err := os.ReadFile(path)
 			if err != nil {
-				fmt.Fprintf(errOut, "(image: %v)\n", err)
+				fmt.Fprintf(errOut, "(%s: %v)\n", kind, err)
 				continue
 			}
 			pending = append(pending, data)
 			fmt.Fprintf(errOut, "(%s goes with your next message)\n", path)
 			continue
 		case strings.HasPrefix(line, "/"):
-			fmt.Fprintln(errOut, "(commands: /reset, /exit, /image PATH)")
+			fmt.Fprintln(errOut, "(commands: /reset, /exit, /image PATH, /audio PATH)")
 			continue
 		}
 		images := pending

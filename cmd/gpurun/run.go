@@ -88,7 +88,7 @@ func (r *modelFlags) register(cmd *cobra.Command) {
 		" (dynamic quantizes activations to int8 blocks as llama.cpp does; exact is the reference)")
 	r.lora.register(f)
 	r.lora.registerUnmerged(f)
-	f.StringVar(&r.mmproj, "mmproj", "", "vision projector (llama.cpp's mmproj GGUF, projector type gemma3 or lfm2) that lets prompts carry images (--image; CPU backend)")
+	f.StringVar(&r.mmproj, "mmproj", "", "vision or audio projector (llama.cpp's mmproj GGUF, projector type gemma3, lfm2 or qwen2a) that lets prompts carry images (--image) or audio (--audio)")
 }
 
 // takeModelArg accepts the model as the optional positional argument; a
@@ -246,6 +246,7 @@ func (g *genFlags) options() gpurun.GenerateOptions {
 type promptFlags struct {
 	text, file, ids string
 	images          []string // --image, in order
+	audio           []string // --audio, in order
 }
 
 func (p *promptFlags) register(cmd *cobra.Command) {
@@ -254,13 +255,21 @@ func (p *promptFlags) register(cmd *cobra.Command) {
 	f.StringVarP(&p.file, "file", "f", "", "read the prompt text from FILE (one trailing newline is dropped)")
 	f.StringVar(&p.ids, "prompt-ids", "", "prompt as comma-separated token ids, used as given (no BOS added)")
 	f.StringArrayVar(&p.images, "image", nil, "image file (PNG, JPEG, GIF, WebP) for the next "+pipeline.MediaMarker+" marker of the prompt text (repeatable; needs --mmproj)")
+	f.StringArrayVar(&p.audio, "audio", nil, "WAV file (16-bit PCM, mono or stereo, resampled to 16 kHz) for the next "+pipeline.MediaMarker+" marker of the prompt text (repeatable; needs an audio --mmproj)")
 }
 
 // read returns the prompt the flags give, with its --image files.
 func (p *promptFlags) read(cmd *cobra.Command) (pipeline.Prompt, error) {
 	pr, err := p.readText(cmd)
-	if err != nil || len(p.images) == 0 {
+	if err != nil || len(p.images)+len(p.audio) == 0 {
 		return pr, err
+	}
+	for _, path := range p.audio {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return pipeline.Prompt{}, fmt.Errorf("--audio: %w", err)
+		}
+		pr.Audio = append(pr.Audio, data)
 	}
 	for _, path := range p.images {
 		data, err := os.ReadFile(path)
@@ -400,8 +409,8 @@ func generate(ctx context.Context, m *gpurun.Model, prompt pipeline.Prompt, gen 
 	if gen.Temperature > 0 {
 		res.Seed = gen.Seed
 	}
-	if none && len(prompt.Images) > 0 {
-		return nil, errors.New("--max-tokens 0 with --image: the prompt's image positions are known only once it runs")
+	if none && len(prompt.Images)+len(prompt.Audio) > 0 {
+		return nil, errors.New("--max-tokens 0 with --image or --audio: the prompt's media positions are known only once it runs")
 	}
 	if none {
 		ids, err := promptIDs(m, prompt)

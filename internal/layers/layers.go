@@ -47,7 +47,7 @@ var Table = []Layer{
 		Why: "the kernels' sources and their contracts: a leaf"},
 	{Name: "tensors", Packages: []string{"tensors", "internal/checkpoint", "internal/convert", "internal/gguf",
 		"internal/hf", "internal/llama2c", "internal/lora", "internal/modelfile", "internal/safetensors",
-		"internal/synthetic", "internal/mmap", "internal/vision"},
+		"internal/synthetic", "internal/mmap", "internal/vision", "internal/audio"},
 		Why: "tensors and the model file formats (their readers and writers internal): a leaf"},
 	{Name: "rng", Packages: []string{"internal/philox"},
 		Why: "the counter-based random numbers host and device sampling share: a leaf"},

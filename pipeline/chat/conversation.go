@@ -318,7 +318,7 @@ func (c *Conversation) fit(user *Message) (pipeline.Prompt, string, error) {
 				return pipeline.Prompt{}, "", err
 			}
 			if hist+len(ids)+c.opts.Reserve <= maxCache {
-				return pipeline.Prompt{IDs: ids, Images: images[max(0, len(images)-n):]}, full, nil
+				return mediaPrompt(c.m, ids, images[max(0, len(images)-n):]), full, nil
 			}
 		} else {
 			ids, _, err := c.encodeMedia(full, len(images) > 0)
@@ -330,7 +330,7 @@ func (c *Conversation) fit(user *Message) (pipeline.Prompt, string, error) {
 			}
 			if len(ids)+c.opts.Reserve <= maxCache {
 				c.s.Reset()
-				return pipeline.Prompt{IDs: ids, Images: images}, full, nil
+				return mediaPrompt(c.m, ids, images), full, nil
 			}
 		}
 		// Too long: drop the oldest exchange and render again.
@@ -342,4 +342,13 @@ func (c *Conversation) fit(user *Message) (pipeline.Prompt, string, error) {
 		c.dropped += n
 		c.covered = ""
 	}
+}
+
+// mediaPrompt is the prompt of ids with the conversation's media files:
+// images, or WAV files for a model with an audio projector.
+func mediaPrompt(m *pipeline.Model, ids []int, media [][]byte) pipeline.Prompt {
+	if m.HasAudio() {
+		return pipeline.Prompt{IDs: ids, Audio: media}
+	}
+	return pipeline.Prompt{IDs: ids, Images: media}
 }

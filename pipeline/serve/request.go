@@ -90,6 +90,9 @@ type chatRequest struct {
 	// remote are the image_url parts with remote URLs, fetched only
 	// where Config.RemoteImages.
 	remote []remoteImage
+	// audioParts and imageParts count the input_audio and image_url
+	// parts of all messages (a model's projector takes one kind).
+	audioParts, imageParts int
 }
 
 // remoteImage is an image_url part with an http(s) URL: image k of
@@ -419,10 +422,12 @@ func decodeChatMessages(body []byte, modelID string) (*chatRequest, []chat.Messa
 		if len(m.ToolCalls) > 0 && (len(m.Content) == 0 || string(m.Content) == "null") {
 			continue // tool calls alone
 		}
-		text, images, urls, err := messageText(m.Content)
+		text, images, urls, nAudio, err := messageText(m.Content)
 		if err != nil {
 			return nil, nil, s, badRequest(param+".content", "invalid_value", param+".content: "+err.Error())
 		}
+		req.audioParts += nAudio
+		req.imageParts += len(images) - nAudio
 		msgs[i].Content, msgs[i].Images = text, images
 		for k, u := range urls {
 			if u != "" {
@@ -438,14 +443,16 @@ func decodeChatMessages(body []byte, modelID string) (*chatRequest, []chat.Messa
 // parts ({"type": "image_url", "image_url": {"url": "data:image/...;base64,..."}}),
 // each a pipeline.MediaMarker in the text and its file's bytes in images.
 // An http(s) URL is left to fetch: its image is nil and urls[k] its URL
-// (urls is nil without one).
-func messageText(raw json.RawMessage) (string, [][]byte, []string, error) {
+// (urls is nil without one). Audio parts ({"type": "input_audio",
+// "input_audio": {"data": BASE64, "format": "wav"}}) are media files of
+// images too, each with its marker; nAudio counts them.
+func messageText(raw json.RawMessage) (text string, images [][]byte, urls []string, nAudio int, err error) {
 	if len(raw) == 0 || string(raw) == "null" {
-		return "", nil, nil, errors.New("missing")
+		return "", nil, nil, 0, errors.New("missing")
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		return s, nil, nil, nil
+		return s, nil, nil, 0, nil
 	}
 	var parts []struct {
 		Type     string  `json:"type"`
@@ -453,13 +460,15 @@ func messageText(raw json.RawMessage) (string, [][]byte, []string, error) {
 		ImageURL *struct {
 			URL string `json:"url"`
 		} `json:"image_url"`
+		InputAudio *struct {
+			Data   string `json:"data"`
+			Format string `json:"format"`
+		} `json:"input_audio"`
 	}
 	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", nil, nil, errors.New("want a string or a list of text and image_url parts")
+		return "", nil, nil, 0, errors.New("want a string or a list of text, image_url and input_audio parts")
 	}
 	var b strings.Builder
-	var images [][]byte
-	var urls []string
 	for i, p := range parts {
 		switch {
 		case p.Type == "text" && p.Text != nil:
@@ -476,15 +485,29 @@ func messageText(raw json.RawMessage) (string, [][]byte, []string, error) {
 			}
 			img, err := dataURL(u)
 			if err != nil {
-				return "", nil, nil, fmt.Errorf("part %d: image_url: %w", i, err)
+				return "", nil, nil, 0, fmt.Errorf("part %d: image_url: %w", i, err)
 			}
 			images = append(images, img)
 			b.WriteString(pipeline.MediaMarker)
+		case p.Type == "input_audio" && p.InputAudio != nil:
+			if p.InputAudio.Format != "wav" {
+				return "", nil, nil, 0, fmt.Errorf("part %d: input_audio: format %q (wav only)", i, p.InputAudio.Format)
+			}
+			wav, err := base64.StdEncoding.DecodeString(p.InputAudio.Data)
+			if err != nil {
+				return "", nil, nil, 0, fmt.Errorf("part %d: input_audio: %w", i, err)
+			}
+			images = append(images, wav)
+			nAudio++
+			b.WriteString(pipeline.MediaMarker)
 		default:
-			return "", nil, nil, fmt.Errorf("part %d: type %q, only text and image_url parts are supported", i, p.Type)
+			return "", nil, nil, 0, fmt.Errorf("part %d: type %q, only text, image_url and input_audio parts are supported", i, p.Type)
 		}
 	}
-	return b.String(), images, urls, nil
+	for len(urls) > 0 && len(urls) < len(images) {
+		urls = append(urls, "")
+	}
+	return b.String(), images, urls, nAudio, nil
 }
 
 // dataURL decodes a base64 data: URL of an image.

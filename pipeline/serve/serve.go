@@ -333,12 +333,17 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	var smp sampling
 	var think thinkingFields
 	var remote []remoteImage
+	var audioParts, imageParts int
 	r, m, grammar, ok := s.begin(w, r, func(body []byte, id string) (sampling, *apiError) {
 		var aerr *apiError
 		var req *chatRequest
 		req, msgs, smp, aerr = decodeChat(body, id)
 		if req != nil {
 			think, remote = req.thinkingFields, req.remote
+			audioParts, imageParts = req.audioParts, req.imageParts
+			if audioParts > 0 && imageParts > 0 {
+				aerr = badRequest("messages", "invalid_value", "messages: image_url and input_audio parts in one request (a model's projector takes one kind)")
+			}
 		}
 		return smp, aerr
 	})
@@ -366,7 +371,11 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	gen.StopTokens = p.StopTokens
 	gen.StopStrings = append(gen.StopStrings, p.StopStrings...)
 	th := s.thinkingFor(tpl, p.Text, format, budget)
-	s.generate(w, r, kindChat, pipeline.Prompt{IDs: p.IDs, Images: p.Images}, gen, smp, tpl.IsPlain(), tools, th)
+	prompt := pipeline.Prompt{IDs: p.IDs, Images: p.Images}
+	if audioParts > 0 {
+		prompt = pipeline.Prompt{IDs: p.IDs, Audio: p.Images} // the chat's media files are WAV files
+	}
+	s.generate(w, r, kindChat, prompt, gen, smp, tpl.IsPlain(), tools, th)
 }
 
 // renderChat renders a chat request's messages with the server's template
@@ -494,6 +503,8 @@ func generationError(err error, k kind) *apiError {
 		return badRequest("model", "embedding_model", err.Error())
 	case errors.Is(err, pipeline.ErrNoVision):
 		return badRequest("", "no_vision", err.Error())
+	case errors.Is(err, pipeline.ErrNoAudio):
+		return badRequest("", "no_audio", err.Error())
 	case errors.Is(err, pipeline.ErrClosed):
 		return &apiError{Status: http.StatusServiceUnavailable, RetryAfter: 5, Type: "server_error", Code: "shutting_down", Message: err.Error()}
 	}
