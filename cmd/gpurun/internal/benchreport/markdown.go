@@ -18,6 +18,7 @@ var (
 	CompareHeader     = []string{"model", "weights", "backend", "activations", "test", "TTFT ms", "TTFT ratio", "prefill tok/s", "prefill ratio", "decode tok/s", "decode ratio"}
 	LoadHeader        = []string{"model", "weights", "backend", "activations", "load s", "cold load s", "pipeline cache KiB", "pipeline cache hits"}
 	KernelHeader      = []string{"kernel", "calls", "time ms", "share", "MB", "GB/s", "MFLOP", "GFLOP/s"}
+	MemoryHeader      = []string{"model", "weights", "backend", "activations", "KV cache", "model MiB", "KV KiB/position", "cache positions", "KV cache MiB", "peak RSS MiB", "device MiB"}
 )
 
 // num formats a figure as every table prints it: two decimals.
@@ -127,6 +128,29 @@ func (r *Report) LoadRows() [][]string {
 	return out
 }
 
+// MemoryRows gives one row per measured configuration that reports its
+// KV cache (MemoryHeader): the model's bytes, the KV cache's per position
+// and at the cache length it was loaded with, and the peaks.
+func (r *Report) MemoryRows() [][]string {
+	var out [][]string
+	seen := map[string]bool{}
+	for _, res := range r.Results {
+		k := fmt.Sprintf("%s|%d", res.Label(), res.MaxCache)
+		if res.Error != "" || res.KVCacheBytes == 0 || seen[k] {
+			continue
+		}
+		seen[k] = true
+		out = append(out, []string{res.Model, res.Weights, res.Backend, res.ActivationsText(), res.KVCache, mib(res.ModelBytes),
+			num(float64(res.KVBytesPerPosition) / 1024), strconv.Itoa(res.MaxCache), mib(res.KVCacheBytes), deviceMiB(res.PeakRSSBytes), deviceMiB(res.DeviceMemoryBytes)})
+	}
+	return out
+}
+
+// memoryNote explains the memory table.
+const memoryNote = "Memory: the model's bytes (a file's size, a synthetic model's weights), the KV cache per position and " +
+	"at the cache length the configuration was loaded with (--max-cache; one session's, sliding-window layers on rings where the backend takes them), " +
+	"and the peaks while it loaded and ran: the process's resident memory and, on GPU backends, the device memory gpurun's buffers took."
+
 // loadNote explains the load table.
 const loadNote = "Load: weight upload and program compilation, on the device the tests ran on. " +
 	"Cold load (GPU backends, bench --cold-load): on a fresh device with an empty pipeline cache; the load beside it then ran on " +
@@ -169,6 +193,14 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	if rows := r.LoadRows(); len(rows) > 0 {
 		fmt.Fprintf(bw, "\n## Load\n\n%s\n\n", loadNote)
 		table(bw, LoadHeader, func(row func(...string)) {
+			for _, cells := range rows {
+				row(cells...)
+			}
+		})
+	}
+	if rows := r.MemoryRows(); len(rows) > 0 {
+		fmt.Fprintf(bw, "\n## Memory\n\n%s\n\n", memoryNote)
+		table(bw, MemoryHeader, func(row func(...string)) {
 			for _, cells := range rows {
 				row(cells...)
 			}
