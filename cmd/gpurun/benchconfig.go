@@ -131,7 +131,9 @@ func benchConfig(ctx context.Context, log io.Writer, bar *progressbar.ProgressBa
 // benchLoad loads src onto b with the model flags and returns it with the
 // seconds the load took.
 func benchLoad(ctx context.Context, rf *benchModelFlags, bf *benchFlags, src benchSource, ck *model.Checkpoint, b gpu.Backend, policy string) (*gpurun.Model, float64, error) {
-	opts := []gpurun.Option{gpurun.WithGPUBackend(b), gpurun.WithMaxCache(rf.maxCache), gpurun.WithActivations(policy), gpurun.WithStepsPerSubmit(rf.steps)}
+	// Bench measures speed: a cache past the model's trained context is
+	// taken, as llama-bench takes it (tests at a depth on a 2K-context model).
+	opts := []gpurun.Option{gpurun.WithGPUBackend(b), gpurun.WithMaxCache(rf.maxCache), gpurun.WithCacheBeyondContext(), gpurun.WithActivations(policy), gpurun.WithStepsPerSubmit(rf.steps)}
 	if rf.cacheK != "" || rf.cacheV != "" {
 		opts = append(opts, gpurun.WithCacheTypes(rf.cacheK, rf.cacheV))
 	}

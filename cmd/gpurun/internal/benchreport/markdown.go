@@ -231,7 +231,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	}
 	if rows := r.DecodeBytesRows(); len(rows) > 0 {
 		fmt.Fprintf(bw, "\n## Decode and the valid length\n\nEach test against the configuration's test with the shortest prompt (ref). "+
-			"Positions: the mean number of cache positions a decode step attends to (prompt + generated/2). "+
+			"Positions: the mean number of cache positions a decode step attends to (depth + prompt + generated/2). "+
 			"Predicted: the ref's bytes per decode step / this test's, bytes = weights read + KV bytes per position x positions; "+
 			"measured: decode tok/s / the ref's; of prediction: measured / predicted (1 = decode follows the bytes moved).\n\n")
 		table(bw, DecodeBytesHeader, func(row func(...string)) {
