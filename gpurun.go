@@ -392,7 +392,7 @@ func open(ctx context.Context, src *source, o *openOptions) (*Model, error) {
 			need.Adapters += adapterBytes(set)
 		}
 	}
-	if err := checkMemory(info, b.Caps(), need, src.file == nil); err != nil {
+	if err := checkMemory(info, b.Caps(), need, src.file == nil, o.memoryLimit); err != nil {
 		if m.backend != nil {
 			m.backend.Close()
 		}
