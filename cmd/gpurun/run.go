@@ -74,7 +74,7 @@ func (r *modelFlags) register(cmd *cobra.Command) {
 	}{{&r.cacheK, "cache-type-k", "ctk", "keys", "queries and keys"}, {&r.cacheV, "cache-type-v", "ctv", "values", "values"}} {
 		usage := fmt.Sprintf("KV cache type of the %s as llama.cpp's -%s: %s (default: the float cache --activations decides, f16 on GPU backends, f32 on the CPU; "+
 			"f16 and f32 must agree with it); the q types are llama.cpp's blocks of 32, %s rotated by a Walsh-Hadamard transform where the head dim is a multiple of 64 "+
-			"as llama.cpp does (CPU backend)", c.what, c.short, kvNames, c.rotate)
+			"as llama.cpp does", c.what, c.short, kvNames, c.rotate)
 		f.Var(&choiceFlag{c.p, fusion.KVTypeNames}, c.name, usage)
 		f.Var(&choiceFlag{c.p, fusion.KVTypeNames}, c.short, "same as --"+c.name)
 	}
