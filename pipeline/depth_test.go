@@ -10,6 +10,7 @@ import (
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/internal/gguf"
 	"github.com/gpurun/gpurun/pipeline"
+	"github.com/gpurun/gpurun/tensors/model"
 )
 
 // posRecorder wraps a backend and records where its programs run: the
@@ -212,5 +213,57 @@ func TestKVDepthFillErrors(t *testing.T) {
 	pm := load(t, ck, pipeline.Options{MaxCache: 64, PrefixCacheBytes: 1 << 20})
 	if err := pm.NewSession().FillRandom(ctx, ids(1, 10), 1); !errors.Is(err, pipeline.ErrOptions) {
 		t.Errorf("a fill with a prefix cache: %v, want ErrOptions", err)
+	}
+}
+
+// TestKVDepthFillGPU: a random fill on the GPU backends stores the rows
+// the CPU backend stores (one seed, one stream of rows) through their own
+// store kernels, f32 and q8_0 (rotated) caches alike: the logits of the
+// next position equal the CPU's within the backends' tolerance, and
+// another seed's differ by far more.
+func TestKVDepthFillGPU(t *testing.T) {
+	stories := storiesCheckpoint(t)
+	rot, err := gguf.Load(kvrotPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, backend := range []string{"vulkan", "webgpu"} {
+		t.Run(backend, func(t *testing.T) {
+			b := openBackend(t, backend)
+			for _, tc := range []struct {
+				name string
+				ck   *model.Checkpoint
+				opts pipeline.Options
+				tol  float64
+			}{
+				{"stories f32", stories, pipeline.Options{MaxCache: 256, Activations: "f32"}, 1e-3},
+				{"qwen3 q8_0", rot, pipeline.Options{MaxCache: 256, Activations: "f32", CacheTypeK: fusion.KVQ8_0, CacheTypeV: fusion.KVQ8_0}, 2e-2},
+			} {
+				ctxIDs := make([]int, 200)
+				for i := range ctxIDs {
+					ctxIDs[i] = 3 + i%100
+				}
+				row := func(m *pipeline.Model, seed uint64) []float32 {
+					t.Helper()
+					if err := m.NewSession().FillRandom(context.Background(), ctxIDs, seed); err != nil {
+						t.Fatalf("%s on %s: %v", tc.name, backend, err)
+					}
+					r, ran, err := pipeline.PrefillLogits(m, cat(ctxIDs, []int{5}))
+					if err != nil || ran != 1 {
+						t.Fatalf("%s on %s: ran %d, %v", tc.name, backend, ran, err)
+					}
+					return r
+				}
+				cpuModel := load(t, tc.ck, tc.opts)
+				opts := tc.opts
+				opts.Backend = b
+				gpuModel := load(t, tc.ck, opts)
+				want, other := row(cpuModel, 1), row(cpuModel, 2)
+				got := row(gpuModel, 1)
+				if d, apart := maxDiff(got, want), maxDiff(other, want); d > tc.tol || apart < 10*tc.tol {
+					t.Errorf("%s: %s fill %g from the CPU's (tolerance %g); another seed's %g apart", tc.name, backend, d, tc.tol, apart)
+				}
+			}
+		})
 	}
 }
