@@ -112,8 +112,9 @@ Every test runs --warmup unreported and --reps measured generations, each a
 fresh greedy generation on a prompt of random ids whose first token differs
 from every other run's, so no run reuses another's KV cache; stop tokens are
 ignored. The report gives the median and the range of each figure, with what
-was measured on: devices, driver, CPU, Go version, gpurun revision, model
-bytes, peak resident memory per configuration.
+was measured on: devices, driver, CPU, Go version, gpurun revision, and per
+configuration its memory: model bytes, KV cache type, bytes per position
+and at the cache length, peak resident memory and device memory.
 
 Output: Markdown tables on stdout (--json: the JSON report instead);
 --from REPORT.json measures nothing and renders that report instead;
