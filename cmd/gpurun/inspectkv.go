@@ -21,6 +21,9 @@ type kvSummary struct {
 	// in it.
 	BudgetBytes int64 `json:"budget_bytes,omitempty"`
 	WeightBytes int64 `json:"weight_bytes,omitempty"`
+	// ModelContext is the model's trained context length (0: unknown):
+	// positions past it get rotary angles it never saw.
+	ModelContext int `json:"model_context,omitempty"`
 }
 
 type kvBytes struct {
@@ -70,7 +73,7 @@ func summarizeKV(cfg *model.Config, positions int) *kvSummary {
 // fitBudget sets each type's largest contexts in budget bytes with
 // weights bytes of weights (see kvBytes).
 func (s *kvSummary) fitBudget(cfg *model.Config, weights, budget int64) error {
-	s.BudgetBytes, s.WeightBytes = budget, weights
+	s.BudgetBytes, s.WeightBytes, s.ModelContext = budget, weights, cfg.MaxSeqLen
 	for i := range s.Types {
 		t := &s.Types[i]
 		t.BudgetKVPositions = int(min(budget/t.PerPosition, pipeline.MaxCacheLimit))
@@ -95,5 +98,8 @@ func (s *kvSummary) writeText(w io.Writer) {
 		sizeText(s.BudgetBytes), sizeText(s.WeightBytes))
 	for _, t := range s.Types {
 		fmt.Fprintf(w, "  %-7s %10d positions alone  %10d with the weights\n", t.Type, t.BudgetKVPositions, t.BudgetPositions)
+	}
+	if s.ModelContext > 0 {
+		fmt.Fprintf(w, "  (the model's trained context is %d positions: run and serve take no longer --max-cache)\n", s.ModelContext)
 	}
 }

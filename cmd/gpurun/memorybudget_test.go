@@ -18,8 +18,8 @@ func TestInspectMemoryBudget(t *testing.T) {
 	bin := filepath.Join(testmodels.Dir(t), "stories260K.bin")
 	s := inspectJSON(t, bin, "--memory-budget", "4MiB")
 	kv := s.KVCache
-	if kv == nil || kv.BudgetBytes != 4<<20 || kv.WeightBytes != 1040128 || len(kv.Types) != 2 {
-		t.Fatalf("kv summary %+v, want a 4 MiB budget, 1040128 bytes of weights, f32 and f16", kv)
+	if kv == nil || kv.BudgetBytes != 4<<20 || kv.WeightBytes != 1040128 || len(kv.Types) != 2 || kv.ModelContext != 512 {
+		t.Fatalf("kv summary %+v, want a 4 MiB budget, 1040128 bytes of weights, f32 and f16, a 512-position context", kv)
 	}
 	for _, tc := range []struct {
 		typ   string
@@ -44,7 +44,7 @@ func TestInspectMemoryBudget(t *testing.T) {
 		}
 	}
 	text := mustRun(t, "", "inspect", bin, "--memory-budget", "4MiB")
-	if !strings.Contains(text, "Largest context in 4.0 MiB") || !strings.Contains(text, "3276 positions alone") {
+	if !strings.Contains(text, "Largest context in 4.0 MiB") || !strings.Contains(text, "3276 positions alone") || !strings.Contains(text, "trained context is 512 positions") {
 		t.Errorf("text without the budget's lines:\n%s", text)
 	}
 	if s := inspectJSON(t, bin, "--memory-budget", "0"); s.KVCache == nil || s.KVCache.BudgetBytes != 0 || s.KVCache.Types[0].BudgetPositions != 0 {
