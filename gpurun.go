@@ -108,6 +108,8 @@ type openOptions struct {
 	device       string
 	backend      gpu.Backend
 	maxCache     int
+	pastContext  bool  // WithCacheBeyondContext
+	memoryLimit  int64 // WithMemoryLimit; 0: the device's
 	parallel     int
 	activations  string
 	tokenizer    string
@@ -155,6 +157,13 @@ func WithGPUBackend(b gpu.Backend) Option { return func(o *openOptions) { o.back
 // the model's trained context length. Without it the cache holds
 // pipeline.DefaultMaxCache (1280) tokens, or the model's context if shorter.
 func WithMaxCache(n int) Option { return func(o *openOptions) { o.maxCache = n } }
+
+// WithCacheBeyondContext lets WithMaxCache exceed the model's trained
+// context length, as llama.cpp lets -c do: positions past it get rotary
+// angles the model never saw, so what it generates there degrades, but a
+// step costs what it costs at that context. Benchmarks of long contexts
+// on a model trained on a short one (bench's tests at a depth) use it.
+func WithCacheBeyondContext() Option { return func(o *openOptions) { o.pastContext = true } }
 
 // WithParallel gives the model n KV caches (1..pipeline.MaxSlots) over its
 // one copy of the weights, so that n sessions generate at once, each on its
@@ -333,7 +342,7 @@ func newOpenOptions(opts []Option) (openOptions, error) {
 // open loads src on the backend; on error the caller closes src.
 func open(ctx context.Context, src *source, o *openOptions) (*Model, error) {
 	cfg := src.config()
-	if o.maxCache > 0 && cfg.MaxSeqLen > 0 && o.maxCache > cfg.MaxSeqLen {
+	if o.maxCache > 0 && cfg.MaxSeqLen > 0 && o.maxCache > cfg.MaxSeqLen && !o.pastContext {
 		return nil, fmt.Errorf("%w: max cache %d exceeds the model's context length %d (want 1..%d)", ErrOptions, o.maxCache, cfg.MaxSeqLen, cfg.MaxSeqLen)
 	}
 	o.report("load")
@@ -384,7 +393,7 @@ func open(ctx context.Context, src *source, o *openOptions) (*Model, error) {
 			need.Adapters += adapterBytes(set)
 		}
 	}
-	if err := checkMemory(info, b.Caps(), need, src.file == nil); err != nil {
+	if err := checkMemory(info, b.Caps(), need, src.file == nil, o.memoryLimit); err != nil {
 		if m.backend != nil {
 			m.backend.Close()
 		}

@@ -81,15 +81,104 @@ func estimateMemory(cfg *model.Config, weightBytes int64, maxCache int, kvF16 bo
 		// expert's weights are in weightBytes: all are stored, k are read.
 		ffn = int64(cfg.Experts) + int64(cfg.ExpertHidden)
 	}
-	perToken := (6*int64(cfg.Dim) + 3*qdim + ffn + int64(cfg.Heads)*int64(maxCache)) * 4
+	perToken := (6*int64(cfg.Dim) + 3*qdim + ffn) * 4
 	tokens := 1
 	for _, size := range pipeline.DefaultPrefillSizes {
 		if size <= maxCache {
 			tokens = max(tokens, size)
 		}
 	}
-	n.Activations = int64(tokens)*perToken + int64(cfg.VocabSize)*4
+	// Attention keeps the scores over the cache of a few query rows at a
+	// time, not of the whole step: the CPU backend's tiles of 4 rows, the
+	// GPU's split partials of steps of up to 4 tokens (longer steps are
+	// tiled, their scores never stored).
+	scores := int64(attnScoreRows) * int64(cfg.Heads) * int64(maxCache) * 4
+	n.Activations = int64(tokens)*perToken + scores + int64(cfg.VocabSize)*4
 	return n
+}
+
+// attnScoreRows is how many query rows' attention scores over the whole
+// cache estimateMemory counts.
+const attnScoreRows = 4
+
+// MemoryEstimate is what Open estimates loading a model takes, and checks
+// against the device's memory (or WithMemoryLimit) before it allocates
+// anything: the weights as stored, one session's KV cache, and the
+// activations of the largest prefill step (an estimate).
+type MemoryEstimate struct {
+	Weights, KVCache, Activations int64
+}
+
+// Total is the sum.
+func (e MemoryEstimate) Total() int64 { return e.Weights + e.KVCache + e.Activations }
+
+// EstimateMemory is Open's estimate for a model of cfg with weightBytes
+// of weights and one KV cache of maxCache positions (0: Open's default)
+// with keys of cache type k and values of type v (WithCacheTypes' names,
+// f32 and f16 the float caches; "" is f16).
+func EstimateMemory(cfg *model.Config, weightBytes int64, maxCache int, k, v string) (MemoryEstimate, error) {
+	kt, kf16, err := parseCacheName(k)
+	if err != nil {
+		return MemoryEstimate{}, err
+	}
+	vt, vf16, err := parseCacheName(v)
+	if err != nil {
+		return MemoryEstimate{}, err
+	}
+	f16 := true // the precision of the float cache among them, if any
+	switch {
+	case !kt.Quantized() && !vt.Quantized():
+		if kf16 != vf16 {
+			return MemoryEstimate{}, fmt.Errorf("%w: float caches of two precisions, k %s and v %s", ErrOptions, k, v)
+		}
+		f16 = kf16
+	case !kt.Quantized():
+		f16 = kf16
+	case !vt.Quantized():
+		f16 = vf16
+	}
+	n := estimateMemory(cfg, weightBytes, maxCache, f16, kt, vt)
+	return MemoryEstimate{Weights: n.Weights, KVCache: n.KVCache, Activations: n.Activations}, nil
+}
+
+// parseCacheName reads a cache type name of EstimateMemory.
+func parseCacheName(name string) (fusion.KVType, bool, error) {
+	if name == "" {
+		return fusion.KVFloat, true, nil
+	}
+	t, f16, err := fusion.ParseKVType(name)
+	if err != nil {
+		return 0, false, fmt.Errorf("%w: cache type %s: %w", ErrOptions, name, err)
+	}
+	return t, f16, nil
+}
+
+// LargestContext is the longest KV cache (at most pipeline.MaxCacheLimit
+// positions) whose EstimateMemory fits in budget bytes, 0 when not even
+// one position does.
+func LargestContext(cfg *model.Config, weightBytes, budget int64, k, v string) (int, error) {
+	fits := func(n int) (bool, error) {
+		e, err := EstimateMemory(cfg, weightBytes, n, k, v)
+		return e.Total() <= budget, err
+	}
+	lo, hi := 0, pipeline.MaxCacheLimit // fits(lo) holds (0 positions: nothing to check), fits(hi+1) is not asked
+	if ok, err := fits(1); err != nil || !ok {
+		return 0, err
+	}
+	lo = 1
+	for lo < hi {
+		mid := lo + (hi-lo+1)/2
+		ok, err := fits(mid)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return lo, nil
 }
 
 // checkMemory fails with ErrTooBig when need does not fit the backend's
@@ -97,16 +186,23 @@ func estimateMemory(cfg *model.Config, weightBytes int64, maxCache int, kvF16 bo
 // for software devices running on the CPU (such as lavapipe, whose heap
 // size is nominal: its buffers are host memory). Weights already imported
 // into host memory are not counted again for the CPU backend.
-func checkMemory(info gpu.Info, caps gpu.Caps, need memoryNeed, weightsResident bool) error {
+//
+// A limit above 0 (WithMemoryLimit) is the memory there is when it is
+// less than the device's (or where the device's is unknown), and then
+// the weights count in full on the CPU backend too.
+func checkMemory(info gpu.Info, caps gpu.Caps, need memoryNeed, weightsResident bool, limit int64) error {
 	have, where := info.MemoryBytes, fmt.Sprintf("%s device %s", info.Backend, info.Name)
 	if caps.Host || info.Type == gpu.CPU || have == 0 {
 		have, where = hostAvailable(), "the host's available memory"
-		if weightsResident && caps.Host {
+		if weightsResident && caps.Host && limit <= 0 {
 			need.Weights = 0 // the CPU backend uses them where they are
 		}
 		if !caps.Host && info.Type != gpu.CPU {
 			have = 0 // a GPU whose memory is unknown: not checked
 		}
+	}
+	if limit > 0 && (have <= 0 || limit < have) {
+		have, where = limit, "the memory limit"
 	}
 	if have <= 0 || need.Total() <= have {
 		return nil
@@ -170,3 +266,12 @@ func cacheTypes(k, v string, kvF16 bool) (kt, vt fusion.KVType, err error) {
 	vt, err = parse("v", v)
 	return kt, vt, err
 }
+
+// WithMemoryLimit makes Open refuse (ErrTooBig) a model whose weights,
+// KV caches and activations (as Open estimates them: EstimateMemory, one
+// cache per slot) need more than bytes, where that is less than the
+// device's memory (the host's available memory for the CPU backend):
+// the memory a deployment means to give the model, such as a phone's.
+// The weights count in full then, also on the CPU backend where the model
+// file's mapped pages could be shared. 0: no limit but the device's.
+func WithMemoryLimit(bytes int64) Option { return func(o *openOptions) { o.memoryLimit = bytes } }

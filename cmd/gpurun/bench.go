@@ -65,6 +65,9 @@ type benchFlags struct {
 	// something to find.
 	spec         specFlags
 	promptRepeat int
+	// depthFill is how tests at a depth (@dD) get their context:
+	// benchreport.DepthPrefill or DepthRandom.
+	depthFill string
 }
 
 // benchSource is one model with one weight type.
@@ -94,14 +97,24 @@ backends and the activation policies, under every test:
   ppN+tgM    an N-token prompt, then M generated tokens (all three figures)
   mediapipe  MediaPipe's protocol: a 1024-token prompt in a 1280-token
              KV cache, 256 generated tokens (all three figures)
+  T@dD       test T (ppN, tgN, ppN+tgM) at depth D, as llama-bench's -d:
+             each run first holds a context of D positions (untimed), and
+             its prompt and decode steps run after them, attending to
+             them (tg32@d4096: 32 decode steps at positions 4097..);
+             --depth-fill prefill (the default) runs the D tokens as a
+             prompt, random writes random keys and values in the cache's
+             own format instead (decode cost does not depend on them;
+             the report's depth_fill says which). The KV cache
+             (--max-cache) must hold D + N + M positions.
 
 Lists are comma-separated. Without --tests the test is pp<prompt-len>+tg<generate>.
 Every test runs --warmup unreported and --reps measured generations, each a
 fresh greedy generation on a prompt of random ids whose first token differs
 from every other run's, so no run reuses another's KV cache; stop tokens are
 ignored. The report gives the median and the range of each figure, with what
-was measured on: devices, driver, CPU, Go version, gpurun revision, model
-bytes, peak resident memory per configuration.
+was measured on: devices, driver, CPU, Go version, gpurun revision, and per
+configuration its memory: model bytes, KV cache type, bytes per position
+and at the cache length, peak resident memory and device memory.
 
 Output: Markdown tables on stdout (--json: the JSON report instead);
 --from REPORT.json measures nothing and renders that report instead;
@@ -126,8 +139,8 @@ is listed as not measured; bench fails only when nothing could be measured.`,
 	f.StringVarP(&rf.model, "model", "m", "", "models, comma-separated (or as arguments): model files, .task bundles, GGUF, llama2.c .bin, Hugging Face directories")
 	f.StringVar(&rf.tokenizer, "tokenizer", "", "tokenizer for checkpoints that carry none")
 	f.StringVar(&rf.backend, "backend", "auto", "backends, comma-separated: "+strings.Join(gpurun.BackendNames, "|")+"|browser (gpurun-web's page in headless Chromium, on its WebGPU adapter; run from the repository)")
-	f.Var(&intFlag{&rf.maxCache, 1, pipeline.MaxCacheLimit, fmt.Sprintf("an integer in 1..%d (and at most the model's context length)", pipeline.MaxCacheLimit)},
-		"max-cache", fmt.Sprintf("KV cache length in tokens (default %d, or the model's context length if shorter)", pipeline.DefaultMaxCache))
+	f.Var(&intFlag{&rf.maxCache, 1, pipeline.MaxCacheLimit, fmt.Sprintf("an integer in 1..%d", pipeline.MaxCacheLimit)},
+		"max-cache", fmt.Sprintf("KV cache length in tokens (default %d, or the model's context length if shorter); it may exceed the model's context length, as llama-bench's does: bench measures speed", pipeline.DefaultMaxCache))
 	f.StringVar(&rf.activations, "activations", "", "activation precision policies, comma-separated: auto|f32|f16 (default: the model's own); it sets the KV cache type and the activations' (see run -h)")
 	rf.cpuMath = gpurun.DefaultCPUMath.String()
 	f.Var(&choiceFlag{&rf.cpuMath, cpu.MathNames}, "cpu-math", "CPU backend arithmetic for quantized weights (int8/int4, K-quants): "+strings.Join(cpu.MathNames, "|")+" (as gpurun run)")
@@ -144,7 +157,9 @@ is listed as not measured; bench fails only when nothing could be measured.`,
 		"decode steps per GPU submission when the device picks the tokens (as gpurun run)")
 	f.StringVar(&rf.synthetic, "synthetic", "", "random-weight models at real shapes, comma-separated: "+strings.Join(synthetic.Names(), "|"))
 	f.StringVar(&rf.syntheticQuant, "synthetic-quant", synthetic.QuantInt4, "weights of the --synthetic models, comma-separated: "+strings.Join(syntheticQuants, "|"))
-	f.StringVar(&bf.tests, "tests", "", "tests, comma-separated: ppN, tgN, ppN+tgM, mediapipe (default pp<prompt-len>+tg<generate>)")
+	f.StringVar(&bf.tests, "tests", "", "tests, comma-separated: ppN, tgN, ppN+tgM, mediapipe, the first three optionally at a depth of D context positions, @dD (tg32@d4096) (default pp<prompt-len>+tg<generate>)")
+	bf.depthFill = benchreport.DepthPrefill
+	f.StringVar(&bf.depthFill, "depth-fill", bf.depthFill, "how tests at a depth (@dD) get their D positions, untimed: prefill (run as a prompt) or random (random keys and values written in the cache's own format through the backend's store path: as many positions attended to, without a long prefill)")
 	bf.promptLen, bf.genLen, bf.reps, bf.warmup = 128, 64, 3, 1
 	f.Var(&intFlag{&bf.promptLen, 1, pipeline.MaxCacheLimit, "an integer >= 1"}, "prompt-len", "prompt length of the default test")
 	f.Var(&intFlag{&bf.genLen, 1, pipeline.MaxCacheLimit, "an integer >= 1"}, "generate", "tokens generated by the default test")
@@ -196,7 +211,7 @@ func runBench(cmd *cobra.Command, rf *benchModelFlags, bf *benchFlags) error {
 		Environment:   benchreport.HostEnvironment(),
 		Protocol: benchreport.Protocol{Reps: bf.reps, Warmup: bf.warmup, Description: "each run is a fresh greedy generation " +
 			"on a prompt of random token ids whose first token differs from every other run's (no KV cache reuse), stop tokens ignored; " +
-			"tgN: a one-token prompt, then N decode steps; mediapipe: a 1024-token prompt in a 1280-token KV cache, 256 generated tokens"},
+			"tgN: a one-token prompt, then N decode steps; mediapipe: a 1024-token prompt in a 1280-token KV cache, 256 generated tokens" + depthProtocol(plan)},
 	}
 	opened, err := openBenchBackends(ctx, plan, rep)
 	defer func() {

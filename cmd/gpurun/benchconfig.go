@@ -131,7 +131,9 @@ func benchConfig(ctx context.Context, log io.Writer, bar *progressbar.ProgressBa
 // benchLoad loads src onto b with the model flags and returns it with the
 // seconds the load took.
 func benchLoad(ctx context.Context, rf *benchModelFlags, bf *benchFlags, src benchSource, ck *model.Checkpoint, b gpu.Backend, policy string) (*gpurun.Model, float64, error) {
-	opts := []gpurun.Option{gpurun.WithGPUBackend(b), gpurun.WithMaxCache(rf.maxCache), gpurun.WithActivations(policy), gpurun.WithStepsPerSubmit(rf.steps)}
+	// Bench measures speed: a cache past the model's trained context is
+	// taken, as llama-bench takes it (tests at a depth on a 2K-context model).
+	opts := []gpurun.Option{gpurun.WithGPUBackend(b), gpurun.WithMaxCache(rf.maxCache), gpurun.WithCacheBeyondContext(), gpurun.WithActivations(policy), gpurun.WithStepsPerSubmit(rf.steps)}
 	if rf.cacheK != "" || rf.cacheV != "" {
 		opts = append(opts, gpurun.WithCacheTypes(rf.cacheK, rf.cacheV))
 	}
@@ -180,11 +182,12 @@ func decodeSteps(t benchreport.Test) int {
 // decodeDevice sets res's DecodeStep (after Summarize) from the device time
 // of t's decode steps run again after prompt with timestamps
 // (pipeline.Model.TimeDecode), where the backend has them and picks tokens
-// on the device (not for speculative decoding, whose steps verify drafts);
+// on the device (not for speculative decoding, whose steps verify drafts,
+// nor for a test at a depth, whose context the rerun would not hold);
 // a backend without says nothing, another failure goes to log.
 func decodeDevice(ctx context.Context, log io.Writer, m *pipeline.Model, t benchreport.Test, prompt []int, res *benchreport.Result) {
 	steps := decodeSteps(t)
-	if steps < 1 || res.Speculation != "" {
+	if steps < 1 || res.Speculation != "" || t.Depth > 0 {
 		return
 	}
 	d, err := m.TimeDecode(ctx, prompt, steps)
@@ -318,6 +321,10 @@ func benchTest(ctx context.Context, bar *progressbar.ProgressBar, bf *benchFlags
 	if t.MaxCache != 0 && m.MaxCache() != t.MaxCache {
 		return fmt.Errorf("%s needs a %d-token KV cache, the model was loaded with %d (--max-cache; the model's context may be shorter)", t.Name, t.MaxCache, m.MaxCache())
 	}
+	if t.Depth > 0 && testCache(t) > m.MaxCache() {
+		return fmt.Errorf("%s: depth %d + %d prompt + %d generated tokens exceed the KV cache of %d (raise --max-cache; the model's context may be shorter)",
+			t.Name, t.Depth, t.PromptTokens, t.GenerateTokens, m.MaxCache())
+	}
 	if t.PromptTokens+t.GenerateTokens > m.MaxCache() {
 		return fmt.Errorf("%s: %d prompt + %d generated tokens exceed the KV cache of %d (raise --max-cache)", t.Name, t.PromptTokens, t.GenerateTokens, m.MaxCache())
 	}
@@ -325,6 +332,9 @@ func benchTest(ctx context.Context, bar *progressbar.ProgressBar, bf *benchFlags
 	for r := -bf.warmup; r < bf.reps; r++ {
 		*run++
 		s := m.NewSession()
+		if err := fillDepth(ctx, s, t, vocab, *run); err != nil {
+			return err
+		}
 		p := pipeline.Prompt{IDs: repeatPrompt(benchPrompt(t.PromptTokens, vocab, *run), bf.promptRepeat)}
 		for _, err := range s.Generate(ctx, p, pipeline.GenerateOptions{MaxTokens: t.GenerateTokens, IgnoreStopTokens: true, Speculation: spec}) {
 			if err != nil {
@@ -353,6 +363,26 @@ func benchTest(ctx context.Context, bar *progressbar.ProgressBar, bf *benchFlags
 			return err
 		}
 		res.Kernels = k
+	}
+	return nil
+}
+
+// fillDepth gives session s, new, test t's context (t.Depth positions of
+// ids that differ from run to run, none for a test without a depth): run
+// as a prompt, or random keys and values (t.DepthFill).
+func fillDepth(ctx context.Context, s *pipeline.Session, t benchreport.Test, vocab, run int) error {
+	if t.Depth == 0 {
+		return nil
+	}
+	ids := benchPrompt(t.Depth, vocab, run)
+	var err error
+	if t.DepthFill == benchreport.DepthRandom {
+		err = s.FillRandom(ctx, ids, uint64(run))
+	} else {
+		err = s.Prefill(ctx, ids)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: the context at depth %d (%s): %w", t.Name, t.Depth, t.DepthFill, err)
 	}
 	return nil
 }

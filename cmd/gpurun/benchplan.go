@@ -17,6 +17,7 @@ import (
 	"github.com/gpurun/gpurun/internal/backend/cpu"
 	"github.com/gpurun/gpurun/internal/modelfile"
 	"github.com/gpurun/gpurun/internal/synthetic"
+	"github.com/gpurun/gpurun/pipeline"
 	"github.com/gpurun/gpurun/tensors/model"
 )
 
@@ -57,10 +58,38 @@ func parseTests(list string) ([]benchreport.Test, error) {
 	return out, nil
 }
 
+// parseTest reads one test name: ppN, tgN, ppN+tgM or mediapipe, the
+// first three optionally at a depth, "@dD" (llama-bench's -d D): the
+// context of D positions each run holds before its prompt.
 func parseTest(name string) (benchreport.Test, error) {
+	base, at, deep := strings.Cut(name, "@")
+	depth := 0
+	if deep {
+		d, ok := strings.CutPrefix(at, "d")
+		n, err := strconv.Atoi(d)
+		switch {
+		case !ok || d == "" || d[0] < '0' || d[0] > '9' || err != nil:
+			return benchreport.Test{}, fmt.Errorf("bench: test %q: after @ want dD, a depth of D context positions (tg32@d4096)", name)
+		case n < 1 || n > pipeline.MaxCacheLimit:
+			return benchreport.Test{}, fmt.Errorf("bench: test %q: depth %d outside 1..%d (no @d for none)", name, n, pipeline.MaxCacheLimit)
+		case base == benchreport.KindMediaPipe:
+			return benchreport.Test{}, fmt.Errorf("bench: test %q: mediapipe's protocol has no depth (its 1024-token prompt is its context)", name)
+		}
+		depth = n
+	}
+	t, ok := parseBaseTest(base)
+	if !ok {
+		return t, fmt.Errorf("bench: unknown test %q (want ppN, tgN, ppN+tgM or mediapipe, N and M positive, the first three optionally at a depth of D positions: tg32@d4096)", name)
+	}
+	t.Name, t.Depth = name, depth
+	return t, nil
+}
+
+// parseBaseTest reads a test name without a depth.
+func parseBaseTest(name string) (benchreport.Test, bool) {
 	count := func(s, prefix string) (int, bool) {
 		v, ok := strings.CutPrefix(s, prefix)
-		if !ok {
+		if !ok || v == "" || v[0] < '0' || v[0] > '9' {
 			return 0, false
 		}
 		n, err := strconv.Atoi(v)
@@ -68,21 +97,25 @@ func parseTest(name string) (benchreport.Test, error) {
 	}
 	if name == benchreport.KindMediaPipe {
 		return benchreport.Test{Name: name, Kind: benchreport.KindMediaPipe, PromptTokens: mediaPipePrompt,
-			GenerateTokens: mediaPipeCache - mediaPipePrompt, MaxCache: mediaPipeCache}, nil
+			GenerateTokens: mediaPipeCache - mediaPipePrompt, MaxCache: mediaPipeCache}, true
 	}
 	if p, g, ok := strings.Cut(name, "+"); ok {
 		np, ok1 := count(p, "pp")
 		ng, ok2 := count(g, "tg")
 		if ok1 && ok2 {
-			return benchreport.Test{Name: name, Kind: benchreport.KindCombined, PromptTokens: np, GenerateTokens: ng}, nil
+			return benchreport.Test{Name: name, Kind: benchreport.KindCombined, PromptTokens: np, GenerateTokens: ng}, true
 		}
 	} else if n, ok := count(name, "pp"); ok {
-		return benchreport.Test{Name: name, Kind: benchreport.KindPrompt, PromptTokens: n, GenerateTokens: 1}, nil
+		return benchreport.Test{Name: name, Kind: benchreport.KindPrompt, PromptTokens: n, GenerateTokens: 1}, true
 	} else if n, ok := count(name, "tg"); ok {
-		return benchreport.Test{Name: name, Kind: benchreport.KindGenerate, PromptTokens: 1, GenerateTokens: n + 1}, nil
+		return benchreport.Test{Name: name, Kind: benchreport.KindGenerate, PromptTokens: 1, GenerateTokens: n + 1}, true
 	}
-	return benchreport.Test{}, fmt.Errorf("bench: unknown test %q (want ppN, tgN, ppN+tgM or mediapipe, N and M positive)", name)
+	return benchreport.Test{}, false
 }
+
+// testCache is the KV cache positions test t's runs take: its depth,
+// prompt and generated tokens.
+func testCache(t benchreport.Test) int { return t.Depth + t.PromptTokens + t.GenerateTokens }
 
 func splitList(s string) []string {
 	var out []string
@@ -195,6 +228,9 @@ func planBench(flags *pflag.FlagSet, rf *benchModelFlags, bf *benchFlags) (*benc
 	if len(p.policies) == 0 {
 		p.policies = []string{""} // the model's own
 	}
+	if err := p.checkDepths(flags, rf, bf); err != nil {
+		return nil, err
+	}
 	if p.cpuMath, err = cpu.ParseMath(rf.cpuMath); err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
@@ -209,4 +245,59 @@ func planBench(flags *pflag.FlagSet, rf *benchModelFlags, bf *benchFlags) (*benc
 // openBackend opens the named native backend with the plan's CPU math.
 func (p *benchPlan) openBackend(ctx context.Context, name string) (gpu.Backend, error) {
 	return gpurun.OpenBackend(ctx, name, gpurun.BackendOptions{CPU: cpu.Options{Math: p.cpuMath}})
+}
+
+// checkDepths gives the tests at a depth their fill (--depth-fill) and
+// refuses what cannot run them: a cache (--max-cache, or the default one)
+// shorter than a test's depth, prompt and generated tokens, the browser,
+// and --profile (which profiles steps at depth 0).
+func (p *benchPlan) checkDepths(flags *pflag.FlagSet, rf *benchModelFlags, bf *benchFlags) error {
+	fill := bf.depthFill
+	if fill != benchreport.DepthPrefill && fill != benchreport.DepthRandom {
+		return fmt.Errorf("--depth-fill %q: want %s or %s", fill, benchreport.DepthPrefill, benchreport.DepthRandom)
+	}
+	deep := false
+	for i := range p.tests {
+		t := &p.tests[i]
+		if t.Depth == 0 {
+			continue
+		}
+		deep = true
+		t.DepthFill = fill
+		need := testCache(*t)
+		switch {
+		case p.inBrowser:
+			return fmt.Errorf("test %s: --backend browser runs no tests at a depth", t.Name)
+		case bf.profile:
+			return fmt.Errorf("test %s: --profile profiles steps at depth 0, not at a depth", t.Name)
+		case fill == benchreport.DepthRandom && bf.spec.draft != "":
+			return fmt.Errorf("test %s: --draft with --depth-fill random (the draft model would run the random depth's tokens as a prompt)", t.Name)
+		case rf.maxCache > 0 && need > rf.maxCache:
+			return fmt.Errorf("test %s needs a KV cache of %d positions (depth %d + prompt %d + generated %d), --max-cache is %d",
+				t.Name, need, t.Depth, t.PromptTokens, t.GenerateTokens, rf.maxCache)
+		case rf.maxCache == 0 && need > pipeline.DefaultMaxCache:
+			return fmt.Errorf("test %s needs a KV cache of %d positions (depth %d + prompt %d + generated %d), the default cache holds %d: give --max-cache %d or more",
+				t.Name, need, t.Depth, t.PromptTokens, t.GenerateTokens, pipeline.DefaultMaxCache, need)
+		}
+	}
+	if !deep && flags.Changed("depth-fill") {
+		return fmt.Errorf("--depth-fill without a test at a depth (@dD: tg32@d4096)")
+	}
+	return nil
+}
+
+// depthProtocol is the protocol's words on the plan's tests at a depth
+// ("" for none).
+func depthProtocol(p *benchPlan) string {
+	for _, t := range p.tests {
+		if t.Depth == 0 {
+			continue
+		}
+		how := "the D tokens (random ids) run as a prompt"
+		if t.DepthFill == benchreport.DepthRandom {
+			how = "random keys and values written at the D positions in the cache's own format through the backend's store path (decode cost does not depend on the values)"
+		}
+		return "; T@dD: each run first holds a context of D positions, untimed (" + how + "), then runs test T after them"
+	}
+	return ""
 }

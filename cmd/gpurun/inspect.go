@@ -24,6 +24,7 @@ func newInspect() *cobra.Command {
 		asJSON bool
 		tok    string
 		kvLen  int
+		budget = sizeFlag{n: 2 << 30}
 	)
 	cmd := &cobra.Command{
 		Use:   "inspect FILE",
@@ -42,6 +43,11 @@ tensors as gpurun imports them.`,
 				return err
 			}
 			s.KVCache = summarizeKV(s.Config, kvLen)
+			if s.KVCache != nil && budget.n > 0 {
+				if err := s.KVCache.fitBudget(s.Config, s.TensorBytes, budget.n); err != nil {
+					return err
+				}
+			}
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
@@ -52,6 +58,7 @@ tensors as gpurun imports them.`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the summary as JSON")
 	cmd.Flags().IntVar(&kvLen, "kv-positions", 0, "context length the KV cache sizes are given for (default: the model's context length)")
+	cmd.Flags().Var(&budget, "memory-budget", "memory (2GiB, 512MiB, bytes) the largest context of each KV cache type is given for: the cache alone, and with the weights and activations as serve --memory-limit counts them; 0: none")
 	cmd.Flags().StringVar(&tok, "tokenizer", "", "tokenizer for a checkpoint that carries none (a llama2.c .bin), as run takes it")
 	return cmd
 }

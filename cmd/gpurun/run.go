@@ -39,9 +39,10 @@ type modelFlags struct {
 	cpuMath     string
 	prefixMB    int // --prefix-cache-mb (chat and serve)
 	lora        loraFlags
-	mmproj      string // --mmproj
-	cacheK      string // --cache-type-k (--ctk)
-	cacheV      string // --cache-type-v (--ctv)
+	mmproj      string   // --mmproj
+	cacheK      string   // --cache-type-k (--ctk)
+	cacheV      string   // --cache-type-v (--ctv)
+	memLimit    sizeFlag // --memory-limit
 }
 
 // registerPrefixCache adds --prefix-cache-mb (chat and serve).
@@ -73,7 +74,7 @@ func (r *modelFlags) register(cmd *cobra.Command) {
 	}{{&r.cacheK, "cache-type-k", "ctk", "keys", "queries and keys"}, {&r.cacheV, "cache-type-v", "ctv", "values", "values"}} {
 		usage := fmt.Sprintf("KV cache type of the %s as llama.cpp's -%s: %s (default: the float cache --activations decides, f16 on GPU backends, f32 on the CPU; "+
 			"f16 and f32 must agree with it); the q types are llama.cpp's blocks of 32, %s rotated by a Walsh-Hadamard transform where the head dim is a multiple of 64 "+
-			"as llama.cpp does (CPU backend)", c.what, c.short, kvNames, c.rotate)
+			"as llama.cpp does", c.what, c.short, kvNames, c.rotate)
 		f.Var(&choiceFlag{c.p, fusion.KVTypeNames}, c.name, usage)
 		f.Var(&choiceFlag{c.p, fusion.KVTypeNames}, c.short, "same as --"+c.name)
 	}
@@ -88,6 +89,8 @@ func (r *modelFlags) register(cmd *cobra.Command) {
 		" (dynamic quantizes activations to int8 blocks as llama.cpp does; exact is the reference)")
 	r.lora.register(f)
 	r.lora.registerUnmerged(f)
+	f.Var(&r.memLimit, "memory-limit", "refuse to load when the weights, KV caches (--max-cache, one per --parallel slot) and activations need more than this memory "+
+		"(2GiB, 512MiB, bytes), saying what they need: the memory a deployment gives the model, below the device's own (which is always checked); gpurun inspect gives the largest context per cache type")
 	f.StringVar(&r.mmproj, "mmproj", "", "vision or audio projector (llama.cpp's mmproj GGUF, projector type gemma3, lfm2 or qwen2a) that lets prompts carry images (--image) or audio (--audio)")
 }
 
@@ -136,6 +139,9 @@ func (r *modelFlags) options(cmd *cobra.Command) []gpurun.Option {
 	}
 	if r.mmproj != "" {
 		opts = append(opts, gpurun.WithMMProj(r.mmproj))
+	}
+	if r.memLimit.n > 0 {
+		opts = append(opts, gpurun.WithMemoryLimit(r.memLimit.n))
 	}
 	opts = append(opts, r.lora.options()...)
 	return append(opts, gpurun.WithProgress(stageSpinner(cmd.ErrOrStderr())))

@@ -53,7 +53,11 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		"<p class=\"note\">Bars: the median over the runs; whiskers: the fastest and slowest run.</p>\n")
 	for _, t := range r.Tests() {
 		_, prefill, decode := t.Metrics()
-		fmt.Fprintf(bw, "<h3>%s: %d-token prompt, %s</h3>\n", e(t.Name), t.PromptTokens, plural(t.GenerateTokens, "generated token"))
+		at := ""
+		if t.Depth > 0 {
+			at = fmt.Sprintf(" after a context of %d positions (%s)", t.Depth, e(t.DepthFill))
+		}
+		fmt.Fprintf(bw, "<h3>%s: %d-token prompt, %s%s</h3>\n", e(t.Name), t.PromptTokens, plural(t.GenerateTokens, "generated token"), at)
 		for _, m := range []struct {
 			on          bool
 			name, title string

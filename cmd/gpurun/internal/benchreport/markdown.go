@@ -18,6 +18,7 @@ var (
 	CompareHeader     = []string{"model", "weights", "backend", "activations", "test", "TTFT ms", "TTFT ratio", "prefill tok/s", "prefill ratio", "decode tok/s", "decode ratio"}
 	LoadHeader        = []string{"model", "weights", "backend", "activations", "load s", "cold load s", "pipeline cache KiB", "pipeline cache hits"}
 	KernelHeader      = []string{"kernel", "calls", "time ms", "share", "MB", "GB/s", "MFLOP", "GFLOP/s"}
+	MemoryHeader      = []string{"model", "weights", "backend", "activations", "KV cache", "model MiB", "KV KiB/position", "cache positions", "KV cache MiB", "peak RSS MiB", "device MiB"}
 )
 
 // num formats a figure as every table prints it: two decimals.
@@ -127,6 +128,29 @@ func (r *Report) LoadRows() [][]string {
 	return out
 }
 
+// MemoryRows gives one row per measured configuration that reports its
+// KV cache (MemoryHeader): the model's bytes, the KV cache's per position
+// and at the cache length it was loaded with, and the peaks.
+func (r *Report) MemoryRows() [][]string {
+	var out [][]string
+	seen := map[string]bool{}
+	for _, res := range r.Results {
+		k := fmt.Sprintf("%s|%d", res.Label(), res.MaxCache)
+		if res.Error != "" || res.KVCacheBytes == 0 || seen[k] {
+			continue
+		}
+		seen[k] = true
+		out = append(out, []string{res.Model, res.Weights, res.Backend, res.ActivationsText(), res.KVCache, mib(res.ModelBytes),
+			num(float64(res.KVBytesPerPosition) / 1024), strconv.Itoa(res.MaxCache), mib(res.KVCacheBytes), deviceMiB(res.PeakRSSBytes), deviceMiB(res.DeviceMemoryBytes)})
+	}
+	return out
+}
+
+// memoryNote explains the memory table.
+const memoryNote = "Memory: the model's bytes (a file's size, a synthetic model's weights), the KV cache per position and " +
+	"at the cache length the configuration was loaded with (--max-cache; one session's, sliding-window layers on rings where the backend takes them), " +
+	"and the peaks while it loaded and ran: the process's resident memory and, on GPU backends, the device memory gpurun's buffers took."
+
 // loadNote explains the load table.
 const loadNote = "Load: weight upload and program compilation, on the device the tests ran on. " +
 	"Cold load (GPU backends, bench --cold-load): on a fresh device with an empty pipeline cache; the load beside it then ran on " +
@@ -174,6 +198,14 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 			}
 		})
 	}
+	if rows := r.MemoryRows(); len(rows) > 0 {
+		fmt.Fprintf(bw, "\n## Memory\n\n%s\n\n", memoryNote)
+		table(bw, MemoryHeader, func(row func(...string)) {
+			for _, cells := range rows {
+				row(cells...)
+			}
+		})
+	}
 	if b := r.Baseline; b != nil {
 		fmt.Fprintf(bw, "\n## Compared with %s\n\nBaseline revision %s, created %s. Ratio = this run's median / the baseline's; "+
 			"**bold** when the two runs' ranges do not overlap (for TTFT lower is faster).\n\n",
@@ -199,7 +231,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	}
 	if rows := r.DecodeBytesRows(); len(rows) > 0 {
 		fmt.Fprintf(bw, "\n## Decode and the valid length\n\nEach test against the configuration's test with the shortest prompt (ref). "+
-			"Positions: the mean number of cache positions a decode step attends to (prompt + generated/2). "+
+			"Positions: the mean number of cache positions a decode step attends to (depth + prompt + generated/2). "+
 			"Predicted: the ref's bytes per decode step / this test's, bytes = weights read + KV bytes per position x positions; "+
 			"measured: decode tok/s / the ref's; of prediction: measured / predicted (1 = decode follows the bytes moved).\n\n")
 		table(bw, DecodeBytesHeader, func(row func(...string)) {

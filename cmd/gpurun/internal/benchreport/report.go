@@ -97,9 +97,20 @@ const (
 	KindMediaPipe = "mediapipe" // MediaPipe's protocol: 1024-token prompt, 1280-token cache, 256 generated
 )
 
+// Depth fills: how a test at a depth (Test.Depth) gets its context.
+const (
+	// DepthPrefill runs the context's tokens as a prompt (untimed).
+	DepthPrefill = "prefill"
+	// DepthRandom writes random keys and values at the context's positions
+	// through the backend's own store path (pipeline.Session.FillRandom):
+	// the measured steps attend to as many positions, at a fraction of a
+	// long prefill's time.
+	DepthRandom = "random"
+)
+
 // Test is one measured workload.
 type Test struct {
-	Name string `json:"name"` // pp512, tg128, pp128+tg32, mediapipe
+	Name string `json:"name"` // pp512, tg128, pp128+tg32, mediapipe, tg32@d4096
 	Kind string `json:"kind"`
 	// PromptTokens and GenerateTokens are what each run does; a tg N test
 	// generates N+1 tokens after a one-token prompt, so that N are decode
@@ -107,6 +118,12 @@ type Test struct {
 	PromptTokens   int `json:"prompt_tokens"`
 	GenerateTokens int `json:"generate_tokens"`
 	MaxCache       int `json:"max_cache,omitempty"` // the KV cache the test requires, 0 if any
+	// Depth is the context each run holds before its prompt (a name's
+	// "@dD", llama-bench's -d): the prompt and the decode steps run at
+	// positions Depth.., attending to the Depth positions before them,
+	// which DepthFill (DepthPrefill or DepthRandom) put there, untimed.
+	Depth     int    `json:"depth,omitempty"`
+	DepthFill string `json:"depth_fill,omitempty"`
 }
 
 // Metrics reports which of the three figures the test measures.
@@ -426,9 +443,10 @@ type DecodeBytesRow struct {
 }
 
 // decodePositions is the mean number of cache positions a decode step of
-// test t attends to: its steps run at positions prompt .. prompt+gen-2.
+// test t attends to: its steps run at positions depth+prompt ..
+// depth+prompt+gen-2.
 func decodePositions(t Test) float64 {
-	return float64(t.PromptTokens) + float64(t.GenerateTokens)/2
+	return float64(t.Depth) + float64(t.PromptTokens) + float64(t.GenerateTokens)/2
 }
 
 // DecodeBytesRows gives, for every configuration (label and cache size)
