@@ -12347,7 +12347,7 @@ iq4nlend:
 	RET
 
 // func gemmQ8T1VNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, FMA3
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, FMA3, MMX+
 TEXT ·gemmQ8T1VNNI(SB), NOSPLIT, $0-64
 	MOVQ   w+0(FP), AX
 	MOVQ   x+8(FP), CX
@@ -12364,6 +12364,11 @@ TEXT ·gemmQ8T1VNNI(SB), NOSPLIT, $0-64
 gemmQ8T1VNNIblock:
 	TESTQ         SI, SI
 	JZ            gemmQ8T1VNNIdone
+	PREFETCHT0    2048(AX)
+	PREFETCHT0    2112(AX)
+	PREFETCHT0    2176(AX)
+	PREFETCHT0    2240(AX)
+	PREFETCHT0    2304(AX)
 	VPBROADCASTD  (BX), Y1
 	VPSLLD        $0x07, Y1, Y1
 	VMOVDQU       32(AX), Y2
@@ -12404,7 +12409,7 @@ gemmQ8T1VNNIdone:
 	RET
 
 // func gemmQ4T1VNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, FMA3
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, FMA3, MMX+
 TEXT ·gemmQ4T1VNNI(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -12424,6 +12429,9 @@ TEXT ·gemmQ4T1VNNI(SB), NOSPLIT, $0-64
 gemmQ4T1VNNIblock:
 	TESTQ         SI, SI
 	JZ            gemmQ4T1VNNIdone
+	PREFETCHT0    2048(AX)
+	PREFETCHT0    2112(AX)
+	PREFETCHT0    2176(AX)
 	VPBROADCASTD  (BX), Y2
 	VPSLLD        $0x03, Y2, Y2
 	VMOVDQU       32(AX), Y3
@@ -13039,7 +13047,7 @@ gemmQ4T4VNNIdone:
 	RET
 
 // func gemmQ8T1AVX2(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, FMA3
+// Requires: AVX, AVX2, FMA3, MMX+
 TEXT ·gemmQ8T1AVX2(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -13062,6 +13070,11 @@ TEXT ·gemmQ8T1AVX2(SB), NOSPLIT, $0-64
 gemmQ8T1AVX2block:
 	TESTQ        SI, SI
 	JZ           gemmQ8T1AVX2done
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	PREFETCHT0   2240(AX)
+	PREFETCHT0   2304(AX)
 	VPXOR        32(AX), Y2, Y3
 	VPABSB       Y3, Y4
 	VPBROADCASTD (CX), Y5
@@ -13139,7 +13152,7 @@ gemmQ8T1AVX2done:
 	RET
 
 // func gemmQ4T1AVX2(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, FMA3
+// Requires: AVX, AVX2, FMA3, MMX+
 TEXT ·gemmQ4T1AVX2(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -13162,6 +13175,9 @@ TEXT ·gemmQ4T1AVX2(SB), NOSPLIT, $0-64
 gemmQ4T1AVX2block:
 	TESTQ        SI, SI
 	JZ           gemmQ4T1AVX2done
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
 	VMOVDQU      32(AX), Y4
 	VPAND        Y2, Y4, Y3
 	VPBROADCASTD (CX), Y5
@@ -14259,7 +14275,7 @@ gemmQ4T4AVX2done:
 	RET
 
 // func gemmQ8T1AVXVNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, FMA3
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, FMA3, MMX+
 TEXT ·gemmQ8T1AVXVNNI(SB), NOSPLIT, $0-64
 	MOVQ   w+0(FP), AX
 	MOVQ   x+8(FP), CX
@@ -14276,6 +14292,11 @@ TEXT ·gemmQ8T1AVXVNNI(SB), NOSPLIT, $0-64
 gemmQ8T1AVXVNNIblock:
 	TESTQ        SI, SI
 	JZ           gemmQ8T1AVXVNNIdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	PREFETCHT0   2240(AX)
+	PREFETCHT0   2304(AX)
 	VPBROADCASTD (BX), Y1
 	VPSLLD       $0x07, Y1, Y1
 	VMOVDQU      32(AX), Y2
@@ -14324,7 +14345,7 @@ gemmQ8T1AVXVNNIdone:
 	RET
 
 // func gemmQ4T1AVXVNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, FMA3
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, FMA3, MMX+
 TEXT ·gemmQ4T1AVXVNNI(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -14344,6 +14365,9 @@ TEXT ·gemmQ4T1AVXVNNI(SB), NOSPLIT, $0-64
 gemmQ4T1AVXVNNIblock:
 	TESTQ        SI, SI
 	JZ           gemmQ4T1AVXVNNIdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
 	VPBROADCASTD (BX), Y2
 	VPSLLD       $0x03, Y2, Y2
 	VMOVDQU      32(AX), Y3

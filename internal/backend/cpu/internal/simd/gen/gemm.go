@@ -66,6 +66,7 @@ func gemm(kind string, tokens, blockBytes, shift int, blocks func(w Register, ma
 	Label(name + "block")
 	TESTQ(nb, nb)
 	JZ(LabelRef(name + "done"))
+	gemmPrefetch(w, blockBytes, tokens)
 	for t := range tokens {
 		VPBROADCASTD(tokMem(xs, ds, ds3, t, 0), acci[t])
 		VPSLLD(Imm(uint64(shift)), acci[t], acci[t])

@@ -62,6 +62,7 @@ func gemmVEX(kind string, tokens, blockBytes, shift int, blocks func(w Register,
 	Label(name + "block")
 	TESTQ(a.nb, a.nb)
 	JZ(LabelRef(name + "done"))
+	gemmPrefetch(a.w, blockBytes, tokens)
 	for t := range tokens {
 		VPBROADCASTD(tokMem(a.xs, a.ds, a.ds3, t, 0), acci[t])
 		VPSLLD(Imm(uint64(shift)), acci[t], acci[t])
