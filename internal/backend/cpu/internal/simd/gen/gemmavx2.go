@@ -66,7 +66,7 @@ func gemmAVX2Head(name, kind, isa string, tokens int) gemmAVX2Args {
 // block and, after the last, stores the rows.
 func gemmAVX2Tail(name string, a gemmAVX2Args, acci []VecVirtual, blockBytes int) {
 	dw := YMM()
-	VMOVUPS(Mem{Base: a.w}, dw)
+	VCVTPH2PS(Mem{Base: a.w}, dw) // the rows' binary16 scales
 	for t := range acci {
 		sc := YMM()
 		VCVTDQ2PS(acci[t], acci[t])
@@ -105,10 +105,10 @@ func gemmAVX2Q8(tokens int) {
 	Label(name + "block")
 	TESTQ(a.nb, a.nb)
 	JZ(LabelRef(name + "done"))
-	gemmPrefetch(a.w, 32+256, tokens)
+	gemmPrefetch(a.w, 16+256, tokens)
 	for j := range 8 {
 		ws, wa := YMM(), YMM()
-		VPXOR(Mem{Base: a.w, Disp: 32 + 32*j}, m80, ws) // signed weights
+		VPXOR(Mem{Base: a.w, Disp: 16 + 32*j}, m80, ws) // signed weights
 		VPABSB(ws, wa)
 		for t := range tokens {
 			xb := YMM()
@@ -123,7 +123,7 @@ func gemmAVX2Q8(tokens int) {
 			VPADDD(xb, acci[t], acci[t])
 		}
 	}
-	gemmAVX2Tail(name, a, acci, 32+256)
+	gemmAVX2Tail(name, a, acci, 16+256)
 }
 
 func gemmAVX2Q4(tokens int) {
@@ -139,7 +139,7 @@ func gemmAVX2Q4(tokens int) {
 	Label(name + "block")
 	TESTQ(a.nb, a.nb)
 	JZ(LabelRef(name + "done"))
-	gemmPrefetch(a.w, 32+128, tokens)
+	gemmPrefetch(a.w, 16+128, tokens)
 	first := true
 	step := func(wv VecVirtual, xoff int) {
 		for t := range tokens {
@@ -156,7 +156,7 @@ func gemmAVX2Q4(tokens int) {
 	}
 	for j := range 4 {
 		raw, lo := YMM(), YMM()
-		VMOVDQU(Mem{Base: a.w, Disp: 32 + 32*j}, raw)
+		VMOVDQU(Mem{Base: a.w, Disp: 16 + 32*j}, raw)
 		VPAND(mask, raw, lo)
 		step(lo, 4*j)
 		VPSRLW(Imm(4), raw, raw)
@@ -170,7 +170,7 @@ func gemmAVX2Q4(tokens int) {
 		VPSLLD(Imm(3), base, base)
 		VPADDD(base, acc[t], acc[t])
 	}
-	gemmAVX2Tail(name, a, acc, 32+128)
+	gemmAVX2Tail(name, a, acc, 16+128)
 }
 
 // gemmPrefetchBytes is how far ahead of the packed block in hand the
