@@ -12347,7 +12347,7 @@ iq4nlend:
 	RET
 
 // func gemmQ8T1VNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, FMA3
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
 TEXT ·gemmQ8T1VNNI(SB), NOSPLIT, $0-64
 	MOVQ   w+0(FP), AX
 	MOVQ   x+8(FP), CX
@@ -12364,30 +12364,35 @@ TEXT ·gemmQ8T1VNNI(SB), NOSPLIT, $0-64
 gemmQ8T1VNNIblock:
 	TESTQ         SI, SI
 	JZ            gemmQ8T1VNNIdone
+	PREFETCHT0    2048(AX)
+	PREFETCHT0    2112(AX)
+	PREFETCHT0    2176(AX)
+	PREFETCHT0    2240(AX)
+	PREFETCHT0    2304(AX)
 	VPBROADCASTD  (BX), Y1
 	VPSLLD        $0x07, Y1, Y1
-	VMOVDQU       32(AX), Y2
+	VMOVDQU       16(AX), Y2
 	VPDPBUSD.BCST (CX), Y2, Y1
-	VMOVDQU       64(AX), Y2
+	VMOVDQU       48(AX), Y2
 	VPDPBUSD.BCST 4(CX), Y2, Y1
-	VMOVDQU       96(AX), Y2
+	VMOVDQU       80(AX), Y2
 	VPDPBUSD.BCST 8(CX), Y2, Y1
-	VMOVDQU       128(AX), Y2
+	VMOVDQU       112(AX), Y2
 	VPDPBUSD.BCST 12(CX), Y2, Y1
-	VMOVDQU       160(AX), Y2
+	VMOVDQU       144(AX), Y2
 	VPDPBUSD.BCST 16(CX), Y2, Y1
-	VMOVDQU       192(AX), Y2
+	VMOVDQU       176(AX), Y2
 	VPDPBUSD.BCST 20(CX), Y2, Y1
-	VMOVDQU       224(AX), Y2
+	VMOVDQU       208(AX), Y2
 	VPDPBUSD.BCST 24(CX), Y2, Y1
-	VMOVDQU       256(AX), Y2
+	VMOVDQU       240(AX), Y2
 	VPDPBUSD.BCST 28(CX), Y2, Y1
-	VMOVUPS       (AX), Y2
+	VCVTPH2PS     (AX), Y2
 	VCVTDQ2PS     Y1, Y1
 	VBROADCASTSS  (DX), Y3
 	VMULPS        Y2, Y3, Y3
 	VFMADD231PS   Y1, Y3, Y0
-	ADDQ          $0x00000120, AX
+	ADDQ          $0x00000110, AX
 	ADDQ          $0x20, CX
 	ADDQ          $0x04, DX
 	ADDQ          $0x04, BX
@@ -12404,7 +12409,7 @@ gemmQ8T1VNNIdone:
 	RET
 
 // func gemmQ4T1VNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, FMA3
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
 TEXT ·gemmQ4T1VNNI(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -12424,38 +12429,41 @@ TEXT ·gemmQ4T1VNNI(SB), NOSPLIT, $0-64
 gemmQ4T1VNNIblock:
 	TESTQ         SI, SI
 	JZ            gemmQ4T1VNNIdone
+	PREFETCHT0    2048(AX)
+	PREFETCHT0    2112(AX)
+	PREFETCHT0    2176(AX)
 	VPBROADCASTD  (BX), Y2
 	VPSLLD        $0x03, Y2, Y2
-	VMOVDQU       32(AX), Y3
+	VMOVDQU       16(AX), Y3
 	VPAND         Y0, Y3, Y4
 	VPSRLW        $0x04, Y3, Y3
 	VPAND         Y0, Y3, Y3
 	VPDPBUSD.BCST (CX), Y4, Y2
 	VPDPBUSD.BCST 16(CX), Y3, Y2
-	VMOVDQU       64(AX), Y3
+	VMOVDQU       48(AX), Y3
 	VPAND         Y0, Y3, Y4
 	VPSRLW        $0x04, Y3, Y3
 	VPAND         Y0, Y3, Y3
 	VPDPBUSD.BCST 4(CX), Y4, Y2
 	VPDPBUSD.BCST 20(CX), Y3, Y2
-	VMOVDQU       96(AX), Y3
+	VMOVDQU       80(AX), Y3
 	VPAND         Y0, Y3, Y4
 	VPSRLW        $0x04, Y3, Y3
 	VPAND         Y0, Y3, Y3
 	VPDPBUSD.BCST 8(CX), Y4, Y2
 	VPDPBUSD.BCST 24(CX), Y3, Y2
-	VMOVDQU       128(AX), Y3
+	VMOVDQU       112(AX), Y3
 	VPAND         Y0, Y3, Y4
 	VPSRLW        $0x04, Y3, Y3
 	VPAND         Y0, Y3, Y3
 	VPDPBUSD.BCST 12(CX), Y4, Y2
 	VPDPBUSD.BCST 28(CX), Y3, Y2
-	VMOVUPS       (AX), Y3
+	VCVTPH2PS     (AX), Y3
 	VCVTDQ2PS     Y2, Y2
 	VBROADCASTSS  (DX), Y4
 	VMULPS        Y3, Y4, Y4
 	VFMADD231PS   Y2, Y4, Y1
-	ADDQ          $0x000000a0, AX
+	ADDQ          $0x00000090, AX
 	ADDQ          $0x20, CX
 	ADDQ          $0x04, DX
 	ADDQ          $0x04, BX
@@ -12472,7 +12480,7 @@ gemmQ4T1VNNIdone:
 	RET
 
 // func gemmQ8T2VNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, FMA3
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, F16C, FMA3
 TEXT ·gemmQ8T2VNNI(SB), NOSPLIT, $0-64
 	MOVQ   w+0(FP), AX
 	MOVQ   x+8(FP), CX
@@ -12494,31 +12502,31 @@ gemmQ8T2VNNIblock:
 	VPSLLD        $0x07, Y1, Y1
 	VPBROADCASTD  (BX)(R8*1), Y3
 	VPSLLD        $0x07, Y3, Y3
-	VMOVDQU       32(AX), Y4
+	VMOVDQU       16(AX), Y4
 	VPDPBUSD.BCST (CX), Y4, Y1
 	VPDPBUSD.BCST (CX)(DI*1), Y4, Y3
-	VMOVDQU       64(AX), Y4
+	VMOVDQU       48(AX), Y4
 	VPDPBUSD.BCST 4(CX), Y4, Y1
 	VPDPBUSD.BCST 4(CX)(DI*1), Y4, Y3
-	VMOVDQU       96(AX), Y4
+	VMOVDQU       80(AX), Y4
 	VPDPBUSD.BCST 8(CX), Y4, Y1
 	VPDPBUSD.BCST 8(CX)(DI*1), Y4, Y3
-	VMOVDQU       128(AX), Y4
+	VMOVDQU       112(AX), Y4
 	VPDPBUSD.BCST 12(CX), Y4, Y1
 	VPDPBUSD.BCST 12(CX)(DI*1), Y4, Y3
-	VMOVDQU       160(AX), Y4
+	VMOVDQU       144(AX), Y4
 	VPDPBUSD.BCST 16(CX), Y4, Y1
 	VPDPBUSD.BCST 16(CX)(DI*1), Y4, Y3
-	VMOVDQU       192(AX), Y4
+	VMOVDQU       176(AX), Y4
 	VPDPBUSD.BCST 20(CX), Y4, Y1
 	VPDPBUSD.BCST 20(CX)(DI*1), Y4, Y3
-	VMOVDQU       224(AX), Y4
+	VMOVDQU       208(AX), Y4
 	VPDPBUSD.BCST 24(CX), Y4, Y1
 	VPDPBUSD.BCST 24(CX)(DI*1), Y4, Y3
-	VMOVDQU       256(AX), Y4
+	VMOVDQU       240(AX), Y4
 	VPDPBUSD.BCST 28(CX), Y4, Y1
 	VPDPBUSD.BCST 28(CX)(DI*1), Y4, Y3
-	VMOVUPS       (AX), Y4
+	VCVTPH2PS     (AX), Y4
 	VCVTDQ2PS     Y1, Y1
 	VBROADCASTSS  (DX), Y5
 	VMULPS        Y4, Y5, Y5
@@ -12527,7 +12535,7 @@ gemmQ8T2VNNIblock:
 	VBROADCASTSS  (DX)(R8*1), Y1
 	VMULPS        Y4, Y1, Y1
 	VFMADD231PS   Y3, Y1, Y2
-	ADDQ          $0x00000120, AX
+	ADDQ          $0x00000110, AX
 	ADDQ          $0x20, CX
 	ADDQ          $0x04, DX
 	ADDQ          $0x04, BX
@@ -12545,7 +12553,7 @@ gemmQ8T2VNNIdone:
 	RET
 
 // func gemmQ4T2VNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, FMA3
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, F16C, FMA3
 TEXT ·gemmQ4T2VNNI(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -12570,7 +12578,7 @@ gemmQ4T2VNNIblock:
 	VPSLLD        $0x03, Y2, Y2
 	VPBROADCASTD  (BX)(R8*1), Y4
 	VPSLLD        $0x03, Y4, Y4
-	VMOVDQU       32(AX), Y5
+	VMOVDQU       16(AX), Y5
 	VPAND         Y0, Y5, Y6
 	VPSRLW        $0x04, Y5, Y5
 	VPAND         Y0, Y5, Y5
@@ -12578,7 +12586,7 @@ gemmQ4T2VNNIblock:
 	VPDPBUSD.BCST (CX)(DI*1), Y6, Y4
 	VPDPBUSD.BCST 16(CX), Y5, Y2
 	VPDPBUSD.BCST 16(CX)(DI*1), Y5, Y4
-	VMOVDQU       64(AX), Y5
+	VMOVDQU       48(AX), Y5
 	VPAND         Y0, Y5, Y6
 	VPSRLW        $0x04, Y5, Y5
 	VPAND         Y0, Y5, Y5
@@ -12586,7 +12594,7 @@ gemmQ4T2VNNIblock:
 	VPDPBUSD.BCST 4(CX)(DI*1), Y6, Y4
 	VPDPBUSD.BCST 20(CX), Y5, Y2
 	VPDPBUSD.BCST 20(CX)(DI*1), Y5, Y4
-	VMOVDQU       96(AX), Y5
+	VMOVDQU       80(AX), Y5
 	VPAND         Y0, Y5, Y6
 	VPSRLW        $0x04, Y5, Y5
 	VPAND         Y0, Y5, Y5
@@ -12594,7 +12602,7 @@ gemmQ4T2VNNIblock:
 	VPDPBUSD.BCST 8(CX)(DI*1), Y6, Y4
 	VPDPBUSD.BCST 24(CX), Y5, Y2
 	VPDPBUSD.BCST 24(CX)(DI*1), Y5, Y4
-	VMOVDQU       128(AX), Y5
+	VMOVDQU       112(AX), Y5
 	VPAND         Y0, Y5, Y6
 	VPSRLW        $0x04, Y5, Y5
 	VPAND         Y0, Y5, Y5
@@ -12602,7 +12610,7 @@ gemmQ4T2VNNIblock:
 	VPDPBUSD.BCST 12(CX)(DI*1), Y6, Y4
 	VPDPBUSD.BCST 28(CX), Y5, Y2
 	VPDPBUSD.BCST 28(CX)(DI*1), Y5, Y4
-	VMOVUPS       (AX), Y5
+	VCVTPH2PS     (AX), Y5
 	VCVTDQ2PS     Y2, Y2
 	VBROADCASTSS  (DX), Y6
 	VMULPS        Y5, Y6, Y6
@@ -12611,7 +12619,7 @@ gemmQ4T2VNNIblock:
 	VBROADCASTSS  (DX)(R8*1), Y2
 	VMULPS        Y5, Y2, Y2
 	VFMADD231PS   Y4, Y2, Y3
-	ADDQ          $0x000000a0, AX
+	ADDQ          $0x00000090, AX
 	ADDQ          $0x20, CX
 	ADDQ          $0x04, DX
 	ADDQ          $0x04, BX
@@ -12629,7 +12637,7 @@ gemmQ4T2VNNIdone:
 	RET
 
 // func gemmQ8T3VNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, FMA3
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, F16C, FMA3
 TEXT ·gemmQ8T3VNNI(SB), NOSPLIT, $0-64
 	MOVQ   w+0(FP), AX
 	MOVQ   x+8(FP), CX
@@ -12654,39 +12662,39 @@ gemmQ8T3VNNIblock:
 	VPSLLD        $0x07, Y3, Y3
 	VPBROADCASTD  (BX)(R8*2), Y5
 	VPSLLD        $0x07, Y5, Y5
-	VMOVDQU       32(AX), Y6
+	VMOVDQU       16(AX), Y6
 	VPDPBUSD.BCST (CX), Y6, Y1
 	VPDPBUSD.BCST (CX)(DI*1), Y6, Y3
 	VPDPBUSD.BCST (CX)(DI*2), Y6, Y5
-	VMOVDQU       64(AX), Y6
+	VMOVDQU       48(AX), Y6
 	VPDPBUSD.BCST 4(CX), Y6, Y1
 	VPDPBUSD.BCST 4(CX)(DI*1), Y6, Y3
 	VPDPBUSD.BCST 4(CX)(DI*2), Y6, Y5
-	VMOVDQU       96(AX), Y6
+	VMOVDQU       80(AX), Y6
 	VPDPBUSD.BCST 8(CX), Y6, Y1
 	VPDPBUSD.BCST 8(CX)(DI*1), Y6, Y3
 	VPDPBUSD.BCST 8(CX)(DI*2), Y6, Y5
-	VMOVDQU       128(AX), Y6
+	VMOVDQU       112(AX), Y6
 	VPDPBUSD.BCST 12(CX), Y6, Y1
 	VPDPBUSD.BCST 12(CX)(DI*1), Y6, Y3
 	VPDPBUSD.BCST 12(CX)(DI*2), Y6, Y5
-	VMOVDQU       160(AX), Y6
+	VMOVDQU       144(AX), Y6
 	VPDPBUSD.BCST 16(CX), Y6, Y1
 	VPDPBUSD.BCST 16(CX)(DI*1), Y6, Y3
 	VPDPBUSD.BCST 16(CX)(DI*2), Y6, Y5
-	VMOVDQU       192(AX), Y6
+	VMOVDQU       176(AX), Y6
 	VPDPBUSD.BCST 20(CX), Y6, Y1
 	VPDPBUSD.BCST 20(CX)(DI*1), Y6, Y3
 	VPDPBUSD.BCST 20(CX)(DI*2), Y6, Y5
-	VMOVDQU       224(AX), Y6
+	VMOVDQU       208(AX), Y6
 	VPDPBUSD.BCST 24(CX), Y6, Y1
 	VPDPBUSD.BCST 24(CX)(DI*1), Y6, Y3
 	VPDPBUSD.BCST 24(CX)(DI*2), Y6, Y5
-	VMOVDQU       256(AX), Y6
+	VMOVDQU       240(AX), Y6
 	VPDPBUSD.BCST 28(CX), Y6, Y1
 	VPDPBUSD.BCST 28(CX)(DI*1), Y6, Y3
 	VPDPBUSD.BCST 28(CX)(DI*2), Y6, Y5
-	VMOVUPS       (AX), Y6
+	VCVTPH2PS     (AX), Y6
 	VCVTDQ2PS     Y1, Y1
 	VBROADCASTSS  (DX), Y7
 	VMULPS        Y6, Y7, Y7
@@ -12699,7 +12707,7 @@ gemmQ8T3VNNIblock:
 	VBROADCASTSS  (DX)(R8*2), Y1
 	VMULPS        Y6, Y1, Y1
 	VFMADD231PS   Y5, Y1, Y4
-	ADDQ          $0x00000120, AX
+	ADDQ          $0x00000110, AX
 	ADDQ          $0x20, CX
 	ADDQ          $0x04, DX
 	ADDQ          $0x04, BX
@@ -12718,7 +12726,7 @@ gemmQ8T3VNNIdone:
 	RET
 
 // func gemmQ4T3VNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, FMA3
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, F16C, FMA3
 TEXT ·gemmQ4T3VNNI(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -12746,7 +12754,7 @@ gemmQ4T3VNNIblock:
 	VPSLLD        $0x03, Y4, Y4
 	VPBROADCASTD  (BX)(R8*2), Y6
 	VPSLLD        $0x03, Y6, Y6
-	VMOVDQU       32(AX), Y7
+	VMOVDQU       16(AX), Y7
 	VPAND         Y0, Y7, Y8
 	VPSRLW        $0x04, Y7, Y7
 	VPAND         Y0, Y7, Y7
@@ -12756,7 +12764,7 @@ gemmQ4T3VNNIblock:
 	VPDPBUSD.BCST 16(CX), Y7, Y2
 	VPDPBUSD.BCST 16(CX)(DI*1), Y7, Y4
 	VPDPBUSD.BCST 16(CX)(DI*2), Y7, Y6
-	VMOVDQU       64(AX), Y7
+	VMOVDQU       48(AX), Y7
 	VPAND         Y0, Y7, Y8
 	VPSRLW        $0x04, Y7, Y7
 	VPAND         Y0, Y7, Y7
@@ -12766,7 +12774,7 @@ gemmQ4T3VNNIblock:
 	VPDPBUSD.BCST 20(CX), Y7, Y2
 	VPDPBUSD.BCST 20(CX)(DI*1), Y7, Y4
 	VPDPBUSD.BCST 20(CX)(DI*2), Y7, Y6
-	VMOVDQU       96(AX), Y7
+	VMOVDQU       80(AX), Y7
 	VPAND         Y0, Y7, Y8
 	VPSRLW        $0x04, Y7, Y7
 	VPAND         Y0, Y7, Y7
@@ -12776,7 +12784,7 @@ gemmQ4T3VNNIblock:
 	VPDPBUSD.BCST 24(CX), Y7, Y2
 	VPDPBUSD.BCST 24(CX)(DI*1), Y7, Y4
 	VPDPBUSD.BCST 24(CX)(DI*2), Y7, Y6
-	VMOVDQU       128(AX), Y7
+	VMOVDQU       112(AX), Y7
 	VPAND         Y0, Y7, Y8
 	VPSRLW        $0x04, Y7, Y7
 	VPAND         Y0, Y7, Y7
@@ -12786,7 +12794,7 @@ gemmQ4T3VNNIblock:
 	VPDPBUSD.BCST 28(CX), Y7, Y2
 	VPDPBUSD.BCST 28(CX)(DI*1), Y7, Y4
 	VPDPBUSD.BCST 28(CX)(DI*2), Y7, Y6
-	VMOVUPS       (AX), Y7
+	VCVTPH2PS     (AX), Y7
 	VCVTDQ2PS     Y2, Y2
 	VBROADCASTSS  (DX), Y8
 	VMULPS        Y7, Y8, Y8
@@ -12799,7 +12807,7 @@ gemmQ4T3VNNIblock:
 	VBROADCASTSS  (DX)(R8*2), Y2
 	VMULPS        Y7, Y2, Y2
 	VFMADD231PS   Y6, Y2, Y5
-	ADDQ          $0x000000a0, AX
+	ADDQ          $0x00000090, AX
 	ADDQ          $0x20, CX
 	ADDQ          $0x04, DX
 	ADDQ          $0x04, BX
@@ -12818,7 +12826,7 @@ gemmQ4T3VNNIdone:
 	RET
 
 // func gemmQ8T4VNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, FMA3
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, F16C, FMA3
 TEXT ·gemmQ8T4VNNI(SB), NOSPLIT, $0-64
 	MOVQ   w+0(FP), AX
 	MOVQ   x+8(FP), CX
@@ -12846,47 +12854,47 @@ gemmQ8T4VNNIblock:
 	VPSLLD        $0x07, Y5, Y5
 	VPBROADCASTD  (BX)(R10*1), Y7
 	VPSLLD        $0x07, Y7, Y7
-	VMOVDQU       32(AX), Y8
+	VMOVDQU       16(AX), Y8
 	VPDPBUSD.BCST (CX), Y8, Y1
 	VPDPBUSD.BCST (CX)(DI*1), Y8, Y3
 	VPDPBUSD.BCST (CX)(DI*2), Y8, Y5
 	VPDPBUSD.BCST (CX)(R9*1), Y8, Y7
-	VMOVDQU       64(AX), Y8
+	VMOVDQU       48(AX), Y8
 	VPDPBUSD.BCST 4(CX), Y8, Y1
 	VPDPBUSD.BCST 4(CX)(DI*1), Y8, Y3
 	VPDPBUSD.BCST 4(CX)(DI*2), Y8, Y5
 	VPDPBUSD.BCST 4(CX)(R9*1), Y8, Y7
-	VMOVDQU       96(AX), Y8
+	VMOVDQU       80(AX), Y8
 	VPDPBUSD.BCST 8(CX), Y8, Y1
 	VPDPBUSD.BCST 8(CX)(DI*1), Y8, Y3
 	VPDPBUSD.BCST 8(CX)(DI*2), Y8, Y5
 	VPDPBUSD.BCST 8(CX)(R9*1), Y8, Y7
-	VMOVDQU       128(AX), Y8
+	VMOVDQU       112(AX), Y8
 	VPDPBUSD.BCST 12(CX), Y8, Y1
 	VPDPBUSD.BCST 12(CX)(DI*1), Y8, Y3
 	VPDPBUSD.BCST 12(CX)(DI*2), Y8, Y5
 	VPDPBUSD.BCST 12(CX)(R9*1), Y8, Y7
-	VMOVDQU       160(AX), Y8
+	VMOVDQU       144(AX), Y8
 	VPDPBUSD.BCST 16(CX), Y8, Y1
 	VPDPBUSD.BCST 16(CX)(DI*1), Y8, Y3
 	VPDPBUSD.BCST 16(CX)(DI*2), Y8, Y5
 	VPDPBUSD.BCST 16(CX)(R9*1), Y8, Y7
-	VMOVDQU       192(AX), Y8
+	VMOVDQU       176(AX), Y8
 	VPDPBUSD.BCST 20(CX), Y8, Y1
 	VPDPBUSD.BCST 20(CX)(DI*1), Y8, Y3
 	VPDPBUSD.BCST 20(CX)(DI*2), Y8, Y5
 	VPDPBUSD.BCST 20(CX)(R9*1), Y8, Y7
-	VMOVDQU       224(AX), Y8
+	VMOVDQU       208(AX), Y8
 	VPDPBUSD.BCST 24(CX), Y8, Y1
 	VPDPBUSD.BCST 24(CX)(DI*1), Y8, Y3
 	VPDPBUSD.BCST 24(CX)(DI*2), Y8, Y5
 	VPDPBUSD.BCST 24(CX)(R9*1), Y8, Y7
-	VMOVDQU       256(AX), Y8
+	VMOVDQU       240(AX), Y8
 	VPDPBUSD.BCST 28(CX), Y8, Y1
 	VPDPBUSD.BCST 28(CX)(DI*1), Y8, Y3
 	VPDPBUSD.BCST 28(CX)(DI*2), Y8, Y5
 	VPDPBUSD.BCST 28(CX)(R9*1), Y8, Y7
-	VMOVUPS       (AX), Y8
+	VCVTPH2PS     (AX), Y8
 	VCVTDQ2PS     Y1, Y1
 	VBROADCASTSS  (DX), Y9
 	VMULPS        Y8, Y9, Y9
@@ -12903,7 +12911,7 @@ gemmQ8T4VNNIblock:
 	VBROADCASTSS  (DX)(R10*1), Y1
 	VMULPS        Y8, Y1, Y1
 	VFMADD231PS   Y7, Y1, Y6
-	ADDQ          $0x00000120, AX
+	ADDQ          $0x00000110, AX
 	ADDQ          $0x20, CX
 	ADDQ          $0x04, DX
 	ADDQ          $0x04, BX
@@ -12923,7 +12931,7 @@ gemmQ8T4VNNIdone:
 	RET
 
 // func gemmQ4T4VNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, FMA3
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, F16C, FMA3
 TEXT ·gemmQ4T4VNNI(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -12954,7 +12962,7 @@ gemmQ4T4VNNIblock:
 	VPSLLD        $0x03, Y6, Y6
 	VPBROADCASTD  (BX)(R10*1), Y8
 	VPSLLD        $0x03, Y8, Y8
-	VMOVDQU       32(AX), Y9
+	VMOVDQU       16(AX), Y9
 	VPAND         Y0, Y9, Y10
 	VPSRLW        $0x04, Y9, Y9
 	VPAND         Y0, Y9, Y9
@@ -12966,7 +12974,7 @@ gemmQ4T4VNNIblock:
 	VPDPBUSD.BCST 16(CX)(DI*1), Y9, Y4
 	VPDPBUSD.BCST 16(CX)(DI*2), Y9, Y6
 	VPDPBUSD.BCST 16(CX)(R9*1), Y9, Y8
-	VMOVDQU       64(AX), Y9
+	VMOVDQU       48(AX), Y9
 	VPAND         Y0, Y9, Y10
 	VPSRLW        $0x04, Y9, Y9
 	VPAND         Y0, Y9, Y9
@@ -12978,7 +12986,7 @@ gemmQ4T4VNNIblock:
 	VPDPBUSD.BCST 20(CX)(DI*1), Y9, Y4
 	VPDPBUSD.BCST 20(CX)(DI*2), Y9, Y6
 	VPDPBUSD.BCST 20(CX)(R9*1), Y9, Y8
-	VMOVDQU       96(AX), Y9
+	VMOVDQU       80(AX), Y9
 	VPAND         Y0, Y9, Y10
 	VPSRLW        $0x04, Y9, Y9
 	VPAND         Y0, Y9, Y9
@@ -12990,7 +12998,7 @@ gemmQ4T4VNNIblock:
 	VPDPBUSD.BCST 24(CX)(DI*1), Y9, Y4
 	VPDPBUSD.BCST 24(CX)(DI*2), Y9, Y6
 	VPDPBUSD.BCST 24(CX)(R9*1), Y9, Y8
-	VMOVDQU       128(AX), Y9
+	VMOVDQU       112(AX), Y9
 	VPAND         Y0, Y9, Y10
 	VPSRLW        $0x04, Y9, Y9
 	VPAND         Y0, Y9, Y9
@@ -13002,7 +13010,7 @@ gemmQ4T4VNNIblock:
 	VPDPBUSD.BCST 28(CX)(DI*1), Y9, Y4
 	VPDPBUSD.BCST 28(CX)(DI*2), Y9, Y6
 	VPDPBUSD.BCST 28(CX)(R9*1), Y9, Y8
-	VMOVUPS       (AX), Y9
+	VCVTPH2PS     (AX), Y9
 	VCVTDQ2PS     Y2, Y2
 	VBROADCASTSS  (DX), Y10
 	VMULPS        Y9, Y10, Y10
@@ -13019,7 +13027,7 @@ gemmQ4T4VNNIblock:
 	VBROADCASTSS  (DX)(R10*1), Y2
 	VMULPS        Y9, Y2, Y2
 	VFMADD231PS   Y8, Y2, Y7
-	ADDQ          $0x000000a0, AX
+	ADDQ          $0x00000090, AX
 	ADDQ          $0x20, CX
 	ADDQ          $0x04, DX
 	ADDQ          $0x04, BX
@@ -13039,7 +13047,7 @@ gemmQ4T4VNNIdone:
 	RET
 
 // func gemmQ8T1AVX2(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, FMA3
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
 TEXT ·gemmQ8T1AVX2(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -13062,67 +13070,72 @@ TEXT ·gemmQ8T1AVX2(SB), NOSPLIT, $0-64
 gemmQ8T1AVX2block:
 	TESTQ        SI, SI
 	JZ           gemmQ8T1AVX2done
-	VPXOR        32(AX), Y2, Y3
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	PREFETCHT0   2240(AX)
+	PREFETCHT0   2304(AX)
+	VPXOR        16(AX), Y2, Y3
 	VPABSB       Y3, Y4
 	VPBROADCASTD (CX), Y5
 	VPSIGNB      Y3, Y5, Y5
 	VPMADDUBSW   Y5, Y4, Y5
 	VPMADDWD     Y1, Y5, Y3
-	VPXOR        64(AX), Y2, Y4
+	VPXOR        48(AX), Y2, Y4
 	VPABSB       Y4, Y5
 	VPBROADCASTD 4(CX), Y6
 	VPSIGNB      Y4, Y6, Y6
 	VPMADDUBSW   Y6, Y5, Y6
 	VPMADDWD     Y1, Y6, Y6
 	VPADDD       Y6, Y3, Y3
-	VPXOR        96(AX), Y2, Y4
+	VPXOR        80(AX), Y2, Y4
 	VPABSB       Y4, Y5
 	VPBROADCASTD 8(CX), Y6
 	VPSIGNB      Y4, Y6, Y6
 	VPMADDUBSW   Y6, Y5, Y6
 	VPMADDWD     Y1, Y6, Y6
 	VPADDD       Y6, Y3, Y3
-	VPXOR        128(AX), Y2, Y4
+	VPXOR        112(AX), Y2, Y4
 	VPABSB       Y4, Y5
 	VPBROADCASTD 12(CX), Y6
 	VPSIGNB      Y4, Y6, Y6
 	VPMADDUBSW   Y6, Y5, Y6
 	VPMADDWD     Y1, Y6, Y6
 	VPADDD       Y6, Y3, Y3
-	VPXOR        160(AX), Y2, Y4
+	VPXOR        144(AX), Y2, Y4
 	VPABSB       Y4, Y5
 	VPBROADCASTD 16(CX), Y6
 	VPSIGNB      Y4, Y6, Y6
 	VPMADDUBSW   Y6, Y5, Y6
 	VPMADDWD     Y1, Y6, Y6
 	VPADDD       Y6, Y3, Y3
-	VPXOR        192(AX), Y2, Y4
+	VPXOR        176(AX), Y2, Y4
 	VPABSB       Y4, Y5
 	VPBROADCASTD 20(CX), Y6
 	VPSIGNB      Y4, Y6, Y6
 	VPMADDUBSW   Y6, Y5, Y6
 	VPMADDWD     Y1, Y6, Y6
 	VPADDD       Y6, Y3, Y3
-	VPXOR        224(AX), Y2, Y4
+	VPXOR        208(AX), Y2, Y4
 	VPABSB       Y4, Y5
 	VPBROADCASTD 24(CX), Y6
 	VPSIGNB      Y4, Y6, Y6
 	VPMADDUBSW   Y6, Y5, Y6
 	VPMADDWD     Y1, Y6, Y6
 	VPADDD       Y6, Y3, Y3
-	VPXOR        256(AX), Y2, Y4
+	VPXOR        240(AX), Y2, Y4
 	VPABSB       Y4, Y5
 	VPBROADCASTD 28(CX), Y6
 	VPSIGNB      Y4, Y6, Y6
 	VPMADDUBSW   Y6, Y5, Y6
 	VPMADDWD     Y1, Y6, Y6
 	VPADDD       Y6, Y3, Y3
-	VMOVUPS      (AX), Y4
+	VCVTPH2PS    (AX), Y4
 	VCVTDQ2PS    Y3, Y3
 	VBROADCASTSS (DX), Y5
 	VMULPS       Y4, Y5, Y5
 	VFMADD231PS  Y3, Y5, Y0
-	ADDQ         $0x00000120, AX
+	ADDQ         $0x00000110, AX
 	ADDQ         $0x20, CX
 	ADDQ         $0x04, DX
 	ADDQ         $0x04, BX
@@ -13139,7 +13152,7 @@ gemmQ8T1AVX2done:
 	RET
 
 // func gemmQ4T1AVX2(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, FMA3
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
 TEXT ·gemmQ4T1AVX2(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -13162,7 +13175,10 @@ TEXT ·gemmQ4T1AVX2(SB), NOSPLIT, $0-64
 gemmQ4T1AVX2block:
 	TESTQ        SI, SI
 	JZ           gemmQ4T1AVX2done
-	VMOVDQU      32(AX), Y4
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	VMOVDQU      16(AX), Y4
 	VPAND        Y2, Y4, Y3
 	VPBROADCASTD (CX), Y5
 	VPMADDUBSW   Y5, Y3, Y3
@@ -13171,7 +13187,7 @@ gemmQ4T1AVX2block:
 	VPBROADCASTD 16(CX), Y5
 	VPMADDUBSW   Y5, Y4, Y5
 	VPADDW       Y5, Y3, Y3
-	VMOVDQU      64(AX), Y4
+	VMOVDQU      48(AX), Y4
 	VPAND        Y2, Y4, Y5
 	VPBROADCASTD 4(CX), Y6
 	VPMADDUBSW   Y6, Y5, Y6
@@ -13181,7 +13197,7 @@ gemmQ4T1AVX2block:
 	VPBROADCASTD 20(CX), Y5
 	VPMADDUBSW   Y5, Y4, Y5
 	VPADDW       Y5, Y3, Y3
-	VMOVDQU      96(AX), Y4
+	VMOVDQU      80(AX), Y4
 	VPAND        Y2, Y4, Y5
 	VPBROADCASTD 8(CX), Y6
 	VPMADDUBSW   Y6, Y5, Y6
@@ -13191,7 +13207,7 @@ gemmQ4T1AVX2block:
 	VPBROADCASTD 24(CX), Y5
 	VPMADDUBSW   Y5, Y4, Y5
 	VPADDW       Y5, Y3, Y3
-	VMOVDQU      128(AX), Y4
+	VMOVDQU      112(AX), Y4
 	VPAND        Y2, Y4, Y5
 	VPBROADCASTD 12(CX), Y6
 	VPMADDUBSW   Y6, Y5, Y6
@@ -13205,12 +13221,12 @@ gemmQ4T1AVX2block:
 	VPBROADCASTD (BX), Y4
 	VPSLLD       $0x03, Y4, Y4
 	VPADDD       Y4, Y3, Y3
-	VMOVUPS      (AX), Y4
+	VCVTPH2PS    (AX), Y4
 	VCVTDQ2PS    Y3, Y3
 	VBROADCASTSS (DX), Y5
 	VMULPS       Y4, Y5, Y5
 	VFMADD231PS  Y3, Y5, Y0
-	ADDQ         $0x000000a0, AX
+	ADDQ         $0x00000090, AX
 	ADDQ         $0x20, CX
 	ADDQ         $0x04, DX
 	ADDQ         $0x04, BX
@@ -13227,7 +13243,7 @@ gemmQ4T1AVX2done:
 	RET
 
 // func gemmQ8T2AVX2(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, FMA3
+// Requires: AVX, AVX2, F16C, FMA3
 TEXT ·gemmQ8T2AVX2(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -13251,7 +13267,7 @@ TEXT ·gemmQ8T2AVX2(SB), NOSPLIT, $0-64
 gemmQ8T2AVX2block:
 	TESTQ        SI, SI
 	JZ           gemmQ8T2AVX2done
-	VPXOR        32(AX), Y3, Y5
+	VPXOR        16(AX), Y3, Y5
 	VPABSB       Y5, Y6
 	VPBROADCASTD (CX), Y4
 	VPSIGNB      Y5, Y4, Y4
@@ -13261,7 +13277,7 @@ gemmQ8T2AVX2block:
 	VPSIGNB      Y5, Y7, Y7
 	VPMADDUBSW   Y7, Y6, Y7
 	VPMADDWD     Y2, Y7, Y5
-	VPXOR        64(AX), Y3, Y6
+	VPXOR        48(AX), Y3, Y6
 	VPABSB       Y6, Y7
 	VPBROADCASTD 4(CX), Y8
 	VPSIGNB      Y6, Y8, Y8
@@ -13273,7 +13289,7 @@ gemmQ8T2AVX2block:
 	VPMADDUBSW   Y8, Y7, Y8
 	VPMADDWD     Y2, Y8, Y8
 	VPADDD       Y8, Y5, Y5
-	VPXOR        96(AX), Y3, Y6
+	VPXOR        80(AX), Y3, Y6
 	VPABSB       Y6, Y7
 	VPBROADCASTD 8(CX), Y8
 	VPSIGNB      Y6, Y8, Y8
@@ -13285,7 +13301,7 @@ gemmQ8T2AVX2block:
 	VPMADDUBSW   Y8, Y7, Y8
 	VPMADDWD     Y2, Y8, Y8
 	VPADDD       Y8, Y5, Y5
-	VPXOR        128(AX), Y3, Y6
+	VPXOR        112(AX), Y3, Y6
 	VPABSB       Y6, Y7
 	VPBROADCASTD 12(CX), Y8
 	VPSIGNB      Y6, Y8, Y8
@@ -13297,7 +13313,7 @@ gemmQ8T2AVX2block:
 	VPMADDUBSW   Y8, Y7, Y8
 	VPMADDWD     Y2, Y8, Y8
 	VPADDD       Y8, Y5, Y5
-	VPXOR        160(AX), Y3, Y6
+	VPXOR        144(AX), Y3, Y6
 	VPABSB       Y6, Y7
 	VPBROADCASTD 16(CX), Y8
 	VPSIGNB      Y6, Y8, Y8
@@ -13309,7 +13325,7 @@ gemmQ8T2AVX2block:
 	VPMADDUBSW   Y8, Y7, Y8
 	VPMADDWD     Y2, Y8, Y8
 	VPADDD       Y8, Y5, Y5
-	VPXOR        192(AX), Y3, Y6
+	VPXOR        176(AX), Y3, Y6
 	VPABSB       Y6, Y7
 	VPBROADCASTD 20(CX), Y8
 	VPSIGNB      Y6, Y8, Y8
@@ -13321,7 +13337,7 @@ gemmQ8T2AVX2block:
 	VPMADDUBSW   Y8, Y7, Y8
 	VPMADDWD     Y2, Y8, Y8
 	VPADDD       Y8, Y5, Y5
-	VPXOR        224(AX), Y3, Y6
+	VPXOR        208(AX), Y3, Y6
 	VPABSB       Y6, Y7
 	VPBROADCASTD 24(CX), Y8
 	VPSIGNB      Y6, Y8, Y8
@@ -13333,7 +13349,7 @@ gemmQ8T2AVX2block:
 	VPMADDUBSW   Y8, Y7, Y8
 	VPMADDWD     Y2, Y8, Y8
 	VPADDD       Y8, Y5, Y5
-	VPXOR        256(AX), Y3, Y6
+	VPXOR        240(AX), Y3, Y6
 	VPABSB       Y6, Y7
 	VPBROADCASTD 28(CX), Y8
 	VPSIGNB      Y6, Y8, Y8
@@ -13345,7 +13361,7 @@ gemmQ8T2AVX2block:
 	VPMADDUBSW   Y8, Y7, Y8
 	VPMADDWD     Y2, Y8, Y8
 	VPADDD       Y8, Y5, Y5
-	VMOVUPS      (AX), Y6
+	VCVTPH2PS    (AX), Y6
 	VCVTDQ2PS    Y4, Y4
 	VBROADCASTSS (DX), Y7
 	VMULPS       Y6, Y7, Y7
@@ -13354,7 +13370,7 @@ gemmQ8T2AVX2block:
 	VBROADCASTSS (DX)(R8*1), Y4
 	VMULPS       Y6, Y4, Y4
 	VFMADD231PS  Y5, Y4, Y1
-	ADDQ         $0x00000120, AX
+	ADDQ         $0x00000110, AX
 	ADDQ         $0x20, CX
 	ADDQ         $0x04, DX
 	ADDQ         $0x04, BX
@@ -13372,7 +13388,7 @@ gemmQ8T2AVX2done:
 	RET
 
 // func gemmQ4T2AVX2(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, FMA3
+// Requires: AVX, AVX2, F16C, FMA3
 TEXT ·gemmQ4T2AVX2(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -13396,7 +13412,7 @@ TEXT ·gemmQ4T2AVX2(SB), NOSPLIT, $0-64
 gemmQ4T2AVX2block:
 	TESTQ        SI, SI
 	JZ           gemmQ4T2AVX2done
-	VMOVDQU      32(AX), Y6
+	VMOVDQU      16(AX), Y6
 	VPAND        Y3, Y6, Y5
 	VPBROADCASTD (CX), Y4
 	VPMADDUBSW   Y4, Y5, Y4
@@ -13410,7 +13426,7 @@ gemmQ4T2AVX2block:
 	VPBROADCASTD 16(CX)(DI*1), Y7
 	VPMADDUBSW   Y7, Y6, Y7
 	VPADDW       Y7, Y5, Y5
-	VMOVDQU      64(AX), Y6
+	VMOVDQU      48(AX), Y6
 	VPAND        Y3, Y6, Y7
 	VPBROADCASTD 4(CX), Y8
 	VPMADDUBSW   Y8, Y7, Y8
@@ -13426,7 +13442,7 @@ gemmQ4T2AVX2block:
 	VPBROADCASTD 20(CX)(DI*1), Y7
 	VPMADDUBSW   Y7, Y6, Y7
 	VPADDW       Y7, Y5, Y5
-	VMOVDQU      96(AX), Y6
+	VMOVDQU      80(AX), Y6
 	VPAND        Y3, Y6, Y7
 	VPBROADCASTD 8(CX), Y8
 	VPMADDUBSW   Y8, Y7, Y8
@@ -13442,7 +13458,7 @@ gemmQ4T2AVX2block:
 	VPBROADCASTD 24(CX)(DI*1), Y7
 	VPMADDUBSW   Y7, Y6, Y7
 	VPADDW       Y7, Y5, Y5
-	VMOVDQU      128(AX), Y6
+	VMOVDQU      112(AX), Y6
 	VPAND        Y3, Y6, Y7
 	VPBROADCASTD 12(CX), Y8
 	VPMADDUBSW   Y8, Y7, Y8
@@ -13466,7 +13482,7 @@ gemmQ4T2AVX2block:
 	VPBROADCASTD (BX)(R8*1), Y6
 	VPSLLD       $0x03, Y6, Y6
 	VPADDD       Y6, Y5, Y5
-	VMOVUPS      (AX), Y6
+	VCVTPH2PS    (AX), Y6
 	VCVTDQ2PS    Y4, Y4
 	VBROADCASTSS (DX), Y7
 	VMULPS       Y6, Y7, Y7
@@ -13475,7 +13491,7 @@ gemmQ4T2AVX2block:
 	VBROADCASTSS (DX)(R8*1), Y4
 	VMULPS       Y6, Y4, Y4
 	VFMADD231PS  Y5, Y4, Y1
-	ADDQ         $0x000000a0, AX
+	ADDQ         $0x00000090, AX
 	ADDQ         $0x20, CX
 	ADDQ         $0x04, DX
 	ADDQ         $0x04, BX
@@ -13493,7 +13509,7 @@ gemmQ4T2AVX2done:
 	RET
 
 // func gemmQ8T3AVX2(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, FMA3
+// Requires: AVX, AVX2, F16C, FMA3
 TEXT ·gemmQ8T3AVX2(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -13518,7 +13534,7 @@ TEXT ·gemmQ8T3AVX2(SB), NOSPLIT, $0-64
 gemmQ8T3AVX2block:
 	TESTQ        SI, SI
 	JZ           gemmQ8T3AVX2done
-	VPXOR        32(AX), Y4, Y7
+	VPXOR        16(AX), Y4, Y7
 	VPABSB       Y7, Y8
 	VPBROADCASTD (CX), Y5
 	VPSIGNB      Y7, Y5, Y5
@@ -13532,7 +13548,7 @@ gemmQ8T3AVX2block:
 	VPSIGNB      Y7, Y9, Y9
 	VPMADDUBSW   Y9, Y8, Y9
 	VPMADDWD     Y3, Y9, Y7
-	VPXOR        64(AX), Y4, Y8
+	VPXOR        48(AX), Y4, Y8
 	VPABSB       Y8, Y9
 	VPBROADCASTD 4(CX), Y10
 	VPSIGNB      Y8, Y10, Y10
@@ -13549,7 +13565,7 @@ gemmQ8T3AVX2block:
 	VPMADDUBSW   Y10, Y9, Y10
 	VPMADDWD     Y3, Y10, Y10
 	VPADDD       Y10, Y7, Y7
-	VPXOR        96(AX), Y4, Y8
+	VPXOR        80(AX), Y4, Y8
 	VPABSB       Y8, Y9
 	VPBROADCASTD 8(CX), Y10
 	VPSIGNB      Y8, Y10, Y10
@@ -13566,7 +13582,7 @@ gemmQ8T3AVX2block:
 	VPMADDUBSW   Y10, Y9, Y10
 	VPMADDWD     Y3, Y10, Y10
 	VPADDD       Y10, Y7, Y7
-	VPXOR        128(AX), Y4, Y8
+	VPXOR        112(AX), Y4, Y8
 	VPABSB       Y8, Y9
 	VPBROADCASTD 12(CX), Y10
 	VPSIGNB      Y8, Y10, Y10
@@ -13583,7 +13599,7 @@ gemmQ8T3AVX2block:
 	VPMADDUBSW   Y10, Y9, Y10
 	VPMADDWD     Y3, Y10, Y10
 	VPADDD       Y10, Y7, Y7
-	VPXOR        160(AX), Y4, Y8
+	VPXOR        144(AX), Y4, Y8
 	VPABSB       Y8, Y9
 	VPBROADCASTD 16(CX), Y10
 	VPSIGNB      Y8, Y10, Y10
@@ -13600,7 +13616,7 @@ gemmQ8T3AVX2block:
 	VPMADDUBSW   Y10, Y9, Y10
 	VPMADDWD     Y3, Y10, Y10
 	VPADDD       Y10, Y7, Y7
-	VPXOR        192(AX), Y4, Y8
+	VPXOR        176(AX), Y4, Y8
 	VPABSB       Y8, Y9
 	VPBROADCASTD 20(CX), Y10
 	VPSIGNB      Y8, Y10, Y10
@@ -13617,7 +13633,7 @@ gemmQ8T3AVX2block:
 	VPMADDUBSW   Y10, Y9, Y10
 	VPMADDWD     Y3, Y10, Y10
 	VPADDD       Y10, Y7, Y7
-	VPXOR        224(AX), Y4, Y8
+	VPXOR        208(AX), Y4, Y8
 	VPABSB       Y8, Y9
 	VPBROADCASTD 24(CX), Y10
 	VPSIGNB      Y8, Y10, Y10
@@ -13634,7 +13650,7 @@ gemmQ8T3AVX2block:
 	VPMADDUBSW   Y10, Y9, Y10
 	VPMADDWD     Y3, Y10, Y10
 	VPADDD       Y10, Y7, Y7
-	VPXOR        256(AX), Y4, Y8
+	VPXOR        240(AX), Y4, Y8
 	VPABSB       Y8, Y9
 	VPBROADCASTD 28(CX), Y10
 	VPSIGNB      Y8, Y10, Y10
@@ -13651,7 +13667,7 @@ gemmQ8T3AVX2block:
 	VPMADDUBSW   Y10, Y9, Y10
 	VPMADDWD     Y3, Y10, Y10
 	VPADDD       Y10, Y7, Y7
-	VMOVUPS      (AX), Y8
+	VCVTPH2PS    (AX), Y8
 	VCVTDQ2PS    Y5, Y5
 	VBROADCASTSS (DX), Y9
 	VMULPS       Y8, Y9, Y9
@@ -13664,7 +13680,7 @@ gemmQ8T3AVX2block:
 	VBROADCASTSS (DX)(R8*2), Y5
 	VMULPS       Y8, Y5, Y5
 	VFMADD231PS  Y7, Y5, Y2
-	ADDQ         $0x00000120, AX
+	ADDQ         $0x00000110, AX
 	ADDQ         $0x20, CX
 	ADDQ         $0x04, DX
 	ADDQ         $0x04, BX
@@ -13683,7 +13699,7 @@ gemmQ8T3AVX2done:
 	RET
 
 // func gemmQ4T3AVX2(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, FMA3
+// Requires: AVX, AVX2, F16C, FMA3
 TEXT ·gemmQ4T3AVX2(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -13708,7 +13724,7 @@ TEXT ·gemmQ4T3AVX2(SB), NOSPLIT, $0-64
 gemmQ4T3AVX2block:
 	TESTQ        SI, SI
 	JZ           gemmQ4T3AVX2done
-	VMOVDQU      32(AX), Y8
+	VMOVDQU      16(AX), Y8
 	VPAND        Y4, Y8, Y7
 	VPBROADCASTD (CX), Y5
 	VPMADDUBSW   Y5, Y7, Y5
@@ -13727,7 +13743,7 @@ gemmQ4T3AVX2block:
 	VPBROADCASTD 16(CX)(DI*2), Y9
 	VPMADDUBSW   Y9, Y8, Y9
 	VPADDW       Y9, Y7, Y7
-	VMOVDQU      64(AX), Y8
+	VMOVDQU      48(AX), Y8
 	VPAND        Y4, Y8, Y9
 	VPBROADCASTD 4(CX), Y10
 	VPMADDUBSW   Y10, Y9, Y10
@@ -13749,7 +13765,7 @@ gemmQ4T3AVX2block:
 	VPBROADCASTD 20(CX)(DI*2), Y9
 	VPMADDUBSW   Y9, Y8, Y9
 	VPADDW       Y9, Y7, Y7
-	VMOVDQU      96(AX), Y8
+	VMOVDQU      80(AX), Y8
 	VPAND        Y4, Y8, Y9
 	VPBROADCASTD 8(CX), Y10
 	VPMADDUBSW   Y10, Y9, Y10
@@ -13771,7 +13787,7 @@ gemmQ4T3AVX2block:
 	VPBROADCASTD 24(CX)(DI*2), Y9
 	VPMADDUBSW   Y9, Y8, Y9
 	VPADDW       Y9, Y7, Y7
-	VMOVDQU      128(AX), Y8
+	VMOVDQU      112(AX), Y8
 	VPAND        Y4, Y8, Y9
 	VPBROADCASTD 12(CX), Y10
 	VPMADDUBSW   Y10, Y9, Y10
@@ -13805,7 +13821,7 @@ gemmQ4T3AVX2block:
 	VPBROADCASTD (BX)(R8*2), Y8
 	VPSLLD       $0x03, Y8, Y8
 	VPADDD       Y8, Y7, Y7
-	VMOVUPS      (AX), Y8
+	VCVTPH2PS    (AX), Y8
 	VCVTDQ2PS    Y5, Y5
 	VBROADCASTSS (DX), Y9
 	VMULPS       Y8, Y9, Y9
@@ -13818,7 +13834,7 @@ gemmQ4T3AVX2block:
 	VBROADCASTSS (DX)(R8*2), Y5
 	VMULPS       Y8, Y5, Y5
 	VFMADD231PS  Y7, Y5, Y2
-	ADDQ         $0x000000a0, AX
+	ADDQ         $0x00000090, AX
 	ADDQ         $0x20, CX
 	ADDQ         $0x04, DX
 	ADDQ         $0x04, BX
@@ -13837,7 +13853,7 @@ gemmQ4T3AVX2done:
 	RET
 
 // func gemmQ8T4AVX2(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, FMA3
+// Requires: AVX, AVX2, F16C, FMA3
 TEXT ·gemmQ8T4AVX2(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -13863,7 +13879,7 @@ TEXT ·gemmQ8T4AVX2(SB), NOSPLIT, $0-64
 gemmQ8T4AVX2block:
 	TESTQ        SI, SI
 	JZ           gemmQ8T4AVX2done
-	VPXOR        32(AX), Y5, Y9
+	VPXOR        16(AX), Y5, Y9
 	VPABSB       Y9, Y10
 	VPBROADCASTD (CX), Y6
 	VPSIGNB      Y9, Y6, Y6
@@ -13881,7 +13897,7 @@ gemmQ8T4AVX2block:
 	VPSIGNB      Y9, Y11, Y11
 	VPMADDUBSW   Y11, Y10, Y11
 	VPMADDWD     Y4, Y11, Y9
-	VPXOR        64(AX), Y5, Y10
+	VPXOR        48(AX), Y5, Y10
 	VPABSB       Y10, Y11
 	VPBROADCASTD 4(CX), Y12
 	VPSIGNB      Y10, Y12, Y12
@@ -13903,7 +13919,7 @@ gemmQ8T4AVX2block:
 	VPMADDUBSW   Y12, Y11, Y12
 	VPMADDWD     Y4, Y12, Y12
 	VPADDD       Y12, Y9, Y9
-	VPXOR        96(AX), Y5, Y10
+	VPXOR        80(AX), Y5, Y10
 	VPABSB       Y10, Y11
 	VPBROADCASTD 8(CX), Y12
 	VPSIGNB      Y10, Y12, Y12
@@ -13925,7 +13941,7 @@ gemmQ8T4AVX2block:
 	VPMADDUBSW   Y12, Y11, Y12
 	VPMADDWD     Y4, Y12, Y12
 	VPADDD       Y12, Y9, Y9
-	VPXOR        128(AX), Y5, Y10
+	VPXOR        112(AX), Y5, Y10
 	VPABSB       Y10, Y11
 	VPBROADCASTD 12(CX), Y12
 	VPSIGNB      Y10, Y12, Y12
@@ -13947,7 +13963,7 @@ gemmQ8T4AVX2block:
 	VPMADDUBSW   Y12, Y11, Y12
 	VPMADDWD     Y4, Y12, Y12
 	VPADDD       Y12, Y9, Y9
-	VPXOR        160(AX), Y5, Y10
+	VPXOR        144(AX), Y5, Y10
 	VPABSB       Y10, Y11
 	VPBROADCASTD 16(CX), Y12
 	VPSIGNB      Y10, Y12, Y12
@@ -13969,7 +13985,7 @@ gemmQ8T4AVX2block:
 	VPMADDUBSW   Y12, Y11, Y12
 	VPMADDWD     Y4, Y12, Y12
 	VPADDD       Y12, Y9, Y9
-	VPXOR        192(AX), Y5, Y10
+	VPXOR        176(AX), Y5, Y10
 	VPABSB       Y10, Y11
 	VPBROADCASTD 20(CX), Y12
 	VPSIGNB      Y10, Y12, Y12
@@ -13991,7 +14007,7 @@ gemmQ8T4AVX2block:
 	VPMADDUBSW   Y12, Y11, Y12
 	VPMADDWD     Y4, Y12, Y12
 	VPADDD       Y12, Y9, Y9
-	VPXOR        224(AX), Y5, Y10
+	VPXOR        208(AX), Y5, Y10
 	VPABSB       Y10, Y11
 	VPBROADCASTD 24(CX), Y12
 	VPSIGNB      Y10, Y12, Y12
@@ -14013,7 +14029,7 @@ gemmQ8T4AVX2block:
 	VPMADDUBSW   Y12, Y11, Y12
 	VPMADDWD     Y4, Y12, Y12
 	VPADDD       Y12, Y9, Y9
-	VPXOR        256(AX), Y5, Y10
+	VPXOR        240(AX), Y5, Y10
 	VPABSB       Y10, Y11
 	VPBROADCASTD 28(CX), Y12
 	VPSIGNB      Y10, Y12, Y12
@@ -14035,7 +14051,7 @@ gemmQ8T4AVX2block:
 	VPMADDUBSW   Y12, Y11, Y12
 	VPMADDWD     Y4, Y12, Y12
 	VPADDD       Y12, Y9, Y9
-	VMOVUPS      (AX), Y10
+	VCVTPH2PS    (AX), Y10
 	VCVTDQ2PS    Y6, Y6
 	VBROADCASTSS (DX), Y11
 	VMULPS       Y10, Y11, Y11
@@ -14052,7 +14068,7 @@ gemmQ8T4AVX2block:
 	VBROADCASTSS (DX)(R10*1), Y6
 	VMULPS       Y10, Y6, Y6
 	VFMADD231PS  Y9, Y6, Y3
-	ADDQ         $0x00000120, AX
+	ADDQ         $0x00000110, AX
 	ADDQ         $0x20, CX
 	ADDQ         $0x04, DX
 	ADDQ         $0x04, BX
@@ -14072,7 +14088,7 @@ gemmQ8T4AVX2done:
 	RET
 
 // func gemmQ4T4AVX2(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, FMA3
+// Requires: AVX, AVX2, F16C, FMA3
 TEXT ·gemmQ4T4AVX2(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -14098,7 +14114,7 @@ TEXT ·gemmQ4T4AVX2(SB), NOSPLIT, $0-64
 gemmQ4T4AVX2block:
 	TESTQ        SI, SI
 	JZ           gemmQ4T4AVX2done
-	VMOVDQU      32(AX), Y10
+	VMOVDQU      16(AX), Y10
 	VPAND        Y5, Y10, Y9
 	VPBROADCASTD (CX), Y6
 	VPMADDUBSW   Y6, Y9, Y6
@@ -14122,7 +14138,7 @@ gemmQ4T4AVX2block:
 	VPBROADCASTD 16(CX)(R9*1), Y11
 	VPMADDUBSW   Y11, Y10, Y11
 	VPADDW       Y11, Y9, Y9
-	VMOVDQU      64(AX), Y10
+	VMOVDQU      48(AX), Y10
 	VPAND        Y5, Y10, Y11
 	VPBROADCASTD 4(CX), Y12
 	VPMADDUBSW   Y12, Y11, Y12
@@ -14150,7 +14166,7 @@ gemmQ4T4AVX2block:
 	VPBROADCASTD 20(CX)(R9*1), Y11
 	VPMADDUBSW   Y11, Y10, Y11
 	VPADDW       Y11, Y9, Y9
-	VMOVDQU      96(AX), Y10
+	VMOVDQU      80(AX), Y10
 	VPAND        Y5, Y10, Y11
 	VPBROADCASTD 8(CX), Y12
 	VPMADDUBSW   Y12, Y11, Y12
@@ -14178,7 +14194,7 @@ gemmQ4T4AVX2block:
 	VPBROADCASTD 24(CX)(R9*1), Y11
 	VPMADDUBSW   Y11, Y10, Y11
 	VPADDW       Y11, Y9, Y9
-	VMOVDQU      128(AX), Y10
+	VMOVDQU      112(AX), Y10
 	VPAND        Y5, Y10, Y11
 	VPBROADCASTD 12(CX), Y12
 	VPMADDUBSW   Y12, Y11, Y12
@@ -14222,7 +14238,7 @@ gemmQ4T4AVX2block:
 	VPBROADCASTD (BX)(R10*1), Y10
 	VPSLLD       $0x03, Y10, Y10
 	VPADDD       Y10, Y9, Y9
-	VMOVUPS      (AX), Y10
+	VCVTPH2PS    (AX), Y10
 	VCVTDQ2PS    Y6, Y6
 	VBROADCASTSS (DX), Y11
 	VMULPS       Y10, Y11, Y11
@@ -14239,7 +14255,7 @@ gemmQ4T4AVX2block:
 	VBROADCASTSS (DX)(R10*1), Y6
 	VMULPS       Y10, Y6, Y6
 	VFMADD231PS  Y9, Y6, Y3
-	ADDQ         $0x000000a0, AX
+	ADDQ         $0x00000090, AX
 	ADDQ         $0x20, CX
 	ADDQ         $0x04, DX
 	ADDQ         $0x04, BX
@@ -14259,7 +14275,7 @@ gemmQ4T4AVX2done:
 	RET
 
 // func gemmQ8T1AVXVNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, FMA3
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
 TEXT ·gemmQ8T1AVXVNNI(SB), NOSPLIT, $0-64
 	MOVQ   w+0(FP), AX
 	MOVQ   x+8(FP), CX
@@ -14276,38 +14292,43 @@ TEXT ·gemmQ8T1AVXVNNI(SB), NOSPLIT, $0-64
 gemmQ8T1AVXVNNIblock:
 	TESTQ        SI, SI
 	JZ           gemmQ8T1AVXVNNIdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	PREFETCHT0   2240(AX)
+	PREFETCHT0   2304(AX)
 	VPBROADCASTD (BX), Y1
 	VPSLLD       $0x07, Y1, Y1
-	VMOVDQU      32(AX), Y2
+	VMOVDQU      16(AX), Y2
 	VPBROADCASTD (CX), Y3
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x6d; BYTE $0x50; BYTE $0xcb // VPDPBUSD Y3, Y2, Y1 (VEX)
-	VMOVDQU      64(AX), Y2
+	VMOVDQU      48(AX), Y2
 	VPBROADCASTD 4(CX), Y3
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x6d; BYTE $0x50; BYTE $0xcb // VPDPBUSD Y3, Y2, Y1 (VEX)
-	VMOVDQU      96(AX), Y2
+	VMOVDQU      80(AX), Y2
 	VPBROADCASTD 8(CX), Y3
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x6d; BYTE $0x50; BYTE $0xcb // VPDPBUSD Y3, Y2, Y1 (VEX)
-	VMOVDQU      128(AX), Y2
+	VMOVDQU      112(AX), Y2
 	VPBROADCASTD 12(CX), Y3
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x6d; BYTE $0x50; BYTE $0xcb // VPDPBUSD Y3, Y2, Y1 (VEX)
-	VMOVDQU      160(AX), Y2
+	VMOVDQU      144(AX), Y2
 	VPBROADCASTD 16(CX), Y3
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x6d; BYTE $0x50; BYTE $0xcb // VPDPBUSD Y3, Y2, Y1 (VEX)
-	VMOVDQU      192(AX), Y2
+	VMOVDQU      176(AX), Y2
 	VPBROADCASTD 20(CX), Y3
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x6d; BYTE $0x50; BYTE $0xcb // VPDPBUSD Y3, Y2, Y1 (VEX)
-	VMOVDQU      224(AX), Y2
+	VMOVDQU      208(AX), Y2
 	VPBROADCASTD 24(CX), Y3
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x6d; BYTE $0x50; BYTE $0xcb // VPDPBUSD Y3, Y2, Y1 (VEX)
-	VMOVDQU      256(AX), Y2
+	VMOVDQU      240(AX), Y2
 	VPBROADCASTD 28(CX), Y3
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x6d; BYTE $0x50; BYTE $0xcb // VPDPBUSD Y3, Y2, Y1 (VEX)
-	VMOVUPS      (AX), Y2
+	VCVTPH2PS    (AX), Y2
 	VCVTDQ2PS    Y1, Y1
 	VBROADCASTSS (DX), Y3
 	VMULPS       Y2, Y3, Y3
 	VFMADD231PS  Y1, Y3, Y0
-	ADDQ         $0x00000120, AX
+	ADDQ         $0x00000110, AX
 	ADDQ         $0x20, CX
 	ADDQ         $0x04, DX
 	ADDQ         $0x04, BX
@@ -14324,7 +14345,7 @@ gemmQ8T1AVXVNNIdone:
 	RET
 
 // func gemmQ4T1AVXVNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, FMA3
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
 TEXT ·gemmQ4T1AVXVNNI(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -14344,9 +14365,12 @@ TEXT ·gemmQ4T1AVXVNNI(SB), NOSPLIT, $0-64
 gemmQ4T1AVXVNNIblock:
 	TESTQ        SI, SI
 	JZ           gemmQ4T1AVXVNNIdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
 	VPBROADCASTD (BX), Y2
 	VPSLLD       $0x03, Y2, Y2
-	VMOVDQU      32(AX), Y3
+	VMOVDQU      16(AX), Y3
 	VPAND        Y1, Y3, Y4
 	VPSRLW       $0x04, Y3, Y3
 	VPAND        Y1, Y3, Y3
@@ -14354,7 +14378,7 @@ gemmQ4T1AVXVNNIblock:
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x5d; BYTE $0x50; BYTE $0xd5 // VPDPBUSD Y5, Y4, Y2 (VEX)
 	VPBROADCASTD 16(CX), Y4
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x65; BYTE $0x50; BYTE $0xd4 // VPDPBUSD Y4, Y3, Y2 (VEX)
-	VMOVDQU      64(AX), Y3
+	VMOVDQU      48(AX), Y3
 	VPAND        Y1, Y3, Y4
 	VPSRLW       $0x04, Y3, Y3
 	VPAND        Y1, Y3, Y3
@@ -14362,7 +14386,7 @@ gemmQ4T1AVXVNNIblock:
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x5d; BYTE $0x50; BYTE $0xd5 // VPDPBUSD Y5, Y4, Y2 (VEX)
 	VPBROADCASTD 20(CX), Y4
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x65; BYTE $0x50; BYTE $0xd4 // VPDPBUSD Y4, Y3, Y2 (VEX)
-	VMOVDQU      96(AX), Y3
+	VMOVDQU      80(AX), Y3
 	VPAND        Y1, Y3, Y4
 	VPSRLW       $0x04, Y3, Y3
 	VPAND        Y1, Y3, Y3
@@ -14370,7 +14394,7 @@ gemmQ4T1AVXVNNIblock:
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x5d; BYTE $0x50; BYTE $0xd5 // VPDPBUSD Y5, Y4, Y2 (VEX)
 	VPBROADCASTD 24(CX), Y4
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x65; BYTE $0x50; BYTE $0xd4 // VPDPBUSD Y4, Y3, Y2 (VEX)
-	VMOVDQU      128(AX), Y3
+	VMOVDQU      112(AX), Y3
 	VPAND        Y1, Y3, Y4
 	VPSRLW       $0x04, Y3, Y3
 	VPAND        Y1, Y3, Y3
@@ -14378,12 +14402,12 @@ gemmQ4T1AVXVNNIblock:
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x5d; BYTE $0x50; BYTE $0xd5 // VPDPBUSD Y5, Y4, Y2 (VEX)
 	VPBROADCASTD 28(CX), Y4
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x65; BYTE $0x50; BYTE $0xd4 // VPDPBUSD Y4, Y3, Y2 (VEX)
-	VMOVUPS      (AX), Y3
+	VCVTPH2PS    (AX), Y3
 	VCVTDQ2PS    Y2, Y2
 	VBROADCASTSS (DX), Y4
 	VMULPS       Y3, Y4, Y4
 	VFMADD231PS  Y2, Y4, Y0
-	ADDQ         $0x000000a0, AX
+	ADDQ         $0x00000090, AX
 	ADDQ         $0x20, CX
 	ADDQ         $0x04, DX
 	ADDQ         $0x04, BX
@@ -14400,7 +14424,7 @@ gemmQ4T1AVXVNNIdone:
 	RET
 
 // func gemmQ8T2AVXVNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, FMA3
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, F16C, FMA3
 TEXT ·gemmQ8T2AVXVNNI(SB), NOSPLIT, $0-64
 	MOVQ   w+0(FP), AX
 	MOVQ   x+8(FP), CX
@@ -14422,47 +14446,47 @@ gemmQ8T2AVXVNNIblock:
 	VPSLLD       $0x07, Y2, Y2
 	VPBROADCASTD (BX)(R8*1), Y3
 	VPSLLD       $0x07, Y3, Y3
-	VMOVDQU      32(AX), Y4
+	VMOVDQU      16(AX), Y4
 	VPBROADCASTD (CX), Y5
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x5d; BYTE $0x50; BYTE $0xd5 // VPDPBUSD Y5, Y4, Y2 (VEX)
 	VPBROADCASTD (CX)(DI*1), Y5
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x5d; BYTE $0x50; BYTE $0xdd // VPDPBUSD Y5, Y4, Y3 (VEX)
-	VMOVDQU      64(AX), Y4
+	VMOVDQU      48(AX), Y4
 	VPBROADCASTD 4(CX), Y5
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x5d; BYTE $0x50; BYTE $0xd5 // VPDPBUSD Y5, Y4, Y2 (VEX)
 	VPBROADCASTD 4(CX)(DI*1), Y5
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x5d; BYTE $0x50; BYTE $0xdd // VPDPBUSD Y5, Y4, Y3 (VEX)
-	VMOVDQU      96(AX), Y4
+	VMOVDQU      80(AX), Y4
 	VPBROADCASTD 8(CX), Y5
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x5d; BYTE $0x50; BYTE $0xd5 // VPDPBUSD Y5, Y4, Y2 (VEX)
 	VPBROADCASTD 8(CX)(DI*1), Y5
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x5d; BYTE $0x50; BYTE $0xdd // VPDPBUSD Y5, Y4, Y3 (VEX)
-	VMOVDQU      128(AX), Y4
+	VMOVDQU      112(AX), Y4
 	VPBROADCASTD 12(CX), Y5
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x5d; BYTE $0x50; BYTE $0xd5 // VPDPBUSD Y5, Y4, Y2 (VEX)
 	VPBROADCASTD 12(CX)(DI*1), Y5
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x5d; BYTE $0x50; BYTE $0xdd // VPDPBUSD Y5, Y4, Y3 (VEX)
-	VMOVDQU      160(AX), Y4
+	VMOVDQU      144(AX), Y4
 	VPBROADCASTD 16(CX), Y5
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x5d; BYTE $0x50; BYTE $0xd5 // VPDPBUSD Y5, Y4, Y2 (VEX)
 	VPBROADCASTD 16(CX)(DI*1), Y5
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x5d; BYTE $0x50; BYTE $0xdd // VPDPBUSD Y5, Y4, Y3 (VEX)
-	VMOVDQU      192(AX), Y4
+	VMOVDQU      176(AX), Y4
 	VPBROADCASTD 20(CX), Y5
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x5d; BYTE $0x50; BYTE $0xd5 // VPDPBUSD Y5, Y4, Y2 (VEX)
 	VPBROADCASTD 20(CX)(DI*1), Y5
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x5d; BYTE $0x50; BYTE $0xdd // VPDPBUSD Y5, Y4, Y3 (VEX)
-	VMOVDQU      224(AX), Y4
+	VMOVDQU      208(AX), Y4
 	VPBROADCASTD 24(CX), Y5
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x5d; BYTE $0x50; BYTE $0xd5 // VPDPBUSD Y5, Y4, Y2 (VEX)
 	VPBROADCASTD 24(CX)(DI*1), Y5
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x5d; BYTE $0x50; BYTE $0xdd // VPDPBUSD Y5, Y4, Y3 (VEX)
-	VMOVDQU      256(AX), Y4
+	VMOVDQU      240(AX), Y4
 	VPBROADCASTD 28(CX), Y5
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x5d; BYTE $0x50; BYTE $0xd5 // VPDPBUSD Y5, Y4, Y2 (VEX)
 	VPBROADCASTD 28(CX)(DI*1), Y5
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x5d; BYTE $0x50; BYTE $0xdd // VPDPBUSD Y5, Y4, Y3 (VEX)
-	VMOVUPS      (AX), Y4
+	VCVTPH2PS    (AX), Y4
 	VCVTDQ2PS    Y2, Y2
 	VBROADCASTSS (DX), Y5
 	VMULPS       Y4, Y5, Y5
@@ -14471,7 +14495,7 @@ gemmQ8T2AVXVNNIblock:
 	VBROADCASTSS (DX)(R8*1), Y2
 	VMULPS       Y4, Y2, Y2
 	VFMADD231PS  Y3, Y2, Y1
-	ADDQ         $0x00000120, AX
+	ADDQ         $0x00000110, AX
 	ADDQ         $0x20, CX
 	ADDQ         $0x04, DX
 	ADDQ         $0x04, BX
@@ -14489,7 +14513,7 @@ gemmQ8T2AVXVNNIdone:
 	RET
 
 // func gemmQ4T2AVXVNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, FMA3
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, F16C, FMA3
 TEXT ·gemmQ4T2AVXVNNI(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -14514,7 +14538,7 @@ gemmQ4T2AVXVNNIblock:
 	VPSLLD       $0x03, Y3, Y3
 	VPBROADCASTD (BX)(R8*1), Y4
 	VPSLLD       $0x03, Y4, Y4
-	VMOVDQU      32(AX), Y5
+	VMOVDQU      16(AX), Y5
 	VPAND        Y2, Y5, Y6
 	VPSRLW       $0x04, Y5, Y5
 	VPAND        Y2, Y5, Y5
@@ -14526,7 +14550,7 @@ gemmQ4T2AVXVNNIblock:
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x55; BYTE $0x50; BYTE $0xde // VPDPBUSD Y6, Y5, Y3 (VEX)
 	VPBROADCASTD 16(CX)(DI*1), Y6
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x55; BYTE $0x50; BYTE $0xe6 // VPDPBUSD Y6, Y5, Y4 (VEX)
-	VMOVDQU      64(AX), Y5
+	VMOVDQU      48(AX), Y5
 	VPAND        Y2, Y5, Y6
 	VPSRLW       $0x04, Y5, Y5
 	VPAND        Y2, Y5, Y5
@@ -14538,7 +14562,7 @@ gemmQ4T2AVXVNNIblock:
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x55; BYTE $0x50; BYTE $0xde // VPDPBUSD Y6, Y5, Y3 (VEX)
 	VPBROADCASTD 20(CX)(DI*1), Y6
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x55; BYTE $0x50; BYTE $0xe6 // VPDPBUSD Y6, Y5, Y4 (VEX)
-	VMOVDQU      96(AX), Y5
+	VMOVDQU      80(AX), Y5
 	VPAND        Y2, Y5, Y6
 	VPSRLW       $0x04, Y5, Y5
 	VPAND        Y2, Y5, Y5
@@ -14550,7 +14574,7 @@ gemmQ4T2AVXVNNIblock:
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x55; BYTE $0x50; BYTE $0xde // VPDPBUSD Y6, Y5, Y3 (VEX)
 	VPBROADCASTD 24(CX)(DI*1), Y6
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x55; BYTE $0x50; BYTE $0xe6 // VPDPBUSD Y6, Y5, Y4 (VEX)
-	VMOVDQU      128(AX), Y5
+	VMOVDQU      112(AX), Y5
 	VPAND        Y2, Y5, Y6
 	VPSRLW       $0x04, Y5, Y5
 	VPAND        Y2, Y5, Y5
@@ -14562,7 +14586,7 @@ gemmQ4T2AVXVNNIblock:
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x55; BYTE $0x50; BYTE $0xde // VPDPBUSD Y6, Y5, Y3 (VEX)
 	VPBROADCASTD 28(CX)(DI*1), Y6
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x55; BYTE $0x50; BYTE $0xe6 // VPDPBUSD Y6, Y5, Y4 (VEX)
-	VMOVUPS      (AX), Y5
+	VCVTPH2PS    (AX), Y5
 	VCVTDQ2PS    Y3, Y3
 	VBROADCASTSS (DX), Y6
 	VMULPS       Y5, Y6, Y6
@@ -14571,7 +14595,7 @@ gemmQ4T2AVXVNNIblock:
 	VBROADCASTSS (DX)(R8*1), Y3
 	VMULPS       Y5, Y3, Y3
 	VFMADD231PS  Y4, Y3, Y1
-	ADDQ         $0x000000a0, AX
+	ADDQ         $0x00000090, AX
 	ADDQ         $0x20, CX
 	ADDQ         $0x04, DX
 	ADDQ         $0x04, BX
@@ -14589,7 +14613,7 @@ gemmQ4T2AVXVNNIdone:
 	RET
 
 // func gemmQ8T3AVXVNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, FMA3
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, F16C, FMA3
 TEXT ·gemmQ8T3AVXVNNI(SB), NOSPLIT, $0-64
 	MOVQ   w+0(FP), AX
 	MOVQ   x+8(FP), CX
@@ -14614,63 +14638,63 @@ gemmQ8T3AVXVNNIblock:
 	VPSLLD       $0x07, Y4, Y4
 	VPBROADCASTD (BX)(R8*2), Y5
 	VPSLLD       $0x07, Y5, Y5
-	VMOVDQU      32(AX), Y6
+	VMOVDQU      16(AX), Y6
 	VPBROADCASTD (CX), Y7
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4d; BYTE $0x50; BYTE $0xdf // VPDPBUSD Y7, Y6, Y3 (VEX)
 	VPBROADCASTD (CX)(DI*1), Y7
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4d; BYTE $0x50; BYTE $0xe7 // VPDPBUSD Y7, Y6, Y4 (VEX)
 	VPBROADCASTD (CX)(DI*2), Y7
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4d; BYTE $0x50; BYTE $0xef // VPDPBUSD Y7, Y6, Y5 (VEX)
-	VMOVDQU      64(AX), Y6
+	VMOVDQU      48(AX), Y6
 	VPBROADCASTD 4(CX), Y7
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4d; BYTE $0x50; BYTE $0xdf // VPDPBUSD Y7, Y6, Y3 (VEX)
 	VPBROADCASTD 4(CX)(DI*1), Y7
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4d; BYTE $0x50; BYTE $0xe7 // VPDPBUSD Y7, Y6, Y4 (VEX)
 	VPBROADCASTD 4(CX)(DI*2), Y7
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4d; BYTE $0x50; BYTE $0xef // VPDPBUSD Y7, Y6, Y5 (VEX)
-	VMOVDQU      96(AX), Y6
+	VMOVDQU      80(AX), Y6
 	VPBROADCASTD 8(CX), Y7
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4d; BYTE $0x50; BYTE $0xdf // VPDPBUSD Y7, Y6, Y3 (VEX)
 	VPBROADCASTD 8(CX)(DI*1), Y7
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4d; BYTE $0x50; BYTE $0xe7 // VPDPBUSD Y7, Y6, Y4 (VEX)
 	VPBROADCASTD 8(CX)(DI*2), Y7
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4d; BYTE $0x50; BYTE $0xef // VPDPBUSD Y7, Y6, Y5 (VEX)
-	VMOVDQU      128(AX), Y6
+	VMOVDQU      112(AX), Y6
 	VPBROADCASTD 12(CX), Y7
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4d; BYTE $0x50; BYTE $0xdf // VPDPBUSD Y7, Y6, Y3 (VEX)
 	VPBROADCASTD 12(CX)(DI*1), Y7
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4d; BYTE $0x50; BYTE $0xe7 // VPDPBUSD Y7, Y6, Y4 (VEX)
 	VPBROADCASTD 12(CX)(DI*2), Y7
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4d; BYTE $0x50; BYTE $0xef // VPDPBUSD Y7, Y6, Y5 (VEX)
-	VMOVDQU      160(AX), Y6
+	VMOVDQU      144(AX), Y6
 	VPBROADCASTD 16(CX), Y7
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4d; BYTE $0x50; BYTE $0xdf // VPDPBUSD Y7, Y6, Y3 (VEX)
 	VPBROADCASTD 16(CX)(DI*1), Y7
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4d; BYTE $0x50; BYTE $0xe7 // VPDPBUSD Y7, Y6, Y4 (VEX)
 	VPBROADCASTD 16(CX)(DI*2), Y7
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4d; BYTE $0x50; BYTE $0xef // VPDPBUSD Y7, Y6, Y5 (VEX)
-	VMOVDQU      192(AX), Y6
+	VMOVDQU      176(AX), Y6
 	VPBROADCASTD 20(CX), Y7
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4d; BYTE $0x50; BYTE $0xdf // VPDPBUSD Y7, Y6, Y3 (VEX)
 	VPBROADCASTD 20(CX)(DI*1), Y7
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4d; BYTE $0x50; BYTE $0xe7 // VPDPBUSD Y7, Y6, Y4 (VEX)
 	VPBROADCASTD 20(CX)(DI*2), Y7
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4d; BYTE $0x50; BYTE $0xef // VPDPBUSD Y7, Y6, Y5 (VEX)
-	VMOVDQU      224(AX), Y6
+	VMOVDQU      208(AX), Y6
 	VPBROADCASTD 24(CX), Y7
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4d; BYTE $0x50; BYTE $0xdf // VPDPBUSD Y7, Y6, Y3 (VEX)
 	VPBROADCASTD 24(CX)(DI*1), Y7
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4d; BYTE $0x50; BYTE $0xe7 // VPDPBUSD Y7, Y6, Y4 (VEX)
 	VPBROADCASTD 24(CX)(DI*2), Y7
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4d; BYTE $0x50; BYTE $0xef // VPDPBUSD Y7, Y6, Y5 (VEX)
-	VMOVDQU      256(AX), Y6
+	VMOVDQU      240(AX), Y6
 	VPBROADCASTD 28(CX), Y7
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4d; BYTE $0x50; BYTE $0xdf // VPDPBUSD Y7, Y6, Y3 (VEX)
 	VPBROADCASTD 28(CX)(DI*1), Y7
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4d; BYTE $0x50; BYTE $0xe7 // VPDPBUSD Y7, Y6, Y4 (VEX)
 	VPBROADCASTD 28(CX)(DI*2), Y7
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4d; BYTE $0x50; BYTE $0xef // VPDPBUSD Y7, Y6, Y5 (VEX)
-	VMOVUPS      (AX), Y6
+	VCVTPH2PS    (AX), Y6
 	VCVTDQ2PS    Y3, Y3
 	VBROADCASTSS (DX), Y7
 	VMULPS       Y6, Y7, Y7
@@ -14683,7 +14707,7 @@ gemmQ8T3AVXVNNIblock:
 	VBROADCASTSS (DX)(R8*2), Y3
 	VMULPS       Y6, Y3, Y3
 	VFMADD231PS  Y5, Y3, Y2
-	ADDQ         $0x00000120, AX
+	ADDQ         $0x00000110, AX
 	ADDQ         $0x20, CX
 	ADDQ         $0x04, DX
 	ADDQ         $0x04, BX
@@ -14702,7 +14726,7 @@ gemmQ8T3AVXVNNIdone:
 	RET
 
 // func gemmQ4T3AVXVNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, FMA3
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, F16C, FMA3
 TEXT ·gemmQ4T3AVXVNNI(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -14730,7 +14754,7 @@ gemmQ4T3AVXVNNIblock:
 	VPSLLD       $0x03, Y5, Y5
 	VPBROADCASTD (BX)(R8*2), Y6
 	VPSLLD       $0x03, Y6, Y6
-	VMOVDQU      32(AX), Y7
+	VMOVDQU      16(AX), Y7
 	VPAND        Y3, Y7, Y8
 	VPSRLW       $0x04, Y7, Y7
 	VPAND        Y3, Y7, Y7
@@ -14746,7 +14770,7 @@ gemmQ4T3AVXVNNIblock:
 	BYTE $0xc4; BYTE $0xc2; BYTE $0x45; BYTE $0x50; BYTE $0xe8 // VPDPBUSD Y8, Y7, Y5 (VEX)
 	VPBROADCASTD 16(CX)(DI*2), Y8
 	BYTE $0xc4; BYTE $0xc2; BYTE $0x45; BYTE $0x50; BYTE $0xf0 // VPDPBUSD Y8, Y7, Y6 (VEX)
-	VMOVDQU      64(AX), Y7
+	VMOVDQU      48(AX), Y7
 	VPAND        Y3, Y7, Y8
 	VPSRLW       $0x04, Y7, Y7
 	VPAND        Y3, Y7, Y7
@@ -14762,7 +14786,7 @@ gemmQ4T3AVXVNNIblock:
 	BYTE $0xc4; BYTE $0xc2; BYTE $0x45; BYTE $0x50; BYTE $0xe8 // VPDPBUSD Y8, Y7, Y5 (VEX)
 	VPBROADCASTD 20(CX)(DI*2), Y8
 	BYTE $0xc4; BYTE $0xc2; BYTE $0x45; BYTE $0x50; BYTE $0xf0 // VPDPBUSD Y8, Y7, Y6 (VEX)
-	VMOVDQU      96(AX), Y7
+	VMOVDQU      80(AX), Y7
 	VPAND        Y3, Y7, Y8
 	VPSRLW       $0x04, Y7, Y7
 	VPAND        Y3, Y7, Y7
@@ -14778,7 +14802,7 @@ gemmQ4T3AVXVNNIblock:
 	BYTE $0xc4; BYTE $0xc2; BYTE $0x45; BYTE $0x50; BYTE $0xe8 // VPDPBUSD Y8, Y7, Y5 (VEX)
 	VPBROADCASTD 24(CX)(DI*2), Y8
 	BYTE $0xc4; BYTE $0xc2; BYTE $0x45; BYTE $0x50; BYTE $0xf0 // VPDPBUSD Y8, Y7, Y6 (VEX)
-	VMOVDQU      128(AX), Y7
+	VMOVDQU      112(AX), Y7
 	VPAND        Y3, Y7, Y8
 	VPSRLW       $0x04, Y7, Y7
 	VPAND        Y3, Y7, Y7
@@ -14794,7 +14818,7 @@ gemmQ4T3AVXVNNIblock:
 	BYTE $0xc4; BYTE $0xc2; BYTE $0x45; BYTE $0x50; BYTE $0xe8 // VPDPBUSD Y8, Y7, Y5 (VEX)
 	VPBROADCASTD 28(CX)(DI*2), Y8
 	BYTE $0xc4; BYTE $0xc2; BYTE $0x45; BYTE $0x50; BYTE $0xf0 // VPDPBUSD Y8, Y7, Y6 (VEX)
-	VMOVUPS      (AX), Y7
+	VCVTPH2PS    (AX), Y7
 	VCVTDQ2PS    Y4, Y4
 	VBROADCASTSS (DX), Y8
 	VMULPS       Y7, Y8, Y8
@@ -14807,7 +14831,7 @@ gemmQ4T3AVXVNNIblock:
 	VBROADCASTSS (DX)(R8*2), Y4
 	VMULPS       Y7, Y4, Y4
 	VFMADD231PS  Y6, Y4, Y2
-	ADDQ         $0x000000a0, AX
+	ADDQ         $0x00000090, AX
 	ADDQ         $0x20, CX
 	ADDQ         $0x04, DX
 	ADDQ         $0x04, BX
@@ -14826,7 +14850,7 @@ gemmQ4T3AVXVNNIdone:
 	RET
 
 // func gemmQ8T4AVXVNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, FMA3
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, F16C, FMA3
 TEXT ·gemmQ8T4AVXVNNI(SB), NOSPLIT, $0-64
 	MOVQ   w+0(FP), AX
 	MOVQ   x+8(FP), CX
@@ -14854,7 +14878,7 @@ gemmQ8T4AVXVNNIblock:
 	VPSLLD       $0x07, Y6, Y6
 	VPBROADCASTD (BX)(R10*1), Y7
 	VPSLLD       $0x07, Y7, Y7
-	VMOVDQU      32(AX), Y8
+	VMOVDQU      16(AX), Y8
 	VPBROADCASTD (CX), Y9
 	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xe1 // VPDPBUSD Y9, Y8, Y4 (VEX)
 	VPBROADCASTD (CX)(DI*1), Y9
@@ -14863,7 +14887,7 @@ gemmQ8T4AVXVNNIblock:
 	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xf1 // VPDPBUSD Y9, Y8, Y6 (VEX)
 	VPBROADCASTD (CX)(R9*1), Y9
 	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xf9 // VPDPBUSD Y9, Y8, Y7 (VEX)
-	VMOVDQU      64(AX), Y8
+	VMOVDQU      48(AX), Y8
 	VPBROADCASTD 4(CX), Y9
 	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xe1 // VPDPBUSD Y9, Y8, Y4 (VEX)
 	VPBROADCASTD 4(CX)(DI*1), Y9
@@ -14872,7 +14896,7 @@ gemmQ8T4AVXVNNIblock:
 	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xf1 // VPDPBUSD Y9, Y8, Y6 (VEX)
 	VPBROADCASTD 4(CX)(R9*1), Y9
 	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xf9 // VPDPBUSD Y9, Y8, Y7 (VEX)
-	VMOVDQU      96(AX), Y8
+	VMOVDQU      80(AX), Y8
 	VPBROADCASTD 8(CX), Y9
 	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xe1 // VPDPBUSD Y9, Y8, Y4 (VEX)
 	VPBROADCASTD 8(CX)(DI*1), Y9
@@ -14881,7 +14905,7 @@ gemmQ8T4AVXVNNIblock:
 	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xf1 // VPDPBUSD Y9, Y8, Y6 (VEX)
 	VPBROADCASTD 8(CX)(R9*1), Y9
 	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xf9 // VPDPBUSD Y9, Y8, Y7 (VEX)
-	VMOVDQU      128(AX), Y8
+	VMOVDQU      112(AX), Y8
 	VPBROADCASTD 12(CX), Y9
 	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xe1 // VPDPBUSD Y9, Y8, Y4 (VEX)
 	VPBROADCASTD 12(CX)(DI*1), Y9
@@ -14890,7 +14914,7 @@ gemmQ8T4AVXVNNIblock:
 	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xf1 // VPDPBUSD Y9, Y8, Y6 (VEX)
 	VPBROADCASTD 12(CX)(R9*1), Y9
 	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xf9 // VPDPBUSD Y9, Y8, Y7 (VEX)
-	VMOVDQU      160(AX), Y8
+	VMOVDQU      144(AX), Y8
 	VPBROADCASTD 16(CX), Y9
 	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xe1 // VPDPBUSD Y9, Y8, Y4 (VEX)
 	VPBROADCASTD 16(CX)(DI*1), Y9
@@ -14899,7 +14923,7 @@ gemmQ8T4AVXVNNIblock:
 	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xf1 // VPDPBUSD Y9, Y8, Y6 (VEX)
 	VPBROADCASTD 16(CX)(R9*1), Y9
 	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xf9 // VPDPBUSD Y9, Y8, Y7 (VEX)
-	VMOVDQU      192(AX), Y8
+	VMOVDQU      176(AX), Y8
 	VPBROADCASTD 20(CX), Y9
 	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xe1 // VPDPBUSD Y9, Y8, Y4 (VEX)
 	VPBROADCASTD 20(CX)(DI*1), Y9
@@ -14908,7 +14932,7 @@ gemmQ8T4AVXVNNIblock:
 	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xf1 // VPDPBUSD Y9, Y8, Y6 (VEX)
 	VPBROADCASTD 20(CX)(R9*1), Y9
 	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xf9 // VPDPBUSD Y9, Y8, Y7 (VEX)
-	VMOVDQU      224(AX), Y8
+	VMOVDQU      208(AX), Y8
 	VPBROADCASTD 24(CX), Y9
 	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xe1 // VPDPBUSD Y9, Y8, Y4 (VEX)
 	VPBROADCASTD 24(CX)(DI*1), Y9
@@ -14917,7 +14941,7 @@ gemmQ8T4AVXVNNIblock:
 	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xf1 // VPDPBUSD Y9, Y8, Y6 (VEX)
 	VPBROADCASTD 24(CX)(R9*1), Y9
 	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xf9 // VPDPBUSD Y9, Y8, Y7 (VEX)
-	VMOVDQU      256(AX), Y8
+	VMOVDQU      240(AX), Y8
 	VPBROADCASTD 28(CX), Y9
 	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xe1 // VPDPBUSD Y9, Y8, Y4 (VEX)
 	VPBROADCASTD 28(CX)(DI*1), Y9
@@ -14926,7 +14950,7 @@ gemmQ8T4AVXVNNIblock:
 	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xf1 // VPDPBUSD Y9, Y8, Y6 (VEX)
 	VPBROADCASTD 28(CX)(R9*1), Y9
 	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xf9 // VPDPBUSD Y9, Y8, Y7 (VEX)
-	VMOVUPS      (AX), Y8
+	VCVTPH2PS    (AX), Y8
 	VCVTDQ2PS    Y4, Y4
 	VBROADCASTSS (DX), Y9
 	VMULPS       Y8, Y9, Y9
@@ -14943,7 +14967,7 @@ gemmQ8T4AVXVNNIblock:
 	VBROADCASTSS (DX)(R10*1), Y4
 	VMULPS       Y8, Y4, Y4
 	VFMADD231PS  Y7, Y4, Y3
-	ADDQ         $0x00000120, AX
+	ADDQ         $0x00000110, AX
 	ADDQ         $0x20, CX
 	ADDQ         $0x04, DX
 	ADDQ         $0x04, BX
@@ -14963,7 +14987,7 @@ gemmQ8T4AVXVNNIdone:
 	RET
 
 // func gemmQ4T4AVXVNNI(w *byte, x *int8, xd *float32, xs *int32, nb int, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, FMA3
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, F16C, FMA3
 TEXT ·gemmQ4T4AVXVNNI(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), AX
 	MOVQ         x+8(FP), CX
@@ -14994,7 +15018,7 @@ gemmQ4T4AVXVNNIblock:
 	VPSLLD       $0x03, Y7, Y7
 	VPBROADCASTD (BX)(R10*1), Y8
 	VPSLLD       $0x03, Y8, Y8
-	VMOVDQU      32(AX), Y9
+	VMOVDQU      16(AX), Y9
 	VPAND        Y4, Y9, Y10
 	VPSRLW       $0x04, Y9, Y9
 	VPAND        Y4, Y9, Y9
@@ -15014,7 +15038,7 @@ gemmQ4T4AVXVNNIblock:
 	BYTE $0xc4; BYTE $0xc2; BYTE $0x35; BYTE $0x50; BYTE $0xfa // VPDPBUSD Y10, Y9, Y7 (VEX)
 	VPBROADCASTD 16(CX)(R9*1), Y10
 	BYTE $0xc4; BYTE $0x42; BYTE $0x35; BYTE $0x50; BYTE $0xc2 // VPDPBUSD Y10, Y9, Y8 (VEX)
-	VMOVDQU      64(AX), Y9
+	VMOVDQU      48(AX), Y9
 	VPAND        Y4, Y9, Y10
 	VPSRLW       $0x04, Y9, Y9
 	VPAND        Y4, Y9, Y9
@@ -15034,7 +15058,7 @@ gemmQ4T4AVXVNNIblock:
 	BYTE $0xc4; BYTE $0xc2; BYTE $0x35; BYTE $0x50; BYTE $0xfa // VPDPBUSD Y10, Y9, Y7 (VEX)
 	VPBROADCASTD 20(CX)(R9*1), Y10
 	BYTE $0xc4; BYTE $0x42; BYTE $0x35; BYTE $0x50; BYTE $0xc2 // VPDPBUSD Y10, Y9, Y8 (VEX)
-	VMOVDQU      96(AX), Y9
+	VMOVDQU      80(AX), Y9
 	VPAND        Y4, Y9, Y10
 	VPSRLW       $0x04, Y9, Y9
 	VPAND        Y4, Y9, Y9
@@ -15054,7 +15078,7 @@ gemmQ4T4AVXVNNIblock:
 	BYTE $0xc4; BYTE $0xc2; BYTE $0x35; BYTE $0x50; BYTE $0xfa // VPDPBUSD Y10, Y9, Y7 (VEX)
 	VPBROADCASTD 24(CX)(R9*1), Y10
 	BYTE $0xc4; BYTE $0x42; BYTE $0x35; BYTE $0x50; BYTE $0xc2 // VPDPBUSD Y10, Y9, Y8 (VEX)
-	VMOVDQU      128(AX), Y9
+	VMOVDQU      112(AX), Y9
 	VPAND        Y4, Y9, Y10
 	VPSRLW       $0x04, Y9, Y9
 	VPAND        Y4, Y9, Y9
@@ -15074,7 +15098,7 @@ gemmQ4T4AVXVNNIblock:
 	BYTE $0xc4; BYTE $0xc2; BYTE $0x35; BYTE $0x50; BYTE $0xfa // VPDPBUSD Y10, Y9, Y7 (VEX)
 	VPBROADCASTD 28(CX)(R9*1), Y10
 	BYTE $0xc4; BYTE $0x42; BYTE $0x35; BYTE $0x50; BYTE $0xc2 // VPDPBUSD Y10, Y9, Y8 (VEX)
-	VMOVUPS      (AX), Y9
+	VCVTPH2PS    (AX), Y9
 	VCVTDQ2PS    Y5, Y5
 	VBROADCASTSS (DX), Y10
 	VMULPS       Y9, Y10, Y10
@@ -15091,7 +15115,7 @@ gemmQ4T4AVXVNNIblock:
 	VBROADCASTSS (DX)(R10*1), Y5
 	VMULPS       Y9, Y5, Y5
 	VFMADD231PS  Y8, Y5, Y3
-	ADDQ         $0x000000a0, AX
+	ADDQ         $0x00000090, AX
 	ADDQ         $0x20, CX
 	ADDQ         $0x04, DX
 	ADDQ         $0x04, BX

@@ -9006,7 +9006,9 @@ gemmQ8T1SDOTblock:
 	WORD $0x6f00e408 // movi v8.2d, #0
 	WORD $0x6f00e409 // movi v9.2d, #0
 	VLD1.P 32(R1), [V16.B16, V17.B16]
-	VLD1.P 32(R0), [V30.S4, V31.S4]
+	VLD1.P 16(R0), [V30.H8]
+	WORD $0x4e217bdf // fcvtl2 v31.4s, v30.8h
+	WORD $0x0e217bde // fcvtl v30.4s, v30.4h
 	VLD1.P 32(R0), [V24.B16, V25.B16]
 	VEOR V28.B16, V24.B16, V24.B16
 	VEOR V28.B16, V25.B16, V25.B16
@@ -9083,7 +9085,9 @@ gemmQ4T1SDOTblock:
 	VSHL $3, V8.S4, V8.S4
 	VMOV V8.B16, V9.B16
 	VLD1.P 32(R1), [V16.B16, V17.B16]
-	VLD1.P 32(R0), [V30.S4, V31.S4]
+	VLD1.P 16(R0), [V30.H8]
+	WORD $0x4e217bdf // fcvtl2 v31.4s, v30.8h
+	WORD $0x0e217bde // fcvtl v30.4s, v30.4h
 	VLD1.P 32(R0), [V24.B16, V25.B16]
 	WORD $0x4e3c1f1a // and v26.16b, v24.16b, v28.16b
 	WORD $0x4e3c1f3b // and v27.16b, v25.16b, v28.16b
@@ -9163,7 +9167,9 @@ gemmQ8T2SDOTblock:
 	WORD $0x6f00e40a // movi v10.2d, #0
 	WORD $0x6f00e40b // movi v11.2d, #0
 	VLD1.P 32(R8), [V18.B16, V19.B16]
-	VLD1.P 32(R0), [V30.S4, V31.S4]
+	VLD1.P 16(R0), [V30.H8]
+	WORD $0x4e217bdf // fcvtl2 v31.4s, v30.8h
+	WORD $0x0e217bde // fcvtl v30.4s, v30.4h
 	VLD1.P 32(R0), [V24.B16, V25.B16]
 	VEOR V28.B16, V24.B16, V24.B16
 	VEOR V28.B16, V25.B16, V25.B16
@@ -9276,7 +9282,9 @@ gemmQ4T2SDOTblock:
 	VSHL $3, V10.S4, V10.S4
 	VMOV V10.B16, V11.B16
 	VLD1.P 32(R8), [V18.B16, V19.B16]
-	VLD1.P 32(R0), [V30.S4, V31.S4]
+	VLD1.P 16(R0), [V30.H8]
+	WORD $0x4e217bdf // fcvtl2 v31.4s, v30.8h
+	WORD $0x0e217bde // fcvtl v30.4s, v30.4h
 	VLD1.P 32(R0), [V24.B16, V25.B16]
 	WORD $0x4e3c1f1a // and v26.16b, v24.16b, v28.16b
 	WORD $0x4e3c1f3b // and v27.16b, v25.16b, v28.16b
@@ -9391,7 +9399,9 @@ gemmQ8T3SDOTblock:
 	WORD $0x6f00e40c // movi v12.2d, #0
 	WORD $0x6f00e40d // movi v13.2d, #0
 	VLD1.P 32(R9), [V20.B16, V21.B16]
-	VLD1.P 32(R0), [V30.S4, V31.S4]
+	VLD1.P 16(R0), [V30.H8]
+	WORD $0x4e217bdf // fcvtl2 v31.4s, v30.8h
+	WORD $0x0e217bde // fcvtl v30.4s, v30.4h
 	VLD1.P 32(R0), [V24.B16, V25.B16]
 	VEOR V28.B16, V24.B16, V24.B16
 	VEOR V28.B16, V25.B16, V25.B16
@@ -9540,7 +9550,9 @@ gemmQ4T3SDOTblock:
 	VSHL $3, V12.S4, V12.S4
 	VMOV V12.B16, V13.B16
 	VLD1.P 32(R9), [V20.B16, V21.B16]
-	VLD1.P 32(R0), [V30.S4, V31.S4]
+	VLD1.P 16(R0), [V30.H8]
+	WORD $0x4e217bdf // fcvtl2 v31.4s, v30.8h
+	WORD $0x0e217bde // fcvtl v30.4s, v30.4h
 	VLD1.P 32(R0), [V24.B16, V25.B16]
 	WORD $0x4e3c1f1a // and v26.16b, v24.16b, v28.16b
 	WORD $0x4e3c1f3b // and v27.16b, v25.16b, v28.16b
@@ -9690,7 +9702,9 @@ gemmQ8T4SDOTblock:
 	WORD $0x6f00e40e // movi v14.2d, #0
 	WORD $0x6f00e40f // movi v15.2d, #0
 	VLD1.P 32(R10), [V22.B16, V23.B16]
-	VLD1.P 32(R0), [V30.S4, V31.S4]
+	VLD1.P 16(R0), [V30.H8]
+	WORD $0x4e217bdf // fcvtl2 v31.4s, v30.8h
+	WORD $0x0e217bde // fcvtl v30.4s, v30.4h
 	VLD1.P 32(R0), [V24.B16, V25.B16]
 	VEOR V28.B16, V24.B16, V24.B16
 	VEOR V28.B16, V25.B16, V25.B16
@@ -9875,7 +9889,9 @@ gemmQ4T4SDOTblock:
 	VSHL $3, V14.S4, V14.S4
 	VMOV V14.B16, V15.B16
 	VLD1.P 32(R10), [V22.B16, V23.B16]
-	VLD1.P 32(R0), [V30.S4, V31.S4]
+	VLD1.P 16(R0), [V30.H8]
+	WORD $0x4e217bdf // fcvtl2 v31.4s, v30.8h
+	WORD $0x0e217bde // fcvtl v30.4s, v30.4h
 	VLD1.P 32(R0), [V24.B16, V25.B16]
 	WORD $0x4e3c1f1a // and v26.16b, v24.16b, v28.16b
 	WORD $0x4e3c1f3b // and v27.16b, v25.16b, v28.16b

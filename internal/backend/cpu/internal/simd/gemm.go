@@ -11,8 +11,9 @@ import (
 // 32-value block (GGUF Q8_0 and Q4_0) repacked once, at load, into groups
 // of GemmRows rows whose blocks lie side by side, times activations
 // quantized by QuantizeQ8 (natural order) with their block sums
-// (BlockSums). A group's block b holds its GemmRows scales as f32, then
-// the weights as unsigned bytes (int8 + 128, or int4 + 8 in nibbles),
+// (BlockSums). A group's block b holds its GemmRows scales as binary16 (as
+// in the GGUF block, so a packed block is GemmRows GGUF blocks' bytes:
+// decode streams no more than the file holds), then the weights as unsigned bytes (int8 + 128, or int4 + 8 in nibbles),
 // interleaved so that one 32-byte load gives every row of the group four
 // consecutive weights of the block: lane r of chunk j holds row r's
 // weights 4j..4j+3 (Q8), or row r's weights 4j..4j+3 in the low nibbles
@@ -23,6 +24,10 @@ import (
 
 // GemmRows is the number of weight rows a packed group interleaves.
 const GemmRows = 8
+
+// gemmScaleBytes is the size of a packed block's scales (binary16, one per
+// row), before its weights.
+const gemmScaleBytes = 2 * GemmRows
 
 // GemmKind is a packed weight format.
 type GemmKind int
@@ -37,9 +42,9 @@ const (
 // weights).
 func (k GemmKind) blockBytes() int {
 	if k == GemmQ4 {
-		return 4*GemmRows + 16*GemmRows
+		return gemmScaleBytes + 16*GemmRows
 	}
-	return 4*GemmRows + 32*GemmRows
+	return gemmScaleBytes + 32*GemmRows
 }
 
 // offset is what packing adds to each weight to make it unsigned.
@@ -137,15 +142,16 @@ func packGroup(dst []byte, g, rows, nb, bb int, zero byte, ws []uint16, put func
 		for l := range GemmRows {
 			r := g*GemmRows + l
 			if r >= rows {
-				putF32(blk[4*l:], 0)
-				for j := 4 * GemmRows; j < bb; j += 4 * GemmRows {
+				blk[2*l], blk[2*l+1] = 0, 0
+				for j := gemmScaleBytes; j < bb; j += 4 * GemmRows {
 					c := blk[j+4*l : j+4*l+4]
 					c[0], c[1], c[2], c[3] = zero, zero, zero, zero
 				}
 				continue
 			}
-			putF32(blk[4*l:], F16ToF32[ws[r*nb+b]])
-			put(blk[4*GemmRows+4*l:], r, b)
+			h := ws[r*nb+b]
+			blk[2*l], blk[2*l+1] = byte(h), byte(h>>8)
+			put(blk[gemmScaleBytes+4*l:], r, b)
 		}
 	}
 }
@@ -171,6 +177,11 @@ func putF32(b []byte, v float32) {
 
 func getF32(b []byte) float32 {
 	return math.Float32frombits(uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24)
+}
+
+// packedScale is lane l's scale of the packed block blk.
+func packedScale(blk []byte, l int) float32 {
+	return F16ToF32[uint16(blk[2*l])|uint16(blk[2*l+1])<<8]
 }
 
 // BlockSums sets s[b] = -Σ q[32b+i] for every block of q (the correction
@@ -239,9 +250,9 @@ func gemmGo(kind GemmKind) gemmFunc {
 				for l := range GemmRows {
 					s := off * st[b]
 					for i := range QBlock {
-						s += packedWeight(kind, blk[4*GemmRows:], l, i) * int32(xt[b*QBlock+i])
+						s += packedWeight(kind, blk[gemmScaleBytes:], l, i) * int32(xt[b*QBlock+i])
 					}
-					sc := getF32(blk[4*l:]) * dt[b]
+					sc := packedScale(blk, l) * dt[b]
 					acc[l] = float32(math.FMA(float64(s), float64(sc), float64(acc[l])))
 				}
 			}

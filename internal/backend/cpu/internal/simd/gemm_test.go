@@ -252,7 +252,7 @@ func TestPackLayout(t *testing.T) {
 			g, l := row/GemmRows, row%GemmRows
 			for b := range nb {
 				blk := p[g*gb+b*bb:]
-				if got, want := getF32(blk[4*l:]), F16ToF32[ws[row*nb+b]]; got != want {
+				if got, want := packedScale(blk, l), F16ToF32[ws[row*nb+b]]; got != want {
 					t.Fatalf("kind %d row %d block %d: scale %g, want %g", kind, row, b, got, want)
 				}
 				for i := range QBlock {
@@ -261,7 +261,7 @@ func TestPackLayout(t *testing.T) {
 					if kind == GemmQ4 {
 						want = int32(int8(w4[e/2]<<(4*(1-e&1))) >> 4)
 					}
-					if got := packedWeight(kind, blk[4*GemmRows:], l, i) - kind.offset(); got != want {
+					if got := packedWeight(kind, blk[gemmScaleBytes:], l, i) - kind.offset(); got != want {
 						t.Fatalf("kind %d row %d element %d: %d, want %d", kind, row, b*QBlock+i, got, want)
 					}
 				}

@@ -14,17 +14,17 @@ import (
 // lane one weight row, so no horizontal sums.
 func gemmKernels() {
 	for t := 1; t <= 4; t++ {
-		gemm("Q8", t, 32+256, 7, func(w Register, mask VecVirtual, step func(wv VecVirtual, xoff int)) {
+		gemm("Q8", t, 16+256, 7, func(w Register, mask VecVirtual, step func(wv VecVirtual, xoff int)) {
 			for j := range 8 {
 				wv := YMM()
-				VMOVDQU(Mem{Base: w, Disp: 32 + 32*j}, wv)
+				VMOVDQU(Mem{Base: w, Disp: 16 + 32*j}, wv)
 				step(wv, 4*j)
 			}
 		})
-		gemm("Q4", t, 32+128, 3, func(w Register, mask VecVirtual, step func(wv VecVirtual, xoff int)) {
+		gemm("Q4", t, 16+128, 3, func(w Register, mask VecVirtual, step func(wv VecVirtual, xoff int)) {
 			for j := range 4 {
 				raw, lo, hi := YMM(), YMM(), YMM()
-				VMOVDQU(Mem{Base: w, Disp: 32 + 32*j}, raw)
+				VMOVDQU(Mem{Base: w, Disp: 16 + 32*j}, raw)
 				VPAND(mask, raw, lo)
 				VPSRLW(Imm(4), raw, hi)
 				VPAND(mask, hi, hi)
@@ -66,6 +66,7 @@ func gemm(kind string, tokens, blockBytes, shift int, blocks func(w Register, ma
 	Label(name + "block")
 	TESTQ(nb, nb)
 	JZ(LabelRef(name + "done"))
+	gemmPrefetch(w, blockBytes, tokens)
 	for t := range tokens {
 		VPBROADCASTD(tokMem(xs, ds, ds3, t, 0), acci[t])
 		VPSLLD(Imm(uint64(shift)), acci[t], acci[t])
@@ -76,7 +77,7 @@ func gemm(kind string, tokens, blockBytes, shift int, blocks func(w Register, ma
 		}
 	})
 	dw := YMM()
-	VMOVUPS(Mem{Base: w}, dw)
+	VCVTPH2PS(Mem{Base: w}, dw) // the rows' binary16 scales
 	for t := range tokens {
 		sc := YMM()
 		VCVTDQ2PS(acci[t], acci[t])

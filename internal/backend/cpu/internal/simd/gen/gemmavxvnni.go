@@ -24,17 +24,17 @@ import (
 // Y0-Y15; Intel SDM: VEX.256.66.0F38.W0 50 /r).
 func gemmAVXVNNIKernels() {
 	for t := 1; t <= 4; t++ {
-		gemmVEX("Q8", t, 32+256, 7, func(w Register, mask VecVirtual, step func(wv VecVirtual, xoff int)) {
+		gemmVEX("Q8", t, 16+256, 7, func(w Register, mask VecVirtual, step func(wv VecVirtual, xoff int)) {
 			for j := range 8 {
 				wv := YMM()
-				VMOVDQU(Mem{Base: w, Disp: 32 + 32*j}, wv)
+				VMOVDQU(Mem{Base: w, Disp: 16 + 32*j}, wv)
 				step(wv, 4*j)
 			}
 		})
-		gemmVEX("Q4", t, 32+128, 3, func(w Register, mask VecVirtual, step func(wv VecVirtual, xoff int)) {
+		gemmVEX("Q4", t, 16+128, 3, func(w Register, mask VecVirtual, step func(wv VecVirtual, xoff int)) {
 			for j := range 4 {
 				raw, lo, hi := YMM(), YMM(), YMM()
-				VMOVDQU(Mem{Base: w, Disp: 32 + 32*j}, raw)
+				VMOVDQU(Mem{Base: w, Disp: 16 + 32*j}, raw)
 				VPAND(mask, raw, lo)
 				VPSRLW(Imm(4), raw, hi)
 				VPAND(mask, hi, hi)
@@ -62,6 +62,7 @@ func gemmVEX(kind string, tokens, blockBytes, shift int, blocks func(w Register,
 	Label(name + "block")
 	TESTQ(a.nb, a.nb)
 	JZ(LabelRef(name + "done"))
+	gemmPrefetch(a.w, blockBytes, tokens)
 	for t := range tokens {
 		VPBROADCASTD(tokMem(a.xs, a.ds, a.ds3, t, 0), acci[t])
 		VPSLLD(Imm(uint64(shift)), acci[t], acci[t])

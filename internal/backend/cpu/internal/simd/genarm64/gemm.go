@@ -59,7 +59,10 @@ func gemmSDOT(f *file, q4 bool, tokens int) {
 		}
 		f.ins("VLD1.P 32(R%d), [V%d.B16, V%d.B16]", xr[t], 16+2*t, 17+2*t)
 	}
-	f.ins("VLD1.P 32(R0), [V30.S4, V31.S4]")
+	// The rows' binary16 scales, widened (high half first: V30 in place).
+	f.ins("VLD1.P 16(R0), [V30.H8]")
+	f.word(fcvtl2(31, 30))
+	f.word(fcvtl(30, 30))
 	dot := func(lo, hi, xv, i int) {
 		for t := range tokens {
 			f.word(sdotElem(8+2*t, lo, 16+2*t+xv, i))
