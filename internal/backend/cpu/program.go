@@ -54,6 +54,10 @@ type program struct {
 	// allowed is the token mask of a program ending in fusion.Argmax or
 	// fusion.Sample (SetTokenMask); nil: none.
 	allowed []uint64
+
+	// selfKV holds the keys and transposed values of a fusion.SelfAttnOp
+	// step, packed per KV head (selfGemm).
+	selfKV []float32
 }
 
 // scratch is one thread's working memory.
@@ -297,10 +301,11 @@ func (p *program) allocScratch() {
 	g := p.graph
 	maxCols, maxIn := 1, 1
 	prefill := false
-	selfRows := 0 // a SelfAttn's rows: the scores of one of its rows
+	selfRows := 0 // a SelfAttn step's scores and queries of a tile (selfGemm)
 	for _, s := range p.steps {
-		if _, ok := s.op.(*fusion.SelfAttnOp); ok {
-			selfRows = g.Tokens
+		if op, ok := s.op.(*fusion.SelfAttnOp); ok {
+			selfRows = max(selfRows, selfAttnScratch(g.Tokens, op.HeadDim))
+			p.selfKV = make([]float32, max(len(p.selfKV), selfAttnBufs(g.Tokens, op)))
 		}
 		for _, w := range append([]*matrix{s.w, s.up}, s.ws...) {
 			if w != nil {

@@ -2,67 +2,110 @@ package cpu
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/internal/backend/cpu/internal/simd"
 )
 
-// selfAttn is one fusion.SelfAttnOp step: every row attends to
-// every row (a vision encoder's patches), per head, the scores scaled,
-// softmax in f32 after subtracting the largest, the values summed in row
-// order. Jobs are (row, head) pairs split across the threads; each thread
-// keeps its scores in its scratch.
-type selfAttn struct {
-	p      *program
-	out, q []float32
-	k, v   []float32
-	n      int
-	op     *fusion.SelfAttnOp
+// selfAttention runs a fusion.SelfAttnOp over the step's n rows (selfGemm).
+func (p *program) selfAttention(out, q, k, v []float32, n int, op *fusion.SelfAttnOp) {
+	a := &selfGemm{p: p, out: out, q: q, k: k, v: v, n: n, hdp: round16(op.HeadDim), np: round16(n), op: op,
+		ap: attnParams{scale: op.Scale}, packing: true}
+	p.pool.run(op.KVHeads, n*op.KVHeads*op.HeadDim, 1, a)
+	a.packing = false
+	tiles := (n + selfTile - 1) / selfTile
+	p.pool.run(tiles*op.Heads, n*n*op.Heads*op.HeadDim*2, 1, a)
 }
 
-func (a *selfAttn) run(wk, lo, hi int) {
+// selfTile is the number of query rows one job of selfAttnGemm takes: a
+// multiple of simd.GemmF32Tokens and of four, so that the register tiles
+// of the GEMM (and of DotF32x2x4) are full.
+const selfTile = 4 * simd.GemmF32Tokens
+
+// round16 rounds n up to a multiple of 16 (the f32 GEMM's vector run).
+func round16(n int) int { return (n + 15) &^ 15 }
+
+// selfAttnScratch is how many floats of a thread's scratch.scores
+// selfGemm takes for n rows of head dim hd: a tile's scores and its
+// queries.
+func selfAttnScratch(n, hd int) int { return selfTile * (round16(n) + round16(hd)) }
+
+// selfAttnBufs is how many floats the program's packed keys and values
+// (program.selfKV) take for op over n rows.
+func selfAttnBufs(n int, op *fusion.SelfAttnOp) int {
+	return op.KVHeads * (n*round16(op.HeadDim) + op.HeadDim*round16(n))
+}
+
+// selfGemm is fusion.SelfAttnOp as matrix products (mulRows). The keys of each KV head are
+// packed first as rows of a multiple of 16 values (zeros after the head
+// dim) and its values transposed (a row per value column, zeros after the
+// n rows); then each job, a tile of selfTile query rows and a head, packs
+// its queries likewise, takes their scores with every key in one f32 GEMM
+// (keys as the product's rows, queries as its tokens), turns each row into
+// attention weights (attnParams.softmax: scaled, exponentiated against the
+// row's maximum, normalized), and sums the values in a second product
+// (the transposed values as rows, the weights as tokens), written in
+// place. The padding makes every dot product DotF32x4's, whichever kernel
+// runs it.
+type selfGemm struct {
+	p            *program
+	out, q, k, v []float32
+	n, hdp, np   int
+	op           *fusion.SelfAttnOp
+	ap           attnParams
+	packing      bool // the jobs are KV heads to pack, else (tile, head)
+}
+
+func (a *selfGemm) run(wk, lo, hi int) {
 	op := a.op
-	hd, qc, kc := op.HeadDim, op.Heads*op.HeadDim, op.KVHeads*op.HeadDim
-	group := op.Heads / op.KVHeads
-	scores := a.p.scratch[wk].scores[:a.n]
+	hd, kc := op.HeadDim, op.KVHeads*op.HeadDim
+	kSize, vSize := a.n*a.hdp, hd*a.np
 	for job := lo; job < hi; job++ {
-		t, h := job/op.Heads, job%op.Heads
-		qh := a.q[t*qc+h*hd : t*qc+(h+1)*hd]
-		ko := (h / group) * hd
-		m := float32(math.Inf(-1))
-		for s := range a.n {
-			// A plain sum in index order: it lands nearer llama.cpp's
-			// logits on the vision set (3e-6) than simd.DotF32's (4e-5).
-			kh := a.k[s*kc+ko : s*kc+ko+hd]
-			var dot float32
-			for i, x := range qh {
-				dot += x * kh[i]
+		if a.packing {
+			kp := a.p.selfKV[job*(kSize+vSize):][:kSize]
+			vt := a.p.selfKV[job*(kSize+vSize)+kSize:][:vSize]
+			for s := range a.n {
+				row := kp[s*a.hdp : (s+1)*a.hdp]
+				copy(row, a.k[s*kc+job*hd:s*kc+(job+1)*hd])
+				clear(row[hd:])
 			}
-			scores[s] = dot * op.Scale
-			m = max(m, scores[s])
-		}
-		var sum float32
-		for s := range a.n {
-			scores[s] = float32(math.Exp(float64(scores[s] - m)))
-			sum += scores[s]
-		}
-		o := a.out[t*qc+h*hd : t*qc+(h+1)*hd]
-		clear(o)
-		for s := range a.n {
-			w := scores[s] / sum
-			vh := a.v[s*kc+ko : s*kc+ko+hd]
-			for i, x := range vh {
-				o[i] += w * x
+			for i := range hd {
+				row := vt[i*a.np : (i+1)*a.np]
+				for s := range a.n {
+					row[s] = a.v[s*kc+job*hd+i]
+				}
+				clear(row[a.n:])
 			}
+			continue
 		}
+		a.tile(wk, job/op.Heads*selfTile, job%op.Heads)
 	}
 }
 
-// selfAttention runs a fusion.SelfAttnOp over the step's n rows.
-func (p *program) selfAttention(out, q, k, v []float32, n int, op *fusion.SelfAttnOp) {
-	a := &selfAttn{p: p, out: out, q: q, k: k, v: v, n: n, op: op}
-	p.pool.run(n*op.Heads, n*n*op.Heads*op.HeadDim*2, 1, a)
+// tile is the job of query rows t0.. and head h.
+func (a *selfGemm) tile(wk, t0, h int) {
+	op := a.op
+	hd, qc := op.HeadDim, op.Heads*op.HeadDim
+	kvh := h / (op.Heads / op.KVHeads)
+	kSize, vSize := a.n*a.hdp, hd*a.np
+	kp := a.p.selfKV[kvh*(kSize+vSize):][:kSize]
+	vt := a.p.selfKV[kvh*(kSize+vSize)+kSize:][:vSize]
+	nt := min(selfTile, a.n-t0)
+	buf := a.p.scratch[wk].scores
+	sc, qs := buf[:selfTile*a.np], buf[selfTile*a.np:selfTile*(a.np+a.hdp)]
+	for t := range nt {
+		row := qs[t*a.hdp : (t+1)*a.hdp]
+		copy(row, a.q[(t0+t)*qc+h*hd:(t0+t)*qc+(h+1)*hd])
+		clear(row[hd:])
+	}
+	mulRows(kp, a.hdp, a.n, qs, a.hdp, nt, a.hdp, sc, a.np)
+	for t := range nt {
+		row := sc[t*a.np : (t+1)*a.np]
+		a.ap.softmax(row[:a.n], h)
+		clear(row[a.n:])
+	}
+	mulRows(vt, a.np, hd, sc, a.np, nt, a.np, a.out[t0*qc+h*hd:], qc)
 }
 
 // avgPool runs fusion.AvgPoolOp: the step must have Side*Side rows.
@@ -89,4 +132,46 @@ func avgPool(out, in []float32, cols, n int, op *fusion.AvgPoolOp) error {
 		}
 	}
 	return nil
+}
+
+// mulRows sets out[t*ostride+r] = Σ_{i<n} w[r*wstride+i]·x[t*xstride+i]
+// for r < rows and t < ntok: through the f32 GEMM where the CPU has it,
+// else two rows at a time (each pair met by the tokens four at a time,
+// DotF32x2x4, while it is in L1). For n a multiple of 16 and ntok of four
+// both give DotF32x4's bits.
+func mulRows(w []float32, wstride, rows int, x []float32, xstride, ntok, n int, out []float32, ostride int) {
+	if simd.HasGemmF32() {
+		simd.GemmF32(w, wstride, rows, x, xstride, ntok, n, out, ostride)
+		return
+	}
+	var d8 [8]float32
+	var d4 [4]float32
+	row := func(r int) []float32 { return w[r*wstride : r*wstride+n] }
+	r := 0
+	for ; r+2 <= rows; r += 2 {
+		w0, w1 := row(r), row(r+1)
+		t := 0
+		for ; t+4 <= ntok; t += 4 {
+			simd.DotF32x2x4(w0, w1, x[t*xstride:], xstride, &d8)
+			for j := range 4 {
+				out[(t+j)*ostride+r], out[(t+j)*ostride+r+1] = d8[j], d8[4+j]
+			}
+		}
+		for ; t < ntok; t++ {
+			out[t*ostride+r], out[t*ostride+r+1] = simd.DotF32(w0, x[t*xstride:]), simd.DotF32(w1, x[t*xstride:])
+		}
+	}
+	for ; r < rows; r++ {
+		w0 := row(r)
+		t := 0
+		for ; t+4 <= ntok; t += 4 {
+			simd.DotF32x4(w0, x[t*xstride:], xstride, &d4)
+			for j := range 4 {
+				out[(t+j)*ostride+r] = d4[j]
+			}
+		}
+		for ; t < ntok; t++ {
+			out[t*ostride+r] = simd.DotF32(w0, x[t*xstride:])
+		}
+	}
 }
