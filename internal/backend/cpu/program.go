@@ -76,6 +76,7 @@ type scratch struct {
 	qq                q8Query                    // a query quantized for quantized keys
 	vrows, vsum       []float32                  // quantized values dequantized, and their sum (growValues)
 	gw                []float32                  // a group's attention weights (groupRows)
+	wide, wideUp      []float32                  // a chunk of weight rows unpacked to f32 (runUnpacked)
 }
 
 // qbuf holds a step's input quantized by simd.QuantizeQ8 or QuantizeQ8K
@@ -301,10 +302,10 @@ func (p *program) allocScratch() {
 	g := p.graph
 	maxCols, maxIn := 1, 1
 	prefill := false
-	selfRows := 0 // a SelfAttn step's scores and queries of a tile (selfGemm)
+	selfRows := 0 // a SelfAttn step's scores of a tile (selfGemm)
 	for _, s := range p.steps {
 		if op, ok := s.op.(*fusion.SelfAttnOp); ok {
-			selfRows = max(selfRows, selfAttnScratch(g.Tokens, op.HeadDim))
+			selfRows = max(selfRows, selfAttnScratch(g.Tokens))
 			p.selfKV = make([]float32, max(len(p.selfKV), selfAttnBufs(g.Tokens, op)))
 		}
 		for _, w := range append([]*matrix{s.w, s.up}, s.ws...) {

@@ -10,7 +10,7 @@ import (
 
 // selfAttention runs a fusion.SelfAttnOp over the step's n rows (selfGemm).
 func (p *program) selfAttention(out, q, k, v []float32, n int, op *fusion.SelfAttnOp) {
-	a := &selfGemm{p: p, out: out, q: q, k: k, v: v, n: n, hdp: round16(op.HeadDim), np: round16(n), op: op,
+	a := &selfGemm{p: p, out: out, q: q, k: k, v: v, n: n, ld: selfStride(n), op: op,
 		ap: attnParams{scale: op.Scale}, packing: true}
 	p.pool.run(op.KVHeads, n*op.KVHeads*op.HeadDim, 1, a)
 	a.packing = false
@@ -27,31 +27,41 @@ const selfTile = 4 * simd.GemmF32Tokens
 func round16(n int) int { return (n + 15) &^ 15 }
 
 // selfAttnScratch is how many floats of a thread's scratch.scores
-// selfGemm takes for n rows of head dim hd: a tile's scores and its
-// queries.
-func selfAttnScratch(n, hd int) int { return selfTile * (round16(n) + round16(hd)) }
+// selfGemm takes for n rows: a tile's scores.
+func selfAttnScratch(n int) int { return selfTile * round16(n) }
+
+// selfStride is the row stride of the transposed keys and values of n
+// rows: a multiple of 16 values, and not of 1024, whose rows a 4 KiB-way
+// L1 would map to one set when the key product walks down a column.
+func selfStride(n int) int { return round16(n) + 16 }
 
 // selfAttnBufs is how many floats the program's packed keys and values
 // (program.selfKV) take for op over n rows.
 func selfAttnBufs(n int, op *fusion.SelfAttnOp) int {
-	return op.KVHeads * (n*round16(op.HeadDim) + op.HeadDim*round16(n))
+	return op.KVHeads * 2 * op.HeadDim * selfStride(n)
 }
 
-// selfGemm is fusion.SelfAttnOp as matrix products (mulRows). The keys of each KV head are
-// packed first as rows of a multiple of 16 values (zeros after the head
-// dim) and its values transposed (a row per value column, zeros after the
-// n rows); then each job, a tile of selfTile query rows and a head, packs
-// its queries likewise, takes their scores with every key in one f32 GEMM
-// (keys as the product's rows, queries as its tokens), turns each row into
-// attention weights (attnParams.softmax: scaled, exponentiated against the
-// row's maximum, normalized), and sums the values in a second product
-// (the transposed values as rows, the weights as tokens), written in
-// place. The padding makes every dot product DotF32x4's, whichever kernel
-// runs it.
+// selfKeyRun is how many keys the key product takes at a time for every
+// query row of a tile: their transposed block (head dim x selfKeyRun
+// values) stays in L2 meanwhile.
+const selfKeyRun = 256
+
+// selfGemm is fusion.SelfAttnOp as SIMD products. The keys and values of
+// each KV head are transposed first (a row per head-dim column, zeros
+// after the n rows); then each job, a tile of selfTile query rows and a
+// head, takes the scores of its rows with selfKeyRun keys at a time
+// (simd.WeightedSum over the transposed keys, the query's values as the
+// weights: each score summed over the head dim in order, as the scalar
+// form sums it), turns each row into attention weights
+// (attnParams.softmax: scaled, exponentiated against the row's maximum,
+// normalized), and sums the values in a matrix product (mulRows: the
+// transposed values as rows, the weights as tokens), written in place.
+// The zero padding makes every value sum DotF32x4's, whichever kernel runs
+// it.
 type selfGemm struct {
 	p            *program
 	out, q, k, v []float32
-	n, hdp, np   int
+	n, ld        int // rows; the stride of the transposed keys and values
 	op           *fusion.SelfAttnOp
 	ap           attnParams
 	packing      bool // the jobs are KV heads to pack, else (tile, head)
@@ -60,22 +70,19 @@ type selfGemm struct {
 func (a *selfGemm) run(wk, lo, hi int) {
 	op := a.op
 	hd, kc := op.HeadDim, op.KVHeads*op.HeadDim
-	kSize, vSize := a.n*a.hdp, hd*a.np
+	size := hd * a.ld
 	for job := lo; job < hi; job++ {
 		if a.packing {
-			kp := a.p.selfKV[job*(kSize+vSize):][:kSize]
-			vt := a.p.selfKV[job*(kSize+vSize)+kSize:][:vSize]
-			for s := range a.n {
-				row := kp[s*a.hdp : (s+1)*a.hdp]
-				copy(row, a.k[s*kc+job*hd:s*kc+(job+1)*hd])
-				clear(row[hd:])
-			}
+			kt := a.p.selfKV[2*job*size:][:size]
+			vt := a.p.selfKV[(2*job+1)*size:][:size]
 			for i := range hd {
-				row := vt[i*a.np : (i+1)*a.np]
+				krow, vrow := kt[i*a.ld:(i+1)*a.ld], vt[i*a.ld:(i+1)*a.ld]
 				for s := range a.n {
-					row[s] = a.v[s*kc+job*hd+i]
+					krow[s] = a.k[s*kc+job*hd+i]
+					vrow[s] = a.v[s*kc+job*hd+i]
 				}
-				clear(row[a.n:])
+				clear(krow[a.n:])
+				clear(vrow[a.n:])
 			}
 			continue
 		}
@@ -88,24 +95,25 @@ func (a *selfGemm) tile(wk, t0, h int) {
 	op := a.op
 	hd, qc := op.HeadDim, op.Heads*op.HeadDim
 	kvh := h / (op.Heads / op.KVHeads)
-	kSize, vSize := a.n*a.hdp, hd*a.np
-	kp := a.p.selfKV[kvh*(kSize+vSize):][:kSize]
-	vt := a.p.selfKV[kvh*(kSize+vSize)+kSize:][:vSize]
+	size := hd * a.ld
+	kt := a.p.selfKV[2*kvh*size:][:size]
+	vt := a.p.selfKV[(2*kvh+1)*size:][:size]
 	nt := min(selfTile, a.n-t0)
-	buf := a.p.scratch[wk].scores
-	sc, qs := buf[:selfTile*a.np], buf[selfTile*a.np:selfTile*(a.np+a.hdp)]
-	for t := range nt {
-		row := qs[t*a.hdp : (t+1)*a.hdp]
-		copy(row, a.q[(t0+t)*qc+h*hd:(t0+t)*qc+(h+1)*hd])
-		clear(row[hd:])
+	np := round16(a.n)
+	sc := a.p.scratch[wk].scores[:selfTile*np]
+	for c0 := 0; c0 < a.n; c0 += selfKeyRun {
+		c1 := min(c0+selfKeyRun, a.n)
+		for t := range nt {
+			q := a.q[(t0+t)*qc+h*hd : (t0+t)*qc+(h+1)*hd]
+			simd.WeightedSum(sc[t*np+c0:t*np+c1], kt[c0:], a.ld, q)
+		}
 	}
-	mulRows(kp, a.hdp, a.n, qs, a.hdp, nt, a.hdp, sc, a.np)
 	for t := range nt {
-		row := sc[t*a.np : (t+1)*a.np]
+		row := sc[t*np : (t+1)*np]
 		a.ap.softmax(row[:a.n], h)
 		clear(row[a.n:])
 	}
-	mulRows(vt, a.np, hd, sc, a.np, nt, a.np, a.out[t0*qc+h*hd:], qc)
+	mulRows(vt, a.ld, hd, sc, np, nt, np, a.out[t0*qc+h*hd:], qc)
 }
 
 // avgPool runs fusion.AvgPoolOp: the step must have Side*Side rows.
