@@ -82,6 +82,22 @@ func (m *Model) attachVision(path string) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrNoVision, err)
 	}
+	return m.attachClip(clip, path)
+}
+
+// AttachVision gives the model a vision projector already read (as
+// Options.MMProj does from a file; the browser page reads it from a Blob),
+// checked against the model as Load checks it (ErrNoVision). Call it
+// before the model's first session, once.
+func (m *Model) AttachVision(clip *gguf.Clip) error {
+	if m.vision != nil {
+		return fmt.Errorf("%w: the model has a vision projector already", ErrNoVision)
+	}
+	return m.attachClip(clip, "the projector")
+}
+
+// attachClip attaches clip, named path in errors.
+func (m *Model) attachClip(clip *gguf.Clip, path string) error {
 	if clip.ProjectionDim != m.cfg.Dim {
 		return fmt.Errorf("%w: %s projects to width %d, the model's is %d", ErrNoVision, path, clip.ProjectionDim, m.cfg.Dim)
 	}

@@ -60,6 +60,7 @@ func main() {
 		return nil
 	}))
 	api.Set("maxModelBytes", MaxModelBytes)
+	visionAPI(s, api)
 	js.Global().Set("gpurun", api)
 	if ready := js.Global().Get("gpurunReady"); ready.Type() == js.TypeFunction {
 		ready.Invoke()
@@ -434,6 +435,10 @@ func (s *state) generate(args []js.Value) (any, error) {
 				prompt.IDs = append(prompt.IDs, ids.Index(i).Int())
 			}
 		}
+		var err error
+		if prompt.Images, err = jsImages(opts.Get("images")); err != nil {
+			return nil, fmt.Errorf("generate: %w", err)
+		}
 	}
 	g := genOptions(opts)
 	return s.run(prompt, g, onToken)
@@ -455,7 +460,11 @@ func (s *state) chat(args []js.Value) (any, error) {
 	var msgs []chat.Message
 	for i := range args[0].Length() {
 		m := args[0].Index(i)
-		msgs = append(msgs, chat.Message{Role: str(m, "role"), Content: str(m, "content")})
+		images, err := jsImages(m.Get("images"))
+		if err != nil {
+			return nil, fmt.Errorf("chat: message %d: %w", i, err)
+		}
+		msgs = append(msgs, chat.Message{Role: str(m, "role"), Content: str(m, "content"), Images: images})
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -158,5 +158,5 @@ func chatPrompt(m *pipeline.Model, tpl *chat.Template, msgs []chat.Message, g *p
 	}
 	g.StopTokens = append(g.StopTokens, p.StopTokens...)
 	g.StopStrings = append(g.StopStrings, p.StopStrings...)
-	return pipeline.Prompt{IDs: p.IDs}, nil
+	return pipeline.Prompt{IDs: p.IDs, Images: p.Images}, nil
 }

@@ -115,7 +115,7 @@ func newRoot() *cobra.Command {
 	// The git fallback runs only when --version is asked for.
 	cobra.AddTemplateFunc("gitRevision", func() string { return gitRevision(bi, ok) })
 	root.SetVersionTemplate("gpurun {{.Version}}{{gitRevision}}\n")
-	root.AddCommand(newConvert(), newBundle(), newInspect(), newTokenize(), newRun(), newChat(), newServe(), newEmbed(), newDevices(), newBench(), newPull())
+	root.AddCommand(newConvert(), newBundle(), newInspect(), newTokenize(), newRun(), newChat(), newServe(), newEmbed(), newDevices(), newBench(), newBenchImage(), newPull())
 	for _, c := range root.Commands() {
 		nameErrors(c)
 	}

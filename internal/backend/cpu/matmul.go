@@ -109,6 +109,10 @@ func (m *mmTask) run(wk, lo, hi int) {
 		}
 		return
 	}
+	if m.unpackedRuns() {
+		m.runUnpacked(s, lo, hi)
+		return
+	}
 	for r0 := lo; r0 < hi; r0 += rowTile {
 		m.tile(s, r0, min(r0+rowTile, hi))
 	}
@@ -367,47 +371,111 @@ func (m *mmTask) tile(s *scratch, r0, r1 int) {
 		}
 		return
 	}
+	for t0 := 0; t0 < m.n; t0 += tokTile {
+		m.tileF32(s, g, u, r0, r1, t0, min(t0+tokTile, m.n))
+	}
+}
+
+// tileF32 computes tokens [t0, t1) (at most tokTile) of the tile of rows
+// [r0, r1) given as f32 rows g and u, two rows at a time (DotF32x2x4) or
+// one (DotF32x4), and applies the epilogue.
+func (m *mmTask) tileF32(s *scratch, g, u [][]float32, r0, r1, t0, t1 int) {
 	gs, us := &s.gs, &s.us // in scratch: a local would escape through the kernels
 	g2 := &s.g2
 	tg, tu := &s.tg, &s.tu // the tile's products, token-major
-	for t0 := 0; t0 < m.n; t0 += tokTile {
-		t1 := min(t0+tokTile, m.n)
-		i := 0
-		for ; i+2 <= len(g) && !m.glu; i += 2 {
-			// Two rows at a time: each input vector loaded once for both.
-			t := t0
-			for ; t+4 <= t1; t += 4 {
-				simd.DotF32x2x4(g[i], g[i+1], m.in[t*m.inCols:], m.inCols, g2)
-				for j := range 4 {
-					tg[(t-t0+j)*rowTile+i], tg[(t-t0+j)*rowTile+i+1] = g2[j], g2[4+j]
-				}
-			}
-			for ; t < t1; t++ {
-				x := m.in[t*m.inCols:]
-				tg[(t-t0)*rowTile+i], tg[(t-t0)*rowTile+i+1] = simd.DotF32(g[i], x), simd.DotF32(g[i+1], x)
+	i := 0
+	for ; i+2 <= len(g) && !m.glu; i += 2 {
+		// Two rows at a time: each input vector loaded once for both.
+		t := t0
+		for ; t+4 <= t1; t += 4 {
+			simd.DotF32x2x4(g[i], g[i+1], m.in[t*m.inCols:], m.inCols, g2)
+			for j := range 4 {
+				tg[(t-t0+j)*rowTile+i], tg[(t-t0+j)*rowTile+i+1] = g2[j], g2[4+j]
 			}
 		}
-		for ; i < len(g); i++ {
-			row := g[i]
-			t := t0
-			for ; t+4 <= t1; t += 4 {
-				simd.DotF32x4(row, m.in[t*m.inCols:], m.inCols, gs)
-				if m.glu {
-					simd.DotF32x4(u[i], m.in[t*m.inCols:], m.inCols, us)
-				}
-				for j := range 4 {
-					tg[(t-t0+j)*rowTile+i], tu[(t-t0+j)*rowTile+i] = gs[j], us[j]
-				}
+		for ; t < t1; t++ {
+			x := m.in[t*m.inCols:]
+			tg[(t-t0)*rowTile+i], tg[(t-t0)*rowTile+i+1] = simd.DotF32(g[i], x), simd.DotF32(g[i+1], x)
+		}
+	}
+	for ; i < len(g); i++ {
+		row := g[i]
+		t := t0
+		for ; t+4 <= t1; t += 4 {
+			simd.DotF32x4(row, m.in[t*m.inCols:], m.inCols, gs)
+			if m.glu {
+				simd.DotF32x4(u[i], m.in[t*m.inCols:], m.inCols, us)
 			}
-			for ; t < t1; t++ {
-				x := m.in[t*m.inCols:]
-				tg[(t-t0)*rowTile+i] = simd.DotF32(row, x)
-				if m.glu {
-					tu[(t-t0)*rowTile+i] = simd.DotF32(u[i], x)
-				}
+			for j := range 4 {
+				tg[(t-t0+j)*rowTile+i], tu[(t-t0+j)*rowTile+i] = gs[j], us[j]
 			}
 		}
-		m.storeTile(tg, tu, t0, t1, r0, r1)
+		for ; t < t1; t++ {
+			x := m.in[t*m.inCols:]
+			tg[(t-t0)*rowTile+i] = simd.DotF32(row, x)
+			if m.glu {
+				tu[(t-t0)*rowTile+i] = simd.DotF32(u[i], x)
+			}
+		}
+	}
+	m.storeTile(tg, tu, t0, t1, r0, r1)
+}
+
+// unpackedChunk is how many f32 values of weight rows (per matrix) a
+// thread unpacks at a time for runUnpacked: 4 MiB, in L3.
+const unpackedChunk = 1 << 20
+
+// unpackedRuns reports whether m's prefill takes runUnpacked: weights used
+// as f32 rows that are stored otherwise (f16, bf16, exact-math blocks),
+// where the CPU has no f32 GEMM, for a step of enough tokens that
+// streaming its whole input once per row tile (tile's order) would cost
+// more than unpacking the rows into a larger buffer.
+func (m *mmTask) unpackedRuns() bool {
+	return m.q == nil && !m.gemmF32OK() && m.n >= 4*tokTile && m.w.dtype != tensors.F32 &&
+		(!m.glu || m.up.dtype != tensors.F32)
+}
+
+// runUnpacked is run for unpackedRuns: the rows [lo, hi) are unpacked to
+// f32 a chunk at a time (unpackedChunk values), and each chunk meets the
+// tokens a block (tokTile) at a time, the block's inputs staying in L2
+// while the chunk's rows stream past, row tile by row tile as tile
+// computes them (the same products, the same bits).
+func (m *mmTask) runUnpacked(s *scratch, lo, hi int) {
+	cols := m.w.cols
+	per := max(rowTile, unpackedChunk/cols/rowTile*rowTile)
+	need := min(per, hi-lo) * cols
+	if len(s.wide) < need {
+		s.wide = make([]float32, need)
+	}
+	if m.glu && len(s.wideUp) < need {
+		s.wideUp = make([]float32, need)
+	}
+	for c0 := lo; c0 < hi; c0 += per {
+		c1 := min(c0+per, hi)
+		for r := c0; r < c1; r++ {
+			m.w.row(r, s.wide[(r-c0)*cols:(r-c0+1)*cols])
+			if m.glu {
+				m.up.row(r, s.wideUp[(r-c0)*cols:(r-c0+1)*cols])
+			}
+		}
+		for t0 := 0; t0 < m.n; t0 += tokTile {
+			t1 := min(t0+tokTile, m.n)
+			for r0 := c0; r0 < c1; r0 += rowTile {
+				r1 := min(r0+rowTile, c1)
+				g := s.rowViews[:0]
+				for r := r0; r < r1; r++ {
+					g = append(g, s.wide[(r-c0)*cols:(r-c0+1)*cols])
+				}
+				var u [][]float32
+				if m.glu {
+					u = s.upViews[:0]
+					for r := r0; r < r1; r++ {
+						u = append(u, s.wideUp[(r-c0)*cols:(r-c0+1)*cols])
+					}
+				}
+				m.tileF32(s, g, u, r0, r1, t0, t1)
+			}
+		}
 	}
 }
 

@@ -54,6 +54,10 @@ type program struct {
 	// allowed is the token mask of a program ending in fusion.Argmax or
 	// fusion.Sample (SetTokenMask); nil: none.
 	allowed []uint64
+
+	// selfKV holds the keys and transposed values of a fusion.SelfAttnOp
+	// step, packed per KV head (selfGemm).
+	selfKV []float32
 }
 
 // scratch is one thread's working memory.
@@ -72,6 +76,7 @@ type scratch struct {
 	qq                q8Query                    // a query quantized for quantized keys
 	vrows, vsum       []float32                  // quantized values dequantized, and their sum (growValues)
 	gw                []float32                  // a group's attention weights (groupRows)
+	wide, wideUp      []float32                  // a chunk of weight rows unpacked to f32 (runUnpacked)
 }
 
 // qbuf holds a step's input quantized by simd.QuantizeQ8 or QuantizeQ8K
@@ -297,10 +302,11 @@ func (p *program) allocScratch() {
 	g := p.graph
 	maxCols, maxIn := 1, 1
 	prefill := false
-	selfRows := 0 // a SelfAttn's rows: the scores of one of its rows
+	selfRows := 0 // a SelfAttn step's scores of a tile (selfGemm)
 	for _, s := range p.steps {
-		if _, ok := s.op.(*fusion.SelfAttnOp); ok {
-			selfRows = g.Tokens
+		if op, ok := s.op.(*fusion.SelfAttnOp); ok {
+			selfRows = max(selfRows, selfAttnScratch(g.Tokens))
+			p.selfKV = make([]float32, max(len(p.selfKV), selfAttnBufs(g.Tokens, op)))
 		}
 		for _, w := range append([]*matrix{s.w, s.up}, s.ws...) {
 			if w != nil {
