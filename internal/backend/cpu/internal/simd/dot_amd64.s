@@ -3794,177 +3794,114 @@ iq4xsblock:
 	PREFETCHT0   2112(AX)
 	PREFETCHT0   2176(AX)
 	VPXOR        Y3, Y3, Y3
-	MOVWLZX      2(AX), DI
-	MOVBLZX      4(AX), R8
-	ANDL         $0x0f, R8
-	MOVL         DI, R9
-	ANDL         $0x03, R9
-	SHLL         $0x04, R9
-	ORL          R9, R8
-	SUBL         $0x20, R8
-	VMOVD        R8, X4
-	VPBROADCASTW X4, Y4
-	VMOVDQU      8(AX), X5
-	VPSRLW       $0x04, X5, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	VPAND        Y0, Y6, Y6
-	VPSHUFB      Y6, Y1, Y7
-	VPABSB       Y7, Y6
-	VMOVDQU      (CX), Y8
-	VPSIGNB      Y7, Y8, Y8
-	VPMADDUBSW   Y8, Y6, Y6
-	VPMADDWD     Y4, Y6, Y6
-	VPADDD       Y6, Y3, Y3
-	MOVBLZX      4(AX), R8
-	SHRL         $0x04, R8
-	ANDL         $0x0f, R8
-	MOVL         DI, R9
-	SHRL         $0x02, R9
-	ANDL         $0x03, R9
-	SHLL         $0x04, R9
-	ORL          R9, R8
-	SUBL         $0x20, R8
-	VMOVD        R8, X4
-	VPBROADCASTW X4, Y4
-	VMOVDQU      24(AX), X5
-	VPSRLW       $0x04, X5, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	VPAND        Y0, Y6, Y6
-	VPSHUFB      Y6, Y1, Y7
-	VPABSB       Y7, Y6
-	VMOVDQU      32(CX), Y8
-	VPSIGNB      Y7, Y8, Y8
-	VPMADDUBSW   Y8, Y6, Y6
-	VPMADDWD     Y4, Y6, Y6
-	VPADDD       Y6, Y3, Y3
-	MOVBLZX      5(AX), R8
-	ANDL         $0x0f, R8
-	MOVL         DI, R9
-	SHRL         $0x04, R9
-	ANDL         $0x03, R9
-	SHLL         $0x04, R9
-	ORL          R9, R8
-	SUBL         $0x20, R8
-	VMOVD        R8, X4
-	VPBROADCASTW X4, Y4
-	VMOVDQU      40(AX), X5
-	VPSRLW       $0x04, X5, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	VPAND        Y0, Y6, Y6
-	VPSHUFB      Y6, Y1, Y7
-	VPABSB       Y7, Y6
-	VMOVDQU      64(CX), Y8
-	VPSIGNB      Y7, Y8, Y8
-	VPMADDUBSW   Y8, Y6, Y6
-	VPMADDWD     Y4, Y6, Y6
-	VPADDD       Y6, Y3, Y3
-	MOVBLZX      5(AX), R8
-	SHRL         $0x04, R8
-	ANDL         $0x0f, R8
-	MOVL         DI, R9
-	SHRL         $0x06, R9
-	ANDL         $0x03, R9
-	SHLL         $0x04, R9
-	ORL          R9, R8
-	SUBL         $0x20, R8
-	VMOVD        R8, X4
-	VPBROADCASTW X4, Y4
-	VMOVDQU      56(AX), X5
-	VPSRLW       $0x04, X5, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	VPAND        Y0, Y6, Y6
-	VPSHUFB      Y6, Y1, Y7
-	VPABSB       Y7, Y6
-	VMOVDQU      96(CX), Y8
-	VPSIGNB      Y7, Y8, Y8
-	VPMADDUBSW   Y8, Y6, Y6
-	VPMADDWD     Y4, Y6, Y6
-	VPADDD       Y6, Y3, Y3
-	MOVBLZX      6(AX), R8
-	ANDL         $0x0f, R8
-	MOVL         DI, R9
-	SHRL         $0x08, R9
-	ANDL         $0x03, R9
-	SHLL         $0x04, R9
-	ORL          R9, R8
-	SUBL         $0x20, R8
-	VMOVD        R8, X4
-	VPBROADCASTW X4, Y4
-	VMOVDQU      72(AX), X5
-	VPSRLW       $0x04, X5, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	VPAND        Y0, Y6, Y6
-	VPSHUFB      Y6, Y1, Y7
-	VPABSB       Y7, Y6
-	VMOVDQU      128(CX), Y8
-	VPSIGNB      Y7, Y8, Y8
-	VPMADDUBSW   Y8, Y6, Y6
-	VPMADDWD     Y4, Y6, Y6
-	VPADDD       Y6, Y3, Y3
-	MOVBLZX      6(AX), R8
-	SHRL         $0x04, R8
-	ANDL         $0x0f, R8
-	MOVL         DI, R9
-	SHRL         $0x0a, R9
-	ANDL         $0x03, R9
-	SHLL         $0x04, R9
-	ORL          R9, R8
-	SUBL         $0x20, R8
-	VMOVD        R8, X4
-	VPBROADCASTW X4, Y4
-	VMOVDQU      88(AX), X5
-	VPSRLW       $0x04, X5, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	VPAND        Y0, Y6, Y6
-	VPSHUFB      Y6, Y1, Y7
-	VPABSB       Y7, Y6
-	VMOVDQU      160(CX), Y8
-	VPSIGNB      Y7, Y8, Y8
-	VPMADDUBSW   Y8, Y6, Y6
-	VPMADDWD     Y4, Y6, Y6
-	VPADDD       Y6, Y3, Y3
-	MOVBLZX      7(AX), R8
-	ANDL         $0x0f, R8
-	MOVL         DI, R9
-	SHRL         $0x0c, R9
-	ANDL         $0x03, R9
-	SHLL         $0x04, R9
-	ORL          R9, R8
-	SUBL         $0x20, R8
-	VMOVD        R8, X4
-	VPBROADCASTW X4, Y4
-	VMOVDQU      104(AX), X5
-	VPSRLW       $0x04, X5, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	VPAND        Y0, Y6, Y6
-	VPSHUFB      Y6, Y1, Y7
-	VPABSB       Y7, Y6
-	VMOVDQU      192(CX), Y8
-	VPSIGNB      Y7, Y8, Y8
-	VPMADDUBSW   Y8, Y6, Y6
-	VPMADDWD     Y4, Y6, Y6
-	VPADDD       Y6, Y3, Y3
-	MOVBLZX      7(AX), R8
-	SHRL         $0x04, R8
-	ANDL         $0x0f, R8
-	SHRL         $0x0e, DI
-	ANDL         $0x03, DI
-	SHLL         $0x04, DI
-	ORL          DI, R8
-	SUBL         $0x20, R8
-	VMOVD        R8, X4
-	VPBROADCASTW X4, Y4
-	VMOVDQU      120(AX), X5
-	VPSRLW       $0x04, X5, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	VPAND        Y0, Y6, Y6
-	VPSHUFB      Y6, Y1, Y7
-	VPABSB       Y7, Y6
+	VPBROADCASTD 4(AX), X4
+	VPSRLW       $0x04, X4, X5
+	VPAND        iqscaleconsts<>+0(SB), X4, X4
+	VPAND        iqscaleconsts<>+0(SB), X5, X5
+	VPUNPCKLBW   X5, X4, X4
+	VPMOVZXBW    X4, Y4
+	VPBROADCASTW 2(AX), Y5
+	VPMULLW      iqscaleconsts<>+16(SB), Y5, Y5
+	VPSRLW       $0x0a, Y5, Y5
+	VPAND        iqscaleconsts<>+48(SB), Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPSUBW       iqscaleconsts<>+80(SB), Y4, Y4
+	VPSHUFB      kwordmasks<>+0(SB), Y4, Y5
+	VMOVDQU      8(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y0, Y7, Y7
+	VPSHUFB      Y7, Y1, Y8
+	VPABSB       Y8, Y7
+	VMOVDQU      (CX), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDWD     Y5, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPSHUFB      kwordmasks<>+32(SB), Y4, Y5
+	VMOVDQU      24(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y0, Y7, Y7
+	VPSHUFB      Y7, Y1, Y8
+	VPABSB       Y8, Y7
+	VMOVDQU      32(CX), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDWD     Y5, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPSHUFB      kwordmasks<>+64(SB), Y4, Y5
+	VMOVDQU      40(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y0, Y7, Y7
+	VPSHUFB      Y7, Y1, Y8
+	VPABSB       Y8, Y7
+	VMOVDQU      64(CX), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDWD     Y5, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPSHUFB      kwordmasks<>+96(SB), Y4, Y5
+	VMOVDQU      56(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y0, Y7, Y7
+	VPSHUFB      Y7, Y1, Y8
+	VPABSB       Y8, Y7
+	VMOVDQU      96(CX), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDWD     Y5, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPSHUFB      kwordmasks<>+128(SB), Y4, Y5
+	VMOVDQU      72(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y0, Y7, Y7
+	VPSHUFB      Y7, Y1, Y8
+	VPABSB       Y8, Y7
+	VMOVDQU      128(CX), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDWD     Y5, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPSHUFB      kwordmasks<>+160(SB), Y4, Y5
+	VMOVDQU      88(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y0, Y7, Y7
+	VPSHUFB      Y7, Y1, Y8
+	VPABSB       Y8, Y7
+	VMOVDQU      160(CX), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDWD     Y5, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPSHUFB      kwordmasks<>+192(SB), Y4, Y5
+	VMOVDQU      104(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y0, Y7, Y7
+	VPSHUFB      Y7, Y1, Y8
+	VPABSB       Y8, Y7
+	VMOVDQU      192(CX), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDWD     Y5, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPSHUFB      kwordmasks<>+224(SB), Y4, Y4
+	VMOVDQU      120(AX), X6
+	VPSRLW       $0x04, X6, X5
+	VINSERTI128  $0x01, X5, Y6, Y5
+	VPAND        Y0, Y5, Y5
+	VPSHUFB      Y5, Y1, Y7
+	VPABSB       Y7, Y5
 	VMOVDQU      224(CX), Y8
 	VPSIGNB      Y7, Y8, Y8
-	VPMADDUBSW   Y8, Y6, Y6
-	VPMADDWD     Y4, Y6, Y6
-	VPADDD       Y6, Y3, Y3
+	VPMADDUBSW   Y8, Y5, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPADDD       Y5, Y3, Y3
 	VEXTRACTI128 $0x01, Y3, X4
 	VPADDD       X4, X3, X3
 	VPHADDD      X3, X3, X3
@@ -4023,9 +3960,91 @@ DATA iq4nlconsts<>+30(SB)/1, $0x59
 DATA iq4nlconsts<>+31(SB)/1, $0x71
 GLOBL iq4nlconsts<>(SB), RODATA|NOPTR, $32
 
+DATA iqscaleconsts<>+0(SB)/1, $0x0f
+DATA iqscaleconsts<>+1(SB)/1, $0x0f
+DATA iqscaleconsts<>+2(SB)/1, $0x0f
+DATA iqscaleconsts<>+3(SB)/1, $0x0f
+DATA iqscaleconsts<>+4(SB)/1, $0x0f
+DATA iqscaleconsts<>+5(SB)/1, $0x0f
+DATA iqscaleconsts<>+6(SB)/1, $0x0f
+DATA iqscaleconsts<>+7(SB)/1, $0x0f
+DATA iqscaleconsts<>+8(SB)/1, $0x0f
+DATA iqscaleconsts<>+9(SB)/1, $0x0f
+DATA iqscaleconsts<>+10(SB)/1, $0x0f
+DATA iqscaleconsts<>+11(SB)/1, $0x0f
+DATA iqscaleconsts<>+12(SB)/1, $0x0f
+DATA iqscaleconsts<>+13(SB)/1, $0x0f
+DATA iqscaleconsts<>+14(SB)/1, $0x0f
+DATA iqscaleconsts<>+15(SB)/1, $0x0f
+DATA iqscaleconsts<>+16(SB)/2, $0x4000
+DATA iqscaleconsts<>+18(SB)/2, $0x1000
+DATA iqscaleconsts<>+20(SB)/2, $0x0400
+DATA iqscaleconsts<>+22(SB)/2, $0x0100
+DATA iqscaleconsts<>+24(SB)/2, $0x0040
+DATA iqscaleconsts<>+26(SB)/2, $0x0010
+DATA iqscaleconsts<>+28(SB)/2, $0x0004
+DATA iqscaleconsts<>+30(SB)/2, $0x0001
+DATA iqscaleconsts<>+32(SB)/2, $0x4000
+DATA iqscaleconsts<>+34(SB)/2, $0x1000
+DATA iqscaleconsts<>+36(SB)/2, $0x0400
+DATA iqscaleconsts<>+38(SB)/2, $0x0100
+DATA iqscaleconsts<>+40(SB)/2, $0x0040
+DATA iqscaleconsts<>+42(SB)/2, $0x0010
+DATA iqscaleconsts<>+44(SB)/2, $0x0004
+DATA iqscaleconsts<>+46(SB)/2, $0x0001
+DATA iqscaleconsts<>+48(SB)/2, $0x0030
+DATA iqscaleconsts<>+50(SB)/2, $0x0030
+DATA iqscaleconsts<>+52(SB)/2, $0x0030
+DATA iqscaleconsts<>+54(SB)/2, $0x0030
+DATA iqscaleconsts<>+56(SB)/2, $0x0030
+DATA iqscaleconsts<>+58(SB)/2, $0x0030
+DATA iqscaleconsts<>+60(SB)/2, $0x0030
+DATA iqscaleconsts<>+62(SB)/2, $0x0030
+DATA iqscaleconsts<>+64(SB)/2, $0x0030
+DATA iqscaleconsts<>+66(SB)/2, $0x0030
+DATA iqscaleconsts<>+68(SB)/2, $0x0030
+DATA iqscaleconsts<>+70(SB)/2, $0x0030
+DATA iqscaleconsts<>+72(SB)/2, $0x0030
+DATA iqscaleconsts<>+74(SB)/2, $0x0030
+DATA iqscaleconsts<>+76(SB)/2, $0x0030
+DATA iqscaleconsts<>+78(SB)/2, $0x0030
+DATA iqscaleconsts<>+80(SB)/2, $0x0020
+DATA iqscaleconsts<>+82(SB)/2, $0x0020
+DATA iqscaleconsts<>+84(SB)/2, $0x0020
+DATA iqscaleconsts<>+86(SB)/2, $0x0020
+DATA iqscaleconsts<>+88(SB)/2, $0x0020
+DATA iqscaleconsts<>+90(SB)/2, $0x0020
+DATA iqscaleconsts<>+92(SB)/2, $0x0020
+DATA iqscaleconsts<>+94(SB)/2, $0x0020
+DATA iqscaleconsts<>+96(SB)/2, $0x0020
+DATA iqscaleconsts<>+98(SB)/2, $0x0020
+DATA iqscaleconsts<>+100(SB)/2, $0x0020
+DATA iqscaleconsts<>+102(SB)/2, $0x0020
+DATA iqscaleconsts<>+104(SB)/2, $0x0020
+DATA iqscaleconsts<>+106(SB)/2, $0x0020
+DATA iqscaleconsts<>+108(SB)/2, $0x0020
+DATA iqscaleconsts<>+110(SB)/2, $0x0020
+DATA iqscaleconsts<>+112(SB)/2, $0x0001
+DATA iqscaleconsts<>+114(SB)/2, $0x0001
+DATA iqscaleconsts<>+116(SB)/2, $0x0001
+DATA iqscaleconsts<>+118(SB)/2, $0x0001
+DATA iqscaleconsts<>+120(SB)/2, $0x0001
+DATA iqscaleconsts<>+122(SB)/2, $0x0001
+DATA iqscaleconsts<>+124(SB)/2, $0x0001
+DATA iqscaleconsts<>+126(SB)/2, $0x0001
+DATA iqscaleconsts<>+128(SB)/2, $0x0001
+DATA iqscaleconsts<>+130(SB)/2, $0x0001
+DATA iqscaleconsts<>+132(SB)/2, $0x0001
+DATA iqscaleconsts<>+134(SB)/2, $0x0001
+DATA iqscaleconsts<>+136(SB)/2, $0x0001
+DATA iqscaleconsts<>+138(SB)/2, $0x0001
+DATA iqscaleconsts<>+140(SB)/2, $0x0001
+DATA iqscaleconsts<>+142(SB)/2, $0x0001
+GLOBL iqscaleconsts<>(SB), RODATA|NOPTR, $144
+
 // func dotIQ3SAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
 // Requires: AVX, AVX2, F16C, MMX+, SSE
-TEXT ·dotIQ3SAVX2(SB), NOSPLIT, $16-44
+TEXT ·dotIQ3SAVX2(SB), NOSPLIT, $0-44
 	MOVQ    w+0(FP), AX
 	MOVQ    x+8(FP), CX
 	MOVQ    xd+16(FP), DX
@@ -4042,306 +4061,158 @@ iq3sblock:
 	PREFETCHT0   2048(AX)
 	PREFETCHT0   2112(AX)
 	VPXOR        Y3, Y3, Y3
-	VPMOVZXBW    2(AX), X4
-	VPBROADCASTB 66(AX), X5
-	VPMULLW      2112(DI), X5, X5
-	VPAND        2128(DI), X5, X5
-	VPOR         X5, X4, X4
-	VMOVDQU      X4, (SP)
-	MOVWQZX      (SP), R8
-	VMOVD        64(DI)(R8*4), X4
-	MOVWQZX      2(SP), R8
-	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
-	MOVWQZX      4(SP), R8
-	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
-	MOVWQZX      6(SP), R8
-	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
-	MOVWQZX      8(SP), R8
-	VMOVD        64(DI)(R8*4), X5
-	MOVWQZX      10(SP), R8
-	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
-	MOVWQZX      12(SP), R8
-	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
-	MOVWQZX      14(SP), R8
-	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
-	VINSERTI128  $0x01, X5, Y4, Y5
-	VPBROADCASTD 74(AX), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPXOR        (CX), Y6, Y7
-	VPSUBB       Y6, Y7, Y7
-	VPMADDUBSW   Y7, Y5, Y5
-	MOVBLZX      106(AX), R8
-	ANDL         $0x0f, R8
-	LEAL         1(R8)(R8*1), R8
-	VMOVD        R8, X6
-	VPBROADCASTW X6, Y6
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
-	VPMOVZXBW    10(AX), X4
-	VPBROADCASTB 67(AX), X5
-	VPMULLW      2112(DI), X5, X5
-	VPAND        2128(DI), X5, X5
-	VPOR         X5, X4, X4
-	VMOVDQU      X4, (SP)
-	MOVWQZX      (SP), R8
-	VMOVD        64(DI)(R8*4), X4
-	MOVWQZX      2(SP), R8
-	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
-	MOVWQZX      4(SP), R8
-	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
-	MOVWQZX      6(SP), R8
-	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
-	MOVWQZX      8(SP), R8
-	VMOVD        64(DI)(R8*4), X5
-	MOVWQZX      10(SP), R8
-	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
-	MOVWQZX      12(SP), R8
-	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
-	MOVWQZX      14(SP), R8
-	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
-	VINSERTI128  $0x01, X5, Y4, Y5
-	VPBROADCASTD 78(AX), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPXOR        32(CX), Y6, Y7
-	VPSUBB       Y6, Y7, Y7
-	VPMADDUBSW   Y7, Y5, Y5
-	MOVBLZX      106(AX), R8
-	SHRL         $0x04, R8
-	ANDL         $0x0f, R8
-	LEAL         1(R8)(R8*1), R8
-	VMOVD        R8, X6
-	VPBROADCASTW X6, Y6
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
-	VPMOVZXBW    18(AX), X4
-	VPBROADCASTB 68(AX), X5
-	VPMULLW      2112(DI), X5, X5
-	VPAND        2128(DI), X5, X5
-	VPOR         X5, X4, X4
-	VMOVDQU      X4, (SP)
-	MOVWQZX      (SP), R8
-	VMOVD        64(DI)(R8*4), X4
-	MOVWQZX      2(SP), R8
-	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
-	MOVWQZX      4(SP), R8
-	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
-	MOVWQZX      6(SP), R8
-	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
-	MOVWQZX      8(SP), R8
-	VMOVD        64(DI)(R8*4), X5
-	MOVWQZX      10(SP), R8
-	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
-	MOVWQZX      12(SP), R8
-	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
-	MOVWQZX      14(SP), R8
-	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
-	VINSERTI128  $0x01, X5, Y4, Y5
-	VPBROADCASTD 82(AX), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPXOR        64(CX), Y6, Y7
-	VPSUBB       Y6, Y7, Y7
-	VPMADDUBSW   Y7, Y5, Y5
-	MOVBLZX      107(AX), R8
-	ANDL         $0x0f, R8
-	LEAL         1(R8)(R8*1), R8
-	VMOVD        R8, X6
-	VPBROADCASTW X6, Y6
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
-	VPMOVZXBW    26(AX), X4
-	VPBROADCASTB 69(AX), X5
-	VPMULLW      2112(DI), X5, X5
-	VPAND        2128(DI), X5, X5
-	VPOR         X5, X4, X4
-	VMOVDQU      X4, (SP)
-	MOVWQZX      (SP), R8
-	VMOVD        64(DI)(R8*4), X4
-	MOVWQZX      2(SP), R8
-	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
-	MOVWQZX      4(SP), R8
-	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
-	MOVWQZX      6(SP), R8
-	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
-	MOVWQZX      8(SP), R8
-	VMOVD        64(DI)(R8*4), X5
-	MOVWQZX      10(SP), R8
-	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
-	MOVWQZX      12(SP), R8
-	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
-	MOVWQZX      14(SP), R8
-	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
-	VINSERTI128  $0x01, X5, Y4, Y5
-	VPBROADCASTD 86(AX), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPXOR        96(CX), Y6, Y7
-	VPSUBB       Y6, Y7, Y7
-	VPMADDUBSW   Y7, Y5, Y5
-	MOVBLZX      107(AX), R8
-	SHRL         $0x04, R8
-	ANDL         $0x0f, R8
-	LEAL         1(R8)(R8*1), R8
-	VMOVD        R8, X6
-	VPBROADCASTW X6, Y6
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
-	VPMOVZXBW    34(AX), X4
-	VPBROADCASTB 70(AX), X5
-	VPMULLW      2112(DI), X5, X5
-	VPAND        2128(DI), X5, X5
-	VPOR         X5, X4, X4
-	VMOVDQU      X4, (SP)
-	MOVWQZX      (SP), R8
-	VMOVD        64(DI)(R8*4), X4
-	MOVWQZX      2(SP), R8
-	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
-	MOVWQZX      4(SP), R8
-	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
-	MOVWQZX      6(SP), R8
-	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
-	MOVWQZX      8(SP), R8
-	VMOVD        64(DI)(R8*4), X5
-	MOVWQZX      10(SP), R8
-	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
-	MOVWQZX      12(SP), R8
-	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
-	MOVWQZX      14(SP), R8
-	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
-	VINSERTI128  $0x01, X5, Y4, Y5
-	VPBROADCASTD 90(AX), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPXOR        128(CX), Y6, Y7
-	VPSUBB       Y6, Y7, Y7
-	VPMADDUBSW   Y7, Y5, Y5
-	MOVBLZX      108(AX), R8
-	ANDL         $0x0f, R8
-	LEAL         1(R8)(R8*1), R8
-	VMOVD        R8, X6
-	VPBROADCASTW X6, Y6
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
-	VPMOVZXBW    42(AX), X4
-	VPBROADCASTB 71(AX), X5
-	VPMULLW      2112(DI), X5, X5
-	VPAND        2128(DI), X5, X5
-	VPOR         X5, X4, X4
-	VMOVDQU      X4, (SP)
-	MOVWQZX      (SP), R8
-	VMOVD        64(DI)(R8*4), X4
-	MOVWQZX      2(SP), R8
-	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
-	MOVWQZX      4(SP), R8
-	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
-	MOVWQZX      6(SP), R8
-	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
-	MOVWQZX      8(SP), R8
-	VMOVD        64(DI)(R8*4), X5
-	MOVWQZX      10(SP), R8
-	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
-	MOVWQZX      12(SP), R8
-	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
-	MOVWQZX      14(SP), R8
-	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
-	VINSERTI128  $0x01, X5, Y4, Y5
-	VPBROADCASTD 94(AX), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPXOR        160(CX), Y6, Y7
-	VPSUBB       Y6, Y7, Y7
-	VPMADDUBSW   Y7, Y5, Y5
-	MOVBLZX      108(AX), R8
-	SHRL         $0x04, R8
-	ANDL         $0x0f, R8
-	LEAL         1(R8)(R8*1), R8
-	VMOVD        R8, X6
-	VPBROADCASTW X6, Y6
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
-	VPMOVZXBW    50(AX), X4
-	VPBROADCASTB 72(AX), X5
-	VPMULLW      2112(DI), X5, X5
-	VPAND        2128(DI), X5, X5
-	VPOR         X5, X4, X4
-	VMOVDQU      X4, (SP)
-	MOVWQZX      (SP), R8
-	VMOVD        64(DI)(R8*4), X4
-	MOVWQZX      2(SP), R8
-	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
-	MOVWQZX      4(SP), R8
-	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
-	MOVWQZX      6(SP), R8
-	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
-	MOVWQZX      8(SP), R8
-	VMOVD        64(DI)(R8*4), X5
-	MOVWQZX      10(SP), R8
-	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
-	MOVWQZX      12(SP), R8
-	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
-	MOVWQZX      14(SP), R8
-	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
-	VINSERTI128  $0x01, X5, Y4, Y5
-	VPBROADCASTD 98(AX), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPXOR        192(CX), Y6, Y7
-	VPSUBB       Y6, Y7, Y7
-	VPMADDUBSW   Y7, Y5, Y5
-	MOVBLZX      109(AX), R8
-	ANDL         $0x0f, R8
-	LEAL         1(R8)(R8*1), R8
-	VMOVD        R8, X6
-	VPBROADCASTW X6, Y6
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
-	VPMOVZXBW    58(AX), X4
-	VPBROADCASTB 73(AX), X5
-	VPMULLW      2112(DI), X5, X5
-	VPAND        2128(DI), X5, X5
-	VPOR         X5, X4, X4
-	VMOVDQU      X4, (SP)
-	MOVWQZX      (SP), R8
-	VMOVD        64(DI)(R8*4), X4
-	MOVWQZX      2(SP), R8
-	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
-	MOVWQZX      4(SP), R8
-	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
-	MOVWQZX      6(SP), R8
-	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
-	MOVWQZX      8(SP), R8
-	VMOVD        64(DI)(R8*4), X5
-	MOVWQZX      10(SP), R8
-	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
-	MOVWQZX      12(SP), R8
-	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
-	MOVWQZX      14(SP), R8
-	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
-	VINSERTI128  $0x01, X5, Y4, Y5
-	VPBROADCASTD 102(AX), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPXOR        224(CX), Y6, Y7
-	VPSUBB       Y6, Y7, Y7
-	VPMADDUBSW   Y7, Y5, Y5
-	MOVBLZX      109(AX), R8
-	SHRL         $0x04, R8
-	ANDL         $0x0f, R8
-	LEAL         1(R8)(R8*1), R8
-	VMOVD        R8, X6
-	VPBROADCASTW X6, Y6
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
+	VPBROADCASTD 106(AX), X4
+	VPSRLW       $0x04, X4, X5
+	VPAND        iqscaleconsts<>+0(SB), X4, X4
+	VPAND        iqscaleconsts<>+0(SB), X5, X5
+	VPUNPCKLBW   X5, X4, X4
+	VPMOVZXBW    X4, Y4
+	VPADDW       Y4, Y4, Y4
+	VPOR         iqscaleconsts<>+112(SB), Y4, Y4
+	VPMOVZXBD    2(AX), Y5
+	VPBROADCASTD 66(AX), Y6
+	VPSLLVD      2144(DI), Y6, Y6
+	VPAND        2176(DI), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPCMPEQD     Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPGATHERDD   Y6, 64(DI)(Y5*4), Y7
+	VPBROADCASTD 74(AX), Y5
+	VPSHUFB      Y0, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPCMPEQB     Y1, Y5, Y5
+	VPXOR        (CX), Y5, Y6
+	VPSUBB       Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y7
+	VPSHUFB      kwordmasks<>+0(SB), Y4, Y5
+	VPMADDWD     Y5, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMOVZXBD    10(AX), Y5
+	VPBROADCASTD 67(AX), Y6
+	VPSLLVD      2144(DI), Y6, Y6
+	VPAND        2176(DI), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPCMPEQD     Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPGATHERDD   Y6, 64(DI)(Y5*4), Y7
+	VPBROADCASTD 78(AX), Y5
+	VPSHUFB      Y0, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPCMPEQB     Y1, Y5, Y5
+	VPXOR        32(CX), Y5, Y6
+	VPSUBB       Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y7
+	VPSHUFB      kwordmasks<>+32(SB), Y4, Y5
+	VPMADDWD     Y5, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMOVZXBD    18(AX), Y5
+	VPBROADCASTD 68(AX), Y6
+	VPSLLVD      2144(DI), Y6, Y6
+	VPAND        2176(DI), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPCMPEQD     Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPGATHERDD   Y6, 64(DI)(Y5*4), Y7
+	VPBROADCASTD 82(AX), Y5
+	VPSHUFB      Y0, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPCMPEQB     Y1, Y5, Y5
+	VPXOR        64(CX), Y5, Y6
+	VPSUBB       Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y7
+	VPSHUFB      kwordmasks<>+64(SB), Y4, Y5
+	VPMADDWD     Y5, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMOVZXBD    26(AX), Y5
+	VPBROADCASTD 69(AX), Y6
+	VPSLLVD      2144(DI), Y6, Y6
+	VPAND        2176(DI), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPCMPEQD     Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPGATHERDD   Y6, 64(DI)(Y5*4), Y7
+	VPBROADCASTD 86(AX), Y5
+	VPSHUFB      Y0, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPCMPEQB     Y1, Y5, Y5
+	VPXOR        96(CX), Y5, Y6
+	VPSUBB       Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y7
+	VPSHUFB      kwordmasks<>+96(SB), Y4, Y5
+	VPMADDWD     Y5, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMOVZXBD    34(AX), Y5
+	VPBROADCASTD 70(AX), Y6
+	VPSLLVD      2144(DI), Y6, Y6
+	VPAND        2176(DI), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPCMPEQD     Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPGATHERDD   Y6, 64(DI)(Y5*4), Y7
+	VPBROADCASTD 90(AX), Y5
+	VPSHUFB      Y0, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPCMPEQB     Y1, Y5, Y5
+	VPXOR        128(CX), Y5, Y6
+	VPSUBB       Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y7
+	VPSHUFB      kwordmasks<>+128(SB), Y4, Y5
+	VPMADDWD     Y5, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMOVZXBD    42(AX), Y5
+	VPBROADCASTD 71(AX), Y6
+	VPSLLVD      2144(DI), Y6, Y6
+	VPAND        2176(DI), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPCMPEQD     Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPGATHERDD   Y6, 64(DI)(Y5*4), Y7
+	VPBROADCASTD 94(AX), Y5
+	VPSHUFB      Y0, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPCMPEQB     Y1, Y5, Y5
+	VPXOR        160(CX), Y5, Y6
+	VPSUBB       Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y7
+	VPSHUFB      kwordmasks<>+160(SB), Y4, Y5
+	VPMADDWD     Y5, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMOVZXBD    50(AX), Y5
+	VPBROADCASTD 72(AX), Y6
+	VPSLLVD      2144(DI), Y6, Y6
+	VPAND        2176(DI), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPCMPEQD     Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPGATHERDD   Y6, 64(DI)(Y5*4), Y7
+	VPBROADCASTD 98(AX), Y5
+	VPSHUFB      Y0, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPCMPEQB     Y1, Y5, Y5
+	VPXOR        192(CX), Y5, Y6
+	VPSUBB       Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y7
+	VPSHUFB      kwordmasks<>+192(SB), Y4, Y5
+	VPMADDWD     Y5, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMOVZXBD    58(AX), Y5
+	VPBROADCASTD 73(AX), Y6
+	VPSLLVD      2144(DI), Y6, Y6
+	VPAND        2176(DI), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPCMPEQD     Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPGATHERDD   Y6, 64(DI)(Y5*4), Y7
+	VPBROADCASTD 102(AX), Y5
+	VPSHUFB      Y0, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPCMPEQB     Y1, Y5, Y5
+	VPXOR        224(CX), Y5, Y6
+	VPSUBB       Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y7
+	VPSHUFB      kwordmasks<>+224(SB), Y4, Y4
+	VPMADDWD     Y4, Y7, Y7
+	VPADDD       Y7, Y3, Y3
 	VEXTRACTI128 $0x01, Y3, X4
 	VPADDD       X4, X3, X3
 	VPHADDD      X3, X3, X3
@@ -4958,7 +4829,23 @@ DATA iq3sconsts<>+2136(SB)/2, $0x0100
 DATA iq3sconsts<>+2138(SB)/2, $0x0100
 DATA iq3sconsts<>+2140(SB)/2, $0x0100
 DATA iq3sconsts<>+2142(SB)/2, $0x0100
-GLOBL iq3sconsts<>(SB), RODATA|NOPTR, $2144
+DATA iq3sconsts<>+2144(SB)/4, $0x00000008
+DATA iq3sconsts<>+2148(SB)/4, $0x00000007
+DATA iq3sconsts<>+2152(SB)/4, $0x00000006
+DATA iq3sconsts<>+2156(SB)/4, $0x00000005
+DATA iq3sconsts<>+2160(SB)/4, $0x00000004
+DATA iq3sconsts<>+2164(SB)/4, $0x00000003
+DATA iq3sconsts<>+2168(SB)/4, $0x00000002
+DATA iq3sconsts<>+2172(SB)/4, $0x00000001
+DATA iq3sconsts<>+2176(SB)/4, $0x00000100
+DATA iq3sconsts<>+2180(SB)/4, $0x00000100
+DATA iq3sconsts<>+2184(SB)/4, $0x00000100
+DATA iq3sconsts<>+2188(SB)/4, $0x00000100
+DATA iq3sconsts<>+2192(SB)/4, $0x00000100
+DATA iq3sconsts<>+2196(SB)/4, $0x00000100
+DATA iq3sconsts<>+2200(SB)/4, $0x00000100
+DATA iq3sconsts<>+2204(SB)/4, $0x00000100
+GLOBL iq3sconsts<>(SB), RODATA|NOPTR, $2208
 
 // func dotIQ3XXSAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int) float32
 // Requires: AVX, AVX2, F16C, MMX+, SSE
@@ -7598,177 +7485,114 @@ iq4xsrblock:
 	PREFETCHT0   2112(AX)
 	PREFETCHT0   2176(AX)
 	VPXOR        Y3, Y3, Y3
-	MOVWLZX      2(AX), DI
-	MOVBLZX      4(AX), R8
-	ANDL         $0x0f, R8
-	MOVL         DI, R9
-	ANDL         $0x03, R9
-	SHLL         $0x04, R9
-	ORL          R9, R8
-	SUBL         $0x20, R8
-	VMOVD        R8, X4
-	VPBROADCASTW X4, Y4
-	VMOVDQU      8(AX), X5
-	VPSRLW       $0x04, X5, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	VPAND        Y0, Y6, Y6
-	VPSHUFB      Y6, Y1, Y7
-	VPABSB       Y7, Y6
-	VMOVDQU      (CX), Y8
-	VPSIGNB      Y7, Y8, Y8
-	VPMADDUBSW   Y8, Y6, Y6
-	VPMADDWD     Y4, Y6, Y6
-	VPADDD       Y6, Y3, Y3
-	MOVBLZX      4(AX), R8
-	SHRL         $0x04, R8
-	ANDL         $0x0f, R8
-	MOVL         DI, R9
-	SHRL         $0x02, R9
-	ANDL         $0x03, R9
-	SHLL         $0x04, R9
-	ORL          R9, R8
-	SUBL         $0x20, R8
-	VMOVD        R8, X4
-	VPBROADCASTW X4, Y4
-	VMOVDQU      24(AX), X5
-	VPSRLW       $0x04, X5, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	VPAND        Y0, Y6, Y6
-	VPSHUFB      Y6, Y1, Y7
-	VPABSB       Y7, Y6
-	VMOVDQU      32(CX), Y8
-	VPSIGNB      Y7, Y8, Y8
-	VPMADDUBSW   Y8, Y6, Y6
-	VPMADDWD     Y4, Y6, Y6
-	VPADDD       Y6, Y3, Y3
-	MOVBLZX      5(AX), R8
-	ANDL         $0x0f, R8
-	MOVL         DI, R9
-	SHRL         $0x04, R9
-	ANDL         $0x03, R9
-	SHLL         $0x04, R9
-	ORL          R9, R8
-	SUBL         $0x20, R8
-	VMOVD        R8, X4
-	VPBROADCASTW X4, Y4
-	VMOVDQU      40(AX), X5
-	VPSRLW       $0x04, X5, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	VPAND        Y0, Y6, Y6
-	VPSHUFB      Y6, Y1, Y7
-	VPABSB       Y7, Y6
-	VMOVDQU      64(CX), Y8
-	VPSIGNB      Y7, Y8, Y8
-	VPMADDUBSW   Y8, Y6, Y6
-	VPMADDWD     Y4, Y6, Y6
-	VPADDD       Y6, Y3, Y3
-	MOVBLZX      5(AX), R8
-	SHRL         $0x04, R8
-	ANDL         $0x0f, R8
-	MOVL         DI, R9
-	SHRL         $0x06, R9
-	ANDL         $0x03, R9
-	SHLL         $0x04, R9
-	ORL          R9, R8
-	SUBL         $0x20, R8
-	VMOVD        R8, X4
-	VPBROADCASTW X4, Y4
-	VMOVDQU      56(AX), X5
-	VPSRLW       $0x04, X5, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	VPAND        Y0, Y6, Y6
-	VPSHUFB      Y6, Y1, Y7
-	VPABSB       Y7, Y6
-	VMOVDQU      96(CX), Y8
-	VPSIGNB      Y7, Y8, Y8
-	VPMADDUBSW   Y8, Y6, Y6
-	VPMADDWD     Y4, Y6, Y6
-	VPADDD       Y6, Y3, Y3
-	MOVBLZX      6(AX), R8
-	ANDL         $0x0f, R8
-	MOVL         DI, R9
-	SHRL         $0x08, R9
-	ANDL         $0x03, R9
-	SHLL         $0x04, R9
-	ORL          R9, R8
-	SUBL         $0x20, R8
-	VMOVD        R8, X4
-	VPBROADCASTW X4, Y4
-	VMOVDQU      72(AX), X5
-	VPSRLW       $0x04, X5, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	VPAND        Y0, Y6, Y6
-	VPSHUFB      Y6, Y1, Y7
-	VPABSB       Y7, Y6
-	VMOVDQU      128(CX), Y8
-	VPSIGNB      Y7, Y8, Y8
-	VPMADDUBSW   Y8, Y6, Y6
-	VPMADDWD     Y4, Y6, Y6
-	VPADDD       Y6, Y3, Y3
-	MOVBLZX      6(AX), R8
-	SHRL         $0x04, R8
-	ANDL         $0x0f, R8
-	MOVL         DI, R9
-	SHRL         $0x0a, R9
-	ANDL         $0x03, R9
-	SHLL         $0x04, R9
-	ORL          R9, R8
-	SUBL         $0x20, R8
-	VMOVD        R8, X4
-	VPBROADCASTW X4, Y4
-	VMOVDQU      88(AX), X5
-	VPSRLW       $0x04, X5, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	VPAND        Y0, Y6, Y6
-	VPSHUFB      Y6, Y1, Y7
-	VPABSB       Y7, Y6
-	VMOVDQU      160(CX), Y8
-	VPSIGNB      Y7, Y8, Y8
-	VPMADDUBSW   Y8, Y6, Y6
-	VPMADDWD     Y4, Y6, Y6
-	VPADDD       Y6, Y3, Y3
-	MOVBLZX      7(AX), R8
-	ANDL         $0x0f, R8
-	MOVL         DI, R9
-	SHRL         $0x0c, R9
-	ANDL         $0x03, R9
-	SHLL         $0x04, R9
-	ORL          R9, R8
-	SUBL         $0x20, R8
-	VMOVD        R8, X4
-	VPBROADCASTW X4, Y4
-	VMOVDQU      104(AX), X5
-	VPSRLW       $0x04, X5, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	VPAND        Y0, Y6, Y6
-	VPSHUFB      Y6, Y1, Y7
-	VPABSB       Y7, Y6
-	VMOVDQU      192(CX), Y8
-	VPSIGNB      Y7, Y8, Y8
-	VPMADDUBSW   Y8, Y6, Y6
-	VPMADDWD     Y4, Y6, Y6
-	VPADDD       Y6, Y3, Y3
-	MOVBLZX      7(AX), R8
-	SHRL         $0x04, R8
-	ANDL         $0x0f, R8
-	SHRL         $0x0e, DI
-	ANDL         $0x03, DI
-	SHLL         $0x04, DI
-	ORL          DI, R8
-	SUBL         $0x20, R8
-	VMOVD        R8, X4
-	VPBROADCASTW X4, Y4
-	VMOVDQU      120(AX), X5
-	VPSRLW       $0x04, X5, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	VPAND        Y0, Y6, Y6
-	VPSHUFB      Y6, Y1, Y7
-	VPABSB       Y7, Y6
+	VPBROADCASTD 4(AX), X4
+	VPSRLW       $0x04, X4, X5
+	VPAND        iqscaleconsts<>+0(SB), X4, X4
+	VPAND        iqscaleconsts<>+0(SB), X5, X5
+	VPUNPCKLBW   X5, X4, X4
+	VPMOVZXBW    X4, Y4
+	VPBROADCASTW 2(AX), Y5
+	VPMULLW      iqscaleconsts<>+16(SB), Y5, Y5
+	VPSRLW       $0x0a, Y5, Y5
+	VPAND        iqscaleconsts<>+48(SB), Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPSUBW       iqscaleconsts<>+80(SB), Y4, Y4
+	VPSHUFB      kwordmasks<>+0(SB), Y4, Y5
+	VMOVDQU      8(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y0, Y7, Y7
+	VPSHUFB      Y7, Y1, Y8
+	VPABSB       Y8, Y7
+	VMOVDQU      (CX), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDWD     Y5, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPSHUFB      kwordmasks<>+32(SB), Y4, Y5
+	VMOVDQU      24(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y0, Y7, Y7
+	VPSHUFB      Y7, Y1, Y8
+	VPABSB       Y8, Y7
+	VMOVDQU      32(CX), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDWD     Y5, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPSHUFB      kwordmasks<>+64(SB), Y4, Y5
+	VMOVDQU      40(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y0, Y7, Y7
+	VPSHUFB      Y7, Y1, Y8
+	VPABSB       Y8, Y7
+	VMOVDQU      64(CX), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDWD     Y5, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPSHUFB      kwordmasks<>+96(SB), Y4, Y5
+	VMOVDQU      56(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y0, Y7, Y7
+	VPSHUFB      Y7, Y1, Y8
+	VPABSB       Y8, Y7
+	VMOVDQU      96(CX), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDWD     Y5, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPSHUFB      kwordmasks<>+128(SB), Y4, Y5
+	VMOVDQU      72(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y0, Y7, Y7
+	VPSHUFB      Y7, Y1, Y8
+	VPABSB       Y8, Y7
+	VMOVDQU      128(CX), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDWD     Y5, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPSHUFB      kwordmasks<>+160(SB), Y4, Y5
+	VMOVDQU      88(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y0, Y7, Y7
+	VPSHUFB      Y7, Y1, Y8
+	VPABSB       Y8, Y7
+	VMOVDQU      160(CX), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDWD     Y5, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPSHUFB      kwordmasks<>+192(SB), Y4, Y5
+	VMOVDQU      104(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y0, Y7, Y7
+	VPSHUFB      Y7, Y1, Y8
+	VPABSB       Y8, Y7
+	VMOVDQU      192(CX), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDWD     Y5, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPSHUFB      kwordmasks<>+224(SB), Y4, Y4
+	VMOVDQU      120(AX), X6
+	VPSRLW       $0x04, X6, X5
+	VINSERTI128  $0x01, X5, Y6, Y5
+	VPAND        Y0, Y5, Y5
+	VPSHUFB      Y5, Y1, Y7
+	VPABSB       Y7, Y5
 	VMOVDQU      224(CX), Y8
 	VPSIGNB      Y7, Y8, Y8
-	VPMADDUBSW   Y8, Y6, Y6
-	VPMADDWD     Y4, Y6, Y6
-	VPADDD       Y6, Y3, Y3
+	VPMADDUBSW   Y8, Y5, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPADDD       Y5, Y3, Y3
 	VEXTRACTI128 $0x01, Y3, X4
 	VPADDD       X4, X3, X3
 	VPHADDD      X3, X3, X3
@@ -7801,7 +7625,7 @@ iq4xsrend:
 
 // func dotIQ3SRowsAVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, rows int, out *float32)
 // Requires: AVX, AVX2, F16C, MMX+
-TEXT ·dotIQ3SRowsAVX2(SB), NOSPLIT, $32-56
+TEXT ·dotIQ3SRowsAVX2(SB), NOSPLIT, $16-56
 	MOVQ    w+0(FP), AX
 	LEAQ    iq3sconsts<>+0(SB), DI
 	VMOVDQU (DI), Y0
@@ -7826,306 +7650,158 @@ iq3srblock:
 	PREFETCHT0   2048(AX)
 	PREFETCHT0   2112(AX)
 	VPXOR        Y3, Y3, Y3
-	VPMOVZXBW    2(AX), X4
-	VPBROADCASTB 66(AX), X5
-	VPMULLW      2112(DI), X5, X5
-	VPAND        2128(DI), X5, X5
-	VPOR         X5, X4, X4
-	VMOVDQU      X4, 16(SP)
-	MOVWQZX      16(SP), R8
-	VMOVD        64(DI)(R8*4), X4
-	MOVWQZX      18(SP), R8
-	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
-	MOVWQZX      20(SP), R8
-	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
-	MOVWQZX      22(SP), R8
-	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
-	MOVWQZX      24(SP), R8
-	VMOVD        64(DI)(R8*4), X5
-	MOVWQZX      26(SP), R8
-	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
-	MOVWQZX      28(SP), R8
-	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
-	MOVWQZX      30(SP), R8
-	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
-	VINSERTI128  $0x01, X5, Y4, Y5
-	VPBROADCASTD 74(AX), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPXOR        (CX), Y6, Y7
-	VPSUBB       Y6, Y7, Y7
-	VPMADDUBSW   Y7, Y5, Y5
-	MOVBLZX      106(AX), R8
-	ANDL         $0x0f, R8
-	LEAL         1(R8)(R8*1), R8
-	VMOVD        R8, X6
-	VPBROADCASTW X6, Y6
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
-	VPMOVZXBW    10(AX), X4
-	VPBROADCASTB 67(AX), X5
-	VPMULLW      2112(DI), X5, X5
-	VPAND        2128(DI), X5, X5
-	VPOR         X5, X4, X4
-	VMOVDQU      X4, 16(SP)
-	MOVWQZX      16(SP), R8
-	VMOVD        64(DI)(R8*4), X4
-	MOVWQZX      18(SP), R8
-	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
-	MOVWQZX      20(SP), R8
-	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
-	MOVWQZX      22(SP), R8
-	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
-	MOVWQZX      24(SP), R8
-	VMOVD        64(DI)(R8*4), X5
-	MOVWQZX      26(SP), R8
-	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
-	MOVWQZX      28(SP), R8
-	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
-	MOVWQZX      30(SP), R8
-	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
-	VINSERTI128  $0x01, X5, Y4, Y5
-	VPBROADCASTD 78(AX), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPXOR        32(CX), Y6, Y7
-	VPSUBB       Y6, Y7, Y7
-	VPMADDUBSW   Y7, Y5, Y5
-	MOVBLZX      106(AX), R8
-	SHRL         $0x04, R8
-	ANDL         $0x0f, R8
-	LEAL         1(R8)(R8*1), R8
-	VMOVD        R8, X6
-	VPBROADCASTW X6, Y6
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
-	VPMOVZXBW    18(AX), X4
-	VPBROADCASTB 68(AX), X5
-	VPMULLW      2112(DI), X5, X5
-	VPAND        2128(DI), X5, X5
-	VPOR         X5, X4, X4
-	VMOVDQU      X4, 16(SP)
-	MOVWQZX      16(SP), R8
-	VMOVD        64(DI)(R8*4), X4
-	MOVWQZX      18(SP), R8
-	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
-	MOVWQZX      20(SP), R8
-	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
-	MOVWQZX      22(SP), R8
-	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
-	MOVWQZX      24(SP), R8
-	VMOVD        64(DI)(R8*4), X5
-	MOVWQZX      26(SP), R8
-	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
-	MOVWQZX      28(SP), R8
-	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
-	MOVWQZX      30(SP), R8
-	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
-	VINSERTI128  $0x01, X5, Y4, Y5
-	VPBROADCASTD 82(AX), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPXOR        64(CX), Y6, Y7
-	VPSUBB       Y6, Y7, Y7
-	VPMADDUBSW   Y7, Y5, Y5
-	MOVBLZX      107(AX), R8
-	ANDL         $0x0f, R8
-	LEAL         1(R8)(R8*1), R8
-	VMOVD        R8, X6
-	VPBROADCASTW X6, Y6
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
-	VPMOVZXBW    26(AX), X4
-	VPBROADCASTB 69(AX), X5
-	VPMULLW      2112(DI), X5, X5
-	VPAND        2128(DI), X5, X5
-	VPOR         X5, X4, X4
-	VMOVDQU      X4, 16(SP)
-	MOVWQZX      16(SP), R8
-	VMOVD        64(DI)(R8*4), X4
-	MOVWQZX      18(SP), R8
-	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
-	MOVWQZX      20(SP), R8
-	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
-	MOVWQZX      22(SP), R8
-	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
-	MOVWQZX      24(SP), R8
-	VMOVD        64(DI)(R8*4), X5
-	MOVWQZX      26(SP), R8
-	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
-	MOVWQZX      28(SP), R8
-	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
-	MOVWQZX      30(SP), R8
-	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
-	VINSERTI128  $0x01, X5, Y4, Y5
-	VPBROADCASTD 86(AX), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPXOR        96(CX), Y6, Y7
-	VPSUBB       Y6, Y7, Y7
-	VPMADDUBSW   Y7, Y5, Y5
-	MOVBLZX      107(AX), R8
-	SHRL         $0x04, R8
-	ANDL         $0x0f, R8
-	LEAL         1(R8)(R8*1), R8
-	VMOVD        R8, X6
-	VPBROADCASTW X6, Y6
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
-	VPMOVZXBW    34(AX), X4
-	VPBROADCASTB 70(AX), X5
-	VPMULLW      2112(DI), X5, X5
-	VPAND        2128(DI), X5, X5
-	VPOR         X5, X4, X4
-	VMOVDQU      X4, 16(SP)
-	MOVWQZX      16(SP), R8
-	VMOVD        64(DI)(R8*4), X4
-	MOVWQZX      18(SP), R8
-	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
-	MOVWQZX      20(SP), R8
-	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
-	MOVWQZX      22(SP), R8
-	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
-	MOVWQZX      24(SP), R8
-	VMOVD        64(DI)(R8*4), X5
-	MOVWQZX      26(SP), R8
-	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
-	MOVWQZX      28(SP), R8
-	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
-	MOVWQZX      30(SP), R8
-	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
-	VINSERTI128  $0x01, X5, Y4, Y5
-	VPBROADCASTD 90(AX), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPXOR        128(CX), Y6, Y7
-	VPSUBB       Y6, Y7, Y7
-	VPMADDUBSW   Y7, Y5, Y5
-	MOVBLZX      108(AX), R8
-	ANDL         $0x0f, R8
-	LEAL         1(R8)(R8*1), R8
-	VMOVD        R8, X6
-	VPBROADCASTW X6, Y6
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
-	VPMOVZXBW    42(AX), X4
-	VPBROADCASTB 71(AX), X5
-	VPMULLW      2112(DI), X5, X5
-	VPAND        2128(DI), X5, X5
-	VPOR         X5, X4, X4
-	VMOVDQU      X4, 16(SP)
-	MOVWQZX      16(SP), R8
-	VMOVD        64(DI)(R8*4), X4
-	MOVWQZX      18(SP), R8
-	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
-	MOVWQZX      20(SP), R8
-	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
-	MOVWQZX      22(SP), R8
-	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
-	MOVWQZX      24(SP), R8
-	VMOVD        64(DI)(R8*4), X5
-	MOVWQZX      26(SP), R8
-	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
-	MOVWQZX      28(SP), R8
-	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
-	MOVWQZX      30(SP), R8
-	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
-	VINSERTI128  $0x01, X5, Y4, Y5
-	VPBROADCASTD 94(AX), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPXOR        160(CX), Y6, Y7
-	VPSUBB       Y6, Y7, Y7
-	VPMADDUBSW   Y7, Y5, Y5
-	MOVBLZX      108(AX), R8
-	SHRL         $0x04, R8
-	ANDL         $0x0f, R8
-	LEAL         1(R8)(R8*1), R8
-	VMOVD        R8, X6
-	VPBROADCASTW X6, Y6
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
-	VPMOVZXBW    50(AX), X4
-	VPBROADCASTB 72(AX), X5
-	VPMULLW      2112(DI), X5, X5
-	VPAND        2128(DI), X5, X5
-	VPOR         X5, X4, X4
-	VMOVDQU      X4, 16(SP)
-	MOVWQZX      16(SP), R8
-	VMOVD        64(DI)(R8*4), X4
-	MOVWQZX      18(SP), R8
-	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
-	MOVWQZX      20(SP), R8
-	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
-	MOVWQZX      22(SP), R8
-	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
-	MOVWQZX      24(SP), R8
-	VMOVD        64(DI)(R8*4), X5
-	MOVWQZX      26(SP), R8
-	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
-	MOVWQZX      28(SP), R8
-	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
-	MOVWQZX      30(SP), R8
-	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
-	VINSERTI128  $0x01, X5, Y4, Y5
-	VPBROADCASTD 98(AX), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPXOR        192(CX), Y6, Y7
-	VPSUBB       Y6, Y7, Y7
-	VPMADDUBSW   Y7, Y5, Y5
-	MOVBLZX      109(AX), R8
-	ANDL         $0x0f, R8
-	LEAL         1(R8)(R8*1), R8
-	VMOVD        R8, X6
-	VPBROADCASTW X6, Y6
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
-	VPMOVZXBW    58(AX), X4
-	VPBROADCASTB 73(AX), X5
-	VPMULLW      2112(DI), X5, X5
-	VPAND        2128(DI), X5, X5
-	VPOR         X5, X4, X4
-	VMOVDQU      X4, 16(SP)
-	MOVWQZX      16(SP), R8
-	VMOVD        64(DI)(R8*4), X4
-	MOVWQZX      18(SP), R8
-	VPINSRD      $0x01, 64(DI)(R8*4), X4, X4
-	MOVWQZX      20(SP), R8
-	VPINSRD      $0x02, 64(DI)(R8*4), X4, X4
-	MOVWQZX      22(SP), R8
-	VPINSRD      $0x03, 64(DI)(R8*4), X4, X4
-	MOVWQZX      24(SP), R8
-	VMOVD        64(DI)(R8*4), X5
-	MOVWQZX      26(SP), R8
-	VPINSRD      $0x01, 64(DI)(R8*4), X5, X5
-	MOVWQZX      28(SP), R8
-	VPINSRD      $0x02, 64(DI)(R8*4), X5, X5
-	MOVWQZX      30(SP), R8
-	VPINSRD      $0x03, 64(DI)(R8*4), X5, X5
-	VINSERTI128  $0x01, X5, Y4, Y5
-	VPBROADCASTD 102(AX), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPXOR        224(CX), Y6, Y7
-	VPSUBB       Y6, Y7, Y7
-	VPMADDUBSW   Y7, Y5, Y5
-	MOVBLZX      109(AX), R8
-	SHRL         $0x04, R8
-	ANDL         $0x0f, R8
-	LEAL         1(R8)(R8*1), R8
-	VMOVD        R8, X6
-	VPBROADCASTW X6, Y6
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
+	VPBROADCASTD 106(AX), X4
+	VPSRLW       $0x04, X4, X5
+	VPAND        iqscaleconsts<>+0(SB), X4, X4
+	VPAND        iqscaleconsts<>+0(SB), X5, X5
+	VPUNPCKLBW   X5, X4, X4
+	VPMOVZXBW    X4, Y4
+	VPADDW       Y4, Y4, Y4
+	VPOR         iqscaleconsts<>+112(SB), Y4, Y4
+	VPMOVZXBD    2(AX), Y5
+	VPBROADCASTD 66(AX), Y6
+	VPSLLVD      2144(DI), Y6, Y6
+	VPAND        2176(DI), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPCMPEQD     Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPGATHERDD   Y6, 64(DI)(Y5*4), Y7
+	VPBROADCASTD 74(AX), Y5
+	VPSHUFB      Y0, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPCMPEQB     Y1, Y5, Y5
+	VPXOR        (CX), Y5, Y6
+	VPSUBB       Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y7
+	VPSHUFB      kwordmasks<>+0(SB), Y4, Y5
+	VPMADDWD     Y5, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMOVZXBD    10(AX), Y5
+	VPBROADCASTD 67(AX), Y6
+	VPSLLVD      2144(DI), Y6, Y6
+	VPAND        2176(DI), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPCMPEQD     Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPGATHERDD   Y6, 64(DI)(Y5*4), Y7
+	VPBROADCASTD 78(AX), Y5
+	VPSHUFB      Y0, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPCMPEQB     Y1, Y5, Y5
+	VPXOR        32(CX), Y5, Y6
+	VPSUBB       Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y7
+	VPSHUFB      kwordmasks<>+32(SB), Y4, Y5
+	VPMADDWD     Y5, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMOVZXBD    18(AX), Y5
+	VPBROADCASTD 68(AX), Y6
+	VPSLLVD      2144(DI), Y6, Y6
+	VPAND        2176(DI), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPCMPEQD     Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPGATHERDD   Y6, 64(DI)(Y5*4), Y7
+	VPBROADCASTD 82(AX), Y5
+	VPSHUFB      Y0, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPCMPEQB     Y1, Y5, Y5
+	VPXOR        64(CX), Y5, Y6
+	VPSUBB       Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y7
+	VPSHUFB      kwordmasks<>+64(SB), Y4, Y5
+	VPMADDWD     Y5, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMOVZXBD    26(AX), Y5
+	VPBROADCASTD 69(AX), Y6
+	VPSLLVD      2144(DI), Y6, Y6
+	VPAND        2176(DI), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPCMPEQD     Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPGATHERDD   Y6, 64(DI)(Y5*4), Y7
+	VPBROADCASTD 86(AX), Y5
+	VPSHUFB      Y0, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPCMPEQB     Y1, Y5, Y5
+	VPXOR        96(CX), Y5, Y6
+	VPSUBB       Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y7
+	VPSHUFB      kwordmasks<>+96(SB), Y4, Y5
+	VPMADDWD     Y5, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMOVZXBD    34(AX), Y5
+	VPBROADCASTD 70(AX), Y6
+	VPSLLVD      2144(DI), Y6, Y6
+	VPAND        2176(DI), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPCMPEQD     Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPGATHERDD   Y6, 64(DI)(Y5*4), Y7
+	VPBROADCASTD 90(AX), Y5
+	VPSHUFB      Y0, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPCMPEQB     Y1, Y5, Y5
+	VPXOR        128(CX), Y5, Y6
+	VPSUBB       Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y7
+	VPSHUFB      kwordmasks<>+128(SB), Y4, Y5
+	VPMADDWD     Y5, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMOVZXBD    42(AX), Y5
+	VPBROADCASTD 71(AX), Y6
+	VPSLLVD      2144(DI), Y6, Y6
+	VPAND        2176(DI), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPCMPEQD     Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPGATHERDD   Y6, 64(DI)(Y5*4), Y7
+	VPBROADCASTD 94(AX), Y5
+	VPSHUFB      Y0, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPCMPEQB     Y1, Y5, Y5
+	VPXOR        160(CX), Y5, Y6
+	VPSUBB       Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y7
+	VPSHUFB      kwordmasks<>+160(SB), Y4, Y5
+	VPMADDWD     Y5, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMOVZXBD    50(AX), Y5
+	VPBROADCASTD 72(AX), Y6
+	VPSLLVD      2144(DI), Y6, Y6
+	VPAND        2176(DI), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPCMPEQD     Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPGATHERDD   Y6, 64(DI)(Y5*4), Y7
+	VPBROADCASTD 98(AX), Y5
+	VPSHUFB      Y0, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPCMPEQB     Y1, Y5, Y5
+	VPXOR        192(CX), Y5, Y6
+	VPSUBB       Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y7
+	VPSHUFB      kwordmasks<>+192(SB), Y4, Y5
+	VPMADDWD     Y5, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMOVZXBD    58(AX), Y5
+	VPBROADCASTD 73(AX), Y6
+	VPSLLVD      2144(DI), Y6, Y6
+	VPAND        2176(DI), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPCMPEQD     Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPGATHERDD   Y6, 64(DI)(Y5*4), Y7
+	VPBROADCASTD 102(AX), Y5
+	VPSHUFB      Y0, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPCMPEQB     Y1, Y5, Y5
+	VPXOR        224(CX), Y5, Y6
+	VPSUBB       Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y7
+	VPSHUFB      kwordmasks<>+224(SB), Y4, Y4
+	VPMADDWD     Y4, Y7, Y7
+	VPADDD       Y7, Y3, Y3
 	VEXTRACTI128 $0x01, Y3, X4
 	VPADDD       X4, X3, X3
 	VPHADDD      X3, X3, X3

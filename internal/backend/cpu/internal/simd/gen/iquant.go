@@ -12,7 +12,7 @@ import (
 // spreading byte i/8 of a broadcast dword over byte i, at 32 the bit 1<<(i%8)
 // of byte i, at 64 llama.cpp's iq3s_grid (512 dwords, as tensors generated
 // it from ggml-common.h), at 2112 the words 256>>k, at 2128 the word 256
-// eight times.
+// eight times, at 2144 the dwords 8-k, at 2176 the dword 256 eight times.
 var iq3sTable Mem
 
 func iq3sConsts() Mem {
@@ -42,14 +42,23 @@ func iq3sConsts() Mem {
 		for k := range 8 {
 			DATA(2128+2*k, U16(256))
 		}
+		for k := range 8 {
+			DATA(2144+4*k, U32(uint32(8-k)))
+		}
+		for k := range 8 {
+			DATA(2176+4*k, U32(256))
+		}
 	}
 	return iq3sTable
 }
 
 // dotIQ3S writes the IQ3_S kernel against QuantizeQ8K activations: per
-// sub-block of 32 the eight grid indices (qs | the ninth bit from qh) are
-// made as words in a vector (VPMULLW shifts the qh byte's bits into place)
-// and stored, the grid entries loaded as dwords (VMOVD, VPINSRD), the 32 sign bits become byte masks
+// block the eight sub-block scales 2s+1 are made as words in a vector
+// (iqNibbles) and each broadcast by VPSHUFB; per sub-block of 32 the eight
+// grid indices (qs | the ninth bit from qh) are made as dwords in a vector
+// (VPSLLVD moves the qh byte's bits into place) and their grid entries
+// gathered (VPGATHERDD: 1.2x the VMOVD/VPINSRD loads from the indices
+// stored, on Zen 3), the 32 sign bits become byte masks
 // (VPBROADCASTD, VPSHUFB, VPAND, VPCMPEQB) that negate the activations
 // ((x^m)-m), VPMADDUBSW multiplies the unsigned grid values (<= 15) with
 // them and VPMADDWD applies the sub-block scale 2s+1: the block's exact
@@ -66,34 +75,24 @@ func dotIQ3S(rows bool) {
 	kLoop("iq3s", 110, w, x, xd, xs, nb, rows, func(s VecVirtual) {
 		acc := YMM()
 		VPXOR(acc, acc, acc)
-		idxs := AllocLocal(16)
+		// the sub-block scales 2s+1 as words, in both lanes
+		sc8 := iqNibbles(Mem{Base: w, Disp: 106})
+		VPADDW(sc8, sc8, sc8)
+		VPOR(iqScaleConsts().Offset(112), sc8, sc8)
 		for ib := range 8 {
-			// the eight indices as words: qs | (h*257 << (8-k)) & 256
-			// (bit 8 of the product is bit k of h), through the stack
-			q, hv := XMM(), XMM()
-			VPMOVZXBW(Mem{Base: w, Disp: 2 + 8*ib}, q)
-			VPBROADCASTB(Mem{Base: w, Disp: 66 + ib}, hv)
-			VPMULLW(Mem{Base: tab, Disp: 2112}, hv, hv)
-			VPAND(Mem{Base: tab, Disp: 2128}, hv, hv)
-			VPOR(hv, q, q)
-			VMOVDQU(q, idxs)
-			var half [2]VecVirtual
-			for hh := range 2 {
-				v := XMM()
-				for kk := range 4 {
-					idx := GP64()
-					MOVWQZX(idxs.Offset(2*(4*hh+kk)), idx)
-					m := Mem{Base: tab, Index: idx, Scale: 4, Disp: 64}
-					if kk == 0 {
-						VMOVD(m, v)
-					} else {
-						VPINSRD(Imm(uint64(kk)), m, v, v)
-					}
-				}
-				half[hh] = v
-			}
-			g := YMM()
-			VINSERTI128(Imm(1), half[1], half[0].AsY(), g)
+			// the eight indices as dwords, qs | (h << (8-k)) & 256 (h the
+			// dword from qh's byte ib: bit 8 is bit k of that byte), and
+			// their grid entries gathered
+			idx, hv := YMM(), YMM()
+			VPMOVZXBD(Mem{Base: w, Disp: 2 + 8*ib}, idx)
+			VPBROADCASTD(Mem{Base: w, Disp: 66 + ib}, hv)
+			VPSLLVD(Mem{Base: tab, Disp: 2144}, hv, hv)
+			VPAND(Mem{Base: tab, Disp: 2176}, hv, hv)
+			VPOR(hv, idx, idx)
+			mask, g := YMM(), YMM()
+			VPCMPEQD(mask, mask, mask)
+			VPXOR(g, g, g)
+			VPGATHERDD(mask, Mem{Base: tab, Index: idx, Scale: 4, Disp: 64}, g)
 			sg, sx := YMM(), YMM()
 			VPBROADCASTD(Mem{Base: w, Disp: 74 + 4*ib}, sg)
 			VPSHUFB(shuf, sg, sg)
@@ -102,16 +101,8 @@ func dotIQ3S(rows bool) {
 			VPXOR(Mem{Base: x, Disp: 32 * ib}, sg, sx)
 			VPSUBB(sg, sx, sx)
 			VPMADDUBSW(sx, g, g)
-			ls := GP32()
-			MOVBLZX(Mem{Base: w, Disp: 106 + ib/2}, ls)
-			if ib%2 == 1 {
-				SHRL(Imm(4), ls)
-			}
-			ANDL(Imm(0xf), ls)
-			LEAL(Mem{Base: ls, Index: ls, Scale: 1, Disp: 1}, ls)
 			sc := YMM()
-			VMOVD(ls, sc.AsX())
-			VPBROADCASTW(sc.AsX(), sc)
+			VPSHUFB(kWordMask(ib), sc8, sc)
 			VPMADDWD(sc, g, g)
 			VPADDD(g, acc, acc)
 		}
@@ -329,4 +320,45 @@ func dotIQ2XXS(rows bool) {
 		VMOVD(q, f)
 		VMULSS(f, s, s)
 	})
+}
+
+// iqScaleTable holds the constants of the I-quant scale vectors: at 0 the
+// byte 0x0f sixteen times, at 16 the words 1<<(14-2j) (j = 0..7, both
+// lanes), at 48 the word 0x30, at 80 the word 32 and at 112 the word 1,
+// sixteen times each.
+var iqScaleTable Mem
+
+func iqScaleConsts() Mem {
+	if iqScaleTable.Symbol.Name == "" {
+		iqScaleTable = GLOBL("iqscaleconsts", RODATA|NOPTR)
+		for i := range 16 {
+			DATA(i, U8(0x0f))
+		}
+		for j := range 16 {
+			DATA(16+2*j, U16(uint16(1)<<(14-2*(j%8))))
+		}
+		for i, v := range []uint16{0x30, 32, 1} {
+			for j := range 16 {
+				DATA(48+32*i+2*j, U16(v))
+			}
+		}
+	}
+	return iqScaleTable
+}
+
+// iqNibbles returns the eight 4-bit fields of the four bytes at m as
+// int16 words in both lanes, in llama.cpp's sub-block order: word 2i the
+// low nibble of byte i, word 2i+1 its high nibble (the 4-bit sub-block
+// scales of IQ3_S and the low bits of IQ4_XS's). kWordMask(j) broadcasts
+// word j.
+func iqNibbles(m Mem) VecVirtual {
+	v, h := XMM(), XMM()
+	VPBROADCASTD(m, v)
+	VPSRLW(Imm(4), v, h)
+	VPAND(iqScaleConsts(), v, v)
+	VPAND(iqScaleConsts(), h, h)
+	VPUNPCKLBW(h, v, v) // the nibbles in order, bytes 0..7 and again 8..15
+	y := YMM()
+	VPMOVZXBW(v, y)
+	return y
 }

@@ -979,8 +979,8 @@ func dotQ6KRows4() {
 // sub-block of 32 the codes become their IQ4_NL values by VPSHUFB (as
 // dotIQ4NL), meet the activations as signed bytes (VPSIGNB, VPABSB,
 // VPMADDUBSW: |w| <= 127), and VPMADDWD against the sub-block's scale
-// ls-32 (computed in a general register, broadcast as a word) adds them to
-// eight int32 lanes: the block's exact integer sum, to which kEpilogue
+// ls-32 (the block's eight made as words in a vector once, each broadcast
+// by VPSHUFB) adds them to eight int32 lanes: the block's exact integer sum, to which kEpilogue
 // applies float32(d*dx*Σ) as the Go form does (the same bits).
 func dotIQ4XS(rows bool) {
 	kText("dotIQ4XS", "returns the dot product of nb IQ4_XS blocks at w with QuantizeQ8K activations: the IQ4_NL values of the codes times the 6-bit sub-block scales less 32.", rows)
@@ -993,26 +993,19 @@ func dotIQ4XS(rows bool) {
 	kLoop("iq4xs", 136, w, x, xd, xs, nb, rows, func(s VecVirtual) {
 		acc := YMM()
 		VPXOR(acc, acc, acc)
-		sh := GP32()
-		MOVWLZX(Mem{Base: w, Disp: 2}, sh)
+		// the eight sub-block scales as words in both lanes: the low
+		// nibbles at 4, bits 2j and 2j+1 of the word at 2 (VPMULLW by
+		// 1<<(14-2j) moves them to the top) above them, less 32
+		sc8, hv := iqNibbles(Mem{Base: w, Disp: 4}), YMM()
+		VPBROADCASTW(Mem{Base: w, Disp: 2}, hv)
+		VPMULLW(iqScaleConsts().Offset(16), hv, hv)
+		VPSRLW(Imm(10), hv, hv)
+		VPAND(iqScaleConsts().Offset(48), hv, hv)
+		VPOR(hv, sc8, sc8)
+		VPSUBW(iqScaleConsts().Offset(80), sc8, sc8)
 		for ib := range 8 {
-			ls, hi := GP32(), GP32()
-			MOVBLZX(Mem{Base: w, Disp: 4 + ib/2}, ls)
-			if ib%2 == 1 {
-				SHRL(Imm(4), ls)
-			}
-			ANDL(Imm(0xf), ls)
-			MOVL(sh, hi)
-			if ib > 0 {
-				SHRL(Imm(uint64(2*ib)), hi)
-			}
-			ANDL(Imm(3), hi)
-			SHLL(Imm(4), hi)
-			ORL(hi, ls)
-			SUBL(Imm(32), ls)
 			sc := YMM()
-			VMOVD(ls, sc.AsX())
-			VPBROADCASTW(sc.AsX(), sc)
+			VPSHUFB(kWordMask(ib), sc8, sc)
 			b, h, u, q, sx := XMM(), XMM(), YMM(), YMM(), YMM()
 			VMOVDQU(Mem{Base: w, Disp: 8 + 16*ib}, b)
 			VPSRLW(Imm(4), b, h)
