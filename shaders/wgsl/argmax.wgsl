@@ -42,11 +42,11 @@ fn better(v: f32, i: u32, bv: f32, bi: u32) -> bool {
 
 @compute @workgroup_size(64)
 fn argmax(@builtin(local_invocation_id) lid: vec3<u32>) {
-    if step[STEP_ROWS] == 0u {
+    let l = lid.x;
+    if step_word_uniform(l, STEP_ROWS) == 0u {
         return; // uniform: no row to scan
     }
     load_mask();
-    let l = lid.x;
     var bv = 0.0;
     var bi = NONE;
     for (var i = l; i < p.n; i += WG) {

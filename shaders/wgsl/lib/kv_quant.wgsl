@@ -153,7 +153,7 @@ fn kvq_quant_min(ty: u32, x: ptr<function, array<f32, 256>>, b: u32, q: ptr<func
             if five {
                 a = a & 0xffu;
                 c = c & 0xffu;
-                qh |= ((a >> 4u) & 1u) << j | ((c >> 4u) & 1u) << (j + 16u);
+                qh |= (((a >> 4u) & 1u) << j) | (((c >> 4u) & 1u) << (j + 16u));
             } else {
                 a = min(15u, a);
                 c = min(15u, c);
@@ -278,7 +278,7 @@ fn kvq_quant4(ty: u32, x: ptr<function, array<f32, 256>>, b: u32, q: ptr<functio
             let j = 4u * w + k;
             let a = u32(min(top, i32((*x)[32u * b + j] * id + half)));
             let c = u32(min(top, i32((*x)[32u * b + j + 16u] * id + half)));
-            qh |= ((a >> 4u) & 1u) << j | ((c >> 4u) & 1u) << (j + 16u);
+            qh |= (((a >> 4u) & 1u) << j) | (((c >> 4u) & 1u) << (j + 16u));
             word |= ((a & 15u) | ((c & 15u) << 4u)) << (8u * k);
         }
         (*q)[w] = word;
