@@ -5,6 +5,7 @@ package webgpu
 import (
 	"encoding/binary"
 	"fmt"
+	"runtime"
 	"sync"
 	"syscall/js"
 	"unsafe"
@@ -206,4 +207,29 @@ func readReplay(d *Device, wb *buffer, off int64, dst []byte) (handled bool, err
 	}
 	d.stamps.slots = 0
 	return true, nil
+}
+
+// writeFunc writes n bytes of the wasm memory at ptr into buf at off: the
+// view of the memory is made in JavaScript, in the call. The binding's
+// WriteBuffer makes it in Go (jsx.BytesToJS: the memory's ArrayBuffer, then
+// a constructor call whose arguments Go allocates), and a wasm memory that
+// grows in between detaches that ArrayBuffer: "Cannot perform Construct on
+// a detached ArrayBuffer", which kernels compiling while the weights
+// stream (compileUnlocked) made frequent.
+var writeFunc = sync.OnceValue(func() js.Value {
+	return js.Global().Get("Function").New("queue", "buf", "off", "ptr", "n", `
+queue.writeBuffer(buf, off, new Uint8Array(globalThis.wasm.instance.exports.mem.buffer, ptr, n));
+`)
+})
+
+// writeBuffer writes data into wb at off through writeFunc. d.mu is held.
+func writeBuffer(d *Device, wb *buffer, off int64, data []byte) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	writeFunc().Invoke(handle(d.queue), handle(wb.b), off, uintptr(unsafe.Pointer(&data[0])), len(data))
+	runtime.KeepAlive(data)
+	return nil
 }

@@ -19,3 +19,8 @@ func noteSubmit(*Device, []*commands) {}
 
 // cachedTimestamps: none natively.
 func cachedTimestamps(*Device, int) ([]uint64, bool) { return nil, false }
+
+// writeBuffer is the queue's WriteBuffer. d.mu is held.
+func writeBuffer(d *Device, wb *buffer, off int64, data []byte) error {
+	return d.queue.WriteBuffer(wb.b, uint64(off), data)
+}
