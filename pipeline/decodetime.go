@@ -40,7 +40,12 @@ func (d DecodeTime) PerStep() time.Duration {
 // gpu.ErrUnsupported). Set against the wall time of a generation's decode
 // steps (1 / its decode rate), the device time per step leaves the host's
 // share: submissions, waits, reads and bookkeeping, which no faster device
-// removes. Like Profile it overwrites the KV cache of the slot it takes.
+// removes. The steps run twice, the first pass untimed: it records the
+// command lists of the timed submissions (their first use, which a
+// generation's steady state does not pay: on the page each list's bind
+// groups cost crossings into JavaScript, a second and more for 64 steps
+// under load). Like Profile it overwrites the KV cache of the slot it
+// takes.
 func (m *Model) TimeDecode(ctx context.Context, prompt []int, steps int) (DecodeTime, error) {
 	if len(prompt) == 0 || steps < 1 || len(prompt)+steps > m.maxCache {
 		return DecodeTime{}, fmt.Errorf("%w: timed decode: %d prompt tokens and %d steps for a cache of %d", ErrPrompt, len(prompt), steps, m.maxCache)
@@ -58,8 +63,22 @@ func (m *Model) TimeDecode(ctx context.Context, prompt []int, steps int) (Decode
 	if sl.argmax == nil {
 		return DecodeTime{}, fmt.Errorf("pipeline: timed decode: the %s backend does not pick tokens on the device: %w", m.backend.Info().Backend, gpu.ErrUnsupported)
 	}
+	if _, err := m.timeSteps(ctx, sl, prompt, steps); err != nil {
+		return DecodeTime{}, err
+	}
+	return m.timeSteps(ctx, sl, prompt, steps)
+}
+
+// timeSteps is one pass of TimeDecode on sl, from an empty cache.
+func (m *Model) timeSteps(ctx context.Context, sl *slot, prompt []int, steps int) (DecodeTime, error) {
+	sl.cut(0)
 	if len(prompt) > 1 {
-		if _, err := m.feed(ctx, sl, prompt[:len(prompt)-1], nil); err != nil {
+		// The logits are read (and dropped) so that the prompt's work is
+		// done before the clock starts: a device whose Run returns before
+		// its work ends (the page's WebGPU: its queue is only awaited by
+		// reads) would put the prompt into the first submission's wall time
+		// (the page's host time per step came out milliseconds too high).
+		if _, err := m.feed(ctx, sl, prompt[:len(prompt)-1], make([]float32, m.cfg.VocabSize)); err != nil {
 			return DecodeTime{}, fmt.Errorf("pipeline: timed decode: %w", err)
 		}
 	}

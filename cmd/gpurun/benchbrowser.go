@@ -196,6 +196,62 @@ func benchBrowser(ctx context.Context, log io.Writer, bar *progressbar.ProgressB
 			}
 			out = append(out, res)
 		}
+		if bf.coldLoad && len(tests) > 0 {
+			bar.Describe(fmt.Sprintf("%s in the browser: two visits", src.name))
+			benchVisits(log, br, page.URL, src.name, filepath.Base(src.file), rf, info.Vocab, tests[0].PromptTokens)
+		}
 	}
 	return out, dev
+}
+
+// browserVisit is what a visit of benchVisits measures.
+type browserVisit struct {
+	FromStore       bool    `json:"fromStore"`
+	FetchMs         float64 `json:"fetchMs"`
+	LoadServedMs    float64 `json:"loadServedMs"`
+	SincePageLoadMs float64 `json:"sincePageLoadMs"`
+}
+
+// benchVisits measures the page's time to first token from page load on
+// a first visit (the browser's model store emptied: the model is
+// downloaded) and on a second one (read from the Origin Private File
+// System), each a fresh tab of the same browser profile, on WebGPU (the
+// page compiles its kernels on each visit) with a prompt of promptTokens
+// ids (at least 1) and one generated token, and writes them to log: the
+// page's cold and warm start beside the native rows' cold and warm loads
+// (--cold-load).
+func benchVisits(log io.Writer, br *browser.Browser, url, model, name string, rf *benchModelFlags, vocab, promptTokens int) {
+	var visits []browserVisit
+	for i := range 2 {
+		v, err := func() (browserVisit, error) {
+			tab, err := br.NewTab(false)
+			if err != nil {
+				return browserVisit{}, err
+			}
+			defer tab.Close()
+			if err := tab.Open(url); err != nil {
+				return browserVisit{}, err
+			}
+			if i == 0 {
+				if _, err := browser.Eval[bool](tab, "gpurunPage.forget().then(() => true)"); err != nil {
+					return browserVisit{}, fmt.Errorf("forgetting the stored models: %w", err)
+				}
+			}
+			ids, _ := json.Marshal(benchPrompt(max(promptTokens, 1), vocab, i))
+			return browser.Eval[browserVisit](tab, fmt.Sprintf(`(async () => {
+				const info = await gpurunPage.loadServed(%q, "webgpu", %d, %d);
+				const r = await gpurunPage.generate("", {maxTokens: 1, promptIds: %s, ignoreStop: true});
+				return {sincePageLoadMs: r.sincePageLoadMs, fromStore: info.fromStore, fetchMs: info.fetchMs, loadServedMs: info.loadServedMs};
+			})()`, name, rf.maxCache, rf.steps, ids))
+		}()
+		if err != nil {
+			fmt.Fprintf(log, "bench: %s in the browser, visit %d: %v\n", model, i+1, err)
+			return
+		}
+		visits = append(visits, v)
+	}
+	where := map[bool]string{true: "read from the Origin Private File System", false: "downloaded"}
+	fmt.Fprintf(log, "bench: %s in the browser, time to first token from page load: first visit %.0f ms (model %s in %.0f ms, loaded in %.0f ms), second visit %.0f ms (model %s in %.0f ms, loaded in %.0f ms)\n",
+		model, visits[0].SincePageLoadMs, where[visits[0].FromStore], visits[0].FetchMs, visits[0].LoadServedMs,
+		visits[1].SincePageLoadMs, where[visits[1].FromStore], visits[1].FetchMs, visits[1].LoadServedMs)
 }

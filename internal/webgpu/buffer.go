@@ -110,7 +110,7 @@ func (d *Device) Write(b gpu.Buffer, off int64, data []byte) error {
 	if d.closed {
 		return ErrClosed
 	}
-	if err := d.queue.WriteBuffer(wb.b, uint64(off), data); err != nil {
+	if err := writeBuffer(d, wb, off, data); err != nil {
 		return fmt.Errorf("webgpu: write: %w", err)
 	}
 	return nil

@@ -245,6 +245,7 @@ func (d *Device) Submit(lists ...gpu.Commands) error {
 	if d.closed {
 		return ErrClosed
 	}
+	noteSubmit(d, cs)
 	if handled, err := submitReplay(d, cs); handled {
 		return err
 	}
@@ -330,6 +331,9 @@ func (d *Device) ReadTimestamps(n int) ([]uint64, error) {
 	defer d.mu.Unlock()
 	if d.closed {
 		return nil, ErrClosed
+	}
+	if ts, ok := cachedTimestamps(d, n); ok {
+		return ts, nil
 	}
 	if err := d.ensureStaging(int64(n) * 8); err != nil {
 		return nil, err

@@ -90,7 +90,20 @@ func (d *Device) NewKernel(spec shaders.KernelSpec) (gpu.Kernel, error) {
 		k.module.Release()
 		return nil, fmt.Errorf("webgpu: pipeline layout of %q: %w", spec.Name, err)
 	}
-	k.pipeline, err = createPipeline(d.dev, computePipeline(spec.Name, k.pipeLay, wgpu.ProgrammableStageDescriptor{Module: k.module, EntryPoint: entry}))
+	desc := computePipeline(spec.Name, k.pipeLay, wgpu.ProgrammableStageDescriptor{Module: k.module, EntryPoint: entry})
+	if compileUnlocked {
+		// The page awaits the browser's compile (pipeline_js.go): other
+		// kernels' compiles start meanwhile.
+		d.mu.Unlock()
+		k.pipeline, err = createPipeline(d.dev, desc)
+		d.mu.Lock()
+		if err == nil && d.closed {
+			k.pipeline.Release()
+			err = ErrClosed
+		}
+	} else {
+		k.pipeline, err = createPipeline(d.dev, desc)
+	}
 	if err != nil {
 		k.pipeLay.Release()
 		k.layout.Release()

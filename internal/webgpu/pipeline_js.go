@@ -12,6 +12,14 @@ import (
 	"github.com/cogentcore/webgpu/wgpu"
 )
 
+// compileUnlocked: NewKernel leaves the device's mutex while it awaits
+// createPipeline, so the page's kernels compile at once (the browser
+// compiles async pipelines off its GPU process's main thread, in parallel
+// where it has the cores) where they compiled one after another, each
+// load's kernels awaited in turn (compute's compileKernels starts them
+// together: compileWorkers).
+const compileUnlocked = true
+
 // createPipeline creates a compute pipeline with createComputePipelineAsync
 // and waits for it. The binding's CreateComputePipeline calls the
 // synchronous createComputePipeline, which returns at once: the browser

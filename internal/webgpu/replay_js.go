@@ -3,7 +3,9 @@
 package webgpu
 
 import (
+	"encoding/binary"
 	"fmt"
+	"runtime"
 	"sync"
 	"syscall/js"
 	"unsafe"
@@ -104,34 +106,130 @@ func submitReplay(d *Device, cs []*commands) (handled bool, err error) {
 // staging buffer unmapped again: a read back is one call into JavaScript
 // and one await, where the binding's path makes about ten calls (encoder,
 // copy, finish, submit, release, mapAsync, getMappedRange, a Uint8Array,
-// unmap).
+// unmap). With slots > 0 the same submission also resolves timestamp slots
+// [0, slots) and copies them to the staging buffer at tsOff, and the bytes
+// resolved with run to their end: a timed submission's timestamps come
+// back with its step tensor, not in a second round trip (pageStamps).
 var readFunc = sync.OnceValue(func() js.Value {
-	return js.Global().Get("Function").New("device", "src", "off", "staging", "n", `
+	return js.Global().Get("Function").New("device", "src", "off", "staging", "n", "querySet", "resolved", "slots", "tsOff", `
 const enc = device.createCommandEncoder();
 enc.copyBufferToBuffer(src, off, staging, 0, n);
+let end = n;
+if (slots > 0) {
+  enc.resolveQuerySet(querySet, 0, slots, resolved, 0);
+  enc.copyBufferToBuffer(resolved, 0, staging, tsOff, slots * 8);
+  end = tsOff + slots * 8;
+}
 device.queue.submit([enc.finish()]);
-return staging.mapAsync(1 /* GPUMapMode.READ */, 0, n).then(() => {
-  try { return new Uint8Array(staging.getMappedRange(0, n)).slice(); }
+return staging.mapAsync(1 /* GPUMapMode.READ */, 0, end).then(() => {
+  try { return new Uint8Array(staging.getMappedRange(0, end)).slice(); }
   finally { staging.unmap(); }
 });
 `)
 })
 
+// pageStamps keeps the timestamps a read resolved along with its bytes: on
+// the page each read is a round trip through the browser's GPU process
+// (milliseconds on a busy machine), and a timed decode submission
+// (compute's TimeSteps) reads its step tensor and then its two timestamps,
+// which natively cost microseconds. A read after submissions that wrote
+// timestamps resolves them in its own submission; ReadTimestamps then
+// answers from the cache while no submission came since.
+type pageStamps struct {
+	slots int      // 1 + the highest slot written since the last resolve (0: none)
+	cache []uint64 // slots [0, len(cache)), resolved by the last read
+}
+
+// noteSubmit: cs write the slots of their timestamp commands, and the
+// cached timestamps may no longer be the slots' values. d.mu is held.
+func noteSubmit(d *Device, cs []*commands) {
+	d.stamps.cache = nil
+	if d.queries == nil {
+		return
+	}
+	for _, c := range cs {
+		for _, cmd := range c.cmds {
+			if cmd.kind == cmdTimestamp {
+				d.stamps.slots = max(d.stamps.slots, int(cmd.slot)+1)
+			}
+		}
+	}
+}
+
+// cachedTimestamps returns slots [0, n) as the last read resolved them,
+// when no submission came since. d.mu is held.
+func cachedTimestamps(d *Device, n int) ([]uint64, bool) {
+	if n > len(d.stamps.cache) {
+		return nil, false
+	}
+	return append([]uint64(nil), d.stamps.cache[:n]...), true
+}
+
 // readReplay reads len(dst) bytes of wb at off (word aligned, inside the
-// staging buffer's size) through readFunc. d.mu is held.
+// staging buffer's size) through readFunc, resolving the timestamps
+// written since the last read (pageStamps). d.mu is held.
 func readReplay(d *Device, wb *buffer, off int64, dst []byte) (handled bool, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			handled, err = true, fmt.Errorf("webgpu: read: %v", r)
 		}
 	}()
-	p := readFunc().Invoke(handle(d.dev), handle(wb.b), off, handle(d.staging), len(dst))
+	slots, tsOff := d.stamps.slots, (int64(len(dst))+7)&^7
+	qs, resolved := js.Null(), js.Null()
+	if slots > 0 {
+		if err := d.ensureStaging(tsOff + int64(slots)*8); err != nil {
+			return true, err
+		}
+		qs, resolved = d.queries.v, handle(d.resolved)
+	}
+	p := readFunc().Invoke(handle(d.dev), handle(wb.b), off, handle(d.staging), len(dst), qs, resolved, slots, tsOff)
 	v, ok := jsx.Await(p)
 	if !ok {
 		return true, fmt.Errorf("webgpu: read: buffer map failed: %s", v.Call("toString").String())
 	}
-	if n := js.CopyBytesToGo(dst, v); n != len(dst) {
-		return true, fmt.Errorf("webgpu: read: mapped %d bytes, want %d", n, len(dst))
+	want := len(dst)
+	if slots > 0 {
+		want = int(tsOff) + 8*slots
 	}
+	if v.Length() != want {
+		return true, fmt.Errorf("webgpu: read: mapped %d bytes, want %d", v.Length(), want)
+	}
+	if slots == 0 {
+		js.CopyBytesToGo(dst, v)
+		return true, nil
+	}
+	raw := make([]byte, want)
+	js.CopyBytesToGo(raw, v)
+	copy(dst, raw)
+	d.stamps.cache = make([]uint64, slots)
+	for i := range d.stamps.cache {
+		d.stamps.cache[i] = binary.LittleEndian.Uint64(raw[int(tsOff)+8*i:])
+	}
+	d.stamps.slots = 0
 	return true, nil
+}
+
+// writeFunc writes n bytes of the wasm memory at ptr into buf at off: the
+// view of the memory is made in JavaScript, in the call. The binding's
+// WriteBuffer makes it in Go (jsx.BytesToJS: the memory's ArrayBuffer, then
+// a constructor call whose arguments Go allocates), and a wasm memory that
+// grows in between detaches that ArrayBuffer: "Cannot perform Construct on
+// a detached ArrayBuffer", which kernels compiling while the weights
+// stream (compileUnlocked) made frequent.
+var writeFunc = sync.OnceValue(func() js.Value {
+	return js.Global().Get("Function").New("queue", "buf", "off", "ptr", "n", `
+queue.writeBuffer(buf, off, new Uint8Array(globalThis.wasm.instance.exports.mem.buffer, ptr, n));
+`)
+})
+
+// writeBuffer writes data into wb at off through writeFunc. d.mu is held.
+func writeBuffer(d *Device, wb *buffer, off int64, data []byte) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	writeFunc().Invoke(handle(d.queue), handle(wb.b), off, uintptr(unsafe.Pointer(&data[0])), len(data))
+	runtime.KeepAlive(data)
+	return nil
 }

@@ -29,8 +29,6 @@ struct ArgmaxParams {
 // include: token_mask
 // include: step_advance
 
-var<workgroup> wg_rows: u32;
-
 const WG: u32 = 64u;
 // NONE marks "no candidate yet": every real index is below it.
 const NONE: u32 = 0xffffffffu;
@@ -44,18 +42,11 @@ fn better(v: f32, i: u32, bv: f32, bi: u32) -> bool {
 
 @compute @workgroup_size(64)
 fn argmax(@builtin(local_invocation_id) lid: vec3<u32>) {
-    // The step buffer is read_write (invocation 0 advances it), so a word
-    // read from it counts as non-uniform; its row count reaches every
-    // invocation through workgroup memory (workgroupUniformLoad) before
-    // the early return, which the barriers below need to be uniform.
-    if lid.x == 0u {
-        wg_rows = step[STEP_ROWS];
-    }
-    if workgroupUniformLoad(&wg_rows) == 0u {
+    let l = lid.x;
+    if step_word_uniform(l, STEP_ROWS) == 0u {
         return; // uniform: no row to scan
     }
     load_mask();
-    let l = lid.x;
     var bv = 0.0;
     var bi = NONE;
     for (var i = l; i < p.n; i += WG) {

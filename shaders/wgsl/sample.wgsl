@@ -72,8 +72,9 @@ struct Rule {
 }
 
 var<private> rule: Rule;
-var<workgroup> wg_rule: Rule;
-var<workgroup> wg_rows: u32;
+// step_rule is the rule read from the step tensor (p.rule_at), loaded
+// by every invocation with workgroupUniformLoad.
+var<workgroup> step_rule: Rule;
 
 @group(0) @binding(0) var<uniform> p: SampleParams;
 @group(0) @binding(1) var<storage, read_write> step: array<u32>;
@@ -510,30 +511,26 @@ fn fast_pick(l: u32, n: u32, c: u32, hi: f32, top_p: f32, kmin_out: ptr<function
 fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
     // No rows: a step a multi-step submission's advance kernel turned into
     // a no-op (wgsl/step.wgsl).
-    // The step buffer is read_write (invocation 0 advances it), so words
-    // read from it count as non-uniform: the row count and the rule reach
-    // every invocation through workgroup memory (workgroupUniformLoad).
-    if lid.x == 0u {
-        wg_rows = step[STEP_ROWS];
-    }
-    if workgroupUniformLoad(&wg_rows) == 0u {
+    let l = lid.x;
+    if step_word_uniform(l, STEP_ROWS) == 0u {
         return;
     }
     load_mask();
     // The rule is read into a function-scope variable first: the branches
     // around barriers test it (here and, passed down, in fast_pick), and
     // WGSL's uniformity analysis counts a private variable's value as
-    // non-uniform (Tint rejects the module).
+    // non-uniform (Tint rejects the module); the step tensor's words go
+    // through workgroup memory for the same reason (read_write storage,
+    // lib/step_advance.wgsl's step_word_uniform).
     var rl = Rule(p.inv_temperature, p.top_k, p.top_p, p.seed_lo, p.seed_hi);
     if p.rule_at != 0u {
         let a = p.rule_at;
-        if lid.x == 0u {
-            wg_rule = Rule(bitcast<f32>(step[a + RULE_INV_TEMPERATURE]), step[a + RULE_TOP_K], bitcast<f32>(step[a + RULE_TOP_P]), step[a + RULE_SEED_LO], step[a + RULE_SEED_HI]);
+        if l == 0u {
+            step_rule = Rule(bitcast<f32>(step[a + RULE_INV_TEMPERATURE]), step[a + RULE_TOP_K], bitcast<f32>(step[a + RULE_TOP_P]), step[a + RULE_SEED_LO], step[a + RULE_SEED_HI]);
         }
-        rl = workgroupUniformLoad(&wg_rule);
+        rl = workgroupUniformLoad(&step_rule);
     }
     rule = rl;
-    let l = lid.x;
     let n = p.n;
     let c = (n + CH - 1u) / CH;
     let lo = min(l * CPI * c, n);

@@ -28,7 +28,6 @@ package compute
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -178,7 +177,7 @@ type kernelRef struct {
 }
 
 // compileKernels compiles the kernels of refs that the backend has not
-// compiled yet, up to GOMAXPROCS at once (a software driver's pipeline
+// compiled yet, up to compileWorkers at once (a software driver's pipeline
 // creation runs on the calling thread: lavapipe takes up to a second for
 // one), stopping early when ctx is done; it returns the first error.
 func (b *backend) compileKernels(ctx context.Context, refs []kernelRef) error {
@@ -204,7 +203,7 @@ func (b *backend) compileKernels(ctx context.Context, refs []kernelRef) error {
 		wg       sync.WaitGroup
 	)
 	stop := make(chan struct{})
-	for range max(1, min(runtime.GOMAXPROCS(0), len(todo))) {
+	for range max(1, min(compileWorkers(), len(todo))) {
 		wg.Go(func() {
 			for {
 				i := int(next.Add(1)) - 1

@@ -40,3 +40,18 @@ fn advance_step(id: u32) {
     step[STEP_TOKEN] = id;
     step[STEP_POS] = step[STEP_POS] + 1u;
 }
+
+// step_word_uniform is step[w] read by invocation 0 and loaded by every
+// invocation with workgroupUniformLoad: the step buffer is read_write (the
+// pick advances it), so WGSL's uniformity analysis counts its words as
+// non-uniform, and a branch on one ahead of a barrier makes Tint (the
+// browser's compiler) reject the module; naga does not check this. Call it
+// from uniform control flow, before invocation 0 may write step.
+var<workgroup> step_word_wg: u32;
+
+fn step_word_uniform(l: u32, w: u32) -> u32 {
+    if l == 0u {
+        step_word_wg = step[w];
+    }
+    return workgroupUniformLoad(&step_word_wg);
+}
