@@ -134,6 +134,16 @@ func (p *program) RunSteps(ctx context.Context, token int32, pos, n int, stops [
 	if err := p.b.dev.Submit(cmds); err != nil {
 		return nil, fmt.Errorf("compute: run steps: %w", err)
 	}
+	// While the device runs these steps, record the list of the next n
+	// where they cross into a longer span (lenlists.go): its recording
+	// (some ms for 8 steps) then overlaps this submission rather than
+	// adding to the next one's time. A list that fails to record is not
+	// kept: the call that needs it records it again and reports the error.
+	if next := pos + 2*n; next <= p.maxLen {
+		if span := p.span(next); span != p.span(pos+n) {
+			_, _ = p.stepList(out, n, span)
+		}
+	}
 	if err := waitSubmitted(ctx, p.b.dev); err != nil {
 		return nil, fmt.Errorf("compute: run steps: %w", err)
 	}
