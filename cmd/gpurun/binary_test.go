@@ -208,7 +208,7 @@ func TestBadArguments(t *testing.T) {
 		{[]string{"chat", task, "--max-tokens", "0"}, "--max-tokens 0: a reply needs at least 1 token"},
 		{[]string{"chat", task, "--top-p", "1.5"}, "--top-p 1.5: want a number in (0, 1]"},
 		// Argument counts and commands, in the same form.
-		{[]string{"frobnicate"}, "gpurun: frobnicate: unknown command (the commands: bench, bundle, chat, "},
+		{[]string{"frobnicate"}, "gpurun: frobnicate: unknown command (the commands: bench, bench-image, bundle, chat, "},
 		{[]string{"run", task, "extra"}, "gpurun: run: 2 arguments given (" + task + " extra), want at most 1; usage: gpurun run [MODEL]"},
 		{[]string{"inspect"}, "gpurun: inspect: no argument given, want 1; usage: gpurun inspect FILE"},
 		{[]string{"tokenize", "x"}, `gpurun: tokenize: 1 argument given (x), want none; usage: gpurun tokenize -t TOKENIZER`},
