@@ -2,7 +2,6 @@ package arch
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/gpurun/gpurun/fusion"
 )
@@ -64,30 +63,8 @@ func VisionGraph(c VisionConfig) (*fusion.Graph, error) {
 // and returns the [rows, width] scratch buffer h, free after the last
 // layer, for the caller's final norm.
 func vitBlocks(g *fusion.Graph, x fusion.Buf, rows, width, ff, heads, layers int, eps float32) fusion.Buf {
-	buf := func(name string, cols int) fusion.Buf { return g.NewBuf(name, rows, cols) }
-	h, q, k, v, a, o := buf("h", width), buf("q", width), buf("k", width), buf("v", width), buf("attn", width), buf("o", width)
-	up, d := buf("up", ff), buf("down", width)
-	hd := width / heads
-	proj := func(out, in fusion.Buf, name string) {
-		g.Add(&fusion.MatMulOp{Out: out, In: in, Projection: fusion.Projection{Weight: name + ".weight", Bias: name + ".bias"}})
-	}
-	for l := range layers {
-		b := fmt.Sprintf("v.blk.%d.", l)
-		layerNorm(g, h, x, b+"ln1", eps)
-		proj(q, h, b+"attn_q")
-		proj(k, h, b+"attn_k")
-		proj(v, h, b+"attn_v")
-		g.Add(&fusion.SelfAttnOp{Out: a, Q: q, K: k, V: v, HeadShape: fusion.HeadShape{Heads: heads, KVHeads: heads, HeadDim: hd},
-			Scale: float32(1 / math.Sqrt(float64(hd)))})
-		proj(o, a, b+"attn_out")
-		g.Add(&fusion.AddOp{Out: x, A: x, B: o})
-		layerNorm(g, h, x, b+"ln2", eps)
-		proj(up, h, b+"ffn_up")
-		g.Add(&fusion.ActivationOp{Out: up, In: up, Act: fusion.ActGELUTanh})
-		proj(d, up, b+"ffn_down")
-		g.Add(&fusion.AddOp{Out: x, A: x, B: d})
-	}
-	return h
+	return encoderBlocks(g, x, rows, blockShape{prefix: "v.blk.", width: width, ff: ff, heads: heads, layers: layers,
+		eps: eps, act: fusion.ActGELUTanh})
 }
 
 // layerNorm adds a LayerNorm with weight and bias name.weight, name.bias.
