@@ -34,6 +34,16 @@ type Variant struct {
 	NoClamp         bool // no clamp at max-8 and no (x+4)/4 scaling
 }
 
+// Chunks is the count of ChunkFrames chunks WhisperMel cuts n samples
+// into (n > 0): the samples padded to at least 31 s, then 30 s of zeros
+// after them, framed every Hop samples. A caller bounds the encoder's
+// work with it before the spectrogram is computed.
+func Chunks(n int) int {
+	n = max(n, SampleRate*(chunkSeconds+1))
+	frames := (n+SampleRate*chunkSeconds+2*(NFFT/2)-NFFT)/Hop + 1
+	return frames / ChunkFrames
+}
+
 // WhisperMel is the log-mel spectrogram of 16 kHz mono samples as
 // llama.cpp 81ff7abe5's mtmd_audio_preprocessor_whisper computes it, cut
 // into the chunks the encoder takes:
