@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/gpurun/gpurun/internal/audio"
 	"github.com/gpurun/gpurun/internal/backend/cpu"
 	"github.com/gpurun/gpurun/internal/browser"
 	"github.com/gpurun/gpurun/internal/testmodels"
@@ -111,6 +113,9 @@ func checkPageAudio(t *testing.T, tab *browser.Tab) {
 	}
 	if !slices.Equal(inputs, []bool{false, true}) {
 		t.Errorf("chat view's Audio and Image inputs disabled: %v, want [false true] with an audio projector", inputs)
+	}
+	if n, err := eval[int](tab, "gpurun.maxAudioBytes"); err != nil || n != maxAudioBytes {
+		t.Errorf("gpurun.maxAudioBytes %d (%v), want %d", n, err, maxAudioBytes)
 	}
 	refused("an image for the audio projector", "images: "+wavJS, "images for a model with an audio projector")
 	refused("a file that is not WAV", `audio: [new TextEncoder().encode("ID3 not a WAV file at all")]`, "not a RIFF WAVE file")
@@ -226,4 +231,22 @@ func nativeAudio(t *testing.T, text, mmproj string, prompt func(m *pipeline.Mode
 		out.WriteString(tk.Piece)
 	}
 	return ids, out.String()
+}
+
+// TestCheckMediaSize: a WAV file over maxAudioBytes is refused before the
+// page copies it into wasm memory (ErrAudio, its size named); one at the
+// limit, and images, pass on to the decoders' own checks.
+func TestCheckMediaSize(t *testing.T) {
+	err := checkMediaSize("audio", 1, maxAudioBytes+1)
+	if !errors.Is(err, audio.ErrAudio) || !strings.Contains(err.Error(), "audio 1: a file of 268435457 bytes, over the 256 MiB") {
+		t.Errorf("audio over the limit: %v", err)
+	}
+	for _, kind := range []string{"audio", "image"} {
+		if err := checkMediaSize(kind, 0, maxAudioBytes); err != nil {
+			t.Errorf("%s at the limit: %v", kind, err)
+		}
+	}
+	if err := checkMediaSize("image", 0, maxAudioBytes+1); err != nil {
+		t.Errorf("an image: %v", err)
+	}
 }

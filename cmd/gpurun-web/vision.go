@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 
+	"github.com/gpurun/gpurun/internal/audio"
 	"github.com/gpurun/gpurun/internal/gguf"
 	"github.com/gpurun/gpurun/pipeline"
 )
@@ -58,4 +59,19 @@ func boolValue(v gguf.Value) bool { b, _ := v.Bool(); return b }
 func audioPrompt(p pipeline.Prompt) pipeline.Prompt {
 	p.Images, p.Audio = nil, p.Images
 	return p
+}
+
+// maxAudioBytes bounds a WAV file the page takes: past it the file and
+// its samples would crowd wasm32's 4 GiB (a prompt takes under 480 s of
+// audio: 184 MB of 48 kHz stereo float32).
+const maxAudioBytes = 256 << 20
+
+// checkMediaSize refuses a media file of n bytes the page cannot hold
+// (audio over maxAudioBytes) before it is copied into wasm memory.
+func checkMediaSize(kind string, i, n int) error {
+	if kind == "audio" && n > maxAudioBytes {
+		return fmt.Errorf("%s %d: a file of %d bytes, over the %d MiB the page reads (a prompt takes under 480 s of audio): %w",
+			kind, i, n, maxAudioBytes>>20, audio.ErrAudio)
+	}
+	return nil
 }

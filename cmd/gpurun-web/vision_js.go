@@ -10,12 +10,14 @@ import (
 	"github.com/gpurun/gpurun/pipeline"
 )
 
-// visionAPI adds the page's image calls to the gpurun object:
-// loadMMProj(blob) and mediaMarker (the text that marks where each image
-// of a prompt or message goes).
+// visionAPI adds the page's image and audio calls to the gpurun object:
+// loadMMProj(blob), mediaMarker (the text that marks where each image or
+// audio file of a prompt or message goes) and maxAudioBytes (the largest
+// WAV file it takes).
 func visionAPI(s *state, api js.Value) {
 	api.Set("loadMMProj", promiseFunc(s.loadMMProj))
 	api.Set("mediaMarker", pipeline.MediaMarker)
+	api.Set("maxAudioBytes", maxAudioBytes)
 }
 
 // loadMMProj(blob): the projector (an mmproj GGUF) of the loaded model.
@@ -67,6 +69,9 @@ func jsFiles(v js.Value, kind string) ([][]byte, error) {
 		}
 		if !x.InstanceOf(u8) {
 			return nil, fmt.Errorf("%s %d: want a Uint8Array or ArrayBuffer of the %s file", kind, i, kind)
+		}
+		if err := checkMediaSize(kind, i, x.Get("length").Int()); err != nil {
+			return nil, err
 		}
 		b := make([]byte, x.Get("length").Int())
 		js.CopyBytesToGo(b, x)
