@@ -55,9 +55,10 @@ const longWAVJS = `(() => {
 })()`
 
 // checkPageAudio runs the tiny qwen2a set in the page the tab has open
-// (TestBrowserImage's, on the CPU fallback): the text model and the audio
-// projector load from the test server; audio before the projector, an
-// image for the audio projector, a file that is not WAV and audio over
+// (TestBrowserImage's, on the CPU fallback): audio for its vision
+// projector is refused; the text model and the audio projector load from
+// the test server; audio before the projector, an image for the audio
+// projector, a file that is not WAV and audio over
 // the prompt's limit are clear errors; gpurun.generate with tones.wav
 // gives llama.cpp's greedy ids for the raw prompt (what `gpurun run
 // --audio` gives: cmd/gpurun TestRunAudioQwen2A) and the native run's
@@ -91,6 +92,8 @@ func checkPageAudio(t *testing.T, tab *browser.Tab) {
 			t.Errorf("%s: %q, want %q in it", what, msg, want)
 		}
 	}
+	// The page still has TestBrowserImage's model and vision projector.
+	refused("audio for a vision projector", "audio: "+wavJS, "audio files for a model with a vision projector")
 	if _, err := eval[chromedp.Void](tab, fmt.Sprintf("gpurunPage.loadServed(%q, 'cpu', %d).then(() => null)", "text-audio.gguf", audioCache)); err != nil {
 		t.Fatal(err)
 	}
