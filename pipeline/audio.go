@@ -236,15 +236,19 @@ func (e *AudioEncoder) MaxTokens() int { return e.ChunkTokens() }
 // encodeRuns encodes a WAV file: one run per 30 s chunk, in order, with
 // no markers between them (mtmd's audio chunks).
 func (e *AudioEncoder) encodeRuns(ctx context.Context, data []byte) (*ImageRuns, error) {
-	s, err := audio.DecodeWAV(data)
+	w, err := audio.ParseWAV(data)
 	if err != nil {
 		return nil, err
 	}
 	// A prompt's media file has at most 1<<runBits runs: refuse a longer
-	// file before encoding any of it.
-	if n := audio.Chunks(len(s)); n > 1<<runBits {
+	// file before decoding or encoding any of it.
+	if n := audio.Chunks(w.Samples()); n > 1<<runBits {
 		return nil, fmt.Errorf("%w: %.1f s of audio, %d chunks of 30 s (at most %d: under %d s)", audio.ErrAudio,
-			float64(len(s))/audio.SampleRate, n, 1<<runBits, maxAudioSamples()/audio.SampleRate+1)
+			w.Seconds(), n, 1<<runBits, maxAudioSamples()/audio.SampleRate+1)
+	}
+	s, err := w.Decode()
+	if err != nil {
+		return nil, err
 	}
 	runs, err := e.Encode(ctx, s)
 	if err != nil {

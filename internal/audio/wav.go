@@ -29,6 +29,36 @@ const MaxSeconds = 30 * 60
 // Other formats (A-law, mu-law, ADPCM, other sample sizes) are errors
 // (ErrAudio).
 func DecodeWAV(data []byte) ([]float32, error) {
+	w, err := ParseWAV(data)
+	if err != nil {
+		return nil, err
+	}
+	return w.Decode()
+}
+
+// WAV is a WAV file's format and the bytes of its samples, as ParseWAV
+// read them: what Decode will decode, and how many samples it gives
+// (Samples), known before anything is decoded.
+type WAV struct {
+	tag      uint16
+	channels int
+	bits     int
+	rate     int
+	pcm      []byte
+	frames   int
+}
+
+// Samples is the count of SampleRate samples Decode gives.
+func (w *WAV) Samples() int {
+	return int(expectedFrames(SampleRate, uint64(w.rate), uint64(w.frames)))
+}
+
+// Seconds is the file's length.
+func (w *WAV) Seconds() float64 { return float64(w.frames) / float64(w.rate) }
+
+// ParseWAV reads a WAV file's chunks and checks its format as DecodeWAV
+// does, decoding nothing.
+func ParseWAV(data []byte) (*WAV, error) {
 	if len(data) < 12 || string(data[0:4]) != "RIFF" || string(data[8:12]) != "WAVE" {
 		return nil, fmt.Errorf("%w: not a RIFF WAVE file", ErrAudio)
 	}
@@ -92,15 +122,20 @@ func DecodeWAV(data []byte) ([]float32, error) {
 	case rate < 1000 || rate > 384000:
 		return nil, fmt.Errorf("%w: WAV at %d Hz (1 kHz to 384 kHz)", ErrAudio, rate)
 	}
-	size := bits / 8
-	n := len(pcm) / (size * channels)
+	n := len(pcm) / (bits / 8 * channels)
 	if n == 0 {
 		return nil, fmt.Errorf("%w: WAV file without samples", ErrAudio)
 	}
 	if n > MaxSeconds*int(rate) {
 		return nil, fmt.Errorf("%w: WAV of %d samples (at most %d s)", ErrAudio, n, MaxSeconds)
 	}
-	out := make([]float32, n)
+	return &WAV{tag: tag, channels: channels, bits: bits, rate: int(rate), pcm: pcm, frames: n}, nil
+}
+
+// Decode converts, mixes and resamples the samples (DecodeWAV).
+func (w *WAV) Decode() ([]float32, error) {
+	tag, channels, size, pcm := w.tag, w.channels, w.bits/8, w.pcm
+	out := make([]float32, w.frames)
 	for i := range out {
 		var s float32
 		for c := range channels {
@@ -113,7 +148,7 @@ func DecodeWAV(data []byte) ([]float32, error) {
 		}
 		out[i] = s / float32(channels)
 	}
-	return resample(out, int(rate), SampleRate), nil
+	return resample(out, w.rate, SampleRate), nil
 }
 
 // maxFloatSample bounds a float WAV's samples: past it (or NaN, or

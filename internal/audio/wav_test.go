@@ -124,3 +124,30 @@ func TestDecodeWAVHostile(t *testing.T) {
 		t.Errorf("a data chunk declared past the end: %d samples, %v; want the 1600 there", len(s), err)
 	}
 }
+
+// TestWAVSamples: ParseWAV tells how many samples Decode gives (what a
+// prompt's length check reads before decoding), at 16 kHz and resampled
+// up and down, and the file's seconds.
+func TestWAVSamples(t *testing.T) {
+	for _, path := range []string{"../../testdata/audio/formats/u8mono16k.wav", "../../testdata/audio/formats/s32mono22k.wav",
+		"../../testdata/audio/formats/f32stereo48k.wav", "../../testdata/audio/rates/mono8k.wav", "../../testdata/audio/rates/stereo44k.wav"} {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := ParseWAV(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := w.Decode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.Samples() != len(s) {
+			t.Errorf("%s: Samples %d, Decode gave %d", path, w.Samples(), len(s))
+		}
+		if want := float64(len(s)) / SampleRate; math.Abs(w.Seconds()-want) > 1e-3 {
+			t.Errorf("%s: %v s, want about %v", path, w.Seconds(), want)
+		}
+	}
+}
