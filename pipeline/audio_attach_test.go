@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpurun/gpurun/internal/audio"
 	"github.com/gpurun/gpurun/internal/gguf"
+	"github.com/gpurun/gpurun/internal/testmodels"
 	"github.com/gpurun/gpurun/pipeline"
 )
 
@@ -73,5 +74,31 @@ func TestAudioAttachAfterLoad(t *testing.T) {
 	}
 	if !errors.Is(gerr, pipeline.ErrPrompt) || !errors.Is(gerr, audio.ErrAudio) || !strings.Contains(gerr.Error(), "17 chunks of 30 s (at most 16: under 480 s)") {
 		t.Errorf("481 s of audio: err %v, want ErrPrompt and ErrAudio naming 17 chunks", gerr)
+	}
+}
+
+// TestVisionAttachAfterLoadRings: a vision projector given to a loaded
+// model whose sliding-window layers keep ring caches sized for steps of
+// 4 positions (PrefillSizes {4}; the tiny gemma3's window is 8) cannot
+// run its 16-position images as one step: AttachVision refuses it
+// (ErrNoVision, naming Options.MMProj), while the same projector given at
+// load sizes the rings for it and generates llama.cpp's greedy ids.
+func TestVisionAttachAfterLoadRings(t *testing.T) {
+	clip, png, g := loadVision(t)
+	ck, err := gguf.Load(testmodels.Path(t, "vision", "text-gemma3.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := load(t, ck, pipeline.Options{MaxCache: 128, PrefillSizes: []int{4}})
+	if err := m.AttachVision(clip); !errors.Is(err, pipeline.ErrNoVision) || !strings.Contains(err.Error(), "Options.MMProj") {
+		t.Errorf("AttachVision over rings for 4 positions: err %v, want ErrNoVision naming Options.MMProj", err)
+	}
+	if m.HasVision() {
+		t.Error("HasVision after a refused projector")
+	}
+	m = load(t, ck, pipeline.Options{MaxCache: 128, PrefillSizes: []int{4}, MMProj: testmodels.Path(t, "vision", "mmproj-gemma3.gguf")})
+	prompt := pipeline.Prompt{Text: "Look: " + pipeline.MediaMarker + " What is it?", Images: [][]byte{png}}
+	if got := collect(t, m.NewSession(), prompt, pipeline.GenerateOptions{MaxTokens: len(g.GreedyIDs)}); !slices.Equal(got, g.GreedyIDs) {
+		t.Errorf("greedy ids\n got %v\nwant %v (llama.cpp's)", got, g.GreedyIDs)
 	}
 }
