@@ -236,7 +236,21 @@ func (e *AudioEncoder) MaxTokens() int { return e.ChunkTokens() }
 // encodeRuns encodes a WAV file: one run per 30 s chunk, in order, with
 // no markers between them (mtmd's audio chunks).
 func (e *AudioEncoder) encodeRuns(ctx context.Context, data []byte) (*ImageRuns, error) {
-	runs, err := e.EncodeWAV(ctx, data)
+	w, err := audio.ParseWAV(data)
+	if err != nil {
+		return nil, err
+	}
+	// A prompt's media file has at most 1<<runBits runs: refuse a longer
+	// file before decoding or encoding any of it.
+	if n := audio.Chunks(w.Samples()); n > 1<<runBits {
+		return nil, fmt.Errorf("%w: %.1f s of audio, %d chunks of 30 s (at most %d: under %d s)", audio.ErrAudio,
+			w.Seconds(), n, 1<<runBits, maxAudioSamples()/audio.SampleRate+1)
+	}
+	s, err := w.Decode()
+	if err != nil {
+		return nil, err
+	}
+	runs, err := e.Encode(ctx, s)
 	if err != nil {
 		return nil, err
 	}
@@ -265,6 +279,23 @@ func (m *Model) attachAudio(f *gguf.File, path string) error {
 	if err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrNoAudio, path, err)
 	}
+	return m.attachAudioClip(clip, path)
+}
+
+// AttachAudio gives the model an audio projector already read (as
+// Options.MMProj does from a file with an audio encoder; the browser page
+// reads it from a Blob), checked against the model as Load checks it
+// (ErrNoAudio). Call it before the model's first session, once.
+func (m *Model) AttachAudio(clip *gguf.AudioClip) error {
+	if m.vision != nil {
+		return fmt.Errorf("%w: the model has a projector already", ErrNoAudio)
+	}
+	return m.attachAudioClip(clip, "the projector")
+}
+
+// attachAudioClip attaches clip, named path in errors.
+func (m *Model) attachAudioClip(clip *gguf.AudioClip, path string) error {
+	var err error
 	if clip.ProjectionDim != m.cfg.Dim {
 		return fmt.Errorf("%w: %s projects to width %d, the model's is %d", ErrNoAudio, path, clip.ProjectionDim, m.cfg.Dim)
 	}
@@ -278,6 +309,9 @@ func (m *Model) attachAudio(f *gguf.File, path string) error {
 	enc, err := NewAudioEncoder(m.backend, clip)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrNoAudio, err)
+	}
+	if err := m.fitMediaSteps(enc, ErrNoAudio); err != nil {
+		return err
 	}
 	v.enc = enc
 	m.vision = v
@@ -306,3 +340,35 @@ func (m *Model) promptMedia(p Prompt) ([][]byte, error) {
 }
 
 func boolValue(v gguf.Value) bool { b, _ := v.Bool(); return b }
+
+// maxAudioSamples is the most samples (at SampleRate) a prompt's audio
+// file may hold: 1<<runBits chunks.
+func maxAudioSamples() int {
+	n := (1<<runBits+1)*audio.ChunkFrames*audio.Hop - audio.SampleRate*30 // the first length of one more chunk, about
+	for audio.Chunks(n) > 1<<runBits {
+		n -= audio.Hop
+	}
+	for audio.Chunks(n+1) <= 1<<runBits {
+		n++
+	}
+	return n
+}
+
+// fitMediaSteps lets a projector attached after Load (AttachVision,
+// AttachAudio; Load sizes the steps itself) run its runs of positions as
+// one step each: the steps of a model's graphs are bounded by its ring
+// size (Load's largest prefill step), which only ring caches (sliding
+// window layers) hold to. Without ring caches the bound rises and every
+// program compiled stays as it is; with them a longer run is an error
+// (errNo) naming Options.MMProj, which sizes the rings at load.
+func (m *Model) fitMediaSteps(enc mediaEncoder, errNo error) error {
+	n := enc.MaxTokens()
+	if m.ringTokens <= 0 || n <= m.ringTokens {
+		return nil
+	}
+	if m.kvSpec.Ring != nil {
+		return fmt.Errorf("%w: the projector's runs of %d positions are over the %d the model's sliding-window caches were sized for; give the projector when loading (Options.MMProj)", errNo, n, m.ringTokens)
+	}
+	m.ringTokens = n
+	return nil
+}

@@ -129,6 +129,9 @@ func (m *Model) attachClip(clip *gguf.Clip, path string) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrNoVision, err)
 	}
+	if err := m.fitMediaSteps(enc, ErrNoVision); err != nil {
+		return err
+	}
 	v.enc = enc
 	m.vision = v
 	return nil
@@ -398,6 +401,9 @@ func (m *Model) imageProgram(sl *slot, n int) (gpu.Program, error) {
 	}
 	p, err := m.compileWith(sl, arch.BuildOptions{Tokens: n, Embeddings: true, NonCausal: m.vision.nonCausal})
 	if err != nil {
+		if m.vision.audio {
+			return nil, fmt.Errorf("%w: %w", ErrNoAudio, err)
+		}
 		return nil, fmt.Errorf("%w: %w", ErrNoVision, err)
 	}
 	if sl.image != nil {

@@ -411,7 +411,7 @@ func (s *state) loaded(m *pipeline.Model, source string, size int64, compiled in
 	}, nil
 }
 
-// generate(prompt, {maxTokens, temperature, topK, topP, seed, promptIds, ignoreStop}, onToken)
+// generate(prompt, {maxTokens, temperature, topK, topP, seed, promptIds, ignoreStop, images, audio}, onToken)
 func (s *state) generate(args []js.Value) (any, error) {
 	if len(args) < 1 {
 		return nil, errors.New("generate: want a prompt")
@@ -439,13 +439,17 @@ func (s *state) generate(args []js.Value) (any, error) {
 		if prompt.Images, err = jsImages(opts.Get("images")); err != nil {
 			return nil, fmt.Errorf("generate: %w", err)
 		}
+		if prompt.Audio, err = jsAudio(opts.Get("audio")); err != nil {
+			return nil, fmt.Errorf("generate: %w", err)
+		}
 	}
 	g := genOptions(opts)
 	return s.run(prompt, g, onToken)
 }
 
-// chat(messages, opts, onToken): messages is [{role, content}], ending
-// with the user's turn.
+// chat(messages, opts, onToken): messages is [{role, content, images,
+// audio}], ending with the user's turn (images or audio: media files for
+// the content's mediaMarkers, one kind in a conversation).
 func (s *state) chat(args []js.Value) (any, error) {
 	if len(args) < 1 || args[0].Type() != js.TypeObject {
 		return nil, errors.New("chat: want an array of {role, content} messages")
@@ -458,13 +462,19 @@ func (s *state) chat(args []js.Value) (any, error) {
 		onToken = args[2]
 	}
 	var msgs []chat.Message
+	var images, audio bool // the kinds of media the conversation has
 	for i := range args[0].Length() {
 		m := args[0].Index(i)
-		images, err := jsImages(m.Get("images"))
+		media, isAudio, err := jsMessageMedia(m)
 		if err != nil {
 			return nil, fmt.Errorf("chat: message %d: %w", i, err)
 		}
-		msgs = append(msgs, chat.Message{Role: str(m, "role"), Content: str(m, "content"), Images: images})
+		audio = audio || isAudio && len(media) > 0
+		images = images || !isAudio && len(media) > 0
+		msgs = append(msgs, chat.Message{Role: str(m, "role"), Content: str(m, "content"), Images: media})
+	}
+	if images && audio {
+		return nil, errors.New("chat: images and audio in one conversation (a model's projector takes one kind)")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -475,6 +485,9 @@ func (s *state) chat(args []js.Value) (any, error) {
 	prompt, err := chatPrompt(s.model, s.tpl, msgs, &g)
 	if err != nil {
 		return nil, fmt.Errorf("chat: %w", err)
+	}
+	if audio {
+		prompt = audioPrompt(prompt)
 	}
 	return s.run(prompt, g, onToken)
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -33,7 +34,9 @@ const visionCache = 128
 // gives llama.cpp's (`llama-mtmd-cli`'s, and `gpurun run --image`'s)
 // greedy ids for the raw prompt with the media marker, and an image
 // picked in the chat view's file input goes with the next message, whose
-// reply has the ids and text of the same conversation run natively.
+// reply has the ids and text of the same conversation run natively. Its
+// audio subtest (checkPageAudio) does the same with WAV audio and the
+// tiny qwen2a set in the same page.
 func TestBrowserImage(t *testing.T) {
 	chromiumPath := chromium(t)
 	var g struct {
@@ -49,7 +52,9 @@ func TestBrowserImage(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	srv, err := browser.Serve(ctx, map[string]string{"text-gemma3.gguf": text, "mmproj-gemma3.gguf": mmproj})
+	files := map[string]string{"text-gemma3.gguf": text, "mmproj-gemma3.gguf": mmproj}
+	maps.Copy(files, audioFiles()) // the audio part shares the page
+	srv, err := browser.Serve(ctx, files)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,6 +141,9 @@ func TestBrowserImage(t *testing.T) {
 		t.Errorf("the user's message shows %d images, want 1", images)
 	}
 	t.Logf("chat reply with the image: %q", got.Reply)
+
+	// Audio on the same page (one page load for both): the qwen2a set.
+	t.Run("audio", func(t *testing.T) { checkPageAudio(t, tab) })
 }
 
 // nativeVisionChat runs the conversation natively through the page's

@@ -129,7 +129,7 @@ first), /audio PATH a WAV file (with an audio --mmproj; --audio FILE). Ctrl-C st
 	f := cmd.Flags()
 	f.StringVar(&system, "system", "", "system message, kept for the whole conversation")
 	f.StringArrayVar(&imagePaths, "image", nil, "image file (PNG, JPEG, GIF, WebP) for the first message, before its text (repeatable; needs --mmproj)")
-	f.StringArrayVar(&audioPaths, "audio", nil, "WAV file (16-bit PCM, mono or stereo, resampled to 16 kHz) for the first message, before its text (repeatable; needs an audio --mmproj)")
+	f.StringArrayVar(&audioPaths, "audio", nil, "WAV file (8/16/24/32-bit PCM or float, mono or stereo, resampled to 16 kHz) for the first message, before its text (repeatable; needs an audio --mmproj)")
 	tf.register(cmd)
 	f.BoolVar(&metrics, "metrics", false, "print each reply's metrics (time to first token, prefill and decode tokens/s) on stderr, as run prints them")
 	return cmd

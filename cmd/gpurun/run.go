@@ -261,7 +261,7 @@ func (p *promptFlags) register(cmd *cobra.Command) {
 	f.StringVarP(&p.file, "file", "f", "", "read the prompt text from FILE (one trailing newline is dropped)")
 	f.StringVar(&p.ids, "prompt-ids", "", "prompt as comma-separated token ids, used as given (no BOS added)")
 	f.StringArrayVar(&p.images, "image", nil, "image file (PNG, JPEG, GIF, WebP) for the next "+pipeline.MediaMarker+" marker of the prompt text (repeatable; needs --mmproj)")
-	f.StringArrayVar(&p.audio, "audio", nil, "WAV file (16-bit PCM, mono or stereo, resampled to 16 kHz) for the next "+pipeline.MediaMarker+" marker of the prompt text (repeatable; needs an audio --mmproj)")
+	f.StringArrayVar(&p.audio, "audio", nil, "WAV file (8/16/24/32-bit PCM or float, mono or stereo, resampled to 16 kHz) for the next "+pipeline.MediaMarker+" marker of the prompt text (repeatable; needs an audio --mmproj)")
 }
 
 // read returns the prompt the flags give, with its --image files.

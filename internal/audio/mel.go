@@ -34,6 +34,16 @@ type Variant struct {
 	NoClamp         bool // no clamp at max-8 and no (x+4)/4 scaling
 }
 
+// Chunks is the count of ChunkFrames chunks WhisperMel cuts n samples
+// into (n > 0): the samples padded to at least 31 s, then 30 s of zeros
+// after them, framed every Hop samples. A caller bounds the encoder's
+// work with it before the spectrogram is computed.
+func Chunks(n int) int {
+	n = max(n, SampleRate*(chunkSeconds+1))
+	frames := (n+SampleRate*chunkSeconds+2*(NFFT/2)-NFFT)/Hop + 1
+	return frames / ChunkFrames
+}
+
 // WhisperMel is the log-mel spectrogram of 16 kHz mono samples as
 // llama.cpp 81ff7abe5's mtmd_audio_preprocessor_whisper computes it, cut
 // into the chunks the encoder takes:
@@ -82,6 +92,18 @@ func WhisperMel(samples []float32, bins int, v Variant) ([]Mel, error) {
 	spec := make([]float32, 2*NFFT)
 	scratch := make([]float32, 8*NFFT)
 	power := make([]float32, nb)
+	// Each filter's nonzero span [lo, hi]: the sums below skip the groups
+	// of four outside it, whose products are all zero (powers and filters
+	// are >= 0, so adding them changes no sum).
+	lo, hi := make([]int, bins), make([]int, bins)
+	for b := range bins {
+		lo[b], hi[b] = nb, -1
+		for k, w := range filters[b*nb : (b+1)*nb] {
+			if w != 0 {
+				lo[b], hi[b] = min(lo[b], k), k
+			}
+		}
+	}
 	for i := range frames {
 		off := i * Hop
 		valid := min(NFFT, len(padded)-off)
@@ -97,13 +119,13 @@ func WhisperMel(samples []float32, bins int, v Variant) ([]Mel, error) {
 		for b := range bins {
 			f := filters[b*nb : (b+1)*nb]
 			var sum float64
-			k := 0
-			for ; k < nb-3; k += 4 {
+			k := lo[b] &^ 3 // groups start at multiples of four, as mtmd's
+			for ; k < nb-3 && k <= hi[b]; k += 4 {
 				// mtmd sums four float products, then adds them in float64.
 				s := power[k]*f[k] + power[k+1]*f[k+1] + power[k+2]*f[k+2] + power[k+3]*f[k+3]
 				sum += float64(s)
 			}
-			for ; k < nb; k++ {
+			for ; k < nb && k <= hi[b]; k++ {
 				sum += float64(power[k] * f[k])
 			}
 			sum = max(sum, melFloor)
@@ -217,6 +239,12 @@ func melFilters(bins, nfft, sr int, htk bool) []float32 {
 type tables struct {
 	n        int
 	sin, cos []float32
+	// odd is n's largest odd divisor, the length of the direct DFTs the
+	// recursion ends in; oddCos[k*odd+j] and oddNegSin[k*odd+j] are
+	// cos[i] and -sin[i] at i = (k*j*n/odd) % n, read in place of the
+	// index arithmetic (the same values, so the same sums).
+	odd               int
+	oddCos, oddNegSin []float32
 }
 
 func newTables(n int) *tables {
@@ -224,6 +252,18 @@ func newTables(n int) *tables {
 	for i := range n {
 		a := float64(float32(2 * math.Pi * float64(i) / float64(n)))
 		t.sin[i], t.cos[i] = float32(math.Sin(a)), float32(math.Cos(a))
+	}
+	t.odd = n
+	for t.odd > 1 && t.odd%2 == 0 {
+		t.odd /= 2
+	}
+	m, step := t.odd, n/t.odd
+	t.oddCos, t.oddNegSin = make([]float32, m*m), make([]float32, m*m)
+	for k := range m {
+		for j := range m {
+			i := (k * j * step) % n
+			t.oddCos[k*m+j], t.oddNegSin[k*m+j] = t.cos[i], -t.sin[i]
+		}
 	}
 	return t
 }
@@ -236,6 +276,19 @@ func (t *tables) fft(in, out, scratch []float32) {
 	N := len(in)
 	if N == 1 {
 		out[0], out[1] = in[0], 0
+		return
+	}
+	if N%2 == 1 && N == t.odd {
+		in := in[:N]
+		for k := range N {
+			c, ns := t.oddCos[k*N:(k+1)*N], t.oddNegSin[k*N:(k+1)*N]
+			var re, im float32
+			for j, x := range in {
+				re += x * c[j]
+				im += x * ns[j] // (-x)*sin, as below: negation is exact
+			}
+			out[2*k], out[2*k+1] = re, im
+		}
 		return
 	}
 	if N%2 == 1 {

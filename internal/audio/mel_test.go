@@ -116,13 +116,31 @@ func withRate(b []byte, rate uint32) []byte {
 	return c
 }
 
+// FuzzDecodeWAV: any bytes decode to samples (finite, at most what the
+// file's bytes can hold resampled from 1 kHz) or an ErrAudio error,
+// never a panic. Seeds: the start of tones.wav and testdata/fuzz (each
+// sample format, odd chunks, hostile headers).
 func FuzzDecodeWAV(f *testing.F) {
 	b, _ := os.ReadFile(testdata + "tones.wav")
 	f.Add(b[:200])
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := DecodeWAV(data)
-		if err == nil && len(s) == 0 {
+		if err != nil {
+			if !errors.Is(err, ErrAudio) {
+				t.Fatalf("error %v is not ErrAudio", err)
+			}
+			return
+		}
+		if len(s) == 0 {
 			t.Fatal("no error and no samples")
+		}
+		if max := len(data)*SampleRate/1000 + 2; len(s) > max {
+			t.Fatalf("%d samples from %d bytes (at most %d)", len(s), len(data), max)
+		}
+		for i, x := range s {
+			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+				t.Fatalf("sample %d is %v", i, x)
+			}
 		}
 	})
 }

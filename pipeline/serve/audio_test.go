@@ -3,6 +3,7 @@ package serve
 import (
 	"context"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -19,8 +20,9 @@ import (
 // TestChatAudio: a chat completion with an input_audio part (base64 WAV)
 // on a model with the qwen2a projector (testdata/audio/qwen2a) gives the
 // text a session gives for the same rendered conversation with the
-// audio; a broken WAV, a format other than wav, an image_url part beside
-// it and audio for a text-only model are 400s.
+// audio; a broken WAV, audio over a prompt's 16 chunks of 30 s, a format
+// other than wav, an image_url part beside it and audio for a text-only
+// model are 400s.
 func TestChatAudio(t *testing.T) {
 	dir := filepath.Join("..", "..", "testdata", "audio", "qwen2a")
 	wav, err := os.ReadFile(filepath.Join(dir, "tones.wav"))
@@ -76,6 +78,7 @@ func TestChatAudio(t *testing.T) {
 		body string
 	}{
 		"broken wav":      {m, body(base64.StdEncoding.EncodeToString(wav[:30]), "wav", "")},
+		"481 s of audio":  {m, body(base64.StdEncoding.EncodeToString(longWAV()), "wav", "")},
 		"mp3":             {m, body(data, "mp3", "")},
 		"not base64":      {m, body("@@@", "wav", "")},
 		"with an image":   {m, body(data, "wav", `, {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}`)},
@@ -85,8 +88,30 @@ func TestChatAudio(t *testing.T) {
 		resp, out := post(t, ts.URL+"/v1/chat/completions", tc.body)
 		if resp.StatusCode != 400 {
 			t.Errorf("%s: status %d, want 400: %s", name, resp.StatusCode, out)
+		} else if strings.HasPrefix(name, "481 s") && !strings.Contains(string(out), "17 chunks of 30 s") {
+			t.Errorf("%s: %s, want the chunks named", name, out)
 		} else {
 			t.Logf("%s: %s", name, out)
 		}
 	}
+}
+
+// longWAV is 481 s of 16-bit mono silence at 1 kHz: one second over what
+// a prompt's audio may hold.
+func longWAV() []byte {
+	const n = 481000
+	b := make([]byte, 44+2*n)
+	copy(b, "RIFF")
+	binary.LittleEndian.PutUint32(b[4:], 36+2*n)
+	copy(b[8:], "WAVEfmt ")
+	binary.LittleEndian.PutUint32(b[16:], 16)
+	binary.LittleEndian.PutUint16(b[20:], 1)
+	binary.LittleEndian.PutUint16(b[22:], 1)
+	binary.LittleEndian.PutUint32(b[24:], 1000)
+	binary.LittleEndian.PutUint32(b[28:], 2000)
+	binary.LittleEndian.PutUint16(b[32:], 2)
+	binary.LittleEndian.PutUint16(b[34:], 16)
+	copy(b[36:], "data")
+	binary.LittleEndian.PutUint32(b[40:], 2*n)
+	return b
 }
