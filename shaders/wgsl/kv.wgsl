@@ -59,7 +59,7 @@ struct KVParams {
 // float side, if any, packed halves where the code says (kvq_half).
 @compute @workgroup_size(64)
 fn store_kv_q(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
-    kvq_begin(li);
+    _ = kvq_begin(li);
     store_row(gid, kvq_half());
 }
 

@@ -125,7 +125,7 @@ fn store_kv_rope(@builtin(global_invocation_id) gid: vec3<u32>) {
 // if any, packed halves where the code says (kvq_half).
 @compute @workgroup_size(64)
 fn store_kv_rope_q(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
-    kvq_begin(li);
+    _ = kvq_begin(li);
     let t = gid.y;
     if t >= step[STEP_ROWS] {
         return;

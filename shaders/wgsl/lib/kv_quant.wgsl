@@ -26,11 +26,15 @@ const KVQ_MAX: u32 = 256u; // the largest head dim of a quantized cache (the pla
 var<workgroup> kvq_code_wg: u32;
 var<private> kvq_code: u32;
 
-fn kvq_begin(i: u32) {
+// (It returns the code too: a value uniform to Tint's analysis, which a
+// private variable is not, for branches around barriers.)
+fn kvq_begin(i: u32) -> u32 {
     if i == 0u {
         kvq_code_wg = p.kv_quant;
     }
-    kvq_code = workgroupUniformLoad(&kvq_code_wg);
+    let c = workgroupUniformLoad(&kvq_code_wg);
+    kvq_code = c;
+    return c;
 }
 
 fn kvq_ktype() -> u32 {
