@@ -199,11 +199,16 @@ type KVParams struct {
 // KVQuant is the kv_quant code of the store and attention kernels for a
 // cache of keys of type k and values of type v (fusion.KVType codes: 0
 // float, 1 q8_0, 2 q4_0, 3 q4_1, 4 q5_0, 5 q5_1, 6 iq4_nl) rotated by
-// H_krot and H_vrot (fusion.KVSpec.KRotation, VRotation; 0: none): 0 for
-// a float cache. Bits 0-3 k, 4-7 v, 8-23 krot, 24-31 vrot
-// (wgsl/lib/kv_quant.wgsl).
-func KVQuant(k, v uint8, krot, vrot int) uint32 {
-	return uint32(k&15) | uint32(v&15)<<4 | uint32(krot&0xffff)<<8 | uint32(vrot&0xff)<<24
+// H_krot and H_vrot (fusion.KVSpec.KRotation, VRotation; 0: none), whose
+// float side (if one of the two is not quantized) holds binary16 pairs
+// when f16: 0 for a float cache. Bits 0-3 k, 4-7 v, 8-19 krot, 20 f16,
+// 24-31 vrot (wgsl/lib/kv_quant.wgsl).
+func KVQuant(k, v uint8, krot, vrot int, f16 bool) uint32 {
+	c := uint32(k&15) | uint32(v&15)<<4 | uint32(krot&0xfff)<<8 | uint32(vrot&0xff)<<24
+	if f16 && c != 0 {
+		c |= 1 << 20
+	}
+	return c
 }
 
 // RopeKVParams is the uniform block of wgsl/ropekv.wgsl.
@@ -245,7 +250,7 @@ type AttnParams struct {
 	// NonCausal is 1 when a row sees every position its step stores,
 	// later ones too (fusion.AttentionOp.NonCausal; fusion.SelfAttnOp).
 	NonCausal uint32 `wgsl:"non_causal"`
-	KVQuant   uint32 `wgsl:"kv_quant"` // 0: float caches; else KVQuant's code (attention and attention_f16 only)
+	KVQuant   uint32 `wgsl:"kv_quant"` // 0: float caches; else KVQuant's code (attention_q only)
 	Pad1      uint32 `wgsl:"pad1"`
 	Pad2      uint32 `wgsl:"pad2"`
 }

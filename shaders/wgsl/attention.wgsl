@@ -92,7 +92,7 @@ struct AttnParams {
     ring: u32,    // 0: slot = position; else kv.wgsl's mirrored ring of 2*ring slots
     has_sinks: u32, // 1: sinks holds a sink logit per query head
     non_causal: u32, // 1: a row sees every position of its step, later ones too (visible)
-    kv_quant: u32, // 0: float caches; else kv.wgsl's quantized cache (attention only; see kvq_query)
+    kv_quant: u32, // 0: float caches; else kv.wgsl's quantized cache (attention_q only; see kvq_query)
     pad1: u32,
     pad2: u32,
 }
@@ -144,8 +144,8 @@ var<workgroup> sc: array<f32, 64>;
 
 // include: kv_quant
 
-// A quantized cache (p.kv_quant != 0; the planner runs only attention and
-// attention_f16 on one) is read as the CPU backend reads it: with block
+// A quantized cache (p.kv_quant != 0; the planner runs only attention_q
+// on one) is read as the CPU backend reads it: with block
 // keys the query row, rotated by H_krot first where the keys were, is
 // quantized to q8_0 once per workgroup (kvq_query, into kvq_q and kvq_d)
 // (q8_1 with its block sums for q4_1 and q5_1 keys) and each score is the
@@ -243,12 +243,20 @@ fn kvq_value(vr: u32, d: u32) -> f32 {
 
 @compute @workgroup_size(64)
 fn attention(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
-    attend(wid.x, p.row0 + wid.y, lid.x, false);
+    attend(wid.x, p.row0 + wid.y, lid.x, false, 0u);
 }
 
 @compute @workgroup_size(64)
 fn attention_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
-    attend(wid.x, p.row0 + wid.y, lid.x, true);
+    attend(wid.x, p.row0 + wid.y, lid.x, true, 0u);
+}
+
+// attention_q is attention over a quantized cache (p.kv_quant != 0), its
+// float side (if any) packed halves when the code says so (kvq_half).
+@compute @workgroup_size(64)
+fn attention_q(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let code = kvq_begin(lid.x);
+    attend(wid.x, p.row0 + wid.y, lid.x, kvq_half(), code);
 }
 
 // key_dot is Q row qb times the key at word kr of the cache.
@@ -282,17 +290,20 @@ fn out_dim(d0: u32, i: u32, a: u32, packed: bool) -> u32 {
 // attend computes query row t of head h, 4*WG output dims per pass over
 // the positions (one pass for heads up to 256 dims; Gemma 4's 512-dim
 // global heads take two, each scoring the keys again).
-fn attend(h: u32, t: u32, i: u32, packed: bool) {
+fn attend(h: u32, t: u32, i: u32, packed: bool, code: u32) {
     if t >= step[STEP_ROWS] || row_pos(t) == NO_ROW {
         return; // uniform across the workgroup
     }
     for (var d0 = 0u; d0 < p.head_dim; d0 += 4u * WG) {
-        attend_dims(h, t, i, d0, packed);
+        attend_dims(h, t, i, d0, packed, code);
     }
 }
 
 // attend_dims is one pass of attend: the output dims from d0.
-fn attend_dims(h: u32, t: u32, i: u32, d0: u32, packed: bool) {
+// code is the cache's kv_quant code, a constant 0 in attention and
+// attention_f16 (no quantized path once the driver inlines), kvq_begin's
+// in attention_q (uniform: the branches below hold barriers).
+fn attend_dims(h: u32, t: u32, i: u32, d0: u32, packed: bool, code: u32) {
     let vis = visible(t);
     let lo = vis.x;
     let qp = vis.y; // the last position the row sees
@@ -305,8 +316,8 @@ fn attend_dims(h: u32, t: u32, i: u32, d0: u32, packed: bool) {
     let qb = (t * p.heads + h) * p.head_dim;
     let ns = kv_slots();
     let off = kv_slot(lo) - lo; // slot of position pos: off + pos (the mirror; wraps in u32)
-    let kq = kvq_ktype() != 0u;
-    let vq = kvq_vtype() != 0u;
+    let kq = (code & 15u) != 0u;
+    let vq = ((code >> 4u) & 15u) != 0u;
     let qw = kvq_words(kvq_vtype(), p.head_dim); // words per quantized value row
     var kw = width;
     if kq {
@@ -381,7 +392,7 @@ fn attend_dims(h: u32, t: u32, i: u32, d0: u32, packed: bool) {
         m = cm;
         workgroupBarrier();
     }
-    if kvq_vrot() > 0u {
+    if (code >> 24u) > 0u { // kvq_vrot
         // Rotated values: the row (one pass: quantized heads are at most
         // KVQ_MAX dims) rotated back by invocation 0 in kvq_o.
         for (var a = 0u; a < 4u; a++) {

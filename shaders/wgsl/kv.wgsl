@@ -55,6 +55,14 @@ struct KVParams {
 
 // include: kv_quant_store
 
+// store_kv_q is store_kv for a quantized cache (p.kv_quant != 0): the
+// float side, if any, packed halves where the code says (kvq_half).
+@compute @workgroup_size(64)
+fn store_kv_q(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+    _ = kvq_begin(li);
+    store_row(gid, kvq_half());
+}
+
 // store_row is a quantized cache's store (see above): the other
 // invocations return.
 fn store_row(gid: vec3<u32>, half: bool) {
@@ -78,10 +86,6 @@ fn store_row(gid: vec3<u32>, half: bool) {
 
 @compute @workgroup_size(64)
 fn store_kv(@builtin(global_invocation_id) gid: vec3<u32>) {
-    if p.kv_quant != 0u {
-        store_row(gid, false);
-        return;
-    }
     let i = gid.x;
     let t = p.row0 + gid.y;
     let pos = row_pos(t);
@@ -99,10 +103,6 @@ fn store_kv(@builtin(global_invocation_id) gid: vec3<u32>) {
 
 @compute @workgroup_size(64)
 fn store_kv_f16(@builtin(global_invocation_id) gid: vec3<u32>) {
-    if p.kv_quant != 0u {
-        store_row(gid, true);
-        return;
-    }
     let i = gid.x;
     let t = p.row0 + gid.y;
     let pos = row_pos(t);

@@ -6,8 +6,9 @@
 // store_kv and store_kv_f16 do; a key element is rotated on the way (its
 // pair partner read from k, which is left unchanged), with the same
 // arithmetic as rope (scale included). Row t is at position step[STEP_POS]+t (unbatched steps only).
-// A quantized cache (p.kv_quant != 0) is stored by rows: invocation
-// heads*rope_dims/2 + h writes head h's keys and values whole (rope_row).
+// A quantized cache (p.kv_quant != 0) is stored by rows (store_kv_rope_q):
+// invocation heads*rope_dims/2 + h writes head h's keys and values whole
+// (rope_row).
 // Dispatch: (ceil((heads*rope_dims/2 + n)/64), Tokens, 1), n = kv_heads *
 // head_dim (f32 cache) or kv_heads * ceil(head_dim/2) (f16 cache).
 
@@ -23,7 +24,7 @@ struct RopeKVParams {
     v_f16: u32,   // 1: v is an f16 activation
     scale: f32,   // cos and sin multiplier (fusion.RopeParams.Scale; 1 for none)
     ring: u32,    // 0: slot = position; else kv.wgsl's mirrored ring of 2*ring slots
-    kv_quant: u32, // 0: float caches; else kv.wgsl's quantized cache (rows stored by rope_row)
+    kv_quant: u32, // 0: float caches; else kv.wgsl's quantized cache (store_kv_rope_q only)
 }
 
 @group(0) @binding(0) var<uniform> p: RopeKVParams;
@@ -100,10 +101,6 @@ fn store_kv_rope(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let i = gid.x - nq;
-    if p.kv_quant != 0u {
-        rope_row(i, t, pos, false);
-        return;
-    }
     let kv_cols = p.kv_heads * p.head_dim;
     if i >= kv_cols || pos >= p.max_len {
         return;
@@ -122,6 +119,25 @@ fn store_kv_rope(@builtin(global_invocation_id) gid: vec3<u32>) {
 // include: kv_quant
 
 // include: kv_quant_store
+
+// store_kv_rope_q is store_kv_rope for a quantized cache (p.kv_quant !=
+// 0): invocation nq + h stores head h's row (rope_row), the float side,
+// if any, packed halves where the code says (kvq_half).
+@compute @workgroup_size(64)
+fn store_kv_rope_q(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+    _ = kvq_begin(li);
+    let t = gid.y;
+    if t >= step[STEP_ROWS] {
+        return;
+    }
+    let pos = step[STEP_POS] + t;
+    let nq = p.heads * (p.rope_dims / 2u);
+    if gid.x < nq {
+        rope_q(gid.x, t, pos);
+        return;
+    }
+    rope_row(gid.x - nq, t, pos, kvq_half());
+}
 
 // rope_row stores row t's rotated keys and values of head i (i <
 // kv_heads) into a quantized cache (p.kv_quant != 0), as kv.wgsl's
@@ -157,10 +173,6 @@ fn store_kv_rope_f16(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let i = gid.x - nq;
-    if p.kv_quant != 0u {
-        rope_row(i, t, pos, true);
-        return;
-    }
     let hw = (p.head_dim + 1u) / 2u;
     if i >= p.kv_heads * hw || pos >= p.max_len {
         return;

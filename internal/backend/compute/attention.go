@@ -83,10 +83,7 @@ func (pl *planner) attend(ap shaders.AttnParams, f16, chunked bool, b attentionB
 		k.dispatch(pl, ap, kvHeads, tiles, 1, b)
 		return nil
 	case tuning.AttentionPerHead:
-		k := kAttention
-		if f16 {
-			k = kAttentionF16
-		}
+		k := perHeadKernel(ap, f16)
 		b.Part = sink
 		k.dispatch(pl, ap, heads, T, 1, b)
 		return nil
@@ -167,10 +164,7 @@ func (pl *planner) batchAttention(op *fusion.AttentionOp, ap shaders.AttnParams,
 	partBytes := int64(T) * int64(op.Heads) * int64(chunks) * int64(op.HeadDim+2) * 4
 	splitFits := chunks <= maxDispatch && op.KVHeads*batches <= maxDispatch && partBytes <= pl.p.b.devBinding
 	if chooseAttention(pl.p.b.attention, attnShape{tokens: T, batch: true, splitFits: splitFits, quant: ap.KVQuant != 0}) == tuning.AttentionPerHead {
-		k := kAttention
-		if spec.F16 {
-			k = kAttentionF16
-		}
+		k := perHeadKernel(ap, spec.F16)
 		for r, c := range pl.caches {
 			ap.Row0 = u(r)
 			k.dispatch(pl, ap, op.Heads, 1, 1, attentionBindings{Step: step, QW: q, Kc: gpu.Binding{Buf: c.k[op.Layer]}, Vc: gpu.Binding{Buf: c.v[op.Layer]}, OutW: pl.buf(op.Out), Part: sink, Sinks: sinks})
@@ -220,4 +214,17 @@ func (pl *planner) partBuf(size int64) (gpu.Binding, error) {
 		pl.part, pl.partSize = b, size
 	}
 	return gpu.Binding{Buf: pl.part, Size: align4(size)}, nil
+}
+
+// perHeadKernel is the per-head attention kernel of the cache: attention_q
+// for a quantized one (the code in ap.KVQuant says its float side's
+// storage), else attention or attention_f16.
+func perHeadKernel(ap shaders.AttnParams, f16 bool) contract[shaders.AttnParams, attentionBindings] {
+	switch {
+	case ap.KVQuant != 0:
+		return kAttentionQ
+	case f16:
+		return kAttentionF16
+	}
+	return kAttention
 }

@@ -18,7 +18,25 @@ import (
 // The devices every GPU test runs on (compute.TestDevices). One device of
 // each serves the whole test binary: opening one costs more than most op
 // tests.
-var devices = compute.TestDevices
+var devices = testDevices()
+
+// testDevices is compute.TestDevices, but in a driver rerun (SwiftShader,
+// swiftshader_test.go) the Vulkan backend's device alone: the rerun is
+// there for a second driver's compiler and subgroup size, which the raw
+// Vulkan backend's SPIR-V (the kernels shipped) meets as wgpu's would,
+// at half the time. Chromium's Dawn runs the kernels on SwiftShader in
+// cmd/gpurun-web's TestBrowser.
+func testDevices() []compute.TestDevice {
+	if gputest.RerunDriver() == "" {
+		return compute.TestDevices
+	}
+	for _, d := range compute.TestDevices {
+		if d.Name == "vulkan" {
+			return []compute.TestDevice{d}
+		}
+	}
+	return compute.TestDevices
+}
 
 type opened struct {
 	once sync.Once

@@ -47,6 +47,7 @@ func (b attentionBindings) list() []gpu.Binding {
 var (
 	kAttention    = contract[shaders.AttnParams, attentionBindings]{name: "attention"}
 	kAttentionF16 = contract[shaders.AttnParams, attentionBindings]{name: "attention_f16"}
+	kAttentionQ   = contract[shaders.AttnParams, attentionBindings]{name: "attention_q"}
 	kAttnSplit    = contract[shaders.AttnParams, attentionBindings]{name: "attn_split"}
 	kAttnSplitF16 = contract[shaders.AttnParams, attentionBindings]{name: "attn_split_f16"}
 	kAttnCombine  = contract[shaders.AttnParams, attentionBindings]{name: "attn_combine"}
@@ -159,6 +160,7 @@ func (b kvBindings) list() []gpu.Binding {
 
 // The kernels of wgsl/kv.wgsl.
 var (
+	kStoreKvQ   = contract[shaders.KVParams, kvBindings]{name: "store_kv_q"}
 	kStoreKv    = contract[shaders.KVParams, kvBindings]{name: "store_kv"}
 	kStoreKvF16 = contract[shaders.KVParams, kvBindings]{name: "store_kv_f16"}
 )
@@ -370,6 +372,7 @@ func (b ropekvBindings) list() []gpu.Binding {
 // The kernels of wgsl/ropekv.wgsl.
 var (
 	kStoreKvRope    = contract[shaders.RopeKVParams, ropekvBindings]{name: "store_kv_rope"}
+	kStoreKvRopeQ   = contract[shaders.RopeKVParams, ropekvBindings]{name: "store_kv_rope_q"}
 	kStoreKvRopeF16 = contract[shaders.RopeKVParams, ropekvBindings]{name: "store_kv_rope_f16"}
 )
 

@@ -203,7 +203,7 @@ func kvQuant(spec fusion.KVSpec, l int) uint32 {
 	if !spec.Quantized() {
 		return 0
 	}
-	return shaders.KVQuant(uint8(spec.K), uint8(spec.V), spec.KRotation(l), spec.VRotation(l))
+	return shaders.KVQuant(uint8(spec.K), uint8(spec.V), spec.KRotation(l), spec.VRotation(l), spec.F16)
 }
 
 // kvSlots is the positions layer l's cache holds per head: MaxLen, or
@@ -215,8 +215,12 @@ func kvSlots(spec fusion.KVSpec, l int) int {
 	return spec.MaxLen
 }
 
-// storeKernel is the store kernel of the cache's storage type.
+// storeKernel is the store kernel of the cache's storage type (store_kv_q
+// for block caches: kvQuant's code says the rest).
 func storeKernel(spec fusion.KVSpec) contract[shaders.KVParams, kvBindings] {
+	if spec.Quantized() {
+		return kStoreKvQ
+	}
 	if spec.F16 {
 		return kStoreKvF16
 	}

@@ -169,6 +169,9 @@ func (pl *planner) ropeStoreKV(op *fusion.RopeStoreKVOp) error {
 	if c.spec.F16 {
 		k, words = kStoreKvRopeF16, kvWords(c.spec, op.Layer)
 	}
+	if c.spec.Quantized() {
+		k = kStoreKvRopeQ
+	}
 	n := op.Heads*(op.Dims/2) + op.KVHeads*words
 	k.dispatch(pl, shaders.RopeKVParams{Heads: u(op.Heads), KVHeads: u(op.KVHeads), HeadDim: u(op.HeadDim),
 		RopeDims: u(op.Dims), Style: style, MaxLen: u(c.spec.MaxLen), OutF16: pl.h(q), KF16: pl.h(kb), VF16: pl.h(vb), Scale: ropeScale(op.RopeParams), Ring: u(c.spec.RingLen(op.Layer)),

@@ -16,20 +16,47 @@
 
 const KVQ_MAX: u32 = 256u; // the largest head dim of a quantized cache (the planner refuses more)
 
+// The quantized kernels (attention_q, store_kv_q, store_kv_rope_q) read
+// p.kv_quant once per workgroup through workgroup memory (kvq_begin, at
+// the top of the entry point: every invocation calls it) and branch on
+// that copy. A branch on the uniform alone is one a driver may specialise
+// per bind: lavapipe (Mesa 22.3) inlines uniforms that decide branches
+// and, when the type's code is most of the kernel, compiles a variant with
+// LLVM at every dispatch. The float kernels hold no quantized path at all.
+var<workgroup> kvq_code_wg: u32;
+var<private> kvq_code: u32;
+
+// (It returns the code too: a value uniform to Tint's analysis, which a
+// private variable is not, for branches around barriers.)
+fn kvq_begin(i: u32) -> u32 {
+    if i == 0u {
+        kvq_code_wg = p.kv_quant;
+    }
+    let c = workgroupUniformLoad(&kvq_code_wg);
+    kvq_code = c;
+    return c;
+}
+
 fn kvq_ktype() -> u32 {
-    return p.kv_quant & 15u;
+    return kvq_code & 15u;
 }
 
 fn kvq_vtype() -> u32 {
-    return (p.kv_quant >> 4u) & 15u;
+    return (kvq_code >> 4u) & 15u;
 }
 
 fn kvq_krot() -> u32 {
-    return (p.kv_quant >> 8u) & 0xffffu;
+    return (kvq_code >> 8u) & 0xfffu;
 }
 
 fn kvq_vrot() -> u32 {
-    return p.kv_quant >> 24u;
+    return kvq_code >> 24u;
+}
+
+// kvq_half: the cache's float side (keys or values not quantized) holds
+// binary16 pairs (fusion.KVSpec.F16), as in store_kv_f16's layout.
+fn kvq_half() -> bool {
+    return ((kvq_code >> 20u) & 1u) == 1u;
 }
 
 const KVQ_Q8_0: u32 = 1u; // fusion.KVQ8_0
