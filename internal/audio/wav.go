@@ -24,9 +24,10 @@ const MaxSeconds = 30 * 60
 // bits (either also as WAVE_FORMAT_EXTENSIBLE with that subformat), mono
 // or stereo, at any rate from 1 kHz to 384 kHz, into mono samples at
 // SampleRate Hz as llama.cpp's mtmd-helper gets them from miniaudio: each
-// sample converted to float32 as dr_wav does (toFloat), the two channels'
+// sample converted to float32 as dr_wav does (pcmToFloat, toFloat), the two channels'
 // mean, then resampled as miniaudio's linear resampler does (resample).
-// Other formats (A-law, mu-law, ADPCM, other sample sizes) are errors
+// ParseWAV reads the header; integer PCM samples are then decoded by
+// github.com/go-audio/wav (wavlib.go), floats here. Other formats (A-law, mu-law, ADPCM, other sample sizes) are errors
 // (ErrAudio).
 func DecodeWAV(data []byte) ([]float32, error) {
 	w, err := ParseWAV(data)
@@ -132,16 +133,23 @@ func ParseWAV(data []byte) (*WAV, error) {
 	return &WAV{tag: tag, channels: channels, bits: bits, rate: int(rate), pcm: pcm, frames: n}, nil
 }
 
-// Decode converts, mixes and resamples the samples (DecodeWAV).
+// Decode converts, mixes and resamples the samples (DecodeWAV): integer
+// PCM read by go-audio/wav (decodePCM), floats here.
 func (w *WAV) Decode() ([]float32, error) {
-	tag, channels, size, pcm := w.tag, w.channels, w.bits/8, w.pcm
 	out := make([]float32, w.frames)
+	if w.tag == wavPCM {
+		if err := w.decodePCM(out); err != nil {
+			return nil, err
+		}
+		return resample(out, w.rate, SampleRate), nil
+	}
+	channels, size, pcm := w.channels, w.bits/8, w.pcm
 	for i := range out {
 		var s float32
 		for c := range channels {
 			o := size * (i*channels + c)
-			v := toFloat(pcm[o:o+size], tag)
-			if tag == wavFloat && !(math.Abs(float64(v)) <= maxFloatSample) { // NaN too
+			v := toFloat(pcm[o : o+size])
+			if !(math.Abs(float64(v)) <= maxFloatSample) { // NaN too
 				return nil, fmt.Errorf("%w: WAV float sample %d is %g (at most %g in magnitude; samples are in [-1, 1])", ErrAudio, i*channels+c, v, float64(maxFloatSample))
 			}
 			s += v
@@ -162,27 +170,12 @@ const (
 	wavFloat = 3
 )
 
-// toFloat converts one sample (len(b) bytes, little-endian) of format tag
-// to float32 as llama.cpp's miniaudio (dr_wav's *_to_f32, asked for f32
-// frames) does: unsigned 8-bit x as x*(2/255) - 1 in float32, 16 bits as
-// x/32768, 24 and 32 bits as x/2^23 and x/2^31 in float64 rounded to
-// float32, floats as they are (64-bit ones rounded).
-func toFloat(b []byte, tag uint16) float32 {
-	if tag == wavFloat {
-		if len(b) == 8 {
-			return float32(math.Float64frombits(binary.LittleEndian.Uint64(b)))
-		}
-		return math.Float32frombits(binary.LittleEndian.Uint32(b))
+// toFloat converts one IEEE float sample (len(b) bytes, little-endian) to
+// float32 as llama.cpp's miniaudio does: 32-bit ones as they are, 64-bit
+// ones rounded. (Integer PCM: pcmToFloat.)
+func toFloat(b []byte) float32 {
+	if len(b) == 8 {
+		return float32(math.Float64frombits(binary.LittleEndian.Uint64(b)))
 	}
-	switch len(b) {
-	case 1:
-		// Two roundings, as dr_wav's float arithmetic (no fused multiply-add).
-		return float32(float32(b[0])*float32(0.00784313725490196078)) - 1
-	case 2:
-		return float32(int16(binary.LittleEndian.Uint16(b))) * 0.000030517578125
-	case 3:
-		x := int32(uint32(b[0])<<8|uint32(b[1])<<16|uint32(b[2])<<24) >> 8
-		return float32(float64(x) * 0.00000011920928955078125)
-	}
-	return float32(float64(int32(binary.LittleEndian.Uint32(b))) / 2147483648.0)
+	return math.Float32frombits(binary.LittleEndian.Uint32(b))
 }
