@@ -34,9 +34,11 @@
 // (lavapipe) runs a workgroup as coroutines of its vector width and
 // switches through every one at each barrier, which was most of this
 // kernel's time there with 256 invocations; Mesa 22.3's llvmpipe also
-// runs every instruction of the kernel in each coroutine, branches taken
-// or not (it masks lanes instead of jumping), and ends a kernel's loops
-// after 65535 iterations in all. The module is specialized by the row's
+// runs each coroutine through the kernel's code whether a branch is taken
+// or not (its lanes are masked: with 64 invocations this kernel returning
+// at its first line cost ~30 us more than a trivial one, its time spread
+// over all of its code), and cuts long loops short (one coroutine's 31
+// top-p passes over 32000 ids gave wrong ids). The module is specialized by the row's
 // length (shaders.SampleVariant): WG = 8 for short rows (one coroutine:
 // the whole kernel's code once, where 64 invocations ran it 8 times),
 // 64 for long ones (fewer iterations per invocation). The tokens the program's mask
