@@ -128,6 +128,7 @@ var specialized = map[string]func() []Variant{
 		}
 		return out
 	},
+	"sample": SampleVariants,
 	"matmul": func() []Variant {
 		vs := MatMulVariants()
 		out := make([]Variant, len(vs))

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -53,7 +54,6 @@ func TestGetBindings(t *testing.T) {
 		{"scale", []BindingKind{U, R, R, R, W}},
 		{"last_row", []BindingKind{U, R, R, R, W}},
 		{"argmax", []BindingKind{U, W, R, W, R}}, // step read_write: it advances a DecodeStep (lib/step_advance.wgsl)
-		{"sample", []BindingKind{U, W, R, W, R}},
 		{"advance", []BindingKind{U, R, W}},
 		{"moe_route", []BindingKind{U, R, R, R, R, R, R, W, W}},
 		{"moe_glu", []BindingKind{U, R, R, R, R, R, R, W, W}},
@@ -92,7 +92,7 @@ func TestGetBindings(t *testing.T) {
 			}
 		})
 	}
-	if got, want := len(Names()), len(tests)+len(matmulKernels)+len(qblockKernels)+1; got != want { // + qkv.wgsl's one
+	if got, want := len(Names()), len(tests)+len(matmulKernels)+len(qblockKernels)+2; got != want { // + qkv.wgsl's one and sample
 		t.Errorf("%d kernels, the table knows %d: %v", got, want, Names())
 	}
 }
@@ -603,6 +603,35 @@ func TestStepWords(t *testing.T) {
 	for _, w := range stepWords {
 		if decl := fmt.Sprintf("const %s: u32 = %du;", w.name, w.word); !strings.Contains(src, decl) {
 			t.Errorf("generated WGSL lacks %q", decl)
+		}
+	}
+}
+
+// TestGetSampleVariants: the sample kernel is specialized by the row's
+// length (its workgroup size), each module with the same bindings (step
+// read_write: it advances a DecodeStep, lib/step_advance.wgsl), and Get
+// refuses it.
+func TestGetSampleVariants(t *testing.T) {
+	R, W, U := StorageRead, StorageRW, Uniform
+	want := []BindingKind{U, W, R, W, R}
+	if _, err := Get("sample"); !errors.Is(err, ErrUnknown) {
+		t.Errorf("Get(sample) of a specialized kernel: err = %v, want ErrUnknown", err)
+	}
+	for n, key := range map[int]string{1: "w8", 512: "w8", SampleShortRow: "w8", SampleShortRow + 1: "w64", 32000: "w64"} {
+		if v := SampleVariant(n); v.Key != key {
+			t.Errorf("SampleVariant(%d) = %s, want %s", n, v.Key, key)
+		}
+	}
+	for _, v := range SampleVariants() {
+		spec, err := GetVariant("sample", v)
+		if err != nil {
+			t.Fatalf("%s: %v", v.Key, err)
+		}
+		if !strings.Contains(spec.WGSL, "@workgroup_size(WG)") || !bytes.Equal(spec.SPIRV[:4], []byte{0x03, 0x02, 0x23, 0x07}) {
+			t.Errorf("%s: no workgroup size from the variant or no SPIR-V", v.Key)
+		}
+		if !slices.Equal(spec.Bindings, want) {
+			t.Errorf("%s: bindings %v, want %v", v.Key, spec.Bindings, want)
 		}
 	}
 }

@@ -22,12 +22,13 @@ var sampleRules = []fusion.Sampling{
 }
 
 // SampleCases are the device-sampling cases: fusion.Sample after LastRow
-// over rows of a few widths (around the kernel's 256 chunks and a real
-// vocabulary, 32000), every rule of sampleRules, each row drawn at several
+// over rows of a few widths (around the kernel's 256 chunks, the widest
+// row its 8-invocation module takes, shaders.SampleShortRow = 4096, and a
+// real vocabulary, 32000), every rule of sampleRules, each row drawn at several
 // steps (positions), so the ids depend on the Philox draw of each step.
 func SampleCases() []Case {
 	var cs []Case
-	for _, cols := range []int{5, 255, 257, 512, 32000} {
+	for _, cols := range []int{5, 255, 257, 512, 4096, 32000} {
 		for ri, rule := range sampleRules {
 			cs = append(cs, Case{
 				Name: fmt.Sprintf("sample/c%d/r%d", cols, ri),

@@ -30,10 +30,18 @@
 // (its k-th largest key found with at most CAPF keys at or above that
 // key's first digit) takes fast_pick after the first pass instead: the
 // same steps on those candidates and the survivors among them. One
-// workgroup of WG = 64 invocations; dispatch (1, 1, 1). A CPU driver
+// workgroup of WG invocations; dispatch (1, 1, 1). A CPU driver
 // (lavapipe) runs a workgroup as coroutines of its vector width and
 // switches through every one at each barrier, which was most of this
-// kernel's time there with 256 invocations. The tokens the program's mask
+// kernel's time there with 256 invocations; Mesa 22.3's llvmpipe also
+// runs each coroutine through the kernel's code whether a branch is taken
+// or not (its lanes are masked: with 64 invocations this kernel returning
+// at its first line cost ~30 us more than a trivial one, its time spread
+// over all of its code), and cuts long loops short (one coroutine's 31
+// top-p passes over 32000 ids gave wrong ids). The module is specialized by the row's
+// length (shaders.SampleVariant): WG = 8 for short rows (one coroutine:
+// the whole kernel's code once, where 64 invocations ran it 8 times),
+// 64 for long ones (fewer iterations per invocation). The tokens the program's mask
 // rules out (lib/token_mask.wgsl) read as -inf, as the host masks them.
 // With p.advance set (a decode program's step tensor, a DecodeStep),
 // invocation 0 advances the step after writing the id, past the last
@@ -86,11 +94,9 @@ var<workgroup> step_rule: Rule;
 // include: step_advance
 
 // CH is internal/sampler.Chunks, the chunks every sum is split into; WG
-// invocations (64: the fewer, the less a CPU driver spends switching
-// between them at each barrier) own CPI consecutive chunks each.
+// invocations (the variant's constant, with CPI = CH / WG) own CPI
+// consecutive chunks each.
 const CH: u32 = 256u;
-const WG: u32 = 64u;
-const CPI: u32 = 4u;
 const NONE: u32 = 0xffffffffu;
 var<workgroup> red_f: array<f32, 257>;
 var<workgroup> red_u: array<u32, 256>;
@@ -386,8 +392,8 @@ fn fast_pick(l: u32, n: u32, c: u32, hi: f32, top_p: f32, kmin_out: ptr<function
         }
         workgroupBarrier();
         let cnt = min(atomicLoad(&nmatch), RANK);
-        if l < cnt {
-            let key = atomicLoad(&hist[l]);
+        for (var s = l; s < cnt; s += WG) {
+            let key = atomicLoad(&hist[s]);
             var gt = 0u;
             var ge = 0u;
             for (var j = 0u; j < cnt; j++) {
@@ -507,7 +513,7 @@ fn fast_pick(l: u32, n: u32, c: u32, hi: f32, top_p: f32, kmin_out: ptr<function
     return true;
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(WG)
 fn sample(@builtin(local_invocation_id) lid: vec3<u32>) {
     // No rows: a step a multi-step submission's advance kernel turned into
     // a no-op (wgsl/step.wgsl).

@@ -209,9 +209,10 @@ func (pl *planner) pickOp(op fusion.Op) error {
 			ruleAt = shaders.DecodeStepRuleAt
 			pl.p.rule = &r
 		}
-		kSample.dispatch(pl, shaders.SampleParams{N: u(g.Bufs[op.In].Cols), InvTemperature: sampler.InvTemperature(r.Temperature),
+		n := g.Bufs[op.In].Cols
+		kSample.dispatchVariant(pl, shaders.SampleVariant(n), shaders.SampleParams{N: u(n), InvTemperature: sampler.InvTemperature(r.Temperature),
 			TopK: u(r.TopK), TopP: r.TopP, SeedLo: uint32(r.Seed), SeedHi: uint32(r.Seed >> 32), RuleAt: ruleAt, Advance: adv},
-			1, 1, 1, sampleBindings{Step: pl.stepB(), X: pl.buf(op.In), Out: pl.buf(op.Out), Mask: mask})
+			cost{}, 1, 1, 1, sampleBindings{Step: pl.stepB(), X: pl.buf(op.In), Out: pl.buf(op.Out), Mask: mask})
 	default:
 		return unsupportedOp(op)
 	}
