@@ -10907,6 +10907,3799 @@ dotQ6KRows4VNNIend:
 	VZEROUPPER
 	RET
 
+// func dotIQ4XSRows4AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, groups int, out *float32)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·dotIQ4XSRows4AVX2(SB), NOSPLIT, $152-56
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTB X0, Y0
+	LEAQ         iq4nlconsts<>+0(SB), AX
+	VMOVDQU      (AX), Y1
+	VMOVDQU      iq4rows4consts<>+0(SB), Y2
+	MOVQ         nb+32(FP), AX
+	IMUL3Q       $0x88, AX, CX
+	LEAQ         (CX)(CX*2), DX
+	MOVQ         groups+40(FP), AX
+	MOVQ         out+48(FP), BX
+	MOVQ         w+0(FP), SI
+	MOVQ         AX, 128(SP)
+	MOVQ         BX, 136(SP)
+	MOVQ         SI, 144(SP)
+
+dotIQ4XSRows4AVX2group:
+	CMPQ   128(SP), $0x00
+	JE     dotIQ4XSRows4AVX2end
+	MOVQ   144(SP), AX
+	MOVQ   x+8(FP), BX
+	MOVQ   xd+16(FP), SI
+	MOVQ   xs+24(FP), DI
+	MOVQ   nb+32(FP), R8
+	VXORPS Y3, Y3, Y3
+
+dotIQ4XSRows4AVX2block:
+	TESTQ          R8, R8
+	JZ             dotIQ4XSRows4AVX2done
+	LEAQ           (DX)(CX*1), R9
+	ADDQ           AX, R9
+	PREFETCHT0     (R9)
+	PREFETCHT0     64(R9)
+	PREFETCHT0     128(R9)
+	PREFETCHT0     (R9)(CX*1)
+	PREFETCHT0     64(R9)(CX*1)
+	PREFETCHT0     128(R9)(CX*1)
+	PREFETCHT0     (R9)(CX*2)
+	PREFETCHT0     64(R9)(CX*2)
+	PREFETCHT0     128(R9)(CX*2)
+	PREFETCHT0     (R9)(DX*1)
+	PREFETCHT0     64(R9)(DX*1)
+	PREFETCHT0     128(R9)(DX*1)
+	VPBROADCASTD   4(AX), X4
+	VPSRLW         $0x04, X4, X5
+	VPAND          iqscaleconsts<>+0(SB), X4, X4
+	VPAND          iqscaleconsts<>+0(SB), X5, X5
+	VPUNPCKLBW     X5, X4, X4
+	VPMOVZXBW      X4, X4
+	VPBROADCASTW   2(AX), X5
+	VPMULLW        iqscaleconsts<>+16(SB), X5, X5
+	VPSRLW         $0x0a, X5, X5
+	VPAND          iqscaleconsts<>+48(SB), X5, X5
+	VPOR           X5, X4, X4
+	VPSUBW         iqscaleconsts<>+80(SB), X4, X4
+	VPUNPCKLWD     X4, X4, X5
+	VPUNPCKHWD     X4, X4, X4
+	VMOVDQU        X5, (SP)
+	VMOVDQU        X4, 16(SP)
+	VPBROADCASTD   4(AX)(CX*1), X4
+	VPSRLW         $0x04, X4, X5
+	VPAND          iqscaleconsts<>+0(SB), X4, X4
+	VPAND          iqscaleconsts<>+0(SB), X5, X5
+	VPUNPCKLBW     X5, X4, X4
+	VPMOVZXBW      X4, X4
+	VPBROADCASTW   2(AX)(CX*1), X5
+	VPMULLW        iqscaleconsts<>+16(SB), X5, X5
+	VPSRLW         $0x0a, X5, X5
+	VPAND          iqscaleconsts<>+48(SB), X5, X5
+	VPOR           X5, X4, X4
+	VPSUBW         iqscaleconsts<>+80(SB), X4, X4
+	VPUNPCKLWD     X4, X4, X5
+	VPUNPCKHWD     X4, X4, X4
+	VMOVDQU        X5, 32(SP)
+	VMOVDQU        X4, 48(SP)
+	VPBROADCASTD   4(AX)(CX*2), X4
+	VPSRLW         $0x04, X4, X5
+	VPAND          iqscaleconsts<>+0(SB), X4, X4
+	VPAND          iqscaleconsts<>+0(SB), X5, X5
+	VPUNPCKLBW     X5, X4, X4
+	VPMOVZXBW      X4, X4
+	VPBROADCASTW   2(AX)(CX*2), X5
+	VPMULLW        iqscaleconsts<>+16(SB), X5, X5
+	VPSRLW         $0x0a, X5, X5
+	VPAND          iqscaleconsts<>+48(SB), X5, X5
+	VPOR           X5, X4, X4
+	VPSUBW         iqscaleconsts<>+80(SB), X4, X4
+	VPUNPCKLWD     X4, X4, X5
+	VPUNPCKHWD     X4, X4, X4
+	VMOVDQU        X5, 64(SP)
+	VMOVDQU        X4, 80(SP)
+	VPBROADCASTD   4(AX)(DX*1), X4
+	VPSRLW         $0x04, X4, X5
+	VPAND          iqscaleconsts<>+0(SB), X4, X4
+	VPAND          iqscaleconsts<>+0(SB), X5, X5
+	VPUNPCKLBW     X5, X4, X4
+	VPMOVZXBW      X4, X4
+	VPBROADCASTW   2(AX)(DX*1), X5
+	VPMULLW        iqscaleconsts<>+16(SB), X5, X5
+	VPSRLW         $0x0a, X5, X5
+	VPAND          iqscaleconsts<>+48(SB), X5, X5
+	VPOR           X5, X4, X4
+	VPSUBW         iqscaleconsts<>+80(SB), X4, X4
+	VPUNPCKLWD     X4, X4, X5
+	VPUNPCKHWD     X4, X4, X4
+	VMOVDQU        X5, 96(SP)
+	VMOVDQU        X4, 112(SP)
+	VPXOR          Y4, Y4, Y4
+	VPXOR          Y5, Y5, Y5
+	VPXOR          Y6, Y6, Y6
+	VPXOR          Y7, Y7, Y7
+	VMOVDQU        (BX), Y8
+	VBROADCASTI128 8(AX), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   (SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y4, Y4
+	VBROADCASTI128 8(AX)(CX*1), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   32(SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y5, Y5
+	VBROADCASTI128 8(AX)(CX*2), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   64(SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y6, Y6
+	VBROADCASTI128 8(AX)(DX*1), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y8
+	VPMADDUBSW     Y8, Y9, Y9
+	VPBROADCASTD   96(SP), Y8
+	VPMADDWD       Y8, Y9, Y9
+	VPADDD         Y9, Y7, Y7
+	VMOVDQU        32(BX), Y8
+	VBROADCASTI128 24(AX), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   4(SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y4, Y4
+	VBROADCASTI128 24(AX)(CX*1), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   36(SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y5, Y5
+	VBROADCASTI128 24(AX)(CX*2), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   68(SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y6, Y6
+	VBROADCASTI128 24(AX)(DX*1), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y8
+	VPMADDUBSW     Y8, Y9, Y9
+	VPBROADCASTD   100(SP), Y8
+	VPMADDWD       Y8, Y9, Y9
+	VPADDD         Y9, Y7, Y7
+	VMOVDQU        64(BX), Y8
+	VBROADCASTI128 40(AX), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   8(SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y4, Y4
+	VBROADCASTI128 40(AX)(CX*1), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   40(SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y5, Y5
+	VBROADCASTI128 40(AX)(CX*2), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   72(SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y6, Y6
+	VBROADCASTI128 40(AX)(DX*1), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y8
+	VPMADDUBSW     Y8, Y9, Y9
+	VPBROADCASTD   104(SP), Y8
+	VPMADDWD       Y8, Y9, Y9
+	VPADDD         Y9, Y7, Y7
+	VMOVDQU        96(BX), Y8
+	VBROADCASTI128 56(AX), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   12(SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y4, Y4
+	VBROADCASTI128 56(AX)(CX*1), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   44(SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y5, Y5
+	VBROADCASTI128 56(AX)(CX*2), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   76(SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y6, Y6
+	VBROADCASTI128 56(AX)(DX*1), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y8
+	VPMADDUBSW     Y8, Y9, Y9
+	VPBROADCASTD   108(SP), Y8
+	VPMADDWD       Y8, Y9, Y9
+	VPADDD         Y9, Y7, Y7
+	VMOVDQU        128(BX), Y8
+	VBROADCASTI128 72(AX), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   16(SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y4, Y4
+	VBROADCASTI128 72(AX)(CX*1), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   48(SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y5, Y5
+	VBROADCASTI128 72(AX)(CX*2), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   80(SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y6, Y6
+	VBROADCASTI128 72(AX)(DX*1), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y8
+	VPMADDUBSW     Y8, Y9, Y9
+	VPBROADCASTD   112(SP), Y8
+	VPMADDWD       Y8, Y9, Y9
+	VPADDD         Y9, Y7, Y7
+	VMOVDQU        160(BX), Y8
+	VBROADCASTI128 88(AX), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   20(SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y4, Y4
+	VBROADCASTI128 88(AX)(CX*1), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   52(SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y5, Y5
+	VBROADCASTI128 88(AX)(CX*2), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   84(SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y6, Y6
+	VBROADCASTI128 88(AX)(DX*1), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y8
+	VPMADDUBSW     Y8, Y9, Y9
+	VPBROADCASTD   116(SP), Y8
+	VPMADDWD       Y8, Y9, Y9
+	VPADDD         Y9, Y7, Y7
+	VMOVDQU        192(BX), Y8
+	VBROADCASTI128 104(AX), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   24(SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y4, Y4
+	VBROADCASTI128 104(AX)(CX*1), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   56(SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y5, Y5
+	VBROADCASTI128 104(AX)(CX*2), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   88(SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y6, Y6
+	VBROADCASTI128 104(AX)(DX*1), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y8
+	VPMADDUBSW     Y8, Y9, Y9
+	VPBROADCASTD   120(SP), Y8
+	VPMADDWD       Y8, Y9, Y9
+	VPADDD         Y9, Y7, Y7
+	VMOVDQU        224(BX), Y8
+	VBROADCASTI128 120(AX), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   28(SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y4, Y4
+	VBROADCASTI128 120(AX)(CX*1), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   60(SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y5, Y5
+	VBROADCASTI128 120(AX)(CX*2), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   92(SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y6, Y6
+	VBROADCASTI128 120(AX)(DX*1), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y8
+	VPMADDUBSW     Y8, Y9, Y9
+	VPBROADCASTD   124(SP), Y8
+	VPMADDWD       Y8, Y9, Y9
+	VPADDD         Y9, Y7, Y7
+	VPHADDD        Y5, Y4, Y4
+	VPHADDD        Y7, Y6, Y6
+	VPHADDD        Y6, Y4, Y4
+	VEXTRACTI128   $0x01, Y4, X5
+	VPADDD         X5, X4, X4
+	MOVWLZX        (AX), R9
+	VMOVD          R9, X5
+	VPINSRW        $0x01, (AX)(CX*1), X5, X5
+	VPINSRW        $0x02, (AX)(CX*2), X5, X5
+	VPINSRW        $0x03, (AX)(DX*1), X5, X5
+	VCVTPH2PS      X5, X5
+	VBROADCASTSS   (SI), X6
+	VMULPS         X6, X5, X5
+	VCVTDQ2PS      X4, X4
+	VMULPS         X4, X5, X4
+	VADDPS         X4, X3, X3
+	ADDQ           $0x88, AX
+	ADDQ           $0x00000100, BX
+	ADDQ           $0x04, SI
+	ADDQ           $0x20, DI
+	DECQ           R8
+	JMP            dotIQ4XSRows4AVX2block
+
+dotIQ4XSRows4AVX2done:
+	MOVQ    136(SP), AX
+	VMOVUPS X3, (AX)
+	ADDQ    $0x10, 136(SP)
+	LEAQ    (DX)(CX*1), AX
+	ADDQ    AX, 144(SP)
+	DECQ    128(SP)
+	JMP     dotIQ4XSRows4AVX2group
+
+dotIQ4XSRows4AVX2end:
+	VZEROUPPER
+	RET
+
+DATA iq4rows4consts<>+0(SB)/4, $0x00000000
+DATA iq4rows4consts<>+4(SB)/4, $0x00000000
+DATA iq4rows4consts<>+8(SB)/4, $0x00000000
+DATA iq4rows4consts<>+12(SB)/4, $0x00000000
+DATA iq4rows4consts<>+16(SB)/4, $0x00000004
+DATA iq4rows4consts<>+20(SB)/4, $0x00000004
+DATA iq4rows4consts<>+24(SB)/4, $0x00000004
+DATA iq4rows4consts<>+28(SB)/4, $0x00000004
+GLOBL iq4rows4consts<>(SB), RODATA|NOPTR, $32
+
+// func dotIQ3SRows4AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, groups int, out *float32)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·dotIQ3SRows4AVX2(SB), NOSPLIT, $152-56
+	LEAQ    iq3srows4consts<>+0(SB), AX
+	VMOVDQU 10240(AX), Y0
+	VMOVDQU 10272(AX), Y1
+	MOVQ    nb+32(FP), CX
+	IMUL3Q  $0x6e, CX, DX
+	LEAQ    (DX)(DX*2), BX
+	MOVQ    groups+40(FP), CX
+	MOVQ    out+48(FP), SI
+	MOVQ    w+0(FP), DI
+	MOVQ    CX, 128(SP)
+	MOVQ    SI, 136(SP)
+	MOVQ    DI, 144(SP)
+
+dotIQ3SRows4AVX2group:
+	CMPQ   128(SP), $0x00
+	JE     dotIQ3SRows4AVX2end
+	MOVQ   144(SP), CX
+	MOVQ   x+8(FP), SI
+	MOVQ   xd+16(FP), DI
+	MOVQ   xs+24(FP), R8
+	MOVQ   nb+32(FP), R9
+	VXORPS Y2, Y2, Y2
+
+dotIQ3SRows4AVX2block:
+	TESTQ        R9, R9
+	JZ           dotIQ3SRows4AVX2done
+	LEAQ         (BX)(DX*1), R10
+	ADDQ         CX, R10
+	PREFETCHT0   (R10)
+	PREFETCHT0   64(R10)
+	PREFETCHT0   (R10)(DX*1)
+	PREFETCHT0   64(R10)(DX*1)
+	PREFETCHT0   (R10)(DX*2)
+	PREFETCHT0   64(R10)(DX*2)
+	PREFETCHT0   (R10)(BX*1)
+	PREFETCHT0   64(R10)(BX*1)
+	VPBROADCASTD 106(CX), X3
+	VPSRLW       $0x04, X3, X4
+	VPAND        iqscaleconsts<>+0(SB), X3, X3
+	VPAND        iqscaleconsts<>+0(SB), X4, X4
+	VPUNPCKLBW   X4, X3, X3
+	VPMOVZXBW    X3, X3
+	VPADDW       X3, X3, X3
+	VPOR         iqscaleconsts<>+112(SB), X3, X3
+	VPUNPCKLWD   X3, X3, X4
+	VPUNPCKHWD   X3, X3, X3
+	VMOVDQU      X4, (SP)
+	VMOVDQU      X3, 16(SP)
+	VPBROADCASTD 106(CX)(DX*1), X3
+	VPSRLW       $0x04, X3, X4
+	VPAND        iqscaleconsts<>+0(SB), X3, X3
+	VPAND        iqscaleconsts<>+0(SB), X4, X4
+	VPUNPCKLBW   X4, X3, X3
+	VPMOVZXBW    X3, X3
+	VPADDW       X3, X3, X3
+	VPOR         iqscaleconsts<>+112(SB), X3, X3
+	VPUNPCKLWD   X3, X3, X4
+	VPUNPCKHWD   X3, X3, X3
+	VMOVDQU      X4, 32(SP)
+	VMOVDQU      X3, 48(SP)
+	VPBROADCASTD 106(CX)(DX*2), X3
+	VPSRLW       $0x04, X3, X4
+	VPAND        iqscaleconsts<>+0(SB), X3, X3
+	VPAND        iqscaleconsts<>+0(SB), X4, X4
+	VPUNPCKLBW   X4, X3, X3
+	VPMOVZXBW    X3, X3
+	VPADDW       X3, X3, X3
+	VPOR         iqscaleconsts<>+112(SB), X3, X3
+	VPUNPCKLWD   X3, X3, X4
+	VPUNPCKHWD   X3, X3, X3
+	VMOVDQU      X4, 64(SP)
+	VMOVDQU      X3, 80(SP)
+	VPBROADCASTD 106(CX)(BX*1), X3
+	VPSRLW       $0x04, X3, X4
+	VPAND        iqscaleconsts<>+0(SB), X3, X3
+	VPAND        iqscaleconsts<>+0(SB), X4, X4
+	VPUNPCKLBW   X4, X3, X3
+	VPMOVZXBW    X3, X3
+	VPADDW       X3, X3, X3
+	VPOR         iqscaleconsts<>+112(SB), X3, X3
+	VPUNPCKLWD   X3, X3, X4
+	VPUNPCKHWD   X3, X3, X3
+	VMOVDQU      X4, 96(SP)
+	VMOVDQU      X3, 112(SP)
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VMOVDQU      (SI), Y7
+	VPMOVZXBD    2(CX), Y8
+	MOVBQZX      66(CX), R10
+	SHLQ         $0x05, R10
+	VPOR         2048(AX)(R10*1), Y8, Y8
+	VPCMPEQD     Y9, Y9, Y9
+	VPXOR        Y10, Y10, Y10
+	VPGATHERDD   Y9, (AX)(Y8*4), Y10
+	VPBROADCASTD 74(CX), Y8
+	VPSHUFB      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPADDB       10304(AX), Y8, Y8
+	VPSIGNB      Y8, Y7, Y8
+	VPMADDUBSW   Y8, Y10, Y10
+	VPBROADCASTD (SP), Y8
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	VPMOVZXBD    2(CX)(DX*1), Y8
+	MOVBQZX      66(CX)(DX*1), R10
+	SHLQ         $0x05, R10
+	VPOR         2048(AX)(R10*1), Y8, Y8
+	VPCMPEQD     Y9, Y9, Y9
+	VPXOR        Y10, Y10, Y10
+	VPGATHERDD   Y9, (AX)(Y8*4), Y10
+	VPBROADCASTD 74(CX)(DX*1), Y8
+	VPSHUFB      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPADDB       10304(AX), Y8, Y8
+	VPSIGNB      Y8, Y7, Y8
+	VPMADDUBSW   Y8, Y10, Y10
+	VPBROADCASTD 32(SP), Y8
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMOVZXBD    2(CX)(DX*2), Y8
+	MOVBQZX      66(CX)(DX*2), R10
+	SHLQ         $0x05, R10
+	VPOR         2048(AX)(R10*1), Y8, Y8
+	VPCMPEQD     Y9, Y9, Y9
+	VPXOR        Y10, Y10, Y10
+	VPGATHERDD   Y9, (AX)(Y8*4), Y10
+	VPBROADCASTD 74(CX)(DX*2), Y8
+	VPSHUFB      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPADDB       10304(AX), Y8, Y8
+	VPSIGNB      Y8, Y7, Y8
+	VPMADDUBSW   Y8, Y10, Y10
+	VPBROADCASTD 64(SP), Y8
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMOVZXBD    2(CX)(BX*1), Y8
+	MOVBQZX      66(CX)(BX*1), R10
+	SHLQ         $0x05, R10
+	VPOR         2048(AX)(R10*1), Y8, Y8
+	VPCMPEQD     Y9, Y9, Y9
+	VPXOR        Y10, Y10, Y10
+	VPGATHERDD   Y9, (AX)(Y8*4), Y10
+	VPBROADCASTD 74(CX)(BX*1), Y8
+	VPSHUFB      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPADDB       10304(AX), Y8, Y8
+	VPSIGNB      Y8, Y7, Y7
+	VPMADDUBSW   Y7, Y10, Y10
+	VPBROADCASTD 96(SP), Y7
+	VPMADDWD     Y7, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VMOVDQU      32(SI), Y7
+	VPMOVZXBD    10(CX), Y8
+	MOVBQZX      67(CX), R10
+	SHLQ         $0x05, R10
+	VPOR         2048(AX)(R10*1), Y8, Y8
+	VPCMPEQD     Y9, Y9, Y9
+	VPXOR        Y10, Y10, Y10
+	VPGATHERDD   Y9, (AX)(Y8*4), Y10
+	VPBROADCASTD 78(CX), Y8
+	VPSHUFB      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPADDB       10304(AX), Y8, Y8
+	VPSIGNB      Y8, Y7, Y8
+	VPMADDUBSW   Y8, Y10, Y10
+	VPBROADCASTD 4(SP), Y8
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	VPMOVZXBD    10(CX)(DX*1), Y8
+	MOVBQZX      67(CX)(DX*1), R10
+	SHLQ         $0x05, R10
+	VPOR         2048(AX)(R10*1), Y8, Y8
+	VPCMPEQD     Y9, Y9, Y9
+	VPXOR        Y10, Y10, Y10
+	VPGATHERDD   Y9, (AX)(Y8*4), Y10
+	VPBROADCASTD 78(CX)(DX*1), Y8
+	VPSHUFB      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPADDB       10304(AX), Y8, Y8
+	VPSIGNB      Y8, Y7, Y8
+	VPMADDUBSW   Y8, Y10, Y10
+	VPBROADCASTD 36(SP), Y8
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMOVZXBD    10(CX)(DX*2), Y8
+	MOVBQZX      67(CX)(DX*2), R10
+	SHLQ         $0x05, R10
+	VPOR         2048(AX)(R10*1), Y8, Y8
+	VPCMPEQD     Y9, Y9, Y9
+	VPXOR        Y10, Y10, Y10
+	VPGATHERDD   Y9, (AX)(Y8*4), Y10
+	VPBROADCASTD 78(CX)(DX*2), Y8
+	VPSHUFB      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPADDB       10304(AX), Y8, Y8
+	VPSIGNB      Y8, Y7, Y8
+	VPMADDUBSW   Y8, Y10, Y10
+	VPBROADCASTD 68(SP), Y8
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMOVZXBD    10(CX)(BX*1), Y8
+	MOVBQZX      67(CX)(BX*1), R10
+	SHLQ         $0x05, R10
+	VPOR         2048(AX)(R10*1), Y8, Y8
+	VPCMPEQD     Y9, Y9, Y9
+	VPXOR        Y10, Y10, Y10
+	VPGATHERDD   Y9, (AX)(Y8*4), Y10
+	VPBROADCASTD 78(CX)(BX*1), Y8
+	VPSHUFB      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPADDB       10304(AX), Y8, Y8
+	VPSIGNB      Y8, Y7, Y7
+	VPMADDUBSW   Y7, Y10, Y10
+	VPBROADCASTD 100(SP), Y7
+	VPMADDWD     Y7, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VMOVDQU      64(SI), Y7
+	VPMOVZXBD    18(CX), Y8
+	MOVBQZX      68(CX), R10
+	SHLQ         $0x05, R10
+	VPOR         2048(AX)(R10*1), Y8, Y8
+	VPCMPEQD     Y9, Y9, Y9
+	VPXOR        Y10, Y10, Y10
+	VPGATHERDD   Y9, (AX)(Y8*4), Y10
+	VPBROADCASTD 82(CX), Y8
+	VPSHUFB      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPADDB       10304(AX), Y8, Y8
+	VPSIGNB      Y8, Y7, Y8
+	VPMADDUBSW   Y8, Y10, Y10
+	VPBROADCASTD 8(SP), Y8
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	VPMOVZXBD    18(CX)(DX*1), Y8
+	MOVBQZX      68(CX)(DX*1), R10
+	SHLQ         $0x05, R10
+	VPOR         2048(AX)(R10*1), Y8, Y8
+	VPCMPEQD     Y9, Y9, Y9
+	VPXOR        Y10, Y10, Y10
+	VPGATHERDD   Y9, (AX)(Y8*4), Y10
+	VPBROADCASTD 82(CX)(DX*1), Y8
+	VPSHUFB      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPADDB       10304(AX), Y8, Y8
+	VPSIGNB      Y8, Y7, Y8
+	VPMADDUBSW   Y8, Y10, Y10
+	VPBROADCASTD 40(SP), Y8
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMOVZXBD    18(CX)(DX*2), Y8
+	MOVBQZX      68(CX)(DX*2), R10
+	SHLQ         $0x05, R10
+	VPOR         2048(AX)(R10*1), Y8, Y8
+	VPCMPEQD     Y9, Y9, Y9
+	VPXOR        Y10, Y10, Y10
+	VPGATHERDD   Y9, (AX)(Y8*4), Y10
+	VPBROADCASTD 82(CX)(DX*2), Y8
+	VPSHUFB      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPADDB       10304(AX), Y8, Y8
+	VPSIGNB      Y8, Y7, Y8
+	VPMADDUBSW   Y8, Y10, Y10
+	VPBROADCASTD 72(SP), Y8
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMOVZXBD    18(CX)(BX*1), Y8
+	MOVBQZX      68(CX)(BX*1), R10
+	SHLQ         $0x05, R10
+	VPOR         2048(AX)(R10*1), Y8, Y8
+	VPCMPEQD     Y9, Y9, Y9
+	VPXOR        Y10, Y10, Y10
+	VPGATHERDD   Y9, (AX)(Y8*4), Y10
+	VPBROADCASTD 82(CX)(BX*1), Y8
+	VPSHUFB      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPADDB       10304(AX), Y8, Y8
+	VPSIGNB      Y8, Y7, Y7
+	VPMADDUBSW   Y7, Y10, Y10
+	VPBROADCASTD 104(SP), Y7
+	VPMADDWD     Y7, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VMOVDQU      96(SI), Y7
+	VPMOVZXBD    26(CX), Y8
+	MOVBQZX      69(CX), R10
+	SHLQ         $0x05, R10
+	VPOR         2048(AX)(R10*1), Y8, Y8
+	VPCMPEQD     Y9, Y9, Y9
+	VPXOR        Y10, Y10, Y10
+	VPGATHERDD   Y9, (AX)(Y8*4), Y10
+	VPBROADCASTD 86(CX), Y8
+	VPSHUFB      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPADDB       10304(AX), Y8, Y8
+	VPSIGNB      Y8, Y7, Y8
+	VPMADDUBSW   Y8, Y10, Y10
+	VPBROADCASTD 12(SP), Y8
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	VPMOVZXBD    26(CX)(DX*1), Y8
+	MOVBQZX      69(CX)(DX*1), R10
+	SHLQ         $0x05, R10
+	VPOR         2048(AX)(R10*1), Y8, Y8
+	VPCMPEQD     Y9, Y9, Y9
+	VPXOR        Y10, Y10, Y10
+	VPGATHERDD   Y9, (AX)(Y8*4), Y10
+	VPBROADCASTD 86(CX)(DX*1), Y8
+	VPSHUFB      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPADDB       10304(AX), Y8, Y8
+	VPSIGNB      Y8, Y7, Y8
+	VPMADDUBSW   Y8, Y10, Y10
+	VPBROADCASTD 44(SP), Y8
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMOVZXBD    26(CX)(DX*2), Y8
+	MOVBQZX      69(CX)(DX*2), R10
+	SHLQ         $0x05, R10
+	VPOR         2048(AX)(R10*1), Y8, Y8
+	VPCMPEQD     Y9, Y9, Y9
+	VPXOR        Y10, Y10, Y10
+	VPGATHERDD   Y9, (AX)(Y8*4), Y10
+	VPBROADCASTD 86(CX)(DX*2), Y8
+	VPSHUFB      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPADDB       10304(AX), Y8, Y8
+	VPSIGNB      Y8, Y7, Y8
+	VPMADDUBSW   Y8, Y10, Y10
+	VPBROADCASTD 76(SP), Y8
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMOVZXBD    26(CX)(BX*1), Y8
+	MOVBQZX      69(CX)(BX*1), R10
+	SHLQ         $0x05, R10
+	VPOR         2048(AX)(R10*1), Y8, Y8
+	VPCMPEQD     Y9, Y9, Y9
+	VPXOR        Y10, Y10, Y10
+	VPGATHERDD   Y9, (AX)(Y8*4), Y10
+	VPBROADCASTD 86(CX)(BX*1), Y8
+	VPSHUFB      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPADDB       10304(AX), Y8, Y8
+	VPSIGNB      Y8, Y7, Y7
+	VPMADDUBSW   Y7, Y10, Y10
+	VPBROADCASTD 108(SP), Y7
+	VPMADDWD     Y7, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VMOVDQU      128(SI), Y7
+	VPMOVZXBD    34(CX), Y8
+	MOVBQZX      70(CX), R10
+	SHLQ         $0x05, R10
+	VPOR         2048(AX)(R10*1), Y8, Y8
+	VPCMPEQD     Y9, Y9, Y9
+	VPXOR        Y10, Y10, Y10
+	VPGATHERDD   Y9, (AX)(Y8*4), Y10
+	VPBROADCASTD 90(CX), Y8
+	VPSHUFB      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPADDB       10304(AX), Y8, Y8
+	VPSIGNB      Y8, Y7, Y8
+	VPMADDUBSW   Y8, Y10, Y10
+	VPBROADCASTD 16(SP), Y8
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	VPMOVZXBD    34(CX)(DX*1), Y8
+	MOVBQZX      70(CX)(DX*1), R10
+	SHLQ         $0x05, R10
+	VPOR         2048(AX)(R10*1), Y8, Y8
+	VPCMPEQD     Y9, Y9, Y9
+	VPXOR        Y10, Y10, Y10
+	VPGATHERDD   Y9, (AX)(Y8*4), Y10
+	VPBROADCASTD 90(CX)(DX*1), Y8
+	VPSHUFB      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPADDB       10304(AX), Y8, Y8
+	VPSIGNB      Y8, Y7, Y8
+	VPMADDUBSW   Y8, Y10, Y10
+	VPBROADCASTD 48(SP), Y8
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMOVZXBD    34(CX)(DX*2), Y8
+	MOVBQZX      70(CX)(DX*2), R10
+	SHLQ         $0x05, R10
+	VPOR         2048(AX)(R10*1), Y8, Y8
+	VPCMPEQD     Y9, Y9, Y9
+	VPXOR        Y10, Y10, Y10
+	VPGATHERDD   Y9, (AX)(Y8*4), Y10
+	VPBROADCASTD 90(CX)(DX*2), Y8
+	VPSHUFB      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPADDB       10304(AX), Y8, Y8
+	VPSIGNB      Y8, Y7, Y8
+	VPMADDUBSW   Y8, Y10, Y10
+	VPBROADCASTD 80(SP), Y8
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMOVZXBD    34(CX)(BX*1), Y8
+	MOVBQZX      70(CX)(BX*1), R10
+	SHLQ         $0x05, R10
+	VPOR         2048(AX)(R10*1), Y8, Y8
+	VPCMPEQD     Y9, Y9, Y9
+	VPXOR        Y10, Y10, Y10
+	VPGATHERDD   Y9, (AX)(Y8*4), Y10
+	VPBROADCASTD 90(CX)(BX*1), Y8
+	VPSHUFB      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPADDB       10304(AX), Y8, Y8
+	VPSIGNB      Y8, Y7, Y7
+	VPMADDUBSW   Y7, Y10, Y10
+	VPBROADCASTD 112(SP), Y7
+	VPMADDWD     Y7, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VMOVDQU      160(SI), Y7
+	VPMOVZXBD    42(CX), Y8
+	MOVBQZX      71(CX), R10
+	SHLQ         $0x05, R10
+	VPOR         2048(AX)(R10*1), Y8, Y8
+	VPCMPEQD     Y9, Y9, Y9
+	VPXOR        Y10, Y10, Y10
+	VPGATHERDD   Y9, (AX)(Y8*4), Y10
+	VPBROADCASTD 94(CX), Y8
+	VPSHUFB      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPADDB       10304(AX), Y8, Y8
+	VPSIGNB      Y8, Y7, Y8
+	VPMADDUBSW   Y8, Y10, Y10
+	VPBROADCASTD 20(SP), Y8
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	VPMOVZXBD    42(CX)(DX*1), Y8
+	MOVBQZX      71(CX)(DX*1), R10
+	SHLQ         $0x05, R10
+	VPOR         2048(AX)(R10*1), Y8, Y8
+	VPCMPEQD     Y9, Y9, Y9
+	VPXOR        Y10, Y10, Y10
+	VPGATHERDD   Y9, (AX)(Y8*4), Y10
+	VPBROADCASTD 94(CX)(DX*1), Y8
+	VPSHUFB      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPADDB       10304(AX), Y8, Y8
+	VPSIGNB      Y8, Y7, Y8
+	VPMADDUBSW   Y8, Y10, Y10
+	VPBROADCASTD 52(SP), Y8
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMOVZXBD    42(CX)(DX*2), Y8
+	MOVBQZX      71(CX)(DX*2), R10
+	SHLQ         $0x05, R10
+	VPOR         2048(AX)(R10*1), Y8, Y8
+	VPCMPEQD     Y9, Y9, Y9
+	VPXOR        Y10, Y10, Y10
+	VPGATHERDD   Y9, (AX)(Y8*4), Y10
+	VPBROADCASTD 94(CX)(DX*2), Y8
+	VPSHUFB      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPADDB       10304(AX), Y8, Y8
+	VPSIGNB      Y8, Y7, Y8
+	VPMADDUBSW   Y8, Y10, Y10
+	VPBROADCASTD 84(SP), Y8
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMOVZXBD    42(CX)(BX*1), Y8
+	MOVBQZX      71(CX)(BX*1), R10
+	SHLQ         $0x05, R10
+	VPOR         2048(AX)(R10*1), Y8, Y8
+	VPCMPEQD     Y9, Y9, Y9
+	VPXOR        Y10, Y10, Y10
+	VPGATHERDD   Y9, (AX)(Y8*4), Y10
+	VPBROADCASTD 94(CX)(BX*1), Y8
+	VPSHUFB      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPADDB       10304(AX), Y8, Y8
+	VPSIGNB      Y8, Y7, Y7
+	VPMADDUBSW   Y7, Y10, Y10
+	VPBROADCASTD 116(SP), Y7
+	VPMADDWD     Y7, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VMOVDQU      192(SI), Y7
+	VPMOVZXBD    50(CX), Y8
+	MOVBQZX      72(CX), R10
+	SHLQ         $0x05, R10
+	VPOR         2048(AX)(R10*1), Y8, Y8
+	VPCMPEQD     Y9, Y9, Y9
+	VPXOR        Y10, Y10, Y10
+	VPGATHERDD   Y9, (AX)(Y8*4), Y10
+	VPBROADCASTD 98(CX), Y8
+	VPSHUFB      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPADDB       10304(AX), Y8, Y8
+	VPSIGNB      Y8, Y7, Y8
+	VPMADDUBSW   Y8, Y10, Y10
+	VPBROADCASTD 24(SP), Y8
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	VPMOVZXBD    50(CX)(DX*1), Y8
+	MOVBQZX      72(CX)(DX*1), R10
+	SHLQ         $0x05, R10
+	VPOR         2048(AX)(R10*1), Y8, Y8
+	VPCMPEQD     Y9, Y9, Y9
+	VPXOR        Y10, Y10, Y10
+	VPGATHERDD   Y9, (AX)(Y8*4), Y10
+	VPBROADCASTD 98(CX)(DX*1), Y8
+	VPSHUFB      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPADDB       10304(AX), Y8, Y8
+	VPSIGNB      Y8, Y7, Y8
+	VPMADDUBSW   Y8, Y10, Y10
+	VPBROADCASTD 56(SP), Y8
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMOVZXBD    50(CX)(DX*2), Y8
+	MOVBQZX      72(CX)(DX*2), R10
+	SHLQ         $0x05, R10
+	VPOR         2048(AX)(R10*1), Y8, Y8
+	VPCMPEQD     Y9, Y9, Y9
+	VPXOR        Y10, Y10, Y10
+	VPGATHERDD   Y9, (AX)(Y8*4), Y10
+	VPBROADCASTD 98(CX)(DX*2), Y8
+	VPSHUFB      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPADDB       10304(AX), Y8, Y8
+	VPSIGNB      Y8, Y7, Y8
+	VPMADDUBSW   Y8, Y10, Y10
+	VPBROADCASTD 88(SP), Y8
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMOVZXBD    50(CX)(BX*1), Y8
+	MOVBQZX      72(CX)(BX*1), R10
+	SHLQ         $0x05, R10
+	VPOR         2048(AX)(R10*1), Y8, Y8
+	VPCMPEQD     Y9, Y9, Y9
+	VPXOR        Y10, Y10, Y10
+	VPGATHERDD   Y9, (AX)(Y8*4), Y10
+	VPBROADCASTD 98(CX)(BX*1), Y8
+	VPSHUFB      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPADDB       10304(AX), Y8, Y8
+	VPSIGNB      Y8, Y7, Y7
+	VPMADDUBSW   Y7, Y10, Y10
+	VPBROADCASTD 120(SP), Y7
+	VPMADDWD     Y7, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VMOVDQU      224(SI), Y7
+	VPMOVZXBD    58(CX), Y8
+	MOVBQZX      73(CX), R10
+	SHLQ         $0x05, R10
+	VPOR         2048(AX)(R10*1), Y8, Y8
+	VPCMPEQD     Y9, Y9, Y9
+	VPXOR        Y10, Y10, Y10
+	VPGATHERDD   Y9, (AX)(Y8*4), Y10
+	VPBROADCASTD 102(CX), Y8
+	VPSHUFB      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPADDB       10304(AX), Y8, Y8
+	VPSIGNB      Y8, Y7, Y8
+	VPMADDUBSW   Y8, Y10, Y10
+	VPBROADCASTD 28(SP), Y8
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	VPMOVZXBD    58(CX)(DX*1), Y8
+	MOVBQZX      73(CX)(DX*1), R10
+	SHLQ         $0x05, R10
+	VPOR         2048(AX)(R10*1), Y8, Y8
+	VPCMPEQD     Y9, Y9, Y9
+	VPXOR        Y10, Y10, Y10
+	VPGATHERDD   Y9, (AX)(Y8*4), Y10
+	VPBROADCASTD 102(CX)(DX*1), Y8
+	VPSHUFB      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPADDB       10304(AX), Y8, Y8
+	VPSIGNB      Y8, Y7, Y8
+	VPMADDUBSW   Y8, Y10, Y10
+	VPBROADCASTD 60(SP), Y8
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMOVZXBD    58(CX)(DX*2), Y8
+	MOVBQZX      73(CX)(DX*2), R10
+	SHLQ         $0x05, R10
+	VPOR         2048(AX)(R10*1), Y8, Y8
+	VPCMPEQD     Y9, Y9, Y9
+	VPXOR        Y10, Y10, Y10
+	VPGATHERDD   Y9, (AX)(Y8*4), Y10
+	VPBROADCASTD 102(CX)(DX*2), Y8
+	VPSHUFB      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPADDB       10304(AX), Y8, Y8
+	VPSIGNB      Y8, Y7, Y8
+	VPMADDUBSW   Y8, Y10, Y10
+	VPBROADCASTD 92(SP), Y8
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMOVZXBD    58(CX)(BX*1), Y8
+	MOVBQZX      73(CX)(BX*1), R10
+	SHLQ         $0x05, R10
+	VPOR         2048(AX)(R10*1), Y8, Y8
+	VPCMPEQD     Y9, Y9, Y9
+	VPXOR        Y10, Y10, Y10
+	VPGATHERDD   Y9, (AX)(Y8*4), Y10
+	VPBROADCASTD 102(CX)(BX*1), Y8
+	VPSHUFB      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPADDB       10304(AX), Y8, Y8
+	VPSIGNB      Y8, Y7, Y7
+	VPMADDUBSW   Y7, Y10, Y10
+	VPBROADCASTD 124(SP), Y7
+	VPMADDWD     Y7, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VPHADDD      Y4, Y3, Y3
+	VPHADDD      Y6, Y5, Y5
+	VPHADDD      Y5, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPADDD       X4, X3, X3
+	MOVWLZX      (CX), R10
+	VMOVD        R10, X4
+	VPINSRW      $0x01, (CX)(DX*1), X4, X4
+	VPINSRW      $0x02, (CX)(DX*2), X4, X4
+	VPINSRW      $0x03, (CX)(BX*1), X4, X4
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS (DI), X5
+	VMULPS       X5, X4, X4
+	VCVTDQ2PS    X3, X3
+	VMULPS       X3, X4, X3
+	VADDPS       X3, X2, X2
+	ADDQ         $0x6e, CX
+	ADDQ         $0x00000100, SI
+	ADDQ         $0x04, DI
+	ADDQ         $0x20, R8
+	DECQ         R9
+	JMP          dotIQ3SRows4AVX2block
+
+dotIQ3SRows4AVX2done:
+	MOVQ    136(SP), CX
+	VMOVUPS X2, (CX)
+	ADDQ    $0x10, 136(SP)
+	LEAQ    (BX)(DX*1), CX
+	ADDQ    CX, 144(SP)
+	DECQ    128(SP)
+	JMP     dotIQ3SRows4AVX2group
+
+dotIQ3SRows4AVX2end:
+	VZEROUPPER
+	RET
+
+DATA iq3srows4consts<>+0(SB)/4, $0x01010101
+DATA iq3srows4consts<>+4(SB)/4, $0x01010103
+DATA iq3srows4consts<>+8(SB)/4, $0x01010105
+DATA iq3srows4consts<>+12(SB)/4, $0x0101010b
+DATA iq3srows4consts<>+16(SB)/4, $0x0101010f
+DATA iq3srows4consts<>+20(SB)/4, $0x01010301
+DATA iq3srows4consts<>+24(SB)/4, $0x01010303
+DATA iq3srows4consts<>+28(SB)/4, $0x01010305
+DATA iq3srows4consts<>+32(SB)/4, $0x01010309
+DATA iq3srows4consts<>+36(SB)/4, $0x0101030d
+DATA iq3srows4consts<>+40(SB)/4, $0x01010501
+DATA iq3srows4consts<>+44(SB)/4, $0x01010503
+DATA iq3srows4consts<>+48(SB)/4, $0x0101050b
+DATA iq3srows4consts<>+52(SB)/4, $0x01010707
+DATA iq3srows4consts<>+56(SB)/4, $0x01010901
+DATA iq3srows4consts<>+60(SB)/4, $0x01010905
+DATA iq3srows4consts<>+64(SB)/4, $0x0101090b
+DATA iq3srows4consts<>+68(SB)/4, $0x0101090f
+DATA iq3srows4consts<>+72(SB)/4, $0x01010b03
+DATA iq3srows4consts<>+76(SB)/4, $0x01010b07
+DATA iq3srows4consts<>+80(SB)/4, $0x01010d01
+DATA iq3srows4consts<>+84(SB)/4, $0x01010d05
+DATA iq3srows4consts<>+88(SB)/4, $0x01010f03
+DATA iq3srows4consts<>+92(SB)/4, $0x01010f09
+DATA iq3srows4consts<>+96(SB)/4, $0x01010f0f
+DATA iq3srows4consts<>+100(SB)/4, $0x01030101
+DATA iq3srows4consts<>+104(SB)/4, $0x01030103
+DATA iq3srows4consts<>+108(SB)/4, $0x01030105
+DATA iq3srows4consts<>+112(SB)/4, $0x01030109
+DATA iq3srows4consts<>+116(SB)/4, $0x01030301
+DATA iq3srows4consts<>+120(SB)/4, $0x01030303
+DATA iq3srows4consts<>+124(SB)/4, $0x0103030b
+DATA iq3srows4consts<>+128(SB)/4, $0x01030501
+DATA iq3srows4consts<>+132(SB)/4, $0x01030507
+DATA iq3srows4consts<>+136(SB)/4, $0x0103050f
+DATA iq3srows4consts<>+140(SB)/4, $0x01030703
+DATA iq3srows4consts<>+144(SB)/4, $0x0103070b
+DATA iq3srows4consts<>+148(SB)/4, $0x01030909
+DATA iq3srows4consts<>+152(SB)/4, $0x01030d03
+DATA iq3srows4consts<>+156(SB)/4, $0x01030d0b
+DATA iq3srows4consts<>+160(SB)/4, $0x01030f05
+DATA iq3srows4consts<>+164(SB)/4, $0x01050101
+DATA iq3srows4consts<>+168(SB)/4, $0x01050103
+DATA iq3srows4consts<>+172(SB)/4, $0x0105010b
+DATA iq3srows4consts<>+176(SB)/4, $0x0105010f
+DATA iq3srows4consts<>+180(SB)/4, $0x01050301
+DATA iq3srows4consts<>+184(SB)/4, $0x01050307
+DATA iq3srows4consts<>+188(SB)/4, $0x0105030d
+DATA iq3srows4consts<>+192(SB)/4, $0x01050503
+DATA iq3srows4consts<>+196(SB)/4, $0x0105050b
+DATA iq3srows4consts<>+200(SB)/4, $0x01050701
+DATA iq3srows4consts<>+204(SB)/4, $0x01050709
+DATA iq3srows4consts<>+208(SB)/4, $0x01050905
+DATA iq3srows4consts<>+212(SB)/4, $0x0105090b
+DATA iq3srows4consts<>+216(SB)/4, $0x0105090f
+DATA iq3srows4consts<>+220(SB)/4, $0x01050b03
+DATA iq3srows4consts<>+224(SB)/4, $0x01050b07
+DATA iq3srows4consts<>+228(SB)/4, $0x01050f01
+DATA iq3srows4consts<>+232(SB)/4, $0x01050f07
+DATA iq3srows4consts<>+236(SB)/4, $0x01070107
+DATA iq3srows4consts<>+240(SB)/4, $0x01070303
+DATA iq3srows4consts<>+244(SB)/4, $0x0107030b
+DATA iq3srows4consts<>+248(SB)/4, $0x01070501
+DATA iq3srows4consts<>+252(SB)/4, $0x01070505
+DATA iq3srows4consts<>+256(SB)/4, $0x01070703
+DATA iq3srows4consts<>+260(SB)/4, $0x01070707
+DATA iq3srows4consts<>+264(SB)/4, $0x0107070d
+DATA iq3srows4consts<>+268(SB)/4, $0x01070909
+DATA iq3srows4consts<>+272(SB)/4, $0x01070b01
+DATA iq3srows4consts<>+276(SB)/4, $0x01070b05
+DATA iq3srows4consts<>+280(SB)/4, $0x01070d0f
+DATA iq3srows4consts<>+284(SB)/4, $0x01070f03
+DATA iq3srows4consts<>+288(SB)/4, $0x01070f0b
+DATA iq3srows4consts<>+292(SB)/4, $0x01090101
+DATA iq3srows4consts<>+296(SB)/4, $0x01090307
+DATA iq3srows4consts<>+300(SB)/4, $0x0109030f
+DATA iq3srows4consts<>+304(SB)/4, $0x01090503
+DATA iq3srows4consts<>+308(SB)/4, $0x01090509
+DATA iq3srows4consts<>+312(SB)/4, $0x01090705
+DATA iq3srows4consts<>+316(SB)/4, $0x01090901
+DATA iq3srows4consts<>+320(SB)/4, $0x01090907
+DATA iq3srows4consts<>+324(SB)/4, $0x01090b03
+DATA iq3srows4consts<>+328(SB)/4, $0x01090f01
+DATA iq3srows4consts<>+332(SB)/4, $0x010b0105
+DATA iq3srows4consts<>+336(SB)/4, $0x010b0109
+DATA iq3srows4consts<>+340(SB)/4, $0x010b0501
+DATA iq3srows4consts<>+344(SB)/4, $0x010b0505
+DATA iq3srows4consts<>+348(SB)/4, $0x010b050d
+DATA iq3srows4consts<>+352(SB)/4, $0x010b0707
+DATA iq3srows4consts<>+356(SB)/4, $0x010b0903
+DATA iq3srows4consts<>+360(SB)/4, $0x010b090b
+DATA iq3srows4consts<>+364(SB)/4, $0x010b090f
+DATA iq3srows4consts<>+368(SB)/4, $0x010b0d0d
+DATA iq3srows4consts<>+372(SB)/4, $0x010b0f07
+DATA iq3srows4consts<>+376(SB)/4, $0x010d010d
+DATA iq3srows4consts<>+380(SB)/4, $0x010d0303
+DATA iq3srows4consts<>+384(SB)/4, $0x010d0307
+DATA iq3srows4consts<>+388(SB)/4, $0x010d0703
+DATA iq3srows4consts<>+392(SB)/4, $0x010d0b05
+DATA iq3srows4consts<>+396(SB)/4, $0x010d0f03
+DATA iq3srows4consts<>+400(SB)/4, $0x010f0101
+DATA iq3srows4consts<>+404(SB)/4, $0x010f0105
+DATA iq3srows4consts<>+408(SB)/4, $0x010f0109
+DATA iq3srows4consts<>+412(SB)/4, $0x010f0501
+DATA iq3srows4consts<>+416(SB)/4, $0x010f0505
+DATA iq3srows4consts<>+420(SB)/4, $0x010f050d
+DATA iq3srows4consts<>+424(SB)/4, $0x010f0707
+DATA iq3srows4consts<>+428(SB)/4, $0x010f0b01
+DATA iq3srows4consts<>+432(SB)/4, $0x010f0b09
+DATA iq3srows4consts<>+436(SB)/4, $0x03010101
+DATA iq3srows4consts<>+440(SB)/4, $0x03010103
+DATA iq3srows4consts<>+444(SB)/4, $0x03010105
+DATA iq3srows4consts<>+448(SB)/4, $0x03010109
+DATA iq3srows4consts<>+452(SB)/4, $0x03010301
+DATA iq3srows4consts<>+456(SB)/4, $0x03010303
+DATA iq3srows4consts<>+460(SB)/4, $0x03010307
+DATA iq3srows4consts<>+464(SB)/4, $0x0301030b
+DATA iq3srows4consts<>+468(SB)/4, $0x0301030f
+DATA iq3srows4consts<>+472(SB)/4, $0x03010501
+DATA iq3srows4consts<>+476(SB)/4, $0x03010505
+DATA iq3srows4consts<>+480(SB)/4, $0x03010703
+DATA iq3srows4consts<>+484(SB)/4, $0x03010709
+DATA iq3srows4consts<>+488(SB)/4, $0x0301070d
+DATA iq3srows4consts<>+492(SB)/4, $0x03010b09
+DATA iq3srows4consts<>+496(SB)/4, $0x03010b0d
+DATA iq3srows4consts<>+500(SB)/4, $0x03010d03
+DATA iq3srows4consts<>+504(SB)/4, $0x03010f05
+DATA iq3srows4consts<>+508(SB)/4, $0x03030101
+DATA iq3srows4consts<>+512(SB)/4, $0x03030103
+DATA iq3srows4consts<>+516(SB)/4, $0x03030107
+DATA iq3srows4consts<>+520(SB)/4, $0x0303010d
+DATA iq3srows4consts<>+524(SB)/4, $0x03030301
+DATA iq3srows4consts<>+528(SB)/4, $0x03030309
+DATA iq3srows4consts<>+532(SB)/4, $0x03030503
+DATA iq3srows4consts<>+536(SB)/4, $0x03030701
+DATA iq3srows4consts<>+540(SB)/4, $0x03030707
+DATA iq3srows4consts<>+544(SB)/4, $0x03030903
+DATA iq3srows4consts<>+548(SB)/4, $0x03030b01
+DATA iq3srows4consts<>+552(SB)/4, $0x03030b05
+DATA iq3srows4consts<>+556(SB)/4, $0x03030f01
+DATA iq3srows4consts<>+560(SB)/4, $0x03030f0d
+DATA iq3srows4consts<>+564(SB)/4, $0x03050101
+DATA iq3srows4consts<>+568(SB)/4, $0x03050305
+DATA iq3srows4consts<>+572(SB)/4, $0x0305030b
+DATA iq3srows4consts<>+576(SB)/4, $0x0305030f
+DATA iq3srows4consts<>+580(SB)/4, $0x03050501
+DATA iq3srows4consts<>+584(SB)/4, $0x03050509
+DATA iq3srows4consts<>+588(SB)/4, $0x03050705
+DATA iq3srows4consts<>+592(SB)/4, $0x03050901
+DATA iq3srows4consts<>+596(SB)/4, $0x03050907
+DATA iq3srows4consts<>+600(SB)/4, $0x03050b0b
+DATA iq3srows4consts<>+604(SB)/4, $0x03050d01
+DATA iq3srows4consts<>+608(SB)/4, $0x03050f05
+DATA iq3srows4consts<>+612(SB)/4, $0x03070103
+DATA iq3srows4consts<>+616(SB)/4, $0x03070109
+DATA iq3srows4consts<>+620(SB)/4, $0x0307010f
+DATA iq3srows4consts<>+624(SB)/4, $0x03070301
+DATA iq3srows4consts<>+628(SB)/4, $0x03070307
+DATA iq3srows4consts<>+632(SB)/4, $0x03070503
+DATA iq3srows4consts<>+636(SB)/4, $0x0307050f
+DATA iq3srows4consts<>+640(SB)/4, $0x03070701
+DATA iq3srows4consts<>+644(SB)/4, $0x03070709
+DATA iq3srows4consts<>+648(SB)/4, $0x03070903
+DATA iq3srows4consts<>+652(SB)/4, $0x03070d05
+DATA iq3srows4consts<>+656(SB)/4, $0x03070f01
+DATA iq3srows4consts<>+660(SB)/4, $0x03090107
+DATA iq3srows4consts<>+664(SB)/4, $0x0309010b
+DATA iq3srows4consts<>+668(SB)/4, $0x03090305
+DATA iq3srows4consts<>+672(SB)/4, $0x03090309
+DATA iq3srows4consts<>+676(SB)/4, $0x03090703
+DATA iq3srows4consts<>+680(SB)/4, $0x03090707
+DATA iq3srows4consts<>+684(SB)/4, $0x03090905
+DATA iq3srows4consts<>+688(SB)/4, $0x0309090d
+DATA iq3srows4consts<>+692(SB)/4, $0x03090b01
+DATA iq3srows4consts<>+696(SB)/4, $0x03090b09
+DATA iq3srows4consts<>+700(SB)/4, $0x030b0103
+DATA iq3srows4consts<>+704(SB)/4, $0x030b0301
+DATA iq3srows4consts<>+708(SB)/4, $0x030b0307
+DATA iq3srows4consts<>+712(SB)/4, $0x030b0503
+DATA iq3srows4consts<>+716(SB)/4, $0x030b0701
+DATA iq3srows4consts<>+720(SB)/4, $0x030b0705
+DATA iq3srows4consts<>+724(SB)/4, $0x030b0b03
+DATA iq3srows4consts<>+728(SB)/4, $0x030d0501
+DATA iq3srows4consts<>+732(SB)/4, $0x030d0509
+DATA iq3srows4consts<>+736(SB)/4, $0x030d050f
+DATA iq3srows4consts<>+740(SB)/4, $0x030d0909
+DATA iq3srows4consts<>+744(SB)/4, $0x030d090d
+DATA iq3srows4consts<>+748(SB)/4, $0x030f0103
+DATA iq3srows4consts<>+752(SB)/4, $0x030f0107
+DATA iq3srows4consts<>+756(SB)/4, $0x030f0301
+DATA iq3srows4consts<>+760(SB)/4, $0x030f0305
+DATA iq3srows4consts<>+764(SB)/4, $0x030f0503
+DATA iq3srows4consts<>+768(SB)/4, $0x030f070b
+DATA iq3srows4consts<>+772(SB)/4, $0x030f0903
+DATA iq3srows4consts<>+776(SB)/4, $0x030f0d05
+DATA iq3srows4consts<>+780(SB)/4, $0x030f0f01
+DATA iq3srows4consts<>+784(SB)/4, $0x05010101
+DATA iq3srows4consts<>+788(SB)/4, $0x05010103
+DATA iq3srows4consts<>+792(SB)/4, $0x05010107
+DATA iq3srows4consts<>+796(SB)/4, $0x0501010b
+DATA iq3srows4consts<>+800(SB)/4, $0x0501010f
+DATA iq3srows4consts<>+804(SB)/4, $0x05010301
+DATA iq3srows4consts<>+808(SB)/4, $0x05010305
+DATA iq3srows4consts<>+812(SB)/4, $0x05010309
+DATA iq3srows4consts<>+816(SB)/4, $0x0501030d
+DATA iq3srows4consts<>+820(SB)/4, $0x05010503
+DATA iq3srows4consts<>+824(SB)/4, $0x05010507
+DATA iq3srows4consts<>+828(SB)/4, $0x0501050f
+DATA iq3srows4consts<>+832(SB)/4, $0x05010701
+DATA iq3srows4consts<>+836(SB)/4, $0x05010705
+DATA iq3srows4consts<>+840(SB)/4, $0x05010903
+DATA iq3srows4consts<>+844(SB)/4, $0x05010907
+DATA iq3srows4consts<>+848(SB)/4, $0x0501090b
+DATA iq3srows4consts<>+852(SB)/4, $0x05010b01
+DATA iq3srows4consts<>+856(SB)/4, $0x05010b05
+DATA iq3srows4consts<>+860(SB)/4, $0x05010d0f
+DATA iq3srows4consts<>+864(SB)/4, $0x05010f01
+DATA iq3srows4consts<>+868(SB)/4, $0x05010f07
+DATA iq3srows4consts<>+872(SB)/4, $0x05010f0b
+DATA iq3srows4consts<>+876(SB)/4, $0x05030101
+DATA iq3srows4consts<>+880(SB)/4, $0x05030105
+DATA iq3srows4consts<>+884(SB)/4, $0x05030301
+DATA iq3srows4consts<>+888(SB)/4, $0x05030307
+DATA iq3srows4consts<>+892(SB)/4, $0x0503030f
+DATA iq3srows4consts<>+896(SB)/4, $0x05030505
+DATA iq3srows4consts<>+900(SB)/4, $0x0503050b
+DATA iq3srows4consts<>+904(SB)/4, $0x05030703
+DATA iq3srows4consts<>+908(SB)/4, $0x05030709
+DATA iq3srows4consts<>+912(SB)/4, $0x05030905
+DATA iq3srows4consts<>+916(SB)/4, $0x05030b03
+DATA iq3srows4consts<>+920(SB)/4, $0x05050103
+DATA iq3srows4consts<>+924(SB)/4, $0x05050109
+DATA iq3srows4consts<>+928(SB)/4, $0x0505010f
+DATA iq3srows4consts<>+932(SB)/4, $0x05050503
+DATA iq3srows4consts<>+936(SB)/4, $0x05050507
+DATA iq3srows4consts<>+940(SB)/4, $0x05050701
+DATA iq3srows4consts<>+944(SB)/4, $0x0505070f
+DATA iq3srows4consts<>+948(SB)/4, $0x05050903
+DATA iq3srows4consts<>+952(SB)/4, $0x05050b07
+DATA iq3srows4consts<>+956(SB)/4, $0x05050b0f
+DATA iq3srows4consts<>+960(SB)/4, $0x05050f03
+DATA iq3srows4consts<>+964(SB)/4, $0x05050f09
+DATA iq3srows4consts<>+968(SB)/4, $0x05070101
+DATA iq3srows4consts<>+972(SB)/4, $0x05070105
+DATA iq3srows4consts<>+976(SB)/4, $0x0507010b
+DATA iq3srows4consts<>+980(SB)/4, $0x05070303
+DATA iq3srows4consts<>+984(SB)/4, $0x05070505
+DATA iq3srows4consts<>+988(SB)/4, $0x05070509
+DATA iq3srows4consts<>+992(SB)/4, $0x05070703
+DATA iq3srows4consts<>+996(SB)/4, $0x05070707
+DATA iq3srows4consts<>+1000(SB)/4, $0x05070905
+DATA iq3srows4consts<>+1004(SB)/4, $0x05070b01
+DATA iq3srows4consts<>+1008(SB)/4, $0x05070d0d
+DATA iq3srows4consts<>+1012(SB)/4, $0x05090103
+DATA iq3srows4consts<>+1016(SB)/4, $0x0509010f
+DATA iq3srows4consts<>+1020(SB)/4, $0x05090501
+DATA iq3srows4consts<>+1024(SB)/4, $0x05090507
+DATA iq3srows4consts<>+1028(SB)/4, $0x05090705
+DATA iq3srows4consts<>+1032(SB)/4, $0x0509070b
+DATA iq3srows4consts<>+1036(SB)/4, $0x05090903
+DATA iq3srows4consts<>+1040(SB)/4, $0x05090f05
+DATA iq3srows4consts<>+1044(SB)/4, $0x05090f0b
+DATA iq3srows4consts<>+1048(SB)/4, $0x050b0109
+DATA iq3srows4consts<>+1052(SB)/4, $0x050b0303
+DATA iq3srows4consts<>+1056(SB)/4, $0x050b0505
+DATA iq3srows4consts<>+1060(SB)/4, $0x050b070f
+DATA iq3srows4consts<>+1064(SB)/4, $0x050b0901
+DATA iq3srows4consts<>+1068(SB)/4, $0x050b0b07
+DATA iq3srows4consts<>+1072(SB)/4, $0x050b0f01
+DATA iq3srows4consts<>+1076(SB)/4, $0x050d0101
+DATA iq3srows4consts<>+1080(SB)/4, $0x050d0105
+DATA iq3srows4consts<>+1084(SB)/4, $0x050d010f
+DATA iq3srows4consts<>+1088(SB)/4, $0x050d0503
+DATA iq3srows4consts<>+1092(SB)/4, $0x050d0b0b
+DATA iq3srows4consts<>+1096(SB)/4, $0x050d0d03
+DATA iq3srows4consts<>+1100(SB)/4, $0x050f010b
+DATA iq3srows4consts<>+1104(SB)/4, $0x050f0303
+DATA iq3srows4consts<>+1108(SB)/4, $0x050f050d
+DATA iq3srows4consts<>+1112(SB)/4, $0x050f0701
+DATA iq3srows4consts<>+1116(SB)/4, $0x050f0907
+DATA iq3srows4consts<>+1120(SB)/4, $0x050f0b01
+DATA iq3srows4consts<>+1124(SB)/4, $0x07010105
+DATA iq3srows4consts<>+1128(SB)/4, $0x07010303
+DATA iq3srows4consts<>+1132(SB)/4, $0x07010307
+DATA iq3srows4consts<>+1136(SB)/4, $0x0701030b
+DATA iq3srows4consts<>+1140(SB)/4, $0x0701030f
+DATA iq3srows4consts<>+1144(SB)/4, $0x07010505
+DATA iq3srows4consts<>+1148(SB)/4, $0x07010703
+DATA iq3srows4consts<>+1152(SB)/4, $0x07010707
+DATA iq3srows4consts<>+1156(SB)/4, $0x0701070b
+DATA iq3srows4consts<>+1160(SB)/4, $0x07010905
+DATA iq3srows4consts<>+1164(SB)/4, $0x07010909
+DATA iq3srows4consts<>+1168(SB)/4, $0x0701090f
+DATA iq3srows4consts<>+1172(SB)/4, $0x07010b03
+DATA iq3srows4consts<>+1176(SB)/4, $0x07010d07
+DATA iq3srows4consts<>+1180(SB)/4, $0x07010f03
+DATA iq3srows4consts<>+1184(SB)/4, $0x07030103
+DATA iq3srows4consts<>+1188(SB)/4, $0x07030107
+DATA iq3srows4consts<>+1192(SB)/4, $0x0703010b
+DATA iq3srows4consts<>+1196(SB)/4, $0x07030309
+DATA iq3srows4consts<>+1200(SB)/4, $0x07030503
+DATA iq3srows4consts<>+1204(SB)/4, $0x07030507
+DATA iq3srows4consts<>+1208(SB)/4, $0x07030901
+DATA iq3srows4consts<>+1212(SB)/4, $0x07030d01
+DATA iq3srows4consts<>+1216(SB)/4, $0x07030f05
+DATA iq3srows4consts<>+1220(SB)/4, $0x07030f0d
+DATA iq3srows4consts<>+1224(SB)/4, $0x07050101
+DATA iq3srows4consts<>+1228(SB)/4, $0x07050305
+DATA iq3srows4consts<>+1232(SB)/4, $0x07050501
+DATA iq3srows4consts<>+1236(SB)/4, $0x07050705
+DATA iq3srows4consts<>+1240(SB)/4, $0x07050709
+DATA iq3srows4consts<>+1244(SB)/4, $0x07050b01
+DATA iq3srows4consts<>+1248(SB)/4, $0x07070103
+DATA iq3srows4consts<>+1252(SB)/4, $0x07070301
+DATA iq3srows4consts<>+1256(SB)/4, $0x07070309
+DATA iq3srows4consts<>+1260(SB)/4, $0x07070503
+DATA iq3srows4consts<>+1264(SB)/4, $0x07070507
+DATA iq3srows4consts<>+1268(SB)/4, $0x0707050f
+DATA iq3srows4consts<>+1272(SB)/4, $0x07070701
+DATA iq3srows4consts<>+1276(SB)/4, $0x07070903
+DATA iq3srows4consts<>+1280(SB)/4, $0x07070907
+DATA iq3srows4consts<>+1284(SB)/4, $0x0707090f
+DATA iq3srows4consts<>+1288(SB)/4, $0x07070b0b
+DATA iq3srows4consts<>+1292(SB)/4, $0x07070f07
+DATA iq3srows4consts<>+1296(SB)/4, $0x07090107
+DATA iq3srows4consts<>+1300(SB)/4, $0x07090303
+DATA iq3srows4consts<>+1304(SB)/4, $0x0709030d
+DATA iq3srows4consts<>+1308(SB)/4, $0x07090505
+DATA iq3srows4consts<>+1312(SB)/4, $0x07090703
+DATA iq3srows4consts<>+1316(SB)/4, $0x07090b05
+DATA iq3srows4consts<>+1320(SB)/4, $0x07090d01
+DATA iq3srows4consts<>+1324(SB)/4, $0x07090d09
+DATA iq3srows4consts<>+1328(SB)/4, $0x070b0103
+DATA iq3srows4consts<>+1332(SB)/4, $0x070b0301
+DATA iq3srows4consts<>+1336(SB)/4, $0x070b0305
+DATA iq3srows4consts<>+1340(SB)/4, $0x070b050b
+DATA iq3srows4consts<>+1344(SB)/4, $0x070b0705
+DATA iq3srows4consts<>+1348(SB)/4, $0x070b0909
+DATA iq3srows4consts<>+1352(SB)/4, $0x070b0b0d
+DATA iq3srows4consts<>+1356(SB)/4, $0x070b0f07
+DATA iq3srows4consts<>+1360(SB)/4, $0x070d030d
+DATA iq3srows4consts<>+1364(SB)/4, $0x070d0903
+DATA iq3srows4consts<>+1368(SB)/4, $0x070f0103
+DATA iq3srows4consts<>+1372(SB)/4, $0x070f0107
+DATA iq3srows4consts<>+1376(SB)/4, $0x070f0501
+DATA iq3srows4consts<>+1380(SB)/4, $0x070f0505
+DATA iq3srows4consts<>+1384(SB)/4, $0x070f070b
+DATA iq3srows4consts<>+1388(SB)/4, $0x09010101
+DATA iq3srows4consts<>+1392(SB)/4, $0x09010109
+DATA iq3srows4consts<>+1396(SB)/4, $0x09010305
+DATA iq3srows4consts<>+1400(SB)/4, $0x09010501
+DATA iq3srows4consts<>+1404(SB)/4, $0x09010509
+DATA iq3srows4consts<>+1408(SB)/4, $0x0901050f
+DATA iq3srows4consts<>+1412(SB)/4, $0x09010705
+DATA iq3srows4consts<>+1416(SB)/4, $0x09010903
+DATA iq3srows4consts<>+1420(SB)/4, $0x09010b01
+DATA iq3srows4consts<>+1424(SB)/4, $0x09010f01
+DATA iq3srows4consts<>+1428(SB)/4, $0x09030105
+DATA iq3srows4consts<>+1432(SB)/4, $0x0903010f
+DATA iq3srows4consts<>+1436(SB)/4, $0x09030303
+DATA iq3srows4consts<>+1440(SB)/4, $0x09030307
+DATA iq3srows4consts<>+1444(SB)/4, $0x09030505
+DATA iq3srows4consts<>+1448(SB)/4, $0x09030701
+DATA iq3srows4consts<>+1452(SB)/4, $0x0903070b
+DATA iq3srows4consts<>+1456(SB)/4, $0x09030907
+DATA iq3srows4consts<>+1460(SB)/4, $0x09030b03
+DATA iq3srows4consts<>+1464(SB)/4, $0x09030b0b
+DATA iq3srows4consts<>+1468(SB)/4, $0x09050103
+DATA iq3srows4consts<>+1472(SB)/4, $0x09050107
+DATA iq3srows4consts<>+1476(SB)/4, $0x09050301
+DATA iq3srows4consts<>+1480(SB)/4, $0x0905030b
+DATA iq3srows4consts<>+1484(SB)/4, $0x09050503
+DATA iq3srows4consts<>+1488(SB)/4, $0x09050707
+DATA iq3srows4consts<>+1492(SB)/4, $0x09050901
+DATA iq3srows4consts<>+1496(SB)/4, $0x09050b0f
+DATA iq3srows4consts<>+1500(SB)/4, $0x09050d05
+DATA iq3srows4consts<>+1504(SB)/4, $0x09050f01
+DATA iq3srows4consts<>+1508(SB)/4, $0x09070109
+DATA iq3srows4consts<>+1512(SB)/4, $0x09070303
+DATA iq3srows4consts<>+1516(SB)/4, $0x09070307
+DATA iq3srows4consts<>+1520(SB)/4, $0x09070501
+DATA iq3srows4consts<>+1524(SB)/4, $0x09070505
+DATA iq3srows4consts<>+1528(SB)/4, $0x09070703
+DATA iq3srows4consts<>+1532(SB)/4, $0x0907070b
+DATA iq3srows4consts<>+1536(SB)/4, $0x09090101
+DATA iq3srows4consts<>+1540(SB)/4, $0x09090105
+DATA iq3srows4consts<>+1544(SB)/4, $0x09090509
+DATA iq3srows4consts<>+1548(SB)/4, $0x0909070f
+DATA iq3srows4consts<>+1552(SB)/4, $0x09090901
+DATA iq3srows4consts<>+1556(SB)/4, $0x09090f03
+DATA iq3srows4consts<>+1560(SB)/4, $0x090b010b
+DATA iq3srows4consts<>+1564(SB)/4, $0x090b010f
+DATA iq3srows4consts<>+1568(SB)/4, $0x090b0503
+DATA iq3srows4consts<>+1572(SB)/4, $0x090b0d05
+DATA iq3srows4consts<>+1576(SB)/4, $0x090d0307
+DATA iq3srows4consts<>+1580(SB)/4, $0x090d0709
+DATA iq3srows4consts<>+1584(SB)/4, $0x090d0d01
+DATA iq3srows4consts<>+1588(SB)/4, $0x090f0301
+DATA iq3srows4consts<>+1592(SB)/4, $0x090f030b
+DATA iq3srows4consts<>+1596(SB)/4, $0x090f0701
+DATA iq3srows4consts<>+1600(SB)/4, $0x090f0907
+DATA iq3srows4consts<>+1604(SB)/4, $0x090f0b03
+DATA iq3srows4consts<>+1608(SB)/4, $0x0b010105
+DATA iq3srows4consts<>+1612(SB)/4, $0x0b010301
+DATA iq3srows4consts<>+1616(SB)/4, $0x0b010309
+DATA iq3srows4consts<>+1620(SB)/4, $0x0b010505
+DATA iq3srows4consts<>+1624(SB)/4, $0x0b010901
+DATA iq3srows4consts<>+1628(SB)/4, $0x0b010909
+DATA iq3srows4consts<>+1632(SB)/4, $0x0b01090f
+DATA iq3srows4consts<>+1636(SB)/4, $0x0b010b05
+DATA iq3srows4consts<>+1640(SB)/4, $0x0b010d0d
+DATA iq3srows4consts<>+1644(SB)/4, $0x0b010f09
+DATA iq3srows4consts<>+1648(SB)/4, $0x0b030103
+DATA iq3srows4consts<>+1652(SB)/4, $0x0b030107
+DATA iq3srows4consts<>+1656(SB)/4, $0x0b03010b
+DATA iq3srows4consts<>+1660(SB)/4, $0x0b030305
+DATA iq3srows4consts<>+1664(SB)/4, $0x0b030503
+DATA iq3srows4consts<>+1668(SB)/4, $0x0b030705
+DATA iq3srows4consts<>+1672(SB)/4, $0x0b030f05
+DATA iq3srows4consts<>+1676(SB)/4, $0x0b050101
+DATA iq3srows4consts<>+1680(SB)/4, $0x0b050303
+DATA iq3srows4consts<>+1684(SB)/4, $0x0b050507
+DATA iq3srows4consts<>+1688(SB)/4, $0x0b050701
+DATA iq3srows4consts<>+1692(SB)/4, $0x0b05070d
+DATA iq3srows4consts<>+1696(SB)/4, $0x0b050b07
+DATA iq3srows4consts<>+1700(SB)/4, $0x0b070105
+DATA iq3srows4consts<>+1704(SB)/4, $0x0b07010f
+DATA iq3srows4consts<>+1708(SB)/4, $0x0b070301
+DATA iq3srows4consts<>+1712(SB)/4, $0x0b07050f
+DATA iq3srows4consts<>+1716(SB)/4, $0x0b070909
+DATA iq3srows4consts<>+1720(SB)/4, $0x0b070b03
+DATA iq3srows4consts<>+1724(SB)/4, $0x0b070d0b
+DATA iq3srows4consts<>+1728(SB)/4, $0x0b070f07
+DATA iq3srows4consts<>+1732(SB)/4, $0x0b090103
+DATA iq3srows4consts<>+1736(SB)/4, $0x0b090109
+DATA iq3srows4consts<>+1740(SB)/4, $0x0b090501
+DATA iq3srows4consts<>+1744(SB)/4, $0x0b090705
+DATA iq3srows4consts<>+1748(SB)/4, $0x0b09090d
+DATA iq3srows4consts<>+1752(SB)/4, $0x0b0b0305
+DATA iq3srows4consts<>+1756(SB)/4, $0x0b0b050d
+DATA iq3srows4consts<>+1760(SB)/4, $0x0b0b0b03
+DATA iq3srows4consts<>+1764(SB)/4, $0x0b0b0b07
+DATA iq3srows4consts<>+1768(SB)/4, $0x0b0d0905
+DATA iq3srows4consts<>+1772(SB)/4, $0x0b0f0105
+DATA iq3srows4consts<>+1776(SB)/4, $0x0b0f0109
+DATA iq3srows4consts<>+1780(SB)/4, $0x0b0f0505
+DATA iq3srows4consts<>+1784(SB)/4, $0x0d010303
+DATA iq3srows4consts<>+1788(SB)/4, $0x0d010307
+DATA iq3srows4consts<>+1792(SB)/4, $0x0d01030b
+DATA iq3srows4consts<>+1796(SB)/4, $0x0d010703
+DATA iq3srows4consts<>+1800(SB)/4, $0x0d010707
+DATA iq3srows4consts<>+1804(SB)/4, $0x0d010d01
+DATA iq3srows4consts<>+1808(SB)/4, $0x0d030101
+DATA iq3srows4consts<>+1812(SB)/4, $0x0d030501
+DATA iq3srows4consts<>+1816(SB)/4, $0x0d03050f
+DATA iq3srows4consts<>+1820(SB)/4, $0x0d030d09
+DATA iq3srows4consts<>+1824(SB)/4, $0x0d050305
+DATA iq3srows4consts<>+1828(SB)/4, $0x0d050709
+DATA iq3srows4consts<>+1832(SB)/4, $0x0d050905
+DATA iq3srows4consts<>+1836(SB)/4, $0x0d050b0b
+DATA iq3srows4consts<>+1840(SB)/4, $0x0d050d05
+DATA iq3srows4consts<>+1844(SB)/4, $0x0d050f01
+DATA iq3srows4consts<>+1848(SB)/4, $0x0d070101
+DATA iq3srows4consts<>+1852(SB)/4, $0x0d070309
+DATA iq3srows4consts<>+1856(SB)/4, $0x0d070503
+DATA iq3srows4consts<>+1860(SB)/4, $0x0d070901
+DATA iq3srows4consts<>+1864(SB)/4, $0x0d09050b
+DATA iq3srows4consts<>+1868(SB)/4, $0x0d090907
+DATA iq3srows4consts<>+1872(SB)/4, $0x0d090d05
+DATA iq3srows4consts<>+1876(SB)/4, $0x0d0b0101
+DATA iq3srows4consts<>+1880(SB)/4, $0x0d0b0107
+DATA iq3srows4consts<>+1884(SB)/4, $0x0d0b0709
+DATA iq3srows4consts<>+1888(SB)/4, $0x0d0b0d01
+DATA iq3srows4consts<>+1892(SB)/4, $0x0d0d010b
+DATA iq3srows4consts<>+1896(SB)/4, $0x0d0d0901
+DATA iq3srows4consts<>+1900(SB)/4, $0x0d0f0303
+DATA iq3srows4consts<>+1904(SB)/4, $0x0d0f0307
+DATA iq3srows4consts<>+1908(SB)/4, $0x0f010101
+DATA iq3srows4consts<>+1912(SB)/4, $0x0f010109
+DATA iq3srows4consts<>+1916(SB)/4, $0x0f01010f
+DATA iq3srows4consts<>+1920(SB)/4, $0x0f010501
+DATA iq3srows4consts<>+1924(SB)/4, $0x0f010505
+DATA iq3srows4consts<>+1928(SB)/4, $0x0f01070d
+DATA iq3srows4consts<>+1932(SB)/4, $0x0f010901
+DATA iq3srows4consts<>+1936(SB)/4, $0x0f010b09
+DATA iq3srows4consts<>+1940(SB)/4, $0x0f010d05
+DATA iq3srows4consts<>+1944(SB)/4, $0x0f030105
+DATA iq3srows4consts<>+1948(SB)/4, $0x0f030303
+DATA iq3srows4consts<>+1952(SB)/4, $0x0f030509
+DATA iq3srows4consts<>+1956(SB)/4, $0x0f030907
+DATA iq3srows4consts<>+1960(SB)/4, $0x0f03090b
+DATA iq3srows4consts<>+1964(SB)/4, $0x0f050103
+DATA iq3srows4consts<>+1968(SB)/4, $0x0f050109
+DATA iq3srows4consts<>+1972(SB)/4, $0x0f050301
+DATA iq3srows4consts<>+1976(SB)/4, $0x0f05030d
+DATA iq3srows4consts<>+1980(SB)/4, $0x0f050503
+DATA iq3srows4consts<>+1984(SB)/4, $0x0f050701
+DATA iq3srows4consts<>+1988(SB)/4, $0x0f050b03
+DATA iq3srows4consts<>+1992(SB)/4, $0x0f070105
+DATA iq3srows4consts<>+1996(SB)/4, $0x0f070705
+DATA iq3srows4consts<>+2000(SB)/4, $0x0f07070b
+DATA iq3srows4consts<>+2004(SB)/4, $0x0f070b07
+DATA iq3srows4consts<>+2008(SB)/4, $0x0f090103
+DATA iq3srows4consts<>+2012(SB)/4, $0x0f09010b
+DATA iq3srows4consts<>+2016(SB)/4, $0x0f090307
+DATA iq3srows4consts<>+2020(SB)/4, $0x0f090501
+DATA iq3srows4consts<>+2024(SB)/4, $0x0f090b01
+DATA iq3srows4consts<>+2028(SB)/4, $0x0f0b0505
+DATA iq3srows4consts<>+2032(SB)/4, $0x0f0b0905
+DATA iq3srows4consts<>+2036(SB)/4, $0x0f0d0105
+DATA iq3srows4consts<>+2040(SB)/4, $0x0f0d0703
+DATA iq3srows4consts<>+2044(SB)/4, $0x0f0f0101
+DATA iq3srows4consts<>+2048(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2052(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2056(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2060(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2064(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2068(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2072(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2076(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2080(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2084(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2088(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2092(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2096(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2100(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2104(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2108(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2112(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2116(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2120(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2124(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2128(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2132(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2136(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2140(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2144(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2148(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2152(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2156(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2160(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2164(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2168(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2172(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2176(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2180(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2184(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2188(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2192(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2196(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2200(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2204(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2208(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2212(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2216(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2220(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2224(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2228(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2232(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2236(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2240(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2244(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2248(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2252(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2256(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2260(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2264(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2268(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2272(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2276(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2280(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2284(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2288(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2292(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2296(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2300(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2304(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2308(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2312(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2316(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2320(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2324(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2328(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2332(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2336(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2340(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2344(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2348(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2352(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2356(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2360(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2364(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2368(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2372(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2376(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2380(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2384(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2388(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2392(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2396(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2400(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2404(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2408(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2412(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2416(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2420(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2424(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2428(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2432(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2436(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2440(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2444(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2448(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2452(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2456(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2460(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2464(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2468(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2472(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2476(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2480(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2484(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2488(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2492(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2496(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2500(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2504(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2508(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2512(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2516(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2520(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2524(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2528(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2532(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2536(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2540(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2544(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2548(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2552(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2556(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2560(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2564(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2568(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2572(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2576(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2580(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2584(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2588(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2592(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2596(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2600(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2604(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2608(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2612(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2616(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2620(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2624(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2628(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2632(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2636(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2640(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2644(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2648(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2652(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2656(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2660(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2664(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2668(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2672(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2676(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2680(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2684(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2688(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2692(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2696(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2700(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2704(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2708(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2712(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2716(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2720(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2724(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2728(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2732(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2736(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2740(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2744(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2748(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2752(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2756(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2760(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2764(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2768(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2772(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2776(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2780(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2784(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2788(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2792(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2796(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2800(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2804(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2808(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2812(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2816(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2820(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2824(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2828(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2832(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2836(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2840(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2844(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2848(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2852(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2856(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2860(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2864(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2868(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2872(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2876(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2880(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2884(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2888(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2892(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2896(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2900(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2904(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2908(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2912(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2916(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2920(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2924(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2928(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2932(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2936(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2940(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2944(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2948(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2952(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2956(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2960(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2964(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2968(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2972(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2976(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2980(SB)/4, $0x00000000
+DATA iq3srows4consts<>+2984(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2988(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2992(SB)/4, $0x00000100
+DATA iq3srows4consts<>+2996(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3000(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3004(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3008(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3012(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3016(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3020(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3024(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3028(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3032(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3036(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3040(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3044(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3048(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3052(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3056(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3060(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3064(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3068(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3072(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3076(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3080(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3084(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3088(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3092(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3096(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3100(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3104(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3108(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3112(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3116(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3120(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3124(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3128(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3132(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3136(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3140(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3144(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3148(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3152(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3156(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3160(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3164(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3168(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3172(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3176(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3180(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3184(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3188(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3192(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3196(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3200(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3204(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3208(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3212(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3216(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3220(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3224(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3228(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3232(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3236(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3240(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3244(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3248(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3252(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3256(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3260(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3264(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3268(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3272(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3276(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3280(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3284(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3288(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3292(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3296(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3300(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3304(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3308(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3312(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3316(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3320(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3324(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3328(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3332(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3336(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3340(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3344(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3348(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3352(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3356(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3360(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3364(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3368(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3372(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3376(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3380(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3384(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3388(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3392(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3396(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3400(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3404(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3408(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3412(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3416(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3420(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3424(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3428(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3432(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3436(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3440(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3444(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3448(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3452(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3456(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3460(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3464(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3468(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3472(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3476(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3480(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3484(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3488(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3492(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3496(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3500(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3504(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3508(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3512(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3516(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3520(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3524(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3528(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3532(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3536(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3540(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3544(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3548(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3552(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3556(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3560(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3564(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3568(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3572(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3576(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3580(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3584(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3588(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3592(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3596(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3600(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3604(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3608(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3612(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3616(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3620(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3624(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3628(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3632(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3636(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3640(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3644(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3648(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3652(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3656(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3660(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3664(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3668(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3672(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3676(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3680(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3684(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3688(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3692(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3696(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3700(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3704(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3708(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3712(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3716(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3720(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3724(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3728(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3732(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3736(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3740(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3744(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3748(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3752(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3756(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3760(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3764(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3768(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3772(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3776(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3780(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3784(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3788(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3792(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3796(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3800(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3804(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3808(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3812(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3816(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3820(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3824(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3828(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3832(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3836(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3840(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3844(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3848(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3852(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3856(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3860(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3864(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3868(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3872(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3876(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3880(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3884(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3888(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3892(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3896(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3900(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3904(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3908(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3912(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3916(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3920(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3924(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3928(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3932(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3936(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3940(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3944(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3948(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3952(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3956(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3960(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3964(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3968(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3972(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3976(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3980(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3984(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3988(SB)/4, $0x00000100
+DATA iq3srows4consts<>+3992(SB)/4, $0x00000000
+DATA iq3srows4consts<>+3996(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4000(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4004(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4008(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4012(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4016(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4020(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4024(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4028(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4032(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4036(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4040(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4044(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4048(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4052(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4056(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4060(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4064(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4068(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4072(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4076(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4080(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4084(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4088(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4092(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4096(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4100(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4104(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4108(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4112(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4116(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4120(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4124(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4128(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4132(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4136(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4140(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4144(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4148(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4152(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4156(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4160(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4164(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4168(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4172(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4176(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4180(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4184(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4188(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4192(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4196(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4200(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4204(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4208(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4212(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4216(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4220(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4224(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4228(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4232(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4236(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4240(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4244(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4248(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4252(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4256(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4260(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4264(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4268(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4272(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4276(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4280(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4284(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4288(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4292(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4296(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4300(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4304(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4308(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4312(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4316(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4320(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4324(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4328(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4332(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4336(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4340(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4344(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4348(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4352(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4356(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4360(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4364(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4368(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4372(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4376(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4380(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4384(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4388(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4392(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4396(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4400(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4404(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4408(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4412(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4416(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4420(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4424(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4428(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4432(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4436(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4440(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4444(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4448(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4452(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4456(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4460(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4464(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4468(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4472(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4476(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4480(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4484(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4488(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4492(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4496(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4500(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4504(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4508(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4512(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4516(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4520(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4524(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4528(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4532(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4536(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4540(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4544(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4548(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4552(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4556(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4560(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4564(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4568(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4572(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4576(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4580(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4584(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4588(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4592(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4596(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4600(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4604(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4608(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4612(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4616(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4620(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4624(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4628(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4632(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4636(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4640(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4644(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4648(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4652(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4656(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4660(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4664(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4668(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4672(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4676(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4680(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4684(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4688(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4692(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4696(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4700(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4704(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4708(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4712(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4716(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4720(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4724(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4728(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4732(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4736(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4740(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4744(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4748(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4752(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4756(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4760(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4764(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4768(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4772(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4776(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4780(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4784(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4788(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4792(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4796(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4800(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4804(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4808(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4812(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4816(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4820(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4824(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4828(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4832(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4836(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4840(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4844(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4848(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4852(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4856(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4860(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4864(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4868(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4872(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4876(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4880(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4884(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4888(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4892(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4896(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4900(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4904(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4908(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4912(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4916(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4920(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4924(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4928(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4932(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4936(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4940(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4944(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4948(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4952(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4956(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4960(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4964(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4968(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4972(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4976(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4980(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4984(SB)/4, $0x00000100
+DATA iq3srows4consts<>+4988(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4992(SB)/4, $0x00000000
+DATA iq3srows4consts<>+4996(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5000(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5004(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5008(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5012(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5016(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5020(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5024(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5028(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5032(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5036(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5040(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5044(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5048(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5052(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5056(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5060(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5064(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5068(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5072(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5076(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5080(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5084(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5088(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5092(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5096(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5100(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5104(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5108(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5112(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5116(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5120(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5124(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5128(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5132(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5136(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5140(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5144(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5148(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5152(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5156(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5160(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5164(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5168(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5172(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5176(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5180(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5184(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5188(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5192(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5196(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5200(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5204(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5208(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5212(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5216(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5220(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5224(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5228(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5232(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5236(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5240(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5244(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5248(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5252(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5256(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5260(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5264(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5268(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5272(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5276(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5280(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5284(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5288(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5292(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5296(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5300(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5304(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5308(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5312(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5316(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5320(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5324(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5328(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5332(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5336(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5340(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5344(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5348(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5352(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5356(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5360(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5364(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5368(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5372(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5376(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5380(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5384(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5388(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5392(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5396(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5400(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5404(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5408(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5412(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5416(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5420(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5424(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5428(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5432(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5436(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5440(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5444(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5448(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5452(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5456(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5460(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5464(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5468(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5472(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5476(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5480(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5484(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5488(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5492(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5496(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5500(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5504(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5508(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5512(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5516(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5520(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5524(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5528(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5532(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5536(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5540(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5544(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5548(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5552(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5556(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5560(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5564(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5568(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5572(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5576(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5580(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5584(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5588(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5592(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5596(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5600(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5604(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5608(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5612(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5616(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5620(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5624(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5628(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5632(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5636(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5640(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5644(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5648(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5652(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5656(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5660(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5664(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5668(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5672(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5676(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5680(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5684(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5688(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5692(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5696(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5700(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5704(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5708(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5712(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5716(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5720(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5724(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5728(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5732(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5736(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5740(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5744(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5748(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5752(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5756(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5760(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5764(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5768(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5772(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5776(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5780(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5784(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5788(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5792(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5796(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5800(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5804(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5808(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5812(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5816(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5820(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5824(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5828(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5832(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5836(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5840(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5844(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5848(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5852(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5856(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5860(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5864(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5868(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5872(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5876(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5880(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5884(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5888(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5892(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5896(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5900(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5904(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5908(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5912(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5916(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5920(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5924(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5928(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5932(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5936(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5940(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5944(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5948(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5952(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5956(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5960(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5964(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5968(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5972(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5976(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5980(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5984(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5988(SB)/4, $0x00000100
+DATA iq3srows4consts<>+5992(SB)/4, $0x00000000
+DATA iq3srows4consts<>+5996(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6000(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6004(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6008(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6012(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6016(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6020(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6024(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6028(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6032(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6036(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6040(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6044(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6048(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6052(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6056(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6060(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6064(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6068(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6072(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6076(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6080(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6084(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6088(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6092(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6096(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6100(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6104(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6108(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6112(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6116(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6120(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6124(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6128(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6132(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6136(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6140(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6144(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6148(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6152(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6156(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6160(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6164(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6168(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6172(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6176(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6180(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6184(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6188(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6192(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6196(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6200(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6204(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6208(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6212(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6216(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6220(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6224(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6228(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6232(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6236(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6240(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6244(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6248(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6252(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6256(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6260(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6264(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6268(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6272(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6276(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6280(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6284(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6288(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6292(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6296(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6300(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6304(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6308(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6312(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6316(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6320(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6324(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6328(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6332(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6336(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6340(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6344(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6348(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6352(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6356(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6360(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6364(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6368(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6372(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6376(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6380(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6384(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6388(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6392(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6396(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6400(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6404(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6408(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6412(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6416(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6420(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6424(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6428(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6432(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6436(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6440(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6444(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6448(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6452(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6456(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6460(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6464(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6468(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6472(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6476(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6480(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6484(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6488(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6492(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6496(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6500(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6504(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6508(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6512(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6516(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6520(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6524(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6528(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6532(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6536(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6540(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6544(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6548(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6552(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6556(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6560(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6564(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6568(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6572(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6576(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6580(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6584(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6588(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6592(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6596(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6600(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6604(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6608(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6612(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6616(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6620(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6624(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6628(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6632(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6636(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6640(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6644(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6648(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6652(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6656(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6660(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6664(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6668(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6672(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6676(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6680(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6684(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6688(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6692(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6696(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6700(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6704(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6708(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6712(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6716(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6720(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6724(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6728(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6732(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6736(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6740(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6744(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6748(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6752(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6756(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6760(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6764(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6768(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6772(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6776(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6780(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6784(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6788(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6792(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6796(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6800(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6804(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6808(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6812(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6816(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6820(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6824(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6828(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6832(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6836(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6840(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6844(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6848(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6852(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6856(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6860(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6864(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6868(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6872(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6876(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6880(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6884(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6888(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6892(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6896(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6900(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6904(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6908(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6912(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6916(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6920(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6924(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6928(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6932(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6936(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6940(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6944(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6948(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6952(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6956(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6960(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6964(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6968(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6972(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6976(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6980(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6984(SB)/4, $0x00000000
+DATA iq3srows4consts<>+6988(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6992(SB)/4, $0x00000100
+DATA iq3srows4consts<>+6996(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7000(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7004(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7008(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7012(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7016(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7020(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7024(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7028(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7032(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7036(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7040(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7044(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7048(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7052(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7056(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7060(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7064(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7068(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7072(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7076(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7080(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7084(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7088(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7092(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7096(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7100(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7104(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7108(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7112(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7116(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7120(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7124(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7128(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7132(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7136(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7140(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7144(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7148(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7152(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7156(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7160(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7164(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7168(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7172(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7176(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7180(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7184(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7188(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7192(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7196(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7200(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7204(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7208(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7212(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7216(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7220(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7224(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7228(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7232(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7236(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7240(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7244(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7248(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7252(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7256(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7260(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7264(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7268(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7272(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7276(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7280(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7284(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7288(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7292(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7296(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7300(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7304(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7308(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7312(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7316(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7320(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7324(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7328(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7332(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7336(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7340(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7344(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7348(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7352(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7356(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7360(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7364(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7368(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7372(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7376(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7380(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7384(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7388(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7392(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7396(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7400(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7404(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7408(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7412(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7416(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7420(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7424(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7428(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7432(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7436(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7440(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7444(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7448(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7452(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7456(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7460(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7464(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7468(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7472(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7476(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7480(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7484(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7488(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7492(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7496(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7500(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7504(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7508(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7512(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7516(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7520(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7524(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7528(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7532(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7536(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7540(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7544(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7548(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7552(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7556(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7560(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7564(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7568(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7572(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7576(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7580(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7584(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7588(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7592(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7596(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7600(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7604(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7608(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7612(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7616(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7620(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7624(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7628(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7632(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7636(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7640(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7644(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7648(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7652(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7656(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7660(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7664(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7668(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7672(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7676(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7680(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7684(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7688(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7692(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7696(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7700(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7704(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7708(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7712(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7716(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7720(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7724(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7728(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7732(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7736(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7740(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7744(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7748(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7752(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7756(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7760(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7764(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7768(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7772(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7776(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7780(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7784(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7788(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7792(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7796(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7800(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7804(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7808(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7812(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7816(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7820(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7824(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7828(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7832(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7836(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7840(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7844(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7848(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7852(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7856(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7860(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7864(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7868(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7872(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7876(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7880(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7884(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7888(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7892(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7896(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7900(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7904(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7908(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7912(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7916(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7920(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7924(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7928(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7932(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7936(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7940(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7944(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7948(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7952(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7956(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7960(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7964(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7968(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7972(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7976(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7980(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7984(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7988(SB)/4, $0x00000100
+DATA iq3srows4consts<>+7992(SB)/4, $0x00000000
+DATA iq3srows4consts<>+7996(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8000(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8004(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8008(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8012(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8016(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8020(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8024(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8028(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8032(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8036(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8040(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8044(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8048(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8052(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8056(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8060(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8064(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8068(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8072(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8076(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8080(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8084(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8088(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8092(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8096(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8100(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8104(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8108(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8112(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8116(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8120(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8124(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8128(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8132(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8136(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8140(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8144(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8148(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8152(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8156(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8160(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8164(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8168(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8172(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8176(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8180(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8184(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8188(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8192(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8196(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8200(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8204(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8208(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8212(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8216(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8220(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8224(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8228(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8232(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8236(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8240(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8244(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8248(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8252(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8256(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8260(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8264(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8268(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8272(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8276(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8280(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8284(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8288(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8292(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8296(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8300(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8304(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8308(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8312(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8316(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8320(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8324(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8328(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8332(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8336(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8340(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8344(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8348(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8352(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8356(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8360(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8364(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8368(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8372(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8376(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8380(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8384(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8388(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8392(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8396(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8400(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8404(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8408(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8412(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8416(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8420(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8424(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8428(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8432(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8436(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8440(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8444(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8448(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8452(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8456(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8460(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8464(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8468(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8472(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8476(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8480(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8484(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8488(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8492(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8496(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8500(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8504(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8508(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8512(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8516(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8520(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8524(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8528(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8532(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8536(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8540(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8544(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8548(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8552(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8556(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8560(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8564(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8568(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8572(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8576(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8580(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8584(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8588(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8592(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8596(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8600(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8604(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8608(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8612(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8616(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8620(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8624(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8628(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8632(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8636(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8640(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8644(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8648(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8652(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8656(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8660(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8664(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8668(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8672(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8676(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8680(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8684(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8688(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8692(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8696(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8700(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8704(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8708(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8712(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8716(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8720(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8724(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8728(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8732(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8736(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8740(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8744(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8748(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8752(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8756(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8760(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8764(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8768(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8772(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8776(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8780(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8784(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8788(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8792(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8796(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8800(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8804(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8808(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8812(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8816(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8820(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8824(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8828(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8832(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8836(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8840(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8844(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8848(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8852(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8856(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8860(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8864(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8868(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8872(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8876(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8880(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8884(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8888(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8892(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8896(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8900(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8904(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8908(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8912(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8916(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8920(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8924(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8928(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8932(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8936(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8940(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8944(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8948(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8952(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8956(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8960(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8964(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8968(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8972(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8976(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8980(SB)/4, $0x00000000
+DATA iq3srows4consts<>+8984(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8988(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8992(SB)/4, $0x00000100
+DATA iq3srows4consts<>+8996(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9000(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9004(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9008(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9012(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9016(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9020(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9024(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9028(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9032(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9036(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9040(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9044(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9048(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9052(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9056(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9060(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9064(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9068(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9072(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9076(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9080(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9084(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9088(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9092(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9096(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9100(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9104(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9108(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9112(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9116(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9120(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9124(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9128(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9132(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9136(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9140(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9144(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9148(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9152(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9156(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9160(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9164(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9168(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9172(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9176(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9180(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9184(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9188(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9192(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9196(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9200(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9204(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9208(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9212(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9216(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9220(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9224(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9228(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9232(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9236(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9240(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9244(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9248(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9252(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9256(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9260(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9264(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9268(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9272(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9276(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9280(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9284(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9288(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9292(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9296(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9300(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9304(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9308(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9312(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9316(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9320(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9324(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9328(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9332(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9336(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9340(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9344(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9348(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9352(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9356(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9360(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9364(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9368(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9372(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9376(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9380(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9384(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9388(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9392(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9396(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9400(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9404(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9408(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9412(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9416(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9420(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9424(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9428(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9432(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9436(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9440(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9444(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9448(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9452(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9456(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9460(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9464(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9468(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9472(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9476(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9480(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9484(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9488(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9492(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9496(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9500(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9504(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9508(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9512(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9516(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9520(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9524(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9528(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9532(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9536(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9540(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9544(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9548(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9552(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9556(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9560(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9564(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9568(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9572(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9576(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9580(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9584(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9588(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9592(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9596(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9600(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9604(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9608(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9612(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9616(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9620(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9624(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9628(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9632(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9636(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9640(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9644(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9648(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9652(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9656(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9660(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9664(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9668(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9672(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9676(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9680(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9684(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9688(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9692(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9696(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9700(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9704(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9708(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9712(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9716(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9720(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9724(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9728(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9732(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9736(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9740(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9744(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9748(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9752(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9756(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9760(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9764(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9768(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9772(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9776(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9780(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9784(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9788(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9792(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9796(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9800(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9804(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9808(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9812(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9816(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9820(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9824(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9828(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9832(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9836(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9840(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9844(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9848(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9852(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9856(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9860(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9864(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9868(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9872(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9876(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9880(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9884(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9888(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9892(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9896(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9900(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9904(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9908(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9912(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9916(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9920(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9924(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9928(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9932(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9936(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9940(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9944(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9948(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9952(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9956(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9960(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9964(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9968(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9972(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9976(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9980(SB)/4, $0x00000100
+DATA iq3srows4consts<>+9984(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9988(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9992(SB)/4, $0x00000000
+DATA iq3srows4consts<>+9996(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10000(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10004(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10008(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10012(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10016(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10020(SB)/4, $0x00000000
+DATA iq3srows4consts<>+10024(SB)/4, $0x00000000
+DATA iq3srows4consts<>+10028(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10032(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10036(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10040(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10044(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10048(SB)/4, $0x00000000
+DATA iq3srows4consts<>+10052(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10056(SB)/4, $0x00000000
+DATA iq3srows4consts<>+10060(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10064(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10068(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10072(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10076(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10080(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10084(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10088(SB)/4, $0x00000000
+DATA iq3srows4consts<>+10092(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10096(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10100(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10104(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10108(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10112(SB)/4, $0x00000000
+DATA iq3srows4consts<>+10116(SB)/4, $0x00000000
+DATA iq3srows4consts<>+10120(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10124(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10128(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10132(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10136(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10140(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10144(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10148(SB)/4, $0x00000000
+DATA iq3srows4consts<>+10152(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10156(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10160(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10164(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10168(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10172(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10176(SB)/4, $0x00000000
+DATA iq3srows4consts<>+10180(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10184(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10188(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10192(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10196(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10200(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10204(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10208(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10212(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10216(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10220(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10224(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10228(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10232(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10236(SB)/4, $0x00000100
+DATA iq3srows4consts<>+10240(SB)/1, $0x00
+DATA iq3srows4consts<>+10241(SB)/1, $0x00
+DATA iq3srows4consts<>+10242(SB)/1, $0x00
+DATA iq3srows4consts<>+10243(SB)/1, $0x00
+DATA iq3srows4consts<>+10244(SB)/1, $0x00
+DATA iq3srows4consts<>+10245(SB)/1, $0x00
+DATA iq3srows4consts<>+10246(SB)/1, $0x00
+DATA iq3srows4consts<>+10247(SB)/1, $0x00
+DATA iq3srows4consts<>+10248(SB)/1, $0x01
+DATA iq3srows4consts<>+10249(SB)/1, $0x01
+DATA iq3srows4consts<>+10250(SB)/1, $0x01
+DATA iq3srows4consts<>+10251(SB)/1, $0x01
+DATA iq3srows4consts<>+10252(SB)/1, $0x01
+DATA iq3srows4consts<>+10253(SB)/1, $0x01
+DATA iq3srows4consts<>+10254(SB)/1, $0x01
+DATA iq3srows4consts<>+10255(SB)/1, $0x01
+DATA iq3srows4consts<>+10256(SB)/1, $0x02
+DATA iq3srows4consts<>+10257(SB)/1, $0x02
+DATA iq3srows4consts<>+10258(SB)/1, $0x02
+DATA iq3srows4consts<>+10259(SB)/1, $0x02
+DATA iq3srows4consts<>+10260(SB)/1, $0x02
+DATA iq3srows4consts<>+10261(SB)/1, $0x02
+DATA iq3srows4consts<>+10262(SB)/1, $0x02
+DATA iq3srows4consts<>+10263(SB)/1, $0x02
+DATA iq3srows4consts<>+10264(SB)/1, $0x03
+DATA iq3srows4consts<>+10265(SB)/1, $0x03
+DATA iq3srows4consts<>+10266(SB)/1, $0x03
+DATA iq3srows4consts<>+10267(SB)/1, $0x03
+DATA iq3srows4consts<>+10268(SB)/1, $0x03
+DATA iq3srows4consts<>+10269(SB)/1, $0x03
+DATA iq3srows4consts<>+10270(SB)/1, $0x03
+DATA iq3srows4consts<>+10271(SB)/1, $0x03
+DATA iq3srows4consts<>+10272(SB)/1, $0x01
+DATA iq3srows4consts<>+10273(SB)/1, $0x02
+DATA iq3srows4consts<>+10274(SB)/1, $0x04
+DATA iq3srows4consts<>+10275(SB)/1, $0x08
+DATA iq3srows4consts<>+10276(SB)/1, $0x10
+DATA iq3srows4consts<>+10277(SB)/1, $0x20
+DATA iq3srows4consts<>+10278(SB)/1, $0x40
+DATA iq3srows4consts<>+10279(SB)/1, $0x80
+DATA iq3srows4consts<>+10280(SB)/1, $0x01
+DATA iq3srows4consts<>+10281(SB)/1, $0x02
+DATA iq3srows4consts<>+10282(SB)/1, $0x04
+DATA iq3srows4consts<>+10283(SB)/1, $0x08
+DATA iq3srows4consts<>+10284(SB)/1, $0x10
+DATA iq3srows4consts<>+10285(SB)/1, $0x20
+DATA iq3srows4consts<>+10286(SB)/1, $0x40
+DATA iq3srows4consts<>+10287(SB)/1, $0x80
+DATA iq3srows4consts<>+10288(SB)/1, $0x01
+DATA iq3srows4consts<>+10289(SB)/1, $0x02
+DATA iq3srows4consts<>+10290(SB)/1, $0x04
+DATA iq3srows4consts<>+10291(SB)/1, $0x08
+DATA iq3srows4consts<>+10292(SB)/1, $0x10
+DATA iq3srows4consts<>+10293(SB)/1, $0x20
+DATA iq3srows4consts<>+10294(SB)/1, $0x40
+DATA iq3srows4consts<>+10295(SB)/1, $0x80
+DATA iq3srows4consts<>+10296(SB)/1, $0x01
+DATA iq3srows4consts<>+10297(SB)/1, $0x02
+DATA iq3srows4consts<>+10298(SB)/1, $0x04
+DATA iq3srows4consts<>+10299(SB)/1, $0x08
+DATA iq3srows4consts<>+10300(SB)/1, $0x10
+DATA iq3srows4consts<>+10301(SB)/1, $0x20
+DATA iq3srows4consts<>+10302(SB)/1, $0x40
+DATA iq3srows4consts<>+10303(SB)/1, $0x80
+DATA iq3srows4consts<>+10304(SB)/1, $0x7f
+DATA iq3srows4consts<>+10305(SB)/1, $0x7f
+DATA iq3srows4consts<>+10306(SB)/1, $0x7f
+DATA iq3srows4consts<>+10307(SB)/1, $0x7f
+DATA iq3srows4consts<>+10308(SB)/1, $0x7f
+DATA iq3srows4consts<>+10309(SB)/1, $0x7f
+DATA iq3srows4consts<>+10310(SB)/1, $0x7f
+DATA iq3srows4consts<>+10311(SB)/1, $0x7f
+DATA iq3srows4consts<>+10312(SB)/1, $0x7f
+DATA iq3srows4consts<>+10313(SB)/1, $0x7f
+DATA iq3srows4consts<>+10314(SB)/1, $0x7f
+DATA iq3srows4consts<>+10315(SB)/1, $0x7f
+DATA iq3srows4consts<>+10316(SB)/1, $0x7f
+DATA iq3srows4consts<>+10317(SB)/1, $0x7f
+DATA iq3srows4consts<>+10318(SB)/1, $0x7f
+DATA iq3srows4consts<>+10319(SB)/1, $0x7f
+DATA iq3srows4consts<>+10320(SB)/1, $0x7f
+DATA iq3srows4consts<>+10321(SB)/1, $0x7f
+DATA iq3srows4consts<>+10322(SB)/1, $0x7f
+DATA iq3srows4consts<>+10323(SB)/1, $0x7f
+DATA iq3srows4consts<>+10324(SB)/1, $0x7f
+DATA iq3srows4consts<>+10325(SB)/1, $0x7f
+DATA iq3srows4consts<>+10326(SB)/1, $0x7f
+DATA iq3srows4consts<>+10327(SB)/1, $0x7f
+DATA iq3srows4consts<>+10328(SB)/1, $0x7f
+DATA iq3srows4consts<>+10329(SB)/1, $0x7f
+DATA iq3srows4consts<>+10330(SB)/1, $0x7f
+DATA iq3srows4consts<>+10331(SB)/1, $0x7f
+DATA iq3srows4consts<>+10332(SB)/1, $0x7f
+DATA iq3srows4consts<>+10333(SB)/1, $0x7f
+DATA iq3srows4consts<>+10334(SB)/1, $0x7f
+DATA iq3srows4consts<>+10335(SB)/1, $0x7f
+GLOBL iq3srows4consts<>(SB), RODATA|NOPTR, $10336
+
 // func dotQ4_1AVX2(w *byte, x *int8, xd *float32, nb int) float32
 // Requires: AVX, AVX2, F16C, MMX+, SSE
 TEXT ·dotQ4_1AVX2(SB), NOSPLIT, $0-36

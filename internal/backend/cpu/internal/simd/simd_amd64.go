@@ -38,7 +38,7 @@ var AVX2 = &Impl{
 	},
 	dotKRows: [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16, out []float32){
 		Q4K: kernelKRows(dotQ4KRowsAVX2), Q5K: kernelKRows(dotQ5KRowsAVX2), Q6K: kernelKRows(dotQ6KRowsAVX2),
-		Q2K: kernelKRows(dotQ2KRowsAVX2), Q3K: kernelKRows(dotQ3KRowsAVX2), IQ4XS: kernelKRows(dotIQ4XSRowsAVX2), IQ3S: kernelKRows(dotIQ3SRowsAVX2), IQ3XXS: kernelKRows(dotIQ3XXSRowsAVX2), IQ2XXS: kernelKRows(dotIQ2XXSRowsAVX2),
+		Q2K: kernelKRows(dotQ2KRowsAVX2), Q3K: kernelKRows(dotQ3KRowsAVX2), IQ4XS: kernelKRows4A(dotIQ4XSRows4AVX2, dotIQ4XSRowsAVX2), IQ3S: kernelKRows4A(dotIQ3SRows4AVX2, dotIQ3SRowsAVX2), IQ3XXS: kernelKRows(dotIQ3XXSRowsAVX2), IQ2XXS: kernelKRows(dotIQ2XXSRowsAVX2),
 	},
 	dotKx4: [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16, xstride int, out *[4]float32){
 		Q4K: kernelKx4(Q4K, dotQ4Kx4AVX2), Q5K: kernelKx4(Q5K, dotQ5Kx4AVX2), Q6K: kernelKx4(Q6K, dotQ6Kx4AVX2),

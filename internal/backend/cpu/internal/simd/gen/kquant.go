@@ -33,6 +33,8 @@ func kquantKernels() {
 	dotQ4KRows4(false)
 	dotQ4KRows4(true)
 	dotQ6KRows4()
+	dotIQ4XSRows4()
+	dotIQ3SRows4()
 }
 
 // kx4 holds the four-token kernels' addressing: token t's activations at
