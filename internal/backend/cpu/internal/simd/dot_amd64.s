@@ -11396,45 +11396,47 @@ DATA iq4rows4consts<>+28(SB)/4, $0x00000004
 GLOBL iq4rows4consts<>(SB), RODATA|NOPTR, $32
 
 // func dotIQ3SRows4AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, groups int, out *float32)
-// Requires: AVX, AVX2, F16C, MMX+
+// Requires: AVX, AVX2, BMI2, F16C, MMX+
 TEXT ·dotIQ3SRows4AVX2(SB), NOSPLIT, $152-56
 	LEAQ    iq3srows4consts<>+0(SB), AX
-	VMOVDQU 10240(AX), Y0
-	VMOVDQU 10272(AX), Y1
-	MOVQ    nb+32(FP), CX
-	IMUL3Q  $0x6e, CX, DX
-	LEAQ    (DX)(DX*2), BX
-	MOVQ    groups+40(FP), CX
-	MOVQ    out+48(FP), SI
-	MOVQ    w+0(FP), DI
-	MOVQ    CX, 128(SP)
-	MOVQ    SI, 136(SP)
-	MOVQ    DI, 144(SP)
+	MOVQ    $0x00ff00ff00ff00ff, CX
+	MOVQ    $0x0100010001000100, DX
+	VMOVDQU 2048(AX), Y0
+	VMOVDQU 2080(AX), Y1
+	MOVQ    nb+32(FP), BX
+	IMUL3Q  $0x6e, BX, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    groups+40(FP), BX
+	MOVQ    out+48(FP), R8
+	MOVQ    w+0(FP), R9
+	MOVQ    BX, 128(SP)
+	MOVQ    R8, 136(SP)
+	MOVQ    R9, 144(SP)
 
 dotIQ3SRows4AVX2group:
 	CMPQ   128(SP), $0x00
 	JE     dotIQ3SRows4AVX2end
-	MOVQ   144(SP), CX
-	MOVQ   x+8(FP), SI
-	MOVQ   xd+16(FP), DI
-	MOVQ   xs+24(FP), R8
-	MOVQ   nb+32(FP), R9
+	MOVQ   144(SP), BX
+	MOVQ   x+8(FP), R8
+	MOVQ   xd+16(FP), R9
+	MOVQ   xs+24(FP), R10
+	MOVQ   nb+32(FP), R11
 	VXORPS Y2, Y2, Y2
 
 dotIQ3SRows4AVX2block:
-	TESTQ        R9, R9
+	TESTQ        R11, R11
 	JZ           dotIQ3SRows4AVX2done
-	LEAQ         (BX)(DX*1), R10
-	ADDQ         CX, R10
-	PREFETCHT0   (R10)
-	PREFETCHT0   64(R10)
-	PREFETCHT0   (R10)(DX*1)
-	PREFETCHT0   64(R10)(DX*1)
-	PREFETCHT0   (R10)(DX*2)
-	PREFETCHT0   64(R10)(DX*2)
-	PREFETCHT0   (R10)(BX*1)
-	PREFETCHT0   64(R10)(BX*1)
-	VPBROADCASTD 106(CX), X3
+	LEAQ         (DI)(SI*1), R12
+	ADDQ         BX, R12
+	PREFETCHT0   (R12)
+	PREFETCHT0   64(R12)
+	PREFETCHT0   (R12)(SI*1)
+	PREFETCHT0   64(R12)(SI*1)
+	PREFETCHT0   (R12)(SI*2)
+	PREFETCHT0   64(R12)(SI*2)
+	PREFETCHT0   (R12)(DI*1)
+	PREFETCHT0   64(R12)(DI*1)
+	VPBROADCASTD 106(BX), X3
 	VPSRLW       $0x04, X3, X4
 	VPAND        iqscaleconsts<>+0(SB), X3, X3
 	VPAND        iqscaleconsts<>+0(SB), X4, X4
@@ -11446,7 +11448,7 @@ dotIQ3SRows4AVX2block:
 	VPUNPCKHWD   X3, X3, X3
 	VMOVDQU      X4, (SP)
 	VMOVDQU      X3, 16(SP)
-	VPBROADCASTD 106(CX)(DX*1), X3
+	VPBROADCASTD 106(BX)(SI*1), X3
 	VPSRLW       $0x04, X3, X4
 	VPAND        iqscaleconsts<>+0(SB), X3, X3
 	VPAND        iqscaleconsts<>+0(SB), X4, X4
@@ -11458,7 +11460,7 @@ dotIQ3SRows4AVX2block:
 	VPUNPCKHWD   X3, X3, X3
 	VMOVDQU      X4, 32(SP)
 	VMOVDQU      X3, 48(SP)
-	VPBROADCASTD 106(CX)(DX*2), X3
+	VPBROADCASTD 106(BX)(SI*2), X3
 	VPSRLW       $0x04, X3, X4
 	VPAND        iqscaleconsts<>+0(SB), X3, X3
 	VPAND        iqscaleconsts<>+0(SB), X4, X4
@@ -11470,7 +11472,7 @@ dotIQ3SRows4AVX2block:
 	VPUNPCKHWD   X3, X3, X3
 	VMOVDQU      X4, 64(SP)
 	VMOVDQU      X3, 80(SP)
-	VPBROADCASTD 106(CX)(BX*1), X3
+	VPBROADCASTD 106(BX)(DI*1), X3
 	VPSRLW       $0x04, X3, X4
 	VPAND        iqscaleconsts<>+0(SB), X3, X3
 	VPAND        iqscaleconsts<>+0(SB), X4, X4
@@ -11486,555 +11488,1387 @@ dotIQ3SRows4AVX2block:
 	VPXOR        Y4, Y4, Y4
 	VPXOR        Y5, Y5, Y5
 	VPXOR        Y6, Y6, Y6
-	VMOVDQU      (SI), Y7
-	VPMOVZXBD    2(CX), Y8
-	MOVBQZX      66(CX), R10
-	SHLQ         $0x05, R10
-	VPOR         2048(AX)(R10*1), Y8, Y8
-	VPCMPEQD     Y9, Y9, Y9
-	VPXOR        Y10, Y10, Y10
-	VPGATHERDD   Y9, (AX)(Y8*4), Y10
-	VPBROADCASTD 74(CX), Y8
-	VPSHUFB      Y0, Y8, Y8
-	VPAND        Y1, Y8, Y8
-	VPADDB       10304(AX), Y8, Y8
-	VPSIGNB      Y8, Y7, Y8
-	VPMADDUBSW   Y8, Y10, Y10
-	VPBROADCASTD (SP), Y8
-	VPMADDWD     Y8, Y10, Y10
-	VPADDD       Y10, Y3, Y3
-	VPMOVZXBD    2(CX)(DX*1), Y8
-	MOVBQZX      66(CX)(DX*1), R10
-	SHLQ         $0x05, R10
-	VPOR         2048(AX)(R10*1), Y8, Y8
-	VPCMPEQD     Y9, Y9, Y9
-	VPXOR        Y10, Y10, Y10
-	VPGATHERDD   Y9, (AX)(Y8*4), Y10
-	VPBROADCASTD 74(CX)(DX*1), Y8
-	VPSHUFB      Y0, Y8, Y8
-	VPAND        Y1, Y8, Y8
-	VPADDB       10304(AX), Y8, Y8
-	VPSIGNB      Y8, Y7, Y8
-	VPMADDUBSW   Y8, Y10, Y10
-	VPBROADCASTD 32(SP), Y8
-	VPMADDWD     Y8, Y10, Y10
-	VPADDD       Y10, Y4, Y4
-	VPMOVZXBD    2(CX)(DX*2), Y8
-	MOVBQZX      66(CX)(DX*2), R10
-	SHLQ         $0x05, R10
-	VPOR         2048(AX)(R10*1), Y8, Y8
-	VPCMPEQD     Y9, Y9, Y9
-	VPXOR        Y10, Y10, Y10
-	VPGATHERDD   Y9, (AX)(Y8*4), Y10
-	VPBROADCASTD 74(CX)(DX*2), Y8
-	VPSHUFB      Y0, Y8, Y8
-	VPAND        Y1, Y8, Y8
-	VPADDB       10304(AX), Y8, Y8
-	VPSIGNB      Y8, Y7, Y8
-	VPMADDUBSW   Y8, Y10, Y10
-	VPBROADCASTD 64(SP), Y8
-	VPMADDWD     Y8, Y10, Y10
-	VPADDD       Y10, Y5, Y5
-	VPMOVZXBD    2(CX)(BX*1), Y8
-	MOVBQZX      66(CX)(BX*1), R10
-	SHLQ         $0x05, R10
-	VPOR         2048(AX)(R10*1), Y8, Y8
-	VPCMPEQD     Y9, Y9, Y9
-	VPXOR        Y10, Y10, Y10
-	VPGATHERDD   Y9, (AX)(Y8*4), Y10
-	VPBROADCASTD 74(CX)(BX*1), Y8
-	VPSHUFB      Y0, Y8, Y8
-	VPAND        Y1, Y8, Y8
-	VPADDB       10304(AX), Y8, Y8
-	VPSIGNB      Y8, Y7, Y7
-	VPMADDUBSW   Y7, Y10, Y10
+	VMOVDQU      (R8), Y7
+	MOVQ         2(BX), R12
+	MOVBQZX      66(BX), R13
+	PDEPQ        CX, R12, R14
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R14
+	SHRQ         $0x20, R12
+	SHRQ         $0x04, R13
+	PDEPQ        CX, R12, R12
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R12
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VMOVD        (AX)(R13*4), X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x01, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x02, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	VPINSRD      $0x03, (AX)(R13*4), X9, X9
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R13*4), X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 74(BX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD (SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	MOVQ         2(BX)(SI*1), R12
+	MOVBQZX      66(BX)(SI*1), R13
+	PDEPQ        CX, R12, R14
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R14
+	SHRQ         $0x20, R12
+	SHRQ         $0x04, R13
+	PDEPQ        CX, R12, R12
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R12
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VMOVD        (AX)(R13*4), X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x01, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x02, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	VPINSRD      $0x03, (AX)(R13*4), X9, X9
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R13*4), X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 74(BX)(SI*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 32(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	MOVQ         2(BX)(SI*2), R12
+	MOVBQZX      66(BX)(SI*2), R13
+	PDEPQ        CX, R12, R14
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R14
+	SHRQ         $0x20, R12
+	SHRQ         $0x04, R13
+	PDEPQ        CX, R12, R12
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R12
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VMOVD        (AX)(R13*4), X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x01, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x02, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	VPINSRD      $0x03, (AX)(R13*4), X9, X9
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R13*4), X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 74(BX)(SI*2), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 64(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	MOVQ         2(BX)(DI*1), R12
+	MOVBQZX      66(BX)(DI*1), R13
+	PDEPQ        CX, R12, R14
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R14
+	SHRQ         $0x20, R12
+	SHRQ         $0x04, R13
+	PDEPQ        CX, R12, R12
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R12
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VMOVD        (AX)(R13*4), X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x01, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x02, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	VPINSRD      $0x03, (AX)(R13*4), X9, X9
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R13*4), X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 74(BX)(DI*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y7
+	VPMADDUBSW   Y7, Y8, Y8
 	VPBROADCASTD 96(SP), Y7
-	VPMADDWD     Y7, Y10, Y10
-	VPADDD       Y10, Y6, Y6
-	VMOVDQU      32(SI), Y7
-	VPMOVZXBD    10(CX), Y8
-	MOVBQZX      67(CX), R10
-	SHLQ         $0x05, R10
-	VPOR         2048(AX)(R10*1), Y8, Y8
-	VPCMPEQD     Y9, Y9, Y9
-	VPXOR        Y10, Y10, Y10
-	VPGATHERDD   Y9, (AX)(Y8*4), Y10
-	VPBROADCASTD 78(CX), Y8
-	VPSHUFB      Y0, Y8, Y8
-	VPAND        Y1, Y8, Y8
-	VPADDB       10304(AX), Y8, Y8
-	VPSIGNB      Y8, Y7, Y8
-	VPMADDUBSW   Y8, Y10, Y10
-	VPBROADCASTD 4(SP), Y8
-	VPMADDWD     Y8, Y10, Y10
-	VPADDD       Y10, Y3, Y3
-	VPMOVZXBD    10(CX)(DX*1), Y8
-	MOVBQZX      67(CX)(DX*1), R10
-	SHLQ         $0x05, R10
-	VPOR         2048(AX)(R10*1), Y8, Y8
-	VPCMPEQD     Y9, Y9, Y9
-	VPXOR        Y10, Y10, Y10
-	VPGATHERDD   Y9, (AX)(Y8*4), Y10
-	VPBROADCASTD 78(CX)(DX*1), Y8
-	VPSHUFB      Y0, Y8, Y8
-	VPAND        Y1, Y8, Y8
-	VPADDB       10304(AX), Y8, Y8
-	VPSIGNB      Y8, Y7, Y8
-	VPMADDUBSW   Y8, Y10, Y10
-	VPBROADCASTD 36(SP), Y8
-	VPMADDWD     Y8, Y10, Y10
-	VPADDD       Y10, Y4, Y4
-	VPMOVZXBD    10(CX)(DX*2), Y8
-	MOVBQZX      67(CX)(DX*2), R10
-	SHLQ         $0x05, R10
-	VPOR         2048(AX)(R10*1), Y8, Y8
-	VPCMPEQD     Y9, Y9, Y9
-	VPXOR        Y10, Y10, Y10
-	VPGATHERDD   Y9, (AX)(Y8*4), Y10
-	VPBROADCASTD 78(CX)(DX*2), Y8
-	VPSHUFB      Y0, Y8, Y8
-	VPAND        Y1, Y8, Y8
-	VPADDB       10304(AX), Y8, Y8
-	VPSIGNB      Y8, Y7, Y8
-	VPMADDUBSW   Y8, Y10, Y10
-	VPBROADCASTD 68(SP), Y8
-	VPMADDWD     Y8, Y10, Y10
-	VPADDD       Y10, Y5, Y5
-	VPMOVZXBD    10(CX)(BX*1), Y8
-	MOVBQZX      67(CX)(BX*1), R10
-	SHLQ         $0x05, R10
-	VPOR         2048(AX)(R10*1), Y8, Y8
-	VPCMPEQD     Y9, Y9, Y9
-	VPXOR        Y10, Y10, Y10
-	VPGATHERDD   Y9, (AX)(Y8*4), Y10
-	VPBROADCASTD 78(CX)(BX*1), Y8
-	VPSHUFB      Y0, Y8, Y8
-	VPAND        Y1, Y8, Y8
-	VPADDB       10304(AX), Y8, Y8
-	VPSIGNB      Y8, Y7, Y7
-	VPMADDUBSW   Y7, Y10, Y10
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VMOVDQU      32(R8), Y7
+	MOVQ         10(BX), R12
+	MOVBQZX      67(BX), R13
+	PDEPQ        CX, R12, R14
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R14
+	SHRQ         $0x20, R12
+	SHRQ         $0x04, R13
+	PDEPQ        CX, R12, R12
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R12
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VMOVD        (AX)(R13*4), X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x01, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x02, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	VPINSRD      $0x03, (AX)(R13*4), X9, X9
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R13*4), X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 78(BX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 4(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	MOVQ         10(BX)(SI*1), R12
+	MOVBQZX      67(BX)(SI*1), R13
+	PDEPQ        CX, R12, R14
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R14
+	SHRQ         $0x20, R12
+	SHRQ         $0x04, R13
+	PDEPQ        CX, R12, R12
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R12
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VMOVD        (AX)(R13*4), X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x01, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x02, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	VPINSRD      $0x03, (AX)(R13*4), X9, X9
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R13*4), X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 78(BX)(SI*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 36(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	MOVQ         10(BX)(SI*2), R12
+	MOVBQZX      67(BX)(SI*2), R13
+	PDEPQ        CX, R12, R14
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R14
+	SHRQ         $0x20, R12
+	SHRQ         $0x04, R13
+	PDEPQ        CX, R12, R12
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R12
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VMOVD        (AX)(R13*4), X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x01, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x02, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	VPINSRD      $0x03, (AX)(R13*4), X9, X9
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R13*4), X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 78(BX)(SI*2), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 68(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	MOVQ         10(BX)(DI*1), R12
+	MOVBQZX      67(BX)(DI*1), R13
+	PDEPQ        CX, R12, R14
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R14
+	SHRQ         $0x20, R12
+	SHRQ         $0x04, R13
+	PDEPQ        CX, R12, R12
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R12
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VMOVD        (AX)(R13*4), X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x01, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x02, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	VPINSRD      $0x03, (AX)(R13*4), X9, X9
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R13*4), X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 78(BX)(DI*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y7
+	VPMADDUBSW   Y7, Y8, Y8
 	VPBROADCASTD 100(SP), Y7
-	VPMADDWD     Y7, Y10, Y10
-	VPADDD       Y10, Y6, Y6
-	VMOVDQU      64(SI), Y7
-	VPMOVZXBD    18(CX), Y8
-	MOVBQZX      68(CX), R10
-	SHLQ         $0x05, R10
-	VPOR         2048(AX)(R10*1), Y8, Y8
-	VPCMPEQD     Y9, Y9, Y9
-	VPXOR        Y10, Y10, Y10
-	VPGATHERDD   Y9, (AX)(Y8*4), Y10
-	VPBROADCASTD 82(CX), Y8
-	VPSHUFB      Y0, Y8, Y8
-	VPAND        Y1, Y8, Y8
-	VPADDB       10304(AX), Y8, Y8
-	VPSIGNB      Y8, Y7, Y8
-	VPMADDUBSW   Y8, Y10, Y10
-	VPBROADCASTD 8(SP), Y8
-	VPMADDWD     Y8, Y10, Y10
-	VPADDD       Y10, Y3, Y3
-	VPMOVZXBD    18(CX)(DX*1), Y8
-	MOVBQZX      68(CX)(DX*1), R10
-	SHLQ         $0x05, R10
-	VPOR         2048(AX)(R10*1), Y8, Y8
-	VPCMPEQD     Y9, Y9, Y9
-	VPXOR        Y10, Y10, Y10
-	VPGATHERDD   Y9, (AX)(Y8*4), Y10
-	VPBROADCASTD 82(CX)(DX*1), Y8
-	VPSHUFB      Y0, Y8, Y8
-	VPAND        Y1, Y8, Y8
-	VPADDB       10304(AX), Y8, Y8
-	VPSIGNB      Y8, Y7, Y8
-	VPMADDUBSW   Y8, Y10, Y10
-	VPBROADCASTD 40(SP), Y8
-	VPMADDWD     Y8, Y10, Y10
-	VPADDD       Y10, Y4, Y4
-	VPMOVZXBD    18(CX)(DX*2), Y8
-	MOVBQZX      68(CX)(DX*2), R10
-	SHLQ         $0x05, R10
-	VPOR         2048(AX)(R10*1), Y8, Y8
-	VPCMPEQD     Y9, Y9, Y9
-	VPXOR        Y10, Y10, Y10
-	VPGATHERDD   Y9, (AX)(Y8*4), Y10
-	VPBROADCASTD 82(CX)(DX*2), Y8
-	VPSHUFB      Y0, Y8, Y8
-	VPAND        Y1, Y8, Y8
-	VPADDB       10304(AX), Y8, Y8
-	VPSIGNB      Y8, Y7, Y8
-	VPMADDUBSW   Y8, Y10, Y10
-	VPBROADCASTD 72(SP), Y8
-	VPMADDWD     Y8, Y10, Y10
-	VPADDD       Y10, Y5, Y5
-	VPMOVZXBD    18(CX)(BX*1), Y8
-	MOVBQZX      68(CX)(BX*1), R10
-	SHLQ         $0x05, R10
-	VPOR         2048(AX)(R10*1), Y8, Y8
-	VPCMPEQD     Y9, Y9, Y9
-	VPXOR        Y10, Y10, Y10
-	VPGATHERDD   Y9, (AX)(Y8*4), Y10
-	VPBROADCASTD 82(CX)(BX*1), Y8
-	VPSHUFB      Y0, Y8, Y8
-	VPAND        Y1, Y8, Y8
-	VPADDB       10304(AX), Y8, Y8
-	VPSIGNB      Y8, Y7, Y7
-	VPMADDUBSW   Y7, Y10, Y10
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VMOVDQU      64(R8), Y7
+	MOVQ         18(BX), R12
+	MOVBQZX      68(BX), R13
+	PDEPQ        CX, R12, R14
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R14
+	SHRQ         $0x20, R12
+	SHRQ         $0x04, R13
+	PDEPQ        CX, R12, R12
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R12
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VMOVD        (AX)(R13*4), X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x01, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x02, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	VPINSRD      $0x03, (AX)(R13*4), X9, X9
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R13*4), X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 82(BX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 8(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	MOVQ         18(BX)(SI*1), R12
+	MOVBQZX      68(BX)(SI*1), R13
+	PDEPQ        CX, R12, R14
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R14
+	SHRQ         $0x20, R12
+	SHRQ         $0x04, R13
+	PDEPQ        CX, R12, R12
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R12
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VMOVD        (AX)(R13*4), X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x01, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x02, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	VPINSRD      $0x03, (AX)(R13*4), X9, X9
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R13*4), X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 82(BX)(SI*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 40(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	MOVQ         18(BX)(SI*2), R12
+	MOVBQZX      68(BX)(SI*2), R13
+	PDEPQ        CX, R12, R14
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R14
+	SHRQ         $0x20, R12
+	SHRQ         $0x04, R13
+	PDEPQ        CX, R12, R12
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R12
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VMOVD        (AX)(R13*4), X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x01, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x02, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	VPINSRD      $0x03, (AX)(R13*4), X9, X9
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R13*4), X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 82(BX)(SI*2), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 72(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	MOVQ         18(BX)(DI*1), R12
+	MOVBQZX      68(BX)(DI*1), R13
+	PDEPQ        CX, R12, R14
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R14
+	SHRQ         $0x20, R12
+	SHRQ         $0x04, R13
+	PDEPQ        CX, R12, R12
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R12
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VMOVD        (AX)(R13*4), X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x01, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x02, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	VPINSRD      $0x03, (AX)(R13*4), X9, X9
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R13*4), X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 82(BX)(DI*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y7
+	VPMADDUBSW   Y7, Y8, Y8
 	VPBROADCASTD 104(SP), Y7
-	VPMADDWD     Y7, Y10, Y10
-	VPADDD       Y10, Y6, Y6
-	VMOVDQU      96(SI), Y7
-	VPMOVZXBD    26(CX), Y8
-	MOVBQZX      69(CX), R10
-	SHLQ         $0x05, R10
-	VPOR         2048(AX)(R10*1), Y8, Y8
-	VPCMPEQD     Y9, Y9, Y9
-	VPXOR        Y10, Y10, Y10
-	VPGATHERDD   Y9, (AX)(Y8*4), Y10
-	VPBROADCASTD 86(CX), Y8
-	VPSHUFB      Y0, Y8, Y8
-	VPAND        Y1, Y8, Y8
-	VPADDB       10304(AX), Y8, Y8
-	VPSIGNB      Y8, Y7, Y8
-	VPMADDUBSW   Y8, Y10, Y10
-	VPBROADCASTD 12(SP), Y8
-	VPMADDWD     Y8, Y10, Y10
-	VPADDD       Y10, Y3, Y3
-	VPMOVZXBD    26(CX)(DX*1), Y8
-	MOVBQZX      69(CX)(DX*1), R10
-	SHLQ         $0x05, R10
-	VPOR         2048(AX)(R10*1), Y8, Y8
-	VPCMPEQD     Y9, Y9, Y9
-	VPXOR        Y10, Y10, Y10
-	VPGATHERDD   Y9, (AX)(Y8*4), Y10
-	VPBROADCASTD 86(CX)(DX*1), Y8
-	VPSHUFB      Y0, Y8, Y8
-	VPAND        Y1, Y8, Y8
-	VPADDB       10304(AX), Y8, Y8
-	VPSIGNB      Y8, Y7, Y8
-	VPMADDUBSW   Y8, Y10, Y10
-	VPBROADCASTD 44(SP), Y8
-	VPMADDWD     Y8, Y10, Y10
-	VPADDD       Y10, Y4, Y4
-	VPMOVZXBD    26(CX)(DX*2), Y8
-	MOVBQZX      69(CX)(DX*2), R10
-	SHLQ         $0x05, R10
-	VPOR         2048(AX)(R10*1), Y8, Y8
-	VPCMPEQD     Y9, Y9, Y9
-	VPXOR        Y10, Y10, Y10
-	VPGATHERDD   Y9, (AX)(Y8*4), Y10
-	VPBROADCASTD 86(CX)(DX*2), Y8
-	VPSHUFB      Y0, Y8, Y8
-	VPAND        Y1, Y8, Y8
-	VPADDB       10304(AX), Y8, Y8
-	VPSIGNB      Y8, Y7, Y8
-	VPMADDUBSW   Y8, Y10, Y10
-	VPBROADCASTD 76(SP), Y8
-	VPMADDWD     Y8, Y10, Y10
-	VPADDD       Y10, Y5, Y5
-	VPMOVZXBD    26(CX)(BX*1), Y8
-	MOVBQZX      69(CX)(BX*1), R10
-	SHLQ         $0x05, R10
-	VPOR         2048(AX)(R10*1), Y8, Y8
-	VPCMPEQD     Y9, Y9, Y9
-	VPXOR        Y10, Y10, Y10
-	VPGATHERDD   Y9, (AX)(Y8*4), Y10
-	VPBROADCASTD 86(CX)(BX*1), Y8
-	VPSHUFB      Y0, Y8, Y8
-	VPAND        Y1, Y8, Y8
-	VPADDB       10304(AX), Y8, Y8
-	VPSIGNB      Y8, Y7, Y7
-	VPMADDUBSW   Y7, Y10, Y10
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VMOVDQU      96(R8), Y7
+	MOVQ         26(BX), R12
+	MOVBQZX      69(BX), R13
+	PDEPQ        CX, R12, R14
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R14
+	SHRQ         $0x20, R12
+	SHRQ         $0x04, R13
+	PDEPQ        CX, R12, R12
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R12
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VMOVD        (AX)(R13*4), X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x01, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x02, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	VPINSRD      $0x03, (AX)(R13*4), X9, X9
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R13*4), X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 86(BX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 12(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	MOVQ         26(BX)(SI*1), R12
+	MOVBQZX      69(BX)(SI*1), R13
+	PDEPQ        CX, R12, R14
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R14
+	SHRQ         $0x20, R12
+	SHRQ         $0x04, R13
+	PDEPQ        CX, R12, R12
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R12
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VMOVD        (AX)(R13*4), X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x01, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x02, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	VPINSRD      $0x03, (AX)(R13*4), X9, X9
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R13*4), X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 86(BX)(SI*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 44(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	MOVQ         26(BX)(SI*2), R12
+	MOVBQZX      69(BX)(SI*2), R13
+	PDEPQ        CX, R12, R14
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R14
+	SHRQ         $0x20, R12
+	SHRQ         $0x04, R13
+	PDEPQ        CX, R12, R12
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R12
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VMOVD        (AX)(R13*4), X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x01, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x02, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	VPINSRD      $0x03, (AX)(R13*4), X9, X9
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R13*4), X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 86(BX)(SI*2), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 76(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	MOVQ         26(BX)(DI*1), R12
+	MOVBQZX      69(BX)(DI*1), R13
+	PDEPQ        CX, R12, R14
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R14
+	SHRQ         $0x20, R12
+	SHRQ         $0x04, R13
+	PDEPQ        CX, R12, R12
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R12
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VMOVD        (AX)(R13*4), X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x01, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x02, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	VPINSRD      $0x03, (AX)(R13*4), X9, X9
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R13*4), X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 86(BX)(DI*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y7
+	VPMADDUBSW   Y7, Y8, Y8
 	VPBROADCASTD 108(SP), Y7
-	VPMADDWD     Y7, Y10, Y10
-	VPADDD       Y10, Y6, Y6
-	VMOVDQU      128(SI), Y7
-	VPMOVZXBD    34(CX), Y8
-	MOVBQZX      70(CX), R10
-	SHLQ         $0x05, R10
-	VPOR         2048(AX)(R10*1), Y8, Y8
-	VPCMPEQD     Y9, Y9, Y9
-	VPXOR        Y10, Y10, Y10
-	VPGATHERDD   Y9, (AX)(Y8*4), Y10
-	VPBROADCASTD 90(CX), Y8
-	VPSHUFB      Y0, Y8, Y8
-	VPAND        Y1, Y8, Y8
-	VPADDB       10304(AX), Y8, Y8
-	VPSIGNB      Y8, Y7, Y8
-	VPMADDUBSW   Y8, Y10, Y10
-	VPBROADCASTD 16(SP), Y8
-	VPMADDWD     Y8, Y10, Y10
-	VPADDD       Y10, Y3, Y3
-	VPMOVZXBD    34(CX)(DX*1), Y8
-	MOVBQZX      70(CX)(DX*1), R10
-	SHLQ         $0x05, R10
-	VPOR         2048(AX)(R10*1), Y8, Y8
-	VPCMPEQD     Y9, Y9, Y9
-	VPXOR        Y10, Y10, Y10
-	VPGATHERDD   Y9, (AX)(Y8*4), Y10
-	VPBROADCASTD 90(CX)(DX*1), Y8
-	VPSHUFB      Y0, Y8, Y8
-	VPAND        Y1, Y8, Y8
-	VPADDB       10304(AX), Y8, Y8
-	VPSIGNB      Y8, Y7, Y8
-	VPMADDUBSW   Y8, Y10, Y10
-	VPBROADCASTD 48(SP), Y8
-	VPMADDWD     Y8, Y10, Y10
-	VPADDD       Y10, Y4, Y4
-	VPMOVZXBD    34(CX)(DX*2), Y8
-	MOVBQZX      70(CX)(DX*2), R10
-	SHLQ         $0x05, R10
-	VPOR         2048(AX)(R10*1), Y8, Y8
-	VPCMPEQD     Y9, Y9, Y9
-	VPXOR        Y10, Y10, Y10
-	VPGATHERDD   Y9, (AX)(Y8*4), Y10
-	VPBROADCASTD 90(CX)(DX*2), Y8
-	VPSHUFB      Y0, Y8, Y8
-	VPAND        Y1, Y8, Y8
-	VPADDB       10304(AX), Y8, Y8
-	VPSIGNB      Y8, Y7, Y8
-	VPMADDUBSW   Y8, Y10, Y10
-	VPBROADCASTD 80(SP), Y8
-	VPMADDWD     Y8, Y10, Y10
-	VPADDD       Y10, Y5, Y5
-	VPMOVZXBD    34(CX)(BX*1), Y8
-	MOVBQZX      70(CX)(BX*1), R10
-	SHLQ         $0x05, R10
-	VPOR         2048(AX)(R10*1), Y8, Y8
-	VPCMPEQD     Y9, Y9, Y9
-	VPXOR        Y10, Y10, Y10
-	VPGATHERDD   Y9, (AX)(Y8*4), Y10
-	VPBROADCASTD 90(CX)(BX*1), Y8
-	VPSHUFB      Y0, Y8, Y8
-	VPAND        Y1, Y8, Y8
-	VPADDB       10304(AX), Y8, Y8
-	VPSIGNB      Y8, Y7, Y7
-	VPMADDUBSW   Y7, Y10, Y10
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VMOVDQU      128(R8), Y7
+	MOVQ         34(BX), R12
+	MOVBQZX      70(BX), R13
+	PDEPQ        CX, R12, R14
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R14
+	SHRQ         $0x20, R12
+	SHRQ         $0x04, R13
+	PDEPQ        CX, R12, R12
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R12
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VMOVD        (AX)(R13*4), X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x01, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x02, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	VPINSRD      $0x03, (AX)(R13*4), X9, X9
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R13*4), X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 90(BX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 16(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	MOVQ         34(BX)(SI*1), R12
+	MOVBQZX      70(BX)(SI*1), R13
+	PDEPQ        CX, R12, R14
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R14
+	SHRQ         $0x20, R12
+	SHRQ         $0x04, R13
+	PDEPQ        CX, R12, R12
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R12
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VMOVD        (AX)(R13*4), X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x01, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x02, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	VPINSRD      $0x03, (AX)(R13*4), X9, X9
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R13*4), X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 90(BX)(SI*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 48(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	MOVQ         34(BX)(SI*2), R12
+	MOVBQZX      70(BX)(SI*2), R13
+	PDEPQ        CX, R12, R14
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R14
+	SHRQ         $0x20, R12
+	SHRQ         $0x04, R13
+	PDEPQ        CX, R12, R12
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R12
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VMOVD        (AX)(R13*4), X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x01, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x02, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	VPINSRD      $0x03, (AX)(R13*4), X9, X9
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R13*4), X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 90(BX)(SI*2), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 80(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	MOVQ         34(BX)(DI*1), R12
+	MOVBQZX      70(BX)(DI*1), R13
+	PDEPQ        CX, R12, R14
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R14
+	SHRQ         $0x20, R12
+	SHRQ         $0x04, R13
+	PDEPQ        CX, R12, R12
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R12
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VMOVD        (AX)(R13*4), X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x01, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x02, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	VPINSRD      $0x03, (AX)(R13*4), X9, X9
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R13*4), X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 90(BX)(DI*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y7
+	VPMADDUBSW   Y7, Y8, Y8
 	VPBROADCASTD 112(SP), Y7
-	VPMADDWD     Y7, Y10, Y10
-	VPADDD       Y10, Y6, Y6
-	VMOVDQU      160(SI), Y7
-	VPMOVZXBD    42(CX), Y8
-	MOVBQZX      71(CX), R10
-	SHLQ         $0x05, R10
-	VPOR         2048(AX)(R10*1), Y8, Y8
-	VPCMPEQD     Y9, Y9, Y9
-	VPXOR        Y10, Y10, Y10
-	VPGATHERDD   Y9, (AX)(Y8*4), Y10
-	VPBROADCASTD 94(CX), Y8
-	VPSHUFB      Y0, Y8, Y8
-	VPAND        Y1, Y8, Y8
-	VPADDB       10304(AX), Y8, Y8
-	VPSIGNB      Y8, Y7, Y8
-	VPMADDUBSW   Y8, Y10, Y10
-	VPBROADCASTD 20(SP), Y8
-	VPMADDWD     Y8, Y10, Y10
-	VPADDD       Y10, Y3, Y3
-	VPMOVZXBD    42(CX)(DX*1), Y8
-	MOVBQZX      71(CX)(DX*1), R10
-	SHLQ         $0x05, R10
-	VPOR         2048(AX)(R10*1), Y8, Y8
-	VPCMPEQD     Y9, Y9, Y9
-	VPXOR        Y10, Y10, Y10
-	VPGATHERDD   Y9, (AX)(Y8*4), Y10
-	VPBROADCASTD 94(CX)(DX*1), Y8
-	VPSHUFB      Y0, Y8, Y8
-	VPAND        Y1, Y8, Y8
-	VPADDB       10304(AX), Y8, Y8
-	VPSIGNB      Y8, Y7, Y8
-	VPMADDUBSW   Y8, Y10, Y10
-	VPBROADCASTD 52(SP), Y8
-	VPMADDWD     Y8, Y10, Y10
-	VPADDD       Y10, Y4, Y4
-	VPMOVZXBD    42(CX)(DX*2), Y8
-	MOVBQZX      71(CX)(DX*2), R10
-	SHLQ         $0x05, R10
-	VPOR         2048(AX)(R10*1), Y8, Y8
-	VPCMPEQD     Y9, Y9, Y9
-	VPXOR        Y10, Y10, Y10
-	VPGATHERDD   Y9, (AX)(Y8*4), Y10
-	VPBROADCASTD 94(CX)(DX*2), Y8
-	VPSHUFB      Y0, Y8, Y8
-	VPAND        Y1, Y8, Y8
-	VPADDB       10304(AX), Y8, Y8
-	VPSIGNB      Y8, Y7, Y8
-	VPMADDUBSW   Y8, Y10, Y10
-	VPBROADCASTD 84(SP), Y8
-	VPMADDWD     Y8, Y10, Y10
-	VPADDD       Y10, Y5, Y5
-	VPMOVZXBD    42(CX)(BX*1), Y8
-	MOVBQZX      71(CX)(BX*1), R10
-	SHLQ         $0x05, R10
-	VPOR         2048(AX)(R10*1), Y8, Y8
-	VPCMPEQD     Y9, Y9, Y9
-	VPXOR        Y10, Y10, Y10
-	VPGATHERDD   Y9, (AX)(Y8*4), Y10
-	VPBROADCASTD 94(CX)(BX*1), Y8
-	VPSHUFB      Y0, Y8, Y8
-	VPAND        Y1, Y8, Y8
-	VPADDB       10304(AX), Y8, Y8
-	VPSIGNB      Y8, Y7, Y7
-	VPMADDUBSW   Y7, Y10, Y10
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VMOVDQU      160(R8), Y7
+	MOVQ         42(BX), R12
+	MOVBQZX      71(BX), R13
+	PDEPQ        CX, R12, R14
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R14
+	SHRQ         $0x20, R12
+	SHRQ         $0x04, R13
+	PDEPQ        CX, R12, R12
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R12
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VMOVD        (AX)(R13*4), X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x01, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x02, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	VPINSRD      $0x03, (AX)(R13*4), X9, X9
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R13*4), X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 94(BX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 20(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	MOVQ         42(BX)(SI*1), R12
+	MOVBQZX      71(BX)(SI*1), R13
+	PDEPQ        CX, R12, R14
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R14
+	SHRQ         $0x20, R12
+	SHRQ         $0x04, R13
+	PDEPQ        CX, R12, R12
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R12
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VMOVD        (AX)(R13*4), X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x01, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x02, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	VPINSRD      $0x03, (AX)(R13*4), X9, X9
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R13*4), X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 94(BX)(SI*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 52(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	MOVQ         42(BX)(SI*2), R12
+	MOVBQZX      71(BX)(SI*2), R13
+	PDEPQ        CX, R12, R14
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R14
+	SHRQ         $0x20, R12
+	SHRQ         $0x04, R13
+	PDEPQ        CX, R12, R12
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R12
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VMOVD        (AX)(R13*4), X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x01, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x02, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	VPINSRD      $0x03, (AX)(R13*4), X9, X9
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R13*4), X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 94(BX)(SI*2), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 84(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	MOVQ         42(BX)(DI*1), R12
+	MOVBQZX      71(BX)(DI*1), R13
+	PDEPQ        CX, R12, R14
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R14
+	SHRQ         $0x20, R12
+	SHRQ         $0x04, R13
+	PDEPQ        CX, R12, R12
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R12
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VMOVD        (AX)(R13*4), X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x01, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x02, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	VPINSRD      $0x03, (AX)(R13*4), X9, X9
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R13*4), X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 94(BX)(DI*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y7
+	VPMADDUBSW   Y7, Y8, Y8
 	VPBROADCASTD 116(SP), Y7
-	VPMADDWD     Y7, Y10, Y10
-	VPADDD       Y10, Y6, Y6
-	VMOVDQU      192(SI), Y7
-	VPMOVZXBD    50(CX), Y8
-	MOVBQZX      72(CX), R10
-	SHLQ         $0x05, R10
-	VPOR         2048(AX)(R10*1), Y8, Y8
-	VPCMPEQD     Y9, Y9, Y9
-	VPXOR        Y10, Y10, Y10
-	VPGATHERDD   Y9, (AX)(Y8*4), Y10
-	VPBROADCASTD 98(CX), Y8
-	VPSHUFB      Y0, Y8, Y8
-	VPAND        Y1, Y8, Y8
-	VPADDB       10304(AX), Y8, Y8
-	VPSIGNB      Y8, Y7, Y8
-	VPMADDUBSW   Y8, Y10, Y10
-	VPBROADCASTD 24(SP), Y8
-	VPMADDWD     Y8, Y10, Y10
-	VPADDD       Y10, Y3, Y3
-	VPMOVZXBD    50(CX)(DX*1), Y8
-	MOVBQZX      72(CX)(DX*1), R10
-	SHLQ         $0x05, R10
-	VPOR         2048(AX)(R10*1), Y8, Y8
-	VPCMPEQD     Y9, Y9, Y9
-	VPXOR        Y10, Y10, Y10
-	VPGATHERDD   Y9, (AX)(Y8*4), Y10
-	VPBROADCASTD 98(CX)(DX*1), Y8
-	VPSHUFB      Y0, Y8, Y8
-	VPAND        Y1, Y8, Y8
-	VPADDB       10304(AX), Y8, Y8
-	VPSIGNB      Y8, Y7, Y8
-	VPMADDUBSW   Y8, Y10, Y10
-	VPBROADCASTD 56(SP), Y8
-	VPMADDWD     Y8, Y10, Y10
-	VPADDD       Y10, Y4, Y4
-	VPMOVZXBD    50(CX)(DX*2), Y8
-	MOVBQZX      72(CX)(DX*2), R10
-	SHLQ         $0x05, R10
-	VPOR         2048(AX)(R10*1), Y8, Y8
-	VPCMPEQD     Y9, Y9, Y9
-	VPXOR        Y10, Y10, Y10
-	VPGATHERDD   Y9, (AX)(Y8*4), Y10
-	VPBROADCASTD 98(CX)(DX*2), Y8
-	VPSHUFB      Y0, Y8, Y8
-	VPAND        Y1, Y8, Y8
-	VPADDB       10304(AX), Y8, Y8
-	VPSIGNB      Y8, Y7, Y8
-	VPMADDUBSW   Y8, Y10, Y10
-	VPBROADCASTD 88(SP), Y8
-	VPMADDWD     Y8, Y10, Y10
-	VPADDD       Y10, Y5, Y5
-	VPMOVZXBD    50(CX)(BX*1), Y8
-	MOVBQZX      72(CX)(BX*1), R10
-	SHLQ         $0x05, R10
-	VPOR         2048(AX)(R10*1), Y8, Y8
-	VPCMPEQD     Y9, Y9, Y9
-	VPXOR        Y10, Y10, Y10
-	VPGATHERDD   Y9, (AX)(Y8*4), Y10
-	VPBROADCASTD 98(CX)(BX*1), Y8
-	VPSHUFB      Y0, Y8, Y8
-	VPAND        Y1, Y8, Y8
-	VPADDB       10304(AX), Y8, Y8
-	VPSIGNB      Y8, Y7, Y7
-	VPMADDUBSW   Y7, Y10, Y10
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VMOVDQU      192(R8), Y7
+	MOVQ         50(BX), R12
+	MOVBQZX      72(BX), R13
+	PDEPQ        CX, R12, R14
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R14
+	SHRQ         $0x20, R12
+	SHRQ         $0x04, R13
+	PDEPQ        CX, R12, R12
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R12
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VMOVD        (AX)(R13*4), X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x01, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x02, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	VPINSRD      $0x03, (AX)(R13*4), X9, X9
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R13*4), X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 98(BX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 24(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	MOVQ         50(BX)(SI*1), R12
+	MOVBQZX      72(BX)(SI*1), R13
+	PDEPQ        CX, R12, R14
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R14
+	SHRQ         $0x20, R12
+	SHRQ         $0x04, R13
+	PDEPQ        CX, R12, R12
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R12
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VMOVD        (AX)(R13*4), X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x01, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x02, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	VPINSRD      $0x03, (AX)(R13*4), X9, X9
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R13*4), X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 98(BX)(SI*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 56(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	MOVQ         50(BX)(SI*2), R12
+	MOVBQZX      72(BX)(SI*2), R13
+	PDEPQ        CX, R12, R14
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R14
+	SHRQ         $0x20, R12
+	SHRQ         $0x04, R13
+	PDEPQ        CX, R12, R12
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R12
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VMOVD        (AX)(R13*4), X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x01, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x02, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	VPINSRD      $0x03, (AX)(R13*4), X9, X9
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R13*4), X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 98(BX)(SI*2), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 88(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	MOVQ         50(BX)(DI*1), R12
+	MOVBQZX      72(BX)(DI*1), R13
+	PDEPQ        CX, R12, R14
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R14
+	SHRQ         $0x20, R12
+	SHRQ         $0x04, R13
+	PDEPQ        CX, R12, R12
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R12
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VMOVD        (AX)(R13*4), X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x01, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x02, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	VPINSRD      $0x03, (AX)(R13*4), X9, X9
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R13*4), X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 98(BX)(DI*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y7
+	VPMADDUBSW   Y7, Y8, Y8
 	VPBROADCASTD 120(SP), Y7
-	VPMADDWD     Y7, Y10, Y10
-	VPADDD       Y10, Y6, Y6
-	VMOVDQU      224(SI), Y7
-	VPMOVZXBD    58(CX), Y8
-	MOVBQZX      73(CX), R10
-	SHLQ         $0x05, R10
-	VPOR         2048(AX)(R10*1), Y8, Y8
-	VPCMPEQD     Y9, Y9, Y9
-	VPXOR        Y10, Y10, Y10
-	VPGATHERDD   Y9, (AX)(Y8*4), Y10
-	VPBROADCASTD 102(CX), Y8
-	VPSHUFB      Y0, Y8, Y8
-	VPAND        Y1, Y8, Y8
-	VPADDB       10304(AX), Y8, Y8
-	VPSIGNB      Y8, Y7, Y8
-	VPMADDUBSW   Y8, Y10, Y10
-	VPBROADCASTD 28(SP), Y8
-	VPMADDWD     Y8, Y10, Y10
-	VPADDD       Y10, Y3, Y3
-	VPMOVZXBD    58(CX)(DX*1), Y8
-	MOVBQZX      73(CX)(DX*1), R10
-	SHLQ         $0x05, R10
-	VPOR         2048(AX)(R10*1), Y8, Y8
-	VPCMPEQD     Y9, Y9, Y9
-	VPXOR        Y10, Y10, Y10
-	VPGATHERDD   Y9, (AX)(Y8*4), Y10
-	VPBROADCASTD 102(CX)(DX*1), Y8
-	VPSHUFB      Y0, Y8, Y8
-	VPAND        Y1, Y8, Y8
-	VPADDB       10304(AX), Y8, Y8
-	VPSIGNB      Y8, Y7, Y8
-	VPMADDUBSW   Y8, Y10, Y10
-	VPBROADCASTD 60(SP), Y8
-	VPMADDWD     Y8, Y10, Y10
-	VPADDD       Y10, Y4, Y4
-	VPMOVZXBD    58(CX)(DX*2), Y8
-	MOVBQZX      73(CX)(DX*2), R10
-	SHLQ         $0x05, R10
-	VPOR         2048(AX)(R10*1), Y8, Y8
-	VPCMPEQD     Y9, Y9, Y9
-	VPXOR        Y10, Y10, Y10
-	VPGATHERDD   Y9, (AX)(Y8*4), Y10
-	VPBROADCASTD 102(CX)(DX*2), Y8
-	VPSHUFB      Y0, Y8, Y8
-	VPAND        Y1, Y8, Y8
-	VPADDB       10304(AX), Y8, Y8
-	VPSIGNB      Y8, Y7, Y8
-	VPMADDUBSW   Y8, Y10, Y10
-	VPBROADCASTD 92(SP), Y8
-	VPMADDWD     Y8, Y10, Y10
-	VPADDD       Y10, Y5, Y5
-	VPMOVZXBD    58(CX)(BX*1), Y8
-	MOVBQZX      73(CX)(BX*1), R10
-	SHLQ         $0x05, R10
-	VPOR         2048(AX)(R10*1), Y8, Y8
-	VPCMPEQD     Y9, Y9, Y9
-	VPXOR        Y10, Y10, Y10
-	VPGATHERDD   Y9, (AX)(Y8*4), Y10
-	VPBROADCASTD 102(CX)(BX*1), Y8
-	VPSHUFB      Y0, Y8, Y8
-	VPAND        Y1, Y8, Y8
-	VPADDB       10304(AX), Y8, Y8
-	VPSIGNB      Y8, Y7, Y7
-	VPMADDUBSW   Y7, Y10, Y10
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VMOVDQU      224(R8), Y7
+	MOVQ         58(BX), R12
+	MOVBQZX      73(BX), R13
+	PDEPQ        CX, R12, R14
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R14
+	SHRQ         $0x20, R12
+	SHRQ         $0x04, R13
+	PDEPQ        CX, R12, R12
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R12
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VMOVD        (AX)(R13*4), X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x01, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x02, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	VPINSRD      $0x03, (AX)(R13*4), X9, X9
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R13*4), X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 102(BX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 28(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	MOVQ         58(BX)(SI*1), R12
+	MOVBQZX      73(BX)(SI*1), R13
+	PDEPQ        CX, R12, R14
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R14
+	SHRQ         $0x20, R12
+	SHRQ         $0x04, R13
+	PDEPQ        CX, R12, R12
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R12
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VMOVD        (AX)(R13*4), X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x01, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x02, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	VPINSRD      $0x03, (AX)(R13*4), X9, X9
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R13*4), X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 102(BX)(SI*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 60(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	MOVQ         58(BX)(SI*2), R12
+	MOVBQZX      73(BX)(SI*2), R13
+	PDEPQ        CX, R12, R14
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R14
+	SHRQ         $0x20, R12
+	SHRQ         $0x04, R13
+	PDEPQ        CX, R12, R12
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R12
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VMOVD        (AX)(R13*4), X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x01, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x02, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	VPINSRD      $0x03, (AX)(R13*4), X9, X9
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R13*4), X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 102(BX)(SI*2), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 92(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	MOVQ         58(BX)(DI*1), R12
+	MOVBQZX      73(BX)(DI*1), R13
+	PDEPQ        CX, R12, R14
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R14
+	SHRQ         $0x20, R12
+	SHRQ         $0x04, R13
+	PDEPQ        CX, R12, R12
+	PDEPQ        DX, R13, R15
+	ORQ          R15, R12
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VMOVD        (AX)(R13*4), X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x01, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	SHRQ         $0x10, R14
+	VPINSRD      $0x02, (AX)(R13*4), X9, X9
+	MOVWQZX      R14, R13
+	VPINSRD      $0x03, (AX)(R13*4), X9, X9
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R13*4), X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R13
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R13*4), X8, X8
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 102(BX)(DI*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y7
+	VPMADDUBSW   Y7, Y8, Y8
 	VPBROADCASTD 124(SP), Y7
-	VPMADDWD     Y7, Y10, Y10
-	VPADDD       Y10, Y6, Y6
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y6, Y6
 	VPHADDD      Y4, Y3, Y3
 	VPHADDD      Y6, Y5, Y5
 	VPHADDD      Y5, Y3, Y3
 	VEXTRACTI128 $0x01, Y3, X4
 	VPADDD       X4, X3, X3
-	MOVWLZX      (CX), R10
-	VMOVD        R10, X4
-	VPINSRW      $0x01, (CX)(DX*1), X4, X4
-	VPINSRW      $0x02, (CX)(DX*2), X4, X4
-	VPINSRW      $0x03, (CX)(BX*1), X4, X4
+	MOVWLZX      (BX), R12
+	VMOVD        R12, X4
+	VPINSRW      $0x01, (BX)(SI*1), X4, X4
+	VPINSRW      $0x02, (BX)(SI*2), X4, X4
+	VPINSRW      $0x03, (BX)(DI*1), X4, X4
 	VCVTPH2PS    X4, X4
-	VBROADCASTSS (DI), X5
+	VBROADCASTSS (R9), X5
 	VMULPS       X5, X4, X4
 	VCVTDQ2PS    X3, X3
 	VMULPS       X3, X4, X3
 	VADDPS       X3, X2, X2
-	ADDQ         $0x6e, CX
-	ADDQ         $0x00000100, SI
-	ADDQ         $0x04, DI
-	ADDQ         $0x20, R8
-	DECQ         R9
+	ADDQ         $0x6e, BX
+	ADDQ         $0x00000100, R8
+	ADDQ         $0x04, R9
+	ADDQ         $0x20, R10
+	DECQ         R11
 	JMP          dotIQ3SRows4AVX2block
 
 dotIQ3SRows4AVX2done:
-	MOVQ    136(SP), CX
-	VMOVUPS X2, (CX)
+	MOVQ    136(SP), BX
+	VMOVUPS X2, (BX)
 	ADDQ    $0x10, 136(SP)
-	LEAQ    (BX)(DX*1), CX
-	ADDQ    CX, 144(SP)
+	LEAQ    (DI)(SI*1), BX
+	ADDQ    BX, 144(SP)
 	DECQ    128(SP)
 	JMP     dotIQ3SRows4AVX2group
 
@@ -12554,2151 +13388,103 @@ DATA iq3srows4consts<>+2032(SB)/4, $0x0f0b0905
 DATA iq3srows4consts<>+2036(SB)/4, $0x0f0d0105
 DATA iq3srows4consts<>+2040(SB)/4, $0x0f0d0703
 DATA iq3srows4consts<>+2044(SB)/4, $0x0f0f0101
-DATA iq3srows4consts<>+2048(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2052(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2056(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2060(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2064(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2068(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2072(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2076(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2080(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2084(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2088(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2092(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2096(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2100(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2104(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2108(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2112(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2116(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2120(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2124(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2128(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2132(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2136(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2140(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2144(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2148(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2152(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2156(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2160(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2164(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2168(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2172(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2176(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2180(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2184(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2188(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2192(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2196(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2200(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2204(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2208(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2212(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2216(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2220(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2224(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2228(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2232(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2236(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2240(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2244(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2248(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2252(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2256(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2260(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2264(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2268(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2272(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2276(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2280(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2284(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2288(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2292(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2296(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2300(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2304(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2308(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2312(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2316(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2320(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2324(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2328(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2332(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2336(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2340(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2344(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2348(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2352(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2356(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2360(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2364(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2368(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2372(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2376(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2380(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2384(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2388(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2392(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2396(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2400(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2404(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2408(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2412(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2416(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2420(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2424(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2428(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2432(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2436(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2440(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2444(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2448(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2452(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2456(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2460(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2464(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2468(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2472(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2476(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2480(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2484(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2488(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2492(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2496(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2500(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2504(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2508(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2512(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2516(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2520(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2524(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2528(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2532(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2536(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2540(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2544(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2548(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2552(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2556(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2560(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2564(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2568(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2572(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2576(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2580(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2584(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2588(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2592(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2596(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2600(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2604(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2608(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2612(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2616(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2620(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2624(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2628(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2632(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2636(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2640(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2644(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2648(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2652(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2656(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2660(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2664(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2668(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2672(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2676(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2680(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2684(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2688(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2692(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2696(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2700(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2704(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2708(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2712(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2716(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2720(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2724(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2728(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2732(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2736(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2740(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2744(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2748(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2752(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2756(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2760(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2764(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2768(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2772(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2776(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2780(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2784(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2788(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2792(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2796(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2800(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2804(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2808(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2812(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2816(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2820(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2824(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2828(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2832(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2836(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2840(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2844(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2848(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2852(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2856(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2860(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2864(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2868(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2872(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2876(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2880(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2884(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2888(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2892(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2896(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2900(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2904(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2908(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2912(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2916(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2920(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2924(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2928(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2932(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2936(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2940(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2944(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2948(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2952(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2956(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2960(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2964(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2968(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2972(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2976(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2980(SB)/4, $0x00000000
-DATA iq3srows4consts<>+2984(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2988(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2992(SB)/4, $0x00000100
-DATA iq3srows4consts<>+2996(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3000(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3004(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3008(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3012(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3016(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3020(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3024(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3028(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3032(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3036(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3040(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3044(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3048(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3052(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3056(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3060(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3064(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3068(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3072(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3076(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3080(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3084(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3088(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3092(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3096(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3100(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3104(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3108(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3112(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3116(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3120(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3124(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3128(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3132(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3136(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3140(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3144(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3148(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3152(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3156(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3160(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3164(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3168(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3172(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3176(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3180(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3184(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3188(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3192(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3196(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3200(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3204(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3208(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3212(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3216(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3220(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3224(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3228(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3232(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3236(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3240(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3244(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3248(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3252(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3256(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3260(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3264(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3268(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3272(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3276(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3280(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3284(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3288(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3292(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3296(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3300(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3304(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3308(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3312(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3316(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3320(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3324(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3328(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3332(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3336(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3340(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3344(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3348(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3352(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3356(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3360(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3364(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3368(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3372(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3376(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3380(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3384(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3388(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3392(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3396(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3400(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3404(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3408(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3412(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3416(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3420(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3424(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3428(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3432(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3436(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3440(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3444(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3448(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3452(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3456(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3460(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3464(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3468(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3472(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3476(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3480(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3484(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3488(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3492(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3496(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3500(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3504(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3508(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3512(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3516(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3520(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3524(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3528(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3532(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3536(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3540(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3544(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3548(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3552(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3556(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3560(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3564(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3568(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3572(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3576(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3580(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3584(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3588(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3592(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3596(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3600(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3604(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3608(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3612(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3616(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3620(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3624(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3628(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3632(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3636(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3640(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3644(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3648(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3652(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3656(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3660(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3664(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3668(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3672(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3676(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3680(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3684(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3688(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3692(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3696(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3700(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3704(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3708(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3712(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3716(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3720(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3724(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3728(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3732(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3736(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3740(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3744(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3748(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3752(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3756(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3760(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3764(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3768(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3772(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3776(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3780(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3784(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3788(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3792(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3796(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3800(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3804(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3808(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3812(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3816(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3820(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3824(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3828(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3832(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3836(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3840(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3844(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3848(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3852(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3856(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3860(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3864(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3868(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3872(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3876(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3880(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3884(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3888(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3892(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3896(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3900(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3904(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3908(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3912(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3916(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3920(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3924(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3928(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3932(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3936(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3940(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3944(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3948(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3952(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3956(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3960(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3964(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3968(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3972(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3976(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3980(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3984(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3988(SB)/4, $0x00000100
-DATA iq3srows4consts<>+3992(SB)/4, $0x00000000
-DATA iq3srows4consts<>+3996(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4000(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4004(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4008(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4012(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4016(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4020(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4024(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4028(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4032(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4036(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4040(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4044(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4048(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4052(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4056(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4060(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4064(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4068(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4072(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4076(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4080(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4084(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4088(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4092(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4096(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4100(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4104(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4108(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4112(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4116(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4120(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4124(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4128(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4132(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4136(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4140(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4144(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4148(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4152(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4156(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4160(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4164(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4168(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4172(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4176(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4180(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4184(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4188(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4192(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4196(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4200(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4204(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4208(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4212(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4216(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4220(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4224(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4228(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4232(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4236(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4240(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4244(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4248(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4252(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4256(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4260(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4264(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4268(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4272(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4276(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4280(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4284(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4288(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4292(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4296(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4300(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4304(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4308(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4312(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4316(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4320(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4324(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4328(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4332(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4336(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4340(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4344(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4348(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4352(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4356(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4360(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4364(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4368(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4372(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4376(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4380(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4384(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4388(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4392(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4396(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4400(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4404(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4408(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4412(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4416(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4420(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4424(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4428(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4432(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4436(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4440(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4444(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4448(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4452(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4456(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4460(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4464(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4468(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4472(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4476(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4480(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4484(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4488(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4492(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4496(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4500(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4504(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4508(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4512(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4516(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4520(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4524(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4528(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4532(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4536(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4540(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4544(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4548(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4552(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4556(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4560(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4564(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4568(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4572(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4576(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4580(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4584(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4588(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4592(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4596(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4600(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4604(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4608(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4612(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4616(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4620(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4624(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4628(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4632(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4636(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4640(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4644(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4648(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4652(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4656(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4660(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4664(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4668(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4672(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4676(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4680(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4684(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4688(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4692(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4696(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4700(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4704(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4708(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4712(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4716(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4720(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4724(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4728(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4732(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4736(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4740(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4744(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4748(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4752(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4756(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4760(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4764(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4768(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4772(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4776(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4780(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4784(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4788(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4792(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4796(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4800(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4804(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4808(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4812(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4816(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4820(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4824(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4828(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4832(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4836(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4840(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4844(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4848(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4852(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4856(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4860(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4864(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4868(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4872(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4876(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4880(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4884(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4888(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4892(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4896(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4900(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4904(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4908(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4912(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4916(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4920(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4924(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4928(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4932(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4936(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4940(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4944(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4948(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4952(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4956(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4960(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4964(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4968(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4972(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4976(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4980(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4984(SB)/4, $0x00000100
-DATA iq3srows4consts<>+4988(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4992(SB)/4, $0x00000000
-DATA iq3srows4consts<>+4996(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5000(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5004(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5008(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5012(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5016(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5020(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5024(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5028(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5032(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5036(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5040(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5044(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5048(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5052(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5056(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5060(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5064(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5068(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5072(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5076(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5080(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5084(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5088(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5092(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5096(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5100(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5104(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5108(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5112(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5116(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5120(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5124(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5128(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5132(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5136(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5140(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5144(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5148(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5152(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5156(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5160(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5164(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5168(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5172(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5176(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5180(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5184(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5188(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5192(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5196(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5200(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5204(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5208(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5212(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5216(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5220(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5224(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5228(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5232(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5236(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5240(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5244(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5248(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5252(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5256(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5260(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5264(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5268(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5272(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5276(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5280(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5284(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5288(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5292(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5296(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5300(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5304(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5308(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5312(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5316(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5320(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5324(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5328(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5332(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5336(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5340(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5344(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5348(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5352(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5356(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5360(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5364(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5368(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5372(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5376(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5380(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5384(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5388(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5392(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5396(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5400(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5404(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5408(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5412(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5416(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5420(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5424(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5428(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5432(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5436(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5440(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5444(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5448(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5452(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5456(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5460(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5464(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5468(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5472(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5476(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5480(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5484(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5488(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5492(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5496(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5500(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5504(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5508(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5512(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5516(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5520(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5524(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5528(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5532(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5536(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5540(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5544(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5548(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5552(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5556(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5560(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5564(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5568(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5572(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5576(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5580(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5584(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5588(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5592(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5596(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5600(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5604(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5608(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5612(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5616(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5620(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5624(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5628(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5632(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5636(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5640(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5644(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5648(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5652(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5656(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5660(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5664(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5668(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5672(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5676(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5680(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5684(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5688(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5692(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5696(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5700(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5704(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5708(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5712(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5716(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5720(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5724(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5728(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5732(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5736(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5740(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5744(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5748(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5752(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5756(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5760(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5764(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5768(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5772(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5776(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5780(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5784(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5788(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5792(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5796(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5800(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5804(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5808(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5812(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5816(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5820(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5824(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5828(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5832(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5836(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5840(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5844(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5848(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5852(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5856(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5860(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5864(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5868(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5872(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5876(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5880(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5884(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5888(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5892(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5896(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5900(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5904(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5908(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5912(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5916(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5920(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5924(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5928(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5932(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5936(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5940(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5944(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5948(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5952(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5956(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5960(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5964(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5968(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5972(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5976(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5980(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5984(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5988(SB)/4, $0x00000100
-DATA iq3srows4consts<>+5992(SB)/4, $0x00000000
-DATA iq3srows4consts<>+5996(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6000(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6004(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6008(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6012(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6016(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6020(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6024(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6028(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6032(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6036(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6040(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6044(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6048(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6052(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6056(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6060(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6064(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6068(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6072(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6076(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6080(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6084(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6088(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6092(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6096(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6100(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6104(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6108(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6112(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6116(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6120(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6124(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6128(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6132(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6136(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6140(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6144(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6148(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6152(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6156(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6160(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6164(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6168(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6172(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6176(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6180(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6184(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6188(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6192(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6196(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6200(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6204(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6208(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6212(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6216(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6220(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6224(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6228(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6232(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6236(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6240(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6244(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6248(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6252(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6256(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6260(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6264(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6268(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6272(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6276(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6280(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6284(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6288(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6292(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6296(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6300(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6304(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6308(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6312(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6316(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6320(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6324(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6328(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6332(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6336(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6340(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6344(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6348(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6352(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6356(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6360(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6364(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6368(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6372(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6376(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6380(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6384(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6388(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6392(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6396(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6400(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6404(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6408(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6412(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6416(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6420(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6424(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6428(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6432(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6436(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6440(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6444(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6448(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6452(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6456(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6460(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6464(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6468(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6472(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6476(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6480(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6484(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6488(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6492(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6496(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6500(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6504(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6508(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6512(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6516(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6520(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6524(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6528(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6532(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6536(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6540(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6544(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6548(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6552(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6556(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6560(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6564(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6568(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6572(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6576(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6580(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6584(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6588(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6592(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6596(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6600(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6604(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6608(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6612(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6616(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6620(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6624(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6628(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6632(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6636(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6640(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6644(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6648(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6652(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6656(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6660(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6664(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6668(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6672(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6676(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6680(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6684(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6688(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6692(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6696(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6700(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6704(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6708(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6712(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6716(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6720(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6724(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6728(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6732(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6736(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6740(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6744(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6748(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6752(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6756(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6760(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6764(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6768(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6772(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6776(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6780(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6784(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6788(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6792(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6796(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6800(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6804(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6808(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6812(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6816(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6820(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6824(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6828(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6832(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6836(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6840(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6844(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6848(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6852(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6856(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6860(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6864(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6868(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6872(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6876(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6880(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6884(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6888(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6892(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6896(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6900(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6904(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6908(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6912(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6916(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6920(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6924(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6928(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6932(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6936(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6940(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6944(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6948(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6952(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6956(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6960(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6964(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6968(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6972(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6976(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6980(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6984(SB)/4, $0x00000000
-DATA iq3srows4consts<>+6988(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6992(SB)/4, $0x00000100
-DATA iq3srows4consts<>+6996(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7000(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7004(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7008(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7012(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7016(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7020(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7024(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7028(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7032(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7036(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7040(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7044(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7048(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7052(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7056(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7060(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7064(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7068(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7072(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7076(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7080(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7084(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7088(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7092(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7096(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7100(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7104(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7108(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7112(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7116(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7120(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7124(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7128(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7132(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7136(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7140(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7144(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7148(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7152(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7156(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7160(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7164(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7168(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7172(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7176(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7180(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7184(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7188(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7192(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7196(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7200(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7204(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7208(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7212(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7216(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7220(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7224(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7228(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7232(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7236(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7240(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7244(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7248(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7252(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7256(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7260(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7264(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7268(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7272(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7276(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7280(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7284(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7288(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7292(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7296(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7300(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7304(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7308(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7312(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7316(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7320(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7324(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7328(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7332(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7336(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7340(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7344(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7348(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7352(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7356(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7360(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7364(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7368(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7372(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7376(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7380(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7384(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7388(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7392(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7396(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7400(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7404(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7408(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7412(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7416(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7420(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7424(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7428(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7432(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7436(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7440(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7444(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7448(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7452(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7456(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7460(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7464(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7468(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7472(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7476(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7480(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7484(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7488(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7492(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7496(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7500(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7504(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7508(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7512(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7516(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7520(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7524(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7528(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7532(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7536(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7540(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7544(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7548(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7552(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7556(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7560(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7564(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7568(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7572(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7576(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7580(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7584(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7588(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7592(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7596(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7600(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7604(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7608(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7612(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7616(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7620(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7624(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7628(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7632(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7636(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7640(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7644(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7648(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7652(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7656(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7660(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7664(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7668(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7672(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7676(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7680(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7684(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7688(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7692(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7696(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7700(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7704(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7708(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7712(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7716(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7720(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7724(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7728(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7732(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7736(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7740(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7744(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7748(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7752(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7756(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7760(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7764(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7768(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7772(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7776(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7780(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7784(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7788(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7792(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7796(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7800(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7804(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7808(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7812(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7816(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7820(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7824(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7828(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7832(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7836(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7840(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7844(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7848(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7852(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7856(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7860(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7864(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7868(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7872(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7876(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7880(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7884(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7888(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7892(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7896(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7900(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7904(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7908(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7912(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7916(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7920(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7924(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7928(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7932(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7936(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7940(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7944(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7948(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7952(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7956(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7960(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7964(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7968(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7972(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7976(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7980(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7984(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7988(SB)/4, $0x00000100
-DATA iq3srows4consts<>+7992(SB)/4, $0x00000000
-DATA iq3srows4consts<>+7996(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8000(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8004(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8008(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8012(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8016(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8020(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8024(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8028(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8032(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8036(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8040(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8044(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8048(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8052(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8056(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8060(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8064(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8068(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8072(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8076(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8080(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8084(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8088(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8092(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8096(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8100(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8104(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8108(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8112(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8116(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8120(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8124(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8128(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8132(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8136(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8140(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8144(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8148(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8152(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8156(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8160(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8164(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8168(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8172(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8176(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8180(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8184(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8188(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8192(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8196(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8200(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8204(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8208(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8212(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8216(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8220(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8224(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8228(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8232(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8236(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8240(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8244(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8248(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8252(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8256(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8260(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8264(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8268(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8272(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8276(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8280(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8284(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8288(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8292(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8296(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8300(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8304(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8308(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8312(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8316(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8320(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8324(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8328(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8332(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8336(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8340(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8344(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8348(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8352(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8356(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8360(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8364(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8368(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8372(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8376(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8380(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8384(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8388(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8392(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8396(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8400(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8404(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8408(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8412(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8416(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8420(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8424(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8428(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8432(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8436(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8440(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8444(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8448(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8452(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8456(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8460(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8464(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8468(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8472(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8476(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8480(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8484(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8488(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8492(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8496(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8500(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8504(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8508(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8512(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8516(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8520(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8524(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8528(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8532(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8536(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8540(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8544(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8548(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8552(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8556(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8560(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8564(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8568(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8572(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8576(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8580(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8584(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8588(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8592(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8596(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8600(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8604(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8608(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8612(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8616(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8620(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8624(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8628(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8632(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8636(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8640(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8644(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8648(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8652(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8656(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8660(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8664(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8668(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8672(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8676(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8680(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8684(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8688(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8692(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8696(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8700(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8704(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8708(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8712(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8716(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8720(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8724(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8728(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8732(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8736(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8740(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8744(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8748(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8752(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8756(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8760(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8764(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8768(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8772(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8776(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8780(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8784(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8788(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8792(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8796(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8800(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8804(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8808(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8812(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8816(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8820(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8824(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8828(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8832(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8836(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8840(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8844(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8848(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8852(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8856(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8860(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8864(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8868(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8872(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8876(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8880(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8884(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8888(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8892(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8896(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8900(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8904(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8908(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8912(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8916(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8920(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8924(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8928(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8932(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8936(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8940(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8944(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8948(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8952(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8956(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8960(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8964(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8968(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8972(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8976(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8980(SB)/4, $0x00000000
-DATA iq3srows4consts<>+8984(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8988(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8992(SB)/4, $0x00000100
-DATA iq3srows4consts<>+8996(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9000(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9004(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9008(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9012(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9016(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9020(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9024(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9028(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9032(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9036(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9040(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9044(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9048(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9052(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9056(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9060(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9064(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9068(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9072(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9076(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9080(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9084(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9088(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9092(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9096(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9100(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9104(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9108(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9112(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9116(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9120(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9124(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9128(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9132(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9136(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9140(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9144(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9148(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9152(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9156(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9160(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9164(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9168(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9172(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9176(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9180(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9184(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9188(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9192(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9196(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9200(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9204(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9208(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9212(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9216(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9220(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9224(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9228(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9232(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9236(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9240(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9244(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9248(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9252(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9256(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9260(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9264(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9268(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9272(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9276(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9280(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9284(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9288(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9292(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9296(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9300(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9304(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9308(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9312(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9316(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9320(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9324(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9328(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9332(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9336(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9340(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9344(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9348(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9352(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9356(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9360(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9364(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9368(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9372(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9376(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9380(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9384(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9388(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9392(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9396(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9400(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9404(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9408(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9412(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9416(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9420(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9424(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9428(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9432(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9436(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9440(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9444(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9448(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9452(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9456(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9460(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9464(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9468(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9472(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9476(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9480(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9484(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9488(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9492(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9496(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9500(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9504(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9508(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9512(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9516(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9520(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9524(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9528(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9532(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9536(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9540(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9544(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9548(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9552(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9556(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9560(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9564(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9568(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9572(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9576(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9580(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9584(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9588(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9592(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9596(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9600(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9604(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9608(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9612(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9616(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9620(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9624(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9628(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9632(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9636(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9640(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9644(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9648(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9652(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9656(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9660(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9664(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9668(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9672(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9676(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9680(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9684(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9688(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9692(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9696(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9700(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9704(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9708(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9712(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9716(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9720(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9724(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9728(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9732(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9736(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9740(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9744(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9748(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9752(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9756(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9760(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9764(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9768(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9772(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9776(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9780(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9784(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9788(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9792(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9796(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9800(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9804(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9808(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9812(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9816(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9820(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9824(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9828(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9832(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9836(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9840(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9844(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9848(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9852(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9856(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9860(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9864(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9868(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9872(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9876(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9880(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9884(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9888(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9892(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9896(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9900(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9904(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9908(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9912(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9916(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9920(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9924(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9928(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9932(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9936(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9940(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9944(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9948(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9952(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9956(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9960(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9964(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9968(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9972(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9976(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9980(SB)/4, $0x00000100
-DATA iq3srows4consts<>+9984(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9988(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9992(SB)/4, $0x00000000
-DATA iq3srows4consts<>+9996(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10000(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10004(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10008(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10012(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10016(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10020(SB)/4, $0x00000000
-DATA iq3srows4consts<>+10024(SB)/4, $0x00000000
-DATA iq3srows4consts<>+10028(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10032(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10036(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10040(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10044(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10048(SB)/4, $0x00000000
-DATA iq3srows4consts<>+10052(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10056(SB)/4, $0x00000000
-DATA iq3srows4consts<>+10060(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10064(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10068(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10072(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10076(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10080(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10084(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10088(SB)/4, $0x00000000
-DATA iq3srows4consts<>+10092(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10096(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10100(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10104(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10108(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10112(SB)/4, $0x00000000
-DATA iq3srows4consts<>+10116(SB)/4, $0x00000000
-DATA iq3srows4consts<>+10120(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10124(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10128(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10132(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10136(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10140(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10144(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10148(SB)/4, $0x00000000
-DATA iq3srows4consts<>+10152(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10156(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10160(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10164(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10168(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10172(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10176(SB)/4, $0x00000000
-DATA iq3srows4consts<>+10180(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10184(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10188(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10192(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10196(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10200(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10204(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10208(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10212(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10216(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10220(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10224(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10228(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10232(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10236(SB)/4, $0x00000100
-DATA iq3srows4consts<>+10240(SB)/1, $0x00
-DATA iq3srows4consts<>+10241(SB)/1, $0x00
-DATA iq3srows4consts<>+10242(SB)/1, $0x00
-DATA iq3srows4consts<>+10243(SB)/1, $0x00
-DATA iq3srows4consts<>+10244(SB)/1, $0x00
-DATA iq3srows4consts<>+10245(SB)/1, $0x00
-DATA iq3srows4consts<>+10246(SB)/1, $0x00
-DATA iq3srows4consts<>+10247(SB)/1, $0x00
-DATA iq3srows4consts<>+10248(SB)/1, $0x01
-DATA iq3srows4consts<>+10249(SB)/1, $0x01
-DATA iq3srows4consts<>+10250(SB)/1, $0x01
-DATA iq3srows4consts<>+10251(SB)/1, $0x01
-DATA iq3srows4consts<>+10252(SB)/1, $0x01
-DATA iq3srows4consts<>+10253(SB)/1, $0x01
-DATA iq3srows4consts<>+10254(SB)/1, $0x01
-DATA iq3srows4consts<>+10255(SB)/1, $0x01
-DATA iq3srows4consts<>+10256(SB)/1, $0x02
-DATA iq3srows4consts<>+10257(SB)/1, $0x02
-DATA iq3srows4consts<>+10258(SB)/1, $0x02
-DATA iq3srows4consts<>+10259(SB)/1, $0x02
-DATA iq3srows4consts<>+10260(SB)/1, $0x02
-DATA iq3srows4consts<>+10261(SB)/1, $0x02
-DATA iq3srows4consts<>+10262(SB)/1, $0x02
-DATA iq3srows4consts<>+10263(SB)/1, $0x02
-DATA iq3srows4consts<>+10264(SB)/1, $0x03
-DATA iq3srows4consts<>+10265(SB)/1, $0x03
-DATA iq3srows4consts<>+10266(SB)/1, $0x03
-DATA iq3srows4consts<>+10267(SB)/1, $0x03
-DATA iq3srows4consts<>+10268(SB)/1, $0x03
-DATA iq3srows4consts<>+10269(SB)/1, $0x03
-DATA iq3srows4consts<>+10270(SB)/1, $0x03
-DATA iq3srows4consts<>+10271(SB)/1, $0x03
-DATA iq3srows4consts<>+10272(SB)/1, $0x01
-DATA iq3srows4consts<>+10273(SB)/1, $0x02
-DATA iq3srows4consts<>+10274(SB)/1, $0x04
-DATA iq3srows4consts<>+10275(SB)/1, $0x08
-DATA iq3srows4consts<>+10276(SB)/1, $0x10
-DATA iq3srows4consts<>+10277(SB)/1, $0x20
-DATA iq3srows4consts<>+10278(SB)/1, $0x40
-DATA iq3srows4consts<>+10279(SB)/1, $0x80
-DATA iq3srows4consts<>+10280(SB)/1, $0x01
-DATA iq3srows4consts<>+10281(SB)/1, $0x02
-DATA iq3srows4consts<>+10282(SB)/1, $0x04
-DATA iq3srows4consts<>+10283(SB)/1, $0x08
-DATA iq3srows4consts<>+10284(SB)/1, $0x10
-DATA iq3srows4consts<>+10285(SB)/1, $0x20
-DATA iq3srows4consts<>+10286(SB)/1, $0x40
-DATA iq3srows4consts<>+10287(SB)/1, $0x80
-DATA iq3srows4consts<>+10288(SB)/1, $0x01
-DATA iq3srows4consts<>+10289(SB)/1, $0x02
-DATA iq3srows4consts<>+10290(SB)/1, $0x04
-DATA iq3srows4consts<>+10291(SB)/1, $0x08
-DATA iq3srows4consts<>+10292(SB)/1, $0x10
-DATA iq3srows4consts<>+10293(SB)/1, $0x20
-DATA iq3srows4consts<>+10294(SB)/1, $0x40
-DATA iq3srows4consts<>+10295(SB)/1, $0x80
-DATA iq3srows4consts<>+10296(SB)/1, $0x01
-DATA iq3srows4consts<>+10297(SB)/1, $0x02
-DATA iq3srows4consts<>+10298(SB)/1, $0x04
-DATA iq3srows4consts<>+10299(SB)/1, $0x08
-DATA iq3srows4consts<>+10300(SB)/1, $0x10
-DATA iq3srows4consts<>+10301(SB)/1, $0x20
-DATA iq3srows4consts<>+10302(SB)/1, $0x40
-DATA iq3srows4consts<>+10303(SB)/1, $0x80
-DATA iq3srows4consts<>+10304(SB)/1, $0x7f
-DATA iq3srows4consts<>+10305(SB)/1, $0x7f
-DATA iq3srows4consts<>+10306(SB)/1, $0x7f
-DATA iq3srows4consts<>+10307(SB)/1, $0x7f
-DATA iq3srows4consts<>+10308(SB)/1, $0x7f
-DATA iq3srows4consts<>+10309(SB)/1, $0x7f
-DATA iq3srows4consts<>+10310(SB)/1, $0x7f
-DATA iq3srows4consts<>+10311(SB)/1, $0x7f
-DATA iq3srows4consts<>+10312(SB)/1, $0x7f
-DATA iq3srows4consts<>+10313(SB)/1, $0x7f
-DATA iq3srows4consts<>+10314(SB)/1, $0x7f
-DATA iq3srows4consts<>+10315(SB)/1, $0x7f
-DATA iq3srows4consts<>+10316(SB)/1, $0x7f
-DATA iq3srows4consts<>+10317(SB)/1, $0x7f
-DATA iq3srows4consts<>+10318(SB)/1, $0x7f
-DATA iq3srows4consts<>+10319(SB)/1, $0x7f
-DATA iq3srows4consts<>+10320(SB)/1, $0x7f
-DATA iq3srows4consts<>+10321(SB)/1, $0x7f
-DATA iq3srows4consts<>+10322(SB)/1, $0x7f
-DATA iq3srows4consts<>+10323(SB)/1, $0x7f
-DATA iq3srows4consts<>+10324(SB)/1, $0x7f
-DATA iq3srows4consts<>+10325(SB)/1, $0x7f
-DATA iq3srows4consts<>+10326(SB)/1, $0x7f
-DATA iq3srows4consts<>+10327(SB)/1, $0x7f
-DATA iq3srows4consts<>+10328(SB)/1, $0x7f
-DATA iq3srows4consts<>+10329(SB)/1, $0x7f
-DATA iq3srows4consts<>+10330(SB)/1, $0x7f
-DATA iq3srows4consts<>+10331(SB)/1, $0x7f
-DATA iq3srows4consts<>+10332(SB)/1, $0x7f
-DATA iq3srows4consts<>+10333(SB)/1, $0x7f
-DATA iq3srows4consts<>+10334(SB)/1, $0x7f
-DATA iq3srows4consts<>+10335(SB)/1, $0x7f
-GLOBL iq3srows4consts<>(SB), RODATA|NOPTR, $10336
+DATA iq3srows4consts<>+2048(SB)/1, $0x00
+DATA iq3srows4consts<>+2049(SB)/1, $0x00
+DATA iq3srows4consts<>+2050(SB)/1, $0x00
+DATA iq3srows4consts<>+2051(SB)/1, $0x00
+DATA iq3srows4consts<>+2052(SB)/1, $0x00
+DATA iq3srows4consts<>+2053(SB)/1, $0x00
+DATA iq3srows4consts<>+2054(SB)/1, $0x00
+DATA iq3srows4consts<>+2055(SB)/1, $0x00
+DATA iq3srows4consts<>+2056(SB)/1, $0x01
+DATA iq3srows4consts<>+2057(SB)/1, $0x01
+DATA iq3srows4consts<>+2058(SB)/1, $0x01
+DATA iq3srows4consts<>+2059(SB)/1, $0x01
+DATA iq3srows4consts<>+2060(SB)/1, $0x01
+DATA iq3srows4consts<>+2061(SB)/1, $0x01
+DATA iq3srows4consts<>+2062(SB)/1, $0x01
+DATA iq3srows4consts<>+2063(SB)/1, $0x01
+DATA iq3srows4consts<>+2064(SB)/1, $0x02
+DATA iq3srows4consts<>+2065(SB)/1, $0x02
+DATA iq3srows4consts<>+2066(SB)/1, $0x02
+DATA iq3srows4consts<>+2067(SB)/1, $0x02
+DATA iq3srows4consts<>+2068(SB)/1, $0x02
+DATA iq3srows4consts<>+2069(SB)/1, $0x02
+DATA iq3srows4consts<>+2070(SB)/1, $0x02
+DATA iq3srows4consts<>+2071(SB)/1, $0x02
+DATA iq3srows4consts<>+2072(SB)/1, $0x03
+DATA iq3srows4consts<>+2073(SB)/1, $0x03
+DATA iq3srows4consts<>+2074(SB)/1, $0x03
+DATA iq3srows4consts<>+2075(SB)/1, $0x03
+DATA iq3srows4consts<>+2076(SB)/1, $0x03
+DATA iq3srows4consts<>+2077(SB)/1, $0x03
+DATA iq3srows4consts<>+2078(SB)/1, $0x03
+DATA iq3srows4consts<>+2079(SB)/1, $0x03
+DATA iq3srows4consts<>+2080(SB)/1, $0x01
+DATA iq3srows4consts<>+2081(SB)/1, $0x02
+DATA iq3srows4consts<>+2082(SB)/1, $0x04
+DATA iq3srows4consts<>+2083(SB)/1, $0x08
+DATA iq3srows4consts<>+2084(SB)/1, $0x10
+DATA iq3srows4consts<>+2085(SB)/1, $0x20
+DATA iq3srows4consts<>+2086(SB)/1, $0x40
+DATA iq3srows4consts<>+2087(SB)/1, $0x80
+DATA iq3srows4consts<>+2088(SB)/1, $0x01
+DATA iq3srows4consts<>+2089(SB)/1, $0x02
+DATA iq3srows4consts<>+2090(SB)/1, $0x04
+DATA iq3srows4consts<>+2091(SB)/1, $0x08
+DATA iq3srows4consts<>+2092(SB)/1, $0x10
+DATA iq3srows4consts<>+2093(SB)/1, $0x20
+DATA iq3srows4consts<>+2094(SB)/1, $0x40
+DATA iq3srows4consts<>+2095(SB)/1, $0x80
+DATA iq3srows4consts<>+2096(SB)/1, $0x01
+DATA iq3srows4consts<>+2097(SB)/1, $0x02
+DATA iq3srows4consts<>+2098(SB)/1, $0x04
+DATA iq3srows4consts<>+2099(SB)/1, $0x08
+DATA iq3srows4consts<>+2100(SB)/1, $0x10
+DATA iq3srows4consts<>+2101(SB)/1, $0x20
+DATA iq3srows4consts<>+2102(SB)/1, $0x40
+DATA iq3srows4consts<>+2103(SB)/1, $0x80
+DATA iq3srows4consts<>+2104(SB)/1, $0x01
+DATA iq3srows4consts<>+2105(SB)/1, $0x02
+DATA iq3srows4consts<>+2106(SB)/1, $0x04
+DATA iq3srows4consts<>+2107(SB)/1, $0x08
+DATA iq3srows4consts<>+2108(SB)/1, $0x10
+DATA iq3srows4consts<>+2109(SB)/1, $0x20
+DATA iq3srows4consts<>+2110(SB)/1, $0x40
+DATA iq3srows4consts<>+2111(SB)/1, $0x80
+DATA iq3srows4consts<>+2112(SB)/1, $0x7f
+DATA iq3srows4consts<>+2113(SB)/1, $0x7f
+DATA iq3srows4consts<>+2114(SB)/1, $0x7f
+DATA iq3srows4consts<>+2115(SB)/1, $0x7f
+DATA iq3srows4consts<>+2116(SB)/1, $0x7f
+DATA iq3srows4consts<>+2117(SB)/1, $0x7f
+DATA iq3srows4consts<>+2118(SB)/1, $0x7f
+DATA iq3srows4consts<>+2119(SB)/1, $0x7f
+DATA iq3srows4consts<>+2120(SB)/1, $0x7f
+DATA iq3srows4consts<>+2121(SB)/1, $0x7f
+DATA iq3srows4consts<>+2122(SB)/1, $0x7f
+DATA iq3srows4consts<>+2123(SB)/1, $0x7f
+DATA iq3srows4consts<>+2124(SB)/1, $0x7f
+DATA iq3srows4consts<>+2125(SB)/1, $0x7f
+DATA iq3srows4consts<>+2126(SB)/1, $0x7f
+DATA iq3srows4consts<>+2127(SB)/1, $0x7f
+DATA iq3srows4consts<>+2128(SB)/1, $0x7f
+DATA iq3srows4consts<>+2129(SB)/1, $0x7f
+DATA iq3srows4consts<>+2130(SB)/1, $0x7f
+DATA iq3srows4consts<>+2131(SB)/1, $0x7f
+DATA iq3srows4consts<>+2132(SB)/1, $0x7f
+DATA iq3srows4consts<>+2133(SB)/1, $0x7f
+DATA iq3srows4consts<>+2134(SB)/1, $0x7f
+DATA iq3srows4consts<>+2135(SB)/1, $0x7f
+DATA iq3srows4consts<>+2136(SB)/1, $0x7f
+DATA iq3srows4consts<>+2137(SB)/1, $0x7f
+DATA iq3srows4consts<>+2138(SB)/1, $0x7f
+DATA iq3srows4consts<>+2139(SB)/1, $0x7f
+DATA iq3srows4consts<>+2140(SB)/1, $0x7f
+DATA iq3srows4consts<>+2141(SB)/1, $0x7f
+DATA iq3srows4consts<>+2142(SB)/1, $0x7f
+DATA iq3srows4consts<>+2143(SB)/1, $0x7f
+GLOBL iq3srows4consts<>(SB), RODATA|NOPTR, $2144
 
 // func dotQ4_1AVX2(w *byte, x *int8, xd *float32, nb int) float32
 // Requires: AVX, AVX2, F16C, MMX+, SSE
