@@ -100,14 +100,22 @@ func kernelKRows4A(four func(w *byte, x *int8, xd *float32, xs *int16, nb, group
 	}
 }
 
-// iq3sRowsA is the IQ3_S rows function: the four-row kernel, which makes
-// its grid indices with PDEP, where the CPU has BMI2 (every AVX2 CPU made
-// so far, but a separate CPUID bit), else the one-row kernel's rows.
+// iq3sRowsA is the IQ3_S rows function: the four-row kernel, in its PDEP
+// form where the CPU has BMI2 and a fast PDEP (fastPDEP), else in its
+// AVX2 form.
 func iq3sRowsA() func(w []byte, x []int8, xd []float32, xs []int16, out []float32) {
-	if cpu.X86.HasBMI2 {
-		return kernelKRows4A(dotIQ3SRows4AVX2, dotIQ3SRowsAVX2)
+	if cpu.X86.HasBMI2 && fastPDEP() {
+		return kernelKRows4A(dotIQ3SRows4BMI2, dotIQ3SRowsAVX2)
 	}
-	return kernelKRows(dotIQ3SRowsAVX2)
+	return kernelKRows4A(dotIQ3SRows4AVX2, dotIQ3SRowsAVX2)
+}
+
+// fastPDEP reports whether PDEP is a single fast instruction here: not on
+// AMD's families 0x17 (Zen, Zen 2) and 0x18 (Hygon), which microcode it
+// (tens to hundreds of cycles, by the mask's bits).
+func fastPDEP() bool {
+	f := cpuFamilyAMD64()
+	return f != 0x17 && f != 0x18
 }
 
 // q8_0RowsA and q8_0A run the Q8_0 rows kernel (the slices already

@@ -130,7 +130,9 @@ func dotIQ4XSRows4() {
 // iq3sRows4Table holds dotIQ3SRows4's constants: at 0 llama.cpp's
 // iq3s_grid (512 dwords), at 2048 the VPSHUFB control spreading byte i/8
 // of a broadcast dword over byte i, at 2080 the bit 1<<(i%8) of byte i,
-// at 2112 the byte 127 32 times.
+// at 2112 the byte 127 32 times, at 2144 for each qh byte h (256 entries
+// of 16 bytes) the words ((h>>k)&1)<<8, the ninth bits of a sub-block's
+// eight grid indices.
 var iq3sRows4Table Mem
 
 func iq3sRows4Consts() Mem {
@@ -148,29 +150,45 @@ func iq3sRows4Consts() Mem {
 		for i := range 32 {
 			DATA(2112+i, U8(127))
 		}
+		for h := range 256 {
+			for k := range 8 {
+				DATA(2144+16*h+2*k, U16(uint16(h>>k&1)<<8))
+			}
+		}
 	}
 	return iq3sRows4Table
 }
 
-// dotIQ3SRows4 writes the four-row IQ3_S kernel (dotIQ3SAVX2's bits). A
-// sub-block's eight grid indices are made in general registers, four
-// words qs_k | (bit k of qh)<<8 to a register by two PDEPs and an OR
-// (BMI2), and its grid entries loaded one by one (VMOVD, VPINSRD,
-// VINSERTI128): on Zen 3 thread CPU per row 0.72x that of VPGATHERDD as
-// dotIQ3S does (with one to four of the rows gathering, 1.1x to 1.4x that
-// of none; the gathers hold the vector pipes). The signs are made as bytes
-// (b & bit) + 127, negative where the bit is set and never zero, which
-// VPSIGNB applies to the activations where dotIQ3S compares, XORs and
-// subtracts (the same values).
-func dotIQ3SRows4() {
-	const name = "dotIQ3SRows4AVX2"
+// dotIQ3SRows4 writes the four-row IQ3_S kernel (dotIQ3SAVX2's bits),
+// dotIQ3SRows4AVX2 or, with pdep, dotIQ3SRows4BMI2. A sub-block's eight
+// grid indices qs_k | (bit k of qh)<<8 are made as words in two general
+// registers, and its grid entries loaded one by one (VMOVD, VPINSRD,
+// VINSERTI128) where dotIQ3S gathers (VPGATHERDD, which held Zen 3's
+// vector pipes: thread CPU per 2048-wide row in L2 291 ns gathering, 218
+// with PDEP, 243 with the vector form; with one to three of the four rows
+// gathering 233 to 254). The words: AVX2 widens the qs bytes in a vector
+// (VPMOVZXBW), ORs the ninth bits from a table by the qh byte and moves
+// the vector out (VMOVQ, VPEXTRQ); BMI2 deposits the qs bytes and the qh
+// bits (two PDEPs and an OR per four words), for CPUs whose PDEP is fast
+// (not AMD's before Zen 3, where it is microcoded). The signs are made as
+// bytes (b & bit) + 127, negative where the bit is set and never zero,
+// which VPSIGNB applies to the activations where dotIQ3S compares, XORs
+// and subtracts (the same values).
+func dotIQ3SRows4(pdep bool) {
+	name := "dotIQ3SRows4AVX2"
+	if pdep {
+		name = "dotIQ3SRows4BMI2"
+	}
 	k4Text(name, "dotIQ3SAVX2")
 	tbl := AllocLocal(4 * 32)
 	tab := GP64()
 	LEAQ(iq3sRows4Consts(), tab)
-	mBytes, mBit8 := GP64(), GP64()
-	MOVQ(U64(0x00ff00ff00ff00ff), mBytes)
-	MOVQ(U64(0x0100010001000100), mBit8)
+	var mBytes, mBit8 GPVirtual
+	if pdep {
+		mBytes, mBit8 = GP64(), GP64()
+		MOVQ(U64(0x00ff00ff00ff00ff), mBytes)
+		MOVQ(U64(0x0100010001000100), mBit8)
+	}
 	shuf, bits := YMM(), YMM()
 	VMOVDQU(Mem{Base: tab, Disp: 2048}, shuf)
 	VMOVDQU(Mem{Base: tab, Disp: 2080}, bits)
@@ -191,17 +209,27 @@ func dotIQ3SRows4() {
 			VMOVDQU(Mem{Base: x, Disp: 32 * ib}, xv)
 			for r := range 4 {
 				g := YMM()
-				q, h, w0, w1, t := GP64(), GP64(), GP64(), GP64(), GP64()
-				MOVQ(a.row(r, 2+8*ib), q)
+				w0, w1, h := GP64(), GP64(), GP64()
 				MOVBQZX(a.row(r, 66+ib), h)
-				PDEPQ(mBytes, q, w0)
-				PDEPQ(mBit8, h, t)
-				ORQ(t, w0)
-				SHRQ(Imm(32), q)
-				SHRQ(Imm(4), h)
-				PDEPQ(mBytes, q, w1)
-				PDEPQ(mBit8, h, t)
-				ORQ(t, w1)
+				if pdep {
+					q, t := GP64(), GP64()
+					MOVQ(a.row(r, 2+8*ib), q)
+					PDEPQ(mBytes, q, w0)
+					PDEPQ(mBit8, h, t)
+					ORQ(t, w0)
+					SHRQ(Imm(32), q)
+					SHRQ(Imm(4), h)
+					PDEPQ(mBytes, q, w1)
+					PDEPQ(mBit8, h, t)
+					ORQ(t, w1)
+				} else {
+					iw := XMM()
+					VPMOVZXBW(a.row(r, 2+8*ib), iw)
+					SHLQ(Imm(4), h)
+					VPOR(Mem{Base: tab, Index: h, Scale: 1, Disp: 2144}, iw, iw)
+					VMOVQ(iw, w0)
+					VPEXTRQ(Imm(1), iw, w1)
+				}
 				var half [2]VecVirtual
 				for hh, wv := range []GPVirtual{w0, w1} {
 					v := XMM()
@@ -238,4 +266,27 @@ func dotIQ3SRows4() {
 	}, func(s VecVirtual, out Register) {
 		VMOVUPS(s.AsX(), Mem{Base: out})
 	})
+}
+
+// cpuFamily writes cpuFamilyAMD64, the CPU's display family (CPUID leaf
+// 1: the base family, plus the extended family where the base is 0xf).
+func cpuFamily() {
+	TEXT("cpuFamilyAMD64", NOSPLIT, "func() uint32")
+	Doc("cpuFamilyAMD64 returns the CPU's display family from CPUID leaf 1.")
+	MOVL(U32(1), EAX)
+	XORL(ECX, ECX)
+	CPUID()
+	f, e := GP32(), GP32()
+	MOVL(EAX, f)
+	SHRL(Imm(8), f)
+	ANDL(U32(0xf), f)
+	MOVL(EAX, e)
+	SHRL(Imm(20), e)
+	ANDL(U32(0xff), e)
+	CMPL(f, U32(0xf))
+	JNE(LabelRef("cpufamilydone"))
+	ADDL(e, f)
+	Label("cpufamilydone")
+	Store(f, ReturnIndex(0))
+	RET()
 }
