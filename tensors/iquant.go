@@ -104,12 +104,11 @@ func UE4M3Half(x byte) float32 {
 	return raw * 0.5
 }
 
-// signed returns v or -v as bit j of the sign byte s says.
+// signed returns v or -v as bit j of the sign byte s says: the sign bit
+// flipped without a branch (random signs mispredict half the time; -v is
+// that flip, as llama.cpp's multiplication by -1.f is).
 func signed(v float32, s byte, j int) float32 {
-	if s>>j&1 != 0 {
-		return -v
-	}
-	return v
+	return math.Float32frombits(math.Float32bits(v) ^ uint32(s>>j&1)<<31)
 }
 
 func decodeIQ4NL(b []byte, y []float32) {

@@ -60,7 +60,8 @@ func TestPrefillGEMMMatchesDecode(t *testing.T) {
 
 // TestKGEMMMatchesDotK: in dynamic math, products of Q2_K ... Q6_K
 // weights (the K-quant GEMM over repacked rows where the CPU has it: four
-// tokens at a time in prefill, one in decode) give every token exactly the
+// tokens at a time in prefill, one in decode) and of IQ4_XS and IQ3_S
+// weights (their rows kernels) give every token exactly the
 // bits of the pure-Go one-row kernel DotK on the stored rows and that
 // token's Q8_K activations (prefill where it is dynamic), for ragged token
 // counts, a row count that fills neither a packed group nor a tile, two
@@ -72,7 +73,8 @@ func TestKGEMMMatchesDotK(t *testing.T) {
 		weightType
 		kq simd.KQuant
 	}{{weightType{"q4_k", tensors.Q4K, 0}, simd.Q4K}, {weightType{"q5_k", tensors.Q5K, 0}, simd.Q5K}, {weightType{"q6_k", tensors.Q6K, 0}, simd.Q6K},
-		{weightType{"q2_k", tensors.Q2K, 0}, simd.Q2K}, {weightType{"q3_k", tensors.Q3K, 0}, simd.Q3K}} {
+		{weightType{"q2_k", tensors.Q2K, 0}, simd.Q2K}, {weightType{"q3_k", tensors.Q3K, 0}, simd.Q3K},
+		{weightType{"iq4_xs", tensors.IQ4_XS, 0}, simd.IQ4XS}, {weightType{"iq3_s", tensors.IQ3_S, 0}, simd.IQ3S}} {
 		w := storeAs(t, "w", rows, cols, wt.weightType, rng)
 		rb := len(w.Data) / rows
 		for _, n := range []int{4, 7, 13} {
@@ -85,8 +87,9 @@ func TestKGEMMMatchesDotK(t *testing.T) {
 				return simd.Generic.DotK(wt.kq, w.Data[r*rb:(r+1)*rb], q[k:k+cols], d[k/simd.QK:(k+cols)/simd.QK], qs[k/simd.QKSum:(k+cols)/simd.QKSum])
 			}
 			// Without either kernel (Q2_K and Q3_K without AVX2)
-			// prefill takes the weights exactly.
-			dynPrefill := simd.HasGemmK(wt.kq) || simd.HasKx4(wt.kq)
+			// prefill takes the weights exactly; IQ4_XS takes its
+			// rows kernel per token where it has one, IQ3_S is exact.
+			dynPrefill := simd.HasGemmK(wt.kq) || simd.HasKx4(wt.kq) || wt.kq == simd.IQ4XS && simd.HasKRows(wt.kq)
 			for _, threads := range []int{1, 2} {
 				t.Run(fmt.Sprintf("%s/T=%d/threads=%d", wt.name, n, threads), func(t *testing.T) {
 					got := dynamicProduct(t, n, rows, cols, []*tensors.Tensor{w, x}, threads).run(t, seq(n), 0)

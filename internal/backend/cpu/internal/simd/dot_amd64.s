@@ -10907,6 +10907,6003 @@ dotQ6KRows4VNNIend:
 	VZEROUPPER
 	RET
 
+// func dotIQ4XSRows4AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, groups int, out *float32)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·dotIQ4XSRows4AVX2(SB), NOSPLIT, $152-56
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTB X0, Y0
+	LEAQ         iq4nlconsts<>+0(SB), AX
+	VMOVDQU      (AX), Y1
+	VMOVDQU      iq4rows4consts<>+0(SB), Y2
+	MOVQ         nb+32(FP), AX
+	IMUL3Q       $0x88, AX, CX
+	LEAQ         (CX)(CX*2), DX
+	MOVQ         groups+40(FP), AX
+	MOVQ         out+48(FP), BX
+	MOVQ         w+0(FP), SI
+	MOVQ         AX, 128(SP)
+	MOVQ         BX, 136(SP)
+	MOVQ         SI, 144(SP)
+
+dotIQ4XSRows4AVX2group:
+	CMPQ   128(SP), $0x00
+	JE     dotIQ4XSRows4AVX2end
+	MOVQ   144(SP), AX
+	MOVQ   x+8(FP), BX
+	MOVQ   xd+16(FP), SI
+	MOVQ   xs+24(FP), DI
+	MOVQ   nb+32(FP), R8
+	VXORPS Y3, Y3, Y3
+
+dotIQ4XSRows4AVX2block:
+	TESTQ          R8, R8
+	JZ             dotIQ4XSRows4AVX2done
+	LEAQ           (DX)(CX*1), R9
+	ADDQ           AX, R9
+	PREFETCHT0     (R9)
+	PREFETCHT0     64(R9)
+	PREFETCHT0     128(R9)
+	PREFETCHT0     (R9)(CX*1)
+	PREFETCHT0     64(R9)(CX*1)
+	PREFETCHT0     128(R9)(CX*1)
+	PREFETCHT0     (R9)(CX*2)
+	PREFETCHT0     64(R9)(CX*2)
+	PREFETCHT0     128(R9)(CX*2)
+	PREFETCHT0     (R9)(DX*1)
+	PREFETCHT0     64(R9)(DX*1)
+	PREFETCHT0     128(R9)(DX*1)
+	VPBROADCASTD   4(AX), X4
+	VPSRLW         $0x04, X4, X5
+	VPAND          iqscaleconsts<>+0(SB), X4, X4
+	VPAND          iqscaleconsts<>+0(SB), X5, X5
+	VPUNPCKLBW     X5, X4, X4
+	VPMOVZXBW      X4, X4
+	VPBROADCASTW   2(AX), X5
+	VPMULLW        iqscaleconsts<>+16(SB), X5, X5
+	VPSRLW         $0x0a, X5, X5
+	VPAND          iqscaleconsts<>+48(SB), X5, X5
+	VPOR           X5, X4, X4
+	VPSUBW         iqscaleconsts<>+80(SB), X4, X4
+	VPUNPCKLWD     X4, X4, X5
+	VPUNPCKHWD     X4, X4, X4
+	VMOVDQU        X5, (SP)
+	VMOVDQU        X4, 16(SP)
+	VPBROADCASTD   4(AX)(CX*1), X4
+	VPSRLW         $0x04, X4, X5
+	VPAND          iqscaleconsts<>+0(SB), X4, X4
+	VPAND          iqscaleconsts<>+0(SB), X5, X5
+	VPUNPCKLBW     X5, X4, X4
+	VPMOVZXBW      X4, X4
+	VPBROADCASTW   2(AX)(CX*1), X5
+	VPMULLW        iqscaleconsts<>+16(SB), X5, X5
+	VPSRLW         $0x0a, X5, X5
+	VPAND          iqscaleconsts<>+48(SB), X5, X5
+	VPOR           X5, X4, X4
+	VPSUBW         iqscaleconsts<>+80(SB), X4, X4
+	VPUNPCKLWD     X4, X4, X5
+	VPUNPCKHWD     X4, X4, X4
+	VMOVDQU        X5, 32(SP)
+	VMOVDQU        X4, 48(SP)
+	VPBROADCASTD   4(AX)(CX*2), X4
+	VPSRLW         $0x04, X4, X5
+	VPAND          iqscaleconsts<>+0(SB), X4, X4
+	VPAND          iqscaleconsts<>+0(SB), X5, X5
+	VPUNPCKLBW     X5, X4, X4
+	VPMOVZXBW      X4, X4
+	VPBROADCASTW   2(AX)(CX*2), X5
+	VPMULLW        iqscaleconsts<>+16(SB), X5, X5
+	VPSRLW         $0x0a, X5, X5
+	VPAND          iqscaleconsts<>+48(SB), X5, X5
+	VPOR           X5, X4, X4
+	VPSUBW         iqscaleconsts<>+80(SB), X4, X4
+	VPUNPCKLWD     X4, X4, X5
+	VPUNPCKHWD     X4, X4, X4
+	VMOVDQU        X5, 64(SP)
+	VMOVDQU        X4, 80(SP)
+	VPBROADCASTD   4(AX)(DX*1), X4
+	VPSRLW         $0x04, X4, X5
+	VPAND          iqscaleconsts<>+0(SB), X4, X4
+	VPAND          iqscaleconsts<>+0(SB), X5, X5
+	VPUNPCKLBW     X5, X4, X4
+	VPMOVZXBW      X4, X4
+	VPBROADCASTW   2(AX)(DX*1), X5
+	VPMULLW        iqscaleconsts<>+16(SB), X5, X5
+	VPSRLW         $0x0a, X5, X5
+	VPAND          iqscaleconsts<>+48(SB), X5, X5
+	VPOR           X5, X4, X4
+	VPSUBW         iqscaleconsts<>+80(SB), X4, X4
+	VPUNPCKLWD     X4, X4, X5
+	VPUNPCKHWD     X4, X4, X4
+	VMOVDQU        X5, 96(SP)
+	VMOVDQU        X4, 112(SP)
+	VPXOR          Y4, Y4, Y4
+	VPXOR          Y5, Y5, Y5
+	VPXOR          Y6, Y6, Y6
+	VPXOR          Y7, Y7, Y7
+	VMOVDQU        (BX), Y8
+	VBROADCASTI128 8(AX), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   (SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y4, Y4
+	VBROADCASTI128 8(AX)(CX*1), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   32(SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y5, Y5
+	VBROADCASTI128 8(AX)(CX*2), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   64(SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y6, Y6
+	VBROADCASTI128 8(AX)(DX*1), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y8
+	VPMADDUBSW     Y8, Y9, Y9
+	VPBROADCASTD   96(SP), Y8
+	VPMADDWD       Y8, Y9, Y9
+	VPADDD         Y9, Y7, Y7
+	VMOVDQU        32(BX), Y8
+	VBROADCASTI128 24(AX), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   4(SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y4, Y4
+	VBROADCASTI128 24(AX)(CX*1), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   36(SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y5, Y5
+	VBROADCASTI128 24(AX)(CX*2), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   68(SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y6, Y6
+	VBROADCASTI128 24(AX)(DX*1), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y8
+	VPMADDUBSW     Y8, Y9, Y9
+	VPBROADCASTD   100(SP), Y8
+	VPMADDWD       Y8, Y9, Y9
+	VPADDD         Y9, Y7, Y7
+	VMOVDQU        64(BX), Y8
+	VBROADCASTI128 40(AX), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   8(SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y4, Y4
+	VBROADCASTI128 40(AX)(CX*1), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   40(SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y5, Y5
+	VBROADCASTI128 40(AX)(CX*2), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   72(SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y6, Y6
+	VBROADCASTI128 40(AX)(DX*1), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y8
+	VPMADDUBSW     Y8, Y9, Y9
+	VPBROADCASTD   104(SP), Y8
+	VPMADDWD       Y8, Y9, Y9
+	VPADDD         Y9, Y7, Y7
+	VMOVDQU        96(BX), Y8
+	VBROADCASTI128 56(AX), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   12(SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y4, Y4
+	VBROADCASTI128 56(AX)(CX*1), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   44(SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y5, Y5
+	VBROADCASTI128 56(AX)(CX*2), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   76(SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y6, Y6
+	VBROADCASTI128 56(AX)(DX*1), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y8
+	VPMADDUBSW     Y8, Y9, Y9
+	VPBROADCASTD   108(SP), Y8
+	VPMADDWD       Y8, Y9, Y9
+	VPADDD         Y9, Y7, Y7
+	VMOVDQU        128(BX), Y8
+	VBROADCASTI128 72(AX), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   16(SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y4, Y4
+	VBROADCASTI128 72(AX)(CX*1), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   48(SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y5, Y5
+	VBROADCASTI128 72(AX)(CX*2), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   80(SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y6, Y6
+	VBROADCASTI128 72(AX)(DX*1), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y8
+	VPMADDUBSW     Y8, Y9, Y9
+	VPBROADCASTD   112(SP), Y8
+	VPMADDWD       Y8, Y9, Y9
+	VPADDD         Y9, Y7, Y7
+	VMOVDQU        160(BX), Y8
+	VBROADCASTI128 88(AX), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   20(SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y4, Y4
+	VBROADCASTI128 88(AX)(CX*1), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   52(SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y5, Y5
+	VBROADCASTI128 88(AX)(CX*2), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   84(SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y6, Y6
+	VBROADCASTI128 88(AX)(DX*1), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y8
+	VPMADDUBSW     Y8, Y9, Y9
+	VPBROADCASTD   116(SP), Y8
+	VPMADDWD       Y8, Y9, Y9
+	VPADDD         Y9, Y7, Y7
+	VMOVDQU        192(BX), Y8
+	VBROADCASTI128 104(AX), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   24(SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y4, Y4
+	VBROADCASTI128 104(AX)(CX*1), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   56(SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y5, Y5
+	VBROADCASTI128 104(AX)(CX*2), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   88(SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y6, Y6
+	VBROADCASTI128 104(AX)(DX*1), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y8
+	VPMADDUBSW     Y8, Y9, Y9
+	VPBROADCASTD   120(SP), Y8
+	VPMADDWD       Y8, Y9, Y9
+	VPADDD         Y9, Y7, Y7
+	VMOVDQU        224(BX), Y8
+	VBROADCASTI128 120(AX), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   28(SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y4, Y4
+	VBROADCASTI128 120(AX)(CX*1), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   60(SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y5, Y5
+	VBROADCASTI128 120(AX)(CX*2), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y9, Y9
+	VPBROADCASTD   92(SP), Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y6, Y6
+	VBROADCASTI128 120(AX)(DX*1), Y9
+	VPSRLVD        Y2, Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y9, Y1, Y10
+	VPABSB         Y10, Y9
+	VPSIGNB        Y10, Y8, Y8
+	VPMADDUBSW     Y8, Y9, Y9
+	VPBROADCASTD   124(SP), Y8
+	VPMADDWD       Y8, Y9, Y9
+	VPADDD         Y9, Y7, Y7
+	VPHADDD        Y5, Y4, Y4
+	VPHADDD        Y7, Y6, Y6
+	VPHADDD        Y6, Y4, Y4
+	VEXTRACTI128   $0x01, Y4, X5
+	VPADDD         X5, X4, X4
+	MOVWLZX        (AX), R9
+	VMOVD          R9, X5
+	VPINSRW        $0x01, (AX)(CX*1), X5, X5
+	VPINSRW        $0x02, (AX)(CX*2), X5, X5
+	VPINSRW        $0x03, (AX)(DX*1), X5, X5
+	VCVTPH2PS      X5, X5
+	VBROADCASTSS   (SI), X6
+	VMULPS         X6, X5, X5
+	VCVTDQ2PS      X4, X4
+	VMULPS         X4, X5, X4
+	VADDPS         X4, X3, X3
+	ADDQ           $0x88, AX
+	ADDQ           $0x00000100, BX
+	ADDQ           $0x04, SI
+	ADDQ           $0x20, DI
+	DECQ           R8
+	JMP            dotIQ4XSRows4AVX2block
+
+dotIQ4XSRows4AVX2done:
+	MOVQ    136(SP), AX
+	VMOVUPS X3, (AX)
+	ADDQ    $0x10, 136(SP)
+	LEAQ    (DX)(CX*1), AX
+	ADDQ    AX, 144(SP)
+	DECQ    128(SP)
+	JMP     dotIQ4XSRows4AVX2group
+
+dotIQ4XSRows4AVX2end:
+	VZEROUPPER
+	RET
+
+DATA iq4rows4consts<>+0(SB)/4, $0x00000000
+DATA iq4rows4consts<>+4(SB)/4, $0x00000000
+DATA iq4rows4consts<>+8(SB)/4, $0x00000000
+DATA iq4rows4consts<>+12(SB)/4, $0x00000000
+DATA iq4rows4consts<>+16(SB)/4, $0x00000004
+DATA iq4rows4consts<>+20(SB)/4, $0x00000004
+DATA iq4rows4consts<>+24(SB)/4, $0x00000004
+DATA iq4rows4consts<>+28(SB)/4, $0x00000004
+GLOBL iq4rows4consts<>(SB), RODATA|NOPTR, $32
+
+// func dotIQ3SRows4AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, groups int, out *float32)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·dotIQ3SRows4AVX2(SB), NOSPLIT, $152-56
+	LEAQ    iq3srows4consts<>+0(SB), AX
+	VMOVDQU 2048(AX), Y0
+	VMOVDQU 2080(AX), Y1
+	MOVQ    nb+32(FP), CX
+	IMUL3Q  $0x6e, CX, DX
+	LEAQ    (DX)(DX*2), BX
+	MOVQ    groups+40(FP), CX
+	MOVQ    out+48(FP), SI
+	MOVQ    w+0(FP), DI
+	MOVQ    CX, 128(SP)
+	MOVQ    SI, 136(SP)
+	MOVQ    DI, 144(SP)
+
+dotIQ3SRows4AVX2group:
+	CMPQ   128(SP), $0x00
+	JE     dotIQ3SRows4AVX2end
+	MOVQ   144(SP), CX
+	MOVQ   x+8(FP), SI
+	MOVQ   xd+16(FP), DI
+	MOVQ   xs+24(FP), R8
+	MOVQ   nb+32(FP), R9
+	VXORPS Y2, Y2, Y2
+
+dotIQ3SRows4AVX2block:
+	TESTQ        R9, R9
+	JZ           dotIQ3SRows4AVX2done
+	LEAQ         (BX)(DX*1), R10
+	ADDQ         CX, R10
+	PREFETCHT0   (R10)
+	PREFETCHT0   64(R10)
+	PREFETCHT0   (R10)(DX*1)
+	PREFETCHT0   64(R10)(DX*1)
+	PREFETCHT0   (R10)(DX*2)
+	PREFETCHT0   64(R10)(DX*2)
+	PREFETCHT0   (R10)(BX*1)
+	PREFETCHT0   64(R10)(BX*1)
+	VPBROADCASTD 106(CX), X3
+	VPSRLW       $0x04, X3, X4
+	VPAND        iqscaleconsts<>+0(SB), X3, X3
+	VPAND        iqscaleconsts<>+0(SB), X4, X4
+	VPUNPCKLBW   X4, X3, X3
+	VPMOVZXBW    X3, X3
+	VPADDW       X3, X3, X3
+	VPOR         iqscaleconsts<>+112(SB), X3, X3
+	VPUNPCKLWD   X3, X3, X4
+	VPUNPCKHWD   X3, X3, X3
+	VMOVDQU      X4, (SP)
+	VMOVDQU      X3, 16(SP)
+	VPBROADCASTD 106(CX)(DX*1), X3
+	VPSRLW       $0x04, X3, X4
+	VPAND        iqscaleconsts<>+0(SB), X3, X3
+	VPAND        iqscaleconsts<>+0(SB), X4, X4
+	VPUNPCKLBW   X4, X3, X3
+	VPMOVZXBW    X3, X3
+	VPADDW       X3, X3, X3
+	VPOR         iqscaleconsts<>+112(SB), X3, X3
+	VPUNPCKLWD   X3, X3, X4
+	VPUNPCKHWD   X3, X3, X3
+	VMOVDQU      X4, 32(SP)
+	VMOVDQU      X3, 48(SP)
+	VPBROADCASTD 106(CX)(DX*2), X3
+	VPSRLW       $0x04, X3, X4
+	VPAND        iqscaleconsts<>+0(SB), X3, X3
+	VPAND        iqscaleconsts<>+0(SB), X4, X4
+	VPUNPCKLBW   X4, X3, X3
+	VPMOVZXBW    X3, X3
+	VPADDW       X3, X3, X3
+	VPOR         iqscaleconsts<>+112(SB), X3, X3
+	VPUNPCKLWD   X3, X3, X4
+	VPUNPCKHWD   X3, X3, X3
+	VMOVDQU      X4, 64(SP)
+	VMOVDQU      X3, 80(SP)
+	VPBROADCASTD 106(CX)(BX*1), X3
+	VPSRLW       $0x04, X3, X4
+	VPAND        iqscaleconsts<>+0(SB), X3, X3
+	VPAND        iqscaleconsts<>+0(SB), X4, X4
+	VPUNPCKLBW   X4, X3, X3
+	VPMOVZXBW    X3, X3
+	VPADDW       X3, X3, X3
+	VPOR         iqscaleconsts<>+112(SB), X3, X3
+	VPUNPCKLWD   X3, X3, X4
+	VPUNPCKHWD   X3, X3, X3
+	VMOVDQU      X4, 96(SP)
+	VMOVDQU      X3, 112(SP)
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VMOVDQU      (SI), Y7
+	MOVBQZX      66(CX), R10
+	VPMOVZXBW    2(CX), X8
+	SHLQ         $0x04, R10
+	VPOR         2144(AX)(R10*1), X8, X8
+	VMOVQ        X8, R10
+	VPEXTRQ      $0x01, X8, R11
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VMOVD        (AX)(R12*4), X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x01, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x02, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R10
+	VPINSRD      $0x03, (AX)(R10*4), X9, X9
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VMOVD        (AX)(R10*4), X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x01, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x02, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	VPINSRD      $0x03, (AX)(R10*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 74(CX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD (SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	MOVBQZX      66(CX)(DX*1), R10
+	VPMOVZXBW    2(CX)(DX*1), X8
+	SHLQ         $0x04, R10
+	VPOR         2144(AX)(R10*1), X8, X8
+	VMOVQ        X8, R10
+	VPEXTRQ      $0x01, X8, R11
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VMOVD        (AX)(R12*4), X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x01, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x02, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R10
+	VPINSRD      $0x03, (AX)(R10*4), X9, X9
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VMOVD        (AX)(R10*4), X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x01, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x02, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	VPINSRD      $0x03, (AX)(R10*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 74(CX)(DX*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 32(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	MOVBQZX      66(CX)(DX*2), R10
+	VPMOVZXBW    2(CX)(DX*2), X8
+	SHLQ         $0x04, R10
+	VPOR         2144(AX)(R10*1), X8, X8
+	VMOVQ        X8, R10
+	VPEXTRQ      $0x01, X8, R11
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VMOVD        (AX)(R12*4), X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x01, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x02, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R10
+	VPINSRD      $0x03, (AX)(R10*4), X9, X9
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VMOVD        (AX)(R10*4), X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x01, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x02, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	VPINSRD      $0x03, (AX)(R10*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 74(CX)(DX*2), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 64(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	MOVBQZX      66(CX)(BX*1), R10
+	VPMOVZXBW    2(CX)(BX*1), X8
+	SHLQ         $0x04, R10
+	VPOR         2144(AX)(R10*1), X8, X8
+	VMOVQ        X8, R10
+	VPEXTRQ      $0x01, X8, R11
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VMOVD        (AX)(R12*4), X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x01, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x02, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R10
+	VPINSRD      $0x03, (AX)(R10*4), X9, X9
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VMOVD        (AX)(R10*4), X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x01, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x02, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	VPINSRD      $0x03, (AX)(R10*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 74(CX)(BX*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y7
+	VPMADDUBSW   Y7, Y8, Y8
+	VPBROADCASTD 96(SP), Y7
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VMOVDQU      32(SI), Y7
+	MOVBQZX      67(CX), R10
+	VPMOVZXBW    10(CX), X8
+	SHLQ         $0x04, R10
+	VPOR         2144(AX)(R10*1), X8, X8
+	VMOVQ        X8, R10
+	VPEXTRQ      $0x01, X8, R11
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VMOVD        (AX)(R12*4), X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x01, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x02, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R10
+	VPINSRD      $0x03, (AX)(R10*4), X9, X9
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VMOVD        (AX)(R10*4), X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x01, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x02, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	VPINSRD      $0x03, (AX)(R10*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 78(CX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 4(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	MOVBQZX      67(CX)(DX*1), R10
+	VPMOVZXBW    10(CX)(DX*1), X8
+	SHLQ         $0x04, R10
+	VPOR         2144(AX)(R10*1), X8, X8
+	VMOVQ        X8, R10
+	VPEXTRQ      $0x01, X8, R11
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VMOVD        (AX)(R12*4), X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x01, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x02, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R10
+	VPINSRD      $0x03, (AX)(R10*4), X9, X9
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VMOVD        (AX)(R10*4), X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x01, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x02, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	VPINSRD      $0x03, (AX)(R10*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 78(CX)(DX*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 36(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	MOVBQZX      67(CX)(DX*2), R10
+	VPMOVZXBW    10(CX)(DX*2), X8
+	SHLQ         $0x04, R10
+	VPOR         2144(AX)(R10*1), X8, X8
+	VMOVQ        X8, R10
+	VPEXTRQ      $0x01, X8, R11
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VMOVD        (AX)(R12*4), X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x01, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x02, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R10
+	VPINSRD      $0x03, (AX)(R10*4), X9, X9
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VMOVD        (AX)(R10*4), X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x01, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x02, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	VPINSRD      $0x03, (AX)(R10*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 78(CX)(DX*2), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 68(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	MOVBQZX      67(CX)(BX*1), R10
+	VPMOVZXBW    10(CX)(BX*1), X8
+	SHLQ         $0x04, R10
+	VPOR         2144(AX)(R10*1), X8, X8
+	VMOVQ        X8, R10
+	VPEXTRQ      $0x01, X8, R11
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VMOVD        (AX)(R12*4), X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x01, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x02, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R10
+	VPINSRD      $0x03, (AX)(R10*4), X9, X9
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VMOVD        (AX)(R10*4), X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x01, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x02, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	VPINSRD      $0x03, (AX)(R10*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 78(CX)(BX*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y7
+	VPMADDUBSW   Y7, Y8, Y8
+	VPBROADCASTD 100(SP), Y7
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VMOVDQU      64(SI), Y7
+	MOVBQZX      68(CX), R10
+	VPMOVZXBW    18(CX), X8
+	SHLQ         $0x04, R10
+	VPOR         2144(AX)(R10*1), X8, X8
+	VMOVQ        X8, R10
+	VPEXTRQ      $0x01, X8, R11
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VMOVD        (AX)(R12*4), X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x01, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x02, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R10
+	VPINSRD      $0x03, (AX)(R10*4), X9, X9
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VMOVD        (AX)(R10*4), X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x01, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x02, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	VPINSRD      $0x03, (AX)(R10*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 82(CX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 8(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	MOVBQZX      68(CX)(DX*1), R10
+	VPMOVZXBW    18(CX)(DX*1), X8
+	SHLQ         $0x04, R10
+	VPOR         2144(AX)(R10*1), X8, X8
+	VMOVQ        X8, R10
+	VPEXTRQ      $0x01, X8, R11
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VMOVD        (AX)(R12*4), X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x01, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x02, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R10
+	VPINSRD      $0x03, (AX)(R10*4), X9, X9
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VMOVD        (AX)(R10*4), X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x01, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x02, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	VPINSRD      $0x03, (AX)(R10*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 82(CX)(DX*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 40(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	MOVBQZX      68(CX)(DX*2), R10
+	VPMOVZXBW    18(CX)(DX*2), X8
+	SHLQ         $0x04, R10
+	VPOR         2144(AX)(R10*1), X8, X8
+	VMOVQ        X8, R10
+	VPEXTRQ      $0x01, X8, R11
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VMOVD        (AX)(R12*4), X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x01, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x02, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R10
+	VPINSRD      $0x03, (AX)(R10*4), X9, X9
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VMOVD        (AX)(R10*4), X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x01, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x02, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	VPINSRD      $0x03, (AX)(R10*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 82(CX)(DX*2), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 72(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	MOVBQZX      68(CX)(BX*1), R10
+	VPMOVZXBW    18(CX)(BX*1), X8
+	SHLQ         $0x04, R10
+	VPOR         2144(AX)(R10*1), X8, X8
+	VMOVQ        X8, R10
+	VPEXTRQ      $0x01, X8, R11
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VMOVD        (AX)(R12*4), X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x01, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x02, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R10
+	VPINSRD      $0x03, (AX)(R10*4), X9, X9
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VMOVD        (AX)(R10*4), X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x01, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x02, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	VPINSRD      $0x03, (AX)(R10*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 82(CX)(BX*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y7
+	VPMADDUBSW   Y7, Y8, Y8
+	VPBROADCASTD 104(SP), Y7
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VMOVDQU      96(SI), Y7
+	MOVBQZX      69(CX), R10
+	VPMOVZXBW    26(CX), X8
+	SHLQ         $0x04, R10
+	VPOR         2144(AX)(R10*1), X8, X8
+	VMOVQ        X8, R10
+	VPEXTRQ      $0x01, X8, R11
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VMOVD        (AX)(R12*4), X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x01, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x02, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R10
+	VPINSRD      $0x03, (AX)(R10*4), X9, X9
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VMOVD        (AX)(R10*4), X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x01, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x02, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	VPINSRD      $0x03, (AX)(R10*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 86(CX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 12(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	MOVBQZX      69(CX)(DX*1), R10
+	VPMOVZXBW    26(CX)(DX*1), X8
+	SHLQ         $0x04, R10
+	VPOR         2144(AX)(R10*1), X8, X8
+	VMOVQ        X8, R10
+	VPEXTRQ      $0x01, X8, R11
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VMOVD        (AX)(R12*4), X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x01, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x02, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R10
+	VPINSRD      $0x03, (AX)(R10*4), X9, X9
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VMOVD        (AX)(R10*4), X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x01, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x02, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	VPINSRD      $0x03, (AX)(R10*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 86(CX)(DX*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 44(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	MOVBQZX      69(CX)(DX*2), R10
+	VPMOVZXBW    26(CX)(DX*2), X8
+	SHLQ         $0x04, R10
+	VPOR         2144(AX)(R10*1), X8, X8
+	VMOVQ        X8, R10
+	VPEXTRQ      $0x01, X8, R11
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VMOVD        (AX)(R12*4), X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x01, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x02, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R10
+	VPINSRD      $0x03, (AX)(R10*4), X9, X9
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VMOVD        (AX)(R10*4), X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x01, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x02, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	VPINSRD      $0x03, (AX)(R10*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 86(CX)(DX*2), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 76(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	MOVBQZX      69(CX)(BX*1), R10
+	VPMOVZXBW    26(CX)(BX*1), X8
+	SHLQ         $0x04, R10
+	VPOR         2144(AX)(R10*1), X8, X8
+	VMOVQ        X8, R10
+	VPEXTRQ      $0x01, X8, R11
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VMOVD        (AX)(R12*4), X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x01, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x02, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R10
+	VPINSRD      $0x03, (AX)(R10*4), X9, X9
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VMOVD        (AX)(R10*4), X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x01, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x02, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	VPINSRD      $0x03, (AX)(R10*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 86(CX)(BX*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y7
+	VPMADDUBSW   Y7, Y8, Y8
+	VPBROADCASTD 108(SP), Y7
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VMOVDQU      128(SI), Y7
+	MOVBQZX      70(CX), R10
+	VPMOVZXBW    34(CX), X8
+	SHLQ         $0x04, R10
+	VPOR         2144(AX)(R10*1), X8, X8
+	VMOVQ        X8, R10
+	VPEXTRQ      $0x01, X8, R11
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VMOVD        (AX)(R12*4), X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x01, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x02, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R10
+	VPINSRD      $0x03, (AX)(R10*4), X9, X9
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VMOVD        (AX)(R10*4), X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x01, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x02, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	VPINSRD      $0x03, (AX)(R10*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 90(CX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 16(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	MOVBQZX      70(CX)(DX*1), R10
+	VPMOVZXBW    34(CX)(DX*1), X8
+	SHLQ         $0x04, R10
+	VPOR         2144(AX)(R10*1), X8, X8
+	VMOVQ        X8, R10
+	VPEXTRQ      $0x01, X8, R11
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VMOVD        (AX)(R12*4), X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x01, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x02, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R10
+	VPINSRD      $0x03, (AX)(R10*4), X9, X9
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VMOVD        (AX)(R10*4), X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x01, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x02, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	VPINSRD      $0x03, (AX)(R10*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 90(CX)(DX*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 48(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	MOVBQZX      70(CX)(DX*2), R10
+	VPMOVZXBW    34(CX)(DX*2), X8
+	SHLQ         $0x04, R10
+	VPOR         2144(AX)(R10*1), X8, X8
+	VMOVQ        X8, R10
+	VPEXTRQ      $0x01, X8, R11
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VMOVD        (AX)(R12*4), X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x01, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x02, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R10
+	VPINSRD      $0x03, (AX)(R10*4), X9, X9
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VMOVD        (AX)(R10*4), X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x01, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x02, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	VPINSRD      $0x03, (AX)(R10*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 90(CX)(DX*2), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 80(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	MOVBQZX      70(CX)(BX*1), R10
+	VPMOVZXBW    34(CX)(BX*1), X8
+	SHLQ         $0x04, R10
+	VPOR         2144(AX)(R10*1), X8, X8
+	VMOVQ        X8, R10
+	VPEXTRQ      $0x01, X8, R11
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VMOVD        (AX)(R12*4), X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x01, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x02, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R10
+	VPINSRD      $0x03, (AX)(R10*4), X9, X9
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VMOVD        (AX)(R10*4), X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x01, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x02, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	VPINSRD      $0x03, (AX)(R10*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 90(CX)(BX*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y7
+	VPMADDUBSW   Y7, Y8, Y8
+	VPBROADCASTD 112(SP), Y7
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VMOVDQU      160(SI), Y7
+	MOVBQZX      71(CX), R10
+	VPMOVZXBW    42(CX), X8
+	SHLQ         $0x04, R10
+	VPOR         2144(AX)(R10*1), X8, X8
+	VMOVQ        X8, R10
+	VPEXTRQ      $0x01, X8, R11
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VMOVD        (AX)(R12*4), X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x01, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x02, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R10
+	VPINSRD      $0x03, (AX)(R10*4), X9, X9
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VMOVD        (AX)(R10*4), X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x01, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x02, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	VPINSRD      $0x03, (AX)(R10*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 94(CX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 20(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	MOVBQZX      71(CX)(DX*1), R10
+	VPMOVZXBW    42(CX)(DX*1), X8
+	SHLQ         $0x04, R10
+	VPOR         2144(AX)(R10*1), X8, X8
+	VMOVQ        X8, R10
+	VPEXTRQ      $0x01, X8, R11
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VMOVD        (AX)(R12*4), X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x01, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x02, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R10
+	VPINSRD      $0x03, (AX)(R10*4), X9, X9
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VMOVD        (AX)(R10*4), X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x01, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x02, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	VPINSRD      $0x03, (AX)(R10*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 94(CX)(DX*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 52(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	MOVBQZX      71(CX)(DX*2), R10
+	VPMOVZXBW    42(CX)(DX*2), X8
+	SHLQ         $0x04, R10
+	VPOR         2144(AX)(R10*1), X8, X8
+	VMOVQ        X8, R10
+	VPEXTRQ      $0x01, X8, R11
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VMOVD        (AX)(R12*4), X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x01, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x02, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R10
+	VPINSRD      $0x03, (AX)(R10*4), X9, X9
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VMOVD        (AX)(R10*4), X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x01, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x02, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	VPINSRD      $0x03, (AX)(R10*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 94(CX)(DX*2), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 84(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	MOVBQZX      71(CX)(BX*1), R10
+	VPMOVZXBW    42(CX)(BX*1), X8
+	SHLQ         $0x04, R10
+	VPOR         2144(AX)(R10*1), X8, X8
+	VMOVQ        X8, R10
+	VPEXTRQ      $0x01, X8, R11
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VMOVD        (AX)(R12*4), X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x01, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x02, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R10
+	VPINSRD      $0x03, (AX)(R10*4), X9, X9
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VMOVD        (AX)(R10*4), X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x01, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x02, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	VPINSRD      $0x03, (AX)(R10*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 94(CX)(BX*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y7
+	VPMADDUBSW   Y7, Y8, Y8
+	VPBROADCASTD 116(SP), Y7
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VMOVDQU      192(SI), Y7
+	MOVBQZX      72(CX), R10
+	VPMOVZXBW    50(CX), X8
+	SHLQ         $0x04, R10
+	VPOR         2144(AX)(R10*1), X8, X8
+	VMOVQ        X8, R10
+	VPEXTRQ      $0x01, X8, R11
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VMOVD        (AX)(R12*4), X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x01, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x02, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R10
+	VPINSRD      $0x03, (AX)(R10*4), X9, X9
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VMOVD        (AX)(R10*4), X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x01, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x02, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	VPINSRD      $0x03, (AX)(R10*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 98(CX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 24(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	MOVBQZX      72(CX)(DX*1), R10
+	VPMOVZXBW    50(CX)(DX*1), X8
+	SHLQ         $0x04, R10
+	VPOR         2144(AX)(R10*1), X8, X8
+	VMOVQ        X8, R10
+	VPEXTRQ      $0x01, X8, R11
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VMOVD        (AX)(R12*4), X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x01, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x02, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R10
+	VPINSRD      $0x03, (AX)(R10*4), X9, X9
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VMOVD        (AX)(R10*4), X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x01, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x02, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	VPINSRD      $0x03, (AX)(R10*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 98(CX)(DX*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 56(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	MOVBQZX      72(CX)(DX*2), R10
+	VPMOVZXBW    50(CX)(DX*2), X8
+	SHLQ         $0x04, R10
+	VPOR         2144(AX)(R10*1), X8, X8
+	VMOVQ        X8, R10
+	VPEXTRQ      $0x01, X8, R11
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VMOVD        (AX)(R12*4), X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x01, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x02, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R10
+	VPINSRD      $0x03, (AX)(R10*4), X9, X9
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VMOVD        (AX)(R10*4), X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x01, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x02, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	VPINSRD      $0x03, (AX)(R10*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 98(CX)(DX*2), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 88(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	MOVBQZX      72(CX)(BX*1), R10
+	VPMOVZXBW    50(CX)(BX*1), X8
+	SHLQ         $0x04, R10
+	VPOR         2144(AX)(R10*1), X8, X8
+	VMOVQ        X8, R10
+	VPEXTRQ      $0x01, X8, R11
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VMOVD        (AX)(R12*4), X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x01, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x02, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R10
+	VPINSRD      $0x03, (AX)(R10*4), X9, X9
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VMOVD        (AX)(R10*4), X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x01, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x02, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	VPINSRD      $0x03, (AX)(R10*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 98(CX)(BX*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y7
+	VPMADDUBSW   Y7, Y8, Y8
+	VPBROADCASTD 120(SP), Y7
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VMOVDQU      224(SI), Y7
+	MOVBQZX      73(CX), R10
+	VPMOVZXBW    58(CX), X8
+	SHLQ         $0x04, R10
+	VPOR         2144(AX)(R10*1), X8, X8
+	VMOVQ        X8, R10
+	VPEXTRQ      $0x01, X8, R11
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VMOVD        (AX)(R12*4), X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x01, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x02, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R10
+	VPINSRD      $0x03, (AX)(R10*4), X9, X9
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VMOVD        (AX)(R10*4), X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x01, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x02, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	VPINSRD      $0x03, (AX)(R10*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 102(CX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 28(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	MOVBQZX      73(CX)(DX*1), R10
+	VPMOVZXBW    58(CX)(DX*1), X8
+	SHLQ         $0x04, R10
+	VPOR         2144(AX)(R10*1), X8, X8
+	VMOVQ        X8, R10
+	VPEXTRQ      $0x01, X8, R11
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VMOVD        (AX)(R12*4), X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x01, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x02, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R10
+	VPINSRD      $0x03, (AX)(R10*4), X9, X9
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VMOVD        (AX)(R10*4), X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x01, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x02, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	VPINSRD      $0x03, (AX)(R10*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 102(CX)(DX*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 60(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	MOVBQZX      73(CX)(DX*2), R10
+	VPMOVZXBW    58(CX)(DX*2), X8
+	SHLQ         $0x04, R10
+	VPOR         2144(AX)(R10*1), X8, X8
+	VMOVQ        X8, R10
+	VPEXTRQ      $0x01, X8, R11
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VMOVD        (AX)(R12*4), X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x01, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x02, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R10
+	VPINSRD      $0x03, (AX)(R10*4), X9, X9
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VMOVD        (AX)(R10*4), X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x01, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x02, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	VPINSRD      $0x03, (AX)(R10*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 102(CX)(DX*2), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 92(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	MOVBQZX      73(CX)(BX*1), R10
+	VPMOVZXBW    58(CX)(BX*1), X8
+	SHLQ         $0x04, R10
+	VPOR         2144(AX)(R10*1), X8, X8
+	VMOVQ        X8, R10
+	VPEXTRQ      $0x01, X8, R11
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VMOVD        (AX)(R12*4), X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x01, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R12
+	SHRQ         $0x10, R10
+	VPINSRD      $0x02, (AX)(R12*4), X9, X9
+	MOVWQZX      R10, R10
+	VPINSRD      $0x03, (AX)(R10*4), X9, X9
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VMOVD        (AX)(R10*4), X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x01, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	SHRQ         $0x10, R11
+	VPINSRD      $0x02, (AX)(R10*4), X8, X8
+	MOVWQZX      R11, R10
+	VPINSRD      $0x03, (AX)(R10*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 102(CX)(BX*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y7
+	VPMADDUBSW   Y7, Y8, Y8
+	VPBROADCASTD 124(SP), Y7
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPHADDD      Y4, Y3, Y3
+	VPHADDD      Y6, Y5, Y5
+	VPHADDD      Y5, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPADDD       X4, X3, X3
+	MOVWLZX      (CX), R10
+	VMOVD        R10, X4
+	VPINSRW      $0x01, (CX)(DX*1), X4, X4
+	VPINSRW      $0x02, (CX)(DX*2), X4, X4
+	VPINSRW      $0x03, (CX)(BX*1), X4, X4
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS (DI), X5
+	VMULPS       X5, X4, X4
+	VCVTDQ2PS    X3, X3
+	VMULPS       X3, X4, X3
+	VADDPS       X3, X2, X2
+	ADDQ         $0x6e, CX
+	ADDQ         $0x00000100, SI
+	ADDQ         $0x04, DI
+	ADDQ         $0x20, R8
+	DECQ         R9
+	JMP          dotIQ3SRows4AVX2block
+
+dotIQ3SRows4AVX2done:
+	MOVQ    136(SP), CX
+	VMOVUPS X2, (CX)
+	ADDQ    $0x10, 136(SP)
+	LEAQ    (BX)(DX*1), CX
+	ADDQ    CX, 144(SP)
+	DECQ    128(SP)
+	JMP     dotIQ3SRows4AVX2group
+
+dotIQ3SRows4AVX2end:
+	VZEROUPPER
+	RET
+
+DATA iq3srows4consts<>+0(SB)/4, $0x01010101
+DATA iq3srows4consts<>+4(SB)/4, $0x01010103
+DATA iq3srows4consts<>+8(SB)/4, $0x01010105
+DATA iq3srows4consts<>+12(SB)/4, $0x0101010b
+DATA iq3srows4consts<>+16(SB)/4, $0x0101010f
+DATA iq3srows4consts<>+20(SB)/4, $0x01010301
+DATA iq3srows4consts<>+24(SB)/4, $0x01010303
+DATA iq3srows4consts<>+28(SB)/4, $0x01010305
+DATA iq3srows4consts<>+32(SB)/4, $0x01010309
+DATA iq3srows4consts<>+36(SB)/4, $0x0101030d
+DATA iq3srows4consts<>+40(SB)/4, $0x01010501
+DATA iq3srows4consts<>+44(SB)/4, $0x01010503
+DATA iq3srows4consts<>+48(SB)/4, $0x0101050b
+DATA iq3srows4consts<>+52(SB)/4, $0x01010707
+DATA iq3srows4consts<>+56(SB)/4, $0x01010901
+DATA iq3srows4consts<>+60(SB)/4, $0x01010905
+DATA iq3srows4consts<>+64(SB)/4, $0x0101090b
+DATA iq3srows4consts<>+68(SB)/4, $0x0101090f
+DATA iq3srows4consts<>+72(SB)/4, $0x01010b03
+DATA iq3srows4consts<>+76(SB)/4, $0x01010b07
+DATA iq3srows4consts<>+80(SB)/4, $0x01010d01
+DATA iq3srows4consts<>+84(SB)/4, $0x01010d05
+DATA iq3srows4consts<>+88(SB)/4, $0x01010f03
+DATA iq3srows4consts<>+92(SB)/4, $0x01010f09
+DATA iq3srows4consts<>+96(SB)/4, $0x01010f0f
+DATA iq3srows4consts<>+100(SB)/4, $0x01030101
+DATA iq3srows4consts<>+104(SB)/4, $0x01030103
+DATA iq3srows4consts<>+108(SB)/4, $0x01030105
+DATA iq3srows4consts<>+112(SB)/4, $0x01030109
+DATA iq3srows4consts<>+116(SB)/4, $0x01030301
+DATA iq3srows4consts<>+120(SB)/4, $0x01030303
+DATA iq3srows4consts<>+124(SB)/4, $0x0103030b
+DATA iq3srows4consts<>+128(SB)/4, $0x01030501
+DATA iq3srows4consts<>+132(SB)/4, $0x01030507
+DATA iq3srows4consts<>+136(SB)/4, $0x0103050f
+DATA iq3srows4consts<>+140(SB)/4, $0x01030703
+DATA iq3srows4consts<>+144(SB)/4, $0x0103070b
+DATA iq3srows4consts<>+148(SB)/4, $0x01030909
+DATA iq3srows4consts<>+152(SB)/4, $0x01030d03
+DATA iq3srows4consts<>+156(SB)/4, $0x01030d0b
+DATA iq3srows4consts<>+160(SB)/4, $0x01030f05
+DATA iq3srows4consts<>+164(SB)/4, $0x01050101
+DATA iq3srows4consts<>+168(SB)/4, $0x01050103
+DATA iq3srows4consts<>+172(SB)/4, $0x0105010b
+DATA iq3srows4consts<>+176(SB)/4, $0x0105010f
+DATA iq3srows4consts<>+180(SB)/4, $0x01050301
+DATA iq3srows4consts<>+184(SB)/4, $0x01050307
+DATA iq3srows4consts<>+188(SB)/4, $0x0105030d
+DATA iq3srows4consts<>+192(SB)/4, $0x01050503
+DATA iq3srows4consts<>+196(SB)/4, $0x0105050b
+DATA iq3srows4consts<>+200(SB)/4, $0x01050701
+DATA iq3srows4consts<>+204(SB)/4, $0x01050709
+DATA iq3srows4consts<>+208(SB)/4, $0x01050905
+DATA iq3srows4consts<>+212(SB)/4, $0x0105090b
+DATA iq3srows4consts<>+216(SB)/4, $0x0105090f
+DATA iq3srows4consts<>+220(SB)/4, $0x01050b03
+DATA iq3srows4consts<>+224(SB)/4, $0x01050b07
+DATA iq3srows4consts<>+228(SB)/4, $0x01050f01
+DATA iq3srows4consts<>+232(SB)/4, $0x01050f07
+DATA iq3srows4consts<>+236(SB)/4, $0x01070107
+DATA iq3srows4consts<>+240(SB)/4, $0x01070303
+DATA iq3srows4consts<>+244(SB)/4, $0x0107030b
+DATA iq3srows4consts<>+248(SB)/4, $0x01070501
+DATA iq3srows4consts<>+252(SB)/4, $0x01070505
+DATA iq3srows4consts<>+256(SB)/4, $0x01070703
+DATA iq3srows4consts<>+260(SB)/4, $0x01070707
+DATA iq3srows4consts<>+264(SB)/4, $0x0107070d
+DATA iq3srows4consts<>+268(SB)/4, $0x01070909
+DATA iq3srows4consts<>+272(SB)/4, $0x01070b01
+DATA iq3srows4consts<>+276(SB)/4, $0x01070b05
+DATA iq3srows4consts<>+280(SB)/4, $0x01070d0f
+DATA iq3srows4consts<>+284(SB)/4, $0x01070f03
+DATA iq3srows4consts<>+288(SB)/4, $0x01070f0b
+DATA iq3srows4consts<>+292(SB)/4, $0x01090101
+DATA iq3srows4consts<>+296(SB)/4, $0x01090307
+DATA iq3srows4consts<>+300(SB)/4, $0x0109030f
+DATA iq3srows4consts<>+304(SB)/4, $0x01090503
+DATA iq3srows4consts<>+308(SB)/4, $0x01090509
+DATA iq3srows4consts<>+312(SB)/4, $0x01090705
+DATA iq3srows4consts<>+316(SB)/4, $0x01090901
+DATA iq3srows4consts<>+320(SB)/4, $0x01090907
+DATA iq3srows4consts<>+324(SB)/4, $0x01090b03
+DATA iq3srows4consts<>+328(SB)/4, $0x01090f01
+DATA iq3srows4consts<>+332(SB)/4, $0x010b0105
+DATA iq3srows4consts<>+336(SB)/4, $0x010b0109
+DATA iq3srows4consts<>+340(SB)/4, $0x010b0501
+DATA iq3srows4consts<>+344(SB)/4, $0x010b0505
+DATA iq3srows4consts<>+348(SB)/4, $0x010b050d
+DATA iq3srows4consts<>+352(SB)/4, $0x010b0707
+DATA iq3srows4consts<>+356(SB)/4, $0x010b0903
+DATA iq3srows4consts<>+360(SB)/4, $0x010b090b
+DATA iq3srows4consts<>+364(SB)/4, $0x010b090f
+DATA iq3srows4consts<>+368(SB)/4, $0x010b0d0d
+DATA iq3srows4consts<>+372(SB)/4, $0x010b0f07
+DATA iq3srows4consts<>+376(SB)/4, $0x010d010d
+DATA iq3srows4consts<>+380(SB)/4, $0x010d0303
+DATA iq3srows4consts<>+384(SB)/4, $0x010d0307
+DATA iq3srows4consts<>+388(SB)/4, $0x010d0703
+DATA iq3srows4consts<>+392(SB)/4, $0x010d0b05
+DATA iq3srows4consts<>+396(SB)/4, $0x010d0f03
+DATA iq3srows4consts<>+400(SB)/4, $0x010f0101
+DATA iq3srows4consts<>+404(SB)/4, $0x010f0105
+DATA iq3srows4consts<>+408(SB)/4, $0x010f0109
+DATA iq3srows4consts<>+412(SB)/4, $0x010f0501
+DATA iq3srows4consts<>+416(SB)/4, $0x010f0505
+DATA iq3srows4consts<>+420(SB)/4, $0x010f050d
+DATA iq3srows4consts<>+424(SB)/4, $0x010f0707
+DATA iq3srows4consts<>+428(SB)/4, $0x010f0b01
+DATA iq3srows4consts<>+432(SB)/4, $0x010f0b09
+DATA iq3srows4consts<>+436(SB)/4, $0x03010101
+DATA iq3srows4consts<>+440(SB)/4, $0x03010103
+DATA iq3srows4consts<>+444(SB)/4, $0x03010105
+DATA iq3srows4consts<>+448(SB)/4, $0x03010109
+DATA iq3srows4consts<>+452(SB)/4, $0x03010301
+DATA iq3srows4consts<>+456(SB)/4, $0x03010303
+DATA iq3srows4consts<>+460(SB)/4, $0x03010307
+DATA iq3srows4consts<>+464(SB)/4, $0x0301030b
+DATA iq3srows4consts<>+468(SB)/4, $0x0301030f
+DATA iq3srows4consts<>+472(SB)/4, $0x03010501
+DATA iq3srows4consts<>+476(SB)/4, $0x03010505
+DATA iq3srows4consts<>+480(SB)/4, $0x03010703
+DATA iq3srows4consts<>+484(SB)/4, $0x03010709
+DATA iq3srows4consts<>+488(SB)/4, $0x0301070d
+DATA iq3srows4consts<>+492(SB)/4, $0x03010b09
+DATA iq3srows4consts<>+496(SB)/4, $0x03010b0d
+DATA iq3srows4consts<>+500(SB)/4, $0x03010d03
+DATA iq3srows4consts<>+504(SB)/4, $0x03010f05
+DATA iq3srows4consts<>+508(SB)/4, $0x03030101
+DATA iq3srows4consts<>+512(SB)/4, $0x03030103
+DATA iq3srows4consts<>+516(SB)/4, $0x03030107
+DATA iq3srows4consts<>+520(SB)/4, $0x0303010d
+DATA iq3srows4consts<>+524(SB)/4, $0x03030301
+DATA iq3srows4consts<>+528(SB)/4, $0x03030309
+DATA iq3srows4consts<>+532(SB)/4, $0x03030503
+DATA iq3srows4consts<>+536(SB)/4, $0x03030701
+DATA iq3srows4consts<>+540(SB)/4, $0x03030707
+DATA iq3srows4consts<>+544(SB)/4, $0x03030903
+DATA iq3srows4consts<>+548(SB)/4, $0x03030b01
+DATA iq3srows4consts<>+552(SB)/4, $0x03030b05
+DATA iq3srows4consts<>+556(SB)/4, $0x03030f01
+DATA iq3srows4consts<>+560(SB)/4, $0x03030f0d
+DATA iq3srows4consts<>+564(SB)/4, $0x03050101
+DATA iq3srows4consts<>+568(SB)/4, $0x03050305
+DATA iq3srows4consts<>+572(SB)/4, $0x0305030b
+DATA iq3srows4consts<>+576(SB)/4, $0x0305030f
+DATA iq3srows4consts<>+580(SB)/4, $0x03050501
+DATA iq3srows4consts<>+584(SB)/4, $0x03050509
+DATA iq3srows4consts<>+588(SB)/4, $0x03050705
+DATA iq3srows4consts<>+592(SB)/4, $0x03050901
+DATA iq3srows4consts<>+596(SB)/4, $0x03050907
+DATA iq3srows4consts<>+600(SB)/4, $0x03050b0b
+DATA iq3srows4consts<>+604(SB)/4, $0x03050d01
+DATA iq3srows4consts<>+608(SB)/4, $0x03050f05
+DATA iq3srows4consts<>+612(SB)/4, $0x03070103
+DATA iq3srows4consts<>+616(SB)/4, $0x03070109
+DATA iq3srows4consts<>+620(SB)/4, $0x0307010f
+DATA iq3srows4consts<>+624(SB)/4, $0x03070301
+DATA iq3srows4consts<>+628(SB)/4, $0x03070307
+DATA iq3srows4consts<>+632(SB)/4, $0x03070503
+DATA iq3srows4consts<>+636(SB)/4, $0x0307050f
+DATA iq3srows4consts<>+640(SB)/4, $0x03070701
+DATA iq3srows4consts<>+644(SB)/4, $0x03070709
+DATA iq3srows4consts<>+648(SB)/4, $0x03070903
+DATA iq3srows4consts<>+652(SB)/4, $0x03070d05
+DATA iq3srows4consts<>+656(SB)/4, $0x03070f01
+DATA iq3srows4consts<>+660(SB)/4, $0x03090107
+DATA iq3srows4consts<>+664(SB)/4, $0x0309010b
+DATA iq3srows4consts<>+668(SB)/4, $0x03090305
+DATA iq3srows4consts<>+672(SB)/4, $0x03090309
+DATA iq3srows4consts<>+676(SB)/4, $0x03090703
+DATA iq3srows4consts<>+680(SB)/4, $0x03090707
+DATA iq3srows4consts<>+684(SB)/4, $0x03090905
+DATA iq3srows4consts<>+688(SB)/4, $0x0309090d
+DATA iq3srows4consts<>+692(SB)/4, $0x03090b01
+DATA iq3srows4consts<>+696(SB)/4, $0x03090b09
+DATA iq3srows4consts<>+700(SB)/4, $0x030b0103
+DATA iq3srows4consts<>+704(SB)/4, $0x030b0301
+DATA iq3srows4consts<>+708(SB)/4, $0x030b0307
+DATA iq3srows4consts<>+712(SB)/4, $0x030b0503
+DATA iq3srows4consts<>+716(SB)/4, $0x030b0701
+DATA iq3srows4consts<>+720(SB)/4, $0x030b0705
+DATA iq3srows4consts<>+724(SB)/4, $0x030b0b03
+DATA iq3srows4consts<>+728(SB)/4, $0x030d0501
+DATA iq3srows4consts<>+732(SB)/4, $0x030d0509
+DATA iq3srows4consts<>+736(SB)/4, $0x030d050f
+DATA iq3srows4consts<>+740(SB)/4, $0x030d0909
+DATA iq3srows4consts<>+744(SB)/4, $0x030d090d
+DATA iq3srows4consts<>+748(SB)/4, $0x030f0103
+DATA iq3srows4consts<>+752(SB)/4, $0x030f0107
+DATA iq3srows4consts<>+756(SB)/4, $0x030f0301
+DATA iq3srows4consts<>+760(SB)/4, $0x030f0305
+DATA iq3srows4consts<>+764(SB)/4, $0x030f0503
+DATA iq3srows4consts<>+768(SB)/4, $0x030f070b
+DATA iq3srows4consts<>+772(SB)/4, $0x030f0903
+DATA iq3srows4consts<>+776(SB)/4, $0x030f0d05
+DATA iq3srows4consts<>+780(SB)/4, $0x030f0f01
+DATA iq3srows4consts<>+784(SB)/4, $0x05010101
+DATA iq3srows4consts<>+788(SB)/4, $0x05010103
+DATA iq3srows4consts<>+792(SB)/4, $0x05010107
+DATA iq3srows4consts<>+796(SB)/4, $0x0501010b
+DATA iq3srows4consts<>+800(SB)/4, $0x0501010f
+DATA iq3srows4consts<>+804(SB)/4, $0x05010301
+DATA iq3srows4consts<>+808(SB)/4, $0x05010305
+DATA iq3srows4consts<>+812(SB)/4, $0x05010309
+DATA iq3srows4consts<>+816(SB)/4, $0x0501030d
+DATA iq3srows4consts<>+820(SB)/4, $0x05010503
+DATA iq3srows4consts<>+824(SB)/4, $0x05010507
+DATA iq3srows4consts<>+828(SB)/4, $0x0501050f
+DATA iq3srows4consts<>+832(SB)/4, $0x05010701
+DATA iq3srows4consts<>+836(SB)/4, $0x05010705
+DATA iq3srows4consts<>+840(SB)/4, $0x05010903
+DATA iq3srows4consts<>+844(SB)/4, $0x05010907
+DATA iq3srows4consts<>+848(SB)/4, $0x0501090b
+DATA iq3srows4consts<>+852(SB)/4, $0x05010b01
+DATA iq3srows4consts<>+856(SB)/4, $0x05010b05
+DATA iq3srows4consts<>+860(SB)/4, $0x05010d0f
+DATA iq3srows4consts<>+864(SB)/4, $0x05010f01
+DATA iq3srows4consts<>+868(SB)/4, $0x05010f07
+DATA iq3srows4consts<>+872(SB)/4, $0x05010f0b
+DATA iq3srows4consts<>+876(SB)/4, $0x05030101
+DATA iq3srows4consts<>+880(SB)/4, $0x05030105
+DATA iq3srows4consts<>+884(SB)/4, $0x05030301
+DATA iq3srows4consts<>+888(SB)/4, $0x05030307
+DATA iq3srows4consts<>+892(SB)/4, $0x0503030f
+DATA iq3srows4consts<>+896(SB)/4, $0x05030505
+DATA iq3srows4consts<>+900(SB)/4, $0x0503050b
+DATA iq3srows4consts<>+904(SB)/4, $0x05030703
+DATA iq3srows4consts<>+908(SB)/4, $0x05030709
+DATA iq3srows4consts<>+912(SB)/4, $0x05030905
+DATA iq3srows4consts<>+916(SB)/4, $0x05030b03
+DATA iq3srows4consts<>+920(SB)/4, $0x05050103
+DATA iq3srows4consts<>+924(SB)/4, $0x05050109
+DATA iq3srows4consts<>+928(SB)/4, $0x0505010f
+DATA iq3srows4consts<>+932(SB)/4, $0x05050503
+DATA iq3srows4consts<>+936(SB)/4, $0x05050507
+DATA iq3srows4consts<>+940(SB)/4, $0x05050701
+DATA iq3srows4consts<>+944(SB)/4, $0x0505070f
+DATA iq3srows4consts<>+948(SB)/4, $0x05050903
+DATA iq3srows4consts<>+952(SB)/4, $0x05050b07
+DATA iq3srows4consts<>+956(SB)/4, $0x05050b0f
+DATA iq3srows4consts<>+960(SB)/4, $0x05050f03
+DATA iq3srows4consts<>+964(SB)/4, $0x05050f09
+DATA iq3srows4consts<>+968(SB)/4, $0x05070101
+DATA iq3srows4consts<>+972(SB)/4, $0x05070105
+DATA iq3srows4consts<>+976(SB)/4, $0x0507010b
+DATA iq3srows4consts<>+980(SB)/4, $0x05070303
+DATA iq3srows4consts<>+984(SB)/4, $0x05070505
+DATA iq3srows4consts<>+988(SB)/4, $0x05070509
+DATA iq3srows4consts<>+992(SB)/4, $0x05070703
+DATA iq3srows4consts<>+996(SB)/4, $0x05070707
+DATA iq3srows4consts<>+1000(SB)/4, $0x05070905
+DATA iq3srows4consts<>+1004(SB)/4, $0x05070b01
+DATA iq3srows4consts<>+1008(SB)/4, $0x05070d0d
+DATA iq3srows4consts<>+1012(SB)/4, $0x05090103
+DATA iq3srows4consts<>+1016(SB)/4, $0x0509010f
+DATA iq3srows4consts<>+1020(SB)/4, $0x05090501
+DATA iq3srows4consts<>+1024(SB)/4, $0x05090507
+DATA iq3srows4consts<>+1028(SB)/4, $0x05090705
+DATA iq3srows4consts<>+1032(SB)/4, $0x0509070b
+DATA iq3srows4consts<>+1036(SB)/4, $0x05090903
+DATA iq3srows4consts<>+1040(SB)/4, $0x05090f05
+DATA iq3srows4consts<>+1044(SB)/4, $0x05090f0b
+DATA iq3srows4consts<>+1048(SB)/4, $0x050b0109
+DATA iq3srows4consts<>+1052(SB)/4, $0x050b0303
+DATA iq3srows4consts<>+1056(SB)/4, $0x050b0505
+DATA iq3srows4consts<>+1060(SB)/4, $0x050b070f
+DATA iq3srows4consts<>+1064(SB)/4, $0x050b0901
+DATA iq3srows4consts<>+1068(SB)/4, $0x050b0b07
+DATA iq3srows4consts<>+1072(SB)/4, $0x050b0f01
+DATA iq3srows4consts<>+1076(SB)/4, $0x050d0101
+DATA iq3srows4consts<>+1080(SB)/4, $0x050d0105
+DATA iq3srows4consts<>+1084(SB)/4, $0x050d010f
+DATA iq3srows4consts<>+1088(SB)/4, $0x050d0503
+DATA iq3srows4consts<>+1092(SB)/4, $0x050d0b0b
+DATA iq3srows4consts<>+1096(SB)/4, $0x050d0d03
+DATA iq3srows4consts<>+1100(SB)/4, $0x050f010b
+DATA iq3srows4consts<>+1104(SB)/4, $0x050f0303
+DATA iq3srows4consts<>+1108(SB)/4, $0x050f050d
+DATA iq3srows4consts<>+1112(SB)/4, $0x050f0701
+DATA iq3srows4consts<>+1116(SB)/4, $0x050f0907
+DATA iq3srows4consts<>+1120(SB)/4, $0x050f0b01
+DATA iq3srows4consts<>+1124(SB)/4, $0x07010105
+DATA iq3srows4consts<>+1128(SB)/4, $0x07010303
+DATA iq3srows4consts<>+1132(SB)/4, $0x07010307
+DATA iq3srows4consts<>+1136(SB)/4, $0x0701030b
+DATA iq3srows4consts<>+1140(SB)/4, $0x0701030f
+DATA iq3srows4consts<>+1144(SB)/4, $0x07010505
+DATA iq3srows4consts<>+1148(SB)/4, $0x07010703
+DATA iq3srows4consts<>+1152(SB)/4, $0x07010707
+DATA iq3srows4consts<>+1156(SB)/4, $0x0701070b
+DATA iq3srows4consts<>+1160(SB)/4, $0x07010905
+DATA iq3srows4consts<>+1164(SB)/4, $0x07010909
+DATA iq3srows4consts<>+1168(SB)/4, $0x0701090f
+DATA iq3srows4consts<>+1172(SB)/4, $0x07010b03
+DATA iq3srows4consts<>+1176(SB)/4, $0x07010d07
+DATA iq3srows4consts<>+1180(SB)/4, $0x07010f03
+DATA iq3srows4consts<>+1184(SB)/4, $0x07030103
+DATA iq3srows4consts<>+1188(SB)/4, $0x07030107
+DATA iq3srows4consts<>+1192(SB)/4, $0x0703010b
+DATA iq3srows4consts<>+1196(SB)/4, $0x07030309
+DATA iq3srows4consts<>+1200(SB)/4, $0x07030503
+DATA iq3srows4consts<>+1204(SB)/4, $0x07030507
+DATA iq3srows4consts<>+1208(SB)/4, $0x07030901
+DATA iq3srows4consts<>+1212(SB)/4, $0x07030d01
+DATA iq3srows4consts<>+1216(SB)/4, $0x07030f05
+DATA iq3srows4consts<>+1220(SB)/4, $0x07030f0d
+DATA iq3srows4consts<>+1224(SB)/4, $0x07050101
+DATA iq3srows4consts<>+1228(SB)/4, $0x07050305
+DATA iq3srows4consts<>+1232(SB)/4, $0x07050501
+DATA iq3srows4consts<>+1236(SB)/4, $0x07050705
+DATA iq3srows4consts<>+1240(SB)/4, $0x07050709
+DATA iq3srows4consts<>+1244(SB)/4, $0x07050b01
+DATA iq3srows4consts<>+1248(SB)/4, $0x07070103
+DATA iq3srows4consts<>+1252(SB)/4, $0x07070301
+DATA iq3srows4consts<>+1256(SB)/4, $0x07070309
+DATA iq3srows4consts<>+1260(SB)/4, $0x07070503
+DATA iq3srows4consts<>+1264(SB)/4, $0x07070507
+DATA iq3srows4consts<>+1268(SB)/4, $0x0707050f
+DATA iq3srows4consts<>+1272(SB)/4, $0x07070701
+DATA iq3srows4consts<>+1276(SB)/4, $0x07070903
+DATA iq3srows4consts<>+1280(SB)/4, $0x07070907
+DATA iq3srows4consts<>+1284(SB)/4, $0x0707090f
+DATA iq3srows4consts<>+1288(SB)/4, $0x07070b0b
+DATA iq3srows4consts<>+1292(SB)/4, $0x07070f07
+DATA iq3srows4consts<>+1296(SB)/4, $0x07090107
+DATA iq3srows4consts<>+1300(SB)/4, $0x07090303
+DATA iq3srows4consts<>+1304(SB)/4, $0x0709030d
+DATA iq3srows4consts<>+1308(SB)/4, $0x07090505
+DATA iq3srows4consts<>+1312(SB)/4, $0x07090703
+DATA iq3srows4consts<>+1316(SB)/4, $0x07090b05
+DATA iq3srows4consts<>+1320(SB)/4, $0x07090d01
+DATA iq3srows4consts<>+1324(SB)/4, $0x07090d09
+DATA iq3srows4consts<>+1328(SB)/4, $0x070b0103
+DATA iq3srows4consts<>+1332(SB)/4, $0x070b0301
+DATA iq3srows4consts<>+1336(SB)/4, $0x070b0305
+DATA iq3srows4consts<>+1340(SB)/4, $0x070b050b
+DATA iq3srows4consts<>+1344(SB)/4, $0x070b0705
+DATA iq3srows4consts<>+1348(SB)/4, $0x070b0909
+DATA iq3srows4consts<>+1352(SB)/4, $0x070b0b0d
+DATA iq3srows4consts<>+1356(SB)/4, $0x070b0f07
+DATA iq3srows4consts<>+1360(SB)/4, $0x070d030d
+DATA iq3srows4consts<>+1364(SB)/4, $0x070d0903
+DATA iq3srows4consts<>+1368(SB)/4, $0x070f0103
+DATA iq3srows4consts<>+1372(SB)/4, $0x070f0107
+DATA iq3srows4consts<>+1376(SB)/4, $0x070f0501
+DATA iq3srows4consts<>+1380(SB)/4, $0x070f0505
+DATA iq3srows4consts<>+1384(SB)/4, $0x070f070b
+DATA iq3srows4consts<>+1388(SB)/4, $0x09010101
+DATA iq3srows4consts<>+1392(SB)/4, $0x09010109
+DATA iq3srows4consts<>+1396(SB)/4, $0x09010305
+DATA iq3srows4consts<>+1400(SB)/4, $0x09010501
+DATA iq3srows4consts<>+1404(SB)/4, $0x09010509
+DATA iq3srows4consts<>+1408(SB)/4, $0x0901050f
+DATA iq3srows4consts<>+1412(SB)/4, $0x09010705
+DATA iq3srows4consts<>+1416(SB)/4, $0x09010903
+DATA iq3srows4consts<>+1420(SB)/4, $0x09010b01
+DATA iq3srows4consts<>+1424(SB)/4, $0x09010f01
+DATA iq3srows4consts<>+1428(SB)/4, $0x09030105
+DATA iq3srows4consts<>+1432(SB)/4, $0x0903010f
+DATA iq3srows4consts<>+1436(SB)/4, $0x09030303
+DATA iq3srows4consts<>+1440(SB)/4, $0x09030307
+DATA iq3srows4consts<>+1444(SB)/4, $0x09030505
+DATA iq3srows4consts<>+1448(SB)/4, $0x09030701
+DATA iq3srows4consts<>+1452(SB)/4, $0x0903070b
+DATA iq3srows4consts<>+1456(SB)/4, $0x09030907
+DATA iq3srows4consts<>+1460(SB)/4, $0x09030b03
+DATA iq3srows4consts<>+1464(SB)/4, $0x09030b0b
+DATA iq3srows4consts<>+1468(SB)/4, $0x09050103
+DATA iq3srows4consts<>+1472(SB)/4, $0x09050107
+DATA iq3srows4consts<>+1476(SB)/4, $0x09050301
+DATA iq3srows4consts<>+1480(SB)/4, $0x0905030b
+DATA iq3srows4consts<>+1484(SB)/4, $0x09050503
+DATA iq3srows4consts<>+1488(SB)/4, $0x09050707
+DATA iq3srows4consts<>+1492(SB)/4, $0x09050901
+DATA iq3srows4consts<>+1496(SB)/4, $0x09050b0f
+DATA iq3srows4consts<>+1500(SB)/4, $0x09050d05
+DATA iq3srows4consts<>+1504(SB)/4, $0x09050f01
+DATA iq3srows4consts<>+1508(SB)/4, $0x09070109
+DATA iq3srows4consts<>+1512(SB)/4, $0x09070303
+DATA iq3srows4consts<>+1516(SB)/4, $0x09070307
+DATA iq3srows4consts<>+1520(SB)/4, $0x09070501
+DATA iq3srows4consts<>+1524(SB)/4, $0x09070505
+DATA iq3srows4consts<>+1528(SB)/4, $0x09070703
+DATA iq3srows4consts<>+1532(SB)/4, $0x0907070b
+DATA iq3srows4consts<>+1536(SB)/4, $0x09090101
+DATA iq3srows4consts<>+1540(SB)/4, $0x09090105
+DATA iq3srows4consts<>+1544(SB)/4, $0x09090509
+DATA iq3srows4consts<>+1548(SB)/4, $0x0909070f
+DATA iq3srows4consts<>+1552(SB)/4, $0x09090901
+DATA iq3srows4consts<>+1556(SB)/4, $0x09090f03
+DATA iq3srows4consts<>+1560(SB)/4, $0x090b010b
+DATA iq3srows4consts<>+1564(SB)/4, $0x090b010f
+DATA iq3srows4consts<>+1568(SB)/4, $0x090b0503
+DATA iq3srows4consts<>+1572(SB)/4, $0x090b0d05
+DATA iq3srows4consts<>+1576(SB)/4, $0x090d0307
+DATA iq3srows4consts<>+1580(SB)/4, $0x090d0709
+DATA iq3srows4consts<>+1584(SB)/4, $0x090d0d01
+DATA iq3srows4consts<>+1588(SB)/4, $0x090f0301
+DATA iq3srows4consts<>+1592(SB)/4, $0x090f030b
+DATA iq3srows4consts<>+1596(SB)/4, $0x090f0701
+DATA iq3srows4consts<>+1600(SB)/4, $0x090f0907
+DATA iq3srows4consts<>+1604(SB)/4, $0x090f0b03
+DATA iq3srows4consts<>+1608(SB)/4, $0x0b010105
+DATA iq3srows4consts<>+1612(SB)/4, $0x0b010301
+DATA iq3srows4consts<>+1616(SB)/4, $0x0b010309
+DATA iq3srows4consts<>+1620(SB)/4, $0x0b010505
+DATA iq3srows4consts<>+1624(SB)/4, $0x0b010901
+DATA iq3srows4consts<>+1628(SB)/4, $0x0b010909
+DATA iq3srows4consts<>+1632(SB)/4, $0x0b01090f
+DATA iq3srows4consts<>+1636(SB)/4, $0x0b010b05
+DATA iq3srows4consts<>+1640(SB)/4, $0x0b010d0d
+DATA iq3srows4consts<>+1644(SB)/4, $0x0b010f09
+DATA iq3srows4consts<>+1648(SB)/4, $0x0b030103
+DATA iq3srows4consts<>+1652(SB)/4, $0x0b030107
+DATA iq3srows4consts<>+1656(SB)/4, $0x0b03010b
+DATA iq3srows4consts<>+1660(SB)/4, $0x0b030305
+DATA iq3srows4consts<>+1664(SB)/4, $0x0b030503
+DATA iq3srows4consts<>+1668(SB)/4, $0x0b030705
+DATA iq3srows4consts<>+1672(SB)/4, $0x0b030f05
+DATA iq3srows4consts<>+1676(SB)/4, $0x0b050101
+DATA iq3srows4consts<>+1680(SB)/4, $0x0b050303
+DATA iq3srows4consts<>+1684(SB)/4, $0x0b050507
+DATA iq3srows4consts<>+1688(SB)/4, $0x0b050701
+DATA iq3srows4consts<>+1692(SB)/4, $0x0b05070d
+DATA iq3srows4consts<>+1696(SB)/4, $0x0b050b07
+DATA iq3srows4consts<>+1700(SB)/4, $0x0b070105
+DATA iq3srows4consts<>+1704(SB)/4, $0x0b07010f
+DATA iq3srows4consts<>+1708(SB)/4, $0x0b070301
+DATA iq3srows4consts<>+1712(SB)/4, $0x0b07050f
+DATA iq3srows4consts<>+1716(SB)/4, $0x0b070909
+DATA iq3srows4consts<>+1720(SB)/4, $0x0b070b03
+DATA iq3srows4consts<>+1724(SB)/4, $0x0b070d0b
+DATA iq3srows4consts<>+1728(SB)/4, $0x0b070f07
+DATA iq3srows4consts<>+1732(SB)/4, $0x0b090103
+DATA iq3srows4consts<>+1736(SB)/4, $0x0b090109
+DATA iq3srows4consts<>+1740(SB)/4, $0x0b090501
+DATA iq3srows4consts<>+1744(SB)/4, $0x0b090705
+DATA iq3srows4consts<>+1748(SB)/4, $0x0b09090d
+DATA iq3srows4consts<>+1752(SB)/4, $0x0b0b0305
+DATA iq3srows4consts<>+1756(SB)/4, $0x0b0b050d
+DATA iq3srows4consts<>+1760(SB)/4, $0x0b0b0b03
+DATA iq3srows4consts<>+1764(SB)/4, $0x0b0b0b07
+DATA iq3srows4consts<>+1768(SB)/4, $0x0b0d0905
+DATA iq3srows4consts<>+1772(SB)/4, $0x0b0f0105
+DATA iq3srows4consts<>+1776(SB)/4, $0x0b0f0109
+DATA iq3srows4consts<>+1780(SB)/4, $0x0b0f0505
+DATA iq3srows4consts<>+1784(SB)/4, $0x0d010303
+DATA iq3srows4consts<>+1788(SB)/4, $0x0d010307
+DATA iq3srows4consts<>+1792(SB)/4, $0x0d01030b
+DATA iq3srows4consts<>+1796(SB)/4, $0x0d010703
+DATA iq3srows4consts<>+1800(SB)/4, $0x0d010707
+DATA iq3srows4consts<>+1804(SB)/4, $0x0d010d01
+DATA iq3srows4consts<>+1808(SB)/4, $0x0d030101
+DATA iq3srows4consts<>+1812(SB)/4, $0x0d030501
+DATA iq3srows4consts<>+1816(SB)/4, $0x0d03050f
+DATA iq3srows4consts<>+1820(SB)/4, $0x0d030d09
+DATA iq3srows4consts<>+1824(SB)/4, $0x0d050305
+DATA iq3srows4consts<>+1828(SB)/4, $0x0d050709
+DATA iq3srows4consts<>+1832(SB)/4, $0x0d050905
+DATA iq3srows4consts<>+1836(SB)/4, $0x0d050b0b
+DATA iq3srows4consts<>+1840(SB)/4, $0x0d050d05
+DATA iq3srows4consts<>+1844(SB)/4, $0x0d050f01
+DATA iq3srows4consts<>+1848(SB)/4, $0x0d070101
+DATA iq3srows4consts<>+1852(SB)/4, $0x0d070309
+DATA iq3srows4consts<>+1856(SB)/4, $0x0d070503
+DATA iq3srows4consts<>+1860(SB)/4, $0x0d070901
+DATA iq3srows4consts<>+1864(SB)/4, $0x0d09050b
+DATA iq3srows4consts<>+1868(SB)/4, $0x0d090907
+DATA iq3srows4consts<>+1872(SB)/4, $0x0d090d05
+DATA iq3srows4consts<>+1876(SB)/4, $0x0d0b0101
+DATA iq3srows4consts<>+1880(SB)/4, $0x0d0b0107
+DATA iq3srows4consts<>+1884(SB)/4, $0x0d0b0709
+DATA iq3srows4consts<>+1888(SB)/4, $0x0d0b0d01
+DATA iq3srows4consts<>+1892(SB)/4, $0x0d0d010b
+DATA iq3srows4consts<>+1896(SB)/4, $0x0d0d0901
+DATA iq3srows4consts<>+1900(SB)/4, $0x0d0f0303
+DATA iq3srows4consts<>+1904(SB)/4, $0x0d0f0307
+DATA iq3srows4consts<>+1908(SB)/4, $0x0f010101
+DATA iq3srows4consts<>+1912(SB)/4, $0x0f010109
+DATA iq3srows4consts<>+1916(SB)/4, $0x0f01010f
+DATA iq3srows4consts<>+1920(SB)/4, $0x0f010501
+DATA iq3srows4consts<>+1924(SB)/4, $0x0f010505
+DATA iq3srows4consts<>+1928(SB)/4, $0x0f01070d
+DATA iq3srows4consts<>+1932(SB)/4, $0x0f010901
+DATA iq3srows4consts<>+1936(SB)/4, $0x0f010b09
+DATA iq3srows4consts<>+1940(SB)/4, $0x0f010d05
+DATA iq3srows4consts<>+1944(SB)/4, $0x0f030105
+DATA iq3srows4consts<>+1948(SB)/4, $0x0f030303
+DATA iq3srows4consts<>+1952(SB)/4, $0x0f030509
+DATA iq3srows4consts<>+1956(SB)/4, $0x0f030907
+DATA iq3srows4consts<>+1960(SB)/4, $0x0f03090b
+DATA iq3srows4consts<>+1964(SB)/4, $0x0f050103
+DATA iq3srows4consts<>+1968(SB)/4, $0x0f050109
+DATA iq3srows4consts<>+1972(SB)/4, $0x0f050301
+DATA iq3srows4consts<>+1976(SB)/4, $0x0f05030d
+DATA iq3srows4consts<>+1980(SB)/4, $0x0f050503
+DATA iq3srows4consts<>+1984(SB)/4, $0x0f050701
+DATA iq3srows4consts<>+1988(SB)/4, $0x0f050b03
+DATA iq3srows4consts<>+1992(SB)/4, $0x0f070105
+DATA iq3srows4consts<>+1996(SB)/4, $0x0f070705
+DATA iq3srows4consts<>+2000(SB)/4, $0x0f07070b
+DATA iq3srows4consts<>+2004(SB)/4, $0x0f070b07
+DATA iq3srows4consts<>+2008(SB)/4, $0x0f090103
+DATA iq3srows4consts<>+2012(SB)/4, $0x0f09010b
+DATA iq3srows4consts<>+2016(SB)/4, $0x0f090307
+DATA iq3srows4consts<>+2020(SB)/4, $0x0f090501
+DATA iq3srows4consts<>+2024(SB)/4, $0x0f090b01
+DATA iq3srows4consts<>+2028(SB)/4, $0x0f0b0505
+DATA iq3srows4consts<>+2032(SB)/4, $0x0f0b0905
+DATA iq3srows4consts<>+2036(SB)/4, $0x0f0d0105
+DATA iq3srows4consts<>+2040(SB)/4, $0x0f0d0703
+DATA iq3srows4consts<>+2044(SB)/4, $0x0f0f0101
+DATA iq3srows4consts<>+2048(SB)/1, $0x00
+DATA iq3srows4consts<>+2049(SB)/1, $0x00
+DATA iq3srows4consts<>+2050(SB)/1, $0x00
+DATA iq3srows4consts<>+2051(SB)/1, $0x00
+DATA iq3srows4consts<>+2052(SB)/1, $0x00
+DATA iq3srows4consts<>+2053(SB)/1, $0x00
+DATA iq3srows4consts<>+2054(SB)/1, $0x00
+DATA iq3srows4consts<>+2055(SB)/1, $0x00
+DATA iq3srows4consts<>+2056(SB)/1, $0x01
+DATA iq3srows4consts<>+2057(SB)/1, $0x01
+DATA iq3srows4consts<>+2058(SB)/1, $0x01
+DATA iq3srows4consts<>+2059(SB)/1, $0x01
+DATA iq3srows4consts<>+2060(SB)/1, $0x01
+DATA iq3srows4consts<>+2061(SB)/1, $0x01
+DATA iq3srows4consts<>+2062(SB)/1, $0x01
+DATA iq3srows4consts<>+2063(SB)/1, $0x01
+DATA iq3srows4consts<>+2064(SB)/1, $0x02
+DATA iq3srows4consts<>+2065(SB)/1, $0x02
+DATA iq3srows4consts<>+2066(SB)/1, $0x02
+DATA iq3srows4consts<>+2067(SB)/1, $0x02
+DATA iq3srows4consts<>+2068(SB)/1, $0x02
+DATA iq3srows4consts<>+2069(SB)/1, $0x02
+DATA iq3srows4consts<>+2070(SB)/1, $0x02
+DATA iq3srows4consts<>+2071(SB)/1, $0x02
+DATA iq3srows4consts<>+2072(SB)/1, $0x03
+DATA iq3srows4consts<>+2073(SB)/1, $0x03
+DATA iq3srows4consts<>+2074(SB)/1, $0x03
+DATA iq3srows4consts<>+2075(SB)/1, $0x03
+DATA iq3srows4consts<>+2076(SB)/1, $0x03
+DATA iq3srows4consts<>+2077(SB)/1, $0x03
+DATA iq3srows4consts<>+2078(SB)/1, $0x03
+DATA iq3srows4consts<>+2079(SB)/1, $0x03
+DATA iq3srows4consts<>+2080(SB)/1, $0x01
+DATA iq3srows4consts<>+2081(SB)/1, $0x02
+DATA iq3srows4consts<>+2082(SB)/1, $0x04
+DATA iq3srows4consts<>+2083(SB)/1, $0x08
+DATA iq3srows4consts<>+2084(SB)/1, $0x10
+DATA iq3srows4consts<>+2085(SB)/1, $0x20
+DATA iq3srows4consts<>+2086(SB)/1, $0x40
+DATA iq3srows4consts<>+2087(SB)/1, $0x80
+DATA iq3srows4consts<>+2088(SB)/1, $0x01
+DATA iq3srows4consts<>+2089(SB)/1, $0x02
+DATA iq3srows4consts<>+2090(SB)/1, $0x04
+DATA iq3srows4consts<>+2091(SB)/1, $0x08
+DATA iq3srows4consts<>+2092(SB)/1, $0x10
+DATA iq3srows4consts<>+2093(SB)/1, $0x20
+DATA iq3srows4consts<>+2094(SB)/1, $0x40
+DATA iq3srows4consts<>+2095(SB)/1, $0x80
+DATA iq3srows4consts<>+2096(SB)/1, $0x01
+DATA iq3srows4consts<>+2097(SB)/1, $0x02
+DATA iq3srows4consts<>+2098(SB)/1, $0x04
+DATA iq3srows4consts<>+2099(SB)/1, $0x08
+DATA iq3srows4consts<>+2100(SB)/1, $0x10
+DATA iq3srows4consts<>+2101(SB)/1, $0x20
+DATA iq3srows4consts<>+2102(SB)/1, $0x40
+DATA iq3srows4consts<>+2103(SB)/1, $0x80
+DATA iq3srows4consts<>+2104(SB)/1, $0x01
+DATA iq3srows4consts<>+2105(SB)/1, $0x02
+DATA iq3srows4consts<>+2106(SB)/1, $0x04
+DATA iq3srows4consts<>+2107(SB)/1, $0x08
+DATA iq3srows4consts<>+2108(SB)/1, $0x10
+DATA iq3srows4consts<>+2109(SB)/1, $0x20
+DATA iq3srows4consts<>+2110(SB)/1, $0x40
+DATA iq3srows4consts<>+2111(SB)/1, $0x80
+DATA iq3srows4consts<>+2112(SB)/1, $0x7f
+DATA iq3srows4consts<>+2113(SB)/1, $0x7f
+DATA iq3srows4consts<>+2114(SB)/1, $0x7f
+DATA iq3srows4consts<>+2115(SB)/1, $0x7f
+DATA iq3srows4consts<>+2116(SB)/1, $0x7f
+DATA iq3srows4consts<>+2117(SB)/1, $0x7f
+DATA iq3srows4consts<>+2118(SB)/1, $0x7f
+DATA iq3srows4consts<>+2119(SB)/1, $0x7f
+DATA iq3srows4consts<>+2120(SB)/1, $0x7f
+DATA iq3srows4consts<>+2121(SB)/1, $0x7f
+DATA iq3srows4consts<>+2122(SB)/1, $0x7f
+DATA iq3srows4consts<>+2123(SB)/1, $0x7f
+DATA iq3srows4consts<>+2124(SB)/1, $0x7f
+DATA iq3srows4consts<>+2125(SB)/1, $0x7f
+DATA iq3srows4consts<>+2126(SB)/1, $0x7f
+DATA iq3srows4consts<>+2127(SB)/1, $0x7f
+DATA iq3srows4consts<>+2128(SB)/1, $0x7f
+DATA iq3srows4consts<>+2129(SB)/1, $0x7f
+DATA iq3srows4consts<>+2130(SB)/1, $0x7f
+DATA iq3srows4consts<>+2131(SB)/1, $0x7f
+DATA iq3srows4consts<>+2132(SB)/1, $0x7f
+DATA iq3srows4consts<>+2133(SB)/1, $0x7f
+DATA iq3srows4consts<>+2134(SB)/1, $0x7f
+DATA iq3srows4consts<>+2135(SB)/1, $0x7f
+DATA iq3srows4consts<>+2136(SB)/1, $0x7f
+DATA iq3srows4consts<>+2137(SB)/1, $0x7f
+DATA iq3srows4consts<>+2138(SB)/1, $0x7f
+DATA iq3srows4consts<>+2139(SB)/1, $0x7f
+DATA iq3srows4consts<>+2140(SB)/1, $0x7f
+DATA iq3srows4consts<>+2141(SB)/1, $0x7f
+DATA iq3srows4consts<>+2142(SB)/1, $0x7f
+DATA iq3srows4consts<>+2143(SB)/1, $0x7f
+DATA iq3srows4consts<>+2144(SB)/2, $0x0000
+DATA iq3srows4consts<>+2146(SB)/2, $0x0000
+DATA iq3srows4consts<>+2148(SB)/2, $0x0000
+DATA iq3srows4consts<>+2150(SB)/2, $0x0000
+DATA iq3srows4consts<>+2152(SB)/2, $0x0000
+DATA iq3srows4consts<>+2154(SB)/2, $0x0000
+DATA iq3srows4consts<>+2156(SB)/2, $0x0000
+DATA iq3srows4consts<>+2158(SB)/2, $0x0000
+DATA iq3srows4consts<>+2160(SB)/2, $0x0100
+DATA iq3srows4consts<>+2162(SB)/2, $0x0000
+DATA iq3srows4consts<>+2164(SB)/2, $0x0000
+DATA iq3srows4consts<>+2166(SB)/2, $0x0000
+DATA iq3srows4consts<>+2168(SB)/2, $0x0000
+DATA iq3srows4consts<>+2170(SB)/2, $0x0000
+DATA iq3srows4consts<>+2172(SB)/2, $0x0000
+DATA iq3srows4consts<>+2174(SB)/2, $0x0000
+DATA iq3srows4consts<>+2176(SB)/2, $0x0000
+DATA iq3srows4consts<>+2178(SB)/2, $0x0100
+DATA iq3srows4consts<>+2180(SB)/2, $0x0000
+DATA iq3srows4consts<>+2182(SB)/2, $0x0000
+DATA iq3srows4consts<>+2184(SB)/2, $0x0000
+DATA iq3srows4consts<>+2186(SB)/2, $0x0000
+DATA iq3srows4consts<>+2188(SB)/2, $0x0000
+DATA iq3srows4consts<>+2190(SB)/2, $0x0000
+DATA iq3srows4consts<>+2192(SB)/2, $0x0100
+DATA iq3srows4consts<>+2194(SB)/2, $0x0100
+DATA iq3srows4consts<>+2196(SB)/2, $0x0000
+DATA iq3srows4consts<>+2198(SB)/2, $0x0000
+DATA iq3srows4consts<>+2200(SB)/2, $0x0000
+DATA iq3srows4consts<>+2202(SB)/2, $0x0000
+DATA iq3srows4consts<>+2204(SB)/2, $0x0000
+DATA iq3srows4consts<>+2206(SB)/2, $0x0000
+DATA iq3srows4consts<>+2208(SB)/2, $0x0000
+DATA iq3srows4consts<>+2210(SB)/2, $0x0000
+DATA iq3srows4consts<>+2212(SB)/2, $0x0100
+DATA iq3srows4consts<>+2214(SB)/2, $0x0000
+DATA iq3srows4consts<>+2216(SB)/2, $0x0000
+DATA iq3srows4consts<>+2218(SB)/2, $0x0000
+DATA iq3srows4consts<>+2220(SB)/2, $0x0000
+DATA iq3srows4consts<>+2222(SB)/2, $0x0000
+DATA iq3srows4consts<>+2224(SB)/2, $0x0100
+DATA iq3srows4consts<>+2226(SB)/2, $0x0000
+DATA iq3srows4consts<>+2228(SB)/2, $0x0100
+DATA iq3srows4consts<>+2230(SB)/2, $0x0000
+DATA iq3srows4consts<>+2232(SB)/2, $0x0000
+DATA iq3srows4consts<>+2234(SB)/2, $0x0000
+DATA iq3srows4consts<>+2236(SB)/2, $0x0000
+DATA iq3srows4consts<>+2238(SB)/2, $0x0000
+DATA iq3srows4consts<>+2240(SB)/2, $0x0000
+DATA iq3srows4consts<>+2242(SB)/2, $0x0100
+DATA iq3srows4consts<>+2244(SB)/2, $0x0100
+DATA iq3srows4consts<>+2246(SB)/2, $0x0000
+DATA iq3srows4consts<>+2248(SB)/2, $0x0000
+DATA iq3srows4consts<>+2250(SB)/2, $0x0000
+DATA iq3srows4consts<>+2252(SB)/2, $0x0000
+DATA iq3srows4consts<>+2254(SB)/2, $0x0000
+DATA iq3srows4consts<>+2256(SB)/2, $0x0100
+DATA iq3srows4consts<>+2258(SB)/2, $0x0100
+DATA iq3srows4consts<>+2260(SB)/2, $0x0100
+DATA iq3srows4consts<>+2262(SB)/2, $0x0000
+DATA iq3srows4consts<>+2264(SB)/2, $0x0000
+DATA iq3srows4consts<>+2266(SB)/2, $0x0000
+DATA iq3srows4consts<>+2268(SB)/2, $0x0000
+DATA iq3srows4consts<>+2270(SB)/2, $0x0000
+DATA iq3srows4consts<>+2272(SB)/2, $0x0000
+DATA iq3srows4consts<>+2274(SB)/2, $0x0000
+DATA iq3srows4consts<>+2276(SB)/2, $0x0000
+DATA iq3srows4consts<>+2278(SB)/2, $0x0100
+DATA iq3srows4consts<>+2280(SB)/2, $0x0000
+DATA iq3srows4consts<>+2282(SB)/2, $0x0000
+DATA iq3srows4consts<>+2284(SB)/2, $0x0000
+DATA iq3srows4consts<>+2286(SB)/2, $0x0000
+DATA iq3srows4consts<>+2288(SB)/2, $0x0100
+DATA iq3srows4consts<>+2290(SB)/2, $0x0000
+DATA iq3srows4consts<>+2292(SB)/2, $0x0000
+DATA iq3srows4consts<>+2294(SB)/2, $0x0100
+DATA iq3srows4consts<>+2296(SB)/2, $0x0000
+DATA iq3srows4consts<>+2298(SB)/2, $0x0000
+DATA iq3srows4consts<>+2300(SB)/2, $0x0000
+DATA iq3srows4consts<>+2302(SB)/2, $0x0000
+DATA iq3srows4consts<>+2304(SB)/2, $0x0000
+DATA iq3srows4consts<>+2306(SB)/2, $0x0100
+DATA iq3srows4consts<>+2308(SB)/2, $0x0000
+DATA iq3srows4consts<>+2310(SB)/2, $0x0100
+DATA iq3srows4consts<>+2312(SB)/2, $0x0000
+DATA iq3srows4consts<>+2314(SB)/2, $0x0000
+DATA iq3srows4consts<>+2316(SB)/2, $0x0000
+DATA iq3srows4consts<>+2318(SB)/2, $0x0000
+DATA iq3srows4consts<>+2320(SB)/2, $0x0100
+DATA iq3srows4consts<>+2322(SB)/2, $0x0100
+DATA iq3srows4consts<>+2324(SB)/2, $0x0000
+DATA iq3srows4consts<>+2326(SB)/2, $0x0100
+DATA iq3srows4consts<>+2328(SB)/2, $0x0000
+DATA iq3srows4consts<>+2330(SB)/2, $0x0000
+DATA iq3srows4consts<>+2332(SB)/2, $0x0000
+DATA iq3srows4consts<>+2334(SB)/2, $0x0000
+DATA iq3srows4consts<>+2336(SB)/2, $0x0000
+DATA iq3srows4consts<>+2338(SB)/2, $0x0000
+DATA iq3srows4consts<>+2340(SB)/2, $0x0100
+DATA iq3srows4consts<>+2342(SB)/2, $0x0100
+DATA iq3srows4consts<>+2344(SB)/2, $0x0000
+DATA iq3srows4consts<>+2346(SB)/2, $0x0000
+DATA iq3srows4consts<>+2348(SB)/2, $0x0000
+DATA iq3srows4consts<>+2350(SB)/2, $0x0000
+DATA iq3srows4consts<>+2352(SB)/2, $0x0100
+DATA iq3srows4consts<>+2354(SB)/2, $0x0000
+DATA iq3srows4consts<>+2356(SB)/2, $0x0100
+DATA iq3srows4consts<>+2358(SB)/2, $0x0100
+DATA iq3srows4consts<>+2360(SB)/2, $0x0000
+DATA iq3srows4consts<>+2362(SB)/2, $0x0000
+DATA iq3srows4consts<>+2364(SB)/2, $0x0000
+DATA iq3srows4consts<>+2366(SB)/2, $0x0000
+DATA iq3srows4consts<>+2368(SB)/2, $0x0000
+DATA iq3srows4consts<>+2370(SB)/2, $0x0100
+DATA iq3srows4consts<>+2372(SB)/2, $0x0100
+DATA iq3srows4consts<>+2374(SB)/2, $0x0100
+DATA iq3srows4consts<>+2376(SB)/2, $0x0000
+DATA iq3srows4consts<>+2378(SB)/2, $0x0000
+DATA iq3srows4consts<>+2380(SB)/2, $0x0000
+DATA iq3srows4consts<>+2382(SB)/2, $0x0000
+DATA iq3srows4consts<>+2384(SB)/2, $0x0100
+DATA iq3srows4consts<>+2386(SB)/2, $0x0100
+DATA iq3srows4consts<>+2388(SB)/2, $0x0100
+DATA iq3srows4consts<>+2390(SB)/2, $0x0100
+DATA iq3srows4consts<>+2392(SB)/2, $0x0000
+DATA iq3srows4consts<>+2394(SB)/2, $0x0000
+DATA iq3srows4consts<>+2396(SB)/2, $0x0000
+DATA iq3srows4consts<>+2398(SB)/2, $0x0000
+DATA iq3srows4consts<>+2400(SB)/2, $0x0000
+DATA iq3srows4consts<>+2402(SB)/2, $0x0000
+DATA iq3srows4consts<>+2404(SB)/2, $0x0000
+DATA iq3srows4consts<>+2406(SB)/2, $0x0000
+DATA iq3srows4consts<>+2408(SB)/2, $0x0100
+DATA iq3srows4consts<>+2410(SB)/2, $0x0000
+DATA iq3srows4consts<>+2412(SB)/2, $0x0000
+DATA iq3srows4consts<>+2414(SB)/2, $0x0000
+DATA iq3srows4consts<>+2416(SB)/2, $0x0100
+DATA iq3srows4consts<>+2418(SB)/2, $0x0000
+DATA iq3srows4consts<>+2420(SB)/2, $0x0000
+DATA iq3srows4consts<>+2422(SB)/2, $0x0000
+DATA iq3srows4consts<>+2424(SB)/2, $0x0100
+DATA iq3srows4consts<>+2426(SB)/2, $0x0000
+DATA iq3srows4consts<>+2428(SB)/2, $0x0000
+DATA iq3srows4consts<>+2430(SB)/2, $0x0000
+DATA iq3srows4consts<>+2432(SB)/2, $0x0000
+DATA iq3srows4consts<>+2434(SB)/2, $0x0100
+DATA iq3srows4consts<>+2436(SB)/2, $0x0000
+DATA iq3srows4consts<>+2438(SB)/2, $0x0000
+DATA iq3srows4consts<>+2440(SB)/2, $0x0100
+DATA iq3srows4consts<>+2442(SB)/2, $0x0000
+DATA iq3srows4consts<>+2444(SB)/2, $0x0000
+DATA iq3srows4consts<>+2446(SB)/2, $0x0000
+DATA iq3srows4consts<>+2448(SB)/2, $0x0100
+DATA iq3srows4consts<>+2450(SB)/2, $0x0100
+DATA iq3srows4consts<>+2452(SB)/2, $0x0000
+DATA iq3srows4consts<>+2454(SB)/2, $0x0000
+DATA iq3srows4consts<>+2456(SB)/2, $0x0100
+DATA iq3srows4consts<>+2458(SB)/2, $0x0000
+DATA iq3srows4consts<>+2460(SB)/2, $0x0000
+DATA iq3srows4consts<>+2462(SB)/2, $0x0000
+DATA iq3srows4consts<>+2464(SB)/2, $0x0000
+DATA iq3srows4consts<>+2466(SB)/2, $0x0000
+DATA iq3srows4consts<>+2468(SB)/2, $0x0100
+DATA iq3srows4consts<>+2470(SB)/2, $0x0000
+DATA iq3srows4consts<>+2472(SB)/2, $0x0100
+DATA iq3srows4consts<>+2474(SB)/2, $0x0000
+DATA iq3srows4consts<>+2476(SB)/2, $0x0000
+DATA iq3srows4consts<>+2478(SB)/2, $0x0000
+DATA iq3srows4consts<>+2480(SB)/2, $0x0100
+DATA iq3srows4consts<>+2482(SB)/2, $0x0000
+DATA iq3srows4consts<>+2484(SB)/2, $0x0100
+DATA iq3srows4consts<>+2486(SB)/2, $0x0000
+DATA iq3srows4consts<>+2488(SB)/2, $0x0100
+DATA iq3srows4consts<>+2490(SB)/2, $0x0000
+DATA iq3srows4consts<>+2492(SB)/2, $0x0000
+DATA iq3srows4consts<>+2494(SB)/2, $0x0000
+DATA iq3srows4consts<>+2496(SB)/2, $0x0000
+DATA iq3srows4consts<>+2498(SB)/2, $0x0100
+DATA iq3srows4consts<>+2500(SB)/2, $0x0100
+DATA iq3srows4consts<>+2502(SB)/2, $0x0000
+DATA iq3srows4consts<>+2504(SB)/2, $0x0100
+DATA iq3srows4consts<>+2506(SB)/2, $0x0000
+DATA iq3srows4consts<>+2508(SB)/2, $0x0000
+DATA iq3srows4consts<>+2510(SB)/2, $0x0000
+DATA iq3srows4consts<>+2512(SB)/2, $0x0100
+DATA iq3srows4consts<>+2514(SB)/2, $0x0100
+DATA iq3srows4consts<>+2516(SB)/2, $0x0100
+DATA iq3srows4consts<>+2518(SB)/2, $0x0000
+DATA iq3srows4consts<>+2520(SB)/2, $0x0100
+DATA iq3srows4consts<>+2522(SB)/2, $0x0000
+DATA iq3srows4consts<>+2524(SB)/2, $0x0000
+DATA iq3srows4consts<>+2526(SB)/2, $0x0000
+DATA iq3srows4consts<>+2528(SB)/2, $0x0000
+DATA iq3srows4consts<>+2530(SB)/2, $0x0000
+DATA iq3srows4consts<>+2532(SB)/2, $0x0000
+DATA iq3srows4consts<>+2534(SB)/2, $0x0100
+DATA iq3srows4consts<>+2536(SB)/2, $0x0100
+DATA iq3srows4consts<>+2538(SB)/2, $0x0000
+DATA iq3srows4consts<>+2540(SB)/2, $0x0000
+DATA iq3srows4consts<>+2542(SB)/2, $0x0000
+DATA iq3srows4consts<>+2544(SB)/2, $0x0100
+DATA iq3srows4consts<>+2546(SB)/2, $0x0000
+DATA iq3srows4consts<>+2548(SB)/2, $0x0000
+DATA iq3srows4consts<>+2550(SB)/2, $0x0100
+DATA iq3srows4consts<>+2552(SB)/2, $0x0100
+DATA iq3srows4consts<>+2554(SB)/2, $0x0000
+DATA iq3srows4consts<>+2556(SB)/2, $0x0000
+DATA iq3srows4consts<>+2558(SB)/2, $0x0000
+DATA iq3srows4consts<>+2560(SB)/2, $0x0000
+DATA iq3srows4consts<>+2562(SB)/2, $0x0100
+DATA iq3srows4consts<>+2564(SB)/2, $0x0000
+DATA iq3srows4consts<>+2566(SB)/2, $0x0100
+DATA iq3srows4consts<>+2568(SB)/2, $0x0100
+DATA iq3srows4consts<>+2570(SB)/2, $0x0000
+DATA iq3srows4consts<>+2572(SB)/2, $0x0000
+DATA iq3srows4consts<>+2574(SB)/2, $0x0000
+DATA iq3srows4consts<>+2576(SB)/2, $0x0100
+DATA iq3srows4consts<>+2578(SB)/2, $0x0100
+DATA iq3srows4consts<>+2580(SB)/2, $0x0000
+DATA iq3srows4consts<>+2582(SB)/2, $0x0100
+DATA iq3srows4consts<>+2584(SB)/2, $0x0100
+DATA iq3srows4consts<>+2586(SB)/2, $0x0000
+DATA iq3srows4consts<>+2588(SB)/2, $0x0000
+DATA iq3srows4consts<>+2590(SB)/2, $0x0000
+DATA iq3srows4consts<>+2592(SB)/2, $0x0000
+DATA iq3srows4consts<>+2594(SB)/2, $0x0000
+DATA iq3srows4consts<>+2596(SB)/2, $0x0100
+DATA iq3srows4consts<>+2598(SB)/2, $0x0100
+DATA iq3srows4consts<>+2600(SB)/2, $0x0100
+DATA iq3srows4consts<>+2602(SB)/2, $0x0000
+DATA iq3srows4consts<>+2604(SB)/2, $0x0000
+DATA iq3srows4consts<>+2606(SB)/2, $0x0000
+DATA iq3srows4consts<>+2608(SB)/2, $0x0100
+DATA iq3srows4consts<>+2610(SB)/2, $0x0000
+DATA iq3srows4consts<>+2612(SB)/2, $0x0100
+DATA iq3srows4consts<>+2614(SB)/2, $0x0100
+DATA iq3srows4consts<>+2616(SB)/2, $0x0100
+DATA iq3srows4consts<>+2618(SB)/2, $0x0000
+DATA iq3srows4consts<>+2620(SB)/2, $0x0000
+DATA iq3srows4consts<>+2622(SB)/2, $0x0000
+DATA iq3srows4consts<>+2624(SB)/2, $0x0000
+DATA iq3srows4consts<>+2626(SB)/2, $0x0100
+DATA iq3srows4consts<>+2628(SB)/2, $0x0100
+DATA iq3srows4consts<>+2630(SB)/2, $0x0100
+DATA iq3srows4consts<>+2632(SB)/2, $0x0100
+DATA iq3srows4consts<>+2634(SB)/2, $0x0000
+DATA iq3srows4consts<>+2636(SB)/2, $0x0000
+DATA iq3srows4consts<>+2638(SB)/2, $0x0000
+DATA iq3srows4consts<>+2640(SB)/2, $0x0100
+DATA iq3srows4consts<>+2642(SB)/2, $0x0100
+DATA iq3srows4consts<>+2644(SB)/2, $0x0100
+DATA iq3srows4consts<>+2646(SB)/2, $0x0100
+DATA iq3srows4consts<>+2648(SB)/2, $0x0100
+DATA iq3srows4consts<>+2650(SB)/2, $0x0000
+DATA iq3srows4consts<>+2652(SB)/2, $0x0000
+DATA iq3srows4consts<>+2654(SB)/2, $0x0000
+DATA iq3srows4consts<>+2656(SB)/2, $0x0000
+DATA iq3srows4consts<>+2658(SB)/2, $0x0000
+DATA iq3srows4consts<>+2660(SB)/2, $0x0000
+DATA iq3srows4consts<>+2662(SB)/2, $0x0000
+DATA iq3srows4consts<>+2664(SB)/2, $0x0000
+DATA iq3srows4consts<>+2666(SB)/2, $0x0100
+DATA iq3srows4consts<>+2668(SB)/2, $0x0000
+DATA iq3srows4consts<>+2670(SB)/2, $0x0000
+DATA iq3srows4consts<>+2672(SB)/2, $0x0100
+DATA iq3srows4consts<>+2674(SB)/2, $0x0000
+DATA iq3srows4consts<>+2676(SB)/2, $0x0000
+DATA iq3srows4consts<>+2678(SB)/2, $0x0000
+DATA iq3srows4consts<>+2680(SB)/2, $0x0000
+DATA iq3srows4consts<>+2682(SB)/2, $0x0100
+DATA iq3srows4consts<>+2684(SB)/2, $0x0000
+DATA iq3srows4consts<>+2686(SB)/2, $0x0000
+DATA iq3srows4consts<>+2688(SB)/2, $0x0000
+DATA iq3srows4consts<>+2690(SB)/2, $0x0100
+DATA iq3srows4consts<>+2692(SB)/2, $0x0000
+DATA iq3srows4consts<>+2694(SB)/2, $0x0000
+DATA iq3srows4consts<>+2696(SB)/2, $0x0000
+DATA iq3srows4consts<>+2698(SB)/2, $0x0100
+DATA iq3srows4consts<>+2700(SB)/2, $0x0000
+DATA iq3srows4consts<>+2702(SB)/2, $0x0000
+DATA iq3srows4consts<>+2704(SB)/2, $0x0100
+DATA iq3srows4consts<>+2706(SB)/2, $0x0100
+DATA iq3srows4consts<>+2708(SB)/2, $0x0000
+DATA iq3srows4consts<>+2710(SB)/2, $0x0000
+DATA iq3srows4consts<>+2712(SB)/2, $0x0000
+DATA iq3srows4consts<>+2714(SB)/2, $0x0100
+DATA iq3srows4consts<>+2716(SB)/2, $0x0000
+DATA iq3srows4consts<>+2718(SB)/2, $0x0000
+DATA iq3srows4consts<>+2720(SB)/2, $0x0000
+DATA iq3srows4consts<>+2722(SB)/2, $0x0000
+DATA iq3srows4consts<>+2724(SB)/2, $0x0100
+DATA iq3srows4consts<>+2726(SB)/2, $0x0000
+DATA iq3srows4consts<>+2728(SB)/2, $0x0000
+DATA iq3srows4consts<>+2730(SB)/2, $0x0100
+DATA iq3srows4consts<>+2732(SB)/2, $0x0000
+DATA iq3srows4consts<>+2734(SB)/2, $0x0000
+DATA iq3srows4consts<>+2736(SB)/2, $0x0100
+DATA iq3srows4consts<>+2738(SB)/2, $0x0000
+DATA iq3srows4consts<>+2740(SB)/2, $0x0100
+DATA iq3srows4consts<>+2742(SB)/2, $0x0000
+DATA iq3srows4consts<>+2744(SB)/2, $0x0000
+DATA iq3srows4consts<>+2746(SB)/2, $0x0100
+DATA iq3srows4consts<>+2748(SB)/2, $0x0000
+DATA iq3srows4consts<>+2750(SB)/2, $0x0000
+DATA iq3srows4consts<>+2752(SB)/2, $0x0000
+DATA iq3srows4consts<>+2754(SB)/2, $0x0100
+DATA iq3srows4consts<>+2756(SB)/2, $0x0100
+DATA iq3srows4consts<>+2758(SB)/2, $0x0000
+DATA iq3srows4consts<>+2760(SB)/2, $0x0000
+DATA iq3srows4consts<>+2762(SB)/2, $0x0100
+DATA iq3srows4consts<>+2764(SB)/2, $0x0000
+DATA iq3srows4consts<>+2766(SB)/2, $0x0000
+DATA iq3srows4consts<>+2768(SB)/2, $0x0100
+DATA iq3srows4consts<>+2770(SB)/2, $0x0100
+DATA iq3srows4consts<>+2772(SB)/2, $0x0100
+DATA iq3srows4consts<>+2774(SB)/2, $0x0000
+DATA iq3srows4consts<>+2776(SB)/2, $0x0000
+DATA iq3srows4consts<>+2778(SB)/2, $0x0100
+DATA iq3srows4consts<>+2780(SB)/2, $0x0000
+DATA iq3srows4consts<>+2782(SB)/2, $0x0000
+DATA iq3srows4consts<>+2784(SB)/2, $0x0000
+DATA iq3srows4consts<>+2786(SB)/2, $0x0000
+DATA iq3srows4consts<>+2788(SB)/2, $0x0000
+DATA iq3srows4consts<>+2790(SB)/2, $0x0100
+DATA iq3srows4consts<>+2792(SB)/2, $0x0000
+DATA iq3srows4consts<>+2794(SB)/2, $0x0100
+DATA iq3srows4consts<>+2796(SB)/2, $0x0000
+DATA iq3srows4consts<>+2798(SB)/2, $0x0000
+DATA iq3srows4consts<>+2800(SB)/2, $0x0100
+DATA iq3srows4consts<>+2802(SB)/2, $0x0000
+DATA iq3srows4consts<>+2804(SB)/2, $0x0000
+DATA iq3srows4consts<>+2806(SB)/2, $0x0100
+DATA iq3srows4consts<>+2808(SB)/2, $0x0000
+DATA iq3srows4consts<>+2810(SB)/2, $0x0100
+DATA iq3srows4consts<>+2812(SB)/2, $0x0000
+DATA iq3srows4consts<>+2814(SB)/2, $0x0000
+DATA iq3srows4consts<>+2816(SB)/2, $0x0000
+DATA iq3srows4consts<>+2818(SB)/2, $0x0100
+DATA iq3srows4consts<>+2820(SB)/2, $0x0000
+DATA iq3srows4consts<>+2822(SB)/2, $0x0100
+DATA iq3srows4consts<>+2824(SB)/2, $0x0000
+DATA iq3srows4consts<>+2826(SB)/2, $0x0100
+DATA iq3srows4consts<>+2828(SB)/2, $0x0000
+DATA iq3srows4consts<>+2830(SB)/2, $0x0000
+DATA iq3srows4consts<>+2832(SB)/2, $0x0100
+DATA iq3srows4consts<>+2834(SB)/2, $0x0100
+DATA iq3srows4consts<>+2836(SB)/2, $0x0000
+DATA iq3srows4consts<>+2838(SB)/2, $0x0100
+DATA iq3srows4consts<>+2840(SB)/2, $0x0000
+DATA iq3srows4consts<>+2842(SB)/2, $0x0100
+DATA iq3srows4consts<>+2844(SB)/2, $0x0000
+DATA iq3srows4consts<>+2846(SB)/2, $0x0000
+DATA iq3srows4consts<>+2848(SB)/2, $0x0000
+DATA iq3srows4consts<>+2850(SB)/2, $0x0000
+DATA iq3srows4consts<>+2852(SB)/2, $0x0100
+DATA iq3srows4consts<>+2854(SB)/2, $0x0100
+DATA iq3srows4consts<>+2856(SB)/2, $0x0000
+DATA iq3srows4consts<>+2858(SB)/2, $0x0100
+DATA iq3srows4consts<>+2860(SB)/2, $0x0000
+DATA iq3srows4consts<>+2862(SB)/2, $0x0000
+DATA iq3srows4consts<>+2864(SB)/2, $0x0100
+DATA iq3srows4consts<>+2866(SB)/2, $0x0000
+DATA iq3srows4consts<>+2868(SB)/2, $0x0100
+DATA iq3srows4consts<>+2870(SB)/2, $0x0100
+DATA iq3srows4consts<>+2872(SB)/2, $0x0000
+DATA iq3srows4consts<>+2874(SB)/2, $0x0100
+DATA iq3srows4consts<>+2876(SB)/2, $0x0000
+DATA iq3srows4consts<>+2878(SB)/2, $0x0000
+DATA iq3srows4consts<>+2880(SB)/2, $0x0000
+DATA iq3srows4consts<>+2882(SB)/2, $0x0100
+DATA iq3srows4consts<>+2884(SB)/2, $0x0100
+DATA iq3srows4consts<>+2886(SB)/2, $0x0100
+DATA iq3srows4consts<>+2888(SB)/2, $0x0000
+DATA iq3srows4consts<>+2890(SB)/2, $0x0100
+DATA iq3srows4consts<>+2892(SB)/2, $0x0000
+DATA iq3srows4consts<>+2894(SB)/2, $0x0000
+DATA iq3srows4consts<>+2896(SB)/2, $0x0100
+DATA iq3srows4consts<>+2898(SB)/2, $0x0100
+DATA iq3srows4consts<>+2900(SB)/2, $0x0100
+DATA iq3srows4consts<>+2902(SB)/2, $0x0100
+DATA iq3srows4consts<>+2904(SB)/2, $0x0000
+DATA iq3srows4consts<>+2906(SB)/2, $0x0100
+DATA iq3srows4consts<>+2908(SB)/2, $0x0000
+DATA iq3srows4consts<>+2910(SB)/2, $0x0000
+DATA iq3srows4consts<>+2912(SB)/2, $0x0000
+DATA iq3srows4consts<>+2914(SB)/2, $0x0000
+DATA iq3srows4consts<>+2916(SB)/2, $0x0000
+DATA iq3srows4consts<>+2918(SB)/2, $0x0000
+DATA iq3srows4consts<>+2920(SB)/2, $0x0100
+DATA iq3srows4consts<>+2922(SB)/2, $0x0100
+DATA iq3srows4consts<>+2924(SB)/2, $0x0000
+DATA iq3srows4consts<>+2926(SB)/2, $0x0000
+DATA iq3srows4consts<>+2928(SB)/2, $0x0100
+DATA iq3srows4consts<>+2930(SB)/2, $0x0000
+DATA iq3srows4consts<>+2932(SB)/2, $0x0000
+DATA iq3srows4consts<>+2934(SB)/2, $0x0000
+DATA iq3srows4consts<>+2936(SB)/2, $0x0100
+DATA iq3srows4consts<>+2938(SB)/2, $0x0100
+DATA iq3srows4consts<>+2940(SB)/2, $0x0000
+DATA iq3srows4consts<>+2942(SB)/2, $0x0000
+DATA iq3srows4consts<>+2944(SB)/2, $0x0000
+DATA iq3srows4consts<>+2946(SB)/2, $0x0100
+DATA iq3srows4consts<>+2948(SB)/2, $0x0000
+DATA iq3srows4consts<>+2950(SB)/2, $0x0000
+DATA iq3srows4consts<>+2952(SB)/2, $0x0100
+DATA iq3srows4consts<>+2954(SB)/2, $0x0100
+DATA iq3srows4consts<>+2956(SB)/2, $0x0000
+DATA iq3srows4consts<>+2958(SB)/2, $0x0000
+DATA iq3srows4consts<>+2960(SB)/2, $0x0100
+DATA iq3srows4consts<>+2962(SB)/2, $0x0100
+DATA iq3srows4consts<>+2964(SB)/2, $0x0000
+DATA iq3srows4consts<>+2966(SB)/2, $0x0000
+DATA iq3srows4consts<>+2968(SB)/2, $0x0100
+DATA iq3srows4consts<>+2970(SB)/2, $0x0100
+DATA iq3srows4consts<>+2972(SB)/2, $0x0000
+DATA iq3srows4consts<>+2974(SB)/2, $0x0000
+DATA iq3srows4consts<>+2976(SB)/2, $0x0000
+DATA iq3srows4consts<>+2978(SB)/2, $0x0000
+DATA iq3srows4consts<>+2980(SB)/2, $0x0100
+DATA iq3srows4consts<>+2982(SB)/2, $0x0000
+DATA iq3srows4consts<>+2984(SB)/2, $0x0100
+DATA iq3srows4consts<>+2986(SB)/2, $0x0100
+DATA iq3srows4consts<>+2988(SB)/2, $0x0000
+DATA iq3srows4consts<>+2990(SB)/2, $0x0000
+DATA iq3srows4consts<>+2992(SB)/2, $0x0100
+DATA iq3srows4consts<>+2994(SB)/2, $0x0000
+DATA iq3srows4consts<>+2996(SB)/2, $0x0100
+DATA iq3srows4consts<>+2998(SB)/2, $0x0000
+DATA iq3srows4consts<>+3000(SB)/2, $0x0100
+DATA iq3srows4consts<>+3002(SB)/2, $0x0100
+DATA iq3srows4consts<>+3004(SB)/2, $0x0000
+DATA iq3srows4consts<>+3006(SB)/2, $0x0000
+DATA iq3srows4consts<>+3008(SB)/2, $0x0000
+DATA iq3srows4consts<>+3010(SB)/2, $0x0100
+DATA iq3srows4consts<>+3012(SB)/2, $0x0100
+DATA iq3srows4consts<>+3014(SB)/2, $0x0000
+DATA iq3srows4consts<>+3016(SB)/2, $0x0100
+DATA iq3srows4consts<>+3018(SB)/2, $0x0100
+DATA iq3srows4consts<>+3020(SB)/2, $0x0000
+DATA iq3srows4consts<>+3022(SB)/2, $0x0000
+DATA iq3srows4consts<>+3024(SB)/2, $0x0100
+DATA iq3srows4consts<>+3026(SB)/2, $0x0100
+DATA iq3srows4consts<>+3028(SB)/2, $0x0100
+DATA iq3srows4consts<>+3030(SB)/2, $0x0000
+DATA iq3srows4consts<>+3032(SB)/2, $0x0100
+DATA iq3srows4consts<>+3034(SB)/2, $0x0100
+DATA iq3srows4consts<>+3036(SB)/2, $0x0000
+DATA iq3srows4consts<>+3038(SB)/2, $0x0000
+DATA iq3srows4consts<>+3040(SB)/2, $0x0000
+DATA iq3srows4consts<>+3042(SB)/2, $0x0000
+DATA iq3srows4consts<>+3044(SB)/2, $0x0000
+DATA iq3srows4consts<>+3046(SB)/2, $0x0100
+DATA iq3srows4consts<>+3048(SB)/2, $0x0100
+DATA iq3srows4consts<>+3050(SB)/2, $0x0100
+DATA iq3srows4consts<>+3052(SB)/2, $0x0000
+DATA iq3srows4consts<>+3054(SB)/2, $0x0000
+DATA iq3srows4consts<>+3056(SB)/2, $0x0100
+DATA iq3srows4consts<>+3058(SB)/2, $0x0000
+DATA iq3srows4consts<>+3060(SB)/2, $0x0000
+DATA iq3srows4consts<>+3062(SB)/2, $0x0100
+DATA iq3srows4consts<>+3064(SB)/2, $0x0100
+DATA iq3srows4consts<>+3066(SB)/2, $0x0100
+DATA iq3srows4consts<>+3068(SB)/2, $0x0000
+DATA iq3srows4consts<>+3070(SB)/2, $0x0000
+DATA iq3srows4consts<>+3072(SB)/2, $0x0000
+DATA iq3srows4consts<>+3074(SB)/2, $0x0100
+DATA iq3srows4consts<>+3076(SB)/2, $0x0000
+DATA iq3srows4consts<>+3078(SB)/2, $0x0100
+DATA iq3srows4consts<>+3080(SB)/2, $0x0100
+DATA iq3srows4consts<>+3082(SB)/2, $0x0100
+DATA iq3srows4consts<>+3084(SB)/2, $0x0000
+DATA iq3srows4consts<>+3086(SB)/2, $0x0000
+DATA iq3srows4consts<>+3088(SB)/2, $0x0100
+DATA iq3srows4consts<>+3090(SB)/2, $0x0100
+DATA iq3srows4consts<>+3092(SB)/2, $0x0000
+DATA iq3srows4consts<>+3094(SB)/2, $0x0100
+DATA iq3srows4consts<>+3096(SB)/2, $0x0100
+DATA iq3srows4consts<>+3098(SB)/2, $0x0100
+DATA iq3srows4consts<>+3100(SB)/2, $0x0000
+DATA iq3srows4consts<>+3102(SB)/2, $0x0000
+DATA iq3srows4consts<>+3104(SB)/2, $0x0000
+DATA iq3srows4consts<>+3106(SB)/2, $0x0000
+DATA iq3srows4consts<>+3108(SB)/2, $0x0100
+DATA iq3srows4consts<>+3110(SB)/2, $0x0100
+DATA iq3srows4consts<>+3112(SB)/2, $0x0100
+DATA iq3srows4consts<>+3114(SB)/2, $0x0100
+DATA iq3srows4consts<>+3116(SB)/2, $0x0000
+DATA iq3srows4consts<>+3118(SB)/2, $0x0000
+DATA iq3srows4consts<>+3120(SB)/2, $0x0100
+DATA iq3srows4consts<>+3122(SB)/2, $0x0000
+DATA iq3srows4consts<>+3124(SB)/2, $0x0100
+DATA iq3srows4consts<>+3126(SB)/2, $0x0100
+DATA iq3srows4consts<>+3128(SB)/2, $0x0100
+DATA iq3srows4consts<>+3130(SB)/2, $0x0100
+DATA iq3srows4consts<>+3132(SB)/2, $0x0000
+DATA iq3srows4consts<>+3134(SB)/2, $0x0000
+DATA iq3srows4consts<>+3136(SB)/2, $0x0000
+DATA iq3srows4consts<>+3138(SB)/2, $0x0100
+DATA iq3srows4consts<>+3140(SB)/2, $0x0100
+DATA iq3srows4consts<>+3142(SB)/2, $0x0100
+DATA iq3srows4consts<>+3144(SB)/2, $0x0100
+DATA iq3srows4consts<>+3146(SB)/2, $0x0100
+DATA iq3srows4consts<>+3148(SB)/2, $0x0000
+DATA iq3srows4consts<>+3150(SB)/2, $0x0000
+DATA iq3srows4consts<>+3152(SB)/2, $0x0100
+DATA iq3srows4consts<>+3154(SB)/2, $0x0100
+DATA iq3srows4consts<>+3156(SB)/2, $0x0100
+DATA iq3srows4consts<>+3158(SB)/2, $0x0100
+DATA iq3srows4consts<>+3160(SB)/2, $0x0100
+DATA iq3srows4consts<>+3162(SB)/2, $0x0100
+DATA iq3srows4consts<>+3164(SB)/2, $0x0000
+DATA iq3srows4consts<>+3166(SB)/2, $0x0000
+DATA iq3srows4consts<>+3168(SB)/2, $0x0000
+DATA iq3srows4consts<>+3170(SB)/2, $0x0000
+DATA iq3srows4consts<>+3172(SB)/2, $0x0000
+DATA iq3srows4consts<>+3174(SB)/2, $0x0000
+DATA iq3srows4consts<>+3176(SB)/2, $0x0000
+DATA iq3srows4consts<>+3178(SB)/2, $0x0000
+DATA iq3srows4consts<>+3180(SB)/2, $0x0100
+DATA iq3srows4consts<>+3182(SB)/2, $0x0000
+DATA iq3srows4consts<>+3184(SB)/2, $0x0100
+DATA iq3srows4consts<>+3186(SB)/2, $0x0000
+DATA iq3srows4consts<>+3188(SB)/2, $0x0000
+DATA iq3srows4consts<>+3190(SB)/2, $0x0000
+DATA iq3srows4consts<>+3192(SB)/2, $0x0000
+DATA iq3srows4consts<>+3194(SB)/2, $0x0000
+DATA iq3srows4consts<>+3196(SB)/2, $0x0100
+DATA iq3srows4consts<>+3198(SB)/2, $0x0000
+DATA iq3srows4consts<>+3200(SB)/2, $0x0000
+DATA iq3srows4consts<>+3202(SB)/2, $0x0100
+DATA iq3srows4consts<>+3204(SB)/2, $0x0000
+DATA iq3srows4consts<>+3206(SB)/2, $0x0000
+DATA iq3srows4consts<>+3208(SB)/2, $0x0000
+DATA iq3srows4consts<>+3210(SB)/2, $0x0000
+DATA iq3srows4consts<>+3212(SB)/2, $0x0100
+DATA iq3srows4consts<>+3214(SB)/2, $0x0000
+DATA iq3srows4consts<>+3216(SB)/2, $0x0100
+DATA iq3srows4consts<>+3218(SB)/2, $0x0100
+DATA iq3srows4consts<>+3220(SB)/2, $0x0000
+DATA iq3srows4consts<>+3222(SB)/2, $0x0000
+DATA iq3srows4consts<>+3224(SB)/2, $0x0000
+DATA iq3srows4consts<>+3226(SB)/2, $0x0000
+DATA iq3srows4consts<>+3228(SB)/2, $0x0100
+DATA iq3srows4consts<>+3230(SB)/2, $0x0000
+DATA iq3srows4consts<>+3232(SB)/2, $0x0000
+DATA iq3srows4consts<>+3234(SB)/2, $0x0000
+DATA iq3srows4consts<>+3236(SB)/2, $0x0100
+DATA iq3srows4consts<>+3238(SB)/2, $0x0000
+DATA iq3srows4consts<>+3240(SB)/2, $0x0000
+DATA iq3srows4consts<>+3242(SB)/2, $0x0000
+DATA iq3srows4consts<>+3244(SB)/2, $0x0100
+DATA iq3srows4consts<>+3246(SB)/2, $0x0000
+DATA iq3srows4consts<>+3248(SB)/2, $0x0100
+DATA iq3srows4consts<>+3250(SB)/2, $0x0000
+DATA iq3srows4consts<>+3252(SB)/2, $0x0100
+DATA iq3srows4consts<>+3254(SB)/2, $0x0000
+DATA iq3srows4consts<>+3256(SB)/2, $0x0000
+DATA iq3srows4consts<>+3258(SB)/2, $0x0000
+DATA iq3srows4consts<>+3260(SB)/2, $0x0100
+DATA iq3srows4consts<>+3262(SB)/2, $0x0000
+DATA iq3srows4consts<>+3264(SB)/2, $0x0000
+DATA iq3srows4consts<>+3266(SB)/2, $0x0100
+DATA iq3srows4consts<>+3268(SB)/2, $0x0100
+DATA iq3srows4consts<>+3270(SB)/2, $0x0000
+DATA iq3srows4consts<>+3272(SB)/2, $0x0000
+DATA iq3srows4consts<>+3274(SB)/2, $0x0000
+DATA iq3srows4consts<>+3276(SB)/2, $0x0100
+DATA iq3srows4consts<>+3278(SB)/2, $0x0000
+DATA iq3srows4consts<>+3280(SB)/2, $0x0100
+DATA iq3srows4consts<>+3282(SB)/2, $0x0100
+DATA iq3srows4consts<>+3284(SB)/2, $0x0100
+DATA iq3srows4consts<>+3286(SB)/2, $0x0000
+DATA iq3srows4consts<>+3288(SB)/2, $0x0000
+DATA iq3srows4consts<>+3290(SB)/2, $0x0000
+DATA iq3srows4consts<>+3292(SB)/2, $0x0100
+DATA iq3srows4consts<>+3294(SB)/2, $0x0000
+DATA iq3srows4consts<>+3296(SB)/2, $0x0000
+DATA iq3srows4consts<>+3298(SB)/2, $0x0000
+DATA iq3srows4consts<>+3300(SB)/2, $0x0000
+DATA iq3srows4consts<>+3302(SB)/2, $0x0100
+DATA iq3srows4consts<>+3304(SB)/2, $0x0000
+DATA iq3srows4consts<>+3306(SB)/2, $0x0000
+DATA iq3srows4consts<>+3308(SB)/2, $0x0100
+DATA iq3srows4consts<>+3310(SB)/2, $0x0000
+DATA iq3srows4consts<>+3312(SB)/2, $0x0100
+DATA iq3srows4consts<>+3314(SB)/2, $0x0000
+DATA iq3srows4consts<>+3316(SB)/2, $0x0000
+DATA iq3srows4consts<>+3318(SB)/2, $0x0100
+DATA iq3srows4consts<>+3320(SB)/2, $0x0000
+DATA iq3srows4consts<>+3322(SB)/2, $0x0000
+DATA iq3srows4consts<>+3324(SB)/2, $0x0100
+DATA iq3srows4consts<>+3326(SB)/2, $0x0000
+DATA iq3srows4consts<>+3328(SB)/2, $0x0000
+DATA iq3srows4consts<>+3330(SB)/2, $0x0100
+DATA iq3srows4consts<>+3332(SB)/2, $0x0000
+DATA iq3srows4consts<>+3334(SB)/2, $0x0100
+DATA iq3srows4consts<>+3336(SB)/2, $0x0000
+DATA iq3srows4consts<>+3338(SB)/2, $0x0000
+DATA iq3srows4consts<>+3340(SB)/2, $0x0100
+DATA iq3srows4consts<>+3342(SB)/2, $0x0000
+DATA iq3srows4consts<>+3344(SB)/2, $0x0100
+DATA iq3srows4consts<>+3346(SB)/2, $0x0100
+DATA iq3srows4consts<>+3348(SB)/2, $0x0000
+DATA iq3srows4consts<>+3350(SB)/2, $0x0100
+DATA iq3srows4consts<>+3352(SB)/2, $0x0000
+DATA iq3srows4consts<>+3354(SB)/2, $0x0000
+DATA iq3srows4consts<>+3356(SB)/2, $0x0100
+DATA iq3srows4consts<>+3358(SB)/2, $0x0000
+DATA iq3srows4consts<>+3360(SB)/2, $0x0000
+DATA iq3srows4consts<>+3362(SB)/2, $0x0000
+DATA iq3srows4consts<>+3364(SB)/2, $0x0100
+DATA iq3srows4consts<>+3366(SB)/2, $0x0100
+DATA iq3srows4consts<>+3368(SB)/2, $0x0000
+DATA iq3srows4consts<>+3370(SB)/2, $0x0000
+DATA iq3srows4consts<>+3372(SB)/2, $0x0100
+DATA iq3srows4consts<>+3374(SB)/2, $0x0000
+DATA iq3srows4consts<>+3376(SB)/2, $0x0100
+DATA iq3srows4consts<>+3378(SB)/2, $0x0000
+DATA iq3srows4consts<>+3380(SB)/2, $0x0100
+DATA iq3srows4consts<>+3382(SB)/2, $0x0100
+DATA iq3srows4consts<>+3384(SB)/2, $0x0000
+DATA iq3srows4consts<>+3386(SB)/2, $0x0000
+DATA iq3srows4consts<>+3388(SB)/2, $0x0100
+DATA iq3srows4consts<>+3390(SB)/2, $0x0000
+DATA iq3srows4consts<>+3392(SB)/2, $0x0000
+DATA iq3srows4consts<>+3394(SB)/2, $0x0100
+DATA iq3srows4consts<>+3396(SB)/2, $0x0100
+DATA iq3srows4consts<>+3398(SB)/2, $0x0100
+DATA iq3srows4consts<>+3400(SB)/2, $0x0000
+DATA iq3srows4consts<>+3402(SB)/2, $0x0000
+DATA iq3srows4consts<>+3404(SB)/2, $0x0100
+DATA iq3srows4consts<>+3406(SB)/2, $0x0000
+DATA iq3srows4consts<>+3408(SB)/2, $0x0100
+DATA iq3srows4consts<>+3410(SB)/2, $0x0100
+DATA iq3srows4consts<>+3412(SB)/2, $0x0100
+DATA iq3srows4consts<>+3414(SB)/2, $0x0100
+DATA iq3srows4consts<>+3416(SB)/2, $0x0000
+DATA iq3srows4consts<>+3418(SB)/2, $0x0000
+DATA iq3srows4consts<>+3420(SB)/2, $0x0100
+DATA iq3srows4consts<>+3422(SB)/2, $0x0000
+DATA iq3srows4consts<>+3424(SB)/2, $0x0000
+DATA iq3srows4consts<>+3426(SB)/2, $0x0000
+DATA iq3srows4consts<>+3428(SB)/2, $0x0000
+DATA iq3srows4consts<>+3430(SB)/2, $0x0000
+DATA iq3srows4consts<>+3432(SB)/2, $0x0100
+DATA iq3srows4consts<>+3434(SB)/2, $0x0000
+DATA iq3srows4consts<>+3436(SB)/2, $0x0100
+DATA iq3srows4consts<>+3438(SB)/2, $0x0000
+DATA iq3srows4consts<>+3440(SB)/2, $0x0100
+DATA iq3srows4consts<>+3442(SB)/2, $0x0000
+DATA iq3srows4consts<>+3444(SB)/2, $0x0000
+DATA iq3srows4consts<>+3446(SB)/2, $0x0000
+DATA iq3srows4consts<>+3448(SB)/2, $0x0100
+DATA iq3srows4consts<>+3450(SB)/2, $0x0000
+DATA iq3srows4consts<>+3452(SB)/2, $0x0100
+DATA iq3srows4consts<>+3454(SB)/2, $0x0000
+DATA iq3srows4consts<>+3456(SB)/2, $0x0000
+DATA iq3srows4consts<>+3458(SB)/2, $0x0100
+DATA iq3srows4consts<>+3460(SB)/2, $0x0000
+DATA iq3srows4consts<>+3462(SB)/2, $0x0000
+DATA iq3srows4consts<>+3464(SB)/2, $0x0100
+DATA iq3srows4consts<>+3466(SB)/2, $0x0000
+DATA iq3srows4consts<>+3468(SB)/2, $0x0100
+DATA iq3srows4consts<>+3470(SB)/2, $0x0000
+DATA iq3srows4consts<>+3472(SB)/2, $0x0100
+DATA iq3srows4consts<>+3474(SB)/2, $0x0100
+DATA iq3srows4consts<>+3476(SB)/2, $0x0000
+DATA iq3srows4consts<>+3478(SB)/2, $0x0000
+DATA iq3srows4consts<>+3480(SB)/2, $0x0100
+DATA iq3srows4consts<>+3482(SB)/2, $0x0000
+DATA iq3srows4consts<>+3484(SB)/2, $0x0100
+DATA iq3srows4consts<>+3486(SB)/2, $0x0000
+DATA iq3srows4consts<>+3488(SB)/2, $0x0000
+DATA iq3srows4consts<>+3490(SB)/2, $0x0000
+DATA iq3srows4consts<>+3492(SB)/2, $0x0100
+DATA iq3srows4consts<>+3494(SB)/2, $0x0000
+DATA iq3srows4consts<>+3496(SB)/2, $0x0100
+DATA iq3srows4consts<>+3498(SB)/2, $0x0000
+DATA iq3srows4consts<>+3500(SB)/2, $0x0100
+DATA iq3srows4consts<>+3502(SB)/2, $0x0000
+DATA iq3srows4consts<>+3504(SB)/2, $0x0100
+DATA iq3srows4consts<>+3506(SB)/2, $0x0000
+DATA iq3srows4consts<>+3508(SB)/2, $0x0100
+DATA iq3srows4consts<>+3510(SB)/2, $0x0000
+DATA iq3srows4consts<>+3512(SB)/2, $0x0100
+DATA iq3srows4consts<>+3514(SB)/2, $0x0000
+DATA iq3srows4consts<>+3516(SB)/2, $0x0100
+DATA iq3srows4consts<>+3518(SB)/2, $0x0000
+DATA iq3srows4consts<>+3520(SB)/2, $0x0000
+DATA iq3srows4consts<>+3522(SB)/2, $0x0100
+DATA iq3srows4consts<>+3524(SB)/2, $0x0100
+DATA iq3srows4consts<>+3526(SB)/2, $0x0000
+DATA iq3srows4consts<>+3528(SB)/2, $0x0100
+DATA iq3srows4consts<>+3530(SB)/2, $0x0000
+DATA iq3srows4consts<>+3532(SB)/2, $0x0100
+DATA iq3srows4consts<>+3534(SB)/2, $0x0000
+DATA iq3srows4consts<>+3536(SB)/2, $0x0100
+DATA iq3srows4consts<>+3538(SB)/2, $0x0100
+DATA iq3srows4consts<>+3540(SB)/2, $0x0100
+DATA iq3srows4consts<>+3542(SB)/2, $0x0000
+DATA iq3srows4consts<>+3544(SB)/2, $0x0100
+DATA iq3srows4consts<>+3546(SB)/2, $0x0000
+DATA iq3srows4consts<>+3548(SB)/2, $0x0100
+DATA iq3srows4consts<>+3550(SB)/2, $0x0000
+DATA iq3srows4consts<>+3552(SB)/2, $0x0000
+DATA iq3srows4consts<>+3554(SB)/2, $0x0000
+DATA iq3srows4consts<>+3556(SB)/2, $0x0000
+DATA iq3srows4consts<>+3558(SB)/2, $0x0100
+DATA iq3srows4consts<>+3560(SB)/2, $0x0100
+DATA iq3srows4consts<>+3562(SB)/2, $0x0000
+DATA iq3srows4consts<>+3564(SB)/2, $0x0100
+DATA iq3srows4consts<>+3566(SB)/2, $0x0000
+DATA iq3srows4consts<>+3568(SB)/2, $0x0100
+DATA iq3srows4consts<>+3570(SB)/2, $0x0000
+DATA iq3srows4consts<>+3572(SB)/2, $0x0000
+DATA iq3srows4consts<>+3574(SB)/2, $0x0100
+DATA iq3srows4consts<>+3576(SB)/2, $0x0100
+DATA iq3srows4consts<>+3578(SB)/2, $0x0000
+DATA iq3srows4consts<>+3580(SB)/2, $0x0100
+DATA iq3srows4consts<>+3582(SB)/2, $0x0000
+DATA iq3srows4consts<>+3584(SB)/2, $0x0000
+DATA iq3srows4consts<>+3586(SB)/2, $0x0100
+DATA iq3srows4consts<>+3588(SB)/2, $0x0000
+DATA iq3srows4consts<>+3590(SB)/2, $0x0100
+DATA iq3srows4consts<>+3592(SB)/2, $0x0100
+DATA iq3srows4consts<>+3594(SB)/2, $0x0000
+DATA iq3srows4consts<>+3596(SB)/2, $0x0100
+DATA iq3srows4consts<>+3598(SB)/2, $0x0000
+DATA iq3srows4consts<>+3600(SB)/2, $0x0100
+DATA iq3srows4consts<>+3602(SB)/2, $0x0100
+DATA iq3srows4consts<>+3604(SB)/2, $0x0000
+DATA iq3srows4consts<>+3606(SB)/2, $0x0100
+DATA iq3srows4consts<>+3608(SB)/2, $0x0100
+DATA iq3srows4consts<>+3610(SB)/2, $0x0000
+DATA iq3srows4consts<>+3612(SB)/2, $0x0100
+DATA iq3srows4consts<>+3614(SB)/2, $0x0000
+DATA iq3srows4consts<>+3616(SB)/2, $0x0000
+DATA iq3srows4consts<>+3618(SB)/2, $0x0000
+DATA iq3srows4consts<>+3620(SB)/2, $0x0100
+DATA iq3srows4consts<>+3622(SB)/2, $0x0100
+DATA iq3srows4consts<>+3624(SB)/2, $0x0100
+DATA iq3srows4consts<>+3626(SB)/2, $0x0000
+DATA iq3srows4consts<>+3628(SB)/2, $0x0100
+DATA iq3srows4consts<>+3630(SB)/2, $0x0000
+DATA iq3srows4consts<>+3632(SB)/2, $0x0100
+DATA iq3srows4consts<>+3634(SB)/2, $0x0000
+DATA iq3srows4consts<>+3636(SB)/2, $0x0100
+DATA iq3srows4consts<>+3638(SB)/2, $0x0100
+DATA iq3srows4consts<>+3640(SB)/2, $0x0100
+DATA iq3srows4consts<>+3642(SB)/2, $0x0000
+DATA iq3srows4consts<>+3644(SB)/2, $0x0100
+DATA iq3srows4consts<>+3646(SB)/2, $0x0000
+DATA iq3srows4consts<>+3648(SB)/2, $0x0000
+DATA iq3srows4consts<>+3650(SB)/2, $0x0100
+DATA iq3srows4consts<>+3652(SB)/2, $0x0100
+DATA iq3srows4consts<>+3654(SB)/2, $0x0100
+DATA iq3srows4consts<>+3656(SB)/2, $0x0100
+DATA iq3srows4consts<>+3658(SB)/2, $0x0000
+DATA iq3srows4consts<>+3660(SB)/2, $0x0100
+DATA iq3srows4consts<>+3662(SB)/2, $0x0000
+DATA iq3srows4consts<>+3664(SB)/2, $0x0100
+DATA iq3srows4consts<>+3666(SB)/2, $0x0100
+DATA iq3srows4consts<>+3668(SB)/2, $0x0100
+DATA iq3srows4consts<>+3670(SB)/2, $0x0100
+DATA iq3srows4consts<>+3672(SB)/2, $0x0100
+DATA iq3srows4consts<>+3674(SB)/2, $0x0000
+DATA iq3srows4consts<>+3676(SB)/2, $0x0100
+DATA iq3srows4consts<>+3678(SB)/2, $0x0000
+DATA iq3srows4consts<>+3680(SB)/2, $0x0000
+DATA iq3srows4consts<>+3682(SB)/2, $0x0000
+DATA iq3srows4consts<>+3684(SB)/2, $0x0000
+DATA iq3srows4consts<>+3686(SB)/2, $0x0000
+DATA iq3srows4consts<>+3688(SB)/2, $0x0000
+DATA iq3srows4consts<>+3690(SB)/2, $0x0100
+DATA iq3srows4consts<>+3692(SB)/2, $0x0100
+DATA iq3srows4consts<>+3694(SB)/2, $0x0000
+DATA iq3srows4consts<>+3696(SB)/2, $0x0100
+DATA iq3srows4consts<>+3698(SB)/2, $0x0000
+DATA iq3srows4consts<>+3700(SB)/2, $0x0000
+DATA iq3srows4consts<>+3702(SB)/2, $0x0000
+DATA iq3srows4consts<>+3704(SB)/2, $0x0000
+DATA iq3srows4consts<>+3706(SB)/2, $0x0100
+DATA iq3srows4consts<>+3708(SB)/2, $0x0100
+DATA iq3srows4consts<>+3710(SB)/2, $0x0000
+DATA iq3srows4consts<>+3712(SB)/2, $0x0000
+DATA iq3srows4consts<>+3714(SB)/2, $0x0100
+DATA iq3srows4consts<>+3716(SB)/2, $0x0000
+DATA iq3srows4consts<>+3718(SB)/2, $0x0000
+DATA iq3srows4consts<>+3720(SB)/2, $0x0000
+DATA iq3srows4consts<>+3722(SB)/2, $0x0100
+DATA iq3srows4consts<>+3724(SB)/2, $0x0100
+DATA iq3srows4consts<>+3726(SB)/2, $0x0000
+DATA iq3srows4consts<>+3728(SB)/2, $0x0100
+DATA iq3srows4consts<>+3730(SB)/2, $0x0100
+DATA iq3srows4consts<>+3732(SB)/2, $0x0000
+DATA iq3srows4consts<>+3734(SB)/2, $0x0000
+DATA iq3srows4consts<>+3736(SB)/2, $0x0000
+DATA iq3srows4consts<>+3738(SB)/2, $0x0100
+DATA iq3srows4consts<>+3740(SB)/2, $0x0100
+DATA iq3srows4consts<>+3742(SB)/2, $0x0000
+DATA iq3srows4consts<>+3744(SB)/2, $0x0000
+DATA iq3srows4consts<>+3746(SB)/2, $0x0000
+DATA iq3srows4consts<>+3748(SB)/2, $0x0100
+DATA iq3srows4consts<>+3750(SB)/2, $0x0000
+DATA iq3srows4consts<>+3752(SB)/2, $0x0000
+DATA iq3srows4consts<>+3754(SB)/2, $0x0100
+DATA iq3srows4consts<>+3756(SB)/2, $0x0100
+DATA iq3srows4consts<>+3758(SB)/2, $0x0000
+DATA iq3srows4consts<>+3760(SB)/2, $0x0100
+DATA iq3srows4consts<>+3762(SB)/2, $0x0000
+DATA iq3srows4consts<>+3764(SB)/2, $0x0100
+DATA iq3srows4consts<>+3766(SB)/2, $0x0000
+DATA iq3srows4consts<>+3768(SB)/2, $0x0000
+DATA iq3srows4consts<>+3770(SB)/2, $0x0100
+DATA iq3srows4consts<>+3772(SB)/2, $0x0100
+DATA iq3srows4consts<>+3774(SB)/2, $0x0000
+DATA iq3srows4consts<>+3776(SB)/2, $0x0000
+DATA iq3srows4consts<>+3778(SB)/2, $0x0100
+DATA iq3srows4consts<>+3780(SB)/2, $0x0100
+DATA iq3srows4consts<>+3782(SB)/2, $0x0000
+DATA iq3srows4consts<>+3784(SB)/2, $0x0000
+DATA iq3srows4consts<>+3786(SB)/2, $0x0100
+DATA iq3srows4consts<>+3788(SB)/2, $0x0100
+DATA iq3srows4consts<>+3790(SB)/2, $0x0000
+DATA iq3srows4consts<>+3792(SB)/2, $0x0100
+DATA iq3srows4consts<>+3794(SB)/2, $0x0100
+DATA iq3srows4consts<>+3796(SB)/2, $0x0100
+DATA iq3srows4consts<>+3798(SB)/2, $0x0000
+DATA iq3srows4consts<>+3800(SB)/2, $0x0000
+DATA iq3srows4consts<>+3802(SB)/2, $0x0100
+DATA iq3srows4consts<>+3804(SB)/2, $0x0100
+DATA iq3srows4consts<>+3806(SB)/2, $0x0000
+DATA iq3srows4consts<>+3808(SB)/2, $0x0000
+DATA iq3srows4consts<>+3810(SB)/2, $0x0000
+DATA iq3srows4consts<>+3812(SB)/2, $0x0000
+DATA iq3srows4consts<>+3814(SB)/2, $0x0100
+DATA iq3srows4consts<>+3816(SB)/2, $0x0000
+DATA iq3srows4consts<>+3818(SB)/2, $0x0100
+DATA iq3srows4consts<>+3820(SB)/2, $0x0100
+DATA iq3srows4consts<>+3822(SB)/2, $0x0000
+DATA iq3srows4consts<>+3824(SB)/2, $0x0100
+DATA iq3srows4consts<>+3826(SB)/2, $0x0000
+DATA iq3srows4consts<>+3828(SB)/2, $0x0000
+DATA iq3srows4consts<>+3830(SB)/2, $0x0100
+DATA iq3srows4consts<>+3832(SB)/2, $0x0000
+DATA iq3srows4consts<>+3834(SB)/2, $0x0100
+DATA iq3srows4consts<>+3836(SB)/2, $0x0100
+DATA iq3srows4consts<>+3838(SB)/2, $0x0000
+DATA iq3srows4consts<>+3840(SB)/2, $0x0000
+DATA iq3srows4consts<>+3842(SB)/2, $0x0100
+DATA iq3srows4consts<>+3844(SB)/2, $0x0000
+DATA iq3srows4consts<>+3846(SB)/2, $0x0100
+DATA iq3srows4consts<>+3848(SB)/2, $0x0000
+DATA iq3srows4consts<>+3850(SB)/2, $0x0100
+DATA iq3srows4consts<>+3852(SB)/2, $0x0100
+DATA iq3srows4consts<>+3854(SB)/2, $0x0000
+DATA iq3srows4consts<>+3856(SB)/2, $0x0100
+DATA iq3srows4consts<>+3858(SB)/2, $0x0100
+DATA iq3srows4consts<>+3860(SB)/2, $0x0000
+DATA iq3srows4consts<>+3862(SB)/2, $0x0100
+DATA iq3srows4consts<>+3864(SB)/2, $0x0000
+DATA iq3srows4consts<>+3866(SB)/2, $0x0100
+DATA iq3srows4consts<>+3868(SB)/2, $0x0100
+DATA iq3srows4consts<>+3870(SB)/2, $0x0000
+DATA iq3srows4consts<>+3872(SB)/2, $0x0000
+DATA iq3srows4consts<>+3874(SB)/2, $0x0000
+DATA iq3srows4consts<>+3876(SB)/2, $0x0100
+DATA iq3srows4consts<>+3878(SB)/2, $0x0100
+DATA iq3srows4consts<>+3880(SB)/2, $0x0000
+DATA iq3srows4consts<>+3882(SB)/2, $0x0100
+DATA iq3srows4consts<>+3884(SB)/2, $0x0100
+DATA iq3srows4consts<>+3886(SB)/2, $0x0000
+DATA iq3srows4consts<>+3888(SB)/2, $0x0100
+DATA iq3srows4consts<>+3890(SB)/2, $0x0000
+DATA iq3srows4consts<>+3892(SB)/2, $0x0100
+DATA iq3srows4consts<>+3894(SB)/2, $0x0100
+DATA iq3srows4consts<>+3896(SB)/2, $0x0000
+DATA iq3srows4consts<>+3898(SB)/2, $0x0100
+DATA iq3srows4consts<>+3900(SB)/2, $0x0100
+DATA iq3srows4consts<>+3902(SB)/2, $0x0000
+DATA iq3srows4consts<>+3904(SB)/2, $0x0000
+DATA iq3srows4consts<>+3906(SB)/2, $0x0100
+DATA iq3srows4consts<>+3908(SB)/2, $0x0100
+DATA iq3srows4consts<>+3910(SB)/2, $0x0100
+DATA iq3srows4consts<>+3912(SB)/2, $0x0000
+DATA iq3srows4consts<>+3914(SB)/2, $0x0100
+DATA iq3srows4consts<>+3916(SB)/2, $0x0100
+DATA iq3srows4consts<>+3918(SB)/2, $0x0000
+DATA iq3srows4consts<>+3920(SB)/2, $0x0100
+DATA iq3srows4consts<>+3922(SB)/2, $0x0100
+DATA iq3srows4consts<>+3924(SB)/2, $0x0100
+DATA iq3srows4consts<>+3926(SB)/2, $0x0100
+DATA iq3srows4consts<>+3928(SB)/2, $0x0000
+DATA iq3srows4consts<>+3930(SB)/2, $0x0100
+DATA iq3srows4consts<>+3932(SB)/2, $0x0100
+DATA iq3srows4consts<>+3934(SB)/2, $0x0000
+DATA iq3srows4consts<>+3936(SB)/2, $0x0000
+DATA iq3srows4consts<>+3938(SB)/2, $0x0000
+DATA iq3srows4consts<>+3940(SB)/2, $0x0000
+DATA iq3srows4consts<>+3942(SB)/2, $0x0000
+DATA iq3srows4consts<>+3944(SB)/2, $0x0100
+DATA iq3srows4consts<>+3946(SB)/2, $0x0100
+DATA iq3srows4consts<>+3948(SB)/2, $0x0100
+DATA iq3srows4consts<>+3950(SB)/2, $0x0000
+DATA iq3srows4consts<>+3952(SB)/2, $0x0100
+DATA iq3srows4consts<>+3954(SB)/2, $0x0000
+DATA iq3srows4consts<>+3956(SB)/2, $0x0000
+DATA iq3srows4consts<>+3958(SB)/2, $0x0000
+DATA iq3srows4consts<>+3960(SB)/2, $0x0100
+DATA iq3srows4consts<>+3962(SB)/2, $0x0100
+DATA iq3srows4consts<>+3964(SB)/2, $0x0100
+DATA iq3srows4consts<>+3966(SB)/2, $0x0000
+DATA iq3srows4consts<>+3968(SB)/2, $0x0000
+DATA iq3srows4consts<>+3970(SB)/2, $0x0100
+DATA iq3srows4consts<>+3972(SB)/2, $0x0000
+DATA iq3srows4consts<>+3974(SB)/2, $0x0000
+DATA iq3srows4consts<>+3976(SB)/2, $0x0100
+DATA iq3srows4consts<>+3978(SB)/2, $0x0100
+DATA iq3srows4consts<>+3980(SB)/2, $0x0100
+DATA iq3srows4consts<>+3982(SB)/2, $0x0000
+DATA iq3srows4consts<>+3984(SB)/2, $0x0100
+DATA iq3srows4consts<>+3986(SB)/2, $0x0100
+DATA iq3srows4consts<>+3988(SB)/2, $0x0000
+DATA iq3srows4consts<>+3990(SB)/2, $0x0000
+DATA iq3srows4consts<>+3992(SB)/2, $0x0100
+DATA iq3srows4consts<>+3994(SB)/2, $0x0100
+DATA iq3srows4consts<>+3996(SB)/2, $0x0100
+DATA iq3srows4consts<>+3998(SB)/2, $0x0000
+DATA iq3srows4consts<>+4000(SB)/2, $0x0000
+DATA iq3srows4consts<>+4002(SB)/2, $0x0000
+DATA iq3srows4consts<>+4004(SB)/2, $0x0100
+DATA iq3srows4consts<>+4006(SB)/2, $0x0000
+DATA iq3srows4consts<>+4008(SB)/2, $0x0100
+DATA iq3srows4consts<>+4010(SB)/2, $0x0100
+DATA iq3srows4consts<>+4012(SB)/2, $0x0100
+DATA iq3srows4consts<>+4014(SB)/2, $0x0000
+DATA iq3srows4consts<>+4016(SB)/2, $0x0100
+DATA iq3srows4consts<>+4018(SB)/2, $0x0000
+DATA iq3srows4consts<>+4020(SB)/2, $0x0100
+DATA iq3srows4consts<>+4022(SB)/2, $0x0000
+DATA iq3srows4consts<>+4024(SB)/2, $0x0100
+DATA iq3srows4consts<>+4026(SB)/2, $0x0100
+DATA iq3srows4consts<>+4028(SB)/2, $0x0100
+DATA iq3srows4consts<>+4030(SB)/2, $0x0000
+DATA iq3srows4consts<>+4032(SB)/2, $0x0000
+DATA iq3srows4consts<>+4034(SB)/2, $0x0100
+DATA iq3srows4consts<>+4036(SB)/2, $0x0100
+DATA iq3srows4consts<>+4038(SB)/2, $0x0000
+DATA iq3srows4consts<>+4040(SB)/2, $0x0100
+DATA iq3srows4consts<>+4042(SB)/2, $0x0100
+DATA iq3srows4consts<>+4044(SB)/2, $0x0100
+DATA iq3srows4consts<>+4046(SB)/2, $0x0000
+DATA iq3srows4consts<>+4048(SB)/2, $0x0100
+DATA iq3srows4consts<>+4050(SB)/2, $0x0100
+DATA iq3srows4consts<>+4052(SB)/2, $0x0100
+DATA iq3srows4consts<>+4054(SB)/2, $0x0000
+DATA iq3srows4consts<>+4056(SB)/2, $0x0100
+DATA iq3srows4consts<>+4058(SB)/2, $0x0100
+DATA iq3srows4consts<>+4060(SB)/2, $0x0100
+DATA iq3srows4consts<>+4062(SB)/2, $0x0000
+DATA iq3srows4consts<>+4064(SB)/2, $0x0000
+DATA iq3srows4consts<>+4066(SB)/2, $0x0000
+DATA iq3srows4consts<>+4068(SB)/2, $0x0000
+DATA iq3srows4consts<>+4070(SB)/2, $0x0100
+DATA iq3srows4consts<>+4072(SB)/2, $0x0100
+DATA iq3srows4consts<>+4074(SB)/2, $0x0100
+DATA iq3srows4consts<>+4076(SB)/2, $0x0100
+DATA iq3srows4consts<>+4078(SB)/2, $0x0000
+DATA iq3srows4consts<>+4080(SB)/2, $0x0100
+DATA iq3srows4consts<>+4082(SB)/2, $0x0000
+DATA iq3srows4consts<>+4084(SB)/2, $0x0000
+DATA iq3srows4consts<>+4086(SB)/2, $0x0100
+DATA iq3srows4consts<>+4088(SB)/2, $0x0100
+DATA iq3srows4consts<>+4090(SB)/2, $0x0100
+DATA iq3srows4consts<>+4092(SB)/2, $0x0100
+DATA iq3srows4consts<>+4094(SB)/2, $0x0000
+DATA iq3srows4consts<>+4096(SB)/2, $0x0000
+DATA iq3srows4consts<>+4098(SB)/2, $0x0100
+DATA iq3srows4consts<>+4100(SB)/2, $0x0000
+DATA iq3srows4consts<>+4102(SB)/2, $0x0100
+DATA iq3srows4consts<>+4104(SB)/2, $0x0100
+DATA iq3srows4consts<>+4106(SB)/2, $0x0100
+DATA iq3srows4consts<>+4108(SB)/2, $0x0100
+DATA iq3srows4consts<>+4110(SB)/2, $0x0000
+DATA iq3srows4consts<>+4112(SB)/2, $0x0100
+DATA iq3srows4consts<>+4114(SB)/2, $0x0100
+DATA iq3srows4consts<>+4116(SB)/2, $0x0000
+DATA iq3srows4consts<>+4118(SB)/2, $0x0100
+DATA iq3srows4consts<>+4120(SB)/2, $0x0100
+DATA iq3srows4consts<>+4122(SB)/2, $0x0100
+DATA iq3srows4consts<>+4124(SB)/2, $0x0100
+DATA iq3srows4consts<>+4126(SB)/2, $0x0000
+DATA iq3srows4consts<>+4128(SB)/2, $0x0000
+DATA iq3srows4consts<>+4130(SB)/2, $0x0000
+DATA iq3srows4consts<>+4132(SB)/2, $0x0100
+DATA iq3srows4consts<>+4134(SB)/2, $0x0100
+DATA iq3srows4consts<>+4136(SB)/2, $0x0100
+DATA iq3srows4consts<>+4138(SB)/2, $0x0100
+DATA iq3srows4consts<>+4140(SB)/2, $0x0100
+DATA iq3srows4consts<>+4142(SB)/2, $0x0000
+DATA iq3srows4consts<>+4144(SB)/2, $0x0100
+DATA iq3srows4consts<>+4146(SB)/2, $0x0000
+DATA iq3srows4consts<>+4148(SB)/2, $0x0100
+DATA iq3srows4consts<>+4150(SB)/2, $0x0100
+DATA iq3srows4consts<>+4152(SB)/2, $0x0100
+DATA iq3srows4consts<>+4154(SB)/2, $0x0100
+DATA iq3srows4consts<>+4156(SB)/2, $0x0100
+DATA iq3srows4consts<>+4158(SB)/2, $0x0000
+DATA iq3srows4consts<>+4160(SB)/2, $0x0000
+DATA iq3srows4consts<>+4162(SB)/2, $0x0100
+DATA iq3srows4consts<>+4164(SB)/2, $0x0100
+DATA iq3srows4consts<>+4166(SB)/2, $0x0100
+DATA iq3srows4consts<>+4168(SB)/2, $0x0100
+DATA iq3srows4consts<>+4170(SB)/2, $0x0100
+DATA iq3srows4consts<>+4172(SB)/2, $0x0100
+DATA iq3srows4consts<>+4174(SB)/2, $0x0000
+DATA iq3srows4consts<>+4176(SB)/2, $0x0100
+DATA iq3srows4consts<>+4178(SB)/2, $0x0100
+DATA iq3srows4consts<>+4180(SB)/2, $0x0100
+DATA iq3srows4consts<>+4182(SB)/2, $0x0100
+DATA iq3srows4consts<>+4184(SB)/2, $0x0100
+DATA iq3srows4consts<>+4186(SB)/2, $0x0100
+DATA iq3srows4consts<>+4188(SB)/2, $0x0100
+DATA iq3srows4consts<>+4190(SB)/2, $0x0000
+DATA iq3srows4consts<>+4192(SB)/2, $0x0000
+DATA iq3srows4consts<>+4194(SB)/2, $0x0000
+DATA iq3srows4consts<>+4196(SB)/2, $0x0000
+DATA iq3srows4consts<>+4198(SB)/2, $0x0000
+DATA iq3srows4consts<>+4200(SB)/2, $0x0000
+DATA iq3srows4consts<>+4202(SB)/2, $0x0000
+DATA iq3srows4consts<>+4204(SB)/2, $0x0000
+DATA iq3srows4consts<>+4206(SB)/2, $0x0100
+DATA iq3srows4consts<>+4208(SB)/2, $0x0100
+DATA iq3srows4consts<>+4210(SB)/2, $0x0000
+DATA iq3srows4consts<>+4212(SB)/2, $0x0000
+DATA iq3srows4consts<>+4214(SB)/2, $0x0000
+DATA iq3srows4consts<>+4216(SB)/2, $0x0000
+DATA iq3srows4consts<>+4218(SB)/2, $0x0000
+DATA iq3srows4consts<>+4220(SB)/2, $0x0000
+DATA iq3srows4consts<>+4222(SB)/2, $0x0100
+DATA iq3srows4consts<>+4224(SB)/2, $0x0000
+DATA iq3srows4consts<>+4226(SB)/2, $0x0100
+DATA iq3srows4consts<>+4228(SB)/2, $0x0000
+DATA iq3srows4consts<>+4230(SB)/2, $0x0000
+DATA iq3srows4consts<>+4232(SB)/2, $0x0000
+DATA iq3srows4consts<>+4234(SB)/2, $0x0000
+DATA iq3srows4consts<>+4236(SB)/2, $0x0000
+DATA iq3srows4consts<>+4238(SB)/2, $0x0100
+DATA iq3srows4consts<>+4240(SB)/2, $0x0100
+DATA iq3srows4consts<>+4242(SB)/2, $0x0100
+DATA iq3srows4consts<>+4244(SB)/2, $0x0000
+DATA iq3srows4consts<>+4246(SB)/2, $0x0000
+DATA iq3srows4consts<>+4248(SB)/2, $0x0000
+DATA iq3srows4consts<>+4250(SB)/2, $0x0000
+DATA iq3srows4consts<>+4252(SB)/2, $0x0000
+DATA iq3srows4consts<>+4254(SB)/2, $0x0100
+DATA iq3srows4consts<>+4256(SB)/2, $0x0000
+DATA iq3srows4consts<>+4258(SB)/2, $0x0000
+DATA iq3srows4consts<>+4260(SB)/2, $0x0100
+DATA iq3srows4consts<>+4262(SB)/2, $0x0000
+DATA iq3srows4consts<>+4264(SB)/2, $0x0000
+DATA iq3srows4consts<>+4266(SB)/2, $0x0000
+DATA iq3srows4consts<>+4268(SB)/2, $0x0000
+DATA iq3srows4consts<>+4270(SB)/2, $0x0100
+DATA iq3srows4consts<>+4272(SB)/2, $0x0100
+DATA iq3srows4consts<>+4274(SB)/2, $0x0000
+DATA iq3srows4consts<>+4276(SB)/2, $0x0100
+DATA iq3srows4consts<>+4278(SB)/2, $0x0000
+DATA iq3srows4consts<>+4280(SB)/2, $0x0000
+DATA iq3srows4consts<>+4282(SB)/2, $0x0000
+DATA iq3srows4consts<>+4284(SB)/2, $0x0000
+DATA iq3srows4consts<>+4286(SB)/2, $0x0100
+DATA iq3srows4consts<>+4288(SB)/2, $0x0000
+DATA iq3srows4consts<>+4290(SB)/2, $0x0100
+DATA iq3srows4consts<>+4292(SB)/2, $0x0100
+DATA iq3srows4consts<>+4294(SB)/2, $0x0000
+DATA iq3srows4consts<>+4296(SB)/2, $0x0000
+DATA iq3srows4consts<>+4298(SB)/2, $0x0000
+DATA iq3srows4consts<>+4300(SB)/2, $0x0000
+DATA iq3srows4consts<>+4302(SB)/2, $0x0100
+DATA iq3srows4consts<>+4304(SB)/2, $0x0100
+DATA iq3srows4consts<>+4306(SB)/2, $0x0100
+DATA iq3srows4consts<>+4308(SB)/2, $0x0100
+DATA iq3srows4consts<>+4310(SB)/2, $0x0000
+DATA iq3srows4consts<>+4312(SB)/2, $0x0000
+DATA iq3srows4consts<>+4314(SB)/2, $0x0000
+DATA iq3srows4consts<>+4316(SB)/2, $0x0000
+DATA iq3srows4consts<>+4318(SB)/2, $0x0100
+DATA iq3srows4consts<>+4320(SB)/2, $0x0000
+DATA iq3srows4consts<>+4322(SB)/2, $0x0000
+DATA iq3srows4consts<>+4324(SB)/2, $0x0000
+DATA iq3srows4consts<>+4326(SB)/2, $0x0100
+DATA iq3srows4consts<>+4328(SB)/2, $0x0000
+DATA iq3srows4consts<>+4330(SB)/2, $0x0000
+DATA iq3srows4consts<>+4332(SB)/2, $0x0000
+DATA iq3srows4consts<>+4334(SB)/2, $0x0100
+DATA iq3srows4consts<>+4336(SB)/2, $0x0100
+DATA iq3srows4consts<>+4338(SB)/2, $0x0000
+DATA iq3srows4consts<>+4340(SB)/2, $0x0000
+DATA iq3srows4consts<>+4342(SB)/2, $0x0100
+DATA iq3srows4consts<>+4344(SB)/2, $0x0000
+DATA iq3srows4consts<>+4346(SB)/2, $0x0000
+DATA iq3srows4consts<>+4348(SB)/2, $0x0000
+DATA iq3srows4consts<>+4350(SB)/2, $0x0100
+DATA iq3srows4consts<>+4352(SB)/2, $0x0000
+DATA iq3srows4consts<>+4354(SB)/2, $0x0100
+DATA iq3srows4consts<>+4356(SB)/2, $0x0000
+DATA iq3srows4consts<>+4358(SB)/2, $0x0100
+DATA iq3srows4consts<>+4360(SB)/2, $0x0000
+DATA iq3srows4consts<>+4362(SB)/2, $0x0000
+DATA iq3srows4consts<>+4364(SB)/2, $0x0000
+DATA iq3srows4consts<>+4366(SB)/2, $0x0100
+DATA iq3srows4consts<>+4368(SB)/2, $0x0100
+DATA iq3srows4consts<>+4370(SB)/2, $0x0100
+DATA iq3srows4consts<>+4372(SB)/2, $0x0000
+DATA iq3srows4consts<>+4374(SB)/2, $0x0100
+DATA iq3srows4consts<>+4376(SB)/2, $0x0000
+DATA iq3srows4consts<>+4378(SB)/2, $0x0000
+DATA iq3srows4consts<>+4380(SB)/2, $0x0000
+DATA iq3srows4consts<>+4382(SB)/2, $0x0100
+DATA iq3srows4consts<>+4384(SB)/2, $0x0000
+DATA iq3srows4consts<>+4386(SB)/2, $0x0000
+DATA iq3srows4consts<>+4388(SB)/2, $0x0100
+DATA iq3srows4consts<>+4390(SB)/2, $0x0100
+DATA iq3srows4consts<>+4392(SB)/2, $0x0000
+DATA iq3srows4consts<>+4394(SB)/2, $0x0000
+DATA iq3srows4consts<>+4396(SB)/2, $0x0000
+DATA iq3srows4consts<>+4398(SB)/2, $0x0100
+DATA iq3srows4consts<>+4400(SB)/2, $0x0100
+DATA iq3srows4consts<>+4402(SB)/2, $0x0000
+DATA iq3srows4consts<>+4404(SB)/2, $0x0100
+DATA iq3srows4consts<>+4406(SB)/2, $0x0100
+DATA iq3srows4consts<>+4408(SB)/2, $0x0000
+DATA iq3srows4consts<>+4410(SB)/2, $0x0000
+DATA iq3srows4consts<>+4412(SB)/2, $0x0000
+DATA iq3srows4consts<>+4414(SB)/2, $0x0100
+DATA iq3srows4consts<>+4416(SB)/2, $0x0000
+DATA iq3srows4consts<>+4418(SB)/2, $0x0100
+DATA iq3srows4consts<>+4420(SB)/2, $0x0100
+DATA iq3srows4consts<>+4422(SB)/2, $0x0100
+DATA iq3srows4consts<>+4424(SB)/2, $0x0000
+DATA iq3srows4consts<>+4426(SB)/2, $0x0000
+DATA iq3srows4consts<>+4428(SB)/2, $0x0000
+DATA iq3srows4consts<>+4430(SB)/2, $0x0100
+DATA iq3srows4consts<>+4432(SB)/2, $0x0100
+DATA iq3srows4consts<>+4434(SB)/2, $0x0100
+DATA iq3srows4consts<>+4436(SB)/2, $0x0100
+DATA iq3srows4consts<>+4438(SB)/2, $0x0100
+DATA iq3srows4consts<>+4440(SB)/2, $0x0000
+DATA iq3srows4consts<>+4442(SB)/2, $0x0000
+DATA iq3srows4consts<>+4444(SB)/2, $0x0000
+DATA iq3srows4consts<>+4446(SB)/2, $0x0100
+DATA iq3srows4consts<>+4448(SB)/2, $0x0000
+DATA iq3srows4consts<>+4450(SB)/2, $0x0000
+DATA iq3srows4consts<>+4452(SB)/2, $0x0000
+DATA iq3srows4consts<>+4454(SB)/2, $0x0000
+DATA iq3srows4consts<>+4456(SB)/2, $0x0100
+DATA iq3srows4consts<>+4458(SB)/2, $0x0000
+DATA iq3srows4consts<>+4460(SB)/2, $0x0000
+DATA iq3srows4consts<>+4462(SB)/2, $0x0100
+DATA iq3srows4consts<>+4464(SB)/2, $0x0100
+DATA iq3srows4consts<>+4466(SB)/2, $0x0000
+DATA iq3srows4consts<>+4468(SB)/2, $0x0000
+DATA iq3srows4consts<>+4470(SB)/2, $0x0000
+DATA iq3srows4consts<>+4472(SB)/2, $0x0100
+DATA iq3srows4consts<>+4474(SB)/2, $0x0000
+DATA iq3srows4consts<>+4476(SB)/2, $0x0000
+DATA iq3srows4consts<>+4478(SB)/2, $0x0100
+DATA iq3srows4consts<>+4480(SB)/2, $0x0000
+DATA iq3srows4consts<>+4482(SB)/2, $0x0100
+DATA iq3srows4consts<>+4484(SB)/2, $0x0000
+DATA iq3srows4consts<>+4486(SB)/2, $0x0000
+DATA iq3srows4consts<>+4488(SB)/2, $0x0100
+DATA iq3srows4consts<>+4490(SB)/2, $0x0000
+DATA iq3srows4consts<>+4492(SB)/2, $0x0000
+DATA iq3srows4consts<>+4494(SB)/2, $0x0100
+DATA iq3srows4consts<>+4496(SB)/2, $0x0100
+DATA iq3srows4consts<>+4498(SB)/2, $0x0100
+DATA iq3srows4consts<>+4500(SB)/2, $0x0000
+DATA iq3srows4consts<>+4502(SB)/2, $0x0000
+DATA iq3srows4consts<>+4504(SB)/2, $0x0100
+DATA iq3srows4consts<>+4506(SB)/2, $0x0000
+DATA iq3srows4consts<>+4508(SB)/2, $0x0000
+DATA iq3srows4consts<>+4510(SB)/2, $0x0100
+DATA iq3srows4consts<>+4512(SB)/2, $0x0000
+DATA iq3srows4consts<>+4514(SB)/2, $0x0000
+DATA iq3srows4consts<>+4516(SB)/2, $0x0100
+DATA iq3srows4consts<>+4518(SB)/2, $0x0000
+DATA iq3srows4consts<>+4520(SB)/2, $0x0100
+DATA iq3srows4consts<>+4522(SB)/2, $0x0000
+DATA iq3srows4consts<>+4524(SB)/2, $0x0000
+DATA iq3srows4consts<>+4526(SB)/2, $0x0100
+DATA iq3srows4consts<>+4528(SB)/2, $0x0100
+DATA iq3srows4consts<>+4530(SB)/2, $0x0000
+DATA iq3srows4consts<>+4532(SB)/2, $0x0100
+DATA iq3srows4consts<>+4534(SB)/2, $0x0000
+DATA iq3srows4consts<>+4536(SB)/2, $0x0100
+DATA iq3srows4consts<>+4538(SB)/2, $0x0000
+DATA iq3srows4consts<>+4540(SB)/2, $0x0000
+DATA iq3srows4consts<>+4542(SB)/2, $0x0100
+DATA iq3srows4consts<>+4544(SB)/2, $0x0000
+DATA iq3srows4consts<>+4546(SB)/2, $0x0100
+DATA iq3srows4consts<>+4548(SB)/2, $0x0100
+DATA iq3srows4consts<>+4550(SB)/2, $0x0000
+DATA iq3srows4consts<>+4552(SB)/2, $0x0100
+DATA iq3srows4consts<>+4554(SB)/2, $0x0000
+DATA iq3srows4consts<>+4556(SB)/2, $0x0000
+DATA iq3srows4consts<>+4558(SB)/2, $0x0100
+DATA iq3srows4consts<>+4560(SB)/2, $0x0100
+DATA iq3srows4consts<>+4562(SB)/2, $0x0100
+DATA iq3srows4consts<>+4564(SB)/2, $0x0100
+DATA iq3srows4consts<>+4566(SB)/2, $0x0000
+DATA iq3srows4consts<>+4568(SB)/2, $0x0100
+DATA iq3srows4consts<>+4570(SB)/2, $0x0000
+DATA iq3srows4consts<>+4572(SB)/2, $0x0000
+DATA iq3srows4consts<>+4574(SB)/2, $0x0100
+DATA iq3srows4consts<>+4576(SB)/2, $0x0000
+DATA iq3srows4consts<>+4578(SB)/2, $0x0000
+DATA iq3srows4consts<>+4580(SB)/2, $0x0000
+DATA iq3srows4consts<>+4582(SB)/2, $0x0100
+DATA iq3srows4consts<>+4584(SB)/2, $0x0100
+DATA iq3srows4consts<>+4586(SB)/2, $0x0000
+DATA iq3srows4consts<>+4588(SB)/2, $0x0000
+DATA iq3srows4consts<>+4590(SB)/2, $0x0100
+DATA iq3srows4consts<>+4592(SB)/2, $0x0100
+DATA iq3srows4consts<>+4594(SB)/2, $0x0000
+DATA iq3srows4consts<>+4596(SB)/2, $0x0000
+DATA iq3srows4consts<>+4598(SB)/2, $0x0100
+DATA iq3srows4consts<>+4600(SB)/2, $0x0100
+DATA iq3srows4consts<>+4602(SB)/2, $0x0000
+DATA iq3srows4consts<>+4604(SB)/2, $0x0000
+DATA iq3srows4consts<>+4606(SB)/2, $0x0100
+DATA iq3srows4consts<>+4608(SB)/2, $0x0000
+DATA iq3srows4consts<>+4610(SB)/2, $0x0100
+DATA iq3srows4consts<>+4612(SB)/2, $0x0000
+DATA iq3srows4consts<>+4614(SB)/2, $0x0100
+DATA iq3srows4consts<>+4616(SB)/2, $0x0100
+DATA iq3srows4consts<>+4618(SB)/2, $0x0000
+DATA iq3srows4consts<>+4620(SB)/2, $0x0000
+DATA iq3srows4consts<>+4622(SB)/2, $0x0100
+DATA iq3srows4consts<>+4624(SB)/2, $0x0100
+DATA iq3srows4consts<>+4626(SB)/2, $0x0100
+DATA iq3srows4consts<>+4628(SB)/2, $0x0000
+DATA iq3srows4consts<>+4630(SB)/2, $0x0100
+DATA iq3srows4consts<>+4632(SB)/2, $0x0100
+DATA iq3srows4consts<>+4634(SB)/2, $0x0000
+DATA iq3srows4consts<>+4636(SB)/2, $0x0000
+DATA iq3srows4consts<>+4638(SB)/2, $0x0100
+DATA iq3srows4consts<>+4640(SB)/2, $0x0000
+DATA iq3srows4consts<>+4642(SB)/2, $0x0000
+DATA iq3srows4consts<>+4644(SB)/2, $0x0100
+DATA iq3srows4consts<>+4646(SB)/2, $0x0100
+DATA iq3srows4consts<>+4648(SB)/2, $0x0100
+DATA iq3srows4consts<>+4650(SB)/2, $0x0000
+DATA iq3srows4consts<>+4652(SB)/2, $0x0000
+DATA iq3srows4consts<>+4654(SB)/2, $0x0100
+DATA iq3srows4consts<>+4656(SB)/2, $0x0100
+DATA iq3srows4consts<>+4658(SB)/2, $0x0000
+DATA iq3srows4consts<>+4660(SB)/2, $0x0100
+DATA iq3srows4consts<>+4662(SB)/2, $0x0100
+DATA iq3srows4consts<>+4664(SB)/2, $0x0100
+DATA iq3srows4consts<>+4666(SB)/2, $0x0000
+DATA iq3srows4consts<>+4668(SB)/2, $0x0000
+DATA iq3srows4consts<>+4670(SB)/2, $0x0100
+DATA iq3srows4consts<>+4672(SB)/2, $0x0000
+DATA iq3srows4consts<>+4674(SB)/2, $0x0100
+DATA iq3srows4consts<>+4676(SB)/2, $0x0100
+DATA iq3srows4consts<>+4678(SB)/2, $0x0100
+DATA iq3srows4consts<>+4680(SB)/2, $0x0100
+DATA iq3srows4consts<>+4682(SB)/2, $0x0000
+DATA iq3srows4consts<>+4684(SB)/2, $0x0000
+DATA iq3srows4consts<>+4686(SB)/2, $0x0100
+DATA iq3srows4consts<>+4688(SB)/2, $0x0100
+DATA iq3srows4consts<>+4690(SB)/2, $0x0100
+DATA iq3srows4consts<>+4692(SB)/2, $0x0100
+DATA iq3srows4consts<>+4694(SB)/2, $0x0100
+DATA iq3srows4consts<>+4696(SB)/2, $0x0100
+DATA iq3srows4consts<>+4698(SB)/2, $0x0000
+DATA iq3srows4consts<>+4700(SB)/2, $0x0000
+DATA iq3srows4consts<>+4702(SB)/2, $0x0100
+DATA iq3srows4consts<>+4704(SB)/2, $0x0000
+DATA iq3srows4consts<>+4706(SB)/2, $0x0000
+DATA iq3srows4consts<>+4708(SB)/2, $0x0000
+DATA iq3srows4consts<>+4710(SB)/2, $0x0000
+DATA iq3srows4consts<>+4712(SB)/2, $0x0000
+DATA iq3srows4consts<>+4714(SB)/2, $0x0100
+DATA iq3srows4consts<>+4716(SB)/2, $0x0000
+DATA iq3srows4consts<>+4718(SB)/2, $0x0100
+DATA iq3srows4consts<>+4720(SB)/2, $0x0100
+DATA iq3srows4consts<>+4722(SB)/2, $0x0000
+DATA iq3srows4consts<>+4724(SB)/2, $0x0000
+DATA iq3srows4consts<>+4726(SB)/2, $0x0000
+DATA iq3srows4consts<>+4728(SB)/2, $0x0000
+DATA iq3srows4consts<>+4730(SB)/2, $0x0100
+DATA iq3srows4consts<>+4732(SB)/2, $0x0000
+DATA iq3srows4consts<>+4734(SB)/2, $0x0100
+DATA iq3srows4consts<>+4736(SB)/2, $0x0000
+DATA iq3srows4consts<>+4738(SB)/2, $0x0100
+DATA iq3srows4consts<>+4740(SB)/2, $0x0000
+DATA iq3srows4consts<>+4742(SB)/2, $0x0000
+DATA iq3srows4consts<>+4744(SB)/2, $0x0000
+DATA iq3srows4consts<>+4746(SB)/2, $0x0100
+DATA iq3srows4consts<>+4748(SB)/2, $0x0000
+DATA iq3srows4consts<>+4750(SB)/2, $0x0100
+DATA iq3srows4consts<>+4752(SB)/2, $0x0100
+DATA iq3srows4consts<>+4754(SB)/2, $0x0100
+DATA iq3srows4consts<>+4756(SB)/2, $0x0000
+DATA iq3srows4consts<>+4758(SB)/2, $0x0000
+DATA iq3srows4consts<>+4760(SB)/2, $0x0000
+DATA iq3srows4consts<>+4762(SB)/2, $0x0100
+DATA iq3srows4consts<>+4764(SB)/2, $0x0000
+DATA iq3srows4consts<>+4766(SB)/2, $0x0100
+DATA iq3srows4consts<>+4768(SB)/2, $0x0000
+DATA iq3srows4consts<>+4770(SB)/2, $0x0000
+DATA iq3srows4consts<>+4772(SB)/2, $0x0100
+DATA iq3srows4consts<>+4774(SB)/2, $0x0000
+DATA iq3srows4consts<>+4776(SB)/2, $0x0000
+DATA iq3srows4consts<>+4778(SB)/2, $0x0100
+DATA iq3srows4consts<>+4780(SB)/2, $0x0000
+DATA iq3srows4consts<>+4782(SB)/2, $0x0100
+DATA iq3srows4consts<>+4784(SB)/2, $0x0100
+DATA iq3srows4consts<>+4786(SB)/2, $0x0000
+DATA iq3srows4consts<>+4788(SB)/2, $0x0100
+DATA iq3srows4consts<>+4790(SB)/2, $0x0000
+DATA iq3srows4consts<>+4792(SB)/2, $0x0000
+DATA iq3srows4consts<>+4794(SB)/2, $0x0100
+DATA iq3srows4consts<>+4796(SB)/2, $0x0000
+DATA iq3srows4consts<>+4798(SB)/2, $0x0100
+DATA iq3srows4consts<>+4800(SB)/2, $0x0000
+DATA iq3srows4consts<>+4802(SB)/2, $0x0100
+DATA iq3srows4consts<>+4804(SB)/2, $0x0100
+DATA iq3srows4consts<>+4806(SB)/2, $0x0000
+DATA iq3srows4consts<>+4808(SB)/2, $0x0000
+DATA iq3srows4consts<>+4810(SB)/2, $0x0100
+DATA iq3srows4consts<>+4812(SB)/2, $0x0000
+DATA iq3srows4consts<>+4814(SB)/2, $0x0100
+DATA iq3srows4consts<>+4816(SB)/2, $0x0100
+DATA iq3srows4consts<>+4818(SB)/2, $0x0100
+DATA iq3srows4consts<>+4820(SB)/2, $0x0100
+DATA iq3srows4consts<>+4822(SB)/2, $0x0000
+DATA iq3srows4consts<>+4824(SB)/2, $0x0000
+DATA iq3srows4consts<>+4826(SB)/2, $0x0100
+DATA iq3srows4consts<>+4828(SB)/2, $0x0000
+DATA iq3srows4consts<>+4830(SB)/2, $0x0100
+DATA iq3srows4consts<>+4832(SB)/2, $0x0000
+DATA iq3srows4consts<>+4834(SB)/2, $0x0000
+DATA iq3srows4consts<>+4836(SB)/2, $0x0000
+DATA iq3srows4consts<>+4838(SB)/2, $0x0100
+DATA iq3srows4consts<>+4840(SB)/2, $0x0000
+DATA iq3srows4consts<>+4842(SB)/2, $0x0100
+DATA iq3srows4consts<>+4844(SB)/2, $0x0000
+DATA iq3srows4consts<>+4846(SB)/2, $0x0100
+DATA iq3srows4consts<>+4848(SB)/2, $0x0100
+DATA iq3srows4consts<>+4850(SB)/2, $0x0000
+DATA iq3srows4consts<>+4852(SB)/2, $0x0000
+DATA iq3srows4consts<>+4854(SB)/2, $0x0100
+DATA iq3srows4consts<>+4856(SB)/2, $0x0000
+DATA iq3srows4consts<>+4858(SB)/2, $0x0100
+DATA iq3srows4consts<>+4860(SB)/2, $0x0000
+DATA iq3srows4consts<>+4862(SB)/2, $0x0100
+DATA iq3srows4consts<>+4864(SB)/2, $0x0000
+DATA iq3srows4consts<>+4866(SB)/2, $0x0100
+DATA iq3srows4consts<>+4868(SB)/2, $0x0000
+DATA iq3srows4consts<>+4870(SB)/2, $0x0100
+DATA iq3srows4consts<>+4872(SB)/2, $0x0000
+DATA iq3srows4consts<>+4874(SB)/2, $0x0100
+DATA iq3srows4consts<>+4876(SB)/2, $0x0000
+DATA iq3srows4consts<>+4878(SB)/2, $0x0100
+DATA iq3srows4consts<>+4880(SB)/2, $0x0100
+DATA iq3srows4consts<>+4882(SB)/2, $0x0100
+DATA iq3srows4consts<>+4884(SB)/2, $0x0000
+DATA iq3srows4consts<>+4886(SB)/2, $0x0100
+DATA iq3srows4consts<>+4888(SB)/2, $0x0000
+DATA iq3srows4consts<>+4890(SB)/2, $0x0100
+DATA iq3srows4consts<>+4892(SB)/2, $0x0000
+DATA iq3srows4consts<>+4894(SB)/2, $0x0100
+DATA iq3srows4consts<>+4896(SB)/2, $0x0000
+DATA iq3srows4consts<>+4898(SB)/2, $0x0000
+DATA iq3srows4consts<>+4900(SB)/2, $0x0100
+DATA iq3srows4consts<>+4902(SB)/2, $0x0100
+DATA iq3srows4consts<>+4904(SB)/2, $0x0000
+DATA iq3srows4consts<>+4906(SB)/2, $0x0100
+DATA iq3srows4consts<>+4908(SB)/2, $0x0000
+DATA iq3srows4consts<>+4910(SB)/2, $0x0100
+DATA iq3srows4consts<>+4912(SB)/2, $0x0100
+DATA iq3srows4consts<>+4914(SB)/2, $0x0000
+DATA iq3srows4consts<>+4916(SB)/2, $0x0100
+DATA iq3srows4consts<>+4918(SB)/2, $0x0100
+DATA iq3srows4consts<>+4920(SB)/2, $0x0000
+DATA iq3srows4consts<>+4922(SB)/2, $0x0100
+DATA iq3srows4consts<>+4924(SB)/2, $0x0000
+DATA iq3srows4consts<>+4926(SB)/2, $0x0100
+DATA iq3srows4consts<>+4928(SB)/2, $0x0000
+DATA iq3srows4consts<>+4930(SB)/2, $0x0100
+DATA iq3srows4consts<>+4932(SB)/2, $0x0100
+DATA iq3srows4consts<>+4934(SB)/2, $0x0100
+DATA iq3srows4consts<>+4936(SB)/2, $0x0000
+DATA iq3srows4consts<>+4938(SB)/2, $0x0100
+DATA iq3srows4consts<>+4940(SB)/2, $0x0000
+DATA iq3srows4consts<>+4942(SB)/2, $0x0100
+DATA iq3srows4consts<>+4944(SB)/2, $0x0100
+DATA iq3srows4consts<>+4946(SB)/2, $0x0100
+DATA iq3srows4consts<>+4948(SB)/2, $0x0100
+DATA iq3srows4consts<>+4950(SB)/2, $0x0100
+DATA iq3srows4consts<>+4952(SB)/2, $0x0000
+DATA iq3srows4consts<>+4954(SB)/2, $0x0100
+DATA iq3srows4consts<>+4956(SB)/2, $0x0000
+DATA iq3srows4consts<>+4958(SB)/2, $0x0100
+DATA iq3srows4consts<>+4960(SB)/2, $0x0000
+DATA iq3srows4consts<>+4962(SB)/2, $0x0000
+DATA iq3srows4consts<>+4964(SB)/2, $0x0000
+DATA iq3srows4consts<>+4966(SB)/2, $0x0000
+DATA iq3srows4consts<>+4968(SB)/2, $0x0100
+DATA iq3srows4consts<>+4970(SB)/2, $0x0100
+DATA iq3srows4consts<>+4972(SB)/2, $0x0000
+DATA iq3srows4consts<>+4974(SB)/2, $0x0100
+DATA iq3srows4consts<>+4976(SB)/2, $0x0100
+DATA iq3srows4consts<>+4978(SB)/2, $0x0000
+DATA iq3srows4consts<>+4980(SB)/2, $0x0000
+DATA iq3srows4consts<>+4982(SB)/2, $0x0000
+DATA iq3srows4consts<>+4984(SB)/2, $0x0100
+DATA iq3srows4consts<>+4986(SB)/2, $0x0100
+DATA iq3srows4consts<>+4988(SB)/2, $0x0000
+DATA iq3srows4consts<>+4990(SB)/2, $0x0100
+DATA iq3srows4consts<>+4992(SB)/2, $0x0000
+DATA iq3srows4consts<>+4994(SB)/2, $0x0100
+DATA iq3srows4consts<>+4996(SB)/2, $0x0000
+DATA iq3srows4consts<>+4998(SB)/2, $0x0000
+DATA iq3srows4consts<>+5000(SB)/2, $0x0100
+DATA iq3srows4consts<>+5002(SB)/2, $0x0100
+DATA iq3srows4consts<>+5004(SB)/2, $0x0000
+DATA iq3srows4consts<>+5006(SB)/2, $0x0100
+DATA iq3srows4consts<>+5008(SB)/2, $0x0100
+DATA iq3srows4consts<>+5010(SB)/2, $0x0100
+DATA iq3srows4consts<>+5012(SB)/2, $0x0000
+DATA iq3srows4consts<>+5014(SB)/2, $0x0000
+DATA iq3srows4consts<>+5016(SB)/2, $0x0100
+DATA iq3srows4consts<>+5018(SB)/2, $0x0100
+DATA iq3srows4consts<>+5020(SB)/2, $0x0000
+DATA iq3srows4consts<>+5022(SB)/2, $0x0100
+DATA iq3srows4consts<>+5024(SB)/2, $0x0000
+DATA iq3srows4consts<>+5026(SB)/2, $0x0000
+DATA iq3srows4consts<>+5028(SB)/2, $0x0100
+DATA iq3srows4consts<>+5030(SB)/2, $0x0000
+DATA iq3srows4consts<>+5032(SB)/2, $0x0100
+DATA iq3srows4consts<>+5034(SB)/2, $0x0100
+DATA iq3srows4consts<>+5036(SB)/2, $0x0000
+DATA iq3srows4consts<>+5038(SB)/2, $0x0100
+DATA iq3srows4consts<>+5040(SB)/2, $0x0100
+DATA iq3srows4consts<>+5042(SB)/2, $0x0000
+DATA iq3srows4consts<>+5044(SB)/2, $0x0100
+DATA iq3srows4consts<>+5046(SB)/2, $0x0000
+DATA iq3srows4consts<>+5048(SB)/2, $0x0100
+DATA iq3srows4consts<>+5050(SB)/2, $0x0100
+DATA iq3srows4consts<>+5052(SB)/2, $0x0000
+DATA iq3srows4consts<>+5054(SB)/2, $0x0100
+DATA iq3srows4consts<>+5056(SB)/2, $0x0000
+DATA iq3srows4consts<>+5058(SB)/2, $0x0100
+DATA iq3srows4consts<>+5060(SB)/2, $0x0100
+DATA iq3srows4consts<>+5062(SB)/2, $0x0000
+DATA iq3srows4consts<>+5064(SB)/2, $0x0100
+DATA iq3srows4consts<>+5066(SB)/2, $0x0100
+DATA iq3srows4consts<>+5068(SB)/2, $0x0000
+DATA iq3srows4consts<>+5070(SB)/2, $0x0100
+DATA iq3srows4consts<>+5072(SB)/2, $0x0100
+DATA iq3srows4consts<>+5074(SB)/2, $0x0100
+DATA iq3srows4consts<>+5076(SB)/2, $0x0100
+DATA iq3srows4consts<>+5078(SB)/2, $0x0000
+DATA iq3srows4consts<>+5080(SB)/2, $0x0100
+DATA iq3srows4consts<>+5082(SB)/2, $0x0100
+DATA iq3srows4consts<>+5084(SB)/2, $0x0000
+DATA iq3srows4consts<>+5086(SB)/2, $0x0100
+DATA iq3srows4consts<>+5088(SB)/2, $0x0000
+DATA iq3srows4consts<>+5090(SB)/2, $0x0000
+DATA iq3srows4consts<>+5092(SB)/2, $0x0000
+DATA iq3srows4consts<>+5094(SB)/2, $0x0100
+DATA iq3srows4consts<>+5096(SB)/2, $0x0100
+DATA iq3srows4consts<>+5098(SB)/2, $0x0100
+DATA iq3srows4consts<>+5100(SB)/2, $0x0000
+DATA iq3srows4consts<>+5102(SB)/2, $0x0100
+DATA iq3srows4consts<>+5104(SB)/2, $0x0100
+DATA iq3srows4consts<>+5106(SB)/2, $0x0000
+DATA iq3srows4consts<>+5108(SB)/2, $0x0000
+DATA iq3srows4consts<>+5110(SB)/2, $0x0100
+DATA iq3srows4consts<>+5112(SB)/2, $0x0100
+DATA iq3srows4consts<>+5114(SB)/2, $0x0100
+DATA iq3srows4consts<>+5116(SB)/2, $0x0000
+DATA iq3srows4consts<>+5118(SB)/2, $0x0100
+DATA iq3srows4consts<>+5120(SB)/2, $0x0000
+DATA iq3srows4consts<>+5122(SB)/2, $0x0100
+DATA iq3srows4consts<>+5124(SB)/2, $0x0000
+DATA iq3srows4consts<>+5126(SB)/2, $0x0100
+DATA iq3srows4consts<>+5128(SB)/2, $0x0100
+DATA iq3srows4consts<>+5130(SB)/2, $0x0100
+DATA iq3srows4consts<>+5132(SB)/2, $0x0000
+DATA iq3srows4consts<>+5134(SB)/2, $0x0100
+DATA iq3srows4consts<>+5136(SB)/2, $0x0100
+DATA iq3srows4consts<>+5138(SB)/2, $0x0100
+DATA iq3srows4consts<>+5140(SB)/2, $0x0000
+DATA iq3srows4consts<>+5142(SB)/2, $0x0100
+DATA iq3srows4consts<>+5144(SB)/2, $0x0100
+DATA iq3srows4consts<>+5146(SB)/2, $0x0100
+DATA iq3srows4consts<>+5148(SB)/2, $0x0000
+DATA iq3srows4consts<>+5150(SB)/2, $0x0100
+DATA iq3srows4consts<>+5152(SB)/2, $0x0000
+DATA iq3srows4consts<>+5154(SB)/2, $0x0000
+DATA iq3srows4consts<>+5156(SB)/2, $0x0100
+DATA iq3srows4consts<>+5158(SB)/2, $0x0100
+DATA iq3srows4consts<>+5160(SB)/2, $0x0100
+DATA iq3srows4consts<>+5162(SB)/2, $0x0100
+DATA iq3srows4consts<>+5164(SB)/2, $0x0000
+DATA iq3srows4consts<>+5166(SB)/2, $0x0100
+DATA iq3srows4consts<>+5168(SB)/2, $0x0100
+DATA iq3srows4consts<>+5170(SB)/2, $0x0000
+DATA iq3srows4consts<>+5172(SB)/2, $0x0100
+DATA iq3srows4consts<>+5174(SB)/2, $0x0100
+DATA iq3srows4consts<>+5176(SB)/2, $0x0100
+DATA iq3srows4consts<>+5178(SB)/2, $0x0100
+DATA iq3srows4consts<>+5180(SB)/2, $0x0000
+DATA iq3srows4consts<>+5182(SB)/2, $0x0100
+DATA iq3srows4consts<>+5184(SB)/2, $0x0000
+DATA iq3srows4consts<>+5186(SB)/2, $0x0100
+DATA iq3srows4consts<>+5188(SB)/2, $0x0100
+DATA iq3srows4consts<>+5190(SB)/2, $0x0100
+DATA iq3srows4consts<>+5192(SB)/2, $0x0100
+DATA iq3srows4consts<>+5194(SB)/2, $0x0100
+DATA iq3srows4consts<>+5196(SB)/2, $0x0000
+DATA iq3srows4consts<>+5198(SB)/2, $0x0100
+DATA iq3srows4consts<>+5200(SB)/2, $0x0100
+DATA iq3srows4consts<>+5202(SB)/2, $0x0100
+DATA iq3srows4consts<>+5204(SB)/2, $0x0100
+DATA iq3srows4consts<>+5206(SB)/2, $0x0100
+DATA iq3srows4consts<>+5208(SB)/2, $0x0100
+DATA iq3srows4consts<>+5210(SB)/2, $0x0100
+DATA iq3srows4consts<>+5212(SB)/2, $0x0000
+DATA iq3srows4consts<>+5214(SB)/2, $0x0100
+DATA iq3srows4consts<>+5216(SB)/2, $0x0000
+DATA iq3srows4consts<>+5218(SB)/2, $0x0000
+DATA iq3srows4consts<>+5220(SB)/2, $0x0000
+DATA iq3srows4consts<>+5222(SB)/2, $0x0000
+DATA iq3srows4consts<>+5224(SB)/2, $0x0000
+DATA iq3srows4consts<>+5226(SB)/2, $0x0000
+DATA iq3srows4consts<>+5228(SB)/2, $0x0100
+DATA iq3srows4consts<>+5230(SB)/2, $0x0100
+DATA iq3srows4consts<>+5232(SB)/2, $0x0100
+DATA iq3srows4consts<>+5234(SB)/2, $0x0000
+DATA iq3srows4consts<>+5236(SB)/2, $0x0000
+DATA iq3srows4consts<>+5238(SB)/2, $0x0000
+DATA iq3srows4consts<>+5240(SB)/2, $0x0000
+DATA iq3srows4consts<>+5242(SB)/2, $0x0000
+DATA iq3srows4consts<>+5244(SB)/2, $0x0100
+DATA iq3srows4consts<>+5246(SB)/2, $0x0100
+DATA iq3srows4consts<>+5248(SB)/2, $0x0000
+DATA iq3srows4consts<>+5250(SB)/2, $0x0100
+DATA iq3srows4consts<>+5252(SB)/2, $0x0000
+DATA iq3srows4consts<>+5254(SB)/2, $0x0000
+DATA iq3srows4consts<>+5256(SB)/2, $0x0000
+DATA iq3srows4consts<>+5258(SB)/2, $0x0000
+DATA iq3srows4consts<>+5260(SB)/2, $0x0100
+DATA iq3srows4consts<>+5262(SB)/2, $0x0100
+DATA iq3srows4consts<>+5264(SB)/2, $0x0100
+DATA iq3srows4consts<>+5266(SB)/2, $0x0100
+DATA iq3srows4consts<>+5268(SB)/2, $0x0000
+DATA iq3srows4consts<>+5270(SB)/2, $0x0000
+DATA iq3srows4consts<>+5272(SB)/2, $0x0000
+DATA iq3srows4consts<>+5274(SB)/2, $0x0000
+DATA iq3srows4consts<>+5276(SB)/2, $0x0100
+DATA iq3srows4consts<>+5278(SB)/2, $0x0100
+DATA iq3srows4consts<>+5280(SB)/2, $0x0000
+DATA iq3srows4consts<>+5282(SB)/2, $0x0000
+DATA iq3srows4consts<>+5284(SB)/2, $0x0100
+DATA iq3srows4consts<>+5286(SB)/2, $0x0000
+DATA iq3srows4consts<>+5288(SB)/2, $0x0000
+DATA iq3srows4consts<>+5290(SB)/2, $0x0000
+DATA iq3srows4consts<>+5292(SB)/2, $0x0100
+DATA iq3srows4consts<>+5294(SB)/2, $0x0100
+DATA iq3srows4consts<>+5296(SB)/2, $0x0100
+DATA iq3srows4consts<>+5298(SB)/2, $0x0000
+DATA iq3srows4consts<>+5300(SB)/2, $0x0100
+DATA iq3srows4consts<>+5302(SB)/2, $0x0000
+DATA iq3srows4consts<>+5304(SB)/2, $0x0000
+DATA iq3srows4consts<>+5306(SB)/2, $0x0000
+DATA iq3srows4consts<>+5308(SB)/2, $0x0100
+DATA iq3srows4consts<>+5310(SB)/2, $0x0100
+DATA iq3srows4consts<>+5312(SB)/2, $0x0000
+DATA iq3srows4consts<>+5314(SB)/2, $0x0100
+DATA iq3srows4consts<>+5316(SB)/2, $0x0100
+DATA iq3srows4consts<>+5318(SB)/2, $0x0000
+DATA iq3srows4consts<>+5320(SB)/2, $0x0000
+DATA iq3srows4consts<>+5322(SB)/2, $0x0000
+DATA iq3srows4consts<>+5324(SB)/2, $0x0100
+DATA iq3srows4consts<>+5326(SB)/2, $0x0100
+DATA iq3srows4consts<>+5328(SB)/2, $0x0100
+DATA iq3srows4consts<>+5330(SB)/2, $0x0100
+DATA iq3srows4consts<>+5332(SB)/2, $0x0100
+DATA iq3srows4consts<>+5334(SB)/2, $0x0000
+DATA iq3srows4consts<>+5336(SB)/2, $0x0000
+DATA iq3srows4consts<>+5338(SB)/2, $0x0000
+DATA iq3srows4consts<>+5340(SB)/2, $0x0100
+DATA iq3srows4consts<>+5342(SB)/2, $0x0100
+DATA iq3srows4consts<>+5344(SB)/2, $0x0000
+DATA iq3srows4consts<>+5346(SB)/2, $0x0000
+DATA iq3srows4consts<>+5348(SB)/2, $0x0000
+DATA iq3srows4consts<>+5350(SB)/2, $0x0100
+DATA iq3srows4consts<>+5352(SB)/2, $0x0000
+DATA iq3srows4consts<>+5354(SB)/2, $0x0000
+DATA iq3srows4consts<>+5356(SB)/2, $0x0100
+DATA iq3srows4consts<>+5358(SB)/2, $0x0100
+DATA iq3srows4consts<>+5360(SB)/2, $0x0100
+DATA iq3srows4consts<>+5362(SB)/2, $0x0000
+DATA iq3srows4consts<>+5364(SB)/2, $0x0000
+DATA iq3srows4consts<>+5366(SB)/2, $0x0100
+DATA iq3srows4consts<>+5368(SB)/2, $0x0000
+DATA iq3srows4consts<>+5370(SB)/2, $0x0000
+DATA iq3srows4consts<>+5372(SB)/2, $0x0100
+DATA iq3srows4consts<>+5374(SB)/2, $0x0100
+DATA iq3srows4consts<>+5376(SB)/2, $0x0000
+DATA iq3srows4consts<>+5378(SB)/2, $0x0100
+DATA iq3srows4consts<>+5380(SB)/2, $0x0000
+DATA iq3srows4consts<>+5382(SB)/2, $0x0100
+DATA iq3srows4consts<>+5384(SB)/2, $0x0000
+DATA iq3srows4consts<>+5386(SB)/2, $0x0000
+DATA iq3srows4consts<>+5388(SB)/2, $0x0100
+DATA iq3srows4consts<>+5390(SB)/2, $0x0100
+DATA iq3srows4consts<>+5392(SB)/2, $0x0100
+DATA iq3srows4consts<>+5394(SB)/2, $0x0100
+DATA iq3srows4consts<>+5396(SB)/2, $0x0000
+DATA iq3srows4consts<>+5398(SB)/2, $0x0100
+DATA iq3srows4consts<>+5400(SB)/2, $0x0000
+DATA iq3srows4consts<>+5402(SB)/2, $0x0000
+DATA iq3srows4consts<>+5404(SB)/2, $0x0100
+DATA iq3srows4consts<>+5406(SB)/2, $0x0100
+DATA iq3srows4consts<>+5408(SB)/2, $0x0000
+DATA iq3srows4consts<>+5410(SB)/2, $0x0000
+DATA iq3srows4consts<>+5412(SB)/2, $0x0100
+DATA iq3srows4consts<>+5414(SB)/2, $0x0100
+DATA iq3srows4consts<>+5416(SB)/2, $0x0000
+DATA iq3srows4consts<>+5418(SB)/2, $0x0000
+DATA iq3srows4consts<>+5420(SB)/2, $0x0100
+DATA iq3srows4consts<>+5422(SB)/2, $0x0100
+DATA iq3srows4consts<>+5424(SB)/2, $0x0100
+DATA iq3srows4consts<>+5426(SB)/2, $0x0000
+DATA iq3srows4consts<>+5428(SB)/2, $0x0100
+DATA iq3srows4consts<>+5430(SB)/2, $0x0100
+DATA iq3srows4consts<>+5432(SB)/2, $0x0000
+DATA iq3srows4consts<>+5434(SB)/2, $0x0000
+DATA iq3srows4consts<>+5436(SB)/2, $0x0100
+DATA iq3srows4consts<>+5438(SB)/2, $0x0100
+DATA iq3srows4consts<>+5440(SB)/2, $0x0000
+DATA iq3srows4consts<>+5442(SB)/2, $0x0100
+DATA iq3srows4consts<>+5444(SB)/2, $0x0100
+DATA iq3srows4consts<>+5446(SB)/2, $0x0100
+DATA iq3srows4consts<>+5448(SB)/2, $0x0000
+DATA iq3srows4consts<>+5450(SB)/2, $0x0000
+DATA iq3srows4consts<>+5452(SB)/2, $0x0100
+DATA iq3srows4consts<>+5454(SB)/2, $0x0100
+DATA iq3srows4consts<>+5456(SB)/2, $0x0100
+DATA iq3srows4consts<>+5458(SB)/2, $0x0100
+DATA iq3srows4consts<>+5460(SB)/2, $0x0100
+DATA iq3srows4consts<>+5462(SB)/2, $0x0100
+DATA iq3srows4consts<>+5464(SB)/2, $0x0000
+DATA iq3srows4consts<>+5466(SB)/2, $0x0000
+DATA iq3srows4consts<>+5468(SB)/2, $0x0100
+DATA iq3srows4consts<>+5470(SB)/2, $0x0100
+DATA iq3srows4consts<>+5472(SB)/2, $0x0000
+DATA iq3srows4consts<>+5474(SB)/2, $0x0000
+DATA iq3srows4consts<>+5476(SB)/2, $0x0000
+DATA iq3srows4consts<>+5478(SB)/2, $0x0000
+DATA iq3srows4consts<>+5480(SB)/2, $0x0100
+DATA iq3srows4consts<>+5482(SB)/2, $0x0000
+DATA iq3srows4consts<>+5484(SB)/2, $0x0100
+DATA iq3srows4consts<>+5486(SB)/2, $0x0100
+DATA iq3srows4consts<>+5488(SB)/2, $0x0100
+DATA iq3srows4consts<>+5490(SB)/2, $0x0000
+DATA iq3srows4consts<>+5492(SB)/2, $0x0000
+DATA iq3srows4consts<>+5494(SB)/2, $0x0000
+DATA iq3srows4consts<>+5496(SB)/2, $0x0100
+DATA iq3srows4consts<>+5498(SB)/2, $0x0000
+DATA iq3srows4consts<>+5500(SB)/2, $0x0100
+DATA iq3srows4consts<>+5502(SB)/2, $0x0100
+DATA iq3srows4consts<>+5504(SB)/2, $0x0000
+DATA iq3srows4consts<>+5506(SB)/2, $0x0100
+DATA iq3srows4consts<>+5508(SB)/2, $0x0000
+DATA iq3srows4consts<>+5510(SB)/2, $0x0000
+DATA iq3srows4consts<>+5512(SB)/2, $0x0100
+DATA iq3srows4consts<>+5514(SB)/2, $0x0000
+DATA iq3srows4consts<>+5516(SB)/2, $0x0100
+DATA iq3srows4consts<>+5518(SB)/2, $0x0100
+DATA iq3srows4consts<>+5520(SB)/2, $0x0100
+DATA iq3srows4consts<>+5522(SB)/2, $0x0100
+DATA iq3srows4consts<>+5524(SB)/2, $0x0000
+DATA iq3srows4consts<>+5526(SB)/2, $0x0000
+DATA iq3srows4consts<>+5528(SB)/2, $0x0100
+DATA iq3srows4consts<>+5530(SB)/2, $0x0000
+DATA iq3srows4consts<>+5532(SB)/2, $0x0100
+DATA iq3srows4consts<>+5534(SB)/2, $0x0100
+DATA iq3srows4consts<>+5536(SB)/2, $0x0000
+DATA iq3srows4consts<>+5538(SB)/2, $0x0000
+DATA iq3srows4consts<>+5540(SB)/2, $0x0100
+DATA iq3srows4consts<>+5542(SB)/2, $0x0000
+DATA iq3srows4consts<>+5544(SB)/2, $0x0100
+DATA iq3srows4consts<>+5546(SB)/2, $0x0000
+DATA iq3srows4consts<>+5548(SB)/2, $0x0100
+DATA iq3srows4consts<>+5550(SB)/2, $0x0100
+DATA iq3srows4consts<>+5552(SB)/2, $0x0100
+DATA iq3srows4consts<>+5554(SB)/2, $0x0000
+DATA iq3srows4consts<>+5556(SB)/2, $0x0100
+DATA iq3srows4consts<>+5558(SB)/2, $0x0000
+DATA iq3srows4consts<>+5560(SB)/2, $0x0100
+DATA iq3srows4consts<>+5562(SB)/2, $0x0000
+DATA iq3srows4consts<>+5564(SB)/2, $0x0100
+DATA iq3srows4consts<>+5566(SB)/2, $0x0100
+DATA iq3srows4consts<>+5568(SB)/2, $0x0000
+DATA iq3srows4consts<>+5570(SB)/2, $0x0100
+DATA iq3srows4consts<>+5572(SB)/2, $0x0100
+DATA iq3srows4consts<>+5574(SB)/2, $0x0000
+DATA iq3srows4consts<>+5576(SB)/2, $0x0100
+DATA iq3srows4consts<>+5578(SB)/2, $0x0000
+DATA iq3srows4consts<>+5580(SB)/2, $0x0100
+DATA iq3srows4consts<>+5582(SB)/2, $0x0100
+DATA iq3srows4consts<>+5584(SB)/2, $0x0100
+DATA iq3srows4consts<>+5586(SB)/2, $0x0100
+DATA iq3srows4consts<>+5588(SB)/2, $0x0100
+DATA iq3srows4consts<>+5590(SB)/2, $0x0000
+DATA iq3srows4consts<>+5592(SB)/2, $0x0100
+DATA iq3srows4consts<>+5594(SB)/2, $0x0000
+DATA iq3srows4consts<>+5596(SB)/2, $0x0100
+DATA iq3srows4consts<>+5598(SB)/2, $0x0100
+DATA iq3srows4consts<>+5600(SB)/2, $0x0000
+DATA iq3srows4consts<>+5602(SB)/2, $0x0000
+DATA iq3srows4consts<>+5604(SB)/2, $0x0000
+DATA iq3srows4consts<>+5606(SB)/2, $0x0100
+DATA iq3srows4consts<>+5608(SB)/2, $0x0100
+DATA iq3srows4consts<>+5610(SB)/2, $0x0000
+DATA iq3srows4consts<>+5612(SB)/2, $0x0100
+DATA iq3srows4consts<>+5614(SB)/2, $0x0100
+DATA iq3srows4consts<>+5616(SB)/2, $0x0100
+DATA iq3srows4consts<>+5618(SB)/2, $0x0000
+DATA iq3srows4consts<>+5620(SB)/2, $0x0000
+DATA iq3srows4consts<>+5622(SB)/2, $0x0100
+DATA iq3srows4consts<>+5624(SB)/2, $0x0100
+DATA iq3srows4consts<>+5626(SB)/2, $0x0000
+DATA iq3srows4consts<>+5628(SB)/2, $0x0100
+DATA iq3srows4consts<>+5630(SB)/2, $0x0100
+DATA iq3srows4consts<>+5632(SB)/2, $0x0000
+DATA iq3srows4consts<>+5634(SB)/2, $0x0100
+DATA iq3srows4consts<>+5636(SB)/2, $0x0000
+DATA iq3srows4consts<>+5638(SB)/2, $0x0100
+DATA iq3srows4consts<>+5640(SB)/2, $0x0100
+DATA iq3srows4consts<>+5642(SB)/2, $0x0000
+DATA iq3srows4consts<>+5644(SB)/2, $0x0100
+DATA iq3srows4consts<>+5646(SB)/2, $0x0100
+DATA iq3srows4consts<>+5648(SB)/2, $0x0100
+DATA iq3srows4consts<>+5650(SB)/2, $0x0100
+DATA iq3srows4consts<>+5652(SB)/2, $0x0000
+DATA iq3srows4consts<>+5654(SB)/2, $0x0100
+DATA iq3srows4consts<>+5656(SB)/2, $0x0100
+DATA iq3srows4consts<>+5658(SB)/2, $0x0000
+DATA iq3srows4consts<>+5660(SB)/2, $0x0100
+DATA iq3srows4consts<>+5662(SB)/2, $0x0100
+DATA iq3srows4consts<>+5664(SB)/2, $0x0000
+DATA iq3srows4consts<>+5666(SB)/2, $0x0000
+DATA iq3srows4consts<>+5668(SB)/2, $0x0100
+DATA iq3srows4consts<>+5670(SB)/2, $0x0100
+DATA iq3srows4consts<>+5672(SB)/2, $0x0100
+DATA iq3srows4consts<>+5674(SB)/2, $0x0000
+DATA iq3srows4consts<>+5676(SB)/2, $0x0100
+DATA iq3srows4consts<>+5678(SB)/2, $0x0100
+DATA iq3srows4consts<>+5680(SB)/2, $0x0100
+DATA iq3srows4consts<>+5682(SB)/2, $0x0000
+DATA iq3srows4consts<>+5684(SB)/2, $0x0100
+DATA iq3srows4consts<>+5686(SB)/2, $0x0100
+DATA iq3srows4consts<>+5688(SB)/2, $0x0100
+DATA iq3srows4consts<>+5690(SB)/2, $0x0000
+DATA iq3srows4consts<>+5692(SB)/2, $0x0100
+DATA iq3srows4consts<>+5694(SB)/2, $0x0100
+DATA iq3srows4consts<>+5696(SB)/2, $0x0000
+DATA iq3srows4consts<>+5698(SB)/2, $0x0100
+DATA iq3srows4consts<>+5700(SB)/2, $0x0100
+DATA iq3srows4consts<>+5702(SB)/2, $0x0100
+DATA iq3srows4consts<>+5704(SB)/2, $0x0100
+DATA iq3srows4consts<>+5706(SB)/2, $0x0000
+DATA iq3srows4consts<>+5708(SB)/2, $0x0100
+DATA iq3srows4consts<>+5710(SB)/2, $0x0100
+DATA iq3srows4consts<>+5712(SB)/2, $0x0100
+DATA iq3srows4consts<>+5714(SB)/2, $0x0100
+DATA iq3srows4consts<>+5716(SB)/2, $0x0100
+DATA iq3srows4consts<>+5718(SB)/2, $0x0100
+DATA iq3srows4consts<>+5720(SB)/2, $0x0100
+DATA iq3srows4consts<>+5722(SB)/2, $0x0000
+DATA iq3srows4consts<>+5724(SB)/2, $0x0100
+DATA iq3srows4consts<>+5726(SB)/2, $0x0100
+DATA iq3srows4consts<>+5728(SB)/2, $0x0000
+DATA iq3srows4consts<>+5730(SB)/2, $0x0000
+DATA iq3srows4consts<>+5732(SB)/2, $0x0000
+DATA iq3srows4consts<>+5734(SB)/2, $0x0000
+DATA iq3srows4consts<>+5736(SB)/2, $0x0000
+DATA iq3srows4consts<>+5738(SB)/2, $0x0100
+DATA iq3srows4consts<>+5740(SB)/2, $0x0100
+DATA iq3srows4consts<>+5742(SB)/2, $0x0100
+DATA iq3srows4consts<>+5744(SB)/2, $0x0100
+DATA iq3srows4consts<>+5746(SB)/2, $0x0000
+DATA iq3srows4consts<>+5748(SB)/2, $0x0000
+DATA iq3srows4consts<>+5750(SB)/2, $0x0000
+DATA iq3srows4consts<>+5752(SB)/2, $0x0000
+DATA iq3srows4consts<>+5754(SB)/2, $0x0100
+DATA iq3srows4consts<>+5756(SB)/2, $0x0100
+DATA iq3srows4consts<>+5758(SB)/2, $0x0100
+DATA iq3srows4consts<>+5760(SB)/2, $0x0000
+DATA iq3srows4consts<>+5762(SB)/2, $0x0100
+DATA iq3srows4consts<>+5764(SB)/2, $0x0000
+DATA iq3srows4consts<>+5766(SB)/2, $0x0000
+DATA iq3srows4consts<>+5768(SB)/2, $0x0000
+DATA iq3srows4consts<>+5770(SB)/2, $0x0100
+DATA iq3srows4consts<>+5772(SB)/2, $0x0100
+DATA iq3srows4consts<>+5774(SB)/2, $0x0100
+DATA iq3srows4consts<>+5776(SB)/2, $0x0100
+DATA iq3srows4consts<>+5778(SB)/2, $0x0100
+DATA iq3srows4consts<>+5780(SB)/2, $0x0000
+DATA iq3srows4consts<>+5782(SB)/2, $0x0000
+DATA iq3srows4consts<>+5784(SB)/2, $0x0000
+DATA iq3srows4consts<>+5786(SB)/2, $0x0100
+DATA iq3srows4consts<>+5788(SB)/2, $0x0100
+DATA iq3srows4consts<>+5790(SB)/2, $0x0100
+DATA iq3srows4consts<>+5792(SB)/2, $0x0000
+DATA iq3srows4consts<>+5794(SB)/2, $0x0000
+DATA iq3srows4consts<>+5796(SB)/2, $0x0100
+DATA iq3srows4consts<>+5798(SB)/2, $0x0000
+DATA iq3srows4consts<>+5800(SB)/2, $0x0000
+DATA iq3srows4consts<>+5802(SB)/2, $0x0100
+DATA iq3srows4consts<>+5804(SB)/2, $0x0100
+DATA iq3srows4consts<>+5806(SB)/2, $0x0100
+DATA iq3srows4consts<>+5808(SB)/2, $0x0100
+DATA iq3srows4consts<>+5810(SB)/2, $0x0000
+DATA iq3srows4consts<>+5812(SB)/2, $0x0100
+DATA iq3srows4consts<>+5814(SB)/2, $0x0000
+DATA iq3srows4consts<>+5816(SB)/2, $0x0000
+DATA iq3srows4consts<>+5818(SB)/2, $0x0100
+DATA iq3srows4consts<>+5820(SB)/2, $0x0100
+DATA iq3srows4consts<>+5822(SB)/2, $0x0100
+DATA iq3srows4consts<>+5824(SB)/2, $0x0000
+DATA iq3srows4consts<>+5826(SB)/2, $0x0100
+DATA iq3srows4consts<>+5828(SB)/2, $0x0100
+DATA iq3srows4consts<>+5830(SB)/2, $0x0000
+DATA iq3srows4consts<>+5832(SB)/2, $0x0000
+DATA iq3srows4consts<>+5834(SB)/2, $0x0100
+DATA iq3srows4consts<>+5836(SB)/2, $0x0100
+DATA iq3srows4consts<>+5838(SB)/2, $0x0100
+DATA iq3srows4consts<>+5840(SB)/2, $0x0100
+DATA iq3srows4consts<>+5842(SB)/2, $0x0100
+DATA iq3srows4consts<>+5844(SB)/2, $0x0100
+DATA iq3srows4consts<>+5846(SB)/2, $0x0000
+DATA iq3srows4consts<>+5848(SB)/2, $0x0000
+DATA iq3srows4consts<>+5850(SB)/2, $0x0100
+DATA iq3srows4consts<>+5852(SB)/2, $0x0100
+DATA iq3srows4consts<>+5854(SB)/2, $0x0100
+DATA iq3srows4consts<>+5856(SB)/2, $0x0000
+DATA iq3srows4consts<>+5858(SB)/2, $0x0000
+DATA iq3srows4consts<>+5860(SB)/2, $0x0000
+DATA iq3srows4consts<>+5862(SB)/2, $0x0100
+DATA iq3srows4consts<>+5864(SB)/2, $0x0000
+DATA iq3srows4consts<>+5866(SB)/2, $0x0100
+DATA iq3srows4consts<>+5868(SB)/2, $0x0100
+DATA iq3srows4consts<>+5870(SB)/2, $0x0100
+DATA iq3srows4consts<>+5872(SB)/2, $0x0100
+DATA iq3srows4consts<>+5874(SB)/2, $0x0000
+DATA iq3srows4consts<>+5876(SB)/2, $0x0000
+DATA iq3srows4consts<>+5878(SB)/2, $0x0100
+DATA iq3srows4consts<>+5880(SB)/2, $0x0000
+DATA iq3srows4consts<>+5882(SB)/2, $0x0100
+DATA iq3srows4consts<>+5884(SB)/2, $0x0100
+DATA iq3srows4consts<>+5886(SB)/2, $0x0100
+DATA iq3srows4consts<>+5888(SB)/2, $0x0000
+DATA iq3srows4consts<>+5890(SB)/2, $0x0100
+DATA iq3srows4consts<>+5892(SB)/2, $0x0000
+DATA iq3srows4consts<>+5894(SB)/2, $0x0100
+DATA iq3srows4consts<>+5896(SB)/2, $0x0000
+DATA iq3srows4consts<>+5898(SB)/2, $0x0100
+DATA iq3srows4consts<>+5900(SB)/2, $0x0100
+DATA iq3srows4consts<>+5902(SB)/2, $0x0100
+DATA iq3srows4consts<>+5904(SB)/2, $0x0100
+DATA iq3srows4consts<>+5906(SB)/2, $0x0100
+DATA iq3srows4consts<>+5908(SB)/2, $0x0000
+DATA iq3srows4consts<>+5910(SB)/2, $0x0100
+DATA iq3srows4consts<>+5912(SB)/2, $0x0000
+DATA iq3srows4consts<>+5914(SB)/2, $0x0100
+DATA iq3srows4consts<>+5916(SB)/2, $0x0100
+DATA iq3srows4consts<>+5918(SB)/2, $0x0100
+DATA iq3srows4consts<>+5920(SB)/2, $0x0000
+DATA iq3srows4consts<>+5922(SB)/2, $0x0000
+DATA iq3srows4consts<>+5924(SB)/2, $0x0100
+DATA iq3srows4consts<>+5926(SB)/2, $0x0100
+DATA iq3srows4consts<>+5928(SB)/2, $0x0000
+DATA iq3srows4consts<>+5930(SB)/2, $0x0100
+DATA iq3srows4consts<>+5932(SB)/2, $0x0100
+DATA iq3srows4consts<>+5934(SB)/2, $0x0100
+DATA iq3srows4consts<>+5936(SB)/2, $0x0100
+DATA iq3srows4consts<>+5938(SB)/2, $0x0000
+DATA iq3srows4consts<>+5940(SB)/2, $0x0100
+DATA iq3srows4consts<>+5942(SB)/2, $0x0100
+DATA iq3srows4consts<>+5944(SB)/2, $0x0000
+DATA iq3srows4consts<>+5946(SB)/2, $0x0100
+DATA iq3srows4consts<>+5948(SB)/2, $0x0100
+DATA iq3srows4consts<>+5950(SB)/2, $0x0100
+DATA iq3srows4consts<>+5952(SB)/2, $0x0000
+DATA iq3srows4consts<>+5954(SB)/2, $0x0100
+DATA iq3srows4consts<>+5956(SB)/2, $0x0100
+DATA iq3srows4consts<>+5958(SB)/2, $0x0100
+DATA iq3srows4consts<>+5960(SB)/2, $0x0000
+DATA iq3srows4consts<>+5962(SB)/2, $0x0100
+DATA iq3srows4consts<>+5964(SB)/2, $0x0100
+DATA iq3srows4consts<>+5966(SB)/2, $0x0100
+DATA iq3srows4consts<>+5968(SB)/2, $0x0100
+DATA iq3srows4consts<>+5970(SB)/2, $0x0100
+DATA iq3srows4consts<>+5972(SB)/2, $0x0100
+DATA iq3srows4consts<>+5974(SB)/2, $0x0100
+DATA iq3srows4consts<>+5976(SB)/2, $0x0000
+DATA iq3srows4consts<>+5978(SB)/2, $0x0100
+DATA iq3srows4consts<>+5980(SB)/2, $0x0100
+DATA iq3srows4consts<>+5982(SB)/2, $0x0100
+DATA iq3srows4consts<>+5984(SB)/2, $0x0000
+DATA iq3srows4consts<>+5986(SB)/2, $0x0000
+DATA iq3srows4consts<>+5988(SB)/2, $0x0000
+DATA iq3srows4consts<>+5990(SB)/2, $0x0000
+DATA iq3srows4consts<>+5992(SB)/2, $0x0100
+DATA iq3srows4consts<>+5994(SB)/2, $0x0100
+DATA iq3srows4consts<>+5996(SB)/2, $0x0100
+DATA iq3srows4consts<>+5998(SB)/2, $0x0100
+DATA iq3srows4consts<>+6000(SB)/2, $0x0100
+DATA iq3srows4consts<>+6002(SB)/2, $0x0000
+DATA iq3srows4consts<>+6004(SB)/2, $0x0000
+DATA iq3srows4consts<>+6006(SB)/2, $0x0000
+DATA iq3srows4consts<>+6008(SB)/2, $0x0100
+DATA iq3srows4consts<>+6010(SB)/2, $0x0100
+DATA iq3srows4consts<>+6012(SB)/2, $0x0100
+DATA iq3srows4consts<>+6014(SB)/2, $0x0100
+DATA iq3srows4consts<>+6016(SB)/2, $0x0000
+DATA iq3srows4consts<>+6018(SB)/2, $0x0100
+DATA iq3srows4consts<>+6020(SB)/2, $0x0000
+DATA iq3srows4consts<>+6022(SB)/2, $0x0000
+DATA iq3srows4consts<>+6024(SB)/2, $0x0100
+DATA iq3srows4consts<>+6026(SB)/2, $0x0100
+DATA iq3srows4consts<>+6028(SB)/2, $0x0100
+DATA iq3srows4consts<>+6030(SB)/2, $0x0100
+DATA iq3srows4consts<>+6032(SB)/2, $0x0100
+DATA iq3srows4consts<>+6034(SB)/2, $0x0100
+DATA iq3srows4consts<>+6036(SB)/2, $0x0000
+DATA iq3srows4consts<>+6038(SB)/2, $0x0000
+DATA iq3srows4consts<>+6040(SB)/2, $0x0100
+DATA iq3srows4consts<>+6042(SB)/2, $0x0100
+DATA iq3srows4consts<>+6044(SB)/2, $0x0100
+DATA iq3srows4consts<>+6046(SB)/2, $0x0100
+DATA iq3srows4consts<>+6048(SB)/2, $0x0000
+DATA iq3srows4consts<>+6050(SB)/2, $0x0000
+DATA iq3srows4consts<>+6052(SB)/2, $0x0100
+DATA iq3srows4consts<>+6054(SB)/2, $0x0000
+DATA iq3srows4consts<>+6056(SB)/2, $0x0100
+DATA iq3srows4consts<>+6058(SB)/2, $0x0100
+DATA iq3srows4consts<>+6060(SB)/2, $0x0100
+DATA iq3srows4consts<>+6062(SB)/2, $0x0100
+DATA iq3srows4consts<>+6064(SB)/2, $0x0100
+DATA iq3srows4consts<>+6066(SB)/2, $0x0000
+DATA iq3srows4consts<>+6068(SB)/2, $0x0100
+DATA iq3srows4consts<>+6070(SB)/2, $0x0000
+DATA iq3srows4consts<>+6072(SB)/2, $0x0100
+DATA iq3srows4consts<>+6074(SB)/2, $0x0100
+DATA iq3srows4consts<>+6076(SB)/2, $0x0100
+DATA iq3srows4consts<>+6078(SB)/2, $0x0100
+DATA iq3srows4consts<>+6080(SB)/2, $0x0000
+DATA iq3srows4consts<>+6082(SB)/2, $0x0100
+DATA iq3srows4consts<>+6084(SB)/2, $0x0100
+DATA iq3srows4consts<>+6086(SB)/2, $0x0000
+DATA iq3srows4consts<>+6088(SB)/2, $0x0100
+DATA iq3srows4consts<>+6090(SB)/2, $0x0100
+DATA iq3srows4consts<>+6092(SB)/2, $0x0100
+DATA iq3srows4consts<>+6094(SB)/2, $0x0100
+DATA iq3srows4consts<>+6096(SB)/2, $0x0100
+DATA iq3srows4consts<>+6098(SB)/2, $0x0100
+DATA iq3srows4consts<>+6100(SB)/2, $0x0100
+DATA iq3srows4consts<>+6102(SB)/2, $0x0000
+DATA iq3srows4consts<>+6104(SB)/2, $0x0100
+DATA iq3srows4consts<>+6106(SB)/2, $0x0100
+DATA iq3srows4consts<>+6108(SB)/2, $0x0100
+DATA iq3srows4consts<>+6110(SB)/2, $0x0100
+DATA iq3srows4consts<>+6112(SB)/2, $0x0000
+DATA iq3srows4consts<>+6114(SB)/2, $0x0000
+DATA iq3srows4consts<>+6116(SB)/2, $0x0000
+DATA iq3srows4consts<>+6118(SB)/2, $0x0100
+DATA iq3srows4consts<>+6120(SB)/2, $0x0100
+DATA iq3srows4consts<>+6122(SB)/2, $0x0100
+DATA iq3srows4consts<>+6124(SB)/2, $0x0100
+DATA iq3srows4consts<>+6126(SB)/2, $0x0100
+DATA iq3srows4consts<>+6128(SB)/2, $0x0100
+DATA iq3srows4consts<>+6130(SB)/2, $0x0000
+DATA iq3srows4consts<>+6132(SB)/2, $0x0000
+DATA iq3srows4consts<>+6134(SB)/2, $0x0100
+DATA iq3srows4consts<>+6136(SB)/2, $0x0100
+DATA iq3srows4consts<>+6138(SB)/2, $0x0100
+DATA iq3srows4consts<>+6140(SB)/2, $0x0100
+DATA iq3srows4consts<>+6142(SB)/2, $0x0100
+DATA iq3srows4consts<>+6144(SB)/2, $0x0000
+DATA iq3srows4consts<>+6146(SB)/2, $0x0100
+DATA iq3srows4consts<>+6148(SB)/2, $0x0000
+DATA iq3srows4consts<>+6150(SB)/2, $0x0100
+DATA iq3srows4consts<>+6152(SB)/2, $0x0100
+DATA iq3srows4consts<>+6154(SB)/2, $0x0100
+DATA iq3srows4consts<>+6156(SB)/2, $0x0100
+DATA iq3srows4consts<>+6158(SB)/2, $0x0100
+DATA iq3srows4consts<>+6160(SB)/2, $0x0100
+DATA iq3srows4consts<>+6162(SB)/2, $0x0100
+DATA iq3srows4consts<>+6164(SB)/2, $0x0000
+DATA iq3srows4consts<>+6166(SB)/2, $0x0100
+DATA iq3srows4consts<>+6168(SB)/2, $0x0100
+DATA iq3srows4consts<>+6170(SB)/2, $0x0100
+DATA iq3srows4consts<>+6172(SB)/2, $0x0100
+DATA iq3srows4consts<>+6174(SB)/2, $0x0100
+DATA iq3srows4consts<>+6176(SB)/2, $0x0000
+DATA iq3srows4consts<>+6178(SB)/2, $0x0000
+DATA iq3srows4consts<>+6180(SB)/2, $0x0100
+DATA iq3srows4consts<>+6182(SB)/2, $0x0100
+DATA iq3srows4consts<>+6184(SB)/2, $0x0100
+DATA iq3srows4consts<>+6186(SB)/2, $0x0100
+DATA iq3srows4consts<>+6188(SB)/2, $0x0100
+DATA iq3srows4consts<>+6190(SB)/2, $0x0100
+DATA iq3srows4consts<>+6192(SB)/2, $0x0100
+DATA iq3srows4consts<>+6194(SB)/2, $0x0000
+DATA iq3srows4consts<>+6196(SB)/2, $0x0100
+DATA iq3srows4consts<>+6198(SB)/2, $0x0100
+DATA iq3srows4consts<>+6200(SB)/2, $0x0100
+DATA iq3srows4consts<>+6202(SB)/2, $0x0100
+DATA iq3srows4consts<>+6204(SB)/2, $0x0100
+DATA iq3srows4consts<>+6206(SB)/2, $0x0100
+DATA iq3srows4consts<>+6208(SB)/2, $0x0000
+DATA iq3srows4consts<>+6210(SB)/2, $0x0100
+DATA iq3srows4consts<>+6212(SB)/2, $0x0100
+DATA iq3srows4consts<>+6214(SB)/2, $0x0100
+DATA iq3srows4consts<>+6216(SB)/2, $0x0100
+DATA iq3srows4consts<>+6218(SB)/2, $0x0100
+DATA iq3srows4consts<>+6220(SB)/2, $0x0100
+DATA iq3srows4consts<>+6222(SB)/2, $0x0100
+DATA iq3srows4consts<>+6224(SB)/2, $0x0100
+DATA iq3srows4consts<>+6226(SB)/2, $0x0100
+DATA iq3srows4consts<>+6228(SB)/2, $0x0100
+DATA iq3srows4consts<>+6230(SB)/2, $0x0100
+DATA iq3srows4consts<>+6232(SB)/2, $0x0100
+DATA iq3srows4consts<>+6234(SB)/2, $0x0100
+DATA iq3srows4consts<>+6236(SB)/2, $0x0100
+DATA iq3srows4consts<>+6238(SB)/2, $0x0100
+GLOBL iq3srows4consts<>(SB), RODATA|NOPTR, $6240
+
+// func dotIQ3SRows4BMI2(w *byte, x *int8, xd *float32, xs *int16, nb int, groups int, out *float32)
+// Requires: AVX, AVX2, BMI2, F16C, MMX+
+TEXT ·dotIQ3SRows4BMI2(SB), NOSPLIT, $152-56
+	LEAQ    iq3srows4consts<>+0(SB), AX
+	MOVQ    $0x00ff00ff00ff00ff, CX
+	MOVQ    $0x0100010001000100, DX
+	VMOVDQU 2048(AX), Y0
+	VMOVDQU 2080(AX), Y1
+	MOVQ    nb+32(FP), BX
+	IMUL3Q  $0x6e, BX, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    groups+40(FP), BX
+	MOVQ    out+48(FP), R8
+	MOVQ    w+0(FP), R9
+	MOVQ    BX, 128(SP)
+	MOVQ    R8, 136(SP)
+	MOVQ    R9, 144(SP)
+
+dotIQ3SRows4BMI2group:
+	CMPQ   128(SP), $0x00
+	JE     dotIQ3SRows4BMI2end
+	MOVQ   144(SP), BX
+	MOVQ   x+8(FP), R8
+	MOVQ   xd+16(FP), R9
+	MOVQ   xs+24(FP), R10
+	MOVQ   nb+32(FP), R11
+	VXORPS Y2, Y2, Y2
+
+dotIQ3SRows4BMI2block:
+	TESTQ        R11, R11
+	JZ           dotIQ3SRows4BMI2done
+	LEAQ         (DI)(SI*1), R12
+	ADDQ         BX, R12
+	PREFETCHT0   (R12)
+	PREFETCHT0   64(R12)
+	PREFETCHT0   (R12)(SI*1)
+	PREFETCHT0   64(R12)(SI*1)
+	PREFETCHT0   (R12)(SI*2)
+	PREFETCHT0   64(R12)(SI*2)
+	PREFETCHT0   (R12)(DI*1)
+	PREFETCHT0   64(R12)(DI*1)
+	VPBROADCASTD 106(BX), X3
+	VPSRLW       $0x04, X3, X4
+	VPAND        iqscaleconsts<>+0(SB), X3, X3
+	VPAND        iqscaleconsts<>+0(SB), X4, X4
+	VPUNPCKLBW   X4, X3, X3
+	VPMOVZXBW    X3, X3
+	VPADDW       X3, X3, X3
+	VPOR         iqscaleconsts<>+112(SB), X3, X3
+	VPUNPCKLWD   X3, X3, X4
+	VPUNPCKHWD   X3, X3, X3
+	VMOVDQU      X4, (SP)
+	VMOVDQU      X3, 16(SP)
+	VPBROADCASTD 106(BX)(SI*1), X3
+	VPSRLW       $0x04, X3, X4
+	VPAND        iqscaleconsts<>+0(SB), X3, X3
+	VPAND        iqscaleconsts<>+0(SB), X4, X4
+	VPUNPCKLBW   X4, X3, X3
+	VPMOVZXBW    X3, X3
+	VPADDW       X3, X3, X3
+	VPOR         iqscaleconsts<>+112(SB), X3, X3
+	VPUNPCKLWD   X3, X3, X4
+	VPUNPCKHWD   X3, X3, X3
+	VMOVDQU      X4, 32(SP)
+	VMOVDQU      X3, 48(SP)
+	VPBROADCASTD 106(BX)(SI*2), X3
+	VPSRLW       $0x04, X3, X4
+	VPAND        iqscaleconsts<>+0(SB), X3, X3
+	VPAND        iqscaleconsts<>+0(SB), X4, X4
+	VPUNPCKLBW   X4, X3, X3
+	VPMOVZXBW    X3, X3
+	VPADDW       X3, X3, X3
+	VPOR         iqscaleconsts<>+112(SB), X3, X3
+	VPUNPCKLWD   X3, X3, X4
+	VPUNPCKHWD   X3, X3, X3
+	VMOVDQU      X4, 64(SP)
+	VMOVDQU      X3, 80(SP)
+	VPBROADCASTD 106(BX)(DI*1), X3
+	VPSRLW       $0x04, X3, X4
+	VPAND        iqscaleconsts<>+0(SB), X3, X3
+	VPAND        iqscaleconsts<>+0(SB), X4, X4
+	VPUNPCKLBW   X4, X3, X3
+	VPMOVZXBW    X3, X3
+	VPADDW       X3, X3, X3
+	VPOR         iqscaleconsts<>+112(SB), X3, X3
+	VPUNPCKLWD   X3, X3, X4
+	VPUNPCKHWD   X3, X3, X3
+	VMOVDQU      X4, 96(SP)
+	VMOVDQU      X3, 112(SP)
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VMOVDQU      (R8), Y7
+	MOVBQZX      66(BX), R14
+	MOVQ         2(BX), R13
+	PDEPQ        CX, R13, R12
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R12
+	SHRQ         $0x20, R13
+	SHRQ         $0x04, R14
+	PDEPQ        CX, R13, R13
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R13
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R14*4), X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X9, X9
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VMOVD        (AX)(R12*4), X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x01, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x02, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 74(BX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD (SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	MOVBQZX      66(BX)(SI*1), R14
+	MOVQ         2(BX)(SI*1), R13
+	PDEPQ        CX, R13, R12
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R12
+	SHRQ         $0x20, R13
+	SHRQ         $0x04, R14
+	PDEPQ        CX, R13, R13
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R13
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R14*4), X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X9, X9
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VMOVD        (AX)(R12*4), X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x01, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x02, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 74(BX)(SI*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 32(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	MOVBQZX      66(BX)(SI*2), R14
+	MOVQ         2(BX)(SI*2), R13
+	PDEPQ        CX, R13, R12
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R12
+	SHRQ         $0x20, R13
+	SHRQ         $0x04, R14
+	PDEPQ        CX, R13, R13
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R13
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R14*4), X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X9, X9
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VMOVD        (AX)(R12*4), X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x01, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x02, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 74(BX)(SI*2), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 64(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	MOVBQZX      66(BX)(DI*1), R14
+	MOVQ         2(BX)(DI*1), R13
+	PDEPQ        CX, R13, R12
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R12
+	SHRQ         $0x20, R13
+	SHRQ         $0x04, R14
+	PDEPQ        CX, R13, R13
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R13
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R14*4), X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X9, X9
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VMOVD        (AX)(R12*4), X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x01, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x02, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 74(BX)(DI*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y7
+	VPMADDUBSW   Y7, Y8, Y8
+	VPBROADCASTD 96(SP), Y7
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VMOVDQU      32(R8), Y7
+	MOVBQZX      67(BX), R14
+	MOVQ         10(BX), R13
+	PDEPQ        CX, R13, R12
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R12
+	SHRQ         $0x20, R13
+	SHRQ         $0x04, R14
+	PDEPQ        CX, R13, R13
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R13
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R14*4), X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X9, X9
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VMOVD        (AX)(R12*4), X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x01, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x02, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 78(BX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 4(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	MOVBQZX      67(BX)(SI*1), R14
+	MOVQ         10(BX)(SI*1), R13
+	PDEPQ        CX, R13, R12
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R12
+	SHRQ         $0x20, R13
+	SHRQ         $0x04, R14
+	PDEPQ        CX, R13, R13
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R13
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R14*4), X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X9, X9
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VMOVD        (AX)(R12*4), X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x01, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x02, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 78(BX)(SI*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 36(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	MOVBQZX      67(BX)(SI*2), R14
+	MOVQ         10(BX)(SI*2), R13
+	PDEPQ        CX, R13, R12
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R12
+	SHRQ         $0x20, R13
+	SHRQ         $0x04, R14
+	PDEPQ        CX, R13, R13
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R13
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R14*4), X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X9, X9
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VMOVD        (AX)(R12*4), X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x01, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x02, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 78(BX)(SI*2), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 68(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	MOVBQZX      67(BX)(DI*1), R14
+	MOVQ         10(BX)(DI*1), R13
+	PDEPQ        CX, R13, R12
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R12
+	SHRQ         $0x20, R13
+	SHRQ         $0x04, R14
+	PDEPQ        CX, R13, R13
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R13
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R14*4), X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X9, X9
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VMOVD        (AX)(R12*4), X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x01, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x02, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 78(BX)(DI*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y7
+	VPMADDUBSW   Y7, Y8, Y8
+	VPBROADCASTD 100(SP), Y7
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VMOVDQU      64(R8), Y7
+	MOVBQZX      68(BX), R14
+	MOVQ         18(BX), R13
+	PDEPQ        CX, R13, R12
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R12
+	SHRQ         $0x20, R13
+	SHRQ         $0x04, R14
+	PDEPQ        CX, R13, R13
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R13
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R14*4), X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X9, X9
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VMOVD        (AX)(R12*4), X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x01, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x02, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 82(BX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 8(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	MOVBQZX      68(BX)(SI*1), R14
+	MOVQ         18(BX)(SI*1), R13
+	PDEPQ        CX, R13, R12
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R12
+	SHRQ         $0x20, R13
+	SHRQ         $0x04, R14
+	PDEPQ        CX, R13, R13
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R13
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R14*4), X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X9, X9
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VMOVD        (AX)(R12*4), X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x01, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x02, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 82(BX)(SI*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 40(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	MOVBQZX      68(BX)(SI*2), R14
+	MOVQ         18(BX)(SI*2), R13
+	PDEPQ        CX, R13, R12
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R12
+	SHRQ         $0x20, R13
+	SHRQ         $0x04, R14
+	PDEPQ        CX, R13, R13
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R13
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R14*4), X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X9, X9
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VMOVD        (AX)(R12*4), X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x01, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x02, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 82(BX)(SI*2), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 72(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	MOVBQZX      68(BX)(DI*1), R14
+	MOVQ         18(BX)(DI*1), R13
+	PDEPQ        CX, R13, R12
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R12
+	SHRQ         $0x20, R13
+	SHRQ         $0x04, R14
+	PDEPQ        CX, R13, R13
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R13
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R14*4), X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X9, X9
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VMOVD        (AX)(R12*4), X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x01, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x02, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 82(BX)(DI*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y7
+	VPMADDUBSW   Y7, Y8, Y8
+	VPBROADCASTD 104(SP), Y7
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VMOVDQU      96(R8), Y7
+	MOVBQZX      69(BX), R14
+	MOVQ         26(BX), R13
+	PDEPQ        CX, R13, R12
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R12
+	SHRQ         $0x20, R13
+	SHRQ         $0x04, R14
+	PDEPQ        CX, R13, R13
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R13
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R14*4), X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X9, X9
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VMOVD        (AX)(R12*4), X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x01, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x02, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 86(BX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 12(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	MOVBQZX      69(BX)(SI*1), R14
+	MOVQ         26(BX)(SI*1), R13
+	PDEPQ        CX, R13, R12
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R12
+	SHRQ         $0x20, R13
+	SHRQ         $0x04, R14
+	PDEPQ        CX, R13, R13
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R13
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R14*4), X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X9, X9
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VMOVD        (AX)(R12*4), X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x01, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x02, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 86(BX)(SI*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 44(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	MOVBQZX      69(BX)(SI*2), R14
+	MOVQ         26(BX)(SI*2), R13
+	PDEPQ        CX, R13, R12
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R12
+	SHRQ         $0x20, R13
+	SHRQ         $0x04, R14
+	PDEPQ        CX, R13, R13
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R13
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R14*4), X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X9, X9
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VMOVD        (AX)(R12*4), X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x01, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x02, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 86(BX)(SI*2), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 76(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	MOVBQZX      69(BX)(DI*1), R14
+	MOVQ         26(BX)(DI*1), R13
+	PDEPQ        CX, R13, R12
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R12
+	SHRQ         $0x20, R13
+	SHRQ         $0x04, R14
+	PDEPQ        CX, R13, R13
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R13
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R14*4), X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X9, X9
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VMOVD        (AX)(R12*4), X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x01, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x02, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 86(BX)(DI*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y7
+	VPMADDUBSW   Y7, Y8, Y8
+	VPBROADCASTD 108(SP), Y7
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VMOVDQU      128(R8), Y7
+	MOVBQZX      70(BX), R14
+	MOVQ         34(BX), R13
+	PDEPQ        CX, R13, R12
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R12
+	SHRQ         $0x20, R13
+	SHRQ         $0x04, R14
+	PDEPQ        CX, R13, R13
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R13
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R14*4), X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X9, X9
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VMOVD        (AX)(R12*4), X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x01, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x02, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 90(BX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 16(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	MOVBQZX      70(BX)(SI*1), R14
+	MOVQ         34(BX)(SI*1), R13
+	PDEPQ        CX, R13, R12
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R12
+	SHRQ         $0x20, R13
+	SHRQ         $0x04, R14
+	PDEPQ        CX, R13, R13
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R13
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R14*4), X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X9, X9
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VMOVD        (AX)(R12*4), X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x01, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x02, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 90(BX)(SI*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 48(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	MOVBQZX      70(BX)(SI*2), R14
+	MOVQ         34(BX)(SI*2), R13
+	PDEPQ        CX, R13, R12
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R12
+	SHRQ         $0x20, R13
+	SHRQ         $0x04, R14
+	PDEPQ        CX, R13, R13
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R13
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R14*4), X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X9, X9
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VMOVD        (AX)(R12*4), X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x01, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x02, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 90(BX)(SI*2), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 80(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	MOVBQZX      70(BX)(DI*1), R14
+	MOVQ         34(BX)(DI*1), R13
+	PDEPQ        CX, R13, R12
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R12
+	SHRQ         $0x20, R13
+	SHRQ         $0x04, R14
+	PDEPQ        CX, R13, R13
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R13
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R14*4), X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X9, X9
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VMOVD        (AX)(R12*4), X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x01, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x02, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 90(BX)(DI*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y7
+	VPMADDUBSW   Y7, Y8, Y8
+	VPBROADCASTD 112(SP), Y7
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VMOVDQU      160(R8), Y7
+	MOVBQZX      71(BX), R14
+	MOVQ         42(BX), R13
+	PDEPQ        CX, R13, R12
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R12
+	SHRQ         $0x20, R13
+	SHRQ         $0x04, R14
+	PDEPQ        CX, R13, R13
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R13
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R14*4), X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X9, X9
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VMOVD        (AX)(R12*4), X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x01, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x02, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 94(BX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 20(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	MOVBQZX      71(BX)(SI*1), R14
+	MOVQ         42(BX)(SI*1), R13
+	PDEPQ        CX, R13, R12
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R12
+	SHRQ         $0x20, R13
+	SHRQ         $0x04, R14
+	PDEPQ        CX, R13, R13
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R13
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R14*4), X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X9, X9
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VMOVD        (AX)(R12*4), X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x01, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x02, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 94(BX)(SI*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 52(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	MOVBQZX      71(BX)(SI*2), R14
+	MOVQ         42(BX)(SI*2), R13
+	PDEPQ        CX, R13, R12
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R12
+	SHRQ         $0x20, R13
+	SHRQ         $0x04, R14
+	PDEPQ        CX, R13, R13
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R13
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R14*4), X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X9, X9
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VMOVD        (AX)(R12*4), X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x01, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x02, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 94(BX)(SI*2), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 84(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	MOVBQZX      71(BX)(DI*1), R14
+	MOVQ         42(BX)(DI*1), R13
+	PDEPQ        CX, R13, R12
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R12
+	SHRQ         $0x20, R13
+	SHRQ         $0x04, R14
+	PDEPQ        CX, R13, R13
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R13
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R14*4), X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X9, X9
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VMOVD        (AX)(R12*4), X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x01, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x02, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 94(BX)(DI*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y7
+	VPMADDUBSW   Y7, Y8, Y8
+	VPBROADCASTD 116(SP), Y7
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VMOVDQU      192(R8), Y7
+	MOVBQZX      72(BX), R14
+	MOVQ         50(BX), R13
+	PDEPQ        CX, R13, R12
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R12
+	SHRQ         $0x20, R13
+	SHRQ         $0x04, R14
+	PDEPQ        CX, R13, R13
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R13
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R14*4), X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X9, X9
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VMOVD        (AX)(R12*4), X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x01, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x02, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 98(BX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 24(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	MOVBQZX      72(BX)(SI*1), R14
+	MOVQ         50(BX)(SI*1), R13
+	PDEPQ        CX, R13, R12
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R12
+	SHRQ         $0x20, R13
+	SHRQ         $0x04, R14
+	PDEPQ        CX, R13, R13
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R13
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R14*4), X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X9, X9
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VMOVD        (AX)(R12*4), X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x01, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x02, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 98(BX)(SI*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 56(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	MOVBQZX      72(BX)(SI*2), R14
+	MOVQ         50(BX)(SI*2), R13
+	PDEPQ        CX, R13, R12
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R12
+	SHRQ         $0x20, R13
+	SHRQ         $0x04, R14
+	PDEPQ        CX, R13, R13
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R13
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R14*4), X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X9, X9
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VMOVD        (AX)(R12*4), X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x01, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x02, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 98(BX)(SI*2), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 88(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	MOVBQZX      72(BX)(DI*1), R14
+	MOVQ         50(BX)(DI*1), R13
+	PDEPQ        CX, R13, R12
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R12
+	SHRQ         $0x20, R13
+	SHRQ         $0x04, R14
+	PDEPQ        CX, R13, R13
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R13
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R14*4), X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X9, X9
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VMOVD        (AX)(R12*4), X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x01, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x02, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 98(BX)(DI*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y7
+	VPMADDUBSW   Y7, Y8, Y8
+	VPBROADCASTD 120(SP), Y7
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VMOVDQU      224(R8), Y7
+	MOVBQZX      73(BX), R14
+	MOVQ         58(BX), R13
+	PDEPQ        CX, R13, R12
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R12
+	SHRQ         $0x20, R13
+	SHRQ         $0x04, R14
+	PDEPQ        CX, R13, R13
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R13
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R14*4), X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X9, X9
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VMOVD        (AX)(R12*4), X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x01, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x02, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 102(BX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 28(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	MOVBQZX      73(BX)(SI*1), R14
+	MOVQ         58(BX)(SI*1), R13
+	PDEPQ        CX, R13, R12
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R12
+	SHRQ         $0x20, R13
+	SHRQ         $0x04, R14
+	PDEPQ        CX, R13, R13
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R13
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R14*4), X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X9, X9
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VMOVD        (AX)(R12*4), X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x01, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x02, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 102(BX)(SI*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 60(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	MOVBQZX      73(BX)(SI*2), R14
+	MOVQ         58(BX)(SI*2), R13
+	PDEPQ        CX, R13, R12
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R12
+	SHRQ         $0x20, R13
+	SHRQ         $0x04, R14
+	PDEPQ        CX, R13, R13
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R13
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R14*4), X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X9, X9
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VMOVD        (AX)(R12*4), X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x01, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x02, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 102(BX)(SI*2), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPBROADCASTD 92(SP), Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	MOVBQZX      73(BX)(DI*1), R14
+	MOVQ         58(BX)(DI*1), R13
+	PDEPQ        CX, R13, R12
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R12
+	SHRQ         $0x20, R13
+	SHRQ         $0x04, R14
+	PDEPQ        CX, R13, R13
+	PDEPQ        DX, R14, R15
+	ORQ          R15, R13
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VMOVD        (AX)(R14*4), X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x01, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R14
+	SHRQ         $0x10, R12
+	VPINSRD      $0x02, (AX)(R14*4), X9, X9
+	MOVWQZX      R12, R12
+	VPINSRD      $0x03, (AX)(R12*4), X9, X9
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VMOVD        (AX)(R12*4), X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x01, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	SHRQ         $0x10, R13
+	VPINSRD      $0x02, (AX)(R12*4), X8, X8
+	MOVWQZX      R13, R12
+	VPINSRD      $0x03, (AX)(R12*4), X8, X8
+	VINSERTI128  $0x01, X8, Y9, Y8
+	VPBROADCASTD 102(BX)(DI*1), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPADDB       2112(AX), Y10, Y10
+	VPSIGNB      Y10, Y7, Y7
+	VPMADDUBSW   Y7, Y8, Y8
+	VPBROADCASTD 124(SP), Y7
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPHADDD      Y4, Y3, Y3
+	VPHADDD      Y6, Y5, Y5
+	VPHADDD      Y5, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPADDD       X4, X3, X3
+	MOVWLZX      (BX), R12
+	VMOVD        R12, X4
+	VPINSRW      $0x01, (BX)(SI*1), X4, X4
+	VPINSRW      $0x02, (BX)(SI*2), X4, X4
+	VPINSRW      $0x03, (BX)(DI*1), X4, X4
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS (R9), X5
+	VMULPS       X5, X4, X4
+	VCVTDQ2PS    X3, X3
+	VMULPS       X3, X4, X3
+	VADDPS       X3, X2, X2
+	ADDQ         $0x6e, BX
+	ADDQ         $0x00000100, R8
+	ADDQ         $0x04, R9
+	ADDQ         $0x20, R10
+	DECQ         R11
+	JMP          dotIQ3SRows4BMI2block
+
+dotIQ3SRows4BMI2done:
+	MOVQ    136(SP), BX
+	VMOVUPS X2, (BX)
+	ADDQ    $0x10, 136(SP)
+	LEAQ    (DI)(SI*1), BX
+	ADDQ    BX, 144(SP)
+	DECQ    128(SP)
+	JMP     dotIQ3SRows4BMI2group
+
+dotIQ3SRows4BMI2end:
+	VZEROUPPER
+	RET
+
+// func cpuFamilyAMD64() uint32
+// Requires: CPUID
+TEXT ·cpuFamilyAMD64(SB), NOSPLIT, $0-4
+	MOVL $0x00000001, AX
+	XORL CX, CX
+	CPUID
+	MOVL AX, CX
+	SHRL $0x08, CX
+	ANDL $0x0000000f, CX
+	SHRL $0x14, AX
+	ANDL $0x000000ff, AX
+	CMPL CX, $0x0000000f
+	JNE  cpufamilydone
+	ADDL AX, CX
+
+cpufamilydone:
+	MOVL CX, ret+0(FP)
+	RET
+
 // func dotQ4_1AVX2(w *byte, x *int8, xd *float32, nb int) float32
 // Requires: AVX, AVX2, F16C, MMX+, SSE
 TEXT ·dotQ4_1AVX2(SB), NOSPLIT, $0-36

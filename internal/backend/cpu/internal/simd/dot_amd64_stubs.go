@@ -234,6 +234,24 @@ func dotQ5KRows4VNNI(w *byte, x *int8, xd *float32, xs *int16, nb int, groups in
 //go:noescape
 func dotQ6KRows4VNNI(w *byte, x *int8, xd *float32, xs *int16, nb int, groups int, out *float32)
 
+// dotIQ4XSRows4AVX2 sets out[r] for r < 4*groups to dotIQ4XSAVX2 of weight row r (the rows consecutive at w, nb blocks each).
+//
+//go:noescape
+func dotIQ4XSRows4AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, groups int, out *float32)
+
+// dotIQ3SRows4AVX2 sets out[r] for r < 4*groups to dotIQ3SAVX2 of weight row r (the rows consecutive at w, nb blocks each).
+//
+//go:noescape
+func dotIQ3SRows4AVX2(w *byte, x *int8, xd *float32, xs *int16, nb int, groups int, out *float32)
+
+// dotIQ3SRows4BMI2 sets out[r] for r < 4*groups to dotIQ3SAVX2 of weight row r (the rows consecutive at w, nb blocks each).
+//
+//go:noescape
+func dotIQ3SRows4BMI2(w *byte, x *int8, xd *float32, xs *int16, nb int, groups int, out *float32)
+
+// cpuFamilyAMD64 returns the CPU's display family from CPUID leaf 1.
+func cpuFamilyAMD64() uint32
+
 // dotQ4_1AVX2 returns the dot product of nb Q4_1 blocks at w with QuantizeQ8 activations in natural order (x, xd).
 //
 //go:noescape

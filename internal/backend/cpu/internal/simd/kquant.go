@@ -150,6 +150,10 @@ func (k *Impl) DotKx4(t KQuant, w []byte, x []int8, xd []float32, xs []int16, xs
 // kernel for t (DotKx4 otherwise loops over the one-token kernel).
 func HasKx4(t KQuant) bool { return best.dotKx4[t] != nil }
 
+// HasKRows reports whether the fastest implementation has a several-rows
+// kernel for t (DotKRows otherwise loops over the one-row kernel).
+func HasKRows(t KQuant) bool { return best.dotKRows[t] != nil }
+
 // kernelK is k's kernel for t, or the pure-Go one where k has none.
 func (k *Impl) kernelK(t KQuant) func(w []byte, x []int8, xd []float32, xs []int16) float32 {
 	if f := k.dotK[t]; f != nil {

@@ -38,7 +38,7 @@ var AVX2 = &Impl{
 	},
 	dotKRows: [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16, out []float32){
 		Q4K: kernelKRows(dotQ4KRowsAVX2), Q5K: kernelKRows(dotQ5KRowsAVX2), Q6K: kernelKRows(dotQ6KRowsAVX2),
-		Q2K: kernelKRows(dotQ2KRowsAVX2), Q3K: kernelKRows(dotQ3KRowsAVX2), IQ4XS: kernelKRows(dotIQ4XSRowsAVX2), IQ3S: kernelKRows(dotIQ3SRowsAVX2), IQ3XXS: kernelKRows(dotIQ3XXSRowsAVX2), IQ2XXS: kernelKRows(dotIQ2XXSRowsAVX2),
+		Q2K: kernelKRows(dotQ2KRowsAVX2), Q3K: kernelKRows(dotQ3KRowsAVX2), IQ4XS: kernelKRows4A(dotIQ4XSRows4AVX2, dotIQ4XSRowsAVX2), IQ3S: iq3sRowsA(), IQ3XXS: kernelKRows(dotIQ3XXSRowsAVX2), IQ2XXS: kernelKRows(dotIQ2XXSRowsAVX2),
 	},
 	dotKx4: [NumKQuant]func(w []byte, x []int8, xd []float32, xs []int16, xstride int, out *[4]float32){
 		Q4K: kernelKx4(Q4K, dotQ4Kx4AVX2), Q5K: kernelKx4(Q5K, dotQ5Kx4AVX2), Q6K: kernelKx4(Q6K, dotQ6Kx4AVX2),
@@ -98,6 +98,24 @@ func kernelKRows4A(four func(w *byte, x *int8, xd *float32, xs *int16, nb, group
 			rest(w[n*rb:], x, xd, xs, out[n:])
 		}
 	}
+}
+
+// iq3sRowsA is the IQ3_S rows function: the four-row kernel, in its PDEP
+// form where the CPU has BMI2 and a fast PDEP (fastPDEP), else in its
+// AVX2 form.
+func iq3sRowsA() func(w []byte, x []int8, xd []float32, xs []int16, out []float32) {
+	if cpu.X86.HasBMI2 && fastPDEP() {
+		return kernelKRows4A(dotIQ3SRows4BMI2, dotIQ3SRowsAVX2)
+	}
+	return kernelKRows4A(dotIQ3SRows4AVX2, dotIQ3SRowsAVX2)
+}
+
+// fastPDEP reports whether PDEP is a single fast instruction here: not on
+// AMD's families 0x17 (Zen, Zen 2) and 0x18 (Hygon), which microcode it
+// (tens to hundreds of cycles, by the mask's bits).
+func fastPDEP() bool {
+	f := cpuFamilyAMD64()
+	return f != 0x17 && f != 0x18
 }
 
 // q8_0RowsA and q8_0A run the Q8_0 rows kernel (the slices already

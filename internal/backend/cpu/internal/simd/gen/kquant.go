@@ -33,6 +33,10 @@ func kquantKernels() {
 	dotQ4KRows4(false)
 	dotQ4KRows4(true)
 	dotQ6KRows4()
+	dotIQ4XSRows4()
+	dotIQ3SRows4(false)
+	dotIQ3SRows4(true)
+	cpuFamily()
 }
 
 // kx4 holds the four-token kernels' addressing: token t's activations at
