@@ -99,6 +99,10 @@ func (m *mmTask) run(wk, lo, hi int) {
 		}
 		return
 	}
+	if m.panelOK() {
+		m.runPanels(s, lo, hi)
+		return
+	}
 	if m.gemmF32InPlace() {
 		// Token blocks outside the row tiles: a block's inputs stay in L2
 		// while the weights stream past once per block.

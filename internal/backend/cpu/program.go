@@ -305,7 +305,7 @@ func (p *program) allocScratch() {
 	selfRows := 0 // a SelfAttn step's scores of a tile (selfGemm)
 	for _, s := range p.steps {
 		if op, ok := s.op.(*fusion.SelfAttnOp); ok {
-			selfRows = max(selfRows, selfAttnScratch(g.Tokens))
+			selfRows = max(selfRows, selfAttnScratch(g.Tokens, op.HeadDim))
 			p.selfKV = make([]float32, max(len(p.selfKV), selfAttnBufs(g.Tokens, op)))
 		}
 		for _, w := range append([]*matrix{s.w, s.up}, s.ws...) {

@@ -27,8 +27,9 @@ const selfTile = 4 * simd.GemmF32Tokens
 func round16(n int) int { return (n + 15) &^ 15 }
 
 // selfAttnScratch is how many floats of a thread's scratch.scores
-// selfGemm takes for n rows: a tile's scores.
-func selfAttnScratch(n int) int { return selfTile * round16(n) }
+// selfGemm takes for n rows of head dim hd: a tile's scores, and its
+// scaled queries (panelTile).
+func selfAttnScratch(n, hd int) int { return selfTile * (round16(n) + hd) }
 
 // selfStride is the row stride of the transposed keys and values of n
 // rows: a multiple of 16 values, and not of 1024, whose rows a 4 KiB-way
@@ -77,6 +78,13 @@ func (a *selfGemm) run(wk, lo, hi int) {
 			vt := a.p.selfKV[(2*job+1)*size:][:size]
 			for i := range hd {
 				krow, vrow := kt[i*a.ld:(i+1)*a.ld], vt[i*a.ld:(i+1)*a.ld]
+				if panelGemm() { // panelTile reads the values as they lie
+					for s := range a.n {
+						krow[s] = a.k[s*kc+job*hd+i]
+					}
+					clear(krow[a.n:])
+					continue
+				}
 				for s := range a.n {
 					krow[s] = a.k[s*kc+job*hd+i]
 					vrow[s] = a.v[s*kc+job*hd+i]
@@ -84,6 +92,10 @@ func (a *selfGemm) run(wk, lo, hi int) {
 				clear(krow[a.n:])
 				clear(vrow[a.n:])
 			}
+			continue
+		}
+		if panelGemm() {
+			a.panelTile(wk, job/op.Heads*selfTile, job%op.Heads)
 			continue
 		}
 		a.tile(wk, job/op.Heads*selfTile, job%op.Heads)

@@ -52,6 +52,7 @@ func main() {
 	gemmKKernels()
 	dotF32x2x4()
 	gemmF32Kernels()
+	gemmPanelKernels()
 	dotF32Rows4()
 	dotF32RowsZ()
 	quantKernels()

@@ -1,0 +1,181 @@
+package cpu
+
+import (
+	"github.com/gpurun/gpurun/internal/backend/cpu/internal/simd"
+)
+
+// The encoders' products on CPUs with the panel GEMM but without the f32
+// GEMM of AVX-512 (AVX2 and FMA): the matrix products of a program with
+// self-attention (a vision or audio encoder: no decode form whose bits
+// its prefill must keep) repack the weight rows as panels of
+// simd.GemmPanelCols rows, transposed (a panel's values for one column
+// side by side), and take the tokens through simd.GemmPanel, whose
+// register tiles broadcast the inputs and load the panel: about twice the
+// two-row dot kernels' speed. Self-attention takes its scores and value
+// sums through the same GEMM (selfGemm.panelTile).
+
+// encoder reports whether p is an encoder's program: it has self-attention.
+func (p *program) encoder() bool { return p.selfKV != nil }
+
+// panelGemm reports whether the panel GEMM takes the encoders' products
+// and attention on this CPU: it has the panel GEMM and not the f32 GEMM
+// (whose path stays as it is).
+func panelGemm() bool { return simd.HasGemmPanel() && !simd.HasGemmF32() }
+
+// panelOK reports whether m's prefill takes runPanels: an encoder's
+// product of weights used as f32 rows.
+func (m *mmTask) panelOK() bool {
+	return m.q == nil && m.p.encoder() && panelGemm()
+}
+
+// runPanels computes rows [lo, hi) (whole panels but for the matrix's
+// last) for every token: the rows are repacked a chunk at a time
+// (unpackedChunk values per matrix), and each chunk meets the tokens a
+// block (tokTile) at a time, the block's inputs staying in L2 while each
+// panel meets all of them; the epilogue runs per panel and block.
+func (m *mmTask) runPanels(s *scratch, lo, hi int) {
+	const pc = simd.GemmPanelCols
+	cols := m.w.cols
+	per := max(pc, unpackedChunk/cols/pc*pc)
+	need := (min(per, hi-lo) + pc - 1) / pc * pc * cols
+	if len(s.wide) < need {
+		s.wide = make([]float32, need)
+	}
+	if m.glu && len(s.wideUp) < need {
+		s.wideUp = make([]float32, need)
+	}
+	for c0 := lo; c0 < hi; c0 += per {
+		c1 := min(c0+per, hi)
+		packPanels(m.w, c0, c1, s.wide, s.row)
+		if m.glu {
+			packPanels(m.up, c0, c1, s.wideUp, s.row)
+		}
+		for t0 := 0; t0 < m.n; t0 += tokTile {
+			t1 := min(t0+tokTile, m.n)
+			x := m.in[t0*m.inCols:]
+			for r0 := c0; r0 < c1; r0 += pc {
+				r1 := min(r0+pc, c1)
+				off := (r0 - c0) * cols
+				simd.GemmPanel(x, m.inCols, t1-t0, s.wide[off:off+pc*cols], pc, pc, cols, s.tg[:], rowTile, false)
+				if m.glu {
+					simd.GemmPanel(x, m.inCols, t1-t0, s.wideUp[off:off+pc*cols], pc, pc, cols, s.tu[:], rowTile, false)
+				}
+				m.storeTile(&s.tg, &s.tu, t0, t1, r0, r1)
+			}
+		}
+	}
+}
+
+// packPanels writes rows [r0, r1) of w into dst as panels of
+// simd.GemmPanelCols rows: panel p's value of row r0+p*pc+j, column k at
+// dst[p*pc*cols + k*pc + j], zeros for the rows past r1 of a last partial
+// panel. row is scratch of w.cols values.
+func packPanels(w *matrix, r0, r1 int, dst, row []float32) {
+	const pc = simd.GemmPanelCols
+	cols := w.cols
+	row = row[:cols]
+	for p0 := r0; p0 < r1; p0 += pc {
+		panel := dst[(p0-r0)*cols : (p0-r0+pc)*cols]
+		for j := range pc {
+			if p0+j >= r1 {
+				for k := range cols {
+					panel[k*pc+j] = 0
+				}
+				continue
+			}
+			w.row(p0+j, row)
+			for k, v := range row {
+				panel[k*pc+j] = v
+			}
+		}
+	}
+}
+
+// rowTile is the panel width: the pool splits a product's rows in whole
+// panels, and a panel's products fill a tile of scratch.tg.
+const _ = uint(rowTile-simd.GemmPanelCols) + uint(simd.GemmPanelCols-rowTile)
+
+// selfValueRun is how many keys one value product takes (accumulating
+// into the output): their values (head dim wide) stay in L2 meanwhile.
+const selfValueRun = 512
+
+// panelTile is tile on the panel GEMM: the tile's queries, scaled by the
+// op's scale, times the transposed keys (one GEMM over all keys: a
+// column block of keys meets every query row while in L1); each row
+// exponentiated against its maximum (attnParams.softmaxRaw, not yet
+// normalized); the rows times the values as they lie in v (a row per
+// key), selfValueRun keys at a time added up in the output; then each
+// output row divided by its row's sum. With a logit cap or sinks the
+// rows go through attnParams.softmax instead, normalized first.
+func (a *selfGemm) panelTile(wk, t0, h int) {
+	op := a.op
+	hd, qc, kc := op.HeadDim, op.Heads*op.HeadDim, op.KVHeads*op.HeadDim
+	kvh := h / (op.Heads / op.KVHeads)
+	kt := a.p.selfKV[2*kvh*hd*a.ld:][:hd*a.ld]
+	nt := min(selfTile, a.n-t0)
+	np := round16(a.n)
+	buf := a.p.scratch[wk].scores
+	sc, qs := buf[:selfTile*np], buf[selfTile*np:selfTile*np+selfTile*hd]
+	plain := a.ap.cap <= 0 && a.ap.sinks == nil
+	scale := float32(1)
+	if plain {
+		scale = a.ap.scale
+	}
+	for t := range nt {
+		q := a.q[(t0+t)*qc+h*hd : (t0+t)*qc+(h+1)*hd]
+		for d, v := range q {
+			qs[t*hd+d] = v * scale
+		}
+	}
+	simd.GemmPanel(qs, hd, nt, kt, a.ld, a.n, hd, sc, np, false)
+	var inv [selfTile]float32
+	for t := range nt {
+		row := sc[t*np : t*np+a.n]
+		if plain {
+			inv[t] = softmaxRaw(row)
+		} else {
+			a.ap.softmax(row, h)
+			inv[t] = 1
+		}
+	}
+	out := a.out[t0*qc+h*hd:]
+	for c0 := 0; c0 < a.n; c0 += selfValueRun {
+		c1 := min(c0+selfValueRun, a.n)
+		simd.GemmPanel(sc[c0:], np, nt, a.v[c0*kc+kvh*hd:], kc, hd, c1-c0, out, qc, c0 > 0)
+	}
+	for t := range nt {
+		o := out[t*qc : t*qc+hd]
+		for d := range o {
+			o[d] *= inv[t]
+		}
+	}
+}
+
+// softmaxRaw sets s[i] = exp(s[i] - max(s)) and returns 1 / Σ s[i] (the
+// sum in float64, as attnParams.softmax sums).
+func softmaxRaw(s []float32) float32 {
+	var m0, m1, m2, m3 float32
+	m0 = s[0]
+	m1, m2, m3 = m0, m0, m0
+	i := 0
+	for ; i+4 <= len(s); i += 4 {
+		m0, m1, m2, m3 = max(m0, s[i]), max(m1, s[i+1]), max(m2, s[i+2]), max(m3, s[i+3])
+	}
+	for ; i < len(s); i++ {
+		m0 = max(m0, s[i])
+	}
+	best := max(max(m0, m1), max(m2, m3))
+	simd.ExpSub(s, s, best)
+	var s0, s1, s2, s3 float64
+	i = 0
+	for ; i+4 <= len(s); i += 4 {
+		s0 += float64(s[i])
+		s1 += float64(s[i+1])
+		s2 += float64(s[i+2])
+		s3 += float64(s[i+3])
+	}
+	for ; i < len(s); i++ {
+		s0 += float64(s[i])
+	}
+	return float32(1 / ((s0 + s1) + (s2 + s3)))
+}
