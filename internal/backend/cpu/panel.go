@@ -97,21 +97,50 @@ const _ = uint(rowTile-simd.GemmPanelCols) + uint(simd.GemmPanelCols-rowTile)
 
 // selfValueRun is how many keys one value product takes (accumulating
 // into the output): their values (head dim wide) stay in L2 meanwhile.
-const selfValueRun = 512
+const selfValueRun = 256
+
+// panelPack is the packing job of KV head kvh for panelTile: its keys as
+// panels of simd.GemmPanelCols keys (panel p's value of key 16p+j, head
+// dim column d at d*16+j, zeros past the n keys), and its values a row
+// per key, head dim values long, side by side, in the space of the
+// transposed keys and values (hd x ld values each, ld > round16(n)).
+func (a *selfGemm) panelPack(kvh int) {
+	const pc = simd.GemmPanelCols
+	hd, kc := a.op.HeadDim, a.op.KVHeads*a.op.HeadDim
+	size := hd * a.ld
+	kp := a.p.selfKV[2*kvh*size:][:size]
+	vp := a.p.selfKV[(2*kvh+1)*size:][:size]
+	for s := range round16(a.n) {
+		panel := kp[s/pc*pc*hd:]
+		if s >= a.n {
+			for d := range hd {
+				panel[d*pc+s%pc] = 0
+			}
+			continue
+		}
+		for d, v := range a.k[s*kc+kvh*hd : s*kc+(kvh+1)*hd] {
+			panel[d*pc+s%pc] = v
+		}
+		copy(vp[s*hd:(s+1)*hd], a.v[s*kc+kvh*hd:s*kc+(kvh+1)*hd])
+	}
+}
 
 // panelTile is tile on the panel GEMM: the tile's queries, scaled by the
-// op's scale, times the transposed keys (one GEMM over all keys: a
-// column block of keys meets every query row while in L1); each row
-// exponentiated against its maximum (attnParams.softmaxRaw, not yet
-// normalized); the rows times the values as they lie in v (a row per
-// key), selfValueRun keys at a time added up in the output; then each
-// output row divided by its row's sum. With a logit cap or sinks the
-// rows go through attnParams.softmax instead, normalized first.
+// op's scale, times the key panels (panelPack), a panel (in L1) meeting
+// every query row at a time; each row exponentiated against its maximum
+// (softmaxRaw, not yet normalized); the rows times the packed values,
+// selfValueRun keys at a time (their values in L1) added up in the
+// output; then each output row divided by its row's sum. With a logit
+// cap or sinks the rows go through attnParams.softmax instead, normalized
+// first.
 func (a *selfGemm) panelTile(wk, t0, h int) {
+	const pc = simd.GemmPanelCols
 	op := a.op
-	hd, qc, kc := op.HeadDim, op.Heads*op.HeadDim, op.KVHeads*op.HeadDim
+	hd, qc := op.HeadDim, op.Heads*op.HeadDim
 	kvh := h / (op.Heads / op.KVHeads)
-	kt := a.p.selfKV[2*kvh*hd*a.ld:][:hd*a.ld]
+	size := hd * a.ld
+	kp := a.p.selfKV[2*kvh*size:][:size]
+	vp := a.p.selfKV[(2*kvh+1)*size:][:size]
 	nt := min(selfTile, a.n-t0)
 	np := round16(a.n)
 	buf := a.p.scratch[wk].scores
@@ -127,7 +156,9 @@ func (a *selfGemm) panelTile(wk, t0, h int) {
 			qs[t*hd+d] = v * scale
 		}
 	}
-	simd.GemmPanel(qs, hd, nt, kt, a.ld, a.n, hd, sc, np, false)
+	for c0 := 0; c0 < np; c0 += pc {
+		simd.GemmPanel(qs, hd, nt, kp[c0*hd:(c0+pc)*hd], pc, pc, hd, sc[c0:], np, false)
+	}
 	var inv [selfTile]float32
 	for t := range nt {
 		row := sc[t*np : t*np+a.n]
@@ -141,7 +172,7 @@ func (a *selfGemm) panelTile(wk, t0, h int) {
 	out := a.out[t0*qc+h*hd:]
 	for c0 := 0; c0 < a.n; c0 += selfValueRun {
 		c1 := min(c0+selfValueRun, a.n)
-		simd.GemmPanel(sc[c0:], np, nt, a.v[c0*kc+kvh*hd:], kc, hd, c1-c0, out, qc, c0 > 0)
+		simd.GemmPanel(sc[c0:], np, nt, vp[c0*hd:c1*hd], hd, hd, c1-c0, out, qc, c0 > 0)
 	}
 	for t := range nt {
 		o := out[t*qc : t*qc+hd]
@@ -152,30 +183,26 @@ func (a *selfGemm) panelTile(wk, t0, h int) {
 }
 
 // softmaxRaw sets s[i] = exp(s[i] - max(s)) and returns 1 / Σ s[i] (the
-// sum in float64, as attnParams.softmax sums).
+// sum in float64, as attnParams.softmax sums, in simd.SumF64's order).
 func softmaxRaw(s []float32) float32 {
-	var m0, m1, m2, m3 float32
-	m0 = s[0]
-	m1, m2, m3 = m0, m0, m0
-	i := 0
-	for ; i+4 <= len(s); i += 4 {
-		m0, m1, m2, m3 = max(m0, s[i]), max(m1, s[i+1]), max(m2, s[i+2]), max(m3, s[i+3])
-	}
-	for ; i < len(s); i++ {
-		m0 = max(m0, s[i])
-	}
-	best := max(max(m0, m1), max(m2, m3))
-	simd.ExpSub(s, s, best)
-	var s0, s1, s2, s3 float64
-	i = 0
-	for ; i+4 <= len(s); i += 4 {
-		s0 += float64(s[i])
-		s1 += float64(s[i+1])
-		s2 += float64(s[i+2])
-		s3 += float64(s[i+3])
-	}
-	for ; i < len(s); i++ {
-		s0 += float64(s[i])
-	}
-	return float32(1 / ((s0 + s1) + (s2 + s3)))
+	simd.ExpSub(s, s, simd.MaxF32(s))
+	return float32(1 / simd.SumF64(s))
 }
+
+// actTask is a fusion.ActivationOp as a pool task: elementwise, so split
+// anywhere with the same results.
+type actTask struct {
+	out, in []float32
+	act     func(float32) float32
+}
+
+// actWork weighs one activation as about this many multiply-adds (for
+// pool.run's threshold: an encoder's GELU over millions of values is worth
+// the threads, a decode step's few thousand are not); actGrain is the
+// least values a chunk takes.
+const (
+	actWork  = 8
+	actGrain = 4096
+)
+
+func (a *actTask) run(_, lo, hi int) { activate(a.out[lo:hi], a.in[lo:hi], hi-lo, a.act) }

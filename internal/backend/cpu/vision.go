@@ -73,18 +73,15 @@ func (a *selfGemm) run(wk, lo, hi int) {
 	hd, kc := op.HeadDim, op.KVHeads*op.HeadDim
 	size := hd * a.ld
 	for job := lo; job < hi; job++ {
+		if a.packing && panelGemm() {
+			a.panelPack(job)
+			continue
+		}
 		if a.packing {
 			kt := a.p.selfKV[2*job*size:][:size]
 			vt := a.p.selfKV[(2*job+1)*size:][:size]
 			for i := range hd {
 				krow, vrow := kt[i*a.ld:(i+1)*a.ld], vt[i*a.ld:(i+1)*a.ld]
-				if panelGemm() { // panelTile reads the values as they lie
-					for s := range a.n {
-						krow[s] = a.k[s*kc+job*hd+i]
-					}
-					clear(krow[a.n:])
-					continue
-				}
 				for s := range a.n {
 					krow[s] = a.k[s*kc+job*hd+i]
 					vrow[s] = a.v[s*kc+job*hd+i]

@@ -40616,6 +40616,75 @@ gemmP4x24AVX2store:
 	VZEROUPPER
 	RET
 
+// func maxF32AVX2(x *float32, n int) float32
+// Requires: AVX, SSE
+TEXT ·maxF32AVX2(SB), NOSPLIT, $0-20
+	MOVQ    x+0(FP), AX
+	MOVQ    n+8(FP), CX
+	SHLQ    $0x02, CX
+	ADDQ    AX, CX
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	ADDQ    $0x40, AX
+
+maxf32loop:
+	CMPQ   AX, CX
+	JGE    maxf32done
+	VMAXPS (AX), Y0, Y0
+	VMAXPS 32(AX), Y1, Y1
+	ADDQ   $0x40, AX
+	JMP    maxf32loop
+
+maxf32done:
+	VMAXPS       Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VMAXPS       X1, X0, X1
+	VMOVHLPS     X1, X1, X0
+	VMAXPS       X0, X1, X1
+	VMOVSHDUP    X1, X0
+	VMAXSS       X0, X1, X1
+	MOVSS        X1, ret+16(FP)
+	VZEROUPPER
+	RET
+
+// func sumF64AVX2(x *float32, n int) float64
+// Requires: AVX, SSE2
+TEXT ·sumF64AVX2(SB), NOSPLIT, $0-24
+	MOVQ   x+0(FP), AX
+	MOVQ   n+8(FP), CX
+	SHLQ   $0x02, CX
+	ADDQ   AX, CX
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	VXORPD Y2, Y2, Y2
+	VXORPD Y3, Y3, Y3
+
+sumf64loop:
+	CMPQ      AX, CX
+	JGE       sumf64done
+	VCVTPS2PD (AX), Y4
+	VADDPD    Y4, Y0, Y0
+	VCVTPS2PD 16(AX), Y4
+	VADDPD    Y4, Y1, Y1
+	VCVTPS2PD 32(AX), Y4
+	VADDPD    Y4, Y2, Y2
+	VCVTPS2PD 48(AX), Y4
+	VADDPD    Y4, Y3, Y3
+	ADDQ      $0x40, AX
+	JMP       sumf64loop
+
+sumf64done:
+	VADDPD       Y1, Y0, Y0
+	VADDPD       Y3, Y2, Y2
+	VADDPD       Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPD       X1, X0, X1
+	VPERMILPD    $0x01, X1, X0
+	VADDSD       X0, X1, X1
+	MOVSD        X1, ret+16(FP)
+	VZEROUPPER
+	RET
+
 // func dotF32Rows4AVX512(a *float32, x *float32, n int, rows int, out *float32)
 // Requires: AVX, FMA3
 TEXT ·dotF32Rows4AVX512(SB), NOSPLIT, $0-40

@@ -654,6 +654,16 @@ func gemmP3x24AVX2(a *float32, astride int, b *float32, bstride int, k int, c *f
 //go:noescape
 func gemmP4x24AVX2(a *float32, astride int, b *float32, bstride int, k int, c *float32, cstride int, acc bool)
 
+// maxF32AVX2 returns the largest of x[i] for i < n (a multiple of 16, at least 16; no NaNs).
+//
+//go:noescape
+func maxF32AVX2(x *float32, n int) float32
+
+// sumF64AVX2 returns Σ x[i] for i < n (a multiple of 16, at least 16) in float64, in simd.SumF64's order.
+//
+//go:noescape
+func sumF64AVX2(x *float32, n int) float64
+
 // dotF32Rows4AVX512 sets out[r] = dotF32AVX2(a+r*n, x, n) for r < rows, n a multiple of 32, rows of 4, bit for bit.
 //
 //go:noescape

@@ -20,10 +20,13 @@ const GemmPanelCols = 16
 type gemmPanelKernel func(a *float32, astride int, b *float32, bstride, k int, c *float32, cstride int, acc bool)
 
 // gemmPanelKernels are the tiles of 1 to 6 rows by 8 and 16 columns, and
-// of 1 to 4 rows by 24.
+// of 1 to 4 rows by 24, and the passes over a row of scores that go with
+// them in attention (MaxF32, SumF64: n a multiple of 16, at least 16).
 type gemmPanelKernels struct {
 	c8, c16 [6]gemmPanelKernel
 	c24     [4]gemmPanelKernel
+	max     func(x *float32, n int) float32
+	sum     func(x *float32, n int) float64
 }
 
 // HasGemmPanel reports whether k runs GemmPanel in assembly.
@@ -96,6 +99,64 @@ func gemmPanelGo(a []float32, astride, m int, b []float32, bstride, n, kn int, c
 		}
 	}
 }
+
+// MaxF32 returns the largest value of x (len(x) > 0). Where x holds a NaN
+// the result is unspecified (NaN or one of x's values).
+func (k *Impl) MaxF32(x []float32) float32 {
+	n := len(x) &^ 15
+	m := x[0]
+	i := 0
+	if k.gemmPanel != nil && n > 0 {
+		m, i = k.gemmPanel.max(&x[0], n), n
+	}
+	for _, v := range x[i:] {
+		m = max(m, v)
+	}
+	return m
+}
+
+// SumF64 returns Σ x[i] in float64: lane j < 4 of group a < 4 sums
+// x[16i+4a+j] over whole groups of 16 values, the lanes are added as
+// ((a0+a1)+(a2+a3)) per j, then (j0+j2)+(j1+j3), then the values past
+// the last whole 16 in order; the kernel keeps this order, the same bits.
+func (k *Impl) SumF64(x []float32) float64 {
+	n := len(x) &^ 15
+	var s float64
+	if n > 0 {
+		if k.gemmPanel != nil {
+			s = k.gemmPanel.sum(&x[0], n)
+		} else {
+			s = sumF64Go(x[:n])
+		}
+	}
+	for _, v := range x[n:] {
+		s += float64(v)
+	}
+	return s
+}
+
+// sumF64Go is SumF64's order over whole groups of 16 values.
+func sumF64Go(x []float32) float64 {
+	var acc [4][4]float64
+	for i := 0; i+16 <= len(x); i += 16 {
+		for a := range 4 {
+			for j := range 4 {
+				acc[a][j] += float64(x[i+4*a+j])
+			}
+		}
+	}
+	var lane [4]float64
+	for j := range lane {
+		lane[j] = (acc[0][j] + acc[1][j]) + (acc[2][j] + acc[3][j])
+	}
+	return (lane[0] + lane[2]) + (lane[1] + lane[3])
+}
+
+// MaxF32 is Best().MaxF32.
+func MaxF32(x []float32) float32 { return best.MaxF32(x) }
+
+// SumF64 is Best().SumF64.
+func SumF64(x []float32) float64 { return best.SumF64(x) }
 
 // GemmPanel is Best().GemmPanel.
 func GemmPanel(a []float32, astride, m int, b []float32, bstride, n, kn int, c []float32, cstride int, acc bool) {

@@ -116,3 +116,40 @@ func FuzzGemmPanel(f *testing.F) {
 		}
 	})
 }
+
+// TestMaxSumF64: every implementation's MaxF32 is the largest value and
+// its SumF64 has the Go form's bits (the documented order), over lengths
+// around the kernels' 16, and that order's sum is a running float64 sum
+// to rounding.
+func TestMaxSumF64(t *testing.T) {
+	r := rngFor(t)
+	for _, n := range []int{1, 5, 15, 16, 17, 33, 100, 4096} {
+		x := randF32(r, n)
+		for i := range x {
+			x[i] = float32(math.Exp(float64(x[i]) * 8)) // a softmax row's spread
+		}
+		wantMax := x[0]
+		var run, mag float64
+		for _, v := range x {
+			wantMax = max(wantMax, v)
+			run += float64(v)
+			mag += math.Abs(float64(v))
+		}
+		n16 := n &^ 15
+		want := sumF64Go(x[:n16])
+		for _, v := range x[n16:] {
+			want += float64(v)
+		}
+		if math.Abs(want-run) > 1e-15*mag*float64(n) {
+			t.Fatalf("n=%d: Go order sum %g, running sum %g", n, want, run)
+		}
+		for _, k := range Impls() {
+			if got := k.MaxF32(x); got != wantMax {
+				t.Fatalf("%s n=%d: MaxF32 %g, want %g", k.Name, n, got, wantMax)
+			}
+			if got := k.SumF64(x); got != want {
+				t.Fatalf("%s n=%d: SumF64 %v, want exactly %v", k.Name, n, got, want)
+			}
+		}
+	}
+}

@@ -135,3 +135,77 @@ func gemmPanel(mr, nr int) {
 	VZEROUPPER()
 	RET()
 }
+
+// rowMaxSum writes maxF32AVX2 and sumF64AVX2, softmax's passes over a row
+// of scores (n a multiple of 16, at least 16): the largest value (four
+// 8-lane VMAXPS accumulators, reduced), and the sum in float64 (lane j of
+// accumulator a sums values 16i+4a+j, a < 4, j < 4; reduced as
+// (a0+a1)+(a2+a3), then lanes (0+2)+(1+3)), the order simd.SumF64's Go
+// form keeps.
+func rowMaxSum() {
+	TEXT("maxF32AVX2", NOSPLIT, "func(x *float32, n int) float32")
+	Pragma("noescape")
+	Doc("maxF32AVX2 returns the largest of x[i] for i < n (a multiple of 16, at least 16; no NaNs).")
+	x, n := Load(Param("x"), GP64()), Load(Param("n"), GP64())
+	SHLQ(Imm(2), n)
+	ADDQ(x, n) // end
+	m0, m1 := YMM(), YMM()
+	VMOVUPS(Mem{Base: x}, m0)
+	VMOVUPS(Mem{Base: x, Disp: 32}, m1)
+	ADDQ(Imm(64), x)
+	Label("maxf32loop")
+	CMPQ(x, n)
+	JGE(LabelRef("maxf32done"))
+	VMAXPS(Mem{Base: x}, m0, m0)
+	VMAXPS(Mem{Base: x, Disp: 32}, m1, m1)
+	ADDQ(Imm(64), x)
+	JMP(LabelRef("maxf32loop"))
+	Label("maxf32done")
+	VMAXPS(m1, m0, m0)
+	t := XMM()
+	VEXTRACTF128(Imm(1), m0, t)
+	VMAXPS(t, m0.AsX(), t)
+	u := XMM()
+	VMOVHLPS(t, t, u)
+	VMAXPS(u, t, t)
+	VMOVSHDUP(t, u)
+	VMAXSS(u, t, t)
+	Store(t, ReturnIndex(0))
+	VZEROUPPER()
+	RET()
+
+	TEXT("sumF64AVX2", NOSPLIT, "func(x *float32, n int) float64")
+	Pragma("noescape")
+	Doc("sumF64AVX2 returns Σ x[i] for i < n (a multiple of 16, at least 16) in float64, in simd.SumF64's order.")
+	x, n = Load(Param("x"), GP64()), Load(Param("n"), GP64())
+	SHLQ(Imm(2), n)
+	ADDQ(x, n)
+	var acc [4]VecVirtual
+	for a := range acc {
+		acc[a] = YMM()
+		VXORPD(acc[a], acc[a], acc[a])
+	}
+	Label("sumf64loop")
+	CMPQ(x, n)
+	JGE(LabelRef("sumf64done"))
+	for a := range acc {
+		v := YMM()
+		VCVTPS2PD(Mem{Base: x, Disp: 16 * a}, v)
+		VADDPD(v, acc[a], acc[a])
+	}
+	ADDQ(Imm(64), x)
+	JMP(LabelRef("sumf64loop"))
+	Label("sumf64done")
+	VADDPD(acc[1], acc[0], acc[0])
+	VADDPD(acc[3], acc[2], acc[2])
+	VADDPD(acc[2], acc[0], acc[0])
+	h := XMM()
+	VEXTRACTF128(Imm(1), acc[0], h)
+	VADDPD(h, acc[0].AsX(), h) // lanes 0+2, 1+3
+	g := XMM()
+	VPERMILPD(Imm(1), h, g)
+	VADDSD(g, h, h)
+	Store(h, ReturnIndex(0))
+	VZEROUPPER()
+	RET()
+}

@@ -53,6 +53,7 @@ func main() {
 	dotF32x2x4()
 	gemmF32Kernels()
 	gemmPanelKernels()
+	rowMaxSum()
 	dotF32Rows4()
 	dotF32RowsZ()
 	quantKernels()
