@@ -28,10 +28,14 @@ func (m *mmTask) panelOK() bool {
 	return m.q == nil && m.p.encoder() && panelGemm()
 }
 
+// panelTokens is runPanels' token block: at most tokTile (the products
+// fill scratch.tg), a multiple of 6 (whole register tiles of the GEMM).
+const panelTokens = tokTile / 6 * 6
+
 // runPanels computes rows [lo, hi) (whole panels but for the matrix's
 // last) for every token: the rows are repacked a chunk at a time
 // (unpackedChunk values per matrix), and each chunk meets the tokens a
-// block (tokTile) at a time, the block's inputs staying in L2 while each
+// block (panelTokens) at a time, the block's inputs staying in L2 while each
 // panel meets all of them; the epilogue runs per panel and block.
 func (m *mmTask) runPanels(s *scratch, lo, hi int) {
 	const pc = simd.GemmPanelCols
@@ -50,8 +54,8 @@ func (m *mmTask) runPanels(s *scratch, lo, hi int) {
 		if m.glu {
 			packPanels(m.up, c0, c1, s.wideUp, s.row)
 		}
-		for t0 := 0; t0 < m.n; t0 += tokTile {
-			t1 := min(t0+tokTile, m.n)
+		for t0 := 0; t0 < m.n; t0 += panelTokens {
+			t1 := min(t0+panelTokens, m.n)
 			x := m.in[t0*m.inCols:]
 			for r0 := c0; r0 < c1; r0 += pc {
 				r1 := min(r0+pc, c1)
@@ -130,9 +134,8 @@ func (a *selfGemm) panelPack(kvh int) {
 // every query row at a time; each row exponentiated against its maximum
 // (softmaxRaw, not yet normalized); the rows times the packed values,
 // selfValueRun keys at a time (their values in L1) added up in the
-// output; then each output row divided by its row's sum. With a logit
-// cap or sinks the rows go through attnParams.softmax instead, normalized
-// first.
+// output; then each output row divided by its row's sum. (A
+// SelfAttnOp has a scale only: no logit cap, no sinks.)
 func (a *selfGemm) panelTile(wk, t0, h int) {
 	const pc = simd.GemmPanelCols
 	op := a.op
@@ -145,15 +148,10 @@ func (a *selfGemm) panelTile(wk, t0, h int) {
 	np := round16(a.n)
 	buf := a.p.scratch[wk].scores
 	sc, qs := buf[:selfTile*np], buf[selfTile*np:selfTile*np+selfTile*hd]
-	plain := a.ap.cap <= 0 && a.ap.sinks == nil
-	scale := float32(1)
-	if plain {
-		scale = a.ap.scale
-	}
 	for t := range nt {
 		q := a.q[(t0+t)*qc+h*hd : (t0+t)*qc+(h+1)*hd]
 		for d, v := range q {
-			qs[t*hd+d] = v * scale
+			qs[t*hd+d] = v * a.ap.scale
 		}
 	}
 	for c0 := 0; c0 < np; c0 += pc {
@@ -161,13 +159,7 @@ func (a *selfGemm) panelTile(wk, t0, h int) {
 	}
 	var inv [selfTile]float32
 	for t := range nt {
-		row := sc[t*np : t*np+a.n]
-		if plain {
-			inv[t] = softmaxRaw(row)
-		} else {
-			a.ap.softmax(row, h)
-			inv[t] = 1
-		}
+		inv[t] = softmaxRaw(sc[t*np : t*np+a.n])
 	}
 	out := a.out[t0*qc+h*hd:]
 	for c0 := 0; c0 < a.n; c0 += selfValueRun {
