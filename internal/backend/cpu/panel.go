@@ -146,8 +146,9 @@ func (a *selfGemm) panelTile(wk, t0, h int) {
 	vp := a.p.selfKV[(2*kvh+1)*size:][:size]
 	nt := min(selfTile, a.n-t0)
 	np := round16(a.n)
+	ss := selfStride(a.n) // the score rows' stride: not a multiple of 1024 values (L1 sets)
 	buf := a.p.scratch[wk].scores
-	sc, qs := buf[:selfTile*np], buf[selfTile*np:selfTile*np+selfTile*hd]
+	sc, qs := buf[:selfTile*ss], buf[selfTile*ss:selfTile*ss+selfTile*hd]
 	for t := range nt {
 		q := a.q[(t0+t)*qc+h*hd : (t0+t)*qc+(h+1)*hd]
 		for d, v := range q {
@@ -155,16 +156,16 @@ func (a *selfGemm) panelTile(wk, t0, h int) {
 		}
 	}
 	for c0 := 0; c0 < np; c0 += pc {
-		simd.GemmPanel(qs, hd, nt, kp[c0*hd:(c0+pc)*hd], pc, pc, hd, sc[c0:], np, false)
+		simd.GemmPanel(qs, hd, nt, kp[c0*hd:(c0+pc)*hd], pc, pc, hd, sc[c0:], ss, false)
 	}
 	var inv [selfTile]float32
 	for t := range nt {
-		inv[t] = softmaxRaw(sc[t*np : t*np+a.n])
+		inv[t] = softmaxRaw(sc[t*ss : t*ss+a.n])
 	}
 	out := a.out[t0*qc+h*hd:]
 	for c0 := 0; c0 < a.n; c0 += selfValueRun {
 		c1 := min(c0+selfValueRun, a.n)
-		simd.GemmPanel(sc[c0:], np, nt, vp[c0*hd:c1*hd], hd, hd, c1-c0, out, qc, c0 > 0)
+		simd.GemmPanel(sc[c0:], ss, nt, vp[c0*hd:c1*hd], hd, hd, c1-c0, out, qc, c0 > 0)
 	}
 	for t := range nt {
 		o := out[t*qc : t*qc+hd]

@@ -29,7 +29,7 @@ func round16(n int) int { return (n + 15) &^ 15 }
 // selfAttnScratch is how many floats of a thread's scratch.scores
 // selfGemm takes for n rows of head dim hd: a tile's scores, and its
 // scaled queries (panelTile).
-func selfAttnScratch(n, hd int) int { return selfTile * (round16(n) + hd) }
+func selfAttnScratch(n, hd int) int { return selfTile * (selfStride(n) + hd) }
 
 // selfStride is the row stride of the transposed keys and values of n
 // rows: a multiple of 16 values, and not of 1024, whose rows a 4 KiB-way
