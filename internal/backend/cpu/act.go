@@ -52,7 +52,7 @@ func geluTanhF16(x float32) float32 {
 	case x != x: // NaN stays NaN rather than reading a NaN slot of the table
 		return x
 	}
-	return geluTable()[float16.Fromfloat32(x).Bits()]
+	return geluTable()[halfBits(x)]
 }
 
 // geluTable maps every binary16 input to fp16(geluTanh(x)), widened to f32.

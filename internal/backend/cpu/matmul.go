@@ -99,6 +99,10 @@ func (m *mmTask) run(wk, lo, hi int) {
 		}
 		return
 	}
+	if m.panelOK() {
+		m.runPanels(s, lo, hi)
+		return
+	}
 	if m.gemmF32InPlace() {
 		// Token blocks outside the row tiles: a block's inputs stay in L2
 		// while the weights stream past once per block.
@@ -257,7 +261,7 @@ func (m *mmTask) runCols(s *scratch, lo, hi int) {
 
 // storeRun applies the epilogue to outputs (t, r0+i) given the products
 // g[i] (and u[i] for a gated product): over the whole run for the common
-// epilogues (SwiGLU, accumulate, store), else element by element.
+// epilogues (SwiGLU, bias, accumulate, store), else element by element.
 func (m *mmTask) storeRun(t, r0 int, g, u []float32) {
 	o := m.out[t*m.outCols+r0 : t*m.outCols+r0+len(g)]
 	switch {
@@ -267,6 +271,17 @@ func (m *mmTask) storeRun(t, r0 int, g, u []float32) {
 			return
 		}
 	case m.bias != nil:
+		b := m.bias[r0 : r0+len(g)] // store's arithmetic, run by run
+		if m.acc {
+			for i, v := range g {
+				o[i] += v + b[i]
+			}
+			return
+		}
+		for i, v := range g {
+			o[i] = v + b[i]
+		}
+		return
 	case m.acc:
 		for i, v := range g {
 			o[i] += v

@@ -17,15 +17,16 @@ import (
 // resolved. A program is not safe for concurrent use; programs compiled
 // against the same weights and cache share them.
 type program struct {
-	pool   *pool
-	math   Math
-	graph  *fusion.Graph
-	half   bool // the graph has f16 activations (roundHalves)
-	bufs   [][]float32
-	steps  []step
-	kv     *kvCache
-	logits fusion.Buf
-	lastT  int // tokens of the last successful Run, 0 before any
+	pool       *pool
+	activation actTask // the running fusion.ActivationOp, split across the pool
+	math       Math
+	graph      *fusion.Graph
+	half       bool // the graph has f16 activations (roundHalves)
+	bufs       [][]float32
+	steps      []step
+	kv         *kvCache
+	logits     fusion.Buf
+	lastT      int // tokens of the last successful Run, 0 before any
 
 	// inputCols is the width of the graph's fusion.InputOp (0: none) and
 	// input the rows SetInput gave it.
@@ -305,7 +306,7 @@ func (p *program) allocScratch() {
 	selfRows := 0 // a SelfAttn step's scores of a tile (selfGemm)
 	for _, s := range p.steps {
 		if op, ok := s.op.(*fusion.SelfAttnOp); ok {
-			selfRows = max(selfRows, selfAttnScratch(g.Tokens))
+			selfRows = max(selfRows, selfAttnScratch(g.Tokens, op.HeadDim))
 			p.selfKV = make([]float32, max(len(p.selfKV), selfAttnBufs(g.Tokens, op)))
 		}
 		for _, w := range append([]*matrix{s.w, s.up}, s.ws...) {
@@ -561,7 +562,9 @@ func (p *program) exec(s *step, tokens []int32, pos int) error {
 		}
 		glu(out, in(0), in(1), n*cols, s.act)
 	case *fusion.ActivationOp:
-		activate(out, in(0), n*cols, s.act)
+		p.activation = actTask{out: out, in: in(0), act: s.act}
+		p.pool.run(n*cols, n*cols*actWork, actGrain, &p.activation)
+		p.activation = actTask{}
 	case *fusion.AddOp:
 		add(out, in(0), in(1), n*cols)
 	case *fusion.ScaleOp:

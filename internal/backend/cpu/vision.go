@@ -27,8 +27,9 @@ const selfTile = 4 * simd.GemmF32Tokens
 func round16(n int) int { return (n + 15) &^ 15 }
 
 // selfAttnScratch is how many floats of a thread's scratch.scores
-// selfGemm takes for n rows: a tile's scores.
-func selfAttnScratch(n int) int { return selfTile * round16(n) }
+// selfGemm takes for n rows of head dim hd: a tile's scores, and its
+// scaled queries (panelTile).
+func selfAttnScratch(n, hd int) int { return selfTile * (selfStride(n) + hd) }
 
 // selfStride is the row stride of the transposed keys and values of n
 // rows: a multiple of 16 values, and not of 1024, whose rows a 4 KiB-way
@@ -72,6 +73,10 @@ func (a *selfGemm) run(wk, lo, hi int) {
 	hd, kc := op.HeadDim, op.KVHeads*op.HeadDim
 	size := hd * a.ld
 	for job := lo; job < hi; job++ {
+		if a.packing && panelGemm() {
+			a.panelPack(job)
+			continue
+		}
 		if a.packing {
 			kt := a.p.selfKV[2*job*size:][:size]
 			vt := a.p.selfKV[(2*job+1)*size:][:size]
@@ -84,6 +89,10 @@ func (a *selfGemm) run(wk, lo, hi int) {
 				clear(krow[a.n:])
 				clear(vrow[a.n:])
 			}
+			continue
+		}
+		if panelGemm() {
+			a.panelTile(wk, job/op.Heads*selfTile, job%op.Heads)
 			continue
 		}
 		a.tile(wk, job/op.Heads*selfTile, job%op.Heads)

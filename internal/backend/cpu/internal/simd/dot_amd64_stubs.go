@@ -592,6 +592,96 @@ func gemmF32T5AVX512(w *float32, wstride int, x *float32, xstride int, n int, ou
 //go:noescape
 func gemmF32T6AVX512(w *float32, wstride int, x *float32, xstride int, n int, out *float32, ostride int)
 
+// gemmP1x8AVX2 sets (acc: adds to) c[i*cstride+j] = Σ_{p<k} a[i*astride+p]*b[p*bstride+j] for i < 1 and j < 8, k > 0 (simd.GemmPanel).
+//
+//go:noescape
+func gemmP1x8AVX2(a *float32, astride int, b *float32, bstride int, k int, c *float32, cstride int, acc bool)
+
+// gemmP2x8AVX2 sets (acc: adds to) c[i*cstride+j] = Σ_{p<k} a[i*astride+p]*b[p*bstride+j] for i < 2 and j < 8, k > 0 (simd.GemmPanel).
+//
+//go:noescape
+func gemmP2x8AVX2(a *float32, astride int, b *float32, bstride int, k int, c *float32, cstride int, acc bool)
+
+// gemmP3x8AVX2 sets (acc: adds to) c[i*cstride+j] = Σ_{p<k} a[i*astride+p]*b[p*bstride+j] for i < 3 and j < 8, k > 0 (simd.GemmPanel).
+//
+//go:noescape
+func gemmP3x8AVX2(a *float32, astride int, b *float32, bstride int, k int, c *float32, cstride int, acc bool)
+
+// gemmP4x8AVX2 sets (acc: adds to) c[i*cstride+j] = Σ_{p<k} a[i*astride+p]*b[p*bstride+j] for i < 4 and j < 8, k > 0 (simd.GemmPanel).
+//
+//go:noescape
+func gemmP4x8AVX2(a *float32, astride int, b *float32, bstride int, k int, c *float32, cstride int, acc bool)
+
+// gemmP5x8AVX2 sets (acc: adds to) c[i*cstride+j] = Σ_{p<k} a[i*astride+p]*b[p*bstride+j] for i < 5 and j < 8, k > 0 (simd.GemmPanel).
+//
+//go:noescape
+func gemmP5x8AVX2(a *float32, astride int, b *float32, bstride int, k int, c *float32, cstride int, acc bool)
+
+// gemmP6x8AVX2 sets (acc: adds to) c[i*cstride+j] = Σ_{p<k} a[i*astride+p]*b[p*bstride+j] for i < 6 and j < 8, k > 0 (simd.GemmPanel).
+//
+//go:noescape
+func gemmP6x8AVX2(a *float32, astride int, b *float32, bstride int, k int, c *float32, cstride int, acc bool)
+
+// gemmP1x16AVX2 sets (acc: adds to) c[i*cstride+j] = Σ_{p<k} a[i*astride+p]*b[p*bstride+j] for i < 1 and j < 16, k > 0 (simd.GemmPanel).
+//
+//go:noescape
+func gemmP1x16AVX2(a *float32, astride int, b *float32, bstride int, k int, c *float32, cstride int, acc bool)
+
+// gemmP2x16AVX2 sets (acc: adds to) c[i*cstride+j] = Σ_{p<k} a[i*astride+p]*b[p*bstride+j] for i < 2 and j < 16, k > 0 (simd.GemmPanel).
+//
+//go:noescape
+func gemmP2x16AVX2(a *float32, astride int, b *float32, bstride int, k int, c *float32, cstride int, acc bool)
+
+// gemmP3x16AVX2 sets (acc: adds to) c[i*cstride+j] = Σ_{p<k} a[i*astride+p]*b[p*bstride+j] for i < 3 and j < 16, k > 0 (simd.GemmPanel).
+//
+//go:noescape
+func gemmP3x16AVX2(a *float32, astride int, b *float32, bstride int, k int, c *float32, cstride int, acc bool)
+
+// gemmP4x16AVX2 sets (acc: adds to) c[i*cstride+j] = Σ_{p<k} a[i*astride+p]*b[p*bstride+j] for i < 4 and j < 16, k > 0 (simd.GemmPanel).
+//
+//go:noescape
+func gemmP4x16AVX2(a *float32, astride int, b *float32, bstride int, k int, c *float32, cstride int, acc bool)
+
+// gemmP5x16AVX2 sets (acc: adds to) c[i*cstride+j] = Σ_{p<k} a[i*astride+p]*b[p*bstride+j] for i < 5 and j < 16, k > 0 (simd.GemmPanel).
+//
+//go:noescape
+func gemmP5x16AVX2(a *float32, astride int, b *float32, bstride int, k int, c *float32, cstride int, acc bool)
+
+// gemmP6x16AVX2 sets (acc: adds to) c[i*cstride+j] = Σ_{p<k} a[i*astride+p]*b[p*bstride+j] for i < 6 and j < 16, k > 0 (simd.GemmPanel).
+//
+//go:noescape
+func gemmP6x16AVX2(a *float32, astride int, b *float32, bstride int, k int, c *float32, cstride int, acc bool)
+
+// gemmP1x24AVX2 sets (acc: adds to) c[i*cstride+j] = Σ_{p<k} a[i*astride+p]*b[p*bstride+j] for i < 1 and j < 24, k > 0 (simd.GemmPanel).
+//
+//go:noescape
+func gemmP1x24AVX2(a *float32, astride int, b *float32, bstride int, k int, c *float32, cstride int, acc bool)
+
+// gemmP2x24AVX2 sets (acc: adds to) c[i*cstride+j] = Σ_{p<k} a[i*astride+p]*b[p*bstride+j] for i < 2 and j < 24, k > 0 (simd.GemmPanel).
+//
+//go:noescape
+func gemmP2x24AVX2(a *float32, astride int, b *float32, bstride int, k int, c *float32, cstride int, acc bool)
+
+// gemmP3x24AVX2 sets (acc: adds to) c[i*cstride+j] = Σ_{p<k} a[i*astride+p]*b[p*bstride+j] for i < 3 and j < 24, k > 0 (simd.GemmPanel).
+//
+//go:noescape
+func gemmP3x24AVX2(a *float32, astride int, b *float32, bstride int, k int, c *float32, cstride int, acc bool)
+
+// gemmP4x24AVX2 sets (acc: adds to) c[i*cstride+j] = Σ_{p<k} a[i*astride+p]*b[p*bstride+j] for i < 4 and j < 24, k > 0 (simd.GemmPanel).
+//
+//go:noescape
+func gemmP4x24AVX2(a *float32, astride int, b *float32, bstride int, k int, c *float32, cstride int, acc bool)
+
+// maxF32AVX2 returns the largest of x[i] for i < n (a multiple of 16, at least 16; no NaNs).
+//
+//go:noescape
+func maxF32AVX2(x *float32, n int) float32
+
+// sumF64AVX2 returns Σ x[i] for i < n (a multiple of 16, at least 16) in float64, in simd.SumF64's order.
+//
+//go:noescape
+func sumF64AVX2(x *float32, n int) float64
+
 // dotF32Rows4AVX512 sets out[r] = dotF32AVX2(a+r*n, x, n) for r < rows, n a multiple of 32, rows of 4, bit for bit.
 //
 //go:noescape

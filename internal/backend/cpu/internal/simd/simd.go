@@ -78,6 +78,9 @@ type Impl struct {
 	gemmF32 *[GemmF32Tokens]gemmF32Kernel
 	// Optional (nil: the pure-Go form): the K-quant prefill GEMM per type.
 	gemmK [NumKQuant]gemmKFunc
+	// Optional (nil: HasGemmPanel is false, GemmPanel runs in Go): the
+	// panel GEMM's register tiles (gemmp.go).
+	gemmPanel *gemmPanelKernels
 }
 
 // Generic is the pure-Go implementation, the reference for the others.

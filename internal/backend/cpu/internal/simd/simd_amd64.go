@@ -24,6 +24,8 @@ var AVX2 = &Impl{
 	wsumF32:  wsumF32A,
 	wsumF16:  wsumF16A,
 
+	gemmPanel: &gemmPanelAVX2,
+
 	dotF32Rows: dotF32RowsA,
 	dotQ8Rows:  dotQ8RowsA,
 	dotQ4Rows:  dotQ4RowsA,

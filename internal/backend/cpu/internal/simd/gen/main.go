@@ -52,6 +52,8 @@ func main() {
 	gemmKKernels()
 	dotF32x2x4()
 	gemmF32Kernels()
+	gemmPanelKernels()
+	rowMaxSum()
 	dotF32Rows4()
 	dotF32RowsZ()
 	quantKernels()
