@@ -284,6 +284,7 @@ func TestBrowser(t *testing.T) {
 			// depend on the backend, and a WebGPU load costs seconds of
 			// shader compilation.
 			if !mode.noGPU {
+				checkStepsAhead(t, tab, cases[0])
 				checkTimeDecode(t, tab)
 				screenshotAndStop(t, tab)
 				return
@@ -476,6 +477,28 @@ func checkStreamed(t *testing.T, tab *browser.Tab, cpuOnly bool, modelBytes int6
 // through the page's WebGPU (an empty pass writes each) must give the
 // steps asked for and a device time within the call's wall time, which
 // ticks taken for nanoseconds or timestamps of another pass would break.
+// checkStepsAhead generates with two decode steps a submission: the same
+// step list is submitted again and again, from the second time on as the
+// command buffer the page encoded while the device ran the one before
+// (internal/webgpu's replayAhead), and the ids must still be llama.cpp's,
+// in a first generation and in one that follows it.
+func checkStepsAhead(t *testing.T, tab *browser.Tab, c browserCase) {
+	if _, err := eval[chromedp.Void](tab, fmt.Sprintf("gpurunPage.loadServed(%q, 'auto', %d, 2).then(() => null)", c.name, testCache)); err != nil {
+		t.Fatal(err)
+	}
+	prompt, _ := json.Marshal(c.prompt)
+	promptIDs, _ := json.Marshal(c.promptIDs)
+	for run := range 2 {
+		r, err := eval[genResult](tab, fmt.Sprintf("gpurunPage.generate(%s, {maxTokens: %d, promptIds: %s})", prompt, tokens, promptIDs))
+		if err != nil {
+			t.Fatalf("%s, two steps a submission: generate: %v", c.name, err)
+		}
+		if !slices.Equal(r.IDs, c.want) {
+			t.Errorf("%s, two steps a submission, run %d: ids %v, llama.cpp's %v", c.name, run, r.IDs, c.want)
+		}
+	}
+}
+
 func checkTimeDecode(t *testing.T, tab *browser.Tab) {
 	type loadInfo struct {
 		Timestamps bool `json:"timestamps"`

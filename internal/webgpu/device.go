@@ -44,6 +44,7 @@ type Device struct {
 	queries  *querySet    // timestamps, when supported
 	resolved *wgpu.Buffer // resolve target of the query set
 	stamps   pageStamps   // the page's timestamps read with the last read (replay_js.go)
+	ahead    replayAhead  // the page's next submission, encoded while the device runs (replay_js.go)
 
 	mem memcount.Counter // bytes of buffers allocated
 

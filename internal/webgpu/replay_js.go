@@ -24,47 +24,85 @@ type replay struct {
 	made bool
 }
 
-// replayFunc encodes ops on device and submits them: one compute pass per
-// run of dispatches (the pipeline set once per run of one kernel), copies
-// between passes, and a timestamp as an empty pass that writes it into
-// querySet (writeTimestamp's stand-in, see timestampPass), as Submit's
-// generic path does.
-var replayFunc = sync.OnceValue(func() js.Value {
-	return js.Global().Get("Function").New("device", "lists", "querySet", `
-const enc = device.createCommandEncoder();
-let pass = null, cur = null;
-for (const ops of lists) {
-  for (let i = 0; i < ops.length; i += 6) {
-    if (ops[i] === 0) {
-      if (pass === null) { pass = enc.beginComputePass(); cur = null; }
-      if (ops[i+1] !== cur) { cur = ops[i+1]; pass.setPipeline(cur); }
-      pass.setBindGroup(0, ops[i+2]);
-      pass.dispatchWorkgroups(ops[i+3], ops[i+4], ops[i+5]);
-    } else if (ops[i] === 1) {
-      if (pass !== null) { pass.end(); pass = null; }
-      enc.copyBufferToBuffer(ops[i+1], ops[i+2], ops[i+3], ops[i+4], ops[i+5]);
-    } else {
-      if (pass !== null) { pass.end(); pass = null; }
-      enc.beginComputePass({timestampWrites: {querySet, beginningOfPassWriteIndex: ops[i+1]}}).end();
+// aheadFunc makes the page's submitter (replayAhead). encode turns lists
+// into a command buffer: one compute pass per run of dispatches (the
+// pipeline set once per run of one kernel), copies between passes, and a
+// timestamp as an empty pass that writes it into querySet
+// (writeTimestamp's stand-in, see timestampPass), as Submit's generic path
+// does. submit queues lists and, with again set, encodes the same lists
+// once more in a later task of the page's event loop (a MessageChannel
+// message: the submission is on its way to the browser's GPU process
+// first), while the device runs them and the host awaits their read: the
+// next submission of the same lists (a decode program's steps) then only
+// submits that buffer, and the encoding (a JavaScript call per dispatch's
+// bind group and dispatch) leaves the host's serial time between two
+// submissions. A command buffer names its buffers, not their contents:
+// it reads what the queue holds when it runs (the step tensor written
+// just before its submit), so one encoded early runs as one encoded at
+// its submit. One that the next submission does not use is dropped.
+var aheadFunc = sync.OnceValue(func() js.Value {
+	return js.Global().Get("Function").New(`
+const encode = (device, lists, querySet) => {
+  const enc = device.createCommandEncoder();
+  let pass = null, cur = null;
+  for (const ops of lists) {
+    for (let i = 0; i < ops.length; i += 6) {
+      if (ops[i] === 0) {
+        if (pass === null) { pass = enc.beginComputePass(); cur = null; }
+        if (ops[i+1] !== cur) { cur = ops[i+1]; pass.setPipeline(cur); }
+        pass.setBindGroup(0, ops[i+2]);
+        pass.dispatchWorkgroups(ops[i+3], ops[i+4], ops[i+5]);
+      } else if (ops[i] === 1) {
+        if (pass !== null) { pass.end(); pass = null; }
+        enc.copyBufferToBuffer(ops[i+1], ops[i+2], ops[i+3], ops[i+4], ops[i+5]);
+      } else {
+        if (pass !== null) { pass.end(); pass = null; }
+        enc.beginComputePass({timestampWrites: {querySet, beginningOfPassWriteIndex: ops[i+1]}}).end();
+      }
     }
   }
-}
-if (pass !== null) pass.end();
-device.queue.submit([enc.finish()]);
+  if (pass !== null) pass.end();
+  return enc.finish();
+};
+const a = {lists: null, cb: null, seq: 0, job: null};
+const ch = new MessageChannel();
+ch.port1.onmessage = () => {
+  const j = a.job;
+  a.job = null;
+  if (j === null || j.seq !== a.seq || a.cb !== null) return;
+  try { a.cb = encode(j.device, j.lists, j.querySet); a.lists = j.lists; } catch (e) { a.cb = null; a.lists = null; }
+};
+a.submit = (device, lists, querySet, again) => {
+  let cb = null;
+  if (a.cb !== null && a.lists.length === lists.length && a.lists.every((o, i) => o === lists[i])) cb = a.cb;
+  a.cb = null; a.lists = null; a.seq++;
+  if (cb === null) cb = encode(device, lists, querySet);
+  device.queue.submit([cb]);
+  if (again) { a.job = {device, lists, querySet, seq: a.seq}; ch.port2.postMessage(0); }
+};
+return a;
 `)
 })
+
+// replayAhead is the page's submitter (aheadFunc), made at the device's
+// first replayed submission. d.mu guards it.
+type replayAhead struct{ v js.Value }
 
 // handle is the JavaScript object behind one of the binding's handles, each
 // a struct of one js.Value (v0.23.0's *_js.go).
 func handle[T any](p *T) js.Value { return *(*js.Value)(unsafe.Pointer(p)) }
 
-// submitReplay encodes and submits cs with one call into JavaScript; false
+// submitReplay encodes and submits cs with one call into JavaScript (or
+// submits the command buffer encoded ahead for them, replayAhead); false
 // when a list holds a command it does not replay, for Submit's generic
-// path. d.mu is held.
+// path. Lists submitted before are encoded again ahead of their next
+// submission. d.mu is held.
 func submitReplay(d *Device, cs []*commands) (handled bool, err error) {
 	lists := js.Global().Get("Array").New()
+	again := true // every list was submitted before: likely to be again (decode steps)
 	for _, c := range cs {
 		if !c.replay.made {
+			again = false
 			ops := js.Global().Get("Array").New()
 			for _, cmd := range c.cmds {
 				switch cmd.kind {
@@ -97,7 +135,10 @@ func submitReplay(d *Device, cs []*commands) (handled bool, err error) {
 	if d.queries != nil {
 		qs = d.queries.v
 	}
-	replayFunc().Invoke(handle(d.dev), lists, qs)
+	if d.ahead.v.IsUndefined() {
+		d.ahead.v = aheadFunc().Invoke()
+	}
+	d.ahead.v.Call("submit", handle(d.dev), lists, qs, again)
 	return true, nil
 }
 

@@ -5,6 +5,9 @@ package webgpu
 // replay is nothing natively: wgpu-native's calls cost no crossing.
 type replay struct{}
 
+// replayAhead is nothing natively: encoding costs no crossing to overlap.
+type replayAhead struct{}
+
 // submitReplay leaves every submission to Submit's generic path.
 func submitReplay(*Device, []*commands) (bool, error) { return false, nil }
 
