@@ -149,10 +149,10 @@ func benchSamplePick(b *testing.B, dev gpu.Device, n int, rule fusion.Sampling, 
 		return s.SampleAt(out[:k], uint32(pos+1))
 	}
 	b.ResetTimer()
-	cpu0 := processCPU()
+	cpu0 := compute.ProcessCPU()
 	for i := range b.N {
 		pick(i % 64)
 	}
-	cpu := processCPU() - cpu0
+	cpu := compute.ProcessCPU() - cpu0
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/1e3, "cpu-us/op")
 }
