@@ -88,19 +88,33 @@ fn key(t: u32, h: u32, d: u32, pos: u32) -> f32 {
     return x0 * sn + x1 * cs;
 }
 
-@compute @workgroup_size(64)
-fn store_kv_rope(@builtin(global_invocation_id) gid: vec3<u32>) {
+// rope_or_kv is the first part of every entry point: invocation gid.x <
+// heads*rope_dims/2 of a row of the step rotates its pair of q (rope_q);
+// it returns KV_DONE for those and for rows past the step, else the
+// invocation's index among the keys and values, gid.x - heads*rope_dims/2.
+const KV_DONE: u32 = 0xffffffffu;
+
+fn rope_or_kv(gid: vec3<u32>) -> u32 {
     let t = gid.y;
     if t >= step[STEP_ROWS] {
-        return;
+        return KV_DONE;
     }
-    let pos = step[STEP_POS] + t;
     let nq = p.heads * (p.rope_dims / 2u);
     if gid.x < nq {
-        rope_q(gid.x, t, pos);
+        rope_q(gid.x, t, step[STEP_POS] + t);
+        return KV_DONE;
+    }
+    return gid.x - nq;
+}
+
+@compute @workgroup_size(64)
+fn store_kv_rope(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = rope_or_kv(gid);
+    if i == KV_DONE {
         return;
     }
-    let i = gid.x - nq;
+    let t = gid.y;
+    let pos = step[STEP_POS] + t;
     let kv_cols = p.kv_heads * p.head_dim;
     if i >= kv_cols || pos >= p.max_len {
         return;
@@ -121,22 +135,18 @@ fn store_kv_rope(@builtin(global_invocation_id) gid: vec3<u32>) {
 // include: kv_quant_store
 
 // store_kv_rope_q is store_kv_rope for a quantized cache (p.kv_quant !=
-// 0): invocation nq + h stores head h's row (rope_row), the float side,
+// 0): invocation heads*rope_dims/2 + h stores head h's row (rope_row), the float side,
 // if any, packed halves where the code says (kvq_half).
 @compute @workgroup_size(64)
 fn store_kv_rope_q(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
     _ = kvq_begin(li);
+    let i = rope_or_kv(gid);
+    if i == KV_DONE {
+        return;
+    }
     let t = gid.y;
-    if t >= step[STEP_ROWS] {
-        return;
-    }
     let pos = step[STEP_POS] + t;
-    let nq = p.heads * (p.rope_dims / 2u);
-    if gid.x < nq {
-        rope_q(gid.x, t, pos);
-        return;
-    }
-    rope_row(gid.x - nq, t, pos, kvq_half());
+    rope_row(i, t, pos, kvq_half());
 }
 
 // rope_row stores row t's rotated keys and values of head i (i <
@@ -162,17 +172,12 @@ fn rope_row(i: u32, t: u32, pos: u32, half: bool) {
 
 @compute @workgroup_size(64)
 fn store_kv_rope_f16(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = rope_or_kv(gid);
+    if i == KV_DONE {
+        return;
+    }
     let t = gid.y;
-    if t >= step[STEP_ROWS] {
-        return;
-    }
     let pos = step[STEP_POS] + t;
-    let nq = p.heads * (p.rope_dims / 2u);
-    if gid.x < nq {
-        rope_q(gid.x, t, pos);
-        return;
-    }
-    let i = gid.x - nq;
     let hw = (p.head_dim + 1u) / 2u;
     if i >= p.kv_heads * hw || pos >= p.max_len {
         return;
