@@ -139,17 +139,20 @@ type BlockLayout uint32
 
 // Block layouts.
 const (
-	LayoutB32 BlockLayout = iota // Q4_1, Q5_0, Q5_1, Q8_0, MXFP4, IQ4_NL: one 32-element block, one scale (and min)
-	LayoutK45                    // Q4_K, Q5_K, IQ4_XS, TQ1_0, TQ2_0, the grid I-quants: 8 sub-blocks of 32, 6-bit scales (and mins) or one scale
-	LayoutK6                     // Q6_K: 16 sub-blocks of 16, int8 scales
-	LayoutK23                    // Q2_K, Q3_K: 16 sub-blocks of 16, 4-bit (Q2_K: and min) or 6-bit scales; NVFP4: 4 of 16, UE4M3 scales
+	LayoutB32  BlockLayout = iota // Q4_1, Q5_0, Q5_1, Q8_0, MXFP4, IQ4_NL: one 32-element block, one scale (and min)
+	LayoutK45                     // Q4_K, Q5_K: 8 sub-blocks of 32, 6-bit scales and mins
+	LayoutK6                      // Q6_K: 16 sub-blocks of 16, int8 scales
+	LayoutK23                     // Q2_K, Q3_K: 16 sub-blocks of 16, 4-bit (Q2_K: and min) or 6-bit scales; NVFP4: 4 of 16, UE4M3 scales
+	LayoutS32                     // IQ4_XS, TQ1_0, TQ2_0: 8 sub-blocks of 32, one scale each (IQ4_XS) or one per block
+	LayoutGrid                    // the grid I-quants (IQ2_*, IQ3_*, IQ1_*): 8 sub-blocks of 32 decoded through llama.cpp's grids
 )
 
 var blockLayouts = []struct {
 	code BlockLayout
 	name string
 	sub  uint32 // elements per sub-block
-}{{LayoutB32, "B32", 32}, {LayoutK45, "K45", 32}, {LayoutK6, "K6", 16}, {LayoutK23, "K23", 16}}
+}{{LayoutB32, "B32", 32}, {LayoutK45, "K45", 32}, {LayoutK6, "K6", 16}, {LayoutK23, "K23", 16},
+	{LayoutS32, "S32", 32}, {LayoutGrid, "GRID", 32}}
 
 func (l BlockLayout) String() string {
 	for _, t := range blockLayouts {
@@ -190,17 +193,17 @@ var blockTypes = []struct {
 	{BlockQ6K, "Q6K", 256, 210, LayoutK6},
 	{BlockQ2K, "Q2K", 256, 84, LayoutK23},
 	{BlockQ3K, "Q3K", 256, 110, LayoutK23},
-	{BlockIQ4XS, "IQ4XS", 256, 136, LayoutK45},
+	{BlockIQ4XS, "IQ4XS", 256, 136, LayoutS32},
 	{BlockNVFP4, "NVFP4", 64, 36, LayoutK23},
-	{BlockTQ1_0, "TQ1_0", 256, 54, LayoutK45},
-	{BlockTQ2_0, "TQ2_0", 256, 66, LayoutK45},
-	{BlockIQ2XXS, "IQ2XXS", 256, 66, LayoutK45},
-	{BlockIQ2XS, "IQ2XS", 256, 74, LayoutK45},
-	{BlockIQ2S, "IQ2S", 256, 82, LayoutK45},
-	{BlockIQ3XXS, "IQ3XXS", 256, 98, LayoutK45},
-	{BlockIQ3S, "IQ3S", 256, 110, LayoutK45},
-	{BlockIQ1S, "IQ1S", 256, 50, LayoutK45},
-	{BlockIQ1M, "IQ1M", 256, 56, LayoutK45},
+	{BlockTQ1_0, "TQ1_0", 256, 54, LayoutS32},
+	{BlockTQ2_0, "TQ2_0", 256, 66, LayoutS32},
+	{BlockIQ2XXS, "IQ2XXS", 256, 66, LayoutGrid},
+	{BlockIQ2XS, "IQ2XS", 256, 74, LayoutGrid},
+	{BlockIQ2S, "IQ2S", 256, 82, LayoutGrid},
+	{BlockIQ3XXS, "IQ3XXS", 256, 98, LayoutGrid},
+	{BlockIQ3S, "IQ3S", 256, 110, LayoutGrid},
+	{BlockIQ1S, "IQ1S", 256, 50, LayoutGrid},
+	{BlockIQ1M, "IQ1M", 256, 56, LayoutGrid},
 }
 
 // Layout is the sub-block layout of the type (LayoutB32 for an unknown

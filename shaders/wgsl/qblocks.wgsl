@@ -2,14 +2,21 @@
 // kept bit for bit as GGUF stores them (layouts: tensors/blocks.go).
 //
 // The family is compiled once per sub-block layout (shaders.QBlockVariant:
-// module constants QL, one of QL_B32, QL_K45, QL_K6, QL_K23, and QSUB, the
-// elements per sub-block), so a module decodes one layout's sub-blocks and
-// the compilers fold the others away; p.qt picks among the layout's types
-// (a uniform branch). A sub-block's constants (scale, min, Q5's high-bit
-// word) are read once (qsub), its quants four at a time from one or two
-// u32 loads, unpacked in registers (qquant4); each weight is a * q + c
-// with the same f32 values as tensors.DecodeBlocks computes (a product
-// and a sum, which a compiler may fuse).
+// module constants QL, one of QL_B32, QL_K45, QL_K6, QL_K23, QL_S32,
+// QL_GRID, and QSUB, the elements per sub-block), so a module decodes one
+// layout's sub-blocks and the compilers fold the others away; p.qt picks
+// among the layout's few types (a uniform branch). The types of a layout
+// differ in small parts only: a software driver runs every path of a
+// kernel (llvmpipe masks both sides of a branch, uniform or not), and with
+// the grid I-quants, IQ4_XS and the ternary types in Q4_K's module a 110M
+// Q4_K_M decode step took 7.6 s on lavapipe instead of 1.0 s; so a type
+// with much code of its own gets a layout of its own (shaders/README.md).
+// qembed's qvalue, too, holds only its module's layout. A sub-block's
+// constants (scale, min, Q5's high-bit word) are read once (qsub), its
+// quants four at a time from one or two u32 loads, unpacked in registers
+// (qquant4); each weight is a * q + c with the same f32 values as
+// tensors.DecodeBlocks computes (a product and a sum, which a compiler may
+// fuse).
 //
 // The weights of one row block [row_base, row_base+rows) of the matrix are
 // bound as u32 words: row r (relative to the block) starts at byte
@@ -155,73 +162,66 @@ fn qu16(b: u32) -> u32 {
     return qbyte(b) | (qbyte(b + 1u) << 8u);
 }
 
-// qgrid_byte is byte j of entry e of the grid of 8-byte entries at word
-// off of the grid binding.
-fn qgrid_byte(off: u32, e: u32, j: u32) -> u32 {
-    return (grid[off + 2u * e + (j >> 2u)] >> (8u * (j & 3u))) & 255u;
-}
-
-// qgrid4_byte is byte j of entry e of a grid of 4-byte entries at word off.
-fn qgrid4_byte(off: u32, e: u32, j: u32) -> u32 {
-    return (grid[off + e] >> (8u * j)) & 255u;
-}
-
 // qsign_byte is ksigns_iq2xs[code] (code < 128): the sign bits of a group
 // of 8 (bit j negates value j) for its 7-bit code.
 fn qsign_byte(code: u32) -> u32 {
     return (grid[IQG_KSIGNS_IQ2XS + (code >> 2u)] >> (8u * (code & 3u))) & 255u;
 }
 
-// qsigned is v, negated where bit j of the sign byte s is set.
-fn qsigned(v: f32, s: u32, j: u32) -> f32 {
-    return select(v, -v, ((s >> j) & 1u) != 0u);
-}
-
-// qgrid_value is element i of the grid I-quant block of type qt at byte b,
-// as tensors.DecodeBlocks computes it (iquant.go has the layouts): in
-// sub-block ib = i/32 it is value j = i%8 of group l = (i/8)%4.
-fn qgrid_value(qt: u32, b: u32, i: u32) -> f32 {
-    let ib = i >> 5u;
-    let l = (i >> 3u) & 3u;
-    let j = i & 7u;
-    var v = 0.0;
+// qgrid4 is elements e .. e+3 (e a multiple of 4) of the grid I-quant
+// block of type qt at byte b, as tensors.DecodeBlocks computes them
+// (iquant.go has the layouts): in sub-block ib = e/32 they are values j .. j+3
+// (j = e%8, 0 or 4) of group l = (e/8)%4, which share their scale, sign
+// byte and grid index, so they are one word of the grid entry.
+fn qgrid4(qt: u32, b: u32, e: u32) -> vec4<f32> {
+    let ib = e >> 5u;
+    let l = (e >> 3u) & 3u;
+    let h = (e >> 2u) & 1u; // the group's first or second four values
+    let by = vec4<u32>(0u, 8u, 16u, 24u);
+    var db = 0.0;
+    var gw = 0u; // the four grid bytes
+    var sg = 0u; // the group's sign byte: bit j negates value j
     switch qt {
         case QT_IQ2XXS: { // d, per sub-block grid bytes a and a word of sign codes and scale
             let a = qword4(b + 2u + 8u * ib);
             let s = qword4(b + 6u + 8u * ib);
-            let db = (qhalf(b) * (0.5 + f32(s >> 28u))) * 0.25;
-            let g = qgrid_byte(IQG_IQ2XXS, (a >> (8u * l)) & 255u, j);
-            v = qsigned(db * f32(g), qsign_byte((s >> (7u * l)) & 127u), j);
+            db = (qhalf(b) * (0.5 + f32(s >> 28u))) * 0.25;
+            gw = grid[IQG_IQ2XXS + 2u * ((a >> (8u * l)) & 255u) + h];
+            sg = qsign_byte((s >> (7u * l)) & 127u);
         }
         case QT_IQ2XS: { // d, qs u16 (9-bit index, 7-bit sign code), scales[8]
             let q = qu16(b + 2u + 8u * ib + 2u * l);
             let sc = (qbyte(b + 66u + ib) >> (4u * (l >> 1u))) & 15u;
-            let db = (qhalf(b) * (0.5 + f32(sc))) * 0.25;
-            v = qsigned(db * f32(qgrid_byte(IQG_IQ2XS, q & 511u, j)), qsign_byte(q >> 9u), j);
+            db = (qhalf(b) * (0.5 + f32(sc))) * 0.25;
+            gw = grid[IQG_IQ2XS + 2u * (q & 511u) + h];
+            sg = qsign_byte(q >> 9u);
         }
         case QT_IQ2S: { // d, qs[32] low index bits, signs[32], qh[8], scales[8]
             let idx = qbyte(b + 2u + 4u * ib + l) | ((qbyte(b + 66u + ib) << (8u - 2u * l)) & 0x300u);
             let sc = (qbyte(b + 74u + ib) >> (4u * (l >> 1u))) & 15u;
-            let db = (qhalf(b) * (0.5 + f32(sc))) * 0.25;
-            v = qsigned(db * f32(qgrid_byte(IQG_IQ2S, idx, j)), qbyte(b + 34u + 4u * ib + l), j);
+            db = (qhalf(b) * (0.5 + f32(sc))) * 0.25;
+            gw = grid[IQG_IQ2S + 2u * idx + h];
+            sg = qbyte(b + 34u + 4u * ib + l);
         }
         case QT_IQ3XXS: { // d, qs[64] indices, per sub-block a word of sign codes and scale
             let s = qword4(b + 66u + 4u * ib);
-            let db = (qhalf(b) * (0.5 + f32(s >> 28u))) * 0.5;
-            let idx = qbyte(b + 2u + 8u * ib + 2u * l + (j >> 2u));
-            v = qsigned(db * f32(qgrid4_byte(IQG_IQ3XXS, idx, j & 3u)), qsign_byte((s >> (7u * l)) & 127u), j);
+            db = (qhalf(b) * (0.5 + f32(s >> 28u))) * 0.5;
+            gw = grid[IQG_IQ3XXS + qbyte(b + 2u + 8u * ib + 2u * l + h)];
+            sg = qsign_byte((s >> (7u * l)) & 127u);
         }
         case QT_IQ3S: { // d, qs[64], qh[8], signs[32], scales[4]
-            let idx = qbyte(b + 2u + 8u * ib + 2u * l + (j >> 2u)) | ((qbyte(b + 66u + ib) << (8u - 2u * l - (j >> 2u))) & 256u);
-            let db = qhalf(b) * f32(1u + 2u * ((qbyte(b + 106u + (ib >> 1u)) >> (4u * (ib & 1u))) & 15u));
-            v = qsigned(db * f32(qgrid4_byte(IQG_IQ3S, idx, j & 3u)), qbyte(b + 74u + 4u * ib + l), j);
+            let idx = qbyte(b + 2u + 8u * ib + 2u * l + h) | ((qbyte(b + 66u + ib) << (8u - 2u * l - h)) & 256u);
+            db = qhalf(b) * f32(1u + 2u * ((qbyte(b + 106u + (ib >> 1u)) >> (4u * (ib & 1u))) & 15u));
+            gw = grid[IQG_IQ3S + idx];
+            sg = qbyte(b + 74u + 4u * ib + l);
         }
         case QT_IQ1S: { // d, qs[32], qh[8] u16: 3 index bits per group, scale, shift sign
-            let h = qu16(b + 34u + 2u * ib);
-            let dl = qhalf(b) * f32(2u * ((h >> 12u) & 7u) + 1u);
-            let delta = select(0.125, -0.125, (h & 0x8000u) != 0u);
-            let idx = qbyte(b + 2u + 4u * ib + l) | (((h >> (3u * l)) & 7u) << 8u);
-            v = dl * (f32(extractBits(bitcast<i32>(qgrid_byte(IQG_IQ1S, idx, j)), 0u, 8u)) + delta);
+            let qh = qu16(b + 34u + 2u * ib);
+            let dl = qhalf(b) * f32(2u * ((qh >> 12u) & 7u) + 1u);
+            let delta = select(0.125, -0.125, (qh & 0x8000u) != 0u);
+            let idx = qbyte(b + 2u + 4u * ib + l) | (((qh >> (3u * l)) & 7u) << 8u);
+            let g = extractBits(bitcast<vec4<i32>>(vec4<u32>(grid[IQG_IQ1S + 2u * idx + h]) >> by), 0u, 8u);
+            return dl * (vec4<f32>(g) + delta);
         }
         default: { // IQ1_M: qs[32], qh[16], scales (4 u16; the f16 d in their top nibbles)
             let s0 = qu16(b + 48u);
@@ -234,15 +234,13 @@ fn qgrid_value(qt: u32, b: u32, i: u32) -> f32 {
             let hq = qbyte(b + 32u + 2u * ib + (l >> 1u)) >> (4u * (l & 1u));
             let idx = qbyte(b + 4u * ib + l) | ((hq & 7u) << 8u);
             let delta = select(0.125, -0.125, (hq & 8u) != 0u);
-            v = dl * (f32(extractBits(bitcast<i32>(qgrid_byte(IQG_IQ1S, idx, j)), 0u, 8u)) + delta);
+            let g = extractBits(bitcast<vec4<i32>>(vec4<u32>(grid[IQG_IQ1S + 2u * idx + h]) >> by), 0u, 8u);
+            return dl * (vec4<f32>(g) + delta);
         }
     }
-    return v;
-}
-
-// qgrid_type reports whether qt is a grid I-quant.
-fn qgrid_type(qt: u32) -> bool {
-    return qt >= QT_IQ2XXS && qt <= QT_IQ1M;
+    let v = db * vec4<f32>((vec4<u32>(gw) >> by) & vec4<u32>(255u));
+    let neg = ((vec4<u32>(sg) >> (vec4<u32>(0u, 1u, 2u, 3u) + vec4<u32>(4u * h))) & vec4<u32>(1u)) != vec4<u32>(0u);
+    return select(v, -v, neg);
 }
 
 // qscale_min is the 6-bit scale and min of sub-block j of a Q4_K/Q5_K block
@@ -256,52 +254,37 @@ fn qscale_min(s: u32, j: u32) -> vec2<f32> {
                      f32((b >> 4u) | ((qbyte(s + j) >> 6u) << 4u)));
 }
 
-// qvalue is element i of the block of type qt starting at byte b.
+// qvalue is element i of the block of type qt (of this module's layout QL)
+// starting at byte b: the module's layout is a constant, so each module
+// holds only its own types' code.
 fn qvalue(qt: u32, b: u32, i: u32) -> f32 {
     var v = 0.0;
-    switch qt {
-        case QT_Q4_1: { // Q4_1
-            v = f32(qnibble32(b + 4u, i)) * qhalf(b) + qhalf(b + 2u);
+    switch QL {
+        case QL_B32: {
+            switch qt {
+                case QT_Q4_1: { // Q4_1
+                    v = f32(qnibble32(b + 4u, i)) * qhalf(b) + qhalf(b + 2u);
+                }
+                case QT_Q5_0: { // Q5_0
+                    let hb = (qbyte(b + 2u + (i >> 3u)) >> (i & 7u)) & 1u;
+                    v = f32(i32(qnibble32(b + 6u, i) | (hb << 4u)) - 16) * qhalf(b);
+                }
+                case QT_Q5_1: { // Q5_1
+                    let hb = (qbyte(b + 4u + (i >> 3u)) >> (i & 7u)) & 1u;
+                    v = f32(qnibble32(b + 8u, i) | (hb << 4u)) * qhalf(b) + qhalf(b + 2u);
+                }
+                case QT_Q8_0: { // Q8_0: d, 32 int8
+                    v = f32(extractBits(bitcast<i32>(qbyte(b + 2u + i)), 0u, 8u)) * qhalf(b);
+                }
+                case QT_MXFP4: { // MXFP4: E8M0 e, 16 bytes of E2M1 codes
+                    v = f32(qfp4(vec4<u32>(qnibble32(b + 1u, i))).x) * qe8m0_half(qbyte(b));
+                }
+                default: { // IQ4_NL: d, 16 bytes of codes
+                    v = qhalf(b) * f32(qiq4nl(vec4<u32>(qnibble32(b + 2u, i))).x);
+                }
+            }
         }
-        case QT_Q5_0: { // Q5_0
-            let hb = (qbyte(b + 2u + (i >> 3u)) >> (i & 7u)) & 1u;
-            v = f32(i32(qnibble32(b + 6u, i) | (hb << 4u)) - 16) * qhalf(b);
-        }
-        case QT_Q5_1: { // Q5_1
-            let hb = (qbyte(b + 4u + (i >> 3u)) >> (i & 7u)) & 1u;
-            v = f32(qnibble32(b + 8u, i) | (hb << 4u)) * qhalf(b) + qhalf(b + 2u);
-        }
-        case QT_Q8_0: { // Q8_0: d, 32 int8
-            v = f32(extractBits(bitcast<i32>(qbyte(b + 2u + i)), 0u, 8u)) * qhalf(b);
-        }
-        case QT_MXFP4: { // MXFP4: E8M0 e, 16 bytes of E2M1 codes
-            v = f32(qfp4(vec4<u32>(qnibble32(b + 1u, i))).x) * qe8m0_half(qbyte(b));
-        }
-        case QT_IQ4NL: { // IQ4_NL: d, 16 bytes of codes
-            v = qhalf(b) * f32(qiq4nl(vec4<u32>(qnibble32(b + 2u, i))).x);
-        }
-        case QT_IQ4XS: { // IQ4_XS: d, scales_h, scales_l[4], 8 sub-blocks of IQ4_NL codes
-            let j = i >> 5u;
-            v = qiq4xs_scale(b, j) * f32(qiq4nl(vec4<u32>(qnibble32(b + 8u + 16u * j, i & 31u))).x);
-        }
-        case QT_NVFP4: { // NVFP4: 4 UE4M3 scales, 4 sub-blocks of 16 (8 bytes of nibbles each)
-            let s = i >> 4u;
-            let j = i & 15u;
-            let c = (qbyte(b + 4u + 8u * s + (j & 7u)) >> (4u * (j >> 3u))) & 15u;
-            v = f32(qfp4(vec4<u32>(c)).x) * ue4m3_half(qbyte(b + s));
-        }
-        case QT_TQ1_0: { // TQ1_0: qs[48], qh[4] of base-3 digits, d
-            let at = qtq1_at(i & ~3u);
-            v = f32(qtq1_digits(vec4<u32>(qbyte(b + at.x + (i & 3u))), at.y).x) * qhalf(b + 52u);
-        }
-        case QT_IQ2XXS, QT_IQ2XS, QT_IQ2S, QT_IQ3XXS, QT_IQ3S, QT_IQ1S, QT_IQ1M: {
-            v = qgrid_value(qt, b, i);
-        }
-        case QT_TQ2_0: { // TQ2_0: element 128h + 32l + m is bits 2l of qs[32h + m]; d
-            let q = (qbyte(b + 32u * (i >> 7u) + (i & 31u)) >> (2u * ((i >> 5u) & 3u))) & 3u;
-            v = f32(i32(q) - 1) * qhalf(b + 64u);
-        }
-        case QT_Q4K, QT_Q5K: { // Q4_K, Q5_K
+        case QL_K45: { // Q4_K, Q5_K
             let j = i >> 5u; // sub-block
             let l = i & 31u;
             let sm = qscale_min(b + 4u, j);
@@ -317,30 +300,26 @@ fn qvalue(qt: u32, b: u32, i: u32) -> f32 {
             let m1 = qhalf(b + 2u) * sm.y;
             v = d1 * f32(q) - m1;
         }
-        case QT_Q2K, QT_Q3K: { // Q2_K, Q3_K: element l of sub-block 8h + 2j + u
-            let h = i >> 7u;
-            let j = (i >> 5u) & 3u;
-            let u = (i >> 4u) & 1u;
-            let l = i & 15u;
-            let s = 8u * h + 2u * j + u;
-            if qt == QT_Q2K {
-                let q = (qbyte(b + 16u + 32u * h + 16u * u + l) >> (2u * j)) & 3u;
-                let sc = qbyte(b + s);
-                let dl = qhalf(b + 80u) * f32(sc & 15u);
-                let ml = qhalf(b + 82u) * f32(sc >> 4u);
-                v = dl * f32(q) - ml;
-            } else {
-                var q = i32((qbyte(b + 32u + 32u * h + 16u * u + l) >> (2u * j)) & 3u);
-                if ((qbyte(b + 16u * u + l) >> (4u * h + j)) & 1u) == 0u {
-                    q -= 4;
+        case QL_S32: {
+            switch qt {
+                case QT_IQ4XS: { // IQ4_XS: d, scales_h, scales_l[4], 8 sub-blocks of IQ4_NL codes
+                    let j = i >> 5u;
+                    v = qiq4xs_scale(b, j) * f32(qiq4nl(vec4<u32>(qnibble32(b + 8u + 16u * j, i & 31u))).x);
                 }
-                let lo = (qbyte(b + 96u + (s & 7u)) >> (4u * (s >> 3u))) & 15u;
-                let hi = (qbyte(b + 104u + (s & 3u)) >> (2u * (s >> 2u))) & 3u;
-                let dl = qhalf(b + 108u) * f32(i32(lo | (hi << 4u)) - 32);
-                v = dl * f32(q);
+                case QT_TQ1_0: { // TQ1_0: qs[48], qh[4] of base-3 digits, d
+                    let at = qtq1_at(i & ~3u);
+                    v = f32(qtq1_digits(vec4<u32>(qbyte(b + at.x + (i & 3u))), at.y).x) * qhalf(b + 52u);
+                }
+                default: { // TQ2_0: element 128h + 32l + m is bits 2l of qs[32h + m]; d
+                    let q = (qbyte(b + 32u * (i >> 7u) + (i & 31u)) >> (2u * ((i >> 5u) & 3u))) & 3u;
+                    v = f32(i32(q) - 1) * qhalf(b + 64u);
+                }
             }
         }
-        default: { // Q6_K
+        case QL_GRID: {
+            v = qgrid4(qt, b, i & ~3u)[i & 3u];
+        }
+        case QL_K6: { // Q6_K
             let h = i >> 7u;
             let k = (i >> 5u) & 3u;
             let l = i & 31u;
@@ -348,6 +327,39 @@ fn qvalue(qt: u32, b: u32, i: u32) -> f32 {
             let hi = (qbyte(b + 128u + 32u * h + l) >> (2u * k)) & 3u;
             let sc = f32(extractBits(bitcast<i32>(qbyte(b + 192u + 8u * h + 2u * k + (l >> 4u))), 0u, 8u));
             v = qhalf(b + 208u) * sc * f32(i32(lo | (hi << 4u)) - 32);
+        }
+        default: { // QL_K23
+            switch qt {
+                case QT_NVFP4: { // NVFP4: 4 UE4M3 scales, 4 sub-blocks of 16 (8 bytes of nibbles each)
+                    let s = i >> 4u;
+                    let j = i & 15u;
+                    let c = (qbyte(b + 4u + 8u * s + (j & 7u)) >> (4u * (j >> 3u))) & 15u;
+                    v = f32(qfp4(vec4<u32>(c)).x) * ue4m3_half(qbyte(b + s));
+                }
+                default: { // Q2_K, Q3_K: element l of sub-block 8h + 2j + u
+                    let h = i >> 7u;
+                    let j = (i >> 5u) & 3u;
+                    let u = (i >> 4u) & 1u;
+                    let l = i & 15u;
+                    let s = 8u * h + 2u * j + u;
+                    if qt == QT_Q2K {
+                        let q = (qbyte(b + 16u + 32u * h + 16u * u + l) >> (2u * j)) & 3u;
+                        let sc = qbyte(b + s);
+                        let dl = qhalf(b + 80u) * f32(sc & 15u);
+                        let ml = qhalf(b + 82u) * f32(sc >> 4u);
+                        v = dl * f32(q) - ml;
+                    } else {
+                        var q = i32((qbyte(b + 32u + 32u * h + 16u * u + l) >> (2u * j)) & 3u);
+                        if ((qbyte(b + 16u * u + l) >> (4u * h + j)) & 1u) == 0u {
+                            q -= 4;
+                        }
+                        let lo = (qbyte(b + 96u + (s & 7u)) >> (4u * (s >> 3u))) & 15u;
+                        let hi = (qbyte(b + 104u + (s & 3u)) >> (2u * (s >> 2u))) & 3u;
+                        let dl = qhalf(b + 108u) * f32(i32(lo | (hi << 4u)) - 32);
+                        v = dl * f32(q);
+                    }
+                }
+            }
         }
     }
     return v;
@@ -403,21 +415,19 @@ fn qsub(ql: u32, qt: u32, b: u32, s: u32) -> QSub {
             }
         }
         case QL_K45: { // d, dmin, 12 scale bytes, (Q5_K: 32 bytes of high bits), qs
-            if qt == QT_IQ4XS {
-                r.a = qiq4xs_scale(b, s);
-                return r;
-            }
-            if qgrid_type(qt) { // qquant4 gives the values themselves
-                r.a = 1.0;
-                return r;
-            }
-            if qt == QT_TQ1_0 || qt == QT_TQ2_0 { // d*(digit-1): one scale, the offset in qquant4
-                r.a = qhalf(b + select(64u, 52u, qt == QT_TQ1_0));
-                return r;
-            }
             let sm = qscale_min(b + 4u, s);
             r.a = qhalf(b) * sm.x;
             r.c = -(qhalf(b + 2u) * sm.y);
+        }
+        case QL_S32: { // IQ4_XS: d, scales_h, scales_l[4], qs; TQ1_0, TQ2_0: one d
+            if qt == QT_IQ4XS {
+                r.a = qiq4xs_scale(b, s);
+            } else { // d*(digit-1): one scale, the offset in qquant4
+                r.a = qhalf(b + select(64u, 52u, qt == QT_TQ1_0));
+            }
+        }
+        case QL_GRID: { // qquant4 gives the values themselves
+            r.a = 1.0;
         }
         case QL_K6: { // ql 128, qh 64, int8 scales 16, d
             r.a = qhalf(b + 208u) * f32(extractBits(bitcast<i32>(qbyte(b + 192u + s)), 0u, 8u));
@@ -471,20 +481,6 @@ fn qquant4(ql: u32, qt: u32, b: u32, s: u32, sub: QSub, l: u32) -> vec4<f32> {
             }
         }
         case QL_K45: { // sub-blocks 2i and 2i+1: low and high nibbles of qs bytes 32i ..
-            if qt == QT_IQ4XS { // sub-block s: IQ4_NL's nibble layout over qs bytes 16s ..
-                return vec4<f32>(qiq4nl((vec4<u32>(qword4(b + 8u + 16u * s + (l & 15u))) >> (by + vec4<u32>((l >> 4u) * 4u))) & vec4<u32>(15u)));
-            }
-            if qgrid_type(qt) { // the values, element by element (qsub's a is 1)
-                let e = 32u * s + l;
-                return vec4<f32>(qgrid_value(qt, b, e), qgrid_value(qt, b, e + 1u), qgrid_value(qt, b, e + 2u), qgrid_value(qt, b, e + 3u));
-            }
-            if qt == QT_TQ2_0 { // sub-block s = 4h + j: bits 2j of qs bytes 32h ..
-                return vec4<f32>(vec4<i32>((vec4<u32>(qword4(b + 32u * (s >> 2u) + l)) >> (by + vec4<u32>(2u * (s & 3u)))) & vec4<u32>(3u)) - vec4<i32>(1));
-            }
-            if qt == QT_TQ1_0 {
-                let at = qtq1_at(32u * s + l);
-                return vec4<f32>(qtq1_digits((vec4<u32>(qword4(b + at.x)) >> by) & vec4<u32>(255u), at.y));
-            }
             var qs = b + 16u;
             if qt == QT_Q5K {
                 qs = b + 48u;
@@ -494,6 +490,19 @@ fn qquant4(ql: u32, qt: u32, b: u32, s: u32, sub: QSub, l: u32) -> vec4<f32> {
                 n |= ((vec4<u32>(w[(b + 16u + l) >> 2u]) >> (by + vec4<u32>(s))) & vec4<u32>(1u)) << vec4<u32>(4u);
             }
             q = vec4<i32>(n);
+        }
+        case QL_S32: {
+            if qt == QT_IQ4XS { // sub-block s: IQ4_NL's nibble layout over qs bytes 16s ..
+                return vec4<f32>(qiq4nl((vec4<u32>(qword4(b + 8u + 16u * s + (l & 15u))) >> (by + vec4<u32>((l >> 4u) * 4u))) & vec4<u32>(15u)));
+            }
+            if qt == QT_TQ2_0 { // sub-block s = 4h + j: bits 2j of qs bytes 32h ..
+                return vec4<f32>(vec4<i32>((vec4<u32>(qword4(b + 32u * (s >> 2u) + l)) >> (by + vec4<u32>(2u * (s & 3u)))) & vec4<u32>(3u)) - vec4<i32>(1));
+            }
+            let at = qtq1_at(32u * s + l); // TQ1_0
+            return vec4<f32>(qtq1_digits((vec4<u32>(qword4(b + at.x)) >> by) & vec4<u32>(255u), at.y));
+        }
+        case QL_GRID: { // the values, element by element (qsub's a is 1)
+            return qgrid4(qt, b, 32u * s + l);
         }
         case QL_K6: { // element 128h + 32k + e (e = 16 (s & 1) + l): s = 8h + 2k + (s & 1)
             let h = s >> 3u;

@@ -19,10 +19,10 @@ const KVQ_MAX: u32 = 256u; // the largest head dim of a quantized cache (the pla
 // The quantized kernels (attention_q, store_kv_q, store_kv_rope_q) read
 // p.kv_quant once per workgroup through workgroup memory (kvq_begin, at
 // the top of the entry point: every invocation calls it) and branch on
-// that copy. A branch on the uniform alone is one a driver may specialise
-// per bind: lavapipe (Mesa 22.3) inlines uniforms that decide branches
-// and, when the type's code is most of the kernel, compiles a variant with
-// LLVM at every dispatch. The float kernels hold no quantized path at all.
+// that copy. The float kernels hold no quantized path at all: a software
+// driver runs every path of a kernel (llvmpipe masks both sides of each
+// branch), so a float-cache dispatch would pay for the block decoders
+// (shaders/README.md).
 var<workgroup> kvq_code_wg: u32;
 var<private> kvq_code: u32;
 
