@@ -82,7 +82,7 @@ type Model struct {
 	// noWindows keeps multi-step decoding to one submission at a time
 	// where the backend reads ahead (window.go): tests compare the two.
 	noWindows bool
-	closed         bool
+	closed    bool
 	// device serializes the backend calls (compiling, running, reading
 	// back) of concurrent slots on GPU backends, whose device queue is
 	// shared; nil on the CPU backend, whose programs run concurrently.
