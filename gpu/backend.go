@@ -144,14 +144,14 @@ type Program interface {
 	// each submission from the step tensor the one before it left: step i
 	// runs the id step i-1 picked (step 0: token) at position pos+i, as
 	// RunSteps' steps do, and a picked stop id (at most Caps().MaxStops)
-	// ends the window's work on the device. The window keeps the next
-	// submission queued while the host reads the one before (where
+	// ends the window's work on the device. The window keeps later
+	// submissions queued while the host reads one (where
 	// Caps().ReadAhead, else ErrUnsupported; ErrUnsupported too for a
 	// program that updates recurrent states, whose steps past a stop
 	// could not be undone). With timed set the submissions are
 	// bracketed with timestamps (Caps().Timestamps) and Close reports
 	// their device time. The program's cache may hold positions past the
-	// ids the caller took (a submission queued past the stop it reads
+	// ids the caller took (submissions queued past the stop it reads
 	// last): the caller keeps its own position. No other run of the
 	// program may come before Close.
 	StartSteps(ctx context.Context, token int32, pos, steps, perSubmit int, stops []int32, timed bool) (StepWindow, error)

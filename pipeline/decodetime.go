@@ -22,7 +22,13 @@ type DecodeTime struct {
 	// and read of the ids, and the read of its two timestamps): beside
 	// Device, a host share measured in the same moment as the device's,
 	// which a busy machine's swings between runs do not blur, though one
-	// timestamp read per submission larger than a generation's.
+	// timestamp read per submission larger than a generation's. Where
+	// the backend reads ahead (gpu.Caps.ReadAhead) the steps run in
+	// windows as a generation's do (windowStep), each submission with
+	// timestamps of its own, and Wall runs from each window's start to
+	// its last ids, its timestamps read after: Wall - Device is then the
+	// device's idle time between and around the submissions, which the
+	// queued submissions shrink to a window's first submit and last read.
 	Wall time.Duration
 }
 

@@ -14,13 +14,13 @@ import (
 // steps (no more than the generation may still produce and the cache
 // holds) runs as multiStep's submissions, but the device continues each
 // submission from its own step tensor and the next one is queued before
-// the host reads the one before (gpu.Program.StartSteps), so the read's
+// the host reads one (gpu.Program.StartSteps), so the read's
 // round trip (on the page, through the browser's GPU process) overlaps
 // the device's work instead of idling it. The ids are multiStep's, one for
 // one: the same steps on the same inputs, a device stop id ending the
 // work on the device. A stop the host finds (a stop string, a stop id
 // past the device's, the consumer) ends the generation mid-window: close
-// then waits out the one submission still queued, whose steps wrote cache
+// then waits out the submissions still queued, whose steps wrote cache
 // positions past the ids taken, which the slot's cached tokens do not
 // claim. Where the program cannot run windows (recurrent states), the
 // generation goes on as multiStep.

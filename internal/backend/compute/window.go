@@ -22,15 +22,23 @@ import (
 // window, stores the next id at ids[count] and moves the position on),
 // and each is followed by a copy of the step tensor into a map-readable
 // buffer of its own (gpu.Device.SubmitRead), which the host maps while
-// the next submission runs. A stop id ends the work on the device as in
-// RunSteps: a submission queued after it runs no rows. The ids the
+// the next submissions run. A stop id ends the work on the device as in
+// RunSteps: the submissions queued after it run no rows. The ids the
 // device picks are those RunSteps would pick, step for step: the same
 // kernels on the same inputs (each submission's list is the one of its
 // span, lenlists.go, which computes what the whole one does).
 
 // windowDepth is how many submissions of a window are queued at once:
-// while the host reads one, the next runs.
-const windowDepth = 2
+// while the host reads one, the next ones run. The device idles when the
+// read's round trip and the next submit take longer than the device
+// time of the submissions queued behind the one read: on the page that
+// is 4-6 ms (a round trip of 3-4 ms and a queue.submit of 1-2 ms), which
+// two submissions behind cover for 8-step submissions of 0.3 ms steps (a
+// 110M model on a desktop GPU), where one would need 0.7 ms steps. A stop
+// mid-window discards the submissions queued past it: after a device
+// stop they run no rows; after a host stop (a stop string) they run up to
+// 2 * StepsPerSubmit steps whose ids are dropped.
+const windowDepth = 3
 
 // stepWindow is a window StartSteps started (gpu.StepWindow).
 type stepWindow struct {
