@@ -61,7 +61,9 @@ func stepsIDs(t *testing.T, p *program, tok int32, pos, total, per int) []int32 
 // TestStepWindows: a window of decode steps (StartSteps, the next
 // submission queued before the host reads the one before) picks the ids
 // RunSteps' one-at-a-time submissions pick, greedy and sampled, for
-// whole windows, a window ending in a stop id mid-submission (nothing
+// whole windows (with the picking kernel advancing the step tensor, and
+// with the advance kernel after an op that follows the pick), a window
+// ending in a stop id mid-submission (nothing
 // after it is handed out), and a window the host closes after its first
 // submission, whose queued second one wrote cache positions past the ids
 // taken: steps from the accepted position then still pick RunSteps' ids.
@@ -76,7 +78,7 @@ func TestStepWindows(t *testing.T) {
 	const per, total = 8, 80 // a window of 64 and one of 16 (positions 64-79 cross into a longer span)
 	rule := fusion.Sampling{Temperature: 0.9, TopK: 40, TopP: 0.95, Seed: 7}
 	for _, d := range TestDevices {
-		for _, pick := range []string{"argmax", "sample"} {
+		for _, pick := range []string{"argmax", "sample", "advance kernel"} {
 			t.Run(d.Name+"/"+pick, func(t *testing.T) {
 				dev, err := d.Open(ctx)
 				gputest.NoDevice(t, d.Name, err)
@@ -93,6 +95,14 @@ func TestStepWindows(t *testing.T) {
 					o = arch.BuildOptions{Tokens: 1, MaxLen: 256, Sample: &rule}
 				}
 				g := mustBuild(t, &ck.Config, o)
+				if pick == "advance kernel" {
+					// An op after the Argmax: the advance kernel (wgsl/step.wgsl)
+					// advances the step tensor, at each step's index in the
+					// window (its parameters' slot), not the picking kernel.
+					am := g.Ops[len(g.Ops)-1].(*fusion.ArgmaxOp)
+					in := g.Bufs[am.In]
+					g.Add(&fusion.ActivationOp{Out: g.NewBuf("after", in.Rows, in.Cols), In: am.In, Act: fusion.ActSiLU})
+				}
 				kv, err := be.NewKVCache(g.KV)
 				if err != nil {
 					t.Fatal(err)
@@ -104,6 +114,9 @@ func TestStepWindows(t *testing.T) {
 				}
 				defer pr.Release()
 				p := pr.(*program)
+				if p.picksAdvance == (pick == "advance kernel") {
+					t.Fatalf("%s: picksAdvance %v", pick, p.picksAdvance)
+				}
 				if !be.Caps().ReadAhead {
 					if _, err := p.StartSteps(ctx, 1, 0, 16, per, nil, false); !errors.Is(err, gpu.ErrUnsupported) {
 						t.Fatalf("StartSteps on a device that does not read ahead: %v, want ErrUnsupported", err)
