@@ -138,6 +138,23 @@ type Program interface {
 	// caller sets against the wall time of its decode steps to see the
 	// host's share (the passes are not split, unlike Profile's).
 	TimeSteps(ctx context.Context, token int32, pos, n int, stops []int32) (ids []int32, deviceNanos uint64, err error)
+	// StartSteps starts a window of up to steps (1..Caps().MaxSteps)
+	// decode steps of a one-token program ending in fusion.Argmax or
+	// fusion.Sample, perSubmit steps a submission, the device continuing
+	// each submission from the step tensor the one before it left: step i
+	// runs the id step i-1 picked (step 0: token) at position pos+i, as
+	// RunSteps' steps do, and a picked stop id (at most Caps().MaxStops)
+	// ends the window's work on the device. The window keeps later
+	// submissions queued while the host reads one (where
+	// Caps().ReadAhead, else ErrUnsupported; ErrUnsupported too for a
+	// program that updates recurrent states, whose steps past a stop
+	// could not be undone). With timed set the submissions are
+	// bracketed with timestamps (Caps().Timestamps) and Close reports
+	// their device time. The program's cache may hold positions past the
+	// ids the caller took (submissions queued past the stop it reads
+	// last): the caller keeps its own position. No other run of the
+	// program may come before Close.
+	StartSteps(ctx context.Context, token int32, pos, steps, perSubmit int, stops []int32, timed bool) (StepWindow, error)
 	// SetSampling changes the rule of a decode program ending in
 	// fusion.Sample for the following runs without compiling the graph
 	// again, where Caps().Sampling (else ErrUnsupported). It rejects the
@@ -150,6 +167,19 @@ type Program interface {
 	// a profiled step runs a little slower than Run.
 	Profile(ctx context.Context, tokens []int32, pos int) ([]OpTime, error)
 	Release()
+}
+
+// StepWindow is a window of decode steps Program.StartSteps started.
+type StepWindow interface {
+	// Next returns the ids of the window's next submission in order
+	// (perSubmit of them, fewer at the window's end or at a stop id,
+	// which is then the last), having queued the submission after the
+	// next one; none (nil, nil) once the window is over.
+	Next(ctx context.Context) ([]int32, error)
+	// Close ends the window, waiting for what it still has queued, and,
+	// for a timed window, returns the device time of its submissions in
+	// nanoseconds. Call it once, whether or not the window is over.
+	Close() (deviceNanos uint64, err error)
 }
 
 // DeviceType classifies an adapter.

@@ -70,6 +70,15 @@ type Caps struct {
 	MaxSteps int
 	// MaxStops is the most stop ids RunSteps checks on the device.
 	MaxStops int
+	// ReadAhead: on a device, Device.SubmitRead queues a read back behind
+	// a submission and returns before it is done, so the host can queue
+	// the next submission before it reads the first one's result; on a
+	// backend, Program.StartSteps runs a window of decode steps that
+	// way (where a program runs several steps per submission, MaxSteps,
+	// and updates no recurrent state). The page's WebGPU gains most: its
+	// read's round trip through the browser's GPU process (milliseconds)
+	// then overlaps the device's next submission.
+	ReadAhead bool
 	// HalfLoRA: the backend wants the matrices of unmerged LoRA updates of
 	// quantized weights (A, [rank, in], and B, [out, rank]) stored as
 	// binary16 rather than f32: its products with quantized weights round

@@ -66,12 +66,30 @@ type Device interface {
 	// [0, n) (Commands.Timestamp) in nanoseconds of device time, where
 	// Caps().Timestamps (else ErrUnsupported).
 	ReadTimestamps(n int) ([]uint64, error)
+	// SubmitRead submits cmds as Submit does and then, in queue order
+	// after them, copies src[off:off+n] into a read-back buffer of the
+	// device's own and starts mapping it, without waiting: the returned
+	// PendingRead's Wait gives those bytes once the work submitted up to
+	// the copy finished, whatever was submitted after SubmitRead returned
+	// (the host queues submission k+1 before it reads submission k's
+	// result). It fails with ErrUnsupported where !Caps().ReadAhead.
+	SubmitRead(src Buffer, off int64, n int, cmds ...Commands) (PendingRead, error)
 	// MemoryUse is what the device allocated through its API.
 	MemoryUse() MemoryUse
 	// ResetPeakMemory makes the peak the current allocation, so the next
 	// MemoryUse covers what follows.
 	ResetPeakMemory()
 	Close() error
+}
+
+// PendingRead is a read back SubmitRead started.
+type PendingRead interface {
+	// Wait waits for the read and copies its n bytes into dst (len(dst)
+	// is n). Call it exactly once, also for a result no longer wanted: it
+	// gives the device's read-back buffer back. A wait cancelled by ctx
+	// returns an error wrapping ctx's; the read-back buffer is then
+	// dropped.
+	Wait(ctx context.Context, dst []byte) error
 }
 
 // Kernel is a compiled compute pipeline.

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -21,7 +22,13 @@ type DecodeTime struct {
 	// and read of the ids, and the read of its two timestamps): beside
 	// Device, a host share measured in the same moment as the device's,
 	// which a busy machine's swings between runs do not blur, though one
-	// timestamp read per submission larger than a generation's.
+	// timestamp read per submission larger than a generation's. Where
+	// the backend reads ahead (gpu.Caps.ReadAhead) the steps run in
+	// windows as a generation's do (windowStep), each submission with
+	// timestamps of its own, and Wall runs from each window's start to
+	// its last ids, its timestamps read after: Wall - Device is then the
+	// device's idle time between and around the submissions, which the
+	// queued submissions shrink to a window's first submit and last read.
 	Wall time.Duration
 }
 
@@ -88,6 +95,14 @@ func (m *Model) timeSteps(ctx context.Context, sl *slot, prompt []int, steps int
 	}
 	var out DecodeTime
 	token, pos := int32(prompt[len(prompt)-1]), len(prompt)-1
+	if most > 1 && m.caps.ReadAhead && !m.noWindows {
+		switch out, err := m.timeWindows(ctx, sl, token, pos, steps, most); {
+		case err == nil:
+			return out, nil
+		case !errors.Is(err, gpu.ErrUnsupported):
+			return DecodeTime{}, err
+		}
+	}
 	for out.Steps < steps {
 		n := min(most, steps-out.Steps)
 		start := time.Now()
@@ -105,6 +120,55 @@ func (m *Model) timeSteps(ctx context.Context, sl *slot, prompt []int, steps int
 		out.Submissions++
 		out.Device += time.Duration(nanos)
 		token, pos = ids[len(ids)-1], pos+len(ids)
+	}
+	return out, nil
+}
+
+// timeWindows times steps as a generation on a backend that reads ahead
+// runs them (windowStep): windows of up to Caps().MaxSteps steps, most a
+// submission, each submission bracketed with timestamps. Wall runs from
+// each window's start to its last ids (its timestamps are read after).
+func (m *Model) timeWindows(ctx context.Context, sl *slot, token int32, pos, steps, most int) (DecodeTime, error) {
+	var out DecodeTime
+	for out.Steps < steps {
+		n := min(m.caps.MaxSteps, steps-out.Steps)
+		per := min(most, n)
+		start := time.Now()
+		m.lockDevice()
+		win, err := sl.argmax.prog.StartSteps(ctx, token, pos, n, per, nil, true)
+		m.unlockDevice()
+		if err != nil {
+			return DecodeTime{}, fmt.Errorf("pipeline: timed decode: %d steps at position %d: %w", n, pos, err)
+		}
+		got := 0
+		for {
+			m.lockDevice()
+			ids, err := win.Next(ctx)
+			m.unlockDevice()
+			if err != nil {
+				win.Close()
+				return DecodeTime{}, fmt.Errorf("pipeline: timed decode: steps at position %d: %w", pos, err)
+			}
+			if len(ids) == 0 {
+				break
+			}
+			got += len(ids)
+			token = ids[len(ids)-1]
+		}
+		out.Wall += time.Since(start)
+		m.lockDevice()
+		nanos, err := win.Close()
+		m.unlockDevice()
+		if err != nil {
+			return DecodeTime{}, fmt.Errorf("pipeline: timed decode: %w", err)
+		}
+		if got == 0 {
+			return DecodeTime{}, fmt.Errorf("pipeline: timed decode: %d steps at position %d ran none", n, pos)
+		}
+		out.Steps += got
+		out.Submissions += (got + per - 1) / per
+		out.Device += time.Duration(nanos)
+		pos += got
 	}
 	return out, nil
 }

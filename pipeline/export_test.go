@@ -45,3 +45,8 @@ func PrefillLogits(m *Model, context []int) ([]float32, int, error) {
 
 // RunCounts returns how many steps m's Model.run ran and their tokens.
 func RunCounts(m *Model) (steps, tokens int64) { return m.ranSteps.Load(), m.ranTokens.Load() }
+
+// NoWindows turns m's windows of decode steps off (window.go): its
+// multi-step generations submit one at a time, as where the backend does
+// not read ahead.
+func NoWindows(m *Model) { m.noWindows = true }

@@ -79,7 +79,10 @@ type Model struct {
 	greedyOff bool // greedy ids are sampled on the host
 	// stepsPerSubmit is Options.StepsPerSubmit resolved.
 	stepsPerSubmit int
-	closed         bool
+	// noWindows keeps multi-step decoding to one submission at a time
+	// where the backend reads ahead (window.go): tests compare the two.
+	noWindows bool
+	closed    bool
 	// device serializes the backend calls (compiling, running, reading
 	// back) of concurrent slots on GPU backends, whose device queue is
 	// shared; nil on the CPU backend, whose programs run concurrently.

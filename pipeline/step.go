@@ -21,6 +21,8 @@ import (
 //     on the device (argmax or sampling; under a grammar the mask set on
 //     the program first), only the id coming back;
 //   - multiStep (greedy.go) runs several such steps per submission;
+//   - windowStep (window.go) runs windows of such submissions, the next
+//     queued while the host reads the one before;
 //   - speculative (speculative.go) drafts tokens and verifies them several
 //     in one step, stepping plainly (hostPick or batchRound) where nothing
 //     is drafted.
@@ -64,7 +66,11 @@ func (m *Model) newStepper(ctx context.Context, sl *slot, g *generation, opts *G
 		// A masked program runs one step per submission.
 		return d, nil
 	}
-	return &multiStep{single: d, most: m.stepsPerSubmit, stops: g.deviceStops(pick.maxStops)}, nil
+	multi := &multiStep{single: d, most: m.stepsPerSubmit, stops: g.deviceStops(pick.maxStops)}
+	if m.caps.ReadAhead && !m.noWindows {
+		return &windowStep{multi: multi}, nil
+	}
+	return multi, nil
 }
 
 // hostPick is the stepper that picks every token on the host from a row of

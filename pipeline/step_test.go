@@ -102,6 +102,9 @@ func (p *fakeProgram) RunSteps(context.Context, int32, int, int, []int32) ([]int
 func (p *fakeProgram) TimeSteps(context.Context, int32, int, int, []int32) ([]int32, uint64, error) {
 	return nil, 0, gpu.ErrUnsupported
 }
+func (p *fakeProgram) StartSteps(context.Context, int32, int, int, int, []int32, bool) (gpu.StepWindow, error) {
+	return nil, gpu.ErrUnsupported
+}
 func (p *fakeProgram) SetSampling(fusion.Sampling) error { return gpu.ErrUnsupported }
 func (p *fakeProgram) Profile(context.Context, []int32, int) ([]gpu.OpTime, error) {
 	return nil, gpu.ErrUnsupported

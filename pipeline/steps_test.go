@@ -23,6 +23,15 @@ type stepCounter struct {
 	compiles   int // graphs compiled
 }
 
+// Caps turns windows of decode steps off (gpu.Caps.ReadAhead): these
+// tests count and hold RunSteps' one-at-a-time submissions (windows:
+// TestWindowSteps).
+func (b *stepCounter) Caps() gpu.Caps {
+	c := b.Backend.Caps()
+	c.ReadAhead = false
+	return c
+}
+
 func (b *stepCounter) Compile(g *fusion.Graph, w gpu.Weights, kv gpu.KVCache) (gpu.Program, error) {
 	b.compiles++
 	if slices.ContainsFunc(g.Ops, func(op fusion.Op) bool { return op.Kind() == fusion.Sample }) {

@@ -285,6 +285,7 @@ func TestBrowser(t *testing.T) {
 			// shader compilation.
 			if !mode.noGPU {
 				checkStepsAhead(t, tab, cases[0])
+				checkWindows(t, tab, cases[0])
 				checkTimeDecode(t, tab)
 				screenshotAndStop(t, tab)
 				return

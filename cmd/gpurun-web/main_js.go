@@ -411,7 +411,7 @@ func (s *state) loaded(m *pipeline.Model, source string, size int64, compiled in
 	}, nil
 }
 
-// generate(prompt, {maxTokens, temperature, topK, topP, seed, promptIds, ignoreStop, images, audio}, onToken)
+// generate(prompt, {maxTokens, temperature, topK, topP, seed, promptIds, ignoreStop, stopTokens, images, audio}, onToken)
 func (s *state) generate(args []js.Value) (any, error) {
 	if len(args) < 1 {
 		return nil, errors.New("generate: want a prompt")
@@ -572,7 +572,26 @@ func genOptions(opts js.Value) pipeline.GenerateOptions {
 		Seed:        uint64(num(opts, "seed", 0)),
 		// ignoreStop: generate maxTokens whatever comes (gpurun bench).
 		IgnoreStopTokens: opts.Type() == js.TypeObject && opts.Get("ignoreStop").Truthy(),
+		// stopTokens: ids that end generation besides the model's.
+		StopTokens: jsInts(opts, "stopTokens"),
 	}
+}
+
+// jsInts returns the numbers of the array opts[name], nil where it has
+// none.
+func jsInts(opts js.Value, name string) []int {
+	if opts.Type() != js.TypeObject {
+		return nil
+	}
+	a := opts.Get(name)
+	if a.Type() != js.TypeObject {
+		return nil
+	}
+	var out []int
+	for i := range a.Length() {
+		out = append(out, a.Index(i).Int())
+	}
+	return out
 }
 
 // run generates on a fresh session, streaming to onToken. s.mu is held.

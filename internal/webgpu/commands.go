@@ -216,35 +216,50 @@ func (c *commands) Release() {
 // Submit encodes and queues the lists in order after checking that every
 // list is finished and every buffer and kernel it uses is still alive.
 func (d *Device) Submit(lists ...gpu.Commands) error {
-	cs := make([]*commands, len(lists))
-	for i, l := range lists {
-		c, ok := l.(*commands)
-		if !ok || c == nil || c.dev != d {
-			return fmt.Errorf("webgpu: submit: %T is not a command list of this device", l)
-		}
-		if c.released.Load() {
-			return errors.New("webgpu: submit: command list used after Release")
-		}
-		if !c.finished {
-			return ErrNotFinished
-		}
-		for b := range c.bufs {
-			if b.released.Load() {
-				return errors.New("webgpu: submit: a recorded buffer was released")
-			}
-		}
-		for k := range c.kernels {
-			if k.released.Load() {
-				return fmt.Errorf("webgpu: submit: kernel %s was released", k.name)
-			}
-		}
-		cs[i] = c
+	cs, err := d.submittable(lists)
+	if err != nil {
+		return err
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
 		return ErrClosed
 	}
+	return d.submitLocked(cs)
+}
+
+// submittable checks lists for Submit: finished lists of this device
+// whose buffers and kernels are alive.
+func (d *Device) submittable(lists []gpu.Commands) ([]*commands, error) {
+	cs := make([]*commands, len(lists))
+	for i, l := range lists {
+		c, ok := l.(*commands)
+		if !ok || c == nil || c.dev != d {
+			return nil, fmt.Errorf("webgpu: submit: %T is not a command list of this device", l)
+		}
+		if c.released.Load() {
+			return nil, errors.New("webgpu: submit: command list used after Release")
+		}
+		if !c.finished {
+			return nil, ErrNotFinished
+		}
+		for b := range c.bufs {
+			if b.released.Load() {
+				return nil, errors.New("webgpu: submit: a recorded buffer was released")
+			}
+		}
+		for k := range c.kernels {
+			if k.released.Load() {
+				return nil, fmt.Errorf("webgpu: submit: kernel %s was released", k.name)
+			}
+		}
+		cs[i] = c
+	}
+	return cs, nil
+}
+
+// submitLocked encodes and queues cs. d.mu is held.
+func (d *Device) submitLocked(cs []*commands) error {
 	noteSubmit(d, cs)
 	if handled, err := submitReplay(d, cs); handled {
 		return err

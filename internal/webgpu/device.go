@@ -40,6 +40,7 @@ type Device struct {
 
 	staging     *wgpu.Buffer // map-readable, grown on demand
 	stagingSize int64
+	readBufs    []readBuf // free map-readable buffers of reads ahead (readahead.go)
 
 	queries  *querySet    // timestamps, when supported
 	resolved *wgpu.Buffer // resolve target of the query set
@@ -219,6 +220,7 @@ func (d *Device) init() error {
 		StorageOffsetAlign:  int(d.limits.MinStorageBufferOffsetAlignment),
 		MaxStorageBuffers:   int(d.limits.MaxStorageBuffersPerShaderStage),
 		MaxUniformBuffers:   int(d.limits.MaxUniformBuffersPerShaderStage),
+		ReadAhead:           true, // SubmitRead (readahead.go)
 	}
 	if timestamps {
 		qs, err := createTimestamps(dev, timestampSlots)
@@ -271,6 +273,7 @@ func (d *Device) Close() error {
 		d.staging.Release()
 		d.mem.Sub(d.stagingSize)
 	}
+	d.releaseReadBufs()
 	if d.resolved != nil {
 		d.resolved.Release()
 	}

@@ -127,3 +127,62 @@ func mapRead(dev *wgpu.Device, b *wgpu.Buffer, dst []byte) error {
 		return fmt.Errorf("webgpu: buffer map failed with status %d", int(st))
 	}
 }
+
+// mapping is a read ahead's map in flight natively: the status slot its
+// callback writes (gpurun_map_start).
+type mapping struct{ status *C.int }
+
+// startRead submits cs, then a copy of src[off:off+n] into rb, and asks
+// for rb's map (SubmitRead). d.mu is held.
+func startRead(d *Device, cs []*commands, src *buffer, off int64, rb *wgpu.Buffer, n int64) (mapping, error) {
+	if err := d.submitLocked(cs); err != nil {
+		return mapping{}, err
+	}
+	enc, err := d.dev.CreateCommandEncoder(nil)
+	if err != nil {
+		return mapping{}, fmt.Errorf("webgpu: read ahead: %w", err)
+	}
+	defer enc.Release()
+	if err := enc.CopyBufferToBuffer(src.b, uint64(off), rb, 0, uint64(n)); err != nil {
+		return mapping{}, fmt.Errorf("webgpu: read ahead copy: %w", err)
+	}
+	cb, err := enc.Finish(nil)
+	if err != nil {
+		return mapping{}, fmt.Errorf("webgpu: read ahead: %w", err)
+	}
+	d.queue.Submit(cb)
+	cb.Release()
+	r := bufferRef(rb)
+	if r == nil {
+		return mapping{}, fmt.Errorf("webgpu: read ahead: nil handle")
+	}
+	status := C.gpurun_map_start(C.WGPUBuffer(r), C.size_t(n))
+	if status == nil {
+		return mapping{}, fmt.Errorf("webgpu: read ahead: out of memory")
+	}
+	return mapping{status: (*C.int)(unsafe.Pointer(status))}, nil
+}
+
+// waitRead polls the device, under its lock as WaitContext does, until
+// m's map ran, then copies the mapped bytes into dst and unmaps. A map
+// that did not finish leaves its status slot allocated (see
+// gpurun_map_start).
+func waitRead(ctx context.Context, d *Device, m mapping, rb *wgpu.Buffer, dst []byte) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
+	dev, r := deviceRef(d.dev), bufferRef(rb)
+	status := (*C.int)(m.status)
+	err := pollUntil(ctx, maxMapWait, func() bool {
+		return C.gpurun_map_poll(C.WGPUDevice(dev), status) != C.GPURUN_PENDING
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the map: %w", err)
+	}
+	if st := C.gpurun_map_finish(C.WGPUBuffer(r), C.size_t(len(dst)), unsafe.Pointer(&dst[0]), status); st != 0 {
+		return fmt.Errorf("buffer map failed with status %d", int(st))
+	}
+	return nil
+}

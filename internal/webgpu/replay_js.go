@@ -3,6 +3,7 @@
 package webgpu
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"runtime"
@@ -11,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/cogentcore/webgpu/jsx"
+	"github.com/cogentcore/webgpu/wgpu"
 )
 
 // replay is a command list as one JavaScript array, made at its first
@@ -72,13 +74,28 @@ ch.port1.onmessage = () => {
   if (j === null || j.seq !== a.seq || a.cb !== null) return;
   try { a.cb = encode(j.device, j.lists, j.querySet); a.lists = j.lists; } catch (e) { a.cb = null; a.lists = null; }
 };
-a.submit = (device, lists, querySet, again) => {
+const copyCB = (device, src, off, dst, n) => {
+  const enc = device.createCommandEncoder();
+  enc.copyBufferToBuffer(src, off, dst, 0, n);
+  return enc.finish();
+};
+const mapped = (dst, n) => dst.mapAsync(1 /* GPUMapMode.READ */, 0, n).then(() => {
+  try { return new Uint8Array(dst.getMappedRange(0, n)).slice(); }
+  finally { dst.unmap(); }
+});
+a.submit = (device, lists, querySet, again, src, off, dst, n) => {
   let cb = null;
   if (a.cb !== null && a.lists.length === lists.length && a.lists.every((o, i) => o === lists[i])) cb = a.cb;
   a.cb = null; a.lists = null; a.seq++;
   if (cb === null) cb = encode(device, lists, querySet);
-  device.queue.submit([cb]);
+  device.queue.submit(dst === null ? [cb] : [cb, copyCB(device, src, off, dst, n)]);
+  const read = dst === null ? undefined : mapped(dst, n);
   if (again) { a.job = {device, lists, querySet, seq: a.seq}; ch.port2.postMessage(0); }
+  return read;
+};
+a.read = (device, src, off, dst, n) => {
+  device.queue.submit([copyCB(device, src, off, dst, n)]);
+  return mapped(dst, n);
 };
 return a;
 `)
@@ -98,6 +115,14 @@ func handle[T any](p *T) js.Value { return *(*js.Value)(unsafe.Pointer(p)) }
 // path. Lists submitted before are encoded again ahead of their next
 // submission. d.mu is held.
 func submitReplay(d *Device, cs []*commands) (handled bool, err error) {
+	_, handled, err = replayRead(d, cs, nil, 0, nil, 0)
+	return handled, err
+}
+
+// replayRead is submitReplay, and with dst set, the same submission
+// copies src[off:off+n] into dst and the promise returned resolves with
+// those bytes once dst is mapped (SubmitRead's read ahead). d.mu is held.
+func replayRead(d *Device, cs []*commands, src *buffer, off int64, dst *wgpu.Buffer, n int64) (read js.Value, handled bool, err error) {
 	lists := js.Global().Get("Array").New()
 	again := true // every list was submitted before: likely to be again (decode steps)
 	for _, c := range cs {
@@ -115,11 +140,11 @@ func submitReplay(d *Device, cs []*commands) (handled bool, err error) {
 					ops.Call("push", 1, handle(cmd.src.b), cmd.srcOff, handle(cmd.dst.b), cmd.dstOff, cmd.size)
 				case cmdTimestamp:
 					if d.queries == nil {
-						return false, nil
+						return js.Undefined(), false, nil
 					}
 					ops.Call("push", 2, cmd.slot, 0, 0, 0, 0)
 				default:
-					return false, nil
+					return js.Undefined(), false, nil
 				}
 			}
 			c.replay = replay{ops: ops, made: true}
@@ -128,7 +153,7 @@ func submitReplay(d *Device, cs []*commands) (handled bool, err error) {
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			handled, err = true, fmt.Errorf("webgpu: submit: %v", r)
+			read, handled, err = js.Undefined(), true, fmt.Errorf("webgpu: submit: %v", r)
 		}
 	}()
 	qs := js.Null()
@@ -138,8 +163,11 @@ func submitReplay(d *Device, cs []*commands) (handled bool, err error) {
 	if d.ahead.v.IsUndefined() {
 		d.ahead.v = aheadFunc().Invoke()
 	}
-	d.ahead.v.Call("submit", handle(d.dev), lists, qs, again)
-	return true, nil
+	if dst == nil {
+		d.ahead.v.Call("submit", handle(d.dev), lists, qs, again, js.Null(), 0, js.Null(), 0)
+		return js.Undefined(), true, nil
+	}
+	return d.ahead.v.Call("submit", handle(d.dev), lists, qs, again, handle(src.b), off, handle(dst), n), true, nil
 }
 
 // readFunc copies n bytes of src at off into the staging buffer, submits,
@@ -272,5 +300,49 @@ func writeBuffer(d *Device, wb *buffer, off int64, data []byte) (err error) {
 	}()
 	writeFunc().Invoke(handle(d.queue), handle(wb.b), off, uintptr(unsafe.Pointer(&data[0])), len(data))
 	runtime.KeepAlive(data)
+	return nil
+}
+
+// mapping is a read ahead's map in flight on the page: the promise of
+// its bytes (aheadFunc's submit or read).
+type mapping struct{ p js.Value }
+
+// startRead submits cs and, in the same queue submission where the
+// lists replay, a copy of src[off:off+n] into rb, and asks for rb's map
+// (SubmitRead). d.mu is held.
+func startRead(d *Device, cs []*commands, src *buffer, off int64, rb *wgpu.Buffer, n int64) (m mapping, err error) {
+	noteSubmit(d, cs)
+	p, handled, err := replayRead(d, cs, src, off, rb, n)
+	if err != nil {
+		return mapping{}, err
+	}
+	if !handled {
+		if err := d.submitLocked(cs); err != nil {
+			return mapping{}, err
+		}
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("webgpu: read ahead: %v", r)
+			}
+		}()
+		if d.ahead.v.IsUndefined() {
+			d.ahead.v = aheadFunc().Invoke()
+		}
+		p = d.ahead.v.Call("read", handle(d.dev), handle(src.b), off, handle(rb), n)
+	}
+	return mapping{p: p}, nil
+}
+
+// waitRead awaits m's bytes into dst. The page's device lock is not held
+// while the event loop runs.
+func waitRead(_ context.Context, _ *Device, m mapping, _ *wgpu.Buffer, dst []byte) error {
+	v, ok := jsx.Await(m.p)
+	if !ok {
+		return fmt.Errorf("buffer map failed: %s", v.Call("toString").String())
+	}
+	if v.Length() != len(dst) {
+		return fmt.Errorf("mapped %d bytes, want %d", v.Length(), len(dst))
+	}
+	js.CopyBytesToGo(dst, v)
 	return nil
 }

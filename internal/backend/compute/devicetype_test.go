@@ -183,11 +183,14 @@ func (planCommands) Timestamp(int) error                                     { r
 func (planCommands) Finish() error                                           { return nil }
 func (planCommands) Release()                                                {}
 
-func (d *planDevice) Info() gpu.Info                                     { return d.info }
-func (d *planDevice) Caps() gpu.Caps                                     { return d.caps }
-func (d *planDevice) WaitContext(context.Context) error                  { return nil }
-func (d *planDevice) NewHostBuffer(size int64) (gpu.Buffer, error)       { return &planBuffer{size}, nil }
-func (d *planDevice) ReadTimestamps(n int) ([]uint64, error)             { return make([]uint64, n), nil }
+func (d *planDevice) Info() gpu.Info                               { return d.info }
+func (d *planDevice) Caps() gpu.Caps                               { return d.caps }
+func (d *planDevice) WaitContext(context.Context) error            { return nil }
+func (d *planDevice) NewHostBuffer(size int64) (gpu.Buffer, error) { return &planBuffer{size}, nil }
+func (d *planDevice) ReadTimestamps(n int) ([]uint64, error)       { return make([]uint64, n), nil }
+func (d *planDevice) SubmitRead(gpu.Buffer, int64, int, ...gpu.Commands) (gpu.PendingRead, error) {
+	return nil, gpu.ErrUnsupported
+}
 func (d *planDevice) MemoryUse() gpu.MemoryUse                           { return gpu.MemoryUse{} }
 func (d *planDevice) ResetPeakMemory()                                   {}
 func (d *planDevice) NewBuffer(size int64) (gpu.Buffer, error)           { return &planBuffer{size}, nil }

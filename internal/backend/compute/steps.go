@@ -57,9 +57,16 @@ type multiStep struct {
 
 // stepsKey names a recorded multi-step list.
 type stepsKey struct {
-	n      int
-	span   int // lenlists.go
-	stamps bool
+	n    int
+	span int // lenlists.go
+	// first is the index of the list's first step in its window
+	// (StartSteps; 0 for RunSteps), which the advance kernel's
+	// parameters name (0 where the picking kernel advances: its index is
+	// the step tensor's count).
+	first int
+	// stamps is 1 + the first of the two timestamp slots around the
+	// list's steps, 0 for none.
+	stamps int
 }
 
 // stepTensor reports whether g's step buffer is a shaders.DecodeStep: a
@@ -84,42 +91,9 @@ func pickedBuf(g *fusion.Graph) (fusion.Buf, bool) {
 // kernel (wgsl/step.wgsl) unless its picking kernel advanced the step
 // itself (picksAdvance, the usual case), and the tensor is read back once.
 func (p *program) RunSteps(ctx context.Context, token int32, pos, n int, stops []int32) ([]int32, error) {
-	if p.cmds == nil {
-		return nil, fmt.Errorf("%w: program released", ErrRun)
-	}
-	out, ok := pickedBuf(p.g)
-	if !stepTensor(p.g) || !ok {
-		return nil, fmt.Errorf("%w: RunSteps needs a one-token graph ending in Argmax or Sample: %w", ErrRun, gpu.ErrUnsupported)
-	}
-	if p.masked && n > 1 {
-		return nil, fmt.Errorf("%w: %d steps under a token mask (each step's mask depends on the token before it: Run one at a time)", ErrRun, n)
-	}
-	if n < 1 || n > shaders.MaxSteps {
-		return nil, fmt.Errorf("%w: %d steps, want 1..%d", ErrRun, n, shaders.MaxSteps)
-	}
-	if len(stops) > shaders.MaxStops {
-		return nil, fmt.Errorf("%w: %d stop ids, the device checks at most %d", ErrRun, len(stops), shaders.MaxStops)
-	}
-	if err := gpu.CheckStep(p.g, 1, pos, p.maxLen); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrRun, err)
-	}
-	if err := gpu.CheckStep(p.g, 1, pos+n-1, p.maxLen); err != nil {
-		return nil, fmt.Errorf("%w: %d steps: %w", ErrRun, n, err)
-	}
-	if p.vocab > 0 && (token < 0 || int(token) >= p.vocab) {
-		return nil, fmt.Errorf("%w: token %d outside the vocabulary of %d", ErrRun, token, p.vocab)
-	}
-	if p.inputCols > 0 || p.poolRows > 0 {
-		// Each step's rows are the token it picked, not input rows.
-		return nil, fmt.Errorf("%w: RunSteps of a graph with an input or pooling op: %w", ErrRun, gpu.ErrUnsupported)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("compute: run steps: %w", err)
-	}
-	for _, c := range p.states {
-		if err := checkState(c, pos); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrRun, err)
-		}
+	out, err := p.checkSteps(ctx, token, pos, n, stops)
+	if err != nil {
+		return nil, err
 	}
 	cmds, err := p.stepList(out, n, p.span(pos+n))
 	if err != nil {
@@ -151,10 +125,8 @@ func (p *program) RunSteps(ctx context.Context, token int32, pos, n int, stops [
 	if err := p.b.dev.Read(p.step, 0, raw); err != nil {
 		return nil, fmt.Errorf("compute: run steps: %w", err)
 	}
-	var got shaders.DecodeStep
-	full := make([]byte, binary.Size(got))
-	copy(full, raw)
-	if _, err := binary.Decode(full, binary.LittleEndian, &got); err != nil {
+	got, err := decodeStep(raw)
+	if err != nil {
 		return nil, err
 	}
 	if got.Count < 1 || int(got.Count) > n || got.ValidLen != uint32(pos)+got.Count {
@@ -170,6 +142,61 @@ func (p *program) RunSteps(ctx context.Context, token int32, pos, n int, stops [
 	// Logits (the picked id's buffer) holds the last step's pick.
 	p.lastT = 1
 	return ids, nil
+}
+
+// decodeStep decodes the first bytes of a step tensor (its header and
+// some of its ids; the rest read as zero).
+func decodeStep(raw []byte) (shaders.DecodeStep, error) {
+	var got shaders.DecodeStep
+	full := make([]byte, binary.Size(got))
+	copy(full, raw)
+	if _, err := binary.Decode(full, binary.LittleEndian, &got); err != nil {
+		return got, err
+	}
+	return got, nil
+}
+
+// checkSteps checks RunSteps' arguments (and StartSteps' with n its
+// window's steps) and returns the program's picked buffer.
+func (p *program) checkSteps(ctx context.Context, token int32, pos, n int, stops []int32) (fusion.Buf, error) {
+	if p.cmds == nil {
+		return 0, fmt.Errorf("%w: program released", ErrRun)
+	}
+	out, ok := pickedBuf(p.g)
+	if !stepTensor(p.g) || !ok {
+		return 0, fmt.Errorf("%w: RunSteps needs a one-token graph ending in Argmax or Sample: %w", ErrRun, gpu.ErrUnsupported)
+	}
+	if p.masked && n > 1 {
+		return 0, fmt.Errorf("%w: %d steps under a token mask (each step's mask depends on the token before it: Run one at a time)", ErrRun, n)
+	}
+	if n < 1 || n > shaders.MaxSteps {
+		return 0, fmt.Errorf("%w: %d steps, want 1..%d", ErrRun, n, shaders.MaxSteps)
+	}
+	if len(stops) > shaders.MaxStops {
+		return 0, fmt.Errorf("%w: %d stop ids, the device checks at most %d", ErrRun, len(stops), shaders.MaxStops)
+	}
+	if err := gpu.CheckStep(p.g, 1, pos, p.maxLen); err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrRun, err)
+	}
+	if err := gpu.CheckStep(p.g, 1, pos+n-1, p.maxLen); err != nil {
+		return 0, fmt.Errorf("%w: %d steps: %w", ErrRun, n, err)
+	}
+	if p.vocab > 0 && (token < 0 || int(token) >= p.vocab) {
+		return 0, fmt.Errorf("%w: token %d outside the vocabulary of %d", ErrRun, token, p.vocab)
+	}
+	if p.inputCols > 0 || p.poolRows > 0 {
+		// Each step's rows are the token it picked, not input rows.
+		return 0, fmt.Errorf("%w: RunSteps of a graph with an input or pooling op: %w", ErrRun, gpu.ErrUnsupported)
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("compute: run steps: %w", err)
+	}
+	for _, c := range p.states {
+		if err := checkState(c, pos); err != nil {
+			return 0, fmt.Errorf("%w: %w", ErrRun, err)
+		}
+	}
+	return out, nil
 }
 
 // TimeSteps (gpu.Program, where Caps().Timestamps): RunSteps on the
@@ -201,8 +228,25 @@ func (p *program) TimeSteps(ctx context.Context, token int32, pos, n int, stops 
 // stepList returns the command list of n steps for span, recording it on
 // first use.
 func (p *program) stepList(out fusion.Buf, n, span int) (gpu.Commands, error) {
+	stampAt := -1
+	if p.multi.stamps {
+		stampAt = 0
+	}
+	return p.stepListAt(out, n, span, 0, stampAt)
+}
+
+// stepListAt returns the command list of n steps for span, the first
+// being step first of its window, with timestamps stampAt and stampAt+1
+// around them (stampAt -1: none), recording it on first use.
+func (p *program) stepListAt(out fusion.Buf, n, span, first, stampAt int) (gpu.Commands, error) {
 	ms := &p.multi
-	key := stepsKey{n: n, span: span, stamps: ms.stamps}
+	if p.picksAdvance {
+		first = 0
+	}
+	if first < 0 || first+n > shaders.MaxSteps {
+		return nil, fmt.Errorf("%w: steps %d..%d of a window", ErrRun, first, first+n-1)
+	}
+	key := stepsKey{n: n, span: span, first: first, stamps: stampAt + 1}
 	if c, ok := ms.lists[key]; ok {
 		return c, nil
 	}
@@ -237,8 +281,8 @@ func (p *program) stepList(out fusion.Buf, n, span int) (gpu.Commands, error) {
 	if err != nil {
 		return nil, err
 	}
-	if key.stamps {
-		if err := cmds.Timestamp(0); err != nil {
+	if stampAt >= 0 {
+		if err := cmds.Timestamp(stampAt); err != nil {
 			cmds.Release()
 			return nil, err
 		}
@@ -251,15 +295,15 @@ func (p *program) stepList(out fusion.Buf, n, span int) (gpu.Commands, error) {
 		if p.picksAdvance {
 			continue // the picking kernel advanced the step
 		}
-		bind := append([]gpu.Binding{{Buf: ms.params, Offset: int64(s * paramSlot), Size: paramBytes}},
+		bind := append([]gpu.Binding{{Buf: ms.params, Offset: int64((first + s) * paramSlot), Size: paramBytes}},
 			stepBindings{Picked: gpu.Binding{Buf: p.bufs[out]}, St: gpu.Binding{Buf: p.step}}.list()...)
 		if err := cmds.Dispatch(adv, bind, 1, 1, 1); err != nil {
 			cmds.Release()
 			return nil, fmt.Errorf("advance: %w", err)
 		}
 	}
-	if key.stamps {
-		if err := cmds.Timestamp(1); err != nil {
+	if stampAt >= 0 {
+		if err := cmds.Timestamp(stampAt + 1); err != nil {
 			cmds.Release()
 			return nil, err
 		}

@@ -682,6 +682,12 @@ func (p *program) TimeSteps(context.Context, int32, int, int, []int32) ([]int32,
 	return nil, 0, fmt.Errorf("cpu: timed decode steps: %w", gpu.ErrUnsupported)
 }
 
+// StartSteps fails with gpu.ErrUnsupported: the CPU backend runs one step
+// per Run and has no queue to read ahead of (Caps().ReadAhead is false).
+func (p *program) StartSteps(context.Context, int32, int, int, int, []int32, bool) (gpu.StepWindow, error) {
+	return nil, fmt.Errorf("cpu: decode step windows: %w", gpu.ErrUnsupported)
+}
+
 // SetSampling fails with gpu.ErrUnsupported: a sampling rule is compiled
 // into the graph (Caps().Sampling is false).
 func (p *program) SetSampling(fusion.Sampling) error {

@@ -1,0 +1,215 @@
+package compute
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/shaders"
+)
+
+// Windows of decode steps (gpu.Program.StartSteps, Caps().ReadAhead).
+// RunSteps writes the step tensor, submits n steps, and waits for their
+// ids: the device then idles while the host reads them back and submits
+// again, which on the page is a round trip through the browser's GPU
+// process (3-4 ms a submission, where native reads take microseconds). A
+// window writes the step tensor once for all its steps (Steps up to
+// shaders.MaxSteps) and submits the n-step list again and again: each
+// submission continues from the step tensor the one before it left (the
+// picking kernel, or the advance kernel at the step's index in the
+// window, stores the next id at ids[count] and moves the position on),
+// and each is followed by a copy of the step tensor into a map-readable
+// buffer of its own (gpu.Device.SubmitRead), which the host maps while
+// the next submissions run. A stop id ends the work on the device as in
+// RunSteps: the submissions queued after it run no rows. The ids the
+// device picks are those RunSteps would pick, step for step: the same
+// kernels on the same inputs (each submission's list is the one of its
+// span, lenlists.go, which computes what the whole one does).
+
+// windowDepth is how many submissions of a window are queued at once:
+// while the host reads one, the next ones run. The device idles when the
+// read's round trip and the next submit take longer than the device
+// time of the submissions queued behind the one read: on the page that
+// is 4-6 ms (a round trip of 3-4 ms and a queue.submit of 1-2 ms), which
+// two submissions behind cover for 8-step submissions of 0.3 ms steps (a
+// 110M model on a desktop GPU), where one would need 0.7 ms steps. A stop
+// mid-window discards the submissions queued past it: after a device
+// stop they run no rows; after a host stop (a stop string) they run up to
+// 2 * StepsPerSubmit steps whose ids are dropped.
+const windowDepth = 3
+
+// stepWindow is a window StartSteps started (gpu.StepWindow).
+type stepWindow struct {
+	p      *program
+	out    fusion.Buf
+	pos    int // position of the window's first step
+	steps  int // the window's steps
+	per    int // steps a submission
+	timed  bool
+	next   int           // the next submission to queue
+	queued []queuedSteps // submissions queued and not yet read, in order
+	count  int           // ids handed out
+	over   bool          // the device reported the window's end or a stop
+	failed error         // a read that failed: the window is over
+	closed bool
+}
+
+// queuedSteps is a queued submission of a window and its read.
+type queuedSteps struct {
+	j    int // its index in the window
+	read gpu.PendingRead
+	n    int // bytes read: the step tensor's header and ids up to the submission's last
+}
+
+// StartSteps (gpu.Program, Caps().ReadAhead): see stepWindow.
+func (p *program) StartSteps(ctx context.Context, token int32, pos, steps, perSubmit int, stops []int32, timed bool) (gpu.StepWindow, error) {
+	if !p.b.devCaps.ReadAhead {
+		return nil, fmt.Errorf("compute: decode step windows: the device does not read ahead: %w", gpu.ErrUnsupported)
+	}
+	if timed && !p.b.devCaps.Timestamps {
+		return nil, fmt.Errorf("compute: timed decode step windows: the device keeps no timestamps: %w", gpu.ErrUnsupported)
+	}
+	out, err := p.checkSteps(ctx, token, pos, steps, stops)
+	if err != nil {
+		return nil, err
+	}
+	if len(p.states) > 0 {
+		// A submission queued past a stop would move the recurrent states
+		// on, and states do not roll back.
+		return nil, fmt.Errorf("%w: a window of decode steps of a program with recurrent states: %w", ErrRun, gpu.ErrUnsupported)
+	}
+	if perSubmit < 1 || perSubmit > steps {
+		return nil, fmt.Errorf("%w: %d steps a submission in a window of %d", ErrRun, perSubmit, steps)
+	}
+	st := p.encodeStep(stepWords{Pos: uint32(pos), Rows: 1, Tokens: []uint32{uint32(token)}, Steps: uint32(steps), Stops: stops})
+	p.lastT = 0
+	if err := p.b.dev.Write(p.step, 0, st); err != nil {
+		return nil, fmt.Errorf("compute: start steps: %w", err)
+	}
+	w := &stepWindow{p: p, out: out, pos: pos, steps: steps, per: perSubmit, timed: timed}
+	for range windowDepth {
+		if err := w.queue(); err != nil {
+			_, _ = w.Close()
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+// submissions is how many submissions the window takes.
+func (w *stepWindow) submissions() int { return ceilDiv(w.steps, w.per) }
+
+// queue submits the window's next submission with its read, if any is
+// left.
+func (w *stepWindow) queue() error {
+	j := w.next
+	if j >= w.submissions() {
+		return nil
+	}
+	first := j * w.per
+	n := min(w.per, w.steps-first)
+	stampAt := -1
+	if w.timed {
+		stampAt = 2 * j
+	}
+	p := w.p
+	cmds, err := p.stepListAt(w.out, n, p.span(w.pos+first+n), first, stampAt)
+	if err != nil {
+		return fmt.Errorf("compute: window steps %d..%d: %w", first, first+n-1, err)
+	}
+	bytes := shaders.DecodeStepHeader + 4*(first+n)
+	read, err := p.b.dev.SubmitRead(p.step, 0, bytes, cmds)
+	if err != nil {
+		return fmt.Errorf("compute: window steps %d..%d: %w", first, first+n-1, err)
+	}
+	w.queued = append(w.queued, queuedSteps{j: j, read: read, n: bytes})
+	w.next++
+	return nil
+}
+
+// Next (gpu.StepWindow) reads the oldest queued submission's step tensor
+// and, unless the window is over, queues the next submission before it
+// returns the new ids.
+func (w *stepWindow) Next(ctx context.Context) ([]int32, error) {
+	if w.closed {
+		return nil, fmt.Errorf("%w: window closed", ErrRun)
+	}
+	if w.failed != nil {
+		return nil, w.failed
+	}
+	if w.over || len(w.queued) == 0 {
+		return nil, nil
+	}
+	q := w.queued[0]
+	w.queued = w.queued[1:]
+	raw := make([]byte, q.n)
+	if err := q.read.Wait(ctx, raw); err != nil {
+		w.failed = fmt.Errorf("compute: window steps: %w", err)
+		return nil, w.failed
+	}
+	got, err := decodeStep(raw)
+	if err != nil {
+		w.failed = err
+		return nil, err
+	}
+	last := min((q.j+1)*w.per, w.steps)
+	if int(got.Count) < w.count || int(got.Count) > last || got.ValidLen != uint32(w.pos)+got.Count ||
+		(got.Done == shaders.StepRunning && int(got.Count) != last) {
+		w.failed = fmt.Errorf("compute: window steps: the device reports %d ids (done %d) and %d valid positions after the steps up to %d of a window of %d from %d",
+			got.Count, got.Done, got.ValidLen, last, w.steps, w.pos)
+		return nil, w.failed
+	}
+	ids := make([]int32, int(got.Count)-w.count)
+	for i := range ids {
+		ids[i] = int32(got.IDs[w.count+i])
+	}
+	w.count = int(got.Count)
+	if got.Done != shaders.StepRunning {
+		w.over = true
+		return ids, nil
+	}
+	if err := w.queue(); err != nil {
+		w.failed = err
+		return ids, err
+	}
+	return ids, nil
+}
+
+// Close (gpu.StepWindow) waits for the reads still queued and, for a
+// timed window, reads its submissions' timestamps.
+func (w *stepWindow) Close() (uint64, error) {
+	if w.closed {
+		return 0, nil
+	}
+	w.closed = true
+	var errs []error
+	for _, q := range w.queued {
+		if err := q.read.Wait(context.Background(), make([]byte, q.n)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	w.queued = nil
+	// The picked buffer holds whichever step ran last, perhaps one past
+	// the ids taken: no Logits until the next run.
+	w.p.lastT = 0
+	if err := errors.Join(errs...); err != nil {
+		return 0, fmt.Errorf("compute: window steps: %w", err)
+	}
+	if !w.timed || w.next == 0 {
+		return 0, nil
+	}
+	ts, err := w.p.b.dev.ReadTimestamps(2 * w.next)
+	if err != nil {
+		return 0, fmt.Errorf("compute: timed window steps: %w", err)
+	}
+	var nanos uint64
+	for j := range w.next {
+		if ts[2*j+1] < ts[2*j] {
+			return 0, fmt.Errorf("compute: timed window steps: the device's timestamps run backwards (%d, then %d)", ts[2*j], ts[2*j+1])
+		}
+		nanos += ts[2*j+1] - ts[2*j]
+	}
+	return nanos, nil
+}

@@ -1,0 +1,183 @@
+package compute
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/gpurun/gpurun/fusion"
+	"github.com/gpurun/gpurun/gpu"
+	"github.com/gpurun/gpurun/internal/arch"
+	"github.com/gpurun/gpurun/internal/gputest"
+	"github.com/gpurun/gpurun/internal/llama2c"
+	"github.com/gpurun/gpurun/internal/testmodels"
+)
+
+// windowIDs runs a window and returns its ids, submission by submission.
+func windowIDs(t *testing.T, p *program, tok int32, pos, steps, per int, stops []int32, timed bool) ([][]int32, uint64) {
+	t.Helper()
+	ctx := context.Background()
+	w, err := p.StartSteps(ctx, tok, pos, steps, per, stops, timed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var subs [][]int32
+	for {
+		ids, err := w.Next(ctx)
+		if err != nil {
+			w.Close()
+			t.Fatal(err)
+		}
+		if len(ids) == 0 {
+			break
+		}
+		subs = append(subs, ids)
+	}
+	nanos, err := w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return subs, nanos
+}
+
+// stepsIDs runs total steps from pos with RunSteps, per a submission:
+// the unpipelined path windows must reproduce.
+func stepsIDs(t *testing.T, p *program, tok int32, pos, total, per int) []int32 {
+	t.Helper()
+	var out []int32
+	for len(out) < total {
+		n := min(per, total-len(out))
+		ids, err := p.RunSteps(context.Background(), tok, pos+len(out), n, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ids...)
+		tok = ids[len(ids)-1]
+	}
+	return out
+}
+
+// TestStepWindows: a window of decode steps (StartSteps, the next
+// submission queued before the host reads the one before) picks the ids
+// RunSteps' one-at-a-time submissions pick, greedy and sampled, for
+// whole windows (with the picking kernel advancing the step tensor, and
+// with the advance kernel after an op that follows the pick), a window
+// ending in a stop id mid-submission (nothing
+// after it is handed out), and a window the host closes after its first
+// submission, whose queued second one wrote cache positions past the ids
+// taken: steps from the accepted position then still pick RunSteps' ids.
+// A timed window reports device time. A device that does not read ahead
+// refuses windows with ErrUnsupported.
+func TestStepWindows(t *testing.T) {
+	ck, err := llama2c.Load(testmodels.Path(t, "stories260K.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const per, total = 8, 80 // a window of 64 and one of 16 (positions 64-79 cross into a longer span)
+	rule := fusion.Sampling{Temperature: 0.9, TopK: 40, TopP: 0.95, Seed: 7}
+	for _, d := range TestDevices {
+		for _, pick := range []string{"argmax", "sample", "advance kernel"} {
+			t.Run(d.Name+"/"+pick, func(t *testing.T) {
+				dev, err := d.Open(ctx)
+				gputest.NoDevice(t, d.Name, err)
+				defer dev.Close()
+				be := New(dev)
+				defer be.Close()
+				w, err := be.LoadWeights(ctx, ck.Tensors)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer w.Release()
+				o := arch.BuildOptions{Tokens: 1, MaxLen: 256, Argmax: true}
+				if pick == "sample" {
+					o = arch.BuildOptions{Tokens: 1, MaxLen: 256, Sample: &rule}
+				}
+				g := mustBuild(t, &ck.Config, o)
+				if pick == "advance kernel" {
+					// An op after the Argmax: the advance kernel (wgsl/step.wgsl)
+					// advances the step tensor, at each step's index in the
+					// window (its parameters' slot), not the picking kernel.
+					am := g.Ops[len(g.Ops)-1].(*fusion.ArgmaxOp)
+					in := g.Bufs[am.In]
+					g.Add(&fusion.ActivationOp{Out: g.NewBuf("after", in.Rows, in.Cols), In: am.In, Act: fusion.ActSiLU})
+				}
+				kv, err := be.NewKVCache(g.KV)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer kv.Release()
+				pr, err := be.Compile(gpu.Fuse(be, w, g), w, kv)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer pr.Release()
+				p := pr.(*program)
+				if p.picksAdvance == (pick == "advance kernel") {
+					t.Fatalf("%s: picksAdvance %v", pick, p.picksAdvance)
+				}
+				if !be.Caps().ReadAhead {
+					if _, err := p.StartSteps(ctx, 1, 0, 16, per, nil, false); !errors.Is(err, gpu.ErrUnsupported) {
+						t.Fatalf("StartSteps on a device that does not read ahead: %v, want ErrUnsupported", err)
+					}
+					t.Logf("%s does not read ahead: windows refused", d.Name)
+					return
+				}
+				want := stepsIDs(t, p, 1, 0, total, per)
+
+				// Whole windows, 64 steps then 16.
+				subs, _ := windowIDs(t, p, 1, 0, 64, per, nil, false)
+				subs2, _ := windowIDs(t, p, want[63], 64, total-64, per, nil, false)
+				if len(subs) != 8 || len(subs2) != 2 {
+					t.Errorf("windows of 64 and 16 steps handed out %d and %d submissions, want 8 and 2", len(subs), len(subs2))
+				}
+				if got := slices.Concat(append(subs, subs2...)...); !slices.Equal(got, want) {
+					t.Errorf("windows: %v\nRunSteps: %v", got, want)
+				}
+
+				// A stop id mid-window: the first id, past the first
+				// submission, that did not come before it.
+				k := per + 3
+				for slices.Contains(want[:k], want[k]) {
+					k++
+				}
+				subs, _ = windowIDs(t, p, 1, 0, 64, per, []int32{want[k]}, false)
+				if got := slices.Concat(subs...); !slices.Equal(got, want[:k+1]) {
+					t.Errorf("window with stop id %d (step %d): %v\nwant %v", want[k], k, got, want[:k+1])
+				}
+
+				// The host stops after the first submission; the second,
+				// already queued, ran past it.
+				win, err := p.StartSteps(ctx, 1, 0, 64, per, nil, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				first, err := win.Next(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := win.Close(); err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(first, want[:per]) {
+					t.Errorf("first submission of a window: %v, want %v", first, want[:per])
+				}
+				if got := stepsIDs(t, p, want[per-1], per, 2*per, per); !slices.Equal(got, want[per:3*per]) {
+					t.Errorf("steps from position %d after a window closed there: %v\nwant %v", per, got, want[per:3*per])
+				}
+
+				// Timed.
+				if be.Caps().Timestamps {
+					subs, nanos := windowIDs(t, p, 1, 0, 20, per, nil, true)
+					if got := slices.Concat(subs...); !slices.Equal(got, want[:20]) {
+						t.Errorf("timed window: %v\nwant %v", got, want[:20])
+					}
+					if nanos == 0 {
+						t.Errorf("timed window of 20 steps: no device time")
+					}
+				}
+			})
+		}
+	}
+}
