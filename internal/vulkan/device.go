@@ -360,6 +360,9 @@ func (d *Device) waitForLocked(ctx context.Context, b *buffer) error {
 	done := d.pending[:last+1]
 	software := d.info.Type == gpu.CPU
 	finished, err := waitSubmissions(ctx, len(done), func(i int, limit time.Duration) vk.Result {
+		if software {
+			return pollFence(limit, func() vk.Result { return vk.GetFenceStatus(d.dev, done[i].fence) }, time.Sleep, time.Now)
+		}
 		return vk.WaitForFences(d.dev, 1, []vk.Fence{done[i].fence}, vk.True, uint64(limit.Nanoseconds()))
 	}, software, processCPUTime)
 	// The submissions that finished (all, or those before a cancellation
