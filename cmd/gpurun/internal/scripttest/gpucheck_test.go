@@ -1,13 +1,17 @@
-package main
+package scripttest
 
 import (
+	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/gpurun/gpurun"
 	"github.com/gpurun/gpurun/cmd/gpurun/internal/benchreport"
+	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/internal/gputest"
 )
 
@@ -65,7 +69,7 @@ func stageLines(log []byte) string {
 func runScript(t *testing.T, name string, args []string, files ...string) (*benchreport.Report, string, []byte) {
 	t.Helper()
 	out := t.TempDir()
-	cmd := exec.Command(filepath.Join("..", "..", "scripts", name), append(args, "--out", out)...)
+	cmd := exec.Command(filepath.Join("..", "..", "..", "..", "scripts", name), append(args, "--out", out)...)
 	cmd.Env = os.Environ()
 	log, err := cmd.CombinedOutput()
 	if err != nil {
@@ -86,4 +90,19 @@ func runScript(t *testing.T, name string, args []string, files ...string) (*benc
 		t.Fatal(err)
 	}
 	return rep, out, log
+}
+
+// requireBackend skips a GPU backend that cannot open on a machine without
+// a Vulkan driver, and fails under CI, where lavapipe is installed.
+func requireBackend(t *testing.T, name string) {
+	t.Helper()
+	b, err := gpurun.OpenBackend(context.Background(), name, gpurun.BackendOptions{})
+	if err == nil {
+		b.Close()
+		return
+	}
+	if !errors.Is(err, gpu.ErrNoDevice) {
+		t.Fatalf("%s: %v", name, err)
+	}
+	gputest.NoDevice(t, name, err)
 }
