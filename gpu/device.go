@@ -68,7 +68,8 @@ type Device interface {
 	ReadTimestamps(n int) ([]uint64, error)
 	// SubmitRead submits cmds as Submit does and then, in queue order
 	// after them, copies src[off:off+n] into a read-back buffer of the
-	// device's own and starts mapping it, without waiting: the returned
+	// device's own (WebGPU: and starts mapping it; Vulkan: host-visible,
+	// in the same vkQueueSubmit), without waiting: the returned
 	// PendingRead's Wait gives those bytes once the work submitted up to
 	// the copy finished, whatever was submitted after SubmitRead returned
 	// (the host queues submission k+1 before it reads submission k's

@@ -45,7 +45,7 @@ func (p *windowProgram) RunSteps(ctx context.Context, token int32, pos, n int, s
 	return p.Program.RunSteps(ctx, token, pos, n, stops)
 }
 
-// TestWindowSteps: on WebGPU (which reads ahead, gpu.Caps.ReadAhead), a
+// TestWindowSteps: on WebGPU and Vulkan (which read ahead, gpu.Caps.ReadAhead), a
 // generation in windows of decode steps (the next submission queued
 // before the host reads the one before) equals the same generation
 // submitted one at a time (pipeline.NoWindows), token for token: greedy
@@ -55,11 +55,17 @@ func (p *windowProgram) RunSteps(ctx context.Context, token int32, pos, n int, s
 // each conversation equals the unwindowed one's). The windowed model
 // must start windows and run no one-at-a-time submission.
 func TestWindowSteps(t *testing.T) {
+	for _, backend := range []string{"webgpu", "vulkan"} {
+		t.Run(backend, func(t *testing.T) { windowSteps(t, backend) })
+	}
+}
+
+func windowSteps(t *testing.T, backend string) {
 	ck := storiesCheckpoint(t)
 	cases := testmodels.StoriesCases(t)
-	wc := &windowCounter{Backend: openBackend(t, "webgpu")}
+	wc := &windowCounter{Backend: openBackend(t, backend)}
 	if !wc.Caps().ReadAhead {
-		t.Fatalf("the webgpu backend does not read ahead")
+		t.Fatalf("the %s backend does not read ahead", backend)
 	}
 	win := load(t, ck, pipeline.Options{Backend: wc, MaxCache: 160, StepsPerSubmit: 8})
 	oc := &windowCounter{Backend: wc.Backend}

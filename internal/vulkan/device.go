@@ -62,7 +62,8 @@ type Device struct {
 	buffers   map[*buffer]struct{}
 	kernels   map[*kernel]struct{}
 	commands  map[*commands]struct{}
-	forceCopy bool // tests: exercise the staging path on unified memory
+	readBufs  []*readBuf // read-back buffers of reads ahead (readahead.go)
+	forceCopy bool       // tests: exercise the staging path on unified memory
 
 	mem memcount.Counter // bytes of device memory allocated
 
@@ -221,22 +222,29 @@ func (d *Device) Submit(cmds ...gpu.Commands) error {
 	if d.closed {
 		return ErrClosed
 	}
-	cbs := make([]vk.CommandBuffer, len(cmds))
-	for i, gc := range cmds {
-		c, ok := gc.(*commands)
-		if !ok || c.d != d {
-			return fmt.Errorf("vulkan: submit: command list %d is not from this device: %w", i, ErrInvalid)
-		}
-		if err := c.submittable(); err != nil {
-			return fmt.Errorf("vulkan: submit: command list %d: %w", i, err)
-		}
-		cbs[i] = c.cb
-	}
-	uses := make([]map[*buffer]struct{}, len(cmds))
-	for i, gc := range cmds {
-		uses[i] = gc.(*commands).buffers
+	cbs, uses, err := d.listsLocked("submit", cmds)
+	if err != nil {
+		return err
 	}
 	return d.submitLocked(cbs, uses)
+}
+
+// listsLocked checks that cmds are finished lists of d that can be
+// submitted and returns their command buffers and the buffers each uses.
+func (d *Device) listsLocked(what string, cmds []gpu.Commands) ([]vk.CommandBuffer, []map[*buffer]struct{}, error) {
+	cbs := make([]vk.CommandBuffer, len(cmds), len(cmds)+1)
+	uses := make([]map[*buffer]struct{}, len(cmds), len(cmds)+1)
+	for i, gc := range cmds {
+		c, ok := gc.(*commands)
+		if !ok || c == nil || c.d != d {
+			return nil, nil, fmt.Errorf("vulkan: %s: command list %d is not from this device: %w", what, i, ErrInvalid)
+		}
+		if err := c.submittable(); err != nil {
+			return nil, nil, fmt.Errorf("vulkan: %s: command list %d: %w", what, i, err)
+		}
+		cbs[i], uses[i] = c.cb, c.buffers
+	}
+	return cbs, uses, nil
 }
 
 // submission is a pending vkQueueSubmit: its fence and the buffers its
@@ -515,6 +523,7 @@ func (d *Device) destroy() {
 	if d.staging != nil {
 		d.staging.destroy()
 	}
+	d.releaseReadBufs()
 	for _, s := range d.pending {
 		vk.DestroyFence(d.dev, s.fence, nil)
 	}

@@ -70,6 +70,7 @@ func (p *physical) describeInfo() DeviceInfo {
 		F16Storage:  d.Storage16Bit,
 		F16Math:     d.ShaderFloat16,
 		HostBuffers: true,
+		ReadAhead:   true, // SubmitRead (readahead.go)
 		Subgroups:   d.SubgroupSize > 0 && ops&wantOps == wantOps,
 		Timestamps:  d.TimestampBits > 0 && d.TimestampPeriod > 0,
 
