@@ -178,8 +178,12 @@ type StepWindow interface {
 	Next(ctx context.Context) ([]int32, error)
 	// Close ends the window, waiting for what it still has queued, and,
 	// for a timed window, returns the device time of its submissions in
-	// nanoseconds. Call it once, whether or not the window is over.
-	Close() (deviceNanos uint64, err error)
+	// nanoseconds. Call it once, whether or not the window is over. A ctx
+	// that ends first (a cancelled generation) abandons the wait: Close
+	// then returns at once, with an error wrapping ctx's where work was
+	// still queued, which the device runs on its own (whatever the
+	// program runs next is ordered after it).
+	Close(ctx context.Context) (deviceNanos uint64, err error)
 }
 
 // DeviceType classifies an adapter.

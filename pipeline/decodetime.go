@@ -146,7 +146,7 @@ func (m *Model) timeWindows(ctx context.Context, sl *slot, token int32, pos, ste
 			ids, err := win.Next(ctx)
 			m.unlockDevice()
 			if err != nil {
-				win.Close()
+				win.Close(ctx)
 				return DecodeTime{}, fmt.Errorf("pipeline: timed decode: steps at position %d: %w", pos, err)
 			}
 			if len(ids) == 0 {
@@ -157,7 +157,7 @@ func (m *Model) timeWindows(ctx context.Context, sl *slot, token int32, pos, ste
 		}
 		out.Wall += time.Since(start)
 		m.lockDevice()
-		nanos, err := win.Close()
+		nanos, err := win.Close(ctx)
 		m.unlockDevice()
 		if err != nil {
 			return DecodeTime{}, fmt.Errorf("pipeline: timed decode: %w", err)

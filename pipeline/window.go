@@ -26,9 +26,10 @@ import (
 // generation goes on as multiStep.
 type windowStep struct {
 	multi *multiStep
-	win   gpu.StepWindow // the window running, nil between windows
-	tail  int            // the token the window's next step runs (its last id handed to the cache's bookkeeping)
-	off   bool           // the program runs no windows: multiStep steps
+	win   gpu.StepWindow  // the window running, nil between windows
+	ctx   context.Context // the generation's, which started win: closing it after a cancel waits for nothing
+	tail  int             // the token the window's next step runs (its last id handed to the cache's bookkeeping)
+	off   bool            // the program runs no windows: multiStep steps
 }
 
 func (w *windowStep) next(ctx context.Context, history []int, left int) (int, error) {
@@ -113,7 +114,7 @@ func (w *windowStep) start(ctx context.Context, history []int, left int) (ok boo
 	if err != nil {
 		return false, fmt.Errorf("pipeline: %d decode steps at position %d: %w", n, nc-1, err)
 	}
-	w.win, w.tail = win, history[nc-1]
+	w.win, w.tail, w.ctx = win, history[nc-1], ctx
 	return true, nil
 }
 
@@ -124,7 +125,7 @@ func (w *windowStep) end() error {
 	}
 	m := w.multi.single.host.m
 	m.lockDevice()
-	_, err := w.win.Close()
+	_, err := w.win.Close(w.ctx)
 	m.unlockDevice()
 	w.win = nil
 	if err != nil {

@@ -49,7 +49,7 @@ func (w *fakeWindow) Next(context.Context) ([]int32, error) {
 	return ids, nil
 }
 
-func (w *fakeWindow) Close() (uint64, error) { w.p.closes++; return 0, nil }
+func (w *fakeWindow) Close(context.Context) (uint64, error) { w.p.closes++; return 0, nil }
 
 // TestWindowStep: windowStep hands out a window's ids one per call, the
 // first token from the prefill's logits; a window is sized by the tokens

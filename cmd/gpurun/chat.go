@@ -91,7 +91,7 @@ first), /audio PATH a WAV file (with an audio --mmproj; --audio FILE). Ctrl-C st
 			if err != nil {
 				return err
 			}
-			defer m.Close()
+			defer closeModel(m.Close)
 			if !m.HasTokenizer() {
 				return noTokenizer(m)
 			}
@@ -99,7 +99,7 @@ first), /audio PATH a WAV file (with an audio --mmproj; --audio FILE). Ctrl-C st
 			if err != nil {
 				return err
 			}
-			defer closeDraft()
+			defer closeModel(func() error { closeDraft(); return nil })
 			gen.Speculation = spec
 			tpl, parsed, err := tf.parse(m, source, vars)
 			if err != nil {

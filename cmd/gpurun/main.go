@@ -30,8 +30,18 @@ func main() {
 	root.SetOut(out)
 	root.SetArgs(llamaCacheFlags(os.Args[1:]))
 	done := make(chan struct{})
-	go interruptWatchdog(ctx, done, interruptGrace, func() bool { return loadsUnderWay.Load() > 0 }, func() {
-		fmt.Fprintln(os.Stderr, "gpurun: interrupted while loading the model")
+	go interruptWatchdog(ctx, done, interruptGrace, func() string {
+		switch {
+		case loadsUnderWay.Load() > 0:
+			return "gpurun: interrupted while loading the model"
+		case closesUnderWay.Load() > 0:
+			// The command's output is written; what is left is the
+			// device's queued work, which nobody wants now.
+			return "gpurun: interrupted; not waiting for the device's queued work"
+		}
+		return ""
+	}, func(why string) {
+		fmt.Fprintln(os.Stderr, why)
 		os.Exit(130)
 	})
 	err := root.ExecuteContext(ctx)
@@ -53,12 +63,29 @@ func main() {
 // interrupt before the process exits anyway (status 130): a load can be
 // inside one driver call that no context reaches (lavapipe creates a
 // pipeline in up to seconds on a loaded machine), and Ctrl-C must end
-// gpurun at once. Generation, which ends on the context by itself (with
-// the text so far and its metrics), is not cut short.
+// gpurun at once. Likewise closing a model after an interrupt: it waits
+// for the submissions still queued on the device (a cancelled decode
+// leaves up to three, seconds each on a software driver), which nobody
+// wants. Generation, which ends on the context by itself (with the text
+// so far and its metrics), is not cut short.
 const interruptGrace = 500 * time.Millisecond
 
-// loadsUnderWay counts the model loads in progress (loadModel).
-var loadsUnderWay atomic.Int32
+// watchdogPoll is how often the watchdog looks again, past the grace,
+// for a load or a close to cut short.
+const watchdogPoll = 50 * time.Millisecond
+
+// loadsUnderWay counts the model loads in progress (loadModel), and
+// closesUnderWay the model closes (closeModel).
+var loadsUnderWay, closesUnderWay atomic.Int32
+
+// closeModel runs close, which waits for the device's queued work; an
+// interrupt during it ends the process (interruptGrace after the
+// interrupt at the earliest), the command's output already written.
+func closeModel(close func() error) error {
+	closesUnderWay.Add(1)
+	defer closesUnderWay.Add(-1)
+	return close()
+}
 
 // loadModel runs load, a model load that checks ctx between units of work
 // but may sit in one long driver call; an interrupt during it ends the
@@ -69,10 +96,11 @@ func loadModel[T any](load func() (T, error)) (T, error) {
 	return load()
 }
 
-// interruptWatchdog calls exit when ctx ends (an interrupt) and, grace
-// later, the command has not returned (done not closed) and loading
-// reports a load still under way.
-func interruptWatchdog(ctx context.Context, done <-chan struct{}, grace time.Duration, loading func() bool, exit func()) {
+// interruptWatchdog calls exit once ctx ended (an interrupt), grace has
+// passed and, before the command returned (done closed), cuttable names
+// a phase to cut short (a load or a close under way: a non-empty reason,
+// which exit is given); it looks every watchdogPoll until then.
+func interruptWatchdog(ctx context.Context, done <-chan struct{}, grace time.Duration, cuttable func() string, exit func(why string)) {
 	select {
 	case <-done:
 		return
@@ -80,11 +108,16 @@ func interruptWatchdog(ctx context.Context, done <-chan struct{}, grace time.Dur
 	}
 	t := time.NewTimer(grace)
 	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-		if loading() {
-			exit()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+			if why := cuttable(); why != "" {
+				exit(why)
+				return
+			}
+			t.Reset(watchdogPoll)
 		}
 	}
 }

@@ -364,7 +364,7 @@ stop_reason "cancelled") are still printed.`,
 			if err != nil {
 				return err
 			}
-			defer m.Close()
+			defer closeModel(m.Close)
 			if prompt.IDs == nil && !m.HasTokenizer() {
 				return noTokenizer(m)
 			}
@@ -372,7 +372,7 @@ stop_reason "cancelled") are still printed.`,
 			if err != nil {
 				return err
 			}
-			defer closeDraft()
+			defer closeModel(func() error { closeDraft(); return nil })
 			gen.Speculation = spec
 			out := &checkedWriter{w: cmd.OutOrStdout()}
 			res, runErr := generate(cmd.Context(), m, prompt, gen, gf.maxTokens == 0, out, cmd.ErrOrStderr())

@@ -488,23 +488,27 @@ func (d *Device) oneShotLocked(fn func(cb vk.CommandBuffer)) error {
 }
 
 // Close waits for submitted work and releases every object of the device.
-// Closing twice is a no-op.
+// Closing twice is a no-op. The pipeline cache is saved before the wait
+// for the queue: a process that exits during that wait (gpurun after an
+// interrupt, whose queued work nobody wants) keeps its compiled kernels.
 func (d *Device) Close() error {
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
 		return nil
 	}
+	d.closed = true // no new work or kernels from here on
+	d.mu.Unlock()
+	d.creating.Wait()
+	d.savePipelineCache()
+	d.mu.Lock()
 	err := d.waitLocked()
 	if err != nil {
 		// Destroying objects still in use could crash the driver; wait for
 		// the device as a whole before giving up on orderly teardown.
 		vk.DeviceWaitIdle(d.dev)
 	}
-	d.closed = true
 	d.mu.Unlock()
-	d.creating.Wait()
-	d.savePipelineCache()
 	d.destroy()
 	return err
 }

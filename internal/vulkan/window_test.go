@@ -77,7 +77,7 @@ func TestDecodeWindows(t *testing.T) {
 			for {
 				ids, err := win.Next(ctx)
 				if err != nil {
-					win.Close()
+					win.Close(context.Background())
 					t.Fatal(err)
 				}
 				if len(ids) == 0 {
@@ -85,7 +85,7 @@ func TestDecodeWindows(t *testing.T) {
 				}
 				got = append(got, ids...)
 			}
-			nanos, err := win.Close()
+			nanos, err := win.Close(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -91,7 +91,7 @@ func (p *program) StartSteps(ctx context.Context, token int32, pos, steps, perSu
 	w := &stepWindow{p: p, out: out, pos: pos, steps: steps, per: perSubmit, timed: timed}
 	for range windowDepth {
 		if err := w.queue(); err != nil {
-			_, _ = w.Close()
+			_, _ = w.Close(ctx)
 			return nil, err
 		}
 	}
@@ -178,15 +178,20 @@ func (w *stepWindow) Next(ctx context.Context) ([]int32, error) {
 }
 
 // Close (gpu.StepWindow) waits for the reads still queued and, for a
-// timed window, reads its submissions' timestamps.
-func (w *stepWindow) Close() (uint64, error) {
+// timed window, reads its submissions' timestamps. Once ctx ended, each
+// queued read is given back without its bytes (gpu.PendingRead.Wait with
+// an ended ctx returns at once): a cancelled generation does not wait
+// for up to windowDepth submissions (seconds each on a software device).
+// The device still runs them; the next write of the step tensor or
+// submission of the program is ordered after them by the device.
+func (w *stepWindow) Close(ctx context.Context) (uint64, error) {
 	if w.closed {
 		return 0, nil
 	}
 	w.closed = true
 	var errs []error
 	for _, q := range w.queued {
-		if err := q.read.Wait(context.Background(), make([]byte, q.n)); err != nil {
+		if err := q.read.Wait(ctx, make([]byte, q.n)); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -194,6 +199,9 @@ func (w *stepWindow) Close() (uint64, error) {
 	// The picked buffer holds whichever step ran last, perhaps one past
 	// the ids taken: no Logits until the next run.
 	w.p.lastT = 0
+	if err := ctx.Err(); err != nil && len(errs) > 0 {
+		return 0, fmt.Errorf("compute: window steps: %d queued submissions left to the device: %w", len(errs), err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return 0, fmt.Errorf("compute: window steps: %w", err)
 	}

@@ -26,7 +26,7 @@ func windowIDs(t *testing.T, p *program, tok int32, pos, steps, per int, stops [
 	for {
 		ids, err := w.Next(ctx)
 		if err != nil {
-			w.Close()
+			w.Close(context.Background())
 			t.Fatal(err)
 		}
 		if len(ids) == 0 {
@@ -34,7 +34,7 @@ func windowIDs(t *testing.T, p *program, tok int32, pos, steps, per int, stops [
 		}
 		subs = append(subs, ids)
 	}
-	nanos, err := w.Close()
+	nanos, err := w.Close(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestStepWindows(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if _, err := win.Close(); err != nil {
+				if _, err := win.Close(ctx); err != nil {
 					t.Fatal(err)
 				}
 				if !slices.Equal(first, want[:per]) {
@@ -165,6 +165,30 @@ func TestStepWindows(t *testing.T) {
 				}
 				if got := stepsIDs(t, p, want[per-1], per, 2*per, per); !slices.Equal(got, want[per:3*per]) {
 					t.Errorf("steps from position %d after a window closed there: %v\nwant %v", per, got, want[per:3*per])
+				}
+
+				// A cancelled generation closes its window without waiting:
+				// Close with an ended ctx leaves the queued submissions to
+				// the device and says so (nil where they had all finished
+				// already); the steps that follow are ordered after them
+				// and pick RunSteps' ids.
+				win, err = p.StartSteps(ctx, 1, 0, 64, per, nil, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if first, err = win.Next(ctx); err != nil {
+					t.Fatal(err)
+				}
+				cancelled, cancel := context.WithCancel(ctx)
+				cancel()
+				if _, err := win.Close(cancelled); err != nil && !errors.Is(err, context.Canceled) {
+					t.Errorf("window closed with a cancelled context: %v, want nil or an error wrapping context.Canceled", err)
+				}
+				if !slices.Equal(first, want[:per]) {
+					t.Errorf("first submission of a window: %v, want %v", first, want[:per])
+				}
+				if got := stepsIDs(t, p, want[per-1], per, 2*per, per); !slices.Equal(got, want[per:3*per]) {
+					t.Errorf("steps from position %d after a window abandoned there: %v\nwant %v", per, got, want[per:3*per])
 				}
 
 				// Timed.
