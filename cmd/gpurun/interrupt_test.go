@@ -24,6 +24,7 @@ func TestInterruptWatchdog(t *testing.T) {
 	}{
 		{"interrupted load", true, "loading", 0, time.Hour, true},
 		{"close begun after the grace", true, "closing", 20 * time.Millisecond, time.Hour, true},
+		{"generation overdue", true, "overdue", 40 * time.Millisecond, time.Hour, true},
 		{"interrupted generation that returns", true, "", 0, 30 * time.Millisecond, false},
 		{"returned before the interrupt", true, "loading", 0, -1, false},
 		{"no interrupt", false, "loading", 0, 30 * time.Millisecond, false},
@@ -35,9 +36,8 @@ func TestInterruptWatchdog(t *testing.T) {
 			if tc.returnsAt < 0 {
 				close(done)
 			}
-			start := time.Now()
-			cuttable := func() string {
-				if time.Since(start) >= tc.phaseAt {
+			cuttable := func(since time.Duration) string {
+				if since >= tc.phaseAt {
 					return tc.phase
 				}
 				return ""

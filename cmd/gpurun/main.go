@@ -30,7 +30,7 @@ func main() {
 	root.SetOut(out)
 	root.SetArgs(llamaCacheFlags(os.Args[1:]))
 	done := make(chan struct{})
-	go interruptWatchdog(ctx, done, interruptGrace, func() string {
+	go interruptWatchdog(ctx, done, interruptGrace, func(since time.Duration) string {
 		switch {
 		case loadsUnderWay.Load() > 0:
 			return "gpurun: interrupted while loading the model"
@@ -38,6 +38,10 @@ func main() {
 			// The command's output is written; what is left is the
 			// device's queued work, which nobody wants now.
 			return "gpurun: interrupted; not waiting for the device's queued work"
+		case runsUnderWay.Load() > 0 && since >= interruptLimit:
+			// The generation is inside a driver call no context reaches
+			// (wgpu-native's submit waits while earlier work runs).
+			return "gpurun: interrupted; the device did not give the generation back within a second (the text so far is printed, its metrics are not)"
 		}
 		return ""
 	}, func(why string) {
@@ -70,13 +74,28 @@ func main() {
 // so far and its metrics), is not cut short.
 const interruptGrace = 500 * time.Millisecond
 
+// interruptLimit is how long run's generation may take to return after an
+// interrupt (to print its metrics and result) before the process exits
+// anyway: Ctrl-C ends gpurun within a second.
+const interruptLimit = 700 * time.Millisecond
+
 // watchdogPoll is how often the watchdog looks again, past the grace,
-// for a load or a close to cut short.
+// for a load, a close or an overdue generation to cut short.
 const watchdogPoll = 50 * time.Millisecond
 
-// loadsUnderWay counts the model loads in progress (loadModel), and
-// closesUnderWay the model closes (closeModel).
-var loadsUnderWay, closesUnderWay atomic.Int32
+// loadsUnderWay counts the model loads in progress (loadModel),
+// closesUnderWay the model closes (closeModel) and runsUnderWay run's
+// generations (runGeneration; chat's replies end on Ctrl-C by themselves
+// and are not counted).
+var loadsUnderWay, closesUnderWay, runsUnderWay atomic.Int32
+
+// runGeneration runs gen, run's generation: an interrupt ends the process
+// if gen has not returned interruptLimit after it.
+func runGeneration[T any](gen func() (T, error)) (T, error) {
+	runsUnderWay.Add(1)
+	defer runsUnderWay.Add(-1)
+	return gen()
+}
 
 // closeModel runs close, which waits for the device's queued work; an
 // interrupt during it ends the process (interruptGrace after the
@@ -97,15 +116,17 @@ func loadModel[T any](load func() (T, error)) (T, error) {
 }
 
 // interruptWatchdog calls exit once ctx ended (an interrupt), grace has
-// passed and, before the command returned (done closed), cuttable names
-// a phase to cut short (a load or a close under way: a non-empty reason,
-// which exit is given); it looks every watchdogPoll until then.
-func interruptWatchdog(ctx context.Context, done <-chan struct{}, grace time.Duration, cuttable func() string, exit func(why string)) {
+// passed and, before the command returned (done closed), cuttable, given
+// the time since the interrupt, names a phase to cut short (a load, a
+// close, an overdue generation: a non-empty reason, which exit is given);
+// it looks every watchdogPoll until then.
+func interruptWatchdog(ctx context.Context, done <-chan struct{}, grace time.Duration, cuttable func(since time.Duration) string, exit func(why string)) {
 	select {
 	case <-done:
 		return
 	case <-ctx.Done():
 	}
+	interrupted := time.Now()
 	t := time.NewTimer(grace)
 	defer t.Stop()
 	for {
@@ -113,7 +134,7 @@ func interruptWatchdog(ctx context.Context, done <-chan struct{}, grace time.Dur
 		case <-done:
 			return
 		case <-t.C:
-			if why := cuttable(); why != "" {
+			if why := cuttable(time.Since(interrupted)); why != "" {
 				exit(why)
 				return
 			}

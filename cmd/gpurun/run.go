@@ -375,7 +375,9 @@ stop_reason "cancelled") are still printed.`,
 			defer closeModel(func() error { closeDraft(); return nil })
 			gen.Speculation = spec
 			out := &checkedWriter{w: cmd.OutOrStdout()}
-			res, runErr := generate(cmd.Context(), m, prompt, gen, gf.maxTokens == 0, out, cmd.ErrOrStderr())
+			res, runErr := runGeneration(func() (*runResult, error) {
+				return generate(cmd.Context(), m, prompt, gen, gf.maxTokens == 0, out, cmd.ErrOrStderr())
+			})
 			if asJSON && res != nil {
 				if err := json.NewEncoder(out).Encode(res); err != nil && out.err == nil {
 					return fmt.Errorf("JSON result: %w", err)
