@@ -454,9 +454,9 @@ func progressNote(software, busy bool) string {
 	}
 }
 
-// oneShotLocked records fn into a transient command buffer, submits it and
-// waits for it (uploads, readbacks, zero fills, query resets).
-func (d *Device) oneShotLocked(fn func(cb vk.CommandBuffer)) error {
+// xferCommandBufferLocked allocates a primary command buffer from the
+// transfer pool (one-shot transfers, read-back copies). d.mu is held.
+func (d *Device) xferCommandBufferLocked() (vk.CommandBuffer, error) {
 	alloc := vk.CommandBufferAllocateInfo{
 		SType:              vk.StructureTypeCommandBufferAllocateInfo,
 		CommandPool:        d.xferPool,
@@ -465,8 +465,19 @@ func (d *Device) oneShotLocked(fn func(cb vk.CommandBuffer)) error {
 	}
 	cbs := make([]vk.CommandBuffer, 1)
 	if err := check("vkAllocateCommandBuffers", vk.AllocateCommandBuffers(d.dev, &alloc, cbs)); err != nil {
+		return nil, err
+	}
+	return cbs[0], nil
+}
+
+// oneShotLocked records fn into a transient command buffer, submits it and
+// waits for it (uploads, readbacks, zero fills, query resets).
+func (d *Device) oneShotLocked(fn func(cb vk.CommandBuffer)) error {
+	cb, err := d.xferCommandBufferLocked()
+	if err != nil {
 		return err
 	}
+	cbs := []vk.CommandBuffer{cb}
 	defer vk.FreeCommandBuffers(d.dev, d.xferPool, 1, cbs)
 	begin := vk.CommandBufferBeginInfo{
 		SType: vk.StructureTypeCommandBufferBeginInfo,

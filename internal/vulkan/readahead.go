@@ -57,18 +57,12 @@ func (d *Device) takeReadBufLocked(n int64) (*readBuf, error) {
 	if err != nil {
 		return nil, fmt.Errorf("vulkan: read-back buffer: %w", err)
 	}
-	alloc := vk.CommandBufferAllocateInfo{
-		SType:              vk.StructureTypeCommandBufferAllocateInfo,
-		CommandPool:        d.xferPool,
-		Level:              vk.CommandBufferLevelPrimary,
-		CommandBufferCount: 1,
-	}
-	cbs := make([]vk.CommandBuffer, 1)
-	if err := check("vkAllocateCommandBuffers", vk.AllocateCommandBuffers(d.dev, &alloc, cbs)); err != nil {
+	cb, err := d.xferCommandBufferLocked()
+	if err != nil {
 		b.destroy()
 		return nil, fmt.Errorf("vulkan: read-back buffer: %w", err)
 	}
-	r := &readBuf{b: b, cb: cbs[0]}
+	r := &readBuf{b: b, cb: cb}
 	d.readBufs = append(d.readBufs, r)
 	return r, nil
 }
