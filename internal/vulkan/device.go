@@ -465,7 +465,7 @@ func (d *Device) xferCommandBufferLocked() (vk.CommandBuffer, error) {
 	}
 	cbs := make([]vk.CommandBuffer, 1)
 	if err := check("vkAllocateCommandBuffers", vk.AllocateCommandBuffers(d.dev, &alloc, cbs)); err != nil {
-		return nil, err
+		return cbs[0], err
 	}
 	return cbs[0], nil
 }
