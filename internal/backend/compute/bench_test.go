@@ -23,6 +23,11 @@ func BenchmarkMatVec(b *testing.B) { benchOnDevices(b, 1, 2048, 2048) }
 
 func BenchmarkMatMul(b *testing.B) { benchOnDevices(b, 32, 2048, 2048) }
 
+// BenchmarkMatVec768 is BenchmarkMatVec at the 110M shape's 768 columns
+// (48 chunks of 16 elements for int8: the rows where laneCount takes 16
+// lanes, not 32).
+func BenchmarkMatVec768(b *testing.B) { benchOnDevices(b, 1, 768, 768) }
+
 func benchOnDevices(b *testing.B, tokens, rows, cols int) {
 	for i, d := range devices {
 		b.Run(d.Name, func(b *testing.B) {

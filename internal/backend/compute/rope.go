@@ -115,10 +115,7 @@ func (pl *planner) matMulRopeKV(op *fusion.MatMulRopeKVOp) error {
 	}
 	// Work units (2 rope pairs per lane group) per segment, padded to
 	// whole workgroups.
-	lanes := 4
-	for lanes < 64 && lanes*2 <= in.Cols/ce {
-		lanes *= 2
-	}
+	lanes := laneCount(in.Cols/ce, 64) // as the unfused products' (matDispatch)
 	perUnit, perWG := 2, 64/lanes
 	hp := op.HeadDim / 2
 	units := func(heads int) int { return ceilDiv(ceilDiv(heads*hp, perUnit), perWG) * perWG }
