@@ -152,9 +152,9 @@ func (pl *planner) matDispatch(v shaders.MatMulVariant, w *weight, params shader
 // lanes idle in the last pass over the row (48 chunks: 16 lanes, 3 passes
 // each, rather than 32 of which half take a second pass). Each lane of a
 // group runs the same passes, so a lane without a chunk in a pass only
-// waits: on Chromium's SwiftShader the 110M shape's QKV, output, GLU and
-// LM-head products (768 columns, 48 chunks) ran in 0.61-0.75 of the time
-// with 16 lanes. At most halving keeps at least half the workgroups the
+// waits: on Chromium's SwiftShader the 110M shape's fused QKV, GLU and
+// LM-head kernels (768 columns, 48 chunks) ran in 0.61-0.70 of their
+// device time with 16 lanes. At most halving keeps at least half the workgroups the
 // first choice gives, which a large GPU needs to fill its cores.
 func laneCount(chunks, maxLanes int) int {
 	lanes := 4
