@@ -145,8 +145,9 @@ func (pl *planner) matDispatch(v shaders.MatMulVariant, w *weight, params shader
 	k.dispatchVariant(pl, kv.Variant(), params, c, nrows, groups, 1, bind)
 }
 
-// laneCount is the lanes per row group of the matvec_lanes kernels for
-// rows of chunks chunks, in workgroups of maxLanes invocations: the
+// laneCount is the lanes per row group of the matvec_lanes kernels (and
+// per row of qblocks.wgsl's qmatvec, over sub-blocks) for rows of chunks
+// chunks, in workgroups of maxLanes invocations: the
 // largest power of two from 4 to maxLanes that the chunks fill at least
 // twice over (lanes*2 <= chunks), or half of it when that leaves fewer
 // lanes idle in the last pass over the row (48 chunks: 16 lanes, 3 passes

@@ -80,12 +80,8 @@ func (pl *planner) qMatMul(w *weight, biasName string, x gpu.Binding, inCols int
 		return err
 	}
 	v := shaders.QBlockVariant{Layout: w.qt.Layout()}
-	// Lanes per row: enough to cover a row's sub-blocks once, at least 4,
-	// at most the workgroup (64).
-	lanes := 4
-	for lanes < 64 && lanes*2 <= inCols/v.Layout.SubLen() {
-		lanes *= 2
-	}
+	// Lanes per row over its sub-blocks, as matvec_lanes' over chunks.
+	lanes := laneCount(inCols/v.Layout.SubLen(), 64)
 	for _, c := range w.chunks {
 		params := shaders.QParams{InCols: u(inCols), OutCols: u(out.Cols), RowBase: u(c.rowBase), Rows: u(c.rows), QT: w.qt,
 			HasBias: b2u(hasBias), NRows: u(out.Rows), Accum: b2u(accum), OutF16: b2u(out.F16), XF16: pl.h(x), Lanes: u(lanes)}
