@@ -91,28 +91,27 @@ var loadsUnderWay, closesUnderWay, runsUnderWay atomic.Int32
 
 // runGeneration runs gen, run's generation: an interrupt ends the process
 // if gen has not returned interruptLimit after it.
-func runGeneration[T any](gen func() (T, error)) (T, error) {
-	runsUnderWay.Add(1)
-	defer runsUnderWay.Add(-1)
-	return gen()
-}
+func runGeneration[T any](gen func() (T, error)) (T, error) { return underWay(&runsUnderWay, gen) }
 
 // closeModel runs close, which waits for the device's queued work; an
 // interrupt during it ends the process (interruptGrace after the
 // interrupt at the earliest), the command's output already written.
 func closeModel(close func() error) error {
-	closesUnderWay.Add(1)
-	defer closesUnderWay.Add(-1)
-	return close()
+	_, err := underWay(&closesUnderWay, func() (struct{}, error) { return struct{}{}, close() })
+	return err
 }
 
 // loadModel runs load, a model load that checks ctx between units of work
 // but may sit in one long driver call; an interrupt during it ends the
 // process after interruptGrace if it has not returned by then.
-func loadModel[T any](load func() (T, error)) (T, error) {
-	loadsUnderWay.Add(1)
-	defer loadsUnderWay.Add(-1)
-	return load()
+func loadModel[T any](load func() (T, error)) (T, error) { return underWay(&loadsUnderWay, load) }
+
+// underWay runs f, counted in n while it runs (the phases the interrupt
+// watchdog looks at).
+func underWay[T any](n *atomic.Int32, f func() (T, error)) (T, error) {
+	n.Add(1)
+	defer n.Add(-1)
+	return f()
 }
 
 // interruptWatchdog calls exit once ctx ended (an interrupt), grace has

@@ -464,10 +464,8 @@ func (d *Device) xferCommandBufferLocked() (vk.CommandBuffer, error) {
 		CommandBufferCount: 1,
 	}
 	cbs := make([]vk.CommandBuffer, 1)
-	if err := check("vkAllocateCommandBuffers", vk.AllocateCommandBuffers(d.dev, &alloc, cbs)); err != nil {
-		return cbs[0], err
-	}
-	return cbs[0], nil
+	err := check("vkAllocateCommandBuffers", vk.AllocateCommandBuffers(d.dev, &alloc, cbs))
+	return cbs[0], err
 }
 
 // oneShotLocked records fn into a transient command buffer, submits it and

@@ -147,16 +147,16 @@ func (pl *planner) matDispatch(v shaders.MatMulVariant, w *weight, params shader
 
 // laneCount is the lanes per row group of the matvec_lanes kernels (and
 // per row of qblocks.wgsl's qmatvec, over sub-blocks) for rows of chunks
-// chunks, in workgroups of maxLanes invocations: the
-// largest power of two from 4 to maxLanes that the chunks fill at least
-// twice over (lanes*2 <= chunks), or half of it when that leaves fewer
-// lanes idle in the last pass over the row (48 chunks: 16 lanes, 3 passes
-// each, rather than 32 of which half take a second pass). Each lane of a
-// group runs the same passes, so a lane without a chunk in a pass only
-// waits: on Chromium's SwiftShader the 110M shape's fused QKV, GLU and
-// LM-head kernels (768 columns, 48 chunks) ran in 0.61-0.70 of their
-// device time with 16 lanes. At most halving keeps at least half the workgroups the
-// first choice gives, which a large GPU needs to fill its cores.
+// chunks, in workgroups of maxLanes invocations: the largest power of two
+// from 4 to maxLanes that the chunks fill at least twice over (lanes*2 <=
+// chunks), or half of it when that leaves fewer lanes idle in the last
+// pass over the row (48 chunks: 16 lanes, 3 passes each, rather than 32 of
+// which half take a second pass). Each lane of a group runs the same
+// passes, so a lane without a chunk in a pass only waits: on Chromium's
+// SwiftShader the 110M shape's fused QKV, GLU and LM-head kernels (768
+// columns, 48 chunks) ran in 0.61-0.70 of their device time with 16 lanes.
+// At most halving keeps at least half the workgroups the first choice
+// gives, which a large GPU needs to fill its cores.
 func laneCount(chunks, maxLanes int) int {
 	lanes := 4
 	for lanes < maxLanes && lanes*2 <= chunks {
