@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -24,6 +25,11 @@ type CPU struct {
 	Model string
 	// Env holds extra NAME=value variables for the test binary.
 	Env []string
+	// Run, when set, is a -test.run pattern for this model alone: a
+	// second model that differs from the first only in the kernels it
+	// picks reruns the tests that reach them. Config.MustPass is checked
+	// for the names it matches.
+	Run string
 }
 
 // Config says what to run.
@@ -72,6 +78,14 @@ func Run(t *testing.T, c Config) {
 	for _, cpu := range c.CPUs {
 		t.Run(cpu.Model, func(t *testing.T) {
 			args := append([]string{"-cpu", cpu.Model, bin, "-test.short", "-test.v", "-test.count=1"}, c.Args...)
+			var only *regexp.Regexp
+			if cpu.Run != "" {
+				var err error
+				if only, err = regexp.Compile(cpu.Run); err != nil {
+					t.Fatalf("CPU %s: Run: %v", cpu.Model, err)
+				}
+				args = append(args, "-test.run="+cpu.Run)
+			}
 			cmd := exec.Command(qemu, args...)
 			cmd.Env = append(withoutQEMU(os.Environ()), cpu.Env...)
 			out, err := cmd.CombinedOutput()
@@ -79,6 +93,9 @@ func Run(t *testing.T, c Config) {
 				t.Fatalf("arm64 tests under qemu -cpu %s: %v\n%s", cpu.Model, err, out)
 			}
 			for _, name := range c.MustPass {
+				if only != nil && !only.MatchString(name) {
+					continue
+				}
 				if !strings.Contains(string(out), "--- PASS: "+name+" ") {
 					t.Errorf("arm64 tests under qemu -cpu %s: %s did not pass\n%s", cpu.Model, name, out)
 				}
