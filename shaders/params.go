@@ -519,7 +519,14 @@ type RopeQKV struct {
 	VFirst   uint32    `wgsl:"v_first"`  // first work unit of v
 	HasNorm  uint32    `wgsl:"has_norm"` // 1: the norm prologue
 	Ring     uint32    `wgsl:"ring"`     // 0: slot = position; else KVParams.Ring's mirrored ring
-	Pad2     uint32    `wgsl:"pad2"`
+	// SOffQ, SOffK and SOffV are the words of the first scale of Wq, Wk
+	// and Wv in their bindings (quantized weights: the scales follow the
+	// rows in one buffer).
+	SOffQ uint32 `wgsl:"s_off_q"`
+	SOffK uint32 `wgsl:"s_off_k"`
+	SOffV uint32 `wgsl:"s_off_v"`
+	_     uint32 `wgsl:"pad3"`
+	_     uint32 `wgsl:"pad4"`
 	// Freq holds rope_base^(-2i/rope_dims) for i < RopeDims/2, four to a
 	// vec4 (a uniform array's stride is 16 bytes).
 	Freq [RopeQKVFreqs / 4][4]float32 `wgsl:"freq"`
@@ -529,9 +536,9 @@ type RopeQKV struct {
 // to twice as many).
 const RopeQKVFreqs = 256
 
-// RopeQKVBytes is the size of RopeQKV: 12 words, then 64 vec4s of rope
+// RopeQKVBytes is the size of RopeQKV: 16 words, then 64 vec4s of rope
 // frequencies.
-const RopeQKVBytes = 48 + RopeQKVFreqs*4
+const RopeQKVBytes = 64 + RopeQKVFreqs*4
 
 // SetFreq stores frequency i (i < RopeQKVFreqs).
 func (r *RopeQKV) SetFreq(i int, f float32) { r.Freq[i/4][i%4] = f }

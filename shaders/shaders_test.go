@@ -441,11 +441,12 @@ func TestExpandActivations(t *testing.T) {
 	}
 }
 
-// TestRopeKVVariants checks qkv.wgsl's modules: matmul.wgsl's bindings and
-// 5 more, one kernel per module, for every weight layout.
+// TestRopeKVVariants checks qkv.wgsl's modules: 9 storage bindings (a
+// browser stage has 10) and two uniform blocks, one kernel per module, for
+// every weight layout.
 func TestRopeKVVariants(t *testing.T) {
 	R, W, U := StorageRead, StorageRW, Uniform
-	want := []BindingKind{U, R, R, R, R, R, W, R, R, R, R, W, W, U}
+	want := []BindingKind{U, R, R, R, R, W, R, R, W, W, U}
 	n := 0
 	for _, v := range MatMulVariants() {
 		if v.GLU || v.Subgroups {
@@ -516,7 +517,7 @@ func TestRopeQKVLayout(t *testing.T) {
 		"renamed": strings.Replace(src, "k_first: u32", "kfirst: u32", 1),
 		"resized": strings.Replace(src, "freq: array<vec4<f32>, 64>", "freq: array<vec4<f32>, 32>", 1),
 		"retyped": strings.Replace(src, "freq: array<vec4<f32>, 64>", "freq: array<vec4<u32>, 64>", 1),
-		"dropped": strings.Replace(src, "    pad2: u32,\n    freq", "    freq", 1),
+		"dropped": strings.Replace(src, "    pad4: u32,\n    freq", "    freq", 1),
 	} {
 		if bad == src {
 			t.Fatalf("%s: the edit did not apply", name)
@@ -532,8 +533,8 @@ func TestRopeQKVLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(b) != RopeQKVBytes || binary.LittleEndian.Uint32(b) != 7 || math.Float32frombits(binary.LittleEndian.Uint32(b[48+4*5:])) != 0.5 {
-		t.Errorf("RopeQKV bytes: heads or freq[5] not at words 0 and 12+5")
+	if len(b) != RopeQKVBytes || binary.LittleEndian.Uint32(b) != 7 || math.Float32frombits(binary.LittleEndian.Uint32(b[64+4*5:])) != 0.5 {
+		t.Errorf("RopeQKV bytes: heads or freq[5] not at words 0 and 16+5")
 	}
 }
 

@@ -1,16 +1,18 @@
-// base: matmul
-//
 // MatMulRopeKV (fusion.MatMulRopeKV) for decode steps: the Q, K and V
 // projections (with the RMS-norm prologue when rq.has_norm), the rope of q
-// and k and the store of k and v into the cache, in one dispatch. This
-// family is matmul.wgsl (its bindings, helpers and variant constants; the
-// "base" line above prepends it) plus the bindings and kernel below, so
-// the matmul kernels keep their 9 bindings and only this one binds 14.
+// and k and the store of k and v into the cache, in one dispatch. The
+// matrix-vector core is matmul.wgsl's (lib/matvec.wgsl: parameters,
+// dequantization, dot products, reduction arrays); the bindings are this
+// family's own, 9 storage buffers, within the 10 a stage has in browsers
+// (Chromium's adapters offer 10; WebGPU's default is 8 and the host asks
+// for the adapter's limit): a quantized weight's scales follow its rows in
+// its buffer (internal/backend/compute's chunk), at word rq.s_off[seg] of
+// its binding, so Wq, Wk and Wv take one binding each.
 //
-// Weights: w/s (binding 3/4) Wq, w2/s2 (7/8) Wk, wv/sv (9/10) Wv, one
-// chunk each, of one layout (the variant's type, scales and block); no
-// biases (the host plans other shapes unfused), so the bias slot (5)
-// holds the norm prologue's scale. The output rows are taken in rope
+// Weights: w (binding 3) Wq, w2 (6) Wk, wv (7) Wv, one chunk each, of one
+// layout (the variant's type, scales and block); no biases (the host
+// plans other shapes unfused); bias (4) holds the norm prologue's scale.
+// The output rows are taken in rope
 // pairs, so that the two rows a rotation mixes are computed by one lane
 // group: pair j of a head is (j, j + rope_dims/2) for a "halves" rope
 // pair of q or k, else (2j, 2j+1) (interleaved rope pairs, the dims past
@@ -27,6 +29,8 @@
 // Dispatch: lanes_rope_kv (total units) / (64 / p.lanes) workgroups of
 // 64; y: the step's rows.
 
+// include: matvec
+
 struct RopeQKV {
     heads: u32,
     kv_heads: u32,
@@ -39,15 +43,27 @@ struct RopeQKV {
     v_first: u32, // first work unit of v
     has_norm: u32, // 1: the norm prologue (in RopeQKV: MatParams has no room left for it)
     ring: u32,     // 0: slot = position; else kv.wgsl's mirrored ring of 2*ring slots
-    pad2: u32,
+    s_off_q: u32,  // quantized weights: the first scale's word in w, w2, wv
+    s_off_k: u32,
+    s_off_v: u32,
+    pad3: u32,
+    pad4: u32,
     freq: array<vec4<f32>, 64>, // rope_base^(-2i/rope_dims), i < rope_dims/2
 }
 
-@group(0) @binding(9) var<storage, read> wv: array<vec4<u32>>;
-@group(0) @binding(10) var<storage, read> sv: array<u32>;
-@group(0) @binding(11) var<storage, read_write> kc: array<u32>;
-@group(0) @binding(12) var<storage, read_write> vc: array<u32>;
-@group(0) @binding(13) var<uniform> rq: RopeQKV;
+@group(0) @binding(0) var<uniform> p: MatParams;
+@group(0) @binding(1) var<storage, read> step: array<u32>;
+@group(0) @binding(2) var<storage, read> x_w: array<vec4<u32>>;
+@group(0) @binding(3) var<storage, read> w: array<vec4<u32>>;
+@group(0) @binding(4) var<storage, read> bias: array<f32>;
+@group(0) @binding(5) var<storage, read_write> out_w: array<atomic<u32>>;
+@group(0) @binding(6) var<storage, read> w2: array<vec4<u32>>;
+@group(0) @binding(7) var<storage, read> wv: array<vec4<u32>>;
+@group(0) @binding(8) var<storage, read_write> kc: array<u32>;
+@group(0) @binding(9) var<storage, read_write> vc: array<u32>;
+@group(0) @binding(10) var<uniform> rq: RopeQKV;
+
+// activations: out
 
 // include: sincos
 
@@ -76,7 +92,8 @@ fn wseg(seg: u32, i: u32) -> vec4<u32> {
     return w[i];
 }
 
-// sseg is scale i of segment seg's weight (1 unquantized).
+// sseg is scale i of segment seg's weight (1 unquantized), from the
+// scales after its rows.
 fn sseg(seg: u32, i: u32) -> f32 {
     if !QUANT {
         return 1.0;
@@ -85,12 +102,13 @@ fn sseg(seg: u32, i: u32) -> f32 {
     if ST == ST_F16 {
         j = i >> 1u;
     }
-    var word = s[j];
+    var k = rq.s_off_q + j;
     if seg == 1u {
-        word = s2[j];
+        k = rq.s_off_k + j;
     } else if seg == 2u {
-        word = sv[j];
+        k = rq.s_off_v + j;
     }
+    let word = wseg(seg, k >> 2u)[k & 3u];
     if ST == ST_F16 {
         let h = unpack2x16float(word);
         return select(h.x, h.y, (i & 1u) == 1u);

@@ -1,6 +1,8 @@
 package compute
 
 import (
+	"sync"
+
 	"github.com/gpurun/gpurun/fusion"
 	"github.com/gpurun/gpurun/gpu"
 	"github.com/gpurun/gpurun/shaders"
@@ -91,8 +93,8 @@ func gluWhole(gw, uw *weight, gateBias, upBias string) bool {
 // step of at most 3 rows, the three weights of one matmul-family layout in
 // one chunk each, no biases, rows and blocks of whole chunks, even head
 // dims, rope frequencies that fit its table; for the halves rope with an
-// f16 cache, head and rope dims multiples of 4; a device with 12 storage
-// buffers per stage; a float cache (qkv.wgsl stores element pairs: a
+// f16 cache, head and rope dims multiples of 4; a device with the
+// kernel's 9 storage buffers per stage (browsers have 10); a float cache (qkv.wgsl stores element pairs: a
 // quantized cache's rows are stored by RopeStoreKV).
 func ropeKVWhole(c caps, g *fusion.Graph, op *fusion.MatMulRopeKVOp, wq, wk, wv *weight) bool {
 	if g.KV.Quantized() {
@@ -104,9 +106,22 @@ func ropeKVWhole(c caps, g *fusion.Graph, op *fusion.MatMulRopeKVOp, wq, wk, wv 
 	ok := in.Rows < 4 && (op.Scale == 0 || op.Scale == 1) && op.Q.Bias == "" && op.K.Bias == "" && op.V.Bias == "" && wq.qt == shaders.BlockNone && len(wq.chunks) == 1 &&
 		sameType(wq, wk) && sameType(wq, wv) && len(wk.chunks) == 1 && len(wv.chunks) == 1 &&
 		in.Cols%ce == 0 && wq.block%ce == 0 &&
-		op.HeadDim%2 == 0 && op.Dims/2 <= shaders.RopeQKVFreqs && (c.storageBuffers == 0 || c.storageBuffers >= 12)
+		op.HeadDim%2 == 0 && op.Dims/2 <= shaders.RopeQKVFreqs && ropeKVFits(c)
 	if g.KV.F16 && op.Style == fusion.RopeHalves {
 		ok = ok && op.HeadDim%4 == 0 && op.Dims%4 == 0
 	}
 	return ok
+}
+
+// ropeKVSpec is lanes_rope_kv's spec (its bindings are the same for every
+// weight layout).
+var ropeKVSpec = sync.OnceValues(func() (shaders.KernelSpec, error) {
+	return shaders.GetVariant(shaders.RopeKV, shaders.MatMulVariant{}.RopeKVVariant())
+})
+
+// ropeKVFits reports whether lanes_rope_kv's bindings fit the device's
+// storage buffers per stage.
+func ropeKVFits(c caps) bool {
+	spec, err := ropeKVSpec()
+	return err == nil && gpu.CheckBindingLimits(gpu.Caps{MaxStorageBuffers: c.storageBuffers}, spec) == nil
 }

@@ -117,3 +117,17 @@ func compileGraph(t *testing.T, be gpu.Backend, w gpu.Weights, g *fusion.Graph, 
 	p.Release()
 	return nil
 }
+
+// TestRopeKVFitsBrowsers: lanes_rope_kv fits the 10 storage buffers per
+// stage browsers' adapters offer (Chromium's: the page fuses Q, K and V)
+// and not WebGPU's default 8, read from the kernel's own bindings.
+func TestRopeKVFitsBrowsers(t *testing.T) {
+	for _, tc := range []struct {
+		storage int
+		want    bool
+	}{{0, true}, {8, false}, {9, true}, {10, true}, {31, true}} {
+		if got := ropeKVFits(caps{storageBuffers: tc.storage}); got != tc.want {
+			t.Errorf("%d storage buffers: fits %v, want %v", tc.storage, got, tc.want)
+		}
+	}
+}

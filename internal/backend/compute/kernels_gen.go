@@ -312,21 +312,18 @@ type qkvBindings struct {
 	Step gpu.Binding // step: binding 1, var<storage, read>
 	XW   gpu.Binding // x_w: binding 2, var<storage, read>
 	W    gpu.Binding // w: binding 3, var<storage, read>
-	S    gpu.Binding // s: binding 4, var<storage, read>
-	Bias gpu.Binding // bias: binding 5, var<storage, read>
-	OutW gpu.Binding // out_w: binding 6, var<storage, read_write>
-	W2   gpu.Binding // w2: binding 7, var<storage, read>
-	S2   gpu.Binding // s2: binding 8, var<storage, read>
-	Wv   gpu.Binding // wv: binding 9, var<storage, read>
-	Sv   gpu.Binding // sv: binding 10, var<storage, read>
-	Kc   gpu.Binding // kc: binding 11, var<storage, read_write>
-	Vc   gpu.Binding // vc: binding 12, var<storage, read_write>
-	Rq   gpu.Binding // rq: binding 13, var<uniform>
+	Bias gpu.Binding // bias: binding 4, var<storage, read>
+	OutW gpu.Binding // out_w: binding 5, var<storage, read_write>
+	W2   gpu.Binding // w2: binding 6, var<storage, read>
+	Wv   gpu.Binding // wv: binding 7, var<storage, read>
+	Kc   gpu.Binding // kc: binding 8, var<storage, read_write>
+	Vc   gpu.Binding // vc: binding 9, var<storage, read_write>
+	Rq   gpu.Binding // rq: binding 10, var<uniform>
 }
 
 // list returns the bindings in binding order, from binding 1.
 func (b qkvBindings) list() []gpu.Binding {
-	return []gpu.Binding{b.Step, b.XW, b.W, b.S, b.Bias, b.OutW, b.W2, b.S2, b.Wv, b.Sv, b.Kc, b.Vc, b.Rq}
+	return []gpu.Binding{b.Step, b.XW, b.W, b.Bias, b.OutW, b.W2, b.Wv, b.Kc, b.Vc, b.Rq}
 }
 
 // The kernels of wgsl/qkv.wgsl.

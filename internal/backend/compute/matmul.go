@@ -182,9 +182,9 @@ func (pl *planner) matMul(w *weight, biasName string, x gpu.Binding, inCols int,
 	none := pl.none()
 	v := matVariant(w, false)
 	for _, c := range w.chunks {
-		s := pl.dummy
+		s := gpu.Binding{Buf: pl.dummy}
 		if w.quant {
-			s = c.s
+			s = c.scales()
 		}
 		params := shaders.MatParams{InCols: u(inCols), OutCols: u(out.Cols), RowBase: u(c.rowBase), Rows: u(c.rows),
 			Block: u(w.block), NBlocks: u(w.nblk), HasBias: b2u(hasBias), NRows: u(out.Rows), Accum: b2u(accum),
@@ -193,7 +193,7 @@ func (pl *planner) matMul(w *weight, biasName string, x gpu.Binding, inCols int,
 		if pl.pro != nil {
 			params.NormEps = pl.pro.eps
 		}
-		bind := matmulBindings{Step: pl.stepB(), XW: x, W: gpu.Binding{Buf: c.w}, S: gpu.Binding{Buf: s}, Bias: bias, OutW: outB, W2: none, S2: none}
+		bind := matmulBindings{Step: pl.stepB(), XW: x, W: gpu.Binding{Buf: c.w}, S: s, Bias: bias, OutW: outB, W2: none, S2: none}
 		pl.matDispatch(v, w, params, c.rows, out.Rows, bind)
 	}
 	return nil
@@ -222,9 +222,9 @@ func (pl *planner) matMulGLU(op *fusion.MatMulGLUOp) error {
 	v := matVariant(gw, true)
 	for i, c := range gw.chunks {
 		uc := uw.chunks[i]
-		s, s2 := pl.dummy, pl.dummy
+		s, s2 := gpu.Binding{Buf: pl.dummy}, gpu.Binding{Buf: pl.dummy}
 		if gw.quant {
-			s, s2 = c.s, uc.s
+			s, s2 = c.scales(), uc.scales()
 		}
 		params := shaders.MatParams{InCols: u(inCols), OutCols: u(out.Cols), RowBase: u(c.rowBase), Rows: u(c.rows),
 			Block: u(gw.block), NBlocks: u(gw.nblk), HasBias: b2u(op.Gate.Bias != ""), NRows: u(out.Rows),
@@ -232,7 +232,7 @@ func (pl *planner) matMulGLU(op *fusion.MatMulGLUOp) error {
 		if pl.pro != nil {
 			params.NormEps = pl.pro.eps
 		}
-		bind := matmulBindings{Step: pl.stepB(), XW: x, W: gpu.Binding{Buf: c.w}, S: gpu.Binding{Buf: s}, Bias: bias, OutW: pl.buf(op.Out), W2: gpu.Binding{Buf: uc.w}, S2: gpu.Binding{Buf: s2}}
+		bind := matmulBindings{Step: pl.stepB(), XW: x, W: gpu.Binding{Buf: c.w}, S: s, Bias: bias, OutW: pl.buf(op.Out), W2: gpu.Binding{Buf: uc.w}, S2: s2}
 		pl.matDispatch(v, gw, params, c.rows, out.Rows, bind)
 	}
 	return nil

@@ -104,7 +104,7 @@ func (pl *planner) moeGLUBias(op *fusion.MoEOp, gw, uw *weight, p *shaders.MoEPa
 	n := int64(op.Experts) * int64(op.Hidden) * 4
 	var scaleBytes int64
 	if uw.quant {
-		scaleBytes = align16(uw.chunks[0].s.Size())
+		scaleBytes = uw.chunks[0].sLen
 	}
 	buf, err := pl.p.newBuf(scaleBytes + 2*align16(n))
 	if err != nil {
@@ -115,21 +115,22 @@ func (pl *planner) moeGLUBias(op *fusion.MoEOp, gw, uw *weight, p *shaders.MoEPa
 		return gs, us, err
 	}
 	defer cmds.Release()
-	copyErr := func(dst int64, src gpu.Buffer, size int64) {
+	copyErr := func(dst int64, src gpu.Buffer, srcOff, size int64) {
 		if err == nil {
-			err = cmds.Copy(buf, dst, src, 0, size)
+			err = cmds.Copy(buf, dst, src, srcOff, size)
 		}
 	}
 	if uw.quant {
-		copyErr(0, uw.chunks[0].s, uw.chunks[0].s.Size())
+		c := uw.chunks[0]
+		copyErr(0, c.w, c.sOff, c.sLen)
 	}
 	if gb != nil {
-		copyErr(scaleBytes, gb.chunks[0].w, n)
+		copyErr(scaleBytes, gb.chunks[0].w, 0, n)
 		p.Bias |= shaders.MoEBiasS2
 		p.GBOff = u(int(scaleBytes / 4))
 	}
 	if ub != nil {
-		copyErr(scaleBytes+align16(n), ub.chunks[0].w, n)
+		copyErr(scaleBytes+align16(n), ub.chunks[0].w, 0, n)
 		p.UBOff = u(int((scaleBytes + align16(n)) / 4))
 	}
 	if err == nil {
@@ -217,7 +218,7 @@ func (pl *planner) moe(op *fusion.MoEOp) error {
 	kMoeRoute.dispatch(pl, base, 1, 1, 1, moeBindings{Step: step, XW: logits, W: none, S: none, W2: none, S2: none, Route: route, OutW: sink})
 	scale := func(w *weight) gpu.Binding {
 		if w.quant {
-			return gpu.Binding{Buf: w.chunks[0].s}
+			return w.chunks[0].scales()
 		}
 		return none
 	}

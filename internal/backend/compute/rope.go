@@ -128,6 +128,11 @@ func (pl *planner) matMulRopeKV(op *fusion.MatMulRopeKVOp) error {
 	for i := range op.Dims / 2 {
 		rq.SetFreq(i, float32(op.Freq(i)))
 	}
+	// Quantized weights: each weight's scales follow its rows in its one
+	// buffer, at word sOff/4 of its binding (bound whole).
+	if wq.quant {
+		rq.SOffQ, rq.SOffK, rq.SOffV = u(int(wq.chunks[0].sOff/4)), u(int(wk.chunks[0].sOff/4)), u(int(wv.chunks[0].sOff/4))
+	}
 	rb, err := rq.Bytes()
 	if err != nil {
 		return err
@@ -137,16 +142,10 @@ func (pl *planner) matMulRopeKV(op *fusion.MatMulRopeKVOp) error {
 		return err
 	}
 	pl.p.owned = append(pl.p.owned, rbuf)
-	sOf := func(w *weight) gpu.Binding {
-		if w.quant {
-			return gpu.Binding{Buf: w.chunks[0].s}
-		}
-		return gpu.Binding{Buf: pl.dummy}
-	}
 	params := shaders.MatParams{InCols: u(in.Cols), OutCols: u(out.Cols), Rows: u(wq.rows), Block: u(wq.block), NBlocks: u(wq.nblk),
 		NRows: u(in.Rows), Lanes: u(lanes), NormEps: eps, OutF16: b2u(out.F16), XF16: pl.h(x)}
-	bind := qkvBindings{Step: pl.stepB(), XW: x, W: gpu.Binding{Buf: wq.chunks[0].w}, S: sOf(wq), Bias: gs, OutW: pl.buf(op.Out),
-		W2: gpu.Binding{Buf: wk.chunks[0].w}, S2: sOf(wk), Wv: gpu.Binding{Buf: wv.chunks[0].w}, Sv: sOf(wv),
+	bind := qkvBindings{Step: pl.stepB(), XW: x, W: gpu.Binding{Buf: wq.chunks[0].w}, Bias: gs, OutW: pl.buf(op.Out),
+		W2: gpu.Binding{Buf: wk.chunks[0].w}, Wv: gpu.Binding{Buf: wv.chunks[0].w},
 		Kc: gpu.Binding{Buf: c.k[op.Layer]}, Vc: gpu.Binding{Buf: c.v[op.Layer]}, Rq: gpu.Binding{Buf: rbuf, Size: shaders.RopeQKVBytes}}
 	cost := matCost(wq, wq.rows+wk.rows+wv.rows, in.Cols, in.Rows, 1)
 	kLanesRopeKv.dispatchVariant(pl, v.RopeKVVariant(), params, cost, total/perWG, in.Rows, 1, bind)

@@ -57,9 +57,9 @@ func (pl *planner) rowProduct(w *weight, x gpu.Binding, inCols int, outB gpu.Bin
 	sh := v.Shape()
 	ce := v.ChunkElems()
 	for _, c := range w.chunks {
-		s := pl.dummy
+		s := gpu.Binding{Buf: pl.dummy}
 		if w.quant {
-			s = c.s
+			s = c.scales()
 		}
 		params := shaders.MatParams{InCols: u(inCols), OutCols: u(out.Cols), RowBase: u(c.rowBase), Rows: u(c.rows),
 			Block: u(w.block), NBlocks: u(w.nblk), NRows: u(out.Rows), Accum: b2u(accum),
@@ -70,7 +70,7 @@ func (pl *planner) rowProduct(w *weight, x gpu.Binding, inCols int, outB gpu.Bin
 		}
 		params.Lanes = u(lanes)
 		groups := ceilDiv(c.rows, sh.LanesWG/lanes*sh.LanesRows)
-		bind := matmulBindings{Step: pl.stepB(), XW: x, W: gpu.Binding{Buf: c.w}, S: gpu.Binding{Buf: s}, Bias: pl.none(), OutW: outB, W2: pl.none(), S2: pl.none()}
+		bind := matmulBindings{Step: pl.stepB(), XW: x, W: gpu.Binding{Buf: c.w}, S: s, Bias: pl.none(), OutW: outB, W2: pl.none(), S2: pl.none()}
 		kMatvecLanes.dispatchVariant(pl, v.Variant(), params, matCost(w, c.rows, inCols, out.Rows, 1), out.Rows, groups, 1, bind)
 	}
 	return nil

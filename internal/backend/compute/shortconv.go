@@ -33,7 +33,7 @@ func (pl *planner) shortConv(op *fusion.ShortConvOp) error {
 	scales := pl.none()
 	if w.quant {
 		prm.ST, prm.Block, prm.NBlocks = uint32(w.st), u(w.block), u(w.nblk)
-		scales = gpu.Binding{Buf: w.chunks[0].s}
+		scales = w.chunks[0].scales()
 	}
 	bind := shortconvBindings{Step: pl.stepB(), BcxW: pl.buf(op.In), W: gpu.Binding{Buf: w.chunks[0].w}, S: scales, OutW: pl.buf(op.Out)}
 	groups := ceilDiv(op.Channels, 64)

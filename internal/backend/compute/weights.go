@@ -21,8 +21,18 @@ var wtCodes = map[tensors.DType]shaders.WeightType{
 // scales in another), small enough for one binding.
 type chunk struct {
 	rowBase, rows int
-	w, s          gpu.Buffer // s is nil for unquantized weights
+	// w holds the rows and, for a quantized weight, their scales after
+	// them: sLen bytes (whole 16-byte chunks) from sOff, a multiple of the
+	// device's binding offset alignment. One buffer a chunk keeps the
+	// fused kernels within the storage bindings a stage may have
+	// (lanes_rope_kv reads the scales of Wq, Wk and Wv from their rows'
+	// bindings); kernels with a scale binding bind scales().
+	w          gpu.Buffer
+	sOff, sLen int64
 }
+
+// scales is the binding of a quantized chunk's scales.
+func (c chunk) scales() gpu.Binding { return gpu.Binding{Buf: c.w, Offset: c.sOff, Size: c.sLen} }
 
 // weight is one uploaded tensor viewed as a matrix. Vectors (one row: norm
 // weights, biases) are widened to f32 on upload, since kernels read them
@@ -55,9 +65,6 @@ func (w *weights) Release() {
 	for _, t := range w.byName {
 		for _, c := range t.chunks {
 			c.w.Release()
-			if c.s != nil {
-				c.s.Release()
-			}
 		}
 	}
 	w.byName = nil
@@ -157,6 +164,14 @@ func (b *backend) upload(t *tensors.Tensor) (*weight, error) {
 		step = int64(4 / gcd(int(rowBytes%4), 4))
 	}
 	per := b.maxBinding / rowBytes / step * step
+	// A quantized chunk's scales follow its rows in its buffer, which the
+	// rows' binding covers whole: rows, padding to the scales' aligned
+	// offset and scales within the device's binding limit.
+	align := b.offsetAlign()
+	if w.quant {
+		scaleRow := int64(w.nblk * t.Scales.DType.ByteSize(1))
+		per = min(per, max(b.devBinding-align-32, 0)/(rowBytes+scaleRow)/step*step)
+	}
 	// And few enough rows that the decode kernels' row groups (as few as
 	// shaders.MatMulShape.LanesRows rows each) fit one dispatch dimension:
 	// a 262144-row int4 embedding (Gemma 3) fits a 128 MiB binding but
@@ -167,20 +182,20 @@ func (b *backend) upload(t *tensors.Tensor) (*weight, error) {
 	}
 	for r0 := 0; r0 < w.rows; r0 += int(per) {
 		n := min(int(per), w.rows-r0)
-		buf, err := b.newFilled(t.Data[int64(r0)*rowBytes : int64(r0+n)*rowBytes])
+		rows := t.Data[int64(r0)*rowBytes : int64(r0+n)*rowBytes]
+		c := chunk{rowBase: r0, rows: n}
+		var err error
+		if w.quant {
+			sc := scaleBytes(t.Scales, r0*w.nblk, n*w.nblk)
+			c.sOff = (align16(int64(len(rows))) + align - 1) / align * align
+			c.sLen = max(align16(int64(len(sc))), 16)
+			c.w, err = b.newFilledParts(c.sOff+c.sLen, rows, c.sOff, sc)
+		} else {
+			c.w, err = b.newFilled(rows)
+		}
 		if err != nil {
 			w.release()
 			return nil, err
-		}
-		c := chunk{rowBase: r0, rows: n, w: buf}
-		if w.quant {
-			sb, err := b.newFilled(scaleBytes(t.Scales, r0*w.nblk, n*w.nblk))
-			if err != nil {
-				buf.Release()
-				w.release()
-				return nil, err
-			}
-			c.s = sb
 		}
 		w.chunks = append(w.chunks, c)
 	}
@@ -190,9 +205,6 @@ func (b *backend) upload(t *tensors.Tensor) (*weight, error) {
 func (w *weight) release() {
 	for _, c := range w.chunks {
 		c.w.Release()
-		if c.s != nil {
-			c.s.Release()
-		}
 	}
 	w.chunks = nil
 }
@@ -214,27 +226,50 @@ func scaleBytes(s *tensors.Tensor, first, n int) []byte {
 // newFilled uploads data into a new buffer (padded to whole 16-byte
 // chunks, which the matmul kernels read).
 func (b *backend) newFilled(data []byte) (gpu.Buffer, error) {
-	n := int64(len(data))
-	buf, err := b.dev.NewBuffer(max(align16(n), 16))
+	return b.newFilledParts(max(align16(int64(len(data))), 16), data, 0, nil)
+}
+
+// newFilledParts uploads data at 0 and more at byte off (a multiple of 4
+// past data) into a new zeroed buffer of size bytes.
+func (b *backend) newFilledParts(size int64, data []byte, off int64, more []byte) (gpu.Buffer, error) {
+	buf, err := b.dev.NewBuffer(size)
 	if err != nil {
 		return nil, err
 	}
-	whole := n &^ 3
+	if err := b.writeWords(buf, 0, data); err == nil && len(more) > 0 {
+		err = b.writeWords(buf, off, more)
+	}
+	if err != nil {
+		buf.Release()
+		return nil, err
+	}
+	return buf, nil
+}
+
+// writeWords writes data at byte off of buf, its last partial word
+// zero-padded (device writes are of whole words).
+func (b *backend) writeWords(buf gpu.Buffer, off int64, data []byte) error {
+	whole := int64(len(data)) &^ 3
 	if whole > 0 {
-		if err := b.dev.Write(buf, 0, data[:whole]); err != nil {
-			buf.Release()
-			return nil, err
+		if err := b.dev.Write(buf, off, data[:whole]); err != nil {
+			return err
 		}
 	}
 	if tail := data[whole:]; len(tail) > 0 {
 		var word [4]byte
 		copy(word[:], tail)
-		if err := b.dev.Write(buf, whole, word[:]); err != nil {
-			buf.Release()
-			return nil, err
-		}
+		return b.dev.Write(buf, off+whole, word[:])
 	}
-	return buf, nil
+	return nil
+}
+
+// offsetAlign is the device's storage binding offset alignment (256, the
+// largest WebGPU allows, when it does not say).
+func (b *backend) offsetAlign() int64 {
+	if a := int64(b.devCaps.StorageOffsetAlign); a > 0 {
+		return a
+	}
+	return 256
 }
 
 func align4(n int64) int64 { return (n + 3) &^ 3 }
