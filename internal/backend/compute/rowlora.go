@@ -64,10 +64,7 @@ func (pl *planner) rowProduct(w *weight, x gpu.Binding, inCols int, outB gpu.Bin
 		params := shaders.MatParams{InCols: u(inCols), OutCols: u(out.Cols), RowBase: u(c.rowBase), Rows: u(c.rows),
 			Block: u(w.block), NBlocks: u(w.nblk), NRows: u(out.Rows), Accum: b2u(accum),
 			OutF16: b2u(out.F16), XF16: pl.h(x), RowSetAt: u(pl.p.setAt), RowSet: u(j)}
-		lanes := 4
-		for lanes < sh.LanesWG && lanes*2 <= ceilDiv(inCols, ce) {
-			lanes *= 2
-		}
+		lanes := laneCount(ceilDiv(inCols, ce), sh.LanesWG)
 		params.Lanes = u(lanes)
 		groups := ceilDiv(c.rows, sh.LanesWG/lanes*sh.LanesRows)
 		bind := matmulBindings{Step: pl.stepB(), XW: x, W: gpu.Binding{Buf: c.w}, S: s, Bias: pl.none(), OutW: outB, W2: pl.none(), S2: pl.none()}
