@@ -636,3 +636,24 @@ func TestGetSampleVariants(t *testing.T) {
 		}
 	}
 }
+
+// TestHotReductionsSkipZeroInit: the families of the decode step's
+// reduction kernels carry spirvgen's marker, so their Vulkan modules do
+// not zero workgroup memory at every workgroup's start (lanes_rope_kv lost
+// it once, when qkv.wgsl stopped taking matmul.wgsl as its base: 10-20%
+// of its device time on lavapipe and SwiftShader).
+func TestHotReductionsSkipZeroInit(t *testing.T) {
+	r := load()
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	for _, name := range []string{"attention", "matmul", "qblocks", "qkv", "sample"} {
+		f, ok := r.families[name]
+		if !ok {
+			t.Fatalf("no family %s", name)
+		}
+		if !strings.Contains(f.WGSL, "\n"+spirvgen.NoZeroInitMarker+"\n") {
+			t.Errorf("%s: no %q line", name, spirvgen.NoZeroInitMarker)
+		}
+	}
+}

@@ -102,13 +102,19 @@ fn sseg(seg: u32, i: u32) -> f32 {
     if ST == ST_F16 {
         j = i >> 1u;
     }
-    var k = rq.s_off_q + j;
+    // One word of the vec4 arrays (an access chain to the component, not
+    // a load of the whole vec4).
+    var word: u32;
     if seg == 1u {
-        k = rq.s_off_k + j;
+        let k = rq.s_off_k + j;
+        word = w2[k >> 2u][k & 3u];
     } else if seg == 2u {
-        k = rq.s_off_v + j;
+        let k = rq.s_off_v + j;
+        word = wv[k >> 2u][k & 3u];
+    } else {
+        let k = rq.s_off_q + j;
+        word = w[k >> 2u][k & 3u];
     }
-    let word = wseg(seg, k >> 2u)[k & 3u];
     if ST == ST_F16 {
         let h = unpack2x16float(word);
         return select(h.x, h.y, (i & 1u) == 1u);
@@ -286,7 +292,12 @@ fn rope_part(seg: u32, t: u32, pa: vec2<u32>, pb: vec2<u32>, lane: u32, lanes: u
 
 // lanes_rope_kv: as matvec_lanes, 2 pairs (4 rows) per group of p.lanes
 // lanes, reduced in workgroup memory. Needs rows and blocks of whole
-// chunks (the host checks).
+// chunks (the host checks). Every invocation writes its red and red_ss
+// words before the barrier ahead of any read, so the Vulkan module goes
+// without naga's zero-initialization of workgroup memory (a store and a
+// barrier per workgroup, 10-20% of the kernel's time on lavapipe and
+// SwiftShader); the marker line tells shaders/internal/spirvgen:
+// spirvgen: no-workgroup-zero-init
 @compute @workgroup_size(64)
 fn lanes_rope_kv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
     let t = wid.y;
