@@ -17,8 +17,8 @@ var wtCodes = map[tensors.DType]shaders.WeightType{
 	tensors.I8: shaders.WeightI8, tensors.I4: shaders.WeightI4,
 }
 
-// chunk is a block of consecutive rows of a weight in one buffer (with its
-// scales in another), small enough for one binding.
+// chunk is a block of consecutive rows of a weight in one buffer, small
+// enough for one binding.
 type chunk struct {
 	rowBase, rows int
 	// w holds the rows and, for a quantized weight, their scales after
@@ -236,7 +236,7 @@ func (b *backend) newFilledParts(size int64, data []byte, off int64, more []byte
 	if err != nil {
 		return nil, err
 	}
-	if err := b.writeWords(buf, 0, data); err == nil && len(more) > 0 {
+	if err = b.writeWords(buf, 0, data); err == nil && len(more) > 0 {
 		err = b.writeWords(buf, off, more)
 	}
 	if err != nil {
