@@ -94,8 +94,9 @@ func gluWhole(gw, uw *weight, gateBias, upBias string) bool {
 // one chunk each, no biases, rows and blocks of whole chunks, even head
 // dims, rope frequencies that fit its table; for the halves rope with an
 // f16 cache, head and rope dims multiples of 4; a device with the
-// kernel's 9 storage buffers per stage (browsers have 10); a float cache (qkv.wgsl stores element pairs: a
-// quantized cache's rows are stored by RopeStoreKV).
+// kernel's 9 storage buffers per stage (browsers have 10); a float cache
+// (qkv.wgsl stores element pairs: a quantized cache's rows are stored by
+// RopeStoreKV).
 func ropeKVWhole(c caps, g *fusion.Graph, op *fusion.MatMulRopeKVOp, wq, wk, wv *weight) bool {
 	if g.KV.Quantized() {
 		return false
