@@ -21,6 +21,7 @@ func TestARM64UnderQEMU(t *testing.T) {
 		CPUs: []qemutest.CPU{{Model: "max"}, {Model: "cortex-a57",
 			Run: "^(TestStories260KGolden|TestDynamicMathGGUF|TestBatchedStep|TestMatMulStoredTypes|TestStories260KCaches|TestKQuantDynamicVsLlamaCpp|TestKQuantExactIsF32|TestBlockTypesEqualDecodedF32|TestNarrowMatMul|TestKVQuantGoldens)$"}},
 		// The binary would run this test again: it skips on arm64.
-		MustPass: []string{"TestStories260KGolden", "TestDynamicMathGGUF", "TestBatchedStep", "TestMatMulStoredTypes", "TestDecodeAllocatesNothing", "TestStories260KCaches", "TestKQuantDynamicVsLlamaCpp", "TestKQuantExactIsF32"},
+		MustPass: []string{"TestStories260KGolden", "TestDynamicMathGGUF", "TestBatchedStep", "TestMatMulStoredTypes", "TestDecodeAllocatesNothing", "TestStories260KCaches", "TestKQuantDynamicVsLlamaCpp", "TestKQuantExactIsF32",
+			"TestBlockTypesEqualDecodedF32", "TestNarrowMatMul", "TestKVQuantGoldens"},
 	})
 }
