@@ -6,15 +6,15 @@
 // family's own, 9 storage buffers, within the 10 a stage has in browsers
 // (Chromium's adapters offer 10; WebGPU's default is 8 and the host asks
 // for the adapter's limit): a quantized weight's scales follow its rows in
-// its buffer (internal/backend/compute's chunk), at word rq.s_off[seg] of
-// its binding, so Wq, Wk and Wv take one binding each.
+// its buffer (internal/backend/compute's chunk), from word rq.s_off_q,
+// s_off_k or s_off_v of its binding, so Wq, Wk and Wv take one binding
+// each.
 //
 // Weights: w (binding 3) Wq, w2 (6) Wk, wv (7) Wv, one chunk each, of one
 // layout (the variant's type, scales and block); no biases (the host
 // plans other shapes unfused); bias (4) holds the norm prologue's scale.
-// The output rows are taken in rope
-// pairs, so that the two rows a rotation mixes are computed by one lane
-// group: pair j of a head is (j, j + rope_dims/2) for a "halves" rope
+// The output rows are taken in rope pairs, so that the two rows a
+// rotation mixes are computed by one lane group: pair j of a head is (j, j + rope_dims/2) for a "halves" rope
 // pair of q or k, else (2j, 2j+1) (interleaved rope pairs, the dims past
 // rope_dims, v). Work units (a lane group of 2 pairs) are laid out q
 // first, then k from rq.k_first, then v from rq.v_first, each segment
