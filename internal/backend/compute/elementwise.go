@@ -30,14 +30,13 @@ func (pl *planner) embed(op *fusion.EmbedOp) error {
 	}
 	for _, c := range w.chunks {
 		block := 0
-		s := gpu.Binding{Buf: pl.dummy}
 		if w.quant {
-			block, s = w.block, c.scales()
+			block = w.block
 		}
 		kEmbed.dispatch(pl, shaders.EmbedParams{Cols: u(out.Cols), RowBase: u(c.rowBase), Rows: u(c.rows), WT: uint32(w.wt), ST: uint32(w.st),
 			Block: u(block), NBlocks: u(w.nblk), Scale: scale, OutF16: b2u(out.F16)},
 			ceilDiv(out.Cols, 64), T, 1,
-			embedBindings{Step: pl.stepB(), W: gpu.Binding{Buf: c.w}, S: s, OutW: pl.buf(op.Out)})
+			embedBindings{Step: pl.stepB(), W: gpu.Binding{Buf: c.w}, S: pl.scales(c), OutW: pl.buf(op.Out)})
 	}
 	return nil
 }

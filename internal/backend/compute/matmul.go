@@ -139,10 +139,17 @@ func (pl *planner) matDispatch(v shaders.MatMulVariant, w *weight, params shader
 		k.dispatchVariant(pl, kv.Variant(), params, c, ceilDiv(rows, sh.TileRows), ceilDiv(nrows, sh.TileTokens), 1, bind)
 		return
 	}
-	lanes := laneCount(ceilDiv(int(params.InCols), ce), sh.LanesWG)
-	params.Lanes = u(lanes)
-	groups := ceilDiv(rows, sh.LanesWG/lanes*sh.LanesRows)
+	groups := lanesSplit(v, &params, rows)
 	k.dispatchVariant(pl, kv.Variant(), params, c, nrows, groups, 1, bind)
+}
+
+// lanesSplit sets params.Lanes for the matvec_lanes family (laneCount
+// over a row's chunks) and returns the row groups that cover rows rows.
+func lanesSplit(v shaders.MatMulVariant, params *shaders.MatParams, rows int) int {
+	sh := v.Shape()
+	lanes := laneCount(ceilDiv(int(params.InCols), v.ChunkElems()), sh.LanesWG)
+	params.Lanes = u(lanes)
+	return ceilDiv(rows, sh.LanesWG/lanes*sh.LanesRows)
 }
 
 // laneCount is the lanes per row group of the matvec_lanes kernels (and
@@ -182,10 +189,6 @@ func (pl *planner) matMul(w *weight, biasName string, x gpu.Binding, inCols int,
 	none := pl.none()
 	v := matVariant(w, false)
 	for _, c := range w.chunks {
-		s := gpu.Binding{Buf: pl.dummy}
-		if w.quant {
-			s = c.scales()
-		}
 		params := shaders.MatParams{InCols: u(inCols), OutCols: u(out.Cols), RowBase: u(c.rowBase), Rows: u(c.rows),
 			Block: u(w.block), NBlocks: u(w.nblk), HasBias: b2u(hasBias), NRows: u(out.Rows), Accum: b2u(accum),
 			OutF16: b2u(out.F16), XF16: pl.h(x)}
@@ -193,7 +196,7 @@ func (pl *planner) matMul(w *weight, biasName string, x gpu.Binding, inCols int,
 		if pl.pro != nil {
 			params.NormEps = pl.pro.eps
 		}
-		bind := matmulBindings{Step: pl.stepB(), XW: x, W: gpu.Binding{Buf: c.w}, S: s, Bias: bias, OutW: outB, W2: none, S2: none}
+		bind := matmulBindings{Step: pl.stepB(), XW: x, W: gpu.Binding{Buf: c.w}, S: pl.scales(c), Bias: bias, OutW: outB, W2: none, S2: none}
 		pl.matDispatch(v, w, params, c.rows, out.Rows, bind)
 	}
 	return nil
@@ -222,17 +225,13 @@ func (pl *planner) matMulGLU(op *fusion.MatMulGLUOp) error {
 	v := matVariant(gw, true)
 	for i, c := range gw.chunks {
 		uc := uw.chunks[i]
-		s, s2 := gpu.Binding{Buf: pl.dummy}, gpu.Binding{Buf: pl.dummy}
-		if gw.quant {
-			s, s2 = c.scales(), uc.scales()
-		}
 		params := shaders.MatParams{InCols: u(inCols), OutCols: u(out.Cols), RowBase: u(c.rowBase), Rows: u(c.rows),
 			Block: u(gw.block), NBlocks: u(gw.nblk), HasBias: b2u(op.Gate.Bias != ""), NRows: u(out.Rows),
 			Act: uint32(act), HasBias2: b2u(op.Up.Bias != ""), OutF16: b2u(out.F16), XF16: pl.h(x)}
 		if pl.pro != nil {
 			params.NormEps = pl.pro.eps
 		}
-		bind := matmulBindings{Step: pl.stepB(), XW: x, W: gpu.Binding{Buf: c.w}, S: s, Bias: bias, OutW: pl.buf(op.Out), W2: gpu.Binding{Buf: uc.w}, S2: s2}
+		bind := matmulBindings{Step: pl.stepB(), XW: x, W: gpu.Binding{Buf: c.w}, S: pl.scales(c), Bias: bias, OutW: pl.buf(op.Out), W2: gpu.Binding{Buf: uc.w}, S2: pl.scales(uc)}
 		pl.matDispatch(v, gw, params, c.rows, out.Rows, bind)
 	}
 	return nil

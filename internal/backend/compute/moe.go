@@ -216,15 +216,9 @@ func (pl *planner) moe(op *fusion.MoEOp) error {
 		base.OAI, base.Alpha, base.Limit = 1, op.SwiGLUOAI.Alpha, op.SwiGLUOAI.Limit
 	}
 	kMoeRoute.dispatch(pl, base, 1, 1, 1, moeBindings{Step: step, XW: logits, W: none, S: none, W2: none, S2: none, Route: route, OutW: sink})
-	scale := func(w *weight) gpu.Binding {
-		if w.quant {
-			return w.chunks[0].scales()
-		}
-		return none
-	}
 	glu := moeParams(base, gw)
 	glu.XF16 = pl.h(x)
-	gs, us, err := pl.moeGLUBias(op, gw, uw, &glu, scale(gw), scale(uw))
+	gs, us, err := pl.moeGLUBias(op, gw, uw, &glu, pl.scales(gw.chunks[0]), pl.scales(uw.chunks[0]))
 	if err != nil {
 		return err
 	}
@@ -258,7 +252,7 @@ func (pl *planner) moe(op *fusion.MoEOp) error {
 	if !grouped {
 		down.OutF16 = b2u(out.F16)
 		kMoeDown.dispatchVariant(pl, shaders.Variant{}, down, moeCost(dw, out.Cols, op.Hidden, 1), out.Cols, in.Rows, 1,
-			moeBindings{Step: step, XW: hidden, W: gpu.Binding{Buf: dw.chunks[0].w}, S: scale(dw), W2: db, S2: none, Route: route, OutW: pl.buf(op.Out)})
+			moeBindings{Step: step, XW: hidden, W: gpu.Binding{Buf: dw.chunks[0].w}, S: pl.scales(dw.chunks[0]), W2: db, S2: none, Route: route, OutW: pl.buf(op.Out)})
 		return nil
 	}
 	y, err := pl.grow(&pl.moeB.y, &pl.moeB.yLen, rows*used*int64(out.Cols)*4)
@@ -266,7 +260,7 @@ func (pl *planner) moe(op *fusion.MoEOp) error {
 		return err
 	}
 	kMoeDown.dispatchVariant(pl, shaders.Variant{}, down, moeCost(dw, out.Cols, op.Hidden, 1), out.Cols, op.Experts, 1,
-		moeBindings{Step: step, XW: hidden, W: gpu.Binding{Buf: dw.chunks[0].w}, S: scale(dw), W2: db, S2: none, Route: route, OutW: y})
+		moeBindings{Step: step, XW: hidden, W: gpu.Binding{Buf: dw.chunks[0].w}, S: pl.scales(dw.chunks[0]), W2: db, S2: none, Route: route, OutW: y})
 	sum := base
 	sum.OutF16 = b2u(out.F16)
 	kMoeSum.dispatch(pl, sum, ceilDiv(out.Cols, 64), in.Rows, 1, moeBindings{Step: step, XW: y, W: none, S: none, W2: none, S2: none, Route: route, OutW: pl.buf(op.Out)})

@@ -99,6 +99,15 @@ func (pl *planner) stepB() gpu.Binding { return gpu.Binding{Buf: pl.p.step} }
 // none binds the dummy buffer, at a read slot a dispatch leaves unused.
 func (pl *planner) none() gpu.Binding { return gpu.Binding{Buf: pl.dummy} }
 
+// scales is chunk c's scale binding, or the dummy for an unquantized
+// weight's chunk (which has none; its kernels read no scale).
+func (pl *planner) scales(c chunk) gpu.Binding {
+	if c.sLen == 0 {
+		return pl.none()
+	}
+	return c.scales()
+}
+
 func (pl *planner) bytes(b fusion.Buf) int64 { return actBytes(pl.p.g.Bufs[b]) }
 
 // input binds input buffer in of an op writing out, through the scratch

@@ -54,20 +54,12 @@ func (pl *planner) rowProduct(w *weight, x gpu.Binding, inCols int, outB gpu.Bin
 		return fmt.Errorf("adapter weight of a llama.cpp block type: %w", gpu.ErrUnsupported)
 	}
 	v := matVariant(w, false)
-	sh := v.Shape()
-	ce := v.ChunkElems()
 	for _, c := range w.chunks {
-		s := gpu.Binding{Buf: pl.dummy}
-		if w.quant {
-			s = c.scales()
-		}
 		params := shaders.MatParams{InCols: u(inCols), OutCols: u(out.Cols), RowBase: u(c.rowBase), Rows: u(c.rows),
 			Block: u(w.block), NBlocks: u(w.nblk), NRows: u(out.Rows), Accum: b2u(accum),
 			OutF16: b2u(out.F16), XF16: pl.h(x), RowSetAt: u(pl.p.setAt), RowSet: u(j)}
-		lanes := laneCount(ceilDiv(inCols, ce), sh.LanesWG)
-		params.Lanes = u(lanes)
-		groups := ceilDiv(c.rows, sh.LanesWG/lanes*sh.LanesRows)
-		bind := matmulBindings{Step: pl.stepB(), XW: x, W: gpu.Binding{Buf: c.w}, S: s, Bias: pl.none(), OutW: outB, W2: pl.none(), S2: pl.none()}
+		groups := lanesSplit(v, &params, c.rows)
+		bind := matmulBindings{Step: pl.stepB(), XW: x, W: gpu.Binding{Buf: c.w}, S: pl.scales(c), Bias: pl.none(), OutW: outB, W2: pl.none(), S2: pl.none()}
 		kMatvecLanes.dispatchVariant(pl, v.Variant(), params, matCost(w, c.rows, inCols, out.Rows, 1), out.Rows, groups, 1, bind)
 	}
 	return nil

@@ -30,12 +30,10 @@ func (pl *planner) shortConv(op *fusion.ShortConvOp) error {
 	out := g.Bufs[op.Out]
 	prm := shaders.ShortConvParams{Channels: u(op.Channels), Width: u(op.Width), NRows: u(out.Rows), PosAt: u(pl.p.posAt),
 		WT: uint32(w.wt), BCXF16: pl.h(pl.buf(op.In)), OutF16: b2u(out.F16)}
-	scales := pl.none()
 	if w.quant {
 		prm.ST, prm.Block, prm.NBlocks = uint32(w.st), u(w.block), u(w.nblk)
-		scales = w.chunks[0].scales()
 	}
-	bind := shortconvBindings{Step: pl.stepB(), BcxW: pl.buf(op.In), W: gpu.Binding{Buf: w.chunks[0].w}, S: scales, OutW: pl.buf(op.Out)}
+	bind := shortconvBindings{Step: pl.stepB(), BcxW: pl.buf(op.In), W: gpu.Binding{Buf: w.chunks[0].w}, S: pl.scales(w.chunks[0]), OutW: pl.buf(op.Out)}
 	groups := ceilDiv(op.Channels, 64)
 	if groups > maxDispatch || out.Rows > maxDispatch {
 		return fmt.Errorf("short_conv of %d channels over %d rows exceeds one dispatch: %w", op.Channels, out.Rows, gpu.ErrUnsupported)
