@@ -59,23 +59,43 @@ func benchAttention(b *testing.B, be gpu.Backend, heads, kvHeads, hd, maxLen, va
 // time per op includes the submission and the wait, which on lavapipe
 // vary more than the kernels do.
 func reportDeviceTime(b *testing.B, p gpu.Program, k fusion.Kind, pos int) {
-	var ms []float64
-	for range 15 {
-		ts, err := p.Profile(context.Background(), []int32{1}, pos)
-		if err != nil {
-			return // no timestamps on this device
+	byKind, ok := profiledMs(p, []int32{1}, pos, 15, func(t gpu.OpTime) string {
+		if t.Kind == k {
+			return "k"
 		}
-		var ns uint64
+		return ""
+	})
+	if ms := byKind["k"]; ok && len(ms) > 0 {
+		b.ReportMetric(ms[0], "device-ms-min")
+		b.ReportMetric(ms[len(ms)/2], "device-ms")
+	}
+}
+
+// profiledMs profiles p's step (ids at pos) runs times and returns, per
+// key that key gives the step's ops ("" leaves an op out), the device
+// time a step of the ops of that key in ms, one value a run, sorted; ok
+// is false when the device has no timestamps.
+func profiledMs(p gpu.Program, ids []int32, pos, runs int, key func(gpu.OpTime) string) (ms map[string][]float64, ok bool) {
+	ms = map[string][]float64{}
+	for range runs {
+		ts, err := p.Profile(context.Background(), ids, pos)
+		if err != nil {
+			return nil, false
+		}
+		ns := map[string]uint64{}
 		for _, t := range ts {
-			if t.Kind == k {
-				ns += t.Nanos
+			if k := key(t); k != "" {
+				ns[k] += t.Nanos
 			}
 		}
-		ms = append(ms, float64(ns)/1e6)
+		for k, n := range ns {
+			ms[k] = append(ms[k], float64(n)/1e6)
+		}
 	}
-	slices.Sort(ms)
-	b.ReportMetric(ms[0], "device-ms-min")
-	b.ReportMetric(ms[len(ms)/2], "device-ms")
+	for _, v := range ms {
+		slices.Sort(v)
+	}
+	return ms, true
 }
 
 // BenchmarkAttentionPrefill times one 128-token prefill step of StoreKV +

@@ -1,7 +1,6 @@
 package compute_test
 
 import (
-	"context"
 	"testing"
 
 	"github.com/gpurun/gpurun/gpu"
@@ -13,10 +12,10 @@ import (
 // BenchmarkDecodeStep110M times one decode step of the 110M llama shape
 // (768 wide, 12 heads of 64, FFN 2048, int8 with a scale per row) cut to
 // two layers and a 512-id vocabulary, fused as the pipeline fuses it, on
-// each device, and reports each fused kernel's device time a step where
-// the device has timestamps (kernel-ms per kernel name: lanes_rope_kv,
-// the GLU and output products, attention): the kernels `gpurun bench
-// --profile` lists for a whole model, in a second.
+// each device, and reports each kernel's device time a step where the
+// device has timestamps (the median of 15 profiled steps, ms, per kernel
+// name: lanes_rope_kv, the GLU and output products, attention): the
+// kernels `gpurun bench --profile` lists for a whole model, in a second.
 func BenchmarkDecodeStep110M(b *testing.B) {
 	c, ok := synthetic.ByName("llama-110m")
 	if !ok {
@@ -27,43 +26,24 @@ func BenchmarkDecodeStep110M(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	g, err := arch.Build(&ck.Config, arch.BuildOptions{Tokens: 1, MaxLen: 64})
+	if err != nil {
+		b.Fatal(err)
+	}
 	const pos = 16
+	ids := []int32{7}
 	for i, d := range devices {
 		b.Run(d.Name, func(b *testing.B) {
-			be := backendOn(b, deviceAt(b, i), compute.Options{})
-			g, err := arch.Build(&ck.Config, arch.BuildOptions{Tokens: 1, MaxLen: 64})
-			if err != nil {
-				b.Fatal(err)
-			}
-			ws, err := be.LoadWeights(context.Background(), ck.Tensors)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer ws.Release()
-			kv, err := be.NewKVCache(g.KV)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer kv.Release()
-			p, err := be.Compile(gpu.Fuse(be, ws, g), ws, kv)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer p.Release()
-			ids := []int32{7}
+			p := fusedCompiled(b, backendOn(b, deviceAt(b, i), compute.Options{}), g, ck.Tensors)
 			timeRuns(b, p, ids, pos, make([]float32, c.VocabSize))
-			ops, err := p.Profile(context.Background(), ids, pos)
-			if err != nil {
-				return // no timestamps on this device
-			}
-			ms := map[string]float64{}
-			for _, op := range ops {
-				if len(op.Kernels) > 0 {
-					ms[op.Kernels[0]] += float64(op.Nanos) / 1e6
+			byKernel, _ := profiledMs(p, ids, pos, 15, func(t gpu.OpTime) string {
+				if len(t.Kernels) == 0 {
+					return ""
 				}
-			}
-			for k, v := range ms {
-				b.ReportMetric(v, k+"-ms")
+				return t.Kernels[0]
+			})
+			for k, ms := range byKernel {
+				b.ReportMetric(ms[len(ms)/2], k+"-ms")
 			}
 		})
 	}

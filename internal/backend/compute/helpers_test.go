@@ -256,6 +256,28 @@ func compiled(tb testing.TB, be gpu.Backend, g *fusion.Graph, ts []*tensors.Tens
 		tb.Fatal(err)
 	}
 	tb.Cleanup(ws.Release)
+	return compiledOn(tb, be, g, ws, kv)
+}
+
+// fusedCompiled is compiled for a model's graph as the pipeline runs it:
+// fused for be (gpu.Fuse) over a new cache of the graph's shape.
+func fusedCompiled(tb testing.TB, be gpu.Backend, g *fusion.Graph, ts []*tensors.Tensor) gpu.Program {
+	tb.Helper()
+	ws, err := be.LoadWeights(context.Background(), ts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(ws.Release)
+	kv, err := be.NewKVCache(g.KV)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(kv.Release)
+	return compiledOn(tb, be, gpu.Fuse(be, ws, g), ws, kv)
+}
+
+func compiledOn(tb testing.TB, be gpu.Backend, g *fusion.Graph, ws gpu.Weights, kv gpu.KVCache) gpu.Program {
+	tb.Helper()
 	p, err := be.Compile(g, ws, kv)
 	if err != nil {
 		tb.Fatal(err)
