@@ -255,17 +255,14 @@ func (d *Device) transfer(gb gpu.Buffer, off, n int64, what string, move func(vi
 	}
 	for at := int64(0); at < n; at += stagingChunk {
 		m := min(n-at, stagingChunk)
-		region := []vk.BufferCopy{{Size: vk.DeviceSize(m)}}
 		if upload {
 			move(st.bytes()[:m], at)
-			region[0].DstOffset = vk.DeviceSize(off + at)
-			if err := d.oneShotLocked(func(cb vk.CommandBuffer) { copyBuffer(cb, st.buf, b.buf, region) }); err != nil {
+			if err := d.oneShotLocked(func(cb vk.CommandBuffer) { d.calls.copyBuffer(cb, st.buf, b.buf, 0, off+at, m) }); err != nil {
 				return fmt.Errorf("vulkan: %s: %w", what, err)
 			}
 			continue
 		}
-		region[0].SrcOffset = vk.DeviceSize(off + at)
-		if err := d.oneShotLocked(func(cb vk.CommandBuffer) { copyBuffer(cb, b.buf, st.buf, region) }); err != nil {
+		if err := d.oneShotLocked(func(cb vk.CommandBuffer) { d.calls.copyBuffer(cb, b.buf, st.buf, off+at, 0, m) }); err != nil {
 			return fmt.Errorf("vulkan: %s: %w", what, err)
 		}
 		move(st.bytes()[:m], at)

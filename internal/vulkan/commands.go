@@ -81,11 +81,7 @@ func (d *Device) NewCommands() (gpu.Commands, error) {
 		return nil, err
 	}
 	c.cb = cbs[0]
-	begin := vk.CommandBufferBeginInfo{
-		SType: vk.StructureTypeCommandBufferBeginInfo,
-		Flags: vk.CommandBufferUsageFlags(vk.CommandBufferUsageSimultaneousUseBit),
-	}
-	if err := check("vkBeginCommandBuffer", vk.BeginCommandBuffer(c.cb, &begin)); err != nil {
+	if err := check("vkBeginCommandBuffer", d.calls.beginCommandBuffer(c.cb, vk.CommandBufferUsageSimultaneousUseBit)); err != nil {
 		c.destroy()
 		return nil, err
 	}
@@ -179,22 +175,10 @@ func (c *commands) Dispatch(gk gpu.Kernel, bindings []gpu.Binding, x, y, z int) 
 		c.sets[key] = set
 	}
 	if len(infos) > 0 && !reused {
-		writes := make([]vk.WriteDescriptorSet, len(infos))
-		for i := range infos {
-			t, _ := descriptorType(k.bindings[i])
-			writes[i] = vk.WriteDescriptorSet{
-				SType:           vk.StructureTypeWriteDescriptorSet,
-				DstSet:          set,
-				DstBinding:      uint32(i),
-				DescriptorCount: 1,
-				DescriptorType:  t,
-				PBufferInfo:     infos[i : i+1],
-			}
+		if err := d.calls.updateSet(d.dev, set, k.types, infos); err != nil {
+			delete(c.sets, key)
+			return fmt.Errorf("vulkan: dispatch %q: %w", k.name, err)
 		}
-		noGC(func() struct{} {
-			vk.UpdateDescriptorSets(d.dev, uint32(len(writes)), writes, 0, nil)
-			return struct{}{}
-		})
 	}
 	var reads, writes []*buffer
 	for i, b := range bufs {
@@ -205,7 +189,7 @@ func (c *commands) Dispatch(gk gpu.Kernel, bindings []gpu.Binding, x, y, z int) 
 		}
 	}
 	if c.hazards.access(reads, writes) {
-		fullBarrier(c.cb)
+		d.fullBarrier(c.cb)
 	}
 	vk.CmdBindPipeline(c.cb, vk.PipelineBindPointCompute, k.pipeline)
 	vk.CmdBindDescriptorSets(c.cb, vk.PipelineBindPointCompute, k.layout, 0, 1, []vk.DescriptorSet{set}, 0, nil)
@@ -285,14 +269,8 @@ func (c *commands) allocateSet(k *kernel, storage, uniforms int) (vk.DescriptorS
 			return vk.NullDescriptorSet, err
 		}
 	}
-	info := vk.DescriptorSetAllocateInfo{
-		SType:              vk.StructureTypeDescriptorSetAllocateInfo,
-		DescriptorPool:     p.pool,
-		DescriptorSetCount: 1,
-		PSetLayouts:        []vk.DescriptorSetLayout{k.setLayout},
-	}
-	var set vk.DescriptorSet
-	if err := check("vkAllocateDescriptorSets", vk.AllocateDescriptorSets(c.d.dev, &info, &set)); err != nil {
+	set, res := c.d.calls.allocateSet(c.d.dev, p.pool, k.setLayout)
+	if err := check("vkAllocateDescriptorSets", res); err != nil {
 		return vk.NullDescriptorSet, err
 	}
 	p.sets--
@@ -302,18 +280,8 @@ func (c *commands) allocateSet(k *kernel, storage, uniforms int) (vk.DescriptorS
 }
 
 func (c *commands) newDescPool(storage, uniforms int) (*descPool, error) {
-	sizes := []vk.DescriptorPoolSize{
-		{Type: vk.DescriptorTypeStorageBuffer, DescriptorCount: uint32(storage)},
-		{Type: vk.DescriptorTypeUniformBuffer, DescriptorCount: uint32(uniforms)},
-	}
-	info := vk.DescriptorPoolCreateInfo{
-		SType:         vk.StructureTypeDescriptorPoolCreateInfo,
-		MaxSets:       poolSets,
-		PoolSizeCount: uint32(len(sizes)),
-		PPoolSizes:    sizes,
-	}
-	var pool vk.DescriptorPool
-	if err := check("vkCreateDescriptorPool", vk.CreateDescriptorPool(c.d.dev, &info, nil, &pool)); err != nil {
+	pool, res := c.d.calls.createDescriptorPool(c.d.dev, poolSets, storage, uniforms)
+	if err := check("vkCreateDescriptorPool", res); err != nil {
 		return nil, err
 	}
 	p := &descPool{pool: pool, sets: poolSets, storage: storage, uniforms: uniforms}
@@ -353,10 +321,9 @@ func (c *commands) Copy(gdst gpu.Buffer, dstOff int64, gsrc gpu.Buffer, srcOff i
 		return ErrClosed
 	}
 	if c.hazards.access([]*buffer{src}, []*buffer{dst}) {
-		fullBarrier(c.cb)
+		c.d.fullBarrier(c.cb)
 	}
-	region := []vk.BufferCopy{{SrcOffset: vk.DeviceSize(srcOff), DstOffset: vk.DeviceSize(dstOff), Size: vk.DeviceSize(size)}}
-	copyBuffer(c.cb, src.buf, dst.buf, region)
+	c.d.calls.copyBuffer(c.cb, src.buf, dst.buf, srcOff, dstOff, size)
 	c.buffers[src] = struct{}{}
 	c.buffers[dst] = struct{}{}
 	return nil
@@ -372,7 +339,7 @@ func (c *commands) Finish() error {
 	if c.d.closed {
 		return ErrClosed
 	}
-	hostBarrier(c.cb)
+	c.d.hostBarrier(c.cb)
 	if err := check("vkEndCommandBuffer", vk.EndCommandBuffer(c.cb)); err != nil {
 		return err
 	}

@@ -72,6 +72,7 @@ type Device struct {
 	creating sync.WaitGroup
 
 	pcache *pipelineCache // set by init
+	calls  calls          // entry points called through vkcalls.c
 }
 
 var _ gpu.Device = (*Device)(nil)
@@ -127,6 +128,10 @@ func openDevice(ctx context.Context, index int, forceStaging bool) (*Device, err
 		return nil, fmt.Errorf("%w: %w", err, gpu.ErrNoDevice)
 	}
 	d.dev = vk.Device(unsafe.Pointer(cdev))
+	if d.calls, err = loadCalls(in.handle, d.dev); err != nil {
+		vk.DestroyDevice(d.dev, nil)
+		return nil, err
+	}
 	var q vk.Queue
 	vk.GetDeviceQueue(d.dev, p.family, 0, &q)
 	d.queue = q
@@ -276,12 +281,7 @@ func (d *Device) submitLocked(cbs []vk.CommandBuffer, uses []map[*buffer]struct{
 	if err != nil {
 		return err
 	}
-	info := []vk.SubmitInfo{{
-		SType:              vk.StructureTypeSubmitInfo,
-		CommandBufferCount: uint32(len(cbs)),
-		PCommandBuffers:    cbs,
-	}}
-	if err := check("vkQueueSubmit", noGC(func() vk.Result { return vk.QueueSubmit(d.queue, 1, info, fence) })); err != nil {
+	if err := check("vkQueueSubmit", d.calls.queueSubmit(d.queue, cbs, fence)); err != nil {
 		d.idle = append(d.idle, fence)
 		return err
 	}
@@ -477,16 +477,12 @@ func (d *Device) oneShotLocked(fn func(cb vk.CommandBuffer)) error {
 	}
 	cbs := []vk.CommandBuffer{cb}
 	defer vk.FreeCommandBuffers(d.dev, d.xferPool, 1, cbs)
-	begin := vk.CommandBufferBeginInfo{
-		SType: vk.StructureTypeCommandBufferBeginInfo,
-		Flags: vk.CommandBufferUsageFlags(vk.CommandBufferUsageOneTimeSubmitBit),
-	}
-	if err := check("vkBeginCommandBuffer", vk.BeginCommandBuffer(cbs[0], &begin)); err != nil {
+	if err := check("vkBeginCommandBuffer", d.calls.beginCommandBuffer(cbs[0], vk.CommandBufferUsageOneTimeSubmitBit)); err != nil {
 		return err
 	}
-	fullBarrier(cbs[0])
+	d.fullBarrier(cbs[0])
 	fn(cbs[0])
-	hostBarrier(cbs[0])
+	d.hostBarrier(cbs[0])
 	if err := check("vkEndCommandBuffer", vk.EndCommandBuffer(cbs[0])); err != nil {
 		return err
 	}
@@ -554,6 +550,7 @@ func (d *Device) destroy() {
 		vk.DestroyPipelineCache(d.dev, d.pcache.handle, nil)
 	}
 	vk.DestroyDevice(d.dev, nil)
+	d.calls.free()
 }
 
 // Memory barriers. Every command waits for all earlier compute and transfer
@@ -566,29 +563,10 @@ const (
 		vk.AccessTransferWriteBit | vk.AccessUniformReadBit)
 )
 
-// vkCmdPipelineBarrier's wrapper copies the barrier slice into C memory
-// that a finalizer may free during the call (see gcguard.go): the
-// validation layer then saw a garbage sType in CI. Hence noGC.
-func fullBarrier(cb vk.CommandBuffer) {
-	mb := []vk.MemoryBarrier{{
-		SType:         vk.StructureTypeMemoryBarrier,
-		SrcAccessMask: writeAccess,
-		DstAccessMask: anyAccess,
-	}}
-	noGC(func() struct{} {
-		vk.CmdPipelineBarrier(cb, workStages, workStages, 0, 1, mb, 0, nil, 0, nil)
-		return struct{}{}
-	})
+func (d *Device) fullBarrier(cb vk.CommandBuffer) {
+	d.calls.memoryBarrier(cb, workStages, workStages, writeAccess, anyAccess)
 }
 
-func hostBarrier(cb vk.CommandBuffer) {
-	mb := []vk.MemoryBarrier{{
-		SType:         vk.StructureTypeMemoryBarrier,
-		SrcAccessMask: writeAccess,
-		DstAccessMask: vk.AccessFlags(vk.AccessHostReadBit),
-	}}
-	noGC(func() struct{} {
-		vk.CmdPipelineBarrier(cb, workStages, vk.PipelineStageFlags(vk.PipelineStageHostBit), 0, 1, mb, 0, nil, 0, nil)
-		return struct{}{}
-	})
+func (d *Device) hostBarrier(cb vk.CommandBuffer) {
+	d.calls.memoryBarrier(cb, workStages, vk.PipelineStageFlags(vk.PipelineStageHostBit), writeAccess, vk.AccessFlags(vk.AccessHostReadBit))
 }

@@ -57,20 +57,11 @@ func createInstance() (*instance, error) {
 	if api > maxAPI {
 		api = maxAPI
 	}
-	// A fresh create-info per call: the binding caches C copies inside it.
-	info := vk.InstanceCreateInfo{
-		SType: vk.StructureTypeInstanceCreateInfo,
-		PApplicationInfo: &vk.ApplicationInfo{
-			SType:            vk.StructureTypeApplicationInfo,
-			PApplicationName: "gpurun\x00",
-			PEngineName:      "gpurun\x00",
-			ApiVersion:       api,
-		},
-	}
-	info.Flags, info.PpEnabledExtensionNames = instanceExtensions(availableInstanceExtensions())
-	info.EnabledExtensionCount = uint32(len(info.PpEnabledExtensionNames))
-	var handle vk.Instance
-	if res := vk.CreateInstance(&info, nil, &handle); res != vk.Success {
+	// Through vkcalls.c: the binding's wrapper would hold the extension
+	// names in memory a garbage collection may free during the call.
+	flags, ext := instanceExtensions(availableInstanceExtensions())
+	handle, res := newVkInstance(api, flags, ext)
+	if res != vk.Success {
 		err := check("vkCreateInstance", res)
 		if res == vk.ErrorIncompatibleDriver || res == vk.ErrorInitializationFailed {
 			return nil, fmt.Errorf("%w (no Vulkan driver; %s): %w", err, driverHint, gpu.ErrNoDevice)
@@ -94,16 +85,16 @@ const portabilityEnumeration = "VK_KHR_portability_enumeration"
 // enumeratePortabilityBit is VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR.
 const enumeratePortabilityBit vk.InstanceCreateFlags = 0x00000001
 
-// instanceExtensions returns the instance flags and extensions to enable
-// given those the loader offers: portability enumeration where it is
+// instanceExtensions returns the instance flags and the extension ("" for
+// none) to enable given those the loader offers: portability enumeration where it is
 // offered, nothing else (compute needs no surface or debug extension).
-func instanceExtensions(available []string) (vk.InstanceCreateFlags, []string) {
+func instanceExtensions(available []string) (vk.InstanceCreateFlags, string) {
 	for _, name := range available {
 		if name == portabilityEnumeration {
-			return enumeratePortabilityBit, []string{portabilityEnumeration + "\x00"}
+			return enumeratePortabilityBit, portabilityEnumeration
 		}
 	}
-	return 0, nil
+	return 0, ""
 }
 
 // availableInstanceExtensions lists the extensions the loader and its

@@ -22,6 +22,7 @@ type kernel struct {
 	d         *Device
 	name      string
 	bindings  []shaders.BindingKind
+	types     []int32 // each binding's VkDescriptorType
 	module    vk.ShaderModule
 	setLayout vk.DescriptorSetLayout
 	layout    vk.PipelineLayout
@@ -52,18 +53,13 @@ func (d *Device) NewKernel(spec shaders.KernelSpec) (gpu.Kernel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("vulkan: kernel %q: %w", spec.Name, err)
 	}
-	layoutBindings := make([]vk.DescriptorSetLayoutBinding, len(spec.Bindings))
+	types := make([]int32, len(spec.Bindings))
 	for i, kind := range spec.Bindings {
 		t, ok := descriptorType(kind)
 		if !ok {
 			return nil, fmt.Errorf("vulkan: kernel %q: binding %d has unknown kind %d: %w", spec.Name, i, kind, ErrInvalid)
 		}
-		layoutBindings[i] = vk.DescriptorSetLayoutBinding{
-			Binding:         uint32(i),
-			DescriptorType:  t,
-			DescriptorCount: 1,
-			StageFlags:      vk.ShaderStageFlags(vk.ShaderStageComputeBit),
-		}
+		types[i] = int32(t)
 	}
 	entry := spec.Entry
 	if entry == "" {
@@ -82,73 +78,40 @@ func (d *Device) NewKernel(spec shaders.KernelSpec) (gpu.Kernel, error) {
 	d.creating.Add(1)
 	d.mu.Unlock()
 	defer d.creating.Done()
-	k := &kernel{d: d, name: spec.Name, bindings: append([]shaders.BindingKind(nil), spec.Bindings...)}
+	k := &kernel{d: d, name: spec.Name, bindings: append([]shaders.BindingKind(nil), spec.Bindings...), types: types}
 	fail := func(err error) (gpu.Kernel, error) {
 		k.destroy()
 		return nil, fmt.Errorf("vulkan: kernel %q: %w", spec.Name, err)
 	}
 
-	modInfo := vk.ShaderModuleCreateInfo{
-		SType:    vk.StructureTypeShaderModuleCreateInfo,
-		CodeSize: uint(len(spec.SPIRV)),
-		PCode:    code,
-	}
-	var module vk.ShaderModule
-	// Under noGC, as vkCreateComputePipelines below: the wrappers copy the
-	// create infos (the SPIR-V words, the bindings, the set layouts) into C
-	// memory that only a finalizer owns (gcguard.go); with kernels created
-	// in parallel the validation rerun once found a module without valid
-	// SPIR-V, as freed memory would read.
-	if err := check("vkCreateShaderModule", noGC(func() vk.Result { return vk.CreateShaderModule(d.dev, &modInfo, nil, &module) })); err != nil {
+	// The objects are made through vkcalls.c, not the Go binding, whose
+	// wrappers would hold the SPIR-V, the bindings and the create infos in
+	// memory a garbage collection may free during the call (vkcalls.h).
+	module, res := d.calls.createShaderModule(d.dev, code)
+	if err := check("vkCreateShaderModule", res); err != nil {
 		return fail(err)
 	}
 	k.module = module
-
-	setInfo := vk.DescriptorSetLayoutCreateInfo{
-		SType:        vk.StructureTypeDescriptorSetLayoutCreateInfo,
-		BindingCount: uint32(len(layoutBindings)),
-		PBindings:    layoutBindings,
-	}
-	var setLayout vk.DescriptorSetLayout
-	if err := check("vkCreateDescriptorSetLayout", noGC(func() vk.Result { return vk.CreateDescriptorSetLayout(d.dev, &setInfo, nil, &setLayout) })); err != nil {
+	setLayout, res := d.calls.createSetLayout(d.dev, types)
+	if err := check("vkCreateDescriptorSetLayout", res); err != nil {
 		return fail(err)
 	}
 	k.setLayout = setLayout
-
-	plInfo := vk.PipelineLayoutCreateInfo{
-		SType:          vk.StructureTypePipelineLayoutCreateInfo,
-		SetLayoutCount: 1,
-		PSetLayouts:    []vk.DescriptorSetLayout{setLayout},
-	}
-	var layout vk.PipelineLayout
-	if err := check("vkCreatePipelineLayout", noGC(func() vk.Result { return vk.CreatePipelineLayout(d.dev, &plInfo, nil, &layout) })); err != nil {
+	layout, res := d.calls.createPipelineLayout(d.dev, setLayout)
+	if err := check("vkCreatePipelineLayout", res); err != nil {
 		return fail(err)
 	}
 	k.layout = layout
 
 	fb := d.newFeedback()
 	defer fb.free()
-	pipeInfo := []vk.ComputePipelineCreateInfo{{
-		SType: vk.StructureTypeComputePipelineCreateInfo,
-		PNext: fb.next(),
-		Stage: vk.PipelineShaderStageCreateInfo{
-			SType:  vk.StructureTypePipelineShaderStageCreateInfo,
-			Stage:  vk.ShaderStageComputeBit,
-			Module: module,
-			PName:  entry + "\x00",
-		},
-		Layout:            layout,
-		BasePipelineIndex: -1,
-	}}
-	pipes := make([]vk.Pipeline, 1)
 	start := time.Now()
-	if err := check("vkCreateComputePipelines", noGC(func() vk.Result {
-		return vk.CreateComputePipelines(d.dev, d.pcache.handle, 1, pipeInfo, nil, pipes)
-	})); err != nil {
+	pipeline, res := d.calls.createComputePipeline(d.dev, d.pcache.handle, module, entry, layout, fb.next())
+	if err := check("vkCreateComputePipelines", res); err != nil {
 		return fail(err)
 	}
 	d.pcache.created(time.Since(start), fb)
-	k.pipeline = pipes[0]
+	k.pipeline = pipeline
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {

@@ -222,8 +222,10 @@ func (d *Device) openPipelineCache() error {
 		// A driver may refuse data it cannot use: start empty instead.
 		pc.warn("ignoring pipeline cache %s: %v", pc.path, err)
 		initial, pc.bad = nil, true
-		info.InitialDataSize, info.PInitialData = 0, nil
-		if err := check("vkCreatePipelineCache", vk.CreatePipelineCache(d.dev, &info, nil, &h)); err != nil {
+		// A new create info: the binding keeps its C copy of the first
+		// one inside it and would pass that (with the data) again.
+		empty := vk.PipelineCacheCreateInfo{SType: vk.StructureTypePipelineCacheCreateInfo}
+		if err := check("vkCreatePipelineCache", vk.CreatePipelineCache(d.dev, &empty, nil, &h)); err != nil {
 			return err
 		}
 	}

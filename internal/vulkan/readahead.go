@@ -89,15 +89,15 @@ func (r *readBuf) recordLocked(src *buffer, off, n int64) error {
 	if err := check("vkResetCommandBuffer", vk.ResetCommandBuffer(r.cb, 0)); err != nil {
 		return err
 	}
-	begin := vk.CommandBufferBeginInfo{SType: vk.StructureTypeCommandBufferBeginInfo}
-	if err := check("vkBeginCommandBuffer", vk.BeginCommandBuffer(r.cb, &begin)); err != nil {
+	d := src.d
+	if err := check("vkBeginCommandBuffer", d.calls.beginCommandBuffer(r.cb, 0)); err != nil {
 		return err
 	}
 	// Compute and transfer writes of the lists before it -> this copy's
 	// transfer read; then its transfer write -> the host's read.
-	fullBarrier(r.cb)
-	copyBuffer(r.cb, src.buf, r.b.buf, []vk.BufferCopy{{SrcOffset: vk.DeviceSize(off), Size: vk.DeviceSize(n)}})
-	hostBarrier(r.cb)
+	d.fullBarrier(r.cb)
+	d.calls.copyBuffer(r.cb, src.buf, r.b.buf, off, 0, n)
+	d.hostBarrier(r.cb)
 	if err := check("vkEndCommandBuffer", vk.EndCommandBuffer(r.cb)); err != nil {
 		return err
 	}

@@ -67,4 +67,76 @@ typedef struct {
 	uint32_t pipelineStageCreationFeedbackCount; gr_creation_feedback* pPipelineStageCreationFeedbacks;
 } gr_creation_feedback_info;
 
+// The structures of the calls in vkcalls.c (Vulkan 1.0). Non-dispatchable
+// handles are uint64_t, dispatchable ones pointers; flags are uint32_t.
+enum {
+	gr_st_application_info = 0,
+	gr_st_instance_create_info = 1,
+	gr_st_submit_info = 4,
+	gr_st_shader_module_create_info = 16,
+	gr_st_pipeline_shader_stage_create_info = 18,
+	gr_st_compute_pipeline_create_info = 29,
+	gr_st_pipeline_layout_create_info = 30,
+	gr_st_descriptor_set_layout_create_info = 32,
+	gr_st_descriptor_pool_create_info = 33,
+	gr_st_descriptor_set_allocate_info = 34,
+	gr_st_write_descriptor_set = 35,
+	gr_st_command_buffer_begin_info = 42,
+	gr_st_memory_barrier = 46,
+};
+enum {
+	gr_shader_stage_compute = 0x20,
+	gr_descriptor_uniform_buffer = 6,
+	gr_descriptor_storage_buffer = 7,
+};
+
+typedef struct {
+	int32_t sType; const void* pNext; const char* pApplicationName; uint32_t applicationVersion; const char* pEngineName;
+	uint32_t engineVersion; uint32_t apiVersion;
+} gr_application_info;
+typedef struct {
+	int32_t sType; const void* pNext; uint32_t flags; const gr_application_info* pApplicationInfo;
+	uint32_t enabledLayerCount; const char* const* ppEnabledLayerNames;
+	uint32_t enabledExtensionCount; const char* const* ppEnabledExtensionNames;
+} gr_instance_create_info;
+typedef struct { int32_t sType; const void* pNext; uint32_t flags; size_t codeSize; const uint32_t* pCode; } gr_shader_module_create_info;
+typedef struct {
+	uint32_t binding; int32_t descriptorType; uint32_t descriptorCount; uint32_t stageFlags; const uint64_t* pImmutableSamplers;
+} gr_set_layout_binding;
+typedef struct {
+	int32_t sType; const void* pNext; uint32_t flags; uint32_t bindingCount; const gr_set_layout_binding* pBindings;
+} gr_set_layout_create_info;
+typedef struct {
+	int32_t sType; const void* pNext; uint32_t flags; uint32_t setLayoutCount; const uint64_t* pSetLayouts;
+	uint32_t pushConstantRangeCount; const void* pPushConstantRanges;
+} gr_pipeline_layout_create_info;
+typedef struct {
+	int32_t sType; const void* pNext; uint32_t flags; uint32_t stage; uint64_t module; const char* pName;
+	const void* pSpecializationInfo;
+} gr_shader_stage_create_info;
+typedef struct {
+	int32_t sType; const void* pNext; uint32_t flags; gr_shader_stage_create_info stage; uint64_t layout;
+	uint64_t basePipelineHandle; int32_t basePipelineIndex;
+} gr_compute_pipeline_create_info;
+typedef struct { int32_t type; uint32_t descriptorCount; } gr_pool_size;
+typedef struct {
+	int32_t sType; const void* pNext; uint32_t flags; uint32_t maxSets; uint32_t poolSizeCount; const gr_pool_size* pPoolSizes;
+} gr_pool_create_info;
+typedef struct {
+	int32_t sType; const void* pNext; uint64_t descriptorPool; uint32_t descriptorSetCount; const uint64_t* pSetLayouts;
+} gr_set_allocate_info;
+typedef struct { uint64_t buffer; uint64_t offset; uint64_t range; } gr_buffer_info;
+typedef struct {
+	int32_t sType; const void* pNext; uint64_t dstSet; uint32_t dstBinding; uint32_t dstArrayElement; uint32_t descriptorCount;
+	int32_t descriptorType; const void* pImageInfo; const gr_buffer_info* pBufferInfo; const uint64_t* pTexelBufferView;
+} gr_write_set;
+typedef struct {
+	int32_t sType; const void* pNext; uint32_t waitSemaphoreCount; const uint64_t* pWaitSemaphores;
+	const uint32_t* pWaitDstStageMask; uint32_t commandBufferCount; void* const* pCommandBuffers;
+	uint32_t signalSemaphoreCount; const uint64_t* pSignalSemaphores;
+} gr_submit_info;
+typedef struct { int32_t sType; const void* pNext; uint32_t srcAccessMask; uint32_t dstAccessMask; } gr_memory_barrier_info;
+typedef struct { uint64_t srcOffset; uint64_t dstOffset; uint64_t size; } gr_buffer_copy;
+typedef struct { int32_t sType; const void* pNext; uint32_t flags; const void* pInheritanceInfo; } gr_begin_info;
+
 #endif
