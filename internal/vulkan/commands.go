@@ -60,27 +60,17 @@ func (d *Device) NewCommands() (gpu.Commands, error) {
 		return nil, ErrClosed
 	}
 	c := &commands{d: d, sets: map[setKey]vk.DescriptorSet{}, bufIDs: map[*buffer]uint64{}, buffers: map[*buffer]struct{}{}, kernels: map[*kernel]struct{}{}}
-	poolInfo := vk.CommandPoolCreateInfo{
-		SType:            vk.StructureTypeCommandPoolCreateInfo,
-		QueueFamilyIndex: d.phys.family,
-	}
-	var pool vk.CommandPool
-	if err := check("vkCreateCommandPool", vk.CreateCommandPool(d.dev, &poolInfo, nil, &pool)); err != nil {
+	pool, res := d.calls.createCommandPool(d.dev, 0, d.phys.family)
+	if err := check("vkCreateCommandPool", res); err != nil {
 		return nil, err
 	}
 	c.pool = pool
-	alloc := vk.CommandBufferAllocateInfo{
-		SType:              vk.StructureTypeCommandBufferAllocateInfo,
-		CommandPool:        pool,
-		Level:              vk.CommandBufferLevelPrimary,
-		CommandBufferCount: 1,
-	}
-	cbs := make([]vk.CommandBuffer, 1)
-	if err := check("vkAllocateCommandBuffers", vk.AllocateCommandBuffers(d.dev, &alloc, cbs)); err != nil {
+	cb, res := d.calls.allocateCommandBuffer(d.dev, pool)
+	if err := check("vkAllocateCommandBuffers", res); err != nil {
 		c.destroy()
 		return nil, err
 	}
-	c.cb = cbs[0]
+	c.cb = cb
 	if err := check("vkBeginCommandBuffer", d.calls.beginCommandBuffer(c.cb, vk.CommandBufferUsageSimultaneousUseBit)); err != nil {
 		c.destroy()
 		return nil, err

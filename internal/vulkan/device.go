@@ -173,13 +173,8 @@ func (d *Device) init() error {
 		return err
 	}
 
-	poolInfo := vk.CommandPoolCreateInfo{
-		SType:            vk.StructureTypeCommandPoolCreateInfo,
-		Flags:            vk.CommandPoolCreateFlags(vk.CommandPoolCreateTransientBit | vk.CommandPoolCreateResetCommandBufferBit),
-		QueueFamilyIndex: p.family,
-	}
-	var pool vk.CommandPool
-	if err := check("vkCreateCommandPool", vk.CreateCommandPool(d.dev, &poolInfo, nil, &pool)); err != nil {
+	pool, res := d.calls.createCommandPool(d.dev, vk.CommandPoolCreateTransientBit|vk.CommandPoolCreateResetCommandBufferBit, p.family)
+	if err := check("vkCreateCommandPool", res); err != nil {
 		return err
 	}
 	d.xferPool = pool
@@ -457,15 +452,8 @@ func progressNote(software, busy bool) string {
 // xferCommandBufferLocked allocates a primary command buffer from the
 // transfer pool (one-shot transfers, read-back copies). d.mu is held.
 func (d *Device) xferCommandBufferLocked() (vk.CommandBuffer, error) {
-	alloc := vk.CommandBufferAllocateInfo{
-		SType:              vk.StructureTypeCommandBufferAllocateInfo,
-		CommandPool:        d.xferPool,
-		Level:              vk.CommandBufferLevelPrimary,
-		CommandBufferCount: 1,
-	}
-	cbs := make([]vk.CommandBuffer, 1)
-	err := check("vkAllocateCommandBuffers", vk.AllocateCommandBuffers(d.dev, &alloc, cbs))
-	return cbs[0], err
+	cb, res := d.calls.allocateCommandBuffer(d.dev, d.xferPool)
+	return cb, check("vkAllocateCommandBuffers", res)
 }
 
 // oneShotLocked records fn into a transient command buffer, submits it and

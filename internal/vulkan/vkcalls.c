@@ -19,6 +19,8 @@ struct gr_fns {
 	int32_t (*create_descriptor_pool)(gr_device, const gr_pool_create_info*, const void*, uint64_t*);
 	int32_t (*allocate_sets)(gr_device, const gr_set_allocate_info*, uint64_t*);
 	void (*update_sets)(gr_device, uint32_t, const gr_write_set*, uint32_t, const void*);
+	int32_t (*create_command_pool)(gr_device, const gr_command_pool_create_info*, const void*, uint64_t*);
+	int32_t (*allocate_command_buffers)(gr_device, const gr_command_buffer_allocate_info*, gr_command_buffer*);
 	int32_t (*begin_command_buffer)(gr_command_buffer, const gr_begin_info*);
 	int32_t (*queue_submit)(gr_queue, uint32_t, const gr_submit_info*, uint64_t);
 	void (*pipeline_barrier)(gr_command_buffer, uint32_t, uint32_t, uint32_t, uint32_t, const gr_memory_barrier_info*, uint32_t,
@@ -83,6 +85,8 @@ gr_fns* gr_fns_load(gr_instance inst, gr_device dev) {
 		{"vkCreateDescriptorPool", &f->create_descriptor_pool},
 		{"vkAllocateDescriptorSets", &f->allocate_sets},
 		{"vkUpdateDescriptorSets", &f->update_sets},
+		{"vkCreateCommandPool", &f->create_command_pool},
+		{"vkAllocateCommandBuffers", &f->allocate_command_buffers},
 		{"vkBeginCommandBuffer", &f->begin_command_buffer},
 		{"vkQueueSubmit", &f->queue_submit},
 		{"vkCmdPipelineBarrier", &f->pipeline_barrier},
@@ -197,6 +201,25 @@ int32_t gr_update_set(const gr_fns* f, gr_device dev, gr_handle set, uint32_t n,
 	}
 	f->update_sets(dev, n, writes, 0, NULL);
 	return 0;
+}
+
+int32_t gr_create_command_pool(const gr_fns* f, gr_device dev, uint32_t flags, uint32_t queue_family, gr_handle* out) {
+	gr_command_pool_create_info info;
+	memset(&info, 0, sizeof info);
+	info.sType = gr_st_command_pool_create_info;
+	info.flags = flags;
+	info.queueFamilyIndex = queue_family;
+	return f->create_command_pool(dev, &info, NULL, out);
+}
+
+int32_t gr_allocate_command_buffer(const gr_fns* f, gr_device dev, gr_handle pool, gr_command_buffer* out) {
+	gr_command_buffer_allocate_info info;
+	memset(&info, 0, sizeof info);
+	info.sType = gr_st_command_buffer_allocate_info;
+	info.commandPool = pool;
+	info.level = 0; // VK_COMMAND_BUFFER_LEVEL_PRIMARY
+	info.commandBufferCount = 1;
+	return f->allocate_command_buffers(dev, &info, out);
 }
 
 int32_t gr_begin_command_buffer(const gr_fns* f, gr_command_buffer cb, uint32_t flags) {

@@ -57,7 +57,7 @@ func (c *calls) free() {
 // C.gr_handle by reinterpretation.
 type nondispatchable interface {
 	vk.ShaderModule | vk.DescriptorSetLayout | vk.PipelineLayout | vk.Pipeline | vk.PipelineCache |
-		vk.DescriptorPool | vk.DescriptorSet | vk.Buffer | vk.Fence
+		vk.DescriptorPool | vk.DescriptorSet | vk.Buffer | vk.Fence | vk.CommandPool
 }
 
 func toC[H nondispatchable](h H) C.gr_handle { return *(*C.gr_handle)(unsafe.Pointer(&h)) }
@@ -126,6 +126,19 @@ func (c calls) updateSet(d vk.Device, set vk.DescriptorSet, types []int32, infos
 	}
 	C.gr_update_set(c.f, c.dev(d), toC(set), C.uint32_t(n), (*C.int32_t)(unsafe.SliceData(types)), &bufs[0], &offs[0], &ranges[0])
 	return nil
+}
+
+func (c calls) createCommandPool(d vk.Device, flags vk.CommandPoolCreateFlagBits, family uint32) (vk.CommandPool, vk.Result) {
+	var h C.gr_handle
+	res := C.gr_create_command_pool(c.f, c.dev(d), C.uint32_t(flags), C.uint32_t(family), &h)
+	return fromC[vk.CommandPool](h), vk.Result(res)
+}
+
+// allocateCommandBuffer allocates one primary command buffer from pool.
+func (c calls) allocateCommandBuffer(d vk.Device, pool vk.CommandPool) (vk.CommandBuffer, vk.Result) {
+	var cb C.gr_command_buffer
+	res := C.gr_allocate_command_buffer(c.f, c.dev(d), toC(pool), &cb)
+	return vk.CommandBuffer(unsafe.Pointer(cb)), vk.Result(res)
 }
 
 func (c calls) beginCommandBuffer(cb vk.CommandBuffer, flags vk.CommandBufferUsageFlagBits) vk.Result {

@@ -7,7 +7,10 @@
 // validation layer saw a pipeline whose shader module was 0x0). Here the
 // structures live on the C stack for the length of the call and every Go
 // slice arrives as a direct argument, which cgo keeps alive and in place.
-// The calls are those made per kernel, per dispatch and per submission.
+// The calls are those made per kernel, per command list, per dispatch and
+// per submission. (The binding's wrappers for calls that take one
+// structure copy it into C memory nobody frees: the calls made often are
+// here for that reason too.)
 
 #ifndef GPURUN_VKCALLS_H
 #define GPURUN_VKCALLS_H
@@ -52,6 +55,9 @@ int32_t gr_allocate_set(const gr_fns* f, gr_device dev, gr_handle pool, gr_handl
 // nothing) when n exceeds gr_max_bindings.
 int32_t gr_update_set(const gr_fns* f, gr_device dev, gr_handle set, uint32_t n, const int32_t* types,
 	const gr_handle* buffers, const uint64_t* offsets, const uint64_t* ranges);
+int32_t gr_create_command_pool(const gr_fns* f, gr_device dev, uint32_t flags, uint32_t queue_family, gr_handle* out);
+// gr_allocate_command_buffer allocates one primary command buffer from pool.
+int32_t gr_allocate_command_buffer(const gr_fns* f, gr_device dev, gr_handle pool, gr_command_buffer* out);
 int32_t gr_begin_command_buffer(const gr_fns* f, gr_command_buffer cb, uint32_t flags);
 int32_t gr_queue_submit(const gr_fns* f, gr_queue q, const gr_command_buffer* cbs, uint32_t n, gr_handle fence);
 // gr_memory_barrier records a pipeline barrier with one global memory barrier.

@@ -28,6 +28,7 @@ func TestHandleSizes(t *testing.T) {
 		"DescriptorSet":       sizeOf[vk.DescriptorSet](),
 		"Buffer":              sizeOf[vk.Buffer](),
 		"Fence":               sizeOf[vk.Fence](),
+		"CommandPool":         sizeOf[vk.CommandPool](),
 	}
 	for name, size := range sizes {
 		if size != 8 {

@@ -93,6 +93,12 @@ GR_SAME_FIELD(gr_submit_info, pSignalSemaphores, VkSubmitInfo, pSignalSemaphores
 GR_SAME_SIZE(gr_memory_barrier_info, VkMemoryBarrier);
 GR_SAME_FIELD(gr_memory_barrier_info, dstAccessMask, VkMemoryBarrier, dstAccessMask);
 GR_SAME_SIZE(gr_buffer_copy, VkBufferCopy);
+GR_SAME_SIZE(gr_command_pool_create_info, VkCommandPoolCreateInfo);
+GR_SAME_FIELD(gr_command_pool_create_info, queueFamilyIndex, VkCommandPoolCreateInfo, queueFamilyIndex);
+GR_SAME_SIZE(gr_command_buffer_allocate_info, VkCommandBufferAllocateInfo);
+GR_SAME_FIELD(gr_command_buffer_allocate_info, commandBufferCount, VkCommandBufferAllocateInfo, commandBufferCount);
+_Static_assert((int)gr_st_command_pool_create_info == (int)VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, "sType");
+_Static_assert((int)gr_st_command_buffer_allocate_info == (int)VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, "sType");
 GR_SAME_SIZE(gr_begin_info, VkCommandBufferBeginInfo);
 GR_SAME_FIELD(gr_begin_info, pInheritanceInfo, VkCommandBufferBeginInfo, pInheritanceInfo);
 _Static_assert((int)gr_st_submit_info == (int)VK_STRUCTURE_TYPE_SUBMIT_INFO, "sType");

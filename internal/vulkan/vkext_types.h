@@ -81,6 +81,8 @@ enum {
 	gr_st_descriptor_pool_create_info = 33,
 	gr_st_descriptor_set_allocate_info = 34,
 	gr_st_write_descriptor_set = 35,
+	gr_st_command_pool_create_info = 39,
+	gr_st_command_buffer_allocate_info = 40,
 	gr_st_command_buffer_begin_info = 42,
 	gr_st_memory_barrier = 46,
 };
@@ -138,5 +140,9 @@ typedef struct {
 typedef struct { int32_t sType; const void* pNext; uint32_t srcAccessMask; uint32_t dstAccessMask; } gr_memory_barrier_info;
 typedef struct { uint64_t srcOffset; uint64_t dstOffset; uint64_t size; } gr_buffer_copy;
 typedef struct { int32_t sType; const void* pNext; uint32_t flags; const void* pInheritanceInfo; } gr_begin_info;
+typedef struct { int32_t sType; const void* pNext; uint32_t flags; uint32_t queueFamilyIndex; } gr_command_pool_create_info;
+typedef struct {
+	int32_t sType; const void* pNext; uint64_t commandPool; int32_t level; uint32_t commandBufferCount;
+} gr_command_buffer_allocate_info;
 
 #endif
