@@ -143,12 +143,15 @@ fn finish(t: u32, r: u32, acc: vec2<f32>) {
 }
 
 // matvec_lanes: workgroups of 64 invocations in groups of p.lanes, each
-// group LV_ROWS (2) rows of token t; lane l of a group reads chunks l,
-// l + lanes, ... of both rows (lane l takes elements l, l + lanes, ...
-// where the shape is not of whole chunks). (The subgroup variant,
+// group LV_ROWS rows of token t (4, or 2 in GLU variants, whose rows are
+// (W, W2) pairs); lane l of a group reads chunks l, l + lanes, ... of each
+// row (lane l takes elements l, l + lanes, ... where the shape is not of
+// whole chunks), so each activation load feeds LV_ROWS rows. A group's
+// partial sums are one vec4: rows r0..r0+3 in x..w, or in GLU variants
+// rows r0 and r0+1 as (W, W2) pairs in xy and zw. (The subgroup variant,
 // wgsl/ext/subgroups.wgsl, shares lanes_partial and lanes_finish.)
 
-// lanes_partial is lane's share of rows r0 and r0+1 (xy, zw) of token t.
+// lanes_partial is lane's share of the LV_ROWS rows from r0 of token t.
 fn lanes_partial(t: u32, r0: u32, lane: u32, lanes: u32) -> vec4<f32> {
     var ss = vec4<f32>(0.0);
     return lanes_part(t, r0, lane, lanes, false, &ss);
@@ -157,65 +160,88 @@ fn lanes_partial(t: u32, r0: u32, lane: u32, lanes: u32) -> vec4<f32> {
 // lanes_part is lanes_partial, with the norm prologue when nm (a constant
 // in each caller): the sums then take x * g and the lane's sum of squares
 // of x goes to ss (lanes_mv reduces both and scales by r). Shapes that
-// are not of whole chunks take lanes_slow (never with the prologue).
+// are not of whole chunks take lanes_slow (never with the prologue). Rows
+// past the last repeat it (lanes_finish drops them).
 fn lanes_part(t: u32, r0: u32, lane: u32, lanes: u32, nm: bool, ss: ptr<function, vec4<f32>>) -> vec4<f32> {
-    var a0 = vec2<f32>(0.0);
-    var a1 = vec2<f32>(0.0);
     if r0 < p.rows && !nm && !fast() {
-        return lanes_slow(t, r0, min(r0 + 1u, p.rows - 1u), lane, lanes);
+        return lanes_slow(t, r0, lane, lanes);
     }
+    var acc = vec4<f32>(0.0);
     if r0 < p.rows {
-        let r1 = min(r0 + 1u, p.rows - 1u);
+        let last = p.rows - 1u;
+        let r1 = min(r0 + 1u, last);
+        let r2 = min(r0 + 2u, last);
+        let r3 = min(r0 + 3u, last);
         let cpr = p.in_cols / CW;
         let xb = t * (p.in_cols / 4u);
         for (var j = lane; j < cpr; j += lanes) {
-            let v0 = w[r0 * cpr + j];
-            let v1 = w[r1 * cpr + j];
-            var u0 = v0;
-            var u1 = v1;
-            if GLU {
-                u0 = w2[r0 * cpr + j];
-                u1 = w2[r1 * cpr + j];
-            }
             let xi = xb + j * EPW;
-            let m = mvq_chunk(v0, v1, v0, v1, u0, u1, u0, u1, xi, xb, nm, ss);
             let b = (j * CW) / p.block;
-            a0 += m[0] * scales(r0 * p.nblocks + b);
-            a1 += m[1] * scales(r1 * p.nblocks + b);
+            if GLU {
+                let v0 = w[r0 * cpr + j];
+                let v1 = w[r1 * cpr + j];
+                let u0 = w2[r0 * cpr + j];
+                let u1 = w2[r1 * cpr + j];
+                let m = mvq_chunk(v0, v1, v0, v1, u0, u1, u0, u1, xi, xb, nm, ss);
+                acc += vec4<f32>(m[0] * scales(r0 * p.nblocks + b), m[1] * scales(r1 * p.nblocks + b));
+            } else {
+                let v0 = w[r0 * cpr + j];
+                let v1 = w[r1 * cpr + j];
+                let v2 = w[r2 * cpr + j];
+                let v3 = w[r3 * cpr + j];
+                let m = mvq_chunk(v0, v1, v2, v3, v0, v1, v2, v3, xi, xb, nm, ss);
+                acc += vec4<f32>(m[0].x * scales(r0 * p.nblocks + b).x, m[1].x * scales(r1 * p.nblocks + b).x,
+                                 m[2].x * scales(r2 * p.nblocks + b).x, m[3].x * scales(r3 * p.nblocks + b).x);
+            }
         }
     }
-    return vec4<f32>(a0, a1);
+    return acc;
 }
 
 // lanes_slow is lanes_partial element by element, for rows or scale
 // blocks that do not hold whole chunks (any row length and block size;
 // weights packed without row padding, as the host uploads them).
-fn lanes_slow(t: u32, r0: u32, r1: u32, lane: u32, lanes: u32) -> vec4<f32> {
-    var a0 = vec2<f32>(0.0);
-    var a1 = vec2<f32>(0.0);
+fn lanes_slow(t: u32, r0: u32, lane: u32, lanes: u32) -> vec4<f32> {
+    let last = p.rows - 1u;
+    let r1 = min(r0 + 1u, last);
+    let r2 = min(r0 + 2u, last);
+    let r3 = min(r0 + 3u, last);
+    var acc = vec4<f32>(0.0);
     for (var c = lane; c < p.in_cols; c += lanes) {
         let xv = xat(t * p.in_cols + c);
         let b = c / p.block;
         let e0 = r0 * p.in_cols + c;
         let e1 = r1 * p.in_cols + c;
-        var d0 = vec2<f32>(decode(wword(e0 / EPW), e0, WT), 0.0);
-        var d1 = vec2<f32>(decode(wword(e1 / EPW), e1, WT), 0.0);
         if GLU {
-            d0.y = decode(wword2(e0 / EPW), e0, WT);
-            d1.y = decode(wword2(e1 / EPW), e1, WT);
+            let d0 = vec2<f32>(decode(wword(e0 / EPW), e0, WT), decode(wword2(e0 / EPW), e0, WT));
+            let d1 = vec2<f32>(decode(wword(e1 / EPW), e1, WT), decode(wword2(e1 / EPW), e1, WT));
+            acc += vec4<f32>(d0 * xv * scales(r0 * p.nblocks + b), d1 * xv * scales(r1 * p.nblocks + b));
+        } else {
+            let e2 = r2 * p.in_cols + c;
+            let e3 = r3 * p.in_cols + c;
+            acc += vec4<f32>(decode(wword(e0 / EPW), e0, WT) * xv * scales(r0 * p.nblocks + b).x,
+                             decode(wword(e1 / EPW), e1, WT) * xv * scales(r1 * p.nblocks + b).x,
+                             decode(wword(e2 / EPW), e2, WT) * xv * scales(r2 * p.nblocks + b).x,
+                             decode(wword(e3 / EPW), e3, WT) * xv * scales(r3 * p.nblocks + b).x);
         }
-        a0 += d0 * xv * scales(r0 * p.nblocks + b);
-        a1 += d1 * xv * scales(r1 * p.nblocks + b);
     }
-    return vec4<f32>(a0, a1);
+    return acc;
 }
 
-// lanes_finish writes the reduced sums v of rows r0 and r0+1 of token t.
+// lanes_finish writes the reduced sums v of the rows from r0 of token t.
 fn lanes_finish(t: u32, r0: u32, v: vec4<f32>) {
-    if r0 < p.rows {
-        finish(t, r0, v.xy);
+    if GLU {
+        if r0 < p.rows {
+            finish(t, r0, v.xy);
+        }
         if r0 + 1u < p.rows {
             finish(t, r0 + 1u, v.zw);
+        }
+        return;
+    }
+    for (var k = 0u; k < 4u; k++) {
+        if r0 + k < p.rows {
+            finish(t, r0 + k, vec2<f32>(v[k], 0.0));
         }
     }
 }

@@ -27,51 +27,58 @@ fn dqh(v: vec4<u32>, q: u32, sc: f16) -> vec4<f16> {
     return vec4<f16>(dq(v, q)) * sc;
 }
 
-// mvh is the dot products of vec4 q of chunks v0, u0 (row r0's W, W2)
-// and v1, u1 (row r1's) with activations xv, in f16, widened to f32:
-// (r0 W, r0 W2, r1 W, r1 W2), W2's zero without GLU; s holds the scales
-// in that order.
-fn mvh(v0: vec4<u32>, u0: vec4<u32>, v1: vec4<u32>, u1: vec4<u32>, q: u32, s: vec4<f16>, xv: vec4<f16>) -> vec4<f32> {
-    if GLU {
-        return vec4<f32>(vec4<f16>(dot(dqh(v0, q, s.x), xv), dot(dqh(u0, q, s.y), xv), dot(dqh(v1, q, s.z), xv), dot(dqh(u1, q, s.w), xv)));
-    }
-    return vec4<f32>(f32(dot(dqh(v0, q, s.x), xv)), 0.0, f32(dot(dqh(v1, q, s.z), xv)), 0.0);
+// mvh is the dot products of vec4 q of chunks a, b, c and d with
+// activations xv, in f16, widened to f32; s holds their scales in that
+// order. lanes_partial_h passes rows r0..r3's W, or in GLU variants row
+// r0's W and W2, then row r1's: the layout of lanes_partial's sums.
+fn mvh(a: vec4<u32>, b: vec4<u32>, c: vec4<u32>, d: vec4<u32>, q: u32, s: vec4<f16>, xv: vec4<f16>) -> vec4<f32> {
+    return vec4<f32>(vec4<f16>(dot(dqh(a, q, s.x), xv), dot(dqh(b, q, s.y), xv), dot(dqh(c, q, s.z), xv), dot(dqh(d, q, s.w), xv)));
 }
 
 // lanes_partial_h is lanes_partial in f16 arithmetic: dequantization
 // and the dot products of 4 elements in f16, their sums in f32.
 fn lanes_partial_h(t: u32, r0: u32, lane: u32, lanes: u32) -> vec4<f32> {
-    var acc = vec4<f32>(0.0); // (r0 W, r0 W2, r1 W, r1 W2)
+    var acc = vec4<f32>(0.0); // as lanes_partial's
     if r0 < p.rows {
-        let r1 = min(r0 + 1u, p.rows - 1u);
+        let last = p.rows - 1u;
+        let r1 = min(r0 + 1u, last);
+        let r2 = min(r0 + 2u, last);
+        let r3 = min(r0 + 3u, last);
         let cpr = p.in_cols / CW;
         let xb = t * (p.in_cols / 4u);
         for (var j = lane; j < cpr; j += lanes) {
             let b = (j * CW) / p.block;
-            let s = vec4<f16>(vec4<f32>(scales(r0 * p.nblocks + b), scales(r1 * p.nblocks + b)));
-            let v0 = w[r0 * cpr + j];
-            let v1 = w[r1 * cpr + j];
-            var u0 = v0;
-            var u1 = v1;
+            var s: vec4<f16>;
+            var ca = w[r0 * cpr + j];
+            var cb = w[r1 * cpr + j];
+            var cc: vec4<u32>;
+            var cd: vec4<u32>;
             if GLU {
-                u0 = w2[r0 * cpr + j];
-                u1 = w2[r1 * cpr + j];
+                s = vec4<f16>(vec4<f32>(scales(r0 * p.nblocks + b), scales(r1 * p.nblocks + b)));
+                cc = cb;
+                cb = w2[r0 * cpr + j];
+                cd = w2[r1 * cpr + j];
+            } else {
+                s = vec4<f16>(vec4<f32>(scales(r0 * p.nblocks + b).x, scales(r1 * p.nblocks + b).x,
+                                        scales(r2 * p.nblocks + b).x, scales(r3 * p.nblocks + b).x));
+                cc = w[r2 * cpr + j];
+                cd = w[r3 * cpr + j];
             }
             // Unrolled with constant indices, as in lanes_part.
             let xi = xb + j * EPW;
-            acc += mvh(v0, u0, v1, u1, 0u, s, x_h[xi]);
+            acc += mvh(ca, cb, cc, cd, 0u, s, x_h[xi]);
             if EPW > 1u {
-                acc += mvh(v0, u0, v1, u1, 1u, s, x_h[xi + 1u]);
+                acc += mvh(ca, cb, cc, cd, 1u, s, x_h[xi + 1u]);
             }
             if EPW > 2u {
-                acc += mvh(v0, u0, v1, u1, 2u, s, x_h[xi + 2u]);
-                acc += mvh(v0, u0, v1, u1, 3u, s, x_h[xi + 3u]);
+                acc += mvh(ca, cb, cc, cd, 2u, s, x_h[xi + 2u]);
+                acc += mvh(ca, cb, cc, cd, 3u, s, x_h[xi + 3u]);
             }
             if EPW > 4u {
-                acc += mvh(v0, u0, v1, u1, 4u, s, x_h[xi + 4u]);
-                acc += mvh(v0, u0, v1, u1, 5u, s, x_h[xi + 5u]);
-                acc += mvh(v0, u0, v1, u1, 6u, s, x_h[xi + 6u]);
-                acc += mvh(v0, u0, v1, u1, 7u, s, x_h[xi + 7u]);
+                acc += mvh(ca, cb, cc, cd, 4u, s, x_h[xi + 4u]);
+                acc += mvh(ca, cb, cc, cd, 5u, s, x_h[xi + 5u]);
+                acc += mvh(ca, cb, cc, cd, 6u, s, x_h[xi + 6u]);
+                acc += mvh(ca, cb, cc, cd, 7u, s, x_h[xi + 7u]);
             }
         }
     }
