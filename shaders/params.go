@@ -476,12 +476,18 @@ func QBlockVariants() []QBlockVariant {
 	return out
 }
 
+// QMatVecRows is the rows of each lane group of qblocks.wgsl's qmatvec
+// and qmatvec_sg (the WGSL constant QV_ROWS): each activation load feeds
+// that many weight rows.
+const QMatVecRows = 4
+
 // Variant is the module specialization of v: the constants QL (the
-// layout) and QSUB (elements per sub-block).
+// layout), QSUB (elements per sub-block) and QV_ROWS (QMatVecRows).
 func (v QBlockVariant) Variant() Variant {
 	r := Variant{Key: v.Layout.String(), Consts: []Const{
 		{"QL", "u32", fmt.Sprintf("%du", uint32(v.Layout))},
 		{"QSUB", "u32", fmt.Sprintf("%du", v.Layout.SubLen())},
+		{"QV_ROWS", "u32", fmt.Sprintf("%du", QMatVecRows)},
 	}}
 	if v.Subgroups {
 		r.Key += "_sg"

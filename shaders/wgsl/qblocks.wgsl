@@ -542,22 +542,33 @@ fn qx4(i: u32) -> vec4<f32> {
     return bitcast<vec4<f32>>(vec4<u32>(x_w[i], x_w[i + 1u], x_w[i + 2u], x_w[i + 3u]));
 }
 
-// qrow_part is lane's share (of lanes) of W[r]·x[t]: sub-blocks lane,
-// lane + lanes, ... of row r, each one's constants read once.
-fn qrow_part(t: u32, r: u32, lane: u32, lanes: u32) -> f32 {
+// qrows_part is lane's share (of lanes) of W[r]·x[t] for rows r0 .. r0+3
+// (QV_ROWS; rows past the last repeat it, qrows_finish drops them), in
+// x .. w: sub-blocks lane, lane + lanes, ... of each row, each one's
+// constants read once, each activation load shared by the four rows.
+fn qrows_part(t: u32, r0: u32, lane: u32, lanes: u32) -> vec4<f32> {
     let bl = qblock_len(p.qt);
     let bb = qblock_bytes(p.qt);
     let spb = bl / QSUB; // sub-blocks per block
-    let rb = r * (p.in_cols / bl); // the row's first block
+    let bpr = p.in_cols / bl; // blocks per row
+    let last = p.rows - 1u;
+    let rb = vec4<u32>(r0, min(r0 + 1u, last), min(r0 + 2u, last), min(r0 + 3u, last)) * bpr; // the rows' first blocks
     let xb = t * p.in_cols;
-    var acc = 0.0;
+    var acc = vec4<f32>(0.0);
     for (var u = lane; u < p.in_cols / QSUB; u += lanes) {
-        let b = (rb + u / spb) * bb;
         let s = u % spb;
-        let sub = qsub(QL, p.qt, b, s);
+        let b = (rb + vec4<u32>(u / spb)) * bb;
+        let s0 = qsub(QL, p.qt, b.x, s);
+        let s1 = qsub(QL, p.qt, b.y, s);
+        let s2 = qsub(QL, p.qt, b.z, s);
+        let s3 = qsub(QL, p.qt, b.w, s);
         let xi = xb + u * QSUB;
         for (var l = 0u; l < QSUB; l += 4u) {
-            acc += dot(sub.a * qquant4(QL, p.qt, b, s, sub, l) + sub.c, qx4(xi + l));
+            let xv = qx4(xi + l);
+            acc += vec4<f32>(dot(s0.a * qquant4(QL, p.qt, b.x, s, s0, l) + s0.c, xv),
+                             dot(s1.a * qquant4(QL, p.qt, b.y, s, s1, l) + s1.c, xv),
+                             dot(s2.a * qquant4(QL, p.qt, b.z, s, s2, l) + s2.c, xv),
+                             dot(s3.a * qquant4(QL, p.qt, b.w, s, s3, l) + s3.c, xv));
         }
     }
     return acc;
@@ -573,8 +584,19 @@ fn qfinish(t: u32, r: u32, v: f32) {
     qstore(t * p.out_cols + o, acc);
 }
 
-var<workgroup> qred: array<f32, 64>;
+// qrows_finish stores the sums v of rows r0 .. r0+3 of token t that exist.
+fn qrows_finish(t: u32, r0: u32, v: vec4<f32>) {
+    for (var k = 0u; k < QV_ROWS; k++) {
+        if r0 + k < p.rows {
+            qfinish(t, r0 + k, v[k]);
+        }
+    }
+}
 
+var<workgroup> qred: array<vec4<f32>, 64>;
+
+// qmatvec: workgroups of 64 invocations in groups of p.lanes, each group
+// QV_ROWS rows of token t (dispatch: step rows x row groups).
 @compute @workgroup_size(64)
 fn qmatvec(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
     let t = wid.x;
@@ -583,10 +605,10 @@ fn qmatvec(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_inde
     }
     let lanes = p.lanes;
     let lane = li & (lanes - 1u);
-    let r = wid.y * (64u / lanes) + li / lanes;
-    var v = 0.0;
-    if r < p.rows {
-        v = qrow_part(t, r, lane, lanes);
+    let r0 = (wid.y * (64u / lanes) + li / lanes) * QV_ROWS;
+    var v = vec4<f32>(0.0);
+    if r0 < p.rows {
+        v = qrows_part(t, r0, lane, lanes);
     }
     qred[li] = v;
     workgroupBarrier();
@@ -596,8 +618,8 @@ fn qmatvec(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_inde
         }
         workgroupBarrier();
     }
-    if lane == 0u && r < p.rows {
-        qfinish(t, r, qred[li]);
+    if lane == 0u {
+        qrows_finish(t, r0, qred[li]);
     }
 }
 

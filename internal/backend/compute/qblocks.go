@@ -93,9 +93,9 @@ func (pl *planner) qMatMul(w *weight, biasName string, x gpu.Binding, inCols int
 		case pl.p.b.caps.subgroups:
 			sv := v
 			sv.Subgroups = true
-			kQmatvecSg.dispatchVariant(pl, sv.Variant(), params, cst, out.Rows, ceilDiv(c.rows, 64/lanes), 1, bind)
+			kQmatvecSg.dispatchVariant(pl, sv.Variant(), params, cst, out.Rows, ceilDiv(c.rows, 64/lanes*shaders.QMatVecRows), 1, bind)
 		default:
-			kQmatvec.dispatchVariant(pl, v.Variant(), params, cst, out.Rows, ceilDiv(c.rows, 64/lanes), 1, bind)
+			kQmatvec.dispatchVariant(pl, v.Variant(), params, cst, out.Rows, ceilDiv(c.rows, 64/lanes*shaders.QMatVecRows), 1, bind)
 		}
 	}
 	return nil

@@ -3,10 +3,10 @@
 // subgroups.wgsl is to matmul.wgsl: wgpu-native's naga has no subgroup
 // builtins.
 
-// qmatvec_sg: qmatvec (same dispatch and lane groups) with each row's
-// partial sums added through subgroupShuffleXor in registers; a group of
-// lanes larger than the subgroup adds its subgroups' sums through qred
-// (one barrier). Invocations are numbered by subgroup (vi = subgroup id *
+// qmatvec_sg: qmatvec (same dispatch and lane groups) with each lane
+// group's partial sums (a vec4: its QV_ROWS rows) added through
+// subgroupShuffleXor in registers; a group of lanes larger than the
+// subgroup adds its subgroups' sums through qred (one barrier). Invocations are numbered by subgroup (vi = subgroup id *
 // size + lane in the subgroup), so every lane group lies within one
 // subgroup or spans whole subgroups. Needs a subgroup size that divides 64
 // (the host checks).
@@ -20,10 +20,10 @@ fn qmatvec_sg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_invocatio
     let vi = sgid * sgs + sgi;
     let lanes = p.lanes;
     let lane = vi & (lanes - 1u);
-    let r = wid.y * (64u / lanes) + vi / lanes;
-    var v = 0.0;
-    if r < p.rows {
-        v = qrow_part(t, r, lane, lanes);
+    let r0 = (wid.y * (64u / lanes) + vi / lanes) * QV_ROWS;
+    var v = vec4<f32>(0.0);
+    if r0 < p.rows {
+        v = qrows_part(t, r0, lane, lanes);
     }
     for (var h = min(lanes, sgs) / 2u; h > 0u; h = h / 2u) {
         v += subgroupShuffleXor(v, h);
@@ -35,14 +35,14 @@ fn qmatvec_sg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_invocatio
         }
         workgroupBarrier();
         if lane == 0u {
-            var sum = 0.0;
+            var sum = vec4<f32>(0.0);
             for (var k = 0u; k < lanes / sgs; k++) {
                 sum += qred[sgid + k];
             }
             v = sum;
         }
     }
-    if lane == 0u && r < p.rows {
-        qfinish(t, r, v);
+    if lane == 0u {
+        qrows_finish(t, r0, v);
     }
 }
