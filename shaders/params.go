@@ -478,7 +478,7 @@ func QBlockVariants() []QBlockVariant {
 
 // QMatVecRows is the rows of each lane group of qblocks.wgsl's qmatvec
 // and qmatvec_sg (the WGSL constant QV_ROWS): each activation load feeds
-// that many weight rows.
+// that many weight rows. Fixed at 4: a group's sums are one vec4.
 const QMatVecRows = 4
 
 // Variant is the module specialization of v: the constants QL (the
