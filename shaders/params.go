@@ -590,11 +590,11 @@ type MatMulShape struct {
 // Shape returns the work split of v's kernels: GLU tiles hold half the
 // output rows (each has a gate and an up weight row).
 func (v MatMulVariant) Shape() MatMulShape {
-	rows, lanesRows := 64, 4
+	rows := 64
 	if v.GLU {
-		rows, lanesRows = 32, 2
+		rows = 32
 	}
-	return MatMulShape{LanesWG: 64, LanesRows: lanesRows, TileTokens: 32, TileRows: rows, TileK: 32}
+	return MatMulShape{LanesWG: 64, LanesRows: 4, TileTokens: 32, TileRows: rows, TileK: 32}
 }
 
 // ChunkElems is how many weight elements one 16-byte chunk holds: the

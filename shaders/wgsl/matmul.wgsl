@@ -143,18 +143,23 @@ fn finish(t: u32, r: u32, acc: vec2<f32>) {
 }
 
 // matvec_lanes: workgroups of 64 invocations in groups of p.lanes, each
-// group LV_ROWS rows of token t (4, or 2 in GLU variants, whose rows are
-// (W, W2) pairs); lane l of a group reads chunks l, l + lanes, ... of each
-// row (lane l takes elements l, l + lanes, ... where the shape is not of
-// whole chunks), so each activation load feeds LV_ROWS rows. A group's
-// partial sums are one vec4: rows r0..r0+3 in x..w, or in GLU variants
-// rows r0 and r0+1 as (W, W2) pairs in xy and zw. (The subgroup variant,
-// wgsl/ext/subgroups.wgsl, shares lanes_partial and lanes_finish.)
+// group LV_ROWS (4) rows of token t; lane l of a group reads chunks l,
+// l + lanes, ... of each row (lane l takes elements l, l + lanes, ...
+// where the shape is not of whole chunks), so each activation load feeds
+// four rows (eight weight rows in GLU variants: W's and W2's). A group's
+// partial sums are a vec4 of its rows' W sums, and in GLU variants a
+// second of their W2 sums (hi; red_hi in workgroup memory). (The subgroup
+// variant, wgsl/ext/subgroups.wgsl, shares lanes_partial and
+// lanes_finish.)
 
-// lanes_partial is lane's share of the LV_ROWS rows from r0 of token t.
-fn lanes_partial(t: u32, r0: u32, lane: u32, lanes: u32) -> vec4<f32> {
+// red_hi: the lane groups' W2 sums (GLU variants).
+var<workgroup> red_hi: array<vec4<f32>, 64>;
+
+// lanes_partial is lane's share of the LV_ROWS rows from r0 of token t:
+// their W sums, their W2 sums in hi (GLU).
+fn lanes_partial(t: u32, r0: u32, lane: u32, lanes: u32, hi: ptr<function, vec4<f32>>) -> vec4<f32> {
     var ss = vec4<f32>(0.0);
-    return lanes_part(t, r0, lane, lanes, false, &ss);
+    return lanes_part(t, r0, lane, lanes, false, &ss, hi);
 }
 
 // lanes_part is lanes_partial, with the norm prologue when nm (a constant
@@ -162,11 +167,12 @@ fn lanes_partial(t: u32, r0: u32, lane: u32, lanes: u32) -> vec4<f32> {
 // of x goes to ss (lanes_mv reduces both and scales by r). Shapes that
 // are not of whole chunks take lanes_slow (never with the prologue). Rows
 // past the last repeat it (lanes_finish drops them).
-fn lanes_part(t: u32, r0: u32, lane: u32, lanes: u32, nm: bool, ss: ptr<function, vec4<f32>>) -> vec4<f32> {
+fn lanes_part(t: u32, r0: u32, lane: u32, lanes: u32, nm: bool, ss: ptr<function, vec4<f32>>, hi: ptr<function, vec4<f32>>) -> vec4<f32> {
     if r0 < p.rows && !nm && !fast() {
-        return lanes_slow(t, r0, lane, lanes);
+        return lanes_slow(t, r0, lane, lanes, hi);
     }
     var acc = vec4<f32>(0.0);
+    var acc2 = vec4<f32>(0.0);
     if r0 < p.rows {
         let last = p.rows - 1u;
         let r1 = min(r0 + 1u, last);
@@ -177,71 +183,68 @@ fn lanes_part(t: u32, r0: u32, lane: u32, lanes: u32, nm: bool, ss: ptr<function
         for (var j = lane; j < cpr; j += lanes) {
             let xi = xb + j * EPW;
             let b = (j * CW) / p.block;
+            let v0 = w[r0 * cpr + j];
+            let v1 = w[r1 * cpr + j];
+            let v2 = w[r2 * cpr + j];
+            let v3 = w[r3 * cpr + j];
+            var u0 = v0;
+            var u1 = v1;
+            var u2 = v2;
+            var u3 = v3;
             if GLU {
-                let v0 = w[r0 * cpr + j];
-                let v1 = w[r1 * cpr + j];
-                let u0 = w2[r0 * cpr + j];
-                let u1 = w2[r1 * cpr + j];
-                let m = mvq_chunk(v0, v1, v0, v1, u0, u1, u0, u1, xi, xb, nm, ss);
-                acc += vec4<f32>(m[0] * scales(r0 * p.nblocks + b), m[1] * scales(r1 * p.nblocks + b));
-            } else {
-                let v0 = w[r0 * cpr + j];
-                let v1 = w[r1 * cpr + j];
-                let v2 = w[r2 * cpr + j];
-                let v3 = w[r3 * cpr + j];
-                let m = mvq_chunk(v0, v1, v2, v3, v0, v1, v2, v3, xi, xb, nm, ss);
-                acc += vec4<f32>(m[0].x * scales(r0 * p.nblocks + b).x, m[1].x * scales(r1 * p.nblocks + b).x,
-                                 m[2].x * scales(r2 * p.nblocks + b).x, m[3].x * scales(r3 * p.nblocks + b).x);
+                u0 = w2[r0 * cpr + j];
+                u1 = w2[r1 * cpr + j];
+                u2 = w2[r2 * cpr + j];
+                u3 = w2[r3 * cpr + j];
+            }
+            let m = mvq_chunk(v0, v1, v2, v3, u0, u1, u2, u3, xi, xb, nm, ss);
+            let s0 = scales(r0 * p.nblocks + b);
+            let s1 = scales(r1 * p.nblocks + b);
+            let s2 = scales(r2 * p.nblocks + b);
+            let s3 = scales(r3 * p.nblocks + b);
+            acc += vec4<f32>(m[0].x * s0.x, m[1].x * s1.x, m[2].x * s2.x, m[3].x * s3.x);
+            if GLU {
+                acc2 += vec4<f32>(m[0].y * s0.y, m[1].y * s1.y, m[2].y * s2.y, m[3].y * s3.y);
             }
         }
     }
+    *hi = acc2;
     return acc;
 }
 
 // lanes_slow is lanes_partial element by element, for rows or scale
 // blocks that do not hold whole chunks (any row length and block size;
 // weights packed without row padding, as the host uploads them).
-fn lanes_slow(t: u32, r0: u32, lane: u32, lanes: u32) -> vec4<f32> {
+fn lanes_slow(t: u32, r0: u32, lane: u32, lanes: u32, hi: ptr<function, vec4<f32>>) -> vec4<f32> {
     let last = p.rows - 1u;
-    let r1 = min(r0 + 1u, last);
-    let r2 = min(r0 + 2u, last);
-    let r3 = min(r0 + 3u, last);
+    let r = vec4<u32>(r0, min(r0 + 1u, last), min(r0 + 2u, last), min(r0 + 3u, last));
     var acc = vec4<f32>(0.0);
+    var acc2 = vec4<f32>(0.0);
     for (var c = lane; c < p.in_cols; c += lanes) {
         let xv = xat(t * p.in_cols + c);
         let b = c / p.block;
-        let e0 = r0 * p.in_cols + c;
-        let e1 = r1 * p.in_cols + c;
+        let e = r * p.in_cols + vec4<u32>(c);
+        let s0 = scales(r.x * p.nblocks + b);
+        let s1 = scales(r.y * p.nblocks + b);
+        let s2 = scales(r.z * p.nblocks + b);
+        let s3 = scales(r.w * p.nblocks + b);
+        acc += vec4<f32>(decode(wword(e.x / EPW), e.x, WT) * xv * s0.x, decode(wword(e.y / EPW), e.y, WT) * xv * s1.x,
+                         decode(wword(e.z / EPW), e.z, WT) * xv * s2.x, decode(wword(e.w / EPW), e.w, WT) * xv * s3.x);
         if GLU {
-            let d0 = vec2<f32>(decode(wword(e0 / EPW), e0, WT), decode(wword2(e0 / EPW), e0, WT));
-            let d1 = vec2<f32>(decode(wword(e1 / EPW), e1, WT), decode(wword2(e1 / EPW), e1, WT));
-            acc += vec4<f32>(d0 * xv * scales(r0 * p.nblocks + b), d1 * xv * scales(r1 * p.nblocks + b));
-        } else {
-            let e2 = r2 * p.in_cols + c;
-            let e3 = r3 * p.in_cols + c;
-            acc += vec4<f32>(decode(wword(e0 / EPW), e0, WT) * xv * scales(r0 * p.nblocks + b).x,
-                             decode(wword(e1 / EPW), e1, WT) * xv * scales(r1 * p.nblocks + b).x,
-                             decode(wword(e2 / EPW), e2, WT) * xv * scales(r2 * p.nblocks + b).x,
-                             decode(wword(e3 / EPW), e3, WT) * xv * scales(r3 * p.nblocks + b).x);
+            acc2 += vec4<f32>(decode(wword2(e.x / EPW), e.x, WT) * xv * s0.y, decode(wword2(e.y / EPW), e.y, WT) * xv * s1.y,
+                              decode(wword2(e.z / EPW), e.z, WT) * xv * s2.y, decode(wword2(e.w / EPW), e.w, WT) * xv * s3.y);
         }
     }
+    *hi = acc2;
     return acc;
 }
 
-// lanes_finish writes the reduced sums v of the rows from r0 of token t.
-fn lanes_finish(t: u32, r0: u32, v: vec4<f32>) {
-    if GLU {
-        if r0 < p.rows {
-            finish(t, r0, v.xy);
-        }
-        if r0 + 1u < p.rows {
-            finish(t, r0 + 1u, v.zw);
-        }
-        return;
-    }
+// lanes_finish writes the reduced sums of the rows from r0 of token t: v
+// their W sums, hi their W2 sums (GLU).
+fn lanes_finish(t: u32, r0: u32, v: vec4<f32>, hi: vec4<f32>) {
     for (var k = 0u; k < 4u; k++) {
         if r0 + k < p.rows {
-            finish(t, r0 + k, vec2<f32>(v[k], 0.0));
+            finish(t, r0 + k, vec2<f32>(v[k], hi[k]));
         }
     }
 }
@@ -278,33 +281,43 @@ fn lanes_mv(wid: vec3<u32>, li: u32, nm: bool) {
     let lanes = p.lanes;
     let lane = li & (lanes - 1u);
     let r0 = (wid.y * (64u / lanes) + li / lanes) * LV_ROWS;
-    if !nm {
-        red[li] = lanes_partial(t, r0, lane, lanes);
-        workgroupBarrier();
-        for (var h = lanes / 2u; h > 0u; h = h / 2u) {
-            if lane < h {
-                red[li] += red[li + h];
-            }
-            workgroupBarrier();
-        }
-        if lane == 0u {
-            lanes_finish(t, r0, red[li]);
-        }
-        return;
-    }
     var ss = vec4<f32>(0.0);
-    red[li] = lanes_part(t, r0, lane, lanes, true, &ss);
-    red_ss[li] = (ss.x + ss.y) + (ss.z + ss.w);
+    var hi = vec4<f32>(0.0);
+    red[li] = lanes_part(t, r0, lane, lanes, nm, &ss, &hi);
+    if GLU {
+        red_hi[li] = hi;
+    }
+    if nm {
+        red_ss[li] = (ss.x + ss.y) + (ss.z + ss.w);
+    }
     workgroupBarrier();
     for (var h = lanes / 2u; h > 0u; h = h / 2u) {
         if lane < h {
             red[li] += red[li + h];
-            red_ss[li] += red_ss[li + h];
+            if GLU {
+                red_hi[li] += red_hi[li + h];
+            }
+            if nm {
+                red_ss[li] += red_ss[li + h];
+            }
         }
         workgroupBarrier();
     }
     if lane == 0u {
-        lanes_finish(t, r0, red[li] * (1.0 / sqrt(red_ss[li] / f32(p.in_cols) + p.norm_eps)));
+        var r = 1.0;
+        if nm {
+            r = 1.0 / sqrt(red_ss[li] / f32(p.in_cols) + p.norm_eps);
+        }
+        var v = red[li];
+        var vh = vec4<f32>(0.0);
+        if GLU {
+            vh = red_hi[li];
+        }
+        if nm {
+            v *= r;
+            vh *= r;
+        }
+        lanes_finish(t, r0, v, vh);
     }
 }
 

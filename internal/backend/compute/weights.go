@@ -173,10 +173,10 @@ func (b *backend) upload(t *tensors.Tensor) (*weight, error) {
 		per = min(per, max(b.devBinding-align-32, 0)/(rowBytes+scaleRow)/step*step)
 	}
 	// And few enough rows that the decode kernels' row groups (as few as
-	// shaders.MatMulShape.LanesRows rows each: 2 in the GLU variants) fit
-	// one dispatch dimension: a 262144-row int4 embedding (Gemma 3) fits a
-	// 128 MiB binding but not 65535 groups of 2 rows.
-	per = min(per, int64(maxDispatch*shaders.MatMulVariant{GLU: true}.Shape().LanesRows)/step*step)
+	// shaders.MatMulShape.LanesRows rows each) fit one dispatch dimension:
+	// a 262144-row int4 embedding (Gemma 3) fits a 128 MiB binding but
+	// not 65535 groups of 4 rows.
+	per = min(per, int64(maxDispatch*shaders.MatMulVariant{}.Shape().LanesRows)/step*step)
 	if per == 0 {
 		return nil, fmt.Errorf("a row of %d bytes exceeds the binding limit %d: %w", rowBytes, b.maxBinding, gpu.ErrUnsupported)
 	}

@@ -27,18 +27,38 @@ fn dqh(v: vec4<u32>, q: u32, sc: f16) -> vec4<f16> {
     return vec4<f16>(dq(v, q)) * sc;
 }
 
-// mvh is the dot products of vec4 q of chunks a, b, c and d with
-// activations xv, in f16, widened to f32; s holds their scales in that
-// order. lanes_partial_h passes rows r0..r3's W, or in GLU variants row
-// r0's W and W2, then row r1's: the layout of lanes_partial's sums.
+// mvh is the dot products of vec4 q of chunks a, b, c and d (rows r0 ..
+// r0+3 of one matrix) with activations xv, in f16, widened to f32; s
+// holds their scales in that order.
 fn mvh(a: vec4<u32>, b: vec4<u32>, c: vec4<u32>, d: vec4<u32>, q: u32, s: vec4<f16>, xv: vec4<f16>) -> vec4<f32> {
     return vec4<f32>(vec4<f16>(dot(dqh(a, q, s.x), xv), dot(dqh(b, q, s.y), xv), dot(dqh(c, q, s.z), xv), dot(dqh(d, q, s.w), xv)));
 }
 
+// mvh_chunk adds mvh of the EPW activation vec4s of one chunk (xi the
+// first) to acc, one after another.
+fn mvh_chunk(acc: ptr<function, vec4<f32>>, a: vec4<u32>, b: vec4<u32>, c: vec4<u32>, d: vec4<u32>, s: vec4<f16>, xi: u32) {
+    // Unrolled with constant indices, as in lanes_part.
+    *acc += mvh(a, b, c, d, 0u, s, x_h[xi]);
+    if EPW > 1u {
+        *acc += mvh(a, b, c, d, 1u, s, x_h[xi + 1u]);
+    }
+    if EPW > 2u {
+        *acc += mvh(a, b, c, d, 2u, s, x_h[xi + 2u]);
+        *acc += mvh(a, b, c, d, 3u, s, x_h[xi + 3u]);
+    }
+    if EPW > 4u {
+        *acc += mvh(a, b, c, d, 4u, s, x_h[xi + 4u]);
+        *acc += mvh(a, b, c, d, 5u, s, x_h[xi + 5u]);
+        *acc += mvh(a, b, c, d, 6u, s, x_h[xi + 6u]);
+        *acc += mvh(a, b, c, d, 7u, s, x_h[xi + 7u]);
+    }
+}
+
 // lanes_partial_h is lanes_partial in f16 arithmetic: dequantization
 // and the dot products of 4 elements in f16, their sums in f32.
-fn lanes_partial_h(t: u32, r0: u32, lane: u32, lanes: u32) -> vec4<f32> {
+fn lanes_partial_h(t: u32, r0: u32, lane: u32, lanes: u32, hi: ptr<function, vec4<f32>>) -> vec4<f32> {
     var acc = vec4<f32>(0.0); // as lanes_partial's
+    var acc2 = vec4<f32>(0.0);
     if r0 < p.rows {
         let last = p.rows - 1u;
         let r1 = min(r0 + 1u, last);
@@ -48,40 +68,20 @@ fn lanes_partial_h(t: u32, r0: u32, lane: u32, lanes: u32) -> vec4<f32> {
         let xb = t * (p.in_cols / 4u);
         for (var j = lane; j < cpr; j += lanes) {
             let b = (j * CW) / p.block;
-            var s: vec4<f16>;
-            var ca = w[r0 * cpr + j];
-            var cb = w[r1 * cpr + j];
-            var cc: vec4<u32>;
-            var cd: vec4<u32>;
-            if GLU {
-                s = vec4<f16>(vec4<f32>(scales(r0 * p.nblocks + b), scales(r1 * p.nblocks + b)));
-                cc = cb;
-                cb = w2[r0 * cpr + j];
-                cd = w2[r1 * cpr + j];
-            } else {
-                s = vec4<f16>(vec4<f32>(scales(r0 * p.nblocks + b).x, scales(r1 * p.nblocks + b).x,
-                                        scales(r2 * p.nblocks + b).x, scales(r3 * p.nblocks + b).x));
-                cc = w[r2 * cpr + j];
-                cd = w[r3 * cpr + j];
-            }
-            // Unrolled with constant indices, as in lanes_part.
+            let s0 = scales(r0 * p.nblocks + b);
+            let s1 = scales(r1 * p.nblocks + b);
+            let s2 = scales(r2 * p.nblocks + b);
+            let s3 = scales(r3 * p.nblocks + b);
             let xi = xb + j * EPW;
-            acc += mvh(ca, cb, cc, cd, 0u, s, x_h[xi]);
-            if EPW > 1u {
-                acc += mvh(ca, cb, cc, cd, 1u, s, x_h[xi + 1u]);
-            }
-            if EPW > 2u {
-                acc += mvh(ca, cb, cc, cd, 2u, s, x_h[xi + 2u]);
-                acc += mvh(ca, cb, cc, cd, 3u, s, x_h[xi + 3u]);
-            }
-            if EPW > 4u {
-                acc += mvh(ca, cb, cc, cd, 4u, s, x_h[xi + 4u]);
-                acc += mvh(ca, cb, cc, cd, 5u, s, x_h[xi + 5u]);
-                acc += mvh(ca, cb, cc, cd, 6u, s, x_h[xi + 6u]);
-                acc += mvh(ca, cb, cc, cd, 7u, s, x_h[xi + 7u]);
+            mvh_chunk(&acc, w[r0 * cpr + j], w[r1 * cpr + j], w[r2 * cpr + j], w[r3 * cpr + j],
+                      vec4<f16>(vec4<f32>(s0.x, s1.x, s2.x, s3.x)), xi);
+            if GLU {
+                mvh_chunk(&acc2, w2[r0 * cpr + j], w2[r1 * cpr + j], w2[r2 * cpr + j], w2[r3 * cpr + j],
+                          vec4<f16>(vec4<f32>(s0.y, s1.y, s2.y, s3.y)), xi);
             }
         }
     }
+    *hi = acc2;
     return acc;
 }
 
@@ -94,5 +94,7 @@ fn matvec_sg_h(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_invocati
         return; // uniform: the whole workgroup shares t
     }
     let g = sg_group(wid, sgi, sgs, sgid);
-    sg_finish(t, g, lanes_partial_h(t, g.x, g.y, g.z), sgi, sgs, sgid);
+    var hi = vec4<f32>(0.0);
+    let lo = lanes_partial_h(t, g.x, g.y, g.z, &hi);
+    sg_finish(t, g, lo, hi, sgi, sgs, sgid);
 }

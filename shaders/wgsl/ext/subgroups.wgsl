@@ -21,7 +21,9 @@ fn matvec_sg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_invocation
         return; // uniform: the whole workgroup shares t
     }
     let g = sg_group(wid, sgi, sgs, sgid);
-    sg_finish(t, g, lanes_partial(t, g.x, g.y, g.z), sgi, sgs, sgid);
+    var hi = vec4<f32>(0.0);
+    let lo = lanes_partial(t, g.x, g.y, g.z, &hi);
+    sg_finish(t, g, lo, hi, sgi, sgs, sgid);
 }
 
 // sg_group is the (first row, lane, lanes) of invocation sgi of subgroup
@@ -33,34 +35,46 @@ fn sg_group(wid: vec3<u32>, sgi: u32, sgs: u32, sgid: u32) -> vec3<u32> {
     return vec3<u32>(r0, vi & (lanes - 1u), lanes);
 }
 
-// sg_finish adds the partial sums v of lane group g (sg_group) and writes
-// its rows of token t; a lane group larger than a subgroup adds its
-// subgroups' sums through red[subgroup].
-fn sg_finish(t: u32, g: vec3<u32>, part: vec4<f32>, sgi: u32, sgs: u32, sgid: u32) {
+// sg_finish adds the partial sums of lane group g (sg_group), part and
+// (GLU) part_hi, and writes its rows of token t; a lane group larger than
+// a subgroup adds its subgroups' sums through red[subgroup] (and red_hi).
+fn sg_finish(t: u32, g: vec3<u32>, part: vec4<f32>, part_hi: vec4<f32>, sgi: u32, sgs: u32, sgid: u32) {
     let lane = g.y;
     let lanes = g.z;
     var v = part;
+    var vh = part_hi;
     let inner = min(lanes, sgs);
     for (var h = inner / 2u; h > 0u; h = h / 2u) {
         v += subgroupShuffleXor(v, h);
+        if GLU {
+            vh += subgroupShuffleXor(vh, h);
+        }
     }
     if lanes > sgs {
         // Each subgroup's sum is in its first lane; lane group g spans
         // subgroups [g * lanes / sgs, (g + 1) * lanes / sgs).
         if sgi == 0u {
             red[sgid] = v;
+            if GLU {
+                red_hi[sgid] = vh;
+            }
         }
         workgroupBarrier();
         if lane == 0u {
             let per = lanes / sgs;
             var sum = vec4<f32>(0.0);
+            var sum_hi = vec4<f32>(0.0);
             for (var k = 0u; k < per; k++) {
                 sum += red[sgid + k];
+                if GLU {
+                    sum_hi += red_hi[sgid + k];
+                }
             }
             v = sum;
+            vh = sum_hi;
         }
     }
     if lane == 0u {
-        lanes_finish(t, g.x, v);
+        lanes_finish(t, g.x, v, vh);
     }
 }
