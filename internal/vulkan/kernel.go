@@ -92,8 +92,8 @@ func (d *Device) NewKernel(spec shaders.KernelSpec) (gpu.Kernel, error) {
 		return fail(err)
 	}
 	k.module = module
-	setLayout, res := d.calls.createSetLayout(d.dev, types)
-	if err := check("vkCreateDescriptorSetLayout", res); err != nil {
+	setLayout, err := d.calls.createSetLayout(d.dev, types)
+	if err != nil {
 		return fail(err)
 	}
 	k.setLayout = setLayout

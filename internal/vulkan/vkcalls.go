@@ -17,6 +17,10 @@ import (
 	"github.com/gpurun/gpurun/gpu"
 )
 
+// maxSetBindings is vkcalls.h's gr_max_bindings: the most bindings of one
+// descriptor set that vkcalls.c writes.
+const maxSetBindings = C.gr_max_bindings
+
 // calls is a device's table of the Vulkan entry points that this package
 // calls through vkcalls.c instead of the Go binding (vkcalls.h says why).
 // Slices reach C only as direct arguments of a cgo call, never inside a
@@ -72,14 +76,16 @@ func (c calls) createShaderModule(d vk.Device, code []uint32) (vk.ShaderModule, 
 	return fromC[vk.ShaderModule](h), vk.Result(res)
 }
 
-// createSetLayout makes binding i a descriptor of types[i] for the compute stage.
-func (c calls) createSetLayout(d vk.Device, types []int32) (vk.DescriptorSetLayout, vk.Result) {
-	if len(types) > C.gr_max_bindings {
-		return vk.NullDescriptorSetLayout, vk.ErrorOutOfHostMemory
+// createSetLayout makes binding i a descriptor of types[i] for the compute
+// stage; more than maxSetBindings bindings is ErrInvalid (vkcalls.c
+// writes the bindings of a set from fixed arrays).
+func (c calls) createSetLayout(d vk.Device, types []int32) (vk.DescriptorSetLayout, error) {
+	if len(types) > maxSetBindings {
+		return vk.NullDescriptorSetLayout, fmt.Errorf("%d bindings, at most %d: %w", len(types), maxSetBindings, ErrInvalid)
 	}
 	var h C.gr_handle
 	res := C.gr_create_set_layout(c.f, c.dev(d), (*C.int32_t)(unsafe.SliceData(types)), C.uint32_t(len(types)), &h)
-	return fromC[vk.DescriptorSetLayout](h), vk.Result(res)
+	return fromC[vk.DescriptorSetLayout](h), check("vkCreateDescriptorSetLayout", vk.Result(res))
 }
 
 func (c calls) createPipelineLayout(d vk.Device, set vk.DescriptorSetLayout) (vk.PipelineLayout, vk.Result) {
@@ -114,13 +120,13 @@ func (c calls) allocateSet(d vk.Device, pool vk.DescriptorPool, layout vk.Descri
 // updateSet points binding i of set (a descriptor of types[i]) at infos[i].
 func (c calls) updateSet(d vk.Device, set vk.DescriptorSet, types []int32, infos []vk.DescriptorBufferInfo) error {
 	n := len(infos)
-	if n != len(types) || n > C.gr_max_bindings {
-		return fmt.Errorf("vulkan: descriptor set of %d bindings (%d types; at most %d): %w", n, len(types), C.gr_max_bindings, ErrInvalid)
+	if n != len(types) || n > maxSetBindings {
+		return fmt.Errorf("vulkan: descriptor set of %d bindings (%d types; at most %d): %w", n, len(types), maxSetBindings, ErrInvalid)
 	}
 	if n == 0 {
 		return nil
 	}
-	var bufs, offs, ranges [C.gr_max_bindings]C.uint64_t
+	var bufs, offs, ranges [maxSetBindings]C.uint64_t
 	for i, in := range infos {
 		bufs[i], offs[i], ranges[i] = toC(in.Buffer), C.uint64_t(in.Offset), C.uint64_t(in.Range)
 	}

@@ -3,6 +3,7 @@
 package vulkan
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -97,5 +98,18 @@ func TestCallsUnderCollections(t *testing.T) {
 				t.Error(err)
 			}
 		})
+	}
+}
+
+// TestSetLayoutTooManyBindings: a set of more bindings than vkcalls.c's
+// arrays hold is refused with ErrInvalid, not written past them.
+func TestSetLayoutTooManyBindings(t *testing.T) {
+	d := openTest(t, false)
+	types := make([]int32, maxSetBindings+1)
+	for i := range types {
+		types[i] = int32(vk.DescriptorTypeStorageBuffer)
+	}
+	if _, err := d.calls.createSetLayout(d.dev, types); !errors.Is(err, ErrInvalid) {
+		t.Errorf("createSetLayout of %d bindings: %v, want ErrInvalid", len(types), err)
 	}
 }

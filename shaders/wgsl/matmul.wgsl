@@ -304,16 +304,13 @@ fn lanes_mv(wid: vec3<u32>, li: u32, nm: bool) {
         workgroupBarrier();
     }
     if lane == 0u {
-        var r = 1.0;
-        if nm {
-            r = 1.0 / sqrt(red_ss[li] / f32(p.in_cols) + p.norm_eps);
-        }
         var v = red[li];
         var vh = vec4<f32>(0.0);
         if GLU {
             vh = red_hi[li];
         }
         if nm {
+            let r = 1.0 / sqrt(red_ss[li] / f32(p.in_cols) + p.norm_eps);
             v *= r;
             vh *= r;
         }
