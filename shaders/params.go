@@ -450,6 +450,7 @@ func (v MatMulVariant) Variant() Variant {
 		{"EPW", "u32", fmt.Sprintf("%du", v.Weight.ElemsPerWord())},
 		{"QUANT", "bool", b(v.Quant)},
 		{"GLU", "bool", b(v.GLU)},
+		{"LV_WG", "u32", fmt.Sprintf("%du", sh.LanesWG)},
 		{"LV_ROWS", "u32", fmt.Sprintf("%du", sh.LanesRows)},
 		{"MM_TOKENS", "u32", fmt.Sprintf("%du", sh.TileTokens)},
 		{"MM_ROWS", "u32", fmt.Sprintf("%du", sh.TileRows)},
@@ -573,14 +574,22 @@ func CheckRopeQKVLayout() error {
 
 // SubgroupVariantFits reports whether the subgroup variants run on a device
 // of subgroup size n: a power of two from 4 (the smallest Vulkan allows) to
-// 64 (matvec_sg's workgroup), so lane groups and subgroups nest.
+// 64, so lane groups and subgroups nest (a subgroup of 64 holds matvec_sg's
+// whole workgroup of LanesWG).
 func SubgroupVariantFits(n int) bool { return n >= 4 && n <= 64 && n&(n-1) == 0 }
 
 // MatMulShape is the work split of the matmul kernels of a variant; the
 // WGSL constants are generated from it, and the host sizes dispatches
 // with it.
 type MatMulShape struct {
-	LanesWG    int // matvec_lanes: invocations per workgroup
+	// LanesWG is the invocations of a matvec_lanes workgroup (LV_WG):
+	// 32, not 64, so its reduction arrays (red, red_hi, red_ss) are half
+	// as large and each is initialized by half as many invocations. A
+	// device that zero-initializes workgroup memory in every invocation
+	// (Chromium's Dawn on SwiftShader) paid for that in every decode
+	// product; on a GPU whose subgroups hold 32 or more invocations a
+	// workgroup is one subgroup.
+	LanesWG    int
 	LanesRows  int // matvec_lanes: rows per group of lanes
 	TileTokens int // matmul: tokens per workgroup
 	TileRows   int // matmul: output rows per workgroup
@@ -594,7 +603,7 @@ func (v MatMulVariant) Shape() MatMulShape {
 	if v.GLU {
 		rows = 32
 	}
-	return MatMulShape{LanesWG: 64, LanesRows: 4, TileTokens: 32, TileRows: rows, TileK: 32}
+	return MatMulShape{LanesWG: 32, LanesRows: 4, TileTokens: 32, TileRows: rows, TileK: 32}
 }
 
 // ChunkElems is how many weight elements one 16-byte chunk holds: the

@@ -432,6 +432,13 @@ fn attend_dims(h: u32, t: u32, i: u32, d0: u32, packed: bool, code: u32) {
 // ---- Decode split over the sequence (flash-decoding) ----
 
 const CHUNK: u32 = 64u; // positions per attn_split workgroup
+// SPLIT_WG invocations per attn_split workgroup: half of WG, so the 10.5
+// KiB of workgroup memory below is zero-initialized by 32 invocations. In
+// Chromium (Dawn, which initializes it through Vulkan's
+// VK_KHR_zero_initialize_workgroup_memory) on SwiftShader that cost grows
+// with invocations times bytes; the loops stride by SPLIT_WG, so any size
+// works.
+const SPLIT_WG: u32 = 32u;
 const GB: u32 = 8u;     // query heads per attn_split workgroup
 // TILE words of workgroup memory stage keys (rows of width+1 words, the
 // pad keeping the rows of consecutive positions in different banks) and
@@ -441,12 +448,12 @@ var<workgroup> tile: array<u32, 2112>;
 var<workgroup> ws: array<f32, 512>; // [GB][CHUNK]: scores, then exp(score - max)
 var<workgroup> wmax: array<f32, 8>; // [GB]: the chunk's max score per head
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(SPLIT_WG)
 fn attn_split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     split(wid, lid.x, false);
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(SPLIT_WG)
 fn attn_split_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     split(wid, lid.x, true);
 }
@@ -522,12 +529,12 @@ fn split(wid: vec3<u32>, i: u32, packed: bool) {
     let kt = min(CHUNK, TILE / (width + 1u));
     for (var k0 = select(jlo - jlo % kt, jlo, p.ring > 0u); k0 <= jhi; k0 += kt) {
         let nk = min(k0 + kt, jhi + 1u) - k0;
-        for (var e = i; e < nk * width; e += WG) {
+        for (var e = i; e < nk * width; e += SPLIT_WG) {
             let r = e / width;
             tile[r * (width + 1u) + e - r * width] = kc[kb + k0 * width + e];
         }
         workgroupBarrier();
-        for (var e = i; e < nb * nk; e += WG) {
+        for (var e = i; e < nb * nk; e += SPLIT_WG) {
             let g = e / nk;
             let j = e - g * nk;
             if k0 + j >= jlo {
@@ -550,7 +557,7 @@ fn split(wid: vec3<u32>, i: u32, packed: bool) {
         wmax[i] = m;
     }
     workgroupBarrier();
-    for (var e = i; e < nb * CHUNK; e += WG) {
+    for (var e = i; e < nb * CHUNK; e += SPLIT_WG) {
         let j = e % CHUNK;
         if j >= jlo && j <= jhi {
             ws[e] = exp(ws[e] - wmax[e / CHUNK]);
@@ -575,13 +582,13 @@ fn split(wid: vec3<u32>, i: u32, packed: bool) {
     let span = jhi + 1u - jlo;
     for (var w0 = 0u; w0 < width; w0 += vt) {
         let nr = min(vt, width - w0);
-        for (var e = i; e < nr * span; e += WG) {
+        for (var e = i; e < nr * span; e += SPLIT_WG) {
             let r = e / span;
             let j = jlo + e - r * span;
             tile[r * (CHUNK + 1u) + j] = vc[vb + (w0 + r) * ns + j];
         }
         workgroupBarrier();
-        for (var e = i; e < nb * nr; e += WG) {
+        for (var e = i; e < nb * nr; e += SPLIT_WG) {
             let g = e / nr;
             let r = e - g * nr;
             let row = r * (CHUNK + 1u);

@@ -142,7 +142,7 @@ fn finish(t: u32, r: u32, acc: vec2<f32>) {
     }
 }
 
-// matvec_lanes: workgroups of 64 invocations in groups of p.lanes, each
+// matvec_lanes: workgroups of LV_WG (32) invocations in groups of p.lanes, each
 // group LV_ROWS (4) rows of token t; lane l of a group reads chunks l,
 // l + lanes, ... of each row (lane l takes elements l, l + lanes, ...
 // where the shape is not of whole chunks), so each activation load feeds
@@ -153,7 +153,7 @@ fn finish(t: u32, r: u32, acc: vec2<f32>) {
 // lanes_finish.)
 
 // red_hi: the lane groups' W2 sums (GLU variants).
-var<workgroup> red_hi: array<vec4<f32>, 64>;
+var<workgroup> red_hi: array<vec4<f32>, LV_WG>;
 
 // lanes_partial is lane's share of the LV_ROWS rows from r0 of token t:
 // their W sums, their W2 sums in hi (GLU).
@@ -249,12 +249,12 @@ fn lanes_finish(t: u32, r0: u32, v: vec4<f32>, hi: vec4<f32>) {
     }
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(LV_WG)
 fn matvec_lanes(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
     lanes_mv(wid, li, false);
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(LV_WG)
 fn matvec_lanes_norm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
     lanes_mv(wid, li, true);
 }
@@ -280,7 +280,7 @@ fn lanes_mv(wid: vec3<u32>, li: u32, nm: bool) {
     }
     let lanes = p.lanes;
     let lane = li & (lanes - 1u);
-    let r0 = (wid.y * (64u / lanes) + li / lanes) * LV_ROWS;
+    let r0 = (wid.y * (LV_WG / lanes) + li / lanes) * LV_ROWS;
     var ss = vec4<f32>(0.0);
     var hi = vec4<f32>(0.0);
     red[li] = lanes_part(t, r0, lane, lanes, nm, &ss, &hi);

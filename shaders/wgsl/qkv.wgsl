@@ -26,8 +26,8 @@
 // pairs j and j+1, j even, are in one unit and fill words j/2 and
 // (j+half)/2).
 //
-// Dispatch: lanes_rope_kv (total units) / (64 / p.lanes) workgroups of
-// 64; y: the step's rows.
+// Dispatch: lanes_rope_kv (total units) / (LV_WG / p.lanes) workgroups of
+// LV_WG; y: the step's rows.
 
 // include: matvec
 
@@ -298,7 +298,7 @@ fn rope_part(seg: u32, t: u32, pa: vec2<u32>, pb: vec2<u32>, lane: u32, lanes: u
 // barrier per workgroup, 10-20% of the kernel's time on lavapipe and
 // SwiftShader); the marker line tells shaders/internal/spirvgen:
 // spirvgen: no-workgroup-zero-init
-@compute @workgroup_size(64)
+@compute @workgroup_size(LV_WG)
 fn lanes_rope_kv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
     let t = wid.y;
     if t >= min(step[STEP_ROWS], p.nrows) {
@@ -306,7 +306,7 @@ fn lanes_rope_kv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
     }
     let lanes = p.lanes;
     let lane = li & (lanes - 1u);
-    let su = seg_of(wid.x * (64u / lanes) + li / lanes);
+    let su = seg_of(wid.x * (LV_WG / lanes) + li / lanes);
     let seg = su.x;
     let np = seg_pairs(seg);
     // Padding units compute the last pairs again and store nothing: they

@@ -115,8 +115,9 @@ func (pl *planner) matMulRopeKV(op *fusion.MatMulRopeKVOp) error {
 	}
 	// Work units (2 rope pairs per lane group) per segment, padded to
 	// whole workgroups.
-	lanes := laneCount(in.Cols/ce, 64) // as the unfused products' (matDispatch)
-	perUnit, perWG := 2, 64/lanes
+	wg := v.Shape().LanesWG
+	lanes := laneCount(in.Cols/ce, wg) // as the unfused products' (matDispatch)
+	perUnit, perWG := 2, wg/lanes
 	hp := op.HeadDim / 2
 	units := func(heads int) int { return ceilDiv(ceilDiv(heads*hp, perUnit), perWG) * perWG }
 	kFirst := units(op.Heads)

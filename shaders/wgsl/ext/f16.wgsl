@@ -86,7 +86,7 @@ fn lanes_partial_h(t: u32, r0: u32, lane: u32, lanes: u32, hi: ptr<function, vec
 }
 
 // matvec_sg_h: matvec_sg with lanes_partial_h.
-@compute @workgroup_size(64)
+@compute @workgroup_size(LV_WG)
 fn matvec_sg_h(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_invocation_id) sgi: u32,
                @builtin(subgroup_size) sgs: u32, @builtin(subgroup_id) sgid: u32) {
     let t = wid.x; // as matvec_lanes (lanes_mv): one row of the step

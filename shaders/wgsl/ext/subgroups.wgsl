@@ -12,8 +12,9 @@
 // the subgroup), so every lane group lies within one subgroup or spans
 // whole subgroups, whatever order the driver packs invocations in.
 // Takes any shape (lanes_partial's element-wise path); needs a subgroup size
-// that divides 64 (the host checks).
-@compute @workgroup_size(64)
+// from 4 to 64 (the host checks): one that divides LV_WG or holds the whole
+// workgroup.
+@compute @workgroup_size(LV_WG)
 fn matvec_sg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_invocation_id) sgi: u32,
              @builtin(subgroup_size) sgs: u32, @builtin(subgroup_id) sgid: u32) {
     let t = wid.x; // as matvec_lanes (lanes_mv): one row of the step
@@ -31,7 +32,7 @@ fn matvec_sg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_invocation
 fn sg_group(wid: vec3<u32>, sgi: u32, sgs: u32, sgid: u32) -> vec3<u32> {
     let vi = sgid * sgs + sgi;
     let lanes = p.lanes;
-    let r0 = (wid.y * (64u / lanes) + vi / lanes) * LV_ROWS;
+    let r0 = (wid.y * (LV_WG / lanes) + vi / lanes) * LV_ROWS;
     return vec3<u32>(r0, vi & (lanes - 1u), lanes);
 }
 

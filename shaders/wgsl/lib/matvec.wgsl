@@ -18,7 +18,7 @@ struct MatParams {
     accum: u32,   // 1: out += result
     act: u32,     // GLU: an ACT_* code
     has_bias2: u32,
-    lanes: u32,   // matvec_lanes: invocations per row group, a power of two <= 64
+    lanes: u32,   // matvec_lanes: invocations per row group, a power of two <= LV_WG
     out_f16: u32, // 1: out is an f16 activation (packed halves)
     norm_eps: f32, // the *_norm kernels' RMS-norm epsilon
     x_f16: u32,    // 1: x is an f16 activation (packed halves)
@@ -129,7 +129,7 @@ fn xv4(i: u32) -> vec4<f32> {
 
 // red: the lane groups' partial sums (matvec_lanes and the kernels built
 // like it), reduced as a tree.
-var<workgroup> red: array<vec4<f32>, 64>;
+var<workgroup> red: array<vec4<f32>, LV_WG>;
 
 // red_ss: the lane groups' sums of squares (the norm prologue's kernels).
-var<workgroup> red_ss: array<f32, 64>;
+var<workgroup> red_ss: array<f32, LV_WG>;
