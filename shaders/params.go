@@ -584,10 +584,9 @@ func SubgroupVariantFits(n int) bool { return n >= 4 && n <= 64 && n&(n-1) == 0 
 type MatMulShape struct {
 	// LanesWG is the invocations of a matvec_lanes workgroup (LV_WG):
 	// 32, not 64, so its reduction arrays (red, red_hi, red_ss) are half
-	// as large and each is initialized by half as many invocations. A
-	// device that zero-initializes workgroup memory in every invocation
-	// (Chromium's Dawn on SwiftShader) paid for that in every decode
-	// product; on a GPU whose subgroups hold 32 or more invocations a
+	// as large and zero-initialized by half as many invocations, a cost
+	// that grows with both in Chromium on SwiftShader (attention.wgsl's
+	// SPLIT_WG); on a GPU whose subgroups hold 32 or more invocations a
 	// workgroup is one subgroup.
 	LanesWG    int
 	LanesRows  int // matvec_lanes: rows per group of lanes
