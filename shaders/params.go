@@ -126,7 +126,7 @@ type MatParams struct {
 	Accum    uint32  `wgsl:"accum"`     // 1: out += result
 	Act      uint32  `wgsl:"act"`       // GLU variants: activation code
 	HasBias2 uint32  `wgsl:"has_bias2"` // GLU variants: the bias is the up projection's
-	Lanes    uint32  `wgsl:"lanes"`     // matvec_lanes: invocations per row (a power of two <= 64)
+	Lanes    uint32  `wgsl:"lanes"`     // matvec_lanes: invocations per row group (a power of two <= MatMulShape.LanesWG)
 	OutF16   uint32  `wgsl:"out_f16"`   // 1: out is an f16 activation (fusion.BufInfo.F16): packed binary16 pairs (stores round to the nearest half)
 	NormEps  float32 `wgsl:"norm_eps"`  // the *_norm kernels' RMS-norm epsilon
 	XF16     uint32  `wgsl:"x_f16"`     // 1: x is an f16 activation: packed binary16 pairs
@@ -269,7 +269,7 @@ type QParams struct {
 	Scale   float32   `wgsl:"scale"`   // qembed
 	OutF16  uint32    `wgsl:"out_f16"` // 1: out is an f16 activation: packed binary16 pairs (stores round to the nearest half)
 	XF16    uint32    `wgsl:"x_f16"`   // 1: x is an f16 activation: packed binary16 pairs
-	Lanes   uint32    `wgsl:"lanes"`   // qmatvec: invocations per row, a power of two <= 64
+	Lanes   uint32    `wgsl:"lanes"`   // qmatvec: invocations per row group, a power of two <= QMatVecWG
 	Pad3    uint32    `wgsl:"pad3"`
 	Pad4    uint32    `wgsl:"pad4"`
 	Pad5    uint32    `wgsl:"pad5"`
@@ -482,13 +482,19 @@ func QBlockVariants() []QBlockVariant {
 // that many weight rows. Fixed at 4: a group's sums are one vec4.
 const QMatVecRows = 4
 
+// QMatVecWG is the invocations of a qmatvec or qmatvec_sg workgroup (the
+// WGSL constant QV_WG), 32 as MatMulShape.LanesWG and for its reasons.
+const QMatVecWG = 32
+
 // Variant is the module specialization of v: the constants QL (the
-// layout), QSUB (elements per sub-block) and QV_ROWS (QMatVecRows).
+// layout), QSUB (elements per sub-block), QV_ROWS (QMatVecRows) and QV_WG
+// (QMatVecWG).
 func (v QBlockVariant) Variant() Variant {
 	r := Variant{Key: v.Layout.String(), Consts: []Const{
 		{"QL", "u32", fmt.Sprintf("%du", uint32(v.Layout))},
 		{"QSUB", "u32", fmt.Sprintf("%du", v.Layout.SubLen())},
 		{"QV_ROWS", "u32", fmt.Sprintf("%du", QMatVecRows)},
+		{"QV_WG", "u32", fmt.Sprintf("%du", QMatVecWG)},
 	}}
 	if v.Subgroups {
 		r.Key += "_sg"

@@ -22,11 +22,11 @@
 // bound as u32 words: row r (relative to the block) starts at byte
 // r * (in_cols / block length) * block bytes, blocks in order.
 //
-// qmatvec (decode): workgroups of 64 invocations in groups of p.lanes
-//   per weight row; lane l of a row's group takes sub-blocks l, l + lanes,
-//   ... (neighbouring lanes read neighbouring bytes), then a
+// qmatvec (decode): workgroups of QV_WG (32) invocations in groups of
+//   p.lanes per QV_ROWS weight rows; lane l of a group takes sub-blocks l,
+//   l + lanes, ... (neighbouring lanes read neighbouring bytes), then a
 //   workgroup-memory tree reduction. Dispatch (nrows, ceil(rows /
-//   (64 / lanes)), 1): the step's rows are the fastest dimension, as
+//   (QV_WG / lanes * QV_ROWS)), 1): the step's rows are the fastest dimension, as
 //   matmul.wgsl's matvec_lanes. qmatvec_sg (Vulkan, devices with subgroup
 //   operations, wgsl/ext/qsubgroups.wgsl) reduces through subgroup
 //   shuffles instead.
@@ -54,7 +54,7 @@ struct QParams {
     scale: f32,    // qembed
     out_f16: u32,  // 1: out is an f16 activation (packed halves)
     x_f16: u32,    // 1: x is an f16 activation (packed halves)
-    lanes: u32,    // qmatvec: invocations per row, a power of two <= 64
+    lanes: u32,    // qmatvec: invocations per row group, a power of two <= QV_WG
     pad3: u32,
     pad4: u32,
     pad5: u32,
@@ -593,11 +593,11 @@ fn qrows_finish(t: u32, r0: u32, v: vec4<f32>) {
     }
 }
 
-var<workgroup> qred: array<vec4<f32>, 64>;
+var<workgroup> qred: array<vec4<f32>, QV_WG>;
 
-// qmatvec: workgroups of 64 invocations in groups of p.lanes, each group
-// QV_ROWS rows of token t (dispatch: step rows x row groups).
-@compute @workgroup_size(64)
+// qmatvec: workgroups of QV_WG (32) invocations in groups of p.lanes, each
+// group QV_ROWS rows of token t (dispatch: step rows x row groups).
+@compute @workgroup_size(QV_WG)
 fn qmatvec(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
     let t = wid.x;
     if t >= min(step[STEP_ROWS], p.nrows) {
@@ -605,7 +605,7 @@ fn qmatvec(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_inde
     }
     let lanes = p.lanes;
     let lane = li & (lanes - 1u);
-    let r0 = (wid.y * (64u / lanes) + li / lanes) * QV_ROWS;
+    let r0 = (wid.y * (QV_WG / lanes) + li / lanes) * QV_ROWS;
     var v = vec4<f32>(0.0);
     if r0 < p.rows {
         v = qrows_part(t, r0, lane, lanes);

@@ -8,9 +8,9 @@
 // subgroupShuffleXor in registers; a group of lanes larger than the
 // subgroup adds its subgroups' sums through qred (one barrier). Invocations are numbered by subgroup (vi = subgroup id *
 // size + lane in the subgroup), so every lane group lies within one
-// subgroup or spans whole subgroups. Needs a subgroup size that divides 64
-// (the host checks).
-@compute @workgroup_size(64)
+// subgroup or spans whole subgroups. Needs a subgroup size from 4 to 64
+// (the host checks): one that divides QV_WG or holds the whole workgroup.
+@compute @workgroup_size(QV_WG)
 fn qmatvec_sg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_invocation_id) sgi: u32,
               @builtin(subgroup_size) sgs: u32, @builtin(subgroup_id) sgid: u32) {
     let t = wid.x;
@@ -20,7 +20,7 @@ fn qmatvec_sg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_invocatio
     let vi = sgid * sgs + sgi;
     let lanes = p.lanes;
     let lane = vi & (lanes - 1u);
-    let r0 = (wid.y * (64u / lanes) + vi / lanes) * QV_ROWS;
+    let r0 = (wid.y * (QV_WG / lanes) + vi / lanes) * QV_ROWS;
     var v = vec4<f32>(0.0);
     if r0 < p.rows {
         v = qrows_part(t, r0, lane, lanes);
