@@ -27,9 +27,10 @@ type Caps struct {
 	// operations.
 	Subgroups bool
 	// SubgroupSize is the subgroup size of compute kernels where the
-	// kernels may use subgroup basic and shuffle operations (Vulkan); 0
-	// where they may not (WebGPU through wgpu-native, whose shader compiler
-	// lacks them; the CPU backend).
+	// kernels may use subgroup basic and shuffle operations (Vulkan; a
+	// browser's WebGPU offering subgroups: the smallest size it may run);
+	// 0 where they may not (WebGPU through wgpu-native, whose shader
+	// compiler lacks them; the CPU backend).
 	SubgroupSize int
 	// Timestamps: Commands.Timestamp and Device.ReadTimestamps record and
 	// report device time; on a backend, Program.Profile times each op.

@@ -378,11 +378,11 @@ type MatMulVariant struct {
 	Scale  ScaleType
 	Quant  bool
 	GLU    bool
-	// Subgroups selects the Vulkan-only module holding matvec_sg (the
-	// decode kernel reducing through subgroup operations) instead of the
-	// portable kernels.
+	// Subgroups selects the module holding matvec_sg (the decode kernel
+	// reducing through subgroup operations; Vulkan, and a browser's WebGPU
+	// with subgroups) instead of the portable kernels.
 	Subgroups bool
-	// F16 (with Subgroups) selects the Vulkan-only module holding
+	// F16 (with Subgroups) selects the Vulkan module holding
 	// matvec_sg_h instead: matvec_sg in f16 arithmetic, for f16
 	// activations on devices with shaderFloat16 (wgsl/ext/f16.wgsl). Only
 	// f16, int8 and int4 weights have it (F16Weights).
@@ -460,7 +460,8 @@ func (v MatMulVariant) Variant() Variant {
 
 // QBlockVariant is a module of wgsl/qblocks.wgsl: the kernels of one
 // sub-block layout (every block type of that layout), and with Subgroups
-// the Vulkan-only module of qmatvec_sg (wgsl/ext/qsubgroups.wgsl).
+// the module of qmatvec_sg (wgsl/ext/qsubgroups.wgsl; Vulkan, and a
+// browser's WebGPU with subgroups).
 type QBlockVariant struct {
 	Layout    BlockLayout
 	Subgroups bool

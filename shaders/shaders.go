@@ -21,11 +21,12 @@
 // GetVariant.
 //
 // A variant may also append extension files (wgsl/ext/<name>.wgsl) with
-// kernels that use device features WebGPU's compiler lacks (subgroup
-// operations, f16 arithmetic): such a variant is compiled to a module
-// holding only its Entry kernel, is marked Vulkan, and WebGPU never
-// compiles it. An extension's `enable` lines (`enable f16;`) move to the
-// top of the module.
+// kernels that use device features wgpu-native's WGSL compiler lacks
+// (subgroup operations, f16 arithmetic): such a variant is compiled to a
+// module holding only its Entry kernel and is marked Vulkan; the native
+// WebGPU backend never compiles it, and a browser's WebGPU compiles the
+// subgroup ones where it offers subgroups. An extension's `enable` lines
+// (`enable f16;`, `enable subgroups;`) move to the top of the module.
 //
 // Import it to reuse gpurun's kernels in your own WebGPU or Vulkan
 // program: the WGSL sources, their SPIR-V and the typed uniform blocks and
@@ -92,8 +93,9 @@ type Variant struct {
 	Entry string
 }
 
-// Vulkan reports whether the variant's module is for the Vulkan backend
-// only (it uses features WebGPU's compiler lacks).
+// Vulkan reports whether the variant's module uses features wgpu-native's
+// WGSL compiler lacks: the Vulkan backend's, and a browser's WebGPU where
+// it offers them (gpu.Caps.Subgroups).
 func (v Variant) Vulkan() bool { return len(v.Ext) > 0 }
 
 // Const is one WGSL module-scope constant of a variant.
@@ -456,8 +458,8 @@ func SPIRV(module string) ([]byte, error) {
 // name: what a device test compiles to check it accepts them all.
 func Specs() ([]KernelSpec, error) { return specs(true) }
 
-// PortableSpecs is Specs without the Vulkan-only variants: what the WebGPU
-// backend may be asked to compile.
+// PortableSpecs is Specs without the variants marked Vulkan: what the
+// native WebGPU backend may be asked to compile.
 func PortableSpecs() ([]KernelSpec, error) { return specs(false) }
 
 func specs(vulkan bool) ([]KernelSpec, error) {

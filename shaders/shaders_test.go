@@ -190,8 +190,10 @@ func TestGetVariantBindings(t *testing.T) {
 			if v.Subgroups && (!v.Variant().Vulkan() || strings.Count(spec.WGSL, "@compute") != len(matmulKernels)-2+ext) {
 				t.Errorf("%s: a Vulkan-only module of matmul.wgsl and its extensions expected", spec.Name)
 			}
-			if v.F16 != strings.HasPrefix(spec.WGSL, "enable f16;\n") || strings.Contains(spec.WGSL, "\nenable ") {
-				t.Errorf("%s: F16 %v, WGSL starts %q", spec.Name, v.F16, spec.WGSL[:20])
+			head := enableLines(spec.WGSL)
+			if v.F16 != strings.Contains(head, "enable f16;\n") || v.Subgroups != strings.Contains(head, "enable subgroups;\n") ||
+				strings.Contains(spec.WGSL[len(head):], "\nenable ") {
+				t.Errorf("%s: F16 %v, subgroups %v, leading enable lines %q", spec.Name, v.F16, v.Subgroups, head)
 			}
 			if spec.Entry != name || !bytes.Equal(spec.SPIRV[:4], []byte{0x03, 0x02, 0x23, 0x07}) {
 				t.Errorf("%s: entry %q, SPIR-V magic %x", spec.Name, spec.Entry, spec.SPIRV[:4])
@@ -656,4 +658,17 @@ func TestHotReductionsSkipZeroInit(t *testing.T) {
 			t.Errorf("%s: no %q line", name, spirvgen.NoZeroInitMarker)
 		}
 	}
+}
+
+// enableLines is the run of `enable` directives src starts with.
+func enableLines(src string) string {
+	n := 0
+	for strings.HasPrefix(src[n:], "enable ") {
+		i := strings.IndexByte(src[n:], '\n')
+		if i < 0 {
+			return src
+		}
+		n += i + 1
+	}
+	return src[:n]
 }

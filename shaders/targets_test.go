@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpurun/gpurun/internal/ci"
+	"github.com/gpurun/gpurun/shaders/internal/spirvgen"
 )
 
 // The languages wgpu translates WGSL into on Metal and D3D12, with naga,
@@ -35,7 +36,7 @@ var nagaTargets = []struct {
 
 // writeWGSL writes m's source to dir, where translate reads it.
 func writeWGSL(dir string, m Module) error {
-	return os.WriteFile(filepath.Join(dir, m.Name+".wgsl"), []byte(m.WGSL), 0o644)
+	return os.WriteFile(filepath.Join(dir, m.Name+".wgsl"), []byte(spirvgen.ForNaga(m.WGSL)), 0o644)
 }
 
 // translate runs naga on one module (written by writeWGSL) for one target,

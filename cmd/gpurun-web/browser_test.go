@@ -502,7 +502,8 @@ func checkStepsAhead(t *testing.T, tab *browser.Tab, c browserCase) {
 
 func checkTimeDecode(t *testing.T, tab *browser.Tab) {
 	type loadInfo struct {
-		Timestamps bool `json:"timestamps"`
+		Timestamps   bool `json:"timestamps"`
+		SubgroupSize int  `json:"subgroupSize"`
 	}
 	info, err := eval[loadInfo](tab, fmt.Sprintf("gpurunPage.loadServed(\"stories260K.bin\", \"auto\", %d)", testCache))
 	if err != nil {
@@ -510,6 +511,11 @@ func checkTimeDecode(t *testing.T, tab *browser.Tab) {
 	}
 	if !info.Timestamps {
 		t.Fatal("the page's WebGPU device keeps no timestamps (Chromium offers timestamp-query on SwiftShader)")
+	}
+	// Chromium offers subgroups on SwiftShader (sizes 4 to 4), so the
+	// goldens above ran the subgroup kernels (matvec_sg).
+	if info.SubgroupSize != 4 {
+		t.Errorf("the page's WebGPU device reports subgroup size %d, want 4 (Chromium's subgroups on SwiftShader)", info.SubgroupSize)
 	}
 	type decodeTime struct {
 		Steps       int     `json:"steps"`

@@ -403,8 +403,12 @@ func (s *state) loaded(m *pipeline.Model, source string, size int64, compiled in
 		// timestamps: the page's device times its work (gpurun.profile
 		// and gpurun.timeDecode work).
 		"timestamps": s.backend.Caps().Timestamps,
-		"bytes":      size,
-		"chat":       map[bool]string{true: "plain", false: "template"}[tpl.IsPlain()],
+		// subgroupSize: the decode products reduce through subgroup
+		// operations (matvec_sg) where the browser offers them; 0 where
+		// it does not.
+		"subgroupSize": s.backend.Caps().SubgroupSize,
+		"bytes":        size,
+		"chat":         map[bool]string{true: "plain", false: "template"}[tpl.IsPlain()],
 		// compiledPipelines is what this load compiled: 0 when the
 		// previous loads on this backend compiled all it needs.
 		"compiledPipelines": compiled,

@@ -28,10 +28,12 @@ import (
 )
 
 // usedFeatures are the features gpurun uses on adapter a: timestamp
-// queries where it has them; never f16 (wgpu-native's WGSL has no f16:
-// activations are packed halves in u32 words) or subgroups.
-func usedFeatures(a *wgpu.Adapter) (f16, subgroups, timestamps bool) {
-	return false, false, hasTimestamps(a)
+// queries where it has them; subgroup operations where its WGSL compiler
+// has them (sgSize > 0: a browser's, not wgpu-native's; see subgroupSize);
+// never f16 (wgpu-native's WGSL has no f16: activations are packed halves
+// in u32 words).
+func usedFeatures(a *wgpu.Adapter) (f16 bool, sgSize int, timestamps bool) {
+	return false, subgroupSize(a), hasTimestamps(a)
 }
 
 var logOnce sync.Once
@@ -95,7 +97,8 @@ func describe(a *wgpu.Adapter) AdapterInfo {
 			"minUniformBufferOffsetAlignment":   uint64(l.MinUniformBufferOffsetAlignment),
 		},
 	}
-	ai.F16, ai.Subgroups, ai.Timestamps = usedFeatures(a)
+	f16, sgSize, timestamps := usedFeatures(a)
+	ai.F16, ai.Subgroups, ai.Timestamps = f16, sgSize > 0, timestamps
 	ai.Features = adapterFeatures(a)
 	sort.Strings(ai.Features)
 	return ai

@@ -9,8 +9,9 @@ import (
 )
 
 // TestCompileAllKernels compiles every kernel of the shaders package, in
-// every portable variant (the Vulkan-only subgroup variants aside), with
-// wgpu-native's own (old) naga: the WGSL must stay inside what it accepts.
+// every portable variant (those marked Vulkan, which need subgroups or f16,
+// aside), with wgpu-native's own (old) naga: the WGSL must stay inside what
+// it accepts.
 func TestCompileAllKernels(t *testing.T) {
 	d := open(t)
 	specs, err := shaders.PortableSpecs()

@@ -18,6 +18,8 @@ import (
 
 	"github.com/cogentcore/webgpu/jsx"
 	"github.com/cogentcore/webgpu/wgpu"
+
+	"github.com/gpurun/gpurun/shaders"
 )
 
 // querySet is the page's GPUQuerySet of timestamps, made where the adapter
@@ -45,6 +47,30 @@ const timestampFeature = "timestamp-query"
 
 func hasTimestamps(a *wgpu.Adapter) bool {
 	return jsValue(a).Get("features").Call("has", timestampFeature).Truthy()
+}
+
+// subgroupFeature is WebGPU's name of subgroup operations.
+const subgroupFeature = "subgroups"
+
+// subgroupSize is the smallest subgroup size of adapter a where it offers
+// WebGPU's subgroups and every size its kernels may run with
+// (adapter.info's subgroupMinSize to subgroupMaxSize) suits the subgroup
+// kernels (shaders.SubgroupVariantFits: they read their size from a
+// builtin); else 0.
+func subgroupSize(a *wgpu.Adapter) int {
+	av := jsValue(a)
+	if !av.Get("features").Call("has", subgroupFeature).Truthy() {
+		return 0
+	}
+	info := av.Get("info")
+	lo, hi := info.Get("subgroupMinSize"), info.Get("subgroupMaxSize")
+	if lo.Type() != js.TypeNumber || hi.Type() != js.TypeNumber {
+		return 0
+	}
+	if !shaders.SubgroupVariantFits(lo.Int()) || !shaders.SubgroupVariantFits(hi.Int()) {
+		return 0
+	}
+	return lo.Int()
 }
 
 func createTimestamps(dev *wgpu.Device, n uint32) (q *querySet, err error) {
@@ -148,7 +174,7 @@ func adapterInfo(a *wgpu.Adapter) wgpu.AdapterInfo {
 // requestDevice asks for the adapter's own limits: the binding's browser
 // side drops RequiredLimits, which would leave the WebGPU defaults (128 MiB
 // storage bindings, 8 storage buffers per stage).
-func requestDevice(a *wgpu.Adapter, desc *wgpu.DeviceDescriptor) (*wgpu.Device, error) {
+func requestDevice(a *wgpu.Adapter, desc *wgpu.DeviceDescriptor, subgroups bool) (*wgpu.Device, error) {
 	av := jsValue(a)
 	limits := js.Global().Get("Object").New()
 	al := av.Get("limits")
@@ -171,6 +197,9 @@ func requestDevice(a *wgpu.Adapter, desc *wgpu.DeviceDescriptor) (*wgpu.Device, 
 		if f == wgpu.FeatureNameTimestampQuery {
 			features.Call("push", timestampFeature)
 		}
+	}
+	if subgroups {
+		features.Call("push", subgroupFeature)
 	}
 	d.Set("requiredFeatures", features)
 	dev, ok := jsx.Await(av.Call("requestDevice", d))

@@ -67,9 +67,15 @@ func adapterFeatures(a *wgpu.Adapter) []string {
 	return out
 }
 
-func requestDevice(a *wgpu.Adapter, desc *wgpu.DeviceDescriptor) (*wgpu.Device, error) {
+// requestDevice asks a for a device; subgroups is never true here
+// (subgroupSize).
+func requestDevice(a *wgpu.Adapter, desc *wgpu.DeviceDescriptor, _ bool) (*wgpu.Device, error) {
 	return a.RequestDevice(desc)
 }
+
+// subgroupSize is 0: wgpu-native's WGSL front end (naga 0.19) has no
+// subgroup builtins.
+func subgroupSize(*wgpu.Adapter) int { return 0 }
 
 func adapterInfo(a *wgpu.Adapter) wgpu.AdapterInfo { return a.GetInfo() }
 

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 )
 
@@ -40,7 +41,7 @@ func Generate(naga, outDir string, modules []Module) error {
 	keep := map[string]bool{}
 	for _, m := range modules {
 		full := filepath.Join(tmp, m.Name+".wgsl")
-		if err := os.WriteFile(full, []byte(m.WGSL), 0o644); err != nil {
+		if err := os.WriteFile(full, []byte(ForNaga(m.WGSL)), 0o644); err != nil {
 			return fmt.Errorf("spirvgen: %w", err)
 		}
 		out := filepath.Join(outDir, m.Name+".spv")
@@ -86,3 +87,13 @@ func Generate(naga, outDir string, modules []Module) error {
 	}
 	return nil
 }
+
+// ForNaga is WGSL source as naga 30 takes it: without `enable subgroups;`,
+// which WGSL asks of a module using subgroup builtins (the browsers' Tint
+// refuses them without it) and naga refuses ("the `subgroups`
+// enable-extension is not yet supported"), though it compiles the builtins.
+func ForNaga(wgsl string) string {
+	return subgroupsEnable.ReplaceAllString(wgsl, "")
+}
+
+var subgroupsEnable = regexp.MustCompile(`(?m)^enable subgroups;\n`)

@@ -1,7 +1,8 @@
+enable subgroups;
+
 // qmatvec with subgroup operations, appended to wgsl/qblocks.wgsl in the
-// Vulkan-only "_sg" variants (shaders.QBlockVariant.Subgroups), as
-// subgroups.wgsl is to matmul.wgsl: wgpu-native's naga has no subgroup
-// builtins.
+// "_sg" variants (shaders.QBlockVariant.Subgroups), as subgroups.wgsl is to
+// matmul.wgsl (Vulkan and the browsers' WebGPU).
 
 // qmatvec_sg: qmatvec (same dispatch and lane groups) with each lane
 // group's partial sums (a vec4: its QV_ROWS rows) added through

@@ -1,7 +1,10 @@
+enable subgroups;
+
 // Kernels using subgroup operations, appended to wgsl/matmul.wgsl in the
-// Vulkan-only "_sg" variants (shaders.MatMulVariant.Subgroups): wgpu-native's
-// naga has no subgroup builtins, naga 30 (go generate) accepts them without
-// an `enable` line.
+// "_sg" variants (shaders.MatMulVariant.Subgroups), for Vulkan and the
+// browsers' WebGPU (wgpu-native's naga has no subgroup builtins). naga 30
+// (go generate) accepts them but refuses the `enable` line WGSL asks for,
+// which spirvgen.ForNaga removes.
 
 // matvec_sg: matvec_lanes (same dispatch and lane groups) with the partial
 // sums reduced through subgroupShuffleXor, written for whatever subgroup
@@ -41,7 +44,10 @@ fn sg_group(wid: vec3<u32>, sgi: u32, sgs: u32, sgid: u32) -> vec3<u32> {
 // a subgroup adds its subgroups' sums through red[subgroup] (and red_hi).
 fn sg_finish(t: u32, g: vec3<u32>, part: vec4<f32>, part_hi: vec4<f32>, sgi: u32, sgs: u32, sgid: u32) {
     let lane = g.y;
-    let lanes = g.z;
+    // p.lanes, not g.z (the same value): WGSL's uniformity analysis takes
+    // g, built from the invocation's ids, as non-uniform, and the barrier
+    // below needs a uniform condition.
+    let lanes = p.lanes;
     var v = part;
     var vh = part_hi;
     let inner = min(lanes, sgs);
