@@ -387,6 +387,10 @@ type MatMulVariant struct {
 	// activations on devices with shaderFloat16 (wgsl/ext/f16.wgsl). Only
 	// f16, int8 and int4 weights have it (F16Weights).
 	F16 bool
+	// Norm (with Subgroups, not F16) selects the module whose matvec_sg
+	// takes the RMS-norm prologue, as matvec_lanes_norm does (the WGSL
+	// constant SG_NORM).
+	Norm bool
 }
 
 // F16Weights reports whether weights of type w have f16-arithmetic
@@ -397,20 +401,20 @@ func F16Weights(w WeightType) bool { return w == WeightF16 || w == WeightI8 || w
 
 // MatMulVariants lists every matmul module: unquantized f32, f16 and bf16,
 // quantized int8 and int4 with f32 or f16 scales, each plain and GLU, each
-// of those again with Subgroups, and those of F16Weights once more with
-// Subgroups and F16.
+// of those again with Subgroups, with Subgroups and Norm, and those of
+// F16Weights once more with Subgroups and F16.
 func MatMulVariants() []MatMulVariant {
 	var out []MatMulVariant
-	for _, mode := range []struct{ sg, h bool }{{false, false}, {true, false}, {true, true}} {
+	for _, mode := range []struct{ sg, h, norm bool }{{false, false, false}, {true, false, false}, {true, false, true}, {true, true, false}} {
 		for _, glu := range []bool{false, true} {
 			for _, w := range []WeightType{WeightF32, WeightF16, WeightBF16} {
 				if !mode.h || F16Weights(w) {
-					out = append(out, MatMulVariant{Weight: w, GLU: glu, Subgroups: mode.sg, F16: mode.h})
+					out = append(out, MatMulVariant{Weight: w, GLU: glu, Subgroups: mode.sg, F16: mode.h, Norm: mode.norm})
 				}
 			}
 			for _, w := range []WeightType{WeightI8, WeightI4} {
 				for _, s := range []ScaleType{ScaleF32, ScaleF16} {
-					out = append(out, MatMulVariant{Weight: w, Scale: s, Quant: true, GLU: glu, Subgroups: mode.sg, F16: mode.h})
+					out = append(out, MatMulVariant{Weight: w, Scale: s, Quant: true, GLU: glu, Subgroups: mode.sg, F16: mode.h, Norm: mode.norm})
 				}
 			}
 		}
@@ -436,6 +440,9 @@ func (v MatMulVariant) Variant() Variant {
 			key += "_h"
 			ext, entry = append(ext, "f16"), "matvec_sg_h"
 		}
+		if v.Norm {
+			key += "_norm"
+		}
 	}
 	b := func(x bool) string {
 		if x {
@@ -444,7 +451,7 @@ func (v MatMulVariant) Variant() Variant {
 		return "false"
 	}
 	sh := v.Shape()
-	return Variant{Key: key, Ext: ext, Entry: entry, Consts: []Const{
+	r := Variant{Key: key, Ext: ext, Entry: entry, Consts: []Const{
 		{"WT", "u32", fmt.Sprintf("%du", uint32(v.Weight))},
 		{"ST", "u32", fmt.Sprintf("%du", uint32(v.Scale))},
 		{"EPW", "u32", fmt.Sprintf("%du", v.Weight.ElemsPerWord())},
@@ -456,6 +463,10 @@ func (v MatMulVariant) Variant() Variant {
 		{"MM_ROWS", "u32", fmt.Sprintf("%du", sh.TileRows)},
 		{"MM_K", "u32", fmt.Sprintf("%du", sh.TileK)},
 	}}
+	if v.Subgroups {
+		r.Consts = append(r.Consts, Const{"SG_NORM", "bool", b(v.Norm)})
+	}
+	return r
 }
 
 // QBlockVariant is a module of wgsl/qblocks.wgsl: the kernels of one
@@ -511,7 +522,7 @@ const RopeKV = "lanes_rope_kv"
 // GLU or Subgroups).
 func (v MatMulVariant) RopeKVVariant() Variant {
 	mv := v
-	mv.GLU, mv.Subgroups, mv.F16 = false, false, false
+	mv.GLU, mv.Subgroups, mv.F16, mv.Norm = false, false, false, false
 	r := mv.Variant()
 	r.Key += "_lanes"
 	r.Entry = RopeKV

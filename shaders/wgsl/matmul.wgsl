@@ -149,22 +149,16 @@ fn finish(t: u32, r: u32, acc: vec2<f32>) {
 // four rows (eight weight rows in GLU variants: W's and W2's). A group's
 // partial sums are a vec4 of its rows' W sums, and in GLU variants a
 // second of their W2 sums (hi; red_hi in workgroup memory). (The subgroup
-// variant, wgsl/ext/subgroups.wgsl, shares lanes_partial and
-// lanes_finish.)
+// variant, wgsl/ext/subgroups.wgsl, shares lanes_part and lanes_finish.)
 
 // red_hi: the lane groups' W2 sums (GLU variants).
 var<workgroup> red_hi: array<vec4<f32>, LV_WG>;
 
-// lanes_partial is lane's share of the LV_ROWS rows from r0 of token t:
-// their W sums, their W2 sums in hi (GLU).
-fn lanes_partial(t: u32, r0: u32, lane: u32, lanes: u32, hi: ptr<function, vec4<f32>>) -> vec4<f32> {
-    var ss = vec4<f32>(0.0);
-    return lanes_part(t, r0, lane, lanes, false, &ss, hi);
-}
-
-// lanes_part is lanes_partial, with the norm prologue when nm (a constant
-// in each caller): the sums then take x * g and the lane's sum of squares
-// of x goes to ss (lanes_mv reduces both and scales by r). Shapes that
+// lanes_part is lane's share of the LV_ROWS rows from r0 of token t:
+// their W sums, their W2 sums in hi (GLU). With the norm prologue, when nm
+// (a constant in each caller), the sums take x * g and the lane's sum of
+// squares of x goes to ss (lanes_mv and sg_finish reduce both and scale by
+// r). Shapes that
 // are not of whole chunks take lanes_slow (never with the prologue). Rows
 // past the last repeat it (lanes_finish drops them).
 fn lanes_part(t: u32, r0: u32, lane: u32, lanes: u32, nm: bool, ss: ptr<function, vec4<f32>>, hi: ptr<function, vec4<f32>>) -> vec4<f32> {
@@ -212,7 +206,7 @@ fn lanes_part(t: u32, r0: u32, lane: u32, lanes: u32, nm: bool, ss: ptr<function
     return acc;
 }
 
-// lanes_slow is lanes_partial element by element, for rows or scale
+// lanes_slow is lanes_part (without the prologue) element by element, for rows or scale
 // blocks that do not hold whole chunks (any row length and block size;
 // weights packed without row padding, as the host uploads them).
 fn lanes_slow(t: u32, r0: u32, lane: u32, lanes: u32, hi: ptr<function, vec4<f32>>) -> vec4<f32> {

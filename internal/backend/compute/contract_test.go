@@ -106,30 +106,32 @@ func TestChooseMatKernel(t *testing.T) {
 	decode := matShape{rows: 1, chunked: true}
 	decodeH := matShape{rows: 1, chunked: true, xF16: true}
 	for _, tc := range []struct {
-		name      string
-		c         caps
-		v         shaders.MatMulVariant
-		s         matShape
-		want      string
-		sub, half bool
+		name            string
+		c               caps
+		v               shaders.MatMulVariant
+		s               matShape
+		want            string
+		sub, half, norm bool
 	}{
-		{"prefill", sgh, f16w, matShape{rows: 4, chunked: true}, "matmul", false, false},
-		{"prefill, partial chunks", none, f16w, matShape{rows: 32}, "matvec_lanes", false, false},
-		{"batched step of 8 rows", none, f16w, matShape{rows: 8, batch: true, chunked: true}, "matvec_lanes", false, false},
-		{"batched step, subgroups", sg, f16w, matShape{rows: 8, batch: true, chunked: true}, "matvec_sg", true, false},
-		{"decode, no subgroups", none, f16w, decodeH, "matvec_lanes", false, false},
-		{"decode, subgroups", sg, f16w, decodeH, "matvec_sg", true, false},
-		{"decode, subgroups and f16", sgh, f16w, decodeH, "matvec_sg_h", true, true},
-		{"decode, f16, int4 weights", sgh, i4, decodeH, "matvec_sg_h", true, true},
-		{"decode, f16, f32 weights", sgh, f32w, decodeH, "matvec_sg", true, false},
-		{"decode, f16, f32 activations", sgh, f16w, decode, "matvec_sg", true, false},
-		{"decode, f16, partial chunks", sgh, f16w, matShape{rows: 1, xF16: true}, "matvec_sg", true, false},
-		{"decode, norm prologue", sgh, f16w, matShape{rows: 1, chunked: true, prologue: true, xF16: true}, "matvec_lanes_norm", false, false},
-		{"3 rows", none, i4, matShape{rows: 3, chunked: true}, "matvec_lanes", false, false},
+		{"prefill", sgh, f16w, matShape{rows: 4, chunked: true}, "matmul", false, false, false},
+		{"prefill, partial chunks", none, f16w, matShape{rows: 32}, "matvec_lanes", false, false, false},
+		{"batched step of 8 rows", none, f16w, matShape{rows: 8, batch: true, chunked: true}, "matvec_lanes", false, false, false},
+		{"batched step, subgroups", sg, f16w, matShape{rows: 8, batch: true, chunked: true}, "matvec_sg", true, false, false},
+		{"decode, no subgroups", none, f16w, decodeH, "matvec_lanes", false, false, false},
+		{"decode, subgroups", sg, f16w, decodeH, "matvec_sg", true, false, false},
+		{"decode, subgroups and f16", sgh, f16w, decodeH, "matvec_sg_h", true, true, false},
+		{"decode, f16, int4 weights", sgh, i4, decodeH, "matvec_sg_h", true, true, false},
+		{"decode, f16, f32 weights", sgh, f32w, decodeH, "matvec_sg", true, false, false},
+		{"decode, f16, f32 activations", sgh, f16w, decode, "matvec_sg", true, false, false},
+		{"decode, f16, partial chunks", sgh, f16w, matShape{rows: 1, xF16: true}, "matvec_sg", true, false, false},
+		{"decode, norm prologue, subgroups", sgh, f16w, matShape{rows: 1, chunked: true, prologue: true, xF16: true}, "matvec_sg", true, false, true},
+		{"decode, norm prologue", none, f16w, matShape{rows: 1, chunked: true, prologue: true, xF16: true}, "matvec_lanes_norm", false, false, false},
+		{"batched step, norm prologue, subgroups", sg, i4, matShape{rows: 8, batch: true, chunked: true, prologue: true}, "matvec_sg", true, false, true},
+		{"3 rows", none, i4, matShape{rows: 3, chunked: true}, "matvec_lanes", false, false, false},
 	} {
 		k, v := chooseMatKernel(tc.c, tc.v, tc.s)
-		if k.Name() != tc.want || v.Subgroups != tc.sub || v.F16 != tc.half {
-			t.Errorf("%s: %s (subgroups %v, f16 %v), want %s (%v, %v)", tc.name, k.Name(), v.Subgroups, v.F16, tc.want, tc.sub, tc.half)
+		if k.Name() != tc.want || v.Subgroups != tc.sub || v.F16 != tc.half || v.Norm != tc.norm {
+			t.Errorf("%s: %s (subgroups %v, f16 %v, norm %v), want %s (%v, %v, %v)", tc.name, k.Name(), v.Subgroups, v.F16, v.Norm, tc.want, tc.sub, tc.half, tc.norm)
 		}
 		if v.Weight != tc.v.Weight || v.Quant != tc.v.Quant || v.Scale != tc.v.Scale || v.GLU != tc.v.GLU {
 			t.Errorf("%s: the weight module changed: %+v from %+v", tc.name, v, tc.v)

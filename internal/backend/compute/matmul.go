@@ -90,8 +90,9 @@ type matShape struct {
 //     the step's rows as the fastest-varying dispatch dimension:
 //     matvec_lanes (its element-wise path takes shapes of partial chunks), or with the norm prologue matvec_lanes_norm; on a
 //     device with subgroup operations matvec_sg (no workgroup-memory
-//     reduction), and with shader f16, for f16 activations and weights
-//     that convert to f16 exactly, matvec_sg_h.
+//     reduction; with the prologue, in its Norm module), and with shader
+//     f16, for f16 activations and weights that convert to f16 exactly
+//     (no prologue), matvec_sg_h.
 //
 // A batched step (one row per sequence) is a decode step of R rows: the
 // same kernels, each row computed exactly as that sequence's step alone
@@ -102,8 +103,12 @@ func chooseMatKernel(c caps, v shaders.MatMulVariant, s matShape) (contract[shad
 	switch {
 	case s.chunked && s.rows >= 4 && !s.batch:
 		return kMatmul, v
+	case s.prologue && c.subgroups:
+		// The norm prologue's subgroup form (f32 arithmetic: matvec_sg_h
+		// has no prologue).
+		v.Subgroups, v.Norm = true, true
+		return kMatvecSg, v
 	case s.prologue:
-		// The norm prologue has no subgroup form.
 		return kMatvecLanesNorm, v
 	case c.subgroups:
 		// The same lane groups, reduced through subgroup shuffles; in f16

@@ -54,10 +54,10 @@ fn mvh_chunk(acc: ptr<function, vec4<f32>>, a: vec4<u32>, b: vec4<u32>, c: vec4<
     }
 }
 
-// lanes_partial_h is lanes_partial in f16 arithmetic: dequantization
+// lanes_partial_h is lanes_part (without the prologue) in f16 arithmetic: dequantization
 // and the dot products of 4 elements in f16, their sums in f32.
 fn lanes_partial_h(t: u32, r0: u32, lane: u32, lanes: u32, hi: ptr<function, vec4<f32>>) -> vec4<f32> {
-    var acc = vec4<f32>(0.0); // as lanes_partial's
+    var acc = vec4<f32>(0.0); // as lanes_part's
     var acc2 = vec4<f32>(0.0);
     if r0 < p.rows {
         let last = p.rows - 1u;
@@ -96,5 +96,5 @@ fn matvec_sg_h(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_invocati
     let g = sg_group(wid, sgi, sgs, sgid);
     var hi = vec4<f32>(0.0);
     let lo = lanes_partial_h(t, g.x, g.y, g.z, &hi);
-    sg_finish(t, g, lo, hi, sgi, sgs, sgid);
+    sg_finish(t, g, lo, hi, 0.0, sgi, sgs, sgid); // no norm prologue (SG_NORM false)
 }
