@@ -32,6 +32,10 @@ type Caps struct {
 	// 0 where they may not (WebGPU through wgpu-native, whose shader
 	// compiler lacks them; the CPU backend).
 	SubgroupSize int
+	// SubgroupMaxSize is the largest subgroup size a kernel may run with
+	// where the device names a range (a browser's subgroupMaxSize); 0
+	// where it runs SubgroupSize alone (Vulkan).
+	SubgroupMaxSize int
 	// Timestamps: Commands.Timestamp and Device.ReadTimestamps record and
 	// report device time; on a backend, Program.Profile times each op.
 	Timestamps bool

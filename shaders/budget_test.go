@@ -21,7 +21,7 @@ const (
 )
 
 // TestKernelBudget counts the WGSL entry points and the compiled pipeline
-// variants (Specs: modules x their kernels, Vulkan-only variants
+// variants (Specs: modules x their kernels, Extended variants
 // included), prints both per family, and fails above the budget.
 func TestKernelBudget(t *testing.T) {
 	specs, err := Specs()

@@ -23,7 +23,7 @@
 // A variant may also append extension files (wgsl/ext/<name>.wgsl) with
 // kernels that use device features wgpu-native's WGSL compiler lacks
 // (subgroup operations, f16 arithmetic): such a variant is compiled to a
-// module holding only its Entry kernel and is marked Vulkan; the native
+// module holding only its Entry kernel and is Extended; the native
 // WebGPU backend never compiles it, and a browser's WebGPU compiles the
 // subgroup ones where it offers subgroups. An extension's `enable` lines
 // (`enable f16;`, `enable subgroups;`) move to the top of the module.
@@ -93,10 +93,11 @@ type Variant struct {
 	Entry string
 }
 
-// Vulkan reports whether the variant's module uses features wgpu-native's
-// WGSL compiler lacks: the Vulkan backend's, and a browser's WebGPU where
-// it offers them (gpu.Caps.Subgroups).
-func (v Variant) Vulkan() bool { return len(v.Ext) > 0 }
+// Extended reports whether the variant's module uses features
+// wgpu-native's WGSL compiler lacks (an extension file's): the Vulkan
+// backend runs it, and a browser's WebGPU where it offers them
+// (gpu.Caps.Subgroups).
+func (v Variant) Extended() bool { return len(v.Ext) > 0 }
 
 // Const is one WGSL module-scope constant of a variant.
 type Const struct {
@@ -458,11 +459,11 @@ func SPIRV(module string) ([]byte, error) {
 // name: what a device test compiles to check it accepts them all.
 func Specs() ([]KernelSpec, error) { return specs(true) }
 
-// PortableSpecs is Specs without the variants marked Vulkan: what the
-// native WebGPU backend may be asked to compile.
+// PortableSpecs is Specs without the Extended variants: what the native
+// WebGPU backend may be asked to compile.
 func PortableSpecs() ([]KernelSpec, error) { return specs(false) }
 
-func specs(vulkan bool) ([]KernelSpec, error) {
+func specs(extended bool) ([]KernelSpec, error) {
 	fams, err := Families()
 	if err != nil {
 		return nil, err
@@ -479,7 +480,7 @@ func specs(vulkan bool) ([]KernelSpec, error) {
 				continue
 			}
 			for _, v := range f.Variants {
-				if !v.holds(f, k) || v.Vulkan() && !vulkan {
+				if !v.holds(f, k) || v.Extended() && !extended {
 					continue
 				}
 				s, err := GetVariant(k, v)

@@ -102,7 +102,7 @@ func TestGetBindings(t *testing.T) {
 // but without F16, matvec_sg_h (alone) in those with F16.
 var matmulKernels = []string{"matvec_lanes", "matvec_lanes_norm", "matmul", "matvec_sg", "matvec_sg_h"}
 
-// variantEntry is the one kernel of a Vulkan-only matmul variant ("" for
+// variantEntry is the one kernel of a Extended matmul variant ("" for
 // a portable variant).
 func variantEntry(v MatMulVariant) string {
 	switch {
@@ -115,7 +115,7 @@ func variantEntry(v MatMulVariant) string {
 }
 
 // The kernels of the specialized qblocks family: the portable ones in
-// every layout's module, qmatvec_sg (alone) in the Vulkan-only ones.
+// every layout's module, qmatvec_sg (alone) in the Extended ones.
 var qblockKernels = []string{"qmatvec", "qmatmul", "qembed", "qmatvec_sg"}
 
 func TestGetQBlockVariantBindings(t *testing.T) {
@@ -138,8 +138,8 @@ func TestGetQBlockVariantBindings(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if v.Subgroups != v.Variant().Vulkan() {
-				t.Errorf("%s: Vulkan-only %v, want %v", spec.Name, v.Variant().Vulkan(), v.Subgroups)
+			if v.Subgroups != v.Variant().Extended() {
+				t.Errorf("%s: Extended %v, want %v", spec.Name, v.Variant().Extended(), v.Subgroups)
 			}
 			if spec.Entry != name || !bytes.Equal(spec.SPIRV[:4], []byte{0x03, 0x02, 0x23, 0x07}) {
 				t.Errorf("%s: entry %q, SPIR-V magic %x", spec.Name, spec.Entry, spec.SPIRV[:4])
@@ -187,8 +187,8 @@ func TestGetVariantBindings(t *testing.T) {
 			// subgroups.wgsl's, and f16.wgsl's after its enable line moved
 			// to the top.
 			ext := map[bool]int{false: 1, true: 2}[v.F16]
-			if v.Subgroups && (!v.Variant().Vulkan() || strings.Count(spec.WGSL, "@compute") != len(matmulKernels)-2+ext) {
-				t.Errorf("%s: a Vulkan-only module of matmul.wgsl and its extensions expected", spec.Name)
+			if v.Subgroups && (!v.Variant().Extended() || strings.Count(spec.WGSL, "@compute") != len(matmulKernels)-2+ext) {
+				t.Errorf("%s: an Extended module of matmul.wgsl and its extensions expected", spec.Name)
 			}
 			head := enableLines(spec.WGSL)
 			if v.F16 != strings.Contains(head, "enable f16;\n") || v.Subgroups != strings.Contains(head, "enable subgroups;\n") ||

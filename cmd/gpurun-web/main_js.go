@@ -403,9 +403,9 @@ func (s *state) loaded(m *pipeline.Model, source string, size int64, compiled in
 		// timestamps: the page's device times its work (gpurun.profile
 		// and gpurun.timeDecode work).
 		"timestamps": s.backend.Caps().Timestamps,
-		// subgroupSize: the decode products reduce through subgroup
-		// operations (matvec_sg) where the browser offers them; 0 where
-		// it does not.
+		// subgroupSize: the smallest subgroup size the page's device
+		// may run, 0 where the browser offers no subgroups (the decode
+		// products reduce through them where it does: matvec_sg).
 		"subgroupSize": s.backend.Caps().SubgroupSize,
 		"bytes":        size,
 		"chat":         map[bool]string{true: "plain", false: "template"}[tpl.IsPlain()],

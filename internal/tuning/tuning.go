@@ -23,7 +23,8 @@ type Options struct {
 	// Subgroups picks the decode kernel's reduction:
 	// SubgroupsAuto uses subgroup operations where the device offers them
 	// (gpu.Caps.SubgroupSize: Vulkan devices with basic and shuffle
-	// subgroup operations), SubgroupsOff keeps the portable
+	// subgroup operations, browsers offering WebGPU's subgroups),
+	// SubgroupsOff keeps the portable
 	// workgroup-memory reduction everywhere.
 	Subgroups SubgroupMode
 	// F16 picks the arithmetic of the decode kernel where it

@@ -29,12 +29,16 @@ import (
 
 // usedFeatures are the features gpurun uses on adapter a: timestamp
 // queries where it has them; subgroup operations where its WGSL compiler
-// has them (sgSize > 0: a browser's, not wgpu-native's; see subgroupSize);
+// has them (sg.min > 0: a browser's, not wgpu-native's; subgroupSizes);
 // never f16 (wgpu-native's WGSL has no f16: activations are packed halves
 // in u32 words).
-func usedFeatures(a *wgpu.Adapter) (f16 bool, sgSize int, timestamps bool) {
-	return false, subgroupSize(a), hasTimestamps(a)
+func usedFeatures(a *wgpu.Adapter) (f16 bool, sg subgroupRange, timestamps bool) {
+	return false, subgroupSizes(a), hasTimestamps(a)
 }
+
+// subgroupRange is the smallest and largest subgroup size an adapter's
+// kernels may run with; zero where they may not use subgroups.
+type subgroupRange struct{ min, max int }
 
 var logOnce sync.Once
 
@@ -97,8 +101,8 @@ func describe(a *wgpu.Adapter) AdapterInfo {
 			"minUniformBufferOffsetAlignment":   uint64(l.MinUniformBufferOffsetAlignment),
 		},
 	}
-	f16, sgSize, timestamps := usedFeatures(a)
-	ai.F16, ai.Subgroups, ai.Timestamps = f16, sgSize > 0, timestamps
+	f16, sg, timestamps := usedFeatures(a)
+	ai.F16, ai.Subgroups, ai.Timestamps = f16, sg.min > 0, timestamps
 	ai.Features = adapterFeatures(a)
 	sort.Strings(ai.Features)
 	return ai

@@ -9,7 +9,7 @@ import (
 )
 
 // TestCompileAllKernels compiles every kernel of the shaders package, in
-// every portable variant (those marked Vulkan, which need subgroups or f16,
+// every portable variant (the Extended ones, which need subgroups or f16,
 // aside), with wgpu-native's own (old) naga: the WGSL must stay inside what
 // it accepts.
 func TestCompileAllKernels(t *testing.T) {

@@ -189,11 +189,11 @@ func (d *Device) init() error {
 	// struct; we use no push constants.
 	limits.MaxPushConstantSize = 0
 	desc := &wgpu.DeviceDescriptor{Label: "gpurun", RequiredLimits: &wgpu.RequiredLimits{Limits: limits}}
-	f16, sgSize, timestamps := usedFeatures(d.adapter)
+	f16, sg, timestamps := usedFeatures(d.adapter)
 	if timestamps {
 		desc.RequiredFeatures = []wgpu.FeatureName{wgpu.FeatureNameTimestampQuery}
 	}
-	dev, err := requestDevice(d.adapter, desc, sgSize > 0)
+	dev, err := requestDevice(d.adapter, desc, sg.min > 0)
 	if err != nil {
 		return fmt.Errorf("webgpu: request device: %w (%w)", err, gpu.ErrNoDevice)
 	}
@@ -211,8 +211,9 @@ func (d *Device) init() error {
 	d.caps = gpu.Caps{
 		F16Storage:          f16, // WebGPU's shader-f16 gives both
 		F16Math:             f16,
-		Subgroups:           sgSize > 0,
-		SubgroupSize:        sgSize,
+		Subgroups:           sg.min > 0,
+		SubgroupSize:        sg.min,
+		SubgroupMaxSize:     sg.max,
 		Timestamps:          timestamps,
 		MaxBufferSize:       int64(d.limits.MaxBufferSize),
 		MaxStorageBinding:   int64(d.limits.MaxStorageBufferBindingSize),

@@ -18,8 +18,6 @@ import (
 
 	"github.com/cogentcore/webgpu/jsx"
 	"github.com/cogentcore/webgpu/wgpu"
-
-	"github.com/gpurun/gpurun/shaders"
 )
 
 // querySet is the page's GPUQuerySet of timestamps, made where the adapter
@@ -52,25 +50,21 @@ func hasTimestamps(a *wgpu.Adapter) bool {
 // subgroupFeature is WebGPU's name of subgroup operations.
 const subgroupFeature = "subgroups"
 
-// subgroupSize is the smallest subgroup size of adapter a where it offers
-// WebGPU's subgroups and every size its kernels may run with
-// (adapter.info's subgroupMinSize to subgroupMaxSize) suits the subgroup
-// kernels (shaders.SubgroupVariantFits: they read their size from a
-// builtin); else 0.
-func subgroupSize(a *wgpu.Adapter) int {
+// subgroupSizes is adapter.info's subgroupMinSize and subgroupMaxSize
+// where adapter a offers WebGPU's subgroups; none where it does not (or
+// does not say its sizes). Whether the kernels suit them is the backend's
+// call (gpu.Caps.SubgroupSize, SubgroupMaxSize).
+func subgroupSizes(a *wgpu.Adapter) subgroupRange {
 	av := jsValue(a)
 	if !av.Get("features").Call("has", subgroupFeature).Truthy() {
-		return 0
+		return subgroupRange{}
 	}
 	info := av.Get("info")
 	lo, hi := info.Get("subgroupMinSize"), info.Get("subgroupMaxSize")
-	if lo.Type() != js.TypeNumber || hi.Type() != js.TypeNumber {
-		return 0
+	if lo.Type() != js.TypeNumber || hi.Type() != js.TypeNumber || lo.Int() < 1 {
+		return subgroupRange{}
 	}
-	if !shaders.SubgroupVariantFits(lo.Int()) || !shaders.SubgroupVariantFits(hi.Int()) {
-		return 0
-	}
-	return lo.Int()
+	return subgroupRange{lo.Int(), hi.Int()}
 }
 
 func createTimestamps(dev *wgpu.Device, n uint32) (q *querySet, err error) {

@@ -68,14 +68,14 @@ func adapterFeatures(a *wgpu.Adapter) []string {
 }
 
 // requestDevice asks a for a device; subgroups is never true here
-// (subgroupSize).
+// (subgroupSizes).
 func requestDevice(a *wgpu.Adapter, desc *wgpu.DeviceDescriptor, _ bool) (*wgpu.Device, error) {
 	return a.RequestDevice(desc)
 }
 
-// subgroupSize is 0: wgpu-native's WGSL front end (naga 0.19) has no
+// subgroupSizes is none: wgpu-native's WGSL front end (naga 0.19) has no
 // subgroup builtins.
-func subgroupSize(*wgpu.Adapter) int { return 0 }
+func subgroupSizes(*wgpu.Adapter) subgroupRange { return subgroupRange{} }
 
 func adapterInfo(a *wgpu.Adapter) wgpu.AdapterInfo { return a.GetInfo() }
 

@@ -48,7 +48,10 @@ type caps struct {
 
 // capsOf returns the capabilities of a device as the options allow them.
 func capsOf(dc gpu.Caps, opts tuning.Options) caps {
-	subgroups := opts.Subgroups == tuning.SubgroupsAuto && shaders.SubgroupVariantFits(dc.SubgroupSize)
+	// The subgroup kernels read their size from a builtin, so every size
+	// the device may run must suit them.
+	subgroups := opts.Subgroups == tuning.SubgroupsAuto && shaders.SubgroupVariantFits(dc.SubgroupSize) &&
+		shaders.SubgroupVariantFits(max(dc.SubgroupSize, dc.SubgroupMaxSize))
 	// The f16 variants hold the subgroup reduction and keep f16 in storage
 	// and arithmetic; WebGPU (no f16 in its naga) and SwiftShader (no f16
 	// feature) report neither.

@@ -82,6 +82,8 @@ func (pl *planner) qMatMul(w *weight, biasName string, x gpu.Binding, inCols int
 	v := shaders.QBlockVariant{Layout: w.qt.Layout()}
 	// Lanes per row over its sub-blocks, as matvec_lanes' over chunks.
 	lanes := laneCount(inCols/v.Layout.SubLen(), shaders.QMatVecWG)
+	// groups is the qmatvec workgroups (row groups) of rows rows.
+	groups := func(rows int) int { return ceilDiv(rows, shaders.QMatVecWG/lanes*shaders.QMatVecRows) }
 	for _, c := range w.chunks {
 		params := shaders.QParams{InCols: u(inCols), OutCols: u(out.Cols), RowBase: u(c.rowBase), Rows: u(c.rows), QT: w.qt,
 			HasBias: b2u(hasBias), NRows: u(out.Rows), Accum: b2u(accum), OutF16: b2u(out.F16), XF16: pl.h(x), Lanes: u(lanes)}
@@ -93,9 +95,9 @@ func (pl *planner) qMatMul(w *weight, biasName string, x gpu.Binding, inCols int
 		case pl.p.b.caps.subgroups:
 			sv := v
 			sv.Subgroups = true
-			kQmatvecSg.dispatchVariant(pl, sv.Variant(), params, cst, out.Rows, ceilDiv(c.rows, shaders.QMatVecWG/lanes*shaders.QMatVecRows), 1, bind)
+			kQmatvecSg.dispatchVariant(pl, sv.Variant(), params, cst, out.Rows, groups(c.rows), 1, bind)
 		default:
-			kQmatvec.dispatchVariant(pl, v.Variant(), params, cst, out.Rows, ceilDiv(c.rows, shaders.QMatVecWG/lanes*shaders.QMatVecRows), 1, bind)
+			kQmatvec.dispatchVariant(pl, v.Variant(), params, cst, out.Rows, groups(c.rows), 1, bind)
 		}
 	}
 	return nil
