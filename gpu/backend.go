@@ -140,8 +140,10 @@ type Program interface {
 	TimeSteps(ctx context.Context, token int32, pos, n int, stops []int32) (ids []int32, deviceNanos uint64, err error)
 	// StartSteps starts a window of up to steps (1..Caps().MaxSteps)
 	// decode steps of a one-token program ending in fusion.Argmax or
-	// fusion.Sample, perSubmit steps a submission, the device continuing
-	// each submission from the step tensor the one before it left: step i
+	// fusion.Sample in submissions of up to perSubmit steps (the first
+	// runs one step, each next twice the one before: the device starts
+	// after one step is recorded), the device continuing each
+	// submission from the step tensor the one before it left: step i
 	// runs the id step i-1 picked (step 0: token) at position pos+i, as
 	// RunSteps' steps do, and a picked stop id (at most Caps().MaxStops)
 	// ends the window's work on the device. The window keeps later
@@ -172,9 +174,9 @@ type Program interface {
 // StepWindow is a window of decode steps Program.StartSteps started.
 type StepWindow interface {
 	// Next returns the ids of the window's next submission in order
-	// (perSubmit of them, fewer at the window's end or at a stop id,
-	// which is then the last), having queued the submission after the
-	// next one; none (nil, nil) once the window is over.
+	// (as many as it ran steps, fewer at a stop id, which is then the
+	// last), having queued the submissions that follow; none (nil, nil)
+	// once the window is over.
 	Next(ctx context.Context) ([]int32, error)
 	// Close ends the window, waiting for what it still has queued, and,
 	// for a timed window, returns the device time of its submissions in

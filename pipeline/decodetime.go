@@ -12,8 +12,9 @@ import (
 // DecodeTime is the device's share of greedy decode steps (Model.TimeDecode).
 type DecodeTime struct {
 	Steps int // decode steps that ran
-	// Submissions is how many submissions they took (Options.StepsPerSubmit
-	// steps each, as a generation's).
+	// Submissions is how many submissions they took, as a generation's:
+	// Options.StepsPerSubmit steps each, or in windows (gpu.Caps.ReadAhead)
+	// growing to that from one step (gpu.Program.StartSteps).
 	Submissions int
 	// Device is the device time of those submissions, from timestamps
 	// before the first dispatch and after the last of each.
@@ -153,6 +154,7 @@ func (m *Model) timeWindows(ctx context.Context, sl *slot, token int32, pos, ste
 				break
 			}
 			got += len(ids)
+			out.Submissions++
 			token = ids[len(ids)-1]
 		}
 		out.Wall += time.Since(start)
@@ -166,7 +168,6 @@ func (m *Model) timeWindows(ctx context.Context, sl *slot, token int32, pos, ste
 			return DecodeTime{}, fmt.Errorf("pipeline: timed decode: %d steps at position %d ran none", n, pos)
 		}
 		out.Steps += got
-		out.Submissions += (got + per - 1) / per
 		out.Device += time.Duration(nanos)
 		pos += got
 	}

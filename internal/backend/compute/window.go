@@ -27,26 +27,38 @@ import (
 // device picks are those RunSteps would pick, step for step: the same
 // kernels on the same inputs (each submission's list is the one of its
 // span, lenlists.go, which computes what the whole one does).
+//
+// A window's submissions grow to perSubmit steps (windowEnds): 1, 2, 4,
+// ... A submission is recorded before the device can start it (its
+// dispatches encoded by the host; on the page, the driver's command
+// buffer recorded by the browser's GPU process when it gets the submit),
+// and at a window's start nothing else runs: a first submission of one
+// step lets the device start after one step's recording instead of
+// perSubmit's, and each larger one is recorded while the ones before it
+// run.
 
-// windowDepth is how many submissions of a window are queued at once:
-// while the host reads one, the next ones run. The device idles when the
-// read's round trip and the next submit take longer than the device
-// time of the submissions queued behind the one read: on the page that
-// is 4-6 ms (a round trip of 3-4 ms and a queue.submit of 1-2 ms), which
-// two submissions behind cover for 8-step submissions of 0.3 ms steps (a
-// 110M model on a desktop GPU), where one would need 0.7 ms steps. A stop
-// mid-window discards the submissions queued past it: after a device
-// stop they run no rows; after a host stop (a stop string) they run up to
-// 2 * StepsPerSubmit steps whose ids are dropped.
-const windowDepth = 3
+// windowAhead is how many submissions of perSubmit steps a window keeps
+// queued behind the one the host reads (stepWindow.fill): while the host
+// reads one, those run. The device idles when the read's round trip and
+// the next submit take longer than the device time queued behind the
+// read: on the page that is 4-6 ms (a round trip of 3-4 ms and a
+// queue.submit of 1-2 ms), which two submissions behind cover for 8-step
+// submissions of 0.3 ms steps (a 110M model on a desktop GPU), where one
+// would need 0.7 ms steps. The window's first, smaller submissions are
+// queued as many as that takes (1, 2, 4, 8 and 8 for perSubmit 8). A
+// stop mid-window discards the submissions queued past it: after a
+// device stop they run no rows; after a host stop (a stop string) they
+// run fewer than 3 * StepsPerSubmit steps whose ids are dropped.
+const windowAhead = 2
 
 // stepWindow is a window StartSteps started (gpu.StepWindow).
 type stepWindow struct {
 	p      *program
 	out    fusion.Buf
-	pos    int // position of the window's first step
-	steps  int // the window's steps
-	per    int // steps a submission
+	pos    int   // position of the window's first step
+	steps  int   // the window's steps
+	per    int   // steps of a full submission
+	ends   []int // each submission's end: its last step's index in the window + 1 (windowEnds)
 	timed  bool
 	next   int           // the next submission to queue
 	queued []queuedSteps // submissions queued and not yet read, in order
@@ -88,28 +100,50 @@ func (p *program) StartSteps(ctx context.Context, token int32, pos, steps, perSu
 	if err := p.b.dev.Write(p.step, 0, st); err != nil {
 		return nil, fmt.Errorf("compute: start steps: %w", err)
 	}
-	w := &stepWindow{p: p, out: out, pos: pos, steps: steps, per: perSubmit, timed: timed}
-	for range windowDepth {
-		if err := w.queue(); err != nil {
-			_, _ = w.Close(ctx)
-			return nil, err
-		}
+	w := &stepWindow{p: p, out: out, pos: pos, steps: steps, per: perSubmit, ends: windowEnds(steps, perSubmit), timed: timed}
+	if err := w.fill(); err != nil {
+		_, _ = w.Close(ctx)
+		return nil, err
 	}
 	return w, nil
 }
 
-// submissions is how many submissions the window takes.
-func (w *stepWindow) submissions() int { return ceilDiv(w.steps, w.per) }
+// windowEnds is where a window's submissions end, each ends[j] steps
+// into the window: the first runs one step, each next twice the one
+// before up to perSubmit (1, 2, 4, 8, 8, ... for perSubmit 8), the last
+// what is left of steps.
+func windowEnds(steps, perSubmit int) []int {
+	var ends []int
+	for end, n := 0, 1; end < steps; n = min(2*n, perSubmit) {
+		end = min(end+n, steps)
+		ends = append(ends, end)
+	}
+	return ends
+}
 
-// queue submits the window's next submission with its read, if any is
-// left.
+// submissions is how many submissions the window takes.
+func (w *stepWindow) submissions() int { return len(w.ends) }
+
+// fill queues the window's next submissions until windowAhead *
+// perSubmit steps are queued behind the oldest one not yet read, or none
+// is left.
+func (w *stepWindow) fill() error {
+	for w.next < w.submissions() && (len(w.queued) == 0 || w.ends[w.next-1]-w.ends[w.queued[0].j] < windowAhead*w.per) {
+		if err := w.queue(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// queue submits the window's next submission with its read.
 func (w *stepWindow) queue() error {
 	j := w.next
-	if j >= w.submissions() {
-		return nil
+	first := 0
+	if j > 0 {
+		first = w.ends[j-1]
 	}
-	first := j * w.per
-	n := min(w.per, w.steps-first)
+	n := w.ends[j] - first
 	stampAt := -1
 	if w.timed {
 		stampAt = 2 * j
@@ -130,8 +164,8 @@ func (w *stepWindow) queue() error {
 }
 
 // Next (gpu.StepWindow) reads the oldest queued submission's step tensor
-// and, unless the window is over, queues the next submission before it
-// returns the new ids.
+// and, unless the window is over, queues the next submissions (fill)
+// before it returns the new ids.
 func (w *stepWindow) Next(ctx context.Context) ([]int32, error) {
 	if w.closed {
 		return nil, fmt.Errorf("%w: window closed", ErrRun)
@@ -154,7 +188,7 @@ func (w *stepWindow) Next(ctx context.Context) ([]int32, error) {
 		w.failed = err
 		return nil, err
 	}
-	last := min((q.j+1)*w.per, w.steps)
+	last := w.ends[q.j]
 	if int(got.Count) < w.count || int(got.Count) > last || got.ValidLen != uint32(w.pos)+got.Count ||
 		(got.Done == shaders.StepRunning && int(got.Count) != last) {
 		w.failed = fmt.Errorf("compute: window steps: the device reports %d ids (done %d) and %d valid positions after the steps up to %d of a window of %d from %d",
@@ -170,7 +204,7 @@ func (w *stepWindow) Next(ctx context.Context) ([]int32, error) {
 		w.over = true
 		return ids, nil
 	}
-	if err := w.queue(); err != nil {
+	if err := w.fill(); err != nil {
 		w.failed = err
 		return ids, err
 	}
@@ -181,7 +215,7 @@ func (w *stepWindow) Next(ctx context.Context) ([]int32, error) {
 // timed window, reads its submissions' timestamps. Once ctx ended, each
 // queued read is given back without its bytes (gpu.PendingRead.Wait with
 // an ended ctx returns at once): a cancelled generation does not wait
-// for up to windowDepth submissions (seconds each on a software device).
+// for the submissions still queued (seconds each on a software device).
 // The device still runs them; the next write of the step tensor or
 // submission of the program is ordered after them by the device.
 func (w *stepWindow) Close(ctx context.Context) (uint64, error) {

@@ -58,6 +58,38 @@ func stepsIDs(t *testing.T, p *program, tok int32, pos, total, per int) []int32 
 	return out
 }
 
+// submissionSizes is how many ids each submission of a window handed out.
+func submissionSizes(subs [][]int32) []int {
+	n := make([]int, len(subs))
+	for i, s := range subs {
+		n[i] = len(s)
+	}
+	return n
+}
+
+// TestWindowEnds: a window's submissions grow from one step, doubling up
+// to perSubmit, the last what is left.
+func TestWindowEnds(t *testing.T) {
+	for _, tc := range []struct {
+		steps, per int
+		want       []int
+	}{
+		{1, 1, []int{1}},
+		{5, 1, []int{1, 2, 3, 4, 5}},
+		{2, 2, []int{1, 2}},
+		{7, 2, []int{1, 3, 5, 7}},
+		{20, 8, []int{1, 3, 7, 15, 20}},
+		{16, 8, []int{1, 3, 7, 15, 16}},
+		{15, 8, []int{1, 3, 7, 15}},
+		{64, 6, []int{1, 3, 7, 13, 19, 25, 31, 37, 43, 49, 55, 61, 64}},
+		{64, 64, []int{1, 3, 7, 15, 31, 63, 64}},
+	} {
+		if got := windowEnds(tc.steps, tc.per); !slices.Equal(got, tc.want) {
+			t.Errorf("windowEnds(%d, %d) = %v, want %v", tc.steps, tc.per, got, tc.want)
+		}
+	}
+}
+
 // TestStepWindows: a window of decode steps (StartSteps, the next
 // submission queued before the host reads the one before) picks the ids
 // RunSteps' one-at-a-time submissions pick, greedy and sampled, for
@@ -65,8 +97,8 @@ func stepsIDs(t *testing.T, p *program, tok int32, pos, total, per int) []int32 
 // with the advance kernel after an op that follows the pick), a window
 // ending in a stop id mid-submission (nothing
 // after it is handed out), and a window the host closes after its first
-// submission, whose queued second one wrote cache positions past the ids
-// taken: steps from the accepted position then still pick RunSteps' ids.
+// submission (one step), whose queued next ones wrote cache positions
+// past the ids taken: steps from the accepted position then still pick RunSteps' ids.
 // A timed window reports device time. A device that does not read ahead
 // refuses windows with ErrUnsupported.
 func TestStepWindows(t *testing.T) {
@@ -129,8 +161,11 @@ func TestStepWindows(t *testing.T) {
 				// Whole windows, 64 steps then 16.
 				subs, _ := windowIDs(t, p, 1, 0, 64, per, nil, false)
 				subs2, _ := windowIDs(t, p, want[63], 64, total-64, per, nil, false)
-				if len(subs) != 8 || len(subs2) != 2 {
-					t.Errorf("windows of 64 and 16 steps handed out %d and %d submissions, want 8 and 2", len(subs), len(subs2))
+				// Submissions of 1, 2, 4, then 8 steps (windowEnds).
+				want64 := []int{1, 2, 4, 8, 8, 8, 8, 8, 8, 8, 1}
+				want16 := []int{1, 2, 4, 8, 1}
+				if got, got2 := submissionSizes(subs), submissionSizes(subs2); !slices.Equal(got, want64) || !slices.Equal(got2, want16) {
+					t.Errorf("windows of 64 and 16 steps handed out submissions of %v and %v steps, want %v and %v", got, got2, want64, want16)
 				}
 				if got := slices.Concat(append(subs, subs2...)...); !slices.Equal(got, want) {
 					t.Errorf("windows: %v\nRunSteps: %v", got, want)
@@ -147,12 +182,13 @@ func TestStepWindows(t *testing.T) {
 					t.Errorf("window with stop id %d (step %d): %v\nwant %v", want[k], k, got, want[:k+1])
 				}
 
-				// The host stops after the first submission; the second,
-				// already queued, ran past it. Closed with a live ctx the
-				// window waits for it; with a cancelled one (a cancelled
-				// generation) it leaves it to the device and says so (nil
-				// where it had finished already). Either way the steps that
-				// follow, ordered after it, pick RunSteps' ids.
+				// The host stops after the first submission; the ones
+				// after it, already queued, ran past it. Closed with a live
+				// ctx the window waits for them; with a cancelled one (a
+				// cancelled generation) it leaves them to the device and
+				// says so (nil where they had finished already). Either way
+				// the steps that follow, ordered after them, pick RunSteps'
+				// ids.
 				cancelled, cancel := context.WithCancel(ctx)
 				cancel()
 				for _, closeCtx := range []context.Context{ctx, cancelled} {
@@ -168,11 +204,11 @@ func TestStepWindows(t *testing.T) {
 					if err != nil && (closeCtx.Err() == nil || !errors.Is(err, context.Canceled)) {
 						t.Errorf("window closed after its first submission (ctx error %v): %v", closeCtx.Err(), err)
 					}
-					if !slices.Equal(first, want[:per]) {
-						t.Errorf("first submission of a window: %v, want %v", first, want[:per])
+					if !slices.Equal(first, want[:1]) {
+						t.Errorf("first submission of a window: %v, want %v (one step)", first, want[:1])
 					}
-					if got := stepsIDs(t, p, want[per-1], per, 2*per, per); !slices.Equal(got, want[per:3*per]) {
-						t.Errorf("steps from position %d after a window closed there (ctx error %v): %v\nwant %v", per, closeCtx.Err(), got, want[per:3*per])
+					if got := stepsIDs(t, p, want[0], 1, 2*per, per); !slices.Equal(got, want[1:1+2*per]) {
+						t.Errorf("steps from position 1 after a window closed there (ctx error %v): %v\nwant %v", closeCtx.Err(), got, want[1:1+2*per])
 					}
 				}
 
