@@ -16,12 +16,12 @@ import (
 )
 
 // TestDecodeWindows: stories260K's sampled decode steps in windows
-// (gpu.Program.StartSteps over this device's SubmitRead: three 8-step
-// submissions queued before the host reads one) pick the ids of 8-step
-// RunSteps submissions, on the mapped and the staging path; timed, the
-// window reports device time. The device-level checks of the read ahead
-// are TestSubmitRead's; this runs the decode path the pipeline takes,
-// here also under the validation layer (TestValidationClean).
+// (gpu.Program.StartSteps over this device's SubmitRead: submissions of
+// 1, 2, 4, then 8 steps, queued before the host reads one) pick the ids
+// of 8-step RunSteps submissions, on the mapped and the staging path;
+// timed, the window reports device time. The device-level checks of the
+// read ahead are TestSubmitRead's; this runs the decode path the pipeline
+// takes, here also under the validation layer (TestValidationClean).
 func TestDecodeWindows(t *testing.T) {
 	ck, err := llama2c.Load(testmodels.Path(t, "stories260K.bin"))
 	if err != nil {
