@@ -515,17 +515,26 @@ func (v QBlockVariant) Variant() Variant {
 	return r
 }
 
-// RopeKV is the kernel of wgsl/qkv.wgsl (fusion.MatMulRopeKV).
-const RopeKV = "lanes_rope_kv"
+// RopeKV is the kernel of wgsl/qkv.wgsl (fusion.MatMulRopeKV), RopeKVSg
+// its subgroup form (wgsl/ext/qkvsubgroups.wgsl; Vulkan, and a browser's
+// WebGPU with subgroups).
+const (
+	RopeKV   = "lanes_rope_kv"
+	RopeKVSg = "lanes_rope_kv_sg"
+)
 
-// RopeKVVariant is the module of wgsl/qkv.wgsl for v's weights (v without
-// GLU or Subgroups).
+// RopeKVVariant is the module of wgsl/qkv.wgsl for v's weights (GLU, F16
+// and Norm ignored), with v.Subgroups the one of RopeKVSg.
 func (v MatMulVariant) RopeKVVariant() Variant {
 	mv := v
 	mv.GLU, mv.Subgroups, mv.F16, mv.Norm = false, false, false, false
 	r := mv.Variant()
 	r.Key += "_lanes"
 	r.Entry = RopeKV
+	if v.Subgroups {
+		r.Key += "_sg"
+		r.Ext, r.Entry = []string{"qkvsubgroups"}, RopeKVSg
+	}
 	return r
 }
 

@@ -118,7 +118,8 @@ var specialized = map[string]func() []Variant{
 	"qkv": func() []Variant {
 		var out []Variant
 		for _, v := range MatMulVariants() {
-			if !v.GLU && !v.Subgroups {
+			// One module per weight layout, and its subgroup form.
+			if !v.GLU && !v.F16 && !v.Norm {
 				out = append(out, v.RopeKVVariant())
 			}
 		}

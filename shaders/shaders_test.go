@@ -92,7 +92,7 @@ func TestGetBindings(t *testing.T) {
 			}
 		})
 	}
-	if got, want := len(Names()), len(tests)+len(matmulKernels)+len(qblockKernels)+2; got != want { // + qkv.wgsl's one and sample
+	if got, want := len(Names()), len(tests)+len(matmulKernels)+len(qblockKernels)+3; got != want { // + qkv.wgsl's two and sample
 		t.Errorf("%d kernels, the table knows %d: %v", got, want, Names())
 	}
 }

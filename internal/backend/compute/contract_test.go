@@ -142,6 +142,33 @@ func TestChooseMatKernel(t *testing.T) {
 	}
 }
 
+// The fused Q/K/V's kernel: the subgroup form where the device has
+// subgroups, for every weight layout, with a module that holds it.
+func TestChooseRopeKVKernel(t *testing.T) {
+	for _, v := range shaders.MatMulVariants() {
+		if v.GLU || v.Subgroups || v.F16 || v.Norm {
+			continue
+		}
+		for _, tc := range []struct {
+			c    caps
+			want string
+		}{
+			{caps{}, shaders.RopeKV},
+			{caps{f16: true}, shaders.RopeKV},
+			{caps{subgroups: true}, shaders.RopeKVSg},
+			{caps{subgroups: true, f16: true}, shaders.RopeKVSg},
+		} {
+			k, kv := chooseRopeKVKernel(tc.c, v)
+			if k.Name() != tc.want || kv.Subgroups != tc.c.subgroups || kv.Weight != v.Weight || kv.Quant != v.Quant || kv.Scale != v.Scale {
+				t.Errorf("%s, %+v: %s %+v, want %s", v.Variant().Key, tc.c, k.Name(), kv, tc.want)
+			}
+			if _, err := shaders.GetVariant(k.Name(), kv.RopeKVVariant()); err != nil {
+				t.Errorf("%s, %+v: %v", v.Variant().Key, tc.c, err)
+			}
+		}
+	}
+}
+
 // The choice of attention kernels is a function of the option and the
 // shape alone: no device needed.
 func TestChooseAttention(t *testing.T) {

@@ -328,7 +328,8 @@ func (b qkvBindings) list() []gpu.Binding {
 
 // The kernels of wgsl/qkv.wgsl.
 var (
-	kLanesRopeKv = contract[shaders.MatParams, qkvBindings]{name: "lanes_rope_kv"}
+	kLanesRopeKv   = contract[shaders.MatParams, qkvBindings]{name: "lanes_rope_kv"}
+	kLanesRopeKvSg = contract[shaders.MatParams, qkvBindings]{name: "lanes_rope_kv_sg"}
 )
 
 // ropeBindings are the bindings of wgsl/rope.wgsl after its uniform block p

@@ -149,8 +149,21 @@ func (pl *planner) matMulRopeKV(op *fusion.MatMulRopeKVOp) error {
 		W2: gpu.Binding{Buf: wk.chunks[0].w}, Wv: gpu.Binding{Buf: wv.chunks[0].w},
 		Kc: gpu.Binding{Buf: c.k[op.Layer]}, Vc: gpu.Binding{Buf: c.v[op.Layer]}, Rq: gpu.Binding{Buf: rbuf, Size: shaders.RopeQKVBytes}}
 	cost := matCost(wq, wq.rows+wk.rows+wv.rows, in.Cols, in.Rows, 1)
-	kLanesRopeKv.dispatchVariant(pl, v.RopeKVVariant(), params, cost, total/perWG, in.Rows, 1, bind)
+	k, kv := chooseRopeKVKernel(pl.p.b.caps, v)
+	k.dispatchVariant(pl, kv.RopeKVVariant(), params, cost, total/perWG, in.Rows, 1, bind)
 	return nil
+}
+
+// chooseRopeKVKernel is the fused Q/K/V kernel for weights of variant v:
+// the lane groups' sums reduced through subgroup shuffles where the
+// device has subgroups (as chooseMatKernel's matvec_sg), else in
+// workgroup memory.
+func chooseRopeKVKernel(c caps, v shaders.MatMulVariant) (contract[shaders.MatParams, qkvBindings], shaders.MatMulVariant) {
+	if c.subgroups {
+		v.Subgroups = true
+		return kLanesRopeKvSg, v
+	}
+	return kLanesRopeKv, v
 }
 
 // ropeStoreKV plans a RopeStoreKV (validation made it unbatched): one
