@@ -212,9 +212,11 @@ func WithHostSampling() Option { return func(o *openOptions) { o.hostSampling = 
 
 // WithStepsPerSubmit sets how many decode steps one GPU submission runs
 // when the device picks the tokens (1..the backend's gpu.Caps.MaxSteps, 64
-// on the GPU backends; without it pipeline.DefaultStepsPerSubmit): the ids come back together and are
-// still streamed one by one, with stop strings and cancellation checked
-// between them. The CPU backend steps one token at a time.
+// on the GPU backends; without it pipeline.DefaultStepsPerSubmit; a
+// window's first submissions run 1, 2, 4, ... steps up to it): the ids
+// come back together and are still streamed one by one, with stop strings
+// and cancellation checked between them. The CPU backend steps one token
+// at a time.
 func WithStepsPerSubmit(n int) Option { return func(o *openOptions) { o.steps = n } }
 
 // WithPrefillSizes sets the token counts of the compiled prefill programs

@@ -60,7 +60,10 @@ type Options struct {
 	// and the ids come back together, to be streamed one by one (stop
 	// strings and cancellation are checked between tokens; a submission
 	// already made runs to its end). 0 means DefaultStepsPerSubmit; at
-	// most the backend's Caps().MaxSteps. 1 submits and waits once per token.
+	// most the backend's Caps().MaxSteps. 1 submits and waits once per
+	// token. Where the backend reads ahead (gpu.Caps.ReadAhead) the
+	// submissions of a window start at one step and double up to this
+	// (gpu.Program.StartSteps), so the device starts sooner.
 	StepsPerSubmit int
 	// Slots is how many KV caches the model holds over its one copy of the
 	// weights, each with its own compiled programs: up to Slots sessions
