@@ -56,7 +56,6 @@ type stepWindow struct {
 	p      *program
 	out    fusion.Buf
 	pos    int   // position of the window's first step
-	steps  int   // the window's steps
 	per    int   // steps of a full submission
 	ends   []int // each submission's end: its last step's index in the window + 1 (windowEnds)
 	timed  bool
@@ -100,7 +99,7 @@ func (p *program) StartSteps(ctx context.Context, token int32, pos, steps, perSu
 	if err := p.b.dev.Write(p.step, 0, st); err != nil {
 		return nil, fmt.Errorf("compute: start steps: %w", err)
 	}
-	w := &stepWindow{p: p, out: out, pos: pos, steps: steps, per: perSubmit, ends: windowEnds(steps, perSubmit), timed: timed}
+	w := &stepWindow{p: p, out: out, pos: pos, per: perSubmit, ends: windowEnds(steps, perSubmit), timed: timed}
 	if err := w.fill(); err != nil {
 		_, _ = w.Close(ctx)
 		return nil, err
@@ -192,7 +191,7 @@ func (w *stepWindow) Next(ctx context.Context) ([]int32, error) {
 	if int(got.Count) < w.count || int(got.Count) > last || got.ValidLen != uint32(w.pos)+got.Count ||
 		(got.Done == shaders.StepRunning && int(got.Count) != last) {
 		w.failed = fmt.Errorf("compute: window steps: the device reports %d ids (done %d) and %d valid positions after the steps up to %d of a window of %d from %d",
-			got.Count, got.Done, got.ValidLen, last, w.steps, w.pos)
+			got.Count, got.Done, got.ValidLen, last, w.ends[len(w.ends)-1], w.pos)
 		return nil, w.failed
 	}
 	ids := make([]int32, int(got.Count)-w.count)
