@@ -245,25 +245,52 @@ fn store_halves(pos: u32, i: u32, y0: vec2<f32>, y1: vec2<f32>) {
     }
 }
 
-// finish_unit finishes the n pairs i0.. of a unit (y[k]: pair i0+k), of
-// the seg's np pairs.
-fn finish_unit(seg: u32, t: u32, i0: u32, np: u32, y: array<vec2<f32>, 4>, n: u32) {
+// RopeUnit is a lane group's work: 2 pairs of segment seg from pair i0
+// (of the segment's np), n of them stored (0 for a padding unit, which
+// computes the segment's last pairs again and stores nothing; it still
+// takes part in the workgroup's barriers).
+struct RopeUnit {
+    seg: u32,
+    i0: u32,
+    np: u32,
+    n: u32,
+}
+
+// rope_unit is work unit g's (units laid out q, k, v: seg_of).
+fn rope_unit(g: u32) -> RopeUnit {
+    let su = seg_of(g);
+    let np = seg_pairs(su.x);
+    return RopeUnit(su.x, min(2u * su.y, np - 1u), np, select(0u, 2u, 2u * su.y < np));
+}
+
+// unit_part is lane's share of unit u's rows of token t (rope_part), the
+// lane's sum of squares of x in ss with the norm prologue.
+fn unit_part(u: RopeUnit, t: u32, lane: u32, lanes: u32, ss: ptr<function, vec4<f32>>) -> vec4<f32> {
+    return rope_part(u.seg, t, pair_rows(u.seg, u.i0), pair_rows(u.seg, min(u.i0 + 1u, u.np - 1u)), lane, lanes, ss);
+}
+
+// finish_unit takes unit u's reduced sums v (xy: pair i0, zw: i0+1) and
+// sum of squares ss, scales them by the reciprocal RMS with the norm
+// prologue, and, where store (the group's lane 0), rotates and stores
+// its pairs.
+fn finish_unit(u: RopeUnit, t: u32, v: vec4<f32>, ss: f32, store: bool) {
+    if !store {
+        return;
+    }
+    var y = v;
+    if rq.has_norm != 0u {
+        y *= 1.0 / sqrt(ss / f32(p.in_cols) + p.norm_eps);
+    }
     let pos = step[STEP_POS] + t;
-    var ys = y; // a variable: naga 0.19 indexes only those dynamically
-    for (var k = 0u; k < 4u; k++) {
-        ys[k] = act_round(ys[k]);
-    }
-    for (var k = 0u; k < n; k++) {
-        if i0 + k < np {
-            finish_pair(seg, t, pos, i0 + k, ys[k]);
+    // A variable: naga 0.19 indexes only those dynamically.
+    var ys = array<vec2<f32>, 2>(act_round(y.xy), act_round(y.zw));
+    for (var k = 0u; k < u.n; k++) {
+        if u.i0 + k < u.np {
+            finish_pair(u.seg, t, pos, u.i0 + k, ys[k]);
         }
     }
-    if seg == 1u && rq.kv_f16 != 0u && rq.style == ROPE_HALVES {
-        for (var k = 0u; k < n; k += 2u) {
-            if i0 + k + 1u < np {
-                store_halves(pos, i0 + k, ys[k], ys[k + 1u]);
-            }
-        }
+    if u.seg == 1u && rq.kv_f16 != 0u && rq.style == ROPE_HALVES && u.n == 2u && u.i0 + 1u < u.np {
+        store_halves(pos, u.i0, ys[0], ys[1]);
     }
 }
 
@@ -306,15 +333,9 @@ fn lanes_rope_kv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
     }
     let lanes = p.lanes;
     let lane = li & (lanes - 1u);
-    let su = seg_of(wid.x * (LV_WG / lanes) + li / lanes);
-    let seg = su.x;
-    let np = seg_pairs(seg);
-    // Padding units compute the last pairs again and store nothing: they
-    // take part in the workgroup's barriers below.
-    let i0 = min(2u * su.y, np - 1u);
-    let nv = select(0u, 2u, 2u * su.y < np);
+    let u = rope_unit(wid.x * (LV_WG / lanes) + li / lanes);
     var ss = vec4<f32>(0.0);
-    red[li] = rope_part(seg, t, pair_rows(seg, i0), pair_rows(seg, min(i0 + 1u, np - 1u)), lane, lanes, &ss);
+    red[li] = unit_part(u, t, lane, lanes, &ss);
     red_ss[li] = (ss.x + ss.y) + (ss.z + ss.w);
     workgroupBarrier();
     for (var h = lanes / 2u; h > 0u; h = h / 2u) {
@@ -324,9 +345,5 @@ fn lanes_rope_kv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
         }
         workgroupBarrier();
     }
-    var v = red[li];
-    if rq.has_norm != 0u {
-        v *= 1.0 / sqrt(red_ss[li] / f32(p.in_cols) + p.norm_eps);
-    }
-    finish_unit(seg, t, i0, np, array<vec2<f32>, 4>(v.xy, v.zw, v.zw, v.zw), select(0u, nv, lane == 0u));
+    finish_unit(u, t, red[li], red_ss[li], lane == 0u);
 }

@@ -23,14 +23,9 @@ fn lanes_rope_kv_sg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_inv
     let lanes = p.lanes;
     let vi = sgid * sgs + sgi;
     let lane = vi & (lanes - 1u);
-    let su = seg_of(wid.x * (LV_WG / lanes) + vi / lanes);
-    let seg = su.x;
-    let np = seg_pairs(seg);
-    // Padding units compute the last pairs again and store nothing.
-    let i0 = min(2u * su.y, np - 1u);
-    let nv = select(0u, 2u, 2u * su.y < np);
+    let u = rope_unit(wid.x * (LV_WG / lanes) + vi / lanes);
     var ss4 = vec4<f32>(0.0);
-    var v = rope_part(seg, t, pair_rows(seg, i0), pair_rows(seg, min(i0 + 1u, np - 1u)), lane, lanes, &ss4);
+    var v = unit_part(u, t, lane, lanes, &ss4);
     var ss = (ss4.x + ss4.y) + (ss4.z + ss4.w);
     for (var h = min(lanes, sgs) / 2u; h > 0u; h = h / 2u) {
         v += subgroupShuffleXor(v, h);
@@ -38,7 +33,7 @@ fn lanes_rope_kv_sg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_inv
     }
     if lanes > sgs {
         // Each subgroup's sums are in its first lane; the lane group
-        // spans subgroups [sgid - sgid % per, + per), per = lanes / sgs.
+        // spans subgroups [sgid, sgid + lanes / sgs) from its lane 0's.
         if sgi == 0u {
             red[sgid] = v;
             red_ss[sgid] = ss;
@@ -55,8 +50,5 @@ fn lanes_rope_kv_sg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_inv
             ss = sum_ss;
         }
     }
-    if rq.has_norm != 0u {
-        v *= 1.0 / sqrt(ss / f32(p.in_cols) + p.norm_eps);
-    }
-    finish_unit(seg, t, i0, np, array<vec2<f32>, 4>(v.xy, v.zw, v.zw, v.zw), select(0u, nv, lane == 0u));
+    finish_unit(u, t, v, ss, lane == 0u);
 }
